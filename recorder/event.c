@@ -1,0 +1,251 @@
+/*
+ * event.c: the hot path (stkr_event) and the recorder's on/off switch.
+ *
+ * stkr_event() does, in order: one relaxed load of the state word, the TLS
+ * load of this thread's state, a re-entrancy check, the site id (already
+ * registered: one acquire load), a reservation in the thread's ring large
+ * enough for max_depth frames, the frame-pointer walk straight into the
+ * reserved record (hashing as it goes), the clock, the payload copy, and
+ * the release store that publishes the record. No lock, no malloc, no
+ * system call but the clock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "recorder/stkr_internal.h"
+
+enum {
+  STKR__OFF = 0,
+  STKR__RUNNING = 1,
+  STKR__FORK_PENDING = 2, /* forked child, follow mode, not started yet */
+  STKR__STARTING = 3      /* forked child, restart in progress */
+};
+
+/* Written by the controlling thread (start/stop) and the atfork child
+ * handler. g_conf and the callbacks are written before the release store
+ * of RUNNING; stkr_event acquire-loads the state before reading them (an
+ * acquire load is a plain load on x86_64 and an ldar on arm64). */
+static _Atomic int g_state;
+static stkr__rconf g_conf;
+static stkr__wake_fn g_wake;
+static void *g_wake_arg;
+static stkr__fork_fn g_on_fork;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+static void stkr__atfork_child(void) {
+  int state = atomic_load_explicit(&g_state, memory_order_relaxed);
+
+  /* The parent's worker does not exist here, and its wake channel (an
+   * eventfd shared with the parent) must never be poked from the child. */
+  g_wake = NULL;
+  g_wake_arg = NULL;
+  stkr__threads_forget_after_fork();
+  if (state == STKR__RUNNING && g_on_fork != NULL)
+    atomic_store_explicit(&g_state, STKR__FORK_PENDING, memory_order_release);
+  else
+    atomic_store_explicit(&g_state, STKR__OFF, memory_order_release);
+}
+
+static void stkr__atfork_install(void) {
+  pthread_atfork(NULL, NULL, stkr__atfork_child);
+}
+
+int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
+                         void *wake_arg, stkr__fork_fn on_fork_child) {
+  size_t min_ring;
+  int state = atomic_load_explicit(&g_state, memory_order_acquire);
+
+  if (state == STKR__RUNNING)
+    return -EALREADY;
+  if (rc->max_depth == 0 || rc->max_depth > STKR_MAX_DEPTH ||
+      rc->payload_max > STKR_MAX_PAYLOAD)
+    return -EINVAL;
+  /* A ring must hold several maximal records, or one event could never
+   * fit and would be dropped forever. */
+  min_ring = 4 * (sizeof(stkr__record) + 8u * rc->max_depth + rc->payload_max + 8);
+  if (rc->ring_bytes < min_ring)
+    return -EINVAL;
+  pthread_once(&g_atfork_once, stkr__atfork_install);
+  g_conf = *rc;
+  g_wake = wake;
+  g_wake_arg = wake_arg;
+  g_on_fork = on_fork_child;
+  stkr__threads_reset_counts();
+  /* Release: g_conf and the callbacks are visible to every producer that
+   * acquire-loads RUNNING (stkr_event's slow path, stkr__event_conf). */
+  atomic_store_explicit(&g_state, STKR__RUNNING, memory_order_release);
+  return 0;
+}
+
+void stkr__recorder_stop(void) {
+  /* seq_cst: ordered before the worker's quiesce loop reads `busy`. */
+  atomic_store_explicit(&g_state, STKR__OFF, memory_order_seq_cst);
+}
+
+bool stkr__recorder_running(void) {
+  return atomic_load_explicit(&g_state, memory_order_acquire) == STKR__RUNNING;
+}
+
+/* Slow path of the state check: not running. In a forked child in follow
+ * mode, the first event starts the child's own recording. */
+static __attribute__((noinline)) int stkr__not_running(int state) {
+  int expected = STKR__FORK_PENDING;
+  stkr__fork_fn fn = g_on_fork;
+
+  if (state != STKR__FORK_PENDING || fn == NULL)
+    return -ENOTCONN;
+  if (!atomic_compare_exchange_strong_explicit(&g_state, &expected,
+                                               STKR__STARTING,
+                                               memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return -ENOTCONN;
+  fn(); /* calls stkr__recorder_start() on success */
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STKR__STARTING)
+    atomic_store_explicit(&g_state, STKR__OFF, memory_order_release);
+  return stkr__recorder_running() ? 0 : -ENOTCONN;
+}
+
+int stkr_thread_attach(void) {
+  stkr__thread *t = stkr__tls;
+
+  if (t == STKR__THREAD_DEAD || t == STKR__THREAD_ATTACHING)
+    return -EAGAIN;
+  if (t != NULL)
+    return 0;
+  if (!stkr__recorder_running())
+    return -ENOTCONN;
+  return stkr__thread_attach(g_conf.ring_bytes, &t);
+}
+
+static inline uint32_t stkr__record_bytes(unsigned depth, size_t payload) {
+  return (uint32_t)((sizeof(stkr__record) + 8u * depth + payload + 7u) & ~7u);
+}
+
+__attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
+                                         size_t payload_len) {
+  int state = atomic_load_explicit(&g_state, memory_order_acquire);
+  stkr__thread *t;
+  stkr__record *rec;
+  uint32_t site_id, max_bytes;
+  unsigned depth;
+  bool stack_truncated;
+  uint64_t hash;
+  uint16_t flags = 0;
+  stkr__wake_fn wake;
+
+  if (__builtin_expect(state != STKR__RUNNING, 0)) {
+    int err = stkr__not_running(state);
+    if (err != 0)
+      return err;
+  }
+  t = stkr__tls;
+  if (__builtin_expect((uintptr_t)t <= (uintptr_t)STKR__THREAD_ATTACHING, 0)) {
+    if (t != NULL) {
+      /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
+       * signal handler interrupted this thread's first event. */
+      stkr__count_dropped_other();
+      return -EAGAIN;
+    }
+    if (stkr__thread_attach(g_conf.ring_bytes, &t) != 0) {
+      stkr__count_dropped_other();
+      return -ENOMEM;
+    }
+  }
+  /* Same-thread re-entrancy (a signal handler interrupting an event): the
+   * flag is only ever touched by this thread, so a compiler barrier is the
+   * ordering we need; a handler that runs between the test and the set
+   * completes its whole event before we continue, which is harmless. */
+  if (t->busy) {
+    /* Atomic RMW: nested handlers may race on this counter. */
+    atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
+    return -EAGAIN;
+  }
+  t->busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+
+  site_id = stkr__site_id(site);
+  if (__builtin_expect(site_id == 0, 0)) {
+    stkr__count_dropped_other();
+    goto drop_unbusy;
+  }
+  if (payload == NULL)
+    payload_len = 0;
+  if (payload_len > g_conf.payload_max) {
+    payload_len = g_conf.payload_max;
+    flags |= STKR__REC_PAYLOAD_TRUNCATED;
+  }
+  max_bytes = stkr__record_bytes(g_conf.max_depth, payload_len);
+  rec = stkr__ring_reserve(&t->ring, max_bytes);
+  if (__builtin_expect(rec == NULL, 0)) {
+    /* Single writer: only the thread holding `busy` gets here, so a
+     * load and a store suffice (no locked RMW on the hot path). */
+    atomic_store_explicit(
+        &t->dropped_ring_full,
+        atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    goto drop_unbusy;
+  }
+  depth = stkr__walk((uintptr_t)__builtin_frame_address(0), t->stack_lo,
+                     t->stack_hi, g_conf.skip_frames, (uint64_t *)(rec + 1),
+                     g_conf.max_depth, &hash, &stack_truncated);
+  if (stack_truncated)
+    flags |= STKR__REC_STACK_TRUNCATED;
+  rec->ts_ns = stkr__clock_mono_ns();
+  rec->size = stkr__record_bytes(depth, payload_len);
+  rec->site_id = site_id;
+  rec->hash = hash;
+  rec->depth = (uint16_t)depth;
+  rec->payload_len = (uint16_t)payload_len;
+  rec->flags = flags;
+  rec->reserved = 0;
+  if (payload_len != 0)
+    memcpy((uint8_t *)(rec + 1) + 8u * depth, payload, payload_len);
+  stkr__ring_commit(&t->ring, rec->size);
+  /* After the commit: the worker's count of consumed records can then
+   * never exceed `pushed` as seen by a later stats snapshot. */
+  atomic_store_explicit(
+      &t->pushed, atomic_load_explicit(&t->pushed, memory_order_relaxed) + 1,
+      memory_order_relaxed);
+
+  /* Past half full: wake the worker once; it clears wake_sent (release)
+   * after draining, pairing with this acquire load. */
+  wake = g_wake;
+  if (wake != NULL &&
+      stkr__ring_used(&t->ring) > (stkr__ring_size(&t->ring) >> 1) &&
+      !atomic_load_explicit(&t->wake_sent, memory_order_acquire)) {
+    atomic_store_explicit(&t->wake_sent, 1, memory_order_relaxed);
+    wake(g_wake_arg); /* uv_async_send: async-signal-safe */
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  t->busy = 0;
+  return 0;
+
+drop_unbusy:
+  atomic_signal_fence(memory_order_seq_cst);
+  t->busy = 0;
+  return -EAGAIN;
+}
+
+const char *stkr_strerror(int err) {
+  switch (err) {
+  case 0:
+    return "success";
+  case -ENOTCONN:
+    return "not recording (stkr_init has not run, or stkr_shutdown has)";
+  case -EALREADY:
+    return "already recording";
+  case -EAGAIN:
+    return "event dropped (ring full, or re-entered from a signal handler)";
+  case -ENOSPC:
+    return "no space (site table full, or disk full)";
+  case -EINVAL:
+    return "invalid argument or configuration value";
+  default:
+    if (err < 0)
+      return strerror(-err);
+    return "unknown error";
+  }
+}

@@ -1,0 +1,210 @@
+/*
+ * stkr_internal.h: what recorder/ offers flush/ (and tests). Not public.
+ *
+ * recorder/ owns the hot path: per-thread rings, the thread registry, the
+ * site table, the stack walk and the clock. It knows nothing of libuv, zstd
+ * or protobuf; flush/ drains what recorder/ produced. The one way back from
+ * recorder/ to flush/ is the wake callback (a producer past the ring's
+ * high-water mark) and the fork-restart callback.
+ */
+#ifndef STKR_INTERNAL_H
+#define STKR_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recorder/stackrec.h"
+
+/* ---- ring (ring.c) --------------------------------------------------------
+ * One single-producer/single-consumer byte ring per thread; see ring.c for
+ * the design. Records are 8-byte aligned and never split across the end. */
+
+/* A record as it sits in the ring. `size` counts the whole record (header,
+ * PCs, payload, padding to 8). A record with site_id == 0 is a wrap marker:
+ * the consumer skips to the ring's start. */
+typedef struct stkr__record {
+  uint32_t size;
+  uint32_t site_id;
+  uint64_t ts_ns;
+  uint64_t hash;       /* stkr__hash_pcs(pcs, depth) */
+  uint16_t depth;      /* number of PCs that follow */
+  uint16_t payload_len;
+  uint16_t flags;      /* STKR__REC_* */
+  uint16_t reserved;
+  /* uint64_t pcs[depth]; then payload_len bytes; then padding */
+} stkr__record;
+
+#define STKR__REC_PAYLOAD_TRUNCATED 1u
+#define STKR__REC_STACK_TRUNCATED 2u
+
+static inline const uint64_t *stkr__record_pcs(const stkr__record *r) {
+  return (const uint64_t *)(r + 1);
+}
+static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
+  return (const uint8_t *)(stkr__record_pcs(r) + r->depth);
+}
+
+typedef struct stkr__ring {
+  /* Written by the producer only (release, pairs with the consumer's
+   * acquire load in stkr__ring_peek). Byte offset, free-running. */
+  _Atomic uint64_t head;
+  char pad0[56];
+  /* Written by the consumer only (release, pairs with the producer's
+   * acquire load in stkr__ring_reserve). Byte offset, free-running. */
+  _Atomic uint64_t tail;
+  char pad1[56];
+  uint8_t *buf;   /* set at init, read by both */
+  uint64_t mask;  /* size - 1; size is a power of two */
+  /* Producer only: where the reserved record starts and how big it may be,
+   * between stkr__ring_reserve() and stkr__ring_commit(). */
+  uint64_t p_start;
+  uint32_t p_reserved;
+} stkr__ring;
+
+int stkr__ring_init(stkr__ring *r, size_t bytes); /* mmap; 0 or -errno */
+void stkr__ring_free(stkr__ring *r);
+/* Producer: room for `size` bytes (multiple of 8)? Returns the slot or NULL
+ * when full. Does not publish. */
+void *stkr__ring_reserve(stkr__ring *r, uint32_t size);
+/* Producer: make the reserved record visible to the consumer. */
+void stkr__ring_commit(stkr__ring *r, uint32_t size);
+/* Consumer: the oldest record, or NULL when empty. Stays valid until
+ * stkr__ring_release(). */
+const stkr__record *stkr__ring_peek(stkr__ring *r);
+void stkr__ring_release(stkr__ring *r, const stkr__record *rec);
+uint64_t stkr__ring_used(const stkr__ring *r);
+/* Discard everything unread. Only while neither side is active. */
+void stkr__ring_reset(stkr__ring *r);
+static inline uint64_t stkr__ring_size(const stkr__ring *r) { return r->mask + 1; }
+
+/* ---- hash (walk.c) ---- */
+uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
+
+/* ---- stack walk (walk.c) ------------------------------------------------
+ * Walk a frame-pointer chain starting at frame record `fp`, inside
+ * [lo, hi). Each frame record is {saved fp, return address}. Stops (never
+ * faults) when the next frame is not strictly above the current one, not
+ * 16-byte aligned (8 on x86_64 for tolerance of odd ABIs, see walk.c), or out
+ * of bounds, when a return address is 0, or after max PCs. PCs have
+ * pointer-authentication bits stripped. Returns the number of PCs stored;
+ * *hash_out gets stkr__hash_pcs of them; *truncated is set when the walk
+ * stopped at max. */
+unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
+                    uint64_t *pcs, unsigned max, uint64_t *hash_out,
+                    bool *truncated);
+
+/* ---- platform (platform_*.c) ---- */
+uint64_t stkr__clock_mono_ns(void);
+uint64_t stkr__clock_wall_ns(void);
+uint64_t stkr__os_tid(void);
+/* Bounds of the calling thread's stack: [*lo, *hi). 0 or -errno. */
+int stkr__stack_bounds(uintptr_t *lo, uintptr_t *hi);
+/* Name of the calling thread (NUL-terminated, may be empty). */
+void stkr__thread_name(char *buf, size_t len);
+/* Strip pointer-authentication bits (arm64e); identity elsewhere. */
+uint64_t stkr__strip_pac(uint64_t pc);
+const char *stkr__arch_name(void);
+
+/* ---- threads (thread.c) ---------------------------------------------------
+ * A thread's recorder state. Allocated (mmap) at the thread's first event,
+ * linked into the registry, marked exited by the TLS destructor, unlinked
+ * and freed by the worker once its ring is drained. */
+typedef struct stkr__thread {
+  stkr__ring ring;
+  /* Registry link. Written once before publication (producer) or by the
+   * worker when unlinking; see thread.c. */
+  struct stkr__thread *_Atomic next;
+  uint32_t id;          /* recorder thread id, >= 1, set before publication */
+  uint64_t tid;         /* OS thread id, set before publication */
+  uintptr_t stack_lo, stack_hi; /* producer only */
+  /* Producer-only flag: inside stkr_event(). Read by a signal handler on the
+   * same thread (compiler barrier suffices: same thread). */
+  volatile int busy;
+  /* Written by the producer (relaxed, single writer), read by the worker
+   * and stkr_stats_get (relaxed): monotone counters. */
+  _Atomic uint64_t pushed;
+  _Atomic uint64_t dropped_ring_full;
+  /* Incremented by nested (signal-handler) events, atomically: several
+   * nested handlers may race. */
+  _Atomic uint64_t dropped_reentrant;
+  /* Set by the producer when it passed the high-water mark and woke the
+   * worker; cleared by the worker after draining (release/acquire pair). */
+  _Atomic int wake_sent;
+  /* Written by the TLS destructor (release), read by the worker (acquire):
+   * once set, the producer will never push again. */
+  _Atomic int exited;
+  char name[32];        /* written at attach and at exit, before `exited` */
+  /* Worker-only bookkeeping (flush/ owns these). */
+  uint64_t w_consumed;
+  uint64_t w_reported_full, w_reported_reentrant;
+  uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
+  int w_name_changed;
+} stkr__thread;
+
+/* Sentinels in stkr__tls besides NULL (not attached yet). */
+#define STKR__THREAD_DEAD ((stkr__thread *)1)
+#define STKR__THREAD_ATTACHING ((stkr__thread *)2)
+extern __thread stkr__thread *stkr__tls;
+
+/* Allocate and register the calling thread's state (first event). */
+int stkr__thread_attach(size_t ring_bytes, stkr__thread **out);
+
+typedef struct stkr__counts {
+  uint64_t pushed;            /* records committed to rings */
+  uint64_t dropped_ring_full;
+  uint64_t dropped_reentrant;
+  uint64_t dropped_other;
+  uint64_t threads;           /* threads attached since start */
+} stkr__counts;
+/* Sum of every thread's producer counters, reaped threads included. Any
+ * thread; takes the reap lock (never called on the hot path). */
+void stkr__threads_counts(stkr__counts *out);
+void stkr__count_dropped_other(void);
+/* Zero counters and empty rings (recorder start; no producer active). */
+void stkr__threads_reset_counts(void);
+/* In a forked child: free every other thread's state. */
+void stkr__threads_forget_after_fork(void);
+
+/* Iterate the registry (worker). The list may grow at the head while
+ * iterating; new threads are seen on the next pass. */
+stkr__thread *stkr__threads_first(void);
+stkr__thread *stkr__threads_next(stkr__thread *t);
+/* Unlink an exited, fully drained thread and free it. Worker only. */
+void stkr__thread_reap(stkr__thread *t);
+/* Wait (bounded) until no thread is inside stkr_event(). */
+void stkr__threads_quiesce(void);
+
+/* ---- sites (site.c) ---- */
+/* The site's id, registering it on first use; 0 if it cannot be had now
+ * (being registered by an interrupted context, or the table is full). */
+uint32_t stkr__site_id(stkr_site *site);
+uint32_t stkr__site_count(void);             /* ids are 1..count */
+const char *stkr__site_name(uint32_t id);    /* NULL if unknown */
+
+/* ---- control (event.c) --------------------------------------------------- */
+typedef struct stkr__rconf {
+  size_t ring_bytes;
+  unsigned max_depth;
+  unsigned skip_frames;
+  unsigned payload_max;
+} stkr__rconf;
+
+typedef void (*stkr__wake_fn)(void *arg);
+typedef void (*stkr__fork_fn)(void);
+
+/* Start accepting events. wake(arg) is called (async-signal-safely) by a
+ * producer whose ring passes half full; on_fork_child, if not NULL, is called
+ * by the first event in a forked child (follow mode) to start recording
+ * there; NULL means the child stays disabled. */
+int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
+                         void *wake_arg, stkr__fork_fn on_fork_child);
+/* Stop accepting events (later calls return -ENOTCONN). */
+void stkr__recorder_stop(void);
+bool stkr__recorder_running(void);
+/* Called in a forked child (by the atfork handler): forget every other
+ * thread, empty the surviving thread's ring. */
+void stkr__recorder_forget_after_fork(void);
+
+#endif /* STKR_INTERNAL_H */

@@ -1,0 +1,241 @@
+/*
+ * thread.c: per-thread recorder state and the registry of threads.
+ *
+ * A thread gets its state (struct + ring, both mmap'd) at its first event
+ * and pushes it onto the registry, a singly linked list whose head is
+ * swapped in by compare-and-swap: producers only ever insert at the head,
+ * and only the flush worker removes, so removal needs no lock against
+ * producers. Removal does take g_reap_lock, against stkr__threads_counts()
+ * callers (any thread) that walk the list and must not touch a state that
+ * is being unmapped. The TLS destructor marks a thread exited; the worker
+ * reaps it once its ring is empty.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "recorder/stkr_internal.h"
+
+/* The calling thread's state; STKR__THREAD_DEAD once its TLS destructor
+ * ran (later events on it are dropped). initial-exec: no lazy TLS
+ * allocation (which could malloc) inside a hook or a signal handler. */
+__thread stkr__thread *stkr__tls __attribute__((tls_model("initial-exec")));
+
+/* Pairs: release CAS in stkr__thread_attach() with the acquire load in
+ * stkr__threads_first(), so the worker sees a fully built state. */
+static stkr__thread *_Atomic g_head;
+static _Atomic uint32_t g_next_id;
+static _Atomic uint64_t g_attached;
+/* Events that could not be attributed to a live ring (thread exiting, no
+ * memory for a ring, site table busy): any thread adds, relaxed. */
+static _Atomic uint64_t g_dropped_other;
+/* Totals of reaped threads, so counts survive reaping. Under g_reap_lock. */
+static stkr__counts g_retired;
+static pthread_mutex_t g_reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+static void stkr__thread_exit(void *arg) {
+  stkr__thread *t = arg;
+
+  stkr__thread_name(t->name, sizeof t->name);
+  /* From here on this thread must never touch t again: the worker may
+   * unmap it as soon as it sees `exited` and an empty ring. */
+  stkr__tls = STKR__THREAD_DEAD;
+  /* Release pairs with the worker's acquire load of `exited`: the name
+   * above and every record committed before are visible to it. */
+  atomic_store_explicit(&t->exited, 1, memory_order_release);
+}
+
+static void stkr__key_create(void) {
+  if (pthread_key_create(&g_key, stkr__thread_exit) != 0)
+    g_key = (pthread_key_t)-1;
+}
+
+static size_t stkr__state_bytes(void) {
+  return (sizeof(stkr__thread) + 4095u) & ~(size_t)4095u;
+}
+
+int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
+  stkr__thread *t;
+  stkr__thread *old;
+  int err;
+
+  /* Until the state is ready, an event from a signal handler on this
+   * thread sees ATTACHING and drops instead of attaching a second time. */
+  stkr__tls = STKR__THREAD_ATTACHING;
+  atomic_signal_fence(memory_order_seq_cst);
+  pthread_once(&g_key_once, stkr__key_create);
+  t = mmap(NULL, stkr__state_bytes(), PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (t == MAP_FAILED) {
+    stkr__tls = NULL;
+    return -ENOMEM;
+  }
+  /* mmap'd memory is zeroed: every counter and flag starts at 0. */
+  err = stkr__ring_init(&t->ring, ring_bytes);
+  if (err != 0) {
+    munmap(t, stkr__state_bytes());
+    stkr__tls = NULL;
+    return err;
+  }
+  if (stkr__stack_bounds(&t->stack_lo, &t->stack_hi) != 0)
+    t->stack_lo = t->stack_hi = 0; /* walk will record no frames */
+  t->tid = stkr__os_tid();
+  t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
+  stkr__thread_name(t->name, sizeof t->name);
+  if (g_key != (pthread_key_t)-1)
+    pthread_setspecific(g_key, t);
+  stkr__tls = t;
+  old = atomic_load_explicit(&g_head, memory_order_relaxed);
+  do {
+    atomic_store_explicit(&t->next, old, memory_order_relaxed);
+    /* Release: publishes the fields above to the worker (see g_head). */
+  } while (!atomic_compare_exchange_weak_explicit(
+      &g_head, &old, t, memory_order_release, memory_order_relaxed));
+  atomic_fetch_add_explicit(&g_attached, 1, memory_order_relaxed);
+  *out = t;
+  return 0;
+}
+
+stkr__thread *stkr__threads_first(void) {
+  return atomic_load_explicit(&g_head, memory_order_acquire);
+}
+
+stkr__thread *stkr__threads_next(stkr__thread *t) {
+  /* A node's next is written before it is published (release CAS on
+   * g_head) or by the worker itself when unlinking. */
+  return atomic_load_explicit(&t->next, memory_order_acquire);
+}
+
+static void stkr__counts_add(stkr__counts *acc, const stkr__thread *t) {
+  acc->pushed += atomic_load_explicit(&t->pushed, memory_order_relaxed);
+  acc->dropped_ring_full +=
+      atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed);
+  acc->dropped_reentrant +=
+      atomic_load_explicit(&t->dropped_reentrant, memory_order_relaxed);
+}
+
+void stkr__thread_reap(stkr__thread *t) {
+  stkr__thread *next = atomic_load_explicit(&t->next, memory_order_relaxed);
+  stkr__thread *expected = t;
+
+  pthread_mutex_lock(&g_reap_lock);
+  stkr__counts_add(&g_retired, t);
+  /* t at the head: swing the head, unless a producer just pushed. */
+  if (!atomic_compare_exchange_strong_explicit(
+          &g_head, &expected, next, memory_order_acq_rel,
+          memory_order_acquire)) {
+    /* Not the head: producers never modify non-head links, so the
+     * predecessor's link is ours to rewrite. */
+    stkr__thread *p = expected;
+    while (p != NULL && atomic_load_explicit(&p->next, memory_order_relaxed) != t)
+      p = atomic_load_explicit(&p->next, memory_order_relaxed);
+    if (p != NULL)
+      atomic_store_explicit(&p->next, next, memory_order_release);
+  }
+  pthread_mutex_unlock(&g_reap_lock);
+  stkr__ring_free(&t->ring);
+  munmap(t, stkr__state_bytes());
+}
+
+void stkr__threads_counts(stkr__counts *out) {
+  stkr__thread *t;
+
+  pthread_mutex_lock(&g_reap_lock);
+  *out = g_retired;
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
+    stkr__counts_add(out, t);
+  pthread_mutex_unlock(&g_reap_lock);
+  out->dropped_other =
+      atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
+  out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
+}
+
+void stkr__count_dropped_other(void) {
+  atomic_fetch_add_explicit(&g_dropped_other, 1, memory_order_relaxed);
+}
+
+void stkr__threads_quiesce(void) {
+  stkr__thread *t;
+  int waited_ms = 0;
+
+  /* A producer that saw the recorder running may still be inside
+   * stkr_event(); give it a moment to finish its push so the final drain
+   * counts it. Bounded: a thread stopped in a debugger must not hang
+   * shutdown. */
+  pthread_mutex_lock(&g_reap_lock);
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
+    while (t->busy && waited_ms < 100) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+      waited_ms++;
+    }
+  }
+  pthread_mutex_unlock(&g_reap_lock);
+}
+
+void stkr__threads_reset_counts(void) {
+  stkr__thread *t;
+
+  pthread_mutex_lock(&g_reap_lock);
+  memset(&g_retired, 0, sizeof g_retired);
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
+    atomic_store_explicit(&t->pushed, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->dropped_ring_full, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->dropped_reentrant, 0, memory_order_relaxed);
+    t->w_consumed = t->w_reported_full = t->w_reported_reentrant = 0;
+    t->w_defined_seg = 0;
+    stkr__ring_reset(&t->ring);
+  }
+  atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
+    atomic_fetch_add_explicit(&g_attached, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&g_reap_lock);
+}
+
+void stkr__threads_forget_after_fork(void) {
+  stkr__thread *self = stkr__tls;
+  stkr__thread *t, *next;
+
+  /* Only the forking thread exists in the child; the others' states are
+   * ours to unmap. munmap is async-signal-safe, as an atfork child handler
+   * requires. The reap lock may have been held by the parent's worker at
+   * fork time: re-initialize it rather than take it. */
+  pthread_mutex_init(&g_reap_lock, NULL);
+  for (t = atomic_load_explicit(&g_head, memory_order_relaxed); t != NULL;
+       t = next) {
+    next = atomic_load_explicit(&t->next, memory_order_relaxed);
+    if (t == self)
+      continue;
+    stkr__ring_free(&t->ring);
+    munmap(t, stkr__state_bytes());
+  }
+  memset(&g_retired, 0, sizeof g_retired);
+  atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_next_id, 0, memory_order_relaxed);
+  if ((uintptr_t)self > (uintptr_t)STKR__THREAD_ATTACHING) {
+    atomic_store_explicit(&self->next, NULL, memory_order_relaxed);
+    /* The ring holds the parent's events: the parent writes those. */
+    stkr__ring_reset(&self->ring);
+    atomic_store_explicit(&self->pushed, 0, memory_order_relaxed);
+    atomic_store_explicit(&self->dropped_ring_full, 0, memory_order_relaxed);
+    atomic_store_explicit(&self->dropped_reentrant, 0, memory_order_relaxed);
+    atomic_store_explicit(&self->wake_sent, 0, memory_order_relaxed);
+    self->w_consumed = self->w_reported_full = self->w_reported_reentrant = 0;
+    self->w_defined_seg = 0;
+    self->busy = 0;
+    self->tid = stkr__os_tid();
+    self->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
+    atomic_store_explicit(&g_head, self, memory_order_relaxed);
+    atomic_store_explicit(&g_attached, 1, memory_order_relaxed);
+  } else {
+    atomic_store_explicit(&g_head, NULL, memory_order_relaxed);
+    atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
+  }
+}

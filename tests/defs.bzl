@@ -1,0 +1,12 @@
+"""stkr_test: one cmocka test binary per tests/test-<name>.c."""
+
+def stkr_test(name, deps = [], data = [], size = "small", **kwargs):
+    native.cc_test(
+        name = name,
+        srcs = ["test-%s.c" % name] + kwargs.pop("extra_srcs", []),
+        deps = deps,
+        data = data,
+        size = size,
+        linkopts = ["-lcmocka", "-lpthread"] + kwargs.pop("linkopts", []),
+        **kwargs
+    )

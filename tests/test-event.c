@@ -1,0 +1,351 @@
+/* test-event.c: stkr_event() end to end inside recorder/ — no flush worker:
+ * the test itself plays the consumer and reads the calling thread's ring. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "recorder/stkr_internal.h"
+
+STKR_SITE_DEFINE(g_site_a, "test.a");
+STKR_SITE_DEFINE(g_site_b, "test.b");
+STKR_SITE_DEFINE(g_site_a_again, "test.a");
+
+static stkr__rconf conf(size_t ring, unsigned payload_max) {
+  stkr__rconf rc = {ring, 64, 0, payload_max};
+  return rc;
+}
+
+static int setup(void **state) {
+  stkr__rconf rc = conf(1 << 20, 16);
+  (void)state;
+  return stkr__recorder_start(&rc, NULL, NULL, NULL);
+}
+
+static int teardown(void **state) {
+  stkr__thread *t = stkr__tls;
+  (void)state;
+  stkr__recorder_stop();
+  if ((uintptr_t)t > 2)
+    stkr__ring_reset(&t->ring);
+  return 0;
+}
+
+static stkr__ring *my_ring(void) {
+  assert_true((uintptr_t)stkr__tls > 2);
+  return &stkr__tls->ring;
+}
+
+/* Known chain: c1 -> c2 -> c3 -> stkr_event. */
+static uint64_t g_ret[2];
+static uint64_t g_before, g_after;
+static __attribute__((noinline)) int c3(const char *payload, size_t len) {
+  int rc;
+  g_ret[1] = (uint64_t)__builtin_return_address(0);
+  g_before = stkr__clock_mono_ns();
+  rc = stkr_event(&g_site_a, payload, len);
+  g_after = stkr__clock_mono_ns();
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+static __attribute__((noinline)) int c2(const char *payload, size_t len) {
+  int rc;
+  g_ret[0] = (uint64_t)__builtin_return_address(0);
+  rc = c3(payload, len);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+static __attribute__((noinline)) int c1(const char *payload, size_t len) {
+  int rc = c2(payload, len);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+static void test_event_captures_caller_stack_and_payload(void **state) {
+  const stkr__record *rec;
+  const uint64_t *pcs;
+  (void)state;
+  assert_int_equal(c1("hello", 5), 0);
+  rec = stkr__ring_peek(my_ring());
+  assert_non_null(rec);
+  assert_int_equal(rec->site_id, stkr__site_id(&g_site_a));
+  assert_string_equal(stkr__site_name(rec->site_id), "test.a");
+  pcs = stkr__record_pcs(rec);
+  assert_true(rec->depth >= 4);
+  /* pcs[0] is inside c3 (right after its call to stkr_event). */
+  assert_true(pcs[0] > (uint64_t)(uintptr_t)&c3 &&
+              pcs[0] < (uint64_t)(uintptr_t)&c3 + 512);
+  assert_int_equal(pcs[1], g_ret[1]);
+  assert_int_equal(pcs[2], g_ret[0]);
+  assert_int_equal(rec->hash, stkr__hash_pcs(pcs, rec->depth));
+  assert_true(rec->ts_ns >= g_before && rec->ts_ns <= g_after);
+  assert_int_equal(rec->payload_len, 5);
+  assert_memory_equal(stkr__record_payload(rec), "hello", 5);
+  assert_int_equal(rec->flags & STKR__REC_PAYLOAD_TRUNCATED, 0);
+  stkr__ring_release(my_ring(), rec);
+  assert_null(stkr__ring_peek(my_ring()));
+}
+
+static void test_payload_truncated_at_limit(void **state) {
+  const stkr__record *rec;
+  char big[100];
+  (void)state;
+  memset(big, 'x', sizeof big);
+  assert_int_equal(stkr_event(&g_site_b, big, sizeof big), 0);
+  assert_int_equal(stkr_event(&g_site_b, NULL, 0), 0);
+  rec = stkr__ring_peek(my_ring());
+  assert_int_equal(rec->payload_len, 16);
+  assert_true(rec->flags & STKR__REC_PAYLOAD_TRUNCATED);
+  stkr__ring_release(my_ring(), rec);
+  rec = stkr__ring_peek(my_ring());
+  assert_int_equal(rec->payload_len, 0);
+  assert_int_equal(rec->flags & STKR__REC_PAYLOAD_TRUNCATED, 0);
+  stkr__ring_release(my_ring(), rec);
+}
+
+static void test_same_name_same_id(void **state) {
+  (void)state;
+  assert_int_equal(stkr_site_register(&g_site_a), 0);
+  assert_int_equal(stkr_site_register(&g_site_a_again), 0);
+  assert_int_equal(stkr__site_id(&g_site_a), stkr__site_id(&g_site_a_again));
+  assert_int_not_equal(stkr__site_id(&g_site_a), stkr__site_id(&g_site_b));
+  {
+    stkr_site bad = STKR_SITE_INIT("");
+    assert_int_equal(stkr_site_register(&bad), -EINVAL);
+  }
+}
+
+static void test_not_running_returns_enotconn(void **state) {
+  stkr__counts before, after;
+  (void)state;
+  stkr__threads_counts(&before);
+  stkr__recorder_stop();
+  assert_int_equal(stkr_event(&g_site_a, NULL, 0), -ENOTCONN);
+  stkr__threads_counts(&after);
+  assert_int_equal(after.pushed, before.pushed);
+  assert_null(stkr__ring_peek(my_ring()));
+}
+
+static void test_tiny_ring_drops_and_counts(void **state) {
+  stkr__rconf rc = conf(4096, 16);
+  stkr__counts c;
+  int i, ok = 0, dropped = 0;
+  (void)state;
+  /* This thread's ring already exists (1 MiB); use a fresh thread so the
+   * small ring size applies. */
+  stkr__recorder_stop();
+  assert_int_equal(stkr__recorder_start(&rc, NULL, NULL, NULL), 0);
+  stkr__ring_free(my_ring()); /* swap in a 4 KiB ring for this thread */
+  assert_int_equal(stkr__ring_init(my_ring(), 4096), 0);
+  for (i = 0; i < 100; i++) {
+    int r = stkr_event(&g_site_a, "p", 1);
+    if (r == 0)
+      ok++;
+    else if (r == -EAGAIN)
+      dropped++;
+  }
+  stkr__threads_counts(&c);
+  assert_true(dropped > 0);
+  assert_int_equal(ok + dropped, 100);
+  assert_int_equal(c.pushed, (uint64_t)ok);
+  assert_int_equal(c.dropped_ring_full, (uint64_t)dropped);
+  /* The ring holds exactly the `ok` events. */
+  {
+    const stkr__record *rec;
+    int n = 0;
+    while ((rec = stkr__ring_peek(my_ring())) != NULL) {
+      stkr__ring_release(my_ring(), rec);
+      n++;
+    }
+    assert_int_equal(n, ok);
+  }
+}
+
+static void test_busy_thread_drops_nested_event(void **state) {
+  stkr__counts c0, c1;
+  (void)state;
+  assert_int_equal(stkr_thread_attach(), 0);
+  stkr__threads_counts(&c0);
+  stkr__tls->busy = 1; /* as if a signal arrived mid-event */
+  assert_int_equal(stkr_event(&g_site_a, NULL, 0), -EAGAIN);
+  stkr__tls->busy = 0;
+  stkr__threads_counts(&c1);
+  assert_int_equal(c1.dropped_reentrant, c0.dropped_reentrant + 1);
+  assert_int_equal(c1.pushed, c0.pushed);
+}
+
+/* Signal storm: SIGALRM every 20 us, its handler records at site b while
+ * the thread records at site a in a loop and drains its own ring. Every
+ * record must be intact and every attempt accounted for. */
+static volatile sig_atomic_t g_handler_calls;
+static void on_alarm(int sig) {
+  int saved = errno;
+  (void)sig;
+  g_handler_calls++;
+  (void)stkr_event(&g_site_b, "sig", 3);
+  errno = saved;
+}
+
+static void test_signal_handler_events_never_corrupt_ring(void **state) {
+  struct sigaction sa;
+  struct itimerval it = {{0, 20}, {0, 20}};
+  stkr__counts c0, c1;
+  uint32_t a = stkr__site_id(&g_site_a), b = stkr__site_id(&g_site_b);
+  uint64_t seen = 0, loop;
+  const stkr__record *rec;
+  (void)state;
+  assert_int_equal(stkr_thread_attach(), 0);
+  stkr__threads_counts(&c0);
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, NULL);
+  setitimer(ITIMER_REAL, &it, NULL);
+  for (loop = 0; loop < 300000; loop++) {
+    (void)stkr_event(&g_site_a, "main", 4);
+    if (loop % 64 == 0) {
+      while ((rec = stkr__ring_peek(my_ring())) != NULL) {
+        assert_true(rec->site_id == a || rec->site_id == b);
+        assert_int_equal(rec->payload_len, rec->site_id == a ? 4 : 3);
+        assert_memory_equal(stkr__record_payload(rec),
+                            rec->site_id == a ? "main" : "sig",
+                            rec->payload_len);
+        assert_int_equal(rec->hash,
+                         stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
+        stkr__ring_release(my_ring(), rec);
+        seen++;
+      }
+    }
+  }
+  memset(&it, 0, sizeof it);
+  setitimer(ITIMER_REAL, &it, NULL);
+  while ((rec = stkr__ring_peek(my_ring())) != NULL) {
+    stkr__ring_release(my_ring(), rec);
+    seen++;
+  }
+  stkr__threads_counts(&c1);
+  assert_true(g_handler_calls > 0);
+  /* attempted == pushed + dropped, and every pushed record was read. */
+  assert_int_equal(c1.pushed - c0.pushed, seen);
+  assert_int_equal((c1.pushed - c0.pushed) +
+                       (c1.dropped_ring_full - c0.dropped_ring_full) +
+                       (c1.dropped_reentrant - c0.dropped_reentrant),
+                   300000 + (uint64_t)g_handler_calls);
+  print_message("signal storm: %d handler events, %llu dropped re-entrant\n",
+                (int)g_handler_calls,
+                (unsigned long long)(c1.dropped_reentrant - c0.dropped_reentrant));
+}
+
+/* Thread exit: the state stays registered, marked exited, with its
+ * records, until the consumer reaps it. */
+static stkr__thread *g_worker_state;
+static void *five_events(void *arg) {
+  int i;
+  (void)arg;
+  pthread_setname_np(pthread_self(), "five");
+  for (i = 0; i < 5; i++)
+    assert_int_equal(stkr_event(&g_site_a, NULL, 0), 0);
+  g_worker_state = stkr__tls;
+  return NULL;
+}
+
+static void test_thread_exit_keeps_records_until_reaped(void **state) {
+  pthread_t th;
+  stkr__thread *t;
+  int n = 0, found = 0;
+  const stkr__record *rec;
+  (void)state;
+  pthread_create(&th, NULL, five_events, NULL);
+  pthread_join(th, NULL);
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
+    found += t == g_worker_state;
+  assert_int_equal(found, 1);
+  t = g_worker_state;
+  assert_int_equal(atomic_load(&t->exited), 1);
+  assert_string_equal(t->name, "five");
+  while ((rec = stkr__ring_peek(&t->ring)) != NULL) {
+    stkr__ring_release(&t->ring, rec);
+    n++;
+  }
+  assert_int_equal(n, 5);
+  stkr__thread_reap(t);
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
+    assert_ptr_not_equal(t, g_worker_state);
+}
+
+/* fork, disable mode: the child cannot record. */
+static void test_fork_child_disabled(void **state) {
+  pid_t pid;
+  int status;
+  (void)state;
+  assert_int_equal(stkr_event(&g_site_a, NULL, 0), 0); /* parent record */
+  pid = fork();
+  if (pid == 0) {
+    int ok = stkr_event(&g_site_a, NULL, 0) == -ENOTCONN &&
+             stkr__ring_peek(&stkr__tls->ring) == NULL;
+    _exit(ok ? 0 : 1);
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_non_null(stkr__ring_peek(my_ring())); /* parent's is intact */
+}
+
+/* fork, follow mode: the child's first event restarts the recorder in the
+ * child, into an emptied ring; the parent's records are not in it. */
+static int g_fork_cb_calls;
+static void restart_in_child(void) {
+  stkr__rconf rc = conf(1 << 20, 16);
+  g_fork_cb_calls++;
+  stkr__recorder_start(&rc, NULL, NULL, restart_in_child);
+}
+
+static void test_fork_child_follow(void **state) {
+  stkr__rconf rc = conf(1 << 20, 16);
+  pid_t pid;
+  int status;
+  (void)state;
+  stkr__recorder_stop();
+  assert_int_equal(stkr__recorder_start(&rc, NULL, NULL, restart_in_child), 0);
+  assert_int_equal(stkr_event(&g_site_a, "parent", 6), 0);
+  pid = fork();
+  if (pid == 0) {
+    const stkr__record *rec;
+    int ok = stkr__ring_peek(&stkr__tls->ring) == NULL; /* parent's gone */
+    ok &= stkr_event(&g_site_b, "child", 5) == 0;
+    ok &= g_fork_cb_calls == 1;
+    rec = stkr__ring_peek(&stkr__tls->ring);
+    ok &= rec != NULL && rec->payload_len == 5;
+    ok &= stkr__threads_first() == stkr__tls &&
+          stkr__threads_next(stkr__tls) == NULL;
+    _exit(ok ? 0 : 1);
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(g_fork_cb_calls, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_event_captures_caller_stack_and_payload, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_payload_truncated_at_limit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_same_name_same_id, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_not_running_returns_enotconn, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tiny_ring_drops_and_counts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_busy_thread_drops_nested_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_signal_handler_events_never_corrupt_ring, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_thread_exit_keeps_records_until_reaped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fork_child_disabled, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fork_child_follow, setup, teardown),
+  };
+  return cmocka_run_group_tests_name("event", tests, NULL, NULL);
+}
