@@ -30,7 +30,7 @@ uint64_t stkr__clock_wall_ns(void) {
 
 uint64_t stkr__os_tid(void) {
   uint64_t tid = 0;
-  pthread_threadid_np(NULL, &tid);
+  pthread_threadid_np(pthread_self(), &tid);
   return tid;
 }
 

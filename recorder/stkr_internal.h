@@ -135,12 +135,17 @@ typedef struct stkr__thread {
   /* Written by the TLS destructor (release), read by the worker (acquire):
    * once set, the producer will never push again. */
   _Atomic int exited;
-  char name[32];        /* written at attach and at exit, before `exited` */
+  /* Written at attach, before publication; read by the worker any time. */
+  char name[32];
+  /* Written by the TLS destructor before the release store of `exited`;
+   * read by the worker only after acquiring `exited` (a thread may have
+   * been renamed since attach; a separate field keeps the worker's reads
+   * of `name` race-free). */
+  char exit_name[32];
   /* Worker-only bookkeeping (flush/ owns these). */
   uint64_t w_consumed;
   uint64_t w_reported_full, w_reported_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
-  int w_name_changed;
 } stkr__thread;
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */

@@ -42,7 +42,7 @@ static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static void stkr__thread_exit(void *arg) {
   stkr__thread *t = arg;
 
-  stkr__thread_name(t->name, sizeof t->name);
+  stkr__thread_name(t->exit_name, sizeof t->exit_name);
   /* From here on this thread must never touch t again: the worker may
    * unmap it as soon as it sees `exited` and an empty ring. */
   stkr__tls = STKR__THREAD_DEAD;

@@ -272,7 +272,7 @@ static void test_thread_exit_keeps_records_until_reaped(void **state) {
   assert_int_equal(found, 1);
   t = g_worker_state;
   assert_int_equal(atomic_load(&t->exited), 1);
-  assert_string_equal(t->name, "five");
+  assert_string_equal(t->exit_name, "five");
   while ((rec = stkr__ring_peek(&t->ring)) != NULL) {
     stkr__ring_release(&t->ring, rec);
     n++;

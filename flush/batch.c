@@ -1,0 +1,271 @@
+/*
+ * batch.c: one Stackrec__Batch built from drained records.
+ *
+ * The builder owns growable arrays for the event columns and the
+ * definitions; stkr__batch_reset() empties them without freeing, so in the
+ * steady state the worker does no allocation per event (only amortized
+ * growth when a batch is bigger than every earlier one). Definitions point
+ * into memory that outlives the batch (StackDef PCs into the stack table's
+ * arena, SiteDef names into the recorder's site table), except thread names,
+ * which are copied because a reaped thread's memory is gone by the time the
+ * batch is encoded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flush/flush_internal.h"
+
+/* Grow *arr (elements of `size` bytes, capacity *cap) to hold `need`. */
+static int grow(void **arr, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 0;
+  size_t nc = *cap ? *cap : 64;
+  while (nc < need) nc *= 2;
+  void *n = realloc(*arr, nc * size);
+  if (!n) return -ENOMEM;
+  *arr = n;
+  *cap = nc;
+  return 0;
+}
+
+void stkr__batch_init(stkr__batchb *b) {
+  memset(b, 0, sizeof *b);
+  stkr__batch_reset(b);
+}
+
+void stkr__batch_free(stkr__batchb *b) {
+  free(b->ts_delta);
+  free(b->site_id);
+  free(b->thread_id);
+  free(b->stack_id);
+  free(b->payload_len);
+  free(b->ptrunc);
+  free(b->pdata);
+  free(b->sites);
+  free(b->site_ptrs);
+  free(b->threads);
+  free(b->thread_ptrs);
+  free(b->stacks);
+  free(b->stack_ptrs);
+  free(b->drops);
+  free(b->drop_ptrs);
+  memset(b, 0, sizeof *b);
+}
+
+void stkr__batch_reset(stkr__batchb *b) {
+  static const Stackrec__Batch batch0 = STACKREC__BATCH__INIT;
+  static const Stackrec__Header header0 = STACKREC__HEADER__INIT;
+  static const Stackrec__Config config0 = STACKREC__CONFIG__INIT;
+  static const Stackrec__ClockSync clock0 = STACKREC__CLOCK_SYNC__INIT;
+  static const Stackrec__Events events0 = STACKREC__EVENTS__INIT;
+  static const Stackrec__Counters counters0 = STACKREC__COUNTERS__INIT;
+  b->batch = batch0;
+  b->header = header0;
+  b->config = config0;
+  b->clock = clock0;
+  b->events = events0;
+  b->counters = counters0;
+  b->n = 0;
+  b->n_ptrunc = 0;
+  b->pdata_len = 0;
+  b->any_payload = false;
+  b->last_ts = 0;
+  b->est_bytes = 64;
+  b->n_sites = b->n_threads = b->n_stacks = b->n_drops = 0;
+}
+
+bool stkr__batch_full(const stkr__batchb *b) {
+  return b->n >= STKR__BATCH_MAX_EVENTS || b->est_bytes >= STKR__BATCH_MAX_BYTES;
+}
+
+bool stkr__batch_nonempty(const stkr__batchb *b) {
+  return b->n || b->n_threads || b->n_drops || b->n_sites || b->n_stacks;
+}
+
+int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
+                          uint32_t thread_id, uint32_t stack_id,
+                          const uint8_t *payload, size_t len, bool truncated) {
+  size_t need = b->n + 1, cap = b->cap;
+  /* All columns share one capacity; grow them together. */
+  if (need > cap) {
+    size_t c;
+    c = cap; if (grow((void **)&b->ts_delta, &c, need, sizeof *b->ts_delta)) return -ENOMEM;
+    c = cap; if (grow((void **)&b->site_id, &c, need, sizeof *b->site_id)) return -ENOMEM;
+    c = cap; if (grow((void **)&b->thread_id, &c, need, sizeof *b->thread_id)) return -ENOMEM;
+    c = cap; if (grow((void **)&b->stack_id, &c, need, sizeof *b->stack_id)) return -ENOMEM;
+    c = cap; if (grow((void **)&b->payload_len, &c, need, sizeof *b->payload_len)) return -ENOMEM;
+    b->cap = c;
+  }
+  if (grow((void **)&b->pdata, &b->pdata_cap, b->pdata_len + len, 1)) return -ENOMEM;
+  if (truncated &&
+      grow((void **)&b->ptrunc, &b->cap_ptrunc, b->n_ptrunc + 1, sizeof *b->ptrunc))
+    return -ENOMEM;
+
+  if (b->n == 0) {
+    b->events.base_ts_ns = ts;
+    b->last_ts = ts;
+  }
+  /* Deltas are signed: the drain goes thread by thread, so time steps back
+   * at each thread boundary. */
+  b->ts_delta[b->n] = (int64_t)(ts - b->last_ts);
+  b->last_ts = ts;
+  b->site_id[b->n] = site_id;
+  b->thread_id[b->n] = thread_id;
+  b->stack_id[b->n] = stack_id;
+  b->payload_len[b->n] = (uint32_t)len;
+  if (len) {
+    memcpy(b->pdata + b->pdata_len, payload, len);
+    b->pdata_len += len;
+    b->any_payload = true;
+  }
+  if (truncated) b->ptrunc[b->n_ptrunc++] = (uint32_t)b->n;
+  b->n++;
+  /* Worst-case varint sizes: 10 (delta) + 3 * 5 (ids) + 5 (length). */
+  b->est_bytes += 30 + len;
+  return 0;
+}
+
+int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
+  static const Stackrec__SiteDef def0 = STACKREC__SITE_DEF__INIT;
+  size_t c = b->cap_sites;
+  if (grow((void **)&b->sites, &c, b->n_sites + 1, sizeof *b->sites)) return -ENOMEM;
+  c = b->cap_sites;
+  if (grow((void **)&b->site_ptrs, &c, b->n_sites + 1, sizeof *b->site_ptrs))
+    return -ENOMEM;
+  b->cap_sites = c;
+  Stackrec__SiteDef *d = &b->sites[b->n_sites++];
+  *d = def0;
+  d->id = id;
+  d->name = (char *)(name ? name : "");
+  b->est_bytes += 16 + strlen(d->name);
+  return 0;
+}
+
+int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
+                           const char *name, bool exited) {
+  static const Stackrec__ThreadDef def0 = STACKREC__THREAD_DEF__INIT;
+  size_t c = b->cap_threads;
+  if (grow((void **)&b->threads, &c, b->n_threads + 1, sizeof *b->threads)) return -ENOMEM;
+  c = b->cap_threads;
+  if (grow((void **)&b->thread_ptrs, &c, b->n_threads + 1, sizeof *b->thread_ptrs))
+    return -ENOMEM;
+  b->cap_threads = c;
+  stkr__tdef *t = &b->threads[b->n_threads++];
+  t->def = def0;
+  t->def.id = id;
+  t->def.tid = tid;
+  snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+  t->def.exited = exited;
+  /* def.name is pointed at t->name in stkr__batch_finish: the array may
+   * still move when it grows. */
+  b->est_bytes += 32 + sizeof t->name;
+  return 0;
+}
+
+int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
+  static const Stackrec__StackDef def0 = STACKREC__STACK_DEF__INIT;
+  size_t c = b->cap_stacks;
+  if (grow((void **)&b->stacks, &c, b->n_stacks + 1, sizeof *b->stacks)) return -ENOMEM;
+  c = b->cap_stacks;
+  if (grow((void **)&b->stack_ptrs, &c, b->n_stacks + 1, sizeof *b->stack_ptrs))
+    return -ENOMEM;
+  b->cap_stacks = c;
+  Stackrec__StackDef *d = &b->stacks[b->n_stacks++];
+  *d = def0;
+  d->id = id;
+  d->n_pcs = st->depth;
+  d->pcs = (uint64_t *)st->pcs; /* arena memory, stable; never written */
+  d->hash = st->hash;
+  d->truncated = st->truncated;
+  b->est_bytes += 24 + (size_t)st->depth * 10;
+  return 0;
+}
+
+int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
+                          uint64_t ring_full, uint64_t reentrant,
+                          uint64_t other) {
+  static const Stackrec__Drops def0 = STACKREC__DROPS__INIT;
+  size_t c = b->cap_drops;
+  if (grow((void **)&b->drops, &c, b->n_drops + 1, sizeof *b->drops)) return -ENOMEM;
+  c = b->cap_drops;
+  if (grow((void **)&b->drop_ptrs, &c, b->n_drops + 1, sizeof *b->drop_ptrs))
+    return -ENOMEM;
+  b->cap_drops = c;
+  Stackrec__Drops *d = &b->drops[b->n_drops++];
+  *d = def0;
+  d->thread_id = thread_id;
+  d->ring_full = ring_full;
+  d->reentrant = reentrant;
+  d->other = other;
+  b->est_bytes += 40;
+  return 0;
+}
+
+void stkr__batch_finish(stkr__batchb *b) {
+  Stackrec__Events *e = &b->events;
+  for (size_t i = 0; i < b->n_sites; i++) b->site_ptrs[i] = &b->sites[i];
+  for (size_t i = 0; i < b->n_threads; i++) {
+    b->threads[i].def.name = b->threads[i].name;
+    b->thread_ptrs[i] = &b->threads[i].def;
+  }
+  for (size_t i = 0; i < b->n_stacks; i++) b->stack_ptrs[i] = &b->stacks[i];
+  for (size_t i = 0; i < b->n_drops; i++) b->drop_ptrs[i] = &b->drops[i];
+  b->batch.n_sites = b->n_sites;
+  b->batch.sites = b->site_ptrs;
+  b->batch.n_threads = b->n_threads;
+  b->batch.threads = b->thread_ptrs;
+  b->batch.n_stacks = b->n_stacks;
+  b->batch.stacks = b->stack_ptrs;
+  b->batch.n_drops = b->n_drops;
+  b->batch.drops = b->drop_ptrs;
+
+  e->n_ts_delta_ns = b->n;
+  e->ts_delta_ns = b->ts_delta;
+  e->n_site_id = b->n;
+  e->site_id = b->site_id;
+  e->n_thread_id = b->n;
+  e->thread_id = b->thread_id;
+  e->n_stack_id = b->n;
+  e->stack_id = b->stack_id;
+  /* The schema: an empty payload_len column means "no payloads at all",
+   * which saves one varint per event in the common payload-less case. */
+  e->n_payload_len = b->any_payload ? b->n : 0;
+  e->payload_len = b->payload_len;
+  e->payload_data.len = b->pdata_len;
+  e->payload_data.data = b->pdata_len ? b->pdata : NULL;
+  e->n_payload_truncated = b->n_ptrunc;
+  e->payload_truncated = b->ptrunc;
+  b->batch.events = b->n ? e : NULL;
+}
+
+void stkr__process_name(char *buf, size_t len) {
+  int fd;
+  ssize_t n = -1;
+
+  if (len == 0) return;
+  buf[0] = '\0';
+#ifdef __linux__
+  extern char *program_invocation_short_name; /* glibc and musl */
+  /* /proc/self/comm is what `ps` shows (and follows prctl(PR_SET_NAME) on
+   * the main thread); fall back to argv[0]'s basename. */
+  fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    do n = read(fd, buf, len - 1); while (n < 0 && errno == EINTR);
+    close(fd);
+  }
+  if (n > 0) {
+    buf[n] = '\0';
+    if (buf[n - 1] == '\n') buf[n - 1] = '\0';
+    if (buf[0]) return;
+  }
+  snprintf(buf, len, "%s",
+           program_invocation_short_name ? program_invocation_short_name : "");
+#else
+  (void)fd;
+  (void)n;
+  snprintf(buf, len, "%s", getprogname() ? getprogname() : "");
+#endif
+}

@@ -1,0 +1,262 @@
+/*
+ * config.c: the effective recorder configuration.
+ *
+ * Precedence (stackrec.h): built-in default < STACKREC_* environment <
+ * non-zero struct field. A malformed environment value is an error, not a
+ * silent fallback to the default: a preloaded recorder configured only by
+ * the environment would otherwise record with settings nobody asked for.
+ *
+ * Environment rules:
+ *  - an unset or empty variable means "not set";
+ *  - numbers are decimal; sizes (ring, segment, disk cap) also accept a K, M
+ *    or G suffix (binary: 1K = 1024), upper or lower case, optionally
+ *    followed by "B"/"iB" ("64KiB" is 65536);
+ *  - 0 is rejected where 0 in the struct would mean "use the default"
+ *    (everything but STACKREC_SKIP), since "0" in the environment then
+ *    cannot mean what its writer meant (e.g. "no disk cap").
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "flush/flush_internal.h"
+
+/* Smallest ring we hand to recorder/, which requires room for four maximal
+ * records (max_depth PCs and a payload_max payload; records never split
+ * across the ring's end). A smaller request is rounded up, not refused:
+ * the ring size is a tuning knob, and the bound depends on two others. */
+static size_t min_ring_bytes(unsigned depth, unsigned payload_max) {
+  size_t rec = sizeof(stkr__record) + (size_t)depth * 8 + payload_max + 8;
+  size_t min = 4 * rec;
+  return min < 4096 ? 4096 : min;
+}
+
+static size_t round_pow2(size_t v) {
+  size_t p = 1;
+  while (p < v && p <= SIZE_MAX / 2) p <<= 1;
+  return p;
+}
+
+int stkr__parse_size(const char *s, uint64_t *out) {
+  const char *p = s;
+  uint64_t v = 0, mult = 1;
+  if (*p < '0' || *p > '9') return -EINVAL; /* no sign, no blanks */
+  for (; *p >= '0' && *p <= '9'; p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return -EINVAL;
+    v = v * 10 + d;
+  }
+  switch (*p) {
+  case 'k': case 'K': mult = 1ull << 10; p++; break;
+  case 'm': case 'M': mult = 1ull << 20; p++; break;
+  case 'g': case 'G': mult = 1ull << 30; p++; break;
+  default: break;
+  }
+  if (mult != 1) {
+    if (p[0] == 'i' && p[1] == 'B') p += 2;
+    else if (p[0] == 'B') p++;
+  }
+  if (*p != '\0') return -EINVAL;
+  if (v > UINT64_MAX / mult) return -EINVAL;
+  *out = v * mult;
+  return 0;
+}
+
+static int parse_uint(const char *s, uint64_t *out) {
+  const char *p = s;
+  uint64_t v = 0;
+  if (*p < '0' || *p > '9') return -EINVAL;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return -EINVAL;
+    v = v * 10 + d;
+  }
+  if (*p != '\0') return -EINVAL;
+  *out = v;
+  return 0;
+}
+
+static const char *env(const char *name) {
+  const char *v = getenv(name);
+  return (v && *v) ? v : NULL;
+}
+
+static int bad_env(const char *name, const char *value, const char *why) {
+  /* Not rate-limited: stkr_init runs once and the user must see this. */
+  stkr__log(STKR__LOG_CONFIG, "invalid %s=\"%s\": %s", name, value, why);
+  return -EINVAL;
+}
+
+static int bad_field(const char *name, unsigned long long v, const char *why) {
+  stkr__log(STKR__LOG_CONFIG, "invalid stkr_config.%s=%llu: %s", name, v, why);
+  return -EINVAL;
+}
+
+/* Read a numeric variable into *out if set. `size` enables suffixes;
+ * values outside [lo, hi] are rejected. */
+static int env_num(const char *name, bool size, uint64_t lo, uint64_t hi,
+                   uint64_t *out, bool *set) {
+  const char *v = env(name);
+  uint64_t x;
+  *set = false;
+  if (!v) return 0;
+  if ((size ? stkr__parse_size(v, &x) : parse_uint(v, &x)) != 0)
+    return bad_env(name, v, size ? "expected a number with an optional K, M "
+                                   "or G suffix"
+                                 : "expected a decimal number");
+  if (x < lo || x > hi) {
+    char why[96];
+    snprintf(why, sizeof why, "out of range [%llu, %llu]",
+             (unsigned long long)lo, (unsigned long long)hi);
+    return bad_env(name, v, why);
+  }
+  *out = x;
+  *set = true;
+  return 0;
+}
+
+int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
+  static const stkr_config zero;
+  stkr__fconfig c;
+  uint64_t x;
+  bool set;
+  int err;
+  const char *dir = STKR__DEFAULT_DIR, *v;
+
+  if (!in) in = &zero;
+  memset(&c, 0, sizeof c);
+  c.ring_bytes = STKR__DEFAULT_RING_BYTES;
+  c.max_depth = STKR__DEFAULT_DEPTH;
+  c.skip_frames = 0;
+  c.flush_interval_ms = STKR__DEFAULT_FLUSH_MS;
+  c.segment_bytes = STKR__DEFAULT_SEGMENT_BYTES;
+  c.disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES;
+  c.payload_max = STKR__DEFAULT_PAYLOAD_MAX;
+  c.fork_mode = STKR_FORK_DISABLE;
+
+  /* Environment. Upper bounds keep values within the struct's types and
+   * the recorder's hard caps; a 1 TiB ring is not a typo we want to mmap. */
+  if ((v = env("STACKREC_DIR")) != NULL) dir = v;
+  if ((err = env_num("STACKREC_RING_BYTES", true, 1, 1ull << 30, &x, &set)))
+    return err;
+  if (set) c.ring_bytes = (size_t)x;
+  if ((err = env_num("STACKREC_DEPTH", false, 1, STKR_MAX_DEPTH, &x, &set)))
+    return err;
+  if (set) c.max_depth = (unsigned)x;
+  if ((err = env_num("STACKREC_SKIP", false, 0, STKR_MAX_DEPTH, &x, &set)))
+    return err;
+  if (set) c.skip_frames = (unsigned)x;
+  if ((err = env_num("STACKREC_FLUSH_MS", false, 1, 3600000, &x, &set)))
+    return err;
+  if (set) c.flush_interval_ms = (unsigned)x;
+  if ((err = env_num("STACKREC_SEGMENT_BYTES", true, 1, UINT64_MAX, &x, &set)))
+    return err;
+  if (set) c.segment_bytes = x;
+  if ((err = env_num("STACKREC_DISK_CAP_BYTES", true, 1, UINT64_MAX, &x,
+                     &set)))
+    return err;
+  if (set) c.disk_cap_bytes = x;
+  if ((err = env_num("STACKREC_PAYLOAD_MAX", true, 1, STKR_MAX_PAYLOAD, &x,
+                     &set)))
+    return err;
+  if (set) c.payload_max = (unsigned)x;
+  if ((v = env("STACKREC_FORK")) != NULL) {
+    if (strcasecmp(v, "disable") == 0) c.fork_mode = STKR_FORK_DISABLE;
+    else if (strcasecmp(v, "follow") == 0) c.fork_mode = STKR_FORK_FOLLOW;
+    else return bad_env("STACKREC_FORK", v, "expected \"disable\" or \"follow\"");
+  }
+
+  /* Struct fields win. */
+  if (in->dir) {
+    if (!*in->dir) {
+      stkr__log(STKR__LOG_CONFIG, "invalid stkr_config.dir: empty string");
+      return -EINVAL;
+    }
+    dir = in->dir;
+  }
+  if (in->ring_bytes) {
+    if (in->ring_bytes > (1ull << 30))
+      return bad_field("ring_bytes", in->ring_bytes, "at most 1 GiB");
+    c.ring_bytes = in->ring_bytes;
+  }
+  if (in->max_depth) {
+    if (in->max_depth > STKR_MAX_DEPTH)
+      return bad_field("max_depth", in->max_depth, "above STKR_MAX_DEPTH");
+    c.max_depth = in->max_depth;
+  }
+  if (in->skip_frames) {
+    if (in->skip_frames > STKR_MAX_DEPTH)
+      return bad_field("skip_frames", in->skip_frames, "above STKR_MAX_DEPTH");
+    c.skip_frames = in->skip_frames;
+  }
+  if (in->flush_interval_ms) {
+    if (in->flush_interval_ms > 3600000)
+      return bad_field("flush_interval_ms", in->flush_interval_ms,
+                       "above one hour");
+    c.flush_interval_ms = in->flush_interval_ms;
+  }
+  if (in->segment_bytes) c.segment_bytes = in->segment_bytes;
+  if (in->disk_cap_bytes) c.disk_cap_bytes = in->disk_cap_bytes;
+  if (in->payload_max) {
+    if (in->payload_max > STKR_MAX_PAYLOAD)
+      return bad_field("payload_max", in->payload_max, "above STKR_MAX_PAYLOAD");
+    c.payload_max = in->payload_max;
+  }
+  if (in->fork_mode) {
+    if (in->fork_mode != STKR_FORK_DISABLE && in->fork_mode != STKR_FORK_FOLLOW)
+      return bad_field("fork_mode", (unsigned long long)in->fork_mode,
+                       "expected STKR_FORK_DISABLE or STKR_FORK_FOLLOW");
+    c.fork_mode = in->fork_mode;
+  }
+
+  /* Rounded up to a power of two (the ring masks offsets) and to a size
+   * that fits the largest record twice. */
+  if (c.ring_bytes < min_ring_bytes(c.max_depth, c.payload_max))
+    c.ring_bytes = min_ring_bytes(c.max_depth, c.payload_max);
+  c.ring_bytes = round_pow2(c.ring_bytes);
+
+  c.dir = strdup(dir);
+  if (!c.dir) return -ENOMEM;
+  *out = c;
+  return 0;
+}
+
+void stkr__config_free(stkr__fconfig *c) {
+  free(c->dir);
+  c->dir = NULL;
+}
+
+int stkr__mkdir_p(const char *path, mode_t mode) {
+  char buf[PATH_MAX];
+  size_t len = strlen(path);
+  struct stat st;
+
+  if (len == 0) return -EINVAL;
+  if (len >= sizeof buf) return -ENAMETOOLONG;
+  memcpy(buf, path, len + 1);
+  while (len > 1 && buf[len - 1] == '/') buf[--len] = '\0';
+
+  /* Create each missing prefix in turn. EEXIST from a racing creator is
+   * fine as long as the thing that exists is a directory (checked last). */
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, mode) != 0 && errno != EEXIST) {
+      int e = errno;
+      *p = '/';
+      return -e;
+    }
+    *p = '/';
+  }
+  if (mkdir(buf, mode) != 0) {
+    int e = errno;
+    if (e != EEXIST) return -e;
+  }
+  if (stat(buf, &st) != 0) return -errno;
+  if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+  return 0;
+}

@@ -1,0 +1,328 @@
+/*
+ * drain.c: rings -> batches -> segment files. Runs on the worker thread only.
+ *
+ * One pass (stkr__drain_all) walks the thread registry; for each thread it
+ * consumes the records that were in the ring when the pass reached it (a
+ * producer that keeps pushing cannot keep the worker in one ring forever),
+ * turning each into one event row plus whatever definitions the current
+ * segment still lacks; a full batch is written and a new one begun, so a
+ * pass may write several batches. Then the per-thread drop deltas, and the
+ * reaping of exited threads whose rings are empty.
+ *
+ * Accounting: every consumed record ends up in exactly one of `written`
+ * (its batch reached write(2) successfully), `dropped_write_error` (its
+ * batch failed to encode, open or write) or `dropped_worker` (no memory to
+ * put it in a batch). Hence, once all rings are drained,
+ *   Σ pushed == written + dropped_write_error + dropped_worker,
+ * which is what makes attempted == written + dropped exact after a flush.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flush/worker.h"
+
+/* Epochs are unique for the life of the process (not per recording): a
+ * thread's w_defined_seg survives stkr_shutdown()/stkr_init(), and must never
+ * match an epoch of a later recording by accident. Only the worker thread
+ * touches it, and successive worker threads are ordered by join/create. */
+static uint32_t g_epoch;
+
+uint32_t stkr__new_epoch(void) { return ++g_epoch; }
+
+static void batch_begin(stkr__worker *w) {
+  /* A new file is needed (none open, full, or unlinked behind our back):
+   * everything must be defined again in it. */
+  if (stkr__seg_need_new(&w->seg) && !w->seg_first) {
+    w->epoch = stkr__new_epoch();
+    w->seg_first = true;
+  }
+  stkr__batch_reset(&w->bb);
+}
+
+static void fill_counters(stkr__worker *w, Stackrec__Counters *c) {
+  stkr_stats st;
+  pthread_mutex_lock(&w->stats_mu);
+  stkr__stats_compute(w, &st);
+  pthread_mutex_unlock(&w->stats_mu);
+  c->attempted = st.attempted;
+  c->written = st.written;
+  c->dropped_write_error = st.dropped_write_error;
+  c->segments_deleted = st.segments_deleted;
+}
+
+static void publish(stkr__worker *w) {
+  pthread_mutex_lock(&w->stats_mu);
+  w->segments = w->seg.segments;
+  w->segments_deleted = w->seg.segments_deleted;
+  w->bytes = w->seg.bytes;
+  w->stacks_count = w->stacks.count;
+  pthread_mutex_unlock(&w->stats_mu);
+}
+
+/* Encode and write the open batch. Never fails from the caller's view: a
+ * batch that cannot be written is dropped and counted. */
+static void write_batch(stkr__worker *w, bool last) {
+  stkr__batchb *b = &w->bb;
+  Stackrec__Batch *B = &b->batch;
+  uint64_t n = b->n;
+  int err = 0;
+  const char *what = "open";
+
+  stkr__batch_finish(b);
+  B->seq = ++w->batch_seq; /* failed batches keep their number: gaps show */
+  B->last = last;
+
+  if (w->seg.fd < 0) err = stkr__seg_open_next(&w->seg);
+  if (err == 0) {
+    if (w->seg_first) {
+      Stackrec__Header *h = &b->header;
+      Stackrec__Config *c = &b->config;
+      h->format_version = STKR_FORMAT_VERSION;
+      h->pid = w->pid;
+      h->process_name = w->process_name;
+      h->start_mono_ns = w->start_mono_ns;
+      h->start_wall_ns = w->start_wall_ns;
+      h->segment_seq = w->seg.seq;
+      c->ring_bytes = w->cfg.ring_bytes;
+      c->max_depth = w->cfg.max_depth;
+      c->skip_frames = w->cfg.skip_frames;
+      c->flush_interval_ms = w->cfg.flush_interval_ms;
+      c->segment_bytes = w->cfg.segment_bytes;
+      c->disk_cap_bytes = w->cfg.disk_cap_bytes;
+      c->payload_max = w->cfg.payload_max;
+      h->config = c;
+      h->arch = (char *)stkr__arch_name();
+      h->parent_pid = w->parent_pid;
+      B->header = h;
+    }
+    if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
+      B->n_images = w->imgs.n;
+      B->images = w->imgs.ptrs;
+    }
+    /* Back to back, so a reader can map mono timestamps to wall time. */
+    b->clock.mono_ns = stkr__clock_mono_ns();
+    b->clock.wall_ns = stkr__clock_wall_ns();
+    B->clock = &b->clock;
+    fill_counters(w, &b->counters);
+    B->counters = &b->counters;
+
+    w->out.len = 0;
+    what = "encode";
+    err = stkr_fmt_encode_batch(B, w->cctx, STKR__ZSTD_LEVEL, &w->out);
+    if (err == 0) {
+      what = "write";
+      err = stkr__seg_write(&w->seg, w->out.data, w->out.len);
+    }
+  }
+
+  /* Either way this image list is done with: on success it is on disk, on
+   * failure the next segment's first batch carries it. */
+  w->imgs_gen_sent = w->imgs.gen;
+  if (err == 0) {
+    w->seg_first = false;
+    /* Cap first, while this file is still the protected current one, then
+     * close it if full: a closed segment is complete on disk. */
+    stkr__seg_enforce_cap(&w->seg);
+    if (w->seg.cur_bytes >= w->seg.segment_bytes) stkr__seg_close(&w->seg);
+    pthread_mutex_lock(&w->stats_mu);
+    w->written += n;
+    w->batches++;
+    pthread_mutex_unlock(&w->stats_mu);
+  } else {
+    /* The batch is lost, and with it the definitions it carried: start a
+     * new epoch and a new file (the current one may hold a torn frame), so
+     * later batches are self-contained in clean segments. */
+    stkr__seg_close(&w->seg);
+    w->epoch = stkr__new_epoch();
+    w->seg_first = true;
+    w->io_error = true;
+    pthread_mutex_lock(&w->stats_mu);
+    w->dropped_write_error += n;
+    w->write_errors++;
+    pthread_mutex_unlock(&w->stats_mu);
+    stkr__log(err == -ENOMEM ? STKR__LOG_ENCODE : STKR__LOG_WRITE,
+              "cannot %s a segment file in %s: %s; %llu events dropped", what,
+              w->cfg.dir, strerror(-err), (unsigned long long)n);
+  }
+  publish(w);
+}
+
+static void maybe_write_full(stkr__worker *w) {
+  if (stkr__batch_full(&w->bb)) {
+    write_batch(w, false);
+    batch_begin(w);
+  }
+}
+
+static void count_thread(stkr__worker *w, uint32_t id) {
+  size_t byte = id / 8;
+  if (byte >= w->thread_seen_bytes) {
+    size_t nb = w->thread_seen_bytes ? w->thread_seen_bytes : 64;
+    while (nb <= byte) nb *= 2;
+    uint8_t *n = realloc(w->thread_seen, nb);
+    if (!n) return; /* the stat undercounts; nothing else depends on it */
+    memset(n + w->thread_seen_bytes, 0, nb - w->thread_seen_bytes);
+    w->thread_seen = n;
+    w->thread_seen_bytes = nb;
+  }
+  if (!(w->thread_seen[byte] & (1u << (id % 8)))) {
+    w->thread_seen[byte] |= (uint8_t)(1u << (id % 8));
+    pthread_mutex_lock(&w->stats_mu);
+    w->threads++;
+    pthread_mutex_unlock(&w->stats_mu);
+  }
+}
+
+/* The ThreadDef of a live thread, once per epoch. `name` is written only
+ * at attach, before the thread was published (acquire chain through the
+ * registry head), so reading it here is race-free; a rename after attach
+ * shows up in the exited=true ThreadDef, built from `exit_name`. */
+static void define_thread(stkr__worker *w, stkr__thread *t) {
+  if (t->w_defined_seg == w->epoch) return;
+  char name[sizeof t->name];
+  memcpy(name, t->name, sizeof name);
+  name[sizeof name - 1] = '\0';
+  if (stkr__batch_add_thread(&w->bb, t->id, t->tid, name, false) == 0)
+    t->w_defined_seg = w->epoch;
+}
+
+static void add_record(stkr__worker *w, stkr__thread *t,
+                       const stkr__record *r) {
+  stkr__batchb *b = &w->bb;
+  uint32_t site = r->site_id, stack;
+
+  define_thread(w, t);
+  if (site >= 1 && site <= STKR_MAX_SITES && w->site_epoch[site] != w->epoch) {
+    if (stkr__batch_add_site(b, site, stkr__site_name(site)) == 0)
+      w->site_epoch[site] = w->epoch;
+  }
+  stack = stkr__stacktab_intern(&w->stacks, r->hash, stkr__record_pcs(r),
+                                r->depth,
+                                (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
+  if (stack) {
+    stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
+    if (s->epoch != w->epoch && stkr__batch_add_stack(b, stack, s) == 0)
+      s->epoch = w->epoch;
+  } /* else out of memory: the event keeps stack id 0, "unknown" */
+  if (stkr__batch_add_event(b, r->ts_ns, site, t->id, stack,
+                            stkr__record_payload(r), r->payload_len,
+                            (r->flags & STKR__REC_PAYLOAD_TRUNCATED) != 0) != 0) {
+    pthread_mutex_lock(&w->stats_mu);
+    w->dropped_worker++;
+    pthread_mutex_unlock(&w->stats_mu);
+  }
+}
+
+/* Consume what is in t's ring now. Returns true if it was left empty. */
+static bool drain_ring(stkr__worker *w, stkr__thread *t) {
+  /* Budget: what was in the ring when we got here, plus one lap for wrap
+   * markers; records pushed meanwhile wait for the next pass, so a
+   * producer as fast as the worker cannot keep it in one ring forever. */
+  uint64_t budget = stkr__ring_used(&t->ring) + stkr__ring_size(&t->ring);
+  uint64_t seen = 0;
+  const stkr__record *r;
+  for (;;) {
+    if ((r = stkr__ring_peek(&t->ring)) == NULL) return true;
+    if (seen >= budget) return false;
+    seen += r->size;
+    maybe_write_full(w);
+    add_record(w, t, r);
+    stkr__ring_release(&t->ring, r); /* after add_record copied it */
+    t->w_consumed++;
+  }
+}
+
+static void drain_thread(stkr__worker *w, stkr__thread *t) {
+  /* Acquire, and before looking at the ring: pairs with the TLS
+   * destructor's release store, which follows the thread's last commit.
+   * Seen set here, the ring holds everything the thread will ever push, so
+   * "ring empty" below really means "done". Read after draining instead,
+   * a final record committed between our last peek and this load would be
+   * reaped unread. */
+  bool exited = atomic_load_explicit(&t->exited, memory_order_acquire) != 0;
+  bool empty = true;
+
+  if (t->ring.buf) {
+    empty = false;
+    for (int pass = 0; pass < 4; pass++) {
+      empty = drain_ring(w, t);
+      /* Release: pairs with the producer's acquire load of wake_sent
+       * before it decides to wake us again; a producer that sees 0 also
+       * sees the tail we advanced, so it measures the drained ring.
+       * Cleared after draining, a producer that filled the ring past half
+       * while we drained saw wake_sent still set and did not wake us:
+       * look again (the seq_cst fence orders our clear before the re-read
+       * of head), or its ring could sit full until the timer. */
+      atomic_store_explicit(&t->wake_sent, 0, memory_order_release);
+      atomic_thread_fence(memory_order_seq_cst);
+      if (stkr__ring_used(&t->ring) <= stkr__ring_size(&t->ring) / 2) break;
+    }
+    if (t->w_consumed) count_thread(w, t->id);
+  }
+
+  /* Drops since the last batch. Relaxed: monotone counters; a drop counted
+   * after this read is reported in the next batch. */
+  uint64_t full = atomic_load_explicit(&t->dropped_ring_full,
+                                       memory_order_relaxed);
+  uint64_t reent = atomic_load_explicit(&t->dropped_reentrant,
+                                        memory_order_relaxed);
+  if (full != t->w_reported_full || reent != t->w_reported_reentrant) {
+    maybe_write_full(w);
+    define_thread(w, t);
+    if (stkr__batch_add_drops(&w->bb, t->id, full - t->w_reported_full,
+                              reent - t->w_reported_reentrant, 0) == 0) {
+      t->w_reported_full = full;
+      t->w_reported_reentrant = reent;
+    }
+    count_thread(w, t->id);
+  }
+
+  if (exited && empty) {
+    char name[sizeof t->exit_name];
+    /* Final name, written before `exited` was released (acquired above). */
+    memcpy(name, t->exit_name, sizeof name);
+    name[sizeof name - 1] = '\0';
+    /* A thread that never recorded (attached ahead of time, or all its
+     * events dropped before any definition) needs no final ThreadDef. */
+    if (t->w_defined_seg != 0) {
+      maybe_write_full(w);
+      (void)stkr__batch_add_thread(&w->bb, t->id, t->tid, name, true);
+      t->w_defined_seg = w->epoch;
+    }
+    /* recorder/ moves the thread's counters to its retired totals under
+     * its reap lock, so stats never lose them nor read unmapped memory. */
+    stkr__thread_reap(t);
+  }
+}
+
+void stkr__drain_all(stkr__worker *w, bool last) {
+  stkr__thread *t, *next;
+  int err;
+
+  if ((err = stkr__images_refresh(&w->imgs)) < 0)
+    stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
+
+  batch_begin(w);
+  for (t = stkr__threads_first(); t; t = next) {
+    next = stkr__threads_next(t); /* before drain_thread may reap t */
+    drain_thread(w, t);
+  }
+
+  stkr__counts c;
+  stkr__threads_counts(&c);
+  uint64_t other = c.dropped_other;
+  if (other != w->other_reported) {
+    maybe_write_full(w);
+    if (stkr__batch_add_drops(&w->bb, 0, 0, 0, other - w->other_reported) == 0)
+      w->other_reported = other;
+  }
+
+  /* Batches with nothing new are not written: an idle app costs no disk.
+   * A changed image list alone is worth a batch (symbolization of later
+   * events needs it, and a crash may leave no later batch). */
+  if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
+    write_batch(w, last);
+  if (last) stkr__seg_close(&w->seg);
+  publish(w);
+}

@@ -1,0 +1,232 @@
+/*
+ * flush_internal.h: the pieces of the flush worker, shared between the
+ * flush/ sources and the flush tests. Not public; recorder/ never sees it.
+ *
+ * Module map:
+ *   config.c       defaults + STACKREC_* environment -> stkr__fconfig
+ *   stacktable.c   stack dedup (hash -> id), PCs kept in an arena
+ *   segment.c      segment files: open, write, rotate, disk cap, errors
+ *   batch.c        drained records -> one Stackrec__Batch (column-wise)
+ *   images_*.c     the list of loaded images
+ *   worker.c       the libuv loop, requests, drain, stats, fork
+ */
+#ifndef STKR_FLUSH_INTERNAL_H
+#define STKR_FLUSH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto/stackrec.pb-c.h"
+#include "recorder/stackrec.h"
+#include "recorder/stkr_internal.h"
+
+/* ---- logging (worker.c) ---------------------------------------------------
+ * One line on stderr, prefixed "stackrec: ". Messages of the same `kind` are
+ * rate-limited (the first one, then at most one per STKR__LOG_INTERVAL_S with
+ * a count of what was suppressed) so a full disk does not flood the app's
+ * stderr. Never touches stdout. */
+enum {
+  STKR__LOG_CONFIG = 0,
+  STKR__LOG_OPEN,
+  STKR__LOG_WRITE,
+  STKR__LOG_UNLINK,
+  STKR__LOG_ENCODE,
+  STKR__LOG_OTHER,
+  STKR__LOG_KINDS
+};
+void stkr__log(int kind, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- config (config.c) --------------------------------------------------- */
+typedef struct stkr__fconfig {
+  char *dir; /* malloc'd */
+  size_t ring_bytes;
+  unsigned max_depth;
+  unsigned skip_frames;
+  unsigned flush_interval_ms;
+  uint64_t segment_bytes;
+  uint64_t disk_cap_bytes;
+  unsigned payload_max;
+  stkr_fork_mode fork_mode;
+} stkr__fconfig;
+
+#define STKR__DEFAULT_DIR "stackrec-out"
+#define STKR__DEFAULT_RING_BYTES 262144u
+#define STKR__DEFAULT_DEPTH 64u
+#define STKR__DEFAULT_FLUSH_MS 200u
+#define STKR__DEFAULT_SEGMENT_BYTES (64ull << 20)
+#define STKR__DEFAULT_DISK_CAP_BYTES (1ull << 30)
+#define STKR__DEFAULT_PAYLOAD_MAX 256u
+
+/* Defaults <- environment <- non-zero fields of `in` (NULL: none). 0 or
+ * -EINVAL (the offending variable or field named on stderr). On success
+ * out->dir must be freed with stkr__config_free. */
+int stkr__config_build(const stkr_config *in, stkr__fconfig *out);
+void stkr__config_free(stkr__fconfig *c);
+/* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
+int stkr__parse_size(const char *s, uint64_t *out);
+/* mkdir -p; the directories created get `mode`. 0 or -errno. */
+int stkr__mkdir_p(const char *path, mode_t mode);
+
+/* ---- stack table (stacktable.c) ------------------------------------------ */
+typedef struct stkr__stack {
+  uint64_t hash;
+  const uint64_t *pcs; /* in the arena; stable for the table's life */
+  uint16_t depth;
+  bool truncated;
+  uint32_t epoch; /* segment epoch whose batches last carried the StackDef */
+} stkr__stack;
+
+typedef struct stkr__stacktab {
+  uint32_t *slots;      /* open addressing: stack id, 0 = empty */
+  size_t nslots;        /* power of two */
+  stkr__stack *stacks;  /* stacks[id - 1] */
+  size_t count, cap;
+  struct stkr__arena_blk *arena;
+  size_t arena_bytes;   /* total bytes of arena blocks */
+} stkr__stacktab;
+
+int stkr__stacktab_init(stkr__stacktab *t);
+void stkr__stacktab_free(stkr__stacktab *t);
+/* The id (>= 1) of the stack (hash, pcs[depth], truncated), adding it if
+ * new; 0 when out of memory. `hash` is only a hint: two stacks with the same
+ * hash but different PCs get different ids. */
+uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash,
+                               const uint64_t *pcs, unsigned depth,
+                               bool truncated);
+static inline stkr__stack *stkr__stacktab_get(stkr__stacktab *t, uint32_t id) {
+  return &t->stacks[id - 1];
+}
+
+/* ---- images (images_*.c) ------------------------------------------------- */
+typedef struct stkr__images {
+  Stackrec__Image *imgs;
+  Stackrec__Image **ptrs; /* ptrs[i] = &imgs[i], for Batch.images */
+  size_t n, cap;
+  uint64_t gen;           /* bumped whenever the list changed */
+  unsigned long long adds, subs; /* dl_iterate_phdr counters at last scan */
+  bool scanned;
+} stkr__images;
+
+/* Rescan if the loader's image set may have changed. 0 or -errno (the old
+ * list is kept on error). */
+int stkr__images_refresh(stkr__images *im);
+void stkr__images_free(stkr__images *im);
+
+/* ---- segments (segment.c) ------------------------------------------------ */
+typedef struct stkr__segfile {
+  uint32_t seq;
+  uint64_t bytes;
+} stkr__segfile;
+
+typedef struct stkr__segw {
+  char *dir;               /* borrowed from the config */
+  uint32_t pid;
+  uint64_t segment_bytes, disk_cap_bytes;
+  int fd;                  /* current segment, -1 if none */
+  uint32_t seq;            /* seq of the current (or the last opened) file */
+  uint64_t cur_bytes;      /* bytes of good frames in the current file */
+  /* This process's closed segments still on disk, oldest first. */
+  stkr__segfile *closed;
+  size_t n_closed, cap_closed;
+  uint64_t closed_bytes;
+  /* Counters (the worker copies them into the stats). */
+  uint64_t segments, segments_deleted, write_errors, bytes;
+} stkr__segw;
+
+/* `dir` must outlive the writer. Scans dir for older files of this pid so
+ * that a recycled pid never overwrites them. */
+int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
+                   uint64_t segment_bytes, uint64_t disk_cap_bytes);
+/* True when the next batch must start a new segment file: none open, the
+ * current one reached segment_bytes, or it was unlinked behind our back. */
+bool stkr__seg_need_new(stkr__segw *s);
+/* Close the current file (if any) and keep it for the disk cap. */
+void stkr__seg_close(stkr__segw *s);
+/* Open the next segment file (recreating the directory if it vanished).
+ * 0 or -errno. */
+int stkr__seg_open_next(stkr__segw *s);
+/* Write one frame to the current file with one write(2) (retrying short
+ * writes and EINTR). On error the frame's partial bytes are cut off when
+ * possible and the file is closed, so the next batch starts a new segment.
+ * 0 or -errno. */
+int stkr__seg_write(stkr__segw *s, const void *data, size_t len);
+/* Delete this process's oldest closed segments while the total is above
+ * disk_cap_bytes (the current file is never deleted). */
+void stkr__seg_enforce_cap(stkr__segw *s);
+void stkr__seg_free(stkr__segw *s);
+
+/* ---- batch building (batch.c) -------------------------------------------- */
+/* Batches stay far below STKR_FMT_MAX_BATCH_BYTES: at most this many events
+ * and about this many (uncompressed) bytes. */
+#define STKR__BATCH_MAX_EVENTS 65536u
+#define STKR__BATCH_MAX_BYTES (16u << 20)
+
+typedef struct stkr__tdef {
+  Stackrec__ThreadDef def;
+  char name[sizeof(((stkr__thread *)0)->name)];
+} stkr__tdef;
+
+typedef struct stkr__batchb {
+  Stackrec__Batch batch;
+  Stackrec__Header header;
+  Stackrec__Config config;
+  Stackrec__ClockSync clock;
+  Stackrec__Events events;
+  Stackrec__Counters counters;
+  /* Event columns, one entry per event (payload_len always filled; left out
+   * of the message when no event has a payload). */
+  int64_t *ts_delta;
+  uint32_t *site_id, *thread_id, *stack_id, *payload_len;
+  size_t n, cap;
+  uint32_t *ptrunc;
+  size_t n_ptrunc, cap_ptrunc;
+  uint8_t *pdata;
+  size_t pdata_len, pdata_cap;
+  bool any_payload;
+  uint64_t last_ts;
+  size_t est_bytes; /* rough uncompressed size, for the batch cap */
+  /* Definitions; the pointer arrays are what the Batch points at. */
+  Stackrec__SiteDef *sites;
+  Stackrec__SiteDef **site_ptrs;
+  size_t n_sites, cap_sites;
+  stkr__tdef *threads;
+  Stackrec__ThreadDef **thread_ptrs;
+  size_t n_threads, cap_threads;
+  Stackrec__StackDef *stacks;
+  Stackrec__StackDef **stack_ptrs;
+  size_t n_stacks, cap_stacks;
+  Stackrec__Drops *drops;
+  Stackrec__Drops **drop_ptrs;
+  size_t n_drops, cap_drops;
+} stkr__batchb;
+
+void stkr__batch_init(stkr__batchb *b);
+void stkr__batch_free(stkr__batchb *b);
+/* Forget the previous batch's content, keep the buffers. */
+void stkr__batch_reset(stkr__batchb *b);
+bool stkr__batch_full(const stkr__batchb *b);
+/* True when the batch carries anything worth writing. */
+bool stkr__batch_nonempty(const stkr__batchb *b);
+/* Append one event. 0 or -ENOMEM (the batch is unchanged then). */
+int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
+                          uint32_t thread_id, uint32_t stack_id,
+                          const uint8_t *payload, size_t len, bool truncated);
+int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name);
+int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
+                           const char *name, bool exited);
+int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st);
+int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
+                          uint64_t ring_full, uint64_t reentrant,
+                          uint64_t other);
+/* Point the Batch's fields at the columns; after this, b->batch is ready to
+ * be encoded (header, images, counters, clock and seq are set by the caller
+ * through b->batch / b->header etc.). */
+void stkr__batch_finish(stkr__batchb *b);
+
+/* ---- process name (batch.c) ---- */
+void stkr__process_name(char *buf, size_t len);
+
+#endif /* STKR_FLUSH_INTERNAL_H */

@@ -1,0 +1,201 @@
+/*
+ * images_linux.c: the loaded images, for mapping recorded PCs to files.
+ *
+ * dl_iterate_phdr gives every loaded object with its load bias (dlpi_addr)
+ * and program headers: the text range is the PF_X PT_LOAD segments, the
+ * build-id is the NT_GNU_BUILD_ID note in a PT_NOTE segment (read from
+ * memory; notes are mapped with the image). The loader also counts objects
+ * added and removed (dlpi_adds/dlpi_subs): when neither moved since the last
+ * scan, the list is unchanged and we skip the scan, so the worker can call
+ * refresh before every drain cheaply.
+ *
+ * Only compiled where there is no dyld (see images_apple.c).
+ */
+#if !defined(__APPLE__)
+
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flush/flush_internal.h"
+
+#ifndef NT_GNU_BUILD_ID
+#define NT_GNU_BUILD_ID 3
+#endif
+
+typedef struct scan {
+  Stackrec__Image *imgs;
+  size_t n, cap;
+  int err;
+} scan;
+
+static void free_list(Stackrec__Image *imgs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(imgs[i].path);
+    free(imgs[i].build_id.data);
+  }
+  free(imgs);
+}
+
+/* Find NT_GNU_BUILD_ID in one PT_NOTE segment [p, p + len). */
+static bool find_build_id(const uint8_t *p, size_t len, size_t align,
+                          const uint8_t **id, size_t *id_len) {
+  while (len >= sizeof(ElfW(Nhdr))) {
+    const ElfW(Nhdr) *nh = (const void *)p;
+    size_t namesz = (nh->n_namesz + align - 1) & ~(align - 1);
+    size_t descsz = (nh->n_descsz + align - 1) & ~(align - 1);
+    size_t total = sizeof *nh + namesz + descsz;
+    if (namesz > len || descsz > len || total > len) return false;
+    if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+        memcmp(p + sizeof *nh, "GNU", 4) == 0) {
+      *id = p + sizeof *nh + namesz;
+      *id_len = nh->n_descsz;
+      return true;
+    }
+    p += total;
+    len -= total;
+  }
+  return false;
+}
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg) {
+  scan *sc = arg;
+  static const Stackrec__Image img0 = STACKREC__IMAGE__INIT;
+  Stackrec__Image im = img0;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  const uint8_t *bid = NULL;
+  size_t bid_len = 0;
+  char exe[PATH_MAX];
+  const char *path = info->dlpi_name;
+  (void)size;
+
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uint64_t start = (uint64_t)info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+      if (start < lo) lo = start;
+      if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
+    } else if (ph->p_type == PT_NOTE && !bid) {
+      (void)find_build_id((const uint8_t *)(uintptr_t)start, ph->p_filesz,
+                          ph->p_align == 8 ? 8 : 4, &bid, &bid_len);
+    }
+  }
+  if (lo == UINT64_MAX) lo = hi = 0;
+
+  /* The main executable comes first, with an empty name. */
+  if (sc->n == 0 && (!path || !*path)) {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      exe[n] = '\0';
+      path = exe;
+    }
+  }
+
+  if (sc->n == sc->cap) {
+    size_t nc = sc->cap ? sc->cap * 2 : 32;
+    Stackrec__Image *ni = realloc(sc->imgs, nc * sizeof *ni);
+    if (!ni) goto nomem;
+    sc->imgs = ni;
+    sc->cap = nc;
+  }
+  im.path = strdup(path ? path : "");
+  if (!im.path) goto nomem;
+  im.load_address = (uint64_t)info->dlpi_addr;
+  im.text_start = lo;
+  im.text_end = hi;
+  if (bid && bid_len) {
+    im.build_id.data = malloc(bid_len);
+    if (!im.build_id.data) {
+      free(im.path);
+      goto nomem;
+    }
+    memcpy(im.build_id.data, bid, bid_len);
+    im.build_id.len = bid_len;
+  }
+  sc->imgs[sc->n++] = im;
+  return 0;
+nomem:
+  sc->err = -ENOMEM;
+  return 1; /* stop iterating */
+}
+
+typedef struct counts {
+  unsigned long long adds, subs;
+  bool have;
+} counts;
+
+static int read_counts(struct dl_phdr_info *info, size_t size, void *arg) {
+  counts *c = arg;
+  /* dlpi_adds/subs exist only in newer loaders: check the struct size. */
+  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    c->adds = info->dlpi_adds;
+    c->subs = info->dlpi_subs;
+    c->have = true;
+  }
+  return 1; /* the first object is enough: the counters are global */
+}
+
+static bool same_list(const stkr__images *im, const scan *sc) {
+  if (im->n != sc->n) return false;
+  for (size_t i = 0; i < sc->n; i++) {
+    const Stackrec__Image *a = &im->imgs[i], *b = &sc->imgs[i];
+    if (a->load_address != b->load_address || a->text_start != b->text_start ||
+        a->text_end != b->text_end || strcmp(a->path, b->path) != 0 ||
+        a->build_id.len != b->build_id.len ||
+        (a->build_id.len &&
+         memcmp(a->build_id.data, b->build_id.data, a->build_id.len) != 0))
+      return false;
+  }
+  return true;
+}
+
+int stkr__images_refresh(stkr__images *im) {
+  counts c = {0, 0, false};
+  scan sc = {NULL, 0, 0, 0};
+
+  dl_iterate_phdr(read_counts, &c);
+  if (im->scanned && c.have && c.adds == im->adds && c.subs == im->subs)
+    return 0;
+
+  dl_iterate_phdr(collect, &sc);
+  if (sc.err) {
+    free_list(sc.imgs, sc.n);
+    return sc.err;
+  }
+  /* A dlopen between the two iterations is caught by the next refresh:
+   * the counters we store are the ones read before the scan. */
+  im->adds = c.adds;
+  im->subs = c.subs;
+  im->scanned = true;
+  if (same_list(im, &sc)) {
+    free_list(sc.imgs, sc.n);
+    return 0;
+  }
+  Stackrec__Image **ptrs = realloc(im->ptrs, (sc.n ? sc.n : 1) * sizeof *ptrs);
+  if (!ptrs) {
+    free_list(sc.imgs, sc.n);
+    im->scanned = false;
+    return -ENOMEM;
+  }
+  im->ptrs = ptrs;
+  free_list(im->imgs, im->n);
+  im->imgs = sc.imgs;
+  im->n = sc.n;
+  im->cap = sc.cap;
+  for (size_t i = 0; i < im->n; i++) im->ptrs[i] = &im->imgs[i];
+  im->gen++;
+  return 0;
+}
+
+void stkr__images_free(stkr__images *im) {
+  free_list(im->imgs, im->n);
+  free(im->ptrs);
+  memset(im, 0, sizeof *im);
+}
+
+#endif /* !__APPLE__ */

@@ -1,0 +1,136 @@
+/*
+ * stacktable.c: stack dedup for the worker.
+ *
+ * Every record carries the 64-bit hash of its PCs (computed by the producer,
+ * so the worker does not rehash). The table maps (hash, depth, truncated,
+ * PCs) to a recording-global id, from 1. The hash only picks the probe start
+ * and short-cuts comparisons: two different stacks with the same hash always
+ * get two ids, because equality compares the PCs themselves. Dedup must never
+ * merge stacks, or an event would be attributed to a call chain it never ran.
+ *
+ * Layout: open addressing with linear probing over a slot array of ids
+ * (4 bytes a slot, kept at most half full so probes stay short), the stack
+ * descriptors in a dense array indexed by id - 1, and the PCs in an
+ * append-only arena of blocks so that their addresses stay stable (the
+ * batch's StackDefs point straight at them, without copying).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flush/flush_internal.h"
+
+#define ARENA_BLOCK (64u * 1024u)
+
+struct stkr__arena_blk {
+  struct stkr__arena_blk *next;
+  size_t used, size;
+  uint64_t data[];
+};
+
+/* splitmix64's finalizer: the producer's hash may be weak in its low bits
+ * (or, in tests, chosen on purpose); mixing keeps the probe start uniform. */
+static inline uint64_t mix(uint64_t h) {
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
+}
+
+static uint64_t *arena_alloc(stkr__stacktab *t, unsigned n) {
+  struct stkr__arena_blk *b = t->arena;
+  if (n == 0) n = 1; /* keep pointers distinct and non-NULL */
+  if (!b || b->size - b->used < n) {
+    size_t words = ARENA_BLOCK / sizeof(uint64_t);
+    if (words < n) words = n;
+    b = malloc(sizeof *b + words * sizeof(uint64_t));
+    if (!b) return NULL;
+    b->next = t->arena;
+    b->used = 0;
+    b->size = words;
+    t->arena = b;
+    t->arena_bytes += words * sizeof(uint64_t);
+  }
+  uint64_t *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+int stkr__stacktab_init(stkr__stacktab *t) {
+  memset(t, 0, sizeof *t);
+  t->nslots = 1024;
+  t->slots = calloc(t->nslots, sizeof *t->slots);
+  return t->slots ? 0 : -ENOMEM;
+}
+
+void stkr__stacktab_free(stkr__stacktab *t) {
+  struct stkr__arena_blk *b = t->arena, *n;
+  for (; b; b = n) {
+    n = b->next;
+    free(b);
+  }
+  free(t->slots);
+  free(t->stacks);
+  memset(t, 0, sizeof *t);
+}
+
+static int grow_slots(stkr__stacktab *t) {
+  size_t n = t->nslots * 2;
+  uint32_t *s = calloc(n, sizeof *s);
+  if (!s) return -ENOMEM;
+  for (size_t id = 1; id <= t->count; id++) {
+    size_t i = (size_t)mix(t->stacks[id - 1].hash) & (n - 1);
+    while (s[i]) i = (i + 1) & (n - 1);
+    s[i] = (uint32_t)id;
+  }
+  free(t->slots);
+  t->slots = s;
+  t->nslots = n;
+  return 0;
+}
+
+uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash,
+                               const uint64_t *pcs, unsigned depth,
+                               bool truncated) {
+  size_t mask, i;
+  uint32_t id;
+
+  /* Keep the load factor <= 1/2 so probes stay short. Growth failing is
+   * not fatal: lookups still work, and an insert is refused only when it
+   * would leave no empty slot (which would make probing loop forever). */
+  if ((t->count + 1) * 2 > t->nslots) (void)grow_slots(t);
+  mask = t->nslots - 1;
+  i = (size_t)mix(hash) & mask;
+
+  for (; (id = t->slots[i]) != 0; i = (i + 1) & mask) {
+    const stkr__stack *s = &t->stacks[id - 1];
+    if (s->hash == hash && s->depth == depth && s->truncated == truncated &&
+        (depth == 0 || memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0))
+      return id;
+  }
+
+  if (t->count + 2 > t->nslots) return 0;
+
+  /* New stack. Ids are 32-bit in the format; 4 G distinct stacks would need
+   * far more memory than the process has, so overflow is not a concern. */
+  if (t->count == t->cap) {
+    size_t nc = t->cap ? t->cap * 2 : 256;
+    stkr__stack *ns = realloc(t->stacks, nc * sizeof *ns);
+    if (!ns) return 0;
+    t->stacks = ns;
+    t->cap = nc;
+  }
+  uint64_t *copy = arena_alloc(t, depth);
+  if (!copy) return 0;
+  if (depth) memcpy(copy, pcs, depth * sizeof *pcs); /* pcs may be NULL */
+
+  id = (uint32_t)(t->count + 1);
+  t->stacks[t->count] = (stkr__stack){
+      .hash = hash, .pcs = copy, .depth = (uint16_t)depth,
+      .truncated = truncated, .epoch = 0};
+  t->count++;
+  t->slots[i] = id;
+  return id;
+}

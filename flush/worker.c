@@ -1,0 +1,511 @@
+/*
+ * worker.c: the flush worker: stkr_init/stkr_shutdown/stkr_flush/
+ * stkr_stats_get, the libuv loop, and fork handling.
+ *
+ * Design
+ * - One worker thread per recording process runs a private uv_loop with
+ *   three handles: a repeating uv_timer (drain every flush_interval_ms), a
+ *   uv_async for producers (sent by a thread whose ring passed half full;
+ *   uv_async_send is async-signal-safe, and libuv coalesces sends), and a
+ *   uv_async for control requests. All draining, encoding and file I/O
+ *   happens on that thread (drain.c), so none of it needs locks.
+ * - stkr_flush/stkr_shutdown put a request on a mutex-protected queue, send
+ *   the request async and wait on a condvar until the loop answers. The
+ *   loop answers a flush only after a full drain pass whose batches have
+ *   been through write(2), so the caller's barrier holds.
+ * - Producers never block on the worker: if it falls behind, rings fill and
+ *   events are dropped and counted by recorder/.
+ * - Stats: the worker's counters and the reaping of exited threads are
+ *   under stats_mu; stkr_stats_get sums the producers' counters over the
+ *   registry under the same mutex, so it never reads a reaped thread.
+ * - fork: in the child, only the forking thread exists and the parent's
+ *   loop shares its epoll and eventfd with the parent. The atfork child
+ *   handler therefore just forgets the inherited state (leaks it: closing
+ *   anything through libuv would act on the parent's kernel objects); in
+ *   follow mode the child's first event calls on_fork_child, which starts a
+ *   new worker (new loop, thread and files, parent_pid in the Header).
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flush/worker.h"
+
+/* ---- logging ---------------------------------------------------------- */
+
+#define STKR__LOG_INTERVAL_S 60
+
+/* Rate-limit state per kind. Plain atomics: racing loggers may both print
+ * or both suppress once, which is harmless. Relaxed: no data is published
+ * through them. */
+static _Atomic uint64_t g_log_last[STKR__LOG_KINDS];
+static _Atomic uint64_t g_log_suppressed[STKR__LOG_KINDS];
+
+void stkr__log(int kind, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  int n;
+  uint64_t now = stkr__clock_mono_ns() / 1000000000u + 1; /* never 0 */
+
+  if (kind < 0 || kind >= STKR__LOG_KINDS) kind = STKR__LOG_OTHER;
+  if (kind != STKR__LOG_CONFIG) {
+    uint64_t last = atomic_load_explicit(&g_log_last[kind], memory_order_relaxed);
+    if (last && now - last < STKR__LOG_INTERVAL_S) {
+      atomic_fetch_add_explicit(&g_log_suppressed[kind], 1, memory_order_relaxed);
+      return;
+    }
+    atomic_store_explicit(&g_log_last[kind], now, memory_order_relaxed);
+  }
+  n = snprintf(buf, sizeof buf, "stackrec: ");
+  va_start(ap, fmt);
+  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (n > (int)sizeof buf - 64) n = (int)sizeof buf - 64;
+  uint64_t sup = atomic_exchange_explicit(&g_log_suppressed[kind], 0,
+                                          memory_order_relaxed);
+  if (sup)
+    n += snprintf(buf + n, sizeof buf - (size_t)n,
+                  " (%llu similar messages suppressed)", (unsigned long long)sup);
+  buf[n++] = '\n';
+  /* stderr's fd directly: no stdio lock shared with the app, and nothing
+   * ever goes to stdout. */
+  ssize_t off = 0;
+  while (off < n) {
+    ssize_t k = write(STDERR_FILENO, buf + off, (size_t)(n - off));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    off += k;
+  }
+}
+
+/* ---- global state ----------------------------------------------------- */
+
+/* g_mu protects g_state, g_frozen and g_inherited against stkr_stats_get;
+ * init/flush/shutdown do not race each other (stackrec.h). */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static stkr__worker *g_state;
+static stkr_stats g_frozen;   /* the final stats of the last recording */
+static stkr__worker *g_inherited; /* a forked child's parent state (leaked) */
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+/* The producers' wake target. wake_fn does inc(inflight); load(target);
+ * send; dec(inflight). Shutdown does store(target, NULL); wait until
+ * inflight == 0; only then frees the async handle. Both sides are seq_cst
+ * (a Dekker pair): either the producer sees NULL, or shutdown sees its
+ * inflight count and waits for the send to finish. */
+static _Atomic(stkr__worker *) g_wake_target;
+static _Atomic unsigned g_wake_inflight;
+
+static void wake_fn(void *arg) {
+  (void)arg;
+  atomic_fetch_add_explicit(&g_wake_inflight, 1, memory_order_seq_cst);
+  stkr__worker *w = atomic_load_explicit(&g_wake_target, memory_order_seq_cst);
+  if (w) uv_async_send(&w->wake_async);
+  /* Release: pairs with the seq_cst load in wake_disarm; the send above is
+   * complete before shutdown may free the handle. */
+  atomic_fetch_sub_explicit(&g_wake_inflight, 1, memory_order_release);
+}
+
+static void wake_disarm(void) {
+  atomic_store_explicit(&g_wake_target, NULL, memory_order_seq_cst);
+  while (atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst) != 0)
+    sched_yield();
+}
+
+/* ---- stats ------------------------------------------------------------ */
+
+void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
+  stkr__counts c;
+  /* The producers' counters, reaped threads included, summed by recorder/
+   * under its reap lock (so never from an unmapped thread). Recorder start
+   * zeroed them: they count since stkr_init. */
+  stkr__threads_counts(&c);
+  memset(o, 0, sizeof *o);
+  o->dropped_ring_full = c.dropped_ring_full;
+  o->dropped_reentrant = c.dropped_reentrant;
+  o->dropped_other = c.dropped_other + w->dropped_worker;
+  o->dropped_write_error = w->dropped_write_error;
+  o->dropped = o->dropped_ring_full + o->dropped_reentrant +
+               o->dropped_write_error + o->dropped_other;
+  /* dropped_worker events were pushed: they are in c.pushed already. */
+  o->attempted = c.pushed + c.dropped_ring_full + c.dropped_reentrant +
+                 c.dropped_other;
+  o->written = w->written;
+  o->stacks = w->stacks_count;
+  o->sites = stkr__site_count();
+  o->threads = w->threads;
+  o->batches = w->batches;
+  o->bytes = w->bytes;
+  o->segments = w->segments;
+  o->segments_deleted = w->segments_deleted;
+  o->write_errors = w->write_errors;
+}
+
+int stkr_stats_get(stkr_stats *out) {
+  if (!out) return -EINVAL;
+  pthread_mutex_lock(&g_mu);
+  if (g_state) {
+    pthread_mutex_lock(&g_state->stats_mu);
+    stkr__stats_compute(g_state, out);
+    pthread_mutex_unlock(&g_state->stats_mu);
+  } else {
+    *out = g_frozen;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+/* ---- loop callbacks (worker thread) ----------------------------------- */
+
+static void on_timer(uv_timer_t *h) { stkr__drain_all(h->data, false); }
+
+static void on_wake(uv_async_t *h) { stkr__drain_all(h->data, false); }
+
+static void on_req(uv_async_t *h) {
+  stkr__worker *w = h->data;
+  stkr__req *list, *r;
+
+  pthread_mutex_lock(&w->req_mu);
+  list = w->req_head;
+  w->req_head = NULL;
+  w->req_tail = &w->req_head;
+  pthread_mutex_unlock(&w->req_mu);
+
+  for (r = list; r; r = r->next) {
+    if (r->kind == STKR__REQ_FLUSH) {
+      stkr__drain_all(w, false);
+      r->result = w->io_error ? -EIO : 0;
+      w->io_error = false;
+    } else {
+      stkr__drain_all(w, true);
+      r->result = 0;
+      uv_close((uv_handle_t *)&w->timer, NULL);
+      uv_close((uv_handle_t *)&w->wake_async, NULL);
+      uv_close((uv_handle_t *)&w->req_async, NULL);
+    }
+  }
+
+  /* Answer after the stats were published (drain_all did): the caller's
+   * lock of req_mu orders its stkr_stats_get after our updates. */
+  pthread_mutex_lock(&w->req_mu);
+  for (r = list; r; r = r->next) r->done = true;
+  pthread_cond_broadcast(&w->req_cv);
+  pthread_mutex_unlock(&w->req_mu);
+}
+
+static void *worker_main(void *arg) {
+  stkr__worker *w = arg;
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "stackrec-flush");
+#elif defined(__APPLE__)
+  pthread_setname_np("stackrec-flush");
+#endif
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+/* Send a request to the loop and wait for its answer. */
+static int request(stkr__worker *w, int kind) {
+  stkr__req r = {.kind = kind, .result = 0, .done = false, .next = NULL};
+  pthread_mutex_lock(&w->req_mu);
+  *w->req_tail = &r;
+  w->req_tail = &r.next;
+  pthread_mutex_unlock(&w->req_mu);
+  uv_async_send(&w->req_async);
+  pthread_mutex_lock(&w->req_mu);
+  while (!r.done) pthread_cond_wait(&w->req_cv, &w->req_mu);
+  pthread_mutex_unlock(&w->req_mu);
+  return r.result;
+}
+
+/* ---- create / destroy ------------------------------------------------- */
+
+static void worker_free(stkr__worker *w) {
+  stkr__seg_free(&w->seg);
+  stkr__stacktab_free(&w->stacks);
+  stkr__batch_free(&w->bb);
+  stkr__images_free(&w->imgs);
+  stkr_fmt_buf_free(&w->out);
+  if (w->cctx) ZSTD_freeCCtx(w->cctx);
+  free(w->thread_seen);
+  stkr__config_free(&w->cfg);
+  pthread_mutex_destroy(&w->req_mu);
+  pthread_cond_destroy(&w->req_cv);
+  pthread_mutex_destroy(&w->stats_mu);
+  free(w);
+}
+
+/* Close the loop's handles and the loop itself when the thread never ran
+ * (or has been joined). */
+static void loop_teardown(stkr__worker *w, bool handles_open) {
+  if (handles_open) {
+    uv_close((uv_handle_t *)&w->timer, NULL);
+    uv_close((uv_handle_t *)&w->wake_async, NULL);
+    uv_close((uv_handle_t *)&w->req_async, NULL);
+    uv_run(&w->loop, UV_RUN_DEFAULT); /* runs the close callbacks, returns */
+  }
+  (void)uv_loop_close(&w->loop);
+}
+
+/* Build a worker (loop, handles, first segment file) without starting its
+ * thread. Takes ownership of cfg->dir. */
+static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
+                         stkr__worker **out) {
+  stkr__worker *w = calloc(1, sizeof *w);
+  int err;
+
+  if (!w) {
+    stkr__config_free(cfg);
+    return -ENOMEM;
+  }
+  w->cfg = *cfg;
+  cfg->dir = NULL;
+  w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
+  w->pid = (uint32_t)getpid();
+  w->parent_pid = parent_pid;
+  w->start_mono_ns = stkr__clock_mono_ns();
+  w->start_wall_ns = stkr__clock_wall_ns();
+  stkr__process_name(w->process_name, sizeof w->process_name);
+  pthread_mutex_init(&w->req_mu, NULL);
+  pthread_cond_init(&w->req_cv, NULL);
+  pthread_mutex_init(&w->stats_mu, NULL);
+  w->req_tail = &w->req_head;
+  w->epoch = stkr__new_epoch();
+  w->seg_first = true;
+  stkr__batch_init(&w->bb);
+
+  if ((err = stkr__stacktab_init(&w->stacks)) < 0) goto fail;
+  if (!(w->cctx = ZSTD_createCCtx())) {
+    err = -ENOMEM;
+    goto fail;
+  }
+  if ((err = stkr__mkdir_p(w->cfg.dir, 0700)) < 0) {
+    stkr__log(STKR__LOG_CONFIG, "cannot create directory %s: %s", w->cfg.dir,
+              strerror(-err));
+    goto fail;
+  }
+  /* Absolute from here on: the app may chdir() later, and segment paths
+   * are rebuilt for every new file (a dirfd would not survive the
+   * directory being removed and recreated). */
+  char *abs = realpath(w->cfg.dir, NULL);
+  if (abs) {
+    free(w->cfg.dir);
+    w->cfg.dir = abs;
+  }
+  if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->pid, w->cfg.segment_bytes,
+                            w->cfg.disk_cap_bytes)) < 0)
+    goto fail;
+  /* Open the first file now so that stkr_init reports an unusable
+   * directory; its first batch (the Header) is written by the first drain. */
+  if ((err = stkr__seg_open_next(&w->seg)) < 0) {
+    stkr__log(STKR__LOG_CONFIG, "cannot create a segment file in %s: %s",
+              w->cfg.dir, strerror(-err));
+    goto fail;
+  }
+  (void)stkr__images_refresh(&w->imgs);
+
+  if ((err = uv_loop_init(&w->loop)) < 0) goto fail;
+  if ((err = uv_timer_init(&w->loop, &w->timer)) < 0 ||
+      (err = uv_async_init(&w->loop, &w->wake_async, on_wake)) < 0) {
+    /* Nothing but possibly the timer is open; a timer needs no close
+     * callback to release memory we own, but the loop must see it closed. */
+    uv_close((uv_handle_t *)&w->timer, NULL);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&w->loop);
+    goto fail;
+  }
+  if ((err = uv_async_init(&w->loop, &w->req_async, on_req)) < 0) {
+    uv_close((uv_handle_t *)&w->timer, NULL);
+    uv_close((uv_handle_t *)&w->wake_async, NULL);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&w->loop);
+    goto fail;
+  }
+  w->timer.data = w->wake_async.data = w->req_async.data = w;
+  uv_timer_start(&w->timer, on_timer, w->cfg.flush_interval_ms,
+                 w->cfg.flush_interval_ms);
+  *out = w;
+  return 0;
+
+fail:
+  /* The first segment file, if any, is empty: seg_free removes it. */
+  worker_free(w);
+  return err;
+}
+
+/* Start the worker thread with every signal blocked: the app's handlers
+ * must never run on our thread (and a handler calling stkr_event there
+ * would record the worker). */
+static int worker_start(stkr__worker *w) {
+  sigset_t all, old;
+  int err;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  atomic_store_explicit(&g_wake_target, w, memory_order_seq_cst);
+  err = pthread_create(&w->thread, NULL, worker_main, w);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err) {
+    wake_disarm();
+    return -err;
+  }
+  return 0;
+}
+
+static void on_fork_child(void);
+
+/* Start recorder/ with w's config. It zeroes every producer counter and
+ * empties the rings, so the stats of this recording start at 0. */
+static int start_recorder(stkr__worker *w) {
+  stkr__rconf rc = {.ring_bytes = w->cfg.ring_bytes,
+                    .max_depth = w->cfg.max_depth,
+                    .skip_frames = w->cfg.skip_frames,
+                    .payload_max = w->cfg.payload_max};
+  return stkr__recorder_start(
+      &rc, wake_fn, NULL,
+      w->cfg.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);
+}
+
+/* ---- fork ------------------------------------------------------------- */
+
+/* Runs in the child right after fork, with only the forking thread alive.
+ * Forget (leak) the parent's worker: its loop's epoll/eventfd are shared
+ * with the parent, its mutexes may be held by threads that no longer
+ * exist. Nothing here may lock or free. */
+static void atfork_child(void) {
+  g_inherited = g_state;
+  g_state = NULL;
+  memset(&g_frozen, 0, sizeof g_frozen);
+  atomic_store_explicit(&g_wake_target, NULL, memory_order_relaxed);
+  atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&g_mu, &fresh, sizeof fresh);
+}
+
+static void register_atfork(void) {
+  (void)pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* Follow mode: called by recorder/ from the child's first event, before
+ * that event is pushed (recorder/ then records it if we started it).
+ * Starts a fresh worker with the parent's config. */
+static void on_fork_child(void) {
+  stkr__worker *parent = g_inherited, *w = NULL;
+  stkr__fconfig cfg;
+  int err;
+
+  if (!parent) return;
+  g_inherited = NULL;
+  cfg = parent->cfg;
+  cfg.dir = strdup(parent->cfg.dir);
+  if (!cfg.dir) {
+    err = -ENOMEM;
+    goto fail;
+  }
+  if ((err = worker_create(&cfg, parent->pid, &w)) < 0) goto fail;
+  if ((err = start_recorder(w)) < 0) {
+    loop_teardown(w, true);
+    worker_free(w);
+    goto fail;
+  }
+  if ((err = worker_start(w)) < 0) {
+    stkr__recorder_stop();
+    loop_teardown(w, true);
+    worker_free(w);
+    goto fail;
+  }
+  pthread_mutex_lock(&g_mu);
+  g_state = w;
+  pthread_mutex_unlock(&g_mu);
+  return;
+fail:
+  /* recorder/ leaves the child off when we return without starting it. */
+  stkr__log(STKR__LOG_OTHER, "cannot record in forked child %d: %s",
+            (int)getpid(), strerror(-err));
+}
+
+/* ---- public API ------------------------------------------------------- */
+
+int stkr_init(const stkr_config *in) {
+  stkr__fconfig cfg;
+  stkr__worker *w;
+  int err;
+
+  pthread_once(&g_atfork_once, register_atfork);
+  if (g_state) return -EALREADY;
+  g_inherited = NULL; /* an explicit init in a child replaces follow mode */
+  if ((err = stkr__config_build(in, &cfg)) < 0) return err;
+  if ((err = worker_create(&cfg, 0, &w)) < 0) return err;
+
+  if ((err = start_recorder(w)) < 0) {
+    loop_teardown(w, true);
+    worker_free(w);
+    return err;
+  }
+  if ((err = worker_start(w)) < 0) {
+    stkr__recorder_stop();
+    stkr__threads_quiesce();
+    loop_teardown(w, true);
+    worker_free(w);
+    return err;
+  }
+  pthread_mutex_lock(&g_mu);
+  g_state = w;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+/*
+ * Ordering that makes the barrier hold: an event "before the call" was
+ * committed (the producer's release store of the ring head) and counted
+ * (pushed++) before this call began. The request travels through req_mu
+ * (our unlock, the loop's lock), so the drain pass that follows sees that
+ * head with its acquire load in stkr__ring_peek, and its record gets
+ * consumed. The loop then publishes written/dropped under stats_mu and
+ * answers under req_mu, so our later stkr_stats_get reads both the final
+ * worker counters and (by our own program order) every `pushed` increment
+ * that preceded this call.
+ */
+int stkr_flush(void) {
+  stkr__worker *w = g_state;
+  if (!w) return -ENOTCONN;
+  return request(w, STKR__REQ_FLUSH);
+}
+
+int stkr_shutdown(void) {
+  stkr__worker *w = g_state;
+  stkr_stats final;
+
+  if (!w) {
+    if (g_inherited) {
+      /* A follow-mode child that never recorded: make sure it never will. */
+      g_inherited = NULL;
+      stkr__recorder_stop();
+    }
+    return -ENOTCONN;
+  }
+  /* No event may start after stop; quiesce waits out those in flight, so
+   * the final drain sees every event that will ever be recorded. */
+  stkr__recorder_stop();
+  stkr__threads_quiesce();
+  wake_disarm();
+  (void)request(w, STKR__REQ_SHUTDOWN);
+  pthread_join(w->thread, NULL);
+  (void)uv_loop_close(&w->loop);
+
+  pthread_mutex_lock(&g_mu);
+  pthread_mutex_lock(&w->stats_mu);
+  stkr__stats_compute(w, &final);
+  pthread_mutex_unlock(&w->stats_mu);
+  g_frozen = final;
+  g_state = NULL;
+  pthread_mutex_unlock(&g_mu);
+
+  worker_free(w);
+  return 0;
+}

@@ -1,0 +1,175 @@
+/*
+ * stkr__reader.h: the reader's internals, shared by stkr_reader.c (inputs,
+ * iteration, warnings), stkr_frames.c (file buffering, zstd frames, resync)
+ * and stkr_batch.c (batch validation, definition tables, events). Not
+ * installed; tools use proto/stkr_reader.h.
+ */
+#ifndef STKR__READER_H
+#define STKR__READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto/stkr_format.h"
+#include "proto/stkr_reader.h"
+
+/* ---- id -> index map (stkr_batch.c) --------------------------------------
+ * Ids come from files, so they may be anything: a hash map keeps the tables
+ * proportional to the number of definitions, not to the largest id. */
+typedef struct stkr__idmap {
+  uint32_t *keys;
+  uint32_t *vals; /* index + 1; 0 marks an empty slot */
+  size_t cap;     /* power of two, or 0 */
+  size_t n;
+} stkr__idmap;
+
+/* @return 1 and *val if key is present, else 0. */
+int stkr__idmap_get(const stkr__idmap *m, uint32_t key, uint32_t *val);
+/* Insert or replace. @return 0 or -ENOMEM. */
+int stkr__idmap_put(stkr__idmap *m, uint32_t key, uint32_t val);
+void stkr__idmap_free(stkr__idmap *m);
+
+typedef struct stkr__thread {
+  uint32_t id;
+  uint64_t tid;
+  char *name;
+  bool exited;
+} stkr__thread;
+
+typedef struct stkr__stack {
+  uint32_t id;
+  uint64_t *pcs;
+  size_t n_pcs;
+  uint64_t hash;
+  bool truncated;
+} stkr__stack;
+
+typedef struct stkr__file {
+  char *path;
+  uint32_t seq;  /* from the name; 0 for a file not named as a segment */
+  uint64_t size; /* at stkr_reader_add() time */
+  dev_t dev;
+  ino_t ino;
+} stkr__file;
+
+/* One recording stream: the segments of one pid in one directory. */
+typedef struct stkr__stream {
+  stkr_process_info info; /* public summary; strings below */
+  char *dir;
+  dev_t dir_dev;
+  ino_t dir_ino;
+  bool anon;              /* one file not named as a segment */
+  char *process_name, *arch;
+
+  stkr__file *files; /* sorted by seq */
+  size_t n_files, cap_files;
+
+  stkr_site_info *sites; /* names owned (char * behind the const) */
+  size_t n_sites, cap_sites;
+  stkr__idmap site_map;
+  stkr__thread *threads;
+  size_t n_threads, cap_threads;
+  stkr__idmap thread_map;
+  stkr__stack *stacks;
+  size_t n_stacks, cap_stacks;
+  stkr__idmap stack_map;
+  stkr_image_info *images; /* paths and build ids owned */
+  size_t n_images, cap_images;
+
+  bool have_sync; /* a (monotonic, wall) pair to date events with */
+  uint64_t sync_mono, sync_wall;
+  bool have_batch_seq;
+  uint64_t last_batch_seq;
+
+  /* The current recording session (see stkr_reader.h). */
+  bool have_session;         /* a Header of this session was read */
+  uint64_t sess_mono, sess_wall; /* its start times */
+  bool sess_clean;           /* its last=true batch was read */
+  bool unclean_before;       /* an earlier session did not end cleanly */
+  uint64_t sess_attempted, sess_write_error, sess_deleted; /* Counters */
+  uint64_t base_attempted, base_write_error, base_deleted; /* earlier */
+  size_t sites_before;       /* sites entries of earlier sessions */
+  unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
+} stkr__stream;
+
+#define STKR__WARNED_PID 1u
+#define STKR__WARNED_SEQ 2u
+#define STKR__WARNED_CONFLICT 4u
+#define STKR__WARNED_BAD_ID 8u
+#define STKR__WARNED_IMAGES 16u
+
+/* Buffered reading of one file at explicit offsets (stkr_frames.c). The
+ * buffer is fixed-size; frames larger than it are streamed through it. */
+typedef struct stkr__input {
+  int fd; /* -1 when closed */
+  const char *path;
+  uint8_t *buf;
+  size_t cap;
+  uint64_t off; /* file offset of buf[0] */
+  size_t len;   /* valid bytes in buf */
+  size_t pos;   /* read position in buf */
+  bool eof;     /* read() returned 0 at off + len */
+  int err;      /* errno of a failed read, or 0 */
+} stkr__input;
+
+struct stkr_reader {
+  stkr_warn_cb warn;
+  void *warn_arg;
+  stkr_reader_counts counts;
+
+  stkr__stream **streams; /* sorted by pid, then creation order */
+  size_t n_streams, cap_streams;
+  bool started;
+  int hard_err; /* sticky negative errno after a hard error */
+
+  /* Iteration cursor. */
+  size_t cur_stream, cur_file;
+  stkr__input in;
+  ZSTD_DCtx *dctx;
+  stkr_fmt_buf dbuf; /* the decompressed frame */
+  Stackrec__Batch *batch; /* batch whose events are being handed out */
+  uint64_t batch_off;
+  size_t ev_idx, ev_count;
+  uint64_t ev_ts;
+  size_t payload_pos;
+  uint8_t *trunc_bits; /* payload_truncated as a bitmap */
+  size_t trunc_cap;
+};
+
+/* stkr_reader.c: report a warning (counted; formatted as
+ * "<path>: offset N: <fmt...>", or "<path>: <fmt...>" when off < 0). */
+void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
+                int64_t off, uint32_t pid, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* stkr_frames.c */
+int stkr__input_open(stkr__input *in, const char *path);
+void stkr__input_close(stkr__input *in);
+/* Decompress the next intact frame of the open file into r->dbuf, skipping
+ * (and warning about) damaged or truncated ones.
+ * @return 1 (frame at *frame_off), 0 (end of file), or -ENOMEM. */
+int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off);
+
+/* stkr_batch.c */
+#define STKR__BATCH_OK 1
+#define STKR__BATCH_SKIPPED 0     /* damaged: warned, nothing to deliver */
+#define STKR__BATCH_UNSUPPORTED 2 /* newer format: stop this stream */
+/* Decode r->dbuf as the batch at `off` of `path`, apply its definitions and
+ * counters to st and make its events current.
+ * @return STKR__BATCH_* or -ENOMEM. */
+int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
+                     uint64_t off);
+/* Fill *ev with the current event (r->ev_idx < r->ev_count) and advance.
+ * @return 0 or -ENOMEM. */
+int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
+                      stkr_event_view *ev);
+/* Drop the current batch. */
+void stkr__batch_release(stkr_reader *r);
+void stkr__stream_free(stkr__stream *st);
+
+/* Grow *arr (elements of `size` bytes) to hold at least `need`. */
+int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);
+
+#endif /* STKR__READER_H */

@@ -1,0 +1,668 @@
+/*
+ * stkr_batch.c: turning one decompressed Batch into definitions, counters
+ * and events (see proto/stackrec.proto for the layout).
+ *
+ * A batch is checked as a whole before any of it is used: if its event
+ * columns disagree in length, or the payload lengths do not add up to the
+ * payload bytes, the batch is reported damaged and dropped entirely, so a
+ * half-trusted batch never leaves half-applied state behind.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/stkr__reader.h"
+
+/* Most images a process may list; a corrupt or hostile file could otherwise
+ * make the (linear) duplicate check quadratic. */
+#define STKR__MAX_IMAGES 65536
+
+/* ---- small helpers ------------------------------------------------------ */
+
+int stkr__grow(void *arr, size_t *cap, size_t need, size_t size) {
+  void **parr = arr;
+  size_t ncap = *cap ? *cap : 16;
+  void *p;
+
+  if (need <= *cap)
+    return 0;
+  while (ncap < need) {
+    if (ncap > SIZE_MAX / 2 / size)
+      return -ENOMEM;
+    ncap *= 2;
+  }
+  p = realloc(*parr, ncap * size);
+  if (p == NULL)
+    return -ENOMEM;
+  *parr = p;
+  *cap = ncap;
+  return 0;
+}
+
+static char *stkr__strdup0(const char *s) {
+  return strdup(s ? s : "");
+}
+
+static uint32_t stkr__hash32(uint32_t key, size_t cap) {
+  return (uint32_t)((key * 0x9E3779B1u) & (cap - 1));
+}
+
+int stkr__idmap_get(const stkr__idmap *m, uint32_t key, uint32_t *val) {
+  size_t i;
+
+  if (m->cap == 0)
+    return 0;
+  for (i = stkr__hash32(key, m->cap); m->vals[i] != 0;
+       i = (i + 1) & (m->cap - 1)) {
+    if (m->keys[i] == key) {
+      *val = m->vals[i] - 1;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int stkr__idmap_put(stkr__idmap *m, uint32_t key, uint32_t val) {
+  size_t i;
+
+  if ((m->n + 1) * 2 > m->cap) { /* keep the load under 1/2 */
+    stkr__idmap big = {0};
+    size_t j;
+
+    big.cap = m->cap ? m->cap * 2 : 64;
+    big.keys = calloc(big.cap, sizeof(*big.keys));
+    big.vals = calloc(big.cap, sizeof(*big.vals));
+    if (big.keys == NULL || big.vals == NULL) {
+      stkr__idmap_free(&big);
+      return -ENOMEM;
+    }
+    for (j = 0; j < m->cap; j++) {
+      if (m->vals[j] == 0)
+        continue;
+      for (i = stkr__hash32(m->keys[j], big.cap); big.vals[i] != 0;
+           i = (i + 1) & (big.cap - 1)) {
+      }
+      big.keys[i] = m->keys[j];
+      big.vals[i] = m->vals[j];
+    }
+    big.n = m->n;
+    stkr__idmap_free(m);
+    *m = big;
+  }
+  for (i = stkr__hash32(key, m->cap); m->vals[i] != 0;
+       i = (i + 1) & (m->cap - 1)) {
+    if (m->keys[i] == key) {
+      m->vals[i] = val + 1;
+      return 0;
+    }
+  }
+  m->keys[i] = key;
+  m->vals[i] = val + 1;
+  m->n++;
+  return 0;
+}
+
+void stkr__idmap_free(stkr__idmap *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof(*m));
+}
+
+/* ---- definitions --------------------------------------------------------- */
+
+/* Index of site `id`, creating an undefined placeholder ("?") if needed so
+ * events can be counted per site before (or without) its definition. */
+static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
+  stkr_site_info *s;
+
+  if (stkr__idmap_get(&st->site_map, id, idx))
+    return 0;
+  if (st->n_sites >= UINT32_MAX - 1 ||
+      stkr__grow(&st->sites, &st->cap_sites, st->n_sites + 1,
+                 sizeof(*st->sites)) != 0)
+    return -ENOMEM;
+  s = &st->sites[st->n_sites];
+  memset(s, 0, sizeof(*s));
+  s->id = id;
+  s->name = "?";
+  if (stkr__idmap_put(&st->site_map, id, (uint32_t)st->n_sites) != 0)
+    return -ENOMEM;
+  *idx = (uint32_t)st->n_sites++;
+  return 0;
+}
+
+static void stkr__conflict(stkr_reader *r, stkr__stream *st, const char *path,
+                           uint64_t off, const char *what, uint32_t id) {
+  if (st->warned & STKR__WARNED_CONFLICT)
+    return;
+  st->warned |= STKR__WARNED_CONFLICT;
+  stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
+             "%s %u redefined differently; keeping the first definition "
+             "(further conflicts not reported)",
+             what, (unsigned)id);
+}
+
+static void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
+                         uint64_t off, const char *what) {
+  if (st->warned & STKR__WARNED_BAD_ID)
+    return;
+  st->warned |= STKR__WARNED_BAD_ID;
+  stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
+             "%s definition with id 0 ignored", what);
+}
+
+static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
+                            const Stackrec__SiteDef *d, const char *path,
+                            uint64_t off) {
+  stkr_site_info *s;
+  uint32_t idx;
+  char *name;
+
+  if (d->id == 0) {
+    stkr__bad_id(r, st, path, off, "site");
+    return 0;
+  }
+  if (st->sites_before > 0 && !stkr__idmap_get(&st->site_map, d->id, &idx)) {
+    /* A later session: the same site (by name) keeps one entry, so the
+     * per-site counts add up over the sessions of the process. */
+    size_t k;
+
+    for (k = 0; k < st->sites_before; k++)
+      if (st->sites[k].defined &&
+          strcmp(st->sites[k].name, d->name ? d->name : "") == 0)
+        return stkr__idmap_put(&st->site_map, d->id, (uint32_t)k);
+  }
+  if (stkr__site_slot(st, d->id, &idx) != 0)
+    return -ENOMEM;
+  s = &st->sites[idx];
+  if (s->defined) {
+    if (strcmp(s->name, d->name ? d->name : "") != 0)
+      stkr__conflict(r, st, path, off, "site", d->id);
+    return 0;
+  }
+  if ((name = stkr__strdup0(d->name)) == NULL)
+    return -ENOMEM;
+  s->name = name;
+  s->defined = true;
+  st->info.sites++;
+  return 0;
+}
+
+static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
+  stkr__thread *t;
+  uint32_t idx;
+  char *name;
+
+  if ((name = stkr__strdup0(d->name)) == NULL)
+    return -ENOMEM;
+  if (stkr__idmap_get(&st->thread_map, d->id, &idx)) {
+    /* A thread is re-sent when it is renamed or exits: latest wins. */
+    t = &st->threads[idx];
+    free(t->name);
+  } else {
+    if (st->n_threads >= UINT32_MAX - 1 ||
+        stkr__grow(&st->threads, &st->cap_threads, st->n_threads + 1,
+                   sizeof(*st->threads)) != 0 ||
+        stkr__idmap_put(&st->thread_map, d->id, (uint32_t)st->n_threads)) {
+      free(name);
+      return -ENOMEM;
+    }
+    t = &st->threads[st->n_threads++];
+    st->info.threads++;
+  }
+  t->id = d->id;
+  t->tid = d->tid;
+  t->name = name;
+  t->exited = d->exited;
+  return 0;
+}
+
+static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
+                             const Stackrec__StackDef *d, const char *path,
+                             uint64_t off) {
+  stkr__stack *s;
+  uint32_t idx;
+
+  if (stkr__idmap_get(&st->stack_map, d->id, &idx)) {
+    s = &st->stacks[idx];
+    if (s->n_pcs != d->n_pcs ||
+        (d->n_pcs && memcmp(s->pcs, d->pcs, d->n_pcs * sizeof(uint64_t))))
+      stkr__conflict(r, st, path, off, "stack", d->id);
+    return 0;
+  }
+  if (st->n_stacks >= UINT32_MAX - 1 ||
+      stkr__grow(&st->stacks, &st->cap_stacks, st->n_stacks + 1,
+                 sizeof(*st->stacks)) != 0)
+    return -ENOMEM;
+  s = &st->stacks[st->n_stacks];
+  memset(s, 0, sizeof(*s));
+  if (d->n_pcs) {
+    s->pcs = malloc(d->n_pcs * sizeof(uint64_t));
+    if (s->pcs == NULL)
+      return -ENOMEM;
+    memcpy(s->pcs, d->pcs, d->n_pcs * sizeof(uint64_t));
+  }
+  s->id = d->id;
+  s->n_pcs = d->n_pcs;
+  s->hash = d->hash;
+  s->truncated = d->truncated;
+  if (stkr__idmap_put(&st->stack_map, d->id, (uint32_t)st->n_stacks) != 0) {
+    free(s->pcs);
+    return -ENOMEM;
+  }
+  st->n_stacks++;
+  st->info.stacks++;
+  return 0;
+}
+
+static int stkr__apply_image(stkr_reader *r, stkr__stream *st,
+                             const Stackrec__Image *d, const char *path,
+                             uint64_t off) {
+  const char *dpath = d->path ? d->path : "";
+  stkr_image_info *im;
+  size_t i;
+
+  for (i = 0; i < st->n_images; i++) {
+    im = &st->images[i];
+    if (im->load_address == d->load_address &&
+        im->text_start == d->text_start && im->text_end == d->text_end &&
+        strcmp(im->path, dpath) == 0)
+      return 0;
+  }
+  if (st->n_images >= STKR__MAX_IMAGES) {
+    if (!(st->warned & STKR__WARNED_IMAGES)) {
+      st->warned |= STKR__WARNED_IMAGES;
+      stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
+                 "more than %u images; later ones ignored",
+                 STKR__MAX_IMAGES);
+    }
+    return 0;
+  }
+  if (stkr__grow(&st->images, &st->cap_images, st->n_images + 1,
+                 sizeof(*st->images)) != 0)
+    return -ENOMEM;
+  im = &st->images[st->n_images];
+  memset(im, 0, sizeof(*im));
+  im->path = strdup(dpath);
+  if (im->path == NULL)
+    return -ENOMEM;
+  if (d->build_id.len) {
+    uint8_t *b = malloc(d->build_id.len);
+
+    if (b == NULL) {
+      free((char *)im->path);
+      return -ENOMEM;
+    }
+    memcpy(b, d->build_id.data, d->build_id.len);
+    im->build_id = b;
+    im->build_id_len = d->build_id.len;
+  }
+  im->load_address = d->load_address;
+  im->text_start = d->text_start;
+  im->text_end = d->text_end;
+  st->n_images++;
+  return 0;
+}
+
+/* ---- batches ----------------------------------------------------------- */
+
+/* @return NULL if the events columns are consistent, else why not. */
+static const char *stkr__check_events(const Stackrec__Events *e) {
+  size_t n, i;
+  uint64_t sum = 0;
+
+  if (e == NULL)
+    return NULL;
+  n = e->n_ts_delta_ns;
+  if (e->n_site_id != n || e->n_thread_id != n || e->n_stack_id != n)
+    return "event columns differ in length";
+  if (e->n_payload_len != 0 && e->n_payload_len != n)
+    return "payload_len column differs in length";
+  for (i = 0; i < e->n_payload_len; i++)
+    sum += e->payload_len[i]; /* n * 2^32 cannot overflow 64 bits */
+  if (sum != e->payload_data.len)
+    return "payload lengths do not add up to the payload bytes";
+  for (i = 0; i < e->n_payload_truncated; i++)
+    if (e->payload_truncated[i] >= n)
+      return "payload_truncated index out of range";
+  return NULL;
+}
+
+static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
+                               const Stackrec__Header *h, const char *path,
+                               uint64_t off, uint32_t file_seq) {
+  if (!st->info.have_header) {
+    char *name = stkr__strdup0(h->process_name), *arch = stkr__strdup0(h->arch);
+
+    if (name == NULL || arch == NULL) { /* cosmetic: stay with "" */
+      free(name);
+      free(arch);
+    } else {
+      st->process_name = name;
+      st->arch = arch;
+      st->info.process_name = name;
+      st->info.arch = arch;
+    }
+    st->info.have_header = true;
+    st->info.parent_pid = h->parent_pid;
+    st->info.start_mono_ns = h->start_mono_ns;
+    st->info.start_wall_ns = h->start_wall_ns;
+  }
+  if (!st->have_session) {
+    st->have_session = true;
+    st->sess_mono = h->start_mono_ns;
+    st->sess_wall = h->start_wall_ns;
+    if (!st->have_sync && h->start_wall_ns != 0) {
+      st->have_sync = true;
+      st->sync_mono = h->start_mono_ns;
+      st->sync_wall = h->start_wall_ns;
+    }
+  }
+  if (st->anon && st->info.pid == 0) {
+    st->info.pid = h->pid;
+  } else if (h->pid != st->info.pid && !(st->warned & STKR__WARNED_PID)) {
+    st->warned |= STKR__WARNED_PID;
+    stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
+               "header says pid %u, file name says %u", (unsigned)h->pid,
+               (unsigned)st->info.pid);
+  }
+  if (file_seq != 0 && h->segment_seq != file_seq &&
+      !(st->warned & STKR__WARNED_SEQ)) {
+    st->warned |= STKR__WARNED_SEQ;
+    stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
+               "header says segment %u, file name says %u",
+               (unsigned)h->segment_seq, (unsigned)file_seq);
+  }
+}
+
+static int stkr__apply_defs(stkr_reader *r, stkr__stream *st,
+                            const Stackrec__Batch *b, const char *path,
+                            uint64_t off) {
+  size_t i;
+
+  for (i = 0; i < b->n_sites; i++)
+    if (stkr__apply_site(r, st, b->sites[i], path, off) != 0)
+      return -ENOMEM;
+  for (i = 0; i < b->n_threads; i++) {
+    if (b->threads[i]->id == 0) {
+      stkr__bad_id(r, st, path, off, "thread");
+      continue;
+    }
+    if (stkr__apply_thread(st, b->threads[i]) != 0)
+      return -ENOMEM;
+  }
+  for (i = 0; i < b->n_stacks; i++) {
+    if (b->stacks[i]->id == 0) {
+      stkr__bad_id(r, st, path, off, "stack");
+      continue;
+    }
+    if (stkr__apply_stack(r, st, b->stacks[i], path, off) != 0)
+      return -ENOMEM;
+  }
+  for (i = 0; i < b->n_images; i++)
+    if (stkr__apply_image(r, st, b->images[i], path, off) != 0)
+      return -ENOMEM;
+  return 0;
+}
+
+static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b) {
+  stkr_process_info *in = &st->info;
+  size_t i;
+
+  if (b->clock != NULL && b->clock->wall_ns != 0) {
+    st->have_sync = true;
+    st->sync_mono = b->clock->mono_ns;
+    st->sync_wall = b->clock->wall_ns;
+  }
+  for (i = 0; i < b->n_drops; i++) {
+    in->drops_ring_full += b->drops[i]->ring_full;
+    in->drops_reentrant += b->drops[i]->reentrant;
+    in->drops_other += b->drops[i]->other;
+  }
+  if (b->counters != NULL) {
+    st->sess_attempted = b->counters->attempted;
+    st->sess_write_error = b->counters->dropped_write_error;
+    st->sess_deleted = b->counters->segments_deleted;
+  }
+  in->attempted = st->base_attempted + st->sess_attempted;
+  in->drops_write_error = st->base_write_error + st->sess_write_error;
+  in->segments_deleted = st->base_deleted + st->sess_deleted;
+  in->drops = in->drops_ring_full + in->drops_reentrant + in->drops_other +
+              in->drops_write_error;
+  if (st->have_batch_seq && b->seq > st->last_batch_seq + 1)
+    in->missing_batches += b->seq - st->last_batch_seq - 1;
+  if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
+    st->have_batch_seq = true;
+    st->last_batch_seq = b->seq;
+  }
+  if (b->last)
+    st->sess_clean = true;
+  in->clean_end = st->sess_clean && !st->unclean_before;
+  in->batches++;
+}
+
+/* Forget the ids of the session that ended; bank its counters. */
+static void stkr__session_reset(stkr__stream *st) {
+  size_t i;
+
+  st->base_attempted += st->sess_attempted;
+  st->base_write_error += st->sess_write_error;
+  st->base_deleted += st->sess_deleted;
+  st->sess_attempted = st->sess_write_error = st->sess_deleted = 0;
+  if (!st->sess_clean)
+    st->unclean_before = true;
+  st->sess_clean = false;
+
+  /* Site entries stay (they hold the counts); only their ids go. */
+  stkr__idmap_free(&st->site_map);
+  st->sites_before = st->n_sites;
+  stkr__idmap_free(&st->thread_map);
+  for (i = 0; i < st->n_threads; i++)
+    free(st->threads[i].name);
+  st->n_threads = 0;
+  stkr__idmap_free(&st->stack_map);
+  for (i = 0; i < st->n_stacks; i++)
+    free(st->stacks[i].pcs);
+  st->n_stacks = 0;
+
+  st->have_batch_seq = false;
+  st->have_session = false;
+  st->have_sync = false;
+  st->info.sessions++;
+}
+
+/* Does batch b start a new recording session of st's pid? */
+static bool stkr__is_new_session(const stkr__stream *st,
+                                 const Stackrec__Batch *b) {
+  const Stackrec__Header *h = b->header;
+
+  if (h != NULL && st->have_session &&
+      (h->start_mono_ns != st->sess_mono || h->start_wall_ns != st->sess_wall))
+    return true;
+  /* Without a readable header (damaged first batch): numbers restart. */
+  return st->have_batch_seq && b->seq != 0 && b->seq <= st->last_batch_seq;
+}
+
+void stkr__batch_release(stkr_reader *r) {
+  if (r->batch != NULL)
+    stackrec__batch__free_unpacked(r->batch, NULL);
+  r->batch = NULL;
+  r->ev_idx = r->ev_count = 0;
+}
+
+int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
+                     uint64_t off) {
+  uint32_t file_seq = st->files[r->cur_file].seq;
+  Stackrec__Batch *b;
+  const Stackrec__Events *e;
+  const char *why;
+  size_t i, n;
+
+  stkr__batch_release(r);
+  b = stackrec__batch__unpack(NULL, r->dbuf.len, r->dbuf.data);
+  if (b == NULL) {
+    /* protobuf-c does not say why; the zstd checksum passed, so this is a
+     * writer bug or a foreign file rather than disk damage. */
+    st->info.damaged_batches++;
+    stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
+               "damaged batch (not a valid Batch message, %zu bytes), "
+               "skipped",
+               r->dbuf.len);
+    return STKR__BATCH_SKIPPED;
+  }
+  if (b->header != NULL &&
+      b->header->format_version != STKR_FORMAT_VERSION) {
+    uint32_t v = b->header->format_version;
+
+    st->info.status = -EPROTONOSUPPORT;
+    stkr__warn(r, STKR_WARN_UNSUPPORTED, path, (int64_t)off, st->info.pid,
+               v > STKR_FORMAT_VERSION
+                   ? "format version %u is newer than this reader "
+                     "supports (%u); rest of process skipped"
+                   : "invalid format version %u (this reader reads %u); "
+                     "rest of process skipped",
+               (unsigned)v, (unsigned)STKR_FORMAT_VERSION);
+    stackrec__batch__free_unpacked(b, NULL);
+    return STKR__BATCH_UNSUPPORTED;
+  }
+  if ((why = stkr__check_events(b->events)) != NULL) {
+    st->info.damaged_batches++;
+    stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
+               "damaged batch (%s), skipped", why);
+    stackrec__batch__free_unpacked(b, NULL);
+    return STKR__BATCH_SKIPPED;
+  }
+
+  if (st->info.sessions == 0)
+    st->info.sessions = 1;
+  else if (stkr__is_new_session(st, b))
+    stkr__session_reset(st);
+  if (b->header != NULL)
+    stkr__apply_header(r, st, b->header, path, off, file_seq);
+  if (stkr__apply_defs(r, st, b, path, off) != 0) {
+    stackrec__batch__free_unpacked(b, NULL);
+    return -ENOMEM;
+  }
+  stkr__apply_counters(st, b);
+
+  e = b->events;
+  n = e ? e->n_ts_delta_ns : 0;
+  if (e != NULL && e->n_payload_truncated) {
+    size_t bytes = n / 8 + 1;
+
+    if (stkr__grow(&r->trunc_bits, &r->trunc_cap, bytes, 1) != 0) {
+      stackrec__batch__free_unpacked(b, NULL);
+      return -ENOMEM;
+    }
+    memset(r->trunc_bits, 0, bytes);
+    for (i = 0; i < e->n_payload_truncated; i++)
+      r->trunc_bits[e->payload_truncated[i] / 8] |=
+          (uint8_t)(1u << (e->payload_truncated[i] % 8));
+  }
+  r->batch = b;
+  r->batch_off = off;
+  r->ev_idx = 0;
+  r->ev_count = n;
+  r->ev_ts = e ? e->base_ts_ns : 0;
+  r->payload_pos = 0;
+  return STKR__BATCH_OK;
+}
+
+int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
+                      stkr_event_view *ev) {
+  const Stackrec__Events *e = r->batch->events;
+  stkr_process_info *info = &st->info;
+  size_t i = r->ev_idx;
+  uint32_t idx;
+
+  memset(ev, 0, sizeof(*ev));
+  /* Unsigned wrap-around adds a negative delta correctly. */
+  r->ev_ts += (uint64_t)e->ts_delta_ns[i];
+  ev->ts_ns = r->ev_ts;
+  if (st->have_sync)
+    ev->wall_ns = st->sync_wall + (uint64_t)(r->ev_ts - st->sync_mono);
+  ev->pid = info->pid;
+  ev->process = st_index;
+  ev->proc = info;
+  ev->path = r->in.path;
+  ev->batch_offset = r->batch_off;
+
+  ev->site_id = e->site_id[i];
+  if (stkr__site_slot(st, ev->site_id, &idx) != 0)
+    return -ENOMEM;
+  ev->site = st->sites[idx].name;
+  st->sites[idx].events++;
+  if (!st->sites[idx].defined)
+    ev->unresolved = true;
+
+  ev->thread_id = e->thread_id[i];
+  if (stkr__idmap_get(&st->thread_map, ev->thread_id, &idx)) {
+    ev->tid = st->threads[idx].tid;
+    ev->thread_name = st->threads[idx].name;
+  } else {
+    ev->thread_name = "?";
+    ev->unresolved = true;
+  }
+
+  ev->stack_id = e->stack_id[i];
+  if (stkr__idmap_get(&st->stack_map, ev->stack_id, &idx)) {
+    ev->n_pcs = st->stacks[idx].n_pcs;
+    ev->pcs = ev->n_pcs ? st->stacks[idx].pcs : NULL;
+    ev->stack_truncated = st->stacks[idx].truncated;
+  } else {
+    ev->unresolved = true;
+  }
+
+  if (e->n_payload_len) {
+    ev->payload_len = e->payload_len[i];
+    if (ev->payload_len)
+      ev->payload = e->payload_data.data + r->payload_pos;
+    r->payload_pos += ev->payload_len;
+  }
+  if (e->n_payload_truncated)
+    ev->payload_truncated = (r->trunc_bits[i / 8] >> (i % 8)) & 1;
+
+  if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
+    info->first_ts_ns = ev->ts_ns;
+    info->first_wall_ns = ev->wall_ns;
+  }
+  if (info->events == 0 || ev->ts_ns > info->last_ts_ns)
+    info->last_ts_ns = ev->ts_ns;
+  info->events++;
+  if (ev->unresolved)
+    info->unresolved_events++;
+  r->ev_idx++;
+  return 0;
+}
+
+void stkr__stream_free(stkr__stream *st) {
+  size_t i;
+
+  if (st == NULL)
+    return;
+  for (i = 0; i < st->n_files; i++)
+    free(st->files[i].path);
+  free(st->files);
+  for (i = 0; i < st->n_sites; i++)
+    if (st->sites[i].defined)
+      free((char *)st->sites[i].name);
+  free(st->sites);
+  stkr__idmap_free(&st->site_map);
+  for (i = 0; i < st->n_threads; i++)
+    free(st->threads[i].name);
+  free(st->threads);
+  stkr__idmap_free(&st->thread_map);
+  for (i = 0; i < st->n_stacks; i++)
+    free(st->stacks[i].pcs);
+  free(st->stacks);
+  stkr__idmap_free(&st->stack_map);
+  for (i = 0; i < st->n_images; i++) {
+    free((char *)st->images[i].path);
+    free((uint8_t *)st->images[i].build_id);
+  }
+  free(st->images);
+  free(st->dir);
+  free(st->process_name);
+  free(st->arch);
+  free(st);
+}

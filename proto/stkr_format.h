@@ -1,0 +1,82 @@
+/*
+ * stkr_format.h: the writer's half of the recording format (see
+ * proto/stackrec.proto): segment file names and batch encoding. flush/ uses
+ * it to write segments; proto/stkr_reader.c uses the same constants and name
+ * parser to read them back, so the two sides cannot drift apart.
+ *
+ * Thread-safety: every function here is reentrant; a ZSTD_CCtx or
+ * stkr_fmt_buf must not be used by two threads at once.
+ */
+#ifndef STKR_FORMAT_H
+#define STKR_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zstd.h>
+
+#include "proto/stackrec.pb-c.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The Header.format_version this code writes and the newest it reads. */
+#define STKR_FORMAT_VERSION 1
+
+/* Largest serialized (decompressed) Batch. The writer refuses to produce a
+ * larger one and readers reject one before allocating for it, which bounds a
+ * reader's memory no matter what a file claims. */
+#define STKR_FMT_MAX_BATCH_BYTES (64u << 20)
+
+/* Longest name stkr_fmt_segment_name() can produce, with its NUL:
+ * "stackrec-" + 10 digits + "-" + 10 digits + ".zst" + NUL. */
+#define STKR_FMT_SEGMENT_NAME_MAX 35
+
+/*
+ * Write the segment file name "stackrec-<pid>-<seq>.zst" into buf; <seq> has
+ * at least 6 digits ("000001").
+ * @return 0, or -ENAMETOOLONG if len is too small (buf then holds "" when
+ *         len > 0). Use STKR_FMT_SEGMENT_NAME_MAX bytes to never fail.
+ */
+int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq);
+
+/*
+ * Parse a segment file name (a base name, no directory). Only the exact form
+ * stkr_fmt_segment_name() writes is accepted (no leading zeros in <pid>, no
+ * sign, no spaces, seq >= 1), so every accepted name maps to one (pid, seq)
+ * and back. pid and seq may be NULL.
+ * @return 0, or -EINVAL if name is not a segment name.
+ */
+int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
+
+/* A growable byte buffer. Zero-initialize it; free it with
+ * stkr_fmt_buf_free(). The caller may reset len to 0 to reuse the memory. */
+typedef struct stkr_fmt_buf {
+  uint8_t *data;
+  size_t len, cap;
+} stkr_fmt_buf;
+
+/*
+ * Serialize `batch` with protobuf-c and compress it as ONE zstd frame, with
+ * the content checksum and content size in the frame header, appended to
+ * `out` (out->len grows by the frame size; earlier bytes are kept). On error
+ * out->len is unchanged.
+ *
+ * cctx: reused across calls to keep its tables warm; its compression level,
+ * checksum and content-size parameters are (re)set here. NULL: a context is
+ * created and freed for this call only (convenient for tests and tools).
+ * level: a zstd level (e.g. 3; 0 means zstd's default).
+ * @return 0, -EINVAL (NULL batch/out), -ENOMEM, -EFBIG (serialized batch
+ *         larger than STKR_FMT_MAX_BATCH_BYTES), or -EIO (zstd error).
+ */
+int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
+                          int level, stkr_fmt_buf *out);
+
+/* Free b's memory and zero it. NULL is accepted. */
+void stkr_fmt_buf_free(stkr_fmt_buf *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STKR_FORMAT_H */

@@ -1,0 +1,354 @@
+/*
+ * stkr_frames.c: reading a segment file one zstd frame at a time.
+ *
+ * A segment is a plain sequence of zstd frames, one Batch each. The file is
+ * read through a fixed buffer and each frame is streamed through
+ * ZSTD_decompressStream(), which stops exactly at the frame's end, verifies
+ * the content checksum and so also tells us the frame's compressed size: no
+ * need to hold a whole frame (or file) in memory, and no block walking of our
+ * own. The decompressed size is bounded by STKR_FMT_MAX_BATCH_BYTES before
+ * any allocation (from the frame header when it carries the content size, as
+ * our writer's frames always do; by capped growth otherwise).
+ *
+ * On damage we scan forward for the next zstd magic number and accept the
+ * first candidate that decodes cleanly; the checksum makes a false candidate
+ * inside compressed data practically impossible to accept.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/stkr__reader.h"
+
+#define STKR__IN_CAP (256u << 10)
+#define STKR__HDR_MAX 18 /* ZSTD_FRAMEHEADERSIZE_MAX, a static-only macro */
+#define STKR__UNKNOWN_SIZE_START (1u << 20)
+
+/* The magic number as it appears in the file (little endian). */
+static const uint8_t stkr__magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
+
+typedef enum stkr__fres {
+  STKR__F_OK,       /* frame decoded into r->dbuf (len may be 0) */
+  STKR__F_END,      /* clean end of file */
+  STKR__F_TRUNC,    /* file ends inside the frame */
+  STKR__F_BAD,      /* the frame does not decode */
+  STKR__F_NOTFRAME, /* no frame magic here */
+  STKR__F_IOERR,    /* read error (in->err) */
+  STKR__F_NOMEM
+} stkr__fres;
+
+int stkr__input_open(stkr__input *in, const char *path) {
+  if (in->buf == NULL) {
+    in->buf = malloc(STKR__IN_CAP);
+    if (in->buf == NULL)
+      return -ENOMEM;
+    in->cap = STKR__IN_CAP;
+  }
+  in->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (in->fd < 0)
+    return -errno;
+  in->path = path;
+  in->off = 0;
+  in->len = in->pos = 0;
+  in->eof = false;
+  in->err = 0;
+  return 0;
+}
+
+void stkr__input_close(stkr__input *in) {
+  if (in->fd >= 0)
+    close(in->fd);
+  in->fd = -1;
+  in->path = NULL;
+}
+
+static uint64_t stkr__in_tell(const stkr__input *in) {
+  return in->off + in->pos;
+}
+
+static void stkr__in_seek(stkr__input *in, uint64_t off) {
+  if (off >= in->off && off <= in->off + in->len) {
+    in->pos = (size_t)(off - in->off);
+    return;
+  }
+  in->off = off;
+  in->len = in->pos = 0;
+  in->eof = false;
+  in->err = 0;
+}
+
+/* Make at least `need` (<= cap) bytes available at pos, unless the file ends
+ * or a read fails first. @return the bytes available at pos. */
+static size_t stkr__in_fill(stkr__input *in, size_t need) {
+  if (need > in->cap)
+    need = in->cap;
+  while (in->len - in->pos < need && !in->eof && in->err == 0) {
+    ssize_t n;
+
+    if (in->pos > 0) { /* keep the buffer's start at the read position */
+      memmove(in->buf, in->buf + in->pos, in->len - in->pos);
+      in->off += in->pos;
+      in->len -= in->pos;
+      in->pos = 0;
+    }
+    n = pread(in->fd, in->buf + in->len, in->cap - in->len,
+              (off_t)(in->off + in->len));
+    if (n < 0) {
+      if (errno != EINTR)
+        in->err = errno;
+      continue;
+    }
+    if (n == 0)
+      in->eof = true;
+    in->len += (size_t)n;
+  }
+  return in->len - in->pos;
+}
+
+static uint32_t stkr__rd32le(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+static int stkr__dbuf_reserve(stkr_fmt_buf *b, size_t cap) {
+  uint8_t *p;
+
+  if (cap <= b->cap)
+    return 0;
+  p = realloc(b->data, cap);
+  if (p == NULL)
+    return -ENOMEM;
+  b->data = p;
+  b->cap = cap;
+  return 0;
+}
+
+/* Skip a skippable frame (zstd lets other tools interleave these). */
+static stkr__fres stkr__skip_skippable(stkr__input *in) {
+  uint64_t end;
+
+  if (stkr__in_fill(in, 8) < 8)
+    return in->err ? STKR__F_IOERR : STKR__F_TRUNC;
+  end = stkr__in_tell(in) + 8 + stkr__rd32le(in->buf + in->pos + 4);
+  stkr__in_seek(in, end - 1); /* its last byte must exist */
+  if (stkr__in_fill(in, 1) < 1)
+    return in->err ? STKR__F_IOERR : STKR__F_TRUNC;
+  in->pos++;
+  return STKR__F_OK;
+}
+
+/* Decode the frame at the input position into r->dbuf. On STKR__F_BAD,
+ * *reason says why (static text from zstd or a literal). */
+static stkr__fres stkr__frame_read(stkr_reader *r, const char **reason) {
+  stkr__input *in = &r->in;
+  stkr_fmt_buf *out = &r->dbuf;
+  unsigned long long fcs;
+  size_t avail, zret;
+  const uint8_t *p;
+  uint32_t magic;
+
+  out->len = 0;
+  *reason = "";
+  avail = stkr__in_fill(in, 4);
+  if (avail == 0)
+    return in->err ? STKR__F_IOERR : STKR__F_END;
+  p = in->buf + in->pos;
+  if (avail < 4) {
+    if (in->err)
+      return STKR__F_IOERR;
+    return memcmp(p, stkr__magic, avail) == 0 ? STKR__F_TRUNC
+                                               : STKR__F_NOTFRAME;
+  }
+  magic = stkr__rd32le(p);
+  if ((magic & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START)
+    return stkr__skip_skippable(in);
+  if (magic != ZSTD_MAGICNUMBER)
+    return STKR__F_NOTFRAME;
+
+  avail = stkr__in_fill(in, STKR__HDR_MAX);
+  p = in->buf + in->pos;
+  fcs = ZSTD_getFrameContentSize(p, avail);
+  if (fcs == ZSTD_CONTENTSIZE_ERROR) {
+    /* Also returned for a header cut short by the end of the file. */
+    if (avail < STKR__HDR_MAX && in->err == 0)
+      return STKR__F_TRUNC;
+    if (in->err)
+      return STKR__F_IOERR;
+    *reason = "invalid frame header";
+    return STKR__F_BAD;
+  }
+  if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > STKR_FMT_MAX_BATCH_BYTES) {
+    *reason = "declared size over the batch limit";
+    return STKR__F_BAD;
+  }
+  if (stkr__dbuf_reserve(out, fcs == ZSTD_CONTENTSIZE_UNKNOWN
+                                  ? STKR__UNKNOWN_SIZE_START
+                                  : (fcs ? (size_t)fcs : 1)) != 0)
+    return STKR__F_NOMEM;
+  ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
+
+  for (;;) {
+    ZSTD_inBuffer ib;
+    ZSTD_outBuffer ob;
+
+    if (in->pos == in->len && stkr__in_fill(in, 1) == 0)
+      return in->err ? STKR__F_IOERR : STKR__F_TRUNC;
+    ib.src = in->buf + in->pos;
+    ib.size = in->len - in->pos;
+    ib.pos = 0;
+    ob.dst = out->data;
+    ob.size = fcs == ZSTD_CONTENTSIZE_UNKNOWN ? out->cap : (size_t)fcs;
+    ob.pos = out->len;
+    zret = ZSTD_decompressStream(r->dctx, &ob, &ib);
+    in->pos += ib.pos;
+    if (ZSTD_isError(zret)) {
+      *reason = ZSTD_getErrorName(zret);
+      return STKR__F_BAD;
+    }
+    if (zret == 0) {
+      out->len = ob.pos;
+      return STKR__F_OK;
+    }
+    if (ib.pos == 0 && ob.pos == out->len) {
+      /* No progress although input was available: the output is full. */
+      if (ob.pos < ob.size) {
+        *reason = "decoder made no progress";
+        return STKR__F_BAD;
+      }
+      if (fcs != ZSTD_CONTENTSIZE_UNKNOWN ||
+          out->cap >= STKR_FMT_MAX_BATCH_BYTES) {
+        *reason = "content larger than declared or over the batch limit";
+        return STKR__F_BAD;
+      }
+      if (stkr__dbuf_reserve(out, out->cap * 2 > STKR_FMT_MAX_BATCH_BYTES
+                                      ? STKR_FMT_MAX_BATCH_BYTES
+                                      : out->cap * 2) != 0)
+        return STKR__F_NOMEM;
+    }
+    out->len = ob.pos;
+  }
+}
+
+/* Find the first offset >= from holding the frame magic.
+ * @return 1 (*at set), 0 none before the end of the file (or a read error). */
+static int stkr__scan_magic(stkr__input *in, uint64_t from, uint64_t *at) {
+  stkr__in_seek(in, from);
+  for (;;) {
+    size_t avail = stkr__in_fill(in, in->cap), i;
+    const uint8_t *p = in->buf + in->pos;
+
+    if (avail < 4)
+      return 0;
+    for (i = 0; i + 4 <= avail; i++) {
+      const uint8_t *q = memchr(p + i, stkr__magic[0], avail - 3 - i);
+
+      if (q == NULL)
+        break;
+      i = (size_t)(q - p);
+      if (memcmp(q, stkr__magic, 4) == 0) {
+        *at = stkr__in_tell(in) + i;
+        return 1;
+      }
+    }
+    in->pos += avail - 3; /* the last 3 bytes may start a magic */
+    if (in->eof)
+      return 0;
+  }
+}
+
+/* After a bad frame at `bad`: find the next frame that decodes, leaving it
+ * in r->dbuf. @return 1 (*found set), 0 none, or -ENOMEM. */
+static int stkr__resync(stkr_reader *r, uint64_t bad, uint64_t *found) {
+  uint64_t from = bad + 1, at;
+  const char *reason;
+
+  while (stkr__scan_magic(&r->in, from, &at)) {
+    stkr__in_seek(&r->in, at);
+    switch (stkr__frame_read(r, &reason)) {
+    case STKR__F_OK:
+      *found = at;
+      return 1;
+    case STKR__F_NOMEM:
+      return -ENOMEM;
+    case STKR__F_IOERR:
+      return 0;
+    default:
+      from = at + 1;
+    }
+  }
+  return 0;
+}
+
+int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
+  stkr__input *in = &r->in;
+  const char *path = in->path;
+  uint32_t pid = st->info.pid;
+
+  for (;;) {
+    uint64_t start = stkr__in_tell(in), end, found;
+    const char *reason;
+    stkr__fres res = stkr__frame_read(r, &reason);
+    int rc;
+
+    switch (res) {
+    case STKR__F_OK:
+      if (r->dbuf.len == 0)
+        continue; /* skippable or empty frame: nothing to deliver */
+      *frame_off = start;
+      return 1;
+    case STKR__F_END:
+      return 0;
+    case STKR__F_NOMEM:
+      return -ENOMEM;
+    case STKR__F_IOERR:
+      stkr__warn(r, STKR_WARN_IO, path, (int64_t)stkr__in_tell(in), pid,
+                 "read error: %s; rest of the file skipped",
+                 strerror(in->err));
+      return 0;
+    default:
+      break;
+    }
+
+    /* Where the file ended, for the message, before resync moves on. */
+    end = in->eof ? in->off + in->len : stkr__in_tell(in);
+    st->info.damaged_batches++;
+    rc = stkr__resync(r, start, &found);
+    if (rc < 0)
+      return rc;
+    if (rc > 0) {
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)start, pid,
+                 "damaged batch (%s), skipped %llu bytes to the next batch",
+                 res == STKR__F_NOTFRAME ? "no zstd frame here"
+                 : res == STKR__F_TRUNC  ? "frame cut short"
+                                         : reason,
+                 (unsigned long long)(found - start));
+      if (r->dbuf.len == 0)
+        continue;
+      *frame_off = found;
+      return 1;
+    }
+    if (in->err != 0) {
+      stkr__warn(r, STKR_WARN_IO, path, (int64_t)start, pid,
+                 "read error: %s; rest of the file skipped",
+                 strerror(in->err));
+    } else if (res == STKR__F_TRUNC) {
+      stkr__warn(r, STKR_WARN_TRUNCATED, path, (int64_t)start, pid,
+                 "truncated batch (%llu bytes), ignored",
+                 (unsigned long long)(end - start));
+    } else if (res == STKR__F_NOTFRAME && start == 0) {
+      stkr__warn(r, STKR_WARN_NOT_ZSTD, path, -1, pid,
+                 "not a zstd file (no intact frame found), skipped");
+    } else if (res == STKR__F_NOTFRAME) {
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)start, pid,
+                 "damaged data (no zstd frame here), rest of the file "
+                 "ignored");
+    } else {
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)start, pid,
+                 "damaged batch (%s), rest of the file ignored", reason);
+    }
+    return 0;
+  }
+}

@@ -1,0 +1,412 @@
+/*
+ * stkr_reader.c: inputs (directories and files grouped into per-pid
+ * streams), the event iterator and the warning channel. See stkr_reader.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/stkr__reader.h"
+
+void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
+                int64_t off, uint32_t pid, const char *fmt, ...) {
+  char what[512], msg[1024 + 512];
+  stkr_warning w;
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  if (off >= 0)
+    snprintf(msg, sizeof(msg), "%s: offset %lld: %s", path, (long long)off,
+             what);
+  else
+    snprintf(msg, sizeof(msg), "%s: %s", path, what);
+
+  memset(&w, 0, sizeof(w));
+  w.kind = kind;
+  w.data_lost = kind == STKR_WARN_NOT_ZSTD || kind == STKR_WARN_TRUNCATED ||
+                kind == STKR_WARN_DAMAGED || kind == STKR_WARN_UNSUPPORTED ||
+                kind == STKR_WARN_IO || kind == STKR_WARN_UNRESOLVED;
+  w.path = path;
+  w.offset = off;
+  w.pid = pid;
+  w.message = msg;
+  r->counts.warnings++;
+  if (w.data_lost)
+    r->counts.data_lost++;
+  if (r->warn != NULL)
+    r->warn(r->warn_arg, &w);
+  else
+    fprintf(stderr, "%s\n", msg);
+}
+
+int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
+  stkr_reader *r;
+
+  if (out == NULL)
+    return -EINVAL;
+  *out = NULL;
+  r = calloc(1, sizeof(*r));
+  if (r == NULL)
+    return -ENOMEM;
+  r->in.fd = -1;
+  if (opts != NULL) {
+    r->warn = opts->warn;
+    r->warn_arg = opts->warn_arg;
+  }
+  r->dctx = ZSTD_createDCtx();
+  if (r->dctx == NULL) {
+    free(r);
+    return -ENOMEM;
+  }
+  *out = r;
+  return 0;
+}
+
+void stkr_reader_free(stkr_reader *r) {
+  size_t i;
+
+  if (r == NULL)
+    return;
+  stkr__batch_release(r);
+  stkr__input_close(&r->in);
+  free(r->in.buf);
+  for (i = 0; i < r->n_streams; i++)
+    stkr__stream_free(r->streams[i]);
+  free(r->streams);
+  ZSTD_freeDCtx(r->dctx);
+  stkr_fmt_buf_free(&r->dbuf);
+  free(r->trunc_bits);
+  free(r);
+}
+
+/* ---- inputs ------------------------------------------------------------ */
+
+/* The stream for (dir, pid), created if missing (anon: always a new one). */
+static int stkr__stream_get(stkr_reader *r, const char *dir,
+                            const struct stat *dst, uint32_t pid, bool anon,
+                            stkr__stream **out) {
+  stkr__stream *st;
+  size_t i;
+
+  for (i = 0; i < r->n_streams && !anon; i++) {
+    st = r->streams[i];
+    if (!st->anon && st->info.pid == pid && st->dir_dev == dst->st_dev &&
+        st->dir_ino == dst->st_ino) {
+      *out = st;
+      return 0;
+    }
+  }
+  if (stkr__grow(&r->streams, &r->cap_streams, r->n_streams + 1,
+                 sizeof(*r->streams)) != 0)
+    return -ENOMEM;
+  st = calloc(1, sizeof(*st));
+  if (st == NULL || (st->dir = strdup(dir)) == NULL) {
+    free(st);
+    return -ENOMEM;
+  }
+  st->info.pid = pid;
+  st->info.dir = st->dir;
+  st->info.process_name = "";
+  st->info.arch = "";
+  st->dir_dev = dst->st_dev;
+  st->dir_ino = dst->st_ino;
+  st->anon = anon;
+  /* Keep streams sorted by pid (then creation order): insertion sort. */
+  for (i = r->n_streams; i > 0 && r->streams[i - 1]->info.pid > pid; i--)
+    r->streams[i] = r->streams[i - 1];
+  r->streams[i] = st;
+  r->n_streams++;
+  *out = st;
+  return 0;
+}
+
+/* Add one file to stream st, keeping files sorted by seq, once per inode. */
+static int stkr__stream_add_file(stkr__stream *st, const char *path,
+                                 uint32_t seq, const struct stat *fst) {
+  stkr__file *f;
+  size_t i;
+
+  for (i = 0; i < st->n_files; i++)
+    if (st->files[i].dev == fst->st_dev && st->files[i].ino == fst->st_ino)
+      return 0;
+  if (stkr__grow(&st->files, &st->cap_files, st->n_files + 1,
+                 sizeof(*st->files)) != 0)
+    return -ENOMEM;
+  for (i = st->n_files; i > 0 && st->files[i - 1].seq > seq; i--)
+    st->files[i] = st->files[i - 1];
+  f = &st->files[i];
+  memset(f, 0, sizeof(*f));
+  if ((f->path = strdup(path)) == NULL) {
+    memmove(&st->files[i], &st->files[i + 1],
+            (st->n_files - i) * sizeof(*f));
+    return -ENOMEM;
+  }
+  f->seq = seq;
+  f->size = (uint64_t)fst->st_size;
+  f->dev = fst->st_dev;
+  f->ino = fst->st_ino;
+  st->n_files++;
+  st->info.segments++;
+  st->info.compressed_bytes += f->size;
+  if (st->info.first_seq == 0 || seq < st->info.first_seq)
+    st->info.first_seq = seq;
+  if (seq > st->info.last_seq)
+    st->info.last_seq = seq;
+  return 0;
+}
+
+static char *stkr__join(const char *dir, const char *name) {
+  size_t dl = strlen(dir), nl = strlen(name);
+  bool slash = dl > 0 && dir[dl - 1] != '/';
+  char *p = malloc(dl + slash + nl + 1);
+
+  if (p == NULL)
+    return NULL;
+  memcpy(p, dir, dl);
+  if (slash)
+    p[dl] = '/';
+  memcpy(p + dl + slash, name, nl + 1);
+  return p;
+}
+
+static int stkr__add_dir(stkr_reader *r, const char *dir,
+                         const struct stat *dst) {
+  unsigned long ignored = 0, found = 0;
+  char example[256] = "";
+  struct dirent *de;
+  DIR *d;
+  int err = 0;
+
+  d = opendir(dir);
+  if (d == NULL)
+    return -errno;
+  while (err == 0 && (errno = 0, de = readdir(d)) != NULL) {
+    struct stat fst;
+    stkr__stream *st;
+    uint32_t pid, seq;
+    char *path;
+
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (fstatat(dirfd(d), de->d_name, &fst, 0) != 0 ||
+        !S_ISREG(fst.st_mode) ||
+        stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) {
+      if (ignored++ == 0)
+        snprintf(example, sizeof(example), "%s", de->d_name);
+      continue;
+    }
+    if ((path = stkr__join(dir, de->d_name)) == NULL)
+      err = -ENOMEM;
+    else if ((err = stkr__stream_get(r, dir, dst, pid, false, &st)) == 0)
+      err = stkr__stream_add_file(st, path, seq, &fst);
+    free(path);
+    found++;
+  }
+  if (err == 0 && errno != 0)
+    err = -errno;
+  closedir(d);
+  if (err != 0)
+    return err;
+  if (ignored)
+    stkr__warn(r, STKR_WARN_IGNORED_FILES, dir, -1, 0,
+               "ignored %lu entr%s that %s not segment files "
+               "(stackrec-<pid>-<seq>.zst), e.g. \"%s\"",
+               ignored, ignored == 1 ? "y" : "ies", ignored == 1 ? "is" : "are",
+               example);
+  if (found == 0)
+    stkr__warn(r, STKR_WARN_NO_SEGMENTS, dir, -1, 0,
+               "no segment files (stackrec-<pid>-<seq>.zst) found");
+  return 0;
+}
+
+int stkr_reader_add(stkr_reader *r, const char *path) {
+  struct stat fst, dst;
+  const char *base;
+  stkr__stream *st;
+  uint32_t pid, seq;
+  char *dir;
+  int err;
+
+  if (r == NULL || path == NULL)
+    return -EINVAL;
+  if (r->started)
+    return -EBUSY;
+  if (stat(path, &fst) != 0)
+    return -errno;
+  if (S_ISDIR(fst.st_mode))
+    return stkr__add_dir(r, path, &fst);
+  if (!S_ISREG(fst.st_mode))
+    return -EINVAL;
+  /* A file: its directory (by inode) and pid name its stream. */
+  base = strrchr(path, '/');
+  if (base != NULL) {
+    dir = strndup(path, (size_t)(base - path) + (base == path));
+    base++;
+  } else {
+    dir = strdup(".");
+    base = path;
+  }
+  if (dir == NULL)
+    return -ENOMEM;
+  if (stat(dir, &dst) != 0) {
+    err = -errno;
+    free(dir);
+    return err;
+  }
+  if (stkr_fmt_segment_parse(base, &pid, &seq) == 0) {
+    err = stkr__stream_get(r, dir, &dst, pid, false, &st);
+  } else {
+    pid = 0;
+    seq = 0;
+    err = stkr__stream_get(r, dir, &dst, 0, true, &st);
+  }
+  if (err == 0)
+    err = stkr__stream_add_file(st, path, seq, &fst);
+  free(dir);
+  return err;
+}
+
+int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
+                     stkr_reader **out) {
+  int err = stkr_reader_create(opts, out);
+
+  if (err == 0 && (err = stkr_reader_add(*out, path)) != 0) {
+    stkr_reader_free(*out);
+    *out = NULL;
+  }
+  return err;
+}
+
+/* ---- iteration --------------------------------------------------------- */
+
+static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
+  if (st->info.unresolved_events)
+    stkr__warn(r, STKR_WARN_UNRESOLVED,
+               st->n_files ? st->files[0].path : st->dir, -1, st->info.pid,
+               "process %u: %llu event%s refer to undefined "
+               "sites/threads/stacks (shown as \"?\")",
+               (unsigned)st->info.pid,
+               (unsigned long long)st->info.unresolved_events,
+               st->info.unresolved_events == 1 ? "" : "s");
+}
+
+int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
+  if (r == NULL || ev == NULL)
+    return -EINVAL;
+  if (r->hard_err)
+    return r->hard_err;
+  r->started = true;
+
+  for (;;) {
+    stkr__stream *st;
+    stkr__file *f;
+    uint64_t off;
+    int rc;
+
+    if (r->cur_stream >= r->n_streams)
+      return 0;
+    st = r->streams[r->cur_stream];
+    if (r->batch != NULL && r->ev_idx < r->ev_count) {
+      rc = stkr__batch_event(r, st, r->cur_stream, ev);
+      if (rc != 0)
+        return r->hard_err = rc;
+      return 1;
+    }
+    stkr__batch_release(r);
+
+    if (r->in.fd < 0) {
+      if (st->info.status != 0 || r->cur_file >= st->n_files) {
+        stkr__stream_done(r, st);
+        r->cur_stream++;
+        r->cur_file = 0;
+        continue;
+      }
+      f = &st->files[r->cur_file];
+      rc = stkr__input_open(&r->in, f->path);
+      if (rc == -ENOMEM)
+        return r->hard_err = rc;
+      if (rc != 0) {
+        stkr__warn(r, STKR_WARN_IO, f->path, -1, st->info.pid,
+                   "cannot open: %s; skipped", strerror(-rc));
+        r->cur_file++;
+        continue;
+      }
+      if (f->size == 0) {
+        /* A segment just created by a live recorder, or a placeholder:
+         * nothing recorded is lost, but say why it contributes nothing. */
+        struct stat now;
+
+        if (fstat(r->in.fd, &now) == 0 && now.st_size == 0) {
+          stkr__warn(r, STKR_WARN_EMPTY_FILE, f->path, -1, st->info.pid,
+                     "empty file, skipped");
+          stkr__input_close(&r->in);
+          r->cur_file++;
+          continue;
+        }
+      }
+    }
+    f = &st->files[r->cur_file];
+    rc = stkr__next_frame(r, st, &off);
+    if (rc < 0)
+      return r->hard_err = rc;
+    if (rc == 0) {
+      stkr__input_close(&r->in);
+      r->cur_file++;
+      continue;
+    }
+    rc = stkr__batch_load(r, st, f->path, off);
+    if (rc < 0)
+      return r->hard_err = rc;
+    if (rc == STKR__BATCH_UNSUPPORTED) {
+      stkr__input_close(&r->in);
+      r->cur_file = st->n_files;
+    }
+  }
+}
+
+/* ---- accessors --------------------------------------------------------- */
+
+size_t stkr_reader_process_count(const stkr_reader *r) {
+  return r ? r->n_streams : 0;
+}
+
+const stkr_process_info *stkr_reader_process(const stkr_reader *r, size_t i) {
+  if (r == NULL || i >= r->n_streams)
+    return NULL;
+  return &r->streams[i]->info;
+}
+
+int stkr_reader_sites(const stkr_reader *r, size_t i,
+                      const stkr_site_info **sites, size_t *n) {
+  if (r == NULL || i >= r->n_streams || sites == NULL || n == NULL)
+    return -EINVAL;
+  *sites = r->streams[i]->sites;
+  *n = r->streams[i]->n_sites;
+  return 0;
+}
+
+int stkr_reader_images(const stkr_reader *r, size_t i,
+                       const stkr_image_info **images, size_t *n) {
+  if (r == NULL || i >= r->n_streams || images == NULL || n == NULL)
+    return -EINVAL;
+  *images = r->streams[i]->images;
+  *n = r->streams[i]->n_images;
+  return 0;
+}
+
+void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *out) {
+  if (out == NULL)
+    return;
+  if (r == NULL)
+    memset(out, 0, sizeof(*out));
+  else
+    *out = r->counts;
+}

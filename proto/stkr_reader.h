@@ -1,0 +1,239 @@
+/*
+ * stkr_reader.h: streaming reader of stackrec recordings, for tools.
+ *
+ * A recording is a directory of segment files "stackrec-<pid>-<seq>.zst"
+ * (see proto/stackrec.proto). Each pid is one recording stream (a
+ * "process"); the reader visits processes in ascending pid order and, within
+ * one, segments in seq order, and hands out one event at a time.
+ *
+ * Memory is bounded whatever the input: files are read through a fixed
+ * buffer, one zstd frame (one Batch) is decoded at a time, and a batch that
+ * declares more than STKR_FMT_MAX_BATCH_BYTES is rejected before anything is
+ * allocated for it. What grows with the input is only the definition tables
+ * (sites, threads, stacks, images) of the processes read.
+ *
+ * One pid in one directory may hold several recording sessions: a process
+ * that called stkr_init() again, or a later process that got the same pid
+ * (the writer then continues the seq numbers). A Header with other start
+ * times, or a Batch.seq that goes backwards, starts a new session: ids are
+ * forgotten (they restart in each session) and per-session counters are
+ * summed. The process summary covers all sessions of the pid.
+ *
+ * Damage never stops reading: a truncated last batch (a file still being
+ * written, or cut off), a batch failing its checksum, zstd or protobuf
+ * decoding, or with inconsistent columns is reported through the warning
+ * callback (naming the file and byte offset), skipped, and reading resumes
+ * at the next intact zstd frame. An event whose site/thread/stack id has no
+ * definition is delivered with site "?" and an empty stack and counted as
+ * unresolved. Only a process recorded in a newer format version is refused
+ * (warning STKR_WARN_UNSUPPORTED, its remaining batches skipped).
+ *
+ * Thread-safety: a stkr_reader is not thread-safe; use one per thread.
+ * Independent readers may run concurrently.
+ */
+#ifndef STKR_READER_H
+#define STKR_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct stkr_reader stkr_reader;
+
+/* What a warning is about. data_lost in stkr_warning says whether recorded
+ * events (or their details) could not be read because of it. */
+typedef enum stkr_warn_kind {
+  STKR_WARN_IGNORED_FILES = 1, /* a directory holds non-segment files */
+  STKR_WARN_NO_SEGMENTS,       /* a directory holds no segment file */
+  STKR_WARN_EMPTY_FILE,        /* zero-length segment (just created) */
+  STKR_WARN_NOT_ZSTD,          /* a segment holds no zstd frame at all */
+  STKR_WARN_TRUNCATED,         /* the last batch of a file is cut off */
+  STKR_WARN_DAMAGED,           /* a batch failed to decode or validate */
+  STKR_WARN_UNSUPPORTED,       /* newer format version: process skipped */
+  STKR_WARN_IO,                /* a read failed: rest of the file skipped */
+  STKR_WARN_INCONSISTENT,      /* e.g. pid in a header differs from the
+                                  file name; the data is still used */
+  STKR_WARN_UNRESOLVED         /* events with undefined ids (once/process) */
+} stkr_warn_kind;
+
+/* One warning. Every pointer is valid only during the callback. */
+typedef struct stkr_warning {
+  stkr_warn_kind kind;
+  bool data_lost;      /* true for NOT_ZSTD, TRUNCATED, DAMAGED,
+                          UNSUPPORTED, IO and UNRESOLVED */
+  const char *path;    /* the file or directory concerned */
+  int64_t offset;      /* byte offset in path, or -1 */
+  uint32_t pid;        /* process concerned, 0 if none */
+  const char *message; /* full text, e.g. "<path>: offset 123: truncated
+                          batch (45 bytes), ignored"; no trailing newline */
+} stkr_warning;
+
+/* Receives every warning. Must not call back into the reader. */
+typedef void (*stkr_warn_cb)(void *arg, const stkr_warning *w);
+
+typedef struct stkr_reader_opts {
+  stkr_warn_cb warn; /* NULL: print message + "\n" to stderr */
+  void *warn_arg;    /* passed to warn */
+} stkr_reader_opts;
+
+/* Per-process summary, updated as events are read: complete once
+ * stkr_reader_next() has returned 0. Time stamps are CLOCK_MONOTONIC ns of
+ * the recording process; *_wall_ns are ns since 1970 (0: unknown). */
+typedef struct stkr_process_info {
+  uint32_t pid;              /* from the segment file names */
+  const char *dir;           /* directory holding the segments */
+  /* From the first Header read ("" / 0 until then): */
+  bool have_header;
+  uint32_t parent_pid;       /* non-zero: forked child (follow mode) */
+  const char *process_name;
+  const char *arch;
+  uint64_t start_mono_ns;    /* clock readings at stkr_init() */
+  uint64_t start_wall_ns;
+  /* Events: */
+  uint64_t events;           /* events delivered */
+  uint64_t first_ts_ns;      /* smallest event time (0: no events) */
+  uint64_t last_ts_ns;       /* largest event time */
+  uint64_t first_wall_ns;    /* wall-clock time of first_ts_ns */
+  uint64_t unresolved_events; /* events with an undefined id */
+  /* Distinct definitions seen (sites by name across sessions; threads
+   * and stacks summed over sessions): */
+  uint64_t sites, threads, stacks;
+  /* Events lost by the recorder: Drops summed over the batches read, and
+   * Counters.dropped_write_error of the last batch read of each session. */
+  uint64_t drops_ring_full, drops_reentrant, drops_other, drops_write_error;
+  uint64_t drops;            /* the sum of the four above */
+  /* Counters of the last batch read of each session, summed: */
+  uint64_t attempted;        /* Counters.attempted */
+  uint64_t segments_deleted; /* Counters.segments_deleted */
+  uint32_t sessions;         /* recording sessions seen (see above) */
+  /* Files and batches: */
+  uint64_t segments;         /* segment files of this process */
+  uint32_t first_seq, last_seq; /* lowest and highest segment seq */
+  uint64_t batches;          /* batches read intact */
+  uint64_t compressed_bytes; /* total size of the segment files */
+  uint64_t damaged_batches;  /* frames skipped as damaged or truncated */
+  uint64_t missing_batches;  /* gaps in Batch.seq between batches read */
+  bool clean_end;            /* every session ended with a batch with
+                                last=true (stkr_shutdown() ran) */
+  int status;                /* 0, or -EPROTONOSUPPORT (newer format) */
+} stkr_process_info;
+
+/* Events per site of one process. name is "?" when the site id has no
+ * definition (defined is false then). */
+typedef struct stkr_site_info {
+  uint32_t id;
+  const char *name;
+  bool defined;
+  uint64_t events;
+} stkr_site_info;
+
+/* One loaded image, as in the Image message. */
+typedef struct stkr_image_info {
+  const char *path;
+  uint64_t load_address, text_start, text_end;
+  const uint8_t *build_id;
+  size_t build_id_len;
+} stkr_image_info;
+
+/* One event. Pointers stay valid until the next stkr_reader_next() or
+ * stkr_reader_free() on the reader; copy what you keep. */
+typedef struct stkr_event_view {
+  uint64_t ts_ns;            /* absolute CLOCK_MONOTONIC ns */
+  uint64_t wall_ns;          /* the same instant, wall clock (0: unknown) */
+  uint32_t pid;
+  size_t process;            /* index for stkr_reader_process() */
+  const stkr_process_info *proc; /* == stkr_reader_process(r, process) */
+  uint32_t site_id;
+  const char *site;          /* "?" if undefined */
+  uint32_t thread_id;        /* recorder's thread id */
+  uint64_t tid;              /* OS thread id; 0 if undefined */
+  const char *thread_name;   /* "" if none; "?" if undefined */
+  uint32_t stack_id;
+  const uint64_t *pcs;       /* innermost first; NULL if n_pcs == 0 */
+  size_t n_pcs;              /* 0 if the stack is undefined */
+  bool stack_truncated;      /* the walk stopped at max_depth */
+  const uint8_t *payload;    /* NULL if payload_len == 0 */
+  size_t payload_len;
+  bool payload_truncated;    /* cut at payload_max when recorded */
+  bool unresolved;           /* some id had no definition */
+  const char *path;          /* segment file of the event */
+  uint64_t batch_offset;     /* byte offset of its batch in that file */
+} stkr_event_view;
+
+/* Counts over the whole reader. */
+typedef struct stkr_reader_counts {
+  uint64_t warnings;         /* warnings emitted */
+  uint64_t data_lost;        /* of which data_lost was true */
+} stkr_reader_counts;
+
+/*
+ * Create a reader with no input. opts may be NULL (warnings to stderr).
+ * @return 0, -EINVAL (out NULL), or -ENOMEM. *out owns the reader; free it
+ *         with stkr_reader_free().
+ */
+int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out);
+
+/*
+ * Add input: a directory (every segment file in it; other entries are
+ * ignored and mentioned once in a STKR_WARN_IGNORED_FILES warning) or one
+ * segment file. Files of the same pid in the same directory form one process
+ * however they were added; a file added twice is read once. A file added
+ * by a name that is not a segment name is read as a process of its own,
+ * whose pid comes from its first Header.
+ * Must be called before the first stkr_reader_next().
+ * @return 0, -EBUSY (reading has started), -EINVAL (NULL, or neither a
+ *         directory nor a regular file), -ENOMEM, or the negative errno of a
+ *         failed stat/opendir (e.g. -ENOENT, -EACCES; nothing added).
+ */
+int stkr_reader_add(stkr_reader *r, const char *path);
+
+/* stkr_reader_create() + stkr_reader_add(path). On error *out is NULL. */
+int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
+                     stkr_reader **out);
+
+/* Free the reader and everything it handed out. NULL is accepted. */
+void stkr_reader_free(stkr_reader *r);
+
+/*
+ * Read the next event into *ev.
+ * @return 1 (an event), 0 (end of all input; further calls return 0), or a
+ *         negative errno for a hard error (-ENOMEM; -EINVAL for NULL
+ *         arguments). After a hard error only stkr_reader_free() and the
+ *         accessors below may be called.
+ */
+int stkr_reader_next(stkr_reader *r, stkr_event_view *ev);
+
+/* Number of processes known (fixed once reading has started). */
+size_t stkr_reader_process_count(const stkr_reader *r);
+
+/* Summary of process i (NULL if out of range). Owned by the reader. */
+const stkr_process_info *stkr_reader_process(const stkr_reader *r, size_t i);
+
+/*
+ * Sites of process i with their event counts, in order of first appearance.
+ * *sites is owned by the reader and valid until the next
+ * stkr_reader_next() or stkr_reader_free().
+ * @return 0, or -EINVAL (i out of range or NULL arguments).
+ */
+int stkr_reader_sites(const stkr_reader *r, size_t i,
+                      const stkr_site_info **sites, size_t *n);
+
+/*
+ * Every image of process i seen so far (the union of the image lists read,
+ * without duplicates). Owned by the reader, valid as for stkr_reader_sites.
+ * @return 0, or -EINVAL.
+ */
+int stkr_reader_images(const stkr_reader *r, size_t i,
+                       const stkr_image_info **images, size_t *n);
+
+/* Fill *out with the reader's warning counts. */
+void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STKR_READER_H */

@@ -1,0 +1,323 @@
+/*
+ * fixture.c: see fixture.h.
+ */
+#include "tests/fixture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const fx_site_name[FX_N_SITES + 1] = {
+    NULL, "privacy.clipboard.read", "net.connect", "file.open", "late.site"};
+const uint64_t fx_thread_tid[FX_N_THREADS + 1] = {0, 4242, 4243, 5000};
+const char *const fx_thread_name[FX_N_THREADS + 1] = {NULL, "main",
+                                                      "worker-1", ""};
+static const uint64_t fx_pcs1[] = {0x401000, 0x401100, 0x401200};
+static const uint64_t fx_pcs2[] = {0x7f0000002000ull};
+static const uint64_t fx_pcs3[] = {0x403000, 0x403010, 0x403020, 0x403030};
+const uint64_t *const fx_stack_pcs[FX_N_STACKS + 1] = {NULL, fx_pcs1, fx_pcs2,
+                                                       fx_pcs3};
+const size_t fx_stack_len[FX_N_STACKS + 1] = {0, 3, 1, 4};
+const bool fx_stack_truncated[FX_N_STACKS + 1] = {false, false, false, true};
+
+int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
+  Stackrec__Batch b = STACKREC__BATCH__INIT;
+  Stackrec__Header h = STACKREC__HEADER__INIT;
+  Stackrec__Config cfg = STACKREC__CONFIG__INIT;
+  Stackrec__Events ev = STACKREC__EVENTS__INIT;
+  Stackrec__Drops d1 = STACKREC__DROPS__INIT, d2 = STACKREC__DROPS__INIT;
+  Stackrec__Drops *drops[2] = {&d1, &d2};
+  Stackrec__Counters cnt = STACKREC__COUNTERS__INIT;
+  Stackrec__ClockSync clk = STACKREC__CLOCK_SYNC__INIT;
+  Stackrec__Image img = STACKREC__IMAGE__INIT;
+  Stackrec__Image *imgs[1] = {&img};
+  Stackrec__SiteDef sd[16], *sdp[16];
+  Stackrec__ThreadDef td[16], *tdp[16];
+  Stackrec__StackDef kd[16], *kdp[16];
+  int64_t *deltas = NULL;
+  uint32_t *site = NULL, *thr = NULL, *stk = NULL, *plen = NULL, *trunc = NULL;
+  uint8_t *pdata = NULL;
+  size_t i, n = fb->n_evs, ptotal = 0, ntrunc = 0;
+  bool any_payload = false;
+  int err;
+
+  if (fb->n_sites > 16 || fb->n_threads > 16 || fb->n_stacks > 16)
+    return -EINVAL;
+  b.seq = fb->seq;
+  if (fb->header) {
+    h.format_version =
+        fb->format_version ? fb->format_version : STKR_FORMAT_VERSION;
+    h.pid = fb->pid ? fb->pid : FX_PID;
+    h.process_name = "fixture";
+    h.start_mono_ns = FX_START_MONO + fb->start_shift;
+    h.start_wall_ns = FX_START_WALL + fb->start_shift;
+    h.segment_seq = fb->segment_seq;
+    h.arch = "x86_64";
+    cfg.max_depth = 64;
+    cfg.payload_max = 8;
+    h.config = &cfg;
+    b.header = &h;
+    img.path = "/usr/bin/fixture";
+    img.load_address = 0x400000;
+    img.text_start = 0x401000;
+    img.text_end = 0x404000;
+    img.build_id.data = (uint8_t *)"\x12\x34";
+    img.build_id.len = 2;
+    b.images = imgs;
+    b.n_images = 1;
+  }
+  for (i = 0; i < fb->n_sites; i++) {
+    stackrec__site_def__init(&sd[i]);
+    sd[i].id = fb->sites[i];
+    sd[i].name =
+        (char *)(fb->sites[i] <= FX_N_SITES
+                     ? fx_site_name[fx_rot(fb->sites[i], fb->rotate,
+                                           FX_N_SITES)]
+                     : "bogus");
+    sdp[i] = &sd[i];
+  }
+  for (i = 0; i < fb->n_threads; i++) {
+    uint32_t id = fb->threads[i] <= FX_N_THREADS
+                      ? fx_rot(fb->threads[i], fb->rotate, FX_N_THREADS)
+                      : 1;
+
+    stackrec__thread_def__init(&td[i]);
+    td[i].id = fb->threads[i];
+    td[i].tid = fx_thread_tid[id];
+    td[i].name = (char *)fx_thread_name[id];
+    tdp[i] = &td[i];
+  }
+  for (i = 0; i < fb->n_stacks; i++) {
+    uint32_t id = fb->stacks[i] <= FX_N_STACKS
+                      ? fx_rot(fb->stacks[i], fb->rotate, FX_N_STACKS)
+                      : 1;
+
+    stackrec__stack_def__init(&kd[i]);
+    kd[i].id = fb->stacks[i];
+    kd[i].pcs = (uint64_t *)fx_stack_pcs[id];
+    kd[i].n_pcs = fx_stack_len[id];
+    kd[i].hash = 0x1234 + id;
+    kd[i].truncated = fx_stack_truncated[id];
+    kdp[i] = &kd[i];
+  }
+  b.sites = sdp;
+  b.n_sites = fb->n_sites;
+  b.threads = tdp;
+  b.n_threads = fb->n_threads;
+  b.stacks = kdp;
+  b.n_stacks = fb->n_stacks;
+
+  if (n) {
+    deltas = calloc(n, sizeof(*deltas));
+    site = calloc(n, sizeof(*site));
+    thr = calloc(n, sizeof(*thr));
+    stk = calloc(n, sizeof(*stk));
+    plen = calloc(n, sizeof(*plen));
+    trunc = calloc(n, sizeof(*trunc));
+    for (i = 0; i < n; i++)
+      ptotal += fb->evs[i].plen;
+    pdata = malloc(ptotal + 1);
+    if (!deltas || !site || !thr || !stk || !plen || !trunc || !pdata) {
+      err = -ENOMEM;
+      goto out;
+    }
+    ptotal = 0;
+    for (i = 0; i < n; i++) {
+      const fx_ev *e = &fb->evs[i];
+
+      deltas[i] = e->delta;
+      site[i] = e->site;
+      thr[i] = e->thread;
+      stk[i] = e->stack;
+      plen[i] = e->plen;
+      if (e->plen) {
+        memcpy(pdata + ptotal, e->payload, e->plen);
+        any_payload = true;
+      }
+      ptotal += e->plen;
+      if (e->trunc)
+        trunc[ntrunc++] = (uint32_t)i;
+    }
+    ev.base_ts_ns = fb->base_ts;
+    ev.n_ts_delta_ns = ev.n_site_id = ev.n_thread_id = ev.n_stack_id = n;
+    ev.ts_delta_ns = deltas;
+    ev.site_id = site;
+    ev.thread_id = thr;
+    ev.stack_id = stk;
+    if (any_payload) {
+      ev.n_payload_len = n;
+      ev.payload_len = plen;
+      ev.payload_data.data = pdata;
+      ev.payload_data.len = ptotal;
+    }
+    ev.n_payload_truncated = ntrunc;
+    ev.payload_truncated = trunc;
+    b.events = &ev;
+  }
+  if (fb->drops) {
+    d1.thread_id = 1;
+    d1.ring_full = 3;
+    d1.reentrant = 1;
+    d2.other = 2;
+    b.drops = drops;
+    b.n_drops = 2;
+  }
+  if (fb->counters) {
+    cnt.attempted = 100;
+    cnt.written = 5;
+    cnt.dropped_write_error = 2;
+    b.counters = &cnt;
+  }
+  clk.mono_ns = FX_START_MONO + fb->start_shift;
+  clk.wall_ns = FX_START_WALL + fb->start_shift;
+  b.clock = &clk;
+  b.last = fb->last;
+  err = stkr_fmt_encode_batch(&b, NULL, 3, out);
+out:
+  free(deltas);
+  free(site);
+  free(thr);
+  free(stk);
+  free(plen);
+  free(trunc);
+  free(pdata);
+  return err;
+}
+
+int fx_write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  int err = 0;
+
+  if (f == NULL)
+    return -errno;
+  if (len && fwrite(data, 1, len, f) != len)
+    err = -EIO;
+  if (fclose(f) != 0 && err == 0)
+    err = -errno;
+  return err;
+}
+
+/* ---- the standard recording --------------------------------------------- */
+
+static const uint32_t all_sites[] = {1, 2, 3}, all_threads[] = {1, 2},
+                      all_stacks[] = {1, 2, 3};
+static const uint32_t late_site[] = {4}, late_thread[] = {3};
+static const uint32_t seg2_sites[] = {1, 2, 3, 4}, seg2_threads[] = {1, 2, 3};
+
+static const fx_ev b0[] = {
+    {0, 1, 1, 1, "hello", 5, false},
+    {1000, 2, 2, 2, NULL, 0, false},
+    {-300, 1, 2, 3, "\x00\x01" "bin\xff\x7f\x1b", 8, false},
+};
+static const fx_ev b1[] = {
+    {5, 3, 1, 1, "abcdefgh", 8, true},
+    {7, 3, 1, 2, NULL, 0, false},
+};
+static const fx_ev b2[] = {
+    {-20, 4, 3, 1, "x", 1, false},
+};
+static const fx_ev b3[] = {
+    {0, 2, 1, 3, "q\"b\\s\n", 6, false},
+    {-50, 1, 3, 2, "\xc3\xa9t\xc3\xa9", 5, false},
+};
+static const fx_ev b4[] = {
+    {12345, 2, 2, 1, "bye", 3, false},
+};
+
+#define ARR(a) a, sizeof(a) / sizeof(a[0])
+const fx_batch fx_std[FX_STD_BATCHES] = {
+    {.seq = 1, .header = true, .segment_seq = 1, .sites = all_sites,
+     .n_sites = 3, .threads = all_threads, .n_threads = 2,
+     .stacks = all_stacks, .n_stacks = 3, .base_ts = 2000000000ull,
+     .evs = ARR(b0)},
+    {.seq = 2, .base_ts = 2000010000ull, .evs = ARR(b1)},
+    {.seq = 3, .sites = late_site, .n_sites = 1, .threads = late_thread,
+     .n_threads = 1, .base_ts = 2000020000ull, .evs = ARR(b2), .drops = true,
+     .counters = true},
+    {.seq = 4, .header = true, .segment_seq = 2, .sites = seg2_sites,
+     .n_sites = 4, .threads = seg2_threads, .n_threads = 3,
+     .stacks = all_stacks, .n_stacks = 3, .base_ts = 2000100000ull,
+     .evs = ARR(b3)},
+    {.seq = 5, .base_ts = 2000200000ull, .evs = ARR(b4), .drops = true,
+     .counters = true, .last = true},
+};
+
+size_t fx_std_expect(fx_expect *out, size_t max) {
+  size_t k = 0;
+  int bi;
+
+  for (bi = 0; bi < FX_STD_BATCHES; bi++) {
+    uint64_t ts = fx_std[bi].base_ts;
+    size_t i;
+
+    for (i = 0; i < fx_std[bi].n_evs; i++) {
+      const fx_ev *e = &fx_std[bi].evs[i];
+
+      ts += (uint64_t)e->delta;
+      if (k < max) {
+        out[k].ts = ts;
+        out[k].site = e->site;
+        out[k].thread = e->thread;
+        out[k].stack = e->stack;
+        out[k].payload = e->payload;
+        out[k].plen = e->plen;
+        out[k].trunc = e->trunc;
+        out[k].batch = bi;
+      }
+      k++;
+    }
+  }
+  return k;
+}
+
+int fx_std_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
+  int i, err;
+
+  for (i = from; i < to; i++) {
+    fx_batch b = fx_std[i];
+
+    b.pid = pid;
+    if ((err = fx_encode(&b, out)) != 0)
+      return err;
+  }
+  return 0;
+}
+
+int fx_std_write(const char *dir, uint32_t pid) {
+  stkr_fmt_buf buf = {0};
+  char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
+  int err;
+
+  err = fx_std_encode(0, 3, pid, &buf);
+  if (err == 0)
+    err = stkr_fmt_segment_name(name, sizeof(name), pid, 1);
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  if (err == 0)
+    err = fx_write_file(path, buf.data, buf.len);
+  buf.len = 0;
+  if (err == 0)
+    err = fx_std_encode(3, 5, pid, &buf);
+  if (err == 0)
+    err = stkr_fmt_segment_name(name, sizeof(name), pid, 2);
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  if (err == 0)
+    err = fx_write_file(path, buf.data, buf.len);
+  stkr_fmt_buf_free(&buf);
+  return err;
+}
+
+const char *fx_tmpdir(const char *tag) {
+  static char path[4096];
+  static unsigned counter;
+  const char *base = getenv("TEST_TMPDIR");
+
+  snprintf(path, sizeof(path), "%s/stkr-%s-%ld-%u", base ? base : "/tmp",
+           tag, (long)getpid(), counter++);
+  if (mkdir(path, 0700) != 0 && errno != EEXIST)
+    return NULL;
+  return path;
+}

@@ -1,0 +1,96 @@
+/*
+ * fixture.h: writing known recordings for the proto/reader/cli tests.
+ *
+ * A fixed set of definitions (sites, threads, stacks below) and a batch
+ * builder that encodes with the real writer code (stkr_fmt_encode_batch), so
+ * the tests exercise the same bytes flush/ produces.
+ */
+#ifndef STKR_TEST_FIXTURE_H
+#define STKR_TEST_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/stkr_format.h"
+
+#define FX_PID 4242u
+#define FX_START_MONO 1000000000ull
+#define FX_START_WALL 1700000000000000000ull /* 2023-11-14T22:13:20Z */
+
+/* Definitions, by id (index 0 unused). */
+#define FX_N_SITES 4
+#define FX_N_THREADS 3
+#define FX_N_STACKS 3
+extern const char *const fx_site_name[FX_N_SITES + 1];
+extern const uint64_t fx_thread_tid[FX_N_THREADS + 1];
+extern const char *const fx_thread_name[FX_N_THREADS + 1];
+extern const uint64_t *const fx_stack_pcs[FX_N_STACKS + 1];
+extern const size_t fx_stack_len[FX_N_STACKS + 1];
+extern const bool fx_stack_truncated[FX_N_STACKS + 1];
+
+typedef struct fx_ev {
+  int64_t delta;
+  uint32_t site, thread, stack;
+  const char *payload; /* NULL: none */
+  uint32_t plen;
+  bool trunc;
+} fx_ev;
+
+typedef struct fx_batch {
+  uint64_t seq;
+  bool header;             /* write a Header */
+  uint32_t pid;            /* header pid; 0: FX_PID */
+  uint32_t segment_seq;    /* header segment_seq */
+  uint32_t format_version; /* 0: STKR_FORMAT_VERSION */
+  const uint32_t *sites, *threads, *stacks; /* ids to define */
+  size_t n_sites, n_threads, n_stacks;
+  uint64_t base_ts;
+  const fx_ev *evs;
+  size_t n_evs;
+  bool drops;  /* add Drops{1, 3, 1, 0} and Drops{0, 0, 0, 2} */
+  bool counters; /* add Counters{100, 5, 2, 0} */
+  bool last;
+  /* A later recording session: header start times + start_shift, and the
+   * definition of id i describes fx entry rot(i) = (i - 1 + rotate) % N + 1
+   * (sites, threads and stacks alike), so ids mean something else. */
+  uint64_t start_shift;
+  uint32_t rotate;
+} fx_batch;
+
+/* The fx table index that id `id` refers to under `rotate` (n entries). */
+static inline uint32_t fx_rot(uint32_t id, uint32_t rotate, uint32_t n) {
+  return id >= 1 && id <= n ? (id - 1 + rotate) % n + 1 : id;
+}
+
+/* Append the encoded batch to out. @return 0 or a negative errno. */
+int fx_encode(const fx_batch *b, stkr_fmt_buf *out);
+
+/* Write len bytes to path (created/truncated). @return 0 or -errno. */
+int fx_write_file(const char *path, const void *data, size_t len);
+
+/* An event as a reader must deliver it. */
+typedef struct fx_expect {
+  uint64_t ts;
+  uint32_t site, thread, stack;
+  const char *payload;
+  uint32_t plen;
+  bool trunc;
+  int batch; /* 0-based index in the standard recording */
+} fx_expect;
+
+/* The standard recording: segment 1 with batches 0..2 (3 batches), segment
+ * 2 with batches 3..4 (definitions repeated; batch 4 is `last`). */
+#define FX_STD_BATCHES 5
+extern const fx_batch fx_std[FX_STD_BATCHES];
+/* Expected events in read order; fills at most max, returns the count. */
+size_t fx_std_expect(fx_expect *out, size_t max);
+/* Encode standard batches [from, to), headers saying `pid`, into out. */
+int fx_std_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out);
+/* Write the standard recording as dir/stackrec-<pid>-00000{1,2}.zst. */
+int fx_std_write(const char *dir, uint32_t pid);
+
+/* A fresh empty directory under $TEST_TMPDIR (or /tmp); static buffer. */
+const char *fx_tmpdir(const char *tag);
+
+#endif

@@ -1,0 +1,398 @@
+/*
+ * test-damage.c: the reader on damaged input: truncation at every byte, bit
+ * flips, empty and garbage files, batches that decode but do not validate,
+ * oversized frames. The rule under test: never crash, never loop, deliver
+ * every intact batch, and name the file and offset of what was lost.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/reader_util.h"
+
+/* One segment holding standard batches 0..2; frame_end[i] is the offset
+ * just past batch i's frame. */
+static stkr_fmt_buf seg3(size_t frame_end[3]) {
+  stkr_fmt_buf buf = {0};
+  int i;
+
+  for (i = 0; i < 3; i++) {
+    assert_int_equal(fx_std_encode(i, i + 1, FX_PID, &buf), 0);
+    frame_end[i] = buf.len;
+  }
+  return buf;
+}
+
+/* Expected events of batches [0, nb) in order, compared to got[]. */
+static void check_batches(const ru_ev *got, int n, int nb) {
+  fx_expect x[RU_MAX_EV];
+  size_t nx = fx_std_expect(x, RU_MAX_EV), i;
+  int k = 0;
+
+  for (i = 0; i < nx; i++) {
+    if (x[i].batch >= nb)
+      continue;
+    assert_true(k < n);
+    if (!ru_match(&got[k], &x[i], FX_PID))
+      fail_msg("event %d differs", k);
+    k++;
+  }
+  assert_int_equal(k, n);
+}
+
+static void test_truncate_every_byte(void **state) {
+  size_t end[3], cut;
+  stkr_fmt_buf buf = seg3(end);
+  const char *d = fx_tmpdir("trunc");
+  char path[4200], want[4300];
+  ru_ev got[RU_MAX_EV];
+  (void)state;
+
+  snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
+  for (cut = 0; cut <= buf.len; cut++) {
+    int complete = (cut >= end[0]) + (cut >= end[1]) + (cut >= end[2]);
+    size_t start = complete ? end[complete - 1] : 0;
+    stkr_reader *r;
+    ru_log log;
+    int n;
+
+    assert_int_equal(fx_write_file(path, buf.data, cut), 0);
+    r = ru_open(path, &log);
+    assert_non_null(r);
+    n = ru_read_all(r, got);
+    if (n < 0)
+      fail_msg("cut %zu: error %d", cut, n);
+    check_batches(got, n, complete);
+    assert_int_equal(stkr_reader_process(r, 0)->batches, complete);
+    if (cut == 0) {
+      assert_int_equal(log.n, 1);
+      assert_int_equal(log.w[0].kind, STKR_WARN_EMPTY_FILE);
+      assert_false(log.w[0].data_lost);
+    } else if (cut == start) {
+      if (log.n != 0) {
+        ru_dump_log(&log);
+        fail_msg("cut %zu at a frame boundary warned", cut);
+      }
+    } else {
+      if (log.n != 1 || log.w[0].kind != STKR_WARN_TRUNCATED) {
+        ru_dump_log(&log);
+        fail_msg("cut %zu: expected one truncation warning", cut);
+      }
+      snprintf(want, sizeof(want),
+               "%s: offset %zu: truncated batch (%zu bytes), ignored", path,
+               start, cut - start);
+      assert_string_equal(log.w[0].msg, want);
+      assert_int_equal(log.w[0].offset, start);
+      assert_true(log.w[0].data_lost);
+      assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 1);
+    }
+    stkr_reader_free(r);
+  }
+  stkr_fmt_buf_free(&buf);
+}
+
+/* Flip bits in every byte of the middle frame: batches 0 and 2 always come
+ * back whole; the middle one comes back whole or not at all, and if not, a
+ * warning names an offset inside it. */
+static void test_bit_flips(void **state) {
+  static const uint8_t masks[] = {0x01, 0x80, 0xff};
+  size_t end[3], pos, m;
+  stkr_fmt_buf buf = seg3(end);
+  const char *d = fx_tmpdir("flip");
+  char path[4200];
+  ru_ev got[RU_MAX_EV];
+  int lost = 0;
+  (void)state;
+
+  snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
+  for (pos = end[0]; pos < end[1]; pos++) {
+    for (m = 0; m < sizeof(masks); m++) {
+      fx_expect x[RU_MAX_EV];
+      size_t nx = fx_std_expect(x, RU_MAX_EV), i;
+      stkr_reader *r;
+      ru_log log;
+      int n, k = 0, mid = 0, w;
+
+      buf.data[pos] ^= masks[m];
+      assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+      buf.data[pos] ^= masks[m];
+      r = ru_open(path, &log);
+      assert_non_null(r);
+      n = ru_read_all(r, got);
+      assert_true(n >= 0);
+      for (i = 0; i < nx && x[i].batch < 3; i++) {
+        if (k < n && ru_match(&got[k], &x[i], FX_PID)) {
+          k++;
+          mid += x[i].batch == 1;
+        } else if (x[i].batch != 1) {
+          fail_msg("flip %#x at %zu: batch %d event lost", masks[m], pos,
+                   x[i].batch);
+        }
+      }
+      assert_int_equal(k, n); /* nothing delivered that was not recorded */
+      assert_true(mid == 0 || mid == 2);
+      if (mid == 0) {
+        lost++;
+        for (w = 0; w < log.n; w++)
+          if (log.w[w].kind == STKR_WARN_DAMAGED &&
+              log.w[w].offset >= (int64_t)end[0] &&
+              log.w[w].offset < (int64_t)end[1] &&
+              strstr(log.w[w].msg, path) != NULL)
+            break;
+        if (w == log.n) {
+          ru_dump_log(&log);
+          fail_msg("flip %#x at %zu: no warning naming the offset",
+                   masks[m], pos);
+        }
+      }
+      stkr_reader_free(r);
+    }
+  }
+  assert_true(lost > 0);
+  stkr_fmt_buf_free(&buf);
+}
+
+/* A byte in the middle of the middle frame: a checksum or zstd error at
+ * that frame's offset, then the third batch. */
+static void test_flip_middle_exact(void **state) {
+  size_t end[3];
+  stkr_fmt_buf buf = seg3(end);
+  const char *d = fx_tmpdir("flip1");
+  char path[4200], want[4300];
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  int n;
+  (void)state;
+
+  snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
+  buf.data[end[1] - 6] ^= 0x10; /* in the last block, before the checksum */
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  r = ru_open(path, &log);
+  n = ru_read_all(r, got);
+  assert_int_equal(n, 4); /* 3 + 1 */
+  assert_int_equal(got[3].site_id, 4);
+  assert_int_equal(log.n, 1);
+  snprintf(want, sizeof(want), "%s: offset %zu: damaged batch (", path,
+           end[0]);
+  assert_memory_equal(log.w[0].msg, want, strlen(want));
+  assert_non_null(strstr(log.w[0].msg, "skipped"));
+  assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 1);
+  assert_int_equal(stkr_reader_process(r, 0)->batches, 2);
+  assert_int_equal(stkr_reader_process(r, 0)->missing_batches, 1);
+  stkr_reader_free(r);
+  stkr_fmt_buf_free(&buf);
+}
+
+static void test_empty_and_garbage_files(void **state) {
+  const char *d = fx_tmpdir("garbage");
+  char dir[4096], path[4200];
+  uint8_t junk[3000];
+  ru_ev got[RU_MAX_EV];
+  stkr_fmt_buf buf = {0};
+  stkr_reader *r;
+  ru_log log;
+  size_t i;
+  int n;
+  (void)state;
+
+  snprintf(dir, sizeof(dir), "%s", d);
+  for (i = 0; i < sizeof(junk); i++)
+    junk[i] = (uint8_t)(i * 131 + 7 + (i >> 3));
+  snprintf(path, sizeof(path), "%s/stackrec-1-000001.zst", dir);
+  assert_int_equal(fx_write_file(path, NULL, 0), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-2-000001.zst", dir);
+  assert_int_equal(fx_write_file(path, junk, sizeof(junk)), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-3-000001.zst", dir);
+  assert_int_equal(fx_write_file(path, "\x28\xb5", 2), 0); /* magic cut */
+  /* pid 4: garbage, then the standard batches 0..2. */
+  assert_int_equal(fx_std_encode(0, 3, 4, &buf), 0);
+  {
+    uint8_t *both = malloc(100 + buf.len);
+
+    memcpy(both, junk, 100);
+    memcpy(both + 100, buf.data, buf.len);
+    snprintf(path, sizeof(path), "%s/stackrec-4-000001.zst", dir);
+    assert_int_equal(fx_write_file(path, both, 100 + buf.len), 0);
+    free(both);
+  }
+  stkr_fmt_buf_free(&buf);
+
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  n = ru_read_all(r, got);
+  assert_int_equal(n, 6);
+  for (i = 0; i < 6; i++)
+    assert_int_equal(got[i].pid, 4);
+  ru_dump_log(&log);
+  assert_int_equal(log.n, 4);
+  assert_int_equal(log.w[0].kind, STKR_WARN_EMPTY_FILE);
+  assert_int_equal(log.w[0].pid, 1);
+  assert_int_equal(log.w[1].kind, STKR_WARN_NOT_ZSTD);
+  assert_int_equal(log.w[1].pid, 2);
+  assert_non_null(strstr(log.w[1].msg, "stackrec-2-000001.zst: not a zstd"));
+  assert_int_equal(log.w[2].kind, STKR_WARN_TRUNCATED);
+  assert_int_equal(log.w[3].kind, STKR_WARN_DAMAGED);
+  assert_non_null(strstr(log.w[3].msg, "offset 0: damaged batch (no zstd "
+                                       "frame here), skipped 100 bytes"));
+  stkr_reader_free(r);
+}
+
+static int reserve(stkr_fmt_buf *b, size_t extra) {
+  if (b->len + extra > b->cap) {
+    uint8_t *p = realloc(b->data, b->len + extra);
+
+    if (p == NULL)
+      return -ENOMEM;
+    b->data = p;
+    b->cap = b->len + extra;
+  }
+  return 0;
+}
+
+/* Write frames (raw bytes) as one segment of pid 1 and read it. */
+static int read_frames(const uint8_t *data, size_t len, ru_ev *got,
+                       ru_log *log) {
+  const char *d = fx_tmpdir("frames");
+  char path[4200];
+  stkr_reader *r;
+  int n;
+
+  snprintf(path, sizeof(path), "%s/stackrec-1-000001.zst", d);
+  assert_int_equal(fx_write_file(path, data, len), 0);
+  r = ru_open(path, log);
+  assert_non_null(r);
+  n = ru_read_all(r, got);
+  stkr_reader_free(r);
+  return n;
+}
+
+/* Frames that decompress fine but hold no valid or consistent Batch. */
+static void test_invalid_batches(void **state) {
+  stkr_fmt_buf buf = {0};
+  ru_ev got[RU_MAX_EV];
+  ru_log log;
+  size_t z;
+  uint8_t tmp[256];
+  (void)state;
+
+  assert_int_equal(fx_std_encode(0, 1, 1, &buf), 0);
+  /* 1: not protobuf (a field with wire type 7), checksummed frame. */
+  {
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    assert_int_equal(reserve(&buf, 256), 0);
+    z = ZSTD_compress2(c, tmp, sizeof(tmp), "\x0f\x0f\x0f\x0f", 4);
+    assert_false(ZSTD_isError(z));
+    memcpy(buf.data + buf.len, tmp, z);
+    buf.len += z;
+    ZSTD_freeCCtx(c);
+  }
+  /* 2: event columns of different lengths. */
+  {
+    Stackrec__Batch b = STACKREC__BATCH__INIT;
+    Stackrec__Events e = STACKREC__EVENTS__INIT;
+    int64_t dl[2] = {1, 2};
+    uint32_t ids[2] = {1, 1}, bad_index = 2;
+
+    e.n_ts_delta_ns = 2;
+    e.ts_delta_ns = dl;
+    e.n_site_id = 1;
+    e.site_id = ids;
+    e.n_thread_id = e.n_stack_id = 2;
+    e.thread_id = e.stack_id = ids;
+    b.seq = 2;
+    b.events = &e;
+    assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &buf), 0);
+    /* 3: payload lengths not adding up. */
+    e.n_site_id = 2;
+    e.n_payload_len = 2;
+    e.payload_len = ids; /* 1 + 1 bytes, but 3 given */
+    e.payload_data.data = (uint8_t *)"abc";
+    e.payload_data.len = 3;
+    b.seq = 3;
+    assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &buf), 0);
+    /* 4: truncated index out of range. */
+    e.payload_data.len = 2;
+    e.n_payload_truncated = 1;
+    e.payload_truncated = &bad_index;
+    b.seq = 4;
+    assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &buf), 0);
+  }
+  /* 5: a skippable frame (ignored silently), then batch 1 again. */
+  assert_int_equal(reserve(&buf, 16), 0);
+  memcpy(buf.data + buf.len, "\x50\x2a\x4d\x18\x04\x00\x00\x00zzzz", 12);
+  buf.len += 12;
+  assert_int_equal(fx_std_encode(1, 2, 1, &buf), 0);
+
+  assert_int_equal(read_frames(buf.data, buf.len, got, &log), 5);
+  ru_dump_log(&log);
+  assert_int_equal(log.n, 4);
+  assert_non_null(strstr(log.w[0].msg, "not a valid Batch message"));
+  assert_non_null(strstr(log.w[1].msg, "event columns differ in length"));
+  assert_non_null(strstr(log.w[2].msg, "payload lengths do not add up"));
+  assert_non_null(strstr(log.w[3].msg, "payload_truncated index out of"));
+  stkr_fmt_buf_free(&buf);
+}
+
+/* A frame header declaring more than the batch limit is refused before any
+ * allocation; a frame without a content size is decoded by capped growth. */
+static void test_frame_sizes(void **state) {
+  /* magic, FHD: FCS 8 bytes + single segment, FCS = 100 MiB, one empty
+   * last raw block. */
+  static const uint8_t huge[] = {0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0x00, 0x00,
+                                 0x40, 0x06, 0x00, 0x00, 0x00, 0x00, 0x01,
+                                 0x00, 0x00};
+  stkr_fmt_buf buf = {0};
+  ru_ev got[RU_MAX_EV];
+  ru_log log;
+  (void)state;
+
+  memset(&log, 0, sizeof(log));
+  assert_int_equal(read_frames(huge, sizeof(huge), got, &log), 0);
+  assert_int_equal(log.n, 1);
+  assert_non_null(strstr(log.w[0].msg, "over the batch limit"));
+
+  /* Standard batch 0 re-compressed without the content size. */
+  {
+    stkr_fmt_buf one = {0};
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    uint8_t raw[4096], z[4096];
+    size_t rl, zl;
+
+    assert_int_equal(fx_std_encode(0, 1, 1, &one), 0);
+    rl = ZSTD_decompress(raw, sizeof(raw), one.data, one.len);
+    assert_false(ZSTD_isError(rl));
+    ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    zl = ZSTD_compress2(c, z, sizeof(z), raw, rl);
+    assert_false(ZSTD_isError(zl));
+    assert_int_equal(ZSTD_getFrameContentSize(z, zl),
+                     ZSTD_CONTENTSIZE_UNKNOWN);
+    assert_int_equal(read_frames(z, zl, got, &log), 3);
+    assert_int_equal(log.n, 0);
+    ZSTD_freeCCtx(c);
+    stkr_fmt_buf_free(&one);
+  }
+  stkr_fmt_buf_free(&buf);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_truncate_every_byte),
+      cmocka_unit_test(test_bit_flips),
+      cmocka_unit_test(test_flip_middle_exact),
+      cmocka_unit_test(test_empty_and_garbage_files),
+      cmocka_unit_test(test_invalid_batches),
+      cmocka_unit_test(test_frame_sizes),
+  };
+  return cmocka_run_group_tests_name("damage", tests, NULL, NULL);
+}

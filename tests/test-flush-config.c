@@ -1,0 +1,263 @@
+/* test-flush-config.c: defaults, STACKREC_* environment, struct-over-env
+ * precedence, size suffixes, malformed values (-EINVAL naming the variable),
+ * and the output directory's creation (mkdir -p, mode 0700). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "flush/flush_internal.h"
+
+static const char *const k_vars[] = {
+    "STACKREC_DIR",          "STACKREC_RING_BYTES",     "STACKREC_DEPTH",
+    "STACKREC_SKIP",         "STACKREC_FLUSH_MS",       "STACKREC_SEGMENT_BYTES",
+    "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK"};
+
+static int clear_env(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof k_vars / sizeof *k_vars; i++) unsetenv(k_vars[i]);
+  return 0;
+}
+
+/* Run stkr__config_build with stderr captured into buf. */
+static int build_capture(const stkr_config *in, stkr__fconfig *out, char *buf,
+                         size_t len) {
+  char path[] = "/tmp/stkr-cfg-XXXXXX";
+  int fd = mkstemp(path), saved = dup(2), err;
+  ssize_t n;
+  assert_true(fd >= 0 && saved >= 0);
+  unlink(path);
+  dup2(fd, 2);
+  err = stkr__config_build(in, out);
+  dup2(saved, 2);
+  close(saved);
+  n = pread(fd, buf, len - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  close(fd);
+  return err;
+}
+
+static void test_defaults(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_string_equal(c.dir, "stackrec-out");
+  assert_int_equal(c.ring_bytes, 262144);
+  assert_int_equal(c.max_depth, 64);
+  assert_int_equal(c.skip_frames, 0);
+  assert_int_equal(c.flush_interval_ms, 200);
+  assert_int_equal(c.segment_bytes, 67108864);
+  assert_int_equal(c.disk_cap_bytes, 1073741824);
+  assert_int_equal(c.payload_max, 256);
+  assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
+  stkr__config_free(&c);
+  /* An all-zero struct is the same as NULL. */
+  stkr_config z;
+  memset(&z, 0, sizeof z);
+  assert_int_equal(stkr__config_build(&z, &c), 0);
+  assert_int_equal(c.ring_bytes, 262144);
+  assert_string_equal(c.dir, "stackrec-out");
+  stkr__config_free(&c);
+}
+
+static void test_env_values_and_suffixes(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  setenv("STACKREC_DIR", "/tmp/somewhere", 1);
+  setenv("STACKREC_RING_BYTES", "1M", 1);
+  setenv("STACKREC_DEPTH", "32", 1);
+  setenv("STACKREC_SKIP", "2", 1);
+  setenv("STACKREC_FLUSH_MS", "50", 1);
+  setenv("STACKREC_SEGMENT_BYTES", "64k", 1);
+  setenv("STACKREC_DISK_CAP_BYTES", "2G", 1);
+  setenv("STACKREC_PAYLOAD_MAX", "1024", 1);
+  setenv("STACKREC_FORK", "follow", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_string_equal(c.dir, "/tmp/somewhere");
+  assert_int_equal(c.ring_bytes, 1 << 20);
+  assert_int_equal(c.max_depth, 32);
+  assert_int_equal(c.skip_frames, 2);
+  assert_int_equal(c.flush_interval_ms, 50);
+  assert_int_equal(c.segment_bytes, 65536);
+  assert_int_equal(c.disk_cap_bytes, 2ull << 30);
+  assert_int_equal(c.payload_max, 1024);
+  assert_int_equal(c.fork_mode, STKR_FORK_FOLLOW);
+  stkr__config_free(&c);
+
+  setenv("STACKREC_FORK", "DISABLE", 1);
+  setenv("STACKREC_RING_BYTES", "300000", 1); /* rounded up to 2^n */
+  setenv("STACKREC_SEGMENT_BYTES", "3MiB", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
+  assert_int_equal(c.ring_bytes, 524288);
+  assert_int_equal(c.segment_bytes, 3u << 20);
+  stkr__config_free(&c);
+
+  /* Empty means unset. */
+  setenv("STACKREC_DEPTH", "", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.max_depth, 64);
+  stkr__config_free(&c);
+}
+
+static void test_struct_wins_over_env(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  stkr_config in = {.dir = "from-struct",
+                    .ring_bytes = 65536,
+                    .max_depth = 8,
+                    .flush_interval_ms = 7,
+                    .segment_bytes = 1000,
+                    .disk_cap_bytes = 5000,
+                    .payload_max = 16,
+                    .fork_mode = STKR_FORK_DISABLE};
+  setenv("STACKREC_DIR", "from-env", 1);
+  setenv("STACKREC_RING_BYTES", "1M", 1);
+  setenv("STACKREC_DEPTH", "100", 1);
+  setenv("STACKREC_SKIP", "3", 1);
+  setenv("STACKREC_FLUSH_MS", "999", 1);
+  setenv("STACKREC_FORK", "follow", 1);
+  assert_int_equal(stkr__config_build(&in, &c), 0);
+  assert_string_equal(c.dir, "from-struct");
+  assert_int_equal(c.ring_bytes, 65536);
+  assert_int_equal(c.max_depth, 8);
+  assert_int_equal(c.skip_frames, 3); /* field 0: the env applies */
+  assert_int_equal(c.flush_interval_ms, 7);
+  assert_int_equal(c.segment_bytes, 1000);
+  assert_int_equal(c.disk_cap_bytes, 5000);
+  assert_int_equal(c.payload_max, 16);
+  assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
+  stkr__config_free(&c);
+}
+
+static void test_malformed_env_is_einval_and_named(void **state) {
+  (void)state;
+  static const struct {
+    const char *var, *value;
+  } bad[] = {
+      {"STACKREC_RING_BYTES", "12Q"},   {"STACKREC_RING_BYTES", "-5"},
+      {"STACKREC_RING_BYTES", " 64K"},  {"STACKREC_RING_BYTES", "2T"},
+      {"STACKREC_DEPTH", "lots"},       {"STACKREC_DEPTH", "257"},
+      {"STACKREC_DEPTH", "0"},          {"STACKREC_DEPTH", "8K"},
+      {"STACKREC_SKIP", "1.5"},         {"STACKREC_FLUSH_MS", "0"},
+      {"STACKREC_SEGMENT_BYTES", "99999999999999999999"},
+      {"STACKREC_SEGMENT_BYTES", "17179869184G"},
+      {"STACKREC_DISK_CAP_BYTES", "1Gx"}, {"STACKREC_PAYLOAD_MAX", "5000"},
+      {"STACKREC_FORK", "sometimes"},
+  };
+  char err[512];
+  stkr__fconfig c;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    clear_env(NULL);
+    setenv(bad[i].var, bad[i].value, 1);
+    assert_int_equal(build_capture(NULL, &c, err, sizeof err), -EINVAL);
+    if (!strstr(err, bad[i].var) || !strstr(err, "stackrec: ")) {
+      print_error("%s=%s: stderr was \"%s\"\n", bad[i].var, bad[i].value, err);
+      fail();
+    }
+  }
+}
+
+static void test_bad_fields_are_einval(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  char err[512];
+  stkr_config a = {.max_depth = STKR_MAX_DEPTH + 1};
+  stkr_config b = {.payload_max = STKR_MAX_PAYLOAD + 1};
+  stkr_config d = {.fork_mode = (stkr_fork_mode)7};
+  stkr_config e = {.dir = ""};
+  assert_int_equal(build_capture(&a, &c, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "max_depth"));
+  assert_int_equal(build_capture(&b, &c, err, sizeof err), -EINVAL);
+  assert_int_equal(build_capture(&d, &c, err, sizeof err), -EINVAL);
+  assert_int_equal(build_capture(&e, &c, err, sizeof err), -EINVAL);
+  /* Limits themselves are fine. */
+  stkr_config ok = {.max_depth = STKR_MAX_DEPTH, .payload_max = STKR_MAX_PAYLOAD};
+  assert_int_equal(stkr__config_build(&ok, &c), 0);
+  stkr__config_free(&c);
+}
+
+/* The ring always fits recorder/'s minimum of four maximal records. */
+static void test_small_ring_is_rounded_up(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  stkr_config in = {.ring_bytes = 100, .max_depth = STKR_MAX_DEPTH,
+                    .payload_max = STKR_MAX_PAYLOAD};
+  assert_int_equal(stkr__config_build(&in, &c), 0);
+  size_t rec = sizeof(stkr__record) + 8u * STKR_MAX_DEPTH + STKR_MAX_PAYLOAD + 8;
+  assert_true(c.ring_bytes >= 4 * rec);
+  assert_int_equal(c.ring_bytes & (c.ring_bytes - 1), 0);
+  stkr__config_free(&c);
+}
+
+static void test_parse_size(void **state) {
+  (void)state;
+  uint64_t v;
+  assert_int_equal(stkr__parse_size("0", &v), 0);
+  assert_int_equal(v, 0);
+  assert_int_equal(stkr__parse_size("10k", &v), 0);
+  assert_int_equal(v, 10240);
+  assert_int_equal(stkr__parse_size("10KB", &v), 0);
+  assert_int_equal(v, 10240);
+  assert_int_equal(stkr__parse_size("1g", &v), 0);
+  assert_int_equal(v, 1ull << 30);
+  assert_int_equal(stkr__parse_size("18446744073709551615", &v), 0);
+  assert_int_equal(v, UINT64_MAX);
+  assert_int_equal(stkr__parse_size("18446744073709551616", &v), -EINVAL);
+  assert_int_equal(stkr__parse_size("", &v), -EINVAL);
+  assert_int_equal(stkr__parse_size("K", &v), -EINVAL);
+  assert_int_equal(stkr__parse_size("1 K", &v), -EINVAL);
+  assert_int_equal(stkr__parse_size("+1", &v), -EINVAL);
+}
+
+static void test_mkdir_p_mode_0700(void **state) {
+  (void)state;
+  char base[] = "/tmp/stkr-mk-XXXXXX", path[256];
+  struct stat st;
+  mode_t old = umask(0);
+  assert_non_null(mkdtemp(base));
+  snprintf(path, sizeof path, "%s/a/b/c/", base);
+  assert_int_equal(stkr__mkdir_p(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/a/b/c", base);
+  assert_int_equal(stat(path, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_mode & 0777, 0700);
+  snprintf(path, sizeof path, "%s/a", base);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+  /* Existing: fine. A file in the way: -ENOTDIR / -EEXIST. */
+  snprintf(path, sizeof path, "%s/a/b", base);
+  assert_int_equal(stkr__mkdir_p(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/file", base);
+  int fd = open(path, O_CREAT | O_WRONLY, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(stkr__mkdir_p(path, 0700), -ENOTDIR);
+  snprintf(path, sizeof path, "%s/file/sub", base);
+  assert_true(stkr__mkdir_p(path, 0700) < 0);
+  umask(old);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_defaults, clear_env),
+      cmocka_unit_test_setup(test_env_values_and_suffixes, clear_env),
+      cmocka_unit_test_setup(test_struct_wins_over_env, clear_env),
+      cmocka_unit_test_setup(test_malformed_env_is_einval_and_named, clear_env),
+      cmocka_unit_test_setup(test_bad_fields_are_einval, clear_env),
+      cmocka_unit_test_setup(test_small_ring_is_rounded_up, clear_env),
+      cmocka_unit_test(test_parse_size),
+      cmocka_unit_test(test_mkdir_p_mode_0700),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

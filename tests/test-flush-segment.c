@@ -1,0 +1,227 @@
+/* test-flush-segment.c: segment files (flush/segment.c) driven directly:
+ * names and modes, continuing after an earlier process's files, rotation,
+ * the disk cap, and write errors (RLIMIT_FSIZE, a removed directory, a file
+ * in the directory's place) with recovery. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "flush/flush_internal.h"
+
+#define PID 777u
+
+static char g_dir[256];
+
+static int make_dir(void **state) {
+  (void)state;
+  const char *t = getenv("TEST_TMPDIR");
+  snprintf(g_dir, sizeof g_dir, "%s/seg-XXXXXX", t ? t : "/tmp");
+  return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static off_t file_size(uint32_t seq) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", g_dir, PID, seq);
+  return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+static mode_t file_mode(uint32_t seq) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", g_dir, PID, seq);
+  return stat(p, &st) == 0 ? (st.st_mode & 0777) : 0;
+}
+
+static int count_files(void) {
+  DIR *d = opendir(g_dir);
+  struct dirent *de;
+  int n = 0;
+  if (!d) return -1;
+  while ((de = readdir(d))) n += de->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* What the worker does per batch: a new file when needed, one write. */
+static int put(stkr__segw *s, size_t len) {
+  static uint8_t buf[4096];
+  int err;
+  memset(buf, 'x', sizeof buf);
+  if (stkr__seg_need_new(s) && (err = stkr__seg_open_next(s)) < 0) return err;
+  err = stkr__seg_write(s, buf, len);
+  if (err == 0) stkr__seg_enforce_cap(s);
+  return err;
+}
+
+static void test_names_modes_and_older_files(void **state) {
+  (void)state;
+  stkr__segw s;
+  char p[512];
+  /* A file of an earlier process with our pid, and another pid's file. */
+  snprintf(p, sizeof p, "%s/stackrec-%u-000003.zst", g_dir, PID);
+  int fd = open(p, O_CREAT | O_WRONLY, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "old", 3), 3);
+  close(fd);
+  snprintf(p, sizeof p, "%s/stackrec-%u-000009.zst", g_dir, PID + 1);
+  fd = open(p, O_CREAT | O_WRONLY, 0600);
+  close(fd);
+
+  mode_t old = umask(0);
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1000, 1 << 20), 0);
+  assert_int_equal(put(&s, 100), 0);
+  umask(old);
+  assert_int_equal(s.seq, 4); /* after the old 3, not overwriting it */
+  assert_int_equal(file_size(3), 3);
+  assert_int_equal(file_size(4), 100);
+  assert_int_equal(file_mode(4), 0600);
+  assert_int_equal(fcntl(s.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  assert_int_equal(s.segments, 1);
+  stkr__seg_free(&s);
+  assert_int_equal(file_size(4), 100);
+}
+
+static void test_rotation(void **state) {
+  (void)state;
+  stkr__segw s;
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 250, 1 << 20), 0);
+  for (int i = 0; i < 10; i++) assert_int_equal(put(&s, 100), 0);
+  /* 3 frames reach 250: files of 300, 300, 300, 100. */
+  assert_int_equal(s.segments, 4);
+  assert_int_equal(file_size(1), 300);
+  assert_int_equal(file_size(2), 300);
+  assert_int_equal(file_size(3), 300);
+  assert_int_equal(file_size(4), 100);
+  assert_int_equal(s.bytes, 1000);
+  stkr__seg_free(&s);
+  assert_int_equal(count_files(), 4);
+}
+
+static void test_disk_cap_deletes_oldest_never_current(void **state) {
+  (void)state;
+  stkr__segw s;
+  /* Segments of 200 bytes, cap 500: at most the current file plus the
+   * closed ones that fit stay. */
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 200, 500), 0);
+  for (int i = 0; i < 10; i++) assert_int_equal(put(&s, 100), 0);
+  /* Files 1..5 of 200 bytes each were created; total must stay <= 500. */
+  assert_int_equal(s.segments, 5);
+  assert_int_equal(s.segments_deleted, 3);
+  assert_int_equal(file_size(1), -1);
+  assert_int_equal(file_size(2), -1);
+  assert_int_equal(file_size(3), -1);
+  assert_int_equal(file_size(4), 200);
+  assert_int_equal(file_size(5), 200);
+
+  /* A cap smaller than one segment never deletes the current file. */
+  stkr__seg_free(&s);
+  rm_rf(g_dir);
+  make_dir(NULL);
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1000, 50), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
+  assert_int_equal(file_size(1), 300);
+  assert_int_equal(s.segments_deleted, 0);
+  stkr__seg_free(&s);
+}
+
+static void test_fsize_limit_error_then_recovery(void **state) {
+  (void)state;
+  stkr__segw s;
+  struct rlimit old, lim;
+  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of death */
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(put(&s, 100), 0);
+  assert_int_equal(put(&s, 100), 0);
+
+  /* The next frame can only be half written: a short write, then EFBIG. */
+  lim = old;
+  lim.rlim_cur = 250;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  assert_int_equal(put(&s, 100), -EFBIG);
+  assert_int_equal(s.fd, -1); /* closed: the next batch starts a new file */
+  /* The torn tail was cut off: the file ends at the last whole frame. */
+  assert_int_equal(file_size(1), 200);
+
+  /* Still limited: a new file is created, nothing fits, it is removed. */
+  lim.rlim_cur = 0;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  assert_int_equal(put(&s, 100), -EFBIG);
+  assert_int_equal(file_size(2), -1);
+
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  assert_int_equal(put(&s, 100), 0);
+  assert_int_equal(s.seq, 3);
+  assert_int_equal(file_size(3), 100);
+  stkr__seg_free(&s);
+}
+
+static void test_directory_removed_is_recreated(void **state) {
+  (void)state;
+  stkr__segw s;
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(put(&s, 100), 0);
+  rm_rf(g_dir);
+  /* The open file was unlinked with the directory: noticed before the
+   * next write, which goes to a new file in a recreated directory. */
+  assert_true(stkr__seg_need_new(&s));
+  assert_int_equal(stkr__seg_open_next(&s), 0);
+  assert_int_equal(stkr__seg_write(&s, "abc", 3), 0);
+  assert_int_equal(file_size(2), 3);
+  stkr__seg_free(&s);
+}
+
+static void test_file_in_place_of_directory(void **state) {
+  (void)state;
+  stkr__segw s;
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(put(&s, 100), 0);
+  rm_rf(g_dir);
+  int fd = open(g_dir, O_CREAT | O_WRONLY, 0600); /* a file, not a dir */
+  assert_true(fd >= 0);
+  close(fd);
+  assert_true(put(&s, 100) < 0);
+  assert_true(put(&s, 100) < 0); /* keeps failing, never crashes */
+  unlink(g_dir);
+  assert_int_equal(put(&s, 100), 0); /* resumes */
+  stkr__seg_free(&s);
+}
+
+static int cleanup(void **state) {
+  (void)state;
+  rm_rf(g_dir);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_names_modes_and_older_files, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_rotation, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_disk_cap_deletes_oldest_never_current, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_fsize_limit_error_then_recovery, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_directory_removed_is_recreated, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_file_in_place_of_directory, make_dir, cleanup),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,237 @@
+/*
+ * test-format.c: segment names and batch encoding (proto/stkr_format.h).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_format.h"
+#include "tests/fixture.h"
+
+static void test_segment_name(void **state) {
+  char buf[STKR_FMT_SEGMENT_NAME_MAX], small[10];
+  (void)state;
+
+  assert_int_equal(stkr_fmt_segment_name(buf, sizeof(buf), 4242, 1), 0);
+  assert_string_equal(buf, "stackrec-4242-000001.zst");
+  assert_int_equal(stkr_fmt_segment_name(buf, sizeof(buf), 0, 999999), 0);
+  assert_string_equal(buf, "stackrec-0-999999.zst");
+  assert_int_equal(stkr_fmt_segment_name(buf, sizeof(buf), 7, 1234567), 0);
+  assert_string_equal(buf, "stackrec-7-1234567.zst");
+  /* The longest name fits STKR_FMT_SEGMENT_NAME_MAX exactly. */
+  assert_int_equal(
+      stkr_fmt_segment_name(buf, sizeof(buf), UINT32_MAX, UINT32_MAX), 0);
+  assert_string_equal(buf, "stackrec-4294967295-4294967295.zst");
+  assert_int_equal(strlen(buf) + 1, STKR_FMT_SEGMENT_NAME_MAX);
+  assert_int_equal(
+      stkr_fmt_segment_name(buf, sizeof(buf) - 1, UINT32_MAX, UINT32_MAX),
+      -ENAMETOOLONG);
+  assert_string_equal(buf, "");
+  assert_int_equal(stkr_fmt_segment_name(small, sizeof(small), 1, 1),
+                   -ENAMETOOLONG);
+  assert_string_equal(small, "");
+  assert_int_equal(stkr_fmt_segment_name(NULL, 0, 1, 1), -ENAMETOOLONG);
+}
+
+static void test_segment_parse(void **state) {
+  static const char *const bad[] = {
+      "", "stackrec-", "stackrec-1-1.zst", "stackrec-01-000001.zst",
+      "stackrec-1-000000.zst", "stackrec-1-000001.zst.tmp",
+      "stackrec--000001.zst", "stackrec-4294967296-000001.zst",
+      "stackrec-1-000001.zs", "stackrec-+1-000001.zst",
+      "stackrec- 1-000001.zst", "Stackrec-1-000001.zst",
+      "stackrec-1-0000001.zst", "stackrec-1-4294967296.zst",
+      "xstackrec-1-000001.zst", "stackrec-1_000001.zst",
+      "stackrec-1-000001", "stackrec-1-00000a.zst"};
+  uint32_t pid = 0, seq = 0;
+  size_t i;
+  (void)state;
+
+  assert_int_equal(stkr_fmt_segment_parse("stackrec-4242-000001.zst", &pid,
+                                          &seq), 0);
+  assert_int_equal(pid, 4242);
+  assert_int_equal(seq, 1);
+  assert_int_equal(stkr_fmt_segment_parse("stackrec-0-1234567.zst", &pid,
+                                          &seq), 0);
+  assert_int_equal(pid, 0);
+  assert_int_equal(seq, 1234567);
+  assert_int_equal(stkr_fmt_segment_parse(
+                       "stackrec-4294967295-4294967295.zst", &pid, &seq), 0);
+  assert_int_equal(pid, UINT32_MAX);
+  assert_int_equal(seq, UINT32_MAX);
+  assert_int_equal(stkr_fmt_segment_parse("stackrec-5-000002.zst", NULL,
+                                          NULL), 0);
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    pid = seq = 77;
+    if (stkr_fmt_segment_parse(bad[i], &pid, &seq) != -EINVAL)
+      fail_msg("accepted \"%s\"", bad[i]);
+    assert_int_equal(pid, 77); /* untouched on failure */
+    assert_int_equal(seq, 77);
+  }
+  assert_int_equal(stkr_fmt_segment_parse(NULL, &pid, &seq), -EINVAL);
+}
+
+/* Decode the concatenated frames of buf with streaming decompression, as
+ * `zstd -t` / `zstd -d` would; returns the total decompressed size. */
+static size_t stream_decompress_all(const uint8_t *data, size_t len) {
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  ZSTD_inBuffer in = {data, len, 0};
+  uint8_t out[4096];
+  size_t total = 0, ret = 1;
+
+  assert_non_null(d);
+  while (in.pos < in.size) {
+    ZSTD_outBuffer ob = {out, sizeof(out), 0};
+
+    ret = ZSTD_decompressStream(d, &ob, &in);
+    if (ZSTD_isError(ret))
+      fail_msg("zstd: %s", ZSTD_getErrorName(ret));
+    total += ob.pos;
+  }
+  assert_int_equal(ret, 0); /* ended on a frame boundary */
+  ZSTD_freeDCtx(d);
+  return total;
+}
+
+static void test_encode_roundtrip(void **state) {
+  stkr_fmt_buf buf = {0};
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  size_t off = 0, total = 0;
+  int i;
+  (void)state;
+
+  assert_non_null(cctx);
+  for (i = 0; i < FX_STD_BATCHES; i++) {
+    size_t before = buf.len;
+
+    assert_int_equal(fx_encode(&fx_std[i], &buf), 0);
+    assert_true(buf.len > before);
+  }
+  /* The same batch through a caller-owned, reused context. */
+  {
+    Stackrec__Batch b = STACKREC__BATCH__INIT;
+
+    b.seq = 99;
+    b.last = true;
+    assert_int_equal(stkr_fmt_encode_batch(&b, cctx, 19, &buf), 0);
+    assert_int_equal(stkr_fmt_encode_batch(&b, cctx, 1, &buf), 0);
+  }
+
+  /* Every frame: one Batch, content size in the header, checksum flag on. */
+  for (i = 0; off < buf.len; i++) {
+    size_t fsz = ZSTD_findFrameCompressedSize(buf.data + off, buf.len - off);
+    unsigned long long csz;
+    uint8_t *dec;
+    Stackrec__Batch *b;
+
+    assert_false(ZSTD_isError(fsz));
+    csz = ZSTD_getFrameContentSize(buf.data + off, fsz);
+    assert_true(csz != ZSTD_CONTENTSIZE_UNKNOWN &&
+                csz != ZSTD_CONTENTSIZE_ERROR);
+    assert_true(buf.data[off + 4] & 0x04); /* Content_Checksum_flag */
+    dec = malloc(csz + 1);
+    assert_int_equal(ZSTD_decompress(dec, csz + 1, buf.data + off, fsz), csz);
+    b = stackrec__batch__unpack(NULL, csz, dec);
+    assert_non_null(b);
+    if (i < FX_STD_BATCHES) {
+      const fx_batch *fb = &fx_std[i];
+      size_t k;
+
+      assert_int_equal(b->seq, fb->seq);
+      assert_int_equal(b->header != NULL, fb->header);
+      if (fb->header) {
+        assert_int_equal(b->header->format_version, STKR_FORMAT_VERSION);
+        assert_int_equal(b->header->pid, FX_PID);
+        assert_string_equal(b->header->process_name, "fixture");
+        assert_int_equal(b->header->segment_seq, fb->segment_seq);
+      }
+      assert_int_equal(b->n_sites, fb->n_sites);
+      for (k = 0; k < fb->n_sites; k++)
+        assert_string_equal(b->sites[k]->name, fx_site_name[fb->sites[k]]);
+      assert_int_equal(b->events->n_ts_delta_ns, fb->n_evs);
+      for (k = 0; k < fb->n_evs; k++) {
+        assert_int_equal(b->events->ts_delta_ns[k], fb->evs[k].delta);
+        assert_int_equal(b->events->site_id[k], fb->evs[k].site);
+      }
+      assert_int_equal(b->last, fb->last);
+    } else {
+      assert_int_equal(b->seq, 99);
+      assert_true(b->last);
+    }
+    stackrec__batch__free_unpacked(b, NULL);
+    free(dec);
+    off += fsz;
+    total += csz;
+  }
+  assert_int_equal(i, FX_STD_BATCHES + 2);
+  assert_int_equal(stream_decompress_all(buf.data, buf.len), total);
+
+  /* And the real tool agrees, when installed. */
+  if (access("/usr/bin/zstd", X_OK) == 0) {
+    const char *dir = fx_tmpdir("fmt");
+    char path[4200], cmd[4400];
+
+    assert_non_null(dir);
+    snprintf(path, sizeof(path), "%s/stackrec-1-000001.zst", dir);
+    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/zstd -q -t '%s'", path);
+    assert_int_equal(system(cmd), 0);
+  }
+  ZSTD_freeCCtx(cctx);
+  stkr_fmt_buf_free(&buf);
+}
+
+static void test_encode_limits(void **state) {
+  Stackrec__Batch b = STACKREC__BATCH__INIT;
+  Stackrec__Events ev = STACKREC__EVENTS__INIT;
+  stkr_fmt_buf buf = {0};
+  uint8_t *big;
+  size_t keep;
+  (void)state;
+
+  assert_int_equal(stkr_fmt_encode_batch(NULL, NULL, 3, &buf), -EINVAL);
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, NULL), -EINVAL);
+
+  /* An earlier frame is kept when a later batch is refused. */
+  b.seq = 1;
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &buf), 0);
+  keep = buf.len;
+  big = calloc(STKR_FMT_MAX_BATCH_BYTES, 1);
+  assert_non_null(big);
+  ev.payload_data.data = big;
+  ev.payload_data.len = STKR_FMT_MAX_BATCH_BYTES; /* + tags: over the limit */
+  b.events = &ev;
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &buf), -EFBIG);
+  assert_int_equal(buf.len, keep);
+  /* Just under the limit is fine (and compresses well). */
+  ev.payload_data.len = STKR_FMT_MAX_BATCH_BYTES - 16;
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 1, &buf), 0);
+  assert_int_equal(stream_decompress_all(buf.data, buf.len),
+                   stackrec__batch__get_packed_size(&b) + 2);
+  free(big);
+
+  stkr_fmt_buf_free(&buf);
+  assert_null(buf.data);
+  assert_int_equal(buf.cap, 0);
+  stkr_fmt_buf_free(&buf); /* twice is fine */
+  stkr_fmt_buf_free(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_segment_name),
+      cmocka_unit_test(test_segment_parse),
+      cmocka_unit_test(test_encode_roundtrip),
+      cmocka_unit_test(test_encode_limits),
+  };
+  return cmocka_run_group_tests_name("format", tests, NULL, NULL);
+}

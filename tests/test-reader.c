@@ -1,0 +1,484 @@
+/*
+ * test-reader.c: the streaming reader on intact recordings: every field read
+ * back exactly, inputs (directories, files, duplicates, other files), pid
+ * ordering, unknown ids, newer format versions, summaries.
+ * Damaged input is covered by test-damage.c.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "tests/reader_util.h"
+
+/* got[0..n) must be the first n standard events (all of them unless
+ * `prefix`). */
+static void check_std_events_n(const ru_ev *got, int n, uint32_t pid,
+                               bool prefix) {
+  fx_expect x[RU_MAX_EV];
+  size_t nx = fx_std_expect(x, RU_MAX_EV), i;
+
+  if (prefix)
+    nx = (size_t)n;
+  assert_int_equal(n, nx);
+  for (i = 0; i < nx; i++)
+    if (!ru_match(&got[i], &x[i], pid))
+      fail_msg("event %zu differs (ts %llu site %s)", i,
+               (unsigned long long)got[i].ts, got[i].site);
+}
+
+static void check_std_events(const ru_ev *got, int n, uint32_t pid) {
+  check_std_events_n(got, n, pid, false);
+}
+
+static void check_std_info(stkr_reader *r, size_t idx, uint32_t pid) {
+  const stkr_process_info *p = stkr_reader_process(r, idx);
+  const stkr_site_info *sites;
+  const stkr_image_info *imgs;
+  fx_expect x[RU_MAX_EV];
+  size_t nx = fx_std_expect(x, RU_MAX_EV), n, i;
+  uint64_t lo = UINT64_MAX, hi = 0, per_site[FX_N_SITES + 1] = {0};
+
+  assert_non_null(p);
+  for (i = 0; i < nx; i++) {
+    lo = x[i].ts < lo ? x[i].ts : lo;
+    hi = x[i].ts > hi ? x[i].ts : hi;
+    per_site[x[i].site]++;
+  }
+  assert_int_equal(p->pid, pid);
+  assert_true(p->have_header);
+  assert_string_equal(p->process_name, "fixture");
+  assert_string_equal(p->arch, "x86_64");
+  assert_int_equal(p->start_mono_ns, FX_START_MONO);
+  assert_int_equal(p->start_wall_ns, FX_START_WALL);
+  assert_int_equal(p->events, nx);
+  assert_int_equal(p->first_ts_ns, lo);
+  assert_int_equal(p->last_ts_ns, hi);
+  assert_int_equal(p->first_wall_ns, FX_START_WALL + (lo - FX_START_MONO));
+  assert_int_equal(p->sites, 4);
+  assert_int_equal(p->threads, 3);
+  assert_int_equal(p->stacks, 3);
+  /* Drops{1,3,1,0} + Drops{0,0,0,2} in two batches; write errors: 2. */
+  assert_int_equal(p->drops_ring_full, 6);
+  assert_int_equal(p->drops_reentrant, 2);
+  assert_int_equal(p->drops_other, 4);
+  assert_int_equal(p->drops_write_error, 2);
+  assert_int_equal(p->drops, 14);
+  assert_int_equal(p->attempted, 100);
+  assert_int_equal(p->segments, 2);
+  assert_int_equal(p->first_seq, 1);
+  assert_int_equal(p->last_seq, 2);
+  assert_int_equal(p->batches, FX_STD_BATCHES);
+  assert_true(p->compressed_bytes > 0);
+  assert_int_equal(p->damaged_batches, 0);
+  assert_int_equal(p->missing_batches, 0);
+  assert_int_equal(p->unresolved_events, 0);
+  assert_true(p->clean_end);
+  assert_int_equal(p->status, 0);
+
+  assert_int_equal(stkr_reader_sites(r, idx, &sites, &n), 0);
+  assert_int_equal(n, FX_N_SITES);
+  for (i = 0; i < n; i++) {
+    assert_true(sites[i].defined);
+    assert_string_equal(sites[i].name, fx_site_name[sites[i].id]);
+    assert_int_equal(sites[i].events, per_site[sites[i].id]);
+  }
+  assert_int_equal(stkr_reader_images(r, idx, &imgs, &n), 0);
+  assert_int_equal(n, 1); /* the same image in both segments: once */
+  assert_string_equal(imgs[0].path, "/usr/bin/fixture");
+  assert_int_equal(imgs[0].load_address, 0x400000);
+  assert_int_equal(imgs[0].build_id_len, 2);
+  assert_memory_equal(imgs[0].build_id, "\x12\x34", 2);
+  assert_int_equal(stkr_reader_sites(r, idx + 100, &sites, &n), -EINVAL);
+  assert_null(stkr_reader_process(r, idx + 100));
+}
+
+static void test_roundtrip_dir(void **state) {
+  const char *dir = fx_tmpdir("rt");
+  ru_ev got[RU_MAX_EV];
+  stkr_reader_counts c;
+  stkr_reader *r;
+  ru_log log;
+  int n;
+  (void)state;
+
+  assert_int_equal(fx_std_write(dir, FX_PID), 0);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  n = ru_read_all(r, got);
+  ru_dump_log(&log);
+  assert_int_equal(log.n, 0);
+  check_std_events(got, n, FX_PID);
+  check_std_info(r, 0, FX_PID);
+  stkr_reader_get_counts(r, &c);
+  assert_int_equal(c.warnings, 0);
+  assert_int_equal(c.data_lost, 0);
+  assert_int_equal(stkr_reader_add(r, dir), -EBUSY);
+  stkr_reader_free(r);
+  stkr_reader_free(NULL);
+}
+
+/* Files given one by one (second segment first, one twice, and the
+ * directory too) form the same single stream, read once in seq order. */
+static void test_files_and_duplicates(void **state) {
+  const char *d = fx_tmpdir("files");
+  char dir[4096], f1[4200], f2[4200];
+  stkr_reader_opts o = {ru_collect, NULL};
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  int n;
+  (void)state;
+
+  memset(&log, 0, sizeof(log));
+  o.warn_arg = &log;
+  snprintf(dir, sizeof(dir), "%s", d);
+  assert_int_equal(fx_std_write(dir, FX_PID), 0);
+  snprintf(f1, sizeof(f1), "%s/stackrec-%u-000001.zst", dir, FX_PID);
+  snprintf(f2, sizeof(f2), "%s/stackrec-%u-000002.zst", dir, FX_PID);
+  assert_int_equal(stkr_reader_create(&o, &r), 0);
+  assert_int_equal(stkr_reader_add(r, f2), 0);
+  assert_int_equal(stkr_reader_add(r, f1), 0);
+  assert_int_equal(stkr_reader_add(r, f2), 0);
+  assert_int_equal(stkr_reader_add(r, dir), 0);
+  assert_int_equal(stkr_reader_add(r, "/nonexistent/stackrec-1-000001.zst"),
+                   -ENOENT);
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  n = ru_read_all(r, got);
+  assert_int_equal(log.n, 0);
+  check_std_events(got, n, FX_PID);
+  check_std_info(r, 0, FX_PID);
+  stkr_reader_free(r);
+
+  /* A segment renamed to something else is still readable on its own. */
+  {
+    char other[4200];
+
+    snprintf(other, sizeof(other), "%s/renamed.bin", dir);
+    assert_int_equal(rename(f1, other), 0);
+    r = ru_open(other, &log);
+    assert_non_null(r);
+    n = ru_read_all(r, got);
+    assert_int_equal(n, 6); /* batches 0..2 */
+    assert_int_equal(got[0].pid, FX_PID); /* from the header */
+    assert_int_equal(stkr_reader_process(r, 0)->pid, FX_PID);
+    assert_int_equal(log.n, 0);
+    stkr_reader_free(r);
+  }
+}
+
+/* Two processes in one directory, plus entries that are not segments. */
+static void test_dir_pids_and_other_files(void **state) {
+  const char *d = fx_tmpdir("pids");
+  char dir[4096], p[4300];
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  int n, i;
+  (void)state;
+
+  snprintf(dir, sizeof(dir), "%s", d);
+  assert_int_equal(fx_std_write(dir, 300), 0);
+  assert_int_equal(fx_std_write(dir, 20), 0);
+  snprintf(p, sizeof(p), "%s/notes.txt", dir);
+  assert_int_equal(fx_write_file(p, "hi", 2), 0);
+  snprintf(p, sizeof(p), "%s/stackrec-20-1.zst", dir); /* not canonical */
+  assert_int_equal(fx_write_file(p, "x", 1), 0);
+  snprintf(p, sizeof(p), "%s/stackrec-20-000009.zst", dir); /* a dir */
+  assert_int_equal(mkdir(p, 0700), 0);
+
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(log.w[0].kind, STKR_WARN_IGNORED_FILES);
+  assert_false(log.w[0].data_lost);
+  assert_non_null(strstr(log.w[0].msg, "ignored 3 entries"));
+  assert_non_null(strstr(log.w[0].msg, dir));
+  assert_int_equal(stkr_reader_process_count(r), 2);
+  assert_int_equal(stkr_reader_process(r, 0)->pid, 20);
+  assert_int_equal(stkr_reader_process(r, 1)->pid, 300);
+  n = ru_read_all(r, got);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(n, 18);
+  for (i = 0; i < 9; i++) {
+    assert_int_equal(got[i].pid, 20);
+    assert_int_equal(got[i + 9].pid, 300);
+  }
+  check_std_events(got, 9, 20);
+  check_std_events(got + 9, 9, 300);
+  check_std_info(r, 0, 20);
+  check_std_info(r, 1, 300);
+  stkr_reader_free(r);
+}
+
+static void test_no_input(void **state) {
+  const char *dir = fx_tmpdir("empty");
+  stkr_reader *r = NULL;
+  ru_ev got[RU_MAX_EV];
+  ru_log log;
+  (void)state;
+
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(log.w[0].kind, STKR_WARN_NO_SEGMENTS);
+  assert_int_equal(ru_read_all(r, got), 0);
+  stkr_reader_free(r);
+
+  assert_int_equal(stkr_reader_open("/nonexistent-stackrec", NULL, &r),
+                   -ENOENT);
+  assert_null(r);
+  assert_int_equal(stkr_reader_open("/dev/null", NULL, &r), -EINVAL);
+  assert_int_equal(stkr_reader_create(NULL, NULL), -EINVAL);
+  assert_int_equal(stkr_reader_next(NULL, NULL), -EINVAL);
+}
+
+/* Events whose ids have no definition are delivered as "?" and counted;
+ * a definition arriving later resolves later events. */
+static void test_unknown_ids(void **state) {
+  static const fx_ev e1[] = {
+      {0, 1, 1, 1, "a", 1, false},   /* all defined */
+      {1, 99, 1, 1, NULL, 0, false}, /* site 99 never defined */
+      {1, 2, 77, 1, NULL, 0, false}, /* thread 77 */
+      {1, 2, 1, 55, NULL, 0, false}, /* stack 55 */
+      {1, 3, 1, 1, NULL, 0, false},  /* site 3: defined in the next batch */
+  };
+  static const fx_ev e2[] = {{1, 3, 1, 1, NULL, 0, false}};
+  static const uint32_t s12[] = {1, 2}, s3[] = {3}, t1[] = {1}, k1[] = {1};
+  const fx_batch b1 = {.seq = 1, .header = true, .pid = 7, .segment_seq = 1,
+                       .sites = s12, .n_sites = 2, .threads = t1,
+                       .n_threads = 1, .stacks = k1, .n_stacks = 1,
+                       .base_ts = 100, .evs = e1, .n_evs = 5};
+  const fx_batch b2 = {.seq = 2, .sites = s3, .n_sites = 1, .base_ts = 200,
+                       .evs = e2, .n_evs = 1};
+  const char *dir = fx_tmpdir("ids");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  const stkr_process_info *p;
+  const stkr_site_info *sites;
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  size_t ns, i;
+  ru_log log;
+  (void)state;
+
+  assert_int_equal(fx_encode(&b1, &buf), 0);
+  assert_int_equal(fx_encode(&b2, &buf), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-7-000001.zst", dir);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(ru_read_all(r, got), 6);
+  assert_false(got[0].unresolved);
+  assert_string_equal(got[1].site, "?");
+  assert_true(got[1].unresolved);
+  assert_int_equal(got[1].site_id, 99);
+  assert_string_equal(got[1].thread, "main"); /* the rest still resolved */
+  assert_string_equal(got[2].thread, "?");
+  assert_int_equal(got[2].tid, 0);
+  assert_string_equal(got[2].site, "net.connect");
+  assert_true(got[2].unresolved);
+  assert_int_equal(got[3].n_pcs, 0);
+  assert_true(got[3].unresolved);
+  assert_string_equal(got[4].site, "?");
+  assert_string_equal(got[5].site, "file.open");
+  assert_false(got[5].unresolved);
+  assert_int_equal(got[5].ts, 201);
+
+  p = stkr_reader_process(r, 0);
+  assert_int_equal(p->unresolved_events, 4);
+  assert_int_equal(p->sites, 3);
+  assert_false(p->clean_end);
+  ru_dump_log(&log);
+  assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
+  assert_int_equal(log.n, 1);
+  assert_non_null(strstr(log.w[0].msg, "4 events"));
+  assert_int_equal(stkr_reader_sites(r, 0, &sites, &ns), 0);
+  assert_int_equal(ns, 4);
+  for (i = 0; i < ns; i++) {
+    if (sites[i].id == 99) {
+      assert_false(sites[i].defined);
+      assert_string_equal(sites[i].name, "?");
+      assert_int_equal(sites[i].events, 1);
+    } else if (sites[i].id == 3) {
+      assert_true(sites[i].defined); /* placeholder filled in later */
+      assert_string_equal(sites[i].name, "file.open");
+      assert_int_equal(sites[i].events, 2);
+    }
+  }
+  stkr_reader_free(r);
+}
+
+/* A process recorded in a newer format is refused with a clear warning;
+ * the other process in the directory is read normally. */
+static void test_newer_version(void **state) {
+  static const fx_ev e[] = {{0, 1, 1, 1, NULL, 0, false}};
+  static const uint32_t s1[] = {1}, t1[] = {1}, k1[] = {1};
+  const fx_batch b = {.seq = 1, .header = true, .pid = 9, .segment_seq = 1,
+                      .format_version = STKR_FORMAT_VERSION + 1,
+                      .sites = s1, .n_sites = 1, .threads = t1,
+                      .n_threads = 1, .stacks = k1, .n_stacks = 1,
+                      .base_ts = 5, .evs = e, .n_evs = 1};
+  const char *d = fx_tmpdir("ver");
+  char dir[4096], path[4200];
+  stkr_fmt_buf buf = {0};
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  (void)state;
+
+  snprintf(dir, sizeof(dir), "%s", d);
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-9-000001.zst", dir);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-9-000002.zst", dir);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+  assert_int_equal(fx_std_write(dir, 10), 0);
+
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(ru_read_all(r, got), 9); /* pid 9's event not delivered */
+  check_std_events(got, 9, 10);
+  assert_int_equal(log.n, 1); /* once for the process, not per segment */
+  assert_int_equal(log.w[0].kind, STKR_WARN_UNSUPPORTED);
+  assert_true(log.w[0].data_lost);
+  assert_int_equal(log.w[0].pid, 9);
+  assert_int_equal(log.w[0].offset, 0);
+  assert_non_null(strstr(log.w[0].msg, "stackrec-9-000001.zst: offset 0: "
+                                       "format version 2 is newer"));
+  assert_int_equal(stkr_reader_process(r, 0)->pid, 9);
+  assert_int_equal(stkr_reader_process(r, 0)->status, -EPROTONOSUPPORT);
+  assert_int_equal(stkr_reader_process(r, 0)->events, 0);
+  assert_int_equal(stkr_reader_process(r, 1)->status, 0);
+  stkr_reader_free(r);
+}
+
+/* Header pid disagreeing with the file name is reported once, data kept;
+ * a gap in Batch.seq is counted as missing batches. */
+static void test_inconsistent(void **state) {
+  const char *dir = fx_tmpdir("inc");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  (void)state;
+
+  /* Batches 0 and 2 only: seq 1 then 3; headers say pid 5. */
+  assert_int_equal(fx_std_encode(0, 1, 5, &buf), 0);
+  assert_int_equal(fx_std_encode(2, 3, 5, &buf), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-6-000001.zst", dir);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(ru_read_all(r, got), 4);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(log.w[0].kind, STKR_WARN_INCONSISTENT);
+  assert_false(log.w[0].data_lost);
+  assert_non_null(strstr(log.w[0].msg, "header says pid 5"));
+  assert_int_equal(stkr_reader_process(r, 0)->missing_batches, 1);
+  assert_int_equal(stkr_reader_process(r, 0)->pid, 6);
+  stkr_reader_free(r);
+}
+
+/* Two recording sessions of one pid in one directory (stkr_init again, or
+ * a recycled pid): ids restart and mean other things in the second. */
+static void test_sessions(void **state) {
+  static const uint32_t s4[] = {1, 2, 3, 4}, t3[] = {1, 2, 3},
+                        k3[] = {1, 2, 3};
+  static const fx_ev eb[] = {{0, 1, 1, 1, "b", 1, false},
+                             {10, 4, 3, 3, NULL, 0, false}};
+  const fx_batch b1 = {.seq = 1, .header = true, .pid = 50,
+                       .segment_seq = 2, .sites = s4, .n_sites = 4,
+                       .threads = t3, .n_threads = 3, .stacks = k3,
+                       .n_stacks = 3, .base_ts = 3000, .evs = eb,
+                       .n_evs = 2, .counters = true, .last = true,
+                       .start_shift = 777, .rotate = 1};
+  /* The same, but its first batch (header, definitions) lost. */
+  const fx_batch b2 = {.seq = 2, .base_ts = 3000, .evs = eb, .n_evs = 2};
+  const char *d = fx_tmpdir("sess");
+  char dir[4096], path[4200];
+  stkr_fmt_buf buf = {0};
+  const stkr_process_info *p;
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  int pass;
+  (void)state;
+
+  snprintf(dir, sizeof(dir), "%s", d);
+  for (pass = 0; pass < 2; pass++) {
+    assert_int_equal(fx_std_encode(0, 3, 50, &buf), 0);
+    snprintf(path, sizeof(path), "%s/stackrec-50-000001.zst", dir);
+    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+    buf.len = 0;
+    assert_int_equal(fx_encode(pass == 0 ? &b1 : &b2, &buf), 0);
+    snprintf(path, sizeof(path), "%s/stackrec-50-000002.zst", dir);
+    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+    buf.len = 0;
+
+    r = ru_open(dir, &log);
+    assert_non_null(r);
+    assert_int_equal(ru_read_all(r, got), 8);
+    check_std_events_n(got, 6, 50, true); /* first session: unchanged */
+    p = stkr_reader_process(r, 0);
+    assert_int_equal(p->sessions, 2);
+    assert_false(p->clean_end); /* the first session did not end cleanly */
+    if (pass == 0) {
+      ru_dump_log(&log);
+      assert_int_equal(log.n, 0); /* no "redefined differently" */
+      assert_string_equal(got[6].site, "net.connect");
+      assert_string_equal(got[6].thread, "worker-1");
+      assert_int_equal(got[6].tid, 4243);
+      assert_int_equal(got[6].n_pcs, 1);
+      assert_int_equal(got[6].pcs[0], fx_stack_pcs[2][0]);
+      assert_int_equal(got[7].ts, 3010);
+      assert_string_equal(got[7].site, "privacy.clipboard.read");
+      assert_string_equal(got[7].thread, "main");
+      assert_int_equal(got[7].n_pcs, 3);
+      assert_int_equal(got[7].wall, FX_START_WALL + 3010 - FX_START_MONO);
+      assert_int_equal(p->sites, 4); /* merged by name */
+      assert_int_equal(p->threads, 6);
+      assert_int_equal(p->stacks, 6);
+      assert_int_equal(p->attempted, 200);
+      assert_int_equal(p->drops_write_error, 4);
+      assert_int_equal(p->unresolved_events, 0);
+    } else {
+      /* Better "?" than the first session's meaning of the ids. */
+      assert_true(got[6].unresolved && got[7].unresolved);
+      assert_string_equal(got[6].site, "?");
+      assert_string_equal(got[7].thread, "?");
+      assert_int_equal(got[7].n_pcs, 0);
+      assert_int_equal(p->unresolved_events, 2);
+      assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
+    }
+    stkr_reader_free(r);
+  }
+  stkr_fmt_buf_free(&buf);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roundtrip_dir),
+      cmocka_unit_test(test_files_and_duplicates),
+      cmocka_unit_test(test_dir_pids_and_other_files),
+      cmocka_unit_test(test_no_input),
+      cmocka_unit_test(test_unknown_ids),
+      cmocka_unit_test(test_newer_version),
+      cmocka_unit_test(test_inconsistent),
+      cmocka_unit_test(test_sessions),
+  };
+  return cmocka_run_group_tests_name("reader", tests, NULL, NULL);
+}

@@ -1,0 +1,62 @@
+/*
+ * cli.h: shared pieces of the `stackrec` command-line tool.
+ *
+ * Exit status of every command (also in the usage text):
+ *   0  every input was read completely
+ *   1  recorded data was lost: a batch was damaged, truncated or in an
+ *      unsupported format version, a file could not be read, or no
+ *      recording was found at all; also a failed write to stdout or an
+ *      out-of-memory error
+ *   2  usage error (bad command, option or argument)
+ *   3  an input could not be opened (missing, no permission, not a file)
+ * Warnings that lose no data (ignored files, an empty segment of a live
+ * recording) are printed but keep the status 0.
+ */
+#ifndef STKR_CLI_H
+#define STKR_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "proto/stkr_reader.h"
+
+#define STKR_CLI_OK 0
+#define STKR_CLI_DATA_LOST 1
+#define STKR_CLI_USAGE 2
+#define STKR_CLI_NO_INPUT 3
+
+/* The exit-status paragraph shared by every --help. */
+extern const char stkr_cli_exit_help[];
+
+/* Print "stackrec <cmd>: <msg>" and a --help hint to stderr; @return 2. */
+int stkr_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Create a reader (warnings to stderr as "stackrec: warning: ...") and add
+ * every path. @return 0, or an exit status (3 for an input that cannot be
+ * opened, 1 out of memory) after printing the error. */
+int stkr_cli_open(const char *cmd, char *const *paths, int n,
+                  stkr_reader **out);
+
+/* The exit status for a reader that has been read (as far as wanted):
+ * 1 if data was lost or no process was found, else 0. */
+int stkr_cli_status(const stkr_reader *r);
+
+/* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
+int stkr_cli_flush(const char *cmd);
+
+/* Bytes as text: printable ASCII as is, '"' and '\\' escaped with a
+ * backslash, every other byte as \xNN. */
+void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
+
+/* Bytes as the inside of a JSON string: '"', '\\' and control characters
+ * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
+void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
+
+/* Commands: argc/argv start at the command name. @return exit status. */
+int stkr_cli_info(int argc, char **argv);
+int stkr_cli_dump(int argc, char **argv);
+
+#endif

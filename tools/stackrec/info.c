@@ -1,0 +1,198 @@
+/*
+ * info.c: `stackrec info`: a summary of each recorded process.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/stackrec/cli.h"
+
+static const char info_help[] =
+    "Usage: stackrec info DIR|FILE...\n"
+    "\n"
+    "Read the recordings completely and print, for each recorded process:\n"
+    "name, pid, architecture, wall-clock time of the first event (UTC,\n"
+    "ISO 8601) and the time span of the events, events, distinct stacks,\n"
+    "sites (with events per site, most first), threads, events the\n"
+    "recorder dropped (by cause), segments, batches, compressed bytes and\n"
+    "bytes per event, damaged batches, and whether the recording ended\n"
+    "cleanly (stkr_shutdown() wrote its last batch).\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help  this help\n"
+    "\n";
+
+static void put_name(const char *s) {
+  stkr_cli_put_escaped(stdout, (const uint8_t *)s, strlen(s));
+}
+
+static void put_wall(uint64_t wall_ns) {
+  time_t secs = (time_t)(wall_ns / 1000000000u);
+  char buf[64];
+  struct tm tm;
+
+  if (wall_ns == 0 || gmtime_r(&secs, &tm) == NULL ||
+      strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    fputs("unknown", stdout);
+    return;
+  }
+  printf("%s.%09uZ", buf, (unsigned)(wall_ns % 1000000000u));
+}
+
+static int by_events_desc(const void *a, const void *b) {
+  const stkr_site_info *x = a, *y = b;
+  int c;
+
+  if (x->events != y->events)
+    return x->events > y->events ? -1 : 1;
+  if ((c = strcmp(x->name, y->name)) != 0)
+    return c;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int print_sites(const stkr_reader *r, size_t i) {
+  const stkr_site_info *sites;
+  stkr_site_info *sorted;
+  size_t n, k;
+
+  if (stkr_reader_sites(r, i, &sites, &n) != 0 || n == 0)
+    return 0;
+  sorted = malloc(n * sizeof(*sorted));
+  if (sorted == NULL)
+    return -ENOMEM;
+  memcpy(sorted, sites, n * sizeof(*sorted));
+  qsort(sorted, n, sizeof(*sorted), by_events_desc);
+  for (k = 0; k < n; k++) {
+    printf("    %10llu  ", (unsigned long long)sorted[k].events);
+    put_name(sorted[k].name);
+    if (!sorted[k].defined)
+      printf(" (site id %u, undefined)", (unsigned)sorted[k].id);
+    putchar('\n');
+  }
+  free(sorted);
+  return 0;
+}
+
+static int print_process(const stkr_reader *r, size_t i) {
+  const stkr_process_info *p = stkr_reader_process(r, i);
+  uint64_t span = p->events ? p->last_ts_ns - p->first_ts_ns : 0;
+
+  printf("process %u \"", (unsigned)p->pid);
+  put_name(p->have_header ? p->process_name : "?");
+  printf("\"");
+  if (p->arch[0] != '\0') {
+    printf(" (");
+    put_name(p->arch);
+    printf(")");
+  }
+  printf("\n  directory:   ");
+  put_name(p->dir);
+  putchar('\n');
+  if (p->parent_pid)
+    printf("  parent pid:  %u (forked child)\n", (unsigned)p->parent_pid);
+  if (p->status == -EPROTONOSUPPORT)
+    printf("  status:      NOT READ: recorded in a newer format version\n");
+  printf("  start:       ");
+  if (p->events)
+    put_wall(p->first_wall_ns);
+  else
+    fputs("no events", stdout);
+  printf("\n  duration:    %llu.%09llu s\n",
+         (unsigned long long)(span / 1000000000u),
+         (unsigned long long)(span % 1000000000u));
+  printf("  events:      %llu\n", (unsigned long long)p->events);
+  if (p->unresolved_events)
+    printf("  unresolved:  %llu events with undefined site/thread/stack\n",
+           (unsigned long long)p->unresolved_events);
+  printf("  stacks:      %llu\n", (unsigned long long)p->stacks);
+  printf("  sites:       %llu\n", (unsigned long long)p->sites);
+  if (print_sites(r, i) != 0)
+    return -ENOMEM;
+  printf("  threads:     %llu\n", (unsigned long long)p->threads);
+  printf("  drops:       %llu (ring full %llu, reentrant %llu, other %llu, "
+         "write error %llu)\n",
+         (unsigned long long)p->drops, (unsigned long long)p->drops_ring_full,
+         (unsigned long long)p->drops_reentrant,
+         (unsigned long long)p->drops_other,
+         (unsigned long long)p->drops_write_error);
+  printf("  segments:    %llu (seq %u-%u)", (unsigned long long)p->segments,
+         (unsigned)p->first_seq, (unsigned)p->last_seq);
+  if (p->segments_deleted)
+    printf(", %llu older deleted by the disk cap",
+           (unsigned long long)p->segments_deleted);
+  printf("\n  batches:     %llu\n", (unsigned long long)p->batches);
+  printf("  bytes:       %llu", (unsigned long long)p->compressed_bytes);
+  if (p->events)
+    printf(" (%.1f per event)",
+           (double)p->compressed_bytes / (double)p->events);
+  printf("\n  damaged:     %llu batch%s\n",
+         (unsigned long long)p->damaged_batches,
+         p->damaged_batches == 1 ? "" : "es");
+  if (p->missing_batches)
+    printf("  missing:     %llu batch%s (gaps in batch numbers)\n",
+           (unsigned long long)p->missing_batches,
+           p->missing_batches == 1 ? "" : "es");
+  if (p->sessions > 1)
+    printf("  sessions:    %u (stkr_init() ran again, or the pid was "
+           "reused)\n",
+           (unsigned)p->sessions);
+  printf("  end:         %s\n",
+         p->clean_end ? "clean"
+                      : "not clean (still recording, or the process died)");
+  return 0;
+}
+
+int stkr_cli_info(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  unsigned long long total = 0;
+  stkr_reader *r;
+  stkr_event_view ev;
+  size_t i, n;
+  int c, rc, status;
+
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(info_help, stdout);
+      fputs(stkr_cli_exit_help, stdout);
+      return stkr_cli_flush("info");
+    }
+    return stkr_cli_usage_error("info", "unknown option '%s'",
+                                argv[optind - 1]);
+  }
+  if (optind >= argc)
+    return stkr_cli_usage_error("info", "no DIR or FILE given");
+  status = stkr_cli_open("info", argv + optind, argc - optind, &r);
+  if (status != 0)
+    return status;
+
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    total++;
+  if (rc < 0) {
+    fprintf(stderr, "stackrec info: reading failed: %s\n", strerror(-rc));
+    stkr_reader_free(r);
+    return STKR_CLI_DATA_LOST;
+  }
+  n = stkr_reader_process_count(r);
+  for (i = 0; i < n; i++) {
+    if (i)
+      putchar('\n');
+    if (print_process(r, i) != 0) {
+      fprintf(stderr, "stackrec info: %s\n", strerror(ENOMEM));
+      stkr_reader_free(r);
+      return STKR_CLI_DATA_LOST;
+    }
+  }
+  if (n > 1)
+    printf("\n%zu processes, %llu events\n", n, total);
+  status = stkr_cli_status(r);
+  if (stkr_cli_flush("info") != 0)
+    status = STKR_CLI_DATA_LOST;
+  stkr_reader_free(r);
+  return status;
+}

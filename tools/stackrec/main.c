@@ -1,0 +1,123 @@
+/*
+ * main.c: `stackrec`, the command-line reader of stackrec recordings.
+ * Dispatches to a command (info.c, dump.c) and holds what they share:
+ * opening inputs, printing warnings, exit status. See cli.h.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/cli.h"
+
+const char stkr_cli_exit_help[] =
+    "Exit status:\n"
+    "  0  all input read\n"
+    "  1  recorded data lost (damaged, truncated or unsupported batches,\n"
+    "     unreadable files), no recording found, or output failed\n"
+    "  2  usage error\n"
+    "  3  an input cannot be opened\n";
+
+static const char usage[] =
+    "Usage: stackrec COMMAND [OPTIONS] DIR|FILE...\n"
+    "\n"
+    "Read stackrec recordings: directories of stackrec-<pid>-<seq>.zst\n"
+    "segment files, or single segment files.\n"
+    "\n"
+    "Commands:\n"
+    "  info   summary of each recorded process\n"
+    "  dump   one line per event (text or JSON)\n"
+    "\n"
+    "Run 'stackrec COMMAND --help' for the options of a command.\n"
+    "Warnings about damaged input go to stderr, naming file and offset.\n"
+    "\n";
+
+int stkr_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+
+  fprintf(stderr, "stackrec%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'stackrec%s%s --help'.\n", cmd ? " " : "",
+          cmd ? cmd : "");
+  return STKR_CLI_USAGE;
+}
+
+/* Warnings go to stderr as they come, in file order, so they can be matched
+ * with the output around them. */
+static void stkr__cli_warn(void *arg, const stkr_warning *w) {
+  (void)arg;
+  fflush(stdout);
+  fprintf(stderr, "stackrec: warning: %s\n", w->message);
+}
+
+int stkr_cli_open(const char *cmd, char *const *paths, int n,
+                  stkr_reader **out) {
+  stkr_reader_opts opts = {stkr__cli_warn, NULL};
+  stkr_reader *r;
+  int i, err;
+
+  *out = NULL;
+  err = stkr_reader_create(&opts, &r);
+  if (err != 0) {
+    fprintf(stderr, "stackrec %s: %s\n", cmd, strerror(-err));
+    return STKR_CLI_DATA_LOST;
+  }
+  for (i = 0; i < n; i++) {
+    err = stkr_reader_add(r, paths[i]);
+    if (err != 0) {
+      fprintf(stderr, "stackrec %s: cannot open %s: %s\n", cmd, paths[i],
+              err == -EINVAL ? "not a directory or regular file"
+                             : strerror(-err));
+      stkr_reader_free(r);
+      return err == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+    }
+  }
+  *out = r;
+  return 0;
+}
+
+int stkr_cli_status(const stkr_reader *r) {
+  stkr_reader_counts c;
+
+  stkr_reader_get_counts(r, &c);
+  if (c.data_lost > 0)
+    return STKR_CLI_DATA_LOST;
+  if (stkr_reader_process_count(r) == 0) {
+    fprintf(stderr, "stackrec: no recording found\n");
+    return STKR_CLI_DATA_LOST;
+  }
+  return STKR_CLI_OK;
+}
+
+int stkr_cli_flush(const char *cmd) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "stackrec %s: writing output: %s\n", cmd,
+            strerror(errno));
+    return STKR_CLI_DATA_LOST;
+  }
+  return STKR_CLI_OK;
+}
+
+int main(int argc, char **argv) {
+  const char *cmd;
+
+  if (argc < 2)
+    return stkr_cli_usage_error(NULL, "missing command");
+  cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+      strcmp(cmd, "help") == 0) {
+    fputs(usage, stdout);
+    fputs(stkr_cli_exit_help, stdout);
+    return stkr_cli_flush("help");
+  }
+  if (strcmp(cmd, "info") == 0)
+    return stkr_cli_info(argc - 1, argv + 1);
+  if (strcmp(cmd, "dump") == 0)
+    return stkr_cli_dump(argc - 1, argv + 1);
+  if (cmd[0] == '-')
+    return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
+  return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);
+}
