@@ -39,7 +39,7 @@ static int make_dir(void **state) {
  * the leaf itself, which is checked to lie inside the leaf). */
 typedef struct expect {
   uint64_t pcs[2][STKR_MAX_DEPTH];
-  unsigned n[2];
+  unsigned n[2]; /* PCs of our own frames: the chain up to worker() */
   uint64_t tid;
   int ready[2];
 } expect;
@@ -62,8 +62,14 @@ static __attribute__((noinline)) void leaf(int k, int chain, int i) {
     uint64_t h;
     bool trunc;
     stkr__stack_bounds(&lo, &hi);
-    e->n[chain] = stkr__walk((uintptr_t)__builtin_frame_address(0), lo, hi, 0,
-                             e->pcs[chain], STKR_MAX_DEPTH - 1, &h, &trunc);
+    (void)stkr__walk((uintptr_t)__builtin_frame_address(0), lo, hi, 0,
+                     e->pcs[chain], STKR_MAX_DEPTH - 1, &h, &trunc);
+    /* Above worker() is the thread start code of libc (or of a sanitizer
+     * runtime), built without frame pointers: what a walk finds there is
+     * not ours to predict (under TSan it differs from event to event). The
+     * recording runs with max_depth 3: leaf, then chain_a, worker or
+     * chain_b2, chain_b. */
+    e->n[chain] = 2;
     e->ready[chain] = 1;
   }
   while (stkr_event(g_sites[k], payload, (size_t)len) == -EAGAIN)
@@ -98,6 +104,8 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static int stop_recorder(void **state);
+
 static int count_dir_events(const char *dir, stkr_reader_counts *counts) {
   stkr_reader *r;
   stkr_event_view ev;
@@ -127,6 +135,7 @@ static void test_threads_known_chains_read_back_exactly(void **state) {
   cfg.dir = g_dir;
   cfg.ring_bytes = 64 << 10;
   cfg.flush_interval_ms = 20;
+  cfg.max_depth = 3;
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(stkr_init(&cfg), -EALREADY);
   for (k = 0; k < THREADS; k++)
@@ -166,8 +175,9 @@ static void test_threads_known_chains_read_back_exactly(void **state) {
     /* Stack: leaf PC, then exactly the chain walked from the leaf. */
     chain = i % 2;
     assert_int_equal(ev.n_pcs, e->n[chain] + 1);
+    assert_true(ev.stack_truncated);
     assert_true(ev.pcs[0] > (uint64_t)(uintptr_t)&leaf &&
-                ev.pcs[0] < (uint64_t)(uintptr_t)&leaf + 1024);
+                ev.pcs[0] < (uint64_t)(uintptr_t)&leaf + 4096); /* -O0+ASan: big */
     assert_memory_equal(ev.pcs + 1, e->pcs[chain], e->n[chain] * 8);
     got[k]++;
   }
@@ -237,6 +247,11 @@ static void test_tiny_ring_drops_are_counted_everywhere(void **state) {
 /* fork in follow mode: the child writes its own files into the same
  * directory; its events are its own, never in the parent's files. */
 static void test_fork_follow_child_writes_own_files(void **state) {
+#if defined(__SANITIZE_THREAD__)
+  /* TSan refuses to start threads in the child of a multi-threaded
+   * process, and the child's recorder needs its worker thread. */
+  skip();
+#endif
   char dir[300];
   stkr_config cfg;
   pid_t pid;
@@ -313,10 +328,18 @@ static void test_fork_disable_child_writes_nothing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_threads_known_chains_read_back_exactly),
-      cmocka_unit_test(test_tiny_ring_drops_are_counted_everywhere),
-      cmocka_unit_test(test_fork_follow_child_writes_own_files),
-      cmocka_unit_test(test_fork_disable_child_writes_nothing),
+      cmocka_unit_test_teardown(test_threads_known_chains_read_back_exactly, stop_recorder),
+      cmocka_unit_test_teardown(test_tiny_ring_drops_are_counted_everywhere, stop_recorder),
+      cmocka_unit_test_teardown(test_fork_follow_child_writes_own_files, stop_recorder),
+      cmocka_unit_test_teardown(test_fork_disable_child_writes_nothing, stop_recorder),
   };
   return cmocka_run_group_tests_name("record", tests, make_dir, NULL);
+}
+
+/* A failed assertion must not leave the recorder running for the next
+ * test (it would see -EALREADY). */
+static int stop_recorder(void **state) {
+  (void)state;
+  (void)stkr_shutdown();
+  return 0;
 }
