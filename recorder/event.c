@@ -213,8 +213,7 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
   /* Past half full: wake the worker once; it clears wake_sent (release)
    * after draining, pairing with this acquire load. */
   wake = g_wake;
-  if (wake != NULL &&
-      stkr__ring_used(&t->ring) > (stkr__ring_size(&t->ring) >> 1) &&
+  if (wake != NULL && stkr__ring_past_half(&t->ring) &&
       !atomic_load_explicit(&t->wake_sent, memory_order_acquire)) {
     atomic_store_explicit(&t->wake_sent, 1, memory_order_relaxed);
     wake(g_wake_arg); /* uv_async_send: async-signal-safe */

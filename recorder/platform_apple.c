@@ -12,10 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#if __has_include(<ptrauth.h>)
-#include <ptrauth.h>
-#endif
-
 #include "recorder/stkr_internal.h"
 
 uint64_t stkr__clock_mono_ns(void) {
@@ -53,20 +49,6 @@ void stkr__thread_name(char *buf, size_t len) {
   if (pthread_getname_np(pthread_self(), buf, len) != 0)
     buf[0] = '\0';
   buf[len - 1] = '\0';
-}
-
-uint64_t stkr__strip_pac(uint64_t pc) {
-#if defined(__has_feature) && __has_feature(ptrauth_calls)
-  /* arm64e: saved return addresses are signed (IB key); strip with
-   * the intrinsic so the compiler picks the right instruction (xpaci). */
-  return (uint64_t)ptrauth_strip((void *)pc, ptrauth_key_return_address);
-#elif defined(__arm64__) || defined(__aarch64__)
-  /* arm64 code can still see signed LRs from arm64e system frames on
-   * arm64e hardware; PAC bits sit above the 47-bit user address space. */
-  return pc & 0x00007FFFFFFFFFFFull;
-#else
-  return pc;
-#endif
 }
 
 const char *stkr__arch_name(void) {

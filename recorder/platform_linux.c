@@ -62,16 +62,6 @@ void stkr__thread_name(char *buf, size_t len) {
   buf[len - 1] = '\0';
 }
 
-uint64_t stkr__strip_pac(uint64_t pc) {
-#if defined(__aarch64__)
-  /* Linux aarch64 with pac-ret signs saved LRs; the PAC sits above the
-   * virtual address bits, as does a top-byte tag. 48-bit user VAs. */
-  return pc & 0x0000FFFFFFFFFFFFull;
-#else
-  return pc;
-#endif
-}
-
 const char *stkr__arch_name(void) {
 #if defined(__x86_64__)
   return "x86_64";

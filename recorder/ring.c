@@ -42,6 +42,8 @@ int stkr__ring_init(stkr__ring *r, size_t bytes) {
   r->mask = size - 1;
   r->p_start = 0;
   r->p_reserved = 0;
+  r->p_tail = 0;
+  r->c_head = 0;
   atomic_store_explicit(&r->head, 0, memory_order_relaxed);
   atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
   return 0;
@@ -57,9 +59,6 @@ void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
   uint64_t ring_size = r->mask + 1;
   /* Own counter: only this thread writes head. */
   uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-  /* Pairs with the release store in stkr__ring_release(): once we see the
-   * consumer's new tail, it has finished reading the bytes before it. */
-  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
   uint64_t off = head & r->mask;
   uint64_t to_end = ring_size - off;
   uint64_t need = size;
@@ -67,8 +66,14 @@ void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
   assert(size % 8 == 0 && size >= sizeof(stkr__record));
   if (size > to_end)
     need += to_end; /* the wrap marker eats the rest of the buffer */
-  if (need > ring_size - (head - tail))
-    return NULL;
+  if (need > ring_size - (head - r->p_tail)) {
+    /* Looks full by the cached tail: look at the real one. Acquire pairs
+     * with the release store in stkr__ring_release(): once we see the
+     * consumer's new tail, it has finished reading the bytes before it. */
+    r->p_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (need > ring_size - (head - r->p_tail))
+      return NULL;
+  }
   if (size > to_end) {
     stkr__record *marker = (stkr__record *)(r->buf + off);
     /* to_end is a multiple of 8 (every record is) and non-zero, and a
@@ -97,12 +102,17 @@ const stkr__record *stkr__ring_peek(stkr__ring *r) {
   for (;;) {
     /* Own counter: only the consumer writes tail. */
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    /* Pairs with the release store in stkr__ring_commit(). */
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t head = r->c_head;
     const stkr__record *rec;
 
-    if (tail == head)
-      return NULL;
+    if (tail == head) {
+      /* Looks empty by the cached head: look at the real one. Acquire
+       * pairs with the release store in stkr__ring_commit(): every record
+       * below the head we see is completely written. */
+      head = r->c_head = atomic_load_explicit(&r->head, memory_order_acquire);
+      if (tail == head)
+        return NULL;
+    }
     rec = (const stkr__record *)(r->buf + (tail & r->mask));
     if (rec->size < 8 || rec->size % 8 != 0 || rec->size > head - tail ||
         (rec->site_id != 0 && rec->size < sizeof(stkr__record))) {
@@ -110,7 +120,7 @@ const stkr__record *stkr__ring_peek(stkr__ring *r) {
        * is there rather than read garbage; the producer carries on. */
       assert(!"corrupt ring record");
       atomic_store_explicit(&r->tail, head, memory_order_release);
-      return NULL;
+      continue;
     }
     if (rec->site_id != 0)
       return rec;
@@ -135,8 +145,21 @@ uint64_t stkr__ring_used(const stkr__ring *r) {
   return head - tail;
 }
 
+bool stkr__ring_past_half(stkr__ring *r) {
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t half = (r->mask + 1) >> 1;
+
+  if (head - r->p_tail <= half)
+    return false; /* the cached tail overstates use: surely not past half */
+  /* Acquire: as in stkr__ring_reserve(). */
+  r->p_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  return head - r->p_tail > half;
+}
+
 void stkr__ring_reset(stkr__ring *r) {
   /* Only when neither side is active (start, or a forked child). */
   uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
   atomic_store_explicit(&r->tail, head, memory_order_relaxed);
+  r->p_tail = head;
+  r->c_head = head;
 }

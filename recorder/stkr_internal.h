@@ -17,6 +17,12 @@
 
 #include "recorder/stackrec.h"
 
+#if defined(__APPLE__) && defined(__has_include)
+#if __has_include(<ptrauth.h>)
+#include <ptrauth.h>
+#endif
+#endif
+
 /* ---- ring (ring.c) --------------------------------------------------------
  * One single-producer/single-consumer byte ring per thread; see ring.c for
  * the design. Records are 8-byte aligned and never split across the end. */
@@ -46,21 +52,34 @@ static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
   return (const uint8_t *)(stkr__record_pcs(r) + r->depth);
 }
 
+#define STKR__CACHE_LINE 64
+
+/* Three cache lines, so that the producer's per-event writes and the
+ * consumer's per-record writes never share a line: one written by the
+ * producer, one by the consumer, one read-only after init. Each side keeps
+ * a private copy of the other's index and reloads it only when the ring
+ * looks full (producer) or empty (consumer), so in steady state neither
+ * side reads the other's line on every record. */
 typedef struct stkr__ring {
   /* Written by the producer only (release, pairs with the consumer's
    * acquire load in stkr__ring_peek). Byte offset, free-running. */
-  _Atomic uint64_t head;
-  char pad0[56];
-  /* Written by the consumer only (release, pairs with the producer's
-   * acquire load in stkr__ring_reserve). Byte offset, free-running. */
-  _Atomic uint64_t tail;
-  char pad1[56];
-  uint8_t *buf;   /* set at init, read by both */
-  uint64_t mask;  /* size - 1; size is a power of two */
-  /* Producer only: where the reserved record starts and how big it may be,
-   * between stkr__ring_reserve() and stkr__ring_commit(). */
+  _Alignas(STKR__CACHE_LINE) _Atomic uint64_t head;
+  /* Producer only: the last tail it loaded (<= the real tail), and where
+   * the reserved record starts and how big it may be, between
+   * stkr__ring_reserve() and stkr__ring_commit(). */
+  uint64_t p_tail;
   uint64_t p_start;
   uint32_t p_reserved;
+
+  /* Written by the consumer only (release, pairs with the producer's
+   * acquire load in stkr__ring_reserve). Byte offset, free-running. */
+  _Alignas(STKR__CACHE_LINE) _Atomic uint64_t tail;
+  /* Consumer only: the last head it loaded (<= the real head). */
+  uint64_t c_head;
+
+  /* Set at init, read-only after: both sides read them. */
+  _Alignas(STKR__CACHE_LINE) uint8_t *buf;
+  uint64_t mask; /* size - 1; size is a power of two */
 } stkr__ring;
 
 int stkr__ring_init(stkr__ring *r, size_t bytes); /* mmap; 0 or -errno */
@@ -75,6 +94,9 @@ void stkr__ring_commit(stkr__ring *r, uint32_t size);
 const stkr__record *stkr__ring_peek(stkr__ring *r);
 void stkr__ring_release(stkr__ring *r, const stkr__record *rec);
 uint64_t stkr__ring_used(const stkr__ring *r);
+/* Producer: is the ring more than half full? Uses the cached tail and
+ * reloads it only when the cached view says yes. */
+bool stkr__ring_past_half(stkr__ring *r);
 /* Discard everything unread. Only while neither side is active. */
 void stkr__ring_reset(stkr__ring *r);
 static inline uint64_t stkr__ring_size(const stkr__ring *r) { return r->mask + 1; }
@@ -103,8 +125,23 @@ uint64_t stkr__os_tid(void);
 int stkr__stack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Name of the calling thread (NUL-terminated, may be empty). */
 void stkr__thread_name(char *buf, size_t len);
-/* Strip pointer-authentication bits (arm64e); identity elsewhere. */
-uint64_t stkr__strip_pac(uint64_t pc);
+/* Strip pointer-authentication bits from a saved return address before
+ * anything else sees it. Inline: it runs once per frame of every walk.
+ * arm64e: the intrinsic (xpaci). Other arm64 code can still meet signed
+ * LRs (arm64e system frames; Linux pac-ret): the PAC, like a top-byte tag,
+ * sits above the user virtual address bits (47 on Apple, 48 on Linux). */
+static inline uint64_t stkr__strip_pac(uint64_t pc) {
+#if defined(__APPLE__) && (defined(__arm64__) || defined(__aarch64__))
+#if defined(__has_feature) && __has_feature(ptrauth_calls)
+  pc = (uint64_t)ptrauth_strip((void *)pc, ptrauth_key_return_address);
+#endif
+  return pc & 0x00007FFFFFFFFFFFull;
+#elif defined(__aarch64__)
+  return pc & 0x0000FFFFFFFFFFFFull;
+#else
+  return pc;
+#endif
+}
 const char *stkr__arch_name(void);
 
 /* ---- threads (thread.c) ---------------------------------------------------
@@ -113,22 +150,26 @@ const char *stkr__arch_name(void);
  * and freed by the worker once its ring is drained. */
 typedef struct stkr__thread {
   stkr__ring ring;
-  /* Registry link. Written once before publication (producer) or by the
-   * worker when unlinking; see thread.c. */
-  struct stkr__thread *_Atomic next;
-  uint32_t id;          /* recorder thread id, >= 1, set before publication */
-  uint64_t tid;         /* OS thread id, set before publication */
-  uintptr_t stack_lo, stack_hi; /* producer only */
+
+  /* Line written by the producer on every event (and read by it). */
   /* Producer-only flag: inside stkr_event(). Read by a signal handler on the
-   * same thread (compiler barrier suffices: same thread). */
-  volatile int busy;
-  /* Written by the producer (relaxed, single writer), read by the worker
-   * and stkr_stats_get (relaxed): monotone counters. */
+   * same thread (a compiler barrier suffices: same thread). */
+  _Alignas(STKR__CACHE_LINE) volatile int busy;
+  uint32_t id;          /* recorder thread id, >= 1, set before publication */
+  uintptr_t stack_lo, stack_hi; /* set at attach; producer only */
+  /* Written by the producer (relaxed, single writer), read by stats
+   * (relaxed): monotone counters. */
   _Atomic uint64_t pushed;
   _Atomic uint64_t dropped_ring_full;
   /* Incremented by nested (signal-handler) events, atomically: several
    * nested handlers may race. */
   _Atomic uint64_t dropped_reentrant;
+
+  /* Line shared by both sides, touched rarely. */
+  /* Registry link. Written once before publication (producer) or by the
+   * worker when unlinking; see thread.c. */
+  _Alignas(STKR__CACHE_LINE) struct stkr__thread *_Atomic next;
+  uint64_t tid;         /* OS thread id, set before publication */
   /* Set by the producer when it passed the high-water mark and woke the
    * worker; cleared by the worker after draining (release/acquire pair). */
   _Atomic int wake_sent;
@@ -142,8 +183,9 @@ typedef struct stkr__thread {
    * been renamed since attach; a separate field keeps the worker's reads
    * of `name` race-free). */
   char exit_name[32];
+
   /* Worker-only bookkeeping (flush/ owns these). */
-  uint64_t w_consumed;
+  _Alignas(STKR__CACHE_LINE) uint64_t w_consumed;
   uint64_t w_reported_full, w_reported_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
 } stkr__thread;

@@ -1,0 +1,527 @@
+/*
+ * event_cost.c: what one stack capture costs at a hook site, at stack depths
+ * 8, 32 and 64, for five contenders measured side by side in one run:
+ *
+ *   stkr_event       the recorder's hot path (walk + hash + ring push + clock)
+ *   floor            bare stkr__walk() from our own frame with cached stack
+ *                    bounds, plus stkr__clock_mono_ns(): what stkr_event
+ *                    cannot go below
+ *   unw_backtrace    libunwind (nongnu, UNW_LOCAL_ONLY fast trace)
+ *   glibc backtrace  glibc's backtrace() (libgcc's DWARF unwinder)
+ *   seed             the seed article's approach ported: glibc backtrace,
+ *                    hash of the PCs, lookup in a pthread_mutex-protected hash
+ *                    map (hit path: the stack is already in the map)
+ *
+ * plus three breakdown rows without targets: the floor's two halves (walk
+ * only; stkr__clock_mono_ns only) and a raw counter read (rdtsc / cntvct) as
+ * a reference for what a cheaper timestamp would cost.
+ *
+ * Depth d means d frames of descend() above the leaf; the frame-pointer walks
+ * also record return addresses in leaf, one_round, main and
+ * __libc_start_call_main, then stop (glibc has no frame pointers): d + 4
+ * PCs. The DWARF unwinders go on through __libc_start_main and _start.
+ *
+ * Methodology
+ * - A recursive noinline function builds the stack depth (copts keep the
+ *   frames: -fno-omit-frame-pointer -fno-optimize-sibling-calls, and an
+ *   empty asm with a memory clobber after the recursive call so it is never
+ *   a tail call). At the leaf, one "batch" calls one contender in a tight
+ *   loop between two clock reads; the sample is elapsed / calls.
+ * - Machines are shared and noisy (2-core VM), so no single timing means
+ *   anything. Each round runs one batch of every contender at every depth,
+ *   interleaved round-robin (A,B,C,D,E,A,B,...; the starting contender
+ *   rotates each round), so a noisy stretch hits all contenders alike. We
+ *   report the median (and p25..p75) over all rounds, ratios of medians, and
+ *   as a check the median of per-round paired ratios.
+ * - Every sample comes from the same call path (one call site of
+ *   one_round), so the warm-up already put the measured stacks in the seed's
+ *   map: its timed calls are all hits (checked).
+ * - Excluded from timing: building the recursion, draining the recorder's
+ *   ring (this thread plays the flush worker: between batches it consumes
+ *   every record with stkr__ring_peek/release, so the ring never fills and
+ *   nothing is dropped; asserted at the end), and all warm-up (first-call
+ *   costs: libgcc_s dlopen in glibc backtrace, libunwind's caches, the
+ *   ring's pages, which are touched by a full lap before measuring).
+ * - The ring keeps moving through its 4 MiB exactly as with a real worker,
+ *   so stkr_event pays for writing to memory that is not L1-hot; the floor
+ *   walks into a stack buffer. That difference is part of what we measure.
+ * - Recorder config: max_depth 128 (so ~70 frames at depth 64 are never
+ *   cut), 4 MiB ring, no payload, no wake callback.
+ *
+ * Usage: event_cost [rounds]   (default 1001)
+ */
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline uint64_t raw_ticks(void) { return __rdtsc(); }
+#elif defined(__aarch64__)
+static inline uint64_t raw_ticks(void) {
+  uint64_t v;
+  __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+}
+#else
+static inline uint64_t raw_ticks(void) { return 0; }
+#endif
+
+#include "recorder/stkr_internal.h"
+
+#define MAX_PCS 128           /* capture limit for every contender */
+#define RING_BYTES (4u << 20) /* 4 MiB */
+#define FAST_ITERS 1000       /* calls per batch, fast contenders */
+#define SLOW_ITERS 64         /* calls per batch, glibc-based contenders */
+#define WARM_ROUNDS 3         /* untimed rounds before measuring */
+
+/* The last three are breakdown rows (no target): the floor's two parts,
+ * and the raw TSC read as a reference for what a timestamp could cost. */
+enum { C_EVENT, C_FLOOR, C_UNW, C_GLIBC, C_SEED, C_WALK, C_CLOCK, C_TSC, NC };
+static const char *const cname[NC] = {
+    "stkr_event", "floor: walk+clock", "unw_backtrace", "glibc backtrace",
+    "seed: bt+hash+mutex map", "(info) walk only", "(info) clock_mono_ns only",
+    "(info) raw counter (rdtsc)"};
+static const unsigned citers[NC] = {FAST_ITERS, FAST_ITERS, FAST_ITERS,
+                                    SLOW_ITERS, SLOW_ITERS, FAST_ITERS,
+                                    FAST_ITERS, FAST_ITERS};
+
+static const unsigned depths[] = {8, 32, 64};
+#define ND (sizeof depths / sizeof depths[0])
+
+STKR_SITE_DEFINE(g_site, "bench.event_cost");
+
+static int (*g_glibc_backtrace)(void **, int);
+static uintptr_t g_lo, g_hi; /* cached stack bounds for the floor */
+static volatile uint64_t g_sink;
+static uint64_t g_event_failures;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- contenders ---------------------------------------------------------- */
+
+/* The floor: exactly the walk stkr_event does (same function, same bounds,
+ * from this function's own frame, so the first PC is the return address into
+ * the leaf, as for stkr_event) plus the clock read; nothing else. */
+static __attribute__((noinline)) unsigned floor_walk(void) {
+  uint64_t pcs[MAX_PCS];
+  uint64_t hash;
+  bool truncated;
+  unsigned n = stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi,
+                          0, pcs, MAX_PCS, &hash, &truncated);
+  g_sink = hash + stkr__clock_mono_ns();
+  return n;
+}
+
+/* Breakdown: the floor without the clock. */
+static __attribute__((noinline)) unsigned walk_only(void) {
+  uint64_t pcs[MAX_PCS];
+  uint64_t hash;
+  bool truncated;
+  unsigned n = stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi,
+                          0, pcs, MAX_PCS, &hash, &truncated);
+  g_sink = hash;
+  return n;
+}
+
+/* The seed article's recorder, ported: glibc backtrace, hash the PCs, look
+ * the stack up in a global map under a mutex, bump its count. Open
+ * addressing; a hit compares the stored PCs (a hash alone could collide). */
+typedef struct seed_entry {
+  uint64_t hash;
+  int n;
+  uint64_t count;
+  void *pcs[MAX_PCS];
+} seed_entry;
+#define SEED_SLOTS 1024
+static seed_entry g_seed_map[SEED_SLOTS];
+static pthread_mutex_t g_seed_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_seed_misses;
+
+static __attribute__((noinline)) int seed_record(void) {
+  void *pcs[MAX_PCS];
+  int n = g_glibc_backtrace(pcs, MAX_PCS);
+  uint64_t h = stkr__hash_pcs((const uint64_t *)pcs, (unsigned)n);
+  unsigned i = (unsigned)h & (SEED_SLOTS - 1);
+
+  pthread_mutex_lock(&g_seed_mu);
+  for (;; i = (i + 1) & (SEED_SLOTS - 1)) {
+    seed_entry *e = &g_seed_map[i];
+    if (e->n == 0) { /* miss: insert (only during warm-up here) */
+      e->hash = h;
+      e->n = n;
+      memcpy(e->pcs, pcs, sizeof(void *) * (size_t)n);
+      e->count = 1;
+      g_seed_misses++;
+      break;
+    }
+    if (e->hash == h && e->n == n &&
+        memcmp(e->pcs, pcs, sizeof(void *) * (size_t)n) == 0) {
+      e->count++;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_seed_mu);
+  return n;
+}
+
+/* ---- the stack ----------------------------------------------------------- */
+
+/* One batch of `iters` calls of contender c, timed; iters == 0: one untimed
+ * call whose captured frame count goes to *frames (for stkr_event the
+ * caller reads it from the ring record instead). */
+static __attribute__((noinline)) uint64_t leaf(int c, unsigned iters,
+                                               unsigned *frames) {
+  void *buf[MAX_PCS];
+  uint64_t t0, t1;
+  unsigned i;
+
+  if (iters == 0) {
+    switch (c) {
+    case C_EVENT: *frames = 0; g_event_failures += stkr_event(&g_site, NULL, 0) != 0; break;
+    case C_FLOOR: *frames = floor_walk(); break;
+    case C_UNW: *frames = (unsigned)unw_backtrace(buf, MAX_PCS); break;
+    case C_GLIBC: *frames = (unsigned)g_glibc_backtrace(buf, MAX_PCS); break;
+    case C_SEED: *frames = (unsigned)seed_record(); break;
+    case C_WALK: *frames = walk_only(); break;
+    default: *frames = 0; break;
+    }
+    return 0;
+  }
+  t0 = now_ns();
+  switch (c) {
+  case C_EVENT:
+    for (i = 0; i < iters; i++)
+      g_event_failures += stkr_event(&g_site, NULL, 0) != 0;
+    break;
+  case C_FLOOR:
+    for (i = 0; i < iters; i++)
+      floor_walk();
+    break;
+  case C_UNW:
+    for (i = 0; i < iters; i++)
+      g_sink = (uint64_t)unw_backtrace(buf, MAX_PCS);
+    break;
+  case C_GLIBC:
+    for (i = 0; i < iters; i++)
+      g_sink = (uint64_t)g_glibc_backtrace(buf, MAX_PCS);
+    break;
+  case C_SEED:
+    for (i = 0; i < iters; i++)
+      seed_record();
+    break;
+  case C_WALK:
+    for (i = 0; i < iters; i++)
+      walk_only();
+    break;
+  case C_CLOCK:
+    for (i = 0; i < iters; i++)
+      g_sink = stkr__clock_mono_ns();
+    break;
+  case C_TSC:
+    for (i = 0; i < iters; i++)
+      g_sink = raw_ticks();
+    break;
+  }
+  t1 = now_ns();
+  return t1 - t0;
+}
+
+/* n frames of descend() above leaf(). */
+static __attribute__((noinline)) uint64_t descend(unsigned n, int c,
+                                                  unsigned iters,
+                                                  unsigned *frames) {
+  uint64_t r = n <= 1 ? leaf(c, iters, frames) : descend(n - 1, c, iters, frames);
+  __asm__ volatile("" ::: "memory"); /* not a tail call: keep the frame */
+  return r;
+}
+
+/* ---- ring consumer (outside timing) -------------------------------------- */
+
+/* Consume every record in this thread's ring; returns how many, and the
+ * depth of the last one in *last_depth. */
+static uint64_t drain(unsigned *last_depth) {
+  stkr__ring *r = &stkr__tls->ring;
+  const stkr__record *rec;
+  uint64_t n = 0;
+
+  while ((rec = stkr__ring_peek(r)) != NULL) {
+    if (last_depth != NULL)
+      *last_depth = rec->depth;
+    stkr__ring_release(r, rec);
+    n++;
+  }
+  return n;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* q-quantile (0..1) of v[0..n), sorting a copy. */
+static double quantile(const double *v, size_t n, double q) {
+  double *s = malloc(n * sizeof *s), r;
+  size_t i;
+  memcpy(s, v, n * sizeof *s);
+  qsort(s, n, sizeof *s, cmp_double);
+  i = (size_t)(q * (double)(n - 1) + 0.5);
+  r = s[i];
+  free(s);
+  return r;
+}
+
+static double median(const double *v, size_t n) { return quantile(v, n, 0.5); }
+
+/* ---- setup checks -------------------------------------------------------- */
+
+static void die(const char *msg) {
+  fprintf(stderr, "event_cost: %s\n", msg);
+  exit(1);
+}
+
+/* -lunwind exports a weak `backtrace` (an alias of unw_backtrace) that wins
+ * over glibc's at link time. Take glibc's own from libc.so.6 and make sure
+ * it is not libunwind's. */
+static void find_glibc_backtrace(void) {
+  void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void *mine, *global;
+  Dl_info info;
+
+  if (h == NULL)
+    die("dlopen(libc.so.6, RTLD_NOLOAD) failed");
+  mine = dlsym(h, "backtrace");
+  global = dlsym(RTLD_DEFAULT, "backtrace");
+  if (mine == NULL)
+    die("no backtrace in libc.so.6");
+  if (mine == (void *)&unw_backtrace || mine == global)
+    die("libc's backtrace resolves to libunwind's: cannot compare");
+  if (dladdr(mine, &info) == 0 || strstr(info.dli_fname, "libc.so") == NULL)
+    die("backtrace pointer is not inside libc.so");
+  printf("glibc backtrace = %p in %s; default `backtrace` = %p (libunwind: "
+         "unw_backtrace = %p)\n",
+         mine, info.dli_fname, global, (void *)&unw_backtrace);
+  *(void **)&g_glibc_backtrace = mine;
+}
+
+/* ---- one round ----------------------------------------------------------- */
+
+/* One batch of every contender at every depth, round-robin over contenders
+ * with the starting one rotating by round; the recorder's ring is drained
+ * after each stkr_event batch, untimed. */
+static __attribute__((noinline)) void one_round(unsigned r, double *ns[NC][ND],
+                                                uint64_t *pushed,
+                                                uint64_t *drained) {
+  unsigned c, d, k, dummy;
+
+  for (d = 0; d < ND; d++)
+    for (k = 0; k < NC; k++) {
+      c = (k + r) % NC;
+      ns[c][d][r] =
+          (double)descend(depths[d], (int)c, citers[c], &dummy) / citers[c];
+      if (c == C_EVENT) {
+        uint64_t got = drain(NULL);
+        *pushed += citers[c];
+        *drained += got;
+        if (got != citers[c])
+          die("ring dropped records during a batch");
+      }
+    }
+}
+
+/* Frames each contender captures at each depth: one untimed call each,
+ * from the same stack height as one_round (main -> here -> descend). */
+static __attribute__((noinline)) void count_frames(unsigned frames[NC][ND],
+                                                   uint64_t *pushed,
+                                                   uint64_t *drained) {
+  unsigned c, d;
+
+  for (d = 0; d < ND; d++)
+    for (c = 0; c < NC; c++) {
+      descend(depths[d], (int)c, 0, &frames[c][d]);
+      if (c == C_EVENT) {
+        (*pushed)++;
+        *drained += drain(&frames[c][d]);
+      }
+    }
+  __asm__ volatile("" ::: "memory");
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  unsigned rounds = argc > 1 ? (unsigned)atoi(argv[1]) : 1001;
+  stkr__rconf rconf = {RING_BYTES, MAX_PCS, 0, 0};
+  double *ns[NC][ND];
+  unsigned frames[NC][ND];
+  double med[NC][ND], p25[NC][ND], p75[NC][ND];
+  uint64_t pushed = 0, drained = 0, seed_misses_warm = 0;
+  unsigned c, d, r, k, dummy;
+  struct utsname un;
+
+  if (rounds < 5)
+    rounds = 5;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  uname(&un);
+  printf("event_cost: %s %s, %ld CPUs online, gcc %s\n", un.sysname,
+         un.release, sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
+  find_glibc_backtrace();
+
+  if (stkr__recorder_start(&rconf, NULL, NULL, NULL) != 0)
+    die("stkr__recorder_start failed");
+  if (stkr_site_register(&g_site) != 0 || stkr_thread_attach() != 0)
+    die("site register / thread attach failed");
+  g_lo = stkr__tls->stack_lo;
+  g_hi = stkr__tls->stack_hi;
+  printf("recorder: max_depth %u, ring %u KiB, payload none; batches of %u "
+         "(fast) / %u (glibc-based) calls; %u rounds\n\n",
+         rconf.max_depth, RING_BYTES >> 10, FAST_ITERS, SLOW_ITERS, rounds);
+
+  /* Frames captured per contender and depth (and first-call warm-up). */
+  count_frames(frames, &pushed, &drained);
+  for (c = 0; c < NC; c++)
+    for (d = 0; d < ND; d++)
+      ns[c][d] = calloc(rounds, sizeof(double));
+  /* Warm-up through the very same call path as the measurement (one call
+   * site of one_round, so the seed's map already holds the measured
+   * stacks): WARM_ROUNDS rounds whose samples are overwritten, then
+   * stkr_event for several laps of the ring so its pages are faulted in;
+   * then the measured rounds. */
+  for (k = 0; k < WARM_ROUNDS + rounds; k++) {
+    if (k == WARM_ROUNDS) {
+      unsigned laps = 3 * RING_BYTES / (sizeof(stkr__record) + 8 * 70);
+      for (r = 0; r < laps / FAST_ITERS + 1; r++) {
+        descend(64, C_EVENT, FAST_ITERS, &dummy);
+        pushed += FAST_ITERS;
+        drained += drain(NULL);
+      }
+      seed_misses_warm = g_seed_misses;
+    }
+    one_round(k < WARM_ROUNDS ? 0 : k - WARM_ROUNDS, ns, &pushed, &drained);
+  }
+
+  if (g_event_failures != 0 ||
+      atomic_load(&stkr__tls->dropped_ring_full) != 0 ||
+      atomic_load(&stkr__tls->dropped_reentrant) != 0 || pushed != drained ||
+      atomic_load(&stkr__tls->pushed) != pushed)
+    die("stkr_event dropped or failed events");
+  if (g_seed_misses != seed_misses_warm)
+    die("seed map: a miss while measuring (the hit path is what we time)");
+
+  for (c = 0; c < NC; c++)
+    for (d = 0; d < ND; d++) {
+      med[c][d] = median(ns[c][d], rounds);
+      p25[c][d] = quantile(ns[c][d], rounds, 0.25);
+      p75[c][d] = quantile(ns[c][d], rounds, 0.75);
+    }
+
+  printf("frames captured (recursion depth -> PCs returned; the frame-pointer "
+         "walks stop at __libc_start_call_main, glibc has no frame pointers)\n");
+  printf("  %-26s", "");
+  for (d = 0; d < ND; d++)
+    printf("   depth %-6u", depths[d]);
+  printf("\n");
+  for (c = 0; c < NC; c++) {
+    printf("  %-26s", cname[c]);
+    for (d = 0; d < ND; d++)
+      if (c == C_CLOCK || c == C_TSC)
+        printf("   %-12s", "-");
+      else
+        printf("   %-12u", frames[c][d]);
+    printf("\n");
+  }
+
+  printf("\nns per call: median [p25..p75] over %u interleaved rounds\n",
+         rounds);
+  printf("  %-26s", "");
+  for (d = 0; d < ND; d++)
+    printf("   depth %-17u", depths[d]);
+  printf("\n");
+  for (c = 0; c < NC; c++) {
+    printf("  %-26s", cname[c]);
+    for (d = 0; d < ND; d++) {
+      char cell[64];
+      snprintf(cell, sizeof cell, "%.1f [%.0f..%.0f]", med[c][d], p25[c][d],
+               p75[c][d]);
+      printf("   %-23s", cell);
+    }
+    printf("\n");
+  }
+
+  printf("\nper-frame cost, (depth 64 - depth 8) / (frames64 - frames8):\n");
+  for (c = 0; c < NC; c++) {
+    int df = (int)frames[c][ND - 1] - (int)frames[c][0];
+    if (c != C_SEED && c != C_CLOCK && c != C_TSC)
+      printf("  %-26s %.2f ns/frame (%d frames apart)\n", cname[c],
+             df > 0 ? (med[c][ND - 1] - med[c][0]) / df : 0.0, df);
+  }
+  printf("  fixed cost above the walk (stkr_event - floor): ");
+  for (d = 0; d < ND; d++)
+    printf("%s%.1f ns @%u", d ? ", " : "", med[C_EVENT][d] - med[C_FLOOR][d],
+           depths[d]);
+  printf("\n");
+
+  {
+    /* Targets at depth 32 (index 1). Ratios of medians; the paired column
+     * is the median over rounds of the same ratio within one round. */
+    const unsigned D = 1;
+    struct {
+      const char *what;
+      int num, den;
+      double target;
+      bool at_most;
+    } t[] = {
+        {"stkr_event / floor", C_EVENT, C_FLOOR, 1.3, true},
+        {"unw_backtrace / stkr_event", C_UNW, C_EVENT, 3.0, false},
+        {"glibc backtrace / stkr_event", C_GLIBC, C_EVENT, 30.0, false},
+        {"seed / stkr_event", C_SEED, C_EVENT, 0.0, false},
+    };
+    double *pr = malloc(rounds * sizeof *pr);
+    int pass = 0, total = 0;
+    char verdict[512] = "";
+
+    printf("\nratios at depth %u (%u frames):\n", depths[D], frames[C_EVENT][D]);
+    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+      double ratio = med[t[k].num][D] / med[t[k].den][D], paired;
+      bool ok = t[k].at_most ? ratio <= t[k].target : ratio >= t[k].target;
+      for (r = 0; r < rounds; r++)
+        pr[r] = ns[t[k].num][D][r] / ns[t[k].den][D][r];
+      paired = median(pr, rounds);
+      if (t[k].target == 0.0) {
+        printf("  %-30s %7.2fx  (paired %7.2fx)  (no target)\n", t[k].what,
+               ratio, paired);
+        continue;
+      }
+      total++;
+      pass += ok;
+      printf("  %-30s %7.2fx  (paired %7.2fx)  target %s %.1fx  %s\n",
+             t[k].what, ratio, paired, t[k].at_most ? "<=" : ">=",
+             t[k].target, ok ? "PASS" : "MISS");
+      snprintf(verdict + strlen(verdict), sizeof verdict - strlen(verdict),
+               "%s%s %.2fx %s", strlen(verdict) ? "; " : "", t[k].what, ratio,
+               ok ? "PASS" : "MISS");
+    }
+    printf("\nverdict: %s (%d/%d targets at depth 32): %s\n",
+           pass == total ? "PASS" : "MISS", pass, total, verdict);
+    free(pr);
+  }
+  printf("(no drops: %llu events pushed, all drained)\n",
+         (unsigned long long)pushed);
+  stkr__recorder_stop();
+  return 0;
+}
