@@ -72,6 +72,7 @@ void stkr__batch_reset(stkr__batchb *b) {
   b->n_ptrunc = 0;
   b->pdata_len = 0;
   b->any_payload = false;
+  b->any_unsited = false;
   b->last_ts = 0;
   b->est_bytes = 64;
   b->n_sites = b->n_threads = b->n_stacks = b->n_drops = 0;
@@ -113,6 +114,8 @@ int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
   b->ts_delta[b->n] = (int64_t)(ts - b->last_ts);
   b->last_ts = ts;
   b->site_id[b->n] = site_id;
+  if (stack_id == 0)
+    b->any_unsited = true; /* its site cannot follow from a stack */
   b->thread_id[b->n] = thread_id;
   b->stack_id[b->n] = stack_id;
   b->payload_len[b->n] = (uint32_t)len;
@@ -180,6 +183,7 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   d->pcs = (uint64_t *)st->pcs; /* arena memory, stable; never written */
   d->hash = st->hash;
   d->truncated = st->truncated;
+  d->site_id = st->site;
   b->est_bytes += 24 + (size_t)st->depth * 10;
   return 0;
 }
@@ -224,7 +228,9 @@ void stkr__batch_finish(stkr__batchb *b) {
 
   e->n_ts_delta_ns = b->n;
   e->ts_delta_ns = b->ts_delta;
-  e->n_site_id = b->n;
+  /* Every stack is keyed by its site (stacktable.c), so the site column is
+   * redundant unless some event has no stack (worker out of memory). */
+  e->n_site_id = b->any_unsited ? b->n : 0;
   e->site_id = b->site_id;
   e->n_thread_id = b->n;
   e->thread_id = b->thread_id;

@@ -197,7 +197,7 @@ static void add_record(stkr__worker *w, stkr__thread *t,
     if (stkr__batch_add_site(b, site, stkr__site_name(site)) == 0)
       w->site_epoch[site] = w->epoch;
   }
-  stack = stkr__stacktab_intern(&w->stacks, r->hash, stkr__record_pcs(r),
+  stack = stkr__stacktab_intern(&w->stacks, r->hash, site, stkr__record_pcs(r),
                                 r->depth,
                                 (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
   if (stack) {

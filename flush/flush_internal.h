@@ -73,6 +73,7 @@ int stkr__mkdir_p(const char *path, mode_t mode);
 /* ---- stack table (stacktable.c) ------------------------------------------ */
 typedef struct stkr__stack {
   uint64_t hash;
+  uint32_t site;       /* part of the key: a stack as seen at one site */
   const uint64_t *pcs; /* in the arena; stable for the table's life */
   uint16_t depth;
   bool truncated;
@@ -90,10 +91,10 @@ typedef struct stkr__stacktab {
 
 int stkr__stacktab_init(stkr__stacktab *t);
 void stkr__stacktab_free(stkr__stacktab *t);
-/* The id (>= 1) of the stack (hash, pcs[depth], truncated), adding it if
- * new; 0 when out of memory. `hash` is only a hint: two stacks with the same
- * hash but different PCs get different ids. */
-uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash,
+/* The id (>= 1) of the stack (site, pcs[depth], truncated), adding it if
+ * new; 0 when out of memory. `hash` (of the PCs) is only a hint: two stacks
+ * with the same hash but different PCs or sites get different ids. */
+uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
                                const uint64_t *pcs, unsigned depth,
                                bool truncated);
 static inline stkr__stack *stkr__stacktab_get(stkr__stacktab *t, uint32_t id) {
@@ -186,6 +187,7 @@ typedef struct stkr__batchb {
   uint8_t *pdata;
   size_t pdata_len, pdata_cap;
   bool any_payload;
+  bool any_unsited; /* an event has stack id 0: keep the site column */
   uint64_t last_ts;
   size_t est_bytes; /* rough uncompressed size, for the batch cap */
   /* Definitions; the pointer arrays are what the Batch points at. */

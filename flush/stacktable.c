@@ -2,8 +2,9 @@
  * stacktable.c: stack dedup for the worker.
  *
  * Every record carries the 64-bit hash of its PCs (computed by the producer,
- * so the worker does not rehash). The table maps (hash, depth, truncated,
- * PCs) to a recording-global id, from 1. The hash only picks the probe start
+ * so the worker does not rehash). The table maps (site, depth, truncated,
+ * PCs) to a recording-global id, from 1: a stack is a call chain as seen at
+ * one site, so that events need not store their site (stackrec.proto). The hash only picks the probe start
  * and short-cuts comparisons: two different stacks with the same hash always
  * get two ids, because equality compares the PCs themselves. Dedup must never
  * merge stacks, or an event would be attributed to a call chain it never ran.
@@ -37,6 +38,11 @@ static inline uint64_t mix(uint64_t h) {
   h *= 0x94d049bb133111ebull;
   h ^= h >> 31;
   return h;
+}
+
+/* Where a key's probe starts: the PC hash with the site folded in. */
+static inline uint64_t key_hash(uint64_t hash, uint32_t site) {
+  return mix(hash ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull));
 }
 
 static uint64_t *arena_alloc(stkr__stacktab *t, unsigned n) {
@@ -81,7 +87,8 @@ static int grow_slots(stkr__stacktab *t) {
   uint32_t *s = calloc(n, sizeof *s);
   if (!s) return -ENOMEM;
   for (size_t id = 1; id <= t->count; id++) {
-    size_t i = (size_t)mix(t->stacks[id - 1].hash) & (n - 1);
+    const stkr__stack *st = &t->stacks[id - 1];
+    size_t i = (size_t)key_hash(st->hash, st->site) & (n - 1);
     while (s[i]) i = (i + 1) & (n - 1);
     s[i] = (uint32_t)id;
   }
@@ -91,7 +98,7 @@ static int grow_slots(stkr__stacktab *t) {
   return 0;
 }
 
-uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash,
+uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
                                const uint64_t *pcs, unsigned depth,
                                bool truncated) {
   size_t mask, i;
@@ -102,11 +109,12 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash,
    * would leave no empty slot (which would make probing loop forever). */
   if ((t->count + 1) * 2 > t->nslots) (void)grow_slots(t);
   mask = t->nslots - 1;
-  i = (size_t)mix(hash) & mask;
+  i = (size_t)key_hash(hash, site) & mask;
 
   for (; (id = t->slots[i]) != 0; i = (i + 1) & mask) {
     const stkr__stack *s = &t->stacks[id - 1];
-    if (s->hash == hash && s->depth == depth && s->truncated == truncated &&
+    if (s->hash == hash && s->site == site && s->depth == depth &&
+        s->truncated == truncated &&
         (depth == 0 || memcmp(s->pcs, pcs, depth * sizeof *pcs) == 0))
       return id;
   }
@@ -128,7 +136,7 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash,
 
   id = (uint32_t)(t->count + 1);
   t->stacks[t->count] = (stkr__stack){
-      .hash = hash, .pcs = copy, .depth = (uint16_t)depth,
+      .hash = hash, .site = site, .pcs = copy, .depth = (uint16_t)depth,
       .truncated = truncated, .epoch = 0};
   t->count++;
   t->slots[i] = id;

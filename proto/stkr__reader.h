@@ -44,6 +44,7 @@ typedef struct stkr__stack {
   size_t n_pcs;
   uint64_t hash;
   bool truncated;
+  uint32_t site_id; /* StackDef.site_id: 0 = events carry their site */
 } stkr__stack;
 
 typedef struct stkr__file {

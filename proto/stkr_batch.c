@@ -225,7 +225,7 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
 
   if (stkr__idmap_get(&st->stack_map, d->id, &idx)) {
     s = &st->stacks[idx];
-    if (s->n_pcs != d->n_pcs ||
+    if (s->n_pcs != d->n_pcs || s->site_id != d->site_id ||
         (d->n_pcs && memcmp(s->pcs, d->pcs, d->n_pcs * sizeof(uint64_t))))
       stkr__conflict(r, st, path, off, "stack", d->id);
     return 0;
@@ -246,6 +246,7 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
   s->n_pcs = d->n_pcs;
   s->hash = d->hash;
   s->truncated = d->truncated;
+  s->site_id = d->site_id;
   if (stkr__idmap_put(&st->stack_map, d->id, (uint32_t)st->n_stacks) != 0) {
     free(s->pcs);
     return -ENOMEM;
@@ -314,7 +315,9 @@ static const char *stkr__check_events(const Stackrec__Events *e) {
   if (e == NULL)
     return NULL;
   n = e->n_ts_delta_ns;
-  if (e->n_site_id != n || e->n_thread_id != n || e->n_stack_id != n)
+  /* site_id may be empty: each event's site is then its stack's. */
+  if ((e->n_site_id != n && e->n_site_id != 0) || e->n_thread_id != n ||
+      e->n_stack_id != n)
     return "event columns differ in length";
   if (e->n_payload_len != 0 && e->n_payload_len != n)
     return "payload_len column differs in length";
@@ -587,7 +590,20 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->path = r->in.path;
   ev->batch_offset = r->batch_off;
 
-  ev->site_id = e->site_id[i];
+  ev->stack_id = e->stack_id[i];
+  ev->site_id = e->n_site_id ? e->site_id[i] : 0;
+  if (stkr__idmap_get(&st->stack_map, ev->stack_id, &idx)) {
+    ev->n_pcs = st->stacks[idx].n_pcs;
+    ev->pcs = ev->n_pcs ? st->stacks[idx].pcs : NULL;
+    ev->stack_truncated = st->stacks[idx].truncated;
+    if (!e->n_site_id)
+      ev->site_id = st->stacks[idx].site_id;
+  } else {
+    ev->unresolved = true;
+  }
+
+  /* Site 0 (no column and an unknown stack) counts under "?" like any
+   * undefined id. */
   if (stkr__site_slot(st, ev->site_id, &idx) != 0)
     return -ENOMEM;
   ev->site = st->sites[idx].name;
@@ -601,15 +617,6 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
     ev->thread_name = st->threads[idx].name;
   } else {
     ev->thread_name = "?";
-    ev->unresolved = true;
-  }
-
-  ev->stack_id = e->stack_id[i];
-  if (stkr__idmap_get(&st->stack_map, ev->stack_id, &idx)) {
-    ev->n_pcs = st->stacks[idx].n_pcs;
-    ev->pcs = ev->n_pcs ? st->stacks[idx].pcs : NULL;
-    ev->stack_truncated = st->stacks[idx].truncated;
-  } else {
     ev->unresolved = true;
   }
 

@@ -20,19 +20,38 @@ static void test_dedup_same_stack_same_id(void **state) {
   uint64_t b[2] = {0x1000, 0x2000};
 
   assert_int_equal(stkr__stacktab_init(&t), 0);
-  uint32_t ia = stkr__stacktab_intern(&t, stkr__hash_pcs(a, 3), a, 3, false);
-  uint32_t ib = stkr__stacktab_intern(&t, stkr__hash_pcs(b, 2), b, 2, false);
+  uint32_t ia = stkr__stacktab_intern(&t, stkr__hash_pcs(a, 3), 1, a, 3, false);
+  uint32_t ib = stkr__stacktab_intern(&t, stkr__hash_pcs(b, 2), 1, b, 2, false);
   assert_int_equal(ia, 1); /* ids from 1, in order of first sight */
   assert_int_equal(ib, 2);
   /* Same content from a different buffer: same id; the table kept a copy. */
   a[0] = 0xdead;
   assert_int_equal(
-      stkr__stacktab_intern(&t, stkr__hash_pcs(a_copy, 3), a_copy, 3, false), 1);
+      stkr__stacktab_intern(&t, stkr__hash_pcs(a_copy, 3), 1, a_copy, 3, false), 1);
   assert_int_equal(t.count, 2);
   stkr__stack *s = stkr__stacktab_get(&t, 1);
   assert_int_equal(s->depth, 3);
   assert_int_equal(s->pcs[0], 0x1000);
   assert_int_equal(s->hash, stkr__hash_pcs(a_copy, 3));
+  stkr__stacktab_free(&t);
+}
+
+/* A stack is a call chain as seen at one site: the same PCs at two sites
+ * are two stacks (events then need no site column). */
+static void test_same_pcs_at_two_sites_are_two_stacks(void **state) {
+  (void)state;
+  stkr__stacktab t;
+  uint64_t a[3] = {0x1000, 0x2000, 0x3000};
+  uint64_t h = stkr__hash_pcs(a, 3);
+
+  assert_int_equal(stkr__stacktab_init(&t), 0);
+  uint32_t at1 = stkr__stacktab_intern(&t, h, 1, a, 3, false);
+  uint32_t at2 = stkr__stacktab_intern(&t, h, 2, a, 3, false);
+  assert_int_not_equal(at1, at2);
+  assert_int_equal(stkr__stacktab_intern(&t, h, 1, a, 3, false), at1);
+  assert_int_equal(stkr__stacktab_intern(&t, h, 2, a, 3, false), at2);
+  assert_int_equal(stkr__stacktab_get(&t, at1)->site, 1);
+  assert_int_equal(stkr__stacktab_get(&t, at2)->site, 2);
   stkr__stacktab_free(&t);
 }
 
@@ -45,11 +64,11 @@ static void test_forced_hash_collision_never_merges(void **state) {
   uint64_t z[1] = {0xaaa0};         /* prefix of both */
 
   assert_int_equal(stkr__stacktab_init(&t), 0);
-  uint32_t ix = stkr__stacktab_intern(&t, H, x, 2, false);
-  uint32_t iy = stkr__stacktab_intern(&t, H, y, 2, false);
-  uint32_t iz = stkr__stacktab_intern(&t, H, z, 1, false);
-  uint32_t ie = stkr__stacktab_intern(&t, H, NULL, 0, false);
-  uint32_t ixt = stkr__stacktab_intern(&t, H, x, 2, true);
+  uint32_t ix = stkr__stacktab_intern(&t, H, 1, x, 2, false);
+  uint32_t iy = stkr__stacktab_intern(&t, H, 1, y, 2, false);
+  uint32_t iz = stkr__stacktab_intern(&t, H, 1, z, 1, false);
+  uint32_t ie = stkr__stacktab_intern(&t, H, 1, NULL, 0, false);
+  uint32_t ixt = stkr__stacktab_intern(&t, H, 1, x, 2, true);
   assert_int_not_equal(ix, iy);
   assert_int_not_equal(ix, iz);
   assert_int_not_equal(iy, iz);
@@ -59,10 +78,10 @@ static void test_forced_hash_collision_never_merges(void **state) {
   assert_int_not_equal(ixt, ix);
   assert_int_equal(t.count, 5);
   /* And each still finds itself. */
-  assert_int_equal(stkr__stacktab_intern(&t, H, y, 2, false), iy);
-  assert_int_equal(stkr__stacktab_intern(&t, H, x, 2, false), ix);
-  assert_int_equal(stkr__stacktab_intern(&t, H, z, 1, false), iz);
-  assert_int_equal(stkr__stacktab_intern(&t, H, NULL, 0, false), ie);
+  assert_int_equal(stkr__stacktab_intern(&t, H, 1, y, 2, false), iy);
+  assert_int_equal(stkr__stacktab_intern(&t, H, 1, x, 2, false), ix);
+  assert_int_equal(stkr__stacktab_intern(&t, H, 1, z, 1, false), iz);
+  assert_int_equal(stkr__stacktab_intern(&t, H, 1, NULL, 0, false), ie);
   assert_int_equal(stkr__stacktab_get(&t, iy)->pcs[1], 0xccc0);
   assert_int_equal(stkr__stacktab_get(&t, ix)->pcs[1], 0xbbb0);
   stkr__stacktab_free(&t);
@@ -82,7 +101,7 @@ static void test_growth_keeps_every_stack(void **state) {
     unsigned depth = 1 + i % D;
     for (unsigned k = 0; k < depth; k++) pcs[k] = 0x400000 + i * 64 + k;
     uint64_t h = (i % 100 == 1) ? 42 : stkr__hash_pcs(pcs, depth);
-    assert_int_equal(stkr__stacktab_intern(&t, h, pcs, depth, false), i + 1);
+    assert_int_equal(stkr__stacktab_intern(&t, h, 1, pcs, depth, false), i + 1);
   }
   assert_int_equal(t.count, N);
   assert_true(t.nslots >= 2 * N);
@@ -90,7 +109,7 @@ static void test_growth_keeps_every_stack(void **state) {
     unsigned depth = 1 + i % D;
     for (unsigned k = 0; k < depth; k++) pcs[k] = 0x400000 + i * 64 + k;
     uint64_t h = (i % 100 == 1) ? 42 : stkr__hash_pcs(pcs, depth);
-    assert_int_equal(stkr__stacktab_intern(&t, h, pcs, depth, false), i + 1);
+    assert_int_equal(stkr__stacktab_intern(&t, h, 1, pcs, depth, false), i + 1);
     stkr__stack *s = stkr__stacktab_get(&t, i + 1);
     assert_int_equal(s->depth, depth);
     assert_memory_equal(s->pcs, pcs, depth * sizeof *pcs);
@@ -108,7 +127,7 @@ static void test_max_depth_stacks(void **state) {
   assert_int_equal(stkr__stacktab_init(&t), 0);
   for (uint32_t i = 0; i < 100; i++) {
     for (unsigned k = 0; k < STKR_MAX_DEPTH; k++) pcs[k] = i * 1000 + k;
-    assert_int_equal(stkr__stacktab_intern(&t, i, pcs, STKR_MAX_DEPTH, true),
+    assert_int_equal(stkr__stacktab_intern(&t, i, 1, pcs, STKR_MAX_DEPTH, true),
                      i + 1);
   }
   for (uint32_t i = 0; i < 100; i++) {
@@ -122,6 +141,7 @@ static void test_max_depth_stacks(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dedup_same_stack_same_id),
+      cmocka_unit_test(test_same_pcs_at_two_sites_are_two_stacks),
       cmocka_unit_test(test_forced_hash_collision_never_merges),
       cmocka_unit_test(test_growth_keeps_every_stack),
       cmocka_unit_test(test_max_depth_stacks),

@@ -189,9 +189,10 @@ static void test_threads_known_chains_read_back_exactly(void **state) {
     assert_int_equal(p->pid, (uint32_t)getpid());
     assert_int_equal(p->events, n);
     assert_int_equal(p->threads, THREADS);
-    /* Every thread runs the same two chains (same code, same PCs): two
-     * distinct stacks in all, each stored once. */
-    assert_int_equal(p->stacks, 2);
+    /* Every thread runs the same two chains (same code, same PCs), each at
+     * its own site; a stack is a call chain as seen at one site: 2 x 4,
+     * each stored once. */
+    assert_int_equal(p->stacks, 2 * THREADS);
     assert_int_equal(p->drops, st.dropped);
   }
   stkr_reader_free(r);

@@ -341,9 +341,9 @@ int main(int argc, char **argv) {
          (unsigned long long)s1.segments, (unsigned long long)s1.stacks,
          (unsigned long long)s1.sites);
   printf("  varying stacks cost (workload - 1 stack): uniform +%.3f B, zipf "
-         "+%.3f B per event\n    (stack-id column, plus the site column that "
-         "follows the stack, plus noisier timestamp deltas:\n    random "
-         "paths mispredict, so inter-event times jitter more)\n",
+         "+%.3f B per event\n    (the stack-id column -- sites follow from "
+         "stacks and have no column -- plus noisier\n    timestamp deltas: "
+         "random paths mispredict, so inter-event times jitter more)\n",
          bpe[W_UNIFORM] - bpe[W_SINGLE], bpe[W_ZIPF] - bpe[W_SINGLE]);
   printf("  caveat: events here are ~100-200 ns apart with no payload; a real "
          "app's sparser timestamps cost more bytes.\n");
