@@ -1,7 +1,7 @@
 /* test-flush-util.c: helpers for test-flush.c: raw segment decoding with
  * zstd + protobuf-c, and reading a recording back with the reader into a
  * plain struct (so the test itself does not depend on the reader's types).
- * Prototypes are repeated at the top of test-flush.c. */
+ * Declared in flush_util.h. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +16,7 @@
 
 #include "proto/stackrec.pb-c.h"
 #include "proto/stkr_reader.h"
+#include "tests/flush_util.h"
 
 /* Sorted seqs of dir's segment files of pid; returns the count. */
 size_t tf_segments(const char *dir, uint32_t pid, uint32_t *seqs, size_t max) {
@@ -92,23 +93,8 @@ void tf_free(Stackrec__Batch **v, size_t n) {
   free(v);
 }
 
-/* An event as read back by the reader. */
-typedef struct tf_ev {
-  uint32_t pid, site_id, thread_id, stack_id;
-  char site[64];
-  uint64_t tid, ts_ns;
-  char thread_name[32];
-  uint8_t payload[256];
-  size_t payload_len, n_pcs;
-  bool payload_truncated, unresolved;
-} tf_ev;
 
-typedef struct tf_sum {
-  uint64_t events, data_lost, warnings, attempted, drops, write_error_drops,
-      unresolved;
-  bool clean_end;
-  uint32_t parent_pid;
-} tf_sum;
+
 
 static void quiet_warn(void *arg, const stkr_warning *w) {
   (void)arg;
