@@ -201,6 +201,9 @@ static void on_req(uv_async_t *h) {
 
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
+  /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
+   * record it, or the worker would feed itself. */
+  stkr__thread_ignore();
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "stackrec-flush");
 #elif defined(__APPLE__)

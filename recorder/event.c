@@ -111,6 +111,8 @@ static __attribute__((noinline)) int stkr__not_running(int state) {
 int stkr_thread_attach(void) {
   stkr__thread *t = stkr__tls;
 
+  if (t == STKR__THREAD_IGNORED)
+    return -EPERM;
   if (t == STKR__THREAD_DEAD || t == STKR__THREAD_ATTACHING)
     return -EAGAIN;
   if (t != NULL)
@@ -142,7 +144,9 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
       return err;
   }
   t = stkr__tls;
-  if (__builtin_expect((uintptr_t)t <= (uintptr_t)STKR__THREAD_ATTACHING, 0)) {
+  if (__builtin_expect((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX, 0)) {
+    if (t == STKR__THREAD_IGNORED)
+      return -EPERM; /* the recorder's own thread: not an app event */
     if (t != NULL) {
       /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
        * signal handler interrupted this thread's first event. */
@@ -242,6 +246,8 @@ const char *stkr_strerror(int err) {
     return "no space (site table full, or disk full)";
   case -EINVAL:
     return "invalid argument or configuration value";
+  case -EPERM:
+    return "not recorded: the recorder's own thread";
   default:
     if (err < 0)
       return strerror(-err);

@@ -160,7 +160,8 @@ int stkr_stats_get(stkr_stats *out);
  * counted (dropped_reentrant), never corrupts the ring.
  *
  * @return 0 if recorded, -EAGAIN if dropped (ring full or re-entered),
- *         -ENOTCONN if not recording, -ENOMEM if no ring could be allocated.
+ *         -ENOTCONN if not recording, -ENOMEM if no ring could be allocated,
+ *         -EPERM on the recorder's own worker thread (never recorded).
  */
 int stkr_event(stkr_site *site, const void *payload, size_t payload_len);
 

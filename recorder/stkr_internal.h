@@ -193,7 +193,15 @@ typedef struct stkr__thread {
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
 #define STKR__THREAD_DEAD ((stkr__thread *)1)
 #define STKR__THREAD_ATTACHING ((stkr__thread *)2)
+#define STKR__THREAD_IGNORED ((stkr__thread *)3) /* the recorder's own */
+#define STKR__THREAD_SENTINEL_MAX ((uintptr_t)3)
 extern __thread stkr__thread *stkr__tls;
+
+/* Never record the calling thread (the flush worker: with hooked libc
+ * calls, its own writes would otherwise record and feed themselves). Its
+ * events return -EPERM and are not counted at all. Call before the thread's
+ * first event. */
+void stkr__thread_ignore(void);
 
 /* Allocate and register the calling thread's state (first event). */
 int stkr__thread_attach(size_t ring_bytes, stkr__thread **out);

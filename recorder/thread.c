@@ -102,6 +102,11 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   return 0;
 }
 
+void stkr__thread_ignore(void) {
+  if (stkr__tls == NULL)
+    stkr__tls = STKR__THREAD_IGNORED;
+}
+
 stkr__thread *stkr__threads_first(void) {
   return atomic_load_explicit(&g_head, memory_order_acquire);
 }
@@ -219,7 +224,7 @@ void stkr__threads_forget_after_fork(void) {
   memset(&g_retired, 0, sizeof g_retired);
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
   atomic_store_explicit(&g_next_id, 0, memory_order_relaxed);
-  if ((uintptr_t)self > (uintptr_t)STKR__THREAD_ATTACHING) {
+  if ((uintptr_t)self > STKR__THREAD_SENTINEL_MAX) {
     atomic_store_explicit(&self->next, NULL, memory_order_relaxed);
     /* The ring holds the parent's events: the parent writes those. */
     stkr__ring_reset(&self->ring);

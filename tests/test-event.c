@@ -283,6 +283,32 @@ static void test_thread_exit_keeps_records_until_reaped(void **state) {
     assert_ptr_not_equal(t, g_worker_state);
 }
 
+/* The recorder's own thread (the flush worker) is never recorded, nor
+ * counted: its I/O may go through hooked functions. */
+static int g_ignored_rc, g_ignored_attach_rc;
+static void *ignored_thread(void *arg) {
+  (void)arg;
+  stkr__thread_ignore();
+  g_ignored_rc = stkr_event(&g_site_a, NULL, 0);
+  g_ignored_attach_rc = stkr_thread_attach();
+  return NULL;
+}
+
+static void test_ignored_thread_records_nothing(void **state) {
+  pthread_t th;
+  stkr__counts c0, c1;
+  (void)state;
+  stkr__threads_counts(&c0);
+  pthread_create(&th, NULL, ignored_thread, NULL);
+  pthread_join(th, NULL);
+  stkr__threads_counts(&c1);
+  assert_int_equal(g_ignored_rc, -EPERM);
+  assert_int_equal(g_ignored_attach_rc, -EPERM);
+  assert_int_equal(c1.pushed, c0.pushed);
+  assert_int_equal(c1.dropped_other, c0.dropped_other);
+  assert_int_equal(c1.threads, c0.threads);
+}
+
 /* fork, disable mode: the child cannot record. */
 static void test_fork_child_disabled(void **state) {
   pid_t pid;
@@ -344,6 +370,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_busy_thread_drops_nested_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_signal_handler_events_never_corrupt_ring, setup, teardown),
       cmocka_unit_test_setup_teardown(test_thread_exit_keeps_records_until_reaped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ignored_thread_records_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fork_child_disabled, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fork_child_follow, setup, teardown),
   };
