@@ -33,6 +33,11 @@ static stkr__rconf g_conf;
 static stkr__wake_fn g_wake;
 static void *g_wake_arg;
 static stkr__fork_fn g_on_fork;
+/* Whether producers need a real fence for the Dekker pair with stop (no
+ * membarrier(2): Apple, old kernels, seccomp). Written at start while no
+ * producer records; relaxed: it only picks which fence to use, and a
+ * producer that read it from a previous session sees the same value. */
+static _Atomic bool g_producer_fence;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 static void stkr__atfork_child(void) {
@@ -74,6 +79,8 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
   stkr__threads_reset_counts();
+  atomic_store_explicit(&g_producer_fence, stkr__membarrier_register() != 0,
+                        memory_order_relaxed);
   /* Release: g_conf and the callbacks are visible to every producer that
    * acquire-loads RUNNING (stkr_event's slow path, stkr__event_conf). */
   atomic_store_explicit(&g_state, STKR__RUNNING, memory_order_release);
@@ -81,8 +88,13 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
 }
 
 void stkr__recorder_stop(void) {
-  /* seq_cst: ordered before the worker's quiesce loop reads `busy`. */
+  /* seq_cst, then the process-wide barrier: the other half of the Dekker
+   * pair in stkr_event (see there). After this returns, every producer
+   * either sees OFF or has a `busy` that stkr__threads_quiesce() sees. */
   atomic_store_explicit(&g_state, STKR__OFF, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
+    (void)stkr__membarrier(); /* registered at start: cannot fail */
 }
 
 bool stkr__recorder_running(void) {
@@ -93,9 +105,14 @@ bool stkr__recorder_running(void) {
  * mode, the first event starts the child's own recording. */
 static __attribute__((noinline)) int stkr__not_running(int state) {
   int expected = STKR__FORK_PENDING;
-  stkr__fork_fn fn = g_on_fork;
+  stkr__fork_fn fn;
 
-  if (state != STKR__FORK_PENDING || fn == NULL)
+  if (state != STKR__FORK_PENDING)
+    return -ENOTCONN;
+  /* Read only now: FORK_PENDING was set (release) after g_on_fork, by the
+   * atfork handler in this very process. */
+  fn = g_on_fork;
+  if (fn == NULL)
     return -ENOTCONN;
   if (!atomic_compare_exchange_strong_explicit(&g_state, &expected,
                                                STKR__STARTING,
@@ -128,7 +145,7 @@ static inline uint32_t stkr__record_bytes(unsigned depth, size_t payload) {
 
 __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
                                          size_t payload_len) {
-  int state = atomic_load_explicit(&g_state, memory_order_acquire);
+  int state;
   stkr__thread *t;
   stkr__record *rec;
   uint32_t site_id, max_bytes;
@@ -138,15 +155,18 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
   uint16_t flags = 0;
   stkr__wake_fn wake;
 
-  if (__builtin_expect(state != STKR__RUNNING, 0)) {
-    int err = stkr__not_running(state);
-    if (err != 0)
-      return err;
-  }
+again:
   t = stkr__tls;
   if (__builtin_expect((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX, 0)) {
     if (t == STKR__THREAD_IGNORED)
       return -EPERM; /* the recorder's own thread: not an app event */
+    state = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (state != STKR__RUNNING) {
+      int err = stkr__not_running(state);
+      if (err != 0)
+        return err;
+      goto again; /* a forked child just started recording */
+    }
     if (t != NULL) {
       /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
        * signal handler interrupted this thread's first event. */
@@ -158,17 +178,36 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
       return -ENOMEM;
     }
   }
-  /* Same-thread re-entrancy (a signal handler interrupting an event): the
-   * flag is only ever touched by this thread, so a compiler barrier is the
-   * ordering we need; a handler that runs between the test and the set
-   * completes its whole event before we continue, which is harmless. */
-  if (t->busy) {
+  /* Same-thread re-entrancy (a signal handler interrupting an event): only
+   * this thread and its signal handlers write `busy`, so the test and the
+   * set need no atomic RMW; a handler that runs between them completes its
+   * whole event before we go on, which is harmless. */
+  if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
+    if (atomic_load_explicit(&g_state, memory_order_relaxed) != STKR__RUNNING)
+      return -ENOTCONN;
     /* Atomic RMW: nested handlers may race on this counter. */
     atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
     return -EAGAIN;
   }
-  t->busy = 1;
-  atomic_signal_fence(memory_order_seq_cst);
+  atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+  /* Dekker pair with stkr__recorder_stop(): we store busy then load the
+   * state; stop stores the state then (after a barrier) loads busy. One of
+   * us must see the other's store, or an event could pass the state check,
+   * go unseen by the shutdown's quiesce, and be pushed after the final
+   * drain. The store->load order needs a full fence on both sides; our
+   * side gets it for free from membarrier(2) on the stop side (an IPI
+   * fences every running thread), else from a real fence here. */
+  if (atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
+    atomic_thread_fence(memory_order_seq_cst);
+  else
+    atomic_signal_fence(memory_order_seq_cst);
+  state = atomic_load_explicit(&g_state, memory_order_acquire);
+  if (__builtin_expect(state != STKR__RUNNING, 0)) {
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+    if (stkr__not_running(state) != 0)
+      return -ENOTCONN;
+    goto again;
+  }
 
   site_id = stkr__site_id(site);
   if (__builtin_expect(site_id == 0, 0)) {
@@ -222,13 +261,13 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
     atomic_store_explicit(&t->wake_sent, 1, memory_order_relaxed);
     wake(g_wake_arg); /* uv_async_send: async-signal-safe */
   }
-  atomic_signal_fence(memory_order_seq_cst);
-  t->busy = 0;
+  /* Release: pairs with the acquire load of busy in
+   * stkr__threads_quiesce(); whoever sees 0 there also sees our commit. */
+  atomic_store_explicit(&t->busy, 0, memory_order_release);
   return 0;
 
 drop_unbusy:
-  atomic_signal_fence(memory_order_seq_cst);
-  t->busy = 0;
+  atomic_store_explicit(&t->busy, 0, memory_order_release);
   return -EAGAIN;
 }
 

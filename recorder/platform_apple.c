@@ -51,6 +51,12 @@ void stkr__thread_name(char *buf, size_t len) {
   buf[len - 1] = '\0';
 }
 
+/* No membarrier on Darwin: producers use a real fence instead (a few ns
+ * per event). FlushProcessWriteBuffers-style tricks exist but are not
+ * worth their risk here. */
+int stkr__membarrier_register(void) { return -ENOSYS; }
+int stkr__membarrier(void) { return -ENOSYS; }
+
 const char *stkr__arch_name(void) {
 #if defined(__has_feature) && __has_feature(ptrauth_calls)
   return "arm64e";

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -60,6 +61,23 @@ void stkr__thread_name(char *buf, size_t len) {
     return;
   strncpy(buf, name, len - 1);
   buf[len - 1] = '\0';
+}
+
+int stkr__membarrier_register(void) {
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+  if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+    return -ENOSYS;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+              0) != 0)
+    return -errno;
+  return 0;
+}
+
+int stkr__membarrier(void) {
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0
+             ? 0
+             : -errno;
 }
 
 const char *stkr__arch_name(void) {

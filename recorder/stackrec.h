@@ -43,6 +43,15 @@ typedef enum stkr_fork_mode {
   STKR_FORK_FOLLOW = 2   /* the child starts its own files in the same dir */
 } stkr_fork_mode;
 
+/* How recorded stacks get function names (stackrec.proto, FrameDef). */
+typedef enum stkr_symbolize_mode {
+  STKR_SYMBOLIZE_INPROC = 1,  /* the worker resolves each new PC once and
+                                 writes frames with the stack */
+  STKR_SYMBOLIZE_OFFLINE = 2, /* PCs and the image list only; resolve later
+                                 with `stackrec symbolize` */
+  STKR_SYMBOLIZE_NONE = 3     /* no symbol work at all (PCs only) */
+} stkr_symbolize_mode;
+
 /*
  * Recorder configuration. Any field left 0 / NULL takes the default shown,
  * after the matching environment variable (if set) has been applied, so a
@@ -59,6 +68,12 @@ typedef enum stkr_fork_mode {
  *   payload_max         STACKREC_PAYLOAD_MAX      256 (at most STKR_MAX_PAYLOAD)
  *   fork_mode           STACKREC_FORK             STKR_FORK_DISABLE
  *                                                 ("disable" or "follow")
+ *   symbolize           STACKREC_SYMBOLIZE        STKR_SYMBOLIZE_INPROC
+ *                                                 ("inproc", "offline", "none")
+ *
+ * STACKREC_APP_PATHS (environment only): colon-separated path prefixes of
+ * the app's own images; with the main executable they are the "app" frames
+ * (stackrec dump --app-only).
  *
  * A field set in the struct wins over the environment. Sizes in the
  * environment accept a K, M or G suffix. A malformed environment value makes
@@ -74,6 +89,7 @@ typedef struct stkr_config {
   uint64_t disk_cap_bytes;
   unsigned payload_max;
   stkr_fork_mode fork_mode;
+  stkr_symbolize_mode symbolize;
 } stkr_config;
 
 /*

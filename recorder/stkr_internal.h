@@ -109,7 +109,9 @@ uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
  * [lo, hi). Each frame record is {saved fp, return address}. Stops (never
  * faults) when the next frame is not strictly above the current one, not
  * 16-byte aligned (8 on x86_64 for tolerance of odd ABIs, see walk.c), or out
- * of bounds, when a return address is 0, or after max PCs. PCs have
+ * of bounds, when a return address is 0 or points into the stack itself
+ * (a data word reached through code without frame pointers), or after max
+ * PCs. PCs have
  * pointer-authentication bits stripped. Returns the number of PCs stored;
  * *hash_out gets stkr__hash_pcs of them; *truncated is set when the walk
  * stopped at max. */
@@ -125,6 +127,13 @@ uint64_t stkr__os_tid(void);
 int stkr__stack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Name of the calling thread (NUL-terminated, may be empty). */
 void stkr__thread_name(char *buf, size_t len);
+/* Process-wide memory barrier (Linux membarrier(2), private expedited):
+ * register once, then stkr__membarrier() acts as a full fence on every
+ * running thread of the process. 0, or -errno where unavailable (Apple,
+ * old kernels, seccomp), and callers then fall back to real fences. */
+int stkr__membarrier_register(void);
+int stkr__membarrier(void);
+
 /* Strip pointer-authentication bits from a saved return address before
  * anything else sees it. Inline: it runs once per frame of every walk.
  * arm64e: the intrinsic (xpaci). Other arm64 code can still meet signed
@@ -152,9 +161,11 @@ typedef struct stkr__thread {
   stkr__ring ring;
 
   /* Line written by the producer on every event (and read by it). */
-  /* Producer-only flag: inside stkr_event(). Read by a signal handler on the
-   * same thread (a compiler barrier suffices: same thread). */
-  _Alignas(STKR__CACHE_LINE) volatile int busy;
+  /* Inside stkr_event(). Written by this thread (and its signal handlers);
+   * read by them for re-entrancy, and by stkr__threads_quiesce() (acquire,
+   * pairs with the release store that ends an event; the Dekker pair with
+   * stop is explained in stkr_event). */
+  _Alignas(STKR__CACHE_LINE) _Atomic int busy;
   uint32_t id;          /* recorder thread id, >= 1, set before publication */
   uintptr_t stack_lo, stack_hi; /* set at attach; producer only */
   /* Written by the producer (relaxed, single writer), read by stats

@@ -175,7 +175,10 @@ void stkr__threads_quiesce(void) {
    * shutdown. */
   pthread_mutex_lock(&g_reap_lock);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
-    while (t->busy && waited_ms < 100) {
+    /* Acquire: pairs with the release store that ends an event, so the
+     * final drain sees the record it committed. */
+    while (atomic_load_explicit(&t->busy, memory_order_acquire) &&
+           waited_ms < 100) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
       waited_ms++;
@@ -234,7 +237,7 @@ void stkr__threads_forget_after_fork(void) {
     atomic_store_explicit(&self->wake_sent, 0, memory_order_relaxed);
     self->w_consumed = self->w_reported_full = self->w_reported_reentrant = 0;
     self->w_defined_seg = 0;
-    self->busy = 0;
+    atomic_store_explicit(&self->busy, 0, memory_order_relaxed);
     self->tid = stkr__os_tid();
     self->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
     atomic_store_explicit(&g_head, self, memory_order_relaxed);

@@ -65,6 +65,15 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
          fp <= hi - 2 * sizeof(uintptr_t) && (fp & (STKR__FP_ALIGN - 1)) == 0;
 }
 
+/* The walk may read any word inside the thread's stack, including ones ASan
+ * has poisoned (redzones of a frame without a frame pointer whose rbp holds
+ * garbage that happens to point into the stack): that is by design and
+ * bounded by the checks above, so ASan must not instrument it. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize_address)
+__attribute__((no_sanitize_address))
+#endif
+#endif
 unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
                     uint64_t *pcs, unsigned max, uint64_t *hash_out,
                     bool *truncated) {
@@ -79,6 +88,10 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
 
     if (pc == 0)
       break; /* the outermost frame (thread entry) ends with a zero link */
+    if (pc >= lo && pc < hi)
+      break; /* a "return address" on the stack itself: the chain went
+                through code without frame pointers (libffi, an interpreter)
+                and this is a saved data word, not code */
     if (skip > 0) {
       skip--;
     } else {

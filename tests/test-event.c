@@ -176,9 +176,9 @@ static void test_busy_thread_drops_nested_event(void **state) {
   (void)state;
   assert_int_equal(stkr_thread_attach(), 0);
   stkr__threads_counts(&c0);
-  stkr__tls->busy = 1; /* as if a signal arrived mid-event */
+  atomic_store(&stkr__tls->busy, 1); /* as if a signal arrived mid-event */
   assert_int_equal(stkr_event(&g_site_a, NULL, 0), -EAGAIN);
-  stkr__tls->busy = 0;
+  atomic_store(&stkr__tls->busy, 0);
   stkr__threads_counts(&c1);
   assert_int_equal(c1.dropped_reentrant, c0.dropped_reentrant + 1);
   assert_int_equal(c1.pushed, c0.pushed);

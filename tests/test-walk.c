@@ -113,6 +113,9 @@ static void test_misaligned_and_zero_links(void **state) {
   chain(10);
   frame(16, AT(24), 0);                /* zero return address */
   assert_int_equal(walk(AT(0), 0, pcs, 64, &trunc), 2);
+  chain(10);
+  frame(16, AT(24), AT(100));          /* "return address" into the stack */
+  assert_int_equal(walk(AT(0), 0, pcs, 64, &trunc), 2);
   assert_int_equal(walk(AT(0) + 8 + 1, 0, pcs, 64, &trunc), 0);
 }
 
