@@ -52,6 +52,7 @@ void stkr__batch_free(stkr__batchb *b) {
   free(b->stack_ptrs);
   free(b->drops);
   free(b->drop_ptrs);
+  stkr__symdefs_free(&b->symdefs);
   memset(b, 0, sizeof *b);
 }
 
@@ -76,10 +77,12 @@ void stkr__batch_reset(stkr__batchb *b) {
   b->last_ts = 0;
   b->est_bytes = 64;
   b->n_sites = b->n_threads = b->n_stacks = b->n_drops = 0;
+  stkr__symdefs_reset(&b->symdefs);
 }
 
 bool stkr__batch_full(const stkr__batchb *b) {
-  return b->n >= STKR__BATCH_MAX_EVENTS || b->est_bytes >= STKR__BATCH_MAX_BYTES;
+  return b->n >= STKR__BATCH_MAX_EVENTS ||
+         b->est_bytes + b->symdefs.est_bytes >= STKR__BATCH_MAX_BYTES;
 }
 
 bool stkr__batch_nonempty(const stkr__batchb *b) {
@@ -184,7 +187,9 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   d->hash = st->hash;
   d->truncated = st->truncated;
   d->site_id = st->site;
-  b->est_bytes += 24 + (size_t)st->depth * 10;
+  d->n_frames = st->n_frames;
+  d->frames = (uint32_t *)st->frames; /* the symbolizer's, stable */
+  b->est_bytes += 24 + (size_t)st->depth * 10 + (size_t)st->n_frames * 4;
   return 0;
 }
 
@@ -225,6 +230,10 @@ void stkr__batch_finish(stkr__batchb *b) {
   b->batch.stacks = b->stack_ptrs;
   b->batch.n_drops = b->n_drops;
   b->batch.drops = b->drop_ptrs;
+  b->batch.n_strings = b->symdefs.n_strings;
+  b->batch.strings = b->symdefs.strings;
+  b->batch.n_frames = b->symdefs.n_frames;
+  b->batch.frames = b->symdefs.frames;
 
   e->n_ts_delta_ns = b->n;
   e->ts_delta_ns = b->ts_delta;
@@ -245,6 +254,28 @@ void stkr__batch_finish(stkr__batchb *b) {
   e->n_payload_truncated = b->n_ptrunc;
   e->payload_truncated = b->ptrunc;
   b->batch.events = b->n ? e : NULL;
+}
+
+const char *stkr__symbolize_mode_name(stkr_symbolize_mode m) {
+  switch (m) {
+  case STKR_SYMBOLIZE_INPROC: return "inproc";
+  case STKR_SYMBOLIZE_OFFLINE: return "offline";
+  case STKR_SYMBOLIZE_NONE: return "none";
+  }
+  return "";
+}
+
+bool stkr__app_path_match(const char *prefixes, const char *path) {
+  const char *p = prefixes;
+  if (!p || !path) return false;
+  while (*p) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len && strncmp(path, p, len) == 0) return true;
+    if (!end) break;
+    p = end + 1;
+  }
+  return false;
 }
 
 void stkr__process_name(char *buf, size_t len) {

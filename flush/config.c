@@ -137,6 +137,7 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   c.disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES;
   c.payload_max = STKR__DEFAULT_PAYLOAD_MAX;
   c.fork_mode = STKR_FORK_DISABLE;
+  c.symbolize = STKR_SYMBOLIZE_INPROC;
 
   /* Environment. Upper bounds keep values within the struct's types and
    * the recorder's hard caps; a 1 TiB ring is not a typo we want to mmap. */
@@ -168,6 +169,13 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
     if (strcasecmp(v, "disable") == 0) c.fork_mode = STKR_FORK_DISABLE;
     else if (strcasecmp(v, "follow") == 0) c.fork_mode = STKR_FORK_FOLLOW;
     else return bad_env("STACKREC_FORK", v, "expected \"disable\" or \"follow\"");
+  }
+  if ((v = env("STACKREC_SYMBOLIZE")) != NULL) {
+    if (strcasecmp(v, "inproc") == 0) c.symbolize = STKR_SYMBOLIZE_INPROC;
+    else if (strcasecmp(v, "offline") == 0) c.symbolize = STKR_SYMBOLIZE_OFFLINE;
+    else if (strcasecmp(v, "none") == 0) c.symbolize = STKR_SYMBOLIZE_NONE;
+    else return bad_env("STACKREC_SYMBOLIZE", v,
+                        "expected \"inproc\", \"offline\" or \"none\"");
   }
 
   /* Struct fields win. */
@@ -212,6 +220,14 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
                        "expected STKR_FORK_DISABLE or STKR_FORK_FOLLOW");
     c.fork_mode = in->fork_mode;
   }
+  if (in->symbolize) {
+    if (in->symbolize != STKR_SYMBOLIZE_INPROC &&
+        in->symbolize != STKR_SYMBOLIZE_OFFLINE &&
+        in->symbolize != STKR_SYMBOLIZE_NONE)
+      return bad_field("symbolize", (unsigned long long)in->symbolize,
+                       "expected STKR_SYMBOLIZE_INPROC, _OFFLINE or _NONE");
+    c.symbolize = in->symbolize;
+  }
 
   /* Rounded up to a power of two (the ring masks offsets) and to a size
    * that fits the largest record twice. */
@@ -221,6 +237,10 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
 
   c.dir = strdup(dir);
   if (!c.dir) return -ENOMEM;
+  if ((v = env("STACKREC_APP_PATHS")) != NULL && !(c.app_paths = strdup(v))) {
+    free(c.dir);
+    return -ENOMEM;
+  }
   *out = c;
   return 0;
 }
@@ -228,6 +248,8 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
 void stkr__config_free(stkr__fconfig *c) {
   free(c->dir);
   c->dir = NULL;
+  free(c->app_paths);
+  c->app_paths = NULL;
 }
 
 int stkr__mkdir_p(const char *path, mode_t mode) {

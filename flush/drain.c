@@ -91,6 +91,7 @@ static void write_batch(stkr__worker *w, bool last) {
       c->segment_bytes = w->cfg.segment_bytes;
       c->disk_cap_bytes = w->cfg.disk_cap_bytes;
       c->payload_max = w->cfg.payload_max;
+      c->symbolize = (char *)stkr__symbolize_mode_name(w->cfg.symbolize);
       h->config = c;
       h->arch = (char *)stkr__arch_name();
       h->parent_pid = w->parent_pid;
@@ -187,10 +188,51 @@ static void define_thread(stkr__worker *w, stkr__thread *t) {
     t->w_defined_seg = w->epoch;
 }
 
+/* A new image list: mark the app's images (the main executable, listed
+ * first, and those under STACKREC_APP_PATHS) and hand the list to the
+ * symbolizer, before any stack of this pass is resolved. */
+static void images_changed(stkr__worker *w) {
+  stkr__symimg *si = NULL;
+  if (w->imgs.gen == w->imgs_gen_app) return;
+  w->imgs_gen_app = w->imgs.gen;
+  for (size_t i = 0; i < w->imgs.n; i++) {
+    Stackrec__Image *im = &w->imgs.imgs[i];
+    im->app = i == 0 || stkr__app_path_match(w->cfg.app_paths, im->path);
+  }
+  if (!w->symc) return;
+  if (w->imgs.n && !(si = calloc(w->imgs.n, sizeof *si))) goto fail;
+  for (size_t i = 0; i < w->imgs.n; i++) {
+    const Stackrec__Image *im = &w->imgs.imgs[i];
+    si[i] = (stkr__symimg){im->path, im->load_address, im->text_start,
+                           im->text_end, im->build_id.data, im->build_id.len,
+                           im->app};
+  }
+  if (stkr__symc_set_images(w->symc, si, w->imgs.n) < 0) goto fail;
+  free(si);
+  return;
+fail:
+  free(si);
+  w->imgs_gen_app = 0; /* try again next pass */
+  stkr__log(STKR__LOG_OTHER, "symbolize: out of memory for the image list");
+}
+
+/* The frames of a stack new to the recording: the only place the worker
+ * does symbol work (each unique PC once, in the symbolizer's cache). */
+static void symbolize_stack(stkr__worker *w, stkr__stack *s) {
+  int err = stkr__symc_stack(w->symc, s->pcs, s->depth, &s->frames,
+                             &s->n_frames);
+  if (err < 0) {
+    s->frames = NULL;
+    s->n_frames = 0; /* the stack keeps its PCs only */
+    stkr__log(STKR__LOG_OTHER, "symbolize: %s", strerror(-err));
+  }
+}
+
 static void add_record(stkr__worker *w, stkr__thread *t,
                        const stkr__record *r) {
   stkr__batchb *b = &w->bb;
   uint32_t site = r->site_id, stack;
+  size_t known = w->stacks.count;
 
   define_thread(w, t);
   if (site >= 1 && site <= STKR_MAX_SITES && w->site_epoch[site] != w->epoch) {
@@ -202,7 +244,13 @@ static void add_record(stkr__worker *w, stkr__thread *t,
                                 (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
   if (stack) {
     stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
-    if (s->epoch != w->epoch && stkr__batch_add_stack(b, stack, s) == 0)
+    if (stack > known && w->symc) symbolize_stack(w, s);
+    /* Its strings and frames first: a reader resolves the stack's frames
+     * when it applies the StackDef. */
+    if (s->epoch != w->epoch &&
+        (s->n_frames == 0 || stkr__symc_emit(w->symc, s->frames, s->n_frames,
+                                             w->epoch, &b->symdefs) == 0) &&
+        stkr__batch_add_stack(b, stack, s) == 0)
       s->epoch = w->epoch;
   } /* else out of memory: the event keeps stack id 0, "unknown" */
   if (stkr__batch_add_event(b, r->ts_ns, site, t->id, stack,
@@ -302,6 +350,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
 
   if ((err = stkr__images_refresh(&w->imgs)) < 0)
     stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
+  images_changed(w);
 
   batch_begin(w);
   for (t = stkr__threads_first(); t; t = next) {

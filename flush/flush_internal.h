@@ -8,6 +8,7 @@
  *   segment.c      segment files: open, write, rotate, disk cap, errors
  *   batch.c        drained records -> one Stackrec__Batch (column-wise)
  *   images_*.c     the list of loaded images
+ *   symbolize*.c   PCs -> frames (symbolize.h), once per unique PC
  *   worker.c       the libuv loop, requests, drain, stats, fork
  */
 #ifndef STKR_FLUSH_INTERNAL_H
@@ -18,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "flush/symbolize.h"
 #include "proto/stackrec.pb-c.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
@@ -50,6 +52,8 @@ typedef struct stkr__fconfig {
   uint64_t disk_cap_bytes;
   unsigned payload_max;
   stkr_fork_mode fork_mode;
+  stkr_symbolize_mode symbolize;
+  char *app_paths; /* malloc'd STACKREC_APP_PATHS, or NULL */
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
@@ -62,7 +66,7 @@ typedef struct stkr__fconfig {
 
 /* Defaults <- environment <- non-zero fields of `in` (NULL: none). 0 or
  * -EINVAL (the offending variable or field named on stderr). On success
- * out->dir must be freed with stkr__config_free. */
+ * out->dir and out->app_paths must be freed with stkr__config_free. */
 int stkr__config_build(const stkr_config *in, stkr__fconfig *out);
 void stkr__config_free(stkr__fconfig *c);
 /* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
@@ -78,6 +82,10 @@ typedef struct stkr__stack {
   uint16_t depth;
   bool truncated;
   uint32_t epoch; /* segment epoch whose batches last carried the StackDef */
+  /* Symbolized frames (inproc mode), in the symbolizer's memory: set once
+   * when the stack is first seen, never changed. */
+  const uint32_t *frames;
+  uint32_t n_frames;
 } stkr__stack;
 
 typedef struct stkr__stacktab {
@@ -203,6 +211,8 @@ typedef struct stkr__batchb {
   Stackrec__Drops *drops;
   Stackrec__Drops **drop_ptrs;
   size_t n_drops, cap_drops;
+  /* StringDefs and FrameDefs (messages owned by the symbolizer). */
+  stkr__symdefs symdefs;
 } stkr__batchb;
 
 void stkr__batch_init(stkr__batchb *b);
@@ -227,6 +237,11 @@ int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
  * be encoded (header, images, counters, clock and seq are set by the caller
  * through b->batch / b->header etc.). */
 void stkr__batch_finish(stkr__batchb *b);
+
+/* "inproc", "offline" or "none". */
+const char *stkr__symbolize_mode_name(stkr_symbolize_mode m);
+/* Is `path` under one of the colon-separated prefixes in `prefixes`? */
+bool stkr__app_path_match(const char *prefixes, const char *path);
 
 /* ---- process name (batch.c) ---- */
 void stkr__process_name(char *buf, size_t len);

@@ -234,6 +234,7 @@ static void worker_free(stkr__worker *w) {
   stkr__stacktab_free(&w->stacks);
   stkr__batch_free(&w->bb);
   stkr__images_free(&w->imgs);
+  stkr__symc_free(w->symc);
   stkr_fmt_buf_free(&w->out);
   if (w->cctx) ZSTD_freeCCtx(w->cctx);
   free(w->thread_seen);
@@ -256,8 +257,15 @@ static void loop_teardown(stkr__worker *w, bool handles_open) {
   (void)uv_loop_close(&w->loop);
 }
 
+/* The symbolizer's notes (an image whose file cannot be used): rate-limited
+ * like every other message of ours. */
+static void sym_warn(void *arg, const char *why) {
+  (void)arg;
+  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
+}
+
 /* Build a worker (loop, handles, first segment file) without starting its
- * thread. Takes ownership of cfg->dir. */
+ * thread. Takes ownership of cfg->dir and cfg->app_paths. */
 static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
                          stkr__worker **out) {
   stkr__worker *w = calloc(1, sizeof *w);
@@ -269,6 +277,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   }
   w->cfg = *cfg;
   cfg->dir = NULL;
+  cfg->app_paths = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
   w->pid = (uint32_t)getpid();
   w->parent_pid = parent_pid;
@@ -312,6 +321,13 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     goto fail;
   }
   (void)stkr__images_refresh(&w->imgs);
+  if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC) {
+    /* Cheap: modules are opened when a stack first needs them, on the
+     * worker thread. No backend (or no memory) only means no frames. */
+    stkr__symbe *be = NULL;
+    stkr__symbe_opts so = {.warn = sym_warn};
+    if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
+  }
 
   if ((err = uv_loop_init(&w->loop)) < 0) goto fail;
   if ((err = uv_timer_init(&w->loop, &w->timer)) < 0 ||
@@ -406,7 +422,9 @@ static void on_fork_child(void) {
   g_inherited = NULL;
   cfg = parent->cfg;
   cfg.dir = strdup(parent->cfg.dir);
-  if (!cfg.dir) {
+  cfg.app_paths = parent->cfg.app_paths ? strdup(parent->cfg.app_paths) : NULL;
+  if (!cfg.dir || (parent->cfg.app_paths && !cfg.app_paths)) {
+    stkr__config_free(&cfg);
     err = -ENOMEM;
     goto fail;
   }

@@ -51,6 +51,11 @@ typedef struct stkr__worker {
   stkr__batchb bb;
   stkr__images imgs;
   uint64_t imgs_gen_sent; /* images.gen last put in a batch */
+  /* Inproc symbolization (NULL in the offline and none modes): each stack
+   * new to the recording gets its frames here, on this thread only. */
+  stkr__symc *symc;
+  uint64_t imgs_gen_app;  /* images.gen whose app flags (and symbolizer
+                             image list) are set */
   ZSTD_CCtx *cctx;
   stkr_fmt_buf out;
   /* Definitions are re-emitted per "epoch": a fresh epoch starts with each

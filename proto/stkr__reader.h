@@ -42,6 +42,8 @@ typedef struct stkr__stack {
   uint32_t id;
   uint64_t *pcs;
   size_t n_pcs;
+  uint32_t *frames; /* indexes into stkr__stream.frames; NULL if none */
+  size_t n_frames;
   uint64_t hash;
   bool truncated;
   uint32_t site_id; /* StackDef.site_id: 0 = events carry their site */
@@ -78,6 +80,13 @@ typedef struct stkr__stream {
   stkr__idmap stack_map;
   stkr_image_info *images; /* paths and build ids owned */
   size_t n_images, cap_images;
+  char **strings;          /* StringDefs of the session, owned */
+  size_t n_strings, cap_strings;
+  stkr__idmap string_map;
+  stkr_frame *frames;      /* FrameDefs (pc 0), strings point into strings */
+  uint32_t *frame_ids;     /* FrameDef.id of frames[i] */
+  size_t n_frames, cap_frames, cap_frame_ids;
+  stkr__idmap frame_map;
 
   bool have_sync; /* a (monotonic, wall) pair to date events with */
   uint64_t sync_mono, sync_wall;
@@ -100,6 +109,7 @@ typedef struct stkr__stream {
 #define STKR__WARNED_CONFLICT 4u
 #define STKR__WARNED_BAD_ID 8u
 #define STKR__WARNED_IMAGES 16u
+#define STKR__WARNED_FRAMES 32u
 
 /* Buffered reading of one file at explicit offsets (stkr_frames.c). The
  * buffer is fixed-size; frames larger than it are streamed through it. */
@@ -130,6 +140,7 @@ struct stkr_reader {
   stkr__input in;
   ZSTD_DCtx *dctx;
   stkr_fmt_buf dbuf; /* the decompressed frame */
+  stkr_fmt_pballoc pballoc; /* bounds what decoding one batch may take */
   Stackrec__Batch *batch; /* batch whose events are being handed out */
   uint64_t batch_off;
   size_t ev_idx, ev_count;
@@ -137,6 +148,11 @@ struct stkr_reader {
   size_t payload_pos;
   uint8_t *trunc_bits; /* payload_truncated as a bitmap */
   size_t trunc_cap;
+  /* The current event's frames (stkr_event_view.frames), rebuilt when the
+   * stack changes. */
+  stkr_frame *ev_frames;
+  size_t ev_frames_cap;
+  const stkr__stack *ev_frames_of;
 };
 
 /* stkr_reader.c: report a warning (counted; formatted as
@@ -169,6 +185,31 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 /* Drop the current batch. */
 void stkr__batch_release(stkr_reader *r);
 void stkr__stream_free(stkr__stream *st);
+
+/* stkr_batch.c helpers shared with stkr_symbols.c */
+char *stkr__strdup0(const char *s); /* strdup(s ? s : "") */
+/* Warn once per process that an id was defined twice, differently. */
+void stkr__conflict(stkr_reader *r, stkr__stream *st, const char *path,
+                    uint64_t off, const char *what, uint32_t id);
+/* Warn once per process about a definition with id 0. */
+void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
+                  uint64_t off, const char *what);
+
+/* stkr_symbols.c: StringDef / FrameDef into st's tables (0 or -ENOMEM). */
+int stkr__apply_string(stkr_reader *r, stkr__stream *st,
+                       const Stackrec__StringDef *d, const char *path,
+                       uint64_t off);
+int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
+                      const Stackrec__FrameDef *d, const char *path,
+                      uint64_t off);
+/* s->frames from d->frames, or none (warned) if they do not fit the PCs.
+ * @return 0 or -ENOMEM. */
+int stkr__stack_frames(stkr_reader *r, stkr__stream *st, stkr__stack *s,
+                       const Stackrec__StackDef *d, const char *path,
+                       uint64_t off);
+/* r->ev_frames = the frames of stack s, each with its PC. 0 or -ENOMEM. */
+int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
+                       const stkr__stack *s);
 
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);

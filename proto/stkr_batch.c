@@ -39,7 +39,7 @@ int stkr__grow(void *arr, size_t *cap, size_t need, size_t size) {
   return 0;
 }
 
-static char *stkr__strdup0(const char *s) {
+char *stkr__strdup0(const char *s) {
   return strdup(s ? s : "");
 }
 
@@ -131,7 +131,7 @@ static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
   return 0;
 }
 
-static void stkr__conflict(stkr_reader *r, stkr__stream *st, const char *path,
+void stkr__conflict(stkr_reader *r, stkr__stream *st, const char *path,
                            uint64_t off, const char *what, uint32_t id) {
   if (st->warned & STKR__WARNED_CONFLICT)
     return;
@@ -142,7 +142,7 @@ static void stkr__conflict(stkr_reader *r, stkr__stream *st, const char *path,
              what, (unsigned)id);
 }
 
-static void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
+void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
                          uint64_t off, const char *what) {
   if (st->warned & STKR__WARNED_BAD_ID)
     return;
@@ -247,8 +247,10 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
   s->hash = d->hash;
   s->truncated = d->truncated;
   s->site_id = d->site_id;
-  if (stkr__idmap_put(&st->stack_map, d->id, (uint32_t)st->n_stacks) != 0) {
+  if (stkr__stack_frames(r, st, s, d, path, off) != 0 ||
+      stkr__idmap_put(&st->stack_map, d->id, (uint32_t)st->n_stacks) != 0) {
     free(s->pcs);
+    free(s->frames);
     return -ENOMEM;
   }
   st->n_stacks++;
@@ -386,6 +388,14 @@ static int stkr__apply_defs(stkr_reader *r, stkr__stream *st,
   for (i = 0; i < b->n_sites; i++)
     if (stkr__apply_site(r, st, b->sites[i], path, off) != 0)
       return -ENOMEM;
+  /* Strings, then the frames that use them, then the stacks that use
+   * those (stackrec.proto). */
+  for (i = 0; i < b->n_strings; i++)
+    if (stkr__apply_string(r, st, b->strings[i], path, off) != 0)
+      return -ENOMEM;
+  for (i = 0; i < b->n_frames; i++)
+    if (stkr__apply_frame(r, st, b->frames[i], path, off) != 0)
+      return -ENOMEM;
   for (i = 0; i < b->n_threads; i++) {
     if (b->threads[i]->id == 0) {
       stkr__bad_id(r, st, path, off, "thread");
@@ -464,9 +474,17 @@ static void stkr__session_reset(stkr__stream *st) {
     free(st->threads[i].name);
   st->n_threads = 0;
   stkr__idmap_free(&st->stack_map);
-  for (i = 0; i < st->n_stacks; i++)
+  for (i = 0; i < st->n_stacks; i++) {
     free(st->stacks[i].pcs);
+    free(st->stacks[i].frames);
+  }
   st->n_stacks = 0;
+  stkr__idmap_free(&st->frame_map);
+  st->n_frames = 0;
+  stkr__idmap_free(&st->string_map);
+  for (i = 0; i < st->n_strings; i++)
+    free(st->strings[i]);
+  st->n_strings = 0;
 
   st->have_batch_seq = false;
   st->have_session = false;
@@ -488,7 +506,7 @@ static bool stkr__is_new_session(const stkr__stream *st,
 
 void stkr__batch_release(stkr_reader *r) {
   if (r->batch != NULL)
-    stackrec__batch__free_unpacked(r->batch, NULL);
+    stackrec__batch__free_unpacked(r->batch, &r->pballoc.pb);
   r->batch = NULL;
   r->ev_idx = r->ev_count = 0;
 }
@@ -502,7 +520,17 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   size_t i, n;
 
   stkr__batch_release(r);
-  b = stackrec__batch__unpack(NULL, r->dbuf.len, r->dbuf.data);
+  r->ev_frames_of = NULL; /* definitions may move or go */
+  r->pballoc.refused = false;
+  b = stackrec__batch__unpack(&r->pballoc.pb, r->dbuf.len, r->dbuf.data);
+  if (b == NULL && r->pballoc.refused) {
+    st->info.damaged_batches++;
+    stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
+               "damaged batch (would need over %u MiB to decode %zu "
+               "bytes), skipped",
+               (unsigned)(STKR_FMT_MAX_DECODED_BYTES >> 20), r->dbuf.len);
+    return STKR__BATCH_SKIPPED;
+  }
   if (b == NULL) {
     /* protobuf-c does not say why; the zstd checksum passed, so this is a
      * writer bug or a foreign file rather than disk damage. */
@@ -525,14 +553,14 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
                    : "invalid format version %u (this reader reads %u); "
                      "rest of process skipped",
                (unsigned)v, (unsigned)STKR_FORMAT_VERSION);
-    stackrec__batch__free_unpacked(b, NULL);
+    stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return STKR__BATCH_UNSUPPORTED;
   }
   if ((why = stkr__check_events(b->events)) != NULL) {
     st->info.damaged_batches++;
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
                "damaged batch (%s), skipped", why);
-    stackrec__batch__free_unpacked(b, NULL);
+    stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return STKR__BATCH_SKIPPED;
   }
 
@@ -543,7 +571,7 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   if (b->header != NULL)
     stkr__apply_header(r, st, b->header, path, off, file_seq);
   if (stkr__apply_defs(r, st, b, path, off) != 0) {
-    stackrec__batch__free_unpacked(b, NULL);
+    stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return -ENOMEM;
   }
   stkr__apply_counters(st, b);
@@ -554,7 +582,7 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     size_t bytes = n / 8 + 1;
 
     if (stkr__grow(&r->trunc_bits, &r->trunc_cap, bytes, 1) != 0) {
-      stackrec__batch__free_unpacked(b, NULL);
+      stackrec__batch__free_unpacked(b, &r->pballoc.pb);
       return -ENOMEM;
     }
     memset(r->trunc_bits, 0, bytes);
@@ -593,11 +621,19 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->stack_id = e->stack_id[i];
   ev->site_id = e->n_site_id ? e->site_id[i] : 0;
   if (stkr__idmap_get(&st->stack_map, ev->stack_id, &idx)) {
-    ev->n_pcs = st->stacks[idx].n_pcs;
-    ev->pcs = ev->n_pcs ? st->stacks[idx].pcs : NULL;
-    ev->stack_truncated = st->stacks[idx].truncated;
+    const stkr__stack *s = &st->stacks[idx];
+
+    ev->n_pcs = s->n_pcs;
+    ev->pcs = ev->n_pcs ? s->pcs : NULL;
+    ev->stack_truncated = s->truncated;
     if (!e->n_site_id)
-      ev->site_id = st->stacks[idx].site_id;
+      ev->site_id = s->site_id;
+    if (s->n_frames && stkr__event_frames(r, st, s) != 0)
+      return -ENOMEM;
+    if (s->n_frames) {
+      ev->frames = r->ev_frames;
+      ev->n_frames = s->n_frames;
+    }
   } else {
     ev->unresolved = true;
   }
@@ -659,10 +695,19 @@ void stkr__stream_free(stkr__stream *st) {
     free(st->threads[i].name);
   free(st->threads);
   stkr__idmap_free(&st->thread_map);
-  for (i = 0; i < st->n_stacks; i++)
+  for (i = 0; i < st->n_stacks; i++) {
     free(st->stacks[i].pcs);
+    free(st->stacks[i].frames);
+  }
   free(st->stacks);
   stkr__idmap_free(&st->stack_map);
+  free(st->frames);
+  free(st->frame_ids);
+  stkr__idmap_free(&st->frame_map);
+  for (i = 0; i < st->n_strings; i++)
+    free(st->strings[i]);
+  free(st->strings);
+  stkr__idmap_free(&st->string_map);
   for (i = 0; i < st->n_images; i++) {
     free((char *)st->images[i].path);
     free((uint8_t *)st->images[i].build_id);

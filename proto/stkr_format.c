@@ -144,3 +144,45 @@ void stkr_fmt_buf_free(stkr_fmt_buf *b) {
   b->data = NULL;
   b->len = b->cap = 0;
 }
+
+/* Each block carries its size in front of it, so free can give it back to
+ * the budget; 16 bytes keep the block max_align_t-aligned. */
+#define STKR__PB_HDR 16u
+
+static void *stkr__pballoc_alloc(void *data, size_t size) {
+  stkr_fmt_pballoc *a = data;
+  uint8_t *p;
+
+  if (size > a->limit - a->used) {
+    a->refused = true;
+    return NULL;
+  }
+  p = malloc(size + STKR__PB_HDR);
+  if (p == NULL)
+    return NULL;
+  memcpy(p, &size, sizeof size);
+  a->used += size;
+  return p + STKR__PB_HDR;
+}
+
+static void stkr__pballoc_free(void *data, void *ptr) {
+  stkr_fmt_pballoc *a = data;
+  uint8_t *p = ptr;
+  size_t size;
+
+  if (p == NULL)
+    return;
+  p -= STKR__PB_HDR;
+  memcpy(&size, p, sizeof size);
+  a->used -= size;
+  free(p);
+}
+
+void stkr_fmt_pballoc_init(stkr_fmt_pballoc *a, size_t limit) {
+  a->pb.alloc = stkr__pballoc_alloc;
+  a->pb.free = stkr__pballoc_free;
+  a->pb.allocator_data = a;
+  a->used = 0;
+  a->limit = limit;
+  a->refused = false;
+}

@@ -10,6 +10,7 @@
 #ifndef STKR_FORMAT_H
 #define STKR_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,6 +76,30 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
 
 /* Free b's memory and zero it. NULL is accepted. */
 void stkr_fmt_buf_free(stkr_fmt_buf *b);
+
+/* Most memory one Batch may take once decoded by protobuf-c. Decoding can
+ * multiply its input many times over (a packed field of 1-byte varints
+ * becomes 8 bytes an element; every message is its own allocation), so
+ * bounding the serialized size (STKR_FMT_MAX_BATCH_BYTES) does not bound
+ * the decoder: a 5 KB segment could otherwise ask for gigabytes. The
+ * writer's batches (at most 65536 events) need a few MiB. */
+#define STKR_FMT_MAX_DECODED_BYTES (256u << 20)
+
+/*
+ * A protobuf-c allocator that refuses once the blocks it has handed out
+ * (and not yet freed) would exceed `limit` bytes. Pass &a->pb to
+ * stackrec__batch__unpack() AND to the matching free_unpacked(). `refused`
+ * tells, after a failed unpack, that the limit (not the input) was why;
+ * stkr_fmt_pballoc_init() clears it, as may the caller before each unpack.
+ * Not thread-safe: one per decoding thread.
+ */
+typedef struct stkr_fmt_pballoc {
+  ProtobufCAllocator pb;
+  size_t used, limit;
+  bool refused;
+} stkr_fmt_pballoc;
+
+void stkr_fmt_pballoc_init(stkr_fmt_pballoc *a, size_t limit);
 
 #ifdef __cplusplus
 }

@@ -184,6 +184,15 @@ static stkr__fres stkr__frame_read(stkr_reader *r, const char **reason) {
     *reason = "declared size over the batch limit";
     return STKR__F_BAD;
   }
+  /* Every batch our writer makes carries a content checksum; a frame
+   * without one is damage (a flipped Content_Checksum_flag, bit 2 of the
+   * Frame_Header_Descriptor right after the magic, RFC 8878 3.1.1.1.1)
+   * whose contents nothing would verify. The header is complete here
+   * (ZSTD_getFrameContentSize parsed it), so p[4] is inside it. */
+  if (!(p[4] & 0x04)) {
+    *reason = "frame without content checksum";
+    return STKR__F_BAD;
+  }
   if (stkr__dbuf_reserve(out, fcs == ZSTD_CONTENTSIZE_UNKNOWN
                                   ? STKR__UNKNOWN_SIZE_START
                                   : (fcs ? (size_t)fcs : 1)) != 0)

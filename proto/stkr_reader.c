@@ -61,6 +61,7 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
     r->warn = opts->warn;
     r->warn_arg = opts->warn_arg;
   }
+  stkr_fmt_pballoc_init(&r->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   r->dctx = ZSTD_createDCtx();
   if (r->dctx == NULL) {
     free(r);
@@ -84,6 +85,7 @@ void stkr_reader_free(stkr_reader *r) {
   ZSTD_freeDCtx(r->dctx);
   stkr_fmt_buf_free(&r->dbuf);
   free(r->trunc_bits);
+  free(r->ev_frames);
   free(r);
 }
 

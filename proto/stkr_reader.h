@@ -139,6 +139,21 @@ typedef struct stkr_image_info {
   size_t build_id_len;
 } stkr_image_info;
 
+/* One symbolized frame (stackrec.proto, FrameDef). A PC gives one or more
+ * frames: the calls inlined at it (inlined = true, innermost first), then
+ * the function containing it (inlined = false). */
+typedef struct stkr_frame {
+  uint64_t pc;           /* the recorded PC (a return address) */
+  const char *function;  /* demangled name; NULL: unknown (see image) */
+  const char *file;      /* source file as compiled; NULL: unknown */
+  uint32_t line, column; /* 0: unknown */
+  const char *image;     /* path of the image; NULL: in no known image */
+  uint64_t offset;       /* pc - the image's load address (pc if no image) */
+  bool inlined;          /* a call inlined at pc; pc's frames go on */
+  bool is_app;           /* the image is the app's own (the main
+                            executable or under STACKREC_APP_PATHS) */
+} stkr_frame;
+
 /* One event. Pointers stay valid until the next stkr_reader_next() or
  * stkr_reader_free() on the reader; copy what you keep. */
 typedef struct stkr_event_view {
@@ -162,6 +177,11 @@ typedef struct stkr_event_view {
   bool unresolved;           /* some id had no definition */
   const char *path;          /* segment file of the event */
   uint64_t batch_offset;     /* byte offset of its batch in that file */
+  /* Symbolized frames of the stack, innermost first (at least one per PC);
+   * NULL and 0 when the stack was not symbolized (offline/none mode before
+   * `stackrec symbolize`) or is undefined. */
+  const stkr_frame *frames;
+  size_t n_frames;
 } stkr_event_view;
 
 /* Counts over the whole reader. */

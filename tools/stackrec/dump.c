@@ -10,7 +10,8 @@
 #include "tools/stackrec/cli.h"
 
 static const char dump_help[] =
-    "Usage: stackrec dump [--json] [--limit N] DIR|FILE...\n"
+    "Usage: stackrec dump [--json] [--frames] [--app-only] [--limit N]\n"
+    "                     DIR|FILE...\n"
     "\n"
     "Print every event of the recordings, one line each, in recording\n"
     "order: processes by pid, then segments, then batches.\n"
@@ -25,9 +26,23 @@ static const char dump_help[] =
     "Options:\n"
     "  --json      one JSON object per line instead, with the keys ts_ns,\n"
     "              pid, site, tid, thread, payload (string or null),\n"
-    "              payload_truncated, stack (array of \"0x...\" strings)\n"
-    "              and stack_truncated; bytes that are not valid UTF-8\n"
-    "              appear as \\u00XX\n"
+    "              payload_truncated, stack (array of \"0x...\" strings),\n"
+    "              stack_truncated, and frames when the stack was\n"
+    "              symbolized: innermost first, one or more per PC (the\n"
+    "              calls inlined there, then the function containing it),\n"
+    "              each {pc, function, file, line, column,\n"
+    "              image, offset, inlined, app} with pc and offset as\n"
+    "              \"0x...\" strings, unknown strings null, unknown line\n"
+    "              and column 0; bytes that are not valid UTF-8 appear as\n"
+    "              \\u00XX\n"
+    "  --frames    text: after each event, one line per frame:\n"
+    "                \"    FUNCTION (FILE:LINE)\" ([inlined] for a call\n"
+    "              inlined at that PC), or \"    IMAGE+0xOFFSET\" when the\n"
+    "              function is unknown\n"
+    "  --app-only  keep only the app's frames (the main executable and\n"
+    "              images under STACKREC_APP_PATHS when recorded), and\n"
+    "              only their PCs in stack=; stacks without frames are\n"
+    "              printed whole\n"
     "  -n, --limit N\n"
     "              stop after N events\n"
     "  -h, --help  this help\n"
@@ -35,11 +50,100 @@ static const char dump_help[] =
 
 typedef struct dump_opts {
   bool json;
+  bool frames;
+  bool app_only;
   bool limited;
   unsigned long long limit;
 } dump_opts;
 
-static void dump_text(FILE *f, const stkr_event_view *ev) {
+/* Is PC i kept? With --app-only and frames: only if its frame (the one
+ * that is not inlined) is the app's. fi walks the frames alongside. */
+static bool keep_pc(const dump_opts *o, const stkr_event_view *ev,
+                    size_t *fi) {
+  bool app = true;
+  if (ev->n_frames == 0)
+    return true;
+  while (*fi < ev->n_frames && ev->frames[*fi].inlined)
+    (*fi)++;
+  if (*fi < ev->n_frames)
+    app = ev->frames[(*fi)++].is_app;
+  return !o->app_only || app;
+}
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+static void text_frames(FILE *f, const dump_opts *o,
+                        const stkr_event_view *ev) {
+  size_t i;
+
+  for (i = 0; i < ev->n_frames; i++) {
+    const stkr_frame *fr = &ev->frames[i];
+    if (o->app_only && !fr->is_app)
+      continue;
+    fputs("    ", f);
+    if (fr->function) {
+      stkr_cli_put_escaped(f, (const uint8_t *)fr->function,
+                           strlen(fr->function));
+      if (fr->file) {
+        fputs(" (", f);
+        stkr_cli_put_escaped(f, (const uint8_t *)fr->file, strlen(fr->file));
+        if (fr->line)
+          fprintf(f, ":%u", (unsigned)fr->line);
+        putc(')', f);
+      }
+    } else if (fr->image) {
+      const char *b = base_name(fr->image);
+      stkr_cli_put_escaped(f, (const uint8_t *)b, strlen(b));
+      fprintf(f, "+0x%llx", (unsigned long long)fr->offset);
+    } else {
+      fprintf(f, "0x%llx", (unsigned long long)fr->pc);
+    }
+    if (fr->inlined)
+      fputs(" [inlined]", f);
+    putc('\n', f);
+  }
+}
+
+static void json_str_or_null(FILE *f, const char *s) {
+  if (s == NULL) {
+    fputs("null", f);
+    return;
+  }
+  putc('"', f);
+  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
+  putc('"', f);
+}
+
+static void json_frames(FILE *f, const dump_opts *o,
+                        const stkr_event_view *ev) {
+  bool first = true;
+  size_t i;
+
+  fputs(",\"frames\":[", f);
+  for (i = 0; i < ev->n_frames; i++) {
+    const stkr_frame *fr = &ev->frames[i];
+    if (o->app_only && !fr->is_app)
+      continue;
+    fprintf(f, "%s{\"pc\":\"0x%llx\",\"function\":", first ? "" : ",",
+            (unsigned long long)fr->pc);
+    first = false;
+    json_str_or_null(f, fr->function);
+    fputs(",\"file\":", f);
+    json_str_or_null(f, fr->file);
+    fprintf(f, ",\"line\":%u,\"column\":%u,\"image\":", (unsigned)fr->line,
+            (unsigned)fr->column);
+    json_str_or_null(f, fr->image);
+    fprintf(f, ",\"offset\":\"0x%llx\",\"inlined\":%s,\"app\":%s}",
+            (unsigned long long)fr->offset, fr->inlined ? "true" : "false",
+            fr->is_app ? "true" : "false");
+  }
+  putc(']', f);
+}
+
+static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
   size_t i;
 
   fprintf(f, "%llu ", (unsigned long long)ev->ts_ns);
@@ -64,13 +168,22 @@ static void dump_text(FILE *f, const stkr_event_view *ev) {
   fputs(" stack=", f);
   if (ev->n_pcs == 0)
     putc(ev->unresolved ? '?' : '-', f);
-  for (i = 0; i < ev->n_pcs; i++)
-    fprintf(f, "%s0x%llx", i ? "," : "", (unsigned long long)ev->pcs[i]);
+  {
+    size_t fi = 0, shown = 0;
+    for (i = 0; i < ev->n_pcs; i++)
+      if (keep_pc(o, ev, &fi))
+        fprintf(f, "%s0x%llx", shown++ ? "," : "",
+                (unsigned long long)ev->pcs[i]);
+    if (ev->n_pcs && !shown)
+      putc('-', f);
+  }
   putc('\n', f);
+  if (o->frames)
+    text_frames(f, o, ev);
 }
 
-static void dump_json(FILE *f, const stkr_event_view *ev) {
-  size_t i;
+static void dump_json(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
+  size_t i, fi = 0, shown = 0;
 
   fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,\"site\":\"",
           (unsigned long long)ev->ts_ns, (unsigned)ev->pid);
@@ -89,9 +202,13 @@ static void dump_json(FILE *f, const stkr_event_view *ev) {
   fprintf(f, ",\"payload_truncated\":%s,\"stack\":[",
           ev->payload_truncated ? "true" : "false");
   for (i = 0; i < ev->n_pcs; i++)
-    fprintf(f, "%s\"0x%llx\"", i ? "," : "", (unsigned long long)ev->pcs[i]);
-  fprintf(f, "],\"stack_truncated\":%s}\n",
-          ev->stack_truncated ? "true" : "false");
+    if (keep_pc(o, ev, &fi))
+      fprintf(f, "%s\"0x%llx\"", shown++ ? "," : "",
+              (unsigned long long)ev->pcs[i]);
+  fprintf(f, "],\"stack_truncated\":%s", ev->stack_truncated ? "true" : "false");
+  if (ev->n_frames) /* unsymbolized recordings print as they always did */
+    json_frames(f, o, ev);
+  fputs("}\n", f);
 }
 
 /* Parse a decimal count; the whole string must be digits. */
@@ -110,11 +227,13 @@ static int parse_count(const char *s, unsigned long long *out) {
 int stkr_cli_dump(int argc, char **argv) {
   static const struct option longopts[] = {
       {"json", no_argument, NULL, 'j'},
+      {"frames", no_argument, NULL, 'f'},
+      {"app-only", no_argument, NULL, 'a'},
       {"limit", required_argument, NULL, 'n'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   unsigned long long printed = 0;
-  dump_opts o = {false, false, 0};
+  dump_opts o = {false, false, false, false, 0};
   stkr_reader *r;
   stkr_event_view ev;
   int c, rc = 0, status;
@@ -125,6 +244,12 @@ int stkr_cli_dump(int argc, char **argv) {
     switch (c) {
     case 'j':
       o.json = true;
+      break;
+    case 'f':
+      o.frames = true;
+      break;
+    case 'a':
+      o.app_only = true;
       break;
     case 'n':
       if (parse_count(optarg, &o.limit) != 0)
@@ -153,9 +278,9 @@ int stkr_cli_dump(int argc, char **argv) {
   while (!(o.limited && printed >= o.limit) &&
          (rc = stkr_reader_next(r, &ev)) == 1) {
     if (o.json)
-      dump_json(stdout, &ev);
+      dump_json(stdout, &o, &ev);
     else
-      dump_text(stdout, &ev);
+      dump_text(stdout, &o, &ev);
     printed++;
   }
   if (rc < 0) {

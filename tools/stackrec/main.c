@@ -26,8 +26,9 @@ static const char usage[] =
     "segment files, or single segment files.\n"
     "\n"
     "Commands:\n"
-    "  info   summary of each recorded process\n"
-    "  dump   one line per event (text or JSON)\n"
+    "  info       summary of each recorded process\n"
+    "  dump       one line per event (text or JSON)\n"
+    "  symbolize  resolve an offline-mode recording into frames\n"
     "\n"
     "Run 'stackrec COMMAND --help' for the options of a command.\n"
     "Warnings about damaged input go to stderr, naming file and offset.\n"
@@ -117,6 +118,8 @@ int main(int argc, char **argv) {
     return stkr_cli_info(argc - 1, argv + 1);
   if (strcmp(cmd, "dump") == 0)
     return stkr_cli_dump(argc - 1, argv + 1);
+  if (strcmp(cmd, "symbolize") == 0)
+    return stkr_cli_symbolize(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);

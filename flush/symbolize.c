@@ -1,0 +1,463 @@
+/*
+ * symbolize.c: the frame cache (see symbolize.h).
+ *
+ * Why a cache per PC: resolving is expensive (libdw: microseconds per PC,
+ * dladdr ~0.4 us, _NSCallStackArray more), stacks share most of their
+ * frames (main, the run loop, the framework layers), and the recorder sees
+ * the same few thousand stacks millions of times. So the worker resolves a
+ * PC the first time any new stack contains it and never again for this
+ * recording: later stacks with that PC cost one hash probe per PC, and
+ * repeated stacks cost nothing here at all (the stack table already knows
+ * them, so the worker never calls us).
+ *
+ * Storage: StringDef and FrameDef messages live in fixed-size chunks so
+ * their addresses never move (a batch points at them until it is encoded);
+ * ids are dense from 1, so id -> message is two array indexes. A PC's
+ * frames get consecutive ids, so the PC map stores (first id, count). Each
+ * message carries the epoch (segment) that last emitted it, so a new
+ * segment re-emits exactly what its stacks use.
+ */
+#define _GNU_SOURCE /* RTLD_DEFAULT, RTLD_NOLOAD */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flush/symbolize.h"
+
+#define CHUNK_SHIFT 10
+#define CHUNK (1u << CHUNK_SHIFT)
+#define STACK_ARENA_WORDS 16384u
+
+/* Total PCs resolved in this process (stkr__sym_resolved_total). Relaxed:
+ * a statistic; readers synchronize through the worker's request mutex. */
+static _Atomic uint64_t g_resolved_total;
+
+uint64_t stkr__sym_resolved_total(void) {
+  return atomic_load_explicit(&g_resolved_total, memory_order_relaxed);
+}
+
+typedef struct pcent {
+  uint64_t pc;
+  uint32_t first; /* frame id; 0 = empty slot */
+  uint32_t n;
+} pcent;
+
+typedef struct strent {
+  uint64_t hash;
+  uint32_t id; /* 0 = empty */
+} strent;
+
+typedef struct u32blk {
+  struct u32blk *next;
+  size_t used, size;
+  uint32_t data[];
+} u32blk;
+
+struct stkr__symc {
+  stkr__symbe *be;
+  /* strings: chunks of CHUNK messages, epochs by id - 1 */
+  Stackrec__StringDef **str_chunks;
+  size_t n_str_chunks;
+  uint32_t n_strings;
+  uint32_t *str_epoch;
+  size_t cap_str_epoch;
+  strent *str_map;
+  size_t str_map_cap; /* power of two */
+  /* frames */
+  Stackrec__FrameDef **fr_chunks;
+  size_t n_fr_chunks;
+  uint32_t n_frames;
+  uint32_t *fr_epoch;
+  size_t cap_fr_epoch;
+  /* pc -> frames */
+  pcent *pc_map;
+  size_t pc_cap, pc_n;
+  /* per-stack frame lists */
+  u32blk *arena;
+  uint32_t *scratch;
+  size_t scratch_cap;
+  uint64_t resolved;
+};
+
+/* ---- demangling ---------------------------------------------------------- */
+
+typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
+
+/* __cxa_demangle is libstdc++'s (extern "C"). A C++ app has it loaded; a C
+ * app that only sees mangled names through some C++ library has that
+ * library's libstdc++ loaded too (RTLD_NOLOAD finds it without side
+ * effects). Only as a last resort is libstdc++ loaded for us. */
+static cxa_demangle_fn demangler(void) {
+  static cxa_demangle_fn fn;
+  static bool tried;
+  if (!tried) {
+    void *h;
+    tried = true;
+    fn = (cxa_demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (!fn && ((h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD)) ||
+                (h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL))))
+      fn = (cxa_demangle_fn)dlsym(h, "__cxa_demangle");
+  }
+  return fn;
+}
+
+const char *stkr__demangle(const char *name, char **buf, size_t *cap) {
+  cxa_demangle_fn fn;
+  int status = 0;
+  char *out;
+
+  if (!name || name[0] != '_' || name[1] != 'Z') return NULL;
+  if (!(fn = demangler())) return NULL;
+  /* __cxa_demangle reallocs *buf as needed (it must be malloc'd). */
+  out = fn(name, *buf, cap, &status);
+  if (status != 0 || !out) return NULL;
+  *buf = out;
+  return out;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+  return h ? h : 1;
+}
+
+static uint64_t hash_pc(uint64_t pc) {
+  pc ^= pc >> 33;
+  pc *= 0xff51afd7ed558ccdull;
+  pc ^= pc >> 33;
+  return pc;
+}
+
+static int grow_u32(uint32_t **a, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  size_t nc = *cap ? *cap * 2 : 1024;
+  while (nc < need) nc *= 2;
+  uint32_t *n = realloc(*a, nc * sizeof *n);
+  if (!n) return -ENOMEM;
+  memset(n + *cap, 0, (nc - *cap) * sizeof *n);
+  *a = n;
+  *cap = nc;
+  return 0;
+}
+
+static Stackrec__StringDef *str_get(const stkr__symc *c, uint32_t id) {
+  return &c->str_chunks[(id - 1) >> CHUNK_SHIFT][(id - 1) & (CHUNK - 1)];
+}
+
+static Stackrec__FrameDef *fr_get(const stkr__symc *c, uint32_t id) {
+  return &c->fr_chunks[(id - 1) >> CHUNK_SHIFT][(id - 1) & (CHUNK - 1)];
+}
+
+/* Make room for message number `count` (1-based) in a chunk list. */
+static int chunk_reserve(void ***chunks, size_t *n_chunks, uint32_t count,
+                         size_t elem) {
+  size_t need = ((size_t)count + CHUNK - 1) >> CHUNK_SHIFT;
+  if (need <= *n_chunks) return 0;
+  void **nc = realloc(*chunks, need * sizeof *nc);
+  if (!nc) return -ENOMEM;
+  *chunks = nc;
+  nc[*n_chunks] = calloc(CHUNK, elem);
+  if (!nc[*n_chunks]) return -ENOMEM;
+  (*n_chunks)++;
+  return 0;
+}
+
+static int str_map_grow(stkr__symc *c) {
+  size_t ncap = c->str_map_cap ? c->str_map_cap * 2 : 1024;
+  strent *m = calloc(ncap, sizeof *m);
+  if (!m) return -ENOMEM;
+  for (size_t i = 0; i < c->str_map_cap; i++) {
+    if (!c->str_map[i].id) continue;
+    size_t j = c->str_map[i].hash & (ncap - 1);
+    while (m[j].id) j = (j + 1) & (ncap - 1);
+    m[j] = c->str_map[i];
+  }
+  free(c->str_map);
+  c->str_map = m;
+  c->str_map_cap = ncap;
+  return 0;
+}
+
+/* The id of string s (NULL or "" -> 0), interning a copy if new.
+ * @return 0 and *id, or -ENOMEM. */
+static int intern(stkr__symc *c, const char *s, uint32_t *id) {
+  static const Stackrec__StringDef def0 = STACKREC__STRING_DEF__INIT;
+  uint64_t h;
+  size_t i;
+
+  *id = 0;
+  if (!s || !*s) return 0;
+  if ((c->n_strings + 1) * 2 > c->str_map_cap && str_map_grow(c) < 0)
+    return -ENOMEM;
+  h = hash_str(s);
+  for (i = h & (c->str_map_cap - 1); c->str_map[i].id;
+       i = (i + 1) & (c->str_map_cap - 1)) {
+    if (c->str_map[i].hash == h &&
+        strcmp(str_get(c, c->str_map[i].id)->value, s) == 0) {
+      *id = c->str_map[i].id;
+      return 0;
+    }
+  }
+  uint32_t nid = c->n_strings + 1;
+  if (chunk_reserve((void ***)&c->str_chunks, &c->n_str_chunks, nid,
+                    sizeof(Stackrec__StringDef)) < 0 ||
+      grow_u32(&c->str_epoch, &c->cap_str_epoch, nid) < 0)
+    return -ENOMEM;
+  char *copy = strdup(s);
+  if (!copy) return -ENOMEM;
+  Stackrec__StringDef *d = str_get(c, nid);
+  *d = def0;
+  d->id = nid;
+  d->value = copy;
+  c->str_epoch[nid - 1] = 0;
+  c->n_strings = nid;
+  c->str_map[i].hash = h;
+  c->str_map[i].id = nid;
+  *id = nid;
+  return 0;
+}
+
+static int pc_map_grow(stkr__symc *c) {
+  size_t ncap = c->pc_cap ? c->pc_cap * 2 : 1024;
+  pcent *m = calloc(ncap, sizeof *m);
+  if (!m) return -ENOMEM;
+  for (size_t i = 0; i < c->pc_cap; i++) {
+    if (!c->pc_map[i].first) continue;
+    size_t j = hash_pc(c->pc_map[i].pc) & (ncap - 1);
+    while (m[j].first) j = (j + 1) & (ncap - 1);
+    m[j] = c->pc_map[i];
+  }
+  free(c->pc_map);
+  c->pc_map = m;
+  c->pc_cap = ncap;
+  return 0;
+}
+
+/* ---- create / free ------------------------------------------------------- */
+
+int stkr__symc_create(stkr__symbe *be, stkr__symc **out) {
+  stkr__symc *c = calloc(1, sizeof *c);
+  *out = NULL;
+  if (!c) {
+    stkr__symbe_free(be);
+    return -ENOMEM;
+  }
+  c->be = be;
+  if (str_map_grow(c) < 0 || pc_map_grow(c) < 0) {
+    stkr__symc_free(c);
+    return -ENOMEM;
+  }
+  *out = c;
+  return 0;
+}
+
+void stkr__symc_free(stkr__symc *c) {
+  if (!c) return;
+  stkr__symbe_free(c->be);
+  for (uint32_t id = 1; id <= c->n_strings; id++) free(str_get(c, id)->value);
+  for (size_t i = 0; i < c->n_str_chunks; i++) free(c->str_chunks[i]);
+  free(c->str_chunks);
+  free(c->str_epoch);
+  free(c->str_map);
+  for (size_t i = 0; i < c->n_fr_chunks; i++) free(c->fr_chunks[i]);
+  free(c->fr_chunks);
+  free(c->fr_epoch);
+  free(c->pc_map);
+  for (u32blk *b = c->arena, *n; b; b = n) {
+    n = b->next;
+    free(b);
+  }
+  free(c->scratch);
+  free(c);
+}
+
+int stkr__symc_set_images(stkr__symc *c, const stkr__symimg *imgs, size_t n) {
+  bool removed = false;
+  int err;
+  if (!c->be) return 0;
+  if ((err = stkr__symbe_set_images(c->be, imgs, n, &removed)) < 0) return err;
+  /* An unloaded image's PCs may belong to a different image loaded at the
+   * same address later: resolve them afresh from now on. */
+  if (removed) stkr__symc_forget_pcs(c);
+  return 0;
+}
+
+void stkr__symc_forget_pcs(stkr__symc *c) {
+  memset(c->pc_map, 0, c->pc_cap * sizeof *c->pc_map);
+  c->pc_n = 0;
+}
+
+uint64_t stkr__symc_resolved(const stkr__symc *c) { return c->resolved; }
+uint64_t stkr__symc_frames(const stkr__symc *c) { return c->n_frames; }
+
+/* ---- resolving ----------------------------------------------------------- */
+
+/* Number the frames of `pc` (resolving it), filling *e. 0 or -ENOMEM. */
+static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
+  static const Stackrec__FrameDef def0 = STACKREC__FRAME_DEF__INIT;
+  stkr__symres res[STKR__SYM_MAX_INLINE];
+  const stkr__symimg *img = NULL;
+  size_t n = 0;
+  uint32_t image = 0;
+  int err;
+
+  if (c->be) n = stkr__symbe_resolve(c->be, pc, &img, res, STKR__SYM_MAX_INLINE);
+  c->resolved++;
+  atomic_fetch_add_explicit(&g_resolved_total, 1, memory_order_relaxed);
+  if (n == 0) { /* image+offset only */
+    res[0] = (stkr__symres){NULL, NULL, 0, 0, false};
+    n = 1;
+  }
+  if (img && (err = intern(c, img->path, &image)) < 0) return err;
+
+  uint32_t first = c->n_frames + 1;
+  if ((err = grow_u32(&c->fr_epoch, &c->cap_fr_epoch, first + n)) < 0)
+    return err;
+  for (size_t k = 0; k < n; k++) {
+    uint32_t id = first + (uint32_t)k, fn, file;
+    /* Intern before taking the slot: a failure leaves no half frame. */
+    if ((err = intern(c, res[k].function, &fn)) < 0 ||
+        (err = intern(c, res[k].file, &file)) < 0 ||
+        (err = chunk_reserve((void ***)&c->fr_chunks, &c->n_fr_chunks, id,
+                             sizeof(Stackrec__FrameDef))) < 0)
+      return err;
+    Stackrec__FrameDef *d = fr_get(c, id);
+    *d = def0;
+    d->id = id;
+    d->function = fn;
+    d->file = file;
+    d->line = res[k].line;
+    d->column = res[k].column;
+    d->image = image;
+    d->offset = img ? pc - img->load_address : pc;
+    /* The outermost frame of a PC is the real one, whatever the backend
+     * said: StackDef.frames relies on exactly one per PC. */
+    d->inlined = k + 1 < n;
+    d->app = img && img->app;
+    c->fr_epoch[id - 1] = 0;
+  }
+  c->n_frames = first + (uint32_t)n - 1;
+  e->pc = pc;
+  e->first = first;
+  e->n = (uint32_t)n;
+  return 0;
+}
+
+/* The entry of pc, resolving it if new. */
+static int lookup(stkr__symc *c, uint64_t pc, pcent *out) {
+  size_t i;
+  int err;
+  if ((c->pc_n + 1) * 2 > c->pc_cap && (err = pc_map_grow(c)) < 0) return err;
+  for (i = hash_pc(pc) & (c->pc_cap - 1); c->pc_map[i].first;
+       i = (i + 1) & (c->pc_cap - 1)) {
+    if (c->pc_map[i].pc == pc) {
+      *out = c->pc_map[i];
+      return 0;
+    }
+  }
+  if ((err = resolve_pc(c, pc, out)) < 0) return err;
+  c->pc_map[i] = *out;
+  c->pc_n++;
+  return 0;
+}
+
+static uint32_t *arena_alloc(stkr__symc *c, size_t n) {
+  u32blk *b = c->arena;
+  if (n == 0) n = 1;
+  if (!b || b->size - b->used < n) {
+    size_t words = n > STACK_ARENA_WORDS ? n : STACK_ARENA_WORDS;
+    b = malloc(sizeof *b + words * sizeof(uint32_t));
+    if (!b) return NULL;
+    b->next = c->arena;
+    b->used = 0;
+    b->size = words;
+    c->arena = b;
+  }
+  uint32_t *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
+                     const uint32_t **frames, uint32_t *n_frames) {
+  size_t n = 0;
+  int err;
+  for (size_t i = 0; i < n_pcs; i++) {
+    pcent e;
+    if ((err = lookup(c, pcs[i], &e)) < 0) return err;
+    if (n + e.n > c->scratch_cap) {
+      size_t nc = c->scratch_cap ? c->scratch_cap * 2 : 512;
+      while (nc < n + e.n) nc *= 2;
+      uint32_t *s = realloc(c->scratch, nc * sizeof *s);
+      if (!s) return -ENOMEM;
+      c->scratch = s;
+      c->scratch_cap = nc;
+    }
+    for (uint32_t k = 0; k < e.n; k++) c->scratch[n++] = e.first + k;
+  }
+  uint32_t *copy = arena_alloc(c, n);
+  if (!copy) return -ENOMEM;
+  if (n) memcpy(copy, c->scratch, n * sizeof *copy);
+  *frames = copy;
+  *n_frames = (uint32_t)n;
+  return 0;
+}
+
+/* ---- emission ------------------------------------------------------------ */
+
+void stkr__symdefs_reset(stkr__symdefs *d) {
+  d->n_strings = d->n_frames = 0;
+  d->est_bytes = 0;
+}
+
+void stkr__symdefs_free(stkr__symdefs *d) {
+  free(d->strings);
+  free(d->frames);
+  memset(d, 0, sizeof *d);
+}
+
+static int push(void ***arr, size_t *n, size_t *cap, void *p) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 256;
+    void **a = realloc(*arr, nc * sizeof *a);
+    if (!a) return -ENOMEM;
+    *arr = a;
+    *cap = nc;
+  }
+  (*arr)[(*n)++] = p;
+  return 0;
+}
+
+static int emit_string(stkr__symc *c, uint32_t id, uint32_t epoch,
+                       stkr__symdefs *out) {
+  if (id == 0 || c->str_epoch[id - 1] == epoch) return 0;
+  Stackrec__StringDef *d = str_get(c, id);
+  if (push((void ***)&out->strings, &out->n_strings, &out->cap_strings, d) < 0)
+    return -ENOMEM;
+  c->str_epoch[id - 1] = epoch;
+  out->est_bytes += 8 + strlen(d->value);
+  return 0;
+}
+
+int stkr__symc_emit(stkr__symc *c, const uint32_t *frames, uint32_t n_frames,
+                    uint32_t epoch, stkr__symdefs *out) {
+  for (uint32_t i = 0; i < n_frames; i++) {
+    uint32_t id = frames[i];
+    if (c->fr_epoch[id - 1] == epoch) continue;
+    Stackrec__FrameDef *d = fr_get(c, id);
+    /* Strings first: a reader resolves a frame's strings when it applies
+     * the frame. */
+    if (emit_string(c, d->function, epoch, out) < 0 ||
+        emit_string(c, d->file, epoch, out) < 0 ||
+        emit_string(c, d->image, epoch, out) < 0 ||
+        push((void ***)&out->frames, &out->n_frames, &out->cap_frames, d) < 0)
+      return -ENOMEM;
+    c->fr_epoch[id - 1] = epoch;
+    out->est_bytes += 40;
+  }
+  return 0;
+}

@@ -1,0 +1,145 @@
+/*
+ * symbolize.h: turning recorded PCs into frames (function, file:line,
+ * inlined calls), once per unique PC. Used by the flush worker (inproc mode,
+ * on the worker thread only: never on a hook's thread, never per event) and
+ * by `stackrec symbolize` (offline mode, after the run).
+ *
+ * Two layers:
+ *  - a backend resolves one PC against an image list (symbolize_elf.c with
+ *    elfutils libdw; symbolize_apple.c with _NSCallStackArray / dladdr);
+ *  - the frame cache (symbolize.c) calls the backend once per unique PC,
+ *    interns every string, numbers frames, and hands each stack its list of
+ *    frame ids. It also knows which StringDefs / FrameDefs a segment
+ *    ("epoch", see flush/drain.c) still lacks, so that every segment is
+ *    self-contained like the site/thread/stack definitions.
+ *
+ * Thread-safety: none; one thread owns a cache and its backend.
+ */
+#ifndef STKR_FLUSH_SYMBOLIZE_H
+#define STKR_FLUSH_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/stackrec.pb-c.h"
+
+/* Most frames one PC may expand to (inlined calls + the real one); deeper
+ * inline chains keep their innermost STKR__SYM_MAX_INLINE - 1 calls and the
+ * containing function. */
+#define STKR__SYM_MAX_INLINE 16
+
+/* One image to resolve PCs in. Strings and bytes are borrowed for the
+ * duration of stkr__symbe_set_images() only (the backend copies). */
+typedef struct stkr__symimg {
+  const char *path;
+  uint64_t load_address; /* ELF: the load bias; Mach-O: the slid __TEXT */
+  uint64_t text_start, text_end;
+  const uint8_t *build_id;
+  size_t build_id_len;
+  bool app;
+} stkr__symimg;
+
+/* One frame as the backend resolved it. Strings stay valid until the next
+ * call on the backend (the cache copies them at once). */
+typedef struct stkr__symres {
+  const char *function; /* demangled; NULL: unknown */
+  const char *file;     /* NULL: unknown */
+  uint32_t line, column;
+  bool inlined;
+} stkr__symres;
+
+/* Called once per image the backend cannot use (no file with the right
+ * build-id, unreadable, ...): `why` names the file and the reason. Frames
+ * in that image keep image+offset, never a guessed name. */
+typedef void (*stkr__sym_warn_fn)(void *arg, const char *why);
+
+/* ---- backend ------------------------------------------------------------ */
+typedef struct stkr__symbe stkr__symbe;
+
+typedef struct stkr__symbe_opts {
+  /* Extra directories holding separate debug files (<dir>/.build-id/xx/
+   * yyyy.debug, or by .gnu_debuglink name) and binaries by build-id
+   * (<dir>/.build-id/xx/yyyy, or <dir>/<basename of the image>), searched
+   * before the image's own path and /usr/lib/debug. */
+  const char *const *debug_dirs;
+  size_t n_debug_dirs;
+  /* Offline: a file at the recorded path is used only if its build-id
+   * matches; the recording process's own images are trusted as mapped
+   * (but still checked when they have a build-id). */
+  bool offline;
+  stkr__sym_warn_fn warn; /* NULL: no warnings */
+  void *warn_arg;
+} stkr__symbe_opts;
+
+/* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by
+ * the caller; free with stkr__symbe_free (NULL accepted). */
+int stkr__symbe_create(const stkr__symbe_opts *opts, stkr__symbe **out);
+void stkr__symbe_free(stkr__symbe *be);
+/* Replace the image list. Images seen before (same path, load address and
+ * build-id) keep their loaded symbols. @return 0 or -ENOMEM (old list kept).
+ * *removed is set when an image of the old list is gone (PCs cached for it
+ * may mean something else now). */
+int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,
+                           bool *removed);
+/* Resolve the return address `pc`: the image containing it (NULL: none) and
+ * up to `max` frames, innermost first (inlined calls, then the containing
+ * function). @return the number of frames (0: no symbol information; the
+ * caller records image+offset). */
+size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
+                           const stkr__symimg **img, stkr__symres *out,
+                           size_t max);
+
+/* ---- definitions a batch must carry ------------------------------------ */
+typedef struct stkr__symdefs {
+  Stackrec__StringDef **strings;
+  size_t n_strings, cap_strings;
+  Stackrec__FrameDef **frames;
+  size_t n_frames, cap_frames;
+  size_t est_bytes; /* rough encoded size of what was added */
+} stkr__symdefs;
+
+void stkr__symdefs_reset(stkr__symdefs *d);
+void stkr__symdefs_free(stkr__symdefs *d);
+
+/* ---- frame cache --------------------------------------------------------- */
+typedef struct stkr__symc stkr__symc;
+
+/* The cache takes ownership of `be` (freed with the cache). @return 0 or
+ * -ENOMEM (be is freed then too). */
+int stkr__symc_create(stkr__symbe *be, stkr__symc **out);
+void stkr__symc_free(stkr__symc *c);
+/* Pass a new image list on to the backend; forgets cached PCs if an image
+ * went away (frames already numbered stay valid). 0 or -ENOMEM. */
+int stkr__symc_set_images(stkr__symc *c, const stkr__symimg *imgs, size_t n);
+/* The frame ids of a stack (see StackDef.frames), in memory owned by the
+ * cache that stays valid and unchanged for the cache's life. Each PC not
+ * seen before is resolved (one backend call); known PCs cost a hash lookup.
+ * @return 0 or -ENOMEM. */
+int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
+                     const uint32_t **frames, uint32_t *n_frames);
+/* Append to `out` the StringDefs and FrameDefs of `frames` not yet emitted
+ * in `epoch`, and mark them emitted. The messages live in the cache: they
+ * stay valid while the cache does. @return 0 or -ENOMEM. */
+int stkr__symc_emit(stkr__symc *c, const uint32_t *frames, uint32_t n_frames,
+                    uint32_t epoch, stkr__symdefs *out);
+/* Forget every cached PC (frames already numbered stay valid): the next
+ * stacks resolve their PCs again. Used when images go away, and by the
+ * benchmark to time fresh resolutions with the modules already open. */
+void stkr__symc_forget_pcs(stkr__symc *c);
+/* PCs resolved (backend calls) by this cache. */
+uint64_t stkr__symc_resolved(const stkr__symc *c);
+/* Distinct frames numbered so far. */
+uint64_t stkr__symc_frames(const stkr__symc *c);
+
+/* PCs resolved by every cache of this process, ever (relaxed counter; the
+ * worker's stkr_flush() barrier makes it exact for tests). */
+uint64_t stkr__sym_resolved_total(void);
+
+/* ---- demangling (symbolize.c) -------------------------------------------- */
+/* Demangle an Itanium C++ name ("_Z...") into buf. @return buf, or NULL if
+ * `name` is not mangled or no demangler is available (libstdc++'s
+ * __cxa_demangle, looked up at run time so C apps need not link it). */
+const char *stkr__demangle(const char *name, char **buf, size_t *cap);
+
+#endif /* STKR_FLUSH_SYMBOLIZE_H */

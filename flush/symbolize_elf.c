@@ -1,0 +1,729 @@
+/*
+ * symbolize_elf.c: the ELF backend of the symbolizer (see symbolize.h),
+ * with elfutils libdw.
+ *
+ * Per PC (a return address, so everything is looked up at PC - 1):
+ *  1. the image containing it (binary search of the image list);
+ *  2. that image's module, opened on first use: its file is found by
+ *     build-id (debug dirs' .build-id/xx/yyyy[.debug], a file of the same
+ *     name there, then the recorded path) and used only when its build-id
+ *     matches the recorded one, so a rebuilt or replaced binary never gives
+ *     a wrong name; libdw then finds the DWARF in it, or in a separate
+ *     debug file by build-id or .gnu_debuglink;
+ *  3. with DWARF: the CU by address (libdw's aranges), then our own per-CU
+ *     index of subprogram ranges (built once per CU; libdw's
+ *     dwarf_getscopes would walk every top-level DIE of the CU, including
+ *     whole C++ namespaces, for every PC), then down the one matching
+ *     subprogram through the inlined_subroutine DIEs that contain the PC:
+ *     one frame per inlined call, innermost first, each with the call site
+ *     of the one inside it (DW_AT_call_file/line/column), the innermost with
+ *     the line table's file:line;
+ *  4. without DWARF (stripped, no debug file): the symbol table (.symtab,
+ *     else .dynsym / MiniDebugInfo as libdw finds them), sorted once per
+ *     module and binary-searched (libdw's dwfl_module_addrname scans it
+ *     linearly).
+ * Names are demangled C++ linkage names when present, else DW_AT_name.
+ *
+ * Only compiled where there is no dyld (symbolize_apple.c has Apple's).
+ */
+#if !defined(__APPLE__)
+
+#define _GNU_SOURCE
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdarg.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flush/symbolize.h"
+
+typedef struct fnsym {
+  uint64_t lo, hi; /* absolute addresses */
+  const char *name; /* libdw's string table, stable for the module */
+} fnsym;
+
+typedef struct fnrange {
+  uint64_t lo, hi;    /* DWARF addresses (module-relative to dwbias) */
+  Dwarf_Off die;      /* the subprogram DIE */
+} fnrange;
+
+typedef struct cuidx {
+  Dwarf_Off cu;
+  fnrange *r;
+  size_t n;
+} cuidx;
+
+typedef struct mod {
+  stkr__symimg img;  /* path and build_id owned */
+  bool tried, usable;
+  Dwfl *dwfl;
+  Dwfl_Module *m;
+  Dwarf *dw;
+  Dwarf_Addr dwbias;
+  fnsym *syms;
+  size_t n_syms;
+  bool syms_built;
+  cuidx *cus; /* sorted by cu offset */
+  size_t n_cus, cap_cus;
+} mod;
+
+struct stkr__symbe {
+  mod **mods; /* sorted by text_start */
+  size_t n;
+  char *debug_path; /* libdw's debuginfo_path */
+  Dwfl_Callbacks cb;
+  char **dirs;
+  size_t n_dirs;
+  bool offline;
+  stkr__sym_warn_fn warn;
+  void *warn_arg;
+  /* Per-frame name buffers of the current resolve (demangled names). */
+  char *names[STKR__SYM_MAX_INLINE];
+  size_t name_cap[STKR__SYM_MAX_INLINE];
+};
+
+static void warnf(stkr__symbe *be, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void warnf(stkr__symbe *be, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  if (!be->warn) return;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  be->warn(be->warn_arg, buf);
+}
+
+static void hex(char *out, size_t cap, const uint8_t *p, size_t n) {
+  size_t i;
+  if (cap == 0) return;
+  out[0] = '\0';
+  for (i = 0; i < n && 2 * i + 2 < cap; i++) sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+/* ---- separate debug files, locally only ---------------------------------- */
+
+/* Does the ELF file open on fd carry build-id (bid, len)? */
+static bool fd_has_build_id(int fd, const uint8_t *bid, size_t len) {
+  const void *got = NULL;
+  Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  ssize_t n = e ? dwelf_elf_gnu_build_id(e, &got) : -1;
+  bool ok = n == (ssize_t)len && len > 0 && memcmp(got, bid, len) == 0;
+  if (e) elf_end(e);
+  return ok;
+}
+
+static int try_debug(const char *path, const uint8_t *bid, size_t len,
+                     char **found) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  /* A debug file by name must still be the one for this build. */
+  if (len && !fd_has_build_id(fd, bid, len)) {
+    close(fd);
+    return -1;
+  }
+  *found = strdup(path);
+  return fd;
+}
+
+/* The recording process's find_debuginfo: what dwfl_standard_find_debuginfo
+ * does (build-id under every absolute dir of the path, then the
+ * .gnu_debuglink name next to the binary, in its .debug/, and under
+ * /usr/lib/debug), minus its last resort: asking debuginfod servers
+ * (DEBUGINFOD_URLS) over the network, which must never happen inside the
+ * app being recorded. */
+static int local_find_debuginfo(Dwfl_Module *mod, void **userdata,
+                                const char *modname, Dwarf_Addr base,
+                                const char *file_name,
+                                const char *debuglink_file,
+                                GElf_Word debuglink_crc, char **out) {
+  stkr__symbe *be = *userdata; /* set by mod_open */
+  const unsigned char *bits = NULL;
+  GElf_Addr vaddr;
+  int len = dwfl_module_build_id(mod, &bits, &vaddr), fd = -1;
+  char path[4096], hexid[2 * 64 + 1] = "", dir[2048] = ".";
+  (void)modname;
+  (void)base;
+  (void)debuglink_crc;
+  if (len > 0) hex(hexid, sizeof hexid, bits, (size_t)len);
+  if (file_name) {
+    const char *slash = strrchr(file_name, '/');
+    if (slash)
+      snprintf(dir, sizeof dir, "%.*s", (int)(slash - file_name), file_name);
+  }
+  for (size_t i = 0; len > 1 && fd < 0 && i <= be->n_dirs; i++) {
+    snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug",
+             i < be->n_dirs ? be->dirs[i] : "/usr/lib/debug", hexid, hexid + 2);
+    fd = try_debug(path, bits, (size_t)len, out);
+  }
+  if (fd < 0 && debuglink_file) {
+    const char *const fmt[] = {"%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s"};
+    for (int k = 0; k < 3 && fd < 0; k++) {
+      snprintf(path, sizeof path, fmt[k], dir, debuglink_file);
+      if (file_name && strcmp(path, file_name) == 0) continue; /* itself */
+      fd = try_debug(path, bits, len > 0 ? (size_t)len : 0, out);
+    }
+  }
+  return fd;
+}
+
+/* ---- create / free ------------------------------------------------------- */
+
+static void mod_free(mod *m) {
+  if (!m) return;
+  if (m->dwfl) dwfl_end(m->dwfl);
+  free((char *)m->img.path);
+  free((uint8_t *)m->img.build_id);
+  free(m->syms);
+  for (size_t i = 0; i < m->n_cus; i++) free(m->cus[i].r);
+  free(m->cus);
+  free(m);
+}
+
+int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
+  stkr__symbe *be = calloc(1, sizeof *be);
+  static const char tail[] = ":.debug:/usr/lib/debug";
+  size_t len = sizeof tail;
+
+  *out = NULL;
+  if (!be) return -ENOMEM;
+  (void)elf_version(EV_CURRENT);
+  if (o) {
+    be->offline = o->offline;
+    be->warn = o->warn;
+    be->warn_arg = o->warn_arg;
+    if (o->n_debug_dirs) {
+      be->dirs = calloc(o->n_debug_dirs, sizeof *be->dirs);
+      if (!be->dirs) goto nomem;
+      for (size_t i = 0; i < o->n_debug_dirs; i++) {
+        if (!(be->dirs[i] = strdup(o->debug_dirs[i]))) goto nomem;
+        be->n_dirs++;
+        len += strlen(o->debug_dirs[i]) + 1;
+      }
+    }
+  }
+  /* "dir1:dir2::.debug:/usr/lib/debug": libdw looks for build-id files
+   * under every absolute element, for .gnu_debuglink names in the binary's
+   * own directory (the empty element), ./.debug and /usr/lib/debug. */
+  if (!(be->debug_path = malloc(len))) goto nomem;
+  be->debug_path[0] = '\0';
+  for (size_t i = 0; i < be->n_dirs; i++) {
+    strcat(be->debug_path, be->dirs[i]);
+    strcat(be->debug_path, ":");
+  }
+  strcat(be->debug_path, tail + (be->n_dirs ? 0 : 1));
+  /* find_elf is never used: every module is reported with its open file. */
+  be->cb.find_elf = dwfl_build_id_find_elf;
+  /* Offline (`stackrec symbolize`, a tool run by a person) may use
+   * debuginfod like any debugger; in the recording app, local files only. */
+  be->cb.find_debuginfo =
+      be->offline ? dwfl_standard_find_debuginfo : local_find_debuginfo;
+  be->cb.section_address = dwfl_offline_section_address;
+  be->cb.debuginfo_path = &be->debug_path;
+  *out = be;
+  return 0;
+nomem:
+  stkr__symbe_free(be);
+  return -ENOMEM;
+}
+
+void stkr__symbe_free(stkr__symbe *be) {
+  if (!be) return;
+  for (size_t i = 0; i < be->n; i++) mod_free(be->mods[i]);
+  free(be->mods);
+  for (size_t i = 0; i < be->n_dirs; i++) free(be->dirs[i]);
+  free(be->dirs);
+  free(be->debug_path);
+  for (size_t i = 0; i < STKR__SYM_MAX_INLINE; i++) free(be->names[i]);
+  free(be);
+}
+
+static bool same_img(const stkr__symimg *a, const stkr__symimg *b) {
+  return a->load_address == b->load_address && a->text_start == b->text_start &&
+         a->text_end == b->text_end && strcmp(a->path, b->path) == 0 &&
+         a->build_id_len == b->build_id_len &&
+         (a->build_id_len == 0 ||
+          memcmp(a->build_id, b->build_id, a->build_id_len) == 0);
+}
+
+static int cmp_mod(const void *a, const void *b) {
+  const mod *x = *(mod *const *)a, *y = *(mod *const *)b;
+  return x->img.text_start < y->img.text_start ? -1
+         : x->img.text_start > y->img.text_start ? 1 : 0;
+}
+
+int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,
+                           bool *removed) {
+  mod **nm = calloc(n ? n : 1, sizeof *nm);
+  bool *kept = calloc(be->n ? be->n : 1, sizeof *kept);
+  size_t k = 0;
+
+  *removed = false;
+  if (!nm || !kept) goto nomem;
+  for (size_t i = 0; i < n; i++) {
+    const stkr__symimg *im = &imgs[i];
+    mod *m = NULL;
+    if (im->text_end <= im->text_start) continue; /* nothing to resolve in */
+    for (size_t j = 0; j < be->n; j++)
+      if (!kept[j] && same_img(&be->mods[j]->img, im)) {
+        m = be->mods[j];
+        kept[j] = true;
+        m->img.app = im->app;
+        break;
+      }
+    if (!m) {
+      if (!(m = calloc(1, sizeof *m))) goto nomem;
+      m->img = *im;
+      m->img.path = strdup(im->path ? im->path : "");
+      m->img.build_id = NULL;
+      if (im->build_id_len) {
+        uint8_t *b = malloc(im->build_id_len);
+        if (b) memcpy(b, im->build_id, im->build_id_len);
+        m->img.build_id = b;
+      }
+      if (!m->img.path || (im->build_id_len && !m->img.build_id)) {
+        mod_free(m);
+        goto nomem;
+      }
+    }
+    nm[k++] = m;
+  }
+  for (size_t j = 0; j < be->n; j++)
+    if (!kept[j]) {
+      mod_free(be->mods[j]);
+      *removed = true;
+    }
+  qsort(nm, k, sizeof *nm, cmp_mod);
+  free(be->mods);
+  free(kept);
+  be->mods = nm;
+  be->n = k;
+  return 0;
+nomem:
+  /* Undo: new modules (not in the old list) are freed; old ones stay. */
+  if (nm)
+    for (size_t i = 0; i < k; i++) {
+      bool old = false;
+      for (size_t j = 0; j < be->n && !old; j++) old = be->mods[j] == nm[i];
+      if (!old) mod_free(nm[i]);
+    }
+  free(nm);
+  free(kept);
+  return -ENOMEM;
+}
+
+/* ---- opening a module ---------------------------------------------------- */
+
+typedef enum { BID_MATCH, BID_NOFILE, BID_MISMATCH, BID_NONE } bidres;
+
+/* Open `path` and compare its build-id with the image's. On BID_MATCH (or
+ * BID_NONE when the image has no build-id to compare) *fd is the open
+ * file. */
+static bidres check_file(const mod *m, const char *path, int *fd, char *got,
+                         size_t got_cap) {
+  const void *bid = NULL;
+  ssize_t len;
+  Elf *e;
+
+  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) return BID_NOFILE;
+  e = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+  if (!e || elf_kind(e) != ELF_K_ELF) {
+    if (e) elf_end(e);
+    close(*fd);
+    return BID_NOFILE;
+  }
+  len = dwelf_elf_gnu_build_id(e, &bid);
+  if (m->img.build_id_len == 0) {
+    elf_end(e);
+    return BID_NONE;
+  }
+  if (len == (ssize_t)m->img.build_id_len &&
+      memcmp(bid, m->img.build_id, (size_t)len) == 0) {
+    elf_end(e);
+    return BID_MATCH;
+  }
+  hex(got, got_cap, len > 0 ? bid : NULL, len > 0 ? (size_t)len : 0);
+  elf_end(e);
+  close(*fd);
+  return BID_MISMATCH;
+}
+
+/* Find the file for m: by build-id in the debug dirs, by name there, then
+ * the recorded path. @return an open fd, or -1 (warned). */
+static int find_file(stkr__symbe *be, mod *m, char **found) {
+  char want[2 * 64 + 1], got[2 * 64 + 1] = "", mism[1100] = "";
+  char path[4096];
+  const char *base = strrchr(m->img.path, '/');
+  int fd;
+  bidres r;
+
+  base = base ? base + 1 : m->img.path;
+  hex(want, sizeof want, m->img.build_id, m->img.build_id_len);
+  for (size_t i = 0; i < be->n_dirs; i++) {
+    static const char *const fmt[] = {"%s/.build-id/%.2s/%s", "%s/.build-id/%.2s/%s.debug"};
+    for (int f = 0; f < 3; f++) {
+      if (f < 2) {
+        if (m->img.build_id_len < 2) continue;
+        snprintf(path, sizeof path, fmt[f], be->dirs[i], want, want + 2);
+      } else {
+        snprintf(path, sizeof path, "%s/%s", be->dirs[i], base);
+      }
+      r = check_file(m, path, &fd, got, sizeof got);
+      if (r == BID_MATCH) goto ok;
+      if (r == BID_NONE) close(fd); /* by name without build-id: no proof */
+      if (r == BID_MISMATCH && !mism[0])
+        snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
+    }
+  }
+  if (m->img.path[0] == '/') {
+    r = check_file(m, m->img.path, &fd, got, sizeof got);
+    snprintf(path, sizeof path, "%s", m->img.path);
+    if (r == BID_MATCH) goto ok;
+    if (r == BID_NONE) {
+      /* No build-id recorded: the recording process's own mapped file is
+       * what it ran; after the fact there is no way to tell. */
+      if (!be->offline) goto ok;
+      close(fd);
+      warnf(be, "%s: no build-id recorded, cannot verify the file; its "
+                "frames keep image+offset", m->img.path);
+      return -1;
+    }
+    if (r == BID_MISMATCH && !mism[0])
+      snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
+  } else if (!be->offline || m->img.path[0] == '\0') {
+    return -1; /* the vdso, or an anonymous image: nothing on disk */
+  }
+  if (mism[0])
+    warnf(be, "%s: build-id mismatch: recorded %s, but %s; its frames keep "
+              "image+offset", m->img.path, want, mism);
+  else
+    warnf(be, "%s: no file with build-id %s found%s; its frames keep "
+              "image+offset", m->img.path, want[0] ? want : "(none)",
+          be->n_dirs ? " in the debug dirs or at that path" : "");
+  return -1;
+ok:
+  *found = strdup(path);
+  if (!*found) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void build_syms(mod *m);
+
+static bool mod_open(stkr__symbe *be, mod *m) {
+  char *file = NULL;
+  int fd;
+
+  if (m->tried) return m->usable;
+  m->tried = true;
+  if ((fd = find_file(be, m, &file)) < 0) return false;
+  if (!(m->dwfl = dwfl_begin(&be->cb))) {
+    close(fd);
+    free(file);
+    return false;
+  }
+  dwfl_report_begin(m->dwfl);
+  /* ET_DYN: placed at the load bias (add_p_vaddr); ET_EXEC: as linked. */
+  m->m = dwfl_report_elf(m->dwfl, m->img.path, file, fd, m->img.load_address,
+                         true);
+  dwfl_report_end(m->dwfl, NULL, NULL);
+  if (!m->m) {
+    warnf(be, "%s: cannot read %s: %s", m->img.path, file, dwfl_errmsg(-1));
+    close(fd);
+    free(file);
+    return false;
+  }
+  free(file);
+  {
+    void **slot = NULL; /* the module's userdata: local_find_debuginfo's */
+    dwfl_module_info(m->m, &slot, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (slot) *slot = be;
+  }
+  m->dw = dwfl_module_getdwarf(m->m, &m->dwbias); /* NULL: no DWARF */
+  if (!m->dw && be->offline) {
+    build_syms(m);
+    if (m->n_syms == 0)
+      warnf(be, "%s: no function symbols and no debug info found%s; its "
+                "frames keep image+offset", m->img.path,
+            be->n_dirs ? "" : " (a --debug-dir may hold them)");
+  }
+  m->usable = true;
+  return true;
+}
+
+/* ---- symbol table -------------------------------------------------------- */
+
+static int cmp_sym(const void *a, const void *b) {
+  const fnsym *x = a, *y = b;
+  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+  return x->hi > y->hi ? -1 : x->hi < y->hi ? 1 : 0; /* larger first */
+}
+
+static void build_syms(mod *m) {
+  int n = dwfl_module_getsymtab(m->m);
+  m->syms_built = true;
+  if (n <= 0) return;
+  m->syms = malloc((size_t)n * sizeof *m->syms);
+  if (!m->syms) return;
+  for (int i = 0; i < n; i++) {
+    GElf_Sym sym;
+    GElf_Addr addr;
+    const char *name = dwfl_module_getsym_info(m->m, i, &sym, &addr, NULL,
+                                               NULL, NULL);
+    int type = GELF_ST_TYPE(sym.st_info);
+    if (!name || !*name || sym.st_shndx == SHN_UNDEF || sym.st_size == 0 ||
+        (type != STT_FUNC && type != STT_GNU_IFUNC))
+      continue;
+    m->syms[m->n_syms++] = (fnsym){addr, addr + sym.st_size, name};
+  }
+  qsort(m->syms, m->n_syms, sizeof *m->syms, cmp_sym);
+}
+
+static const char *sym_lookup(mod *m, uint64_t a) {
+  size_t lo = 0, hi;
+  if (!m->syms_built) build_syms(m);
+  hi = m->n_syms;
+  while (lo < hi) { /* first symbol starting above a */
+    size_t mid = (lo + hi) / 2;
+    if (m->syms[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* Symbols may nest (aliases, a function and its .cold part): the nearest
+   * few starting at or below a are checked for containment. */
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
+    if (a < m->syms[k - 1].hi) return m->syms[k - 1].name;
+  return NULL;
+}
+
+/* ---- DWARF --------------------------------------------------------------- */
+
+typedef struct growr {
+  fnrange *r;
+  size_t n, cap;
+} growr;
+
+static void add_ranges(growr *g, Dwarf_Die *die) {
+  Dwarf_Addr base, lo, hi;
+  ptrdiff_t off = 0;
+  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+    if (hi <= lo) continue;
+    if (g->n == g->cap) {
+      size_t nc = g->cap ? g->cap * 2 : 64;
+      fnrange *r = realloc(g->r, nc * sizeof *r);
+      if (!r) return;
+      g->r = r;
+      g->cap = nc;
+    }
+    g->r[g->n++] = (fnrange){lo, hi, dwarf_dieoffset(die)};
+  }
+}
+
+/* Collect the subprograms with code under `parent`, descending through
+ * scopes that may hold them (namespaces, classes) but not into functions. */
+static void collect(growr *g, Dwarf_Die *parent, int depth) {
+  Dwarf_Die c;
+  if (depth > 32 || dwarf_child(parent, &c) != 0) return;
+  do {
+    switch (dwarf_tag(&c)) {
+    case DW_TAG_subprogram:
+      add_ranges(g, &c);
+      break;
+    case DW_TAG_namespace:
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_module:
+      collect(g, &c, depth + 1);
+      break;
+    default:
+      break;
+    }
+  } while (dwarf_siblingof(&c, &c) == 0);
+}
+
+static int cmp_range(const void *a, const void *b) {
+  const fnrange *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+static cuidx *cu_index(mod *m, Dwarf_Die *cudie) {
+  Dwarf_Off off = dwarf_dieoffset(cudie);
+  size_t lo = 0, hi = m->n_cus;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (m->cus[mid].cu == off) return &m->cus[mid];
+    if (m->cus[mid].cu < off) lo = mid + 1;
+    else hi = mid;
+  }
+  if (m->n_cus == m->cap_cus) {
+    size_t nc = m->cap_cus ? m->cap_cus * 2 : 16;
+    cuidx *n = realloc(m->cus, nc * sizeof *n);
+    if (!n) return NULL;
+    m->cus = n;
+    m->cap_cus = nc;
+  }
+  growr g = {NULL, 0, 0};
+  collect(&g, cudie, 0);
+  qsort(g.r, g.n, sizeof *g.r, cmp_range);
+  memmove(&m->cus[lo + 1], &m->cus[lo], (m->n_cus - lo) * sizeof *m->cus);
+  m->cus[lo] = (cuidx){off, g.r, g.n};
+  m->n_cus++;
+  return &m->cus[lo];
+}
+
+/* The subprogram DIE whose code contains a (DWARF address). */
+static bool find_subprogram(mod *m, Dwarf_Die *cudie, Dwarf_Addr a,
+                            Dwarf_Die *out) {
+  cuidx *ci = cu_index(m, cudie);
+  size_t lo = 0, hi;
+  if (!ci) return false;
+  hi = ci->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ci->r[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* Nearest ranges first; nested or overlapping ones are rare. */
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
+    if (a < ci->r[k - 1].hi)
+      return dwarf_offdie(m->dw, ci->r[k - 1].die, out) != NULL;
+  return false;
+}
+
+/* A DIE's function name: the demangled linkage name, else DW_AT_name
+ * (following abstract_origin/specification). Stored in names[slot]. */
+static const char *die_name(stkr__symbe *be, Dwarf_Die *die, size_t slot) {
+  Dwarf_Attribute at;
+  const char *ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+  if (!ln)
+    ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
+  if (ln) {
+    const char *d = stkr__demangle(ln, &be->names[slot], &be->name_cap[slot]);
+    return d ? d : ln;
+  }
+  return dwarf_diename(die);
+}
+
+static const char *sym_name(stkr__symbe *be, const char *n, size_t slot) {
+  const char *d = stkr__demangle(n, &be->names[slot], &be->name_cap[slot]);
+  return d ? d : n;
+}
+
+/* Walk from the subprogram down through the scopes containing a; collect
+ * the inlined_subroutine DIEs, outermost first. */
+static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
+                           size_t max) {
+  Dwarf_Die cur = *sub, c;
+  size_t n = 0;
+  for (int depth = 0; depth < 64; depth++) {
+    bool down = false;
+    if (dwarf_child(&cur, &c) != 0) break;
+    do {
+      int tag = dwarf_tag(&c);
+      if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
+           tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
+          dwarf_haspc(&c, a) == 1) {
+        if (tag == DW_TAG_inlined_subroutine && n < max) chain[n++] = c;
+        cur = c;
+        down = true;
+        break;
+      }
+    } while (dwarf_siblingof(&c, &c) == 0);
+    if (!down) break;
+  }
+  return n;
+}
+
+static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
+                            stkr__symres *out, size_t max) {
+  Dwarf_Addr bias;
+  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, &bias), sub;
+  Dwarf_Die chain[STKR__SYM_MAX_INLINE];
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0, nch, n = 0;
+  const char *file = NULL;
+  int line = 0, col = 0;
+
+  if (!cudie || !find_subprogram(m, cudie, a - bias, &sub)) return 0;
+  Dwfl_Line *l = dwfl_module_getsrc(m->m, a);
+  if (l) file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
+
+  nch = inline_chain(&sub, a - bias, chain, max - 1);
+  if (nch) (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
+  /* Innermost first: chain[nch-1] is the innermost inlined call; its code
+   * is where a is (the line table's line); its call site is the line in
+   * the function around it, and so on out to the subprogram. */
+  for (size_t k = nch; k-- > 0;) {
+    Dwarf_Attribute at;
+    Dwarf_Word v;
+    out[n] = (stkr__symres){die_name(be, &chain[k], n), file,
+                            line > 0 ? (uint32_t)line : 0,
+                            col > 0 ? (uint32_t)col : 0, true};
+    n++;
+    file = NULL;
+    line = col = 0;
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_file, &at), &v) == 0 &&
+        files)
+      file = dwarf_filesrc(files, v, NULL, NULL);
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_line, &at), &v) == 0)
+      line = (int)v;
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_column, &at), &v) == 0)
+      col = (int)v;
+  }
+  out[n] = (stkr__symres){die_name(be, &sub, n), file,
+                          line > 0 ? (uint32_t)line : 0,
+                          col > 0 ? (uint32_t)col : 0, false};
+  if (!out[n].function) { /* anonymous DIE: the symbol table may know */
+    const char *s = sym_lookup(m, a);
+    out[n].function = s ? sym_name(be, s, n) : NULL;
+  }
+  return n + 1;
+}
+
+size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
+                           const stkr__symimg **img, stkr__symres *out,
+                           size_t max) {
+  uint64_t a = pc - 1; /* a return address: the call is just before it */
+  size_t lo = 0, hi = be->n, n = 0;
+  mod *m;
+
+  *img = NULL;
+  if (max == 0 || pc == 0) return 0;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (be->mods[mid]->img.text_start <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0 || a >= be->mods[lo - 1]->img.text_end) return 0;
+  m = be->mods[lo - 1];
+  *img = &m->img;
+  if (!mod_open(be, m)) return 0;
+  if (m->dw) n = resolve_dwarf(be, m, a, out, max);
+  if (n == 0) {
+    const char *s = sym_lookup(m, a);
+    Dwfl_Line *l;
+    int line = 0, col = 0;
+    const char *file = NULL;
+    if (!s) return 0;
+    if (m->dw && (l = dwfl_module_getsrc(m->m, a)))
+      file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
+    out[0] = (stkr__symres){sym_name(be, s, 0), file,
+                            line > 0 ? (uint32_t)line : 0,
+                            col > 0 ? (uint32_t)col : 0, false};
+    n = 1;
+  }
+  return n;
+}
+
+#endif /* !__APPLE__ */

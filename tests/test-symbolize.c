@@ -1,0 +1,502 @@
+/*
+ * test-symbolize.c: symbolization end to end. Runs the fixture program
+ * (tests/symfixture: C and C++ call chains, -O2 -g, an inlined call, a
+ * namespaced method, a template; a data dependency) in each mode, reads the
+ * recording back and compares every frame of our own code with the truth:
+ * exact demangled names, file basenames, the line of every call (which
+ * the fixture prints) and the inline frame. Also: `stackrec symbolize` on
+ * offline recordings, a stripped copy whose debug file is found only by
+ * build-id, a binary replaced by another build (offsets and a warning,
+ * never a name), repeated stacks doing no resolver work, segments that each
+ * carry their own definitions, and `stackrec dump --app-only`.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_reader.h"
+#include "tests/symfixture/fixture.h"
+
+static char g_fixture[4096], g_plugin[4096], g_tool[4096], g_tmp[4096];
+static char g_out[1 << 16], g_err[1 << 16];
+static int g_line_of[L_COUNT];
+static unsigned long long g_resolved[2];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = 0;
+  if (f) {
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+  }
+  buf[n] = '\0';
+}
+
+/* Run a shell command line; stdout/stderr into g_out/g_err. @return exit
+ * status. */
+static int sh(const char *fmt, ...) {
+  char cmd[16384], o[4200], e[4200];
+  va_list ap;
+  int st;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd - 64 - 2 * sizeof o, fmt, ap);
+  va_end(ap);
+  snprintf(o, sizeof o, "%s/sh.out", g_tmp);
+  snprintf(e, sizeof e, "%s/sh.err", g_tmp);
+  snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " >'%s' 2>'%s'", o, e);
+  st = system(cmd);
+  slurp(o, g_out, sizeof g_out);
+  slurp(e, g_err, sizeof g_err);
+  if (!WIFEXITED(st)) fail_msg("%s: killed (%#x)\n%s", cmd, st, g_err);
+  return WEXITSTATUS(st);
+}
+
+/* Run the fixture binary `bin` with `env` (shell assignments) recording
+ * into dir; parse its output into g_line_of and g_resolved. */
+static void run_fixture(const char *bin, const char *env, const char *dir) {
+  int st = sh("STACKREC_DIR='%s' STACKREC_FLUSH_MS=50 %s '%s'", dir, env, bin);
+  const char *p = g_out;
+  int got = 0, k, v;
+  unsigned long long r;
+  if (st != 0) fail_msg("fixture exited %d:\n%s", st, g_err);
+  for (int n = 0; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    if (sscanf(p, "resolved %llu", &r) == 1 && n < 2) g_resolved[n++] = r;
+    if (sscanf(p, "line %d %d", &k, &v) == 2 && k >= 0 && k < L_COUNT) {
+      g_line_of[k] = v;
+      got++;
+    }
+  }
+  assert_int_equal(got, L_COUNT);
+}
+
+static void mkpath(char *buf, size_t cap, const char *name) {
+  snprintf(buf, cap, "%s/%s", g_tmp, name);
+}
+
+static int setup(void **state) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+  (void)state;
+  snprintf(g_tmp, sizeof g_tmp, "%s/sym-XXXXXX",
+           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+  if (!mkdtemp(g_tmp)) return -1;
+  snprintf(g_fixture, sizeof g_fixture, "%s/%s/tests/symfixture/symfixture",
+           src ? src : ".", ws ? ws : ".");
+  snprintf(g_plugin, sizeof g_plugin, "%s/%s/tests/symfixture/symplugin",
+           src ? src : ".", ws ? ws : ".");
+  snprintf(g_tool, sizeof g_tool, "%s/%s/tools/stackrec", src ? src : ".",
+           ws ? ws : ".");
+  if (access(g_fixture, X_OK) != 0 || access(g_tool, X_OK) != 0) {
+    fprintf(stderr, "missing %s or %s\n", g_fixture, g_tool);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- expected frames ----------------------------------------------------- */
+
+typedef struct want {
+  const char *function, *file;
+  int line_key;
+  bool inlined;
+} want;
+
+static const want want_c[] = {
+    {"inlined_helper", "fixture_c.c", L_INLINED, true},
+    {"outer_c", "fixture_c.c", L_OUTER_C, false},
+    {"static_mid", "fixture_c.c", L_STATIC_MID, false},
+    {"run_c", "fixture_c.c", L_RUN_C, false},
+    {"chains", "fixture_main.c", L_MAIN_C, false},
+    {"main", "fixture_main.c", L_MAIN, false},
+};
+static const want want_cc[] = {
+    {"int fx::twice<int>(int)", "fixture_cc.cc", L_TWICE, false},
+    {"fx::Widget::poke(int)", "fixture_cc.cc", L_POKE, false},
+    {"run_cc", "fixture_cc.cc", L_RUN_CC, false},
+    {"chains", "fixture_main.c", L_MAIN_CC, false},
+    {"main", "fixture_main.c", L_MAIN, false},
+};
+
+static const char *base(const char *p) {
+  const char *s = p ? strrchr(p, '/') : NULL;
+  return s ? s + 1 : p;
+}
+
+/* The load address of the image at `path` in process 0. */
+static uint64_t load_address(stkr_reader *r, const char *path) {
+  const stkr_image_info *im;
+  size_t n;
+  assert_int_equal(stkr_reader_images(r, 0, &im, &n), 0);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(im[i].path, path) == 0) return im[i].load_address;
+  fail_msg("image %s not in the recording", path);
+  return 0;
+}
+
+/* Check one event's frames against w[]: names, files, lines, inline
+ * flags, PCs, image and offset; `symbols` false: our frames must have no
+ * name, only image+offset (an unusable binary). */
+static void check_event(stkr_reader *r, const stkr_event_view *ev,
+                        const want *w, size_t nw, const char *image_base,
+                        bool symbols) {
+  size_t pc = 0;
+  if (!symbols) { /* one frame per PC: as many as our real frames */
+    size_t real = 0;
+    for (size_t i = 0; i < nw; i++) real += !w[i].inlined;
+    nw = real;
+  }
+  assert_true(ev->n_frames >= nw);
+  for (size_t i = 0; i < nw; i++) {
+    const stkr_frame *f = &ev->frames[i];
+    if (i > 0 && !ev->frames[i - 1].inlined) pc++;
+    assert_int_equal(f->pc, ev->pcs[pc]);
+    assert_non_null(f->image);
+    assert_string_equal(base(f->image), image_base);
+    assert_int_equal(f->offset, f->pc - load_address(r, f->image));
+    assert_true(f->is_app);
+    if (!symbols) {
+      assert_null(f->function);
+      assert_null(f->file);
+      assert_false(f->inlined);
+      continue;
+    }
+    if (!f->function || strcmp(f->function, w[i].function) != 0)
+      fail_msg("frame %zu: function %s, want %s", i,
+               f->function ? f->function : "(null)", w[i].function);
+    assert_non_null(f->file);
+    assert_string_equal(base(f->file), w[i].file);
+    if ((int)f->line != g_line_of[w[i].line_key])
+      fail_msg("frame %zu (%s): line %u, want %d", i, w[i].function,
+               (unsigned)f->line, g_line_of[w[i].line_key]);
+    assert_int_equal(f->inlined, w[i].inlined);
+  }
+  if (!symbols) return;
+  /* Past main: libc's start code, not the app's. */
+  for (size_t i = nw; i < ev->n_frames; i++) assert_false(ev->frames[i].is_app);
+}
+
+/* Read dir; check every event; @return the number of events. Also counts
+ * the distinct PCs of the recording into *pcs (if not NULL). */
+static uint64_t check_recording(const char *dir, const char *image_base,
+                                bool symbols, size_t *pcs) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  uint64_t n = 0, seen_c = 0, seen_cc = 0;
+  uint64_t uniq[256];
+  size_t nu = 0;
+  int rc;
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    n++;
+    for (size_t i = 0; i < ev.n_pcs; i++) {
+      size_t k = 0;
+      while (k < nu && uniq[k] != ev.pcs[i]) k++;
+      if (k == nu && nu < 256) uniq[nu++] = ev.pcs[i];
+    }
+    if (strcmp(ev.site, "sym.c") == 0) {
+      check_event(r, &ev, want_c, sizeof want_c / sizeof *want_c, image_base,
+                  symbols);
+      seen_c++;
+    } else if (strcmp(ev.site, "sym.cc") == 0) {
+      check_event(r, &ev, want_cc, sizeof want_cc / sizeof *want_cc,
+                  image_base, symbols);
+      seen_cc++;
+    } else {
+      fail_msg("unexpected site %s", ev.site);
+    }
+  }
+  assert_int_equal(rc, 0);
+  assert_int_equal(seen_c, 1001);
+  assert_int_equal(seen_cc, 1001);
+  stkr_reader_free(r);
+  if (pcs) *pcs = nu;
+  return n;
+}
+
+/* No event of dir has frames. */
+static void check_no_frames(const char *dir) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  uint64_t n = 0;
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1) {
+    assert_int_equal(ev.n_frames, 0);
+    assert_null(ev.frames);
+    assert_true(ev.n_pcs > 0); /* the PCs are kept in every mode */
+    n++;
+  }
+  assert_int_equal(n, 2002);
+  stkr_reader_free(r);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_inproc_frames(void **state) {
+  char dir[4200];
+  size_t pcs;
+  (void)state;
+  mkpath(dir, sizeof dir, "inproc");
+  run_fixture(g_fixture, "", dir);
+  assert_int_equal(check_recording(dir, "symfixture", true, &pcs), 2002);
+  /* Each unique PC was resolved once, and the 1000 repeats of both stacks
+   * did no resolver work at all. */
+  assert_true(g_resolved[0] > 0);
+  assert_int_equal(g_resolved[0], pcs);
+  assert_int_equal(g_resolved[1], g_resolved[0]);
+}
+
+static void test_inproc_segments_self_contained(void **state) {
+  char dir[4200], file[4400];
+  stkr_reader *r;
+  stkr_event_view ev;
+  int files = 0;
+  (void)state;
+  mkpath(dir, sizeof dir, "rotate");
+  /* Tiny segments: many files; the PC cache survives rotation (same
+   * resolver count), and every file alone has the frames of its events. */
+  run_fixture(g_fixture, "STACKREC_SEGMENT_BYTES=1K", dir);
+  assert_int_equal(g_resolved[1], g_resolved[0]);
+  for (int seq = 1; seq < 1000; seq++) {
+    uint64_t events = 0;
+    snprintf(file, sizeof file, "%s/stackrec-%s-%06d.zst", dir, "*", seq);
+    /* The pid is unknown here: glob with the shell. */
+    if (sh("ls %s", file) != 0) break;
+    g_out[strcspn(g_out, "\n")] = '\0';
+    assert_int_equal(stkr_reader_open(g_out, NULL, &r), 0);
+    while (stkr_reader_next(r, &ev) == 1) {
+      events++;
+      assert_false(ev.unresolved);
+      assert_true(ev.n_frames >= ev.n_pcs);
+      if (strcmp(ev.site, "sym.c") == 0) {
+        assert_string_equal(ev.frames[0].function, "inlined_helper");
+        assert_string_equal(ev.frames[1].function, "outer_c");
+      } else {
+        assert_string_equal(ev.frames[0].function, "int fx::twice<int>(int)");
+      }
+    }
+    stkr_reader_free(r);
+    if (events) files++;
+  }
+  assert_true(files >= 2);
+}
+
+static void test_offline_then_symbolize(void **state) {
+  char dir[4200], out[4200];
+  (void)state;
+  mkpath(dir, sizeof dir, "offline");
+  mkpath(out, sizeof out, "offline-sym");
+  run_fixture(g_fixture, "STACKREC_SYMBOLIZE=offline", dir);
+  assert_int_equal(g_resolved[0], 0); /* the device does no symbol work */
+  assert_int_equal(g_resolved[1], 0);
+  check_no_frames(dir);
+  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
+  assert_null(strstr(g_err, "symfixture")); /* no warning about our image */
+  assert_int_equal(check_recording(out, "symfixture", true, NULL), 2002);
+  /* The output directory is never overwritten. */
+  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 2);
+  assert_non_null(strstr(g_err, "already holds segment files"));
+  /* A mode that does not exist is an error naming the variable. */
+  mkpath(dir, sizeof dir, "badmode");
+  assert_int_equal(sh("STACKREC_DIR='%s' STACKREC_SYMBOLIZE=sometimes '%s'",
+                      dir, g_fixture), 1);
+  assert_non_null(strstr(g_err, "STACKREC_SYMBOLIZE=\"sometimes\""));
+  /* none: no frames either; symbolize still can. */
+  mkpath(dir, sizeof dir, "none");
+  run_fixture(g_fixture, "STACKREC_SYMBOLIZE=none", dir);
+  assert_int_equal(g_resolved[1], 0);
+  check_no_frames(dir);
+}
+
+static void test_stripped_debug_by_build_id(void **state) {
+  char app[4200], dbg[4200], dir[4200], out[4200], bid[128];
+  (void)state;
+  mkpath(app, sizeof app, "stripped-app");
+  mkpath(dbg, sizeof dbg, "dbg");
+  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s' && "
+                      "objcopy --only-keep-debug '%s' '%s.debug' && "
+                      "strip --strip-all '%s'",
+                      g_fixture, app, app, app, app, app), 0);
+  /* The stripped copy has no symbols of ours left. */
+  assert_int_equal(sh("nm '%s' 2>&1 | grep static_mid", app), 1);
+  assert_int_equal(sh("readelf -n '%s' | sed -n 's/.*Build ID: *//p'", app), 0);
+  snprintf(bid, sizeof bid, "%.40s", g_out);
+  assert_true(strlen(bid) >= 8);
+  assert_int_equal(sh("mkdir -p '%s/.build-id/%.2s' && mv '%s.debug' "
+                      "'%s/.build-id/%.2s/%s.debug'",
+                      dbg, bid, app, dbg, bid, bid + 2), 0);
+
+  mkpath(dir, sizeof dir, "stripped");
+  run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
+  /* Without the debug dir: image+offset only, and a note saying so. */
+  mkpath(out, sizeof out, "stripped-nodbg");
+  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
+  assert_non_null(strstr(g_err, "no function symbols and no debug info"));
+  check_recording(out, "stripped-app", false, NULL);
+  /* With it, found by build-id: everything. */
+  mkpath(out, sizeof out, "stripped-dbg");
+  assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
+                      dbg, out, dir), 0);
+  assert_null(strstr(g_err, "stripped-app"));
+  check_recording(out, "stripped-app", true, NULL);
+}
+
+static void test_inproc_stripped_debuglink(void **state) {
+  char d[4200], dir[4200];
+  (void)state;
+  /* A stripped app whose debug file sits in .debug/ next to it, named by
+   * its .gnu_debuglink: the worker finds it (locally, never debuginfod). */
+  mkpath(d, sizeof d, "dl");
+  assert_int_equal(sh("mkdir -p '%s/.debug' && cp '%s' '%s/app' && "
+                      "chmod u+w '%s/app' && "
+                      "objcopy --only-keep-debug '%s/app' '%s/app.dbg' && "
+                      "strip --strip-all '%s/app' && "
+                      "objcopy --add-gnu-debuglink='%s/app.dbg' '%s/app' && "
+                      "mv '%s/app.dbg' '%s/.debug/'",
+                      d, g_fixture, d, d, d, d, d, d, d, d, d), 0);
+  assert_int_equal(sh("nm '%s/app' 2>&1 | grep static_mid", d), 1);
+  mkpath(dir, sizeof dir, "debuglink");
+  snprintf(d + strlen(d), sizeof d - strlen(d), "/app");
+  run_fixture(d, "", dir);
+  check_recording(dir, "app", true, NULL);
+}
+
+/* The frames of the one "sym.plugin" event of dir, checked; app: whether
+ * the plugin's frame must be the app's. */
+static void check_plugin(const char *dir, bool app) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  int found = 0;
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1) {
+    if (strcmp(ev.site, "sym.plugin") != 0) continue;
+    found++;
+    assert_true(ev.n_frames >= 3);
+    assert_string_equal(ev.frames[0].function, "plugin_cb");
+    assert_string_equal(base(ev.frames[0].file), "fixture_main.c");
+    assert_int_equal(ev.frames[0].line, g_line_of[L_PLUGIN_CB]);
+    assert_true(ev.frames[0].is_app); /* the main executable */
+    assert_string_equal(ev.frames[1].function, "plugin_entry");
+    assert_string_equal(base(ev.frames[1].file), "plugin.c");
+    assert_int_equal(ev.frames[1].line, g_line_of[L_PLUGIN]);
+    assert_string_equal(base(ev.frames[1].image), "symplugin");
+    assert_int_equal(ev.frames[1].offset,
+                     ev.pcs[1] - load_address(r, ev.frames[1].image));
+    assert_int_equal(ev.frames[1].is_app, app);
+  }
+  assert_int_equal(found, 1);
+  stkr_reader_free(r);
+}
+
+static void test_dlopen_plugin_and_app_paths(void **state) {
+  char dir[4200], env[8400], pdir[4096];
+  (void)state;
+  /* A library loaded after the recording started (and unloaded before it
+   * ended) is listed and resolved like the others. */
+  mkpath(dir, sizeof dir, "plugin");
+  snprintf(env, sizeof env, "SYMFIXTURE_PLUGIN='%s'", g_plugin);
+  run_fixture(g_fixture, env, dir);
+  check_plugin(dir, false);
+  /* Under STACKREC_APP_PATHS it is the app's. */
+  snprintf(pdir, sizeof pdir, "%.*s", (int)(strrchr(g_plugin, '/') - g_plugin),
+           g_plugin);
+  mkpath(dir, sizeof dir, "plugin-app");
+  snprintf(env, sizeof env, "SYMFIXTURE_PLUGIN='%s' STACKREC_APP_PATHS='/nonexistent:%s/'",
+           g_plugin, pdir);
+  run_fixture(g_fixture, env, dir);
+  check_plugin(dir, true);
+  assert_int_equal(sh("'%s' dump --frames --app-only '%s' | grep -c plugin_entry",
+                      g_tool, dir), 0);
+  assert_int_equal(atoi(g_out), 1);
+}
+
+/* Flip the first byte of the GNU build-id of the ELF file at path. */
+static void flip_build_id(const char *path) {
+  uint8_t id[64], *data;
+  size_t n = 0, len;
+  FILE *f;
+  assert_int_equal(sh("readelf -n '%s' | sed -n 's/.*Build ID: *//p'", path), 0);
+  for (const char *p = g_out; n < sizeof id && sscanf(p, "%2hhx", &id[n]) == 1;
+       p += 2)
+    n++;
+  assert_true(n >= 8);
+  assert_non_null(f = fopen(path, "r+b"));
+  fseek(f, 0, SEEK_END);
+  len = (size_t)ftell(f);
+  rewind(f);
+  assert_non_null(data = malloc(len));
+  assert_int_equal(fread(data, 1, len, f), len);
+  uint8_t *at = memmem(data, len, id, n);
+  assert_non_null(at);
+  fseek(f, (long)(at - data), SEEK_SET);
+  fputc(at[0] ^ 0xff, f);
+  assert_int_equal(fclose(f), 0);
+  free(data);
+}
+
+static void test_mismatched_binary(void **state) {
+  char app[4200], dir[4200], out[4200];
+  (void)state;
+  mkpath(app, sizeof app, "rebuilt-app");
+  mkpath(dir, sizeof dir, "mismatch");
+  mkpath(out, sizeof out, "mismatch-sym");
+  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s'", g_fixture, app, app), 0);
+  run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
+  /* Another build at the same path: same code, a different build-id (its
+   * first byte flipped in the note). */
+  flip_build_id(app);
+  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
+  assert_non_null(strstr(g_err, "build-id mismatch"));
+  assert_non_null(strstr(g_err, "rebuilt-app"));
+  /* Offsets, never a name from the wrong binary. */
+  check_recording(out, "rebuilt-app", false, NULL);
+}
+
+static void test_dump_frames_and_app_only(void **state) {
+  char dir[4200];
+  (void)state;
+  mkpath(dir, sizeof dir, "dump");
+  run_fixture(g_fixture, "", dir);
+  assert_int_equal(sh("'%s' dump --json --limit 1 '%s'", g_tool, dir), 0);
+  assert_non_null(strstr(g_out, "\"function\":\"inlined_helper\""));
+  assert_non_null(strstr(g_out, "\"inlined\":true"));
+  assert_non_null(strstr(g_out, "\"app\":false")); /* libc's start code */
+  assert_int_equal(sh("'%s' dump --json --app-only --limit 1 '%s'", g_tool, dir),
+                   0);
+  assert_non_null(strstr(g_out, "\"function\":\"main\""));
+  assert_null(strstr(g_out, "\"app\":false"));
+  assert_null(strstr(g_out, "libc"));
+  assert_int_equal(sh("'%s' dump --frames --app-only --limit 1 '%s'", g_tool,
+                      dir), 0);
+  {
+    char want[256];
+    snprintf(want, sizeof want,
+             "\n    inlined_helper (tests/symfixture/fixture_c.c:%d) "
+             "[inlined]\n    outer_c (tests/symfixture/fixture_c.c:%d)\n",
+             g_line_of[L_INLINED], g_line_of[L_OUTER_C]);
+    if (!strstr(g_out, want)) fail_msg("no\n%s\nin\n%s", want, g_out);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_inproc_frames),
+      cmocka_unit_test(test_inproc_segments_self_contained),
+      cmocka_unit_test(test_offline_then_symbolize),
+      cmocka_unit_test(test_stripped_debug_by_build_id),
+      cmocka_unit_test(test_inproc_stripped_debuglink),
+      cmocka_unit_test(test_mismatched_binary),
+      cmocka_unit_test(test_dump_frames_and_app_only),
+      cmocka_unit_test(test_dlopen_plugin_and_app_paths),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}

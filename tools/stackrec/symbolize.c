@@ -1,0 +1,512 @@
+/*
+ * symbolize.c: `stackrec symbolize`: resolve a recording made in offline
+ * (or none) mode after the fact, with the binaries and debug files matched
+ * by build-id, and write it again with frames (same format, same file
+ * names, in another directory).
+ *
+ * Each segment file is rewritten batch by batch: the batch is decoded,
+ * every StackDef gets its frames (StackDef.frames) and the StringDefs and
+ * FrameDefs the segment still lacks are added, and the batch is encoded
+ * again; everything else (events, payloads, threads, drops, counters,
+ * headers) is carried over untouched. One frame cache (flush/symbolize.h)
+ * serves the whole run, so each unique PC is resolved once; a segment
+ * starts a new "epoch", so every output segment is self-contained like the
+ * recorder's own. The image list comes from the recording (whole list in
+ * every segment's first batch and whenever it changed).
+ *
+ * Never a wrong name: an image whose file cannot be found with the recorded
+ * build-id (or has another build-id) keeps image+offset frames and gets one
+ * warning. Damaged input is copied through unchanged (the reader resyncs
+ * on it as it would have on the original) and reported.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "flush/symbolize.h"
+#include "proto/stkr_format.h"
+#include "tools/stackrec/cli.h"
+
+static const char symbolize_help[] =
+    "Usage: stackrec symbolize [--debug-dir PATH]... [-o OUT] DIR\n"
+    "\n"
+    "Resolve the PCs of a recording made with STACKREC_SYMBOLIZE=offline (or\n"
+    "none) into frames: function, file:line and inlined calls, as an inproc\n"
+    "recording has them. Writes a symbolized copy of every segment file of\n"
+    "DIR into OUT (default: DIR-symbolized), same names, same format; DIR is\n"
+    "not changed. Read OUT with 'stackrec dump --frames' or '--json'.\n"
+    "\n"
+    "Each image of the recording is looked up by its build-id, in order:\n"
+    "  PATH/.build-id/xx/yyyy and PATH/.build-id/xx/yyyy.debug, then\n"
+    "  PATH/<file name of the image>, for every --debug-dir PATH; then the\n"
+    "  image's recorded path. A file is used only if its build-id matches\n"
+    "  the recorded one. Separate debug info is then found by build-id\n"
+    "  (PATH/.build-id, /usr/lib/debug/.build-id) or .gnu_debuglink.\n"
+    "An image with no matching file keeps image+offset frames (never a\n"
+    "guessed name) and is named in a warning on stderr.\n"
+    "\n"
+    "Options:\n"
+    "  -d, --debug-dir PATH  also search PATH (repeatable)\n"
+    "  -o, --output OUT      output directory (created; must not hold\n"
+    "                        segment files already)\n"
+    "  -h, --help            this help\n"
+    "\n";
+
+#define MAX_DIRS 64
+
+typedef struct segf {
+  char *name;
+  uint32_t pid, seq;
+} segf;
+
+typedef struct sym_run {
+  stkr__symc *c;
+  ZSTD_DCtx *dctx;
+  stkr_fmt_pballoc pballoc; /* bounds what decoding one batch may take */
+  ZSTD_CCtx *cctx;
+  stkr_fmt_buf out;
+  uint8_t *dbuf;
+  size_t dbuf_cap;
+  uint32_t epoch;
+  uint64_t files, batches, stacks, damaged, copied_files;
+  int status;
+} sym_run;
+
+static void warn_cb(void *arg, const char *why) {
+  (void)arg;
+  fflush(stdout);
+  fprintf(stderr, "stackrec symbolize: warning: %s\n", why);
+}
+
+static int cmp_seg(const void *a, const void *b) {
+  const segf *x = a, *y = b;
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int read_file(const char *path, uint8_t **data, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  size_t off = 0;
+
+  *data = NULL;
+  *len = 0;
+  if (fd < 0) return -errno;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  *data = malloc(st.st_size ? (size_t)st.st_size : 1);
+  if (!*data) {
+    close(fd);
+    return -ENOMEM;
+  }
+  while (off < (size_t)st.st_size) {
+    ssize_t n = read(fd, *data + off, (size_t)st.st_size - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break; /* shrank meanwhile: take what is there */
+    off += (size_t)n;
+  }
+  close(fd);
+  *len = off;
+  return 0;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t k = write(fd, b, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    b += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Offset of the next zstd frame magic after `from`, or len. */
+static size_t next_magic(const uint8_t *p, size_t len, size_t from) {
+  static const uint8_t magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
+  for (size_t i = from; i + 4 <= len; i++)
+    if (memcmp(p + i, magic, 4) == 0) return i;
+  return len;
+}
+
+/* Decode the frame at p (csize bytes). @return the Batch, or NULL. */
+static Stackrec__Batch *decode(sym_run *run, const uint8_t *p, size_t csize) {
+  unsigned long long dsize = ZSTD_getFrameContentSize(p, csize);
+  size_t n;
+  if (dsize == ZSTD_CONTENTSIZE_ERROR || dsize == ZSTD_CONTENTSIZE_UNKNOWN ||
+      dsize > STKR_FMT_MAX_BATCH_BYTES)
+    return NULL;
+  if (dsize > run->dbuf_cap) {
+    uint8_t *b = realloc(run->dbuf, (size_t)dsize);
+    if (!b) return NULL;
+    run->dbuf = b;
+    run->dbuf_cap = (size_t)dsize;
+  }
+  n = ZSTD_decompressDCtx(run->dctx, run->dbuf, run->dbuf_cap, p, csize);
+  if (ZSTD_isError(n) || n != dsize) return NULL;
+  return stackrec__batch__unpack(&run->pballoc.pb, n, run->dbuf);
+}
+
+static bool has_frames(const Stackrec__Batch *b) {
+  if (b->n_frames || b->n_strings) return true;
+  for (size_t i = 0; i < b->n_stacks; i++)
+    if (b->stacks[i]->n_frames) return true;
+  return false;
+}
+
+static int set_images(sym_run *run, const Stackrec__Batch *b) {
+  stkr__symimg *si = calloc(b->n_images ? b->n_images : 1, sizeof *si);
+  bool any_app = false;
+  int err;
+  if (!si) return -ENOMEM;
+  for (size_t i = 0; i < b->n_images; i++) any_app |= b->images[i]->app;
+  for (size_t i = 0; i < b->n_images; i++) {
+    const Stackrec__Image *im = b->images[i];
+    si[i] = (stkr__symimg){im->path ? im->path : "", im->load_address,
+                           im->text_start, im->text_end, im->build_id.data,
+                           im->build_id.len,
+                           /* Recordings from before Image.app: the main
+                            * executable is listed first. */
+                           any_app ? im->app : i == 0};
+  }
+  err = stkr__symc_set_images(run->c, si, b->n_images);
+  free(si);
+  return err;
+}
+
+/* Add frames to one decoded batch and encode it into run->out. */
+static int rewrite(sym_run *run, Stackrec__Batch *b) {
+  stkr__symdefs defs = {0};
+  int err = 0;
+  size_t i;
+
+  if (b->n_images && (err = set_images(run, b)) < 0) return err;
+  for (i = 0; i < b->n_stacks && err == 0; i++) {
+    Stackrec__StackDef *d = b->stacks[i];
+    const uint32_t *fr;
+    uint32_t nf;
+    if ((err = stkr__symc_stack(run->c, d->pcs, d->n_pcs, &fr, &nf)) == 0 &&
+        (err = stkr__symc_emit(run->c, fr, nf, run->epoch, &defs)) == 0) {
+      d->frames = (uint32_t *)fr; /* the cache's: unhooked before freeing */
+      d->n_frames = nf;
+      run->stacks++;
+    }
+  }
+  if (err == 0) {
+    b->strings = defs.strings;
+    b->n_strings = defs.n_strings;
+    b->frames = defs.frames;
+    b->n_frames = defs.n_frames;
+    err = stkr_fmt_encode_batch(b, run->cctx, 3, &run->out);
+  }
+  /* The added memory is not protobuf-c's: keep free_unpacked off it. */
+  b->strings = NULL;
+  b->n_strings = 0;
+  b->frames = NULL;
+  b->n_frames = 0;
+  for (i = 0; i < b->n_stacks; i++) {
+    b->stacks[i]->frames = NULL;
+    b->stacks[i]->n_frames = 0;
+  }
+  stkr__symdefs_free(&defs);
+  return err;
+}
+
+/* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
+static int do_file(sym_run *run, const char *indir, const char *outdir,
+                   const char *name) {
+  char in[PATH_MAX], outp[PATH_MAX];
+  uint8_t *data;
+  size_t len, off = 0;
+  bool already = false;
+  int err, fd;
+
+  snprintf(in, sizeof in, "%s/%s", indir, name);
+  snprintf(outp, sizeof outp, "%s/%s", outdir, name);
+  if ((err = read_file(in, &data, &len)) < 0) {
+    fprintf(stderr, "stackrec symbolize: cannot read %s: %s\n", in,
+            strerror(-err));
+    run->status = STKR_CLI_DATA_LOST;
+    return err == -ENOMEM ? err : 0;
+  }
+  run->files++;
+  run->epoch++; /* a new output segment: define everything again */
+  run->out.len = 0;
+
+  /* A file that already has frames (inproc, or symbolized before) is
+   * copied as it is: new ids could clash with its own. */
+  for (off = 0; off < len && !already;) {
+    size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off);
+    if (ZSTD_isError(cs)) break;
+    Stackrec__Batch *b = decode(run, data + off, cs);
+    if (b) {
+      already = has_frames(b);
+      stackrec__batch__free_unpacked(b, &run->pballoc.pb);
+    }
+    off += cs;
+  }
+  if (already) {
+    run->copied_files++;
+    stkr_fmt_buf_free(&run->out);
+    if (len) {
+      run->out.data = malloc(len);
+      if (!run->out.data) {
+        free(data);
+        return -ENOMEM;
+      }
+      memcpy(run->out.data, data, len);
+      run->out.len = run->out.cap = len;
+    }
+    goto write;
+  }
+
+  for (off = 0; off < len;) {
+    size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off), end;
+    Stackrec__Batch *b = ZSTD_isError(cs) ? NULL : decode(run, data + off, cs);
+    if (!b) {
+      /* Damaged or truncated: carried over as it is, up to the next frame
+       * magic, where the reader will resync too. */
+      end = next_magic(data, len, off + 1);
+      fflush(stdout);
+      fprintf(stderr,
+              "stackrec symbolize: warning: %s: offset %zu: damaged or "
+              "truncated batch (%zu bytes) copied without symbolizing\n",
+              in, off, end - off);
+      run->damaged++;
+      run->status = STKR_CLI_DATA_LOST;
+      size_t need = run->out.len + (end - off);
+      if (need > run->out.cap) {
+        uint8_t *nb = realloc(run->out.data, need);
+        if (!nb) {
+          free(data);
+          return -ENOMEM;
+        }
+        run->out.data = nb;
+        run->out.cap = need;
+      }
+      memcpy(run->out.data + run->out.len, data + off, end - off);
+      run->out.len = need;
+      off = end;
+      continue;
+    }
+    err = rewrite(run, b);
+    stackrec__batch__free_unpacked(b, &run->pballoc.pb);
+    if (err < 0) {
+      fprintf(stderr, "stackrec symbolize: %s: offset %zu: %s\n", in, off,
+              strerror(-err));
+      free(data);
+      return err;
+    }
+    run->batches++;
+    off += cs;
+  }
+
+write:
+  free(data);
+  fd = open(outp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    err = -errno;
+  else if ((err = write_all(fd, run->out.data, run->out.len)) == 0 &&
+           close(fd) != 0)
+    err = -errno;
+  else if (err < 0)
+    close(fd);
+  if (err < 0)
+    fprintf(stderr, "stackrec symbolize: cannot write %s: %s\n", outp,
+            strerror(-err));
+  return err;
+}
+
+/* The segment files of dir, sorted by pid then seq. */
+static int list_segments(const char *dir, segf **out, size_t *n) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  size_t cap = 0;
+
+  *out = NULL;
+  *n = 0;
+  if (!d) return -errno;
+  while ((de = readdir(d)) != NULL) {
+    uint32_t pid, seq;
+    if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) continue;
+    if (*n == cap) {
+      size_t nc = cap ? cap * 2 : 32;
+      segf *s = realloc(*out, nc * sizeof *s);
+      if (!s) {
+        closedir(d);
+        return -ENOMEM;
+      }
+      *out = s;
+      cap = nc;
+    }
+    if (!((*out)[*n].name = strdup(de->d_name))) {
+      closedir(d);
+      return -ENOMEM;
+    }
+    (*out)[*n].pid = pid;
+    (*out)[*n].seq = seq;
+    (*n)++;
+  }
+  closedir(d);
+  if (*n) qsort(*out, *n, sizeof **out, cmp_seg);
+  return 0;
+}
+
+int stkr_cli_symbolize(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"debug-dir", required_argument, NULL, 'd'},
+      {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *dirs[MAX_DIRS];
+  size_t n_dirs = 0, n_segs = 0, i;
+  char outbuf[PATH_MAX], *indir;
+  const char *outdir = NULL;
+  segf *segs = NULL;
+  struct stat st;
+  sym_run run;
+  int c, err;
+
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":hd:o:", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'd':
+      if (n_dirs == MAX_DIRS)
+        return stkr_cli_usage_error("symbolize", "more than %d --debug-dir",
+                                    MAX_DIRS);
+      if (stat(optarg, &st) != 0 || !S_ISDIR(st.st_mode))
+        return stkr_cli_usage_error("symbolize",
+                                    "--debug-dir '%s' is not a directory",
+                                    optarg);
+      dirs[n_dirs++] = optarg;
+      break;
+    case 'o':
+      outdir = optarg;
+      break;
+    case 'h':
+      fputs(symbolize_help, stdout);
+      fputs(stkr_cli_exit_help, stdout);
+      return stkr_cli_flush("symbolize");
+    case ':':
+      return stkr_cli_usage_error("symbolize", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("symbolize", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (optind >= argc)
+    return stkr_cli_usage_error("symbolize", "no DIR given");
+  if (optind + 1 < argc)
+    return stkr_cli_usage_error("symbolize", "one DIR only, got '%s' too",
+                                argv[optind + 1]);
+  indir = argv[optind];
+  if (stat(indir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "stackrec symbolize: cannot open %s: %s\n", indir,
+            stat(indir, &st) != 0 ? strerror(errno) : "not a directory");
+    return STKR_CLI_NO_INPUT;
+  }
+  if (!outdir) {
+    size_t l = strlen(indir);
+    while (l > 1 && indir[l - 1] == '/') l--;
+    snprintf(outbuf, sizeof outbuf, "%.*s-symbolized", (int)l, indir);
+    outdir = outbuf;
+  }
+  if ((err = list_segments(indir, &segs, &n_segs)) < 0) {
+    fprintf(stderr, "stackrec symbolize: cannot list %s: %s\n", indir,
+            strerror(-err));
+    return STKR_CLI_NO_INPUT;
+  }
+  if (n_segs == 0) {
+    fprintf(stderr, "stackrec symbolize: no segment files "
+                    "(stackrec-<pid>-<seq>.zst) in %s\n", indir);
+    free(segs);
+    return STKR_CLI_DATA_LOST;
+  }
+  if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
+            strerror(errno));
+    err = STKR_CLI_NO_INPUT;
+    goto out_segs;
+  }
+  {
+    segf *old;
+    size_t n_old = 0;
+    struct stat a, b;
+    if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino) {
+      err = stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
+      goto out_segs;
+    }
+    if (list_segments(outdir, &old, &n_old) == 0) {
+      for (i = 0; i < n_old; i++) free(old[i].name);
+      free(old);
+    }
+    if (n_old) {
+      err = stkr_cli_usage_error("symbolize",
+                                 "OUT '%s' already holds segment files; "
+                                 "give an empty or new directory", outdir);
+      goto out_segs;
+    }
+  }
+
+  memset(&run, 0, sizeof run);
+  stkr_fmt_pballoc_init(&run.pballoc, STKR_FMT_MAX_DECODED_BYTES);
+  {
+    stkr__symbe *be = NULL;
+    stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
+                           .offline = true, .warn = warn_cb};
+    if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run.c) < 0 ||
+        !(run.dctx = ZSTD_createDCtx()) || !(run.cctx = ZSTD_createCCtx())) {
+      fprintf(stderr, "stackrec symbolize: out of memory\n");
+      err = STKR_CLI_DATA_LOST;
+      goto out_run;
+    }
+  }
+  for (i = 0; i < n_segs; i++) {
+    if (i > 0 && segs[i].pid != segs[i - 1].pid) {
+      /* Another process: its PCs mean other things. */
+      (void)stkr__symc_set_images(run.c, NULL, 0);
+    }
+    if ((err = do_file(&run, indir, outdir, segs[i].name)) < 0) {
+      err = STKR_CLI_DATA_LOST;
+      goto out_run;
+    }
+  }
+  printf("%llu segment files, %llu batches, %llu stacks: %llu unique PCs "
+         "resolved into %llu frames; written to %s\n",
+         (unsigned long long)run.files, (unsigned long long)run.batches,
+         (unsigned long long)run.stacks,
+         (unsigned long long)stkr__symc_resolved(run.c),
+         (unsigned long long)stkr__symc_frames(run.c), outdir);
+  if (run.copied_files)
+    printf("%llu files already had frames and were copied unchanged\n",
+           (unsigned long long)run.copied_files);
+  err = run.status;
+  if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
+out_run:
+  stkr__symc_free(run.c);
+  ZSTD_freeDCtx(run.dctx);
+  ZSTD_freeCCtx(run.cctx);
+  stkr_fmt_buf_free(&run.out);
+  free(run.dbuf);
+out_segs:
+  for (i = 0; i < n_segs; i++) free(segs[i].name);
+  free(segs);
+  return err;
+}
