@@ -59,5 +59,6 @@ void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
 int stkr_cli_info(int argc, char **argv);
 int stkr_cli_dump(int argc, char **argv);
 int stkr_cli_symbolize(int argc, char **argv);
+int stkr_cli_record(int argc, char **argv);
 
 #endif

@@ -26,6 +26,7 @@ static const char usage[] =
     "segment files, or single segment files.\n"
     "\n"
     "Commands:\n"
+    "  record     run a command under the privacy hooks, then summarize\n"
     "  info       summary of each recorded process\n"
     "  dump       one line per event (text or JSON)\n"
     "  symbolize  resolve an offline-mode recording into frames\n"
@@ -120,6 +121,8 @@ int main(int argc, char **argv) {
     return stkr_cli_dump(argc - 1, argv + 1);
   if (strcmp(cmd, "symbolize") == 0)
     return stkr_cli_symbolize(argc - 1, argv + 1);
+  if (strcmp(cmd, "record") == 0)
+    return stkr_cli_record(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);

@@ -1,0 +1,184 @@
+/*
+ * hooks_files.c: open, openat, fopen and their 64-bit and _FORTIFY_SOURCE
+ * variants. One event per call whose path is sensitive (match.c), at the
+ * site <category>.<api>: identifiers.open for /etc/machine-id,
+ * files.fopen for ~/.ssh/id_rsa, devices.openat for /dev/video0, ... The
+ * variants fold into their base API (open64 and __open_2 record as "open",
+ * openat64 and __openat_2 as "openat", fopen64 as "fopen"): the report is
+ * about what was opened from where; the stack shows the exact symbol.
+ *
+ * The event is recorded whether or not the open then succeeds: an attempt
+ * to read ~/.ssh is what a privacy review wants to see, and a failed open
+ * keeps its -1 and errno (the recorder never changes errno).
+ *
+ * Only absolute paths are classified (see stkr__pl_path_class); openat's
+ * directory fd is not resolved.
+ */
+#define _GNU_SOURCE
+#undef _FORTIFY_SOURCE /* fortify turns open/openat into inline wrappers */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload/preload.h"
+
+/* The _FORTIFY_SOURCE entry points; glibc declares them only under
+ * fortify. */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+
+#define SITES(api)                                                             \
+  {                                                                            \
+    [STKR__PL_CAT_IDENTIFIERS] = STKR_SITE_INIT("identifiers." api),           \
+    [STKR__PL_CAT_FILES] = STKR_SITE_INIT("files." api),                       \
+    [STKR__PL_CAT_DEVICES] = STKR_SITE_INIT("devices." api),                   \
+  }
+/* Indexed by category; the network and environment slots stay unused. */
+static stkr_site g_open[STKR__PL_CAT_COUNT] = SITES("open");
+static stkr_site g_openat[STKR__PL_CAT_COUNT] = SITES("openat");
+static stkr_site g_fopen[STKR__PL_CAT_COUNT] = SITES("fopen");
+#undef SITES
+
+void stkr__pl_register_file_sites(void) {
+  static const unsigned cats[] = {STKR__PL_CAT_IDENTIFIERS, STKR__PL_CAT_FILES,
+                                  STKR__PL_CAT_DEVICES};
+  size_t i;
+
+  for (i = 0; i < sizeof cats / sizeof cats[0]; i++) {
+    (void)stkr_site_register(&g_open[cats[i]]);
+    (void)stkr_site_register(&g_openat[cats[i]]);
+    (void)stkr_site_register(&g_fopen[cats[i]]);
+  }
+}
+
+/* Must expand inside the hook (see stkr__pl_record). A miss costs the
+ * ready load and the two-byte path filter. */
+#define PATH_EVENT(sites, path)                                                \
+  do {                                                                         \
+    unsigned c_;                                                               \
+    if (stkr__pl_ready() &&                                                    \
+        (c_ = stkr__pl_path_class(&stkr__pl.paths, (path))) != 0 &&           \
+        stkr__pl_want(c_ - 1))                                                 \
+      stkr__pl_record(&(sites)[c_ - 1], (path), strlen(path));                 \
+  } while (0)
+
+typedef int (*open_fn)(const char *, int, ...);
+typedef int (*open2_fn)(const char *, int);
+typedef int (*openat_fn)(int, const char *, int, ...);
+typedef int (*openat2_fn)(int, const char *, int);
+typedef FILE *(*fopen_fn)(const char *, const char *);
+
+/* When libc's function cannot be had (resolution re-entered through a
+ * malloc replacement, say), the system call does the same job. */
+static int open_syscall(int dirfd, const char *path, int flags, int mode) {
+  return (int)syscall(SYS_openat, dirfd, path, flags, mode);
+}
+
+/* The mode argument exists only with O_CREAT or O_TMPFILE. */
+#define READ_MODE(flags, last, mode)                                           \
+  do {                                                                         \
+    if (__OPEN_NEEDS_MODE(flags)) {                                            \
+      va_list ap_;                                                             \
+      va_start(ap_, last);                                                     \
+      mode = va_arg(ap_, int);                                                 \
+      va_end(ap_);                                                             \
+    }                                                                          \
+  } while (0)
+
+int open(const char *path, int flags, ...) {
+  open_fn fn = (open_fn)stkr__pl_real(STKR__PL_R_open);
+  int mode = 0;
+
+  READ_MODE(flags, flags, mode);
+  PATH_EVENT(g_open, path);
+  return fn != NULL ? fn(path, flags, mode)
+                    : open_syscall(AT_FDCWD, path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...) {
+  open_fn fn = (open_fn)stkr__pl_real(STKR__PL_R_open64);
+  int mode = 0;
+
+  READ_MODE(flags, flags, mode);
+  PATH_EVENT(g_open, path);
+  return fn != NULL ? fn(path, flags, mode)
+                    : open_syscall(AT_FDCWD, path, flags | O_LARGEFILE, mode);
+}
+
+int __open_2(const char *path, int flags) {
+  open2_fn fn = (open2_fn)stkr__pl_real(STKR__PL_R___open_2);
+
+  PATH_EVENT(g_open, path);
+  return fn != NULL ? fn(path, flags) : open_syscall(AT_FDCWD, path, flags, 0);
+}
+
+int __open64_2(const char *path, int flags) {
+  open2_fn fn = (open2_fn)stkr__pl_real(STKR__PL_R___open64_2);
+
+  PATH_EVENT(g_open, path);
+  return fn != NULL ? fn(path, flags)
+                    : open_syscall(AT_FDCWD, path, flags | O_LARGEFILE, 0);
+}
+
+int openat(int dirfd, const char *path, int flags, ...) {
+  openat_fn fn = (openat_fn)stkr__pl_real(STKR__PL_R_openat);
+  int mode = 0;
+
+  READ_MODE(flags, flags, mode);
+  PATH_EVENT(g_openat, path);
+  return fn != NULL ? fn(dirfd, path, flags, mode)
+                    : open_syscall(dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char *path, int flags, ...) {
+  openat_fn fn = (openat_fn)stkr__pl_real(STKR__PL_R_openat64);
+  int mode = 0;
+
+  READ_MODE(flags, flags, mode);
+  PATH_EVENT(g_openat, path);
+  return fn != NULL ? fn(dirfd, path, flags, mode)
+                    : open_syscall(dirfd, path, flags | O_LARGEFILE, mode);
+}
+
+int __openat_2(int dirfd, const char *path, int flags) {
+  openat2_fn fn = (openat2_fn)stkr__pl_real(STKR__PL_R___openat_2);
+
+  PATH_EVENT(g_openat, path);
+  return fn != NULL ? fn(dirfd, path, flags)
+                    : open_syscall(dirfd, path, flags, 0);
+}
+
+int __openat64_2(int dirfd, const char *path, int flags) {
+  openat2_fn fn = (openat2_fn)stkr__pl_real(STKR__PL_R___openat64_2);
+
+  PATH_EVENT(g_openat, path);
+  return fn != NULL ? fn(dirfd, path, flags)
+                    : open_syscall(dirfd, path, flags | O_LARGEFILE, 0);
+}
+
+FILE *fopen(const char *path, const char *mode) {
+  fopen_fn fn = (fopen_fn)stkr__pl_real(STKR__PL_R_fopen);
+
+  PATH_EVENT(g_fopen, path);
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return fn(path, mode);
+}
+
+FILE *fopen64(const char *path, const char *mode) {
+  fopen_fn fn = (fopen_fn)stkr__pl_real(STKR__PL_R_fopen64);
+
+  PATH_EVENT(g_fopen, path);
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return fn(path, mode);
+}

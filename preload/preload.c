@@ -1,0 +1,456 @@
+/*
+ * preload.c: the hook library's life cycle and its control hooks.
+ *
+ * Life cycle of one process image
+ * - constructor (runs before main and before the constructors of the
+ *   program, since a preloaded library is initialized right after its own
+ *   dependencies): resolve every real function, read STACKREC_CATEGORIES,
+ *   STACKREC_ENV_NAMES and HOME, and stkr_init() from the environment
+ *   (STACKREC_DIR, STACKREC_DEPTH, ...), with two defaults of our own:
+ *   skip_frames 1 (the hook's own frame; the first PC is then the app's
+ *   caller) and fork mode "follow", each unless its STACKREC_* variable is
+ *   set. It also attaches the main thread, so that its first event (maybe
+ *   in a signal handler) does not have to parse /proc/self/maps.
+ * - destructor: stkr_shutdown(), so the last events land and the session
+ *   ends cleanly. glibc runs it from _dl_fini, after every atexit handler
+ *   and after the program's own destructors: their hooked calls are still
+ *   recorded. Calls made later (by libraries finalized after us) go
+ *   straight to libc: the recorder answers -ENOTCONN.
+ * - fork: the recorder follows (fork mode "follow"): a child's first event
+ *   starts its own worker and files, in the same directory. A child that
+ *   records nothing writes nothing.
+ * - exec (execve and friends): a process that is recording shuts the
+ *   recorder down first (its files end cleanly); the new image's
+ *   constructor starts again, same pid, as a new session. If the exec
+ *   fails, recording restarts, errno preserved.
+ * - _exit/_Exit: skip exit handlers and destructors, so the hook flushes
+ *   first (a flush, not a shutdown: _exit is async-signal-safe and may be
+ *   called from a handler; a flush only waits for the worker thread). The
+ *   session then lacks its clean-end mark but no event is lost.
+ * - vfork: the child shares our memory and must not touch the recorder, so
+ *   the exec and _exit hooks act only when getpid() is the pid the recorder
+ *   was started for (vfork runs no atfork handler, so the pid differs).
+ *
+ * Re-entrancy: the library's own control calls (stkr_init, stkr_flush,
+ * stkr_shutdown) run with stkr__pl_guard set, so the libc calls they make
+ * (getenv of STACKREC_*, open of segment files, ...) are not recorded. The
+ * flush worker thread is ignored by the recorder itself (-EPERM).
+ */
+#define _GNU_SOURCE
+#undef _FORTIFY_SOURCE /* we define functions that fortify wraps inline */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload/preload.h"
+
+stkr__pl_state stkr__pl;
+__thread int stkr__pl_guard __attribute__((tls_model("initial-exec")));
+void *_Atomic stkr__pl_reals[STKR__PL_R_COUNT];
+
+static const char *const k_real_names[STKR__PL_R_COUNT] = {
+#define STKR__PL_NAME(name) #name,
+    STKR__PL_REALS(STKR__PL_NAME)
+#undef STKR__PL_NAME
+};
+
+/* Set while this thread is inside dlsym: a hook reached from there (a
+ * malloc replacement reading its environment, say) must not resolve
+ * again. */
+static __thread int t_resolving __attribute__((tls_model("initial-exec")));
+
+/* The pid the recorder state of this image belongs to. Written by the
+ * constructor (before the program can start threads) and by the atfork
+ * child handler (when only the forking thread exists); read by the exec
+ * and _exit hooks. A vfork child sees its parent's value. */
+static pid_t g_pid;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  char buf[640];
+  va_list ap;
+  int n = snprintf(buf, sizeof buf, "stackrec: preload: ");
+
+  va_start(ap, fmt);
+  n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  if (n > (int)sizeof buf - 2)
+    n = (int)sizeof buf - 2;
+  buf[n++] = '\n';
+  /* The fd, not stdio: never touch the app's stderr buffer or its lock. */
+  if (write(STDERR_FILENO, buf, (size_t)n) < 0) {
+    /* nothing to do */
+  }
+}
+
+void *stkr__pl_resolve(int idx) {
+  void *p;
+
+  if (idx < 0 || idx >= STKR__PL_R_COUNT || t_resolving)
+    return NULL;
+  t_resolving = 1;
+  p = dlsym(RTLD_NEXT, k_real_names[idx]);
+  if (p == NULL) {
+    /* Loaded with dlopen(RTLD_LOCAL) (the benchmark), RTLD_NEXT may find
+     * nothing: take libc's own definition. */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (libc != NULL) {
+      p = dlsym(libc, k_real_names[idx]);
+      dlclose(libc);
+    }
+    (void)dlerror(); /* leave no error of ours for the app's dlerror() */
+  }
+  t_resolving = 0;
+  if (p != NULL)
+    atomic_store_explicit(&stkr__pl_reals[idx], p, memory_order_release);
+  return p;
+}
+
+/* getenv for when libc's cannot be had (resolution re-entered). */
+static char *env_scan(const char *name) {
+  size_t n = strlen(name);
+  char **e;
+
+  for (e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+      return *e + n + 1;
+  return NULL;
+}
+
+/* libc's getenv, for our own configuration reads. */
+static const char *real_env(const char *name) {
+  char *(*fn)(const char *) =
+      (char *(*)(const char *))stkr__pl_real(STKR__PL_R_getenv);
+  return fn != NULL ? fn(name) : env_scan(name);
+}
+
+static stkr_site g_site_getenv = STKR_SITE_INIT("environment.getenv");
+static stkr_site g_site_secure_getenv =
+    STKR_SITE_INIT("environment.secure_getenv");
+
+/* ---- start / stop --------------------------------------------------------- */
+
+/* stkr_init() with the library's defaults; attach the calling thread.
+ * Guarded by the caller. @return stkr_init's result. */
+static int start_recording(void) {
+  stkr_config cfg;
+  const char *v;
+  int err;
+
+  memset(&cfg, 0, sizeof cfg);
+  /* A struct field wins over the environment: set ours only where the
+   * user said nothing. */
+  v = real_env("STACKREC_SKIP");
+  if (v == NULL || v[0] == '\0')
+    cfg.skip_frames = STKR__PL_SKIP_FRAMES;
+  v = real_env("STACKREC_FORK");
+  if (v == NULL || v[0] == '\0')
+    cfg.fork_mode = STKR_FORK_FOLLOW;
+  err = stkr_init(&cfg);
+  if (err != 0) {
+    say("cannot start recording in pid %d: %s", (int)getpid(),
+        stkr_strerror(err));
+    return err;
+  }
+  (void)stkr_thread_attach();
+  return 0;
+}
+
+static void atfork_child(void) { g_pid = getpid(); }
+
+#ifndef STKR_PRELOAD_CAPTURE_BACKTRACE
+__attribute__((constructor)) static void stkr__pl_ctor(void) {
+  char err[512];
+  unsigned cats;
+  int i;
+
+  stkr__pl_guard++;
+  for (i = 0; i < STKR__PL_R_COUNT; i++)
+    (void)stkr__pl_real(i);
+  g_pid = getpid();
+  (void)pthread_atfork(NULL, NULL, atfork_child);
+  if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,
+                                sizeof err) != 0 ||
+      stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
+                           err, sizeof err) != 0) {
+    say("%s; recording nothing", err);
+    stkr__pl_guard--;
+    return;
+  }
+  stkr__pl.cats = cats;
+  stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
+  /* Every site now: see stkr__pl_register_file_sites. Sites are written
+   * into the recording only when they record an event. */
+  stkr__pl_register_file_sites();
+  stkr__pl_register_net_sites();
+  (void)stkr_site_register(&g_site_getenv);
+  (void)stkr_site_register(&g_site_secure_getenv);
+  if (start_recording() == 0)
+    /* Release: pairs with the acquire load in stkr__pl_enabled(); the
+     * configuration above is visible to every hook that sees 1. */
+    atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
+  stkr__pl_guard--;
+}
+
+__attribute__((destructor)) static void stkr__pl_dtor(void) {
+  if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
+      getpid() != g_pid)
+    return;
+  stkr__pl_guard++;
+  (void)stkr_shutdown();
+  stkr__pl_guard--;
+}
+#else
+/* The benchmark's backtrace() reference records nothing: configuration
+ * only, no recorder. */
+__attribute__((constructor)) static void stkr__pl_ctor(void) {
+  char err[512];
+  unsigned cats;
+  int i;
+
+  for (i = 0; i < STKR__PL_R_COUNT; i++)
+    (void)stkr__pl_real(i);
+  g_pid = getpid();
+  (void)pthread_atfork(NULL, NULL, atfork_child);
+  if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,
+                                sizeof err) != 0 ||
+      stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
+                           err, sizeof err) != 0) {
+    say("%s; recording nothing", err);
+    return;
+  }
+  stkr__pl.cats = cats;
+  stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
+  atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
+}
+#endif
+
+/* ---- exec ----------------------------------------------------------------- */
+
+/* Before an exec: end this image's recording cleanly. @return 1 if it was
+ * recording (restart it if the exec fails). */
+static int pre_exec(void) {
+  int was = 0, saved = errno;
+
+  if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
+      stkr__pl_guard || getpid() != g_pid)
+    return 0;
+  stkr__pl_guard++;
+  /* stkr_flush answers -ENOTCONN unless this process runs a worker (a
+   * forked child that has not recorded yet has none: nothing to end). */
+  if (stkr_flush() == 0) {
+    (void)stkr_shutdown();
+    was = 1;
+  }
+  stkr__pl_guard--;
+  errno = saved;
+  return was;
+}
+
+static void exec_failed(int was) {
+  int saved = errno;
+
+  if (was) {
+    stkr__pl_guard++;
+    (void)start_recording();
+    stkr__pl_guard--;
+  }
+  errno = saved;
+}
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+/* static: execl and friends must reach this code, not whatever `execve`
+ * the dynamic linker would bind a call from this library to. */
+static int do_execve(const char *path, char *const argv[],
+                     char *const envp[]) {
+  execve_fn fn = (execve_fn)stkr__pl_real(STKR__PL_R_execve);
+  int was, r;
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  was = pre_exec();
+  r = fn(path, argv, envp);
+  exec_failed(was);
+  return r;
+}
+
+static int do_execv(const char *path, char *const argv[]) {
+  execv_fn fn = (execv_fn)stkr__pl_real(STKR__PL_R_execv);
+  int was, r;
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  was = pre_exec();
+  r = fn(path, argv);
+  exec_failed(was);
+  return r;
+}
+
+static int do_execvp(const char *file, char *const argv[]) {
+  execv_fn fn = (execv_fn)stkr__pl_real(STKR__PL_R_execvp);
+  int was, r;
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  was = pre_exec();
+  r = fn(file, argv);
+  exec_failed(was);
+  return r;
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  execve_fn fn = (execve_fn)stkr__pl_real(STKR__PL_R_execvpe);
+  int was, r;
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  was = pre_exec();
+  r = fn(file, argv, envp);
+  exec_failed(was);
+  return r;
+}
+
+int execve(const char *path, char *const argv[], char *const envp[]) {
+  return do_execve(path, argv, envp);
+}
+
+int execv(const char *path, char *const argv[]) {
+  return do_execv(path, argv);
+}
+
+int execvp(const char *file, char *const argv[]) {
+  return do_execvp(file, argv);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[]) {
+  fexecve_fn fn = (fexecve_fn)stkr__pl_real(STKR__PL_R_fexecve);
+  int was, r;
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  was = pre_exec();
+  r = fn(fd, argv, envp);
+  exec_failed(was);
+  return r;
+}
+
+/* execl, execlp, execle: glibc's versions call its internal execve, which
+ * no hook sees; collect the arguments and go through our execv/execvp/
+ * execve instead. argv lives on our stack (alloca), as in glibc. */
+#define STKR__PL_COLLECT_ARGS(arg0, ap, argv)                                  \
+  do {                                                                         \
+    size_t n_ = 1, i_;                                                         \
+    va_start(ap, arg0);                                                        \
+    while (va_arg(ap, const char *) != NULL)                                   \
+      n_++;                                                                    \
+    va_end(ap);                                                                \
+    argv = __builtin_alloca((n_ + 1) * sizeof(char *));                        \
+    argv[0] = (char *)arg0;                                                    \
+    va_start(ap, arg0);                                                        \
+    for (i_ = 1; i_ <= n_; i_++)                                               \
+      argv[i_] = va_arg(ap, char *); /* argv[n_] gets the NULL */              \
+  } while (0)
+
+int execl(const char *path, const char *arg, ...) {
+  va_list ap;
+  char **argv;
+
+  STKR__PL_COLLECT_ARGS(arg, ap, argv);
+  va_end(ap);
+  return do_execv(path, argv);
+}
+
+int execlp(const char *file, const char *arg, ...) {
+  va_list ap;
+  char **argv;
+
+  STKR__PL_COLLECT_ARGS(arg, ap, argv);
+  va_end(ap);
+  return do_execvp(file, argv);
+}
+
+int execle(const char *path, const char *arg, ...) {
+  va_list ap;
+  char **argv;
+  char *const *envp;
+
+  STKR__PL_COLLECT_ARGS(arg, ap, argv);
+  envp = va_arg(ap, char *const *); /* follows the NULL */
+  va_end(ap);
+  return do_execve(path, argv, envp);
+}
+
+/* ---- _exit ---------------------------------------------------------------- */
+
+static void pre_exit(void) {
+  if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
+      stkr__pl_guard || getpid() != g_pid)
+    return;
+  stkr__pl_guard++;
+  (void)stkr_flush();
+  stkr__pl_guard--;
+}
+
+void _exit(int status) {
+  void (*fn)(int) = (void (*)(int))stkr__pl_real(STKR__PL_R__exit);
+
+  pre_exit();
+  if (fn != NULL)
+    fn(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+
+void _Exit(int status) {
+  void (*fn)(int) = (void (*)(int))stkr__pl_real(STKR__PL_R__Exit);
+
+  pre_exit();
+  if (fn != NULL)
+    fn(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+
+/* ---- environment ---------------------------------------------------------- */
+
+
+char *getenv(const char *name) {
+  char *(*fn)(const char *) =
+      (char *(*)(const char *))stkr__pl_real(STKR__PL_R_getenv);
+
+  if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_ENVIRONMENT) &&
+      stkr__pl_names_match(&stkr__pl.names, name))
+    stkr__pl_record(&g_site_getenv, name, strlen(name));
+  return fn != NULL ? fn(name) : env_scan(name);
+}
+
+char *secure_getenv(const char *name) {
+  char *(*fn)(const char *) =
+      (char *(*)(const char *))stkr__pl_real(STKR__PL_R_secure_getenv);
+
+  if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_ENVIRONMENT) &&
+      stkr__pl_names_match(&stkr__pl.names, name))
+    stkr__pl_record(&g_site_secure_getenv, name, strlen(name));
+  if (fn != NULL)
+    return fn(name);
+  return getauxval(AT_SECURE) ? NULL : env_scan(name);
+}

@@ -1,0 +1,248 @@
+/*
+ * preload.h: internals shared by the files of the LD_PRELOAD hook library
+ * (libstackrec_preload.so). Not public: the library's only interface is the
+ * libc entry points it interposes and the STACKREC_* environment (see
+ * preload/README.md for the catalogue).
+ *
+ * Layout:
+ *   match.c        pure matching: sensitive paths, watched environment names,
+ *                  category lists (no recorder dependency; unit-tested alone)
+ *   preload.c      state, real-function resolution, constructor/destructor,
+ *                  fork/exec/_exit handling, the environment hooks
+ *   hooks_files.c  open/openat/fopen and their 64-bit and fortify variants
+ *   hooks_net.c    identifiers (gethostname, uname, getifaddrs, ioctl) and
+ *                  network (connect, getaddrinfo)
+ *
+ * Every hook follows one shape: classify the call with a cheap check (a
+ * miss costs a few loads and compares, no event), record one event with
+ * stkr__pl_record() if it matches an enabled category, then call the real
+ * function and return its result untouched (errno included).
+ */
+#ifndef STKR_PRELOAD_H
+#define STKR_PRELOAD_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recorder/stackrec.h"
+
+#ifdef STKR_PRELOAD_CAPTURE_BACKTRACE
+#include <execinfo.h>
+#endif
+
+/* ---- categories ---------------------------------------------------------- */
+
+enum {
+  STKR__PL_CAT_IDENTIFIERS = 0,
+  STKR__PL_CAT_NETWORK = 1,
+  STKR__PL_CAT_FILES = 2,
+  STKR__PL_CAT_DEVICES = 3,
+  STKR__PL_CAT_ENVIRONMENT = 4,
+  STKR__PL_CAT_COUNT = 5
+};
+#define STKR__PL_CAT_BIT(c) (1u << (c))
+#define STKR__PL_CAT_ALL ((1u << STKR__PL_CAT_COUNT) - 1u)
+
+/* "identifiers", "network", ... for category c (NULL if out of range). */
+const char *stkr__pl_cat_name(unsigned c);
+
+/*
+ * Parse a category list: "all", or names separated by commas
+ * ("files,network"). NULL or "" means all.
+ * @return 0 with *mask set, or -EINVAL with a message naming the offending
+ *         name and its byte offset in err (always NUL-terminated).
+ */
+int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
+                              size_t errlen);
+
+/* ---- sensitive paths ----------------------------------------------------- */
+
+/* What a path is, as the category that records it (+1), or 0 for "not
+ * sensitive". Only identifiers, files and devices classify paths. */
+#define STKR__PL_PATH_NONE 0u
+
+#define STKR__PL_HOME_MAX 512
+
+typedef struct stkr__pl_paths {
+  /* Bit c set: some pattern's path[1] is the byte c ("/e..." -> 'e'). A
+   * clear bit rejects the path after two byte loads. */
+  uint64_t first[4];
+  char home[STKR__PL_HOME_MAX]; /* $HOME without trailing '/'; "" if unset */
+  size_t home_len;
+} stkr__pl_paths;
+
+/* Set up the matcher for the given $HOME (NULL or "" or "/": no HOME
+ * patterns beyond /home/<user> and /root). Never fails: a HOME longer than
+ * STKR__PL_HOME_MAX is ignored (/home/<user> and /root still match). */
+void stkr__pl_paths_init(stkr__pl_paths *p, const char *home);
+
+/* Slow part of stkr__pl_path_class: the first-byte filter passed. */
+unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
+
+/*
+ * Classify a path as an open/fopen would see it: STKR__PL_CAT_x + 1, or 0.
+ * Only absolute paths are matched (a relative path, or one relative to a
+ * directory fd, is not resolved: resolving would cost a system call on
+ * every open). Async-signal-safe; no allocation.
+ */
+static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
+                                           const char *path) {
+  unsigned char c;
+
+  if (path == NULL || path[0] != '/')
+    return STKR__PL_PATH_NONE;
+  c = (unsigned char)path[1];
+  if (!(p->first[c >> 6] & (1ull << (c & 63))))
+    return STKR__PL_PATH_NONE;
+  return stkr__pl_path_class_slow(p, path);
+}
+
+/* ---- watched environment names -------------------------------------------- */
+
+#define STKR__PL_NAMES_MAX 64
+#define STKR__PL_NAMES_CHARS 1024
+
+typedef struct stkr__pl_names {
+  uint64_t first[4];  /* bit c: some entry starts with byte c */
+  bool all;           /* "*": every name is watched */
+  unsigned n;
+  struct {
+    uint16_t off, len; /* into buf */
+    bool prefix;       /* "AWS_*": len bytes are a prefix */
+  } e[STKR__PL_NAMES_MAX];
+  char buf[STKR__PL_NAMES_CHARS];
+} stkr__pl_names;
+
+/* The watch list used when STACKREC_ENV_NAMES is unset or empty. */
+extern const char stkr__pl_default_env_names[];
+
+/*
+ * Parse a watch list: names separated by commas; a name ending in '*'
+ * matches every name with that prefix; "*" alone matches everything.
+ * NULL or "" gives the default list.
+ * @return 0, or -EINVAL (empty name, '=' in a name, '*' not at the end,
+ *         more than STKR__PL_NAMES_MAX names or STKR__PL_NAMES_CHARS bytes)
+ *         with a message naming the byte offset in err.
+ */
+int stkr__pl_names_parse(const char *s, stkr__pl_names *out, char *err,
+                         size_t errlen);
+
+/* Is `name` watched? Async-signal-safe; no allocation. */
+bool stkr__pl_names_match_slow(const stkr__pl_names *w, const char *name);
+static inline bool stkr__pl_names_match(const stkr__pl_names *w,
+                                        const char *name) {
+  unsigned char c = (unsigned char)name[0];
+
+  if (w->all)
+    return true;
+  if (!(w->first[c >> 6] & (1ull << (c & 63))))
+    return false;
+  return stkr__pl_names_match_slow(w, name);
+}
+
+/* ---- runtime state (preload.c) -------------------------------------------- */
+
+typedef struct stkr__pl_state {
+  /* Written by the constructor before the release store of `ready`, read by
+   * hooks after their acquire load of it; never written again (exec starts
+   * a new image, fork copies it unchanged). */
+  unsigned cats; /* STKR__PL_CAT_BIT mask of enabled categories */
+  stkr__pl_paths paths;
+  stkr__pl_names names;
+  /* 1 once the fields above are set. Release store in the constructor,
+   * acquire load in stkr__pl_enabled() (a plain load on x86_64). */
+  _Atomic int ready;
+} stkr__pl_state;
+
+extern stkr__pl_state stkr__pl;
+
+/* Non-zero while this thread runs the library's own control code
+ * (stkr_init/stkr_flush/stkr_shutdown from the constructor, destructor,
+ * exec and _exit hooks): libc calls made by the recorder on this thread then
+ * go straight to libc. The flush worker thread needs no flag: the recorder
+ * marks it ignored (its events return -EPERM). initial-exec TLS: no lazy
+ * allocation inside a hook. */
+extern __thread int stkr__pl_guard __attribute__((tls_model("initial-exec")));
+
+/* Has the constructor configured the hooks (and started recording)? One
+ * acquire load (a plain load on x86_64); pairs with the constructor's
+ * release store. Hooks test it before reading any configuration. */
+static inline bool stkr__pl_ready(void) {
+  return __builtin_expect(
+      atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) != 0, 1);
+}
+
+/* After stkr__pl_ready(): is category c enabled, and may this thread's
+ * call be recorded (not the library's own control code)? */
+static inline bool stkr__pl_want(unsigned c) {
+  return (stkr__pl.cats & STKR__PL_CAT_BIT(c)) != 0 && !stkr__pl_guard;
+}
+
+/* The hook's frame lies between the app's call and stkr_event(); the
+ * library configures skip_frames = 1 so that the first recorded PC is the
+ * return address into the app's calling function. That only holds if the
+ * hook calls stkr_event() from its own frame: hence always_inline. */
+#define STKR__PL_SKIP_FRAMES 1
+#define STKR__PL_CAPTURE_DEPTH 64 /* the backtrace() reference only */
+
+static inline __attribute__((always_inline)) void
+stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
+  int saved = errno; /* the recorder must never leak an errno to the app */
+#ifdef STKR_PRELOAD_CAPTURE_BACKTRACE
+  /* Benchmark reference (tools/bench:hook_cost): the same hook, with glibc
+   * backtrace() in place of the recorder. Never in the product library. */
+  void *pcs[STKR__PL_CAPTURE_DEPTH];
+  volatile int n = backtrace(pcs, STKR__PL_CAPTURE_DEPTH);
+  (void)n;
+  (void)site;
+  (void)payload;
+  (void)len;
+#else
+  (void)stkr_event(site, payload, len);
+#endif
+  errno = saved;
+}
+
+/* Register every site of a hook file now (constructor). A site otherwise
+ * registers at its first event, and the recorder drops (and counts) the
+ * event of a thread that finds the site being registered by another: two
+ * threads' first open of ~/.ssh at the same moment would lose one. */
+void stkr__pl_register_file_sites(void);  /* hooks_files.c */
+void stkr__pl_register_net_sites(void);   /* hooks_net.c */
+
+/* ---- real functions --------------------------------------------------------- */
+
+/* Every interposed symbol, resolved with dlsym(RTLD_NEXT) once. */
+#define STKR__PL_REALS(X)                                                      \
+  X(open) X(open64) X(__open_2) X(__open64_2) X(openat) X(openat64)            \
+  X(__openat_2) X(__openat64_2) X(fopen) X(fopen64) X(gethostname)           \
+  X(__gethostname_chk) X(uname) X(getifaddrs) X(ioctl) X(connect)              \
+  X(getaddrinfo) X(getenv) X(secure_getenv)                                    \
+  X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(_exit) X(_Exit)
+
+enum {
+#define STKR__PL_ENUM(name) STKR__PL_R_##name,
+  STKR__PL_REALS(STKR__PL_ENUM)
+#undef STKR__PL_ENUM
+  STKR__PL_R_COUNT
+};
+
+/* Pointers by index. Written with a release store by whoever resolves
+ * first (all writers store the same value), read with an acquire load in
+ * stkr__pl_real(). */
+extern void *_Atomic stkr__pl_reals[STKR__PL_R_COUNT];
+
+/* Resolve symbol idx now. @return the function, or NULL if libc has no
+ * such symbol or resolution re-entered itself on this thread (dlsym ->
+ * malloc -> a hook); callers then fall back (see each hook). */
+void *stkr__pl_resolve(int idx);
+
+static inline void *stkr__pl_real(int idx) {
+  void *p = atomic_load_explicit(&stkr__pl_reals[idx], memory_order_acquire);
+  return __builtin_expect(p != NULL, 1) ? p : stkr__pl_resolve(idx);
+}
+
+#endif /* STKR_PRELOAD_H */

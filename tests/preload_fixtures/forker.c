@@ -1,0 +1,192 @@
+/*
+ * forker.c: a process tree for tests/test-preload.c. Each process makes
+ * its hooked calls from known functions:
+ *
+ *   parent   fx_parent_before: getenv HOME
+ *   c1       fork; fx_child_fork: open ~/.ssh/child-fork; _exit(0)
+ *   c2       fork + exec of this program "execd": fx_execd: gethostname
+ *   c3       vfork + exec "vforked": fx_vforked: getifaddrs. The vfork
+ *            child shares the parent's memory: the exec hook must leave
+ *            the parent's recorder alone.
+ *   c4       fork; fx_child_before_exec: open ~/.ssh/before-exec (starts
+ *            the child's own recording), then exec "after_exec":
+ *            fx_after_exec: secure_getenv STKR_FIXTURE_AFTER_EXEC
+ *   c5       fork; fx_child_before_failed_exec: open ~/.ssh/before-failed;
+ *            exec of a missing file fails (ENOENT kept), recording resumes:
+ *            fx_after_failed_exec: uname; exit(0)
+ *   parent   fx_parent_after: getenv STKR_FIXTURE_AFTER (after the vfork)
+ *
+ * Prints "cN PID" for each child and "tree ok"; exits 0, or 3 after
+ * printing a failed check.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+/* $HOME from the environment block itself: getenv("HOME") is a watched
+ * call, and the fixture's bookkeeping must not add events. */
+extern char **environ;
+static const char *env_home(void) {
+  char **e;
+  for (e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, "HOME=", 5) == 0)
+      return *e + 5;
+  return "/nonexistent";
+}
+
+static char g_path[4096];
+static const char *home_path(const char *rel) {
+  snprintf(g_path, sizeof g_path, "%s/%s", env_home(), rel);
+  return g_path;
+}
+
+/* Results go to a volatile: the call must happen, and fortified headers
+ * warn about an ignored getenv result. */
+static const char *volatile g_sink;
+
+NOINLINE static void fx_parent_before(void) {
+  g_sink = getenv("HOME");
+  BARRIER();
+}
+NOINLINE static void fx_parent_after(void) {
+  g_sink = getenv("STKR_FIXTURE_AFTER");
+  BARRIER();
+}
+NOINLINE static void fx_child_fork(void) {
+  int fd = open(home_path(".ssh/child-fork"), O_RDONLY);
+  if (fd >= 0)
+    close(fd);
+  BARRIER();
+}
+NOINLINE static void fx_execd(void) {
+  char h[256];
+  (void)gethostname(h, sizeof h);
+  BARRIER();
+}
+NOINLINE static void fx_vforked(void) {
+  struct ifaddrs *ifa = NULL;
+  if (getifaddrs(&ifa) == 0)
+    freeifaddrs(ifa);
+  BARRIER();
+}
+NOINLINE static void fx_child_before_exec(void) {
+  int fd = open(home_path(".ssh/before-exec"), O_RDONLY);
+  if (fd >= 0)
+    close(fd);
+  BARRIER();
+}
+NOINLINE static void fx_after_exec(void) {
+  g_sink = secure_getenv("STKR_FIXTURE_AFTER_EXEC");
+  BARRIER();
+}
+NOINLINE static void fx_child_before_failed_exec(void) {
+  int fd = open(home_path(".ssh/before-failed"), O_RDONLY);
+  if (fd >= 0)
+    close(fd);
+  BARRIER();
+}
+NOINLINE static void fx_after_failed_exec(void) {
+  struct utsname u;
+  (void)uname(&u);
+  BARRIER();
+}
+
+static char g_self[4096];
+
+static int wait_ok(pid_t pid, const char *name) {
+  int st;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+      WEXITSTATUS(st) != 0) {
+    fprintf(stderr, "forker: %s failed (status %#x)\n", name, st);
+    return 0;
+  }
+  printf("%s %d\n", name, (int)pid);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  pid_t pid;
+  static int ok = 1; /* static: survives vfork's shared stack */
+
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (argc == 2 && strcmp(argv[1], "execd") == 0) {
+    fx_execd();
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "vforked") == 0) {
+    fx_vforked();
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "after_exec") == 0) {
+    fx_after_exec();
+    return 0;
+  }
+  if (argc != 2 || strcmp(argv[1], "tree") != 0) {
+    fprintf(stderr, "usage: forker tree\n");
+    return 2;
+  }
+  if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)
+    return 3;
+
+  fx_parent_before();
+  pid = fork();
+  if (pid == 0) {
+    fx_child_fork();
+    _exit(0); /* no exit handlers: the _exit hook must flush */
+  }
+  ok &= wait_ok(pid, "c1");
+
+  pid = fork();
+  if (pid == 0) {
+    execl(g_self, "forker", "execd", (char *)NULL);
+    _exit(127);
+  }
+  ok &= wait_ok(pid, "c2");
+
+  pid = vfork();
+  if (pid == 0) {
+    char *args[] = {"forker", "vforked", NULL};
+    execv(g_self, args);
+    _exit(127);
+  }
+  ok &= wait_ok(pid, "c3");
+
+  pid = fork();
+  if (pid == 0) {
+    char *args[] = {"forker", "after_exec", NULL};
+    fx_child_before_exec();
+    execv(g_self, args);
+    _exit(127);
+  }
+  ok &= wait_ok(pid, "c4");
+
+  pid = fork();
+  if (pid == 0) {
+    char *args[] = {"missing", NULL};
+    fx_child_before_failed_exec();
+    errno = 0;
+    if (execv("/nonexistent/stkr-missing", args) != -1 || errno != ENOENT) {
+      fprintf(stderr, "forker: failed exec lost its errno (%d)\n", errno);
+      exit(3);
+    }
+    fx_after_failed_exec();
+    exit(0);
+  }
+  ok &= wait_ok(pid, "c5");
+
+  fx_parent_after();
+  if (!ok)
+    return 3;
+  printf("tree ok\n");
+  return 0;
+}

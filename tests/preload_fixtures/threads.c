@@ -1,0 +1,129 @@
+/*
+ * threads.c: hooked calls from several threads at once, and from a signal
+ * handler that interrupts them, for tests/test-preload.c.
+ *
+ *   threads threads   4 threads x 200 x {open ~/.ssh/thread-missing (fails
+ *                     ENOENT), getenv HOME}, started together on a
+ *                     barrier, all from fx_thread_body. Prints "ok".
+ *   threads sigstress the main thread calls getenv("HOME") 5000 times
+ *                     (fx_loop) while a 100 us interval timer's handler
+ *                     (fx_alarm) opens ~/.ssh/from-alarm: handlers land in
+ *                     the middle of hooks and of the recorder. Prints
+ *                     "loop N alarms M"; every call must come back with
+ *                     the right result and errno.
+ * Exits 0, or 3 after printing a failed check.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+#define THREADS 4
+#define PER_THREAD 200
+#define LOOP 5000
+
+/* $HOME from the environment block itself: getenv("HOME") is a watched
+ * call, and the fixture's bookkeeping must not add events. */
+extern char **environ;
+static const char *env_home(void) {
+  char **e;
+  for (e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, "HOME=", 5) == 0)
+      return *e + 5;
+  return "/nonexistent";
+}
+
+static char g_missing[4096], g_alarm_path[4096];
+static pthread_barrier_t g_barrier;
+static _Atomic int g_failed;
+
+NOINLINE static void *fx_thread_body(void *arg) {
+  int i;
+  (void)arg;
+  pthread_barrier_wait(&g_barrier);
+  for (i = 0; i < PER_THREAD; i++) {
+    errno = 0;
+    if (open(g_missing, O_RDONLY) != -1 || errno != ENOENT)
+      g_failed = 1;
+    if (getenv("HOME") == NULL)
+      g_failed = 1;
+    BARRIER();
+  }
+  return NULL;
+}
+
+static volatile sig_atomic_t g_alarms, g_alarm_bad;
+NOINLINE static void fx_alarm(int sig) {
+  int saved = errno;
+  (void)sig;
+  if (open(g_alarm_path, O_RDONLY) != -1 || errno != ENOENT)
+    g_alarm_bad = 1;
+  g_alarms++;
+  errno = saved;
+  BARRIER();
+}
+
+NOINLINE static int fx_loop(void) {
+  int i, bad = 0;
+  for (i = 0; i < LOOP; i++) {
+    errno = EXDEV;
+    if (getenv("HOME") == NULL || errno != EXDEV)
+      bad = 1;
+    BARRIER();
+  }
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  const char *home = env_home();
+
+  setvbuf(stdout, NULL, _IONBF, 0);
+  snprintf(g_missing, sizeof g_missing, "%s/.ssh/thread-missing", home);
+  snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
+  if (argc == 2 && strcmp(argv[1], "threads") == 0) {
+    pthread_t t[THREADS];
+    int i;
+    pthread_barrier_init(&g_barrier, NULL, THREADS);
+    for (i = 0; i < THREADS; i++)
+      pthread_create(&t[i], NULL, fx_thread_body, NULL);
+    for (i = 0; i < THREADS; i++)
+      pthread_join(t[i], NULL);
+    if (g_failed) {
+      fprintf(stderr, "threads: a hooked call returned a wrong result\n");
+      return 3;
+    }
+    printf("ok\n");
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "sigstress") == 0) {
+    struct sigaction sa;
+    struct itimerval it = {{0, 100}, {0, 100}}, off = {{0, 0}, {0, 0}};
+    int bad;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fx_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    setitimer(ITIMER_REAL, &it, NULL);
+    bad = fx_loop();
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("loop %d alarms %d\n", LOOP, (int)g_alarms);
+    if (bad || g_alarm_bad) {
+      fprintf(stderr, "sigstress: wrong result or errno (loop %d, alarm %d)\n",
+              bad, (int)g_alarm_bad);
+      return 3;
+    }
+    return 0;
+  }
+  fprintf(stderr, "usage: threads threads|sigstress\n");
+  return 2;
+}
