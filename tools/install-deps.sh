@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Install what stackrec needs to build and test, from Debian 12 packages
-# only (nothing is downloaded at build time). Safe to re-run: installs only
-# what is missing. Needs root (or sudo) when something is missing.
+# Install what stackrec needs, from Debian 12 packages only (nothing is
+# downloaded at build time). Safe to re-run: installs only what is missing.
+# Needs root (or sudo) when something is missing.
+#
+#   tools/install-deps.sh          build, record and read (the quick start)
+#   tools/install-deps.sh --tests  also what the full suite needs: clang and
+#                                  libFuzzer, the aarch64 cross toolchain,
+#                                  qemu-user and arm64 libraries
 set -euo pipefail
 
 pkgs=(
@@ -13,7 +18,27 @@ pkgs=(
   libcmocka-dev                     # unit tests
   libunwind-dev                     # benchmarks: unw_backtrace contender
   libdw-dev libelf-dev              # symbolization (elfutils)
+  python3                           # the main job records tools/demo/privacy_probe.py
 )
+test_pkgs=(
+  clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz)
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross  # aarch64 cross-build (tests/aarch64)
+  qemu-user                         # runs the aarch64 tests (qemu-aarch64)
+  libcmocka-dev:arm64 libzstd-dev:arm64 libprotobuf-c-dev:arm64  # aarch64 test libs (multiarch)
+  libuv1-dev:arm64 libdw-dev:arm64 libelf-dev:arm64  # aarch64: flush worker + symbolizer
+)
+
+if [ "${1:-}" = "--tests" ]; then
+  pkgs+=("${test_pkgs[@]}")
+  # The :arm64 packages need the arm64 architecture enabled (multiarch).
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "install-deps: enabling the arm64 architecture (multiarch)" >&2
+    if [ "$(id -u)" -eq 0 ]; then dpkg --add-architecture arm64; else sudo dpkg --add-architecture arm64; fi
+  fi
+elif [ -n "${1:-}" ]; then
+  echo "usage: tools/install-deps.sh [--tests]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Cross-build the recorder (capture, ring, walk) and the format/reader code
+# for aarch64 with Debian's gcc-aarch64-linux-gnu, and run their tests under
+# qemu-user: the frame-pointer walk on the instruction set iOS devices use.
+#
+#   tests/aarch64/run.sh            (prints one line per test, then
+#                                    "N passed, N failed")
+#
+# Tests: walk, ring, event (capture, rings, signals, fork), hostile (real
+# stacks: code without frame pointers, sigaltstack, tiny/guarded stacks,
+# deep recursion, PAC bits), format, reader, damage and hostile-files
+# (recording format and the reader on damaged input), record and flush (the
+# whole product end to end: known call chains on threads read back with
+# their exact PCs). Fork-follow cases are skipped under qemu-user, which
+# cannot run threads in a child forked from a multi-threaded guest.
+#
+# Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
+# arm64 multiarch packages libcmocka-dev:arm64, libzstd-dev:arm64,
+# libprotobuf-c-dev:arm64, libuv1-dev:arm64, libdw-dev:arm64,
+# libelf-dev:arm64. STKR_AARCH64_OUT: build dir (default
+# /tmp/stackrec-aarch64).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+out=${STKR_AARCH64_OUT:-/tmp/stackrec-aarch64}
+cc=${STKR_AARCH64_CC:-aarch64-linux-gnu-gcc}
+qemu=${STKR_QEMU:-qemu-aarch64}
+for tool in "$cc" "$qemu" protoc-c; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "aarch64: $tool not installed (tools/install-deps.sh)"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+done
+rm -rf "$out"
+mkdir -p "$out/gen" "$out/bin"
+protoc-c -I. --c_out="$out/gen" proto/stackrec.proto
+
+cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
+        -Werror=implicit-function-declaration -I. -I"$out/gen")
+# Every recorder source (the Apple one compiles to nothing off Apple).
+recorder=(recorder/*.c)
+proto=(proto/*.c "$out/gen/proto/stackrec.pb-c.c")
+fixture=(tests/fixture.c)
+
+build() { # name, sources/flags...
+  local name=$1; shift
+  if ! "$cc" "${cflags[@]}" "$@" -o "$out/bin/$name" >"$out/$name.build.log" 2>&1; then
+    echo "aarch64: $name: build failed:"; sed -n '1,20p' "$out/$name.build.log"
+    return 1
+  fi
+}
+
+fails=0
+passed=0
+failed=0
+"$cc" "${cflags[@]}" -fomit-frame-pointer -O2 -c tests/hostile_fixtures/nofp.c \
+  -o "$out/nofp.o" && "$cc" "${cflags[@]}" -c tests/hostile_fixtures/fpcall.c \
+  -o "$out/fpcall.o" || fails=$((fails + 1))
+build walk tests/test-walk.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+build ring tests/test-ring.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+build event tests/test-event.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+build hostile tests/test-hostile.c "$out/nofp.o" "$out/fpcall.o" "${recorder[@]}" \
+  -lcmocka -lpthread || fails=$((fails + 1))
+for t in format reader damage hostile-files; do
+  build "$t" "tests/test-$t.c" "${fixture[@]}" "${proto[@]}" -lzstd \
+    -lprotobuf-c -lcmocka || fails=$((fails + 1))
+done
+# The whole product (recorder + flush worker + symbolizer): end to end.
+flush=()
+for f in flush/*.c; do
+  case $f in *_apple.c) ;; *) flush+=("$f") ;; esac
+done
+product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -luv -ldw -lelf -lzstd
+         -lprotobuf-c -lcmocka -lpthread)
+build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \
+  tests/test-record.c tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
+build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
+  tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
+
+for t in walk ring event hostile format reader damage hostile-files record flush; do
+  bin="$out/bin/$t"
+  [ -x "$bin" ] || continue
+  log="$out/$t.log"
+  skip=""
+  case $t in record|flush) skip="test_fork_follow*" ;; esac
+  ( cd "$out" && STKR_SKIP="$skip" TEST_TMPDIR="$out" timeout 600 "$qemu" "$bin" ) >"$log" 2>&1
+  status=$?
+  p=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+  f=$(grep -E '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+  s=$(grep -E '^\[  SKIPPED \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ]; then
+    f=1
+  fi
+  if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+    f=1
+  fi
+  echo "aarch64 $t: $p passed, $f failed, $s skipped${skip:+, not run: $skip} (exit $status; log $log)"
+  [ "$f" -ne 0 ] && grep -E '^\[  (ERROR|FAILED|  LINE)' "$log" | head -n 10
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+failed=$((failed + fails))
+# What the walk saw on aarch64: the real-stack test's frames.
+echo "aarch64: built for $(aarch64-linux-gnu-readelf -h "$out/bin/walk" 2>/dev/null | sed -n "s/ *Machine: *//p"), run with $("$qemu" --version | head -n 1)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
