@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
-# The README's main job: build, record the multi-threaded demo app, and show
-# what was recorded (stackrec info, then the first events of stackrec dump).
+# The README's main job: build stackrec, record which call stacks of a real,
+# unmodified program (Python running tools/demo/privacy_probe.py) touch
+# privacy-sensitive APIs, and show what was recorded. Then the same for an
+# app that embeds the recorder with its own hook sites (tools/demo/demo.c).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
-bazel build -c opt //tools/demo:demo //tools:stackrec 2>&1 | grep -E '^(ERROR|FAIL)' || true
-out=$(mktemp -d /tmp/stackrec-demo.XXXXXX)
-bazel-bin/tools/demo/demo "$out/rec"
+bazel build -c opt //tools:stackrec //preload:libstackrec_preload.so //tools/demo 2>&1 |
+  grep -E '^(ERROR|FAIL)' || true
+out=$(mktemp -d /tmp/stackrec-quickstart.XXXXXX)
+stackrec=bazel-bin/tools/stackrec
+
+echo "\$ stackrec record -o $out/rec -- /usr/bin/python3 tools/demo/privacy_probe.py"
+"$stackrec" record -o "$out/rec" -- /usr/bin/python3 tools/demo/privacy_probe.py
 echo
 echo "\$ stackrec info $out/rec"
-bazel-bin/tools/stackrec info "$out/rec"
+"$stackrec" info "$out/rec"
 echo
-echo "\$ stackrec dump --limit 8 $out/rec"
-bazel-bin/tools/stackrec dump --limit 8 "$out/rec"
+echo "\$ stackrec dump --frames --limit 6 $out/rec"
+"$stackrec" dump --frames --limit 6 "$out/rec"
 echo
-echo "\$ stackrec dump --json --limit 2 $out/rec"
-bazel-bin/tools/stackrec dump --json --limit 2 "$out/rec"
+echo "Debian's python3 is built without frame pointers, so its stacks end at"
+echo "the interpreter's own frame. An app built with them (as iOS apps are)"
+echo "gets whole call stacks, resolved to functions by the recorder:"
 echo
-echo "recording kept in $out/rec"
+echo "\$ demo $out/demo    # 4 threads, 3 hook sites, 5 call chains"
+bazel-bin/tools/demo/demo "$out/demo"
+echo "\$ stackrec dump --frames --limit 2 $out/demo"
+"$stackrec" dump --frames --limit 2 "$out/demo"
+echo
+echo "recordings kept in $out"

@@ -36,8 +36,8 @@ static __attribute__((noinline)) void hook_clipboard_read(void) {
 static __attribute__((noinline)) void hook_file_open(const char *path) {
   STKR_EVENT("files.open", path, strlen(path));
 }
-static __attribute__((noinline)) void hook_location(void) {
-  STKR_EVENT("privacy.location.get", "accuracy=best", 13);
+static __attribute__((noinline)) void hook_location(const char *accuracy) {
+  STKR_EVENT("privacy.location.get", accuracy, strlen(accuracy));
 }
 
 /* Call chains of the "app". */
@@ -55,11 +55,11 @@ static __attribute__((noinline)) void load_user_config(int i) {
   __asm__ volatile("" ::: "memory");
 }
 static __attribute__((noinline)) void weather_widget_refresh(void) {
-  hook_location();
+  hook_location("accuracy=city");
   __asm__ volatile("" ::: "memory");
 }
 static __attribute__((noinline)) void analytics_sdk_tick(void) {
-  hook_location();
+  hook_location("accuracy=best");
   __asm__ volatile("" ::: "memory");
 }
 
@@ -113,6 +113,10 @@ int main(int argc, char **argv) {
 
   memset(&cfg, 0, sizeof cfg);
   cfg.dir = argc > 1 ? argv[1] : "stackrec-demo";
+  /* 4 MiB rings: the worker resolves each new stack to names once, and the
+   * first stack into libc costs it tens of ms (libc's debug info, if
+   * installed); bigger rings ride that out without drops. */
+  cfg.ring_bytes = 4 << 20;
   if (argc > 2)
     g_events = atoi(argv[2]);
   g_burst = getenv("DEMO_BURST") != NULL;
