@@ -153,6 +153,9 @@ struct stkr_reader {
   stkr_frame *ev_frames;
   size_t ev_frames_cap;
   const stkr__stack *ev_frames_of;
+  bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
+  const stkr__stream *ev_stream; /* the current event's stream and stack */
+  const stkr__stack *ev_stack;   /* (NULL: none, or an unknown stack) */
 };
 
 /* stkr_reader.c: report a warning (counted; formatted as

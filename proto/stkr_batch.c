@@ -521,6 +521,8 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
 
   stkr__batch_release(r);
   r->ev_frames_of = NULL; /* definitions may move or go */
+  r->ev_stream = NULL;
+  r->ev_stack = NULL;
   r->pballoc.refused = false;
   b = stackrec__batch__unpack(&r->pballoc.pb, r->dbuf.len, r->dbuf.data);
   if (b == NULL && r->pballoc.refused) {
@@ -628,13 +630,17 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
     ev->stack_truncated = s->truncated;
     if (!e->n_site_id)
       ev->site_id = s->site_id;
-    if (s->n_frames && stkr__event_frames(r, st, s) != 0)
-      return -ENOMEM;
-    if (s->n_frames) {
+    r->ev_stream = st;
+    r->ev_stack = s;
+    if (s->n_frames && !r->lazy_frames) {
+      if (stkr__event_frames(r, st, s) != 0)
+        return -ENOMEM;
       ev->frames = r->ev_frames;
       ev->n_frames = s->n_frames;
     }
   } else {
+    r->ev_stream = st;
+    r->ev_stack = NULL;
     ev->unresolved = true;
   }
 

@@ -60,6 +60,7 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
   if (opts != NULL) {
     r->warn = opts->warn;
     r->warn_arg = opts->warn_arg;
+    r->lazy_frames = opts->lazy_frames;
   }
   stkr_fmt_pballoc_init(&r->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   r->dctx = ZSTD_createDCtx();

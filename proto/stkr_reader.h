@@ -78,6 +78,10 @@ typedef void (*stkr_warn_cb)(void *arg, const stkr_warning *w);
 typedef struct stkr_reader_opts {
   stkr_warn_cb warn; /* NULL: print message + "\n" to stderr */
   void *warn_arg;    /* passed to warn */
+  /* Leave stkr_event_view.frames NULL; a caller that wants them for an
+   * event asks stkr_reader_frames(). Aggregating tools read millions of
+   * events but need the frames of each distinct stack once. */
+  bool lazy_frames;
 } stkr_reader_opts;
 
 /* Per-process summary, updated as events are read: complete once
@@ -226,6 +230,15 @@ void stkr_reader_free(stkr_reader *r);
  *         accessors below may be called.
  */
 int stkr_reader_next(stkr_reader *r, stkr_event_view *ev);
+
+/*
+ * The symbolized frames of the event stkr_reader_next() returned last
+ * (what ev->frames holds without lazy_frames). *frames stays valid until
+ * the next stkr_reader_next() or stkr_reader_free().
+ * @return 0 (*n is 0 when the stack has no frames), -ENOMEM, or -EINVAL
+ *         when no event is current.
+ */
+int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_t *n);
 
 /* Number of processes known (fixed once reading has started). */
 size_t stkr_reader_process_count(const stkr_reader *r);

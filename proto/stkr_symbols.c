@@ -173,3 +173,19 @@ int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
   return 0;
 }
 
+int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_t *n) {
+  const stkr__stack *s;
+
+  if (r == NULL || frames == NULL || n == NULL || r->ev_stream == NULL)
+    return -EINVAL;
+  s = r->ev_stack;
+  *frames = NULL;
+  *n = 0;
+  if (s == NULL || s->n_frames == 0)
+    return 0;
+  if (stkr__event_frames(r, r->ev_stream, s) != 0)
+    return -ENOMEM;
+  *frames = r->ev_frames;
+  *n = s->n_frames;
+  return 0;
+}

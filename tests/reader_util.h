@@ -60,7 +60,7 @@ typedef struct ru_ev {
 
 /* Open `path` with warnings collected into log. */
 static __attribute__((unused)) stkr_reader *ru_open(const char *path, ru_log *log) {
-  stkr_reader_opts o = {ru_collect, log};
+  stkr_reader_opts o = {.warn = ru_collect, .warn_arg = log};
   stkr_reader *r = NULL;
   int err;
 

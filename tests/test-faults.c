@@ -363,7 +363,7 @@ static void test_sigkill_flushed_batches_readable(void **state) {
     {
       kill_seen s = {calloc(1 << 20, 1), 8u << 20, 0, 0};
       warn_kinds k = {0, 0};
-      stkr_reader_opts o = {count_kinds, &k};
+      stkr_reader_opts o = {.warn = count_kinds, .warn_arg = &k};
       stkr_reader *r;
       stkr_event_view ev;
       uint64_t events = 0;

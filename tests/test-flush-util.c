@@ -106,7 +106,7 @@ static void quiet_warn(void *arg, const stkr_warning *w) {
 int tf_read(const char *dir, void (*cb)(void *, const tf_ev *), void *arg,
             tf_sum *sum) {
   stkr_reader *r;
-  stkr_reader_opts o = {quiet_warn, NULL};
+  stkr_reader_opts o = {.warn = quiet_warn, .warn_arg = NULL};
   stkr_event_view ev;
   int rc = stkr_reader_open(dir, &o, &r);
   memset(sum, 0, sizeof *sum);

@@ -131,7 +131,7 @@ static void test_roundtrip_dir(void **state) {
 static void test_files_and_duplicates(void **state) {
   const char *d = fx_tmpdir("files");
   char dir[4096], f1[4200], f2[4200];
-  stkr_reader_opts o = {ru_collect, NULL};
+  stkr_reader_opts o = {.warn = ru_collect, .warn_arg = NULL};
   ru_ev got[RU_MAX_EV];
   stkr_reader *r;
   ru_log log;

@@ -67,7 +67,7 @@ static void fz_batch(stkr_reader *r, stkr__stream *st, const uint8_t *p,
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  stkr_reader_opts opts = {fz_warn, NULL};
+  stkr_reader_opts opts = {.warn = fz_warn, .warn_arg = NULL};
   stkr_reader *r = NULL;
   stkr__stream *st;
   const uint8_t *p = data, *end = data + size;

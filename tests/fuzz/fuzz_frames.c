@@ -34,7 +34,7 @@ static void fz_warn(void *arg, const stkr_warning *w) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64];
   fz_ctx ctx = {path, size, 0};
-  stkr_reader_opts opts = {fz_warn, &ctx};
+  stkr_reader_opts opts = {.warn = fz_warn, .warn_arg = &ctx};
   stkr_reader *r = NULL;
   stkr__stream *st;
   uint64_t off, prev = 0;

@@ -35,10 +35,11 @@ int stkr_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Create a reader (warnings to stderr as "stackrec: warning: ...") and add
- * every path. @return 0, or an exit status (3 for an input that cannot be
- * opened, 1 out of memory) after printing the error. */
+ * every path. lazy_frames: see stkr_reader_opts (commands that aggregate,
+ * or need no frames, pass true). @return 0, or an exit status (3 for an
+ * input that cannot be opened, 1 out of memory) after printing the error. */
 int stkr_cli_open(const char *cmd, char *const *paths, int n,
-                  stkr_reader **out);
+                  bool lazy_frames, stkr_reader **out);
 
 /* The exit status for a reader that has been read (as far as wanted):
  * 1 if data was lost or no process was found, else 0. */

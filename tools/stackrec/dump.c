@@ -271,7 +271,7 @@ int stkr_cli_dump(int argc, char **argv) {
   }
   if (optind >= argc)
     return stkr_cli_usage_error("dump", "no DIR or FILE given");
-  status = stkr_cli_open("dump", argv + optind, argc - optind, &r);
+  status = stkr_cli_open("dump", argv + optind, argc - optind, false, &r);
   if (status != 0)
     return status;
 

@@ -167,7 +167,7 @@ int stkr_cli_info(int argc, char **argv) {
   }
   if (optind >= argc)
     return stkr_cli_usage_error("info", "no DIR or FILE given");
-  status = stkr_cli_open("info", argv + optind, argc - optind, &r);
+  status = stkr_cli_open("info", argv + optind, argc - optind, true, &r);
   if (status != 0)
     return status;
 

@@ -56,8 +56,9 @@ static void stkr__cli_warn(void *arg, const stkr_warning *w) {
 }
 
 int stkr_cli_open(const char *cmd, char *const *paths, int n,
-                  stkr_reader **out) {
-  stkr_reader_opts opts = {stkr__cli_warn, NULL};
+                  bool lazy_frames, stkr_reader **out) {
+  stkr_reader_opts opts = {.warn = stkr__cli_warn, .warn_arg = NULL,
+                           .lazy_frames = lazy_frames};
   stkr_reader *r;
   int i, err;
 

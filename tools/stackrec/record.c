@@ -644,7 +644,7 @@ static void count_warning(void *arg, const stkr_warning *w) {
  * reported, never changes the exit status (that is the command's). */
 static void stkr_record_summary(const char *dir, FILE *f) {
   summary s;
-  stkr_reader_opts opts = {count_warning, &s};
+  stkr_reader_opts opts = {.warn = count_warning, .warn_arg = &s};
   stkr_reader *r = NULL;
   stkr_event_view ev;
   uint64_t drops = 0, stacks = 0;
