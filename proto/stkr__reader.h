@@ -25,8 +25,27 @@ typedef struct stkr__idmap {
   size_t n;
 } stkr__idmap;
 
-/* @return 1 and *val if key is present, else 0. */
-int stkr__idmap_get(const stkr__idmap *m, uint32_t key, uint32_t *val);
+static inline uint32_t stkr__idmap_hash(uint32_t key, size_t cap) {
+  return (uint32_t)((key * 0x9E3779B1u) & (cap - 1));
+}
+
+/* @return 1 and *val if key is present, else 0. Inline: it runs up to three
+ * times per event, from stkr_batch.c and stkr_reader.c. */
+static inline int stkr__idmap_get(const stkr__idmap *m, uint32_t key,
+                                  uint32_t *val) {
+  size_t i;
+
+  if (m->cap == 0)
+    return 0;
+  for (i = stkr__idmap_hash(key, m->cap); m->vals[i] != 0;
+       i = (i + 1) & (m->cap - 1)) {
+    if (m->keys[i] == key) {
+      *val = m->vals[i] - 1;
+      return 1;
+    }
+  }
+  return 0;
+}
 /* Insert or replace. @return 0 or -ENOMEM. */
 int stkr__idmap_put(stkr__idmap *m, uint32_t key, uint32_t val);
 void stkr__idmap_free(stkr__idmap *m);
@@ -97,6 +116,9 @@ typedef struct stkr__stream {
   bool have_session;         /* a Header of this session was read */
   uint64_t sess_mono, sess_wall; /* its start times */
   bool sess_clean;           /* its last=true batch was read */
+  size_t clean_file;         /* index + 1 of the file where sess_clean
+                                became true (0: not clean): a cut-off
+                                batch after it is damage, not a live tail */
   bool unclean_before;       /* an earlier session did not end cleanly */
   uint64_t sess_attempted, sess_write_error, sess_deleted; /* Counters */
   uint64_t base_attempted, base_write_error, base_deleted; /* earlier */
@@ -128,6 +150,8 @@ typedef struct stkr__input {
 struct stkr_reader {
   stkr_warn_cb warn;
   void *warn_arg;
+  stkr_batch_cb batch_cb; /* stkr_reader_opts.batch */
+  void *batch_arg;
   stkr_reader_counts counts;
 
   stkr__stream **streams; /* sorted by pid, then creation order */
@@ -143,6 +167,8 @@ struct stkr_reader {
   stkr_fmt_pballoc pballoc; /* bounds what decoding one batch may take */
   Stackrec__Batch *batch; /* batch whose events are being handed out */
   uint64_t batch_off;
+  uint64_t frame_len; /* compressed size of the frame stkr__next_frame
+                         returned last */
   size_t ev_idx, ev_count;
   uint64_t ev_ts;
   size_t payload_pos;
@@ -168,8 +194,11 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
 int stkr__input_open(stkr__input *in, const char *path);
 void stkr__input_close(stkr__input *in);
 /* Decompress the next intact frame of the open file into r->dbuf, skipping
- * (and warning about) damaged or truncated ones.
- * @return 1 (frame at *frame_off), 0 (end of file), or -ENOMEM. */
+ * (and warning about) damaged or truncated ones; an incomplete frame at the
+ * end of a live recording is skipped with a STKR_WARN_LIVE_TAIL note (see
+ * stkr_reader.h).
+ * @return 1 (frame at *frame_off, r->frame_len bytes), 0 (end of file), or
+ *         -ENOMEM. */
 int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off);
 
 /* stkr_batch.c */

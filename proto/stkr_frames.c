@@ -291,10 +291,19 @@ static int stkr__resync(stkr_reader *r, uint64_t bad, uint64_t *found) {
   return 0;
 }
 
+/* Is a frame cut off by the end of the file the one a live writer is
+ * appending? Only at the end of the process's last segment, and only if
+ * the recording has not ended cleanly in that file (see stkr_reader.h). */
+static bool stkr__is_live_tail(const stkr_reader *r, const stkr__stream *st) {
+  return r->cur_file + 1 >= st->n_files &&
+         !(st->sess_clean && st->clean_file == r->cur_file + 1);
+}
+
 int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
   stkr__input *in = &r->in;
   const char *path = in->path;
   uint32_t pid = st->info.pid;
+  uint64_t retried_at = UINT64_MAX;
 
   for (;;) {
     uint64_t start = stkr__in_tell(in), end, found;
@@ -307,7 +316,19 @@ int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
       if (r->dbuf.len == 0)
         continue; /* skippable or empty frame: nothing to deliver */
       *frame_off = start;
+      r->frame_len = stkr__in_tell(in) - start;
       return 1;
+    case STKR__F_TRUNC:
+      if (retried_at != start) {
+        /* A live writer may have completed the frame since we hit the
+         * end of the file (one write(2) per frame, but a reader can see
+         * part of it): read it once more before resyncing past it. */
+        retried_at = start;
+        stkr__in_seek(in, start);
+        in->eof = false;
+        continue;
+      }
+      break;
     case STKR__F_END:
       return 0;
     case STKR__F_NOMEM:
@@ -323,11 +344,11 @@ int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
 
     /* Where the file ended, for the message, before resync moves on. */
     end = in->eof ? in->off + in->len : stkr__in_tell(in);
-    st->info.damaged_batches++;
     rc = stkr__resync(r, start, &found);
     if (rc < 0)
       return rc;
     if (rc > 0) {
+      st->info.damaged_batches++;
       stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)start, pid,
                  "damaged batch (%s), skipped %llu bytes to the next batch",
                  res == STKR__F_NOTFRAME ? "no zstd frame here"
@@ -337,8 +358,19 @@ int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
       if (r->dbuf.len == 0)
         continue;
       *frame_off = found;
+      r->frame_len = stkr__in_tell(in) - found;
       return 1;
     }
+    if (in->err == 0 && res == STKR__F_TRUNC && stkr__is_live_tail(r, st)) {
+      st->info.live_tail = true;
+      stkr__warn(r, STKR_WARN_LIVE_TAIL, path, (int64_t)start, pid,
+                 "incomplete last batch (%llu bytes): the recording is "
+                 "still being written (or its writer stopped mid-batch); "
+                 "not read",
+                 (unsigned long long)(end - start));
+      return 0;
+    }
+    st->info.damaged_batches++;
     if (in->err != 0) {
       stkr__warn(r, STKR_WARN_IO, path, (int64_t)start, pid,
                  "read error: %s; rest of the file skipped",

@@ -31,6 +31,7 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
 
   memset(&w, 0, sizeof(w));
   w.kind = kind;
+  /* Not STKR_WARN_LIVE_TAIL: a batch being written is not lost. */
   w.data_lost = kind == STKR_WARN_NOT_ZSTD || kind == STKR_WARN_TRUNCATED ||
                 kind == STKR_WARN_DAMAGED || kind == STKR_WARN_UNSUPPORTED ||
                 kind == STKR_WARN_IO || kind == STKR_WARN_UNRESOLVED;
@@ -61,6 +62,8 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
     r->warn = opts->warn;
     r->warn_arg = opts->warn_arg;
     r->lazy_frames = opts->lazy_frames;
+    r->batch_cb = opts->batch;
+    r->batch_arg = opts->batch_arg;
   }
   stkr_fmt_pballoc_init(&r->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   r->dctx = ZSTD_createDCtx();
@@ -365,9 +368,27 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
       r->cur_file++;
       continue;
     }
-    rc = stkr__batch_load(r, st, f->path, off);
-    if (rc < 0)
-      return r->hard_err = rc;
+    {
+      bool was_clean = st->sess_clean;
+
+      rc = stkr__batch_load(r, st, f->path, off);
+      if (rc < 0)
+        return r->hard_err = rc;
+      /* Where the session ended cleanly: a cut-off batch later in that
+       * same file is damage, not a live tail (stkr_frames.c). */
+      if (st->sess_clean && !was_clean)
+        st->clean_file = r->cur_file + 1;
+    }
+    if (rc == STKR__BATCH_OK && r->batch_cb != NULL) {
+      stkr_batch_view bv = {.process = r->cur_stream, .pid = st->info.pid,
+                            .path = f->path, .file_seq = f->seq,
+                            .offset = off, .frame_len = r->frame_len,
+                            .data = r->dbuf.data, .len = r->dbuf.len};
+
+      rc = r->batch_cb(r->batch_arg, &bv);
+      if (rc != 0)
+        return r->hard_err = rc < 0 ? rc : -EIO;
+    }
     if (rc == STKR__BATCH_UNSUPPORTED) {
       stkr__input_close(&r->in);
       r->cur_file = st->n_files;

@@ -19,11 +19,20 @@
  * forgotten (they restart in each session) and per-session counters are
  * summed. The process summary covers all sessions of the pid.
  *
- * Damage never stops reading: a truncated last batch (a file still being
- * written, or cut off), a batch failing its checksum, zstd or protobuf
- * decoding, or with inconsistent columns is reported through the warning
- * callback (naming the file and byte offset), skipped, and reading resumes
- * at the next intact zstd frame. An event whose site/thread/stack id has no
+ * Damage never stops reading: a truncated batch, a batch failing its
+ * checksum, zstd or protobuf decoding, or with inconsistent columns is
+ * reported through the warning callback (naming the file and byte offset),
+ * skipped, and reading resumes at the next intact zstd frame.
+ *
+ * A recording still being written is read as far as it goes: a batch cut
+ * off at the end of the LAST segment of a process whose recording has not
+ * ended cleanly (no batch with last=true read in its current session) is
+ * the batch the writer is appending right now, not damage. It is skipped
+ * with a STKR_WARN_LIVE_TAIL note (data_lost false; not counted in
+ * damaged_batches) and stkr_process_info.live_tail is set. A writer killed
+ * mid-batch leaves the same bytes and is reported the same way. A cut-off
+ * batch anywhere else (an earlier segment, or after a clean end) is
+ * STKR_WARN_TRUNCATED damage. An event whose site/thread/stack id has no
  * definition is delivered with site "?" and an empty stack and counted as
  * unresolved. Only a process recorded in a newer format version is refused
  * (warning STKR_WARN_UNSUPPORTED, its remaining batches skipped).
@@ -57,14 +66,18 @@ typedef enum stkr_warn_kind {
   STKR_WARN_IO,                /* a read failed: rest of the file skipped */
   STKR_WARN_INCONSISTENT,      /* e.g. pid in a header differs from the
                                   file name; the data is still used */
-  STKR_WARN_UNRESOLVED         /* events with undefined ids (once/process) */
+  STKR_WARN_UNRESOLVED,        /* events with undefined ids (once/process) */
+  STKR_WARN_LIVE_TAIL          /* the last batch of a recording still being
+                                  written is incomplete (see above); it is
+                                  not read, and that is not damage */
 } stkr_warn_kind;
 
 /* One warning. Every pointer is valid only during the callback. */
 typedef struct stkr_warning {
   stkr_warn_kind kind;
   bool data_lost;      /* true for NOT_ZSTD, TRUNCATED, DAMAGED,
-                          UNSUPPORTED, IO and UNRESOLVED */
+                          UNSUPPORTED, IO and UNRESOLVED (never for
+                          LIVE_TAIL) */
   const char *path;    /* the file or directory concerned */
   int64_t offset;      /* byte offset in path, or -1 */
   uint32_t pid;        /* process concerned, 0 if none */
@@ -75,6 +88,25 @@ typedef struct stkr_warning {
 /* Receives every warning. Must not call back into the reader. */
 typedef void (*stkr_warn_cb)(void *arg, const stkr_warning *w);
 
+/* One intact batch (it decoded and validated), for tools that copy or
+ * check recordings batch by batch. Pointers are valid only during the
+ * callback. */
+typedef struct stkr_batch_view {
+  size_t process;      /* index for stkr_reader_process() */
+  uint32_t pid;        /* the process's pid */
+  const char *path;    /* segment file holding it */
+  uint32_t file_seq;   /* <seq> of that file's name; 0: not a segment name */
+  uint64_t offset;     /* byte offset of its zstd frame in path */
+  uint64_t frame_len;  /* compressed size of that frame */
+  const uint8_t *data; /* the serialized Batch message (decompressed) */
+  size_t len;
+} stkr_batch_view;
+
+/* Receives every intact batch before its events are handed out. Must not
+ * call back into the reader. @return 0 to go on, or a negative errno that
+ * stops reading (stkr_reader_next() returns it as a hard error). */
+typedef int (*stkr_batch_cb)(void *arg, const stkr_batch_view *b);
+
 typedef struct stkr_reader_opts {
   stkr_warn_cb warn; /* NULL: print message + "\n" to stderr */
   void *warn_arg;    /* passed to warn */
@@ -82,6 +114,8 @@ typedef struct stkr_reader_opts {
    * event asks stkr_reader_frames(). Aggregating tools read millions of
    * events but need the frames of each distinct stack once. */
   bool lazy_frames;
+  stkr_batch_cb batch; /* NULL: none */
+  void *batch_arg;     /* passed to batch */
 } stkr_reader_opts;
 
 /* Per-process summary, updated as events are read: complete once
@@ -124,6 +158,10 @@ typedef struct stkr_process_info {
   bool clean_end;            /* every session ended with a batch with
                                 last=true (stkr_shutdown() ran) */
   int status;                /* 0, or -EPROTONOSUPPORT (newer format) */
+  bool live_tail;            /* the last segment ends in an incomplete
+                                batch and the recording has not ended
+                                cleanly: still being written (or its writer
+                                died mid-batch); see STKR_WARN_LIVE_TAIL */
 } stkr_process_info;
 
 /* Events per site of one process. name is "?" when the site id has no

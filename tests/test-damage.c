@@ -47,15 +47,28 @@ static void check_batches(const ru_ev *got, int n, int nb) {
   assert_int_equal(k, n);
 }
 
-static void test_truncate_every_byte(void **state) {
+/* Every cut of a 3-batch segment. Alone (the last segment of a recording
+ * that has not ended: a live one, or its writer died), the cut-off batch
+ * is the one being written: a quiet LIVE_TAIL note, no data lost. With a
+ * later segment after it (`later`), the same cut is damage: TRUNCATED. */
+static void truncate_every_byte(bool later) {
   size_t end[3], cut;
   stkr_fmt_buf buf = seg3(end);
-  const char *d = fx_tmpdir("trunc");
-  char path[4200], want[4300];
+  const char *d = fx_tmpdir(later ? "trunc-later" : "trunc");
+  char path[4200], want[4600];
   ru_ev got[RU_MAX_EV];
-  (void)state;
 
   snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
+  if (later) {
+    stkr_fmt_buf b2 = {0};
+    char p2[4200];
+
+    /* Batches 3 and 4 (4 is last=true): 3 more events. */
+    assert_int_equal(fx_std_encode(3, 5, FX_PID, &b2), 0);
+    snprintf(p2, sizeof(p2), "%s/stackrec-%u-000002.zst", d, FX_PID);
+    assert_int_equal(fx_write_file(p2, b2.data, b2.len), 0);
+    stkr_fmt_buf_free(&b2);
+  }
   for (cut = 0; cut <= buf.len; cut++) {
     int complete = (cut >= end[0]) + (cut >= end[1]) + (cut >= end[2]);
     size_t start = complete ? end[complete - 1] : 0;
@@ -64,13 +77,17 @@ static void test_truncate_every_byte(void **state) {
     int n;
 
     assert_int_equal(fx_write_file(path, buf.data, cut), 0);
-    r = ru_open(path, &log);
+    r = ru_open(later ? d : path, &log);
     assert_non_null(r);
     n = ru_read_all(r, got);
     if (n < 0)
       fail_msg("cut %zu: error %d", cut, n);
+    if (later)
+      n -= 3; /* segment 2's events come after (checked by count only) */
     check_batches(got, n, complete);
-    assert_int_equal(stkr_reader_process(r, 0)->batches, complete);
+    assert_int_equal(stkr_reader_process(r, 0)->batches,
+                     complete + (later ? 2 : 0));
+    assert_false(stkr_reader_process(r, 0)->live_tail && later);
     if (cut == 0) {
       assert_int_equal(log.n, 1);
       assert_int_equal(log.w[0].kind, STKR_WARN_EMPTY_FILE);
@@ -80,7 +97,7 @@ static void test_truncate_every_byte(void **state) {
         ru_dump_log(&log);
         fail_msg("cut %zu at a frame boundary warned", cut);
       }
-    } else {
+    } else if (later) {
       if (log.n != 1 || log.w[0].kind != STKR_WARN_TRUNCATED) {
         ru_dump_log(&log);
         fail_msg("cut %zu: expected one truncation warning", cut);
@@ -92,9 +109,71 @@ static void test_truncate_every_byte(void **state) {
       assert_int_equal(log.w[0].offset, start);
       assert_true(log.w[0].data_lost);
       assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 1);
+    } else {
+      if (log.n != 1 || log.w[0].kind != STKR_WARN_LIVE_TAIL) {
+        ru_dump_log(&log);
+        fail_msg("cut %zu: expected one live-tail note", cut);
+      }
+      snprintf(want, sizeof(want),
+               "%s: offset %zu: incomplete last batch (%zu bytes): the "
+               "recording is still being written (or its writer stopped "
+               "mid-batch); not read",
+               path, start, cut - start);
+      assert_string_equal(log.w[0].msg, want);
+      assert_int_equal(log.w[0].offset, start);
+      assert_false(log.w[0].data_lost);
+      assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 0);
+      assert_true(stkr_reader_process(r, 0)->live_tail);
+      {
+        stkr_reader_counts c;
+        stkr_reader_get_counts(r, &c);
+        assert_int_equal(c.data_lost, 0);
+      }
     }
+    if (cut == start || cut == 0)
+      assert_false(stkr_reader_process(r, 0)->live_tail);
     stkr_reader_free(r);
   }
+  stkr_fmt_buf_free(&buf);
+}
+
+static void test_truncate_every_byte(void **state) {
+  (void)state;
+  truncate_every_byte(false);
+}
+
+static void test_truncate_every_byte_before_a_later_segment(void **state) {
+  (void)state;
+  truncate_every_byte(true);
+}
+
+/* A batch cut off after the recording ended cleanly in the same file is
+ * not one being written: damage. */
+static void test_truncated_after_clean_end_is_damage(void **state) {
+  const char *d = fx_tmpdir("trunc-clean");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  size_t clean;
+  (void)state;
+
+  assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0); /* 4: last */
+  clean = buf.len;
+  assert_int_equal(fx_std_encode(0, 1, FX_PID, &buf), 0);
+  snprintf(path, sizeof(path), "%s/stackrec-%u-000002.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, clean + 20), 0);
+  r = ru_open(path, &log);
+  assert_non_null(r);
+  assert_int_equal(ru_read_all(r, got), 3);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(log.w[0].kind, STKR_WARN_TRUNCATED);
+  assert_true(log.w[0].data_lost);
+  assert_int_equal(log.w[0].offset, (int64_t)clean);
+  assert_false(stkr_reader_process(r, 0)->live_tail);
+  assert_true(stkr_reader_process(r, 0)->clean_end);
+  stkr_reader_free(r);
   stkr_fmt_buf_free(&buf);
 }
 
@@ -238,7 +317,11 @@ static void test_empty_and_garbage_files(void **state) {
   assert_int_equal(log.w[1].kind, STKR_WARN_NOT_ZSTD);
   assert_int_equal(log.w[1].pid, 2);
   assert_non_null(strstr(log.w[1].msg, "stackrec-2-000001.zst: not a zstd"));
-  assert_int_equal(log.w[2].kind, STKR_WARN_TRUNCATED);
+  /* pid 3: its only segment is a cut-off magic number: the first batch
+   * of a recording still being written (live-tail rule), not damage. */
+  assert_int_equal(log.w[2].kind, STKR_WARN_LIVE_TAIL);
+  assert_false(log.w[2].data_lost);
+  assert_int_equal(log.w[2].pid, 3);
   assert_int_equal(log.w[3].kind, STKR_WARN_DAMAGED);
   assert_non_null(strstr(log.w[3].msg, "offset 0: damaged batch (no zstd "
                                        "frame here), skipped 100 bytes"));
@@ -388,6 +471,8 @@ static void test_frame_sizes(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_truncate_every_byte),
+      cmocka_unit_test(test_truncate_every_byte_before_a_later_segment),
+      cmocka_unit_test(test_truncated_after_clean_end_is_damage),
       cmocka_unit_test(test_bit_flips),
       cmocka_unit_test(test_flip_middle_exact),
       cmocka_unit_test(test_empty_and_garbage_files),

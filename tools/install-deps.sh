@@ -19,6 +19,7 @@ pkgs=(
   libunwind-dev                     # benchmarks: unw_backtrace contender
   libdw-dev libelf-dev              # symbolization (elfutils)
   python3                           # the main job records tools/demo/privacy_probe.py
+  zlib1g-dev                        # stackrec export --format pprof: gzip
 )
 test_pkgs=(
   clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz)
@@ -26,6 +27,8 @@ test_pkgs=(
   qemu-user                         # runs the aarch64 tests (qemu-aarch64)
   libcmocka-dev:arm64 libzstd-dev:arm64 libprotobuf-c-dev:arm64  # aarch64 test libs (multiarch)
   libuv1-dev:arm64 libdw-dev:arm64 libelf-dev:arm64  # aarch64: flush worker + symbolizer
+  chromium                          # tests/test-html.c renders the HTML report headless
+  golang-go                         # tests/test-export-pprof.c loads the pprof export in `go tool pprof`
 )
 
 if [ "${1:-}" = "--tests" ]; then

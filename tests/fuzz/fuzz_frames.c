@@ -28,7 +28,7 @@ static void fz_warn(void *arg, const stkr_warning *w) {
   FZ_CHECK(w->offset >= -1 && w->offset <= (int64_t)c->size);
   FZ_CHECK(strncmp(w->message, c->path, strlen(c->path)) == 0);
   FZ_CHECK(w->kind >= STKR_WARN_IGNORED_FILES &&
-           w->kind <= STKR_WARN_UNRESOLVED);
+           w->kind <= STKR_WARN_LIVE_TAIL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -10,7 +10,9 @@
  *   2  usage error (bad command, option or argument)
  *   3  an input could not be opened (missing, no permission, not a file)
  * Warnings that lose no data (ignored files, an empty segment of a live
- * recording) are printed but keep the status 0.
+ * recording) are printed but keep the status 0; the incomplete last batch
+ * of a recording still being written is not a warning at all (info and
+ * report say "still being written"; verify notes it).
  */
 #ifndef STKR_CLI_H
 #define STKR_CLI_H
@@ -61,5 +63,26 @@ int stkr_cli_info(int argc, char **argv);
 int stkr_cli_dump(int argc, char **argv);
 int stkr_cli_symbolize(int argc, char **argv);
 int stkr_cli_record(int argc, char **argv);
+int stkr_cli_export(int argc, char **argv);
+int stkr_cli_report(int argc, char **argv); /* report.c */
+int stkr_cli_verify(int argc, char **argv); /* verify.c */
+int stkr_cli_merge(int argc, char **argv);  /* merge.c */
+
+/* A progress line on stderr for work over about a second, only when
+ * stderr is a terminal (progress.c). Not thread-safe (one command runs). */
+typedef struct stkr_cli_progress {
+  const char *cmd;
+  bool tty, shown;
+  double start, last; /* CLOCK_MONOTONIC seconds */
+} stkr_cli_progress;
+void stkr_cli_progress_init(stkr_cli_progress *p, const char *cmd);
+/* "stackrec CMD: 12.3 M events WHAT (4 s)"; what NULL: "read". Cheap when
+ * nothing is printed: call it every ~million events, not every event. */
+void stkr_cli_progress_update(stkr_cli_progress *p, uint64_t events,
+                              const char *what);
+/* Erase the line (if shown). */
+void stkr_cli_progress_done(stkr_cli_progress *p);
+/* Erase whatever progress line is shown, before printing a warning. */
+void stkr_cli_progress_pause(void);
 
 #endif

@@ -140,8 +140,10 @@ static int print_process(const stkr_reader *r, size_t i) {
            "reused)\n",
            (unsigned)p->sessions);
   printf("  end:         %s\n",
-         p->clean_end ? "clean"
-                      : "not clean (still recording, or the process died)");
+         p->clean_end   ? "clean"
+         : p->live_tail ? "still being written (its last, incomplete batch "
+                          "is not read yet)"
+                        : "not clean (still recording, or the process died)");
   return 0;
 }
 

@@ -30,6 +30,10 @@ static const char usage[] =
     "  info       summary of each recorded process\n"
     "  dump       one line per event (text or JSON)\n"
     "  symbolize  resolve an offline-mode recording into frames\n"
+    "  export     pprof, folded stacks, Chrome trace or JSON lines\n"
+    "  report     sites ranked by events, with their call stacks (or HTML)\n"
+    "  verify     check every segment; exit 1 if anything is damaged\n"
+    "  merge      several recordings into one directory\n"
     "\n"
     "Run 'stackrec COMMAND --help' for the options of a command.\n"
     "Warnings about damaged input go to stderr, naming file and offset.\n"
@@ -51,6 +55,11 @@ int stkr_cli_usage_error(const char *cmd, const char *fmt, ...) {
  * with the output around them. */
 static void stkr__cli_warn(void *arg, const stkr_warning *w) {
   (void)arg;
+  /* A recording still being written is not a problem: `info` and
+   * `report` say so in their output, `verify` in its own. */
+  if (w->kind == STKR_WARN_LIVE_TAIL)
+    return;
+  stkr_cli_progress_pause();
   fflush(stdout);
   fprintf(stderr, "stackrec: warning: %s\n", w->message);
 }
@@ -124,6 +133,14 @@ int main(int argc, char **argv) {
     return stkr_cli_symbolize(argc - 1, argv + 1);
   if (strcmp(cmd, "record") == 0)
     return stkr_cli_record(argc - 1, argv + 1);
+  if (strcmp(cmd, "export") == 0)
+    return stkr_cli_export(argc - 1, argv + 1);
+  if (strcmp(cmd, "report") == 0)
+    return stkr_cli_report(argc - 1, argv + 1);
+  if (strcmp(cmd, "verify") == 0)
+    return stkr_cli_verify(argc - 1, argv + 1);
+  if (strcmp(cmd, "merge") == 0)
+    return stkr_cli_merge(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);

@@ -706,7 +706,8 @@ static void stkr_record_summary(const char *dir, FILE *f) {
     for (i = 0; i < s.n_sites; i++)
       print_top_stack(f, r, &s.sites[i]);
   }
-  fprintf(f, "more: stackrec info DIR, stackrec dump DIR\n");
+  fprintf(f, "more: stackrec report DIR (all call stacks per category and "
+             "API), stackrec info DIR, stackrec dump DIR\n");
 out:
   stkr_reader_free(r);
   summary_free(&s);

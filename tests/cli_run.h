@@ -1,0 +1,98 @@
+/*
+ * cli_run.h: running the built `stackrec` tool (//tools:stackrec, a data
+ * dependency) from the report, verify and merge tests, with its stdout and
+ * stderr captured. Header-only (static functions), like reader_util.h.
+ */
+#ifndef STKR_TEST_CLI_RUN_H
+#define STKR_TEST_CLI_RUN_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char cr_bin[4096];
+static char cr_out[1 << 18], cr_err[1 << 16];
+
+static __attribute__((unused)) void cr_slurp(const char *path, char *buf,
+                                             size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = 0;
+
+  if (f != NULL) {
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+  }
+  buf[n] = '\0';
+}
+
+/* Find the binary: $STACKREC_BIN, else the runfiles. @return 0 or -1. */
+static __attribute__((unused)) int cr_setup(void) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+
+  if (getenv("STACKREC_BIN") != NULL)
+    snprintf(cr_bin, sizeof(cr_bin), "%s", getenv("STACKREC_BIN"));
+  else if (src != NULL)
+    snprintf(cr_bin, sizeof(cr_bin), "%s/%s/tools/stackrec", src,
+             ws ? ws : "stackrec");
+  else
+    snprintf(cr_bin, sizeof(cr_bin), "tools/stackrec");
+  if (access(cr_bin, X_OK) != 0) {
+    fprintf(stderr, "no stackrec binary at %s\n", cr_bin);
+    return -1;
+  }
+  return 0;
+}
+
+/* Run `stackrec <args>` (args is shell text); stdout and stderr land in
+ * cr_out and cr_err. @return the exit status, or -1 if it did not exit
+ * (a crash: never acceptable). */
+static __attribute__((unused)) int cr_run(const char *fmt, ...) {
+  char args[8192], cmd[8192 + 4096 + 2 * 4200 + 32], o[4200], e[4200];
+  const char *tmp = getenv("TEST_TMPDIR");
+  va_list ap;
+  int st;
+
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof(args), fmt, ap);
+  va_end(ap);
+  snprintf(o, sizeof(o), "%s/cr.out", tmp ? tmp : "/tmp");
+  snprintf(e, sizeof(e), "%s/cr.err", tmp ? tmp : "/tmp");
+  snprintf(cmd, sizeof(cmd), "'%s' %s >'%s' 2>'%s'", cr_bin, args, o, e);
+  st = system(cmd);
+  cr_slurp(o, cr_out, sizeof(cr_out));
+  cr_slurp(e, cr_err, sizeof(cr_err));
+  if (!WIFEXITED(st)) {
+    fprintf(stderr, "stackrec %s: did not exit (status %#x)\n%s", args, st,
+            cr_err);
+    return -1;
+  }
+  return WEXITSTATUS(st);
+}
+
+/* Line i (0-based) of s, in a static buffer. */
+static __attribute__((unused)) const char *cr_line(const char *s, int i) {
+  static char buf[4096];
+  const char *e;
+
+  for (; i > 0 && s; i--)
+    if ((s = strchr(s, '\n')) != NULL)
+      s++;
+  if (s == NULL)
+    return "";
+  e = strchr(s, '\n');
+  snprintf(buf, sizeof(buf), "%.*s", (int)(e ? e - s : (long)strlen(s)), s);
+  return buf;
+}
+
+static __attribute__((unused)) int cr_count_lines(const char *s) {
+  int n = 0;
+
+  for (; *s; s++)
+    n += *s == '\n';
+  return n;
+}
+
+#endif

@@ -1,0 +1,599 @@
+/*
+ * test-agg.c: the aggregation behind `report` and the exports
+ * (tools/stackrec/agg.c), on recordings with known content:
+ *   - the fixture's standard recording (tests/fixture.c): exact site and
+ *     stack counts, order, labels (image+offset from the image list),
+ *     drops;
+ *   - two processes, and two recording sessions of one pid whose ids mean
+ *     other things (ids restart: never conflated);
+ *   - filters: site glob, thread glob and tid, time window (with an event
+ *     drained out of order), app-only;
+ *   - symbolized recordings of two "builds" (tests/symrec.h) whose PCs
+ *     differ: stacks merge by frames, lines kept only where they agree;
+ *   - real recordings made by the recorder in two child processes of this
+ *     test (stkr_init, known call chains): counts add up, function names.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "recorder/stackrec.h"
+#include "tests/fixture.h"
+#include "tests/symrec.h"
+#include "tools/stackrec/agg.h"
+
+static void quiet(void *arg, const stkr_warning *w) {
+  (void)arg;
+  (void)w;
+}
+
+/* Aggregate the inputs; @return the stkr_agg_build result. */
+static int agg_paths(const char *const *paths, size_t n,
+                     const stkr_agg_opts *o, stkr_agg **out) {
+  stkr_reader_opts ro = {.warn = quiet, .lazy_frames = true};
+  stkr_reader *r;
+  size_t i;
+  int err;
+
+  assert_int_equal(stkr_reader_create(&ro, &r), 0);
+  for (i = 0; i < n; i++)
+    assert_int_equal(stkr_reader_add(r, paths[i]), 0);
+  err = stkr_agg_build(r, o, NULL, NULL, out);
+  stkr_reader_free(r);
+  return err;
+}
+
+static stkr_agg *agg_dir(const char *dir, const stkr_agg_opts *o) {
+  stkr_agg *a = NULL;
+
+  assert_int_equal(agg_paths(&dir, 1, o, &a), 0);
+  assert_non_null(a);
+  return a;
+}
+
+/* The stack's frame labels, innermost first, joined by ';' (static). */
+static const char *labels(const stkr_agg_stack *s) {
+  static char buf[4096];
+  char one[1024];
+  size_t i, len = 0;
+
+  buf[0] = '\0';
+  for (i = 0; i < s->n_frames && len < sizeof buf; i++)
+    len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ";" : "",
+                            stkr_agg_frame_label(&s->frames[i], one,
+                                                 sizeof one));
+  return buf;
+}
+
+static const stkr_agg_site *site(const stkr_agg *a, const char *name) {
+  size_t i;
+
+  for (i = 0; i < a->n_sites; i++)
+    if (strcmp(a->sites[i].name, name) == 0)
+      return &a->sites[i];
+  fail_msg("no site %s", name);
+  return NULL;
+}
+
+#define S1 "fixture+0x1000;fixture+0x1100;fixture+0x1200"
+#define S2 "0x7f0000002000"
+#define S3 "fixture+0x3000;fixture+0x3010;fixture+0x3020;fixture+0x3030"
+
+/* ---- the standard fixture recording ------------------------------------- */
+
+static void test_std_sites_stacks_and_drops(void **state) {
+  const char *d = fx_tmpdir("agg-std");
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  a = agg_dir(d, NULL);
+  assert_int_equal(a->events_read, 9);
+  assert_int_equal(a->events, 9);
+  assert_int_equal(a->n_processes, 1);
+  assert_int_equal(a->n_sites, 4);
+  assert_int_equal(a->n_stacks, 9);
+  /* Most events first, ties by name. */
+  assert_string_equal(a->sites[0].name, "net.connect");
+  assert_string_equal(a->sites[1].name, "privacy.clipboard.read");
+  assert_string_equal(a->sites[2].name, "file.open");
+  assert_string_equal(a->sites[3].name, "late.site");
+  assert_int_equal(a->sites[0].count, 3);
+  assert_int_equal(a->sites[1].count, 3);
+  assert_int_equal(a->sites[2].count, 2);
+  assert_int_equal(a->sites[3].count, 1);
+  /* Equal counts: by frame labels. PCs inside the recorded image
+   * (/usr/bin/fixture at 0x400000) are image+offset; the one outside any
+   * image stays a raw PC. */
+  s = site(a, "privacy.clipboard.read");
+  assert_int_equal(s->n_stacks, 3);
+  assert_string_equal(labels(s->stacks[0]), S2);
+  assert_string_equal(labels(s->stacks[1]), S1);
+  assert_string_equal(labels(s->stacks[2]), S3);
+  assert_true(s->stacks[2]->truncated);
+  assert_false(s->stacks[0]->truncated);
+  assert_int_equal(s->stacks[0]->count, 1);
+  assert_int_equal(s->stacks[0]->n_pids, 1);
+  assert_string_equal(s->stacks[1]->frames[0].image, "/usr/bin/fixture");
+  assert_int_equal(s->stacks[1]->frames[0].offset, 0x1000);
+  assert_int_equal(s->stacks[1]->frames[0].pc, 0x401000);
+  s = site(a, "file.open");
+  assert_int_equal(s->n_stacks, 2);
+  assert_string_equal(labels(s->stacks[0]), S2);
+  assert_string_equal(labels(s->stacks[1]), S1);
+  /* Drops of both sessions' batches, by cause (as `info` shows them). */
+  assert_int_equal(a->drops, 14);
+  assert_int_equal(a->drops_ring_full, 6);
+  assert_int_equal(a->drops_reentrant, 2);
+  assert_int_equal(a->drops_other, 4);
+  assert_int_equal(a->drops_write_error, 2);
+  assert_int_equal(a->damaged_batches, 0);
+  assert_int_equal(a->live_processes, 0);
+  stkr_agg_free(a);
+}
+
+static void test_two_processes_add_up(void **state) {
+  const char *d = fx_tmpdir("agg-two");
+  stkr_agg *a;
+  size_t i;
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, 1), 0);
+  assert_int_equal(fx_std_write(d, 2), 0);
+  a = agg_dir(d, NULL);
+  assert_int_equal(a->n_processes, 2);
+  assert_int_equal(a->events, 18);
+  assert_int_equal(a->n_stacks, 9); /* merged by content */
+  for (i = 0; i < a->n_stacks; i++) {
+    assert_int_equal(a->stacks[i].n_pids, 2);
+    assert_int_equal(a->stacks[i].count % 2, 0);
+  }
+  assert_int_equal(site(a, "net.connect")->count, 6);
+  assert_int_equal(a->drops, 28);
+  stkr_agg_free(a);
+}
+
+/* Session 1: standard batches 0..2. Session 2 (same pid, later start):
+ * ids rotated, so site 1 / thread 1 / stack 1 mean net.connect /
+ * worker-1 / the one-PC stack. Two events at those ids must count there,
+ * not under session 1's meaning of the same ids. */
+static void test_sessions_do_not_share_ids(void **state) {
+  static const uint32_t s3[] = {1, 2, 3}, t2[] = {1, 2}, k3[] = {1, 2, 3};
+  static const fx_ev e2[] = {{0, 1, 1, 1, NULL, 0, false},
+                             {10, 1, 1, 1, NULL, 0, false}};
+  fx_batch b = {.seq = 1, .header = true, .segment_seq = 2, .sites = s3,
+                .n_sites = 3, .threads = t2, .n_threads = 2, .stacks = k3,
+                .n_stacks = 3, .base_ts = 9000000000ull, .evs = e2,
+                .n_evs = 2, .start_shift = 5000000000ull, .rotate = 1};
+  const char *d = fx_tmpdir("agg-sess");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  (void)state;
+
+  assert_int_equal(fx_std_encode(0, 3, FX_PID, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  buf.len = 0;
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  a = agg_dir(d, NULL);
+  assert_int_equal(a->events, 8);
+  s = site(a, "net.connect");
+  assert_int_equal(s->count, 3);
+  assert_int_equal(s->n_stacks, 1);
+  assert_string_equal(labels(s->stacks[0]), S2);
+  s = site(a, "privacy.clipboard.read");
+  assert_int_equal(s->count, 2); /* session 1 only */
+  stkr_agg_free(a);
+  {
+    stkr_agg_opts o = {.thread_glob = "worker-1"};
+    /* Session 1's thread 2 and session 2's thread 1 are worker-1. */
+    a = agg_dir(d, &o);
+    assert_int_equal(a->events, 4);
+    assert_int_equal(site(a, "net.connect")->count, 3);
+    assert_int_equal(site(a, "privacy.clipboard.read")->count, 1);
+    stkr_agg_free(a);
+  }
+}
+
+/* ---- filters -------------------------------------------------------------- */
+
+static uint64_t count_with(const char *d, stkr_agg_opts o) {
+  stkr_agg *a = agg_dir(d, &o);
+  uint64_t n = a->events;
+
+  assert_int_equal(a->events_read, 9);
+  stkr_agg_free(a);
+  return n;
+}
+
+static void test_filters(void **state) {
+  const char *d = fx_tmpdir("agg-filt");
+  stkr_agg_opts o;
+  stkr_agg *a;
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  memset(&o, 0, sizeof o);
+  o.site_glob = "net.*";
+  assert_int_equal(count_with(d, o), 3);
+  o.site_glob = "*.read";
+  assert_int_equal(count_with(d, o), 3);
+  o.site_glob = "*o*"; /* net.connect, privacy.clipboard.read, file.open */
+  assert_int_equal(count_with(d, o), 8);
+  o.site_glob = "nothing";
+  assert_int_equal(count_with(d, o), 0);
+  memset(&o, 0, sizeof o);
+  o.thread_glob = "main"; /* thread 1 */
+  assert_int_equal(count_with(d, o), 4);
+  o.thread_glob = "worker-*"; /* thread 2 */
+  assert_int_equal(count_with(d, o), 3);
+  o.thread_glob = "5000"; /* thread 3 (no name) by its tid */
+  assert_int_equal(count_with(d, o), 2);
+  o.thread_glob = "4243"; /* worker-1 by tid */
+  assert_int_equal(count_with(d, o), 3);
+  o.site_glob = "net.*"; /* both: worker-1 at net.connect */
+  assert_int_equal(count_with(d, o), 2);
+  /* Time since the first event (2000000000 ns): events at +0, +1000,
+   * +700, +10005, +10012, +19980, +100000, +99950, +212345 ns. */
+  memset(&o, 0, sizeof o);
+  o.from_s = 50e-6;
+  assert_int_equal(count_with(d, o), 3);
+  o.from_s = 0;
+  o.to_s = 20e-6;
+  assert_int_equal(count_with(d, o), 6);
+  o.from_s = 10e-6;
+  o.to_s = 99.99e-6;
+  assert_int_equal(count_with(d, o), 4);
+  o.from_s = 0.5;
+  o.to_s = 0;
+  assert_int_equal(count_with(d, o), 0);
+  /* A bad window is refused. */
+  o.from_s = 2;
+  o.to_s = 1;
+  assert_int_equal(agg_paths(&d, 1, &o, &a), -EINVAL);
+  o.from_s = -1;
+  o.to_s = 0;
+  assert_int_equal(agg_paths(&d, 1, &o, &a), -EINVAL);
+}
+
+/* An event drained after the first one but recorded 500 ns before it
+ * (another thread's ring) is at time 0, not before the window. */
+static void test_window_event_before_first(void **state) {
+  static const uint32_t s3[] = {1, 2, 3}, t1[] = {1}, k1[] = {1};
+  static const fx_ev e[] = {{0, 1, 1, 1, NULL, 0, false},
+                            {-500, 2, 1, 1, NULL, 0, false},
+                            {2000, 3, 1, 1, NULL, 0, false}};
+  fx_batch b = {.seq = 1, .header = true, .segment_seq = 1, .sites = s3,
+                .n_sites = 3, .threads = t1, .n_threads = 1, .stacks = k1,
+                .n_stacks = 1, .base_ts = 5000000000ull, .evs = e,
+                .n_evs = 3};
+  const char *d = fx_tmpdir("agg-early");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  stkr_agg_opts o = {.to_s = 1e-6};
+  stkr_agg *a;
+  (void)state;
+
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+  a = agg_dir(d, &o);
+  assert_int_equal(a->events, 2);
+  assert_int_equal(site(a, "net.connect")->count, 1); /* the early one */
+  stkr_agg_free(a);
+  o.from_s = 1e-7;
+  o.to_s = 0;
+  a = agg_dir(d, &o);
+  assert_int_equal(a->events, 1);
+  assert_string_equal(a->sites[0].name, "file.open");
+  stkr_agg_free(a);
+}
+
+/* ---- symbolized stacks ------------------------------------------------------ */
+
+static const char *const k_sites[] = {"files.open", "files.stat",
+                                      "network.connect"};
+static const char *const k_threads[] = {"main", "io"};
+static const sr_frame k_open[] = {
+    {"open_config", "app/config.c", 12, false, true},
+    {"libc_wrapper", NULL, 0, false, false},
+    {"load", "app/load.c", 30, true, true}, /* inlined into main */
+    {"main", "app/main.c", 40, false, true},
+};
+static const sr_frame k_lib_only[] = {
+    {"__libc_open", NULL, 0, false, false},
+    {"__libc_start", NULL, 0, false, false},
+};
+static const sr_frame k_stat[] = {
+    {"stat_it", "app/stat.c", 7, false, true},
+    {"main", "app/main.c", 44, false, true},
+};
+static const sr_frame k_unknown[] = {
+    {NULL, NULL, 0, false, true}, /* app+offset */
+    {"main", "app/main.c", 50, false, true},
+};
+static const sr_stack k_stacks[] = {
+    {1, k_open, 4, false},
+    {1, k_lib_only, 2, false},
+    {2, k_stat, 2, true},
+    {3, k_unknown, 2, false},
+};
+static const sr_event k_evs[] = {
+    {1, 1, 0}, {1, 1, 10}, {1, 2, 10}, {2, 1, 10}, {3, 2, 10},
+    {4, 1, 10}, {4, 1, 10}, {1, 1, 10},
+};
+
+static sr_rec k_rec(uint32_t pid, uint64_t base) {
+  sr_rec r = {.pid = pid, .name = "app", .pc_base = base,
+              .start_ns = 1000000000ull, .sites = k_sites, .n_sites = 3,
+              .threads = k_threads, .n_threads = 2, .stacks = k_stacks,
+              .n_stacks = 4, .evs = k_evs, .n_evs = 8, .last = true};
+  return r;
+}
+
+static void test_symbolized_labels_and_app_only(void **state) {
+  const char *d = fx_tmpdir("agg-sym");
+  stkr_agg_opts o = {.app_only = true};
+  sr_rec r = k_rec(100, 0x400000);
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  (void)state;
+
+  assert_int_equal(sr_write(d, &r), 0);
+  a = agg_dir(d, NULL);
+  assert_int_equal(a->events, 8);
+  s = site(a, "files.open");
+  assert_int_equal(s->count, 5);
+  assert_int_equal(s->n_stacks, 2);
+  assert_int_equal(s->stacks[0]->count, 4);
+  assert_string_equal(labels(s->stacks[0]),
+                      "open_config;libc_wrapper;load;main");
+  assert_string_equal(s->stacks[0]->frames[0].file, "app/config.c");
+  assert_int_equal(s->stacks[0]->frames[0].line, 12);
+  assert_true(s->stacks[0]->frames[2].inlined);
+  assert_false(s->stacks[0]->frames[3].inlined);
+  assert_string_equal(labels(s->stacks[1]), "__libc_open;__libc_start");
+  s = site(a, "network.connect");
+  /* Unknown function: the image's base name + offset from its load. */
+  assert_string_equal(labels(s->stacks[0]), "app+0x400;main");
+  assert_true(site(a, "files.stat")->stacks[0]->truncated);
+  stkr_agg_free(a);
+
+  a = agg_dir(d, &o);
+  s = site(a, "files.open");
+  assert_string_equal(labels(s->stacks[0]), "open_config;load;main");
+  /* No app frame at all: the innermost is kept. */
+  assert_string_equal(labels(s->stacks[1]), "__libc_open");
+  stkr_agg_free(a);
+}
+
+/* Two builds: other addresses, same functions. By frames they are one
+ * program: the stacks merge and their counts add up. */
+static void test_builds_merge_by_frames(void **state) {
+  const char *d1 = fx_tmpdir("agg-build1"), *d2, *dirs[2];
+  char keep[4096];
+  sr_rec r1 = k_rec(100, 0x400000), r2 = k_rec(200, 0x7f1234000000ull);
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  size_t i;
+  (void)state;
+
+  snprintf(keep, sizeof keep, "%s", d1);
+  assert_int_equal(sr_write(keep, &r1), 0);
+  d2 = fx_tmpdir("agg-build2");
+  assert_int_equal(sr_write(d2, &r2), 0);
+  dirs[0] = keep;
+  dirs[1] = d2;
+  assert_int_equal(agg_paths(dirs, 2, NULL, &a), 0);
+  assert_int_equal(a->events, 16);
+  assert_int_equal(a->n_stacks, 4);
+  for (i = 0; i < a->n_stacks; i++)
+    assert_int_equal(a->stacks[i].n_pids, 2);
+  s = site(a, "files.open");
+  assert_int_equal(s->stacks[0]->count, 8);
+  assert_int_equal(s->stacks[0]->frames[3].line, 40); /* both agree */
+  /* Unknown functions merge by image+offset, wherever the image was. */
+  assert_int_equal(site(a, "network.connect")->stacks[0]->count, 4);
+  stkr_agg_free(a);
+}
+
+/* The same functions reached from other lines: still one stack, but no
+ * line is shown that is not true of every event. */
+static void test_merged_lines_that_differ_are_dropped(void **state) {
+  static const sr_frame other[] = {
+      {"open_config", "app/config.c", 12, false, true},
+      {"libc_wrapper", NULL, 0, false, false},
+      {"load", "app/load.c", 31, true, true},
+      {"main", "app/main2.c", 40, false, true},
+  };
+  sr_stack st[4];
+  const char *d1 = fx_tmpdir("agg-line1"), *dirs[2];
+  char keep[4096];
+  sr_rec r1 = k_rec(100, 0x400000), r2 = k_rec(200, 0x800000);
+  const stkr_agg_stack *k;
+  stkr_agg *a;
+  (void)state;
+
+  memcpy(st, k_stacks, sizeof st);
+  st[0].f = other;
+  r2.stacks = st;
+  snprintf(keep, sizeof keep, "%s", d1);
+  assert_int_equal(sr_write(keep, &r1), 0);
+  dirs[0] = keep;
+  dirs[1] = fx_tmpdir("agg-line2");
+  assert_int_equal(sr_write(dirs[1], &r2), 0);
+  assert_int_equal(agg_paths(dirs, 2, NULL, &a), 0);
+  k = site(a, "files.open")->stacks[0];
+  assert_int_equal(k->count, 8);
+  assert_string_equal(k->frames[0].file, "app/config.c");
+  assert_int_equal(k->frames[0].line, 12);
+  assert_string_equal(k->frames[2].file, "app/load.c");
+  assert_int_equal(k->frames[2].line, 0);
+  assert_null(k->frames[3].file);
+  assert_int_equal(k->frames[3].line, 0);
+  stkr_agg_free(a);
+}
+
+static void test_by_thread(void **state) {
+  const char *d = fx_tmpdir("agg-thr");
+  stkr_agg_opts o = {.by_thread = true};
+  sr_rec r = k_rec(100, 0x400000);
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  (void)state;
+
+  assert_int_equal(sr_write(d, &r), 0);
+  a = agg_dir(d, &o);
+  s = site(a, "files.open");
+  assert_int_equal(s->n_stacks, 3); /* open stack on main and io */
+  assert_int_equal(s->stacks[0]->count, 3);
+  assert_string_equal(s->stacks[0]->thread, "main");
+  assert_int_equal(s->stacks[0]->tid, 1001);
+  assert_int_equal(s->stacks[1]->count, 1);
+  assert_int_equal(s->stacks[2]->count, 1);
+  stkr_agg_free(a);
+}
+
+static void test_empty_and_bad_arguments(void **state) {
+  const char *d = fx_tmpdir("agg-empty");
+  stkr_agg *a = NULL;
+  stkr_agg_opts o = {.site_glob = "x"};
+  (void)state;
+
+  a = agg_dir(d, &o); /* no segment files: nothing, no error */
+  assert_int_equal(a->events_read, 0);
+  assert_int_equal(a->n_sites, 0);
+  assert_int_equal(a->n_stacks, 0);
+  assert_int_equal(a->n_processes, 0);
+  stkr_agg_free(a);
+  assert_int_equal(stkr_agg_build(NULL, NULL, NULL, NULL, &a), -EINVAL);
+  stkr_agg_free(NULL);
+}
+
+/* ---- real recordings by the recorder ---------------------------------------- */
+
+STKR_SITE_DEFINE(g_site_a, "test.agg.a");
+STKR_SITE_DEFINE(g_site_b, "test.agg.b");
+
+static __attribute__((noinline)) void agg_leaf(stkr_site *s) {
+  while (stkr_event(s, NULL, 0) == -EAGAIN)
+    usleep(100); /* ring full: let the worker drain */
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void agg_mid_a(void) {
+  agg_leaf(&g_site_a);
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void agg_mid_b(void) {
+  agg_leaf(&g_site_b);
+  __asm__ volatile("" ::: "memory");
+}
+
+/* In a child: record 300 events via agg_mid_a and 200 via agg_mid_b. */
+static void record_child(const char *dir) {
+  pid_t pid = fork();
+  int st;
+
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    stkr_config cfg;
+    int i;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dir = dir;
+    cfg.flush_interval_ms = 20;
+    if (stkr_init(&cfg) != 0)
+      _exit(2);
+    for (i = 0; i < 500; i++) {
+      if (i % 5 < 3)
+        agg_mid_a();
+      else
+        agg_mid_b();
+    }
+    _exit(stkr_shutdown() == 0 ? 0 : 3);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_recorded_by_two_processes(void **state) {
+  const char *d = fx_tmpdir("agg-rec");
+  char dir[4096];
+  const stkr_agg_site *s;
+  stkr_agg_opts o = {.app_only = true};
+  stkr_agg *a;
+  size_t i;
+  bool any_lib = false;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", d);
+  record_child(dir);
+  record_child(dir);
+  a = agg_dir(dir, NULL);
+  assert_int_equal(a->n_processes, 2);
+  assert_int_equal(a->events, 1000);
+  assert_int_equal(a->n_sites, 2);
+  assert_string_equal(a->sites[0].name, "test.agg.a");
+  assert_int_equal(a->sites[0].count, 600);
+  assert_int_equal(a->sites[1].count, 400);
+  /* One call chain per site, the same code in both processes: one stack
+   * each, seen in both. */
+  for (i = 0; i < 2; i++) {
+    s = &a->sites[i];
+    assert_int_equal(s->n_stacks, 1);
+    assert_int_equal(s->stacks[0]->n_pids, 2);
+    assert_true(s->stacks[0]->n_frames >= 3);
+    assert_non_null(s->stacks[0]->frames[0].function);
+    assert_string_equal(s->stacks[0]->frames[0].function, "agg_leaf");
+    assert_string_equal(s->stacks[0]->frames[1].function,
+                        i == 0 ? "agg_mid_a" : "agg_mid_b");
+    assert_string_equal(s->stacks[0]->frames[2].function, "record_child");
+    assert_true(s->stacks[0]->frames[0].is_app);
+  }
+  for (i = 0; i < a->sites[0].stacks[0]->n_frames; i++)
+    any_lib = any_lib || !a->sites[0].stacks[0]->frames[i].is_app;
+  assert_true(any_lib); /* cmocka and libc frames further out */
+  stkr_agg_free(a);
+
+  a = agg_dir(dir, &o);
+  assert_int_equal(a->events, 1000);
+  for (i = 0; i < a->sites[0].stacks[0]->n_frames; i++)
+    assert_true(a->sites[0].stacks[0]->frames[i].is_app);
+  assert_string_equal(a->sites[0].stacks[0]->frames[0].function, "agg_leaf");
+  stkr_agg_free(a);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_std_sites_stacks_and_drops),
+      cmocka_unit_test(test_two_processes_add_up),
+      cmocka_unit_test(test_sessions_do_not_share_ids),
+      cmocka_unit_test(test_filters),
+      cmocka_unit_test(test_window_event_before_first),
+      cmocka_unit_test(test_symbolized_labels_and_app_only),
+      cmocka_unit_test(test_builds_merge_by_frames),
+      cmocka_unit_test(test_merged_lines_that_differ_are_dropped),
+      cmocka_unit_test(test_by_thread),
+      cmocka_unit_test(test_empty_and_bad_arguments),
+      cmocka_unit_test(test_recorded_by_two_processes),
+  };
+  return cmocka_run_group_tests_name("agg", tests, NULL, NULL);
+}

@@ -1,0 +1,201 @@
+/*
+ * test-export-util.h: what tests/test-export.c and test-export-pprof.c
+ * share: the recording they make in their own process (known sites, call
+ * chains and threads, symbolized in-process), and running programs (the
+ * built //tools:stackrec, python3, go) with their output captured.
+ *
+ * The recording (rec_make): max_depth 3, so every stack is exactly
+ * exp_hook <- exp_mid_* <- the thread's function, nothing of libc:
+ *   thread "exp-alpha": 40 x exp.read  via exp_mid_a
+ *                       20 x exp.write via exp_mid_b
+ *   (500 ms pause)
+ *   thread "exp-beta":  10 x exp.read  via exp_mid_a
+ *                        5 x "exp;odd name" via exp_mid_c
+ * Header-only: each test binary includes it once.
+ */
+#ifndef STKR_TEST_EXPORT_UTIL_H
+#define STKR_TEST_EXPORT_UTIL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_setname_np; must come before any include */
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "recorder/stackrec.h"
+
+static char g_tmp[1024];  /* the test's scratch directory */
+static char g_tool[2048]; /* //tools:stackrec */
+static char g_rec[1200];  /* the recording */
+static char g_out[1 << 20], g_err[1 << 16];
+static uint64_t g_tid_alpha, g_tid_beta;
+
+__attribute__((unused)) static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = 0;
+
+  if (f != NULL) {
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+  }
+  buf[n] = '\0';
+}
+
+/* Run a shell command; its stdout lands in g_out, stderr in g_err.
+ * @return its exit status (fails the test if it was killed). */
+__attribute__((unused)) static int sh(const char *fmt, ...) {
+  char cmd[8192], full[8192 + 2400], o[1100], e[1100];
+  va_list ap;
+  int st;
+
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  snprintf(o, sizeof o, "%s/sh.out", g_tmp);
+  snprintf(e, sizeof e, "%s/sh.err", g_tmp);
+  snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, o, e);
+  st = system(full);
+  slurp(o, g_out, sizeof g_out);
+  slurp(e, g_err, sizeof g_err);
+  if (!WIFEXITED(st)) {
+    fprintf(stderr, "killed (%#x): %s\n%s\n", st, cmd, g_err);
+    return 128;
+  }
+  return WEXITSTATUS(st);
+}
+
+/* The path of a file in g_tmp, in one of a few rotating static buffers. */
+__attribute__((unused)) static const char *tmp_path(const char *name) {
+  static char buf[4][1200];
+  static int k;
+
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", g_tmp, name);
+  return buf[k];
+}
+
+__attribute__((unused)) static int write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+
+  if (f == NULL)
+    return -1;
+  fputs(text, f);
+  return fclose(f);
+}
+
+/* Is `prog` on PATH (or at /usr/bin/prog)? Into path. */
+__attribute__((unused)) static int find_program(const char *prog, char *path, size_t cap) {
+  if (sh("command -v '%s'", prog) == 0 && g_out[0] == '/') {
+    size_t n = strcspn(g_out, "\n");
+    if (n < cap) {
+      memcpy(path, g_out, n);
+      path[n] = '\0';
+      return 0;
+    }
+  }
+  snprintf(path, cap, "/usr/bin/%s", prog);
+  return access(path, X_OK);
+}
+
+/* ---- the recording ------------------------------------------------------- */
+
+STKR_SITE_DEFINE(g_site_read, "exp.read");
+STKR_SITE_DEFINE(g_site_write, "exp.write");
+STKR_SITE_DEFINE(g_site_odd, "exp;odd name");
+
+static __attribute__((noinline)) void exp_hook(stkr_site *s, int i) {
+  char p[16];
+  int n = snprintf(p, sizeof p, "p%d", i);
+  while (stkr_event(s, p, (size_t)n) == -EAGAIN)
+    usleep(100); /* ring full: let the worker drain */
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void exp_mid_a(stkr_site *s, int i) {
+  exp_hook(s, i);
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void exp_mid_b(stkr_site *s, int i) {
+  exp_hook(s, i);
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void exp_mid_c(stkr_site *s, int i) {
+  exp_hook(s, i);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void *exp_alpha_main(void *arg) {
+  int i;
+  (void)arg;
+  pthread_setname_np(pthread_self(), "exp-alpha");
+  g_tid_alpha = (uint64_t)syscall(SYS_gettid);
+  for (i = 0; i < 40; i++)
+    exp_mid_a(&g_site_read, i);
+  for (i = 0; i < 20; i++)
+    exp_mid_b(&g_site_write, i);
+  __asm__ volatile("" ::: "memory");
+  return NULL;
+}
+
+static void *exp_beta_main(void *arg) {
+  int i;
+  (void)arg;
+  pthread_setname_np(pthread_self(), "exp-beta");
+  g_tid_beta = (uint64_t)syscall(SYS_gettid);
+  for (i = 0; i < 10; i++)
+    exp_mid_a(&g_site_read, i);
+  for (i = 0; i < 5; i++)
+    exp_mid_c(&g_site_odd, i);
+  __asm__ volatile("" ::: "memory");
+  return NULL;
+}
+
+/* Make g_tmp, find the tool, record the recording above into g_rec.
+ * @return 0 or -1 (with a message). */
+__attribute__((unused)) static int rec_make(const char *tag) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+  stkr_config cfg;
+  pthread_t th;
+  int err;
+
+  snprintf(g_tmp, sizeof g_tmp, "%s/%s-XXXXXX",
+           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", tag);
+  if (mkdtemp(g_tmp) == NULL)
+    return -1;
+  snprintf(g_tool, sizeof g_tool, "%s/%s/tools/stackrec", src ? src : ".",
+           ws ? ws : ".");
+  if (access(g_tool, X_OK) != 0) {
+    fprintf(stderr, "no stackrec binary at %s\n", g_tool);
+    return -1;
+  }
+  snprintf(g_rec, sizeof g_rec, "%s/rec", g_tmp);
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = g_rec;
+  cfg.max_depth = 3;
+  cfg.flush_interval_ms = 20;
+  cfg.symbolize = STKR_SYMBOLIZE_INPROC;
+  if ((err = stkr_init(&cfg)) != 0) {
+    fprintf(stderr, "stkr_init: %s\n", stkr_strerror(err));
+    return -1;
+  }
+  pthread_create(&th, NULL, exp_alpha_main, NULL);
+  pthread_join(th, NULL);
+  usleep(500 * 1000); /* --from/--to split the threads at 0.25 s */
+  pthread_create(&th, NULL, exp_beta_main, NULL);
+  pthread_join(th, NULL);
+  if ((err = stkr_shutdown()) != 0) {
+    fprintf(stderr, "stkr_shutdown: %s\n", stkr_strerror(err));
+    return -1;
+  }
+  return 0;
+}
+
+#endif

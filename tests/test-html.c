@@ -1,0 +1,847 @@
+/*
+ * test-html.c: the self-contained HTML report (tools/stackrec/html.c with
+ * report.js and report.css compiled in).
+ *
+ * Part 1 checks the page as written, on aggregations built by hand: the
+ * drop summary, escaping of hostile names, the JSON the script reads, no
+ * external resources, write errors. Part 2 records known call chains in
+ * this process (stkr_init, as tests/test-record.c), aggregates them as
+ * `report` does, writes the page and opens it in headless Chromium: the DOM
+ * after the script ran must hold each site's flame graph with the expected
+ * frames and widths, a zoom given in the URL must zoom, and a screenshot
+ * (kept in $TEST_UNDECLARED_OUTPUTS_DIR with the page) must show the graph.
+ * Chromium is required: without it the test fails and says how to get it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "proto/stkr_reader.h"
+#include "recorder/stackrec.h"
+#include "tools/stackrec/agg.h"
+#include "tools/stackrec/html.h"
+
+static char g_tmp[512];
+
+static int make_tmp(void **state) {
+  (void)state;
+  snprintf(g_tmp, sizeof g_tmp, "%s/html-XXXXXX",
+           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+  return mkdtemp(g_tmp) == NULL ? -1 : 0;
+}
+
+/* The page for a as one string (caller frees). */
+static char *page_of(const stkr_agg *a, const char *title) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+
+  assert_non_null(f);
+  assert_int_equal(stkr_html_write(f, a, title), 0);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(strlen(buf), len);
+  return buf;
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+#define assert_has(hay, needle)                                         \
+  do {                                                                  \
+    if (strstr((hay), (needle)) == NULL)                                \
+      fail_msg("page lacks \"%s\"", (needle));                          \
+  } while (0)
+#define assert_lacks(hay, needle)                                       \
+  do {                                                                  \
+    if (strstr((hay), (needle)) != NULL)                                \
+      fail_msg("page holds \"%s\"", (needle));                          \
+  } while (0)
+
+/* Nothing the page could fetch: no URL, no element or rule that loads. */
+static void assert_self_contained(const char *page) {
+  assert_lacks(page, "http://");
+  assert_lacks(page, "https://");
+  assert_lacks(page, " src=");
+  assert_lacks(page, "<link");
+  assert_lacks(page, "<img");
+  assert_lacks(page, "<iframe");
+  assert_lacks(page, "@import");
+  assert_lacks(page, "url(");
+  assert_has(page, "<meta http-equiv=\"Content-Security-Policy\" "
+                   "content=\"default-src 'none';");
+}
+
+/* ---- part 1: pages of hand-built aggregations --------------------------- */
+
+/* innermost first, as the agg holds them */
+static const stkr_frame k_frames_a[] = {
+    {.pc = 0x1010, .function = "read_contacts", .file = "src/contacts.c",
+     .line = 42, .image = "/opt/app/bin/app", .offset = 0x1010, .is_app = true},
+    {.pc = 0x2020, .function = "sync_all", .file = "src/sync.c", .line = 7,
+     .image = "/opt/app/bin/app", .offset = 0x2020, .is_app = true},
+    {.pc = 0x7f0000001234, .image = "/usr/lib/libfoo.so.1", .offset = 0x1234},
+};
+static const stkr_frame k_frames_b[] = {
+    {.pc = 0x1011, .function = "read_contacts", .file = "src/contacts.c",
+     .line = 43, .image = "/opt/app/bin/app", .offset = 0x1011, .is_app = true,
+     .inlined = true},
+    {.pc = 0x3030, .function = "ui_refresh", .image = "/opt/app/bin/app",
+     .offset = 0x3030, .is_app = true},
+    {.pc = 0x7f0000001234, .image = "/usr/lib/libfoo.so.1", .offset = 0x1234},
+};
+static const stkr_frame k_frames_evil[] = {
+    {.pc = 0x4040, .function = "evil</script><script>alert(1)</script>"},
+    {.pc = 0x5050, .function = "bad\xff" "utf8 \xe2\x80\xa8 sep"},
+};
+
+#define EVIL_SITE "x</script><!--<script>alert('y')&amp;"
+
+static stkr_agg_stack g_stacks[3];
+static const stkr_agg_stack *g_site0_stacks[2] = {&g_stacks[0], &g_stacks[1]};
+static const stkr_agg_stack *g_site1_stacks[1] = {&g_stacks[2]};
+static stkr_agg_site g_sites[2];
+
+static void hand_agg(stkr_agg *a) {
+  memset(a, 0, sizeof *a);
+  g_stacks[0] = (stkr_agg_stack){.site = "files.open", .frames = k_frames_a,
+                                 .n_frames = 3, .count = 3000, .n_pids = 1};
+  g_stacks[1] = (stkr_agg_stack){.site = "files.open", .frames = k_frames_b,
+                                 .n_frames = 3, .count = 1000, .n_pids = 1};
+  g_stacks[2] = (stkr_agg_stack){.site = EVIL_SITE, .frames = k_frames_evil,
+                                 .n_frames = 2, .count = 1, .n_pids = 1};
+  g_sites[0] = (stkr_agg_site){.name = "files.open", .count = 4000,
+                               .stacks = g_site0_stacks, .n_stacks = 2};
+  g_sites[1] = (stkr_agg_site){.name = EVIL_SITE, .count = 1,
+                               .stacks = g_site1_stacks, .n_stacks = 1};
+  a->sites = g_sites;
+  a->n_sites = 2;
+  a->stacks = g_stacks;
+  a->n_stacks = 3;
+  a->events_read = a->events = 4001;
+  a->n_processes = 2;
+}
+
+static void test_drop_summary_by_cause(void **state) {
+  stkr_agg a;
+  char *p;
+  (void)state;
+
+  hand_agg(&a);
+  a.drops_ring_full = 1200;
+  a.drops_reentrant = 3;
+  a.drops_write_error = 0;
+  a.drops_other = 1;
+  a.drops = 1204;
+  a.damaged_batches = 2;
+  p = page_of(&a, "Soak run 7");
+  assert_has(p, "<title>Soak run 7</title>");
+  assert_has(p, "<section id=\"drops\" class=\"drops lost\">");
+  /* 1204 of 4001 + 1204 events captured: 23.1% */
+  assert_has(p, "1,204 events were dropped by the recorder (23.1% of the "
+                "events captured)");
+  assert_has(p, "<tr><td>ring full</td><td class=\"num\">1,200</td>");
+  assert_has(p, "<tr><td>re-entrant</td><td class=\"num\">3</td>");
+  assert_has(p, "<tr><td>write error</td><td class=\"num\">0</td>");
+  assert_has(p, "<tr><td>other</td><td class=\"num\">1</td>");
+  assert_has(p, "2 damaged or truncated batches could not be read");
+  assert_lacks(p, "No dropped events");
+  /* The summary comes before the site table. */
+  assert_true(strstr(p, "id=\"drops\"") < strstr(p, "id=\"sites\""));
+  free(p);
+}
+
+static void test_no_drops_said_plainly(void **state) {
+  stkr_agg a;
+  char *p;
+  (void)state;
+
+  hand_agg(&a);
+  a.events_read = 5000; /* filters kept 4001 */
+  p = page_of(&a, NULL);
+  assert_has(p, "<title>stackrec report</title>");
+  assert_has(p, "<section id=\"drops\" class=\"drops none\">");
+  assert_has(p, "<p>No dropped events: the recorder wrote every event it "
+                "captured.</p>");
+  assert_lacks(p, "were dropped");
+  assert_lacks(p, "damaged");
+  assert_has(p, "4,001 events at 2 sites, 3 distinct stacks, from 2 "
+                "processes (4,001 of the 5,000 events read passed the "
+                "filters).");
+  free(p);
+}
+
+static void test_site_table_and_data(void **state) {
+  stkr_agg a;
+  char *p;
+  (void)state;
+
+  hand_agg(&a);
+  p = page_of(&a, "t");
+  /* Site table: rank, link to the graph, events, % of total, stacks. */
+  assert_has(p, "<tr><td class=\"num\">1</td><td class=\"name\"><a "
+                "href=\"#site-0\">files.open</a></td><td class=\"num\">4,000"
+                "</td><td class=\"num\">100.0%</td><td class=\"num\">2</td>");
+  assert_has(p, "<td class=\"num\">1</td><td class=\"num\">&lt;0.1%</td>");
+  assert_has(p, "<details class=\"site\" id=\"site-0\" open>");
+  assert_has(p, "<div class=\"flame\" data-site=\"1\"></div>");
+  /* Stacks root first; frames numbered as first met, deduplicated by label,
+   * location, flags and image; the unnamed frame labelled image+offset. */
+  assert_has(p, "\"name\":\"files.open\",\"count\":4000,\"stacks\":"
+                "[[3000,0,1,2],[1000,0,3,4]]}");
+  assert_has(p, "\"frames\":[\n[\"libfoo.so.1+0x1234\",\"\",4,"
+                "\"libfoo.so.1\"],\n[\"sync_all\",\"src/sync.c:7\",2,\"app\"],"
+                "\n[\"read_contacts\",\"src/contacts.c:42\",2,\"app\"],\n"
+                "[\"ui_refresh\",\"\",2,\"app\"],\n[\"read_contacts\","
+                "\"src/contacts.c:43\",3,\"app\"]");
+  assert_has(p, "\"events\":4001");
+  assert_self_contained(p);
+  assert_has(p, "<script type=\"application/json\" id=\"stkr-data\">");
+  free(p);
+}
+
+/* Recorded names are untrusted: they must neither end an element nor
+ * start markup, and invalid UTF-8 must not make the JSON invalid. */
+static void test_hostile_names_escaped(void **state) {
+  stkr_agg a;
+  char *p;
+  (void)state;
+
+  hand_agg(&a);
+  p = page_of(&a, "<i>title</i>");
+  assert_has(p, "<title>&lt;i&gt;title&lt;/i&gt;</title>");
+  /* Exactly the page's own script elements: the data and the code. */
+  assert_int_equal(count_of(p, "</script"), 2);
+  assert_int_equal(count_of(p, "<script"), 2);
+  assert_lacks(p, "<!--");
+  assert_lacks(p, "<i>title");
+  assert_has(p, ">x&lt;/script&gt;&lt;!--&lt;script&gt;alert(&#39;y&#39;)"
+                "&amp;amp;</a>");
+  assert_has(p, "\"name\":\"x\\u003c/script\\u003e\\u003c!--\\u003cscript"
+                "\\u003ealert('y')\\u0026amp;\"");
+  assert_has(p, "[\"evil\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"
+                "\\u003c/script\\u003e\",\"\",0,\"\"]");
+  /* \xff is not UTF-8: the code point U+00FF; U+2028 escaped. */
+  assert_has(p, "\"bad\\u00ffutf8 \\u2028 sep\"");
+  free(p);
+}
+
+static void test_empty_aggregation(void **state) {
+  stkr_agg a;
+  char *p;
+  (void)state;
+
+  memset(&a, 0, sizeof a);
+  p = page_of(&a, "empty");
+  assert_has(p, "0 events at 0 sites, 0 distinct stacks, from 0 processes.");
+  assert_has(p, "No dropped events");
+  assert_has(p, "<p>No events in this report.</p>");
+  assert_lacks(p, "id=\"flames\"");
+  assert_has(p, "{\"version\":1,\"events\":0,\"sites\":[],\n\"frames\":[]}");
+  assert_has(p, "</body></html>\n");
+  free(p);
+}
+
+static void test_write_error_reported(void **state) {
+  stkr_agg a;
+  FILE *f;
+  (void)state;
+
+  hand_agg(&a);
+  f = fopen("/dev/full", "w");
+  assert_non_null(f);
+  assert_int_equal(stkr_html_write(f, &a, "x"), -ENOSPC);
+  fclose(f);
+  assert_int_equal(stkr_html_write(NULL, &a, "x"), -EINVAL);
+  assert_int_equal(stkr_html_write(stdout, NULL, "x"), -EINVAL);
+}
+
+/* ---- part 2: a real recording in headless Chromium ---------------------- */
+
+/* Known call chains, each function with its own frame. */
+STKR_SITE_DEFINE(g_contacts, "html.test.contacts");
+STKR_SITE_DEFINE(g_location, "html.test.location");
+STKR_SITE_DEFINE(g_evil, "html.test.<b>bold</b></script>");
+STKR_SITE_DEFINE(g_burst, "html.test.burst");
+
+#define N_SYNC 600    /* main_loop -> sync_contacts -> read_contacts */
+#define N_REFRESH 300 /* main_loop -> refresh_ui -> read_contacts */
+#define N_LOCATE 300  /* main_loop -> locate */
+#define N_EVIL 150    /* main_loop -> locate -> evil */
+
+static void record_one(stkr_site *site) {
+  /* A full ring drops (and counts) the event: wait for the worker. */
+  while (stkr_event(site, NULL, 0) == -EAGAIN)
+    usleep(200);
+}
+
+__attribute__((noinline)) void html_fx_read_contacts(void) {
+  record_one(&g_contacts);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) void html_fx_sync_contacts(void) {
+  html_fx_read_contacts();
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) void html_fx_refresh_ui(void) {
+  html_fx_read_contacts();
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) void html_fx_evil(void) {
+  record_one(&g_evil);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) void html_fx_locate(int evil) {
+  if (evil)
+    html_fx_evil();
+  else
+    record_one(&g_location);
+  __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline)) void html_fx_main_loop(void) {
+  int i;
+  for (i = 0; i < N_SYNC; i++)
+    html_fx_sync_contacts();
+  for (i = 0; i < N_REFRESH; i++)
+    html_fx_refresh_ui();
+  for (i = 0; i < N_LOCATE; i++)
+    html_fx_locate(0);
+  for (i = 0; i < N_EVIL; i++)
+    html_fx_locate(1);
+  __asm__ volatile("" ::: "memory");
+}
+
+static stkr_agg *g_agg;
+static char g_page[600], g_out[512];
+
+static const stkr_agg_site *site_named(const char *name, size_t *idx) {
+  size_t i;
+  for (i = 0; i < g_agg->n_sites; i++)
+    if (strcmp(g_agg->sites[i].name, name) == 0) {
+      *idx = i;
+      return &g_agg->sites[i];
+    }
+  fail_msg("no site %s in the aggregation", name);
+  return NULL;
+}
+
+/* Record, aggregate as `report` does (lazy frames), write the page. */
+#define SETUP_CHECK(cond, what)                                          \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      fprintf(stderr, "test-html setup: %s failed (%s)\n", what,         \
+              strerror(errno));                                         \
+      return -1;                                                        \
+    }                                                                   \
+  } while (0)
+
+static int record_and_write(void **state) {
+  char dir[600];
+  stkr_config cfg;
+  stkr_reader *r;
+  stkr_reader_opts ro = {.lazy_frames = true};
+  const char *outs = getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  FILE *f;
+  int i;
+  (void)state;
+
+  SETUP_CHECK(make_tmp(NULL) == 0, "mkdtemp");
+  snprintf(g_out, sizeof g_out, "%s", outs && *outs ? outs : g_tmp);
+  snprintf(dir, sizeof dir, "%s/rec", g_tmp);
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = dir;
+  cfg.ring_bytes = 16 << 10; /* small, so the burst below drops */
+  cfg.max_depth = 32;
+  cfg.flush_interval_ms = 60000; /* drain only at the high-water mark */
+  SETUP_CHECK(stkr_init(&cfg) == 0, "stkr_init");
+  /* A burst into the small ring: some events are dropped (ring full), so
+   * the page has a real drop summary to show. */
+  for (i = 0; i < 3000; i++)
+    (void)stkr_event(&g_burst, NULL, 0);
+  html_fx_main_loop();
+  SETUP_CHECK(stkr_shutdown() == 0, "stkr_shutdown");
+  SETUP_CHECK(stkr_reader_open(dir, &ro, &r) == 0, "stkr_reader_open");
+  SETUP_CHECK(stkr_agg_build(r, NULL, NULL, NULL, &g_agg) == 0,
+              "stkr_agg_build");
+  stkr_reader_free(r);
+  snprintf(g_page, sizeof g_page, "%s/report.html", g_out);
+  f = fopen(g_page, "w");
+  SETUP_CHECK(f != NULL, g_page);
+  SETUP_CHECK(stkr_html_write(f, g_agg, "test-html: known call chains") == 0,
+              "stkr_html_write");
+  SETUP_CHECK(fclose(f) == 0, "writing the page");
+  return 0;
+}
+
+static int free_agg(void **state) {
+  (void)state;
+  stkr_agg_free(g_agg);
+  return 0;
+}
+
+/* The file's bytes, NUL-terminated; *len (if not NULL) gets their count. */
+static char *slurp_n(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *buf;
+  long n;
+
+  if (f == NULL)
+    fail_msg("cannot open %s: %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  buf = malloc((size_t)n + 1);
+  assert_non_null(buf);
+  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+  buf[n] = '\0';
+  fclose(f);
+  if (len != NULL)
+    *len = (size_t)n;
+  return buf;
+}
+
+static char *slurp(const char *path) { return slurp_n(path, NULL); }
+
+/* Chromium from $STKR_CHROMIUM or the PATH; fails the test if missing. */
+static const char *chromium(void) {
+  static char path[1024];
+  static const char *const names[] = {"chromium", "chromium-browser",
+                                      "google-chrome"};
+  const char *env = getenv("STKR_CHROMIUM"), *p, *e;
+  size_t i;
+
+  if (path[0])
+    return path;
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+    return path;
+  }
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    for (p = getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin"; *p; p = e) {
+      e = strchr(p, ':') ? strchr(p, ':') : p + strlen(p);
+      snprintf(path, sizeof path, "%.*s/%s", (int)(e - p), p, names[i]);
+      if (access(path, X_OK) == 0)
+        return path;
+      if (*e == ':')
+        e++;
+    }
+  path[0] = '\0';
+  fail_msg("chromium not found on PATH (%s): install Debian's chromium "
+           "(tools/install-deps.sh --tests) or set STKR_CHROMIUM",
+           getenv("PATH") ? getenv("PATH") : "");
+  return NULL;
+}
+
+/* Run headless Chromium on url with one extra option (--dump-dom or
+ * --screenshot=...); stdout goes to out_path. Killed after 90 s. */
+static void run_chromium(const char *url, const char *mode,
+                         const char *out_path) {
+  char profile[600], home[600], log[600], udd[700];
+  const char *bin = chromium();
+  pid_t pid;
+  int status = 0, waited;
+
+  snprintf(home, sizeof home, "%s/home", g_tmp);
+  snprintf(profile, sizeof profile, "%s/profile-XXXXXX", g_tmp);
+  mkdir(home, 0700);
+  assert_non_null(mkdtemp(profile));
+  snprintf(udd, sizeof udd, "--user-data-dir=%s", profile);
+  snprintf(log, sizeof log, "%s/chromium.log", g_tmp);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    char *argv[] = {(char *)bin, "--headless", "--no-sandbox", "--disable-gpu",
+                    "--disable-quic", "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--hide-scrollbars",
+                    "--window-size=1200,900", udd, (char *)mode, (char *)url,
+                    NULL};
+    int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int l = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    setpgid(0, 0); /* its helpers too, so a hang can be killed whole */
+    if (o < 0 || l < 0 || dup2(o, 1) < 0 || dup2(l, 2) < 0)
+      _exit(126);
+    setenv("HOME", home, 1);
+    setenv("XDG_CONFIG_HOME", home, 1);
+    setenv("XDG_CACHE_HOME", home, 1);
+    execv(bin, argv);
+    _exit(127);
+  }
+  for (waited = 0; waited < 90000; waited += 20) {
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      break;
+    usleep(20000);
+  }
+  if (waited >= 90000) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("chromium %s %s: no result after 90 s (log: %s)", mode, url, log);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    char *l = slurp(log);
+    fail_msg("chromium %s %s failed (status %#x): %s", mode, url, status, l);
+  }
+}
+
+/* The DOM of the page after its script ran; url_suffix e.g. "#site-0/x". */
+static char *dom_of(const char *url_suffix, const char *name) {
+  char url[1200], out[700];
+
+  snprintf(url, sizeof url, "file://%s%s", g_page, url_suffix);
+  snprintf(out, sizeof out, "%s/%s", g_out, name);
+  run_chromium(url, "--dump-dom", out);
+  return slurp(out);
+}
+
+/* The section of site i's flame graph in a dumped DOM (its <details>:
+ * toolbar, graph, status line), as a copy the caller frees. */
+static char *graph_of(const char *dom, size_t i) {
+  char key[64];
+  const char *s, *e;
+
+  snprintf(key, sizeof key, "<details class=\"site\" id=\"site-%zu\"", i);
+  s = strstr(dom, key);
+  if (s == NULL || (e = strstr(s, "</details>")) == NULL ||
+      strstr(s, "<div class=\"flame\"") > e)
+    fail_msg("no flame graph for site %zu in the DOM", i);
+  return strndup(s, (size_t)(e - s));
+}
+
+/* Width in % of the box whose text is exactly name, or -1 if none. */
+static double box_width(const char *graph, const char *name) {
+  char key[300];
+  const char *t, *b, *w;
+
+  snprintf(key, sizeof key, ">%s</div>", name);
+  t = strstr(graph, key);
+  if (t == NULL)
+    return -1;
+  for (b = t; b > graph && strncmp(b, "<div ", 5) != 0; b--)
+    ;
+  w = strstr(b, "width: ");
+  if (w == NULL || w > t)
+    fail_msg("box %s has no width", name);
+  return strtod(w + 7, NULL);
+}
+
+static void assert_width(const char *graph, const char *name, double want) {
+  double got = box_width(graph, name);
+  if (got < want - 0.05 || got > want + 0.05)
+    fail_msg("box %s: width %.4f%%, expected %.4f%%", name, got, want);
+}
+
+static void test_chromium_renders_flame_graphs(void **state) {
+  size_t ic, il, ie, ib;
+  char *dom, *g;
+  char want[300];
+  (void)state;
+
+  site_named("html.test.contacts", &ic);
+  site_named("html.test.location", &il);
+  site_named("html.test.<b>bold</b></script>", &ie);
+  site_named("html.test.burst", &ib);
+  assert_int_equal(g_agg->sites[ic].count, N_SYNC + N_REFRESH);
+  assert_int_equal(g_agg->sites[il].count, N_LOCATE);
+  assert_int_equal(g_agg->sites[ie].count, N_EVIL);
+  assert_true(g_agg->drops_ring_full > 0);
+  {
+    char *page = slurp(g_page);
+    assert_self_contained(page);
+    free(page);
+  }
+
+  dom = dom_of("", "dom.html");
+  /* The script ran over every site; the tables are there. */
+  snprintf(want, sizeof want, "data-rendered=\"%zu\"", g_agg->n_sites);
+  assert_has(dom, want);
+  assert_has(dom, "<a href=\"#site-0\">");
+  {
+    /* The drop count as the page writes it: 1,234 */
+    char digits[32], *o = want;
+    int nd = snprintf(digits, sizeof digits, "%" PRIu64, g_agg->drops), d;
+    for (d = 0; d < nd; d++) {
+      if (d > 0 && (nd - d) % 3 == 0)
+        *o++ = ',';
+      *o++ = digits[d];
+    }
+    strcpy(o, " events were dropped by the recorder");
+    assert_has(dom, want);
+  }
+  assert_has(dom, "<td>ring full</td>");
+  /* The hostile site name is text, never markup. */
+  assert_lacks(dom, "<b>bold</b>");
+  assert_has(dom, ">html.test.&lt;b&gt;bold&lt;/b&gt;&lt;/script&gt;</a>");
+
+  g = graph_of(dom, ic);
+  /* Root row: the site over the whole width; then the callers down to the
+   * two paths through html_fx_main_loop, split 600 : 300. */
+  assert_has(g, "class=\"fr root\"");
+  assert_has(g, ">html.test.contacts</div>");
+  assert_width(g, "html.test.contacts", 100);
+  assert_width(g, "html_fx_main_loop", 100);
+  assert_width(g, "html_fx_sync_contacts", 100.0 * N_SYNC / (N_SYNC + N_REFRESH));
+  assert_width(g, "html_fx_refresh_ui", 100.0 * N_REFRESH / (N_SYNC + N_REFRESH));
+  assert_true(box_width(g, "html_fx_read_contacts") > 0);
+  assert_true(box_width(g, "html_fx_locate") < 0);
+  free(g);
+
+  g = graph_of(dom, il);
+  assert_width(g, "html.test.location", 100);
+  assert_width(g, "html_fx_locate", 100);
+  assert_true(box_width(g, "html_fx_sync_contacts") < 0);
+  assert_true(box_width(g, "html_fx_evil") < 0);
+  free(g);
+
+  g = graph_of(dom, ie);
+  assert_width(g, "html.test.&lt;b&gt;bold&lt;/b&gt;&lt;/script&gt;", 100);
+  assert_width(g, "html_fx_evil", 100);
+  free(g);
+  free(dom);
+}
+
+/* Interaction, driven by a script appended to a copy of the page: hover
+ * the box named `name` in site `site` (the tooltip's text is kept in
+ * body[data-tip]), click it (zoom: body[data-zoom] gets the hash, whether
+ * `sibling` is still drawn and the box's width), then click the site's root
+ * box (zoom out: body[data-reset]). Returns the dumped DOM. */
+static char *probe(const char *page, size_t site, const char *name,
+                   const char *sibling, const char *root, const char *file) {
+  char path[700], out[700], url[800];
+  char *src = slurp(page);
+  FILE *f;
+
+  snprintf(path, sizeof path, "%s/%s", g_tmp, file);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(src, f);
+  free(src);
+  fprintf(f,
+          "<script>(function () {\n"
+          "var g = document.querySelector('#site-%zu .flame');\n"
+          "function box(t) { var b = g.querySelectorAll('.fr');\n"
+          "  for (var i = 0; i < b.length; i++) if (b[i].textContent === t)"
+          " return b[i]; return null; }\n"
+          "var b = box(%s), r = b.getBoundingClientRect();\n"
+          "b.dispatchEvent(new MouseEvent('mousemove', {bubbles: true,"
+          " clientX: r.left + 4, clientY: r.top + 4}));\n"
+          "var tip = document.getElementById('tip');\n"
+          "document.body.setAttribute('data-tip', (tip.hidden ? 'hidden|' :"
+          " 'shown|') + tip.textContent);\n"
+          "b.click();\n"
+          "document.body.setAttribute('data-zoom', location.hash + '|' +"
+          " (box(%s) ? 'sibling drawn' : 'sibling gone') + '|' +"
+          " box(%s).style.width);\n"
+          "box(%s).click();\n"
+          "document.body.setAttribute('data-reset', location.hash + '|' +"
+          " (box(%s) ? 'sibling drawn' : 'sibling gone'));\n"
+          "})();</script>\n",
+          site, name, sibling, name, root, sibling);
+  assert_int_equal(fclose(f), 0);
+  snprintf(url, sizeof url, "file://%s", path);
+  snprintf(out, sizeof out, "%s/dom-%s", g_out, file);
+  run_chromium(url, "--dump-dom", out);
+  return slurp(out);
+}
+
+/* Hover and clicks on the recording's page: the tooltip names the frame
+ * with its count and percentages; a click zooms and puts the zoom in the
+ * URL; a click on the site zooms out. Then that URL, loaded afresh, shows
+ * the same zoom: the zoomed frame and its callers span the width, its
+ * callees scale to it, its sibling is gone, the status line says what is
+ * zoomed. */
+static void test_chromium_hover_click_and_link(void **state) {
+  size_t ic;
+  char want[300], hash[2048], *dom, *g, *h;
+  (void)state;
+
+  site_named("html.test.contacts", &ic);
+  dom = probe(g_page, ic, "'html_fx_refresh_ui'", "'html_fx_sync_contacts'",
+              "'html.test.contacts'", "probe.html");
+  snprintf(want, sizeof want,
+           "data-tip=\"shown|html_fx_refresh_ui%d events, 33.3%% of site, ",
+           N_REFRESH);
+  assert_has(dom, want);
+  /* Last line: the image (this test binary); with -g, file:line before. */
+  assert_has(dom, "in html\" data-zoom=");
+  snprintf(want, sizeof want, "data-zoom=\"#site-%zu/", ic);
+  assert_has(dom, want);
+  assert_has(dom, "/html_fx_main_loop/html_fx_refresh_ui|sibling gone|100%\"");
+  snprintf(want, sizeof want, "data-reset=\"#site-%zu|sibling drawn\"", ic);
+  assert_has(dom, want);
+  h = strstr(dom, "data-zoom=\"") + 11;
+  snprintf(hash, sizeof hash, "%.*s", (int)(strchr(h, '|') - h), h);
+  free(dom);
+
+  dom = dom_of(hash, "dom-zoomed.html");
+  g = graph_of(dom, ic);
+  free(dom);
+  assert_width(g, "html_fx_main_loop", 100);  /* a caller */
+  assert_width(g, "html_fx_refresh_ui", 100); /* the zoomed frame */
+  assert_width(g, "html_fx_read_contacts", 100);
+  assert_true(box_width(g, "html_fx_sync_contacts") < 0);
+  assert_has(g, "<button type=\"button\" class=\"reset\">Reset zoom</button>");
+  snprintf(want, sizeof want,
+           "Zoomed to html_fx_refresh_ui \xe2\x80\x94 %d events, 33.3%% of "
+           "site, ", N_REFRESH);
+  assert_has(g, want);
+  free(g);
+}
+
+/* The same on a hand-built aggregation, for what the recording above
+ * cannot have: file:line, an inlined frame, an unnamed frame. */
+static void test_chromium_tooltip_locations(void **state) {
+  stkr_agg a;
+  char path[700], *dom;
+  FILE *f;
+  (void)state;
+
+  hand_agg(&a);
+  snprintf(path, sizeof path, "%s/hand.html", g_tmp);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(stkr_html_write(f, &a, "hand-built"), 0);
+  assert_int_equal(fclose(f), 0);
+  /* The first read_contacts box drawn is the one under ui_refresh: 1000
+   * of the site's 4000 events, at line 43, inlined there. */
+  dom = probe(path, 0, "'read_contacts'", "'sync_all'", "'files.open'",
+              "probe-hand.html");
+  assert_has(dom, "data-tip=\"shown|read_contacts1,000 events, 25.0% of site, "
+                  "25.0% of allsrc/contacts.c:43in appinlined\"");
+  assert_has(dom, "data-zoom=\"#site-0/libfoo.so.1%2B0x1234/ui_refresh/"
+                  "read_contacts|sibling gone|100%\"");
+  assert_has(dom, "data-reset=\"#site-0|sibling drawn\"");
+  free(dom);
+  /* No function name: labelled image+offset, no "in image" line. */
+  dom = probe(path, 0, "'libfoo.so.1+0x1234'", "'nothing'", "'files.open'",
+              "probe-hand3.html");
+  assert_has(dom, "data-tip=\"shown|libfoo.so.1+0x12344,000 events, 100.0% of "
+                  "site, 100.0% of all\"");
+  free(dom);
+}
+
+/* PNG: 1200x900, and a good part of it in the warm colours of app frames
+ * (the flame graph is on screen, not just the tables). */
+static void test_chromium_screenshot(void **state) {
+  char png[700], arg[720], url[700];
+  unsigned char *p, *raw, *img;
+  size_t n, idat_len = 0, pos, stride, y, x;
+  uint32_t w = 0, h = 0;
+  unsigned bpp = 0;
+  uLongf raw_len;
+  unsigned long warm = 0;
+  (void)state;
+
+  snprintf(png, sizeof png, "%s/report.png", g_out);
+  snprintf(arg, sizeof arg, "--screenshot=%s", png);
+  snprintf(url, sizeof url, "file://%s", g_page);
+  unlink(png);
+  run_chromium(url, arg, "/dev/null");
+  p = (unsigned char *)slurp_n(png, &n);
+  assert_true(n > 33);
+  assert_memory_equal(p, "\x89PNG\r\n\x1a\n", 8);
+
+  /* Chunks: IHDR, then the IDATs concatenated. */
+  raw = malloc(n);
+  assert_non_null(raw);
+  for (pos = 8; pos + 12 <= n;) {
+    uint32_t len = (uint32_t)p[pos] << 24 | p[pos + 1] << 16 |
+                   p[pos + 2] << 8 | p[pos + 3];
+    const unsigned char *type = p + pos + 4, *d = p + pos + 8;
+    assert_true(pos + 12 + len <= n);
+    if (memcmp(type, "IHDR", 4) == 0) {
+      w = (uint32_t)d[0] << 24 | d[1] << 16 | d[2] << 8 | d[3];
+      h = (uint32_t)d[4] << 24 | d[5] << 16 | d[6] << 8 | d[7];
+      assert_int_equal(d[8], 8);  /* bit depth */
+      assert_true(d[9] == 2 || d[9] == 6); /* RGB or RGBA */
+      assert_int_equal(d[12], 0); /* not interlaced */
+      bpp = d[9] == 6 ? 4 : 3;
+    } else if (memcmp(type, "IDAT", 4) == 0) {
+      memcpy(raw + idat_len, d, len);
+      idat_len += len;
+    }
+    pos += 12 + len;
+  }
+  assert_int_equal(w, 1200);
+  assert_int_equal(h, 900);
+  stride = (size_t)w * bpp;
+  raw_len = (uLongf)(h * (stride + 1));
+  img = malloc(raw_len);
+  assert_non_null(img);
+  assert_int_equal(uncompress(img, &raw_len, raw, idat_len), Z_OK);
+  assert_int_equal(raw_len, h * (stride + 1));
+  /* Undo the row filters in place (each row: filter byte, then pixels). */
+  for (y = 0; y < h; y++) {
+    unsigned char *row = img + y * (stride + 1) + 1;
+    const unsigned char *up = y ? row - (stride + 1) : NULL;
+    unsigned ft = row[-1];
+    for (x = 0; x < stride; x++) {
+      int a = x >= bpp ? row[x - bpp] : 0, b = up ? up[x] : 0,
+          c = (up && x >= bpp) ? up[x - bpp] : 0, pr;
+      switch (ft) {
+      case 0: break;
+      case 1: row[x] = (unsigned char)(row[x] + a); break;
+      case 2: row[x] = (unsigned char)(row[x] + b); break;
+      case 3: row[x] = (unsigned char)(row[x] + (a + b) / 2); break;
+      case 4: {
+        int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
+        pr = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+        row[x] = (unsigned char)(row[x] + pr);
+        break;
+      }
+      default: fail_msg("PNG row %zu: filter %u", y, ft);
+      }
+    }
+    for (x = 0; x < w; x++) {
+      const unsigned char *px = row + x * bpp;
+      /* hsl(8..50, 85%, 58..66%): strong red, weaker green, low blue */
+      warm += px[0] > 200 && px[2] < 150 && px[1] + 40 < px[0];
+    }
+  }
+  /* At least 5% of the screen (a few rows of app frames across). */
+  if (warm < (unsigned long)w * h / 20)
+    fail_msg("screenshot %s: only %lu warm pixels of %u: no flame graph on "
+             "screen?", png, warm, w * h);
+  free(img);
+  free(raw);
+  free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest page[] = {
+      cmocka_unit_test(test_drop_summary_by_cause),
+      cmocka_unit_test(test_no_drops_said_plainly),
+      cmocka_unit_test(test_site_table_and_data),
+      cmocka_unit_test(test_hostile_names_escaped),
+      cmocka_unit_test(test_empty_aggregation),
+      cmocka_unit_test(test_write_error_reported),
+  };
+  const struct CMUnitTest browser[] = {
+      cmocka_unit_test(test_chromium_renders_flame_graphs),
+      cmocka_unit_test(test_chromium_hover_click_and_link),
+      cmocka_unit_test(test_chromium_tooltip_locations),
+      cmocka_unit_test(test_chromium_screenshot),
+  };
+  int failed = cmocka_run_group_tests_name("html page", page, NULL, NULL);
+  return failed + cmocka_run_group_tests_name("html in chromium", browser,
+                                              record_and_write, free_agg);
+}

@@ -1,0 +1,339 @@
+/*
+ * test-merge.c: `stackrec merge` (//tools:stackrec): recordings of two
+ * "builds" (other addresses, same functions: tests/symrec.h) merged into
+ * one directory whose counts add up and whose stacks merge by frames in
+ * `report`; a pid taken twice (renumbered, headers rewritten, reads back
+ * without a warning); intact batches copied byte for byte; damaged and
+ * live inputs; a file not named as a segment; OUT refused when it is an
+ * input or holds segments; usage.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_reader.h"
+#include "tests/cli_run.h"
+#include "tests/fixture.h"
+#include "tests/symrec.h"
+
+static int setup(void **state) {
+  (void)state;
+  return cr_setup();
+}
+
+/* A fresh directory path under the test's tmpdir that does not exist. */
+static const char *out_path(const char *tag) {
+  static char buf[4096];
+
+  snprintf(buf, sizeof buf, "%s/out", fx_tmpdir(tag));
+  return buf;
+}
+
+static size_t read_file(const char *path, uint8_t *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n;
+
+  if (f == NULL)
+    fail_msg("cannot open %s", path);
+  n = fread(buf, 1, cap, f);
+  fclose(f);
+  return n;
+}
+
+static void assert_same_file(const char *a, const char *b) {
+  static uint8_t x[1 << 16], y[1 << 16];
+  size_t nx = read_file(a, x, sizeof x), ny = read_file(b, y, sizeof y);
+
+  assert_int_equal(nx, ny);
+  assert_memory_equal(x, y, nx);
+}
+
+typedef struct readback {
+  uint64_t events, warnings;
+  size_t processes;
+  uint32_t pids[8];
+  bool clean[8];
+} readback;
+
+static void count_warning(void *arg, const stkr_warning *w) {
+  readback *rb = arg;
+  rb->warnings++;
+  fprintf(stderr, "  reading OUT: %s\n", w->message);
+}
+
+/* Read OUT with the reader: every event, and any warning counted. */
+static readback read_out(const char *dir) {
+  readback rb;
+  stkr_reader_opts o = {.warn = count_warning, .warn_arg = &rb};
+  stkr_reader *r;
+  stkr_event_view ev;
+  size_t i;
+  int rc;
+
+  memset(&rb, 0, sizeof rb);
+  assert_int_equal(stkr_reader_create(&o, &r), 0);
+  assert_int_equal(stkr_reader_add(r, dir), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    rb.events++;
+  assert_int_equal(rc, 0);
+  rb.processes = stkr_reader_process_count(r);
+  for (i = 0; i < rb.processes && i < 8; i++) {
+    rb.pids[i] = stkr_reader_process(r, i)->pid;
+    rb.clean[i] = stkr_reader_process(r, i)->clean_end;
+  }
+  stkr_reader_free(r);
+  return rb;
+}
+
+static const char *const k_sites[] = {"files.open", "network.connect"};
+static const char *const k_threads[] = {"main"};
+static const sr_frame k_open[] = {
+    {"open_config", "app/config.c", 12, false, true},
+    {"main", "app/main.c", 40, false, true},
+};
+static const sr_frame k_conn[] = {
+    {NULL, NULL, 0, false, true}, /* unknown: app+offset */
+    {"main", "app/main.c", 50, false, true},
+};
+static const sr_stack k_stacks[] = {{1, k_open, 2, false},
+                                    {2, k_conn, 2, false}};
+static const sr_event k_evs[] = {{1, 1, 0}, {1, 1, 5}, {1, 1, 5}, {2, 1, 5}};
+
+static sr_rec k_rec(uint32_t pid, uint64_t base) {
+  sr_rec r = {.pid = pid, .name = "app", .pc_base = base,
+              .start_ns = 1000000000ull, .sites = k_sites, .n_sites = 2,
+              .threads = k_threads, .n_threads = 1, .stacks = k_stacks,
+              .n_stacks = 2, .evs = k_evs, .n_evs = 4, .last = true};
+  return r;
+}
+
+/* Two builds of one program on two devices: other pids, other addresses,
+ * the same functions. */
+static void test_two_builds_add_up_and_merge_by_frames(void **state) {
+  char d1[4096], d2[4096], out[4096], a[4400], b[4400];
+  sr_rec r1 = k_rec(100, 0x400000), r2 = k_rec(200, 0x55aa00000000ull);
+  readback rb;
+  (void)state;
+
+  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-b1"));
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-b2"));
+  snprintf(out, sizeof out, "%s", out_path("merge-b-out"));
+  assert_int_equal(sr_write(d1, &r1), 0);
+  assert_int_equal(sr_write(d2, &r2), 0);
+
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_string_equal(cr_err, "");
+  assert_non_null(strstr(cr_out, "merged 2 inputs: 2 processes, 2 segments, "
+                                 "2 batches ("));
+  /* Nothing renumbered: the batches are copied as they were. */
+  snprintf(a, sizeof a, "%s/stackrec-100-000001.zst", d1);
+  snprintf(b, sizeof b, "%s/stackrec-100-000001.zst", out);
+  assert_same_file(a, b);
+  snprintf(a, sizeof a, "%s/stackrec-200-000001.zst", d2);
+  snprintf(b, sizeof b, "%s/stackrec-200-000001.zst", out);
+  assert_same_file(a, b);
+
+  rb = read_out(out);
+  assert_int_equal(rb.events, 8);
+  assert_int_equal(rb.warnings, 0);
+  assert_int_equal(rb.processes, 2);
+
+  /* report: the counts add up, each stack is one, seen in 2 processes. */
+  assert_int_equal(cr_run("report '%s'", out), 0);
+  assert_non_null(strstr(cr_out, "# 8 events from 2 processes, 2 sites, 2 "
+                                 "distinct stacks\n"));
+  assert_non_null(strstr(cr_out, "  files.open: 6 events, 75.00%, 1 stack\n"
+                                 "    6 events, 100.00%, in 2 processes:\n"
+                                 "        open_config (app/config.c:12)\n"
+                                 "        main (app/main.c:40)\n"));
+  assert_non_null(strstr(cr_out, "    2 events, 100.00%, in 2 processes:\n"
+                                 "        app+0x200\n"
+                                 "        main (app/main.c:50)\n"));
+  assert_int_equal(cr_run("verify '%s'", out), 0);
+}
+
+/* The same pid in two recordings (two runs on two devices): the second
+ * gets a synthetic pid, in its file names and its headers. */
+static void test_pid_taken_twice(void **state) {
+  char d1[4096], d2[4096], out[4096], want[4400];
+  readback rb;
+  (void)state;
+
+  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-p1"));
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-p2"));
+  snprintf(out, sizeof out, "%s", out_path("merge-p-out"));
+  assert_int_equal(fx_std_write(d1, FX_PID), 0);
+  assert_int_equal(fx_std_write(d2, FX_PID), 0);
+
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_string_equal(cr_err, "");
+  snprintf(want, sizeof want,
+           "process 4242 of %s written as process 10000000 (pid 4242 was "
+           "taken)", d2);
+  assert_string_equal(cr_line(cr_out, 0), want);
+  assert_non_null(strstr(cr_out, "merged 2 inputs: 2 processes, 4 segments, "
+                                 "10 batches ("));
+  snprintf(want, sizeof want, "%s/stackrec-10000000-000002.zst", out);
+  assert_int_equal(access(want, R_OK), 0);
+
+  rb = read_out(out);
+  assert_int_equal(rb.warnings, 0); /* headers say the new pid */
+  assert_int_equal(rb.events, 18);
+  assert_int_equal(rb.processes, 2);
+  assert_int_equal(rb.pids[0], 4242);
+  assert_int_equal(rb.pids[1], 10000000);
+  assert_true(rb.clean[0] && rb.clean[1]);
+  assert_int_equal(cr_run("verify '%s'", out), 0);
+  assert_int_equal(cr_run("report '%s'", out), 0);
+  assert_non_null(strstr(cr_out, "# 18 events from 2 processes, 4 sites, 9 "
+                                 "distinct stacks\n"
+                                 "# DROPPED: 28 events were lost"));
+  assert_int_equal(cr_run("info '%s'", out), 0);
+  assert_non_null(strstr(cr_out, "\nprocess 10000000 \"fixture\" (x86_64)\n"));
+}
+
+/* Damaged input: the damage is named and left out (status 1), every
+ * intact batch is merged. */
+static void test_damaged_input(void **state) {
+  char d[4096], out[4096], path[4400], want[4600];
+  stkr_fmt_buf buf = {0};
+  size_t end0;
+  readback rb;
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-bad"));
+  snprintf(out, sizeof out, "%s", out_path("merge-bad-out"));
+  assert_int_equal(fx_std_encode(0, 1, FX_PID, &buf), 0);
+  end0 = buf.len;
+  assert_int_equal(fx_std_encode(1, 3, FX_PID, &buf), 0);
+  buf.data[end0 + 25] ^= 0x10;
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  buf.len = 0;
+  assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
+  snprintf(want, sizeof want,
+           "stackrec merge: warning: %s/stackrec-%u-000001.zst: offset %zu: "
+           "damaged batch (", d, FX_PID, end0);
+  assert_memory_equal(cr_err, want, strlen(want));
+  assert_non_null(strstr(cr_err, "(not merged)\n"));
+  rb = read_out(out);
+  assert_int_equal(rb.events, 7); /* 9 less batch 1's two */
+  assert_int_equal(rb.warnings, 0);
+  assert_int_equal(cr_run("verify '%s'", out), 0); /* OUT itself is intact */
+  assert_non_null(strstr(cr_out, "1 batch missing"));
+}
+
+/* A recording still being written: its incomplete last batch is left out
+ * quietly; OUT holds everything before it. */
+static void test_live_input(void **state) {
+  char d[4096], out[4096], path[4400];
+  stkr_fmt_buf buf = {0};
+  size_t end3;
+  readback rb;
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-live"));
+  snprintf(out, sizeof out, "%s", out_path("merge-live-out"));
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  assert_int_equal(fx_std_encode(3, 4, FX_PID, &buf), 0);
+  end3 = buf.len;
+  assert_int_equal(fx_std_encode(4, 5, FX_PID, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, end3 + 11), 0);
+  stkr_fmt_buf_free(&buf);
+
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 0);
+  assert_string_equal(cr_err, "");
+  assert_non_null(strstr(cr_out, "1 process was still being written: its "
+                                 "last, incomplete batch was left out\n"));
+  rb = read_out(out);
+  assert_int_equal(rb.events, 8);
+  assert_int_equal(rb.warnings, 0); /* OUT ends at a whole batch */
+  assert_false(rb.clean[0]);
+}
+
+/* A segment given by a name that is not a segment name: its pid comes from
+ * its header, its seq becomes 1 (headers rewritten to match). */
+static void test_file_not_named_as_a_segment(void **state) {
+  char f[4400], out[4096], want[4600];
+  stkr_fmt_buf buf = {0};
+  readback rb;
+  (void)state;
+
+  snprintf(f, sizeof f, "%s/pulled-from-device.bin", fx_tmpdir("merge-anon"));
+  assert_int_equal(fx_std_encode(0, 5, 31, &buf), 0); /* 2 headers: seq 1, 2 */
+  assert_int_equal(fx_write_file(f, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+  snprintf(out, sizeof out, "%s", out_path("merge-anon-out"));
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, f), 0);
+  snprintf(want, sizeof want, "%s/stackrec-31-000001.zst", out);
+  assert_int_equal(access(want, R_OK), 0);
+  rb = read_out(out);
+  assert_int_equal(rb.events, 9);
+  assert_int_equal(rb.warnings, 0);
+  assert_int_equal(cr_run("verify '%s'", out), 0);
+}
+
+static void test_refusals(void **state) {
+  char d[4096], out[4096], path[4400], keep[4400];
+  uint8_t before[1 << 16], after[1 << 16];
+  size_t nb, na;
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-ref"));
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  /* OUT is an input. */
+  assert_int_equal(cr_run("merge -o '%s' '%s'", d, d), 2);
+  assert_non_null(strstr(cr_err, "is the input"));
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", d, path), 2);
+  snprintf(path, sizeof path, "%s/.", d);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", path, d), 2);
+  /* OUT holds segment files: never overwritten. */
+  snprintf(out, sizeof out, "%s", fx_tmpdir("merge-ref-out"));
+  assert_int_equal(fx_std_write(out, FX_PID), 0);
+  snprintf(keep, sizeof keep, "%s/stackrec-%u-000001.zst", out, FX_PID);
+  nb = read_file(keep, before, sizeof before);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 2);
+  assert_non_null(strstr(cr_err, "already holds segment files"));
+  na = read_file(keep, after, sizeof after);
+  assert_int_equal(na, nb);
+  assert_memory_equal(before, after, nb);
+  /* OUT is a file. */
+  assert_int_equal(cr_run("merge -o '%s' '%s'", keep, d), 2);
+  /* Usage and missing input (OUT then not created). */
+  snprintf(out, sizeof out, "%s", out_path("merge-ref-new"));
+  assert_int_equal(cr_run("merge -o '%s' /nonexistent/rec", out), 3);
+  assert_int_equal(access(out, F_OK), -1);
+  assert_int_equal(cr_run("merge '%s'", d), 2);
+  assert_non_null(strstr(cr_err, "no -o OUT given"));
+  assert_int_equal(cr_run("merge -o '%s'", out), 2);
+  assert_int_equal(cr_run("merge --help"), 0);
+  assert_non_null(strstr(cr_out, "Usage: stackrec merge -o OUT"));
+  assert_non_null(strstr(cr_out, "Exit status:"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_two_builds_add_up_and_merge_by_frames),
+      cmocka_unit_test(test_pid_taken_twice),
+      cmocka_unit_test(test_damaged_input),
+      cmocka_unit_test(test_live_input),
+      cmocka_unit_test(test_file_not_named_as_a_segment),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests_name("merge", tests, setup, NULL);
+}

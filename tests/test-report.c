@@ -1,0 +1,626 @@
+/*
+ * test-report.c: `stackrec report` (//tools:stackrec) on recordings with
+ * known content: the whole text output of the fixture's standard
+ * recording (drop line, categories, stacks, percentages, order); a
+ * symbolized recording (tests/symrec.h) flat and as a tree, with --top;
+ * the filters; sites without categories; --html; damaged, live and empty
+ * inputs; usage errors; and a recording made by the recorder in a child
+ * process of this test, whose function names must show.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pty.h>
+
+#include "recorder/stackrec.h"
+#include "tests/cli_run.h"
+#include "tools/stackrec/cli.h"
+#include "tests/fixture.h"
+#include "tests/symrec.h"
+
+static char g_std[4096]; /* the standard recording */
+static char g_sym[4096]; /* k_rec below */
+
+static const char *const k_sites[] = {"files.open", "files.stat",
+                                      "network.connect"};
+static const char *const k_threads[] = {"main", "io"};
+static const sr_frame k_open[] = {
+    {"open_config", "app/config.c", 12, false, true},
+    {"libc_wrapper", NULL, 0, false, false},
+    {"load", "app/load.c", 30, true, true},
+    {"main", "app/main.c", 40, false, true},
+};
+static const sr_frame k_lib_only[] = {
+    {"__libc_open", NULL, 0, false, false},
+    {"__libc_start", NULL, 0, false, false},
+};
+static const sr_frame k_stat[] = {
+    {"stat_it", "app/stat.c", 7, false, true},
+    {"main", "app/main.c", 44, false, true},
+};
+static const sr_frame k_unknown[] = {
+    {NULL, NULL, 0, false, true},
+    {"main", "app/main.c", 50, false, true},
+};
+static const sr_stack k_stacks[] = {
+    {1, k_open, 4, false},
+    {1, k_lib_only, 2, false},
+    {2, k_stat, 2, true},
+    {3, k_unknown, 2, false},
+};
+/* Stack 1 on main at t=0, 10, 70 ns and on io at 20; stack 2 at 30 (main),
+ * stack 3 at 40 (io), stack 4 at 50, 60 (main). */
+static const sr_event k_evs[] = {
+    {1, 1, 0}, {1, 1, 10}, {1, 2, 10}, {2, 1, 10}, {3, 2, 10},
+    {4, 1, 10}, {4, 1, 10}, {1, 1, 10},
+};
+
+static sr_rec k_rec(uint32_t pid) {
+  sr_rec r = {.pid = pid, .name = "app", .pc_base = 0x400000,
+              .start_ns = 1000000000ull, .sites = k_sites, .n_sites = 3,
+              .threads = k_threads, .n_threads = 2, .stacks = k_stacks,
+              .n_stacks = 4, .evs = k_evs, .n_evs = 8, .last = true};
+  return r;
+}
+
+static int setup(void **state) {
+  sr_rec r = k_rec(100);
+  (void)state;
+
+  if (cr_setup() != 0)
+    return -1;
+  snprintf(g_std, sizeof g_std, "%s", fx_tmpdir("report-std"));
+  if (fx_std_write(g_std, FX_PID) != 0)
+    return -1;
+  snprintf(g_sym, sizeof g_sym, "%s", fx_tmpdir("report-sym"));
+  return sr_write(g_sym, &r) == 0 ? 0 : -1;
+}
+
+static const char k_std_report[] =
+    "# 9 events from 1 process, 4 sites, 9 distinct stacks\n"
+    "# DROPPED: 14 events were lost by the recorder, not counted below "
+    "(ring full 6, reentrant 2, other 4, write error 2)\n"
+    "# percentages: categories and sites of all 9 events shown, stacks of "
+    "their site\n"
+    "\n"
+    "net: 3 events, 33.33%, 1 site\n"
+    "  net.connect: 3 events, 33.33%, 3 stacks\n"
+    "    1 event, 33.33%:\n"
+    "        0x7f0000002000\n"
+    "    1 event, 33.33%:\n"
+    "        fixture+0x1000\n"
+    "        fixture+0x1100\n"
+    "        fixture+0x1200\n"
+    "    1 event, 33.33%, walk stopped at max depth:\n"
+    "        fixture+0x3000\n"
+    "        fixture+0x3010\n"
+    "        fixture+0x3020\n"
+    "        fixture+0x3030\n"
+    "\n"
+    "privacy: 3 events, 33.33%, 1 site\n"
+    "  privacy.clipboard.read: 3 events, 33.33%, 3 stacks\n"
+    "    1 event, 33.33%:\n"
+    "        0x7f0000002000\n"
+    "    1 event, 33.33%:\n"
+    "        fixture+0x1000\n"
+    "        fixture+0x1100\n"
+    "        fixture+0x1200\n"
+    "    1 event, 33.33%, walk stopped at max depth:\n"
+    "        fixture+0x3000\n"
+    "        fixture+0x3010\n"
+    "        fixture+0x3020\n"
+    "        fixture+0x3030\n"
+    "\n"
+    "file: 2 events, 22.22%, 1 site\n"
+    "  file.open: 2 events, 22.22%, 2 stacks\n"
+    "    1 event, 50.00%:\n"
+    "        0x7f0000002000\n"
+    "    1 event, 50.00%:\n"
+    "        fixture+0x1000\n"
+    "        fixture+0x1100\n"
+    "        fixture+0x1200\n"
+    "\n"
+    "late: 1 event, 11.11%, 1 site\n"
+    "  late.site: 1 event, 11.11%, 1 stack\n"
+    "    1 event, 100.00%:\n"
+    "        fixture+0x1000\n"
+    "        fixture+0x1100\n"
+    "        fixture+0x1200\n";
+
+static void test_std_whole_output(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report '%s'", g_std), 0);
+  assert_string_equal(cr_err, "");
+  assert_string_equal(cr_out, k_std_report);
+}
+
+/* --top 1: the first stack of each site, then one line for the rest. */
+static void test_top(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report --top 1 '%s'", g_std), 0);
+  assert_non_null(strstr(cr_out, "  net.connect: 3 events, 33.33%, 3 stacks\n"
+                                 "    1 event, 33.33%:\n"
+                                 "        0x7f0000002000\n"
+                                 "    ... 2 more stacks: 2 events, 66.67%\n"
+                                 "\nprivacy: "));
+  assert_non_null(strstr(cr_out, "  late.site: 1 event, 11.11%, 1 stack\n"
+                                 "    1 event, 100.00%:\n"
+                                 "        fixture+0x1000\n"
+                                 "        fixture+0x1100\n"
+                                 "        fixture+0x1200\n"));
+  assert_null(strstr(cr_out, "late.site: 1 event, 11.11%, 1 stack\n    ..."));
+  assert_int_equal(cr_run("report --top 0 '%s'", g_std), 0);
+  assert_string_equal(cr_out, k_std_report);
+}
+
+static void test_symbolized_flat(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report '%s'", g_sym), 0);
+  assert_string_equal(cr_err, "");
+  assert_string_equal(
+      cr_out,
+      "# 8 events from 1 process, 3 sites, 4 distinct stacks\n"
+      "# percentages: categories and sites of all 8 events shown, stacks "
+      "of their site\n"
+      "\n"
+      "files: 6 events, 75.00%, 2 sites\n"
+      "  files.open: 5 events, 62.50%, 2 stacks\n"
+      "    4 events, 80.00%:\n"
+      "        open_config (app/config.c:12)\n"
+      "        libc_wrapper\n"
+      "        load (app/load.c:30) [inlined]\n"
+      "        main (app/main.c:40)\n"
+      "    1 event, 20.00%:\n"
+      "        __libc_open\n"
+      "        __libc_start\n"
+      "  files.stat: 1 event, 12.50%, 1 stack\n"
+      "    1 event, 100.00%, walk stopped at max depth:\n"
+      "        stat_it (app/stat.c:7)\n"
+      "        main (app/main.c:44)\n"
+      "\n"
+      "network: 2 events, 25.00%, 1 site\n"
+      "  network.connect: 2 events, 25.00%, 1 stack\n"
+      "    2 events, 100.00%:\n"
+      "        app+0x400\n"
+      "        main (app/main.c:50)\n");
+}
+
+/* A tree: main reached at two lines (so no line on its node), a shared
+ * mid with two callees. */
+static void test_tree(void **state) {
+  static const char *const sites[] = {"s"};
+  static const char *const threads[] = {"t"};
+  static const sr_frame fa[] = {{"a", "a.c", 1, false, true},
+                                {"mid", "mid.c", 5, false, true},
+                                {"main", "main.c", 10, false, true}};
+  static const sr_frame fb[] = {{"b", "b.c", 2, false, true},
+                                {"mid", "mid.c", 5, false, true},
+                                {"main", "main.c", 10, false, true}};
+  static const sr_frame fc[] = {{"c", "c.c", 3, false, true},
+                                {"main", "main.c", 20, false, true}};
+  static const sr_stack st[] = {{1, fa, 3, false}, {1, fb, 3, false},
+                                {1, fc, 2, false}};
+  static const sr_event ev[] = {{1, 1, 0}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1},
+                                {3, 1, 1}, {3, 1, 1}};
+  sr_rec r = {.pid = 7, .pc_base = 0x400000, .start_ns = 1, .sites = sites,
+              .n_sites = 1, .threads = threads, .n_threads = 1,
+              .stacks = st, .n_stacks = 3, .evs = ev, .n_evs = 6,
+              .last = true};
+  const char *d = fx_tmpdir("report-tree");
+  (void)state;
+
+  assert_int_equal(sr_write(d, &r), 0);
+  assert_int_equal(cr_run("report --tree '%s'", d), 0);
+  assert_string_equal(
+      cr_out,
+      "# 6 events from 1 process, 1 site, 3 distinct stacks\n"
+      "# percentages: categories and sites of all 6 events shown, tree "
+      "nodes of their site\n"
+      "\n"
+      "s: 6 events, 100.00%, 3 stacks\n"
+      "   100.00%  6  main (main.c)\n"
+      "    66.67%  4    mid (mid.c:5)\n"
+      "    50.00%  3      a (a.c:1)\n"
+      "    16.67%  1      b (b.c:2)\n"
+      "    33.33%  2    c (c.c:3)\n");
+  assert_int_equal(cr_run("report --tree --top 1 '%s'", d), 0);
+  assert_non_null(strstr(cr_out, "   100.00%  6  main (main.c)\n"
+                                 "    66.67%  4    mid (mid.c:5)\n"
+                                 "    50.00%  3      a (a.c:1)\n"
+                                 "    16.67%  1      ... 1 more\n"
+                                 "    33.33%  2    ... 1 more\n"));
+}
+
+static void test_tree_symbolized(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report --tree --site 'files.*' '%s'", g_sym), 0);
+  assert_non_null(strstr(cr_out, "  files.open: 5 events, 83.33%, 2 stacks\n"
+                                 "      80.00%  4  main (app/main.c:40)\n"
+                                 "      80.00%  4    load (app/load.c:30) "
+                                 "[inlined]\n"
+                                 "      80.00%  4      libc_wrapper\n"
+                                 "      80.00%  4        open_config "
+                                 "(app/config.c:12)\n"
+                                 "      20.00%  1  __libc_start\n"
+                                 "      20.00%  1    __libc_open\n"));
+}
+
+static void test_filters(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report --site 'files.*' '%s'", g_sym), 0);
+  assert_string_equal(cr_line(cr_out, 0),
+                      "# 6 events from 1 process, 2 sites, 3 distinct stacks");
+  assert_string_equal(cr_line(cr_out, 1),
+                      "# filters: site files.*: 6 of 8 events");
+  assert_null(strstr(cr_out, "network"));
+
+  assert_int_equal(cr_run("report --thread io '%s'", g_sym), 0);
+  assert_string_equal(cr_line(cr_out, 1),
+                      "# filters: thread io: 2 of 8 events");
+  assert_non_null(strstr(cr_out, "  files.open: 1 event, 50.00%, 1 stack\n"));
+  assert_int_equal(cr_run("report --thread 1001 '%s'", g_sym), 0); /* main */
+  assert_string_equal(cr_line(cr_out, 1),
+                      "# filters: thread 1001: 6 of 8 events");
+
+  /* Events at 0, 10, ..., 70 ns after the first. */
+  assert_int_equal(cr_run("report --from 0.000000025 --to 0.000000065 '%s'",
+                          g_sym), 0);
+  assert_string_equal(cr_line(cr_out, 1),
+                      "# filters: time [0.000000025 s, 0.000000065 s): "
+                      "4 of 8 events");
+  assert_non_null(strstr(cr_out, "  network.connect: 2 events, 50.00%"));
+  assert_int_equal(cr_run("report --from 0.000000045 '%s'", g_sym), 0);
+  assert_string_equal(cr_line(cr_out, 1),
+                      "# filters: time [0.000000045 s, end): 3 of 8 events");
+
+  assert_int_equal(cr_run("report --app-only '%s'", g_sym), 0);
+  assert_string_equal(cr_line(cr_out, 1),
+                      "# filters: app-only: 8 of 8 events");
+  assert_non_null(strstr(cr_out, "    4 events, 80.00%:\n"
+                                 "        open_config (app/config.c:12)\n"
+                                 "        load (app/load.c:30) [inlined]\n"
+                                 "        main (app/main.c:40)\n"
+                                 "    1 event, 20.00%:\n"
+                                 "        __libc_open\n"
+                                 "  files.stat"));
+
+  assert_int_equal(cr_run("report --site nothing '%s'", g_sym), 0);
+  assert_non_null(strstr(cr_out, "\n# no event matches the filters\n"));
+}
+
+/* Site names without a category prefix: no category level. */
+static void test_no_categories(void **state) {
+  static const char *const sites[] = {"alpha", "beta"};
+  static const char *const threads[] = {"t"};
+  static const sr_frame f[] = {{"f", NULL, 0, false, true}};
+  static const sr_stack st[] = {{1, f, 1, false}, {2, f, 1, false}};
+  static const sr_event ev[] = {{1, 1, 0}, {2, 1, 1}, {2, 1, 1}};
+  sr_rec r = {.pid = 8, .pc_base = 0x400000, .start_ns = 1, .sites = sites,
+              .n_sites = 2, .threads = threads, .n_threads = 1,
+              .stacks = st, .n_stacks = 2, .evs = ev, .n_evs = 3,
+              .last = true, .ring_full = 1};
+  const char *d = fx_tmpdir("report-nocat");
+  (void)state;
+
+  assert_int_equal(sr_write(d, &r), 0);
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  assert_string_equal(
+      cr_out,
+      "# 3 events from 1 process, 2 sites, 2 distinct stacks\n"
+      "# DROPPED: 1 event was lost by the recorder, not counted below (ring "
+      "full 1, reentrant 0, other 0, write error 0)\n"
+      "# percentages: categories and sites of all 3 events shown, stacks "
+      "of their site\n"
+      "\n"
+      "beta: 2 events, 66.67%, 1 stack\n"
+      "  2 events, 100.00%:\n"
+      "      f\n"
+      "\n"
+      "alpha: 1 event, 33.33%, 1 stack\n"
+      "  1 event, 100.00%:\n"
+      "      f\n");
+}
+
+static void test_html(void **state) {
+  char path[4200], html[1 << 16];
+  (void)state;
+
+  snprintf(path, sizeof path, "%s/r.html", fx_tmpdir("report-html"));
+  assert_int_equal(cr_run("report --html '%s' '%s'", path, g_sym), 0);
+  assert_string_equal(cr_err, "");
+  assert_non_null(strstr(cr_out, "# HTML report written to "));
+  assert_null(strstr(cr_out, "open_config")); /* no text stacks */
+  cr_slurp(path, html, sizeof html);
+  assert_non_null(strstr(html, "<html"));
+  assert_non_null(strstr(html, "files.open"));
+  assert_non_null(strstr(html, "open_config"));
+  /* An unwritable place: a clear error, status 1. */
+  assert_int_equal(cr_run("report --html /nonexistent/dir/r.html '%s'",
+                          g_sym), 1);
+  assert_non_null(strstr(cr_err, "/nonexistent/dir/r.html"));
+}
+
+/* A damaged batch: named on stderr, counted at the top, the rest used. */
+static void test_damaged_input(void **state) {
+  const char *d = fx_tmpdir("report-bad");
+  char path[4200], want[4400];
+  stkr_fmt_buf buf = {0};
+  size_t end0;
+  (void)state;
+
+  assert_int_equal(fx_std_encode(0, 1, FX_PID, &buf), 0);
+  end0 = buf.len;
+  assert_int_equal(fx_std_encode(1, 3, FX_PID, &buf), 0);
+  buf.data[end0 + 20] ^= 0x40; /* inside batch 1 */
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  assert_int_equal(cr_run("report '%s'", d), 1);
+  snprintf(want, sizeof want, "stackrec: warning: %s: offset %zu: damaged "
+                              "batch (", path, end0);
+  assert_memory_equal(cr_err, want, strlen(want));
+  assert_string_equal(cr_line(cr_out, 0),
+                      "# 4 events from 1 process, 3 sites, 4 distinct stacks");
+  assert_non_null(strstr(cr_out, "\n# DAMAGED: 1 batch could not be read "
+                                 "(named on stderr); their events are not "
+                                 "counted\n"));
+  assert_non_null(strstr(cr_out, "\n# MISSING: 1 batch (gaps in batch "
+                                 "numbers)\n"));
+}
+
+/* A recording still being written: its last batch is cut off. Quiet,
+ * status 0, and said at the top. */
+static void test_live_recording(void **state) {
+  const char *d = fx_tmpdir("report-live");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  size_t end1;
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  assert_int_equal(fx_std_encode(3, 4, FX_PID, &buf), 0);
+  end1 = buf.len;
+  assert_int_equal(fx_std_encode(4, 5, FX_PID, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, end1 + 9), 0);
+  stkr_fmt_buf_free(&buf);
+
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  assert_string_equal(cr_err, "");
+  assert_string_equal(cr_line(cr_out, 0),
+                      "# 8 events from 1 process, 4 sites, 8 distinct stacks");
+  assert_non_null(strstr(cr_out, "\n# LIVE: 1 process is still being "
+                                 "written; the last, incomplete batch is not "
+                                 "counted\n"));
+  assert_null(strstr(cr_out, "DAMAGED"));
+  /* info says so too. */
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  assert_string_equal(cr_err, "");
+  assert_non_null(strstr(cr_out, "\n  end:         still being written"));
+}
+
+static void test_empty_and_missing_inputs(void **state) {
+  const char *d = fx_tmpdir("report-empty");
+  char path[4200];
+  (void)state;
+
+  assert_int_equal(cr_run("report '%s'", d), 1);
+  assert_non_null(strstr(cr_err, "no segment files"));
+  assert_non_null(strstr(cr_err, "no recording found"));
+  assert_non_null(strstr(cr_out, "# no events\n"));
+  /* Zero-length and unrelated files next to a good segment: the good
+   * data is reported, status 0. */
+  snprintf(path, sizeof path, "%s/stackrec-5-000001.zst", d);
+  assert_int_equal(fx_write_file(path, NULL, 0), 0);
+  snprintf(path, sizeof path, "%s/notes.txt", d);
+  assert_int_equal(fx_write_file(path, "hello", 5), 0);
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  assert_string_equal(cr_line(cr_out, 0),
+                      "# 9 events from 2 processes, 4 sites, 9 distinct "
+                      "stacks");
+  assert_non_null(strstr(cr_err, "notes.txt"));
+  assert_non_null(strstr(cr_err, "empty file"));
+  /* Wrong format: a clear message, nothing crashes. */
+  snprintf(path, sizeof path, "%s/stackrec-6-000001.zst", d);
+  assert_int_equal(fx_write_file(path, "not a recording at all", 22), 0);
+  assert_int_equal(cr_run("report '%s'", d), 1);
+  assert_non_null(strstr(cr_err, "stackrec-6-000001.zst: not a zstd file"));
+  assert_int_equal(cr_run("report /nonexistent/recording"), 3);
+  assert_non_null(strstr(cr_err, "cannot open /nonexistent/recording"));
+}
+
+static void test_usage(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report"), 2);
+  assert_non_null(strstr(cr_err, "no DIR or FILE given"));
+  assert_int_equal(cr_run("report --top x '%s'", g_std), 2);
+  assert_non_null(strstr(cr_err, "--top 'x' is not a count"));
+  assert_int_equal(cr_run("report --top -1 '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --from -1 '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --to 0 '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --from 2 --to 1 '%s'", g_std), 2);
+  assert_non_null(strstr(cr_err, "--to 1 is not after --from 2"));
+  assert_int_equal(cr_run("report --bogus '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --site"), 2);
+  assert_non_null(strstr(cr_err, "needs a value"));
+  assert_int_equal(cr_run("report --help"), 0);
+  assert_non_null(strstr(cr_out, "Usage: stackrec report"));
+  assert_non_null(strstr(cr_out, "Exit status:"));
+  assert_int_equal(cr_run("--help"), 0);
+  assert_non_null(strstr(cr_out, "  report "));
+}
+
+/* ---- progress ---------------------------------------------------------------- */
+
+/* The progress line (tools/stackrec/progress.c, compiled in): only on a
+ * terminal, only after about a second, erased at the end. */
+static void test_progress_only_on_a_terminal(void **state) {
+  int master, slave, saved = dup(2), fd;
+  char got[256] = "";
+  ssize_t n;
+  stkr_cli_progress p;
+  (void)state;
+
+  assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+  dup2(slave, 2);
+  stkr_cli_progress_init(&p, "report");
+  stkr_cli_progress_update(&p, 1000000, NULL); /* too early: nothing */
+  p.start -= 2.0; /* as if started 2 s ago */
+  p.last -= 2.0;
+  stkr_cli_progress_update(&p, 12300000, NULL);
+  stkr_cli_progress_done(&p);
+  dup2(saved, 2);
+  n = read(master, got, sizeof got - 1);
+  assert_true(n > 0);
+  got[n] = '\0';
+  assert_string_equal(got, "\rstackrec report: 12.3 M events read (2 s)"
+                           "\033[K\r\033[K");
+  close(master);
+  close(slave);
+
+  /* Not a terminal: nothing at all. */
+  fd = open(fx_tmpdir("report-prog"), O_RDONLY | O_DIRECTORY);
+  assert_true(fd >= 0);
+  fd = openat(fd, "err", O_RDWR | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  dup2(fd, 2);
+  stkr_cli_progress_init(&p, "report");
+  p.start -= 2.0;
+  p.last -= 2.0;
+  stkr_cli_progress_update(&p, 12300000, NULL);
+  stkr_cli_progress_done(&p);
+  dup2(saved, 2);
+  assert_int_equal(lseek(fd, 0, SEEK_END), 0);
+  close(fd);
+  close(saved);
+}
+
+/* ---- a real recording ------------------------------------------------------ */
+
+STKR_SITE_DEFINE(g_open, "files.open");
+STKR_SITE_DEFINE(g_env, "environment.getenv");
+
+static __attribute__((noinline)) void rep_hook(stkr_site *s) {
+  while (stkr_event(s, NULL, 0) == -EAGAIN)
+    usleep(100);
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void rep_read_config(void) {
+  rep_hook(&g_open);
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void rep_read_home(void) {
+  rep_hook(&g_env);
+  __asm__ volatile("" ::: "memory");
+}
+
+/* Do the 3 frame lines at p name fns, each alone or with
+ * " (tests/test-report.c:LINE)"? */
+static bool frames_are(const char *p, const char *const fns[3]) {
+  int i;
+
+  for (i = 0; i < 3; i++) {
+    size_t n = strlen(fns[i]);
+
+    if (strncmp(p, "        ", 8) != 0 || strncmp(p + 8, fns[i], n) != 0)
+      return false;
+    p += 8 + n;
+    if (strncmp(p, " (tests/test-report.c:", 22) == 0)
+      p = strchr(p, ')') + 1;
+    if (*p++ != '\n')
+      return false;
+  }
+  return true;
+}
+
+static void test_recorded_in_a_child(void **state) {
+  char dir[4096];
+  pid_t pid;
+  int st;
+  const char *a, *b, *c;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fx_tmpdir("report-rec"));
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    stkr_config cfg;
+    int i;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dir = dir;
+    if (stkr_init(&cfg) != 0)
+      _exit(2);
+    for (i = 0; i < 30; i++)
+      rep_read_config();
+    for (i = 0; i < 10; i++)
+      rep_read_home();
+    _exit(stkr_shutdown() == 0 ? 0 : 3);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+  assert_int_equal(cr_run("report --app-only '%s'", dir), 0);
+  assert_string_equal(cr_err, "");
+  assert_string_equal(cr_line(cr_out, 0),
+                      "# 40 events from 1 process, 2 sites, 2 distinct "
+                      "stacks");
+  /* Per category and API, the stack with its function names (and, when
+   * built with debug info, their file:line). */
+  a = strstr(cr_out, "\nfiles: 30 events, 75.00%, 1 site\n"
+                     "  files.open: 30 events, 75.00%, 1 stack\n"
+                     "    30 events, 100.00%:\n");
+  b = strstr(cr_out, "\nenvironment: 10 events, 25.00%, 1 site\n"
+                     "  environment.getenv: 10 events, 25.00%, 1 stack\n"
+                     "    10 events, 100.00%:\n");
+  if (a == NULL || b == NULL ||
+      !frames_are(strstr(a, "%:\n") + 3,
+                  (const char *const[]){"rep_hook", "rep_read_config",
+                                        "test_recorded_in_a_child"}) ||
+      !frames_are(strstr(b, "%:\n") + 3,
+                  (const char *const[]){"rep_hook", "rep_read_home",
+                                        "test_recorded_in_a_child"}))
+    fail_msg("unexpected report:\n%s", cr_out);
+  assert_true(a < b);
+  c = strstr(cr_out, "libc");
+  assert_null(c); /* --app-only */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_std_whole_output),
+      cmocka_unit_test(test_top),
+      cmocka_unit_test(test_symbolized_flat),
+      cmocka_unit_test(test_tree),
+      cmocka_unit_test(test_tree_symbolized),
+      cmocka_unit_test(test_filters),
+      cmocka_unit_test(test_no_categories),
+      cmocka_unit_test(test_html),
+      cmocka_unit_test(test_damaged_input),
+      cmocka_unit_test(test_live_recording),
+      cmocka_unit_test(test_empty_and_missing_inputs),
+      cmocka_unit_test(test_usage),
+      cmocka_unit_test(test_progress_only_on_a_terminal),
+      cmocka_unit_test(test_recorded_in_a_child),
+  };
+  return cmocka_run_group_tests_name("report", tests, setup, NULL);
+}

@@ -1,0 +1,290 @@
+/*
+ * test-verify.c: `stackrec verify` (//tools:stackrec) on intact, damaged,
+ * truncated, live, inconsistent, newer-format, empty and foreign inputs:
+ * the problem lines (file, offset, reason), the per-process lines, the
+ * last line and the exit status (0 intact, 1 damaged, 2 usage, 3 cannot
+ * open).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/cli_run.h"
+#include "tests/fixture.h"
+
+static int setup(void **state) {
+  (void)state;
+  return cr_setup();
+}
+
+/* Standard batches [from, to) as dir/stackrec-<pid>-<seq>.zst, the first
+ * `cut` bytes only if cut is not 0. @return the file's size. */
+static size_t write_seg(const char *dir, uint32_t pid, uint32_t seq, int from,
+                        int to, size_t cut, char *path, size_t plen) {
+  stkr_fmt_buf buf = {0};
+  size_t len;
+
+  assert_int_equal(fx_std_encode(from, to, pid, &buf), 0);
+  len = cut ? cut : buf.len;
+  snprintf(path, plen, "%s/stackrec-%u-%06u.zst", dir, (unsigned)pid,
+           (unsigned)seq);
+  assert_int_equal(fx_write_file(path, buf.data, len), 0);
+  stkr_fmt_buf_free(&buf);
+  return len;
+}
+
+static size_t frame_end(int from, int to) {
+  stkr_fmt_buf buf = {0};
+  size_t n;
+
+  assert_int_equal(fx_std_encode(from, to, FX_PID, &buf), 0);
+  n = buf.len;
+  stkr_fmt_buf_free(&buf);
+  return n;
+}
+
+static void test_intact(void **state) {
+  const char *d = fx_tmpdir("verify-ok");
+  char want[4400];
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_string_equal(cr_err, "");
+  snprintf(want, sizeof want,
+           "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 events: "
+           "intact\n"
+           "intact: 1 process, 2 segments, 9 events\n",
+           d);
+  assert_string_equal(cr_out, want);
+}
+
+/* A flipped bit in batch 1 of segment 1 (segment 2 follows). */
+static void test_bit_flip(void **state) {
+  const char *d = fx_tmpdir("verify-flip");
+  char path[4200], p2[4200], want[4400];
+  stkr_fmt_buf buf = {0};
+  size_t end0 = frame_end(0, 1);
+  (void)state;
+
+  assert_int_equal(fx_std_encode(0, 3, FX_PID, &buf), 0);
+  buf.data[end0 + 30] ^= 0x08;
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+  write_seg(d, FX_PID, 2, 3, 5, 0, p2, sizeof p2);
+
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  snprintf(want, sizeof want, "damaged: %s: offset %zu: damaged batch (", path,
+           end0);
+  assert_memory_equal(cr_line(cr_out, 0), want, strlen(want));
+  assert_non_null(strstr(cr_line(cr_out, 0), "skipped"));
+  snprintf(want, sizeof want,
+           "process 4242 \"fixture\" in %s: 2 segments, 4 batches, 7 events: "
+           "DAMAGED (1 batch lost)", d);
+  assert_string_equal(cr_line(cr_out, 1), want);
+  assert_string_equal(cr_line(cr_out, 2),
+                      "note: process 4242: 1 batch missing (gaps in batch "
+                      "numbers: dropped on write errors, older segments "
+                      "deleted by the disk cap, or damaged)");
+  assert_string_equal(cr_line(cr_out, 3),
+                      "DAMAGED: 1 problem in 1 process, 2 segments");
+  assert_int_equal(cr_count_lines(cr_out), 4);
+}
+
+/* Segment 1 cut short, segment 2 after it: damage, not a live tail. */
+static void test_truncated_before_a_later_segment(void **state) {
+  const char *d = fx_tmpdir("verify-trunc");
+  char path[4200], p2[4200], want[4400];
+  size_t end1 = frame_end(0, 2);
+  (void)state;
+
+  write_seg(d, FX_PID, 1, 0, 3, end1 + 10, path, sizeof path);
+  write_seg(d, FX_PID, 2, 3, 5, 0, p2, sizeof p2);
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  snprintf(want, sizeof want,
+           "damaged: %s: offset %zu: truncated batch (10 bytes), ignored",
+           path, end1);
+  assert_string_equal(cr_line(cr_out, 0), want);
+  assert_non_null(strstr(cr_out, "DAMAGED (1 batch lost)\n"));
+}
+
+/* The last segment of a process that has not ended, cut short: a
+ * recording still being written. A note, status 0. */
+static void test_live_tail_is_a_note(void **state) {
+  const char *d = fx_tmpdir("verify-live");
+  char path[4200], p2[4200], want[4400];
+  size_t end3 = frame_end(3, 4);
+  (void)state;
+
+  write_seg(d, FX_PID, 1, 0, 3, 0, path, sizeof path);
+  write_seg(d, FX_PID, 2, 3, 5, end3 + 7, p2, sizeof p2);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_string_equal(cr_err, "");
+  snprintf(want, sizeof want,
+           "note: %s: offset %zu: incomplete last batch (7 bytes): the "
+           "recording is still being written (or its writer stopped "
+           "mid-batch); not read",
+           p2, end3);
+  assert_string_equal(cr_line(cr_out, 0), want);
+  assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, still being "
+                                 "written\n"));
+  assert_string_equal(cr_line(cr_out, 2),
+                      "intact: 1 process, 2 segments, 8 events");
+}
+
+/* Events whose ids have no definition: reported per batch, with offset. */
+static void test_undefined_ids(void **state) {
+  static const uint32_t s3[] = {1, 2, 3}, t2[] = {1, 2}, k3[] = {1, 2, 3};
+  static const fx_ev e1[] = {{0, 1, 1, 9, NULL, 0, false},
+                             {5, 1, 1, 1, NULL, 0, false},
+                             {5, 7, 1, 1, NULL, 0, false}};
+  static const fx_ev e2[] = {{0, 2, 5, 2, NULL, 0, false}};
+  fx_batch b1 = {.seq = 1, .header = true, .segment_seq = 1, .sites = s3,
+                 .n_sites = 3, .threads = t2, .n_threads = 2, .stacks = k3,
+                 .n_stacks = 3, .base_ts = 5000, .evs = e1, .n_evs = 3};
+  fx_batch b2 = {.seq = 2, .base_ts = 6000, .evs = e2, .n_evs = 1,
+                 .last = true};
+  const char *d = fx_tmpdir("verify-ids");
+  char path[4200], want[4400];
+  stkr_fmt_buf buf = {0};
+  size_t off2;
+  (void)state;
+
+  assert_int_equal(fx_encode(&b1, &buf), 0);
+  off2 = buf.len;
+  assert_int_equal(fx_encode(&b2, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  snprintf(want, sizeof want,
+           "damaged: %s: offset 0: 2 events of this batch refer to ids with "
+           "no definition (the first: site 1, thread 1, stack 9)", path);
+  assert_string_equal(cr_line(cr_out, 0), want);
+  snprintf(want, sizeof want,
+           "damaged: %s: offset %zu: 1 event of this batch refers to ids "
+           "with no definition (the first: site 2, thread 5, stack 2)",
+           path, off2);
+  assert_string_equal(cr_line(cr_out, 1), want);
+  assert_non_null(strstr(cr_line(cr_out, 2),
+                         ": 1 segment, 2 batches, 4 events: 3 events with "
+                         "undefined ids"));
+  assert_string_equal(cr_line(cr_out, 3),
+                      "DAMAGED: 2 problems in 1 process, 1 segment");
+}
+
+static void test_newer_format_and_inconsistent(void **state) {
+  static const uint32_t s1[] = {1}, t1[] = {1}, k1[] = {1};
+  static const fx_ev e[] = {{0, 1, 1, 1, NULL, 0, false}};
+  fx_batch b = {.seq = 1, .header = true, .segment_seq = 1,
+                .format_version = 2, .pid = 9, .sites = s1, .n_sites = 1,
+                .threads = t1, .n_threads = 1, .stacks = k1, .n_stacks = 1,
+                .base_ts = 5, .evs = e, .n_evs = 1};
+  const char *d = fx_tmpdir("verify-ver");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  (void)state;
+
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-9-000001.zst", d);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+  /* pid 6's file holds batches whose headers say pid 5. */
+  write_seg(d, 5, 1, 0, 3, 0, path, sizeof path);
+  {
+    char p6[4200];
+    snprintf(p6, sizeof p6, "%s/stackrec-6-000001.zst", d);
+    assert_int_equal(rename(path, p6), 0);
+  }
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  assert_non_null(strstr(cr_out, "inconsistent: "));
+  assert_non_null(strstr(cr_out, "stackrec-6-000001.zst: offset 0: header "
+                                 "says pid 5, file name says 6\n"));
+  assert_non_null(strstr(cr_out, "damaged: "));
+  assert_non_null(strstr(cr_out, "stackrec-9-000001.zst: offset 0: format "
+                                 "version 2 is newer"));
+  assert_non_null(strstr(cr_out, "process 9 \"\" in "));
+  assert_non_null(strstr(cr_out, ": 1 segment, 0 batches, 0 events: NOT READ "
+                                 "(newer format version)\n"));
+  assert_non_null(strstr(cr_out, "\nDAMAGED: 2 problems in 2 processes, 2 "
+                                 "segments\n"));
+}
+
+/* Unrelated files, an empty segment: notes; the rest intact: status 0.
+ * A file that is not zstd at all: damage. */
+static void test_notes_and_foreign_files(void **state) {
+  const char *d = fx_tmpdir("verify-notes");
+  char path[4200];
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  snprintf(path, sizeof path, "%s/README", d);
+  assert_int_equal(fx_write_file(path, "x", 1), 0);
+  snprintf(path, sizeof path, "%s/stackrec-77-000001.zst", d);
+  assert_int_equal(fx_write_file(path, NULL, 0), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_non_null(strstr(cr_out, "note: "));
+  assert_non_null(strstr(cr_out, "ignored 1 entry"));
+  assert_non_null(strstr(cr_out, "\"README\""));
+  assert_non_null(strstr(cr_out, "stackrec-77-000001.zst: empty file, "
+                                 "skipped\n"));
+  assert_non_null(strstr(cr_out, "\nintact: 2 processes, 3 segments, 9 "
+                                 "events\n"));
+
+  snprintf(path, sizeof path, "%s/stackrec-78-000001.zst", d);
+  assert_int_equal(fx_write_file(path, "GIF89a....", 10), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  assert_non_null(strstr(cr_out, "damaged: "));
+  assert_non_null(strstr(cr_out, "stackrec-78-000001.zst: not a zstd file"));
+  /* One segment given by a name that is not a segment name. */
+  {
+    stkr_fmt_buf buf = {0};
+    char f[4200];
+    assert_int_equal(fx_std_encode(0, 5, 31, &buf), 0);
+    snprintf(f, sizeof f, "%s/copy.bin", fx_tmpdir("verify-anon"));
+    assert_int_equal(fx_write_file(f, buf.data, buf.len), 0);
+    stkr_fmt_buf_free(&buf);
+    assert_int_equal(cr_run("verify '%s'", f), 0);
+    assert_non_null(strstr(cr_out, "process 31 \"fixture\" in "));
+  }
+}
+
+static void test_no_recording_and_usage(void **state) {
+  const char *d = fx_tmpdir("verify-empty");
+  (void)state;
+
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  assert_non_null(strstr(cr_out, "note: "));
+  assert_non_null(strstr(cr_out, "no segment files"));
+  assert_non_null(strstr(cr_out, "\nDAMAGED: no recording found\n"));
+  assert_int_equal(cr_run("verify /nonexistent/rec"), 3);
+  assert_non_null(strstr(cr_err, "cannot open /nonexistent/rec"));
+  assert_int_equal(cr_run("verify"), 2);
+  assert_int_equal(cr_run("verify --bogus '%s'", d), 2);
+  assert_int_equal(cr_run("verify --help"), 0);
+  assert_non_null(strstr(cr_out, "Usage: stackrec verify"));
+  assert_non_null(strstr(cr_out, "Exit status:"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_intact),
+      cmocka_unit_test(test_bit_flip),
+      cmocka_unit_test(test_truncated_before_a_later_segment),
+      cmocka_unit_test(test_live_tail_is_a_note),
+      cmocka_unit_test(test_undefined_ids),
+      cmocka_unit_test(test_newer_format_and_inconsistent),
+      cmocka_unit_test(test_notes_and_foreign_files),
+      cmocka_unit_test(test_no_recording_and_usage),
+  };
+  return cmocka_run_group_tests_name("verify", tests, setup, NULL);
+}

@@ -1,0 +1,113 @@
+/*
+ * agg.h: a recording's events aggregated by call stack, for `report` and
+ * the exports (pprof, folded, HTML).
+ *
+ * Two levels, so that per-event work is one hash probe on small integers:
+ * events are counted through a key (process, session, site id, stack id[,
+ * thread id]); the first time a key is seen, its stack is resolved to
+ * names and frames and merged by content (site name + frame labels [+
+ * thread name]) with the stacks so far, which is what makes stacks from
+ * several processes, or several runs of one build, add up. A frame's label is its function name, or
+ * image+offset when unknown (stable across ASLR), or the raw PC when
+ * neither is known. Unsymbolized stacks (offline/none mode) get one frame
+ * per PC, placed in its image from the recording's image list (so they
+ * merge across runs by image+offset too).
+ * Memory grows with distinct stacks (plus the keys of the one process
+ * being read), never with events or with the number of processes.
+ *
+ * Thread-safety: none; one aggregation per thread.
+ */
+#ifndef STKR_AGG_H
+#define STKR_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/stkr_reader.h"
+
+typedef struct stkr_agg_opts {
+  const char *site_glob;   /* fnmatch(3) pattern on site names; NULL: all */
+  const char *thread_glob; /* pattern on thread names, or a decimal tid
+                              (then also matched as a name); NULL: all */
+  double from_s, to_s;     /* keep events in [from_s, to_s) seconds after
+                              their process's first event; to_s <= 0: no
+                              upper bound. from_s < 0 or 0 < to_s <=
+                              from_s is -EINVAL. */
+  bool app_only;           /* drop non-app frames (a stack with no app frame
+                              keeps its innermost PC's frames, so it stays
+                              attributable); unsymbolized stacks, whose
+                              frames are not known to be the app's or not,
+                              are kept whole */
+  bool by_thread;          /* keep threads apart (pprof's thread label) */
+} stkr_agg_opts;
+
+/* One distinct call stack at one site (and thread, with by_thread). */
+typedef struct stkr_agg_stack {
+  const char *site;
+  const char *thread;      /* by_thread: the thread's name ("" if none) */
+  uint64_t tid;            /* by_thread: its OS thread id (of the first
+                              thread seen, when several threads of that
+                              name merged) */
+  /* Innermost first; strings owned by the agg. pc and offset are those of
+   * the first occurrence; file/line/column are cleared where merged
+   * occurrences disagree (another call site in the function, another
+   * build), so a line shown is true of every event counted here. */
+  const stkr_frame *frames;
+  size_t n_frames;
+  uint64_t count;          /* events */
+  uint32_t n_pids;         /* distinct processes it was seen in */
+  bool truncated;          /* the walk stopped at max_depth (some events) */
+} stkr_agg_stack;
+
+/* A site and its stacks, most frequent first (ties in a fixed order: by
+ * thread, then frame labels). */
+typedef struct stkr_agg_site {
+  const char *name;
+  uint64_t count;
+  const stkr_agg_stack **stacks;
+  size_t n_stacks;
+} stkr_agg_site;
+
+typedef struct stkr_agg {
+  stkr_agg_site *sites;    /* most events first, then by name */
+  size_t n_sites;
+  stkr_agg_stack *stacks;  /* every stack (the sites point into this) */
+  size_t n_stacks;
+  uint64_t events_read;    /* every event the reader delivered */
+  uint64_t events;         /* of which passed the filters */
+  /* Lost by the recorder, summed over every process read (never
+   * filtered: a drop has no site or stack). */
+  uint64_t drops, drops_ring_full, drops_reentrant, drops_other,
+      drops_write_error;
+  uint64_t damaged_batches; /* the reader's count, summed */
+  size_t n_processes;
+  void *strs_;              /* private: the interned strings */
+  /* Also summed over the processes (stkr_process_info): */
+  uint64_t missing_batches;  /* gaps in batch numbers */
+  uint64_t segments_deleted; /* older segments the disk cap deleted */
+  uint64_t unresolved_events; /* events with an undefined id (site "?") */
+  size_t live_processes;     /* still being written (live_tail) */
+  size_t unsupported_processes; /* newer format: not read */
+} stkr_agg;
+
+/*
+ * Read every event of r (which must not have been read from yet) and
+ * aggregate them. progress, if not NULL, is called every 2^20 events with
+ * the count so far (for a progress line on a terminal).
+ * @return 0, -EINVAL (bad arguments, time window or glob), -ENOMEM, or the
+ *         reader's hard error. *out is owned by the caller: stkr_agg_free().
+ */
+int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
+                   void (*progress)(uint64_t events, void *arg),
+                   void *progress_arg, stkr_agg **out);
+
+/* Free an aggregation. NULL is accepted. */
+void stkr_agg_free(stkr_agg *a);
+
+/* A frame's label as used for merging and display: the function name,
+ * else "image+0xoffset" (image base name), else "0xPC". Writes into buf
+ * (always NUL-terminated) and returns buf. */
+const char *stkr_agg_frame_label(const stkr_frame *f, char *buf, size_t len);
+
+#endif /* STKR_AGG_H */

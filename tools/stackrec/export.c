@@ -1,0 +1,478 @@
+/*
+ * export.c: `stackrec export`: options, input and output, dispatch to a
+ * format writer (export_*.c), and the helpers they share (export.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/export.h"
+
+static const char export_help[] =
+    "Usage: stackrec export --format pprof|folded|chrome|jsonl [-o FILE]\n"
+    "                       [--site GLOB] [--thread NAME|TID]\n"
+    "                       [--from SEC] [--to SEC] [--app-only]\n"
+    "                       DIR|FILE...\n"
+    "\n"
+    "Write the events of the recordings in a format other tools read.\n"
+    "\n"
+    "Formats:\n"
+    "  pprof   gzipped profile.proto for `go tool pprof` and other pprof\n"
+    "          viewers: sample type events/count, one sample per distinct\n"
+    "          stack and thread, string labels \"site\" and \"thread\";\n"
+    "          locations leaf first, inlined calls as extra Line entries\n"
+    "          (innermost first), functions with name and source file,\n"
+    "          mappings with file name and hex build-id. Binary: needs -o\n"
+    "          FILE or a stdout that is not a terminal\n"
+    "  folded  collapsed stacks for flamegraph.pl, speedscope, inferno:\n"
+    "          one line per distinct stack, \"SITE;ROOT;...;LEAF COUNT\",\n"
+    "          sorted; ';' in a name becomes ':' and control characters '?'\n"
+    "  chrome  Trace Event Format JSON for Perfetto UI and chrome://tracing:\n"
+    "          one instant event per recorded event on its thread's track\n"
+    "          (thread_name and process_name metadata events), ts in\n"
+    "          microseconds after the first event, the stack as \"sf\" (into\n"
+    "          the stackFrames dictionary) and as args.stack (leaf first)\n"
+    "  jsonl   one JSON object per event, the keys of `stackrec dump\n"
+    "          --json`; \"frames\" is present when the stack was symbolized\n"
+    "\n"
+    "A frame is named by its function, or IMAGE+0xOFFSET when unknown, or\n"
+    "0xPC when not even its image is known. pprof and folded add up the\n"
+    "events of equal stacks across processes and recordings.\n"
+    "\n"
+    "Options:\n"
+    "  -f, --format FMT  the output format (required)\n"
+    "  -o, --output FILE write FILE (replaced only when complete); '-' or\n"
+    "                    no -o: stdout\n"
+    "  --site GLOB       only sites matching the fnmatch(3) pattern\n"
+    "  --thread NAME|TID only threads whose name matches the pattern, or\n"
+    "                    with that OS thread id\n"
+    "  --from SEC, --to SEC\n"
+    "                    only events in [SEC, SEC) seconds after the first\n"
+    "                    event of their process\n"
+    "  --app-only        keep only the app's frames (a stack without any\n"
+    "                    keeps its innermost frame)\n"
+    "  -h, --help        this help\n"
+    "\n"
+    "Events dropped by the recorder are not in any export; their count is\n"
+    "printed on stderr whenever there were any.\n"
+    "\n";
+
+typedef int (*writer_fn)(stkr__export *x);
+
+static const struct {
+  const char *name;
+  writer_fn fn;
+  bool binary;      /* refuse a terminal as stdout */
+  bool lazy_frames; /* see stkr_reader_opts */
+} formats[] = {
+    {"pprof", stkr__export_pprof, true, true},
+    {"folded", stkr__export_folded, false, true},
+    {"chrome", stkr__export_chrome, false, true},
+    {"jsonl", stkr__export_jsonl, false, false},
+};
+
+/* ---- progress ------------------------------------------------------------ */
+
+void stkr__progress(uint64_t events, void *arg) {
+  stkr__export *x = arg;
+
+  stkr_cli_progress_update(&x->progress, events, NULL);
+}
+
+void stkr__progress_end(stkr__export *x) {
+  stkr_cli_progress_done(&x->progress);
+}
+
+/* ---- filter ---------------------------------------------------------------- */
+
+void stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o) {
+  memset(f, 0, sizeof *f);
+  f->o = o;
+  if (o->thread_glob != NULL) {
+    char *end;
+    unsigned long long v = strtoull(o->thread_glob, &end, 10);
+    if (*end == '\0' && end != o->thread_glob)
+      f->tid = v;
+  }
+}
+
+int stkr__filter_pass(stkr__filter *f, stkr_reader *r,
+                      const stkr_event_view *ev) {
+  const stkr_agg_opts *o = f->o;
+
+  /* The window first, so that the first event of a process sets its
+   * origin whatever the other filters say (as stkr_agg_build does). */
+  if (o->from_s > 0 || o->to_s > 0) {
+    double t;
+    if (f->first_ts == NULL) {
+      /* The process count is fixed once reading has started. */
+      f->n_first = stkr_reader_process_count(r);
+      f->first_ts = calloc(f->n_first ? f->n_first : 1, sizeof *f->first_ts);
+      if (f->first_ts == NULL)
+        return -ENOMEM;
+    }
+    if (ev->process < f->n_first) {
+      if (f->first_ts[ev->process] == 0)
+        f->first_ts[ev->process] = ev->ts_ns ? ev->ts_ns : 1;
+      t = (double)(int64_t)(ev->ts_ns - f->first_ts[ev->process]) / 1e9;
+      if (t < o->from_s || (o->to_s > 0 && t >= o->to_s))
+        return 0;
+    }
+  }
+  if (o->site_glob != NULL && fnmatch(o->site_glob, ev->site, 0) != 0)
+    return 0;
+  if (o->thread_glob != NULL && !(f->tid != 0 && ev->tid == f->tid) &&
+      fnmatch(o->thread_glob, ev->thread_name, 0) != 0)
+    return 0;
+  return 1;
+}
+
+void stkr__filter_free(stkr__filter *f) {
+  free(f->first_ts);
+  f->first_ts = NULL;
+}
+
+int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,
+                     stkr_frame **scratch, size_t *scratch_cap,
+                     const stkr_frame **out, size_t *n_out) {
+  size_t i, k = 0, keep = 0;
+
+  *out = f;
+  *n_out = n;
+  if (!app_only || n == 0)
+    return 0;
+  for (i = 0; i < n; i++)
+    keep += f[i].is_app;
+  if (keep == n)
+    return 0;
+  if (keep == 0) {
+    *n_out = 1; /* the innermost frame alone */
+    return 0;
+  }
+  if (*scratch_cap < keep) {
+    stkr_frame *s = realloc(*scratch, keep * sizeof *s);
+    if (s == NULL)
+      return -ENOMEM;
+    *scratch = s;
+    *scratch_cap = keep;
+  }
+  for (i = 0; i < n; i++)
+    if (f[i].is_app)
+      (*scratch)[k++] = f[i];
+  *out = *scratch;
+  *n_out = k;
+  return 0;
+}
+
+/* ---- map ------------------------------------------------------------------- */
+
+static uint64_t map_hash(const void *p, size_t n) {
+  const unsigned char *c = p;
+  uint64_t h = 0xCBF29CE484222325ull;
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    h = (h ^ c[i]) * 0x100000001B3ull; /* FNV-1a */
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h;
+}
+
+static int map_grow(stkr__map *m) {
+  size_t ncap = m->cap ? m->cap * 2 : 64, i, j;
+  stkr__map_ent *ns = calloc(ncap, sizeof *ns);
+
+  if (ns == NULL)
+    return -ENOMEM;
+  for (i = 0; i < m->cap; i++) {
+    if (m->slot[i].key == NULL)
+      continue;
+    for (j = m->slot[i].hash & (ncap - 1); ns[j].key != NULL;
+         j = (j + 1) & (ncap - 1))
+      ;
+    ns[j] = m->slot[i];
+  }
+  free(m->slot);
+  m->slot = ns;
+  m->cap = ncap;
+  return 0;
+}
+
+int stkr__map_put(stkr__map *m, const void *key, size_t len, uint64_t *val,
+                  const char **key_copy) {
+  uint64_t h = map_hash(key, len);
+  stkr__map_ent *e;
+  size_t i;
+
+  if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m) != 0)
+    return -ENOMEM;
+  for (i = h & (m->cap - 1); m->slot[i].key != NULL; i = (i + 1) & (m->cap - 1)) {
+    e = &m->slot[i];
+    if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0) {
+      *val = e->val;
+      if (key_copy != NULL)
+        *key_copy = e->key;
+      return 1;
+    }
+  }
+  e = &m->slot[i];
+  e->key = malloc(len + 1);
+  if (e->key == NULL)
+    return -ENOMEM;
+  memcpy(e->key, key, len);
+  e->key[len] = '\0';
+  e->hash = h;
+  e->len = len;
+  e->val = *val;
+  m->n++;
+  if (key_copy != NULL)
+    *key_copy = e->key;
+  return 0;
+}
+
+int stkr__map_get(const stkr__map *m, const void *key, size_t len,
+                  uint64_t *val) {
+  uint64_t h = map_hash(key, len);
+  size_t i;
+
+  if (m->cap == 0)
+    return 0;
+  for (i = h & (m->cap - 1); m->slot[i].key != NULL; i = (i + 1) & (m->cap - 1))
+    if (m->slot[i].hash == h && m->slot[i].len == len &&
+        memcmp(m->slot[i].key, key, len) == 0) {
+      *val = m->slot[i].val;
+      return 1;
+    }
+  return 0;
+}
+
+void stkr__map_free(stkr__map *m) {
+  size_t i;
+
+  for (i = 0; i < m->cap; i++)
+    free(m->slot[i].key);
+  free(m->slot);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- the command ------------------------------------------------------------- */
+
+/* A number of seconds, >= 0. */
+static int parse_seconds(const char *s, double *out) {
+  char *end;
+
+  errno = 0;
+  *out = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(*out) || *out < 0)
+    return -EINVAL;
+  return 0;
+}
+
+/* Where the output goes: stdout, a device or FIFO as is, or a regular file
+ * through a temporary name in the same directory, renamed into place only
+ * when complete (no half-written profile under the final name). */
+typedef struct output {
+  const char *path; /* NULL: stdout */
+  char *tmp;        /* the temporary name, or NULL (written in place) */
+  FILE *f;
+} output;
+
+static int output_open(output *o, const char *path) {
+  struct stat st;
+
+  memset(o, 0, sizeof *o);
+  if (path == NULL || strcmp(path, "-") == 0) {
+    o->f = stdout;
+    return 0;
+  }
+  o->path = path;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    o->f = fopen(path, "wb");
+  } else {
+    if (asprintf(&o->tmp, "%s.tmp-%ld", path, (long)getpid()) < 0) {
+      o->tmp = NULL;
+      errno = ENOMEM;
+      return -ENOMEM;
+    }
+    o->f = fopen(o->tmp, "wb");
+  }
+  if (o->f == NULL) {
+    int err = -errno;
+    fprintf(stderr, "stackrec export: cannot create %s: %s\n", path,
+            strerror(errno));
+    free(o->tmp);
+    o->tmp = NULL;
+    return err;
+  }
+  return 0;
+}
+
+/* Finish the output: flush, close, rename into place (ok) or remove the
+ * temporary file (!ok). @return 0, or 1 after printing why writing
+ * failed. */
+static int output_close(output *o, bool ok) {
+  const char *name = o->path ? o->path : "stdout";
+  int status = 0;
+
+  if (fflush(o->f) != 0 || ferror(o->f)) {
+    fprintf(stderr, "stackrec export: writing %s: %s\n", name,
+            strerror(errno ? errno : EIO));
+    status = STKR_CLI_DATA_LOST;
+  }
+  if (o->f != stdout && fclose(o->f) != 0 && status == 0) {
+    fprintf(stderr, "stackrec export: writing %s: %s\n", name,
+            strerror(errno));
+    status = STKR_CLI_DATA_LOST;
+  }
+  if (o->tmp != NULL) {
+    if (ok && status == 0 && rename(o->tmp, o->path) != 0) {
+      fprintf(stderr, "stackrec export: cannot rename %s to %s: %s\n",
+              o->tmp, o->path, strerror(errno));
+      status = STKR_CLI_DATA_LOST;
+    }
+    if (!ok || status != 0)
+      unlink(o->tmp);
+    free(o->tmp);
+  }
+  return status;
+}
+
+/* Events the recorder dropped are in no export: say so, never silently. */
+static void note_drops(stkr_reader *r) {
+  size_t i, n = stkr_reader_process_count(r);
+  uint64_t drops = 0;
+
+  for (i = 0; i < n; i++)
+    drops += stkr_reader_process(r, i)->drops;
+  if (drops > 0)
+    fprintf(stderr,
+            "stackrec export: note: %llu events were dropped by the "
+            "recorder (ring full, re-entered, write errors); they are not "
+            "in the export\n",
+            (unsigned long long)drops);
+}
+
+enum { OPT_SITE = 256, OPT_THREAD, OPT_FROM, OPT_TO, OPT_APP_ONLY };
+
+int stkr_cli_export(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"site", required_argument, NULL, OPT_SITE},
+      {"thread", required_argument, NULL, OPT_THREAD},
+      {"from", required_argument, NULL, OPT_FROM},
+      {"to", required_argument, NULL, OPT_TO},
+      {"app-only", no_argument, NULL, OPT_APP_ONLY},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *format = NULL, *out_path = NULL;
+  stkr__export x;
+  output out;
+  bool have_to = false;
+  size_t fi, nf = sizeof formats / sizeof formats[0];
+  int c, err, status;
+
+  memset(&x, 0, sizeof x);
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'f':
+      format = optarg;
+      break;
+    case 'o':
+      out_path = optarg;
+      break;
+    case OPT_SITE:
+      x.filt.site_glob = optarg;
+      break;
+    case OPT_THREAD:
+      x.filt.thread_glob = optarg;
+      break;
+    case OPT_FROM:
+      if (parse_seconds(optarg, &x.filt.from_s) != 0)
+        return stkr_cli_usage_error(
+            "export", "--from wants seconds >= 0, not '%s'", optarg);
+      break;
+    case OPT_TO:
+      if (parse_seconds(optarg, &x.filt.to_s) != 0)
+        return stkr_cli_usage_error(
+            "export", "--to wants seconds >= 0, not '%s'", optarg);
+      have_to = true;
+      break;
+    case OPT_APP_ONLY:
+      x.filt.app_only = true;
+      break;
+    case 'h':
+      fputs(export_help, stdout);
+      fputs(stkr_cli_exit_help, stdout);
+      return stkr_cli_flush("export");
+    case ':':
+      return stkr_cli_usage_error("export", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("export", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (format == NULL)
+    return stkr_cli_usage_error("export",
+                                "--format pprof|folded|chrome|jsonl is "
+                                "required");
+  for (fi = 0; fi < nf && strcmp(formats[fi].name, format) != 0; fi++)
+    ;
+  if (fi == nf)
+    return stkr_cli_usage_error(
+        "export", "unknown format '%s' (pprof, folded, chrome or jsonl)",
+        format);
+  if (have_to && x.filt.to_s <= x.filt.from_s)
+    return stkr_cli_usage_error("export",
+                                "--to %g must be after --from %g",
+                                x.filt.to_s, x.filt.from_s);
+  if (optind >= argc)
+    return stkr_cli_usage_error("export", "no DIR or FILE given");
+  if (formats[fi].binary && (out_path == NULL || strcmp(out_path, "-") == 0) &&
+      isatty(STDOUT_FILENO))
+    return stkr_cli_usage_error(
+        "export", "%s output is binary: give -o FILE or redirect stdout",
+        format);
+
+  status = stkr_cli_open("export", argv + optind, argc - optind,
+                         formats[fi].lazy_frames, &x.r);
+  if (status != 0)
+    return status;
+  if (output_open(&out, out_path) != 0) {
+    stkr_reader_free(x.r);
+    return STKR_CLI_DATA_LOST;
+  }
+  x.out = out.f;
+  x.out_name = out_path && strcmp(out_path, "-") != 0 ? out_path : "stdout";
+  stkr_cli_progress_init(&x.progress, "export");
+
+  err = formats[fi].fn(&x);
+  stkr__progress_end(&x);
+  if (err != 0) {
+    fprintf(stderr, "stackrec export: %s\n",
+            err == -ENOMEM ? "out of memory" : strerror(-err));
+    output_close(&out, false);
+    stkr_reader_free(x.r);
+    return STKR_CLI_DATA_LOST;
+  }
+  status = stkr_cli_status(x.r);
+  /* Keep the export when some input was damaged: it holds every intact
+   * event, and the exit status says that data was lost. */
+  if (output_close(&out, true) != 0)
+    status = STKR_CLI_DATA_LOST;
+  note_drops(x.r);
+  stkr_reader_free(x.r);
+  return status;
+}

@@ -1,0 +1,114 @@
+/*
+ * export.h: `stackrec export` internals shared by the format writers.
+ *
+ * export.c parses the options, opens the input and the output and calls
+ * one writer:
+ *   export_pprof.c   aggregated (tools/stackrec/agg.h), gzipped profile.proto
+ *   export_folded.c  aggregated, collapsed stacks
+ *   export_chrome.c  per event, Trace Event Format JSON
+ *   export_jsonl.c   per event, one JSON object per line
+ * The aggregated writers grow only with distinct stacks; the per-event ones
+ * hold one batch (the reader's) plus tables that grow with distinct
+ * threads and stacks, never with events. Per-event writers filter with
+ * stkr__filter, which keeps exactly the events stkr_agg_build() keeps for
+ * the same options, so every format shows the same events.
+ *
+ * Thread-safety: none; the tool is single-threaded.
+ */
+#ifndef STKR_EXPORT_H
+#define STKR_EXPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "proto/stkr_reader.h"
+#include "tools/stackrec/agg.h"
+#include "tools/stackrec/cli.h"
+
+/* One export run, set up by export.c. */
+typedef struct stkr__export {
+  stkr_reader *r;         /* not read from yet when a writer starts */
+  stkr_agg_opts filt;     /* --site, --thread, --from, --to, --app-only
+                             (by_thread is the writer's business) */
+  FILE *out;              /* where the writer writes; errors are checked
+                             by export.c (ferror, fclose) */
+  const char *out_name;   /* the -o path, or "stdout", for messages */
+  stkr_cli_progress progress; /* see stkr__progress */
+  uint64_t events_out;    /* events written (per-event writers) or
+                             aggregated (the others), for the summary */
+} stkr__export;
+
+/*
+ * The writers. Each reads x->r to the end and writes to x->out.
+ * @return 0, -ENOMEM, or the reader's hard error (negative errno).
+ */
+int stkr__export_pprof(stkr__export *x);
+int stkr__export_folded(stkr__export *x);
+int stkr__export_chrome(stkr__export *x);
+int stkr__export_jsonl(stkr__export *x);
+
+/* The progress line (stkr_cli_progress_update: only on a terminal, after
+ * a second); call it about every million events. Also the progress
+ * callback of stkr_agg_build() (arg: the stkr__export). */
+void stkr__progress(uint64_t events, void *arg);
+/* Erase the progress line, if one was shown. */
+void stkr__progress_end(stkr__export *x);
+
+/* ---- per-event filtering (the semantics of stkr_agg_build) ---------- */
+
+typedef struct stkr__filter {
+  const stkr_agg_opts *o;
+  uint64_t tid;           /* thread_glob as a decimal tid, or 0 */
+  uint64_t *first_ts;     /* per process: its first event's time, or 0 */
+  size_t n_first;
+} stkr__filter;
+
+void stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o);
+/* Does the event pass --site, --thread and --from/--to? The window is
+ * relative to the first event read of the event's process, filtered or
+ * not, as in stkr_agg_build(). @return 1 (keep), 0 (skip) or -ENOMEM. */
+int stkr__filter_pass(stkr__filter *f, stkr_reader *r,
+                      const stkr_event_view *ev);
+void stkr__filter_free(stkr__filter *f);
+
+/*
+ * The frames an event shows with --app-only, as in stkr_agg_build(): the
+ * app's frames, or when there is none, the innermost frame alone (so the
+ * event stays attributable). Without app_only, f itself. *out points into
+ * f or into *scratch (grown with realloc; free it when done).
+ * @return 0 or -ENOMEM.
+ */
+int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,
+                     stkr_frame **scratch, size_t *scratch_cap,
+                     const stkr_frame **out, size_t *n_out);
+
+/* ---- a hash map from byte strings to uint64 ------------------------- */
+
+typedef struct stkr__map_ent {
+  uint64_t hash;
+  char *key;              /* NUL-terminated copy (len bytes + '\0') */
+  size_t len;
+  uint64_t val;
+} stkr__map_ent;
+
+typedef struct stkr__map {
+  stkr__map_ent *slot;    /* open addressing; key NULL = empty */
+  size_t cap, n;          /* cap: 0 or a power of two */
+} stkr__map;
+
+/*
+ * Look key up. Found: *val = its value, @return 1. Not found: insert it
+ * with the value *val, @return 0. -ENOMEM when it cannot be inserted.
+ * *key_copy (if not NULL) receives the map's NUL-terminated copy of the
+ * key, valid until stkr__map_free().
+ */
+int stkr__map_put(stkr__map *m, const void *key, size_t len, uint64_t *val,
+                  const char **key_copy);
+/* Look key up without inserting. @return 1 (*val set) or 0 (absent). */
+int stkr__map_get(const stkr__map *m, const void *key, size_t len,
+                  uint64_t *val);
+void stkr__map_free(stkr__map *m);
+
+#endif /* STKR_EXPORT_H */

@@ -1,0 +1,374 @@
+/*
+ * export_chrome.c: `stackrec export --format chrome`: Trace Event Format
+ * JSON (the "JSON Object Format" of the Trace Event Format document), read
+ * by Perfetto UI and chrome://tracing.
+ *
+ *   {"traceEvents":[ ...events... ],
+ *    "stackFrames":{"1":{"name":..,"category":..[,"parent":N]}, ...},
+ *    "displayTimeUnit":"ms", "otherData":{...}}
+ *
+ * Every recorded event becomes a thread-scoped instant event ("ph":"i",
+ * "s":"t") named after its site, on the track of its pid/tid; "M" events
+ * name each process and thread the first time it appears. Time stamps are
+ * microseconds (with ns decimals) after the first exported event, on the
+ * recording's CLOCK_MONOTONIC: exact within a machine; an event of a later
+ * read process that happened before that first one gets a negative ts.
+ *
+ * The stack goes two ways, because the two viewers read different ones:
+ * "sf" names the leaf node of a tree of frames in "stackFrames" (the
+ * format's documented way, shown by chrome://tracing), and args.stack lists
+ * the frames leaf first as strings (Perfetto's JSON import ignores
+ * stackFrames, but shows args).
+ *
+ * Memory: the tree of frames, the threads seen and one cache entry per
+ * distinct stack (its sf id and rendered args) — never per event. The
+ * cache is keyed by (process, session, stack id): ids restart with each
+ * recording session of a pid.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/export.h"
+
+typedef struct node {
+  uint64_t parent;       /* node id, 0 for a root frame */
+  const char *category;  /* inside the map's key copy */
+  const char *name;
+} node;
+
+typedef struct cached {
+  uint64_t sf;           /* leaf node id, 0: no frames */
+  char *args_stack;      /* "\"stack\":[...]" or NULL */
+} cached;
+
+typedef struct chrome {
+  stkr__export *x;
+  FILE *out;
+  stkr__map tracks;      /* "p<pid>" / "t<pid>:<tid>" seen */
+  stkr__map stacks;      /* (process, session, stack id) -> cache index */
+  cached *cache;
+  size_t n_cache, cap_cache;
+  stkr__map nodes_by_key; /* parent | category \0 name -> node id */
+  node *nodes;            /* nodes[id - 1] */
+  size_t n_nodes, cap_nodes;
+  stkr_frame *pcframes;   /* frames made up for an unsymbolized stack */
+  size_t cap_pcframes;
+  stkr_frame *scratch;    /* --app-only selection */
+  size_t cap_scratch;
+  bool first_event_out;   /* the first traceEvents element is written */
+  uint64_t origin_ns;
+  bool have_origin;
+} chrome;
+
+static void put_str(FILE *f, const char *s) {
+  putc('"', f);
+  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
+  putc('"', f);
+}
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+static void sep(chrome *c) {
+  fputs(c->first_event_out ? ",\n" : "\n", c->out);
+  c->first_event_out = true;
+}
+
+/* Metadata events naming the process and the thread, once each. */
+static int name_tracks(chrome *c, const stkr_event_view *ev) {
+  char key[64];
+  uint64_t v = 0;
+  int rc, len;
+
+  len = snprintf(key, sizeof key, "p%u", (unsigned)ev->pid);
+  if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
+    return rc;
+  if (rc == 0) {
+    const char *pn = ev->proc->process_name;
+    sep(c);
+    fprintf(c->out,
+            "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
+            "\"tid\":%u,\"args\":{\"name\":",
+            (unsigned)ev->pid, (unsigned)ev->pid);
+    if (pn != NULL && pn[0] != '\0') {
+      put_str(c->out, pn);
+    } else {
+      fprintf(c->out, "\"pid %u\"", (unsigned)ev->pid);
+    }
+    fputs("}}", c->out);
+  }
+  len = snprintf(key, sizeof key, "t%u:%llu", (unsigned)ev->pid,
+                 (unsigned long long)ev->tid);
+  if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
+    return rc;
+  if (rc == 0) {
+    const char *tn = ev->thread_name;
+    sep(c);
+    fprintf(c->out,
+            "{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
+            "\"tid\":%llu,\"args\":{\"name\":",
+            (unsigned)ev->pid, (unsigned long long)ev->tid);
+    if (tn[0] != '\0' && strcmp(tn, "?") != 0)
+      put_str(c->out, tn);
+    else
+      fprintf(c->out, "\"tid %llu\"", (unsigned long long)ev->tid);
+    fputs("}}", c->out);
+  }
+  return 0;
+}
+
+/* The node for (parent, frame), added if new. @return its id, or 0 when
+ * out of memory. */
+static uint64_t node_id(chrome *c, uint64_t parent, const stkr_frame *f) {
+  char label[1024], *key = NULL;
+  const char *cat = f->image ? base_name(f->image) : "unknown", *copy;
+  size_t cl = strlen(cat), ll, len;
+  uint64_t id = c->n_nodes + 1;
+  int rc;
+
+  stkr_agg_frame_label(f, label, sizeof label);
+  ll = strlen(label);
+  len = sizeof parent + cl + 1 + ll;
+  key = malloc(len);
+  if (key == NULL)
+    return 0;
+  memcpy(key, &parent, sizeof parent);
+  memcpy(key + sizeof parent, cat, cl + 1);
+  memcpy(key + sizeof parent + cl + 1, label, ll);
+  rc = stkr__map_put(&c->nodes_by_key, key, len, &id, &copy);
+  free(key);
+  if (rc < 0)
+    return 0;
+  if (rc == 0) {
+    if (c->n_nodes == c->cap_nodes) {
+      size_t ncap = c->cap_nodes ? c->cap_nodes * 2 : 256;
+      node *nn = realloc(c->nodes, ncap * sizeof *nn);
+      if (nn == NULL)
+        return 0; /* the map entry stays, unused: harmless */
+      c->nodes = nn;
+      c->cap_nodes = ncap;
+    }
+    c->nodes[c->n_nodes].parent = parent;
+    c->nodes[c->n_nodes].category = copy + sizeof parent;
+    c->nodes[c->n_nodes].name = copy + sizeof parent + cl + 1;
+    c->n_nodes++;
+  }
+  return id;
+}
+
+/* The cache entry of the current event's stack, made on first sight.
+ * @return its index, or a negative errno. */
+static long stack_entry(chrome *c, const stkr_event_view *ev) {
+  struct {
+    uint64_t process;
+    uint32_t session, stack;
+  } key;
+  const stkr_frame *f, *fr;
+  size_t n, n_fr, i;
+  uint64_t idx = c->n_cache, parent = 0;
+  cached e = {0, NULL};
+  int rc;
+
+  memset(&key, 0, sizeof key);
+  key.process = ev->process;
+  key.session = ev->proc->sessions;
+  key.stack = ev->stack_id;
+  rc = stkr__map_put(&c->stacks, &key, sizeof key, &idx, NULL);
+  if (rc < 0)
+    return rc;
+  if (rc == 1)
+    return (long)idx;
+
+  if (stkr_reader_frames(c->x->r, &f, &n) != 0)
+    return -ENOMEM;
+  fr = f;
+  n_fr = n;
+  if (n == 0 && ev->n_pcs > 0) {
+    /* Unsymbolized: one frame per PC, known by its PC only; whether a PC
+     * is the app's is unknown, so --app-only keeps them all (as
+     * stkr_agg_build does). */
+    if (c->cap_pcframes < ev->n_pcs) {
+      stkr_frame *p = realloc(c->pcframes, ev->n_pcs * sizeof *p);
+      if (p == NULL)
+        return -ENOMEM;
+      c->pcframes = p;
+      c->cap_pcframes = ev->n_pcs;
+    }
+    memset(c->pcframes, 0, ev->n_pcs * sizeof *c->pcframes);
+    for (i = 0; i < ev->n_pcs; i++)
+      c->pcframes[i].pc = c->pcframes[i].offset = ev->pcs[i];
+    fr = c->pcframes;
+    n_fr = ev->n_pcs;
+  } else if (stkr__app_frames(f, n, c->x->filt.app_only, &c->scratch,
+                              &c->cap_scratch, &fr, &n_fr) != 0) {
+    return -ENOMEM;
+  }
+  if (n_fr > 0) {
+    char label[1024];
+    size_t len = 0;
+    FILE *m;
+
+    for (i = n_fr; i-- > 0;) /* root first */
+      if ((parent = node_id(c, parent, &fr[i])) == 0)
+        return -ENOMEM;
+    e.sf = parent;
+    m = open_memstream(&e.args_stack, &len);
+    if (m == NULL)
+      return -ENOMEM;
+    fputs("\"stack\":[", m);
+    for (i = 0; i < n_fr; i++) {
+      if (i)
+        putc(',', m);
+      put_str(m, stkr_agg_frame_label(&fr[i], label, sizeof label));
+    }
+    putc(']', m);
+    if (fclose(m) != 0 || e.args_stack == NULL) {
+      free(e.args_stack);
+      return -ENOMEM;
+    }
+  }
+  if (c->n_cache == c->cap_cache) {
+    size_t ncap = c->cap_cache ? c->cap_cache * 2 : 256;
+    cached *nc = realloc(c->cache, ncap * sizeof *nc);
+    if (nc == NULL) {
+      free(e.args_stack);
+      return -ENOMEM;
+    }
+    c->cache = nc;
+    c->cap_cache = ncap;
+  }
+  c->cache[c->n_cache] = e;
+  return (long)c->n_cache++;
+}
+
+/* Signed ns as microseconds with three decimals, exactly. */
+static void put_us(FILE *f, int64_t ns) {
+  uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+
+  fprintf(f, "%s%llu.%03u", ns < 0 ? "-" : "", (unsigned long long)(a / 1000),
+          (unsigned)(a % 1000));
+}
+
+static int put_event(chrome *c, const stkr_event_view *ev) {
+  const cached *e = NULL;
+  bool any_arg = false;
+  long idx;
+  int rc;
+
+  if ((rc = name_tracks(c, ev)) != 0)
+    return rc;
+  if (ev->n_pcs > 0) {
+    if ((idx = stack_entry(c, ev)) < 0)
+      return (int)idx;
+    e = &c->cache[idx];
+  }
+  if (!c->have_origin) {
+    c->origin_ns = ev->ts_ns;
+    c->have_origin = true;
+  }
+  sep(c);
+  fputs("{\"name\":", c->out);
+  put_str(c->out, ev->site);
+  fputs(",\"cat\":\"stackrec\",\"ph\":\"i\",\"s\":\"t\",\"ts\":", c->out);
+  put_us(c->out, (int64_t)(ev->ts_ns - c->origin_ns));
+  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
+          (unsigned long long)ev->tid);
+  if (e != NULL && e->sf != 0)
+    fprintf(c->out, ",\"sf\":%llu", (unsigned long long)e->sf);
+  fputs(",\"args\":{", c->out);
+  if (ev->payload_len > 0 || ev->payload_truncated) {
+    fputs("\"payload\":\"", c->out);
+    stkr_cli_put_json(c->out, ev->payload, ev->payload_len);
+    putc('"', c->out);
+    if (ev->payload_truncated)
+      fputs(",\"payload_truncated\":true", c->out);
+    any_arg = true;
+  }
+  if (e != NULL && e->args_stack != NULL) {
+    if (any_arg)
+      putc(',', c->out);
+    fputs(e->args_stack, c->out);
+  }
+  fputs("}}", c->out);
+  return 0;
+}
+
+static void put_tail(chrome *c, uint64_t events) {
+  size_t i, np = stkr_reader_process_count(c->x->r);
+  uint64_t drops = 0, wall = 0;
+
+  fputs("\n],\n\"stackFrames\":{", c->out);
+  for (i = 0; i < c->n_nodes; i++) {
+    const node *n = &c->nodes[i];
+    fprintf(c->out, "%s\n\"%zu\":{\"name\":", i ? "," : "", i + 1);
+    put_str(c->out, n->name);
+    fputs(",\"category\":", c->out);
+    put_str(c->out, n->category);
+    if (n->parent != 0)
+      fprintf(c->out, ",\"parent\":%llu", (unsigned long long)n->parent);
+    putc('}', c->out);
+  }
+  for (i = 0; i < np; i++) {
+    const stkr_process_info *p = stkr_reader_process(c->x->r, i);
+    drops += p->drops;
+    if (p->first_wall_ns != 0 && (wall == 0 || p->first_wall_ns < wall))
+      wall = p->first_wall_ns;
+  }
+  fprintf(c->out,
+          "},\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"generator\":"
+          "\"stackrec export\",\"events\":%llu,\"dropped_events\":%llu,"
+          "\"first_wall_ns\":%llu}}\n",
+          (unsigned long long)events, (unsigned long long)drops,
+          (unsigned long long)wall);
+}
+
+int stkr__export_chrome(stkr__export *x) {
+  chrome c;
+  stkr__filter filt;
+  stkr_event_view ev;
+  uint64_t read = 0;
+  size_t i;
+  int rc, err = 0;
+
+  memset(&c, 0, sizeof c);
+  c.x = x;
+  c.out = x->out;
+  stkr__filter_init(&filt, &x->filt);
+  fputs("{\"traceEvents\":[", c.out);
+  while ((rc = stkr_reader_next(x->r, &ev)) == 1) {
+    if ((++read & 0xFFFF) == 0) {
+      stkr__progress(read, x);
+      if (ferror(c.out)) /* e.g. disk full: stop reading, export.c says */
+        break;
+    }
+    err = stkr__filter_pass(&filt, x->r, &ev);
+    if (err < 0)
+      break;
+    if (err == 0)
+      continue;
+    if ((err = put_event(&c, &ev)) != 0)
+      break;
+    x->events_out++;
+  }
+  if (err == 0 && rc < 0)
+    err = rc;
+  if (err == 0)
+    put_tail(&c, x->events_out);
+  for (i = 0; i < c.n_cache; i++)
+    free(c.cache[i].args_stack);
+  free(c.cache);
+  free(c.nodes);
+  free(c.pcframes);
+  free(c.scratch);
+  stkr__map_free(&c.tracks);
+  stkr__map_free(&c.stacks);
+  stkr__map_free(&c.nodes_by_key);
+  stkr__filter_free(&filt);
+  return err;
+}

@@ -1,0 +1,473 @@
+/*
+ * html.c: `stackrec report --html`, one self-contained HTML page.
+ *
+ * The page holds everything it needs: the style sheet and the script
+ * (tools/stackrec/report.{css,js}, compiled in as C arrays by the
+ * //tools:report_assets genrule), and the data as JSON in a
+ * <script type="application/json"> element. A Content-Security-Policy
+ * meta tag forbids every network fetch, so opening a report can never
+ * reach out, even if a recorded name tried to.
+ *
+ * What the page shows without JavaScript is written here as plain HTML: the
+ * summary, the drop summary (always present; it says plainly when nothing
+ * was dropped) and the site table. The flame graphs are drawn by report.js
+ * from the JSON: a frame table (label, file:line, flags, image) and, per
+ * site, its stacks as [count, frame index root ... leaf]. Frames are
+ * deduplicated so the JSON grows with distinct frames and stacks, not with
+ * stack depth times stacks times name length.
+ *
+ * Recorded strings are untrusted: in HTML text every <, >, &, " and ' is an
+ * entity; in the JSON every < > & is a \u escape, so no name can close the
+ * <script> element or open a comment in it. Bytes that are not valid UTF-8
+ * become the code point of the same value in both (as `dump --json` does),
+ * so a name reads the same in the table and in the graph.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/html.h"
+
+/* From //tools:report_assets (generated from report.js and report.css). */
+extern const char stkr__report_js[];
+extern const size_t stkr__report_js_len;
+extern const char stkr__report_css[];
+extern const size_t stkr__report_css_len;
+
+/* Sites whose flame graph is open when the page loads; the others are
+ * drawn when opened, which keeps pages with hundreds of sites quick. */
+#define STKR__HTML_OPEN_SITES 12
+
+/* ---- escaping ----------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid.
+ * Overlong forms, surrogates and code points above U+10FFFF are invalid. */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+  size_t len, i;
+  uint32_t cp;
+
+  if (p[0] < 0x80)
+    return 1;
+  if (p[0] >= 0xC2 && p[0] <= 0xDF)
+    len = 2, cp = p[0] & 0x1F;
+  else if (p[0] >= 0xE0 && p[0] <= 0xEF)
+    len = 3, cp = p[0] & 0x0F;
+  else if (p[0] >= 0xF0 && p[0] <= 0xF4)
+    len = 4, cp = p[0] & 0x07;
+  else
+    return 0;
+  if (n < len)
+    return 0;
+  for (i = 1; i < len; i++) {
+    if ((p[i] & 0xC0) != 0x80)
+      return 0;
+    cp = cp << 6 | (p[i] & 0x3F);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+    return 0;
+  return len;
+}
+
+/* s as HTML text (or attribute value). NULL writes nothing. */
+static void put_html(FILE *out, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = s ? strlen(s) : 0, i = 0, k;
+
+  while (i < n) {
+    unsigned char c = p[i];
+    switch (c) {
+    case '<': fputs("&lt;", out); i++; continue;
+    case '>': fputs("&gt;", out); i++; continue;
+    case '&': fputs("&amp;", out); i++; continue;
+    case '"': fputs("&quot;", out); i++; continue;
+    case '\'': fputs("&#39;", out); i++; continue;
+    default: break;
+    }
+    if (c < 0x20 || c == 0x7F) {
+      /* Control characters are not allowed as text: show them as the
+       * replacement character rather than let the parser guess. */
+      fputs("&#xFFFD;", out);
+      i++;
+      continue;
+    }
+    k = utf8_len(p + i, n - i);
+    if (k == 0) {
+      fprintf(out, "&#x%02X;", c);
+      i++;
+      continue;
+    }
+    fwrite(p + i, 1, k, out);
+    i += k;
+  }
+}
+
+/* The inside of a JSON string for s, safe inside <script>. */
+static void put_json_body(FILE *out, const char *s) {
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  size_t n = strlen((const char *)p), i = 0, k;
+
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c == '"' || c == '\\') {
+      fputc('\\', out);
+      fputc(c, out);
+      i++;
+    } else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7F) {
+      fprintf(out, "\\u%04x", c);
+      i++;
+    } else if ((k = utf8_len(p + i, n - i)) == 0) {
+      fprintf(out, "\\u%04x", c); /* invalid UTF-8: the byte's code point */
+      i++;
+    } else {
+      /* U+2028/2029 are valid in JSON but not in older JS string
+       * literals; escape them so the blob is safe either way. */
+      if (k == 3 && c == 0xE2 && p[i + 1] == 0x80 &&
+          (p[i + 2] == 0xA8 || p[i + 2] == 0xA9))
+        fprintf(out, "\\u%04x", p[i + 2] == 0xA8 ? 0x2028 : 0x2029);
+      else
+        fwrite(p + i, 1, k, out);
+      i += k;
+    }
+  }
+}
+
+/* s as a JSON string ("" for NULL). */
+static void put_json(FILE *out, const char *s) {
+  fputc('"', out);
+  put_json_body(out, s);
+  fputc('"', out);
+}
+
+/* 1234567 as "1,234,567". */
+static const char *fmt_count(uint64_t v, char buf[32]) {
+  char tmp[24];
+  int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v), i, o = 0;
+
+  for (i = 0; i < n; i++) {
+    if (i > 0 && (n - i) % 3 == 0)
+      buf[o++] = ',';
+    buf[o++] = tmp[i];
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* part of whole as "12.3%" ("<0.1%" for a small non-zero part). */
+static const char *fmt_pct(uint64_t part, uint64_t whole, char buf[16]) {
+  double p = whole ? 100.0 * (double)part / (double)whole : 0;
+
+  if (part > 0 && p < 0.1)
+    snprintf(buf, 16, "&lt;0.1%%");
+  else
+    snprintf(buf, 16, "%.1f%%", p);
+  return buf;
+}
+
+/* ---- the frame table ------------------------------------------------------ */
+
+/* One distinct frame as the page shows it. */
+typedef struct hframe {
+  char *label;       /* stkr_agg_frame_label(), owned */
+  const char *file;  /* owned by the agg */
+  uint32_t line;
+  const char *image; /* base name, inside the agg's string */
+  unsigned flags;    /* 1 inlined, 2 app, 4 no function name */
+  uint64_t hash;
+} hframe;
+
+typedef struct ftab {
+  hframe *v;
+  size_t n, vcap;
+  uint32_t *slot; /* index + 1; 0 = empty */
+  size_t cap;     /* power of two */
+} ftab;
+
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; s && *s; s++)
+    h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+  return (h ^ 0xFF) * 0x100000001B3ull; /* field separator */
+}
+
+static bool same_str(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The index of f in t, added if new. @return index, or -ENOMEM. */
+static int64_t ftab_get(ftab *t, const stkr_frame *f) {
+  char label[512];
+  hframe k;
+  size_t i;
+
+  memset(&k, 0, sizeof k);
+  stkr_agg_frame_label(f, label, sizeof label);
+  k.file = f->file;
+  k.line = f->line;
+  if (f->image != NULL) {
+    const char *base = strrchr(f->image, '/');
+    k.image = base ? base + 1 : f->image;
+  }
+  k.flags = (f->inlined ? 1u : 0) | (f->is_app ? 2u : 0) |
+            (f->function == NULL ? 4u : 0);
+  k.hash = fnv(fnv(fnv(0xCBF29CE484222325ull, label), k.file), k.image) ^
+           ((uint64_t)k.line << 3 | k.flags);
+  k.hash *= 0x9E3779B97F4A7C15ull;
+
+  if ((t->n + 1) * 2 > t->cap) {
+    size_t ncap = t->cap ? t->cap * 2 : 1024, j;
+    uint32_t *ns = calloc(ncap, sizeof *ns);
+    if (ns == NULL)
+      return -ENOMEM;
+    for (j = 0; j < t->n; j++) {
+      i = (t->v[j].hash >> 20) & (ncap - 1);
+      while (ns[i] != 0)
+        i = (i + 1) & (ncap - 1);
+      ns[i] = (uint32_t)j + 1;
+    }
+    free(t->slot);
+    t->slot = ns;
+    t->cap = ncap;
+  }
+  for (i = (k.hash >> 20) & (t->cap - 1); t->slot[i] != 0;
+       i = (i + 1) & (t->cap - 1)) {
+    const hframe *o = &t->v[t->slot[i] - 1];
+    if (o->hash == k.hash && o->line == k.line && o->flags == k.flags &&
+        strcmp(o->label, label) == 0 && same_str(o->file, k.file) &&
+        same_str(o->image, k.image))
+      return t->slot[i] - 1;
+  }
+  if (t->n == t->vcap) {
+    size_t ncap = t->vcap ? t->vcap * 2 : 256;
+    hframe *nv = realloc(t->v, ncap * sizeof *nv);
+    if (nv == NULL)
+      return -ENOMEM;
+    t->v = nv;
+    t->vcap = ncap;
+  }
+  k.label = strdup(label);
+  if (k.label == NULL)
+    return -ENOMEM;
+  t->v[t->n] = k;
+  t->slot[i] = (uint32_t)++t->n;
+  return (int64_t)t->n - 1;
+}
+
+static void ftab_free(ftab *t) {
+  size_t i;
+
+  for (i = 0; i < t->n; i++)
+    free(t->v[i].label);
+  free(t->v);
+  free(t->slot);
+}
+
+/* ---- page parts ------------------------------------------------------------ */
+
+static void put_summary(FILE *out, const stkr_agg *a) {
+  char b1[32], b2[32], b3[32];
+
+  fprintf(out, "<p class=\"summary\">%s events at %s site%s, %s distinct "
+          "stack%s, from %zu process%s",
+          fmt_count(a->events, b1), fmt_count(a->n_sites, b2),
+          a->n_sites == 1 ? "" : "s", fmt_count(a->n_stacks, b3),
+          a->n_stacks == 1 ? "" : "s", a->n_processes,
+          a->n_processes == 1 ? "" : "es");
+  if (a->events != a->events_read)
+    fprintf(out, " (%s of the %s events read passed the filters)",
+            fmt_count(a->events, b1), fmt_count(a->events_read, b2));
+  fputs(".</p>\n", out);
+}
+
+static void put_drops(FILE *out, const stkr_agg *a) {
+  const struct {
+    const char *cause, *why;
+    uint64_t n;
+  } causes[] = {
+      {"ring full", "the thread's ring buffer was full", a->drops_ring_full},
+      {"re-entrant", "an event inside an event, e.g. from a signal handler",
+       a->drops_reentrant},
+      {"write error", "the recorder could not write its segment files",
+       a->drops_write_error},
+      {"other", "e.g. two threads registering a site at once",
+       a->drops_other},
+  };
+  char b1[32], b2[16];
+  size_t i;
+  bool lost = a->drops > 0 || a->damaged_batches > 0;
+
+  fprintf(out, "<section id=\"drops\" class=\"drops %s\">\n",
+          lost ? "lost" : "none");
+  if (a->drops == 0) {
+    fputs("<p>No dropped events: the recorder wrote every event it "
+          "captured.</p>\n", out);
+  } else {
+    fprintf(out, "<p>%s events were dropped by the recorder (%s of the "
+            "events captured) and are missing from this report.</p>\n",
+            fmt_count(a->drops, b1),
+            fmt_pct(a->drops, a->drops + a->events_read, b2));
+    fputs("<table><thead><tr><th>Cause</th><th class=\"num\">Dropped "
+          "events</th><th></th></tr></thead><tbody>\n", out);
+    for (i = 0; i < sizeof causes / sizeof causes[0]; i++) {
+      fprintf(out, "<tr><td>%s</td><td class=\"num\">%s</td><td>%s</td>"
+              "</tr>\n", causes[i].cause, fmt_count(causes[i].n, b1),
+              causes[i].why);
+    }
+    fputs("</tbody></table>\n", out);
+  }
+  if (a->damaged_batches > 0)
+    fprintf(out, "<p>%s damaged or truncated batch%s could not be read: "
+            "the events in %s are missing too.</p>\n",
+            fmt_count(a->damaged_batches, b1),
+            a->damaged_batches == 1 ? "" : "es",
+            a->damaged_batches == 1 ? "it" : "them");
+  fputs("</section>\n", out);
+}
+
+static void put_site_table(FILE *out, const stkr_agg *a) {
+  char b1[32], b2[16], b3[32];
+  size_t i;
+
+  fputs("<section id=\"sites\"><h2>Sites</h2>\n", out);
+  if (a->n_sites == 0) {
+    fputs("<p>No events in this report.</p></section>\n", out);
+    return;
+  }
+  fputs("<table class=\"sites\"><thead><tr><th class=\"num\">#</th>"
+        "<th>Site</th><th class=\"num\">Events</th><th class=\"num\">% of "
+        "total</th><th class=\"num\">Stacks</th><th></th></tr></thead>"
+        "<tbody>\n", out);
+  for (i = 0; i < a->n_sites; i++) {
+    const stkr_agg_site *s = &a->sites[i];
+    double w = a->events ? 100.0 * (double)s->count / (double)a->events : 0;
+    fprintf(out, "<tr><td class=\"num\">%zu</td><td class=\"name\">"
+            "<a href=\"#site-%zu\">", i + 1, i);
+    put_html(out, s->name);
+    fprintf(out, "</a></td><td class=\"num\">%s</td><td class=\"num\">%s"
+            "</td><td class=\"num\">%s</td><td class=\"bar\"><span "
+            "style=\"width:%.2f%%\"></span></td></tr>\n",
+            fmt_count(s->count, b1), fmt_pct(s->count, a->events, b2),
+            fmt_count(s->n_stacks, b3), w);
+  }
+  fputs("</tbody></table></section>\n", out);
+}
+
+static void put_flame_sections(FILE *out, const stkr_agg *a) {
+  char b1[32], b2[16];
+  size_t i;
+
+  if (a->n_sites == 0)
+    return;
+  fputs("<section id=\"flames\"><h2>Flame graphs</h2>\n"
+        "<p class=\"legend\">Each site is the top row; its callers' stacks "
+        "go down, outermost caller first, widths proportional to events. "
+        "Click a frame to zoom in, the site or an upper row to zoom out; "
+        "Esc resets. Hover for counts."
+        "<span style=\"background:hsl(30,85%,60%)\"></span>app code"
+        "<span style=\"background:hsl(205,50%,70%)\"></span>libraries"
+        "<span style=\"background:hsl(210,6%,78%)\"></span>no symbol</p>\n"
+        "<noscript><p>The flame graphs need JavaScript; the tables above "
+        "do not.</p></noscript>\n", out);
+  for (i = 0; i < a->n_sites; i++) {
+    const stkr_agg_site *s = &a->sites[i];
+    fprintf(out, "<details class=\"site\" id=\"site-%zu\"%s><summary>"
+            "<span class=\"name\">", i,
+            i < STKR__HTML_OPEN_SITES ? " open" : "");
+    put_html(out, s->name);
+    fprintf(out, "</span> <span class=\"count\">&mdash; %s events, %s of "
+            "total</span></summary>\n<div class=\"toolbar\"><button "
+            "type=\"button\" class=\"reset\" hidden>Reset zoom</button>"
+            "</div>\n<div class=\"flame\" data-site=\"%zu\"></div>\n"
+            "<div class=\"status\"></div>\n</details>\n",
+            fmt_count(s->count, b1), fmt_pct(s->count, a->events, b2), i);
+  }
+  fputs("</section>\n", out);
+}
+
+/* The JSON blob (see report.js for its shape). */
+static int put_data(FILE *out, const stkr_agg *a) {
+  ftab t;
+  size_t i, j, k;
+  int err = 0;
+
+  memset(&t, 0, sizeof t);
+  fprintf(out, "<script type=\"application/json\" id=\"stkr-data\">"
+          "{\"version\":1,\"events\":%" PRIu64 ",\"sites\":[", a->events);
+  for (i = 0; i < a->n_sites && err == 0; i++) {
+    const stkr_agg_site *s = &a->sites[i];
+    fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
+    put_json(out, s->name);
+    fprintf(out, ",\"count\":%" PRIu64 ",\"stacks\":[", s->count);
+    for (j = 0; j < s->n_stacks && err == 0; j++) {
+      const stkr_agg_stack *st = s->stacks[j];
+      fprintf(out, "%s[%" PRIu64, j ? "," : "", st->count);
+      /* The agg's frames are innermost first; the tree wants root first. */
+      for (k = st->n_frames; k-- > 0;) {
+        int64_t idx = ftab_get(&t, &st->frames[k]);
+        if (idx < 0) {
+          err = (int)idx;
+          break;
+        }
+        fprintf(out, ",%" PRId64, idx);
+      }
+      fputc(']', out);
+    }
+    fputs("]}", out);
+  }
+  fputs("],\n\"frames\":[", out);
+  for (i = 0; i < t.n && err == 0; i++) {
+    const hframe *f = &t.v[i];
+    fputs(i ? ",\n[" : "\n[", out);
+    put_json(out, f->label);
+    fputc(',', out);
+    fputc('"', out);
+    put_json_body(out, f->file);
+    if (f->file != NULL && f->line > 0)
+      fprintf(out, ":%" PRIu32, f->line);
+    fputc('"', out);
+    fprintf(out, ",%u,", f->flags);
+    put_json(out, f->image);
+    fputc(']', out);
+  }
+  fputs("]}</script>\n", out);
+  ftab_free(&t);
+  return err;
+}
+
+int stkr_html_write(FILE *out, const stkr_agg *a, const char *title) {
+  int err;
+
+  if (out == NULL || a == NULL)
+    return -EINVAL;
+  if (title == NULL || title[0] == '\0')
+    title = "stackrec report";
+  errno = 0;
+  fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        /* No fetch of any kind: the page is complete as it is. */
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "
+        "'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, "
+        "initial-scale=1\">\n<meta name=\"generator\" content=\"stackrec\">\n"
+        "<title>", out);
+  put_html(out, title);
+  fputs("</title>\n<style>\n", out);
+  fwrite(stkr__report_css, 1, stkr__report_css_len, out);
+  fputs("</style></head>\n<body>\n<header><h1>", out);
+  put_html(out, title);
+  fputs("</h1>\n", out);
+  put_summary(out, a);
+  fputs("</header>\n", out);
+  put_drops(out, a);
+  put_site_table(out, a);
+  put_flame_sections(out, a);
+  fputs("<div id=\"tip\" class=\"tip\" hidden></div>\n", out);
+  err = put_data(out, a);
+  if (err != 0)
+    return err;
+  fputs("<script>\n", out);
+  fwrite(stkr__report_js, 1, stkr__report_js_len, out);
+  fputs("</script>\n</body></html>\n", out);
+  if (fflush(out) != 0 || ferror(out))
+    return -(errno ? errno : EIO);
+  return 0;
+}

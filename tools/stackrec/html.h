@@ -1,0 +1,18 @@
+/*
+ * html.h: `stackrec report --html`, a self-contained HTML report (html.c):
+ * drop summary, site table, and an interactive flame graph per site, with
+ * its script and style compiled in; the page loads nothing from anywhere.
+ *
+ * Thread-safety: none needed; it only reads `a` and writes `out`.
+ */
+#ifndef STKR_HTML_H
+#define STKR_HTML_H
+
+#include <stdio.h>
+#include "tools/stackrec/agg.h"
+/* Write a self-contained HTML report of `a` to out. @return 0 or -errno (write error). */
+/* title: the page's title (NULL or "": "stackrec report"). Also -EINVAL
+ * for a NULL out or a, -ENOMEM. Flushes out; the caller closes it. */
+int stkr_html_write(FILE *out, const stkr_agg *a, const char *title);
+
+#endif /* STKR_HTML_H */

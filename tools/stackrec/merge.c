@@ -1,0 +1,482 @@
+/*
+ * merge.c: `stackrec merge`: several recordings (many devices, many runs
+ * of one build) into one recording directory.
+ *
+ * The design is the simplest one the format allows without re-numbering
+ * any id: every input process (the segments of one pid in one input
+ * directory) becomes one process of OUT, its intact batches copied in
+ * order into segments of the same seq numbers. Ids stay consistent because
+ * a process's batches are never mixed with another's; sessions, drops,
+ * counters, images and frames come along unchanged. A process keeps its
+ * pid unless an earlier input process already took it in OUT; it then
+ * gets a fresh synthetic pid from 10000000 up (above any Linux or Darwin
+ * pid, so it cannot be mistaken for a real one), written into its Header
+ * messages too so OUT reads back without inconsistencies.
+ *
+ * Nothing is matched at merge time: readers of OUT (report, export) merge
+ * stacks by content across processes (agg.c): same site, same frame labels
+ * (function names, or image+offset), so stacks of different builds of one
+ * program meet by their symbolized frames.
+ *
+ * Batches are copied as their compressed bytes (verified by the reader:
+ * checksum, decoding, validation) unless their Header must change, in
+ * which case they are decoded, changed and encoded again. Damaged batches
+ * are left out (and reported; exit 1), as is the incomplete last batch of
+ * a recording still being written. Memory: one batch at a time.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/stkr_format.h"
+#include "tools/stackrec/cli.h"
+
+#define MERGE_PID_BASE 10000000u
+#define COPY_CHUNK (1u << 20)
+
+static const char merge_help[] =
+    "Usage: stackrec merge -o OUT DIR|FILE...\n"
+    "\n"
+    "Merge several recordings (many devices, many runs of one build) into\n"
+    "one recording directory OUT, which 'stackrec report', 'export' and the\n"
+    "other commands read like any recording.\n"
+    "\n"
+    "Every input process (the segments of one pid in one input directory)\n"
+    "becomes one process of OUT: its intact batches are copied in order,\n"
+    "into segment files of the same numbers, so its ids, sessions, drops\n"
+    "and counters stay as they were. It keeps its pid unless an earlier\n"
+    "input process took it; it then gets a new pid from 10000000 up (said\n"
+    "on stdout), also written into its headers. Stacks are not matched at\n"
+    "merge time: readers of OUT merge them by content (site, function names,\n"
+    "or image+offset where unknown), so stacks from different builds meet\n"
+    "by their symbolized frames. Recordings made in offline mode have only\n"
+    "image+offset, which matches within one build: run 'stackrec symbolize'\n"
+    "on them first to match builds.\n"
+    "\n"
+    "Damaged batches are left out and named on stderr (exit 1); the\n"
+    "incomplete last batch of a recording still being written is left out\n"
+    "quietly. OUT is created if missing; it must not be an input, nor hold\n"
+    "segment files already: existing files are never overwritten.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output OUT  the directory to write (required)\n"
+    "  -h, --help        this help\n"
+    "\n";
+
+/* One input process as written to OUT. */
+typedef struct mproc {
+  uint32_t out_pid;
+  bool assigned, renumbered;
+} mproc;
+
+typedef struct merge_run {
+  const char *outdir;
+  mproc *procs; /* by reader process index */
+  size_t n_procs;
+  uint32_t next_pid; /* next synthetic pid to try */
+  /* The output segment being written, and the input file it copies. */
+  size_t cur_process;
+  char cur_in[PATH_MAX];
+  int in_fd, out_fd;
+  char out_path[PATH_MAX];
+  /* Re-encoding and copying. */
+  stkr_fmt_pballoc pballoc;
+  ZSTD_CCtx *cctx;
+  stkr_fmt_buf enc;
+  uint8_t *chunk;
+  /* Totals. */
+  uint64_t batches, rewritten, segments, bytes;
+  uint64_t live; /* processes whose live tail was left out */
+} merge_run;
+
+static void on_warning(void *arg, const stkr_warning *w) {
+  merge_run *m = arg;
+
+  if (w->kind == STKR_WARN_LIVE_TAIL) {
+    m->live++;
+    return;
+  }
+  stkr_cli_progress_pause();
+  fflush(stdout);
+  fprintf(stderr, "stackrec merge: warning: %s%s\n", w->message,
+          w->data_lost ? " (not merged)" : "");
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return -errno;
+    if (k == 0)
+      return -EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int close_out(merge_run *m) {
+  int err = 0;
+
+  if (m->out_fd >= 0 && close(m->out_fd) != 0)
+    err = -errno;
+  m->out_fd = -1;
+  if (m->in_fd >= 0)
+    close(m->in_fd);
+  m->in_fd = -1;
+  m->cur_in[0] = '\0';
+  if (err != 0)
+    fprintf(stderr, "stackrec merge: writing %s: %s\n", m->out_path,
+            strerror(-err));
+  return err;
+}
+
+static bool pid_taken(const merge_run *m, uint32_t pid) {
+  size_t i;
+
+  for (i = 0; i < m->n_procs; i++)
+    if (m->procs[i].assigned && m->procs[i].out_pid == pid)
+      return true;
+  return false;
+}
+
+/* The pid process `i` (recorded as `pid`) gets in OUT. */
+static void assign_pid(merge_run *m, size_t i, uint32_t pid) {
+  mproc *p = &m->procs[i];
+
+  if (pid == 0 || pid_taken(m, pid)) {
+    while (pid_taken(m, m->next_pid))
+      m->next_pid++;
+    p->out_pid = m->next_pid++;
+    p->renumbered = true;
+  } else {
+    p->out_pid = pid;
+  }
+  p->assigned = true;
+}
+
+/* Start the output segment for input file b->path. */
+static int open_out(merge_run *m, const stkr_batch_view *b) {
+  char name[STKR_FMT_SEGMENT_NAME_MAX];
+  uint32_t seq = b->file_seq ? b->file_seq : 1;
+  int err;
+
+  if ((err = close_out(m)) != 0)
+    return err;
+  stkr_fmt_segment_name(name, sizeof name, m->procs[b->process].out_pid, seq);
+  snprintf(m->out_path, sizeof m->out_path, "%s/%s", m->outdir, name);
+  /* O_EXCL: never overwrite (two input files of one process cannot map
+   * to one name: a process's files have distinct seqs). */
+  m->out_fd = open(m->out_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (m->out_fd < 0) {
+    err = -errno;
+    fprintf(stderr, "stackrec merge: cannot create %s: %s\n", m->out_path,
+            strerror(errno));
+    return err;
+  }
+  m->in_fd = open(b->path, O_RDONLY | O_CLOEXEC);
+  if (m->in_fd < 0) {
+    err = -errno;
+    fprintf(stderr, "stackrec merge: cannot reopen %s: %s\n", b->path,
+            strerror(errno));
+    return err;
+  }
+  snprintf(m->cur_in, sizeof m->cur_in, "%s", b->path);
+  m->cur_process = b->process;
+  m->segments++;
+  return 0;
+}
+
+/* Copy the batch's frame as it is in the input file. */
+static int copy_frame(merge_run *m, const stkr_batch_view *b) {
+  uint64_t off = b->offset, left = b->frame_len;
+
+  while (left > 0) {
+    size_t want = left < COPY_CHUNK ? (size_t)left : COPY_CHUNK;
+    ssize_t n = pread(m->in_fd, m->chunk, want, (off_t)off);
+    int err;
+
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      err = n < 0 ? -errno : -EIO;
+      fprintf(stderr, "stackrec merge: %s: offset %llu: reading again: %s\n",
+              b->path, (unsigned long long)off, strerror(-err));
+      return err;
+    }
+    if ((err = write_all(m->out_fd, m->chunk, (size_t)n)) != 0) {
+      fprintf(stderr, "stackrec merge: writing %s: %s\n", m->out_path,
+              strerror(-err));
+      return err;
+    }
+    off += (uint64_t)n;
+    left -= (uint64_t)n;
+  }
+  m->bytes += b->frame_len;
+  return 0;
+}
+
+/* Decode the batch; if it has a Header that must change, encode it again
+ * with the new pid and seq. *done: whether it was written. */
+static int rewrite_header(merge_run *m, const stkr_batch_view *b,
+                          bool *done) {
+  Stackrec__Batch *batch;
+  uint32_t pid = m->procs[b->process].out_pid;
+  uint32_t seq = b->file_seq ? b->file_seq : 1;
+  int err;
+
+  *done = false;
+  m->pballoc.refused = false;
+  batch = stackrec__batch__unpack(&m->pballoc.pb, b->len, b->data);
+  if (batch == NULL) /* the reader decoded it: only memory can fail */
+    return -ENOMEM;
+  if (batch->header == NULL ||
+      (batch->header->pid == pid && batch->header->segment_seq == seq)) {
+    stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
+    return 0;
+  }
+  batch->header->pid = pid;
+  batch->header->segment_seq = seq;
+  m->enc.len = 0;
+  err = stkr_fmt_encode_batch(batch, m->cctx, 3, &m->enc);
+  stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
+  if (err == 0)
+    err = write_all(m->out_fd, m->enc.data, m->enc.len);
+  if (err != 0) {
+    fprintf(stderr, "stackrec merge: writing %s: %s\n", m->out_path,
+            strerror(-err));
+    return err;
+  }
+  m->bytes += m->enc.len;
+  m->rewritten++;
+  *done = true;
+  return 0;
+}
+
+static int on_batch(void *arg, const stkr_batch_view *b) {
+  merge_run *m = arg;
+  const mproc *p;
+  bool done = false;
+  int err;
+
+  if (b->process >= m->n_procs)
+    return -EINVAL; /* cannot happen: the count is fixed while reading */
+  if (!m->procs[b->process].assigned)
+    assign_pid(m, b->process, b->pid);
+  p = &m->procs[b->process];
+  if (m->out_fd < 0 || m->cur_process != b->process ||
+      strcmp(m->cur_in, b->path) != 0)
+    if ((err = open_out(m, b)) != 0)
+      return err;
+  /* A file not named as a segment (seq 0) gets seq 1, so its header may
+   * need the new seq even when its pid stays. */
+  if (p->renumbered || b->file_seq == 0)
+    if ((err = rewrite_header(m, b, &done)) != 0)
+      return err;
+  if (!done && (err = copy_frame(m, b)) != 0)
+    return err;
+  m->batches++;
+  return 0;
+}
+
+/* Does dir hold a segment file? @return 1, 0, or -errno. */
+static int has_segments(const char *dir) {
+  struct dirent *de;
+  DIR *d = opendir(dir);
+  int found = 0;
+
+  if (d == NULL)
+    return -errno;
+  while (!found && (de = readdir(d)) != NULL)
+    found = stkr_fmt_segment_parse(de->d_name, NULL, NULL) == 0;
+  closedir(d);
+  return found;
+}
+
+/* Refuse OUT if it is an input, or the directory of an input file.
+ * @return 0, or the usage status after printing why. */
+static int check_out(const char *out, char *const *in, int n) {
+  struct stat so, si;
+  int i;
+
+  if (stat(out, &so) != 0)
+    return 0; /* created later: cannot be an input */
+  if (!S_ISDIR(so.st_mode))
+    return stkr_cli_usage_error("merge", "OUT '%s' is not a directory", out);
+  for (i = 0; i < n; i++) {
+    char dir[PATH_MAX];
+    const char *slash;
+
+    if (stat(in[i], &si) != 0)
+      continue; /* reported when the input is opened */
+    if (!S_ISDIR(si.st_mode)) {
+      slash = strrchr(in[i], '/');
+      if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+      else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - in[i]) + (slash == in[i]),
+                 in[i]);
+      if (stat(dir, &si) != 0)
+        continue;
+    }
+    if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+      return stkr_cli_usage_error(
+          "merge", "OUT '%s' is the input '%s' (or holds it): write the "
+          "merge to a new directory", out, in[i]);
+  }
+  return 0;
+}
+
+static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
+  size_t i;
+
+  for (i = 0; i < m->n_procs; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    if (m->procs[i].renumbered) {
+      printf("process %u of ", (unsigned)p->pid);
+      stkr_cli_put_escaped(stdout, (const uint8_t *)p->dir, strlen(p->dir));
+      printf(" written as process %u (pid %u was taken)\n",
+             (unsigned)m->procs[i].out_pid, (unsigned)p->pid);
+    }
+  }
+  printf("merged %d input%s: %zu process%s, %llu segment%s, %llu batch%s "
+         "(%llu bytes) into ",
+         inputs, inputs == 1 ? "" : "s", m->n_procs,
+         m->n_procs == 1 ? "" : "es", (unsigned long long)m->segments,
+         m->segments == 1 ? "" : "s", (unsigned long long)m->batches,
+         m->batches == 1 ? "" : "es", (unsigned long long)m->bytes);
+  stkr_cli_put_escaped(stdout, (const uint8_t *)m->outdir,
+                       strlen(m->outdir));
+  putchar('\n');
+  if (m->live)
+    printf("%llu process%s still being written: %s last, incomplete "
+           "batch was left out\n",
+           (unsigned long long)m->live, m->live == 1 ? " was" : "es were",
+           m->live == 1 ? "its" : "their");
+}
+
+int stkr_cli_merge(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  merge_run m;
+  stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &m,
+                           .lazy_frames = true, .batch = on_batch,
+                           .batch_arg = &m};
+  stkr_cli_progress prog;
+  stkr_event_view ev;
+  stkr_reader *r = NULL;
+  uint64_t events = 0;
+  const char *out = NULL;
+  int c, i, rc, status = STKR_CLI_OK;
+
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'o':
+      out = optarg;
+      break;
+    case 'h':
+      fputs(merge_help, stdout);
+      fputs(stkr_cli_exit_help, stdout);
+      return stkr_cli_flush("merge");
+    case ':':
+      return stkr_cli_usage_error("merge", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("merge", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (out == NULL || out[0] == '\0')
+    return stkr_cli_usage_error("merge", "no -o OUT given");
+  if (optind >= argc)
+    return stkr_cli_usage_error("merge", "no DIR or FILE given");
+  if ((rc = check_out(out, argv + optind, argc - optind)) != 0)
+    return rc;
+
+  memset(&m, 0, sizeof m);
+  m.outdir = out;
+  m.in_fd = m.out_fd = -1;
+  m.next_pid = MERGE_PID_BASE;
+  stkr_fmt_pballoc_init(&m.pballoc, STKR_FMT_MAX_DECODED_BYTES);
+  if ((rc = stkr_reader_create(&opts, &r)) != 0 ||
+      (m.chunk = malloc(COPY_CHUNK)) == NULL ||
+      (m.cctx = ZSTD_createCCtx()) == NULL) {
+    fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  for (i = optind; i < argc; i++) {
+    rc = stkr_reader_add(r, argv[i]);
+    if (rc != 0) {
+      fprintf(stderr, "stackrec merge: cannot open %s: %s\n", argv[i],
+              rc == -EINVAL ? "not a directory or regular file"
+                            : strerror(-rc));
+      status = rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+      goto out;
+    }
+  }
+  m.n_procs = stkr_reader_process_count(r);
+  m.procs = calloc(m.n_procs ? m.n_procs : 1, sizeof *m.procs);
+  if (m.procs == NULL) {
+    fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec merge: cannot create %s: %s\n", out,
+            strerror(errno));
+    status = STKR_CLI_NO_INPUT;
+    goto out;
+  }
+  if ((rc = has_segments(out)) != 0) {
+    if (rc < 0)
+      fprintf(stderr, "stackrec merge: cannot list %s: %s\n", out,
+              strerror(-rc));
+    else
+      stkr_cli_usage_error("merge", "OUT '%s' already holds segment files; "
+                                    "give an empty or new directory", out);
+    status = rc < 0 ? STKR_CLI_NO_INPUT : STKR_CLI_USAGE;
+    goto out;
+  }
+
+  stkr_cli_progress_init(&prog, "merge");
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    if ((++events & 0xFFFFF) == 0)
+      stkr_cli_progress_update(&prog, events, "merged");
+  stkr_cli_progress_done(&prog);
+  if (close_out(&m) != 0 && rc >= 0)
+    rc = -EIO;
+  if (rc < 0) {
+    /* on_batch said what failed, unless the reader did (memory). */
+    if (rc == -ENOMEM)
+      fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
+    fprintf(stderr, "stackrec merge: stopped; %s is incomplete\n", out);
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  print_summary(&m, r, argc - optind);
+  status = stkr_cli_status(r);
+  if (stkr_cli_flush("merge") != 0)
+    status = STKR_CLI_DATA_LOST;
+out:
+  close_out(&m);
+  stkr_reader_free(r);
+  free(m.procs);
+  free(m.chunk);
+  ZSTD_freeCCtx(m.cctx);
+  stkr_fmt_buf_free(&m.enc);
+  return status;
+}
