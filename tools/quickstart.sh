@@ -14,11 +14,8 @@ stackrec=bazel-bin/tools/stackrec
 echo "\$ stackrec record -o $out/rec -- /usr/bin/python3 tools/demo/privacy_probe.py"
 "$stackrec" record -o "$out/rec" -- /usr/bin/python3 tools/demo/privacy_probe.py
 echo
-echo "\$ stackrec info $out/rec"
-"$stackrec" info "$out/rec"
-echo
-echo "\$ stackrec dump --frames --limit 6 $out/rec"
-"$stackrec" dump --frames --limit 6 "$out/rec"
+echo "\$ stackrec report $out/rec"
+"$stackrec" report "$out/rec"
 echo
 echo "Debian's python3 is built without frame pointers, so its stacks end at"
 echo "the interpreter's own frame. An app built with them (as iOS apps are)"
@@ -26,7 +23,7 @@ echo "gets whole call stacks, resolved to functions by the recorder:"
 echo
 echo "\$ demo $out/demo    # 4 threads, 3 hook sites, 5 call chains"
 bazel-bin/tools/demo/demo "$out/demo"
-echo "\$ stackrec dump --frames --limit 2 $out/demo"
-"$stackrec" dump --frames --limit 2 "$out/demo"
+echo "\$ stackrec report --top 2 --html $out/demo.html $out/demo"
+"$stackrec" report --top 2 --html "$out/demo.html" "$out/demo"
 echo
 echo "recordings kept in $out"

@@ -17,10 +17,18 @@ cc=${STKR_FUZZ_CC:-$(command -v clang-14 || command -v clang)}
 mkdir -p "$out/gen" "$out/obj" "$out/bin"
 
 protoc-c -I. --c_out="$out/gen" proto/stackrec.proto || exit 1
+# The CLI's other generated sources (pprof's profile.pb-c.c, the HTML
+# report's embedded assets) come from their Bazel genrules, so there is
+# one recipe for each.
+# shellcheck disable=SC2206
+bazel=(bazel ${STKR_BAZEL_STARTUP:-})
+"${bazel[@]}" build //tools:profile_pb_c //tools:report_assets_c >/dev/null 2>&1 ||
+  { echo "build.sh: bazel build of the CLI's generated sources failed" >&2; exit 1; }
+genbin=$("${bazel[@]}" info bazel-bin 2>/dev/null)
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
-        -Wno-unused-parameter -I. -I"$out/gen" $san
+        -Wno-unused-parameter -I. -I"$out/gen" -I"$genbin" $san
         -fsanitize=fuzzer-no-link)
 
 # The code under test, instrumented: proto/ (with the generated pb-c.c)
@@ -35,7 +43,8 @@ done
 # that does not build here fails the cli target only.
 cli=()
 cli_ok=1
-for src in tools/stackrec/*.c flush/symbolize.c flush/symbolize_elf.c; do
+for src in tools/stackrec/*.c flush/symbolize.c flush/symbolize_elf.c \
+           "$genbin/tools/pprof_pb/profile.pb-c.c" "$genbin/tools/report_assets.c"; do
   [ -f "$src" ] || continue
   obj="$out/obj/cli_$(echo "${src%.c}" | tr / _).o"
   if ! "$cc" "${cflags[@]}" -Dmain=stkr__cli_main -c "$src" -o "$obj"; then
@@ -50,7 +59,7 @@ for t in frames batch cli; do
   extra=()
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
-    extra=("${cli[@]}" -ldw -lelf)
+    extra=("${cli[@]}" -ldw -lelf -lz)
   fi
   "$cc" "${cflags[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.c" \
     "${lib[@]}" "${extra[@]}" -lzstd -lprotobuf-c -o "$out/bin/fuzz_$t" || status=1
