@@ -23,7 +23,10 @@ echo "gets whole call stacks, resolved to functions by the recorder:"
 echo
 echo "\$ demo $out/demo    # 4 threads, 3 hook sites, 5 call chains"
 bazel-bin/tools/demo/demo "$out/demo"
-echo "\$ stackrec report --top 2 --html $out/demo.html $out/demo"
-"$stackrec" report --top 2 --html "$out/demo.html" "$out/demo"
+echo "\$ stackrec report --top 2 $out/demo"
+"$stackrec" report --top 2 "$out/demo"
+echo
+echo "\$ stackrec report --html $out/demo.html $out/demo   # flame graphs in one page"
+"$stackrec" report --html "$out/demo.html" "$out/demo"
 echo
 echo "recordings kept in $out"
