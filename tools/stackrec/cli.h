@@ -58,6 +58,15 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
  * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
 
+/* One event as a JSON object and a newline: the format of `dump --json`
+ * and `export --format jsonl` (json_event.c). fr/n_fr are the frames to
+ * show (ev's, or the app's with app_only, see stkr__app_frames); with
+ * app_only "stack" keeps the PCs of the app's frames (the innermost PC
+ * when none is the app's). */
+void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
+                             bool app_only, const stkr_frame *fr,
+                             size_t n_fr);
+
 /* Commands: argc/argv start at the command name. @return exit status. */
 int stkr_cli_info(int argc, char **argv);
 int stkr_cli_dump(int argc, char **argv);

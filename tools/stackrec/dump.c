@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/export.h"
 
 static const char dump_help[] =
     "Usage: stackrec dump [--json] [--frames] [--app-only] [--limit N]\n"
@@ -107,42 +108,6 @@ static void text_frames(FILE *f, const dump_opts *o,
   }
 }
 
-static void json_str_or_null(FILE *f, const char *s) {
-  if (s == NULL) {
-    fputs("null", f);
-    return;
-  }
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
-static void json_frames(FILE *f, const dump_opts *o,
-                        const stkr_event_view *ev) {
-  bool first = true;
-  size_t i;
-
-  fputs(",\"frames\":[", f);
-  for (i = 0; i < ev->n_frames; i++) {
-    const stkr_frame *fr = &ev->frames[i];
-    if (o->app_only && !fr->is_app)
-      continue;
-    fprintf(f, "%s{\"pc\":\"0x%llx\",\"function\":", first ? "" : ",",
-            (unsigned long long)fr->pc);
-    first = false;
-    json_str_or_null(f, fr->function);
-    fputs(",\"file\":", f);
-    json_str_or_null(f, fr->file);
-    fprintf(f, ",\"line\":%u,\"column\":%u,\"image\":", (unsigned)fr->line,
-            (unsigned)fr->column);
-    json_str_or_null(f, fr->image);
-    fprintf(f, ",\"offset\":\"0x%llx\",\"inlined\":%s,\"app\":%s}",
-            (unsigned long long)fr->offset, fr->inlined ? "true" : "false",
-            fr->is_app ? "true" : "false");
-  }
-  putc(']', f);
-}
-
 static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
   size_t i;
 
@@ -182,33 +147,18 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
     text_frames(f, o, ev);
 }
 
-static void dump_json(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
-  size_t i, fi = 0, shown = 0;
+/* The shared JSON form (json_event.c), with --app-only's frames chosen as
+ * every other command chooses them (stkr__app_frames). */
+static int dump_json(FILE *f, const dump_opts *o, const stkr_event_view *ev,
+                     stkr_frame **scratch, size_t *scratch_cap) {
+  const stkr_frame *fr;
+  size_t n_fr;
 
-  fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,\"site\":\"",
-          (unsigned long long)ev->ts_ns, (unsigned)ev->pid);
-  stkr_cli_put_json(f, (const uint8_t *)ev->site, strlen(ev->site));
-  fprintf(f, "\",\"tid\":%llu,\"thread\":\"", (unsigned long long)ev->tid);
-  stkr_cli_put_json(f, (const uint8_t *)ev->thread_name,
-                    strlen(ev->thread_name));
-  fputs("\",\"payload\":", f);
-  if (ev->payload_len == 0 && !ev->payload_truncated) {
-    fputs("null", f);
-  } else {
-    putc('"', f);
-    stkr_cli_put_json(f, ev->payload, ev->payload_len);
-    putc('"', f);
-  }
-  fprintf(f, ",\"payload_truncated\":%s,\"stack\":[",
-          ev->payload_truncated ? "true" : "false");
-  for (i = 0; i < ev->n_pcs; i++)
-    if (keep_pc(o, ev, &fi))
-      fprintf(f, "%s\"0x%llx\"", shown++ ? "," : "",
-              (unsigned long long)ev->pcs[i]);
-  fprintf(f, "],\"stack_truncated\":%s", ev->stack_truncated ? "true" : "false");
-  if (ev->n_frames) /* unsymbolized recordings print as they always did */
-    json_frames(f, o, ev);
-  fputs("}\n", f);
+  if (stkr__app_frames(ev->frames, ev->n_frames, o->app_only, scratch,
+                       scratch_cap, &fr, &n_fr) != 0)
+    return -ENOMEM;
+  stkr_cli_put_event_json(f, ev, o->app_only, fr, n_fr);
+  return 0;
 }
 
 /* Parse a decimal count; the whole string must be digits. */
@@ -225,6 +175,8 @@ static int parse_count(const char *s, unsigned long long *out) {
 }
 
 int stkr_cli_dump(int argc, char **argv) {
+  stkr_frame *scratch = NULL;
+  size_t scratch_cap = 0;
   static const struct option longopts[] = {
       {"json", no_argument, NULL, 'j'},
       {"frames", no_argument, NULL, 'f'},
@@ -277,9 +229,12 @@ int stkr_cli_dump(int argc, char **argv) {
 
   while (!(o.limited && printed >= o.limit) &&
          (rc = stkr_reader_next(r, &ev)) == 1) {
-    if (o.json)
-      dump_json(stdout, &o, &ev);
-    else
+    if (o.json) {
+      if (dump_json(stdout, &o, &ev, &scratch, &scratch_cap) != 0) {
+        rc = -ENOMEM;
+        break;
+      }
+    } else
       dump_text(stdout, &o, &ev);
     printed++;
   }
@@ -292,6 +247,7 @@ int stkr_cli_dump(int argc, char **argv) {
   }
   if (stkr_cli_flush("dump") != 0)
     status = STKR_CLI_DATA_LOST;
+  free(scratch);
   stkr_reader_free(r);
   return status;
 }

@@ -17,91 +17,6 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h"
 
-static void put_str(FILE *f, const char *s) {
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
-static void put_str_or_null(FILE *f, const char *s) {
-  if (s == NULL)
-    fputs("null", f);
-  else
-    put_str(f, s);
-}
-
-static void put_frames(FILE *f, const stkr_frame *fr, size_t n) {
-  size_t i;
-
-  fputs(",\"frames\":[", f);
-  for (i = 0; i < n; i++) {
-    fprintf(f, "%s{\"pc\":\"0x%llx\",\"function\":", i ? "," : "",
-            (unsigned long long)fr[i].pc);
-    put_str_or_null(f, fr[i].function);
-    fputs(",\"file\":", f);
-    put_str_or_null(f, fr[i].file);
-    fprintf(f, ",\"line\":%u,\"column\":%u,\"image\":", (unsigned)fr[i].line,
-            (unsigned)fr[i].column);
-    put_str_or_null(f, fr[i].image);
-    fprintf(f, ",\"offset\":\"0x%llx\",\"inlined\":%s,\"app\":%s}",
-            (unsigned long long)fr[i].offset,
-            fr[i].inlined ? "true" : "false", fr[i].is_app ? "true" : "false");
-  }
-  putc(']', f);
-}
-
-/* The PCs shown in "stack": all of them, or with --app-only those whose
- * function (the frame that is not inlined) is the app's; when no frame at
- * all is the app's, the innermost PC alone, like the frames. */
-static void put_stack(FILE *f, const stkr_event_view *ev, bool app_only) {
-  size_t i, fi = 0, shown = 0, apps = 0;
-
-  if (app_only)
-    for (i = 0; i < ev->n_frames; i++)
-      apps += ev->frames[i].is_app;
-  fputs(",\"stack\":[", f);
-  for (i = 0; i < ev->n_pcs; i++) {
-    bool keep = true;
-    if (app_only && ev->n_frames > 0) {
-      bool app = false;
-      while (fi < ev->n_frames && ev->frames[fi].inlined)
-        fi++;
-      if (fi < ev->n_frames)
-        app = ev->frames[fi++].is_app;
-      keep = apps > 0 ? app : i == 0;
-    }
-    if (keep)
-      fprintf(f, "%s\"0x%llx\"", shown++ ? "," : "",
-              (unsigned long long)ev->pcs[i]);
-  }
-  putc(']', f);
-}
-
-static void put_event(FILE *f, const stkr_event_view *ev, bool app_only,
-                      const stkr_frame *fr, size_t n_fr) {
-  fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,\"site\":",
-          (unsigned long long)ev->ts_ns, (unsigned)ev->pid);
-  put_str(f, ev->site);
-  fprintf(f, ",\"tid\":%llu,\"thread\":", (unsigned long long)ev->tid);
-  put_str(f, ev->thread_name);
-  fputs(",\"payload\":", f);
-  if (ev->payload_len == 0 && !ev->payload_truncated) {
-    fputs("null", f);
-  } else {
-    putc('"', f);
-    stkr_cli_put_json(f, ev->payload, ev->payload_len);
-    putc('"', f);
-  }
-  fprintf(f, ",\"payload_truncated\":%s",
-          ev->payload_truncated ? "true" : "false");
-  put_stack(f, ev, app_only);
-  fprintf(f, ",\"stack_truncated\":%s",
-          ev->stack_truncated ? "true" : "false");
-  if (ev->n_frames > 0)
-    put_frames(f, fr, n_fr);
-  fputs("}\n", f);
-}
-
 int stkr__export_jsonl(stkr__export *x) {
   stkr__filter filt;
   stkr_event_view ev;
@@ -126,7 +41,7 @@ int stkr__export_jsonl(stkr__export *x) {
                            &scratch, &scratch_cap, &fr, &n_fr);
     if (err != 0)
       break;
-    put_event(x->out, &ev, x->filt.app_only, fr, n_fr);
+    stkr_cli_put_event_json(x->out, &ev, x->filt.app_only, fr, n_fr);
     x->events_out++;
   }
   if (err == 0 && rc < 0)
