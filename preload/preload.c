@@ -268,11 +268,14 @@ typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
-/* static: execl and friends must reach this code, not whatever `execve`
- * the dynamic linker would bind a call from this library to. */
-static int do_execve(const char *path, char *const argv[],
-                     char *const envp[]) {
-  execve_fn fn = (execve_fn)stkr__pl_real(STKR__PL_R_execve);
+/* Every exec hook: close the recording, exec through the real function,
+ * and if the exec failed (it returned), record on with errno kept. `real`
+ * says which function and so which of path/fd/envp it takes. Static and
+ * called directly: execl and friends must reach this code, not whatever
+ * `execve` the dynamic linker would bind a call from this library to. */
+static int exec_via(int real, const char *path, int fd, char *const argv[],
+                    char *const envp[]) {
+  void *fn = (void *)stkr__pl_real(real);
   int was, r;
 
   if (fn == NULL) {
@@ -280,77 +283,40 @@ static int do_execve(const char *path, char *const argv[],
     return -1;
   }
   was = pre_exec();
-  r = fn(path, argv, envp);
-  exec_failed(was);
-  return r;
-}
-
-static int do_execv(const char *path, char *const argv[]) {
-  execv_fn fn = (execv_fn)stkr__pl_real(STKR__PL_R_execv);
-  int was, r;
-
-  if (fn == NULL) {
-    errno = ENOSYS;
-    return -1;
+  switch (real) {
+  case STKR__PL_R_execv:
+  case STKR__PL_R_execvp:
+    r = ((execv_fn)fn)(path, argv);
+    break;
+  case STKR__PL_R_fexecve:
+    r = ((fexecve_fn)fn)(fd, argv, envp);
+    break;
+  default: /* execve, execvpe */
+    r = ((execve_fn)fn)(path, argv, envp);
+    break;
   }
-  was = pre_exec();
-  r = fn(path, argv);
-  exec_failed(was);
-  return r;
-}
-
-static int do_execvp(const char *file, char *const argv[]) {
-  execv_fn fn = (execv_fn)stkr__pl_real(STKR__PL_R_execvp);
-  int was, r;
-
-  if (fn == NULL) {
-    errno = ENOSYS;
-    return -1;
-  }
-  was = pre_exec();
-  r = fn(file, argv);
-  exec_failed(was);
-  return r;
-}
-
-int execvpe(const char *file, char *const argv[], char *const envp[]) {
-  execve_fn fn = (execve_fn)stkr__pl_real(STKR__PL_R_execvpe);
-  int was, r;
-
-  if (fn == NULL) {
-    errno = ENOSYS;
-    return -1;
-  }
-  was = pre_exec();
-  r = fn(file, argv, envp);
   exec_failed(was);
   return r;
 }
 
 int execve(const char *path, char *const argv[], char *const envp[]) {
-  return do_execve(path, argv, envp);
+  return exec_via(STKR__PL_R_execve, path, -1, argv, envp);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  return exec_via(STKR__PL_R_execvpe, file, -1, argv, envp);
 }
 
 int execv(const char *path, char *const argv[]) {
-  return do_execv(path, argv);
+  return exec_via(STKR__PL_R_execv, path, -1, argv, NULL);
 }
 
 int execvp(const char *file, char *const argv[]) {
-  return do_execvp(file, argv);
+  return exec_via(STKR__PL_R_execvp, file, -1, argv, NULL);
 }
 
 int fexecve(int fd, char *const argv[], char *const envp[]) {
-  fexecve_fn fn = (fexecve_fn)stkr__pl_real(STKR__PL_R_fexecve);
-  int was, r;
-
-  if (fn == NULL) {
-    errno = ENOSYS;
-    return -1;
-  }
-  was = pre_exec();
-  r = fn(fd, argv, envp);
-  exec_failed(was);
-  return r;
+  return exec_via(STKR__PL_R_fexecve, NULL, fd, argv, envp);
 }
 
 /* execl, execlp, execle: glibc's versions call its internal execve, which
@@ -376,7 +342,7 @@ int execl(const char *path, const char *arg, ...) {
 
   STKR__PL_COLLECT_ARGS(arg, ap, argv);
   va_end(ap);
-  return do_execv(path, argv);
+  return exec_via(STKR__PL_R_execv, path, -1, argv, NULL);
 }
 
 int execlp(const char *file, const char *arg, ...) {
@@ -385,7 +351,7 @@ int execlp(const char *file, const char *arg, ...) {
 
   STKR__PL_COLLECT_ARGS(arg, ap, argv);
   va_end(ap);
-  return do_execvp(file, argv);
+  return exec_via(STKR__PL_R_execvp, file, -1, argv, NULL);
 }
 
 int execle(const char *path, const char *arg, ...) {
@@ -396,7 +362,7 @@ int execle(const char *path, const char *arg, ...) {
   STKR__PL_COLLECT_ARGS(arg, ap, argv);
   envp = va_arg(ap, char *const *); /* follows the NULL */
   va_end(ap);
-  return do_execve(path, argv, envp);
+  return exec_via(STKR__PL_R_execve, path, -1, argv, envp);
 }
 
 /* ---- _exit ---------------------------------------------------------------- */
