@@ -16,84 +16,17 @@
 
 #include <cmocka.h>
 
+#include "tests/cli_run.h"
 #include "tests/fixture.h"
 
-static char bin[4096];
 static char rec[4096]; /* the standard recording */
-static char out[1 << 16], err[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-
-  if (f != NULL) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
-
-/* Run `stackrec <args>` (args is shell text); stdout and stderr land in
- * out and err. @return the exit status. */
-static int run(const char *fmt, ...) {
-  char args[8192], cmd[8192 + 4096 + 2 * 4200 + 32], o[4200], e[4200];
-  const char *tmp = getenv("TEST_TMPDIR");
-  va_list ap;
-  int st;
-
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof(args), fmt, ap);
-  va_end(ap);
-  snprintf(o, sizeof(o), "%s/cli.out", tmp ? tmp : "/tmp");
-  snprintf(e, sizeof(e), "%s/cli.err", tmp ? tmp : "/tmp");
-  snprintf(cmd, sizeof(cmd), "'%s' %s >'%s' 2>'%s'", bin, args, o, e);
-  st = system(cmd);
-  slurp(o, out, sizeof(out));
-  slurp(e, err, sizeof(err));
-  if (!WIFEXITED(st))
-    fail_msg("stackrec %s: killed (status %#x)\n%s", args, st, err);
-  return WEXITSTATUS(st);
-}
-
-static int count_lines(const char *s) {
-  int n = 0;
-
-  for (; *s; s++)
-    n += *s == '\n';
-  return n;
-}
-
-/* Line i (0-based) of s, in a static buffer. */
-static const char *line(const char *s, int i) {
-  static char buf[4096];
-  const char *e;
-
-  for (; i > 0 && s; i--)
-    if ((s = strchr(s, '\n')) != NULL)
-      s++;
-  if (s == NULL)
-    return "";
-  e = strchr(s, '\n');
-  snprintf(buf, sizeof(buf), "%.*s", (int)(e ? e - s : (long)strlen(s)), s);
-  return buf;
-}
 
 static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *dir;
   (void)state;
 
-  if (getenv("STACKREC_BIN") != NULL)
-    snprintf(bin, sizeof(bin), "%s", getenv("STACKREC_BIN"));
-  else if (src != NULL)
-    snprintf(bin, sizeof(bin), "%s/%s/tools/stackrec", src,
-             ws ? ws : "stackrec");
-  else
-    snprintf(bin, sizeof(bin), "tools/stackrec");
-  if (access(bin, X_OK) != 0) {
-    fprintf(stderr, "no stackrec binary at %s\n", bin);
+  if (cr_setup() != 0)
     return -1;
-  }
   dir = fx_tmpdir("cli");
   if (dir == NULL)
     return -1;
@@ -105,87 +38,87 @@ static void test_info(void **state) {
   const char *a, *b, *c, *d;
   (void)state;
 
-  assert_int_equal(run("info '%s'", rec), 0);
-  assert_string_equal(err, "");
-  assert_string_equal(line(out, 0), "process 4242 \"fixture\" (x86_64)");
-  assert_non_null(strstr(out, "\n  start:       "
+  assert_int_equal(cr_run("info '%s'", rec), 0);
+  assert_string_equal(cr_err, "");
+  assert_string_equal(cr_line(cr_out, 0), "process 4242 \"fixture\" (x86_64)");
+  assert_non_null(strstr(cr_out, "\n  start:       "
                               "2023-11-14T22:13:21.000000000Z\n"));
-  assert_non_null(strstr(out, "\n  duration:    0.000212345 s\n"));
-  assert_non_null(strstr(out, "\n  events:      9\n"));
-  assert_non_null(strstr(out, "\n  stacks:      3\n"));
-  assert_non_null(strstr(out, "\n  sites:       4\n"));
-  assert_non_null(strstr(out, "\n  threads:     3\n"));
-  assert_non_null(strstr(out, "\n  drops:       14 (ring full 6, reentrant "
+  assert_non_null(strstr(cr_out, "\n  duration:    0.000212345 s\n"));
+  assert_non_null(strstr(cr_out, "\n  events:      9\n"));
+  assert_non_null(strstr(cr_out, "\n  stacks:      3\n"));
+  assert_non_null(strstr(cr_out, "\n  sites:       4\n"));
+  assert_non_null(strstr(cr_out, "\n  threads:     3\n"));
+  assert_non_null(strstr(cr_out, "\n  drops:       14 (ring full 6, reentrant "
                               "2, other 4, write error 2)\n"));
-  assert_non_null(strstr(out, "\n  segments:    2 (seq 1-2)\n"));
-  assert_non_null(strstr(out, "\n  batches:     5\n"));
-  assert_non_null(strstr(out, " per event)\n"));
-  assert_non_null(strstr(out, "\n  damaged:     0 batches\n"));
-  assert_non_null(strstr(out, "\n  end:         clean\n"));
+  assert_non_null(strstr(cr_out, "\n  segments:    2 (seq 1-2)\n"));
+  assert_non_null(strstr(cr_out, "\n  batches:     5\n"));
+  assert_non_null(strstr(cr_out, " per event)\n"));
+  assert_non_null(strstr(cr_out, "\n  damaged:     0 batches\n"));
+  assert_non_null(strstr(cr_out, "\n  end:         clean\n"));
   /* Sites by events, most first (ties by name). */
-  a = strstr(out, "         3  net.connect\n");
-  b = strstr(out, "         3  privacy.clipboard.read\n");
-  c = strstr(out, "         2  file.open\n");
-  d = strstr(out, "         1  late.site\n");
+  a = strstr(cr_out, "         3  net.connect\n");
+  b = strstr(cr_out, "         3  privacy.clipboard.read\n");
+  c = strstr(cr_out, "         2  file.open\n");
+  d = strstr(cr_out, "         1  late.site\n");
   assert_true(a && b && c && d && a < b && b < c && c < d);
 }
 
 static void test_dump_text(void **state) {
   (void)state;
 
-  assert_int_equal(run("dump '%s'", rec), 0);
-  assert_string_equal(err, "");
-  assert_int_equal(count_lines(out), 9);
-  assert_string_equal(line(out, 0),
+  assert_int_equal(cr_run("dump '%s'", rec), 0);
+  assert_string_equal(cr_err, "");
+  assert_int_equal(cr_count_lines(cr_out), 9);
+  assert_string_equal(cr_line(cr_out, 0),
                       "2000000000 privacy.clipboard.read 4242(main) "
                       "\"hello\" stack=0x401000,0x401100,0x401200");
-  assert_string_equal(line(out, 1), "2000001000 net.connect 4243(worker-1) "
+  assert_string_equal(cr_line(cr_out, 1), "2000001000 net.connect 4243(worker-1) "
                                     "- stack=0x7f0000002000");
   /* A negative delta, and non-printable bytes as \xNN. */
-  assert_string_equal(line(out, 2),
+  assert_string_equal(cr_line(cr_out, 2),
                       "2000000700 privacy.clipboard.read 4243(worker-1) "
                       "\"\\x00\\x01bin\\xff\\x7f\\x1b\" "
                       "stack=0x403000,0x403010,0x403020,0x403030");
-  assert_string_equal(line(out, 3),
+  assert_string_equal(cr_line(cr_out, 3),
                       "2000010005 file.open 4242(main) \"abcdefgh\""
                       "[truncated] stack=0x401000,0x401100,0x401200");
-  assert_string_equal(line(out, 6),
+  assert_string_equal(cr_line(cr_out, 6),
                       "2000100000 net.connect 4242(main) \"q\\\"b\\\\s\\x0a\""
                       " stack=0x403000,0x403010,0x403020,0x403030");
 
-  assert_int_equal(run("dump --limit 2 '%s'", rec), 0);
-  assert_int_equal(count_lines(out), 2);
-  assert_int_equal(run("dump -n 0 '%s'", rec), 0);
-  assert_string_equal(out, "");
+  assert_int_equal(cr_run("dump --limit 2 '%s'", rec), 0);
+  assert_int_equal(cr_count_lines(cr_out), 2);
+  assert_int_equal(cr_run("dump -n 0 '%s'", rec), 0);
+  assert_string_equal(cr_out, "");
   /* A segment file given directly. */
-  assert_int_equal(run("dump '%s/stackrec-4242-000002.zst'", rec), 0);
-  assert_int_equal(count_lines(out), 3);
+  assert_int_equal(cr_run("dump '%s/stackrec-4242-000002.zst'", rec), 0);
+  assert_int_equal(cr_count_lines(cr_out), 3);
 }
 
 static void test_dump_json(void **state) {
   (void)state;
 
-  assert_int_equal(run("dump --json '%s'", rec), 0);
-  assert_int_equal(count_lines(out), 9);
+  assert_int_equal(cr_run("dump --json '%s'", rec), 0);
+  assert_int_equal(cr_count_lines(cr_out), 9);
   assert_string_equal(
-      line(out, 1),
+      cr_line(cr_out, 1),
       "{\"ts_ns\":2000001000,\"pid\":4242,\"site\":\"net.connect\","
       "\"tid\":4243,\"thread\":\"worker-1\",\"payload\":null,"
       "\"payload_truncated\":false,\"stack\":[\"0x7f0000002000\"],"
       "\"stack_truncated\":false}");
   assert_string_equal(
-      line(out, 2),
+      cr_line(cr_out, 2),
       "{\"ts_ns\":2000000700,\"pid\":4242,\"site\":\"privacy.clipboard."
       "read\",\"tid\":4243,\"thread\":\"worker-1\",\"payload\":"
       "\"\\u0000\\u0001bin\\u00ff\\u007f\\u001b\",\"payload_truncated\":"
       "false,\"stack\":[\"0x403000\",\"0x403010\",\"0x403020\","
       "\"0x403030\"],\"stack_truncated\":true}");
-  assert_non_null(strstr(line(out, 3), "\"payload\":\"abcdefgh\","
+  assert_non_null(strstr(cr_line(cr_out, 3), "\"payload\":\"abcdefgh\","
                                        "\"payload_truncated\":true,"));
-  assert_non_null(strstr(line(out, 6), "\"payload\":\"q\\\"b\\\\s\\n\","));
+  assert_non_null(strstr(cr_line(cr_out, 6), "\"payload\":\"q\\\"b\\\\s\\n\","));
   /* Valid UTF-8 is kept as is. */
   assert_non_null(
-      strstr(line(out, 7), "\"thread\":\"\",\"payload\":\"\xc3\xa9t\xc3\xa9\""));
+      strstr(cr_line(cr_out, 7), "\"thread\":\"\",\"payload\":\"\xc3\xa9t\xc3\xa9\""));
 }
 
 /* JSON escaping of UTF-8 edge cases, through a recording of its own. */
@@ -208,8 +141,8 @@ static void test_json_utf8(void **state) {
   snprintf(path, sizeof(path), "%s/stackrec-8-000001.zst", dir);
   assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
   stkr_fmt_buf_free(&buf);
-  assert_int_equal(run("dump --json '%s'", dir), 0);
-  assert_non_null(strstr(out,
+  assert_int_equal(cr_run("dump --json '%s'", dir), 0);
+  assert_non_null(strstr(cr_out,
                          "\"payload\":\"\\u00c0\\u00af|"
                          "\\u00ed\\u00a0\\u0080|"
                          "\\u00f4\\u0090\\u0080\\u0080|"
@@ -238,69 +171,69 @@ static void test_damaged_and_empty(void **state) {
   /* The cut is at the end of the process's last segment, which has not
    * ended: the batch a live recorder is writing (the live-tail rule). Not
    * read, not damage, nothing on stderr. */
-  assert_int_equal(run("dump '%s'", d), 0);
-  assert_int_equal(count_lines(out), 5);
-  assert_string_equal(err, "");
-  assert_int_equal(run("info '%s'", d), 0);
-  assert_non_null(strstr(out, "\n  damaged:     0 batches\n"));
-  assert_non_null(strstr(out, "\n  end:         still being written"));
+  assert_int_equal(cr_run("dump '%s'", d), 0);
+  assert_int_equal(cr_count_lines(cr_out), 5);
+  assert_string_equal(cr_err, "");
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  assert_non_null(strstr(cr_out, "\n  damaged:     0 batches\n"));
+  assert_non_null(strstr(cr_out, "\n  end:         still being written"));
   /* With a later segment after it, the same cut is damage. */
   assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0);
   snprintf(src, sizeof(src), "%s/stackrec-%u-000002.zst", d, FX_PID);
   assert_int_equal(fx_write_file(src, buf.data, buf.len), 0);
   stkr_fmt_buf_free(&buf);
-  assert_int_equal(run("dump '%s'", d), 1);
-  assert_int_equal(count_lines(out), 8);
+  assert_int_equal(cr_run("dump '%s'", d), 1);
+  assert_int_equal(cr_count_lines(cr_out), 8);
   snprintf(want, sizeof(want),
            "stackrec: warning: %s: offset %zu: truncated batch (10 bytes), "
            "ignored\n", dst, cut);
-  assert_string_equal(err, want);
-  assert_int_equal(run("info '%s'", d), 1);
-  assert_non_null(strstr(out, "\n  damaged:     1 batch\n"));
+  assert_string_equal(cr_err, want);
+  assert_int_equal(cr_run("info '%s'", d), 1);
+  assert_non_null(strstr(cr_out, "\n  damaged:     1 batch\n"));
 
   /* Unrelated files only: nothing recorded, status 1. */
   snprintf(src, sizeof(src), "%s/notes.txt", d);
   assert_int_equal(fx_write_file(src, "x", 1), 0);
   empty = fx_tmpdir("cli-empty");
-  assert_int_equal(run("info '%s'", empty), 1);
-  assert_non_null(strstr(err, "no segment files"));
-  assert_non_null(strstr(err, "no recording found"));
+  assert_int_equal(cr_run("info '%s'", empty), 1);
+  assert_non_null(strstr(cr_err, "no segment files"));
+  assert_non_null(strstr(cr_err, "no recording found"));
 }
 
 static void test_usage(void **state) {
   (void)state;
 
-  assert_int_equal(run(""), 2);
-  assert_non_null(strstr(err, "missing command"));
-  assert_int_equal(run("frobnicate '%s'", rec), 2);
-  assert_non_null(strstr(err, "unknown command 'frobnicate'"));
-  assert_int_equal(run("--bogus"), 2);
-  assert_int_equal(run("dump"), 2);
-  assert_non_null(strstr(err, "stackrec dump: no DIR or FILE given"));
-  assert_int_equal(run("info"), 2);
-  assert_int_equal(run("dump --limit x '%s'", rec), 2);
-  assert_non_null(strstr(err, "--limit wants a number, not 'x'"));
-  assert_int_equal(run("dump --limit -1 '%s'", rec), 2);
-  assert_int_equal(run("dump --limit"), 2);
-  assert_non_null(strstr(err, "needs a value"));
-  assert_int_equal(run("dump --frob '%s'", rec), 2);
-  assert_non_null(strstr(err, "unknown option '--frob'"));
-  assert_int_equal(run("info -x '%s'", rec), 2);
-  assert_string_equal(out, "");
+  assert_int_equal(cr_run(""), 2);
+  assert_non_null(strstr(cr_err, "missing command"));
+  assert_int_equal(cr_run("frobnicate '%s'", rec), 2);
+  assert_non_null(strstr(cr_err, "unknown command 'frobnicate'"));
+  assert_int_equal(cr_run("--bogus"), 2);
+  assert_int_equal(cr_run("dump"), 2);
+  assert_non_null(strstr(cr_err, "stackrec dump: no DIR or FILE given"));
+  assert_int_equal(cr_run("info"), 2);
+  assert_int_equal(cr_run("dump --limit x '%s'", rec), 2);
+  assert_non_null(strstr(cr_err, "--limit wants a number, not 'x'"));
+  assert_int_equal(cr_run("dump --limit -1 '%s'", rec), 2);
+  assert_int_equal(cr_run("dump --limit"), 2);
+  assert_non_null(strstr(cr_err, "needs a value"));
+  assert_int_equal(cr_run("dump --frob '%s'", rec), 2);
+  assert_non_null(strstr(cr_err, "unknown option '--frob'"));
+  assert_int_equal(cr_run("info -x '%s'", rec), 2);
+  assert_string_equal(cr_out, "");
 
-  assert_int_equal(run("--help"), 0);
-  assert_non_null(strstr(out, "Usage: stackrec COMMAND"));
-  assert_non_null(strstr(out, "Exit status:"));
-  assert_int_equal(run("info --help"), 0);
-  assert_non_null(strstr(out, "Usage: stackrec info"));
-  assert_int_equal(run("dump -h"), 0);
-  assert_non_null(strstr(out, "Usage: stackrec dump"));
+  assert_int_equal(cr_run("--help"), 0);
+  assert_non_null(strstr(cr_out, "Usage: stackrec COMMAND"));
+  assert_non_null(strstr(cr_out, "Exit status:"));
+  assert_int_equal(cr_run("info --help"), 0);
+  assert_non_null(strstr(cr_out, "Usage: stackrec info"));
+  assert_int_equal(cr_run("dump -h"), 0);
+  assert_non_null(strstr(cr_out, "Usage: stackrec dump"));
 
-  assert_int_equal(run("info /nonexistent-stackrec-dir"), 3);
-  assert_non_null(strstr(err, "cannot open /nonexistent-stackrec-dir: "));
-  assert_int_equal(run("dump '%s' /dev/null", rec), 3);
-  assert_non_null(strstr(err, "/dev/null: not a directory or regular"));
-  assert_string_equal(out, ""); /* nothing printed before the error */
+  assert_int_equal(cr_run("info /nonexistent-stackrec-dir"), 3);
+  assert_non_null(strstr(cr_err, "cannot open /nonexistent-stackrec-dir: "));
+  assert_int_equal(cr_run("dump '%s' /dev/null", rec), 3);
+  assert_non_null(strstr(cr_err, "/dev/null: not a directory or regular"));
+  assert_string_equal(cr_out, ""); /* nothing printed before the error */
 }
 
 int main(void) {
