@@ -249,18 +249,24 @@ static void test_filters(void **state) {
   assert_int_equal(count_with(d, o), 3);
   o.site_glob = "net.*"; /* both: worker-1 at net.connect */
   assert_int_equal(count_with(d, o), 2);
-  /* Time since the first event (2000000000 ns): events at +0, +1000,
-   * +700, +10005, +10012, +19980, +100000, +99950, +212345 ns. */
+  /* Time since the process's recording start (Header.start_mono_ns,
+   * FX_START_MONO), not since its first event read: events at T0 + 0,
+   * +1000, +700, +10005, +10012, +19980, +100000, +99950, +212345 ns,
+   * with T0 = 2000000000 - FX_START_MONO ns = 1 s. */
+  const double t0 = (2000000000.0 - (double)FX_START_MONO) / 1e9;
   memset(&o, 0, sizeof o);
-  o.from_s = 50e-6;
+  o.from_s = t0 + 50e-6;
   assert_int_equal(count_with(d, o), 3);
   o.from_s = 0;
-  o.to_s = 20e-6;
+  o.to_s = t0 + 20e-6;
   assert_int_equal(count_with(d, o), 6);
-  o.from_s = 10e-6;
-  o.to_s = 99.99e-6;
+  o.from_s = t0 + 10e-6;
+  o.to_s = t0 + 99.99e-6;
   assert_int_equal(count_with(d, o), 4);
-  o.from_s = 0.5;
+  o.from_s = 0;
+  o.to_s = t0;
+  assert_int_equal(count_with(d, o), 0); /* nothing before the first */
+  o.from_s = t0 + 0.5;
   o.to_s = 0;
   assert_int_equal(count_with(d, o), 0);
   /* A bad window is refused. */
@@ -272,8 +278,9 @@ static void test_filters(void **state) {
   assert_int_equal(agg_paths(&d, 1, &o, &a), -EINVAL);
 }
 
-/* An event drained after the first one but recorded 500 ns before it
- * (another thread's ring) is at time 0, not before the window. */
+/* An event recorded 500 ns before the process's recording start (a
+ * follow-mode child's first event precedes its own init) is at time 0,
+ * not before the window. */
 static void test_window_event_before_first(void **state) {
   static const uint32_t s3[] = {1, 2, 3}, t1[] = {1}, k1[] = {1};
   static const fx_ev e[] = {{0, 1, 1, 1, NULL, 0, false},
@@ -281,7 +288,7 @@ static void test_window_event_before_first(void **state) {
                             {2000, 3, 1, 1, NULL, 0, false}};
   fx_batch b = {.seq = 1, .header = true, .segment_seq = 1, .sites = s3,
                 .n_sites = 3, .threads = t1, .n_threads = 1, .stacks = k1,
-                .n_stacks = 1, .base_ts = 5000000000ull, .evs = e,
+                .n_stacks = 1, .base_ts = FX_START_MONO, .evs = e,
                 .n_evs = 3};
   const char *d = fx_tmpdir("agg-early");
   char path[4200];

@@ -16,13 +16,13 @@
  * At the end the stacks are grouped by site and sorted.
  */
 #include <errno.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/filter.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -116,75 +116,6 @@ static void strtab_free(strtab *t) {
   free(t->slot);
 }
 
-/* ---- filters: cached pass/fail per site or thread ----------------------- */
-
-/* Does (process, session, id) pass a name filter? Cached so fnmatch runs
- * once per site or thread, not once per event. */
-typedef struct passent {
-  uint64_t ps; /* process << 32 | session; 0 = empty slot (session >= 1) */
-  uint32_t id;
-  bool pass;
-} passent;
-
-typedef struct passcache {
-  passent *v;
-  size_t cap, n;
-} passcache;
-
-static size_t pass_hash(uint64_t ps, uint32_t id, size_t cap) {
-  return mix64(ps * 0x9E3779B97F4A7C15ull ^ id) & (cap - 1);
-}
-
-static int pass_get(const passcache *c, uint64_t ps, uint32_t id,
-                    bool *pass) {
-  size_t i;
-
-  if (c->cap == 0)
-    return 0;
-  for (i = pass_hash(ps, id, c->cap); c->v[i].ps != 0;
-       i = (i + 1) & (c->cap - 1))
-    if (c->v[i].ps == ps && c->v[i].id == id) {
-      *pass = c->v[i].pass;
-      return 1;
-    }
-  return 0;
-}
-
-static int pass_put(passcache *c, uint64_t ps, uint32_t id, bool pass) {
-  size_t i;
-
-  if ((c->n + 1) * 2 > c->cap) {
-    size_t ncap = c->cap ? c->cap * 2 : 64, k;
-    passent *nv = calloc(ncap, sizeof *nv);
-    if (nv == NULL)
-      return -ENOMEM;
-    for (k = 0; k < c->cap; k++) {
-      if (c->v[k].ps == 0)
-        continue;
-      i = pass_hash(c->v[k].ps, c->v[k].id, ncap);
-      while (nv[i].ps != 0)
-        i = (i + 1) & (ncap - 1);
-      nv[i] = c->v[k];
-    }
-    free(c->v);
-    c->v = nv;
-    c->cap = ncap;
-  }
-  for (i = pass_hash(ps, id, c->cap); c->v[i].ps != 0;
-       i = (i + 1) & (c->cap - 1))
-    ;
-  c->v[i].ps = ps;
-  c->v[i].id = id;
-  c->v[i].pass = pass;
-  c->n++;
-  return 0;
-}
-
-static void pass_clear(passcache *c) {
-  free(c->v);
-  memset(c, 0, sizeof *c);
-}
-
 /* ---- the builder ------------------------------------------------------------ */
 
 /* Level 1, for the process being read: (session, site id, stack id,
@@ -201,7 +132,6 @@ typedef struct builder {
   stkr_agg *a;
   strtab strs;
   size_t cur_process; /* the process being read (raws are its keys) */
-  uint64_t first_ts;  /* its first event's time + 1 (0: none yet) */
   raw *raws;
   size_t raw_cap, raw_n;
   /* Level 2: every distinct stack (a->stacks), indexed by content. */
@@ -212,9 +142,7 @@ typedef struct builder {
   size_t cslot_cap;
   stkr_frame *tmp;     /* the frames of the key being added */
   size_t tmp_cap;
-  passcache site_pass, thread_pass;
-  bool have_tid;       /* thread_glob is a decimal number */
-  uint64_t tid_filter; /* ... this one */
+  stkr__filter filt;  /* --site, --thread, --from/--to (filter.h) */
   /* Images of one process sorted by text_start, to place the PCs of
    * unsymbolized stacks (rebuilt when the process or its list changes). */
   size_t img_process, img_n;
@@ -222,21 +150,6 @@ typedef struct builder {
   const stkr_image_info **img_sorted;
   size_t img_cap;
 } builder;
-
-/* fnmatch that tells a bad pattern apart: 1 match, 0 no match, -EINVAL. */
-static int match(const char *pattern, const char *s) {
-  int rc = fnmatch(pattern, s, 0);
-
-  if (rc == 0)
-    return 1;
-  return rc == FNM_NOMATCH ? 0 : -EINVAL;
-}
-
-static int thread_passes(builder *b, const stkr_event_view *ev) {
-  if (b->have_tid && ev->tid == b->tid_filter)
-    return 1;
-  return match(b->o->thread_glob, ev->thread_name);
-}
 
 static int img_by_start(const void *pa, const void *pb) {
   const stkr_image_info *x = *(const stkr_image_info *const *)pa;
@@ -521,14 +434,11 @@ static size_t raw_hash(uint32_t session, uint32_t site, uint32_t stack,
 }
 
 /* The reader moved on to another process: the last one's keys are never
- * seen again, so level 1 and the filter caches start empty. */
+ * seen again, so level 1 starts empty. */
 static void new_process(builder *b, size_t process) {
   free(b->raws);
   b->raws = NULL;
   b->raw_cap = b->raw_n = 0;
-  pass_clear(&b->site_pass);
-  pass_clear(&b->thread_pass);
-  b->first_ts = 0;
   b->cur_process = process;
 }
 
@@ -677,22 +587,6 @@ static void sum_processes(stkr_agg *a, const stkr_reader *r) {
   }
 }
 
-/* Is ev inside the time window? b->first_ts is the time of the current
- * process's first event read (+1; 0: none yet). Events of one batch are in
- * drain order (thread by thread), so one a few ms older than the first
- * read may come later: it counts as time 0, not as negative. */
-static bool in_window(builder *b, const stkr_event_view *ev) {
-  const stkr_agg_opts *o = b->o;
-  double t;
-
-  if (b->first_ts == 0)
-    b->first_ts = ev->ts_ns + 1;
-  t = ev->ts_ns + 1 > b->first_ts
-          ? (double)(ev->ts_ns + 1 - b->first_ts) / 1e9
-          : 0.0;
-  return t >= o->from_s && (o->to_s <= 0 || t < o->to_s);
-}
-
 int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
                    void (*progress)(uint64_t events, void *arg),
                    void *progress_arg, stkr_agg **out) {
@@ -707,56 +601,26 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   memset(&b, 0, sizeof b);
   b.cur_process = SIZE_MAX;
   b.o = opts ? opts : &none;
-  if (b.o->from_s < 0 || (b.o->to_s > 0 && b.o->to_s <= b.o->from_s))
+  if (stkr__filter_init(&b.filt, b.o) != 0)
     return -EINVAL;
   b.a = calloc(1, sizeof *b.a);
   if (b.a == NULL)
     return -ENOMEM;
-  if (b.o->thread_glob != NULL) {
-    char *end;
-    unsigned long long v = strtoull(b.o->thread_glob, &end, 10);
-    if (*end == '\0' && end != b.o->thread_glob &&
-        b.o->thread_glob[0] != '-') {
-      b.have_tid = true;
-      b.tid_filter = v;
-    }
-  }
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
-    uint64_t ps = (uint64_t)ev.process << 32 | ev.proc->sessions;
-    bool pass;
+    int pass;
 
     if (ev.process != b.cur_process)
       new_process(&b, ev.process);
     b.a->events_read++;
     if (progress != NULL && (b.a->events_read & 0xFFFFF) == 0)
       progress(b.a->events_read, progress_arg);
-    if ((b.o->from_s > 0 || b.o->to_s > 0) && !in_window(&b, &ev))
+    if ((pass = stkr__filter_pass(&b.filt, &ev)) < 0) {
+      err = pass;
+      break;
+    }
+    if (pass == 0)
       continue;
-    if (b.o->site_glob != NULL) {
-      if (!pass_get(&b.site_pass, ps, ev.site_id, &pass)) {
-        int m = match(b.o->site_glob, ev.site);
-        if (m < 0 || pass_put(&b.site_pass, ps, ev.site_id, m == 1) != 0) {
-          err = m < 0 ? m : -ENOMEM;
-          break;
-        }
-        pass = m == 1;
-      }
-      if (!pass)
-        continue;
-    }
-    if (b.o->thread_glob != NULL) {
-      if (!pass_get(&b.thread_pass, ps, ev.thread_id, &pass)) {
-        int m = thread_passes(&b, &ev);
-        if (m < 0 || pass_put(&b.thread_pass, ps, ev.thread_id, m == 1)) {
-          err = m < 0 ? m : -ENOMEM;
-          break;
-        }
-        pass = m == 1;
-      }
-      if (!pass)
-        continue;
-    }
     b.a->events++;
     if ((err = count_event(&b, r, &ev)) != 0)
       break;
@@ -767,7 +631,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     err = group_sites(b.a);
   if (err == 0)
     sum_processes(b.a, r);
-  new_process(&b, SIZE_MAX); /* frees level 1 and the filter caches */
+  new_process(&b, SIZE_MAX); /* frees level 1 */
+  stkr__filter_free(&b.filt);
   free(b.hashes);
   free(b.last_proc);
   free(b.cslot);

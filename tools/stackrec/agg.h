@@ -31,8 +31,8 @@ typedef struct stkr_agg_opts {
   const char *thread_glob; /* pattern on thread names, or a decimal tid
                               (then also matched as a name); NULL: all */
   double from_s, to_s;     /* keep events in [from_s, to_s) seconds after
-                              their process's first event; to_s <= 0: no
-                              upper bound. from_s < 0 or 0 < to_s <=
+                              their process's recording start (filter.h);
+                              to_s <= 0: no upper bound. from_s < 0 or 0 < to_s <=
                               from_s is -EINVAL. */
   bool app_only;           /* drop non-app frames (a stack with no app frame
                               keeps its innermost PC's frames, so it stays

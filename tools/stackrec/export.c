@@ -4,7 +4,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fnmatch.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -37,8 +36,8 @@ static const char export_help[] =
     "          sorted; ';' in a name becomes ':' and control characters '?'\n"
     "  chrome  Trace Event Format JSON for Perfetto UI and chrome://tracing:\n"
     "          one instant event per recorded event on its thread's track\n"
-    "          (thread_name and process_name metadata events), ts in\n"
-    "          microseconds after the first event, the stack as \"sf\" (into\n"
+    "          (thread_name and process_name metadata events), ts the\n"
+    "          recording's monotonic clock in microseconds, the stack as \"sf\" (into\n"
     "          the stackFrames dictionary) and as args.stack (leaf first)\n"
     "  jsonl   one JSON object per event, the keys of `stackrec dump\n"
     "          --json`; \"frames\" is present when the stack was symbolized\n"
@@ -55,8 +54,8 @@ static const char export_help[] =
     "  --thread NAME|TID only threads whose name matches the pattern, or\n"
     "                    with that OS thread id\n"
     "  --from SEC, --to SEC\n"
-    "                    only events in [SEC, SEC) seconds after the first\n"
-    "                    event of their process\n"
+    "                    only events in [SEC, SEC) seconds after their\n"
+    "                    process started recording\n"
     "  --app-only        keep only the app's frames (a stack without any\n"
     "                    keeps its innermost frame)\n"
     "  -h, --help        this help\n"
@@ -89,55 +88,6 @@ void stkr__progress(uint64_t events, void *arg) {
 
 void stkr__progress_end(stkr__export *x) {
   stkr_cli_progress_done(&x->progress);
-}
-
-/* ---- filter ---------------------------------------------------------------- */
-
-void stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o) {
-  memset(f, 0, sizeof *f);
-  f->o = o;
-  if (o->thread_glob != NULL) {
-    char *end;
-    unsigned long long v = strtoull(o->thread_glob, &end, 10);
-    if (*end == '\0' && end != o->thread_glob)
-      f->tid = v;
-  }
-}
-
-int stkr__filter_pass(stkr__filter *f, stkr_reader *r,
-                      const stkr_event_view *ev) {
-  const stkr_agg_opts *o = f->o;
-
-  /* The window first, so that the first event of a process sets its
-   * origin whatever the other filters say (as stkr_agg_build does). */
-  if (o->from_s > 0 || o->to_s > 0) {
-    double t;
-    if (f->first_ts == NULL) {
-      /* The process count is fixed once reading has started. */
-      f->n_first = stkr_reader_process_count(r);
-      f->first_ts = calloc(f->n_first ? f->n_first : 1, sizeof *f->first_ts);
-      if (f->first_ts == NULL)
-        return -ENOMEM;
-    }
-    if (ev->process < f->n_first) {
-      if (f->first_ts[ev->process] == 0)
-        f->first_ts[ev->process] = ev->ts_ns ? ev->ts_ns : 1;
-      t = (double)(int64_t)(ev->ts_ns - f->first_ts[ev->process]) / 1e9;
-      if (t < o->from_s || (o->to_s > 0 && t >= o->to_s))
-        return 0;
-    }
-  }
-  if (o->site_glob != NULL && fnmatch(o->site_glob, ev->site, 0) != 0)
-    return 0;
-  if (o->thread_glob != NULL && !(f->tid != 0 && ev->tid == f->tid) &&
-      fnmatch(o->thread_glob, ev->thread_name, 0) != 0)
-    return 0;
-  return 1;
-}
-
-void stkr__filter_free(stkr__filter *f) {
-  free(f->first_ts);
-  f->first_ts = NULL;
 }
 
 int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,

@@ -9,9 +9,9 @@
  *   export_jsonl.c   per event, one JSON object per line
  * The aggregated writers grow only with distinct stacks; the per-event ones
  * hold one batch (the reader's) plus tables that grow with distinct
- * threads and stacks, never with events. Per-event writers filter with
- * stkr__filter, which keeps exactly the events stkr_agg_build() keeps for
- * the same options, so every format shows the same events.
+ * threads and stacks, never with events. Every writer filters with
+ * the one stkr__filter (filter.h), the one stkr_agg_build() uses, so every
+ * format shows the same events.
  *
  * Thread-safety: none; the tool is single-threaded.
  */
@@ -26,6 +26,7 @@
 #include "proto/stkr_reader.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/filter.h"
 
 /* One export run, set up by export.c. */
 typedef struct stkr__export {
@@ -55,23 +56,6 @@ int stkr__export_jsonl(stkr__export *x);
 void stkr__progress(uint64_t events, void *arg);
 /* Erase the progress line, if one was shown. */
 void stkr__progress_end(stkr__export *x);
-
-/* ---- per-event filtering (the semantics of stkr_agg_build) ---------- */
-
-typedef struct stkr__filter {
-  const stkr_agg_opts *o;
-  uint64_t tid;           /* thread_glob as a decimal tid, or 0 */
-  uint64_t *first_ts;     /* per process: its first event's time, or 0 */
-  size_t n_first;
-} stkr__filter;
-
-void stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o);
-/* Does the event pass --site, --thread and --from/--to? The window is
- * relative to the first event read of the event's process, filtered or
- * not, as in stkr_agg_build(). @return 1 (keep), 0 (skip) or -ENOMEM. */
-int stkr__filter_pass(stkr__filter *f, stkr_reader *r,
-                      const stkr_event_view *ev);
-void stkr__filter_free(stkr__filter *f);
 
 /*
  * The frames an event shows with --app-only, as in stkr_agg_build(): the

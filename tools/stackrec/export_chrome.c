@@ -10,9 +10,11 @@
  * Every recorded event becomes a thread-scoped instant event ("ph":"i",
  * "s":"t") named after its site, on the track of its pid/tid; "M" events
  * name each process and thread the first time it appears. Time stamps are
- * microseconds (with ns decimals) after the first exported event, on the
- * recording's CLOCK_MONOTONIC: exact within a machine; an event of a later
- * read process that happened before that first one gets a negative ts.
+ * the recording's CLOCK_MONOTONIC in microseconds (with ns decimals), as
+ * recorded: one clock for every process of a machine, never negative, and
+ * exact whatever order the events are read in (they are drained thread by
+ * thread, so the first event read is not the earliest). The viewers show
+ * time from the earliest event.
  *
  * The stack goes two ways, because the two viewers read different ones:
  * "sf" names the leaf node of a tree of frames in "stackFrames" (the
@@ -60,8 +62,6 @@ typedef struct chrome {
   stkr_frame *scratch;    /* --app-only selection */
   size_t cap_scratch;
   bool first_event_out;   /* the first traceEvents element is written */
-  uint64_t origin_ns;
-  bool have_origin;
 } chrome;
 
 static void put_str(FILE *f, const char *s) {
@@ -248,11 +248,9 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
 }
 
 /* Signed ns as microseconds with three decimals, exactly. */
-static void put_us(FILE *f, int64_t ns) {
-  uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-
-  fprintf(f, "%s%llu.%03u", ns < 0 ? "-" : "", (unsigned long long)(a / 1000),
-          (unsigned)(a % 1000));
+static void put_us(FILE *f, uint64_t ns) {
+  fprintf(f, "%llu.%03u", (unsigned long long)(ns / 1000),
+          (unsigned)(ns % 1000));
 }
 
 static int put_event(chrome *c, const stkr_event_view *ev) {
@@ -268,15 +266,11 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
       return (int)idx;
     e = &c->cache[idx];
   }
-  if (!c->have_origin) {
-    c->origin_ns = ev->ts_ns;
-    c->have_origin = true;
-  }
   sep(c);
   fputs("{\"name\":", c->out);
   put_str(c->out, ev->site);
   fputs(",\"cat\":\"stackrec\",\"ph\":\"i\",\"s\":\"t\",\"ts\":", c->out);
-  put_us(c->out, (int64_t)(ev->ts_ns - c->origin_ns));
+  put_us(c->out, ev->ts_ns);
   fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
           (unsigned long long)ev->tid);
   if (e != NULL && e->sf != 0)
@@ -339,7 +333,8 @@ int stkr__export_chrome(stkr__export *x) {
   memset(&c, 0, sizeof c);
   c.x = x;
   c.out = x->out;
-  stkr__filter_init(&filt, &x->filt);
+  if (stkr__filter_init(&filt, &x->filt) != 0)
+    return -EINVAL;
   fputs("{\"traceEvents\":[", c.out);
   while ((rc = stkr_reader_next(x->r, &ev)) == 1) {
     if ((++read & 0xFFFF) == 0) {
@@ -347,7 +342,7 @@ int stkr__export_chrome(stkr__export *x) {
       if (ferror(c.out)) /* e.g. disk full: stop reading, export.c says */
         break;
     }
-    err = stkr__filter_pass(&filt, x->r, &ev);
+    err = stkr__filter_pass(&filt, &ev);
     if (err < 0)
       break;
     if (err == 0)

@@ -25,14 +25,15 @@ int stkr__export_jsonl(stkr__export *x) {
   uint64_t read = 0;
   int rc, err = 0;
 
-  stkr__filter_init(&filt, &x->filt);
+  if (stkr__filter_init(&filt, &x->filt) != 0)
+    return -EINVAL;
   while ((rc = stkr_reader_next(x->r, &ev)) == 1) {
     const stkr_frame *fr;
     size_t n_fr;
 
     if ((++read & 0xFFFFF) == 0)
       stkr__progress(read, x);
-    if ((err = stkr__filter_pass(&filt, x->r, &ev)) <= 0) {
+    if ((err = stkr__filter_pass(&filt, &ev)) <= 0) {
       if (err < 0)
         break;
       continue;

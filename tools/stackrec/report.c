@@ -46,7 +46,7 @@ static const char report_help[] =
     "  --thread NAME|TID only threads whose name matches NAME (a glob) or\n"
     "                    whose OS thread id is TID\n"
     "  --from SEC        only events at least SEC seconds after their\n"
-    "                    process's first event (decimals allowed)\n"
+    "                    process started recording (decimals allowed)\n"
     "  --to SEC          only events less than SEC seconds after it\n"
     "  --app-only        keep only the app's own frames (its executable and\n"
     "                    STACKREC_APP_PATHS); a stack without any keeps its\n"

@@ -1,0 +1,212 @@
+/*
+ * test-filter.c: one event filter for every command (tools/stackrec/
+ * filter.c). A recording with exactly known times, written through the
+ * real encoder (tests/fixture.c), whose events are out of order the way
+ * drained rings make them (a later thread's events first, an event before
+ * the process's recording start, two processes with different starts), is
+ * read by `report`, `export --format folded`, `jsonl` and `chrome` under
+ * every filter; each must keep exactly the events this test computes on
+ * its own from the definition of the window (seconds since the process's
+ * Header.start_mono_ns) and the name filters.
+ *
+ * The regression this guards: the window once counted from the first event
+ * *read*, and export's per-event formats had a second copy of the filter
+ * that disagreed with report's on out-of-order input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/cli_run.h"
+#include "tests/fixture.h"
+
+#define PID_A 4242u
+#define PID_B 4243u
+#define MS 1000000ll
+
+/* Process B started recording 30 ms after A (Header.start_mono_ns). */
+#define SHIFT_B (30 * MS)
+
+typedef struct ev_def {
+  uint32_t pid;
+  int64_t at;    /* ns since its process's start (may be < 0) */
+  uint32_t site; /* fx_site_name[] */
+  uint32_t thread; /* fx_thread_name[] / fx_thread_tid[] */
+} ev_def;
+
+/* In read order: per process, thread 2's ring drained before thread 1's. */
+static const ev_def k_evs[] = {
+    {PID_A, 40 * MS, 2, 2},  {PID_A, 41 * MS, 3, 2},  {PID_A, 90 * MS, 2, 2},
+    {PID_A, -1 * MS, 1, 1},  {PID_A, 5 * MS, 3, 1},   {PID_A, 12 * MS, 1, 1},
+    {PID_A, 60 * MS, 3, 1},  {PID_A, 150 * MS, 2, 1}, {PID_B, 70 * MS, 3, 2},
+    {PID_B, 2 * MS, 1, 1},   {PID_B, 8 * MS, 2, 1},   {PID_B, 45 * MS, 1, 1},
+};
+#define N_EVS (sizeof k_evs / sizeof k_evs[0])
+
+typedef struct filt {
+  const char *opts;                 /* command-line options */
+  double from, to;                  /* window, to <= 0: none */
+  const char *site_prefix;          /* NULL: any */
+  uint32_t thread;                  /* 0: any */
+} filt;
+
+static const filt k_filters[] = {
+    {"", 0, 0, NULL, 0},
+    {"--to 0.01", 0, 0.01, NULL, 0},
+    {"--from 0.01", 0.01, 0, NULL, 0},
+    {"--from 0.005 --to 0.045", 0.005, 0.045, NULL, 0},
+    {"--from 0.041 --to 0.0411", 0.041, 0.0411, NULL, 0},
+    {"--to 0.000001", 0, 0.000001, NULL, 0},
+    {"--site 'net.*'", 0, 0, "net.", 0},
+    {"--site 'file.*' --to 0.05", 0, 0.05, "file.", 0},
+    {"--thread main", 0, 0, NULL, 1},
+    {"--thread 4243 --from 0.04", 0.04, 0, NULL, 2},
+    {"--thread 'worker-*' --site net.connect --to 0.1", 0, 0.1, "net.", 2},
+};
+#define N_FILTERS (sizeof k_filters / sizeof k_filters[0])
+
+static char g_dir[4096];
+
+/* The events the definition keeps: time since the process's start,
+ * clamped at 0 (an event before the start counts as time 0). */
+static long expected(const filt *f) {
+  long n = 0;
+  size_t i;
+
+  for (i = 0; i < N_EVS; i++) {
+    const ev_def *e = &k_evs[i];
+    double t = e->at > 0 ? (double)e->at / 1e9 : 0.0;
+    if (t < f->from || (f->to > 0 && t >= f->to))
+      continue;
+    if (f->site_prefix != NULL &&
+        strncmp(fx_site_name[e->site], f->site_prefix,
+                strlen(f->site_prefix)) != 0)
+      continue;
+    if (f->thread != 0 && e->thread != f->thread)
+      continue;
+    n++;
+  }
+  return n;
+}
+
+static void write_process(uint32_t pid, uint64_t shift) {
+  static const uint32_t sites[] = {1, 2, 3}, threads[] = {1, 2},
+                        stacks[] = {1, 2, 3};
+  fx_ev evs[N_EVS];
+  size_t n = 0, i;
+  int64_t prev = 0;
+  stkr_fmt_buf buf = {0};
+  char path[4200];
+  uint64_t start = FX_START_MONO + shift;
+
+  for (i = 0; i < N_EVS; i++) {
+    if (k_evs[i].pid != pid)
+      continue;
+    evs[n] = (fx_ev){.delta = k_evs[i].at - prev, .site = k_evs[i].site,
+                     .thread = k_evs[i].thread,
+                     .stack = k_evs[i].site, /* stack i was seen at site i */
+                     .payload = NULL};
+    prev = k_evs[i].at;
+    n++;
+  }
+  fx_batch b = {.seq = 1, .header = true, .pid = pid, .segment_seq = 1,
+                .sites = sites, .n_sites = 3, .threads = threads,
+                .n_threads = 2, .stacks = stacks, .n_stacks = 3,
+                .base_ts = start, .evs = evs, .n_evs = n, .last = true,
+                .start_shift = shift};
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", g_dir, pid);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (cr_setup() != 0)
+    return -1;
+  snprintf(g_dir, sizeof g_dir, "%s", fx_tmpdir("filter"));
+  write_process(PID_A, 0);
+  write_process(PID_B, SHIFT_B);
+  return 0;
+}
+
+/* "# N events from ..." (report's first line). */
+static long report_count(void) {
+  unsigned long long n;
+  return sscanf(cr_out, "# %llu event", &n) == 1 ? (long)n : -1;
+}
+
+/* folded: "frame;frame;... COUNT" per line. */
+static long folded_count(void) {
+  long n = 0;
+  const char *line = cr_out;
+
+  while (*line != '\0') {
+    const char *nl = strchr(line, '\n'), *sp;
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    for (sp = line + len; sp > line && sp[-1] != ' '; sp--)
+      ;
+    if (len > 0)
+      n += strtol(sp, NULL, 10);
+    line += len + (nl != NULL);
+  }
+  return n;
+}
+
+static long count_substr(const char *hay, const char *needle) {
+  long n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+static void test_every_command_keeps_the_defined_events(void **state) {
+  size_t i;
+  (void)state;
+
+  for (i = 0; i < N_FILTERS; i++) {
+    const filt *f = &k_filters[i];
+    long want = expected(f), got;
+
+    assert_int_equal(cr_run("report %s '%s'", f->opts, g_dir), 0);
+    if ((got = report_count()) != want)
+      fail_msg("report %s: %ld events, want %ld\n%s", f->opts, got, want,
+               cr_out);
+    assert_int_equal(cr_run("export --format folded %s '%s'", f->opts, g_dir),
+                     0);
+    if ((got = folded_count()) != want)
+      fail_msg("folded %s: %ld events, want %ld", f->opts, got, want);
+    assert_int_equal(cr_run("export --format jsonl %s '%s'", f->opts, g_dir),
+                     0);
+    if ((got = count_substr(cr_out, "\"ts_ns\":")) != want)
+      fail_msg("jsonl %s: %ld events, want %ld", f->opts, got, want);
+    assert_int_equal(cr_run("export --format chrome %s '%s'", f->opts, g_dir),
+                     0);
+    if ((got = count_substr(cr_out, "\"ph\":\"i\"")) != want)
+      fail_msg("chrome %s: %ld events, want %ld", f->opts, got, want);
+  }
+}
+
+/* Chrome's ts is the recording's monotonic clock in microseconds: never
+ * negative, whatever order the events are read in. */
+static void test_chrome_ts_never_negative(void **state) {
+  (void)state;
+  assert_int_equal(cr_run("export --format chrome '%s'", g_dir), 0);
+  assert_null(strstr(cr_out, "\"ts\":-"));
+  /* Process A's event 1 ms before its start: FX_START_MONO - 1 ms. */
+  assert_non_null(strstr(cr_out, "\"ts\":999000.000"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_command_keeps_the_defined_events),
+      cmocka_unit_test(test_chrome_ts_never_negative),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}

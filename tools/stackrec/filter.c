@@ -1,0 +1,159 @@
+/*
+ * filter.c: the one event filter (filter.h).
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/filter.h"
+
+/* fnmatch that tells a bad pattern apart: 1 match, 0 no match, -EINVAL. */
+static int match(const char *pattern, const char *s) {
+  int rc = fnmatch(pattern, s, 0);
+
+  if (rc == 0)
+    return 1;
+  return rc == FNM_NOMATCH ? 0 : -EINVAL;
+}
+
+static size_t pass_slot(uint64_t key, size_t cap) {
+  key *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(key ^ key >> 29) & (cap - 1);
+}
+
+/* 1 and *pass set when cached, else 0. */
+static int pass_get(const stkr__passcache *c, uint64_t key, bool *pass) {
+  size_t i;
+
+  if (c->cap == 0)
+    return 0;
+  for (i = pass_slot(key, c->cap); c->v[i].key != 0; i = (i + 1) & (c->cap - 1))
+    if (c->v[i].key == key) {
+      *pass = c->v[i].pass;
+      return 1;
+    }
+  return 0;
+}
+
+static int pass_put(stkr__passcache *c, uint64_t key, bool pass) {
+  size_t i;
+
+  if ((c->n + 1) * 2 > c->cap) {
+    size_t ncap = c->cap ? c->cap * 2 : 64, k;
+    stkr__passent *nv = calloc(ncap, sizeof *nv);
+    if (nv == NULL)
+      return -ENOMEM;
+    for (k = 0; k < c->cap; k++) {
+      if (c->v[k].key == 0)
+        continue;
+      for (i = pass_slot(c->v[k].key, ncap); nv[i].key != 0;
+           i = (i + 1) & (ncap - 1))
+        ;
+      nv[i] = c->v[k];
+    }
+    free(c->v);
+    c->v = nv;
+    c->cap = ncap;
+  }
+  for (i = pass_slot(key, c->cap); c->v[i].key != 0; i = (i + 1) & (c->cap - 1))
+    ;
+  c->v[i].key = key;
+  c->v[i].pass = pass;
+  c->n++;
+  return 0;
+}
+
+static void pass_clear(stkr__passcache *c) {
+  free(c->v);
+  memset(c, 0, sizeof *c);
+}
+
+int stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o) {
+  memset(f, 0, sizeof *f);
+  f->o = o;
+  f->cur_process = SIZE_MAX;
+  if (o->from_s < 0 || (o->to_s > 0 && o->to_s <= o->from_s))
+    return -EINVAL;
+  if (o->thread_glob != NULL && o->thread_glob[0] != '-') {
+    char *end;
+    unsigned long long v = strtoull(o->thread_glob, &end, 10);
+    if (*end == '\0' && end != o->thread_glob) {
+      f->have_tid = true;
+      f->tid = v;
+    }
+  }
+  return 0;
+}
+
+/* The reader never comes back to a process it has left: per-process state
+ * starts afresh, so memory stays bounded by one process's ids. */
+static void enter_process(stkr__filter *f, const stkr_event_view *ev) {
+  if (ev->process == f->cur_process)
+    return;
+  pass_clear(&f->site_pass);
+  pass_clear(&f->thread_pass);
+  f->cur_process = ev->process;
+  f->origin_ns = 0;
+}
+
+uint64_t stkr__filter_origin(stkr__filter *f, const stkr_event_view *ev) {
+  enter_process(f, ev);
+  if (f->origin_ns == 0) {
+    /* Fixed at the process's first event, so it never moves: a Header
+     * read later (after a lost first segment) does not shift windows. */
+    if (ev->proc != NULL && ev->proc->have_header &&
+        ev->proc->start_mono_ns != 0)
+      f->origin_ns = ev->proc->start_mono_ns;
+    else
+      f->origin_ns = ev->ts_ns ? ev->ts_ns : 1;
+  }
+  return f->origin_ns;
+}
+
+/* Cached name test of one kind (site or thread) for ev. */
+static int name_pass(stkr__filter *f, stkr__passcache *c, uint32_t id,
+                     const stkr_event_view *ev, bool thread) {
+  uint64_t key = ((uint64_t)ev->proc->sessions << 32 | id) + 1;
+  bool pass;
+  int m;
+
+  if (pass_get(c, key, &pass))
+    return pass;
+  if (thread)
+    m = f->have_tid && ev->tid == f->tid ? 1
+                                         : match(f->o->thread_glob,
+                                                 ev->thread_name);
+  else
+    m = match(f->o->site_glob, ev->site);
+  if (m < 0)
+    return m;
+  if (pass_put(c, key, m == 1) != 0)
+    return -ENOMEM;
+  return m;
+}
+
+int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
+  const stkr_agg_opts *o = f->o;
+  int m;
+
+  enter_process(f, ev);
+  if (o->from_s > 0 || o->to_s > 0) {
+    uint64_t origin = stkr__filter_origin(f, ev);
+    double t = ev->ts_ns > origin ? (double)(ev->ts_ns - origin) / 1e9 : 0.0;
+    if (t < o->from_s || (o->to_s > 0 && t >= o->to_s))
+      return 0;
+  }
+  if (o->site_glob != NULL &&
+      (m = name_pass(f, &f->site_pass, ev->site_id, ev, false)) <= 0)
+    return m;
+  if (o->thread_glob != NULL &&
+      (m = name_pass(f, &f->thread_pass, ev->thread_id, ev, true)) <= 0)
+    return m;
+  return 1;
+}
+
+void stkr__filter_free(stkr__filter *f) {
+  pass_clear(&f->site_pass);
+  pass_clear(&f->thread_pass);
+}

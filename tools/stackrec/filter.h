@@ -1,0 +1,60 @@
+/*
+ * filter.h: the one event filter of every command (--site, --thread,
+ * --from/--to), so that report, every export format and the HTML page
+ * count exactly the same events for the same options.
+ *
+ * Time window: an event's time is counted from its process's recording
+ * start (Header.start_mono_ns, taken at stkr_init() before any event of
+ * that process), not from the first event read: events are drained thread
+ * by thread, so the first event read is not the earliest. A process whose
+ * Header was never read (its first segment is lost) falls back to its
+ * first event read; an event before the origin (a follow-mode child's
+ * first event precedes its own init) counts as time 0.
+ *
+ * Thread-safety: none; one filter per reader.
+ */
+#ifndef STKR_FILTER_H
+#define STKR_FILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/stkr_reader.h"
+#include "tools/stackrec/agg.h"
+
+/* Name-filter results cached per (session, id) of the process being read,
+ * so fnmatch runs once per site or thread, not once per event. */
+typedef struct stkr__passent {
+  uint64_t key; /* session << 32 | id, + 1; 0 = empty slot */
+  bool pass;
+} stkr__passent;
+
+typedef struct stkr__passcache {
+  stkr__passent *v;
+  size_t cap, n;
+} stkr__passcache;
+
+typedef struct stkr__filter {
+  const stkr_agg_opts *o;
+  bool have_tid;          /* thread_glob is a decimal number ... */
+  uint64_t tid;           /* ... this one (matched as a tid or a name) */
+  size_t cur_process;     /* the process the caches and origin are for */
+  uint64_t origin_ns;     /* its time origin; 0: not fixed yet */
+  stkr__passcache site_pass, thread_pass;
+} stkr__filter;
+
+/* @return 0, or -EINVAL for a bad window (from_s < 0, or 0 < to_s <=
+ * from_s). o must outlive the filter. */
+int stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o);
+
+/* Does ev pass --site, --thread and --from/--to?
+ * @return 1 keep, 0 skip, -EINVAL (a bad glob pattern) or -ENOMEM. */
+int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev);
+
+/* The time origin of ev's process (see above), as the window uses it. */
+uint64_t stkr__filter_origin(stkr__filter *f, const stkr_event_view *ev);
+
+void stkr__filter_free(stkr__filter *f);
+
+#endif /* STKR_FILTER_H */
