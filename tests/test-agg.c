@@ -435,6 +435,7 @@ static void test_merged_lines_that_differ_are_dropped(void **state) {
   char keep[4096];
   sr_rec r1 = k_rec(100, 0x400000), r2 = k_rec(200, 0x800000);
   const stkr_agg_stack *k;
+  stkr_agg_opts o = {.granularity = STKR_AGG_BY_FUNCTION};
   stkr_agg *a;
   (void)state;
 
@@ -446,7 +447,8 @@ static void test_merged_lines_that_differ_are_dropped(void **state) {
   dirs[0] = keep;
   dirs[1] = fx_tmpdir("agg-line2");
   assert_int_equal(sr_write(dirs[1], &r2), 0);
-  assert_int_equal(agg_paths(dirs, 2, NULL, &a), 0);
+  /* By function: one stack, lines kept only where they agree. */
+  assert_int_equal(agg_paths(dirs, 2, &o, &a), 0);
   k = site(a, "files.open")->stacks[0];
   assert_int_equal(k->count, 8);
   assert_string_equal(k->frames[0].file, "app/config.c");
@@ -455,6 +457,19 @@ static void test_merged_lines_that_differ_are_dropped(void **state) {
   assert_int_equal(k->frames[2].line, 0);
   assert_null(k->frames[3].file);
   assert_int_equal(k->frames[3].line, 0);
+  stkr_agg_free(a);
+  /* By line (the default): the call from load.c at another line, and
+   * main in another file, make two stacks, each with its true lines. */
+  assert_int_equal(agg_paths(dirs, 2, NULL, &a), 0);
+  assert_int_equal(site(a, "files.open")->n_stacks, 3); /* + libc-only */
+  for (size_t i = 0; i < 2; i++) {
+    k = site(a, "files.open")->stacks[i];
+    assert_int_equal(k->count, 4);
+    assert_string_equal(k->frames[0].function, "open_config");
+    assert_non_null(k->frames[3].file);
+    assert_int_equal(k->frames[2].line,
+                     strcmp(k->frames[3].file, "app/main.c") == 0 ? 30 : 31);
+  }
   stkr_agg_free(a);
 }
 

@@ -249,12 +249,19 @@ static void test_fixture_folded_and_app_only(void **state) {
   const char *dir = fixture_recording();
   (void)state;
 
+  /* By default a frame is its function, file and line. */
   assert_int_equal(sh("'%s' export --format folded '%s'", g_tool, dir), 0);
+  assert_has_line_suffix(";main fixture_main.c:74;chains fixture_main.c:21;"
+                         "run_c fixture_c.c:27;static_mid fixture_c.c:22;"
+                         "outer_c fixture_c.c:17;inlined_helper "
+                         "fixture_c.c:12 1001");
+  assert_int_equal(sh("'%s' export --format folded --granularity function "
+                      "'%s'", g_tool, dir), 0);
   /* Everything above main is libc's start code: not ours to name. */
   assert_has_line_suffix(";main;chains;run_c;static_mid;outer_c;"
                          "inlined_helper 1001");
-  assert_int_equal(sh("'%s' export --format folded --app-only '%s'", g_tool,
-                      dir), 0);
+  assert_int_equal(sh("'%s' export --format folded --app-only "
+                      "--granularity function '%s'", g_tool, dir), 0);
   assert_string_equal(
       g_out, "sym.c;main;chains;run_c;static_mid;outer_c;inlined_helper "
              "1001\n"

@@ -366,11 +366,11 @@ static void test_usage_errors_and_help(void **state) {
   assert_int_equal(sh("'%s' export --format folded --from -1 '%s'", g_tool,
                       g_rec),
                    2);
-  assert_has(g_err, "--from wants seconds >= 0, not '-1'");
+  assert_has(g_err, "--from '-1' is not a number of seconds >= 0");
   assert_int_equal(sh("'%s' export --format folded --from 2 --to 1 '%s'",
                       g_tool, g_rec),
                    2);
-  assert_has(g_err, "--to 1 must be after --from 2");
+  assert_has(g_err, "--to 1 is not after --from 2");
   assert_int_equal(sh("'%s' export --format folded", g_tool), 2);
   assert_has(g_err, "no DIR or FILE given");
   assert_int_equal(sh("'%s' export --format folded -o", g_tool), 2);

@@ -260,10 +260,64 @@ const char *stkr_agg_frame_label(const stkr_frame *f, char *buf, size_t len) {
   return buf;
 }
 
+static const char *base_name(const char *path) {
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+const char *stkr_agg_frame_text(const stkr_frame *f, stkr_agg_granularity g,
+                                char *buf, size_t len) {
+  size_t n;
+
+  stkr_agg_frame_label(f, buf, len);
+  if (f->function == NULL || g == STKR_AGG_BY_FUNCTION)
+    return buf; /* an unnamed frame's label is its address already */
+  n = strlen(buf);
+  if (f->file != NULL && f->line != 0 && n < len)
+    n += (size_t)snprintf(buf + n, len - n, " %s:%u", base_name(f->file),
+                          (unsigned)f->line);
+  if (g == STKR_AGG_BY_ADDRESS && n < len) {
+    if (f->image != NULL)
+      snprintf(buf + n, len - n, " %s+0x%" PRIx64, base_name(f->image),
+               f->offset);
+    else
+      snprintf(buf + n, len - n, " 0x%" PRIx64, f->pc);
+  }
+  return buf;
+}
+
+int stkr_agg_granularity_parse(const char *s, stkr_agg_granularity *out) {
+  static const char *const names[] = {"line", "function", "address"};
+  size_t i;
+
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (stkr_agg_granularity)i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
 #define LABEL_MAX 1024
 
+/* What identifies a frame beyond its label at granularity g, as a number
+ * (strings are interned: equal text, equal pointer). */
+static uint64_t frame_extra(const stkr_frame *f, stkr_agg_granularity g) {
+  uint64_t h = 0;
+
+  if (f->function == NULL || g == STKR_AGG_BY_FUNCTION)
+    return 0;
+  if (f->file != NULL && f->line != 0)
+    h = mix64((uint64_t)(uintptr_t)f->file ^ (uint64_t)f->line << 40);
+  if (g == STKR_AGG_BY_ADDRESS)
+    h ^= mix64(f->image != NULL ? (uint64_t)(uintptr_t)f->image ^ f->offset
+                                : f->pc);
+  return h;
+}
+
 static uint64_t content_hash(const char *site, const char *thread,
-                             const stkr_frame *f, size_t n) {
+                             const stkr_frame *f, size_t n,
+                             stkr_agg_granularity g) {
   uint64_t h = 0xCBF29CE484222325ull;
   char label[LABEL_MAX];
   size_t i;
@@ -272,16 +326,42 @@ static uint64_t content_hash(const char *site, const char *thread,
   if (thread != NULL)
     h = hash_bytes(h, thread, strlen(thread) + 1);
   for (i = 0; i < n; i++) {
+    uint64_t x = frame_extra(&f[i], g);
     stkr_agg_frame_label(&f[i], label, sizeof label);
     h = hash_bytes(h, label, strlen(label) + 1);
+    h = hash_bytes(h, &x, sizeof x);
   }
   return mix64(h);
 }
 
-/* Compare two frame lists by label, frame by frame from the innermost (as
- * stored). @return <0, 0, >0. */
+/* Compare one frame beyond its label: file and line at line granularity,
+ * also image and offset at address granularity. */
+static int cmp_extra(const stkr_frame *x, const stkr_frame *y,
+                     stkr_agg_granularity g) {
+  int c;
+
+  if (g == STKR_AGG_BY_FUNCTION)
+    return 0;
+  if (x->file != y->file &&
+      (c = strcmp(x->file ? x->file : "", y->file ? y->file : "")) != 0)
+    return c;
+  if (x->line != y->line)
+    return x->line < y->line ? -1 : 1;
+  if (g == STKR_AGG_BY_ADDRESS) {
+    uint64_t ax = x->image ? x->offset : x->pc, ay = y->image ? y->offset : y->pc;
+    if (x->image != y->image &&
+        (c = strcmp(x->image ? x->image : "", y->image ? y->image : "")) != 0)
+      return c;
+    if (ax != ay)
+      return ax < ay ? -1 : 1;
+  }
+  return 0;
+}
+
+/* Compare two frame lists at granularity g, frame by frame from the
+ * innermost (as stored). @return <0, 0, >0. */
 static int cmp_frames(const stkr_frame *x, size_t nx, const stkr_frame *y,
-                      size_t ny) {
+                      size_t ny, stkr_agg_granularity g) {
   char lx[LABEL_MAX], ly[LABEL_MAX];
   size_t i;
   int c;
@@ -291,6 +371,8 @@ static int cmp_frames(const stkr_frame *x, size_t nx, const stkr_frame *y,
       /* The label is the name; interned: same pointer, same name. */
       if (x[i].function != y[i].function &&
           (c = strcmp(x[i].function, y[i].function)) != 0)
+        return c;
+      if ((c = cmp_extra(&x[i], &y[i], g)) != 0)
         return c;
       continue;
     }
@@ -366,7 +448,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     return -ENOMEM;
   if (b->o->by_thread && (thread = intern(&b->strs, ev->thread_name)) == NULL)
     return -ENOMEM;
-  h = content_hash(site, thread, b->tmp, (size_t)n);
+  h = content_hash(site, thread, b->tmp, (size_t)n, b->o->granularity);
   for (i = b->cslot_cap ? h & (b->cslot_cap - 1) : 0;
        b->cslot_cap && b->cslot[i] != 0; i = (i + 1) & (b->cslot_cap - 1)) {
     size_t k = b->cslot[i] - 1;
@@ -374,7 +456,8 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     s = &a->stacks[k];
     if (b->hashes[k] != h || s->site != site || s->thread != thread ||
         s->n_frames != (size_t)n ||
-        cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n) != 0)
+        cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
+                   b->o->granularity) != 0)
       continue;
     reconcile((stkr_frame *)s->frames, b->tmp, (size_t)n);
     s->truncated = s->truncated || ev->stack_truncated;
@@ -512,7 +595,9 @@ static int stack_order(const void *pa, const void *pb) {
   if (x->thread != y->thread &&
       (c = strcmp(x->thread ? x->thread : "", y->thread ? y->thread : "")))
     return c;
-  if ((c = cmp_frames(x->frames, x->n_frames, y->frames, y->n_frames)) != 0)
+  /* The finest comparison: a total order whatever the granularity. */
+  if ((c = cmp_frames(x->frames, x->n_frames, y->frames, y->n_frames,
+                      STKR_AGG_BY_ADDRESS)) != 0)
     return c;
   return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
@@ -603,9 +688,12 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   b.o = opts ? opts : &none;
   if (stkr__filter_init(&b.filt, b.o) != 0)
     return -EINVAL;
+  if ((unsigned)b.o->granularity > STKR_AGG_BY_ADDRESS)
+    return -EINVAL;
   b.a = calloc(1, sizeof *b.a);
   if (b.a == NULL)
     return -ENOMEM;
+  b.a->granularity = b.o->granularity;
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     int pass;

@@ -26,6 +26,19 @@
 
 #include "proto/stkr_reader.h"
 
+/* What makes two frames the same when stacks are merged (as pprof's
+ * -functions / -lines / -addresses). */
+typedef enum stkr_agg_granularity {
+  STKR_AGG_BY_LINE = 0,  /* function, source file and line (the default):
+                            two calls from one function at other lines are
+                            two stacks */
+  STKR_AGG_BY_FUNCTION,  /* function name only */
+  STKR_AGG_BY_ADDRESS    /* image + offset (the PC) as well */
+} stkr_agg_granularity;
+
+/* "line", "function", "address" -> *out. @return 0 or -EINVAL. */
+int stkr_agg_granularity_parse(const char *s, stkr_agg_granularity *out);
+
 typedef struct stkr_agg_opts {
   const char *site_glob;   /* fnmatch(3) pattern on site names; NULL: all */
   const char *thread_glob; /* pattern on thread names, or a decimal tid
@@ -40,6 +53,7 @@ typedef struct stkr_agg_opts {
                               frames are not known to be the app's or not,
                               are kept whole */
   bool by_thread;          /* keep threads apart (pprof's thread label) */
+  stkr_agg_granularity granularity;
 } stkr_agg_opts;
 
 /* One distinct call stack at one site (and thread, with by_thread). */
@@ -89,6 +103,7 @@ typedef struct stkr_agg {
   uint64_t unresolved_events; /* events with an undefined id (site "?") */
   size_t live_processes;     /* still being written (live_tail) */
   size_t unsupported_processes; /* newer format: not read */
+  stkr_agg_granularity granularity; /* the one it was built with */
 } stkr_agg;
 
 /*
@@ -109,5 +124,12 @@ void stkr_agg_free(stkr_agg *a);
  * else "image+0xoffset" (image base name), else "0xPC". Writes into buf
  * (always NUL-terminated) and returns buf. */
 const char *stkr_agg_frame_label(const stkr_frame *f, char *buf, size_t len);
+
+/* A frame's text at a granularity: the label, then for STKR_AGG_BY_LINE
+ * " file:line" (file's base name) when known, for STKR_AGG_BY_ADDRESS also
+ * " image+0xoffset" (or " 0xPC"). Frames that merge have equal texts, and
+ * frames that do not, differ. Writes into buf and returns it. */
+const char *stkr_agg_frame_text(const stkr_frame *f, stkr_agg_granularity g,
+                                char *buf, size_t len);
 
 #endif /* STKR_AGG_H */

@@ -19,6 +19,7 @@ static const char export_help[] =
     "Usage: stackrec export --format pprof|folded|chrome|jsonl [-o FILE]\n"
     "                       [--site GLOB] [--thread NAME|TID]\n"
     "                       [--from SEC] [--to SEC] [--app-only]\n"
+    "                       [--granularity line|function|address]\n"
     "                       DIR|FILE...\n"
     "\n"
     "Write the events of the recordings in a format other tools read.\n"
@@ -50,15 +51,9 @@ static const char export_help[] =
     "  -f, --format FMT  the output format (required)\n"
     "  -o, --output FILE write FILE (replaced only when complete); '-' or\n"
     "                    no -o: stdout\n"
-    "  --site GLOB       only sites matching the fnmatch(3) pattern\n"
-    "  --thread NAME|TID only threads whose name matches the pattern, or\n"
-    "                    with that OS thread id\n"
-    "  --from SEC, --to SEC\n"
-    "                    only events in [SEC, SEC) seconds after their\n"
-    "                    process started recording\n"
-    "  --app-only        keep only the app's frames (a stack without any\n"
-    "                    keeps its innermost frame)\n"
-    "  -h, --help        this help\n"
+    "  -h, --help        this help\n";
+
+static const char export_help_more[] =
     "\n"
     "Events dropped by the recorder are not in any export; their count is\n"
     "printed on stderr whenever there were any.\n"
@@ -217,16 +212,6 @@ void stkr__map_free(stkr__map *m) {
 /* ---- the command ------------------------------------------------------------- */
 
 /* A number of seconds, >= 0. */
-static int parse_seconds(const char *s, double *out) {
-  char *end;
-
-  errno = 0;
-  *out = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !isfinite(*out) || *out < 0)
-    return -EINVAL;
-  return 0;
-}
-
 /* Where the output goes: stdout, a device or FIFO as is, or a regular file
  * through a temporary name in the same directory, renamed into place only
  * when complete (no half-written profile under the final name). */
@@ -311,23 +296,16 @@ static void note_drops(stkr_reader *r) {
             (unsigned long long)drops);
 }
 
-enum { OPT_SITE = 256, OPT_THREAD, OPT_FROM, OPT_TO, OPT_APP_ONLY };
-
 int stkr_cli_export(int argc, char **argv) {
   static const struct option longopts[] = {
       {"format", required_argument, NULL, 'f'},
       {"output", required_argument, NULL, 'o'},
-      {"site", required_argument, NULL, OPT_SITE},
-      {"thread", required_argument, NULL, OPT_THREAD},
-      {"from", required_argument, NULL, OPT_FROM},
-      {"to", required_argument, NULL, OPT_TO},
-      {"app-only", no_argument, NULL, OPT_APP_ONLY},
+      STKR__FILTER_LONGOPTS,
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   const char *format = NULL, *out_path = NULL;
   stkr__export x;
   output out;
-  bool have_to = false;
   size_t fi, nf = sizeof formats / sizeof formats[0];
   int c, err, status;
 
@@ -335,6 +313,11 @@ int stkr_cli_export(int argc, char **argv) {
   opterr = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
+    if ((err = stkr__filter_option("export", c, optarg, &x.filt)) >= 0) {
+      if (err != 0)
+        return err;
+      continue;
+    }
     switch (c) {
     case 'f':
       format = optarg;
@@ -342,28 +325,10 @@ int stkr_cli_export(int argc, char **argv) {
     case 'o':
       out_path = optarg;
       break;
-    case OPT_SITE:
-      x.filt.site_glob = optarg;
-      break;
-    case OPT_THREAD:
-      x.filt.thread_glob = optarg;
-      break;
-    case OPT_FROM:
-      if (parse_seconds(optarg, &x.filt.from_s) != 0)
-        return stkr_cli_usage_error(
-            "export", "--from wants seconds >= 0, not '%s'", optarg);
-      break;
-    case OPT_TO:
-      if (parse_seconds(optarg, &x.filt.to_s) != 0)
-        return stkr_cli_usage_error(
-            "export", "--to wants seconds >= 0, not '%s'", optarg);
-      have_to = true;
-      break;
-    case OPT_APP_ONLY:
-      x.filt.app_only = true;
-      break;
     case 'h':
       fputs(export_help, stdout);
+      fputs(stkr__filter_help, stdout);
+      fputs(export_help_more, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("export");
     case ':':
@@ -384,10 +349,8 @@ int stkr_cli_export(int argc, char **argv) {
     return stkr_cli_usage_error(
         "export", "unknown format '%s' (pprof, folded, chrome or jsonl)",
         format);
-  if (have_to && x.filt.to_s <= x.filt.from_s)
-    return stkr_cli_usage_error("export",
-                                "--to %g must be after --from %g",
-                                x.filt.to_s, x.filt.from_s);
+  if ((err = stkr__filter_check("export", &x.filt)) != 0)
+    return err;
   if (optind >= argc)
     return stkr_cli_usage_error("export", "no DIR or FILE given");
   if (formats[fi].binary && (out_path == NULL || strcmp(out_path, "-") == 0) &&

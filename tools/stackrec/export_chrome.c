@@ -132,7 +132,7 @@ static uint64_t node_id(chrome *c, uint64_t parent, const stkr_frame *f) {
   uint64_t id = c->n_nodes + 1;
   int rc;
 
-  stkr_agg_frame_label(f, label, sizeof label);
+  stkr_agg_frame_text(f, c->x->filt.granularity, label, sizeof label);
   ll = strlen(label);
   len = sizeof parent + cl + 1 + ll;
   key = malloc(len);
@@ -225,7 +225,8 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
     for (i = 0; i < n_fr; i++) {
       if (i)
         putc(',', m);
-      put_str(m, stkr_agg_frame_label(&fr[i], label, sizeof label));
+      put_str(m, stkr_agg_frame_text(&fr[i], c->x->filt.granularity, label,
+                                     sizeof label));
     }
     putc(']', m);
     if (fclose(m) != 0 || e.args_stack == NULL) {

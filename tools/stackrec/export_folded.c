@@ -73,7 +73,8 @@ int stkr__export_folded(stkr__export *x) {
     put_name(m, s->site);
     for (k = s->n_frames; k-- > 0;) {
       putc(';', m);
-      put_name(m, stkr_agg_frame_label(&s->frames[k], label, sizeof label));
+      put_name(m, stkr_agg_frame_text(&s->frames[k], a->granularity, label,
+                                      sizeof label));
     }
     if (fclose(m) != 0 || buf == NULL) {
       free(buf);

@@ -16,6 +16,7 @@
 #ifndef STKR_FILTER_H
 #define STKR_FILTER_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,5 +57,39 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev);
 uint64_t stkr__filter_origin(stkr__filter *f, const stkr_event_view *ev);
 
 void stkr__filter_free(stkr__filter *f);
+
+/* ---- the filter options, shared by every command that filters -------------
+ * (filter_opts.c, in the stackrec binary). A command puts
+ * STKR__FILTER_LONGOPTS into its getopt_long table, hands every option to
+ * stkr__filter_option() first, prints stkr__filter_help in its --help, and
+ * calls stkr__filter_check() once the options are parsed. */
+enum {
+  STKR__OPT_SITE = 0x1000,
+  STKR__OPT_THREAD,
+  STKR__OPT_FROM,
+  STKR__OPT_TO,
+  STKR__OPT_APP_ONLY,
+  STKR__OPT_GRANULARITY
+};
+#define STKR__FILTER_LONGOPTS                                  \
+  {"site", required_argument, NULL, STKR__OPT_SITE},           \
+      {"thread", required_argument, NULL, STKR__OPT_THREAD},   \
+      {"from", required_argument, NULL, STKR__OPT_FROM},       \
+      {"to", required_argument, NULL, STKR__OPT_TO},           \
+      {"app-only", no_argument, NULL, STKR__OPT_APP_ONLY},     \
+      {"granularity", required_argument, NULL, STKR__OPT_GRANULARITY}
+
+/* The options' lines for --help. */
+extern const char stkr__filter_help[];
+
+/* Apply option `opt` (a getopt_long result) with its argument to *o.
+ * @return -1 when opt is not a filter option, 0 when it was applied, or
+ *         exit status 2 after printing a usage error naming cmd. */
+int stkr__filter_option(const char *cmd, int opt, const char *arg,
+                        stkr_agg_opts *o);
+
+/* After parsing: the window must be well formed.
+ * @return 0, or 2 after printing a usage error. */
+int stkr__filter_check(const char *cmd, const stkr_agg_opts *o);
 
 #endif /* STKR_FILTER_H */

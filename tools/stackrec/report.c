@@ -15,6 +15,7 @@
 
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/filter.h"
 #include "tools/stackrec/html.h"
 
 static const char report_help[] =
@@ -24,9 +25,10 @@ static const char report_help[] =
     "ranked by events; under each, its distinct call stacks (innermost frame\n"
     "first) with their events and share of the site, most first. Site names\n"
     "of the form CATEGORY.API (as 'stackrec record' writes them) are grouped\n"
-    "by category. Stacks are merged by content: the same frames (function\n"
-    "names; image+offset where unknown) at the same site count as one stack\n"
-    "across processes, runs and recordings given together.\n"
+    "by category. Stacks are merged by content: the same frames (function,\n"
+    "file and line, see --granularity; image+offset where unknown) at the\n"
+    "same site count as one stack across processes, runs and recordings\n"
+    "given together.\n"
     "\n"
     "A frame prints as FUNCTION (FILE:LINE), as IMAGE+0xOFFSET when the\n"
     "function is unknown, or as 0xPC outside any known image; [inlined]\n"
@@ -40,17 +42,9 @@ static const char report_help[] =
     "and LIVE (a recording still being written: its last, incomplete batch\n"
     "is not counted), then the filters in effect.\n"
     "\n"
-    "Options:\n"
-    "  --site GLOB       only sites whose name matches (fnmatch(3), e.g.\n"
-    "                    'files.*')\n"
-    "  --thread NAME|TID only threads whose name matches NAME (a glob) or\n"
-    "                    whose OS thread id is TID\n"
-    "  --from SEC        only events at least SEC seconds after their\n"
-    "                    process started recording (decimals allowed)\n"
-    "  --to SEC          only events less than SEC seconds after it\n"
-    "  --app-only        keep only the app's own frames (its executable and\n"
-    "                    STACKREC_APP_PATHS); a stack without any keeps its\n"
-    "                    innermost frame; unsymbolized stacks are kept whole\n"
+    "Options:\n";
+
+static const char report_help_more[] =
     "  --top N           at most N stacks per site (in --tree: N callees per\n"
     "                    node), then one line for the rest; 0: all\n"
     "                    (default 10)\n"
@@ -68,14 +62,24 @@ typedef struct report_opts {
   bool tree;
   size_t top;
   const char *html;
-  const char *site, *thread; /* as given, for the filters line */
-  const char *from, *to;
 } report_opts;
 
 /* ---- output helpers -------------------------------------------------------- */
 
 static void put_str(const char *s) {
   stkr_cli_put_escaped(stdout, (const uint8_t *)s, strlen(s));
+}
+
+/* Seconds as decimals, without an exponent or trailing zeros. */
+static void put_seconds(double s) {
+  char buf[64];
+  size_t n = (size_t)snprintf(buf, sizeof buf, "%.9f", s);
+
+  while (n > 1 && buf[n - 1] == '0')
+    buf[--n] = '\0';
+  if (n > 1 && buf[n - 1] == '.')
+    buf[--n] = '\0';
+  fputs(buf, stdout);
 }
 
 static void put_events(uint64_t n) {
@@ -397,7 +401,9 @@ static int print_sites(const stkr_agg *a, const report_opts *o) {
 /* ---- header --------------------------------------------------------------- */
 
 static void print_header(const stkr_agg *a, const report_opts *o) {
-  bool filtered = o->site || o->thread || o->from || o->to || o->agg.app_only;
+  const stkr_agg_opts *f = &o->agg;
+  bool filtered = f->site_glob || f->thread_glob || f->from_s > 0 ||
+                  f->to_s > 0 || f->app_only;
 
   printf("# ");
   put_events(a->events);
@@ -441,22 +447,26 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            a->live_processes, a->live_processes == 1 ? " is" : "es are");
   if (filtered) {
     fputs("# filters:", stdout);
-    if (o->site) {
+    if (f->site_glob) {
       fputs(" site ", stdout);
-      put_str(o->site);
+      put_str(f->site_glob);
     }
-    if (o->thread) {
+    if (f->thread_glob) {
       fputs(" thread ", stdout);
-      put_str(o->thread);
+      put_str(f->thread_glob);
     }
-    if (o->from || o->to) {
-      printf(" time [%s s, ", o->from ? o->from : "0");
-      if (o->to)
-        printf("%s s)", o->to);
-      else
+    if (f->from_s > 0 || f->to_s > 0) {
+      fputs(" time [", stdout);
+      put_seconds(f->from_s);
+      fputs(" s, ", stdout);
+      if (f->to_s > 0) {
+        put_seconds(f->to_s);
+        fputs(" s)", stdout);
+      } else {
         fputs("end)", stdout);
+      }
     }
-    if (o->agg.app_only)
+    if (f->app_only)
       fputs(" app-only", stdout);
     printf(": %llu of %llu events\n", (unsigned long long)a->events,
            (unsigned long long)a->events_read);
@@ -469,18 +479,6 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
 }
 
 /* ---- the command --------------------------------------------------------- */
-
-static int parse_seconds(const char *s, double *out) {
-  char *end;
-  double v;
-
-  errno = 0;
-  v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
-    return -1;
-  *out = v;
-  return 0;
-}
 
 static void on_progress(uint64_t events, void *arg) {
   stkr_cli_progress_update(arg, events, NULL);
@@ -518,13 +516,9 @@ static int write_html(const stkr_agg *a, const report_opts *o,
 }
 
 int stkr_cli_report(int argc, char **argv) {
-  enum { O_SITE = 256, O_THREAD, O_FROM, O_TO, O_APP, O_TOP, O_TREE, O_HTML };
+  enum { O_TOP = 256, O_TREE, O_HTML };
   static const struct option longopts[] = {
-      {"site", required_argument, NULL, O_SITE},
-      {"thread", required_argument, NULL, O_THREAD},
-      {"from", required_argument, NULL, O_FROM},
-      {"to", required_argument, NULL, O_TO},
-      {"app-only", no_argument, NULL, O_APP},
+      STKR__FILTER_LONGOPTS,
       {"top", required_argument, NULL, O_TOP},
       {"tree", no_argument, NULL, O_TREE},
       {"html", required_argument, NULL, O_HTML},
@@ -541,30 +535,12 @@ int stkr_cli_report(int argc, char **argv) {
   opterr = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    if ((err = stkr__filter_option("report", c, optarg, &o.agg)) >= 0) {
+      if (err != 0)
+        return err;
+      continue;
+    }
     switch (c) {
-    case O_SITE:
-      o.site = o.agg.site_glob = optarg;
-      break;
-    case O_THREAD:
-      if (optarg[0] == '\0')
-        return stkr_cli_usage_error("report", "--thread needs a name or id");
-      o.thread = o.agg.thread_glob = optarg;
-      break;
-    case O_FROM:
-      if (parse_seconds(optarg, &o.agg.from_s) != 0)
-        return stkr_cli_usage_error(
-            "report", "--from '%s' is not a number of seconds >= 0", optarg);
-      o.from = optarg;
-      break;
-    case O_TO:
-      if (parse_seconds(optarg, &o.agg.to_s) != 0 || o.agg.to_s <= 0)
-        return stkr_cli_usage_error(
-            "report", "--to '%s' is not a number of seconds > 0", optarg);
-      o.to = optarg;
-      break;
-    case O_APP:
-      o.agg.app_only = true;
-      break;
     case O_TOP: {
       char *end;
       unsigned long long v;
@@ -584,6 +560,8 @@ int stkr_cli_report(int argc, char **argv) {
       break;
     case 'h':
       fputs(report_help, stdout);
+      fputs(stkr__filter_help, stdout);
+      fputs(report_help_more, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("report");
     case ':':
@@ -594,9 +572,8 @@ int stkr_cli_report(int argc, char **argv) {
                                   argv[optind - 1]);
     }
   }
-  if (o.to && o.agg.to_s <= o.agg.from_s)
-    return stkr_cli_usage_error("report", "--to %s is not after --from %s",
-                                o.to, o.from ? o.from : "0");
+  if ((err = stkr__filter_check("report", &o.agg)) != 0)
+    return err;
   if (optind >= argc)
     return stkr_cli_usage_error("report", "no DIR or FILE given");
   status = stkr_cli_open("report", argv + optind, argc - optind, true, &r);

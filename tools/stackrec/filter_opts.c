@@ -1,0 +1,80 @@
+/*
+ * filter_opts.c: the filter options of every command that filters (see
+ * filter.h), parsed in one place so that their spelling, checks and help
+ * cannot drift apart between commands.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/filter.h"
+
+const char stkr__filter_help[] =
+    "  --site GLOB       only sites whose name matches (fnmatch(3), e.g.\n"
+    "                    'files.*')\n"
+    "  --thread NAME|TID only threads whose name matches NAME (a glob) or\n"
+    "                    whose OS thread id is TID\n"
+    "  --from SEC        only events at least SEC seconds after their\n"
+    "                    process started recording (decimals allowed)\n"
+    "  --to SEC          only events less than SEC seconds after it\n"
+    "  --app-only        keep only the app's own frames (its executable and\n"
+    "                    STACKREC_APP_PATHS); a stack without any keeps its\n"
+    "                    innermost frame; unsymbolized stacks are kept whole\n"
+    "  --granularity line|function|address\n"
+    "                    what makes two frames the same when stacks are\n"
+    "                    merged: function, file and line (default); the\n"
+    "                    function only; or also the address\n";
+
+static int parse_seconds(const char *s, double *out) {
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int stkr__filter_option(const char *cmd, int opt, const char *arg,
+                        stkr_agg_opts *o) {
+  switch (opt) {
+  case STKR__OPT_SITE:
+    o->site_glob = arg;
+    return 0;
+  case STKR__OPT_THREAD:
+    if (arg[0] == '\0')
+      return stkr_cli_usage_error(cmd, "--thread needs a name or id");
+    o->thread_glob = arg;
+    return 0;
+  case STKR__OPT_FROM:
+    if (parse_seconds(arg, &o->from_s) != 0)
+      return stkr_cli_usage_error(
+          cmd, "--from '%s' is not a number of seconds >= 0", arg);
+    return 0;
+  case STKR__OPT_TO:
+    if (parse_seconds(arg, &o->to_s) != 0 || o->to_s <= 0)
+      return stkr_cli_usage_error(
+          cmd, "--to '%s' is not a number of seconds > 0", arg);
+    return 0;
+  case STKR__OPT_APP_ONLY:
+    o->app_only = true;
+    return 0;
+  case STKR__OPT_GRANULARITY:
+    if (stkr_agg_granularity_parse(arg, &o->granularity) != 0)
+      return stkr_cli_usage_error(
+          cmd, "--granularity '%s': line, function or address", arg);
+    return 0;
+  default:
+    return -1;
+  }
+}
+
+int stkr__filter_check(const char *cmd, const stkr_agg_opts *o) {
+  if (o->to_s > 0 && o->to_s <= o->from_s)
+    return stkr_cli_usage_error(cmd, "--to %g is not after --from %g",
+                                o->to_s, o->from_s);
+  return 0;
+}
