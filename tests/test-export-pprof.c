@@ -125,23 +125,38 @@ static void test_top_counts_per_function(void **state) {
 /* -traces: one block per sample, labels first, then the stack leaf
  * first. */
 static void test_traces_show_whole_stacks_and_labels(void **state) {
+  char want[512];
   const char *b;
   (void)state;
 
   export_top("traces.pb.gz", "");
   assert_int_equal(pprof("-traces '%s'", tmp_path("traces.pb.gz")), 0);
-  b = strstr(g_out, "      site:  exp.write\n"
-                    "    thread:  exp-alpha\n"
-                    "        20   exp_hook\n"
-                    "             exp_mid_b\n"
-                    "             exp_alpha_main\n");
+  /* Each payload is its own sample (labels site, thread, payload,
+   * process, pid), so equal stacks with other payloads never merge. */
+  snprintf(want, sizeof want,
+           "      site:  exp.write\n"
+           "    thread:  exp-alpha\n"
+           "   payload:  p7\n"
+           "   process:  export-pprof\n"
+           "       pid:  %d\n"
+           "         1   exp_hook\n"
+           "             exp_mid_b\n"
+           "             exp_alpha_main\n",
+           (int)getpid());
+  b = strstr(g_out, want);
   if (b == NULL)
     fail_msg("no exp.write stack in:\n%s", g_out);
-  assert_non_null(strstr(g_out, "      site:  exp;odd name\n"
-                                "    thread:  exp-beta\n"
-                                "         5   exp_hook\n"
-                                "             exp_mid_c\n"
-                                "             exp_beta_main\n"));
+  snprintf(want, sizeof want,
+           "      site:  exp;odd name\n"
+           "    thread:  exp-beta\n"
+           "   payload:  p4\n"
+           "   process:  export-pprof\n"
+           "       pid:  %d\n"
+           "         1   exp_hook\n"
+           "             exp_mid_c\n"
+           "             exp_beta_main\n",
+           (int)getpid());
+  assert_non_null(strstr(g_out, want));
   assert_int_equal(pprof("-tags '%s'", tmp_path("traces.pb.gz")), 0);
   assert_non_null(strstr(g_out, " site: Total 75"));
   assert_non_null(strstr(g_out, "50.0 (66.67%): exp.read\n"));
@@ -150,6 +165,9 @@ static void test_traces_show_whole_stacks_and_labels(void **state) {
   assert_non_null(strstr(g_out, " thread: Total 75"));
   assert_non_null(strstr(g_out, "60.0 (80.00%): exp-alpha\n"));
   assert_non_null(strstr(g_out, "15.0 (20.00%): exp-beta\n"));
+  assert_non_null(strstr(g_out, " payload: Total 75"));
+  assert_non_null(strstr(g_out, " process: Total 75"));
+  assert_non_null(strstr(g_out, "75.0 (  100%): export-pprof\n"));
 }
 
 static void test_filters(void **state) {

@@ -107,6 +107,9 @@ static const char k_std_report[] =
     "        fixture+0x3010\n"
     "        fixture+0x3020\n"
     "        fixture+0x3030\n"
+    "    payloads: 2 distinct, in 2 of its events\n"
+    "             1   33.33%  \"bye\"\n"
+    "             1   33.33%  \"q\\\"b\\\\s\\x0a\"\n"
     "\n"
     "privacy: 3 events, 33.33%, 1 site\n"
     "  privacy.clipboard.read: 3 events, 33.33%, 3 stacks\n"
@@ -121,6 +124,10 @@ static const char k_std_report[] =
     "        fixture+0x3010\n"
     "        fixture+0x3020\n"
     "        fixture+0x3030\n"
+    "    payloads: 3 distinct, in 3 of its events\n"
+    "             1   33.33%  \"\\x00\\x01bin\\xff\\x7f\\x1b\"\n"
+    "             1   33.33%  \"hello\"\n"
+    "             1   33.33%  \"\\xc3\\xa9t\\xc3\\xa9\"\n"
     "\n"
     "file: 2 events, 22.22%, 1 site\n"
     "  file.open: 2 events, 22.22%, 2 stacks\n"
@@ -130,13 +137,17 @@ static const char k_std_report[] =
     "        fixture+0x1000\n"
     "        fixture+0x1100\n"
     "        fixture+0x1200\n"
+    "    payloads: 1 distinct, in 1 of its events\n"
+    "             1   50.00%  \"abcdefgh\"\n"
     "\n"
     "late: 1 event, 11.11%, 1 site\n"
     "  late.site: 1 event, 11.11%, 1 stack\n"
     "    1 event, 100.00%:\n"
     "        fixture+0x1000\n"
     "        fixture+0x1100\n"
-    "        fixture+0x1200\n";
+    "        fixture+0x1200\n"
+    "    payloads: 1 distinct, in 1 of its events\n"
+    "             1  100.00%  \"x\"\n";
 
 static void test_std_whole_output(void **state) {
   (void)state;
@@ -155,6 +166,10 @@ static void test_top(void **state) {
                                  "    1 event, 33.33%:\n"
                                  "        0x7f0000002000\n"
                                  "    ... 2 more stacks: 2 events, 66.67%\n"
+                                 "    payloads: 2 distinct, in 2 of its events\n"
+                                 "             1   33.33%  \"bye\"\n"
+                                 "             1   33.33%  (1 other "
+                                 "payloads)\n"
                                  "\nprivacy: "));
   assert_non_null(strstr(cr_out, "  late.site: 1 event, 11.11%, 1 stack\n"
                                  "    1 event, 100.00%:\n"

@@ -23,6 +23,7 @@
 
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/filter.h"
+#include "tools/stackrec/paytab.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -124,6 +125,7 @@ static void strtab_free(strtab *t) {
  * keys at a time. */
 typedef struct raw {
   uint32_t session, site_id, stack_id, thread_id;
+  uint64_t phash; /* by_payload: the payload's hash (else 0) */
   size_t merged; /* index + 1 into a->stacks; 0 = empty slot */
 } raw;
 
@@ -143,6 +145,7 @@ typedef struct builder {
   stkr_frame *tmp;     /* the frames of the key being added */
   size_t tmp_cap;
   stkr__filter filt;  /* --site, --thread, --from/--to (filter.h) */
+  stkr__paytab *pay;  /* payloads per site (paytab.h) */
   /* Images of one process sorted by text_start, to place the PCs of
    * unsymbolized stacks (rebuilt when the process or its list changes). */
   size_t img_process, img_n;
@@ -247,57 +250,6 @@ static long take_frames(builder *b, stkr_reader *r,
   return (long)k;
 }
 
-const char *stkr_agg_frame_label(const stkr_frame *f, char *buf, size_t len) {
-  if (f->function != NULL) {
-    snprintf(buf, len, "%s", f->function);
-  } else if (f->image != NULL) {
-    const char *base = strrchr(f->image, '/');
-    snprintf(buf, len, "%s+0x%" PRIx64, base ? base + 1 : f->image,
-             f->offset);
-  } else {
-    snprintf(buf, len, "0x%" PRIx64, f->pc);
-  }
-  return buf;
-}
-
-static const char *base_name(const char *path) {
-  const char *b = strrchr(path, '/');
-  return b ? b + 1 : path;
-}
-
-const char *stkr_agg_frame_text(const stkr_frame *f, stkr_agg_granularity g,
-                                char *buf, size_t len) {
-  size_t n;
-
-  stkr_agg_frame_label(f, buf, len);
-  if (f->function == NULL || g == STKR_AGG_BY_FUNCTION)
-    return buf; /* an unnamed frame's label is its address already */
-  n = strlen(buf);
-  if (f->file != NULL && f->line != 0 && n < len)
-    n += (size_t)snprintf(buf + n, len - n, " %s:%u", base_name(f->file),
-                          (unsigned)f->line);
-  if (g == STKR_AGG_BY_ADDRESS && n < len) {
-    if (f->image != NULL)
-      snprintf(buf + n, len - n, " %s+0x%" PRIx64, base_name(f->image),
-               f->offset);
-    else
-      snprintf(buf + n, len - n, " 0x%" PRIx64, f->pc);
-  }
-  return buf;
-}
-
-int stkr_agg_granularity_parse(const char *s, stkr_agg_granularity *out) {
-  static const char *const names[] = {"line", "function", "address"};
-  size_t i;
-
-  for (i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *out = (stkr_agg_granularity)i;
-      return 0;
-    }
-  return -EINVAL;
-}
-
 #define LABEL_MAX 1024
 
 /* What identifies a frame beyond its label at granularity g, as a number
@@ -315,9 +267,27 @@ static uint64_t frame_extra(const stkr_frame *f, stkr_agg_granularity g) {
   return h;
 }
 
+/* What, besides site, thread and frames, keeps stacks apart: the process
+ * (by_process) and the payload (by_payload). */
+typedef struct extra_key {
+  uint32_t pid;
+  const char *process;
+  const uint8_t *payload;
+  size_t payload_len;
+  bool payload_truncated;
+} extra_key;
+
+static bool extra_equal(const stkr_agg_stack *s, const extra_key *k) {
+  return s->pid == k->pid && s->process == k->process &&
+         s->payload_len == k->payload_len &&
+         s->payload_truncated == k->payload_truncated &&
+         (k->payload_len == 0 ||
+          memcmp(s->payload, k->payload, k->payload_len) == 0);
+}
+
 static uint64_t content_hash(const char *site, const char *thread,
-                             const stkr_frame *f, size_t n,
-                             stkr_agg_granularity g) {
+                             const extra_key *x, const stkr_frame *f,
+                             size_t n, stkr_agg_granularity g) {
   uint64_t h = 0xCBF29CE484222325ull;
   char label[LABEL_MAX];
   size_t i;
@@ -325,6 +295,9 @@ static uint64_t content_hash(const char *site, const char *thread,
   h = hash_bytes(h, site, strlen(site) + 1);
   if (thread != NULL)
     h = hash_bytes(h, thread, strlen(thread) + 1);
+  h = hash_bytes(h, &x->pid, sizeof x->pid);
+  if (x->payload_len > 0)
+    h = hash_bytes(h, x->payload, x->payload_len);
   for (i = 0; i < n; i++) {
     uint64_t x = frame_extra(&f[i], g);
     stkr_agg_frame_label(&f[i], label, sizeof label);
@@ -441,6 +414,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   uint32_t proc = (uint32_t)ev->process + 1;
   stkr_agg_stack *s;
   long n = take_frames(b, r, ev);
+  extra_key x = {0};
   uint64_t h;
   size_t i;
 
@@ -448,14 +422,25 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     return -ENOMEM;
   if (b->o->by_thread && (thread = intern(&b->strs, ev->thread_name)) == NULL)
     return -ENOMEM;
-  h = content_hash(site, thread, b->tmp, (size_t)n, b->o->granularity);
+  if (b->o->by_process) {
+    const char *name = ev->proc->process_name ? ev->proc->process_name : "";
+    x.pid = ev->pid;
+    if ((x.process = intern(&b->strs, name)) == NULL)
+      return -ENOMEM;
+  }
+  if (b->o->by_payload) {
+    x.payload = ev->payload;
+    x.payload_len = ev->payload_len;
+    x.payload_truncated = ev->payload_truncated;
+  }
+  h = content_hash(site, thread, &x, b->tmp, (size_t)n, b->o->granularity);
   for (i = b->cslot_cap ? h & (b->cslot_cap - 1) : 0;
        b->cslot_cap && b->cslot[i] != 0; i = (i + 1) & (b->cslot_cap - 1)) {
     size_t k = b->cslot[i] - 1;
 
     s = &a->stacks[k];
     if (b->hashes[k] != h || s->site != site || s->thread != thread ||
-        s->n_frames != (size_t)n ||
+        s->n_frames != (size_t)n || !extra_equal(s, &x) ||
         cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
                    b->o->granularity) != 0)
       continue;
@@ -497,6 +482,17 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   s->n_frames = (size_t)n;
   s->site = site;
   s->thread = thread;
+  s->pid = x.pid;
+  s->process = x.process;
+  s->payload_truncated = x.payload_truncated;
+  if (x.payload_len > 0) {
+    uint8_t *copy = malloc(x.payload_len);
+    if (copy == NULL)
+      return -ENOMEM;
+    memcpy(copy, x.payload, x.payload_len);
+    s->payload = copy;
+    s->payload_len = x.payload_len;
+  }
   s->tid = b->o->by_thread ? ev->tid : 0;
   s->n_pids = 1;
   s->truncated = ev->stack_truncated;
@@ -526,27 +522,61 @@ static void new_process(builder *b, size_t process) {
 }
 
 /* Count the event: one hash probe on its ids, except for a new key. */
+/* The event's payload goes to its site's payload counts. */
+static int count_payload(builder *b, size_t merged,
+                         const stkr_event_view *ev) {
+  if (ev->payload_len == 0)
+    return 0;
+  return stkr__paytab_add(b->pay, b->a->stacks[merged].site, ev->payload,
+                          ev->payload_len);
+}
+
+/* A level-1 key matches the event: same ids, and with by_payload the same
+ * payload (its merged stack holds the bytes). */
+static bool raw_matches(const builder *b, const raw *w, uint32_t session,
+                        uint32_t site, uint32_t stack, uint32_t thread,
+                        uint64_t phash, const stkr_event_view *ev) {
+  const stkr_agg_stack *s;
+
+  if (w->stack_id != stack || w->site_id != site || w->thread_id != thread ||
+      w->session != session || w->phash != phash)
+    return false;
+  if (!b->o->by_payload)
+    return true;
+  s = &b->a->stacks[w->merged - 1];
+  return s->payload_len == ev->payload_len &&
+         s->payload_truncated == ev->payload_truncated &&
+         (ev->payload_len == 0 ||
+          memcmp(s->payload, ev->payload, ev->payload_len) == 0);
+}
+
 static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
   uint32_t session = ev->proc->sessions, site = ev->site_id;
   uint32_t stack = ev->stack_id, thread = b->o->by_thread ? ev->thread_id : 0;
+  uint64_t phash = 0;
   size_t i, merged;
   raw *w;
   int err;
 
+  if (b->o->by_payload && ev->payload_len > 0)
+    phash = mix64(hash_bytes(ev->payload_truncated, ev->payload,
+                             ev->payload_len)) | 1;
   if (b->raw_cap != 0) {
-    for (i = raw_hash(session, site, stack, thread, b->raw_cap);
+    for (i = raw_hash(session, site, stack, thread ^ (uint32_t)phash,
+                      b->raw_cap);
          b->raws[i].merged != 0; i = (i + 1) & (b->raw_cap - 1)) {
       w = &b->raws[i];
-      if (w->stack_id == stack && w->site_id == site &&
-          w->thread_id == thread && w->session == session) {
+      if (raw_matches(b, w, session, site, stack, thread, phash, ev)) {
         b->a->stacks[w->merged - 1].count++;
-        return 0;
+        return count_payload(b, w->merged - 1, ev);
       }
     }
   }
   if ((err = merged_stack(b, r, ev, &merged)) != 0)
     return err;
   b->a->stacks[merged].count++;
+  if ((err = count_payload(b, merged, ev)) != 0)
+    return err;
   if ((b->raw_n + 1) * 2 > b->raw_cap) {
     size_t ncap = b->raw_cap ? b->raw_cap * 2 : 256, k;
     raw *nv = calloc(ncap, sizeof *nv);
@@ -556,8 +586,8 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
       if (b->raws[k].merged == 0)
         continue;
       w = &b->raws[k];
-      for (i = raw_hash(w->session, w->site_id, w->stack_id, w->thread_id,
-                        ncap);
+      for (i = raw_hash(w->session, w->site_id, w->stack_id,
+                        w->thread_id ^ (uint32_t)w->phash, ncap);
            nv[i].merged != 0; i = (i + 1) & (ncap - 1))
         ;
       nv[i] = *w;
@@ -566,10 +596,12 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
     b->raws = nv;
     b->raw_cap = ncap;
   }
-  for (i = raw_hash(session, site, stack, thread, b->raw_cap);
+  for (i = raw_hash(session, site, stack, thread ^ (uint32_t)phash,
+                    b->raw_cap);
        b->raws[i].merged != 0; i = (i + 1) & (b->raw_cap - 1))
     ;
   w = &b->raws[i];
+  w->phash = phash;
   w->session = session;
   w->site_id = site;
   w->stack_id = stack;
@@ -694,6 +726,11 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (b.a == NULL)
     return -ENOMEM;
   b.a->granularity = b.o->granularity;
+  if ((b.pay = stkr__paytab_create()) == NULL) {
+    free(b.a);
+    return -ENOMEM;
+  }
+  b.a->payloads_ = b.pay;
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     int pass;
@@ -717,6 +754,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     err = rc;
   if (err == 0)
     err = group_sites(b.a);
+  if (err == 0)
+    err = stkr__paytab_attach(b.pay, b.a->sites, b.a->n_sites);
   if (err == 0)
     sum_processes(b.a, r);
   new_process(&b, SIZE_MAX); /* frees level 1 */
@@ -746,8 +785,11 @@ void stkr_agg_free(stkr_agg *a) {
     return;
   for (i = 0; i < a->n_sites; i++)
     free(a->sites[i].stacks);
-  for (i = 0; i < a->n_stacks; i++)
+  for (i = 0; i < a->n_stacks; i++) {
     free((void *)a->stacks[i].frames);
+    free((void *)a->stacks[i].payload);
+  }
+  stkr__paytab_free(a->payloads_);
   free(a->sites);
   free(a->stacks);
   if (a->strs_ != NULL) {

@@ -53,6 +53,10 @@ typedef struct stkr_agg_opts {
                               frames are not known to be the app's or not,
                               are kept whole */
   bool by_thread;          /* keep threads apart (pprof's thread label) */
+  bool by_process;         /* keep processes apart (pid and name) */
+  bool by_payload;         /* keep payloads apart (each distinct payload
+                              its own stack: memory then grows with
+                              distinct (stack, payload) pairs) */
   stkr_agg_granularity granularity;
 } stkr_agg_opts;
 
@@ -72,7 +76,21 @@ typedef struct stkr_agg_stack {
   uint64_t count;          /* events */
   uint32_t n_pids;         /* distinct processes it was seen in */
   bool truncated;          /* the walk stopped at max_depth (some events) */
+  /* by_process: the process (else 0 and NULL). */
+  uint32_t pid;
+  const char *process;
+  /* by_payload: the payload (else NULL, 0). Owned by the agg. */
+  const uint8_t *payload;
+  size_t payload_len;
+  bool payload_truncated;
 } stkr_agg_stack;
+
+/* One payload seen at a site, with its events. */
+typedef struct stkr_agg_payload {
+  const uint8_t *data;     /* owned by the agg */
+  size_t len;
+  uint64_t count;
+} stkr_agg_payload;
 
 /* A site and its stacks, most frequent first (ties in a fixed order: by
  * thread, then frame labels). */
@@ -81,7 +99,17 @@ typedef struct stkr_agg_site {
   uint64_t count;
   const stkr_agg_stack **stacks;
   size_t n_stacks;
+  /* The site's payloads, most events first (then by bytes). The first
+   * STKR_AGG_MAX_PAYLOADS distinct payloads of a site are told apart; the
+   * events of later new ones add up in more_payload_events. Events
+   * without a payload are not here. */
+  const stkr_agg_payload *payloads;
+  size_t n_payloads;
+  uint64_t more_payload_events;
+  uint64_t payload_events;  /* events of this site that had a payload */
 } stkr_agg_site;
+
+#define STKR_AGG_MAX_PAYLOADS 4096
 
 typedef struct stkr_agg {
   stkr_agg_site *sites;    /* most events first, then by name */
@@ -104,6 +132,7 @@ typedef struct stkr_agg {
   size_t live_processes;     /* still being written (live_tail) */
   size_t unsupported_processes; /* newer format: not read */
   stkr_agg_granularity granularity; /* the one it was built with */
+  void *payloads_;           /* private: the payload table */
 } stkr_agg;
 
 /*

@@ -4,8 +4,11 @@
  * and the viewers that read that format.
  *
  * Built from the aggregation (agg.h) by stack and thread:
- *   - one Sample per distinct (site, thread, stack): value = events, sample
- *     type events/count, string labels "site" and "thread";
+ *   - one Sample per distinct (site, thread, process, payload, stack):
+ *     value = events, sample type events/count, string labels "site",
+ *     "thread", "process" and "payload" (escaped as `report` prints it,
+ *     "..." after a cut one), numeric label "pid", so processes and
+ *     payloads never merge silently and `pprof -tagfocus` can pick them;
  *   - one Location per distinct PC (image, offset and what it resolved
  *     to), listed leaf first in Sample.location_id; the calls inlined at a
  *     PC are extra Line entries, innermost first, the function containing
@@ -353,6 +356,30 @@ static int write_gz(pb_profile *prof, FILE *f) {
 
 /* ---- the profile ----------------------------------------------------------- */
 
+/* Labels per sample: site, thread, pid, process and payload. */
+#define N_LABELS 5
+
+/* The string-table index of a stack's payload as escaped text. */
+static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  int64_t id;
+
+  if (m == NULL)
+    return -1;
+  stkr_cli_put_escaped(m, s->payload, s->payload_len);
+  if (s->payload_truncated)
+    fputs("...", m);
+  if (fclose(m) != 0 || buf == NULL) {
+    free(buf);
+    return -1;
+  }
+  id = str(p, buf);
+  free(buf);
+  return id;
+}
+
 static int build_and_write(pp *p) {
   stkr_agg *a = p->a;
   stkr_reader *r = p->x->r;
@@ -366,7 +393,7 @@ static int build_and_write(pp *p) {
   pb_function **fnp = NULL;
   uint64_t *ids = NULL;
   int64_t *values = NULL, comments[2];
-  int64_t site_key, thread_key;
+  int64_t site_key, thread_key, pid_key, process_key, payload_key;
   size_t i, k, n_ids = 0, n_comments = 0, n_proc;
   uint64_t first_wall = 0, last_wall = 0, drops = 0;
   int err = -ENOMEM;
@@ -382,11 +409,14 @@ static int build_and_write(pp *p) {
   vt.unit = pt.unit = str(p, "count");
   site_key = str(p, "site");
   thread_key = str(p, "thread");
+  pid_key = str(p, "pid");
+  process_key = str(p, "process");
+  payload_key = str(p, "payload");
   for (i = 0; i < a->n_stacks; i++)
     n_ids += a->stacks[i].n_frames;
   samples = calloc(a->n_stacks + 1, sizeof *samples);
   samplep = calloc(a->n_stacks + 1, sizeof *samplep);
-  labels = calloc(2 * a->n_stacks + 1, sizeof *labels);
+  labels = calloc(N_LABELS * a->n_stacks + 1, sizeof *labels);
   values = calloc(a->n_stacks + 1, sizeof *values);
   ids = calloc(n_ids + 1, sizeof *ids);
   if (samples == NULL || samplep == NULL || labels == NULL ||
@@ -397,7 +427,8 @@ static int build_and_write(pp *p) {
   for (i = 0; i < a->n_stacks; i++) {
     const stkr_agg_stack *s = &a->stacks[i];
     pb_sample *sm = &samples[i];
-    pb_label *lb = &labels[2 * i];
+    pb_label *lb = &labels[N_LABELS * i];
+    size_t nl = 0, l;
     size_t at = 0;
 
     perftools__profiles__sample__init(sm);
@@ -418,18 +449,29 @@ static int build_and_write(pp *p) {
     values[i] = (int64_t)s->count;
     sm->value = &values[i];
     sm->n_value = 1;
-    perftools__profiles__label__init(&lb[0]);
-    perftools__profiles__label__init(&lb[1]);
-    lb[0].key = site_key;
-    lb[0].str = str(p, s->site[0] ? s->site : "?");
-    lb[1].key = thread_key;
-    lb[1].str = str(p, s->thread && s->thread[0] ? s->thread : "?");
-    sm->label = calloc(2, sizeof *sm->label);
+    for (l = 0; l < N_LABELS; l++)
+      perftools__profiles__label__init(&lb[l]);
+    lb[nl].key = site_key;
+    lb[nl++].str = str(p, s->site[0] ? s->site : "?");
+    lb[nl].key = thread_key;
+    lb[nl++].str = str(p, s->thread && s->thread[0] ? s->thread : "?");
+    lb[nl].key = pid_key;
+    lb[nl++].num = s->pid;
+    lb[nl].key = process_key;
+    lb[nl++].str = str(p, s->process && s->process[0] ? s->process : "?");
+    if (s->payload_len > 0) {
+      /* pprof's strings are text: the payload escaped as `report` shows
+       * it, so a binary payload cannot break a viewer. */
+      if ((lb[nl].str = payload_str(p, s)) < 0)
+        goto out;
+      lb[nl++].key = payload_key;
+    }
+    sm->label = calloc(nl, sizeof *sm->label);
     if (sm->label == NULL)
       goto out;
-    sm->label[0] = &lb[0];
-    sm->label[1] = &lb[1];
-    sm->n_label = 2;
+    for (l = 0; l < nl; l++)
+      sm->label[l] = &lb[l];
+    sm->n_label = nl;
     samplep[i] = sm;
   }
 
@@ -526,6 +568,8 @@ int stkr__export_pprof(stkr__export *x) {
   memset(&p, 0, sizeof p);
   p.x = x;
   o.by_thread = true;
+  o.by_process = true;
+  o.by_payload = true;
   err = stkr_agg_build(x->r, &o, stkr__progress, x, &p.a);
   if (err != 0)
     return err;

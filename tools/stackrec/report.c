@@ -324,8 +324,39 @@ static int site_by_cat(const void *pa, const void *pb) {
   return x < y ? -1 : x > y; /* the agg's order */
 }
 
+/* What the site touched: its most frequent payloads (files, variables,
+ * addresses), at most --top of them, then one line for the rest. */
+static void print_payloads(const stkr_agg_site *s, const report_opts *o,
+                           int ind) {
+  size_t i, n = s->n_payloads;
+  uint64_t shown = 0;
+
+  if (s->payload_events == 0)
+    return;
+  printf("%*spayloads: %zu%s distinct, in %llu of its events\n", ind, "",
+         s->n_payloads, s->more_payload_events ? "+" : "",
+         (unsigned long long)s->payload_events);
+  if (o->top && n > o->top)
+    n = o->top;
+  for (i = 0; i < n; i++) {
+    const stkr_agg_payload *p = &s->payloads[i];
+    printf("%*s%8llu  %6.2f%%  \"", ind + 2, "", (unsigned long long)p->count,
+           pct(p->count, s->count));
+    stkr_cli_put_escaped(stdout, p->data, p->len);
+    fputs("\"\n", stdout);
+    shown += p->count;
+  }
+  if (shown < s->payload_events)
+    printf("%*s%8llu  %6.2f%%  (%zu%s other payloads)\n", ind + 2, "",
+           (unsigned long long)(s->payload_events - shown),
+           pct(s->payload_events - shown, s->count), s->n_payloads - n,
+           s->more_payload_events ? "+" : "");
+}
+
 static int print_site(const stkr_agg *a, const stkr_agg_site *s,
                       const report_opts *o, int ind) {
+  int err = 0;
+
   printf("%*s", ind, "");
   put_str(s->name);
   fputs(": ", stdout);
@@ -333,9 +364,11 @@ static int print_site(const stkr_agg *a, const stkr_agg_site *s,
   printf(", %.2f%%, %zu stack%s\n", pct(s->count, a->events), s->n_stacks,
          s->n_stacks == 1 ? "" : "s");
   if (o->tree)
-    return print_tree(s, o, ind + 2);
-  print_stacks(s, o, ind + 2);
-  return 0;
+    err = print_tree(s, o, ind + 2);
+  else
+    print_stacks(s, o, ind + 2);
+  print_payloads(s, o, ind + 2);
+  return err;
 }
 
 static int print_sites(const stkr_agg *a, const report_opts *o) {

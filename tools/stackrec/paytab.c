@@ -1,0 +1,211 @@
+/*
+ * paytab.c: payloads per site (paytab.h).
+ *
+ * One open-addressing table of (site, payload) -> events, and one of
+ * site -> how many distinct payloads it holds and what it could not keep.
+ * A payload's bytes are copied once, when first seen.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/paytab.h"
+
+typedef struct pent {
+  const char *site; /* NULL: empty slot */
+  uint64_t hash;
+  uint8_t *data;
+  size_t len;
+  uint64_t count;
+} pent;
+
+typedef struct sent {
+  const char *site; /* NULL: empty slot */
+  size_t distinct;
+  uint64_t events, more_events;
+  stkr_agg_payload *list; /* attach: the site's payloads */
+  size_t fill;
+} sent;
+
+struct stkr__paytab {
+  pent *p;
+  size_t pcap, pn;
+  sent *s;
+  size_t scap, sn;
+};
+
+static uint64_t hash_payload(const char *site, const uint8_t *p, size_t n) {
+  uint64_t h = 0xCBF29CE484222325ull ^ (uint64_t)(uintptr_t)site;
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    h = (h ^ p[i]) * 0x100000001B3ull;
+  h ^= h >> 29;
+  return h * 0x9E3779B97F4A7C15ull;
+}
+
+static size_t site_slot(const char *site, size_t cap) {
+  uint64_t h = (uint64_t)(uintptr_t)site * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 17) & (cap - 1);
+}
+
+stkr__paytab *stkr__paytab_create(void) {
+  return calloc(1, sizeof(stkr__paytab));
+}
+
+void stkr__paytab_free(stkr__paytab *t) {
+  size_t i;
+
+  if (t == NULL)
+    return;
+  for (i = 0; i < t->pcap; i++)
+    free(t->p[i].data);
+  for (i = 0; i < t->scap; i++)
+    free(t->s[i].list);
+  free(t->p);
+  free(t->s);
+  free(t);
+}
+
+/* The site's entry, added if new; NULL when out of memory. */
+static sent *site_entry(stkr__paytab *t, const char *site) {
+  size_t i, k;
+
+  if ((t->sn + 1) * 2 > t->scap) {
+    size_t ncap = t->scap ? t->scap * 2 : 64;
+    sent *ns = calloc(ncap, sizeof *ns);
+    if (ns == NULL)
+      return NULL;
+    for (k = 0; k < t->scap; k++) {
+      if (t->s[k].site == NULL)
+        continue;
+      for (i = site_slot(t->s[k].site, ncap); ns[i].site != NULL;
+           i = (i + 1) & (ncap - 1))
+        ;
+      ns[i] = t->s[k];
+    }
+    free(t->s);
+    t->s = ns;
+    t->scap = ncap;
+  }
+  for (i = site_slot(site, t->scap); t->s[i].site != NULL;
+       i = (i + 1) & (t->scap - 1))
+    if (t->s[i].site == site)
+      return &t->s[i];
+  t->s[i].site = site;
+  t->sn++;
+  return &t->s[i];
+}
+
+static int grow_payloads(stkr__paytab *t) {
+  size_t ncap = t->pcap ? t->pcap * 2 : 256, k, i;
+  pent *np = calloc(ncap, sizeof *np);
+
+  if (np == NULL)
+    return -ENOMEM;
+  for (k = 0; k < t->pcap; k++) {
+    if (t->p[k].site == NULL)
+      continue;
+    for (i = t->p[k].hash & (ncap - 1); np[i].site != NULL;
+         i = (i + 1) & (ncap - 1))
+      ;
+    np[i] = t->p[k];
+  }
+  free(t->p);
+  t->p = np;
+  t->pcap = ncap;
+  return 0;
+}
+
+int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
+                     size_t n) {
+  uint64_t h = hash_payload(site, p, n);
+  sent *se = site_entry(t, site);
+  size_t i;
+
+  if (se == NULL)
+    return -ENOMEM;
+  se->events++;
+  if (t->pcap != 0)
+    for (i = h & (t->pcap - 1); t->p[i].site != NULL; i = (i + 1) & (t->pcap - 1))
+      if (t->p[i].hash == h && t->p[i].site == site && t->p[i].len == n &&
+          memcmp(t->p[i].data, p, n) == 0) {
+        t->p[i].count++;
+        return 0;
+      }
+  if (se->distinct >= STKR_AGG_MAX_PAYLOADS) {
+    se->more_events++;
+    return 0;
+  }
+  if ((t->pn + 1) * 2 > t->pcap && grow_payloads(t) != 0)
+    return -ENOMEM;
+  for (i = h & (t->pcap - 1); t->p[i].site != NULL; i = (i + 1) & (t->pcap - 1))
+    ;
+  if ((t->p[i].data = malloc(n)) == NULL)
+    return -ENOMEM;
+  memcpy(t->p[i].data, p, n);
+  t->p[i].site = site;
+  t->p[i].hash = h;
+  t->p[i].len = n;
+  t->p[i].count = 1;
+  t->pn++;
+  se->distinct++;
+  return 0;
+}
+
+static int by_count(const void *pa, const void *pb) {
+  const stkr_agg_payload *x = pa, *y = pb;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c;
+
+  if (x->count != y->count)
+    return x->count > y->count ? -1 : 1;
+  if ((c = memcmp(x->data, y->data, n)) != 0)
+    return c;
+  return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* The site's entry, or NULL when it has none. */
+static sent *site_find(const stkr__paytab *t, const char *site) {
+  size_t k;
+
+  if (t->scap == 0)
+    return NULL;
+  for (k = site_slot(site, t->scap); t->s[k].site != NULL;
+       k = (k + 1) & (t->scap - 1))
+    if (t->s[k].site == site)
+      return &t->s[k];
+  return NULL;
+}
+
+int stkr__paytab_attach(stkr__paytab *t, stkr_agg_site *sites, size_t n) {
+  size_t i;
+
+  /* One pass over the payloads, each into its site's list. */
+  for (i = 0; i < t->scap; i++) {
+    sent *se = &t->s[i];
+    if (se->site == NULL || se->list != NULL)
+      continue;
+    se->list = calloc(se->distinct ? se->distinct : 1, sizeof *se->list);
+    if (se->list == NULL)
+      return -ENOMEM;
+  }
+  for (i = 0; i < t->pcap; i++) {
+    const pent *pe = &t->p[i];
+    sent *se;
+    if (pe->site == NULL || (se = site_find(t, pe->site)) == NULL)
+      continue;
+    se->list[se->fill++] = (stkr_agg_payload){pe->data, pe->len, pe->count};
+  }
+  for (i = 0; i < n; i++) {
+    sent *se = site_find(t, sites[i].name);
+    if (se == NULL)
+      continue;
+    qsort(se->list, se->fill, sizeof *se->list, by_count);
+    sites[i].payloads = se->list;
+    sites[i].n_payloads = se->fill;
+    sites[i].more_payload_events = se->more_events;
+    sites[i].payload_events = se->events;
+  }
+  return 0;
+}
