@@ -121,8 +121,12 @@ static const stkr_agg_stack *g_site0_stacks[2] = {&g_stacks[0], &g_stacks[1]};
 static const stkr_agg_stack *g_site1_stacks[1] = {&g_stacks[2]};
 static stkr_agg_site g_sites[2];
 
+/* Built as `--granularity function` would: boxes merge by function name
+ * and the tooltip lists every location merged in (the default, by line,
+ * is checked in test_site_table_and_data). */
 static void hand_agg(stkr_agg *a) {
   memset(a, 0, sizeof *a);
+  a->granularity = STKR_AGG_BY_FUNCTION;
   g_stacks[0] = (stkr_agg_stack){.site = "files.open", .frames = k_frames_a,
                                  .n_frames = 3, .count = 3000, .n_pids = 1};
   g_stacks[1] = (stkr_agg_stack){.site = "files.open", .frames = k_frames_b,
@@ -213,6 +217,15 @@ static void test_site_table_and_data(void **state) {
                 "\n[\"read_contacts\",\"src/contacts.c:42\",2,\"app\"],\n"
                 "[\"ui_refresh\",\"\",2,\"app\"],\n[\"read_contacts\","
                 "\"src/contacts.c:43\",3,\"app\"]");
+  free(p);
+  /* By line (the default): a box is a function at one line, so the two
+   * calls of read_contacts are two boxes. */
+  a.granularity = STKR_AGG_BY_LINE;
+  p = page_of(&a, "t");
+  assert_has(p, "[\"read_contacts contacts.c:42\",\"src/contacts.c:42\",2,"
+                "\"app\"]");
+  assert_has(p, "[\"read_contacts contacts.c:43\",\"src/contacts.c:43\",3,"
+                "\"app\"]");
   assert_has(p, "\"events\":4001");
   assert_self_contained(p);
   assert_has(p, "<script type=\"application/json\" id=\"stkr-data\">");
@@ -826,6 +839,71 @@ static void test_chromium_screenshot(void **state) {
   free(p);
 }
 
+/* A one-event stack beside a million-event one is far below one pixel:
+ * it must still be reachable. The hatched "+N" box stands for it; a click
+ * lists it with its events, and the link zooms to it, where its frames are
+ * drawn full width. */
+static void test_chromium_rare_stack_reachable(void **state) {
+  static const stkr_frame big[] = {{.function = "big_hook", .is_app = true},
+                                   {.function = "big_main", .is_app = true}};
+  static const stkr_frame tiny[] = {{.function = "tiny_hook", .is_app = true},
+                                    {.function = "tiny_caller", .is_app = true}};
+  stkr_agg_stack st[2] = {
+      {.site = "rare.site", .frames = big, .n_frames = 2, .count = 1000000,
+       .n_pids = 1},
+      {.site = "rare.site", .frames = tiny, .n_frames = 2, .count = 1,
+       .n_pids = 1}};
+  const stkr_agg_stack *sp[2] = {&st[0], &st[1]};
+  stkr_agg_site site = {.name = "rare.site", .count = 1000001, .stacks = sp,
+                        .n_stacks = 2};
+  stkr_agg a;
+  char path[700], out[700], url[800], *page, *dom;
+  FILE *f;
+  (void)state;
+
+  memset(&a, 0, sizeof a);
+  a.sites = &site;
+  a.n_sites = 1;
+  a.stacks = st;
+  a.n_stacks = 2;
+  a.events = a.events_read = 1000001;
+  page = page_of(&a, "rare");
+  snprintf(path, sizeof path, "%s/rare.html", g_tmp);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(page, f);
+  free(page);
+  fputs("<script>(function () {\n"
+        "var g = document.querySelector('#site-0 .flame');\n"
+        "function drawn(t) { var b = g.querySelectorAll('.fr');\n"
+        "  for (var i = 0; i < b.length; i++) if (b[i].textContent === t)"
+        " return true; return false; }\n"
+        "var m = g.querySelector('.fr.more');\n"
+        "document.body.setAttribute('data-more', m ? m.title : 'none');\n"
+        "document.body.setAttribute('data-tiny-before', String(drawn("
+        "'tiny_caller')));\n"
+        "if (m) m.click();\n"
+        "var l = document.querySelector('.more-list');\n"
+        "document.body.setAttribute('data-list', l && !l.hidden ?"
+        " l.textContent : 'no list');\n"
+        "var a = l ? l.querySelector('a') : null;\n"
+        "if (a) a.click();\n"
+        "document.body.setAttribute('data-after', location.hash + '|' +"
+        " drawn('tiny_caller') + '|' + drawn('tiny_hook'));\n"
+        "})();</script>\n", f);
+  assert_int_equal(fclose(f), 0);
+  snprintf(url, sizeof url, "file://%s", path);
+  snprintf(out, sizeof out, "%s/dom-rare.html", g_out);
+  run_chromium(url, "--dump-dom", out);
+  dom = slurp(out);
+  assert_has(dom, "data-more=\"1 more, 1 events: click to list\"");
+  assert_has(dom, "data-tiny-before=\"false\"");
+  assert_has(dom, "1 callee of site rare.site below the resolution, 1 event");
+  assert_has(dom, "tiny_caller \xe2\x80\x94 1 events");
+  assert_has(dom, "data-after=\"#site-0/tiny_caller|true|true\"");
+  free(dom);
+}
+
 int main(void) {
   const struct CMUnitTest page[] = {
       cmocka_unit_test(test_drop_summary_by_cause),
@@ -839,6 +917,7 @@ int main(void) {
       cmocka_unit_test(test_chromium_renders_flame_graphs),
       cmocka_unit_test(test_chromium_hover_click_and_link),
       cmocka_unit_test(test_chromium_tooltip_locations),
+      cmocka_unit_test(test_chromium_rare_stack_reachable),
       cmocka_unit_test(test_chromium_screenshot),
   };
   int failed = cmocka_run_group_tests_name("html page", page, NULL, NULL);

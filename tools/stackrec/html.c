@@ -169,7 +169,8 @@ static const char *fmt_pct(uint64_t part, uint64_t whole, char buf[16]) {
 
 /* One distinct frame as the page shows it. */
 typedef struct hframe {
-  char *label;       /* stkr_agg_frame_label(), owned */
+  char *label;       /* stkr_agg_frame_text() at the agg's granularity
+                        (report.js merges boxes by it), owned */
   const char *file;  /* owned by the agg */
   uint32_t line;
   const char *image; /* base name, inside the agg's string */
@@ -182,6 +183,7 @@ typedef struct ftab {
   size_t n, vcap;
   uint32_t *slot; /* index + 1; 0 = empty */
   size_t cap;     /* power of two */
+  stkr_agg_granularity g;
 } ftab;
 
 static uint64_t fnv(uint64_t h, const char *s) {
@@ -201,7 +203,7 @@ static int64_t ftab_get(ftab *t, const stkr_frame *f) {
   size_t i;
 
   memset(&k, 0, sizeof k);
-  stkr_agg_frame_label(f, label, sizeof label);
+  stkr_agg_frame_text(f, t->g, label, sizeof label);
   k.file = f->file;
   k.line = f->line;
   if (f->image != NULL) {
@@ -391,6 +393,7 @@ static int put_data(FILE *out, const stkr_agg *a) {
   int err = 0;
 
   memset(&t, 0, sizeof t);
+  t.g = a->granularity;
   fprintf(out, "<script type=\"application/json\" id=\"stkr-data\">"
           "{\"version\":1,\"events\":%" PRIu64 ",\"sites\":[", a->events);
   for (i = 0; i < a->n_sites && err == 0; i++) {

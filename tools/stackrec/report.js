@@ -14,7 +14,11 @@
  * Each site's tree is built here from its stacks, children merged by frame
  * label (as the aggregation merges stacks) and ordered by count, widest
  * first. Only boxes at least MIN_PX wide are created, so a zoom level costs
- * a few thousand divs at most however many stacks there are.
+ * a few thousand divs at most however many stacks there are. The callees
+ * too narrow to draw are never dropped silently: they share one hatched
+ * box "+N" (at least MORE_PX wide), and clicking it lists them, each with
+ * its events, each a link that zooms to it. For privacy QA the one-off
+ * call is often the finding, so every stack stays reachable.
  *
  * Zoom state lives in location.hash as #site-<i>/<label>/<label>... (each
  * label URI-encoded, root to the zoomed frame), so a view can be linked and
@@ -24,6 +28,8 @@
   'use strict';
 
   var MIN_PX = 1;     /* narrower boxes are not drawn (nor their callees) */
+  var MORE_PX = 4;    /* the "+N" box of what is narrower is at least this */
+  var MORE_LIST = 200; /* hidden callees listed at most */
   var TEXT_PX = 22;   /* narrower boxes get no text (it would not fit) */
   var ROW = 18;       /* px per stack level; matches --row in report.css */
 
@@ -173,14 +179,24 @@
     var box = el.parentNode;
     this.status = box.querySelector('.status');
     this.reset = box.querySelector('button.reset');
+    this.more = document.createElement('div');
+    this.more.className = 'more-list';
+    this.more.hidden = true;
+    if (this.status && this.status.parentNode)
+      this.status.parentNode.insertBefore(this.more, this.status.nextSibling);
     var g = this;
     el.addEventListener('click', function (e) {
       var t = e.target.closest ? e.target.closest('.fr') : null;
-      if (t && t._n) g.zoomTo(t._n, true);
+      if (t && t._more) g.showMore(t._more);
+      else if (t && t._n) g.zoomTo(t._n, true);
+    });
+    this.more.addEventListener('click', function (e) {
+      var t = e.target.closest ? e.target.closest('a') : null;
+      if (t && t._n) { e.preventDefault(); g.zoomTo(t._n, true); }
     });
     el.addEventListener('mousemove', function (e) {
       var t = e.target.closest ? e.target.closest('.fr') : null;
-      if (t && t._n) showTip(g, t._n, e.clientX, e.clientY); else hideTip();
+      if (t && t._n && !t._more) showTip(g, t._n, e.clientX, e.clientY); else hideTip();
     });
     el.addEventListener('mouseleave', hideTip);
     if (this.reset) this.reset.addEventListener('click', function () { g.zoomTo(g.root, true); });
@@ -194,9 +210,40 @@
     this.el.style.height = (this.root.maxDepth + 1) * ROW + 2 + 'px';
   };
 
+  /* List the callees of `m.parent` too narrow to draw (m.kids), each a
+   * link that zooms to it. */
+  Graph.prototype.showMore = function (m) {
+    var el = this.more, ev = 0, i;
+    for (i = 0; i < m.kids.length; i++) ev += m.kids[i].v;
+    el.textContent = '';
+    var h = document.createElement('div');
+    h.textContent = m.kids.length + ' callee' + (m.kids.length === 1 ? '' : 's') +
+      ' of ' + (m.parent.fi < 0 ? 'site ' : '') + m.parent.name + ' below the resolution, ' +
+      fmt(ev) + ' event' + (ev === 1 ? '' : 's') + ' (click one to zoom to it):';
+    el.appendChild(h);
+    var ul = document.createElement('ul');
+    for (i = 0; i < m.kids.length && i < MORE_LIST; i++) {
+      var li = document.createElement('li'), a = document.createElement('a');
+      a.href = '#';
+      a.textContent = m.kids[i].name;
+      a._n = m.kids[i];
+      li.appendChild(a);
+      li.appendChild(document.createTextNode(' \u2014 ' + fmt(m.kids[i].v) + ' events'));
+      ul.appendChild(li);
+    }
+    el.appendChild(ul);
+    if (m.kids.length > MORE_LIST) {
+      var rest = document.createElement('div');
+      rest.textContent = '... ' + (m.kids.length - MORE_LIST) + ' more (zoom in to see them)';
+      el.appendChild(rest);
+    }
+    el.hidden = false;
+  };
+
   Graph.prototype.zoomTo = function (n, updateHash) {
     this.build();
     this.zoom = n;
+    if (this.more) this.more.hidden = true;
     this.render();
     if (this.reset) this.reset.hidden = n === this.root;
     this.setStatus(null);
@@ -236,7 +283,11 @@
       var n = todo.pop(), x = xs.pop();
       for (var k = 0; k < n.kids.length; k++) {
         var c = n.kids[k], w = c.v * scale;
-        if (w * W / 100 < MIN_PX) break; /* sorted widest first */
+        if (w * W / 100 < MIN_PX) { /* sorted widest first: the rest too */
+          frag.appendChild(moreBox(n, n.kids.slice(k), x, scale, W));
+          count++;
+          break;
+        }
         frag.appendChild(box(c, x, w, W, ''));
         count++;
         todo.push(c);
@@ -257,6 +308,21 @@
       n.depth * ROW + 'px' + (c ? ';background:' + c : '');
     if (widthPct * W / 100 >= TEXT_PX) d.textContent = n.name;
     d._n = n;
+    return d;
+  }
+
+  /* The callees of n too narrow to draw, as one box "+N" at least MORE_PX
+   * wide (it may overlap its right neighbour by a few pixels). */
+  function moreBox(n, kids, leftPct, scale, W) {
+    var v = 0, d = document.createElement('div');
+    for (var i = 0; i < kids.length; i++) v += kids[i].v;
+    var w = Math.max(v * scale, MORE_PX * 100 / W);
+    d.className = 'fr more';
+    d.style.cssText = 'left:' + leftPct + '%;width:' + w + '%;top:' +
+      (n.depth + 1) * ROW + 'px';
+    if (w * W / 100 >= TEXT_PX) d.textContent = '+' + kids.length;
+    d.title = kids.length + ' more, ' + fmt(v) + ' events: click to list';
+    d._more = { parent: n, kids: kids };
     return d;
   }
 
