@@ -238,6 +238,15 @@ static void test_jsonl_is_dump_json_and_parses(void **state) {
   assert_has(g_out, "event\texp-beta\texp;odd name\t"
                     "exp_hook<exp_mid_c<exp_beta_main\t3\t5\n");
   assert_has(g_out, "total\t75\n");
+
+  /* -o FILE.zst: the same bytes, zstd-compressed with a checksum. */
+  assert_int_equal(sh("'%s' export --format jsonl -o '%s' '%s'", g_tool,
+                      tmp_path("e.jsonl.zst"), g_rec),
+                   0);
+  assert_int_equal(sh("zstd -q -t '%s' && zstd -q -dc '%s' | cmp - '%s'",
+                      tmp_path("e.jsonl.zst"), tmp_path("e.jsonl.zst"),
+                      tmp_path("e.jsonl")),
+                   0);
 }
 
 /* ---- chrome --------------------------------------------------------------- */

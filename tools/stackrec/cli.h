@@ -67,6 +67,11 @@ void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
                              bool app_only, const stkr_frame *fr,
                              size_t n_fr);
 
+/* A stream that zstd-compresses into raw (one frame, checksum on) and
+ * closes raw when it is closed (zst_out.c). @return the stream, or NULL
+ * with errno set (raw is then still the caller's). */
+FILE *stkr_cli_zstd_writer(FILE *raw);
+
 /* Commands: argc/argv start at the command name. @return exit status. */
 int stkr_cli_info(int argc, char **argv);
 int stkr_cli_dump(int argc, char **argv);

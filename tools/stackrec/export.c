@@ -51,7 +51,8 @@ static const char export_help[] =
     "Options:\n"
     "  -f, --format FMT  the output format (required)\n"
     "  -o, --output FILE write FILE (replaced only when complete); '-' or\n"
-    "                    no -o: stdout\n"
+    "                    no -o: stdout. A FILE ending in .zst is written\n"
+    "                    zstd-compressed (zstd -d reads it)\n"
     "  -h, --help        this help\n";
 
 static const char export_help_more[] =
@@ -222,6 +223,13 @@ typedef struct output {
   FILE *f;
 } output;
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Open the output: stdout, or path (through a temporary name), zstd-
+ * compressed when path ends in ".zst". */
 static int output_open(output *o, const char *path) {
   struct stat st;
 
@@ -240,6 +248,17 @@ static int output_open(output *o, const char *path) {
       return -ENOMEM;
     }
     o->f = fopen(o->tmp, "wb");
+  }
+  if (o->f != NULL && ends_with(path, ".zst")) {
+    FILE *z = stkr_cli_zstd_writer(o->f);
+    if (z == NULL) {
+      int saved = errno;
+      fclose(o->f);
+      if (o->tmp != NULL)
+        unlink(o->tmp);
+      errno = saved;
+    }
+    o->f = z;
   }
   if (o->f == NULL) {
     int err = -errno;
