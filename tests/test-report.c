@@ -620,10 +620,57 @@ static void test_recorded_in_a_child(void **state) {
   assert_null(c); /* --app-only */
 }
 
+/* --by: events per thread, process, payload or module, most first, each
+ * with its stacks, sites and most frequent site; --sort re-ranks. */
+static void test_by_and_sort(void **state) {
+  (void)state;
+
+  assert_int_equal(cr_run("report --by thread '%s'", g_std), 0);
+  assert_non_null(strstr(
+      cr_out, "\nthread: 3 distinct\n"
+              "      events        %  stacks  sites  key (most frequent "
+              "site)\n"
+              "           4   44.44%       4      3  main (tid 4242) "
+              "(file.open: 2)\n"
+              "           3   33.33%       3      2  worker-1 (tid 4243) "
+              "(net.connect: 2)\n"
+              "           2   22.22%       2      2  ? (tid 5000) (late.site: "
+              "1)\n"));
+  assert_int_equal(cr_run("report --by process '%s'", g_std), 0);
+  assert_non_null(strstr(cr_out, "           9  100.00%       9      4  "
+                                 "fixture (pid 4242) (net.connect: 3)\n"));
+  assert_int_equal(cr_run("report --by payload --top 2 '%s'", g_std), 0);
+  assert_non_null(strstr(
+      cr_out, "\npayload: 8 distinct\n"
+              "      events        %  stacks  sites  key (most frequent "
+              "site)\n"
+              "           2   22.22%       2      2  (no payload) "
+              "(file.open: 1)\n"
+              "           1   11.11%       1      1  "
+              "\"\\x00\\x01bin\\xff\\x7f\\x1b\" (privacy.clipboard.read: 1)\n"
+              "           6   66.67%  ... 6 more\n"));
+  assert_int_equal(cr_run("report --by module '%s'", g_std), 0);
+  assert_non_null(strstr(cr_out, "  fixture (net.connect: 2)\n"));
+  assert_int_equal(cr_run("report --by thread --sort name '%s'", g_std), 0);
+  assert_non_null(strstr(cr_out, "  ? (tid 5000) (late.site: 1)\n"
+                                 "           4   44.44%       4      3  main"));
+  /* Sites by name: file, late, net, privacy. */
+  assert_int_equal(cr_run("report --sort name '%s'", g_std), 0);
+  {
+    const char *f = strstr(cr_out, "\nfile: "), *l = strstr(cr_out, "\nlate: ");
+    const char *n = strstr(cr_out, "\nnet: "), *p = strstr(cr_out, "\nprivacy: ");
+    assert_true(f && l && n && p && f < l && l < n && n < p);
+  }
+  assert_int_equal(cr_run("report --by nope '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --sort nope '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --by module --tree '%s'", g_std), 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_std_whole_output),
       cmocka_unit_test(test_top),
+      cmocka_unit_test(test_by_and_sort),
       cmocka_unit_test(test_symbolized_flat),
       cmocka_unit_test(test_tree),
       cmocka_unit_test(test_tree_symbolized),

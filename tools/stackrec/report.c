@@ -15,6 +15,7 @@
 
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/html.h"
 
@@ -45,6 +46,16 @@ static const char report_help[] =
     "Options:\n";
 
 static const char report_help_more[] =
+    "  --sort events|stacks|name\n"
+    "                    order of categories, sites and --by rows: most\n"
+    "                    events first (default), most distinct stacks\n"
+    "                    first, or by name\n"
+    "  --by thread|process|payload|module\n"
+    "                    instead of the sites: a table of events per thread,\n"
+    "                    process, payload or module (the image of a stack's\n"
+    "                    innermost frame that is not the system's: libc,\n"
+    "                    /lib, /usr/lib are skipped), each with its stacks,\n"
+    "                    sites and most frequent site; at most --top rows\n"
     "  --top N           at most N stacks per site (in --tree: N callees per\n"
     "                    node), then one line for the rest; 0: all\n"
     "                    (default 10)\n"
@@ -57,8 +68,12 @@ static const char report_help_more[] =
     "  -h, --help        this help\n"
     "\n";
 
+typedef enum { SORT_EVENTS, SORT_STACKS, SORT_NAME } sort_key;
+
 typedef struct report_opts {
   stkr_agg_opts agg;
+  sort_key sort;
+  stkr_agg_by by;
   bool tree;
   size_t top;
   const char *html;
@@ -290,6 +305,7 @@ typedef struct category {
   const char *name; /* the first site's name; len bytes of it */
   size_t len;
   uint64_t count;
+  size_t stacks;    /* distinct stacks of its sites */
   size_t first;     /* index into the sorted site order */
   size_t n;
 } category;
@@ -299,12 +315,17 @@ static size_t cat_len(const char *site) {
   return dot ? (size_t)(dot - site) : strlen(site);
 }
 
+/* --sort, for the qsort comparators below (the tool is single-threaded). */
+static sort_key g_sort;
+
 static int cat_order(const void *pa, const void *pb) {
   const category *x = pa, *y = pb;
   size_t n = x->len < y->len ? x->len : y->len;
   int c;
 
-  if (x->count != y->count)
+  if (g_sort == SORT_STACKS && x->stacks != y->stacks)
+    return x->stacks > y->stacks ? -1 : 1;
+  if (g_sort != SORT_NAME && x->count != y->count)
     return x->count > y->count ? -1 : 1;
   if ((c = memcmp(x->name, y->name, n)) != 0)
     return c;
@@ -371,6 +392,65 @@ static int print_site(const stkr_agg *a, const stkr_agg_site *s,
   return err;
 }
 
+/* Sites in --sort order (the agg ranks them by events, then name). */
+static int site_order(const void *pa, const void *pb) {
+  const stkr_agg_site *x = pa, *y = pb;
+
+  if (g_sort == SORT_STACKS && x->n_stacks != y->n_stacks)
+    return x->n_stacks > y->n_stacks ? -1 : 1;
+  if (g_sort != SORT_NAME && x->count != y->count)
+    return x->count > y->count ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* --by: one table of events per key instead of the sites. */
+static int print_breakdown(const stkr_agg *a, const report_opts *o) {
+  static const char *const what[] = {"site", "thread", "process", "payload",
+                                     "module"};
+  stkr_agg_row *rows;
+  size_t n, i, shown;
+  int err = stkr_agg_breakdown(a, o->by, &rows, &n);
+
+  if (err != 0)
+    return err;
+  if (g_sort == SORT_STACKS || g_sort == SORT_NAME) {
+    /* Rows come most events first; re-rank as asked (stable enough:
+     * keys are distinct). */
+    for (i = 1; i < n; i++)
+      for (size_t k = i; k > 0; k--) {
+        stkr_agg_row *x = &rows[k - 1], *y = &rows[k], t;
+        bool swap = g_sort == SORT_NAME ? strcmp(x->key, y->key) > 0
+                                        : x->n_stacks < y->n_stacks;
+        if (!swap)
+          break;
+        t = *x;
+        *x = *y;
+        *y = t;
+      }
+  }
+  shown = o->top && n > o->top ? o->top : n;
+  printf("\n%s: %zu distinct\n", what[o->by], n);
+  printf("  %10s  %7s  %6s  %5s  %s\n", "events", "%", "stacks", "sites",
+         "key (most frequent site)");
+  for (i = 0; i < shown; i++) {
+    printf("  %10llu  %6.2f%%  %6zu  %5zu  ", (unsigned long long)rows[i].count,
+           pct(rows[i].count, a->events), rows[i].n_stacks, rows[i].n_sites);
+    fputs(rows[i].key, stdout); /* escaped already */
+    fputs(" (", stdout);
+    put_str(rows[i].top_site ? rows[i].top_site : "?");
+    printf(": %llu)\n", (unsigned long long)rows[i].top_site_count);
+  }
+  if (shown < n) {
+    uint64_t rest = 0;
+    for (i = shown; i < n; i++)
+      rest += rows[i].count;
+    printf("  %10llu  %6.2f%%  ... %zu more\n", (unsigned long long)rest,
+           pct(rest, a->events), n - shown);
+  }
+  stkr_agg_rows_free(rows, n);
+  return 0;
+}
+
 static int print_sites(const stkr_agg *a, const report_opts *o) {
   const stkr_agg_site **v;
   category *c;
@@ -378,6 +458,10 @@ static int print_sites(const stkr_agg *a, const report_opts *o) {
   bool dotted = false;
   int err = 0;
 
+  if (o->by != STKR_BY_SITE)
+    return print_breakdown(a, o);
+  if (g_sort != SORT_EVENTS)
+    qsort(a->sites, a->n_sites, sizeof *a->sites, site_order);
   for (i = 0; i < a->n_sites; i++)
     dotted = dotted || strchr(a->sites[i].name, '.') != NULL;
   if (!dotted) {
@@ -401,11 +485,14 @@ static int print_sites(const stkr_agg *a, const report_opts *o) {
     c[nc].name = v[i]->name;
     c[nc].len = cat_len(v[i]->name);
     c[nc].count = 0;
+    c[nc].stacks = 0;
     c[nc].first = i;
     for (j = i; j < a->n_sites && cat_len(v[j]->name) == c[nc].len &&
                 memcmp(v[j]->name, c[nc].name, c[nc].len) == 0;
-         j++)
+         j++) {
       c[nc].count += v[j]->count;
+      c[nc].stacks += v[j]->n_stacks;
+    }
     c[nc].n = j - i;
     nc++;
   }
@@ -549,9 +636,11 @@ static int write_html(const stkr_agg *a, const report_opts *o,
 }
 
 int stkr_cli_report(int argc, char **argv) {
-  enum { O_TOP = 256, O_TREE, O_HTML };
+  enum { O_TOP = 256, O_TREE, O_HTML, O_SORT, O_BY };
   static const struct option longopts[] = {
       STKR__FILTER_LONGOPTS,
+      {"sort", required_argument, NULL, O_SORT},
+      {"by", required_argument, NULL, O_BY},
       {"top", required_argument, NULL, O_TOP},
       {"tree", no_argument, NULL, O_TREE},
       {"html", required_argument, NULL, O_HTML},
@@ -574,6 +663,23 @@ int stkr_cli_report(int argc, char **argv) {
       continue;
     }
     switch (c) {
+    case O_SORT:
+      if (strcmp(optarg, "events") == 0)
+        o.sort = SORT_EVENTS;
+      else if (strcmp(optarg, "stacks") == 0)
+        o.sort = SORT_STACKS;
+      else if (strcmp(optarg, "name") == 0)
+        o.sort = SORT_NAME;
+      else
+        return stkr_cli_usage_error(
+            "report", "--sort '%s': events, stacks or name", optarg);
+      break;
+    case O_BY:
+      if (stkr_agg_by_parse(optarg, &o.by) != 0)
+        return stkr_cli_usage_error(
+            "report", "--by '%s': site, thread, process, payload or module",
+            optarg);
+      break;
     case O_TOP: {
       char *end;
       unsigned long long v;
@@ -607,6 +713,11 @@ int stkr_cli_report(int argc, char **argv) {
   }
   if ((err = stkr__filter_check("report", &o.agg)) != 0)
     return err;
+  if (o.by != STKR_BY_SITE && (o.tree || o.html != NULL))
+    return stkr_cli_usage_error("report", "--by goes with neither --tree "
+                                          "nor --html");
+  g_sort = o.sort;
+  stkr_agg_by_opts(o.by, &o.agg);
   if (optind >= argc)
     return stkr_cli_usage_error("report", "no DIR or FILE given");
   status = stkr_cli_open("report", argv + optind, argc - optind, true, &r);

@@ -1,0 +1,210 @@
+/*
+ * breakdown.c: events by thread, process, payload or module (breakdown.h).
+ *
+ * Rows are found by sorting the stacks by key (no hash table: this runs
+ * once per report over the distinct stacks, not over events).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/breakdown.h"
+#include "tools/stackrec/cli.h"
+
+int stkr_agg_by_parse(const char *s, stkr_agg_by *out) {
+  static const char *const names[] = {"site", "thread", "process", "payload",
+                                      "module"};
+  size_t i;
+
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (stkr_agg_by)i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+void stkr_agg_by_opts(stkr_agg_by by, stkr_agg_opts *o) {
+  o->by_thread = o->by_thread || by == STKR_BY_THREAD;
+  o->by_process = o->by_process || by == STKR_BY_PROCESS;
+  o->by_payload = o->by_payload || by == STKR_BY_PAYLOAD;
+}
+
+static bool has_prefix(const char *s, const char *p) {
+  return strncmp(s, p, strlen(p)) == 0;
+}
+
+static const char *base_name(const char *path) {
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+/* Is this image the system's (not an app's or an SDK's)? */
+static bool system_image(const char *path) {
+  static const char *const dirs[] = {"/lib/",     "/lib64/",   "/usr/lib/",
+                                     "/usr/lib64/", "/System/"};
+  static const char *const names[] = {"ld-linux", "ld-musl", "libc.so",
+                                      "libc-", "libstackrec_preload"};
+  const char *b = base_name(path);
+  size_t i;
+
+  for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+    if (has_prefix(path, dirs[i]))
+      return true;
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (has_prefix(b, names[i]))
+      return true;
+  return false;
+}
+
+const char *stkr_agg_stack_module(const stkr_agg_stack *s) {
+  const char *first = NULL;
+  size_t i;
+
+  for (i = 0; i < s->n_frames; i++) {
+    const char *img = s->frames[i].image;
+    if (img == NULL)
+      continue;
+    if (!system_image(img))
+      return base_name(img);
+    if (first == NULL)
+      first = img;
+  }
+  return first ? base_name(first) : "?";
+}
+
+/* The printable key of stack s under `by`: names and payloads escaped as
+ * every text output escapes them (escape.c). @return a malloc'd string or
+ * NULL (out of memory). */
+static char *key_of(const stkr_agg_stack *s, stkr_agg_by by) {
+  const char *name = NULL;
+  char *k = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&k, &len);
+
+  if (m == NULL)
+    return NULL;
+  switch (by) {
+  case STKR_BY_THREAD:
+    name = s->thread && s->thread[0] ? s->thread : "?";
+    stkr_cli_put_escaped(m, (const uint8_t *)name, strlen(name));
+    fprintf(m, " (tid %llu)", (unsigned long long)s->tid);
+    break;
+  case STKR_BY_PROCESS:
+    name = s->process && s->process[0] ? s->process : "?";
+    stkr_cli_put_escaped(m, (const uint8_t *)name, strlen(name));
+    fprintf(m, " (pid %u)", (unsigned)s->pid);
+    break;
+  case STKR_BY_PAYLOAD:
+    if (s->payload_len == 0) {
+      fputs("(no payload)", m);
+      break;
+    }
+    putc('"', m);
+    stkr_cli_put_escaped(m, s->payload, s->payload_len);
+    fputs(s->payload_truncated ? "\"..." : "\"", m);
+    break;
+  default:
+    name = stkr_agg_stack_module(s);
+    stkr_cli_put_escaped(m, (const uint8_t *)name, strlen(name));
+    break;
+  }
+  if (fclose(m) != 0) {
+    free(k);
+    return NULL;
+  }
+  return k;
+}
+
+typedef struct keyed {
+  char *key;
+  const stkr_agg_stack *s;
+} keyed;
+
+static int by_key_then_site(const void *pa, const void *pb) {
+  const keyed *x = pa, *y = pb;
+  int c = strcmp(x->key, y->key);
+  return c ? c : strcmp(x->s->site, y->s->site);
+}
+
+static int by_count(const void *pa, const void *pb) {
+  const stkr_agg_row *x = pa, *y = pb;
+  if (x->count != y->count)
+    return x->count > y->count ? -1 : 1;
+  return strcmp(x->key, y->key);
+}
+
+int stkr_agg_breakdown(const stkr_agg *a, stkr_agg_by by, stkr_agg_row **rows,
+                       size_t *n) {
+  keyed *v;
+  stkr_agg_row *out;
+  size_t i, j, k, nr = 0;
+
+  *rows = NULL;
+  *n = 0;
+  if (by == STKR_BY_SITE || (unsigned)by > STKR_BY_MODULE)
+    return -EINVAL;
+  if (a->n_stacks == 0)
+    return 0;
+  v = calloc(a->n_stacks, sizeof *v);
+  out = calloc(a->n_stacks, sizeof *out);
+  if (v == NULL || out == NULL)
+    goto nomem;
+  for (i = 0; i < a->n_stacks; i++) {
+    v[i].s = &a->stacks[i];
+    if ((v[i].key = key_of(&a->stacks[i], by)) == NULL)
+      goto nomem;
+  }
+  qsort(v, a->n_stacks, sizeof *v, by_key_then_site);
+  for (i = 0; i < a->n_stacks; i = j) {
+    const char *key = v[i].key;
+    stkr_agg_row *r = &out[nr];
+
+    if ((r->key = strdup(key)) == NULL)
+      goto nomem;
+    nr++;
+    for (j = i; j < a->n_stacks && strcmp(v[j].key, key) == 0; j = k) {
+      /* The stacks of one site under this key: [j, k). */
+      const char *site = v[j].s->site;
+      uint64_t site_count = 0;
+      for (k = j; k < a->n_stacks && strcmp(v[k].key, key) == 0 &&
+                  strcmp(v[k].s->site, site) == 0;
+           k++) {
+        site_count += v[k].s->count;
+        r->n_stacks++;
+      }
+      r->count += site_count;
+      r->n_sites++;
+      if (site_count > r->top_site_count) {
+        r->top_site = site;
+        r->top_site_count = site_count;
+      }
+    }
+  }
+  for (i = 0; i < a->n_stacks; i++)
+    free(v[i].key);
+  free(v);
+  qsort(out, nr, sizeof *out, by_count);
+  *rows = out;
+  *n = nr;
+  return 0;
+nomem:
+  if (v != NULL)
+    for (i = 0; i < a->n_stacks; i++)
+      free(v[i].key);
+  free(v);
+  stkr_agg_rows_free(out, nr);
+  return -ENOMEM;
+}
+
+void stkr_agg_rows_free(stkr_agg_row *rows, size_t n) {
+  size_t i;
+
+  if (rows == NULL)
+    return;
+  for (i = 0; i < n; i++)
+    free(rows[i].key);
+  free(rows);
+}
