@@ -203,10 +203,34 @@ static void test_chrome_ts_never_negative(void **state) {
   assert_non_null(strstr(cr_out, "\"ts\":999000.000"));
 }
 
+/* report --timeline: net.connect's events at 8 (B), 40, 90 and 150 ms (A)
+ * after their process's start; 150 ms needs 2 ms buckets (128 x 1 ms is
+ * too short), so 76 of them, with an event in buckets 4, 20, 45 and 75. */
+static void test_timeline(void **state) {
+  char row[76 * 3 + 8], *p = row;
+  size_t i;
+  (void)state;
+
+  for (i = 0; i < 76; i++) {
+    if (i == 4 || i == 20 || i == 45 || i == 75)
+      p += sprintf(p, "\u2581");
+    else
+      *p++ = ' ';
+  }
+  *p = '\0';
+  assert_int_equal(cr_run("report --timeline --site net.connect '%s'",
+                          g_dir), 0);
+  assert_non_null(strstr(cr_out, "    timeline: 0-152 ms after start, 2 ms a "
+                                 "character, peak 1 (500/s)\n"));
+  if (strstr(cr_out, row) == NULL)
+    fail_msg("want |%s| in:\n%s", row, cr_out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_command_keeps_the_defined_events),
       cmocka_unit_test(test_chrome_ts_never_negative),
+      cmocka_unit_test(test_timeline),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -124,6 +124,11 @@ static stkr_agg_site g_sites[2];
 /* Built as `--granularity function` would: boxes merge by function name
  * and the tooltip lists every location merged in (the default, by line,
  * is checked in test_site_table_and_data). */
+static const stkr_agg_payload k_payloads[] = {
+    {(const uint8_t *)"/home/u/.ssh/known_hosts", 24, 2999},
+    {(const uint8_t *)"</td><script>x\n", 15, 1000},
+};
+
 static void hand_agg(stkr_agg *a) {
   memset(a, 0, sizeof *a);
   a->granularity = STKR_AGG_BY_FUNCTION;
@@ -134,7 +139,10 @@ static void hand_agg(stkr_agg *a) {
   g_stacks[2] = (stkr_agg_stack){.site = EVIL_SITE, .frames = k_frames_evil,
                                  .n_frames = 2, .count = 1, .n_pids = 1};
   g_sites[0] = (stkr_agg_site){.name = "files.open", .count = 4000,
-                               .stacks = g_site0_stacks, .n_stacks = 2};
+                               .stacks = g_site0_stacks, .n_stacks = 2,
+                               .payloads = k_payloads, .n_payloads = 2,
+                               .payload_events = 4000,
+                               .more_payload_events = 1};
   g_sites[1] = (stkr_agg_site){.name = EVIL_SITE, .count = 1,
                                .stacks = g_site1_stacks, .n_stacks = 1};
   a->sites = g_sites;
@@ -227,6 +235,14 @@ static void test_site_table_and_data(void **state) {
   assert_has(p, "[\"read_contacts contacts.c:43\",\"src/contacts.c:43\",3,"
                 "\"app\"]");
   assert_has(p, "\"events\":4001");
+  /* The payload table: escaped twice over (bytes, then HTML). */
+  assert_has(p, "<summary>Payloads: 2+ distinct, in 4,000 of its events"
+                "</summary>");
+  assert_has(p, "<td class=\"num\">2,999</td><td class=\"num\">75.0%</td>"
+                "<td class=\"name\">/home/u/.ssh/known_hosts</td>");
+  assert_has(p, "<td class=\"name\">&lt;/td&gt;&lt;script&gt;x\\x0a</td>");
+  assert_has(p, "<td class=\"num\">1</td><td class=\"num\">&lt;0.1%</td>"
+                "<td>(0+ other payloads)</td>");
   assert_self_contained(p);
   assert_has(p, "<script type=\"application/json\" id=\"stkr-data\">");
   free(p);
@@ -269,7 +285,7 @@ static void test_empty_aggregation(void **state) {
   assert_has(p, "No dropped events");
   assert_has(p, "<p>No events in this report.</p>");
   assert_lacks(p, "id=\"flames\"");
-  assert_has(p, "{\"version\":1,\"events\":0,\"sites\":[],\n\"frames\":[]}");
+  assert_has(p, "{\"version\":1,\"events\":0,\"bucket_ns\":0,\"sites\":[],\n\"frames\":[]}");
   assert_has(p, "</body></html>\n");
   free(p);
 }
@@ -587,6 +603,10 @@ static void test_chromium_renders_flame_graphs(void **state) {
   /* The script ran over every site; the tables are there. */
   snprintf(want, sizeof want, "data-rendered=\"%zu\"", g_agg->n_sites);
   assert_has(dom, want);
+  /* A timeline strip per site: bars, and a caption with the peak rate. */
+  assert_has(dom, "<div class=\"tl-bar\"");
+  assert_has(dom, "after start, ");
+  assert_has(dom, " a bar, peak ");
   assert_has(dom, "<a href=\"#site-0\">");
   {
     /* The drop count as the page writes it: 1,234 */

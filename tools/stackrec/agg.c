@@ -21,101 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/paytab.h"
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static uint64_t mix64(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  h *= 0xC4CEB9FE1A85EC53ull;
-  h ^= h >> 33;
-  return h;
-}
-
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  const unsigned char *c = p;
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    h = (h ^ c[i]) * 0x100000001B3ull; /* FNV-1a */
-  return h;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  size_t n = *cap ? *cap : 16;
-  void *q;
-
-  if (need <= *cap)
-    return 0;
-  while (n < need) {
-    if (n > SIZE_MAX / 2 / size)
-      return -ENOMEM;
-    n *= 2;
-  }
-  q = realloc(*p, n * size);
-  if (q == NULL)
-    return -ENOMEM;
-  *p = q;
-  *cap = n;
-  return 0;
-}
-
-/* ---- interned strings --------------------------------------------------- */
-
-typedef struct strtab {
-  char **slot;
-  size_t cap, n; /* cap: power of two */
-} strtab;
-
-/* The table's copy of s (NULL stays NULL; NULL also on ENOMEM, which the
- * caller tells apart by s != NULL). */
-static const char *intern(strtab *t, const char *s) {
-  uint64_t h;
-  size_t i;
-  char *c;
-
-  if (s == NULL)
-    return NULL;
-  if ((t->n + 1) * 2 > t->cap) {
-    size_t ncap = t->cap ? t->cap * 2 : 256, k;
-    char **ns = calloc(ncap, sizeof *ns);
-    if (ns == NULL)
-      return NULL;
-    for (k = 0; k < t->cap; k++) {
-      if (t->slot[k] == NULL)
-        continue;
-      i = mix64(hash_bytes(0, t->slot[k], strlen(t->slot[k]))) & (ncap - 1);
-      while (ns[i] != NULL)
-        i = (i + 1) & (ncap - 1);
-      ns[i] = t->slot[k];
-    }
-    free(t->slot);
-    t->slot = ns;
-    t->cap = ncap;
-  }
-  h = mix64(hash_bytes(0, s, strlen(s)));
-  for (i = h & (t->cap - 1); t->slot[i] != NULL; i = (i + 1) & (t->cap - 1))
-    if (strcmp(t->slot[i], s) == 0)
-      return t->slot[i];
-  c = strdup(s);
-  if (c == NULL)
-    return NULL;
-  t->slot[i] = c;
-  t->n++;
-  return c;
-}
-
-static void strtab_free(strtab *t) {
-  size_t i;
-
-  for (i = 0; i < t->cap; i++)
-    free(t->slot[i]);
-  free(t->slot);
-}
+#include "tools/stackrec/strtab.h"
+#include "tools/stackrec/timeline.h"
 
 /* ---- the builder ------------------------------------------------------------ */
 
@@ -132,7 +44,7 @@ typedef struct raw {
 typedef struct builder {
   const stkr_agg_opts *o;
   stkr_agg *a;
-  strtab strs;
+  stkr__strtab strs;
   size_t cur_process; /* the process being read (raws are its keys) */
   raw *raws;
   size_t raw_cap, raw_n;
@@ -146,6 +58,7 @@ typedef struct builder {
   size_t tmp_cap;
   stkr__filter filt;  /* --site, --thread, --from/--to (filter.h) */
   stkr__paytab *pay;  /* payloads per site (paytab.h) */
+  stkr__timeline *tl; /* events per site over time (timeline.h) */
   /* Images of one process sorted by text_start, to place the PCs of
    * unsymbolized stacks (rebuilt when the process or its list changes). */
   size_t img_process, img_n;
@@ -172,7 +85,7 @@ static const stkr_image_info *image_of(builder *b, stkr_reader *r,
   if (stkr_reader_images(r, process, &imgs, &n) != 0 || n == 0)
     return NULL;
   if (b->img_process != process || b->img_n != n || b->img_of != imgs) {
-    if (grow((void **)&b->img_sorted, &b->img_cap, n,
+    if (stkr_grow((void **)&b->img_sorted, &b->img_cap, n,
              sizeof *b->img_sorted) != 0)
       return NULL; /* only a label is lost: the raw PC is shown */
     for (i = 0; i < n; i++)
@@ -207,7 +120,7 @@ static long take_frames(builder *b, stkr_reader *r,
 
   if (stkr_reader_frames(r, &f, &n) != 0)
     return -ENOMEM;
-  if (grow((void **)&b->tmp, &b->tmp_cap, n ? n : ev->n_pcs,
+  if (stkr_grow((void **)&b->tmp, &b->tmp_cap, n ? n : ev->n_pcs,
            sizeof *b->tmp) != 0)
     return -ENOMEM;
   if (n == 0) {
@@ -223,7 +136,7 @@ static long take_frames(builder *b, stkr_reader *r,
       c->pc = ev->pcs[i];
       c->offset = ev->pcs[i];
       if (im != NULL) {
-        if ((c->image = intern(&b->strs, im->path)) == NULL)
+        if ((c->image = stkr__strtab_intern(&b->strs, im->path)) == NULL)
           return -ENOMEM;
         c->offset = ev->pcs[i] - im->load_address;
       }
@@ -237,9 +150,9 @@ static long take_frames(builder *b, stkr_reader *r,
     stkr_frame c = f[i];
     if (b->o->app_only && keep > 0 && !c.is_app)
       continue;
-    c.function = intern(&b->strs, c.function);
-    c.file = intern(&b->strs, c.file);
-    c.image = intern(&b->strs, c.image);
+    c.function = stkr__strtab_intern(&b->strs, c.function);
+    c.file = stkr__strtab_intern(&b->strs, c.file);
+    c.image = stkr__strtab_intern(&b->strs, c.image);
     if ((f[i].function && !c.function) || (f[i].file && !c.file) ||
         (f[i].image && !c.image))
       return -ENOMEM;
@@ -260,9 +173,9 @@ static uint64_t frame_extra(const stkr_frame *f, stkr_agg_granularity g) {
   if (f->function == NULL || g == STKR_AGG_BY_FUNCTION)
     return 0;
   if (f->file != NULL && f->line != 0)
-    h = mix64((uint64_t)(uintptr_t)f->file ^ (uint64_t)f->line << 40);
+    h = stkr_mix64((uint64_t)(uintptr_t)f->file ^ (uint64_t)f->line << 40);
   if (g == STKR_AGG_BY_ADDRESS)
-    h ^= mix64(f->image != NULL ? (uint64_t)(uintptr_t)f->image ^ f->offset
+    h ^= stkr_mix64(f->image != NULL ? (uint64_t)(uintptr_t)f->image ^ f->offset
                                 : f->pc);
   return h;
 }
@@ -288,23 +201,23 @@ static bool extra_equal(const stkr_agg_stack *s, const extra_key *k) {
 static uint64_t content_hash(const char *site, const char *thread,
                              const extra_key *x, const stkr_frame *f,
                              size_t n, stkr_agg_granularity g) {
-  uint64_t h = 0xCBF29CE484222325ull;
+  uint64_t h = STKR_HASH_SEED;
   char label[LABEL_MAX];
   size_t i;
 
-  h = hash_bytes(h, site, strlen(site) + 1);
+  h = stkr_hash_bytes(h, site, strlen(site) + 1);
   if (thread != NULL)
-    h = hash_bytes(h, thread, strlen(thread) + 1);
-  h = hash_bytes(h, &x->pid, sizeof x->pid);
+    h = stkr_hash_bytes(h, thread, strlen(thread) + 1);
+  h = stkr_hash_bytes(h, &x->pid, sizeof x->pid);
   if (x->payload_len > 0)
-    h = hash_bytes(h, x->payload, x->payload_len);
+    h = stkr_hash_bytes(h, x->payload, x->payload_len);
   for (i = 0; i < n; i++) {
     uint64_t x = frame_extra(&f[i], g);
     stkr_agg_frame_label(&f[i], label, sizeof label);
-    h = hash_bytes(h, label, strlen(label) + 1);
-    h = hash_bytes(h, &x, sizeof x);
+    h = stkr_hash_bytes(h, label, strlen(label) + 1);
+    h = stkr_hash_bytes(h, &x, sizeof x);
   }
-  return mix64(h);
+  return stkr_mix64(h);
 }
 
 /* Compare one frame beyond its label: file and line at line granularity,
@@ -410,7 +323,7 @@ static int cslot_put(builder *b, size_t idx) {
 static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
                         size_t *out) {
   stkr_agg *a = b->a;
-  const char *site = intern(&b->strs, ev->site), *thread = NULL;
+  const char *site = stkr__strtab_intern(&b->strs, ev->site), *thread = NULL;
   uint32_t proc = (uint32_t)ev->process + 1;
   stkr_agg_stack *s;
   long n = take_frames(b, r, ev);
@@ -420,12 +333,12 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
 
   if (site == NULL || n < 0)
     return -ENOMEM;
-  if (b->o->by_thread && (thread = intern(&b->strs, ev->thread_name)) == NULL)
+  if (b->o->by_thread && (thread = stkr__strtab_intern(&b->strs, ev->thread_name)) == NULL)
     return -ENOMEM;
   if (b->o->by_process) {
     const char *name = ev->proc->process_name ? ev->proc->process_name : "";
     x.pid = ev->pid;
-    if ((x.process = intern(&b->strs, name)) == NULL)
+    if ((x.process = stkr__strtab_intern(&b->strs, name)) == NULL)
       return -ENOMEM;
   }
   if (b->o->by_payload) {
@@ -461,7 +374,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     uint64_t *nh;
     uint32_t *nl;
 
-    if (grow((void **)&a->stacks, &cap, i + 1, sizeof *a->stacks) != 0 ||
+    if (stkr_grow((void **)&a->stacks, &cap, i + 1, sizeof *a->stacks) != 0 ||
         (nh = realloc(b->hashes, cap * sizeof *nh)) == NULL)
       return -ENOMEM;
     b->hashes = nh;
@@ -507,7 +420,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
 
 static size_t raw_hash(uint32_t session, uint32_t site, uint32_t stack,
                        uint32_t thread, size_t cap) {
-  return mix64(((uint64_t)site << 32 | stack) ^
+  return stkr_mix64(((uint64_t)site << 32 | stack) ^
                ((uint64_t)session << 32 | thread) * 0x9E3779B97F4A7C15ull) &
          (cap - 1);
 }
@@ -522,13 +435,17 @@ static void new_process(builder *b, size_t process) {
 }
 
 /* Count the event: one hash probe on its ids, except for a new key. */
-/* The event's payload goes to its site's payload counts. */
+/* The event's payload and time go to its site's counts. */
 static int count_payload(builder *b, size_t merged,
                          const stkr_event_view *ev) {
-  if (ev->payload_len == 0)
-    return 0;
-  return stkr__paytab_add(b->pay, b->a->stacks[merged].site, ev->payload,
-                          ev->payload_len);
+  const char *site = b->a->stacks[merged].site;
+  uint64_t origin = stkr__filter_origin(&b->filt, ev);
+  int err = stkr__timeline_add(b->tl, site,
+                               ev->ts_ns > origin ? ev->ts_ns - origin : 0);
+
+  if (err != 0 || ev->payload_len == 0)
+    return err;
+  return stkr__paytab_add(b->pay, site, ev->payload, ev->payload_len);
 }
 
 /* A level-1 key matches the event: same ids, and with by_payload the same
@@ -559,7 +476,7 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
   int err;
 
   if (b->o->by_payload && ev->payload_len > 0)
-    phash = mix64(hash_bytes(ev->payload_truncated, ev->payload,
+    phash = stkr_mix64(stkr_hash_bytes(ev->payload_truncated, ev->payload,
                              ev->payload_len)) | 1;
   if (b->raw_cap != 0) {
     for (i = raw_hash(session, site, stack, thread ^ (uint32_t)phash,
@@ -660,7 +577,7 @@ static int group_sites(stkr_agg *a) {
 
     for (j = i + 1; j < a->n_stacks && all[j]->site == all[i]->site; j++)
       ;
-    if (grow((void **)&a->sites, &cap, k + 1, sizeof *a->sites) != 0)
+    if (stkr_grow((void **)&a->sites, &cap, k + 1, sizeof *a->sites) != 0)
       goto nomem;
     s = &a->sites[k];
     memset(s, 0, sizeof *s);
@@ -726,11 +643,14 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (b.a == NULL)
     return -ENOMEM;
   b.a->granularity = b.o->granularity;
-  if ((b.pay = stkr__paytab_create()) == NULL) {
-    free(b.a);
+  b.pay = stkr__paytab_create();
+  b.tl = stkr__timeline_create();
+  b.a->payloads_ = b.pay;
+  b.a->timeline_ = b.tl;
+  if (b.pay == NULL || b.tl == NULL) {
+    stkr_agg_free(b.a);
     return -ENOMEM;
   }
-  b.a->payloads_ = b.pay;
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     int pass;
@@ -757,6 +677,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (err == 0)
     err = stkr__paytab_attach(b.pay, b.a->sites, b.a->n_sites);
   if (err == 0)
+    stkr__timeline_attach(b.tl, b.a);
+  if (err == 0)
     sum_processes(b.a, r);
   new_process(&b, SIZE_MAX); /* frees level 1 */
   stkr__filter_free(&b.filt);
@@ -770,7 +692,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     err = -ENOMEM;
   if (err != 0) {
     stkr_agg_free(b.a);
-    strtab_free(&b.strs);
+    stkr__strtab_free(&b.strs);
     return err;
   }
   memcpy(b.a->strs_, &b.strs, sizeof b.strs);
@@ -790,10 +712,11 @@ void stkr_agg_free(stkr_agg *a) {
     free((void *)a->stacks[i].payload);
   }
   stkr__paytab_free(a->payloads_);
+  stkr__timeline_free(a->timeline_);
   free(a->sites);
   free(a->stacks);
   if (a->strs_ != NULL) {
-    strtab_free(a->strs_);
+    stkr__strtab_free(a->strs_);
     free(a->strs_);
   }
   free(a);

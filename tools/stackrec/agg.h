@@ -107,7 +107,13 @@ typedef struct stkr_agg_site {
   size_t n_payloads;
   uint64_t more_payload_events;
   uint64_t payload_events;  /* events of this site that had a payload */
+  /* Events per time bucket (stkr_agg.timeline_buckets of them, each
+   * timeline_bucket_ns wide, from each process's recording start; see
+   * timeline.h). NULL when the site has no event. */
+  const uint64_t *timeline;
 } stkr_agg_site;
+
+#define STKR_TL_BUCKETS 128
 
 #define STKR_AGG_MAX_PAYLOADS 4096
 
@@ -133,6 +139,9 @@ typedef struct stkr_agg {
   size_t unsupported_processes; /* newer format: not read */
   stkr_agg_granularity granularity; /* the one it was built with */
   void *payloads_;           /* private: the payload table */
+  void *timeline_;           /* private: the timelines */
+  uint64_t timeline_bucket_ns;
+  size_t timeline_buckets;   /* buckets up to the last non-empty one */
 } stkr_agg;
 
 /*

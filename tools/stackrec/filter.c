@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_hash.h"
 #include "tools/stackrec/filter.h"
 
 /* fnmatch that tells a bad pattern apart: 1 match, 0 no match, -EINVAL. */
@@ -18,8 +19,7 @@ static int match(const char *pattern, const char *s) {
 }
 
 static size_t pass_slot(uint64_t key, size_t cap) {
-  key *= 0x9E3779B97F4A7C15ull;
-  return (size_t)(key ^ key >> 29) & (cap - 1);
+  return (size_t)stkr_mix64(key) & (cap - 1);
 }
 
 /* 1 and *pass set when cached, else 0. */

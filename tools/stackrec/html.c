@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/stackrec/cli.h"
 #include "tools/stackrec/html.h"
 
 /* From //tools:report_assets (generated from report.js and report.css). */
@@ -354,6 +355,53 @@ static void put_site_table(FILE *out, const stkr_agg *a) {
   fputs("</tbody></table></section>\n", out);
 }
 
+/* Payloads shown per site, most frequent first; the rest on one line. */
+#define STKR__HTML_PAYLOADS 50
+
+/* The site's payloads (files, variables, addresses it touched): a table
+ * under its flame graph. Bytes that are not printable ASCII are shown as
+ * \xNN, as in the text report. */
+static void put_payloads(FILE *out, const stkr_agg_site *s) {
+  char b1[32], b2[16], *esc = NULL;
+  size_t i, n = s->n_payloads, len = 0;
+  uint64_t shown = 0;
+
+  if (s->payload_events == 0)
+    return;
+  fprintf(out, "<details class=\"payloads\"><summary>Payloads: %zu%s "
+          "distinct, in %s of its events</summary>\n<table class=\"pl\">"
+          "<tr><th class=\"num\">Events</th><th class=\"num\">%% of site"
+          "</th><th>Payload</th></tr>\n",
+          n, s->more_payload_events ? "+" : "",
+          fmt_count(s->payload_events, b1));
+  if (n > STKR__HTML_PAYLOADS)
+    n = STKR__HTML_PAYLOADS;
+  for (i = 0; i < n; i++) {
+    const stkr_agg_payload *p = &s->payloads[i];
+    FILE *m = open_memstream(&esc, &len);
+    if (m == NULL)
+      break;
+    stkr_cli_put_escaped(m, p->data, p->len);
+    if (fclose(m) != 0)
+      break;
+    fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+            "<td class=\"name\">", fmt_count(p->count, b1),
+            fmt_pct(p->count, s->count, b2));
+    put_html(out, esc);
+    fputs("</td></tr>\n", out);
+    free(esc);
+    esc = NULL;
+    shown += p->count;
+  }
+  if (shown < s->payload_events)
+    fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+            "<td>(%zu%s other payloads)</td></tr>\n",
+            fmt_count(s->payload_events - shown, b1),
+            fmt_pct(s->payload_events - shown, s->count, b2),
+            s->n_payloads - n, s->more_payload_events ? "+" : "");
+  fputs("</table></details>\n", out);
+}
+
 static void put_flame_sections(FILE *out, const stkr_agg *a) {
   char b1[32], b2[16];
   size_t i;
@@ -377,11 +425,14 @@ static void put_flame_sections(FILE *out, const stkr_agg *a) {
             i < STKR__HTML_OPEN_SITES ? " open" : "");
     put_html(out, s->name);
     fprintf(out, "</span> <span class=\"count\">&mdash; %s events, %s of "
-            "total</span></summary>\n<div class=\"toolbar\"><button "
+            "total</span></summary>\n<div class=\"timeline\" "
+            "data-site=\"%zu\"></div>\n<div class=\"toolbar\"><button "
             "type=\"button\" class=\"reset\" hidden>Reset zoom</button>"
             "</div>\n<div class=\"flame\" data-site=\"%zu\"></div>\n"
-            "<div class=\"status\"></div>\n</details>\n",
-            fmt_count(s->count, b1), fmt_pct(s->count, a->events, b2), i);
+            "<div class=\"status\"></div>\n",
+            fmt_count(s->count, b1), fmt_pct(s->count, a->events, b2), i, i);
+    put_payloads(out, s);
+    fputs("</details>\n", out);
   }
   fputs("</section>\n", out);
 }
@@ -395,12 +446,20 @@ static int put_data(FILE *out, const stkr_agg *a) {
   memset(&t, 0, sizeof t);
   t.g = a->granularity;
   fprintf(out, "<script type=\"application/json\" id=\"stkr-data\">"
-          "{\"version\":1,\"events\":%" PRIu64 ",\"sites\":[", a->events);
+          "{\"version\":1,\"events\":%" PRIu64 ",\"bucket_ns\":%" PRIu64
+          ",\"sites\":[", a->events, a->timeline_bucket_ns);
   for (i = 0; i < a->n_sites && err == 0; i++) {
     const stkr_agg_site *s = &a->sites[i];
     fputs(i ? ",\n{\"name\":" : "\n{\"name\":", out);
     put_json(out, s->name);
-    fprintf(out, ",\"count\":%" PRIu64 ",\"stacks\":[", s->count);
+    fprintf(out, ",\"count\":%" PRIu64, s->count);
+    if (s->timeline != NULL) {
+      fputs(",\"timeline\":[", out);
+      for (j = 0; j < a->timeline_buckets; j++)
+        fprintf(out, "%s%" PRIu64, j ? "," : "", s->timeline[j]);
+      fputc(']', out);
+    }
+    fputs(",\"stacks\":[", out);
     for (j = 0; j < s->n_stacks && err == 0; j++) {
       const stkr_agg_stack *st = s->stacks[j];
       fprintf(out, "%s[%" PRIu64, j ? "," : "", st->count);

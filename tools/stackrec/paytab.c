@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_hash.h"
 #include "tools/stackrec/paytab.h"
 
 typedef struct pent {
@@ -35,18 +36,12 @@ struct stkr__paytab {
 };
 
 static uint64_t hash_payload(const char *site, const uint8_t *p, size_t n) {
-  uint64_t h = 0xCBF29CE484222325ull ^ (uint64_t)(uintptr_t)site;
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    h = (h ^ p[i]) * 0x100000001B3ull;
-  h ^= h >> 29;
-  return h * 0x9E3779B97F4A7C15ull;
+  return stkr_mix64(
+      stkr_hash_bytes(STKR_HASH_SEED ^ (uint64_t)(uintptr_t)site, p, n));
 }
 
 static size_t site_slot(const char *site, size_t cap) {
-  uint64_t h = (uint64_t)(uintptr_t)site * 0x9E3779B97F4A7C15ull;
-  return (size_t)(h >> 17) & (cap - 1);
+  return (size_t)stkr_mix64((uint64_t)(uintptr_t)site) & (cap - 1);
 }
 
 stkr__paytab *stkr__paytab_create(void) {

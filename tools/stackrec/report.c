@@ -17,6 +17,7 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/filter.h"
+#include "tools/stackrec/report.h"
 #include "tools/stackrec/html.h"
 
 static const char report_help[] =
@@ -46,6 +47,10 @@ static const char report_help[] =
     "Options:\n";
 
 static const char report_help_more[] =
+    "  --timeline        under each site, its events over time: one\n"
+    "                    character per bucket (from each process's start;\n"
+    "                    at most 128 buckets, as wide as the recording needs)\n"
+    "                    and the peak rate\n"
     "  --sort events|stacks|name\n"
     "                    order of categories, sites and --by rows: most\n"
     "                    events first (default), most distinct stacks\n"
@@ -68,20 +73,9 @@ static const char report_help_more[] =
     "  -h, --help        this help\n"
     "\n";
 
-typedef enum { SORT_EVENTS, SORT_STACKS, SORT_NAME } sort_key;
-
-typedef struct report_opts {
-  stkr_agg_opts agg;
-  sort_key sort;
-  stkr_agg_by by;
-  bool tree;
-  size_t top;
-  const char *html;
-} report_opts;
-
 /* ---- output helpers -------------------------------------------------------- */
 
-static void put_str(const char *s) {
+void stkr__report_put_str(const char *s) {
   stkr_cli_put_escaped(stdout, (const uint8_t *)s, strlen(s));
 }
 
@@ -97,30 +91,30 @@ static void put_seconds(double s) {
   fputs(buf, stdout);
 }
 
-static void put_events(uint64_t n) {
+void stkr__report_put_events(uint64_t n) {
   printf("%llu event%s", (unsigned long long)n, n == 1 ? "" : "s");
 }
 
-static double pct(uint64_t part, uint64_t whole) {
+double stkr__report_pct(uint64_t part, uint64_t whole) {
   return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
 /* One frame: FUNCTION (FILE:LINE), IMAGE+0xOFF or 0xPC; file and line
  * only if show_file / show_line. */
-static void put_frame(const stkr_frame *f, bool show_file, bool show_line,
-                      bool inlined) {
+void stkr__report_put_frame(const stkr_frame *f, bool show_file,
+                            bool show_line, bool inlined) {
   if (f->function != NULL) {
-    put_str(f->function);
+    stkr__report_put_str(f->function);
     if (show_file && f->file != NULL) {
       fputs(" (", stdout);
-      put_str(f->file);
+      stkr__report_put_str(f->file);
       if (show_line && f->line)
         printf(":%u", (unsigned)f->line);
       putchar(')');
     }
   } else {
     char label[1024];
-    put_str(stkr_agg_frame_label(f, label, sizeof label));
+    stkr__report_put_str(stkr_agg_frame_label(f, label, sizeof label));
   }
   if (inlined)
     fputs(" [inlined]", stdout);
@@ -140,8 +134,8 @@ static void print_stacks(const stkr_agg_site *s, const report_opts *o,
     size_t f;
 
     printf("%*s", ind, "");
-    put_events(k->count);
-    printf(", %.2f%%", pct(k->count, s->count));
+    stkr__report_put_events(k->count);
+    printf(", %.2f%%", stkr__report_pct(k->count, s->count));
     if (k->n_pids > 1)
       printf(", in %u processes", (unsigned)k->n_pids);
     if (k->truncated)
@@ -151,7 +145,7 @@ static void print_stacks(const stkr_agg_site *s, const report_opts *o,
       printf("%*s(no stack)\n", ind + 4, "");
     for (f = 0; f < k->n_frames; f++) {
       printf("%*s", ind + 4, "");
-      put_frame(&k->frames[f], true, true, k->frames[f].inlined);
+      stkr__report_put_frame(&k->frames[f], true, true, k->frames[f].inlined);
       putchar('\n');
     }
   }
@@ -160,146 +154,12 @@ static void print_stacks(const stkr_agg_site *s, const report_opts *o,
   if (n < s->n_stacks) {
     printf("%*s... %zu more stack%s: ", ind, "", s->n_stacks - n,
            s->n_stacks - n == 1 ? "" : "s");
-    put_events(rest);
-    printf(", %.2f%%\n", pct(rest, s->count));
+    stkr__report_put_events(rest);
+    printf(", %.2f%%\n", stkr__report_pct(rest, s->count));
   }
 }
 
-/* ---- tree: caller -> callee ------------------------------------------------ */
-
-/* Frame d of k counted from the outermost, or NULL past its end. */
-static const stkr_frame *root_at(const stkr_agg_stack *k, size_t d) {
-  return d < k->n_frames ? &k->frames[k->n_frames - 1 - d] : NULL;
-}
-
-static int cmp_label_at(const stkr_agg_stack *x, const stkr_agg_stack *y,
-                        size_t d) {
-  const stkr_frame *fx = root_at(x, d), *fy = root_at(y, d);
-  char lx[1024], ly[1024];
-
-  if (fx == NULL || fy == NULL)
-    return (fx != NULL) - (fy != NULL);
-  if (fx->function != NULL && fy->function != NULL)
-    return fx->function == fy->function ? 0 /* interned by agg.c */
-                                        : strcmp(fx->function, fy->function);
-  return strcmp(stkr_agg_frame_label(fx, lx, sizeof lx),
-                stkr_agg_frame_label(fy, ly, sizeof ly));
-}
-
-/* Root-first, label by label: equal call paths become neighbours. */
-static int cmp_root_first(const void *pa, const void *pb) {
-  const stkr_agg_stack *x = *(const stkr_agg_stack *const *)pa;
-  const stkr_agg_stack *y = *(const stkr_agg_stack *const *)pb;
-  size_t d;
-  int c;
-
-  for (d = 0; d < x->n_frames || d < y->n_frames; d++)
-    if ((c = cmp_label_at(x, y, d)) != 0)
-      return c;
-  return 0;
-}
-
-typedef struct tgroup {
-  size_t lo, hi; /* range of the sorted stacks */
-  uint64_t count;
-} tgroup;
-
-static int group_order(const void *pa, const void *pb) {
-  const tgroup *x = pa, *y = pb;
-
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return x->lo < y->lo ? -1 : x->lo > y->lo; /* label order */
-}
-
-typedef struct tctx {
-  const stkr_agg_stack **v;
-  uint64_t site_count;
-  int width; /* digits of site_count */
-  int ind;
-  size_t top;
-} tctx;
-
-/* The nodes at depth d for stacks [lo, hi) (which share frames 0..d-1).
- * @return 0 or -ENOMEM. */
-static int tree_level(const tctx *t, size_t lo, size_t hi, size_t d) {
-  tgroup *g;
-  size_t ng = 0, i, j, shown;
-  uint64_t rest = 0;
-  int err = 0;
-
-  g = malloc((hi - lo) * sizeof *g);
-  if (g == NULL)
-    return -ENOMEM;
-  for (i = lo; i < hi; i = j) {
-    for (j = i + 1; j < hi && cmp_label_at(t->v[i], t->v[j], d) == 0; j++)
-      ;
-    if (root_at(t->v[i], d) == NULL && d > 0)
-      continue; /* stacks that end at the parent: counted there */
-    g[ng].lo = i;
-    g[ng].hi = j;
-    g[ng].count = 0;
-    for (; i < j; i++)
-      g[ng].count += t->v[i]->count;
-    ng++;
-  }
-  qsort(g, ng, sizeof *g, group_order);
-  shown = t->top && ng > t->top ? t->top : ng;
-  for (i = 0; i < shown && err == 0; i++) {
-    const stkr_frame *f = root_at(t->v[g[i].lo], d);
-    bool same_file = true, same_line = true, inlined = true;
-
-    printf("%*s%7.2f%%  %*llu  %*s", t->ind, "", pct(g[i].count, t->site_count),
-           t->width, (unsigned long long)g[i].count, (int)(2 * d), "");
-    if (f == NULL) {
-      fputs("(no stack)\n", stdout);
-      continue;
-    }
-    /* File and line only where every stack of the node agrees. */
-    for (j = g[i].lo; j < g[i].hi; j++) {
-      const stkr_frame *o = root_at(t->v[j], d);
-      same_file = same_file && o->file == f->file;
-      same_line = same_line && o->line == f->line;
-      inlined = inlined && o->inlined;
-    }
-    put_frame(f, same_file, same_line, inlined);
-    putchar('\n');
-    err = tree_level(t, g[i].lo, g[i].hi, d + 1);
-  }
-  for (i = shown; i < ng; i++)
-    rest += g[i].count;
-  if (shown < ng && err == 0) {
-    printf("%*s%7.2f%%  %*llu  %*s... %zu more\n", t->ind, "",
-           pct(rest, t->site_count), t->width, (unsigned long long)rest,
-           (int)(2 * d), "", ng - shown);
-  }
-  free(g);
-  return err;
-}
-
-static int print_tree(const stkr_agg_site *s, const report_opts *o, int ind) {
-  tctx t;
-  char digits[32];
-  int err;
-
-  if (s->n_stacks == 0)
-    return 0;
-  t.v = malloc(s->n_stacks * sizeof *t.v);
-  if (t.v == NULL)
-    return -ENOMEM;
-  memcpy(t.v, s->stacks, s->n_stacks * sizeof *t.v);
-  qsort(t.v, s->n_stacks, sizeof *t.v, cmp_root_first);
-  t.site_count = s->count;
-  t.width = snprintf(digits, sizeof digits, "%llu",
-                     (unsigned long long)s->count);
-  t.ind = ind;
-  t.top = o->top;
-  err = tree_level(&t, 0, s->n_stacks, 0);
-  free(t.v);
-  return err;
-}
-
-/* ---- sites and categories --------------------------------------------------- */
+/* ---- categories ------------------------------------------------------------ */
 
 typedef struct category {
   const char *name; /* the first site's name; len bytes of it */
@@ -362,7 +222,7 @@ static void print_payloads(const stkr_agg_site *s, const report_opts *o,
   for (i = 0; i < n; i++) {
     const stkr_agg_payload *p = &s->payloads[i];
     printf("%*s%8llu  %6.2f%%  \"", ind + 2, "", (unsigned long long)p->count,
-           pct(p->count, s->count));
+           stkr__report_pct(p->count, s->count));
     stkr_cli_put_escaped(stdout, p->data, p->len);
     fputs("\"\n", stdout);
     shown += p->count;
@@ -370,8 +230,48 @@ static void print_payloads(const stkr_agg_site *s, const report_opts *o,
   if (shown < s->payload_events)
     printf("%*s%8llu  %6.2f%%  (%zu%s other payloads)\n", ind + 2, "",
            (unsigned long long)(s->payload_events - shown),
-           pct(s->payload_events - shown, s->count), s->n_payloads - n,
+           stkr__report_pct(s->payload_events - shown, s->count), s->n_payloads - n,
            s->more_payload_events ? "+" : "");
+}
+
+/* Seconds, short: "250 ms", "1.5 s", "2 min". */
+static void put_duration(uint64_t ns) {
+  if (ns < 1000000000ull)
+    printf("%g ms", (double)ns / 1e6);
+  else if (ns < 120000000000ull)
+    printf("%g s", (double)ns / 1e9);
+  else
+    printf("%g min", (double)ns / 60e9);
+}
+
+/* --timeline: the site's events per bucket as a row of block characters
+ * (eight heights, scaled to the site's fullest bucket). */
+static void print_timeline(const stkr_agg *a, const stkr_agg_site *s,
+                           int ind) {
+  static const char *const bars[] = {" ",  "\u2581", "\u2582", "\u2583",
+                                     "\u2584", "\u2585", "\u2586", "\u2587",
+                                     "\u2588"};
+  uint64_t peak = 0;
+  size_t i, n = a->timeline_buckets;
+
+  if (s->timeline == NULL || n == 0)
+    return;
+  for (i = 0; i < n; i++)
+    if (s->timeline[i] > peak)
+      peak = s->timeline[i];
+  printf("%*stimeline: 0-", ind, "");
+  put_duration(a->timeline_bucket_ns * n);
+  fputs(" after start, ", stdout);
+  put_duration(a->timeline_bucket_ns);
+  printf(" a character, peak %llu (%.4g/s)\n%*s|", (unsigned long long)peak,
+         (double)peak * 1e9 / (double)a->timeline_bucket_ns, ind, "");
+  for (i = 0; i < n; i++) {
+    uint64_t v = s->timeline[i];
+    /* Any event at all shows: the smallest non-zero height is 1. */
+    size_t h = v == 0 ? 0 : 1 + (size_t)((v - 1) * 7 / (peak ? peak : 1));
+    fputs(bars[h], stdout);
+  }
+  fputs("|\n", stdout);
 }
 
 static int print_site(const stkr_agg *a, const stkr_agg_site *s,
@@ -379,16 +279,18 @@ static int print_site(const stkr_agg *a, const stkr_agg_site *s,
   int err = 0;
 
   printf("%*s", ind, "");
-  put_str(s->name);
+  stkr__report_put_str(s->name);
   fputs(": ", stdout);
-  put_events(s->count);
-  printf(", %.2f%%, %zu stack%s\n", pct(s->count, a->events), s->n_stacks,
+  stkr__report_put_events(s->count);
+  printf(", %.2f%%, %zu stack%s\n", stkr__report_pct(s->count, a->events), s->n_stacks,
          s->n_stacks == 1 ? "" : "s");
   if (o->tree)
-    err = print_tree(s, o, ind + 2);
+    err = stkr__report_tree(s, o, ind + 2);
   else
     print_stacks(s, o, ind + 2);
   print_payloads(s, o, ind + 2);
+  if (o->timeline)
+    print_timeline(a, s, ind + 2);
   return err;
 }
 
@@ -434,10 +336,10 @@ static int print_breakdown(const stkr_agg *a, const report_opts *o) {
          "key (most frequent site)");
   for (i = 0; i < shown; i++) {
     printf("  %10llu  %6.2f%%  %6zu  %5zu  ", (unsigned long long)rows[i].count,
-           pct(rows[i].count, a->events), rows[i].n_stacks, rows[i].n_sites);
+           stkr__report_pct(rows[i].count, a->events), rows[i].n_stacks, rows[i].n_sites);
     fputs(rows[i].key, stdout); /* escaped already */
     fputs(" (", stdout);
-    put_str(rows[i].top_site ? rows[i].top_site : "?");
+    stkr__report_put_str(rows[i].top_site ? rows[i].top_site : "?");
     printf(": %llu)\n", (unsigned long long)rows[i].top_site_count);
   }
   if (shown < n) {
@@ -445,7 +347,7 @@ static int print_breakdown(const stkr_agg *a, const report_opts *o) {
     for (i = shown; i < n; i++)
       rest += rows[i].count;
     printf("  %10llu  %6.2f%%  ... %zu more\n", (unsigned long long)rest,
-           pct(rest, a->events), n - shown);
+           stkr__report_pct(rest, a->events), n - shown);
   }
   stkr_agg_rows_free(rows, n);
   return 0;
@@ -504,11 +406,11 @@ static int print_sites(const stkr_agg *a, const report_opts *o) {
       break;
     }
     putchar('\n');
-    put_str(name);
+    stkr__report_put_str(name);
     free(name);
     fputs(": ", stdout);
-    put_events(c[i].count);
-    printf(", %.2f%%, %zu site%s\n", pct(c[i].count, a->events), c[i].n,
+    stkr__report_put_events(c[i].count);
+    printf(", %.2f%%, %zu site%s\n", stkr__report_pct(c[i].count, a->events), c[i].n,
            c[i].n == 1 ? "" : "s");
     for (j = 0; j < c[i].n && err == 0; j++)
       err = print_site(a, v[c[i].first + j], o, 2);
@@ -526,7 +428,7 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
                   f->to_s > 0 || f->app_only;
 
   printf("# ");
-  put_events(a->events);
+  stkr__report_put_events(a->events);
   printf(" from %zu process%s, %zu site%s, %zu distinct stack%s\n",
          a->n_processes, a->n_processes == 1 ? "" : "es", a->n_sites,
          a->n_sites == 1 ? "" : "s", a->n_stacks, a->n_stacks == 1 ? "" : "s");
@@ -569,11 +471,11 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
     fputs("# filters:", stdout);
     if (f->site_glob) {
       fputs(" site ", stdout);
-      put_str(f->site_glob);
+      stkr__report_put_str(f->site_glob);
     }
     if (f->thread_glob) {
       fputs(" thread ", stdout);
-      put_str(f->thread_glob);
+      stkr__report_put_str(f->thread_glob);
     }
     if (f->from_s > 0 || f->to_s > 0) {
       fputs(" time [", stdout);
@@ -630,17 +532,18 @@ static int write_html(const stkr_agg *a, const report_opts *o,
     return STKR_CLI_DATA_LOST;
   }
   printf("# HTML report written to ");
-  put_str(o->html);
+  stkr__report_put_str(o->html);
   putchar('\n');
   return 0;
 }
 
 int stkr_cli_report(int argc, char **argv) {
-  enum { O_TOP = 256, O_TREE, O_HTML, O_SORT, O_BY };
+  enum { O_TOP = 256, O_TREE, O_HTML, O_SORT, O_BY, O_TIMELINE };
   static const struct option longopts[] = {
       STKR__FILTER_LONGOPTS,
       {"sort", required_argument, NULL, O_SORT},
       {"by", required_argument, NULL, O_BY},
+      {"timeline", no_argument, NULL, O_TIMELINE},
       {"top", required_argument, NULL, O_TOP},
       {"tree", no_argument, NULL, O_TREE},
       {"html", required_argument, NULL, O_HTML},
@@ -663,6 +566,9 @@ int stkr_cli_report(int argc, char **argv) {
       continue;
     }
     switch (c) {
+    case O_TIMELINE:
+      o.timeline = true;
+      break;
     case O_SORT:
       if (strcmp(optarg, "events") == 0)
         o.sort = SORT_EVENTS;

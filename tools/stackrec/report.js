@@ -6,8 +6,11 @@
  * Input: the JSON in the page's script element #stkr-data (application/json):
  *   frames: [[label, "file:line" or "", flags, image base name or ""], ...]
  *           flags: 1 inlined call, 2 app frame, 4 no function name known
- *   sites:  [{name, count, stacks: [[count, frame, ...root to leaf], ...]}]
+ *   sites:  [{name, count, timeline: [events per bucket, ...],
+ *             stacks: [[count, frame, ...root to leaf], ...]}]
  *   events: events in the report (the denominator of "% of all").
+ *   bucket_ns: the width of a timeline bucket (time since each process
+ *           started recording).
  * The page (written by tools/stackrec/html.c) has one div.flame with
  * data-site="i" per site, inside details#site-i.
  *
@@ -357,6 +360,36 @@
     for (var i = 0; i < graphs.length; i++) if (graphs[i] && graphs[i].built) graphs[i].setStatus(null);
   }
 
+  /* ---- timelines: one bar per bucket, height scaled to the site's peak -- */
+
+  function fmtDur(ns) {
+    if (ns < 1e9) return +(ns / 1e6).toPrecision(4) + ' ms';
+    if (ns < 120e9) return +(ns / 1e9).toPrecision(4) + ' s';
+    return +(ns / 60e9).toPrecision(4) + ' min';
+  }
+  function drawTimeline(el, site) {
+    var tl = site.timeline, w = D.bucket_ns || 1, peak = 0, i;
+    if (!tl || !tl.length) { el.hidden = true; return; }
+    for (i = 0; i < tl.length; i++) if (tl[i] > peak) peak = tl[i];
+    var frag = document.createDocumentFragment();
+    for (i = 0; i < tl.length; i++) {
+      var b = document.createElement('div');
+      b.className = 'tl-bar';
+      /* Any event at all shows: at least 8% of the strip. */
+      b.style.height = (tl[i] ? Math.max(8, 100 * tl[i] / peak) : 0) + '%';
+      b.title = fmtDur(i * w) + '\u2013' + fmtDur((i + 1) * w) + ': ' +
+        fmt(tl[i]) + ' event' + (tl[i] === 1 ? '' : 's');
+      frag.appendChild(b);
+    }
+    el.appendChild(frag);
+    var cap = document.createElement('div');
+    cap.className = 'tl-cap';
+    cap.textContent = '0\u2013' + fmtDur(tl.length * w) + ' after start, ' +
+      fmtDur(w) + ' a bar, peak ' + fmt(peak) + ' (' +
+      +(peak * 1e9 / w).toPrecision(4) + '/s)';
+    el.appendChild(cap);
+  }
+
   /* ---- start ------------------------------------------------------------- */
 
   /* Zoom from the location hash: #site-<i>[/<label>...]. */
@@ -378,6 +411,11 @@
     g.zoomTo(n, false);
   }
 
+  var tls = document.querySelectorAll('.timeline[data-site]');
+  for (var t = 0; t < tls.length; t++) {
+    var ti = +tls[t].getAttribute('data-site');
+    if (D.sites && D.sites[ti]) drawTimeline(tls[t], D.sites[ti]);
+  }
   var els = document.querySelectorAll('.flame[data-site]');
   for (var i = 0; i < els.length; i++) {
     var idx = +els[i].getAttribute('data-site');

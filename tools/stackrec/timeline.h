@@ -1,0 +1,33 @@
+/*
+ * timeline.h: events per site over time, for `report --timeline` and the
+ * HTML strips. Private to //tools:stackrec_lib (agg.c fills it).
+ *
+ * Time is seconds since each event's process started recording (the
+ * filter's origin, filter.h), so the timelines of several processes or
+ * runs line up at their starts. Every site shares one bucket width: the
+ * first STKR_TL_BUCKETS buckets are 1 ms wide, and whenever an event falls
+ * past the last one, every site's buckets are merged in pairs and the
+ * width doubles. Memory: STKR_TL_BUCKETS counters per site.
+ */
+#ifndef STKR_TIMELINE_H
+#define STKR_TIMELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tools/stackrec/agg.h"
+
+typedef struct stkr__timeline stkr__timeline;
+
+stkr__timeline *stkr__timeline_create(void);
+void stkr__timeline_free(stkr__timeline *t); /* NULL is accepted */
+
+/* Count one event at `site` (interned pointer), t_ns after its origin.
+ * @return 0 or -ENOMEM. */
+int stkr__timeline_add(stkr__timeline *t, const char *site, uint64_t t_ns);
+
+/* Point each site's timeline at its buckets (owned by t) and set the agg's
+ * bucket width and count (the buckets up to the last non-empty one). */
+void stkr__timeline_attach(stkr__timeline *t, stkr_agg *a);
+
+#endif /* STKR_TIMELINE_H */
