@@ -924,6 +924,51 @@ static void test_chromium_rare_stack_reachable(void **state) {
   free(dom);
 }
 
+/* The search box counts the events through matching frames; submitting it
+ * shows the sandwich of the function across every site: its callers (the
+ * nearest first) and its callees, down to the hook site. */
+static void test_chromium_search_and_sandwich(void **state) {
+  stkr_agg a;
+  char path[700], out[700], url[800], *page, *dom;
+  FILE *f;
+  (void)state;
+
+  hand_agg(&a);
+  page = page_of(&a, "sandwich");
+  snprintf(path, sizeof path, "%s/sandwich.html", g_tmp);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(page, f);
+  free(page);
+  fputs("<script>(function () {\n"
+        "var form = document.getElementById('search');\n"
+        "form.q.value = 'read_cont';\n"
+        "form.q.dispatchEvent(new Event('input'));\n"
+        "document.body.setAttribute('data-hits', form.querySelector('.hits')"
+        ".textContent + '|' + document.querySelectorAll('.fr.hit').length);\n"
+        "form.dispatchEvent(new Event('submit', {cancelable: true}));\n"
+        "var sw = document.getElementById('sandwich');\n"
+        "document.body.setAttribute('data-sw', (sw.hidden ? 'hidden|' : "
+        "'shown|') + sw.textContent);\n"
+        "})();</script>\n", f);
+  assert_int_equal(fclose(f), 0);
+  snprintf(url, sizeof url, "file://%s", path);
+  snprintf(out, sizeof out, "%s/dom-sandwich.html", g_out);
+  run_chromium(url, "--dump-dom", out);
+  dom = slurp(out);
+  /* Both read_contacts boxes of the open site are drawn and marked. */
+  assert_has(dom, "data-hits=\"4,000 events through matching frames|2\"");
+  assert_has(dom, "data-sw=\"shown|Frames containing \xe2\x80\x9cread_cont"
+                  "\xe2\x80\x9d: 4,000 events in 2 stacks");
+  assert_has(dom, "Callers (the nearest first, out to the outermost):"
+                  "sync_all \xe2\x80\x94 3,000libfoo.so.1+0x1234 \xe2\x80\x94 "
+                  "3,000ui_refresh \xe2\x80\x94 1,000libfoo.so.1+0x1234 "
+                  "\xe2\x80\x94 1,000");
+  assert_has(dom, "Callees (down to the hook site):site files.open "
+                  "\xe2\x80\x94 4,000\"");
+  free(dom);
+}
+
 int main(void) {
   const struct CMUnitTest page[] = {
       cmocka_unit_test(test_drop_summary_by_cause),
@@ -938,6 +983,7 @@ int main(void) {
       cmocka_unit_test(test_chromium_hover_click_and_link),
       cmocka_unit_test(test_chromium_tooltip_locations),
       cmocka_unit_test(test_chromium_rare_stack_reachable),
+      cmocka_unit_test(test_chromium_search_and_sandwich),
       cmocka_unit_test(test_chromium_screenshot),
   };
   int failed = cmocka_run_group_tests_name("html page", page, NULL, NULL);

@@ -417,7 +417,12 @@ static void put_flame_sections(FILE *out, const stkr_agg *a) {
         "<span style=\"background:hsl(205,50%,70%)\"></span>libraries"
         "<span style=\"background:hsl(210,6%,78%)\"></span>no symbol</p>\n"
         "<noscript><p>The flame graphs need JavaScript; the tables above "
-        "do not.</p></noscript>\n", out);
+        "do not.</p></noscript>\n"
+        "<form class=\"search\" id=\"search\"><label>Function: <input "
+        "type=\"search\" name=\"q\" placeholder=\"part of a frame's name\">"
+        "</label> <button type=\"submit\">Callers and callees</button> "
+        "<span class=\"hits\"></span></form>\n"
+        "<div id=\"sandwich\" hidden></div>\n", out);
   for (i = 0; i < a->n_sites; i++) {
     const stkr_agg_site *s = &a->sites[i];
     fprintf(out, "<details class=\"site\" id=\"site-%zu\"%s><summary>"

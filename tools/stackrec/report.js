@@ -23,6 +23,12 @@
  * its events, each a link that zooms to it. For privacy QA the one-off
  * call is often the finding, so every stack stays reachable.
  *
+ * Search: typing in #search highlights the matching frames of every graph
+ * and counts their events; submitting it shows the "sandwich" of the
+ * matching functions across all sites: who calls them (callers, inverted:
+ * the nearest caller first) and what they call, each merged into one tree
+ * with its events (pprof's -focus and sandwich views).
+ *
  * Zoom state lives in location.hash as #site-<i>/<label>/<label>... (each
  * label URI-encoded, root to the zoomed frame), so a view can be linked and
  * reloaded.
@@ -301,6 +307,11 @@
     this.el.textContent = '';
     this.el.appendChild(frag);
     this.el.setAttribute('data-boxes', String(count));
+    if (query) {
+      var b = this.el.querySelectorAll('.fr');
+      for (var j = 0; j < b.length; j++)
+        if (b[j]._n && b[j]._n.fi >= 0 && matches(b[j]._n.name)) b[j].classList.add('hit');
+    }
   };
 
   function box(n, leftPct, widthPct, W, cls) {
@@ -390,6 +401,110 @@
     el.appendChild(cap);
   }
 
+  /* ---- search and sandwich ---------------------------------------------- */
+
+  var SW_DEPTH = 8;   /* tree levels shown */
+  var SW_KIDS = 10;   /* children shown per node */
+  var query = '';
+
+  function matches(name) { return query !== '' && name.indexOf(query) >= 0; }
+
+  /* Events through frames that match, not counting a match under another
+   * match twice (recursion). */
+  function matchedEvents(n, under) {
+    var v = 0, hit = !under && n.fi >= 0 && matches(n.name);
+    if (hit) v += n.v;
+    for (var k = 0; k < n.kids.length; k++) v += matchedEvents(n.kids[k], under || hit);
+    return v;
+  }
+
+  function tnode(name) { return { name: name, v: 0, kids: {}, n: 0 }; }
+  function tadd(t, path, c) {
+    t.v += c;
+    for (var i = 0; i < path.length; i++) {
+      var k = t.kids[path[i]];
+      if (!k) { k = t.kids[path[i]] = tnode(path[i]); t.n++; }
+      k.v += c;
+      t = k;
+    }
+  }
+  /* An indented list, widest first, SW_DEPTH levels and SW_KIDS per node. */
+  function renderTree(el, t, depth) {
+    var kids = Object.keys(t.kids).map(function (k) { return t.kids[k]; });
+    kids.sort(function (a, b) { return b.v - a.v || (a.name < b.name ? -1 : 1); });
+    var ul = document.createElement('ul');
+    for (var i = 0; i < kids.length && i < SW_KIDS; i++) {
+      var li = document.createElement('li');
+      li.textContent = kids[i].name + ' \u2014 ' + fmt(kids[i].v);
+      if (depth + 1 < SW_DEPTH && kids[i].n) renderTree(li, kids[i], depth + 1);
+      ul.appendChild(li);
+    }
+    if (kids.length > SW_KIDS) {
+      var more = document.createElement('li');
+      more.textContent = '... ' + (kids.length - SW_KIDS) + ' more';
+      ul.appendChild(more);
+    }
+    el.appendChild(ul);
+  }
+
+  /* The sandwich of every frame whose name contains query: stacks are
+   * root-first frame indexes; each occurrence (the outermost one in a
+   * stack, so recursion counts once) splits its stack into callers and
+   * callees. */
+  function sandwich(el) {
+    var callers = tnode(query), callees = tnode(query), total = 0, stacks = 0;
+    (D.sites || []).forEach(function (site) {
+      (site.stacks || []).forEach(function (st) {
+        for (var i = 1; i < st.length; i++) {
+          var name = F[st[i]] ? F[st[i]][0] : '?';
+          if (!matches(name)) continue;
+          /* Root (outermost caller) first: callers are before i, the
+           * nearest one last; callees after it, then the site itself. */
+          var up = [], down = [];
+          for (var a = 1; a < i; a++) up.push(F[st[a]] ? F[st[a]][0] : '?');
+          up.reverse();
+          for (var b = i + 1; b < st.length; b++) down.push(F[st[b]] ? F[st[b]][0] : '?');
+          down.push('site ' + site.name);
+          tadd(callers, up, st[0]);
+          tadd(callees, down, st[0]);
+          total += st[0];
+          stacks++;
+          break;
+        }
+      });
+    });
+    el.textContent = '';
+    var h = document.createElement('h3');
+    h.textContent = 'Frames containing \u201c' + query + '\u201d: ' + fmt(total) +
+      ' events in ' + stacks + ' stack' + (stacks === 1 ? '' : 's');
+    el.appendChild(h);
+    if (!stacks) { el.hidden = false; return; }
+    var c1 = document.createElement('div'), c2 = document.createElement('div');
+    c1.className = 'callers';
+    c2.className = 'callees';
+    c1.appendChild(document.createTextNode('Callers (the nearest first, out to the outermost):'));
+    c2.appendChild(document.createTextNode('Callees (down to the hook site):'));
+    if (callers.n) renderTree(c1, callers, 0);
+    else c1.appendChild(document.createTextNode(' none (the outermost frame)'));
+    renderTree(c2, callees, 0);
+    el.appendChild(c1);
+    el.appendChild(c2);
+    el.hidden = false;
+  }
+
+  function highlight() {
+    var total = 0;
+    graphs.forEach(function (g) {
+      if (!g.built) g.build();
+      total += matchedEvents(g.root, false);
+      var b = g.el.querySelectorAll('.fr');
+      for (var i = 0; i < b.length; i++)
+        if (b[i]._n) b[i].classList.toggle('hit', b[i]._n.fi >= 0 && matches(b[i]._n.name));
+    });
+    var hits = document.querySelector('#search .hits');
+    if (hits) hits.textContent = query ? fmt(total) + ' events through matching frames' : '';
+  }
+
   /* ---- start ------------------------------------------------------------- */
 
   /* Zoom from the location hash: #site-<i>[/<label>...]. */
@@ -431,6 +546,16 @@
   });
   fromHash();
   window.addEventListener('hashchange', fromHash);
+  var form = document.getElementById('search'), sw = document.getElementById('sandwich');
+  if (form && sw) {
+    form.q.addEventListener('input', function () { query = form.q.value; highlight(); });
+    form.addEventListener('submit', function (e) {
+      e.preventDefault();
+      query = form.q.value;
+      highlight();
+      if (query) sandwich(sw); else sw.hidden = true;
+    });
+  }
   document.addEventListener('keydown', function (e) {
     if (e.key !== 'Escape') return;
     graphs.forEach(function (g) { if (g.built && g.zoom !== g.root) g.zoomTo(g.root, false); });
