@@ -334,6 +334,7 @@ static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     st->info.start_mono_ns = h->start_mono_ns;
     st->info.start_wall_ns = h->start_wall_ns;
   }
+  stkr__acct_header(r, st, h, path, off);
   if (!st->have_session) {
     st->have_session = true;
     st->sess_mono = h->start_mono_ns;
@@ -399,32 +400,24 @@ static int stkr__apply_defs(stkr_reader *r, stkr__stream *st,
   return 0;
 }
 
-static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b) {
+static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
+                                 size_t file_index) {
   stkr_process_info *in = &st->info;
-  size_t i;
 
   if (b->clock != NULL && b->clock->wall_ns != 0) {
     st->have_sync = true;
     st->sync_mono = b->clock->mono_ns;
     st->sync_wall = b->clock->wall_ns;
   }
-  for (i = 0; i < b->n_drops; i++) {
-    in->drops_ring_full += b->drops[i]->ring_full;
-    in->drops_reentrant += b->drops[i]->reentrant;
-    in->drops_other += b->drops[i]->other;
-  }
-  if (b->counters != NULL) {
-    st->sess_attempted = b->counters->attempted;
-    st->sess_write_error = b->counters->dropped_write_error;
-    st->sess_deleted = b->counters->segments_deleted;
-  }
-  in->attempted = st->base_attempted + st->sess_attempted;
-  in->drops_write_error = st->base_write_error + st->sess_write_error;
-  in->segments_deleted = st->base_deleted + st->sess_deleted;
-  in->drops = in->drops_ring_full + in->drops_reentrant + in->drops_other +
-              in->drops_write_error;
+  stkr__acct_batch(st, b, file_index);
+  stkr__acct_publish(st);
   if (st->have_batch_seq && b->seq > st->last_batch_seq + 1)
     in->missing_batches += b->seq - st->last_batch_seq - 1;
+  /* Batches are numbered from 1 in each session: a session whose first
+   * batch read is numbered 4 lost its first three (a deleted or emptied
+   * first segment, or the disk cap). */
+  if (!st->have_batch_seq && b->seq > 1)
+    in->missing_batches += b->seq - 1;
   if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
     st->have_batch_seq = true;
     st->last_batch_seq = b->seq;
@@ -439,10 +432,6 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b) {
 static void stkr__session_reset(stkr__stream *st) {
   size_t i;
 
-  st->base_attempted += st->sess_attempted;
-  st->base_write_error += st->sess_write_error;
-  st->base_deleted += st->sess_deleted;
-  st->sess_attempted = st->sess_write_error = st->sess_deleted = 0;
   if (!st->sess_clean)
     st->unclean_before = true;
   st->sess_clean = false;
@@ -480,6 +469,10 @@ static bool stkr__is_new_session(const stkr__stream *st,
 
   if (h != NULL && st->have_session &&
       (h->start_mono_ns != st->sess_mono || h->start_wall_ns != st->sess_wall))
+    return true;
+  /* Session ids, when both are known, name the session outright. */
+  if (h != NULL && st->have_session && h->session_id != 0 &&
+      st->acct.session_id != 0 && h->session_id != st->acct.session_id)
     return true;
   /* Without a readable header (damaged first batch): numbers restart. */
   return st->have_batch_seq && b->seq != 0 && b->seq <= st->last_batch_seq;
@@ -547,17 +540,20 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     return STKR__BATCH_SKIPPED;
   }
 
-  if (st->info.sessions == 0)
+  if (st->info.sessions == 0) {
     st->info.sessions = 1;
-  else if (stkr__is_new_session(st, b))
+    stkr__acct_begin(st);
+  } else if (stkr__is_new_session(st, b)) {
+    stkr__acct_end(r, st); /* before the reset forgets how it ended */
     stkr__session_reset(st);
+  }
   if (b->header != NULL)
     stkr__apply_header(r, st, b->header, path, off, file_seq);
   if (stkr__apply_defs(r, st, b, path, off) != 0) {
     stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return -ENOMEM;
   }
-  stkr__apply_counters(st, b);
+  stkr__apply_counters(st, b, r->cur_file);
 
   e = b->events;
   n = e ? e->n_ts_delta_ns : 0;

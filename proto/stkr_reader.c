@@ -20,6 +20,8 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
   stkr_warning w;
   va_list ap;
 
+  if (kind == STKR_WARN_INCOMPLETE && r->incomplete_cb == NULL)
+    return;
   va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
   va_end(ap);
@@ -39,6 +41,11 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
   w.offset = off;
   w.pid = pid;
   w.message = msg;
+  if (kind == STKR_WARN_INCOMPLETE) { /* a finding, not a warning */
+    if (r->incomplete_cb != NULL)
+      r->incomplete_cb(r->incomplete_arg, &w);
+    return;
+  }
   r->counts.warnings++;
   if (w.data_lost)
     r->counts.data_lost++;
@@ -64,6 +71,8 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
     r->lazy_frames = opts->lazy_frames;
     r->batch_cb = opts->batch;
     r->batch_arg = opts->batch_arg;
+    r->incomplete_cb = opts->incomplete;
+    r->incomplete_arg = opts->incomplete_arg;
   }
   stkr_fmt_pballoc_init(&r->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   r->dctx = ZSTD_createDCtx();
@@ -294,6 +303,7 @@ int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
 /* ---- iteration --------------------------------------------------------- */
 
 static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
+  stkr__acct_stream_done(r, st);
   if (st->info.unresolved_events)
     stkr__warn(r, STKR_WARN_UNRESOLVED,
                st->n_files ? st->files[0].path : st->dir, -1, st->info.pid,

@@ -9,6 +9,13 @@
  *      out-of-memory error
  *   2  usage error (bad command, option or argument)
  *   3  an input could not be opened (missing, no permission, not a file)
+ *   4  (verify, and record's summary) intact but incomplete: events
+ *      dropped, a session that ended uncleanly, segments missing from a
+ *      session or deleted by the disk cap, a directory recreated mid-run,
+ *      a segment file without any batch. Other commands exit 0 there and
+ *      show the accounting (info per process, report at the top).
+ * Output that cannot be written (stdout, or merge's OUT) is 1, never 3:
+ * 3 is only for input.
  * Warnings that lose no data (ignored files, an empty segment of a live
  * recording) are printed but keep the status 0; the incomplete last batch
  * of a recording still being written is not a warning at all (info and
@@ -28,6 +35,7 @@
 #define STKR_CLI_DATA_LOST 1
 #define STKR_CLI_USAGE 2
 #define STKR_CLI_NO_INPUT 3
+#define STKR_CLI_INCOMPLETE 4
 
 /* The exit-status paragraph shared by every --help. */
 extern const char stkr_cli_exit_help[];
