@@ -197,12 +197,13 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   unsigned long long sid = (unsigned long long)a->session_id;
   uint32_t cap_deleted, first_missing;
   uint64_t d[5], dropped = 0, accounted;
-  bool ovf = false, was_ovf = in->counters_overflow, whole;
+  bool ovf = false, whole, recovered_end;
   int i;
 
   if (a->first_file == 0) /* no intact batch: nothing to account */
     return;
-  if (stkr__publish(st) && !was_ovf)
+  if (stkr__publish(st) && !(st->warned & STKR__WARNED_OVERFLOW)) {
+    st->warned |= STKR__WARNED_OVERFLOW;
     stkr__warn(r, STKR_WARN_DAMAGED, stkr__sess_path(st, a->last_file), -1,
                pid,
                "process %u session %016llx: drop counters overflow 64 bits "
@@ -213,6 +214,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
                (unsigned long long)in->drops_other,
                (unsigned long long)in->drops_write_error,
                (unsigned long long)in->drops_exit);
+  }
 
   stkr__first_gap(st, &cap_deleted, &first_missing);
   if (cap_deleted)
@@ -247,7 +249,11 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   whole = st->sess_clean && cap_deleted + first_missing + a->gap_middle == 0 &&
           in->damaged_batches == a->damaged_before &&
           in->missing_batches == a->missing_before;
-  if (!st->sess_clean) {
+  /* A writer that died, whose unflushed events recovery wrote out: as
+   * complete as a clean end when everything it attempted is accounted. */
+  recovered_end = !st->sess_clean && a->recovered_batches > 0 &&
+                  a->have_counters && !ovf && accounted >= a->c.attempted;
+  if (!st->sess_clean && !recovered_end) {
     char attempted[64] = "no counters read";
 
     if (a->have_counters)
