@@ -88,6 +88,8 @@ static int setup(void **state) {
 }
 
 static const char k_std_report[] =
+    "# INCOMPLETE: 1 of 1 process: 14 events dropped (ring full 6, "
+    "reentrant 2, other 4, write error 2, exit 0)\n"
     "# 9 events from 1 process, 4 sites, 9 distinct stacks\n"
     "# DROPPED: 14 events were lost by the recorder, not counted below "
     "(ring full 6, reentrant 2, other 4, write error 2)\n"
@@ -322,6 +324,8 @@ static void test_no_categories(void **state) {
   assert_int_equal(cr_run("report '%s'", d), 0);
   assert_string_equal(
       cr_out,
+      "# INCOMPLETE: 1 of 1 process: 1 event dropped (ring full 1, "
+      "reentrant 0, other 0, write error 0, exit 0)\n"
       "# 3 events from 1 process, 2 sites, 2 distinct stacks\n"
       "# DROPPED: 1 event was lost by the recorder, not counted below (ring "
       "full 1, reentrant 0, other 0, write error 0)\n"
@@ -350,6 +354,15 @@ static void test_html(void **state) {
   assert_non_null(strstr(html, "<html"));
   assert_non_null(strstr(html, "files.open"));
   assert_non_null(strstr(html, "open_config"));
+  /* g_sym is complete: no banner. The standard recording counts drops:
+   * the page says so before anything else. */
+  assert_null(strstr(html, "class=\"incomplete\""));
+  assert_int_equal(cr_run("report --html '%s' '%s'", path, g_std), 0);
+  cr_slurp(path, html, sizeof html);
+  assert_non_null(strstr(html, "</h1>\n<p class=\"incomplete\" role=\"alert\">"
+                               "<strong>INCOMPLETE: 1 of 1 process: 14 events "
+                               "dropped (ring full 6, reentrant 2, other 4, "
+                               "write error 2, exit 0)</strong></p>\n"));
   /* An unwritable place: a clear error, status 1. */
   assert_int_equal(cr_run("report --html /nonexistent/dir/r.html '%s'",
                           g_sym), 1);
@@ -376,7 +389,14 @@ static void test_damaged_input(void **state) {
   snprintf(want, sizeof want, "stackrec: warning: %s: offset %zu: damaged "
                               "batch (", path, end0);
   assert_memory_equal(cr_err, want, strlen(want));
+  /* Said first: damaged, and what else is missing. */
   assert_string_equal(cr_line(cr_out, 0),
+                      "# INCOMPLETE: 1 of 1 process: 1 damaged (1 batch "
+                      "lost); 8 events dropped (ring full 3, reentrant 1, "
+                      "other 2, write error 2, exit 0); 1 session without a "
+                      "clean end (killed, crashed or _exit); 88 events "
+                      "accepted but not written; 1 batch missing");
+  assert_string_equal(cr_line(cr_out, 1),
                       "# 4 events from 1 process, 3 sites, 4 distinct stacks");
   assert_non_null(strstr(cr_out, "\n# DAMAGED: 1 batch could not be read "
                                  "(named on stderr); their events are not "
@@ -405,6 +425,11 @@ static void test_live_recording(void **state) {
   assert_int_equal(cr_run("report '%s'", d), 0);
   assert_string_equal(cr_err, "");
   assert_string_equal(cr_line(cr_out, 0),
+                      "# INCOMPLETE: 1 of 1 process: 8 events dropped (ring "
+                      "full 3, reentrant 1, other 2, write error 2, exit 0); "
+                      "1 session without a clean end (killed, crashed or "
+                      "_exit); 84 events accepted but not written");
+  assert_string_equal(cr_line(cr_out, 1),
                       "# 8 events from 1 process, 4 sites, 8 distinct stacks");
   assert_non_null(strstr(cr_out, "\n# LIVE: 1 process is still being "
                                  "written; the last, incomplete batch is not "
@@ -434,6 +459,10 @@ static void test_empty_and_missing_inputs(void **state) {
   assert_int_equal(fx_std_write(d, FX_PID), 0);
   assert_int_equal(cr_run("report '%s'", d), 0);
   assert_string_equal(cr_line(cr_out, 0),
+                      "# INCOMPLETE: 2 of 2 processes: 14 events dropped "
+                      "(ring full 6, reentrant 2, other 4, write error 2, "
+                      "exit 0); 1 segment without any batch");
+  assert_string_equal(cr_line(cr_out, 1),
                       "# 9 events from 2 processes, 4 sites, 9 distinct "
                       "stacks");
   assert_non_null(strstr(cr_err, "notes.txt"));

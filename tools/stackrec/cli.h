@@ -55,6 +55,13 @@ int stkr_cli_open(const char *cmd, char *const *paths, int n,
  * 1 if data was lost or no process was found, else 0. */
 int stkr_cli_status(const stkr_reader *r);
 
+/* The one-line completeness summary of a reader that has been read
+ * (verify.c): "INCOMPLETE: 1 of 2 processes: 14 events dropped (...); 1
+ * session without a clean end ..." when any process is incomplete or
+ * damaged, written into buf (cut to len). report and report --html show it
+ * at the top. @return its length, 0 (buf "") when complete and intact. */
+size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
+
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
 

@@ -487,7 +487,7 @@ static void on_progress(uint64_t events, void *arg) {
 }
 
 static int write_html(const stkr_agg *a, const report_opts *o,
-                      char *const *inputs, int n) {
+                      char *const *inputs, int n, const char *banner) {
   char title[512];
   size_t len;
   FILE *f;
@@ -503,7 +503,7 @@ static int write_html(const stkr_agg *a, const report_opts *o,
             strerror(errno));
     return STKR_CLI_DATA_LOST;
   }
-  err = stkr_html_write(f, a, title);
+  err = stkr_html_write_banner(f, a, title, banner);
   if (fclose(f) != 0 && err == 0)
     err = -errno;
   if (err != 0) {
@@ -534,6 +534,7 @@ int stkr_cli_report(int argc, char **argv) {
   stkr_cli_progress prog;
   stkr_reader *r;
   stkr_agg *a = NULL;
+  char banner[1024];
   int c, err, status;
 
   memset(&o, 0, sizeof o);
@@ -616,9 +617,12 @@ int stkr_cli_report(int argc, char **argv) {
     stkr_reader_free(r);
     return STKR_CLI_DATA_LOST;
   }
+  /* First of all: whether what follows is the whole story. */
+  if (stkr_cli_incomplete_line(r, banner, sizeof banner) > 0)
+    printf("# %s\n", banner);
   print_header(a, &o);
   if (o.html != NULL) {
-    status = write_html(a, &o, argv + optind, argc - optind);
+    status = write_html(a, &o, argv + optind, argc - optind, banner);
   } else {
     if (a->events == 0)
       puts(a->events_read ? "# no event matches the filters"

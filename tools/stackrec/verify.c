@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,102 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
     printf(", still being written");
   putchar('\n');
   print_accounting(v, p);
+}
+
+/* ---- the completeness line of report, report --html and info ---------- */
+
+typedef struct sumbuf {
+  char *p;
+  size_t len, cap;
+} sumbuf;
+
+static void sum_add(sumbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sum_add(sumbuf *b, const char *fmt, ...) {
+  va_list ap;
+  int n;
+
+  if (b->len >= b->cap)
+    return;
+  va_start(ap, fmt);
+  n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    b->len = b->len + (size_t)n < b->cap ? b->len + (size_t)n : b->cap - 1;
+}
+
+size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
+  uint64_t drops = 0, rf = 0, re = 0, other = 0, we = 0, ex = 0;
+  uint64_t unclean = 0, missing = 0, capdel = 0, recreated = 0, empty = 0;
+  uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
+  size_t i, n = stkr_reader_process_count(r), np = 0;
+  sumbuf b = {buf, 0, len};
+  const char *sep = " ";
+
+  if (len == 0)
+    return 0;
+  buf[0] = '\0';
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
+               p->counters_overflow || p->accounting_mismatches;
+
+    if (!p->incomplete && !dmg)
+      continue;
+    np++;
+    drops += p->drops;
+    rf += p->drops_ring_full;
+    re += p->drops_reentrant;
+    other += p->drops_other;
+    we += p->drops_write_error;
+    ex += p->drops_exit;
+    unclean += p->unclean_sessions;
+    missing += p->segments_missing;
+    capdel += p->segments_deleted;
+    recreated += p->dir_recreated;
+    empty += p->empty_segments;
+    batches += p->missing_batches;
+    unaccounted += p->unaccounted;
+    damaged += p->damaged_batches;
+    bad += dmg;
+  }
+  if (np == 0)
+    return 0;
+  sum_add(&b, "INCOMPLETE: %zu of %zu process%s:", np, n, n == 1 ? "" : "es");
+#define SUM_ITEM(cond, ...)                                                   \
+  do {                                                                        \
+    if (cond) {                                                               \
+      sum_add(&b, "%s", sep);                                                 \
+      sum_add(&b, __VA_ARGS__);                                               \
+      sep = "; ";                                                             \
+    }                                                                         \
+  } while (0)
+  SUM_ITEM(bad, "%llu damaged (%llu batch%s lost)", (unsigned long long)bad,
+           (unsigned long long)damaged, damaged == 1 ? "" : "es");
+  SUM_ITEM(drops,
+           "%llu event%s dropped (ring full %llu, reentrant %llu, other "
+           "%llu, write error %llu, exit %llu)",
+           (unsigned long long)drops, drops == 1 ? "" : "s",
+           (unsigned long long)rf, (unsigned long long)re,
+           (unsigned long long)other, (unsigned long long)we,
+           (unsigned long long)ex);
+  SUM_ITEM(unclean, "%llu session%s without a clean end (killed, crashed "
+           "or _exit)", (unsigned long long)unclean,
+           unclean == 1 ? "" : "s");
+  SUM_ITEM(unaccounted, "%llu event%s accepted but not written",
+           (unsigned long long)unaccounted, unaccounted == 1 ? "" : "s");
+  SUM_ITEM(missing, "%llu segment%s missing", (unsigned long long)missing,
+           missing == 1 ? "" : "s");
+  SUM_ITEM(capdel, "%llu segment%s deleted by the disk cap",
+           (unsigned long long)capdel, capdel == 1 ? "" : "s");
+  SUM_ITEM(recreated, "recording directory recreated %llu time%s",
+           (unsigned long long)recreated, recreated == 1 ? "" : "s");
+  SUM_ITEM(empty, "%llu segment%s without any batch",
+           (unsigned long long)empty, empty == 1 ? "" : "s");
+  SUM_ITEM(batches, "%llu batch%s missing", (unsigned long long)batches,
+           batches == 1 ? "" : "es");
+#undef SUM_ITEM
+  return b.len;
 }
 
 int stkr_cli_verify(int argc, char **argv) {
