@@ -8,6 +8,7 @@
  * half-trusted batch never leaves half-applied state behind.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -314,6 +315,31 @@ static const char *stkr__check_events(const Stackrec__Events *e) {
   return NULL;
 }
 
+/* Definitions a writer never makes and that would cost a reader more than
+ * their share: a stack deeper than the recorder's hard cap. @return 0 if
+ * fine, else writes why into why[] and returns 1. */
+static int stkr__check_defs(const Stackrec__Batch *b, char *why, size_t len) {
+  size_t i;
+
+  for (i = 0; i < b->n_stacks; i++) {
+    const Stackrec__StackDef *d = b->stacks[i];
+
+    if (d->n_pcs > STKR_FMT_MAX_DEPTH) {
+      snprintf(why, len, "stack %u has %zu PCs, more than the writer's "
+               "maximum %u", (unsigned)d->id, d->n_pcs,
+               (unsigned)STKR_FMT_MAX_DEPTH);
+      return 1;
+    }
+    if (d->n_frames > STKR_FMT_MAX_STACK_FRAMES) {
+      snprintf(why, len, "stack %u has %zu frames, more than %u",
+               (unsigned)d->id, d->n_frames,
+               (unsigned)STKR_FMT_MAX_STACK_FRAMES);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
                                const Stackrec__Header *h, const char *path,
                                uint64_t off, uint32_t file_seq) {
@@ -491,6 +517,7 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   Stackrec__Batch *b;
   const Stackrec__Events *e;
   const char *why;
+  char whybuf[128];
   size_t i, n;
 
   stkr__batch_release(r);
@@ -532,7 +559,11 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return STKR__BATCH_UNSUPPORTED;
   }
-  if ((why = stkr__check_events(b->events)) != NULL) {
+  if (stkr__check_defs(b, whybuf, sizeof(whybuf)) != 0)
+    why = whybuf;
+  else
+    why = stkr__check_events(b->events);
+  if (why != NULL) {
     st->info.damaged_batches++;
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
                "damaged batch (%s), skipped", why);
@@ -600,6 +631,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->payload_len = 0;
   ev->payload_truncated = false;
   ev->unresolved = false;
+  ev->site_undefined = ev->thread_undefined = ev->stack_undefined = false;
   ev->frames = NULL;
   ev->n_frames = 0;
   /* Unsigned wrap-around adds a negative delta correctly. */
@@ -635,16 +667,22 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
     r->ev_stream = st;
     r->ev_stack = NULL;
     ev->unresolved = true;
+    ev->stack_undefined = true;
   }
 
   /* Site 0 (no column and an unknown stack) counts under "?" like any
-   * undefined id. */
-  if (stkr__site_slot(st, ev->site_id, &idx) != 0)
+   * undefined id. Undefined ids share one "?" entry (id 0): per-id state
+   * for ids nobody defined would let a file of distinct bogus ids make the
+   * reader (and every tool keyed by site) allocate per event. */
+  if (!stkr__idmap_get(&st->site_map, ev->site_id, &idx) &&
+      stkr__site_slot(st, 0, &idx) != 0)
     return -ENOMEM;
   ev->site = st->sites[idx].name;
   st->sites[idx].events++;
-  if (!st->sites[idx].defined)
+  if (!st->sites[idx].defined) {
     ev->unresolved = true;
+    ev->site_undefined = true;
+  }
 
   ev->thread_id = e->thread_id[i];
   if (stkr__idmap_get(&st->thread_map, ev->thread_id, &idx)) {
@@ -653,6 +691,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   } else {
     ev->thread_name = "?";
     ev->unresolved = true;
+    ev->thread_undefined = true;
   }
 
   if (e->n_payload_len) {

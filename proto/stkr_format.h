@@ -30,6 +30,15 @@ extern "C" {
  * reader's memory no matter what a file claims. */
 #define STKR_FMT_MAX_BATCH_BYTES (64u << 20)
 
+/* Most PCs a StackDef may hold: the recorder's hard cap on max_depth
+ * (STKR_MAX_DEPTH in recorder/stackrec.h, which proto/ cannot include).
+ * A reader treats a longer stack as damage: it is not something the writer
+ * makes, and a copy of it would be the file's to size. */
+#define STKR_FMT_MAX_DEPTH 256
+/* Most symbolized frames a StackDef may list: every PC's inlined calls and
+ * its function (64 levels of inlining per PC is far beyond real code). */
+#define STKR_FMT_MAX_STACK_FRAMES (STKR_FMT_MAX_DEPTH * 64)
+
 /* Longest name stkr_fmt_segment_name() can produce, with its NUL:
  * "stackrec-" + 10 digits + "-" + 10 digits + ".zst" + NUL. */
 #define STKR_FMT_SEGMENT_NAME_MAX 35

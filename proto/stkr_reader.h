@@ -230,8 +230,9 @@ typedef struct stkr_process_info {
                                 died mid-batch); see STKR_WARN_LIVE_TAIL */
 } stkr_process_info;
 
-/* Events per site of one process. name is "?" when the site id has no
- * definition (defined is false then). */
+/* Events per site of one process. One entry with name "?" and id 0
+ * (defined false) counts the events of every site id with no definition
+ * (and of site 0). */
 typedef struct stkr_site_info {
   uint32_t id;
   const char *name;
@@ -282,7 +283,11 @@ typedef struct stkr_event_view {
   const uint8_t *payload;    /* NULL if payload_len == 0 */
   size_t payload_len;
   bool payload_truncated;    /* cut at payload_max when recorded */
-  bool unresolved;           /* some id had no definition */
+  bool unresolved;           /* some id had no definition: */
+  bool site_undefined, thread_undefined, stack_undefined; /* which. A
+                                tool keying state by id should key these
+                                as one "unknown" (e.g. id 0): a file may
+                                hold any number of distinct bogus ids */
   const char *path;          /* segment file of the event */
   uint64_t batch_offset;     /* byte offset of its batch in that file */
   /* Symbolized frames of the stack, innermost first (at least one per PC);

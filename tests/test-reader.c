@@ -309,17 +309,25 @@ static void test_unknown_ids(void **state) {
   assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
   assert_int_equal(log.n, 1);
   assert_non_null(strstr(log.w[0].msg, "4 events"));
+  assert_true(got[1].site_undefined && !got[1].thread_undefined &&
+              !got[1].stack_undefined);
+  assert_true(got[2].thread_undefined && !got[2].site_undefined);
+  assert_true(got[3].stack_undefined && !got[3].thread_undefined);
+  assert_false(got[5].site_undefined);
+  /* Undefined ids share one "?" entry (id 0): no state per bogus id. Site
+   * 3's event before its definition is one of them. */
   assert_int_equal(stkr_reader_sites(r, 0, &sites, &ns), 0);
   assert_int_equal(ns, 4);
   for (i = 0; i < ns; i++) {
-    if (sites[i].id == 99) {
+    assert_true(sites[i].id != 99);
+    if (sites[i].id == 0) {
       assert_false(sites[i].defined);
       assert_string_equal(sites[i].name, "?");
-      assert_int_equal(sites[i].events, 1);
-    } else if (sites[i].id == 3) {
-      assert_true(sites[i].defined); /* placeholder filled in later */
-      assert_string_equal(sites[i].name, "file.open");
       assert_int_equal(sites[i].events, 2);
+    } else if (sites[i].id == 3) {
+      assert_true(sites[i].defined);
+      assert_string_equal(sites[i].name, "file.open");
+      assert_int_equal(sites[i].events, 1);
     }
   }
   stkr_reader_free(r);

@@ -534,8 +534,12 @@ static void new_process(builder *b, size_t process) {
 
 /* Count the event: one hash probe on its ids, except for a new key. */
 static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
-  uint32_t session = ev->proc->sessions, site = ev->site_id;
-  uint32_t stack = ev->stack_id, thread = b->o->by_thread ? ev->thread_id : 0;
+  /* Undefined ids key as 0: a file may hold any number of bogus ones. */
+  uint32_t session = ev->proc->sessions;
+  uint32_t site = ev->site_undefined ? 0 : ev->site_id;
+  uint32_t stack = ev->stack_undefined ? 0 : ev->stack_id;
+  uint32_t thread =
+      b->o->by_thread && !ev->thread_undefined ? ev->thread_id : 0;
   size_t i, merged;
   raw *w;
   int err;
@@ -734,9 +738,11 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     if ((b.o->from_s > 0 || b.o->to_s > 0) && !in_window(&b, &ev))
       continue;
     if (b.o->site_glob != NULL) {
-      if (!pass_get(&b.site_pass, ps, ev.site_id, &pass)) {
+      uint32_t sid = ev.site_undefined ? 0 : ev.site_id; /* see above */
+
+      if (!pass_get(&b.site_pass, ps, sid, &pass)) {
         int m = match(b.o->site_glob, ev.site);
-        if (m < 0 || pass_put(&b.site_pass, ps, ev.site_id, m == 1) != 0) {
+        if (m < 0 || pass_put(&b.site_pass, ps, sid, m == 1) != 0) {
           err = m < 0 ? m : -ENOMEM;
           break;
         }
@@ -746,9 +752,11 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
         continue;
     }
     if (b.o->thread_glob != NULL) {
-      if (!pass_get(&b.thread_pass, ps, ev.thread_id, &pass)) {
+      uint32_t tid = ev.thread_undefined ? 0 : ev.thread_id;
+
+      if (!pass_get(&b.thread_pass, ps, tid, &pass)) {
         int m = thread_passes(&b, &ev);
-        if (m < 0 || pass_put(&b.thread_pass, ps, ev.thread_id, m == 1)) {
+        if (m < 0 || pass_put(&b.thread_pass, ps, tid, m == 1)) {
           err = m < 0 ? m : -ENOMEM;
           break;
         }
