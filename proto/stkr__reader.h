@@ -101,6 +101,7 @@ typedef struct stkr__stream {
   dev_t dir_dev;
   ino_t dir_ino;
   bool anon;              /* one file not named as a segment */
+  size_t order;           /* creation order: ties in the pid sort */
   char *process_name, *arch;
 
   stkr__file *files; /* sorted by seq */
@@ -179,6 +180,11 @@ struct stkr_reader {
 
   stkr__stream **streams; /* sorted by pid, then creation order */
   size_t n_streams, cap_streams;
+  /* (directory, pid) -> stream, open addressing, load <= 1/2: adding N
+   * process files is O(N), not a scan of every stream per file. */
+  stkr__stream **stream_tab;
+  size_t stream_tab_cap;
+  uint64_t stream_probes; /* slots looked at: the work, for the tests */
   bool started;
   int hard_err; /* sticky negative errno after a hard error */
 
@@ -240,6 +246,11 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 /* Drop the current batch. */
 void stkr__batch_release(stkr_reader *r);
 void stkr__stream_free(stkr__stream *st);
+/* The stream has been read: free what only reading needed (threads,
+ * stacks, frames, strings, id maps), keeping the summary, sites and
+ * images the accessors hand out, so memory does not grow with the number
+ * of processes read. */
+void stkr__stream_trim(stkr__stream *st);
 
 /* stkr_accounting.c: per-session accounting (see "Accounting" in
  * stkr_reader.h). Start a session (after the previous one ended). */
