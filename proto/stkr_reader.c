@@ -206,7 +206,8 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
 
 /* Streams sorted by pid, then creation order (once per stkr_reader_add). */
 static void stkr__streams_sort(stkr_reader *r) {
-  qsort(r->streams, r->n_streams, sizeof(*r->streams), stkr__stream_cmp);
+  if (r->n_streams > 1)
+    qsort(r->streams, r->n_streams, sizeof(*r->streams), stkr__stream_cmp);
 }
 
 /* Add one file to stream st, keeping files sorted by seq, once per inode. */
