@@ -30,6 +30,17 @@ static uint64_t stkr__add_sat(uint64_t a, uint64_t b, bool *ovf) {
 
 static uint64_t stkr__max(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* "session 0123456789abcdef" (Header.session_id), or "session 2" (its
+ * ordinal in the process) for writers without session ids. */
+static void stkr__session_name(const stkr__stream *st, char *buf,
+                               size_t len) {
+  if (st->acct.session_id != 0)
+    snprintf(buf, len, "session %016llx",
+             (unsigned long long)st->acct.session_id);
+  else
+    snprintf(buf, len, "session %u", (unsigned)st->info.sessions);
+}
+
 void stkr__acct_begin(stkr__stream *st) {
   memset(&st->acct, 0, sizeof(st->acct));
   st->acct.damaged_before = st->info.damaged_batches;
@@ -56,13 +67,17 @@ void stkr__acct_header(stkr_reader *r, stkr__stream *st,
   stkr__session_acct *a = &st->acct;
 
   if (h->dir_recreated) {
+    char sid[48];
+
+    if (a->min_seg == 0) /* the session's first header: name it by it */
+      a->session_id = h->session_id;
+    stkr__session_name(st, sid, sizeof(sid));
     st->info.dir_recreated++;
     stkr__warn(r, STKR_WARN_INCOMPLETE, path, (int64_t)off, st->info.pid,
-               "process %u session %016llx: the recording directory was "
+               "process %u %s: the recording directory was "
                "deleted and recreated before this segment (%u): what the "
                "process wrote before was lost with it",
-               (unsigned)st->info.pid, (unsigned long long)h->session_id,
-               (unsigned)h->segment_seq);
+               (unsigned)st->info.pid, sid, (unsigned)h->segment_seq);
   }
   if (a->min_seg == 0) { /* the session's first header */
     a->session_id = h->session_id;
@@ -76,12 +91,14 @@ void stkr__acct_header(stkr_reader *r, stkr__stream *st,
 
     gap -= stkr__empty_between(st, a->last_seg, h->segment_seq);
     if (gap > 0) {
+      char sid[48];
+
+      stkr__session_name(st, sid, sizeof(sid));
       a->gap_middle += gap;
       stkr__warn(r, STKR_WARN_INCOMPLETE, path, (int64_t)off, st->info.pid,
-                 "process %u session %016llx: %u segment%s (%u..%u) missing "
+                 "process %u %s: %u segment%s (%u..%u) missing "
                  "before this one",
-                 (unsigned)st->info.pid, (unsigned long long)a->session_id,
-                 (unsigned)gap, gap == 1 ? "" : "s",
+                 (unsigned)st->info.pid, sid, (unsigned)gap, gap == 1 ? "" : "s",
                  (unsigned)a->last_seg + 1, (unsigned)h->segment_seq - 1);
     }
   }
@@ -194,7 +211,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
   uint32_t pid = in->pid;
-  unsigned long long sid = (unsigned long long)a->session_id;
+  char sid[48];
   uint32_t cap_deleted, first_missing;
   uint64_t d[5], dropped = 0, accounted;
   bool ovf = false, whole, recovered_end;
@@ -202,11 +219,12 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
 
   if (a->first_file == 0) /* no intact batch: nothing to account */
     return;
+  stkr__session_name(st, sid, sizeof(sid));
   if (stkr__publish(st) && !(st->warned & STKR__WARNED_OVERFLOW)) {
     st->warned |= STKR__WARNED_OVERFLOW;
     stkr__warn(r, STKR_WARN_DAMAGED, stkr__sess_path(st, a->last_file), -1,
                pid,
-               "process %u session %016llx: drop counters overflow 64 bits "
+               "process %u %s: drop counters overflow 64 bits "
                "when added up (ring full %llu, reentrant %llu, other %llu, "
                "write error %llu, exit %llu): damaged counters",
                (unsigned)pid, sid, (unsigned long long)in->drops_ring_full,
@@ -220,7 +238,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   if (cap_deleted)
     stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->first_file),
                -1, pid,
-               "process %u session %016llx: segment%s %u..%u deleted by the "
+               "process %u %s: segment%s %u..%u deleted by the "
                "disk cap",
                (unsigned)pid, sid, cap_deleted == 1 ? "" : "s",
                (unsigned)a->first_seq,
@@ -228,7 +246,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   if (first_missing)
     stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->first_file),
                -1, pid,
-               "process %u session %016llx: first segment%s %u..%u missing "
+               "process %u %s: first segment%s %u..%u missing "
                "(the session starts at segment %u)",
                (unsigned)pid, sid, first_missing == 1 ? "" : "s",
                (unsigned)(a->first_seq + cap_deleted),
@@ -263,7 +281,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
     in->unclean_sessions++;
     stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file),
                -1, pid,
-               "process %u session %016llx: no clean end (no last batch): "
+               "process %u %s: no clean end (no last batch): "
                "the process was killed, crashed or called _exit, or its "
                "last segment is missing; %llu events read, %s",
                (unsigned)pid, sid,
@@ -278,7 +296,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
         in->accounting_mismatches++;
         stkr__warn(r, STKR_WARN_INCONSISTENT,
                    stkr__sess_path(st, a->last_file), -1, pid,
-                   "process %u session %016llx: accounting does not add "
+                   "process %u %s: accounting does not add "
                    "up: attempted %llu != written %llu + dropped %llu + "
                    "recovered %llu",
                    (unsigned)pid, sid, (unsigned long long)a->c.attempted,
@@ -287,7 +305,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
       } else {
         stkr__warn(r, STKR_WARN_INCOMPLETE,
                    stkr__sess_path(st, a->last_file), -1, pid,
-                   "process %u session %016llx: %llu events attempted but "
+                   "process %u %s: %llu events attempted but "
                    "neither read nor counted as dropped (attempted %llu, "
                    "written %llu, dropped %llu, recovered %llu)",
                    (unsigned)pid, sid, (unsigned long long)lost,
@@ -302,7 +320,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
       in->accounting_mismatches++;
       stkr__warn(r, STKR_WARN_INCONSISTENT,
                  stkr__sess_path(st, a->last_file), -1, pid,
-                 "process %u session %016llx: accounting does not add up: "
+                 "process %u %s: accounting does not add up: "
                  "attempted %llu < written %llu + dropped %llu + recovered "
                  "%llu",
                  (unsigned)pid, sid, (unsigned long long)a->c.attempted,

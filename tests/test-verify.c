@@ -117,7 +117,7 @@ static void test_bit_flip(void **state) {
   assert_non_null(strstr(cr_line(cr_out, 0), "skipped"));
   /* The lost batch's 2 events show in the accounting too. */
   snprintf(want, sizeof want,
-           "incomplete: %s: process 4242 session 0000000000000000: 2 events "
+           "incomplete: %s: process 4242 session 1: 2 events "
            "attempted but neither read nor counted as dropped (attempted 9, "
            "written 7, dropped 0, recovered 0)", p2);
   assert_string_equal(cr_line(cr_out, 1), want);
@@ -176,7 +176,7 @@ static void test_live_tail_is_incomplete(void **state) {
            p2, end3);
   assert_string_equal(cr_line(cr_out, 0), want);
   snprintf(want, sizeof want,
-           "incomplete: %s: process 4242 session 0000000000000000: no clean "
+           "incomplete: %s: process 4242 session 1: no clean "
            "end (no last batch): the process was killed, crashed or called "
            "_exit, or its last segment is missing; 8 events read, no "
            "counters read", p2);
