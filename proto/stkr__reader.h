@@ -246,11 +246,6 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 /* Drop the current batch. */
 void stkr__batch_release(stkr_reader *r);
 void stkr__stream_free(stkr__stream *st);
-/* The stream has been read: free what only reading needed (threads,
- * stacks, frames, strings, id maps), keeping the summary, sites and
- * images the accessors hand out, so memory does not grow with the number
- * of processes read. */
-void stkr__stream_trim(stkr__stream *st);
 
 /* stkr_accounting.c: per-session accounting (see "Accounting" in
  * stkr_reader.h). Start a session (after the previous one ended). */

@@ -716,56 +716,6 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   return 0;
 }
 
-/* realloc *arr down to n elements (nothing when n is 0: keep it). */
-static void stkr__shrink(void *arr, size_t *cap, size_t n, size_t size) {
-  void **parr = arr;
-  void *p;
-
-  if (n == 0 || n >= *cap)
-    return;
-  p = realloc(*parr, n * size);
-  if (p != NULL) {
-    *parr = p;
-    *cap = n;
-  }
-}
-
-void stkr__stream_trim(stkr__stream *st) {
-  size_t i;
-
-  for (i = 0; i < st->n_threads; i++)
-    free(st->threads[i].name);
-  free(st->threads);
-  st->threads = NULL;
-  st->n_threads = st->cap_threads = 0;
-  stkr__idmap_free(&st->thread_map);
-  for (i = 0; i < st->n_stacks; i++) {
-    free(st->stacks[i].pcs);
-    free(st->stacks[i].frames);
-  }
-  free(st->stacks);
-  st->stacks = NULL;
-  st->n_stacks = st->cap_stacks = 0;
-  stkr__idmap_free(&st->stack_map);
-  free(st->frames);
-  free(st->frame_ids);
-  st->frames = NULL;
-  st->frame_ids = NULL;
-  st->n_frames = st->cap_frames = st->cap_frame_ids = 0;
-  stkr__idmap_free(&st->frame_map);
-  for (i = 0; i < st->n_strings; i++)
-    free(st->strings[i]);
-  free(st->strings);
-  st->strings = NULL;
-  st->n_strings = st->cap_strings = 0;
-  stkr__idmap_free(&st->string_map);
-  stkr__idmap_free(&st->site_map);
-  stkr__shrink(&st->sites, &st->cap_sites, st->n_sites, sizeof(*st->sites));
-  stkr__shrink(&st->images, &st->cap_images, st->n_images,
-               sizeof(*st->images));
-  stkr__shrink(&st->files, &st->cap_files, st->n_files, sizeof(*st->files));
-}
-
 void stkr__stream_free(stkr__stream *st) {
   size_t i;
 
