@@ -396,7 +396,8 @@ static void test_damaged_input(void **state) {
                       "lost); 8 events dropped (ring full 3, reentrant 1, "
                       "other 2, write error 2, exit 0); 1 session without a "
                       "clean end (killed, crashed or _exit); 88 events "
-                      "accepted but not written; 1 batch missing");
+                      "unaccounted for (never written, or in missing "
+                      "segments); 1 batch missing");
   assert_string_equal(cr_line(cr_out, 1),
                       "# 4 events from 1 process, 3 sites, 4 distinct stacks");
   assert_non_null(strstr(cr_out, "\n# DAMAGED: 1 batch could not be read "
@@ -429,7 +430,8 @@ static void test_live_recording(void **state) {
                       "# INCOMPLETE: 1 of 1 process: 8 events dropped (ring "
                       "full 3, reentrant 1, other 2, write error 2, exit 0); "
                       "1 session without a clean end (killed, crashed or "
-                      "_exit); 84 events accepted but not written");
+                      "_exit); 84 events unaccounted for (never written, or "
+                      "in missing segments)");
   assert_string_equal(cr_line(cr_out, 1),
                       "# 8 events from 1 process, 4 sites, 8 distinct stacks");
   assert_non_null(strstr(cr_out, "\n# LIVE: 1 process is still being "

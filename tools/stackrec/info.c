@@ -117,7 +117,7 @@ static void print_accounting(const stkr_process_info *p) {
   INFO_ITEM(p->empty_segments, "%u segment%s without any batch",
             (unsigned)p->empty_segments, p->empty_segments == 1 ? "" : "s");
   INFO_ITEM(p->missing_batches, "batches missing");
-  INFO_ITEM(p->unaccounted, "events not written");
+  INFO_ITEM(p->unaccounted, "events unaccounted for");
 #undef INFO_ITEM
   if (p->recovered_batches)
     printf("%s(%llu events recovered from a dead writer's rings)",

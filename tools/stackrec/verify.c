@@ -330,7 +330,9 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   SUM_ITEM(unclean, "%llu session%s without a clean end (killed, crashed "
            "or _exit)", (unsigned long long)unclean,
            unclean == 1 ? "" : "s");
-  SUM_ITEM(unaccounted, "%llu event%s accepted but not written",
+  SUM_ITEM(unaccounted,
+           "%llu event%s unaccounted for (never written, or in missing "
+           "segments)",
            (unsigned long long)unaccounted, unaccounted == 1 ? "" : "s");
   SUM_ITEM(missing, "%llu segment%s missing", (unsigned long long)missing,
            missing == 1 ? "" : "s");
