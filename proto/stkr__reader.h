@@ -74,7 +74,25 @@ typedef struct stkr__file {
   uint64_t size; /* at stkr_reader_add() time */
   dev_t dev;
   ino_t ino;
+  bool had_batch; /* an intact batch of it was read (accounting: a file
+                     without one is an empty segment, not a missing one) */
 } stkr__file;
+
+/* Accounting of the current recording session (stkr_accounting.c). Reset at
+ * each session start; folded into stkr_process_info at its end. */
+typedef struct stkr__session_acct {
+  uint64_t session_id;   /* Header.session_id, 0 if none */
+  uint32_t first_seq;    /* Header.session_first_seq, 0 if unknown */
+  uint32_t min_seg, last_seg; /* lowest / latest Header.segment_seq read */
+  uint32_t gap_middle;   /* segments absent between headers read */
+  size_t first_file, last_file; /* index + 1 in st->files; 0: none yet */
+  bool have_counters;    /* a batch of the session carried Counters */
+  Stackrec__Counters c;  /* those of the last such batch (scalars only) */
+  uint64_t drops_rf, drops_re, drops_other; /* Drops deltas summed */
+  uint64_t read, recovered, recovered_batches; /* events of intact batches */
+  uint64_t damaged_before; /* info.damaged_batches at the session start */
+  uint64_t missing_before; /* info.missing_batches at the session start */
+} stkr__session_acct;
 
 /* One recording stream: the segments of one pid in one directory. */
 typedef struct stkr__stream {
@@ -83,6 +101,7 @@ typedef struct stkr__stream {
   dev_t dir_dev;
   ino_t dir_ino;
   bool anon;              /* one file not named as a segment */
+  size_t order;           /* creation order: ties in the pid sort */
   char *process_name, *arch;
 
   stkr__file *files; /* sorted by seq */
@@ -120,8 +139,10 @@ typedef struct stkr__stream {
                                 became true (0: not clean): a cut-off
                                 batch after it is damage, not a live tail */
   bool unclean_before;       /* an earlier session did not end cleanly */
-  uint64_t sess_attempted, sess_write_error, sess_deleted; /* Counters */
-  uint64_t base_attempted, base_write_error, base_deleted; /* earlier */
+  stkr__session_acct acct;   /* the current session's accounting */
+  /* Ended sessions' counters, banked (stkr_accounting.c): */
+  uint64_t base_attempted, base_deleted, base_crec;
+  uint64_t base_rf, base_re, base_other, base_we, base_exit;
   size_t sites_before;       /* sites entries of earlier sessions */
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
@@ -132,6 +153,7 @@ typedef struct stkr__stream {
 #define STKR__WARNED_BAD_ID 8u
 #define STKR__WARNED_IMAGES 16u
 #define STKR__WARNED_FRAMES 32u
+#define STKR__WARNED_OVERFLOW 64u
 
 /* Buffered reading of one file at explicit offsets (stkr_frames.c). The
  * buffer is fixed-size; frames larger than it are streamed through it. */
@@ -152,10 +174,17 @@ struct stkr_reader {
   void *warn_arg;
   stkr_batch_cb batch_cb; /* stkr_reader_opts.batch */
   void *batch_arg;
+  stkr_warn_cb incomplete_cb; /* stkr_reader_opts.incomplete */
+  void *incomplete_arg;
   stkr_reader_counts counts;
 
   stkr__stream **streams; /* sorted by pid, then creation order */
   size_t n_streams, cap_streams;
+  /* (directory, pid) -> stream, open addressing, load <= 1/2: adding N
+   * process files is O(N), not a scan of every stream per file. */
+  stkr__stream **stream_tab;
+  size_t stream_tab_cap;
+  uint64_t stream_probes; /* slots looked at: the work, for the tests */
   bool started;
   int hard_err; /* sticky negative errno after a hard error */
 
@@ -217,6 +246,25 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 /* Drop the current batch. */
 void stkr__batch_release(stkr_reader *r);
 void stkr__stream_free(stkr__stream *st);
+
+/* stkr_accounting.c: per-session accounting (see "Accounting" in
+ * stkr_reader.h). Start a session (after the previous one ended). */
+void stkr__acct_begin(stkr__stream *st);
+/* A header of the current session read from file index r->cur_file. */
+void stkr__acct_header(stkr_reader *r, stkr__stream *st,
+                       const Stackrec__Header *h, const char *path,
+                       uint64_t off);
+/* An intact batch of the current session (counters, drops, events). */
+void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
+                      size_t file_index);
+/* The current session ended (a new one starts, or the stream is done):
+ * check it, warn, and fold it into st->info. */
+void stkr__acct_end(stkr_reader *r, stkr__stream *st);
+/* Refresh st->info's counters (banked sessions + the current one). */
+void stkr__acct_publish(stkr__stream *st);
+/* The stream has been read: end its session, count the segment files that
+ * held no intact batch, set info.incomplete. */
+void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st);
 
 /* stkr_batch.c helpers shared with stkr_symbols.c */
 char *stkr__strdup0(const char *s); /* strdup(s ? s : "") */

@@ -8,6 +8,7 @@
  * half-trusted batch never leaves half-applied state behind.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -314,6 +315,31 @@ static const char *stkr__check_events(const Stackrec__Events *e) {
   return NULL;
 }
 
+/* Definitions a writer never makes and that would cost a reader more than
+ * their share: a stack deeper than the recorder's hard cap. @return 0 if
+ * fine, else writes why into why[] and returns 1. */
+static int stkr__check_defs(const Stackrec__Batch *b, char *why, size_t len) {
+  size_t i;
+
+  for (i = 0; i < b->n_stacks; i++) {
+    const Stackrec__StackDef *d = b->stacks[i];
+
+    if (d->n_pcs > STKR_FMT_MAX_DEPTH) {
+      snprintf(why, len, "stack %u has %zu PCs, more than the writer's "
+               "maximum %u", (unsigned)d->id, d->n_pcs,
+               (unsigned)STKR_FMT_MAX_DEPTH);
+      return 1;
+    }
+    if (d->n_frames > STKR_FMT_MAX_STACK_FRAMES) {
+      snprintf(why, len, "stack %u has %zu frames, more than %u",
+               (unsigned)d->id, d->n_frames,
+               (unsigned)STKR_FMT_MAX_STACK_FRAMES);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
                                const Stackrec__Header *h, const char *path,
                                uint64_t off, uint32_t file_seq) {
@@ -334,6 +360,7 @@ static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     st->info.start_mono_ns = h->start_mono_ns;
     st->info.start_wall_ns = h->start_wall_ns;
   }
+  stkr__acct_header(r, st, h, path, off);
   if (!st->have_session) {
     st->have_session = true;
     st->sess_mono = h->start_mono_ns;
@@ -399,32 +426,24 @@ static int stkr__apply_defs(stkr_reader *r, stkr__stream *st,
   return 0;
 }
 
-static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b) {
+static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
+                                 size_t file_index) {
   stkr_process_info *in = &st->info;
-  size_t i;
 
   if (b->clock != NULL && b->clock->wall_ns != 0) {
     st->have_sync = true;
     st->sync_mono = b->clock->mono_ns;
     st->sync_wall = b->clock->wall_ns;
   }
-  for (i = 0; i < b->n_drops; i++) {
-    in->drops_ring_full += b->drops[i]->ring_full;
-    in->drops_reentrant += b->drops[i]->reentrant;
-    in->drops_other += b->drops[i]->other;
-  }
-  if (b->counters != NULL) {
-    st->sess_attempted = b->counters->attempted;
-    st->sess_write_error = b->counters->dropped_write_error;
-    st->sess_deleted = b->counters->segments_deleted;
-  }
-  in->attempted = st->base_attempted + st->sess_attempted;
-  in->drops_write_error = st->base_write_error + st->sess_write_error;
-  in->segments_deleted = st->base_deleted + st->sess_deleted;
-  in->drops = in->drops_ring_full + in->drops_reentrant + in->drops_other +
-              in->drops_write_error;
+  stkr__acct_batch(st, b, file_index);
+  stkr__acct_publish(st);
   if (st->have_batch_seq && b->seq > st->last_batch_seq + 1)
     in->missing_batches += b->seq - st->last_batch_seq - 1;
+  /* Batches are numbered from 1 in each session: a session whose first
+   * batch read is numbered 4 lost its first three (a deleted or emptied
+   * first segment, or the disk cap). */
+  if (!st->have_batch_seq && b->seq > 1)
+    in->missing_batches += b->seq - 1;
   if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
     st->have_batch_seq = true;
     st->last_batch_seq = b->seq;
@@ -439,10 +458,6 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b) {
 static void stkr__session_reset(stkr__stream *st) {
   size_t i;
 
-  st->base_attempted += st->sess_attempted;
-  st->base_write_error += st->sess_write_error;
-  st->base_deleted += st->sess_deleted;
-  st->sess_attempted = st->sess_write_error = st->sess_deleted = 0;
   if (!st->sess_clean)
     st->unclean_before = true;
   st->sess_clean = false;
@@ -481,6 +496,10 @@ static bool stkr__is_new_session(const stkr__stream *st,
   if (h != NULL && st->have_session &&
       (h->start_mono_ns != st->sess_mono || h->start_wall_ns != st->sess_wall))
     return true;
+  /* Session ids, when both are known, name the session outright. */
+  if (h != NULL && st->have_session && h->session_id != 0 &&
+      st->acct.session_id != 0 && h->session_id != st->acct.session_id)
+    return true;
   /* Without a readable header (damaged first batch): numbers restart. */
   return st->have_batch_seq && b->seq != 0 && b->seq <= st->last_batch_seq;
 }
@@ -498,6 +517,7 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   Stackrec__Batch *b;
   const Stackrec__Events *e;
   const char *why;
+  char whybuf[128];
   size_t i, n;
 
   stkr__batch_release(r);
@@ -539,7 +559,11 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return STKR__BATCH_UNSUPPORTED;
   }
-  if ((why = stkr__check_events(b->events)) != NULL) {
+  if (stkr__check_defs(b, whybuf, sizeof(whybuf)) != 0)
+    why = whybuf;
+  else
+    why = stkr__check_events(b->events);
+  if (why != NULL) {
     st->info.damaged_batches++;
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
                "damaged batch (%s), skipped", why);
@@ -547,17 +571,20 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     return STKR__BATCH_SKIPPED;
   }
 
-  if (st->info.sessions == 0)
+  if (st->info.sessions == 0) {
     st->info.sessions = 1;
-  else if (stkr__is_new_session(st, b))
+    stkr__acct_begin(st);
+  } else if (stkr__is_new_session(st, b)) {
+    stkr__acct_end(r, st); /* before the reset forgets how it ended */
     stkr__session_reset(st);
+  }
   if (b->header != NULL)
     stkr__apply_header(r, st, b->header, path, off, file_seq);
   if (stkr__apply_defs(r, st, b, path, off) != 0) {
     stackrec__batch__free_unpacked(b, &r->pballoc.pb);
     return -ENOMEM;
   }
-  stkr__apply_counters(st, b);
+  stkr__apply_counters(st, b, r->cur_file);
 
   e = b->events;
   n = e ? e->n_ts_delta_ns : 0;
@@ -604,6 +631,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->payload_len = 0;
   ev->payload_truncated = false;
   ev->unresolved = false;
+  ev->site_undefined = ev->thread_undefined = ev->stack_undefined = false;
   ev->frames = NULL;
   ev->n_frames = 0;
   /* Unsigned wrap-around adds a negative delta correctly. */
@@ -639,16 +667,22 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
     r->ev_stream = st;
     r->ev_stack = NULL;
     ev->unresolved = true;
+    ev->stack_undefined = true;
   }
 
   /* Site 0 (no column and an unknown stack) counts under "?" like any
-   * undefined id. */
-  if (stkr__site_slot(st, ev->site_id, &idx) != 0)
+   * undefined id. Undefined ids share one "?" entry (id 0): per-id state
+   * for ids nobody defined would let a file of distinct bogus ids make the
+   * reader (and every tool keyed by site) allocate per event. */
+  if (!stkr__idmap_get(&st->site_map, ev->site_id, &idx) &&
+      stkr__site_slot(st, 0, &idx) != 0)
     return -ENOMEM;
   ev->site = st->sites[idx].name;
   st->sites[idx].events++;
-  if (!st->sites[idx].defined)
+  if (!st->sites[idx].defined) {
     ev->unresolved = true;
+    ev->site_undefined = true;
+  }
 
   ev->thread_id = e->thread_id[i];
   if (stkr__idmap_get(&st->thread_map, ev->thread_id, &idx)) {
@@ -657,6 +691,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   } else {
     ev->thread_name = "?";
     ev->unresolved = true;
+    ev->thread_undefined = true;
   }
 
   if (e->n_payload_len) {

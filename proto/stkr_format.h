@@ -30,6 +30,15 @@ extern "C" {
  * reader's memory no matter what a file claims. */
 #define STKR_FMT_MAX_BATCH_BYTES (64u << 20)
 
+/* Most PCs a StackDef may hold: the recorder's hard cap on max_depth
+ * (STKR_MAX_DEPTH in recorder/stackrec.h, which proto/ cannot include).
+ * A reader treats a longer stack as damage: it is not something the writer
+ * makes, and a copy of it would be the file's to size. */
+#define STKR_FMT_MAX_DEPTH 256
+/* Most symbolized frames a StackDef may list: every PC's inlined calls and
+ * its function (64 levels of inlining per PC is far beyond real code). */
+#define STKR_FMT_MAX_STACK_FRAMES (STKR_FMT_MAX_DEPTH * 64)
+
 /* Longest name stkr_fmt_segment_name() can produce, with its NUL:
  * "stackrec-" + 10 digits + "-" + 10 digits + ".zst" + NUL. */
 #define STKR_FMT_SEGMENT_NAME_MAX 35
@@ -76,6 +85,32 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
 
 /* Free b's memory and zero it. NULL is accepted. */
 void stkr_fmt_buf_free(stkr_fmt_buf *b);
+
+/*
+ * The readers' one rule for the header of a zstd frame holding a Batch
+ * (implemented with the reader, proto/stkr_frames.c): the content checksum
+ * must be on (nothing would verify the content otherwise); the content
+ * size may be absent (zstd allows it; the reader grows its buffer up to
+ * STKR_FMT_MAX_BATCH_BYTES), but must not exceed that limit when present.
+ * p: avail bytes at a frame magic. *fcs: the declared content size or
+ * ZSTD_CONTENTSIZE_UNKNOWN.
+ * @return 0 (acceptable), -EAGAIN (header incomplete in avail bytes), or
+ *         -EINVAL (*reason: static text).
+ */
+int stkr_fmt_frame_check(const uint8_t *p, size_t avail,
+                         unsigned long long *fcs, const char **reason);
+
+/*
+ * Decompress the one zstd frame at src (len bytes available) into out
+ * (out->len = its content size), under stkr_fmt_frame_check's rule, the
+ * frame's checksum verified. For tools that rewrite segments in memory
+ * (stackrec symbolize) so that they judge a frame exactly as the reader.
+ * *frame_len: the frame's compressed size.
+ * @return 0, -EINVAL (damaged or cut off: *reason), or -ENOMEM.
+ */
+int stkr_fmt_decode_frame(ZSTD_DCtx *dctx, const uint8_t *src, size_t len,
+                          stkr_fmt_buf *out, size_t *frame_len,
+                          const char **reason);
 
 /* Most memory one Batch may take once decoded by protobuf-c. Decoding can
  * multiply its input many times over (a packed field of 1-byte varints

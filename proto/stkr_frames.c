@@ -140,6 +140,87 @@ static stkr__fres stkr__skip_skippable(stkr__input *in) {
   return STKR__F_OK;
 }
 
+int stkr_fmt_frame_check(const uint8_t *p, size_t avail,
+                         unsigned long long *fcs, const char **reason) {
+  *reason = "";
+  *fcs = ZSTD_getFrameContentSize(p, avail);
+  if (*fcs == ZSTD_CONTENTSIZE_ERROR) {
+    /* Also what a header cut short gives. */
+    if (avail < STKR__HDR_MAX)
+      return -EAGAIN;
+    *reason = "invalid frame header";
+    return -EINVAL;
+  }
+  if (*fcs != ZSTD_CONTENTSIZE_UNKNOWN && *fcs > STKR_FMT_MAX_BATCH_BYTES) {
+    *reason = "declared size over the batch limit";
+    return -EINVAL;
+  }
+  /* Every batch our writer makes carries a content checksum; a frame
+   * without one is damage (a flipped Content_Checksum_flag, bit 2 of the
+   * Frame_Header_Descriptor right after the magic, RFC 8878 3.1.1.1.1)
+   * whose contents nothing would verify. The header is complete here
+   * (ZSTD_getFrameContentSize parsed it), so p[4] is inside it. A frame
+   * without a content size is fine: zstd allows it, and the size is
+   * bounded while decoding. */
+  if (!(p[4] & 0x04)) {
+    *reason = "frame without content checksum";
+    return -EINVAL;
+  }
+  return 0;
+}
+
+int stkr_fmt_decode_frame(ZSTD_DCtx *dctx, const uint8_t *src, size_t len,
+                          stkr_fmt_buf *out, size_t *frame_len,
+                          const char **reason) {
+  unsigned long long fcs;
+  ZSTD_inBuffer ib = {src, len, 0};
+  int rc = stkr_fmt_frame_check(src, len, &fcs, reason);
+
+  out->len = 0;
+  *frame_len = 0;
+  if (rc == -EAGAIN)
+    *reason = "truncated frame header";
+  if (rc != 0)
+    return -EINVAL;
+  if (stkr__dbuf_reserve(out, fcs == ZSTD_CONTENTSIZE_UNKNOWN
+                                  ? STKR__UNKNOWN_SIZE_START
+                                  : (fcs ? (size_t)fcs : 1)) != 0)
+    return -ENOMEM;
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  for (;;) {
+    ZSTD_outBuffer ob = {out->data,
+                         fcs == ZSTD_CONTENTSIZE_UNKNOWN ? out->cap
+                                                         : (size_t)fcs,
+                         out->len};
+    size_t zret = ZSTD_decompressStream(dctx, &ob, &ib);
+
+    out->len = ob.pos;
+    if (ZSTD_isError(zret)) {
+      *reason = ZSTD_getErrorName(zret);
+      return -EINVAL;
+    }
+    if (zret == 0) {
+      *frame_len = ib.pos;
+      return 0;
+    }
+    if (ib.pos == ib.size && ob.pos < ob.size) {
+      *reason = "truncated frame";
+      return -EINVAL;
+    }
+    if (ob.pos == ob.size) { /* output full: grow, within the limit */
+      if (fcs != ZSTD_CONTENTSIZE_UNKNOWN ||
+          out->cap >= STKR_FMT_MAX_BATCH_BYTES) {
+        *reason = "content larger than declared or over the batch limit";
+        return -EINVAL;
+      }
+      if (stkr__dbuf_reserve(out, out->cap * 2 > STKR_FMT_MAX_BATCH_BYTES
+                                      ? STKR_FMT_MAX_BATCH_BYTES
+                                      : out->cap * 2) != 0)
+        return -ENOMEM;
+    }
+  }
+}
+
 /* Decode the frame at the input position into r->dbuf. On STKR__F_BAD,
  * *reason says why (static text from zstd or a literal). */
 static stkr__fres stkr__frame_read(stkr_reader *r, const char **reason) {
@@ -170,27 +251,18 @@ static stkr__fres stkr__frame_read(stkr_reader *r, const char **reason) {
 
   avail = stkr__in_fill(in, STKR__HDR_MAX);
   p = in->buf + in->pos;
-  fcs = ZSTD_getFrameContentSize(p, avail);
-  if (fcs == ZSTD_CONTENTSIZE_ERROR) {
-    /* Also returned for a header cut short by the end of the file. */
+  switch (stkr_fmt_frame_check(p, avail, &fcs, reason)) {
+  case 0:
+    break;
+  case -EAGAIN:
+    /* A header cut short by the end of the file. */
     if (avail < STKR__HDR_MAX && in->err == 0)
       return STKR__F_TRUNC;
     if (in->err)
       return STKR__F_IOERR;
     *reason = "invalid frame header";
     return STKR__F_BAD;
-  }
-  if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > STKR_FMT_MAX_BATCH_BYTES) {
-    *reason = "declared size over the batch limit";
-    return STKR__F_BAD;
-  }
-  /* Every batch our writer makes carries a content checksum; a frame
-   * without one is damage (a flipped Content_Checksum_flag, bit 2 of the
-   * Frame_Header_Descriptor right after the magic, RFC 8878 3.1.1.1.1)
-   * whose contents nothing would verify. The header is complete here
-   * (ZSTD_getFrameContentSize parsed it), so p[4] is inside it. */
-  if (!(p[4] & 0x04)) {
-    *reason = "frame without content checksum";
+  default:
     return STKR__F_BAD;
   }
   if (stkr__dbuf_reserve(out, fcs == ZSTD_CONTENTSIZE_UNKNOWN

@@ -20,6 +20,8 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
   stkr_warning w;
   va_list ap;
 
+  if (kind == STKR_WARN_INCOMPLETE && r->incomplete_cb == NULL)
+    return;
   va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
   va_end(ap);
@@ -39,6 +41,11 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
   w.offset = off;
   w.pid = pid;
   w.message = msg;
+  if (kind == STKR_WARN_INCOMPLETE) { /* a finding, not a warning */
+    if (r->incomplete_cb != NULL)
+      r->incomplete_cb(r->incomplete_arg, &w);
+    return;
+  }
   r->counts.warnings++;
   if (w.data_lost)
     r->counts.data_lost++;
@@ -64,6 +71,8 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
     r->lazy_frames = opts->lazy_frames;
     r->batch_cb = opts->batch;
     r->batch_arg = opts->batch_arg;
+    r->incomplete_cb = opts->incomplete;
+    r->incomplete_arg = opts->incomplete_arg;
   }
   stkr_fmt_pballoc_init(&r->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   r->dctx = ZSTD_createDCtx();
@@ -86,6 +95,7 @@ void stkr_reader_free(stkr_reader *r) {
   for (i = 0; i < r->n_streams; i++)
     stkr__stream_free(r->streams[i]);
   free(r->streams);
+  free(r->stream_tab);
   ZSTD_freeDCtx(r->dctx);
   stkr_fmt_buf_free(&r->dbuf);
   free(r->trunc_bits);
@@ -95,15 +105,73 @@ void stkr_reader_free(stkr_reader *r) {
 
 /* ---- inputs ------------------------------------------------------------ */
 
-/* The stream for (dir, pid), created if missing (anon: always a new one). */
+static size_t stkr__stream_hash(dev_t dev, ino_t ino, uint32_t pid,
+                                size_t cap) {
+  uint64_t h = (uint64_t)dev * 0x9E3779B97F4A7C15ull;
+
+  h ^= (uint64_t)ino + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+  h ^= (uint64_t)pid * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return (size_t)(h & (cap - 1));
+}
+
+/* Put st in the (dir, pid) table, growing it. @return 0 or -ENOMEM. */
+static int stkr__stream_tab_put(stkr_reader *r, stkr__stream *st) {
+  size_t i;
+
+  if ((r->n_streams + 1) * 2 > r->stream_tab_cap) {
+    size_t cap = r->stream_tab_cap ? r->stream_tab_cap * 2 : 256, k;
+    stkr__stream **t = calloc(cap, sizeof(*t));
+
+    if (t == NULL)
+      return -ENOMEM;
+    for (k = 0; k < r->stream_tab_cap; k++) {
+      stkr__stream *x = r->stream_tab[k];
+
+      if (x == NULL)
+        continue;
+      for (i = stkr__stream_hash(x->dir_dev, x->dir_ino, x->info.pid, cap);
+           t[i] != NULL; i = (i + 1) & (cap - 1)) {
+      }
+      t[i] = x;
+    }
+    free(r->stream_tab);
+    r->stream_tab = t;
+    r->stream_tab_cap = cap;
+  }
+  for (i = stkr__stream_hash(st->dir_dev, st->dir_ino, st->info.pid,
+                             r->stream_tab_cap);
+       r->stream_tab[i] != NULL; i = (i + 1) & (r->stream_tab_cap - 1)) {
+  }
+  r->stream_tab[i] = st;
+  return 0;
+}
+
+static int stkr__stream_cmp(const void *a, const void *b) {
+  const stkr__stream *x = *(const stkr__stream *const *)a;
+  const stkr__stream *y = *(const stkr__stream *const *)b;
+
+  if (x->info.pid != y->info.pid)
+    return x->info.pid < y->info.pid ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The stream for (dir, pid), created if missing (anon: always a new one).
+ * New streams are appended: stkr__streams_sort() puts them in order. */
 static int stkr__stream_get(stkr_reader *r, const char *dir,
                             const struct stat *dst, uint32_t pid, bool anon,
                             stkr__stream **out) {
   stkr__stream *st;
   size_t i;
 
-  for (i = 0; i < r->n_streams && !anon; i++) {
-    st = r->streams[i];
+  for (i = r->stream_tab_cap && !anon
+               ? stkr__stream_hash(dst->st_dev, dst->st_ino, pid,
+                                   r->stream_tab_cap)
+               : 0;
+       r->stream_tab_cap && !anon && r->stream_tab[i] != NULL;
+       i = (i + 1) & (r->stream_tab_cap - 1)) {
+    st = r->stream_tab[i];
+    r->stream_probes++;
     if (!st->anon && st->info.pid == pid && st->dir_dev == dst->st_dev &&
         st->dir_ino == dst->st_ino) {
       *out = st;
@@ -125,13 +193,21 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
   st->dir_dev = dst->st_dev;
   st->dir_ino = dst->st_ino;
   st->anon = anon;
-  /* Keep streams sorted by pid (then creation order): insertion sort. */
-  for (i = r->n_streams; i > 0 && r->streams[i - 1]->info.pid > pid; i--)
-    r->streams[i] = r->streams[i - 1];
-  r->streams[i] = st;
-  r->n_streams++;
+  st->order = r->n_streams;
+  if (!anon && stkr__stream_tab_put(r, st) != 0) {
+    free(st->dir);
+    free(st);
+    return -ENOMEM;
+  }
+  r->streams[r->n_streams++] = st;
   *out = st;
   return 0;
+}
+
+/* Streams sorted by pid, then creation order (once per stkr_reader_add). */
+static void stkr__streams_sort(stkr_reader *r) {
+  if (r->n_streams > 1)
+    qsort(r->streams, r->n_streams, sizeof(*r->streams), stkr__stream_cmp);
 }
 
 /* Add one file to stream st, keeping files sorted by seq, once per inode. */
@@ -143,6 +219,13 @@ static int stkr__stream_add_file(stkr__stream *st, const char *path,
   for (i = 0; i < st->n_files; i++)
     if (st->files[i].dev == fst->st_dev && st->files[i].ino == fst->st_ino)
       return 0;
+  /* Most processes have one segment: start at 1, not stkr__grow's 16
+   * (the arrays of every process stay allocated while reading). */
+  if (st->cap_files == 0) {
+    if ((st->files = malloc(sizeof(*st->files))) == NULL)
+      return -ENOMEM;
+    st->cap_files = 1;
+  }
   if (stkr__grow(&st->files, &st->cap_files, st->n_files + 1,
                  sizeof(*st->files)) != 0)
     return -ENOMEM;
@@ -219,6 +302,7 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
   if (err == 0 && errno != 0)
     err = -errno;
   closedir(d);
+  stkr__streams_sort(r);
   if (err != 0)
     return err;
   if (ignored)
@@ -276,6 +360,7 @@ int stkr_reader_add(stkr_reader *r, const char *path) {
   }
   if (err == 0)
     err = stkr__stream_add_file(st, path, seq, &fst);
+  stkr__streams_sort(r);
   free(dir);
   return err;
 }
@@ -293,7 +378,67 @@ int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
 
 /* ---- iteration --------------------------------------------------------- */
 
+/* realloc *arr down to n elements (nothing when n is 0: keep it). */
+static void stkr__shrink(void *arr, size_t *cap, size_t n, size_t size) {
+  void **parr = arr;
+  void *p;
+
+  if (n == 0 || n >= *cap)
+    return;
+  p = realloc(*parr, n * size);
+  if (p != NULL) {
+    *parr = p;
+    *cap = n;
+  }
+}
+
+/* The stream has been read: free what only reading needed (threads,
+ * stacks, frames, strings, id maps), keeping the summary, sites and images
+ * the accessors hand out, so memory does not grow with the number of
+ * processes read beyond their summaries. */
+static void stkr__stream_trim(stkr__stream *st) {
+  size_t i;
+
+  for (i = 0; i < st->n_threads; i++)
+    free(st->threads[i].name);
+  free(st->threads);
+  st->threads = NULL;
+  st->n_threads = st->cap_threads = 0;
+  stkr__idmap_free(&st->thread_map);
+  for (i = 0; i < st->n_stacks; i++) {
+    free(st->stacks[i].pcs);
+    free(st->stacks[i].frames);
+  }
+  free(st->stacks);
+  st->stacks = NULL;
+  st->n_stacks = st->cap_stacks = 0;
+  stkr__idmap_free(&st->stack_map);
+  free(st->frames);
+  free(st->frame_ids);
+  st->frames = NULL;
+  st->frame_ids = NULL;
+  st->n_frames = st->cap_frames = st->cap_frame_ids = 0;
+  stkr__idmap_free(&st->frame_map);
+  for (i = 0; i < st->n_strings; i++)
+    free(st->strings[i]);
+  free(st->strings);
+  st->strings = NULL;
+  st->n_strings = st->cap_strings = 0;
+  stkr__idmap_free(&st->string_map);
+  stkr__idmap_free(&st->site_map);
+  stkr__shrink(&st->sites, &st->cap_sites, st->n_sites, sizeof(*st->sites));
+  stkr__shrink(&st->images, &st->cap_images, st->n_images,
+               sizeof(*st->images));
+  stkr__shrink(&st->files, &st->cap_files, st->n_files, sizeof(*st->files));
+}
+
+
 static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
+  stkr__acct_stream_done(r, st);
+  /* No event of this stream is current any more (stkr_reader_frames). */
+  r->ev_stream = NULL;
+  r->ev_stack = NULL;
+  r->ev_frames_of = NULL;
   if (st->info.unresolved_events)
     stkr__warn(r, STKR_WARN_UNRESOLVED,
                st->n_files ? st->files[0].path : st->dir, -1, st->info.pid,
@@ -302,6 +447,7 @@ static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
                (unsigned)st->info.pid,
                (unsigned long long)st->info.unresolved_events,
                st->info.unresolved_events == 1 ? "" : "s");
+  stkr__stream_trim(st);
 }
 
 int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {

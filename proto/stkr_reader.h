@@ -37,6 +37,18 @@
  * unresolved. Only a process recorded in a newer format version is refused
  * (warning STKR_WARN_UNSUPPORTED, its remaining batches skipped).
  *
+ * Accounting. Per session, the recorder's Counters satisfy
+ *   attempted == written + dropped (by reason) + recovered
+ * once it has ended cleanly. The reader checks this against what it read:
+ * a session that ended cleanly with nothing missing must add up exactly
+ * (else STKR_WARN_INCONSISTENT, accounting_mismatches); elsewhere the
+ * shortfall is `unaccounted`. What makes a recording incomplete though
+ * intact (stkr_process_info.incomplete) is reported as STKR_WARN_INCOMPLETE
+ * findings (stkr_reader_opts.incomplete) naming the file, session and
+ * counts; drops are in the summary.
+ * Recovered batches make a recording complete again: they are counted, not
+ * reported as incomplete.
+ *
  * Thread-safety: a stkr_reader is not thread-safe; use one per thread.
  * Independent readers may run concurrently.
  */
@@ -67,9 +79,17 @@ typedef enum stkr_warn_kind {
   STKR_WARN_INCONSISTENT,      /* e.g. pid in a header differs from the
                                   file name; the data is still used */
   STKR_WARN_UNRESOLVED,        /* events with undefined ids (once/process) */
-  STKR_WARN_LIVE_TAIL          /* the last batch of a recording still being
+  STKR_WARN_LIVE_TAIL,         /* the last batch of a recording still being
                                   written is incomplete (see above); it is
                                   not read, and that is not damage */
+  STKR_WARN_INCOMPLETE         /* intact, but the recording is not
+                                  complete: segments missing from a
+                                  session (deleted by the disk cap or
+                                  lost), a directory recreated mid-run, a
+                                  session without a clean end, events
+                                  attempted but neither written nor counted
+                                  (see "Accounting" below). data_lost is
+                                  false: what is there reads fine */
 } stkr_warn_kind;
 
 /* One warning. Every pointer is valid only during the callback. */
@@ -116,6 +136,11 @@ typedef struct stkr_reader_opts {
   bool lazy_frames;
   stkr_batch_cb batch; /* NULL: none */
   void *batch_arg;     /* passed to batch */
+  /* Receives each STKR_WARN_INCOMPLETE finding (see "Accounting"); they
+   * are not warnings (not passed to warn, not in stkr_reader_counts).
+   * NULL: not reported, only counted in stkr_process_info. */
+  stkr_warn_cb incomplete;
+  void *incomplete_arg; /* passed to incomplete */
 } stkr_reader_opts;
 
 /* Per-process summary, updated as events are read: complete once
@@ -140,21 +165,62 @@ typedef struct stkr_process_info {
   /* Distinct definitions seen (sites by name across sessions; threads
    * and stacks summed over sessions): */
   uint64_t sites, threads, stacks;
-  /* Events lost by the recorder: Drops summed over the batches read, and
-   * Counters.dropped_write_error of the last batch read of each session. */
+  /* Events lost by the recorder, summed over sessions. Per session and
+   * reason, the larger of the Drops summed over the batches read and the
+   * Counters total of the last batch read (the totals survive a lost
+   * batch; older writers have only Drops). drops_exit: Counters.dropped_exit.
+   */
   uint64_t drops_ring_full, drops_reentrant, drops_other, drops_write_error;
-  uint64_t drops;            /* the sum of the four above */
+  uint64_t drops_exit;
+  uint64_t drops;            /* the sum of the five above (saturated; see
+                                counters_overflow) */
   /* Counters of the last batch read of each session, summed: */
   uint64_t attempted;        /* Counters.attempted */
   uint64_t segments_deleted; /* Counters.segments_deleted */
   uint32_t sessions;         /* recording sessions seen (see above) */
+  uint64_t session_id;       /* Header.session_id of the last session read
+                                (0: written before session ids existed) */
+  /* Accounting (see "Accounting" in the comment at the top of this file).
+   * Final once stkr_reader_next() has returned 0. */
+  uint64_t written;          /* events read from batches the process wrote
+                                itself (events - recovered) */
+  uint64_t recovered;        /* events read from Batch.recovered batches:
+                                accepted by a writer that died, written out
+                                later by recovery */
+  uint64_t recovered_batches;
+  uint64_t counters_recovered; /* Counters.recovered, summed over sessions */
+  uint64_t unaccounted;      /* attempted - (written + drops + recovered),
+                                summed over sessions where it is positive:
+                                events accepted but never written (killed
+                                before its last flush) or in segments that
+                                are missing */
+  uint32_t accounting_mismatches; /* sessions whose counters contradict
+                                what was read (inconsistent: damage) */
+  bool counters_overflow;    /* drop counters whose sum overflows 64 bits:
+                                damage (reported as STKR_WARN_DAMAGED) */
+  uint32_t unclean_sessions; /* sessions without a last=true batch */
+  uint32_t segments_missing; /* segments absent from a session's sequence
+                                (Header.session_first_seq, segment_seq),
+                                not explained by segments_deleted */
+  uint32_t segments_cap_deleted; /* of the absent ones, those the disk cap
+                                deleted (Counters.segments_deleted) */
+  uint32_t dir_recreated;    /* segments whose Header.dir_recreated is set */
+  uint32_t empty_segments;   /* segment files holding no batch at all
+                                (0 bytes, or no intact header): a writer
+                                that died before its first flush */
+  bool incomplete;           /* any of: drops, unclean_sessions,
+                                segments_missing, segments_deleted,
+                                dir_recreated, empty_segments,
+                                missing_batches, unaccounted */
   /* Files and batches: */
   uint64_t segments;         /* segment files of this process */
   uint32_t first_seq, last_seq; /* lowest and highest segment seq */
   uint64_t batches;          /* batches read intact */
   uint64_t compressed_bytes; /* total size of the segment files */
   uint64_t damaged_batches;  /* frames skipped as damaged or truncated */
-  uint64_t missing_batches;  /* gaps in Batch.seq between batches read */
+  uint64_t missing_batches;  /* gaps in Batch.seq between batches read,
+                                and before a session's first batch read
+                                (batches are numbered from 1) */
   bool clean_end;            /* every session ended with a batch with
                                 last=true (stkr_shutdown() ran) */
   int status;                /* 0, or -EPROTONOSUPPORT (newer format) */
@@ -164,8 +230,9 @@ typedef struct stkr_process_info {
                                 died mid-batch); see STKR_WARN_LIVE_TAIL */
 } stkr_process_info;
 
-/* Events per site of one process. name is "?" when the site id has no
- * definition (defined is false then). */
+/* Events per site of one process. One entry with name "?" and id 0
+ * (defined false) counts the events of every site id with no definition
+ * (and of site 0). */
 typedef struct stkr_site_info {
   uint32_t id;
   const char *name;
@@ -216,7 +283,11 @@ typedef struct stkr_event_view {
   const uint8_t *payload;    /* NULL if payload_len == 0 */
   size_t payload_len;
   bool payload_truncated;    /* cut at payload_max when recorded */
-  bool unresolved;           /* some id had no definition */
+  bool unresolved;           /* some id had no definition: */
+  bool site_undefined, thread_undefined, stack_undefined; /* which. A
+                                tool keying state by id should key these
+                                as one "unknown" (e.g. id 0): a file may
+                                hold any number of distinct bogus ids */
   const char *path;          /* segment file of the event */
   uint64_t batch_offset;     /* byte offset of its batch in that file */
   /* Symbolized frames of the stack, innermost first (at least one per PC);

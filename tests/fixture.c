@@ -56,6 +56,9 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     h.start_mono_ns = FX_START_MONO + fb->start_shift;
     h.start_wall_ns = FX_START_WALL + fb->start_shift;
     h.segment_seq = fb->segment_seq;
+    h.session_id = fb->session_id;
+    h.session_first_seq = fb->session_first_seq;
+    h.dir_recreated = fb->dir_recreated;
     h.arch = "x86_64";
     cfg.max_depth = 64;
     cfg.payload_max = 8;
@@ -166,9 +169,12 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     b.drops = drops;
     b.n_drops = 2;
   }
-  if (fb->counters) {
-    cnt.attempted = 100;
-    cnt.written = 5;
+  if (fb->cnt != NULL) {
+    cnt = *fb->cnt;
+    b.counters = &cnt;
+  } else if (fb->counters) {
+    cnt.attempted = fb->attempted ? fb->attempted : 100;
+    cnt.written = fb->written ? fb->written : 5;
     cnt.dropped_write_error = 2;
     b.counters = &cnt;
   }
@@ -176,6 +182,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
   clk.wall_ns = FX_START_WALL + fb->start_shift;
   b.clock = &clk;
   b.last = fb->last;
+  b.recovered = fb->recovered;
   err = stkr_fmt_encode_batch(&b, NULL, 3, out);
 out:
   free(deltas);
@@ -242,8 +249,10 @@ const fx_batch fx_std[FX_STD_BATCHES] = {
      .n_sites = 4, .threads = seg2_threads, .n_threads = 3,
      .stacks = all_stacks, .n_stacks = 3, .base_ts = 2000100000ull,
      .evs = ARR(b3)},
+    /* At the clean end the counters add up: attempted 23 == 9 events
+     * + 14 dropped (2 x Drops{3, 1, 2} + 2 write errors). */
     {.seq = 5, .base_ts = 2000200000ull, .evs = ARR(b4), .drops = true,
-     .counters = true, .last = true},
+     .counters = true, .attempted = 23, .written = 8, .last = true},
 };
 
 size_t fx_std_expect(fx_expect *out, size_t max) {
@@ -308,6 +317,26 @@ int fx_std_write(const char *dir, uint32_t pid) {
     err = fx_write_file(path, buf.data, buf.len);
   stkr_fmt_buf_free(&buf);
   return err;
+}
+
+int fx_clean_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
+  static const Stackrec__Counters clean = {
+      .base = PROTOBUF_C_MESSAGE_INIT(&stackrec__counters__descriptor),
+      .attempted = 9, .written = 8};
+  int i, err;
+
+  for (i = from; i < to; i++) {
+    fx_batch b = fx_std[i];
+
+    b.pid = pid;
+    b.drops = false;
+    b.counters = false;
+    if (b.last)
+      b.cnt = &clean;
+    if ((err = fx_encode(&b, out)) != 0)
+      return err;
+  }
+  return 0;
 }
 
 const char *fx_tmpdir(const char *tag) {

@@ -49,7 +49,16 @@ typedef struct fx_batch {
   const fx_ev *evs;
   size_t n_evs;
   bool drops;  /* add Drops{1, 3, 1, 0} and Drops{0, 0, 0, 2} */
-  bool counters; /* add Counters{100, 5, 2, 0} */
+  bool counters; /* add Counters{100, 5, 2, 0} (attempted, written,
+                    dropped_write_error, segments_deleted) */
+  uint64_t attempted, written; /* non-zero: instead of 100, 5 */
+  const Stackrec__Counters *cnt; /* non-NULL: these Counters, verbatim */
+  /* Header fields for sessions and recreated directories, and
+   * Batch.recovered (stackrec.proto): */
+  uint64_t session_id;
+  uint32_t session_first_seq;
+  bool dir_recreated;
+  bool recovered;
   bool last;
   /* A later recording session: header start times + start_shift, and the
    * definition of id i describes fx entry rot(i) = (i - 1 + rotate) % N + 1
@@ -89,6 +98,10 @@ size_t fx_std_expect(fx_expect *out, size_t max);
 int fx_std_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out);
 /* Write the standard recording as dir/stackrec-<pid>-00000{1,2}.zst. */
 int fx_std_write(const char *dir, uint32_t pid);
+/* The standard batches [from, to) without drops, the last (batch 4)
+ * carrying Counters that add up (attempted 9, written 8): a complete
+ * recording. */
+int fx_clean_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out);
 
 /* A fresh empty directory under $TEST_TMPDIR (or /tmp); static buffer. */
 const char *fx_tmpdir(const char *tag);

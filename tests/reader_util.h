@@ -56,6 +56,7 @@ typedef struct ru_ev {
   uint8_t payload[32];
   size_t plen;
   bool has_payload, trunc, unresolved;
+  bool site_undefined, thread_undefined, stack_undefined;
 } ru_ev;
 
 /* Open `path` with warnings collected into log. */
@@ -103,6 +104,9 @@ static __attribute__((unused)) int ru_read_all(stkr_reader *r, ru_ev *out) {
         memcpy(c->payload, ev.payload, ev.payload_len);
       c->trunc = ev.payload_truncated;
       c->unresolved = ev.unresolved;
+      c->site_undefined = ev.site_undefined;
+      c->thread_undefined = ev.thread_undefined;
+      c->stack_undefined = ev.stack_undefined;
     }
     n++;
   }

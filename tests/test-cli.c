@@ -49,7 +49,10 @@ static void test_info(void **state) {
   assert_non_null(strstr(cr_out, "\n  sites:       4\n"));
   assert_non_null(strstr(cr_out, "\n  threads:     3\n"));
   assert_non_null(strstr(cr_out, "\n  drops:       14 (ring full 6, reentrant "
-                              "2, other 4, write error 2)\n"));
+                              "2, other 4, write error 2, exit 0)\n"
+                              "  accounting:  attempted 23 = written 9 + "
+                              "dropped 14 + recovered 0\n"
+                              "  complete:    NO: events dropped\n"));
   assert_non_null(strstr(cr_out, "\n  segments:    2 (seq 1-2)\n"));
   assert_non_null(strstr(cr_out, "\n  batches:     5\n"));
   assert_non_null(strstr(cr_out, " per event)\n"));

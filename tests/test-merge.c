@@ -191,7 +191,7 @@ static void test_pid_taken_twice(void **state) {
   assert_int_equal(rb.pids[0], 4242);
   assert_int_equal(rb.pids[1], 10000000);
   assert_true(rb.clean[0] && rb.clean[1]);
-  assert_int_equal(cr_run("verify '%s'", out), 0);
+  assert_int_equal(cr_run("verify '%s'", out), 4); /* its drops */
   assert_int_equal(cr_run("report '%s'", out), 0);
   assert_non_null(strstr(cr_out, "# 18 events from 2 processes, 4 sites, 9 "
                                  "distinct stacks\n"
@@ -232,7 +232,7 @@ static void test_damaged_input(void **state) {
   rb = read_out(out);
   assert_int_equal(rb.events, 7); /* 9 less batch 1's two */
   assert_int_equal(rb.warnings, 0);
-  assert_int_equal(cr_run("verify '%s'", out), 0); /* OUT itself is intact */
+  assert_int_equal(cr_run("verify '%s'", out), 4); /* intact, 1 batch short */
   assert_non_null(strstr(cr_out, "1 batch missing"));
 }
 
@@ -284,11 +284,11 @@ static void test_file_not_named_as_a_segment(void **state) {
   rb = read_out(out);
   assert_int_equal(rb.events, 9);
   assert_int_equal(rb.warnings, 0);
-  assert_int_equal(cr_run("verify '%s'", out), 0);
+  assert_int_equal(cr_run("verify '%s'", out), 4); /* its drops */
 }
 
 static void test_refusals(void **state) {
-  char d[4096], out[4096], path[4400], keep[4400];
+  char d[4096], out[4096], path[4500], keep[4400];
   uint8_t before[1 << 16], after[1 << 16];
   size_t nb, na;
   (void)state;
@@ -317,6 +317,13 @@ static void test_refusals(void **state) {
   /* Usage and missing input (OUT then not created). */
   snprintf(out, sizeof out, "%s", out_path("merge-ref-new"));
   assert_int_equal(cr_run("merge -o '%s' /nonexistent/rec", out), 3);
+  /* An OUT that cannot be created is an output failure (1), not an input
+   * that cannot be opened (3). */
+  snprintf(keep, sizeof keep, "%s/plainfile", fx_tmpdir("merge-ref-f"));
+  assert_int_equal(fx_write_file(keep, "x", 1), 0);
+  snprintf(path, sizeof path, "%s/sub", keep);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", path, d), 1);
+  assert_non_null(strstr(cr_err, "cannot create"));
   assert_int_equal(access(out, F_OK), -1);
   assert_int_equal(cr_run("merge '%s'", d), 2);
   assert_non_null(strstr(cr_err, "no -o OUT given"));

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -31,7 +32,7 @@ static size_t write_seg(const char *dir, uint32_t pid, uint32_t seq, int from,
   stkr_fmt_buf buf = {0};
   size_t len;
 
-  assert_int_equal(fx_std_encode(from, to, pid, &buf), 0);
+  assert_int_equal(fx_clean_encode(from, to, pid, &buf), 0);
   len = cut ? cut : buf.len;
   snprintf(path, plen, "%s/stackrec-%u-%06u.zst", dir, (unsigned)pid,
            (unsigned)seq);
@@ -44,7 +45,7 @@ static size_t frame_end(int from, int to) {
   stkr_fmt_buf buf = {0};
   size_t n;
 
-  assert_int_equal(fx_std_encode(from, to, FX_PID, &buf), 0);
+  assert_int_equal(fx_clean_encode(from, to, FX_PID, &buf), 0);
   n = buf.len;
   stkr_fmt_buf_free(&buf);
   return n;
@@ -52,16 +53,44 @@ static size_t frame_end(int from, int to) {
 
 static void test_intact(void **state) {
   const char *d = fx_tmpdir("verify-ok");
-  char want[4400];
+  char p1[4200], p2[4200], want[4400];
   (void)state;
 
-  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  write_seg(d, FX_PID, 1, 0, 3, 0, p1, sizeof p1);
+  write_seg(d, FX_PID, 2, 3, 5, 0, p2, sizeof p2);
   assert_int_equal(cr_run("verify '%s'", d), 0);
   assert_string_equal(cr_err, "");
   snprintf(want, sizeof want,
            "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 events: "
            "intact\n"
+           "  accounting: attempted 9, written 9, dropped 0 (ring full 0, "
+           "reentrant 0, other 0, write error 0, exit 0), recovered 0: adds "
+           "up\n"
            "intact: 1 process, 2 segments, 9 events\n",
+           d);
+  assert_string_equal(cr_out, want);
+}
+
+/* The standard recording counts drops: intact but incomplete, exit 4,
+ * with the figures by reason. */
+static void test_drops_are_incomplete(void **state) {
+  const char *d = fx_tmpdir("verify-drops");
+  char want[4400];
+  (void)state;
+
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 4);
+  assert_string_equal(cr_err, "");
+  snprintf(want, sizeof want,
+           "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 events: "
+           "intact, INCOMPLETE\n"
+           "  accounting: attempted 23, written 9, dropped 14 (ring full 6, "
+           "reentrant 2, other 4, write error 2, exit 0), recovered 0: adds "
+           "up\n"
+           "incomplete: process 4242: 14 events dropped by the recorder (ring "
+           "full 6, reentrant 2, other 4, write error 2, exit 0)\n"
+           "INCOMPLETE: 1 finding in 1 of 1 process, 2 segments, 9 events "
+           "read\n",
            d);
   assert_string_equal(cr_out, want);
 }
@@ -74,7 +103,7 @@ static void test_bit_flip(void **state) {
   size_t end0 = frame_end(0, 1);
   (void)state;
 
-  assert_int_equal(fx_std_encode(0, 3, FX_PID, &buf), 0);
+  assert_int_equal(fx_clean_encode(0, 3, FX_PID, &buf), 0);
   buf.data[end0 + 30] ^= 0x08;
   snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
   assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
@@ -86,17 +115,27 @@ static void test_bit_flip(void **state) {
            end0);
   assert_memory_equal(cr_line(cr_out, 0), want, strlen(want));
   assert_non_null(strstr(cr_line(cr_out, 0), "skipped"));
+  /* The lost batch's 2 events show in the accounting too. */
+  snprintf(want, sizeof want,
+           "incomplete: %s: process 4242 session 1: 2 events "
+           "attempted but neither read nor counted as dropped (attempted 9, "
+           "written 7, dropped 0, recovered 0)", p2);
+  assert_string_equal(cr_line(cr_out, 1), want);
   snprintf(want, sizeof want,
            "process 4242 \"fixture\" in %s: 2 segments, 4 batches, 7 events: "
            "DAMAGED (1 batch lost)", d);
-  assert_string_equal(cr_line(cr_out, 1), want);
-  assert_string_equal(cr_line(cr_out, 2),
-                      "note: process 4242: 1 batch missing (gaps in batch "
-                      "numbers: dropped on write errors, older segments "
-                      "deleted by the disk cap, or damaged)");
+  assert_string_equal(cr_line(cr_out, 2), want);
   assert_string_equal(cr_line(cr_out, 3),
+                      "  accounting: attempted 9, written 7, dropped 0 (ring "
+                      "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                      "recovered 0: 2 not accounted for");
+  assert_string_equal(cr_line(cr_out, 4),
+                      "incomplete: process 4242: 1 batch missing (gaps in "
+                      "batch numbers: failed writes, deleted or lost "
+                      "segments, or damage)");
+  assert_string_equal(cr_line(cr_out, 5),
                       "DAMAGED: 1 problem in 1 process, 2 segments");
-  assert_int_equal(cr_count_lines(cr_out), 4);
+  assert_int_equal(cr_count_lines(cr_out), 6);
 }
 
 /* Segment 1 cut short, segment 2 after it: damage, not a live tail. */
@@ -117,8 +156,10 @@ static void test_truncated_before_a_later_segment(void **state) {
 }
 
 /* The last segment of a process that has not ended, cut short: a
- * recording still being written. A note, status 0. */
-static void test_live_tail_is_a_note(void **state) {
+ * recording still being written (or a writer killed mid-batch). The cut
+ * batch is a note, not damage; the missing clean end makes it incomplete:
+ * exit 4. */
+static void test_live_tail_is_incomplete(void **state) {
   const char *d = fx_tmpdir("verify-live");
   char path[4200], p2[4200], want[4400];
   size_t end3 = frame_end(3, 4);
@@ -126,7 +167,7 @@ static void test_live_tail_is_a_note(void **state) {
 
   write_seg(d, FX_PID, 1, 0, 3, 0, path, sizeof path);
   write_seg(d, FX_PID, 2, 3, 5, end3 + 7, p2, sizeof p2);
-  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 4);
   assert_string_equal(cr_err, "");
   snprintf(want, sizeof want,
            "note: %s: offset %zu: incomplete last batch (7 bytes): the "
@@ -134,10 +175,17 @@ static void test_live_tail_is_a_note(void **state) {
            "mid-batch); not read",
            p2, end3);
   assert_string_equal(cr_line(cr_out, 0), want);
-  assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, still being "
-                                 "written\n"));
-  assert_string_equal(cr_line(cr_out, 2),
-                      "intact: 1 process, 2 segments, 8 events");
+  snprintf(want, sizeof want,
+           "incomplete: %s: process 4242 session 1: no clean "
+           "end (no last batch): the process was killed, crashed or called "
+           "_exit, or its last segment is missing; 8 events read, no "
+           "counters read", p2);
+  assert_string_equal(cr_line(cr_out, 1), want);
+  assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, INCOMPLETE, "
+                                 "still being written\n"));
+  assert_string_equal(cr_line(cr_out, 4),
+                      "INCOMPLETE: 1 finding in 1 of 1 process, 2 segments, "
+                      "8 events read");
 }
 
 /* Events whose ids have no definition: reported per batch, with offset. */
@@ -179,6 +227,10 @@ static void test_undefined_ids(void **state) {
                          ": 1 segment, 2 batches, 4 events: 3 events with "
                          "undefined ids"));
   assert_string_equal(cr_line(cr_out, 3),
+                      "  accounting: attempted 0, written 4, dropped 0 (ring "
+                      "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                      "recovered 0 (no counters recorded)");
+  assert_string_equal(cr_line(cr_out, 4),
                       "DAMAGED: 2 problems in 1 process, 1 segment");
 }
 
@@ -219,26 +271,37 @@ static void test_newer_format_and_inconsistent(void **state) {
                                  "segments\n"));
 }
 
-/* Unrelated files, an empty segment: notes; the rest intact: status 0.
+/* Unrelated files: a note. An empty segment (a writer that died before its
+ * first flush, e.g. a pool worker ended by SIGTERM): incomplete, status 4.
  * A file that is not zstd at all: damage. */
 static void test_notes_and_foreign_files(void **state) {
   const char *d = fx_tmpdir("verify-notes");
   char path[4200];
   (void)state;
 
-  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  write_seg(d, FX_PID, 1, 0, 3, 0, path, sizeof path);
+  write_seg(d, FX_PID, 2, 3, 5, 0, path, sizeof path);
   snprintf(path, sizeof path, "%s/README", d);
   assert_int_equal(fx_write_file(path, "x", 1), 0);
-  snprintf(path, sizeof path, "%s/stackrec-77-000001.zst", d);
-  assert_int_equal(fx_write_file(path, NULL, 0), 0);
   assert_int_equal(cr_run("verify '%s'", d), 0);
   assert_non_null(strstr(cr_out, "note: "));
   assert_non_null(strstr(cr_out, "ignored 1 entry"));
   assert_non_null(strstr(cr_out, "\"README\""));
-  assert_non_null(strstr(cr_out, "stackrec-77-000001.zst: empty file, "
-                                 "skipped\n"));
-  assert_non_null(strstr(cr_out, "\nintact: 2 processes, 3 segments, 9 "
+  assert_non_null(strstr(cr_out, "\nintact: 1 process, 2 segments, 9 "
                                  "events\n"));
+  snprintf(path, sizeof path, "%s/stackrec-77-000001.zst", d);
+  assert_int_equal(fx_write_file(path, NULL, 0), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 4);
+  assert_non_null(strstr(cr_out, "\nincomplete: "));
+  assert_non_null(strstr(cr_out, "stackrec-77-000001.zst: empty file, "
+                                 "skipped: a segment without any batch (its "
+                                 "writer ended before its first flush, or "
+                                 "has just started)\n"));
+  assert_non_null(strstr(cr_out, "process 77 \"\" in "));
+  assert_non_null(strstr(cr_out, ": 1 segment, 0 batches, 0 events: intact, "
+                                 "INCOMPLETE\n  accounting: no batch read\n"));
+  assert_non_null(strstr(cr_out, "\nINCOMPLETE: 1 finding in 1 of 2 "
+                                 "processes, 3 segments, 9 events read\n"));
 
   snprintf(path, sizeof path, "%s/stackrec-78-000001.zst", d);
   assert_int_equal(fx_write_file(path, "GIF89a....", 10), 0);
@@ -249,13 +312,85 @@ static void test_notes_and_foreign_files(void **state) {
   {
     stkr_fmt_buf buf = {0};
     char f[4200];
-    assert_int_equal(fx_std_encode(0, 5, 31, &buf), 0);
+    assert_int_equal(fx_clean_encode(0, 5, 31, &buf), 0);
     snprintf(f, sizeof f, "%s/copy.bin", fx_tmpdir("verify-anon"));
     assert_int_equal(fx_write_file(f, buf.data, buf.len), 0);
     stkr_fmt_buf_free(&buf);
     assert_int_equal(cr_run("verify '%s'", f), 0);
     assert_non_null(strstr(cr_out, "process 31 \"fixture\" in "));
   }
+}
+
+/* Recompress every frame of src without the content size in its header
+ * (zstd allows it; the checksum stays on). */
+static void strip_content_size(const stkr_fmt_buf *src, stkr_fmt_buf *dst) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  size_t off = 0;
+
+  assert_non_null(c);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+  while (off < src->len) {
+    size_t cs = ZSTD_findFrameCompressedSize(src->data + off, src->len - off);
+    unsigned long long ds = ZSTD_getFrameContentSize(src->data + off, cs);
+    uint8_t *plain = malloc(ds + 1), *z = malloc(ZSTD_compressBound(ds));
+    size_t n, zn;
+
+    assert_non_null(plain);
+    assert_non_null(z);
+    n = ZSTD_decompress(plain, ds + 1, src->data + off, cs);
+    assert_int_equal(n, ds);
+    /* Streamed: a one-shot compress would know the size and write it. */
+    {
+      ZSTD_inBuffer ib = {plain, n, 0};
+      ZSTD_outBuffer ob = {z, ZSTD_compressBound(ds), 0};
+      assert_int_equal(ZSTD_compressStream2(c, &ob, &ib, ZSTD_e_end), 0);
+      zn = ob.pos;
+    }
+    assert_int_equal(ZSTD_getFrameContentSize(z, zn),
+                     ZSTD_CONTENTSIZE_UNKNOWN);
+    if (dst->len + zn > dst->cap) {
+      dst->cap = (dst->len + zn) * 2;
+      dst->data = realloc(dst->data, dst->cap);
+      assert_non_null(dst->data);
+    }
+    memcpy(dst->data + dst->len, z, zn);
+    dst->len += zn;
+    free(plain);
+    free(z);
+    off += cs;
+  }
+  ZSTD_freeCCtx(c);
+}
+
+/* Frames without a content size: intact for verify AND for symbolize (one
+ * rule, stkr_fmt_frame_check); issue 9 had symbolize call them damaged. */
+static void test_frames_without_content_size(void **state) {
+  const char *dd = fx_tmpdir("verify-nosize");
+  char d[4096], path[4200], out[4200];
+  stkr_fmt_buf buf = {0}, stripped = {0};
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", dd);
+  for (int seg = 1; seg <= 2; seg++) {
+    buf.len = stripped.len = 0;
+    assert_int_equal(fx_clean_encode(seg == 1 ? 0 : 3, seg == 1 ? 3 : 5,
+                                     FX_PID, &buf), 0);
+    strip_content_size(&buf, &stripped);
+    snprintf(path, sizeof path, "%s/stackrec-%u-%06d.zst", d, FX_PID, seg);
+    assert_int_equal(fx_write_file(path, stripped.data, stripped.len), 0);
+  }
+  stkr_fmt_buf_free(&buf);
+  stkr_fmt_buf_free(&stripped);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_non_null(strstr(cr_out, ": 2 segments, 5 batches, 9 events: "
+                                 "intact\n"));
+  snprintf(out, sizeof out, "%s", fx_tmpdir("verify-nosize-out"));
+  rmdir(out);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, d), 0);
+  assert_null(strstr(cr_err, "damaged"));
+  assert_non_null(strstr(cr_out, "2 segment files, 5 batches, "));
+  assert_int_equal(cr_run("verify '%s'", out), 0);
 }
 
 static void test_no_recording_and_usage(void **state) {
@@ -278,12 +413,14 @@ static void test_no_recording_and_usage(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_intact),
+    cmocka_unit_test(test_drops_are_incomplete),
       cmocka_unit_test(test_bit_flip),
       cmocka_unit_test(test_truncated_before_a_later_segment),
-      cmocka_unit_test(test_live_tail_is_a_note),
+      cmocka_unit_test(test_live_tail_is_incomplete),
       cmocka_unit_test(test_undefined_ids),
       cmocka_unit_test(test_newer_format_and_inconsistent),
       cmocka_unit_test(test_notes_and_foreign_files),
+      cmocka_unit_test(test_frames_without_content_size),
       cmocka_unit_test(test_no_recording_and_usage),
   };
   return cmocka_run_group_tests_name("verify", tests, setup, NULL);

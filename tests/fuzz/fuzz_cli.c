@@ -1,7 +1,8 @@
 /*
  * fuzz_cli.c: the CLI's input path on arbitrary bytes: the bytes become a
- * segment file in a directory, and `stackrec info DIR`, `stackrec dump DIR`
- * and `stackrec dump --json --limit 50 DIR` run on it.
+ * segment file in a directory, and `stackrec info DIR`, `stackrec dump DIR`,
+ * `stackrec dump --json --limit 50 DIR`, `stackrec verify DIR` and
+ * `stackrec report DIR` run on it.
  *
  * Two builds of this one file:
  * - libFuzzer (tests/fuzz/build.sh): in-process, through the CLI's own code
@@ -12,7 +13,9 @@
  *   regression test follows whatever sources the CLI is made of.
  *
  * Checked besides "no crash, no hang": the exit status is 0 or 1 (the
- * input exists, so never 2 or 3; never a signal), info and dump agree.
+ * input exists, so never 2 or 3; never a signal), info, dump and report
+ * agree; verify says 0, 1 or 4 (incomplete), and 1 whenever info does
+ * (verify also counts inconsistencies, which lose no data).
  * Output goes to /dev/null; stderr (warnings) is the harness's business
  * (libFuzzer's -close_fd_mask=2, or the test log).
  */
@@ -78,17 +81,23 @@ static int run_cli(int argc, char **argv) {
 }
 #define INFO(argc, argv) run_cli(argc, argv)
 #define DUMP(argc, argv) run_cli(argc, argv)
+#define VERIFY(argc, argv) run_cli(argc, argv)
+#define REPORT(argc, argv) run_cli(argc, argv)
 #else
 #define INFO(argc, argv) stkr_cli_info(argc, argv)
 #define DUMP(argc, argv) stkr_cli_dump(argc, argv)
+#define VERIFY(argc, argv) stkr_cli_verify(argc, argv)
+#define REPORT(argc, argv) stkr_cli_report(argc, argv)
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *info[] = {"info", g_dir, NULL};
   char *dump[] = {"dump", g_dir, NULL};
   char *json[] = {"dump", "--json", "--limit", "50", g_dir, NULL};
+  char *verify[] = {"verify", g_dir, NULL};
+  char *report[] = {"report", g_dir, NULL};
   FILE *f;
-  int a, b, c;
+  int a, b, c, v, r;
 
   if (g_dir[0] == '\0')
     fz_init();
@@ -104,5 +113,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FZ_CHECK(b == a);
   /* --limit may stop before the damage that made the others report 1. */
   FZ_CHECK(c == 0 || c == 1);
+  v = VERIFY(2, verify);
+  FZ_CHECK(v == 0 || v == 1 || v == 4);
+  FZ_CHECK(a == 0 || v == 1);
+  r = REPORT(2, report);
+  FZ_CHECK(r == a);
   return 0;
 }

@@ -434,7 +434,6 @@ static void new_process(builder *b, size_t process) {
   b->cur_process = process;
 }
 
-/* Count the event: one hash probe on its ids, except for a new key. */
 /* The event's payload and time go to its site's counts. */
 static int count_payload(builder *b, size_t merged,
                          const stkr_event_view *ev) {
@@ -467,9 +466,14 @@ static bool raw_matches(const builder *b, const raw *w, uint32_t session,
           memcmp(s->payload, ev->payload, ev->payload_len) == 0);
 }
 
+/* Count the event: one hash probe on its ids, except for a new key. */
 static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
-  uint32_t session = ev->proc->sessions, site = ev->site_id;
-  uint32_t stack = ev->stack_id, thread = b->o->by_thread ? ev->thread_id : 0;
+  /* Undefined ids key as 0: a file may hold any number of bogus ones. */
+  uint32_t session = ev->proc->sessions;
+  uint32_t site = ev->site_undefined ? 0 : ev->site_id;
+  uint32_t stack = ev->stack_undefined ? 0 : ev->stack_id;
+  uint32_t thread =
+      b->o->by_thread && !ev->thread_undefined ? ev->thread_id : 0;
   uint64_t phash = 0;
   size_t i, merged;
   raw *w;

@@ -9,6 +9,13 @@
  *      out-of-memory error
  *   2  usage error (bad command, option or argument)
  *   3  an input could not be opened (missing, no permission, not a file)
+ *   4  (verify, and record's summary) intact but incomplete: events
+ *      dropped, a session that ended uncleanly, segments missing from a
+ *      session or deleted by the disk cap, a directory recreated mid-run,
+ *      a segment file without any batch. Other commands exit 0 there and
+ *      show the accounting (info per process, report at the top).
+ * Output that cannot be written (stdout, or merge's OUT) is 1, never 3:
+ * 3 is only for input.
  * Warnings that lose no data (ignored files, an empty segment of a live
  * recording) are printed but keep the status 0; the incomplete last batch
  * of a recording still being written is not a warning at all (info and
@@ -28,6 +35,7 @@
 #define STKR_CLI_DATA_LOST 1
 #define STKR_CLI_USAGE 2
 #define STKR_CLI_NO_INPUT 3
+#define STKR_CLI_INCOMPLETE 4
 
 /* The exit-status paragraph shared by every --help. */
 extern const char stkr_cli_exit_help[];
@@ -46,6 +54,13 @@ int stkr_cli_open(const char *cmd, char *const *paths, int n,
 /* The exit status for a reader that has been read (as far as wanted):
  * 1 if data was lost or no process was found, else 0. */
 int stkr_cli_status(const stkr_reader *r);
+
+/* The one-line completeness summary of a reader that has been read
+ * (verify.c): "INCOMPLETE: 1 of 2 processes: 14 events dropped (...); 1
+ * session without a clean end ..." when any process is incomplete or
+ * damaged, written into buf (cut to len). report and report --html show it
+ * at the top. @return its length, 0 (buf "") when complete and intact. */
+size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);

@@ -144,11 +144,15 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
     if (t < o->from_s || (o->to_s > 0 && t >= o->to_s))
       return 0;
   }
+  /* Undefined ids share the cache entry 0: a hostile file may hold any
+   * number of them, and they all read as "?". */
   if (o->site_glob != NULL &&
-      (m = name_pass(f, &f->site_pass, ev->site_id, ev, false)) <= 0)
+      (m = name_pass(f, &f->site_pass, ev->site_undefined ? 0 : ev->site_id,
+                     ev, false)) <= 0)
     return m;
   if (o->thread_glob != NULL &&
-      (m = name_pass(f, &f->thread_pass, ev->thread_id, ev, true)) <= 0)
+      (m = name_pass(f, &f->thread_pass,
+                     ev->thread_undefined ? 0 : ev->thread_id, ev, true)) <= 0)
     return m;
   return 1;
 }

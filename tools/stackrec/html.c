@@ -502,6 +502,11 @@ static int put_data(FILE *out, const stkr_agg *a) {
 }
 
 int stkr_html_write(FILE *out, const stkr_agg *a, const char *title) {
+  return stkr_html_write_banner(out, a, title, NULL);
+}
+
+int stkr_html_write_banner(FILE *out, const stkr_agg *a, const char *title,
+                           const char *banner) {
   int err;
 
   if (out == NULL || a == NULL)
@@ -522,6 +527,12 @@ int stkr_html_write(FILE *out, const stkr_agg *a, const char *title) {
   fputs("</style></head>\n<body>\n<header><h1>", out);
   put_html(out, title);
   fputs("</h1>\n", out);
+  if (banner != NULL && banner[0] != '\0') {
+    /* Before anything else: the numbers below are not the whole story. */
+    fputs("<p class=\"incomplete\" role=\"alert\"><strong>", out);
+    put_html(out, banner);
+    fputs("</strong></p>\n", out);
+  }
   put_summary(out, a);
   fputs("</header>\n", out);
   put_drops(out, a);

@@ -14,5 +14,9 @@
 /* title: the page's title (NULL or "": "stackrec report"). Also -EINVAL
  * for a NULL out or a, -ENOMEM. Flushes out; the caller closes it. */
 int stkr_html_write(FILE *out, const stkr_agg *a, const char *title);
+/* The same, with a banner line at the top of the page when banner is
+ * neither NULL nor "" (e.g. "INCOMPLETE: ...", stkr_cli_incomplete_line). */
+int stkr_html_write_banner(FILE *out, const stkr_agg *a, const char *title,
+                           const char *banner);
 
 #endif /* STKR_HTML_H */

@@ -17,9 +17,11 @@ static const char info_help[] =
     "name, pid, architecture, wall-clock time of the first event (UTC,\n"
     "ISO 8601) and the time span of the events, events, distinct stacks,\n"
     "sites (with events per site, most first), threads, events the\n"
-    "recorder dropped (by cause), segments, batches, compressed bytes and\n"
-    "bytes per event, damaged batches, and whether the recording ended\n"
-    "cleanly (stkr_shutdown() wrote its last batch).\n"
+    "recorder dropped (by cause), the accounting (attempted = written +\n"
+    "dropped + recovered) and whether the recording is complete (else\n"
+    "why not, as 'stackrec verify' says it), segments, batches,\n"
+    "compressed bytes and bytes per event, damaged batches, and whether\n"
+    "the recording ended cleanly (stkr_shutdown() wrote its last batch).\n"
     "\n"
     "Options:\n"
     "  -h, --help  this help\n"
@@ -76,6 +78,55 @@ static int print_sites(const stkr_reader *r, size_t i) {
   return 0;
 }
 
+/* attempted == written + dropped + recovered, and what makes the process
+ * incomplete (the facts `verify` reports line by line). */
+static void print_accounting(const stkr_process_info *p) {
+  const char *sep = "";
+
+  printf("  accounting:  attempted %llu = written %llu + dropped %llu + "
+         "recovered %llu",
+         (unsigned long long)p->attempted, (unsigned long long)p->written,
+         (unsigned long long)p->drops, (unsigned long long)p->recovered);
+  if (p->counters_overflow)
+    printf(": COUNTERS OVERFLOW (damaged)\n");
+  else if (p->accounting_mismatches)
+    printf(": DOES NOT ADD UP (inconsistent counters)\n");
+  else if (p->unaccounted)
+    printf(" + %llu not accounted for\n",
+           (unsigned long long)p->unaccounted);
+  else if (p->attempted == 0 && p->written != 0)
+    printf(" (no counters recorded)\n");
+  else
+    printf("\n");
+  printf("  complete:    %s", p->incomplete ? "NO: " : "yes");
+#define INFO_ITEM(cond, ...)                                                  \
+  do {                                                                        \
+    if (cond) {                                                               \
+      printf("%s", sep);                                                      \
+      printf(__VA_ARGS__);                                                    \
+      sep = "; ";                                                             \
+    }                                                                         \
+  } while (0)
+  INFO_ITEM(p->drops, "events dropped");
+  INFO_ITEM(p->unclean_sessions, "%u session%s without a clean end",
+            (unsigned)p->unclean_sessions,
+            p->unclean_sessions == 1 ? "" : "s");
+  INFO_ITEM(p->segments_missing, "%u segment%s missing",
+            (unsigned)p->segments_missing,
+            p->segments_missing == 1 ? "" : "s");
+  INFO_ITEM(p->segments_deleted, "segments deleted by the disk cap");
+  INFO_ITEM(p->dir_recreated, "directory recreated");
+  INFO_ITEM(p->empty_segments, "%u segment%s without any batch",
+            (unsigned)p->empty_segments, p->empty_segments == 1 ? "" : "s");
+  INFO_ITEM(p->missing_batches, "batches missing");
+  INFO_ITEM(p->unaccounted, "events unaccounted for");
+#undef INFO_ITEM
+  if (p->recovered_batches)
+    printf("%s(%llu events recovered from a dead writer's rings)",
+           p->incomplete ? "; " : " ", (unsigned long long)p->recovered);
+  putchar('\n');
+}
+
 static int print_process(const stkr_reader *r, size_t i) {
   const stkr_process_info *p = stkr_reader_process(r, i);
   uint64_t span = p->events ? p->last_ts_ns - p->first_ts_ns : 0;
@@ -113,11 +164,13 @@ static int print_process(const stkr_reader *r, size_t i) {
     return -ENOMEM;
   printf("  threads:     %llu\n", (unsigned long long)p->threads);
   printf("  drops:       %llu (ring full %llu, reentrant %llu, other %llu, "
-         "write error %llu)\n",
+         "write error %llu, exit %llu)\n",
          (unsigned long long)p->drops, (unsigned long long)p->drops_ring_full,
          (unsigned long long)p->drops_reentrant,
          (unsigned long long)p->drops_other,
-         (unsigned long long)p->drops_write_error);
+         (unsigned long long)p->drops_write_error,
+         (unsigned long long)p->drops_exit);
+  print_accounting(p);
   printf("  segments:    %llu (seq %u-%u)", (unsigned long long)p->segments,
          (unsigned)p->first_seq, (unsigned)p->last_seq);
   if (p->segments_deleted)

@@ -17,7 +17,10 @@ const char stkr_cli_exit_help[] =
     "  1  recorded data lost (damaged, truncated or unsupported batches,\n"
     "     unreadable files), no recording found, or output failed\n"
     "  2  usage error\n"
-    "  3  an input cannot be opened\n";
+    "  3  an input cannot be opened\n"
+    "  4  (verify only) intact but incomplete: events dropped, a process\n"
+    "     that ended uncleanly, missing or deleted segments, a recreated\n"
+    "     directory; other commands say so and exit 0\n";
 
 static const char usage[] =
     "Usage: stackrec COMMAND [OPTIONS] DIR|FILE...\n"
@@ -32,7 +35,7 @@ static const char usage[] =
     "  symbolize  resolve an offline-mode recording into frames\n"
     "  export     pprof, folded stacks, Chrome trace or JSON lines\n"
     "  report     sites ranked by events, with their call stacks (or HTML)\n"
-    "  verify     check every segment; exit 1 if anything is damaged\n"
+    "  verify     check every segment; exit 1 if damaged, 4 if incomplete\n"
     "  merge      several recordings into one directory\n"
     "\n"
     "Run 'stackrec COMMAND --help' for the options of a command.\n"
@@ -55,9 +58,10 @@ int stkr_cli_usage_error(const char *cmd, const char *fmt, ...) {
  * with the output around them. */
 static void stkr__cli_warn(void *arg, const stkr_warning *w) {
   (void)arg;
-  /* A recording still being written is not a problem: `info` and
-   * `report` say so in their output, `verify` in its own. */
-  if (w->kind == STKR_WARN_LIVE_TAIL)
+  /* A recording still being written is not a problem, and an incomplete
+   * one is shown where it belongs: `info` and `report` say so in their
+   * output (accounting, "INCOMPLETE:"), `verify` line by line. */
+  if (w->kind == STKR_WARN_LIVE_TAIL || w->kind == STKR_WARN_INCOMPLETE)
     return;
   stkr_cli_progress_pause();
   fflush(stdout);

@@ -63,7 +63,8 @@ static const char merge_help[] =
     "Damaged batches are left out and named on stderr (exit 1); the\n"
     "incomplete last batch of a recording still being written is left out\n"
     "quietly. OUT is created if missing; it must not be an input, nor hold\n"
-    "segment files already: existing files are never overwritten.\n"
+    "segment files already: existing files are never overwritten. An OUT\n"
+    "that cannot be created or written is an output failure: exit 1.\n"
     "\n"
     "Options:\n"
     "  -o, --output OUT  the directory to write (required)\n"
@@ -103,6 +104,10 @@ static void on_warning(void *arg, const stkr_warning *w) {
     m->live++;
     return;
   }
+  /* OUT keeps the headers, counters and batch numbers that make an input
+   * incomplete: `stackrec verify OUT` says so, as it would of the input. */
+  if (w->kind == STKR_WARN_INCOMPLETE)
+    return;
   stkr_cli_progress_pause();
   fflush(stdout);
   fprintf(stderr, "stackrec merge: warning: %s%s\n", w->message,
@@ -438,7 +443,7 @@ int stkr_cli_merge(int argc, char **argv) {
   if (mkdir(out, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec merge: cannot create %s: %s\n", out,
             strerror(errno));
-    status = STKR_CLI_NO_INPUT;
+    status = STKR_CLI_DATA_LOST; /* output, not input: see cli.h */
     goto out;
   }
   if ((rc = has_segments(out)) != 0) {
@@ -448,7 +453,7 @@ int stkr_cli_merge(int argc, char **argv) {
     else
       stkr_cli_usage_error("merge", "OUT '%s' already holds segment files; "
                                     "give an empty or new directory", out);
-    status = rc < 0 ? STKR_CLI_NO_INPUT : STKR_CLI_USAGE;
+    status = rc < 0 ? STKR_CLI_DATA_LOST : STKR_CLI_USAGE;
     goto out;
   }
 

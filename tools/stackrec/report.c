@@ -37,12 +37,16 @@ static const char report_help[] =
     "marks a call inlined into the frame below it. A line is shown only if\n"
     "it is true of every event merged into that stack.\n"
     "\n"
-    "Lines starting with '#' come first: the totals, then, whenever any\n"
-    "apply, DROPPED (events the recorder lost, by cause), DELETED (older\n"
-    "segments removed by the disk cap), DAMAGED (batches that could not be\n"
-    "read; named on stderr), MISSING, UNRESOLVED, NOT READ (newer format)\n"
-    "and LIVE (a recording still being written: its last, incomplete batch\n"
-    "is not counted), then the filters in effect.\n"
+    "Lines starting with '#' come first. The very first, when the input\n"
+    "is damaged or incomplete, says so: '# INCOMPLETE: ...' with the facts\n"
+    "'stackrec verify' reports (events dropped by reason, sessions without\n"
+    "a clean end, missing or deleted segments, a recreated directory); the\n"
+    "HTML page shows the same line at its top. Then the totals, then,\n"
+    "whenever any apply, DROPPED (events the recorder lost, by cause),\n"
+    "DELETED (older segments removed by the disk cap), DAMAGED (batches\n"
+    "that could not be read; named on stderr), MISSING, UNRESOLVED, NOT\n"
+    "READ (newer format) and LIVE (a recording still being written: its\n"
+    "last, incomplete batch is not counted), then the filters in effect.\n"
     "\n"
     "Options:\n";
 
@@ -507,7 +511,7 @@ static void on_progress(uint64_t events, void *arg) {
 }
 
 static int write_html(const stkr_agg *a, const report_opts *o,
-                      char *const *inputs, int n) {
+                      char *const *inputs, int n, const char *banner) {
   char title[512];
   size_t len;
   FILE *f;
@@ -523,7 +527,7 @@ static int write_html(const stkr_agg *a, const report_opts *o,
             strerror(errno));
     return STKR_CLI_DATA_LOST;
   }
-  err = stkr_html_write(f, a, title);
+  err = stkr_html_write_banner(f, a, title, banner);
   if (fclose(f) != 0 && err == 0)
     err = -errno;
   if (err != 0) {
@@ -553,6 +557,7 @@ int stkr_cli_report(int argc, char **argv) {
   stkr_cli_progress prog;
   stkr_reader *r;
   stkr_agg *a = NULL;
+  char banner[1024];
   int c, err, status;
 
   memset(&o, 0, sizeof o);
@@ -643,9 +648,12 @@ int stkr_cli_report(int argc, char **argv) {
     stkr_reader_free(r);
     return STKR_CLI_DATA_LOST;
   }
+  /* First of all: whether what follows is the whole story. */
+  if (stkr_cli_incomplete_line(r, banner, sizeof banner) > 0)
+    printf("# %s\n", banner);
   print_header(a, &o);
   if (o.html != NULL) {
-    status = write_html(a, &o, argv + optind, argc - optind);
+    status = write_html(a, &o, argv + optind, argc - optind, banner);
   } else {
     if (a->events == 0)
       puts(a->events_read ? "# no event matches the filters"

@@ -143,22 +143,18 @@ static size_t next_magic(const uint8_t *p, size_t len, size_t from) {
   return len;
 }
 
-/* Decode the frame at p (csize bytes). @return the Batch, or NULL. */
+/* Decode the frame at p (csize bytes). @return the Batch, or NULL. The
+ * reader's rule (stkr_fmt_decode_frame): a frame without a content size is
+ * fine, one without a checksum is not, so symbolize and verify agree. */
 static Stackrec__Batch *decode(sym_run *run, const uint8_t *p, size_t csize) {
-  unsigned long long dsize = ZSTD_getFrameContentSize(p, csize);
-  size_t n;
-  if (dsize == ZSTD_CONTENTSIZE_ERROR || dsize == ZSTD_CONTENTSIZE_UNKNOWN ||
-      dsize > STKR_FMT_MAX_BATCH_BYTES)
-    return NULL;
-  if (dsize > run->dbuf_cap) {
-    uint8_t *b = realloc(run->dbuf, (size_t)dsize);
-    if (!b) return NULL;
-    run->dbuf = b;
-    run->dbuf_cap = (size_t)dsize;
-  }
-  n = ZSTD_decompressDCtx(run->dctx, run->dbuf, run->dbuf_cap, p, csize);
-  if (ZSTD_isError(n) || n != dsize) return NULL;
-  return stackrec__batch__unpack(&run->pballoc.pb, n, run->dbuf);
+  stkr_fmt_buf b = {run->dbuf, 0, run->dbuf_cap};
+  const char *why;
+  size_t flen;
+  int err = stkr_fmt_decode_frame(run->dctx, p, csize, &b, &flen, &why);
+  run->dbuf = b.data;
+  run->dbuf_cap = b.cap;
+  if (err != 0 || flen != csize) return NULL;
+  return stackrec__batch__unpack(&run->pballoc.pb, b.len, run->dbuf);
 }
 
 static bool has_frames(const Stackrec__Batch *b) {

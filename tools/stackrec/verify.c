@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,36 +26,44 @@ static const char verify_help[] =
     "\n"
     "Check every segment of the recordings: each batch's zstd frame and\n"
     "its content checksum, its protobuf decoding and format version, the\n"
-    "consistency of its event columns, and that every site, thread, stack,\n"
-    "frame and string id used is defined. Prints one line per problem:\n"
+    "consistency of its event columns, that every site, thread, stack,\n"
+    "frame and string id used is defined, and that the recording is\n"
+    "complete. Prints one line per finding:\n"
     "  damaged: FILE: offset N: REASON          (data lost: exit 1)\n"
-    "  inconsistent: FILE: offset N: REASON     (ids or names that do not\n"
-    "                                            agree: exit 1)\n"
-    "  note: ...                                (nothing damaged: ignored\n"
-    "                                            files, empty segments, a\n"
-    "                                            recording still being\n"
-    "                                            written, gaps in batch\n"
-    "                                            numbers, segments the disk\n"
-    "                                            cap deleted)\n"
-    "then one line per process (segments, batches, events, and 'intact' or\n"
-    "what is wrong) and a last line 'intact' or 'DAMAGED: N problems'.\n"
+    "  inconsistent: FILE: offset N: REASON     (ids, names or counters that\n"
+    "                                            do not agree: exit 1)\n"
+    "  incomplete: FILE: REASON                 (intact, but events are\n"
+    "                                            missing: exit 4)\n"
+    "  note: ...                                (nothing lost: ignored\n"
+    "                                            files, a batch being\n"
+    "                                            written, recovered batches)\n"
+    "then per process a line (segments, batches, events, and 'intact',\n"
+    "'INCOMPLETE' or what is damaged) and its accounting:\n"
+    "  attempted == written + dropped (by reason) + recovered\n"
+    "and a last line 'intact', 'INCOMPLETE: ...' or 'DAMAGED: ...'.\n"
     "\n"
-    "The incomplete last batch of a recording still being written (the end\n"
-    "of the last segment of a process that has not ended cleanly) is a\n"
-    "note, not damage.\n"
+    "Incomplete means any of: events dropped (ring full, reentrant, write\n"
+    "error, other, exit); a session without a clean end (killed, crashed,\n"
+    "_exit, or its last segment missing); segments missing from a\n"
+    "session's sequence, or deleted by the disk cap; a recording directory\n"
+    "recreated mid-run; a segment file without any batch; events attempted\n"
+    "but neither written nor counted. Batches recovered from the ring files\n"
+    "of a writer that died count as written: complete, with a note.\n"
     "\n"
     "Options:\n"
     "  -h, --help  this help\n"
     "\n"
     "Exit status:\n"
-    "  0  every segment is intact\n"
+    "  0  every segment is intact and the recording is complete\n"
     "  1  damage or an inconsistency was found, no recording was found,\n"
     "     or output failed\n"
     "  2  usage error\n"
-    "  3  an input cannot be opened\n";
+    "  3  an input cannot be opened\n"
+    "  4  intact but incomplete (see above)\n";
 
 typedef struct verify_run {
-  uint64_t problems; /* lines that make the exit status 1 */
+  uint64_t problems;   /* lines that make the exit status 1 */
+  uint64_t incomplete; /* lines that make it 4 (when not 1) */
   uint64_t notes;
   /* Events with undefined ids in the current batch (reported per batch). */
   const char *ub_path;
@@ -71,9 +80,17 @@ static void on_warning(void *arg, const stkr_warning *w) {
   case STKR_WARN_UNRESOLVED:
     /* The per-batch lines (flush_unresolved) say it, with offsets. */
     return;
+  case STKR_WARN_EMPTY_FILE:
+    v->incomplete++;
+    printf("incomplete: %s: a segment without any batch (its writer ended "
+           "before its first flush, or has just started)\n", w->message);
+    return;
+  case STKR_WARN_INCOMPLETE:
+    v->incomplete++;
+    printf("incomplete: %s\n", w->message);
+    return;
   case STKR_WARN_IGNORED_FILES:
   case STKR_WARN_NO_SEGMENTS:
-  case STKR_WARN_EMPTY_FILE:
   case STKR_WARN_LIVE_TAIL:
     v->notes++;
     printf("note: %s\n", w->message);
@@ -117,8 +134,81 @@ static void on_unresolved(verify_run *v, const stkr_event_view *ev) {
   }
 }
 
+static const char *plural(uint64_t n, const char *one, const char *many) {
+  return n == 1 ? one : many;
+}
+
+/* The process's accounting: attempted == written + dropped + recovered. */
+static void print_accounting(verify_run *v, const stkr_process_info *p) {
+  if (p->batches == 0) {
+    printf("  accounting: no batch read\n");
+    return;
+  }
+  printf("  accounting: attempted %llu, written %llu, dropped %llu (ring "
+         "full %llu, reentrant %llu, other %llu, write error %llu, exit "
+         "%llu), recovered %llu",
+         (unsigned long long)p->attempted, (unsigned long long)p->written,
+         (unsigned long long)p->drops,
+         (unsigned long long)p->drops_ring_full,
+         (unsigned long long)p->drops_reentrant,
+         (unsigned long long)p->drops_other,
+         (unsigned long long)p->drops_write_error,
+         (unsigned long long)p->drops_exit,
+         (unsigned long long)p->recovered);
+  if (p->counters_overflow)
+    printf(": COUNTERS OVERFLOW\n");
+  else if (p->accounting_mismatches)
+    printf(": DOES NOT ADD UP\n");
+  else if (p->unaccounted)
+    printf(": %llu not accounted for\n", (unsigned long long)p->unaccounted);
+  else if (p->attempted == 0 && p->written != 0)
+    printf(" (no counters recorded)\n");
+  else
+    printf(": adds up\n");
+  if (p->drops) {
+    v->incomplete++;
+    printf("incomplete: process %u: %llu event%s dropped by the recorder "
+           "(ring full %llu, reentrant %llu, other %llu, write error %llu, "
+           "exit %llu)\n",
+           (unsigned)p->pid, (unsigned long long)p->drops,
+           plural(p->drops, "", "s"), (unsigned long long)p->drops_ring_full,
+           (unsigned long long)p->drops_reentrant,
+           (unsigned long long)p->drops_other,
+           (unsigned long long)p->drops_write_error,
+           (unsigned long long)p->drops_exit);
+  }
+  if (p->missing_batches) {
+    v->incomplete++;
+    printf("incomplete: process %u: %llu batch%s missing (gaps in batch "
+           "numbers: failed writes, deleted or lost segments, or damage)\n",
+           (unsigned)p->pid, (unsigned long long)p->missing_batches,
+           plural(p->missing_batches, "", "es"));
+  }
+  if (p->segments_deleted > p->segments_cap_deleted) {
+    /* Deleted segments the sequence check could not place (e.g. older
+     * writers without Header.session_first_seq). */
+    v->incomplete++;
+    printf("incomplete: process %u: %llu segment%s deleted by the disk cap "
+           "while recording\n",
+           (unsigned)p->pid,
+           (unsigned long long)(p->segments_deleted - p->segments_cap_deleted),
+           plural(p->segments_deleted - p->segments_cap_deleted, "", "s"));
+  }
+  if (p->recovered_batches) {
+    v->notes++;
+    printf("note: process %u: %llu event%s in %llu batch%s recovered from "
+           "the ring files of a writer that died (complete thanks to "
+           "recovery)\n",
+           (unsigned)p->pid, (unsigned long long)p->recovered,
+           plural(p->recovered, "", "s"),
+           (unsigned long long)p->recovered_batches,
+           plural(p->recovered_batches, "", "es"));
+  }
+}
+
 static void print_process(verify_run *v, const stkr_process_info *p) {
-  bool bad = p->damaged_batches || p->unresolved_events || p->status != 0;
+  bool bad = p->damaged_batches || p->unresolved_events || p->status != 0 ||
+             p->counters_overflow || p->accounting_mismatches;
   const char *sep = "";
 
   printf("process %u \"", (unsigned)p->pid);
@@ -127,11 +217,13 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
   printf("\" in ");
   stkr_cli_put_escaped(stdout, (const uint8_t *)p->dir, strlen(p->dir));
   printf(": %llu segment%s, %llu batch%s, %llu event%s: ",
-         (unsigned long long)p->segments, p->segments == 1 ? "" : "s",
-         (unsigned long long)p->batches, p->batches == 1 ? "" : "es",
-         (unsigned long long)p->events, p->events == 1 ? "" : "s");
-  if (!bad)
-    printf("intact");
+         (unsigned long long)p->segments, plural(p->segments, "", "s"),
+         (unsigned long long)p->batches, plural(p->batches, "", "es"),
+         (unsigned long long)p->events, plural(p->events, "", "s"));
+  if (!bad) {
+    printf(p->incomplete ? "intact, INCOMPLETE" : "intact");
+    sep = ", ";
+  }
   if (p->status != 0) {
     printf("NOT READ (%s)", p->status == -EPROTONOSUPPORT
                                 ? "newer format version"
@@ -141,31 +233,119 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
   if (p->damaged_batches) {
     printf("%sDAMAGED (%llu batch%s lost)", sep,
            (unsigned long long)p->damaged_batches,
-           p->damaged_batches == 1 ? "" : "es");
+           plural(p->damaged_batches, "", "es"));
     sep = ", ";
   }
-  if (p->unresolved_events)
+  if (p->unresolved_events) {
     printf("%s%llu event%s with undefined ids", sep,
            (unsigned long long)p->unresolved_events,
-           p->unresolved_events == 1 ? "" : "s");
+           plural(p->unresolved_events, "", "s"));
+    sep = ", ";
+  }
+  if (p->counters_overflow || p->accounting_mismatches)
+    printf("%sinconsistent counters", sep);
   if (p->live_tail)
     printf(", still being written");
   putchar('\n');
-  if (p->segments_deleted) {
-    v->notes++;
-    printf("note: process %u: %llu older segment%s deleted by the disk cap "
-           "while recording (counted by the recorder, not damage)\n",
-           (unsigned)p->pid, (unsigned long long)p->segments_deleted,
-           p->segments_deleted == 1 ? "" : "s");
+  print_accounting(v, p);
+}
+
+/* ---- the completeness line of report, report --html and info ---------- */
+
+typedef struct sumbuf {
+  char *p;
+  size_t len, cap;
+} sumbuf;
+
+static void sum_add(sumbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sum_add(sumbuf *b, const char *fmt, ...) {
+  va_list ap;
+  int n;
+
+  if (b->len >= b->cap)
+    return;
+  va_start(ap, fmt);
+  n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    b->len = b->len + (size_t)n < b->cap ? b->len + (size_t)n : b->cap - 1;
+}
+
+size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
+  uint64_t drops = 0, rf = 0, re = 0, other = 0, we = 0, ex = 0;
+  uint64_t unclean = 0, missing = 0, capdel = 0, recreated = 0, empty = 0;
+  uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
+  size_t i, n = stkr_reader_process_count(r), np = 0;
+  sumbuf b = {buf, 0, len};
+  const char *sep = " ";
+
+  if (len == 0)
+    return 0;
+  buf[0] = '\0';
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
+               p->counters_overflow || p->accounting_mismatches;
+
+    if (!p->incomplete && !dmg)
+      continue;
+    np++;
+    drops += p->drops;
+    rf += p->drops_ring_full;
+    re += p->drops_reentrant;
+    other += p->drops_other;
+    we += p->drops_write_error;
+    ex += p->drops_exit;
+    unclean += p->unclean_sessions;
+    missing += p->segments_missing;
+    capdel += p->segments_deleted;
+    recreated += p->dir_recreated;
+    empty += p->empty_segments;
+    batches += p->missing_batches;
+    unaccounted += p->unaccounted;
+    damaged += p->damaged_batches;
+    bad += dmg;
   }
-  if (p->missing_batches) {
-    v->notes++;
-    printf("note: process %u: %llu batch%s missing (gaps in batch numbers: "
-           "dropped on write errors, older segments deleted by the disk "
-           "cap, or damaged)\n",
-           (unsigned)p->pid, (unsigned long long)p->missing_batches,
-           p->missing_batches == 1 ? "" : "es");
-  }
+  if (np == 0)
+    return 0;
+  sum_add(&b, "INCOMPLETE: %zu of %zu process%s:", np, n, n == 1 ? "" : "es");
+#define SUM_ITEM(cond, ...)                                                   \
+  do {                                                                        \
+    if (cond) {                                                               \
+      sum_add(&b, "%s", sep);                                                 \
+      sum_add(&b, __VA_ARGS__);                                               \
+      sep = "; ";                                                             \
+    }                                                                         \
+  } while (0)
+  SUM_ITEM(bad, "%llu damaged (%llu batch%s lost)", (unsigned long long)bad,
+           (unsigned long long)damaged, damaged == 1 ? "" : "es");
+  SUM_ITEM(drops,
+           "%llu event%s dropped (ring full %llu, reentrant %llu, other "
+           "%llu, write error %llu, exit %llu)",
+           (unsigned long long)drops, drops == 1 ? "" : "s",
+           (unsigned long long)rf, (unsigned long long)re,
+           (unsigned long long)other, (unsigned long long)we,
+           (unsigned long long)ex);
+  SUM_ITEM(unclean, "%llu session%s without a clean end (killed, crashed "
+           "or _exit)", (unsigned long long)unclean,
+           unclean == 1 ? "" : "s");
+  SUM_ITEM(unaccounted,
+           "%llu event%s unaccounted for (never written, or in missing "
+           "segments)",
+           (unsigned long long)unaccounted, unaccounted == 1 ? "" : "s");
+  SUM_ITEM(missing, "%llu segment%s missing", (unsigned long long)missing,
+           missing == 1 ? "" : "s");
+  SUM_ITEM(capdel, "%llu segment%s deleted by the disk cap",
+           (unsigned long long)capdel, capdel == 1 ? "" : "s");
+  SUM_ITEM(recreated, "recording directory recreated %llu time%s",
+           (unsigned long long)recreated, recreated == 1 ? "" : "s");
+  SUM_ITEM(empty, "%llu segment%s without any batch",
+           (unsigned long long)empty, empty == 1 ? "" : "s");
+  SUM_ITEM(batches, "%llu batch%s missing", (unsigned long long)batches,
+           batches == 1 ? "" : "es");
+#undef SUM_ITEM
+  return b.len;
 }
 
 int stkr_cli_verify(int argc, char **argv) {
@@ -173,7 +353,8 @@ int stkr_cli_verify(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   verify_run v;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &v,
-                           .lazy_frames = true};
+                           .lazy_frames = true, .incomplete = on_warning,
+                           .incomplete_arg = &v};
   stkr_cli_progress prog;
   stkr_event_view ev;
   stkr_reader *r;
@@ -235,6 +416,17 @@ int stkr_cli_verify(int argc, char **argv) {
   if (n == 0) {
     v.problems++;
     printf("DAMAGED: no recording found\n");
+  } else if (v.problems == 0 && v.incomplete != 0) {
+    uint64_t np = 0;
+
+    for (i = 0; i < n; i++)
+      np += stkr_reader_process(r, i)->incomplete;
+    printf("INCOMPLETE: %llu finding%s in %llu of %zu process%s, %llu "
+           "segment%s, %llu event%s read\n",
+           (unsigned long long)v.incomplete, plural(v.incomplete, "", "s"),
+           (unsigned long long)np, n, n == 1 ? "" : "es",
+           (unsigned long long)segments, plural(segments, "", "s"),
+           (unsigned long long)events, plural(events, "", "s"));
   } else if (v.problems == 0) {
     printf("intact: %zu process%s, %llu segment%s, %llu event%s\n", n,
            n == 1 ? "" : "es", (unsigned long long)segments,
@@ -246,7 +438,9 @@ int stkr_cli_verify(int argc, char **argv) {
            n == 1 ? "" : "es", (unsigned long long)segments,
            segments == 1 ? "" : "s");
   }
-  status = v.problems ? STKR_CLI_DATA_LOST : STKR_CLI_OK;
+  status = v.problems     ? STKR_CLI_DATA_LOST
+           : v.incomplete ? STKR_CLI_INCOMPLETE
+                          : STKR_CLI_OK;
   if (stkr_cli_flush("verify") != 0)
     status = STKR_CLI_DATA_LOST;
   stkr_reader_free(r);

@@ -1,0 +1,367 @@
+/*
+ * stkr_accounting.c: is a recording complete? Per recording session, what
+ * the recorder says it attempted against what was read, dropped (by reason)
+ * or recovered; which segments of the session's sequence are absent; how
+ * the session ended. See "Accounting" in stkr_reader.h.
+ *
+ * The batch code (stkr_batch.c) calls in at each session start, header and
+ * intact batch; the session's facts are checked, warned about (one
+ * STKR_WARN_INCOMPLETE line each, naming file, session and counts) and
+ * folded into stkr_process_info when the session ends. Nothing here grows
+ * with the input: a fixed struct per stream.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto/stkr__reader.h"
+
+/* a + b, saturated at UINT64_MAX; *ovf set when it overflowed. Counters come
+ * from files: a value near 2^64 must not wrap into a small, plausible sum. */
+static uint64_t stkr__add_sat(uint64_t a, uint64_t b, bool *ovf) {
+  uint64_t s;
+
+  if (__builtin_add_overflow(a, b, &s)) {
+    *ovf = true;
+    return UINT64_MAX;
+  }
+  return s;
+}
+
+static uint64_t stkr__max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* "session 0123456789abcdef" (Header.session_id), or "session 2" (its
+ * ordinal in the process) for writers without session ids. */
+static void stkr__session_name(const stkr__stream *st, char *buf,
+                               size_t len) {
+  if (st->acct.session_id != 0)
+    snprintf(buf, len, "session %016llx",
+             (unsigned long long)st->acct.session_id);
+  else
+    snprintf(buf, len, "session %u", (unsigned)st->info.sessions);
+}
+
+void stkr__acct_begin(stkr__stream *st) {
+  memset(&st->acct, 0, sizeof(st->acct));
+  st->acct.damaged_before = st->info.damaged_batches;
+  st->acct.missing_before = st->info.missing_batches;
+}
+
+/* Segment files of st with a seq in (lo, hi) that held no intact batch:
+ * reported as empty segments, so not counted again as missing. */
+static uint32_t stkr__empty_between(const stkr__stream *st, uint32_t lo,
+                                    uint32_t hi) {
+  uint32_t n = 0;
+  size_t i;
+
+  for (i = 0; i < st->n_files; i++)
+    if (st->files[i].seq > lo && st->files[i].seq < hi &&
+        !st->files[i].had_batch)
+      n++;
+  return n;
+}
+
+void stkr__acct_header(stkr_reader *r, stkr__stream *st,
+                       const Stackrec__Header *h, const char *path,
+                       uint64_t off) {
+  stkr__session_acct *a = &st->acct;
+
+  if (h->dir_recreated) {
+    char sid[48];
+
+    if (a->min_seg == 0) /* the session's first header: name it by it */
+      a->session_id = h->session_id;
+    stkr__session_name(st, sid, sizeof(sid));
+    st->info.dir_recreated++;
+    stkr__warn(r, STKR_WARN_INCOMPLETE, path, (int64_t)off, st->info.pid,
+               "process %u %s: the recording directory was "
+               "deleted and recreated before this segment (%u): what the "
+               "process wrote before was lost with it",
+               (unsigned)st->info.pid, sid, (unsigned)h->segment_seq);
+  }
+  if (a->min_seg == 0) { /* the session's first header */
+    a->session_id = h->session_id;
+    a->first_seq = h->session_first_seq;
+    a->min_seg = a->last_seg = h->segment_seq;
+    st->info.session_id = h->session_id;
+    return;
+  }
+  if (h->segment_seq > a->last_seg + 1) {
+    uint32_t gap = h->segment_seq - a->last_seg - 1;
+
+    gap -= stkr__empty_between(st, a->last_seg, h->segment_seq);
+    if (gap > 0) {
+      char sid[48];
+
+      stkr__session_name(st, sid, sizeof(sid));
+      a->gap_middle += gap;
+      stkr__warn(r, STKR_WARN_INCOMPLETE, path, (int64_t)off, st->info.pid,
+                 "process %u %s: %u segment%s (%u..%u) missing "
+                 "before this one",
+                 (unsigned)st->info.pid, sid, (unsigned)gap, gap == 1 ? "" : "s",
+                 (unsigned)a->last_seg + 1, (unsigned)h->segment_seq - 1);
+    }
+  }
+  if (h->segment_seq > a->last_seg)
+    a->last_seg = h->segment_seq;
+  if (h->segment_seq < a->min_seg)
+    a->min_seg = h->segment_seq;
+}
+
+void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
+                      size_t file_index) {
+  stkr__session_acct *a = &st->acct;
+  uint64_t n = b->events ? b->events->n_ts_delta_ns : 0;
+  bool ovf = false;
+  size_t i;
+
+  st->files[file_index].had_batch = true;
+  if (a->first_file == 0)
+    a->first_file = file_index + 1;
+  a->last_file = file_index + 1;
+  if (b->recovered) {
+    a->recovered += n;
+    a->recovered_batches++;
+  } else {
+    a->read += n;
+  }
+  for (i = 0; i < b->n_drops; i++) {
+    a->drops_rf = stkr__add_sat(a->drops_rf, b->drops[i]->ring_full, &ovf);
+    a->drops_re = stkr__add_sat(a->drops_re, b->drops[i]->reentrant, &ovf);
+    a->drops_other = stkr__add_sat(a->drops_other, b->drops[i]->other, &ovf);
+  }
+  if (ovf)
+    st->info.counters_overflow = true;
+  if (b->counters != NULL) {
+    const Stackrec__Counters *c = b->counters;
+
+    a->have_counters = true;
+    a->c.attempted = c->attempted;
+    a->c.written = c->written;
+    a->c.dropped_write_error = c->dropped_write_error;
+    a->c.segments_deleted = c->segments_deleted;
+    a->c.dropped_ring_full = c->dropped_ring_full;
+    a->c.dropped_reentrant = c->dropped_reentrant;
+    a->c.dropped_other = c->dropped_other;
+    a->c.dropped_exit = c->dropped_exit;
+    a->c.recovered = c->recovered;
+  }
+}
+
+/* The session's drops by reason (see stkr_process_info). */
+static void stkr__sess_drops(const stkr__session_acct *a, uint64_t d[5]) {
+  d[0] = stkr__max(a->drops_rf, a->c.dropped_ring_full);
+  d[1] = stkr__max(a->drops_re, a->c.dropped_reentrant);
+  d[2] = stkr__max(a->drops_other, a->c.dropped_other);
+  d[3] = a->c.dropped_write_error;
+  d[4] = a->c.dropped_exit;
+}
+
+/* st->info = banked sessions + the current one. @return the overflow. */
+static bool stkr__publish(stkr__stream *st) {
+  stkr_process_info *in = &st->info;
+  const stkr__session_acct *a = &st->acct;
+  uint64_t d[5];
+  bool ovf = in->counters_overflow;
+
+  stkr__sess_drops(a, d);
+  in->drops_ring_full = stkr__add_sat(st->base_rf, d[0], &ovf);
+  in->drops_reentrant = stkr__add_sat(st->base_re, d[1], &ovf);
+  in->drops_other = stkr__add_sat(st->base_other, d[2], &ovf);
+  in->drops_write_error = stkr__add_sat(st->base_we, d[3], &ovf);
+  in->drops_exit = stkr__add_sat(st->base_exit, d[4], &ovf);
+  in->drops = stkr__add_sat(in->drops_ring_full, in->drops_reentrant, &ovf);
+  in->drops = stkr__add_sat(in->drops, in->drops_other, &ovf);
+  in->drops = stkr__add_sat(in->drops, in->drops_write_error, &ovf);
+  in->drops = stkr__add_sat(in->drops, in->drops_exit, &ovf);
+  in->attempted = stkr__add_sat(st->base_attempted, a->c.attempted, &ovf);
+  in->segments_deleted =
+      stkr__add_sat(st->base_deleted, a->c.segments_deleted, &ovf);
+  in->counters_recovered = stkr__add_sat(st->base_crec, a->c.recovered, &ovf);
+  in->counters_overflow = ovf;
+  return ovf;
+}
+
+void stkr__acct_publish(stkr__stream *st) { (void)stkr__publish(st); }
+
+static const char *stkr__sess_path(const stkr__stream *st, size_t file1) {
+  if (file1 > 0 && file1 <= st->n_files)
+    return st->files[file1 - 1].path;
+  return st->n_files ? st->files[0].path : st->dir;
+}
+
+/* The session's absent first segments: (deleted by the cap, missing). */
+static void stkr__first_gap(const stkr__stream *st, uint32_t *deleted,
+                            uint32_t *missing) {
+  const stkr__session_acct *a = &st->acct;
+  uint32_t gap = 0;
+
+  *deleted = *missing = 0;
+  if (a->first_seq != 0 && a->min_seg > a->first_seq) {
+    gap = a->min_seg - a->first_seq;
+    gap -= stkr__empty_between(st, a->first_seq - 1, a->min_seg);
+  }
+  /* The disk cap deletes the oldest segments, so the first ones. */
+  *deleted = a->c.segments_deleted < gap ? (uint32_t)a->c.segments_deleted
+                                         : gap;
+  *missing = gap - *deleted;
+}
+
+void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
+  stkr__session_acct *a = &st->acct;
+  stkr_process_info *in = &st->info;
+  uint32_t pid = in->pid;
+  char sid[48];
+  uint32_t cap_deleted, first_missing;
+  uint64_t d[5], dropped = 0, accounted;
+  bool ovf = false, whole, recovered_end;
+  int i;
+
+  if (a->first_file == 0) /* no intact batch: nothing to account */
+    return;
+  stkr__session_name(st, sid, sizeof(sid));
+  if (stkr__publish(st) && !(st->warned & STKR__WARNED_OVERFLOW)) {
+    st->warned |= STKR__WARNED_OVERFLOW;
+    stkr__warn(r, STKR_WARN_DAMAGED, stkr__sess_path(st, a->last_file), -1,
+               pid,
+               "process %u %s: drop counters overflow 64 bits "
+               "when added up (ring full %llu, reentrant %llu, other %llu, "
+               "write error %llu, exit %llu): damaged counters",
+               (unsigned)pid, sid, (unsigned long long)in->drops_ring_full,
+               (unsigned long long)in->drops_reentrant,
+               (unsigned long long)in->drops_other,
+               (unsigned long long)in->drops_write_error,
+               (unsigned long long)in->drops_exit);
+  }
+
+  stkr__first_gap(st, &cap_deleted, &first_missing);
+  if (cap_deleted)
+    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->first_file),
+               -1, pid,
+               "process %u %s: segment%s %u..%u deleted by the "
+               "disk cap",
+               (unsigned)pid, sid, cap_deleted == 1 ? "" : "s",
+               (unsigned)a->first_seq,
+               (unsigned)(a->first_seq + cap_deleted - 1));
+  if (first_missing)
+    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->first_file),
+               -1, pid,
+               "process %u %s: first segment%s %u..%u missing "
+               "(the session starts at segment %u)",
+               (unsigned)pid, sid, first_missing == 1 ? "" : "s",
+               (unsigned)(a->first_seq + cap_deleted),
+               (unsigned)(a->min_seg - 1), (unsigned)a->first_seq);
+  in->segments_cap_deleted += cap_deleted;
+  in->segments_missing += first_missing + a->gap_middle;
+
+  stkr__sess_drops(a, d);
+  for (i = 0; i < 5; i++)
+    dropped = stkr__add_sat(dropped, d[i], &ovf);
+  accounted = stkr__add_sat(stkr__add_sat(a->read, dropped, &ovf),
+                            a->recovered, &ovf);
+  in->written += a->read;
+  in->recovered += a->recovered;
+  in->recovered_batches += a->recovered_batches;
+  /* Nothing of the session is known to be missing: its counters must then
+   * add up exactly to what was read. */
+  whole = st->sess_clean && cap_deleted + first_missing + a->gap_middle == 0 &&
+          in->damaged_batches == a->damaged_before &&
+          in->missing_batches == a->missing_before;
+  /* A writer that died, whose unflushed events recovery wrote out: as
+   * complete as a clean end when everything it attempted is accounted. */
+  recovered_end = !st->sess_clean && a->recovered_batches > 0 &&
+                  a->have_counters && !ovf && accounted >= a->c.attempted;
+  if (!st->sess_clean && !recovered_end) {
+    char attempted[64] = "no counters read";
+
+    if (a->have_counters)
+      snprintf(attempted, sizeof(attempted),
+               "%llu attempted by its last counters",
+               (unsigned long long)a->c.attempted);
+    in->unclean_sessions++;
+    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file),
+               -1, pid,
+               "process %u %s: no clean end (no last batch): "
+               "the process was killed, crashed or called _exit, or its "
+               "last segment is missing; %llu events read, %s",
+               (unsigned)pid, sid,
+               (unsigned long long)(a->read + a->recovered), attempted);
+  }
+  if (a->have_counters && !ovf) {
+    if (a->c.attempted > accounted) {
+      uint64_t lost = a->c.attempted - accounted;
+
+      in->unaccounted += lost;
+      if (whole) {
+        in->accounting_mismatches++;
+        stkr__warn(r, STKR_WARN_INCONSISTENT,
+                   stkr__sess_path(st, a->last_file), -1, pid,
+                   "process %u %s: accounting does not add "
+                   "up: attempted %llu != written %llu + dropped %llu + "
+                   "recovered %llu",
+                   (unsigned)pid, sid, (unsigned long long)a->c.attempted,
+                   (unsigned long long)a->read, (unsigned long long)dropped,
+                   (unsigned long long)a->recovered);
+      } else {
+        stkr__warn(r, STKR_WARN_INCOMPLETE,
+                   stkr__sess_path(st, a->last_file), -1, pid,
+                   "process %u %s: %llu events attempted but "
+                   "neither read nor counted as dropped (attempted %llu, "
+                   "written %llu, dropped %llu, recovered %llu)",
+                   (unsigned)pid, sid, (unsigned long long)lost,
+                   (unsigned long long)a->c.attempted,
+                   (unsigned long long)a->read, (unsigned long long)dropped,
+                   (unsigned long long)a->recovered);
+      }
+    } else if (a->c.attempted < accounted && a->recovered_batches == 0) {
+      /* More read or dropped than ever attempted: the counters (or the
+       * batches) are wrong. Recovery may legitimately read events pushed
+       * after the dead writer's last counters, so not then. */
+      in->accounting_mismatches++;
+      stkr__warn(r, STKR_WARN_INCONSISTENT,
+                 stkr__sess_path(st, a->last_file), -1, pid,
+                 "process %u %s: accounting does not add up: "
+                 "attempted %llu < written %llu + dropped %llu + recovered "
+                 "%llu",
+                 (unsigned)pid, sid, (unsigned long long)a->c.attempted,
+                 (unsigned long long)a->read, (unsigned long long)dropped,
+                 (unsigned long long)a->recovered);
+    }
+  }
+
+  /* Bank the session. */
+  st->base_attempted = in->attempted;
+  st->base_deleted = in->segments_deleted;
+  st->base_crec = in->counters_recovered;
+  st->base_rf = in->drops_ring_full;
+  st->base_re = in->drops_reentrant;
+  st->base_other = in->drops_other;
+  st->base_we = in->drops_write_error;
+  st->base_exit = in->drops_exit;
+  stkr__acct_begin(st);
+}
+
+void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
+  stkr_process_info *in = &st->info;
+  size_t i;
+
+  stkr__acct_end(r, st);
+  for (i = 0; i < st->n_files; i++) {
+    const stkr__file *f = &st->files[i];
+
+    if (f->had_batch)
+      continue;
+    in->empty_segments++;
+    /* A 0-byte file already has its STKR_WARN_EMPTY_FILE line. */
+    if (f->size != 0)
+      stkr__warn(r, STKR_WARN_INCOMPLETE, f->path, -1, in->pid,
+                 "process %u: segment %u holds no intact batch: its writer "
+                 "ended before its first flush completed, and whatever it "
+                 "recorded is lost",
+                 (unsigned)in->pid, (unsigned)f->seq);
+  }
+  in->incomplete = in->drops || in->unclean_sessions ||
+                   in->segments_missing || in->segments_deleted ||
+                   in->dir_recreated || in->empty_segments ||
+                   in->missing_batches || in->unaccounted;
+}

@@ -1,0 +1,320 @@
+/*
+ * test-accounting.c: `stackrec verify` tells complete (0) from intact but
+ * incomplete (4) from damaged (1), with exact figures: write errors (a full
+ * disk), the first, a middle or the last segment deleted, segments deleted
+ * by the disk cap, a recreated directory, a process killed before its last
+ * flush (SIGKILL), a segment without any batch, recovered batches, counters
+ * that overflow or do not add up. Recordings are written with the test
+ * encoder (tests/fixture.c) setting the format fields directly, as the
+ * recorder does (Header.session_id, session_first_seq, dir_recreated,
+ * Counters by reason, Batch.recovered).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/cli_run.h"
+#include "tests/fixture.h"
+
+#define PID 4301u
+#define SID 0x5e551011ull
+#define EV_PER_BATCH 2
+
+static int setup(void **state) {
+  (void)state;
+  return cr_setup();
+}
+
+/* One recording session: segments 1..nseg of one batch each (2 events),
+ * batch seq k in segment k (+ seq_gap from segment gap_at on: batches
+ * that failed to write keep their numbers). */
+typedef struct sess {
+  uint32_t nseg;
+  unsigned skip;      /* bit k: segment k not written (deleted) */
+  bool last;          /* the last segment's batch is last=true */
+  uint64_t rf, re, other, we, exit_; /* Counters drop totals */
+  uint64_t extra;     /* attempted beyond events + drops (unflushed) */
+  uint64_t deleted;   /* Counters.segments_deleted */
+  uint32_t recreated; /* segment whose header says dir_recreated */
+  uint32_t gap_at, seq_gap;
+  uint32_t recovered; /* segment whose batch is a recovered one */
+  uint64_t attempted; /* non-zero: Counters.attempted, verbatim */
+} sess;
+
+static void write_sess(const char *d, const sess *s) {
+  static const uint32_t one[] = {1};
+  static const fx_ev evs[EV_PER_BATCH] = {{0, 1, 1, 1, NULL, 0, false},
+                                          {10, 1, 1, 1, NULL, 0, false}};
+  uint64_t drops = s->rf + s->re + s->other + s->we + s->exit_;
+  uint32_t k;
+
+  for (k = 1; k <= s->nseg; k++) {
+    Stackrec__Counters c = STACKREC__COUNTERS__INIT;
+    fx_batch b = {0};
+    stkr_fmt_buf buf = {0};
+    char path[4200];
+
+    if (s->skip & (1u << k))
+      continue;
+    c.attempted = s->attempted ? s->attempted
+                               : EV_PER_BATCH * s->nseg + drops + s->extra;
+    c.written = EV_PER_BATCH * (k - 1);
+    c.dropped_ring_full = s->rf;
+    c.dropped_reentrant = s->re;
+    c.dropped_other = s->other;
+    c.dropped_write_error = s->we;
+    c.dropped_exit = s->exit_;
+    c.segments_deleted = s->deleted;
+    b.seq = k + (s->gap_at && k >= s->gap_at ? s->seq_gap : 0);
+    b.header = true;
+    b.pid = PID;
+    b.segment_seq = k;
+    b.session_id = SID;
+    b.session_first_seq = 1;
+    b.dir_recreated = k == s->recreated;
+    b.recovered = k == s->recovered;
+    b.sites = b.threads = b.stacks = one;
+    b.n_sites = b.n_threads = b.n_stacks = 1;
+    b.base_ts = 5000 + 1000 * k;
+    b.evs = evs;
+    b.n_evs = EV_PER_BATCH;
+    b.cnt = &c;
+    b.last = s->last && k == s->nseg;
+    assert_int_equal(fx_encode(&b, &buf), 0);
+    snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID,
+             (unsigned)k);
+    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+    stkr_fmt_buf_free(&buf);
+  }
+}
+
+/* verify's exit status must be `want` and its output hold every line. */
+static void expect(const char *d, int want, ...) {
+  const char *line;
+  va_list ap;
+  int rc = cr_run("verify '%s'", d);
+
+  if (rc != want)
+    fail_msg("verify exit %d, want %d:\n%s%s", rc, want, cr_out, cr_err);
+  va_start(ap, want);
+  while ((line = va_arg(ap, const char *)) != NULL)
+    if (strstr(cr_out, line) == NULL)
+      fail_msg("no \"%s\" in:\n%s", line, cr_out);
+  va_end(ap);
+}
+
+static void test_complete(void **state) {
+  const char *d = fx_tmpdir("acct-ok");
+  sess s = {.nseg = 3, .last = true};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 0, ": 3 segments, 3 batches, 6 events: intact\n",
+         "  accounting: attempted 6, written 6, dropped 0 (ring full 0, "
+         "reentrant 0, other 0, write error 0, exit 0), recovered 0: adds "
+         "up\n",
+         "\nintact: 1 process, 3 segments, 6 events\n", NULL);
+}
+
+/* A full disk: batches that failed to write are counted as write errors
+ * and leave gaps in the batch numbers. */
+static void test_write_errors(void **state) {
+  const char *d = fx_tmpdir("acct-enospc");
+  sess s = {.nseg = 3, .last = true, .we = 5, .gap_at = 3, .seq_gap = 2};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4, ": 3 segments, 3 batches, 6 events: intact, INCOMPLETE\n",
+         "  accounting: attempted 11, written 6, dropped 5 (ring full 0, "
+         "reentrant 0, other 0, write error 5, exit 0), recovered 0: adds "
+         "up\n",
+         "incomplete: process 4301: 5 events dropped by the recorder (ring "
+         "full 0, reentrant 0, other 0, write error 5, exit 0)\n",
+         "incomplete: process 4301: 2 batches missing (gaps in batch "
+         "numbers",
+         "\nINCOMPLETE: 2 findings in 1 of 1 process, 3 segments, 6 events "
+         "read\n",
+         NULL);
+}
+
+static void test_first_segment_deleted(void **state) {
+  const char *d = fx_tmpdir("acct-first");
+  sess s = {.nseg = 3, .last = true, .skip = 1u << 1};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4,
+         "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+         "first segment 1..1 missing (the session starts at segment 1)\n",
+         "incomplete: process 4301: 1 batch missing", NULL);
+}
+
+static void test_middle_segment_deleted(void **state) {
+  const char *d = fx_tmpdir("acct-middle");
+  sess s = {.nseg = 3, .last = true, .skip = 1u << 2};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4,
+         "incomplete: ", "stackrec-4301-000003.zst: offset 0: process 4301 "
+         "session 000000005e551011: 1 segment (2..2) missing before this "
+         "one\n",
+         "stackrec-4301-000003.zst: process 4301 session 000000005e551011: "
+         "2 events attempted but neither read nor counted as dropped "
+         "(attempted 6, written 4, dropped 0, recovered 0)\n",
+         "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
+         "reentrant 0, other 0, write error 0, exit 0), recovered 0: 2 not "
+         "accounted for\n",
+         "incomplete: process 4301: 1 batch missing", NULL);
+}
+
+/* The last segment deleted: the session has no clean end. */
+static void test_last_segment_deleted(void **state) {
+  const char *d = fx_tmpdir("acct-last");
+  sess s = {.nseg = 3, .last = true, .skip = 1u << 3};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4,
+         "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+         "no clean end (no last batch): the process was killed, crashed or "
+         "called _exit, or its last segment is missing; 4 events read, 6 "
+         "attempted by its last counters\n",
+         "2 events attempted but neither read nor counted as dropped", NULL);
+}
+
+static void test_disk_cap(void **state) {
+  const char *d = fx_tmpdir("acct-cap");
+  sess s = {.nseg = 3, .last = true, .skip = 1u << 1, .deleted = 1};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4,
+         "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+         "segment 1..1 deleted by the disk cap\n", NULL);
+  assert_null(strstr(cr_out, "first segment"));
+}
+
+/* The directory was deleted mid-run: the recorder recreated it and went on
+ * at segment 2. */
+static void test_recreated_directory(void **state) {
+  const char *d = fx_tmpdir("acct-recreated");
+  sess s = {.nseg = 3, .last = true, .skip = 1u << 1, .recreated = 2};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4,
+         "incomplete: ", "stackrec-4301-000002.zst: offset 0: process 4301 "
+         "session 000000005e551011: the recording directory was deleted and "
+         "recreated before this segment (2): what the process wrote before "
+         "was lost with it\n",
+         "first segment 1..1 missing (the session starts at segment 1)\n",
+         NULL);
+}
+
+/* Killed (SIGKILL) before its last flush: 7 events accepted, never
+ * written. */
+static void test_killed(void **state) {
+  const char *d = fx_tmpdir("acct-killed");
+  sess s = {.nseg = 2, .extra = 7};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 4,
+         "no clean end (no last batch): the process was killed, crashed or "
+         "called _exit, or its last segment is missing; 4 events read, 11 "
+         "attempted by its last counters\n",
+         "session 000000005e551011: 7 events attempted but neither read nor "
+         "counted as dropped (attempted 11, written 4, dropped 0, recovered "
+         "0)\n",
+         NULL);
+}
+
+/* Killed, but recovery wrote its unflushed events out: complete, with a
+ * note (exit 0). */
+static void test_recovered(void **state) {
+  const char *d = fx_tmpdir("acct-recovered");
+  sess s = {.nseg = 3, .recovered = 3};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 0,
+         "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
+         "reentrant 0, other 0, write error 0, exit 0), recovered 2: adds "
+         "up\n",
+         "note: process 4301: 2 events in 1 batch recovered from the ring "
+         "files of a writer that died (complete thanks to recovery)\n",
+         NULL);
+}
+
+/* A segment whose writer died in its first batch (a pool worker ended by
+ * SIGTERM): header-less, not empty. */
+static void test_segment_without_batch(void **state) {
+  const char *d = fx_tmpdir("acct-headerless");
+  stkr_fmt_buf buf = {0};
+  char path[4200];
+  (void)state;
+
+  assert_int_equal(fx_clean_encode(0, 1, 4302, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-4302-000001.zst", d);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len / 2), 0);
+  stkr_fmt_buf_free(&buf);
+  expect(d, 4,
+         "stackrec-4302-000001.zst: process 4302: segment 1 holds no intact "
+         "batch: its writer ended before its first flush completed, and "
+         "whatever it recorded is lost\n",
+         ": 1 segment, 0 batches, 0 events: intact, INCOMPLETE", NULL);
+}
+
+/* A drop counter near 2^64: the sum would wrap to a small number. */
+static void test_counter_overflow(void **state) {
+  const char *d = fx_tmpdir("acct-overflow");
+  sess s = {.nseg = 1, .last = true, .rf = UINT64_MAX - 1, .re = 5,
+            .attempted = 2};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 1,
+         "damaged: ", "drop counters overflow 64 bits when added up (ring "
+         "full 18446744073709551614, reentrant 5,",
+         ": COUNTERS OVERFLOW\n", "\nDAMAGED: ", NULL);
+}
+
+/* A clean session whose counters claim more than was read or dropped. */
+static void test_accounting_mismatch(void **state) {
+  const char *d = fx_tmpdir("acct-mismatch");
+  sess s = {.nseg = 2, .last = true, .attempted = 100};
+  (void)state;
+
+  write_sess(d, &s);
+  expect(d, 1,
+         "inconsistent: ", "process 4301 session 000000005e551011: "
+         "accounting does not add up: attempted 100 != written 4 + dropped "
+         "0 + recovered 0\n",
+         ": DOES NOT ADD UP\n", NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_complete),
+      cmocka_unit_test(test_write_errors),
+      cmocka_unit_test(test_first_segment_deleted),
+      cmocka_unit_test(test_middle_segment_deleted),
+      cmocka_unit_test(test_last_segment_deleted),
+      cmocka_unit_test(test_disk_cap),
+      cmocka_unit_test(test_recreated_directory),
+      cmocka_unit_test(test_killed),
+      cmocka_unit_test(test_recovered),
+      cmocka_unit_test(test_segment_without_batch),
+      cmocka_unit_test(test_counter_overflow),
+      cmocka_unit_test(test_accounting_mismatch),
+  };
+  return cmocka_run_group_tests_name("accounting", tests, setup, NULL);
+}
