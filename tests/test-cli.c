@@ -66,6 +66,60 @@ static void test_info(void **state) {
   assert_true(a && b && c && d && a < b && b < c && c < d);
 }
 
+/* Run a shell command built from fmt; @return its exit status (-1 if it
+ * did not exit). Its output goes to this test's log. */
+static int system_quiet(const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  int st;
+
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* info --json: the same facts as one JSON document that python3's strict
+ * parser accepts; the figures checked field by field. */
+static void test_info_json(void **state) {
+  char path[4200];
+  FILE *f;
+  (void)state;
+
+  assert_int_equal(cr_run("info --json '%s'", rec), 0);
+  /* Not in the recording: a foreign file there is (rightly) a warning. */
+  snprintf(path, sizeof path, "%s.info.json", rec);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(cr_out, f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(
+      system_quiet("python3 -c 'import json,sys\n"
+                   "d = json.load(open(sys.argv[1]))\n"
+                   "p = d[\"processes\"][0]\n"
+                   "assert d[\"processes_count\"] == 1 and d[\"events\"] == 9\n"
+                   "assert (p[\"pid\"], p[\"name\"], p[\"arch\"]) == "
+                   "(4242, \"fixture\", \"x86_64\")\n"
+                   "assert (p[\"events\"], p[\"stacks\"], p[\"threads\"]) == "
+                   "(9, 3, 3)\n"
+                   "assert [s[\"name\"] for s in p[\"sites\"]] == "
+                   "[\"net.connect\", \"privacy.clipboard.read\", "
+                   "\"file.open\", \"late.site\"]\n"
+                   "assert p[\"drops\"] == {\"ring_full\": 6, \"reentrant\": 2, "
+                   "\"other\": 4, \"write_error\": 2, \"exit\": 0, "
+                   "\"total\": 14}\n"
+                   "a = p[\"accounting\"]\n"
+                   "assert (a[\"attempted\"], a[\"written\"], a[\"dropped\"], "
+                   "a[\"recovered\"], a[\"adds_up\"]) == (23, 9, 14, 0, True)\n"
+                   "assert p[\"complete\"] is False and p[\"incomplete\"] == "
+                   "[\"events dropped\"]\n"
+                   "assert (p[\"segments\"], p[\"batches\"], p[\"end\"]) == "
+                   "(2, 5, \"clean\")\n' '%s'",
+                   path),
+      0);
+}
+
 static void test_dump_text(void **state) {
   (void)state;
 
@@ -242,6 +296,7 @@ static void test_usage(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_info),
+      cmocka_unit_test(test_info_json),
       cmocka_unit_test(test_dump_text),
       cmocka_unit_test(test_dump_json),
       cmocka_unit_test(test_json_utf8),

@@ -87,6 +87,10 @@ void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
  * with errno set (raw is then still the caller's). */
 FILE *stkr_cli_zstd_writer(FILE *raw);
 
+/* `info --json`: every process of r (read to the end) as one JSON
+ * document on stdout (info_json.c). @return 0 or -ENOMEM. */
+int stkr__info_json(const stkr_reader *r, uint64_t events);
+
 /* Commands: argc/argv start at the command name. @return exit status. */
 int stkr_cli_info(int argc, char **argv);
 int stkr_cli_dump(int argc, char **argv);

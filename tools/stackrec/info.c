@@ -11,7 +11,7 @@
 #include "tools/stackrec/cli.h"
 
 static const char info_help[] =
-    "Usage: stackrec info DIR|FILE...\n"
+    "Usage: stackrec info [--json] DIR|FILE...\n"
     "\n"
     "Read the recordings completely and print, for each recorded process:\n"
     "name, pid, architecture, wall-clock time of the first event (UTC,\n"
@@ -24,6 +24,8 @@ static const char info_help[] =
     "the recording ended cleanly (stkr_shutdown() wrote its last batch).\n"
     "\n"
     "Options:\n"
+    "  --json      one JSON document instead: {\"processes\": [...]} with\n"
+    "              the same facts, the incomplete reasons as a list\n"
     "  -h, --help  this help\n"
     "\n";
 
@@ -201,8 +203,10 @@ static int print_process(const stkr_reader *r, size_t i) {
 }
 
 int stkr_cli_info(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  bool json = false;
   unsigned long long total = 0;
   stkr_reader *r;
   stkr_event_view ev;
@@ -212,6 +216,10 @@ int stkr_cli_info(int argc, char **argv) {
   opterr = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (c == 'j') {
+      json = true;
+      continue;
+    }
     if (c == 'h') {
       fputs(info_help, stdout);
       fputs(stkr_cli_exit_help, stdout);
@@ -234,7 +242,12 @@ int stkr_cli_info(int argc, char **argv) {
     return STKR_CLI_DATA_LOST;
   }
   n = stkr_reader_process_count(r);
-  for (i = 0; i < n; i++) {
+  if (json && stkr__info_json(r, total) != 0) {
+    fprintf(stderr, "stackrec info: %s\n", strerror(ENOMEM));
+    stkr_reader_free(r);
+    return STKR_CLI_DATA_LOST;
+  }
+  for (i = 0; i < n && !json; i++) {
     if (i)
       putchar('\n');
     if (print_process(r, i) != 0) {
@@ -243,7 +256,7 @@ int stkr_cli_info(int argc, char **argv) {
       return STKR_CLI_DATA_LOST;
     }
   }
-  if (n > 1)
+  if (n > 1 && !json)
     printf("\n%zu processes, %llu events\n", n, total);
   status = stkr_cli_status(r);
   if (stkr_cli_flush("info") != 0)
