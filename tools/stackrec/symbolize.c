@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,14 +79,17 @@ typedef struct sym_run {
   uint8_t *dbuf;
   size_t dbuf_cap;
   uint32_t epoch;
-  uint64_t files, batches, stacks, damaged, copied_files;
+  uint64_t files, batches, stacks, damaged, copied_files, live_files;
   int status;
+  bool in_place;  /* rewrite each file where it is (stackrec record) */
+  bool new_proc;  /* no image list seen yet for the current process */
+  const char *cmd; /* "symbolize" or "record": prefix of messages */
 } sym_run;
 
 static void warn_cb(void *arg, const char *why) {
-  (void)arg;
+  const sym_run *run = arg;
   fflush(stdout);
-  fprintf(stderr, "stackrec symbolize: warning: %s\n", why);
+  fprintf(stderr, "stackrec %s: warning: %s\n", run->cmd, why);
 }
 
 static int cmp_seg(const void *a, const void *b) {
@@ -194,7 +198,15 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   int err = 0;
   size_t i;
 
-  if (b->n_images && (err = set_images(run, b)) < 0) return err;
+  if (b->n_images) {
+    if ((err = set_images(run, b)) < 0) return err;
+    run->new_proc = false;
+  } else if (run->new_proc && b->n_stacks) {
+    /* A process whose list we have not seen (its first batch damaged):
+     * image+offset rather than the last process's names. */
+    if ((err = stkr__symc_set_images(run->c, NULL, 0)) < 0) return err;
+    run->new_proc = false;
+  }
   for (i = 0; i < b->n_stacks && err == 0; i++) {
     Stackrec__StackDef *d = b->stacks[i];
     const uint32_t *fr;
@@ -226,19 +238,45 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   return err;
 }
 
+/* Write run->out to path, or (in place) to a temporary file beside it,
+ * synced and renamed over it: a crash leaves the old file or the new one,
+ * never half of either. @return 0 or -errno, after printing why. */
+static int write_out(sym_run *run, const char *dir, const char *name) {
+  char path[PATH_MAX], tmp[PATH_MAX + 16];
+  int err = 0, fd;
+
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
+      (size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name) >= sizeof tmp)
+    err = -ENAMETOOLONG;
+  else if ((fd = open(run->in_place ? tmp : path,
+                      O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+    err = -errno;
+  else {
+    if ((err = write_all(fd, run->out.data, run->out.len)) == 0 &&
+        run->in_place && fsync(fd) != 0)
+      err = -errno;
+    if (close(fd) != 0 && err == 0) err = -errno;
+    if (err == 0 && run->in_place && rename(tmp, path) != 0) err = -errno;
+    if (err < 0 && run->in_place) (void)unlink(tmp);
+  }
+  if (err < 0)
+    fprintf(stderr, "stackrec %s: cannot write %s: %s\n", run->cmd, path,
+            strerror(-err));
+  return err;
+}
+
 /* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
 static int do_file(sym_run *run, const char *indir, const char *outdir,
                    const char *name) {
-  char in[PATH_MAX], outp[PATH_MAX];
+  char in[PATH_MAX];
   uint8_t *data;
   size_t len, off = 0;
   bool already = false;
-  int err, fd;
+  int err;
 
   snprintf(in, sizeof in, "%s/%s", indir, name);
-  snprintf(outp, sizeof outp, "%s/%s", outdir, name);
   if ((err = read_file(in, &data, &len)) < 0) {
-    fprintf(stderr, "stackrec symbolize: cannot read %s: %s\n", in,
+    fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
             strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
     return err == -ENOMEM ? err : 0;
@@ -261,6 +299,10 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   }
   if (already) {
     run->copied_files++;
+    if (run->in_place) { /* nothing to change */
+      free(data);
+      return 0;
+    }
     stkr_fmt_buf_free(&run->out);
     if (len) {
       run->out.data = malloc(len);
@@ -283,9 +325,9 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
       end = next_magic(data, len, off + 1);
       fflush(stdout);
       fprintf(stderr,
-              "stackrec symbolize: warning: %s: offset %zu: damaged or "
+              "stackrec %s: warning: %s: offset %zu: damaged or "
               "truncated batch (%zu bytes) copied without symbolizing\n",
-              in, off, end - off);
+              run->cmd, in, off, end - off);
       run->damaged++;
       run->status = STKR_CLI_DATA_LOST;
       size_t need = run->out.len + (end - off);
@@ -306,8 +348,8 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     err = rewrite(run, b);
     stackrec__batch__free_unpacked(b, &run->pballoc.pb);
     if (err < 0) {
-      fprintf(stderr, "stackrec symbolize: %s: offset %zu: %s\n", in, off,
-              strerror(-err));
+      fprintf(stderr, "stackrec %s: %s: offset %zu: %s\n", run->cmd, in,
+              off, strerror(-err));
       free(data);
       return err;
     }
@@ -317,18 +359,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
 
 write:
   free(data);
-  fd = open(outp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    err = -errno;
-  else if ((err = write_all(fd, run->out.data, run->out.len)) == 0 &&
-           close(fd) != 0)
-    err = -errno;
-  else if (err < 0)
-    close(fd);
-  if (err < 0)
-    fprintf(stderr, "stackrec symbolize: cannot write %s: %s\n", outp,
-            strerror(-err));
-  return err;
+  return write_out(run, outdir, name);
 }
 
 /* The segment files of dir, sorted by pid then seq. */
@@ -364,6 +395,77 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
   closedir(d);
   if (*n) qsort(*out, *n, sizeof **out, cmp_seg);
   return 0;
+}
+
+static void run_free(sym_run *run) {
+  stkr__symc_free(run->c);
+  ZSTD_freeDCtx(run->dctx);
+  ZSTD_freeCCtx(run->cctx);
+  stkr_fmt_buf_free(&run->out);
+  free(run->dbuf);
+}
+
+/* Is the process that writes pid's files still alive? (Its files may
+ * still grow: rewriting one in place would lose what it appends.) */
+static bool writer_alive(uint32_t pid) {
+  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Symbolize segs (sorted by pid, seq) of indir into outdir (ignored in
+ * place) with one frame cache for all of them: each unique PC of an image
+ * is resolved once, and an image's symbols are loaded once while its
+ * mapping stays the same from process to process (forked children).
+ * @return 0, or -errno (hard: out of memory, a file not written). */
+static int run_segments(sym_run *run, const char *indir, const char *outdir,
+                        const segf *segs, size_t n_segs, const char **dirs,
+                        size_t n_dirs) {
+  stkr__symbe *be = NULL;
+  stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
+                         .offline = true, .warn = warn_cb, .warn_arg = run};
+  int err;
+
+  stkr_fmt_pballoc_init(&run->pballoc, STKR_FMT_MAX_DECODED_BYTES);
+  if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run->c) < 0 ||
+      !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx())) {
+    fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < n_segs; i++) {
+    if (i == 0 || segs[i].pid != segs[i - 1].pid) {
+      /* Another process: its PCs mean other things until its image list
+       * (in its first batch) is set; the backend keeps the symbols of
+       * images mapped alike. */
+      run->new_proc = true;
+    }
+    if (run->in_place && writer_alive(segs[i].pid)) {
+      run->live_files++;
+      continue;
+    }
+    if ((err = do_file(run, indir, outdir, segs[i].name)) < 0) return err;
+  }
+  return 0;
+}
+
+int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st) {
+  segf *segs = NULL;
+  size_t n_segs = 0, i;
+  sym_run run;
+  int err;
+
+  memset(st, 0, sizeof *st);
+  if ((err = list_segments(dir, &segs, &n_segs)) < 0) return err;
+  memset(&run, 0, sizeof run);
+  run.cmd = "record";
+  run.in_place = true;
+  err = n_segs ? run_segments(&run, dir, dir, segs, n_segs, NULL, 0) : 0;
+  st->files = run.files - run.copied_files;
+  st->live_files = run.live_files;
+  st->resolved = run.c ? stkr__symc_resolved(run.c) : 0;
+  st->damaged = run.damaged;
+  run_free(&run);
+  for (i = 0; i < n_segs; i++) free(segs[i].name);
+  free(segs);
+  return err;
 }
 
 int stkr_cli_symbolize(int argc, char **argv) {
@@ -466,27 +568,11 @@ int stkr_cli_symbolize(int argc, char **argv) {
   }
 
   memset(&run, 0, sizeof run);
-  stkr_fmt_pballoc_init(&run.pballoc, STKR_FMT_MAX_DECODED_BYTES);
-  {
-    stkr__symbe *be = NULL;
-    stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
-                           .offline = true, .warn = warn_cb};
-    if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run.c) < 0 ||
-        !(run.dctx = ZSTD_createDCtx()) || !(run.cctx = ZSTD_createCCtx())) {
-      fprintf(stderr, "stackrec symbolize: out of memory\n");
-      err = STKR_CLI_DATA_LOST;
-      goto out_run;
-    }
-  }
-  for (i = 0; i < n_segs; i++) {
-    if (i > 0 && segs[i].pid != segs[i - 1].pid) {
-      /* Another process: its PCs mean other things. */
-      (void)stkr__symc_set_images(run.c, NULL, 0);
-    }
-    if ((err = do_file(&run, indir, outdir, segs[i].name)) < 0) {
-      err = STKR_CLI_DATA_LOST;
-      goto out_run;
-    }
+  run.cmd = "symbolize";
+  if ((err = run_segments(&run, indir, outdir, segs, n_segs, dirs, n_dirs)) <
+      0) {
+    err = STKR_CLI_DATA_LOST;
+    goto out_run;
   }
   printf("%llu segment files, %llu batches, %llu stacks: %llu unique PCs "
          "resolved into %llu frames; written to %s\n",
@@ -500,11 +586,7 @@ int stkr_cli_symbolize(int argc, char **argv) {
   err = run.status;
   if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
 out_run:
-  stkr__symc_free(run.c);
-  ZSTD_freeDCtx(run.dctx);
-  ZSTD_freeCCtx(run.cctx);
-  stkr_fmt_buf_free(&run.out);
-  free(run.dbuf);
+  run_free(&run);
 out_segs:
   for (i = 0; i < n_segs; i++) free(segs[i].name);
   free(segs);
