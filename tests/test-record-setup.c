@@ -34,6 +34,11 @@
 #else
 #define HOOKS_IN_SYSTEM_PROGRAMS 1
 #endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
 
 static char g_tmp[2048], g_lib[4096];
 
@@ -135,12 +140,16 @@ static void test_bad_env(void **state) {
   snprintf(mark, sizeof mark, "%s", fresh("mark"));
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *dir = fresh("env");
-    /* Sanity: without the bad value the same command runs. */
-    int rc = cr_run("record -q -o '%s' -- /bin/touch '%s'", dir, mark);
-    if (rc != 0)
-      fail_msg("plain record: exit %d: %s", rc, cr_err);
-    assert_int_equal(unlink(mark), 0);
-    dir = fresh("env");
+    int rc;
+    /* Sanity: without the bad value the same command runs (not under
+     * TSan: touch cannot host the hooks there). */
+    if (HOOKS_IN_SYSTEM_PROGRAMS) {
+      rc = cr_run("record -q -o '%s' -- /bin/touch '%s'", dir, mark);
+      if (rc != 0)
+        fail_msg("plain record: exit %d: %s", rc, cr_err);
+      assert_int_equal(unlink(mark), 0);
+      dir = fresh("env");
+    }
     setenv(cases[i][0], cases[i][1], 1);
     rc = cr_run("record -o '%s' -- /bin/touch '%s'", dir, mark);
     unsetenv(cases[i][0]);
@@ -215,8 +224,11 @@ static void test_runuser_child_reported(void **state) {
   const char *dir = fresh("runuser");
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in runuser\n");
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || SANITIZED) {
+    /* Under ASan, runuser with the ASan-built hooks preloaded dies of
+     * SIGSEGV even as "-u root", with or without record (found here). */
+    fprintf(stderr, "skipped under a sanitizer: runuser cannot host the "
+                    "sanitized hooks\n");
     return;
   }
   if (geteuid() != 0 || access("/usr/sbin/runuser", X_OK) != 0) {
