@@ -312,6 +312,36 @@ static void test_fork_heavy_bounded(void **state) {
     fail_msg("200 recorded forks took %.1f s", dt);
 }
 
+/* Five exec'd processes (each mapped elsewhere by ASLR) recording the
+ * same functions: record's one symbolization at the end names the frames
+ * of every one of them (one image list for all processes, keyed by
+ * build-id: tools/stackrec/symbolize.c), never a frame of another image. */
+static void test_exec_heavy_names(void **state) {
+  const char *dir = fresh("execs");
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+  char fx[4200];
+  int n = 0;
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
+    fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
+    return;
+  }
+  snprintf(fx, sizeof fx, "%.1000s/%.100s/tests/preload_fixtures/all_apis",
+           src ? src : ".", ws ? ws : "stackrec");
+  assert_int_equal(cr_run("record -q -o '%s' -- /bin/sh -c 'for i in 1 2 3 4 "
+                          "5; do \"%s\" all >/dev/null 2>&1; done; true'",
+                          dir, fx),
+                   0);
+  assert_int_equal(cr_run("dump --frames '%s'", dir), 0);
+  for (const char *p = cr_out; (p = strstr(p, "\n    fx_uname")) != NULL; p++)
+    n++;
+  if (n != 5)
+    fail_msg("%d frames named fx_uname, expected 5 (one per process):\n%.4000s",
+             n, cr_out);
+  assert_null(strstr(cr_out, "all_apis+0x"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_dir),
@@ -320,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_runuser_child_reported),
       cmocka_unit_test(test_grandchild_bad_env_reported),
       cmocka_unit_test(test_fork_heavy_bounded),
+      cmocka_unit_test(test_exec_heavy_names),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
