@@ -39,6 +39,7 @@
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* we define functions that fortify wraps inline */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -204,10 +205,11 @@ static int start_recording(void) {
   }
   /* Under record the directory exists already (record made it): one that
    * this process may not write into (it dropped its privileges) is
-   * reported to record rather than by stkr_init on the app's stderr. */
+   * reported to record rather than by stkr_init on the app's stderr.
+   * AT_EACCESS: the effective ids, which are what creating a file uses. */
   v = real_env("STACKREC_NOTIFY");
   if (v != NULL && v[0] != '\0' && (v = real_env("STACKREC_DIR")) != NULL &&
-      access(v, W_OK | X_OK) != 0) {
+      faccessat(AT_FDCWD, v, W_OK | X_OK, AT_EACCESS) != 0) {
     err = -errno;
     init_failed(err, "cannot write the recording directory %s: %s", v,
                 strerror(-err));

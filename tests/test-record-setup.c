@@ -215,6 +215,9 @@ static void test_signals(void **state) {
   }
   signal_case(SIGTERM);
   signal_case(SIGHUP);
+  /* Sent by a process (kill), not typed at a terminal: passed on once. */
+  signal_case(SIGINT);
+  signal_case(SIGUSR1);
 }
 
 /* ---- processes that recorded nothing ------------------------------------- */
