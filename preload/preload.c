@@ -112,6 +112,7 @@ static void init_failed(int err, const char *fmt, ...) {
   size_t nlen;
   va_list ap;
   int n, fd, saved = errno;
+  bool sent = false;
 
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -134,10 +135,14 @@ static void init_failed(int err, const char *fmt, ...) {
                  err < 0 ? -err : err, msg);
     if (n > (int)sizeof dgram - 1) n = (int)sizeof dgram - 1;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    (void)sendto(fd, dgram, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa,
-                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nlen));
+    sent = sendto(fd, dgram, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                              nlen)) == n;
     close(fd);
   }
+  /* record gone (or its queue full for 200 ms): not silently. */
+  if (!sent)
+    say("%s", msg);
   errno = saved;
 }
 

@@ -284,6 +284,28 @@ static void test_grandchild_bad_env_reported(void **state) {
   assert_null(strstr(cr_err, "stackrec: preload"));
 }
 
+/* The hooks alone, with STACKREC_NOTIFY naming a socket nobody listens on
+ * (record gone): the reason goes to stderr, not nowhere. */
+static void test_notify_fallback(void **state) {
+  char cmd[8400], err[4200];
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
+    fprintf(stderr, "skipped under TSan: the hooks cannot run in true\n");
+    return;
+  }
+  snprintf(err, sizeof err, "%s.err", fresh("fallback"));
+  snprintf(cmd, sizeof cmd,
+           "LD_PRELOAD=\"${LD_PRELOAD:+$LD_PRELOAD:}%s\" STACKREC_NOTIFY="
+           "stackrec-nobody-listens-%d STACKREC_RING_BYTES=12Q /bin/true "
+           "2>'%s'",
+           g_lib, (int)getpid(), err);
+  assert_int_equal(system(cmd), 0);
+  cr_slurp(err, cr_err, sizeof cr_err);
+  if (strstr(cr_err, "STACKREC_RING_BYTES=\"12Q\"") == NULL)
+    fail_msg("no note on stderr: %s", cr_err);
+}
+
 /* ---- cost independent of the number of processes ------------------------- */
 
 /* 200 forked children, each opening /etc/passwd (a recorded event): in
@@ -352,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_signals),
       cmocka_unit_test(test_runuser_child_reported),
       cmocka_unit_test(test_grandchild_bad_env_reported),
+      cmocka_unit_test(test_notify_fallback),
       cmocka_unit_test(test_fork_heavy_bounded),
       cmocka_unit_test(test_exec_heavy_names),
   };
