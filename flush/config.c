@@ -85,7 +85,17 @@ static const char *env(const char *name) {
   return (v && *v) ? v : NULL;
 }
 
+/* Set only by stkr_config_check_env, on its own thread, for the length of
+ * its call: bad_env then writes the message here instead of logging it. */
+static __thread char *t_check_why;
+static __thread size_t t_check_len;
+
 static int bad_env(const char *name, const char *value, const char *why) {
+  if (t_check_why != NULL) {
+    snprintf(t_check_why, t_check_len, "invalid %s=\"%s\": %s", name, value,
+             why);
+    return -EINVAL;
+  }
   /* Not rate-limited: stkr_init runs once and the user must see this. */
   stkr__log(STKR__LOG_CONFIG, "invalid %s=\"%s\": %s", name, value, why);
   return -EINVAL;
@@ -243,6 +253,23 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   }
   *out = c;
   return 0;
+}
+
+int stkr_config_check_env(char *why, size_t len) {
+  stkr__fconfig c;
+  char none[1];
+  int err;
+
+  /* The same parse stkr_init does, so a launcher (stackrec record) refuses
+   * exactly what the recorder would. */
+  t_check_why = (why != NULL && len != 0) ? why : none;
+  t_check_len = (why != NULL && len != 0) ? len : sizeof none;
+  t_check_why[0] = '\0';
+  err = stkr__config_build(NULL, &c);
+  t_check_why = NULL;
+  t_check_len = 0;
+  if (err == 0) stkr__config_free(&c);
+  return err;
 }
 
 void stkr__config_free(stkr__fconfig *c) {

@@ -39,13 +39,18 @@
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* we define functions that fortify wraps inline */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "preload/preload.h"
@@ -87,6 +92,58 @@ static void say(const char *fmt, ...) {
   if (write(STDERR_FILENO, buf, (size_t)n) < 0) {
     /* nothing to do */
   }
+}
+
+/* This process will record nothing: tell `stackrec record` through the
+ * abstract unix datagram socket named in STACKREC_NOTIFY (abstract names
+ * ignore file permissions, so a process that dropped its privileges can
+ * still send), or, without one (preloaded by hand), say it on stderr.
+ * Under record nothing goes into the program's streams. The socket lives
+ * for this one call (close-on-exec, closed before we return); the send
+ * waits at most 200 ms for room in record's queue, never longer. */
+static const char *real_env(const char *name);
+static void init_failed(int err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void init_failed(int err, const char *fmt, ...) {
+  const char *name = real_env("STACKREC_NOTIFY");
+  char msg[512], comm[17] = "";
+  struct sockaddr_un sa;
+  struct timeval tv = {0, 200000};
+  size_t nlen;
+  va_list ap;
+  int n, fd, saved = errno;
+  bool sent = false;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (name == NULL || name[0] == '\0' ||
+      (nlen = strlen(name)) + 1 > sizeof sa.sun_path) {
+    say("%s", msg);
+    errno = saved;
+    return;
+  }
+  (void)prctl(PR_GET_NAME, comm, 0, 0, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */
+  fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    char dgram[600];
+    /* "pid\tcomm\terrno\twhat": record's parse_notice reads it. */
+    n = snprintf(dgram, sizeof dgram, "%d\t%s\t%d\t%s", (int)getpid(), comm,
+                 err < 0 ? -err : err, msg);
+    if (n > (int)sizeof dgram - 1) n = (int)sizeof dgram - 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sent = sendto(fd, dgram, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                              nlen)) == n;
+    close(fd);
+  }
+  /* record gone (or its queue full for 200 ms): not silently. */
+  if (!sent)
+    say("%s", msg);
+  errno = saved;
 }
 
 void *stkr__pl_resolve(int idx) {
@@ -140,9 +197,29 @@ static stkr_site g_site_secure_getenv =
  * Guarded by the caller. @return stkr_init's result. */
 static int start_recording(void) {
   stkr_config cfg;
+  char why[256];
   const char *v;
   int err;
 
+  /* The recorder's own parse first, so that a bad value is reported here
+   * (to record, or on stderr) with its name, not printed by stkr_init. */
+  if ((err = stkr_config_check_env(why, sizeof why)) != 0) {
+    init_failed(err, "cannot start recording in pid %d: %s", (int)getpid(),
+                err == -EINVAL ? why : stkr_strerror(err));
+    return err;
+  }
+  /* Under record the directory exists already (record made it): one that
+   * this process may not write into (it dropped its privileges) is
+   * reported to record rather than by stkr_init on the app's stderr.
+   * AT_EACCESS: the effective ids, which are what creating a file uses. */
+  v = real_env("STACKREC_NOTIFY");
+  if (v != NULL && v[0] != '\0' && (v = real_env("STACKREC_DIR")) != NULL &&
+      faccessat(AT_FDCWD, v, W_OK | X_OK, AT_EACCESS) != 0) {
+    err = -errno;
+    init_failed(err, "cannot write the recording directory %s: %s", v,
+                strerror(-err));
+    return err;
+  }
   memset(&cfg, 0, sizeof cfg);
   /* A struct field wins over the environment: set ours only where the
    * user said nothing. */
@@ -154,8 +231,8 @@ static int start_recording(void) {
     cfg.fork_mode = STKR_FORK_FOLLOW;
   err = stkr_init(&cfg);
   if (err != 0) {
-    say("cannot start recording in pid %d: %s", (int)getpid(),
-        stkr_strerror(err));
+    init_failed(err, "cannot start recording in pid %d: %s", (int)getpid(),
+                stkr_strerror(err));
     return err;
   }
   (void)stkr_thread_attach();
@@ -179,7 +256,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
                                 sizeof err) != 0 ||
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
                            err, sizeof err) != 0) {
-    say("%s; recording nothing", err);
+    init_failed(-EINVAL, "%s; recording nothing", err);
     stkr__pl_guard--;
     return;
   }

@@ -188,6 +188,14 @@ int stkr_thread_attach(void);
  * @return 0, -ENOSPC past STKR_MAX_SITES, -EINVAL for a NULL/empty name. */
 int stkr_site_register(stkr_site *site);
 
+/* Check the STACKREC_* environment as stkr_init() would read it (the same
+ * parser), without starting anything: for launchers that set up a recorder
+ * in another process (stackrec record) and must refuse a bad value first.
+ * Writes nothing to stderr. Thread-safe (reads the environment).
+ * @return 0, or -EINVAL with "invalid NAME="VALUE": reason" in why (always
+ *         NUL-terminated when len > 0), or -ENOMEM. */
+int stkr_config_check_env(char *why, size_t len);
+
 /* Text for a value returned by any stkr_ call (0 or a negative errno). */
 const char *stkr_strerror(int err);
 

@@ -464,7 +464,13 @@ static void test_all_apis(void **state) {
   assert_non_null(strstr(g_err, "\"/etc/machine-id\""));
   assert_non_null(strstr(g_err, dir));
   assert_non_null(strstr(g_err, "dropped: 0"));
-  assert_non_null(strstr(g_err, "all_apis+0x"));
+  /* Recorded offline, symbolized by record at the end: the summary's top
+   * stacks name the fixture's functions, not image+offset (issue 14). */
+  if (strstr(g_err, "fx_uname") == NULL || strstr(g_err, "run_all") == NULL ||
+      strstr(g_err, "all_apis+0x") != NULL) {
+    fprintf(stderr, "%s", g_err);
+    fail_msg("summary without function names (above)");
+  }
   rec_free(&r);
 }
 
@@ -549,14 +555,15 @@ static void test_errors(void **state) {
   /* The directory now exists (empty): fine to reuse; after a recording,
    * refused. */
   assert_int_equal(record(dir, "-q", "all_apis", "exit 0"), 0);
-  assert_int_equal(record(dir, "-q", "all_apis", "exit 0"), 125);
+  /* Exit statuses: record's --help (3 the directory, 2 usage). */
+  assert_int_equal(record(dir, "-q", "all_apis", "exit 0"), 3);
   assert_non_null(strstr(g_err, "already holds a recording"));
-  assert_int_equal(sh("'%s' record", g_bin), 125);
+  assert_int_equal(sh("'%s' record", g_bin), 2);
   assert_non_null(strstr(g_err, "no command given"));
   assert_int_equal(sh("'%s' record --categories files,camera -- true", g_bin),
-                   125);
-  assert_non_null(strstr(g_err, "unknown category \"camera\" at offset 6"));
-  assert_int_equal(sh("'%s' record --depth 0 -- true", g_bin), 125);
+                   2);
+  assert_non_null(strstr(g_err, "category \"camera\" at offset 6"));
+  assert_int_equal(sh("'%s' record --depth 0 -- true", g_bin), 2);
   assert_non_null(strstr(g_err, "--depth"));
   assert_int_equal(sh("STACKREC_PRELOAD=/nonexistent/lib.so '%s' record -- "
                       "true",

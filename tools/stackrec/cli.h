@@ -101,6 +101,23 @@ int stkr_cli_report(int argc, char **argv); /* report.c */
 int stkr_cli_verify(int argc, char **argv); /* verify.c */
 int stkr_cli_merge(int argc, char **argv);  /* merge.c */
 
+/* What stkr_cli_symbolize_in_place did. */
+typedef struct stkr_cli_sym_stats {
+  uint64_t files;      /* segment files rewritten with frames */
+  uint64_t live_files; /* left alone: their writer is still running */
+  uint64_t resolved;   /* unique PCs resolved (one cache for all files) */
+  uint64_t damaged;    /* damaged batches carried over unsymbolized */
+} stkr_cli_sym_stats;
+
+/* Symbolize every offline-mode segment file of dir where it is (symbolize.c;
+ * `stackrec record` after the command ended): each file is rewritten to a
+ * temporary file, synced and renamed over the original; files that have
+ * frames already, or whose process still runs, are left alone. Warnings
+ * go to stderr as "stackrec record: warning: ...".
+ * @return 0, or -errno (out of memory, a file that could not be written:
+ *         that file is then unchanged). */
+int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st);
+
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */
 typedef struct stkr_cli_progress {

@@ -8,9 +8,21 @@
  * its tree (forked or exec'd, whatever its working directory) writes its
  * own files into the same directory. We wait for it, then read the
  * directory with the public reader and print the summary on stderr (stdout
- * belongs to the command). Exit status: the command's (128 + signal if it
- * was killed), or 125/126/127 when it could not be run, as timeout(1) and
- * env(1) do, so a script cannot mistake our failure for the command's.
+ * belongs to the command). Exit status: see record_help, the one place
+ * that lists them.
+ *
+ * Setup is loud: a directory we cannot use, a malformed STACKREC_* value
+ * (checked with the recorder's own parser, stkr_config_check_env) or
+ * category list stops us before the command runs. Signals sent to us are
+ * passed on to the command, and we still print the summary. A process of
+ * the tree that cannot record tells us why through an abstract unix
+ * datagram socket (STACKREC_NOTIFY; preload.c) instead of writing into
+ * the program's stderr, and the summary lists it.
+ *
+ * Cost independent of the number of processes: the tree records in
+ * offline mode (PCs and image lists only: no process loads debug info),
+ * and we symbolize the whole directory once at the end, one frame cache
+ * for every file (stkr_cli_symbolize_in_place).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -18,18 +30,26 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "preload/preload.h"
+#include "recorder/stackrec.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/record.h"
 
+#define REC_USAGE STKR_CLI_USAGE  /* 2: usage, malformed STACKREC_* value */
+#define REC_BAD_DIR STKR_CLI_NO_INPUT /* 3: the directory cannot be used */
 #define REC_FAILED 125     /* stackrec record itself failed */
 #define REC_CANNOT_EXEC 126
 #define REC_NOT_FOUND 127
@@ -44,8 +64,9 @@ static const char record_help[] =
     "record the call stack of every sensitive libc call it makes, in every\n"
     "process of its tree; then print a summary on stderr: events per\n"
     "category and API, the payloads (paths, addresses, names), distinct\n"
-    "stacks, drops, and for each API its most frequent stack as\n"
-    "image+offset return addresses.\n"
+    "stacks, drops, the processes that recorded nothing and why, and for\n"
+    "each API its most frequent stack (function and file:line; image+offset\n"
+    "where no symbols were found).\n"
     "\n"
     "Categories: identifiers (machine-id, MAC, hostname, uname), network\n"
     "(connect, getaddrinfo), files (~/.ssh, browser profiles, keyrings,\n"
@@ -69,15 +90,29 @@ static const char record_help[] =
     "LD_PRELOAD, before what the environment preloads already (but after\n"
     "sanitizer runtimes, which must be first). Every other\n"
     "STACKREC_* variable (STACKREC_ENV_NAMES, STACKREC_FORK, ...) is passed\n"
-    "on to the hooks.\n"
+    "on to the hooks, after the same checks the recorder makes: a malformed\n"
+    "value stops stackrec record before CMD runs.\n"
     "\n"
-    "Exit status: CMD's exit status, or 128+N if it was killed by signal\n"
-    "N; 125 if stackrec record failed (usage, no hook library, no\n"
-    "directory), 126 if CMD cannot be executed, 127 if it was not found.\n";
-
-static const char *const k_categories[] = {"identifiers", "network", "files",
-                                           "devices", "environment"};
-#define N_CATEGORIES (sizeof k_categories / sizeof k_categories[0])
+    "The processes record in offline mode (PCs and image lists only;\n"
+    "STACKREC_SYMBOLIZE=offline unless set), and stackrec record resolves\n"
+    "the whole recording into function names and file:line once CMD has\n"
+    "ended, one symbol cache for all processes (as 'stackrec symbolize'\n"
+    "would, but in place). A process still running then (a daemon CMD\n"
+    "left behind) keeps its files unresolved.\n"
+    "\n"
+    "Signals: SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1 and SIGUSR2 sent to\n"
+    "stackrec record are passed on to CMD; stackrec record waits for CMD and\n"
+    "prints its summary. A ^C or ^\\ typed at the terminal reaches CMD\n"
+    "directly (the whole foreground job gets it) and is not sent twice.\n"
+    "\n"
+    "Exit status:\n"
+    "  CMD's exit status, or 128+N if CMD was killed by signal N;\n"
+    "  when CMD was not run:\n"
+    "  2    usage error, or a malformed STACKREC_* value (named on stderr)\n"
+    "  3    the recording directory cannot be created or used (-o)\n"
+    "  125  stackrec record itself failed (no hook library, fork failed)\n"
+    "  126  CMD cannot be executed\n"
+    "  127  CMD was not found\n";
 
 static int rec_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int rec_error(const char *fmt, ...) {
@@ -101,10 +136,13 @@ static bool is_file(const char *path) {
 /* The hook library, as an absolute path in out. @return 0 or REC_FAILED
  * after printing why. */
 static int find_preload(char *out, size_t cap) {
-  static const char *const rel[] = {"../preload/" PRELOAD_NAME, PRELOAD_NAME,
+  /* The first: Bazel's runfiles of //tools:stackrec (a data dependency,
+   * so `bazel build //tools:stackrec` brings the library along). */
+  static const char *const rel[] = {"stackrec.runfiles/stackrec/preload/" PRELOAD_NAME,
+                                    "../preload/" PRELOAD_NAME, PRELOAD_NAME,
                                     "../lib/stackrec/" PRELOAD_NAME};
   const char *env = getenv("STACKREC_PRELOAD");
-  char exe[PATH_MAX], cand[PATH_MAX + 64], tried[3 * (PATH_MAX + 64)] = "";
+  char exe[PATH_MAX], cand[PATH_MAX + 64], tried[4 * (PATH_MAX + 64)] = "";
   char *slash;
   size_t i;
 
@@ -153,6 +191,28 @@ static int mkdir_p(const char *path) {
   return 0;
 }
 
+/* Can we (and so the command, which runs as we do) create files in dir?
+ * Tried, not guessed from mode bits: a read-only file system or an ACL
+ * answers too. @return 0 or -errno. */
+static int dir_usable(const char *dir) {
+  char probe[PATH_MAX];
+  struct stat st;
+  int fd;
+
+  if (stat(dir, &st) != 0)
+    return -errno;
+  if (!S_ISDIR(st.st_mode))
+    return -ENOTDIR;
+  if ((size_t)snprintf(probe, sizeof probe, "%s/.stackrec-probe-XXXXXX",
+                       dir) >= sizeof probe)
+    return -ENAMETOOLONG;
+  if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
+    return -errno;
+  close(fd);
+  (void)unlink(probe);
+  return 0;
+}
+
 /* Does dir hold segment files already? */
 static bool holds_recording(const char *dir) {
   DIR *d = opendir(dir);
@@ -171,7 +231,7 @@ static bool holds_recording(const char *dir) {
 }
 
 /* Create the recording directory (default name from cmd); absolute path
- * in out. @return 0 or REC_FAILED after printing why. */
+ * in out. @return 0 or REC_BAD_DIR after printing why. */
 static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
   char name[PATH_MAX], base[64];
   const char *b = strrchr(cmd, '/');
@@ -179,12 +239,17 @@ static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
   int err;
 
   if (opt != NULL) {
-    if ((err = mkdir_p(opt)) < 0)
-      return rec_error("cannot create directory %s: %s", opt, strerror(-err));
-    if (holds_recording(opt))
-      return rec_error("%s already holds a recording (stackrec-*.zst); "
-                       "choose another directory with -o, or remove it",
-                       opt);
+    if ((err = mkdir_p(opt)) < 0 || (err = dir_usable(opt)) < 0) {
+      rec_error("-o %s: cannot use it as the recording directory: %s", opt,
+                strerror(-err));
+      return REC_BAD_DIR;
+    }
+    if (holds_recording(opt)) {
+      rec_error("-o %s: already holds a recording (stackrec-*.zst); "
+                "choose another directory, or remove it",
+                opt);
+      return REC_BAD_DIR;
+    }
     snprintf(name, sizeof name, "%s", opt);
   } else {
     time_t now = time(NULL);
@@ -208,37 +273,51 @@ static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
         snprintf(name, sizeof name, "stackrec-%s-%s-%u", base, stamp, k);
       if (mkdir(name, 0700) == 0)
         break;
-      if (errno != EEXIST || k == 100)
-        return rec_error("cannot create directory %s: %s", name,
-                         strerror(errno));
+      if (errno != EEXIST || k == 100) {
+        rec_error("cannot create directory %s: %s", name, strerror(errno));
+        return REC_BAD_DIR;
+      }
     }
   }
   /* Absolute: processes of the tree may change directory. */
-  if (realpath(name, out) == NULL || strlen(out) >= cap)
-    return rec_error("%s: %s", name, strerror(errno));
+  if (realpath(name, out) == NULL || strlen(out) >= cap) {
+    rec_error("%s: %s", name, strerror(errno));
+    return REC_BAD_DIR;
+  }
   return 0;
 }
 
-static int check_categories(const char *list) {
-  const char *p = list;
+/* Every STACKREC_* value the hooks will read, checked with the parsers
+ * they use (the recorder's stkr_config_check_env; preload/match.c for the
+ * categories and watched names), so that a bad value stops us before the
+ * command runs instead of leaving it unrecorded. `opt` names the option
+ * that set a variable, if one did. @return 0 or REC_USAGE after printing. */
+static int check_env(const char *cats_opt) {
+  static stkr__pl_names names; /* large; only parsed, never used */
+  char why[512];
+  unsigned mask;
+  int err;
 
-  if (strcmp(list, "all") == 0)
-    return 0;
-  for (;;) {
-    size_t len = strcspn(p, ","), i;
-    for (i = 0; i < N_CATEGORIES; i++)
-      if (strlen(k_categories[i]) == len && strncmp(p, k_categories[i], len) == 0)
-        break;
-    if (i == N_CATEGORIES && !(len == 3 && strncmp(p, "all", 3) == 0))
-      return stkr_cli_usage_error(
-          "record",
-          "--categories: unknown category \"%.*s\" at offset %zu (known: "
-          "identifiers, network, files, devices, environment, all)",
-          (int)len, p, (size_t)(p - list));
-    if (p[len] == '\0')
-      return 0;
-    p += len + 1;
+  if ((err = stkr_config_check_env(why, sizeof why)) != 0) {
+    rec_error("%s", err == -EINVAL ? why : stkr_strerror(err));
+    return REC_USAGE;
   }
+  if (stkr__pl_parse_categories(getenv("STACKREC_CATEGORIES"), &mask, why,
+                                sizeof why) != 0) {
+    if (cats_opt != NULL)
+      stkr_cli_usage_error("record", "--categories: %s", why);
+    else
+      rec_error("invalid STACKREC_CATEGORIES=\"%s\": %s",
+                getenv("STACKREC_CATEGORIES"), why);
+    return REC_USAGE;
+  }
+  if (stkr__pl_names_parse(getenv("STACKREC_ENV_NAMES"), &names, why,
+                           sizeof why) != 0) {
+    rec_error("invalid STACKREC_ENV_NAMES=\"%s\": %s",
+              getenv("STACKREC_ENV_NAMES"), why);
+    return REC_USAGE;
+  }
+  return 0;
 }
 
 /* ---- run ------------------------------------------------------------------ */
@@ -292,34 +371,148 @@ static char *preload_list(const char *ours, const char *old) {
   return out;
 }
 
-/* Run argv with the hooks; @return its wait status via *status, or an exit
- * code (125) on failure. */
-static int run(char **argv, const char *preload, const char *dir,
-               const char *depth, const char *cats, int *status) {
-  struct sigaction ign, old_int, old_quit;
-  pid_t pid;
-  int fds[2], err = 0;
+/* ---- signals and notices ------------------------------------------------ */
+
+static const int k_forwarded[] = {SIGTERM, SIGHUP, SIGINT,
+                                  SIGQUIT, SIGUSR1, SIGUSR2};
+#define N_FORWARDED (sizeof k_forwarded / sizeof k_forwarded[0])
+
+/* Written by run() (after fork, with the forwarded signals blocked), read
+ * by forward() (a signal handler on our one thread). */
+static volatile sig_atomic_t g_child;
+/* Written by forward(), read by run(): a signal that came before g_child
+ * was known, and the last signal forwarded (for the summary). */
+static volatile sig_atomic_t g_pending, g_forwarded;
+
+static void forward(int sig, siginfo_t *si, void *uc) {
+  int saved = errno;
+
+  (void)uc;
+  /* ^C and ^\ typed at the terminal (si_code SI_KERNEL) went to the whole
+   * foreground process group, the command included: not twice. */
+  if ((sig == SIGINT || sig == SIGQUIT) && si != NULL &&
+      si->si_code == SI_KERNEL)
+    return;
+  g_forwarded = sig;
+  if (g_child > 0)
+    (void)kill((pid_t)g_child, sig);
+  else
+    g_pending = sig;
+  errno = saved;
+}
+
+static void on_sigchld(int sig) { (void)sig; /* wakes ppoll */ }
+
+/* An abstract unix datagram socket the hooks of every process report to
+ * when they cannot record (preload.c: init_failed); its name goes into
+ * STACKREC_NOTIFY. Abstract names ignore file permissions: a process that
+ * dropped its privileges can still send. @return the fd (close-on-exec,
+ * non-blocking), or -1: then failures are said on the program's stderr
+ * as without record, which is worse but not silent. */
+static int notify_open(char *name, size_t cap) {
+  struct sockaddr_un sa;
+  unsigned rnd;
+  int fd, buf = 1 << 20;
+  FILE *f = fopen("/dev/urandom", "re");
+
+  if (f == NULL || fread(&rnd, sizeof rnd, 1, f) != 1)
+    rnd = (unsigned)time(NULL);
+  if (f != NULL)
+    fclose(f);
+  snprintf(name, cap, "stackrec-record-%d-%08x", (int)getpid(), rnd);
+  if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+    return -1;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path + 1, name, strlen(name)); /* sun_path[0] = 0 */
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (bind(fd, (struct sockaddr *)&sa,
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                       strlen(name))) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Read every queued notice: "pid\tname\terrno\twhat" (preload.c). */
+static void notify_drain(int fd, stkr__rec_notices *nt) {
+  char buf[1024];
+  ssize_t n;
+
+  if (fd < 0)
+    return;
+  while ((n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT)) >= 0 ||
+         errno == EINTR) {
+    stkr__rec_notice *m;
+    char *name, *err, *what;
+    if (n < 0)
+      continue;
+    buf[n] = '\0';
+    if ((name = strchr(buf, '\t')) == NULL ||
+        (err = strchr(name + 1, '\t')) == NULL ||
+        (what = strchr(err + 1, '\t')) == NULL)
+      continue; /* not ours */
+    if (nt->n == STKR__REC_MAX_NOTICES) {
+      nt->more++;
+      continue;
+    }
+    m = &nt->v[nt->n++];
+    *name++ = *err++ = *what++ = '\0';
+    m->pid = atoi(buf);
+    m->err = atoi(err);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    snprintf(m->what, sizeof m->what, "%s", what);
+  }
+}
+
+/* Run argv with the hooks (LD_PRELOAD set in the child only; the rest of
+ * the STACKREC_* environment is ours already). Signals sent to us are
+ * forwarded to the command; notices are collected while it runs (the
+ * socket's queue is short). @return 0 with its wait status in *status, or
+ * an exit code (125, 126, 127) after printing why. */
+static int run(char **argv, const char *preload, int nfd,
+               stkr__rec_notices *nt, int *status) {
+  struct sigaction act, old[N_FORWARDED], chld, old_chld;
+  sigset_t block, oldmask, waitmask;
+  struct pollfd pfd = {.fd = nfd, .events = POLLIN};
+  pid_t pid, w;
+  int fds[2], err = 0, rc = 0;
+  size_t i;
   ssize_t k;
 
   /* The child reports a failed exec through a close-on-exec pipe: EOF
    * means the exec succeeded. */
   if (pipe2(fds, O_CLOEXEC) != 0)
     return rec_error("pipe: %s", strerror(errno));
+  sigemptyset(&block);
+  for (i = 0; i < N_FORWARDED; i++)
+    sigaddset(&block, k_forwarded[i]);
+  sigaddset(&block, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &block, &oldmask);
+  memset(&act, 0, sizeof act);
+  act.sa_sigaction = forward;
+  act.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&act.sa_mask);
+  for (i = 0; i < N_FORWARDED; i++)
+    sigaction(k_forwarded[i], &act, &old[i]);
+  memset(&chld, 0, sizeof chld);
+  chld.sa_handler = on_sigchld;
+  sigaction(SIGCHLD, &chld, &old_chld);
+  g_child = 0;
+  g_pending = g_forwarded = 0;
   fflush(NULL);
   pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return rec_error("fork: %s", strerror(errno));
-  }
   if (pid == 0) {
     char *lp = preload_list(preload, getenv("LD_PRELOAD"));
 
+    /* The command gets the dispositions and mask we were given. */
+    for (i = 0; i < N_FORWARDED; i++)
+      sigaction(k_forwarded[i], &old[i], NULL);
+    sigaction(SIGCHLD, &old_chld, NULL);
+    sigprocmask(SIG_SETMASK, &oldmask, NULL);
     close(fds[0]);
-    if (lp == NULL || setenv("LD_PRELOAD", lp, 1) != 0 ||
-        setenv("STACKREC_DIR", dir, 1) != 0 ||
-        (depth && setenv("STACKREC_DEPTH", depth, 1) != 0) ||
-        (cats && setenv("STACKREC_CATEGORIES", cats, 1) != 0)) {
+    if (lp == NULL || setenv("LD_PRELOAD", lp, 1) != 0) {
       err = errno;
     } else {
       execvp(argv[0], argv);
@@ -329,388 +522,111 @@ static int run(char **argv, const char *preload, const char *dir,
     (void)k;
     _exit(err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC);
   }
+  if (pid < 0) {
+    rc = rec_error("fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    goto out;
+  }
+  g_child = pid;
   close(fds[1]);
-  /* Like system(3): a ^C goes to the command (our process group's
-   * foreground job); we stay to print what it recorded. */
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ign, &old_int);
-  sigaction(SIGQUIT, &ign, &old_quit);
+  /* SIGCHLD stays blocked but in ppoll: no wake-up is lost between the
+   * waitpid and the wait. */
+  waitmask = oldmask;
+  for (i = 0; i < N_FORWARDED; i++)
+    sigdelset(&waitmask, k_forwarded[i]);
+  sigaddset(&waitmask, SIGCHLD);
+  sigprocmask(SIG_SETMASK, &waitmask, NULL); /* forwarded: unblocked */
+  sigdelset(&waitmask, SIGCHLD);             /* ppoll's mask */
+  if (g_pending != 0)
+    (void)kill(pid, g_pending);
   do
     k = read(fds[0], &err, sizeof err);
   while (k < 0 && errno == EINTR);
   close(fds[0]);
-  while (waitpid(pid, status, 0) < 0) {
-    if (errno != EINTR) {
-      sigaction(SIGINT, &old_int, NULL);
-      sigaction(SIGQUIT, &old_quit, NULL);
-      return rec_error("waitpid: %s", strerror(errno));
+  for (;;) {
+    w = waitpid(pid, status, WNOHANG);
+    if (w == pid)
+      break;
+    if (w < 0 && errno != EINTR) {
+      rc = rec_error("waitpid: %s", strerror(errno));
+      goto out;
     }
+    if (w == 0 && ppoll(&pfd, nfd >= 0 ? 1 : 0, NULL, &waitmask) > 0)
+      notify_drain(nfd, nt);
   }
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGQUIT, &old_quit, NULL);
+  notify_drain(nfd, nt);
   if (k == (ssize_t)sizeof err) {
     rec_error("cannot run %s: %s", argv[0], strerror(err));
-    return err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC;
+    rc = err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC;
   }
-  return 0;
-}
-
-/* ---- summary --------------------------------------------------------------- */
-
-#define TOP_FRAMES 4   /* frames shown of each API's top stack */
-#define MAX_PAYLOADS 8 /* distinct payloads tracked per API */
-#define SHOW_PAYLOADS 3
-
-typedef struct stack_agg {
-  size_t proc;   /* reader's process index */
-  uint64_t hash; /* of all PCs: the stack's identity within the process */
-  uint64_t count;
-  size_t n_pcs;
-  uint64_t pcs[TOP_FRAMES];
-} stack_agg;
-
-typedef struct payload_agg {
-  uint8_t *bytes;
-  size_t len;
-  uint64_t count;
-} payload_agg;
-
-typedef struct site_agg {
-  char *name;
-  unsigned cat; /* index in k_categories, or N_CATEGORIES */
-  uint64_t events;
-  stack_agg *stacks;
-  size_t n_stacks, cap_stacks;
-  payload_agg pay[MAX_PAYLOADS];
-  size_t n_pay;
-  uint64_t pay_other; /* events whose payload was not tracked */
-} site_agg;
-
-/* Open addressing: (site, proc, hash) -> index into that site's stacks. */
-typedef struct slot {
-  uint64_t hash;
-  size_t site, proc, idx; /* idx + 1; 0 = empty */
-} slot;
-
-typedef struct summary {
-  site_agg *sites;
-  size_t n_sites, cap_sites;
-  slot *tab;
-  size_t tab_cap, tab_used;
-  uint64_t events, warnings;
-} summary;
-
-static uint64_t hash_pcs(const uint64_t *pcs, size_t n) {
-  uint64_t h = 1469598103934665603ull ^ n;
-  size_t i;
-
-  for (i = 0; i < n; i++) {
-    h ^= pcs[i];
-    h *= 1099511628211ull;
-    h ^= h >> 29;
-  }
-  return h;
-}
-
-static size_t slot_of(const summary *s, uint64_t hash, size_t site,
-                      size_t proc) {
-  size_t i = (size_t)(hash ^ (site * 0x9E3779B97F4A7C15ull) ^ proc) &
-             (s->tab_cap - 1);
-
-  while (s->tab[i].idx != 0 &&
-         !(s->tab[i].hash == hash && s->tab[i].site == site &&
-           s->tab[i].proc == proc))
-    i = (i + 1) & (s->tab_cap - 1);
-  return i;
-}
-
-static int tab_grow(summary *s) {
-  size_t cap = s->tab_cap ? s->tab_cap * 2 : 1024, i;
-  slot *old = s->tab, *tab = calloc(cap, sizeof *tab);
-  size_t old_cap = s->tab_cap;
-
-  if (tab == NULL)
-    return -ENOMEM;
-  s->tab = tab;
-  s->tab_cap = cap;
-  for (i = 0; i < old_cap; i++)
-    if (old[i].idx != 0)
-      s->tab[slot_of(s, old[i].hash, old[i].site, old[i].proc)] = old[i];
-  free(old);
-  return 0;
-}
-
-static unsigned category_of(const char *site) {
-  size_t len = strcspn(site, "."), i;
-
-  for (i = 0; i < N_CATEGORIES; i++)
-    if (strlen(k_categories[i]) == len && strncmp(site, k_categories[i], len) == 0)
-      return (unsigned)i;
-  return N_CATEGORIES;
-}
-
-static site_agg *site_get(summary *s, const char *name) {
-  size_t i;
-  site_agg *a;
-
-  for (i = 0; i < s->n_sites; i++)
-    if (strcmp(s->sites[i].name, name) == 0)
-      return &s->sites[i];
-  if (s->n_sites == s->cap_sites) {
-    size_t cap = s->cap_sites ? s->cap_sites * 2 : 16;
-    site_agg *n = realloc(s->sites, cap * sizeof *n);
-    if (n == NULL)
-      return NULL;
-    s->sites = n;
-    s->cap_sites = cap;
-  }
-  a = &s->sites[s->n_sites];
-  memset(a, 0, sizeof *a);
-  if ((a->name = strdup(name)) == NULL)
-    return NULL;
-  a->cat = category_of(name);
-  s->n_sites++;
-  return a;
-}
-
-static int add_event(summary *s, const stkr_event_view *ev) {
-  site_agg *a = site_get(s, ev->site);
-  uint64_t h = hash_pcs(ev->pcs, ev->n_pcs);
-  size_t si, k;
-  slot *sl;
-
-  if (a == NULL)
-    return -ENOMEM;
-  si = (size_t)(a - s->sites);
-  a->events++;
-  s->events++;
-  if (s->tab_used * 2 >= s->tab_cap && tab_grow(s) != 0)
-    return -ENOMEM;
-  sl = &s->tab[slot_of(s, h, si, ev->process)];
-  if (sl->idx == 0) {
-    stack_agg *st;
-    if (a->n_stacks == a->cap_stacks) {
-      size_t cap = a->cap_stacks ? a->cap_stacks * 2 : 8;
-      stack_agg *n = realloc(a->stacks, cap * sizeof *n);
-      if (n == NULL)
-        return -ENOMEM;
-      a->stacks = n;
-      a->cap_stacks = cap;
-    }
-    st = &a->stacks[a->n_stacks];
-    memset(st, 0, sizeof *st);
-    st->proc = ev->process;
-    st->hash = h;
-    st->n_pcs = ev->n_pcs;
-    memcpy(st->pcs, ev->pcs,
-           (ev->n_pcs < TOP_FRAMES ? ev->n_pcs : TOP_FRAMES) * sizeof(uint64_t));
-    sl->hash = h;
-    sl->site = si;
-    sl->proc = ev->process;
-    sl->idx = ++a->n_stacks;
-    s->tab_used++;
-  }
-  a->stacks[sl->idx - 1].count++;
-
-  for (k = 0; k < a->n_pay; k++)
-    if (a->pay[k].len == ev->payload_len &&
-        memcmp(a->pay[k].bytes, ev->payload, ev->payload_len) == 0) {
-      a->pay[k].count++;
-      return 0;
-    }
-  if (ev->payload_len == 0 || a->n_pay == MAX_PAYLOADS) {
-    if (ev->payload_len != 0)
-      a->pay_other++;
-    return 0;
-  }
-  if ((a->pay[k].bytes = malloc(ev->payload_len)) == NULL)
-    return -ENOMEM;
-  memcpy(a->pay[k].bytes, ev->payload, ev->payload_len);
-  a->pay[k].len = ev->payload_len;
-  a->pay[k].count = 1;
-  a->n_pay++;
-  return 0;
-}
-
-static void summary_free(summary *s) {
-  size_t i, k;
-
-  for (i = 0; i < s->n_sites; i++) {
-    free(s->sites[i].name);
-    free(s->sites[i].stacks);
-    for (k = 0; k < s->sites[i].n_pay; k++)
-      free(s->sites[i].pay[k].bytes);
-  }
-  free(s->sites);
-  free(s->tab);
-}
-
-static int by_category_then_events(const void *x, const void *y) {
-  const site_agg *a = x, *b = y;
-
-  if (a->cat != b->cat)
-    return a->cat < b->cat ? -1 : 1;
-  if (a->events != b->events)
-    return a->events > b->events ? -1 : 1;
-  return strcmp(a->name, b->name);
-}
-
-static int by_count_desc(const void *x, const void *y) {
-  const payload_agg *a = x, *b = y;
-  return a->count != b->count ? (a->count > b->count ? -1 : 1) : 0;
-}
-
-/* One PC as "image+0xoffset" (the image's base name), from the images the
- * process recorded; raw "0x..." if none contains it. */
-static void put_pc(FILE *f, const stkr_reader *r, size_t proc, uint64_t pc) {
-  const stkr_image_info *im;
-  size_t n, i;
-
-  if (stkr_reader_images(r, proc, &im, &n) == 0)
-    for (i = 0; i < n; i++)
-      if (pc >= im[i].text_start && pc < im[i].text_end) {
-        const char *b = strrchr(im[i].path, '/');
-        b = b ? b + 1 : im[i].path;
-        stkr_cli_put_escaped(f, (const uint8_t *)b, strlen(b));
-        fprintf(f, "+0x%llx",
-                (unsigned long long)(pc - im[i].load_address));
-        return;
-      }
-  fprintf(f, "0x%llx", (unsigned long long)pc);
-}
-
-static void print_site(FILE *f, site_agg *a) {
-  const char *api = strchr(a->name, '.');
-  size_t k;
-  int pad;
-
-  api = (a->cat < N_CATEGORIES && api) ? api + 1 : a->name;
-  pad = 14 - (int)strlen(api);
-  fprintf(f, "    ");
-  stkr_cli_put_escaped(f, (const uint8_t *)api, strlen(api));
-  fprintf(f, "%*s %6llu event%s %4zu stack%s", pad > 1 ? pad : 1, "",
-          (unsigned long long)a->events, a->events == 1 ? " " : "s",
-          a->n_stacks, a->n_stacks != 1 ? "s" : a->n_pay ? " " : "");
-  qsort(a->pay, a->n_pay, sizeof a->pay[0], by_count_desc);
-  for (k = 0; k < a->n_pay && k < SHOW_PAYLOADS; k++) {
-    fprintf(f, "%s\"", k ? ", " : "  ");
-    stkr_cli_put_escaped(f, a->pay[k].bytes, a->pay[k].len);
-    fputc('"', f);
-    if (a->pay[k].count > 1)
-      fprintf(f, " x%llu", (unsigned long long)a->pay[k].count);
-  }
-  if (a->n_pay > SHOW_PAYLOADS || a->pay_other)
-    fputs(", ...", f);
-  fputc('\n', f);
-}
-
-static void print_top_stack(FILE *f, const stkr_reader *r, const site_agg *a) {
-  const stack_agg *top = NULL;
-  size_t k;
-
-  for (k = 0; k < a->n_stacks; k++)
-    if (top == NULL || a->stacks[k].count > top->count)
-      top = &a->stacks[k];
-  if (top == NULL)
-    return;
-  fprintf(f, "  ");
-  stkr_cli_put_escaped(f, (const uint8_t *)a->name, strlen(a->name));
-  fprintf(f, "%*s %llux pid %u:",
-          strlen(a->name) < 24 ? (int)(24 - strlen(a->name)) : 1, "", (unsigned long long)top->count,
-          (unsigned)stkr_reader_process(r, top->proc)->pid);
-  for (k = 0; k < top->n_pcs && k < TOP_FRAMES; k++) {
-    fputs(k ? " < " : " ", f);
-    put_pc(f, r, top->proc, top->pcs[k]);
-  }
-  if (top->n_pcs > TOP_FRAMES)
-    fprintf(f, " < ... (%zu frames)", top->n_pcs);
-  if (top->n_pcs == 0)
-    fputs(" (no frames)", f);
-  fputc('\n', f);
-}
-
-static void count_warning(void *arg, const stkr_warning *w) {
-  summary *s = arg;
-
-  /* An empty segment is a process that had nothing to write yet. */
-  if (w->kind == STKR_WARN_EMPTY_FILE)
-    return;
-  s->warnings++;
-  fprintf(stderr, "stackrec record: warning: %s\n", w->message);
-}
-
-/* Read dir and print the summary on f. Best effort: a reading problem is
- * reported, never changes the exit status (that is the command's). */
-static void stkr_record_summary(const char *dir, FILE *f) {
-  summary s;
-  stkr_reader_opts opts = {.warn = count_warning, .warn_arg = &s};
-  stkr_reader *r = NULL;
-  stkr_event_view ev;
-  uint64_t drops = 0, stacks = 0;
-  size_t n_proc, with_events = 0, i;
-  unsigned cat = N_CATEGORIES + 1;
-  int rc;
-
-  memset(&s, 0, sizeof s);
-  fprintf(f, "recording: ");
-  stkr_cli_put_escaped(f, (const uint8_t *)dir, strlen(dir));
-  fputc('\n', f);
-  if ((rc = stkr_reader_open(dir, &opts, &r)) != 0) {
-    fprintf(f, "stackrec record: cannot read the recording: %s\n",
-            strerror(-rc));
-    return;
-  }
-  while ((rc = stkr_reader_next(r, &ev)) == 1)
-    if ((rc = add_event(&s, &ev)) != 0)
-      break;
-  if (rc < 0) {
-    fprintf(f, "stackrec record: reading the recording failed: %s\n",
-            strerror(-rc));
-    goto out;
-  }
-  n_proc = stkr_reader_process_count(r);
-  for (i = 0; i < n_proc; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, i);
-    drops += p->drops;
-    stacks += p->stacks;
-    with_events += p->events != 0;
-  }
-  fprintf(f, "processes: %zu (%zu with events)  events: %llu  distinct "
-             "stacks: %llu  dropped: %llu\n",
-          n_proc, with_events, (unsigned long long)s.events,
-          (unsigned long long)stacks, (unsigned long long)drops);
-  if (n_proc == 0) {
-    fprintf(f, "no process recorded anything: was the hook library loaded?"
-               " (static and setuid programs ignore LD_PRELOAD)\n");
-    goto out;
-  }
-  if (s.n_sites > 1)
-    qsort(s.sites, s.n_sites, sizeof s.sites[0], by_category_then_events);
-  for (i = 0; i < s.n_sites; i++) {
-    if (s.sites[i].cat != cat) {
-      uint64_t total = 0;
-      size_t j;
-      cat = s.sites[i].cat;
-      for (j = i; j < s.n_sites && s.sites[j].cat == cat; j++)
-        total += s.sites[j].events;
-      fprintf(f, "  %-16s %6llu event%s\n",
-              cat < N_CATEGORIES ? k_categories[cat] : "(other sites)",
-              (unsigned long long)total, total == 1 ? "" : "s");
-    }
-    print_site(f, &s.sites[i]);
-  }
-  if (s.n_sites != 0) {
-    fprintf(f, "top stack of each API (innermost first; return addresses "
-               "as image+offset):\n");
-    for (i = 0; i < s.n_sites; i++)
-      print_top_stack(f, r, &s.sites[i]);
-  }
-  fprintf(f, "more: stackrec report DIR (all call stacks per category and "
-             "API), stackrec info DIR, stackrec dump DIR\n");
 out:
-  stkr_reader_free(r);
-  summary_free(&s);
+  g_child = 0;
+  for (i = 0; i < N_FORWARDED; i++)
+    sigaction(k_forwarded[i], &old[i], NULL);
+  sigaction(SIGCHLD, &old_chld, NULL);
+  sigprocmask(SIG_SETMASK, &oldmask, NULL);
+  return rc;
+}
+
+/* The environment every process of the tree reads (the child adds
+ * LD_PRELOAD). With offline non-NULL, also STACKREC_SYMBOLIZE=offline if
+ * the user did not set it (*offline: we did). @return 0 or -errno. */
+static int set_env(const char *dir, const char *depth, const char *cats,
+                   const char *notify, bool *offline) {
+  const char *v = getenv("STACKREC_SYMBOLIZE");
+
+  /* Offline unless the user chose: no process loads debug info, we
+   * resolve the whole recording once at the end. */
+  if (offline != NULL && (*offline = v == NULL || v[0] == '\0') &&
+      setenv("STACKREC_SYMBOLIZE", "offline", 1) != 0)
+    return -errno;
+  if (
+      (dir && setenv("STACKREC_DIR", dir, 1) != 0) ||
+      (depth && setenv("STACKREC_DEPTH", depth, 1) != 0) ||
+      (cats && setenv("STACKREC_CATEGORIES", cats, 1) != 0) ||
+      (notify && setenv("STACKREC_NOTIFY", notify, 1) != 0))
+    return -errno;
+  if (!notify)
+    unsetenv("STACKREC_NOTIFY"); /* not an outer record's */
+  return 0;
+}
+
+/* After the command: resolve the recording in place (if the tree recorded
+ * offline because we said so), then print the summary. */
+static void finish(const char *cmd, const char *dir, int status, bool quiet,
+                   bool symbolize, const stkr__rec_notices *nt) {
+  stkr_cli_sym_stats st;
+  int err;
+
+  /* recover: dead writers' ring files are recovered here (issue 9,
+   * crash-proof rings), after the command was reaped and before the
+   * recording is symbolized and summarized. */
+  if (symbolize && (err = stkr_cli_symbolize_in_place(dir, &st)) < 0)
+    rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
+              "'stackrec symbolize' can resolve it later",
+              dir, strerror(-err));
+  else if (symbolize && st.live_files && !quiet)
+    fprintf(stderr, "stackrec record: %llu segment files of processes still "
+                    "running were left unresolved ('stackrec symbolize -o OUT "
+                    "DIR' resolves them once they end)\n",
+            (unsigned long long)st.live_files);
+  if (quiet) {
+    for (size_t i = 0; i < nt->n; i++)
+      fprintf(stderr, "stackrec record: process %d (%s) recorded nothing: "
+                      "%s\n", nt->v[i].pid, nt->v[i].name, nt->v[i].what);
+    return;
+  }
+  if (g_forwarded != 0)
+    fprintf(stderr, "stackrec record: passed signal %d (%s) on to %s\n",
+            (int)g_forwarded, strsignal(g_forwarded), cmd);
+  if (WIFSIGNALED(status))
+    fprintf(stderr, "stackrec record: %s was killed by signal %d (%s)\n",
+            cmd, WTERMSIG(status), strsignal(WTERMSIG(status)));
+  else
+    fprintf(stderr, "stackrec record: %s exited with status %d\n", cmd,
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  stkr__record_summary(dir, nt, stderr);
 }
 
 int stkr_cli_record(int argc, char **argv) {
@@ -721,10 +637,11 @@ int stkr_cli_record(int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static stkr__rec_notices nt; /* large; one record per process */
   const char *out_opt = NULL, *depth = NULL, *cats = NULL;
-  char preload[PATH_MAX], dir[PATH_MAX];
-  bool quiet = false;
-  int c, rc, status;
+  char preload[PATH_MAX], dir[PATH_MAX], notify[64];
+  bool quiet = false, offline;
+  int c, rc, status, nfd;
 
   opterr = 0;
   optind = 1;
@@ -733,10 +650,8 @@ int stkr_cli_record(int argc, char **argv) {
     switch (c) {
     case 'o':
       out_opt = optarg;
-      if (out_opt[0] == '\0') {
-        stkr_cli_usage_error("record", "-o: empty directory name");
-        return REC_FAILED;
-      }
+      if (out_opt[0] == '\0')
+        return stkr_cli_usage_error("record", "-o: empty directory name");
       break;
     case 'd': {
       char *end;
@@ -744,17 +659,13 @@ int stkr_cli_record(int argc, char **argv) {
       errno = 0;
       v = strtoul(optarg, &end, 10);
       if (optarg[0] < '0' || optarg[0] > '9' || *end != '\0' || errno ||
-          v < 1 || v > 256) {
-        stkr_cli_usage_error("record", "--depth: \"%s\" is not a number in "
-                                       "1-256", optarg);
-        return REC_FAILED;
-      }
+          v < 1 || v > 256)
+        return stkr_cli_usage_error("record", "--depth: \"%s\" is not a "
+                                              "number in 1-256", optarg);
       depth = optarg;
       break;
     }
     case 'c':
-      if (check_categories(optarg) != 0)
-        return REC_FAILED;
       cats = optarg;
       break;
     case 'q':
@@ -764,14 +675,17 @@ int stkr_cli_record(int argc, char **argv) {
       fputs(record_help, stdout);
       return stkr_cli_flush("record") == 0 ? 0 : REC_FAILED;
     default:
-      stkr_cli_usage_error("record", "unknown option '%s'", argv[optind - 1]);
-      return REC_FAILED;
+      return stkr_cli_usage_error("record", "unknown option '%s'",
+                                  argv[optind - 1]);
     }
   }
-  if (optind >= argc) {
-    stkr_cli_usage_error("record", "no command given");
-    return REC_FAILED;
-  }
+  if (optind >= argc)
+    return stkr_cli_usage_error("record", "no command given");
+  /* STACKREC_DIR is set below, once the directory exists. */
+  if (set_env(NULL, depth, cats, NULL, &offline) != 0)
+    return rec_error("setenv: %s", strerror(errno));
+  if ((rc = check_env(cats)) != 0)
+    return rc;
   if ((rc = find_preload(preload, sizeof preload)) != 0)
     return rc;
   if (strchr(preload, ':') != NULL || strchr(preload, ' ') != NULL)
@@ -780,23 +694,23 @@ int stkr_cli_record(int argc, char **argv) {
                      preload);
   if ((rc = make_dir(out_opt, argv[optind], dir, sizeof dir)) != 0)
     return rc;
-  if ((rc = run(argv + optind, preload, dir, depth, cats, &status)) != 0)
-    return rc;
-
+  nfd = notify_open(notify, sizeof notify);
+  if (set_env(dir, NULL, NULL, nfd >= 0 ? notify : NULL, NULL) != 0) {
+    rc = rec_error("setenv: %s", strerror(errno));
+    goto out;
+  }
+  memset(&nt, 0, sizeof nt);
+  if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0)
+    goto out;
   if (WIFEXITED(status))
     rc = WEXITSTATUS(status);
   else if (WIFSIGNALED(status))
     rc = 128 + WTERMSIG(status);
   else
     rc = REC_FAILED;
-  if (!quiet) {
-    if (WIFSIGNALED(status))
-      fprintf(stderr, "stackrec record: %s was killed by signal %d (%s)\n",
-              argv[optind], WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else
-      fprintf(stderr, "stackrec record: %s exited with status %d\n",
-              argv[optind], rc);
-    stkr_record_summary(dir, stderr);
-  }
+  finish(argv[optind], dir, status, quiet, offline, &nt);
+out:
+  if (nfd >= 0)
+    close(nfd);
   return rc;
 }

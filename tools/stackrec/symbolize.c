@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,14 +79,26 @@ typedef struct sym_run {
   uint8_t *dbuf;
   size_t dbuf_cap;
   uint32_t epoch;
-  uint64_t files, batches, stacks, damaged, copied_files;
+  uint64_t files, batches, stacks, damaged, copied_files, live_files;
   int status;
+  bool in_place;  /* rewrite each file where it is (stackrec record) */
+  bool new_proc;  /* no image list seen yet for the current process */
+  const char *cmd; /* "symbolize" or "record": prefix of messages */
+  char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
+  size_t n_pending, cap_pending;
+  struct canon_img *canon; /* every image seen, at its canonical range */
+  size_t n_canon, cap_canon;
+  uint64_t next_base;
+  struct proc_map *map; /* the current process's images -> canonical */
+  size_t n_map;
+  uint64_t *pcs; /* scratch: one stack's PCs, moved */
+  size_t cap_pcs;
 } sym_run;
 
 static void warn_cb(void *arg, const char *why) {
-  (void)arg;
+  const sym_run *run = arg;
   fflush(stdout);
-  fprintf(stderr, "stackrec symbolize: warning: %s\n", why);
+  fprintf(stderr, "stackrec %s: warning: %s\n", run->cmd, why);
 }
 
 static int cmp_seg(const void *a, const void *b) {
@@ -164,24 +177,135 @@ static bool has_frames(const Stackrec__Batch *b) {
   return false;
 }
 
-static int set_images(sym_run *run, const Stackrec__Batch *b) {
-  stkr__symimg *si = calloc(b->n_images ? b->n_images : 1, sizeof *si);
-  bool any_app = false;
+/* ---- one image list for every process --------------------------------------
+ *
+ * The backend keeps an image's symbols while the image stays in its list
+ * with the same path, load address and build-id. Processes of a tree map
+ * the same files at other addresses (ASLR after each exec), so a list per
+ * process would load libc's debug info (~30 ms, ~17 MB) once per process.
+ * Instead every image gets a canonical address range of its own, keyed by
+ * build-id (or path and load address when it has none), far above any
+ * user-space address (>= 2^62), and the backend gets the union of all of
+ * them, which only grows: each image is loaded once per run, and a PC,
+ * moved by its process's delta, is cached once for all processes. Offsets
+ * (pc - load address) are unchanged, and so is every frame written; the
+ * recorded PCs are never touched. A PC outside its process's images stays
+ * as it is, below 2^57, so it can never land in a canonical range.
+ */
+#define CANON_BASE (1ull << 62)
+#define CANON_ALIGN (1ull << 21)
+
+typedef struct canon_img {
+  char *path;
+  uint8_t build_id[64];
+  size_t build_id_len;
+  uint64_t load;     /* the real load address (the key without build-id) */
+  uint64_t base;     /* canonical load address */
+  uint64_t text_lo, text_hi; /* text range relative to the load address */
+  bool app;
+} canon_img;
+
+typedef struct proc_map {
+  uint64_t text_start, text_end; /* real, in the current process */
+  uint64_t delta;                /* canonical - real */
+} proc_map;
+
+static canon_img *canon_find(sym_run *run, const Stackrec__Image *im) {
+  for (size_t i = 0; i < run->n_canon; i++) {
+    canon_img *c = &run->canon[i];
+    if (im->build_id.len ? (c->build_id_len == im->build_id.len &&
+                            memcmp(c->build_id, im->build_id.data,
+                                   im->build_id.len) == 0)
+                         : (c->build_id_len == 0 && c->load == im->load_address &&
+                            strcmp(c->path, im->path ? im->path : "") == 0))
+      return c;
+  }
+  return NULL;
+}
+
+/* Pass the union of canonical images to the cache. */
+static int canon_publish(sym_run *run) {
+  stkr__symimg *si = calloc(run->n_canon ? run->n_canon : 1, sizeof *si);
   int err;
   if (!si) return -ENOMEM;
-  for (size_t i = 0; i < b->n_images; i++) any_app |= b->images[i]->app;
-  for (size_t i = 0; i < b->n_images; i++) {
-    const Stackrec__Image *im = b->images[i];
-    si[i] = (stkr__symimg){im->path ? im->path : "", im->load_address,
-                           im->text_start, im->text_end, im->build_id.data,
-                           im->build_id.len,
-                           /* Recordings from before Image.app: the main
-                            * executable is listed first. */
-                           any_app ? im->app : i == 0};
+  for (size_t i = 0; i < run->n_canon; i++) {
+    const canon_img *c = &run->canon[i];
+    si[i] = (stkr__symimg){c->path, c->base, c->base + c->text_lo,
+                           c->base + c->text_hi, c->build_id, c->build_id_len,
+                           c->app};
   }
-  err = stkr__symc_set_images(run->c, si, b->n_images);
+  err = stkr__symc_set_images(run->c, si, run->n_canon);
   free(si);
   return err;
+}
+
+/* The current process's image list (a batch carries the whole list):
+ * add its images to the union, and map its PCs onto it. */
+static int set_images(sym_run *run, const Stackrec__Batch *b) {
+  bool any_app = false, grew = false;
+  size_t i;
+  proc_map *m = realloc(run->map, (b->n_images ? b->n_images : 1) * sizeof *m);
+
+  if (!m) return -ENOMEM;
+  run->map = m;
+  run->n_map = 0;
+  for (i = 0; i < b->n_images; i++) any_app |= b->images[i]->app;
+  for (i = 0; i < b->n_images; i++) {
+    const Stackrec__Image *im = b->images[i];
+    canon_img *c;
+    if (im->text_end <= im->text_start || im->text_start < im->load_address ||
+        im->build_id.len > sizeof c->build_id)
+      continue; /* unusable: its PCs stay unresolved */
+    if (!(c = canon_find(run, im))) {
+      uint64_t span = (im->text_end - im->load_address + CANON_ALIGN) &
+                      ~(CANON_ALIGN - 1);
+      if (run->n_canon == run->cap_canon) {
+        size_t cap = run->cap_canon ? run->cap_canon * 2 : 64;
+        canon_img *n = realloc(run->canon, cap * sizeof *n);
+        if (!n) return -ENOMEM;
+        run->canon = n;
+        run->cap_canon = cap;
+      }
+      if (run->next_base < CANON_BASE) run->next_base = CANON_BASE;
+      if (span > UINT64_MAX - run->next_base) continue;
+      c = &run->canon[run->n_canon];
+      memset(c, 0, sizeof *c);
+      if (!(c->path = strdup(im->path ? im->path : ""))) return -ENOMEM;
+      memcpy(c->build_id, im->build_id.data, im->build_id.len);
+      c->build_id_len = im->build_id.len;
+      c->load = im->load_address;
+      c->base = run->next_base;
+      c->text_lo = im->text_start - im->load_address;
+      c->text_hi = im->text_end - im->load_address;
+      /* Recordings from before Image.app: the main executable is first. */
+      c->app = any_app ? im->app : i == 0;
+      run->next_base += span;
+      run->n_canon++;
+      grew = true;
+    }
+    run->map[run->n_map++] = (proc_map){im->text_start, im->text_end,
+                                        c->base - im->load_address};
+  }
+  return grew ? canon_publish(run) : 0;
+}
+
+/* pcs moved onto the canonical ranges, in run->pcs. @return it, or NULL. */
+static const uint64_t *canon_pcs(sym_run *run, const uint64_t *pcs, size_t n) {
+  if (n > run->cap_pcs) {
+    uint64_t *p = realloc(run->pcs, n * sizeof *p);
+    if (!p) return NULL;
+    run->pcs = p;
+    run->cap_pcs = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    run->pcs[i] = pcs[i];
+    for (size_t k = 0; k < run->n_map; k++)
+      if (pcs[i] >= run->map[k].text_start && pcs[i] < run->map[k].text_end) {
+        run->pcs[i] = pcs[i] + run->map[k].delta;
+        break;
+      }
+  }
+  return run->pcs;
 }
 
 /* Add frames to one decoded batch and encode it into run->out. */
@@ -190,12 +314,23 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   int err = 0;
   size_t i;
 
-  if (b->n_images && (err = set_images(run, b)) < 0) return err;
+  if (b->n_images) {
+    if ((err = set_images(run, b)) < 0) return err;
+    run->new_proc = false;
+  } else if (run->new_proc) {
+    /* A process whose list we have not seen (its first batch damaged):
+     * image+offset rather than the last process's names. */
+    run->n_map = 0;
+    run->new_proc = false;
+  }
   for (i = 0; i < b->n_stacks && err == 0; i++) {
     Stackrec__StackDef *d = b->stacks[i];
+    const uint64_t *pcs = canon_pcs(run, d->pcs, d->n_pcs);
     const uint32_t *fr;
     uint32_t nf;
-    if ((err = stkr__symc_stack(run->c, d->pcs, d->n_pcs, &fr, &nf)) == 0 &&
+    if (!pcs)
+      err = -ENOMEM;
+    else if ((err = stkr__symc_stack(run->c, pcs, d->n_pcs, &fr, &nf)) == 0 &&
         (err = stkr__symc_emit(run->c, fr, nf, run->epoch, &defs)) == 0) {
       d->frames = (uint32_t *)fr; /* the cache's: unhooked before freeing */
       d->n_frames = nf;
@@ -222,19 +357,96 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   return err;
 }
 
+/* In place, the temporary files are renamed over the originals only once
+ * all are written (pending_commit): a failure, or record being killed,
+ * before that leaves every original as it was (readers ignore the
+ * ".NAME.tmp" files); a reader sees the old file or the new one, never
+ * half of either. The new files are not fsync'd one by one: measured here,
+ * an fdatasync per file cost 0.5-10 ms each on a busy disk (200 processes:
+ * +0.2 to +1.3 s, more than the whole recording), one syncfs waited for
+ * every other writer of the file system, and starting write-back early
+ * (sync_file_range) did not help. The recorder does not fsync its
+ * segments either; ext4 (auto_da_alloc) flushes a file renamed over an
+ * existing one before the rename commits. The directory is synced once,
+ * after the renames. */
+static int pending_add(sym_run *run, const char *name) {
+  if (run->n_pending == run->cap_pending) {
+    size_t cap = run->cap_pending ? run->cap_pending * 2 : 64;
+    char **p = realloc(run->pending, cap * sizeof *p);
+    if (!p) return -ENOMEM;
+    run->pending = p;
+    run->cap_pending = cap;
+  }
+  if (!(run->pending[run->n_pending] = strdup(name))) return -ENOMEM;
+  run->n_pending++;
+  return 0;
+}
+
+/* Rename each written temporary file over its original, then sync the
+ * directory. @return 0 or -errno (the originals not yet replaced stay,
+ * their temporary files are removed). */
+static int pending_commit(sym_run *run, const char *dir) {
+  char path[PATH_MAX], tmp[PATH_MAX + 16];
+  int err = 0, dfd;
+  size_t i;
+
+  if (run->n_pending == 0) return 0;
+  dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (i = 0; i < run->n_pending; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, run->pending[i]);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, run->pending[i]);
+    if (err == 0 && rename(tmp, path) != 0) {
+      err = -errno;
+      fprintf(stderr, "stackrec %s: cannot replace %s: %s\n", run->cmd, path,
+              strerror(-err));
+    }
+    if (err < 0) (void)unlink(tmp);
+  }
+  /* The renames themselves: durable with the directory. */
+  if (dfd >= 0) {
+    if (err == 0 && fsync(dfd) != 0) err = -errno;
+    close(dfd);
+  }
+  return err;
+}
+
+/* Write run->out to path, or (in place) to a temporary file beside it,
+ * renamed over it by pending_commit: a crash leaves the old file or the
+ * new one, never half of either. @return 0 or -errno, after printing why. */
+static int write_out(sym_run *run, const char *dir, const char *name) {
+  char path[PATH_MAX], tmp[PATH_MAX + 16];
+  int err = 0, fd;
+
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
+      (size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name) >= sizeof tmp)
+    err = -ENAMETOOLONG;
+  else if ((fd = open(run->in_place ? tmp : path,
+                      O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+    err = -errno;
+  else {
+    err = write_all(fd, run->out.data, run->out.len);
+    if (close(fd) != 0 && err == 0) err = -errno;
+    if (err == 0 && run->in_place) err = pending_add(run, name);
+    if (err < 0 && run->in_place) (void)unlink(tmp);
+  }
+  if (err < 0)
+    fprintf(stderr, "stackrec %s: cannot write %s: %s\n", run->cmd, path,
+            strerror(-err));
+  return err;
+}
+
 /* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
 static int do_file(sym_run *run, const char *indir, const char *outdir,
                    const char *name) {
-  char in[PATH_MAX], outp[PATH_MAX];
+  char in[PATH_MAX];
   uint8_t *data;
   size_t len, off = 0;
-  bool already = false;
-  int err, fd;
+  bool already = false, stacks = false;
+  int err;
 
   snprintf(in, sizeof in, "%s/%s", indir, name);
-  snprintf(outp, sizeof outp, "%s/%s", outdir, name);
   if ((err = read_file(in, &data, &len)) < 0) {
-    fprintf(stderr, "stackrec symbolize: cannot read %s: %s\n", in,
+    fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
             strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
     return err == -ENOMEM ? err : 0;
@@ -251,12 +463,23 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     Stackrec__Batch *b = decode(run, data + off, cs);
     if (b) {
       already = has_frames(b);
+      stacks |= b->n_stacks != 0;
       stackrec__batch__free_unpacked(b, &run->pballoc.pb);
     }
     off += cs;
   }
+  /* In place, a file without stacks has nothing to gain (each segment
+   * carries its own image list: the next file does not need this one). */
+  if (run->in_place && !already && !stacks && off == len) {
+    free(data);
+    return 0;
+  }
   if (already) {
     run->copied_files++;
+    if (run->in_place) { /* nothing to change */
+      free(data);
+      return 0;
+    }
     stkr_fmt_buf_free(&run->out);
     if (len) {
       run->out.data = malloc(len);
@@ -279,9 +502,9 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
       end = next_magic(data, len, off + 1);
       fflush(stdout);
       fprintf(stderr,
-              "stackrec symbolize: warning: %s: offset %zu: damaged or "
+              "stackrec %s: warning: %s: offset %zu: damaged or "
               "truncated batch (%zu bytes) copied without symbolizing\n",
-              in, off, end - off);
+              run->cmd, in, off, end - off);
       run->damaged++;
       run->status = STKR_CLI_DATA_LOST;
       size_t need = run->out.len + (end - off);
@@ -302,8 +525,8 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     err = rewrite(run, b);
     stackrec__batch__free_unpacked(b, &run->pballoc.pb);
     if (err < 0) {
-      fprintf(stderr, "stackrec symbolize: %s: offset %zu: %s\n", in, off,
-              strerror(-err));
+      fprintf(stderr, "stackrec %s: %s: offset %zu: %s\n", run->cmd, in,
+              off, strerror(-err));
       free(data);
       return err;
     }
@@ -313,18 +536,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
 
 write:
   free(data);
-  fd = open(outp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    err = -errno;
-  else if ((err = write_all(fd, run->out.data, run->out.len)) == 0 &&
-           close(fd) != 0)
-    err = -errno;
-  else if (err < 0)
-    close(fd);
-  if (err < 0)
-    fprintf(stderr, "stackrec symbolize: cannot write %s: %s\n", outp,
-            strerror(-err));
-  return err;
+  return write_out(run, outdir, name);
 }
 
 /* The segment files of dir, sorted by pid then seq. */
@@ -360,6 +572,91 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
   closedir(d);
   if (*n) qsort(*out, *n, sizeof **out, cmp_seg);
   return 0;
+}
+
+static void run_free(sym_run *run) {
+  for (size_t i = 0; i < run->n_canon; i++) free(run->canon[i].path);
+  free(run->canon);
+  free(run->map);
+  free(run->pcs);
+  for (size_t i = 0; i < run->n_pending; i++) free(run->pending[i]);
+  free(run->pending);
+  stkr__symc_free(run->c);
+  ZSTD_freeDCtx(run->dctx);
+  ZSTD_freeCCtx(run->cctx);
+  stkr_fmt_buf_free(&run->out);
+  free(run->dbuf);
+}
+
+/* Is the process that writes pid's files still alive? (Its files may
+ * still grow: rewriting one in place would lose what it appends.) */
+static bool writer_alive(uint32_t pid) {
+  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Symbolize segs (sorted by pid, seq) of indir into outdir (ignored in
+ * place) with one frame cache for all of them: each unique PC of an image
+ * is resolved once, and an image's symbols are loaded once while its
+ * mapping stays the same from process to process (forked children).
+ * @return 0, or -errno (hard: out of memory, a file not written). */
+static int run_segments(sym_run *run, const char *indir, const char *outdir,
+                        const segf *segs, size_t n_segs, const char **dirs,
+                        size_t n_dirs) {
+  stkr__symbe *be = NULL;
+  stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
+                         .offline = true, .warn = warn_cb, .warn_arg = run};
+  int err;
+
+  stkr_fmt_pballoc_init(&run->pballoc, STKR_FMT_MAX_DECODED_BYTES);
+  if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run->c) < 0 ||
+      !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx())) {
+    fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < n_segs; i++) {
+    if (i == 0 || segs[i].pid != segs[i - 1].pid) {
+      /* Another process: its PCs mean other things until its image list
+       * (in its first batch) is set; the backend keeps the symbols of
+       * images mapped alike. */
+      run->new_proc = true;
+    }
+    if (run->in_place && writer_alive(segs[i].pid)) {
+      run->live_files++;
+      continue;
+    }
+    if ((err = do_file(run, indir, outdir, segs[i].name)) < 0) return err;
+  }
+  return 0;
+}
+
+int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st) {
+  segf *segs = NULL;
+  size_t n_segs = 0, i;
+  sym_run run;
+  int err;
+
+  memset(st, 0, sizeof *st);
+  if ((err = list_segments(dir, &segs, &n_segs)) < 0) return err;
+  memset(&run, 0, sizeof run);
+  run.cmd = "record";
+  run.in_place = true;
+  err = n_segs ? run_segments(&run, dir, dir, segs, n_segs, NULL, 0) : 0;
+  if (err == 0)
+    err = pending_commit(&run, dir);
+  else
+    for (i = 0; i < run.n_pending; i++) { /* keep every original */
+      char tmp[PATH_MAX + 16];
+      snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, run.pending[i]);
+      (void)unlink(tmp);
+    }
+  st->files = err == 0 ? run.n_pending : 0;
+  st->live_files = run.live_files;
+  st->resolved = run.c ? stkr__symc_resolved(run.c) : 0;
+  st->damaged = run.damaged;
+  run_free(&run);
+  for (i = 0; i < n_segs; i++) free(segs[i].name);
+  free(segs);
+  return err;
 }
 
 int stkr_cli_symbolize(int argc, char **argv) {
@@ -462,27 +759,11 @@ int stkr_cli_symbolize(int argc, char **argv) {
   }
 
   memset(&run, 0, sizeof run);
-  stkr_fmt_pballoc_init(&run.pballoc, STKR_FMT_MAX_DECODED_BYTES);
-  {
-    stkr__symbe *be = NULL;
-    stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
-                           .offline = true, .warn = warn_cb};
-    if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run.c) < 0 ||
-        !(run.dctx = ZSTD_createDCtx()) || !(run.cctx = ZSTD_createCCtx())) {
-      fprintf(stderr, "stackrec symbolize: out of memory\n");
-      err = STKR_CLI_DATA_LOST;
-      goto out_run;
-    }
-  }
-  for (i = 0; i < n_segs; i++) {
-    if (i > 0 && segs[i].pid != segs[i - 1].pid) {
-      /* Another process: its PCs mean other things. */
-      (void)stkr__symc_set_images(run.c, NULL, 0);
-    }
-    if ((err = do_file(&run, indir, outdir, segs[i].name)) < 0) {
-      err = STKR_CLI_DATA_LOST;
-      goto out_run;
-    }
+  run.cmd = "symbolize";
+  if ((err = run_segments(&run, indir, outdir, segs, n_segs, dirs, n_dirs)) <
+      0) {
+    err = STKR_CLI_DATA_LOST;
+    goto out_run;
   }
   printf("%llu segment files, %llu batches, %llu stacks: %llu unique PCs "
          "resolved into %llu frames; written to %s\n",
@@ -496,11 +777,7 @@ int stkr_cli_symbolize(int argc, char **argv) {
   err = run.status;
   if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
 out_run:
-  stkr__symc_free(run.c);
-  ZSTD_freeDCtx(run.dctx);
-  ZSTD_freeCCtx(run.cctx);
-  stkr_fmt_buf_free(&run.out);
-  free(run.dbuf);
+  run_free(&run);
 out_segs:
   for (i = 0; i < n_segs; i++) free(segs[i].name);
   free(segs);

@@ -1,0 +1,34 @@
+/*
+ * record.h: what record.c (running the command) hands to
+ * record_summary.c (printing what it recorded). Internal to the CLI.
+ */
+#ifndef STKR_RECORD_H
+#define STKR_RECORD_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* One process that recorded nothing, as its hook library reported it
+ * through the STACKREC_NOTIFY socket (preload.c, init_failed). */
+typedef struct stkr__rec_notice {
+  int pid;
+  int err;        /* errno value, positive */
+  char name[17];  /* the process's name (comm) */
+  char what[512]; /* why, in the library's words */
+} stkr__rec_notice;
+
+#define STKR__REC_MAX_NOTICES 64
+
+typedef struct stkr__rec_notices {
+  stkr__rec_notice v[STKR__REC_MAX_NOTICES];
+  size_t n;
+  uint64_t more; /* notices beyond the table: counted only */
+} stkr__rec_notices;
+
+/* Read dir and print the summary on f, with the processes in nt.
+ * Best effort: a reading problem is reported, never changes the exit
+ * status (that is the command's). */
+void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
+                          FILE *f);
+
+#endif
