@@ -10,6 +10,10 @@
  * make the walk safe on a chain it cannot trust: every load is inside
  * memory the thread owns, and the walk cannot loop.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
+#include <string.h>
+
 #include "recorder/stkr_internal.h"
 
 #if defined(__aarch64__) || defined(__arm64__)
@@ -61,6 +65,130 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
          fp <= hi - 2 * sizeof(uintptr_t) && (fp & (STKR__FP_ALIGN - 1)) == 0;
 }
 
+/* ---- Swift async chains ------------------------------------------------
+ * A Swift async function's prologue stores an extended frame record
+ * [context, saved fp | 1 << 60, return address]: bits 63:60 of the saved
+ * fp read 0b0001 and the word just below the record holds the function's
+ * async context. The physical stack above such a frame is the executor
+ * (swift_job_run and the thread pool), not the logical caller: the callers
+ * are the chain of async contexts on the heap, each starting with
+ * {Parent context, ResumeParent function} (swift/include/swift/ABI/Task.h,
+ * AsyncContext; both fields signed on arm64e). Like Apple's
+ * thread_stack_async_pcs, the walk drops the tagged frame's own return
+ * address and records each context's resume function instead, innermost
+ * first, with STKR__PC_ASYNC set (a function start, not a return address:
+ * symbolizers must not subtract 1).
+ *
+ * What guards the loads. The frame walk is safe because every load is
+ * inside the thread's stack; contexts live on the heap, where no bound is
+ * known without a system call. So the chain is followed only when:
+ *  1. the Swift concurrency runtime is loaded (swift_task_getCurrent found
+ *     by dlsym once, when this library is loaded, never per event) and says
+ *     a task is running on this thread (a TLS read in the runtime). Then a
+ *     tagged frame is almost surely a real async frame of that task, whose
+ *     contexts are alive while it runs. This is Apple's own check (it reads
+ *     the task from the runtime's thread-specific slot).
+ *  2. every context pointer is 16-byte aligned (the runtime allocates them
+ *     with MaximumAlignment), inside the user address range, at or above
+ *     64 KiB and outside this thread's stack; every resume pointer is a
+ *     plausible user address too;
+ *  3. the chain ends at a null parent, at max depth, or at a repeated link
+ *     (Brent's cycle check: one compare per link).
+ * Residual risk, stated plainly: with a task running on the thread, a
+ * saved-fp word that merely looks tagged (a garbage rbp left by code
+ * without frame pointers whose value lies in [2^60, 2^61)) leads to a load
+ * through whatever aligned, plausible pointer sits below it; if that
+ * address is unmapped, the process faults. Real async frames never do this;
+ * processes without the Swift runtime never follow a chain at all. A
+ * fault-safe read would need a system call (process_vm_readv) or a SIGSEGV
+ * handler, both ruled out on the hot path. */
+#define STKR__ASYNC_TAG_SHIFT 60
+#define STKR__ASYNC_TAG 1u
+#define STKR__CTX_ALIGN 16u
+#define STKR__ADDR_MIN 0x10000u /* Linux mmap_min_addr; Darwin's page zero is larger */
+#if defined(__APPLE__)
+#define STKR__ADDR_MAX 0x00007FFFFFFFFFFFull /* 47-bit user space */
+#elif defined(__aarch64__)
+#define STKR__ADDR_MAX 0x0000FFFFFFFFFFFFull /* 48-bit VA */
+#else
+#define STKR__ADDR_MAX 0x00007FFFFFFFFFFFull /* x86_64, 4-level paging */
+#endif
+
+static stkr__task_fn g_current_task;
+
+/* Looked up once, when the library is loaded: dlsym takes the loader's lock
+ * and may allocate, so it never runs on the hot path. A program that loads
+ * the Swift runtime later with dlopen does not get async chains. */
+__attribute__((constructor)) static void stkr__walk_find_swift(void) {
+  void *fn = dlsym(RTLD_DEFAULT, "swift_task_getCurrent");
+  memcpy(&g_current_task, &fn, sizeof fn); /* object -> function pointer */
+}
+
+stkr__task_fn stkr__walk_set_task_fn(stkr__task_fn fn) {
+  stkr__task_fn old = g_current_task;
+  g_current_task = fn;
+  return old;
+}
+
+static inline bool stkr__plausible(uint64_t p, uintptr_t lo, uint64_t span) {
+  return p >= STKR__ADDR_MIN && p <= STKR__ADDR_MAX - 16 && p - lo >= span;
+}
+
+/* Follow the async chain from the tagged frame record at fp (checked to be
+ * inside [lo, hi)); append resume PCs after pcs[*n]. Returns false when the
+ * chain must not be followed (no running task, implausible first context):
+ * the caller then treats the frame as an ordinary last frame. Cold: only
+ * Swift async stacks get here. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize_address)
+__attribute__((no_sanitize_address))
+#endif
+#endif
+__attribute__((noinline, cold)) static bool
+stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, unsigned *skip,
+                 uint64_t *pcs, unsigned *n, unsigned max, uint64_t *h,
+                 bool *truncated) {
+  stkr__task_fn task = g_current_task;
+  uint64_t ctx, mark = 0;
+  unsigned steps = 0, lap = 2;
+
+  if (task == NULL || fp - lo < sizeof(uintptr_t) || task() == NULL)
+    return false;
+  ctx = stkr__strip_pac_data(((const uintptr_t *)fp)[-1]);
+  if ((ctx & (STKR__CTX_ALIGN - 1)) != 0 || !stkr__plausible(ctx, lo, span))
+    return false;
+  for (;;) {
+    const uintptr_t *c = (const uintptr_t *)(uintptr_t)ctx;
+    uint64_t parent = stkr__strip_pac_data(c[0]);
+    uint64_t resume = stkr__strip_pac(c[1]);
+
+    if (!stkr__plausible(resume, lo, span))
+      break;
+    if (*skip > 0) {
+      (*skip)--;
+    } else {
+      if (*n == max) {
+        *truncated = true;
+        break;
+      }
+      pcs[(*n)++] = resume | STKR__PC_ASYNC;
+      *h = stkr__mix(*h, resume | STKR__PC_ASYNC);
+    }
+    if (parent == 0 || (parent & (STKR__CTX_ALIGN - 1)) != 0 ||
+        !stkr__plausible(parent, lo, span) || parent == mark)
+      break;
+    /* Brent: remember one link, compare each later link with it, and move
+     * the mark at doubling distances; any cycle meets the mark. */
+    if (++steps == lap) {
+      mark = parent;
+      lap *= 2;
+      steps = 0;
+    }
+    ctx = parent; /* each pass stores a PC, uses up a skip or ends */
+  }
+  return true;
+}
+
 /* The walk may read any word inside the thread's stack, including ones ASan
  * has poisoned (redzones of a frame without a frame pointer whose rbp holds
  * garbage that happens to point into the stack): that is by design and
@@ -87,11 +215,21 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       const uintptr_t *frame = (const uintptr_t *)fp;
       uintptr_t next = frame[0];
       uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
+      /* next must be strictly above fp (no loops) and leave room for a
+       * whole record below hi: next - fp - 1 < top - fp in one compare
+       * (next <= fp wraps around to a huge value). A Swift async frame's
+       * tagged link fails this too; only then is the tag looked at. */
+      bool last = (uint64_t)(next - fp - 1) >= (uint64_t)(top - fp) ||
+                  (next & (STKR__FP_ALIGN - 1)) != 0;
 
       /* 0 ends the outermost frame (thread entry). A "return address" on
        * the stack itself means the chain went through code without frame
        * pointers (libffi, an interpreter) and reached a saved data word. */
       if (pc == 0 || pc - lo < span)
+        break;
+      if (__builtin_expect(last, 0) &&
+          ((uint64_t)next >> STKR__ASYNC_TAG_SHIFT) == STKR__ASYNC_TAG &&
+          stkr__walk_async(fp, lo, span, &skip, pcs, &n, max, &h, truncated))
         break;
       if (skip > 0) {
         skip--;
@@ -103,13 +241,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
         pcs[n++] = pc;
         h = stkr__mix(h, pc);
       }
-      /* next must be strictly above fp (no loops) and leave room for a
-       * whole record below hi: next - fp - 1 < top - fp in one compare
-       * (next <= fp wraps around to a huge value). A Swift async frame's
-       * tagged link (0b0001 in bits 63:60: an async context on the heap)
-       * is far above any stack and ends the walk here too. */
-      if ((uint64_t)(next - fp - 1) >= (uint64_t)(top - fp) ||
-          (next & (STKR__FP_ALIGN - 1)) != 0)
+      if (last)
         break;
       fp = next;
     }
