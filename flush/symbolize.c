@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "flush/symbolize.h"
+#include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 
 #define CHUNK_SHIFT 10
 #define CHUNK (1u << CHUNK_SHIFT)
@@ -305,7 +306,14 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
   uint32_t image = 0;
   int err;
 
-  if (c->be) n = stkr__symbe_resolve(c->be, pc, &img, res, STKR__SYM_MAX_INLINE);
+  /* A Swift async resume PC (StackDef.pcs, bit 63) is a function start:
+   * backends look every PC up at PC - 1, so hand them the address + 1. */
+  const bool async = (pc & STKR_PC_ASYNC) != 0;
+  const uint64_t addr = pc & ~STKR_PC_ASYNC;
+
+  if (c->be)
+    n = stkr__symbe_resolve(c->be, async ? addr + 1 : addr, &img, res,
+                            STKR__SYM_MAX_INLINE);
   c->resolved++;
   atomic_fetch_add_explicit(&g_resolved_total, 1, memory_order_relaxed);
   if (n == 0) { /* image+offset only */
@@ -333,11 +341,12 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
     d->line = res[k].line;
     d->column = res[k].column;
     d->image = image;
-    d->offset = img ? pc - img->load_address : pc;
+    d->offset = img ? addr - img->load_address : addr;
     /* The outermost frame of a PC is the real one, whatever the backend
      * said: StackDef.frames relies on exactly one per PC. */
     d->inlined = k + 1 < n;
     d->app = img && img->app;
+    d->async = async;
     c->fr_epoch[id - 1] = 0;
   }
   c->n_frames = first + (uint32_t)n - 1;

@@ -11,7 +11,12 @@
  * records; the walk from a probe called at the bottom must record the sync
  * return addresses, then the resume functions of hand-made contexts, in
  * order and exactly. STKR_ASYNC_FIXTURE names a prebuilt fixture (the
- * aarch64 run); otherwise STKR_CLANG (default clang-14) builds one. */
+ * aarch64 run); otherwise STKR_CLANG (default clang-14) builds one.
+ *
+ * End to end: the same frames recorded through stkr_event, symbolized by
+ * the worker and read back: the resume functions' own names (looked up at
+ * their start, not at PC - 1), marked async, after the sync frames; and
+ * `stackrec dump --json` shows the marker and "async_from". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -27,7 +32,11 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_reader.h"
 #include "recorder/stkr_internal.h"
+#include "tests/cli_run.h"
+
+_Static_assert(STKR_PC_ASYNC == STKR__PC_ASYNC, "one async PC bit");
 
 #define TAG (1ull << 60)
 #define A STKR__PC_ASYNC
@@ -370,6 +379,92 @@ static void test_compiler_made_frames(void **state) {
   dlclose(h);
 }
 
+STKR_SITE_DEFINE(g_site, "test.async");
+
+static void probe_event(void *arg) {
+  *(int *)arg = stkr_event(&g_site, "x", 1);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void test_recorded_symbolized_read_back(void **state) {
+  char why[512] = "", dir[4096];
+  void *h = load_fixture(why, sizeof why);
+  void (*run)(fx_ctx *, fx_probe_fn, void *);
+  static fx_ctx ctx[8];
+  stkr_config cfg;
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  int rc = -1;
+  size_t i, k, events = 0;
+  (void)state;
+
+  if (h == NULL) {
+    print_message("SKIPPED compiler-made frames: %s\n", why);
+    skip();
+  }
+  *(void **)&run = dlsym(h, "fx_run");
+  assert_non_null(run);
+  memset(ctx, 0, sizeof ctx);
+  for (i = 0; i < 4; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "fx_resume_%zu", i + 1);
+    ctx[i].parent = i + 1 < 4 ? &ctx[i + 1] : NULL;
+    *(void **)&ctx[i].resume = dlsym(h, name);
+    assert_non_null(ctx[i].resume);
+  }
+  snprintf(dir, sizeof dir, "%s/async-rec-XXXXXX",
+           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+  assert_non_null(mkdtemp(dir));
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = dir;
+  assert_int_equal(stkr_init(&cfg), 0);
+  run(ctx, probe_event, &rc);
+  assert_int_equal(rc, 0);
+  assert_int_equal(stkr_shutdown(), 0);
+
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1) {
+    size_t real = 0, first_async = SIZE_MAX;
+    events++;
+    /* PCs: sync ones, then exactly the four resume functions, tagged. */
+    assert_true(ev.n_pcs >= 6);
+    for (i = 0; i < 4; i++)
+      assert_int_equal(ev.pcs[ev.n_pcs - 4 + i],
+                       (uint64_t)(uintptr_t)ctx[i].resume | STKR_PC_ASYNC);
+    for (i = 0; i + 4 < ev.n_pcs; i++)
+      assert_int_equal(ev.pcs[i] & STKR_PC_ASYNC, 0);
+    assert_non_null(ev.frames);
+    for (k = 0; k < ev.n_frames; k++) {
+      const stkr_frame *f = &ev.frames[k];
+      if (f->inlined)
+        continue;
+      if (f->async && first_async == SIZE_MAX)
+        first_async = real;
+      if (real >= ev.n_pcs - 4) {
+        char want[16];
+        snprintf(want, sizeof want, "fx_resume_%zu", real - (ev.n_pcs - 4) + 1);
+        assert_true(f->async);
+        assert_non_null(f->function);
+        assert_string_equal(f->function, want);
+      } else {
+        assert_false(f->async);
+      }
+      real++;
+    }
+    assert_int_equal(first_async, ev.n_pcs - 4);
+  }
+  assert_int_equal(events, 1);
+  stkr_reader_free(r);
+
+  assert_int_equal(cr_setup(), 0);
+  assert_int_equal(cr_run("dump --json '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "\"function\":\"fx_resume_1\""));
+  assert_non_null(strstr(cr_out, "\"async\":true"));
+  assert_non_null(strstr(cr_out, "\"async_from\":"));
+  assert_null(strstr(cr_out, "\"0x80")); /* no tagged value as an address */
+  dlclose(h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_chain_followed, setup),
@@ -382,6 +477,7 @@ int main(void) {
       cmocka_unit_test_setup(test_hash_covers_async_part, setup),
       cmocka_unit_test_setup(test_random_chains_never_fault, setup),
       cmocka_unit_test_setup(test_compiler_made_frames, setup),
+      cmocka_unit_test_setup(test_recorded_symbolized_read_back, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
