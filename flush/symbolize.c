@@ -104,12 +104,65 @@ static cxa_demangle_fn demangler(void) {
   return fn;
 }
 
+/* swift_demangle is the Swift runtime's (libswiftCore): loaded in any Swift
+ * process, which is where inproc symbolization runs. With a NULL buffer it
+ * returns a malloc'd string. Never loaded for us: offline symbolization of
+ * a Swift recording keeps mangled names unless the tool runs with the
+ * runtime loaded (swift-demangle reads them). */
+typedef char *(*swift_demangle_fn)(const char *, size_t, char *, size_t *,
+                                   uint32_t);
+
+static swift_demangle_fn swift_demangler(void) {
+  static swift_demangle_fn fn;
+  static bool tried;
+  if (!tried) {
+    void *h;
+    tried = true;
+    fn = (swift_demangle_fn)dlsym(RTLD_DEFAULT, "swift_demangle");
+    if (!fn && (h = dlopen("libswiftCore.so", RTLD_LAZY | RTLD_NOLOAD)))
+      fn = (swift_demangle_fn)dlsym(h, "swift_demangle");
+  }
+  return fn;
+}
+
+/* Swift 5+ ($s), 4.2 ($S) and 4 (_T0) manglings, with or without the
+ * platform's leading underscore. */
+static bool swift_mangled(const char *n) {
+  if (n[0] == '_' && n[1] == '$') n++;
+  return (n[0] == '$' && (n[1] == 's' || n[1] == 'S')) ||
+         (n[0] == '_' && n[1] == 'T' && n[2] == '0');
+}
+
+static const char *swift_demangle_into(const char *name, char **buf,
+                                       size_t *cap) {
+  swift_demangle_fn fn = swift_demangler();
+  size_t len;
+  char *out;
+
+  if (!fn || !(out = fn(name, strlen(name), NULL, NULL, 0))) return NULL;
+  len = strlen(out) + 1;
+  if (len > *cap) {
+    char *nb = realloc(*buf, len);
+    if (!nb) {
+      free(out);
+      return NULL;
+    }
+    *buf = nb;
+    *cap = len;
+  }
+  memcpy(*buf, out, len);
+  free(out);
+  return *buf;
+}
+
 const char *stkr__demangle(const char *name, char **buf, size_t *cap) {
   cxa_demangle_fn fn;
   int status = 0;
   char *out;
 
-  if (!name || name[0] != '_' || name[1] != 'Z') return NULL;
+  if (!name) return NULL;
+  if (swift_mangled(name)) return swift_demangle_into(name, buf, cap);
+  if (name[0] != '_' || name[1] != 'Z') return NULL;
   if (!(fn = demangler())) return NULL;
   /* __cxa_demangle reallocs *buf as needed (it must be malloc'd). */
   out = fn(name, *buf, cap, &status);
