@@ -456,6 +456,12 @@ static void test_recorded_symbolized_read_back(void **state) {
   assert_int_equal(events, 1);
   stkr_reader_free(r);
 
+  /* The aarch64 cross run (tests/aarch64/run.sh) has no stackrec tool:
+   * STKR_NO_CLI leaves this part out there; under Bazel it always runs. */
+  if (getenv("STKR_NO_CLI") != NULL) {
+    dlclose(h);
+    return;
+  }
   assert_int_equal(cr_setup(), 0);
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
   assert_non_null(strstr(cr_out, "\"function\":\"fx_resume_1\""));
