@@ -13,6 +13,9 @@
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 #include "recorder/stkr_internal.h"
 
@@ -126,12 +129,37 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
 
 static stkr__task_fn g_current_task;
 
+/* ---- the main thread's argument area ------------------------------------
+ * Linux: glibc reports the main thread's stack as ending at the page above
+ * __libc_stack_end, but the [stack] mapping goes on above that with argv,
+ * envp and auxv and their strings. A stack word that points there (a saved
+ * argv or environ pointer, read as a "return address" after code without
+ * frame pointers) is data, not code, yet passed the "PC inside the stack"
+ * check: ssh-keygen's gethostname events each carried one such bogus frame
+ * (issue 9, defect 7). The top of that area is found once, at load, from
+ * AT_EXECFN (the kernel puts that string last, just below the top). A
+ * walk whose stack ends at most STKR__ARGS_MAX below it is the main
+ * thread's (other threads' stacks are mmap'd below the kernel's stack gap,
+ * at least 128 MiB lower), and its PC check then covers the area too; the
+ * frame bounds stay as they are, and nothing is added per frame. */
+#define STKR__ARGS_MAX (8u << 20) /* argv+envp are capped at 6 MiB */
+static uintptr_t g_main_stack_top;
+
 /* Looked up once, when the library is loaded: dlsym takes the loader's lock
  * and may allocate, so it never runs on the hot path. A program that loads
  * the Swift runtime later with dlopen does not get async chains. */
-__attribute__((constructor)) static void stkr__walk_find_swift(void) {
+__attribute__((constructor)) static void stkr__walk_init(void) {
   void *fn = dlsym(RTLD_DEFAULT, "swift_task_getCurrent");
   memcpy(&g_current_task, &fn, sizeof fn); /* object -> function pointer */
+#if defined(__linux__)
+  {
+    const char *execfn = (const char *)getauxval(AT_EXECFN);
+    if (execfn != NULL)
+      g_main_stack_top =
+          ((uintptr_t)execfn + strlen(execfn) + 1 + sizeof(void *) + 4095) &
+          ~(uintptr_t)4095;
+  }
+#endif
 }
 
 stkr__task_fn stkr__walk_set_task_fn(stkr__task_fn fn) {
@@ -228,6 +256,12 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
      * the latency of its loads (~1.4 ns a frame). */
     const uint64_t span = (uint64_t)(hi - lo);
     const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* last record start */
+    /* Where a PC cannot be (see g_main_stack_top): the stack, and on the
+     * main thread also its argument area above hi. */
+    const uint64_t pc_span =
+        g_main_stack_top >= hi && g_main_stack_top - hi <= STKR__ARGS_MAX
+            ? (uint64_t)(g_main_stack_top - lo)
+            : span;
 
     /* next must be strictly above fp (no loops) and leave room for a whole
      * record below hi: next - fp - 1 < top - fp in one compare (next <= fp
@@ -245,12 +279,12 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       uintptr_t next = frame[0];
       uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
 
-      if (pc == 0 || pc - lo < span)
+      if (pc == 0 || pc - lo < pc_span)
         goto done;
       if (STKR__LAST(next, fp)) {
         if (STKR__TAGGED(next)) {
           stkr__walkst st = {0, skip, h, false};
-          if (stkr__walk_async(fp, lo, span, &st, pcs, max)) {
+          if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
             n = st.n;
             h = st.h;
             *truncated = st.truncated;
@@ -268,7 +302,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       /* 0 ends the outermost frame (thread entry). A "return address" on
        * the stack itself means the chain went through code without frame
        * pointers (libffi, an interpreter) and reached a saved data word. */
-      if (pc == 0 || pc - lo < span)
+      if (pc == 0 || pc - lo < pc_span)
         break;
       if (n == max) {
         *truncated = true;
@@ -291,7 +325,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
      * the loop, so that the call does not cost the loop registers. */
   async_frame: {
       stkr__walkst st = {n - 1, 0, stkr__unmix(h, pcs[n - 1]), false};
-      if (stkr__walk_async(fp, lo, span, &st, pcs, max)) {
+      if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
         n = st.n;
         h = st.h;
         *truncated = st.truncated;
