@@ -97,7 +97,10 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
  * known without a system call. So the chain is followed only when:
  *  1. the Swift concurrency runtime is loaded (swift_task_getCurrent found
  *     by dlsym once, when this library is loaded, never per event) and says
- *     a task is running on this thread (a TLS read in the runtime). Then a
+ *     a task is running on this thread (a thread-local read in the runtime;
+ *     on Linux through __tls_get_addr, whose block is already allocated on
+ *     any thread that has run Swift async code, so no allocation here; it
+ *     is asked only after a tagged frame was met). Then a
  *     tagged frame is almost surely a real async frame of that task, whose
  *     contexts are alive while it runs. This is Apple's own check (it reads
  *     the task from the runtime's thread-specific slot).
@@ -127,6 +130,8 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
 #define STKR__ADDR_MAX 0x00007FFFFFFFFFFFull /* x86_64, 4-level paging */
 #endif
 
+/* Written by the load-time constructor (and by tests, before any walk runs
+ * concurrently); read by every walk that meets a tagged frame. */
 static stkr__task_fn g_current_task;
 
 /* ---- the main thread's argument area ------------------------------------
@@ -143,6 +148,7 @@ static stkr__task_fn g_current_task;
  * at least 128 MiB lower), and its PC check then covers the area too; the
  * frame bounds stay as they are, and nothing is added per frame. */
 #define STKR__ARGS_MAX (8u << 20) /* argv+envp are capped at 6 MiB */
+/* Written once by the load-time constructor; read by every walk. */
 static uintptr_t g_main_stack_top;
 
 /* Looked up once, when the library is loaded: dlsym takes the loader's lock
