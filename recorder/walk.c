@@ -114,7 +114,10 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
  * saved-fp word that merely looks tagged (a garbage rbp left by code
  * without frame pointers whose value lies in [2^60, 2^61)) leads to a load
  * through whatever aligned, plausible pointer sits below it; if that
- * address is unmapped, the process faults. Real async frames never do this;
+ * address is unmapped, the process faults; and on a thread that never ran
+ * Swift code such a word makes the probe's __tls_get_addr allocate the
+ * runtime's TLS block (malloc; unsafe only in a signal handler that
+ * interrupted malloc). Real async frames never do this;
  * processes without the Swift runtime never follow a chain at all. A
  * fault-safe read would need a system call (process_vm_readv) or a SIGSEGV
  * handler, both ruled out on the hot path. */
