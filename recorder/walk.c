@@ -207,10 +207,13 @@ stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, stkr__walkst *st,
   uint64_t ctx, mark = 0;
   unsigned steps = 0, lap = 2;
 
-  if (task == NULL || fp - lo < sizeof(uintptr_t) || task() == NULL)
+  if (task == NULL || fp - lo < sizeof(uintptr_t))
     return false;
+  /* The context word is on the stack (safe to read): check it before the
+   * probe, so that an implausible one never costs the runtime call. */
   ctx = stkr__strip_pac_data(((const uintptr_t *)fp)[-1]);
-  if ((ctx & (STKR__CTX_ALIGN - 1)) != 0 || !stkr__plausible(ctx, lo, span))
+  if ((ctx & (STKR__CTX_ALIGN - 1)) != 0 || !stkr__plausible(ctx, lo, span) ||
+      task() == NULL)
     return false;
   for (;;) {
     const uintptr_t *c = (const uintptr_t *)(uintptr_t)ctx;
