@@ -468,6 +468,16 @@ static void test_recorded_symbolized_read_back(void **state) {
   assert_non_null(strstr(cr_out, "\"async\":true"));
   assert_non_null(strstr(cr_out, "\"async_from\":"));
   assert_null(strstr(cr_out, "\"0x80")); /* no tagged value as an address */
+  /* The HTML frame table flags them (8: async; not the app's image). */
+  {
+    static char html[1 << 20];
+    char page[4200];
+    snprintf(page, sizeof page, "%s/report.html", dir);
+    assert_int_equal(cr_run("report --html '%s' '%s'", page, dir), 0);
+    cr_slurp(page, html, sizeof html);
+    assert_non_null(strstr(html, "[\"fx_resume_1\",\"\",8,"));
+    assert_non_null(strstr(html, "[\"fx_resume_4\",\"\",8,"));
+  }
   dlclose(h);
 }
 
