@@ -306,6 +306,9 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       }
       fp = next;
     }
+    /* A cursor and an end instead of a count and max: two fewer live
+     * values in the loop. */
+    uint64_t *out = pcs, *const end = pcs + max;
     for (;;) {
       const uintptr_t *frame = (const uintptr_t *)fp;
       uintptr_t next = frame[0];
@@ -316,11 +319,11 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
        * pointers (libffi, an interpreter) and reached a saved data word. */
       if (pc == 0 || pc - lo < pc_span)
         break;
-      if (n == max) {
+      if (out == end) {
         *truncated = true;
         break;
       }
-      pcs[n++] = pc;
+      *out++ = pc;
       h = stkr__mix(h, pc);
       if (STKR__LAST(next, fp)) {
         if (__builtin_expect(STKR__TAGGED(next), 0))
@@ -329,13 +332,16 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       }
       fp = next;
     }
+    n = (unsigned)(out - pcs);
     goto done;
 
     /* A Swift async frame at fp: its own return address (the PC just
      * taken) leads into the executor, the awaiting callers are in its
      * context chain; as in Apple's walker, that PC is given back. Out of
      * the loop, so that the call does not cost the loop registers. */
-  async_frame: {
+  async_frame:
+    n = (unsigned)(out - pcs);
+    {
       stkr__walkst st = {n - 1, 0, stkr__unmix(h, pcs[n - 1]), false};
       if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
         n = st.n;
