@@ -135,6 +135,33 @@ static void test_unmapped_context_not_read_without_task(void **state) {
   munmap(page, 4096);
 }
 
+static unsigned g_probe_calls;
+static void *task_counted(void) {
+  g_probe_calls++;
+  return &g_task_word;
+}
+
+/* The context word (on the stack) is checked before the Swift runtime is
+ * asked: a tagged-looking word with an implausible context never costs
+ * the runtime call (on Linux, a __tls_get_addr). */
+static void test_probe_only_for_plausible_context(void **state) {
+  uint64_t pcs[64];
+  bool trunc;
+  (void)state;
+  stkr__walk_set_task_fn(task_counted);
+  g_probe_calls = 0;
+  build(2);
+  g_mem[15] = 0x20;
+  assert_int_equal(walk(0, pcs, 64, &trunc), 3);
+  g_mem[15] = (uintptr_t)&g_ctx[0] + 8;
+  assert_int_equal(walk(0, pcs, 64, &trunc), 3);
+  assert_int_equal(g_probe_calls, 0);
+  build(2);
+  assert_int_equal(walk(0, pcs, 64, &trunc), 4);
+  assert_int_equal(g_probe_calls, 1); /* once per walk, not per context */
+  stkr__walk_set_task_fn(task_running);
+}
+
 static void test_bad_first_context(void **state) {
   uint64_t pcs[64];
   bool trunc;
@@ -484,6 +511,7 @@ int main(void) {
       cmocka_unit_test_setup(test_chain_followed, setup),
       cmocka_unit_test_setup(test_no_task_no_chain, setup),
       cmocka_unit_test_setup(test_unmapped_context_not_read_without_task, setup),
+      cmocka_unit_test_setup(test_probe_only_for_plausible_context, setup),
       cmocka_unit_test_setup(test_bad_first_context, setup),
       cmocka_unit_test_setup(test_bad_links_end_chain, setup),
       cmocka_unit_test_setup(test_cycles_end_chain, setup),
