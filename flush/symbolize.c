@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "flush/symbolize.h"
+#include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 
 #define CHUNK_SHIFT 10
 #define CHUNK (1u << CHUNK_SHIFT)
@@ -103,12 +104,65 @@ static cxa_demangle_fn demangler(void) {
   return fn;
 }
 
+/* swift_demangle is the Swift runtime's (libswiftCore): loaded in any Swift
+ * process, which is where inproc symbolization runs. With a NULL buffer it
+ * returns a malloc'd string. Never loaded for us: offline symbolization of
+ * a Swift recording keeps mangled names unless the tool runs with the
+ * runtime loaded (swift-demangle reads them). */
+typedef char *(*swift_demangle_fn)(const char *, size_t, char *, size_t *,
+                                   uint32_t);
+
+static swift_demangle_fn swift_demangler(void) {
+  static swift_demangle_fn fn;
+  static bool tried;
+  if (!tried) {
+    void *h;
+    tried = true;
+    fn = (swift_demangle_fn)dlsym(RTLD_DEFAULT, "swift_demangle");
+    if (!fn && (h = dlopen("libswiftCore.so", RTLD_LAZY | RTLD_NOLOAD)))
+      fn = (swift_demangle_fn)dlsym(h, "swift_demangle");
+  }
+  return fn;
+}
+
+/* Swift 5+ ($s), 4.2 ($S) and 4 (_T0) manglings, with or without the
+ * platform's leading underscore. */
+static bool swift_mangled(const char *n) {
+  if (n[0] == '_' && n[1] == '$') n++;
+  return (n[0] == '$' && (n[1] == 's' || n[1] == 'S')) ||
+         (n[0] == '_' && n[1] == 'T' && n[2] == '0');
+}
+
+static const char *swift_demangle_into(const char *name, char **buf,
+                                       size_t *cap) {
+  swift_demangle_fn fn = swift_demangler();
+  size_t len;
+  char *out;
+
+  if (!fn || !(out = fn(name, strlen(name), NULL, NULL, 0))) return NULL;
+  len = strlen(out) + 1;
+  if (len > *cap) {
+    char *nb = realloc(*buf, len);
+    if (!nb) {
+      free(out);
+      return NULL;
+    }
+    *buf = nb;
+    *cap = len;
+  }
+  memcpy(*buf, out, len);
+  free(out);
+  return *buf;
+}
+
 const char *stkr__demangle(const char *name, char **buf, size_t *cap) {
   cxa_demangle_fn fn;
   int status = 0;
   char *out;
 
-  if (!name || name[0] != '_' || name[1] != 'Z') return NULL;
+  if (!name) return NULL;
+  if (swift_mangled(name)) return swift_demangle_into(name, buf, cap);
+  if (name[0] != '_' || name[1] != 'Z') return NULL;
   if (!(fn = demangler())) return NULL;
   /* __cxa_demangle reallocs *buf as needed (it must be malloc'd). */
   out = fn(name, *buf, cap, &status);
@@ -305,7 +359,14 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
   uint32_t image = 0;
   int err;
 
-  if (c->be) n = stkr__symbe_resolve(c->be, pc, &img, res, STKR__SYM_MAX_INLINE);
+  /* A Swift async resume PC (StackDef.pcs, bit 63) is a function start:
+   * backends look every PC up at PC - 1, so hand them the address + 1. */
+  const bool async = (pc & STKR_PC_ASYNC) != 0;
+  const uint64_t addr = pc & ~STKR_PC_ASYNC;
+
+  if (c->be)
+    n = stkr__symbe_resolve(c->be, async ? addr + 1 : addr, &img, res,
+                            STKR__SYM_MAX_INLINE);
   c->resolved++;
   atomic_fetch_add_explicit(&g_resolved_total, 1, memory_order_relaxed);
   if (n == 0) { /* image+offset only */
@@ -333,11 +394,12 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
     d->line = res[k].line;
     d->column = res[k].column;
     d->image = image;
-    d->offset = img ? pc - img->load_address : pc;
+    d->offset = img ? addr - img->load_address : addr;
     /* The outermost frame of a PC is the real one, whatever the backend
      * said: StackDef.frames relies on exactly one per PC. */
     d->inlined = k + 1 < n;
     d->app = img && img->app;
+    d->async = async;
     c->fr_epoch[id - 1] = 0;
   }
   c->n_frames = first + (uint32_t)n - 1;

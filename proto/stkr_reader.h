@@ -248,11 +248,18 @@ typedef struct stkr_image_info {
   size_t build_id_len;
 } stkr_image_info;
 
+/* Bit 63 of a recorded PC (stkr_event_view.pcs, StackDef.pcs): a Swift
+ * async resume address from the task's async context chain, a function
+ * start rather than a return address; the address is pc & ~STKR_PC_ASYNC.
+ * Such PCs form the tail of a stack. (= STKR__PC_ASYNC in the recorder.) */
+#define STKR_PC_ASYNC (1ull << 63)
+
 /* One symbolized frame (stackrec.proto, FrameDef). A PC gives one or more
  * frames: the calls inlined at it (inlined = true, innermost first), then
  * the function containing it (inlined = false). */
 typedef struct stkr_frame {
-  uint64_t pc;           /* the recorded PC (a return address) */
+  uint64_t pc;           /* the recorded PC (a return address, or with
+                            STKR_PC_ASYNC an async resume function) */
   const char *function;  /* demangled name; NULL: unknown (see image) */
   const char *file;      /* source file as compiled; NULL: unknown */
   uint32_t line, column; /* 0: unknown */
@@ -261,6 +268,8 @@ typedef struct stkr_frame {
   bool inlined;          /* a call inlined at pc; pc's frames go on */
   bool is_app;           /* the image is the app's own (the main
                             executable or under STACKREC_APP_PATHS) */
+  bool async;            /* a Swift async resume function (FrameDef.async):
+                            an awaiting caller from the async context chain */
 } stkr_frame;
 
 /* One event. Pointers stay valid until the next stkr_reader_next() or

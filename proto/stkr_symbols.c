@@ -87,6 +87,7 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
   f.offset = d->offset;
   f.inlined = d->inlined;
   f.is_app = d->app;
+  f.async = d->async;
   if (missing && !(st->warned & STKR__WARNED_FRAMES)) {
     st->warned |= STKR__WARNED_FRAMES;
     stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
@@ -97,7 +98,8 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
   if (stkr__idmap_get(&st->frame_map, d->id, &idx)) {
     const stkr_frame *o = &st->frames[idx];
     if (o->line != f.line || o->column != f.column || o->offset != f.offset ||
-        o->inlined != f.inlined || o->function != f.function ||
+        o->inlined != f.inlined || o->async != f.async ||
+        o->function != f.function ||
         o->file != f.file || o->image != f.image)
       stkr__conflict(r, st, path, off, "frame", d->id);
     return 0;

@@ -111,13 +111,32 @@ uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
  * 16-byte aligned (8 on x86_64 for tolerance of odd ABIs, see walk.c), or out
  * of bounds, when a return address is 0 or points into the stack itself
  * (a data word reached through code without frame pointers), or after max
- * PCs. PCs have
- * pointer-authentication bits stripped. Returns the number of PCs stored;
- * *hash_out gets stkr__hash_pcs of them; *truncated is set when the walk
- * stopped at max. */
+ * PCs. At a Swift async frame (saved fp tagged 0b0001 in bits 63:60) with a
+ * Swift task running on the thread, it continues along the task's async
+ * context chain instead (see walk.c for what guards those heap loads): those
+ * PCs are resume functions, stored with STKR__PC_ASYNC set. PCs have
+ * pointer-authentication bits stripped; `skip` drops the first PCs, async
+ * ones included. Returns the number of PCs stored;
+ * *hash_out gets stkr__hash_pcs of them (the async ones with their bit);
+ * *truncated is set when the walk stopped at max. */
 unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
                     uint64_t *pcs, unsigned max, uint64_t *hash_out,
                     bool *truncated);
+
+/* Bit 63 of a recorded PC: a Swift async resume address (a function's
+ * first instruction), not a return address; the address is the PC without
+ * the bit, and symbolizers look it up as is, without subtracting 1. No
+ * user-space address has bit 63 set. Same value as STKR_PC_ASYNC in
+ * proto/stkr_reader.h and StackDef.pcs in proto/stackrec.proto. */
+#define STKR__PC_ASYNC (1ull << 63)
+
+/* The Swift runtime's swift_task_getCurrent (non-NULL while a task runs on
+ * the calling thread), found with dlsym when the recorder is loaded; NULL
+ * without the Swift runtime, and then async chains are never followed.
+ * Tests replace it (returns the previous one); not thread-safe: call before
+ * any walk runs concurrently. */
+typedef void *(*stkr__task_fn)(void);
+stkr__task_fn stkr__walk_set_task_fn(stkr__task_fn fn);
 
 /* ---- platform (platform_*.c) ---- */
 uint64_t stkr__clock_mono_ns(void);
@@ -149,6 +168,20 @@ static inline uint64_t stkr__strip_pac(uint64_t pc) {
   return pc & 0x0000FFFFFFFFFFFFull;
 #else
   return pc;
+#endif
+}
+/* The same for a signed data pointer (an async context's Parent, signed
+ * with a data key on arm64e: xpacd rather than xpaci). */
+static inline uint64_t stkr__strip_pac_data(uint64_t p) {
+#if defined(__APPLE__) && (defined(__arm64__) || defined(__aarch64__))
+#if defined(__has_feature) && __has_feature(ptrauth_calls)
+  p = (uint64_t)ptrauth_strip((void *)p, ptrauth_key_process_dependent_data);
+#endif
+  return p & 0x00007FFFFFFFFFFFull;
+#elif defined(__aarch64__)
+  return p & 0x0000FFFFFFFFFFFFull;
+#else
+  return p;
 #endif
 }
 const char *stkr__arch_name(void);

@@ -10,6 +10,13 @@
  * make the walk safe on a chain it cannot trust: every load is inside
  * memory the thread owns, and the walk cannot loop.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
+#include <string.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 #include "recorder/stkr_internal.h"
 
 #if defined(__aarch64__) || defined(__arm64__)
@@ -34,6 +41,16 @@ static inline uint64_t stkr__rotl(uint64_t x, int r) {
 
 static inline uint64_t stkr__mix(uint64_t h, uint64_t pc) {
   return stkr__rotl(h ^ (pc * STKR__P2), 31) * STKR__P1;
+}
+
+/* The inverse of stkr__mix(h, pc) (P1 is odd, so it has an inverse mod
+ * 2^64): lets the walk take back its last PC in O(1) when that frame turns
+ * out to be a Swift async frame, without keeping the previous hash around
+ * in the frame loop. */
+#define STKR__P1_INV 0x0887493432BADB37ull
+static inline uint64_t stkr__unmix(uint64_t h, uint64_t pc) {
+  uint64_t x = h * STKR__P1_INV;
+  return ((x >> 31) | (x << 33)) ^ (pc * STKR__P2);
 }
 
 static inline uint64_t stkr__final(uint64_t h, unsigned n) {
@@ -61,6 +78,175 @@ static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
          fp <= hi - 2 * sizeof(uintptr_t) && (fp & (STKR__FP_ALIGN - 1)) == 0;
 }
 
+/* ---- Swift async chains ------------------------------------------------
+ * A Swift async function's prologue stores an extended frame record
+ * [context, saved fp | 1 << 60, return address]: bits 63:60 of the saved
+ * fp read 0b0001 and the word just below the record holds the function's
+ * async context. The physical stack above such a frame is the executor
+ * (swift_job_run and the thread pool), not the logical caller: the callers
+ * are the chain of async contexts on the heap, each starting with
+ * {Parent context, ResumeParent function} (swift/include/swift/ABI/Task.h,
+ * AsyncContext; both fields signed on arm64e). Like Apple's
+ * thread_stack_async_pcs, the walk drops the tagged frame's own return
+ * address and records each context's resume function instead, innermost
+ * first, with STKR__PC_ASYNC set (a function start, not a return address:
+ * symbolizers must not subtract 1).
+ *
+ * What guards the loads. The frame walk is safe because every load is
+ * inside the thread's stack; contexts live on the heap, where no bound is
+ * known without a system call. So the chain is followed only when:
+ *  1. the Swift concurrency runtime is loaded (swift_task_getCurrent found
+ *     by dlsym once, when this library is loaded, never per event) and says
+ *     a task is running on this thread (a thread-local read in the runtime;
+ *     on Linux through __tls_get_addr, whose block is already allocated on
+ *     any thread that has run Swift async code, so no allocation here; it
+ *     is asked only after a tagged frame was met). Then a
+ *     tagged frame is almost surely a real async frame of that task, whose
+ *     contexts are alive while it runs. This is Apple's own check (it reads
+ *     the task from the runtime's thread-specific slot).
+ *  2. every context pointer is 16-byte aligned (the runtime allocates them
+ *     with MaximumAlignment), inside the user address range, at or above
+ *     64 KiB and outside this thread's stack; every resume pointer is a
+ *     plausible user address too;
+ *  3. the chain ends at a null parent, at max depth, or at a repeated link
+ *     (Brent's cycle check: one compare per link).
+ * Residual risk, stated plainly: with a task running on the thread, a
+ * saved-fp word that merely looks tagged (a garbage rbp left by code
+ * without frame pointers whose value lies in [2^60, 2^61)) leads to a load
+ * through whatever aligned, plausible pointer sits below it; if that
+ * address is unmapped, the process faults; and on a thread that never ran
+ * Swift code such a word makes the probe's __tls_get_addr allocate the
+ * runtime's TLS block (malloc; unsafe only in a signal handler that
+ * interrupted malloc). Real async frames never do this;
+ * processes without the Swift runtime never follow a chain at all. A
+ * fault-safe read would need a system call (process_vm_readv) or a SIGSEGV
+ * handler, both ruled out on the hot path. */
+#define STKR__ASYNC_TAG_SHIFT 60
+#define STKR__ASYNC_TAG 1u
+#define STKR__CTX_ALIGN 16u
+#define STKR__ADDR_MIN 0x10000u /* Linux mmap_min_addr; Darwin's page zero is larger */
+#if defined(__APPLE__)
+#define STKR__ADDR_MAX 0x00007FFFFFFFFFFFull /* 47-bit user space */
+#elif defined(__aarch64__)
+#define STKR__ADDR_MAX 0x0000FFFFFFFFFFFFull /* 48-bit VA */
+#else
+#define STKR__ADDR_MAX 0x00007FFFFFFFFFFFull /* x86_64, 4-level paging */
+#endif
+
+/* Written by the load-time constructor (and by tests, before any walk runs
+ * concurrently); read by every walk that meets a tagged frame. */
+static stkr__task_fn g_current_task;
+
+/* ---- the main thread's argument area ------------------------------------
+ * Linux: glibc reports the main thread's stack as ending at the page above
+ * __libc_stack_end, but the [stack] mapping goes on above that with argv,
+ * envp and auxv and their strings. A stack word that points there (a saved
+ * argv or environ pointer, read as a "return address" after code without
+ * frame pointers) is data, not code, yet passed the "PC inside the stack"
+ * check: ssh-keygen's gethostname events each carried one such bogus frame
+ * (issue 9, defect 7). The top of that area is found once, at load, from
+ * AT_EXECFN (the kernel puts that string last, just below the top). A
+ * walk whose stack ends at most STKR__ARGS_MAX below it is the main
+ * thread's (other threads' stacks are mmap'd below the kernel's stack gap,
+ * at least 128 MiB lower), and its PC check then covers the area too; the
+ * frame bounds stay as they are, and nothing is added per frame. */
+#define STKR__ARGS_MAX (8u << 20) /* argv+envp are capped at 6 MiB */
+/* Written once by the load-time constructor; read by every walk. */
+static uintptr_t g_main_stack_top;
+
+/* Looked up once, when the library is loaded: dlsym takes the loader's lock
+ * and may allocate, so it never runs on the hot path. A program that loads
+ * the Swift runtime later with dlopen does not get async chains. */
+__attribute__((constructor)) static void stkr__walk_init(void) {
+  void *fn = dlsym(RTLD_DEFAULT, "swift_task_getCurrent");
+  memcpy(&g_current_task, &fn, sizeof fn); /* object -> function pointer */
+#if defined(__linux__)
+  {
+    const char *execfn = (const char *)getauxval(AT_EXECFN);
+    if (execfn != NULL)
+      g_main_stack_top =
+          ((uintptr_t)execfn + strlen(execfn) + 1 + sizeof(void *) + 4095) &
+          ~(uintptr_t)4095;
+  }
+#endif
+}
+
+stkr__task_fn stkr__walk_set_task_fn(stkr__task_fn fn) {
+  stkr__task_fn old = g_current_task;
+  g_current_task = fn;
+  return old;
+}
+
+static inline bool stkr__plausible(uint64_t p, uintptr_t lo, uint64_t span) {
+  return p >= STKR__ADDR_MIN && p <= STKR__ADDR_MAX - 16 && p - lo >= span;
+}
+
+/* The walk's running state, handed to the async part by copy: passing the
+ * addresses of the frame loop's own variables would keep them in memory
+ * instead of registers for the whole loop (~10% on a plain walk). */
+typedef struct stkr__walkst {
+  unsigned n, skip;
+  uint64_t h;
+  bool truncated;
+} stkr__walkst;
+
+/* Follow the async chain from the tagged frame record at fp (checked to be
+ * inside [lo, hi)); append resume PCs after pcs[st->n]. Returns false when
+ * the chain must not be followed (no running task, implausible first
+ * context): the caller then treats the frame as an ordinary last frame.
+ * Cold: only Swift async stacks get here. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize_address)
+__attribute__((no_sanitize_address))
+#endif
+#endif
+__attribute__((noinline, cold)) static bool
+stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, stkr__walkst *st,
+                 uint64_t *pcs, unsigned max) {
+  stkr__task_fn task = g_current_task;
+  uint64_t ctx, mark = 0;
+  unsigned steps = 0, lap = 2;
+
+  if (task == NULL || fp - lo < sizeof(uintptr_t))
+    return false;
+  /* The context word is on the stack (safe to read): check it before the
+   * probe, so that an implausible one never costs the runtime call. */
+  ctx = stkr__strip_pac_data(((const uintptr_t *)fp)[-1]);
+  if ((ctx & (STKR__CTX_ALIGN - 1)) != 0 || !stkr__plausible(ctx, lo, span) ||
+      task() == NULL)
+    return false;
+  for (;;) {
+    const uintptr_t *c = (const uintptr_t *)(uintptr_t)ctx;
+    uint64_t parent = stkr__strip_pac_data(c[0]);
+    uint64_t resume = stkr__strip_pac(c[1]);
+
+    if (!stkr__plausible(resume, lo, span))
+      break;
+    if (st->skip > 0) {
+      st->skip--;
+    } else {
+      if (st->n == max) {
+        st->truncated = true;
+        break;
+      }
+      pcs[st->n++] = resume | STKR__PC_ASYNC;
+      st->h = stkr__mix(st->h, resume | STKR__PC_ASYNC);
+    }
+    if (parent == 0 || (parent & (STKR__CTX_ALIGN - 1)) != 0 ||
+        !stkr__plausible(parent, lo, span) || parent == mark)
+      break;
+    /* Brent: remember one link, compare each later link with it, and move
+     * the mark at doubling distances; any cycle meets the mark. */
+    if (++steps == lap) {
+      mark = parent;
+      lap *= 2;
+      steps = 0;
+    }
+    ctx = parent; /* each pass stores a PC, uses up a skip or ends */
+  }
+  return true;
+}
+
 /* The walk may read any word inside the thread's stack, including ones ASan
  * has poisoned (redzones of a frame without a frame pointer whose rbp holds
  * garbage that happens to point into the stack): that is by design and
@@ -82,7 +268,47 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
      * the latency of its loads (~1.4 ns a frame). */
     const uint64_t span = (uint64_t)(hi - lo);
     const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* last record start */
+    /* Where a PC cannot be (see g_main_stack_top): the stack, and on the
+     * main thread also its argument area above hi. */
+    const uint64_t pc_span =
+        g_main_stack_top >= hi && g_main_stack_top - hi <= STKR__ARGS_MAX
+            ? (uint64_t)(g_main_stack_top - lo)
+            : span;
 
+    /* next must be strictly above fp (no loops) and leave room for a whole
+     * record below hi: next - fp - 1 < top - fp in one compare (next <= fp
+     * wraps around to a huge value). A Swift async frame's tagged link
+     * fails it too: only then is the tag looked at, off the hot loop. */
+#define STKR__LAST(next, fp)                                                   \
+  ((uint64_t)((next) - (fp) - 1) >= (uint64_t)(top - (fp)) ||                  \
+   ((next) & (STKR__FP_ALIGN - 1)) != 0)
+#define STKR__TAGGED(next)                                                     \
+  (((uint64_t)(next) >> STKR__ASYNC_TAG_SHIFT) == STKR__ASYNC_TAG)
+
+    /* Skipped frames first, so that the main loop has no skip test. */
+    for (; skip > 0; skip--) {
+      const uintptr_t *frame = (const uintptr_t *)fp;
+      uintptr_t next = frame[0];
+      uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
+
+      if (pc == 0 || pc - lo < pc_span)
+        goto done;
+      if (STKR__LAST(next, fp)) {
+        if (STKR__TAGGED(next)) {
+          stkr__walkst st = {0, skip, h, false};
+          if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
+            n = st.n;
+            h = st.h;
+            *truncated = st.truncated;
+          }
+        }
+        goto done;
+      }
+      fp = next;
+    }
+    /* A cursor and an end instead of a count and max: two fewer live
+     * values in the loop. */
+    uint64_t *out = pcs, *const end = pcs + max;
     for (;;) {
       const uintptr_t *frame = (const uintptr_t *)fp;
       uintptr_t next = frame[0];
@@ -91,29 +317,42 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       /* 0 ends the outermost frame (thread entry). A "return address" on
        * the stack itself means the chain went through code without frame
        * pointers (libffi, an interpreter) and reached a saved data word. */
-      if (pc == 0 || pc - lo < span)
+      if (pc == 0 || pc - lo < pc_span)
         break;
-      if (skip > 0) {
-        skip--;
-      } else {
-        if (n == max) {
-          *truncated = true;
-          break;
-        }
-        pcs[n++] = pc;
-        h = stkr__mix(h, pc);
+      if (out == end) {
+        *truncated = true;
+        break;
       }
-      /* next must be strictly above fp (no loops) and leave room for a
-       * whole record below hi: next - fp - 1 < top - fp in one compare
-       * (next <= fp wraps around to a huge value). A Swift async frame's
-       * tagged link (0b0001 in bits 63:60: an async context on the heap)
-       * is far above any stack and ends the walk here too. */
-      if ((uint64_t)(next - fp - 1) >= (uint64_t)(top - fp) ||
-          (next & (STKR__FP_ALIGN - 1)) != 0)
+      *out++ = pc;
+      h = stkr__mix(h, pc);
+      if (STKR__LAST(next, fp)) {
+        if (__builtin_expect(STKR__TAGGED(next), 0))
+          goto async_frame;
         break;
+      }
       fp = next;
     }
+    n = (unsigned)(out - pcs);
+    goto done;
+
+    /* A Swift async frame at fp: its own return address (the PC just
+     * taken) leads into the executor, the awaiting callers are in its
+     * context chain; as in Apple's walker, that PC is given back. Out of
+     * the loop, so that the call does not cost the loop registers. */
+  async_frame:
+    n = (unsigned)(out - pcs);
+    {
+      stkr__walkst st = {n - 1, 0, stkr__unmix(h, pcs[n - 1]), false};
+      if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
+        n = st.n;
+        h = st.h;
+        *truncated = st.truncated;
+      }
+    }
+#undef STKR__LAST
+#undef STKR__TAGGED
   }
+done:
   *hash_out = stkr__final(h, n);
   return n;
 }

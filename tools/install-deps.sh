@@ -22,7 +22,9 @@ pkgs=(
   zlib1g-dev                        # stackrec export --format pprof: gzip
 )
 test_pkgs=(
-  clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz)
+  clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz);
+                                    # clang-14 also builds the swiftasynccall
+                                    # fixture of //tests:async-walk
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross  # aarch64 cross-build (tests/aarch64)
   qemu-user                         # runs the aarch64 tests (qemu-aarch64)
   libcmocka-dev:arm64 libzstd-dev:arm64 libprotobuf-c-dev:arm64  # aarch64 test libs (multiarch)

@@ -11,7 +11,8 @@
 # deep recursion, PAC bits), format, reader, damage and hostile-files
 # (recording format and the reader on damaged input), record and flush (the
 # whole product end to end: known call chains on threads read back with
-# their exact PCs). Fork-follow cases are skipped under qemu-user, which
+# their exact PCs), async-walk (Swift async context chains, with extended
+# frame records made by clang-14 for aarch64). Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
@@ -58,6 +59,22 @@ failed=0
   -o "$out/nofp.o" && "$cc" "${cflags[@]}" -c tests/hostile_fixtures/fpcall.c \
   -o "$out/fpcall.o" || fails=$((fails + 1))
 build walk tests/test-walk.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+# Swift async frames made by the compiler: gcc has no swiftasynccall, so
+# clang-14 compiles the fixture for aarch64 and the cross gcc links it.
+async_fixture=""
+if command -v clang-14 >/dev/null &&
+   clang-14 --target=aarch64-linux-gnu -O1 -fPIC -fno-omit-frame-pointer \
+     -fno-optimize-sibling-calls -fswift-async-fp=always -Wall -Werror \
+     -c tests/async_fixtures/chain.c -o "$out/async_chain.o" \
+     >"$out/async_chain.build.log" 2>&1 &&
+   "$cc" -shared -o "$out/async_chain.so" "$out/async_chain.o" \
+     >>"$out/async_chain.build.log" 2>&1; then
+  async_fixture=$out/async_chain.so
+else
+  echo "aarch64: async fixture not built (clang-14 missing or failed):"
+  sed -n '1,10p' "$out/async_chain.build.log" 2>/dev/null
+  fails=$((fails + 1))
+fi
 build ring tests/test-ring.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
 build event tests/test-event.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
 build hostile tests/test-hostile.c "$out/nofp.o" "$out/fpcall.o" "${recorder[@]}" \
@@ -77,14 +94,17 @@ build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \
   tests/test-record.c tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
 build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
   tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
+build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
+  "${product[@]}" -ldl || fails=$((fails + 1))
 
-for t in walk ring event hostile format reader damage hostile-files record flush; do
+for t in walk ring event hostile format reader damage hostile-files record flush async-walk; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"
   skip=""
   case $t in record|flush) skip="test_fork_follow*" ;; esac
-  ( cd "$out" && STKR_SKIP="$skip" TEST_TMPDIR="$out" timeout 600 "$qemu" "$bin" ) >"$log" 2>&1
+  ( cd "$out" && STKR_SKIP="$skip" TEST_TMPDIR="$out" STKR_NO_CLI=1 \
+      STKR_ASYNC_FIXTURE="$async_fixture" timeout 600 "$qemu" "$bin" ) >"$log" 2>&1
   status=$?
   p=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
   f=$(grep -E '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')

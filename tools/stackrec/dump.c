@@ -100,10 +100,12 @@ static void text_frames(FILE *f, const dump_opts *o,
       stkr_cli_put_escaped(f, (const uint8_t *)b, strlen(b));
       fprintf(f, "+0x%llx", (unsigned long long)fr->offset);
     } else {
-      fprintf(f, "0x%llx", (unsigned long long)fr->pc);
+      fprintf(f, "0x%llx", (unsigned long long)(fr->pc & ~STKR_PC_ASYNC));
     }
     if (fr->inlined)
       fputs(" [inlined]", f);
+    if (fr->async)
+      fputs(" [async]", f); /* a Swift awaiting caller (resume function) */
     putc('\n', f);
   }
 }
@@ -136,9 +138,10 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
   {
     size_t fi = 0, shown = 0;
     for (i = 0; i < ev->n_pcs; i++)
-      if (keep_pc(o, ev, &fi))
-        fprintf(f, "%s0x%llx", shown++ ? "," : "",
-                (unsigned long long)ev->pcs[i]);
+      if (keep_pc(o, ev, &fi)) /* "a" marks a Swift async resume PC */
+        fprintf(f, "%s%s0x%llx", shown++ ? "," : "",
+                ev->pcs[i] & STKR_PC_ASYNC ? "a" : "",
+                (unsigned long long)(ev->pcs[i] & ~STKR_PC_ASYNC));
     if (ev->n_pcs && !shown)
       putc('-', f);
   }

@@ -175,7 +175,7 @@ typedef struct hframe {
   const char *file;  /* owned by the agg */
   uint32_t line;
   const char *image; /* base name, inside the agg's string */
-  unsigned flags;    /* 1 inlined, 2 app, 4 no function name */
+  unsigned flags;    /* 1 inlined, 2 app, 4 no function name, 8 async */
   uint64_t hash;
 } hframe;
 
@@ -212,7 +212,7 @@ static int64_t ftab_get(ftab *t, const stkr_frame *f) {
     k.image = base ? base + 1 : f->image;
   }
   k.flags = (f->inlined ? 1u : 0) | (f->is_app ? 2u : 0) |
-            (f->function == NULL ? 4u : 0);
+            (f->function == NULL ? 4u : 0) | (f->async ? 8u : 0);
   k.hash = fnv(fnv(fnv(0xCBF29CE484222325ull, label), k.file), k.image) ^
            ((uint64_t)k.line << 3 | k.flags);
   k.hash *= 0x9E3779B97F4A7C15ull;

@@ -27,16 +27,18 @@ static void put_frames(FILE *f, const stkr_frame *fr, size_t n) {
   fputs(",\"frames\":[", f);
   for (i = 0; i < n; i++) {
     fprintf(f, "%s{\"pc\":\"0x%llx\",\"function\":", i ? "," : "",
-            (unsigned long long)fr[i].pc);
+            (unsigned long long)(fr[i].pc & ~STKR_PC_ASYNC));
     put_str_or_null(f, fr[i].function);
     fputs(",\"file\":", f);
     put_str_or_null(f, fr[i].file);
     fprintf(f, ",\"line\":%u,\"column\":%u,\"image\":", (unsigned)fr[i].line,
             (unsigned)fr[i].column);
     put_str_or_null(f, fr[i].image);
-    fprintf(f, ",\"offset\":\"0x%llx\",\"inlined\":%s,\"app\":%s}",
+    fprintf(f, ",\"offset\":\"0x%llx\",\"inlined\":%s,\"app\":%s",
             (unsigned long long)fr[i].offset,
             fr[i].inlined ? "true" : "false", fr[i].is_app ? "true" : "false");
+    /* Only on async frames: earlier consumers see no new key elsewhere. */
+    fputs(fr[i].async ? ",\"async\":true}" : "}", f);
   }
   putc(']', f);
 }
@@ -46,6 +48,7 @@ static void put_frames(FILE *f, const stkr_frame *fr, size_t n) {
  * all is the app's, the innermost PC alone, like the frames. */
 static void put_stack(FILE *f, const stkr_event_view *ev, bool app_only) {
   size_t i, fi = 0, shown = 0, apps = 0;
+  long async_from = -1;
 
   if (app_only)
     for (i = 0; i < ev->n_frames; i++)
@@ -61,11 +64,20 @@ static void put_stack(FILE *f, const stkr_event_view *ev, bool app_only) {
         app = ev->frames[fi++].is_app;
       keep = apps > 0 ? app : i == 0;
     }
-    if (keep)
+    /* Addresses only: an async resume PC's bit 63 (STKR_PC_ASYNC) is the
+     * recording's marker; "async_from" below says where they begin. */
+    if (keep) {
+      if ((ev->pcs[i] & STKR_PC_ASYNC) && async_from < 0)
+        async_from = (long)shown;
       fprintf(f, "%s\"0x%llx\"", shown++ ? "," : "",
-              (unsigned long long)ev->pcs[i]);
+              (unsigned long long)(ev->pcs[i] & ~STKR_PC_ASYNC));
+    }
   }
   putc(']', f);
+  /* The index in "stack" where the Swift async chain (awaiting callers,
+   * resume functions) begins; absent when the stack has none. */
+  if (async_from >= 0)
+    fprintf(f, ",\"async_from\":%ld", async_from);
 }
 
 void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,

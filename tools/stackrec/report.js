@@ -5,7 +5,8 @@
  *
  * Input: the JSON in the page's script element #stkr-data (application/json):
  *   frames: [[label, "file:line" or "", flags, image base name or ""], ...]
- *           flags: 1 inlined call, 2 app frame, 4 no function name known
+ *           flags: 1 inlined call, 2 app frame, 4 no function name known,
+ *                  8 Swift async resume function (an awaiting caller)
  *   sites:  [{name, count, timeline: [events per bucket, ...],
  *             stacks: [[count, frame, ...root to leaf], ...]}]
  *   events: events in the report (the denominator of "% of all").
@@ -168,6 +169,7 @@
           (locs.length > 3 ? ' (+' + (locs.length - 3) + ' more)' : ''));
       if (fr && fr[3] && !(fr[2] & 4)) d.extra.push('in ' + fr[3]);
       if (fr && fr[2] & 1) d.extra.push('inlined');
+      if (fr && fr[2] & 8) d.extra.push('async (awaiting caller)');
     }
     return d;
   }

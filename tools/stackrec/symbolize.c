@@ -298,10 +298,13 @@ static const uint64_t *canon_pcs(sym_run *run, const uint64_t *pcs, size_t n) {
     run->cap_pcs = n;
   }
   for (size_t i = 0; i < n; i++) {
+    /* A Swift async resume PC keeps its marker bit (the resolver looks it
+     * up at the function start); only the address moves. */
+    const uint64_t flag = pcs[i] & STKR_PC_ASYNC, addr = pcs[i] & ~STKR_PC_ASYNC;
     run->pcs[i] = pcs[i];
     for (size_t k = 0; k < run->n_map; k++)
-      if (pcs[i] >= run->map[k].text_start && pcs[i] < run->map[k].text_end) {
-        run->pcs[i] = pcs[i] + run->map[k].delta;
+      if (addr >= run->map[k].text_start && addr < run->map[k].text_end) {
+        run->pcs[i] = (addr + run->map[k].delta) | flag;
         break;
       }
   }

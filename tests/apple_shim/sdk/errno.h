@@ -1,0 +1,16 @@
+/* Darwin stand-in (tests/apple_shim/sdk/README). BSD errno values. */
+#ifndef STKR_SHIM_ERRNO_H
+#define STKR_SHIM_ERRNO_H
+extern int *__error(void);
+#define errno (*__error())
+#define EPERM 1
+#define ENOENT 2
+#define ENOMEM 12
+#define EBUSY 16
+#define EINVAL 22
+#define ENOSPC 28
+#define EAGAIN 35
+#define EALREADY 37
+#define ENOTCONN 57
+#define ENOSYS 78
+#endif

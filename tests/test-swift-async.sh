@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Real Swift concurrency: tests/swift_fixtures/AsyncChain.swift (four levels
+# of async functions, each awaiting Task.yield() between levels) built with
+# swiftc -Xfrontend -swift-async-frame-pointer=always, then
+#  (a) recorded under `stackrec record` (its getenv("HOME") reaches the
+#      LD_PRELOAD hook), and
+#  (b) built with -DEMBEDDED against the embedded recorder
+#      (//tests:libstkr_swift_embed.so, module StackrecC) calling
+#      stkr_event from the innermost level.
+# In at least 90% of the events of each, the frames must show the innermost
+# function as a sync frame and then, marked async, the awaiting callers in
+# order, demangled in the recording process (the runtime's swift_demangle):
+# AsyncChain.asyncLevel3 < asyncLevel2 < asyncLevel1 < AsyncChain.main.
+# Skips (0 cases) when /opt/swift is absent: STKR_SWIFTC names another
+# swiftc. Prints "N passed, N failed".
+set -u
+cd "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-.}" 2>/dev/null || true
+swiftc=${STKR_SWIFTC:-/opt/swift/usr/bin/swiftc}
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+tool=$PWD/tools/stackrec
+pass=0; fail=0
+# tools/test.sh counts skips by cmocka's summary line.
+skipped() {
+  echo "[  SKIPPED ] 2 test(s), listed below:"
+  echo "[  SKIPPED ] stackrec record"
+  echo "[  SKIPPED ] embedded"
+}
+if [ ! -x "$swiftc" ]; then
+  echo "swift-async: SKIPPED: no Swift toolchain at $swiftc (CI has /opt/swift)"
+  skipped
+  exit 0
+fi
+# Sanitizer builds (--config=asan/tsan): the hook library and the embedded
+# recorder carry a sanitizer runtime that must be the process's first
+# library, which a Swift program built without it cannot offer.
+if readelf -d "$tool" 2>/dev/null | grep -Eq 'lib(asan|tsan)'; then
+  echo "swift-async: SKIPPED: sanitizer build (the Swift program has no sanitizer runtime to host the hooks); runs in the plain phase"
+  skipped
+  exit 0
+fi
+command -v python3 >/dev/null || { echo "swift-async: python3 missing"; echo "0 passed, 1 failed"; exit 1; }
+ok() { echo "swift-async: ok: $*"; pass=$((pass + 1)); }
+bad() { echo "swift-async: FAILED: $*"; fail=$((fail + 1)); }
+
+events=200
+flags=(-parse-as-library -Onone -g -module-name AsyncChain
+       -module-cache-path "$tmp/mc" -Xfrontend -swift-async-frame-pointer=always)
+
+# The share of events whose frames show the logical chain. Prints
+# "good total" and the first bad event's frames on stderr.
+check() { # dir site
+  "$tool" dump --json "$1" | python3 -c '
+import json, sys
+site = sys.argv[1]
+want = ["AsyncChain.asyncLevel3(", "AsyncChain.asyncLevel2(",
+        "AsyncChain.asyncLevel1(", "AsyncChain.main()"]
+good = total = 0
+shown = False
+for line in sys.stdin:
+    ev = json.loads(line)
+    if ev["site"] != site:
+        continue
+    total += 1
+    fr = [f for f in ev.get("frames", []) if not f["inlined"]]
+    names = [(f["function"] or "") for f in fr]
+    sync = [n for f, n in zip(fr, names) if not f.get("async")]
+    asyn = [n for f, n in zip(fr, names) if f.get("async")]
+    # Sync frames first, then only async ones: the chain is a tail.
+    k = next((i for i, f in enumerate(fr) if f.get("async")), len(fr))
+    tail_ok = all(f.get("async") for f in fr[k:])
+    leaf_ok = any("AsyncChain.asyncLeaf(" in n for n in sync)
+    chain_ok = len(asyn) >= 4 and all(w in a for w, a in zip(want, asyn))
+    if tail_ok and leaf_ok and chain_ok and "async_from" in ev:
+        good += 1
+    elif not shown:
+        shown = True
+        print("first event without the chain:", file=sys.stderr)
+        for f in fr:
+            print("   ", f["function"], "[async]" if f.get("async") else "",
+                  file=sys.stderr)
+print(good, total)
+' "$2"
+}
+
+verdict() { # what good total
+  local what=$1 good=$2 total=$3
+  if [ "$total" -ge "$events" ] && [ $((good * 100)) -ge $((total * 90)) ]; then
+    ok "$what: logical chain in $good of $total events"
+  else
+    bad "$what: logical chain in $good of $total events (want >= 90% of >= $events)"
+  fi
+}
+
+# (a) Under `stackrec record`.
+if "$swiftc" "${flags[@]}" tests/swift_fixtures/AsyncChain.swift \
+    -o "$tmp/chain" >"$tmp/build-a.log" 2>&1; then
+  rm -rf "$tmp/rec-a"
+  if STACKREC_PRELOAD=$PWD/preload/libstackrec_preload.so STACKREC_ENV_NAMES=HOME \
+      "$tool" record -o "$tmp/rec-a" -- "$tmp/chain" "$events" >"$tmp/run-a.log" 2>&1; then
+    read -r good total < <(check "$tmp/rec-a" environment.getenv)
+    verdict "stackrec record" "${good:-0}" "${total:-0}"
+  else
+    bad "stackrec record exited $?: $(tail -n 5 "$tmp/run-a.log")"
+  fi
+else
+  bad "swiftc (a) failed: $(tail -n 20 "$tmp/build-a.log")"
+fi
+
+# (b) The recorder embedded, called from Swift.
+lib=$PWD/tests/libstkr_swift_embed.so
+if [ ! -f "$lib" ]; then
+  bad "embedded recorder library missing at $lib"
+elif "$swiftc" "${flags[@]}" -DEMBEDDED -I tests/swift_fixtures/StackrecC \
+    tests/swift_fixtures/AsyncChain.swift -L "$(dirname "$lib")" \
+    -lstkr_swift_embed -Xlinker -rpath -Xlinker "$(dirname "$lib")" \
+    -o "$tmp/chain-embed" >"$tmp/build-b.log" 2>&1; then
+  rm -rf "$tmp/rec-b"
+  if STACKREC_DIR=$tmp/rec-b "$tmp/chain-embed" "$events" >"$tmp/run-b.log" 2>&1; then
+    read -r good total < <(check "$tmp/rec-b" swift.async.leaf)
+    verdict "embedded" "${good:-0}" "${total:-0}"
+  else
+    bad "embedded run exited $?: $(tail -n 5 "$tmp/run-b.log")"
+  fi
+else
+  bad "swiftc (b) failed: $(tail -n 20 "$tmp/build-b.log")"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
