@@ -129,16 +129,19 @@ static long take_frames(builder *b, stkr_reader *r,
      * (image+offset) is the same in every process and run of a build.
      * Whether a frame is the app's is not known: --app-only keeps all. */
     for (i = 0; i < ev->n_pcs; i++) {
-      const stkr_image_info *im = image_of(b, r, ev->process, ev->pcs[i]);
+      /* An async resume PC carries a marker bit: the address is below. */
+      const uint64_t pc = ev->pcs[i] & ~STKR_PC_ASYNC;
+      const stkr_image_info *im = image_of(b, r, ev->process, pc);
       stkr_frame *c = &b->tmp[i];
 
       memset(c, 0, sizeof *c);
-      c->pc = ev->pcs[i];
-      c->offset = ev->pcs[i];
+      c->pc = pc;
+      c->offset = pc;
+      c->async = (ev->pcs[i] & STKR_PC_ASYNC) != 0;
       if (im != NULL) {
         if ((c->image = stkr__strtab_intern(&b->strs, im->path)) == NULL)
           return -ENOMEM;
-        c->offset = ev->pcs[i] - im->load_address;
+        c->offset = pc - im->load_address;
       }
     }
     return (long)ev->n_pcs;

@@ -201,8 +201,8 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
       c->cap_pcframes = ev->n_pcs;
     }
     memset(c->pcframes, 0, ev->n_pcs * sizeof *c->pcframes);
-    for (i = 0; i < ev->n_pcs; i++)
-      c->pcframes[i].pc = c->pcframes[i].offset = ev->pcs[i];
+    for (i = 0; i < ev->n_pcs; i++) /* without the async marker bit */
+      c->pcframes[i].pc = c->pcframes[i].offset = ev->pcs[i] & ~STKR_PC_ASYNC;
     fr = c->pcframes;
     n_fr = ev->n_pcs;
   } else if (stkr__app_frames(f, n, c->x->filt.app_only, &c->scratch,
