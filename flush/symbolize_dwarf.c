@@ -1,0 +1,220 @@
+/*
+ * symbolize_dwarf.c: DWARF lookups shared by the ELF and Mach-O backends
+ * (see symbolize_dwarf.h).
+ *
+ * Why our own per-CU index of subprogram ranges: libdw's dwarf_getscopes
+ * would walk every top-level DIE of the CU, including whole C++
+ * namespaces, for every PC. The index is built once per CU; then one
+ * binary search finds the subprogram, and the walk goes down only through
+ * the inlined_subroutine (and block) DIEs that contain the address: one
+ * frame per inlined call, innermost first, each with the call site of the
+ * one inside it (DW_AT_call_file/line/column). Names are demangled linkage
+ * names when present, else DW_AT_name (following abstract_origin and
+ * specification).
+ *
+ * Only compiled where there is no dyld (symbolize_apple.c has Apple's).
+ */
+#if !defined(__APPLE__)
+
+#include "flush/symbolize_dwarf.h"
+
+#include <dwarf.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct stkr__dwfn {
+  Dwarf_Addr lo, hi; /* DWARF addresses */
+  Dwarf_Off die;     /* the subprogram DIE */
+};
+
+struct stkr__dwcu {
+  Dwarf_Off cu;
+  stkr__dwfn *r;
+  size_t n;
+};
+
+typedef struct growr {
+  stkr__dwfn *r;
+  size_t n, cap;
+} growr;
+
+void stkr__dwidx_free(stkr__dwidx *ix) {
+  for (size_t i = 0; i < ix->n_cus; i++) free(ix->cus[i].r);
+  free(ix->cus);
+  ix->cus = NULL;
+  ix->n_cus = ix->cap_cus = 0;
+}
+
+void stkr__dwnames_free(stkr__dwnames *nb) {
+  for (size_t i = 0; i < STKR__SYM_MAX_INLINE; i++) {
+    free(nb->buf[i]);
+    nb->buf[i] = NULL;
+    nb->cap[i] = 0;
+  }
+}
+
+static void add_ranges(growr *g, Dwarf_Die *die) {
+  Dwarf_Addr base, lo, hi;
+  ptrdiff_t off = 0;
+  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+    if (hi <= lo) continue;
+    if (g->n == g->cap) {
+      size_t nc = g->cap ? g->cap * 2 : 64;
+      stkr__dwfn *r = realloc(g->r, nc * sizeof *r);
+      if (!r) return;
+      g->r = r;
+      g->cap = nc;
+    }
+    g->r[g->n++] = (stkr__dwfn){lo, hi, dwarf_dieoffset(die)};
+  }
+}
+
+/* Collect the subprograms with code under `parent`, descending through
+ * scopes that may hold them (namespaces, classes) but not into functions. */
+static void collect(growr *g, Dwarf_Die *parent, int depth) {
+  Dwarf_Die c;
+  if (depth > 32 || dwarf_child(parent, &c) != 0) return;
+  do {
+    switch (dwarf_tag(&c)) {
+    case DW_TAG_subprogram:
+      add_ranges(g, &c);
+      break;
+    case DW_TAG_namespace:
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_module:
+      collect(g, &c, depth + 1);
+      break;
+    default:
+      break;
+    }
+  } while (dwarf_siblingof(&c, &c) == 0);
+}
+
+static int cmp_range(const void *a, const void *b) {
+  const stkr__dwfn *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+static stkr__dwcu *cu_index(stkr__dwidx *ix, Dwarf_Die *cudie) {
+  Dwarf_Off off = dwarf_dieoffset(cudie);
+  size_t lo = 0, hi = ix->n_cus;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ix->cus[mid].cu == off) return &ix->cus[mid];
+    if (ix->cus[mid].cu < off) lo = mid + 1;
+    else hi = mid;
+  }
+  if (ix->n_cus == ix->cap_cus) {
+    size_t nc = ix->cap_cus ? ix->cap_cus * 2 : 16;
+    stkr__dwcu *n = realloc(ix->cus, nc * sizeof *n);
+    if (!n) return NULL;
+    ix->cus = n;
+    ix->cap_cus = nc;
+  }
+  growr g = {NULL, 0, 0};
+  collect(&g, cudie, 0);
+  qsort(g.r, g.n, sizeof *g.r, cmp_range);
+  memmove(&ix->cus[lo + 1], &ix->cus[lo], (ix->n_cus - lo) * sizeof *ix->cus);
+  ix->cus[lo] = (stkr__dwcu){off, g.r, g.n};
+  ix->n_cus++;
+  return &ix->cus[lo];
+}
+
+bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
+                              Dwarf_Addr a, Dwarf_Die *out) {
+  stkr__dwcu *ci = cu_index(ix, cudie);
+  size_t lo = 0, hi;
+  if (!ci) return false;
+  hi = ci->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ci->r[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* Nearest ranges first; nested or overlapping ones are rare. */
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
+    if (a < ci->r[k - 1].hi)
+      return dwarf_offdie(ix->dw, ci->r[k - 1].die, out) != NULL;
+  return false;
+}
+
+const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot) {
+  const char *d = stkr__demangle(n, &nb->buf[slot], &nb->cap[slot]);
+  return d ? d : n;
+}
+
+/* A DIE's function name: the demangled linkage name, else DW_AT_name
+ * (following abstract_origin/specification). Stored in nb's slot. */
+static const char *die_name(stkr__dwnames *nb, Dwarf_Die *die, size_t slot) {
+  Dwarf_Attribute at;
+  const char *ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+  if (!ln)
+    ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
+  if (ln) return stkr__dw_sym_name(nb, ln, slot);
+  return dwarf_diename(die);
+}
+
+/* Walk from the subprogram down through the scopes containing a; collect
+ * the inlined_subroutine DIEs, outermost first. */
+static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
+                           size_t max) {
+  Dwarf_Die cur = *sub, c;
+  size_t n = 0;
+  for (int depth = 0; depth < 64; depth++) {
+    bool down = false;
+    if (dwarf_child(&cur, &c) != 0) break;
+    do {
+      int tag = dwarf_tag(&c);
+      if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
+           tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
+          dwarf_haspc(&c, a) == 1) {
+        if (tag == DW_TAG_inlined_subroutine && n < max) chain[n++] = c;
+        cur = c;
+        down = true;
+        break;
+      }
+    } while (dwarf_siblingof(&c, &c) == 0);
+    if (!down) break;
+  }
+  return n;
+}
+
+size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
+                       Dwarf_Addr a, const char *file, int line, int col,
+                       stkr__symres *out, size_t max) {
+  Dwarf_Die chain[STKR__SYM_MAX_INLINE];
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0, nch, n = 0;
+
+  if (max > STKR__SYM_MAX_INLINE) max = STKR__SYM_MAX_INLINE;
+  nch = inline_chain(sub, a, chain, max - 1);
+  if (nch) (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
+  /* Innermost first: chain[nch-1] is the innermost inlined call; its code
+   * is where a is (the line table's line); its call site is the line in
+   * the function around it, and so on out to the subprogram. */
+  for (size_t k = nch; k-- > 0;) {
+    Dwarf_Attribute at;
+    Dwarf_Word v;
+    out[n] = (stkr__symres){die_name(nb, &chain[k], n), file,
+                            line > 0 ? (uint32_t)line : 0,
+                            col > 0 ? (uint32_t)col : 0, true};
+    n++;
+    file = NULL;
+    line = col = 0;
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_file, &at), &v) == 0 &&
+        files)
+      file = dwarf_filesrc(files, v, NULL, NULL);
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_line, &at), &v) == 0)
+      line = (int)v;
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_column, &at), &v) == 0)
+      col = (int)v;
+  }
+  out[n] = (stkr__symres){die_name(nb, sub, n), file,
+                          line > 0 ? (uint32_t)line : 0,
+                          col > 0 ? (uint32_t)col : 0, false};
+  return n + 1;
+}
+
+#endif /* !__APPLE__ */

@@ -1,0 +1,55 @@
+/*
+ * symbolize_dwarf.h: the DWARF lookups shared by the ELF backend
+ * (symbolize_elf.c, DWARF found by libdwfl) and the Mach-O one
+ * (symbolize_macho.c, a dSYM's __DWARF sections presented to libdw as an
+ * in-memory ELF image): the per-CU index of subprogram ranges and the
+ * inline chain of one address. Internal to //flush:symbolize.
+ *
+ * Thread-safety: none; one thread owns an index and its name buffers.
+ */
+#ifndef STKR_FLUSH_SYMBOLIZE_DWARF_H
+#define STKR_FLUSH_SYMBOLIZE_DWARF_H
+
+#include <elfutils/libdw.h>
+#include <stdbool.h>
+
+#include "flush/symbolize.h"
+
+typedef struct stkr__dwfn stkr__dwfn;
+typedef struct stkr__dwcu stkr__dwcu;
+
+/* Subprogram ranges of the CUs looked at so far, built once per CU. */
+typedef struct stkr__dwidx {
+  Dwarf *dw;
+  stkr__dwcu *cus; /* sorted by CU offset */
+  size_t n_cus, cap_cus;
+} stkr__dwidx;
+
+/* The demangled names of the current resolve, one buffer per frame slot. */
+typedef struct stkr__dwnames {
+  char *buf[STKR__SYM_MAX_INLINE];
+  size_t cap[STKR__SYM_MAX_INLINE];
+} stkr__dwnames;
+
+void stkr__dwidx_free(stkr__dwidx *ix);  /* not dw itself */
+void stkr__dwnames_free(stkr__dwnames *nb);
+
+/* The subprogram DIE whose code contains DWARF address a, in the CU
+ * `cudie`. @return false: none (or out of memory). */
+bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
+                              Dwarf_Addr a, Dwarf_Die *out);
+
+/* The frames of DWARF address a inside subprogram `sub`: the inlined
+ * calls containing it, innermost first, then `sub` itself; the innermost
+ * gets (file, line, col) (the line table's row for a), each outer one the
+ * call site of the one inside it. out[n-1].function is NULL when the
+ * subprogram has no name (the caller may ask its symbol table). Strings
+ * live in nb and libdw until the next call. @return n (1..max). */
+size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
+                       Dwarf_Addr a, const char *file, int line, int col,
+                       stkr__symres *out, size_t max);
+
+/* A symbol name demangled into nb's slot (C++, Swift), else itself. */
+const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
+
+#endif /* STKR_FLUSH_SYMBOLIZE_DWARF_H */
