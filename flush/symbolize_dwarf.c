@@ -19,6 +19,7 @@
 #include "flush/symbolize_dwarf.h"
 
 #include <dwarf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +49,29 @@ void stkr__dwidx_free(stkr__dwidx *ix) {
 void stkr__dwnames_free(stkr__dwnames *nb) {
   for (size_t i = 0; i < STKR__SYM_MAX_INLINE; i++) {
     free(nb->buf[i]);
-    nb->buf[i] = NULL;
-    nb->cap[i] = 0;
+    free(nb->path[i]);
+    nb->buf[i] = nb->path[i] = NULL;
+    nb->cap[i] = nb->path_cap[i] = 0;
   }
+}
+
+const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
+                               const char *file, size_t slot) {
+  Dwarf_Attribute at;
+  const char *dir;
+  size_t need;
+  if (!file || file[0] == '/') return file;
+  dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &at));
+  if (!dir || !*dir) return file;
+  need = strlen(dir) + 1 + strlen(file) + 1;
+  if (need > nb->path_cap[slot]) {
+    char *p = realloc(nb->path[slot], need);
+    if (!p) return file;
+    nb->path[slot] = p;
+    nb->path_cap[slot] = need;
+  }
+  snprintf(nb->path[slot], need, "%s/%s", dir, file);
+  return nb->path[slot];
 }
 
 static void add_ranges(growr *g, Dwarf_Die *die) {
@@ -183,7 +204,7 @@ static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
 
 size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
                        Dwarf_Addr a, const char *file, int line, int col,
-                       stkr__symres *out, size_t max) {
+                       bool join_comp_dir, stkr__symres *out, size_t max) {
   Dwarf_Die chain[STKR__SYM_MAX_INLINE];
   Dwarf_Files *files = NULL;
   size_t nfiles = 0, nch, n = 0;
@@ -197,6 +218,7 @@ size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
   for (size_t k = nch; k-- > 0;) {
     Dwarf_Attribute at;
     Dwarf_Word v;
+    if (join_comp_dir) file = stkr__dw_full_path(nb, cudie, file, n);
     out[n] = (stkr__symres){die_name(nb, &chain[k], n), file,
                             line > 0 ? (uint32_t)line : 0,
                             col > 0 ? (uint32_t)col : 0, true};
@@ -211,6 +233,7 @@ size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
     if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_column, &at), &v) == 0)
       col = (int)v;
   }
+  if (join_comp_dir) file = stkr__dw_full_path(nb, cudie, file, n);
   out[n] = (stkr__symres){die_name(nb, sub, n), file,
                           line > 0 ? (uint32_t)line : 0,
                           col > 0 ? (uint32_t)col : 0, false};

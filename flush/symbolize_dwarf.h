@@ -29,6 +29,8 @@ typedef struct stkr__dwidx {
 typedef struct stkr__dwnames {
   char *buf[STKR__SYM_MAX_INLINE];
   size_t cap[STKR__SYM_MAX_INLINE];
+  char *path[STKR__SYM_MAX_INLINE]; /* file names joined to comp_dir */
+  size_t path_cap[STKR__SYM_MAX_INLINE];
 } stkr__dwnames;
 
 void stkr__dwidx_free(stkr__dwidx *ix);  /* not dw itself */
@@ -43,13 +45,24 @@ bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
  * calls containing it, innermost first, then `sub` itself; the innermost
  * gets (file, line, col) (the line table's row for a), each outer one the
  * call site of the one inside it. out[n-1].function is NULL when the
- * subprogram has no name (the caller may ask its symbol table). Strings
- * live in nb and libdw until the next call. @return n (1..max). */
+ * subprogram has no name (the caller may ask its symbol table). With
+ * join_comp_dir, relative file names get the CU's DW_AT_comp_dir in front
+ * (as llvm-symbolizer does; dsymutil writes relative include directories).
+ * Strings live in nb and libdw until the next call. @return n (1..max). */
 size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
                        Dwarf_Addr a, const char *file, int line, int col,
-                       stkr__symres *out, size_t max);
+                       bool join_comp_dir, stkr__symres *out, size_t max);
+
+/* `file` with the CU's comp_dir in front if it is relative (in nb's path
+ * slot), else itself. */
+const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
+                               const char *file, size_t slot);
 
 /* A symbol name demangled into nb's slot (C++, Swift), else itself. */
 const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
+
+/* Has the backend opened any of its images? (symbolize_elf.c; used by
+ * stkr__symfile_open to tell an ELF file from an unreadable one.) */
+bool stkr__symbe_usable(const stkr__symbe *be);
 
 #endif /* STKR_FLUSH_SYMBOLIZE_DWARF_H */

@@ -63,6 +63,10 @@ typedef struct mod {
   size_t n_syms;
   bool syms_built;
   stkr__dwidx ix; /* subprogram ranges per CU (symbolize_dwarf.c) */
+  /* An image recorded on an Apple platform (build_id = LC_UUID), found
+   * as a dSYM or Mach-O file by symbolize_machodir.c; NULL: ELF. */
+  stkr__symfile *mf;
+  uint64_t mf_text_vmaddr;
 } mod;
 
 struct stkr__symbe {
@@ -76,6 +80,8 @@ struct stkr__symbe {
   stkr__sym_warn_fn warn;
   void *warn_arg;
   stkr__dwnames names; /* demangled names of the current resolve */
+  stkr__machodir *machodir; /* the debug dirs' Mach-O files, scanned once */
+  bool machodir_scanned;
 };
 
 static void warnf(stkr__symbe *be, const char *fmt, ...)
@@ -172,6 +178,7 @@ static void mod_free(mod *m) {
   free((uint8_t *)m->img.build_id);
   free(m->syms);
   stkr__dwidx_free(&m->ix);
+  stkr__symfile_free(m->mf);
   free(m);
 }
 
@@ -230,6 +237,7 @@ void stkr__symbe_free(stkr__symbe *be) {
   free(be->dirs);
   free(be->debug_path);
   stkr__dwnames_free(&be->names);
+  stkr__machodir_free(be->machodir);
   free(be);
 }
 
@@ -346,7 +354,8 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
 
 /* Find the file for m: by build-id in the debug dirs, by name there, then
  * the recorded path. @return an open fd, or -1 (warned). */
-static int find_file(stkr__symbe *be, mod *m, char **found) {
+static int find_file(stkr__symbe *be, mod *m, const char *also,
+                     char **found) {
   char want[2 * 64 + 1], got[2 * 64 + 1] = "", mism[1100] = "";
   char path[4096];
   const char *base = strrchr(m->img.path, '/');
@@ -389,7 +398,9 @@ static int find_file(stkr__symbe *be, mod *m, char **found) {
   } else if (!be->offline || m->img.path[0] == '\0') {
     return -1; /* the vdso, or an anonymous image: nothing on disk */
   }
-  if (mism[0])
+  if (also)
+    warnf(be, "%s: %s; its frames keep image+offset", m->img.path, also);
+  else if (mism[0])
     warnf(be, "%s: build-id mismatch: recorded %s, but %s; its frames keep "
               "image+offset", m->img.path, want, mism);
   else
@@ -408,13 +419,35 @@ ok:
 
 static void build_syms(mod *m);
 
+/* An image with a 16-byte build-id may be a Mach-O one (LC_UUID): look
+ * for its dSYM or binary first. @return true: m->mf is open. On failure
+ * *why says what was found instead (used if no ELF file matches either). */
+static bool macho_open(stkr__symbe *be, mod *m, char *why, size_t cap) {
+  stkr__symfile_info info;
+  if (!be->machodir_scanned) {
+    be->machodir_scanned = true;
+    if (stkr__machodir_scan((const char *const *)be->dirs, be->n_dirs,
+                            &be->machodir) < 0)
+      warnf(be, "out of memory while indexing the Mach-O files of the debug "
+                "dirs");
+  }
+  if (stkr__machodir_open(be->machodir, m->img.path, m->img.build_id, &m->mf,
+                          why, cap) != 0)
+    return false;
+  stkr__symfile_get_info(m->mf, &info);
+  m->mf_text_vmaddr = info.text_vmaddr;
+  return true;
+}
+
 static bool mod_open(stkr__symbe *be, mod *m) {
-  char *file = NULL;
+  char *file = NULL, why[1024] = "";
+  bool apple = be->offline && m->img.build_id_len == 16;
   int fd;
 
   if (m->tried) return m->usable;
   m->tried = true;
-  if ((fd = find_file(be, m, &file)) < 0) return false;
+  if (apple && macho_open(be, m, why, sizeof why)) return m->usable = true;
+  if ((fd = find_file(be, m, apple ? why : NULL, &file)) < 0) return false;
   if (!(m->dwfl = dwfl_begin(&be->cb))) {
     close(fd);
     free(file);
@@ -512,8 +545,8 @@ static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
     return 0;
   Dwfl_Line *l = dwfl_module_getsrc(m->m, a);
   if (l) file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
-  n = stkr__dw_frames(&be->names, cudie, &sub, a - bias, file, line, col, out,
-                      max);
+  n = stkr__dw_frames(&be->names, cudie, &sub, a - bias, file, line, col,
+                      false, out, max);
   if (!out[n - 1].function) { /* anonymous DIE: the symbol table may know */
     const char *s = sym_lookup(m, a);
     out[n - 1].function = s ? sym_name(be, s, n - 1) : NULL;
@@ -539,6 +572,9 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
   m = be->mods[lo - 1];
   *img = &m->img;
   if (!mod_open(be, m)) return 0;
+  if (m->mf) /* Mach-O: the file's address = PC - load address + __TEXT */
+    return stkr__symfile_lookup(m->mf, a - m->img.load_address +
+                                           m->mf_text_vmaddr, out, max);
   if (m->dw) n = resolve_dwarf(be, m, a, out, max);
   if (n == 0) {
     const char *s = sym_lookup(m, a);
@@ -554,6 +590,12 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
     n = 1;
   }
   return n;
+}
+
+bool stkr__symbe_usable(const stkr__symbe *be) {
+  for (size_t i = 0; i < be->n; i++)
+    if (be->mods[i]->usable) return true;
+  return false;
 }
 
 #endif /* !__APPLE__ */

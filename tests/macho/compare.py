@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""compare.py STACKREC OBJ ARCH|- STEP [LLVM_SYMBOLIZER] [--load HEX]:
+`stackrec atos -i --json` against the oracle `llvm-symbolizer -C -i
+--output-style=JSON` for every STEP-th byte address of OBJ's code (the
+__TEXT,__text section of the slice, or ELF .text), in one run of each.
+Compares every frame's function, file, line, column and the frame count.
+Prints "N addresses, M frames compared, K differ" and the first diffs;
+exit 0 only if nothing differs and enough was compared."""
+import json, subprocess, sys, re
+
+def text_range(obj, arch):
+    cmd = ["llvm-objdump-14", "--section-headers", obj]
+    if arch != "-":
+        cmd[1:1] = ["--macho", "--arch=" + arch]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[1] in ("__text", ".text"):
+            return int(f[3], 16), int(f[2], 16)
+    sys.exit("compare.py: no text section in %s" % obj)
+
+def main():
+    a = sys.argv[1:]
+    load = None
+    if "--load" in a:
+        i = a.index("--load"); load = int(a[i + 1], 16); del a[i:i + 2]
+    stackrec, obj, arch, step = a[0], a[1], a[2], int(a[3])
+    oracle = a[4] if len(a) > 4 else "llvm-symbolizer-14"
+    lo, size = text_range(obj, arch)
+    addrs = list(range(lo, lo + size, step))
+    llvm = [oracle, "--obj=" + obj, "-C", "-i", "--output-style=JSON"]
+    if arch != "-":
+        llvm.append("--default-arch=" + arch)
+    want = [json.loads(l) for l in subprocess.run(
+        llvm, input="\n".join("0x%x" % x for x in addrs), capture_output=True,
+        text=True, check=True).stdout.splitlines() if l.strip()]
+    ours_cmd = [stackrec, "atos", "-o", obj, "-i", "--json"]
+    if arch != "-":
+        ours_cmd += ["-arch", arch]
+    shown = addrs
+    if load is not None:
+        # the same addresses as seen in a process that loaded the image at LOAD
+        ours_cmd += ["-l", "0x%x" % load]
+    got_raw = subprocess.run(ours_cmd, input="\n".join("0x%x" % x for x in shown),
+                             capture_output=True, text=True)
+    if got_raw.returncode != 0:
+        sys.exit("compare.py: stackrec atos failed (%d): %s" % (got_raw.returncode, got_raw.stderr))
+    got = [json.loads(l) for l in got_raw.stdout.splitlines() if l.strip()]
+    if len(got) != len(addrs) or len(want) != len(addrs):
+        sys.exit("compare.py: %d addresses, %d answers, %d oracle answers" % (len(addrs), len(got), len(want)))
+    diffs, frames = [], 0
+    for x, g, w in zip(addrs, got, want):
+        wf = [s for s in w["Symbol"] if s.get("FunctionName")]
+        ws = [(s["FunctionName"], s["FileName"] or None, s["Line"], s["Column"]) for s in wf]
+        gs = [(f["function"], f["file"], f["line"], f["column"]) for f in g["frames"]]
+        frames += len(ws)
+        if ws != gs:
+            diffs.append((x, gs, ws))
+    print("%s%s: %d addresses, %d frames compared, %d differ" %
+          (obj, "" if arch == "-" else " (" + arch + ")", len(addrs), frames, len(diffs)))
+    for x, gs, ws in diffs[:5]:
+        print("  0x%x\n    ours:   %s\n    oracle: %s" % (x, gs, ws))
+    sys.exit(0 if not diffs and frames >= len(addrs) // 2 else 1)
+
+main()
