@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen_source.sh OUTDIR NFILES FUNCS_PER_FILE: write C++ and C sources for
-# the Mach-O fixtures (tests/macho/fixtures.sh): namespaces, class
+# the Mach-O fixtures (tests/apple/fixtures.sh): namespaces, class
 # templates, always_inline helpers (inline chains several deep), static
 # functions, extern "C" functions, and one entry point that reaches them
 # all so the compiler keeps every one. NFILES/FUNCS scale the DWARF size
