@@ -126,16 +126,20 @@ const char *stkr__demangle_swift_runtime(void) {
 /* The runtime's swift_demangle, looked up once. In the recorded app only
  * an already loaded runtime is used (a Swift app has it; nothing is loaded
  * into anyone else's process); the tools may load it: STACKREC_SWIFT_RUNTIME
- * (a libswiftCore.so), then the Swift toolchain's, then the library path. */
+ * (a libswiftCore.so) if set, else the Swift toolchain's, then the library
+ * path. */
 static swift_demangle_fn swift_demangler(void) {
   static swift_demangle_fn fn;
   static bool tried;
   if (!tried) {
+    /* STACKREC_SWIFT_RUNTIME, when set, is the only candidate. */
     const char *env = getenv("STACKREC_SWIFT_RUNTIME");
+    bool only = env && *env;
     const char *const cand[] = {
-        env && *env ? env : NULL,
-        "/opt/swift/usr/lib/swift/linux/libswiftCore.so",
-        "/usr/lib/swift/linux/libswiftCore.so", "libswiftCore.so"};
+        only ? env : NULL,
+        only ? NULL : "/opt/swift/usr/lib/swift/linux/libswiftCore.so",
+        only ? NULL : "/usr/lib/swift/linux/libswiftCore.so",
+        only ? NULL : "libswiftCore.so"};
     tried = true;
     fn = (swift_demangle_fn)dlsym(RTLD_DEFAULT, "swift_demangle");
     if (fn) snprintf(g_swift_runtime, sizeof g_swift_runtime, "(loaded)");

@@ -70,6 +70,9 @@ typedef struct stkr__symbe_opts {
   bool offline;
   stkr__sym_warn_fn warn; /* NULL: no warnings */
   void *warn_arg;
+  /* Relative source file names get the CU's DW_AT_comp_dir in front (as
+   * llvm-symbolizer prints them; `stackrec atos`). Default: as compiled. */
+  bool full_paths;
 } stkr__symbe_opts;
 
 /* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by

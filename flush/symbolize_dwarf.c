@@ -34,6 +34,11 @@ struct stkr__dwcu {
   size_t n;
 };
 
+struct stkr__dwcurange {
+  Dwarf_Addr lo, hi;
+  Dwarf_Off cu; /* the CU DIE */
+};
+
 typedef struct growr {
   stkr__dwfn *r;
   size_t n, cap;
@@ -44,6 +49,71 @@ void stkr__dwidx_free(stkr__dwidx *ix) {
   free(ix->cus);
   ix->cus = NULL;
   ix->n_cus = ix->cap_cus = 0;
+  free(ix->ranges);
+  ix->ranges = NULL;
+  ix->n_ranges = 0;
+  ix->ranges_built = false;
+}
+
+static int cmp_curange(const void *a, const void *b) {
+  const stkr__dwcurange *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void build_cu_ranges(stkr__dwidx *ix) {
+  Dwarf_Off off = 0, next;
+  size_t hsize, cap = 0;
+  ix->ranges_built = true;
+  while (dwarf_nextcu(ix->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+    Dwarf_Die cudie;
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t r = 0;
+    if (dwarf_offdie(ix->dw, off + hsize, &cudie)) {
+      while ((r = dwarf_ranges(&cudie, r, &base, &lo, &hi)) > 0) {
+        if (hi <= lo) continue;
+        if (ix->n_ranges == cap) {
+          size_t nc = cap ? cap * 2 : 64;
+          stkr__dwcurange *n = realloc(ix->ranges, nc * sizeof *n);
+          if (!n) return; /* the CUs so far: fewer answers, no wrong one */
+          ix->ranges = n;
+          cap = nc;
+        }
+        ix->ranges[ix->n_ranges++] = (stkr__dwcurange){lo, hi, off + hsize};
+      }
+    }
+    off = next;
+  }
+  if (ix->n_ranges)
+    qsort(ix->ranges, ix->n_ranges, sizeof *ix->ranges, cmp_curange);
+}
+
+bool stkr__dw_cu_of(stkr__dwidx *ix, Dwarf_Addr a, Dwarf_Die *cudie) {
+  size_t lo = 0, hi;
+  if (!ix->dw) return false;
+  if (!ix->ranges_built) build_cu_ranges(ix);
+  hi = ix->n_ranges;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ix->ranges[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* Nearest first; CUs rarely overlap. */
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
+    if (a < ix->ranges[k - 1].hi)
+      return dwarf_offdie(ix->dw, ix->ranges[k - 1].cu, cudie) != NULL;
+  return false;
+}
+
+const char *stkr__dw_line(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Addr a,
+                          bool join_comp_dir, int *line, int *col) {
+  Dwarf_Line *l = dwarf_getsrc_die(cudie, a);
+  const char *file;
+  *line = *col = 0;
+  if (!l) return NULL;
+  file = dwarf_linesrc(l, NULL, NULL);
+  (void)dwarf_lineno(l, line);
+  (void)dwarf_linecol(l, col);
+  return join_comp_dir ? stkr__dw_full_path(nb, cudie, file, 0) : file;
 }
 
 void stkr__dwnames_free(stkr__dwnames *nb) {

@@ -19,10 +19,18 @@ typedef struct stkr__dwfn stkr__dwfn;
 typedef struct stkr__dwcu stkr__dwcu;
 
 /* Subprogram ranges of the CUs looked at so far, built once per CU. */
+typedef struct stkr__dwcurange stkr__dwcurange;
+
 typedef struct stkr__dwidx {
   Dwarf *dw;
   stkr__dwcu *cus; /* sorted by CU offset */
   size_t n_cus, cap_cus;
+  /* Every CU's address ranges, sorted by start (stkr__dw_cu_of), built on
+   * first use: for DWARF without .debug_aranges (dSYMs, clang and swiftc
+   * output), where libdw's dwarf_addrdie finds nothing. */
+  stkr__dwcurange *ranges;
+  size_t n_ranges;
+  bool ranges_built;
 } stkr__dwidx;
 
 /* The demangled names of the current resolve, one buffer per frame slot. */
@@ -35,6 +43,15 @@ typedef struct stkr__dwnames {
 
 void stkr__dwidx_free(stkr__dwidx *ix);  /* not dw itself */
 void stkr__dwnames_free(stkr__dwnames *nb);
+
+/* The CU whose ranges contain DWARF address a (from the CU DIEs' low_pc /
+ * high_pc / DW_AT_ranges, not .debug_aranges). @return false: none. */
+bool stkr__dw_cu_of(stkr__dwidx *ix, Dwarf_Addr a, Dwarf_Die *cudie);
+
+/* The line table row of DWARF address a in the CU: file (joined to
+ * comp_dir if join_comp_dir), line, column; NULL / 0 when unknown. */
+const char *stkr__dw_line(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Addr a,
+                          bool join_comp_dir, int *line, int *col);
 
 /* The subprogram DIE whose code contains DWARF address a, in the CU
  * `cudie`. @return false: none (or out of memory). */

@@ -76,7 +76,7 @@ struct stkr__symbe {
   Dwfl_Callbacks cb;
   char **dirs;
   size_t n_dirs;
-  bool offline;
+  bool offline, full_paths;
   stkr__sym_warn_fn warn;
   void *warn_arg;
   stkr__dwnames names; /* demangled names of the current resolve */
@@ -192,6 +192,7 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
   (void)elf_version(EV_CURRENT);
   if (o) {
     be->offline = o->offline;
+    be->full_paths = o->full_paths;
     be->warn = o->warn;
     be->warn_arg = o->warn_arg;
     if (o->n_debug_dirs) {
@@ -536,17 +537,30 @@ static const char *sym_name(stkr__symbe *be, const char *n, size_t slot) {
 static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
                             stkr__symres *out, size_t max) {
   Dwarf_Addr bias;
-  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, &bias), sub;
+  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, &bias), sub, own;
   const char *file = NULL;
   int line = 0, col = 0;
   size_t n;
 
-  if (!cudie || !stkr__dw_find_subprogram(&m->ix, cudie, a - bias, &sub))
-    return 0;
-  Dwfl_Line *l = dwfl_module_getsrc(m->m, a);
-  if (l) file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
+  if (!cudie && (be->offline || be->full_paths)) {
+    /* No .debug_aranges (clang, swiftc): the CU from the CU DIEs' own
+     * ranges. Only in the tools for now: the recorder's answers stay what
+     * they were (a candidate for inproc too). */
+    bias = m->dwbias;
+    if (!stkr__dw_cu_of(&m->ix, a - bias, &own) ||
+        !stkr__dw_find_subprogram(&m->ix, &own, a - bias, &sub))
+      return 0;
+    cudie = &own;
+    file = stkr__dw_line(&be->names, cudie, a - bias, be->full_paths, &line,
+                         &col);
+  } else {
+    if (!cudie || !stkr__dw_find_subprogram(&m->ix, cudie, a - bias, &sub))
+      return 0;
+    Dwfl_Line *l = dwfl_module_getsrc(m->m, a);
+    if (l) file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
+  }
   n = stkr__dw_frames(&be->names, cudie, &sub, a - bias, file, line, col,
-                      false, out, max);
+                      be->full_paths, out, max);
   if (!out[n - 1].function) { /* anonymous DIE: the symbol table may know */
     const char *s = sym_lookup(m, a);
     out[n - 1].function = s ? sym_name(be, s, n - 1) : NULL;

@@ -11,9 +11,8 @@
  * dSYM are the linked (unslid) ones, so no relocation is needed.
  *
  * The lookups (subprogram, inline chain, names) are the ELF backend's own
- * (symbolize_dwarf.c); only finding the CU differs: our own table of CU
- * ranges (dSYMs need not carry .debug_aranges), and the line table through
- * dwarf_getsrc_die.
+ * (symbolize_dwarf.c), with the CU found in our own table of CU ranges
+ * (dSYMs need not carry .debug_aranges).
  *
  * Only compiled where there is no dyld (symbolize_apple.c has Apple's).
  */
@@ -39,11 +38,6 @@
 
 #define MAX_DEBUG_SECTS 32
 
-typedef struct cur {
-  Dwarf_Addr lo, hi;
-  Dwarf_Off cu; /* the CU DIE */
-} cur;
-
 typedef struct msym {
   uint64_t lo, hi;
   const char *name; /* in the mapped string table; leading '_' dropped */
@@ -60,8 +54,6 @@ struct stkr__symfile {
   stkr_macho_image im;
   Elf *elf;
   stkr__dwidx ix; /* ix.dw: NULL without DWARF */
-  cur *cus;
-  size_t n_cus;
   msym *syms;
   size_t n_syms;
   stkr__dwnames names;
@@ -124,38 +116,6 @@ static int build_elf(stkr__symfile *f, char *err, size_t cap) {
     return -EINVAL;
   }
   f->info.has_dwarf = true;
-  return 0;
-}
-
-static int cmp_cur(const void *a, const void *b) {
-  const cur *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-/* Every CU's address ranges, sorted: which CU holds an address. */
-static int index_cus(stkr__symfile *f) {
-  Dwarf_Off off = 0, next;
-  size_t hsize, cap = 0;
-  while (dwarf_nextcu(f->ix.dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-    Dwarf_Die cudie;
-    Dwarf_Addr base, lo, hi;
-    ptrdiff_t r = 0;
-    if (dwarf_offdie(f->ix.dw, off + hsize, &cudie)) {
-      while ((r = dwarf_ranges(&cudie, r, &base, &lo, &hi)) > 0) {
-        if (hi <= lo) continue;
-        if (f->n_cus == cap) {
-          size_t nc = cap ? cap * 2 : 64;
-          cur *n = realloc(f->cus, nc * sizeof *n);
-          if (!n) return -ENOMEM;
-          f->cus = n;
-          cap = nc;
-        }
-        f->cus[f->n_cus++] = (cur){lo, hi, off + hsize};
-      }
-    }
-    off = next;
-  }
-  if (f->n_cus) qsort(f->cus, f->n_cus, sizeof *f->cus, cmp_cur);
   return 0;
 }
 
@@ -321,7 +281,6 @@ static int open_macho(stkr__symfile *f, int fd, size_t len, const char *arch,
     return -EINVAL;
   }
   if ((rc = build_elf(f, err, cap)) < 0) return rc;
-  if (f->ix.dw && (rc = index_cus(f)) < 0) return rc;
   return index_syms(f);
 }
 
@@ -393,7 +352,7 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
     }
     stkr__symimg im = {.path = f->path, .text_end = UINT64_MAX};
     bool removed;
-    stkr__symbe_opts o = {0};
+    stkr__symbe_opts o = {.full_paths = true};
     const stkr__symimg *got;
     stkr__symres r;
     rc = stkr__symbe_create(&o, &f->be);
@@ -426,7 +385,6 @@ void stkr__symfile_free(stkr__symfile *f) {
   if (f->map) munmap(f->map, f->map_len);
   stkr__symbe_free(f->be);
   stkr__dwnames_free(&f->names);
-  free(f->cus);
   free(f->syms);
   free(f->path);
   free(f);
@@ -438,43 +396,28 @@ void stkr__symfile_get_info(const stkr__symfile *f, stkr__symfile_info *info) {
 
 static size_t lookup_dwarf(stkr__symfile *f, uint64_t a, stkr__symres *out,
                            size_t max) {
-  size_t lo = 0, hi = f->n_cus, n = 0;
   Dwarf_Die cudie, sub;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (f->cus[mid].lo <= a) lo = mid + 1;
-    else hi = mid;
-  }
-  for (size_t k = lo, tries = 0; k > 0 && tries < 8 && n == 0; k--, tries++) {
-    const char *file = NULL;
-    int line = 0, col = 0;
-    Dwarf_Line *l;
-    if (a >= f->cus[k - 1].hi || !dwarf_offdie(f->ix.dw, f->cus[k - 1].cu, &cudie))
-      continue;
-    if ((l = dwarf_getsrc_die(&cudie, a)) != NULL) {
-      file = dwarf_linesrc(l, NULL, NULL);
-      (void)dwarf_lineno(l, &line);
-      (void)dwarf_linecol(l, &col);
+  const char *file, *s;
+  int line, col;
+  size_t n;
+
+  if (!stkr__dw_cu_of(&f->ix, a, &cudie)) return 0;
+  file = stkr__dw_line(&f->names, &cudie, a, true, &line, &col);
+  if (stkr__dw_find_subprogram(&f->ix, &cudie, a, &sub)) {
+    n = stkr__dw_frames(&f->names, &cudie, &sub, a, file, line, col, true, out,
+                        max);
+    if (!out[n - 1].function) {
+      s = sym_lookup(f, a);
+      out[n - 1].function = s ? stkr__dw_sym_name(&f->names, s, n - 1) : NULL;
     }
-    if (stkr__dw_find_subprogram(&f->ix, &cudie, a, &sub)) {
-      n = stkr__dw_frames(&f->names, &cudie, &sub, a, file, line, col, true,
-                          out, max);
-      if (!out[n - 1].function) {
-        const char *s = sym_lookup(f, a);
-        out[n - 1].function = s ? stkr__dw_sym_name(&f->names, s, n - 1) : NULL;
-      }
-    } else {
-      /* In a CU but in no subprogram DIE: the symbol, with the line. */
-      const char *s = sym_lookup(f, a);
-      if (!s) continue;
-      file = stkr__dw_full_path(&f->names, &cudie, file, 0);
-      out[0] = (stkr__symres){stkr__dw_sym_name(&f->names, s, 0), file,
-                              line > 0 ? (uint32_t)line : 0,
-                              col > 0 ? (uint32_t)col : 0, false};
-      n = 1;
-    }
+    return n;
   }
-  return n;
+  /* In a CU but in no subprogram DIE: the symbol, with the line. */
+  if (!(s = sym_lookup(f, a))) return 0;
+  out[0] = (stkr__symres){stkr__dw_sym_name(&f->names, s, 0), file,
+                          line > 0 ? (uint32_t)line : 0,
+                          col > 0 ? (uint32_t)col : 0, false};
+  return 1;
 }
 
 size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr, stkr__symres *out,
