@@ -89,6 +89,9 @@ int stkr_macho_slices(const uint8_t *d, size_t len, stkr_macho_slice *out,
     return fail(err, cap, -EINVAL, "offset 0: not a Mach-O file");
   magic = be32(d);
   if (magic != FAT_MAGIC && magic != FAT_MAGIC_64) {
+    if (len < 28) /* sizeof(struct mach_header), the 32-bit one */
+      return fail(err, cap, -EINVAL,
+                  "offset 0: %zu bytes: too short for a Mach-O header", len);
     if (max == 0) return 0;
     out[0] = (stkr_macho_slice){le32(d + 4), le32(d + 8), 0, len};
     *n = 1;

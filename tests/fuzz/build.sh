@@ -4,7 +4,7 @@
 # tools/stackrec/ for the CLI target), instrumented for coverage, with ASan
 # and UBSan.
 #
-#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli}
+#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,macho}
 #
 # STKR_FUZZ_OUT defaults to /tmp/stackrec-fuzz. Needs clang-14 and
 # libclang-rt-14-dev (libFuzzer), protobuf-c-compiler, libzstd-dev,
@@ -44,6 +44,8 @@ done
 cli=()
 cli_ok=1
 for src in tools/stackrec/*.c flush/symbolize.c flush/symbolize_elf.c \
+           flush/symbolize_dwarf.c flush/symbolize_macho.c \
+           flush/symbolize_machodir.c macho/macho.c \
            "$genbin/tools/pprof_pb/profile.pb-c.c" "$genbin/tools/report_assets.c"; do
   [ -f "$src" ] || continue
   obj="$out/obj/cli_$(echo "${src%.c}" | tr / _).o"
@@ -55,8 +57,11 @@ done
 
 rm -f "$out"/bin/fuzz_*
 status=0
-for t in frames batch cli; do
+# The Mach-O reader (libc only).
+"$cc" "${cflags[@]}" -c macho/macho.c -o "$out/obj/macho.o" || exit 1
+for t in frames batch cli macho; do
   extra=()
+  [ "$t" = macho ] && extra=("$out/obj/macho.o")
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
     extra=("${cli[@]}" -ldw -lelf -lz)
