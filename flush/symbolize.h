@@ -127,6 +127,22 @@ void stkr__symfile_get_info(const stkr__symfile *f, stkr__symfile_info *info);
 size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr,
                             stkr__symres *out, size_t max);
 
+/* ---- the per-build symbol cache (symcache.c, docs/SYMCACHE.md) ---------- */
+/* A file <UUID>.stkrsym: the answers of one Mach-O slice's DWARF and
+ * symbol table, as sorted address ranges -> frames, read with mmap and
+ * checked whole on load. stkr__symfile_open() opens one like a dSYM. */
+typedef struct stkr__symcache_stats {
+  uint64_t ranges, frames, string_bytes, file_bytes;
+  uint64_t dwarf_bytes; /* of the source's __DWARF sections */
+} stkr__symcache_stats;
+/* Write the cache of `f` (a Mach-O symfile) to `path` (created 0644, via a
+ * temporary file renamed into place). @return 0, -ENOTSUP (not Mach-O),
+ * -errno; err says what. */
+int stkr__symcache_write(stkr__symfile *f, const char *path,
+                         stkr__symcache_stats *st, char *err, size_t err_cap);
+/* Cache file extension, and the name for an image: "<UUID>.stkrsym". */
+#define STKR__SYMCACHE_EXT ".stkrsym"
+
 /* The Mach-O files (dSYM bundles, .xcarchive/dSYMs, loose and universal
  * binaries) under some directories, indexed by UUID: scanned once. */
 typedef struct stkr__machodir stkr__machodir;

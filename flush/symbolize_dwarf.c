@@ -310,4 +310,77 @@ size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
   return n + 1;
 }
 
+/* ---- boundaries (symbol cache build) ------------------------------------ */
+
+void stkr__addrs_add(stkr__addrs *a, uint64_t x) {
+  if (a->n == a->cap) {
+    size_t nc = a->cap ? a->cap * 2 : 4096;
+    uint64_t *v = realloc(a->v, nc * sizeof *v);
+    if (!v) {
+      a->nomem = true;
+      return;
+    }
+    a->v = v;
+    a->cap = nc;
+  }
+  a->v[a->n++] = x;
+}
+
+static void die_bounds(stkr__addrs *out, Dwarf_Die *die) {
+  Dwarf_Addr base, lo, hi;
+  ptrdiff_t off = 0;
+  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+    if (hi <= lo) continue;
+    stkr__addrs_add(out, lo);
+    stkr__addrs_add(out, hi);
+  }
+}
+
+static void walk_bounds(stkr__addrs *out, Dwarf_Die *parent, int depth) {
+  Dwarf_Die c;
+  if (depth > 64 || dwarf_child(parent, &c) != 0) return;
+  do {
+    switch (dwarf_tag(&c)) {
+    case DW_TAG_subprogram:
+    case DW_TAG_inlined_subroutine:
+    case DW_TAG_lexical_block:
+    case DW_TAG_try_block:
+    case DW_TAG_catch_block:
+      die_bounds(out, &c);
+      walk_bounds(out, &c, depth + 1);
+      break;
+    case DW_TAG_namespace:
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_module:
+      walk_bounds(out, &c, depth + 1);
+      break;
+    default:
+      break;
+    }
+  } while (dwarf_siblingof(&c, &c) == 0);
+}
+
+void stkr__dw_boundaries(Dwarf *dw, stkr__addrs *out) {
+  Dwarf_Off off = 0, next;
+  size_t hsize;
+  while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+    Dwarf_Die cudie;
+    Dwarf_Lines *lines;
+    size_t nl;
+    if (dwarf_offdie(dw, off + hsize, &cudie)) {
+      die_bounds(out, &cudie);
+      walk_bounds(out, &cudie, 0);
+      if (dwarf_getsrclines(&cudie, &lines, &nl) == 0)
+        for (size_t i = 0; i < nl; i++) {
+          Dwarf_Addr a;
+          if (dwarf_lineaddr(dwarf_onesrcline(lines, i), &a) == 0)
+            stkr__addrs_add(out, a);
+        }
+    }
+    off = next;
+  }
+}
+
 #endif /* !__APPLE__ */

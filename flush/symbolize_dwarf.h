@@ -78,6 +78,43 @@ const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
 /* A symbol name demangled into nb's slot (C++, Swift), else itself. */
 const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
 
+/* A growable list of addresses (symbol cache build). */
+typedef struct stkr__addrs {
+  uint64_t *v;
+  size_t n, cap;
+  bool nomem;
+} stkr__addrs;
+void stkr__addrs_add(stkr__addrs *a, uint64_t x);
+
+/* Every address where an answer of stkr__dw_frames may change: each line
+ * table row (and end of sequence), and both ends of every range of every
+ * CU, subprogram, inlined subroutine and lexical block. Between two
+ * consecutive such addresses (and the symbol table's), every lookup gives
+ * the same frames: what the symbol cache stores. */
+void stkr__dw_boundaries(Dwarf *dw, stkr__addrs *out);
+
+/* The boundaries of a Mach-O symfile (symbolize_macho.c): its DWARF's
+ * (above) and its symbols' starts and ends; [*lo, *hi) is its __TEXT.
+ * @return 0, -ENOTSUP (not a Mach-O file), -ENOMEM. */
+int stkr__symfile_boundaries(stkr__symfile *f, stkr__addrs *out, uint64_t *lo,
+                             uint64_t *hi);
+
+/* Bytes of a Mach-O symfile's __DWARF sections (0 otherwise). */
+uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f);
+
+/* The symbol cache reader (symcache.c), behind stkr__symfile. */
+#define STKR__SYMCACHE_MAGIC "STKRSYM\0"
+typedef struct stkr__symcache stkr__symcache;
+/* Map and check the whole file open on fd. @return 0, -EINVAL (err names
+ * the file, the offset and what is wrong), -errno. */
+int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
+                        char *err, size_t err_cap);
+void stkr__symcache_free(stkr__symcache *c);
+/* has_uuid/uuid (the build's id), text_vmaddr, arch, has_dwarf. */
+void stkr__symcache_info(const stkr__symcache *c, stkr__symfile_info *info);
+size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
+                             stkr__symres *out, size_t max);
+
 /* Has the backend opened any of its images? (symbolize_elf.c; used by
  * stkr__symfile_open to tell an ELF file from an unreadable one.) */
 bool stkr__symbe_usable(const stkr__symbe *be);

@@ -59,6 +59,8 @@ struct stkr__symfile {
   stkr__dwnames names;
   /* ELF: the backend with this one image. */
   stkr__symbe *be;
+  /* A symbol cache file (symcache.c). */
+  stkr__symcache *cache;
 };
 
 /* ".debug_X" for a Mach-O "__debug_X" (names are cut at 16 bytes). */
@@ -341,6 +343,19 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
   if (pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
       stkr_macho_is_macho(magic, sizeof magic)) {
     rc = open_macho(f, fd, (size_t)st.st_size, arch, uuid, err, cap);
+  } else if (memcmp(magic, STKR__SYMCACHE_MAGIC, 8) == 0) {
+    rc = stkr__symcache_open(fd, f->path, &f->cache, err, cap);
+    if (rc == 0) {
+      stkr__symcache_info(f->cache, &f->info);
+      f->info.path = f->path;
+      if (uuid && (!f->info.has_uuid || memcmp(f->info.uuid, uuid, 16) != 0)) {
+        char u[37];
+        stkr_macho_uuid_str(uuid, u);
+        snprintf(err, cap, "%s: a symbol cache of another build (not UUID %s)",
+                 f->path, u);
+        rc = -ENOENT;
+      }
+    }
   } else {
     /* ELF: the backend, with this one file as its only image at bias 0
      * (it reads only absolute paths; no build-id to check: the user named
@@ -384,6 +399,7 @@ void stkr__symfile_free(stkr__symfile *f) {
   stkr_macho_image_free(&f->im);
   if (f->map) munmap(f->map, f->map_len);
   stkr__symbe_free(f->be);
+  stkr__symcache_free(f->cache);
   stkr__dwnames_free(&f->names);
   free(f->syms);
   free(f->path);
@@ -426,6 +442,7 @@ size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr, stkr__symres *out,
   const char *s;
   size_t n = 0;
   if (max == 0) return 0;
+  if (f->cache) return stkr__symcache_lookup(f->cache, addr, out, max);
   if (f->be) /* the backend looks up return addresses, at PC - 1 */
     return addr == UINT64_MAX ? 0
                               : stkr__symbe_resolve(f->be, addr + 1, &img, out, max);
@@ -435,6 +452,27 @@ size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr, stkr__symres *out,
                             false};
     n = 1;
   }
+  return n;
+}
+
+int stkr__symfile_boundaries(stkr__symfile *f, stkr__addrs *out, uint64_t *lo,
+                             uint64_t *hi) {
+  if (!f->info.macho) return -ENOTSUP;
+  *lo = f->im.text_vmaddr;
+  *hi = f->im.text_vmaddr + f->im.text_vmsize;
+  for (size_t i = 0; i < f->n_syms; i++) {
+    stkr__addrs_add(out, f->syms[i].lo);
+    stkr__addrs_add(out, f->syms[i].hi);
+  }
+  if (f->ix.dw) stkr__dw_boundaries(f->ix.dw, out);
+  return out->nomem ? -ENOMEM : 0;
+}
+
+uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < f->im.n_sects; i++)
+    if (strcmp(f->im.sects[i].segname, "__DWARF") == 0 && f->im.sects[i].has_data)
+      n += f->im.sects[i].size;
   return n;
 }
 

@@ -4,7 +4,9 @@
  * once: every regular file that starts with a Mach-O magic (dSYM bundles'
  * Contents/Resources/DWARF/<name>, .xcarchive/dSYMs/, loose and universal
  * binaries) is mapped for a moment and each 64-bit slice's LC_UUID noted,
- * with whether it carries DWARF. An image then costs one lookup.
+ * with whether it carries DWARF; every symbol cache (<UUID>.stkrsym,
+ * symcache.c) is checked and noted. An image then costs one lookup, and
+ * takes a symbol cache first, then a dSYM, then a binary.
  *
  * Never a wrong name: a file is used only for the slice whose UUID equals
  * the recorded one; a file of the image's name with another UUID is named
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "flush/symbolize.h"
+#include "flush/symbolize_dwarf.h"
 #include "macho/macho.h"
 
 #define MAX_DEPTH 8         /* dir/X.xcarchive/dSYMs/X.dSYM/Contents/... */
@@ -33,7 +36,7 @@
 
 typedef struct uent {
   uint8_t uuid[16];
-  bool dwarf;
+  int rank; /* 2 a symbol cache, 1 a dSYM (DWARF), 0 a binary (symtab) */
   char *path;
 } uent;
 
@@ -43,7 +46,7 @@ struct stkr__machodir {
   size_t files;
 };
 
-static int add(stkr__machodir *d, const uint8_t *uuid, bool dwarf,
+static int add(stkr__machodir *d, const uint8_t *uuid, int rank,
                const char *path) {
   if (d->n == d->cap) {
     size_t nc = d->cap ? d->cap * 2 : 32;
@@ -54,7 +57,7 @@ static int add(stkr__machodir *d, const uint8_t *uuid, bool dwarf,
   }
   if (!(d->e[d->n].path = strdup(path))) return -ENOMEM;
   memcpy(d->e[d->n].uuid, uuid, 16);
-  d->e[d->n++].dwarf = dwarf;
+  d->e[d->n++].rank = rank;
   return 0;
 }
 
@@ -70,8 +73,24 @@ static int scan_file(stkr__machodir *d, const char *path) {
 
   if (fd < 0) return 0;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
-      !stkr_macho_is_macho(magic, sizeof magic)) {
+      pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic) {
+    close(fd);
+    return 0;
+  }
+  if (memcmp(magic, STKR__SYMCACHE_MAGIC, 8) == 0) {
+    /* A symbol cache: checked whole here, so a damaged one is skipped
+     * (named in a warning if nothing else serves its image). */
+    stkr__symcache *c;
+    stkr__symfile_info info;
+    if (stkr__symcache_open(fd, path, &c, err, sizeof err) == 0) {
+      stkr__symcache_info(c, &info);
+      if (info.has_uuid) rc = add(d, info.uuid, 2, path);
+      stkr__symcache_free(c);
+    }
+    close(fd);
+    return rc;
+  }
+  if (!stkr_macho_is_macho(magic, sizeof magic)) {
     close(fd);
     return 0;
   }
@@ -87,7 +106,7 @@ static int scan_file(stkr__machodir *d, const char *path) {
         continue; /* malformed: skipped here, named if it is ever asked for */
       if (im.has_uuid)
         rc = add(d, im.uuid,
-                 stkr_macho_section_find(&im, "__DWARF", "__debug_info") != NULL,
+                 stkr_macho_section_find(&im, "__DWARF", "__debug_info") ? 1 : 0,
                  path);
       stkr_macho_image_free(&im);
     }
@@ -154,7 +173,7 @@ int stkr__machodir_open(stkr__machodir *d, const char *image_path,
   *out = NULL;
   stkr_macho_uuid_str(uuid, want);
   for (size_t i = 0; d && i < d->n; i++)
-    if (memcmp(d->e[i].uuid, uuid, 16) == 0 && (!best || (!best->dwarf && d->e[i].dwarf)))
+    if (memcmp(d->e[i].uuid, uuid, 16) == 0 && (!best || best->rank < d->e[i].rank))
       best = &d->e[i];
   if (best) {
     rc = stkr__symfile_open(best->path, NULL, uuid, out, err, sizeof err);

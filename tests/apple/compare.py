@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py STACKREC OBJ ARCH|- STEP [LLVM_SYMBOLIZER] [--load HEX]:
+"""compare.py STACKREC OBJ ARCH|- STEP [LLVM_SYMBOLIZER] [--ours-obj FILE]:
 `stackrec atos -i --json` against the oracle `llvm-symbolizer -C -i
 --output-style=JSON` for every STEP-th byte address of OBJ's code (the
 __TEXT,__text section of the slice, or ELF .text), in one run of each.
@@ -27,12 +27,12 @@ def text_range(obj, arch):
 
 def main():
     a = sys.argv[1:]
-    load = None
+    ours_obj = None
+    if "--ours-obj" in a:  # e.g. a symbol cache of OBJ's slice
+        i = a.index("--ours-obj"); ours_obj = a[i + 1]; del a[i:i + 2]
     lenient = "--elf-symtab-files" in a
     if lenient:
         a.remove("--elf-symtab-files")
-    if "--load" in a:
-        i = a.index("--load"); load = int(a[i + 1], 16); del a[i:i + 2]
     stackrec, obj, arch, step = a[0], a[1], a[2], int(a[3])
     oracle = a[4] if len(a) > 4 else "llvm-symbolizer-14"
     lo, size = text_range(obj, arch)
@@ -43,14 +43,10 @@ def main():
     want = [json.loads(l) for l in subprocess.run(
         llvm, input="\n".join("0x%x" % x for x in addrs), capture_output=True,
         text=True, check=True).stdout.splitlines() if l.strip()]
-    ours_cmd = [stackrec, "atos", "-o", obj, "-i", "--json"]
-    if arch != "-":
+    ours_cmd = [stackrec, "atos", "-o", ours_obj or obj, "-i", "--json"]
+    if arch != "-" and not ours_obj:
         ours_cmd += ["-arch", arch]
-    shown = addrs
-    if load is not None:
-        # the same addresses as seen in a process that loaded the image at LOAD
-        ours_cmd += ["-l", "0x%x" % load]
-    got_raw = subprocess.run(ours_cmd, input="\n".join("0x%x" % x for x in shown),
+    got_raw = subprocess.run(ours_cmd, input="\n".join("0x%x" % x for x in addrs),
                              capture_output=True, text=True)
     if got_raw.returncode != 0:
         sys.exit("compare.py: stackrec atos failed (%d): %s" % (got_raw.returncode, got_raw.stderr))

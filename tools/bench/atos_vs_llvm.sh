@@ -46,19 +46,26 @@ for _ in range(n):
 PY
 head -n 1 "$fx/addrs" >"$fx/addr1"
 
+# The symbol cache of the arm64 slice: build time = conversion speed.
+rm -rf "$fx/cache"
+t0=$(date +%s.%N)
+"$stackrec" symcache build -arch arm64 "$dsym" -o "$fx/cache" >"$fx/cache.log" || exit 0
+t1=$(date +%s.%N)
+cache=$(ls "$fx"/cache/*.stkrsym)
 ours() { "$stackrec" atos -o "$dsym" -arch arm64 -i --json <"$1"; }
+warm() { "$stackrec" atos -o "$cache" -i --json <"$1"; }
 theirs() { "$llvm" --obj="$dsym" --default-arch=arm64 -C -i --output-style=JSON <"$1"; }
 # run NAME INPUT: wall seconds and peak RSS KB of one run
 run() {
-  /usr/bin/time -f "%e %M" -o "$fx/time" bash -c "$(declare -f ours theirs); \
-    stackrec='$stackrec' llvm='$llvm' dsym='$dsym' $1 '$2' >/dev/null" 2>/dev/null
+  /usr/bin/time -f "%e %M" -o "$fx/time" bash -c "$(declare -f ours warm theirs); \
+    stackrec='$stackrec' llvm='$llvm' dsym='$dsym' cache='$cache' $1 '$2' >/dev/null" 2>/dev/null
   cat "$fx/time"
 }
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 declare -A t rss
 for round in 1 2 3 4 5; do
-  for who in ours theirs; do
+  for who in ours warm theirs; do
     read -r s k < <(run "$who" "$fx/addrs")
     t[$who,all]+="$s "
     rss[$who]=$k
@@ -72,16 +79,24 @@ if python3 "$here/tests/apple/compare.py" "$stackrec" "$dsym" arm64 64 >/dev/nul
 printf 'dSYM: %s (arm64 slice: %.1f MB of DWARF); %d random addresses, -i, JSON\n' \
   "$dsym" "$(echo "$dwarf / 1048576" | bc -l)" "$n"
 printf '%-22s %10s %10s %14s %10s\n' tool "1 addr s" "all s" "per addr us" "peak RSS MB"
-for who in ours theirs; do
+for who in ours warm theirs; do
   one=$(echo "${t[$who,one]}" | tr ' ' '\n' | grep . | median)
   all=$(echo "${t[$who,all]}" | tr ' ' '\n' | grep . | median)
   per=$(echo "($all - $one) * 1000000 / $n" | bc -l)
-  eval "per_$who=$per"
-  name=$([ "$who" = ours ] && echo "stackrec atos" || echo "llvm-symbolizer-14")
+  eval "per_$who=\$per"
+  case $who in
+    ours) name="stackrec atos (DWARF)" ;;
+    warm) name="stackrec atos (cache)" ;;
+    *) name="llvm-symbolizer-14" ;;
+  esac
   printf '%-22s %10s %10s %14.1f %10.1f\n' "$name" "$one" "$all" "$per" \
     "$(echo "${rss[$who]} / 1024" | bc -l)"
 done
 printf 'per-address ratio llvm-symbolizer / stackrec atos: %.2f (goal >= 1: never slower)\n' \
   "$(echo "$per_theirs / $per_ours" | bc -l)"
 echo "same answers as llvm-symbolizer (every 64th byte of the slice): $same"
-echo "warm (symbol cache): not measured: stackrec symcache is not built (see README)"
+printf 'per-address ratio stackrec DWARF / cache: %.2f (goal >= 10)\n' \
+  "$(echo "$per_ours / $per_warm" | bc -l)"
+printf 'symbol cache build: %.2f s for %.1f MB of DWARF: %.1f MB/s (goal >= 100); cache %s bytes\n' \
+  "$(echo "$t1 - $t0" | bc -l)" "$(echo "$dwarf / 1048576" | bc -l)" \
+  "$(echo "$dwarf / 1048576 / ($t1 - $t0)" | bc -l)" "$(stat -c %s "$cache")"

@@ -18,19 +18,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flush/symbolize.h"
 #include "tools/stackrec/cli.h"
 
 static const char atos_help[] =
     "Usage: stackrec atos -o BINARY_OR_DSYM [-l LOAD_ADDRESS] [-arch ARCH]\n"
-    "                     [-i] [--json] [ADDRESS...]\n"
+    "                     [-i] [--json] [--symcache DIR] [ADDRESS...]\n"
     "\n"
     "Print the function, file and line of each ADDRESS (hexadecimal, 0x\n"
     "optional; read from stdin, separated by white space, when none is\n"
     "given), like Apple's atos, on any platform. BINARY_OR_DSYM is a Mach-O\n"
     "file (thin or universal), a .dSYM bundle or the DWARF file inside one,\n"
-    "or an ELF file. One line per address:\n"
+    "a symbol cache (.stkrsym), or an ELF file. One line per address:\n"
     "  function (in image) (file:line)\n"
     "or the address itself when nothing is known there. Swift and C++ names\n"
     "are demangled (Swift through the runtime's swift_demangle: see\n"
@@ -43,6 +44,8 @@ static const char atos_help[] =
     "                   looked up. Without -l addresses are the file's own.\n"
     "  -arch ARCH       the slice of a universal file: arm64, arm64e, x86_64\n"
     "  -i               also print the inlined calls, innermost first\n"
+    "  --symcache DIR   use DIR/<UUID>.stkrsym (stackrec symcache build) when\n"
+    "                   it holds this build; -o FILE.stkrsym works too\n"
     "  --json           one JSON object per address: {\"address\": \"0x...\",\n"
     "                   \"frames\": [{\"function\", \"file\", \"line\",\n"
     "                   \"column\", \"inlined\"}]} (with -i every frame; else\n"
@@ -149,14 +152,38 @@ static int atos_run(const atos_opts *o, stkr__symfile *f, char **addrs,
   return rc ? STKR_CLI_USAGE : 0;
 }
 
+/* --symcache DIR: DIR/<UUID>.stkrsym in place of the DWARF if it is
+ * there and of this build; else (damaged, another build) a note and the
+ * DWARF. */
+static void use_cache(const char *dir, stkr__symfile **f,
+                      stkr__symfile_info *info) {
+  char path[4200], u[37], err[1024];
+  stkr__symfile *c;
+  const uint8_t *x = info->uuid;
+  snprintf(u, sizeof u,
+           "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
+           x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10],
+           x[11], x[12], x[13], x[14], x[15]);
+  snprintf(path, sizeof path, "%s/%s%s", dir, u, STKR__SYMCACHE_EXT);
+  if (access(path, R_OK) != 0) return;
+  if (stkr__symfile_open(path, NULL, info->uuid, &c, err, sizeof err) != 0) {
+    fprintf(stderr, "stackrec atos: note: symbol cache not used: %s\n", err);
+    return;
+  }
+  stkr__symfile_free(*f);
+  *f = c;
+  stkr__symfile_get_info(c, info);
+}
+
 int stkr_cli_atos(int argc, char **argv) {
   static const struct option longopts[] = {
       {"arch", required_argument, NULL, 'a'},
       {"json", no_argument, NULL, 'j'},
+      {"symcache", required_argument, NULL, 'c'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   atos_opts o = {0};
-  const char *path = NULL, *arch = NULL;
+  const char *path = NULL, *arch = NULL, *cache_dir = NULL;
   stkr__symfile *f = NULL;
   stkr__symfile_info info;
   char err[1024];
@@ -185,6 +212,9 @@ int stkr_cli_atos(int argc, char **argv) {
     case 'j':
       o.json = true;
       break;
+    case 'c':
+      cache_dir = optarg;
+      break;
     case 'h':
       fputs(atos_help, stdout);
       return stkr_cli_flush("atos");
@@ -206,6 +236,8 @@ int stkr_cli_atos(int argc, char **argv) {
                : rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
   }
   stkr__symfile_get_info(f, &info);
+  if (cache_dir && info.macho && info.has_uuid)
+    use_cache(cache_dir, &f, &info);
   o.text_vmaddr = info.text_vmaddr;
   o.image = base_of(path);
   {

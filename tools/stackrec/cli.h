@@ -77,6 +77,7 @@ int stkr_cli_report(int argc, char **argv); /* report.c */
 int stkr_cli_verify(int argc, char **argv); /* verify.c */
 int stkr_cli_merge(int argc, char **argv);  /* merge.c */
 int stkr_cli_atos(int argc, char **argv);   /* atos.c */
+int stkr_cli_symcache(int argc, char **argv); /* symcache.c */
 
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */

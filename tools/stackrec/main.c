@@ -35,6 +35,7 @@ static const char usage[] =
     "  verify     check every segment; exit 1 if anything is damaged\n"
     "  merge      several recordings into one directory\n"
     "  atos       addresses to function, file:line (Mach-O, dSYM or ELF)\n"
+    "  symcache   per-build symbol caches from dSYMs (for symbolize, atos)\n"
     "\n"
     "Run 'stackrec COMMAND --help' for the options of a command.\n"
     "Warnings about damaged input go to stderr, naming file and offset.\n"
@@ -144,6 +145,8 @@ int main(int argc, char **argv) {
     return stkr_cli_merge(argc - 1, argv + 1);
   if (strcmp(cmd, "atos") == 0)
     return stkr_cli_atos(argc - 1, argv + 1);
+  if (strcmp(cmd, "symcache") == 0)
+    return stkr_cli_symcache(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);
