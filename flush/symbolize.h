@@ -142,6 +142,21 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
                          stkr__symcache_stats *st, char *err, size_t err_cap);
 /* Cache file extension, and the name for an image: "<UUID>.stkrsym". */
 #define STKR__SYMCACHE_EXT ".stkrsym"
+#define STKR__SYMCACHE_MAGIC "STKRSYM\0"
+
+/* The reader, behind stkr__symfile (and fuzzed alone). */
+typedef struct stkr__symcache stkr__symcache;
+/* Map and check the whole file open on fd (the caller may close fd
+ * after). @return 0, -EINVAL (err names the file, the offset and what is
+ * wrong), -errno. */
+int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
+                        char *err, size_t err_cap);
+void stkr__symcache_free(stkr__symcache *c);
+/* has_uuid/uuid (the build's id), text_vmaddr, arch, has_dwarf. */
+void stkr__symcache_info(const stkr__symcache *c, stkr__symfile_info *info);
+/* The frames stored for addr (a file address), innermost first. */
+size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
+                             stkr__symres *out, size_t max);
 
 /* The Mach-O files (dSYM bundles, .xcarchive/dSYMs, loose and universal
  * binaries) under some directories, indexed by UUID: scanned once. */

@@ -102,19 +102,6 @@ int stkr__symfile_boundaries(stkr__symfile *f, stkr__addrs *out, uint64_t *lo,
 /* Bytes of a Mach-O symfile's __DWARF sections (0 otherwise). */
 uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f);
 
-/* The symbol cache reader (symcache.c), behind stkr__symfile. */
-#define STKR__SYMCACHE_MAGIC "STKRSYM\0"
-typedef struct stkr__symcache stkr__symcache;
-/* Map and check the whole file open on fd. @return 0, -EINVAL (err names
- * the file, the offset and what is wrong), -errno. */
-int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
-                        char *err, size_t err_cap);
-void stkr__symcache_free(stkr__symcache *c);
-/* has_uuid/uuid (the build's id), text_vmaddr, arch, has_dwarf. */
-void stkr__symcache_info(const stkr__symcache *c, stkr__symfile_info *info);
-size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
-                             stkr__symres *out, size_t max);
-
 /* Has the backend opened any of its images? (symbolize_elf.c; used by
  * stkr__symfile_open to tell an ELF file from an unreadable one.) */
 bool stkr__symbe_usable(const stkr__symbe *be);

@@ -59,11 +59,18 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
+static uint64_t fnv1a_more(uint64_t h, const uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
 }
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+  return fnv1a_more(0xcbf29ce484222325ull, p, n);
+}
+
+/* The checksum covers the header up to itself (offset 88) and everything
+ * after the header. */
+#define SUM_OFF 88u
 
 /* ---- building ------------------------------------------------------------ */
 
@@ -316,12 +323,11 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   put64(hdr.p + 72, info.text_vmaddr);
   put64(hdr.p + 80, HDR + ranges.n + frames.n + strs.data.n);
   {
-    uint64_t h = 0xcbf29ce484222325ull;
-    const buf *parts[3] = {&ranges, &frames, &strs.data};
-    for (int k = 0; k < 3; k++)
-      for (size_t i = 0; i < parts[k]->n; i++)
-        h = (h ^ parts[k]->p[i]) * 0x100000001b3ull;
-    put64(hdr.p + 88, h);
+    uint64_t h = fnv1a(hdr.p, SUM_OFF);
+    h = fnv1a_more(h, ranges.p, ranges.n);
+    h = fnv1a_more(h, frames.p, frames.n);
+    h = fnv1a_more(h, strs.data.p, strs.data.n);
+    put64(hdr.p + SUM_OFF, h);
   }
   {
     const buf parts[4] = {hdr, ranges, frames, strs.data};
@@ -383,8 +389,9 @@ static int check(stkr__symcache *c, const char *path, char *err, size_t cap) {
   if (get64(h + 80) != c->len || need != c->len)
     return bad(err, cap, path, 80, "sizes do not add up to the file size "
                "(truncated or damaged)");
-  if (get64(h + 88) != fnv1a(h + HDR, c->len - HDR))
-    return bad(err, cap, path, 88, "checksum mismatch (damaged)");
+  if (get64(h + SUM_OFF) !=
+      fnv1a_more(fnv1a(h, SUM_OFF), h + HDR, c->len - HDR))
+    return bad(err, cap, path, SUM_OFF, "checksum mismatch (damaged)");
   if (c->n_ranges == 0) return bad(err, cap, path, 56, "no ranges");
   c->ranges = h + HDR;
   c->frames = c->ranges + (size_t)c->n_ranges * RANGE;

@@ -8,7 +8,8 @@
  * PC - 1 - slide in the dSYM: every frame's function, file, line, column
  * and the inline chain. Also: the slice of a universal dSYM chosen by
  * UUID (an arm64 and an x86_64 process), DWARF 5, dSYMs found in an
- * .xcarchive, a binary without dSYM (symbol table names only), and images
+ * .xcarchive, a binary without dSYM (symbol table names only), symbol
+ * caches only (stackrec symcache build), and images
  * whose UUID nothing has (or a file of that name with another UUID): image
  * + offset and a warning naming the UUID, never a name.
  */
@@ -394,10 +395,30 @@ static void test_xcarchive_and_binary_only(void **state) {
   }
 }
 
+/* Symbol caches only (stackrec symcache build): the same answers. */
+static void test_symbol_caches_only(void **state) {
+  char out[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("rm -rf '%s/caches' && '%s' symcache build '%s/App.dSYM' "
+                         "'%s/D5-arm64.dSYM' -o '%s/caches'", mt_tmp, mt_tool,
+                         mt_fx, mt_fx, mt_tmp), 0);
+  snprintf(out, sizeof out, "%s/out4", mt_tmp);
+  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/caches' -o '%s' '%s'",
+                         mt_tool, mt_tmp, out, g_dir), 0);
+  assert_int_equal(check_out(out, 100, g_first[0], g_n[0], g_arm[0].load, false,
+                             false), g_n[0]);
+  assert_int_equal(check_out(out, 100, g_first[3], g_n[3], g_arm[3].load, false,
+                             false), g_n[3]);
+  assert_int_equal(check_out(out, 200, g_first[4], g_n[4], g_x86[0].load, false,
+                             false), g_n[4]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dsyms_by_uuid),
       cmocka_unit_test(test_xcarchive_and_binary_only),
+      cmocka_unit_test(test_symbol_caches_only),
   };
   mt_setup(6, 12);
   return cmocka_run_group_tests(tests, setup, NULL);

@@ -236,17 +236,17 @@ int stkr_cli_atos(int argc, char **argv) {
                : rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
   }
   stkr__symfile_get_info(f, &info);
+  {
+    /* "(in App)" for App.dSYM and App.dSYM/Contents/Resources/DWARF/App
+     * (and for its symbol cache, with --symcache). */
+    static char img[256];
+    const char *b = base_of(info.path);
+    snprintf(img, sizeof img, "%s", b && *b ? b : base_of(path));
+    o.image = img;
+  }
   if (cache_dir && info.macho && info.has_uuid)
     use_cache(cache_dir, &f, &info);
   o.text_vmaddr = info.text_vmaddr;
-  o.image = base_of(path);
-  {
-    /* "(in App)" for App.dSYM and App.dSYM/Contents/Resources/DWARF/App. */
-    static char img[256];
-    const char *b = base_of(info.path);
-    snprintf(img, sizeof img, "%s", b && *b ? b : o.image);
-    o.image = img;
-  }
   if (info.macho && !info.has_dwarf)
     fprintf(stderr, "stackrec atos: note: %s has no DWARF (no dSYM): function "
                     "names only, from its symbol table\n", info.path);
