@@ -228,6 +228,33 @@ static int write_file(const char *path, const buf *parts, size_t n_parts,
   return rc;
 }
 
+/* The header (docs/SYMCACHE.md), checksum last. */
+static void put_header(uint8_t *h, const stkr__symfile_info *info,
+                       uint32_t nranges, uint32_t nframes, const buf *ranges,
+                       const buf *frames, const buf *strs) {
+  uint32_t t = 0, sub = 0;
+  uint64_t sum;
+  memset(h, 0, HDR);
+  memcpy(h, STKR__SYMCACHE_MAGIC, 8);
+  put32(h + 8, VERSION);
+  put32(h + 12, HDR);
+  put32(h + 16, info->has_uuid ? 16 : 0);
+  memcpy(h + 20, info->uuid, 16);
+  if (info->arch) (void)stkr_macho_arch_parse(info->arch, &t, &sub);
+  put32(h + 52, t);
+  put32(h + 56, nranges);
+  put32(h + 60, nframes);
+  put32(h + 64, (uint32_t)strs->n);
+  put32(h + 68, sub);
+  put64(h + 72, info->text_vmaddr);
+  put64(h + 80, HDR + ranges->n + frames->n + strs->n);
+  sum = fnv1a(h, SUM_OFF);
+  sum = fnv1a_more(sum, ranges->p, ranges->n);
+  sum = fnv1a_more(sum, frames->p, frames->n);
+  sum = fnv1a_more(sum, strs->p, strs->n);
+  put64(h + SUM_OFF, sum);
+}
+
 int stkr__symcache_write(stkr__symfile *f, const char *path,
                          stkr__symcache_stats *st, char *err, size_t cap) {
   stkr__addrs bd = {0};
@@ -305,30 +332,7 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
     rc = -ENOMEM;
     goto out;
   }
-  memset(hdr.p, 0, HDR);
-  memcpy(hdr.p, STKR__SYMCACHE_MAGIC, 8);
-  put32(hdr.p + 8, VERSION);
-  put32(hdr.p + 12, HDR);
-  put32(hdr.p + 16, info.has_uuid ? 16 : 0);
-  memcpy(hdr.p + 20, info.uuid, 16);
-  {
-    uint32_t t = 0, s = 0;
-    if (info.arch) (void)stkr_macho_arch_parse(info.arch, &t, &s);
-    put32(hdr.p + 52, t);
-    put32(hdr.p + 68, s);
-  }
-  put32(hdr.p + 56, nranges);
-  put32(hdr.p + 60, nframes);
-  put32(hdr.p + 64, (uint32_t)strs.data.n);
-  put64(hdr.p + 72, info.text_vmaddr);
-  put64(hdr.p + 80, HDR + ranges.n + frames.n + strs.data.n);
-  {
-    uint64_t h = fnv1a(hdr.p, SUM_OFF);
-    h = fnv1a_more(h, ranges.p, ranges.n);
-    h = fnv1a_more(h, frames.p, frames.n);
-    h = fnv1a_more(h, strs.data.p, strs.data.n);
-    put64(hdr.p + SUM_OFF, h);
-  }
+  put_header(hdr.p, &info, nranges, nframes, &ranges, &frames, &strs.data);
   {
     const buf parts[4] = {hdr, ranges, frames, strs.data};
     rc = write_file(path, parts, 4, err, cap);
