@@ -2,7 +2,8 @@
  * test-atos.c: `stackrec atos` against llvm-symbolizer (the oracle) on the
  * Mach-O fixtures (tests/apple/fixtures.sh): every byte address of the
  * code of each slice of a universal dSYM (arm64, arm64e, x86_64), a thin
- * dSYM, a DWARF 5 one, a binary without dSYM (symbol table names), and an
+ * dSYM, a DWARF 5 one, a binary without dSYM (symbol table names), an
+ * Objective-C dylib (names as they are, with and without dSYM), and an
  * ELF file (tests/symfixture); function, file, line, column and every
  * inlined frame must be equal (tests/apple/compare.py). Also: -l address
  * math, the slice chosen by -arch, atos's text lines, --json, errors
@@ -69,6 +70,26 @@ static void test_symbol_table_only(void **state) {
   /* Says so. */
   assert_int_equal(mt_sh("'%s' atos -o '%s' 0x100004000", mt_tool, obj), 0);
   assert_non_null(strstr(mt_err, "has no DWARF"));
+}
+
+/* Objective-C names as they are, from the dSYM and from the symbol
+ * table alone. */
+static void test_objc(void **state) {
+  char obj[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  snprintf(obj, sizeof obj, "%s/Objc-arm64.dSYM/Contents/Resources/DWARF/"
+           "Objc-arm64", mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+  assert_int_equal(mt_sh("cp '%s/Objc-arm64' '%s/nodsym/' 2>/dev/null || "
+                         "(mkdir -p '%s/nodsym' && cp '%s/Objc-arm64' "
+                         "'%s/nodsym/')", mt_fx, mt_fx, mt_fx, mt_fx, mt_fx), 0);
+  snprintf(obj, sizeof obj, "%s/nodsym/Objc-arm64", mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+  assert_int_equal(mt_sh("'%s' atos -o '%s/Objc-arm64.dSYM' -i 0x4000 0x4014",
+                         mt_tool, mt_fx), 0);
+  assert_non_null(strstr(mt_out, "-[Probe bump:] (in Objc-arm64) (probe.m:7)\n"));
+  assert_non_null(strstr(mt_out, "+[Probe make] (in Objc-arm64) (probe.m:8)\n"));
 }
 
 static void test_elf(void **state) {
@@ -189,6 +210,7 @@ int main(void) {
       cmocka_unit_test(test_universal_dsym_every_slice),
       cmocka_unit_test(test_thin_and_dwarf5),
       cmocka_unit_test(test_symbol_table_only),
+      cmocka_unit_test(test_objc),
       cmocka_unit_test(test_elf),
       cmocka_unit_test(test_load_address),
       cmocka_unit_test(test_json_and_arch),

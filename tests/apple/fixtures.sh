@@ -21,6 +21,7 @@
 #   App-arm64.dSYM                    thin dSYM of App-arm64
 #   D5-arm64 D5-arm64.dSYM            DWARF 5 (clang -gdwarf-5)
 #   Other-arm64 Other-arm64.dSYM      same sources, other build (other UUID)
+#   Objc-arm64 Objc-arm64.dSYM        an Objective-C dylib (-[Probe bump:])
 #   Archive.xcarchive/dSYMs/App.dSYM  copy, as Xcode lays out an archive
 #   uuids                             "NAME ARCH UUID" per slice
 # Exit status 77 when a tool is missing (the caller skips).
@@ -81,6 +82,24 @@ build() {
 for a in arm64 arm64e x86_64; do build App $a -gdwarf-4; done
 build D5 arm64 -gdwarf-5
 build Other arm64 -gdwarf-4 -DSTKR_OTHER_BUILD=1 -O1
+# Objective-C: a root class (no Foundation, no runtime to link: the class
+# metadata's references stay dynamic), as a dylib.
+cat >"$out/src/probe.m" <<'OBJC'
+__attribute__((objc_root_class))
+@interface Probe { int n; }
+- (int)bump:(int)k;
++ (int)make;
+@end
+@implementation Probe
+- (int)bump:(int)k { n += k; return n * 3; }
++ (int)make { return 7; }
+@end
+OBJC
+mkdir -p "$out/obj-Objc-arm64"
+"$cc" -target arm64-apple-ios15.0 -gdwarf-4 -O2 -c "$out/src/probe.m" \
+  -o "$out/obj-Objc-arm64/probe.m.o"
+"$ld" -arch arm64 -platform_version ios 15.0 15.0 -dylib -undefined dynamic_lookup \
+  -o "$out/Objc-arm64" "$out/obj-Objc-arm64/probe.m.o"
 "$lipo" -create "$out/App-arm64" "$out/App-arm64e" "$out/App-x86_64" -output "$out/App"
 rm -rf "$out"/*.dSYM "$out/Archive.xcarchive"
 "$dsymutil" "$out/App" -o "$out/App.dSYM" 2>"$out/dsymutil.log"
@@ -89,10 +108,11 @@ rm -rf "$out"/*.dSYM "$out/Archive.xcarchive"
 # is still what llvm-symbolizer (the oracle) reads too.
 "$dsymutil" "$out/D5-arm64" -o "$out/D5-arm64.dSYM" 2>>"$out/dsymutil.log"
 "$dsymutil" "$out/Other-arm64" -o "$out/Other-arm64.dSYM" 2>>"$out/dsymutil.log"
+"$dsymutil" "$out/Objc-arm64" -o "$out/Objc-arm64.dSYM" 2>>"$out/dsymutil.log"
 mkdir -p "$out/Archive.xcarchive/dSYMs"
 cp -r "$out/App.dSYM" "$out/Archive.xcarchive/dSYMs/"
 : >"$out/uuids"
-for n in App D5-arm64 Other-arm64; do
+for n in App D5-arm64 Other-arm64 Objc-arm64; do
   "$dwarfdump" --uuid "$out/$n" | while read -r _ uuid arch _; do
     arch=${arch#(}
     echo "$n ${arch%)} $uuid" >>"$out/uuids"
