@@ -76,6 +76,9 @@ def main():
               "llvm-symbolizer uses and we skip)" % (nodwarf, unknown))
     for x, gs, ws in diffs[:5]:
         print("  0x%x\n    ours:   %s\n    oracle: %s" % (x, gs, ws))
-    sys.exit(0 if not diffs and frames >= len(addrs) // 2 else 1)
+    # Enough compared: half the addresses have DWARF answers in a dSYM;
+    # an ELF test binary's DWARF covers only its own code (500 frames).
+    enough = 500 if lenient else len(addrs) // 2
+    sys.exit(0 if not diffs and frames >= enough else 1)
 
 main()
