@@ -195,7 +195,10 @@ int stkr__machodir_open(stkr__machodir *d, const char *image_path,
                want, d->e[i].path, got);
       return -ENOENT;
     }
-  snprintf(why, cap, "no dSYM or Mach-O file with UUID %s found%s", want,
+  /* The caller tries ELF files with this id next and uses this message
+   * if none matches either. */
+  snprintf(why, cap, "no dSYM or Mach-O file with UUID %s (nor an ELF file "
+           "with that build-id) found%s", want,
            d && d->files ? " in the debug dirs" : " (give --debug-dir)");
   return -ENOENT;
 }

@@ -351,7 +351,8 @@ static void test_dsyms_by_uuid(void **state) {
                              false), g_n[1]);
   assert_non_null(strstr(mt_err, "libsystem_kernel.dylib: no dSYM or Mach-O "
                                  "file with UUID DEADBEEF-0102-0304-0506-"
-                                 "0708090A0B0C found"));
+                                 "0708090A0B0C (nor an ELF file with that "
+                                 "build-id) found in the debug dirs"));
   /* A dSYM of that name, another build: never its names. */
   assert_int_equal(check_out(out, 100, g_first[2], g_n[2], g_arm[2].load, true,
                              false), g_n[2]);
