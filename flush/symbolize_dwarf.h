@@ -39,6 +39,12 @@ typedef struct stkr__dwnames {
   size_t cap[STKR__SYM_MAX_INLINE];
   char *path[STKR__SYM_MAX_INLINE]; /* file names joined to comp_dir */
   size_t path_cap[STKR__SYM_MAX_INLINE];
+  /* With memo set (the Mach-O files: their strings are mapped for the
+   * handle's life), demangled names are kept by the address of the mangled
+   * one: each distinct function is demangled once. */
+  bool memo;
+  struct stkr__dwmemo *memo_tab; /* open addressing */
+  size_t memo_cap, memo_n;
 } stkr__dwnames;
 
 void stkr__dwidx_free(stkr__dwidx *ix);  /* not dw itself */

@@ -334,6 +334,9 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
     return -ENOENT;
   }
   f->info.path = f->path;
+  /* Mangled names live in the mapping (DWARF strings, the symbol table)
+   * for the handle's life: demangle each once. */
+  f->names.memo = true;
   fd = open(f->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || fstat(fd, &st) != 0) {
     rc = -errno;

@@ -218,7 +218,9 @@ static int write_file(const char *path, const buf *parts, size_t n_parts,
       if (w <= 0) rc = w < 0 ? -errno : -EIO;
       else off += (size_t)w;
     }
-  if (rc == 0 && (fchmod(fd, 0644) != 0 || fsync(fd) != 0)) rc = -errno;
+  /* No fsync: a cache is derived data, and one torn by a crash fails its
+   * checksum on load and is rebuilt. */
+  if (rc == 0 && fchmod(fd, 0644) != 0) rc = -errno;
   if (close(fd) != 0 && rc == 0) rc = -errno;
   if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
   if (rc < 0) {
