@@ -415,8 +415,48 @@ static void test_symbol_caches_only(void **state) {
                              false), g_n[4]);
 }
 
+/* No --debug-dir: the image's recorded path, when this machine has the
+ * file with that UUID (a shared build tree), gives its symbol table. */
+static void test_recorded_path(void **state) {
+  char dir[4200], out[4200], bin[4200];
+  img one;
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  snprintf(bin, sizeof bin, "%s/App-arm64", mt_fx);
+  one = g_arm[0];
+  one.path = bin;
+  snprintf(dir, sizeof dir, "%s/rec-path", mt_tmp);
+  snprintf(out, sizeof out, "%s/out5", mt_tmp);
+  write_rec(dir, 300, "arm64", &one, 1, g_pcs + g_first[0], g_n[0]);
+  assert_int_equal(mt_sh("'%s' symbolize -o '%s' '%s'", mt_tool, out, dir), 0);
+  assert_string_equal(mt_err, "");
+  {
+    stkr_reader *r;
+    stkr_event_view ev;
+    size_t named = 0;
+    assert_int_equal(stkr_reader_open(out, NULL, &r), 0);
+    while (stkr_reader_next(r, &ev) == 1)
+      for (size_t j = 0; j < ev.n_frames; j++) {
+        assert_non_null(ev.frames[j].function);
+        assert_null(ev.frames[j].file); /* a binary: names only */
+        named++;
+      }
+    stkr_reader_free(r);
+    assert_int_equal(named, g_n[0]);
+  }
+  /* The same path recorded with another UUID: never its names. */
+  one.uuid[0] ^= 0xff;
+  snprintf(dir, sizeof dir, "%s/rec-path2", mt_tmp);
+  snprintf(out, sizeof out, "%s/out6", mt_tmp);
+  write_rec(dir, 301, "arm64", &one, 1, g_pcs + g_first[0], 50);
+  assert_int_equal(mt_sh("'%s' symbolize -o '%s' '%s'", mt_tool, out, dir), 0);
+  assert_non_null(strstr(mt_err, "UUID mismatch or unreadable"));
+  assert_non_null(strstr(mt_err, "no slice with UUID"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_recorded_path),
       cmocka_unit_test(test_dsyms_by_uuid),
       cmocka_unit_test(test_xcarchive_and_binary_only),
       cmocka_unit_test(test_symbol_caches_only),
