@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,50 +105,82 @@ static cxa_demangle_fn demangler(void) {
   return fn;
 }
 
-/* swift_demangle is the Swift runtime's (libswiftCore): loaded in any Swift
- * process, which is where inproc symbolization runs. With a NULL buffer it
- * returns a malloc'd string. Never loaded for us: offline symbolization of
- * a Swift recording keeps mangled names unless the tool runs with the
- * runtime loaded (swift-demangle reads them). */
+/* ---- Swift ---------------------------------------------------------------- */
+
 typedef char *(*swift_demangle_fn)(const char *, size_t, char *, size_t *,
                                    uint32_t);
 
+/* Written by the tools' main thread before any lookup, read by the one
+ * thread that symbolizes: no atomics needed. */
+static bool g_swift_may_load;
+static uint64_t g_swift_missed;
+static char g_swift_runtime[4096];
+
+void stkr__demangle_swift_enable(void) { g_swift_may_load = true; }
+
+uint64_t stkr__demangle_swift_missed(void) { return g_swift_missed; }
+
+const char *stkr__demangle_swift_runtime(void) {
+  return g_swift_runtime[0] ? g_swift_runtime : NULL;
+}
+
+/* The runtime's swift_demangle, looked up once. In the recorded app only
+ * an already loaded runtime is used (a Swift app has it; nothing is loaded
+ * into anyone else's process); the tools may load it: STACKREC_SWIFT_RUNTIME
+ * (a libswiftCore.so) if set, else the Swift toolchain's, then the library
+ * path. */
 static swift_demangle_fn swift_demangler(void) {
   static swift_demangle_fn fn;
   static bool tried;
   if (!tried) {
-    void *h;
+    /* STACKREC_SWIFT_RUNTIME, when set, is the only candidate. */
+    const char *env = getenv("STACKREC_SWIFT_RUNTIME");
+    bool only = env && *env;
+    const char *const cand[] = {
+        only ? env : NULL,
+        only ? NULL : "/opt/swift/usr/lib/swift/linux/libswiftCore.so",
+        only ? NULL : "/usr/lib/swift/linux/libswiftCore.so",
+        only ? NULL : "libswiftCore.so"};
     tried = true;
     fn = (swift_demangle_fn)dlsym(RTLD_DEFAULT, "swift_demangle");
-    if (!fn && (h = dlopen("libswiftCore.so", RTLD_LAZY | RTLD_NOLOAD)))
-      fn = (swift_demangle_fn)dlsym(h, "swift_demangle");
+    if (fn) snprintf(g_swift_runtime, sizeof g_swift_runtime, "(loaded)");
+    for (size_t i = 0; !fn && g_swift_may_load && i < 4; i++) {
+      void *h;
+      if (!cand[i] || !(h = dlopen(cand[i], RTLD_LAZY | RTLD_LOCAL))) continue;
+      if ((fn = (swift_demangle_fn)dlsym(h, "swift_demangle")))
+        snprintf(g_swift_runtime, sizeof g_swift_runtime, "%s", cand[i]);
+      else
+        dlclose(h);
+    }
   }
   return fn;
 }
 
-/* Swift 5+ ($s), 4.2 ($S) and 4 (_T0) manglings, with or without the
- * platform's leading underscore. */
+/* "$s..." (Swift 5), "$S" (4.2), "$e" (embedded), "_T0" (4.0), with the
+ * Mach-O symbol underscore or not. */
 static bool swift_mangled(const char *n) {
   if (n[0] == '_' && n[1] == '$') n++;
-  return (n[0] == '$' && (n[1] == 's' || n[1] == 'S')) ||
+  return (n[0] == '$' && (n[1] == 's' || n[1] == 'S' || n[1] == 'e')) ||
          (n[0] == '_' && n[1] == 'T' && n[2] == '0');
 }
 
-static const char *swift_demangle_into(const char *name, char **buf,
-                                       size_t *cap) {
+static const char *demangle_swift(const char *name, char **buf, size_t *cap) {
   swift_demangle_fn fn = swift_demangler();
-  size_t len;
   char *out;
-
-  if (!fn || !(out = fn(name, strlen(name), NULL, NULL, 0))) return NULL;
+  size_t len;
+  if (!fn) {
+    g_swift_missed++;
+    return NULL;
+  }
+  if (!(out = fn(name, strlen(name), NULL, NULL, 0))) return NULL;
   len = strlen(out) + 1;
   if (len > *cap) {
-    char *nb = realloc(*buf, len);
-    if (!nb) {
+    char *b = realloc(*buf, len);
+    if (!b) {
       free(out);
       return NULL;
     }
-    *buf = nb;
+    *buf = b;
     *cap = len;
   }
   memcpy(*buf, out, len);
@@ -161,7 +194,7 @@ const char *stkr__demangle(const char *name, char **buf, size_t *cap) {
   char *out;
 
   if (!name) return NULL;
-  if (swift_mangled(name)) return swift_demangle_into(name, buf, cap);
+  if (swift_mangled(name)) return demangle_swift(name, buf, cap);
   if (name[0] != '_' || name[1] != 'Z') return NULL;
   if (!(fn = demangler())) return NULL;
   /* __cxa_demangle reallocs *buf as needed (it must be malloc'd). */

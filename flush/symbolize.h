@@ -70,6 +70,9 @@ typedef struct stkr__symbe_opts {
   bool offline;
   stkr__sym_warn_fn warn; /* NULL: no warnings */
   void *warn_arg;
+  /* Relative source file names get the CU's DW_AT_comp_dir in front (as
+   * llvm-symbolizer prints them; `stackrec atos`). Default: as compiled. */
+  bool full_paths;
 } stkr__symbe_opts;
 
 /* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by
@@ -89,6 +92,86 @@ int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,
 size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
                            const stkr__symimg **img, stkr__symres *out,
                            size_t max);
+
+/* ---- one file by itself: Mach-O (and dSYMs), or ELF (symbolize_macho.c) -- */
+/* Used by `stackrec atos` and, for images recorded on Apple platforms
+ * (Image.build_id = LC_UUID), by the backend above in offline mode. A
+ * Mach-O slice's DWARF (a dSYM's __DWARF sections) is read with libdw
+ * through an in-memory ELF image; its symbol table gives names when there
+ * is no DWARF. Addresses are the file's own (unslid: __TEXT vmaddr based
+ * for Mach-O, p_vaddr for ELF). */
+typedef struct stkr__symfile stkr__symfile;
+
+typedef struct stkr__symfile_info {
+  bool macho;
+  const char *arch;      /* Mach-O: "arm64", "arm64e", "x86_64"; ELF: NULL */
+  bool has_uuid;
+  uint8_t uuid[16];      /* Mach-O LC_UUID */
+  uint64_t text_vmaddr;  /* Mach-O: __TEXT vmaddr; ELF: 0 */
+  bool has_dwarf;
+  const char *path;      /* the file actually read (inside a .dSYM) */
+} stkr__symfile_info;
+
+/* Open `path`: a Mach-O file (thin or universal), a .dSYM bundle
+ * directory, or an ELF file. In a universal file the slice is chosen by
+ * `uuid` (16 bytes; NULL: any), then by `arch` (NULL: the only slice).
+ * @return 0; -ENOENT (no such file, or no slice with that UUID / arch:
+ * `err` lists the slices), -EINVAL (malformed: `err` names the offset),
+ * -ENOMEM. `err` always names the file. */
+int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
+                       stkr__symfile **out, char *err, size_t err_cap);
+void stkr__symfile_free(stkr__symfile *f);
+void stkr__symfile_get_info(const stkr__symfile *f, stkr__symfile_info *info);
+/* The frames of the instruction at `addr` (exact: a return address must be
+ * passed as PC - 1), innermost first. @return 0: no symbol there. */
+size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr,
+                            stkr__symres *out, size_t max);
+
+/* ---- the per-build symbol cache (symcache.c, docs/SYMCACHE.md) ---------- */
+/* A file <UUID>.stkrsym: the answers of one Mach-O slice's DWARF and
+ * symbol table, as sorted address ranges -> frames, read with mmap and
+ * checked whole on load. stkr__symfile_open() opens one like a dSYM. */
+typedef struct stkr__symcache_stats {
+  uint64_t ranges, frames, string_bytes, file_bytes;
+  uint64_t dwarf_bytes; /* of the source's __DWARF sections */
+} stkr__symcache_stats;
+/* Write the cache of `f` (a Mach-O symfile) to `path` (created 0644, via a
+ * temporary file renamed into place). @return 0, -ENOTSUP (not Mach-O),
+ * -errno; err says what. */
+int stkr__symcache_write(stkr__symfile *f, const char *path,
+                         stkr__symcache_stats *st, char *err, size_t err_cap);
+/* Cache file extension, and the name for an image: "<UUID>.stkrsym". */
+#define STKR__SYMCACHE_EXT ".stkrsym"
+#define STKR__SYMCACHE_MAGIC "STKRSYM\0"
+
+/* The reader, behind stkr__symfile (and fuzzed alone). */
+typedef struct stkr__symcache stkr__symcache;
+/* Map and check the whole file open on fd (the caller may close fd
+ * after). @return 0, -EINVAL (err names the file, the offset and what is
+ * wrong), -errno. */
+int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
+                        char *err, size_t err_cap);
+void stkr__symcache_free(stkr__symcache *c);
+/* has_uuid/uuid (the build's id), text_vmaddr, arch, has_dwarf. */
+void stkr__symcache_info(const stkr__symcache *c, stkr__symfile_info *info);
+/* The frames stored for addr (a file address), innermost first. */
+size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
+                             stkr__symres *out, size_t max);
+
+/* The Mach-O files (dSYM bundles, .xcarchive/dSYMs, loose and universal
+ * binaries) under some directories, indexed by UUID: scanned once. */
+typedef struct stkr__machodir stkr__machodir;
+/* @return 0 or -ENOMEM. Unreadable entries are skipped. */
+int stkr__machodir_scan(const char *const *dirs, size_t n,
+                        stkr__machodir **out);
+void stkr__machodir_free(stkr__machodir *d);
+/* The file for an image with this UUID: a dSYM first, else a binary with
+ * it (its symbol table), else the recorded path if it carries the UUID.
+ * @return 0; -ENOENT with `why` saying what was found instead (a file of
+ * the image's name with another UUID: "UUID mismatch"). */
+int stkr__machodir_open(stkr__machodir *d, const char *image_path,
+                        const uint8_t uuid[16], stkr__symfile **out,
+                        char *why, size_t why_cap);
 
 /* ---- definitions a batch must carry ------------------------------------ */
 typedef struct stkr__symdefs {
@@ -137,9 +220,20 @@ uint64_t stkr__symc_frames(const stkr__symc *c);
 uint64_t stkr__sym_resolved_total(void);
 
 /* ---- demangling (symbolize.c) -------------------------------------------- */
-/* Demangle an Itanium C++ name ("_Z...") into buf. @return buf, or NULL if
- * `name` is not mangled or no demangler is available (libstdc++'s
- * __cxa_demangle, looked up at run time so C apps need not link it). */
+/* Demangle an Itanium C++ name ("_Z...") or a Swift one ("$s", "_$s", "$S",
+ * "_T0") into buf. @return buf, or NULL if `name` is not mangled or no
+ * demangler is available (libstdc++'s __cxa_demangle, looked up at run
+ * time so C apps need not link it; the Swift runtime's swift_demangle,
+ * see below). */
 const char *stkr__demangle(const char *name, char **buf, size_t *cap);
+/* Let stkr__demangle load the Swift runtime (libswiftCore.so: the path in
+ * STACKREC_SWIFT_RUNTIME, /opt/swift/usr/lib/swift/linux, the library
+ * path). Without this call (the recorder) only a runtime the process has
+ * already loaded is used. Call before the first lookup; not thread-safe. */
+void stkr__demangle_swift_enable(void);
+/* Swift names left mangled because no runtime was found, so far. */
+uint64_t stkr__demangle_swift_missed(void);
+/* The runtime used ("(loaded)" if the process had one), or NULL. */
+const char *stkr__demangle_swift_runtime(void);
 
 #endif /* STKR_FLUSH_SYMBOLIZE_H */

@@ -10,7 +10,8 @@
  *     matches the recorded one, so a rebuilt or replaced binary never gives
  *     a wrong name; libdw then finds the DWARF in it, or in a separate
  *     debug file by build-id or .gnu_debuglink;
- *  3. with DWARF: the CU by address (libdw's aranges), then our own per-CU
+ *  3. with DWARF (symbolize_dwarf.c, shared with the Mach-O backend): the
+ *     CU by address (libdw's aranges), then our own per-CU
  *     index of subprogram ranges (built once per CU; libdw's
  *     dwarf_getscopes would walk every top-level DIE of the CU, including
  *     whole C++ namespaces, for every PC), then down the one matching
@@ -44,22 +45,12 @@
 #include <unistd.h>
 
 #include "flush/symbolize.h"
+#include "flush/symbolize_dwarf.h"
 
 typedef struct fnsym {
   uint64_t lo, hi; /* absolute addresses */
   const char *name; /* libdw's string table, stable for the module */
 } fnsym;
-
-typedef struct fnrange {
-  uint64_t lo, hi;    /* DWARF addresses (module-relative to dwbias) */
-  Dwarf_Off die;      /* the subprogram DIE */
-} fnrange;
-
-typedef struct cuidx {
-  Dwarf_Off cu;
-  fnrange *r;
-  size_t n;
-} cuidx;
 
 typedef struct mod {
   stkr__symimg img;  /* path and build_id owned */
@@ -71,8 +62,11 @@ typedef struct mod {
   fnsym *syms;
   size_t n_syms;
   bool syms_built;
-  cuidx *cus; /* sorted by cu offset */
-  size_t n_cus, cap_cus;
+  stkr__dwidx ix; /* subprogram ranges per CU (symbolize_dwarf.c) */
+  /* An image recorded on an Apple platform (build_id = LC_UUID), found
+   * as a dSYM or Mach-O file by symbolize_machodir.c; NULL: ELF. */
+  stkr__symfile *mf;
+  uint64_t mf_text_vmaddr;
 } mod;
 
 struct stkr__symbe {
@@ -82,12 +76,12 @@ struct stkr__symbe {
   Dwfl_Callbacks cb;
   char **dirs;
   size_t n_dirs;
-  bool offline;
+  bool offline, full_paths;
   stkr__sym_warn_fn warn;
   void *warn_arg;
-  /* Per-frame name buffers of the current resolve (demangled names). */
-  char *names[STKR__SYM_MAX_INLINE];
-  size_t name_cap[STKR__SYM_MAX_INLINE];
+  stkr__dwnames names; /* demangled names of the current resolve */
+  stkr__machodir *machodir; /* the debug dirs' Mach-O files, scanned once */
+  bool machodir_scanned;
 };
 
 static void warnf(stkr__symbe *be, const char *fmt, ...)
@@ -183,8 +177,8 @@ static void mod_free(mod *m) {
   free((char *)m->img.path);
   free((uint8_t *)m->img.build_id);
   free(m->syms);
-  for (size_t i = 0; i < m->n_cus; i++) free(m->cus[i].r);
-  free(m->cus);
+  stkr__dwidx_free(&m->ix);
+  stkr__symfile_free(m->mf);
   free(m);
 }
 
@@ -198,6 +192,7 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
   (void)elf_version(EV_CURRENT);
   if (o) {
     be->offline = o->offline;
+    be->full_paths = o->full_paths;
     be->warn = o->warn;
     be->warn_arg = o->warn_arg;
     if (o->n_debug_dirs) {
@@ -242,7 +237,8 @@ void stkr__symbe_free(stkr__symbe *be) {
   for (size_t i = 0; i < be->n_dirs; i++) free(be->dirs[i]);
   free(be->dirs);
   free(be->debug_path);
-  for (size_t i = 0; i < STKR__SYM_MAX_INLINE; i++) free(be->names[i]);
+  stkr__dwnames_free(&be->names);
+  stkr__machodir_free(be->machodir);
   free(be);
 }
 
@@ -359,7 +355,8 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
 
 /* Find the file for m: by build-id in the debug dirs, by name there, then
  * the recorded path. @return an open fd, or -1 (warned). */
-static int find_file(stkr__symbe *be, mod *m, char **found) {
+static int find_file(stkr__symbe *be, mod *m, const char *also,
+                     char **found) {
   char want[2 * 64 + 1], got[2 * 64 + 1] = "", mism[1100] = "";
   char path[4096];
   const char *base = strrchr(m->img.path, '/');
@@ -402,7 +399,9 @@ static int find_file(stkr__symbe *be, mod *m, char **found) {
   } else if (!be->offline || m->img.path[0] == '\0') {
     return -1; /* the vdso, or an anonymous image: nothing on disk */
   }
-  if (mism[0])
+  if (also)
+    warnf(be, "%s: %s; its frames keep image+offset", m->img.path, also);
+  else if (mism[0])
     warnf(be, "%s: build-id mismatch: recorded %s, but %s; its frames keep "
               "image+offset", m->img.path, want, mism);
   else
@@ -421,13 +420,35 @@ ok:
 
 static void build_syms(mod *m);
 
+/* An image with a 16-byte build-id may be a Mach-O one (LC_UUID): look
+ * for its dSYM or binary first. @return true: m->mf is open. On failure
+ * *why says what was found instead (used if no ELF file matches either). */
+static bool macho_open(stkr__symbe *be, mod *m, char *why, size_t cap) {
+  stkr__symfile_info info;
+  if (!be->machodir_scanned) {
+    be->machodir_scanned = true;
+    if (stkr__machodir_scan((const char *const *)be->dirs, be->n_dirs,
+                            &be->machodir) < 0)
+      warnf(be, "out of memory while indexing the Mach-O files of the debug "
+                "dirs");
+  }
+  if (stkr__machodir_open(be->machodir, m->img.path, m->img.build_id, &m->mf,
+                          why, cap) != 0)
+    return false;
+  stkr__symfile_get_info(m->mf, &info);
+  m->mf_text_vmaddr = info.text_vmaddr;
+  return true;
+}
+
 static bool mod_open(stkr__symbe *be, mod *m) {
-  char *file = NULL;
+  char *file = NULL, why[1024] = "";
+  bool apple = be->offline && m->img.build_id_len == 16;
   int fd;
 
   if (m->tried) return m->usable;
   m->tried = true;
-  if ((fd = find_file(be, m, &file)) < 0) return false;
+  if (apple && macho_open(be, m, why, sizeof why)) return m->usable = true;
+  if ((fd = find_file(be, m, apple ? why : NULL, &file)) < 0) return false;
   if (!(m->dwfl = dwfl_begin(&be->cb))) {
     close(fd);
     free(file);
@@ -451,6 +472,7 @@ static bool mod_open(stkr__symbe *be, mod *m) {
     if (slot) *slot = be;
   }
   m->dw = dwfl_module_getdwarf(m->m, &m->dwbias); /* NULL: no DWARF */
+  m->ix.dw = m->dw;
   if (!m->dw && be->offline) {
     build_syms(m);
     if (m->n_syms == 0)
@@ -506,189 +528,44 @@ static const char *sym_lookup(mod *m, uint64_t a) {
   return NULL;
 }
 
-/* ---- DWARF --------------------------------------------------------------- */
-
-typedef struct growr {
-  fnrange *r;
-  size_t n, cap;
-} growr;
-
-static void add_ranges(growr *g, Dwarf_Die *die) {
-  Dwarf_Addr base, lo, hi;
-  ptrdiff_t off = 0;
-  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
-    if (hi <= lo) continue;
-    if (g->n == g->cap) {
-      size_t nc = g->cap ? g->cap * 2 : 64;
-      fnrange *r = realloc(g->r, nc * sizeof *r);
-      if (!r) return;
-      g->r = r;
-      g->cap = nc;
-    }
-    g->r[g->n++] = (fnrange){lo, hi, dwarf_dieoffset(die)};
-  }
-}
-
-/* Collect the subprograms with code under `parent`, descending through
- * scopes that may hold them (namespaces, classes) but not into functions. */
-static void collect(growr *g, Dwarf_Die *parent, int depth) {
-  Dwarf_Die c;
-  if (depth > 32 || dwarf_child(parent, &c) != 0) return;
-  do {
-    switch (dwarf_tag(&c)) {
-    case DW_TAG_subprogram:
-      add_ranges(g, &c);
-      break;
-    case DW_TAG_namespace:
-    case DW_TAG_class_type:
-    case DW_TAG_structure_type:
-    case DW_TAG_union_type:
-    case DW_TAG_module:
-      collect(g, &c, depth + 1);
-      break;
-    default:
-      break;
-    }
-  } while (dwarf_siblingof(&c, &c) == 0);
-}
-
-static int cmp_range(const void *a, const void *b) {
-  const fnrange *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
-}
-
-static cuidx *cu_index(mod *m, Dwarf_Die *cudie) {
-  Dwarf_Off off = dwarf_dieoffset(cudie);
-  size_t lo = 0, hi = m->n_cus;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (m->cus[mid].cu == off) return &m->cus[mid];
-    if (m->cus[mid].cu < off) lo = mid + 1;
-    else hi = mid;
-  }
-  if (m->n_cus == m->cap_cus) {
-    size_t nc = m->cap_cus ? m->cap_cus * 2 : 16;
-    cuidx *n = realloc(m->cus, nc * sizeof *n);
-    if (!n) return NULL;
-    m->cus = n;
-    m->cap_cus = nc;
-  }
-  growr g = {NULL, 0, 0};
-  collect(&g, cudie, 0);
-  qsort(g.r, g.n, sizeof *g.r, cmp_range);
-  memmove(&m->cus[lo + 1], &m->cus[lo], (m->n_cus - lo) * sizeof *m->cus);
-  m->cus[lo] = (cuidx){off, g.r, g.n};
-  m->n_cus++;
-  return &m->cus[lo];
-}
-
-/* The subprogram DIE whose code contains a (DWARF address). */
-static bool find_subprogram(mod *m, Dwarf_Die *cudie, Dwarf_Addr a,
-                            Dwarf_Die *out) {
-  cuidx *ci = cu_index(m, cudie);
-  size_t lo = 0, hi;
-  if (!ci) return false;
-  hi = ci->n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (ci->r[mid].lo <= a) lo = mid + 1;
-    else hi = mid;
-  }
-  /* Nearest ranges first; nested or overlapping ones are rare. */
-  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
-    if (a < ci->r[k - 1].hi)
-      return dwarf_offdie(m->dw, ci->r[k - 1].die, out) != NULL;
-  return false;
-}
-
-/* A DIE's function name: the demangled linkage name, else DW_AT_name
- * (following abstract_origin/specification). Stored in names[slot]. */
-static const char *die_name(stkr__symbe *be, Dwarf_Die *die, size_t slot) {
-  Dwarf_Attribute at;
-  const char *ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
-  if (!ln)
-    ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
-  if (ln) {
-    const char *d = stkr__demangle(ln, &be->names[slot], &be->name_cap[slot]);
-    return d ? d : ln;
-  }
-  return dwarf_diename(die);
-}
+/* ---- DWARF (the lookups themselves: symbolize_dwarf.c) -------------------- */
 
 static const char *sym_name(stkr__symbe *be, const char *n, size_t slot) {
-  const char *d = stkr__demangle(n, &be->names[slot], &be->name_cap[slot]);
-  return d ? d : n;
-}
-
-/* Walk from the subprogram down through the scopes containing a; collect
- * the inlined_subroutine DIEs, outermost first. */
-static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
-                           size_t max) {
-  Dwarf_Die cur = *sub, c;
-  size_t n = 0;
-  for (int depth = 0; depth < 64; depth++) {
-    bool down = false;
-    if (dwarf_child(&cur, &c) != 0) break;
-    do {
-      int tag = dwarf_tag(&c);
-      if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
-           tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
-          dwarf_haspc(&c, a) == 1) {
-        if (tag == DW_TAG_inlined_subroutine && n < max) chain[n++] = c;
-        cur = c;
-        down = true;
-        break;
-      }
-    } while (dwarf_siblingof(&c, &c) == 0);
-    if (!down) break;
-  }
-  return n;
+  return stkr__dw_sym_name(&be->names, n, slot);
 }
 
 static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
                             stkr__symres *out, size_t max) {
   Dwarf_Addr bias;
-  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, &bias), sub;
-  Dwarf_Die chain[STKR__SYM_MAX_INLINE];
-  Dwarf_Files *files = NULL;
-  size_t nfiles = 0, nch, n = 0;
+  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, &bias), sub, own;
   const char *file = NULL;
   int line = 0, col = 0;
+  size_t n;
 
-  if (!cudie || !find_subprogram(m, cudie, a - bias, &sub)) return 0;
-  Dwfl_Line *l = dwfl_module_getsrc(m->m, a);
-  if (l) file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
-
-  nch = inline_chain(&sub, a - bias, chain, max - 1);
-  if (nch) (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
-  /* Innermost first: chain[nch-1] is the innermost inlined call; its code
-   * is where a is (the line table's line); its call site is the line in
-   * the function around it, and so on out to the subprogram. */
-  for (size_t k = nch; k-- > 0;) {
-    Dwarf_Attribute at;
-    Dwarf_Word v;
-    out[n] = (stkr__symres){die_name(be, &chain[k], n), file,
-                            line > 0 ? (uint32_t)line : 0,
-                            col > 0 ? (uint32_t)col : 0, true};
-    n++;
-    file = NULL;
-    line = col = 0;
-    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_file, &at), &v) == 0 &&
-        files)
-      file = dwarf_filesrc(files, v, NULL, NULL);
-    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_line, &at), &v) == 0)
-      line = (int)v;
-    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_column, &at), &v) == 0)
-      col = (int)v;
+  if (!cudie && (be->offline || be->full_paths)) {
+    /* No .debug_aranges (clang, swiftc): the CU from the CU DIEs' own
+     * ranges. Only in the tools for now: the recorder's answers stay what
+     * they were (a candidate for inproc too). */
+    bias = m->dwbias;
+    if (!stkr__dw_cu_of(&m->ix, a - bias, &own) ||
+        !stkr__dw_find_subprogram(&m->ix, &own, a - bias, &sub))
+      return 0;
+    cudie = &own;
+    file = stkr__dw_line(&be->names, cudie, a - bias, be->full_paths, &line,
+                         &col);
+  } else {
+    if (!cudie || !stkr__dw_find_subprogram(&m->ix, cudie, a - bias, &sub))
+      return 0;
+    Dwfl_Line *l = dwfl_module_getsrc(m->m, a);
+    if (l) file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
   }
-  out[n] = (stkr__symres){die_name(be, &sub, n), file,
-                          line > 0 ? (uint32_t)line : 0,
-                          col > 0 ? (uint32_t)col : 0, false};
-  if (!out[n].function) { /* anonymous DIE: the symbol table may know */
+  n = stkr__dw_frames(&be->names, cudie, &sub, a - bias, file, line, col,
+                      be->full_paths, out, max);
+  if (!out[n - 1].function) { /* anonymous DIE: the symbol table may know */
     const char *s = sym_lookup(m, a);
-    out[n].function = s ? sym_name(be, s, n) : NULL;
+    out[n - 1].function = s ? sym_name(be, s, n - 1) : NULL;
   }
-  return n + 1;
+  return n;
 }
 
 size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
@@ -709,6 +586,9 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
   m = be->mods[lo - 1];
   *img = &m->img;
   if (!mod_open(be, m)) return 0;
+  if (m->mf) /* Mach-O: the file's address = PC - load address + __TEXT */
+    return stkr__symfile_lookup(m->mf, a - m->img.load_address +
+                                           m->mf_text_vmaddr, out, max);
   if (m->dw) n = resolve_dwarf(be, m, a, out, max);
   if (n == 0) {
     const char *s = sym_lookup(m, a);
@@ -724,6 +604,12 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
     n = 1;
   }
   return n;
+}
+
+bool stkr__symbe_usable(const stkr__symbe *be) {
+  for (size_t i = 0; i < be->n; i++)
+    if (be->mods[i]->usable) return true;
+  return false;
 }
 
 #endif /* !__APPLE__ */

@@ -31,6 +31,8 @@ test_pkgs=(
   libuv1-dev:arm64 libdw-dev:arm64 libelf-dev:arm64  # aarch64: flush worker + symbolizer
   chromium                          # tests/test-html.c renders the HTML report headless
   golang-go                         # tests/test-export-pprof.c loads the pprof export in `go tool pprof`
+  lld-14 llvm-14                    # Mach-O fixtures (tests/apple): ld64.lld-14, llvm-lipo-14, dsymutil-14,
+                                    # llvm-symbolizer-14 as the oracle (clang: the Swift toolchain's, /opt/swift)
 )
 
 if [ "${1:-}" = "--tests" ]; then

@@ -88,6 +88,7 @@ flush=()
 for f in flush/*.c; do
   case $f in *_apple.c) ;; *) flush+=("$f") ;; esac
 done
+flush+=(macho/macho.c)  # the symbolizer's Mach-O reader (//macho)
 product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -luv -ldw -lelf -lzstd
          -lprotobuf-c -lcmocka -lpthread)
 build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \

@@ -4,7 +4,7 @@
 # tools/stackrec/ for the CLI target), instrumented for coverage, with ASan
 # and UBSan.
 #
-#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli}
+#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,macho,symcache}
 #
 # STKR_FUZZ_OUT defaults to /tmp/stackrec-fuzz. Needs clang-14 and
 # libclang-rt-14-dev (libFuzzer), protobuf-c-compiler, libzstd-dev,
@@ -43,7 +43,10 @@ done
 # that does not build here fails the cli target only.
 cli=()
 cli_ok=1
-for src in tools/stackrec/*.c flush/symbolize.c flush/symbolize_elf.c \
+symsrc=(flush/symbolize.c flush/symbolize_elf.c flush/symbolize_dwarf.c
+        flush/symbolize_macho.c flush/symbolize_machodir.c flush/symcache.c
+        macho/macho.c)
+for src in tools/stackrec/*.c "${symsrc[@]}" \
            "$genbin/tools/pprof_pb/profile.pb-c.c" "$genbin/tools/report_assets.c"; do
   [ -f "$src" ] || continue
   obj="$out/obj/cli_$(echo "${src%.c}" | tr / _).o"
@@ -55,8 +58,18 @@ done
 
 rm -f "$out"/bin/fuzz_*
 status=0
-for t in frames batch cli; do
+# The Mach-O reader (libc only); the symbolizer for the cache loader.
+"$cc" "${cflags[@]}" -c macho/macho.c -o "$out/obj/macho.o" || exit 1
+sym=()
+for src in "${symsrc[@]}"; do
+  obj="$out/obj/sym_$(echo "${src%.c}" | tr / _).o"
+  "$cc" "${cflags[@]}" -c "$src" -o "$obj" || exit 1
+  sym+=("$obj")
+done
+for t in frames batch cli macho symcache; do
   extra=()
+  [ "$t" = macho ] && extra=("$out/obj/macho.o")
+  [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl)
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
     extra=("${cli[@]}" -ldw -lelf -lz)

@@ -37,6 +37,8 @@ static const char usage[] =
     "  report     sites ranked by events, with their call stacks (or HTML)\n"
     "  verify     check every segment; exit 1 if damaged, 4 if incomplete\n"
     "  merge      several recordings into one directory\n"
+    "  atos       addresses to function, file:line (Mach-O, dSYM or ELF)\n"
+    "  symcache   per-build symbol caches from dSYMs (for symbolize, atos)\n"
     "\n"
     "Run 'stackrec COMMAND --help' for the options of a command.\n"
     "Warnings about damaged input go to stderr, naming file and offset.\n"
@@ -145,6 +147,10 @@ int main(int argc, char **argv) {
     return stkr_cli_verify(argc - 1, argv + 1);
   if (strcmp(cmd, "merge") == 0)
     return stkr_cli_merge(argc - 1, argv + 1);
+  if (strcmp(cmd, "atos") == 0)
+    return stkr_cli_atos(argc - 1, argv + 1);
+  if (strcmp(cmd, "symcache") == 0)
+    return stkr_cli_symcache(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);

@@ -53,8 +53,18 @@ static const char symbolize_help[] =
     "  image's recorded path. A file is used only if its build-id matches\n"
     "  the recorded one. Separate debug info is then found by build-id\n"
     "  (PATH/.build-id, /usr/lib/debug/.build-id) or .gnu_debuglink.\n"
+    "Images recorded on Apple platforms (build-id = the Mach-O LC_UUID) are\n"
+    "looked up by UUID among the Mach-O files under every --debug-dir PATH:\n"
+    "dSYM bundles (X.dSYM/Contents/Resources/DWARF/X), .xcarchive/dSYMs,\n"
+    "loose and universal binaries (the slice with that UUID); a dSYM gives\n"
+    "function, file:line and inlined calls, a binary its symbol table's\n"
+    "names. A PC is looked up at PC - 1 - load address + __TEXT vmaddr.\n"
     "An image with no matching file keeps image+offset frames (never a\n"
-    "guessed name) and is named in a warning on stderr.\n"
+    "guessed name) and is named in a warning on stderr (\"UUID mismatch\"\n"
+    "when a file of its name has another UUID). Swift names are demangled\n"
+    "with the Swift runtime (STACKREC_SWIFT_RUNTIME=/path/libswiftCore.so,\n"
+    "else /opt/swift/usr/lib/swift/linux); without it they stay mangled\n"
+    "and a note says so.\n"
     "\n"
     "Options:\n"
     "  -d, --debug-dir PATH  also search PATH (repeatable)\n"
@@ -611,6 +621,7 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
   int err;
 
   stkr_fmt_pballoc_init(&run->pballoc, STKR_FMT_MAX_DECODED_BYTES);
+  stkr__demangle_swift_enable(); /* a tool: may load libswiftCore */
   if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run->c) < 0 ||
       !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx())) {
     fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
@@ -777,6 +788,10 @@ int stkr_cli_symbolize(int argc, char **argv) {
   if (run.copied_files)
     printf("%llu files already had frames and were copied unchanged\n",
            (unsigned long long)run.copied_files);
+  if (stkr__demangle_swift_missed())
+    printf("note: %llu Swift names left mangled: no Swift runtime "
+           "(libswiftCore.so) found; set STACKREC_SWIFT_RUNTIME\n",
+           (unsigned long long)stkr__demangle_swift_missed());
   err = run.status;
   if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
 out_run:

@@ -1,0 +1,433 @@
+/*
+ * symbolize_dwarf.c: DWARF lookups shared by the ELF and Mach-O backends
+ * (see symbolize_dwarf.h).
+ *
+ * Why our own per-CU index of subprogram ranges: libdw's dwarf_getscopes
+ * would walk every top-level DIE of the CU, including whole C++
+ * namespaces, for every PC. The index is built once per CU; then one
+ * binary search finds the subprogram, and the walk goes down only through
+ * the inlined_subroutine (and block) DIEs that contain the address: one
+ * frame per inlined call, innermost first, each with the call site of the
+ * one inside it (DW_AT_call_file/line/column). Names are demangled linkage
+ * names when present, else DW_AT_name (following abstract_origin and
+ * specification).
+ *
+ * Only compiled where there is no dyld (symbolize_apple.c has Apple's).
+ */
+#if !defined(__APPLE__)
+
+#include "flush/symbolize_dwarf.h"
+
+#include <dwarf.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct stkr__dwfn {
+  Dwarf_Addr lo, hi; /* DWARF addresses */
+  Dwarf_Off die;     /* the subprogram DIE */
+};
+
+struct stkr__dwcu {
+  Dwarf_Off cu;
+  stkr__dwfn *r;
+  size_t n;
+};
+
+struct stkr__dwcurange {
+  Dwarf_Addr lo, hi;
+  Dwarf_Off cu; /* the CU DIE */
+};
+
+typedef struct growr {
+  stkr__dwfn *r;
+  size_t n, cap;
+} growr;
+
+void stkr__dwidx_free(stkr__dwidx *ix) {
+  for (size_t i = 0; i < ix->n_cus; i++) free(ix->cus[i].r);
+  free(ix->cus);
+  ix->cus = NULL;
+  ix->n_cus = ix->cap_cus = 0;
+  free(ix->ranges);
+  ix->ranges = NULL;
+  ix->n_ranges = 0;
+  ix->ranges_built = false;
+}
+
+static int cmp_curange(const void *a, const void *b) {
+  const stkr__dwcurange *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void build_cu_ranges(stkr__dwidx *ix) {
+  Dwarf_Off off = 0, next;
+  size_t hsize, cap = 0;
+  ix->ranges_built = true;
+  while (dwarf_nextcu(ix->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+    Dwarf_Die cudie;
+    Dwarf_Addr base, lo, hi;
+    ptrdiff_t r = 0;
+    if (dwarf_offdie(ix->dw, off + hsize, &cudie)) {
+      while ((r = dwarf_ranges(&cudie, r, &base, &lo, &hi)) > 0) {
+        if (hi <= lo) continue;
+        if (ix->n_ranges == cap) {
+          size_t nc = cap ? cap * 2 : 64;
+          stkr__dwcurange *n = realloc(ix->ranges, nc * sizeof *n);
+          if (!n) return; /* the CUs so far: fewer answers, no wrong one */
+          ix->ranges = n;
+          cap = nc;
+        }
+        ix->ranges[ix->n_ranges++] = (stkr__dwcurange){lo, hi, off + hsize};
+      }
+    }
+    off = next;
+  }
+  if (ix->n_ranges)
+    qsort(ix->ranges, ix->n_ranges, sizeof *ix->ranges, cmp_curange);
+}
+
+bool stkr__dw_cu_of(stkr__dwidx *ix, Dwarf_Addr a, Dwarf_Die *cudie) {
+  size_t lo = 0, hi;
+  if (!ix->dw) return false;
+  if (!ix->ranges_built) build_cu_ranges(ix);
+  hi = ix->n_ranges;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ix->ranges[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* Nearest first; CUs rarely overlap. */
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
+    if (a < ix->ranges[k - 1].hi)
+      return dwarf_offdie(ix->dw, ix->ranges[k - 1].cu, cudie) != NULL;
+  return false;
+}
+
+const char *stkr__dw_line(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Addr a,
+                          bool join_comp_dir, int *line, int *col) {
+  Dwarf_Line *l = dwarf_getsrc_die(cudie, a);
+  const char *file;
+  *line = *col = 0;
+  if (!l) return NULL;
+  file = dwarf_linesrc(l, NULL, NULL);
+  (void)dwarf_lineno(l, line);
+  (void)dwarf_linecol(l, col);
+  return join_comp_dir ? stkr__dw_full_path(nb, cudie, file, 0) : file;
+}
+
+struct stkr__dwmemo {
+  const char *mangled; /* NULL: empty slot */
+  char *demangled;     /* NULL: not mangled (the name as it is) */
+};
+
+void stkr__dwnames_free(stkr__dwnames *nb) {
+  for (size_t i = 0; i < nb->memo_cap; i++) free(nb->memo_tab[i].demangled);
+  free(nb->memo_tab);
+  nb->memo_tab = NULL;
+  nb->memo_cap = nb->memo_n = 0;
+  for (size_t i = 0; i < STKR__SYM_MAX_INLINE; i++) {
+    free(nb->buf[i]);
+    free(nb->path[i]);
+    nb->buf[i] = nb->path[i] = NULL;
+    nb->cap[i] = nb->path_cap[i] = 0;
+  }
+}
+
+const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
+                               const char *file, size_t slot) {
+  Dwarf_Attribute at;
+  const char *dir;
+  size_t need;
+  if (!file || file[0] == '/') return file;
+  dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &at));
+  if (!dir || !*dir) return file;
+  need = strlen(dir) + 1 + strlen(file) + 1;
+  if (need > nb->path_cap[slot]) {
+    char *p = realloc(nb->path[slot], need);
+    if (!p) return file;
+    nb->path[slot] = p;
+    nb->path_cap[slot] = need;
+  }
+  snprintf(nb->path[slot], need, "%s/%s", dir, file);
+  return nb->path[slot];
+}
+
+static void add_ranges(growr *g, Dwarf_Die *die) {
+  Dwarf_Addr base, lo, hi;
+  ptrdiff_t off = 0;
+  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+    if (hi <= lo) continue;
+    if (g->n == g->cap) {
+      size_t nc = g->cap ? g->cap * 2 : 64;
+      stkr__dwfn *r = realloc(g->r, nc * sizeof *r);
+      if (!r) return;
+      g->r = r;
+      g->cap = nc;
+    }
+    g->r[g->n++] = (stkr__dwfn){lo, hi, dwarf_dieoffset(die)};
+  }
+}
+
+/* Collect the subprograms with code under `parent`, descending through
+ * scopes that may hold them (namespaces, classes) but not into functions. */
+static void collect(growr *g, Dwarf_Die *parent, int depth) {
+  Dwarf_Die c;
+  if (depth > 32 || dwarf_child(parent, &c) != 0) return;
+  do {
+    switch (dwarf_tag(&c)) {
+    case DW_TAG_subprogram:
+      add_ranges(g, &c);
+      break;
+    case DW_TAG_namespace:
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_module:
+      collect(g, &c, depth + 1);
+      break;
+    default:
+      break;
+    }
+  } while (dwarf_siblingof(&c, &c) == 0);
+}
+
+static int cmp_range(const void *a, const void *b) {
+  const stkr__dwfn *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+static stkr__dwcu *cu_index(stkr__dwidx *ix, Dwarf_Die *cudie) {
+  Dwarf_Off off = dwarf_dieoffset(cudie);
+  size_t lo = 0, hi = ix->n_cus;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ix->cus[mid].cu == off) return &ix->cus[mid];
+    if (ix->cus[mid].cu < off) lo = mid + 1;
+    else hi = mid;
+  }
+  if (ix->n_cus == ix->cap_cus) {
+    size_t nc = ix->cap_cus ? ix->cap_cus * 2 : 16;
+    stkr__dwcu *n = realloc(ix->cus, nc * sizeof *n);
+    if (!n) return NULL;
+    ix->cus = n;
+    ix->cap_cus = nc;
+  }
+  growr g = {NULL, 0, 0};
+  collect(&g, cudie, 0);
+  qsort(g.r, g.n, sizeof *g.r, cmp_range);
+  memmove(&ix->cus[lo + 1], &ix->cus[lo], (ix->n_cus - lo) * sizeof *ix->cus);
+  ix->cus[lo] = (stkr__dwcu){off, g.r, g.n};
+  ix->n_cus++;
+  return &ix->cus[lo];
+}
+
+bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
+                              Dwarf_Addr a, Dwarf_Die *out) {
+  stkr__dwcu *ci = cu_index(ix, cudie);
+  size_t lo = 0, hi;
+  if (!ci) return false;
+  hi = ci->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ci->r[mid].lo <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  /* Nearest ranges first; nested or overlapping ones are rare. */
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
+    if (a < ci->r[k - 1].hi)
+      return dwarf_offdie(ix->dw, ci->r[k - 1].die, out) != NULL;
+  return false;
+}
+
+static size_t memo_slot(const struct stkr__dwmemo *t, size_t cap,
+                        const char *n) {
+  size_t i = (size_t)(((uintptr_t)n * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+  while (t[i].mangled && t[i].mangled != n) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+/* The memo's answer for n, computing it on first use. @return false when
+ * the memo cannot grow (the caller demangles without it). */
+static bool memo_get(stkr__dwnames *nb, const char *n, size_t slot,
+                     const char **out) {
+  size_t i;
+  if (2 * (nb->memo_n + 1) > nb->memo_cap) {
+    size_t nc = nb->memo_cap ? nb->memo_cap * 2 : 1024;
+    struct stkr__dwmemo *t = calloc(nc, sizeof *t);
+    if (!t) return false;
+    for (size_t k = 0; k < nb->memo_cap; k++)
+      if (nb->memo_tab[k].mangled)
+        t[memo_slot(t, nc, nb->memo_tab[k].mangled)] = nb->memo_tab[k];
+    free(nb->memo_tab);
+    nb->memo_tab = t;
+    nb->memo_cap = nc;
+  }
+  i = memo_slot(nb->memo_tab, nb->memo_cap, n);
+  if (!nb->memo_tab[i].mangled) {
+    const char *d = stkr__demangle(n, &nb->buf[slot], &nb->cap[slot]);
+    char *copy = d ? strdup(d) : NULL;
+    if (d && !copy) return false;
+    nb->memo_tab[i] = (struct stkr__dwmemo){n, copy};
+    nb->memo_n++;
+  }
+  *out = nb->memo_tab[i].demangled ? nb->memo_tab[i].demangled : n;
+  return true;
+}
+
+const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot) {
+  const char *d;
+  if (nb->memo && memo_get(nb, n, slot, &d)) return d;
+  d = stkr__demangle(n, &nb->buf[slot], &nb->cap[slot]);
+  return d ? d : n;
+}
+
+/* A DIE's function name: the demangled linkage name, else DW_AT_name
+ * (following abstract_origin/specification). Stored in nb's slot. */
+static const char *die_name(stkr__dwnames *nb, Dwarf_Die *die, size_t slot) {
+  Dwarf_Attribute at;
+  const char *ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
+  if (!ln)
+    ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
+  if (ln) return stkr__dw_sym_name(nb, ln, slot);
+  return dwarf_diename(die);
+}
+
+/* Walk from the subprogram down through the scopes containing a; collect
+ * the inlined_subroutine DIEs, outermost first. */
+static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
+                           size_t max) {
+  Dwarf_Die cur = *sub, c;
+  size_t n = 0;
+  for (int depth = 0; depth < 64; depth++) {
+    bool down = false;
+    if (dwarf_child(&cur, &c) != 0) break;
+    do {
+      int tag = dwarf_tag(&c);
+      if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
+           tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
+          dwarf_haspc(&c, a) == 1) {
+        if (tag == DW_TAG_inlined_subroutine && n < max) chain[n++] = c;
+        cur = c;
+        down = true;
+        break;
+      }
+    } while (dwarf_siblingof(&c, &c) == 0);
+    if (!down) break;
+  }
+  return n;
+}
+
+size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
+                       Dwarf_Addr a, const char *file, int line, int col,
+                       bool join_comp_dir, stkr__symres *out, size_t max) {
+  Dwarf_Die chain[STKR__SYM_MAX_INLINE];
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0, nch, n = 0;
+
+  if (max > STKR__SYM_MAX_INLINE) max = STKR__SYM_MAX_INLINE;
+  nch = inline_chain(sub, a, chain, max - 1);
+  if (nch) (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
+  /* Innermost first: chain[nch-1] is the innermost inlined call; its code
+   * is where a is (the line table's line); its call site is the line in
+   * the function around it, and so on out to the subprogram. */
+  for (size_t k = nch; k-- > 0;) {
+    Dwarf_Attribute at;
+    Dwarf_Word v;
+    if (join_comp_dir) file = stkr__dw_full_path(nb, cudie, file, n);
+    out[n] = (stkr__symres){die_name(nb, &chain[k], n), file,
+                            line > 0 ? (uint32_t)line : 0,
+                            col > 0 ? (uint32_t)col : 0, true};
+    n++;
+    file = NULL;
+    line = col = 0;
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_file, &at), &v) == 0 &&
+        files)
+      file = dwarf_filesrc(files, v, NULL, NULL);
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_line, &at), &v) == 0)
+      line = (int)v;
+    if (dwarf_formudata(dwarf_attr(&chain[k], DW_AT_call_column, &at), &v) == 0)
+      col = (int)v;
+  }
+  if (join_comp_dir) file = stkr__dw_full_path(nb, cudie, file, n);
+  out[n] = (stkr__symres){die_name(nb, sub, n), file,
+                          line > 0 ? (uint32_t)line : 0,
+                          col > 0 ? (uint32_t)col : 0, false};
+  return n + 1;
+}
+
+/* ---- boundaries (symbol cache build) ------------------------------------ */
+
+void stkr__addrs_add(stkr__addrs *a, uint64_t x) {
+  if (a->n == a->cap) {
+    size_t nc = a->cap ? a->cap * 2 : 4096;
+    uint64_t *v = realloc(a->v, nc * sizeof *v);
+    if (!v) {
+      a->nomem = true;
+      return;
+    }
+    a->v = v;
+    a->cap = nc;
+  }
+  a->v[a->n++] = x;
+}
+
+static void die_bounds(stkr__addrs *out, Dwarf_Die *die) {
+  Dwarf_Addr base, lo, hi;
+  ptrdiff_t off = 0;
+  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+    if (hi <= lo) continue;
+    stkr__addrs_add(out, lo);
+    stkr__addrs_add(out, hi);
+  }
+}
+
+static void walk_bounds(stkr__addrs *out, Dwarf_Die *parent, int depth) {
+  Dwarf_Die c;
+  if (depth > 64 || dwarf_child(parent, &c) != 0) return;
+  do {
+    switch (dwarf_tag(&c)) {
+    case DW_TAG_subprogram:
+    case DW_TAG_inlined_subroutine:
+    case DW_TAG_lexical_block:
+    case DW_TAG_try_block:
+    case DW_TAG_catch_block:
+      die_bounds(out, &c);
+      walk_bounds(out, &c, depth + 1);
+      break;
+    case DW_TAG_namespace:
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_module:
+      walk_bounds(out, &c, depth + 1);
+      break;
+    default:
+      break;
+    }
+  } while (dwarf_siblingof(&c, &c) == 0);
+}
+
+void stkr__dw_boundaries(Dwarf *dw, stkr__addrs *out) {
+  Dwarf_Off off = 0, next;
+  size_t hsize;
+  while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+    Dwarf_Die cudie;
+    Dwarf_Lines *lines;
+    size_t nl;
+    if (dwarf_offdie(dw, off + hsize, &cudie)) {
+      die_bounds(out, &cudie);
+      walk_bounds(out, &cudie, 0);
+      if (dwarf_getsrclines(&cudie, &lines, &nl) == 0)
+        for (size_t i = 0; i < nl; i++) {
+          Dwarf_Addr a;
+          if (dwarf_lineaddr(dwarf_onesrcline(lines, i), &a) == 0)
+            stkr__addrs_add(out, a);
+        }
+    }
+    off = next;
+  }
+}
+
+#endif /* !__APPLE__ */

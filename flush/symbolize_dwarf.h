@@ -1,0 +1,115 @@
+/*
+ * symbolize_dwarf.h: the DWARF lookups shared by the ELF backend
+ * (symbolize_elf.c, DWARF found by libdwfl) and the Mach-O one
+ * (symbolize_macho.c, a dSYM's __DWARF sections presented to libdw as an
+ * in-memory ELF image): the per-CU index of subprogram ranges and the
+ * inline chain of one address. Internal to //flush:symbolize.
+ *
+ * Thread-safety: none; one thread owns an index and its name buffers.
+ */
+#ifndef STKR_FLUSH_SYMBOLIZE_DWARF_H
+#define STKR_FLUSH_SYMBOLIZE_DWARF_H
+
+#include <elfutils/libdw.h>
+#include <stdbool.h>
+
+#include "flush/symbolize.h"
+
+typedef struct stkr__dwfn stkr__dwfn;
+typedef struct stkr__dwcu stkr__dwcu;
+
+/* Subprogram ranges of the CUs looked at so far, built once per CU. */
+typedef struct stkr__dwcurange stkr__dwcurange;
+
+typedef struct stkr__dwidx {
+  Dwarf *dw;
+  stkr__dwcu *cus; /* sorted by CU offset */
+  size_t n_cus, cap_cus;
+  /* Every CU's address ranges, sorted by start (stkr__dw_cu_of), built on
+   * first use: for DWARF without .debug_aranges (dSYMs, clang and swiftc
+   * output), where libdw's dwarf_addrdie finds nothing. */
+  stkr__dwcurange *ranges;
+  size_t n_ranges;
+  bool ranges_built;
+} stkr__dwidx;
+
+/* The demangled names of the current resolve, one buffer per frame slot. */
+typedef struct stkr__dwnames {
+  char *buf[STKR__SYM_MAX_INLINE];
+  size_t cap[STKR__SYM_MAX_INLINE];
+  char *path[STKR__SYM_MAX_INLINE]; /* file names joined to comp_dir */
+  size_t path_cap[STKR__SYM_MAX_INLINE];
+  /* With memo set (the Mach-O files: their strings are mapped for the
+   * handle's life), demangled names are kept by the address of the mangled
+   * one: each distinct function is demangled once. */
+  bool memo;
+  struct stkr__dwmemo *memo_tab; /* open addressing */
+  size_t memo_cap, memo_n;
+} stkr__dwnames;
+
+void stkr__dwidx_free(stkr__dwidx *ix);  /* not dw itself */
+void stkr__dwnames_free(stkr__dwnames *nb);
+
+/* The CU whose ranges contain DWARF address a (from the CU DIEs' low_pc /
+ * high_pc / DW_AT_ranges, not .debug_aranges). @return false: none. */
+bool stkr__dw_cu_of(stkr__dwidx *ix, Dwarf_Addr a, Dwarf_Die *cudie);
+
+/* The line table row of DWARF address a in the CU: file (joined to
+ * comp_dir if join_comp_dir), line, column; NULL / 0 when unknown. */
+const char *stkr__dw_line(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Addr a,
+                          bool join_comp_dir, int *line, int *col);
+
+/* The subprogram DIE whose code contains DWARF address a, in the CU
+ * `cudie`. @return false: none (or out of memory). */
+bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
+                              Dwarf_Addr a, Dwarf_Die *out);
+
+/* The frames of DWARF address a inside subprogram `sub`: the inlined
+ * calls containing it, innermost first, then `sub` itself; the innermost
+ * gets (file, line, col) (the line table's row for a), each outer one the
+ * call site of the one inside it. out[n-1].function is NULL when the
+ * subprogram has no name (the caller may ask its symbol table). With
+ * join_comp_dir, relative file names get the CU's DW_AT_comp_dir in front
+ * (as llvm-symbolizer does; dsymutil writes relative include directories).
+ * Strings live in nb and libdw until the next call. @return n (1..max). */
+size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
+                       Dwarf_Addr a, const char *file, int line, int col,
+                       bool join_comp_dir, stkr__symres *out, size_t max);
+
+/* `file` with the CU's comp_dir in front if it is relative (in nb's path
+ * slot), else itself. */
+const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
+                               const char *file, size_t slot);
+
+/* A symbol name demangled into nb's slot (C++, Swift), else itself. */
+const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
+
+/* A growable list of addresses (symbol cache build). */
+typedef struct stkr__addrs {
+  uint64_t *v;
+  size_t n, cap;
+  bool nomem;
+} stkr__addrs;
+void stkr__addrs_add(stkr__addrs *a, uint64_t x);
+
+/* Every address where an answer of stkr__dw_frames may change: each line
+ * table row (and end of sequence), and both ends of every range of every
+ * CU, subprogram, inlined subroutine and lexical block. Between two
+ * consecutive such addresses (and the symbol table's), every lookup gives
+ * the same frames: what the symbol cache stores. */
+void stkr__dw_boundaries(Dwarf *dw, stkr__addrs *out);
+
+/* The boundaries of a Mach-O symfile (symbolize_macho.c): its DWARF's
+ * (above) and its symbols' starts and ends; [*lo, *hi) is its __TEXT.
+ * @return 0, -ENOTSUP (not a Mach-O file), -ENOMEM. */
+int stkr__symfile_boundaries(stkr__symfile *f, stkr__addrs *out, uint64_t *lo,
+                             uint64_t *hi);
+
+/* Bytes of a Mach-O symfile's __DWARF sections (0 otherwise). */
+uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f);
+
+/* Has the backend opened any of its images? (symbolize_elf.c; used by
+ * stkr__symfile_open to tell an ELF file from an unreadable one.) */
+bool stkr__symbe_usable(const stkr__symbe *be);
+
+#endif /* STKR_FLUSH_SYMBOLIZE_DWARF_H */

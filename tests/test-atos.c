@@ -1,0 +1,232 @@
+/*
+ * test-atos.c: `stackrec atos` against llvm-symbolizer (the oracle) on the
+ * Mach-O fixtures (tests/apple/fixtures.sh): every byte address of the
+ * code of each slice of a universal dSYM (arm64, arm64e, x86_64), a thin
+ * dSYM, a DWARF 5 one, a binary without dSYM (symbol table names), an
+ * Objective-C dylib (names as they are, with and without dSYM), and an
+ * ELF file (tests/symfixture); function, file, line, column and every
+ * inlined frame must be equal (tests/apple/compare.py). Also: -l address
+ * math, the slice chosen by -arch, atos's text lines, --json, errors
+ * (universal file without -arch, unknown arch, a damaged file named with
+ * its offset, bad addresses), and Swift names demangled through the
+ * runtime, equal to swift-demangle's, or left mangled with a note when
+ * the runtime is absent.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/apple/macho_test.h"
+
+static int compare(const char *obj, const char *arch, const char *extra) {
+  int rc = mt_sh("python3 '%s/tests/apple/compare.py' '%s' '%s' %s 1 %s",
+                 mt_src, mt_tool, obj, arch, extra ? extra : "");
+  fprintf(stderr, "%s%s", mt_out, mt_err);
+  return rc;
+}
+
+static void test_universal_dsym_every_slice(void **state) {
+  char obj[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  snprintf(obj, sizeof obj, "%s/App.dSYM/Contents/Resources/DWARF/App", mt_fx);
+  assert_int_equal(compare(obj, "arm64", NULL), 0);
+  assert_int_equal(compare(obj, "arm64e", NULL), 0);
+  assert_int_equal(compare(obj, "x86_64", NULL), 0);
+}
+
+static void test_thin_and_dwarf5(void **state) {
+  char obj[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  snprintf(obj, sizeof obj, "%s/App-arm64.dSYM/Contents/Resources/DWARF/App-arm64",
+           mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+  snprintf(obj, sizeof obj, "%s/D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64",
+           mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+}
+
+/* No dSYM: names from the symbol table (llvm-symbolizer would find
+ * App.dSYM next to App, so a copy elsewhere). */
+static void test_symbol_table_only(void **state) {
+  char obj[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("mkdir -p '%s/nodsym' && cp '%s/App' '%s/App-x86_64' "
+                         "'%s/nodsym/'", mt_fx, mt_fx, mt_fx, mt_fx), 0);
+  snprintf(obj, sizeof obj, "%s/nodsym/App", mt_fx);
+  assert_int_equal(compare(obj, "arm64", NULL), 0);
+  snprintf(obj, sizeof obj, "%s/nodsym/App-x86_64", mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+  /* Says so. */
+  assert_int_equal(mt_sh("'%s' atos -o '%s' 0x100004000", mt_tool, obj), 0);
+  assert_non_null(strstr(mt_err, "has no DWARF"));
+}
+
+/* Objective-C names as they are, from the dSYM and from the symbol
+ * table alone. */
+static void test_objc(void **state) {
+  char obj[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  snprintf(obj, sizeof obj, "%s/Objc-arm64.dSYM/Contents/Resources/DWARF/"
+           "Objc-arm64", mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+  assert_int_equal(mt_sh("cp '%s/Objc-arm64' '%s/nodsym/' 2>/dev/null || "
+                         "(mkdir -p '%s/nodsym' && cp '%s/Objc-arm64' "
+                         "'%s/nodsym/')", mt_fx, mt_fx, mt_fx, mt_fx, mt_fx), 0);
+  snprintf(obj, sizeof obj, "%s/nodsym/Objc-arm64", mt_fx);
+  assert_int_equal(compare(obj, "-", NULL), 0);
+  assert_int_equal(mt_sh("'%s' atos -o '%s/Objc-arm64.dSYM' -i 0x4000 0x4014",
+                         mt_tool, mt_fx), 0);
+  assert_non_null(strstr(mt_out, "-[Probe bump:] (in Objc-arm64) (probe.m:7)\n"));
+  assert_non_null(strstr(mt_out, "+[Probe make] (in Objc-arm64) (probe.m:8)\n"));
+}
+
+static void test_elf(void **state) {
+  char obj[4200];
+  (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* The sanitizer builds of the fixture split functions into "f.cold"
+   * parts; llvm-symbolizer names the outermost frame there after the
+   * symbol ("main.cold"), we after the DWARF subprogram ("main"). The
+   * plain build has no such parts and is compared in full. */
+  fprintf(stderr, "SKIP: sanitizer build (f.cold parts: the symbol-table "
+                  "name override of llvm-symbolizer; compared in the plain "
+                  "run)\n");
+  skip();
+#endif
+  snprintf(obj, sizeof obj, "%s/tests/symfixture/symfixture", mt_src);
+  assert_int_equal(compare(obj, "-", "--elf-symtab-files"), 0);
+}
+
+/* -l: an address in a process that loaded the image elsewhere. */
+static void test_load_address(void **state) {
+  char a[256], b[256];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("cd '%s' && '%s' atos -o App.dSYM -arch arm64 -i "
+                         "0x100004100 0x100004404", mt_fx, mt_tool), 0);
+  snprintf(a, sizeof a, "%s", mt_out);
+  assert_non_null(strstr(a, "entry (in App) (main.c:"));
+  /* Slide 0x4a80000: the same answers. */
+  assert_int_equal(mt_sh("cd '%s' && '%s' atos -o App.dSYM -arch arm64 -i "
+                         "-l 0x104a80000 0x104a84100 104a84404", mt_fx,
+                         mt_tool), 0);
+  snprintf(b, sizeof b, "%s", mt_out);
+  assert_string_equal(a, b);
+  /* From stdin, the same. */
+  assert_int_equal(mt_sh("cd '%s' && printf '0x104a84100\\n  0x104a84404\\n' | "
+                         "'%s' atos -o App.dSYM -arch arm64 -i -l 0x104a80000",
+                         mt_fx, mt_tool), 0);
+  assert_string_equal(a, mt_out);
+  /* Below the load address: nothing, the address itself. */
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App.dSYM' -arch arm64 -l "
+                         "0x104a80000 0x1000", mt_tool, mt_fx), 0);
+  assert_string_equal(mt_out, "0x1000\n");
+}
+
+static void test_json_and_arch(void **state) {
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App' -arch x86_64 --json 0x1 ",
+                         mt_tool, mt_fx), 0);
+  assert_string_equal(mt_out, "{\"address\": \"0x1\", \"frames\": []}\n");
+  /* Another arch, another answer, from the one dSYM. */
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App.dSYM' -arch x86_64 --json -i "
+                         "0x100000290", mt_tool, mt_fx), 0);
+  assert_non_null(strstr(mt_out, "{\"address\": \"0x100000290\", \"frames\": "
+                                 "[{\"function\": \""));
+  assert_non_null(strstr(mt_out, "\"inlined\": false}]}\n"));
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  /* A universal file needs -arch: the slices are listed. */
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App' 0x100004000", mt_tool, mt_fx),
+                   3);
+  assert_non_null(strstr(mt_err, "choose a slice with -arch"));
+  assert_non_null(strstr(mt_err, "arm64e ("));
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App' -arch ppc 0x1", mt_tool, mt_fx),
+                   2);
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App-arm64' -arch x86_64 0x1",
+                         mt_tool, mt_fx), 3);
+  assert_non_null(strstr(mt_err, "no x86_64 slice"));
+  assert_int_equal(mt_sh("'%s' atos 0x1", mt_tool), 2);
+  assert_int_equal(mt_sh("'%s' atos -o /nonexistent/x 0x1", mt_tool), 3);
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App-arm64' zzz", mt_tool, mt_fx), 2);
+  assert_non_null(strstr(mt_err, "'zzz' is not a hexadecimal address"));
+  /* A damaged dSYM: the file and the offset are named. */
+  assert_int_equal(mt_sh("head -c 3000 '%s/App-arm64.dSYM/Contents/Resources/"
+                         "DWARF/App-arm64' > '%s/cut' && '%s' atos -o '%s/cut' "
+                         "0x1", mt_fx, mt_tmp, mt_tool, mt_tmp), 3);
+  assert_non_null(strstr(mt_err, "/cut: offset "));
+}
+
+/* Swift: a real binary from swiftc (ELF, the same mangling as on Apple
+ * platforms); every function symbol's name equals swift-demangle's. */
+static void test_swift(void **state) {
+  static char want[1 << 16];
+  const char *bin = "/opt/swift/usr/bin";
+  (void)state;
+  if (access("/opt/swift/usr/bin/swiftc", X_OK) != 0) {
+    fprintf(stderr, "SKIP: no Swift toolchain at /opt/swift\n");
+    skip();
+  }
+  assert_int_equal(mt_sh(
+      "cd '%s' && cat > sw.swift <<'EOF'\n"
+      "struct Box<T> { var value: T\n"
+      "  func map<U>(_ f: (T) -> U) -> Box<U> { return Box<U>(value: f(value)) } }\n"
+      "final class Counter { var n = 0\n"
+      "  @inline(never) func bump(by k: Int) -> Int { n += k; return n } }\n"
+      "@inline(never) func work(_ xs: [Int]) -> Int {\n"
+      "  let c = Counter(); var s = 0\n"
+      "  for x in xs { s += c.bump(by: x) }\n"
+      "  return s + Box(value: s).map { $0 * 2 }.value }\n"
+      "print(work(Array(0..<CommandLine.arguments.count)))\n"
+      "EOF\n"
+      "%s/swiftc -g -O sw.swift -o sw && %s/llvm-nm -n --defined-only sw | "
+      "awk '$2 ~ /^[tT]$/ && $3 ~ /^[$]s/ {print $1, $3}' > syms && "
+      "awk '{print $2}' syms | %s/swift-demangle --no-sugar",
+      mt_tmp, bin, bin, bin), 0);
+  snprintf(want, sizeof want, "%s", mt_out);
+  assert_true(strstr(want, "sw.Counter.bump(by: Swift.Int) -> Swift.Int") != NULL);
+  assert_int_equal(mt_sh("cd '%s' && awk '{print \"0x\" $1}' syms | '%s' atos "
+                         "-o sw | sed 's/ (in sw).*//'", mt_tmp, mt_tool), 0);
+  assert_string_equal(mt_out, want);
+  assert_int_equal(mt_sh("cd '%s' && awk '{print \"0x\" $1}' syms | '%s' atos "
+                         "-o sw | grep -c '(sw.swift:'", mt_tmp, mt_tool), 0);
+  assert_true(atoi(mt_out) >= 3); /* file:line from swiftc's DWARF */
+  /* No runtime: names stay mangled, and the output says so. */
+  assert_int_equal(mt_sh("cd '%s' && awk '{print \"0x\" $1}' syms | "
+                         "STACKREC_SWIFT_RUNTIME=/nonexistent.so '%s' atos -o sw",
+                         mt_tmp, mt_tool), 0);
+  assert_non_null(strstr(mt_out, "$s2sw7CounterC4bump2byS2i_tF (in sw)"));
+  assert_non_null(strstr(mt_err, "Swift names left mangled"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_universal_dsym_every_slice),
+      cmocka_unit_test(test_thin_and_dwarf5),
+      cmocka_unit_test(test_symbol_table_only),
+      cmocka_unit_test(test_objc),
+      cmocka_unit_test(test_elf),
+      cmocka_unit_test(test_load_address),
+      cmocka_unit_test(test_json_and_arch),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_swift),
+  };
+  mt_setup(6, 12);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

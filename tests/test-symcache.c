@@ -1,0 +1,149 @@
+/*
+ * test-symcache.c: the per-build symbol cache (flush/symcache.c,
+ * docs/SYMCACHE.md; `stackrec symcache build`). On the Mach-O fixtures
+ * (tests/apple/fixtures.sh): a cache per slice of a universal dSYM
+ * answers llvm-symbolizer's frames at every byte address (arm64, arm64e,
+ * x86_64, DWARF 5); atos --symcache picks it, but not a cache of another
+ * build under this build's name (test-symbolize-apple.c resolves a
+ * recording with caches only); and a
+ * damaged cache (truncated anywhere, any header field changed, a byte
+ * flipped anywhere, another version) is refused with its file and offset,
+ * never used.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/apple/macho_test.h"
+
+static char g_cache[4200];
+
+static void uuid_of(const char *name, const char *arch, char out[64]) {
+  char path[4200], n[64], a[32];
+  FILE *f;
+  snprintf(path, sizeof path, "%s/uuids", mt_fx);
+  out[0] = '\0';
+  assert_non_null(f = fopen(path, "r"));
+  while (fscanf(f, "%63s %31s %63s", n, a, out) == 3)
+    if (strcmp(n, name) == 0 && strcmp(a, arch) == 0) break;
+  fclose(f);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (mt_state != 0) return 0;
+  snprintf(g_cache, sizeof g_cache, "%s/caches", mt_tmp);
+  return mt_sh("'%s' symcache build '%s/App.dSYM' '%s/D5-arm64.dSYM' -o '%s'",
+               mt_tool, mt_fx, mt_fx, g_cache) == 0 ? 0 : -1;
+}
+
+static void test_equal_to_llvm_symbolizer(void **state) {
+  static const char *const archs[] = {"arm64", "arm64e", "x86_64"};
+  char u[64];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  for (int k = 0; k < 3; k++) {
+    uuid_of("App", archs[k], u);
+    assert_int_equal(mt_sh("python3 '%s/tests/apple/compare.py' '%s' "
+                           "'%s/App.dSYM/Contents/Resources/DWARF/App' %s 1 "
+                           "--ours-obj '%s/%s.stkrsym'", mt_src, mt_tool, mt_fx,
+                           archs[k], g_cache, u), 0);
+    fprintf(stderr, "%s", mt_out);
+  }
+  uuid_of("D5-arm64", "arm64", u);
+  assert_int_equal(mt_sh("python3 '%s/tests/apple/compare.py' '%s' "
+                         "'%s/D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64' - 1 "
+                         "--ours-obj '%s/%s.stkrsym'", mt_src, mt_tool, mt_fx,
+                         g_cache, u), 0);
+  fprintf(stderr, "%s", mt_out);
+}
+
+static void test_atos_symcache_dir(void **state) {
+  char a[4096];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App.dSYM' -arch arm64 -i 0x100004100 "
+                         "0x100004404", mt_tool, mt_fx), 0);
+  snprintf(a, sizeof a, "%s", mt_out);
+  /* The same answers through the cache (every byte: the test above). */
+  assert_int_equal(mt_sh("'%s' atos --symcache '%s' -o '%s/App.dSYM' -arch "
+                         "arm64 -i 0x100004100 0x100004404", mt_tool, g_cache,
+                         mt_fx), 0);
+  assert_string_equal(mt_out, a);
+  assert_string_equal(mt_err, "");
+}
+
+/* A cache under the name of another build: refused (its UUID is in its
+ * header), the DWARF answers instead, and a note says why. */
+static void test_wrong_build_not_used(void **state) {
+  char u_app[64], u_d5[64], a[4096];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  uuid_of("App", "arm64", u_app);
+  uuid_of("D5-arm64", "arm64", u_d5);
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App.dSYM' -arch arm64 -i 0x100004100",
+                         mt_tool, mt_fx), 0);
+  snprintf(a, sizeof a, "%s", mt_out);
+  assert_int_equal(mt_sh("rm -rf '%s/wrong' && mkdir '%s/wrong' && cp "
+                         "'%s/%s.stkrsym' '%s/wrong/%s.stkrsym' && '%s' atos "
+                         "--symcache '%s/wrong' -o '%s/App.dSYM' -arch arm64 -i "
+                         "0x100004100", mt_tmp, mt_tmp, g_cache, u_d5, mt_tmp,
+                         u_app, mt_tool, mt_tmp, mt_fx), 0);
+  assert_string_equal(mt_out, a);
+  assert_non_null(strstr(mt_err, "symbol cache not used"));
+  assert_non_null(strstr(mt_err, "another build"));
+}
+
+/* Damage: every way must be refused, naming the file and an offset. */
+static void test_damaged_refused(void **state) {
+  char u[64], src[4200], dst[4200];
+  FILE *f;
+  long size;
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  uuid_of("D5-arm64", "arm64", u);
+  snprintf(src, sizeof src, "%s/%s.stkrsym", g_cache, u);
+  snprintf(dst, sizeof dst, "%s/bad.stkrsym", mt_tmp);
+  assert_non_null(f = fopen(src, "rb"));
+  fseek(f, 0, SEEK_END);
+  size = ftell(f);
+  fclose(f);
+  /* Truncated: at 0, in the header, at a quarter, half, end - 1. */
+  const long cuts[] = {0, 7, 50, 95, 96, size / 4, size / 2, size - 1};
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+    assert_int_equal(mt_sh("head -c %ld '%s' > '%s' && '%s' atos -o '%s' 0x1",
+                           cuts[i], src, dst, mt_tool, dst), 3);
+    if (!strstr(mt_err, "bad.stkrsym") ||
+        (cuts[i] >= 8 && !strstr(mt_err, ": offset ")))
+      fail_msg("cut %ld: %s", cuts[i], mt_err);
+  }
+  /* One byte changed anywhere: header fields, ranges, frames, strings. */
+  for (long off = 8; off < size; off += (off < 96 ? 4 : size / 50 + 1)) {
+    assert_int_equal(
+        mt_sh("cp '%s' '%s' && printf '\\x5a' | dd of='%s' bs=1 seek=%ld "
+              "conv=notrunc status=none && '%s' atos -o '%s' 0x100004000",
+              src, dst, dst, off, mt_tool, dst),
+        3);
+    if (!strstr(mt_err, "bad.stkrsym: offset "))
+      fail_msg("byte %ld: %s", off, mt_err);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_equal_to_llvm_symbolizer),
+      cmocka_unit_test(test_atos_symcache_dir),
+      cmocka_unit_test(test_wrong_build_not_used),
+      cmocka_unit_test(test_damaged_refused),
+  };
+  mt_setup(6, 12);
+  return cmocka_run_group_tests(tests, setup, NULL);
+}

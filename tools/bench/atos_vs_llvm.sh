@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# atos_vs_llvm.sh: `stackrec atos` against llvm-symbolizer-14 on the same
+# dSYM and the same addresses, side by side in one run (issue 10).
+#
+#   bazel run -c opt //tools/bench:atos_vs_llvm -- [FIXTURE_DIR [NFILES FUNCS]]
+#
+# FIXTURE_DIR (default /tmp/stackrec-bench-macho) gets the Mach-O fixtures
+# of tests/apple/fixtures.sh, built once with NFILES x FUNCS generated
+# functions (default 60 x 40: about 4.4 MB of DWARF per slice, 13 MB of
+# dSYM; building it takes minutes on 2 cores). Then, for N random
+# addresses of the arm64 slice's code (inline chains expanded, -i, JSON
+# out), 5 interleaved rounds of each tool, one process per round with all
+# addresses on stdin ("cold": the DWARF is read from the dSYM in each
+# run), and 5 rounds with a single address (start-up + DWARF open).
+# Prints medians, per-address time (after start-up), peak RSS, the ratio,
+# and whether both gave the same answers. Always exits 0 (a program, not a
+# test: figures are for people).
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+[ -n "${BUILD_WORKSPACE_DIRECTORY:-}" ] && here=$BUILD_WORKSPACE_DIRECTORY
+fx=${1:-/tmp/stackrec-bench-macho}
+nfiles=${2:-60}
+nfuncs=${3:-40}
+stackrec=${STACKREC:-$here/bazel-bin/tools/stackrec}
+[ -x "$stackrec" ] || stackrec=$(dirname "$0")/../stackrec
+llvm=llvm-symbolizer-14
+n=${BENCH_ADDRS:-20000}
+
+if [ ! -f "$fx/App.dSYM/Contents/Resources/DWARF/App" ]; then
+  echo "building the fixtures ($nfiles x $nfuncs) into $fx ..."
+  "$here/tests/apple/fixtures.sh" "$fx" "$nfiles" "$nfuncs" 2>/dev/null || exit 0
+fi
+dsym=$fx/App.dSYM/Contents/Resources/DWARF/App
+read -r size lo < <(llvm-objdump-14 --macho --arch=arm64 --section-headers "$dsym" |
+  awk '$2 == "__text" {print $3, $4}')
+dwarf=0
+while read -r hexsize; do dwarf=$((dwarf + 16#$hexsize)); done < <(
+  llvm-objdump-14 --macho --arch=arm64 --section-headers "$dsym" |
+  awk '$2 ~ /^__debug_/ {print $3}')
+python3 - "$lo" "$size" "$n" >"$fx/addrs" <<'PY'
+import random, sys
+lo, size, n = int(sys.argv[1], 16), int(sys.argv[2], 16), int(sys.argv[3])
+r = random.Random(42)
+for _ in range(n):
+    print("0x%x" % (lo + r.randrange(size)))
+PY
+head -n 1 "$fx/addrs" >"$fx/addr1"
+
+# The symbol cache of the arm64 slice: build time = conversion speed.
+rm -rf "$fx/cache"
+t0=$(date +%s.%N)
+"$stackrec" symcache build -arch arm64 "$dsym" -o "$fx/cache" >"$fx/cache.log" || exit 0
+t1=$(date +%s.%N)
+cache=$(ls "$fx"/cache/*.stkrsym)
+ours() { "$stackrec" atos -o "$dsym" -arch arm64 -i --json <"$1"; }
+warm() { "$stackrec" atos -o "$cache" -i --json <"$1"; }
+theirs() { "$llvm" --obj="$dsym" --default-arch=arm64 -C -i --output-style=JSON <"$1"; }
+# run NAME INPUT: wall seconds and peak RSS KB of one run
+run() {
+  /usr/bin/time -f "%e %M" -o "$fx/time" bash -c "$(declare -f ours warm theirs); \
+    stackrec='$stackrec' llvm='$llvm' dsym='$dsym' cache='$cache' $1 '$2' >/dev/null" 2>/dev/null
+  cat "$fx/time"
+}
+median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+declare -A t rss
+for round in 1 2 3 4 5; do
+  for who in ours warm theirs; do
+    read -r s k < <(run "$who" "$fx/addrs")
+    t[$who,all]+="$s "
+    rss[$who]=$k
+    read -r s k < <(run "$who" "$fx/addr1")
+    t[$who,one]+="$s "
+  done
+done
+same=no
+if python3 "$here/tests/apple/compare.py" "$stackrec" "$dsym" arm64 64 >/dev/null 2>&1; then same=yes; fi
+
+printf 'dSYM: %s (arm64 slice: %.1f MB of DWARF); %d random addresses, -i, JSON\n' \
+  "$dsym" "$(echo "$dwarf / 1048576" | bc -l)" "$n"
+printf '%-22s %10s %10s %14s %10s\n' tool "1 addr s" "all s" "per addr us" "peak RSS MB"
+for who in ours warm theirs; do
+  one=$(echo "${t[$who,one]}" | tr ' ' '\n' | grep . | median)
+  all=$(echo "${t[$who,all]}" | tr ' ' '\n' | grep . | median)
+  per=$(echo "($all - $one) * 1000000 / $n" | bc -l)
+  eval "per_$who=\$per"
+  case $who in
+    ours) name="stackrec atos (DWARF)" ;;
+    warm) name="stackrec atos (cache)" ;;
+    *) name="llvm-symbolizer-14" ;;
+  esac
+  printf '%-22s %10s %10s %14.1f %10.1f\n' "$name" "$one" "$all" "$per" \
+    "$(echo "${rss[$who]} / 1024" | bc -l)"
+done
+printf 'per-address ratio llvm-symbolizer / stackrec atos: %.2f (goal >= 1: never slower)\n' \
+  "$(echo "$per_theirs / $per_ours" | bc -l)"
+echo "same answers as llvm-symbolizer (every 64th byte of the slice): $same"
+printf 'per-address ratio stackrec DWARF / cache: %.2f (goal >= 10)\n' \
+  "$(echo "$per_ours / $per_warm" | bc -l)"
+printf 'symbol cache build: %.2f s for %.1f MB of DWARF: %.1f MB/s (goal >= 100); cache %s bytes\n' \
+  "$(echo "$t1 - $t0" | bc -l)" "$(echo "$dwarf / 1048576" | bc -l)" \
+  "$(echo "$dwarf / 1048576 / ($t1 - $t0)" | bc -l)" "$(stat -c %s "$cache")"

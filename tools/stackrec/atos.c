@@ -1,0 +1,262 @@
+/*
+ * atos.c: `stackrec atos`: addresses to function, file:line and inlined
+ * calls, with the options of Apple's atos, for a Mach-O binary or dSYM
+ * (thin or universal) or an ELF file, on any platform (flush/symbolize.h,
+ * stkr__symfile: libdw reads a dSYM's DWARF through an in-memory ELF
+ * image).
+ *
+ * Address math as atos: with -l LOAD_ADDRESS (where the image was loaded:
+ * its Mach-O header, or an ELF file's load bias) an address A is looked up
+ * at A - LOAD + __TEXT vmaddr (ELF: A - LOAD); without -l, addresses are
+ * the file's own. Each address is looked up as given (atos and
+ * llvm-symbolizer do the same): pass a return address minus one.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flush/symbolize.h"
+#include "tools/stackrec/cli.h"
+
+static const char atos_help[] =
+    "Usage: stackrec atos -o BINARY_OR_DSYM [-l LOAD_ADDRESS] [-arch ARCH]\n"
+    "                     [-i] [--json] [--symcache DIR] [ADDRESS...]\n"
+    "\n"
+    "Print the function, file and line of each ADDRESS (hexadecimal, 0x\n"
+    "optional; read from stdin, separated by white space, when none is\n"
+    "given), like Apple's atos, on any platform. BINARY_OR_DSYM is a Mach-O\n"
+    "file (thin or universal), a .dSYM bundle or the DWARF file inside one,\n"
+    "a symbol cache (.stkrsym), or an ELF file. One line per address:\n"
+    "  function (in image) (file:line)\n"
+    "or the address itself when nothing is known there. Swift and C++ names\n"
+    "are demangled (Swift through the runtime's swift_demangle: see\n"
+    "STACKREC_SWIFT_RUNTIME below; a note says when names stay mangled).\n"
+    "\n"
+    "Options:\n"
+    "  -o PATH          the binary or dSYM (required)\n"
+    "  -l ADDRESS       where the image was loaded (its Mach-O header; an ELF\n"
+    "                   file's load bias): ADDRESS - LOAD + __TEXT vmaddr is\n"
+    "                   looked up. Without -l addresses are the file's own.\n"
+    "  -arch ARCH       the slice of a universal file: arm64, arm64e, x86_64\n"
+    "  -i               also print the inlined calls, innermost first\n"
+    "  --symcache DIR   use DIR/<UUID>.stkrsym (stackrec symcache build) when\n"
+    "                   it holds this build; -o FILE.stkrsym works too\n"
+    "  --json           one JSON object per address: {\"address\": \"0x...\",\n"
+    "                   \"frames\": [{\"function\", \"file\", \"line\",\n"
+    "                   \"column\", \"inlined\"}]} (with -i every frame; else\n"
+    "                   one: the function, at the innermost file:line)\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "Environment: STACKREC_SWIFT_RUNTIME=/path/to/libswiftCore.so\n"
+    "\n"
+    "Exit status: 0 every address read (symbols found or not), 2 usage\n"
+    "error or a bad address, 3 the file cannot be opened or read (no such\n"
+    "slice, malformed: the message names the file and offset).\n";
+
+typedef struct atos_opts {
+  bool inlines, json, have_load;
+  uint64_t load, text_vmaddr;
+  const char *image; /* basename shown "(in image)" */
+} atos_opts;
+
+static int parse_addr(const char *s, uint64_t *out) {
+  char *end;
+  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
+  if (!isxdigit((unsigned char)s[0])) return -EINVAL;
+  errno = 0;
+  *out = strtoull(s, &end, 16);
+  return errno || *end ? -EINVAL : 0;
+}
+
+static const char *base_of(const char *p) {
+  const char *s = p ? strrchr(p, '/') : NULL;
+  return s ? s + 1 : p;
+}
+
+static void json_str(const char *s) {
+  if (!s) {
+    fputs("null", stdout);
+    return;
+  }
+  putchar('"');
+  stkr_cli_put_json(stdout, (const uint8_t *)s, strlen(s));
+  putchar('"');
+}
+
+static void print_one(const atos_opts *o, const char *text, uint64_t addr,
+                      stkr__symres *fr, size_t n) {
+  /* Without -i: the function around everything (outermost), at the
+   * innermost location (what the line table says of this address). */
+  if (!o->inlines && n > 1) {
+    stkr__symres keep = fr[n - 1];
+    keep.file = fr[0].file;
+    keep.line = fr[0].line;
+    keep.column = fr[0].column;
+    keep.inlined = false;
+    fr[0] = keep;
+    n = 1;
+  }
+  if (o->json) {
+    printf("{\"address\": \"0x%llx\", \"frames\": [", (unsigned long long)addr);
+    for (size_t k = 0; k < n; k++) {
+      fputs(k ? ", {\"function\": " : "{\"function\": ", stdout);
+      json_str(fr[k].function);
+      fputs(", \"file\": ", stdout);
+      json_str(fr[k].file);
+      printf(", \"line\": %u, \"column\": %u, \"inlined\": %s}", fr[k].line,
+             fr[k].column, fr[k].inlined ? "true" : "false");
+    }
+    fputs("]}\n", stdout);
+    return;
+  }
+  if (n == 0 || !fr[0].function) {
+    printf("%s\n", text);
+    return;
+  }
+  for (size_t k = 0; k < n; k++) {
+    printf("%s (in %s)", fr[k].function ? fr[k].function : "??", o->image);
+    if (fr[k].file) printf(" (%s:%u)", base_of(fr[k].file), fr[k].line);
+    putchar('\n');
+  }
+}
+
+static int do_addr(const atos_opts *o, stkr__symfile *f, const char *text) {
+  stkr__symres fr[STKR__SYM_MAX_INLINE];
+  uint64_t a, look;
+  size_t n = 0;
+  if (parse_addr(text, &a) < 0) {
+    fprintf(stderr, "stackrec atos: '%s' is not a hexadecimal address\n", text);
+    return STKR_CLI_USAGE;
+  }
+  look = a;
+  if (o->have_load) look = a - o->load + o->text_vmaddr;
+  if (!o->have_load || a >= o->load) n = stkr__symfile_lookup(f, look, fr, STKR__SYM_MAX_INLINE);
+  print_one(o, text, a, fr, n);
+  return 0;
+}
+
+static int atos_run(const atos_opts *o, stkr__symfile *f, char **addrs,
+                    int n_addrs) {
+  int rc = 0;
+  if (n_addrs > 0) {
+    for (int i = 0; i < n_addrs; i++) rc |= do_addr(o, f, addrs[i]);
+  } else {
+    char tok[128];
+    while (scanf("%127s", tok) == 1) rc |= do_addr(o, f, tok);
+  }
+  return rc ? STKR_CLI_USAGE : 0;
+}
+
+/* --symcache DIR: DIR/<UUID>.stkrsym in place of the DWARF if it is
+ * there and of this build; else (damaged, another build) a note and the
+ * DWARF. */
+static void use_cache(const char *dir, stkr__symfile **f,
+                      stkr__symfile_info *info) {
+  char path[4200], u[37], err[1024];
+  stkr__symfile *c;
+  const uint8_t *x = info->uuid;
+  snprintf(u, sizeof u,
+           "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
+           x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10],
+           x[11], x[12], x[13], x[14], x[15]);
+  snprintf(path, sizeof path, "%s/%s%s", dir, u, STKR__SYMCACHE_EXT);
+  if (access(path, R_OK) != 0) return;
+  if (stkr__symfile_open(path, NULL, info->uuid, &c, err, sizeof err) != 0) {
+    fprintf(stderr, "stackrec atos: note: symbol cache not used: %s\n", err);
+    return;
+  }
+  stkr__symfile_free(*f);
+  *f = c;
+  stkr__symfile_get_info(c, info);
+}
+
+int stkr_cli_atos(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"arch", required_argument, NULL, 'a'},
+      {"json", no_argument, NULL, 'j'},
+      {"symcache", required_argument, NULL, 'c'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  atos_opts o = {0};
+  const char *path = NULL, *arch = NULL, *cache_dir = NULL;
+  stkr__symfile *f = NULL;
+  stkr__symfile_info info;
+  char err[1024];
+  int c, rc;
+
+  opterr = 0;
+  optind = 1;
+  /* getopt_long_only: atos spells its long option "-arch". */
+  while ((c = getopt_long_only(argc, argv, ":o:l:ih", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'o':
+      path = optarg;
+      break;
+    case 'l':
+      if (parse_addr(optarg, &o.load) < 0)
+        return stkr_cli_usage_error("atos", "-l '%s' is not a hexadecimal "
+                                    "address", optarg);
+      o.have_load = true;
+      break;
+    case 'a':
+      arch = optarg;
+      break;
+    case 'i':
+      o.inlines = true;
+      break;
+    case 'j':
+      o.json = true;
+      break;
+    case 'c':
+      cache_dir = optarg;
+      break;
+    case 'h':
+      fputs(atos_help, stdout);
+      return stkr_cli_flush("atos");
+    case ':':
+      return stkr_cli_usage_error("atos", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("atos", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (!path) return stkr_cli_usage_error("atos", "no -o BINARY_OR_DSYM given");
+  stkr__demangle_swift_enable();
+  rc = stkr__symfile_open(path, arch, NULL, &f, err, sizeof err);
+  if (rc < 0) {
+    fprintf(stderr, "stackrec atos: %s\n", err);
+    return rc == -EINVAL && strstr(err, "unknown architecture")
+               ? STKR_CLI_USAGE
+               : rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+  }
+  stkr__symfile_get_info(f, &info);
+  {
+    /* "(in App)" for App.dSYM and App.dSYM/Contents/Resources/DWARF/App
+     * (and for its symbol cache, with --symcache). */
+    static char img[256];
+    const char *b = base_of(info.path);
+    snprintf(img, sizeof img, "%s", b && *b ? b : base_of(path));
+    o.image = img;
+  }
+  if (cache_dir && info.macho && info.has_uuid)
+    use_cache(cache_dir, &f, &info);
+  o.text_vmaddr = info.text_vmaddr;
+  if (info.macho && !info.has_dwarf)
+    fprintf(stderr, "stackrec atos: note: %s has no DWARF (no dSYM): function "
+                    "names only, from its symbol table\n", info.path);
+  rc = atos_run(&o, f, argv + optind, argc - optind);
+  if (stkr__demangle_swift_missed())
+    fprintf(stderr, "stackrec atos: note: %llu Swift names left mangled: no "
+                    "Swift runtime (libswiftCore.so) found; set "
+                    "STACKREC_SWIFT_RUNTIME\n",
+            (unsigned long long)stkr__demangle_swift_missed());
+  stkr__symfile_free(f);
+  if (stkr_cli_flush("atos") != 0) return STKR_CLI_DATA_LOST;
+  return rc;
+}

@@ -1,0 +1,162 @@
+/*
+ * symcache.c: `stackrec symcache build`: convert the DWARF (and symbol
+ * table) of Mach-O builds once into per-build symbol caches,
+ * DIR/<UUID>.stkrsym (format: docs/SYMCACHE.md; flush/symcache.c), which
+ * `stackrec symbolize --debug-dir DIR` and `stackrec atos --symcache DIR`
+ * (or -o FILE.stkrsym) use in place of the DWARF when one matches.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "flush/symbolize.h"
+#include "tools/stackrec/cli.h"
+
+static const char symcache_help[] =
+    "Usage: stackrec symcache build [-arch ARCH] DSYM_OR_BINARY... -o DIR\n"
+    "\n"
+    "Convert each build's DWARF (a .dSYM bundle, the DWARF file in one, or\n"
+    "a Mach-O binary: its symbol table) once into a symbol cache,\n"
+    "DIR/<UUID>.stkrsym: sorted address ranges, each with its function,\n"
+    "file:line:column and inline chain, over interned strings; mapped and\n"
+    "checked whole on load (docs/SYMCACHE.md). One file per slice of a\n"
+    "universal input (only ARCH's with -arch). 'stackrec symbolize\n"
+    "--debug-dir DIR' and 'stackrec atos --symcache DIR' (or -o FILE) use a\n"
+    "cache whose UUID matches, before any dSYM; the answers are the same.\n"
+    "Mach-O only (ELF files are not cached).\n"
+    "\n"
+    "Options:\n"
+    "  -o DIR           output directory (created)\n"
+    "  -arch ARCH       only this slice: arm64, arm64e, x86_64\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "Exit status: 0 every input converted, 1 writing failed, 2 usage error,\n"
+    "3 an input cannot be opened or is not Mach-O.\n";
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One slice of one input. @return exit status. */
+static int build_one(stkr__symfile *f, const char *dir) {
+  stkr__symfile_info info;
+  stkr__symcache_stats st;
+  char path[4200], uuid[37], err[1024];
+  double t0 = now(), dt;
+  int rc;
+  stkr__symfile_get_info(f, &info);
+  if (!info.macho || !info.has_uuid) {
+    fprintf(stderr, "stackrec symcache: %s: %s\n", info.path,
+            info.macho ? "no LC_UUID: a cache could never be matched"
+                       : "not a Mach-O file (only Mach-O builds are cached)");
+    return STKR_CLI_NO_INPUT;
+  }
+  snprintf(uuid, sizeof uuid,
+           "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
+           info.uuid[0], info.uuid[1], info.uuid[2], info.uuid[3], info.uuid[4],
+           info.uuid[5], info.uuid[6], info.uuid[7], info.uuid[8], info.uuid[9],
+           info.uuid[10], info.uuid[11], info.uuid[12], info.uuid[13],
+           info.uuid[14], info.uuid[15]);
+  snprintf(path, sizeof path, "%s/%s%s", dir, uuid, STKR__SYMCACHE_EXT);
+  if ((rc = stkr__symcache_write(f, path, &st, err, sizeof err)) < 0) {
+    fprintf(stderr, "stackrec symcache: %s\n", err);
+    return rc == -ENOTSUP ? STKR_CLI_NO_INPUT : STKR_CLI_DATA_LOST;
+  }
+  dt = now() - t0;
+  printf("%s (%s, %s): %llu ranges, %llu frames, %llu bytes of strings; "
+         "%.1f MB of DWARF -> %.1f MB in %.2f s (%.1f MB of DWARF/s)\n",
+         path, info.path, info.arch ? info.arch : "?",
+         (unsigned long long)st.ranges, (unsigned long long)st.frames,
+         (unsigned long long)st.string_bytes, (double)st.dwarf_bytes / 1048576,
+         (double)st.file_bytes / 1048576, dt,
+         dt > 0 ? (double)st.dwarf_bytes / 1048576 / dt : 0.0);
+  return 0;
+}
+
+int stkr_cli_symcache(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"arch", required_argument, NULL, 'a'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  static const char *const archs[] = {"arm64", "arm64e", "x86_64"};
+  const char *dir = NULL, *arch = NULL;
+  int c, status = 0;
+
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    fputs(symcache_help, stdout);
+    return stkr_cli_flush("symcache");
+  }
+  if (argc < 2 || strcmp(argv[1], "build") != 0)
+    return stkr_cli_usage_error("symcache", "expected 'build'");
+  argc--;
+  argv++;
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long_only(argc, argv, ":o:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'o':
+      dir = optarg;
+      break;
+    case 'a':
+      arch = optarg;
+      break;
+    case 'h':
+      fputs(symcache_help, stdout);
+      return stkr_cli_flush("symcache");
+    case ':':
+      return stkr_cli_usage_error("symcache", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("symcache", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (!dir) return stkr_cli_usage_error("symcache", "no -o DIR given");
+  if (optind >= argc)
+    return stkr_cli_usage_error("symcache", "no DSYM_OR_BINARY given");
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec symcache: cannot create %s: %s\n", dir,
+            strerror(errno));
+    return STKR_CLI_DATA_LOST;
+  }
+  stkr__demangle_swift_enable();
+  for (int i = optind; i < argc; i++) {
+    stkr__symfile *f;
+    char err[1024];
+    int rc = stkr__symfile_open(argv[i], arch, NULL, &f, err, sizeof err), got = 0;
+    if (rc == 0) {
+      status |= build_one(f, dir);
+      stkr__symfile_free(f);
+      continue;
+    }
+    if (!arch && rc == -ENOENT && strstr(err, "universal file")) {
+      /* Every slice. */
+      for (size_t k = 0; k < sizeof archs / sizeof archs[0]; k++) {
+        if (stkr__symfile_open(argv[i], archs[k], NULL, &f, err, sizeof err) != 0)
+          continue;
+        status |= build_one(f, dir);
+        stkr__symfile_free(f);
+        got++;
+      }
+      if (got) continue;
+    }
+    fprintf(stderr, "stackrec symcache: %s\n", err);
+    status |= rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+  }
+  if (stkr__demangle_swift_missed())
+    fprintf(stderr, "stackrec symcache: note: %llu Swift names left mangled "
+                    "in the caches: no Swift runtime found; set "
+                    "STACKREC_SWIFT_RUNTIME\n",
+            (unsigned long long)stkr__demangle_swift_missed());
+  if (stkr_cli_flush("symcache") != 0) return STKR_CLI_DATA_LOST;
+  /* Mixed failures: the most serious (3 over 1) is not knowable from an
+   * OR; report 3 if any input could not be used, else 1. */
+  return status & STKR_CLI_NO_INPUT ? STKR_CLI_NO_INPUT : status;
+}
