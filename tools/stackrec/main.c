@@ -22,27 +22,51 @@ const char stkr_cli_exit_help[] =
     "     that ended uncleanly, missing or deleted segments, a recreated\n"
     "     directory; other commands say so and exit 0\n";
 
-static const char usage[] =
-    "Usage: stackrec COMMAND [OPTIONS] DIR|FILE...\n"
-    "\n"
-    "Read stackrec recordings: directories of stackrec-<pid>-<seq>.zst\n"
-    "segment files, or single segment files.\n"
-    "\n"
-    "Commands:\n"
-    "  record     run a command under the privacy hooks, then summarize\n"
-    "  info       summary of each recorded process\n"
-    "  dump       one line per event (text or JSON)\n"
-    "  symbolize  resolve an offline-mode recording into frames\n"
-    "  export     pprof, folded stacks, Chrome trace or JSON lines\n"
-    "  report     sites ranked by events, with their call stacks (or HTML)\n"
-    "  verify     check every segment; exit 1 if damaged, 4 if incomplete\n"
-    "  merge      several recordings into one directory\n"
-    "  atos       addresses to function, file:line (Mach-O, dSYM or ELF)\n"
-    "  symcache   per-build symbol caches from dSYMs (for symbolize, atos)\n"
-    "\n"
-    "Run 'stackrec COMMAND --help' for the options of a command.\n"
-    "Warnings about damaged input go to stderr, naming file and offset.\n"
-    "\n";
+/* Every command, once: the usage text and the dispatch both come from this
+ * table, so a command cannot be listed without existing or the reverse. */
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} k_commands[] = {
+    {"record", stkr_cli_record,
+     "run a command under the privacy hooks, then summarize"},
+    {"info", stkr_cli_info, "summary of each recorded process"},
+    {"dump", stkr_cli_dump, "one line per event (text or JSON)"},
+    {"symbolize", stkr_cli_symbolize,
+     "resolve an offline-mode recording into frames"},
+    {"export", stkr_cli_export,
+     "pprof, folded stacks, Chrome trace or JSON lines"},
+    {"report", stkr_cli_report,
+     "sites ranked by events, with their call stacks (or HTML)"},
+    {"verify", stkr_cli_verify,
+     "check every segment; exit 1 if damaged, 4 if incomplete"},
+    {"merge", stkr_cli_merge, "several recordings into one directory"},
+    {"atos", stkr_cli_atos,
+     "addresses to function, file:line (Mach-O, dSYM or ELF)"},
+    {"symcache", stkr_cli_symcache,
+     "per-build symbol caches from dSYMs (for symbolize, atos)"},
+};
+#define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
+
+static void put_usage(void) {
+  size_t i;
+
+  fputs("Usage: stackrec COMMAND [OPTIONS] DIR|FILE...\n"
+        "\n"
+        "Read stackrec recordings: directories of stackrec-<pid>-<seq>.zst\n"
+        "segment files, or single segment files.\n"
+        "\n"
+        "Commands:\n",
+        stdout);
+  for (i = 0; i < N_COMMANDS; i++)
+    printf("  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+  fputs("\n"
+        "Run 'stackrec COMMAND --help' for the options of a command.\n"
+        "Warnings about damaged input go to stderr, naming file and offset.\n"
+        "\n",
+        stdout);
+}
 
 int stkr_cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
@@ -127,30 +151,13 @@ int main(int argc, char **argv) {
   cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
       strcmp(cmd, "help") == 0) {
-    fputs(usage, stdout);
+    put_usage();
     fputs(stkr_cli_exit_help, stdout);
     return stkr_cli_flush("help");
   }
-  if (strcmp(cmd, "info") == 0)
-    return stkr_cli_info(argc - 1, argv + 1);
-  if (strcmp(cmd, "dump") == 0)
-    return stkr_cli_dump(argc - 1, argv + 1);
-  if (strcmp(cmd, "symbolize") == 0)
-    return stkr_cli_symbolize(argc - 1, argv + 1);
-  if (strcmp(cmd, "record") == 0)
-    return stkr_cli_record(argc - 1, argv + 1);
-  if (strcmp(cmd, "export") == 0)
-    return stkr_cli_export(argc - 1, argv + 1);
-  if (strcmp(cmd, "report") == 0)
-    return stkr_cli_report(argc - 1, argv + 1);
-  if (strcmp(cmd, "verify") == 0)
-    return stkr_cli_verify(argc - 1, argv + 1);
-  if (strcmp(cmd, "merge") == 0)
-    return stkr_cli_merge(argc - 1, argv + 1);
-  if (strcmp(cmd, "atos") == 0)
-    return stkr_cli_atos(argc - 1, argv + 1);
-  if (strcmp(cmd, "symcache") == 0)
-    return stkr_cli_symcache(argc - 1, argv + 1);
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    if (strcmp(cmd, k_commands[i].name) == 0)
+      return k_commands[i].run(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);
