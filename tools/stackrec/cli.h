@@ -76,6 +76,11 @@ int stkr_cli_export(int argc, char **argv);
 int stkr_cli_report(int argc, char **argv); /* report.c */
 int stkr_cli_verify(int argc, char **argv); /* verify.c */
 int stkr_cli_merge(int argc, char **argv);  /* merge.c */
+int stkr_cli_recover(int argc, char **argv); /* recover.c */
+/* `stackrec record`, once the program exited: recover the ring files of
+ * its processes that died (before the summary reads the directory). One
+ * line on stderr when something was recovered or lost, unless quiet. */
+void stkr_cli_recover_after_record(const char *dir, bool quiet);
 
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */

@@ -34,6 +34,7 @@ static const char usage[] =
     "  report     sites ranked by events, with their call stacks (or HTML)\n"
     "  verify     check every segment; exit 1 if anything is damaged\n"
     "  merge      several recordings into one directory\n"
+    "  recover    write out what killed processes left in their ring files\n"
     "\n"
     "Run 'stackrec COMMAND --help' for the options of a command.\n"
     "Warnings about damaged input go to stderr, naming file and offset.\n"
@@ -141,6 +142,8 @@ int main(int argc, char **argv) {
     return stkr_cli_verify(argc - 1, argv + 1);
   if (strcmp(cmd, "merge") == 0)
     return stkr_cli_merge(argc - 1, argv + 1);
+  if (strcmp(cmd, "recover") == 0)
+    return stkr_cli_recover(argc - 1, argv + 1);
   if (cmd[0] == '-')
     return stkr_cli_usage_error(NULL, "unknown option '%s'", cmd);
   return stkr_cli_usage_error(NULL, "unknown command '%s'", cmd);

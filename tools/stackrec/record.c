@@ -782,6 +782,7 @@ int stkr_cli_record(int argc, char **argv) {
     return rc;
   if ((rc = run(argv + optind, preload, dir, depth, cats, &status)) != 0)
     return rc;
+  stkr_cli_recover_after_record(dir, quiet); /* killed processes' rings */
 
   if (WIFEXITED(status))
     rc = WEXITSTATUS(status);

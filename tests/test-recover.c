@@ -1,0 +1,453 @@
+/*
+ * test-recover.c: crash-proof rings. A child process records into file-
+ * backed rings and dies by SIGKILL; the parent (playing `stackrec record`,
+ * `stackrec recover` or the next stkr_init) recovers what the child left in
+ * its ring files and reads the directory back: every event the child
+ * accepted is there exactly once.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/stkr_ringfile.h"
+#include "proto/stkr_reader.h"
+#include "proto/stkr_recover.h"
+#include "recorder/stackrec.h"
+#include "recorder/stkr_internal.h"
+
+STKR_SITE_DEFINE(g_site, "recover.test");
+
+static char g_root[256];
+static int g_dirs;
+
+static void new_dir(char *out, size_t cap) {
+  snprintf(out, cap, "%s/d%d", g_root, ++g_dirs);
+  assert_int_equal(mkdir(out, 0700), 0);
+}
+
+/* ---- reading back --------------------------------------------------------- */
+
+typedef struct readback {
+  uint64_t events;
+  uint32_t *seen;     /* by payload value (u32), for "exactly once" */
+  size_t n_seen;
+  uint64_t by_byte[256]; /* 1-byte payloads: events per value */
+  uint64_t warnings_lost;
+} readback;
+
+static void rb_warn(void *arg, const stkr_warning *w) {
+  readback *rb = arg;
+  if (w->data_lost && w->kind != STKR_WARN_TRUNCATED)
+    rb->warnings_lost++;
+}
+
+static void read_dir(const char *dir, readback *rb, size_t n_seen) {
+  stkr_reader_opts o = {.warn = rb_warn, .warn_arg = rb, .lazy_frames = true};
+  stkr_reader *r;
+  stkr_event_view ev;
+  int rc;
+
+  memset(rb, 0, sizeof *rb);
+  rb->n_seen = n_seen;
+  rb->seen = calloc(n_seen ? n_seen : 1, sizeof *rb->seen);
+  assert_non_null(rb->seen);
+  assert_int_equal(stkr_reader_open(dir, &o, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    rb->events++;
+    if (ev.payload_len == 4) {
+      uint32_t v;
+      memcpy(&v, ev.payload, 4);
+      if (v < n_seen) rb->seen[v]++;
+    } else if (ev.payload_len == 1) {
+      rb->by_byte[ev.payload[0]]++;
+    }
+  }
+  assert_int_equal(rc, 0);
+  stkr_reader_free(r);
+}
+
+static void rb_free(readback *rb) { free(rb->seen); }
+
+static int count_files(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  size_t sl = strlen(suffix);
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* The one file in dir ending in suffix, into out. */
+static void find_file(const char *dir, const char *suffix, char *out,
+                      size_t cap) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t sl = strlen(suffix);
+  out[0] = '\0';
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0)
+      snprintf(out, cap, "%s/%s", dir, e->d_name);
+  }
+  closedir(d);
+  assert_true(out[0] != '\0');
+}
+
+/* ---- recording children ------------------------------------------------ */
+
+static void record_seq(uint32_t from, uint32_t n) {
+  for (uint32_t i = from; i < from + n; i++)
+    if (stkr_event(&g_site, &i, 4) != 0) _exit(91);
+}
+
+/* Child: record n1 events, flush, (optionally) rewind the ring file's tail
+ * to where it was before the flush, as if we died between the batch's
+ * write(2) and the tail store; record n2 more; die by SIGKILL. */
+static void child_die(const char *dir, uint32_t n1, uint32_t n2, bool rewind) {
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                     .ring_bytes = 256 << 10};
+  if (stkr_init(&cfg) != 0) _exit(90);
+  record_seq(0, n1);
+  if (n1) {
+    if (stkr_flush() != 0) _exit(92);
+    if (rewind) {
+      stkr__ring_ctl *c = stkr__tls->ring.c;
+      if (stkr__tls->ring.session == 0) _exit(93); /* not a ring file */
+      atomic_store_explicit(&c->tail, 0, memory_order_release);
+    }
+  }
+  record_seq(n1, n2);
+  kill(getpid(), SIGKILL);
+  _exit(94);
+}
+
+static void run_child_die(const char *dir, uint32_t n1, uint32_t n2,
+                          bool rewind) {
+  int status;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child_die(dir, n1, n2, rewind);
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+typedef struct msgs {
+  int n;
+  char last[1024];
+} msgs;
+
+static void msg_cb(void *arg, const char *line) {
+  msgs *m = arg;
+  m->n++;
+  snprintf(m->last, sizeof m->last, "%s", line);
+}
+
+static void recover(const char *dir, bool dry, stkr_recover_stats *st,
+                    msgs *m) {
+  stkr_recover_opts o = {.dry_run = dry, .message = msg_cb, .message_arg = m};
+  memset(m, 0, sizeof *m);
+  assert_int_equal(stkr_recover_dir(dir, &o, st), 0);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* A recording's files: a session file and one ring file per thread, with
+ * the header fields a reader needs; a clean shutdown removes them. */
+static void test_ring_file_layout(void **state) {
+  char dir[300], path[600];
+  stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 64 << 10};
+  stkr_ringfile_meta m;
+  stkr_sessfile_hdr h;
+  int fd;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  cfg.dir = dir;
+  assert_int_equal(stkr_init(&cfg), 0);
+  assert_int_equal(stkr_event(&g_site, "x", 1), 0);
+  assert_int_equal(count_files(dir, ".session"), 1);
+  assert_int_equal(count_files(dir, ".ring"), 1);
+  find_file(dir, ".ring", path, sizeof path);
+  assert_true((fd = open(path, O_RDONLY)) >= 0);
+  assert_int_equal(pread(fd, &m, sizeof m, 0), (ssize_t)sizeof m);
+  close(fd);
+  assert_memory_equal(m.magic, STKR_RINGFILE_MAGIC, 8);
+  assert_int_equal(m.version, STKR_RINGFILE_VERSION);
+  assert_int_equal(m.hdr_bytes, STKR_RINGFILE_HDR_BYTES);
+  assert_int_equal(m.ring_size, 64 << 10);
+  assert_int_equal(m.pid, getpid());
+  assert_int_equal(m.thread_id, stkr__tls->id);
+  assert_int_equal(m.os_tid, stkr__tls->tid);
+  assert_int_equal(m.session_id, stkr__tls->ring.session);
+  find_file(dir, ".session", path, sizeof path);
+  assert_true((fd = open(path, O_RDONLY)) >= 0);
+  assert_int_equal(pread(fd, &h, sizeof h, 0), (ssize_t)sizeof h);
+  close(fd);
+  assert_memory_equal(h.magic, STKR_SESSFILE_MAGIC, 8);
+  assert_int_equal(h.session_id, m.session_id);
+  assert_int_equal(h.pid, getpid());
+  assert_true(h.names_used >= strlen("recover.test"));
+  /* Our own session is live: recovery leaves it alone. */
+  {
+    stkr_recover_stats st;
+    msgs ms;
+    recover(dir, false, &st, &ms);
+    assert_int_equal(st.sessions_live, 1);
+    assert_int_equal(st.sessions_dead, 0);
+    assert_int_equal(count_files(dir, ".ring"), 1);
+  }
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(count_files(dir, ".session"), 0);
+  assert_int_equal(count_files(dir, ".ring"), 0);
+}
+
+/* SIGKILL before any flush: every event is in the ring file, and recovery
+ * writes exactly those, once; a second recovery finds nothing. */
+static void test_kill_before_flush(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  readback rb;
+  msgs ms;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  run_child_die(dir, 0, 500, false);
+  recover(dir, true, &st, &ms); /* dry run: counts, changes nothing */
+  assert_int_equal(st.sessions_dead, 1);
+  assert_int_equal(st.events, 500);
+  assert_int_equal(count_files(dir, ".ring"), 1);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(ms.n, 0);
+  assert_int_equal(st.sessions_recovered, 1);
+  assert_int_equal(st.events, 500);
+  assert_int_equal(st.duplicates, 0);
+  assert_int_equal(st.segments_written, 1);
+  assert_int_equal(count_files(dir, ".ring"), 0);
+  assert_int_equal(count_files(dir, ".session"), 0);
+  read_dir(dir, &rb, 500);
+  assert_int_equal(rb.events, 500);
+  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
+  assert_int_equal(rb.warnings_lost, 0);
+  rb_free(&rb);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.sessions_dead + st.events, 0);
+}
+
+/* Flushed events stay where they are; only the rest is recovered. */
+static void test_kill_after_flush(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  readback rb;
+  msgs ms;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  run_child_die(dir, 300, 200, false);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.events, 200);
+  assert_int_equal(st.duplicates, 0); /* the tail was stored */
+  read_dir(dir, &rb, 500);
+  assert_int_equal(rb.events, 500);
+  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
+  rb_free(&rb);
+}
+
+/* Died between write(2) and the tail store: the ring file still holds the
+ * written records, and Batch.ring_pos says they are written. */
+static void test_crash_between_write_and_tail(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  readback rb;
+  msgs ms;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  run_child_die(dir, 300, 200, true);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.events, 200);
+  assert_int_equal(st.duplicates, 300);
+  read_dir(dir, &rb, 500);
+  assert_int_equal(rb.events, 500);
+  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
+  rb_free(&rb);
+}
+
+/* The embedded case: the next stkr_init on the directory recovers. */
+static void test_embedded_next_init(void **state) {
+  char dir[300];
+  stkr_config cfg = {.flush_interval_ms = 3600000};
+  readback rb;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  run_child_die(dir, 100, 150, false);
+  cfg.dir = dir;
+  assert_int_equal(stkr_init(&cfg), 0);
+  /* Recovered at init: only our own session's files are left (this
+   * thread, attached by an earlier test, got a ring file of it). */
+  assert_int_equal(count_files(dir, ".session"), 1);
+  assert_int_equal(count_files(dir, ".ring"), 1);
+  uint32_t v = 100000;
+  assert_int_equal(stkr_event(&g_site, &v, 4), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  read_dir(dir, &rb, 250);
+  assert_int_equal(rb.events, 251);
+  for (int i = 0; i < 250; i++) assert_int_equal(rb.seen[i], 1);
+  rb_free(&rb);
+}
+
+/* fork in follow mode: the child records into its own session (its ring
+ * must not write into the parent's file), both die uncleanly, both are
+ * recovered exactly. */
+static void test_fork_follow(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  readback rb;
+  msgs ms;
+  int status;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                       .fork_mode = STKR_FORK_FOLLOW};
+    if (stkr_init(&cfg) != 0) _exit(90);
+    record_seq(0, 100);
+    pid_t c = fork();
+    if (c == 0) {
+      record_seq(1000, 70); /* its own session */
+      kill(getpid(), SIGKILL);
+    }
+    if (c < 0 || waitpid(c, &status, 0) != c) _exit(95);
+    record_seq(100, 100);
+    kill(getpid(), SIGKILL);
+  }
+  assert_int_equal(waitpid(p, &status, 0), p);
+  assert_true(WIFSIGNALED(status));
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.sessions_recovered, 2);
+  assert_int_equal(st.events, 270);
+  read_dir(dir, &rb, 1070);
+  assert_int_equal(rb.events, 270);
+  for (int i = 0; i < 200; i++) assert_int_equal(rb.seen[i], 1);
+  for (int i = 1000; i < 1070; i++) assert_int_equal(rb.seen[i], 1);
+  rb_free(&rb);
+}
+
+/* ---- SIGKILL at random moments -------------------------------------------
+ * A program with 4 threads making events, each counting its own successful
+ * events in memory shared with us, is killed at a random moment. What is
+ * recorded (segments + recovery) must equal what it counted, per thread, up
+ * to the one event per thread that can be in flight: committed to the ring
+ * (recorded) but killed before the counter's increment. Never fewer. */
+#define KTHREADS 4
+
+static _Atomic uint64_t *g_counts;
+
+static void *kill_worker(void *arg) {
+  uint8_t idx = (uint8_t)(uintptr_t)arg;
+  for (;;) {
+    if (stkr_event(&g_site, &idx, 1) == 0)
+      atomic_fetch_add_explicit(&g_counts[idx], 1, memory_order_relaxed);
+    if ((rand() & 63) == 0) sched_yield();
+  }
+  return NULL;
+}
+
+static void test_sigkill_random_moments(void **state) {
+  (void)state;
+  g_counts = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(g_counts != MAP_FAILED);
+  srand((unsigned)time(NULL));
+  for (int round = 0; round < 20; round++) {
+    char dir[300];
+    stkr_recover_stats st;
+    readback rb;
+    msgs ms;
+    int status;
+
+    new_dir(dir, sizeof dir);
+    for (int i = 0; i < KTHREADS; i++) g_counts[i] = 0;
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+      stkr_config cfg = {.dir = dir, .flush_interval_ms = 20,
+                         .ring_bytes = 1 << 20};
+      pthread_t th[KTHREADS];
+      if (stkr_init(&cfg) != 0) _exit(90);
+      for (int i = 0; i < KTHREADS; i++)
+        pthread_create(&th[i], NULL, kill_worker, (void *)(uintptr_t)i);
+      for (;;) pause();
+    }
+    struct timespec ts = {0, (20 + rand() % 280) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(p, SIGKILL);
+    assert_int_equal(waitpid(p, &status, 0), p);
+    recover(dir, false, &st, &ms);
+    assert_int_equal(st.damaged_rings, 0);
+    read_dir(dir, &rb, 0);
+    uint64_t total = 0;
+    for (int i = 0; i < KTHREADS; i++) {
+      uint64_t counted = g_counts[i], recorded = rb.by_byte[i];
+      if (recorded < counted || recorded > counted + 1)
+        fail_msg("round %d thread %d: recorded %llu, counted %llu", round, i,
+                 (unsigned long long)recorded, (unsigned long long)counted);
+      total += recorded;
+    }
+    assert_int_equal(rb.events, total);
+    print_message("round %2d: killed after %3ld ms: %llu events, %llu of "
+                  "them recovered\n", round, ts.tv_nsec / 1000000,
+                  (unsigned long long)total, (unsigned long long)st.events);
+    rb_free(&rb);
+  }
+  munmap(g_counts, 4096);
+}
+
+static int setup(void **state) {
+  const char *t = getenv("TEST_TMPDIR");
+  (void)state;
+  snprintf(g_root, sizeof g_root, "%s/recover-XXXXXX", t ? t : "/tmp");
+  assert_non_null(mkdtemp(g_root));
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ring_file_layout),
+      cmocka_unit_test(test_kill_before_flush),
+      cmocka_unit_test(test_kill_after_flush),
+      cmocka_unit_test(test_crash_between_write_and_tail),
+      cmocka_unit_test(test_embedded_next_init),
+      cmocka_unit_test(test_fork_follow),
+      cmocka_unit_test(test_sigkill_random_moments),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
