@@ -4,7 +4,7 @@
 # tools/stackrec/ for the CLI target), instrumented for coverage, with ASan
 # and UBSan.
 #
-#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli}
+#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,ring}
 #
 # STKR_FUZZ_OUT defaults to /tmp/stackrec-fuzz. Needs clang-14 and
 # libclang-rt-14-dev (libFuzzer), protobuf-c-compiler, libzstd-dev,
@@ -55,7 +55,7 @@ done
 
 rm -f "$out"/bin/fuzz_*
 status=0
-for t in frames batch cli; do
+for t in frames batch cli ring; do
   extra=()
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
