@@ -66,7 +66,7 @@
 #define STKR_RINGFILE_HEAD_OFF 256u
 #define STKR_RINGFILE_TAIL_OFF 320u
 #define STKR_RINGFILE_HDR_BYTES 4096u /* the buffer starts here */
-#define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 32) /* readers refuse more */
+#define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 30) /* the writer's limit */
 
 #define STKR_SESSFILE_HDR_BYTES 4096u
 #define STKR_SESSFILE_NAMES_CAP (256u << 10)
