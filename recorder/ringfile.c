@@ -35,6 +35,8 @@
 #include <unistd.h>
 #if defined(__linux__)
 #include <sys/random.h>
+#elif defined(__APPLE__)
+#include <stdlib.h> /* arc4random_buf */
 #endif
 
 #include "recorder/stkr_internal.h"
