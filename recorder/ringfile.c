@@ -62,14 +62,29 @@ static struct {
 static stkr_sessfile_hdr *_Atomic g_map;
 static _Atomic uint64_t g_fallbacks;
 
-/* A close-on-exec copy of fd at >= STKR__FD_HIGH (the original is closed);
- * fd itself when that fails (the descriptor limit is low). Local to
- * recorder/, which may not use flush/'s helper. */
-static int fd_high(int fd) {
-  int hi = fcntl(fd, F_DUPFD_CLOEXEC, STKR__FD_HIGH);
+/* open(path) and move the descriptor to >= STKR__FD_HIGH, close-on-exec.
+ * open() hands out the lowest free number, which another thread of the
+ * program may dup2() onto at any moment (bash's `exec 5>f` does exactly
+ * that): the low number is given back only if it still names our file,
+ * and the high copy is used only if it names the file at `path`. Returns
+ * the descriptor or -errno. Local to recorder/, which may not use
+ * flush/'s helper. */
+static int open_high(const char *path, int flags) {
+  struct stat a, b;
+  int lo = open(path, flags | O_CLOEXEC, 0600), hi;
+
+  if (lo < 0)
+    return -errno;
+  hi = fcntl(lo, F_DUPFD_CLOEXEC, STKR__FD_HIGH);
   if (hi < 0)
-    return fd;
-  close(fd);
+    return lo; /* a low descriptor limit: keep the one we have */
+  if (fstat(hi, &a) != 0 || stat(path, &b) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino) {
+    close(hi); /* lo was taken over before we copied it: it is not ours */
+    return -EBADF;
+  }
+  if (fstat(lo, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    close(lo);
   return hi;
 }
 
@@ -155,10 +170,12 @@ int stkr__session_open(const stkr__session_info *in) {
   g_sess.ring_bytes = (size_t)in->ring_bytes;
   g_sess.lost = false;
   file_path(path, in->session_id, 0);
-  fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return -errno;
-  fd = fd_high(fd);
+  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
+  if (fd < 0) {
+    if (fd == -EBADF)
+      unlink(path);
+    return fd;
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0)
     err = -errno;
   else
@@ -285,9 +302,8 @@ bool stkr__session_check(void) {
    * session: stop using ring files rather than risk events twice. */
   g_sess.lock_fd = -1;
   file_path(path, g_sess.session_id, 0);
-  fd = open(path, O_RDWR | O_CLOEXEC);
+  fd = open_high(path, O_RDWR);
   if (fd >= 0) {
-    fd = fd_high(fd);
     if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
         st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
       g_sess.lock_fd = fd;
@@ -326,9 +342,11 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
   if (thread_id == 0 || atomic_load_explicit(&g_map, memory_order_acquire) == NULL)
     return -ENOENT;
   file_path(path, g_sess.session_id, thread_id);
-  fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
   if (fd < 0) {
-    err = -errno;
+    err = fd;
+    if (err == -EBADF)
+      unlink(path); /* created, but its descriptor was taken over */
     goto fallback;
   }
   if ((err = reserve_file(fd, bytes)) != 0) {

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "common/stkr_ringfile.h"
+#include "tests/cli_run.h"
 #include "proto/stkr_reader.h"
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
@@ -383,9 +384,13 @@ static void test_child_outlives_parent(void **state) {
     record_seq(0, 50);
     c = fork();
     if (c == 0) {
-      for (;;) pause(); /* inherits every descriptor but the lock's */
+      /* Inherits every descriptor but the lock's, which the atfork
+       * handler closed before fork() returned here. */
+      c = getpid();
+      if (write(pfd[1], &c, sizeof c) != sizeof c) _exit(96);
+      for (;;) pause();
     }
-    if (write(pfd[1], &c, sizeof c) != sizeof c) _exit(96);
+    if (c < 0) _exit(97);
     kill(getpid(), SIGKILL);
   }
   assert_int_equal(read(pfd[0], &c, sizeof c), (ssize_t)sizeof c);
@@ -489,9 +494,50 @@ static void test_sigkill_random_moments(void **state) {
   munmap(g_counts, 4096);
 }
 
+/* `stackrec recover`: what it prints and its exit statuses. */
+static void test_cli(void **state) {
+  char dir[300], path[600];
+  uint8_t word[8];
+  int fd;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  run_child_die(dir, 0, 80, false);
+  assert_int_equal(cr_run("recover --dry-run '%s'", dir), 4);
+  assert_non_null(strstr(cr_out, "would recover 80 events of 1 dead"));
+  assert_int_equal(cr_run("recover '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "recovered 80 events"));
+  assert_int_equal(cr_run("recover --dry-run '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "would recover 0 events"));
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+  assert_int_equal(cr_run("recover '%s/missing'", dir), 3);
+  assert_int_equal(cr_run("recover --bogus '%s'", dir), 2);
+  assert_int_equal(cr_run("recover"), 2);
+  /* A damaged record: the records before it are recovered, the loss is
+   * named (file and offset) and the status says data was lost. */
+  new_dir(dir, sizeof dir);
+  run_child_die(dir, 0, 80, false);
+  find_file(dir, ".ring", path, sizeof path);
+  assert_true((fd = open(path, O_RDWR)) >= 0);
+  /* Every record has the same size (one site, one stack): spoil the
+   * 41st one's size field. */
+  uint32_t size;
+  char expect[128];
+  assert_int_equal(pread(fd, &size, 4, STKR_RINGFILE_HDR_BYTES), 4);
+  memset(word, 0xff, sizeof word);
+  assert_int_equal(pwrite(fd, word, 4, STKR_RINGFILE_HDR_BYTES + 40 * size), 4);
+  close(fd);
+  assert_int_equal(cr_run("recover '%s'", dir), 1);
+  assert_non_null(strstr(cr_out, "recovered 40 events"));
+  snprintf(expect, sizeof expect, ".ring: offset %u: bad record size",
+           STKR_RINGFILE_HDR_BYTES + 40 * size);
+  assert_non_null(strstr(cr_err, expect));
+}
+
 static int setup(void **state) {
   const char *t = getenv("TEST_TMPDIR");
   (void)state;
+  if (cr_setup() != 0) return -1;
   snprintf(g_root, sizeof g_root, "%s/recover-XXXXXX", t ? t : "/tmp");
   assert_non_null(mkdtemp(g_root));
   return 0;
@@ -508,6 +554,7 @@ int main(void) {
       cmocka_unit_test(test_fork_disable),
       cmocka_unit_test(test_fork_follow),
       cmocka_unit_test(test_sigkill_random_moments),
+      cmocka_unit_test(test_cli),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

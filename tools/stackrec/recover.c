@@ -112,7 +112,7 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
 
   if (stkr_recover_dir(dir, &o, &st) < 0 || quiet)
     return;
-  if (st.sessions_recovered > 0)
+  if (st.events > 0)
     fprintf(stderr, "stackrec record: recovered %" PRIu64 " events from the "
             "ring files of %" PRIu64 " process session%s that ended without "
             "writing them\n", st.events, st.sessions_recovered,
