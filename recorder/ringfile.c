@@ -60,6 +60,11 @@ static struct {
 /* The session file's mapping; release store at open, acquire loads by
  * site registration (any thread); NULL when no session. */
 static stkr_sessfile_hdr *_Atomic g_map;
+/* Threads inside stkr__session_site_added() (any thread, any time: sites
+ * may be registered while no recording runs). seq_cst increment, then the
+ * load of g_map; close stores g_map, then loads this: a Dekker pair, so
+ * close never unmaps the header under a writer. */
+static _Atomic int g_map_users;
 static _Atomic uint64_t g_fallbacks;
 
 /* open(path) and move the descriptor to >= STKR__FD_HIGH, close-on-exec.
@@ -103,6 +108,8 @@ static int reserve_file(int fd, size_t bytes) {
   return ftruncate(fd, (off_t)bytes) != 0 ? -errno : 0;
 #endif
 }
+
+static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name);
 
 uint64_t stkr__session_id_new(void) {
   uint64_t id = 0;
@@ -233,12 +240,35 @@ int stkr__session_open(const stkr__session_info *in) {
 }
 
 void stkr__session_site_added(uint32_t id, const char *name) {
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  stkr_sessfile_hdr *h;
+
+  atomic_fetch_add_explicit(&g_map_users, 1, memory_order_seq_cst);
+  h = atomic_load_explicit(&g_map, memory_order_seq_cst);
+  if (h != NULL && id != 0 && id <= h->site_cap)
+    store_site(h, id, name);
+  /* Release: our stores into the mapping come before close's unmap. */
+  atomic_fetch_sub_explicit(&g_map_users, 1, memory_order_release);
+}
+
+/* Unmap the session header once no site registration is using it; a
+ * registration stuck for a second (a thread stopped in a debugger) keeps
+ * the mapping alive forever rather than fault. Control thread. */
+static void unmap_header(stkr_sessfile_hdr *h) {
+  for (int i = 0; i < 1000; i++) {
+    /* Acquire: pairs with the release decrement above. */
+    if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0) {
+      munmap(h, g_sess.map_bytes);
+      return;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
   size_t len;
   uint32_t off;
 
-  if (h == NULL || id == 0 || id > h->site_cap)
-    return;
   len = strnlen(name, 65535);
   /* Lock-free: claim bytes of the names area, copy, then publish the slot.
    * Atomic RMW: threads register sites concurrently. */
@@ -261,7 +291,8 @@ void stkr__session_close(bool leftovers) {
 
   if (h == NULL)
     return;
-  atomic_store_explicit(&g_map, NULL, memory_order_release);
+  /* seq_cst: the other half of the Dekker pair in site_added. */
+  atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
   /* No producer or consumer runs (after the worker's final drain): the
    * rings may change hands. Their files go with the session (or stay, all
    * of them, for recovery); the mappings keep working until re-backed. */
@@ -279,7 +310,7 @@ void stkr__session_close(bool leftovers) {
     file_path(path, g_sess.session_id, 0);
     unlink(path);
   }
-  munmap(h, g_sess.map_bytes);
+  unmap_header(h);
   if (g_sess.lock_fd >= 0)
     close(g_sess.lock_fd); /* releases the lock */
   g_sess.lock_fd = -1;
