@@ -412,6 +412,8 @@ void stkr__drain_all(stkr__worker *w, bool last) {
    * events needs it, and a crash may leave no later batch). */
   if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
     write_batch(w, last);
+  else
+    release_all(); /* read since the last write: wrap markers only */
   if (last) stkr__seg_close(&w->seg);
   publish(w);
 }
