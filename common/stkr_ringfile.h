@@ -9,14 +9,18 @@
  *
  * Files (in the recording directory, next to the segments):
  *   stackrec-<pid>-<session>.session           one per recording session
- *   stackrec-<pid>-<session>-<thread>.ring     one per recorded thread
+ *   stackrec-<pid>-<session>-<n>.ring          one per recording thread
  * <pid> decimal, <session> 16 lower-case hex digits (Header.session_id),
- * <thread> the recorder thread id (ThreadDef.id), decimal.
+ * <n> decimal, the recorder thread id (ThreadDef.id) of the ring's first
+ * owner; the ring's header names its current owner (see file_no).
  *
  * One file per thread rather than regions of one session file: a thread's
  * ring is created at its first event by that thread alone, with no
- * allocator shared between threads and no growing of a mapped file, and an
- * exited thread's file is simply unlinked once written out.
+ * allocator shared between threads and no growing of a mapped file. An
+ * exited thread's ring, once written out, is kept (mapped, at most
+ * STKR_RINGFILE_CACHE of them) for the next thread that starts, and the
+ * worker makes a few ahead: creating and deleting a file per thread costs
+ * far more than the thread itself on a journaling file system.
  *
  * Byte order and types are the writer's host's (little-endian on every
  * platform stackrec supports); `version` changes with any layout change,
@@ -68,6 +72,12 @@
 #define STKR_RINGFILE_HDR_BYTES 4096u /* the buffer starts here */
 #define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 30) /* the writer's limit */
 
+/* Rings kept mapped for threads about to start: exited threads' rings (up
+ * to CACHE), and rings made ahead by the worker (up to PREFILL: each costs
+ * a ring's size of disk, in every recording process). */
+#define STKR_RINGFILE_CACHE 32
+#define STKR_RINGFILE_PREFILL 4
+
 #define STKR_SESSFILE_HDR_BYTES 4096u
 #define STKR_SESSFILE_NAMES_CAP (256u << 10)
 
@@ -82,7 +92,12 @@ typedef struct stkr_ringfile_meta {
   uint32_t thread_id;   /* recorder thread id (ThreadDef.id), >= 1 */
   uint64_t os_tid;      /* ThreadDef.tid */
   uint32_t record_hdr;  /* sizeof(stkr_ringfile_record): 32 */
-  uint32_t reserved;
+  /* The <n> of the file name: the thread id of the ring's first owner. A
+   * ring file outlives its thread: the next thread of the session to
+   * start reuses it (no file created, none deleted), so thread_id, os_tid
+   * and name are the current owner's. Every record in [tail, head) is the
+   * current owner's: a ring is handed on only empty and released. */
+  uint32_t file_no;
   char name[32];        /* thread name at attach, NUL-padded */
 } stkr_ringfile_meta;
 

@@ -415,5 +415,8 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   else
     release_all(); /* read since the last write: wrap markers only */
   if (last) stkr__seg_close(&w->seg);
+  /* Ring files for threads about to start, after the reaping above has
+   * handed its rings on (reusing them costs no file operation at all). */
+  if (!last) stkr__ringfile_prefill();
   publish(w);
 }

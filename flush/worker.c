@@ -359,8 +359,9 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     w->cfg.dir = abs;
   }
   /* Before our own segments: a dead session of a recycled pid gets its
-   * recovered segment first, and ours continue after it. */
-  recover_dir(w);
+   * recovered segment first, and ours continue after it. Not in a forked
+   * child (follow mode): its parent, alive, did it at its own start. */
+  if (parent_pid == 0) recover_dir(w);
   if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->pid, w->cfg.segment_bytes,
                             w->cfg.disk_cap_bytes)) < 0)
     goto fail;

@@ -97,6 +97,7 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
   info->session_id = m.session_id;
   info->pid = m.pid;
   info->thread_id = m.thread_id;
+  info->file_no = m.file_no;
   info->os_tid = m.os_tid;
   memcpy(info->name, m.name, sizeof info->name);
   info->name[sizeof info->name - 1] = '\0';

@@ -104,7 +104,9 @@ typedef struct stkr_ring_rec {
 
 typedef struct stkr_ring_info {
   uint64_t session_id;
-  uint32_t pid, thread_id;
+  uint32_t pid;
+  uint32_t thread_id;    /* the ring's current owner (ThreadDef.id) */
+  uint32_t file_no;      /* the <n> of its file name (first owner) */
   uint64_t os_tid;
   char name[32];
   uint64_t ring_size, head, tail;

@@ -602,28 +602,34 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     b->rc->st->orphans++;
     return err == -ENOMEM ? err : 0;
   }
-  if (stkr__idmap_get(&b->sc->pos_map, f->thread, &idx))
-    from = b->sc->ends[idx];
-  /* The thread's identity must match the file name before any record of
-   * it is used: parse the header alone first. */
+  /* The file's identity must match its name before any record of it is
+   * used: parse the header alone first. The records are the thread's that
+   * owns the ring now (thread_id; file_no is the first owner's). */
   err = stkr_ring_parse(data, len, UINT64_MAX, &info, NULL, NULL, &dups, &lost,
                         &bad_pos, &why);
-  if (err < 0 || info.thread_id != f->thread || info.session_id != f->sid ||
-      info.pid != f->pid) {
+  if (err == 0 && info.thread_id == 0 && info.head == info.tail &&
+      info.file_no == f->thread) {
+    free(data); /* made ahead, never owned: nothing in it */
+    return 0;
+  }
+  if (err < 0 || info.file_no != f->thread || info.session_id != f->sid ||
+      info.pid != f->pid || info.thread_id == 0) {
     stkr__rc_msg(b->rc, "%s: offset 0: %s; file ignored", path,
                  err < 0 ? why : "header does not match the file name");
     b->rc->st->orphans++;
     free(data);
     return 0;
   }
+  if (stkr__idmap_get(&b->sc->pos_map, info.thread_id, &idx))
+    from = b->sc->ends[idx];
   b->rc->st->rings++;
-  b->cur_thread = f->thread;
+  b->cur_thread = info.thread_id;
   b->cur_end = from > info.tail ? from : info.tail;
   if (!b->dry) {
     Stackrec__ThreadDef d0 = STACKREC__THREAD_DEF__INIT;
     memcpy(b->thread_name, info.name, sizeof b->thread_name);
     b->thread_def = d0;
-    b->thread_def.id = f->thread;
+    b->thread_def.id = info.thread_id;
     b->thread_def.tid = info.os_tid;
     b->thread_def.name = b->thread_name;
     b->thread_def.exited = true; /* its process is gone */

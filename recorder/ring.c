@@ -40,14 +40,19 @@ static size_t ring_map_bytes(const stkr__ring *r) {
   return STKR_RINGFILE_HDR_BYTES + (size_t)(r->mask + 1);
 }
 
+size_t stkr__ring_round(size_t bytes) {
+  size_t size = 4096;
+  while (size < bytes && size < ((size_t)1 << 31))
+    size <<= 1;
+  return size;
+}
+
 int stkr__ring_init(stkr__ring *r, size_t bytes, uint32_t thread_id,
                     uint64_t os_tid, const char *name) {
-  size_t size = 4096;
+  size_t size = stkr__ring_round(bytes);
   stkr__ring_ctl *c = NULL;
   uint64_t session = 0;
 
-  while (size < bytes && size < ((size_t)1 << 31))
-    size <<= 1;
   if (stkr__ringfile_map(size, thread_id, os_tid, name, &c, &session) != 0) {
     /* No session, or no file: anonymous memory, as before ring files.
      * mmap, not malloc: the first event of a thread may run where malloc
@@ -68,10 +73,10 @@ int stkr__ring_init(stkr__ring *r, size_t bytes, uint32_t thread_id,
 }
 
 void stkr__ring_free(stkr__ring *r) {
-  if (r->c != NULL) {
-    uint32_t thread_id = r->c->meta.thread_id; /* 0 in anonymous rings */
+  if (r->c != NULL && !stkr__ringfile_keep(r->c, r->session)) {
+    uint32_t file_no = r->c->meta.file_no; /* 0 in anonymous rings */
     munmap(r->c, ring_map_bytes(r));
-    stkr__ringfile_unlink(r->session, thread_id);
+    stkr__ringfile_unlink(r->session, file_no);
   }
   r->c = NULL;
   r->buf = NULL;

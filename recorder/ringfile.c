@@ -7,10 +7,13 @@
  *   a close-on-exec descriptor moved to a high number, maps it MAP_SHARED
  *   and fills its header. Site names go into it as sites are registered
  *   (a memcpy into the mapping: registration happens on the hot path).
- * - A thread's first event (or stkr_thread_attach) creates, sizes and maps
- *   its ring file, and closes the descriptor at once: a mapping needs none.
- *   Any failure leaves the thread on anonymous memory (counted), never
- *   without a ring.
+ * - A thread's first event (or stkr_thread_attach) takes a ring file the
+ *   worker made ahead (stkr__ringfile_prefill, every drain pass) or one an
+ *   exited thread left; only when there is none does it create, size and
+ *   map a file itself (closing the descriptor at once: a mapping needs
+ *   none). Creating a file costs 0.1-1 ms on a journaling file system,
+ *   far more than the thread: that work belongs on the worker. Any failure
+ *   leaves the thread on anonymous memory (counted), never without a ring.
  * - The lock is the liveness signal for recovery: the kernel drops it when
  *   the process dies or execs. A forked child closes its inherited copy,
  *   or a long-lived child would keep a dead parent looking alive.
@@ -66,6 +69,14 @@ static stkr_sessfile_hdr *_Atomic g_map;
  * close never unmaps the header under a writer. */
 static _Atomic int g_map_users;
 static _Atomic uint64_t g_fallbacks;
+/* Rings of exited threads of the current session, empty and released,
+ * mapped, for the next thread to start. The worker puts (CAS NULL -> ring,
+ * release), starting threads take (exchange -> NULL, acquire: the ring's
+ * indices as the worker left them are visible). An exchange claims a slot
+ * whole, so there is no ABA. */
+static stkr__ring_ctl *_Atomic g_cache[STKR_RINGFILE_CACHE];
+/* The <n> of the last ring file made in this session. */
+static _Atomic uint32_t g_file_no;
 
 /* open(path) and move the descriptor to >= STKR__FD_HIGH, close-on-exec.
  * open() hands out the lowest free number, which another thread of the
@@ -110,6 +121,9 @@ static int reserve_file(int fd, size_t bytes) {
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name);
+static stkr__ring_ctl *cache_take(uint64_t ring_size);
+static void cache_clear(bool unlink_files);
+static size_t ctl_bytes(const stkr__ring_ctl *c);
 
 uint64_t stkr__session_id_new(void) {
   uint64_t id = 0;
@@ -176,6 +190,7 @@ int stkr__session_open(const stkr__session_info *in) {
   g_sess.session_id = in->session_id;
   g_sess.ring_bytes = (size_t)in->ring_bytes;
   g_sess.lost = false;
+  atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, in->session_id, 0);
   fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
   if (fd < 0) {
@@ -300,9 +315,11 @@ void stkr__session_close(bool leftovers) {
     if (t->ring.c == NULL || t->ring.session != g_sess.session_id)
       continue;
     if (!leftovers)
-      stkr__ringfile_unlink(t->ring.session, t->id);
+      stkr__ringfile_unlink(t->ring.session, t->ring.c->meta.file_no);
     t->ring.session = 0;
   }
+  /* Cached rings are empty: never worth recovering. */
+  cache_clear(true);
   if (leftovers) {
     /* Recovery takes it from here once our lock is gone. */
     h->state = STKR_SESS_ENDED_LEFTOVERS;
@@ -356,67 +373,164 @@ void stkr__session_forget_after_fork(void) {
   atomic_store_explicit(&g_map, NULL, memory_order_relaxed);
   if (h != NULL)
     munmap(h, g_sess.map_bytes);
+  cache_clear(false); /* the parent's files: unmap ours, keep theirs */
   if (g_sess.lock_fd >= 0)
     close(g_sess.lock_fd);
   g_sess.lock_fd = -1;
 }
 
-int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
-                       const char *name, stkr__ring_ctl **ctl,
-                       uint64_t *session) {
+/* Create, size and map a new, unowned ring file of the current session
+ * (meta.thread_id 0: recovery skips it). 0 or -errno. */
+static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   char path[PATH_MAX];
   size_t bytes = STKR_RINGFILE_HDR_BYTES + (size_t)ring_size;
+  /* Any thread; relaxed: only uniqueness matters. */
+  uint32_t no = atomic_fetch_add_explicit(&g_file_no, 1, memory_order_relaxed) + 1;
   stkr__ring_ctl *c;
   int fd, err;
 
-  /* Acquire: see g_map. g_sess's other fields were written before it. */
-  if (thread_id == 0 || atomic_load_explicit(&g_map, memory_order_acquire) == NULL)
-    return -ENOENT;
-  file_path(path, g_sess.session_id, thread_id);
+  file_path(path, g_sess.session_id, no);
   fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
   if (fd < 0) {
-    err = fd;
-    if (err == -EBADF)
+    if (fd == -EBADF)
       unlink(path); /* created, but its descriptor was taken over */
-    goto fallback;
+    return fd;
   }
   if ((err = reserve_file(fd, bytes)) != 0) {
     close(fd);
     unlink(path);
-    goto fallback;
+    return err;
   }
   c = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   err = c == MAP_FAILED ? -errno : 0;
   close(fd); /* the mapping keeps the file */
   if (err != 0) {
     unlink(path);
-    goto fallback;
+    return err;
   }
   c->meta.version = STKR_RINGFILE_VERSION;
   c->meta.hdr_bytes = STKR_RINGFILE_HDR_BYTES;
   c->meta.ring_size = ring_size;
   c->meta.session_id = g_sess.session_id;
   c->meta.pid = g_sess.pid;
-  c->meta.thread_id = thread_id;
-  c->meta.os_tid = os_tid;
   c->meta.record_hdr = sizeof(stkr__record);
-  copy_str(c->meta.name, sizeof c->meta.name, name);
+  c->meta.file_no = no;
   /* Magic last: a file without it is one we died while creating. */
   memcpy(c->meta.magic, STKR_RINGFILE_MAGIC, 8);
+  *out = c;
+  return 0;
+}
+
+int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
+                       const char *name, stkr__ring_ctl **ctl,
+                       uint64_t *session) {
+  stkr__ring_ctl *c;
+  uint64_t pos;
+  int err;
+
+  /* Acquire: see g_map. g_sess's other fields were written before it. */
+  if (thread_id == 0 || atomic_load_explicit(&g_map, memory_order_acquire) == NULL)
+    return -ENOENT;
+  /* A ring made ahead by the worker, or left by an exited thread: no file
+   * to create on the program's thread. */
+  c = cache_take(ring_size);
+  if (c == NULL && (err = create_ring(ring_size, &c)) != 0) {
+    atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
+    return err;
+  }
+  /* Empty and released: tail == head, nothing in it is anyone's. The
+   * indices run on from where they are. The owner is written before the
+   * first record is committed (the head store), so a crash in between
+   * leaves an empty ring. */
+  pos = atomic_load_explicit(&c->tail, memory_order_relaxed);
+  c->meta.thread_id = thread_id;
+  c->meta.os_tid = os_tid;
+  copy_str(c->meta.name, sizeof c->meta.name, name);
+  c->p_tail = c->p_start = c->c_head = c->c_read = pos;
+  c->p_reserved = 0;
   *ctl = c;
   *session = g_sess.session_id;
   return 0;
-fallback:
-  atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
-  return err;
 }
 
-void stkr__ringfile_unlink(uint64_t session, uint32_t thread_id) {
+void stkr__ringfile_prefill(void) {
+  uint64_t size;
+
+  if (atomic_load_explicit(&g_map, memory_order_acquire) == NULL ||
+      g_sess.lost)
+    return;
+  size = stkr__ring_round(g_sess.ring_bytes);
+  int have = 0;
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++)
+    have += atomic_load_explicit(&g_cache[i], memory_order_relaxed) != NULL;
+  for (; have < STKR_RINGFILE_PREFILL; have++) {
+    stkr__ring_ctl *c;
+    if (create_ring(size, &c) != 0)
+      return; /* tried again next pass */
+    if (!stkr__ringfile_keep(c, g_sess.session_id)) {
+      stkr__ringfile_unlink(g_sess.session_id, c->meta.file_no);
+      munmap(c, ctl_bytes(c));
+      return;
+    }
+  }
+}
+
+static size_t ctl_bytes(const stkr__ring_ctl *c) {
+  return STKR_RINGFILE_HDR_BYTES + (size_t)c->meta.ring_size;
+}
+
+static stkr__ring_ctl *cache_take(uint64_t ring_size) {
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    stkr__ring_ctl *c;
+    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL)
+      continue;
+    /* Acquire: pairs with the release CAS in stkr__ringfile_keep(). */
+    c = atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
+    if (c == NULL)
+      continue;
+    if (c->meta.ring_size == ring_size && c->meta.session_id == g_sess.session_id)
+      return c;
+    stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
+    munmap(c, ctl_bytes(c));
+  }
+  return NULL;
+}
+
+bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
+  if (session == 0 ||
+      atomic_load_explicit(&g_map, memory_order_acquire) == NULL ||
+      session != g_sess.session_id)
+    return false;
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    stkr__ring_ctl *expected = NULL;
+    /* Release: the ring's indices, as we leave them, go with it. */
+    if (atomic_compare_exchange_strong_explicit(&g_cache[i], &expected, c,
+                                                memory_order_release,
+                                                memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+/* Empty the cache: unmap every ring, and unlink its file if asked. */
+static void cache_clear(bool unlink_files) {
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    stkr__ring_ctl *c =
+        atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
+    if (c == NULL)
+      continue;
+    if (unlink_files)
+      stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
+    munmap(c, ctl_bytes(c));
+  }
+}
+
+void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
   char path[PATH_MAX];
 
-  if (session == 0 || thread_id == 0 || g_sess.dir_len == 0)
+  if (session == 0 || file_no == 0 || g_sess.dir_len == 0)
     return;
-  file_path(path, session, thread_id);
+  file_path(path, session, file_no);
   /* g_sess.pid: the ring was made by this process (a forked child
    * privatizes its rings, so it never frees a parent's file). */
   unlink(path);

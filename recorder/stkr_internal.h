@@ -115,7 +115,11 @@ typedef struct stkr__ring {
  * /name go into the file's header. 0 or -errno; never leaves r half set. */
 int stkr__ring_init(stkr__ring *r, size_t bytes, uint32_t thread_id,
                     uint64_t os_tid, const char *name);
-/* Unmap (and unlink the file of) the ring. Worker, or a forked child. */
+/* The ring size stkr__ring_init() makes for `bytes`: a power of two. */
+size_t stkr__ring_round(size_t bytes);
+/* Done with the ring (its thread exited, everything in it is written
+ * out): keep it for the next thread of the session (stkr__ringfile_keep),
+ * or unmap it and unlink its file. Worker, or a forked child. */
 void stkr__ring_free(stkr__ring *r);
 /* Forked child: the mapping is shared with the parent's file; give this
  * process a private, empty ring of the same size at the same address.
@@ -196,14 +200,23 @@ void stkr__session_site_added(uint32_t id, const char *name);
 /* Forked child: drop the parent's session (unmap, close the child's copy
  * of the lock descriptor so that the parent's death stays visible). */
 void stkr__session_forget_after_fork(void);
-/* Create, size and map the ring file of thread `thread_id` of the current
- * session; *ctl gets the mapping (total = header page + ring). -ENOENT when
- * there is no session. */
+/* A ring file of the current session for thread `thread_id`: a kept one
+ * (see stkr__ringfile_keep) re-owned, else a new file, sized and mapped;
+ * *ctl gets the mapping (total = header page + ring). -ENOENT when there
+ * is no session. */
 int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
                        const char *name, stkr__ring_ctl **ctl,
                        uint64_t *session);
-/* Unlink the ring file of (session, thread). No-op for session 0. */
-void stkr__ringfile_unlink(uint64_t session, uint32_t thread_id);
+/* Worker, once per drain pass: make ring files ahead (so that the cache
+ * holds at least STKR_RINGFILE_PREFILL), so that starting threads need
+ * not create files. */
+void stkr__ringfile_prefill(void);
+/* Unlink the ring file <n> = file_no of session. No-op for session 0. */
+void stkr__ringfile_unlink(uint64_t session, uint32_t file_no);
+/* Keep an empty, released ring of the current session for the next thread
+ * that starts (stkr__ringfile_map takes it). False: not kept (another
+ * session, or the cache is full); the caller unmaps it. Worker. */
+bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session);
 /* Rings that had to fall back to anonymous memory (no session file, or
  * creating the file failed). Monotone; relaxed. */
 uint64_t stkr__ringfile_fallbacks(void);

@@ -63,7 +63,7 @@ static int setup(void **state) {
   struct dirent *e;
   DIR *d;
   int status;
-  char path[600];
+  char path[1024];
   (void)state;
 
   snprintf(g_root, sizeof g_root, "%s/rh-XXXXXX", t ? t : "/tmp");
@@ -83,9 +83,9 @@ static int setup(void **state) {
   while ((e = readdir(d)) != NULL) {
     size_t l = strlen(e->d_name);
     if (l > 5 && strcmp(e->d_name + l - 5, ".ring") == 0)
-      snprintf(g_ring_name, sizeof g_ring_name, "%s", e->d_name);
+      snprintf(g_ring_name, sizeof g_ring_name, "%.100s", e->d_name);
     if (l > 8 && strcmp(e->d_name + l - 8, ".session") == 0)
-      snprintf(g_sess_name, sizeof g_sess_name, "%s", e->d_name);
+      snprintf(g_sess_name, sizeof g_sess_name, "%.100s", e->d_name);
   }
   closedir(d);
   assert_true(g_ring_name[0] && g_sess_name[0]);
@@ -177,7 +177,7 @@ static void test_byte_flips(void **state) {
     for (int f = 0; f < flips; f++) {
       /* Half of the flips hit the header page and the first records,
        * where they matter most. */
-      size_t at = (rand_r(&seed) & 1) ? rand_r(&seed) % 4200
+      size_t at = (rand_r(&seed) & 1) ? (size_t)(rand_r(&seed) % 4200)
                                        : rand_r(&seed) % g_ring_len;
       m[at] ^= (uint8_t)(1u << (rand_r(&seed) % 8));
     }
@@ -233,7 +233,7 @@ static void msg_cb(void *arg, const char *line) {
 static void recover_variant(const char *which, const uint8_t *data, size_t len,
                             stkr_recover_stats *st, msgs *m) {
   static int n;
-  char dir[400], path[600];
+  char dir[400], path[1024];
   stkr_recover_opts o = {.message = msg_cb, .message_arg = m};
 
   snprintf(dir, sizeof dir, "%s/v%d", g_root, ++n);
@@ -278,7 +278,7 @@ static void test_recover_truncated_files(void **state) {
 /* A sparse ring file of 3 GiB: refused by its size before any allocation
  * (memory stays bounded by what a real ring can be). */
 static void test_recover_huge_sparse(void **state) {
-  char dir[400], path[600];
+  char dir[400], path[1024];
   stkr_recover_stats st;
   msgs m = {.named = true};
   stkr_recover_opts o = {.message = msg_cb, .message_arg = &m};

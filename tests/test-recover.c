@@ -50,6 +50,7 @@ static void new_dir(char *out, size_t cap) {
 typedef struct readback {
   uint64_t events;
   uint32_t *seen;     /* by payload value (u32), for "exactly once" */
+  uint32_t *thread_of; /* by payload value: the event's thread id */
   size_t n_seen;
   uint64_t by_byte[256]; /* 1-byte payloads: events per value */
   uint64_t warnings_lost;
@@ -70,14 +71,18 @@ static void read_dir(const char *dir, readback *rb, size_t n_seen) {
   memset(rb, 0, sizeof *rb);
   rb->n_seen = n_seen;
   rb->seen = calloc(n_seen ? n_seen : 1, sizeof *rb->seen);
-  assert_non_null(rb->seen);
+  rb->thread_of = calloc(n_seen ? n_seen : 1, sizeof *rb->thread_of);
+  assert_true(rb->seen != NULL && rb->thread_of != NULL);
   assert_int_equal(stkr_reader_open(dir, &o, &r), 0);
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     rb->events++;
     if (ev.payload_len == 4) {
       uint32_t v;
       memcpy(&v, ev.payload, 4);
-      if (v < n_seen) rb->seen[v]++;
+      if (v < n_seen) {
+        rb->seen[v]++;
+        rb->thread_of[v] = ev.thread_id;
+      }
     } else if (ev.payload_len == 1) {
       rb->by_byte[ev.payload[0]]++;
     }
@@ -86,7 +91,10 @@ static void read_dir(const char *dir, readback *rb, size_t n_seen) {
   stkr_reader_free(r);
 }
 
-static void rb_free(readback *rb) { free(rb->seen); }
+static void rb_free(readback *rb) {
+  free(rb->seen);
+  free(rb->thread_of);
+}
 
 static int count_files(const char *dir, const char *suffix) {
   DIR *d = opendir(dir);
@@ -419,6 +427,60 @@ static void test_fork_follow(void **state) {
   fork_case(STKR_FORK_FOLLOW);
 }
 
+/* Rings outlive their threads: an exited thread's ring (or one the worker
+ * made ahead) goes to the next thread that starts. Forty short threads with
+ * flushes between them (so rings get reaped and handed on), the last ten
+ * never flushed; then SIGKILL: every event once, under the right thread. */
+typedef struct seq_arg {
+  uint32_t from, n;
+} seq_arg;
+
+static void *seq_thread(void *arg) {
+  const seq_arg *a = arg;
+  record_seq(a->from, a->n);
+  return NULL;
+}
+
+static void test_ring_reuse(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  readback rb;
+  msgs ms;
+  int status;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                       .ring_bytes = 16 << 10};
+    if (stkr_init(&cfg) != 0) _exit(90);
+    for (uint32_t i = 0; i < 40; i++) {
+      seq_arg a = {i * 5, 5};
+      pthread_t t;
+      if (pthread_create(&t, NULL, seq_thread, &a) != 0) _exit(97);
+      pthread_join(t, NULL);
+      if (i < 30 && (stkr_flush() != 0 || stkr_flush() != 0)) _exit(98);
+    }
+    kill(getpid(), SIGKILL);
+  }
+  assert_int_equal(waitpid(p, &status, 0), p);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(ms.n, 0);
+  assert_int_equal(st.events, 50);
+  read_dir(dir, &rb, 200);
+  assert_int_equal(rb.events, 200);
+  for (int i = 0; i < 200; i++) {
+    assert_int_equal(rb.seen[i], 1);
+    /* Each thread's 5 events under its own id, a new one per thread. */
+    if (i % 5) assert_int_equal(rb.thread_of[i], rb.thread_of[i - 1]);
+    else if (i) assert_int_not_equal(rb.thread_of[i], rb.thread_of[i - 5]);
+  }
+  rb_free(&rb);
+  assert_int_equal(count_files(dir, ".ring"), 0);
+}
+
 /* ---- SIGKILL at random moments -------------------------------------------
  * A program with 4 threads making events, each counting its own successful
  * events in memory shared with us, is killed at a random moment. What is
@@ -550,6 +612,7 @@ int main(void) {
       cmocka_unit_test(test_kill_after_flush),
       cmocka_unit_test(test_crash_between_write_and_tail),
       cmocka_unit_test(test_embedded_next_init),
+      cmocka_unit_test(test_ring_reuse),
       cmocka_unit_test(test_child_outlives_parent),
       cmocka_unit_test(test_fork_disable),
       cmocka_unit_test(test_fork_follow),
