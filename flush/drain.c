@@ -341,6 +341,14 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
       if (stkr__ring_unread(&t->ring) <= stkr__ring_size(&t->ring) / 2) break;
     }
     if (t->w_consumed) count_thread(w, t->id);
+    /* Its records hold their ring space until written (see the top):
+     * a ring still more than half taken would stay so for the rest of
+     * the pass, and its producer drop. Write now and give it back. */
+    if (stkr__ring_used(&t->ring) > stkr__ring_size(&t->ring) / 2 &&
+        stkr__batch_nonempty(&w->bb)) {
+      write_batch(w, false);
+      batch_begin(w);
+    }
   }
 
   /* Drops since the last batch. Relaxed: monotone counters; a drop counted
