@@ -140,7 +140,11 @@ typedef struct stkr_sessfile_hdr {
   uint32_t names_used;
   uint32_t names_overflow;
   uint32_t state;       /* STKR_SESS_* */
-  uint32_t reserved;
+  /* Written by the flush worker before each batch's write: the highest
+   * stack id and Batch.seq the session has used, so that recovery's
+   * batches continue after them without reading every segment. */
+  uint32_t max_stack_id;
+  uint64_t max_batch_seq;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,

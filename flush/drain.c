@@ -100,6 +100,8 @@ static void write_batch(stkr__worker *w, bool last) {
   stkr__batch_finish(b);
   B->seq = ++w->batch_seq; /* failed batches keep their number: gaps show */
   B->last = last;
+  /* For recovery, before the write: its batches continue after these. */
+  stkr__session_note((uint32_t)w->stacks.count, B->seq);
 
   if (w->seg.fd < 0) err = stkr__seg_open_next(&w->seg);
   if (err == 0) {

@@ -39,6 +39,7 @@ typedef struct scan {
   stkr_fmt_pballoc *images_alloc;
   char *cur_path;
   bool cur_match;
+  bool matched;  /* some batch of the session was seen */
   int err;
 } scan;
 
@@ -73,6 +74,9 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->first_seq = h->segment_seq;
   }
   if (s->cur_match) {
+    s->matched = true;
+    if (b->header != NULL && b->header->session_first_seq != 0)
+      s->first_seq = b->header->session_first_seq;
     uint64_t n_events = b->events ? b->events->n_thread_id : 0;
     for (size_t i = 0; i < b->n_ring_pos; i++) {
       const Stackrec__RingPos *p = b->ring_pos[i];
@@ -129,29 +133,52 @@ static void silent(void *arg, const stkr_warning *w) {
   (void)w;
 }
 
+static int by_seq_desc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The session's newest segment is enough (bounded work, whatever the
+ * recording's size): the worker releases ring space after every batch it
+ * writes, so only the last batch written can be unreleased (RingPos), the
+ * last batch carries the totals (Counters), and the session file notes
+ * the highest stack id and Batch.seq. Segments of this pid are read
+ * newest first until one holds a batch of the session (a later session of
+ * a recycled pid, or a torn newest file, is skipped). */
 static int scan_segments(stkr__rc *rc, uint32_t pid, scan *s) {
   stkr_reader_opts o = {.warn = silent, .lazy_frames = true,
                         .batch = scan_batch, .batch_arg = s};
-  stkr_reader *r = NULL;
-  stkr_event_view ev;
   char path[STKR__RC_PATH_MAX];
-  int err;
+  uint32_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+  int err = 0;
 
-  if ((err = stkr_reader_create(&o, &r)) != 0)
-    return err;
   for (size_t i = 0; i < rc->n_segs; i++) {
+    if (rc->segs[i].pid != pid) continue;
+    if (stkr__grow(&seqs, &cap, n + 1, sizeof *seqs) != 0) {
+      free(seqs);
+      return -ENOMEM;
+    }
+    seqs[n++] = rc->segs[i].seq;
+  }
+  if (n > 1) qsort(seqs, n, sizeof *seqs, by_seq_desc);
+  for (size_t i = 0; i < n && !s->matched && err == 0; i++) {
     char name[STKR_FMT_SEGMENT_NAME_MAX];
-    if (rc->segs[i].pid != pid)
-      continue;
-    stkr_fmt_segment_name(name, sizeof name, pid, rc->segs[i].seq);
+    stkr_reader *r = NULL;
+    stkr_event_view ev;
+
+    stkr_fmt_segment_name(name, sizeof name, pid, seqs[i]);
     snprintf(path, sizeof path, "%s/%s", rc->dir, name);
-    (void)stkr_reader_add(r, path); /* gone meanwhile: nothing to dedupe */
+    if ((err = stkr_reader_create(&o, &r)) != 0) break;
+    if (stkr_reader_add(r, path) == 0) /* gone meanwhile: next one */
+      while ((err = stkr_reader_next(r, &ev)) == 1) {
+      }
+    stkr_reader_free(r);
+    free(s->cur_path);
+    s->cur_path = NULL;
+    if (err > 0) err = 0;
   }
-  while ((err = stkr_reader_next(r, &ev)) == 1) {
-  }
-  stkr_reader_free(r);
-  free(s->cur_path);
-  s->cur_path = NULL;
+  free(seqs);
   return err < 0 ? err : s->err;
 }
 
@@ -746,6 +773,10 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   sc.start_mono = ss.h.start_mono_ns;
   sc.start_wall = ss.h.start_wall_ns;
   err = scan_segments(rc, f->pid, &sc);
+  /* What the writer noted in the session file covers what the segments
+   * read do not (older segments, or one the disk cap deleted). */
+  if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
+  sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
   if (err != 0) {
     stkr__rc_msg(rc, "%s: cannot read the segments of pid %u: %s; session "
                  "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));

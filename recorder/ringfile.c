@@ -300,6 +300,16 @@ static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
                    ((uint64_t)off << 32) | len, __ATOMIC_RELEASE);
 }
 
+void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
+  /* Worker only, while the session is open (close runs after the worker
+   * is joined). Relaxed: read by recovery after we died. */
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  if (h == NULL)
+    return;
+  __atomic_store_n(&h->max_stack_id, max_stack_id, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
+}
+
 void stkr__session_close(bool leftovers) {
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
   char path[PATH_MAX];

@@ -190,6 +190,9 @@ void stkr__session_close(bool leftovers);
  * may have closed or replaced it)? If not, lock again through a new one.
  * Returns false when the session had to be given up. */
 bool stkr__session_check(void);
+/* Worker, before each batch's write: the highest stack id and Batch.seq
+ * used so far, into the session file (see stkr_sessfile_hdr). */
+void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
 /* The ring size of the current session's config (0: none). */
 size_t stkr__session_ring_bytes(void);
 /* The current session's id, 0 if none. */

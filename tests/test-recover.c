@@ -54,12 +54,17 @@ typedef struct readback {
   size_t n_seen;
   uint64_t by_byte[256]; /* 1-byte payloads: events per value */
   uint64_t warnings_lost;
+  uint64_t warnings_inconsistent; /* e.g. a stack id defined twice */
+  uint64_t stack_of[4];           /* stack id of the events of helper i */
+  uint64_t helper_events[4];
 } readback;
 
 static void rb_warn(void *arg, const stkr_warning *w) {
   readback *rb = arg;
   if (w->data_lost && w->kind != STKR_WARN_TRUNCATED)
     rb->warnings_lost++;
+  if (w->kind == STKR_WARN_INCONSISTENT)
+    rb->warnings_inconsistent++;
 }
 
 static void read_dir(const char *dir, readback *rb, size_t n_seen) {
@@ -85,6 +90,14 @@ static void read_dir(const char *dir, readback *rb, size_t n_seen) {
       }
     } else if (ev.payload_len == 1) {
       rb->by_byte[ev.payload[0]]++;
+    } else if (ev.payload_len == 2 && ev.payload[0] == 'h' &&
+               ev.payload[1] < 4) {
+      /* helper_event(): the same call chain every time per helper */
+      unsigned h = ev.payload[1];
+      if (rb->helper_events[h]++ == 0)
+        rb->stack_of[h] = ev.n_pcs ? ev.pcs[0] ^ ev.n_pcs : 0;
+      else if (rb->stack_of[h] != (ev.n_pcs ? ev.pcs[0] ^ ev.n_pcs : 0))
+        rb->stack_of[h] = UINT64_MAX; /* two different stacks: wrong */
     }
   }
   assert_int_equal(rc, 0);
@@ -481,6 +494,72 @@ static void test_ring_reuse(void **state) {
   assert_int_equal(count_files(dir, ".ring"), 0);
 }
 
+/* Four distinct call chains (one per helper), to give a session several
+ * stacks. */
+static __attribute__((noinline)) void helper_event(unsigned h) {
+  uint8_t p[2] = {'h', (uint8_t)h};
+  if (stkr_event(&g_site, p, 2) != 0) _exit(99);
+  __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void helper0(void) { helper_event(0); }
+static __attribute__((noinline)) void helper1(void) { helper_event(1); }
+static __attribute__((noinline)) void helper2(void) { helper_event(2); }
+static __attribute__((noinline)) void helper3(void) { helper_event(3); }
+
+/* A session over many segments, whose stacks were defined only in the
+ * first ones: recovery reads the newest segment only, and still gives its
+ * stacks ids nobody used (the session file notes the highest), with their
+ * own PCs. */
+static void test_many_segments(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  readback rb;
+  msgs ms;
+  int status;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                       .segment_bytes = 1024};
+    static void (*const helpers[4])(void) = {helper0, helper1, helper2,
+                                             helper3};
+    /* One call site for every event, so that a helper's chain is one
+     * stack all along: 0 1 2 (stacks 1-3), then segments that use stack
+     * 1 only, then 10 x 0 1 2 3 unflushed (stack 4 is new). F: flush. */
+    enum { F = 9 };
+    uint8_t script[3 + 12 + 40];
+    size_t n = 0;
+    script[n++] = 0, script[n++] = 1, script[n++] = 2;
+    for (int i = 0; i < 6; i++) script[n++] = F, script[n++] = 0;
+    for (int i = 0; i < 40; i++) script[n++] = (uint8_t)(i % 4);
+    if (stkr_init(&cfg) != 0) _exit(90);
+    for (size_t i = 0; i < n; i++) {
+      if (script[i] == F) {
+        if (stkr_flush() != 0) _exit(92);
+      } else {
+        helpers[script[i]]();
+      }
+    }
+    kill(getpid(), SIGKILL);
+  }
+  assert_int_equal(waitpid(p, &status, 0), p);
+  assert_true(count_files(dir, ".zst") >= 4);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.events, 41);
+  read_dir(dir, &rb, 0);
+  assert_int_equal(rb.events, 49); /* 3 + 5 flushed, 41 recovered */
+  assert_int_equal(rb.warnings_inconsistent, 0);
+  assert_int_equal(rb.warnings_lost, 0);
+  for (int h = 0; h < 4; h++) {
+    assert_int_equal(rb.helper_events[h], h == 0 ? 17 : h == 3 ? 10 : 11);
+    assert_true(rb.stack_of[h] != UINT64_MAX && rb.stack_of[h] != 0);
+  }
+  rb_free(&rb);
+}
+
 /* ---- SIGKILL at random moments -------------------------------------------
  * A program with 4 threads making events, each counting its own successful
  * events in memory shared with us, is killed at a random moment. What is
@@ -613,6 +692,7 @@ int main(void) {
       cmocka_unit_test(test_crash_between_write_and_tail),
       cmocka_unit_test(test_embedded_next_init),
       cmocka_unit_test(test_ring_reuse),
+      cmocka_unit_test(test_many_segments),
       cmocka_unit_test(test_child_outlives_parent),
       cmocka_unit_test(test_fork_disable),
       cmocka_unit_test(test_fork_follow),
