@@ -5,10 +5,12 @@
  * Per dead session:
  *   1. take its lock (LOCK_NB; failing means a live writer: leave it);
  *   2. read the session file (site names, the Header's fields);
- *   3. read the segments of that pid through the reader's batch callback,
- *      keeping, for batches of this session: the largest RingPos.end per
- *      thread (dedupe), the largest stack id and Batch.seq (the recovered
- *      batches continue after them), the last image list and the counters;
+ *   3. read the session's newest segment through the reader's batch
+ *      callback (the worker releases ring space after every batch it
+ *      writes, so only the last batch can be unreleased), keeping: the
+ *      largest RingPos.end per thread (dedupe), the largest stack id and
+ *      Batch.seq (with the session file's notes of both: the recovered
+ *      batches continue after them), the last image list and counters;
  *   4. walk each ring file from max(tail, RingPos.end) to head;
  *   5. encode batches (Batch.recovered) into stackrec-<pid>-<next seq>.zst,
  *      fsync it and the directory, then unlink the ring and session files.

@@ -6,8 +6,9 @@
  * When it dies (SIGKILL, a crash, jetsam), those files hold every event it
  * accepted but had not written. stkr_recover_dir() finds the sessions whose
  * writer is gone (their session file's flock can be taken), reads their
- * ring files, skips the records the segments already hold (the largest
- * Batch.ring_pos.end per thread of that session, and the ring's own tail),
+ * ring files, skips the records the segments already hold (the ring's own
+ * tail, and the largest Batch.ring_pos.end per thread in the session's
+ * newest segment: the only batch that can be written but not released),
  * and appends one segment stackrec-<pid>-<seq>.zst per session (the next
  * free <seq> of that pid) whose batches have Batch.recovered = true and the
  * dead session's Header (same session_id, pid, start times). Stacks carry
