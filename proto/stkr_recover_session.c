@@ -389,6 +389,33 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* The dead session's Header, from its session file (the recovered
+ * segment's first batch). */
+static void fill_header(const build *b, Stackrec__Header *H,
+                        Stackrec__Config *C) {
+  const sess *ss = b->ss;
+
+  H->format_version = STKR_FORMAT_VERSION;
+  H->pid = ss->h.pid;
+  H->process_name = (char *)ss->h.process_name;
+  H->start_mono_ns = ss->h.start_mono_ns;
+  H->start_wall_ns = ss->h.start_wall_ns;
+  H->segment_seq = b->seq;
+  H->session_id = ss->h.session_id;
+  H->session_first_seq = b->sc->first_seq ? b->sc->first_seq : b->seq;
+  H->arch = (char *)ss->h.arch;
+  H->parent_pid = ss->h.parent_pid;
+  C->ring_bytes = ss->h.ring_bytes;
+  C->max_depth = ss->h.max_depth;
+  C->skip_frames = ss->h.skip_frames;
+  C->flush_interval_ms = ss->h.flush_interval_ms;
+  C->segment_bytes = ss->h.segment_bytes;
+  C->disk_cap_bytes = ss->h.disk_cap_bytes;
+  C->payload_max = ss->h.payload_max;
+  C->symbolize = (char *)ss->h.symbolize;
+  H->config = C;
+}
+
 /* Encode and write the open batch (nothing in a dry run). */
 static int flush_batch(build *b) {
   Stackrec__Batch B = STACKREC__BATCH__INIT;
@@ -402,7 +429,6 @@ static int flush_batch(build *b) {
   Stackrec__SiteDef **sp = NULL;
   Stackrec__StackDef *sd = NULL, **sdp = NULL;
   size_t n_new = b->n_stacks - b->first_stack;
-  const sess *ss = b->ss;
   const scan *sc = b->sc;
   int err = 0;
 
@@ -423,25 +449,7 @@ static int flush_batch(build *b) {
   B.seq = sc->max_batch_seq + ++b->batch_seq;
   B.recovered = true;
   if (b->written_batches == 0) {
-    H.format_version = STKR_FORMAT_VERSION;
-    H.pid = ss->h.pid;
-    H.process_name = (char *)ss->h.process_name;
-    H.start_mono_ns = ss->h.start_mono_ns;
-    H.start_wall_ns = ss->h.start_wall_ns;
-    H.segment_seq = b->seq;
-    H.session_id = ss->h.session_id;
-    H.session_first_seq = sc->first_seq ? sc->first_seq : b->seq;
-    H.arch = (char *)ss->h.arch;
-    H.parent_pid = ss->h.parent_pid;
-    C.ring_bytes = ss->h.ring_bytes;
-    C.max_depth = ss->h.max_depth;
-    C.skip_frames = ss->h.skip_frames;
-    C.flush_interval_ms = ss->h.flush_interval_ms;
-    C.segment_bytes = ss->h.segment_bytes;
-    C.disk_cap_bytes = ss->h.disk_cap_bytes;
-    C.payload_max = ss->h.payload_max;
-    C.symbolize = (char *)ss->h.symbolize;
-    H.config = &C;
+    fill_header(b, &H, &C);
     B.header = &H;
     if (sc->images != NULL) {
       B.n_images = sc->images->n_images;
@@ -692,12 +700,11 @@ static int fsync_dir(const char *dir) {
 }
 
 static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
-                         const stkr__rc_file *rings, size_t n, int lock_fd) {
+                         const stkr__rc_file *rings, size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
   char path[STKR__RC_PATH_MAX];
   int err = 0;
 
-  (void)lock_fd;
   for (size_t i = 0; i < n && err == 0; i++) err = recover_ring(&b, &rings[i]);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
@@ -782,7 +789,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
                  "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));
     rc->st->sessions_failed++;
   } else {
-    err = write_session(rc, &ss, &sc, rings, n, fd);
+    err = write_session(rc, &ss, &sc, rings, n); /* we hold the lock */
   }
   scan_free(&sc);
   free(data);
