@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,8 +93,15 @@ static int open_high(const char *path, int flags) {
   if (lo < 0)
     return -errno;
   hi = fcntl(lo, F_DUPFD_CLOEXEC, STKR__FD_HIGH);
-  if (hi < 0)
-    return lo; /* a low descriptor limit: keep the one we have */
+  if (hi < 0) {
+    /* A descriptor limit at or below 1000: as high as it allows. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 64 &&
+        rl.rlim_cur != RLIM_INFINITY)
+      hi = fcntl(lo, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
+    if (hi < 0)
+      return lo; /* nothing higher is free: keep the one we have */
+  }
   if (fstat(hi, &a) != 0 || stat(path, &b) != 0 || a.st_dev != b.st_dev ||
       a.st_ino != b.st_ino) {
     close(hi); /* lo was taken over before we copied it: it is not ours */

@@ -232,6 +232,30 @@ static void test_ring_file_layout(void **state) {
   close(fd);
   assert_memory_equal(h.magic, STKR_SESSFILE_MAGIC, 8);
   assert_int_equal(h.session_id, m.session_id);
+  /* The one descriptor kept (the liveness lock on the session file) is
+   * high and close-on-exec; no ring file keeps one. */
+  {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int kept = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+      char link[64], target[700];
+      ssize_t n;
+      snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+      if ((n = readlink(link, target, sizeof target - 1)) <= 0) continue;
+      target[n] = '\0';
+      if (strstr(target, ".ring") != NULL) fail_msg("a ring fd: %s", target);
+      if (strcmp(target, path) == 0) {
+        int fdn = atoi(e->d_name);
+        assert_true(fdn >= 1000);
+        assert_true(fcntl(fdn, F_GETFD) & FD_CLOEXEC);
+        kept++;
+      }
+    }
+    closedir(d);
+    assert_int_equal(kept, 1);
+  }
   assert_int_equal(h.pid, getpid());
   assert_true(h.names_used >= strlen("recover.test"));
   /* Our own session is live: recovery leaves it alone. */
