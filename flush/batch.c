@@ -52,6 +52,8 @@ void stkr__batch_free(stkr__batchb *b) {
   free(b->stack_ptrs);
   free(b->drops);
   free(b->drop_ptrs);
+  free(b->ring_pos);
+  free(b->ring_pos_ptrs);
   stkr__symdefs_free(&b->symdefs);
   memset(b, 0, sizeof *b);
 }
@@ -77,6 +79,7 @@ void stkr__batch_reset(stkr__batchb *b) {
   b->last_ts = 0;
   b->est_bytes = 64;
   b->n_sites = b->n_threads = b->n_stacks = b->n_drops = 0;
+  b->n_ring_pos = 0;
   stkr__symdefs_reset(&b->symdefs);
 }
 
@@ -193,6 +196,24 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   return 0;
 }
 
+int stkr__batch_add_ring_pos(stkr__batchb *b, uint32_t thread_id,
+                             uint64_t end) {
+  static const Stackrec__RingPos pos0 = STACKREC__RING_POS__INIT;
+  size_t c = b->cap_ring_pos;
+  if (grow((void **)&b->ring_pos, &c, b->n_ring_pos + 1, sizeof *b->ring_pos))
+    return -ENOMEM;
+  c = b->cap_ring_pos;
+  if (grow((void **)&b->ring_pos_ptrs, &c, b->n_ring_pos + 1,
+           sizeof *b->ring_pos_ptrs))
+    return -ENOMEM;
+  b->cap_ring_pos = c;
+  Stackrec__RingPos *p = &b->ring_pos[b->n_ring_pos++];
+  *p = pos0;
+  p->thread_id = thread_id;
+  p->end = end;
+  return 0;
+}
+
 int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
                           uint64_t ring_full, uint64_t reentrant,
                           uint64_t other) {
@@ -222,6 +243,10 @@ void stkr__batch_finish(stkr__batchb *b) {
   }
   for (size_t i = 0; i < b->n_stacks; i++) b->stack_ptrs[i] = &b->stacks[i];
   for (size_t i = 0; i < b->n_drops; i++) b->drop_ptrs[i] = &b->drops[i];
+  for (size_t i = 0; i < b->n_ring_pos; i++)
+    b->ring_pos_ptrs[i] = &b->ring_pos[i];
+  b->batch.n_ring_pos = b->n_ring_pos;
+  b->batch.ring_pos = b->ring_pos_ptrs;
   b->batch.n_sites = b->n_sites;
   b->batch.sites = b->site_ptrs;
   b->batch.n_threads = b->n_threads;

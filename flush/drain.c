@@ -15,6 +15,15 @@
  * put it in a batch). Hence, once all rings are drained,
  *   Σ pushed == written + dropped_write_error + dropped_worker,
  * which is what makes attempted == written + dropped exact after a flush.
+ *
+ * Durability (crash-proof rings): a consumed record stays in its ring (the
+ * ring's `tail` is not advanced past it) until the batch holding it has
+ * gone through write(2) or has been counted lost; only then does
+ * release_all() hand the space back. The ring file's tail is therefore a
+ * position below which everything is in a segment, and every batch carries
+ * Batch.ring_pos (thread, end) for the threads whose records it holds, so
+ * that recovery after a crash between write(2) and the tail store still
+ * knows exactly where the segments end (proto/stkr_recover.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -60,6 +69,24 @@ static void publish(stkr__worker *w) {
   pthread_mutex_unlock(&w->stats_mu);
 }
 
+/* Batch.ring_pos: every thread with records read since the last write has
+ * them in this batch (each write releases what was read before it). */
+static void add_ring_pos(stkr__worker *w) {
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    if (t->ring.c && stkr__ring_pending(&t->ring))
+      (void)stkr__batch_add_ring_pos(&w->bb, t->id,
+                                     stkr__ring_read_pos(&t->ring));
+  /* Out of memory: the position is missing, recovery falls back to the
+   * ring's tail, which is exact unless we also crash before release. */
+}
+
+/* The batch holding every record read so far was written (or counted
+ * lost): give the space back, and make the ring files' tails durable. */
+static void release_all(void) {
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    if (t->ring.c) stkr__ring_release_read(&t->ring);
+}
+
 /* Encode and write the open batch. Never fails from the caller's view: a
  * batch that cannot be written is dropped and counted. */
 static void write_batch(stkr__worker *w, bool last) {
@@ -69,9 +96,12 @@ static void write_batch(stkr__worker *w, bool last) {
   int err = 0;
   const char *what = "open";
 
+  add_ring_pos(w);
   stkr__batch_finish(b);
   B->seq = ++w->batch_seq; /* failed batches keep their number: gaps show */
   B->last = last;
+  /* For recovery, before the write: its batches continue after these. */
+  stkr__session_note((uint32_t)w->stacks.count, B->seq);
 
   if (w->seg.fd < 0) err = stkr__seg_open_next(&w->seg);
   if (err == 0) {
@@ -95,6 +125,9 @@ static void write_batch(stkr__worker *w, bool last) {
       h->config = c;
       h->arch = (char *)stkr__arch_name();
       h->parent_pid = w->parent_pid;
+      /* The session file's id: recovery matches segments to ring files by
+       * it (another branch may set it too; the same value). */
+      h->session_id = w->session_id;
       B->header = h;
     }
     if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
@@ -146,6 +179,7 @@ static void write_batch(stkr__worker *w, bool last) {
               "cannot %s a segment file in %s: %s; %llu events dropped", what,
               w->cfg.dir, strerror(-err), (unsigned long long)n);
   }
+  release_all();
   publish(w);
 }
 
@@ -267,7 +301,7 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   /* Budget: what was in the ring when we got here, plus one lap for wrap
    * markers; records pushed meanwhile wait for the next pass, so a
    * producer as fast as the worker cannot keep it in one ring forever. */
-  uint64_t budget = stkr__ring_used(&t->ring) + stkr__ring_size(&t->ring);
+  uint64_t budget = stkr__ring_unread(&t->ring) + stkr__ring_size(&t->ring);
   uint64_t seen = 0;
   const stkr__record *r;
   for (;;) {
@@ -276,7 +310,9 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
     seen += r->size;
     maybe_write_full(w);
     add_record(w, t, r);
-    stkr__ring_release(&t->ring, r); /* after add_record copied it */
+    /* After add_record copied it; the space is released after the
+     * batch's write (release_all). */
+    stkr__ring_consume(&t->ring, r);
     t->w_consumed++;
   }
 }
@@ -291,7 +327,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   bool exited = atomic_load_explicit(&t->exited, memory_order_acquire) != 0;
   bool empty = true;
 
-  if (t->ring.buf) {
+  if (t->ring.c) {
     empty = false;
     for (int pass = 0; pass < 4; pass++) {
       empty = drain_ring(w, t);
@@ -304,9 +340,17 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
        * of head), or its ring could sit full until the timer. */
       atomic_store_explicit(&t->wake_sent, 0, memory_order_release);
       atomic_thread_fence(memory_order_seq_cst);
-      if (stkr__ring_used(&t->ring) <= stkr__ring_size(&t->ring) / 2) break;
+      if (stkr__ring_unread(&t->ring) <= stkr__ring_size(&t->ring) / 2) break;
     }
     if (t->w_consumed) count_thread(w, t->id);
+    /* Its records hold their ring space until written (see the top):
+     * a ring still more than half taken would stay so for the rest of
+     * the pass, and its producer drop. Write now and give it back. */
+    if (stkr__ring_used(&t->ring) > stkr__ring_size(&t->ring) / 2 &&
+        stkr__batch_nonempty(&w->bb)) {
+      write_batch(w, false);
+      batch_begin(w);
+    }
   }
 
   /* Drops since the last batch. Relaxed: monotone counters; a drop counted
@@ -326,7 +370,9 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
     count_thread(w, t->id);
   }
 
-  if (exited && empty) {
+  /* Reaped only once its last records are written and released: its ring
+   * file goes with it, and must not while a crash could still need it. */
+  if (exited && empty && !(t->ring.c && stkr__ring_pending(&t->ring))) {
     char name[sizeof t->exit_name];
     /* Final name, written before `exited` was released (acquired above). */
     memcpy(name, t->exit_name, sizeof name);
@@ -351,6 +397,10 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   if ((err = stkr__images_refresh(&w->imgs)) < 0)
     stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
   images_changed(w);
+  if (!stkr__session_check())
+    stkr__log(STKR__LOG_OTHER, "lost the lock on the session file in %s (a "
+              "descriptor closed by the program?); new threads' rings are "
+              "not crash-proof", w->cfg.dir);
 
   batch_begin(w);
   for (t = stkr__threads_first(); t; t = next) {
@@ -372,6 +422,11 @@ void stkr__drain_all(stkr__worker *w, bool last) {
    * events needs it, and a crash may leave no later batch). */
   if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
     write_batch(w, last);
+  else
+    release_all(); /* read since the last write: wrap markers only */
   if (last) stkr__seg_close(&w->seg);
+  /* Ring files for threads about to start, after the reaping above has
+   * handed its rings on (reusing them costs no file operation at all). */
+  if (!last) stkr__ringfile_prefill();
   publish(w);
 }

@@ -211,6 +211,10 @@ typedef struct stkr__batchb {
   Stackrec__Drops *drops;
   Stackrec__Drops **drop_ptrs;
   size_t n_drops, cap_drops;
+  /* Batch.ring_pos: how far each thread's ring is in this batch. */
+  Stackrec__RingPos *ring_pos;
+  Stackrec__RingPos **ring_pos_ptrs;
+  size_t n_ring_pos, cap_ring_pos;
   /* StringDefs and FrameDefs (messages owned by the symbolizer). */
   stkr__symdefs symdefs;
 } stkr__batchb;
@@ -233,6 +237,10 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st);
 int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
                           uint64_t ring_full, uint64_t reentrant,
                           uint64_t other);
+/* Record that thread_id's ring is written out up to byte `end` once this
+ * batch is (Batch.ring_pos). 0 or -ENOMEM. */
+int stkr__batch_add_ring_pos(stkr__batchb *b, uint32_t thread_id,
+                             uint64_t end);
 /* Point the Batch's fields at the columns; after this, b->batch is ready to
  * be encoded (header, images, counters, clock and seq are set by the caller
  * through b->batch / b->header etc.). */

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "flush/worker.h"
+#include "proto/stkr_recover.h"
 
 /* ---- logging ---------------------------------------------------------- */
 
@@ -230,6 +231,9 @@ static int request(stkr__worker *w, int kind) {
 /* ---- create / destroy ------------------------------------------------- */
 
 static void worker_free(stkr__worker *w) {
+  /* Failure paths: no ring holds anything worth keeping (no-op after
+   * stkr_shutdown closed the session). */
+  stkr__session_close(false);
   stkr__seg_free(&w->seg);
   stkr__stacktab_free(&w->stacks);
   stkr__batch_free(&w->bb);
@@ -264,6 +268,49 @@ static void sym_warn(void *arg, const char *why) {
   stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
 }
 
+static void recover_note(void *arg, const char *line) {
+  (void)arg;
+  stkr__log(STKR__LOG_OTHER, "recovery: %s", line);
+}
+
+/* The embedded case of crash-proof rings: sessions that died in this
+ * directory (the previous run, SIGKILLed or crashed) are written out now.
+ * Bounded (a few sessions per start) and never fatal. */
+static void recover_dir(stkr__worker *w) {
+  stkr_recover_opts o = {.max_sessions = 8, .message = recover_note};
+  stkr_recover_stats st;
+  int err = stkr_recover_dir(w->cfg.dir, &o, &st);
+  if (err < 0)
+    stkr__log(STKR__LOG_OTHER, "recovery in %s: %s", w->cfg.dir,
+              strerror(-err));
+}
+
+/* The session file (and with it, file-backed rings). Failure only costs
+ * crash-proofing: rings fall back to anonymous memory. */
+static void open_session(stkr__worker *w) {
+  stkr__session_info si = {
+      .dir = w->cfg.dir,
+      .session_id = w->session_id,
+      .pid = w->pid,
+      .parent_pid = w->parent_pid,
+      .start_mono_ns = w->start_mono_ns,
+      .start_wall_ns = w->start_wall_ns,
+      .process_name = w->process_name,
+      .arch = stkr__arch_name(),
+      .symbolize = stkr__symbolize_mode_name(w->cfg.symbolize),
+      .ring_bytes = w->cfg.ring_bytes,
+      .segment_bytes = w->cfg.segment_bytes,
+      .disk_cap_bytes = w->cfg.disk_cap_bytes,
+      .max_depth = w->cfg.max_depth,
+      .skip_frames = w->cfg.skip_frames,
+      .flush_interval_ms = w->cfg.flush_interval_ms,
+      .payload_max = w->cfg.payload_max};
+  int err = stkr__session_open(&si);
+  if (err < 0)
+    stkr__log(STKR__LOG_OTHER, "cannot create a session file in %s: %s; rings "
+              "are not crash-proof", w->cfg.dir, strerror(-err));
+}
+
 /* Build a worker (loop, handles, first segment file) without starting its
  * thread. Takes ownership of cfg->dir and cfg->app_paths. */
 static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
@@ -283,6 +330,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   w->parent_pid = parent_pid;
   w->start_mono_ns = stkr__clock_mono_ns();
   w->start_wall_ns = stkr__clock_wall_ns();
+  w->session_id = stkr__session_id_new();
   stkr__process_name(w->process_name, sizeof w->process_name);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
@@ -310,6 +358,10 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     free(w->cfg.dir);
     w->cfg.dir = abs;
   }
+  /* Before our own segments: a dead session of a recycled pid gets its
+   * recovered segment first, and ours continue after it. Not in a forked
+   * child (follow mode): its parent, alive, did it at its own start. */
+  if (parent_pid == 0) recover_dir(w);
   if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->pid, w->cfg.segment_bytes,
                             w->cfg.disk_cap_bytes)) < 0)
     goto fail;
@@ -320,6 +372,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
               w->cfg.dir, strerror(-err));
     goto fail;
   }
+  open_session(w);
   (void)stkr__images_refresh(&w->imgs);
   if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC) {
     /* Cheap: modules are opened when a stack first needs them, on the
@@ -518,6 +571,9 @@ int stkr_shutdown(void) {
   (void)request(w, STKR__REQ_SHUTDOWN);
   pthread_join(w->thread, NULL);
   (void)uv_loop_close(&w->loop);
+  /* The final drain wrote everything (the files go), or a bounded exit
+   * left records in the rings (the files stay for recovery). */
+  stkr__session_close(stkr__threads_rings_leftover());
 
   pthread_mutex_lock(&g_mu);
   pthread_mutex_lock(&w->stats_mu);

@@ -31,6 +31,9 @@ typedef struct stkr__worker {
   stkr__fconfig cfg;
   uint32_t pid, parent_pid;
   uint64_t start_mono_ns, start_wall_ns;
+  /* Header.session_id, and the name of the session's file and ring files
+   * (recorder/ringfile.c); drawn once by stkr__session_id_new(). */
+  uint64_t session_id;
   char process_name[64];
 
   /* ---- loop (only the worker thread touches these after start) ---- */

@@ -76,6 +76,7 @@ typedef struct stkr__file {
   ino_t ino;
   bool had_batch; /* an intact batch of it was read (accounting: a file
                      without one is an empty segment, not a missing one) */
+  bool had_recovered; /* ... and one of them was a Batch.recovered one */
 } stkr__file;
 
 /* Accounting of the current recording session (stkr_accounting.c). Reset at

@@ -120,6 +120,7 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
     a->first_file = file_index + 1;
   a->last_file = file_index + 1;
   if (b->recovered) {
+    st->files[file_index].had_recovered = true;
     a->recovered += n;
     a->recovered_batches++;
   } else {
@@ -341,6 +342,19 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   stkr__acct_begin(st);
 }
 
+/* Did recovery write a later segment of this pid? Then an earlier segment
+ * without any batch is the dead writer's: it opened the file at start and
+ * died before its first flush, and its ring files (what it had accepted)
+ * were recovered into that later segment. Nothing is missing. */
+static bool recovered_after(const stkr__stream *st, uint32_t seq) {
+  size_t i;
+
+  for (i = 0; i < st->n_files; i++)
+    if (st->files[i].had_recovered && st->files[i].seq > seq)
+      return true;
+  return false;
+}
+
 void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   stkr_process_info *in = &st->info;
   size_t i;
@@ -349,16 +363,14 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
 
-    if (f->had_batch)
+    if (f->had_batch || recovered_after(st, f->seq))
       continue;
     in->empty_segments++;
-    /* A 0-byte file already has its STKR_WARN_EMPTY_FILE line. */
-    if (f->size != 0)
-      stkr__warn(r, STKR_WARN_INCOMPLETE, f->path, -1, in->pid,
-                 "process %u: segment %u holds no intact batch: its writer "
-                 "ended before its first flush completed, and whatever it "
-                 "recorded is lost",
-                 (unsigned)in->pid, (unsigned)f->seq);
+    stkr__warn(r, STKR_WARN_INCOMPLETE, f->path, -1, in->pid,
+               "process %u: segment %u holds no intact batch: its writer "
+               "ended before its first flush completed, and whatever it "
+               "recorded is lost",
+               (unsigned)in->pid, (unsigned)f->seq);
   }
   in->incomplete = in->drops || in->unclean_sessions ||
                    in->segments_missing || in->segments_deleted ||

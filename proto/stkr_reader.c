@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "proto/stkr__reader.h"
+#include "proto/stkr__recover.h" /* stkr__rc_parse_name: ring/session files */
 
 void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
                 int64_t off, uint32_t pid, const char *fmt, ...) {
@@ -281,9 +282,14 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
     struct stat fst;
     stkr__stream *st;
     uint32_t pid, seq;
+    uint64_t sid;
     char *path;
 
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    /* Ring and session files belong to the recording (stkr_recover.h):
+     * not segments, and not strangers either. */
+    if (stkr__rc_parse_name(de->d_name, &pid, &sid, &seq) == 0)
       continue;
     if (fstatat(dirfd(d), de->d_name, &fst, 0) != 0 ||
         !S_ISREG(fst.st_mode) ||

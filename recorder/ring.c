@@ -14,11 +14,21 @@
  *   fit before the end, the producer writes a wrap marker (a record with
  *   site_id 0) over the rest and starts the record at offset 0. This keeps
  *   the consumer's view of a record one contiguous, directly usable struct.
+ * - The consumer reads ahead of `tail` (c_read) and releases only once the
+ *   batch holding what it read has gone through write(2): released space is
+ *   what the recording no longer needs from memory, so `tail` in the ring
+ *   file is a durable position for recovery after a crash.
+ * - The indices live in the first page of the ring's mapping, a MAP_SHARED
+ *   file of the recording session (ringfile.c): if the process dies, the
+ *   page cache still holds every committed record and both indices, and
+ *   recovery (proto/stkr_recover.c) reads them back. Stores into a shared
+ *   mapping cost the same as into anonymous memory: no system call.
  * - Nothing here blocks, allocates or makes a system call after init, so a
  *   push is async-signal-safe as long as the caller prevents a signal
  *   handler on the same thread from pushing in the middle of a push (the
  *   caller's `busy` flag does that).
  */
+#define _GNU_SOURCE
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
@@ -26,39 +36,78 @@
 
 #include "recorder/stkr_internal.h"
 
-int stkr__ring_init(stkr__ring *r, size_t bytes) {
-  size_t size = 4096;
-  void *p;
+static size_t ring_map_bytes(const stkr__ring *r) {
+  return STKR_RINGFILE_HDR_BYTES + (size_t)(r->mask + 1);
+}
 
-  while (size < bytes && size < ((size_t)1 << 40))
+size_t stkr__ring_round(size_t bytes) {
+  size_t size = 4096;
+  while (size < bytes && size < ((size_t)1 << 31))
     size <<= 1;
-  /* mmap, not malloc: the first event of a thread may run in a context
-   * where malloc is unsafe, and whole pages keep rings off the heap. */
-  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-           -1, 0);
-  if (p == MAP_FAILED)
-    return -ENOMEM;
-  r->buf = p;
+  return size;
+}
+
+int stkr__ring_init(stkr__ring *r, size_t bytes, uint32_t thread_id,
+                    uint64_t os_tid, const char *name) {
+  size_t size = stkr__ring_round(bytes);
+  stkr__ring_ctl *c = NULL;
+  uint64_t session = 0;
+
+  if (stkr__ringfile_map(size, thread_id, os_tid, name, &c, &session) != 0) {
+    /* No session, or no file: anonymous memory, as before ring files.
+     * mmap, not malloc: the first event of a thread may run where malloc
+     * is unsafe, and whole pages keep rings off the heap. */
+    void *p = mmap(NULL, STKR_RINGFILE_HDR_BYTES + size,
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return -ENOMEM;
+    c = p;
+    session = 0;
+  }
+  /* Fresh pages are zero: head, tail and the private copies start at 0. */
+  r->c = c;
+  r->buf = (uint8_t *)c + STKR_RINGFILE_HDR_BYTES;
   r->mask = size - 1;
-  r->p_start = 0;
-  r->p_reserved = 0;
-  r->p_tail = 0;
-  r->c_head = 0;
-  atomic_store_explicit(&r->head, 0, memory_order_relaxed);
-  atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
+  r->session = session;
   return 0;
 }
 
 void stkr__ring_free(stkr__ring *r) {
-  if (r->buf != NULL)
-    munmap(r->buf, (size_t)(r->mask + 1));
+  if (r->c != NULL && !stkr__ringfile_keep(r->c, r->session)) {
+    uint32_t file_no = r->c->meta.file_no; /* 0 in anonymous rings */
+    munmap(r->c, ring_map_bytes(r));
+    stkr__ringfile_unlink(r->session, file_no);
+  }
+  r->c = NULL;
   r->buf = NULL;
 }
 
+int stkr__ring_privatize(stkr__ring *r) {
+  void *p;
+
+  if (r->c == NULL || r->session == 0)
+    return 0; /* anonymous memory is private to us already */
+  /* Same address, fresh private zero pages: the parent keeps its file. */
+  p = mmap(r->c, ring_map_bytes(r), PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (p == MAP_FAILED) {
+    /* Cannot happen short of memory exhaustion; the ring must not write
+     * into the parent's file: unmap it, the caller gives the thread up. */
+    munmap(r->c, ring_map_bytes(r));
+    r->c = NULL;
+    r->buf = NULL;
+    r->session = 0;
+    return -ENOMEM;
+  }
+  r->session = 0;
+  return 0;
+}
+
 void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
+  stkr__ring_ctl *c = r->c;
   uint64_t ring_size = r->mask + 1;
   /* Own counter: only this thread writes head. */
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   uint64_t off = head & r->mask;
   uint64_t to_end = ring_size - off;
   uint64_t need = size;
@@ -66,12 +115,12 @@ void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
   assert(size % 8 == 0 && size >= sizeof(stkr__record));
   if (size > to_end)
     need += to_end; /* the wrap marker eats the rest of the buffer */
-  if (need > ring_size - (head - r->p_tail)) {
+  if (need > ring_size - (head - c->p_tail)) {
     /* Looks full by the cached tail: look at the real one. Acquire pairs
-     * with the release store in stkr__ring_release(): once we see the
+     * with the release store in stkr__ring_release_read(): once we see the
      * consumer's new tail, it has finished reading the bytes before it. */
-    r->p_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (need > ring_size - (head - r->p_tail))
+    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    if (need > ring_size - (head - c->p_tail))
       return NULL;
   }
   if (size > to_end) {
@@ -83,83 +132,103 @@ void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
     head += to_end;
     off = 0;
   }
-  r->p_start = head;
-  r->p_reserved = size;
+  c->p_start = head;
+  c->p_reserved = size;
   return r->buf + off;
 }
 
 void stkr__ring_commit(stkr__ring *r, uint32_t size) {
+  stkr__ring_ctl *c = r->c;
   /* reserve() made room for p_reserved bytes at p_start; a record may end up
    * shorter (fewer frames than max_depth), never longer. */
-  assert(size <= r->p_reserved && size % 8 == 0);
+  assert(size <= c->p_reserved && size % 8 == 0);
   /* Pairs with the acquire load of head in stkr__ring_peek(): the consumer
    * that sees this head also sees every byte of the record (and of a wrap
    * marker written before it). */
-  atomic_store_explicit(&r->head, r->p_start + size, memory_order_release);
+  atomic_store_explicit(&c->head, c->p_start + size, memory_order_release);
 }
 
 const stkr__record *stkr__ring_peek(stkr__ring *r) {
+  stkr__ring_ctl *c = r->c;
   for (;;) {
-    /* Own counter: only the consumer writes tail. */
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t head = r->c_head;
+    uint64_t pos = c->c_read; /* consumer only */
+    uint64_t head = c->c_head;
     const stkr__record *rec;
 
-    if (tail == head) {
+    if (pos == head) {
       /* Looks empty by the cached head: look at the real one. Acquire
        * pairs with the release store in stkr__ring_commit(): every record
        * below the head we see is completely written. */
-      head = r->c_head = atomic_load_explicit(&r->head, memory_order_acquire);
-      if (tail == head)
+      head = c->c_head = atomic_load_explicit(&c->head, memory_order_acquire);
+      if (pos == head)
         return NULL;
     }
-    rec = (const stkr__record *)(r->buf + (tail & r->mask));
-    if (rec->size < 8 || rec->size % 8 != 0 || rec->size > head - tail ||
+    rec = (const stkr__record *)(r->buf + (pos & r->mask));
+    if (rec->size < 8 || rec->size % 8 != 0 || rec->size > head - pos ||
         (rec->site_id != 0 && rec->size < sizeof(stkr__record))) {
-      /* Cannot happen unless memory was scribbled on by the app. Drop what
+      /* Cannot happen unless memory was scribbled on by the app. Skip what
        * is there rather than read garbage; the producer carries on. */
       assert(!"corrupt ring record");
-      atomic_store_explicit(&r->tail, head, memory_order_release);
+      c->c_read = head;
       continue;
     }
     if (rec->site_id != 0)
       return rec;
-    /* Wrap marker: hand its bytes back and look at offset 0. Release pairs
-     * with the acquire load of tail in stkr__ring_reserve(). */
-    atomic_store_explicit(&r->tail, tail + rec->size, memory_order_release);
+    c->c_read = pos + rec->size; /* wrap marker: look at offset 0 */
   }
 }
 
+void stkr__ring_consume(stkr__ring *r, const stkr__record *rec) {
+  assert((const uint8_t *)rec == r->buf + (r->c->c_read & r->mask));
+  r->c->c_read += rec->size;
+}
+
 void stkr__ring_release(stkr__ring *r, const stkr__record *rec) {
-  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-  assert((const uint8_t *)rec == r->buf + (tail & r->mask));
+  stkr__ring_consume(r, rec);
+  stkr__ring_release_read(r);
+}
+
+void stkr__ring_release_read(stkr__ring *r) {
   /* Pairs with the acquire load of tail in stkr__ring_reserve(): we are
-   * done reading the record, the producer may overwrite it. */
-  atomic_store_explicit(&r->tail, tail + rec->size, memory_order_release);
+   * done with every record below c_read, the producer may overwrite it. */
+  atomic_store_explicit(&r->c->tail, r->c->c_read, memory_order_release);
 }
 
 uint64_t stkr__ring_used(const stkr__ring *r) {
   /* A snapshot for high-water checks and stats; either side may call it. */
-  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+  uint64_t tail = atomic_load_explicit(&r->c->tail, memory_order_acquire);
+  uint64_t head = atomic_load_explicit(&r->c->head, memory_order_acquire);
   return head - tail;
 }
 
+uint64_t stkr__ring_unread(const stkr__ring *r) {
+  /* Acquire: as in stkr__ring_peek(). */
+  return atomic_load_explicit(&r->c->head, memory_order_acquire) -
+         r->c->c_read;
+}
+
 bool stkr__ring_past_half(stkr__ring *r) {
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  stkr__ring_ctl *c = r->c;
+  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   uint64_t half = (r->mask + 1) >> 1;
 
-  if (head - r->p_tail <= half)
+  if (head - c->p_tail <= half)
     return false; /* the cached tail overstates use: surely not past half */
   /* Acquire: as in stkr__ring_reserve(). */
-  r->p_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-  return head - r->p_tail > half;
+  c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+  return head - c->p_tail > half;
 }
 
 void stkr__ring_reset(stkr__ring *r) {
   /* Only when neither side is active (start, or a forked child). */
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-  atomic_store_explicit(&r->tail, head, memory_order_relaxed);
-  r->p_tail = head;
-  r->c_head = head;
+  stkr__ring_ctl *c = r->c;
+  uint64_t head;
+
+  if (c == NULL)
+    return;
+  head = atomic_load_explicit(&c->head, memory_order_relaxed);
+  atomic_store_explicit(&c->tail, head, memory_order_relaxed);
+  c->p_tail = head;
+  c->c_head = head;
+  c->c_read = head;
 }

@@ -67,6 +67,9 @@ int stkr_site_register(stkr_site *site) {
       return -ENOSPC;
     }
     atomic_store_explicit(&g_sites[id], site, memory_order_relaxed);
+    /* Into the session file, so that recovery can name the site: a
+     * memcpy into a mapping, no system call. */
+    stkr__session_site_added(id, site->name);
   }
   /* Pairs with the acquire loads above and in stkr_event(). */
   __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stkr_ringfile.h"
 #include "recorder/stackrec.h"
 
 #if defined(__APPLE__) && defined(__has_include)
@@ -54,13 +55,16 @@ static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
 
 #define STKR__CACHE_LINE 64
 
-/* Three cache lines, so that the producer's per-event writes and the
- * consumer's per-record writes never share a line: one written by the
- * producer, one by the consumer, one read-only after init. Each side keeps
- * a private copy of the other's index and reloads it only when the ring
- * looks full (producer) or empty (consumer), so in steady state neither
- * side reads the other's line on every record. */
-typedef struct stkr__ring {
+/* The ring's indices, in the first page of the ring's mapping (the ring
+ * file's header, see common/stkr_ringfile.h), so that they persist with the
+ * records when the process dies. Two cache lines at fixed file offsets: one
+ * written by the producer, one by the consumer. Each side keeps a private
+ * copy of the other's index and reloads it only when the ring looks full
+ * (producer) or empty (consumer), so in steady state neither side reads the
+ * other's line on every record. */
+typedef struct stkr__ring_ctl {
+  stkr_ringfile_meta meta; /* written at create, read-only after */
+  uint8_t pad0[STKR_RINGFILE_HEAD_OFF - sizeof(stkr_ringfile_meta)];
   /* Written by the producer only (release, pairs with the consumer's
    * acquire load in stkr__ring_peek). Byte offset, free-running. */
   _Alignas(STKR__CACHE_LINE) _Atomic uint64_t head;
@@ -72,34 +76,156 @@ typedef struct stkr__ring {
   uint32_t p_reserved;
 
   /* Written by the consumer only (release, pairs with the producer's
-   * acquire load in stkr__ring_reserve). Byte offset, free-running. */
+   * acquire load in stkr__ring_reserve). Byte offset, free-running: every
+   * byte below it is written out (or counted lost) and may be reused. */
   _Alignas(STKR__CACHE_LINE) _Atomic uint64_t tail;
-  /* Consumer only: the last head it loaded (<= the real head). */
+  /* Consumer only: the last head it loaded (<= the real head), and where
+   * it reads next (tail <= c_read <= head): records in [tail, c_read) are
+   * in a batch that is not written yet, and stay in the ring until it is. */
   uint64_t c_head;
+  uint64_t c_read;
+} stkr__ring_ctl;
 
-  /* Set at init, read-only after: both sides read them. */
-  _Alignas(STKR__CACHE_LINE) uint8_t *buf;
-  uint64_t mask; /* size - 1; size is a power of two */
+_Static_assert(offsetof(stkr__ring_ctl, head) == STKR_RINGFILE_HEAD_OFF,
+               "ring file head offset");
+_Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
+               "ring file tail offset");
+_Static_assert(sizeof(stkr__ring_ctl) <= STKR_RINGFILE_HDR_BYTES,
+               "ring control page");
+_Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&
+                   offsetof(stkr__record, depth) ==
+                       offsetof(stkr_ringfile_record, depth),
+               "ring record layout");
+
+/* A thread's handle on its ring: where the mapping is. Set when the ring
+ * is mapped (attach, or a new session re-backing it while no producer and
+ * no consumer is active); read-only otherwise, read by both sides. */
+typedef struct stkr__ring {
+  stkr__ring_ctl *c; /* start of the mapping; NULL: no ring */
+  uint8_t *buf;      /* (uint8_t *)c + STKR_RINGFILE_HDR_BYTES */
+  uint64_t mask;     /* size - 1; size is a power of two */
+  /* Non-zero: the mapping is a file of session `session` (unlinked when
+   * the ring is freed); 0: anonymous memory (no session, or the file
+   * could not be had). */
+  uint64_t session;
 } stkr__ring;
 
-int stkr__ring_init(stkr__ring *r, size_t bytes); /* mmap; 0 or -errno */
+/* Map a ring of at least `bytes`: a file of the current session (see
+ * ringfile.c) when there is one, else anonymous memory. thread_id/os_tid
+ * /name go into the file's header. 0 or -errno; never leaves r half set. */
+int stkr__ring_init(stkr__ring *r, size_t bytes, uint32_t thread_id,
+                    uint64_t os_tid, const char *name);
+/* The ring size stkr__ring_init() makes for `bytes`: a power of two. */
+size_t stkr__ring_round(size_t bytes);
+/* Done with the ring (its thread exited, everything in it is written
+ * out): keep it for the next thread of the session (stkr__ringfile_keep),
+ * or unmap it and unlink its file. Worker, or a forked child. */
 void stkr__ring_free(stkr__ring *r);
+/* Forked child: the mapping is shared with the parent's file; give this
+ * process a private, empty ring of the same size at the same address.
+ * 0, or -ENOMEM (the ring is then unmapped, r->c NULL). */
+int stkr__ring_privatize(stkr__ring *r);
 /* Producer: room for `size` bytes (multiple of 8)? Returns the slot or NULL
  * when full. Does not publish. */
 void *stkr__ring_reserve(stkr__ring *r, uint32_t size);
 /* Producer: make the reserved record visible to the consumer. */
 void stkr__ring_commit(stkr__ring *r, uint32_t size);
-/* Consumer: the oldest record, or NULL when empty. Stays valid until
- * stkr__ring_release(). */
+/* Consumer: the oldest unread record, or NULL when none. Stays valid until
+ * its space is released. */
 const stkr__record *stkr__ring_peek(stkr__ring *r);
+/* Consumer: done reading rec; moves the read position only, the space
+ * stays taken until stkr__ring_release_read() (the flush worker: after the
+ * batch holding rec was written). */
+void stkr__ring_consume(stkr__ring *r, const stkr__record *rec);
+/* Consumer: consume rec and release its space at once (tests, benches). */
 void stkr__ring_release(stkr__ring *r, const stkr__record *rec);
+/* Consumer: everything read so far is written out: hand it back to the
+ * producer (and make it the durable position in the ring file). */
+void stkr__ring_release_read(stkr__ring *r);
+/* Consumer: the read position (free-running), and whether read records
+ * wait for release. */
+static inline uint64_t stkr__ring_read_pos(const stkr__ring *r) {
+  return r->c->c_read;
+}
+static inline bool stkr__ring_pending(const stkr__ring *r) {
+  return r->c->c_read !=
+         atomic_load_explicit(&r->c->tail, memory_order_relaxed);
+}
+/* head - tail: bytes not yet released. Either side (a snapshot). */
 uint64_t stkr__ring_used(const stkr__ring *r);
+/* Consumer: head - c_read, bytes not yet read. */
+uint64_t stkr__ring_unread(const stkr__ring *r);
 /* Producer: is the ring more than half full? Uses the cached tail and
  * reloads it only when the cached view says yes. */
 bool stkr__ring_past_half(stkr__ring *r);
 /* Discard everything unread. Only while neither side is active. */
 void stkr__ring_reset(stkr__ring *r);
 static inline uint64_t stkr__ring_size(const stkr__ring *r) { return r->mask + 1; }
+
+/* ---- session and ring files (ringfile.c) ----------------------------------
+ * A recording session's session file (header + site names, mapped) and its
+ * liveness lock; see common/stkr_ringfile.h for the layout and the rules.
+ * Control calls (open, close, check) come from the thread that runs
+ * stkr_init/stkr_shutdown or from the worker; never concurrently. */
+typedef struct stkr__session_info {
+  const char *dir; /* absolute; copied */
+  uint64_t session_id;
+  uint32_t pid, parent_pid;
+  uint64_t start_mono_ns, start_wall_ns;
+  const char *process_name, *arch, *symbolize;
+  uint64_t ring_bytes, segment_bytes, disk_cap_bytes;
+  uint32_t max_depth, skip_frames, flush_interval_ms, payload_max;
+} stkr__session_info;
+
+/* Create the session file, lock it, map it, copy the sites registered so
+ * far; later rings are files of this session. 0 or -errno (then rings stay
+ * anonymous: the recording works, without crash-proofing). */
+int stkr__session_open(const stkr__session_info *info);
+/* End the session. `leftovers`: records stay in ring files (a bounded exit
+ * ran out of time): keep every file for recovery. Otherwise unlink the
+ * session file; ring files of live threads are unlinked and their rings
+ * keep working from the unlinked mappings until re-backed or freed. */
+void stkr__session_close(bool leftovers);
+/* Worker, once per drain pass: is the lock descriptor still ours (the app
+ * may have closed or replaced it)? If not, lock again through a new one.
+ * Returns false when the session had to be given up. */
+bool stkr__session_check(void);
+/* Worker, before each batch's write: the highest stack id and Batch.seq
+ * used so far, into the session file (see stkr_sessfile_hdr). */
+void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
+/* The ring size of the current session's config (0: none). */
+size_t stkr__session_ring_bytes(void);
+/* The current session's id, 0 if none. */
+uint64_t stkr__session_current(void);
+/* A site was given an id (site.c): store its name in the session file.
+ * Lock-free, no system call: a memcpy into the mapping. */
+void stkr__session_site_added(uint32_t id, const char *name);
+/* Forked child: drop the parent's session (unmap, close the child's copy
+ * of the lock descriptor so that the parent's death stays visible). */
+void stkr__session_forget_after_fork(void);
+/* A ring file of the current session for thread `thread_id`: a kept one
+ * (see stkr__ringfile_keep) re-owned, else a new file, sized and mapped;
+ * *ctl gets the mapping (total = header page + ring). -ENOENT when there
+ * is no session. */
+int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
+                       const char *name, stkr__ring_ctl **ctl,
+                       uint64_t *session);
+/* Worker, once per drain pass: make ring files ahead (so that the cache
+ * holds at least STKR_RINGFILE_PREFILL), so that starting threads need
+ * not create files. */
+void stkr__ringfile_prefill(void);
+/* Unlink the ring file <n> = file_no of session. No-op for session 0. */
+void stkr__ringfile_unlink(uint64_t session, uint32_t file_no);
+/* Keep an empty, released ring of the current session for the next thread
+ * that starts (stkr__ringfile_map takes it). False: not kept (another
+ * session, or the cache is full); the caller unmaps it. Worker. */
+bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session);
+/* Rings that had to fall back to anonymous memory (no session file, or
+ * creating the file failed). Monotone; relaxed. */
+uint64_t stkr__ringfile_fallbacks(void);
+/* A fresh random non-zero session id (getrandom, else clock and pid). The
+ * one place session ids come from. */
+uint64_t stkr__session_id_new(void);
 
 /* ---- hash (walk.c) ---- */
 uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
@@ -261,8 +387,14 @@ typedef struct stkr__counts {
  * thread; takes the reap lock (never called on the hot path). */
 void stkr__threads_counts(stkr__counts *out);
 void stkr__count_dropped_other(void);
-/* Zero counters and empty rings (recorder start; no producer active). */
+/* Zero counters and empty rings (recorder start; no producer active).
+ * Threads whose ring is not a file of the current session get a new one
+ * (a thread attached in an earlier session, or a forked child's). */
 void stkr__threads_reset_counts(void);
+/* After the final drain (no producer, no consumer): does any ring still
+ * hold records that are not written out? Then the session ends with
+ * leftovers (stkr__session_close(true)) and recovery writes them. */
+bool stkr__threads_rings_leftover(void);
 /* In a forked child: free every other thread's state. */
 void stkr__threads_forget_after_fork(void);
 

@@ -1,7 +1,8 @@
 /*
  * thread.c: per-thread recorder state and the registry of threads.
  *
- * A thread gets its state (struct + ring, both mmap'd) at its first event
+ * A thread gets its state (struct + ring, both mmap'd; the ring is a file
+ * of the recording session, see ringfile.c) at its first event
  * and pushes it onto the registry, a singly linked list whose head is
  * swapped in by compare-and-swap: producers only ever insert at the head,
  * and only the flush worker removes, so removal needs no lock against
@@ -77,7 +78,12 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
     return -ENOMEM;
   }
   /* mmap'd memory is zeroed: every counter and flag starts at 0. */
-  err = stkr__ring_init(&t->ring, ring_bytes);
+  t->tid = stkr__os_tid();
+  t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
+  stkr__thread_name(t->name, sizeof t->name);
+  /* A file of the current session when there is one (the id is used up
+   * even if this fails: ids are never reused). */
+  err = stkr__ring_init(&t->ring, ring_bytes, t->id, t->tid, t->name);
   if (err != 0) {
     munmap(t, stkr__state_bytes());
     stkr__tls = NULL;
@@ -85,9 +91,6 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   }
   if (stkr__stack_bounds(&t->stack_lo, &t->stack_hi) != 0)
     t->stack_lo = t->stack_hi = 0; /* walk will record no frames */
-  t->tid = stkr__os_tid();
-  t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
-  stkr__thread_name(t->name, sizeof t->name);
   if (g_key != (pthread_key_t)-1)
     pthread_setspecific(g_key, t);
   stkr__tls = t;
@@ -187,8 +190,27 @@ void stkr__threads_quiesce(void) {
   pthread_mutex_unlock(&g_reap_lock);
 }
 
+/* Give t a ring file of the current session, if it has none. The old ring
+ * is empty or about to be discarded (start: no producer, no consumer). */
+static void reback(stkr__thread *t, size_t ring_bytes) {
+  stkr__ring fresh = {0};
+  uint64_t session = stkr__session_current();
+
+  if (session == 0 || t->ring.session == session || ring_bytes == 0)
+    return;
+  if (stkr__ring_init(&fresh, ring_bytes, t->id, t->tid, t->name) != 0 ||
+      fresh.session == 0) {
+    if (fresh.c != NULL && fresh.session == 0)
+      stkr__ring_free(&fresh);
+    return; /* keep the old ring: recording goes on, not crash-proof */
+  }
+  stkr__ring_free(&t->ring);
+  t->ring = fresh;
+}
+
 void stkr__threads_reset_counts(void) {
   stkr__thread *t;
+  size_t ring_bytes = stkr__session_ring_bytes();
 
   pthread_mutex_lock(&g_reap_lock);
   memset(&g_retired, 0, sizeof g_retired);
@@ -198,6 +220,8 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->dropped_reentrant, 0, memory_order_relaxed);
     t->w_consumed = t->w_reported_full = t->w_reported_reentrant = 0;
     t->w_defined_seg = 0;
+    if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0)
+      reback(t, ring_bytes);
     stkr__ring_reset(&t->ring);
   }
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
@@ -216,11 +240,15 @@ void stkr__threads_forget_after_fork(void) {
    * requires. The reap lock may have been held by the parent's worker at
    * fork time: re-initialize it rather than take it. */
   pthread_mutex_init(&g_reap_lock, NULL);
+  stkr__session_forget_after_fork();
   for (t = atomic_load_explicit(&g_head, memory_order_relaxed); t != NULL;
        t = next) {
     next = atomic_load_explicit(&t->next, memory_order_relaxed);
     if (t == self)
       continue;
+    /* Unmap only: the files are the parent's (privatize clears session
+     * so that free does not unlink them). */
+    t->ring.session = 0;
     stkr__ring_free(&t->ring);
     munmap(t, stkr__state_bytes());
   }
@@ -229,7 +257,16 @@ void stkr__threads_forget_after_fork(void) {
   atomic_store_explicit(&g_next_id, 0, memory_order_relaxed);
   if ((uintptr_t)self > STKR__THREAD_SENTINEL_MAX) {
     atomic_store_explicit(&self->next, NULL, memory_order_relaxed);
-    /* The ring holds the parent's events: the parent writes those. */
+    /* The ring holds the parent's events (in the parent's file): the
+     * parent writes those. Ours becomes private and empty. */
+    if (stkr__ring_privatize(&self->ring) != 0) {
+      /* No private memory for it: this thread records nothing here
+       * (its state is leaked, like the parent's other threads' are not). */
+      stkr__tls = STKR__THREAD_DEAD;
+      atomic_store_explicit(&g_head, NULL, memory_order_relaxed);
+      atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
+      return;
+    }
     stkr__ring_reset(&self->ring);
     atomic_store_explicit(&self->pushed, 0, memory_order_relaxed);
     atomic_store_explicit(&self->dropped_ring_full, 0, memory_order_relaxed);
@@ -246,4 +283,16 @@ void stkr__threads_forget_after_fork(void) {
     atomic_store_explicit(&g_head, NULL, memory_order_relaxed);
     atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
   }
+}
+
+bool stkr__threads_rings_leftover(void) {
+  bool left = false;
+
+  pthread_mutex_lock(&g_reap_lock);
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    if (t->ring.c != NULL &&
+        (stkr__ring_unread(&t->ring) != 0 || stkr__ring_pending(&t->ring)))
+      left = true;
+  pthread_mutex_unlock(&g_reap_lock);
+  return left;
 }

@@ -146,7 +146,7 @@ static void test_tiny_ring_drops_and_counts(void **state) {
   stkr__recorder_stop();
   assert_int_equal(stkr__recorder_start(&rc, NULL, NULL, NULL), 0);
   stkr__ring_free(my_ring()); /* swap in a 4 KiB ring for this thread */
-  assert_int_equal(stkr__ring_init(my_ring(), 4096), 0);
+  assert_int_equal(stkr__ring_init(my_ring(), 4096, 0, 0, ""), 0);
   for (i = 0; i < 100; i++) {
     int r = stkr_event(&g_site_a, "p", 1);
     if (r == 0)

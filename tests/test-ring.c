@@ -40,7 +40,7 @@ static void check(const stkr__record *rec, uint32_t seq, unsigned depth) {
 static void test_size_rounds_up_to_power_of_two(void **state) {
   stkr__ring r;
   (void)state;
-  assert_int_equal(stkr__ring_init(&r, 5000), 0);
+  assert_int_equal(stkr__ring_init(&r, 5000, 0, 0, ""), 0);
   assert_int_equal(stkr__ring_size(&r), 8192);
   stkr__ring_free(&r);
 }
@@ -49,7 +49,7 @@ static void test_fifo_and_empty(void **state) {
   stkr__ring r;
   uint32_t s;
   (void)state;
-  assert_int_equal(stkr__ring_init(&r, 4096), 0);
+  assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
   assert_null(stkr__ring_peek(&r));
   for (s = 1; s <= 10; s++)
     assert_true(push(&r, s, s));
@@ -68,7 +68,7 @@ static void test_full_ring_refuses_then_accepts_after_release(void **state) {
   uint32_t s, pushed = 0;
   const stkr__record *rec;
   (void)state;
-  assert_int_equal(stkr__ring_init(&r, 4096), 0);
+  assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
   /* 32 + 8*12 = 128 bytes: exactly 32 fit in 4096. */
   for (s = 1; s <= 40; s++)
     pushed += (uint32_t)push(&r, s, 12);
@@ -86,7 +86,7 @@ static void test_wrap_marker_keeps_records_contiguous(void **state) {
   uint32_t s;
   const stkr__record *rec;
   (void)state;
-  assert_int_equal(stkr__ring_init(&r, 4096), 0);
+  assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
   /* 3 records of 32+8*150 = 1232 bytes: 3696 used, 400 left at the end. */
   for (s = 1; s <= 3; s++)
     assert_true(push(&r, s, 150));
@@ -111,7 +111,7 @@ static void test_shorter_commit_than_reserve(void **state) {
   stkr__record *rec;
   const stkr__record *got;
   (void)state;
-  assert_int_equal(stkr__ring_init(&r, 4096), 0);
+  assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
   rec = stkr__ring_reserve(&r, 32 + 8 * 64);
   assert_non_null(rec);
   rec->size = 32 + 8 * 2;
@@ -148,7 +148,7 @@ static void test_spsc_two_threads(void **state) {
   pthread_t th;
   uint32_t want = 1;
   (void)state;
-  assert_int_equal(stkr__ring_init(&g_spsc, 4096), 0);
+  assert_int_equal(stkr__ring_init(&g_spsc, 4096, 0, 0, ""), 0);
   assert_int_equal(pthread_create(&th, NULL, producer, NULL), 0);
   while (want <= SPSC_N) {
     const stkr__record *rec = stkr__ring_peek(&g_spsc);

@@ -4,7 +4,7 @@
 # tools/stackrec/ for the CLI target), instrumented for coverage, with ASan
 # and UBSan.
 #
-#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,macho,symcache}
+#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,macho,symcache,ring}
 #
 # STKR_FUZZ_OUT defaults to /tmp/stackrec-fuzz. Needs clang-14 and
 # libclang-rt-14-dev (libFuzzer), protobuf-c-compiler, libzstd-dev,
@@ -66,7 +66,7 @@ for src in "${symsrc[@]}"; do
   "$cc" "${cflags[@]}" -c "$src" -o "$obj" || exit 1
   sym+=("$obj")
 done
-for t in frames batch cli macho symcache; do
+for t in frames batch cli macho symcache ring; do
   extra=()
   [ "$t" = macho ] && extra=("$out/obj/macho.o")
   [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl)

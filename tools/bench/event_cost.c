@@ -382,15 +382,25 @@ int main(int argc, char **argv) {
          un.release, sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
   find_glibc_backtrace();
 
+  /* The ring is what the product uses: a MAP_SHARED file of a recording
+   * session (recorder/ringfile.c), in a temporary directory. */
+  char sdir[] = "/tmp/stkr-event-cost-XXXXXX";
+  stkr__session_info si = {.dir = sdir, .session_id = stkr__session_id_new(),
+                           .pid = (uint32_t)getpid(), .ring_bytes = RING_BYTES,
+                           .max_depth = MAX_PCS};
+  bool file_ring = mkdtemp(sdir) != NULL && stkr__session_open(&si) == 0;
   if (stkr__recorder_start(&rconf, NULL, NULL, NULL) != 0)
     die("stkr__recorder_start failed");
   if (stkr_site_register(&g_site) != 0 || stkr_thread_attach() != 0)
     die("site register / thread attach failed");
   g_lo = stkr__tls->stack_lo;
   g_hi = stkr__tls->stack_hi;
-  printf("recorder: max_depth %u, ring %u KiB, payload none; batches of %u "
-         "(fast) / %u (glibc-based) calls; %u rounds\n\n",
-         rconf.max_depth, RING_BYTES >> 10, FAST_ITERS, SLOW_ITERS, rounds);
+  printf("recorder: max_depth %u, ring %u KiB (%s), payload none; batches of "
+         "%u (fast) / %u (glibc-based) calls; %u rounds\n\n",
+         rconf.max_depth, RING_BYTES >> 10,
+         file_ring && stkr__tls->ring.session ? "a MAP_SHARED ring file"
+                                              : "anonymous memory",
+         FAST_ITERS, SLOW_ITERS, rounds);
 
   /* Frames captured per contender and depth (and first-call warm-up). */
   count_frames(frames, &pushed, &drained);
@@ -523,5 +533,7 @@ int main(int argc, char **argv) {
   printf("(no drops: %llu events pushed, all drained)\n",
          (unsigned long long)pushed);
   stkr__recorder_stop();
+  stkr__session_close(false); /* unlinks the ring and session files */
+  rmdir(sdir);
   return 0;
 }

@@ -119,6 +119,11 @@ typedef struct stkr_cli_sym_stats {
  * @return 0, or -errno (out of memory, a file that could not be written:
  *         that file is then unchanged). */
 int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st);
+int stkr_cli_recover(int argc, char **argv); /* recover.c */
+/* `stackrec record`, once the program exited: recover the ring files of
+ * its processes that died (before the summary reads the directory). One
+ * line on stderr when something was recovered or lost, unless quiet. */
+void stkr_cli_recover_after_record(const char *dir, bool quiet);
 
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */

@@ -46,6 +46,8 @@ static const struct {
      "addresses to function, file:line (Mach-O, dSYM or ELF)"},
     {"symcache", stkr_cli_symcache,
      "per-build symbol caches from dSYMs (for symbolize, atos)"},
+    {"recover", stkr_cli_recover,
+     "write out what killed processes left in their ring files"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 

@@ -599,9 +599,10 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
   stkr_cli_sym_stats st;
   int err;
 
-  /* recover: dead writers' ring files are recovered here (issue 9,
-   * crash-proof rings), after the command was reaped and before the
-   * recording is symbolized and summarized. */
+  /* Dead writers' ring files (crash-proof rings) are recovered first,
+   * after the command was reaped and before the recording is symbolized
+   * and summarized. */
+  stkr_cli_recover_after_record(dir, quiet);
   if (symbolize && (err = stkr_cli_symbolize_in_place(dir, &st)) < 0)
     rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
               "'stackrec symbolize' can resolve it later",

@@ -5,6 +5,7 @@ extern int *__error(void);
 #define errno (*__error())
 #define EPERM 1
 #define ENOENT 2
+#define EBADF 9
 #define ENOMEM 12
 #define EBUSY 16
 #define EINVAL 22
@@ -12,5 +13,6 @@ extern int *__error(void);
 #define EAGAIN 35
 #define EALREADY 37
 #define ENOTCONN 57
+#define ENAMETOOLONG 63
 #define ENOSYS 78
 #endif

@@ -1,0 +1,197 @@
+/*
+ * stkr_ringfile.h: the on-disk layout of ring files and session files, the
+ * files that make a recording survive SIGKILL, crashes and jetsam.
+ *
+ * recorder/ writes these files (through MAP_SHARED mappings: the hot path
+ * stores into the page cache, no system call) and proto/stkr_recover.c reads
+ * them back after the writer died. Neither may depend on the other, so the
+ * layout lives here, libc only, header only.
+ *
+ * Files (in the recording directory, next to the segments):
+ *   stackrec-<pid>-<session>.session           one per recording session
+ *   stackrec-<pid>-<session>-<n>.ring          one per recording thread
+ * <pid> decimal, <session> 16 lower-case hex digits (Header.session_id),
+ * <n> decimal, the recorder thread id (ThreadDef.id) of the ring's first
+ * owner; the ring's header names its current owner (see file_no).
+ *
+ * One file per thread rather than regions of one session file: a thread's
+ * ring is created at its first event by that thread alone, with no
+ * allocator shared between threads and no growing of a mapped file. An
+ * exited thread's ring, once written out, is kept (mapped, at most
+ * STKR_RINGFILE_CACHE of them) for the next thread that starts, and the
+ * worker makes a few ahead: creating and deleting a file per thread costs
+ * far more than the thread itself on a journaling file system.
+ *
+ * Byte order and types are the writer's host's (little-endian on every
+ * platform stackrec supports); `version` changes with any layout change,
+ * and a reader rejects versions it does not know. Every field is
+ * hostile input for a reader: it checks each against the file's size.
+ *
+ * Ring file:
+ *   [0, 256)          stkr_ringfile_meta (written at create, then read-only)
+ *   [256, 264)        head: u64, free-running byte count the producer has
+ *                     committed (the ring's producer index, in the mapping)
+ *   [320, 328)        tail: u64, free-running byte count the consumer has
+ *                     released. The flush worker releases a record only
+ *                     after the batch holding it went through write(2)
+ *                     (or was counted lost), so [tail, head) is exactly
+ *                     what the segments may lack.
+ *   [hdr_bytes, hdr_bytes + ring_size)   the ring buffer: records at
+ *                     offset (pos & (ring_size - 1)), 8-byte aligned, never
+ *                     split across the end (a wrap marker, site_id 0,
+ *                     fills the rest of the buffer instead).
+ * A record (stkr_ringfile_record) is followed by depth u64 PCs, then
+ * payload_len payload bytes, then padding to `size` (a multiple of 8).
+ *
+ * Session file:
+ *   [0, 4096)         stkr_sessfile_hdr
+ *   [slots_off, +8 * (site_cap + 1))  site slots, u64 each, by site id:
+ *                     (name offset in the names area << 32) | name length,
+ *                     0 = no name stored
+ *   [names_off, names_off + names_cap)  site names (not NUL-terminated)
+ *
+ * Liveness: the writing process holds flock(LOCK_EX) on the session file
+ * for the life of the session (a close-on-exec descriptor: the kernel
+ * releases it when the process dies or execs). A reader that obtains the
+ * lock with LOCK_NB knows the writer is gone; one that cannot must leave
+ * the files alone.
+ */
+#ifndef STKR_RINGFILE_H
+#define STKR_RINGFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STKR_RINGFILE_MAGIC "STKRRING" /* 8 bytes, no NUL in the file */
+#define STKR_SESSFILE_MAGIC "STKRSESS"
+#define STKR_RINGFILE_VERSION 1u
+#define STKR_SESSFILE_VERSION 1u
+
+#define STKR_RINGFILE_HEAD_OFF 256u
+#define STKR_RINGFILE_TAIL_OFF 320u
+#define STKR_RINGFILE_HDR_BYTES 4096u /* the buffer starts here */
+#define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 30) /* the writer's limit */
+
+/* Rings kept mapped for threads about to start: exited threads' rings (up
+ * to CACHE), and rings made ahead by the worker (up to PREFILL: each costs
+ * a ring's size of disk, in every recording process). */
+#define STKR_RINGFILE_CACHE 32
+#define STKR_RINGFILE_PREFILL 4
+
+#define STKR_SESSFILE_HDR_BYTES 4096u
+#define STKR_SESSFILE_NAMES_CAP (256u << 10)
+
+/* The ring file's first 256 bytes. */
+typedef struct stkr_ringfile_meta {
+  char magic[8];        /* STKR_RINGFILE_MAGIC */
+  uint32_t version;     /* STKR_RINGFILE_VERSION */
+  uint32_t hdr_bytes;   /* offset of the ring buffer */
+  uint64_t ring_size;   /* bytes, a power of two */
+  uint64_t session_id;  /* the session file's session_id */
+  uint32_t pid;
+  uint32_t thread_id;   /* recorder thread id (ThreadDef.id), >= 1 */
+  uint64_t os_tid;      /* ThreadDef.tid */
+  uint32_t record_hdr;  /* sizeof(stkr_ringfile_record): 32 */
+  /* The <n> of the file name: the thread id of the ring's first owner. A
+   * ring file outlives its thread: the next thread of the session to
+   * start reuses it (no file created, none deleted), so thread_id, os_tid
+   * and name are the current owner's. Every record in [tail, head) is the
+   * current owner's: a ring is handed on only empty and released. */
+  uint32_t file_no;
+  char name[32];        /* thread name at attach, NUL-padded */
+} stkr_ringfile_meta;
+
+/* A record as it sits in the ring (recorder/ uses the same layout as
+ * stkr__record and checks it at compile time). */
+typedef struct stkr_ringfile_record {
+  uint32_t size;        /* whole record, multiple of 8; >= 8 */
+  uint32_t site_id;     /* 0: wrap marker (only size is meaningful) */
+  uint64_t ts_ns;       /* CLOCK_MONOTONIC */
+  uint64_t hash;        /* of the PCs */
+  uint16_t depth;       /* PCs that follow */
+  uint16_t payload_len;
+  uint16_t flags;       /* 1: payload truncated, 2: stack truncated */
+  uint16_t reserved;
+} stkr_ringfile_record;
+
+/* Session states (stkr_sessfile_hdr.state). */
+#define STKR_SESS_RUNNING 0u
+#define STKR_SESS_ENDED_LEFTOVERS 2u /* ended with records left in rings */
+
+typedef struct stkr_sessfile_hdr {
+  char magic[8];        /* STKR_SESSFILE_MAGIC */
+  uint32_t version;     /* STKR_SESSFILE_VERSION */
+  uint32_t hdr_bytes;   /* STKR_SESSFILE_HDR_BYTES */
+  uint64_t session_id;  /* Header.session_id, non-zero */
+  uint32_t pid, parent_pid;
+  uint64_t start_mono_ns, start_wall_ns;
+  char process_name[64];
+  char arch[16];
+  char symbolize[16];   /* Config.symbolize */
+  uint64_t ring_bytes, segment_bytes, disk_cap_bytes;
+  uint32_t max_depth, skip_frames, flush_interval_ms, payload_max;
+  uint32_t site_cap;    /* highest site id with a slot */
+  uint32_t slots_off;   /* file offset of the slot array */
+  uint32_t names_off;   /* file offset of the names area */
+  uint32_t names_cap;   /* its size */
+  /* Written by whichever thread registers a site (atomic fetch-add in the
+   * writer): bytes of the names area handed out so far (may exceed
+   * names_cap: those names did not fit), and names that did not fit. */
+  uint32_t names_used;
+  uint32_t names_overflow;
+  uint32_t state;       /* STKR_SESS_* */
+  /* Written by the flush worker before each batch's write: the highest
+   * stack id and Batch.seq the session has used, so that recovery's
+   * batches continue after them without reading every segment. */
+  uint32_t max_stack_id;
+  uint64_t max_batch_seq;
+} stkr_sessfile_hdr;
+
+_Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,
+               "ring meta overlaps head");
+_Static_assert(sizeof(stkr_ringfile_record) == 32, "record layout");
+_Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,
+               "session header too big");
+
+/* Append the decimal digits of v to p; returns the new end. No libc (the
+ * recorder builds names at a thread's first event, possibly inside a
+ * signal handler, where snprintf is not safe). */
+static inline char *stkr_ringfile_put_dec(char *p, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *p++ = tmp[--n];
+  return p;
+}
+
+static inline char *stkr_ringfile_put_hex16(char *p, uint64_t v) {
+  for (int i = 15; i >= 0; i--) *p++ = "0123456789abcdef"[(v >> (4 * i)) & 15];
+  return p;
+}
+
+/* Longest base name, with NUL: "stackrec-" 10 "-" 16 "-" 10 ".session". */
+#define STKR_RINGFILE_NAME_MAX 64
+
+/* "stackrec-<pid>-<session>" + ("-<thread>.ring" when thread != 0, else
+ * ".session") into buf (STKR_RINGFILE_NAME_MAX bytes), NUL-terminated. */
+static inline void stkr_ringfile_name(char *buf, uint32_t pid,
+                                      uint64_t session, uint32_t thread) {
+  static const char pre[] = "stackrec-";
+  char *p = buf;
+  for (size_t i = 0; i < sizeof pre - 1; i++) *p++ = pre[i];
+  p = stkr_ringfile_put_dec(p, pid);
+  *p++ = '-';
+  p = stkr_ringfile_put_hex16(p, session);
+  const char *ext = thread ? ".ring" : ".session";
+  if (thread) {
+    *p++ = '-';
+    p = stkr_ringfile_put_dec(p, thread);
+  }
+  while (*ext) *p++ = *ext++;
+  *p = '\0';
+}
+
+#endif /* STKR_RINGFILE_H */

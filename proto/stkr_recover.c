@@ -1,0 +1,351 @@
+/*
+ * stkr_recover.c: ring files of dead recorders -> a recovered segment (see
+ * stkr_recover.h for the contract, common/stkr_ringfile.h for the files).
+ *
+ * Per dead session:
+ *   1. take its lock (LOCK_NB; failing means a live writer: leave it);
+ *   2. read the session file (site names, the Header's fields);
+ *   3. read the session's newest segment through the reader's batch
+ *      callback (the worker releases ring space after every batch it
+ *      writes, so only the last batch can be unreleased), keeping: the
+ *      largest RingPos.end per thread (dedupe), the largest stack id and
+ *      Batch.seq (with the session file's notes of both: the recovered
+ *      batches continue after them), the last image list and counters;
+ *   4. walk each ring file from max(tail, RingPos.end) to head;
+ *   5. encode batches (Batch.recovered) into stackrec-<pid>-<next seq>.zst,
+ *      fsync it and the directory, then unlink the ring and session files.
+ * A failure before the fsync removes the partial segment and keeps every
+ * input file, so a later recovery can try again; a crash after the fsync
+ * but before the unlinks is harmless too: the recovered batches carry
+ * RingPos, so the next recovery finds nothing left to add.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/stkr_ringfile.h"
+#include "proto/stkr__recover.h"
+
+/* ---- messages -------------------------------------------------------- */
+
+void stkr__rc_msg(stkr__rc *rc, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (rc->opts.message != NULL)
+    rc->opts.message(rc->opts.message_arg, line);
+  else
+    fprintf(stderr, "stackrec: %s\n", line);
+}
+
+/* ---- the ring file decoder (pure; fuzzed) ----------------------------- */
+
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
+                    stkr_ring_info *info,
+                    int (*rec)(void *arg, const stkr_ring_rec *r), void *arg,
+                    uint64_t *dups, uint64_t *lost_bytes, uint64_t *bad_pos,
+                    const char **why) {
+  stkr_ringfile_meta m;
+  uint64_t head, tail, mask, pos;
+  const uint8_t *buf;
+
+  *dups = *lost_bytes = *bad_pos = 0;
+  *why = NULL;
+  memset(info, 0, sizeof *info);
+  if (len < STKR_RINGFILE_TAIL_OFF + 8) {
+    *why = "shorter than a ring file header";
+    return -EINVAL;
+  }
+  memcpy(&m, data, sizeof m);
+  if (memcmp(m.magic, STKR_RINGFILE_MAGIC, 8) != 0) {
+    *why = "not a ring file (bad magic)";
+    return -EINVAL;
+  }
+  if (m.version != STKR_RINGFILE_VERSION) {
+    *why = "unknown ring file version";
+    return -EINVAL;
+  }
+  if (m.record_hdr != sizeof(stkr_ringfile_record) ||
+      m.hdr_bytes < STKR_RINGFILE_TAIL_OFF + 8 || m.hdr_bytes % 8 != 0) {
+    *why = "bad header size fields";
+    return -EINVAL;
+  }
+  if (m.ring_size < 64 || m.ring_size > STKR_RINGFILE_MAX_RING ||
+      (m.ring_size & (m.ring_size - 1)) != 0 ||
+      m.hdr_bytes > len || m.ring_size > len - m.hdr_bytes) {
+    *why = "ring size is not a power of two that fits the file";
+    return -EINVAL;
+  }
+  head = rd64(data + STKR_RINGFILE_HEAD_OFF);
+  tail = rd64(data + STKR_RINGFILE_TAIL_OFF);
+  info->session_id = m.session_id;
+  info->pid = m.pid;
+  info->thread_id = m.thread_id;
+  info->file_no = m.file_no;
+  info->os_tid = m.os_tid;
+  memcpy(info->name, m.name, sizeof info->name);
+  info->name[sizeof info->name - 1] = '\0';
+  info->ring_size = m.ring_size;
+  info->head = head;
+  info->tail = tail;
+  if (tail > head || head - tail > m.ring_size || tail % 8 != 0 ||
+      head % 8 != 0) {
+    *why = "head and tail indices disagree";
+    return -EINVAL;
+  }
+  buf = data + m.hdr_bytes;
+  mask = m.ring_size - 1;
+  for (pos = tail; pos < head;) {
+    uint64_t off = pos & mask;
+    stkr_ringfile_record h;
+    uint64_t need;
+
+    /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
+    memcpy(&h, buf + off, 8);
+    if (h.size < 8 || h.size % 8 != 0 || h.size > head - pos ||
+        h.size > m.ring_size - off) {
+      *why = "bad record size";
+      goto bad;
+    }
+    if (h.site_id == 0) { /* wrap marker */
+      pos += h.size;
+      continue;
+    }
+    if (h.size < sizeof h) {
+      *why = "record shorter than its header";
+      goto bad;
+    }
+    memcpy(&h, buf + off, sizeof h);
+    need = sizeof h + 8u * (uint64_t)h.depth + h.payload_len;
+    if (need > h.size) {
+      *why = "record's PCs and payload do not fit its size";
+      goto bad;
+    }
+    if (pos < from) {
+      ++*dups;
+    } else if (rec != NULL) {
+      stkr_ring_rec r = {
+          .pos = pos,
+          .size = h.size,
+          .site_id = h.site_id,
+          .ts_ns = h.ts_ns,
+          .hash = h.hash,
+          .pcs = (const uint64_t *)(const void *)(buf + off + sizeof h),
+          .depth = h.depth,
+          .payload = buf + off + sizeof h + 8u * h.depth,
+          .payload_len = h.payload_len,
+          .flags = h.flags,
+      };
+      int err = rec(arg, &r);
+      if (err != 0)
+        return err;
+    }
+    pos += h.size;
+  }
+  return 0;
+bad:
+  *lost_bytes = head - pos;
+  *bad_pos = m.hdr_bytes + (pos & mask);
+  return 1;
+}
+
+/* ---- names ------------------------------------------------------------ */
+
+/* "stackrec-<pid>-<16 hex>" then ".session" or "-<thread>.ring". 0 or
+ * -EINVAL. Strict, like stkr_fmt_segment_parse: one name per triple. */
+int stkr__rc_parse_name(const char *s, uint32_t *pid, uint64_t *sid,
+                        uint32_t *thread) {
+  uint64_t v = 0;
+  int n;
+
+  if (strncmp(s, "stackrec-", 9) != 0)
+    return -EINVAL;
+  s += 9;
+  for (n = 0; *s >= '0' && *s <= '9'; s++, n++) {
+    v = v * 10 + (uint64_t)(*s - '0');
+    if (v > UINT32_MAX)
+      return -EINVAL;
+  }
+  if (n == 0 || (n > 1 && s[-n] == '0') || *s++ != '-')
+    return -EINVAL;
+  *pid = (uint32_t)v;
+  v = 0;
+  for (n = 0; n < 16; n++, s++) {
+    int d = *s >= '0' && *s <= '9'   ? *s - '0'
+            : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10
+                                     : -1;
+    if (d < 0)
+      return -EINVAL;
+    v = v << 4 | (uint64_t)d;
+  }
+  *sid = v;
+  if (strcmp(s, ".session") == 0) {
+    *thread = 0;
+    return 0;
+  }
+  if (*s++ != '-')
+    return -EINVAL;
+  v = 0;
+  for (n = 0; *s >= '0' && *s <= '9'; s++, n++) {
+    v = v * 10 + (uint64_t)(*s - '0');
+    if (v > UINT32_MAX)
+      return -EINVAL;
+  }
+  if (n == 0 || (n > 1 && s[-n] == '0') || v == 0 || strcmp(s, ".ring") != 0)
+    return -EINVAL;
+  *thread = (uint32_t)v;
+  return 0;
+}
+
+/* Read a whole regular file of at most max bytes. 0 or -errno (-EFBIG). */
+int stkr__rc_read_file(int fd, uint64_t max, uint8_t **data, uint64_t *len) {
+  struct stat st;
+  uint8_t *p;
+  uint64_t got = 0;
+
+  *data = NULL;
+  *len = 0;
+  if (fstat(fd, &st) != 0)
+    return -errno;
+  if (!S_ISREG(st.st_mode))
+    return -EINVAL;
+  if ((uint64_t)st.st_size > max)
+    return -EFBIG;
+  /* 8-byte alignment for the records: malloc gives at least that. */
+  p = malloc(st.st_size ? (size_t)st.st_size : 1);
+  if (p == NULL)
+    return -ENOMEM;
+  while (got < (uint64_t)st.st_size) {
+    ssize_t n = pread(fd, p + got, (size_t)(st.st_size - (off_t)got),
+                      (off_t)got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = n < 0 ? -errno : -EIO;
+      free(p);
+      return err;
+    }
+    got += (uint64_t)n;
+  }
+  *data = p;
+  *len = got;
+  return 0;
+}
+
+/* ---- the directory ---------------------------------------------------- */
+
+static int cmp_sess(const void *a, const void *b) {
+  const stkr__rc_file *x = a, *y = b;
+  if (x->pid != y->pid)
+    return x->pid < y->pid ? -1 : 1;
+  if (x->sid != y->sid)
+    return x->sid < y->sid ? -1 : 1;
+  return x->thread < y->thread ? -1 : x->thread > y->thread;
+}
+
+static int list_dir(stkr__rc *rc) {
+  DIR *d = opendir(rc->dir);
+  struct dirent *e;
+  int err = 0;
+
+  if (d == NULL)
+    return -errno;
+  while ((e = readdir(d)) != NULL) {
+    stkr__rc_file f = {0};
+    uint32_t spid, sseq;
+
+    if (stkr_fmt_segment_parse(e->d_name, &spid, &sseq) == 0) {
+      if (stkr__grow(&rc->segs, &rc->cap_segs, rc->n_segs + 1,
+                     sizeof *rc->segs) != 0) {
+        err = -ENOMEM;
+        break;
+      }
+      rc->segs[rc->n_segs].pid = spid;
+      rc->segs[rc->n_segs].seq = sseq;
+      rc->n_segs++;
+      continue;
+    }
+    if (stkr__rc_parse_name(e->d_name, &f.pid, &f.sid, &f.thread) != 0)
+      continue;
+    if (stkr__grow(&rc->files, &rc->cap_files, rc->n_files + 1,
+                   sizeof *rc->files) != 0) {
+      err = -ENOMEM;
+      break;
+    }
+    rc->files[rc->n_files++] = f;
+  }
+  closedir(d);
+  if (err == 0 && rc->n_files > 1)
+    qsort(rc->files, rc->n_files, sizeof *rc->files, cmp_sess);
+  return err;
+}
+
+void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
+                   uint32_t thread) {
+  char name[STKR_RINGFILE_NAME_MAX];
+  stkr_ringfile_name(name, pid, sid, thread);
+  snprintf(buf, STKR__RC_PATH_MAX, "%s/%s", rc->dir, name);
+}
+
+int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
+                     stkr_recover_stats *out) {
+  stkr__rc rc = {0};
+  int err;
+  size_t i = 0;
+  unsigned done = 0;
+
+  if (dir == NULL || out == NULL)
+    return -EINVAL;
+  memset(out, 0, sizeof *out);
+  if (opts != NULL)
+    rc.opts = *opts;
+  if (strlen(dir) + 1 + STKR_FMT_SEGMENT_NAME_MAX + STKR_RINGFILE_NAME_MAX >
+      STKR__RC_PATH_MAX)
+    return -ENAMETOOLONG;
+  rc.dir = dir;
+  rc.st = out;
+  if ((err = list_dir(&rc)) != 0)
+    goto out;
+  while (i < rc.n_files) {
+    size_t j = i;
+    bool has_session;
+
+    while (j < rc.n_files && rc.files[j].pid == rc.files[i].pid &&
+           rc.files[j].sid == rc.files[i].sid)
+      j++;
+    /* Sorted: the session file (thread 0) comes first. */
+    has_session = rc.files[i].thread == 0;
+    if (!has_session) {
+      /* Rings without a session file: a session being closed right now
+       * (it unlinks its rings first), or files we cannot trust. */
+      out->orphans += j - i;
+    } else if (rc.opts.max_sessions == 0 || done < rc.opts.max_sessions) {
+      int r = stkr__rc_session(&rc, rc.files + i + 1, j - i - 1);
+      if (r == 1)
+        done++;
+    }
+    i = j;
+  }
+out:
+  free(rc.files);
+  free(rc.segs);
+  return err;
+}

@@ -1,0 +1,125 @@
+/*
+ * stkr_recover.h: recovering the ring files of recorders that died.
+ *
+ * A recording process keeps its unflushed events in ring files mapped
+ * MAP_SHARED in the recording directory (layout: common/stkr_ringfile.h).
+ * When it dies (SIGKILL, a crash, jetsam), those files hold every event it
+ * accepted but had not written. stkr_recover_dir() finds the sessions whose
+ * writer is gone (their session file's flock can be taken), reads their
+ * ring files, skips the records the segments already hold (the ring's own
+ * tail, and the largest Batch.ring_pos.end per thread in the session's
+ * newest segment: the only batch that can be written but not released),
+ * and appends one segment stackrec-<pid>-<seq>.zst per session (the next
+ * free <seq> of that pid) whose batches have Batch.recovered = true and the
+ * dead session's Header (same session_id, pid, start times). Stacks carry
+ * raw PCs (no frames): `stackrec symbolize` resolves them. Then, once the
+ * segment is fsync'ed, it deletes the ring and session files.
+ *
+ * Callers: stkr_init() on its directory (the embedded case: the next run
+ * recovers the previous one), `stackrec record` after the program exited,
+ * and `stackrec recover DIR`.
+ *
+ * Ring and session files are hostile input: every field is checked against
+ * the file's size; a record that does not fit (torn by the crash, or
+ * damaged) ends that ring's recovery, and the rest of the ring counts as
+ * lost bytes. Memory is bounded by the ring sizes (at most
+ * STKR_RINGFILE_MAX_RING each, checked against the file's real size) and by
+ * the batch limits of stkr_format.h.
+ *
+ * Thread-safety: reentrant; concurrent recoveries of one directory are
+ * serialized by the session file's lock (one recovers, the others see a
+ * live session and skip it).
+ */
+#ifndef STKR_RECOVER_H
+#define STKR_RECOVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct stkr_recover_opts {
+  /* Count only: write nothing, delete nothing, take no lock for longer
+   * than the liveness test. Works on read-only directories. */
+  bool dry_run;
+  /* Recover at most this many dead sessions (0: all). Bounds the work of
+   * an embedded stkr_init(). */
+  unsigned max_sessions;
+  /* Receives each problem as one line naming the file (and offset), e.g.
+   * "DIR/stackrec-12-….ring: offset 8192: record size 7 is not a multiple
+   * of 8; 4096 bytes lost". NULL: print "stackrec: " + line to stderr. */
+  void (*message)(void *arg, const char *line);
+  void *message_arg;
+} stkr_recover_opts;
+
+typedef struct stkr_recover_stats {
+  uint64_t sessions_live;      /* writer alive (lock held): left alone */
+  uint64_t sessions_dead;      /* writer gone: recovered, or tried */
+  uint64_t sessions_recovered; /* written out (dry run: would be) */
+  uint64_t sessions_failed;    /* could not be written out: files kept */
+  uint64_t rings;              /* ring files read */
+  uint64_t events;             /* events recovered (dry run: found) */
+  uint64_t duplicates;         /* records skipped: already in a segment */
+  uint64_t damaged_rings;      /* rings whose recovery a bad record ended */
+  uint64_t lost_bytes;         /* ring bytes after such a record */
+  uint64_t orphans;            /* ring/session files that could not be
+                                  used (bad header, no session file) */
+  uint64_t segments_written;
+} stkr_recover_stats;
+
+/*
+ * Recover every dead session in `dir` (see above).
+ * @return 0 when the directory could be scanned (per-session failures are
+ *         in out->sessions_failed / damaged_rings / orphans, each with a
+ *         message), -EINVAL for NULL dir/out, or -errno when dir cannot be
+ *         opened. *out is zeroed first.
+ */
+int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
+                     stkr_recover_stats *out);
+
+/*
+ * One ring file's records, for tools and fuzzing: parse `data` (`len`
+ * bytes, a whole ring file) and call `rec` for each record at or after
+ * `from` (free-running offset; records below are counted in *dups), in
+ * order, up to the file's head. Never reads outside data.
+ * @return 0 (all read), 1 (a bad record ended the walk: *lost_bytes says how
+ *         much was left), or -EINVAL (the header is unusable; *why says
+ *         why).
+ */
+typedef struct stkr_ring_rec {
+  uint64_t pos;          /* free-running offset of the record */
+  uint32_t size;         /* its size in the ring (the next is at pos+size) */
+  uint32_t site_id;
+  uint64_t ts_ns;
+  uint64_t hash;
+  const uint64_t *pcs;   /* depth PCs (unaligned-safe copies are made by
+                            the caller if needed: data is 8-byte aligned
+                            when the file was mapped or malloc'd) */
+  uint16_t depth;
+  const uint8_t *payload;
+  uint16_t payload_len;
+  uint16_t flags;
+} stkr_ring_rec;
+
+typedef struct stkr_ring_info {
+  uint64_t session_id;
+  uint32_t pid;
+  uint32_t thread_id;    /* the ring's current owner (ThreadDef.id) */
+  uint32_t file_no;      /* the <n> of its file name (first owner) */
+  uint64_t os_tid;
+  char name[32];
+  uint64_t ring_size, head, tail;
+} stkr_ring_info;
+
+int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
+                    stkr_ring_info *info,
+                    int (*rec)(void *arg, const stkr_ring_rec *r), void *arg,
+                    uint64_t *dups, uint64_t *lost_bytes, uint64_t *bad_pos,
+                    const char **why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STKR_RECOVER_H */

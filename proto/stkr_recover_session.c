@@ -1,0 +1,798 @@
+/*
+ * stkr_recover_session.c: one dead session's ring files -> one recovered
+ * segment (steps in stkr_recover.c's comment). The batches are built here
+ * as plain Stackrec__Batch messages and encoded by stkr_fmt_encode_batch(),
+ * the writer's own encoder.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/stkr_ringfile.h"
+#include "proto/stkr__recover.h"
+
+/* A session file bigger than this is not one we wrote. */
+#define STKR__RC_MAX_SESSFILE (64u << 20)
+/* Recovered batches stay well inside the writer's own limits. */
+#define STKR__RC_BATCH_EVENTS 65536u
+#define STKR__RC_BATCH_BYTES (8u << 20)
+
+/* ---- what the segments already hold (step 3) ------------------------- */
+
+typedef struct scan {
+  uint64_t sid, start_mono, start_wall;
+  stkr__idmap pos_map; /* thread id -> index in ends */
+  uint64_t *ends;
+  size_t n_ends, cap_ends;
+  uint32_t max_stack, first_seq;
+  uint64_t max_batch_seq;
+  uint64_t written, dropped_write_error, segments_deleted;
+  uint64_t ring_full, reentrant, other, c_ring_full, c_reentrant, c_other;
+  Stackrec__Batch *images;  /* latest batch of the session with images */
+  stkr_fmt_pballoc *images_alloc;
+  char *cur_path;
+  bool cur_match;
+  bool matched;  /* some batch of the session was seen */
+  int err;
+} scan;
+
+static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static int scan_batch(void *arg, const stkr_batch_view *v) {
+  scan *s = arg;
+  stkr_fmt_pballoc *pa = malloc(sizeof *pa);
+  Stackrec__Batch *b;
+  bool keep = false;
+
+  if (pa == NULL)
+    return -ENOMEM;
+  stkr_fmt_pballoc_init(pa, STKR_FMT_MAX_DECODED_BYTES);
+  b = stackrec__batch__unpack(&pa->pb, v->len, v->data);
+  if (b == NULL) {
+    free(pa);
+    return 0; /* the reader validated it; out of memory here: skip */
+  }
+  if (s->cur_path == NULL || strcmp(s->cur_path, v->path) != 0) {
+    free(s->cur_path);
+    s->cur_path = strdup(v->path);
+    s->cur_match = false;
+  }
+  if (b->header != NULL) {
+    const Stackrec__Header *h = b->header;
+    s->cur_match = h->session_id != 0
+                       ? h->session_id == s->sid
+                       : h->start_mono_ns == s->start_mono &&
+                             h->start_wall_ns == s->start_wall;
+    if (s->cur_match && (s->first_seq == 0 || h->segment_seq < s->first_seq))
+      s->first_seq = h->segment_seq;
+  }
+  if (s->cur_match) {
+    s->matched = true;
+    if (b->header != NULL && b->header->session_first_seq != 0)
+      s->first_seq = b->header->session_first_seq;
+    uint64_t n_events = b->events ? b->events->n_thread_id : 0;
+    for (size_t i = 0; i < b->n_ring_pos; i++) {
+      const Stackrec__RingPos *p = b->ring_pos[i];
+      uint32_t idx;
+      if (stkr__idmap_get(&s->pos_map, p->thread_id, &idx)) {
+        s->ends[idx] = max64(s->ends[idx], p->end);
+      } else if (stkr__grow(&s->ends, &s->cap_ends, s->n_ends + 1,
+                            sizeof *s->ends) == 0 &&
+                 stkr__idmap_put(&s->pos_map, p->thread_id,
+                                 (uint32_t)s->n_ends) == 0) {
+        s->ends[s->n_ends++] = p->end;
+      } else {
+        s->err = -ENOMEM;
+      }
+    }
+    for (size_t i = 0; i < b->n_stacks; i++)
+      if (b->stacks[i]->id > s->max_stack)
+        s->max_stack = b->stacks[i]->id;
+    s->max_batch_seq = max64(s->max_batch_seq, b->seq);
+    for (size_t i = 0; i < b->n_drops; i++) {
+      s->ring_full += b->drops[i]->ring_full;
+      s->reentrant += b->drops[i]->reentrant;
+      s->other += b->drops[i]->other;
+    }
+    if (b->counters != NULL) {
+      const Stackrec__Counters *c = b->counters;
+      s->written = max64(s->written, c->written + n_events);
+      s->dropped_write_error = max64(s->dropped_write_error,
+                                     c->dropped_write_error);
+      s->segments_deleted = max64(s->segments_deleted, c->segments_deleted);
+      s->c_ring_full = max64(s->c_ring_full, c->dropped_ring_full);
+      s->c_reentrant = max64(s->c_reentrant, c->dropped_reentrant);
+      s->c_other = max64(s->c_other, c->dropped_other);
+    }
+    if (b->n_images > 0) {
+      if (s->images != NULL) {
+        stackrec__batch__free_unpacked(s->images, &s->images_alloc->pb);
+        free(s->images_alloc);
+      }
+      s->images = b;
+      s->images_alloc = pa;
+      keep = true;
+    }
+  }
+  if (!keep) {
+    stackrec__batch__free_unpacked(b, &pa->pb);
+    free(pa);
+  }
+  return 0;
+}
+
+static void silent(void *arg, const stkr_warning *w) {
+  (void)arg;
+  (void)w;
+}
+
+static int by_seq_desc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The session's newest segment is enough (bounded work, whatever the
+ * recording's size): the worker releases ring space after every batch it
+ * writes, so only the last batch written can be unreleased (RingPos), the
+ * last batch carries the totals (Counters), and the session file notes
+ * the highest stack id and Batch.seq. Segments of this pid are read
+ * newest first until one holds a batch of the session (a later session of
+ * a recycled pid, or a torn newest file, is skipped). */
+static int scan_segments(stkr__rc *rc, uint32_t pid, scan *s) {
+  stkr_reader_opts o = {.warn = silent, .lazy_frames = true,
+                        .batch = scan_batch, .batch_arg = s};
+  char path[STKR__RC_PATH_MAX];
+  uint32_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+  int err = 0;
+
+  for (size_t i = 0; i < rc->n_segs; i++) {
+    if (rc->segs[i].pid != pid) continue;
+    if (stkr__grow(&seqs, &cap, n + 1, sizeof *seqs) != 0) {
+      free(seqs);
+      return -ENOMEM;
+    }
+    seqs[n++] = rc->segs[i].seq;
+  }
+  if (n > 1) qsort(seqs, n, sizeof *seqs, by_seq_desc);
+  for (size_t i = 0; i < n && !s->matched && err == 0; i++) {
+    char name[STKR_FMT_SEGMENT_NAME_MAX];
+    stkr_reader *r = NULL;
+    stkr_event_view ev;
+
+    stkr_fmt_segment_name(name, sizeof name, pid, seqs[i]);
+    snprintf(path, sizeof path, "%s/%s", rc->dir, name);
+    if ((err = stkr_reader_create(&o, &r)) != 0) break;
+    if (stkr_reader_add(r, path) == 0) /* gone meanwhile: next one */
+      while ((err = stkr_reader_next(r, &ev)) == 1) {
+      }
+    stkr_reader_free(r);
+    free(s->cur_path);
+    s->cur_path = NULL;
+    if (err > 0) err = 0;
+  }
+  free(seqs);
+  return err < 0 ? err : s->err;
+}
+
+static void scan_free(scan *s) {
+  stkr__idmap_free(&s->pos_map);
+  free(s->ends);
+  if (s->images != NULL) {
+    stackrec__batch__free_unpacked(s->images, &s->images_alloc->pb);
+    free(s->images_alloc);
+  }
+  free(s->cur_path);
+}
+
+/* ---- the session file (step 2) ---------------------------------------- */
+
+typedef struct sess {
+  stkr_sessfile_hdr h;
+  const uint8_t *data;
+  uint64_t len;
+} sess;
+
+static const char *sess_check(sess *s, const uint8_t *data, uint64_t len,
+                              uint32_t pid, uint64_t sid) {
+  const stkr_sessfile_hdr *h = &s->h;
+
+  if (len < sizeof *h)
+    return "shorter than a session file header";
+  memcpy(&s->h, data, sizeof s->h);
+  s->data = data;
+  s->len = len;
+  if (memcmp(h->magic, STKR_SESSFILE_MAGIC, 8) != 0)
+    return "not a session file (bad magic)";
+  if (h->version != STKR_SESSFILE_VERSION)
+    return "unknown session file version";
+  if (h->session_id != sid || h->pid != pid)
+    return "pid or session id differ from the file name";
+  if (h->site_cap > (1u << 20) || h->slots_off > len ||
+      (uint64_t)8 * (h->site_cap + 1) > len - h->slots_off ||
+      h->slots_off % 8 != 0 || h->names_off > len ||
+      h->names_cap > len - h->names_off)
+    return "site table does not fit the file";
+  s->h.process_name[sizeof h->process_name - 1] = '\0';
+  s->h.arch[sizeof h->arch - 1] = '\0';
+  s->h.symbolize[sizeof h->symbolize - 1] = '\0';
+  return NULL;
+}
+
+/* The name of site id, or NULL (not stored, or out of bounds). Copied into
+ * buf (NUL-terminated). */
+static const char *sess_site(const sess *s, uint32_t id, char *buf,
+                             size_t cap) {
+  uint64_t slot, off, n;
+
+  if (id == 0 || id > s->h.site_cap)
+    return NULL;
+  memcpy(&slot, s->data + s->h.slots_off + 8u * id, 8);
+  off = slot >> 32;
+  n = slot & 0xFFFFFFFFu;
+  if (slot == 0 || off > s->h.names_cap || n > s->h.names_cap - off ||
+      n >= cap)
+    return NULL;
+  memcpy(buf, s->data + s->h.names_off + off, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* ---- building and writing (steps 4, 5) -------------------------------- */
+
+typedef struct rstack {
+  uint64_t hash;
+  uint32_t site, id;
+  uint16_t depth;
+  bool truncated, emitted;
+  uint64_t *pcs;
+} rstack;
+
+typedef struct build {
+  stkr__rc *rc;
+  const sess *ss;
+  scan *sc;
+  bool dry;
+  int fd;               /* the recovered segment, -1 until opened */
+  uint32_t seq;         /* its <seq> */
+  char path[STKR__RC_PATH_MAX];
+  uint64_t batch_seq, recovered_total, written_batches;
+  /* stacks of this recovery, open addressing on (hash, site) */
+  rstack *stacks;
+  size_t n_stacks, cap_stacks;
+  uint32_t *slots;      /* index + 1; 0 empty */
+  size_t nslots;
+  uint8_t *site_sent;   /* bitmap by site id: SiteDef in this segment */
+  size_t site_sent_bytes;
+  /* the open batch */
+  int64_t *ts_delta;
+  uint32_t *thread_id, *stack_id, *payload_len, *ptrunc;
+  size_t n, cap, n_ptrunc, cap_ptrunc;
+  uint8_t *pdata;
+  size_t pdata_len, pdata_cap;
+  bool any_payload;
+  uint64_t base_ts, last_ts;
+  Stackrec__SiteDef *sites;
+  size_t n_sites, cap_sites;
+  char **site_names;
+  size_t cap_site_names;
+  Stackrec__ThreadDef thread_def;
+  bool thread_pending;
+  char thread_name[32];
+  uint32_t cur_thread;
+  uint64_t cur_end;     /* ring position after the last record taken */
+  size_t first_stack;   /* stacks[first_stack..] are new in this batch */
+  size_t est;
+  stkr_fmt_buf out;
+  int err;
+} build;
+
+static int bit_set(uint8_t **bm, size_t *bytes, uint32_t id) {
+  size_t byte = id / 8;
+  if (byte >= *bytes) {
+    size_t nb = *bytes ? *bytes : 64;
+    uint8_t *p;
+    while (nb <= byte) nb *= 2;
+    if ((p = realloc(*bm, nb)) == NULL) return -ENOMEM;
+    memset(p + *bytes, 0, nb - *bytes);
+    *bm = p;
+    *bytes = nb;
+  }
+  if ((*bm)[byte] & (1u << (id % 8))) return 0;
+  (*bm)[byte] |= (uint8_t)(1u << (id % 8));
+  return 1;
+}
+
+static uint32_t intern_stack(build *b, const stkr_ring_rec *r) {
+  bool trunc = (r->flags & 2u) != 0;
+  size_t i;
+
+  if ((b->n_stacks + 1) * 2 > b->nslots) {
+    size_t ns = b->nslots ? b->nslots * 2 : 1024;
+    uint32_t *sl = calloc(ns, sizeof *sl);
+    if (sl == NULL) return 0;
+    for (size_t k = 0; k < b->n_stacks; k++) {
+      const rstack *s = &b->stacks[k];
+      for (i = (s->hash ^ s->site) & (ns - 1); sl[i]; i = (i + 1) & (ns - 1)) {
+      }
+      sl[i] = (uint32_t)k + 1;
+    }
+    free(b->slots);
+    b->slots = sl;
+    b->nslots = ns;
+  }
+  for (i = (r->hash ^ r->site_id) & (b->nslots - 1); b->slots[i];
+       i = (i + 1) & (b->nslots - 1)) {
+    const rstack *s = &b->stacks[b->slots[i] - 1];
+    if (s->hash == r->hash && s->site == r->site_id && s->depth == r->depth &&
+        s->truncated == trunc &&
+        memcmp(s->pcs, r->pcs, 8u * r->depth) == 0)
+      return s->id;
+  }
+  if (b->sc->max_stack + b->n_stacks + 1 >= UINT32_MAX ||
+      stkr__grow(&b->stacks, &b->cap_stacks, b->n_stacks + 1,
+                 sizeof *b->stacks) != 0)
+    return 0;
+  rstack *s = &b->stacks[b->n_stacks];
+  s->pcs = malloc(r->depth ? 8u * r->depth : 1);
+  if (s->pcs == NULL) return 0;
+  memcpy(s->pcs, r->pcs, 8u * r->depth);
+  s->hash = r->hash;
+  s->site = r->site_id;
+  s->depth = r->depth;
+  s->truncated = trunc;
+  s->emitted = false;
+  s->id = b->sc->max_stack + (uint32_t)b->n_stacks + 1;
+  b->slots[i] = (uint32_t)b->n_stacks + 1;
+  b->n_stacks++;
+  b->est += 16 + 10u * r->depth;
+  return s->id;
+}
+
+static int open_segment(build *b) {
+  uint32_t seq = 0, pid = b->ss->h.pid;
+  char name[STKR_FMT_SEGMENT_NAME_MAX];
+
+  for (size_t i = 0; i < b->rc->n_segs; i++)
+    if (b->rc->segs[i].pid == pid && b->rc->segs[i].seq > seq)
+      seq = b->rc->segs[i].seq;
+  for (int tries = 0; tries < 1000; tries++) {
+    if (seq == UINT32_MAX) return -EOVERFLOW;
+    seq++;
+    stkr_fmt_segment_name(name, sizeof name, pid, seq);
+    snprintf(b->path, sizeof b->path, "%s/%s", b->rc->dir, name);
+    b->fd = open(b->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (b->fd >= 0) {
+      b->seq = seq;
+      return 0;
+    }
+    if (errno != EEXIST) return -errno;
+  }
+  return -EEXIST;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? -errno : -EIO;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* The dead session's Header, from its session file (the recovered
+ * segment's first batch). */
+static void fill_header(const build *b, Stackrec__Header *H,
+                        Stackrec__Config *C) {
+  const sess *ss = b->ss;
+
+  H->format_version = STKR_FORMAT_VERSION;
+  H->pid = ss->h.pid;
+  H->process_name = (char *)ss->h.process_name;
+  H->start_mono_ns = ss->h.start_mono_ns;
+  H->start_wall_ns = ss->h.start_wall_ns;
+  H->segment_seq = b->seq;
+  H->session_id = ss->h.session_id;
+  H->session_first_seq = b->sc->first_seq ? b->sc->first_seq : b->seq;
+  H->arch = (char *)ss->h.arch;
+  H->parent_pid = ss->h.parent_pid;
+  C->ring_bytes = ss->h.ring_bytes;
+  C->max_depth = ss->h.max_depth;
+  C->skip_frames = ss->h.skip_frames;
+  C->flush_interval_ms = ss->h.flush_interval_ms;
+  C->segment_bytes = ss->h.segment_bytes;
+  C->disk_cap_bytes = ss->h.disk_cap_bytes;
+  C->payload_max = ss->h.payload_max;
+  C->symbolize = (char *)ss->h.symbolize;
+  H->config = C;
+}
+
+/* Encode and write the open batch (nothing in a dry run). */
+static int flush_batch(build *b) {
+  Stackrec__Batch B = STACKREC__BATCH__INIT;
+  Stackrec__Header H = STACKREC__HEADER__INIT;
+  Stackrec__Config C = STACKREC__CONFIG__INIT;
+  Stackrec__Events E = STACKREC__EVENTS__INIT;
+  Stackrec__Counters K = STACKREC__COUNTERS__INIT;
+  Stackrec__RingPos P = STACKREC__RING_POS__INIT;
+  Stackrec__RingPos *pp = &P;
+  Stackrec__ThreadDef *tp = &b->thread_def;
+  Stackrec__SiteDef **sp = NULL;
+  Stackrec__StackDef *sd = NULL, **sdp = NULL;
+  size_t n_new = b->n_stacks - b->first_stack;
+  const scan *sc = b->sc;
+  int err = 0;
+
+  if (b->n == 0) { /* nothing to add: no ThreadDef needed either */
+    b->thread_pending = false;
+    return 0;
+  }
+  b->recovered_total += b->n;
+  if (b->dry) goto done;
+  if (b->fd < 0 && (err = open_segment(b)) != 0) return err;
+  sp = calloc(b->n_sites + 1, sizeof *sp);
+  sd = calloc(n_new + 1, sizeof *sd);
+  sdp = calloc(n_new + 1, sizeof *sdp);
+  if (sp == NULL || sd == NULL || sdp == NULL) {
+    err = -ENOMEM;
+    goto done;
+  }
+  B.seq = sc->max_batch_seq + ++b->batch_seq;
+  B.recovered = true;
+  if (b->written_batches == 0) {
+    fill_header(b, &H, &C);
+    B.header = &H;
+    if (sc->images != NULL) {
+      B.n_images = sc->images->n_images;
+      B.images = sc->images->images;
+    }
+  }
+  for (size_t i = 0; i < b->n_sites; i++) sp[i] = &b->sites[i];
+  B.n_sites = b->n_sites;
+  B.sites = sp;
+  if (b->thread_pending) {
+    B.n_threads = 1;
+    B.threads = &tp;
+  }
+  /* (A ring's first batch carries its ThreadDef; later batches of the
+   * same ring in this segment need none.) */
+  for (size_t i = 0; i < n_new; i++) {
+    const rstack *s = &b->stacks[b->first_stack + i];
+    Stackrec__StackDef d0 = STACKREC__STACK_DEF__INIT;
+    sd[i] = d0;
+    sd[i].id = s->id;
+    sd[i].n_pcs = s->depth;
+    sd[i].pcs = s->pcs;
+    sd[i].hash = s->hash;
+    sd[i].truncated = s->truncated;
+    sd[i].site_id = s->site;
+    sdp[i] = &sd[i];
+  }
+  B.n_stacks = n_new;
+  B.stacks = sdp;
+  if (b->n > 0) {
+    E.base_ts_ns = b->base_ts;
+    E.n_ts_delta_ns = E.n_thread_id = E.n_stack_id = b->n;
+    E.ts_delta_ns = b->ts_delta;
+    E.thread_id = b->thread_id;
+    E.stack_id = b->stack_id;
+    if (b->any_payload) {
+      E.n_payload_len = b->n;
+      E.payload_len = b->payload_len;
+      E.payload_data.len = b->pdata_len;
+      E.payload_data.data = b->pdata;
+    }
+    E.n_payload_truncated = b->n_ptrunc;
+    E.payload_truncated = b->ptrunc;
+    B.events = &E;
+    P.thread_id = b->cur_thread;
+    P.end = b->cur_end;
+    B.n_ring_pos = 1;
+    B.ring_pos = &pp;
+  }
+  /* Totals as they stand once this batch is read: what the dead writer
+   * wrote, its drops as far as its batches told, and what recovery adds
+   * (attempted == written + dropped + recovered). */
+  K.written = sc->written;
+  K.dropped_write_error = sc->dropped_write_error;
+  K.segments_deleted = sc->segments_deleted;
+  K.dropped_ring_full = max64(sc->ring_full, sc->c_ring_full);
+  K.dropped_reentrant = max64(sc->reentrant, sc->c_reentrant);
+  K.dropped_other = max64(sc->other, sc->c_other);
+  K.recovered = b->recovered_total;
+  K.attempted = K.written + K.dropped_write_error + K.dropped_ring_full +
+                K.dropped_reentrant + K.dropped_other + K.recovered;
+  B.counters = &K;
+  b->out.len = 0;
+  if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
+    err = write_all(b->fd, b->out.data, b->out.len);
+  b->written_batches++;
+done:
+  free(sp);
+  free(sd);
+  free(sdp);
+  for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
+  b->n = b->n_ptrunc = b->pdata_len = b->n_sites = 0;
+  b->any_payload = false;
+  b->thread_pending = false;
+  b->first_stack = b->n_stacks;
+  b->est = 0;
+  return err;
+}
+
+static int add_rec(void *arg, const stkr_ring_rec *r) {
+  build *b = arg;
+  uint32_t stack;
+  int err;
+
+  if (b->n >= STKR__RC_BATCH_EVENTS || b->est >= STKR__RC_BATCH_BYTES) {
+    if ((err = flush_batch(b)) != 0) return err;
+  }
+  b->cur_end = r->pos + r->size; /* RingPos.end if the batch ends here */
+  if (b->dry) {
+    b->n++;
+    return 0;
+  }
+  if ((err = bit_set(&b->site_sent, &b->site_sent_bytes, r->site_id)) < 0)
+    return err;
+  if (err == 1) {
+    char name[1024];
+    const char *nm = sess_site(b->ss, r->site_id, name, sizeof name);
+    if (nm != NULL) { /* else: defined by the dead writer's own batches */
+      Stackrec__SiteDef d0 = STACKREC__SITE_DEF__INIT;
+      char *copy = strdup(nm);
+      if (copy == NULL ||
+          stkr__grow(&b->sites, &b->cap_sites, b->n_sites + 1,
+                     sizeof *b->sites) != 0 ||
+          stkr__grow(&b->site_names, &b->cap_site_names, b->n_sites + 1,
+                     sizeof *b->site_names) != 0) {
+        free(copy);
+        return -ENOMEM;
+      }
+      b->sites[b->n_sites] = d0;
+      b->sites[b->n_sites].id = r->site_id;
+      b->sites[b->n_sites].name = copy;
+      b->site_names[b->n_sites++] = copy;
+    }
+  }
+  if ((stack = intern_stack(b, r)) == 0) return -ENOMEM;
+  if (stkr__grow(&b->ts_delta, &b->cap, b->n + 1, sizeof *b->ts_delta) != 0)
+    return -ENOMEM;
+  size_t c = b->cap; /* the other columns follow ts_delta's capacity */
+  if ((b->thread_id = realloc(b->thread_id, c * 4)) == NULL ||
+      (b->stack_id = realloc(b->stack_id, c * 4)) == NULL ||
+      (b->payload_len = realloc(b->payload_len, c * 4)) == NULL)
+    return -ENOMEM;
+  if (b->n == 0) b->base_ts = b->last_ts = r->ts_ns;
+  b->ts_delta[b->n] = (int64_t)(r->ts_ns - b->last_ts);
+  b->last_ts = r->ts_ns;
+  b->thread_id[b->n] = b->cur_thread;
+  b->stack_id[b->n] = stack;
+  b->payload_len[b->n] = r->payload_len;
+  if (r->payload_len) {
+    if (stkr__grow(&b->pdata, &b->pdata_cap, b->pdata_len + r->payload_len,
+                   1) != 0)
+      return -ENOMEM;
+    memcpy(b->pdata + b->pdata_len, r->payload, r->payload_len);
+    b->pdata_len += r->payload_len;
+    b->any_payload = true;
+  }
+  if (r->flags & 1u) {
+    if (stkr__grow(&b->ptrunc, &b->cap_ptrunc, b->n_ptrunc + 1, 4) != 0)
+      return -ENOMEM;
+    b->ptrunc[b->n_ptrunc++] = (uint32_t)b->n;
+  }
+  b->n++;
+  b->est += 12 + r->payload_len;
+  return 0;
+}
+
+static void build_free(build *b) {
+  for (size_t i = 0; i < b->n_stacks; i++) free(b->stacks[i].pcs);
+  for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
+  free(b->stacks);
+  free(b->slots);
+  free(b->site_sent);
+  free(b->ts_delta);
+  free(b->thread_id);
+  free(b->stack_id);
+  free(b->payload_len);
+  free(b->ptrunc);
+  free(b->pdata);
+  free(b->sites);
+  free(b->site_names);
+  stkr_fmt_buf_free(&b->out);
+}
+
+/* Read one ring file and add its records past what the segments hold. */
+static int recover_ring(build *b, const stkr__rc_file *f) {
+  char path[STKR__RC_PATH_MAX];
+  stkr_ring_info info;
+  uint8_t *data = NULL;
+  uint64_t len = 0, dups, lost, bad_pos, from = 0;
+  const char *why;
+  uint32_t idx;
+  int fd, err;
+
+  stkr__rc_path(b->rc, path, f->pid, f->sid, f->thread);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    stkr__rc_msg(b->rc, "%s: cannot open: %s", path, strerror(errno));
+    b->rc->st->orphans++;
+    return 0;
+  }
+  err = stkr__rc_read_file(fd, STKR_RINGFILE_HDR_BYTES + STKR_RINGFILE_MAX_RING,
+                           &data, &len);
+  close(fd);
+  if (err != 0) {
+    stkr__rc_msg(b->rc, "%s: cannot read: %s", path, strerror(-err));
+    b->rc->st->orphans++;
+    return err == -ENOMEM ? err : 0;
+  }
+  /* The file's identity must match its name before any record of it is
+   * used: parse the header alone first. The records are the thread's that
+   * owns the ring now (thread_id; file_no is the first owner's). */
+  err = stkr_ring_parse(data, len, UINT64_MAX, &info, NULL, NULL, &dups, &lost,
+                        &bad_pos, &why);
+  if (err == 0 && info.thread_id == 0 && info.head == info.tail &&
+      info.file_no == f->thread) {
+    free(data); /* made ahead, never owned: nothing in it */
+    return 0;
+  }
+  if (err < 0 || info.file_no != f->thread || info.session_id != f->sid ||
+      info.pid != f->pid || info.thread_id == 0) {
+    stkr__rc_msg(b->rc, "%s: offset 0: %s; file ignored", path,
+                 err < 0 ? why : "header does not match the file name");
+    b->rc->st->orphans++;
+    free(data);
+    return 0;
+  }
+  if (stkr__idmap_get(&b->sc->pos_map, info.thread_id, &idx))
+    from = b->sc->ends[idx];
+  b->rc->st->rings++;
+  b->cur_thread = info.thread_id;
+  b->cur_end = from > info.tail ? from : info.tail;
+  if (!b->dry) {
+    Stackrec__ThreadDef d0 = STACKREC__THREAD_DEF__INIT;
+    memcpy(b->thread_name, info.name, sizeof b->thread_name);
+    b->thread_def = d0;
+    b->thread_def.id = info.thread_id;
+    b->thread_def.tid = info.os_tid;
+    b->thread_def.name = b->thread_name;
+    b->thread_def.exited = true; /* its process is gone */
+  }
+  b->thread_pending = true;
+  err = stkr_ring_parse(data, len, from, &info, add_rec, b, &dups, &lost,
+                        &bad_pos, &why);
+  if (err >= 0) {
+    /* Everything up to head (or the bad record) is now accounted for. */
+    b->cur_end = err == 1 ? info.head - lost : info.head;
+    b->rc->st->duplicates += dups;
+  }
+  if (err == 1) {
+    stkr__rc_msg(b->rc, "%s: offset %" PRIu64 ": %s; %" PRIu64
+                 " bytes of records lost", path, bad_pos, why, lost);
+    b->rc->st->damaged_rings++;
+    b->rc->st->lost_bytes += lost;
+    err = 0;
+  }
+  /* One ring per batch tail: RingPos of this ring goes with its records. */
+  if (err == 0) err = flush_batch(b);
+  free(data);
+  return err;
+}
+
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int err = 0;
+  if (fd < 0) return -errno;
+  if (fsync(fd) != 0 && errno != EINVAL) err = -errno;
+  close(fd);
+  return err;
+}
+
+static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
+                         const stkr__rc_file *rings, size_t n) {
+  build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
+  char path[STKR__RC_PATH_MAX];
+  int err = 0;
+
+  for (size_t i = 0; i < n && err == 0; i++) err = recover_ring(&b, &rings[i]);
+  if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
+  if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
+  if (err == 0 && b.fd >= 0) err = fsync_dir(rc->dir);
+  if (err != 0) {
+    if (b.fd >= 0) unlink(b.path);
+    stkr__rc_msg(rc, "%s: cannot write the recovered segment: %s; ring files "
+                 "kept", b.fd >= 0 ? b.path : rc->dir, strerror(-err));
+    rc->st->sessions_failed++;
+    build_free(&b);
+    return 0;
+  }
+  rc->st->events += b.recovered_total;
+  rc->st->sessions_recovered++;
+  if (b.fd >= 0) rc->st->segments_written++;
+  if (!b.dry) {
+    /* The segment is durable: the inputs may go. Rings first, the session
+     * file (our lock) last, so no one sees rings without their session
+     * while we still hold it. */
+    for (size_t i = 0; i < n; i++) {
+      stkr__rc_path(rc, path, rings[i].pid, rings[i].sid, rings[i].thread);
+      unlink(path);
+    }
+    stkr__rc_path(rc, path, ss->h.pid, ss->h.session_id, 0);
+    unlink(path);
+  }
+  build_free(&b);
+  return 0;
+}
+
+int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
+  const stkr__rc_file *f = rings - 1; /* the session file's entry */
+  char path[STKR__RC_PATH_MAX];
+  sess ss;
+  scan sc = {0};
+  uint8_t *data = NULL;
+  uint64_t len = 0;
+  const char *why;
+  struct stat st;
+  int fd, err;
+
+  stkr__rc_path(rc, path, f->pid, f->sid, 0);
+  fd = open(path, (rc->opts.dry_run ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) {
+      stkr__rc_msg(rc, "%s: cannot open: %s", path, strerror(errno));
+      rc->st->sessions_failed++;
+    }
+    return 0; /* ENOENT: recovered or closed meanwhile */
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    /* EWOULDBLOCK: its writer lives. */
+    rc->st->sessions_live++;
+    close(fd);
+    return 0;
+  }
+  if (fstat(fd, &st) != 0 || st.st_nlink == 0) {
+    close(fd); /* another recovery finished it before we got the lock */
+    return 0;
+  }
+  rc->st->sessions_dead++;
+  err = stkr__rc_read_file(fd, STKR__RC_MAX_SESSFILE, &data, &len);
+  if (err != 0 || (why = sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
+    stkr__rc_msg(rc, "%s: offset 0: %s; session not recovered", path,
+                 err != 0 ? strerror(-err) : why);
+    rc->st->orphans += 1 + n;
+    rc->st->sessions_failed++;
+    free(data);
+    close(fd);
+    return 1;
+  }
+  sc.sid = f->sid;
+  sc.start_mono = ss.h.start_mono_ns;
+  sc.start_wall = ss.h.start_wall_ns;
+  err = scan_segments(rc, f->pid, &sc);
+  /* What the writer noted in the session file covers what the segments
+   * read do not (older segments, or one the disk cap deleted). */
+  if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
+  sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
+  if (err != 0) {
+    stkr__rc_msg(rc, "%s: cannot read the segments of pid %u: %s; session "
+                 "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));
+    rc->st->sessions_failed++;
+  } else {
+    err = write_session(rc, &ss, &sc, rings, n); /* we hold the lock */
+  }
+  scan_free(&sc);
+  free(data);
+  close(fd); /* releases the lock */
+  return 1;
+}

@@ -1,0 +1,555 @@
+/*
+ * ringfile.c: session files and ring files, the crash-proof half of the
+ * recorder (layout and rules: common/stkr_ringfile.h).
+ *
+ * - stkr_init (flush/worker.c) opens a session: it creates
+ *   DIR/stackrec-<pid>-<session>.session, takes flock(LOCK_EX) on it through
+ *   a close-on-exec descriptor moved to a high number, maps it MAP_SHARED
+ *   and fills its header. Site names go into it as sites are registered
+ *   (a memcpy into the mapping: registration happens on the hot path).
+ * - A thread's first event (or stkr_thread_attach) takes a ring file the
+ *   worker made ahead (stkr__ringfile_prefill, every drain pass) or one an
+ *   exited thread left; only when there is none does it create, size and
+ *   map a file itself (closing the descriptor at once: a mapping needs
+ *   none). Creating a file costs 0.1-1 ms on a journaling file system,
+ *   far more than the thread: that work belongs on the worker. Any failure
+ *   leaves the thread on anonymous memory (counted), never without a ring.
+ * - The lock is the liveness signal for recovery: the kernel drops it when
+ *   the process dies or execs. A forked child closes its inherited copy,
+ *   or a long-lived child would keep a dead parent looking alive.
+ *
+ * State: g_sess is written by the control thread (open/close, with no
+ * producer running: recorder start/stop order it through the recorder's
+ * state atomic, release at start, acquire in stkr_event) and read by
+ * producers at their first event. `map` is also read by stkr_site_register
+ * on any thread: it is published with a release store and read with
+ * acquire.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/random.h>
+#elif defined(__APPLE__)
+#include <stdlib.h> /* arc4random_buf */
+#endif
+
+#include "recorder/stkr_internal.h"
+
+/* Lowest descriptor we keep: far above what programs pick by hand (3-9,
+ * or a few hundred for servers), below any sane RLIMIT_NOFILE. */
+#define STKR__FD_HIGH 1000
+
+static struct {
+  char dir[PATH_MAX];
+  size_t dir_len;
+  uint64_t session_id;
+  uint32_t pid;
+  int lock_fd;              /* -1: none */
+  dev_t lock_dev;
+  ino_t lock_ino;
+  size_t map_bytes;
+  size_t ring_bytes;
+  bool lost;                /* the lock was lost and could not be re-taken */
+} g_sess = {.lock_fd = -1};
+/* The session file's mapping; release store at open, acquire loads by
+ * site registration (any thread); NULL when no session. */
+static stkr_sessfile_hdr *_Atomic g_map;
+/* Threads inside stkr__session_site_added() (any thread, any time: sites
+ * may be registered while no recording runs). seq_cst increment, then the
+ * load of g_map; close stores g_map, then loads this: a Dekker pair, so
+ * close never unmaps the header under a writer. */
+static _Atomic int g_map_users;
+static _Atomic uint64_t g_fallbacks;
+/* Rings of exited threads of the current session, empty and released,
+ * mapped, for the next thread to start. The worker puts (CAS NULL -> ring,
+ * release), starting threads take (exchange -> NULL, acquire: the ring's
+ * indices as the worker left them are visible). An exchange claims a slot
+ * whole, so there is no ABA. */
+static stkr__ring_ctl *_Atomic g_cache[STKR_RINGFILE_CACHE];
+/* The <n> of the last ring file made in this session. */
+static _Atomic uint32_t g_file_no;
+
+/* open(path) and move the descriptor to >= STKR__FD_HIGH, close-on-exec.
+ * open() hands out the lowest free number, which another thread of the
+ * program may dup2() onto at any moment (bash's `exec 5>f` does exactly
+ * that): the low number is given back only if it still names our file,
+ * and the high copy is used only if it names the file at `path`. Returns
+ * the descriptor or -errno. Local to recorder/, which may not use
+ * flush/'s helper. */
+static int open_high(const char *path, int flags) {
+  struct stat a, b;
+  int lo = open(path, flags | O_CLOEXEC, 0600), hi;
+
+  if (lo < 0)
+    return -errno;
+  hi = fcntl(lo, F_DUPFD_CLOEXEC, STKR__FD_HIGH);
+  if (hi < 0) {
+    /* A descriptor limit at or below 1000: as high as it allows. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 64 &&
+        rl.rlim_cur != RLIM_INFINITY)
+      hi = fcntl(lo, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
+    if (hi < 0)
+      return lo; /* nothing higher is free: keep the one we have */
+  }
+  if (fstat(hi, &a) != 0 || stat(path, &b) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino) {
+    close(hi); /* lo was taken over before we copied it: it is not ours */
+    return -EBADF;
+  }
+  if (fstat(lo, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    close(lo);
+  return hi;
+}
+
+/* Give the file `bytes` of real blocks, not a sparse hole: a store into a
+ * mapped hole that the file system cannot back (disk full) would raise
+ * SIGBUS in the app. fallocate(2), not posix_fallocate(): no emulation
+ * writing zeros, and a plain system call, safe in a signal handler. */
+static int reserve_file(int fd, size_t bytes) {
+#if defined(__linux__)
+  if (fallocate(fd, 0, 0, (off_t)bytes) != 0)
+    return -errno; /* ENOSPC, or EOPNOTSUPP: no crash-proof ring here */
+  return 0;
+#else
+  /* Apple: no fallocate; APFS allocates on write anyway (copy-on-write),
+   * so a full disk is a risk preallocation could not remove. */
+  return ftruncate(fd, (off_t)bytes) != 0 ? -errno : 0;
+#endif
+}
+
+static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name);
+static stkr__ring_ctl *cache_take(uint64_t ring_size);
+static void cache_clear(bool unlink_files);
+static size_t ctl_bytes(const stkr__ring_ctl *c);
+
+uint64_t stkr__session_id_new(void) {
+  uint64_t id = 0;
+#if defined(__linux__)
+  if (getrandom(&id, sizeof id, GRND_NONBLOCK) != (ssize_t)sizeof id)
+    id = 0;
+#elif defined(__APPLE__)
+  arc4random_buf(&id, sizeof id);
+#endif
+  if (id == 0) {
+    /* No entropy source: mix the clocks and the pid (splitmix64). */
+    uint64_t z = stkr__clock_mono_ns() ^ (stkr__clock_wall_ns() << 1) ^
+                 ((uint64_t)getpid() << 32);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    id = z ^ (z >> 31);
+  }
+  return id ? id : 1;
+}
+
+uint64_t stkr__session_current(void) {
+  return atomic_load_explicit(&g_map, memory_order_acquire) ? g_sess.session_id
+                                                             : 0;
+}
+
+size_t stkr__session_ring_bytes(void) { return g_sess.ring_bytes; }
+
+uint64_t stkr__ringfile_fallbacks(void) {
+  return atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
+}
+
+/* dir + "/" + the file's base name into buf (PATH_MAX). */
+static void file_path(char *buf, uint64_t session, uint32_t thread) {
+  memcpy(buf, g_sess.dir, g_sess.dir_len);
+  buf[g_sess.dir_len] = '/';
+  stkr_ringfile_name(buf + g_sess.dir_len + 1, g_sess.pid, session, thread);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  size_t n = src ? strnlen(src, cap - 1) : 0;
+  memcpy(dst, src ? src : "", n);
+  dst[n] = '\0';
+}
+
+static size_t sess_file_bytes(void) {
+  return STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1) +
+         STKR_SESSFILE_NAMES_CAP;
+}
+
+int stkr__session_open(const stkr__session_info *in) {
+  char path[PATH_MAX];
+  size_t dir_len = strlen(in->dir);
+  size_t bytes = sess_file_bytes();
+  stkr_sessfile_hdr *h;
+  struct stat st;
+  int fd, err;
+
+  stkr__session_close(false); /* a session left open (cannot happen) */
+  if (dir_len + 1 + STKR_RINGFILE_NAME_MAX > sizeof path)
+    return -ENAMETOOLONG;
+  memcpy(g_sess.dir, in->dir, dir_len + 1);
+  g_sess.dir_len = dir_len;
+  g_sess.pid = in->pid;
+  g_sess.session_id = in->session_id;
+  g_sess.ring_bytes = (size_t)in->ring_bytes;
+  g_sess.lost = false;
+  atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
+  file_path(path, in->session_id, 0);
+  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
+  if (fd < 0) {
+    if (fd == -EBADF)
+      unlink(path);
+    return fd;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0)
+    err = -errno;
+  else
+    err = reserve_file(fd, bytes);
+  if (err != 0) {
+    close(fd);
+    unlink(path);
+    return err;
+  }
+  h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (h == MAP_FAILED) {
+    err = -errno;
+    close(fd);
+    unlink(path);
+    return err;
+  }
+  memcpy(h->magic, STKR_SESSFILE_MAGIC, 8);
+  h->version = STKR_SESSFILE_VERSION;
+  h->hdr_bytes = STKR_SESSFILE_HDR_BYTES;
+  h->session_id = in->session_id;
+  h->pid = in->pid;
+  h->parent_pid = in->parent_pid;
+  h->start_mono_ns = in->start_mono_ns;
+  h->start_wall_ns = in->start_wall_ns;
+  copy_str(h->process_name, sizeof h->process_name, in->process_name);
+  copy_str(h->arch, sizeof h->arch, in->arch);
+  copy_str(h->symbolize, sizeof h->symbolize, in->symbolize);
+  h->ring_bytes = in->ring_bytes;
+  h->segment_bytes = in->segment_bytes;
+  h->disk_cap_bytes = in->disk_cap_bytes;
+  h->max_depth = in->max_depth;
+  h->skip_frames = in->skip_frames;
+  h->flush_interval_ms = in->flush_interval_ms;
+  h->payload_max = in->payload_max;
+  h->site_cap = STKR_MAX_SITES;
+  h->slots_off = STKR_SESSFILE_HDR_BYTES;
+  h->names_off = STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1);
+  h->names_cap = STKR_SESSFILE_NAMES_CAP;
+  h->state = STKR_SESS_RUNNING;
+  g_sess.lock_fd = fd;
+  g_sess.lock_dev = st.st_dev;
+  g_sess.lock_ino = st.st_ino;
+  g_sess.map_bytes = bytes;
+  /* Release: the header above is complete for site registration. */
+  atomic_store_explicit(&g_map, h, memory_order_release);
+  /* Sites registered before (an earlier session, or before stkr_init):
+   * their names are needed too. A site registered concurrently may be
+   * stored twice; both copies are the same name. */
+  for (uint32_t id = 1; id <= stkr__site_count(); id++) {
+    const char *name = stkr__site_name(id);
+    if (name != NULL)
+      stkr__session_site_added(id, name);
+  }
+  return 0;
+}
+
+void stkr__session_site_added(uint32_t id, const char *name) {
+  stkr_sessfile_hdr *h;
+
+  atomic_fetch_add_explicit(&g_map_users, 1, memory_order_seq_cst);
+  h = atomic_load_explicit(&g_map, memory_order_seq_cst);
+  if (h != NULL && id != 0 && id <= h->site_cap)
+    store_site(h, id, name);
+  /* Release: our stores into the mapping come before close's unmap. */
+  atomic_fetch_sub_explicit(&g_map_users, 1, memory_order_release);
+}
+
+/* Unmap the session header once no site registration is using it; a
+ * registration stuck for a second (a thread stopped in a debugger) keeps
+ * the mapping alive forever rather than fault. Control thread. */
+static void unmap_header(stkr_sessfile_hdr *h) {
+  for (int i = 0; i < 1000; i++) {
+    /* Acquire: pairs with the release decrement above. */
+    if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0) {
+      munmap(h, g_sess.map_bytes);
+      return;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
+  size_t len;
+  uint32_t off;
+
+  len = strnlen(name, 65535);
+  /* Lock-free: claim bytes of the names area, copy, then publish the slot.
+   * Atomic RMW: threads register sites concurrently. */
+  off = __atomic_fetch_add(&h->names_used, (uint32_t)len, __ATOMIC_RELAXED);
+  if ((uint64_t)off + len > h->names_cap) {
+    __atomic_fetch_add(&h->names_overflow, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  memcpy((char *)h + h->names_off + off, name, len);
+  /* Release: pairs with nothing in this process (recovery reads the file
+   * after we died, when every store is in the page cache); it keeps the
+   * slot from being visible before its bytes to anyone who looks. */
+  __atomic_store_n((uint64_t *)((char *)h + h->slots_off) + id,
+                   ((uint64_t)off << 32) | len, __ATOMIC_RELEASE);
+}
+
+void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
+  /* Worker only, while the session is open (close runs after the worker
+   * is joined). Relaxed: read by recovery after we died. */
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  if (h == NULL)
+    return;
+  __atomic_store_n(&h->max_stack_id, max_stack_id, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
+}
+
+void stkr__session_close(bool leftovers) {
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  char path[PATH_MAX];
+
+  if (h == NULL)
+    return;
+  /* seq_cst: the other half of the Dekker pair in site_added. */
+  atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
+  /* No producer or consumer runs (after the worker's final drain): the
+   * rings may change hands. Their files go with the session (or stay, all
+   * of them, for recovery); the mappings keep working until re-backed. */
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    if (t->ring.c == NULL || t->ring.session != g_sess.session_id)
+      continue;
+    if (!leftovers)
+      stkr__ringfile_unlink(t->ring.session, t->ring.c->meta.file_no);
+    t->ring.session = 0;
+  }
+  /* Cached rings are empty: never worth recovering. */
+  cache_clear(true);
+  if (leftovers) {
+    /* Recovery takes it from here once our lock is gone. */
+    h->state = STKR_SESS_ENDED_LEFTOVERS;
+  } else {
+    file_path(path, g_sess.session_id, 0);
+    unlink(path);
+  }
+  unmap_header(h);
+  if (g_sess.lock_fd >= 0)
+    close(g_sess.lock_fd); /* releases the lock */
+  g_sess.lock_fd = -1;
+}
+
+bool stkr__session_check(void) {
+  struct stat st;
+  char path[PATH_MAX];
+  int fd;
+
+  if (atomic_load_explicit(&g_map, memory_order_relaxed) == NULL ||
+      g_sess.lost)
+    return true; /* no session, or already reported */
+  if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
+      st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino)
+    return true;
+  /* Closed or replaced by the app (closerange, dup2): the lock may be
+   * gone. Never close a descriptor that is not ours; take the lock again
+   * through a new one. A recoverer that slipped in between saw a dead
+   * session: stop using ring files rather than risk events twice. */
+  g_sess.lock_fd = -1;
+  file_path(path, g_sess.session_id, 0);
+  fd = open_high(path, O_RDWR);
+  if (fd >= 0) {
+    if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
+        st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      g_sess.lock_fd = fd;
+      return true;
+    }
+    close(fd);
+  }
+  g_sess.lost = true;
+  return false;
+}
+
+void stkr__session_forget_after_fork(void) {
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_relaxed);
+
+  /* Async-signal-safe calls only (atfork child handler). The descriptor
+   * is our own copy (same open file description as the parent's): closing
+   * it leaves the parent's lock in place, and lets it go when the parent
+   * dies. */
+  atomic_store_explicit(&g_map, NULL, memory_order_relaxed);
+  if (h != NULL)
+    munmap(h, g_sess.map_bytes);
+  cache_clear(false); /* the parent's files: unmap ours, keep theirs */
+  if (g_sess.lock_fd >= 0)
+    close(g_sess.lock_fd);
+  g_sess.lock_fd = -1;
+}
+
+/* Create, size and map a new, unowned ring file of the current session
+ * (meta.thread_id 0: recovery skips it). 0 or -errno. */
+static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
+  char path[PATH_MAX];
+  size_t bytes = STKR_RINGFILE_HDR_BYTES + (size_t)ring_size;
+  /* Any thread; relaxed: only uniqueness matters. */
+  uint32_t no = atomic_fetch_add_explicit(&g_file_no, 1, memory_order_relaxed) + 1;
+  stkr__ring_ctl *c;
+  int fd, err;
+
+  file_path(path, g_sess.session_id, no);
+  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
+  if (fd < 0) {
+    if (fd == -EBADF)
+      unlink(path); /* created, but its descriptor was taken over */
+    return fd;
+  }
+  if ((err = reserve_file(fd, bytes)) != 0) {
+    close(fd);
+    unlink(path);
+    return err;
+  }
+  c = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  err = c == MAP_FAILED ? -errno : 0;
+  close(fd); /* the mapping keeps the file */
+  if (err != 0) {
+    unlink(path);
+    return err;
+  }
+  c->meta.version = STKR_RINGFILE_VERSION;
+  c->meta.hdr_bytes = STKR_RINGFILE_HDR_BYTES;
+  c->meta.ring_size = ring_size;
+  c->meta.session_id = g_sess.session_id;
+  c->meta.pid = g_sess.pid;
+  c->meta.record_hdr = sizeof(stkr__record);
+  c->meta.file_no = no;
+  /* Magic last: a file without it is one we died while creating. */
+  memcpy(c->meta.magic, STKR_RINGFILE_MAGIC, 8);
+  *out = c;
+  return 0;
+}
+
+int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
+                       const char *name, stkr__ring_ctl **ctl,
+                       uint64_t *session) {
+  stkr__ring_ctl *c;
+  uint64_t pos;
+  int err;
+
+  /* Acquire: see g_map. g_sess's other fields were written before it. */
+  if (thread_id == 0 || atomic_load_explicit(&g_map, memory_order_acquire) == NULL)
+    return -ENOENT;
+  /* A ring made ahead by the worker, or left by an exited thread: no file
+   * to create on the program's thread. */
+  c = cache_take(ring_size);
+  if (c == NULL && (err = create_ring(ring_size, &c)) != 0) {
+    atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
+    return err;
+  }
+  /* Empty and released: tail == head, nothing in it is anyone's. The
+   * indices run on from where they are. The owner is written before the
+   * first record is committed (the head store), so a crash in between
+   * leaves an empty ring. */
+  pos = atomic_load_explicit(&c->tail, memory_order_relaxed);
+  c->meta.thread_id = thread_id;
+  c->meta.os_tid = os_tid;
+  copy_str(c->meta.name, sizeof c->meta.name, name);
+  c->p_tail = c->p_start = c->c_head = c->c_read = pos;
+  c->p_reserved = 0;
+  *ctl = c;
+  *session = g_sess.session_id;
+  return 0;
+}
+
+void stkr__ringfile_prefill(void) {
+  uint64_t size;
+
+  if (atomic_load_explicit(&g_map, memory_order_acquire) == NULL ||
+      g_sess.lost)
+    return;
+  size = stkr__ring_round(g_sess.ring_bytes);
+  int have = 0;
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++)
+    have += atomic_load_explicit(&g_cache[i], memory_order_relaxed) != NULL;
+  for (; have < STKR_RINGFILE_PREFILL; have++) {
+    stkr__ring_ctl *c;
+    if (create_ring(size, &c) != 0)
+      return; /* tried again next pass */
+    if (!stkr__ringfile_keep(c, g_sess.session_id)) {
+      stkr__ringfile_unlink(g_sess.session_id, c->meta.file_no);
+      munmap(c, ctl_bytes(c));
+      return;
+    }
+  }
+}
+
+static size_t ctl_bytes(const stkr__ring_ctl *c) {
+  return STKR_RINGFILE_HDR_BYTES + (size_t)c->meta.ring_size;
+}
+
+static stkr__ring_ctl *cache_take(uint64_t ring_size) {
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    stkr__ring_ctl *c;
+    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL)
+      continue;
+    /* Acquire: pairs with the release CAS in stkr__ringfile_keep(). */
+    c = atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
+    if (c == NULL)
+      continue;
+    if (c->meta.ring_size == ring_size && c->meta.session_id == g_sess.session_id)
+      return c;
+    stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
+    munmap(c, ctl_bytes(c));
+  }
+  return NULL;
+}
+
+bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
+  if (session == 0 ||
+      atomic_load_explicit(&g_map, memory_order_acquire) == NULL ||
+      session != g_sess.session_id)
+    return false;
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    stkr__ring_ctl *expected = NULL;
+    /* Release: the ring's indices, as we leave them, go with it. */
+    if (atomic_compare_exchange_strong_explicit(&g_cache[i], &expected, c,
+                                                memory_order_release,
+                                                memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+/* Empty the cache: unmap every ring, and unlink its file if asked. */
+static void cache_clear(bool unlink_files) {
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    stkr__ring_ctl *c =
+        atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
+    if (c == NULL)
+      continue;
+    if (unlink_files)
+      stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
+    munmap(c, ctl_bytes(c));
+  }
+}
+
+void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
+  char path[PATH_MAX];
+
+  if (session == 0 || file_no == 0 || g_sess.dir_len == 0)
+    return;
+  file_path(path, session, file_no);
+  /* g_sess.pid: the ring was made by this process (a forked child
+   * privatizes its rings, so it never frees a parent's file). */
+  unlink(path);
+}

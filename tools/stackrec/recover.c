@@ -1,0 +1,120 @@
+/*
+ * recover.c: `stackrec recover [--dry-run] DIR...`: write out the ring files
+ * that recording processes left behind when they died (SIGKILL, a crash, the
+ * OS killing them), see proto/stkr_recover.h. `stackrec record` and the next
+ * stkr_init() on a directory do the same on their own; this command is for
+ * recordings pulled off a device, or a directory whose program was killed
+ * outside `record`.
+ *
+ * Exit status: 0 nothing left to recover (all recovered, or nothing found;
+ * sessions whose writer still runs are left alone and mentioned), 4 with
+ * --dry-run when dead sessions wait for recovery (the recording is intact
+ * but incomplete until then), 1 when a session could not be written out or
+ * ring records were damaged (lost), 2 usage, 3 a DIR cannot be opened.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto/stkr_recover.h"
+#include "tools/stackrec/cli.h"
+
+#ifndef STKR_CLI_INCOMPLETE
+#define STKR_CLI_INCOMPLETE 4 /* intact but incomplete (see the brief) */
+#endif
+
+static const char usage[] =
+    "usage: stackrec recover [--dry-run] DIR...\n"
+    "\n"
+    "Write out the events that recording processes which died (SIGKILL, a\n"
+    "crash, the OS killing them) left in their ring files in DIR, into a new\n"
+    "segment per process marked 'recovered', then delete those ring files.\n"
+    "Events already in a segment are not written twice. Ring files of\n"
+    "processes that still run are left alone.\n"
+    "\n"
+    "  --dry-run   count what would be recovered; write and delete nothing\n"
+    "\n"
+    "Exit status: 0 nothing left to recover; 4 (--dry-run) dead processes'\n"
+    "ring files wait for recovery; 1 a process's events could not be written\n"
+    "out, or ring records were damaged; 2 usage; 3 a DIR cannot be opened.\n";
+
+static void note(void *arg, const char *line) {
+  (void)arg;
+  fprintf(stderr, "stackrec recover: %s\n", line);
+}
+
+int stkr_cli_recover(int argc, char **argv) {
+  stkr_recover_opts o = {.message = note};
+  int i, status = STKR_CLI_OK, ndirs = 0;
+
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      return stkr_cli_flush("recover");
+    }
+    if (strcmp(argv[i], "--dry-run") == 0)
+      o.dry_run = true;
+    else if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    } else if (argv[i][0] == '-')
+      return stkr_cli_usage_error("recover", "unknown option '%s'", argv[i]);
+    else
+      break;
+  }
+  if (i >= argc)
+    return stkr_cli_usage_error("recover", "missing DIR");
+  for (; i < argc; i++, ndirs++) {
+    stkr_recover_stats st;
+    int err = stkr_recover_dir(argv[i], &o, &st);
+    if (err < 0) {
+      fprintf(stderr, "stackrec recover: cannot open %s: %s\n", argv[i],
+              strerror(-err));
+      if (status == STKR_CLI_OK || status == STKR_CLI_INCOMPLETE)
+        status = STKR_CLI_NO_INPUT;
+      continue;
+    }
+    printf("%s: %s %" PRIu64 " events of %" PRIu64 " dead process session%s "
+           "(%" PRIu64 " ring files, %" PRIu64 " already written skipped) "
+           "into %" PRIu64 " segment%s",
+           argv[i], o.dry_run ? "would recover" : "recovered", st.events,
+           st.sessions_recovered, st.sessions_recovered == 1 ? "" : "s",
+           st.rings, st.duplicates, st.segments_written,
+           st.segments_written == 1 ? "" : "s");
+    if (st.sessions_live)
+      printf("; %" PRIu64 " session%s still recording, left alone",
+             st.sessions_live, st.sessions_live == 1 ? "" : "s");
+    if (st.sessions_failed || st.damaged_rings || st.orphans)
+      printf("; %" PRIu64 " not recovered, %" PRIu64 " damaged ring%s (%" PRIu64
+             " bytes lost), %" PRIu64 " unusable file%s",
+             st.sessions_failed, st.damaged_rings,
+             st.damaged_rings == 1 ? "" : "s", st.lost_bytes, st.orphans,
+             st.orphans == 1 ? "" : "s");
+    printf("\n");
+    if (st.sessions_failed || st.damaged_rings || st.orphans)
+      status = status == STKR_CLI_NO_INPUT ? status : STKR_CLI_DATA_LOST;
+    else if (o.dry_run && st.sessions_recovered && status == STKR_CLI_OK)
+      status = STKR_CLI_INCOMPLETE;
+  }
+  if (stkr_cli_flush("recover") != 0) return STKR_CLI_DATA_LOST;
+  return status;
+}
+
+static void note_record(void *arg, const char *line) {
+  if (!*(const bool *)arg)
+    fprintf(stderr, "stackrec record: %s\n", line);
+}
+
+void stkr_cli_recover_after_record(const char *dir, bool quiet) {
+  stkr_recover_opts o = {.message = note_record, .message_arg = &quiet};
+  stkr_recover_stats st;
+
+  if (stkr_recover_dir(dir, &o, &st) < 0 || quiet)
+    return;
+  if (st.events > 0)
+    fprintf(stderr, "stackrec record: recovered %" PRIu64 " events from the "
+            "ring files of %" PRIu64 " process session%s that ended without "
+            "writing them\n", st.events, st.sessions_recovered,
+            st.sessions_recovered == 1 ? "" : "s");
+}
