@@ -49,6 +49,10 @@ static void fill_counters(stkr__worker *w, Stackrec__Counters *c) {
   c->written = st.written;
   c->dropped_write_error = st.dropped_write_error;
   c->segments_deleted = st.segments_deleted;
+  c->dropped_ring_full = st.dropped_ring_full;
+  c->dropped_reentrant = st.dropped_reentrant;
+  c->dropped_other = st.dropped_other;
+  c->dropped_exit = st.dropped_exit;
 }
 
 static void publish(stkr__worker *w) {
@@ -95,6 +99,9 @@ static void write_batch(stkr__worker *w, bool last) {
       h->config = c;
       h->arch = (char *)stkr__arch_name();
       h->parent_pid = w->parent_pid;
+      h->session_id = w->session_id;
+      h->session_first_seq = w->session_first_seq;
+      h->dir_recreated = w->seg.dir_recreated;
       B->header = h;
     }
     if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
@@ -121,6 +128,7 @@ static void write_batch(stkr__worker *w, bool last) {
    * failure the next segment's first batch carries it. */
   w->imgs_gen_sent = w->imgs.gen;
   if (err == 0) {
+    if (w->seg_first) w->seg.dir_recreated = false; /* said in this Header */
     w->seg_first = false;
     /* Cap first, while this file is still the protected current one, then
      * close it if full: a closed segment is complete on disk. */
@@ -244,7 +252,8 @@ static void add_record(stkr__worker *w, stkr__thread *t,
                                 (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
   if (stack) {
     stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
-    if (stack > known && w->symc) symbolize_stack(w, s);
+    if (stack > known && w->symc && stkr__drain_may_symbolize(w))
+      symbolize_stack(w, s);
     /* Its strings and frames first: a reader resolves the stack's frames
      * when it applies the StackDef. */
     if (s->epoch != w->epoch &&
@@ -272,12 +281,13 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   const stkr__record *r;
   for (;;) {
     if ((r = stkr__ring_peek(&t->ring)) == NULL) return true;
-    if (seen >= budget) return false;
+    if (seen >= budget || stkr__drain_past_deadline(w)) return false;
     seen += r->size;
     maybe_write_full(w);
     add_record(w, t, r);
     stkr__ring_release(&t->ring, r); /* after add_record copied it */
     t->w_consumed++;
+    w->consumed++;
   }
 }
 
@@ -344,6 +354,39 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   }
 }
 
+/* ---- the exit deadline ---------------------------------------------------
+ * The one place that decides how an ending session spends its budget (see
+ * worker.h). Relaxed loads: stop_by_ns and end_start_ns are plain values
+ * stored before the wake that made this pass run (and re-read every record,
+ * so a pass already running when the end was requested picks them up). */
+
+bool stkr__drain_past_deadline(stkr__worker *w) {
+  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
+  return stop != 0 && stkr__clock_mono_ns() >= stop;
+}
+
+bool stkr__drain_may_symbolize(stkr__worker *w) {
+  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
+  if (stop == 0) return true;
+  uint64_t start = atomic_load_explicit(&w->end_start_ns, memory_order_relaxed);
+  /* One resolution can cost ~50 ms (libc's debug info, once): none is
+   * started in the second half of the budget, which stays for encoding
+   * and writing. */
+  return stkr__clock_mono_ns() < start + (stop - start) / 2;
+}
+
+/* The final pass: what the rings still hold (pushed but never consumed) is
+ * lost to this exit; count it so attempted == written + dropped stays
+ * exact. Later, file-backed rings can leave it to recovery instead: this
+ * is the line to change. */
+static void count_left_at_exit(stkr__worker *w) {
+  stkr__counts c;
+  stkr__threads_counts(&c);
+  pthread_mutex_lock(&w->stats_mu);
+  w->dropped_exit = c.pushed > w->consumed ? c.pushed - w->consumed : 0;
+  pthread_mutex_unlock(&w->stats_mu);
+}
+
 void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__thread *t, *next;
   int err;
@@ -370,6 +413,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   /* Batches with nothing new are not written: an idle app costs no disk.
    * A changed image list alone is worth a batch (symbolization of later
    * events needs it, and a crash may leave no later batch). */
+  if (last) count_left_at_exit(w);
   if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
     write_batch(w, last);
   if (last) stkr__seg_close(&w->seg);

@@ -1,29 +1,43 @@
 /*
  * worker.c: the flush worker: stkr_init/stkr_shutdown/stkr_flush/
- * stkr_stats_get, the libuv loop, and fork handling.
+ * stkr_stats_get, the worker thread's wait loop, the bounded end of a
+ * session, and fork handling.
  *
  * Design
- * - One worker thread per recording process runs a private uv_loop with
- *   three handles: a repeating uv_timer (drain every flush_interval_ms), a
- *   uv_async for producers (sent by a thread whose ring passed half full;
- *   uv_async_send is async-signal-safe, and libuv coalesces sends), and a
- *   uv_async for control requests. All draining, encoding and file I/O
- *   happens on that thread (drain.c), so none of it needs locks.
- * - stkr_flush/stkr_shutdown put a request on a mutex-protected queue, send
- *   the request async and wait on a condvar until the loop answers. The
- *   loop answers a flush only after a full drain pass whose batches have
- *   been through write(2), so the caller's barrier holds.
+ * - One worker thread per recording process. It waits on a stkr__wake
+ *   (wake.h: a semaphore, no descriptor) with the next periodic drain
+ *   (flush_interval_ms) as its deadline; producers post it when their ring
+ *   passes half full (async-signal-safe, coalesced), requests post it too.
+ *   Every wake-up runs one drain pass (drain.c). All draining, encoding and
+ *   file I/O happens on that thread, so none of it needs locks.
+ * - No event loop library: libuv's epoll fd, eventfd and signal pipes sit at
+ *   low descriptor numbers the app may close (libuv then aborts) and its
+ *   atfork handler touches descriptors in every child. See DEVELOPERS.md.
+ * - stkr_flush puts a request on a mutex-protected queue, posts the wake and
+ *   waits on a condvar until the worker answers. The worker answers a flush
+ *   only after a full drain pass whose batches have been through write(2),
+ *   so the caller's barrier holds.
+ * - The end of a session (stkr_shutdown, stkr_shutdown_for_exit) is bounded
+ *   by exit_ms: stop accepting events, wait out producers mid-event for at
+ *   most a quarter of the budget, then ask the worker to drain by a deadline
+ *   (stop_by_ns, three quarters of the budget) and wait for it until the
+ *   whole budget is spent. The worker leaves what it could not drain in the
+ *   rings, counted as dropped_exit (drain.c). A worker that still has not
+ *   answered (a write stuck on a slow disk) is abandoned: never joined on
+ *   an exit path; stkr_init joins it before starting anew.
  * - Producers never block on the worker: if it falls behind, rings fill and
  *   events are dropped and counted by recorder/.
  * - Stats: the worker's counters and the reaping of exited threads are
  *   under stats_mu; stkr_stats_get sums the producers' counters over the
  *   registry under the same mutex, so it never reads a reaped thread.
- * - fork: in the child, only the forking thread exists and the parent's
- *   loop shares its epoll and eventfd with the parent. The atfork child
- *   handler therefore just forgets the inherited state (leaks it: closing
- *   anything through libuv would act on the parent's kernel objects); in
- *   follow mode the child's first event calls on_fork_child, which starts a
- *   new worker (new loop, thread and files, parent_pid in the Header).
+ * - fork: in the child, only the forking thread exists; the parent's mutexes
+ *   may be held by threads that do not exist there and its semaphore must
+ *   not be used (wake.h). The atfork child handler forgets the inherited
+ *   state (leaks its memory, closes nothing but our own segment descriptor,
+ *   once its identity is checked); in follow mode the child's first event
+ *   calls on_fork_child, which starts a new worker (fresh mutexes,
+ *   semaphore, thread and files, a new session id, parent_pid in the
+ *   Header).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
@@ -33,6 +47,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
+#include <time.h>
 #include <unistd.h>
 
 #include "flush/worker.h"
@@ -92,13 +110,16 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static stkr__worker *g_state;
 static stkr_stats g_frozen;   /* the final stats of the last recording */
 static stkr__worker *g_inherited; /* a forked child's parent state (leaked) */
+/* A worker whose session end ran out of time: its thread may still be
+ * writing. Never joined on an exit path; stkr_init joins and frees it. */
+static stkr__worker *g_abandoned;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 /* The producers' wake target. wake_fn does inc(inflight); load(target);
- * send; dec(inflight). Shutdown does store(target, NULL); wait until
- * inflight == 0; only then frees the async handle. Both sides are seq_cst
- * (a Dekker pair): either the producer sees NULL, or shutdown sees its
- * inflight count and waits for the send to finish. */
+ * post; dec(inflight). Shutdown does store(target, NULL); wait until
+ * inflight == 0; only then may the worker (and its semaphore) be freed.
+ * Both sides are seq_cst (a Dekker pair): either the producer sees NULL, or
+ * shutdown sees its inflight count and waits for the post to finish. */
 static _Atomic(stkr__worker *) g_wake_target;
 static _Atomic unsigned g_wake_inflight;
 
@@ -106,16 +127,44 @@ static void wake_fn(void *arg) {
   (void)arg;
   atomic_fetch_add_explicit(&g_wake_inflight, 1, memory_order_seq_cst);
   stkr__worker *w = atomic_load_explicit(&g_wake_target, memory_order_seq_cst);
-  if (w) uv_async_send(&w->wake_async);
-  /* Release: pairs with the seq_cst load in wake_disarm; the send above is
-   * complete before shutdown may free the handle. */
+  if (w) stkr__wake_post(&w->wake);
+  /* Release: pairs with the seq_cst load in wake_disarm; the post above is
+   * complete before shutdown may free the semaphore. */
   atomic_fetch_sub_explicit(&g_wake_inflight, 1, memory_order_release);
 }
 
+/* Bounded by construction: a post is a few instructions and a syscall that
+ * never blocks, so inflight drops to 0 within microseconds. */
 static void wake_disarm(void) {
   atomic_store_explicit(&g_wake_target, NULL, memory_order_seq_cst);
   while (atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst) != 0)
     sched_yield();
+}
+
+/* ---- session id ------------------------------------------------------- */
+
+/* splitmix64's finalizer: spreads the fallback's few changing bits. */
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Random and non-zero (Header.session_id). The kernel's generator without
+ * blocking and without a descriptor (no /dev/urandom: the app may have
+ * closed everything, or be in a chroot); if it has nothing (too early at
+ * boot, seccomp), the clocks, the pid and an address, mixed. */
+static uint64_t session_id_new(void) {
+  uint64_t v = 0;
+#if defined(__linux__)
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) v = 0;
+#elif defined(__APPLE__)
+  arc4random_buf(&v, sizeof v);
+#endif
+  if (v == 0)
+    v = mix64(stkr__clock_mono_ns() ^ mix64(stkr__clock_wall_ns()) ^
+              ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&v);
+  return v ? v : 1;
 }
 
 /* ---- stats ------------------------------------------------------------ */
@@ -131,8 +180,9 @@ void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
   o->dropped_reentrant = c.dropped_reentrant;
   o->dropped_other = c.dropped_other + w->dropped_worker;
   o->dropped_write_error = w->dropped_write_error;
+  o->dropped_exit = w->dropped_exit;
   o->dropped = o->dropped_ring_full + o->dropped_reentrant +
-               o->dropped_write_error + o->dropped_other;
+               o->dropped_write_error + o->dropped_other + o->dropped_exit;
   /* dropped_worker events were pushed: they are in c.pushed already. */
   o->attempted = c.pushed + c.dropped_ring_full + c.dropped_reentrant +
                  c.dropped_other;
@@ -161,46 +211,27 @@ int stkr_stats_get(stkr_stats *out) {
   return 0;
 }
 
-/* ---- loop callbacks (worker thread) ----------------------------------- */
+/* ---- the worker thread --------------------------------------------------- */
 
-static void on_timer(uv_timer_t *h) { stkr__drain_all(h->data, false); }
-
-static void on_wake(uv_async_t *h) { stkr__drain_all(h->data, false); }
-
-static void on_req(uv_async_t *h) {
-  stkr__worker *w = h->data;
-  stkr__req *list, *r;
-
+/* Answer every request of `list` (after the stats were published: the
+ * caller's lock of req_mu orders its stkr_stats_get after our updates). */
+static void answer(stkr__worker *w, stkr__req *list, int result) {
   pthread_mutex_lock(&w->req_mu);
-  list = w->req_head;
-  w->req_head = NULL;
-  w->req_tail = &w->req_head;
-  pthread_mutex_unlock(&w->req_mu);
-
-  for (r = list; r; r = r->next) {
-    if (r->kind == STKR__REQ_FLUSH) {
-      stkr__drain_all(w, false);
-      r->result = w->io_error ? -EIO : 0;
-      w->io_error = false;
-    } else {
-      stkr__drain_all(w, true);
-      r->result = 0;
-      uv_close((uv_handle_t *)&w->timer, NULL);
-      uv_close((uv_handle_t *)&w->wake_async, NULL);
-      uv_close((uv_handle_t *)&w->req_async, NULL);
-    }
+  for (stkr__req *r = list; r; r = r->next) {
+    r->result = result;
+    r->done = true;
   }
-
-  /* Answer after the stats were published (drain_all did): the caller's
-   * lock of req_mu orders its stkr_stats_get after our updates. */
-  pthread_mutex_lock(&w->req_mu);
-  for (r = list; r; r = r->next) r->done = true;
   pthread_cond_broadcast(&w->req_cv);
   pthread_mutex_unlock(&w->req_mu);
 }
 
+static uint64_t interval_ns(const stkr__worker *w) {
+  return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
+}
+
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
+  uint64_t next_tick;
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
@@ -209,18 +240,51 @@ static void *worker_main(void *arg) {
 #elif defined(__APPLE__)
   pthread_setname_np("stackrec-flush");
 #endif
-  uv_run(&w->loop, UV_RUN_DEFAULT);
-  return NULL;
+  next_tick = stkr__clock_mono_ns() + interval_ns(w);
+  for (;;) {
+    stkr__req *list;
+    bool end;
+
+    (void)stkr__wake_wait(&w->wake, next_tick);
+    pthread_mutex_lock(&w->req_mu);
+    list = w->req_head;
+    w->req_head = NULL;
+    w->req_tail = &w->req_head;
+    end = w->end_requested;
+    pthread_mutex_unlock(&w->req_mu);
+
+    if (end) {
+      stkr__drain_all(w, true);
+      /* Flushes that raced with the end see it as their barrier. */
+      pthread_mutex_lock(&w->req_mu);
+      w->ended = true;
+      pthread_mutex_unlock(&w->req_mu);
+      answer(w, list, 0);
+      return NULL;
+    }
+    /* A timeout, a producer or a flush: one pass serves them all. */
+    stkr__drain_all(w, false);
+    if (list) {
+      answer(w, list, w->io_error ? -EIO : 0);
+      w->io_error = false;
+    }
+    uint64_t now = stkr__clock_mono_ns();
+    if (now >= next_tick) next_tick = now + interval_ns(w);
+  }
 }
 
-/* Send a request to the loop and wait for its answer. */
-static int request(stkr__worker *w, int kind) {
-  stkr__req r = {.kind = kind, .result = 0, .done = false, .next = NULL};
+/* Send a flush request and wait for its answer (unbounded: a barrier). */
+static int request_flush(stkr__worker *w) {
+  stkr__req r = {.result = 0, .done = false, .next = NULL};
   pthread_mutex_lock(&w->req_mu);
+  if (w->ended || w->end_requested) {
+    pthread_mutex_unlock(&w->req_mu);
+    return -ENOTCONN;
+  }
   *w->req_tail = &r;
   w->req_tail = &r.next;
   pthread_mutex_unlock(&w->req_mu);
-  uv_async_send(&w->req_async);
+  stkr__wake_post(&w->wake);
   pthread_mutex_lock(&w->req_mu);
   while (!r.done) pthread_cond_wait(&w->req_cv, &w->req_mu);
   pthread_mutex_unlock(&w->req_mu);
@@ -229,6 +293,7 @@ static int request(stkr__worker *w, int kind) {
 
 /* ---- create / destroy ------------------------------------------------- */
 
+/* Free everything but the thread (never started, or joined). */
 static void worker_free(stkr__worker *w) {
   stkr__seg_free(&w->seg);
   stkr__stacktab_free(&w->stacks);
@@ -239,22 +304,11 @@ static void worker_free(stkr__worker *w) {
   if (w->cctx) ZSTD_freeCCtx(w->cctx);
   free(w->thread_seen);
   stkr__config_free(&w->cfg);
+  stkr__wake_destroy(&w->wake);
   pthread_mutex_destroy(&w->req_mu);
   pthread_cond_destroy(&w->req_cv);
   pthread_mutex_destroy(&w->stats_mu);
   free(w);
-}
-
-/* Close the loop's handles and the loop itself when the thread never ran
- * (or has been joined). */
-static void loop_teardown(stkr__worker *w, bool handles_open) {
-  if (handles_open) {
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    uv_close((uv_handle_t *)&w->wake_async, NULL);
-    uv_close((uv_handle_t *)&w->req_async, NULL);
-    uv_run(&w->loop, UV_RUN_DEFAULT); /* runs the close callbacks, returns */
-  }
-  (void)uv_loop_close(&w->loop);
 }
 
 /* The symbolizer's notes (an image whose file cannot be used): rate-limited
@@ -264,8 +318,8 @@ static void sym_warn(void *arg, const char *why) {
   stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
 }
 
-/* Build a worker (loop, handles, first segment file) without starting its
- * thread. Takes ownership of cfg->dir and cfg->app_paths. */
+/* Build a worker (wake, first segment file) without starting its thread.
+ * Takes ownership of cfg->dir and cfg->app_paths. */
 static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
                          stkr__worker **out) {
   stkr__worker *w = calloc(1, sizeof *w);
@@ -281,12 +335,21 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
   w->pid = (uint32_t)getpid();
   w->parent_pid = parent_pid;
+  w->session_id = session_id_new();
   w->start_mono_ns = stkr__clock_mono_ns();
   w->start_wall_ns = stkr__clock_wall_ns();
   stkr__process_name(w->process_name, sizeof w->process_name);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);
+  if ((err = stkr__wake_init(&w->wake)) < 0) {
+    pthread_mutex_destroy(&w->req_mu);
+    pthread_cond_destroy(&w->req_cv);
+    pthread_mutex_destroy(&w->stats_mu);
+    stkr__config_free(&w->cfg);
+    free(w);
+    return err;
+  }
   w->req_tail = &w->req_head;
   w->epoch = stkr__new_epoch();
   w->seg_first = true;
@@ -320,6 +383,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
               w->cfg.dir, strerror(-err));
     goto fail;
   }
+  w->session_first_seq = w->seg.seq;
   (void)stkr__images_refresh(&w->imgs);
   if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC) {
     /* Cheap: modules are opened when a stack first needs them, on the
@@ -328,27 +392,6 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     stkr__symbe_opts so = {.warn = sym_warn};
     if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
   }
-
-  if ((err = uv_loop_init(&w->loop)) < 0) goto fail;
-  if ((err = uv_timer_init(&w->loop, &w->timer)) < 0 ||
-      (err = uv_async_init(&w->loop, &w->wake_async, on_wake)) < 0) {
-    /* Nothing but possibly the timer is open; a timer needs no close
-     * callback to release memory we own, but the loop must see it closed. */
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    uv_run(&w->loop, UV_RUN_DEFAULT);
-    (void)uv_loop_close(&w->loop);
-    goto fail;
-  }
-  if ((err = uv_async_init(&w->loop, &w->req_async, on_req)) < 0) {
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    uv_close((uv_handle_t *)&w->wake_async, NULL);
-    uv_run(&w->loop, UV_RUN_DEFAULT);
-    (void)uv_loop_close(&w->loop);
-    goto fail;
-  }
-  w->timer.data = w->wake_async.data = w->req_async.data = w;
-  uv_timer_start(&w->timer, on_timer, w->cfg.flush_interval_ms,
-                 w->cfg.flush_interval_ms);
   *out = w;
   return 0;
 
@@ -393,12 +436,17 @@ static int start_recorder(stkr__worker *w) {
 /* ---- fork ------------------------------------------------------------- */
 
 /* Runs in the child right after fork, with only the forking thread alive.
- * Forget (leak) the parent's worker: its loop's epoll/eventfd are shared
- * with the parent, its mutexes may be held by threads that no longer
- * exist. Nothing here may lock or free. */
+ * Forget (leak) the parent's worker: its mutexes may be held by threads
+ * that no longer exist, its semaphore must not be used (wake.h). Nothing
+ * here may lock or free; close() is async-signal-safe, and the inherited
+ * segment descriptor is ours alone in this process (once its identity is
+ * checked: the app may have replaced it), so we do not keep it open. */
 static void atfork_child(void) {
+  stkr__worker *w = g_state ? g_state : g_abandoned;
+  if (w) stkr__seg_forget_inherited(&w->seg);
   g_inherited = g_state;
   g_state = NULL;
+  g_abandoned = NULL; /* its thread does not exist here */
   memset(&g_frozen, 0, sizeof g_frozen);
   atomic_store_explicit(&g_wake_target, NULL, memory_order_relaxed);
   atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
@@ -430,13 +478,11 @@ static void on_fork_child(void) {
   }
   if ((err = worker_create(&cfg, parent->pid, &w)) < 0) goto fail;
   if ((err = start_recorder(w)) < 0) {
-    loop_teardown(w, true);
     worker_free(w);
     goto fail;
   }
   if ((err = worker_start(w)) < 0) {
     stkr__recorder_stop();
-    loop_teardown(w, true);
     worker_free(w);
     goto fail;
   }
@@ -450,6 +496,92 @@ fail:
             (int)getpid(), strerror(-err));
 }
 
+/* ---- the end of a session ------------------------------------------------ */
+
+/* Stop recording and have the worker end the session within exit_ms (see
+ * the design note at the top). @return true if the worker ended it (its
+ * thread is done and may be joined), false if it was still busy when the
+ * budget ran out. Takes no lock an app thread may hold (only ours). */
+static bool end_session(stkr__worker *w) {
+  uint64_t budget = (uint64_t)w->cfg.exit_ms * 1000000u;
+  uint64_t start = stkr__clock_mono_ns(), give_up = start + budget;
+  unsigned quiesce_ms = w->cfg.exit_ms / 4 < 100 ? w->cfg.exit_ms / 4 : 100;
+  struct timespec ts;
+  bool ended;
+
+  /* No event may start after stop (later calls return -ENOTCONN, not
+   * counted); quiesce waits out those in flight, so the final drain sees
+   * every event that will be recorded. */
+  stkr__recorder_stop();
+  stkr__threads_quiesce(quiesce_ms);
+  wake_disarm();
+
+  pthread_mutex_lock(&w->req_mu);
+  if (!w->end_requested) {
+    atomic_store_explicit(&w->end_start_ns, start, memory_order_relaxed);
+    atomic_store_explicit(&w->stop_by_ns, start + budget - budget / 4,
+                          memory_order_relaxed);
+    w->end_requested = true;
+  }
+  pthread_mutex_unlock(&w->req_mu);
+  stkr__wake_post(&w->wake);
+
+  /* pthread_cond_timedwait measures CLOCK_REALTIME unless told otherwise;
+   * our condvar is created plain (portable to Apple), so wait in short
+   * slices against the monotonic deadline: a wall-clock jump then cannot
+   * stretch the exit. */
+  pthread_mutex_lock(&w->req_mu);
+  while (!w->ended) {
+    uint64_t now = stkr__clock_mono_ns();
+    if (now >= give_up) break;
+    uint64_t slice = give_up - now < 5000000u ? give_up - now : 5000000u;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)slice;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(&w->req_cv, &w->req_mu, &ts);
+  }
+  ended = w->ended;
+  pthread_mutex_unlock(&w->req_mu);
+  if (!ended)
+    stkr__log(STKR__LOG_OTHER,
+              "the flush worker did not finish within %u ms at exit; "
+              "events not yet written are lost",
+              w->cfg.exit_ms);
+  return ended;
+}
+
+/* Stats of a session that ended (or was abandoned: then whatever is not
+ * accounted for yet is reported as dropped_exit, so that the frozen stats
+ * still add up; the abandoned worker may write some of it later). */
+static void freeze_stats(stkr__worker *w, bool ended) {
+  stkr_stats final;
+  pthread_mutex_lock(&g_mu);
+  pthread_mutex_lock(&w->stats_mu);
+  stkr__stats_compute(w, &final);
+  pthread_mutex_unlock(&w->stats_mu);
+  if (!ended && final.attempted > final.written + final.dropped) {
+    uint64_t gap = final.attempted - final.written - final.dropped;
+    final.dropped_exit += gap;
+    final.dropped += gap;
+  }
+  g_frozen = final;
+  g_state = NULL;
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Join and free a worker abandoned by an earlier session end (not on an
+ * exit path: this may wait for a write to finish). */
+static void reap_abandoned(void) {
+  stkr__worker *w = g_abandoned;
+  if (!w) return;
+  g_abandoned = NULL;
+  pthread_join(w->thread, NULL);
+  worker_free(w);
+}
+
 /* ---- public API ------------------------------------------------------- */
 
 int stkr_init(const stkr_config *in) {
@@ -459,19 +591,18 @@ int stkr_init(const stkr_config *in) {
 
   pthread_once(&g_atfork_once, register_atfork);
   if (g_state) return -EALREADY;
+  reap_abandoned();
   g_inherited = NULL; /* an explicit init in a child replaces follow mode */
   if ((err = stkr__config_build(in, &cfg)) < 0) return err;
   if ((err = worker_create(&cfg, 0, &w)) < 0) return err;
 
   if ((err = start_recorder(w)) < 0) {
-    loop_teardown(w, true);
     worker_free(w);
     return err;
   }
   if ((err = worker_start(w)) < 0) {
     stkr__recorder_stop();
-    stkr__threads_quiesce();
-    loop_teardown(w, true);
+    stkr__threads_quiesce(100);
     worker_free(w);
     return err;
   }
@@ -485,9 +616,9 @@ int stkr_init(const stkr_config *in) {
  * Ordering that makes the barrier hold: an event "before the call" was
  * committed (the producer's release store of the ring head) and counted
  * (pushed++) before this call began. The request travels through req_mu
- * (our unlock, the loop's lock), so the drain pass that follows sees that
+ * (our unlock, the worker's lock), so the drain pass that follows sees that
  * head with its acquire load in stkr__ring_peek, and its record gets
- * consumed. The loop then publishes written/dropped under stats_mu and
+ * consumed. The worker then publishes written/dropped under stats_mu and
  * answers under req_mu, so our later stkr_stats_get reads both the final
  * worker counters and (by our own program order) every `pushed` increment
  * that preceded this call.
@@ -495,38 +626,45 @@ int stkr_init(const stkr_config *in) {
 int stkr_flush(void) {
   stkr__worker *w = g_state;
   if (!w) return -ENOTCONN;
-  return request(w, STKR__REQ_FLUSH);
+  return request_flush(w);
+}
+
+/* Shared by stkr_shutdown and stkr_shutdown_for_exit: with no worker in
+ * this process, a follow-mode child that never recorded must never start. */
+static int no_session(void) {
+  if (g_inherited) {
+    g_inherited = NULL;
+    stkr__recorder_stop();
+  }
+  return -ENOTCONN;
 }
 
 int stkr_shutdown(void) {
   stkr__worker *w = g_state;
-  stkr_stats final;
+  bool ended;
 
-  if (!w) {
-    if (g_inherited) {
-      /* A follow-mode child that never recorded: make sure it never will. */
-      g_inherited = NULL;
-      stkr__recorder_stop();
-    }
-    return -ENOTCONN;
+  if (!w) return no_session();
+  ended = end_session(w);
+  freeze_stats(w, ended);
+  if (!ended) {
+    g_abandoned = w; /* stkr_init joins it; an exit never waits for it */
+    return -ETIMEDOUT;
   }
-  /* No event may start after stop; quiesce waits out those in flight, so
-   * the final drain sees every event that will ever be recorded. */
-  stkr__recorder_stop();
-  stkr__threads_quiesce();
-  wake_disarm();
-  (void)request(w, STKR__REQ_SHUTDOWN);
   pthread_join(w->thread, NULL);
-  (void)uv_loop_close(&w->loop);
-
-  pthread_mutex_lock(&g_mu);
-  pthread_mutex_lock(&w->stats_mu);
-  stkr__stats_compute(w, &final);
-  pthread_mutex_unlock(&w->stats_mu);
-  g_frozen = final;
-  g_state = NULL;
-  pthread_mutex_unlock(&g_mu);
-
   worker_free(w);
   return 0;
+}
+
+int stkr_shutdown_for_exit(void) {
+  stkr__worker *w = g_state;
+  bool ended;
+
+  if (!w) return no_session();
+  ended = end_session(w);
+  freeze_stats(w, ended);
+  /* Neither joined nor freed: the process is ending (free could wait on a
+   * malloc lock held by the thread this call interrupted). stkr_init joins
+   * and frees it if the process goes on after all. */
+  g_abandoned = w;
+  return ended ? 0 : -ETIMEDOUT;
 }

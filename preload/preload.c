@@ -12,7 +12,7 @@
  *   set. It also attaches the main thread, so that its first event (maybe
  *   in a signal handler) does not have to parse /proc/self/maps.
  * - destructor: stkr_shutdown(), so the last events land and the session
- *   ends cleanly. glibc runs it from _dl_fini, after every atexit handler
+ *   ends cleanly, within STACKREC_EXIT_MS (stackrec.h). glibc runs it from _dl_fini, after every atexit handler
  *   and after the program's own destructors: their hooked calls are still
  *   recorded. Calls made later (by libraries finalized after us) go
  *   straight to libc: the recorder answers -ENOTCONN.
@@ -20,13 +20,15 @@
  *   starts its own worker and files, in the same directory. A child that
  *   records nothing writes nothing.
  * - exec (execve and friends): a process that is recording shuts the
- *   recorder down first (its files end cleanly); the new image's
- *   constructor starts again, same pid, as a new session. If the exec
- *   fails, recording restarts, errno preserved.
- * - _exit/_Exit: skip exit handlers and destructors, so the hook flushes
- *   first (a flush, not a shutdown: _exit is async-signal-safe and may be
- *   called from a handler; a flush only waits for the worker thread). The
- *   session then lacks its clean-end mark but no event is lost.
+ *   recorder down first (bounded by STACKREC_EXIT_MS; its files end
+ *   cleanly); the new image's constructor starts again, same pid, as a new
+ *   session. If the exec fails, recording restarts, errno preserved.
+ * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
+ *   session first with stkr_shutdown_for_exit(): recording stops (the
+ *   threads that keep running until exit_group get -ENOTCONN at once), what
+ *   the rings hold is written within STACKREC_EXIT_MS, the rest counted as
+ *   dropped_exit; nothing is joined or freed (_exit may be called from a
+ *   signal handler that interrupted malloc).
  * - vfork: the child shares our memory and must not touch the recorder, so
  *   the exec and _exit hooks act only when getpid() is the pid the recorder
  *   was started for (vfork runs no atfork handler, so the pid differs).
@@ -242,12 +244,11 @@ static int pre_exec(void) {
       stkr__pl_guard || getpid() != g_pid)
     return 0;
   stkr__pl_guard++;
-  /* stkr_flush answers -ENOTCONN unless this process runs a worker (a
-   * forked child that has not recorded yet has none: nothing to end). */
-  if (stkr_flush() == 0) {
-    (void)stkr_shutdown();
-    was = 1;
-  }
+  /* -ENOTCONN unless this process runs a worker (a forked child that has
+   * not recorded yet has none: nothing to end, and it will not start
+   * recording in this image any more). -ETIMEDOUT: ended, on time, with a
+   * worker left behind that the restart after a failed exec joins. */
+  was = stkr_shutdown() != -ENOTCONN;
   stkr__pl_guard--;
   errno = saved;
   return was;
@@ -372,7 +373,7 @@ static void pre_exit(void) {
       stkr__pl_guard || getpid() != g_pid)
     return;
   stkr__pl_guard++;
-  (void)stkr_flush();
+  (void)stkr_shutdown_for_exit();
   stkr__pl_guard--;
 }
 

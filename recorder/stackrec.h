@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define STKR_VERSION_MAJOR 0
-#define STKR_VERSION_MINOR 1
+#define STKR_VERSION_MINOR 2
 
 /* Limits that bound every buffer on the hot path. */
 #define STKR_MAX_DEPTH 256        /* hard cap on max_depth */
@@ -70,6 +70,16 @@ typedef enum stkr_symbolize_mode {
  *                                                 ("disable" or "follow")
  *   symbolize           STACKREC_SYMBOLIZE        STKR_SYMBOLIZE_INPROC
  *                                                 ("inproc", "offline", "none")
+ *   exit_ms             STACKREC_EXIT_MS          100 (1 to 60000)
+ *
+ * exit_ms bounds the end of a session (stkr_shutdown, and so exit or a
+ * return from main under the preload library; stkr_shutdown_for_exit, and
+ * so _exit; exec): recording stops first (later events return -ENOTCONN
+ * and are not counted as attempted), then what the rings hold is written
+ * until the budget runs out. Whatever is left then is counted as
+ * dropped_exit; stacks first seen in the second half of the budget are
+ * written unsymbolized (PCs and image list; `stackrec symbolize` resolves
+ * them later). There is no "unbounded" value: 0 means the default.
  *
  * STACKREC_APP_PATHS (environment only): colon-separated path prefixes of
  * the app's own images; with the main executable they are the "app" frames
@@ -90,6 +100,7 @@ typedef struct stkr_config {
   unsigned payload_max;
   stkr_fork_mode fork_mode;
   stkr_symbolize_mode symbolize;
+  unsigned exit_ms; /* added in 0.2: keep last */
 } stkr_config;
 
 /*
@@ -120,7 +131,7 @@ typedef struct stkr_site {
 typedef struct stkr_stats {
   uint64_t attempted;      /* stkr_event() calls while recording */
   uint64_t written;        /* events in batches that reached the disk */
-  uint64_t dropped;        /* the sum of the four below */
+  uint64_t dropped;        /* the sum of the five dropped_* below */
   uint64_t dropped_ring_full;
   uint64_t dropped_reentrant; /* signal handler interrupted an event */
   uint64_t dropped_write_error; /* batch could not be written */
@@ -133,6 +144,7 @@ typedef struct stkr_stats {
   uint64_t segments;       /* segment files created */
   uint64_t segments_deleted; /* removed to stay under disk_cap_bytes */
   uint64_t write_errors;   /* failed writes (each drops one batch) */
+  uint64_t dropped_exit;   /* still in the rings when exit_ms ran out */
 } stkr_stats;
 
 /*
@@ -144,11 +156,26 @@ typedef struct stkr_stats {
 int stkr_init(const stkr_config *cfg);
 
 /*
- * Stop recording: later events are ignored; every event recorded before the
- * call is drained, written and its segment closed; the worker is joined.
- * Safe to call when not recording (returns -ENOTCONN then).
+ * Stop recording: later events are ignored (-ENOTCONN, not counted); the
+ * events recorded before the call are drained and written within exit_ms
+ * (what does not fit is counted as dropped_exit), the segment is closed and
+ * the worker joined and freed.
+ * @return 0; -ENOTCONN when not recording; -ETIMEDOUT when the worker was
+ *         still busy (a write stuck on a slow disk) when exit_ms ran out:
+ *         recording has stopped and the call returned on time, the worker
+ *         finishes on its own and the next stkr_init() joins it.
  */
 int stkr_shutdown(void);
+
+/*
+ * stkr_shutdown for a process that is about to end without destructors
+ * (_exit, a fatal-signal handler): the same bounded end of the session, but
+ * the worker is neither joined nor freed, so no lock outside the recorder's
+ * own (malloc's, say) is taken. Do not call it from a signal handler that
+ * interrupted a stkr_init/stkr_flush/stkr_shutdown call. A later stkr_init()
+ * frees what it left. @return as stkr_shutdown.
+ */
+int stkr_shutdown_for_exit(void);
 
 /*
  * Barrier: returns once every event recorded (by any thread) before the call

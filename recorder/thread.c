@@ -165,20 +165,21 @@ void stkr__count_dropped_other(void) {
   atomic_fetch_add_explicit(&g_dropped_other, 1, memory_order_relaxed);
 }
 
-void stkr__threads_quiesce(void) {
+void stkr__threads_quiesce(unsigned max_ms) {
   stkr__thread *t;
-  int waited_ms = 0;
+  unsigned waited_ms = 0;
 
   /* A producer that saw the recorder running may still be inside
    * stkr_event(); give it a moment to finish its push so the final drain
-   * counts it. Bounded: a thread stopped in a debugger must not hang
-   * shutdown. */
+   * counts it. Bounded by max_ms in all (the caller's share of the exit
+   * budget): a thread stopped in a debugger, or descheduled on a loaded
+   * machine, must not hold up the exit. */
   pthread_mutex_lock(&g_reap_lock);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     /* Acquire: pairs with the release store that ends an event, so the
      * final drain sees the record it committed. */
     while (atomic_load_explicit(&t->busy, memory_order_acquire) &&
-           waited_ms < 100) {
+           waited_ms < max_ms) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
       waited_ms++;
