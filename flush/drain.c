@@ -157,8 +157,15 @@ static void write_batch(stkr__worker *w, bool last) {
   publish(w);
 }
 
+/* While a session ends, batches are cut at this many events, so that what
+ * is pending when the drain deadline passes encodes in a millisecond or so
+ * (a full batch of 65536 takes tens of ms on a starved core). */
+#define STKR__EXIT_BATCH_EVENTS 4096u
+
 static void maybe_write_full(stkr__worker *w) {
-  if (stkr__batch_full(&w->bb)) {
+  if (stkr__batch_full(&w->bb) ||
+      (w->bb.n >= STKR__EXIT_BATCH_EVENTS &&
+       atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) != 0)) {
     write_batch(w, false);
     batch_begin(w);
   }
@@ -370,8 +377,8 @@ bool stkr__drain_may_symbolize(stkr__worker *w) {
   if (stop == 0) return true;
   uint64_t start = atomic_load_explicit(&w->end_start_ns, memory_order_relaxed);
   /* One resolution can cost ~50 ms (libc's debug info, once): none is
-   * started in the second half of the budget, which stays for encoding
-   * and writing. */
+   * started after the first half of the drain time (a quarter of the
+   * budget), the rest stays for draining, encoding and writing. */
   return stkr__clock_mono_ns() < start + (stop - start) / 2;
 }
 
@@ -397,6 +404,10 @@ void stkr__drain_all(stkr__worker *w, bool last) {
 
   batch_begin(w);
   for (t = stkr__threads_first(); t; t = next) {
+    /* Past an exit's deadline, not even the bookkeeping of the remaining
+     * threads (reaping unmaps, which is slow with many threads running):
+     * what their rings hold is counted by count_left_at_exit. */
+    if (stkr__drain_past_deadline(w)) break;
     next = stkr__threads_next(t); /* before drain_thread may reap t */
     drain_thread(w, t);
   }

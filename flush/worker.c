@@ -18,10 +18,11 @@
  *   only after a full drain pass whose batches have been through write(2),
  *   so the caller's barrier holds.
  * - The end of a session (stkr_shutdown, stkr_shutdown_for_exit) is bounded
- *   by exit_ms: stop accepting events, wait out producers mid-event for at
- *   most a quarter of the budget, then ask the worker to drain by a deadline
- *   (stop_by_ns, three quarters of the budget) and wait for it until the
- *   whole budget is spent. The worker leaves what it could not drain in the
+ *   by exit_ms: set the worker's drain deadline (stop_by_ns, half the
+ *   budget: the other half is for encoding and writing on a CPU the app's
+ *   busy threads may leave little of), stop accepting events, wait out
+ *   producers mid-event for at most a quarter of the budget, then ask the
+ *   worker to end and wait for it until the whole budget is spent. The worker leaves what it could not drain in the
  *   rings, counted as dropped_exit (drain.c). A worker that still has not
  *   answered (a write stuck on a slow disk) is abandoned: never joined on
  *   an exit path; stkr_init joins it before starting anew.
@@ -509,6 +510,11 @@ static bool end_session(stkr__worker *w) {
   struct timespec ts;
   bool ended;
 
+  /* The deadline first: a drain pass already running reads it per record
+   * (drain.c), so it stops on time even before it sees the end request. */
+  atomic_store_explicit(&w->end_start_ns, start, memory_order_relaxed);
+  atomic_store_explicit(&w->stop_by_ns, start + budget / 2,
+                        memory_order_relaxed);
   /* No event may start after stop (later calls return -ENOTCONN, not
    * counted); quiesce waits out those in flight, so the final drain sees
    * every event that will be recorded. */
@@ -517,12 +523,7 @@ static bool end_session(stkr__worker *w) {
   wake_disarm();
 
   pthread_mutex_lock(&w->req_mu);
-  if (!w->end_requested) {
-    atomic_store_explicit(&w->end_start_ns, start, memory_order_relaxed);
-    atomic_store_explicit(&w->stop_by_ns, start + budget - budget / 4,
-                          memory_order_relaxed);
-    w->end_requested = true;
-  }
+  w->end_requested = true;
   pthread_mutex_unlock(&w->req_mu);
   stkr__wake_post(&w->wake);
 

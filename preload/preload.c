@@ -11,8 +11,11 @@
  *   caller) and fork mode "follow", each unless its STACKREC_* variable is
  *   set. It also attaches the main thread, so that its first event (maybe
  *   in a signal handler) does not have to parse /proc/self/maps.
- * - destructor: stkr_shutdown(), so the last events land and the session
- *   ends cleanly, within STACKREC_EXIT_MS (stackrec.h). glibc runs it from _dl_fini, after every atexit handler
+ * - destructor: stkr_shutdown_for_exit(), so the last events land and the
+ *   session ends cleanly, within STACKREC_EXIT_MS (stackrec.h); the worker
+ *   is not freed (the process is ending: freeing the symbolizer's debug
+ *   info would only add to the exit, on a thread that may be starved of CPU
+ *   by the app's own busy threads; what it holds stays reachable). glibc runs it from _dl_fini, after every atexit handler
  *   and after the program's own destructors: their hooked calls are still
  *   recorded. Calls made later (by libraries finalized after us) go
  *   straight to libc: the recorder answers -ENOTCONN.
@@ -205,7 +208,7 @@ __attribute__((destructor)) static void stkr__pl_dtor(void) {
       getpid() != g_pid)
     return;
   stkr__pl_guard++;
-  (void)stkr_shutdown();
+  (void)stkr_shutdown_for_exit();
   stkr__pl_guard--;
 }
 #else
