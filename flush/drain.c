@@ -427,6 +427,11 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   if (last) count_left_at_exit(w);
   if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
     write_batch(w, last);
-  if (last) stkr__seg_close(&w->seg);
+  if (last) {
+    /* Our last file is closed now: the directory's cap may take it into
+     * account (and trim what others left) once more. */
+    stkr__seg_close(&w->seg);
+    stkr__seg_enforce_cap(&w->seg);
+  }
   publish(w);
 }
