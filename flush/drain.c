@@ -363,9 +363,9 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
 
 /* ---- the exit deadline ---------------------------------------------------
  * The one place that decides how an ending session spends its budget (see
- * worker.h). Relaxed loads: stop_by_ns and end_start_ns are plain values
- * stored before the wake that made this pass run (and re-read every record,
- * so a pass already running when the end was requested picks them up). */
+ * worker.h). Relaxed loads: stop_by_ns is a plain value stored before the
+ * wake that made this pass run (and re-read every record,
+ * so a pass already running when the end was requested picks it up). */
 
 bool stkr__drain_past_deadline(stkr__worker *w) {
   uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
@@ -373,13 +373,14 @@ bool stkr__drain_past_deadline(stkr__worker *w) {
 }
 
 bool stkr__drain_may_symbolize(stkr__worker *w) {
-  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
-  if (stop == 0) return true;
-  uint64_t start = atomic_load_explicit(&w->end_start_ns, memory_order_relaxed);
-  /* One resolution can cost ~50 ms (libc's debug info, once): none is
-   * started after the first half of the drain time (a quarter of the
-   * budget), the rest stays for draining, encoding and writing. */
-  return stkr__clock_mono_ns() < start + (stop - start) / 2;
+  /* Once the session is ending, no new resolution starts: one can cost
+   * ~50-100 ms (the first stack into libc loads its debug info), the whole
+   * default budget, and cannot be interrupted; a worker caught in it would
+   * miss the end and lose every event still in the rings. Stacks first
+   * seen now keep their PCs and the image list (`stackrec symbolize`
+   * resolves them later); a program that flushes before it ends (or runs
+   * longer than a flush interval) has its stacks resolved by then. */
+  return atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) == 0;
 }
 
 /* The final pass: what the rings still hold (pushed but never consumed) is

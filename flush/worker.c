@@ -512,7 +512,6 @@ static bool end_session(stkr__worker *w) {
 
   /* The deadline first: a drain pass already running reads it per record
    * (drain.c), so it stops on time even before it sees the end request. */
-  atomic_store_explicit(&w->end_start_ns, start, memory_order_relaxed);
   atomic_store_explicit(&w->stop_by_ns, start + budget / 2,
                         memory_order_relaxed);
   /* No event may start after stop (later calls return -ENOTCONN, not

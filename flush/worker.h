@@ -50,14 +50,13 @@ typedef struct stkr__worker {
   stkr__req *req_head, **req_tail;
   bool end_requested; /* caller -> worker: drain by stop_by_ns, then end */
   bool ended;         /* worker -> caller: last batch written, thread done */
-  /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none), and
-   * when the end began. Written once by the ending caller, before it stops
+  /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none).
+   * Written once by the ending caller, before it stops
    * the recorder; read by the worker per record, relaxed: a pass that
    * misses the store only drains a little longer, and the final pass runs
    * after end_requested was read under req_mu, which orders both stores
    * before it. */
   _Atomic uint64_t stop_by_ns;
-  _Atomic uint64_t end_start_ns;
 
   /* ---- worker-thread-only state ---- */
   stkr__stacktab stacks;
@@ -104,8 +103,8 @@ uint32_t stkr__new_epoch(void);
 /* Drain every ring into batches and write them. `last`: the end of the
  * session (always written, Batch.last set, segment closed). Every pass obeys
  * w->stop_by_ns when an end was requested: it stops consuming at that
- * deadline and stops resolving new stacks at a quarter of the budget (they
- * keep their PCs; `stackrec symbolize` resolves them later); the last pass
+ * deadline and resolves no new stack (they keep their PCs; `stackrec
+ * symbolize` resolves them later); the last pass
  * counts what it left in the rings as dropped_exit. This is the one place
  * that decides what an exit leaves behind. */
 void stkr__drain_all(stkr__worker *w, bool last);

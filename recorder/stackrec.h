@@ -77,8 +77,8 @@ typedef enum stkr_symbolize_mode {
  * so _exit; exec): recording stops first (later events return -ENOTCONN
  * and are not counted as attempted), then what the rings hold is written
  * until the budget runs out. Whatever is left then is counted as
- * dropped_exit; stacks first seen after the first quarter of the budget are
- * written unsymbolized (PCs and image list; `stackrec symbolize` resolves
+ * dropped_exit; stacks first seen while the session ends are written
+ * unsymbolized (PCs and image list; `stackrec symbolize` resolves
  * them later). There is no "unbounded" value: 0 means the default.
  *
  * STACKREC_APP_PATHS (environment only): colon-separated path prefixes of
