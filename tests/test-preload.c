@@ -357,6 +357,10 @@ static int setup(void **state) {
   unsetenv("STACKREC_CATEGORIES");
   unsetenv("STACKREC_FORK");
   unsetenv("STACKREC_DEPTH");
+  /* What gets recorded is checked here, not how fast the end is (that is
+   * tests/test-exit.c): on a loaded machine, or under a sanitizer, a
+   * process's end may need more than the default 100 ms budget. */
+  setenv("STACKREC_EXIT_MS", "5000", 1);
   unsetenv("LD_PRELOAD");
 #if defined(__SANITIZE_ADDRESS__)
   {
