@@ -24,8 +24,9 @@
  *   producers mid-event for at most a quarter of the budget, then ask the
  *   worker to end and wait for it until the whole budget is spent. The worker leaves what it could not drain in the
  *   rings, counted as dropped_exit (drain.c). A worker that still has not
- *   answered (a write stuck on a slow disk) is abandoned: never joined on
- *   an exit path; stkr_init joins it before starting anew.
+ *   answered (a write stuck on a slow disk) is abandoned: detached, never
+ *   waited for on an exit path; stkr_init waits for it and frees it before
+ *   starting anew.
  * - Producers never block on the worker: if it falls behind, rings fill and
  *   events are dropped and counted by recorder/.
  * - Stats: the worker's counters and the reaping of exited threads are
@@ -256,11 +257,14 @@ static void *worker_main(void *arg) {
 
     if (end) {
       stkr__drain_all(w, true);
-      /* Flushes that raced with the end see it as their barrier. */
+      /* Flushes that raced with the end see it as their barrier. `ended`
+       * is our last touch of w: once the ending caller (or a later
+       * stkr_init) sees it, it may free w. */
       pthread_mutex_lock(&w->req_mu);
+      for (stkr__req *r = list; r; r = r->next) r->done = true;
       w->ended = true;
+      pthread_cond_broadcast(&w->req_cv);
       pthread_mutex_unlock(&w->req_mu);
-      answer(w, list, 0);
       return NULL;
     }
     /* A timeout, a producer or a flush: one pass serves them all. */
@@ -572,13 +576,32 @@ static void freeze_stats(stkr__worker *w, bool ended) {
   pthread_mutex_unlock(&g_mu);
 }
 
-/* Join and free a worker abandoned by an earlier session end (not on an
- * exit path: this may wait for a write to finish). */
+/* After an end that did not free the worker: a thread that finished is
+ * joined at once (a finished, unjoined thread is a leak to tools such as
+ * TSan, and joining it waits for nothing); one still busy is detached, so
+ * that nothing ever has to wait for it on an exit path. Either way w stays
+ * in g_abandoned (reachable: not a leak either) until stkr_init. */
+static void abandon(stkr__worker *w, bool ended) {
+  if (ended)
+    pthread_join(w->thread, NULL);
+  else
+    pthread_detach(w->thread);
+  w->thread_gone = ended;
+  g_abandoned = w;
+}
+
+/* Free a worker left by an earlier session end (not on an exit path: this
+ * may wait for a detached worker's last write to finish). */
 static void reap_abandoned(void) {
   stkr__worker *w = g_abandoned;
   if (!w) return;
   g_abandoned = NULL;
-  pthread_join(w->thread, NULL);
+  if (!w->thread_gone) {
+    /* Detached: its last touch of w is setting `ended` (worker_main). */
+    pthread_mutex_lock(&w->req_mu);
+    while (!w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
+    pthread_mutex_unlock(&w->req_mu);
+  }
   worker_free(w);
 }
 
@@ -647,7 +670,7 @@ int stkr_shutdown(void) {
   ended = end_session(w);
   freeze_stats(w, ended);
   if (!ended) {
-    g_abandoned = w; /* stkr_init joins it; an exit never waits for it */
+    abandon(w, false); /* stkr_init frees it; an exit never waits for it */
     return -ETIMEDOUT;
   }
   pthread_join(w->thread, NULL);
@@ -662,9 +685,9 @@ int stkr_shutdown_for_exit(void) {
   if (!w) return no_session();
   ended = end_session(w);
   freeze_stats(w, ended);
-  /* Neither joined nor freed: the process is ending (free could wait on a
-   * malloc lock held by the thread this call interrupted). stkr_init joins
-   * and frees it if the process goes on after all. */
-  g_abandoned = w;
+  /* Not freed: the process is ending (free could wait on a malloc lock held
+   * by the thread this call interrupted). stkr_init frees it if the process
+   * goes on after all. */
+  abandon(w, ended);
   return ended ? 0 : -ETIMEDOUT;
 }

@@ -49,7 +49,10 @@ typedef struct stkr__worker {
   pthread_cond_t req_cv;
   stkr__req *req_head, **req_tail;
   bool end_requested; /* caller -> worker: drain by stop_by_ns, then end */
-  bool ended;         /* worker -> caller: last batch written, thread done */
+  bool ended;         /* worker -> caller: last batch written, thread done
+                         with w (its last touch of it) */
+  bool thread_gone;   /* an abandoned worker's thread was joined (else
+                         detached); controlling thread only */
   /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none).
    * Written once by the ending caller, before it stops
    * the recorder; read by the worker per record, relaxed: a pass that
