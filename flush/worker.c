@@ -17,8 +17,11 @@
  *   waits on a condvar until the worker answers. The worker answers a flush
  *   only after a full drain pass whose batches have been through write(2),
  *   so the caller's barrier holds.
- * - The end of a session (stkr_shutdown, stkr_shutdown_for_exit) is bounded
- *   by exit_ms: set the worker's drain deadline (stop_by_ns, half the
+ * - stkr_shutdown ends a session completely: stop accepting events, wait
+ *   out producers mid-event (at most 100 ms), then let the worker drain,
+ *   symbolize and write everything the rings hold, and join it.
+ * - stkr_shutdown_for_exit (the preload library's exit, _exit and exec
+ *   paths) is bounded by exit_ms instead: set the worker's drain deadline (stop_by_ns, half the
  *   budget: the other half is for encoding and writing on a CPU the app's
  *   busy threads may leave little of), stop accepting events, wait out
  *   producers mid-event for at most a quarter of the budget, then ask the
@@ -26,7 +29,9 @@
  *   rings, counted as dropped_exit (drain.c). A worker that still has not
  *   answered (a write stuck on a slow disk) is abandoned: detached, never
  *   waited for on an exit path; stkr_init waits for it and frees it before
- *   starting anew.
+ *   starting anew. An ended worker is joined but not freed (the process is
+ *   about to end: free could wait on a malloc lock held by the thread an
+ *   _exit from a signal handler interrupted).
  * - Producers never block on the worker: if it falls behind, rings fill and
  *   events are dropped and counted by recorder/.
  * - Stats: the worker's counters and the reaping of exited threads are
@@ -503,11 +508,14 @@ fail:
 
 /* ---- the end of a session ------------------------------------------------ */
 
-/* Stop recording and have the worker end the session within exit_ms (see
- * the design note at the top). @return true if the worker ended it (its
- * thread is done and may be joined), false if it was still busy when the
- * budget ran out. Takes no lock an app thread may hold (only ours). */
-static bool end_session(stkr__worker *w) {
+/* Stop recording and have the worker end the session (see the design note
+ * at the top). `bounded`: within exit_ms; otherwise completely (everything
+ * in the rings drained and symbolized; producers are stopped first, so this
+ * still never waits on threads that keep producing). @return true if the
+ * worker ended it (its thread is done with w and may be joined), false if
+ * it was still busy when the budget ran out. Takes no lock an app thread
+ * may hold (only ours). */
+static bool end_session(stkr__worker *w, bool bounded) {
   uint64_t budget = (uint64_t)w->cfg.exit_ms * 1000000u;
   uint64_t start = stkr__clock_mono_ns(), give_up = start + budget;
   unsigned quiesce_ms = w->cfg.exit_ms / 4 < 100 ? w->cfg.exit_ms / 4 : 100;
@@ -516,8 +524,11 @@ static bool end_session(stkr__worker *w) {
 
   /* The deadline first: a drain pass already running reads it per record
    * (drain.c), so it stops on time even before it sees the end request. */
-  atomic_store_explicit(&w->stop_by_ns, start + budget / 2,
-                        memory_order_relaxed);
+  if (bounded)
+    atomic_store_explicit(&w->stop_by_ns, start + budget / 2,
+                          memory_order_relaxed);
+  else
+    quiesce_ms = 100;
   /* No event may start after stop (later calls return -ENOTCONN, not
    * counted); quiesce waits out those in flight, so the final drain sees
    * every event that will be recorded. */
@@ -535,6 +546,7 @@ static bool end_session(stkr__worker *w) {
    * slices against the monotonic deadline: a wall-clock jump then cannot
    * stretch the exit. */
   pthread_mutex_lock(&w->req_mu);
+  while (!bounded && !w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
   while (!w->ended) {
     uint64_t now = stkr__clock_mono_ns();
     if (now >= give_up) break;
@@ -667,12 +679,8 @@ int stkr_shutdown(void) {
   bool ended;
 
   if (!w) return no_session();
-  ended = end_session(w);
+  ended = end_session(w, false);
   freeze_stats(w, ended);
-  if (!ended) {
-    abandon(w, false); /* stkr_init frees it; an exit never waits for it */
-    return -ETIMEDOUT;
-  }
   pthread_join(w->thread, NULL);
   worker_free(w);
   return 0;
@@ -683,7 +691,7 @@ int stkr_shutdown_for_exit(void) {
   bool ended;
 
   if (!w) return no_session();
-  ended = end_session(w);
+  ended = end_session(w, true);
   freeze_stats(w, ended);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process

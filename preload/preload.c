@@ -22,9 +22,9 @@
  * - fork: the recorder follows (fork mode "follow"): a child's first event
  *   starts its own worker and files, in the same directory. A child that
  *   records nothing writes nothing.
- * - exec (execve and friends): a process that is recording shuts the
- *   recorder down first (bounded by STACKREC_EXIT_MS; its files end
- *   cleanly); the new image's constructor starts again, same pid, as a new
+ * - exec (execve and friends): a process that is recording ends its
+ *   session first (stkr_shutdown_for_exit, bounded by STACKREC_EXIT_MS; its
+ *   files end cleanly); the new image's constructor starts again, same pid, as a new
  *   session. If the exec fails, recording restarts, errno preserved.
  * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
  *   session first with stkr_shutdown_for_exit(): recording stops (the
@@ -249,9 +249,9 @@ static int pre_exec(void) {
   stkr__pl_guard++;
   /* -ENOTCONN unless this process runs a worker (a forked child that has
    * not recorded yet has none: nothing to end, and it will not start
-   * recording in this image any more). -ETIMEDOUT: ended, on time, with a
-   * worker left behind that the restart after a failed exec joins. */
-  was = stkr_shutdown() != -ENOTCONN;
+   * recording in this image any more). Bounded, like every end of a process
+   * image; if the exec fails, the restart's stkr_init frees what it left. */
+  was = stkr_shutdown_for_exit() != -ENOTCONN;
   stkr__pl_guard--;
   errno = saved;
   return was;

@@ -72,14 +72,9 @@ typedef enum stkr_symbolize_mode {
  *                                                 ("inproc", "offline", "none")
  *   exit_ms             STACKREC_EXIT_MS          100 (1 to 60000)
  *
- * exit_ms bounds the end of a session (stkr_shutdown, and so exit or a
- * return from main under the preload library; stkr_shutdown_for_exit, and
- * so _exit; exec): recording stops first (later events return -ENOTCONN
- * and are not counted as attempted), then what the rings hold is written
- * until the budget runs out. Whatever is left then is counted as
- * dropped_exit; stacks first seen while the session ends are written
- * unsymbolized (PCs and image list; `stackrec symbolize` resolves
- * them later). There is no "unbounded" value: 0 means the default.
+ * exit_ms bounds stkr_shutdown_for_exit(), which the preload library calls
+ * at exit, return from main, _exit and exec (see there). There is no
+ * "unbounded" value: 0 means the default.
  *
  * STACKREC_APP_PATHS (environment only): colon-separated path prefixes of
  * the app's own images; with the main executable they are the "app" frames
@@ -156,24 +151,33 @@ typedef struct stkr_stats {
 int stkr_init(const stkr_config *cfg);
 
 /*
- * Stop recording: later events are ignored (-ENOTCONN, not counted); the
- * events recorded before the call are drained and written within exit_ms
- * (what does not fit is counted as dropped_exit), the segment is closed and
- * the worker joined and freed.
- * @return 0; -ENOTCONN when not recording; -ETIMEDOUT when the worker was
- *         still busy (a write stuck on a slow disk) when exit_ms ran out:
- *         recording has stopped and the call returned on time, the worker
- *         finishes on its own and the next stkr_init() joins it.
+ * Stop recording: later events are ignored (-ENOTCONN, not counted); every
+ * event recorded before the call is drained, symbolized and written, the
+ * segment closed and the worker joined and freed. Producers are stopped
+ * first, so this never waits on threads that keep recording, but its time
+ * grows with what the rings hold (and with symbol loading in inproc mode):
+ * when the process is about to end, use stkr_shutdown_for_exit() instead.
+ * @return 0, or -ENOTCONN when not recording.
  */
 int stkr_shutdown(void);
 
 /*
- * stkr_shutdown for a process that is about to end without destructors
- * (_exit, a fatal-signal handler): the same bounded end of the session, but
- * the worker is neither joined nor freed, so no lock outside the recorder's
- * own (malloc's, say) is taken. Do not call it from a signal handler that
- * interrupted a stkr_init/stkr_flush/stkr_shutdown call. A later stkr_init()
- * frees what it left. @return as stkr_shutdown.
+ * The end of a session for a process that is about to end (exit, a return
+ * from main, _exit, exec, a fatal-signal handler), bounded by exit_ms:
+ * recording stops (later events return -ENOTCONN at once, not counted, on
+ * the threads that keep running until the process is gone); the rings are
+ * drained until half the budget; stacks first seen now are written
+ * unsymbolized (one resolution can cost the whole budget; PCs and the image
+ * list stay, `stackrec symbolize` resolves them later; a stkr_flush() before
+ * resolves everything); what is still in the rings is counted as
+ * dropped_exit, and the last batch carries the totals. The worker is not
+ * freed (no malloc lock is taken: it may be held by the thread an _exit
+ * from a signal handler interrupted); a later stkr_init() frees it. Do not
+ * call it from a signal handler that interrupted another stkr_ control call.
+ * @return 0; -ENOTCONN when not recording; -ETIMEDOUT when the worker could
+ *         not even write the last batch in time (a CPU starved by the app's
+ *         busy threads, a write stuck on a slow disk): recording has stopped
+ *         and the call returned on time, and the session lacks its end mark.
  */
 int stkr_shutdown_for_exit(void);
 
