@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -59,6 +60,15 @@ int stkr__fd_high(int fd) {
   }
   (void)close(fd);
   return high;
+}
+
+DIR *stkr__opendir_high(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d;
+  if (fd < 0) return NULL;
+  fd = stkr__fd_high(fd);
+  if (!(d = fdopendir(fd))) (void)close(fd);
+  return d;
 }
 
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino) {

@@ -18,6 +18,7 @@
 #ifndef STKR_FLUSH_INTERNAL_H
 #define STKR_FLUSH_INTERNAL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -140,6 +141,10 @@ int stkr__fd_floor(void);
  * close the original; if nothing is free there, to 10 or above; if that
  * fails too, keep fd. @return the descriptor to use (fd if < 0). */
 int stkr__fd_high(int fd);
+/* opendir() whose descriptor is high and close-on-exec too: a scan is
+ * short, but the app may closerange() and reuse a low number meanwhile,
+ * and our closedir() must not close its file. NULL with errno set. */
+DIR *stkr__opendir_high(const char *path);
 /* fd's identity (device, inode), remembered at open. 0 or -errno. */
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Is fd still the file whose identity we remembered? 0 (and *st filled),

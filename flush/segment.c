@@ -62,7 +62,7 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
   /* Continue after files an earlier process with our pid left behind
    * (containers recycle small pids). A directory we cannot list is not an
    * error here: O_EXCL still protects those files. */
-  d = opendir(dir);
+  d = stkr__opendir_high(dir);
   if (!d) return 0;
   while ((de = readdir(d)) != NULL) {
     uint32_t p, q;
@@ -247,7 +247,7 @@ static int cap_older(const void *a, const void *b) {
  * of all of them plus ours. NULL (nothing to do) when the directory cannot
  * be listed or memory is short: the cap is then enforced at a later scan. */
 static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
-  DIR *d = opendir(s->dir);
+  DIR *d = stkr__opendir_high(s->dir);
   struct dirent *de;
   capfile *v = NULL;
   size_t n = 0, cap = 0;
