@@ -51,6 +51,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload/preload.h"
@@ -167,7 +168,39 @@ static int start_recording(void) {
   return 0;
 }
 
-static void atfork_child(void) { g_pid = getpid(); }
+/* The end of this process image: 0 not begun, 1 under way, 2 done. The
+ * destructor and _exit may race (exit() on one thread, _exit on another,
+ * or two threads calling _exit): the first one ends the session, the others
+ * wait for it (bounded by STACKREC_EXIT_MS, as the first one is) instead of
+ * ending it twice or killing the process in the middle of its last write. */
+static _Atomic int g_end_state;
+
+static void atfork_child(void) {
+  g_pid = getpid();
+  atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+}
+
+/* Once per process image; see g_end_state. The caller checked ready, the
+ * pid and (except the destructor) the guard. */
+static void end_once(void) {
+  int expected = 0;
+  if (atomic_compare_exchange_strong_explicit(&g_end_state, &expected, 1,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire)) {
+    stkr__pl_guard++;
+    (void)stkr_shutdown_for_exit();
+    stkr__pl_guard--;
+    /* Release: pairs with the acquire loads of the waiters below. */
+    atomic_store_explicit(&g_end_state, 2, memory_order_release);
+    return;
+  }
+  /* Another thread is ending the session (this thread is not: its guard
+   * would have kept it out). */
+  while (atomic_load_explicit(&g_end_state, memory_order_acquire) == 1) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 #ifndef STKR_PRELOAD_CAPTURE_BACKTRACE
 __attribute__((constructor)) static void stkr__pl_ctor(void) {
@@ -207,9 +240,7 @@ __attribute__((destructor)) static void stkr__pl_dtor(void) {
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
       getpid() != g_pid)
     return;
-  stkr__pl_guard++;
-  (void)stkr_shutdown_for_exit();
-  stkr__pl_guard--;
+  end_once();
 }
 #else
 /* The benchmark's backtrace() reference records nothing: configuration
@@ -375,9 +406,7 @@ static void pre_exit(void) {
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
       stkr__pl_guard || getpid() != g_pid)
     return;
-  stkr__pl_guard++;
-  (void)stkr_shutdown_for_exit();
-  stkr__pl_guard--;
+  end_once();
 }
 
 void _exit(int status) {
