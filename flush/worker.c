@@ -569,16 +569,18 @@ static bool end_session(stkr__worker *w, bool bounded) {
   return ended;
 }
 
-/* Stats of a session that ended (or was abandoned: then whatever is not
- * accounted for yet is reported as dropped_exit, so that the frozen stats
- * still add up; the abandoned worker may write some of it later). */
-static void freeze_stats(stkr__worker *w, bool ended) {
+/* Stats of a session that ended. Whatever is not accounted for yet is
+ * reported as dropped_exit, so that the frozen stats add up: events of a
+ * worker abandoned at its deadline (it may still write some of them), or
+ * of a producer that outlived the quiesce and pushed after the final
+ * drain. */
+static void freeze_stats(stkr__worker *w) {
   stkr_stats final;
   pthread_mutex_lock(&g_mu);
   pthread_mutex_lock(&w->stats_mu);
   stkr__stats_compute(w, &final);
   pthread_mutex_unlock(&w->stats_mu);
-  if (!ended && final.attempted > final.written + final.dropped) {
+  if (final.attempted > final.written + final.dropped) {
     uint64_t gap = final.attempted - final.written - final.dropped;
     final.dropped_exit += gap;
     final.dropped += gap;
@@ -676,11 +678,10 @@ static int no_session(void) {
 
 int stkr_shutdown(void) {
   stkr__worker *w = g_state;
-  bool ended;
 
   if (!w) return no_session();
-  ended = end_session(w, false);
-  freeze_stats(w, ended);
+  (void)end_session(w, false); /* unbounded: always ends */
+  freeze_stats(w);
   pthread_join(w->thread, NULL);
   worker_free(w);
   return 0;
@@ -692,7 +693,7 @@ int stkr_shutdown_for_exit(void) {
 
   if (!w) return no_session();
   ended = end_session(w, true);
-  freeze_stats(w, ended);
+  freeze_stats(w);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */
