@@ -62,6 +62,10 @@
 
 #include "flush/worker.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* ---- logging ---------------------------------------------------------- */
 
 #define STKR__LOG_INTERVAL_S 60
@@ -242,6 +246,8 @@ static void *worker_main(void *arg) {
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
+  if (stkr__stack_bounds(&w->stack_lo, &w->stack_hi) != 0)
+    w->stack_lo = w->stack_hi = 0;
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "stackrec-flush");
 #elif defined(__APPLE__)
@@ -454,6 +460,16 @@ static int start_recorder(stkr__worker *w) {
 static void atfork_child(void) {
   stkr__worker *w = g_state ? g_state : g_abandoned;
   if (w) stkr__seg_forget_inherited(&w->seg);
+#if defined(__SANITIZE_ADDRESS__)
+  /* The parent's worker may have been in the middle of building something
+   * (a symbol module) that only its stack points to; that stack is still
+   * mapped here but belongs to no thread, so LeakSanitizer would call it a
+   * leak at this child's exit. Scan it as a root: it is inherited state,
+   * leaked by design. */
+  if (w && w->stack_hi > w->stack_lo)
+    __lsan_register_root_region((const void *)w->stack_lo,
+                                w->stack_hi - w->stack_lo);
+#endif
   g_inherited = g_state;
   g_state = NULL;
   g_abandoned = NULL; /* its thread does not exist here */

@@ -42,6 +42,9 @@ typedef struct stkr__worker {
    * deadline. No descriptor (wake.h). ---- */
   stkr__wake wake;
   pthread_t thread;
+  /* The worker thread's stack, written by it at start; read only by a
+   * forked child's atfork handler (see there). */
+  uintptr_t stack_lo, stack_hi;
 
   /* ---- requests: req_mu protects the queue, every req->done and the
    * end-of-session fields below ---- */
