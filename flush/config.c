@@ -148,6 +148,7 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   c.payload_max = STKR__DEFAULT_PAYLOAD_MAX;
   c.fork_mode = STKR_FORK_DISABLE;
   c.symbolize = STKR_SYMBOLIZE_INPROC;
+  c.exit_ms = STKR__DEFAULT_EXIT_MS;
 
   /* Environment. Upper bounds keep values within the struct's types and
    * the recorder's hard caps; a 1 TiB ring is not a typo we want to mmap. */
@@ -175,6 +176,12 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
                      &set)))
     return err;
   if (set) c.payload_max = (unsigned)x;
+  /* No "unbounded" value: an exit that waits on the recorder is exactly
+   * what the budget prevents (stackrec.h). */
+  if ((err = env_num("STACKREC_EXIT_MS", false, 1, STKR__MAX_EXIT_MS, &x,
+                     &set)))
+    return err;
+  if (set) c.exit_ms = (unsigned)x;
   if ((v = env("STACKREC_FORK")) != NULL) {
     if (strcasecmp(v, "disable") == 0) c.fork_mode = STKR_FORK_DISABLE;
     else if (strcasecmp(v, "follow") == 0) c.fork_mode = STKR_FORK_FOLLOW;
@@ -237,6 +244,12 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
       return bad_field("symbolize", (unsigned long long)in->symbolize,
                        "expected STKR_SYMBOLIZE_INPROC, _OFFLINE or _NONE");
     c.symbolize = in->symbolize;
+  }
+
+  if (in->exit_ms) {
+    if (in->exit_ms > STKR__MAX_EXIT_MS)
+      return bad_field("exit_ms", in->exit_ms, "above one minute");
+    c.exit_ms = in->exit_ms;
   }
 
   /* Rounded up to a power of two (the ring masks offsets) and to a size

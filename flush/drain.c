@@ -58,6 +58,10 @@ static void fill_counters(stkr__worker *w, Stackrec__Counters *c) {
   c->written = st.written;
   c->dropped_write_error = st.dropped_write_error;
   c->segments_deleted = st.segments_deleted;
+  c->dropped_ring_full = st.dropped_ring_full;
+  c->dropped_reentrant = st.dropped_reentrant;
+  c->dropped_other = st.dropped_other;
+  c->dropped_exit = st.dropped_exit;
 }
 
 static void publish(stkr__worker *w) {
@@ -125,9 +129,11 @@ static void write_batch(stkr__worker *w, bool last) {
       h->config = c;
       h->arch = (char *)stkr__arch_name();
       h->parent_pid = w->parent_pid;
-      /* The session file's id: recovery matches segments to ring files by
-       * it (another branch may set it too; the same value). */
+      /* One id names the session in its segments and its ring files:
+       * recovery matches them by it. */
       h->session_id = w->session_id;
+      h->session_first_seq = w->session_first_seq;
+      h->dir_recreated = w->seg.dir_recreated;
       B->header = h;
     }
     if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
@@ -154,6 +160,7 @@ static void write_batch(stkr__worker *w, bool last) {
    * failure the next segment's first batch carries it. */
   w->imgs_gen_sent = w->imgs.gen;
   if (err == 0) {
+    if (w->seg_first) w->seg.dir_recreated = false; /* said in this Header */
     w->seg_first = false;
     /* Cap first, while this file is still the protected current one, then
      * close it if full: a closed segment is complete on disk. */
@@ -183,8 +190,15 @@ static void write_batch(stkr__worker *w, bool last) {
   publish(w);
 }
 
+/* While a session ends, batches are cut at this many events, so that what
+ * is pending when the drain deadline passes encodes in a millisecond or so
+ * (a full batch of 65536 takes tens of ms on a starved core). */
+#define STKR__EXIT_BATCH_EVENTS 4096u
+
 static void maybe_write_full(stkr__worker *w) {
-  if (stkr__batch_full(&w->bb)) {
+  if (stkr__batch_full(&w->bb) ||
+      (w->bb.n >= STKR__EXIT_BATCH_EVENTS &&
+       atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) != 0)) {
     write_batch(w, false);
     batch_begin(w);
   }
@@ -278,7 +292,8 @@ static void add_record(stkr__worker *w, stkr__thread *t,
                                 (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
   if (stack) {
     stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
-    if (stack > known && w->symc) symbolize_stack(w, s);
+    if (stack > known && w->symc && stkr__drain_may_symbolize(w))
+      symbolize_stack(w, s);
     /* Its strings and frames first: a reader resolves the stack's frames
      * when it applies the StackDef. */
     if (s->epoch != w->epoch &&
@@ -306,7 +321,7 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   const stkr__record *r;
   for (;;) {
     if ((r = stkr__ring_peek(&t->ring)) == NULL) return true;
-    if (seen >= budget) return false;
+    if (seen >= budget || stkr__drain_past_deadline(w)) return false;
     seen += r->size;
     maybe_write_full(w);
     add_record(w, t, r);
@@ -314,6 +329,7 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
      * batch's write (release_all). */
     stkr__ring_consume(&t->ring, r);
     t->w_consumed++;
+    w->consumed++;
   }
 }
 
@@ -390,6 +406,55 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   }
 }
 
+/* ---- the exit deadline ---------------------------------------------------
+ * The one place that decides how an ending session spends its budget (see
+ * worker.h). Relaxed loads: stop_by_ns is a plain value stored before the
+ * wake that made this pass run (and re-read every record,
+ * so a pass already running when the end was requested picks it up). */
+
+bool stkr__drain_past_deadline(stkr__worker *w) {
+  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
+  return stop != 0 && stkr__clock_mono_ns() >= stop;
+}
+
+bool stkr__drain_may_symbolize(stkr__worker *w) {
+  /* Once the session is ending, no new resolution starts: one can cost
+   * ~50-100 ms (the first stack into libc loads its debug info), the whole
+   * default budget, and cannot be interrupted; a worker caught in it would
+   * miss the end and lose every event still in the rings. Stacks first
+   * seen now keep their PCs and the image list (`stackrec symbolize`
+   * resolves them later); a program that flushes before it ends (or runs
+   * longer than a flush interval) has its stacks resolved by then. */
+  return atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) == 0;
+}
+
+/* The final pass: what the rings still hold (pushed but never consumed)
+ * when the exit's deadline stopped the drain. In a ring file (crash-proof
+ * rings) it is not lost: the file stays, and recovery writes it out later
+ * (stackrec record, stackrec recover, the next stkr_init): counted as
+ * pending_recovery. In an anonymous ring it dies with the process: counted
+ * as dropped_exit, so attempted == written + dropped + pending stays exact.
+ * Reaped threads were drained to the end before they were reaped. */
+static void count_left_at_exit(stkr__worker *w) {
+  uint64_t lost = 0, kept = 0;
+  stkr__thread *t;
+
+  for (t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    /* Relaxed: a producer that outlived the quiesce may still push; what
+     * it pushes after this read is the frozen stats' gap (worker.c). */
+    uint64_t pushed = atomic_load_explicit(&t->pushed, memory_order_relaxed);
+    uint64_t left = pushed > t->w_consumed ? pushed - t->w_consumed : 0;
+    if (t->ring.session != 0)
+      kept += left;
+    else
+      lost += left;
+  }
+  pthread_mutex_lock(&w->stats_mu);
+  w->dropped_exit = lost;
+  w->pending_recovery = kept;
+  pthread_mutex_unlock(&w->stats_mu);
+}
+
 void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__thread *t, *next;
   int err;
@@ -404,6 +469,10 @@ void stkr__drain_all(stkr__worker *w, bool last) {
 
   batch_begin(w);
   for (t = stkr__threads_first(); t; t = next) {
+    /* Past an exit's deadline, not even the bookkeeping of the remaining
+     * threads (reaping unmaps, which is slow with many threads running):
+     * what their rings hold is counted by count_left_at_exit. */
+    if (stkr__drain_past_deadline(w)) break;
     next = stkr__threads_next(t); /* before drain_thread may reap t */
     drain_thread(w, t);
   }
@@ -420,11 +489,17 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   /* Batches with nothing new are not written: an idle app costs no disk.
    * A changed image list alone is worth a batch (symbolization of later
    * events needs it, and a crash may leave no later batch). */
+  if (last) count_left_at_exit(w);
   if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
     write_batch(w, last);
   else
     release_all(); /* read since the last write: wrap markers only */
-  if (last) stkr__seg_close(&w->seg);
+  if (last) {
+    /* Our last file is closed now: the directory's cap may take it into
+     * account (and trim what others left) once more. */
+    stkr__seg_close(&w->seg);
+    stkr__seg_enforce_cap(&w->seg);
+  }
   /* Ring files for threads about to start, after the reaping above has
    * handed its rings on (reusing them costs no file operation at all). */
   if (!last) stkr__ringfile_prefill();

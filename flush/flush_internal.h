@@ -9,11 +9,16 @@
  *   batch.c        drained records -> one Stackrec__Batch (column-wise)
  *   images_*.c     the list of loaded images
  *   symbolize*.c   PCs -> frames (symbolize.h), once per unique PC
- *   worker.c       the libuv loop, requests, drain, stats, fork
+ *   drain.c        rings -> batches -> segments; the exit deadline
+ *   wake_*.c       the worker's descriptor-free wake-up (wake.h)
+ *   fd.c           the recorder's own descriptors: high, close-on-exec,
+ *                  identity-checked
+ *   worker.c       the worker thread, requests, session end, stats, fork
  */
 #ifndef STKR_FLUSH_INTERNAL_H
 #define STKR_FLUSH_INTERNAL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +59,7 @@ typedef struct stkr__fconfig {
   stkr_fork_mode fork_mode;
   stkr_symbolize_mode symbolize;
   char *app_paths; /* malloc'd STACKREC_APP_PATHS, or NULL */
+  unsigned exit_ms; /* budget of the end of a session, 1..STKR__MAX_EXIT_MS */
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
@@ -63,6 +69,8 @@ typedef struct stkr__fconfig {
 #define STKR__DEFAULT_SEGMENT_BYTES (64ull << 20)
 #define STKR__DEFAULT_DISK_CAP_BYTES (1ull << 30)
 #define STKR__DEFAULT_PAYLOAD_MAX 256u
+#define STKR__DEFAULT_EXIT_MS 100u
+#define STKR__MAX_EXIT_MS 60000u
 
 /* Defaults <- environment <- non-zero fields of `in` (NULL: none). 0 or
  * -EINVAL (the offending variable or field named on stderr). On success
@@ -124,25 +132,46 @@ typedef struct stkr__images {
 int stkr__images_refresh(stkr__images *im);
 void stkr__images_free(stkr__images *im);
 
-/* ---- segments (segment.c) ------------------------------------------------ */
-typedef struct stkr__segfile {
-  uint32_t seq;
-  uint64_t bytes;
-} stkr__segfile;
+/* ---- our descriptors (fd.c) -----------------------------------------------
+ * See fd.c for why. */
+/* Where our descriptors go: min(soft RLIMIT_NOFILE, 4160) - 64 (half of a
+ * limit below 128), never below 10. */
+int stkr__fd_floor(void);
+/* Move fd (opened close-on-exec) to the floor or above, close-on-exec, and
+ * close the original; if nothing is free there, to 10 or above; if that
+ * fails too, keep fd. @return the descriptor to use (fd if < 0). */
+int stkr__fd_high(int fd);
+/* opendir() whose descriptor is high and close-on-exec too: a scan is
+ * short, but the app may closerange() and reuse a low number meanwhile,
+ * and our closedir() must not close its file. NULL with errno set. */
+DIR *stkr__opendir_high(const char *path);
+/* fd's identity (device, inode), remembered at open. 0 or -errno. */
+int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
+/* Is fd still the file whose identity we remembered? 0 (and *st filled),
+ * or -EBADF when it was closed or now names another file: the number is
+ * the app's then, never to be written, truncated or closed by us. */
+struct stat;
+int stkr__fd_check(int fd, uint64_t dev, uint64_t ino, struct stat *st);
 
+/* ---- segments (segment.c) ------------------------------------------------ */
 typedef struct stkr__segw {
   char *dir;               /* borrowed from the config */
   uint32_t pid;
   uint64_t segment_bytes, disk_cap_bytes;
-  int fd;                  /* current segment, -1 if none */
+  int fd;                  /* current segment (high, close-on-exec), or -1 */
+  uint64_t fd_dev, fd_ino; /* its identity at open (fd.c) */
   uint32_t seq;            /* seq of the current (or the last opened) file */
   uint64_t cur_bytes;      /* bytes of good frames in the current file */
-  /* This process's closed segments still on disk, oldest first. */
-  stkr__segfile *closed;
-  size_t n_closed, cap_closed;
-  uint64_t closed_bytes;
+  /* The disk cap scans the directory when a segment of ours closed or
+   * we wrote cap/16 bytes since the last scan (not per batch). */
+  bool cap_scan_due;
+  uint64_t bytes_since_scan;
+  /* Set when open_next had to recreate the directory; cleared by the
+   * worker once a Header carrying Header.dir_recreated is written. */
+  bool dir_recreated;
   /* Counters (the worker copies them into the stats). */
   uint64_t segments, segments_deleted, write_errors, bytes;
+  uint64_t fds_lost; /* current files whose descriptor the app took */
 } stkr__segw;
 
 /* `dir` must outlive the writer. Scans dir for older files of this pid so
@@ -162,10 +191,15 @@ int stkr__seg_open_next(stkr__segw *s);
  * possible and the file is closed, so the next batch starts a new segment.
  * 0 or -errno. */
 int stkr__seg_write(stkr__segw *s, const void *data, size_t len);
-/* Delete this process's oldest closed segments while the total is above
- * disk_cap_bytes (the current file is never deleted). */
+/* Keep the whole directory (every process's stackrec-*-*.zst) under
+ * disk_cap_bytes: delete the oldest closed segments first (by mtime, then
+ * name), another process's possibly open (newest) file only as a last
+ * resort, ours never. Scans only when due (see cap_scan_due). */
 void stkr__seg_enforce_cap(stkr__segw *s);
 void stkr__seg_free(stkr__segw *s);
+/* In a forked child (atfork handler: async-signal-safe, no malloc): close
+ * the inherited descriptor if it is still ours, and forget it. */
+void stkr__seg_forget_inherited(stkr__segw *s);
 
 /* ---- batch building (batch.c) -------------------------------------------- */
 /* Batches stay far below STKR_FMT_MAX_BATCH_BYTES: at most this many events

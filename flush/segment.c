@@ -5,7 +5,12 @@
  * one per batch, each written with one write(2). Rules:
  *  - files are created O_EXCL (never clobber: a recycled pid in a reused
  *    directory continues after the highest seq it finds), mode 0600,
- *    O_CLOEXEC so an exec'd child does not hold them;
+ *    close-on-exec so an exec'd child does not hold them, and moved to a
+ *    high descriptor number (fd.c);
+ *  - the descriptor is checked before every write (one fstat per batch):
+ *    if the app closed it or put another file at its number, we forget the
+ *    number (never close, truncate or write it: it is the app's now), note
+ *    it once, and the next batch opens a new file;
  *  - a file is closed as soon as it reaches segment_bytes, so a closed
  *    segment is complete on disk while the app still runs;
  *  - after a failed write the file is cut back to its last whole frame (best
@@ -13,8 +18,11 @@
  *    no whole frame is removed;
  *  - a file unlinked behind our back (directory removed) is abandoned, and
  *    the directory is recreated when the next file is opened;
- *  - the disk cap counts only this process's files that this writer created
- *    and deletes the oldest closed ones; the open file is never deleted.
+ *  - the disk cap is for the whole directory: every process's segments
+ *    count, the oldest closed ones go first; another process's newest file
+ *    (maybe still open) only as a last resort (that process notices the
+ *    unlink at its next batch and starts a new file); ours never. Each
+ *    process counts what it deleted.
  * Nothing here blocks other than on the file system, and nothing aborts:
  * errors are returned to the worker, which drops the batch and counts it.
  */
@@ -54,7 +62,7 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
   /* Continue after files an earlier process with our pid left behind
    * (containers recycle small pids). A directory we cannot list is not an
    * error here: O_EXCL still protects those files. */
-  d = opendir(dir);
+  d = stkr__opendir_high(dir);
   if (!d) return 0;
   while ((de = readdir(d)) != NULL) {
     uint32_t p, q;
@@ -66,26 +74,14 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
   return 0;
 }
 
-static int remember_closed(stkr__segw *s, uint32_t seq, uint64_t bytes) {
-  if (s->n_closed == s->cap_closed) {
-    size_t nc = s->cap_closed ? s->cap_closed * 2 : 16;
-    stkr__segfile *n = realloc(s->closed, nc * sizeof *n);
-    if (!n) return -ENOMEM;
-    s->closed = n;
-    s->cap_closed = nc;
-  }
-  s->closed[s->n_closed++] = (stkr__segfile){.seq = seq, .bytes = bytes};
-  s->closed_bytes += bytes;
-  return 0;
-}
-
 static void unlink_seq(stkr__segw *s, uint32_t seq) {
   char path[PATH_MAX];
   if (seg_path(s, seq, path, sizeof path) == 0) (void)unlink(path);
 }
 
-/* Close the current fd. `keep`: the file stays as a closed segment (counted
- * for the disk cap); otherwise it is gone or worthless. */
+/* Close the current fd. `keep`: the file stays as a closed segment (the
+ * disk cap then looks at the directory again); otherwise it is gone or
+ * worthless. */
 static void close_current(stkr__segw *s, bool keep) {
   if (s->fd < 0 || !s->dir) return;
   (void)close(s->fd); /* no retry on EINTR: Linux closes the fd anyway */
@@ -94,28 +90,49 @@ static void close_current(stkr__segw *s, bool keep) {
     unlink_seq(s, s->seq); /* no whole frame: nothing for a reader */
     keep = false;
   }
-  if (keep && remember_closed(s, s->seq, s->cur_bytes) != 0) {
-    /* Out of memory: the file stays, uncounted by the cap. */
-    stkr__log(STKR__LOG_OTHER, "out of memory tracking segment %u", s->seq);
-  }
+  if (keep) s->cap_scan_due = true;
   s->cur_bytes = 0;
 }
 
-bool stkr__seg_need_new(stkr__segw *s) {
+/* The app closed our descriptor or put its own file at that number: forget
+ * the number without touching it. Whole frames written so far stay in the
+ * file (it is still on disk, a closed segment as far as readers care). */
+static void lost_current(stkr__segw *s) {
+  stkr__log(STKR__LOG_OTHER,
+            "descriptor %d of %s/stackrec-%u-%06u.zst was closed or replaced "
+            "by the program; continuing in a new file",
+            s->fd, s->dir, s->pid, s->seq);
+  s->fd = -1;
+  s->fds_lost++;
+  s->cap_scan_due = true;
+  s->cur_bytes = 0;
+}
+
+/* 0: the current file is ours and linked; 1: it was unlinked (closed now);
+ * -1: the descriptor is not ours any more (forgotten now). */
+static int check_current(stkr__segw *s) {
   struct stat st;
+  if (stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) < 0) {
+    lost_current(s);
+    return -1;
+  }
+  if (st.st_nlink == 0) {
+    close_current(s, false);
+    return 1;
+  }
+  return 0;
+}
+
+bool stkr__seg_need_new(stkr__segw *s) {
   if (s->fd < 0) return true;
   if (s->cur_bytes >= s->segment_bytes) {
     close_current(s, true);
     return true;
   }
-  /* One fstat per batch: detects a file (or the whole directory) removed
-   * behind our back; writing on into an unlinked file would report success
-   * for data nobody can read. */
-  if (fstat(s->fd, &st) == 0 && st.st_nlink == 0) {
-    close_current(s, false);
-    return true;
-  }
-  return false;
+  /* One fstat per batch: detects a descriptor the app took over, and a
+   * file (or the whole directory) removed behind our back; writing on into
+   * an unlinked file would report success for data nobody can read. */
+  return check_current(s) != 0;
 }
 
 void stkr__seg_close(stkr__segw *s) { close_current(s, true); }
@@ -133,10 +150,17 @@ int stkr__seg_open_next(stkr__segw *s) {
     if ((err = seg_path(s, seq, path, sizeof path)) < 0) return err;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
+      fd = stkr__fd_high(fd);
+      if ((err = stkr__fd_identity(fd, &s->fd_dev, &s->fd_ino)) < 0) {
+        (void)close(fd);
+        (void)unlink(path);
+        return err;
+      }
       s->fd = fd;
       s->seq = seq;
       s->cur_bytes = 0;
       s->segments++;
+      if (made_dir) s->dir_recreated = true;
       return 0;
     }
     err = -errno;
@@ -163,6 +187,9 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
   int err = 0;
 
   if (s->fd < 0) return -EBADF;
+  /* Right before the write: the batch took a while to build, and the app
+   * may have taken the number meanwhile. */
+  if (check_current(s) != 0) return -EBADF;
   while (done < len) {
     ssize_t n = write(s->fd, p + done, len - done);
     if (n > 0) {
@@ -176,7 +203,17 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
   if (err == 0) {
     s->cur_bytes += len;
     s->bytes += len;
+    s->bytes_since_scan += len;
     return 0;
+  }
+  /* Whose descriptor failed? If the app closed or replaced it during the
+   * write, cutting it back would truncate the app's file: forget it. */
+  {
+    struct stat st;
+    if (stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) < 0) {
+      lost_current(s);
+      return err;
+    }
   }
   /* A torn frame would make `zstd -t` fail on this file and cost a reader
    * the checksum check of a frame; cut it off if we can. Either way the
@@ -188,32 +225,122 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
   return err;
 }
 
-void stkr__seg_enforce_cap(stkr__segw *s) {
-  size_t drop = 0;
-  while (drop < s->n_closed &&
-         s->closed_bytes + s->cur_bytes > s->disk_cap_bytes) {
-    char path[PATH_MAX];
-    stkr__segfile *f = &s->closed[drop++];
-    s->closed_bytes -= f->bytes;
-    if (seg_path(s, f->seq, path, sizeof path) != 0) continue;
-    if (unlink(path) == 0) {
-      s->segments_deleted++;
-    } else if (errno != ENOENT) {
-      /* Forget it anyway: retrying every batch would not help and the cap
-       * then counts only what we can manage. */
-      stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,
-                strerror(errno));
-    }
-  }
-  if (drop) {
-    memmove(s->closed, s->closed + drop, (s->n_closed - drop) * sizeof *s->closed);
-    s->n_closed -= drop;
-  }
+/* ---- the disk cap ---- */
+
+typedef struct capfile {
+  uint32_t pid, seq;
+  uint64_t bytes;
+  int64_t mtime_s, mtime_ns;
+  bool newest_of_pid; /* maybe another process's open file */
+} capfile;
+
+static int cap_older(const void *a, const void *b) {
+  const capfile *x = a, *y = b;
+  if (x->mtime_s != y->mtime_s) return x->mtime_s < y->mtime_s ? -1 : 1;
+  if (x->mtime_ns != y->mtime_ns) return x->mtime_ns < y->mtime_ns ? -1 : 1;
+  /* Same time (timestamps are coarse): by name, i.e. pid then seq. */
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-void stkr__seg_free(stkr__segw *s) {
-  close_current(s, true);
-  free(s->closed);
-  s->closed = NULL;
-  s->n_closed = s->cap_closed = 0;
+/* Every segment in the directory but our current one; *total gets the bytes
+ * of all of them plus ours. NULL (nothing to do) when the directory cannot
+ * be listed or memory is short: the cap is then enforced at a later scan. */
+static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
+  DIR *d = stkr__opendir_high(s->dir);
+  struct dirent *de;
+  capfile *v = NULL;
+  size_t n = 0, cap = 0;
+
+  *total = s->fd >= 0 ? s->cur_bytes : 0;
+  if (!d) return NULL;
+  while ((de = readdir(d)) != NULL) {
+    uint32_t pid, seq;
+    struct stat st;
+    if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) continue;
+    if (pid == s->pid && seq == s->seq && s->fd >= 0) continue;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
+      continue;
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      capfile *nv = realloc(v, nc * sizeof *nv);
+      if (!nv) {
+        free(v);
+        closedir(d);
+        return NULL;
+      }
+      v = nv;
+      cap = nc;
+    }
+    v[n++] = (capfile){.pid = pid, .seq = seq, .bytes = (uint64_t)st.st_size,
+#if defined(__APPLE__)
+                       .mtime_s = st.st_mtimespec.tv_sec,
+                       .mtime_ns = st.st_mtimespec.tv_nsec,
+#else
+                       .mtime_s = st.st_mtim.tv_sec,
+                       .mtime_ns = st.st_mtim.tv_nsec,
+#endif
+                       .newest_of_pid = false};
+    *total += (uint64_t)st.st_size;
+  }
+  closedir(d);
+  /* A pid's newest file may be open in a live process (ours is excluded
+   * above; our closed ones are never open). */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].pid == s->pid) continue;
+    bool newest = true;
+    for (size_t j = 0; j < n && newest; j++)
+      if (v[j].pid == v[i].pid && v[j].seq > v[i].seq) newest = false;
+    v[i].newest_of_pid = newest;
+  }
+  *n_out = n;
+  return v;
+}
+
+void stkr__seg_enforce_cap(stkr__segw *s) {
+  size_t n = 0;
+  uint64_t total;
+  capfile *v;
+
+  if (!s->dir) return;
+  if (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1)
+    return;
+  s->cap_scan_due = false;
+  s->bytes_since_scan = 0;
+  if (!(v = cap_scan(s, &n, &total))) return;
+  if (total > s->disk_cap_bytes) {
+    qsort(v, n, sizeof *v, cap_older);
+    /* Pass 0: closed segments, oldest first. Pass 1 (last resort): files
+     * that may be open in another process. */
+    for (int pass = 0; pass < 2 && total > s->disk_cap_bytes; pass++) {
+      for (size_t i = 0; i < n && total > s->disk_cap_bytes; i++) {
+        char path[PATH_MAX], name[64];
+        if (v[i].newest_of_pid != (pass == 1)) continue;
+        if (stkr_fmt_segment_name(name, sizeof name, v[i].pid, v[i].seq) < 0)
+          continue;
+        int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
+        if (k < 0 || (size_t)k >= sizeof path) continue;
+        if (unlink(path) == 0) {
+          s->segments_deleted++;
+          total -= v[i].bytes;
+        } else if (errno == ENOENT) {
+          total -= v[i].bytes; /* another process deleted it first */
+        } else {
+          stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,
+                    strerror(errno));
+        }
+      }
+    }
+  }
+  free(v);
+}
+
+void stkr__seg_free(stkr__segw *s) { close_current(s, true); }
+
+void stkr__seg_forget_inherited(stkr__segw *s) {
+  struct stat st;
+  if (s->fd >= 0 && stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) == 0)
+    (void)close(s->fd);
+  s->fd = -1;
 }

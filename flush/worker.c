@@ -1,29 +1,52 @@
 /*
  * worker.c: the flush worker: stkr_init/stkr_shutdown/stkr_flush/
- * stkr_stats_get, the libuv loop, and fork handling.
+ * stkr_stats_get, the worker thread's wait loop, the bounded end of a
+ * session, and fork handling.
  *
  * Design
- * - One worker thread per recording process runs a private uv_loop with
- *   three handles: a repeating uv_timer (drain every flush_interval_ms), a
- *   uv_async for producers (sent by a thread whose ring passed half full;
- *   uv_async_send is async-signal-safe, and libuv coalesces sends), and a
- *   uv_async for control requests. All draining, encoding and file I/O
- *   happens on that thread (drain.c), so none of it needs locks.
- * - stkr_flush/stkr_shutdown put a request on a mutex-protected queue, send
- *   the request async and wait on a condvar until the loop answers. The
- *   loop answers a flush only after a full drain pass whose batches have
- *   been through write(2), so the caller's barrier holds.
+ * - One worker thread per recording process. It waits on a stkr__wake
+ *   (wake.h: a semaphore, no descriptor) with the next periodic drain
+ *   (flush_interval_ms) as its deadline; producers post it when their ring
+ *   passes half full (async-signal-safe, coalesced), requests post it too.
+ *   Every wake-up runs one drain pass (drain.c). All draining, encoding and
+ *   file I/O happens on that thread, so none of it needs locks.
+ * - No event loop library: libuv's epoll fd, eventfd and signal pipes sit at
+ *   low descriptor numbers the app may close (libuv then aborts) and its
+ *   atfork handler touches descriptors in every child. See DEVELOPERS.md.
+ * - stkr_flush puts a request on a mutex-protected queue, posts the wake and
+ *   waits on a condvar until the worker answers. The worker answers a flush
+ *   only after a full drain pass whose batches have been through write(2),
+ *   so the caller's barrier holds.
+ * - stkr_shutdown ends a session completely: stop accepting events, wait
+ *   out producers mid-event (at most 100 ms), then let the worker drain,
+ *   symbolize and write everything the rings hold, and join it.
+ * - stkr_shutdown_for_exit (the preload library's exit, _exit and exec
+ *   paths) is bounded by exit_ms instead: set the worker's drain deadline (stop_by_ns, half the
+ *   budget: the other half is for encoding and writing on a CPU the app's
+ *   busy threads may leave little of), stop accepting events, wait out
+ *   producers mid-event for at most a quarter of the budget, then ask the
+ *   worker to end and wait for it until the whole budget is spent. The
+ *   worker leaves what it could not drain in the rings: in ring files it
+ *   is kept for recovery (pending_recovery), in anonymous rings it is
+ *   lost (dropped_exit; drain.c). A worker that still has not
+ *   answered (a write stuck on a slow disk) is abandoned: detached, never
+ *   waited for on an exit path; stkr_init waits for it and frees it before
+ *   starting anew. An ended worker is joined but not freed (the process is
+ *   about to end: free could wait on a malloc lock held by the thread an
+ *   _exit from a signal handler interrupted).
  * - Producers never block on the worker: if it falls behind, rings fill and
  *   events are dropped and counted by recorder/.
  * - Stats: the worker's counters and the reaping of exited threads are
  *   under stats_mu; stkr_stats_get sums the producers' counters over the
  *   registry under the same mutex, so it never reads a reaped thread.
- * - fork: in the child, only the forking thread exists and the parent's
- *   loop shares its epoll and eventfd with the parent. The atfork child
- *   handler therefore just forgets the inherited state (leaks it: closing
- *   anything through libuv would act on the parent's kernel objects); in
- *   follow mode the child's first event calls on_fork_child, which starts a
- *   new worker (new loop, thread and files, parent_pid in the Header).
+ * - fork: in the child, only the forking thread exists; the parent's mutexes
+ *   may be held by threads that do not exist there and its semaphore must
+ *   not be used (wake.h). The atfork child handler forgets the inherited
+ *   state (leaks its memory, closes nothing but our own segment descriptor,
+ *   once its identity is checked); in follow mode the child's first event
+ *   calls on_fork_child, which starts a new worker (fresh mutexes,
+ *   semaphore, thread and files, a new session id, parent_pid in the
+ *   Header).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
@@ -33,10 +56,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "flush/worker.h"
 #include "proto/stkr_recover.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 /* ---- logging ---------------------------------------------------------- */
 
@@ -93,13 +121,16 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static stkr__worker *g_state;
 static stkr_stats g_frozen;   /* the final stats of the last recording */
 static stkr__worker *g_inherited; /* a forked child's parent state (leaked) */
+/* A worker whose session end ran out of time: its thread may still be
+ * writing. Never joined on an exit path; stkr_init joins and frees it. */
+static stkr__worker *g_abandoned;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 /* The producers' wake target. wake_fn does inc(inflight); load(target);
- * send; dec(inflight). Shutdown does store(target, NULL); wait until
- * inflight == 0; only then frees the async handle. Both sides are seq_cst
- * (a Dekker pair): either the producer sees NULL, or shutdown sees its
- * inflight count and waits for the send to finish. */
+ * post; dec(inflight). Shutdown does store(target, NULL); wait until
+ * inflight == 0; only then may the worker (and its semaphore) be freed.
+ * Both sides are seq_cst (a Dekker pair): either the producer sees NULL, or
+ * shutdown sees its inflight count and waits for the post to finish. */
 static _Atomic(stkr__worker *) g_wake_target;
 static _Atomic unsigned g_wake_inflight;
 
@@ -107,12 +138,14 @@ static void wake_fn(void *arg) {
   (void)arg;
   atomic_fetch_add_explicit(&g_wake_inflight, 1, memory_order_seq_cst);
   stkr__worker *w = atomic_load_explicit(&g_wake_target, memory_order_seq_cst);
-  if (w) uv_async_send(&w->wake_async);
-  /* Release: pairs with the seq_cst load in wake_disarm; the send above is
-   * complete before shutdown may free the handle. */
+  if (w) stkr__wake_post(&w->wake);
+  /* Release: pairs with the seq_cst load in wake_disarm; the post above is
+   * complete before shutdown may free the semaphore. */
   atomic_fetch_sub_explicit(&g_wake_inflight, 1, memory_order_release);
 }
 
+/* Bounded by construction: a post is a few instructions and a syscall that
+ * never blocks, so inflight drops to 0 within microseconds. */
 static void wake_disarm(void) {
   atomic_store_explicit(&g_wake_target, NULL, memory_order_seq_cst);
   while (atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst) != 0)
@@ -132,8 +165,10 @@ void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
   o->dropped_reentrant = c.dropped_reentrant;
   o->dropped_other = c.dropped_other + w->dropped_worker;
   o->dropped_write_error = w->dropped_write_error;
+  o->dropped_exit = w->dropped_exit;
+  o->pending_recovery = w->pending_recovery;
   o->dropped = o->dropped_ring_full + o->dropped_reentrant +
-               o->dropped_write_error + o->dropped_other;
+               o->dropped_write_error + o->dropped_other + o->dropped_exit;
   /* dropped_worker events were pushed: they are in c.pushed already. */
   o->attempted = c.pushed + c.dropped_ring_full + c.dropped_reentrant +
                  c.dropped_other;
@@ -162,66 +197,85 @@ int stkr_stats_get(stkr_stats *out) {
   return 0;
 }
 
-/* ---- loop callbacks (worker thread) ----------------------------------- */
+/* ---- the worker thread --------------------------------------------------- */
 
-static void on_timer(uv_timer_t *h) { stkr__drain_all(h->data, false); }
-
-static void on_wake(uv_async_t *h) { stkr__drain_all(h->data, false); }
-
-static void on_req(uv_async_t *h) {
-  stkr__worker *w = h->data;
-  stkr__req *list, *r;
-
+/* Answer every request of `list` (after the stats were published: the
+ * caller's lock of req_mu orders its stkr_stats_get after our updates). */
+static void answer(stkr__worker *w, stkr__req *list, int result) {
   pthread_mutex_lock(&w->req_mu);
-  list = w->req_head;
-  w->req_head = NULL;
-  w->req_tail = &w->req_head;
-  pthread_mutex_unlock(&w->req_mu);
-
-  for (r = list; r; r = r->next) {
-    if (r->kind == STKR__REQ_FLUSH) {
-      stkr__drain_all(w, false);
-      r->result = w->io_error ? -EIO : 0;
-      w->io_error = false;
-    } else {
-      stkr__drain_all(w, true);
-      r->result = 0;
-      uv_close((uv_handle_t *)&w->timer, NULL);
-      uv_close((uv_handle_t *)&w->wake_async, NULL);
-      uv_close((uv_handle_t *)&w->req_async, NULL);
-    }
+  for (stkr__req *r = list; r; r = r->next) {
+    r->result = result;
+    r->done = true;
   }
-
-  /* Answer after the stats were published (drain_all did): the caller's
-   * lock of req_mu orders its stkr_stats_get after our updates. */
-  pthread_mutex_lock(&w->req_mu);
-  for (r = list; r; r = r->next) r->done = true;
   pthread_cond_broadcast(&w->req_cv);
   pthread_mutex_unlock(&w->req_mu);
 }
 
+static uint64_t interval_ns(const stkr__worker *w) {
+  return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
+}
+
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
+  uint64_t next_tick;
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
+  if (stkr__stack_bounds(&w->stack_lo, &w->stack_hi) != 0)
+    w->stack_lo = w->stack_hi = 0;
 #if defined(__linux__)
   pthread_setname_np(pthread_self(), "stackrec-flush");
 #elif defined(__APPLE__)
   pthread_setname_np("stackrec-flush");
 #endif
-  uv_run(&w->loop, UV_RUN_DEFAULT);
-  return NULL;
+  next_tick = stkr__clock_mono_ns() + interval_ns(w);
+  for (;;) {
+    stkr__req *list;
+    bool end;
+
+    (void)stkr__wake_wait(&w->wake, next_tick);
+    pthread_mutex_lock(&w->req_mu);
+    list = w->req_head;
+    w->req_head = NULL;
+    w->req_tail = &w->req_head;
+    end = w->end_requested;
+    pthread_mutex_unlock(&w->req_mu);
+
+    if (end) {
+      stkr__drain_all(w, true);
+      /* Flushes that raced with the end see it as their barrier. `ended`
+       * is our last touch of w: once the ending caller (or a later
+       * stkr_init) sees it, it may free w. */
+      pthread_mutex_lock(&w->req_mu);
+      for (stkr__req *r = list; r; r = r->next) r->done = true;
+      w->ended = true;
+      pthread_cond_broadcast(&w->req_cv);
+      pthread_mutex_unlock(&w->req_mu);
+      return NULL;
+    }
+    /* A timeout, a producer or a flush: one pass serves them all. */
+    stkr__drain_all(w, false);
+    if (list) {
+      answer(w, list, w->io_error ? -EIO : 0);
+      w->io_error = false;
+    }
+    uint64_t now = stkr__clock_mono_ns();
+    if (now >= next_tick) next_tick = now + interval_ns(w);
+  }
 }
 
-/* Send a request to the loop and wait for its answer. */
-static int request(stkr__worker *w, int kind) {
-  stkr__req r = {.kind = kind, .result = 0, .done = false, .next = NULL};
+/* Send a flush request and wait for its answer (unbounded: a barrier). */
+static int request_flush(stkr__worker *w) {
+  stkr__req r = {.result = 0, .done = false, .next = NULL};
   pthread_mutex_lock(&w->req_mu);
+  if (w->ended || w->end_requested) {
+    pthread_mutex_unlock(&w->req_mu);
+    return -ENOTCONN;
+  }
   *w->req_tail = &r;
   w->req_tail = &r.next;
   pthread_mutex_unlock(&w->req_mu);
-  uv_async_send(&w->req_async);
+  stkr__wake_post(&w->wake);
   pthread_mutex_lock(&w->req_mu);
   while (!r.done) pthread_cond_wait(&w->req_cv, &w->req_mu);
   pthread_mutex_unlock(&w->req_mu);
@@ -230,6 +284,7 @@ static int request(stkr__worker *w, int kind) {
 
 /* ---- create / destroy ------------------------------------------------- */
 
+/* Free everything but the thread (never started, or joined). */
 static void worker_free(stkr__worker *w) {
   /* Failure paths: no ring holds anything worth keeping (no-op after
    * stkr_shutdown closed the session). */
@@ -243,22 +298,11 @@ static void worker_free(stkr__worker *w) {
   if (w->cctx) ZSTD_freeCCtx(w->cctx);
   free(w->thread_seen);
   stkr__config_free(&w->cfg);
+  stkr__wake_destroy(&w->wake);
   pthread_mutex_destroy(&w->req_mu);
   pthread_cond_destroy(&w->req_cv);
   pthread_mutex_destroy(&w->stats_mu);
   free(w);
-}
-
-/* Close the loop's handles and the loop itself when the thread never ran
- * (or has been joined). */
-static void loop_teardown(stkr__worker *w, bool handles_open) {
-  if (handles_open) {
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    uv_close((uv_handle_t *)&w->wake_async, NULL);
-    uv_close((uv_handle_t *)&w->req_async, NULL);
-    uv_run(&w->loop, UV_RUN_DEFAULT); /* runs the close callbacks, returns */
-  }
-  (void)uv_loop_close(&w->loop);
 }
 
 /* The symbolizer's notes (an image whose file cannot be used): rate-limited
@@ -311,8 +355,8 @@ static void open_session(stkr__worker *w) {
               "are not crash-proof", w->cfg.dir, strerror(-err));
 }
 
-/* Build a worker (loop, handles, first segment file) without starting its
- * thread. Takes ownership of cfg->dir and cfg->app_paths. */
+/* Build a worker (wake, first segment file) without starting its thread.
+ * Takes ownership of cfg->dir and cfg->app_paths. */
 static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
                          stkr__worker **out) {
   stkr__worker *w = calloc(1, sizeof *w);
@@ -330,11 +374,20 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   w->parent_pid = parent_pid;
   w->start_mono_ns = stkr__clock_mono_ns();
   w->start_wall_ns = stkr__clock_wall_ns();
+  /* One id for the session's segments and its ring files (ringfile.c). */
   w->session_id = stkr__session_id_new();
   stkr__process_name(w->process_name, sizeof w->process_name);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);
+  if ((err = stkr__wake_init(&w->wake)) < 0) {
+    pthread_mutex_destroy(&w->req_mu);
+    pthread_cond_destroy(&w->req_cv);
+    pthread_mutex_destroy(&w->stats_mu);
+    stkr__config_free(&w->cfg);
+    free(w);
+    return err;
+  }
   w->req_tail = &w->req_head;
   w->epoch = stkr__new_epoch();
   w->seg_first = true;
@@ -372,6 +425,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
               w->cfg.dir, strerror(-err));
     goto fail;
   }
+  w->session_first_seq = w->seg.seq;
   open_session(w);
   (void)stkr__images_refresh(&w->imgs);
   if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC) {
@@ -381,27 +435,6 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     stkr__symbe_opts so = {.warn = sym_warn};
     if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
   }
-
-  if ((err = uv_loop_init(&w->loop)) < 0) goto fail;
-  if ((err = uv_timer_init(&w->loop, &w->timer)) < 0 ||
-      (err = uv_async_init(&w->loop, &w->wake_async, on_wake)) < 0) {
-    /* Nothing but possibly the timer is open; a timer needs no close
-     * callback to release memory we own, but the loop must see it closed. */
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    uv_run(&w->loop, UV_RUN_DEFAULT);
-    (void)uv_loop_close(&w->loop);
-    goto fail;
-  }
-  if ((err = uv_async_init(&w->loop, &w->req_async, on_req)) < 0) {
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    uv_close((uv_handle_t *)&w->wake_async, NULL);
-    uv_run(&w->loop, UV_RUN_DEFAULT);
-    (void)uv_loop_close(&w->loop);
-    goto fail;
-  }
-  w->timer.data = w->wake_async.data = w->req_async.data = w;
-  uv_timer_start(&w->timer, on_timer, w->cfg.flush_interval_ms,
-                 w->cfg.flush_interval_ms);
   *out = w;
   return 0;
 
@@ -446,12 +479,27 @@ static int start_recorder(stkr__worker *w) {
 /* ---- fork ------------------------------------------------------------- */
 
 /* Runs in the child right after fork, with only the forking thread alive.
- * Forget (leak) the parent's worker: its loop's epoll/eventfd are shared
- * with the parent, its mutexes may be held by threads that no longer
- * exist. Nothing here may lock or free. */
+ * Forget (leak) the parent's worker: its mutexes may be held by threads
+ * that no longer exist, its semaphore must not be used (wake.h). Nothing
+ * here may lock or free; close() is async-signal-safe, and the inherited
+ * segment descriptor is ours alone in this process (once its identity is
+ * checked: the app may have replaced it), so we do not keep it open. */
 static void atfork_child(void) {
+  stkr__worker *w = g_state ? g_state : g_abandoned;
+  if (w) stkr__seg_forget_inherited(&w->seg);
+#if defined(__SANITIZE_ADDRESS__)
+  /* The parent's worker may have been in the middle of building something
+   * (a symbol module) that only its stack points to; that stack is still
+   * mapped here but belongs to no thread, so LeakSanitizer would call it a
+   * leak at this child's exit. Scan it as a root: it is inherited state,
+   * leaked by design. */
+  if (w && w->stack_hi > w->stack_lo)
+    __lsan_register_root_region((const void *)w->stack_lo,
+                                w->stack_hi - w->stack_lo);
+#endif
   g_inherited = g_state;
   g_state = NULL;
+  g_abandoned = NULL; /* its thread does not exist here */
   memset(&g_frozen, 0, sizeof g_frozen);
   atomic_store_explicit(&g_wake_target, NULL, memory_order_relaxed);
   atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
@@ -483,13 +531,11 @@ static void on_fork_child(void) {
   }
   if ((err = worker_create(&cfg, parent->pid, &w)) < 0) goto fail;
   if ((err = start_recorder(w)) < 0) {
-    loop_teardown(w, true);
     worker_free(w);
     goto fail;
   }
   if ((err = worker_start(w)) < 0) {
     stkr__recorder_stop();
-    loop_teardown(w, true);
     worker_free(w);
     goto fail;
   }
@@ -503,6 +549,126 @@ fail:
             (int)getpid(), strerror(-err));
 }
 
+/* ---- the end of a session ------------------------------------------------ */
+
+/* Stop recording and have the worker end the session (see the design note
+ * at the top). `bounded`: within exit_ms; otherwise completely (everything
+ * in the rings drained and symbolized; producers are stopped first, so this
+ * still never waits on threads that keep producing). @return true if the
+ * worker ended it (its thread is done with w and may be joined), false if
+ * it was still busy when the budget ran out. Takes no lock an app thread
+ * may hold (only ours). */
+static bool end_session(stkr__worker *w, bool bounded) {
+  uint64_t budget = (uint64_t)w->cfg.exit_ms * 1000000u;
+  uint64_t start = stkr__clock_mono_ns(), give_up = start + budget;
+  unsigned quiesce_ms = w->cfg.exit_ms / 4 < 100 ? w->cfg.exit_ms / 4 : 100;
+  struct timespec ts;
+  bool ended;
+
+  /* The deadline first: a drain pass already running reads it per record
+   * (drain.c), so it stops on time even before it sees the end request. */
+  if (bounded)
+    atomic_store_explicit(&w->stop_by_ns, start + budget / 2,
+                          memory_order_relaxed);
+  else
+    quiesce_ms = 100;
+  /* No event may start after stop (later calls return -ENOTCONN, not
+   * counted); quiesce waits out those in flight, so the final drain sees
+   * every event that will be recorded. */
+  stkr__recorder_stop();
+  stkr__threads_quiesce(quiesce_ms);
+  wake_disarm();
+
+  pthread_mutex_lock(&w->req_mu);
+  w->end_requested = true;
+  pthread_mutex_unlock(&w->req_mu);
+  stkr__wake_post(&w->wake);
+
+  /* pthread_cond_timedwait measures CLOCK_REALTIME unless told otherwise;
+   * our condvar is created plain (portable to Apple), so wait in short
+   * slices against the monotonic deadline: a wall-clock jump then cannot
+   * stretch the exit. */
+  pthread_mutex_lock(&w->req_mu);
+  while (!bounded && !w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
+  while (!w->ended) {
+    uint64_t now = stkr__clock_mono_ns();
+    if (now >= give_up) break;
+    uint64_t slice = give_up - now < 5000000u ? give_up - now : 5000000u;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)slice;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(&w->req_cv, &w->req_mu, &ts);
+  }
+  ended = w->ended;
+  pthread_mutex_unlock(&w->req_mu);
+  if (!ended)
+    stkr__log(STKR__LOG_OTHER,
+              "the flush worker did not finish within %u ms at exit; "
+              "events not yet written are lost",
+              w->cfg.exit_ms);
+  return ended;
+}
+
+/* Stats of a session that ended. Whatever is not accounted for yet makes
+ * the frozen stats add up: events of a worker abandoned at its deadline (it
+ * may still write some of them), or of a producer that outlived the
+ * quiesce and pushed after the final drain. With ring files they are in
+ * the files (pending_recovery: recovery writes them, deduplicated against
+ * what the worker did write); without, they are lost (dropped_exit). */
+static void freeze_stats(stkr__worker *w) {
+  stkr_stats final;
+  pthread_mutex_lock(&g_mu);
+  pthread_mutex_lock(&w->stats_mu);
+  stkr__stats_compute(w, &final);
+  pthread_mutex_unlock(&w->stats_mu);
+  if (final.attempted >
+      final.written + final.dropped + final.pending_recovery) {
+    uint64_t gap = final.attempted - final.written - final.dropped -
+                   final.pending_recovery;
+    if (stkr__session_current() != 0) {
+      final.pending_recovery += gap;
+    } else {
+      final.dropped_exit += gap;
+      final.dropped += gap;
+    }
+  }
+  g_frozen = final;
+  g_state = NULL;
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* After an end that did not free the worker: a thread that finished is
+ * joined at once (a finished, unjoined thread is a leak to tools such as
+ * TSan, and joining it waits for nothing); one still busy is detached, so
+ * that nothing ever has to wait for it on an exit path. Either way w stays
+ * in g_abandoned (reachable: not a leak either) until stkr_init. */
+static void abandon(stkr__worker *w, bool ended) {
+  if (ended)
+    pthread_join(w->thread, NULL);
+  else
+    pthread_detach(w->thread);
+  w->thread_gone = ended;
+  g_abandoned = w;
+}
+
+/* Free a worker left by an earlier session end (not on an exit path: this
+ * may wait for a detached worker's last write to finish). */
+static void reap_abandoned(void) {
+  stkr__worker *w = g_abandoned;
+  if (!w) return;
+  g_abandoned = NULL;
+  if (!w->thread_gone) {
+    /* Detached: its last touch of w is setting `ended` (worker_main). */
+    pthread_mutex_lock(&w->req_mu);
+    while (!w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
+    pthread_mutex_unlock(&w->req_mu);
+  }
+  worker_free(w);
+}
+
 /* ---- public API ------------------------------------------------------- */
 
 int stkr_init(const stkr_config *in) {
@@ -512,19 +678,18 @@ int stkr_init(const stkr_config *in) {
 
   pthread_once(&g_atfork_once, register_atfork);
   if (g_state) return -EALREADY;
+  reap_abandoned();
   g_inherited = NULL; /* an explicit init in a child replaces follow mode */
   if ((err = stkr__config_build(in, &cfg)) < 0) return err;
   if ((err = worker_create(&cfg, 0, &w)) < 0) return err;
 
   if ((err = start_recorder(w)) < 0) {
-    loop_teardown(w, true);
     worker_free(w);
     return err;
   }
   if ((err = worker_start(w)) < 0) {
     stkr__recorder_stop();
-    stkr__threads_quiesce();
-    loop_teardown(w, true);
+    stkr__threads_quiesce(100);
     worker_free(w);
     return err;
   }
@@ -538,9 +703,9 @@ int stkr_init(const stkr_config *in) {
  * Ordering that makes the barrier hold: an event "before the call" was
  * committed (the producer's release store of the ring head) and counted
  * (pushed++) before this call began. The request travels through req_mu
- * (our unlock, the loop's lock), so the drain pass that follows sees that
+ * (our unlock, the worker's lock), so the drain pass that follows sees that
  * head with its acquire load in stkr__ring_peek, and its record gets
- * consumed. The loop then publishes written/dropped under stats_mu and
+ * consumed. The worker then publishes written/dropped under stats_mu and
  * answers under req_mu, so our later stkr_stats_get reads both the final
  * worker counters and (by our own program order) every `pushed` increment
  * that preceded this call.
@@ -548,41 +713,43 @@ int stkr_init(const stkr_config *in) {
 int stkr_flush(void) {
   stkr__worker *w = g_state;
   if (!w) return -ENOTCONN;
-  return request(w, STKR__REQ_FLUSH);
+  return request_flush(w);
+}
+
+/* Shared by stkr_shutdown and stkr_shutdown_for_exit: with no worker in
+ * this process, a follow-mode child that never recorded must never start. */
+static int no_session(void) {
+  if (g_inherited) {
+    g_inherited = NULL;
+    stkr__recorder_stop();
+  }
+  return -ENOTCONN;
 }
 
 int stkr_shutdown(void) {
   stkr__worker *w = g_state;
-  stkr_stats final;
 
-  if (!w) {
-    if (g_inherited) {
-      /* A follow-mode child that never recorded: make sure it never will. */
-      g_inherited = NULL;
-      stkr__recorder_stop();
-    }
-    return -ENOTCONN;
-  }
-  /* No event may start after stop; quiesce waits out those in flight, so
-   * the final drain sees every event that will ever be recorded. */
-  stkr__recorder_stop();
-  stkr__threads_quiesce();
-  wake_disarm();
-  (void)request(w, STKR__REQ_SHUTDOWN);
+  if (!w) return no_session();
+  (void)end_session(w, false); /* unbounded: always ends */
+  freeze_stats(w);
   pthread_join(w->thread, NULL);
-  (void)uv_loop_close(&w->loop);
-  /* The final drain wrote everything (the files go), or a bounded exit
-   * left records in the rings (the files stay for recovery). */
+  /* The final drain wrote everything (the files go), or records stayed in
+   * the rings (the files stay for recovery). */
   stkr__session_close(stkr__threads_rings_leftover());
-
-  pthread_mutex_lock(&g_mu);
-  pthread_mutex_lock(&w->stats_mu);
-  stkr__stats_compute(w, &final);
-  pthread_mutex_unlock(&w->stats_mu);
-  g_frozen = final;
-  g_state = NULL;
-  pthread_mutex_unlock(&g_mu);
-
   worker_free(w);
   return 0;
+}
+
+int stkr_shutdown_for_exit(void) {
+  stkr__worker *w = g_state;
+  bool ended;
+
+  if (!w) return no_session();
+  ended = end_session(w, true);
+  freeze_stats(w);
+  /* Not freed: the process is ending (free could wait on a malloc lock held
+   * by the thread this call interrupted). stkr_init frees it if the process
+   * goes on after all. */
+  abandon(w, ended);
+  return ended ? 0 : -ETIMEDOUT;
 }

@@ -1,27 +1,26 @@
 /*
- * worker.h: the flush worker's state, shared by worker.c (loop, requests,
- * init/shutdown/fork, stats) and drain.c (rings -> batches -> segments).
+ * worker.h: the flush worker's state, shared by worker.c (wait loop,
+ * requests, init/shutdown/fork, stats) and drain.c (rings -> batches ->
+ * segments).
  */
 #ifndef STKR_FLUSH_WORKER_H
 #define STKR_FLUSH_WORKER_H
 
 #include <pthread.h>
-#include <uv.h>
 #include <zstd.h>
 
 #include "flush/flush_internal.h"
+#include "flush/wake.h"
 #include "proto/stkr_format.h"
 
 /* zstd level of every frame: level 3 (zstd's default) compresses stack
  * records well at a CPU cost the single worker easily sustains. */
 #define STKR__ZSTD_LEVEL 3
 
-enum { STKR__REQ_FLUSH = 1, STKR__REQ_SHUTDOWN = 2 };
-
-/* A control request, on the caller's stack; the caller blocks on req_cv
- * until the loop sets `done`. */
+/* A flush request, on the caller's stack; the caller blocks on req_cv until
+ * the worker sets `done`. (The end of a session is not a queued request:
+ * its caller may stop waiting at its deadline, see end_requested.) */
 typedef struct stkr__req {
-  int kind;
   int result;
   bool done;
   struct stkr__req *next;
@@ -36,17 +35,36 @@ typedef struct stkr__worker {
   uint64_t session_id;
   char process_name[64];
 
-  /* ---- loop (only the worker thread touches these after start) ---- */
-  uv_loop_t loop;
-  uv_async_t wake_async; /* producers past half-full rings */
-  uv_async_t req_async;  /* control requests */
-  uv_timer_t timer;      /* periodic drain */
-  pthread_t thread;
+  /* The seq of the session's first segment (Header.session_first_seq).
+   * Written by worker_create, read by drain. */
+  uint32_t session_first_seq;
 
-  /* ---- requests: req_mu protects the queue and every req->done ---- */
+  /* ---- wake-up: posted by producers past half-full rings and by every
+   * request; the worker waits on it with the next periodic drain as its
+   * deadline. No descriptor (wake.h). ---- */
+  stkr__wake wake;
+  pthread_t thread;
+  /* The worker thread's stack, written by it at start; read only by a
+   * forked child's atfork handler (see there). */
+  uintptr_t stack_lo, stack_hi;
+
+  /* ---- requests: req_mu protects the queue, every req->done and the
+   * end-of-session fields below ---- */
   pthread_mutex_t req_mu;
   pthread_cond_t req_cv;
   stkr__req *req_head, **req_tail;
+  bool end_requested; /* caller -> worker: drain by stop_by_ns, then end */
+  bool ended;         /* worker -> caller: last batch written, thread done
+                         with w (its last touch of it) */
+  bool thread_gone;   /* an abandoned worker's thread was joined (else
+                         detached); controlling thread only */
+  /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none).
+   * Written once by the ending caller, before it stops
+   * the recorder; read by the worker per record, relaxed: a pass that
+   * misses the store only drains a little longer, and the final pass runs
+   * after end_requested was read under req_mu, which orders both stores
+   * before it. */
+  _Atomic uint64_t stop_by_ns;
 
   /* ---- worker-thread-only state ---- */
   stkr__stacktab stacks;
@@ -77,15 +95,32 @@ typedef struct stkr__worker {
    * producers' counters come from stkr__threads_counts() ---- */
   pthread_mutex_t stats_mu;
   uint64_t written, dropped_write_error, dropped_worker; /* ENOMEM */
+  /* Records left in the rings when the end-of-session drain reached its
+   * deadline (set once, by the final drain): in anonymous rings (lost),
+   * and in ring files (kept for recovery). */
+  uint64_t dropped_exit, pending_recovery;
+  /* Records consumed from the rings (worker thread only; not under
+   * stats_mu): every one is in written, dropped_write_error, dropped_worker
+   * or the batch being built. */
+  uint64_t consumed;
   uint64_t threads, batches, bytes, segments, segments_deleted, write_errors;
   uint64_t stacks_count;
 } stkr__worker;
 
 /* drain.c */
 uint32_t stkr__new_epoch(void);
-/* Drain every ring into batches and write them. `last`: the shutdown batch
- * (always written, Batch.last set, segment closed). */
+/* Drain every ring into batches and write them. `last`: the end of the
+ * session (always written, Batch.last set, segment closed). Every pass obeys
+ * w->stop_by_ns when an end was requested: it stops consuming at that
+ * deadline and resolves no new stack (they keep their PCs; `stackrec
+ * symbolize` resolves them later); the last pass
+ * counts what it left in the rings as dropped_exit. This is the one place
+ * that decides what an exit leaves behind. */
 void stkr__drain_all(stkr__worker *w, bool last);
+/* In an ending session: has the drain deadline passed? (false otherwise) */
+bool stkr__drain_past_deadline(stkr__worker *w);
+/* In an ending session: may a new stack still be symbolized now? */
+bool stkr__drain_may_symbolize(stkr__worker *w);
 
 /* worker.c; caller holds w->stats_mu. */
 void stkr__stats_compute(stkr__worker *w, stkr_stats *out);

@@ -11,22 +11,27 @@
  *   caller) and fork mode "follow", each unless its STACKREC_* variable is
  *   set. It also attaches the main thread, so that its first event (maybe
  *   in a signal handler) does not have to parse /proc/self/maps.
- * - destructor: stkr_shutdown(), so the last events land and the session
- *   ends cleanly. glibc runs it from _dl_fini, after every atexit handler
+ * - destructor: stkr_shutdown_for_exit(), so the last events land and the
+ *   session ends cleanly, within STACKREC_EXIT_MS (stackrec.h); the worker
+ *   is not freed (the process is ending: freeing the symbolizer's debug
+ *   info would only add to the exit, on a thread that may be starved of CPU
+ *   by the app's own busy threads; what it holds stays reachable). glibc runs it from _dl_fini, after every atexit handler
  *   and after the program's own destructors: their hooked calls are still
  *   recorded. Calls made later (by libraries finalized after us) go
  *   straight to libc: the recorder answers -ENOTCONN.
  * - fork: the recorder follows (fork mode "follow"): a child's first event
  *   starts its own worker and files, in the same directory. A child that
  *   records nothing writes nothing.
- * - exec (execve and friends): a process that is recording shuts the
- *   recorder down first (its files end cleanly); the new image's
- *   constructor starts again, same pid, as a new session. If the exec
- *   fails, recording restarts, errno preserved.
- * - _exit/_Exit: skip exit handlers and destructors, so the hook flushes
- *   first (a flush, not a shutdown: _exit is async-signal-safe and may be
- *   called from a handler; a flush only waits for the worker thread). The
- *   session then lacks its clean-end mark but no event is lost.
+ * - exec (execve and friends): a process that is recording ends its
+ *   session first (stkr_shutdown_for_exit, bounded by STACKREC_EXIT_MS; its
+ *   files end cleanly); the new image's constructor starts again, same pid, as a new
+ *   session. If the exec fails, recording restarts, errno preserved.
+ * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
+ *   session first with stkr_shutdown_for_exit(): recording stops (the
+ *   threads that keep running until exit_group get -ENOTCONN at once), what
+ *   the rings hold is written within STACKREC_EXIT_MS, the rest counted as
+ *   dropped_exit; nothing is joined or freed (_exit may be called from a
+ *   signal handler that interrupted malloc).
  * - vfork: the child shares our memory and must not touch the recorder, so
  *   the exec and _exit hooks act only when getpid() is the pid the recorder
  *   was started for (vfork runs no atfork handler, so the pid differs).
@@ -51,6 +56,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload/preload.h"
@@ -239,7 +245,39 @@ static int start_recording(void) {
   return 0;
 }
 
-static void atfork_child(void) { g_pid = getpid(); }
+/* The end of this process image: 0 not begun, 1 under way, 2 done. The
+ * destructor and _exit may race (exit() on one thread, _exit on another,
+ * or two threads calling _exit): the first one ends the session, the others
+ * wait for it (bounded by STACKREC_EXIT_MS, as the first one is) instead of
+ * ending it twice or killing the process in the middle of its last write. */
+static _Atomic int g_end_state;
+
+static void atfork_child(void) {
+  g_pid = getpid();
+  atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+}
+
+/* Once per process image; see g_end_state. The caller checked ready, the
+ * pid and (except the destructor) the guard. */
+static void end_once(void) {
+  int expected = 0;
+  if (atomic_compare_exchange_strong_explicit(&g_end_state, &expected, 1,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire)) {
+    stkr__pl_guard++;
+    (void)stkr_shutdown_for_exit();
+    stkr__pl_guard--;
+    /* Release: pairs with the acquire loads of the waiters below. */
+    atomic_store_explicit(&g_end_state, 2, memory_order_release);
+    return;
+  }
+  /* Another thread is ending the session (this thread is not: its guard
+   * would have kept it out). */
+  while (atomic_load_explicit(&g_end_state, memory_order_acquire) == 1) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 #ifndef STKR_PRELOAD_CAPTURE_BACKTRACE
 __attribute__((constructor)) static void stkr__pl_ctor(void) {
@@ -279,9 +317,7 @@ __attribute__((destructor)) static void stkr__pl_dtor(void) {
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
       getpid() != g_pid)
     return;
-  stkr__pl_guard++;
-  (void)stkr_shutdown();
-  stkr__pl_guard--;
+  end_once();
 }
 #else
 /* The benchmark's backtrace() reference records nothing: configuration
@@ -319,12 +355,11 @@ static int pre_exec(void) {
       stkr__pl_guard || getpid() != g_pid)
     return 0;
   stkr__pl_guard++;
-  /* stkr_flush answers -ENOTCONN unless this process runs a worker (a
-   * forked child that has not recorded yet has none: nothing to end). */
-  if (stkr_flush() == 0) {
-    (void)stkr_shutdown();
-    was = 1;
-  }
+  /* -ENOTCONN unless this process runs a worker (a forked child that has
+   * not recorded yet has none: nothing to end, and it will not start
+   * recording in this image any more). Bounded, like every end of a process
+   * image; if the exec fails, the restart's stkr_init frees what it left. */
+  was = stkr_shutdown_for_exit() != -ENOTCONN;
   stkr__pl_guard--;
   errno = saved;
   return was;
@@ -448,9 +483,7 @@ static void pre_exit(void) {
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
       stkr__pl_guard || getpid() != g_pid)
     return;
-  stkr__pl_guard++;
-  (void)stkr_flush();
-  stkr__pl_guard--;
+  end_once();
 }
 
 void _exit(int status) {

@@ -259,7 +259,7 @@ again:
   if (wake != NULL && stkr__ring_past_half(&t->ring) &&
       !atomic_load_explicit(&t->wake_sent, memory_order_acquire)) {
     atomic_store_explicit(&t->wake_sent, 1, memory_order_relaxed);
-    wake(g_wake_arg); /* uv_async_send: async-signal-safe */
+    wake(g_wake_arg); /* a semaphore post: async-signal-safe */
   }
   /* Release: pairs with the acquire load of busy in
    * stkr__threads_quiesce(); whoever sees 0 there also sees our commit. */

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define STKR_VERSION_MAJOR 0
-#define STKR_VERSION_MINOR 1
+#define STKR_VERSION_MINOR 2
 
 /* Limits that bound every buffer on the hot path. */
 #define STKR_MAX_DEPTH 256        /* hard cap on max_depth */
@@ -70,6 +70,11 @@ typedef enum stkr_symbolize_mode {
  *                                                 ("disable" or "follow")
  *   symbolize           STACKREC_SYMBOLIZE        STKR_SYMBOLIZE_INPROC
  *                                                 ("inproc", "offline", "none")
+ *   exit_ms             STACKREC_EXIT_MS          100 (1 to 60000)
+ *
+ * exit_ms bounds stkr_shutdown_for_exit(), which the preload library calls
+ * at exit, return from main, _exit and exec (see there). There is no
+ * "unbounded" value: 0 means the default.
  *
  * STACKREC_APP_PATHS (environment only): colon-separated path prefixes of
  * the app's own images; with the main executable they are the "app" frames
@@ -90,6 +95,7 @@ typedef struct stkr_config {
   unsigned payload_max;
   stkr_fork_mode fork_mode;
   stkr_symbolize_mode symbolize;
+  unsigned exit_ms; /* added in 0.2: keep last */
 } stkr_config;
 
 /*
@@ -120,7 +126,7 @@ typedef struct stkr_site {
 typedef struct stkr_stats {
   uint64_t attempted;      /* stkr_event() calls while recording */
   uint64_t written;        /* events in batches that reached the disk */
-  uint64_t dropped;        /* the sum of the four below */
+  uint64_t dropped;        /* the sum of the five dropped_* below */
   uint64_t dropped_ring_full;
   uint64_t dropped_reentrant; /* signal handler interrupted an event */
   uint64_t dropped_write_error; /* batch could not be written */
@@ -133,6 +139,15 @@ typedef struct stkr_stats {
   uint64_t segments;       /* segment files created */
   uint64_t segments_deleted; /* removed to stay under disk_cap_bytes */
   uint64_t write_errors;   /* failed writes (each drops one batch) */
+  uint64_t dropped_exit;   /* still in anonymous rings when exit_ms ran
+                              out: lost (also in `dropped`) */
+  uint64_t pending_recovery; /* still in ring files when exit_ms ran out:
+                              not lost, written out later by recovery
+                              (stackrec recover, stackrec record, the next
+                              stkr_init on the directory); not in
+                              `dropped`. After a session ends,
+                              attempted == written + dropped +
+                              pending_recovery. */
 } stkr_stats;
 
 /*
@@ -144,11 +159,35 @@ typedef struct stkr_stats {
 int stkr_init(const stkr_config *cfg);
 
 /*
- * Stop recording: later events are ignored; every event recorded before the
- * call is drained, written and its segment closed; the worker is joined.
- * Safe to call when not recording (returns -ENOTCONN then).
+ * Stop recording: later events are ignored (-ENOTCONN, not counted); every
+ * event recorded before the call is drained, symbolized and written, the
+ * segment closed and the worker joined and freed. Producers are stopped
+ * first, so this never waits on threads that keep recording, but its time
+ * grows with what the rings hold (and with symbol loading in inproc mode):
+ * when the process is about to end, use stkr_shutdown_for_exit() instead.
+ * @return 0, or -ENOTCONN when not recording.
  */
 int stkr_shutdown(void);
+
+/*
+ * The end of a session for a process that is about to end (exit, a return
+ * from main, _exit, exec, a fatal-signal handler), bounded by exit_ms:
+ * recording stops (later events return -ENOTCONN at once, not counted, on
+ * the threads that keep running until the process is gone); the rings are
+ * drained until half the budget; stacks first seen now are written
+ * unsymbolized (one resolution can cost the whole budget; PCs and the image
+ * list stay, `stackrec symbolize` resolves them later; a stkr_flush() before
+ * resolves everything); what is still in the rings is counted as
+ * dropped_exit, and the last batch carries the totals. The worker is not
+ * freed (no malloc lock is taken: it may be held by the thread an _exit
+ * from a signal handler interrupted); a later stkr_init() frees it. Do not
+ * call it from a signal handler that interrupted another stkr_ control call.
+ * @return 0; -ENOTCONN when not recording; -ETIMEDOUT when the worker could
+ *         not even write the last batch in time (a CPU starved by the app's
+ *         busy threads, a write stuck on a slow disk): recording has stopped
+ *         and the call returned on time, and the session lacks its end mark.
+ */
+int stkr_shutdown_for_exit(void);
 
 /*
  * Barrier: returns once every event recorded (by any thread) before the call

@@ -404,8 +404,8 @@ stkr__thread *stkr__threads_first(void);
 stkr__thread *stkr__threads_next(stkr__thread *t);
 /* Unlink an exited, fully drained thread and free it. Worker only. */
 void stkr__thread_reap(stkr__thread *t);
-/* Wait (bounded) until no thread is inside stkr_event(). */
-void stkr__threads_quiesce(void);
+/* Wait until no thread is inside stkr_event(), at most max_ms in all. */
+void stkr__threads_quiesce(unsigned max_ms);
 
 /* ---- sites (site.c) ---- */
 /* The site's id, registering it on first use; 0 if it cannot be had now

@@ -168,23 +168,31 @@ void stkr__count_dropped_other(void) {
   atomic_fetch_add_explicit(&g_dropped_other, 1, memory_order_relaxed);
 }
 
-void stkr__threads_quiesce(void) {
+void stkr__threads_quiesce(unsigned max_ms) {
   stkr__thread *t;
-  int waited_ms = 0;
+  uint64_t until = stkr__clock_mono_ns() + (uint64_t)max_ms * 1000000u;
 
   /* A producer that saw the recorder running may still be inside
    * stkr_event(); give it a moment to finish its push so the final drain
-   * counts it. Bounded: a thread stopped in a debugger must not hang
-   * shutdown. */
-  pthread_mutex_lock(&g_reap_lock);
+   * counts it. Bounded by max_ms of clock time in all (the caller's share
+   * of the exit budget; not a count of sleeps, which take far longer than
+   * asked on a starved CPU): a thread stopped in a debugger, or
+   * descheduled, must not hold up the exit. The reap lock likewise: the
+   * worker may hold it while starved of CPU by the app's busy threads, so
+   * it is tried until the deadline rather than waited for. */
+  while (pthread_mutex_trylock(&g_reap_lock) != 0) {
+    if (stkr__clock_mono_ns() >= until)
+      return; /* the final drain then simply sees fewer late events */
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     /* Acquire: pairs with the release store that ends an event, so the
      * final drain sees the record it committed. */
     while (atomic_load_explicit(&t->busy, memory_order_acquire) &&
-           waited_ms < 100) {
-      struct timespec ts = {0, 1000000};
+           stkr__clock_mono_ns() < until) {
+      struct timespec ts = {0, 200000};
       nanosleep(&ts, NULL);
-      waited_ms++;
     }
   }
   pthread_mutex_unlock(&g_reap_lock);

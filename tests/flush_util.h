@@ -31,4 +31,11 @@ typedef struct tf_sum {
 int tf_read(const char *dir, void (*cb)(void *, const tf_ev *), void *arg,
             tf_sum *sum);
 
+/* For every recording session (Header.session_id) of every process in dir
+ * that ended (a batch with last=true): Counters.attempted of its last batch
+ * == its events in the files + every dropped_* of those Counters. @return
+ * the number of sessions checked, or -1 with the reason in `why`; sessions
+ * that did not end are counted in *unended. */
+int tf_accounting(const char *dir, int *unended, char *why, size_t len);
+
 #endif

@@ -21,7 +21,8 @@
 static const char *const k_vars[] = {
     "STACKREC_DIR",          "STACKREC_RING_BYTES",     "STACKREC_DEPTH",
     "STACKREC_SKIP",         "STACKREC_FLUSH_MS",       "STACKREC_SEGMENT_BYTES",
-    "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK"};
+    "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK",
+    "STACKREC_EXIT_MS"};
 
 static int clear_env(void **state) {
   (void)state;
@@ -154,6 +155,9 @@ static void test_malformed_env_is_einval_and_named(void **state) {
       {"STACKREC_SEGMENT_BYTES", "17179869184G"},
       {"STACKREC_DISK_CAP_BYTES", "1Gx"}, {"STACKREC_PAYLOAD_MAX", "5000"},
       {"STACKREC_FORK", "sometimes"},
+      /* No "unbounded" exit: 0 and values above a minute are refused. */
+      {"STACKREC_EXIT_MS", "0"},        {"STACKREC_EXIT_MS", "60001"},
+      {"STACKREC_EXIT_MS", "100ms"},
   };
   char err[512];
   stkr__fconfig c;
@@ -185,6 +189,28 @@ static void test_bad_fields_are_einval(void **state) {
   stkr_config ok = {.max_depth = STKR_MAX_DEPTH, .payload_max = STKR_MAX_PAYLOAD};
   assert_int_equal(stkr__config_build(&ok, &c), 0);
   stkr__config_free(&c);
+}
+
+/* exit_ms: default 100, environment, struct field (which wins), at most a
+ * minute either way. */
+static void test_exit_ms(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  char err[512];
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.exit_ms, 100);
+  stkr__config_free(&c);
+  setenv("STACKREC_EXIT_MS", "250", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.exit_ms, 250);
+  stkr__config_free(&c);
+  stkr_config f = {.exit_ms = 40};
+  assert_int_equal(stkr__config_build(&f, &c), 0);
+  assert_int_equal(c.exit_ms, 40);
+  stkr__config_free(&c);
+  stkr_config big = {.exit_ms = 60001};
+  assert_int_equal(build_capture(&big, &c, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "exit_ms"));
 }
 
 /* The ring always fits recorder/'s minimum of four maximal records. */
@@ -256,6 +282,7 @@ int main(void) {
       cmocka_unit_test_setup(test_malformed_env_is_einval_and_named, clear_env),
       cmocka_unit_test_setup(test_bad_fields_are_einval, clear_env),
       cmocka_unit_test_setup(test_small_ring_is_rounded_up, clear_env),
+      cmocka_unit_test_setup(test_exit_ms, clear_env),
       cmocka_unit_test(test_parse_size),
       cmocka_unit_test(test_mkdir_p_mode_0700),
   };

@@ -208,6 +208,71 @@ static void test_file_in_place_of_directory(void **state) {
   stkr__seg_free(&s);
 }
 
+/* Our descriptor sits at the floor (64 below the soft limit, at most 4096,
+ * never below 10), close-on-exec. */
+static void test_descriptor_is_high(void **state) {
+  (void)state;
+  stkr__segw s;
+  struct rlimit old, lim;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  lim = old;
+  lim.rlim_cur = lim.rlim_max < 1024 ? lim.rlim_max : 1024;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  assert_int_equal(stkr__fd_floor(), (int)lim.rlim_cur - 64);
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(put(&s, 100), 0);
+  assert_true(s.fd >= (int)lim.rlim_cur - 64);
+  assert_int_equal(fcntl(s.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  stkr__seg_free(&s);
+  lim.rlim_cur = 100;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  assert_int_equal(stkr__fd_floor(), 50); /* half of a limit below 128 */
+  lim.rlim_cur = 15;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  assert_int_equal(stkr__fd_floor(), 10);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+/* The program closes our descriptor, or puts its own file at that number:
+ * we never write, truncate or close its file, and go on in a new one. */
+static void test_descriptor_taken_by_the_program(void **state) {
+  (void)state;
+  stkr__segw s;
+  char p[512];
+  struct stat st;
+  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(put(&s, 100), 0);
+
+  /* Replaced: dup2 of the program's file over our number. */
+  snprintf(p, sizeof p, "%s/program-file", g_dir);
+  int mine = open(p, O_CREAT | O_RDWR | O_TRUNC, 0600);
+  assert_true(mine >= 0);
+  assert_int_equal(write(mine, "mine", 4), 4);
+  int ours = s.fd;
+  assert_int_equal(dup2(mine, ours), ours);
+  assert_int_equal(stkr__seg_write(&s, "zzzz", 4), -EBADF);
+  assert_int_equal(s.fd, -1);
+  assert_int_equal(fcntl(ours, F_GETFD) >= 0, 1); /* not closed by us */
+  assert_int_equal(fstat(mine, &st), 0);
+  assert_int_equal(st.st_size, 4); /* neither written nor truncated */
+  assert_int_equal(file_size(1), 100); /* our frames stay */
+  assert_int_equal(put(&s, 100), 0);    /* a new file */
+  assert_int_equal(s.seq, 2);
+  assert_int_equal(file_size(2), 100);
+  assert_int_equal(s.fds_lost, 1);
+
+  /* Closed: noticed at the next batch, which goes to a new file. */
+  close(s.fd);
+  assert_int_equal(put(&s, 100), 0);
+  assert_int_equal(s.seq, 3);
+  assert_int_equal(file_size(2), 100);
+  assert_int_equal(file_size(3), 100);
+  assert_int_equal(s.fds_lost, 2);
+  close(ours);
+  close(mine);
+  stkr__seg_free(&s);
+}
+
 static int cleanup(void **state) {
   (void)state;
   rm_rf(g_dir);
@@ -222,6 +287,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fsize_limit_error_then_recovery, make_dir, cleanup),
       cmocka_unit_test_setup_teardown(test_directory_removed_is_recreated, make_dir, cleanup),
       cmocka_unit_test_setup_teardown(test_file_in_place_of_directory, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_descriptor_is_high, make_dir, cleanup),
+      cmocka_unit_test_setup_teardown(test_descriptor_taken_by_the_program, make_dir, cleanup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

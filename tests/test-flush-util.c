@@ -16,6 +16,7 @@
 
 #include "proto/stackrec.pb-c.h"
 #include "proto/stkr_reader.h"
+#include "proto/stkr_recover.h"
 #include "tests/flush_util.h"
 
 /* Sorted seqs of dir's segment files of pid; returns the count. */
@@ -150,4 +151,121 @@ int tf_read(const char *dir, void (*cb)(void *, const tf_ev *), void *arg,
   }
   stkr_reader_free(r);
   return rc;
+}
+
+/* ---- accounting per session (tf_accounting) ---- */
+
+typedef struct tf_sess {
+  uint64_t id, events;
+  bool ended, have_counters;
+  Stackrec__Counters c; /* of the session's last batch with counters */
+} tf_sess;
+
+static int tf_account_pid(const char *dir, uint32_t pid, int *checked,
+                          int *unended, char *why, size_t len) {
+  uint32_t seqs[4096];
+  size_t ns = tf_segments(dir, pid, seqs, 4096);
+  tf_sess s[64];
+  size_t n_s = 0;
+  tf_sess *cur = NULL;
+
+  for (size_t i = 0; i < ns; i++) {
+    char path[4300];
+    Stackrec__Batch **v;
+    size_t nb;
+    snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", dir, pid, seqs[i]);
+    if (tf_load(path, &v, &nb) != 0) {
+      snprintf(why, len, "%s: a frame does not decode", path);
+      return -1;
+    }
+    for (size_t b = 0; b < nb; b++) {
+      Stackrec__Batch *B = v[b];
+      if (B->header) {
+        cur = NULL;
+        for (size_t k = 0; k < n_s; k++)
+          if (s[k].id == B->header->session_id) cur = &s[k];
+        if (!cur && n_s < 64) {
+          cur = &s[n_s++];
+          memset(cur, 0, sizeof *cur);
+          cur->id = B->header->session_id;
+        }
+      }
+      if (!cur) continue; /* no Header yet: nothing to attribute */
+      if (B->events) cur->events += B->events->n_thread_id;
+      if (B->counters) {
+        cur->c = *B->counters;
+        cur->have_counters = true;
+      }
+      if (B->last) cur->ended = true;
+    }
+    tf_free(v, nb);
+  }
+  for (size_t k = 0; k < n_s; k++) {
+    const Stackrec__Counters *c = &s[k].c;
+    if (!s[k].ended || !s[k].have_counters) {
+      (*unended)++;
+      continue;
+    }
+    uint64_t dropped = c->dropped_ring_full + c->dropped_reentrant +
+                       c->dropped_other + c->dropped_write_error +
+                       c->dropped_exit;
+    if (c->attempted != s[k].events + dropped) {
+      snprintf(why, len,
+               "pid %u session %llx: attempted %llu != events %llu + dropped "
+               "%llu (ring full %llu, reentrant %llu, other %llu, write "
+               "error %llu, exit %llu)",
+               pid, (unsigned long long)s[k].id,
+               (unsigned long long)c->attempted,
+               (unsigned long long)s[k].events, (unsigned long long)dropped,
+               (unsigned long long)c->dropped_ring_full,
+               (unsigned long long)c->dropped_reentrant,
+               (unsigned long long)c->dropped_other,
+               (unsigned long long)c->dropped_write_error,
+               (unsigned long long)c->dropped_exit);
+      return -1;
+    }
+    (*checked)++;
+  }
+  return 0;
+}
+
+static void tf_quiet(void *arg, const char *line) {
+  (void)arg;
+  (void)line;
+}
+
+int tf_accounting(const char *dir, int *unended, char *why, size_t len) {
+  DIR *d;
+  /* What a bounded exit left in ring files is not lost: recovery writes it
+   * out (Batch.recovered, the dead session's Header), as `stackrec record`
+   * and `stackrec recover` do, before the sessions are added up. */
+  stkr_recover_opts ro = {.message = tf_quiet};
+  stkr_recover_stats rs;
+  (void)stkr_recover_dir(dir, &ro, &rs);
+  d = opendir(dir);
+  struct dirent *de;
+  uint32_t pids[1024];
+  size_t np = 0;
+  int checked = 0;
+
+  *unended = 0;
+  if (!d) {
+    snprintf(why, len, "%s: cannot open", dir);
+    return -1;
+  }
+  while ((de = readdir(d))) {
+    unsigned p, q;
+    int l = 0;
+    bool seen = false;
+    if (sscanf(de->d_name, "stackrec-%u-%u.zst%n", &p, &q, &l) != 2 ||
+        de->d_name[l] != '\0')
+      continue;
+    for (size_t i = 0; i < np; i++) seen |= pids[i] == p;
+    if (!seen && np < 1024) pids[np++] = p;
+  }
+  closedir(d);
+  for (size_t i = 0; i < np; i++)
+    if (tf_account_pid(dir, pids[i], &checked, unended, why, len) < 0)
+      return -1;
+  return checked;
 }

@@ -12,7 +12,6 @@ set -euo pipefail
 pkgs=(
   bazel-bootstrap bazel-platforms   # Bazel 4.2.3 + the platforms repo
   gcc g++ libc6-dev                 # the C toolchain Bazel auto-configures
-  libuv1-dev                        # flush worker loop
   libzstd-dev zstd                  # segment compression (+ zstd -t)
   libprotobuf-c-dev protobuf-c-compiler  # batch encoding, protoc-c
   libcmocka-dev                     # unit tests
@@ -28,7 +27,7 @@ test_pkgs=(
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross  # aarch64 cross-build (tests/aarch64)
   qemu-user                         # runs the aarch64 tests (qemu-aarch64)
   libcmocka-dev:arm64 libzstd-dev:arm64 libprotobuf-c-dev:arm64  # aarch64 test libs (multiarch)
-  libuv1-dev:arm64 libdw-dev:arm64 libelf-dev:arm64  # aarch64: flush worker + symbolizer
+  libdw-dev:arm64 libelf-dev:arm64  # aarch64: symbolizer
   chromium                          # tests/test-html.c renders the HTML report headless
   golang-go                         # tests/test-export-pprof.c loads the pprof export in `go tool pprof`
   lld-14 llvm-14                    # Mach-O fixtures (tests/apple): ld64.lld-14, llvm-lipo-14, dsymutil-14,

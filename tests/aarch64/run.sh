@@ -17,7 +17,7 @@
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
 # arm64 multiarch packages libcmocka-dev:arm64, libzstd-dev:arm64,
-# libprotobuf-c-dev:arm64, libuv1-dev:arm64, libdw-dev:arm64,
+# libprotobuf-c-dev:arm64, libdw-dev:arm64,
 # libelf-dev:arm64. STKR_AARCH64_OUT: build dir (default
 # /tmp/stackrec-aarch64).
 set -uo pipefail
@@ -89,7 +89,7 @@ for f in flush/*.c; do
   case $f in *_apple.c) ;; *) flush+=("$f") ;; esac
 done
 flush+=(macho/macho.c)  # the symbolizer's Mach-O reader (//macho)
-product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -luv -ldw -lelf -lzstd
+product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -ldw -lelf -lzstd
          -lprotobuf-c -lcmocka -lpthread)
 build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \
   tests/test-record.c tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))

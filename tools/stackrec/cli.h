@@ -115,10 +115,12 @@ typedef struct stkr_cli_sym_stats {
  * `stackrec record` after the command ended): each file is rewritten to a
  * temporary file, synced and renamed over the original; files that have
  * frames already, or whose process still runs, are left alone. Warnings
- * go to stderr as "stackrec record: warning: ...".
+ * go to stderr as "stackrec record: warning: ..." unless quiet (record -q
+ * prints nothing of its own into the program's stderr but failures).
  * @return 0, or -errno (out of memory, a file that could not be written:
  *         that file is then unchanged). */
-int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st);
+int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
+                                stkr_cli_sym_stats *st);
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
 /* `stackrec record`, once the program exited: recover the ring files of
  * its processes that died (before the summary reads the directory). One

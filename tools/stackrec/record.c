@@ -603,7 +603,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
    * after the command was reaped and before the recording is symbolized
    * and summarized. */
   stkr_cli_recover_after_record(dir, quiet);
-  if (symbolize && (err = stkr_cli_symbolize_in_place(dir, &st)) < 0)
+  if (symbolize && (err = stkr_cli_symbolize_in_place(dir, quiet, &st)) < 0)
     rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
               "'stackrec symbolize' can resolve it later",
               dir, strerror(-err));

@@ -81,6 +81,7 @@ typedef struct segf {
 } segf;
 
 typedef struct sym_run {
+  bool quiet; /* record -q: warnings (an image without symbols) unsaid */
   stkr__symc *c;
   ZSTD_DCtx *dctx;
   stkr_fmt_pballoc pballoc; /* bounds what decoding one batch may take */
@@ -107,6 +108,8 @@ typedef struct sym_run {
 
 static void warn_cb(void *arg, const char *why) {
   const sym_run *run = arg;
+  if (run->quiet)
+    return;
   fflush(stdout);
   fprintf(stderr, "stackrec %s: warning: %s\n", run->cmd, why);
 }
@@ -643,7 +646,8 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
   return 0;
 }
 
-int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st) {
+int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
+                                stkr_cli_sym_stats *st) {
   segf *segs = NULL;
   size_t n_segs = 0, i;
   sym_run run;
@@ -654,6 +658,7 @@ int stkr_cli_symbolize_in_place(const char *dir, stkr_cli_sym_stats *st) {
   memset(&run, 0, sizeof run);
   run.cmd = "record";
   run.in_place = true;
+  run.quiet = quiet;
   err = n_segs ? run_segments(&run, dir, dir, segs, n_segs, NULL, 0) : 0;
   if (err == 0)
     err = pending_commit(&run, dir);

@@ -26,6 +26,7 @@ int pthread_setspecific(pthread_key_t key, const void *value);
 void *pthread_getspecific(pthread_key_t key);
 int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a);
 int pthread_mutex_lock(pthread_mutex_t *m);
+int pthread_mutex_trylock(pthread_mutex_t *m);
 int pthread_mutex_unlock(pthread_mutex_t *m);
 int pthread_once(pthread_once_t *once, void (*init)(void));
 int pthread_atfork(void (*prepare)(void), void (*parent)(void),

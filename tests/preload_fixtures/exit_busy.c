@@ -1,0 +1,75 @@
+/*
+ * exit_busy.c: a program that ends while its threads are busy in hooked
+ * calls (tests/test-exit.c). Three threads loop on getenv("HOME") and
+ * open("/etc/passwd") (both watched by the hooks) and never stop; a fourth
+ * keeps starting short-lived threads that do the same. After 300 ms the
+ * main thread ends the program the way argv[1] says:
+ *   exit     exit(0) (destructors run: the hook library's stkr_shutdown)
+ *   _exit    _exit(0) (no destructors: the _exit hook ends the session)
+ *   return   return 0 from main
+ * argv[2], optional: the number of looping threads (default 3).
+ * Prints "calls N" (hooked calls made so far, roughly) and exits 0.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic unsigned long g_calls;
+
+static void busy_once(void) {
+  if (getenv("HOME") == NULL) abort();
+  int fd = open("/etc/passwd", O_RDONLY);
+  if (fd >= 0) close(fd);
+  atomic_fetch_add_explicit(&g_calls, 2, memory_order_relaxed);
+}
+
+static void *busy(void *arg) {
+  (void)arg;
+  for (;;) busy_once();
+  return NULL;
+}
+
+static void *short_lived(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 200; i++) busy_once();
+  return NULL;
+}
+
+static void *spawner(void *arg) {
+  pthread_attr_t detached;
+  (void)arg;
+  /* Detached from birth: no window in which the program could end with a
+   * finished, unjoined thread (a leak to TSan). */
+  pthread_attr_init(&detached);
+  pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+  for (;;) {
+    pthread_t t;
+    (void)pthread_create(&t, &detached, short_lived, NULL);
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  pthread_t t;
+  const char *how = argc > 1 ? argv[1] : "exit";
+  int busy_threads = argc > 2 ? atoi(argv[2]) : 3;
+
+  for (int i = 0; i < busy_threads; i++)
+    if (pthread_create(&t, NULL, busy, NULL) != 0) return 2;
+  if (pthread_create(&t, NULL, spawner, NULL) != 0) return 2;
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  printf("calls %lu\n", atomic_load(&g_calls));
+  fflush(stdout);
+  if (strcmp(how, "_exit") == 0) _exit(0);
+  if (strcmp(how, "return") == 0) return 0;
+  exit(0);
+}

@@ -1,0 +1,270 @@
+/*
+ * test-exit.c: the end of a recorded program is bounded (issue 9, defect 2).
+ * tests/preload_fixtures/exit_busy keeps BUSY threads looping on hooked
+ * getenv/open calls and one more starting short-lived threads that do the
+ * same, then ends by exit(), _exit() or a return from main. Under the hook
+ * library (as `stackrec record` runs it) the worst of 20 runs must stay
+ * within 0.5 s of the worst plain run, and every recording must add up:
+ * attempted == events written + dropped by reason (dropped_exit included).
+ * Before the fix, _exit with 16 such threads took 2.5 s, with 64 16.5 s.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/flush_util.h"
+
+/* Looping threads. 3 for the runs that must also end cleanly and add up:
+ * on 2 cores the flush worker then still gets CPU within its 100 ms budget.
+ * 12 for the time bound alone: there the old recorder took seconds to exit
+ * (16 threads: 2.5 s with _exit, 64: 16.5 s), and a worker starved of CPU
+ * may miss the budget (the session then lacks its end, with a note). */
+#define BUSY_CLEAN "3"
+#define BUSY_STRESS "12"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#define RUNS 5 /* timing means little under a sanitizer; accounting does */
+#else
+#define SANITIZED 0
+#define RUNS 20
+#endif
+
+static char g_bin[4096], g_lib[4096], g_fx[4096], g_tmp[2048];
+static char g_preload[8192];
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = 0;
+  if (f != NULL) {
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+  }
+  buf[n] = '\0';
+}
+
+/* Run the fixture (recorded into `dir` when not NULL) with stdout and
+ * stderr in files under g_tmp; @return its wall time in seconds. Fails the
+ * test if it does not exit 0 within 60 s. */
+static double run_fixture(const char *how, const char *busy, const char *dir,
+                          const char *sym, char *err, size_t err_cap) {
+  char out_path[2100], err_path[2100];
+  double t0 = now_s();
+  int st;
+  pid_t pid;
+
+  snprintf(out_path, sizeof out_path, "%s/fx.out", g_tmp);
+  snprintf(err_path, sizeof err_path, "%s/fx.err", g_tmp);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr))
+      _exit(126);
+    if (dir != NULL) {
+      setenv("LD_PRELOAD", g_preload, 1);
+      setenv("STACKREC_DIR", dir, 1);
+      setenv("STACKREC_SYMBOLIZE", sym, 1);
+    }
+    execl(g_fx, "exit_busy", how, busy, (char *)NULL);
+    _exit(127);
+  }
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (now_s() - t0 > 60) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      fail_msg("exit_busy %s%s: still running after 60 s", how,
+               dir ? " (recorded)" : "");
+    }
+    usleep(1000);
+  }
+  double t = now_s() - t0;
+  slurp(err_path, err, err_cap);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("exit_busy %s%s: status %#x\n%s", how, dir ? " (recorded)" : "",
+             st, err);
+  return t;
+}
+
+/* `strict` (BUSY_CLEAN threads): 3 in 4 recordings at least must end
+ * within the budget, and every one that ended must add up. Otherwise
+ * (BUSY_STRESS) the time bound, and for a session without an end, the
+ * note. In inproc mode the worker may also still be inside its first
+ * resolution into libc (~50 ms of CPU, far more on a starved core) when a
+ * young program ends, and one resolution cannot be interrupted. */
+static void check_exit(const char *how, const char *sym, bool strict) {
+  const char *busy = strict ? BUSY_CLEAN : BUSY_STRESS;
+  char err[8192], why[1024], dir[2200];
+  double plain = 0, rec = 0;
+  int ended_runs = 0;
+
+  for (int i = 0; i < RUNS; i++) {
+    double t = run_fixture(how, busy, NULL, sym, err, sizeof err);
+    if (t > plain) plain = t;
+  }
+  for (int i = 0; i < RUNS; i++) {
+    int unended = 0, checked;
+    snprintf(dir, sizeof dir, "%s/rec-%s-%d", g_tmp, how, i);
+    double t = run_fixture(how, busy, dir, sym, err, sizeof err);
+    if (t > rec) rec = t;
+    checked = tf_accounting(dir, &unended, why, sizeof why);
+    if (checked < 0) fail_msg("exit_busy %s, run %d: %s", how, i, why);
+    /* A session that did not end is only acceptable with the recorder's
+     * note that the worker missed the budget (a starved CPU). */
+    if (unended > 0 && strstr(err, "did not finish within") == NULL)
+      fail_msg("exit_busy %s, run %d: %d session(s) without an end and no "
+               "note\n%s", how, i, unended, err);
+    ended_runs += checked >= 1;
+  }
+  fprintf(stderr, "exit_busy %s %s (%s): worst of %d plain %.3f s, "
+          "recorded %.3f s; %d of %d recordings ended within the budget\n",
+          how, busy, sym, RUNS, plain, rec, ended_runs, RUNS);
+  if (rec > plain + 0.5)
+    fail_msg("exit_busy %s: recorded worst %.3f s > plain worst %.3f s + 0.5",
+             how, rec, plain);
+  /* Most runs must end cleanly and add up; a loaded machine may starve the
+   * worker now and then, never most of the time. */
+  if (strict) assert_true(ended_runs * 4 >= RUNS * 3);
+}
+
+static void test_exit(void **state) {
+  (void)state;
+  check_exit("exit", "offline", true);
+}
+
+static void test_underscore_exit(void **state) {
+  (void)state;
+  check_exit("_exit", "offline", true);
+}
+
+static void test_return_from_main(void **state) {
+  (void)state;
+  check_exit("return", "offline", true);
+}
+
+static void test_underscore_exit_inproc(void **state) {
+  (void)state;
+  check_exit("_exit", "inproc", true);
+}
+
+static void test_stress_exit(void **state) {
+  (void)state;
+  check_exit("exit", "inproc", false);
+}
+
+static void test_stress_underscore_exit(void **state) {
+  (void)state;
+  check_exit("_exit", "offline", false);
+}
+
+/* Through `stackrec record` too: the program's status is passed on and the
+ * recording verifies (0 intact, or 4 intact but incomplete: drops). */
+static void test_record_cli(void **state) {
+  char cmd[16384], dir[2200];
+  int st;
+  (void)state;
+  snprintf(dir, sizeof dir, "%s/rec-cli", g_tmp);
+  snprintf(cmd, sizeof cmd,
+           "timeout 60 '%s' record -q -o '%s' -- '%s' _exit %s >/dev/null 2>&1",
+           g_bin, dir, g_fx, BUSY_CLEAN);
+  st = system(cmd);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  snprintf(cmd, sizeof cmd, "'%s' verify '%s' >/dev/null 2>&1", g_bin, dir);
+  st = system(cmd);
+  assert_true(WIFEXITED(st));
+  assert_true(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 4);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+static int find_san_rt(struct dl_phdr_info *info, size_t size, void *arg) {
+  const char *b = strrchr(info->dlpi_name, '/');
+  (void)size;
+  b = b ? b + 1 : info->dlpi_name;
+  if (strncmp(b, "libasan", 7) == 0) {
+    snprintf(arg, 1024, "%s", info->dlpi_name);
+    return 1;
+  }
+  return 0;
+}
+#endif
+
+static int setup(void **state) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+  const char *tmp = getenv("TEST_TMPDIR");
+  char root[2048], home[2200];
+  (void)state;
+
+  snprintf(root, sizeof root, "%.1000s/%.100s", src ? src : ".",
+           ws ? ws : "stackrec");
+  snprintf(g_bin, sizeof g_bin, "%s/tools/stackrec", root);
+  snprintf(g_lib, sizeof g_lib, "%s/preload/libstackrec_preload.so", root);
+  snprintf(g_fx, sizeof g_fx, "%s/tests/preload_fixtures/exit_busy", root);
+  snprintf(g_tmp, sizeof g_tmp, "%.2000s/exit", tmp ? tmp : "/tmp");
+  mkdir(g_tmp, 0700);
+  if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0 ||
+      access(g_fx, X_OK) != 0) {
+    fprintf(stderr, "missing %s, %s or %s\n", g_bin, g_lib, g_fx);
+    return -1;
+  }
+  snprintf(home, sizeof home, "%s/home", g_tmp);
+  mkdir(home, 0700);
+  setenv("HOME", home, 1);
+  setenv("STACKREC_PRELOAD", g_lib, 1);
+  unsetenv("STACKREC_DIR");
+  unsetenv("STACKREC_EXIT_MS");
+  unsetenv("STACKREC_ENV_NAMES");
+  unsetenv("STACKREC_CATEGORIES");
+  unsetenv("LD_PRELOAD");
+  /* STKR_TEST_PRELOAD: another build of the hook library (to show what
+   * an older recorder does with the same program). */
+  if (getenv("STKR_TEST_PRELOAD") != NULL)
+    snprintf(g_lib, sizeof g_lib, "%s", getenv("STKR_TEST_PRELOAD"));
+  snprintf(g_preload, sizeof g_preload, "%s", g_lib);
+#if defined(__SANITIZE_ADDRESS__)
+  {
+    char rt[1024] = "";
+    dl_iterate_phdr(find_san_rt, rt);
+    if (rt[0] == '\0') return -1;
+    snprintf(g_preload, sizeof g_preload, "%s:%s", rt, g_lib);
+    setenv("LD_PRELOAD", rt, 1); /* for `stackrec record`'s program */
+  }
+#endif
+  (void)SANITIZED;
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_exit),
+      cmocka_unit_test(test_underscore_exit),
+      cmocka_unit_test(test_return_from_main),
+      cmocka_unit_test(test_underscore_exit_inproc),
+      cmocka_unit_test(test_stress_exit),
+      cmocka_unit_test(test_stress_underscore_exit),
+      cmocka_unit_test(test_record_cli),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
