@@ -560,7 +560,11 @@ static void test_recorded_by_two_processes(void **state) {
   const char *d = fx_tmpdir("agg-rec");
   char dir[4096];
   const stkr_agg_site *s;
-  stkr_agg_opts o = {.app_only = true};
+  /* By function: the two record_child() calls below are at two lines,
+   * which a build with debug info (-c dbg under the sanitizers) would keep
+   * apart at the default granularity. */
+  stkr_agg_opts f = {.granularity = STKR_AGG_BY_FUNCTION};
+  stkr_agg_opts o = {.app_only = true, .granularity = STKR_AGG_BY_FUNCTION};
   stkr_agg *a;
   size_t i;
   bool any_lib = false;
@@ -569,7 +573,7 @@ static void test_recorded_by_two_processes(void **state) {
   snprintf(dir, sizeof dir, "%s", d);
   record_child(dir);
   record_child(dir);
-  a = agg_dir(dir, NULL);
+  a = agg_dir(dir, &f);
   assert_int_equal(a->n_processes, 2);
   assert_int_equal(a->events, 1000);
   assert_int_equal(a->n_sites, 2);

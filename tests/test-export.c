@@ -153,6 +153,10 @@ static void assert_has(const char *text, const char *want) {
 }
 
 /* ---- folded ------------------------------------------------------------------- */
+/* The exact-label checks below use --granularity function: a build with
+ * debug info (the sanitizer configurations are -c dbg) adds " file:line"
+ * to every frame at the default granularity (test-export-pprof checks
+ * that default). */
 
 static const char folded_all[] =
     "exp.read;exp_alpha_main;exp_mid_a;exp_hook 40\n"
@@ -163,16 +167,19 @@ static const char folded_all[] =
 static void test_folded_exact_lines(void **state) {
   (void)state;
 
-  assert_int_equal(sh("'%s' export --format folded '%s'", g_tool, g_rec), 0);
+  assert_int_equal(sh("'%s' export --format folded --granularity function '%s'", g_tool, g_rec), 0);
   assert_string_equal(g_err, "");
   /* Site first, root to leaf, ';' in the site written as ':', sorted. */
   assert_string_equal(g_out, folded_all);
   /* --app-only: every frame here is the app's; nothing changes. */
   assert_int_equal(
-      sh("'%s' export -f folded --app-only '%s'", g_tool, g_rec), 0);
+      sh("'%s' export -f folded --app-only --granularity function '%s'",
+         g_tool, g_rec),
+      0);
   assert_string_equal(g_out, folded_all);
   /* -o: the file, nothing on stdout, no temporary file left. */
-  assert_int_equal(sh("'%s' export --format=folded -o '%s' '%s'", g_tool,
+  assert_int_equal(sh("'%s' export --format=folded --granularity=function "
+                      "-o '%s' '%s'", g_tool,
                       tmp_path("f.txt"), g_rec),
                    0);
   assert_string_equal(g_out, "");
@@ -186,18 +193,18 @@ static void test_folded_filters(void **state) {
   (void)state;
 
   assert_int_equal(
-      sh("'%s' export --format folded --site 'exp.r*' '%s'", g_tool, g_rec),
+      sh("'%s' export --format folded --granularity function --site 'exp.r*' '%s'", g_tool, g_rec),
       0);
   assert_string_equal(g_out,
                       "exp.read;exp_alpha_main;exp_mid_a;exp_hook 40\n"
                       "exp.read;exp_beta_main;exp_mid_a;exp_hook 10\n");
-  assert_int_equal(sh("'%s' export --format folded --thread exp-beta '%s'",
+  assert_int_equal(sh("'%s' export --format folded --granularity function --thread exp-beta '%s'",
                       g_tool, g_rec),
                    0);
   assert_string_equal(g_out,
                       "exp.read;exp_beta_main;exp_mid_a;exp_hook 10\n"
                       "exp:odd name;exp_beta_main;exp_mid_c;exp_hook 5\n");
-  assert_int_equal(sh("'%s' export --format folded --thread %llu '%s'",
+  assert_int_equal(sh("'%s' export --format folded --granularity function --thread %llu '%s'",
                       g_tool, (unsigned long long)g_tid_alpha, g_rec),
                    0);
   assert_string_equal(g_out,
@@ -205,7 +212,7 @@ static void test_folded_filters(void **state) {
                       "exp.write;exp_alpha_main;exp_mid_b;exp_hook 20\n");
   /* Beta ran 0.5 s after alpha, just after the process started
    * recording. */
-  assert_int_equal(sh("'%s' export --format folded --from 0.25 '%s'", g_tool,
+  assert_int_equal(sh("'%s' export --format folded --granularity function --from 0.25 '%s'", g_tool,
                       g_rec),
                    0);
   assert_string_equal(g_out,
@@ -254,7 +261,7 @@ static void test_jsonl_is_dump_json_and_parses(void **state) {
 static void test_chrome_trace_is_valid(void **state) {
   (void)state;
 
-  assert_int_equal(sh("'%s' export --format chrome -o '%s' '%s'", g_tool,
+  assert_int_equal(sh("'%s' export --format chrome --granularity function -o '%s' '%s'", g_tool,
                       tmp_path("t.json"), g_rec),
                    0);
   if (check("chrome_check.py", tmp_path("t.json")) != 0)

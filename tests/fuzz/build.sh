@@ -46,9 +46,16 @@ cli_ok=1
 symsrc=(flush/symbolize.c flush/symbolize_elf.c flush/symbolize_dwarf.c
         flush/symbolize_macho.c flush/symbolize_machodir.c flush/symcache.c
         macho/macho.c)
-for src in tools/stackrec/*.c "${symsrc[@]}" \
+# `record` also needs the recorder itself (stkr_config_check_env checks the
+# STACKREC_* values with the recorder's parser) and the hooks' matchers.
+declare -A seen=()
+for src in tools/stackrec/*.c "${symsrc[@]}" recorder/*.c flush/*.c \
+           preload/match.c \
            "$genbin/tools/pprof_pb/profile.pb-c.c" "$genbin/tools/report_assets.c"; do
   [ -f "$src" ] || continue
+  case $src in *_apple.c) continue ;; esac
+  [ -n "${seen[$src]:-}" ] && continue
+  seen[$src]=1
   obj="$out/obj/cli_$(echo "${src%.c}" | tr / _).o"
   if ! "$cc" "${cflags[@]}" -Dmain=stkr__cli_main -c "$src" -o "$obj"; then
     cli_ok=0
@@ -72,7 +79,7 @@ for t in frames batch cli macho symcache ring; do
   [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl)
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
-    extra=("${cli[@]}" -ldw -lelf -lz)
+    extra=("${cli[@]}" -ldw -lelf -lz -lpthread -ldl)
   fi
   "$cc" "${cflags[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.c" \
     "${lib[@]}" "${extra[@]}" -lzstd -lprotobuf-c -o "$out/bin/fuzz_$t" || status=1
