@@ -333,6 +333,9 @@
     var v = 0, d = document.createElement('div');
     for (var i = 0; i < kids.length; i++) v += kids[i].v;
     var w = Math.max(v * scale, MORE_PX * 100 / W);
+    /* At the right edge (the usual place: callees come widest first), a
+     * box widened to MORE_PX would be cut off by the graph's border. */
+    if (leftPct + w > 100) leftPct = Math.max(0, 100 - w);
     d.className = 'fr more';
     d.style.cssText = 'left:' + leftPct + '%;width:' + w + '%;top:' +
       (n.depth + 1) * ROW + 'px';
