@@ -501,7 +501,10 @@ void stkr__drain_all(stkr__worker *w, bool last) {
     stkr__seg_enforce_cap(&w->seg);
   }
   /* Ring files for threads about to start, after the reaping above has
-   * handed its rings on (reusing them costs no file operation at all). */
-  if (!last) stkr__ringfile_prefill();
+   * handed its rings on (reusing them costs no file operation at all).
+   * Only once a second thread has recorded: a single-threaded process (a
+   * forked child, a short command under `stackrec record`) would pay for
+   * files it never uses, and unlink them again at its exit. */
+  if (!last && c.threads >= 2) stkr__ringfile_prefill();
   publish(w);
 }

@@ -304,7 +304,14 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   capfile *v;
 
   if (!s->dir) return;
-  if (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1)
+  /* A scan reads the whole directory: with many processes (a fork-heavy
+   * program under `stackrec record`) one per process end would make the
+   * cost grow with the square of the process count. A closed file asks
+   * for one only once this process wrote a 64th of the cap since its last
+   * scan, so the directory overshoots the cap by at most that much per
+   * process that has not scanned yet; otherwise every 16th of the cap. */
+  if (s->bytes_since_scan < s->disk_cap_bytes / 64 + 1 ||
+      (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1))
     return;
   s->cap_scan_due = false;
   s->bytes_since_scan = 0;
