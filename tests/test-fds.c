@@ -207,19 +207,6 @@ static void test_python_dup2_over_all(void **state) {
         "own", "mine\n", true);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-static int find_san_rt(struct dl_phdr_info *info, size_t size, void *arg) {
-  const char *b = strrchr(info->dlpi_name, '/');
-  (void)size;
-  b = b ? b + 1 : info->dlpi_name;
-  if (strncmp(b, "libasan", 7) == 0) {
-    snprintf(arg, 1024, "%s", info->dlpi_name);
-    return 1;
-  }
-  return 0;
-}
-#endif
-
 static int setup(void **state) {
   const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *tmp = getenv("TEST_TMPDIR");
@@ -247,7 +234,7 @@ static int setup(void **state) {
 #if defined(__SANITIZE_ADDRESS__)
   {
     char rt[1024] = "";
-    dl_iterate_phdr(find_san_rt, rt);
+    tf_asan_runtime(rt, sizeof rt);
     if (rt[0] == '\0') return -1;
     setenv("LD_PRELOAD", rt, 1);
     /* Programs not built by us fail LeakSanitizer's exit check. */

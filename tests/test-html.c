@@ -863,6 +863,27 @@ static void test_chromium_screenshot(void **state) {
   free(p);
 }
 
+/* The page of a, with `script` run after the report's own script, as
+ * headless Chromium leaves the DOM (name: the files' base name). */
+static char *dom_after(const stkr_agg *a, const char *name,
+                       const char *script) {
+  char path[700], out[700], url[800], *page;
+  FILE *f;
+
+  page = page_of(a, name);
+  snprintf(path, sizeof path, "%s/%s.html", g_tmp, name);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(page, f);
+  free(page);
+  fprintf(f, "<script>(function () {\n%s})();</script>\n", script);
+  assert_int_equal(fclose(f), 0);
+  snprintf(url, sizeof url, "file://%s", path);
+  snprintf(out, sizeof out, "%s/dom-%s.html", g_out, name);
+  run_chromium(url, "--dump-dom", out);
+  return slurp(out);
+}
+
 /* A one-event stack beside a million-event one is far below one pixel:
  * it must still be reachable. The hatched "+N" box stands for it; a click
  * lists it with its events, and the link zooms to it, where its frames are
@@ -881,8 +902,7 @@ static void test_chromium_rare_stack_reachable(void **state) {
   stkr_agg_site site = {.name = "rare.site", .count = 1000001, .stacks = sp,
                         .n_stacks = 2};
   stkr_agg a;
-  char path[700], out[700], url[800], *page, *dom;
-  FILE *f;
+  char *dom;
   (void)state;
 
   memset(&a, 0, sizeof a);
@@ -891,13 +911,7 @@ static void test_chromium_rare_stack_reachable(void **state) {
   a.stacks = st;
   a.n_stacks = 2;
   a.events = a.events_read = 1000001;
-  page = page_of(&a, "rare");
-  snprintf(path, sizeof path, "%s/rare.html", g_tmp);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(page, f);
-  free(page);
-  fputs("<script>(function () {\n"
+  dom = dom_after(&a, "rare",
         "var g = document.querySelector('#site-0 .flame');\n"
         "function drawn(t) { var b = g.querySelectorAll('.fr');\n"
         "  for (var i = 0; i < b.length; i++) if (b[i].textContent === t)"
@@ -913,13 +927,7 @@ static void test_chromium_rare_stack_reachable(void **state) {
         "var a = l ? l.querySelector('a') : null;\n"
         "if (a) a.click();\n"
         "document.body.setAttribute('data-after', location.hash + '|' +"
-        " drawn('tiny_caller') + '|' + drawn('tiny_hook'));\n"
-        "})();</script>\n", f);
-  assert_int_equal(fclose(f), 0);
-  snprintf(url, sizeof url, "file://%s", path);
-  snprintf(out, sizeof out, "%s/dom-rare.html", g_out);
-  run_chromium(url, "--dump-dom", out);
-  dom = slurp(out);
+        " drawn('tiny_caller') + '|' + drawn('tiny_hook'));\n");
   assert_has(dom, "data-more=\"1 more, 1 events: click to list\"");
   assert_has(dom, "data-tiny-before=\"false\"");
   assert_has(dom, "1 callee of site rare.site below the resolution, 1 event");
@@ -933,18 +941,11 @@ static void test_chromium_rare_stack_reachable(void **state) {
  * nearest first) and its callees, down to the hook site. */
 static void test_chromium_search_and_sandwich(void **state) {
   stkr_agg a;
-  char path[700], out[700], url[800], *page, *dom;
-  FILE *f;
+  char *dom;
   (void)state;
 
   hand_agg(&a);
-  page = page_of(&a, "sandwich");
-  snprintf(path, sizeof path, "%s/sandwich.html", g_tmp);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(page, f);
-  free(page);
-  fputs("<script>(function () {\n"
+  dom = dom_after(&a, "sandwich",
         "var form = document.getElementById('search');\n"
         "form.q.value = 'read_cont';\n"
         "form.q.dispatchEvent(new Event('input'));\n"
@@ -953,13 +954,7 @@ static void test_chromium_search_and_sandwich(void **state) {
         "form.dispatchEvent(new Event('submit', {cancelable: true}));\n"
         "var sw = document.getElementById('sandwich');\n"
         "document.body.setAttribute('data-sw', (sw.hidden ? 'hidden|' : "
-        "'shown|') + sw.textContent);\n"
-        "})();</script>\n", f);
-  assert_int_equal(fclose(f), 0);
-  snprintf(url, sizeof url, "file://%s", path);
-  snprintf(out, sizeof out, "%s/dom-sandwich.html", g_out);
-  run_chromium(url, "--dump-dom", out);
-  dom = slurp(out);
+        "'shown|') + sw.textContent);\n");
   /* Both read_contacts boxes of the open site are drawn and marked. */
   assert_has(dom, "data-hits=\"4,000 events through matching frames|2\"");
   assert_has(dom, "data-sw=\"shown|Frames containing \xe2\x80\x9cread_cont"
