@@ -74,6 +74,9 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
   pthread_once(&g_atfork_once, stkr__atfork_install);
+  /* A producer of the previous session may have outlived its bounded
+   * quiesce (an exit budget) and still be reading g_conf. */
+  stkr__threads_wait_idle();
   g_conf = *rc;
   g_wake = wake;
   g_wake_arg = wake_arg;

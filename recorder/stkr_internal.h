@@ -406,6 +406,11 @@ stkr__thread *stkr__threads_next(stkr__thread *t);
 void stkr__thread_reap(stkr__thread *t);
 /* Wait until no thread is inside stkr_event(), at most max_ms in all. */
 void stkr__threads_quiesce(unsigned max_ms);
+/* Wait, unbounded, until no thread is inside stkr_event(): a new
+ * recording (stkr__recorder_start) rewrites the configuration those events
+ * read. Not for exit paths: a producer of the previous session that
+ * outlived that session's bounded quiesce is still finishing its event. */
+void stkr__threads_wait_idle(void);
 
 /* ---- sites (site.c) ---- */
 /* The site's id, registering it on first use; 0 if it cannot be had now

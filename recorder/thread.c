@@ -168,6 +168,23 @@ void stkr__count_dropped_other(void) {
   atomic_fetch_add_explicit(&g_dropped_other, 1, memory_order_relaxed);
 }
 
+void stkr__threads_wait_idle(void) {
+  stkr__thread *t;
+
+  pthread_mutex_lock(&g_reap_lock);
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
+    /* Acquire: pairs with the release store that ends an event, so the
+     * event's reads of the old configuration happen before our writes.
+     * Not the caller's own thread: a forked child in follow mode starts
+     * its recording from inside its first event. */
+    while (t != stkr__tls &&
+           atomic_load_explicit(&t->busy, memory_order_acquire)) {
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
+    }
+  pthread_mutex_unlock(&g_reap_lock);
+}
+
 void stkr__threads_quiesce(unsigned max_ms) {
   stkr__thread *t;
   uint64_t until = stkr__clock_mono_ns() + (uint64_t)max_ms * 1000000u;
