@@ -140,6 +140,9 @@ typedef struct stkr__symcache_stats {
  * -errno; err says what. */
 int stkr__symcache_write(stkr__symfile *f, const char *path,
                          stkr__symcache_stats *st, char *err, size_t err_cap);
+/* The checksum a cache file of len bytes must hold at offset 88
+ * (docs/SYMCACHE.md); the fuzz target writes it into mutated files. */
+uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len);
 /* Cache file extension, and the name for an image: "<UUID>.stkrsym". */
 #define STKR__SYMCACHE_EXT ".stkrsym"
 #define STKR__SYMCACHE_MAGIC "STKRSYM\0"

@@ -54,6 +54,7 @@ void stkr__dwidx_free(stkr__dwidx *ix) {
   ix->ranges = NULL;
   ix->n_ranges = 0;
   ix->ranges_built = false;
+  ix->hit_valid = false;
 }
 
 static int cmp_curange(const void *a, const void *b) {
@@ -123,6 +124,7 @@ struct stkr__dwmemo {
 };
 
 void stkr__dwnames_free(stkr__dwnames *nb) {
+  stkr__dwscope_free(&nb->scope);
   for (size_t i = 0; i < nb->memo_cap; i++) free(nb->memo_tab[i].demangled);
   free(nb->memo_tab);
   nb->memo_tab = NULL;
@@ -228,6 +230,11 @@ bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
   stkr__dwcu *ci = cu_index(ix, cudie);
   size_t lo = 0, hi;
   if (!ci) return false;
+  if (ix->hit_valid && ix->hit_cu == ci->cu && ix->hit_lo <= a &&
+      a < ix->hit_hi) {
+    *out = ix->hit_die;
+    return true;
+  }
   hi = ci->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -235,9 +242,21 @@ bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
     else hi = mid;
   }
   /* Nearest ranges first; nested or overlapping ones are rare. */
-  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
-    if (a < ci->r[k - 1].hi)
-      return dwarf_offdie(ix->dw, ci->r[k - 1].die, out) != NULL;
+  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++) {
+    if (a >= ci->r[k - 1].hi) continue;
+    if (!dwarf_offdie(ix->dw, ci->r[k - 1].die, out)) return false;
+    /* The nearest range itself: every address from its start up to its
+     * end or the next range's start gets the same answer. */
+    ix->hit_valid = tries == 0;
+    if (ix->hit_valid) {
+      ix->hit_cu = ci->cu;
+      ix->hit_lo = ci->r[k - 1].lo;
+      ix->hit_hi = ci->r[k - 1].hi;
+      if (k < ci->n && ci->r[k].lo < ix->hit_hi) ix->hit_hi = ci->r[k].lo;
+      ix->hit_die = *out;
+    }
+    return true;
+  }
   return false;
 }
 
@@ -319,6 +338,35 @@ static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
   return n;
 }
 
+/* stkr__dw_frames from the scope tree in memory (see stkr__dwscope). */
+static size_t frames_from_scope(stkr__dwnames *nb, Dwarf_Die *cudie,
+                                Dwarf_Addr a, const char *file, int line,
+                                int col, bool join_comp_dir, stkr__symres *out,
+                                size_t max) {
+  const stkr__dwscope_node *chain[STKR__SYM_MAX_INLINE];
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0, nch, n = 0;
+
+  nch = stkr__dwscope_chain(&nb->scope, a, chain, max - 1);
+  if (nch) (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
+  for (size_t k = nch; k-- > 0;) {
+    Dwarf_Word v;
+    if (join_comp_dir) file = stkr__dw_full_path(nb, cudie, file, n);
+    out[n] = (stkr__symres){stkr__dwscope_name(nb, chain[k], n), file,
+                            line > 0 ? (uint32_t)line : 0,
+                            col > 0 ? (uint32_t)col : 0, true};
+    n++;
+    file = NULL;
+    if (stkr__dwscope_call(chain[k], &v, &line, &col) && files)
+      file = dwarf_filesrc(files, v, NULL, NULL);
+  }
+  if (join_comp_dir) file = stkr__dw_full_path(nb, cudie, file, n);
+  out[n] = (stkr__symres){stkr__dwscope_name(nb, stkr__dwscope_root(&nb->scope), n),
+                          file, line > 0 ? (uint32_t)line : 0,
+                          col > 0 ? (uint32_t)col : 0, false};
+  return n + 1;
+}
+
 size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
                        Dwarf_Addr a, const char *file, int line, int col,
                        bool join_comp_dir, stkr__symres *out, size_t max) {
@@ -327,6 +375,9 @@ size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
   size_t nfiles = 0, nch, n = 0;
 
   if (max > STKR__SYM_MAX_INLINE) max = STKR__SYM_MAX_INLINE;
+  if (nb->memo && stkr__dwscope_load(&nb->scope, sub))
+    return frames_from_scope(nb, cudie, a, file, line, col, join_comp_dir, out,
+                             max);
   nch = inline_chain(sub, a, chain, max - 1);
   if (nch) (void)dwarf_getsrcfiles(cudie, &files, &nfiles);
   /* Innermost first: chain[nch-1] is the innermost inlined call; its code

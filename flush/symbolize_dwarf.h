@@ -31,7 +31,29 @@ typedef struct stkr__dwidx {
   stkr__dwcurange *ranges;
   size_t n_ranges;
   bool ranges_built;
+  /* The last answer of stkr__dw_find_subprogram and the addresses of its
+   * CU that get the same one ([hit_lo, hit_hi)): addresses asked in order
+   * (a symbol cache build) skip the search and dwarf_offdie. */
+  bool hit_valid;
+  Dwarf_Off hit_cu;
+  Dwarf_Addr hit_lo, hit_hi;
+  Dwarf_Die hit_die;
 } stkr__dwidx;
+
+/* The scope tree of the last subprogram looked up, kept in memory
+ * (symbolize_dwscope.c): consecutive addresses of one subprogram, as a
+ * symbol cache build asks for them, walk it instead of the DIEs. */
+typedef struct stkr__dwscope_node stkr__dwscope_node;
+typedef struct stkr__dwscope_range stkr__dwscope_range;
+typedef struct stkr__dwscope {
+  Dwarf_Off sub; /* the subprogram DIE it holds, when valid */
+  bool valid;
+  Dwarf_Off last_asked; /* the subprogram of the previous lookup */
+  stkr__dwscope_node *nodes; /* [0] is the subprogram */
+  size_t n_nodes, cap_nodes;
+  stkr__dwscope_range *ranges;
+  size_t n_ranges, cap_ranges;
+} stkr__dwscope;
 
 /* The demangled names of the current resolve, one buffer per frame slot. */
 typedef struct stkr__dwnames {
@@ -45,6 +67,9 @@ typedef struct stkr__dwnames {
   bool memo;
   struct stkr__dwmemo *memo_tab; /* open addressing */
   size_t memo_cap, memo_n;
+  /* Also only with memo (one Dwarf per stkr__dwnames, so a DIE offset
+   * names one subprogram; the libdw strings it points to stay mapped). */
+  stkr__dwscope scope;
 } stkr__dwnames;
 
 void stkr__dwidx_free(stkr__dwidx *ix);  /* not dw itself */
@@ -83,6 +108,23 @@ const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
 
 /* A symbol name demangled into nb's slot (C++, Swift), else itself. */
 const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
+
+/* Load the scope tree of subprogram `sub` (kept until another is loaded)
+ * when the previous lookup was in `sub` too. @return false when it was
+ * not, or when out of memory: the caller walks the DIEs. */
+bool stkr__dwscope_load(stkr__dwscope *s, Dwarf_Die *sub);
+/* The inlined calls holding a, outermost first (the DIE walk's rule).
+ * @return how many (at most max). */
+size_t stkr__dwscope_chain(const stkr__dwscope *s, Dwarf_Addr a,
+                           const stkr__dwscope_node **chain, size_t max);
+const stkr__dwscope_node *stkr__dwscope_root(const stkr__dwscope *s);
+/* A node's function name as die_name() gives it (demangled via nb). */
+const char *stkr__dwscope_name(stkr__dwnames *nb, const stkr__dwscope_node *nd,
+                               size_t slot);
+/* An inlined call's call site. @return whether it names a file. */
+bool stkr__dwscope_call(const stkr__dwscope_node *nd, Dwarf_Word *file,
+                        int *line, int *col);
+void stkr__dwscope_free(stkr__dwscope *s);
 
 /* A growable list of addresses (symbol cache build). */
 typedef struct stkr__addrs {

@@ -44,6 +44,7 @@ done
 cli=()
 cli_ok=1
 symsrc=(flush/symbolize.c flush/symbolize_elf.c flush/symbolize_dwarf.c
+        flush/symbolize_dwscope.c
         flush/symbolize_macho.c flush/symbolize_machodir.c flush/symcache.c
         macho/macho.c)
 # `record` also needs the recorder itself (stkr_config_check_env checks the

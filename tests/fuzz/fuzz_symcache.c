@@ -15,15 +15,6 @@
 
 #include "flush/symbolize.h"
 
-/* The format's checksum (docs/SYMCACHE.md): FNV-1a 64 over the header up
- * to offset 88, then everything from offset 96. */
-static uint64_t sum(const uint8_t *p, size_t size) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; i++)
-    if (i < 88 || i >= 96) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
 static void one(const uint8_t *data, size_t size);
 
 /* Each input twice: as it is (the checksum stops nearly every mutation),
@@ -35,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *copy = malloc(size);
     FZ_CHECK(copy != NULL);
     memcpy(copy, data, size);
-    uint64_t h = sum(copy, size);
+    uint64_t h = stkr__symcache_checksum(copy, size);
     memcpy(copy + 88, &h, 8);
     one(copy, size);
     free(copy);
