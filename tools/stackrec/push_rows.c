@@ -19,6 +19,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/push.h"
 
 /* ---- buffers and RowBinary values ---- */
@@ -213,6 +214,13 @@ static int frame_row(stkr__buf *b, const stkr__push_ids *id,
   return e ? -ENOMEM : 0;
 }
 
+/* The module a stack is attributed to: `report --by module`'s rule
+ * (breakdown.c: the image of its innermost frame outside the system). */
+static const char *stack_module(const stkr_frame *fr, size_t n) {
+  stkr_agg_stack s = {.frames = fr, .n_frames = n};
+  return stkr_agg_stack_module(&s);
+}
+
 /* Resolve the current event's stack: its frames (or frames made from its
  * PCs), their ids, its content hash; queue the rows of what is new. */
 static int resolve(stkr__stackmap *m, stkr_reader *r,
@@ -268,6 +276,7 @@ static int resolve(stkr__stackmap *m, stkr_reader *r,
     for (i = 0; i < n; i++)
       e |= stkr__rb_str(&m->stacks, stkr_agg_frame_text(&fr[i], STKR_AGG_BY_LINE,
                                                        text, sizeof text));
+    e |= stkr__rb_str(&m->stacks, stack_module(fr, n));
     for (i = 0; i < n && e == 0; i++) {
       int s = seen_add(m, ids[i]);
       if (s < 0)

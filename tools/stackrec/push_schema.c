@@ -20,7 +20,7 @@
 const char stkr__cols_events[] =
     "day, build, device, recording, pid, n, tid, thread, site, ts, ts_mono, "
     "stack, payload, payload_truncated, stack_truncated";
-const char stkr__cols_stacks[] = "build, stack, depth, frames, path";
+const char stkr__cols_stacks[] = "build, stack, depth, frames, path, module";
 const char stkr__cols_frames[] =
     "build, frame, function, file, line, column, image, module, offset, "
     "inlined, app, async";
@@ -53,7 +53,7 @@ static const struct {
      "cityHash64(recording, pid, intDiv(n, 65536))"},
     {"stacks",
      "(build String, stack UInt64, depth UInt16, frames Array(UInt64), "
-     "path Array(String)) "
+     "path Array(String), module String) "
      "ENGINE = ReplacingMergeTree ORDER BY (build, stack)",
      "cityHash64(build, stack)"},
     {"frames",
