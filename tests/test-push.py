@@ -196,10 +196,26 @@ def stackrec(*args, env=None):
                           stdin=subprocess.DEVNULL, timeout=240)
 
 
+def sanitizer_runtime():
+    """The ASan/TSan runtime the stackrec binary links (sanitizer builds,
+    tools/test.sh's asan and tsan phases), or None. The hook library of
+    such a build needs it first in LD_PRELOAD of the recorded program."""
+    try:
+        out = subprocess.run(["ldd", STACKREC], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    m = re.search(r"\s(lib[at]san\.so[.\d]*) => (\S+)", out)
+    return m.group(2) if m else None
+
+
 def record(name, script):
     out = os.path.join(TMP, name)
     shutil.rmtree(out, ignore_errors=True)
-    r = stackrec("record", "-q", "-o", out, "--", PY, "-c", script)
+    env = {}
+    rt = sanitizer_runtime()
+    if rt:  # programs not built by us fail LeakSanitizer's exit check
+        env = {"LD_PRELOAD": rt, "ASAN_OPTIONS": "detect_leaks=0"}
+    r = stackrec("record", "-q", "-o", out, "--", PY, "-c", script, env=env)
     if r.returncode != 0:
         raise RuntimeError("stackrec record %s: %d\n%s" % (name, r.returncode, r.stderr))
     return out

@@ -225,8 +225,13 @@ static stkr__ch_fail load_done(pass *p) {
   return f;
 }
 
-/* Is (pid, n) committed? Events come in (pid, n) order, so one cursor. */
+/* Is (pid, n) committed? Events come in (pid, n) order (processes by
+ * ascending pid), so one cursor; should they not, it starts over. */
 static bool is_done(pass *p, uint32_t pid, uint64_t n) {
+  if (p->cur > 0 && (p->done[p->cur - 1].pid > pid ||
+                     (p->done[p->cur - 1].pid == pid &&
+                      p->done[p->cur - 1].first > n)))
+    p->cur = 0;
   while (p->cur < p->n_done &&
          (p->done[p->cur].pid < pid ||
           (p->done[p->cur].pid == pid && p->done[p->cur].last <= n)))
@@ -290,8 +295,12 @@ static long produce_events(void *arg, uint8_t *buf, size_t cap) {
         return (long)out;
     }
     p->pend.len = p->pend_off = 0;
-    if (p->rows >= p->o->chunk || (rc = next_event(p)) <= 0)
-      return (long)out; /* rc < 0: read_err is set; the caller sees it */
+    if (p->rows >= p->o->chunk)
+      return (long)out;
+    if ((rc = next_event(p)) < 0)
+      return rc; /* the INSERT is aborted: the server keeps nothing */
+    if (rc == 0)
+      return (long)out;
     p->have_ev = false;
     if (is_done(p, p->ev.pid, p->n)) {
       p->skipped++;
@@ -573,7 +582,7 @@ static int check_url(const char *u) {
                                         "https://HOST:PORT");
   h += 3;
   e = h + strcspn(h, "/?#");
-  if (memchr(h, '@', (size_t)(e - h)) != NULL)
+  if (memchr(h, '@', (size_t)(e - h)) != NULL || strcasestr(u, "password="))
     return stkr_cli_usage_error(
         "push", "--url: credentials in the URL are refused (process lists "
                 "show arguments): use --user and $STACKREC_CH_PASSWORD or "
@@ -701,6 +710,8 @@ int stkr_cli_push(int argc, char **argv) {
     return stkr_cli_usage_error("push", "no recording given");
   if ((st = read_password(pwfile, pw, sizeof pw, &o.ch.password)) != 0)
     return st;
+  if (o.ch.password != NULL && o.ch.user == NULL)
+    o.ch.user = "default"; /* a password alone is the default user's */
   if ((env = getenv("STACKREC_PUSH_TEST_DELAY_MS")) != NULL)
     o.test_delay_ms = (uint32_t)atoi(env); /* tests: a window to kill in */
   if (stkr__ch_create(&o.ch, &ch) != 0) {
