@@ -464,6 +464,9 @@ def credentials_case(s, a):
              env={"STACKREC_CH_PASSWORD": "wrong-" + pw})
     check("wrong password: the server's message, never the password",
           r.returncode == 1 and "Wrong password" in r.stderr and pw not in r.stderr, r.stderr)
+    r = push(s, "--database", "nosuch", a)
+    check("no such database: exit 1 with the server's message",
+          r.returncode == 1 and "Code: 81" in r.stderr and "nosuch" in r.stderr, r.stderr)
     r = stackrec("push", "--url", "http://pusher:%s@127.0.0.1:%d" % (pw, s.http), a)
     check("credentials in --url: refused without echoing them",
           r.returncode == 2 and pw not in r.stderr, r.stderr)

@@ -590,6 +590,20 @@ static int check_url(const char *u) {
   return 0;
 }
 
+/* Database and cluster names go into statements unquoted: plain
+ * identifiers only. */
+static int check_name(const char *opt, const char *s) {
+  const char *c = s;
+  for (; *c; c++)
+    if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+          (*c >= 'A' && *c <= 'Z')))
+      break;
+  if (*s == '\0' || *c != '\0')
+    return stkr_cli_usage_error("push", "%s '%s': letters, digits and _ only",
+                                opt, s);
+  return 0;
+}
+
 static int create_schema(stkr__ch *ch, const push_opts *o) {
   char **s = stkr__schema(o->ch.database, o->cluster);
   int status = STKR_CLI_OK;
@@ -685,14 +699,9 @@ int stkr_cli_push(int argc, char **argv) {
                                   argv[optind - 1]);
     }
   }
-  for (const char *s = o.ch.database; *s; s++)
-    if (!(*s == '_' || (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
-          (*s >= 'A' && *s <= 'Z')))
-      return stkr_cli_usage_error("push", "--database: letters, digits, _");
-  for (const char *s = o.cluster ? o.cluster : ""; *s; s++)
-    if (!(*s == '_' || (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
-          (*s >= 'A' && *s <= 'Z')))
-      return stkr_cli_usage_error("push", "--cluster: letters, digits, _");
+  if ((st = check_name("--database", o.ch.database)) != 0 ||
+      (o.cluster != NULL && (st = check_name("--cluster", o.cluster)) != 0))
+    return st;
   if (print) {
     char **s = stkr__schema(o.ch.database, o.cluster);
     if (s == NULL)

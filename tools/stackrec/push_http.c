@@ -96,9 +96,14 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg) {
 /* Exceptions worth another try: the server is overloaded or lost a
  * connection of its own (codes of ClickHouse 18.16's ErrorCodes.cpp). */
 static bool retryable_code(int code) {
-  static const int k[] = {159 /* TIMEOUT_EXCEEDED */, 202 /* TOO_MANY_
-      SIMULTANEOUS_QUERIES */, 209 /* SOCKET_TIMEOUT */,
-      210 /* NETWORK_ERROR */, 252 /* TOO_MANY_PARTS */};
+  static const int k[] = {
+      159, /* TIMEOUT_EXCEEDED */
+      202, /* TOO_MANY_SIMULTANEOUS_QUERIES */
+      209, /* SOCKET_TIMEOUT */
+      210, /* NETWORK_ERROR */
+      252, /* TOO_MANY_PARTS */
+      279, /* ALL_CONNECTION_TRIES_FAILED: a shard of a Distributed table */
+  };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
     if (code == k[i])
       return true;
