@@ -360,8 +360,16 @@ def single_server(recs):
         except RuntimeError as e:
             answers[name] = None
             check("docs query %s runs on one server" % name, False, e)
-    check("docs: new_paths finds b2's paths through /bin/uname",
-          answers.get("new_paths") and "uname" in answers["new_paths"], answers.get("new_paths"))
+    # new_paths: exactly b2's (site, path) pairs that b1 (recorded earlier)
+    # does not have, with b2's counts.
+    s1, s2 = sql_stacks(s, "b1"), sql_stacks(s, "b2")
+    want = {k: v for k, v in s2.items() if k not in s1}
+    got = {}
+    for line in (answers.get("new_paths") or "").splitlines():
+        site, path, n = line.split("\t")
+        got[(site, path.replace(" <- ", " | "))] = int(n)
+    check("docs: new_paths = b2's paths minus b1's", got == want and want and
+          any("uname" in k[1] for k in want), dict_diff(got, want))
     check("docs: top_paths covers both builds",
           answers.get("top_paths") and "b1\t" in answers["top_paths"] and "b2\t" in answers["top_paths"],
           answers.get("top_paths"))
