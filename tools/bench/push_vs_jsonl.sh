@@ -23,8 +23,9 @@
 #   table of the event's scalar columns (frames skipped by
 #   input_format_skip_unknown_fields). Both are given as events/s.
 # - Server CPU (utime+stime of the server process over the run) is shown
-#   beside each push: on a loaded machine the server, not the client, is
-#   what limits the rate.
+#   beside each push, with push's own CPU time and peak RSS (the largest
+#   over the rounds): which side limits the rate, and that memory stays
+#   bounded.
 # - Queries: each docs/fleet.md query (without the _all of a cluster) over
 #   the last pushed database, ROUNDS times; rows/s = rows of `events` /
 #   median of the server's own elapsed time (FORMAT JSON statistics), and
@@ -103,7 +104,7 @@ median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 # the MergeTree's sort and write.
 tables="events stacks frames images sites processes drops pushes"
 "$S" push -q --url "$URL" --database bench_schema --create-schema >/dev/null
-declare -A times scpu
+declare -A times scpu rsss ccpu
 for r in $(seq "$ROUNDS"); do
   for mode in none gzip null; do
     q "DROP DATABASE IF EXISTS bench_$mode" >/dev/null
@@ -114,8 +115,12 @@ for r in $(seq "$ROUNDS"); do
       "$S" push -q --url "$URL" --database "bench_$mode" --create-schema >/dev/null
     fi
     c0=$(cpu); t0=$(now)
-    "$S" push -q --url "$URL" --database "bench_$mode" --compress "${mode/null/none}" "$DIR/rec"
+    /usr/bin/time -f '%M %U %S' -o "$T/time" \
+      "$S" push -q --url "$URL" --database "bench_$mode" --compress "${mode/null/none}" "$DIR/rec"
     t1=$(now); c1=$(cpu)
+    read -r rss ucpu scpu_ <"$T/time"
+    rsss[$mode]+="$rss "
+    ccpu[$mode]+="$(echo "$ucpu + $scpu_" | bc) "
     n=$(q "SELECT count() FROM bench_$mode.events")
     [ "$mode" = null ] || [ "$n" = "$N" ] || echo "push_vs_jsonl: bench_$mode holds $n events, not $N" >&2
     times[$mode]+="$(echo "$t1 - $t0" | bc) "
@@ -150,7 +155,13 @@ for mode in none gzip null json; do
     null) label="push into Null tables (no storage)" ;;
     json) label="export jsonl | JSONEachRow" ;;
   esac
-  printf '%-34s %10s %12.2f %14s   (server CPU %.1f s)\n' "$label" "$n" "$t" "${mrate[$mode]}" "$c"
+  extra=""
+  if [ "$mode" != json ]; then
+    r=$(echo "${rsss[$mode]}" | tr ' ' '\n' | grep . | sort -g | tail -n 1)
+    k=$(echo "${ccpu[$mode]}" | tr ' ' '\n' | grep . | median)
+    extra=$(printf ', push CPU %.1f s, peak RSS %.1f MB' "$k" "$(echo "$r / 1024" | bc -l)")
+  fi
+  printf '%-34s %10s %12.2f %14s   (server CPU %.1f s%s)\n' "$label" "$n" "$t" "${mrate[$mode]}" "$c" "$extra"
 done
 best=$(python3 -c "print(max(${mrate[none]}, ${mrate[gzip]}))")
 ratio=$(python3 -c "print('%.1f' % (${best} / max(${mrate[json]}, 1e-9)))")
