@@ -723,8 +723,10 @@ int stkr_cli_push(int argc, char **argv) {
     o.ch.user = "default"; /* a password alone is the default user's */
   if ((env = getenv("STACKREC_PUSH_TEST_DELAY_MS")) != NULL)
     o.test_delay_ms = (uint32_t)atoi(env); /* tests: a window to kill in */
-  if (stkr__ch_create(&o.ch, &ch) != 0) {
-    fprintf(stderr, "stackrec push: cannot start libcurl\n");
+  if ((st = stkr__ch_create(&o.ch, &ch)) != 0) {
+    if (st != -ENOENT) /* -ENOENT: load_curl said why */
+      fprintf(stderr, "stackrec push: cannot start libcurl: %s\n",
+              strerror(-st));
     return STKR_CLI_DATA_LOST;
   }
   if (o.create_schema && (status = create_schema(ch, &o)) != STKR_CLI_OK) {

@@ -59,7 +59,8 @@ typedef enum stkr__ch_fail {
   STKR_CH_LOCAL      /* out of memory, the body producer failed */
 } stkr__ch_fail;
 
-/* @return 0, or -ENOMEM / -EINVAL (curl could not start). *out owns it. */
+/* @return 0, -ENOMEM, or -ENOENT (libcurl.so.4 could not be loaded or
+ * initialized; said on stderr). *out owns it. */
 int stkr__ch_create(const stkr__ch_opts *o, stkr__ch **out);
 void stkr__ch_free(stkr__ch *c);
 
