@@ -19,6 +19,7 @@ pkgs=(
   libdw-dev libelf-dev              # symbolization (elfutils)
   python3                           # the main job records tools/demo/privacy_probe.py
   zlib1g-dev                        # stackrec export --format pprof: gzip
+  libcurl4-openssl-dev              # stackrec push: ClickHouse over HTTP(S) (issue 16)
 )
 test_pkgs=(
   clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz);
@@ -30,6 +31,7 @@ test_pkgs=(
   libdw-dev:arm64 libelf-dev:arm64  # aarch64: symbolizer
   chromium                          # tests/test-html.c renders the HTML report headless
   golang-go                         # tests/test-export-pprof.c loads the pprof export in `go tool pprof`
+  clickhouse-server clickhouse-client  # tests/test-push.py: real servers and a two-shard cluster on loopback (issue 16)
   lld-14 llvm-14                    # Mach-O fixtures (tests/apple): ld64.lld-14, llvm-lipo-14, dsymutil-14,
                                     # llvm-symbolizer-14 as the oracle (clang: the Swift toolchain's, /opt/swift)
 )

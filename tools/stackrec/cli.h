@@ -122,6 +122,7 @@ typedef struct stkr_cli_sym_stats {
 int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
                                 stkr_cli_sym_stats *st);
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
+int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */
 /* `stackrec record`, once the program exited: recover the ring files of
  * its processes that died (before the summary reads the directory). One
  * line on stderr when something was recovered or lost, unless quiet. */

@@ -48,6 +48,8 @@ static const struct {
      "per-build symbol caches from dSYMs (for symbolize, atos)"},
     {"recover", stkr_cli_recover,
      "write out what killed processes left in their ring files"},
+    /* fleet (issue 16) */
+    {"push", stkr_cli_push, "recordings into ClickHouse (docs/fleet.md)"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 

@@ -1,0 +1,554 @@
+#!/usr/bin/env python3
+"""test-push.py: `stackrec push` against real ClickHouse servers (issue 16).
+
+Starts clickhouse-server processes (Debian's 18.16, tools/install-deps.sh
+--tests) with configs in a temporary directory, on free 127.0.0.1 ports,
+each in its own process group; every exit path kills those groups (a
+finally block, atexit, and SIGTERM/SIGINT handlers: Bazel's timeout sends
+SIGTERM). Skips, saying so, only when clickhouse-server is not installed.
+
+One server: two recordings (two devices, two builds) made by `stackrec
+record`; per-site and per-module counts equal `stackrec report`'s, per-stack
+counts those of `stackrec export --format jsonl`; pushing again adds no
+row to any table; a corrupt recording pushes its intact batches (as many
+events as export reads) and names the damage; a server killed mid-push and
+restarted: the push resumes, no duplicates; a server that stays away: the
+bounded retry gives up with a clear error; credentials never show.
+Two shards (remote_servers, Distributed tables): rows on both, and every
+query of docs/fleet.md answers as on the single server.
+
+Prints "N passed, N failed" (tools/test.sh counts it); exit 1 on failure.
+"""
+import atexit
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+CH = shutil.which("clickhouse-server") or "/usr/sbin/clickhouse-server"
+PY = "/usr/bin/python3"
+SERVERS = []
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def runfile(rel):
+    src, ws = os.environ.get("TEST_SRCDIR"), os.environ.get("TEST_WORKSPACE", "stackrec")
+    if src:
+        return os.path.join(src, ws, rel)
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", rel)
+
+
+STACKREC = os.environ.get("STACKREC_BIN") or runfile("tools/stackrec")
+FLEET_MD = runfile("docs/fleet.md")
+TMP = os.environ.get("TEST_TMPDIR") or "/tmp/stackrec-test-push"
+
+
+def check(name, ok, detail=""):
+    if ok:
+        RESULTS["passed"] += 1
+        print("ok   " + name, flush=True)
+    else:
+        RESULTS["failed"] += 1
+        print("FAIL " + name + (": " + str(detail)[:3000] if detail != "" else ""), flush=True)
+    return ok
+
+
+# ---- servers ------------------------------------------------------------
+
+def free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def kill_all():
+    for s in SERVERS:
+        s.kill()
+
+
+def on_signal(sig, _frame):
+    kill_all()
+    sys.exit(128 + sig)
+
+
+class Server:
+    def __init__(self, name, ports=None, cluster_tcp_ports=None):
+        self.dir = os.path.join(TMP, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.http, self.tcp = ports or free_ports(2)
+        self.proc = None
+        remote = ""
+        if cluster_tcp_ports:
+            shards = "".join(
+                "<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>" % p
+                for p in cluster_tcp_ports)
+            remote = "<two>%s</two>" % shards
+        d = self.dir
+        with open(os.path.join(d, "config.xml"), "w") as f:
+            f.write("""<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>%(d)s/server.log</log>
+    <errorlog>%(d)s/server.err.log</errorlog><console>0</console></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <http_port>%(http)d</http_port>
+  <tcp_port>%(tcp)d</tcp_port>
+  <path>%(d)s/data/</path>
+  <tmp_path>%(d)s/tmp/</tmp_path>
+  <user_files_path>%(d)s/user_files/</user_files_path>
+  <format_schema_path>%(d)s/format_schemas/</format_schema_path>
+  <mark_cache_size>16777216</mark_cache_size>
+  <uncompressed_cache_size>16777216</uncompressed_cache_size>
+  <users_config>users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <remote_servers>%(remote)s</remote_servers>
+</yandex>
+""" % {"d": d, "http": self.http, "tcp": self.tcp, "remote": remote})
+        with open(os.path.join(d, "users.xml"), "w") as f:
+            f.write("""<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_threads>2</max_threads></default></profiles>
+  <users>
+    <default><password></password><networks><ip>127.0.0.1</ip></networks>
+      <profile>default</profile><quota>default</quota></default>
+    <pusher><password>Sesame-7q</password><networks><ip>127.0.0.1</ip></networks>
+      <profile>default</profile><quota>default</quota></pusher>
+  </users>
+  <quotas><default></default></quotas>
+</yandex>
+""")
+        SERVERS.append(self)
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.http
+
+    def start(self):
+        env = dict(os.environ, HOME=self.dir, TMPDIR=self.dir)
+        out = open(os.path.join(self.dir, "stdout.log"), "ab")
+        self.proc = subprocess.Popen([CH, "--config-file=" + os.path.join(self.dir, "config.xml")],
+                                     cwd=self.dir, stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        out.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(self.url + "/ping", timeout=2) as r:
+                    if r.read().strip() == b"Ok.":
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        log = ""
+        for n in ("server.err.log", "stdout.log"):
+            p = os.path.join(self.dir, n)
+            if os.path.exists(p):
+                log += open(p, errors="replace").read()[-2000:]
+        raise RuntimeError("clickhouse-server did not answer /ping within 30 s: " + log)
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.proc = None
+
+    def query(self, sql):
+        req = urllib.request.Request(self.url + "/", data=sql.encode())
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.read().decode()
+        except urllib.error.HTTPError as e:
+            raise RuntimeError("%s\n-> %s" % (sql, e.read().decode(errors="replace")))
+
+    def rows(self, sql):
+        return [line.split("\t") for line in self.query(sql + " FORMAT TabSeparated").splitlines()]
+
+    def count(self, sql):
+        return int(self.query(sql).strip())
+
+
+# ---- stackrec ------------------------------------------------------------
+
+def stackrec(*args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([STACKREC] + list(args), capture_output=True, text=True, env=e,
+                          stdin=subprocess.DEVNULL, timeout=240)
+
+
+def sanitizer_runtime():
+    """The ASan/TSan runtime the stackrec binary links (sanitizer builds,
+    tools/test.sh's asan and tsan phases), or None. The hook library of
+    such a build needs it first in LD_PRELOAD of the recorded program."""
+    try:
+        out = subprocess.run(["ldd", STACKREC], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    m = re.search(r"\s(lib[at]san\.so[.\d]*) => (\S+)", out)
+    return m.group(2) if m else None
+
+
+def record(name, script):
+    out = os.path.join(TMP, name)
+    shutil.rmtree(out, ignore_errors=True)
+    env = {}
+    rt = sanitizer_runtime()
+    if rt:  # programs not built by us fail LeakSanitizer's exit check
+        env = {"LD_PRELOAD": rt, "ASAN_OPTIONS": "detect_leaks=0"}
+    r = stackrec("record", "-q", "-o", out, "--", PY, "-c", script, env=env)
+    if r.returncode != 0:
+        raise RuntimeError("stackrec record %s: %d\n%s" % (name, r.returncode, r.stderr))
+    return out
+
+
+def base(p):
+    return p.rsplit("/", 1)[-1]
+
+
+def frame_text(f):
+    """stkr_agg_frame_text at line granularity (frame_text.c)."""
+    if f["function"] is not None:
+        s = f["function"]
+        if f["file"] is not None and f["line"]:
+            s += " %s:%d" % (base(f["file"]), f["line"])
+        return s
+    if f["image"] is not None:
+        return "%s+0x%x" % (base(f["image"]), int(f["offset"], 16))
+    return "0x%x" % int(f["pc"], 16)
+
+
+_EXPORTS = {}
+
+
+def export_events(d):
+    """Events of `stackrec export --format jsonl d` (parsed once per d)."""
+    if d not in _EXPORTS:
+        r = stackrec("export", "--format", "jsonl", d)
+        _EXPORTS[d] = ([json.loads(line) for line in r.stdout.splitlines()], r.returncode)
+    return _EXPORTS[d]
+
+
+def expected_stacks(events):
+    """(site, path text) -> events, as push's stacks.path joined by ' | '."""
+    c = collections.Counter()
+    for e in events:
+        if "frames" in e:
+            path = " | ".join(frame_text(f) for f in e["frames"])
+        else:
+            path = " | ".join(e["stack"])
+        c[(e["site"], path)] += 1
+    return dict(c)
+
+
+def report_sites(d):
+    out = stackrec("report", "--top", "0", d).stdout
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(r"^  (\S+): (\d+) events", out, re.M)}
+
+
+def report_modules(d):
+    out = stackrec("report", "--by", "module", "--top", "0", d).stdout
+    return {m.group(2): int(m.group(1))
+            for m in re.finditer(r"^\s+(\d+)\s+[\d.]+%\s+\d+\s+\d+\s+(\S+) \(", out, re.M)}
+
+
+def sql_sites(s, build, db="stackrec", suffix=""):
+    return {site: int(n) for site, n in s.rows(
+        "SELECT site, count() FROM %s.events%s WHERE build = '%s' GROUP BY site" % (db, suffix, build))}
+
+
+def sql_modules(s, build):
+    return {m: int(n) for m, n in s.rows(
+        "SELECT module, sum(c) FROM (SELECT build, stack, count() AS c FROM stackrec.events "
+        "WHERE build = '%s' GROUP BY build, stack) ANY LEFT JOIN (SELECT build, stack, "
+        "any(module) AS module FROM stackrec.stacks GROUP BY build, stack) USING (build, stack) "
+        "GROUP BY module" % build)}
+
+
+def sql_stacks(s, build):
+    return {(site, p): int(n) for site, p, n in s.rows(
+        "SELECT site, arrayStringConcat(path, ' | ') AS p, sum(c) FROM (SELECT build, site, stack, "
+        "count() AS c FROM stackrec.events WHERE build = '%s' GROUP BY build, site, stack) "
+        "ANY LEFT JOIN (SELECT build, stack, any(path) AS path FROM stackrec.stacks "
+        "GROUP BY build, stack) USING (build, stack) GROUP BY site, p" % build)}
+
+
+TABLES = ["events", "stacks", "frames", "images", "sites", "processes", "drops", "pushes"]
+
+
+def table_counts(s, suffix=""):
+    return {t: s.count("SELECT count() FROM stackrec.%s%s" % (t, suffix)) for t in TABLES}
+
+
+def doc_queries():
+    text = open(FLEET_MD).read()
+    qs = dict(re.findall(r"<!-- query: (\w+) -->\n```sql\n(.*?)```", text, re.S))
+    schema = re.search(r"<!-- schema: [^>]*-->\n```sql\n(.*?)```", text, re.S).group(1)
+    return qs, schema
+
+
+def dict_diff(a, b):
+    keys = sorted(set(a) | set(b), key=str)
+    return [(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)][:10]
+
+
+# ---- the cases -----------------------------------------------------------
+
+SCRIPT_A = """
+import os, socket
+for i in range(3000): os.uname()
+for i in range(400): socket.gethostname()
+"""
+SCRIPT_B = SCRIPT_A + """
+import subprocess
+for i in range(3): subprocess.run(['/bin/uname', '-n'], stdout=subprocess.DEVNULL)
+"""
+SCRIPT_BIG = "import os\nfor i in range(120000): os.uname()\n"
+
+
+def push(s, *args, env=None):
+    return stackrec("push", "--url", s.url, *args, env=env)
+
+
+def single_server(recs):
+    s = Server("one")
+    s.start()
+    a, b = recs["a"], recs["b"]
+    r = push(s, "--create-schema", "--device", "d1", "--build", "b1", a)
+    check("push A exits 0", r.returncode == 0, r.stderr)
+    r = push(s, "--device", "d2", "--build", "b2", "--compress", "none", b)
+    check("push B (uncompressed) exits 0", r.returncode == 0, r.stderr)
+    for build, d in (("b1", a), ("b2", b)):
+        got, want = sql_sites(s, build), report_sites(d)
+        check("%s: events per site = report's" % build, got == want and want, dict_diff(got, want))
+        got, want = sql_modules(s, build), report_modules(d)
+        check("%s: events per module = report --by module's" % build, got == want and want,
+              dict_diff(got, want))
+        evs, _ = export_events(d)
+        got, want = sql_stacks(s, build), expected_stacks(evs)
+        check("%s: events per stack = export jsonl's" % build, got == want and len(want) > 1,
+              dict_diff(got, want))
+    got = s.rows("SELECT device, build, count() FROM stackrec.processes GROUP BY device, build "
+                 "ORDER BY device")
+    check("processes rows name both devices and builds",
+          [g[:2] for g in got] == [["d1", "b1"], ["d2", "b2"]], got)
+    qs, _ = doc_queries()
+    answers = {}
+    for name, q in sorted(qs.items()):
+        try:
+            answers[name] = s.query(q.replace("_all", ""))
+        except RuntimeError as e:
+            answers[name] = None
+            check("docs query %s runs on one server" % name, False, e)
+    # new_paths: exactly b2's (site, path) pairs that b1 (recorded earlier)
+    # does not have, with b2's counts.
+    s1, s2 = sql_stacks(s, "b1"), sql_stacks(s, "b2")
+    want = {k: v for k, v in s2.items() if k not in s1}
+    got = {}
+    for line in (answers.get("new_paths") or "").splitlines():
+        site, path, n = line.split("\t")
+        got[(site, path.replace(" <- ", " | "))] = int(n)
+    check("docs: new_paths = b2's paths minus b1's", got == want and want and
+          any("uname" in k[1] for k in want), dict_diff(got, want))
+    check("docs: top_paths covers both builds",
+          answers.get("top_paths") and "b1\t" in answers["top_paths"] and "b2\t" in answers["top_paths"],
+          answers.get("top_paths"))
+
+    before = table_counts(s)
+    r1 = push(s, "--device", "d1", "--build", "b1", a)
+    r2 = push(s, "--device", "d2", "--build", "b2", b)
+    after = table_counts(s)
+    check("re-push exits 0 and says all is there", r1.returncode == 0 and r2.returncode == 0 and
+          " 0 events pushed" in r1.stderr, r1.stderr + r2.stderr)
+    check("re-push adds no row to any table", before == after, (before, after))
+    for name, q in sorted(qs.items()):
+        if answers.get(name) is not None:
+            check("re-push: docs query %s unchanged" % name,
+                  s.query(q.replace("_all", "")) == answers[name])
+
+    corrupt_case(s, recs["big"])
+    kill_case(s, recs["big"])
+    credentials_case(s, a)
+    s.kill()
+    return answers, before
+
+
+def corrupt_case(s, a):
+    """a: a recording of many batches; the middle of its largest segment
+    is overwritten."""
+    full = len(export_events(a)[0])
+    c = os.path.join(TMP, "corrupt")
+    shutil.rmtree(c, ignore_errors=True)
+    shutil.copytree(a, c)
+    segs = sorted((os.path.getsize(os.path.join(c, f)), f) for f in os.listdir(c) if f.endswith(".zst"))
+    size, name = segs[-1]
+    with open(os.path.join(c, name), "r+b") as f:  # spoil the middle of the largest segment
+        f.seek(size // 2)
+        f.write(b"\xa5" * min(64, size // 4))
+    evs, xrc = export_events(c)
+    r = push(s, "--device", "d3", "--build", "b3", c)
+    n = s.count("SELECT count() FROM stackrec.events WHERE build = 'b3'")
+    check("corrupt: exit 1, the damage named by file", r.returncode == 1 and name in r.stderr and
+          "offset" in r.stderr, (r.returncode, r.stderr))
+    check("corrupt: the intact batches are in (= export's events)", xrc == 1 and n == len(evs) and
+          0 < n < full, (xrc, n, len(evs), full))
+
+
+def kill_case(s, big):
+    evs, _ = export_events(big)
+    want = len(evs)
+    env = {"STACKREC_PUSH_TEST_DELAY_MS": "150"}
+    p = subprocess.Popen([STACKREC, "push", "--url", s.url, "--device", "d4", "--build", "b4",
+                          "--recording", "big1",
+                          "--chunk-events", "10000", "--retries", "10", "--retry-wait", "200", big],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **env))
+    deadline, ranges = time.time() + 60, 0
+    while time.time() < deadline and p.poll() is None:
+        try:
+            ranges = s.count("SELECT count() FROM stackrec.pushes WHERE recording = 'big1'")
+        except RuntimeError:
+            ranges = 0
+        if ranges >= 3:
+            break
+        time.sleep(0.05)
+    killed = p.poll() is None and ranges >= 3
+    check("kill: server killed while the push runs", killed, (p.poll(), ranges))
+    s.kill()
+    time.sleep(1.0)
+    s.start()
+    out, err = p.communicate(timeout=120)
+    check("kill: the push retried and finished", p.returncode == 0 and "retrying" in err, err)
+    raw = s.count("SELECT count() FROM stackrec.events WHERE build = 'b4'")
+    s.query("OPTIMIZE TABLE stackrec.events FINAL")
+    n = s.count("SELECT count() FROM stackrec.events WHERE build = 'b4'")
+    check("kill: every event once (after OPTIMIZE FINAL)", n == want, (n, want, "raw", raw))
+    # Before merges a chunk the server committed but could not answer for
+    # is there twice; the kill rarely lands in that window. Said, not checked.
+    print("note kill: %d rows before OPTIMIZE FINAL, %d after" % (raw, n), flush=True)
+    # A server that stays away: bounded retries, a clear error.
+    s.kill()
+    t0 = time.time()
+    r = push(s, "--device", "d5", "--build", "b5", "--retries", "2", "--retry-wait", "50", big)
+    check("gone: gives up after 3 attempts with exit 1",
+          r.returncode == 1 and "giving up after 3 attempts" in r.stderr and
+          "127.0.0.1:%d" % s.http in r.stderr and time.time() - t0 < 30, r.stderr)
+    s.start()
+
+
+def credentials_case(s, a):
+    pw = "Sesame-7q"
+    pwf = os.path.join(TMP, "pw")
+    with open(pwf, "w") as f:
+        f.write(pw + "\n")
+    os.chmod(pwf, 0o644)
+    r = push(s, "--user", "pusher", "--password-file", pwf, "--device", "d6", "--build", "b6", a)
+    check("password file readable by others: refused, exit 2",
+          r.returncode == 2 and "chmod 600" in r.stderr and pw not in r.stderr + r.stdout, r.stderr)
+    os.chmod(pwf, 0o600)
+    r = push(s, "--user", "pusher", "--password-file", pwf, "--device", "d6", "--build", "b6", a)
+    check("password file 0600: pushed", r.returncode == 0 and pw not in r.stderr, r.stderr)
+    r = push(s, "--user", "pusher", "--device", "d7", "--build", "b7", a,
+             env={"STACKREC_CH_PASSWORD": "wrong-" + pw})
+    check("wrong password: the server's message, never the password",
+          r.returncode == 1 and "Wrong password" in r.stderr and pw not in r.stderr, r.stderr)
+    r = push(s, "--database", "nosuch", a)
+    check("no such database: exit 1 with the server's message",
+          r.returncode == 1 and "Code: 81" in r.stderr and "nosuch" in r.stderr, r.stderr)
+    r = stackrec("push", "--url", "http://pusher:%s@127.0.0.1:%d" % (pw, s.http), a)
+    check("credentials in --url: refused without echoing them",
+          r.returncode == 2 and pw not in r.stderr, r.stderr)
+
+
+def two_shards(recs, answers, single_counts):
+    p = free_ports(4)
+    s1 = Server("shard1", p[0:2], [p[1], p[3]])  # both know the cluster
+    s2 = Server("shard2", p[2:4], [p[1], p[3]])
+    s1.start()
+    s2.start()
+    r = push(s2, "--create-schema")
+    check("shard 2: local tables created", r.returncode == 0, r.stderr)
+    r = push(s1, "--create-schema", "--cluster", "two", "--device", "d1", "--build", "b1", recs["a"])
+    check("cluster: push A through the Distributed tables", r.returncode == 0, r.stderr)
+    r = push(s1, "--cluster", "two", "--device", "d2", "--build", "b2", recs["b"])
+    check("cluster: push B", r.returncode == 0, r.stderr)
+    n1, n2 = (s.count("SELECT count() FROM stackrec.events") for s in (s1, s2))
+    total = single_counts["events"]
+    check("cluster: events on both shards, none lost", n1 > 0 and n2 > 0 and n1 + n2 == total,
+          (n1, n2, total))
+    qs, _ = doc_queries()
+    for name, q in sorted(qs.items()):
+        try:
+            got = s1.query(q)
+        except RuntimeError as e:
+            got = str(e)
+        check("cluster: docs query %s = the single server's" % name,
+              answers.get(name) is not None and got == answers[name], (got, answers.get(name)))
+    r = push(s1, "--cluster", "two", "--device", "d1", "--build", "b1", recs["a"])
+    check("cluster: re-push adds nothing", r.returncode == 0 and
+          table_counts(s1, "_all")["events"] == total, r.stderr)
+    s1.kill()
+    s2.kill()
+
+
+def usage_cases():
+    _, schema = doc_queries()
+    r = stackrec("push", "--print-schema", "--cluster", "fleet")
+    check("docs/fleet.md shows push --print-schema --cluster fleet", r.stdout == schema,
+          dict_diff(dict(enumerate(r.stdout.splitlines())), dict(enumerate(schema.splitlines()))))
+    r = stackrec("push", "/nonexistent")
+    check("push without --url: usage error 2", r.returncode == 2, r.stderr)
+    r = stackrec("push", "--url", "ftp://x", "/nonexistent")
+    check("push --url ftp: usage error 2", r.returncode == 2, r.stderr)
+    r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "2000000", "x")
+    check("push --chunk-events over a block: usage error 2", r.returncode == 2, r.stderr)
+
+
+def main():
+    if not os.access(CH, os.X_OK):
+        print("SKIP: %s not found: tools/install-deps.sh --tests installs clickhouse-server" % CH)
+        print("0 passed, 0 failed")
+        return 0
+    shutil.rmtree(TMP, ignore_errors=True) if "TEST_TMPDIR" not in os.environ else None
+    os.makedirs(TMP, exist_ok=True)
+    atexit.register(kill_all)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.time()
+    try:
+        usage_cases()
+        recs = {"a": record("recA", SCRIPT_A), "b": record("recB", SCRIPT_B),
+                "big": record("recBig", SCRIPT_BIG)}
+        answers, counts = single_server(recs)
+        two_shards(recs, answers, counts)
+    except Exception as e:  # noqa: BLE001 - any crash is one failure, reported
+        check("test ran to the end", False, repr(e))
+    finally:
+        kill_all()
+    print("%.1f s" % (time.time() - t0))
+    print("%d passed, %d failed" % (RESULTS["passed"], RESULTS["failed"]))
+    return 1 if RESULTS["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

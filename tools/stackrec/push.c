@@ -1,0 +1,744 @@
+/*
+ * push.c: `stackrec push`: recordings into ClickHouse (issue 16).
+ *
+ * One recording (DIR) at a time, read through the public reader, its
+ * events streamed as INSERTs of at most --chunk-events rows (one block,
+ * so one part: all or nothing on the server). After a chunk's INSERT
+ * succeeded, the stacks and frames first seen in it are inserted, then one
+ * `pushes` row per (pid, range of event ordinals) says the range is in.
+ * A (re)push first reads which ranges are in and skips them, so pushing
+ * again adds nothing, and a push cut off by a server that went away
+ * resumes where it stopped: the recording is read again from the start
+ * (the reader runs at tens of millions of events/s) and the committed
+ * ranges skipped. The one window left, a chunk the server committed
+ * whose answer was lost, sends the same rows again: same sorting key in
+ * a ReplacingMergeTree, collapsed by merges (FINAL or OPTIMIZE ... FINAL
+ * show it at once). Last, the summary rows (images, sites, processes,
+ * drops) and a `pushes` row with pid 0xFFFFFFFF covering every event.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/push.h"
+
+#define MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
+#define SUMMARY_PID 0xFFFFFFFFu
+
+static const char push_help[] =
+    "Usage: stackrec push --url http[s]://HOST:PORT [OPTIONS] DIR...\n"
+    "\n"
+    "Stream recordings into ClickHouse (18.16 or later) over its HTTP\n"
+    "interface, in RowBinary, gzip-compressed: tables events, stacks,\n"
+    "frames, images, sites, processes, drops and pushes (docs/fleet.md).\n"
+    "Each DIR is one recording. Pushing a recording again adds nothing;\n"
+    "a push cut off (server gone) is retried and resumes where it stopped.\n"
+    "\n"
+    "Options:\n"
+    "  --url URL          the server (no user:password@ in it)\n"
+    "  --database NAME    default stackrec\n"
+    "  --device ID        default this host's name\n"
+    "  --build ID         default the hex build-id of the first image of\n"
+    "                     the first process (the main executable)\n"
+    "  --recording ID     default a hash of device, build and the first\n"
+    "                     process's pid, session and start time\n"
+    "  --create-schema    create the database and tables if missing (with\n"
+    "                     no DIR: only that)\n"
+    "  --cluster NAME     also the *_all Distributed tables over cluster\n"
+    "                     NAME (remote_servers), and push into those\n"
+    "  --print-schema     print the CREATE statements and exit\n"
+    "  --user NAME        password from $STACKREC_CH_PASSWORD or\n"
+    "  --password-file F  (mode 0600 or stricter); never an argument\n"
+    "  --compress gzip|none  request bodies (default gzip)\n"
+    "  --chunk-events N   rows per INSERT, at most 1048576 (the default)\n"
+    "  --retries N        attempts after a failure, default 5\n"
+    "  --retry-wait MS    first wait, doubled each time (at most 10 s);\n"
+    "                     default 500\n"
+    "  --timeout SEC      per request, default 600\n"
+    "  -q, --quiet        no summary line per recording\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Exit status: 0 every recording pushed and intact; 1 a server error,\n"
+    "retries exhausted, or input damaged (its intact batches are pushed,\n"
+    "the rest named on stderr); 2 usage; 3 an input cannot be opened.\n";
+
+typedef struct push_opts {
+  stkr__ch_opts ch;
+  const char *device, *build, *recording, *cluster;
+  bool create_schema, quiet;
+  uint32_t chunk, retries, retry_wait_ms, test_delay_ms;
+} push_opts;
+
+typedef struct range {
+  uint32_t pid;
+  uint64_t first, last; /* ordinals [first, last) of one process */
+} range;
+
+/* One pass over one recording. Reset for each attempt. */
+typedef struct pass {
+  const push_opts *o;
+  stkr__ch *ch;
+  const char *dir;
+  stkr_reader *r;
+  stkr__stackmap *map;
+  stkr__push_ids id;
+  char build[160], device[160], recording[80];
+  bool have_id;
+  range *done;          /* committed ranges, sorted by (pid, first) */
+  size_t n_done, cap_done, cur;
+  bool summary_done;    /* the summary row covers summary_events */
+  uint64_t summary_events;
+  /* reading */
+  stkr_event_view ev;
+  bool have_ev, eof;
+  int read_err;
+  size_t proc;          /* process index of the last event */
+  uint64_t n;           /* its ordinal in that process */
+  uint64_t total;       /* events read */
+  /* the chunk being sent */
+  range *chunk;
+  size_t n_chunk, cap_chunk;
+  uint32_t rows;
+  stkr__buf pend;       /* encoded rows not yet handed to curl */
+  size_t pend_off;
+  /* results */
+  uint64_t sent, skipped, committed_chunks;
+  uint64_t warned, warn_seen; /* warnings printed by earlier passes */
+} pass;
+
+static void push_warn(void *arg, const stkr_warning *w) {
+  pass *p = arg;
+  if (w->kind == STKR_WARN_LIVE_TAIL || w->kind == STKR_WARN_INCOMPLETE)
+    return;
+  /* Each attempt reads the recording again: say each warning once. */
+  if (++p->warn_seen <= p->warned)
+    return;
+  p->warned = p->warn_seen;
+  fprintf(stderr, "stackrec: warning: %s\n", w->message);
+}
+
+static void fail_msg(const pass *p, const char *what) {
+  fprintf(stderr, "stackrec push: %s: %s: %s\n", p->dir, what,
+          stkr__ch_error(p->ch));
+}
+
+static const char *table(const pass *p, const char *t, char *buf,
+                         size_t len) {
+  snprintf(buf, len, "%s.%s%s", p->o->ch.database, t,
+           p->o->cluster ? "_all" : "");
+  return buf;
+}
+
+/* ---- identity ---- */
+
+static void set_ids(pass *p) {
+  const stkr_process_info *pi = stkr_reader_process(p->r, 0);
+  const stkr_image_info *im;
+  size_t n = 0;
+  uint64_t h = STKR_HASH_SEED, v[4] = {0};
+
+  if (p->o->build != NULL) {
+    snprintf(p->build, sizeof p->build, "%s", p->o->build);
+  } else if (pi != NULL && stkr_reader_images(p->r, 0, &im, &n) == 0 &&
+             n > 0 && im[0].build_id_len > 0) {
+    size_t k, l = im[0].build_id_len > 64 ? 64 : im[0].build_id_len;
+    for (k = 0; k < l; k++)
+      snprintf(p->build + 2 * k, 3, "%02x", im[0].build_id[k]);
+  } else {
+    snprintf(p->build, sizeof p->build, "unknown");
+  }
+  if (p->o->device != NULL)
+    snprintf(p->device, sizeof p->device, "%s", p->o->device);
+  else if (gethostname(p->device, sizeof p->device - 1) != 0)
+    snprintf(p->device, sizeof p->device, "unknown");
+  if (p->o->recording != NULL) {
+    snprintf(p->recording, sizeof p->recording, "%s", p->o->recording);
+  } else {
+    if (pi != NULL) {
+      v[0] = pi->pid;
+      v[1] = pi->session_id;
+      v[2] = pi->start_wall_ns;
+      v[3] = pi->start_mono_ns;
+    }
+    h = stkr_hash_bytes(h, p->device, strlen(p->device) + 1);
+    h = stkr_hash_bytes(h, p->build, strlen(p->build) + 1);
+    h = stkr_hash_bytes(h, v, sizeof v);
+    snprintf(p->recording, sizeof p->recording, "%016" PRIx64,
+             stkr_mix64(h));
+  }
+  p->id.build = p->build;
+  p->id.device = p->device;
+  p->id.recording = p->recording;
+  p->have_id = true;
+}
+
+/* Which ranges of this recording are in already. */
+static stkr__ch_fail load_done(pass *p) {
+  char sql[768], t[192];
+  stkr__buf resp = {0};
+  stkr__ch_fail f;
+  const char *s, *e;
+
+  /* The recording id is hex or the user's: quote it as a literal. */
+  snprintf(sql, sizeof sql,
+           "SELECT pid, first, last FROM %s WHERE recording = '", table(p, "pushes", t, sizeof t));
+  for (s = p->recording, e = sql + strlen(sql); *s && e < sql + 600; s++) {
+    if (*s == '\'' || *s == '\\')
+      *(char *)e++ = '\\';
+    *(char *)e++ = *s;
+  }
+  snprintf((char *)e, sizeof sql - (size_t)(e - sql),
+           "' ORDER BY pid, first FORMAT TabSeparated");
+  f = stkr__ch_query(p->ch, sql, &resp);
+  p->n_done = 0;
+  for (s = (const char *)resp.p; f == STKR_CH_OK && s && s < (const char *)resp.p + resp.len;) {
+    range rg;
+    unsigned long long a, b;
+    unsigned pid;
+    if (sscanf(s, "%u\t%llu\t%llu", &pid, &a, &b) == 3) {
+      rg.pid = pid;
+      rg.first = a;
+      rg.last = b;
+      if (pid == SUMMARY_PID) {
+        p->summary_done = true;
+        p->summary_events = b > p->summary_events ? b : p->summary_events;
+      } else if (stkr_grow((void **)&p->done, &p->cap_done, p->n_done + 1,
+                           sizeof *p->done) == 0) {
+        p->done[p->n_done++] = rg;
+      }
+    }
+    s = memchr(s, '\n', (size_t)((const char *)resp.p + resp.len - s));
+    s = s ? s + 1 : NULL;
+  }
+  stkr__buf_free(&resp);
+  return f;
+}
+
+/* Is (pid, n) committed? Events come in (pid, n) order (processes by
+ * ascending pid), so one cursor; should they not, it starts over. */
+static bool is_done(pass *p, uint32_t pid, uint64_t n) {
+  if (p->cur > 0 && (p->done[p->cur - 1].pid > pid ||
+                     (p->done[p->cur - 1].pid == pid &&
+                      p->done[p->cur - 1].first > n)))
+    p->cur = 0;
+  while (p->cur < p->n_done &&
+         (p->done[p->cur].pid < pid ||
+          (p->done[p->cur].pid == pid && p->done[p->cur].last <= n)))
+    p->cur++;
+  return p->cur < p->n_done && p->done[p->cur].pid == pid &&
+         p->done[p->cur].first <= n;
+}
+
+/* ---- the events body ---- */
+
+static int next_event(pass *p) {
+  int rc;
+  if (p->have_ev)
+    return 1;
+  if (p->eof)
+    return 0;
+  rc = stkr_reader_next(p->r, &p->ev);
+  if (rc <= 0) {
+    p->eof = true;
+    if (rc < 0)
+      p->read_err = rc;
+    return rc;
+  }
+  if (p->total == 0 || p->ev.process != p->proc) {
+    p->proc = p->ev.process;
+    p->n = 0;
+  } else {
+    p->n++;
+  }
+  p->total++;
+  p->have_ev = true;
+  return 1;
+}
+
+static int add_to_chunk(pass *p, uint32_t pid, uint64_t n) {
+  range *l = p->n_chunk ? &p->chunk[p->n_chunk - 1] : NULL;
+  if (l != NULL && l->pid == pid && l->last == n) {
+    l->last++;
+    return 0;
+  }
+  if (stkr_grow((void **)&p->chunk, &p->cap_chunk, p->n_chunk + 1,
+                sizeof *p->chunk) != 0)
+    return -ENOMEM;
+  p->chunk[p->n_chunk++] = (range){pid, n, n + 1};
+  return 0;
+}
+
+static long produce_events(void *arg, uint8_t *buf, size_t cap) {
+  pass *p = arg;
+  size_t out = 0;
+  int rc, err;
+
+  for (;;) {
+    size_t avail = p->pend.len - p->pend_off;
+    if (avail > 0) {
+      size_t k = avail < cap - out ? avail : cap - out;
+      memcpy(buf + out, p->pend.p + p->pend_off, k);
+      out += k;
+      p->pend_off += k;
+      if (out == cap)
+        return (long)out;
+    }
+    p->pend.len = p->pend_off = 0;
+    if (p->rows >= p->o->chunk)
+      return (long)out;
+    if ((rc = next_event(p)) < 0)
+      return rc; /* the INSERT is aborted: the server keeps nothing */
+    if (rc == 0)
+      return (long)out;
+    p->have_ev = false;
+    if (is_done(p, p->ev.pid, p->n)) {
+      p->skipped++;
+      continue;
+    }
+    uint64_t stack;
+    if ((err = stkr__stackmap_get(p->map, p->r, &p->ev, &p->id, &stack)) ||
+        (err = stkr__row_event(&p->pend, &p->id, &p->ev, stack, p->n)) ||
+        (err = add_to_chunk(p, p->ev.pid, p->n)))
+      return err;
+    p->rows++;
+  }
+}
+
+/* A RowBinary body that is already in memory. */
+typedef struct mem_body {
+  const stkr__buf *b;
+  size_t off;
+} mem_body;
+
+static long produce_mem(void *arg, uint8_t *buf, size_t cap) {
+  mem_body *m = arg;
+  size_t k = m->b->len - m->off < cap ? m->b->len - m->off : cap;
+  memcpy(buf, m->b->p + m->off, k);
+  m->off += k;
+  return (long)k;
+}
+
+static stkr__ch_fail insert_mem(pass *p, const char *name, const char *cols,
+                                const stkr__buf *b) {
+  char t[1200], tn[192];
+  mem_body m = {b, 0};
+  if (b->len == 0)
+    return STKR_CH_OK;
+  snprintf(t, sizeof t, "%s (%s)", table(p, name, tn, sizeof tn), cols);
+  return stkr__ch_insert(p->ch, t, produce_mem, &m);
+}
+
+static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
+  stkr__buf b = {0};
+  uint32_t now = (uint32_t)time(NULL);
+  stkr__ch_fail f;
+  int e = 0;
+  for (size_t i = 0; i < n; i++) {
+    e |= stkr__rb_str(&b, p->recording);
+    e |= stkr__rb_u32(&b, rg[i].pid);
+    e |= stkr__rb_u64(&b, rg[i].first);
+    e |= stkr__rb_u64(&b, rg[i].last);
+    e |= stkr__rb_u32(&b, now);
+  }
+  f = e ? STKR_CH_LOCAL : insert_mem(p, "pushes", stkr__cols_pushes, &b);
+  stkr__buf_free(&b);
+  return f;
+}
+
+/* One chunk: events, then their new stacks and frames, then the ranges. */
+static stkr__ch_fail send_chunk(pass *p) {
+  char t[1200], tn[192];
+  stkr__ch_fail f;
+
+  p->rows = 0;
+  p->n_chunk = 0;
+  snprintf(t, sizeof t, "%s (%s)", table(p, "events", tn, sizeof tn),
+           stkr__cols_events);
+  f = stkr__ch_insert(p->ch, t, produce_events, p);
+  if (f == STKR_CH_OK && p->read_err != 0)
+    return STKR_CH_LOCAL;
+  if (f != STKR_CH_OK || p->rows == 0)
+    return f;
+  if ((f = insert_mem(p, "stacks", stkr__cols_stacks,
+                      stkr__stackmap_rows(p->map, false))) != STKR_CH_OK ||
+      (f = insert_mem(p, "frames", stkr__cols_frames,
+                      stkr__stackmap_rows(p->map, true))) != STKR_CH_OK ||
+      (f = insert_ranges(p, p->chunk, p->n_chunk)) != STKR_CH_OK)
+    return f;
+  stkr__stackmap_sent(p->map);
+  p->sent += p->rows;
+  p->committed_chunks++;
+  if (p->o->test_delay_ms > 0)
+    usleep(p->o->test_delay_ms * 1000u);
+  return STKR_CH_OK;
+}
+
+static stkr__ch_fail send_summary(pass *p) {
+  stkr__buf im = {0}, si = {0}, pr = {0}, dr = {0};
+  stkr__ch_fail f = STKR_CH_LOCAL;
+  range all = {SUMMARY_PID, 0, p->total};
+
+  if (p->summary_done && p->summary_events == p->total)
+    return STKR_CH_OK;
+  if (stkr__rows_summary(p->r, &p->id, &im, &si, &pr, &dr) == 0 &&
+      (f = insert_mem(p, "images", stkr__cols_images, &im)) == STKR_CH_OK &&
+      (f = insert_mem(p, "sites", stkr__cols_sites, &si)) == STKR_CH_OK &&
+      (f = insert_mem(p, "processes", stkr__cols_processes, &pr)) ==
+          STKR_CH_OK &&
+      (f = insert_mem(p, "drops", stkr__cols_drops, &dr)) == STKR_CH_OK)
+    f = insert_ranges(p, &all, 1);
+  stkr__buf_free(&im);
+  stkr__buf_free(&si);
+  stkr__buf_free(&pr);
+  stkr__buf_free(&dr);
+  return f;
+}
+
+/* Read the recording from the start and send what is not in yet.
+ * @return the failure kind; *status is the input's exit status. */
+static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
+  stkr_reader_opts ro = {.warn = push_warn, .warn_arg = p,
+                         .lazy_frames = true};
+  stkr__ch_fail f = STKR_CH_OK;
+  int err;
+
+  p->warn_seen = 0;
+  p->skipped = 0;
+  if ((err = stkr_reader_create(&ro, &p->r)) != 0 ||
+      (err = stkr__stackmap_create(&p->map)) != 0) {
+    *status = STKR_CLI_DATA_LOST;
+    return STKR_CH_LOCAL;
+  }
+  if ((err = stkr_reader_add(p->r, dir)) != 0) {
+    fprintf(stderr, "stackrec push: cannot open %s: %s\n", dir,
+            err == -EINVAL ? "not a directory or regular file"
+                           : strerror(-err));
+    *status = err == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+    return STKR_CH_OK;
+  }
+  next_event(p); /* the first process's header names the recording */
+  set_ids(p);
+  if ((f = load_done(p)) != STKR_CH_OK) {
+    fail_msg(p, "reading what is pushed already");
+    return f;
+  }
+  while (f == STKR_CH_OK && !(p->eof && !p->have_ev))
+    if ((f = send_chunk(p)) != STKR_CH_OK && f != STKR_CH_LOCAL)
+      fail_msg(p, "inserting events");
+  if (f == STKR_CH_OK && (f = send_summary(p)) != STKR_CH_OK)
+    fail_msg(p, "inserting the summary");
+  if (p->read_err != 0) {
+    fprintf(stderr, "stackrec push: %s: %s\n", dir, strerror(-p->read_err));
+    *status = STKR_CLI_DATA_LOST;
+    return STKR_CH_LOCAL;
+  }
+  if (f == STKR_CH_OK)
+    *status = stkr_cli_status(p->r);
+  return f;
+}
+
+static void pass_reset(pass *p) {
+  stkr_reader_free(p->r);
+  stkr__stackmap_free(p->map);
+  p->r = NULL;
+  p->map = NULL;
+  p->have_ev = p->eof = false;
+  p->read_err = 0;
+  p->n_done = p->cur = 0;
+  p->summary_done = false;
+  p->summary_events = 0;
+  p->total = p->n = 0;
+  p->proc = 0;
+  p->pend.len = p->pend_off = 0;
+}
+
+/* Push one recording with bounded retries. @return exit status. */
+static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
+  pass p = {.o = o, .ch = ch, .dir = dir};
+  uint32_t failures = 0, wait = o->retry_wait_ms;
+  int status = STKR_CLI_OK;
+
+  for (;;) {
+    uint64_t before = p.committed_chunks;
+    stkr__ch_fail f = one_pass(&p, dir, &status);
+    bool progress = p.committed_chunks > before;
+    pass_reset(&p);
+    if (f == STKR_CH_OK)
+      break;
+    if (f == STKR_CH_LOCAL) {
+      if (stkr__ch_error(ch)[0] != '\0')
+        fail_msg(&p, "stopped");
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
+    if (f == STKR_CH_SERVER) {
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
+    if (progress) { /* the server was there a moment ago: start afresh */
+      failures = 0;
+      wait = o->retry_wait_ms;
+    }
+    if (failures++ >= o->retries) {
+      fprintf(stderr,
+              "stackrec push: %s: giving up after %u attempts; %" PRIu64
+              " events are in, pushing again resumes there\n",
+              dir, failures, p.sent);
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
+    fprintf(stderr, "stackrec push: %s: retrying in %u ms (attempt %u of %u)\n",
+            dir, wait, failures, o->retries);
+    usleep(wait * 1000u);
+    wait = wait >= 5000 ? 10000 : wait * 2;
+  }
+  if (!o->quiet && (status == STKR_CLI_OK || p.sent > 0))
+    fprintf(stderr,
+            "stackrec push: %s: recording %s (device %s, build %s): %" PRIu64
+            " events pushed, %" PRIu64 " already there\n",
+            dir, p.recording, p.device, p.build, p.sent, p.skipped);
+  free(p.done);
+  free(p.chunk);
+  stkr__buf_free(&p.pend);
+  return status;
+}
+
+/* ---- options ---- */
+
+/* The password: $STACKREC_CH_PASSWORD, or a file no one else may read.
+ * @return 0, or an exit status after printing why (never the password). */
+static int read_password(const char *file, char *buf, size_t len,
+                         const char **out) {
+  struct stat st;
+  ssize_t n;
+  int fd;
+
+  *out = NULL;
+  if (file == NULL) {
+    *out = getenv("STACKREC_CH_PASSWORD");
+    return 0;
+  }
+  fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
+            strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return STKR_CLI_NO_INPUT;
+  }
+  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
+    close(fd);
+    return stkr_cli_usage_error(
+        "push", "--password-file %s: %s (mode %04o); chmod 600 it", file,
+        S_ISREG(st.st_mode) ? "others may read or change it"
+                            : "not a regular file",
+        (unsigned)(st.st_mode & 07777));
+  }
+  n = read(fd, buf, len - 1);
+  close(fd);
+  if (n < 0) {
+    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
+            strerror(errno));
+    return STKR_CLI_NO_INPUT;
+  }
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    n--;
+  buf[n] = '\0';
+  *out = buf;
+  return 0;
+}
+
+static int parse_u32(const char *opt, const char *s, uint32_t lo,
+                     uint32_t hi, uint32_t *out) {
+  char *end;
+  unsigned long long v;
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0 || *s == '\0' || *end != '\0' || *s == '-' || v < lo ||
+      v > hi)
+    return stkr_cli_usage_error("push", "%s '%s': a number from %u to %u",
+                                opt, s, lo, hi);
+  *out = (uint32_t)v;
+  return 0;
+}
+
+/* The URL: http or https, no credentials in it (argv is public). */
+static int check_url(const char *u) {
+  const char *h = strstr(u, "://"), *e;
+  if (h == NULL || (strncmp(u, "http://", 7) != 0 &&
+                    strncmp(u, "https://", 8) != 0))
+    return stkr_cli_usage_error("push", "--url: http://HOST:PORT or "
+                                        "https://HOST:PORT");
+  h += 3;
+  e = h + strcspn(h, "/?#");
+  if (memchr(h, '@', (size_t)(e - h)) != NULL || strcasestr(u, "password="))
+    return stkr_cli_usage_error(
+        "push", "--url: credentials in the URL are refused (process lists "
+                "show arguments): use --user and $STACKREC_CH_PASSWORD or "
+                "--password-file");
+  return 0;
+}
+
+/* Database and cluster names go into statements unquoted: plain
+ * identifiers only. */
+static int check_name(const char *opt, const char *s) {
+  const char *c = s;
+  for (; *c; c++)
+    if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+          (*c >= 'A' && *c <= 'Z')))
+      break;
+  if (*s == '\0' || *c != '\0')
+    return stkr_cli_usage_error("push", "%s '%s': letters, digits and _ only",
+                                opt, s);
+  return 0;
+}
+
+static int create_schema(stkr__ch *ch, const push_opts *o) {
+  char **s = stkr__schema(o->ch.database, o->cluster);
+  int status = STKR_CLI_OK;
+  if (s == NULL)
+    return STKR_CLI_DATA_LOST;
+  for (size_t i = 0; s[i] != NULL; i++)
+    if (stkr__ch_query(ch, s[i], NULL) != STKR_CH_OK) {
+      fprintf(stderr, "stackrec push: creating the schema: %s\n",
+              stkr__ch_error(ch));
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
+  stkr__schema_free(s);
+  return status;
+}
+
+int stkr_cli_push(int argc, char **argv) {
+  static const struct option lo[] = {
+      {"url", required_argument, NULL, 'U'},
+      {"database", required_argument, NULL, 'D'},
+      {"device", required_argument, NULL, 'd'},
+      {"build", required_argument, NULL, 'b'},
+      {"recording", required_argument, NULL, 'R'},
+      {"create-schema", no_argument, NULL, 'S'},
+      {"cluster", required_argument, NULL, 'C'},
+      {"print-schema", no_argument, NULL, 'P'},
+      {"user", required_argument, NULL, 'u'},
+      {"password-file", required_argument, NULL, 'p'},
+      {"compress", required_argument, NULL, 'z'},
+      {"chunk-events", required_argument, NULL, 'c'},
+      {"retries", required_argument, NULL, 'r'},
+      {"retry-wait", required_argument, NULL, 'w'},
+      {"timeout", required_argument, NULL, 't'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  push_opts o = {.ch = {.database = "stackrec", .gzip = true,
+                        .timeout_s = 600},
+                 .chunk = MAX_CHUNK, .retries = 5, .retry_wait_ms = 500};
+  const char *pwfile = NULL, *env;
+  char pw[4096];
+  bool print = false;
+  uint32_t t;
+  int c, st, status = STKR_CLI_OK;
+  stkr__ch *ch;
+
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
+    switch (c) {
+    case 'U': o.ch.url = optarg; break;
+    case 'D': o.ch.database = optarg; break;
+    case 'd': o.device = optarg; break;
+    case 'b': o.build = optarg; break;
+    case 'R': o.recording = optarg; break;
+    case 'S': o.create_schema = true; break;
+    case 'C': o.cluster = optarg; break;
+    case 'P': print = true; break;
+    case 'u': o.ch.user = optarg; break;
+    case 'p': pwfile = optarg; break;
+    case 'q': o.quiet = true; break;
+    case 'z':
+      if (strcmp(optarg, "gzip") != 0 && strcmp(optarg, "none") != 0)
+        return stkr_cli_usage_error("push", "--compress: gzip or none");
+      o.ch.gzip = optarg[0] == 'g';
+      break;
+    case 'c':
+      if ((st = parse_u32("--chunk-events", optarg, 1, MAX_CHUNK, &o.chunk)))
+        return st;
+      break;
+    case 'r':
+      if ((st = parse_u32("--retries", optarg, 0, 100, &o.retries)))
+        return st;
+      break;
+    case 'w':
+      if ((st = parse_u32("--retry-wait", optarg, 1, 60000,
+                          &o.retry_wait_ms)))
+        return st;
+      break;
+    case 't':
+      if ((st = parse_u32("--timeout", optarg, 0, 86400, &t)))
+        return st;
+      o.ch.timeout_s = t;
+      break;
+    case 'h':
+      fputs(push_help, stdout);
+      return stkr_cli_flush("push");
+    case ':':
+      return stkr_cli_usage_error("push", "%s needs an argument",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("push", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if ((st = check_name("--database", o.ch.database)) != 0 ||
+      (o.cluster != NULL && (st = check_name("--cluster", o.cluster)) != 0))
+    return st;
+  if (print) {
+    char **s = stkr__schema(o.ch.database, o.cluster);
+    if (s == NULL)
+      return STKR_CLI_DATA_LOST;
+    for (size_t i = 0; s[i] != NULL; i++)
+      printf("%s;\n", s[i]);
+    stkr__schema_free(s);
+    return stkr_cli_flush("push");
+  }
+  if (o.ch.url == NULL)
+    return stkr_cli_usage_error("push", "--url is required");
+  if ((st = check_url(o.ch.url)) != 0)
+    return st;
+  if (optind >= argc && !o.create_schema)
+    return stkr_cli_usage_error("push", "no recording given");
+  if ((st = read_password(pwfile, pw, sizeof pw, &o.ch.password)) != 0)
+    return st;
+  if (o.ch.password != NULL && o.ch.user == NULL)
+    o.ch.user = "default"; /* a password alone is the default user's */
+  if ((env = getenv("STACKREC_PUSH_TEST_DELAY_MS")) != NULL)
+    o.test_delay_ms = (uint32_t)atoi(env); /* tests: a window to kill in */
+  if ((st = stkr__ch_create(&o.ch, &ch)) != 0) {
+    if (st != -ENOENT) /* -ENOENT: load_curl said why */
+      fprintf(stderr, "stackrec push: cannot start libcurl: %s\n",
+              strerror(-st));
+    return STKR_CLI_DATA_LOST;
+  }
+  if (o.create_schema && (status = create_schema(ch, &o)) != STKR_CLI_OK) {
+    stkr__ch_free(ch);
+    return status;
+  }
+  for (int i = optind; i < argc; i++) {
+    st = push_dir(&o, ch, argv[i]);
+    if (st > status)
+      status = st;
+  }
+  stkr__ch_free(ch);
+  memset(pw, 0, sizeof pw);
+  return status;
+}

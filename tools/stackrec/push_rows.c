@@ -1,0 +1,425 @@
+/*
+ * push_rows.c: rows of `stackrec push` in ClickHouse's RowBinary format
+ * (little-endian integers, strings and arrays as a LEB128 length and the
+ * bytes), and the content hashes that make stacks and frames the same row
+ * whatever device, process or session recorded them.
+ *
+ * A frame's id hashes what names it (function, file, line, column, image
+ * path, offset in the image, inlined, async), never the PC, which ASLR
+ * moves. A stack's id hashes its frame ids in order. An unsymbolized
+ * stack (offline mode before `stackrec symbolize`) has only PCs: each is a
+ * frame of its own with offset = PC, so such stacks only match within
+ * one process.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
+#include "tools/stackrec/agg.h"
+#include "tools/stackrec/breakdown.h"
+#include "tools/stackrec/push.h"
+
+/* ---- buffers and RowBinary values ---- */
+
+int stkr__buf_put(stkr__buf *b, const void *p, size_t n) {
+  if (b->len + n < b->len)
+    return -ENOMEM;
+  if (b->len + n > b->cap) {
+    void *q = b->p;
+    int err = stkr_grow(&q, &b->cap, b->len + n, 1);
+    if (err != 0)
+      return err;
+    b->p = q;
+  }
+  if (n > 0)
+    memcpy(b->p + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+void stkr__buf_free(stkr__buf *b) {
+  free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}
+
+/* Little-endian on every host we build for (x86_64, aarch64); spelled out
+ * byte by byte so that it stays right elsewhere. */
+static int put_le(stkr__buf *b, uint64_t v, size_t n) {
+  uint8_t t[8];
+  for (size_t i = 0; i < n; i++)
+    t[i] = (uint8_t)(v >> (8 * i));
+  return stkr__buf_put(b, t, n);
+}
+
+int stkr__rb_u8(stkr__buf *b, uint8_t v) { return stkr__buf_put(b, &v, 1); }
+int stkr__rb_u16(stkr__buf *b, uint16_t v) { return put_le(b, v, 2); }
+int stkr__rb_u32(stkr__buf *b, uint32_t v) { return put_le(b, v, 4); }
+int stkr__rb_u64(stkr__buf *b, uint64_t v) { return put_le(b, v, 8); }
+
+int stkr__rb_varint(stkr__buf *b, uint64_t v) {
+  uint8_t t[10];
+  size_t n = 0;
+  do {
+    t[n] = (uint8_t)(v & 0x7F);
+    v >>= 7;
+    if (v != 0)
+      t[n] |= 0x80;
+    n++;
+  } while (v != 0);
+  return stkr__buf_put(b, t, n);
+}
+
+int stkr__rb_bytes(stkr__buf *b, const void *p, size_t n) {
+  int err = stkr__rb_varint(b, n);
+  return err != 0 ? err : stkr__buf_put(b, p, n);
+}
+
+int stkr__rb_str(stkr__buf *b, const char *s) {
+  return stkr__rb_bytes(b, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* ---- the stack map ---- */
+
+typedef struct slot {
+  uint64_t key;  /* mix of (process, session, stack id); 0: empty */
+  uint64_t hash; /* content hash */
+} slot;
+
+struct stkr__stackmap {
+  slot *slots;     /* open addressing, linear probing */
+  size_t cap, n;   /* cap a power of two */
+  uint64_t *seen;  /* content hashes (stacks and frames) already queued: */
+  size_t seen_cap, seen_n; /* a second open-addressing set */
+  stkr__buf stacks, frames; /* rows not sent yet */
+  stkr_frame *pcf;          /* frames made from PCs (unsymbolized) */
+  size_t pcf_cap;
+};
+
+int stkr__stackmap_create(stkr__stackmap **out) {
+  *out = calloc(1, sizeof **out);
+  return *out ? 0 : -ENOMEM;
+}
+
+void stkr__stackmap_free(stkr__stackmap *m) {
+  if (m == NULL)
+    return;
+  free(m->slots);
+  free(m->seen);
+  free(m->pcf);
+  stkr__buf_free(&m->stacks);
+  stkr__buf_free(&m->frames);
+  free(m);
+}
+
+stkr__buf *stkr__stackmap_rows(stkr__stackmap *m, bool frames) {
+  return frames ? &m->frames : &m->stacks;
+}
+
+void stkr__stackmap_sent(stkr__stackmap *m) {
+  m->stacks.len = 0;
+  m->frames.len = 0;
+}
+
+/* Grow an open-addressing table of 16-byte or 8-byte entries to twice its
+ * size when it is half full; rehash. */
+static int map_grow(stkr__stackmap *m) {
+  size_t cap = m->cap ? m->cap * 2 : 1024;
+  slot *s = calloc(cap, sizeof *s);
+  if (s == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->slots[i].key != 0) {
+      size_t j = stkr_mix64(m->slots[i].key) & (cap - 1);
+      while (s[j].key != 0)
+        j = (j + 1) & (cap - 1);
+      s[j] = m->slots[i];
+    }
+  free(m->slots);
+  m->slots = s;
+  m->cap = cap;
+  return 0;
+}
+
+/* @return 1 if h was in the seen set, 0 if added, -ENOMEM. h != 0. */
+static int seen_add(stkr__stackmap *m, uint64_t h) {
+  size_t j;
+  if (2 * (m->seen_n + 1) > m->seen_cap) {
+    size_t cap = m->seen_cap ? m->seen_cap * 2 : 1024;
+    uint64_t *s = calloc(cap, sizeof *s);
+    if (s == NULL)
+      return -ENOMEM;
+    for (size_t i = 0; i < m->seen_cap; i++)
+      if (m->seen[i] != 0) {
+        j = stkr_mix64(m->seen[i]) & (cap - 1);
+        while (s[j] != 0)
+          j = (j + 1) & (cap - 1);
+        s[j] = m->seen[i];
+      }
+    free(m->seen);
+    m->seen = s;
+    m->seen_cap = cap;
+  }
+  for (j = stkr_mix64(h) & (m->seen_cap - 1); m->seen[j] != 0;
+       j = (j + 1) & (m->seen_cap - 1))
+    if (m->seen[j] == h)
+      return 1;
+  m->seen[j] = h;
+  m->seen_n++;
+  return 0;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+  /* The terminating NUL separates fields; NULL differs from "". */
+  return s ? stkr_hash_bytes(h, s, strlen(s) + 1) : stkr_hash_bytes(h, "\1", 1);
+}
+
+static uint64_t frame_id(const stkr_frame *f) {
+  uint64_t h = STKR_HASH_SEED, v[4];
+  h = hash_str(h, f->function);
+  h = hash_str(h, f->file);
+  h = hash_str(h, f->image);
+  v[0] = f->line;
+  v[1] = f->column;
+  v[2] = f->image || f->function ? f->offset : f->pc;
+  v[3] = (uint64_t)f->inlined | (uint64_t)f->async << 1;
+  h = stkr_hash_bytes(h, v, sizeof v);
+  h = stkr_mix64(h);
+  return h ? h : 1;
+}
+
+static const char *base_name(const char *p) {
+  const char *s = p ? strrchr(p, '/') : NULL;
+  return s ? s + 1 : p;
+}
+
+static int frame_row(stkr__buf *b, const stkr__push_ids *id,
+                     const stkr_frame *f, uint64_t fid) {
+  int e = 0;
+  e |= stkr__rb_str(b, id->build);
+  e |= stkr__rb_u64(b, fid);
+  e |= stkr__rb_str(b, f->function);
+  e |= stkr__rb_str(b, f->file);
+  e |= stkr__rb_u32(b, f->line);
+  e |= stkr__rb_u32(b, f->column);
+  e |= stkr__rb_str(b, f->image);
+  e |= stkr__rb_str(b, base_name(f->image));
+  e |= stkr__rb_u64(b, f->image ? f->offset : f->pc & ~STKR_PC_ASYNC);
+  e |= stkr__rb_u8(b, f->inlined);
+  e |= stkr__rb_u8(b, f->is_app);
+  e |= stkr__rb_u8(b, f->async);
+  return e ? -ENOMEM : 0;
+}
+
+/* The module a stack is attributed to: `report --by module`'s rule
+ * (breakdown.c: the image of its innermost frame outside the system). */
+static const char *stack_module(const stkr_frame *fr, size_t n) {
+  stkr_agg_stack s = {.frames = fr, .n_frames = n};
+  return stkr_agg_stack_module(&s);
+}
+
+/* Resolve the current event's stack: its frames (or frames made from its
+ * PCs), their ids, its content hash; queue the rows of what is new. */
+static int resolve(stkr__stackmap *m, stkr_reader *r,
+                   const stkr_event_view *ev, const stkr__push_ids *id,
+                   uint64_t *out) {
+  const stkr_frame *fr;
+  size_t n, i;
+  uint64_t h = STKR_HASH_SEED, *ids;
+  int err = stkr_reader_frames(r, &fr, &n);
+
+  if (err != 0)
+    return err;
+  if (n == 0) { /* unsymbolized: one frame per PC */
+    err = stkr_grow((void **)&m->pcf, &m->pcf_cap, ev->n_pcs,
+                    sizeof *m->pcf);
+    if (err != 0)
+      return err;
+    for (i = 0; i < ev->n_pcs; i++) {
+      memset(&m->pcf[i], 0, sizeof m->pcf[i]);
+      m->pcf[i].pc = ev->pcs[i] & ~STKR_PC_ASYNC;
+      m->pcf[i].offset = m->pcf[i].pc;
+      m->pcf[i].async = (ev->pcs[i] & STKR_PC_ASYNC) != 0;
+    }
+    fr = m->pcf;
+    n = ev->n_pcs;
+  }
+  if (n == 0) {
+    *out = 0;
+    return 0;
+  }
+  ids = malloc(n * sizeof *ids);
+  if (ids == NULL)
+    return -ENOMEM;
+  for (i = 0; i < n; i++) {
+    ids[i] = frame_id(&fr[i]);
+    h = stkr_hash_bytes(h, &ids[i], sizeof ids[i]);
+  }
+  h = stkr_mix64(h ^ n);
+  *out = h = h ? h : 1;
+  /* Stack and frame ids share one seen set: a collision between the two
+   * kinds would at worst skip one row, with odds of 2^-64. */
+  err = seen_add(m, h);
+  if (err == 0) {
+    char text[1024];
+    int e = 0;
+    e |= stkr__rb_str(&m->stacks, id->build);
+    e |= stkr__rb_u64(&m->stacks, h);
+    e |= stkr__rb_u16(&m->stacks, (uint16_t)(n > 65535 ? 65535 : n));
+    e |= stkr__rb_varint(&m->stacks, n);
+    for (i = 0; i < n; i++)
+      e |= stkr__rb_u64(&m->stacks, ids[i]);
+    e |= stkr__rb_varint(&m->stacks, n);
+    for (i = 0; i < n; i++)
+      e |= stkr__rb_str(&m->stacks, stkr_agg_frame_text(&fr[i], STKR_AGG_BY_LINE,
+                                                       text, sizeof text));
+    e |= stkr__rb_str(&m->stacks, stack_module(fr, n));
+    for (i = 0; i < n && e == 0; i++) {
+      int s = seen_add(m, ids[i]);
+      if (s < 0)
+        e = 1;
+      else if (s == 0)
+        e |= frame_row(&m->frames, id, &fr[i], ids[i]);
+    }
+    err = e ? -ENOMEM : 0;
+  } else if (err == 1) {
+    err = 0;
+  }
+  free(ids);
+  return err;
+}
+
+int stkr__stackmap_get(stkr__stackmap *m, stkr_reader *r,
+                       const stkr_event_view *ev, const stkr__push_ids *id,
+                       uint64_t *hash) {
+  uint64_t key;
+  size_t j;
+  int err;
+
+  if (ev->stack_undefined || ev->n_pcs == 0) {
+    *hash = 0;
+    return 0;
+  }
+  /* Stack ids restart in each session of a process. */
+  key = stkr_mix64(((uint64_t)ev->process << 40) ^
+                   ((uint64_t)ev->proc->sessions << 32) ^ ev->stack_id) | 1;
+  if (2 * (m->n + 1) > m->cap && (err = map_grow(m)) != 0)
+    return err;
+  for (j = stkr_mix64(key) & (m->cap - 1); m->slots[j].key != 0;
+       j = (j + 1) & (m->cap - 1))
+    if (m->slots[j].key == key) {
+      *hash = m->slots[j].hash;
+      return 0;
+    }
+  if ((err = resolve(m, r, ev, id, hash)) != 0)
+    return err;
+  m->slots[j].key = key;
+  m->slots[j].hash = *hash;
+  m->n++;
+  return 0;
+}
+
+/* ---- events and summary rows ---- */
+
+static int ids_row(stkr__buf *b, const stkr__push_ids *id, uint32_t pid) {
+  int e = stkr__rb_str(b, id->build);
+  e |= stkr__rb_str(b, id->device);
+  e |= stkr__rb_str(b, id->recording);
+  e |= stkr__rb_u32(b, pid);
+  return e ? -ENOMEM : 0;
+}
+
+int stkr__row_event(stkr__buf *b, const stkr__push_ids *id,
+                    const stkr_event_view *ev, uint64_t stack, uint64_t n) {
+  int e = 0;
+  e |= stkr__rb_u16(b, (uint16_t)(ev->wall_ns / 86400000000000ull));
+  e |= ids_row(b, id, ev->pid);
+  e |= stkr__rb_u64(b, n);
+  e |= stkr__rb_u64(b, ev->tid);
+  e |= stkr__rb_str(b, ev->thread_name);
+  e |= stkr__rb_str(b, ev->site);
+  e |= stkr__rb_u64(b, ev->wall_ns);
+  e |= stkr__rb_u64(b, ev->ts_ns);
+  e |= stkr__rb_u64(b, stack);
+  e |= stkr__rb_bytes(b, ev->payload, ev->payload_len);
+  e |= stkr__rb_u8(b, ev->payload_truncated);
+  e |= stkr__rb_u8(b, ev->stack_truncated);
+  return e ? -ENOMEM : 0;
+}
+
+static int hex(stkr__buf *b, const uint8_t *p, size_t n) {
+  char t[2 * 64 + 1];
+  size_t i;
+  if (n > 64)
+    n = 64;
+  for (i = 0; i < n; i++)
+    snprintf(t + 2 * i, 3, "%02x", p[i]);
+  t[2 * n] = '\0';
+  return stkr__rb_str(b, t);
+}
+
+static int process_rows(const stkr_reader *r, size_t i,
+                        const stkr__push_ids *id, stkr__buf *images,
+                        stkr__buf *sites, stkr__buf *procs,
+                        stkr__buf *drops) {
+  const stkr_process_info *p = stkr_reader_process(r, i);
+  const stkr_image_info *im;
+  const stkr_site_info *si;
+  size_t n, k;
+  int e = 0;
+  const struct { const char *reason; uint64_t n; } dr[] = {
+      {"ring_full", p->drops_ring_full}, {"reentrant", p->drops_reentrant},
+      {"other", p->drops_other}, {"write_error", p->drops_write_error},
+      {"exit", p->drops_exit}};
+
+  if (stkr_reader_images(r, i, &im, &n) == 0)
+    for (k = 0; k < n; k++) {
+      e |= ids_row(images, id, p->pid);
+      e |= stkr__rb_str(images, im[k].path);
+      e |= hex(images, im[k].build_id, im[k].build_id_len);
+      e |= stkr__rb_u64(images, im[k].load_address);
+      e |= stkr__rb_u64(images, im[k].text_start);
+      e |= stkr__rb_u64(images, im[k].text_end);
+    }
+  if (stkr_reader_sites(r, i, &si, &n) == 0)
+    for (k = 0; k < n; k++) {
+      e |= ids_row(sites, id, p->pid);
+      e |= stkr__rb_str(sites, si[k].name);
+      e |= stkr__rb_u64(sites, si[k].events);
+    }
+  e |= ids_row(procs, id, p->pid);
+  e |= stkr__rb_u32(procs, p->parent_pid);
+  e |= stkr__rb_str(procs, p->process_name);
+  e |= stkr__rb_str(procs, p->arch);
+  e |= stkr__rb_u64(procs, p->start_wall_ns);
+  e |= stkr__rb_u64(procs, p->events);
+  e |= stkr__rb_u64(procs, p->attempted);
+  e |= stkr__rb_u64(procs, p->drops);
+  e |= stkr__rb_u32(procs, p->sessions);
+  e |= stkr__rb_u8(procs, p->clean_end);
+  e |= stkr__rb_u8(procs, p->incomplete);
+  e |= stkr__rb_u64(procs, p->damaged_batches);
+  e |= stkr__rb_u64(procs, p->unaccounted);
+  for (k = 0; k < sizeof dr / sizeof dr[0]; k++)
+    if (dr[k].n > 0) {
+      e |= ids_row(drops, id, p->pid);
+      e |= stkr__rb_str(drops, dr[k].reason);
+      e |= stkr__rb_u64(drops, dr[k].n);
+    }
+  return e ? -ENOMEM : 0;
+}
+
+int stkr__rows_summary(const stkr_reader *r, const stkr__push_ids *id,
+                       stkr__buf *images, stkr__buf *sites,
+                       stkr__buf *procs, stkr__buf *drops) {
+  size_t i, n = stkr_reader_process_count(r);
+  for (i = 0; i < n; i++) {
+    int err = process_rows(r, i, id, images, sites, procs, drops);
+    if (err != 0)
+      return err;
+  }
+  return 0;
+}

@@ -1,0 +1,154 @@
+/*
+ * push_schema.c: the ClickHouse tables of `stackrec push` (docs/fleet.md
+ * shows the same statements; `stackrec push --print-schema` prints them).
+ *
+ * Written for ClickHouse 18.16 (Debian 12): no LowCardinality (19.x), no
+ * DateTime64 (20.x), no insert deduplication outside Replicated tables.
+ * So re-pushing is made harmless twice over: the `pushes` table says which
+ * event ranges a recording has committed (push skips them), and every
+ * table is a ReplacingMergeTree whose sorting key is the row's identity,
+ * so a range sent twice (the server committed it but its answer was lost)
+ * collapses at the next merge (or under FINAL / OPTIMIZE ... FINAL).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/push.h"
+
+/* Column lists in the order push_rows.c writes them. */
+const char stkr__cols_events[] =
+    "day, build, device, recording, pid, n, tid, thread, site, ts, ts_mono, "
+    "stack, payload, payload_truncated, stack_truncated";
+const char stkr__cols_stacks[] = "build, stack, depth, frames, path, module";
+const char stkr__cols_frames[] =
+    "build, frame, function, file, line, column, image, module, offset, "
+    "inlined, app, async";
+const char stkr__cols_images[] =
+    "build, device, recording, pid, path, build_id, load_address, "
+    "text_start, text_end";
+const char stkr__cols_sites[] = "build, device, recording, pid, site, events";
+const char stkr__cols_processes[] =
+    "build, device, recording, pid, parent_pid, name, arch, start_wall, "
+    "events, attempted, drops, sessions, clean_end, incomplete, "
+    "damaged_batches, unaccounted";
+const char stkr__cols_drops[] =
+    "build, device, recording, pid, reason, events";
+const char stkr__cols_pushes[] = "recording, pid, first, last, pushed_at";
+
+/* name, columns and engine of each table; %1$s is the database. The
+ * sharding key keeps every copy of a row on one shard, so that the
+ * per-shard ReplacingMergeTree can collapse it. */
+static const struct {
+  const char *name, *body, *shard_key;
+} k_tables[] = {
+    {"events",
+     "(day Date, build String, device String, recording String, "
+     "pid UInt32, n UInt64, tid UInt64, thread String, site String, "
+     "ts UInt64, ts_mono UInt64, stack UInt64, payload String, "
+     "payload_truncated UInt8, stack_truncated UInt8) "
+     "ENGINE = ReplacingMergeTree PARTITION BY day "
+     "PRIMARY KEY (build, site, ts) "
+     "ORDER BY (build, site, ts, device, recording, pid, n)",
+     "cityHash64(recording, pid, intDiv(n, 65536))"},
+    {"stacks",
+     "(build String, stack UInt64, depth UInt16, frames Array(UInt64), "
+     "path Array(String), module String) "
+     "ENGINE = ReplacingMergeTree ORDER BY (build, stack)",
+     "cityHash64(build, stack)"},
+    {"frames",
+     "(build String, frame UInt64, function String, file String, "
+     "line UInt32, column UInt32, image String, module String, "
+     "offset UInt64, inlined UInt8, app UInt8, async UInt8) "
+     "ENGINE = ReplacingMergeTree ORDER BY (build, frame)",
+     "cityHash64(build, frame)"},
+    {"images",
+     "(build String, device String, recording String, pid UInt32, "
+     "path String, build_id String, load_address UInt64, "
+     "text_start UInt64, text_end UInt64) "
+     "ENGINE = ReplacingMergeTree "
+     "ORDER BY (build, path, build_id, device, recording, pid)",
+     "cityHash64(recording)"},
+    {"sites",
+     "(build String, device String, recording String, pid UInt32, "
+     "site String, events UInt64) "
+     "ENGINE = ReplacingMergeTree(events) "
+     "ORDER BY (build, site, device, recording, pid)",
+     "cityHash64(recording)"},
+    {"processes",
+     "(build String, device String, recording String, pid UInt32, "
+     "parent_pid UInt32, name String, arch String, start_wall UInt64, "
+     "events UInt64, attempted UInt64, drops UInt64, sessions UInt32, "
+     "clean_end UInt8, incomplete UInt8, damaged_batches UInt64, "
+     "unaccounted UInt64) "
+     "ENGINE = ReplacingMergeTree(events) "
+     "ORDER BY (build, device, recording, pid)",
+     "cityHash64(recording)"},
+    {"drops",
+     "(build String, device String, recording String, pid UInt32, "
+     "reason String, events UInt64) "
+     "ENGINE = ReplacingMergeTree(events) "
+     "ORDER BY (build, device, recording, pid, reason)",
+     "cityHash64(recording)"},
+    {"pushes",
+     "(recording String, pid UInt32, first UInt64, last UInt64, "
+     "pushed_at DateTime) "
+     "ENGINE = ReplacingMergeTree ORDER BY (recording, pid, first, last)",
+     "cityHash64(recording)"},
+};
+#define N_TABLES (sizeof k_tables / sizeof k_tables[0])
+
+static char *fmt(const char *f, const char *a, const char *b, const char *c,
+                 const char *d) {
+  int n = snprintf(NULL, 0, f, a, b, c, d);
+  char *s = n < 0 ? NULL : malloc((size_t)n + 1);
+
+  if (s != NULL)
+    snprintf(s, (size_t)n + 1, f, a, b, c, d);
+  return s;
+}
+
+char **stkr__schema(const char *db, const char *cluster) {
+  size_t n = 0, i, max = 1 + 2 * N_TABLES + 1;
+  char **s = calloc(max, sizeof *s);
+
+  if (s == NULL)
+    return NULL;
+  if ((s[n++] = fmt("CREATE DATABASE IF NOT EXISTS %s", db, "", "", "")) ==
+      NULL)
+    goto oom;
+  for (i = 0; i < N_TABLES; i++)
+    if ((s[n++] = fmt("CREATE TABLE IF NOT EXISTS %s.%s %s%s", db,
+                      k_tables[i].name, k_tables[i].body, "")) == NULL)
+      goto oom;
+  for (i = 0; cluster != NULL && i < N_TABLES; i++) {
+    char head[512];
+    snprintf(head, sizeof head,
+             "CREATE TABLE IF NOT EXISTS %s.%s_all AS %s.%s ENGINE = ", db,
+             k_tables[i].name, db, k_tables[i].name);
+    if ((s[n++] = fmt("%sDistributed(%s, %s, %s", head, cluster, db,
+                      k_tables[i].name)) == NULL)
+      goto oom;
+    /* The sharding key, appended (fmt takes four strings). */
+    {
+      size_t l = strlen(s[n - 1]), k = strlen(k_tables[i].shard_key);
+      char *t = realloc(s[n - 1], l + k + 4);
+      if (t == NULL)
+        goto oom;
+      snprintf(t + l, k + 4, ", %s)", k_tables[i].shard_key);
+      s[n - 1] = t;
+    }
+  }
+  return s;
+oom:
+  stkr__schema_free(s);
+  return NULL;
+}
+
+void stkr__schema_free(char **stmts) {
+  if (stmts == NULL)
+    return;
+  for (size_t i = 0; stmts[i] != NULL; i++)
+    free(stmts[i]);
+  free(stmts);
+}
