@@ -274,6 +274,10 @@ drop_unbusy:
   return -EAGAIN;
 }
 
+unsigned stkr_version(void) { return STKR_VERSION_NUMBER; }
+
+const char *stkr_version_string(void) { return STKR_VERSION_STRING; }
+
 const char *stkr_strerror(int err) {
   switch (err) {
   case 0:
@@ -290,6 +294,9 @@ const char *stkr_strerror(int err) {
     return "invalid argument or configuration value";
   case -EPERM:
     return "not recorded: the recorder's own thread";
+  case -E2BIG:
+    return "stkr_config sets a field this library version does not know "
+           "(stkr_config.size)";
   default:
     if (err < 0)
       return strerror(-err);
