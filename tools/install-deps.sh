@@ -19,6 +19,7 @@ pkgs=(
   libdw-dev libelf-dev              # symbolization (elfutils)
   python3                           # the main job records tools/demo/privacy_probe.py
   zlib1g-dev                        # stackrec export --format pprof: gzip
+  cmake pkg-config                  # embedding without Bazel: CMakeLists.txt, stackrec.pc (issue 17)
 )
 test_pkgs=(
   clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz);
