@@ -23,8 +23,7 @@ Pod::Spec.new do |s|
     'swift/xcframeworks/zstd.xcframework',
     'swift/xcframeworks/protobuf_c.xcframework',
   ]
-  # Swift async callers in recorded stacks (README, "Swift concurrency").
-  s.pod_target_xcconfig = {
-    'OTHER_SWIFT_FLAGS' => '$(inherited) -Xfrontend -swift-async-frame-pointer=always',
-  }
+  # The app's own Swift code needs -Xfrontend -swift-async-frame-pointer=always
+  # for its awaiting callers to show (docs/ios.md); a pod does not change
+  # the app's build settings.
 end
