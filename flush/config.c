@@ -301,6 +301,10 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   return 0;
 }
 
+unsigned stkr_version(void) { return STKR_VERSION_NUMBER; }
+
+const char *stkr_version_string(void) { return STKR_VERSION_STRING; }
+
 int stkr_config_check_env(char *why, size_t len) {
   stkr__fconfig c;
   char none[1];

@@ -6,6 +6,8 @@
 #   declared STKR_API in the public headers: every one of them, and nothing
 #   else (no stkr__ internal, no protobuf-c descriptor, no dependency's
 #   symbol);
+# - every function declared at the start of a line in those headers carries
+#   STKR_API (a new one without it would silently stay hidden);
 # - the preload library exports no stkr_ symbol at all: preload/exports.map
 #   keeps the recorder inside it private.
 # Prints one line per check and "N passed, N failed".
@@ -15,6 +17,16 @@ shift 2
 pass=0 fail=0
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# A public function declared without STKR_API would be hidden from the
+# shared library (and from the comparison below): name it.
+unmarked=$(grep -hE '^(const |unsigned |signed |struct |enum )*[a-z_0-9]+[ *]+stkr_[a-z0-9_]+\(' "$@" |
+           grep -vE '^(static|typedef)' || true)
+if [ -z "$unmarked" ]; then
+  ok "every public function declaration carries STKR_API"
+else
+  bad "public functions declared without STKR_API:"; echo "$unmarked"
+fi
 
 so="$libdir/libstackrec.so"
 exported=$(nm -D --defined-only "$so" | awk 'NF == 3 { print $3 }' | sort -u)
