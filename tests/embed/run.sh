@@ -6,8 +6,10 @@
 #  1. the source lists of cmake/sources.cmake and Package.swift match the
 #     BUILD files (cmake/check_sources.py), and swift/generated/ is
 #     protoc-c's current output (swift/generate.sh --check);
-#  2. a clean CMake build (a new build directory, from the tree's sources)
-#     installs into a temporary prefix: headers, libstackrec.{a,so},
+#  2. a clean CMake build installs into a temporary prefix (the sources:
+#     the files git tracks, as they are in the work tree, copied to a new
+#     directory; an untracked file a build needs fails here as in a clean
+#     clone; outside git, the tree itself): headers, libstackrec.{a,so},
 #     stackrec.pc, the CMake package, the CLI and the preload library;
 #  3. examples/pkgconfig/record_events.c built with nothing but
 #     `pkg-config --cflags --libs stackrec` records events on 2 threads,
@@ -56,6 +58,14 @@ sub() { # cmd...
   line=${line#*passed, }
   fail=$((fail + ${line%% failed*}))
 }
+
+# Work on a copy of what git tracks (see 2. above).
+if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mkdir -p "$tmp/src"
+  (cd "$repo" && git ls-files -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) |
+    tar -xf - -C "$tmp/src"
+  repo="$tmp/src"
+fi
 
 echo "== 1. source lists and generated code"
 sub python3 "$repo/cmake/check_sources.py" "$repo"
