@@ -102,6 +102,10 @@ let package = Package(
       linkerSettings: [
         .linkedLibrary("dl", .when(platforms: [.linux])),
         .linkedLibrary("pthread", .when(platforms: [.linux])),
+        // flush/symbolize_apple.c: objc_msgSend, and _NSCallStackArray
+        // from Foundation (looked up at run time).
+        .linkedLibrary("objc", .when(platforms: [.macOS, .iOS])),
+        .linkedFramework("Foundation", .when(platforms: [.macOS, .iOS])),
       ]),
     .target(
       name: "Stackrec", dependencies: ["CStackrec"],
