@@ -119,6 +119,19 @@ if ver=$(pkg-config --modversion stackrec) &&
 else
   bad "pkg-config --modversion stackrec: '${ver:-}'"
 fi
+# The installed headers alone, strictly: C99 and C++11 (-pedantic -Werror).
+printf '%s\n' '#include <stackrec/stackrec.h>' '#include <stackrec/stkr_reader.h>' \
+  'int main(void) { stkr_config c; stkr_config_init(&c); return c.size != sizeof c; }' >"$tmp/hdr.cc"
+printf '%s\n' '#include <stackrec/stackrec.h>' '#include <stackrec/stkr_reader.h>' \
+  'int main(void) { stkr_config c = STKR_CONFIG_INIT; return c.size != sizeof c; }' >"$tmp/hdr.c"
+if quiet "headers (C99)" cc -std=c99 -pedantic -Wall -Wextra -Werror -c "$tmp/hdr.c" \
+     -o "$tmp/hdr.o" $(pkg-config --cflags stackrec) &&
+   quiet "headers (C++11)" c++ -std=c++11 -pedantic -Wall -Wextra -Werror -c "$tmp/hdr.cc" \
+     -o "$tmp/hdrxx.o" $(pkg-config --cflags stackrec); then
+  ok "the installed headers compile alone as C99 and C++11 (-pedantic -Werror)"
+else
+  bad "the installed headers do not compile alone"
+fi
 app="$tmp/record_events"
 # shellcheck disable=SC2046
 if quiet "cc (pkg-config)" cc -Wall -Wextra -Werror -g -O1 -fno-omit-frame-pointer \
