@@ -16,8 +16,8 @@
  *    cannot mean what its writer meant (e.g. "no disk cap").
  */
 #include <errno.h>
-#include <stddef.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
