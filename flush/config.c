@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,15 +130,47 @@ static int env_num(const char *name, bool size, uint64_t lo, uint64_t hi,
   return 0;
 }
 
+/* The 0.3 layout, what size 0 means: every field up to exit_ms. Fields
+ * are only ever appended, so this stays what it is as the struct grows. */
+#define CONFIG_SIZE_0_3 (offsetof(stkr_config, exit_ms) + sizeof(unsigned))
+
+/* Copy the caller's config into *own, reading only the `size` bytes the
+ * caller declared (see "ABI rules" in stackrec.h); fields it does not know
+ * stay 0, their default. A caller newer than this library may pass a larger
+ * struct as long as every field this library does not know is unset. */
+static int config_copy_sized(const stkr_config *in, stkr_config *own) {
+  size_t size = in->size ? in->size : CONFIG_SIZE_0_3;
+
+  memset(own, 0, sizeof *own);
+  if (size < CONFIG_SIZE_0_3)
+    return bad_field("size", size, "smaller than the 0.3 layout");
+  if (size > sizeof *own) {
+    const unsigned char *extra = (const unsigned char *)in + sizeof *own;
+    for (size_t i = 0; i < size - sizeof *own; i++)
+      if (extra[i] != 0) {
+        stkr__log(STKR__LOG_CONFIG,
+                  "stkr_config.size=%zu: byte %zu is set, but this library "
+                  "(%s) knows only %zu bytes of stkr_config",
+                  size, sizeof *own + i, STKR_VERSION_STRING, sizeof *own);
+        return -E2BIG;
+      }
+    size = sizeof *own;
+  }
+  memcpy(own, in, size);
+  return 0;
+}
+
 int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
-  static const stkr_config zero;
+  stkr_config own;
   stkr__fconfig c;
   uint64_t x;
   bool set;
   int err;
   const char *dir = STKR__DEFAULT_DIR, *v;
 
-  if (!in) in = &zero;
+  memset(&own, 0, sizeof own);
+  if (in && (err = config_copy_sized(in, &own)) < 0) return err;
+  in = &own;
   memset(&c, 0, sizeof c);
   c.ring_bytes = STKR__DEFAULT_RING_BYTES;
   c.max_depth = STKR__DEFAULT_DEPTH;
@@ -267,6 +300,10 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   *out = c;
   return 0;
 }
+
+unsigned stkr_version(void) { return STKR_VERSION_NUMBER; }
+
+const char *stkr_version_string(void) { return STKR_VERSION_STRING; }
 
 int stkr_config_check_env(char *why, size_t len) {
   stkr__fconfig c;

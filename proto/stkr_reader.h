@@ -59,6 +59,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The export macro of recorder/stackrec.h (kept identical there): default
+ * visibility, so the shared library exports the reader API too. */
+#ifndef STKR_API
+#if defined(__GNUC__) || defined(__clang__)
+#define STKR_API __attribute__((visibility("default")))
+#else
+#define STKR_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -317,7 +327,7 @@ typedef struct stkr_reader_counts {
  * @return 0, -EINVAL (out NULL), or -ENOMEM. *out owns the reader; free it
  *         with stkr_reader_free().
  */
-int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out);
+STKR_API int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out);
 
 /*
  * Add input: a directory (every segment file in it; other entries are
@@ -331,14 +341,14 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out);
  *         directory nor a regular file), -ENOMEM, or the negative errno of a
  *         failed stat/opendir (e.g. -ENOENT, -EACCES; nothing added).
  */
-int stkr_reader_add(stkr_reader *r, const char *path);
+STKR_API int stkr_reader_add(stkr_reader *r, const char *path);
 
 /* stkr_reader_create() + stkr_reader_add(path). On error *out is NULL. */
-int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
+STKR_API int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
                      stkr_reader **out);
 
 /* Free the reader and everything it handed out. NULL is accepted. */
-void stkr_reader_free(stkr_reader *r);
+STKR_API void stkr_reader_free(stkr_reader *r);
 
 /*
  * Read the next event into *ev.
@@ -347,7 +357,7 @@ void stkr_reader_free(stkr_reader *r);
  *         arguments). After a hard error only stkr_reader_free() and the
  *         accessors below may be called.
  */
-int stkr_reader_next(stkr_reader *r, stkr_event_view *ev);
+STKR_API int stkr_reader_next(stkr_reader *r, stkr_event_view *ev);
 
 /*
  * The symbolized frames of the event stkr_reader_next() returned last
@@ -356,13 +366,13 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev);
  * @return 0 (*n is 0 when the stack has no frames), -ENOMEM, or -EINVAL
  *         when no event is current.
  */
-int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_t *n);
+STKR_API int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_t *n);
 
 /* Number of processes known (fixed once reading has started). */
-size_t stkr_reader_process_count(const stkr_reader *r);
+STKR_API size_t stkr_reader_process_count(const stkr_reader *r);
 
 /* Summary of process i (NULL if out of range). Owned by the reader. */
-const stkr_process_info *stkr_reader_process(const stkr_reader *r, size_t i);
+STKR_API const stkr_process_info *stkr_reader_process(const stkr_reader *r, size_t i);
 
 /*
  * Sites of process i with their event counts, in order of first appearance.
@@ -370,7 +380,7 @@ const stkr_process_info *stkr_reader_process(const stkr_reader *r, size_t i);
  * stkr_reader_next() or stkr_reader_free().
  * @return 0, or -EINVAL (i out of range or NULL arguments).
  */
-int stkr_reader_sites(const stkr_reader *r, size_t i,
+STKR_API int stkr_reader_sites(const stkr_reader *r, size_t i,
                       const stkr_site_info **sites, size_t *n);
 
 /*
@@ -378,11 +388,11 @@ int stkr_reader_sites(const stkr_reader *r, size_t i,
  * without duplicates). Owned by the reader, valid as for stkr_reader_sites.
  * @return 0, or -EINVAL.
  */
-int stkr_reader_images(const stkr_reader *r, size_t i,
+STKR_API int stkr_reader_images(const stkr_reader *r, size_t i,
                        const stkr_image_info **images, size_t *n);
 
 /* Fill *out with the reader's warning counts. */
-void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *out);
+STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *out);
 
 #ifdef __cplusplus
 }

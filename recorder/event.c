@@ -274,25 +274,28 @@ drop_unbusy:
   return -EAGAIN;
 }
 
+/* The recorder's own texts; anything else is strerror's. A table rather
+ * than a switch: clang makes a switch of this size a jump table in the text
+ * section on x86_64, whose trailing padding test-apple-build's re-assembly
+ * comparison cannot tell from code once the table's size changes. */
+static const struct {
+  int err;
+  const char *text;
+} k_errors[] = {
+    {0, "success"},
+    {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown has)"},
+    {-EALREADY, "already recording"},
+    {-EAGAIN, "event dropped (ring full, or re-entered from a signal handler)"},
+    {-ENOSPC, "no space (site table full, or disk full)"},
+    {-EINVAL, "invalid argument or configuration value"},
+    {-EPERM, "not recorded: the recorder's own thread"},
+    {-E2BIG, "stkr_config sets a field this library version does not know "
+             "(stkr_config.size)"},
+};
+
 const char *stkr_strerror(int err) {
-  switch (err) {
-  case 0:
-    return "success";
-  case -ENOTCONN:
-    return "not recording (stkr_init has not run, or stkr_shutdown has)";
-  case -EALREADY:
-    return "already recording";
-  case -EAGAIN:
-    return "event dropped (ring full, or re-entered from a signal handler)";
-  case -ENOSPC:
-    return "no space (site table full, or disk full)";
-  case -EINVAL:
-    return "invalid argument or configuration value";
-  case -EPERM:
-    return "not recorded: the recorder's own thread";
-  default:
-    if (err < 0)
-      return strerror(-err);
-    return "unknown error";
-  }
+  for (size_t i = 0; i < sizeof k_errors / sizeof k_errors[0]; i++)
+    if (k_errors[i].err == err)
+      return k_errors[i].text;
+  return err < 0 ? strerror(-err) : "unknown error";
 }

@@ -23,13 +23,67 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* memset: stkr_config_init */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/*
+ * Export macro and versions (issue 17: embedding without Bazel).
+ *
+ * STKR_API marks every public function. With gcc/clang it gives default
+ * visibility, so a shared library built with -fvisibility=hidden (the CMake
+ * build does) exports the stkr_ API and nothing else; internal stkr__
+ * functions stay hidden. Define STKR_API yourself (e.g. to nothing) before
+ * including this header to override it. proto/stkr_reader.h carries the
+ * same definition (keep the two identical).
+ */
+#ifndef STKR_API
+#if defined(__GNUC__) || defined(__clang__)
+#define STKR_API __attribute__((visibility("default")))
+#else
+#define STKR_API
+#endif
+#endif
+
+/* The version of this header. stkr_version() gives the library's at run
+ * time; compare the two to detect a header/library mismatch. The number is
+ * (major << 16) | (minor << 8) | patch, as libuv's UV_VERSION_HEX. */
 #define STKR_VERSION_MAJOR 0
-#define STKR_VERSION_MINOR 2
+#define STKR_VERSION_MINOR 3
+#define STKR_VERSION_PATCH 0
+#define STKR_VERSION_NUMBER                                          \
+  ((STKR_VERSION_MAJOR << 16) | (STKR_VERSION_MINOR << 8) |          \
+   STKR_VERSION_PATCH)
+#define STKR_VERSION_STRING "0.3.0"
+
+/*
+ * ABI rules (from 0.3 on):
+ * - Functions are never removed or changed in signature within a major
+ *   version; new ones are added. Enum values are never renumbered.
+ * - stkr_config only grows at its end. Its first member, `size`, says how
+ *   much of it the caller knows: sizeof(stkr_config) as the caller's header
+ *   had it (STKR_CONFIG_INIT sets it), or 0, which means the 0.3 layout
+ *   (every field up to exit_ms). A library newer than the caller reads only
+ *   `size` bytes and defaults the rest; a library older than the caller
+ *   accepts a larger `size` only if every byte it does not know is zero
+ *   (unset new fields), and otherwise refuses with -E2BIG rather than
+ *   ignore a setting. A field added after 0.3 is read only when `size`
+ *   covers it: set size (STKR_CONFIG_INIT) to use one.
+ * - Structs the library fills for the caller (stkr_stats, the reader's
+ *   views and summaries) carry no size: they change only with the ABI
+ *   version, which is the shared library's SONAME: libstackrec.so.0.3
+ *   before 1.0 (every minor version may change them), then the major.
+ *   A binary built against another ABI version does not load.
+ * - The static library and the Swift package are built with the app, so
+ *   header and library always match there; stkr_version() is still there
+ *   to check.
+ * Source compatibility: 0.2 callers that zero the config ({0}, memset or
+ * designated initializers) compile and behave as before (size 0). 0.2
+ * binaries must be rebuilt: `size` moved every field (nothing had been
+ * released with the 0.2 layout).
+ */
 
 /* Limits that bound every buffer on the hot path. */
 #define STKR_MAX_DEPTH 256        /* hard cap on max_depth */
@@ -85,6 +139,9 @@ typedef enum stkr_symbolize_mode {
  * stkr_init() fail with -EINVAL and name the variable on stderr.
  */
 typedef struct stkr_config {
+  /* sizeof(stkr_config) as the caller compiled it, or 0 for the 0.3
+   * layout: see "ABI rules" above. Not a setting. Added in 0.3. */
+  size_t size;
   const char *dir;
   size_t ring_bytes;
   unsigned max_depth;
@@ -95,8 +152,22 @@ typedef struct stkr_config {
   unsigned payload_max;
   stkr_fork_mode fork_mode;
   stkr_symbolize_mode symbolize;
-  unsigned exit_ms; /* added in 0.2: keep last */
+  unsigned exit_ms; /* added in 0.2; the end of the 0.3 layout */
+  /* New fields go here, at the end only (see "ABI rules"). */
 } stkr_config;
+
+/* Declare the caller's layout (size) and leave every setting 0 (its
+ * default): `stkr_config cfg = STKR_CONFIG_INIT;` in C, or
+ * stkr_config_init(&cfg) (also from C++ and Swift). Needed only to set a
+ * field added after 0.3; {0} stays valid. Compiled into the caller: it
+ * records the caller's sizeof, never the library's. */
+#ifndef __cplusplus
+#define STKR_CONFIG_INIT { .size = sizeof(stkr_config) }
+#endif
+static inline void stkr_config_init(stkr_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->size = sizeof *cfg;
+}
 
 /*
  * A hook site: a name such as "privacy.clipboard.read", registered once.
@@ -150,13 +221,21 @@ typedef struct stkr_stats {
                               pending_recovery. */
 } stkr_stats;
 
+/* The library's version at run time: STKR_VERSION_NUMBER and
+ * STKR_VERSION_STRING as it was built. Thread-safe; callable any time. */
+STKR_API unsigned stkr_version(void);
+STKR_API const char *stkr_version_string(void);
+
 /*
  * Start recording: reads the environment, creates cfg->dir (mode 0700) and
  * starts the flush worker thread. cfg may be NULL (all defaults).
  * @return 0, -EALREADY if already recording, -EINVAL for a bad field or
- *         environment value, or the errno of a failed mkdir/open/thread start.
+ *         environment value (or a cfg->size below the 0.3 layout), -E2BIG
+ *         when cfg->size is larger than this library's stkr_config and a
+ *         field it does not know is set (see "ABI rules"), or the errno of a
+ *         failed mkdir/open/thread start.
  */
-int stkr_init(const stkr_config *cfg);
+STKR_API int stkr_init(const stkr_config *cfg);
 
 /*
  * Stop recording: later events are ignored (-ENOTCONN, not counted); every
@@ -167,7 +246,7 @@ int stkr_init(const stkr_config *cfg);
  * when the process is about to end, use stkr_shutdown_for_exit() instead.
  * @return 0, or -ENOTCONN when not recording.
  */
-int stkr_shutdown(void);
+STKR_API int stkr_shutdown(void);
 
 /*
  * The end of a session for a process that is about to end (exit, a return
@@ -187,17 +266,17 @@ int stkr_shutdown(void);
  *         busy threads, a write stuck on a slow disk): recording has stopped
  *         and the call returned on time, and the session lacks its end mark.
  */
-int stkr_shutdown_for_exit(void);
+STKR_API int stkr_shutdown_for_exit(void);
 
 /*
  * Barrier: returns once every event recorded (by any thread) before the call
  * is in a batch on disk, or was dropped and counted.
  * @return 0, -ENOTCONN if not recording, -EIO if a batch failed to write.
  */
-int stkr_flush(void);
+STKR_API int stkr_flush(void);
 
 /* Fill *out with the current counters. Cheap; may be called any time. */
-int stkr_stats_get(stkr_stats *out);
+STKR_API int stkr_stats_get(stkr_stats *out);
 
 /*
  * Record an event at `site` for the calling thread: monotonic time, site,
@@ -218,14 +297,14 @@ int stkr_stats_get(stkr_stats *out);
  *         -ENOTCONN if not recording, -ENOMEM if no ring could be allocated,
  *         -EPERM on the recorder's own worker thread (never recorded).
  */
-int stkr_event(stkr_site *site, const void *payload, size_t payload_len);
+STKR_API int stkr_event(stkr_site *site, const void *payload, size_t payload_len);
 
 /* Allocate the calling thread's ring and cache its stack bounds now. */
-int stkr_thread_attach(void);
+STKR_API int stkr_thread_attach(void);
 
 /* Register a site now (stkr_event does it on first use).
  * @return 0, -ENOSPC past STKR_MAX_SITES, -EINVAL for a NULL/empty name. */
-int stkr_site_register(stkr_site *site);
+STKR_API int stkr_site_register(stkr_site *site);
 
 /* Check the STACKREC_* environment as stkr_init() would read it (the same
  * parser), without starting anything: for launchers that set up a recorder
@@ -233,10 +312,10 @@ int stkr_site_register(stkr_site *site);
  * Writes nothing to stderr. Thread-safe (reads the environment).
  * @return 0, or -EINVAL with "invalid NAME="VALUE": reason" in why (always
  *         NUL-terminated when len > 0), or -ENOMEM. */
-int stkr_config_check_env(char *why, size_t len);
+STKR_API int stkr_config_check_env(char *why, size_t len);
 
 /* Text for a value returned by any stkr_ call (0 or a negative errno). */
-const char *stkr_strerror(int err);
+STKR_API const char *stkr_strerror(int err);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@ pkgs=(
   python3                           # the main job records tools/demo/privacy_probe.py
   zlib1g-dev                        # stackrec export --format pprof: gzip
   libcurl4-openssl-dev              # stackrec push: ClickHouse over HTTP(S) (issue 16)
+  cmake pkg-config                  # embedding without Bazel: CMakeLists.txt, stackrec.pc (issue 17)
 )
 test_pkgs=(
   clang-14 libclang-rt-14-dev       # fuzzing: clang + libFuzzer (tests/fuzz);

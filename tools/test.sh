@@ -11,6 +11,11 @@
 #   soak    tests/soak: plain build (flat RSS) for STKR_SOAK_SECONDS, then the
 #           ASan build (LeakSanitizer) for a quarter of that
 #   aarch64 tests/aarch64/run.sh: cross-built tests under qemu-aarch64
+#   embed   tests/embed/run.sh: without Bazel (issue 17): source lists vs
+#           BUILD files, a clean CMake build + install, an app built with
+#           pkg-config only and read back by the installed CLI,
+#           find_package(stackrec), the nm -D export check, swift build &&
+#           swift test
 # Every phase prints "<phase>: N passed, N failed"; the last line is the sum
 # over all of them:
 #   N passed, N failed
@@ -18,14 +23,14 @@
 # failed case. Exit status: 0 when nothing failed.
 #
 # Environment:
-#   STKR_PHASES         phases to run (default "plain asan tsan fuzz soak aarch64")
+#   STKR_PHASES         phases to run (default "plain asan tsan fuzz soak aarch64 embed")
 #   STKR_BAZEL_STARTUP  bazel startup options, e.g. --output_base=DIR
 #   STKR_FUZZ_SECONDS   seconds per fuzz target (default 20)
 #   STKR_SOAK_SECONDS   plain soak duration (default 45; ASan: a quarter)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-phases=${STKR_PHASES:-plain asan tsan fuzz soak aarch64}
+phases=${STKR_PHASES:-plain asan tsan fuzz soak aarch64 embed}
 # shellcheck disable=SC2206
 bazel=(bazel ${STKR_BAZEL_STARTUP:-})
 
@@ -166,6 +171,7 @@ for phase in $phases; do
     fuzz) script_phase fuzz tests/fuzz/run.sh --seconds "${STKR_FUZZ_SECONDS:-20}" ;;
     soak) script_phase soak soak_phase "$@" ;;
     aarch64) script_phase aarch64 tests/aarch64/run.sh ;;
+    embed) script_phase embed tests/embed/run.sh ;;
     *) echo "test.sh: unknown phase '$phase'" >&2; add 0 1 ;;
   esac
   echo "   ($phase took $((SECONDS - t0)) s)"

@@ -1,0 +1,117 @@
+// swift-tools-version:5.9
+//
+// stackrec as a Swift package (issue 17): the recorder and the reader as a
+// C target built from the repository's own sources, and a small Swift API,
+// `Stackrec` (swift/Sources/Stackrec). Bazel stays the primary build.
+//
+//   swift build && swift test          (Linux: tested here)
+//   .package(url: "<this repository>", branch: "main") in an app
+//
+// Dependencies. Linux: zstd, protobuf-c and elfutils' libdw/libelf from the
+// system, found through pkg-config (Debian: libzstd-dev libprotobuf-c-dev
+// libdw-dev). Apple: zstd and protobuf-c as the same system-library
+// targets work for macOS with Homebrew; an iOS app needs them built for
+// iphoneos/iphonesimulator (docs/ios.md: an XCFramework script, or the
+// podspec) and libdw is not used there.
+//
+// Generated code: SwiftPM cannot run protoc-c, so proto/stackrec.proto's
+// output is checked in under swift/generated/proto/ (swift/generate.sh
+// writes it; the `embed` phase of tools/test.sh fails when it is stale).
+//
+// Sources: the list below is //:stackrec's (recorder, proto, flush,
+// symbolize, macho); cmake/check_sources.py compares it with the BUILD
+// files, so keep the markers.
+import PackageDescription
+
+let package = Package(
+  name: "Stackrec",
+  platforms: [.iOS(.v15), .macOS(.v11)],
+  products: [
+    .library(name: "Stackrec", targets: ["Stackrec"]),
+    .library(name: "CStackrec", targets: ["CStackrec"]),
+  ],
+  targets: [
+    .systemLibrary(
+      name: "CZstd", path: "swift/system/CZstd", pkgConfig: "libzstd",
+      providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+    .systemLibrary(
+      name: "CProtobufC", path: "swift/system/CProtobufC",
+      pkgConfig: "libprotobuf-c",
+      providers: [.apt(["libprotobuf-c-dev"]), .brew(["protobuf-c"])]),
+    .systemLibrary(
+      name: "CLibdw", path: "swift/system/CLibdw", pkgConfig: "libdw",
+      providers: [.apt(["libdw-dev", "libelf-dev"])]),
+    .target(
+      name: "CStackrec",
+      dependencies: [
+        "CZstd", "CProtobufC",
+        .target(name: "CLibdw", condition: .when(platforms: [.linux])),
+      ],
+      path: ".",
+      sources: [
+        // BEGIN sources (cmake/check_sources.py compares these with BUILD)
+        "recorder/event.c",
+        "recorder/platform_apple.c",
+        "recorder/platform_linux.c",
+        "recorder/ring.c",
+        "recorder/ringfile.c",
+        "recorder/site.c",
+        "recorder/thread.c",
+        "recorder/walk.c",
+        "proto/stkr_accounting.c",
+        "proto/stkr_batch.c",
+        "proto/stkr_format.c",
+        "proto/stkr_frames.c",
+        "proto/stkr_reader.c",
+        "proto/stkr_recover.c",
+        "proto/stkr_recover_session.c",
+        "proto/stkr_symbols.c",
+        "flush/batch.c",
+        "flush/config.c",
+        "flush/drain.c",
+        "flush/fd.c",
+        "flush/images_apple.c",
+        "flush/images_linux.c",
+        "flush/segment.c",
+        "flush/stacktable.c",
+        "flush/wake_apple.c",
+        "flush/wake_linux.c",
+        "flush/worker.c",
+        "flush/symcache.c",
+        "flush/symbolize.c",
+        "flush/symbolize_apple.c",
+        "flush/symbolize_dwarf.c",
+        "flush/symbolize_elf.c",
+        "flush/symbolize_macho.c",
+        "flush/symbolize_machodir.c",
+        "macho/macho.c",
+        // END sources
+        "swift/generated/proto/stackrec.pb-c.c",
+      ],
+      publicHeadersPath: "swift/CStackrec/include",
+      cSettings: [
+        // Sources include "recorder/...", "proto/stackrec.pb-c.h", ...
+        .headerSearchPath("."),
+        .headerSearchPath("swift/generated"),
+        // The walk reads our own frame record (recorder/BUILD's copts).
+        // Apple's arm64 ABI keeps frame pointers anyway; on Linux this is
+        // an unsafe flag, which SwiftPM accepts from a root package or a
+        // local/branch dependency (not from one pinned by version).
+        .unsafeFlags(["-fno-omit-frame-pointer"], .when(platforms: [.linux])),
+      ],
+      linkerSettings: [
+        .linkedLibrary("dl", .when(platforms: [.linux])),
+        .linkedLibrary("pthread", .when(platforms: [.linux])),
+        // flush/symbolize_apple.c: objc_msgSend, and _NSCallStackArray
+        // from Foundation (looked up at run time).
+        .linkedLibrary("objc", .when(platforms: [.macOS, .iOS])),
+        .linkedFramework("Foundation", .when(platforms: [.macOS, .iOS])),
+      ]),
+    .target(
+      name: "Stackrec", dependencies: ["CStackrec"],
+      path: "swift/Sources/Stackrec"),
+    .testTarget(
+      name: "StackrecTests", dependencies: ["Stackrec", "CStackrec"],
+      path: "swift/Tests/StackrecTests"),
+  ]
+)

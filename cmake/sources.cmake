@@ -1,0 +1,108 @@
+# The C sources of every product, per Bazel target: the same lists as the
+# BUILD files (Bazel stays the primary build). cmake/check_sources.py,
+# run by the `embed` phase of tools/test.sh, fails when a BUILD file and
+# this file (or Package.swift) disagree and prints the lines to paste.
+# Only .c files are listed; headers are found through the include path.
+
+# //recorder:recorder
+set(STKR_RECORDER_SRCS
+  recorder/event.c
+  recorder/platform_apple.c
+  recorder/platform_linux.c
+  recorder/ring.c
+  recorder/ringfile.c
+  recorder/site.c
+  recorder/thread.c
+  recorder/walk.c
+)
+
+# //proto:proto (plus the generated proto/stackrec.pb-c.c)
+set(STKR_PROTO_SRCS
+  proto/stkr_accounting.c
+  proto/stkr_batch.c
+  proto/stkr_format.c
+  proto/stkr_frames.c
+  proto/stkr_reader.c
+  proto/stkr_recover.c
+  proto/stkr_recover_session.c
+  proto/stkr_symbols.c
+)
+
+# //flush:flush
+set(STKR_FLUSH_SRCS
+  flush/batch.c
+  flush/config.c
+  flush/drain.c
+  flush/fd.c
+  flush/images_apple.c
+  flush/images_linux.c
+  flush/segment.c
+  flush/stacktable.c
+  flush/wake_apple.c
+  flush/wake_linux.c
+  flush/worker.c
+)
+
+# //flush:symbolize
+set(STKR_SYMBOLIZE_SRCS
+  flush/symcache.c
+  flush/symbolize.c
+  flush/symbolize_apple.c
+  flush/symbolize_dwarf.c
+  flush/symbolize_elf.c
+  flush/symbolize_macho.c
+  flush/symbolize_machodir.c
+)
+
+# //macho:macho
+set(STKR_MACHO_SRCS
+  macho/macho.c
+)
+
+# //preload:match
+set(STKR_PRELOAD_MATCH_SRCS
+  preload/match.c
+)
+
+# //preload:libstackrec_preload.so
+set(STKR_PRELOAD_SRCS
+  preload/hooks_files.c
+  preload/hooks_net.c
+  preload/preload.c
+)
+
+# //tools:stackrec and //tools:stackrec_lib (plus the generated pprof and report assets)
+set(STKR_CLI_SRCS
+  tools/stackrec/agg.c
+  tools/stackrec/atos.c
+  tools/stackrec/breakdown.c
+  tools/stackrec/dump.c
+  tools/stackrec/escape.c
+  tools/stackrec/export.c
+  tools/stackrec/export_chrome.c
+  tools/stackrec/export_folded.c
+  tools/stackrec/export_jsonl.c
+  tools/stackrec/export_pprof.c
+  tools/stackrec/filter.c
+  tools/stackrec/filter_opts.c
+  tools/stackrec/frame_text.c
+  tools/stackrec/html.c
+  tools/stackrec/info.c
+  tools/stackrec/info_json.c
+  tools/stackrec/json_event.c
+  tools/stackrec/main.c
+  tools/stackrec/merge.c
+  tools/stackrec/paytab.c
+  tools/stackrec/progress.c
+  tools/stackrec/record.c
+  tools/stackrec/record_summary.c
+  tools/stackrec/recover.c
+  tools/stackrec/report.c
+  tools/stackrec/report_tree.c
+  tools/stackrec/strtab.c
+  tools/stackrec/symbolize.c
+  tools/stackrec/symcache.c
+  tools/stackrec/timeline.c
+  tools/stackrec/verify.c
+  tools/stackrec/zst_out.c
+)

@@ -1,0 +1,2 @@
+#include <elfutils/libdw.h>
+#include <libelf.h>
