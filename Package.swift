@@ -81,6 +81,7 @@ let package = Package(
         "flush/symbolize.c",
         "flush/symbolize_apple.c",
         "flush/symbolize_dwarf.c",
+        "flush/symbolize_dwscope.c",
         "flush/symbolize_elf.c",
         "flush/symbolize_macho.c",
         "flush/symbolize_machodir.c",

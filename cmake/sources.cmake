@@ -45,13 +45,14 @@ set(STKR_FLUSH_SRCS
 
 # //flush:symbolize
 set(STKR_SYMBOLIZE_SRCS
-  flush/symcache.c
   flush/symbolize.c
   flush/symbolize_apple.c
   flush/symbolize_dwarf.c
+  flush/symbolize_dwscope.c
   flush/symbolize_elf.c
   flush/symbolize_macho.c
   flush/symbolize_machodir.c
+  flush/symcache.c
 )
 
 # //macho:macho
@@ -94,6 +95,10 @@ set(STKR_CLI_SRCS
   tools/stackrec/merge.c
   tools/stackrec/paytab.c
   tools/stackrec/progress.c
+  tools/stackrec/push.c
+  tools/stackrec/push_http.c
+  tools/stackrec/push_rows.c
+  tools/stackrec/push_schema.c
   tools/stackrec/record.c
   tools/stackrec/record_summary.c
   tools/stackrec/recover.c
