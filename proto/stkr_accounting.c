@@ -13,6 +13,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "common/stkr_ringfile.h"
 
 #include "proto/stkr__reader.h"
 
@@ -185,6 +188,24 @@ static bool stkr__publish(stkr__stream *st) {
 
 void stkr__acct_publish(stkr__stream *st) { (void)stkr__publish(st); }
 
+/* Does the session's ring-file set still exist next to its segment? A
+ * bounded exit (stkr_shutdown_for_exit) may end a session cleanly while
+ * events it accepted are still in its ring files: they are pending
+ * recovery (`stackrec recover`), not lost, so the counters' gap is then
+ * incomplete, not damaged. */
+static bool stkr__sess_has_rings(const char *seg_path, uint32_t pid,
+                                 uint64_t session_id) {
+  char name[STKR_RINGFILE_NAME_MAX], path[4096];
+  const char *slash = seg_path ? strrchr(seg_path, '/') : NULL;
+  int dir_len = slash ? (int)(slash - seg_path) : 1;
+  if (session_id == 0) return false;
+  stkr_ringfile_name(name, pid, session_id, 0);
+  if (snprintf(path, sizeof path, "%.*s/%s", dir_len, slash ? seg_path : ".",
+               name) >= (int)sizeof path)
+    return false;
+  return access(path, F_OK) == 0;
+}
+
 static const char *stkr__sess_path(const stkr__stream *st, size_t file1) {
   if (file1 > 0 && file1 <= st->n_files)
     return st->files[file1 - 1].path;
@@ -293,7 +314,19 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
       uint64_t lost = a->c.attempted - accounted;
 
       in->unaccounted += lost;
-      if (whole) {
+      if (whole && stkr__sess_has_rings(stkr__sess_path(st, a->last_file), pid,
+                                        a->session_id)) {
+        stkr__warn(r, STKR_WARN_INCOMPLETE,
+                   stkr__sess_path(st, a->last_file), -1, pid,
+                   "process %u %s: %llu events attempted are in no segment: "
+                   "its exit left them in its ring files (attempted %llu, "
+                   "written %llu, dropped %llu, recovered %llu); "
+                   "'stackrec recover' writes them out",
+                   (unsigned)pid, sid, (unsigned long long)lost,
+                   (unsigned long long)a->c.attempted,
+                   (unsigned long long)a->read, (unsigned long long)dropped,
+                   (unsigned long long)a->recovered);
+      } else if (whole) {
         in->accounting_mismatches++;
         stkr__warn(r, STKR_WARN_INCONSISTENT,
                    stkr__sess_path(st, a->last_file), -1, pid,
