@@ -30,6 +30,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 
 #define SF_NOINLINE __attribute__((noinline))
@@ -91,8 +95,29 @@ static inline __attribute__((always_inline)) uint64_t sf_step(uint64_t x) {
   return x * 0x2545F4914F6CDD1Dull;
 }
 
+/* ThreadSanitizer defers an asynchronous signal that arrives outside one
+ * of its interceptors until the thread next enters one (then it runs the
+ * handler with the context saved at arrival). Our parks make raw system
+ * calls, so each round also calls an intercepted function: without it,
+ * under TSan, no sample would ever be answered. Only under TSan: a sample
+ * that lands inside clock_gettime (the vDSO) would have another leaf. */
+#if defined(__SANITIZE_THREAD__)
+#define SF_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SF_TSAN 1
+#endif
+#endif
+static inline __attribute__((always_inline)) void sf_tsan_point(void) {
+#ifdef SF_TSAN
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+}
+
 SF_NOINLINE static void sf_park_poll(sf_thread_arg *a) {
   while (!atomic_load(&a->stop)) {
+    sf_tsan_point();
 #if defined(__x86_64__)
     (void)sf_sys(SYS_poll, 0, 0, 20, 0); /* EINTR: go round */
 #else
@@ -104,6 +129,7 @@ SF_NOINLINE static void sf_park_poll(sf_thread_arg *a) {
 
 SF_NOINLINE static void sf_park_pause(sf_thread_arg *a) {
   while (!atomic_load(&a->stop)) {
+    sf_tsan_point();
 #if defined(__x86_64__)
     (void)sf_sys(SYS_pause, 0, 0, 0, 0); /* any handler ends it */
 #else
@@ -112,12 +138,22 @@ SF_NOINLINE static void sf_park_pause(sf_thread_arg *a) {
   }
 }
 
-/* What a contended mutex does: wait on a futex word. */
+/* What a contended mutex does: wait on a futex word (20 ms at a time: a
+ * futex wait is restarted after a handler, so TSan would not see the
+ * signal otherwise). */
 SF_NOINLINE static void sf_park_futex(sf_thread_arg *a) {
-  while (!atomic_load(&a->stop))
-    (void)sf_sys(SYS_futex, (long)&a->stop, FUTEX_WAIT_PRIVATE, 0, 0);
+  struct timespec ts = {0, 20000000};
+  while (!atomic_load(&a->stop)) {
+    sf_tsan_point();
+    (void)sf_sys(SYS_futex, (long)&a->stop, FUTEX_WAIT_PRIVATE, 0, (long)&ts);
+  }
 }
 
+/* Not instrumented by TSan: its memory accesses would be calls into TSan's
+ * runtime (frameless), where most samples would land. */
+#ifdef SF_TSAN
+__attribute__((no_sanitize("thread")))
+#endif
 SF_NOINLINE static void sf_park_busy(sf_thread_arg *a) {
   uint64_t x = 88172645463325252ull, n = 0;
   while (!atomic_load_explicit(&a->stop, memory_order_relaxed)) {
@@ -125,6 +161,8 @@ SF_NOINLINE static void sf_park_busy(sf_thread_arg *a) {
     n++;
     if ((n & 1023) == 0)
       atomic_store_explicit(&a->iters, n, memory_order_relaxed);
+    if ((n & 65535) == 0)
+      sf_tsan_point(); /* rare: a sample could land in it (see above) */
   }
   a->sum = x;
   atomic_store(&a->iters, n);
@@ -196,6 +234,63 @@ static inline void sf_stop(sf_thread_arg *a, stkr_site *site) {
     if (pthread_timedjoin_np(a->thread, NULL, &ts) == 0)
       return;
   }
+}
+
+/* Does the recorded chain `got` (function names of the first n
+ * non-inlined frames, innermost first; images alongside) match `want`?
+ * Under TSan one exception: the leaf may be a function of TSan's runtime
+ * (an instrumentation call or an interceptor, built without frame
+ * pointers) that the park called; its caller, the park, is then missing
+ * from the walk: the frameless-callee limitation of every frame-pointer
+ * walk, which only instrumented builds meet here. */
+static inline bool sf_chain_equal(const char *const *got,
+                                  const char *const *img,
+                                  const char *const *want, size_t n) {
+  size_t i;
+  bool same = true;
+
+  for (i = 0; i < n && same; i++)
+    same = got[i] != NULL && strcmp(got[i], want[i]) == 0;
+  if (same)
+    return true;
+#ifdef SF_TSAN
+  if ((got[0] != NULL && (strncmp(got[0], "__tsan", 6) == 0 ||
+                          strncmp(got[0], "__interceptor", 13) == 0 ||
+                          strstr(got[0], "clock_gettime") != NULL)) ||
+      (img[0] != NULL && strstr(img[0], "libtsan") != NULL)) {
+    for (i = 1; i < n; i++)
+      if (got[i] == NULL || strcmp(got[i], want[i]) != 0)
+        return false;
+    return true;
+  }
+#else
+  (void)img;
+#endif
+  return false;
+}
+
+/* Does ev's stack begin with the n names of `want` (sf_chain_equal)? The
+ * names found go into text, for the failure message. */
+static inline bool sf_event_chain(const stkr_event_view *ev,
+                                  const char *const *want, size_t n,
+                                  char *text, size_t len) {
+  const char *fn[8] = {0}, *img[8] = {0};
+  size_t k, got = 0, used = 0;
+
+  text[0] = '\0';
+  for (k = 0; k < ev->n_frames && got < n && got < 8; k++) {
+    const stkr_frame *f = &ev->frames[k];
+    if (f->inlined)
+      continue;
+    fn[got] = f->function;
+    img[got] = f->image;
+    used += (size_t)snprintf(text + used, len - used, "%s%s", got ? " " : "",
+                             f->function ? f->function : "?");
+    if (used >= len)
+      used = len - 1;
+    got++;
+  }
+  return got == n && sf_chain_equal(fn, img, want, n);
 }
 
 #endif

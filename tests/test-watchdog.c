@@ -80,20 +80,8 @@ SF_NOINLINE static void wd_block_a(unsigned ms) {
   __asm__ volatile("" ::: "memory");
 }
 
-/* The first 3 non-inlined function names of ev, joined with ' '. */
-static void chain_of(const stkr_event_view *ev, char *out, size_t len) {
-  size_t k, got = 0, used = 0;
-
-  out[0] = '\0';
-  for (k = 0; k < ev->n_frames && got < 3; k++) {
-    const stkr_frame *f = &ev->frames[k];
-    if (f->inlined)
-      continue;
-    used += (size_t)snprintf(out + used, len - used, "%s%s", got ? " " : "",
-                             f->function ? f->function : "?");
-    got++;
-  }
-}
+static const char *const g_block_chain[3] = {"wd_park_sleep", "wd_block_b",
+                                             "wd_block_a"};
 
 /* "key=N" in a payload, or -1. */
 static long field(const stkr_event_view *ev, const char *key) {
@@ -148,10 +136,8 @@ static void test_one_second_block_is_one_hang(void **state) {
       run_samples += field(&ev, "samples");
       if (field(&ev, "ms") > max_ms)
         max_ms = field(&ev, "ms");
-      chain_of(&ev, got, sizeof got);
-      if (strcmp(got, "wd_park_sleep wd_block_b wd_block_a") != 0)
-        print_message("hang stack: %s\n", got);
-      assert_string_equal(got, "wd_park_sleep wd_block_b wd_block_a");
+      if (!sf_event_chain(&ev, g_block_chain, 3, got, sizeof got))
+        fail_msg("hang stack: %s", got);
     } else if (strcmp(ev.site, "watchdog.recovered") == 0) {
       recovered++;
       rec_ms = field(&ev, "ms");
@@ -197,6 +183,7 @@ static void test_stop_inside_a_hang(void **state) {
   stkr_reader *r = NULL;
   stkr_event_view ev;
   int hangs = 0, recovered = 0;
+  long samples = 0;
   char got[256];
 
   (void)state;
@@ -215,15 +202,22 @@ static void test_stop_inside_a_hang(void **state) {
   while (stkr_reader_next(r, &ev) == 1) {
     if (strcmp(ev.site, "watchdog.hang") == 0) {
       hangs++;
-      chain_of(&ev, got, sizeof got);
-      assert_string_equal(got, "sf_park_futex sf_futex_c sf_futex_b");
-      assert_true(field(&ev, "samples") >= 3);
+      if (!sf_event_chain(&ev, sf_chain[SF_FUTEX], 3, got, sizeof got))
+        fail_msg("hang stack: %s", got);
+      samples += field(&ev, "samples");
     } else if (strcmp(ev.site, "watchdog.recovered") == 0) {
       recovered++;
     }
   }
   stkr_reader_free(r);
+  /* Samples every 20 ms from 100 ms to 400 ms: about 15, in one run of
+   * identical stacks (a few under TSan, whose deferred signals catch the
+   * park at other PCs). */
+  assert_true(samples >= 5);
+#ifndef SF_TSAN
   assert_int_equal(hangs, 1);
+#endif
+  assert_true(hangs >= 1);
   assert_int_equal(recovered, 0);
 }
 
