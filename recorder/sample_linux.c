@@ -202,8 +202,33 @@ static bool stkr__tid_blocks(uint64_t tid) {
 
 static uint64_t stkr__now(void) { return stkr__clock_mono_ns(); }
 
+static inline void stkr__cpu_relax(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+/* How long the sampler spins before it sleeps: an answer usually comes in
+ * a few microseconds (the target's handler), and a futex sleep and wake-up
+ * of the sampler would cost more than that again. Bounded; sampling is
+ * rare (the watchdog: 20 a second during a hang). */
+#define STKR__SPIN_NS 10000u
+
 /* Wait until `req` is DONE or the deadline passes. True: DONE (acquired). */
 static bool stkr__wait_done(stkr__sslot *s, uint64_t deadline) {
+  uint64_t spin_end = stkr__now() + STKR__SPIN_NS;
+
+  while (stkr__now() < spin_end) {
+    for (int i = 0; i < 64; i++) {
+      /* Acquire pairs with the handler's release CAS to DONE. */
+      if (atomic_load_explicit(&s->req, memory_order_acquire) ==
+          STKR__REQ_DONE)
+        return true;
+      stkr__cpu_relax();
+    }
+  }
   for (;;) {
     /* Acquire pairs with the handler's release CAS to DONE. */
     uint32_t v = atomic_load_explicit(&s->req, memory_order_acquire);

@@ -165,6 +165,10 @@ static void *stkr__wd_main(void *arg) {
 
   (void)arg;
   stkr__thread_ignore(); /* never records (nor counts) events of its own */
+#if !defined(__APPLE__)
+  /* Named, so that top/ps/debuggers tell it from the app's threads. */
+  pthread_setname_np(pthread_self(), "stkr-watchdog");
+#endif
   last_beat = atomic_load_explicit(&s->beat, memory_order_relaxed);
   last_change = stkr__clock_mono_ns();
   memset(&g_hang, 0, sizeof g_hang);
