@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "proto/stkr_reader.h"
+#include "tests/cli_run.h"
 #include "tests/sample_fixture.h"
 
 static char g_dir[256];
@@ -156,6 +157,35 @@ static void test_one_second_block_is_one_hang(void **state) {
   assert_true(run_samples >= 5 && hang_events < run_samples);
   assert_int_equal(rec_samples, run_samples);
   assert_true(max_ms >= 250 && max_ms <= rec_ms);
+
+  /* `stackrec report`: a Hangs section with the hang, grouped by stack;
+   * the HTML page carries the hang for its timeline. */
+  if (getenv("STKR_NO_CLI") != NULL)
+    return;
+  assert_int_equal(cr_setup(), 0);
+  assert_int_equal(cr_run("report --granularity function '%s'", g_dir), 0);
+  if (strstr(cr_out, "Hangs (watchdog): 1 hang, ") == NULL)
+    fail_msg("no Hangs section:\n%s", cr_out);
+  {
+    char want[128];
+    const char *h = strstr(cr_out, "Hangs (watchdog)");
+    const char *p1 = strstr(h, "wd_park_sleep"), *p2 = strstr(h, "wd_block_b"),
+               *p3 = strstr(h, "wd_block_a");
+    assert_true(p1 != NULL && p2 > p1 && p3 > p2);
+    snprintf(want, sizeof want, "%ld samples (100.00%%) in 1 hang, longest ",
+             run_samples);
+    if (strstr(h, want) == NULL)
+      fail_msg("want \"%s\" in:\n%s", want, h);
+    assert_non_null(strstr(h, "recovered\n"));
+  }
+  {
+    char page[300];
+    snprintf(page, sizeof page, "%s/report.html", g_dir);
+    assert_int_equal(cr_run("report --html '%s' '%s'", page, g_dir), 0);
+    cr_slurp(page, cr_out, sizeof cr_out);
+    assert_non_null(strstr(cr_out, "\"hangs\":[{\"pid\":"));
+    assert_non_null(strstr(cr_out, "\"recovered\":true"));
+  }
 }
 
 static void test_idle_is_not_a_hang(void **state) {

@@ -17,6 +17,7 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/filter.h"
+#include "tools/stackrec/hangs.h"
 #include "tools/stackrec/report.h"
 #include "tools/stackrec/html.h"
 
@@ -658,7 +659,8 @@ int stkr_cli_report(int argc, char **argv) {
     if (a->events == 0)
       puts(a->events_read ? "# no event matches the filters"
                           : "# no events");
-    if (print_sites(a, &o) != 0) {
+    if (print_sites(a, &o) != 0 ||
+        (o.by == STKR_BY_SITE && stkr__hangs_print(a, o.top) != 0)) {
       fprintf(stderr, "stackrec report: %s\n", strerror(ENOMEM));
       status = STKR_CLI_DATA_LOST;
     }
