@@ -9,8 +9,11 @@
  * target parked at depth 32:
  *   blocked   the target waits in a futex (the usual hang: a lock, I/O)
  *   busy      the target spins at depth 32 (on the other core)
- * beside stkr_event at depth 32 on the sampling thread itself (what the
- * same record costs when a thread records its own stack), and the CPU
+ * beside the floor of the mechanism (a bare signal round trip: tgkill to
+ * a blocked thread whose handler only answers through a futex, waited for
+ * the same way: spin 10 us, then sleep), stkr_event at depth 32 on the
+ * sampling thread itself (what the same record costs when a thread
+ * records its own stack), and the CPU
  * time the blocked target spends per sample (its handler), from its
  * thread CPU clock. Batches of 1000 samples, interleaved; medians.
  *
@@ -27,6 +30,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,6 +122,36 @@ static uint64_t sample_batch(target *t, uint64_t *fails) {
   return (now_ns() - t0) / BATCH;
 }
 
+/* The floor: a bare signal round trip to a thread blocked in a futex. */
+static _Atomic uint32_t g_floor_ack;
+static _Atomic pid_t g_floor_tid;
+static void floor_handler(int sig) {
+  (void)sig;
+  atomic_store_explicit(&g_floor_ack, 1, memory_order_release);
+  syscall(SYS_futex, &g_floor_ack, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+static void *floor_main(void *p) {
+  target *t = p;
+  atomic_store(&g_floor_tid, (pid_t)syscall(SYS_gettid));
+  atomic_store(&t->ready, 1);
+  park(t);
+  return NULL;
+}
+static uint64_t floor_batch(void) {
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < BATCH; i++) {
+    atomic_store(&g_floor_ack, 0);
+    syscall(SYS_tgkill, getpid(), atomic_load(&g_floor_tid), SIGRTMIN + 1);
+    uint64_t spin_end = now_ns() + 10000;
+    while (!atomic_load_explicit(&g_floor_ack, memory_order_acquire)) {
+      if (now_ns() < spin_end)
+        continue;
+      syscall(SYS_futex, &g_floor_ack, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
+  }
+  return (now_ns() - t0) / BATCH;
+}
+
 static uint64_t event_batch(void) {
   uint64_t t0 = now_ns();
   for (int i = 0; i < BATCH; i++)
@@ -183,8 +217,8 @@ int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 30;
   char dir[] = "/tmp/sample_cost-XXXXXX";
   stkr_config cfg = {0};
-  target tb = {0}, tz = {0};
-  uint64_t *blocked, *busy, *self, *handler, fails = 0;
+  target tb = {0}, tz = {0}, tf = {0};
+  uint64_t *blocked, *busy, *self, *handler, *floor_v, fails = 0;
   stkr_sample_stats ss;
   stkr_stats st;
   clockid_t cb;
@@ -199,24 +233,29 @@ int main(int argc, char **argv) {
   if (stkr_init(&cfg) != 0)
     return 1;
   tz.busy = 1;
+  signal(SIGRTMIN + 1, floor_handler);
+  pthread_create(&tf.th, NULL, floor_main, &tf);
   pthread_create(&tb.th, NULL, target_main, &tb);
   pthread_create(&tz.th, NULL, target_main, &tz);
-  while (!atomic_load(&tb.ready) || !atomic_load(&tz.ready))
+  while (!atomic_load(&tb.ready) || !atomic_load(&tz.ready) ||
+         !atomic_load(&tf.ready))
     usleep(1000);
   pthread_getcpuclockid(tb.th, &cb);
   blocked = calloc((size_t)rounds, 8);
   busy = calloc((size_t)rounds, 8);
   self = calloc((size_t)rounds, 8);
   handler = calloc((size_t)rounds, 8);
+  floor_v = calloc((size_t)rounds, 8);
   for (int w = 0; w < 2; w++) { /* warm-up */
     sample_batch(&tb, &fails);
     sample_batch(&tz, &fails);
     event_batch();
+    floor_batch();
   }
   fails = 0;
   for (int r = 0; r < rounds; r++) {
-    for (int k = 0; k < 3; k++) {
-      switch ((r + k) % 3) {
+    for (int k = 0; k < 4; k++) {
+      switch ((r + k) % 4) {
       case 0: {
         uint64_t c0 = cpu_ns(cb);
         blocked[r] = sample_batch(&tb, &fails);
@@ -225,6 +264,9 @@ int main(int argc, char **argv) {
       }
       case 1:
         busy[r] = sample_batch(&tz, &fails);
+        break;
+      case 2:
+        floor_v[r] = floor_batch();
         break;
       default:
         self[r] = event_batch();
@@ -235,7 +277,10 @@ int main(int argc, char **argv) {
   }
   atomic_store(&tb.stop, 1);
   atomic_store(&tz.stop, 1);
+  atomic_store(&tf.stop, 1);
   syscall(SYS_futex, &tb.stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  syscall(SYS_futex, &tf.stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(tf.th, NULL);
   pthread_join(tb.th, NULL);
   pthread_join(tz.th, NULL);
   stkr_sample_stats_get(&ss);
@@ -243,15 +288,20 @@ int main(int argc, char **argv) {
   stkr_stats_get(&st);
 
   uint64_t mb = median(blocked, rounds), mz = median(busy, rounds),
-           me = median(self, rounds), mh = median(handler, rounds);
+           me = median(self, rounds), mh = median(handler, rounds),
+           mf = median(floor_v, rounds);
   printf("sample_cost: %d rounds x %d samples, depth %d, on %ld CPUs\n\n",
          rounds, BATCH, DEPTH, sysconf(_SC_NPROCESSORS_ONLN));
   printf("A. per sample of another thread (median ns)\n");
-  printf("  %-44s %8s %10s\n", "", "ns", "vs event");
-  printf("  %-44s %8lu %9.1fx\n", "stkr_thread_sample, target blocked (futex)",
-         (unsigned long)mb, (double)mb / (double)me);
-  printf("  %-44s %8lu %9.1fx\n", "stkr_thread_sample, target busy",
-         (unsigned long)mz, (double)mz / (double)me);
+  printf("  %-44s %8s %10s %10s\n", "", "ns", "vs event", "vs floor");
+  printf("  %-44s %8lu %9.1fx %9.2fx\n",
+         "stkr_thread_sample, target blocked (futex)", (unsigned long)mb,
+         (double)mb / (double)me, (double)mb / (double)mf);
+  printf("  %-44s %8lu %9.1fx %9.2fx\n", "stkr_thread_sample, target busy",
+         (unsigned long)mz, (double)mz / (double)me, (double)mz / (double)mf);
+  printf("  %-44s %8lu %9.1fx %9.2fx\n",
+         "floor: bare signal round trip (blocked)", (unsigned long)mf,
+         (double)mf / (double)me, 1.0);
   printf("  %-44s %8lu %9.1fx\n", "  of which the blocked target's CPU (handler)",
          (unsigned long)mh, (double)mh / (double)me);
   printf("  %-44s %8lu %9.1fx\n", "stkr_event on the sampler itself", (unsigned long)me,
