@@ -65,6 +65,11 @@ static bool stkr__wd_post(stkr__sslot *s, bool recovered, uint64_t total_ms) {
   int expect;
   unsigned tries = 0;
 
+  /* The watched thread exited and its slot may be another thread's now:
+   * its runs must not go into that thread's ring. */
+  if (atomic_load_explicit(&s->used, memory_order_acquire) != 1 ||
+      atomic_load_explicit(&s->gen, memory_order_acquire) != g_wd.gen)
+    goto lost;
   for (;;) {
     expect = STKR__MAIL_EMPTY;
     /* Acquire pairs with the target's release store of EMPTY. */
@@ -198,8 +203,9 @@ static void *stkr__wd_main(void *arg) {
     stkr__wd_sample(now);
   }
   /* Stopping inside a hang: its current run is recorded (no recovery). The
-   * target takes it at its next tick, or now through one more request
-   * (its handler takes the mailbox) unless the caller is the target. */
+   * target takes it now through one more request (its handler takes the
+   * mailbox; a target blocked in stkr_watchdog_stop's join answers too),
+   * or else at its next tick, or when stop returns on it. */
   if (g_hang.active) {
     (void)stkr__wd_post(s, false, 0);
     g_hang.active = false;
