@@ -340,7 +340,9 @@ typedef struct stkr_watchdog_opts {
  *         stkr_watchdog_stop or stkr_shutdown. */
 int stkr_watchdog_start(const stkr_watchdog_opts *opts);
 /* Stop and join the watchdog; a hang in progress is recorded first (its
- * current run). Bounded: at most about interval_ms + 2 x 100 ms.
+ * current run). Bounded: at most about min(interval_ms, 100) + 170 ms;
+ * from stkr_shutdown_for_exit at most 50 ms (then the thread is left
+ * detached, and a later stkr_watchdog_start returns -EBUSY until it ends).
  * @return 0, or -ENOTCONN when none runs. */
 int stkr_watchdog_stop(void);
 /* Heartbeat of the watched thread: a relaxed store, plus (after a hang)

@@ -47,6 +47,14 @@ static struct {
 /* Stop request: set by stop (release... any order: the futex wake after it
  * is what counts), read by the watchdog thread each round. Futex word. */
 static _Atomic uint32_t g_wd_stop;
+/* Set (release) by the watchdog thread as its last act, read (acquire) by
+ * a stop for exit, which waits for it at most STKR__WD_EXIT_MS and then
+ * leaves the thread detached rather than wait longer. Futex word. */
+static _Atomic uint32_t g_wd_done;
+/* A thread left detached by an exit stop that has not finished: written
+ * and read by control calls only. */
+static bool g_wd_detached;
+#define STKR__WD_EXIT_MS 50
 
 /* Hang state, watchdog thread only. */
 static struct {
@@ -214,6 +222,9 @@ static void *stkr__wd_main(void *arg) {
                                  g_wd.for_exit ? 20 : g_wd.timeout_ms, NULL,
                                  NULL, NULL);
   }
+  /* Release: pairs with the acquire load in stkr__wd_stop(for_exit). */
+  atomic_store_explicit(&g_wd_done, 1, memory_order_release);
+  stkr__splat_wake(&g_wd_done);
   return NULL;
 }
 
@@ -227,6 +238,11 @@ int stkr_watchdog_start(const stkr_watchdog_opts *opts) {
     return -EALREADY;
   if (!stkr__recorder_running())
     return -ENOTCONN;
+  /* A thread an exit stop left detached still uses the statics. */
+  if (g_wd_detached &&
+      !atomic_load_explicit(&g_wd_done, memory_order_acquire))
+    return -EBUSY;
+  g_wd_detached = false;
   if (opts != NULL)
     o = *opts;
   if (o.target == 0) {
@@ -245,6 +261,7 @@ int stkr_watchdog_start(const stkr_watchdog_opts *opts) {
                                              : g_wd.interval_ms;
   g_wd.for_exit = false;
   atomic_store_explicit(&g_wd_stop, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_wd_done, 0, memory_order_relaxed);
   (void)stkr_site_register(&stkr__site_wd_hang);
   (void)stkr_site_register(&stkr__site_wd_recovered);
   /* The thread starts with every signal blocked: process-directed signals
@@ -269,7 +286,20 @@ static int stkr__wd_stop(bool for_exit) {
   atomic_store_explicit(&g_wd_stop, 1, memory_order_release);
   stkr__splat_wake(&g_wd_stop);
   /* Bounded: the thread wakes from its sleep at once; a sample under way
-   * ends by its timeout; the last request at most once more. */
+   * ends by its timeout; the last request at most once more. At exit, not
+   * even that: after STKR__WD_EXIT_MS the thread is left detached. */
+  if (for_exit) {
+    uint64_t end = stkr__clock_mono_ns() + STKR__WD_EXIT_MS * 1000000ull;
+    while (!atomic_load_explicit(&g_wd_done, memory_order_acquire) &&
+           stkr__clock_mono_ns() < end)
+      stkr__splat_sleep(&g_wd_done, 0, 1);
+    if (!atomic_load_explicit(&g_wd_done, memory_order_acquire)) {
+      pthread_detach(g_wd.thread);
+      g_wd_detached = true;
+      g_wd.running = false;
+      return 0;
+    }
+  }
   pthread_join(g_wd.thread, NULL);
   g_wd.running = false;
   if (stkr__sslot_self() == s)

@@ -53,6 +53,27 @@ static int count_dir(const char *path) {
   return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
 }
 
+/* Threads of this process named stkr-watchdog. */
+static int watchdog_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  int n = 0;
+
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    char path[300], name[64] = "";
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    if (e->d_name[0] == '.' || (f = fopen(path, "r")) == NULL)
+      continue;
+    if (fgets(name, sizeof name, f) != NULL && strcmp(name, "stkr-watchdog\n") == 0)
+      n++;
+    fclose(f);
+  }
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
 /* Tick every 10 ms for ms. */
 static void run_loop(unsigned ms) {
   uint64_t end = now_ms() + ms;
@@ -251,6 +272,31 @@ static void test_stop_inside_a_hang(void **state) {
   assert_int_equal(recovered, 0);
 }
 
+/* The end of a process inside a hang: stkr_shutdown_for_exit stops the
+ * watchdog within its 50 ms (plus the recorder's own exit budget). */
+static void test_exit_stops_watchdog(void **state) {
+  sf_thread_arg th;
+  uint64_t t0;
+
+  (void)state;
+  assert_int_equal(start_rec(), 0);
+  assert_int_equal(sf_start(&th, SF_FUTEX), 0);
+  stkr_watchdog_opts o = {atomic_load(&th.handle), 50, 10};
+  assert_int_equal(stkr_watchdog_start(&o), 0);
+  for (int i = 0; i < 100 && watchdog_threads() != 1; i++)
+    usleep(10000); /* it names itself when it starts */
+  assert_int_equal(watchdog_threads(), 1);
+  usleep(200000); /* hung, sampled every 10 ms */
+  t0 = now_ms();
+  assert_int_equal(stkr_shutdown_for_exit(), 0);
+  assert_true(now_ms() - t0 < 1000);
+  assert_int_equal(stkr_watchdog_stop(), -ENOTCONN);
+  for (int i = 0; i < 100 && watchdog_threads() != 0; i++)
+    usleep(10000); /* a thread left detached ends by itself */
+  assert_int_equal(watchdog_threads(), 0);
+  sf_stop(&th, NULL);
+}
+
 static void test_not_recording(void **state) {
   (void)state;
   assert_int_equal(stkr_watchdog_start(NULL), -ENOTCONN);
@@ -263,6 +309,7 @@ int main(void) {
       cmocka_unit_test(test_one_second_block_is_one_hang),
       cmocka_unit_test(test_idle_is_not_a_hang),
       cmocka_unit_test(test_stop_inside_a_hang),
+      cmocka_unit_test(test_exit_stops_watchdog),
   };
   return cmocka_run_group_tests_name("watchdog", tests, NULL, NULL);
 }

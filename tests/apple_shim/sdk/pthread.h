@@ -48,6 +48,7 @@ size_t pthread_get_stacksize_np(pthread_t thread);
 int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                    void *(*start)(void *), void *arg);
 int pthread_join(pthread_t thread, void **value);
+int pthread_detach(pthread_t thread);
 int pthread_cond_broadcast(pthread_cond_t *c);
 int pthread_cond_timedwait_relative_np(pthread_cond_t *c, pthread_mutex_t *m,
                                        const struct timespec *reltime);
