@@ -216,8 +216,9 @@ int stkr__sample_request(stkr__sslot *s, uint32_t gen, int mode,
     err = -ESRCH;
     goto out;
   }
-  /* Registration may take the site lock: never in the target's handler
-   * or while it is suspended. */
+  /* Registration scans the site table (lock-free, but a strcmp per site):
+   * done here, so that the target's handler, or the time the target is
+   * suspended, only ever meets registered sites. */
   if (site != NULL)
     (void)stkr_site_register(site);
   (void)stkr_site_register(&stkr__site_wd_hang);

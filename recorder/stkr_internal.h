@@ -450,8 +450,9 @@ void stkr__recorder_forget_after_fork(void);
  * caller guarantees it is the ring's only producer for the call: t's own
  * thread (or a signal handler on it: an interrupted event is seen through
  * `busy` and counted as dropped_reentrant), or a sampler while t is
- * suspended (Apple). The site must already be registered when t is not the
- * calling thread (registration may take a lock). Returns as stkr_event(). */
+ * suspended (Apple). The site should already be registered when t is not
+ * the calling thread (registration scans the site table). Returns as
+ * stkr_event(). */
 int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
                      unsigned n, const void *payload, size_t payload_len);
 

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -213,6 +214,14 @@ static void *ticker(void *p) {
   return NULL;
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag,
+                    struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 30;
   char dir[] = "/tmp/sample_cost-XXXXXX";
@@ -359,5 +368,6 @@ int main(int argc, char **argv) {
            empty_ns ? (double)tick_ns / (double)empty_ns : 0.0);
   }
   stkr_shutdown();
+  nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* the recording */
   return 0;
 }
