@@ -76,6 +76,11 @@ static const char report_help_more[] =
     "                    per site, site table, drop summary) to FILE instead\n"
     "                    of the stacks; the '#' lines still go to stdout\n"
     "  -h, --help        this help\n"
+    "\n"
+    "With the hang watchdog's sites (watchdog.hang, watchdog.recovered) the\n"
+    "report ends with a Hangs section: the stacks hung threads were sampled\n"
+    "in, most samples first (--top of them), then each hang with its\n"
+    "duration; the HTML page draws the hangs on those sites' timelines.\n"
     "\n";
 
 /* ---- output helpers -------------------------------------------------------- */
