@@ -99,7 +99,7 @@ static void test_exact_chains(void **state) {
     for (k = 0; k < SF_KINDS; k++) {
       int err = stkr_thread_sample(atomic_load(&th[k].handle), &g_site,
                                    sf_kind_name[k], strlen(sf_kind_name[k]),
-                                   1000);
+                                   5000);
       assert_int_equal(err, 0);
     }
     usleep(5000);
@@ -145,7 +145,7 @@ static void test_busy_thread_sampled_10000_times(void **state) {
   assert_int_equal(sf_start(&th, SF_BUSY), 0);
   for (i = 0; i < 10000; i++) {
     int err = stkr_thread_sample(atomic_load(&th.handle), &g_site, "busy", 4,
-                                 1000);
+                                 5000);
     if (err == 0)
       ok++;
     else if (err == -EAGAIN)
@@ -245,7 +245,7 @@ static void test_blocked_thread_reported(void **state) {
   (void)sf_sys(SYS_futex, (long)&a.stop, FUTEX_WAKE_PRIVATE, 1, 0);
   while (atomic_load(&a.iters) != 1)
     usleep(1000);
-  err = stkr_thread_sample(h, &g_site, "unblocked", 9, 1000);
+  err = stkr_thread_sample(h, &g_site, "unblocked", 9, 5000);
   assert_int_equal(err, 0);
   atomic_store(&a.iters, 2);
   pthread_join(a.thread, NULL);
@@ -307,7 +307,7 @@ static void test_app_handler_refused(void **state) {
   assert_int_equal(atomic_load(&g_app_calls), 0);
   assert_int_equal(sigaction(SIGRTMAX - 7, &ours, NULL), 0);
   assert_int_equal(stkr_thread_sample(atomic_load(&th.handle), &g_site, "x", 1,
-                                      1000),
+                                      5000),
                    0);
   sf_stop(&th, &g_stop_site);
   assert_int_equal(stkr_shutdown(), 0);

@@ -261,10 +261,10 @@ static void test_stop_inside_a_hang(void **state) {
     }
   }
   stkr_reader_free(r);
-  /* Samples every 20 ms from 100 ms to 400 ms: about 15, in one run of
-   * identical stacks (a few under TSan, whose deferred signals catch the
-   * park at other PCs). */
-  assert_true(samples >= 5);
+  /* Samples every 20 ms from 100 ms to 400 ms: about 15 (at least 3 on a
+   * loaded machine), in one run of identical stacks (a few under TSan,
+   * whose deferred signals catch the park at other PCs). */
+  assert_true(samples >= 3);
 #ifndef SF_TSAN
   assert_int_equal(hangs, 1);
 #endif
