@@ -227,10 +227,10 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/sample_cost-XXXXXX";
   stkr_config cfg = {0};
   target tb = {0}, tz = {0}, tf = {0};
-  uint64_t *blocked, *busy, *self, *handler, *floor_v, fails = 0;
+  uint64_t *blocked, *busy, *self, *handler, *floor_v, *floor_cpu, fails = 0;
   stkr_sample_stats ss;
   stkr_stats st;
-  clockid_t cb;
+  clockid_t cb, cf;
 
   if (rounds < 3)
     rounds = 3;
@@ -250,11 +250,13 @@ int main(int argc, char **argv) {
          !atomic_load(&tf.ready))
     usleep(1000);
   pthread_getcpuclockid(tb.th, &cb);
+  pthread_getcpuclockid(tf.th, &cf);
   blocked = calloc((size_t)rounds, 8);
   busy = calloc((size_t)rounds, 8);
   self = calloc((size_t)rounds, 8);
   handler = calloc((size_t)rounds, 8);
   floor_v = calloc((size_t)rounds, 8);
+  floor_cpu = calloc((size_t)rounds, 8);
   for (int w = 0; w < 2; w++) { /* warm-up */
     sample_batch(&tb, &fails);
     sample_batch(&tz, &fails);
@@ -274,9 +276,12 @@ int main(int argc, char **argv) {
       case 1:
         busy[r] = sample_batch(&tz, &fails);
         break;
-      case 2:
+      case 2: {
+        uint64_t c0 = cpu_ns(cf);
         floor_v[r] = floor_batch();
+        floor_cpu[r] = (cpu_ns(cf) - c0) / BATCH;
         break;
+      }
       default:
         self[r] = event_batch();
         break;
@@ -298,7 +303,7 @@ int main(int argc, char **argv) {
 
   uint64_t mb = median(blocked, rounds), mz = median(busy, rounds),
            me = median(self, rounds), mh = median(handler, rounds),
-           mf = median(floor_v, rounds);
+           mf = median(floor_v, rounds), mfc = median(floor_cpu, rounds);
   printf("sample_cost: %d rounds x %d samples, depth %d, on %ld CPUs\n\n",
          rounds, BATCH, DEPTH, sysconf(_SC_NPROCESSORS_ONLN));
   printf("A. per sample of another thread (median ns)\n");
@@ -311,8 +316,11 @@ int main(int argc, char **argv) {
   printf("  %-44s %8lu %9.1fx %9.2fx\n",
          "floor: bare signal round trip (blocked)", (unsigned long)mf,
          (double)mf / (double)me, 1.0);
-  printf("  %-44s %8lu %9.1fx\n", "  of which the blocked target's CPU (handler)",
-         (unsigned long)mh, (double)mh / (double)me);
+  printf("  %-44s %8lu %9.1fx %9.2fx\n",
+         "  the blocked target's CPU per sample", (unsigned long)mh,
+         (double)mh / (double)me, (double)mh / (double)mfc);
+  printf("  %-44s %8lu %9.1fx %9.2fx\n", "  the floor target's CPU per signal",
+         (unsigned long)mfc, (double)mfc / (double)me, 1.0);
   printf("  %-44s %8lu %9.1fx\n", "stkr_event on the sampler itself", (unsigned long)me,
          1.0);
   printf("  goal <= 5000 ns: blocked %.2fx of goal (%s), busy %.2fx (%s)\n",
