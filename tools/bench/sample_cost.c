@@ -15,7 +15,9 @@
  * sampling thread itself (what the same record costs when a thread
  * records its own stack), and the CPU
  * time the blocked target spends per sample (its handler), from its
- * thread CPU clock. Batches of 1000 samples, interleaved; medians.
+ * thread CPU clock, beside the floor target's per bare signal (the
+ * figure a loaded machine leaves stable). Batches of 1000 samples,
+ * interleaved; medians.
  *
  * Part B, the watchdog idle: a thread ticks every 1 ms for 5 s while the
  * watchdog (defaults: 250 ms threshold, 50 ms interval) watches it; the
