@@ -11,9 +11,13 @@ set(STKR_RECORDER_SRCS
   recorder/platform_linux.c
   recorder/ring.c
   recorder/ringfile.c
+  recorder/sample.c
+  recorder/sample_apple.c
+  recorder/sample_linux.c
   recorder/site.c
   recorder/thread.c
   recorder/walk.c
+  recorder/watchdog.c
 )
 
 # //proto:proto (plus the generated proto/stackrec.pb-c.c)
@@ -87,6 +91,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/filter.c
   tools/stackrec/filter_opts.c
   tools/stackrec/frame_text.c
+  tools/stackrec/hangs.c
   tools/stackrec/html.c
   tools/stackrec/info.c
   tools/stackrec/info_json.c

@@ -730,6 +730,8 @@ int stkr_shutdown(void) {
   stkr__worker *w = g_state;
 
   if (!w) return no_session();
+  /* First, while recording: a hang in progress is recorded (sample.c). */
+  stkr__watchdog_stop_for_shutdown(false);
   (void)end_session(w, false); /* unbounded: always ends */
   freeze_stats(w);
   pthread_join(w->thread, NULL);
@@ -745,6 +747,7 @@ int stkr_shutdown_for_exit(void) {
   bool ended;
 
   if (!w) return no_session();
+  stkr__watchdog_stop_for_shutdown(true); /* bounded: see watchdog.c */
   ended = end_session(w, true);
   freeze_stats(w);
   /* Not freed: the process is ending (free could wait on a malloc lock held

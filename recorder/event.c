@@ -146,10 +146,17 @@ static inline uint32_t stkr__record_bytes(unsigned depth, size_t payload) {
   return (uint32_t)((sizeof(stkr__record) + 8u * depth + payload + 7u) & ~7u);
 }
 
-__attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
-                                         size_t payload_len) {
+/* The push shared by stkr_event() and stkr__record_stack(): re-entrancy
+ * check, the Dekker pair with stop, reservation, the stack (walked from
+ * `fp`, or copied from `given`), clock, payload, commit. Inlined into both,
+ * so that stkr_event's walk still starts at its own frame. Returns 0,
+ * -errno, or 1: not running any more but a forked child just started
+ * recording (stkr_event retries). */
+static inline __attribute__((always_inline)) int
+stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
+           size_t payload_len, uintptr_t fp, const uint64_t *given,
+           unsigned given_n) {
   int state;
-  stkr__thread *t;
   stkr__record *rec;
   uint32_t site_id, max_bytes;
   unsigned depth;
@@ -158,29 +165,6 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
   uint16_t flags = 0;
   stkr__wake_fn wake;
 
-again:
-  t = stkr__tls;
-  if (__builtin_expect((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX, 0)) {
-    if (t == STKR__THREAD_IGNORED)
-      return -EPERM; /* the recorder's own thread: not an app event */
-    state = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (state != STKR__RUNNING) {
-      int err = stkr__not_running(state);
-      if (err != 0)
-        return err;
-      goto again; /* a forked child just started recording */
-    }
-    if (t != NULL) {
-      /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
-       * signal handler interrupted this thread's first event. */
-      stkr__count_dropped_other();
-      return -EAGAIN;
-    }
-    if (stkr__thread_attach(g_conf.ring_bytes, &t) != 0) {
-      stkr__count_dropped_other();
-      return -ENOMEM;
-    }
-  }
   /* Same-thread re-entrancy (a signal handler interrupting an event): only
    * this thread and its signal handlers write `busy`, so the test and the
    * set need no atomic RMW; a handler that runs between them completes its
@@ -209,7 +193,7 @@ again:
     atomic_store_explicit(&t->busy, 0, memory_order_release);
     if (stkr__not_running(state) != 0)
       return -ENOTCONN;
-    goto again;
+    return 1;
   }
 
   site_id = stkr__site_id(site);
@@ -234,9 +218,16 @@ again:
         memory_order_relaxed);
     goto drop_unbusy;
   }
-  depth = stkr__walk((uintptr_t)__builtin_frame_address(0), t->stack_lo,
-                     t->stack_hi, g_conf.skip_frames, (uint64_t *)(rec + 1),
-                     g_conf.max_depth, &hash, &stack_truncated);
+  if (given == NULL) {
+    depth = stkr__walk(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+                       (uint64_t *)(rec + 1), g_conf.max_depth, &hash,
+                       &stack_truncated);
+  } else {
+    stack_truncated = given_n > g_conf.max_depth;
+    depth = stack_truncated ? g_conf.max_depth : given_n;
+    memcpy(rec + 1, given, 8u * depth);
+    hash = stkr__hash_pcs(given, depth);
+  }
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
   rec->ts_ns = stkr__clock_mono_ns();
@@ -274,6 +265,51 @@ drop_unbusy:
   return -EAGAIN;
 }
 
+__attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
+                                         size_t payload_len) {
+  int state, err;
+  stkr__thread *t;
+
+again:
+  t = stkr__tls;
+  if (__builtin_expect((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX, 0)) {
+    if (t == STKR__THREAD_IGNORED)
+      return -EPERM; /* the recorder's own thread: not an app event */
+    state = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (state != STKR__RUNNING) {
+      err = stkr__not_running(state);
+      if (err != 0)
+        return err;
+      goto again; /* a forked child just started recording */
+    }
+    if (t != NULL) {
+      /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
+       * signal handler interrupted this thread's first event. */
+      stkr__count_dropped_other();
+      return -EAGAIN;
+    }
+    if (stkr__thread_attach(g_conf.ring_bytes, &t) != 0) {
+      stkr__count_dropped_other();
+      return -ENOMEM;
+    }
+  }
+  err = stkr__push(t, site, payload, payload_len,
+                   (uintptr_t)__builtin_frame_address(0), NULL, 0);
+  if (__builtin_expect(err == 1, 0))
+    goto again;
+  return err;
+}
+
+int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
+                     unsigned n, const void *payload, size_t payload_len) {
+  if (t == NULL)
+    t = stkr__tls;
+  if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX)
+    return t == STKR__THREAD_IGNORED ? -EPERM : -ENOTCONN;
+  int err = stkr__push(t, site, payload, payload_len, 0, pcs, n);
+  return err == 1 ? -ENOTCONN : err;
+}
+
 /* The recorder's own texts; anything else is strerror's. A table rather
  * than a switch: clang makes a switch of this size a jump table in the text
  * section on x86_64, whose trailing padding test-apple-build's re-assembly
@@ -291,6 +327,13 @@ static const struct {
     {-EPERM, "not recorded: the recorder's own thread"},
     {-E2BIG, "stkr_config sets a field this library version does not know "
              "(stkr_config.size)"},
+    /* Sampling another thread (sample.c) */
+    {-ESRCH, "no such thread (not registered with stkr_thread_self, or "
+             "exited)"},
+    {-ETIMEDOUT, "timed out (the thread did not answer the sampling request)"},
+    {-EDEADLK, "the thread blocks the sampling signal"},
+    {-EBUSY, "the sampling signal has another handler (see "
+             "STACKREC_SAMPLE_SIGNAL)"},
 };
 
 const char *stkr_strerror(int err) {

@@ -314,6 +314,124 @@ STKR_API int stkr_site_register(stkr_site *site);
  *         NUL-terminated when len > 0), or -ENOMEM. */
 STKR_API int stkr_config_check_env(char *why, size_t len);
 
+/* ---- Sampling another thread of this process; the hang watchdog --------
+ * (recorder/sample.c, sample_linux.c, sample_apple.c, watchdog.c)
+ *
+ * A thread that may be sampled registers itself once with
+ * stkr_thread_self() and hands the handle to whoever samples it. A sample
+ * is recorded as an event of the *target* thread (its ring, its thread id)
+ * at the given site; its first PC is where the target was interrupted.
+ *
+ * Linux: a real-time signal (default SIGRTMAX-7; STACKREC_SAMPLE_SIGNAL=N,
+ * RTMIN+N or RTMAX-N picks another) is sent with tgkill; the target's
+ * handler walks the frame pointers of the interrupted context (its own
+ * frames are not in the stack) and pushes the record into its own ring.
+ * The sampler waits for the answer at most timeout_ms. If the app has its
+ * own handler on that signal, sampling refuses (-EBUSY) rather than chain
+ * (a chained handler could not tell our requests from the app's signals):
+ * pick another number with STACKREC_SAMPLE_SIGNAL. The target sees the
+ * signal like any: a call that is never restarted after a handler (poll,
+ * epoll_wait, nanosleep, pause, sigsuspend, ...) returns EINTR there.
+ * Apple (not run on a device): thread_suspend, thread_get_state, the same
+ * bounded walk, thread_resume; nothing that can take a lock runs while the
+ * target is suspended.
+ * Frames of code built without frame pointers (Debian's libc) are seen
+ * only as the interrupted PC: the caller of such a function is missing.
+ */
+typedef uint64_t stkr_thread_handle; /* 0 is never a valid handle */
+
+/* Register the calling thread for sampling (idempotent) and attach it (its
+ * ring). The registration ends when the thread exits; later samples of the
+ * handle return -ESRCH. Thread-safe.
+ * @return 0; -ENOTCONN when not recording; -ENOSPC when 64 threads are
+ *         registered; -EDEADLK when the thread blocks the sampling signal;
+ *         -EBUSY when the app has a handler on that signal; -EINVAL for a
+ *         malformed STACKREC_SAMPLE_SIGNAL; -EPERM on the recorder's own
+ *         threads. */
+STKR_API int stkr_thread_self(stkr_thread_handle *out);
+
+/*
+ * Record the current stack of thread `target` at `site`, with a payload
+ * (copied, up to 256 bytes). Waits for the target at most timeout_ms (0:
+ * 100 ms); never longer. One sample of a target at a time (a concurrent
+ * one returns -EALREADY). Thread-safe; not from a signal handler; not on
+ * the target thread itself (use stkr_event there).
+ * @return 0 recorded; -EAGAIN the target's event was dropped (it was
+ *         interrupted inside an event: dropped_reentrant; or its ring was
+ *         full); -ETIMEDOUT no answer in time (the thread is stopped or
+ *         starved); -EDEADLK the thread blocks the sampling signal; -ESRCH
+ *         the thread exited (or an unknown handle); -EBUSY the app has a
+ *         handler on the signal; -EALREADY another sample of this target
+ *         is under way; -EINVAL the calling thread is the target, or a NULL
+ *         site; -ENOTCONN not recording. Every outcome is counted
+ *         (stkr_sample_stats_get).
+ */
+STKR_API int stkr_thread_sample(stkr_thread_handle target, stkr_site *site,
+                       const void *payload, size_t payload_len,
+                       unsigned timeout_ms);
+
+/* Counters of sampling and of the watchdog since the process started. */
+typedef struct stkr_sample_stats {
+  uint64_t requested;  /* requests sent (stkr_thread_sample and watchdog) */
+  uint64_t recorded;   /* samples pushed into the target's ring */
+  uint64_t walked;     /* watchdog samples taken (compared, not pushed) */
+  uint64_t timed_out;  /* -ETIMEDOUT */
+  uint64_t blocked;    /* -EDEADLK */
+  uint64_t exited;     /* -ESRCH */
+  uint64_t busy;       /* -EBUSY and -EALREADY */
+  uint64_t dropped;    /* -EAGAIN: the target's event was dropped */
+  uint64_t hangs;      /* watchdog: hangs detected */
+  uint64_t hang_samples; /* watchdog: samples taken during hangs */
+  uint64_t hang_runs;  /* watchdog: runs of identical stacks recorded */
+  uint64_t hang_runs_lost; /* runs the target never took (it exited) */
+} stkr_sample_stats;
+
+/* Fill *out. Any thread, any time. @return 0, -EINVAL for NULL. */
+STKR_API int stkr_sample_stats_get(stkr_sample_stats *out);
+
+/*
+ * The hang watchdog: one thread of the recorder's own that watches a
+ * thread (the one that calls stkr_watchdog_start, normally the main thread,
+ * unless opts->target names another) through a heartbeat: the watched
+ * thread's run loop calls stkr_watchdog_tick() each time round, and
+ * stkr_watchdog_idle() before it waits for input (not a hang). When no
+ * tick came for threshold_ms, the thread is sampled every interval_ms
+ * until it ticks again. Consecutive identical stacks are one event at site
+ * "watchdog.hang" with payload "hang=ID ms=D samples=N first_ms=F" (D: the
+ * hang's duration at the run's last sample; F: at its first); the end of
+ * the hang is an event at "watchdog.recovered" with
+ * "hang=ID ms=TOTAL samples=N". These events are pushed by the watched
+ * thread itself (its next tick, or its signal handler at the next sample),
+ * so a run appears when the stack changes or the hang ends.
+ * The watchdog thread holds no descriptor, never records, and ends with
+ * stkr_watchdog_stop(), stkr_shutdown() or stkr_shutdown_for_exit().
+ * Defaults (0 fields): threshold_ms 250, interval_ms 50.
+ */
+typedef struct stkr_watchdog_opts {
+  stkr_thread_handle target; /* 0: the calling thread */
+  unsigned threshold_ms;
+  unsigned interval_ms;
+} stkr_watchdog_opts;
+
+/* @return 0; -EALREADY when one runs; -ENOTCONN when not recording; the
+ *         errors of stkr_thread_self(); -EAGAIN when the thread could not
+ *         be started. opts may be NULL. Control call: not concurrently with
+ *         stkr_watchdog_stop or stkr_shutdown. */
+STKR_API int stkr_watchdog_start(const stkr_watchdog_opts *opts);
+/* Stop and join the watchdog; a hang in progress is recorded first (its
+ * current run). Bounded: at most about min(interval_ms, 100) + 170 ms;
+ * from stkr_shutdown_for_exit at most 50 ms (then the thread is left
+ * detached, and a later stkr_watchdog_start returns -EBUSY until it ends).
+ * @return 0, or -ENOTCONN when none runs. */
+STKR_API int stkr_watchdog_stop(void);
+/* Heartbeat of the watched thread: a relaxed store, plus (after a hang)
+ * pushing the hang's last run and its recovery. Lock-free; no syscall but
+ * the clock after a hang. */
+STKR_API void stkr_watchdog_tick(void);
+/* The watched thread is about to wait for input: not a hang until its
+ * next tick. */
+STKR_API void stkr_watchdog_idle(void);
+
 /* Text for a value returned by any stkr_ call (0 or a negative errno). */
 STKR_API const char *stkr_strerror(int err);
 

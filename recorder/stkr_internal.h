@@ -443,4 +443,22 @@ bool stkr__recorder_running(void);
  * thread, empty the surviving thread's ring. */
 void stkr__recorder_forget_after_fork(void);
 
+
+/* ---- pushing a given stack (event.c) ------------------------------------
+ * Push one record with the given PCs (not walked here) at `site` into the
+ * ring of `t` (NULL: the calling thread's, which must be attached). The
+ * caller guarantees it is the ring's only producer for the call: t's own
+ * thread (or a signal handler on it: an interrupted event is seen through
+ * `busy` and counted as dropped_reentrant), or a sampler while t is
+ * suspended (Apple). The site should already be registered when t is not
+ * the calling thread (registration scans the site table). Returns as
+ * stkr_event(). */
+int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
+                     unsigned n, const void *payload, size_t payload_len);
+
+/* ---- sampling another thread (sample.c, sample_linux.c, sample_apple.c) */
+/* Stop the watchdog, if one runs (stkr_shutdown and _for_exit call it
+ * before recording stops). Bounded: see watchdog.c. */
+void stkr__watchdog_stop_for_shutdown(bool for_exit);
+
 #endif /* STKR_INTERNAL_H */

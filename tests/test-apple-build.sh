@@ -104,6 +104,7 @@ for target in arm64-apple-ios15.0 arm64e-apple-ios15.0 x86_64-apple-macos11; do
     exports=$("$nm" -g --defined-only "$dir/libstkr_recorder.dylib" | awk '{print $3}')
     missing=""
     for s in _stkr_event _stkr_site_register _stkr_thread_attach _stkr__walk \
+             _stkr_thread_sample _stkr_watchdog_start _stkr__splat_deliver \
              _stkr__walk_set_task_fn _stkr__recorder_start; do
       grep -qx "$s" <<<"$exports" || missing="$missing $s"
     done

@@ -12,7 +12,8 @@
 # (recording format and the reader on damaged input), record and flush (the
 # whole product end to end: known call chains on threads read back with
 # their exact PCs), async-walk (Swift async context chains, with extended
-# frame records made by clang-14 for aarch64). Fork-follow cases are skipped under qemu-user, which
+# frame records made by clang-14 for aarch64), sample and watchdog
+# (another thread's stack from the aarch64 ucontext). Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
@@ -97,14 +98,23 @@ build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
   tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
 build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
   "${product[@]}" -ldl || fails=$((fails + 1))
+# Sampling another thread (the handler reads the aarch64 ucontext) and the
+# watchdog. The parks are leaves: gcc omits their frame record on aarch64
+# unless told, and then their caller is missing (README, "Sampling").
+for t in sample watchdog; do
+  build "$t" -fno-optimize-sibling-calls -mno-omit-leaf-frame-pointer \
+    -Dmain=stkr__test_main "tests/test-$t.c" tests/aarch64/skip_main.c \
+    "${product[@]}" || fails=$((fails + 1))
+done
 
-for t in walk ring event hostile format reader damage hostile-files record flush async-walk; do
+for t in walk ring event hostile format reader damage hostile-files record flush async-walk \
+    sample watchdog; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"
   skip=""
   case $t in record|flush) skip="test_fork_follow*" ;; esac
-  ( cd "$out" && STKR_SKIP="$skip" TEST_TMPDIR="$out" STKR_NO_CLI=1 \
+  ( cd "$out" && STKR_SKIP="$skip" TEST_TMPDIR="$out" STKR_NO_CLI=1 STKR_UNDER_QEMU=1 \
       STKR_ASYNC_FIXTURE="$async_fixture" timeout 600 "$qemu" "$bin" ) >"$log" 2>&1
   status=$?
   p=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')

@@ -25,6 +25,7 @@
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/filter.h"
+#include "tools/stackrec/hangs.h"
 #include "tools/stackrec/paytab.h"
 #include "tools/stackrec/strtab.h"
 #include "tools/stackrec/timeline.h"
@@ -445,6 +446,9 @@ static int count_payload(builder *b, size_t merged,
   int err = stkr__timeline_add(b->tl, site,
                                ev->ts_ns > origin ? ev->ts_ns - origin : 0);
 
+  if (err == 0 && stkr__hangs_site(site)) /* the watchdog's (hangs.c) */
+    err = stkr__hangs_add(b->a->hangs_, ev, merged,
+                          ev->ts_ns > origin ? ev->ts_ns - origin : 0);
   if (err != 0 || ev->payload_len == 0)
     return err;
   return stkr__paytab_add(b->pay, site, ev->payload, ev->payload_len);
@@ -654,7 +658,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   b.tl = stkr__timeline_create();
   b.a->payloads_ = b.pay;
   b.a->timeline_ = b.tl;
-  if (b.pay == NULL || b.tl == NULL) {
+  b.a->hangs_ = stkr__hangs_create();
+  if (b.pay == NULL || b.tl == NULL || b.a->hangs_ == NULL) {
     stkr_agg_free(b.a);
     return -ENOMEM;
   }
@@ -720,6 +725,7 @@ void stkr_agg_free(stkr_agg *a) {
   }
   stkr__paytab_free(a->payloads_);
   stkr__timeline_free(a->timeline_);
+  stkr__hangs_free(a->hangs_);
   free(a->sites);
   free(a->stacks);
   if (a->strs_ != NULL) {

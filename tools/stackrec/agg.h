@@ -142,6 +142,7 @@ typedef struct stkr_agg {
   void *timeline_;           /* private: the timelines */
   uint64_t timeline_bucket_ns;
   size_t timeline_buckets;   /* buckets up to the last non-empty one */
+  void *hangs_;              /* private: the watchdog's hangs (hangs.h) */
 } stkr_agg;
 
 /*

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/hangs.h"
 #include "tools/stackrec/html.h"
 
 /* From //tools:report_assets (generated from report.js and report.css). */
@@ -481,7 +482,10 @@ static int put_data(FILE *out, const stkr_agg *a) {
     }
     fputs("]}", out);
   }
-  fputs("],\n\"frames\":[", out);
+  /* The watchdog's hangs, drawn on its sites' timelines (hangs.c). */
+  fputs("],\n\"hangs\":", out);
+  stkr__hangs_json(a, out);
+  fputs(",\n\"frames\":[", out);
   for (i = 0; i < t.n && err == 0; i++) {
     const hframe *f = &t.v[i];
     fputs(i ? ",\n[" : "\n[", out);

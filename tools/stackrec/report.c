@@ -17,6 +17,7 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/filter.h"
+#include "tools/stackrec/hangs.h"
 #include "tools/stackrec/report.h"
 #include "tools/stackrec/html.h"
 
@@ -75,6 +76,11 @@ static const char report_help_more[] =
     "                    per site, site table, drop summary) to FILE instead\n"
     "                    of the stacks; the '#' lines still go to stdout\n"
     "  -h, --help        this help\n"
+    "\n"
+    "With the hang watchdog's sites (watchdog.hang, watchdog.recovered) the\n"
+    "report ends with a Hangs section: the stacks hung threads were sampled\n"
+    "in, most samples first (--top of them), then each hang with its\n"
+    "duration; the HTML page draws the hangs on those sites' timelines.\n"
     "\n";
 
 /* ---- output helpers -------------------------------------------------------- */
@@ -658,7 +664,8 @@ int stkr_cli_report(int argc, char **argv) {
     if (a->events == 0)
       puts(a->events_read ? "# no event matches the filters"
                           : "# no events");
-    if (print_sites(a, &o) != 0) {
+    if (print_sites(a, &o) != 0 ||
+        (o.by == STKR_BY_SITE && stkr__hangs_print(a, o.top) != 0)) {
       fprintf(stderr, "stackrec report: %s\n", strerror(ENOMEM));
       status = STKR_CLI_DATA_LOST;
     }

@@ -10,6 +10,9 @@
  *   sites:  [{name, count, timeline: [events per bucket, ...],
  *             stacks: [[count, frame, ...root to leaf], ...]}]
  *   events: events in the report (the denominator of "% of all").
+ *   hangs:  the hang watchdog's hangs (tools/stackrec/hangs.c): [{pid, tid,
+ *           thread, hang, start_ms, ms, samples, recovered, stacks}],
+ *           drawn as bands over the timelines of the watchdog's sites.
  *   bucket_ns: the width of a timeline bucket (time since each process
  *           started recording).
  * The page (written by tools/stackrec/html.c) has one div.flame with
@@ -404,6 +407,25 @@
       fmtDur(w) + ' a bar, peak ' + fmt(peak) + ' (' +
       +(peak * 1e9 / w).toPrecision(4) + '/s)';
     el.appendChild(cap);
+    if (/^watchdog\./.test(site.name)) drawHangs(el, tl.length * w);
+  }
+
+  /* Each hang as a band from its start to its end, over the strip (whose
+   * width is span_ns); its numbers in the band's tooltip. */
+  function drawHangs(el, span_ns) {
+    var hs = D.hangs || [];
+    for (var i = 0; i < hs.length; i++) {
+      var h = hs[i], band = document.createElement('div');
+      var from = h.start_ms * 1e6, len = Math.max(h.ms * 1e6, span_ns / 200);
+      band.className = 'tl-hang' + (h.recovered ? '' : ' open');
+      band.style.left = Math.min(100, 100 * from / span_ns) + '%';
+      band.style.width = Math.min(100 - 100 * from / span_ns, 100 * len / span_ns) + '%';
+      band.title = 'hang ' + h.hang + ' of thread ' + h.tid + ' (' + h.thread +
+        '), pid ' + h.pid + ': ' + fmtDur(h.ms * 1e6) + (h.recovered ? '' : ' or more, not recovered') +
+        ' from ' + fmtDur(from) + ', ' + fmt(h.samples) + ' samples, ' +
+        h.stacks.length + ' stack' + (h.stacks.length === 1 ? '' : 's');
+      el.appendChild(band);
+    }
   }
 
   /* ---- search and sandwich ---------------------------------------------- */

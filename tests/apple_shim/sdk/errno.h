@@ -5,8 +5,10 @@ extern int *__error(void);
 #define errno (*__error())
 #define EPERM 1
 #define ENOENT 2
+#define ESRCH 3
 #define E2BIG 7
 #define EBADF 9
+#define EDEADLK 11
 #define ENOMEM 12
 #define EBUSY 16
 #define EINVAL 22
@@ -14,6 +16,7 @@ extern int *__error(void);
 #define EAGAIN 35
 #define EALREADY 37
 #define ENOTCONN 57
+#define ETIMEDOUT 60
 #define ENAMETOOLONG 63
 #define ENOSYS 78
 #endif

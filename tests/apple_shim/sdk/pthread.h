@@ -4,6 +4,7 @@
 #define STKR_SHIM_PTHREAD_H
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 typedef struct _opaque_pthread_t *pthread_t;
 typedef unsigned long pthread_key_t;
 typedef struct {
@@ -18,6 +19,15 @@ typedef struct {
   long __sig;
   char __opaque[8];
 } pthread_once_t;
+typedef struct {
+  long __sig;
+  char __opaque[40];
+} pthread_cond_t;
+typedef struct {
+  long __sig;
+  char __opaque[56];
+} pthread_attr_t;
+#define PTHREAD_COND_INITIALIZER {0x3CB0B1BB, {0}}
 #define PTHREAD_MUTEX_INITIALIZER {0x32AAABA7, {0}}
 #define PTHREAD_ONCE_INIT {0x30B1BCBA, {0}}
 pthread_t pthread_self(void);
@@ -35,4 +45,12 @@ int pthread_getname_np(pthread_t thread, char *name, size_t len);
 int pthread_threadid_np(pthread_t thread, uint64_t *thread_id);
 void *pthread_get_stackaddr_np(pthread_t thread);
 size_t pthread_get_stacksize_np(pthread_t thread);
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                   void *(*start)(void *), void *arg);
+int pthread_join(pthread_t thread, void **value);
+int pthread_detach(pthread_t thread);
+int pthread_cond_broadcast(pthread_cond_t *c);
+int pthread_cond_timedwait_relative_np(pthread_cond_t *c, pthread_mutex_t *m,
+                                       const struct timespec *reltime);
+unsigned int pthread_mach_thread_np(pthread_t thread);
 #endif
