@@ -48,6 +48,7 @@ static const struct {
      "per-build symbol caches from dSYMs (for symbolize, atos)"},
     {"recover", stkr_cli_recover,
      "write out what killed processes left in their ring files"},
+    {"mark", stkr_cli_mark, "set a mark (e.g. consent.granted) in a recording"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 
