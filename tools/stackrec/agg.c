@@ -65,6 +65,13 @@ typedef struct builder {
   const stkr_image_info *img_of;
   const stkr_image_info **img_sorted;
   size_t img_cap;
+  /* Marks files whose marks were kept, and from which process (a
+   * `stackrec mark` mark reaches every process of its directory). */
+  struct {
+    const char *path;
+    size_t process;
+  } *mfiles;
+  size_t n_mfiles, cap_mfiles;
 } builder;
 
 static int img_by_start(const void *pa, const void *pb) {
@@ -618,13 +625,25 @@ static int stkr__agg_mark(builder *b, const stkr_event_view *ev) {
   const char *name;
   size_t i;
 
-  a->marks_read++;
   if ((name = stkr__strtab_intern(&b->strs, ev->site)) == NULL)
     return -ENOMEM;
-  if (external) /* once, however many processes it reached */
-    for (i = a->n_marks; i-- > 0 && a->marks[i].external;)
-      if (a->marks[i].name == name && a->marks[i].ts_ns == ev->ts_ns)
-        return 0;
+  if (external) {
+    /* Once, however many processes it reached: from the first process
+     * that got its marks file's marks (few files: one per directory). */
+    for (i = 0; i < b->n_mfiles; i++)
+      if (b->mfiles[i].path == ev->path)
+        break;
+    if (i < b->n_mfiles && b->mfiles[i].process != ev->process)
+      return 0;
+    if (i == b->n_mfiles) {
+      if (stkr_grow((void **)&b->mfiles, &b->cap_mfiles, b->n_mfiles + 1,
+                    sizeof(*b->mfiles)) != 0)
+        return -ENOMEM;
+      b->mfiles[b->n_mfiles].path = ev->path;
+      b->mfiles[b->n_mfiles++].process = ev->process;
+    }
+  }
+  a->marks_read++;
   if (a->n_marks >= STKR_AGG_MAX_MARKS) {
     a->marks_not_kept++;
     return 0;
@@ -744,6 +763,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.cslot);
   free(b.tmp);
   free(b.img_sorted);
+  free(b.mfiles);
   /* The strings live as long as the aggregation: park the table in it. */
   if (err == 0 && (b.a->strs_ = malloc(sizeof b.strs)) == NULL)
     err = -ENOMEM;

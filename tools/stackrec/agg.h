@@ -158,7 +158,8 @@ typedef struct stkr_agg {
   size_t timeline_buckets;   /* buckets up to the last non-empty one */
   stkr_agg_mark *marks;      /* by process, then as read */
   size_t n_marks, cap_marks;
-  uint64_t marks_read;       /* every mark delivered (not in events_read) */
+  uint64_t marks_read;       /* marks (not in events_read); a `stackrec
+                                mark` mark once, not once per process */
   uint64_t marks_not_kept;   /* past STKR_AGG_MAX_MARKS */
 } stkr_agg;
 
