@@ -72,6 +72,10 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
 }
 
 /* s as HTML text (or attribute value). NULL writes nothing. */
+static void put_html(FILE *out, const char *s);
+
+void stkr_html_put_text(FILE *out, const char *s) { put_html(out, s); }
+
 static void put_html(FILE *out, const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   size_t n = s ? strlen(s) : 0, i = 0, k;

@@ -49,6 +49,8 @@ static const struct {
     {"recover", stkr_cli_recover,
      "write out what killed processes left in their ring files"},
     {"mark", stkr_cli_mark, "set a mark (e.g. consent.granted) in a recording"},
+    {"diff", stkr_cli_diff,
+     "call paths added, gone or changed in rate between two recordings"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 
