@@ -177,13 +177,6 @@ typedef struct stkr__input {
   int err;      /* errno of a failed read, or 0 */
 } stkr__input;
 
-/* A mark of the current batch: its index, time and payload position. */
-typedef struct stkr__bmark {
-  size_t i;
-  uint64_t ts;
-  size_t payload_pos;
-} stkr__bmark;
-
 /* One line of a marks file (stkr_marks.c). */
 typedef struct stkr__extmark {
   dev_t dir_dev;
@@ -239,11 +232,6 @@ struct stkr_reader {
   size_t ev_frames_cap;
   const stkr__stack *ev_frames_of;
   bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
-  /* Marks of the current batch, handed out before its other events (see
-   * "Marks" in stkr_reader.h); bmark_next: next to hand out, bmark_skip:
-   * next to step over in the batch order. */
-  stkr__bmark *bmarks;
-  size_t n_bmarks, cap_bmarks, bmark_next, bmark_skip;
   /* External marks (marks files of `stackrec mark`) of every directory
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
@@ -343,9 +331,12 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
  * name NAME and is_mark, and its id is noted for the batch scan.
  * @return 0 or -ENOMEM. */
 int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id);
-/* Note the marks of the batch just loaded (r->batch) in r->bmarks.
- * @return 0 or -ENOMEM. */
-int stkr__marks_scan_batch(stkr_reader *r, const stkr__stream *st);
+/* Reorder the event columns of batch b (validated, its definitions
+ * applied) so that its marks come first, each column consistently (time
+ * deltas recomputed, payload bytes moved, payload_truncated renumbered).
+ * Nothing is done for a batch without marks, or whose marks lead already.
+ * @return 0 or -ENOMEM (b unchanged). */
+int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b);
 void stkr__marks_free(stkr_reader *r);
 
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */

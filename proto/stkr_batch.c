@@ -307,8 +307,6 @@ static int stkr__apply_image(stkr_reader *r, stkr__stream *st,
 
 /* ---- batches ----------------------------------------------------------- */
 
-static void stkr__skip_marks(stkr_reader *r);
-
 /* @return NULL if the events columns are consistent, else why not. */
 static const char *stkr__check_events(const Stackrec__Events *e) {
   size_t n, i;
@@ -528,7 +526,6 @@ void stkr__batch_release(stkr_reader *r) {
     stackrec__batch__free_unpacked(r->batch, &r->pballoc.pb);
   r->batch = NULL;
   r->ev_idx = r->ev_count = 0;
-  r->n_bmarks = r->bmark_next = r->bmark_skip = 0;
 }
 
 int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
@@ -608,6 +605,12 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
 
   e = b->events;
   n = e ? e->n_ts_delta_ns : 0;
+  /* A batch's marks first (see "Marks" in stkr_reader.h): the columns are
+   * reordered once here, so handing out events costs nothing more. */
+  if (st->n_mark_ids != 0 && n != 0 && stkr__marks_first(st, b) != 0) {
+    stackrec__batch__free_unpacked(b, &r->pballoc.pb);
+    return -ENOMEM;
+  }
   if (e != NULL && e->n_payload_truncated) {
     size_t bytes = n / 8 + 1;
 
@@ -626,37 +629,14 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   r->ev_count = n;
   r->ev_ts = e ? e->base_ts_ns : 0;
   r->payload_pos = 0;
-  if (st->n_mark_ids != 0 && n != 0) {
-    if (stkr__marks_scan_batch(r, st) != 0)
-      return -ENOMEM; /* r->batch is freed by the next release */
-    stkr__skip_marks(r);
-  }
   return STKR__BATCH_OK;
 }
 
-/* Step over the marks that come next in batch order (they are handed
- * out from r->bmarks before the batch's other events), so that ev_idx <
- * ev_count means an event is left. */
-static void stkr__skip_marks(stkr_reader *r) {
-  const Stackrec__Events *e = r->batch->events;
-
-  while (r->bmark_skip < r->n_bmarks &&
-         r->bmarks[r->bmark_skip].i == r->ev_idx) {
-    r->ev_ts += (uint64_t)e->ts_delta_ns[r->ev_idx];
-    if (e->n_payload_len)
-      r->payload_pos += e->payload_len[r->ev_idx];
-    r->ev_idx++;
-    r->bmark_skip++;
-  }
-}
-
-/* Fill *ev with event i of the current batch, at time ts, its payload at
- * payload_pos. */
-static inline int stkr__fill_event(stkr_reader *r, stkr__stream *st,
-                                   size_t st_index, stkr_event_view *ev,
-                                   size_t i, uint64_t ts, size_t payload_pos) {
+int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
+                      stkr_event_view *ev) {
   const Stackrec__Events *e = r->batch->events;
   stkr_process_info *info = &st->info;
+  size_t i = r->ev_idx;
   uint32_t idx;
 
   /* The fields set only conditionally below; the rest always are. No
@@ -677,9 +657,11 @@ static inline int stkr__fill_event(stkr_reader *r, stkr__stream *st,
   ev->site_undefined = ev->thread_undefined = ev->stack_undefined = false;
   ev->frames = NULL;
   ev->n_frames = 0;
-  ev->ts_ns = ts;
+  /* Unsigned wrap-around adds a negative delta correctly. */
+  r->ev_ts += (uint64_t)e->ts_delta_ns[i];
+  ev->ts_ns = r->ev_ts;
   if (st->have_sync)
-    ev->wall_ns = st->sync_wall + (uint64_t)(ts - st->sync_mono);
+    ev->wall_ns = st->sync_wall + (uint64_t)(r->ev_ts - st->sync_mono);
   ev->pid = info->pid;
   ev->process = st_index;
   ev->proc = info;
@@ -739,12 +721,13 @@ static inline int stkr__fill_event(stkr_reader *r, stkr__stream *st,
   if (e->n_payload_len) {
     ev->payload_len = e->payload_len[i];
     if (ev->payload_len)
-      ev->payload = e->payload_data.data + payload_pos;
+      ev->payload = e->payload_data.data + r->payload_pos;
+    r->payload_pos += ev->payload_len;
   }
   if (e->n_payload_truncated)
     ev->payload_truncated = (r->trunc_bits[i / 8] >> (i % 8)) & 1;
 
-  if (ev->is_mark) {
+  if (__builtin_expect(ev->is_mark, 0)) {
     info->marks++; /* marks are not events: first/last_ts are events' */
   } else {
     if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
@@ -757,34 +740,8 @@ static inline int stkr__fill_event(stkr_reader *r, stkr__stream *st,
   }
   if (ev->unresolved)
     info->unresolved_events++;
-  return 0;
-}
-
-int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
-                      stkr_event_view *ev) {
-  const Stackrec__Events *e = r->batch->events;
-  size_t i, pos;
-  int rc;
-
-  if (r->bmark_next < r->n_bmarks) {
-    /* A batch's marks first: a tool reading in one pass then knows of a
-     * mark before the events recorded after it on other threads that the
-     * batch holds earlier (threads are drained one after the other). */
-    const stkr__bmark *m = &r->bmarks[r->bmark_next++];
-
-    return stkr__fill_event(r, st, st_index, ev, m->i, m->ts, m->payload_pos);
-  }
-  i = r->ev_idx;
-  /* Unsigned wrap-around adds a negative delta correctly. */
-  r->ev_ts += (uint64_t)e->ts_delta_ns[i];
-  pos = r->payload_pos;
-  if (e->n_payload_len)
-    r->payload_pos += e->payload_len[i];
-  rc = stkr__fill_event(r, st, st_index, ev, i, r->ev_ts, pos);
   r->ev_idx++;
-  if (r->n_bmarks != 0)
-    stkr__skip_marks(r);
-  return rc;
+  return 0;
 }
 
 void stkr__stream_free(stkr__stream *st) {

@@ -2,8 +2,8 @@
  * stkr_marks.c: marks in the reader (see "Marks" in stkr_reader.h).
  *
  * Two sources: marks the process recorded (events at "mark:NAME" sites,
- * common/stkr_mark.h), picked out of each batch so they can be handed out
- * first; and the marks file of `stackrec mark` (STKR_MARKS_FILE), read
+ * common/stkr_mark.h), moved to the front of each batch's columns so that
+ * they are handed out first; and the marks file of `stackrec mark` (STKR_MARKS_FILE), read
  * once per directory when it is added, and handed to every process of that
  * directory before its first event. The marks file's format is defined
  * here too (stkr_mark_append writes it), so writer and reader are one.
@@ -51,29 +51,100 @@ int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id) {
   return 0;
 }
 
-int stkr__marks_scan_batch(stkr_reader *r, const stkr__stream *st) {
-  const Stackrec__Events *e = r->batch->events;
-  size_t i, n = e->n_ts_delta_ns, pos = 0;
-  uint64_t ts = e->base_ts_ns;
+/* The site id of event i of e (its column, else its stack's). */
+static uint32_t stkr__event_site(const stkr__stream *st,
+                                 const Stackrec__Events *e, size_t i) {
+  uint32_t idx;
 
-  r->n_bmarks = r->bmark_next = r->bmark_skip = 0;
-  for (i = 0; i < n; i++) {
-    uint32_t site = 0, idx;
+  if (e->n_site_id)
+    return e->site_id[i];
+  if (stkr__idmap_get(&st->stack_map, e->stack_id[i], &idx))
+    return st->stacks[idx].site_id;
+  return 0;
+}
 
-    ts += (uint64_t)e->ts_delta_ns[i];
-    if (e->n_site_id)
-      site = e->site_id[i];
-    else if (stkr__idmap_get(&st->stack_map, e->stack_id[i], &idx))
-      site = st->stacks[idx].site_id;
-    if (site != 0 && stkr__is_mark_id(st, site)) {
-      if (stkr__grow(&r->bmarks, &r->cap_bmarks, r->n_bmarks + 1,
-                     sizeof(*r->bmarks)) != 0)
-        return -ENOMEM;
-      r->bmarks[r->n_bmarks++] = (stkr__bmark){i, ts, pos};
+/* Permute the n-entry column col by ord (new position j holds old entry
+ * ord[j]), through tmp. */
+static void stkr__permute_u32(uint32_t *col, const uint32_t *ord,
+                              uint32_t *tmp, size_t n) {
+  size_t j;
+
+  for (j = 0; j < n; j++)
+    tmp[j] = col[ord[j]];
+  memcpy(col, tmp, n * sizeof(*col));
+}
+
+int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b) {
+  Stackrec__Events *e = b->events;
+  size_t n = e->n_ts_delta_ns, i, j = 0, k, lead = 0;
+  uint32_t *ord, *tmp, *inv;
+  uint64_t *ts, *pos, t, prev;
+  uint8_t *pay = NULL;
+  bool any = false;
+
+  /* Rare: most batches hold no mark, or only marks at their start. */
+  for (i = 0; i < n; i++)
+    if (stkr__is_mark_id(st, stkr__event_site(st, e, i))) {
+      if (i != lead++) {
+        any = true;
+        break;
+      }
     }
-    if (e->n_payload_len)
-      pos += e->payload_len[i];
+  if (!any)
+    return 0;
+  ord = malloc(n * 3 * sizeof(*ord));
+  ts = malloc(n * 2 * sizeof(*ts));
+  if (e->payload_data.len != 0)
+    pay = malloc(e->payload_data.len);
+  if (ord == NULL || ts == NULL || (e->payload_data.len != 0 && pay == NULL)) {
+    free(ord);
+    free(ts);
+    free(pay);
+    return -ENOMEM;
   }
+  tmp = ord + n;
+  inv = ord + 2 * n;
+  pos = ts + n;
+  /* Absolute times and payload offsets in the old order. */
+  for (i = 0, t = e->base_ts_ns, k = 0; i < n; i++) {
+    t += (uint64_t)e->ts_delta_ns[i]; /* wraps like the reader's sum */
+    ts[i] = t;
+    pos[i] = k;
+    if (e->n_payload_len)
+      k += e->payload_len[i];
+  }
+  /* The new order: marks (in batch order), then the other events. */
+  for (i = 0; i < n; i++)
+    if (stkr__is_mark_id(st, stkr__event_site(st, e, i)))
+      ord[j++] = (uint32_t)i;
+  for (i = 0; i < n; i++)
+    if (!stkr__is_mark_id(st, stkr__event_site(st, e, i)))
+      ord[j++] = (uint32_t)i;
+  for (j = 0, prev = e->base_ts_ns; j < n; j++) {
+    e->ts_delta_ns[j] = (int64_t)(ts[ord[j]] - prev);
+    prev = ts[ord[j]];
+    inv[ord[j]] = (uint32_t)j;
+  }
+  if (e->n_payload_len) {
+    for (j = 0, k = 0; j < n; j++) {
+      uint32_t len = e->payload_len[ord[j]];
+
+      memcpy(pay + k, e->payload_data.data + pos[ord[j]], len);
+      k += len;
+    }
+    if (k != 0)
+      memcpy(e->payload_data.data, pay, k);
+    stkr__permute_u32(e->payload_len, ord, tmp, n);
+  }
+  if (e->n_site_id)
+    stkr__permute_u32(e->site_id, ord, tmp, n);
+  stkr__permute_u32(e->thread_id, ord, tmp, n);
+  stkr__permute_u32(e->stack_id, ord, tmp, n);
+  for (i = 0; i < e->n_payload_truncated; i++)
+    e->payload_truncated[i] = inv[e->payload_truncated[i]];
+  free(ord);
+  free(ts);
+  free(pay);
   return 0;
 }
 
@@ -337,7 +408,6 @@ void stkr__marks_free(stkr_reader *r) {
       free((char *)r->ext[i].path);
   }
   free(r->ext);
-  free(r->bmarks);
 }
 
 /* ---- writing ------------------------------------------------------------- */

@@ -479,8 +479,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
     if (r->cur_stream >= r->n_streams)
       return 0;
     st = r->streams[r->cur_stream];
-    if (r->batch != NULL &&
-        (r->ev_idx < r->ev_count || r->bmark_next < r->n_bmarks)) {
+    if (r->batch != NULL && r->ev_idx < r->ev_count) {
       rc = stkr__batch_event(r, st, r->cur_stream, ev);
       if (rc != 0)
         return r->hard_err = rc;
