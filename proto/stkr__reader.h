@@ -151,6 +151,12 @@ typedef struct stkr__stream {
    * external marks (r->ext). */
   uint32_t *mark_ids;
   size_t n_mark_ids, cap_mark_ids;
+  /* Ids of the session's stacks at a mark site, so that finding a batch's
+   * marks compares stack ids, not looks them up; past
+   * STKR__MAX_MARK_STACKS (a hostile file) the lookup is used instead. */
+  uint32_t *mark_stacks;
+  size_t n_mark_stacks, cap_mark_stacks;
+  bool many_mark_stacks;
   size_t ext_next;           /* index into r->ext of the next to consider */
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
@@ -331,6 +337,9 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
  * name NAME and is_mark, and its id is noted for the batch scan.
  * @return 0 or -ENOMEM. */
 int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id);
+/* A stack (id) was defined at site site_id: note it if that is a mark's.
+ * @return 0 or -ENOMEM. */
+int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id);
 /* Reorder the event columns of batch b (validated, its definitions
  * applied) so that its marks come first, each column consistently (time
  * deltas recomputed, payload bytes moved, payload_truncated renumbered).

@@ -253,6 +253,8 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
   }
   st->n_stacks++;
   st->info.stacks++;
+  if (st->n_mark_ids != 0 && d->site_id != 0)
+    return stkr__marks_stack(st, d->id, d->site_id);
   return 0;
 }
 
@@ -498,6 +500,8 @@ static void stkr__session_reset(stkr__stream *st) {
     free(st->strings[i]);
   st->n_strings = 0;
   st->n_mark_ids = 0; /* the site entries keep is_mark */
+  st->n_mark_stacks = 0;
+  st->many_mark_stacks = false;
 
   st->have_batch_seq = false;
   st->have_session = false;
@@ -757,6 +761,7 @@ void stkr__stream_free(stkr__stream *st) {
       free((char *)st->sites[i].name);
   free(st->sites);
   free(st->mark_ids);
+  free(st->mark_stacks);
   stkr__idmap_free(&st->site_map);
   for (i = 0; i < st->n_threads; i++)
     free(st->threads[i].name);

@@ -51,16 +51,38 @@ int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id) {
   return 0;
 }
 
-/* The site id of event i of e (its column, else its stack's). */
-static uint32_t stkr__event_site(const stkr__stream *st,
-                                 const Stackrec__Events *e, size_t i) {
-  uint32_t idx;
+#define STKR__MAX_MARK_STACKS 64
+
+int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id) {
+  if (!stkr__is_mark_id(st, site_id) || st->many_mark_stacks)
+    return 0;
+  if (st->n_mark_stacks >= STKR__MAX_MARK_STACKS) {
+    st->many_mark_stacks = true;
+    return 0;
+  }
+  if (stkr__grow(&st->mark_stacks, &st->cap_mark_stacks,
+                 st->n_mark_stacks + 1, sizeof(*st->mark_stacks)) != 0)
+    return -ENOMEM;
+  st->mark_stacks[st->n_mark_stacks++] = id;
+  return 0;
+}
+
+/* Is event i of e a mark? By its site column, else by its stack: a few
+ * compares against the mark stacks (a lookup when there are many). */
+static bool stkr__event_is_mark(const stkr__stream *st,
+                                const Stackrec__Events *e, size_t i) {
+  uint32_t idx, stack = e->stack_id[i];
+  size_t k;
 
   if (e->n_site_id)
-    return e->site_id[i];
-  if (stkr__idmap_get(&st->stack_map, e->stack_id[i], &idx))
-    return st->stacks[idx].site_id;
-  return 0;
+    return stkr__is_mark_id(st, e->site_id[i]);
+  if (st->many_mark_stacks)
+    return stkr__idmap_get(&st->stack_map, stack, &idx) &&
+           stkr__is_mark_id(st, st->stacks[idx].site_id);
+  for (k = 0; k < st->n_mark_stacks; k++)
+    if (st->mark_stacks[k] == stack)
+      return true;
+  return false;
 }
 
 /* Permute the n-entry column col by ord (new position j holds old entry
@@ -84,7 +106,7 @@ int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b) {
 
   /* Rare: most batches hold no mark, or only marks at their start. */
   for (i = 0; i < n; i++)
-    if (stkr__is_mark_id(st, stkr__event_site(st, e, i))) {
+    if (stkr__event_is_mark(st, e, i)) {
       if (i != lead++) {
         any = true;
         break;
@@ -115,10 +137,10 @@ int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b) {
   }
   /* The new order: marks (in batch order), then the other events. */
   for (i = 0; i < n; i++)
-    if (stkr__is_mark_id(st, stkr__event_site(st, e, i)))
+    if (stkr__event_is_mark(st, e, i))
       ord[j++] = (uint32_t)i;
   for (i = 0; i < n; i++)
-    if (!stkr__is_mark_id(st, stkr__event_site(st, e, i)))
+    if (!stkr__event_is_mark(st, e, i))
       ord[j++] = (uint32_t)i;
   for (j = 0, prev = e->base_ts_ns; j < n; j++) {
     e->ts_delta_ns[j] = (int64_t)(ts[ord[j]] - prev);
