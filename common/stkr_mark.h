@@ -49,9 +49,13 @@ static inline bool stkr_mark_name_valid(const char *name, size_t len) {
 /* If site is a mark's site name ("mark:NAME" with a valid NAME), @return
  * NAME (a pointer into site); else NULL. */
 static inline const char *stkr_mark_from_site(const char *site) {
-  if (site == NULL ||
-      strncmp(site, STKR_MARK_PREFIX, STKR_MARK_PREFIX_LEN) != 0)
-    return NULL;
+  size_t i;
+
+  /* A loop, not strncmp: recorder/ includes this and is built against
+   * minimal Darwin stand-in headers too (tests/apple_shim). */
+  for (i = 0; i < STKR_MARK_PREFIX_LEN; i++)
+    if (site == NULL || site[i] != STKR_MARK_PREFIX[i])
+      return NULL;
   site += STKR_MARK_PREFIX_LEN;
   return stkr_mark_name_valid(site, strlen(site)) ? site : NULL;
 }

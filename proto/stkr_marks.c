@@ -490,3 +490,51 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
   free(line);
   return err;
 }
+
+int stkr_marks_copy(const char *from_dir, const char *to_dir) {
+  char *from = NULL, *to = NULL, *buf = NULL;
+  size_t len = 0;
+  ssize_t n;
+  int in = -1, out = -1, err = 0;
+
+  if (asprintf(&from, "%s/%s", from_dir, STKR_MARKS_FILE) < 0 ||
+      asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0 ||
+      (buf = malloc(STKR_MARKS_MAX_BYTES)) == NULL) {
+    err = -ENOMEM;
+    goto out;
+  }
+  if ((in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+    err = errno == ENOENT ? 0 : -errno;
+    goto out;
+  }
+  while (len < STKR_MARKS_MAX_BYTES &&
+         ((n = read(in, buf + len, STKR_MARKS_MAX_BYTES - len)) > 0 ||
+          (n < 0 && errno == EINTR)))
+    len += n > 0 ? (size_t)n : 0;
+  while (len > 0 && buf[len - 1] != '\n') /* a line being written */
+    len--;
+  if (len == 0)
+    goto out;
+  out = open(to, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+             0600);
+  if (out < 0) {
+    err = -errno;
+  } else {
+    do
+      n = write(out, buf, len);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+      err = -errno;
+    else if ((size_t)n != len)
+      err = -EIO;
+  }
+out:
+  if (in >= 0)
+    close(in);
+  if (out >= 0 && close(out) != 0 && err == 0)
+    err = -errno;
+  free(buf);
+  free(from);
+  free(to);
+  return err;
+}

@@ -451,6 +451,15 @@ void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *out);
 int stkr_mark_append(const char *dir, const char *name, const void *payload,
                      size_t len);
 
+/*
+ * Append the complete lines of from_dir's marks file (if any; at most
+ * STKR_MARKS_MAX_BYTES) to to_dir's: for tools that write a recording
+ * into another directory (`stackrec symbolize -o`). Thread-safe.
+ * @return 0 (also when from_dir has none), -ENOMEM, or the negative errno
+ *         of a failed open/read/write.
+ */
+int stkr_marks_copy(const char *from_dir, const char *to_dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,13 +39,12 @@ static void stkr__marks_atfork(void) {
   pthread_atfork(stkr__marks_lock, stkr__marks_unlock, stkr__marks_unlock);
 }
 
-static stkr_site *stkr__mark_find(const char *name, size_t len,
-                                  uint32_t n) {
+/* name is NUL-terminated (checked by the caller). */
+static stkr_site *stkr__mark_find(const char *name, uint32_t n) {
   uint32_t i;
 
   for (i = 0; i < n; i++)
-    if (memcmp(g_marks[i].name + STKR_MARK_PREFIX_LEN, name, len) == 0 &&
-        g_marks[i].name[STKR_MARK_PREFIX_LEN + len] == '\0')
+    if (strcmp(g_marks[i].name + STKR_MARK_PREFIX_LEN, name) == 0)
       return &g_marks[i].site;
   return NULL;
 }
@@ -66,13 +65,13 @@ int stkr_mark_site(const char *name, stkr_site **out) {
     return -EINVAL;
   /* Pairs with the release store below. */
   n = atomic_load_explicit(&g_marks_n, memory_order_acquire);
-  if ((*out = stkr__mark_find(name, len, n)) != NULL)
+  if ((*out = stkr__mark_find(name, n)) != NULL)
     return 0;
 
   pthread_once(&g_marks_once, stkr__marks_atfork);
   pthread_mutex_lock(&g_marks_lock);
   n = atomic_load_explicit(&g_marks_n, memory_order_relaxed);
-  if ((*out = stkr__mark_find(name, len, n)) != NULL) {
+  if ((*out = stkr__mark_find(name, n)) != NULL) {
     pthread_mutex_unlock(&g_marks_lock);
     return 0;
   }

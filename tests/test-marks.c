@@ -481,6 +481,12 @@ static void test_tools_show_marks(void **state) {
   assert_int_equal(count_in(cr_out, "\"marks\":2,\"external_marks\":2"), 2);
   assert_int_equal(cr_run("verify '%s'", dir), 0);
   assert_int_equal(count_in(cr_out, "201 events, 4 marks: intact"), 2);
+  /* symbolize -o OUT takes `stackrec mark`'s marks along. */
+  snprintf(out, sizeof(out), "%s/symbolized", g_tmp);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, dir), 0);
+  assert_int_equal(cr_run("dump '%s'", out), 0);
+  assert_int_equal(count_in(cr_out, "(stackrec mark)"), 4);
+  assert_int_equal(count_in(cr_out, " mark:consent.granted "), 2);
 }
 
 /* The harness case: a program runs under `stackrec record`; the harness
