@@ -7,6 +7,7 @@
 # //recorder:recorder
 set(STKR_RECORDER_SRCS
   recorder/event.c
+  recorder/mark.c
   recorder/platform_apple.c
   recorder/platform_linux.c
   recorder/ring.c
@@ -26,6 +27,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_batch.c
   proto/stkr_format.c
   proto/stkr_frames.c
+  proto/stkr_marks.c
   proto/stkr_reader.c
   proto/stkr_recover.c
   proto/stkr_recover_session.c
@@ -80,7 +82,10 @@ set(STKR_PRELOAD_SRCS
 set(STKR_CLI_SRCS
   tools/stackrec/agg.c
   tools/stackrec/atos.c
+  tools/stackrec/attrib.c
   tools/stackrec/breakdown.c
+  tools/stackrec/diff.c
+  tools/stackrec/diff_out.c
   tools/stackrec/dump.c
   tools/stackrec/escape.c
   tools/stackrec/export.c
@@ -95,8 +100,10 @@ set(STKR_CLI_SRCS
   tools/stackrec/html.c
   tools/stackrec/info.c
   tools/stackrec/info_json.c
+  tools/stackrec/json.c
   tools/stackrec/json_event.c
   tools/stackrec/main.c
+  tools/stackrec/mark.c
   tools/stackrec/merge.c
   tools/stackrec/paytab.c
   tools/stackrec/progress.c
@@ -109,6 +116,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/recover.c
   tools/stackrec/report.c
   tools/stackrec/report_tree.c
+  tools/stackrec/states.c
   tools/stackrec/strtab.c
   tools/stackrec/symbolize.c
   tools/stackrec/symcache.c

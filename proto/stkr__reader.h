@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "proto/stkr_format.h"
@@ -145,6 +146,18 @@ typedef struct stkr__stream {
   uint64_t base_attempted, base_deleted, base_crec;
   uint64_t base_rf, base_re, base_other, base_we, base_exit;
   size_t sites_before;       /* sites entries of earlier sessions */
+  /* Marks (stkr_marks.c): ids of the current session's mark sites (few:
+   * a linear scan), and how far this stream has got through the reader's
+   * external marks (r->ext). */
+  uint32_t *mark_ids;
+  size_t n_mark_ids, cap_mark_ids;
+  /* Ids of the session's stacks at a mark site, so that finding a batch's
+   * marks compares stack ids, not looks them up; past
+   * STKR__MAX_MARK_STACKS (a hostile file) the lookup is used instead. */
+  uint32_t *mark_stacks;
+  size_t n_mark_stacks, cap_mark_stacks;
+  bool many_mark_stacks;
+  size_t ext_next;           /* index into r->ext of the next to consider */
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
 
@@ -169,6 +182,21 @@ typedef struct stkr__input {
   bool eof;     /* read() returned 0 at off + len */
   int err;      /* errno of a failed read, or 0 */
 } stkr__input;
+
+/* One line of a marks file (stkr_marks.c). */
+typedef struct stkr__extmark {
+  dev_t dir_dev;
+  ino_t dir_ino;
+  uint64_t ts_ns, wall_ns;
+  uint32_t setter_pid;
+  char *name;
+  uint8_t *payload;
+  size_t payload_len;
+  const char *path; /* the marks file (shared by its marks; owned by the
+                       first of them, path_owner) */
+  bool path_owner;
+  uint64_t offset;  /* byte offset of the line */
+} stkr__extmark;
 
 struct stkr_reader {
   stkr_warn_cb warn;
@@ -210,6 +238,10 @@ struct stkr_reader {
   size_t ev_frames_cap;
   const stkr__stack *ev_frames_of;
   bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
+  /* External marks (marks files of `stackrec mark`) of every directory
+   * added, sorted by directory then time; their strings owned. */
+  stkr__extmark *ext;
+  size_t n_ext, cap_ext;
   const stkr__stream *ev_stream; /* the current event's stream and stack */
   const stkr__stack *ev_stack;   /* (NULL: none, or an unknown stack) */
 };
@@ -291,6 +323,30 @@ int stkr__stack_frames(stkr_reader *r, stkr__stream *st, stkr__stack *s,
 /* r->ev_frames = the frames of stack s, each with its PC. 0 or -ENOMEM. */
 int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
                        const stkr__stack *s);
+
+/* stkr_marks.c: marks. */
+/* Read the marks file of directory `dir` (if any) into r->ext (kept
+ * sorted), once per directory. @return 0 or -ENOMEM (a bad file or line is warned about). */
+int stkr__marks_load_dir(stkr_reader *r, const char *dir,
+                         const struct stat *dst);
+/* The next external mark due for stream st (index st_index) into *ev.
+ * @return 1 (delivered) or 0 (none left for it). */
+int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
+                         stkr_event_view *ev);
+/* Site name d of a new site definition: a mark site ("mark:NAME") gets
+ * name NAME and is_mark, and its id is noted for the batch scan.
+ * @return 0 or -ENOMEM. */
+int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id);
+/* A stack (id) was defined at site site_id: note it if that is a mark's.
+ * @return 0 or -ENOMEM. */
+int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id);
+/* Reorder the event columns of batch b (validated, its definitions
+ * applied) so that its marks come first, each column consistently (time
+ * deltas recomputed, payload bytes moved, payload_truncated renumbered).
+ * Nothing is done for a batch without marks, or whose marks lead already.
+ * @return 0 or -ENOMEM (b unchanged). */
+int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b);
+void stkr__marks_free(stkr_reader *r);
 
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);

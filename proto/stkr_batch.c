@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
 
 /* Most images a process may list; a corrupt or hostile file could otherwise
@@ -133,6 +134,19 @@ void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
              "%s definition with id 0 ignored", what);
 }
 
+/* Is d_name (a SiteDef name as written) the name of site entry s? Mark
+ * entries hold the name without its "mark:" prefix. */
+static bool stkr__site_name_is(const stkr_site_info *s, const char *d_name) {
+  if (d_name == NULL)
+    d_name = "";
+  if (s->is_mark) {
+    if (strncmp(d_name, STKR_MARK_PREFIX, STKR_MARK_PREFIX_LEN) != 0)
+      return false;
+    d_name += STKR_MARK_PREFIX_LEN;
+  }
+  return strcmp(s->name, d_name) == 0;
+}
+
 static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
                             const Stackrec__SiteDef *d, const char *path,
                             uint64_t off) {
@@ -150,15 +164,17 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
     size_t k;
 
     for (k = 0; k < st->sites_before; k++)
-      if (st->sites[k].defined &&
-          strcmp(st->sites[k].name, d->name ? d->name : "") == 0)
-        return stkr__idmap_put(&st->site_map, d->id, (uint32_t)k);
+      if (st->sites[k].defined && stkr__site_name_is(&st->sites[k], d->name)) {
+        if (stkr__idmap_put(&st->site_map, d->id, (uint32_t)k) != 0)
+          return -ENOMEM;
+        return st->sites[k].is_mark ? stkr__marks_site(st, NULL, d->id) : 0;
+      }
   }
   if (stkr__site_slot(st, d->id, &idx) != 0)
     return -ENOMEM;
   s = &st->sites[idx];
   if (s->defined) {
-    if (strcmp(s->name, d->name ? d->name : "") != 0)
+    if (!stkr__site_name_is(s, d->name))
       stkr__conflict(r, st, path, off, "site", d->id);
     return 0;
   }
@@ -167,7 +183,7 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
   s->name = name;
   s->defined = true;
   st->info.sites++;
-  return 0;
+  return stkr__marks_site(st, s, d->id);
 }
 
 static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
@@ -237,6 +253,8 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
   }
   st->n_stacks++;
   st->info.stacks++;
+  if (st->n_mark_ids != 0 && d->site_id != 0)
+    return stkr__marks_stack(st, d->id, d->site_id);
   return 0;
 }
 
@@ -481,6 +499,9 @@ static void stkr__session_reset(stkr__stream *st) {
   for (i = 0; i < st->n_strings; i++)
     free(st->strings[i]);
   st->n_strings = 0;
+  st->n_mark_ids = 0; /* the site entries keep is_mark */
+  st->n_mark_stacks = 0;
+  st->many_mark_stacks = false;
 
   st->have_batch_seq = false;
   st->have_session = false;
@@ -588,6 +609,12 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
 
   e = b->events;
   n = e ? e->n_ts_delta_ns : 0;
+  /* A batch's marks first (see "Marks" in stkr_reader.h): the columns are
+   * reordered once here, so handing out events costs nothing more. */
+  if (st->n_mark_ids != 0 && n != 0 && stkr__marks_first(st, b) != 0) {
+    stackrec__batch__free_unpacked(b, &r->pballoc.pb);
+    return -ENOMEM;
+  }
   if (e != NULL && e->n_payload_truncated) {
     size_t bytes = n / 8 + 1;
 
@@ -678,6 +705,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
       stkr__site_slot(st, 0, &idx) != 0)
     return -ENOMEM;
   ev->site = st->sites[idx].name;
+  ev->is_mark = st->sites[idx].is_mark;
   st->sites[idx].events++;
   if (!st->sites[idx].defined) {
     ev->unresolved = true;
@@ -703,13 +731,17 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   if (e->n_payload_truncated)
     ev->payload_truncated = (r->trunc_bits[i / 8] >> (i % 8)) & 1;
 
-  if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
-    info->first_ts_ns = ev->ts_ns;
-    info->first_wall_ns = ev->wall_ns;
+  if (__builtin_expect(ev->is_mark, 0)) {
+    info->marks++; /* marks are not events: first/last_ts are events' */
+  } else {
+    if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
+      info->first_ts_ns = ev->ts_ns;
+      info->first_wall_ns = ev->wall_ns;
+    }
+    if (info->events == 0 || ev->ts_ns > info->last_ts_ns)
+      info->last_ts_ns = ev->ts_ns;
+    info->events++;
   }
-  if (info->events == 0 || ev->ts_ns > info->last_ts_ns)
-    info->last_ts_ns = ev->ts_ns;
-  info->events++;
   if (ev->unresolved)
     info->unresolved_events++;
   r->ev_idx++;
@@ -728,6 +760,8 @@ void stkr__stream_free(stkr__stream *st) {
     if (st->sites[i].defined)
       free((char *)st->sites[i].name);
   free(st->sites);
+  free(st->mark_ids);
+  free(st->mark_stacks);
   stkr__idmap_free(&st->site_map);
   for (i = 0; i < st->n_threads; i++)
     free(st->threads[i].name);

@@ -285,7 +285,7 @@ static void test_empty_aggregation(void **state) {
   assert_has(p, "No dropped events");
   assert_has(p, "<p>No events in this report.</p>");
   assert_lacks(p, "id=\"flames\"");
-  assert_has(p, "{\"version\":1,\"events\":0,\"bucket_ns\":0,\"sites\":[],\n\"hangs\":[],\n\"frames\":[]}");
+  assert_has(p, "{\"version\":1,\"events\":0,\"bucket_ns\":0,\"sites\":[],\n\"hangs\":[],\n\"frames\":[],\n\"marks\":[]}");
   assert_has(p, "</body></html>\n");
   free(p);
 }

@@ -66,6 +66,13 @@ typedef struct builder {
   const stkr_image_info *img_of;
   const stkr_image_info **img_sorted;
   size_t img_cap;
+  /* Marks files whose marks were kept, and from which process (a
+   * `stackrec mark` mark reaches every process of its directory). */
+  struct {
+    const char *path;
+    size_t process;
+  } *mfiles;
+  size_t n_mfiles, cap_mfiles;
 } builder;
 
 static int img_by_start(const void *pa, const void *pb) {
@@ -612,8 +619,63 @@ nomem:
 
 /* ---- build ---------------------------------------------------------------- */
 
+/* Keep a mark for the timelines (its t_ns is set by sum_processes, once
+ * its process's origin is known: a `stackrec mark` mark comes before the
+ * process's Header is read). */
+static int stkr__agg_mark(builder *b, const stkr_event_view *ev) {
+  stkr_agg *a = b->a;
+  stkr_agg_mark *m;
+  bool external = ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved;
+  const char *name;
+  size_t i;
+
+  if ((name = stkr__strtab_intern(&b->strs, ev->site)) == NULL)
+    return -ENOMEM;
+  if (external) {
+    /* Once, however many processes it reached: from the first process
+     * that got its marks file's marks (few files: one per directory). */
+    for (i = 0; i < b->n_mfiles; i++)
+      if (b->mfiles[i].path == ev->path)
+        break;
+    if (i < b->n_mfiles && b->mfiles[i].process != ev->process)
+      return 0;
+    if (i == b->n_mfiles) {
+      if (stkr_grow((void **)&b->mfiles, &b->cap_mfiles, b->n_mfiles + 1,
+                    sizeof(*b->mfiles)) != 0)
+        return -ENOMEM;
+      b->mfiles[b->n_mfiles].path = ev->path;
+      b->mfiles[b->n_mfiles++].process = ev->process;
+    }
+  }
+  a->marks_read++;
+  if (a->n_marks >= STKR_AGG_MAX_MARKS) {
+    a->marks_not_kept++;
+    return 0;
+  }
+  if (stkr_grow((void **)&a->marks, &a->cap_marks, a->n_marks + 1,
+                sizeof(*a->marks)) != 0)
+    return -ENOMEM;
+  m = &a->marks[a->n_marks++];
+  m->name = name;
+  m->ts_ns = ev->ts_ns;
+  m->t_ns = 0;
+  m->process = ev->process;
+  m->pid = ev->pid;
+  m->external = external;
+  return 0;
+}
+
 static void sum_processes(stkr_agg *a, const stkr_reader *r) {
   size_t i;
+
+  for (i = 0; i < a->n_marks; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, a->marks[i].process);
+    uint64_t origin = p == NULL                                 ? 0
+                      : p->have_header && p->start_mono_ns != 0 ? p->start_mono_ns
+                                                                : p->first_ts_ns;
+
+    a->marks[i].t_ns = a->marks[i].ts_ns > origin ? a->marks[i].ts_ns - origin : 0;
+  }
 
   a->n_processes = stkr_reader_process_count(r);
   for (i = 0; i < a->n_processes; i++) {
@@ -669,6 +731,13 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
 
     if (ev.process != b.cur_process)
       new_process(&b, ev.process);
+    if (ev.is_mark) {
+      /* Not an event: no count, stack or payload row (the timelines show
+       * marks apart, stkr_agg.marks). */
+      if ((err = stkr__agg_mark(&b, &ev)) != 0)
+        break;
+      continue;
+    }
     b.a->events_read++;
     if (progress != NULL && (b.a->events_read & 0xFFFFF) == 0)
       progress(b.a->events_read, progress_arg);
@@ -699,6 +768,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.cslot);
   free(b.tmp);
   free(b.img_sorted);
+  free(b.mfiles);
   /* The strings live as long as the aggregation: park the table in it. */
   if (err == 0 && (b.a->strs_ = malloc(sizeof b.strs)) == NULL)
     err = -ENOMEM;
@@ -723,6 +793,7 @@ void stkr_agg_free(stkr_agg *a) {
     free((void *)a->stacks[i].frames);
     free((void *)a->stacks[i].payload);
   }
+  free(a->marks);
   stkr__paytab_free(a->payloads_);
   stkr__timeline_free(a->timeline_);
   stkr__hangs_free(a->hangs_);

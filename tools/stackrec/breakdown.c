@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/stackrec/attrib.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/cli.h"
 
@@ -32,47 +33,8 @@ void stkr_agg_by_opts(stkr_agg_by by, stkr_agg_opts *o) {
   o->by_payload = o->by_payload || by == STKR_BY_PAYLOAD;
 }
 
-static bool has_prefix(const char *s, const char *p) {
-  return strncmp(s, p, strlen(p)) == 0;
-}
-
-static const char *base_name(const char *path) {
-  const char *b = strrchr(path, '/');
-  return b ? b + 1 : path;
-}
-
-/* Is this image the system's (not an app's or an SDK's)? */
-static bool system_image(const char *path) {
-  static const char *const dirs[] = {"/lib/",     "/lib64/",   "/usr/lib/",
-                                     "/usr/lib64/", "/System/"};
-  static const char *const names[] = {"ld-linux", "ld-musl", "libc.so",
-                                      "libc-", "libstackrec_preload"};
-  const char *b = base_name(path);
-  size_t i;
-
-  for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
-    if (has_prefix(path, dirs[i]))
-      return true;
-  for (i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (has_prefix(b, names[i]))
-      return true;
-  return false;
-}
-
 const char *stkr_agg_stack_module(const stkr_agg_stack *s) {
-  const char *first = NULL;
-  size_t i;
-
-  for (i = 0; i < s->n_frames; i++) {
-    const char *img = s->frames[i].image;
-    if (img == NULL)
-      continue;
-    if (!system_image(img))
-      return base_name(img);
-    if (first == NULL)
-      first = img;
-  }
-  return first ? base_name(first) : "?";
+  return stkr_attrib_module(NULL, s->frames, s->n_frames);
 }
 
 /* The printable key of stack s under `by`: names and payloads escaped as

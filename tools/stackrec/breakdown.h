@@ -3,11 +3,9 @@
  * or module (`stackrec report --by`), from an aggregation.
  *
  * The module of a stack is the code responsible for it: the image of its
- * innermost frame that is not the system's (Linux: not under /lib,
- * /usr/lib, /lib64, /usr/lib64, not the dynamic loader, libc or the
- * recorder's own hook library; Apple: not under /usr/lib or /System), by
- * base name. A stack made only of system frames is attributed to its
- * innermost frame's image; one with no image at all to "?".
+ * innermost frame that is not the system's, by base name (attrib.h says
+ * which images are the system's and what a stack of system frames only
+ * gets).
  *
  * Thread-safety: none.
  */

@@ -114,6 +114,8 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
   size_t i;
 
   fprintf(f, "%llu ", (unsigned long long)ev->ts_ns);
+  if (ev->is_mark) /* as its site is named on disk */
+    fputs("mark:", f);
   stkr_cli_put_escaped(f, (const uint8_t *)ev->site, strlen(ev->site));
   if (ev->thread_name[0] == '?' && ev->thread_name[1] == '\0' && ev->tid == 0)
     fputs(" ?(?) ", f);

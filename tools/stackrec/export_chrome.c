@@ -294,6 +294,24 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
   return 0;
 }
 
+/* A mark: a process-wide instant event ("s":"p", a line across the
+ * process's tracks), category "mark", not counted as an event. */
+static void put_mark(chrome *c, const stkr_event_view *ev) {
+  sep(c);
+  fputs("{\"name\":", c->out);
+  put_str(c->out, ev->site);
+  fputs(",\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\",\"ts\":", c->out);
+  put_us(c->out, ev->ts_ns);
+  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu,\"args\":{", (unsigned)ev->pid,
+          (unsigned long long)ev->tid);
+  if (ev->payload_len > 0) {
+    fputs("\"payload\":\"", c->out);
+    stkr_cli_put_json(c->out, ev->payload, ev->payload_len);
+    putc('"', c->out);
+  }
+  fputs("}}", c->out);
+}
+
 static void put_tail(chrome *c, uint64_t events) {
   size_t i, np = stkr_reader_process_count(c->x->r);
   uint64_t drops = 0, wall = 0;
@@ -342,6 +360,10 @@ int stkr__export_chrome(stkr__export *x) {
       stkr__progress(read, x);
       if (ferror(c.out)) /* e.g. disk full: stop reading, export.c says */
         break;
+    }
+    if (ev.is_mark) {
+      put_mark(&c, &ev);
+      continue;
     }
     err = stkr__filter_pass(&filt, &ev);
     if (err < 0)

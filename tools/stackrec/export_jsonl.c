@@ -43,7 +43,7 @@ int stkr__export_jsonl(stkr__export *x) {
     if (err != 0)
       break;
     stkr_cli_put_event_json(x->out, &ev, x->filt.app_only, fr, n_fr);
-    x->events_out++;
+    x->events_out += !ev.is_mark; /* a mark is printed, kind "mark" */
   }
   if (err == 0 && rc < 0)
     err = rc;

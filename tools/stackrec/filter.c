@@ -138,6 +138,11 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
   int m;
 
   enter_process(f, ev);
+  /* Marks are context for the events, not events: shown whatever the
+   * filters, and never what fixes the time origin (a mark set with
+   * `stackrec mark` comes before the process's Header is read). */
+  if (ev->is_mark)
+    return 1;
   if (o->from_s > 0 || o->to_s > 0) {
     uint64_t origin = stkr__filter_origin(f, ev);
     double t = ev->ts_ns > origin ? (double)(ev->ts_ns - origin) / 1e9 : 0.0;

@@ -49,7 +49,9 @@ typedef struct stkr__filter {
  * from_s). o must outlive the filter. */
 int stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o);
 
-/* Does ev pass --site, --thread and --from/--to?
+/* Does ev pass --site, --thread and --from/--to? A mark (ev->is_mark)
+ * always does: it is the events' context (callers that count events
+ * skip marks themselves).
  * @return 1 keep, 0 skip, -EINVAL (a bad glob pattern) or -ENOMEM. */
 int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev);
 

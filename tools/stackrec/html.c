@@ -73,6 +73,10 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
 }
 
 /* s as HTML text (or attribute value). NULL writes nothing. */
+static void put_html(FILE *out, const char *s);
+
+void stkr_html_put_text(FILE *out, const char *s) { put_html(out, s); }
+
 static void put_html(FILE *out, const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   size_t n = s ? strlen(s) : 0, i = 0, k;
@@ -268,6 +272,31 @@ static void ftab_free(ftab *t) {
 
 /* ---- page parts ------------------------------------------------------------ */
 
+/* The marks (not events), listed once; report.js draws them on every
+ * timeline from the JSON blob. */
+static void put_marks(FILE *out, const stkr_agg *a) {
+  size_t i, shown = a->n_marks < 20 ? a->n_marks : 20;
+  char b1[32];
+
+  if (a->marks_read == 0)
+    return;
+  fprintf(out, "<p class=\"marks\">%s mark%s (not counted as events)",
+          fmt_count(a->marks_read, b1), a->marks_read == 1 ? "" : "s");
+  for (i = 0; i < shown; i++) {
+    fprintf(out, "%s<span class=\"mark\">%.3f s ", i ? ", " : ": ",
+            (double)a->marks[i].t_ns / 1e9);
+    put_html(out, a->marks[i].name);
+    if (a->marks[i].external)
+      fputs(" (stackrec mark)", out);
+    else
+      fprintf(out, " (pid %u)", (unsigned)a->marks[i].pid);
+    fputs("</span>", out);
+  }
+  fputs(a->n_marks > shown || a->marks_not_kept ? ", &hellip;</p>\n"
+                                                : "</p>\n",
+        out);
+}
+
 static void put_summary(FILE *out, const stkr_agg *a) {
   char b1[32], b2[32], b3[32];
 
@@ -281,6 +310,7 @@ static void put_summary(FILE *out, const stkr_agg *a) {
     fprintf(out, " (%s of the %s events read passed the filters)",
             fmt_count(a->events, b1), fmt_count(a->events_read, b2));
   fputs(".</p>\n", out);
+  put_marks(out, a);
 }
 
 static void put_drops(FILE *out, const stkr_agg *a) {
@@ -499,6 +529,13 @@ static int put_data(FILE *out, const stkr_agg *a) {
     fprintf(out, ",%u,", f->flags);
     put_json(out, f->image);
     fputc(']', out);
+  }
+  /* [t_ns after the process's start, name, external] */
+  fputs("],\n\"marks\":[", out);
+  for (i = 0; i < a->n_marks; i++) {
+    fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", a->marks[i].t_ns);
+    put_json(out, a->marks[i].name);
+    fprintf(out, ",%s]", a->marks[i].external ? "true" : "false");
   }
   fputs("]}</script>\n", out);
   ftab_free(&t);

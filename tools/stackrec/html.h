@@ -19,4 +19,9 @@ int stkr_html_write(FILE *out, const stkr_agg *a, const char *title);
 int stkr_html_write_banner(FILE *out, const stkr_agg *a, const char *title,
                            const char *banner);
 
+/* s as HTML text or attribute value (<>&"' as entities, control
+ * characters as U+FFFD, invalid UTF-8 replaced). NULL writes nothing. For
+ * the other pages (diff) to escape as this one does. */
+void stkr_html_put_text(FILE *out, const char *s);
+
 #endif /* STKR_HTML_H */

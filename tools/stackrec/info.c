@@ -70,7 +70,8 @@ static int print_sites(const stkr_reader *r, size_t i) {
   memcpy(sorted, sites, n * sizeof(*sorted));
   qsort(sorted, n, sizeof(*sorted), by_events_desc);
   for (k = 0; k < n; k++) {
-    printf("    %10llu  ", (unsigned long long)sorted[k].events);
+    printf("    %10llu  %s", (unsigned long long)sorted[k].events,
+           sorted[k].is_mark ? "mark:" : "");
     put_name(sorted[k].name);
     if (!sorted[k].defined)
       printf(" (site id %u, undefined)", (unsigned)sorted[k].id);
@@ -157,6 +158,10 @@ static int print_process(const stkr_reader *r, size_t i) {
          (unsigned long long)(span / 1000000000u),
          (unsigned long long)(span % 1000000000u));
   printf("  events:      %llu\n", (unsigned long long)p->events);
+  if (p->marks || p->external_marks) /* not events: counted apart */
+    printf("  marks:       %llu recorded, %llu set with `stackrec mark`\n",
+           (unsigned long long)p->marks,
+           (unsigned long long)p->external_marks);
   if (p->unresolved_events)
     printf("  unresolved:  %llu events with undefined site/thread/stack\n",
            (unsigned long long)p->unresolved_events);
@@ -235,7 +240,7 @@ int stkr_cli_info(int argc, char **argv) {
     return status;
 
   while ((rc = stkr_reader_next(r, &ev)) == 1)
-    total++;
+    total += !ev.is_mark;
   if (rc < 0) {
     fprintf(stderr, "stackrec info: reading failed: %s\n", strerror(-rc));
     stkr_reader_free(r);

@@ -62,6 +62,8 @@ static int put_sites(const stkr_reader *r, size_t i) {
   for (k = 0; k < n; k++) {
     fputs(k ? ",{\"name\":" : "{\"name\":", stdout);
     put_str(sorted[k].name);
+    if (sorted[k].is_mark) /* a mark's site: "events" are its marks */
+      fputs(",\"mark\":true", stdout);
     put_u64("events", sorted[k].events, true);
     putchar('}');
   }
@@ -110,6 +112,8 @@ static int put_process(const stkr_reader *r, size_t i) {
   put_u64("duration_ns", p->events ? p->last_ts_ns - p->first_ts_ns : 0,
           true);
   put_u64("events", p->events, true);
+  put_u64("marks", p->marks, true);
+  put_u64("external_marks", p->external_marks, true);
   put_u64("unresolved_events", p->unresolved_events, true);
   put_u64("stacks", p->stacks, true);
   put_u64("threads", p->threads, true);

@@ -86,6 +86,12 @@ void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
   fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,\"site\":",
           (unsigned long long)ev->ts_ns, (unsigned)ev->pid);
   put_str(f, ev->site);
+  /* Only on marks ("site" is then the mark's name): earlier consumers see
+   * no new key on events. "external": set with `stackrec mark`. */
+  if (ev->is_mark)
+    fprintf(f, ",\"kind\":\"mark\",\"external\":%s",
+            ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved ? "true"
+                                                                   : "false");
   fprintf(f, ",\"tid\":%llu,\"thread\":", (unsigned long long)ev->tid);
   put_str(f, ev->thread_name);
   fputs(",\"payload\":", f);

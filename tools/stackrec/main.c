@@ -50,6 +50,9 @@ static const struct {
      "write out what killed processes left in their ring files"},
     /* fleet (issue 16) */
     {"push", stkr_cli_push, "recordings into ClickHouse (docs/fleet.md)"},
+    {"mark", stkr_cli_mark, "set a mark (e.g. consent.granted) in a recording"},
+    {"diff", stkr_cli_diff,
+     "call paths added, gone or changed in rate between two recordings"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 

@@ -189,6 +189,10 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
              "stacks: %llu  dropped: %llu\n",
           n_proc, with_events, (unsigned long long)a->events,
           (unsigned long long)stacks, (unsigned long long)drops);
+  if (a->marks_read) /* marks: not events, listed as set */
+    fprintf(f, "marks: %llu (e.g. set with `stackrec mark`; not counted as "
+               "events)\n",
+            (unsigned long long)a->marks_read);
   if (stkr_cli_incomplete_line(r, line, sizeof line) > 0)
     fprintf(f, "%s\n", line);
   print_notices(f, nt);

@@ -254,6 +254,28 @@ static void put_duration(uint64_t ns) {
     printf("%g min", (double)ns / 60e9);
 }
 
+/* Under a timeline: '^' in each bucket where a mark was set (the marks
+ * are listed in the header); nothing when there is no mark. */
+static void print_mark_row(const stkr_agg *a, int ind) {
+  char row[STKR_TL_BUCKETS + 1];
+  size_t i, n = a->timeline_buckets, any = 0;
+
+  if (a->n_marks == 0 || n == 0 || n > STKR_TL_BUCKETS ||
+      a->timeline_bucket_ns == 0)
+    return;
+  memset(row, ' ', n);
+  row[n] = '\0';
+  for (i = 0; i < a->n_marks; i++) {
+    uint64_t b = a->marks[i].t_ns / a->timeline_bucket_ns;
+    if (b < n) {
+      row[b] = '^';
+      any++;
+    }
+  }
+  if (any)
+    printf("%*s %s  marks\n", ind, "", row);
+}
+
 /* --timeline: the site's events per bucket as a row of block characters
  * (eight heights, scaled to the site's fullest bucket). */
 static void print_timeline(const stkr_agg *a, const stkr_agg_site *s,
@@ -282,6 +304,7 @@ static void print_timeline(const stkr_agg *a, const stkr_agg_site *s,
     fputs(bars[h], stdout);
   }
   fputs("|\n", stdout);
+  print_mark_row(a, ind);
 }
 
 static int print_site(const stkr_agg *a, const stkr_agg_site *s,
@@ -502,6 +525,24 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
       fputs(" app-only", stdout);
     printf(": %llu of %llu events\n", (unsigned long long)a->events,
            (unsigned long long)a->events_read);
+  }
+  if (a->marks_read) {
+    /* Marks are the events' context, never counted as events. */
+    size_t i, shown = a->n_marks < 10 ? a->n_marks : 10;
+    printf("# marks (not counted as events): %llu", (unsigned long long)a->marks_read);
+    for (i = 0; i < shown; i++) {
+      printf("%s", i ? ", " : ": ");
+      put_seconds((double)a->marks[i].t_ns / 1e9);
+      printf(" s ");
+      stkr__report_put_str(a->marks[i].name);
+      if (a->marks[i].external)
+        printf(" (stackrec mark)");
+      else
+        printf(" (pid %u)", (unsigned)a->marks[i].pid);
+    }
+    if (a->n_marks > shown || a->marks_not_kept)
+      printf(", ...");
+    putchar('\n');
   }
   if (a->events && !o->html)
     printf("# percentages: categories and sites of all %llu events shown, "

@@ -15,6 +15,8 @@
  *           drawn as bands over the timelines of the watchdog's sites.
  *   bucket_ns: the width of a timeline bucket (time since each process
  *           started recording).
+ *   marks:  [[t_ns since its process started, name, set with `stackrec
+ *           mark`], ...]: drawn as lines on every timeline.
  * The page (written by tools/stackrec/html.c) has one div.flame with
  * data-site="i" per site, inside details#site-i.
  *
@@ -399,6 +401,17 @@
       b.title = fmtDur(i * w) + '\u2013' + fmtDur((i + 1) * w) + ': ' +
         fmt(tl[i]) + ' event' + (tl[i] === 1 ? '' : 's');
       frag.appendChild(b);
+    }
+    /* Marks (D.marks: [t_ns, name, external]): a line each, over the bars. */
+    var span = tl.length * w, ms = D.marks || [];
+    for (i = 0; i < ms.length; i++) {
+      if (ms[i][0] >= span) continue;
+      var m = document.createElement('div');
+      m.className = 'tl-mark';
+      m.style.left = (100 * ms[i][0] / span) + '%';
+      m.title = 'mark ' + ms[i][1] + ' at ' + fmtDur(ms[i][0]) +
+        (ms[i][2] ? ' (stackrec mark)' : '');
+      frag.appendChild(m);
     }
     el.appendChild(frag);
     var cap = document.createElement('div');

@@ -798,6 +798,10 @@ int stkr_cli_symbolize(int argc, char **argv) {
            "(libswiftCore.so) found; set STACKREC_SWIFT_RUNTIME\n",
            (unsigned long long)stkr__demangle_swift_missed());
   err = run.status;
+  if (stkr_marks_copy(indir, outdir) != 0) { /* `stackrec mark`'s marks */
+    fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir, STKR_MARKS_FILE);
+    err = STKR_CLI_DATA_LOST;
+  }
   if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
 out_run:
   run_free(&run);

@@ -221,10 +221,14 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
                        strlen(p->process_name));
   printf("\" in ");
   stkr_cli_put_escaped(stdout, (const uint8_t *)p->dir, strlen(p->dir));
-  printf(": %llu segment%s, %llu batch%s, %llu event%s: ",
+  printf(": %llu segment%s, %llu batch%s, %llu event%s",
          (unsigned long long)p->segments, plural(p->segments, "", "s"),
          (unsigned long long)p->batches, plural(p->batches, "", "es"),
          (unsigned long long)p->events, plural(p->events, "", "s"));
+  if (p->marks || p->external_marks) /* not events: counted apart */
+    printf(", %llu mark%s", (unsigned long long)(p->marks + p->external_marks),
+           plural(p->marks + p->external_marks, "", "s"));
+  fputs(": ", stdout);
   if (!bad) {
     printf(p->incomplete ? "intact, INCOMPLETE" : "intact");
     sep = ", ";

@@ -1,0 +1,233 @@
+/*
+ * test-attrib.c: attribution of stacks to modules (tools/stackrec/
+ * attrib.c) and the JSON reader under it (tools/stackrec/json.c).
+ *
+ * Stacks are built by hand as the reader hands them out (innermost first):
+ * a hook library and libc at the top, an SDK, the app. Each case states the
+ * module a person would name; the module map cases cover a statically
+ * linked SDK (symbol prefixes), image globs on full paths and base names,
+ * and the first entry winning. Malformed maps must be refused with the
+ * file name and line:column of the offending value.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tools/stackrec/attrib.h"
+#include "tools/stackrec/json.h"
+
+static stkr_frame fr(const char *function, const char *image) {
+  stkr_frame f;
+  memset(&f, 0, sizeof f);
+  f.function = function;
+  f.image = image;
+  return f;
+}
+
+static void test_system_images(void **state) {
+  (void)state;
+  assert_true(stkr_attrib_system_image("/lib/x86_64-linux-gnu/libc.so.6"));
+  assert_true(stkr_attrib_system_image("/usr/lib/x86_64-linux-gnu/libz.so.1"));
+  assert_true(stkr_attrib_system_image("/lib64/ld-linux-x86-64.so.2"));
+  assert_true(stkr_attrib_system_image("/opt/x/ld-linux-aarch64.so.1"));
+  assert_true(stkr_attrib_system_image("/opt/musl/libc.so"));
+  assert_true(stkr_attrib_system_image("/work/bazel-bin/preload/libstackrec_preload.so"));
+  assert_true(stkr_attrib_system_image("/System/Library/Frameworks/Foundation.framework/Foundation"));
+  assert_true(stkr_attrib_system_image("/usr/lib/libSystem.B.dylib"));
+  assert_false(stkr_attrib_system_image("/opt/app/libacme_sdk.so"));
+  assert_false(stkr_attrib_system_image("/usr/local/lib/libfoo.so"));
+  assert_false(stkr_attrib_system_image("/library/libcrypto.so")); /* not /lib/ */
+  assert_false(stkr_attrib_system_image("/var/containers/Bundle/Application/X/App.app/Frameworks/Acme.framework/Acme"));
+}
+
+static void test_default_by_image(void **state) {
+  stkr_frame s[] = {
+      fr("getenv", "/work/preload/libstackrec_preload.so"),
+      fr("__libc_getenv", "/lib/x86_64-linux-gnu/libc.so.6"),
+      fr(NULL, NULL), /* an unknown PC is skipped, not responsible */
+      fr("acme_fingerprint", "/opt/app/lib/libacme_sdk.so"),
+      fr("main", "/opt/app/bin/app"),
+  };
+  stkr_frame sys_only[] = {
+      fr("open", "/lib/x86_64-linux-gnu/libc.so.6"),
+      fr("_dl_start", "/lib64/ld-linux-x86-64.so.2"),
+  };
+  stkr_frame none[] = {fr(NULL, NULL)};
+  stkr_frame app[] = {fr("getenv", "/work/preload/libstackrec_preload.so"),
+                      fr("main", "/opt/app/bin/app")};
+  (void)state;
+  assert_string_equal(stkr_attrib_module(NULL, s, 5), "libacme_sdk.so");
+  assert_string_equal(stkr_attrib_module(NULL, s + 4, 1), "app");
+  assert_string_equal(stkr_attrib_module(NULL, app, 2), "app");
+  assert_string_equal(stkr_attrib_module(NULL, sys_only, 2), "libc.so.6");
+  assert_string_equal(stkr_attrib_module(NULL, none, 1), "?");
+  assert_string_equal(stkr_attrib_module(NULL, NULL, 0), "?");
+}
+
+static const char map_text[] =
+    "{\"modules\": [\n"
+    "  {\"name\": \"AcmeAnalytics\", \"images\": [\"libacme*.so\"],\n"
+    "   \"symbols\": [\"acme_\"]},\n"
+    "  {\"name\": \"PaySDK\", \"symbols\": [\"pay_sdk_\", \"PSK\"]},\n"
+    "  {\"name\": \"Vendor\", \"images\": [\"/opt/vendor/*\"]},\n"
+    "  {\"name\": \"Shadowed\", \"symbols\": [\"acme_\"]}\n"
+    "]}\n";
+
+static void test_module_map(void **state) {
+  stkr_modmap *m = NULL;
+  char err[256] = "";
+  stkr_frame dyn[] = {fr("getenv", "/lib/x86_64-linux-gnu/libc.so.6"),
+                      fr("acme_fp", "/opt/app/lib/libacme_sdk.so"),
+                      fr("main", "/opt/app/bin/app")};
+  /* Statically linked: the SDK's functions live in the app's image. */
+  stkr_frame stat_pay[] = {fr("statfs", "/lib/x86_64-linux-gnu/libc.so.6"),
+                           fr("pay_sdk_disk", "/opt/app/bin/app"),
+                           fr("main", "/opt/app/bin/app")};
+  stkr_frame stat_acme[] = {fr("acme_x", "/opt/app/bin/app")};
+  stkr_frame objc[] = {fr("-[PSKDevice ident]", "/opt/app/bin/App")};
+  stkr_frame vendor[] = {fr(NULL, "/opt/vendor/libv.so")};
+  stkr_frame app[] = {fr("getenv", "/lib/x86_64-linux-gnu/libc.so.6"),
+                      fr("app_settings", "/opt/app/bin/app"),
+                      fr("pay_sdk_run", "/opt/app/bin/app")};
+  (void)state;
+  assert_int_equal(stkr_modmap_parse("map.json", map_text, sizeof map_text - 1,
+                                     &m, err, sizeof err), 0);
+  assert_string_equal(stkr_attrib_module(m, dyn, 3), "AcmeAnalytics");
+  assert_string_equal(stkr_attrib_module(m, stat_pay, 3), "PaySDK");
+  /* The first entry that claims a frame wins ("Shadowed" never does). */
+  assert_string_equal(stkr_attrib_module(m, stat_acme, 1), "AcmeAnalytics");
+  assert_string_equal(stkr_attrib_module(m, objc, 1), "PaySDK");
+  assert_string_equal(stkr_attrib_module(m, vendor, 1), "Vendor");
+  /* The responsible frame is the first non-system one: the app's own
+   * function, although an SDK function called it. */
+  assert_string_equal(stkr_attrib_module(m, app, 3), "app");
+  stkr_modmap_free(m);
+  stkr_modmap_free(NULL);
+}
+
+/* A malformed map must fail with "<name>:<line>:<col>: <what>". */
+static void expect_bad(const char *text, const char *where, const char *what) {
+  stkr_modmap *m = (stkr_modmap *)1;
+  char err[256] = "";
+
+  assert_int_equal(stkr_modmap_parse("m.json", text, strlen(text), &m, err,
+                                     sizeof err), -EINVAL);
+  assert_null(m);
+  if (strncmp(err, where, strlen(where)) != 0 || strstr(err, what) == NULL)
+    fail_msg("for %s: got \"%s\", want \"%s ...%s...\"", text, err, where,
+             what);
+}
+
+static void test_bad_maps(void **state) {
+  (void)state;
+  expect_bad("", "m.json:1:1:", "end of input");
+  expect_bad("{\"modules\": [\n  {\"name\": \"A\" \"images\": []}]}",
+             "m.json:2:16:", "expected ',' or '}'");
+  expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": [\"x\"],}]}",
+             "m.json:1:44:", "expected a string key");
+  expect_bad("{\"modules\": [1]}", "m.json:1:14:", "must be an object");
+  expect_bad("{\"modules\": [{\"name\": \"A\"}]}", "m.json:1:14:",
+             "needs \"images\" or \"symbols\"");
+  expect_bad("{\"modules\": [{\"images\": [\"x\"]}]}", "m.json:1:14:",
+             "needs a \"name\"");
+  expect_bad("{\"modules\": [\n{\"name\": \"A\",\n \"symbol\": [\"x\"]}]}",
+             "m.json:3:12:", "unknown or repeated key: symbol");
+  expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": [\"\"]}]}",
+             "m.json:1:39:", "non-empty string");
+  expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": \"x\"}]}",
+             "m.json:1:38:", "expected an array");
+  expect_bad("{\"modulez\": []}", "m.json:1:13:", "unknown key: modulez");
+  expect_bad("[]", "m.json:1:1:", "expected an object");
+  expect_bad("{\"modules\": []} x", "m.json:1:17:", "text after");
+  expect_bad("{\"modules\": [{\"name\": \"A\\q\"}]}", "m.json:1:26:",
+             "bad escape");
+  expect_bad("{\"modules\": [{\"name\": \"A\n\"}]}", "m.json:1:25:",
+             "control character");
+  expect_bad("{\"modules\": [{\"name\": \"A", "m.json:1:23:", "unterminated");
+}
+
+static void test_json(void **state) {
+  const char text[] = " {\"a\": [1, -2.5e1, true, false, null, \"x\\u00e9\\ud83d\\ude00\\n\"],"
+                      "\n \"b\": {}, \"c\": []}";
+  stkr_json *v = NULL;
+  const stkr_json *a;
+  char err[128];
+  char deep[STKR_JSON_MAX_DEPTH + 2];
+  (void)state;
+
+  assert_int_equal(stkr_json_parse(text, sizeof text - 1, &v, err, sizeof err), 0);
+  a = stkr_json_get(v, "a");
+  assert_non_null(a);
+  assert_int_equal(a->type, STKR_JSON_ARRAY);
+  assert_int_equal(a->n, 6);
+  assert_true(a->items[0].num == 1.0);
+  assert_true(a->items[1].num == -25.0);
+  assert_true(a->items[2].b);
+  assert_int_equal(a->items[3].type, STKR_JSON_BOOL);
+  assert_false(a->items[3].b);
+  assert_int_equal(a->items[4].type, STKR_JSON_NULL);
+  assert_string_equal(a->items[5].str, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  assert_int_equal(stkr_json_get(v, "b")->line, 2);
+  assert_int_equal(stkr_json_get(v, "b")->col, 7);
+  assert_null(stkr_json_get(v, "zz"));
+  stkr_json_free(v);
+  memset(deep, '[', sizeof deep);
+  assert_int_equal(stkr_json_parse(deep, sizeof deep, &v, err, sizeof err),
+                   -EINVAL);
+  assert_non_null(strstr(err, "nested deeper"));
+  assert_int_equal(stkr_json_parse("01", 2, &v, err, sizeof err), -EINVAL);
+  assert_int_equal(stkr_json_parse("\"\\u0000\"", 8, &v, err, sizeof err),
+                   -EINVAL);
+  assert_int_equal(stkr_json_parse("\"\\udc00\"", 8, &v, err, sizeof err),
+                   -EINVAL);
+}
+
+static void test_load_file(void **state) {
+  char dir[] = "/tmp/test-attrib-XXXXXX", path[128], err[256];
+  stkr_modmap *m = NULL;
+  FILE *f;
+  (void)state;
+
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/map.json", dir);
+  assert_int_equal(stkr_modmap_load(path, &m, err, sizeof err), -ENOENT);
+  assert_non_null(strstr(err, path));
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("{\"modules\": [\n\n  {\"name\": 5}]}", f);
+  fclose(f);
+  assert_int_equal(stkr_modmap_load(path, &m, err, sizeof err), -EINVAL);
+  {
+    char want[160];
+    snprintf(want, sizeof want, "%s:3:12: \"name\" must be", path);
+    if (strncmp(err, want, strlen(want)) != 0)
+      fail_msg("got \"%s\"", err);
+  }
+  f = fopen(path, "w");
+  fputs(map_text, f);
+  fclose(f);
+  assert_int_equal(stkr_modmap_load(path, &m, err, sizeof err), 0);
+  stkr_modmap_free(m);
+  unlink(path);
+  rmdir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_system_images),
+      cmocka_unit_test(test_default_by_image),
+      cmocka_unit_test(test_module_map),
+      cmocka_unit_test(test_bad_maps),
+      cmocka_unit_test(test_json),
+      cmocka_unit_test(test_load_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,266 @@
+/*
+ * attrib.c: the responsible module of a stack (attrib.h), and module maps.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/attrib.h"
+#include "tools/stackrec/json.h"
+
+typedef struct modmap_entry {
+  char *name;
+  char **images;  /* fnmatch patterns */
+  size_t n_images;
+  char **symbols; /* function name prefixes */
+  size_t n_symbols;
+} modmap_entry;
+
+struct stkr_modmap {
+  modmap_entry *v;
+  size_t n;
+};
+
+static bool has_prefix(const char *s, const char *p) {
+  return strncmp(s, p, strlen(p)) == 0;
+}
+
+const char *stkr_attrib_base_name(const char *path) {
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+bool stkr_attrib_system_image(const char *path) {
+  /* /usr/lib/ and /System/ are Apple's too. */
+  static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/",
+                                     "/usr/lib64/", "/System/"};
+  static const char *const names[] = {"ld-linux", "ld-musl", "libc.so",
+                                      "libc-", "libstackrec_preload"};
+  const char *b = stkr_attrib_base_name(path);
+  size_t i;
+
+  for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+    if (has_prefix(path, dirs[i]))
+      return true;
+  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (has_prefix(b, names[i]))
+      return true;
+  return false;
+}
+
+/* The map entry claiming frame f, or NULL. */
+static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
+  const char *b = stkr_attrib_base_name(f->image), *fn = f->function;
+  size_t i, k;
+
+  /* An Objective-C method's prefix is its class's: "-[PSKDevice id]". */
+  if (fn != NULL && (fn[0] == '-' || fn[0] == '+') && fn[1] == '[')
+    fn += 2;
+
+  for (i = 0; i < m->n; i++) {
+    const modmap_entry *e = &m->v[i];
+    for (k = 0; k < e->n_images; k++)
+      if (fnmatch(e->images[k], f->image, 0) == 0 ||
+          fnmatch(e->images[k], b, 0) == 0)
+        return e;
+    for (k = 0; fn != NULL && k < e->n_symbols; k++)
+      if (has_prefix(fn, e->symbols[k]))
+        return e;
+  }
+  return NULL;
+}
+
+const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
+                               size_t n) {
+  const char *first = NULL;
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    const char *img = f[i].image;
+    if (img == NULL)
+      continue;
+    if (!stkr_attrib_system_image(img)) {
+      const modmap_entry *e = map != NULL ? claim(map, &f[i]) : NULL;
+      return e != NULL ? e->name : stkr_attrib_base_name(img);
+    }
+    if (first == NULL)
+      first = img;
+  }
+  return first ? stkr_attrib_base_name(first) : "?";
+}
+
+/* ---- module maps ----------------------------------------------------------- */
+
+static void entry_free(modmap_entry *e) {
+  size_t i;
+
+  free(e->name);
+  for (i = 0; i < e->n_images; i++)
+    free(e->images[i]);
+  for (i = 0; i < e->n_symbols; i++)
+    free(e->symbols[i]);
+  free(e->images);
+  free(e->symbols);
+}
+
+void stkr_modmap_free(stkr_modmap *m) {
+  size_t i;
+
+  if (m == NULL)
+    return;
+  for (i = 0; i < m->n; i++)
+    entry_free(&m->v[i]);
+  free(m->v);
+  free(m);
+}
+
+/* "name:LINE:COL: " + message into err; @return -EINVAL. */
+static int bad(char *err, size_t errlen, const char *name, const stkr_json *at,
+               const char *msg, const char *what) {
+  if (err != NULL)
+    snprintf(err, errlen, "%s:%u:%u: %s%s", name, at->line, at->col, msg,
+             what ? what : "");
+  return -EINVAL;
+}
+
+/* An array of non-empty strings into *out (copies). */
+static int string_list(const char *name, const stkr_json *a, const char *key,
+                       char ***out, size_t *n, char *err, size_t errlen) {
+  size_t i;
+
+  if (a->type != STKR_JSON_ARRAY)
+    return bad(err, errlen, name, a, "expected an array of strings for ", key);
+  if (a->n == 0)
+    return bad(err, errlen, name, a, "empty array for ", key);
+  if ((*out = calloc(a->n, sizeof **out)) == NULL)
+    return -ENOMEM;
+  for (i = 0; i < a->n; i++) {
+    const stkr_json *s = &a->items[i];
+    if (s->type != STKR_JSON_STRING || s->str[0] == '\0')
+      return bad(err, errlen, name, s, "expected a non-empty string in ", key);
+    if (((*out)[i] = strdup(s->str)) == NULL)
+      return -ENOMEM;
+    *n = i + 1;
+  }
+  return 0;
+}
+
+static int parse_entry(const char *name, const stkr_json *o, modmap_entry *e,
+                       char *err, size_t errlen) {
+  size_t i;
+  int rc;
+
+  if (o->type != STKR_JSON_OBJECT)
+    return bad(err, errlen, name, o, "a module must be an object", NULL);
+  for (i = 0; i < o->n; i++) {
+    const char *k = o->keys[i];
+    const stkr_json *v = &o->items[i];
+
+    if (strcmp(k, "name") == 0) {
+      if (v->type != STKR_JSON_STRING || v->str[0] == '\0')
+        return bad(err, errlen, name, v, "\"name\" must be a non-empty string",
+                   NULL);
+      free(e->name);
+      if ((e->name = strdup(v->str)) == NULL)
+        return -ENOMEM;
+    } else if (strcmp(k, "images") == 0 && e->images == NULL) {
+      if ((rc = string_list(name, v, "\"images\"", &e->images, &e->n_images,
+                            err, errlen)) != 0)
+        return rc;
+    } else if (strcmp(k, "symbols") == 0 && e->symbols == NULL) {
+      if ((rc = string_list(name, v, "\"symbols\"", &e->symbols,
+                            &e->n_symbols, err, errlen)) != 0)
+        return rc;
+    } else {
+      return bad(err, errlen, name, v, "unknown or repeated key: ", k);
+    }
+  }
+  if (e->name == NULL)
+    return bad(err, errlen, name, o, "a module needs a \"name\"", NULL);
+  if (e->n_images == 0 && e->n_symbols == 0)
+    return bad(err, errlen, name, o,
+               "a module needs \"images\" or \"symbols\": ", e->name);
+  return 0;
+}
+
+static int from_tree(const char *name, const stkr_json *root, stkr_modmap *m,
+                     char *err, size_t errlen) {
+  const stkr_json *mods;
+  size_t i;
+  int rc;
+
+  if (root->type != STKR_JSON_OBJECT)
+    return bad(err, errlen, name, root, "expected an object {\"modules\": [...]}",
+               NULL);
+  for (i = 0; i < root->n; i++)
+    if (strcmp(root->keys[i], "modules") != 0)
+      return bad(err, errlen, name, &root->items[i], "unknown key: ",
+                 root->keys[i]);
+  if ((mods = stkr_json_get(root, "modules")) == NULL)
+    return bad(err, errlen, name, root, "no \"modules\" array", NULL);
+  if (mods->type != STKR_JSON_ARRAY)
+    return bad(err, errlen, name, mods, "\"modules\" must be an array", NULL);
+  if (mods->n > 0 && (m->v = calloc(mods->n, sizeof *m->v)) == NULL)
+    return -ENOMEM;
+  for (i = 0; i < mods->n; i++) {
+    m->n = i + 1; /* freed whole on failure */
+    if ((rc = parse_entry(name, &mods->items[i], &m->v[i], err, errlen)) != 0)
+      return rc;
+  }
+  return 0;
+}
+
+int stkr_modmap_parse(const char *name, const char *text, size_t len,
+                      stkr_modmap **out, char *err, size_t errlen) {
+  char msg[256];
+  stkr_json *root;
+  stkr_modmap *m;
+  int rc;
+
+  *out = NULL;
+  if ((rc = stkr_json_parse(text, len, &root, msg, sizeof msg)) != 0) {
+    if (err != NULL)
+      snprintf(err, errlen, "%s:%s", name, msg);
+    return rc;
+  }
+  if ((m = calloc(1, sizeof *m)) == NULL) {
+    stkr_json_free(root);
+    return -ENOMEM;
+  }
+  rc = from_tree(name, root, m, err, errlen);
+  stkr_json_free(root);
+  if (rc != 0) {
+    if (rc == -ENOMEM && err != NULL)
+      snprintf(err, errlen, "%s: out of memory", name);
+    stkr_modmap_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+int stkr_modmap_load(const char *path, stkr_modmap **out, char *err,
+                     size_t errlen) {
+  stkr_json *root;
+  stkr_modmap *m;
+  int rc;
+
+  *out = NULL;
+  if ((rc = stkr_json_load(path, &root, err, errlen)) != 0)
+    return rc;
+  if ((m = calloc(1, sizeof *m)) == NULL) {
+    stkr_json_free(root);
+    return -ENOMEM;
+  }
+  rc = from_tree(path, root, m, err, errlen);
+  stkr_json_free(root);
+  if (rc != 0) {
+    stkr_modmap_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}

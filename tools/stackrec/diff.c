@@ -1,0 +1,434 @@
+/*
+ * diff.c: `stackrec diff [OPTIONS] BASE NEW`, a CI gate between two builds'
+ * soak recordings (see diff.h): call paths NEW adds, paths gone in NEW, and
+ * paths whose rate changed beyond --threshold; exit 1 when NEW adds a path
+ * to a sensitive site.
+ *
+ * Each recording is aggregated as `report` does (agg.h: one hash probe per
+ * event, stacks resolved once per distinct key), then each aggregated
+ * stack is reduced to its path key (site, module, function + file base
+ * name per frame) and counted into one table for both sides.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
+#include "tools/stackrec/attrib.h"
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/diff.h"
+
+/* ---- the path table ------------------------------------------------------ */
+
+/* Append s and its NUL to the key buffer. */
+static int key_put(uint8_t **buf, size_t *cap, size_t *len, const char *s) {
+  size_t n = strlen(s) + 1;
+
+  if (stkr_grow((void **)buf, cap, *len + n, 1) != 0)
+    return -ENOMEM;
+  memcpy(*buf + *len, s, n);
+  *len += n;
+  return 0;
+}
+
+/* The key of stack s: site, module, then per frame its label (function,
+ * or image+0xoffset) and its file's base name ("" if unknown). */
+static int path_key(const stkr_agg_stack *s, const char *module, uint8_t **buf,
+                    size_t *cap, size_t *len) {
+  char label[512];
+  size_t i;
+  int err;
+
+  *len = 0;
+  if ((err = key_put(buf, cap, len, s->site)) != 0 ||
+      (err = key_put(buf, cap, len, module)) != 0)
+    return err;
+  for (i = 0; i < s->n_frames; i++) {
+    const stkr_frame *f = &s->frames[i];
+
+    stkr_agg_frame_label(f, label, sizeof label);
+    if ((err = key_put(buf, cap, len, label)) != 0 ||
+        (err = key_put(buf, cap, len,
+                       f->file ? stkr_attrib_base_name(f->file) : "")) != 0)
+      return err;
+  }
+  return 0;
+}
+
+static int slots_grow(stkr_diff *d) {
+  size_t cap = d->cap_slots ? d->cap_slots * 2 : 1024, i;
+  size_t *slots = calloc(cap, sizeof(*slots));
+
+  if (slots == NULL)
+    return -ENOMEM;
+  for (i = 0; i < d->n_paths; i++) {
+    size_t j = (size_t)stkr_mix64(d->paths[i].hash) & (cap - 1);
+
+    while (slots[j] != 0)
+      j = (j + 1) & (cap - 1);
+    slots[j] = i + 1;
+  }
+  free(d->slots);
+  d->slots = slots;
+  d->cap_slots = cap;
+  return 0;
+}
+
+/* The path with this key, created (count 0) if new. NULL: no memory. */
+static stkr_diff_path *path_get(stkr_diff *d, const uint8_t *key, size_t len,
+                                const stkr_agg_stack *s, const char *module) {
+  uint64_t h = stkr_hash_bytes(STKR_HASH_SEED, key, len);
+  stkr_diff_path *p;
+  uint8_t *copy;
+  size_t j;
+
+  if (2 * (d->n_paths + 1) > d->cap_slots && slots_grow(d) != 0)
+    return NULL;
+  for (j = (size_t)stkr_mix64(h) & (d->cap_slots - 1); d->slots[j] != 0;
+       j = (j + 1) & (d->cap_slots - 1)) {
+    p = &d->paths[d->slots[j] - 1];
+    if (p->hash == h && p->key_len == len && memcmp(p->key, key, len) == 0)
+      return p;
+  }
+  if (stkr_grow((void **)&d->paths, &d->cap_paths, d->n_paths + 1,
+                sizeof(*d->paths)) != 0 ||
+      (copy = malloc(len)) == NULL)
+    return NULL;
+  memcpy(copy, key, len);
+  p = &d->paths[d->n_paths];
+  memset(p, 0, sizeof(*p));
+  p->site = s->site;
+  p->module = module;
+  p->frames = s->frames;
+  p->n_frames = s->n_frames;
+  p->key = copy;
+  p->key_len = len;
+  p->hash = h;
+  d->slots[j] = ++d->n_paths;
+  return p;
+}
+
+int stkr_diff_add(stkr_diff *d, int side, const stkr_agg *a,
+                  const stkr_modmap *map) {
+  uint8_t *key = NULL;
+  size_t cap = 0, len, i;
+  int err = 0;
+
+  for (i = 0; i < a->n_stacks && err == 0; i++) {
+    const stkr_agg_stack *s = &a->stacks[i];
+    const char *module = stkr_attrib_module(map, s->frames, s->n_frames);
+    stkr_diff_path *p;
+
+    if ((err = path_key(s, module, &key, &cap, &len)) != 0)
+      break;
+    if ((p = path_get(d, key, len, s, module)) == NULL) {
+      err = -ENOMEM;
+      break;
+    }
+    p->count[side] += s->count;
+  }
+  free(key);
+  return err;
+}
+
+/* ---- comparing ----------------------------------------------------------- */
+
+static bool is_sensitive(const stkr_diff *d, const char *site) {
+  size_t i;
+
+  if (d->n_sensitive == 0)
+    return true;
+  for (i = 0; i < d->n_sensitive; i++)
+    if (fnmatch(d->sensitive[i], site, 0) == 0)
+      return true;
+  return false;
+}
+
+/* Sensitive first, then most events (NEW, else BASE), then by key. */
+static int by_weight(const void *x, const void *y) {
+  const stkr_diff_path *a = *(stkr_diff_path *const *)x,
+                       *b = *(stkr_diff_path *const *)y;
+  uint64_t ca = a->count[1] ? a->count[1] : a->count[0];
+  uint64_t cb = b->count[1] ? b->count[1] : b->count[0];
+  size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
+  int c;
+
+  if (a->sensitive != b->sensitive)
+    return a->sensitive ? -1 : 1;
+  if (ca != cb)
+    return ca > cb ? -1 : 1;
+  if ((c = memcmp(a->key, b->key, n)) != 0)
+    return c;
+  return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
+}
+
+/* The largest relative change first. */
+static int by_change(const void *x, const void *y) {
+  const stkr_diff_path *a = *(stkr_diff_path *const *)x,
+                       *b = *(stkr_diff_path *const *)y;
+  double ra = a->per_min[1] / a->per_min[0], rb = b->per_min[1] / b->per_min[0];
+
+  /* A fall to a quarter is as big a change as a rise to four times. */
+  if (ra < 1)
+    ra = 1 / ra;
+  if (rb < 1)
+    rb = 1 / rb;
+  if (ra != rb)
+    return ra > rb ? -1 : 1;
+  return by_weight(x, y);
+}
+
+int stkr_diff_compare(stkr_diff *d) {
+  size_t i;
+
+  d->added = calloc(d->n_paths + 1, sizeof(*d->added));
+  d->gone = calloc(d->n_paths + 1, sizeof(*d->gone));
+  d->changed = calloc(d->n_paths + 1, sizeof(*d->changed));
+  if (d->added == NULL || d->gone == NULL || d->changed == NULL)
+    return -ENOMEM;
+  for (i = 0; i < d->n_paths; i++) {
+    stkr_diff_path *p = &d->paths[i];
+    int s;
+
+    for (s = 0; s < 2; s++)
+      p->per_min[s] = (double)p->count[s] / d->side[s].minutes;
+    p->sensitive = is_sensitive(d, p->site);
+    if (p->count[0] == 0) {
+      d->added[d->n_added++] = p;
+      d->n_added_sensitive += p->sensitive;
+    } else if (p->count[1] == 0) {
+      d->gone[d->n_gone++] = p;
+    } else if ((p->count[0] >= d->min_count || p->count[1] >= d->min_count) &&
+               (p->per_min[1] - p->per_min[0] >
+                    d->threshold_pct / 100 * p->per_min[0] ||
+                p->per_min[0] - p->per_min[1] >
+                    d->threshold_pct / 100 * p->per_min[0])) {
+      d->changed[d->n_changed++] = p;
+    }
+  }
+  qsort(d->added, d->n_added, sizeof(*d->added), by_weight);
+  qsort(d->gone, d->n_gone, sizeof(*d->gone), by_weight);
+  qsort(d->changed, d->n_changed, sizeof(*d->changed), by_change);
+  return 0;
+}
+
+void stkr_diff_free(stkr_diff *d) {
+  size_t i;
+
+  for (i = 0; i < d->n_paths; i++)
+    free((void *)d->paths[i].key);
+  free(d->paths);
+  free(d->slots);
+  free(d->added);
+  free(d->gone);
+  free(d->changed);
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static const char diff_help[] =
+    "Usage: stackrec diff [OPTIONS] BASE NEW\n"
+    "\n"
+    "Compare the call paths of two recordings (e.g. soak runs of two builds):\n"
+    "the paths NEW adds, those gone in NEW, and those whose rate (events per\n"
+    "minute of recording time) changed beyond the threshold. A call path is\n"
+    "a site, the module responsible for the stack (its first frame outside\n"
+    "the system's libraries) and the stack's frames, compared by function\n"
+    "name and source file (base name), not by line or address, so that two\n"
+    "builds match; frames without a function name compare by image+offset.\n"
+    "Marks are not call paths.\n"
+    "\n"
+    "Options:\n"
+    "  --format text|json|html  output (default text)\n"
+    "  -o FILE            write there instead of stdout\n"
+    "  --threshold PCT    report a rate change of more than PCT percent\n"
+    "                     (default 50)\n"
+    "  --min-count N      ... only for paths with at least N events on one\n"
+    "                     side (default 5)\n"
+    "  --sensitive GLOB   sites whose new paths fail the gate (fnmatch(3),\n"
+    "                     repeatable; default: every site, since every site\n"
+    "                     is a hook on an API someone chose to watch)\n"
+    "  --module-map FILE  name modules by a module map (see `compliance`)\n"
+    "\n"
+    "Exit status: 0 no new path to a sensitive site; 1 NEW adds one (the\n"
+    "gate fails), or an input lost data (damaged: the comparison cannot be\n"
+    "trusted); 2 usage; 3 an input cannot be opened.\n";
+
+/* Read one recording into its aggregation and side summary. */
+static int read_side(stkr_diff *d, int side, const char *input,
+                     stkr_agg **agg) {
+  static const stkr_agg_opts opts; /* every event, by function and line */
+  stkr_reader *r;
+  uint64_t first = 0, last = 0;
+  size_t i, n;
+  int st, err;
+
+  st = stkr_cli_open("diff", (char *const *)&input, 1, true, &r);
+  if (st != 0)
+    return st;
+  err = stkr_agg_build(r, &opts, NULL, NULL, agg);
+  if (err != 0) {
+    fprintf(stderr, "stackrec diff: reading %s: %s\n", input, strerror(-err));
+    stkr_reader_free(r);
+    return STKR_CLI_DATA_LOST;
+  }
+  n = stkr_reader_process_count(r);
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    uint64_t origin =
+        p->have_header && p->start_mono_ns ? p->start_mono_ns : p->first_ts_ns;
+
+    if (p->events == 0)
+      continue;
+    if (first == 0 || origin < first)
+      first = origin;
+    if (p->last_ts_ns > last)
+      last = p->last_ts_ns;
+  }
+  d->side[side].input = input;
+  d->side[side].events = (*agg)->events;
+  d->side[side].processes = n;
+  d->side[side].minutes =
+      (last > first && last - first > 1000000000u ? (double)(last - first)
+                                                  : 1e9) /
+      60e9;
+  d->side[side].status = stkr_cli_status(r);
+  stkr_reader_free(r);
+  return 0;
+}
+
+enum { O_FORMAT = 256, O_THRESHOLD, O_MIN_COUNT, O_SENSITIVE, O_MODMAP };
+
+int stkr_cli_diff(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"format", required_argument, NULL, O_FORMAT},
+      {"threshold", required_argument, NULL, O_THRESHOLD},
+      {"min-count", required_argument, NULL, O_MIN_COUNT},
+      {"sensitive", required_argument, NULL, O_SENSITIVE},
+      {"module-map", required_argument, NULL, O_MODMAP},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  const char *format = "text", *out_path = NULL, *map_path = NULL;
+  stkr_diff d;
+  stkr_agg *agg[2] = {NULL, NULL};
+  stkr_modmap *map = NULL;
+  FILE *out = stdout;
+  char *end, why[512] = "";
+  int c, s, status = STKR_CLI_OK, err;
+
+  memset(&d, 0, sizeof d);
+  d.threshold_pct = 50;
+  d.min_count = 5;
+  d.sensitive = calloc((size_t)argc, sizeof(*d.sensitive));
+  if (d.sensitive == NULL)
+    return STKR_CLI_DATA_LOST;
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    switch (c) {
+    case O_FORMAT:
+      format = optarg;
+      if (strcmp(format, "text") && strcmp(format, "json") &&
+          strcmp(format, "html"))
+        status = stkr_cli_usage_error(
+            "diff", "--format wants text, json or html, not '%s'", optarg);
+      break;
+    case 'o':
+      out_path = optarg;
+      break;
+    case O_THRESHOLD:
+      errno = 0;
+      d.threshold_pct = strtod(optarg, &end);
+      if (errno || end == optarg || *end || !(d.threshold_pct >= 0))
+        status = stkr_cli_usage_error(
+            "diff", "--threshold wants a percentage >= 0, not '%s'", optarg);
+      break;
+    case O_MIN_COUNT:
+      errno = 0;
+      d.min_count = strtoull(optarg, &end, 10);
+      if (errno || end == optarg || *end || optarg[0] == '-')
+        status = stkr_cli_usage_error(
+            "diff", "--min-count wants a count, not '%s'", optarg);
+      break;
+    case O_SENSITIVE:
+      d.sensitive[d.n_sensitive++] = optarg;
+      break;
+    case O_MODMAP:
+      map_path = optarg;
+      break;
+    case 'h':
+      fputs(diff_help, stdout);
+      free(d.sensitive);
+      return stkr_cli_flush("diff");
+    case ':':
+      status = stkr_cli_usage_error("diff", "option '%s' needs a value",
+                                    argv[optind - 1]);
+      break;
+    default:
+      status = stkr_cli_usage_error("diff", "unknown option '%s'",
+                                    argv[optind - 1]);
+    }
+    if (status != STKR_CLI_OK)
+      goto done;
+  }
+  if (argc - optind != 2) {
+    status = stkr_cli_usage_error("diff", argc - optind < 2
+                                              ? "needs BASE and NEW"
+                                              : "too many arguments");
+    goto done;
+  }
+  if (map_path != NULL &&
+      (err = stkr_modmap_load(map_path, &map, why, sizeof why)) != 0) {
+    fprintf(stderr, "stackrec diff: %s\n",
+            why[0] ? why : strerror(-err));
+    status = err == -EINVAL ? STKR_CLI_USAGE : STKR_CLI_NO_INPUT;
+    goto done;
+  }
+  for (s = 0; s < 2 && status == STKR_CLI_OK; s++)
+    status = read_side(&d, s, argv[optind + s], &agg[s]);
+  if (status != STKR_CLI_OK)
+    goto done;
+  if (stkr_diff_add(&d, STKR_DIFF_BASE, agg[0], map) != 0 ||
+      stkr_diff_add(&d, STKR_DIFF_NEW, agg[1], map) != 0 ||
+      stkr_diff_compare(&d) != 0) {
+    fprintf(stderr, "stackrec diff: %s\n", strerror(ENOMEM));
+    status = STKR_CLI_DATA_LOST;
+    goto done;
+  }
+  if (out_path != NULL && (out = fopen(out_path, "w")) == NULL) {
+    fprintf(stderr, "stackrec diff: cannot write %s: %s\n", out_path,
+            strerror(errno));
+    out = stdout;
+    status = STKR_CLI_NO_INPUT;
+    goto done;
+  }
+  if (strcmp(format, "json") == 0)
+    stkr_diff_put_json(out, &d);
+  else if (strcmp(format, "html") == 0)
+    stkr_diff_put_html(out, &d);
+  else
+    stkr_diff_put_text(out, &d);
+  if (d.n_added_sensitive > 0 || d.side[0].status != STKR_CLI_OK ||
+      d.side[1].status != STKR_CLI_OK)
+    status = STKR_CLI_DATA_LOST; /* 1: the gate fails */
+  if (out != stdout) {
+    if (ferror(out) | (fclose(out) != 0)) {
+      fprintf(stderr, "stackrec diff: writing %s failed\n", out_path);
+      status = STKR_CLI_DATA_LOST;
+    }
+    out = stdout;
+  } else if (stkr_cli_flush("diff") != 0) {
+    status = STKR_CLI_DATA_LOST;
+  }
+done:
+  stkr_diff_free(&d);
+  stkr_agg_free(agg[0]);
+  stkr_agg_free(agg[1]);
+  stkr_modmap_free(map);
+  free(d.sensitive);
+  return status;
+}

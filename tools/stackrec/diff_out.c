@@ -1,0 +1,251 @@
+/*
+ * diff_out.c: the result of `stackrec diff` as text, JSON and HTML (see
+ * diff.h). Each path shows its site, module, counts and rates on both
+ * sides, and its frames (innermost first) as function (file:line), or
+ * image+0xoffset when the function is unknown.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/diff.h"
+#include "tools/stackrec/html.h"
+
+static const char *side_name[2] = {"base", "new"};
+
+/* ---- text ------------------------------------------------------------------ */
+
+static void text_str(FILE *f, const char *s) {
+  stkr_cli_put_escaped(f, (const uint8_t *)s, strlen(s));
+}
+
+static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
+  char label[512];
+  size_t i;
+
+  fprintf(f, "  %c ", sign);
+  text_str(f, p->site);
+  fputs(p->sensitive ? " [sensitive]" : "", f);
+  fputs(" module ", f);
+  text_str(f, p->module);
+  fprintf(f, ": %" PRIu64 " -> %" PRIu64 " events, %.4g -> %.4g per min\n",
+          p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
+  for (i = 0; i < p->n_frames; i++) {
+    const stkr_frame *fr = &p->frames[i];
+
+    fputs("        ", f);
+    text_str(f, stkr_agg_frame_label(fr, label, sizeof label));
+    if (fr->function != NULL && fr->file != NULL) {
+      fputs(" (", f);
+      text_str(f, fr->file);
+      if (fr->line)
+        fprintf(f, ":%u", (unsigned)fr->line);
+      putc(')', f);
+    }
+    putc('\n', f);
+  }
+}
+
+void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
+  size_t i;
+
+  for (i = 0; i < 2; i++) {
+    fprintf(f, "# %s: ", side_name[i]);
+    text_str(f, d->side[i].input);
+    fprintf(f, ": %" PRIu64 " events from %zu process%s, %.4g min\n",
+            d->side[i].events, d->side[i].processes,
+            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes);
+  }
+  fprintf(f, "# rate changes over %g%% (paths with at least %" PRIu64
+             " events); sensitive sites: ",
+          d->threshold_pct, d->min_count);
+  if (d->n_sensitive == 0)
+    fputs("every site", f);
+  for (i = 0; i < d->n_sensitive; i++) {
+    fputs(i ? ", " : "", f);
+    text_str(f, d->sensitive[i]);
+  }
+  fprintf(f, "\n\nNEW PATHS: %zu (%zu to a sensitive site)\n", d->n_added,
+          d->n_added_sensitive);
+  for (i = 0; i < d->n_added; i++)
+    text_path(f, '+', d->added[i]);
+  fprintf(f, "\nGONE PATHS: %zu\n", d->n_gone);
+  for (i = 0; i < d->n_gone; i++)
+    text_path(f, '-', d->gone[i]);
+  fprintf(f, "\nRATE CHANGED: %zu\n", d->n_changed);
+  for (i = 0; i < d->n_changed; i++)
+    text_path(f, '~', d->changed[i]);
+  if (d->n_added_sensitive > 0)
+    fprintf(f, "\nFAIL: NEW adds %zu path%s to a sensitive site\n",
+            d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s");
+  else
+    fputs("\nPASS: no new path to a sensitive site\n", f);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *s) {
+  if (s == NULL) {
+    fputs("null", f);
+    return;
+  }
+  putc('"', f);
+  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
+  putc('"', f);
+}
+
+static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
+  size_t i;
+
+  fputs(first ? "\n  {\"site\":" : ",\n  {\"site\":", f);
+  json_str(f, p->site);
+  fputs(",\"module\":", f);
+  json_str(f, p->module);
+  fprintf(f,
+          ",\"sensitive\":%s,\"base_count\":%" PRIu64 ",\"new_count\":%" PRIu64
+          ",\"base_per_min\":%.6g,\"new_per_min\":%.6g,\"frames\":[",
+          p->sensitive ? "true" : "false", p->count[0], p->count[1],
+          p->per_min[0], p->per_min[1]);
+  for (i = 0; i < p->n_frames; i++) {
+    const stkr_frame *fr = &p->frames[i];
+
+    fputs(i ? ",{\"function\":" : "{\"function\":", f);
+    json_str(f, fr->function);
+    fputs(",\"file\":", f);
+    json_str(f, fr->file);
+    fprintf(f, ",\"line\":%u,\"image\":", (unsigned)fr->line);
+    json_str(f, fr->image ? stkr_attrib_base_name(fr->image) : NULL);
+    fprintf(f, ",\"offset\":\"0x%" PRIx64 "\"}", fr->offset);
+  }
+  fputs("]}", f);
+}
+
+static void json_list(FILE *f, const char *name, stkr_diff_path *const *v,
+                      size_t n) {
+  size_t i;
+
+  fprintf(f, ",\n\"%s\":[", name);
+  for (i = 0; i < n; i++)
+    json_path(f, v[i], i == 0);
+  fputs(n ? "\n]" : "]", f);
+}
+
+void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
+  size_t i;
+
+  fputs("{", f);
+  for (i = 0; i < 2; i++) {
+    fprintf(f, "%s\"%s\":{\"input\":", i ? ",\n" : "", side_name[i]);
+    json_str(f, d->side[i].input);
+    fprintf(f,
+            ",\"events\":%" PRIu64 ",\"processes\":%zu,\"minutes\":%.6g,"
+            "\"intact\":%s}",
+            d->side[i].events, d->side[i].processes, d->side[i].minutes,
+            d->side[i].status == 0 ? "true" : "false");
+  }
+  fprintf(f, ",\n\"threshold_pct\":%g,\"min_count\":%" PRIu64 ",\"sensitive\":[",
+          d->threshold_pct, d->min_count);
+  for (i = 0; i < d->n_sensitive; i++) {
+    fputs(i ? "," : "", f);
+    json_str(f, d->sensitive[i]);
+  }
+  fputs("]", f);
+  json_list(f, "added", d->added, d->n_added);
+  json_list(f, "gone", d->gone, d->n_gone);
+  json_list(f, "changed", d->changed, d->n_changed);
+  fprintf(f,
+          ",\n\"summary\":{\"added\":%zu,\"added_sensitive\":%zu,\"gone\":%zu,"
+          "\"changed\":%zu},\n\"gate\":\"%s\"}\n",
+          d->n_added, d->n_added_sensitive, d->n_gone, d->n_changed,
+          d->n_added_sensitive ? "fail" : "pass");
+}
+
+/* ---- HTML ------------------------------------------------------------------ */
+
+static void html_table(FILE *f, const char *title, const char *cls,
+                       stkr_diff_path *const *v, size_t n) {
+  char label[512];
+  size_t i, k;
+
+  fprintf(f, "<h2>%s: %zu</h2>\n", title, n);
+  if (n == 0)
+    return;
+  fprintf(f, "<table class=\"%s\"><tr><th>site</th><th>module</th>"
+             "<th>base events</th><th>new events</th><th>base /min</th>"
+             "<th>new /min</th><th>call path (innermost first)</th></tr>\n",
+          cls);
+  for (i = 0; i < n; i++) {
+    const stkr_diff_path *p = v[i];
+
+    fputs(p->sensitive ? "<tr class=\"sensitive\"><td>" : "<tr><td>", f);
+    stkr_html_put_text(f, p->site);
+    fputs("</td><td>", f);
+    stkr_html_put_text(f, p->module);
+    fprintf(f,
+            "</td><td>%" PRIu64 "</td><td>%" PRIu64
+            "</td><td>%.4g</td><td>%.4g</td><td><ol>",
+            p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
+    for (k = 0; k < p->n_frames; k++) {
+      const stkr_frame *fr = &p->frames[k];
+
+      fputs("<li>", f);
+      stkr_html_put_text(f, stkr_agg_frame_label(fr, label, sizeof label));
+      if (fr->function != NULL && fr->file != NULL) {
+        fputs(" <span class=\"file\">", f);
+        stkr_html_put_text(f, fr->file);
+        if (fr->line)
+          fprintf(f, ":%u", (unsigned)fr->line);
+        fputs("</span>", f);
+      }
+      fputs("</li>", f);
+    }
+    fputs("</ol></td></tr>\n", f);
+  }
+  fputs("</table>\n", f);
+}
+
+void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
+  size_t i;
+
+  fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        "<title>stackrec diff</title><style>"
+        "body{font:14px system-ui,sans-serif;margin:1.5em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+        "padding:3px 6px;vertical-align:top;text-align:left}"
+        "tr.sensitive td:first-child{font-weight:bold;color:#a12}"
+        "ol{margin:0;padding-left:1.5em}.file{color:#666}"
+        ".gate.fail{color:#a12}.gate.pass{color:#184}"
+        "</style></head><body>\n<h1>stackrec diff</h1>\n<ul>\n",
+        f);
+  for (i = 0; i < 2; i++) {
+    fprintf(f, "<li>%s: <code>", side_name[i]);
+    stkr_html_put_text(f, d->side[i].input);
+    fprintf(f, "</code>: %" PRIu64 " events from %zu process%s, %.4g min</li>\n",
+            d->side[i].events, d->side[i].processes,
+            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes);
+  }
+  fprintf(f, "<li>rate changes over %g%% (paths with at least %" PRIu64
+             " events); sensitive sites: ",
+          d->threshold_pct, d->min_count);
+  if (d->n_sensitive == 0)
+    fputs("every site", f);
+  for (i = 0; i < d->n_sensitive; i++) {
+    fputs(i ? ", <code>" : "<code>", f);
+    stkr_html_put_text(f, d->sensitive[i]);
+    fputs("</code>", f);
+  }
+  fputs("</li>\n</ul>\n", f);
+  if (d->n_added_sensitive > 0)
+    fprintf(f, "<p class=\"gate fail\" id=\"gate\">FAIL: NEW adds %zu path%s "
+               "to a sensitive site</p>\n",
+            d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s");
+  else
+    fputs("<p class=\"gate pass\" id=\"gate\">PASS: no new path to a "
+          "sensitive site</p>\n",
+          f);
+  html_table(f, "New paths", "added", d->added, d->n_added);
+  html_table(f, "Gone paths", "gone", d->gone, d->n_gone);
+  html_table(f, "Rate changed", "changed", d->changed, d->n_changed);
+  fputs("</body></html>\n", f);
+}

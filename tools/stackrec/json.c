@@ -1,0 +1,435 @@
+/*
+ * json.c: a small bounded JSON reader (json.h). Recursive descent with a
+ * depth limit; positions are tracked as line and column (in bytes, from 1)
+ * so errors point where an editor would.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/stkr_grow.h"
+#include "tools/stackrec/json.h"
+
+typedef struct parser {
+  const char *p, *end;
+  unsigned line;
+  const char *line_start;
+  char *err;
+  size_t errlen;
+  int rc; /* first failure: -EINVAL or -ENOMEM */
+} parser;
+
+static unsigned col_of(const parser *ps, const char *at) {
+  return (unsigned)(at - ps->line_start) + 1;
+}
+
+static int fail(parser *ps, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int fail(parser *ps, const char *fmt, ...) {
+  va_list ap;
+  int k;
+
+  if (ps->rc != 0)
+    return ps->rc;
+  ps->rc = -EINVAL;
+  if (ps->err == NULL || ps->errlen == 0)
+    return ps->rc;
+  k = snprintf(ps->err, ps->errlen, "%u:%u: ", ps->line, col_of(ps, ps->p));
+  if (k > 0 && (size_t)k < ps->errlen) {
+    va_start(ap, fmt);
+    vsnprintf(ps->err + k, ps->errlen - (size_t)k, fmt, ap);
+    va_end(ap);
+  }
+  return ps->rc;
+}
+
+static int nomem(parser *ps) {
+  if (ps->rc == 0)
+    ps->rc = -ENOMEM;
+  if (ps->err != NULL && ps->errlen > 0)
+    snprintf(ps->err, ps->errlen, "out of memory");
+  return ps->rc;
+}
+
+static void skip_ws(parser *ps) {
+  while (ps->p < ps->end) {
+    char c = *ps->p;
+    if (c == '\n') {
+      ps->line++;
+      ps->line_start = ps->p + 1;
+    } else if (c != ' ' && c != '\t' && c != '\r') {
+      return;
+    }
+    ps->p++;
+  }
+}
+
+static int hex4(parser *ps, unsigned *out) {
+  unsigned v = 0;
+  int i;
+
+  if (ps->end - ps->p < 4)
+    return fail(ps, "truncated \\u escape");
+  for (i = 0; i < 4; i++) {
+    char c = ps->p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9')
+      v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      v |= (unsigned)(c - 'A' + 10);
+    else
+      return fail(ps, "bad hex digit in \\u escape");
+  }
+  ps->p += 4;
+  *out = v;
+  return 0;
+}
+
+static size_t put_utf8(char *o, unsigned cp) {
+  if (cp < 0x80) {
+    o[0] = (char)cp;
+    return 1;
+  }
+  if (cp < 0x800) {
+    o[0] = (char)(0xC0 | cp >> 6);
+    o[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    o[0] = (char)(0xE0 | cp >> 12);
+    o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    o[2] = (char)(0x80 | (cp & 0x3F));
+    return 3;
+  }
+  o[0] = (char)(0xF0 | cp >> 18);
+  o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+  o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+  o[3] = (char)(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+/* At '"': the decoded string (malloc'd) into *out. Decoded text is never
+ * longer than its source, so one allocation of the source length does. */
+static int parse_string(parser *ps, char **out) {
+  const char *q = ps->p + 1;
+  char *buf, *o;
+
+  while (q < ps->end && *q != '"') /* find the end, skipping escapes */
+    q += (*q == '\\' && q + 1 < ps->end) ? 2 : 1;
+  if (q >= ps->end)
+    return fail(ps, "unterminated string");
+  if ((buf = malloc((size_t)(q - ps->p))) == NULL)
+    return nomem(ps);
+  o = buf;
+  ps->p++;
+  while (*ps->p != '"') {
+    unsigned char c = (unsigned char)*ps->p;
+    unsigned cp, lo;
+
+    if (c < 0x20) {
+      free(buf);
+      return fail(ps, "control character in string (escape it)");
+    }
+    if (c != '\\') {
+      *o++ = (char)c;
+      ps->p++;
+      continue;
+    }
+    ps->p++;
+    switch (*ps->p++) {
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '/': *o++ = '/'; break;
+    case 'b': *o++ = '\b'; break;
+    case 'f': *o++ = '\f'; break;
+    case 'n': *o++ = '\n'; break;
+    case 'r': *o++ = '\r'; break;
+    case 't': *o++ = '\t'; break;
+    case 'u':
+      if (hex4(ps, &cp) != 0)
+        goto bad;
+      if (cp >= 0xD800 && cp < 0xDC00) {
+        if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u') {
+          fail(ps, "unpaired surrogate in \\u escape");
+          goto bad;
+        }
+        ps->p += 2;
+        if (hex4(ps, &lo) != 0)
+          goto bad;
+        if (lo < 0xDC00 || lo > 0xDFFF) {
+          fail(ps, "unpaired surrogate in \\u escape");
+          goto bad;
+        }
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      } else if (cp >= 0xDC00 && cp < 0xE000) {
+        fail(ps, "unpaired surrogate in \\u escape");
+        goto bad;
+      } else if (cp == 0) {
+        fail(ps, "\\u0000 in string");
+        goto bad;
+      }
+      o += put_utf8(o, cp);
+      break;
+    default:
+      ps->p--;
+      fail(ps, "bad escape '\\%c'", *ps->p);
+      goto bad;
+    }
+  }
+  ps->p++;
+  *o = '\0';
+  *out = buf;
+  return 0;
+bad:
+  free(buf);
+  return ps->rc;
+}
+
+static int parse_value(parser *ps, stkr_json *v, int depth);
+
+/* At '[' or '{': the items (and keys) until the closing bracket. */
+static int parse_container(parser *ps, stkr_json *v, int depth) {
+  const bool obj = *ps->p == '{';
+  const char close = obj ? '}' : ']';
+  size_t cap = 0, kcap = 0;
+
+  if (depth >= STKR_JSON_MAX_DEPTH)
+    return fail(ps, "nested deeper than %d", STKR_JSON_MAX_DEPTH);
+  v->type = obj ? STKR_JSON_OBJECT : STKR_JSON_ARRAY;
+  ps->p++;
+  skip_ws(ps);
+  if (ps->p < ps->end && *ps->p == close) {
+    ps->p++;
+    return 0;
+  }
+  for (;;) {
+    char *key = NULL;
+
+    skip_ws(ps);
+    if (obj && (ps->p >= ps->end || *ps->p != '"'))
+      return fail(ps, "expected a string key");
+    if (obj && parse_string(ps, &key) != 0)
+      return ps->rc;
+    if ((obj && stkr_grow((void **)&v->keys, &kcap, v->n + 1,
+                          sizeof *v->keys)) ||
+        stkr_grow((void **)&v->items, &cap, v->n + 1, sizeof *v->items)) {
+      free(key);
+      return nomem(ps);
+    }
+    /* Counted before the value is parsed, so a failure frees the key and
+     * whatever the value made. */
+    memset(&v->items[v->n], 0, sizeof *v->items);
+    if (obj)
+      v->keys[v->n] = key;
+    v->n++;
+    if (obj) {
+      skip_ws(ps);
+      if (ps->p >= ps->end || *ps->p != ':')
+        return fail(ps, "expected ':' after key \"%s\"", key);
+      ps->p++;
+    }
+    if (parse_value(ps, &v->items[v->n - 1], depth + 1) != 0)
+      return ps->rc;
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == ',') {
+      ps->p++;
+      continue;
+    }
+    if (ps->p < ps->end && *ps->p == close) {
+      ps->p++;
+      return 0;
+    }
+    return fail(ps, "expected ',' or '%c'", close);
+  }
+}
+
+static int parse_literal(parser *ps, const char *word) {
+  size_t n = strlen(word);
+
+  if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0)
+    return fail(ps, "unexpected character '%c'", *ps->p);
+  ps->p += n;
+  return 0;
+}
+
+static int parse_number(parser *ps, stkr_json *v) {
+  char buf[64], *endp;
+  const char *q = ps->p;
+  size_t n;
+
+  if (q < ps->end && *q == '-')
+    q++;
+  if (q >= ps->end || *q < '0' || *q > '9')
+    return fail(ps, "unexpected character '%c'", *ps->p);
+  while (q < ps->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' ||
+                         *q == 'E' || *q == '+' || *q == '-'))
+    q++;
+  n = (size_t)(q - ps->p);
+  if (n >= sizeof buf)
+    return fail(ps, "number too long");
+  memcpy(buf, ps->p, n);
+  buf[n] = '\0';
+  v->num = strtod(buf, &endp);
+  if (*endp != '\0' || (buf[0] == '0' && n > 1 && buf[1] >= '0' &&
+                        buf[1] <= '9') ||
+      (buf[0] == '-' && buf[1] == '0' && n > 2 && buf[2] >= '0' &&
+       buf[2] <= '9'))
+    return fail(ps, "malformed number '%s'", buf);
+  v->type = STKR_JSON_NUMBER;
+  ps->p = q;
+  return 0;
+}
+
+static int parse_value(parser *ps, stkr_json *v, int depth) {
+  skip_ws(ps);
+  v->line = ps->line;
+  v->col = col_of(ps, ps->p);
+  if (ps->p >= ps->end)
+    return fail(ps, "unexpected end of input");
+  switch (*ps->p) {
+  case '{':
+  case '[':
+    return parse_container(ps, v, depth);
+  case '"':
+    v->type = STKR_JSON_STRING;
+    return parse_string(ps, &v->str);
+  case 't':
+    v->type = STKR_JSON_BOOL;
+    v->b = true;
+    return parse_literal(ps, "true");
+  case 'f':
+    v->type = STKR_JSON_BOOL;
+    return parse_literal(ps, "false");
+  case 'n':
+    return parse_literal(ps, "null");
+  default:
+    return parse_number(ps, v);
+  }
+}
+
+static void free_inner(stkr_json *v) {
+  size_t i;
+
+  free(v->str);
+  for (i = 0; i < v->n; i++) {
+    free_inner(&v->items[i]);
+    if (v->keys != NULL)
+      free(v->keys[i]);
+  }
+  free(v->items);
+  free(v->keys);
+}
+
+void stkr_json_free(stkr_json *v) {
+  if (v == NULL)
+    return;
+  free_inner(v);
+  free(v);
+}
+
+int stkr_json_parse(const char *text, size_t len, stkr_json **out, char *err,
+                    size_t errlen) {
+  parser ps = {text, text + len, 1, text, err, errlen, 0};
+  stkr_json *v;
+
+  *out = NULL;
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
+  if (len > STKR_JSON_MAX_BYTES)
+    return fail(&ps, "document over %u bytes", STKR_JSON_MAX_BYTES);
+  if ((v = calloc(1, sizeof *v)) == NULL)
+    return nomem(&ps);
+  if (parse_value(&ps, v, 0) == 0) {
+    skip_ws(&ps);
+    if (ps.p < ps.end)
+      fail(&ps, "text after the document");
+  }
+  if (ps.rc != 0) {
+    stkr_json_free(v);
+    return ps.rc;
+  }
+  *out = v;
+  return 0;
+}
+
+int stkr_json_load(const char *path, stkr_json **out, char *err,
+                   size_t errlen) {
+  char msg[256];
+  struct stat st;
+  char *buf = NULL;
+  size_t n = 0;
+  ssize_t k;
+  int fd, rc;
+
+  *out = NULL;
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    rc = -errno;
+    goto io_error;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    rc = fstat(fd, &st) != 0 ? -errno : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    close(fd);
+    if (rc == -EINVAL) {
+      snprintf(err, errlen, "%s: not a regular file", path);
+      return rc;
+    }
+    goto io_error;
+  }
+  if ((uint64_t)st.st_size > STKR_JSON_MAX_BYTES) {
+    close(fd);
+    snprintf(err, errlen, "%s: over %u bytes", path, STKR_JSON_MAX_BYTES);
+    return -EINVAL;
+  }
+  if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  /* The file may change size under us: read at most what was stat'ed. */
+  while (n < (size_t)st.st_size &&
+         (k = read(fd, buf + n, (size_t)st.st_size - n)) != 0) {
+    if (k < 0) {
+      if (errno == EINTR)
+        continue;
+      rc = -errno;
+      free(buf);
+      close(fd);
+      goto io_error;
+    }
+    n += (size_t)k;
+  }
+  close(fd);
+  rc = stkr_json_parse(buf, n, out, msg, sizeof msg);
+  free(buf);
+  if (rc != 0 && err != NULL)
+    snprintf(err, errlen, "%s:%s", path, msg);
+  return rc;
+io_error:
+  if (err != NULL)
+    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+  return rc;
+}
+
+const stkr_json *stkr_json_get(const stkr_json *obj, const char *key) {
+  size_t i;
+
+  if (obj == NULL || obj->type != STKR_JSON_OBJECT)
+    return NULL;
+  for (i = 0; i < obj->n; i++)
+    if (strcmp(obj->keys[i], key) == 0)
+      return &obj->items[i];
+  return NULL;
+}
+
+const char *stkr_json_type_name(stkr_json_type t) {
+  static const char *const names[] = {"null",   "boolean", "number",
+                                      "string", "array",   "object"};
+  return (unsigned)t < 6 ? names[t] : "?";
+}

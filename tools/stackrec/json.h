@@ -1,0 +1,71 @@
+/*
+ * json.h: the one small JSON reader of the tools, for the files a person
+ * writes and hands to a command: the module map (attrib.h) and the
+ * compliance policy (policy.h).
+ *
+ * A whole document is parsed into a tree. Every node keeps the line and
+ * column where it starts, so that a command can name the position of a
+ * value that is well-formed JSON but wrong for it ("rule 3: sites must be
+ * a string"). Bounded: documents over STKR_JSON_MAX_BYTES and nesting over
+ * STKR_JSON_MAX_DEPTH are refused; memory is linear in the input.
+ * Strings are decoded (escapes, \uXXXX with surrogate pairs) to UTF-8; a
+ * string holding \u0000 is refused (every consumer wants C strings).
+ * Numbers are doubles (strtod).
+ *
+ * Thread-safety: none needed; a tree is immutable once parsed.
+ */
+#ifndef STKR_JSON_H
+#define STKR_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define STKR_JSON_MAX_BYTES (16u << 20)
+#define STKR_JSON_MAX_DEPTH 64
+
+typedef enum stkr_json_type {
+  STKR_JSON_NULL = 0,
+  STKR_JSON_BOOL,
+  STKR_JSON_NUMBER,
+  STKR_JSON_STRING,
+  STKR_JSON_ARRAY,
+  STKR_JSON_OBJECT
+} stkr_json_type;
+
+typedef struct stkr_json stkr_json;
+struct stkr_json {
+  stkr_json_type type;
+  unsigned line, col;  /* where the value starts, both from 1 */
+  bool b;              /* BOOL */
+  double num;          /* NUMBER */
+  char *str;           /* STRING (NUL-terminated, UTF-8) */
+  size_t n;            /* ARRAY, OBJECT: number of items */
+  stkr_json *items;    /* ARRAY, OBJECT: the values */
+  char **keys;         /* OBJECT: the key of each item */
+};
+
+/* Parse len bytes. On a syntax error, err (if not NULL) gets
+ * "LINE:COL: what" (cut to errlen).
+ * @return 0 (*out owned by the caller: stkr_json_free()), -EINVAL (syntax,
+ *         size or depth; err says where), -ENOMEM. */
+int stkr_json_parse(const char *text, size_t len, stkr_json **out, char *err,
+                    size_t errlen);
+
+/* Read and parse a file. err gets "PATH:LINE:COL: what" for a syntax
+ * error, "PATH: strerror" when the file cannot be read.
+ * @return 0, -EINVAL (malformed), -ENOMEM, or the negative errno of the
+ *         failed open/read (-ENOENT, -EACCES, -EISDIR ...). */
+int stkr_json_load(const char *path, stkr_json **out, char *err,
+                   size_t errlen);
+
+/* The value of key in an object (the first one), or NULL (also when obj is
+ * not an object). */
+const stkr_json *stkr_json_get(const stkr_json *obj, const char *key);
+
+/* The JSON type's name ("string", "object" ...) for messages. */
+const char *stkr_json_type_name(stkr_json_type t);
+
+/* Free a tree. NULL is accepted. */
+void stkr_json_free(stkr_json *v);
+
+#endif /* STKR_JSON_H */
