@@ -255,7 +255,16 @@ static _Atomic int g_end_state;
 static void atfork_child(void) {
   g_pid = getpid();
   atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+  /* The recorder's and the worker's own child handlers run next (they
+   * register theirs when recording starts, after this one) and call libc
+   * (fstat on the inherited segment descriptor): with this thread's ring
+   * still the parent's MAP_SHARED one, a hook recording there would put
+   * an event into the parent's recording. atfork_child_done, registered
+   * after them, lifts the guard. */
+  stkr__pl_guard++;
 }
+
+static void atfork_child_done(void) { stkr__pl_guard--; }
 
 /* Once per process image; see g_end_state. The caller checked ready, the
  * pid and (except the destructor) the guard. */
@@ -295,6 +304,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
                            err, sizeof err) != 0) {
     init_failed(-EINVAL, "%s; recording nothing", err);
+    (void)pthread_atfork(NULL, NULL, atfork_child_done);
     stkr__pl_guard--;
     return;
   }
@@ -304,12 +314,15 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
    * into the recording only when they record an event. */
   stkr__pl_register_file_sites();
   stkr__pl_register_net_sites();
+  stkr__pl_register_stat_sites();
   (void)stkr_site_register(&g_site_getenv);
   (void)stkr_site_register(&g_site_secure_getenv);
   if (start_recording() == 0)
     /* Release: pairs with the acquire load in stkr__pl_enabled(); the
      * configuration above is visible to every hook that sees 1. */
     atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
+  /* After the recorder's and the worker's handlers (see atfork_child). */
+  (void)pthread_atfork(NULL, NULL, atfork_child_done);
   stkr__pl_guard--;
 }
 
@@ -336,10 +349,12 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
                            err, sizeof err) != 0) {
     say("%s; recording nothing", err);
+    (void)pthread_atfork(NULL, NULL, atfork_child_done);
     return;
   }
   stkr__pl.cats = cats;
   stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
+  (void)pthread_atfork(NULL, NULL, atfork_child_done);
   atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
 }
 #endif
