@@ -469,8 +469,10 @@ static bool raw_matches(const builder *b, const raw *w, uint32_t session,
           memcmp(s->payload, ev->payload, ev->payload_len) == 0);
 }
 
-/* Count the event: one hash probe on its ids, except for a new key. */
-static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
+/* Count the event: one hash probe on its ids, except for a new key. Its
+ * merged stack's index goes to *merged. */
+static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
+                       size_t *merged) {
   /* Undefined ids key as 0: a file may hold any number of bogus ones. */
   uint32_t session = ev->proc->sessions;
   uint32_t site = ev->site_undefined ? 0 : ev->site_id;
@@ -478,7 +480,7 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
   uint32_t thread =
       b->o->by_thread && !ev->thread_undefined ? ev->thread_id : 0;
   uint64_t phash = 0;
-  size_t i, merged;
+  size_t i;
   raw *w;
   int err;
 
@@ -492,14 +494,15 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
       w = &b->raws[i];
       if (raw_matches(b, w, session, site, stack, thread, phash, ev)) {
         b->a->stacks[w->merged - 1].count++;
+        *merged = w->merged - 1;
         return count_payload(b, w->merged - 1, ev);
       }
     }
   }
-  if ((err = merged_stack(b, r, ev, &merged)) != 0)
+  if ((err = merged_stack(b, r, ev, merged)) != 0)
     return err;
-  b->a->stacks[merged].count++;
-  if ((err = count_payload(b, merged, ev)) != 0)
+  b->a->stacks[*merged].count++;
+  if ((err = count_payload(b, *merged, ev)) != 0)
     return err;
   if ((b->raw_n + 1) * 2 > b->raw_cap) {
     size_t ncap = b->raw_cap ? b->raw_cap * 2 : 256, k;
@@ -530,7 +533,7 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
   w->site_id = site;
   w->stack_id = stack;
   w->thread_id = thread;
-  w->merged = merged + 1;
+  w->merged = *merged + 1;
   b->raw_n++;
   return 0;
 }
@@ -660,6 +663,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   }
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    size_t merged;
     int pass;
 
     if (ev.process != b.cur_process)
@@ -674,7 +678,10 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     if (pass == 0)
       continue;
     b.a->events++;
-    if ((err = count_event(&b, r, &ev)) != 0)
+    if ((err = count_event(&b, r, &ev, &merged)) != 0)
+      break;
+    if (b.o->on_event != NULL &&
+        (err = b.o->on_event(b.o->on_event_arg, b.a, &ev, merged)) != 0)
       break;
   }
   if (err == 0 && rc < 0)

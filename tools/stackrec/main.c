@@ -48,6 +48,10 @@ static const struct {
      "per-build symbol caches from dSYMs (for symbolize, atos)"},
     {"recover", stkr_cli_recover,
      "write out what killed processes left in their ring files"},
+    {"compliance", stkr_cli_compliance,
+     "per site and SDK: how often, before consent, in background; policy"},
+    {"privacy-manifest", stkr_cli_privacy_manifest,
+     "draft PrivacyInfo.xcprivacy; categories used but not declared"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 
