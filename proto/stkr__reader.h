@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "proto/stkr_format.h"
@@ -145,6 +146,12 @@ typedef struct stkr__stream {
   uint64_t base_attempted, base_deleted, base_crec;
   uint64_t base_rf, base_re, base_other, base_we, base_exit;
   size_t sites_before;       /* sites entries of earlier sessions */
+  /* Marks (stkr_marks.c): ids of the current session's mark sites (few:
+   * a linear scan), and how far this stream has got through the reader's
+   * external marks (r->ext). */
+  uint32_t *mark_ids;
+  size_t n_mark_ids, cap_mark_ids;
+  size_t ext_next;           /* index into r->ext of the next to consider */
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
 
@@ -169,6 +176,28 @@ typedef struct stkr__input {
   bool eof;     /* read() returned 0 at off + len */
   int err;      /* errno of a failed read, or 0 */
 } stkr__input;
+
+/* A mark of the current batch: its index, time and payload position. */
+typedef struct stkr__bmark {
+  size_t i;
+  uint64_t ts;
+  size_t payload_pos;
+} stkr__bmark;
+
+/* One line of a marks file (stkr_marks.c). */
+typedef struct stkr__extmark {
+  dev_t dir_dev;
+  ino_t dir_ino;
+  uint64_t ts_ns, wall_ns;
+  uint32_t setter_pid;
+  char *name;
+  uint8_t *payload;
+  size_t payload_len;
+  const char *path; /* the marks file (shared by its marks; owned by the
+                       first of them, path_owner) */
+  bool path_owner;
+  uint64_t offset;  /* byte offset of the line */
+} stkr__extmark;
 
 struct stkr_reader {
   stkr_warn_cb warn;
@@ -210,6 +239,15 @@ struct stkr_reader {
   size_t ev_frames_cap;
   const stkr__stack *ev_frames_of;
   bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
+  /* Marks of the current batch, handed out before its other events (see
+   * "Marks" in stkr_reader.h); bmark_next: next to hand out, bmark_skip:
+   * next to step over in the batch order. */
+  stkr__bmark *bmarks;
+  size_t n_bmarks, cap_bmarks, bmark_next, bmark_skip;
+  /* External marks (marks files of `stackrec mark`) of every directory
+   * added, sorted by directory then time; their strings owned. */
+  stkr__extmark *ext;
+  size_t n_ext, cap_ext;
   const stkr__stream *ev_stream; /* the current event's stream and stack */
   const stkr__stack *ev_stack;   /* (NULL: none, or an unknown stack) */
 };
@@ -291,6 +329,24 @@ int stkr__stack_frames(stkr_reader *r, stkr__stream *st, stkr__stack *s,
 /* r->ev_frames = the frames of stack s, each with its PC. 0 or -ENOMEM. */
 int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
                        const stkr__stack *s);
+
+/* stkr_marks.c: marks. */
+/* Read the marks file of directory `dir` (if any) into r->ext (kept
+ * sorted), once per directory. @return 0 or -ENOMEM (a bad file or line is warned about). */
+int stkr__marks_load_dir(stkr_reader *r, const char *dir,
+                         const struct stat *dst);
+/* The next external mark due for stream st (index st_index) into *ev.
+ * @return 1 (delivered) or 0 (none left for it). */
+int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
+                         stkr_event_view *ev);
+/* Site name d of a new site definition: a mark site ("mark:NAME") gets
+ * name NAME and is_mark, and its id is noted for the batch scan.
+ * @return 0 or -ENOMEM. */
+int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id);
+/* Note the marks of the batch just loaded (r->batch) in r->bmarks.
+ * @return 0 or -ENOMEM. */
+int stkr__marks_scan_batch(stkr_reader *r, const stkr__stream *st);
+void stkr__marks_free(stkr_reader *r);
 
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
 
 /* Most images a process may list; a corrupt or hostile file could otherwise
@@ -133,6 +134,19 @@ void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
              "%s definition with id 0 ignored", what);
 }
 
+/* Is d_name (a SiteDef name as written) the name of site entry s? Mark
+ * entries hold the name without its "mark:" prefix. */
+static bool stkr__site_name_is(const stkr_site_info *s, const char *d_name) {
+  if (d_name == NULL)
+    d_name = "";
+  if (s->is_mark) {
+    if (strncmp(d_name, STKR_MARK_PREFIX, STKR_MARK_PREFIX_LEN) != 0)
+      return false;
+    d_name += STKR_MARK_PREFIX_LEN;
+  }
+  return strcmp(s->name, d_name) == 0;
+}
+
 static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
                             const Stackrec__SiteDef *d, const char *path,
                             uint64_t off) {
@@ -150,15 +164,17 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
     size_t k;
 
     for (k = 0; k < st->sites_before; k++)
-      if (st->sites[k].defined &&
-          strcmp(st->sites[k].name, d->name ? d->name : "") == 0)
-        return stkr__idmap_put(&st->site_map, d->id, (uint32_t)k);
+      if (st->sites[k].defined && stkr__site_name_is(&st->sites[k], d->name)) {
+        if (stkr__idmap_put(&st->site_map, d->id, (uint32_t)k) != 0)
+          return -ENOMEM;
+        return st->sites[k].is_mark ? stkr__marks_site(st, NULL, d->id) : 0;
+      }
   }
   if (stkr__site_slot(st, d->id, &idx) != 0)
     return -ENOMEM;
   s = &st->sites[idx];
   if (s->defined) {
-    if (strcmp(s->name, d->name ? d->name : "") != 0)
+    if (!stkr__site_name_is(s, d->name))
       stkr__conflict(r, st, path, off, "site", d->id);
     return 0;
   }
@@ -167,7 +183,7 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
   s->name = name;
   s->defined = true;
   st->info.sites++;
-  return 0;
+  return stkr__marks_site(st, s, d->id);
 }
 
 static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
@@ -290,6 +306,8 @@ static int stkr__apply_image(stkr_reader *r, stkr__stream *st,
 }
 
 /* ---- batches ----------------------------------------------------------- */
+
+static void stkr__skip_marks(stkr_reader *r);
 
 /* @return NULL if the events columns are consistent, else why not. */
 static const char *stkr__check_events(const Stackrec__Events *e) {
@@ -481,6 +499,7 @@ static void stkr__session_reset(stkr__stream *st) {
   for (i = 0; i < st->n_strings; i++)
     free(st->strings[i]);
   st->n_strings = 0;
+  st->n_mark_ids = 0; /* the site entries keep is_mark */
 
   st->have_batch_seq = false;
   st->have_session = false;
@@ -509,6 +528,7 @@ void stkr__batch_release(stkr_reader *r) {
     stackrec__batch__free_unpacked(r->batch, &r->pballoc.pb);
   r->batch = NULL;
   r->ev_idx = r->ev_count = 0;
+  r->n_bmarks = r->bmark_next = r->bmark_skip = 0;
 }
 
 int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
@@ -606,14 +626,37 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
   r->ev_count = n;
   r->ev_ts = e ? e->base_ts_ns : 0;
   r->payload_pos = 0;
+  if (st->n_mark_ids != 0 && n != 0) {
+    if (stkr__marks_scan_batch(r, st) != 0)
+      return -ENOMEM; /* r->batch is freed by the next release */
+    stkr__skip_marks(r);
+  }
   return STKR__BATCH_OK;
 }
 
-int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
-                      stkr_event_view *ev) {
+/* Step over the marks that come next in batch order (they are handed
+ * out from r->bmarks before the batch's other events), so that ev_idx <
+ * ev_count means an event is left. */
+static void stkr__skip_marks(stkr_reader *r) {
+  const Stackrec__Events *e = r->batch->events;
+
+  while (r->bmark_skip < r->n_bmarks &&
+         r->bmarks[r->bmark_skip].i == r->ev_idx) {
+    r->ev_ts += (uint64_t)e->ts_delta_ns[r->ev_idx];
+    if (e->n_payload_len)
+      r->payload_pos += e->payload_len[r->ev_idx];
+    r->ev_idx++;
+    r->bmark_skip++;
+  }
+}
+
+/* Fill *ev with event i of the current batch, at time ts, its payload at
+ * payload_pos. */
+static inline int stkr__fill_event(stkr_reader *r, stkr__stream *st,
+                                   size_t st_index, stkr_event_view *ev,
+                                   size_t i, uint64_t ts, size_t payload_pos) {
   const Stackrec__Events *e = r->batch->events;
   stkr_process_info *info = &st->info;
-  size_t i = r->ev_idx;
   uint32_t idx;
 
   /* The fields set only conditionally below; the rest always are. No
@@ -634,11 +677,9 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->site_undefined = ev->thread_undefined = ev->stack_undefined = false;
   ev->frames = NULL;
   ev->n_frames = 0;
-  /* Unsigned wrap-around adds a negative delta correctly. */
-  r->ev_ts += (uint64_t)e->ts_delta_ns[i];
-  ev->ts_ns = r->ev_ts;
+  ev->ts_ns = ts;
   if (st->have_sync)
-    ev->wall_ns = st->sync_wall + (uint64_t)(r->ev_ts - st->sync_mono);
+    ev->wall_ns = st->sync_wall + (uint64_t)(ts - st->sync_mono);
   ev->pid = info->pid;
   ev->process = st_index;
   ev->proc = info;
@@ -678,6 +719,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
       stkr__site_slot(st, 0, &idx) != 0)
     return -ENOMEM;
   ev->site = st->sites[idx].name;
+  ev->is_mark = st->sites[idx].is_mark;
   st->sites[idx].events++;
   if (!st->sites[idx].defined) {
     ev->unresolved = true;
@@ -697,23 +739,52 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   if (e->n_payload_len) {
     ev->payload_len = e->payload_len[i];
     if (ev->payload_len)
-      ev->payload = e->payload_data.data + r->payload_pos;
-    r->payload_pos += ev->payload_len;
+      ev->payload = e->payload_data.data + payload_pos;
   }
   if (e->n_payload_truncated)
     ev->payload_truncated = (r->trunc_bits[i / 8] >> (i % 8)) & 1;
 
-  if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
-    info->first_ts_ns = ev->ts_ns;
-    info->first_wall_ns = ev->wall_ns;
+  if (ev->is_mark) {
+    info->marks++; /* marks are not events: first/last_ts are events' */
+  } else {
+    if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
+      info->first_ts_ns = ev->ts_ns;
+      info->first_wall_ns = ev->wall_ns;
+    }
+    if (info->events == 0 || ev->ts_ns > info->last_ts_ns)
+      info->last_ts_ns = ev->ts_ns;
+    info->events++;
   }
-  if (info->events == 0 || ev->ts_ns > info->last_ts_ns)
-    info->last_ts_ns = ev->ts_ns;
-  info->events++;
   if (ev->unresolved)
     info->unresolved_events++;
-  r->ev_idx++;
   return 0;
+}
+
+int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
+                      stkr_event_view *ev) {
+  const Stackrec__Events *e = r->batch->events;
+  size_t i, pos;
+  int rc;
+
+  if (r->bmark_next < r->n_bmarks) {
+    /* A batch's marks first: a tool reading in one pass then knows of a
+     * mark before the events recorded after it on other threads that the
+     * batch holds earlier (threads are drained one after the other). */
+    const stkr__bmark *m = &r->bmarks[r->bmark_next++];
+
+    return stkr__fill_event(r, st, st_index, ev, m->i, m->ts, m->payload_pos);
+  }
+  i = r->ev_idx;
+  /* Unsigned wrap-around adds a negative delta correctly. */
+  r->ev_ts += (uint64_t)e->ts_delta_ns[i];
+  pos = r->payload_pos;
+  if (e->n_payload_len)
+    r->payload_pos += e->payload_len[i];
+  rc = stkr__fill_event(r, st, st_index, ev, i, r->ev_ts, pos);
+  r->ev_idx++;
+  if (r->n_bmarks != 0)
+    stkr__skip_marks(r);
+  return rc;
 }
 
 void stkr__stream_free(stkr__stream *st) {
@@ -728,6 +799,7 @@ void stkr__stream_free(stkr__stream *st) {
     if (st->sites[i].defined)
       free((char *)st->sites[i].name);
   free(st->sites);
+  free(st->mark_ids);
   stkr__idmap_free(&st->site_map);
   for (i = 0; i < st->n_threads; i++)
     free(st->threads[i].name);

@@ -101,6 +101,7 @@ void stkr_reader_free(stkr_reader *r) {
   stkr_fmt_buf_free(&r->dbuf);
   free(r->trunc_bits);
   free(r->ev_frames);
+  stkr__marks_free(r);
   free(r);
 }
 
@@ -291,6 +292,8 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
      * not segments, and not strangers either. */
     if (stkr__rc_parse_name(de->d_name, &pid, &sid, &seq) == 0)
       continue;
+    if (strcmp(de->d_name, STKR_MARKS_FILE) == 0)
+      continue; /* stkr__marks_load_dir reads it */
     if (fstatat(dirfd(d), de->d_name, &fst, 0) != 0 ||
         !S_ISREG(fst.st_mode) ||
         stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) {
@@ -309,6 +312,8 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
     err = -errno;
   closedir(d);
   stkr__streams_sort(r);
+  if (err == 0)
+    err = stkr__marks_load_dir(r, dir, dst);
   if (err != 0)
     return err;
   if (ignored)
@@ -367,6 +372,8 @@ int stkr_reader_add(stkr_reader *r, const char *path) {
   if (err == 0)
     err = stkr__stream_add_file(st, path, seq, &fst);
   stkr__streams_sort(r);
+  if (err == 0)
+    err = stkr__marks_load_dir(r, dir, &dst);
   free(dir);
   return err;
 }
@@ -472,7 +479,8 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
     if (r->cur_stream >= r->n_streams)
       return 0;
     st = r->streams[r->cur_stream];
-    if (r->batch != NULL && r->ev_idx < r->ev_count) {
+    if (r->batch != NULL &&
+        (r->ev_idx < r->ev_count || r->bmark_next < r->n_bmarks)) {
       rc = stkr__batch_event(r, st, r->cur_stream, ev);
       if (rc != 0)
         return r->hard_err = rc;
@@ -480,6 +488,10 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
     }
     stkr__batch_release(r);
 
+    /* A stream's external marks come before its first event. */
+    if (r->in.fd < 0 && r->cur_file == 0 && r->n_ext != 0 &&
+        stkr__marks_next_ext(r, st, r->cur_stream, ev))
+      return 1;
     if (r->in.fd < 0) {
       if (st->info.status != 0 || r->cur_file >= st->n_files) {
         stkr__stream_done(r, st);

@@ -49,6 +49,34 @@
  * Recovered batches make a recording complete again: they are counted, not
  * reported as incomplete.
  *
+ * Marks (issue 13; recorder/stackrec.h stkr_mark, `stackrec mark`). A
+ * mark is delivered by stkr_reader_next() as an event with is_mark true,
+ * site = the mark's name ("consent.granted", without the "mark:" prefix
+ * its site has on disk), payload = its payload, ts_ns/wall_ns on the clock
+ * of the events (CLOCK_MONOTONIC of the machine, which is one clock for
+ * every process of a recording made on one machine), pid/process/proc of
+ * the process it belongs to. Marks are not events: they are counted in
+ * stkr_process_info.marks / external_marks, not in events, and a tool that
+ * counts events skips is_mark. Two kinds:
+ * - A mark the process recorded (stkr_mark): thread and stack are the
+ *   setter's (its stack as for any event); it belongs to that process
+ *   only. Within one batch, its marks are handed out before its other
+ *   events, so a mark comes before the events recorded after it on other
+ *   threads that the writer drained into the same batch earlier. A mark
+ *   recorded while the worker was between two threads' rings may still
+ *   come after a later event of another thread that went into the
+ *   previous batch; order by ts_ns, which is exact.
+ * - An external mark (`stackrec mark DIR ...`, a line of DIR/stackrec.marks,
+ *   see stkr_mark_append): it belongs to every process recorded in DIR,
+ *   and is handed out to each, before that process's first event, all of
+ *   DIR's external marks in time order (a process that started after the
+ *   mark still learns of it: its ts_ns says when). thread_id 0, tid = the
+ *   pid of the `stackrec mark` process, thread_name "stackrec mark", no
+ *   stack (stack_undefined false, n_pcs 0), path = the marks file,
+ *   batch_offset = the line's byte offset. A recording in DIR without any
+ *   process shows no external mark (stkr_reader_counts.external_marks
+ *   still counts the lines read).
+ *
  * Thread-safety: a stkr_reader is not thread-safe; use one per thread.
  * Independent readers may run concurrently.
  */
@@ -157,7 +185,10 @@ typedef struct stkr_process_info {
   uint64_t start_mono_ns;    /* clock readings at stkr_init() */
   uint64_t start_wall_ns;
   /* Events: */
-  uint64_t events;           /* events delivered */
+  uint64_t events;           /* events delivered (marks not included) */
+  uint64_t marks;            /* marks this process recorded, delivered
+                                (part of the accounting, as events) */
+  uint64_t external_marks;   /* external marks delivered to it */
   uint64_t first_ts_ns;      /* smallest event time (0: no events) */
   uint64_t last_ts_ns;       /* largest event time */
   uint64_t first_wall_ns;    /* wall-clock time of first_ts_ns */
@@ -182,8 +213,9 @@ typedef struct stkr_process_info {
                                 (0: written before session ids existed) */
   /* Accounting (see "Accounting" in the comment at the top of this file).
    * Final once stkr_reader_next() has returned 0. */
-  uint64_t written;          /* events read from batches the process wrote
-                                itself (events - recovered) */
+  uint64_t written;          /* events and marks read from batches the
+                                process wrote itself (events + marks -
+                                recovered) */
   uint64_t recovered;        /* events read from Batch.recovered batches:
                                 accepted by a writer that died, written out
                                 later by recovery */
@@ -237,7 +269,8 @@ typedef struct stkr_site_info {
   uint32_t id;
   const char *name;
   bool defined;
-  uint64_t events;
+  bool is_mark;        /* a mark's site: name is the mark's name */
+  uint64_t events;     /* events (marks, for a mark's site) */
 } stkr_site_info;
 
 /* One loaded image, as in the Image message. */
@@ -292,6 +325,8 @@ typedef struct stkr_event_view {
   const uint8_t *payload;    /* NULL if payload_len == 0 */
   size_t payload_len;
   bool payload_truncated;    /* cut at payload_max when recorded */
+  bool is_mark;              /* a mark, not an event: site is its name
+                                (see "Marks" at the top of this file) */
   bool unresolved;           /* some id had no definition: */
   bool site_undefined, thread_undefined, stack_undefined; /* which. A
                                 tool keying state by id should key these
@@ -310,6 +345,8 @@ typedef struct stkr_event_view {
 typedef struct stkr_reader_counts {
   uint64_t warnings;         /* warnings emitted */
   uint64_t data_lost;        /* of which data_lost was true */
+  uint64_t external_marks;   /* lines read from marks files (each is
+                                delivered once per process of its dir) */
 } stkr_reader_counts;
 
 /*
@@ -383,6 +420,36 @@ int stkr_reader_images(const stkr_reader *r, size_t i,
 
 /* Fill *out with the reader's warning counts. */
 void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *out);
+
+/* ---- marks files (`stackrec mark`) ---------------------------------------
+ * A recording directory may hold one marks file, STKR_MARKS_FILE, written
+ * by `stackrec mark` while (or after) a program records into it: one line
+ * per mark,
+ *   m1 <mono_ns> <wall_ns> <pid> <name> <payload>\n
+ * (decimal CLOCK_MONOTONIC and CLOCK_REALTIME ns read by the setter, its
+ * pid, a mark name as in stkr_mark, the payload in lower-case hex or "-"
+ * for none). Lines are appended with one write(2) to a file opened with
+ * O_APPEND, so concurrent setters never interleave. Lines starting with
+ * '#' are comments. The reader reads at most STKR_MARKS_MAX lines and
+ * STKR_MARKS_MAX_BYTES bytes of it; a malformed line is a
+ * STKR_WARN_DAMAGED warning naming the file and the line's offset, and is
+ * skipped; a last line without its newline is being written (or its
+ * writer died): STKR_WARN_LIVE_TAIL, skipped. */
+#define STKR_MARKS_FILE "stackrec.marks"
+#define STKR_MARKS_MAX 100000
+#define STKR_MARKS_MAX_BYTES (64u << 20)
+#define STKR_MARKS_MAX_PAYLOAD 4096 /* bytes of one mark's payload */
+
+/*
+ * Append mark `name` with payload[0..len) to the marks file of directory
+ * `dir` (created 0600 if missing), time-stamped now. The directory must
+ * exist. Thread-safe.
+ * @return 0; -EINVAL (name not a valid mark name, len over
+ *         STKR_MARKS_MAX_PAYLOAD, NULL arguments); or the negative errno of
+ *         the failed open/write (-ENOENT, -ENOTDIR, -EACCES, ...).
+ */
+int stkr_mark_append(const char *dir, const char *name, const void *payload,
+                     size_t len);
 
 #ifdef __cplusplus
 }

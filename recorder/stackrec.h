@@ -227,6 +227,51 @@ int stkr_thread_attach(void);
  * @return 0, -ENOSPC past STKR_MAX_SITES, -EINVAL for a NULL/empty name. */
 int stkr_site_register(stkr_site *site);
 
+/* ---- marks (issue 13) ----------------------------------------------------
+ * A mark says that something happened to the app as a whole, for the
+ * analyses that ask what came before or after it: "consent.granted",
+ * "consent.revoked", "app.background", "app.foreground", "screen.Checkout"
+ * (states between a mark and its opposite: tools/stackrec/states.h).
+ * A mark is recorded as an event at a site of its own, named "mark:NAME"
+ * (site names beginning with "mark:" are reserved for marks), so it carries
+ * the recording's clock, the calling thread, the setter's stack and the
+ * payload, and is ordered against the process's events by that clock. The
+ * reader hands it out as an event with is_mark set and site = NAME
+ * (proto/stkr_reader.h). A harness outside the process sets marks with
+ * `stackrec mark DIR NAME [PAYLOAD]` instead. */
+#define STKR_MARK_NAME_MAX 64 /* bytes of a mark name */
+#define STKR_MAX_MARKS 256    /* distinct mark names per process (each is
+                                 also one of the STKR_MAX_SITES sites) */
+
+/*
+ * The site of mark `name` (1 to STKR_MARK_NAME_MAX bytes of [A-Za-z0-9._-],
+ * copied), created and registered on first use: stkr_event(*out, ...) then
+ * records the mark. For callers that cannot use the inline stkr_mark()
+ * (through dlsym, from another language). Takes a lock the first time a
+ * name is seen: not async-signal-safe. Thread-safe.
+ * @return 0; -EINVAL (name invalid, out NULL); -ENOSPC past STKR_MAX_MARKS
+ *         names or STKR_MAX_SITES sites.
+ */
+int stkr_mark_site(const char *name, stkr_site **out);
+
+/*
+ * Record mark `name` with an optional payload (NULL, 0), as stkr_event()
+ * records an event: the stack is the caller's (inlined, so that the frame
+ * that called stkr_mark is the first PC, as for stkr_event; skip_frames
+ * applies). Not async-signal-safe the first time a name is seen
+ * (stkr_mark_site); afterwards as stkr_event().
+ * @return 0; the errors of stkr_mark_site() and of stkr_event() (a mark
+ *         can be dropped and counted like any event when the ring is full).
+ */
+static inline __attribute__((always_inline)) int
+stkr_mark(const char *name, const void *payload, size_t payload_len) {
+  stkr_site *site;
+  int err = stkr_mark_site(name, &site);
+
+  return err != 0 ? err : stkr_event(site, payload, payload_len);
+}
+/* ---- end of marks -------------------------------------------------------- */
+
 /* Check the STACKREC_* environment as stkr_init() would read it (the same
  * parser), without starting anything: for launchers that set up a recorder
  * in another process (stackrec record) and must refuse a bad value first.

@@ -611,8 +611,51 @@ nomem:
 
 /* ---- build ---------------------------------------------------------------- */
 
+/* Keep a mark for the timelines (its t_ns is set by sum_processes, once
+ * its process's origin is known: a `stackrec mark` mark comes before the
+ * process's Header is read). */
+static int stkr__agg_mark(builder *b, const stkr_event_view *ev) {
+  stkr_agg *a = b->a;
+  stkr_agg_mark *m;
+  bool external = ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved;
+  const char *name;
+  size_t i;
+
+  a->marks_read++;
+  if ((name = stkr__strtab_intern(&b->strs, ev->site)) == NULL)
+    return -ENOMEM;
+  if (external) /* once, however many processes it reached */
+    for (i = a->n_marks; i-- > 0 && a->marks[i].external;)
+      if (a->marks[i].name == name && a->marks[i].ts_ns == ev->ts_ns)
+        return 0;
+  if (a->n_marks >= STKR_AGG_MAX_MARKS) {
+    a->marks_not_kept++;
+    return 0;
+  }
+  if (stkr_grow((void **)&a->marks, &a->cap_marks, a->n_marks + 1,
+                sizeof(*a->marks)) != 0)
+    return -ENOMEM;
+  m = &a->marks[a->n_marks++];
+  m->name = name;
+  m->ts_ns = ev->ts_ns;
+  m->t_ns = 0;
+  m->process = ev->process;
+  m->pid = ev->pid;
+  m->external = external;
+  return 0;
+}
+
 static void sum_processes(stkr_agg *a, const stkr_reader *r) {
   size_t i;
+
+  for (i = 0; i < a->n_marks; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, a->marks[i].process);
+    uint64_t origin = p == NULL                                 ? 0
+                      : p->have_header && p->start_mono_ns != 0 ? p->start_mono_ns
+                                                                : p->first_ts_ns;
+
+    a->marks[i].t_ns = a->marks[i].ts_ns > origin ? a->marks[i].ts_ns - origin : 0;
+  }
 
   a->n_processes = stkr_reader_process_count(r);
   for (i = 0; i < a->n_processes; i++) {
@@ -668,6 +711,16 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
 
     if (ev.process != b.cur_process)
       new_process(&b, ev.process);
+    if (ev.is_mark) {
+      /* Not an event: no count, stack or payload row (the timelines show
+       * marks apart, stkr_agg.marks). */
+      if ((err = stkr__agg_mark(&b, &ev)) != 0)
+        break;
+      if (b.o->on_event != NULL &&
+          (err = b.o->on_event(b.o->on_event_arg, b.a, &ev, STKR_AGG_MARK)) != 0)
+        break;
+      continue;
+    }
     b.a->events_read++;
     if (progress != NULL && (b.a->events_read & 0xFFFFF) == 0)
       progress(b.a->events_read, progress_arg);
@@ -725,6 +778,7 @@ void stkr_agg_free(stkr_agg *a) {
     free((void *)a->stacks[i].frames);
     free((void *)a->stacks[i].payload);
   }
+  free(a->marks);
   stkr__paytab_free(a->payloads_);
   stkr__timeline_free(a->timeline_);
   free(a->sites);

@@ -130,6 +130,20 @@ typedef struct stkr_agg_site {
 
 #define STKR_TL_BUCKETS 128
 
+/* A mark (proto/stkr_reader.h "Marks"): not an event, not counted in any
+ * site; kept for the timelines. A mark set with `stackrec mark` reaches
+ * every process; it is kept once (its first process). */
+typedef struct stkr_agg_mark {
+  const char *name;        /* interned, e.g. "consent.granted" */
+  uint64_t ts_ns;          /* the recording clock */
+  uint64_t t_ns;           /* after its process's origin (filter.h) */
+  size_t process;          /* reader index of its process */
+  uint32_t pid;
+  bool external;           /* set with `stackrec mark` (no thread/stack) */
+} stkr_agg_mark;
+
+#define STKR_AGG_MAX_MARKS 100000 /* kept; later ones only counted */
+
 #define STKR_AGG_MAX_PAYLOADS 4096
 
 struct stkr_agg {
@@ -157,6 +171,10 @@ struct stkr_agg {
   void *timeline_;           /* private: the timelines */
   uint64_t timeline_bucket_ns;
   size_t timeline_buckets;   /* buckets up to the last non-empty one */
+  stkr_agg_mark *marks;      /* by process, then as read */
+  size_t n_marks, cap_marks;
+  uint64_t marks_read;       /* every mark delivered (not in events_read) */
+  uint64_t marks_not_kept;   /* past STKR_AGG_MAX_MARKS */
 };
 
 /*

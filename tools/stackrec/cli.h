@@ -102,6 +102,7 @@ int stkr_cli_verify(int argc, char **argv); /* verify.c */
 int stkr_cli_merge(int argc, char **argv);  /* merge.c */
 int stkr_cli_atos(int argc, char **argv);   /* atos.c */
 int stkr_cli_symcache(int argc, char **argv); /* symcache.c */
+int stkr_cli_mark(int argc, char **argv);   /* mark.c */
 /* ---- issue 13: compliance, privacy manifest ---- */
 /* compliance, privacy-manifest: a rule broken / a category used but not
  * declared (the same number as data lost: CI fails either way). */

@@ -52,6 +52,7 @@ static const struct {
      "per site and SDK: how often, before consent, in background; policy"},
     {"privacy-manifest", stkr_cli_privacy_manifest,
      "draft PrivacyInfo.xcprivacy; categories used but not declared"},
+    {"mark", stkr_cli_mark, "set a mark (e.g. consent.granted) in a recording"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 

@@ -1,0 +1,400 @@
+/*
+ * stkr_marks.c: marks in the reader (see "Marks" in stkr_reader.h).
+ *
+ * Two sources: marks the process recorded (events at "mark:NAME" sites,
+ * common/stkr_mark.h), picked out of each batch so they can be handed out
+ * first; and the marks file of `stackrec mark` (STKR_MARKS_FILE), read
+ * once per directory when it is added, and handed to every process of that
+ * directory before its first event. The marks file's format is defined
+ * here too (stkr_mark_append writes it), so writer and reader are one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/stkr_mark.h"
+#include "proto/stkr__reader.h"
+
+/* ---- marks recorded by the process --------------------------------------- */
+
+static bool stkr__is_mark_id(const stkr__stream *st, uint32_t id) {
+  size_t i;
+
+  for (i = 0; i < st->n_mark_ids; i++)
+    if (st->mark_ids[i] == id)
+      return true;
+  return false;
+}
+
+int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id) {
+  if (s != NULL) {
+    const char *name = stkr_mark_from_site(s->name);
+
+    if (name == NULL)
+      return 0; /* an ordinary site */
+    /* The entry's name is owned (stkr__strdup0): strip it in place. */
+    memmove((char *)s->name, name, strlen(name) + 1);
+    s->is_mark = true;
+  }
+  if (stkr__is_mark_id(st, id))
+    return 0;
+  if (stkr__grow(&st->mark_ids, &st->cap_mark_ids, st->n_mark_ids + 1,
+                 sizeof(*st->mark_ids)) != 0)
+    return -ENOMEM;
+  st->mark_ids[st->n_mark_ids++] = id;
+  return 0;
+}
+
+int stkr__marks_scan_batch(stkr_reader *r, const stkr__stream *st) {
+  const Stackrec__Events *e = r->batch->events;
+  size_t i, n = e->n_ts_delta_ns, pos = 0;
+  uint64_t ts = e->base_ts_ns;
+
+  r->n_bmarks = r->bmark_next = r->bmark_skip = 0;
+  for (i = 0; i < n; i++) {
+    uint32_t site = 0, idx;
+
+    ts += (uint64_t)e->ts_delta_ns[i];
+    if (e->n_site_id)
+      site = e->site_id[i];
+    else if (stkr__idmap_get(&st->stack_map, e->stack_id[i], &idx))
+      site = st->stacks[idx].site_id;
+    if (site != 0 && stkr__is_mark_id(st, site)) {
+      if (stkr__grow(&r->bmarks, &r->cap_bmarks, r->n_bmarks + 1,
+                     sizeof(*r->bmarks)) != 0)
+        return -ENOMEM;
+      r->bmarks[r->n_bmarks++] = (stkr__bmark){i, ts, pos};
+    }
+    if (e->n_payload_len)
+      pos += e->payload_len[i];
+  }
+  return 0;
+}
+
+/* ---- the marks file ------------------------------------------------------ */
+
+static int stkr__hexval(int c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  return -1;
+}
+
+/* Parse a decimal u64 token [p, end). @return 0 or -1. */
+static int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
+  uint64_t v = 0;
+
+  if (p == end || end - p > 20)
+    return -1;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9' || v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+      return -1;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+/* Parse one line [p, end) (no newline) into *m. @return NULL, or why not. */
+static const char *stkr__parse_line(const char *p, const char *end,
+                                    stkr__extmark *m) {
+  const char *tok[6];
+  size_t len[6], k = 0, i;
+  uint64_t pid;
+
+  while (k < 6 && p <= end) {
+    const char *sp = memchr(p, ' ', (size_t)(end - p));
+
+    tok[k] = p;
+    len[k] = (size_t)((sp ? sp : end) - p);
+    k++;
+    if (sp == NULL)
+      break;
+    p = sp + 1;
+  }
+  if (k != 6 || tok[5] + len[5] != end)
+    return "not 6 space-separated fields (m1 mono wall pid name payload)";
+  if (len[0] != 2 || memcmp(tok[0], "m1", 2) != 0)
+    return "unknown line version (expected \"m1\")";
+  if (stkr__parse_u64(tok[1], tok[1] + len[1], &m->ts_ns) != 0 ||
+      stkr__parse_u64(tok[2], tok[2] + len[2], &m->wall_ns) != 0)
+    return "time stamps are not decimal numbers";
+  if (stkr__parse_u64(tok[3], tok[3] + len[3], &pid) != 0 || pid > UINT32_MAX)
+    return "pid is not a decimal number";
+  m->setter_pid = (uint32_t)pid;
+  if (!stkr_mark_name_valid(tok[4], len[4]))
+    return "invalid mark name (1 to 64 of [A-Za-z0-9._-])";
+  if (len[5] == 1 && tok[5][0] == '-') {
+    m->payload_len = 0;
+  } else if (len[5] == 0 || len[5] % 2 != 0 ||
+             len[5] / 2 > STKR_MARKS_MAX_PAYLOAD) {
+    return "payload is not \"-\" or up to 4096 bytes of lower-case hex";
+  } else {
+    for (i = 0; i < len[5]; i++)
+      if (stkr__hexval((unsigned char)tok[5][i]) < 0)
+        return "payload is not lower-case hex";
+    m->payload_len = len[5] / 2;
+  }
+  if ((m->name = strndup(tok[4], len[4])) == NULL)
+    return NULL; /* the caller sees name == NULL: -ENOMEM */
+  if (m->payload_len != 0) {
+    if ((m->payload = malloc(m->payload_len)) == NULL) {
+      free(m->name);
+      m->name = NULL;
+      return NULL;
+    }
+    for (i = 0; i < m->payload_len; i++)
+      m->payload[i] = (uint8_t)(stkr__hexval(tok[5][2 * i]) * 16 +
+                                stkr__hexval(tok[5][2 * i + 1]));
+  }
+  return NULL;
+}
+
+static int stkr__ext_cmp(const void *a, const void *b) {
+  const stkr__extmark *x = a, *y = b;
+
+  if (x->dir_dev != y->dir_dev)
+    return x->dir_dev < y->dir_dev ? -1 : 1;
+  if (x->dir_ino != y->dir_ino)
+    return x->dir_ino < y->dir_ino ? -1 : 1;
+  if (x->ts_ns != y->ts_ns)
+    return x->ts_ns < y->ts_ns ? -1 : 1;
+  if (x->path != y->path)
+    return x->path < y->path ? -1 : 1;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Parse the text buf[0, len) of marks file `path` into r->ext. */
+static int stkr__marks_parse(stkr_reader *r, const char *path,
+                             const struct stat *dst, const char *buf,
+                             size_t len, const char **owned_path) {
+  size_t off = 0, lines = 0;
+
+  while (off < len) {
+    const char *nl = memchr(buf + off, '\n', len - off);
+    const char *why;
+    stkr__extmark m;
+
+    if (nl == NULL) {
+      stkr__warn(r, STKR_WARN_LIVE_TAIL, path, (int64_t)off, 0,
+                 "last mark line has no newline (still being written, or "
+                 "its writer stopped); not read");
+      break;
+    }
+    if (buf[off] == '#' || nl == buf + off) {
+      off = (size_t)(nl - buf) + 1;
+      continue;
+    }
+    if (lines++ >= STKR_MARKS_MAX) {
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
+                 "more than %d marks; the rest ignored", STKR_MARKS_MAX);
+      break;
+    }
+    memset(&m, 0, sizeof(m));
+    why = stkr__parse_line(buf + off, nl, &m);
+    if (why != NULL) {
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
+                 "malformed mark line: %s; skipped", why);
+    } else if (m.name == NULL) {
+      return -ENOMEM;
+    } else {
+      if (stkr__grow(&r->ext, &r->cap_ext, r->n_ext + 1, sizeof(*r->ext)) !=
+          0) {
+        free(m.name);
+        free(m.payload);
+        return -ENOMEM;
+      }
+      if (*owned_path == NULL) {
+        if ((*owned_path = strdup(path)) == NULL) {
+          free(m.name);
+          free(m.payload);
+          return -ENOMEM;
+        }
+        m.path_owner = true;
+      }
+      m.path = *owned_path;
+      m.dir_dev = dst->st_dev;
+      m.dir_ino = dst->st_ino;
+      m.offset = off;
+      r->ext[r->n_ext++] = m;
+      r->counts.external_marks++;
+    }
+    off = (size_t)(nl - buf) + 1;
+  }
+  return 0;
+}
+
+int stkr__marks_load_dir(stkr_reader *r, const char *dir,
+                         const struct stat *dst) {
+  const char *owned_path = NULL;
+  char *path, *buf = NULL;
+  struct stat fst;
+  size_t len = 0, i;
+  int fd, err = 0;
+
+  for (i = 0; i < r->n_ext; i++)
+    if (r->ext[i].dir_dev == dst->st_dev && r->ext[i].dir_ino == dst->st_ino)
+      return 0; /* this directory's file was read already */
+  if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
+    return -ENOMEM;
+  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno != ENOENT)
+      stkr__warn(r, STKR_WARN_IO, path, -1, 0, "cannot open: %s; marks "
+                 "set with `stackrec mark` not read", strerror(errno));
+    free(path);
+    return 0;
+  }
+  if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+    stkr__warn(r, STKR_WARN_IO, path, -1, 0, "not a regular file; ignored");
+    goto out;
+  }
+  len = (uint64_t)fst.st_size > STKR_MARKS_MAX_BYTES ? STKR_MARKS_MAX_BYTES
+                                                     : (size_t)fst.st_size;
+  if (len == 0)
+    goto out;
+  if ((buf = malloc(len)) == NULL) {
+    err = -ENOMEM;
+    goto out;
+  }
+  for (i = 0; i < len;) {
+    ssize_t n = pread(fd, buf + i, len - i, (off_t)i);
+
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      stkr__warn(r, STKR_WARN_IO, path, (int64_t)i, 0,
+                 "read failed: %s; rest of the marks not read",
+                 strerror(errno));
+      break;
+    }
+    if (n == 0)
+      break;
+    i += (size_t)n;
+  }
+  len = i;
+  if ((uint64_t)fst.st_size > STKR_MARKS_MAX_BYTES)
+    stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)len, 0,
+               "marks file over %u MiB; the rest ignored",
+               (unsigned)(STKR_MARKS_MAX_BYTES >> 20));
+  err = stkr__marks_parse(r, path, dst, buf, len, &owned_path);
+  if (r->n_ext > 1)
+    qsort(r->ext, r->n_ext, sizeof(*r->ext), stkr__ext_cmp);
+out:
+  free(buf);
+  close(fd);
+  free(path);
+  return err;
+}
+
+int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
+                         stkr_event_view *ev) {
+  size_t j;
+
+  for (j = st->ext_next; j < r->n_ext; j++) {
+    const stkr__extmark *m = &r->ext[j];
+
+    if (m->dir_dev != st->dir_dev || m->dir_ino != st->dir_ino)
+      continue;
+    st->ext_next = j + 1;
+    memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
+    ev->ts_ns = m->ts_ns;
+    ev->wall_ns = m->wall_ns;
+    ev->pid = st->info.pid;
+    ev->process = st_index;
+    ev->proc = &st->info;
+    ev->site = m->name;
+    ev->is_mark = true;
+    ev->tid = m->setter_pid;
+    ev->thread_name = "stackrec mark";
+    ev->payload = m->payload_len ? m->payload : NULL;
+    ev->payload_len = m->payload_len;
+    ev->path = m->path;
+    ev->batch_offset = m->offset;
+    r->ev_stream = st; /* stkr_reader_frames: no stack, no frames */
+    r->ev_stack = NULL;
+    st->info.external_marks++;
+    return 1;
+  }
+  st->ext_next = r->n_ext;
+  return 0;
+}
+
+void stkr__marks_free(stkr_reader *r) {
+  size_t i;
+
+  for (i = 0; i < r->n_ext; i++) {
+    free(r->ext[i].name);
+    free(r->ext[i].payload);
+    if (r->ext[i].path_owner)
+      free((char *)r->ext[i].path);
+  }
+  free(r->ext);
+  free(r->bmarks);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+int stkr_mark_append(const char *dir, const char *name, const void *payload,
+                     size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  struct timespec mono, wall;
+  char *path, *line;
+  size_t n, i, cap;
+  ssize_t w;
+  int fd, err = 0;
+
+  if (dir == NULL || name == NULL || (payload == NULL && len != 0) ||
+      !stkr_mark_name_valid(name, strnlen(name, STKR_MARK_NAME_MAX + 1)) ||
+      len > STKR_MARKS_MAX_PAYLOAD)
+    return -EINVAL;
+  cap = 100 + STKR_MARK_NAME_MAX + 2 * len;
+  if ((line = malloc(cap)) == NULL)
+    return -ENOMEM;
+  if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0) {
+    free(line);
+    return -ENOMEM;
+  }
+  /* The clocks of the recorder (recorder/platform_linux.c). */
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &wall);
+  n = (size_t)snprintf(
+      line, cap, "m1 %" PRIu64 " %" PRIu64 " %u %s ",
+      (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec,
+      (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec,
+      (unsigned)getpid(), name);
+  if (len == 0)
+    line[n++] = '-';
+  for (i = 0; i < len; i++) {
+    line[n++] = hex[((const uint8_t *)payload)[i] >> 4];
+    line[n++] = hex[((const uint8_t *)payload)[i] & 15];
+  }
+  line[n++] = '\n';
+  fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+            0600);
+  if (fd < 0) {
+    err = -errno;
+  } else {
+    /* One write: O_APPEND makes it land whole at the end, never
+     * interleaved with another setter's line. */
+    do
+      w = write(fd, line, n);
+    while (w < 0 && errno == EINTR);
+    if (w < 0)
+      err = -errno;
+    else if ((size_t)w != n)
+      err = -EIO;
+    if (close(fd) != 0 && err == 0)
+      err = -errno;
+  }
+  free(path);
+  free(line);
+  return err;
+}

@@ -1,0 +1,100 @@
+/*
+ * mark.c: marks (stkr_mark_site, behind the inline stkr_mark).
+ *
+ * A mark is an ordinary event at a site of its own, named "mark:" + the
+ * mark's name (common/stkr_mark.h), so it travels through the thread's ring
+ * like any event: it gets the recording's clock, the calling thread, its
+ * stack, its payload, ring-file recovery and the drop accounting, and
+ * stkr_event's hot path is untouched. This file only turns a mark name
+ * into such a site, once per distinct name: a fixed table of
+ * STKR_MAX_MARKS slots (no malloc), looked up without a lock, filled under
+ * a mutex (marks are rare; stkr_mark is not a hot path).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "common/stkr_mark.h"
+#include "recorder/stkr_internal.h"
+
+typedef struct stkr__mark_slot {
+  stkr_site site; /* site.name points at name */
+  char name[STKR_MARK_PREFIX_LEN + STKR_MARK_NAME_MAX + 1];
+} stkr__mark_slot;
+
+/* Slots [0, g_marks_n) are complete. Written under g_marks_lock only: a
+ * slot is filled, then g_marks_n is stored with release; lookups
+ * acquire-load g_marks_n (pairs with that store) and then read only slots
+ * below it, which never change again. */
+static stkr__mark_slot g_marks[STKR_MAX_MARKS];
+static _Atomic uint32_t g_marks_n;
+static pthread_mutex_t g_marks_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_marks_once = PTHREAD_ONCE_INIT;
+
+/* A fork while another thread holds the lock would leave it held forever
+ * in the child: take it around fork, as glibc does for malloc. */
+static void stkr__marks_lock(void) { pthread_mutex_lock(&g_marks_lock); }
+static void stkr__marks_unlock(void) { pthread_mutex_unlock(&g_marks_lock); }
+static void stkr__marks_atfork(void) {
+  pthread_atfork(stkr__marks_lock, stkr__marks_unlock, stkr__marks_unlock);
+}
+
+static stkr_site *stkr__mark_find(const char *name, size_t len,
+                                  uint32_t n) {
+  uint32_t i;
+
+  for (i = 0; i < n; i++)
+    if (memcmp(g_marks[i].name + STKR_MARK_PREFIX_LEN, name, len) == 0 &&
+        g_marks[i].name[STKR_MARK_PREFIX_LEN + len] == '\0')
+      return &g_marks[i].site;
+  return NULL;
+}
+
+int stkr_mark_site(const char *name, stkr_site **out) {
+  size_t len;
+  uint32_t n;
+  stkr__mark_slot *slot;
+  int err;
+
+  if (out == NULL)
+    return -EINVAL;
+  *out = NULL;
+  if (name == NULL)
+    return -EINVAL;
+  len = strnlen(name, STKR_MARK_NAME_MAX + 1);
+  if (!stkr_mark_name_valid(name, len))
+    return -EINVAL;
+  /* Pairs with the release store below. */
+  n = atomic_load_explicit(&g_marks_n, memory_order_acquire);
+  if ((*out = stkr__mark_find(name, len, n)) != NULL)
+    return 0;
+
+  pthread_once(&g_marks_once, stkr__marks_atfork);
+  pthread_mutex_lock(&g_marks_lock);
+  n = atomic_load_explicit(&g_marks_n, memory_order_relaxed);
+  if ((*out = stkr__mark_find(name, len, n)) != NULL) {
+    pthread_mutex_unlock(&g_marks_lock);
+    return 0;
+  }
+  if (n >= STKR_MAX_MARKS) {
+    pthread_mutex_unlock(&g_marks_lock);
+    return -ENOSPC;
+  }
+  slot = &g_marks[n];
+  memcpy(slot->name, STKR_MARK_PREFIX, STKR_MARK_PREFIX_LEN);
+  memcpy(slot->name + STKR_MARK_PREFIX_LEN, name, len);
+  slot->name[STKR_MARK_PREFIX_LEN + len] = '\0';
+  slot->site.name = slot->name;
+  slot->site.id = 0;
+  /* Registered now, by the one thread creating it, so that the first mark
+   * is never the event dropped by a first-use race (stkr_site_register). */
+  err = stkr_site_register(&slot->site);
+  if (err != 0) {
+    pthread_mutex_unlock(&g_marks_lock);
+    return err;
+  }
+  atomic_store_explicit(&g_marks_n, n + 1, memory_order_release);
+  pthread_mutex_unlock(&g_marks_lock);
+  *out = &slot->site;
+  return 0;
+}

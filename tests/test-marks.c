@@ -1,0 +1,535 @@
+/*
+ * test-marks.c: marks in the stream (issue 13).
+ *
+ * - stkr_mark in a recording process (a forked child: the recorder is
+ *   process-wide): read back as events with is_mark, the mark's name,
+ *   payload, thread; the setter's stack (the frame that called stkr_mark
+ *   first, as for stkr_event); not counted as events; handed out before the
+ *   events of its batch that were recorded after it on another thread.
+ * - mark names: validated, one site per name, at most STKR_MAX_MARKS.
+ * - `stackrec mark DIR NAME [PAYLOAD]`: the mark reaches every process of
+ *   DIR before its first event, time-stamped between the clock readings
+ *   around the command; works after the program ended; usage errors (2),
+ *   DIR missing (3); a damaged marks file warns with file and offset.
+ * - dump / dump --json / export --format jsonl print marks (kind "mark");
+ *   report does not count them; info counts them apart.
+ * - the state table (tools/stackrec/states.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_reader.h"
+#include "recorder/stackrec.h"
+#include "tests/cli_run.h"
+#include "tools/stackrec/states.h"
+
+static char g_tmp[2048];
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void make_dir(char *out, size_t len, const char *name) {
+  char cmd[4200];
+
+  snprintf(out, len, "%s/%s", g_tmp, name);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", out, out);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* ---- a recording made by a child --------------------------------------- */
+
+typedef struct child_out {
+  uint64_t ev_pc0, mark_pc0;   /* first PC of the event and of the mark
+                                  recorded from one function */
+  uint64_t mark_ts_before;     /* clock just before stkr_mark */
+  int rc_mark, rc_bad;
+} child_out;
+
+static _Atomic int g_go; /* the worker thread may record its second half */
+
+static void *other_thread(void *arg) {
+  int i;
+
+  (void)arg;
+  for (i = 0; i < 100; i++)
+    STKR_EVENT("test.before", NULL, 0);
+  while (!__atomic_load_n(&g_go, __ATOMIC_ACQUIRE))
+    usleep(100);
+  for (i = 0; i < 100; i++)
+    STKR_EVENT("test.after", NULL, 0);
+  return NULL;
+}
+
+/* The event and the mark from one function: their first PCs are both in
+ * it (stkr_mark is inlined, so its caller's frame comes first). */
+static __attribute__((noinline)) int set_consent(child_out *o) {
+  STKR_EVENT("test.setter", NULL, 0);
+  o->mark_ts_before = mono_ns();
+  return stkr_mark("consent.granted", "v=2", 3);
+}
+
+static _Atomic int g_attached, g_mark_now;
+
+static void *setter_thread(void *arg) {
+  child_out *o = arg;
+
+  stkr_thread_attach();
+  __atomic_store_n(&g_attached, 1, __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&g_mark_now, __ATOMIC_ACQUIRE))
+    usleep(100);
+  o->rc_mark = set_consent(o);
+  o->rc_bad = stkr_mark("no spaces", NULL, 0);
+  return NULL;
+}
+
+/* The setter thread attaches first, then thread "other" (the worker
+ * drains the newest thread's ring first: other's before the setter's) and
+ * records 100 events, then the setter sets the mark, then "other" records
+ * 100 events after it: without the reader handing a batch's marks out
+ * first, those 100 would come before the mark. */
+static void child_record(const char *dir, const char *outfile) {
+  stkr_config cfg = {0};
+  child_out o = {0};
+  pthread_t th, setter;
+  FILE *f;
+
+  cfg.dir = dir;
+  cfg.symbolize = STKR_SYMBOLIZE_NONE;
+  cfg.flush_interval_ms = 60000; /* one batch: stkr_flush below */
+  if (stkr_init(&cfg) != 0)
+    _exit(10);
+  pthread_create(&setter, NULL, setter_thread, &o);
+  while (!__atomic_load_n(&g_attached, __ATOMIC_ACQUIRE))
+    usleep(100);
+  pthread_create(&th, NULL, other_thread, NULL);
+  usleep(20000); /* its 100 "before" events first */
+  __atomic_store_n(&g_mark_now, 1, __ATOMIC_RELEASE);
+  pthread_join(setter, NULL);
+  __atomic_store_n(&g_go, 1, __ATOMIC_RELEASE);
+  pthread_join(th, NULL);
+  (void)stkr_mark("app.background", NULL, 0);
+  stkr_flush();
+  stkr_shutdown();
+  f = fopen(outfile, "wb");
+  if (f == NULL || fwrite(&o, sizeof(o), 1, f) != 1)
+    _exit(11);
+  fclose(f);
+  _exit(0);
+}
+
+static child_out record_in_child(const char *dir) {
+  char outfile[4200];
+  child_out o;
+  pid_t pid;
+  int st;
+  FILE *f;
+
+  snprintf(outfile, sizeof(outfile), "%s.out", dir);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    child_record(dir, outfile);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  f = fopen(outfile, "rb");
+  assert_non_null(f);
+  assert_int_equal(fread(&o, sizeof(o), 1, f), 1);
+  fclose(f);
+  return o;
+}
+
+typedef struct seen {
+  char site[80];
+  bool is_mark;
+  uint64_t ts;
+  uint32_t pid, thread_id;
+  uint8_t payload[16];
+  size_t plen;
+  uint64_t pc0, pc1;
+  size_t n_pcs;
+} seen;
+
+#define MAX_SEEN 1024
+
+/* Read every event of dir; @return the count (also the warnings). */
+static size_t read_all(const char *dir, seen *out, stkr_reader **keep) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  size_t n = 0;
+  int rc;
+
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    assert_true(n < MAX_SEEN);
+    snprintf(out[n].site, sizeof(out[n].site), "%s", ev.site);
+    out[n].is_mark = ev.is_mark;
+    out[n].ts = ev.ts_ns;
+    out[n].pid = ev.pid;
+    out[n].thread_id = ev.thread_id;
+    out[n].plen = ev.payload_len < 16 ? ev.payload_len : 16;
+    if (ev.payload_len)
+      memcpy(out[n].payload, ev.payload, out[n].plen);
+    out[n].n_pcs = ev.n_pcs;
+    out[n].pc0 = ev.n_pcs > 0 ? ev.pcs[0] : 0;
+    out[n].pc1 = ev.n_pcs > 1 ? ev.pcs[1] : 0;
+    n++;
+  }
+  assert_int_equal(rc, 0);
+  *keep = r;
+  return n;
+}
+
+static seen g_seen[MAX_SEEN];
+
+static void test_mark_in_process(void **state) {
+  char dir[4096];
+  child_out o;
+  stkr_reader *r;
+  const stkr_process_info *p;
+  size_t n, i, i_mark = SIZE_MAX, i_setter = SIZE_MAX, marks = 0;
+  const stkr_site_info *sites;
+  size_t n_sites;
+  bool mark_site_listed = false;
+
+  (void)state;
+  make_dir(dir, sizeof(dir), "inproc");
+  o = record_in_child(dir);
+  assert_int_equal(o.rc_mark, 0);
+  assert_int_equal(o.rc_bad, -EINVAL);
+
+  n = read_all(dir, g_seen, &r);
+  assert_int_equal(n, 100 + 100 + 1 + 2); /* events + 2 marks */
+  for (i = 0; i < n; i++) {
+    if (g_seen[i].is_mark) {
+      marks++;
+      assert_true(strcmp(g_seen[i].site, "consent.granted") == 0 ||
+                  strcmp(g_seen[i].site, "app.background") == 0);
+      assert_true(g_seen[i].thread_id != 0);
+      if (strcmp(g_seen[i].site, "consent.granted") == 0)
+        i_mark = i;
+    } else {
+      assert_null(strstr(g_seen[i].site, "mark"));
+      if (strcmp(g_seen[i].site, "test.setter") == 0)
+        i_setter = i;
+    }
+  }
+  assert_int_equal(marks, 2);
+  assert_true(i_mark != SIZE_MAX && i_setter != SIZE_MAX);
+  /* Payload, time. */
+  assert_int_equal(g_seen[i_mark].plen, 3);
+  assert_memory_equal(g_seen[i_mark].payload, "v=2", 3);
+  assert_true(g_seen[i_mark].ts >= o.mark_ts_before);
+  /* The setter's stack: same function as the event recorded just before
+   * (both first PCs in set_consent, within a few hundred bytes), and the
+   * same caller below it. */
+  assert_true(g_seen[i_mark].n_pcs >= 2);
+  assert_true(g_seen[i_mark].pc0 - g_seen[i_setter].pc0 < 512 ||
+              g_seen[i_setter].pc0 - g_seen[i_mark].pc0 < 512);
+  assert_int_equal(g_seen[i_mark].pc1, g_seen[i_setter].pc1);
+  /* In one batch: the mark comes before every event recorded after it,
+   * though the other thread's ring (drained first or not) holds them. */
+  for (i = 0; i < n; i++)
+    if (!g_seen[i].is_mark && g_seen[i].ts > g_seen[i_mark].ts)
+      assert_true(i > i_mark);
+  /* Counted apart. */
+  p = stkr_reader_process(r, 0);
+  assert_non_null(p);
+  assert_int_equal(p->events, 201);
+  assert_int_equal(p->marks, 2);
+  assert_int_equal(p->external_marks, 0);
+  assert_false(p->incomplete);
+  assert_int_equal(stkr_reader_sites(r, 0, &sites, &n_sites), 0);
+  for (i = 0; i < n_sites; i++)
+    if (sites[i].is_mark && strcmp(sites[i].name, "consent.granted") == 0) {
+      mark_site_listed = true;
+      assert_int_equal(sites[i].events, 1);
+    }
+  assert_true(mark_site_listed);
+  stkr_reader_free(r);
+}
+
+static void test_mark_names(void **state) {
+  stkr_site *a, *b;
+  char name[80];
+  int i, err = 0;
+
+  (void)state;
+  assert_int_equal(stkr_mark_site("consent.granted", &a), 0);
+  assert_int_equal(stkr_mark_site("consent.granted", &b), 0);
+  assert_ptr_equal(a, b);
+  assert_string_equal(a->name, "mark:consent.granted");
+  assert_int_equal(stkr_mark_site("screen.Checkout_2-b", &b), 0);
+  assert_ptr_not_equal(a, b);
+  assert_int_equal(stkr_mark_site("", &a), -EINVAL);
+  assert_null(a);
+  assert_int_equal(stkr_mark_site(NULL, &a), -EINVAL);
+  assert_int_equal(stkr_mark_site("a:b", &a), -EINVAL);
+  assert_int_equal(stkr_mark_site("a b", &a), -EINVAL);
+  assert_int_equal(stkr_mark_site("caf\xc3\xa9", &a), -EINVAL);
+  memset(name, 'x', 64);
+  name[64] = '\0';
+  assert_int_equal(stkr_mark_site(name, &a), 0); /* 64: the limit */
+  name[64] = 'x';
+  name[65] = '\0';
+  assert_int_equal(stkr_mark_site(name, &a), -EINVAL);
+  assert_int_equal(stkr_mark_site("x", NULL), -EINVAL);
+  /* Not recording: the mark is refused like an event. */
+  assert_int_equal(stkr_mark("consent.granted", NULL, 0), -ENOTCONN);
+  /* The table is bounded: 256 names in all (3 made above). */
+  for (i = 0; i < 300 && err == 0; i++) {
+    snprintf(name, sizeof(name), "many.%d", i);
+    err = stkr_mark_site(name, &a);
+  }
+  assert_int_equal(err, -ENOSPC);
+  assert_int_equal(i, STKR_MAX_MARKS - 3 + 1);
+  assert_int_equal(stkr_mark_site("consent.granted", &a), 0); /* still */
+}
+
+/* ---- `stackrec mark` --------------------------------------------------- */
+
+static void test_cli_mark(void **state) {
+  char dir[4096], other[4096];
+  stkr_reader *r;
+  const stkr_process_info *p0, *p1;
+  uint64_t t0, t1;
+  size_t n, i, ext = 0;
+
+  (void)state;
+  make_dir(dir, sizeof(dir), "cli");
+  (void)record_in_child(dir);
+  (void)record_in_child(dir); /* a second process in the same DIR */
+  t0 = mono_ns();
+  assert_int_equal(cr_run("mark '%s' consent.revoked 'who=harness'", dir), 0);
+  t1 = mono_ns();
+  assert_string_equal(cr_out, "");
+  assert_int_equal(cr_run("mark '%s' screen.Home", dir), 0);
+
+  n = read_all(dir, g_seen, &r);
+  assert_int_equal(stkr_reader_process_count(r), 2);
+  for (i = 0; i < n; i++) {
+    if (!g_seen[i].is_mark || g_seen[i].thread_id != 0)
+      continue;
+    /* External: before the process's first event, in time order. */
+    if (strcmp(g_seen[i].site, "consent.revoked") == 0) {
+      assert_true(g_seen[i].ts >= t0 && g_seen[i].ts <= t1);
+      assert_int_equal(g_seen[i].plen, 11);
+      assert_memory_equal(g_seen[i].payload, "who=harness", 11);
+      /* the first of its process */
+      assert_true(i == 0 || g_seen[i - 1].pid != g_seen[i].pid);
+    } else {
+      assert_string_equal(g_seen[i].site, "screen.Home");
+      assert_true(g_seen[i - 1].is_mark &&
+                  strcmp(g_seen[i - 1].site, "consent.revoked") == 0);
+    }
+    assert_int_equal(g_seen[i].n_pcs, 0);
+    ext++;
+  }
+  assert_int_equal(ext, 4); /* 2 marks x 2 processes */
+  p0 = stkr_reader_process(r, 0);
+  p1 = stkr_reader_process(r, 1);
+  assert_int_equal(p0->external_marks, 2);
+  assert_int_equal(p1->external_marks, 2);
+  assert_int_equal(p0->events, 201);
+  assert_int_not_equal(p0->pid, p1->pid);
+  stkr_reader_free(r);
+
+  /* Errors. */
+  assert_int_equal(cr_run("mark '%s' 'bad name'", dir), 2);
+  assert_non_null(strstr(cr_err, "invalid mark name"));
+  assert_int_equal(cr_run("mark '%s'", dir), 2);
+  assert_int_equal(cr_run("mark '%s' a b c", dir), 2);
+  assert_int_equal(cr_run("mark --bogus '%s' a", dir), 2);
+  snprintf(other, sizeof(other), "%s/does-not-exist", g_tmp);
+  assert_int_equal(cr_run("mark '%s' consent.granted", other), 3);
+  assert_non_null(strstr(cr_err, "does-not-exist"));
+  assert_int_equal(cr_run("mark --help"), 0);
+  assert_non_null(strstr(cr_out, "ordered against events"));
+}
+
+typedef struct warn_log {
+  char path[4200];
+  int n, lost, live, other_path;
+  int64_t off[8];
+} warn_log;
+
+static void collect(void *arg, const stkr_warning *w) {
+  warn_log *l = arg;
+
+  if (w->kind == STKR_WARN_LIVE_TAIL) {
+    l->live++;
+  } else if (l->n < 8) {
+    l->other_path += strcmp(w->path, l->path) != 0;
+    l->off[l->n++] = w->offset;
+    l->lost += w->data_lost;
+  }
+}
+
+/* A marks file with damage: each bad line named by offset, skipped; the
+ * good lines delivered; a line without newline at the end is a live tail
+ * (not data lost). */
+static void test_marks_file_damage(void **state) {
+  char dir[4096], path[4200];
+  const char *text = "# comment\n"
+                     "m1 5 6 7 app.background -\n"   /* offset 10 */
+                     "m2 5 6 7 x -\n"                /* 36: version */
+                     "m1 5 6 7 bad:name -\n"         /* 49: name */
+                     "m1 5 6 7 ok 4g\n"              /* 69: hex */
+                     "m1 5 6 ok -\n"                 /* 84: fields */
+                     "m1 9 6 7 app.foreground 6869\n" /* 96 */
+                     "m1 10 6 7 cut";
+  stkr_reader_opts opts = {0};
+  warn_log log;
+  stkr_reader *r;
+  stkr_reader_counts c;
+  stkr_event_view ev;
+  FILE *f;
+  int rc, marks = 0;
+
+  (void)state;
+  memset(&log, 0, sizeof(log));
+  make_dir(dir, sizeof(dir), "damage");
+  (void)record_in_child(dir);
+  snprintf(path, sizeof(path), "%s/%s", dir, STKR_MARKS_FILE);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  snprintf(log.path, sizeof(log.path), "%s", path);
+  opts.warn = collect;
+  opts.warn_arg = &log;
+  assert_int_equal(stkr_reader_open(dir, &opts, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    if (ev.is_mark && ev.thread_id == 0) {
+      marks++;
+      if (strcmp(ev.site, "app.foreground") == 0) {
+        assert_int_equal(ev.payload_len, 2);
+        assert_memory_equal(ev.payload, "hi", 2);
+        assert_int_equal(ev.ts_ns, 9);
+      }
+    }
+  assert_int_equal(rc, 0);
+  assert_int_equal(marks, 2);
+  assert_int_equal(log.n, 4);
+  assert_int_equal(log.off[0], 36);
+  assert_int_equal(log.off[1], 49);
+  assert_int_equal(log.off[2], 69);
+  assert_int_equal(log.off[3], 84);
+  assert_int_equal(log.lost, 4);
+  assert_int_equal(log.live, 1);
+  assert_int_equal(log.other_path, 0);
+  stkr_reader_get_counts(r, &c);
+  assert_int_equal(c.external_marks, 2);
+  stkr_reader_free(r);
+}
+
+/* ---- states ------------------------------------------------------------ */
+
+static void test_states(void **state) {
+  stkr_states *s;
+  const stkr_state_snap *x;
+  stkr_mark_role role;
+
+  (void)state;
+  assert_int_equal(stkr_states_create(&s), 0);
+  assert_int_equal(stkr_states_mark(s, 100, "consent.granted"), 0);
+  assert_int_equal(stkr_states_mark(s, 200, "app.background"), 0);
+  assert_int_equal(stkr_states_mark(s, 300, "screen.Home"), 0);
+  assert_int_equal(stkr_states_mark(s, 400, "screen.Checkout"), 0);
+  assert_int_equal(stkr_states_mark(s, 500, "app.foreground"), 0);
+  assert_int_equal(stkr_states_mark(s, 600, "consent.revoked"), 0);
+  assert_int_equal(stkr_states_mark(s, 650, "custom.thing"), 0);
+
+  x = stkr_states_at(s, 99);
+  assert_false(stkr_state_snap_in(x, "consent.granted"));
+  assert_false(stkr_states_seen(s, "consent.granted", 99));
+  x = stkr_states_at(s, 100); /* the same ns as the mark: after it */
+  assert_true(stkr_state_snap_in(x, "consent.granted"));
+  assert_true(stkr_states_seen(s, "consent.granted", 100));
+  assert_false(stkr_state_snap_in(x, "app.background"));
+  x = stkr_states_at(s, 250);
+  assert_true(stkr_state_snap_in(x, "app.background"));
+  assert_false(stkr_state_snap_in(x, "screen.*"));
+  x = stkr_states_at(s, 350);
+  assert_true(stkr_state_snap_in(x, "screen.Home"));
+  assert_true(stkr_state_snap_in(x, "screen.*"));
+  x = stkr_states_at(s, 450); /* the next screen.* ends the previous */
+  assert_false(stkr_state_snap_in(x, "screen.Home"));
+  assert_true(stkr_state_snap_in(x, "screen.Checkout"));
+  x = stkr_states_at(s, 550);
+  assert_false(stkr_state_snap_in(x, "app.background"));
+  assert_true(stkr_state_snap_in(x, "consent.granted"));
+  x = stkr_states_at(s, 700);
+  assert_false(stkr_state_snap_in(x, "consent.granted"));
+  assert_true(stkr_states_seen(s, "consent.granted", 700)); /* ever */
+  assert_true(stkr_state_snap_in(x, "screen.Checkout"));
+  assert_false(stkr_state_snap_in(x, "custom.thing")); /* not a state */
+  assert_true(stkr_states_seen(s, "custom.*", 650));
+  /* Backwards in time (another thread's events): still right. */
+  x = stkr_states_at(s, 150);
+  assert_true(stkr_state_snap_in(x, "consent.granted"));
+  assert_false(stkr_state_snap_in(x, "app.background"));
+  /* A mark that arrives late is placed by its time. */
+  assert_int_equal(stkr_states_mark(s, 120, "app.background"), 0);
+  x = stkr_states_at(s, 150);
+  assert_true(stkr_state_snap_in(x, "app.background"));
+  x = stkr_states_at(s, 550);
+  assert_false(stkr_state_snap_in(x, "app.background"));
+  /* Reset: the next process knows nothing. */
+  stkr_states_reset(s);
+  x = stkr_states_at(s, 700);
+  assert_false(stkr_state_snap_in(x, "screen.*"));
+  assert_false(stkr_states_seen(s, "consent.granted", 700));
+  assert_int_equal(stkr_states_overflow(s), 0);
+  stkr_states_free(s);
+  stkr_states_free(NULL);
+
+  assert_int_equal(stkr_states_row("consent.granted", &role), 0);
+  assert_int_equal(role, STKR_MARK_STARTS);
+  assert_int_equal(stkr_states_row("app.foreground", &role), 1);
+  assert_int_equal(role, STKR_MARK_ENDS);
+  assert_int_equal(stkr_states_row("screen.X", &role), 2);
+  assert_int_equal(role, STKR_MARK_STARTS);
+  assert_int_equal(stkr_states_row("other", &role), -1);
+  assert_int_equal(role, STKR_MARK_OTHER);
+}
+
+static int setup(void **state) {
+  const char *t = getenv("TEST_TMPDIR");
+
+  (void)state;
+  snprintf(g_tmp, sizeof(g_tmp), "%s/marks", t ? t : "/tmp");
+  mkdir(g_tmp, 0700);
+  return cr_setup();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mark_in_process),
+      cmocka_unit_test(test_cli_mark),
+      cmocka_unit_test(test_marks_file_damage),
+      cmocka_unit_test(test_states),
+      /* Last: it fills the process's mark table (forked children of the
+       * tests above inherit it). */
+      cmocka_unit_test(test_mark_names),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
