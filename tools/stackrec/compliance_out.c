@@ -104,10 +104,11 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
     }
     fputs("  ", f);
     put_str(f, g->module);
-    fprintf(f, ": %" PRIu64 " events in %u process%s, first %.3f s, last "
+    fprintf(f, ": %" PRIu64 " event%s in %u process%s, first %.3f s, last "
             "%.3f s, peak %" PRIu64 "/s %" PRIu64 "/min, before consent %"
             PRIu64 ", in background %" PRIu64 "\n",
-            g->count, g->n_pids, g->n_pids == 1 ? "" : "es", g->first_s,
+            g->count, g->count == 1 ? "" : "s", g->n_pids,
+            g->n_pids == 1 ? "" : "es", g->first_s,
             g->last_s, g->peak_per_second, g->peak_per_minute,
             g->before_consent, g->background);
     put_stack_text(f, stack_at(c, g->example), "      ", 3);
@@ -129,7 +130,8 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
     put_str(f, g->module);
     fputs(": ", f);
     put_condition(f, x->rule);
-    fprintf(f, ": %" PRIu64 " events, first at %.3f s", x->count, x->first_s);
+    fprintf(f, ": %" PRIu64 " event%s, first at %.3f s", x->count,
+            x->count == 1 ? "" : "s", x->first_s);
     if (stkr_rule_has_rate(x->rule))
       fprintf(f, ", peak %" PRIu64 "/s %" PRIu64 "/min", x->peak_per_second,
               x->peak_per_minute);
