@@ -65,10 +65,13 @@ void stkr__pl_register_stat_sites(void) {
     (void)stkr_site_register(all[i]);
 }
 
-/* Must expand inside the hook (see stkr__pl_record). */
+/* Must expand inside the hook (see stkr__pl_record; the return address is
+ * the hook's caller). The recorder itself calls fstat and stat (its files):
+ * those calls come from the library's own code and are not recorded. */
 #define REASON_EVENT(site, path)                                               \
   do {                                                                         \
-    if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_REASONS)) {             \
+    if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_REASONS) &&             \
+        !stkr__pl_from_self(__builtin_return_address(0))) {                    \
       const char *p_ = (path);                                                 \
       stkr__pl_record(&(site), p_, p_ != NULL ? strlen(p_) : 0);               \
     }                                                                          \

@@ -44,7 +44,9 @@
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* we define functions that fortify wraps inline */
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,6 +64,37 @@
 #include "preload/preload.h"
 
 stkr__pl_state stkr__pl;
+uintptr_t stkr__pl_self_lo, stkr__pl_self_hi;
+
+/* This object's ELF header (the static linker defines it, hidden). */
+extern const ElfW(Ehdr) __ehdr_start;
+
+/* Find the library's executable segments (stkr__pl_from_self) from its
+ * own program headers: no system call, no allocation. */
+static void find_self(void) {
+  const ElfW(Ehdr) *eh = &__ehdr_start;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+  uintptr_t base = (uintptr_t)eh, first_vaddr = UINTPTR_MAX;
+  int i;
+
+  for (i = 0; i < eh->e_phnum; i++)
+    if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+      first_vaddr = ph[i].p_vaddr; /* the segment holding the header */
+  if (first_vaddr == UINTPTR_MAX)
+    return; /* no range: nothing is taken for the library's own */
+  base -= first_vaddr;
+  for (i = 0; i < eh->e_phnum; i++) {
+    uintptr_t lo, hi;
+    if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
+      continue;
+    lo = base + ph[i].p_vaddr;
+    hi = lo + ph[i].p_memsz;
+    if (stkr__pl_self_hi == 0 || lo < stkr__pl_self_lo)
+      stkr__pl_self_lo = lo;
+    if (hi > stkr__pl_self_hi)
+      stkr__pl_self_hi = hi;
+  }
+}
 __thread int stkr__pl_guard __attribute__((tls_model("initial-exec")));
 void *_Atomic stkr__pl_reals[STKR__PL_R_COUNT];
 
@@ -295,6 +328,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
   int i;
 
   stkr__pl_guard++;
+  find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
   g_pid = getpid();
@@ -340,6 +374,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
   unsigned cats;
   int i;
 
+  find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
   g_pid = getpid();

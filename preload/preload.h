@@ -165,6 +165,20 @@ typedef struct stkr__pl_state {
 
 extern stkr__pl_state stkr__pl;
 
+/* The library's own executable code, [lo, hi): set by the constructor
+ * before the release store of `ready`, read after the acquire load. A
+ * hooked call made from there is the recorder's own (fstat of its segment
+ * file, stat of a new ring file, even inside stkr_event while a thread
+ * attaches or in a forked child's fork handler): it is never recorded. A
+ * call from a signal handler that interrupted an event comes from the
+ * app's code and still reaches stkr_event, which counts it. */
+extern uintptr_t stkr__pl_self_lo, stkr__pl_self_hi;
+
+static inline bool stkr__pl_from_self(const void *ret) {
+  uintptr_t pc = (uintptr_t)ret;
+  return pc >= stkr__pl_self_lo && pc < stkr__pl_self_hi;
+}
+
 /* Non-zero while this thread runs the library's own control code
  * (stkr_init/stkr_flush/stkr_shutdown from the constructor, destructor,
  * exec and _exit hooks): libc calls made by the recorder on this thread then
@@ -207,12 +221,7 @@ stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
   (void)payload;
   (void)len;
 #else
-  /* The recorder's own libc calls during this event (a new thread's ring
-   * file: open, fstat, stat) must reach libc, not a hook that would
-   * re-enter stkr_event on a thread still attaching (and count a drop). */
-  stkr__pl_guard++;
   (void)stkr_event(site, payload, len);
-  stkr__pl_guard--;
 #endif
   errno = saved;
 }
