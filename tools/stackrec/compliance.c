@@ -47,6 +47,24 @@ typedef struct group_state {
   uint64_t rules;           /* bit r: rule r selects this group */
 } group_state;
 
+/* Answers of the states tracker, kept while no mark arrives (`version`
+ * counts marks and processes): a state query per event and rule would run
+ * fnmatch each time. "Seen a mark matching G by ts" is monotone in ts, so
+ * two bounds answer most events; "in state G" depends only on the
+ * snapshot, which changes only at marks. */
+typedef struct seen_cache {
+  uint64_t version;
+  uint64_t false_upto;   /* not seen at any ts <= this (valid if have_f) */
+  uint64_t true_from;    /* seen at every ts >= this (valid if have_t) */
+  bool have_f, have_t;
+} seen_cache;
+
+typedef struct state_cache {
+  uint64_t version;
+  uint32_t snap_id;
+  bool valid, in;
+} state_cache;
+
 typedef struct builder {
   const stkr_comp_opts *o;
   stkr_comp *c;
@@ -64,6 +82,11 @@ typedef struct builder {
   bool proc_events;
 #if HAVE_STATES
   stkr_states *states;
+  uint64_t version;         /* + 1 at every mark and process */
+  seen_cache consent;       /* consent.granted seen */
+  state_cache background;   /* in app.background */
+  seen_cache *rule_seen;    /* per rule: before_mark */
+  state_cache *rule_in;     /* per rule: in_state */
 #endif
 } builder;
 
@@ -184,6 +207,7 @@ static void new_process(builder *b, const stkr_event_view *ev) {
   b->proc_marks = b->proc_consent = b->proc_events = false;
 #if HAVE_STATES
   stkr_states_reset(b->states);
+  b->version++;
 #endif
 }
 
@@ -201,7 +225,41 @@ static inline void rate_add(stkr_rate *ps, stkr_rate *pm, uint32_t *owner,
 }
 
 #if HAVE_STATES
+static bool seen(builder *b, seen_cache *c, const char *glob, uint64_t ts) {
+  bool v;
+
+  if (c->version != b->version) {
+    memset(c, 0, sizeof *c);
+    c->version = b->version;
+  }
+  if (c->have_f && ts <= c->false_upto)
+    return false;
+  if (c->have_t && ts >= c->true_from)
+    return true;
+  v = stkr_states_seen(b->states, glob, ts);
+  if (v && (!c->have_t || ts < c->true_from)) {
+    c->true_from = ts;
+    c->have_t = true;
+  } else if (!v && (!c->have_f || ts > c->false_upto)) {
+    c->false_upto = ts;
+    c->have_f = true;
+  }
+  return v;
+}
+
+static bool in_state(builder *b, state_cache *c, const stkr_state_snap *snap,
+                     const char *glob) {
+  if (!c->valid || c->version != b->version || c->snap_id != snap->id) {
+    c->in = stkr_state_snap_in(snap, glob);
+    c->version = b->version;
+    c->snap_id = snap->id;
+    c->valid = true;
+  }
+  return c->in;
+}
+
 static int on_mark(builder *b, const stkr_event_view *ev) {
+  b->version++;
   b->c->marks++;
   b->proc_marks = true;
   if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
@@ -210,19 +268,20 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
 }
 #endif
 
-/* Does this event pass rule r's conditions (before_mark, in_state)? */
-static bool selected(builder *b, const stkr_rule *r, uint64_t ts,
+/* Does this event pass rule ri's conditions (before_mark, in_state)? */
+static bool selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
                      const void *snap) {
   (void)snap;
   (void)ts;
+  (void)ri;
   if (r->before_mark == NULL && r->in_state == NULL)
     return true;
   if (!b->proc_marks)
     return r->in_state == NULL; /* before every mark, in no state */
 #if HAVE_STATES
-  if (r->before_mark != NULL && stkr_states_seen(b->states, r->before_mark, ts))
+  if (r->before_mark != NULL && seen(b, &b->rule_seen[ri], r->before_mark, ts))
     return false;
-  if (r->in_state != NULL && !stkr_state_snap_in(snap, r->in_state))
+  if (r->in_state != NULL && !in_state(b, &b->rule_in[ri], snap, r->in_state))
     return false;
   return true;
 #else
@@ -270,8 +329,9 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   } else {
 #if HAVE_STATES
     snap = stkr_states_at(b->states, ts);
-    g->before_consent += !stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, ts);
-    g->background += stkr_state_snap_in(snap, STKR_COMP_BACKGROUND_STATE);
+    g->before_consent += !seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts);
+    g->background += in_state(b, &b->background, snap,
+                              STKR_COMP_BACKGROUND_STATE);
 #endif
   }
   for (rules = gs->rules; rules != 0; rules &= rules - 1) {
@@ -279,7 +339,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     const stkr_rule *rule = &b->o->policy->rules[r];
     rule_state *rs = &b->rs[(size_t)gi * b->n_rules + r];
 
-    if (!selected(b, rule, ts, snap))
+    if (!selected(b, r, rule, ts, snap))
       continue;
     if (rs->count == 0 || ts < rs->first_ts) {
       rs->first_ts = ts;
@@ -451,6 +511,11 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
 #if HAVE_STATES
   if (err == 0)
     err = stkr_states_create(&b.states);
+  if (err == 0 && b.n_rules > 0 &&
+      ((b.rule_seen = calloc(b.n_rules, sizeof *b.rule_seen)) == NULL ||
+       (b.rule_in = calloc(b.n_rules, sizeof *b.rule_in)) == NULL))
+    err = -ENOMEM;
+  b.version = 1; /* the caches start out of date */
 #endif
   ao = o->agg;
   ao.on_event = on_event;
@@ -463,6 +528,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     err = finish(&b);
 #if HAVE_STATES
   stkr_states_free(b.states);
+  free(b.rule_seen);
+  free(b.rule_in);
 #endif
   free(b.stack_group);
   free(b.gs);
