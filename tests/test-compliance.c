@@ -390,6 +390,15 @@ static const char k_plist_check[] =
     "assert 'used by libacme_sdk.so: reasons.stat, 2 events' in text\n"
     "assert 'used by compliance_app: reasons.statvfs, 1 event' in text\n";
 
+static const char k_per_module_check[] =
+    "import sys, os, plistlib\n"
+    "got = {}\n"
+    "for f in sorted(os.listdir(sys.argv[1])):\n"
+    "    d = plistlib.load(open(os.path.join(sys.argv[1], f), 'rb'))\n"
+    "    got[f] = [t['NSPrivacyAccessedAPIType'][28:] for t in d['NSPrivacyAccessedAPITypes']]\n"
+    "assert got == {'compliance_app.xcprivacy': ['DiskSpace'],\n"
+    "               'libacme_sdk.so.xcprivacy': ['FileTimestamp', 'DiskSpace']}, got\n";
+
 static const char k_manifest_head[] =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" "
@@ -423,6 +432,11 @@ static void test_privacy_manifest(void **state) {
   snprintf(man, sizeof man, "%s/app.xcprivacy", g_tmp);
   assert_int_equal(cr_run("privacy-manifest -o '%s' '%s'", draft, g_rec), 0);
   assert_int_equal(python(k_plist_check, draft), 0);
+  snprintf(man, sizeof man, "%s/per-module", g_tmp);
+  assert_int_equal(cr_run("privacy-manifest --per-module '%s' -o /dev/null '%s'",
+                          man, g_rec), 0);
+  assert_int_equal(python(k_per_module_check, man), 0);
+  snprintf(man, sizeof man, "%s/app.xcprivacy", g_tmp);
   /* The draft is a manifest that declares what was used. */
   assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", draft, g_rec),
                    0);

@@ -10,6 +10,10 @@
  * (attrib.h) that called the category's APIs, each with its sites, event
  * counts and innermost frames, and the reason codes Apple offers.
  *
+ * With --per-module DIR, also one draft per module (DIR/<module>.xcprivacy,
+ * the module's categories only): Apple wants a manifest in every SDK's
+ * bundle, and an SDK's vendor can check theirs against it.
+ *
  * With --manifest FILE (the app's own manifest, read with plist.h), the
  * categories used but not declared there are listed on stderr, and the
  * exit status is 1; categories declared but never seen are noted.
@@ -17,12 +21,14 @@
  * could not be written), 2 usage or a malformed manifest or module map
  * (the message names the file and line), 3 an input cannot be opened.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/compliance.h"
@@ -47,7 +53,10 @@ static const char help[] =
     "                     not declared there (exit 1)\n"
     "  --module-map FILE  SDK names for images and symbol prefixes (as for\n"
     "                     compliance)\n"
-    "  -o FILE            write the draft there instead of stdout\n";
+    "  -o FILE            write the draft there instead of stdout\n"
+    "  --per-module DIR   also one draft per module: DIR/<module>.xcprivacy\n"
+    "                     (created; characters other than [A-Za-z0-9._-] in\n"
+    "                     a module's name become '_')\n";
 
 static const char help_exit[] =
     "Exit status: 0 every used category declared (or no --manifest), 1 a\n"
@@ -83,8 +92,9 @@ static size_t used_categories(const stkr_comp *c, int *cat_of, bool *used) {
   return n;
 }
 
+/* module NULL: every module's groups; else only that module's. */
 static void put_category(FILE *f, const stkr_comp *c, const int *cat_of,
-                         size_t k) {
+                         size_t k, const char *module) {
   const stkr_reason_category *rc = &stkr_reason_categories[k];
   size_t i, j;
 
@@ -93,7 +103,8 @@ static void put_category(FILE *f, const stkr_comp *c, const int *cat_of,
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
     const stkr_agg_stack *s = &c->agg->stacks[g->example];
-    if (cat_of[i] != (int)k)
+    if (cat_of[i] != (int)k ||
+        (module != NULL && strcmp(g->module, module) != 0))
       continue;
     fputs("    <!-- used by ", f);
     put_comment_text(f, g->module);
@@ -117,7 +128,7 @@ static void put_category(FILE *f, const stkr_comp *c, const int *cat_of,
 }
 
 static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
-                       const bool *used) {
+                       const bool *used, const char *module) {
   size_t k;
 
   fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -130,7 +141,7 @@ static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
         "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n", f);
   for (k = 0; k < stkr_reason_category_count; k++)
     if (used[k])
-      put_category(f, c, cat_of, k);
+      put_category(f, c, cat_of, k, module);
   fputs("  </array>\n</dict>\n</plist>\n", f);
   if (fflush(f) != 0 || ferror(f))
     return -(errno ? errno : EIO);
@@ -203,12 +214,63 @@ static int check_manifest(const char *path, const stkr_comp *c,
   return missing ? STKR_CLI_FINDINGS : 0;
 }
 
+/* --per-module DIR: a draft per module that used any category.
+ * @return 0 or an exit status after a message. */
+static int write_per_module(const char *dir, const stkr_comp *c,
+                            const int *cat_of) {
+  size_t i, j, k;
+
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n", dir,
+            strerror(errno));
+    return STKR_CLI_DATA_LOST;
+  }
+  for (i = 0; i < c->n_groups; i++) {
+    const char *m = c->groups[i].module;
+    bool used[MAX_CATS] = {false}, first = true;
+    char path[4096], *p;
+    FILE *f;
+    int err;
+
+    if (cat_of[i] < 0)
+      continue;
+    for (j = 0; j < i; j++) /* written already (with an earlier group)? */
+      if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
+        first = false;
+    if (!first)
+      continue;
+    for (j = i; j < c->n_groups; j++)
+      if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
+        used[cat_of[j]] = true;
+    k = (size_t)snprintf(path, sizeof path, "%s/", dir);
+    for (p = path + k; *m && p < path + sizeof path - 12; m++)
+      *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
+              *m == '_') ? *m : '_';
+    strcpy(p, ".xcprivacy");
+    if ((f = fopen(path, "w")) == NULL) {
+      fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n",
+              path, strerror(errno));
+      return STKR_CLI_DATA_LOST;
+    }
+    err = write_draft(f, c, cat_of, used, c->groups[i].module);
+    if (fclose(f) != 0 && err == 0)
+      err = -errno;
+    if (err != 0) {
+      fprintf(stderr, "stackrec privacy-manifest: writing %s: %s\n", path,
+              strerror(-err));
+      return STKR_CLI_DATA_LOST;
+    }
+  }
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, stkr_comp_opts *o,
                       const char **manifest, const char **map,
-                      const char **output) {
-  enum { O_MANIFEST = 256, O_MAP };
+                      const char **output, const char **per_module) {
+  enum { O_MANIFEST = 256, O_MAP, O_PER_MODULE };
   static const struct option longopts[] = {
       STKR__FILTER_LONGOPTS,
+      {"per-module", required_argument, NULL, O_PER_MODULE},
       {"manifest", required_argument, NULL, O_MANIFEST},
       {"module-map", required_argument, NULL, O_MAP},
       {"output", required_argument, NULL, 'o'},
@@ -228,6 +290,7 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
     switch (c) {
     case O_MANIFEST: *manifest = optarg; break;
     case O_MAP: *map = optarg; break;
+    case O_PER_MODULE: *per_module = optarg; break;
     case 'o': *output = optarg; break;
     case 'h':
       fputs(help, stdout);
@@ -257,7 +320,8 @@ static int load_error(const char *what, const char *msg, int rc) {
 }
 
 int stkr_cli_privacy_manifest(int argc, char **argv) {
-  const char *manifest = NULL, *map_path = NULL, *output = NULL;
+  const char *manifest = NULL, *map_path = NULL, *output = NULL,
+             *per_module = NULL;
   bool used[MAX_CATS], declared[MAX_CATS];
   stkr_plist *plist = NULL;
   stkr_modmap *map = NULL;
@@ -269,7 +333,8 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   FILE *f = stdout;
 
   memset(&o, 0, sizeof o);
-  if ((status = parse_args(argc, argv, &o, &manifest, &map_path, &output)) >= 0)
+  if ((status = parse_args(argc, argv, &o, &manifest, &map_path, &output,
+                           &per_module)) >= 0)
     return status;
   /* The inputs a person wrote first: a typo fails fast, before reading. */
   if (manifest != NULL &&
@@ -304,7 +369,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
-  err = write_draft(f, c, cat_of, used);
+  err = write_draft(f, c, cat_of, used, NULL);
   if (f != stdout && fclose(f) != 0 && err == 0)
     err = -errno;
   if (err != 0) {
@@ -313,6 +378,9 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  if (per_module != NULL &&
+      (status = write_per_module(per_module, c, cat_of)) != 0)
+    goto out;
   status = stkr_cli_status(r);
   if (manifest != NULL &&
       check_manifest(manifest, c, cat_of, used, declared) != 0)
