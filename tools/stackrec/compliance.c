@@ -36,7 +36,8 @@ typedef struct rule_state {
   uint64_t count;
   uint64_t first_ts;
   size_t stack;
-  stkr_rate per_s, per_min; /* rate rules only */
+  stkr_rate *rate;          /* [0] per second, [1] per minute: only for a
+                               rate rule that selects the group (~1 KiB) */
   uint32_t rate_proc;       /* process + 1 the windows belong to */
 } rule_state;
 
@@ -148,17 +149,24 @@ static int group_add(builder *b, const char *site, const char *module,
   memset(g, 0, sizeof *g);
   stkr_rate_init(&g->per_s, NS_PER_S);
   stkr_rate_init(&g->per_min, 60 * NS_PER_S);
+  /* Counted now, so that a failure below frees what was made. */
+  b->gslot[slot] = gi + 1;
+  c->n_groups++;
+  for (r = 0; r < b->n_rules; r++)
+    memset(&b->rs[gi * b->n_rules + r], 0, sizeof *b->rs);
   for (r = 0; r < b->n_rules; r++) {
     const stkr_rule *rule = &b->o->policy->rules[r];
     rule_state *s = &b->rs[gi * b->n_rules + r];
-    memset(s, 0, sizeof *s);
-    stkr_rate_init(&s->per_s, NS_PER_S);
-    stkr_rate_init(&s->per_min, 60 * NS_PER_S);
-    if (stkr_rule_matches(rule, site, module))
-      g->rules |= 1ull << r;
+    if (!stkr_rule_matches(rule, site, module))
+      continue;
+    g->rules |= 1ull << r;
+    if (stkr_rule_has_rate(rule)) {
+      if ((s->rate = malloc(2 * sizeof *s->rate)) == NULL)
+        return -ENOMEM;
+      stkr_rate_init(&s->rate[0], NS_PER_S);
+      stkr_rate_init(&s->rate[1], 60 * NS_PER_S);
+    }
   }
-  b->gslot[slot] = gi + 1;
-  c->n_groups++;
   return 0;
 }
 
@@ -346,8 +354,8 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
       rs->stack = stack;
     }
     rs->count++;
-    if (stkr_rule_has_rate(rule))
-      rate_add(&rs->per_s, &rs->per_min, &rs->rate_proc, proc, ts);
+    if (rs->rate != NULL)
+      rate_add(&rs->rate[0], &rs->rate[1], &rs->rate_proc, proc, ts);
   }
   return 0;
 }
@@ -371,12 +379,12 @@ static int group_order(const void *pa, const void *pb) {
 static bool rule_broken(const stkr_rule *r, const rule_state *s) {
   if (s->count == 0)
     return false;
-  if (!stkr_rule_has_rate(r))
+  if (s->rate == NULL)
     return true;
   return (r->max_per_second >= 0 &&
-          (double)s->per_s.peak > r->max_per_second) ||
+          (double)s->rate[0].peak > r->max_per_second) ||
          (r->max_per_minute >= 0 &&
-          (double)s->per_min.peak > r->max_per_minute);
+          (double)s->rate[1].peak > r->max_per_minute);
 }
 
 static double secs(const stkr_comp *c, uint64_t ts) {
@@ -424,8 +432,10 @@ static int finish(builder *b) {
     c->groups[i].last_s = secs(c, c->groups[i].last_ts);
     for (r = 0; r < b->n_rules; r++) {
       rule_state *s = &b->rs[i * b->n_rules + r];
-      stkr_rate_finish(&s->per_s);
-      stkr_rate_finish(&s->per_min);
+      if (s->rate != NULL) {
+        stkr_rate_finish(&s->rate[0]);
+        stkr_rate_finish(&s->rate[1]);
+      }
     }
   }
   if (c->n_groups == 0)
@@ -467,9 +477,9 @@ static int finish(builder *b) {
       f->first_ts = s->first_ts;
       f->first_s = secs(c, s->first_ts);
       f->stack = s->stack;
-      if (stkr_rule_has_rate(rule)) {
-        f->peak_per_second = s->per_s.peak;
-        f->peak_per_minute = s->per_min.peak;
+      if (s->rate != NULL) {
+        f->peak_per_second = s->rate[0].peak;
+        f->peak_per_minute = s->rate[1].peak;
       }
     }
   }
@@ -490,6 +500,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
                     void *progress_arg, stkr_comp **out) {
   stkr_agg_opts ao;
   builder b;
+  size_t i;
   int err;
 
   *out = NULL;
@@ -533,6 +544,9 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
 #endif
   free(b.stack_group);
   free(b.gs);
+  if (b.rs != NULL)
+    for (i = 0; i < b.c->n_groups * b.n_rules; i++)
+      free(b.rs[i].rate);
   free(b.rs);
   free(b.gslot);
   if (err != 0) {
