@@ -441,10 +441,14 @@ static void new_process(builder *b, size_t process) {
 static int count_payload(builder *b, size_t merged,
                          const stkr_event_view *ev) {
   const char *site = b->a->stacks[merged].site;
-  uint64_t origin = stkr__filter_origin(&b->filt, ev);
-  int err = stkr__timeline_add(b->tl, site,
-                               ev->ts_ns > origin ? ev->ts_ns - origin : 0);
+  uint64_t origin;
+  int err;
 
+  if (b->o->no_site_details)
+    return 0;
+  origin = stkr__filter_origin(&b->filt, ev);
+  err = stkr__timeline_add(b->tl, site,
+                           ev->ts_ns > origin ? ev->ts_ns - origin : 0);
   if (err != 0 || ev->payload_len == 0)
     return err;
   return stkr__paytab_add(b->pay, site, ev->payload, ev->payload_len);

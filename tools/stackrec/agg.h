@@ -69,6 +69,10 @@ typedef struct stkr_agg_opts {
   int (*on_event)(void *arg, const stkr_agg *a, const stkr_event_view *ev,
                   size_t stack);
   void *on_event_arg;
+  /* Keep no per-site payloads and timelines (sites' payloads and timeline
+   * stay empty): for commands that show neither (compliance's text, JSON
+   * and JUnit), a tenth of the per-event work. */
+  bool no_site_details;
 } stkr_agg_opts;
 
 /* on_event's stack for a mark (is_mark, proto/stkr_reader.h): marks are

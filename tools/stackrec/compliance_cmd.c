@@ -187,6 +187,8 @@ int stkr_cli_compliance(int argc, char **argv) {
     goto out;
   o.policy = pol;
   o.modmap = map;
+  /* Only the HTML page shows payloads and timelines. */
+  o.agg.no_site_details = fmt != FMT_HTML;
   status = stkr_cli_open("compliance", argv + optind, argc - optind, true, &r);
   if (status != 0)
     goto out;

@@ -345,7 +345,7 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
       stkr_html_put_text(f, g->site);
       fputs("</td><td>", f);
       stkr_html_put_text(f, g->module);
-      fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.3f"
+      fprintf(f, "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%.3f"
               "</td><td>", x->count, x->first_s);
       if (x->rule->before_mark)
         stkr_html_put_text(f, "before "), stkr_html_put_text(f, x->rule->before_mark);
@@ -372,10 +372,10 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
     stkr_html_put_text(f, g->site);
     fputs("</td><td>", f);
     stkr_html_put_text(f, g->module);
-    fprintf(f, "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.3f</td>"
-            "<td class=\"n\">%.3f</td><td class=\"n\">%" PRIu64 "</td>"
-            "<td class=\"n\">%" PRIu64 "</td><td class=\"n\">%" PRIu64 "</td>"
-            "<td class=\"n\">%" PRIu64 "</td></tr>\n",
+    fprintf(f, "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%.3f</td>"
+            "<td class=\"num\">%.3f</td><td class=\"num\">%" PRIu64 "</td>"
+            "<td class=\"num\">%" PRIu64 "</td><td class=\"num\">%" PRIu64 "</td>"
+            "<td class=\"num\">%" PRIu64 "</td></tr>\n",
             g->count, g->first_s, g->last_s, g->peak_per_second,
             g->peak_per_minute, g->before_consent, g->background);
   }

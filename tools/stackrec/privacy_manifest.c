@@ -349,6 +349,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     goto out;
   }
   o.modmap = map;
+  o.agg.no_site_details = true;
   if ((status = stkr_cli_open("privacy-manifest", argv + optind,
                               argc - optind, true, &r)) != 0)
     goto out;
