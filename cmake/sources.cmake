@@ -75,6 +75,7 @@ set(STKR_PRELOAD_MATCH_SRCS
 set(STKR_PRELOAD_SRCS
   preload/hooks_files.c
   preload/hooks_net.c
+  preload/hooks_stat.c
   preload/preload.c
 )
 
@@ -84,6 +85,9 @@ set(STKR_CLI_SRCS
   tools/stackrec/atos.c
   tools/stackrec/attrib.c
   tools/stackrec/breakdown.c
+  tools/stackrec/compliance.c
+  tools/stackrec/compliance_cmd.c
+  tools/stackrec/compliance_out.c
   tools/stackrec/diff.c
   tools/stackrec/diff_out.c
   tools/stackrec/dump.c
@@ -106,11 +110,16 @@ set(STKR_CLI_SRCS
   tools/stackrec/mark.c
   tools/stackrec/merge.c
   tools/stackrec/paytab.c
+  tools/stackrec/plist.c
+  tools/stackrec/policy.c
+  tools/stackrec/privacy_manifest.c
   tools/stackrec/progress.c
   tools/stackrec/push.c
   tools/stackrec/push_http.c
   tools/stackrec/push_rows.c
   tools/stackrec/push_schema.c
+  tools/stackrec/rate.c
+  tools/stackrec/reasons.c
   tools/stackrec/record.c
   tools/stackrec/record_summary.c
   tools/stackrec/recover.c

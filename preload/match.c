@@ -30,7 +30,7 @@
 #include "preload/preload.h"
 
 static const char *const k_cat_names[STKR__PL_CAT_COUNT] = {
-    "identifiers", "network", "files", "devices", "environment"};
+    "identifiers", "network", "files", "devices", "environment", "reasons"};
 
 const char *stkr__pl_cat_name(unsigned c) {
   return c < STKR__PL_CAT_COUNT ? k_cat_names[c] : NULL;
@@ -259,7 +259,11 @@ int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
 
   if (errlen > 0)
     err[0] = '\0';
-  if (s == NULL || s[0] == '\0' || strcmp(s, "all") == 0) {
+  if (s == NULL || s[0] == '\0') {
+    *mask = STKR__PL_CAT_DEFAULT;
+    return 0;
+  }
+  if (strcmp(s, "all") == 0) {
     *mask = STKR__PL_CAT_ALL;
     return 0;
   }
@@ -281,7 +285,7 @@ int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
       snprintf(err, errlen,
                "invalid category \"%.*s\" at offset %zu of STACKREC_CATEGORIES"
                " (known: identifiers, network, files, devices, environment, "
-               "all)",
+               "reasons, all)",
                len > 40 ? 40 : (int)len, s + start, start);
       return -EINVAL;
     }

@@ -44,7 +44,9 @@
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* we define functions that fortify wraps inline */
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,6 +64,37 @@
 #include "preload/preload.h"
 
 stkr__pl_state stkr__pl;
+uintptr_t stkr__pl_self_lo, stkr__pl_self_hi;
+
+/* This object's ELF header (the static linker defines it, hidden). */
+extern const ElfW(Ehdr) __ehdr_start;
+
+/* Find the library's executable segments (stkr__pl_from_self) from its
+ * own program headers: no system call, no allocation. */
+static void find_self(void) {
+  const ElfW(Ehdr) *eh = &__ehdr_start;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+  uintptr_t base = (uintptr_t)eh, first_vaddr = UINTPTR_MAX;
+  int i;
+
+  for (i = 0; i < eh->e_phnum; i++)
+    if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+      first_vaddr = ph[i].p_vaddr; /* the segment holding the header */
+  if (first_vaddr == UINTPTR_MAX)
+    return; /* no range: nothing is taken for the library's own */
+  base -= first_vaddr;
+  for (i = 0; i < eh->e_phnum; i++) {
+    uintptr_t lo, hi;
+    if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
+      continue;
+    lo = base + ph[i].p_vaddr;
+    hi = lo + ph[i].p_memsz;
+    if (stkr__pl_self_hi == 0 || lo < stkr__pl_self_lo)
+      stkr__pl_self_lo = lo;
+    if (hi > stkr__pl_self_hi)
+      stkr__pl_self_hi = hi;
+  }
+}
 __thread int stkr__pl_guard __attribute__((tls_model("initial-exec")));
 void *_Atomic stkr__pl_reals[STKR__PL_R_COUNT];
 
@@ -255,7 +288,16 @@ static _Atomic int g_end_state;
 static void atfork_child(void) {
   g_pid = getpid();
   atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+  /* The recorder's and the worker's own child handlers run next (they
+   * register theirs when recording starts, after this one) and call libc
+   * (fstat on the inherited segment descriptor): with this thread's ring
+   * still the parent's MAP_SHARED one, a hook recording there would put
+   * an event into the parent's recording. atfork_child_done, registered
+   * after them, lifts the guard. */
+  stkr__pl_guard++;
 }
+
+static void atfork_child_done(void) { stkr__pl_guard--; }
 
 /* Once per process image; see g_end_state. The caller checked ready, the
  * pid and (except the destructor) the guard. */
@@ -286,6 +328,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
   int i;
 
   stkr__pl_guard++;
+  find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
   g_pid = getpid();
@@ -295,6 +338,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
                            err, sizeof err) != 0) {
     init_failed(-EINVAL, "%s; recording nothing", err);
+    (void)pthread_atfork(NULL, NULL, atfork_child_done);
     stkr__pl_guard--;
     return;
   }
@@ -304,12 +348,15 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
    * into the recording only when they record an event. */
   stkr__pl_register_file_sites();
   stkr__pl_register_net_sites();
+  stkr__pl_register_stat_sites();
   (void)stkr_site_register(&g_site_getenv);
   (void)stkr_site_register(&g_site_secure_getenv);
   if (start_recording() == 0)
     /* Release: pairs with the acquire load in stkr__pl_enabled(); the
      * configuration above is visible to every hook that sees 1. */
     atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
+  /* After the recorder's and the worker's handlers (see atfork_child). */
+  (void)pthread_atfork(NULL, NULL, atfork_child_done);
   stkr__pl_guard--;
 }
 
@@ -327,6 +374,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
   unsigned cats;
   int i;
 
+  find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
   g_pid = getpid();
@@ -336,10 +384,12 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
                            err, sizeof err) != 0) {
     say("%s; recording nothing", err);
+    (void)pthread_atfork(NULL, NULL, atfork_child_done);
     return;
   }
   stkr__pl.cats = cats;
   stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
+  (void)pthread_atfork(NULL, NULL, atfork_child_done);
   atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
 }
 #endif

@@ -12,6 +12,7 @@
  *   hooks_files.c  open/openat/fopen and their 64-bit and fortify variants
  *   hooks_net.c    identifiers (gethostname, uname, getifaddrs, ioctl) and
  *                  network (connect, getaddrinfo)
+ *   hooks_stat.c   reasons: the stat and statfs/statvfs families
  *
  * Every hook follows one shape: classify the call with a cheap check (a
  * miss costs a few loads and compares, no event), record one event with
@@ -41,17 +42,22 @@ enum {
   STKR__PL_CAT_FILES = 2,
   STKR__PL_CAT_DEVICES = 3,
   STKR__PL_CAT_ENVIRONMENT = 4,
-  STKR__PL_CAT_COUNT = 5
+  STKR__PL_CAT_REASONS = 5, /* Apple's required-reason APIs (hooks_stat.c) */
+  STKR__PL_CAT_COUNT = 6
 };
 #define STKR__PL_CAT_BIT(c) (1u << (c))
 #define STKR__PL_CAT_ALL ((1u << STKR__PL_CAT_COUNT) - 1u)
+/* What an unset or empty STACKREC_CATEGORIES records: every category but
+ * `reasons`, whose stat calls are too frequent to record unasked (see
+ * hooks_stat.c). "all" records them too. */
+#define STKR__PL_CAT_DEFAULT (STKR__PL_CAT_ALL & ~STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS))
 
 /* "identifiers", "network", ... for category c (NULL if out of range). */
 const char *stkr__pl_cat_name(unsigned c);
 
 /*
  * Parse a category list: "all", or names separated by commas
- * ("files,network"). NULL or "" means all.
+ * ("files,network"). NULL or "" means STKR__PL_CAT_DEFAULT.
  * @return 0 with *mask set, or -EINVAL with a message naming the offending
  *         name and its byte offset in err (always NUL-terminated).
  */
@@ -159,6 +165,20 @@ typedef struct stkr__pl_state {
 
 extern stkr__pl_state stkr__pl;
 
+/* The library's own executable code, [lo, hi): set by the constructor
+ * before the release store of `ready`, read after the acquire load. A
+ * hooked call made from there is the recorder's own (fstat of its segment
+ * file, stat of a new ring file, even inside stkr_event while a thread
+ * attaches or in a forked child's fork handler): it is never recorded. A
+ * call from a signal handler that interrupted an event comes from the
+ * app's code and still reaches stkr_event, which counts it. */
+extern uintptr_t stkr__pl_self_lo, stkr__pl_self_hi;
+
+static inline bool stkr__pl_from_self(const void *ret) {
+  uintptr_t pc = (uintptr_t)ret;
+  return pc >= stkr__pl_self_lo && pc < stkr__pl_self_hi;
+}
+
 /* Non-zero while this thread runs the library's own control code
  * (stkr_init/stkr_flush/stkr_shutdown from the constructor, destructor,
  * exec and _exit hooks): libc calls made by the recorder on this thread then
@@ -212,6 +232,7 @@ stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
  * threads' first open of ~/.ssh at the same moment would lose one. */
 void stkr__pl_register_file_sites(void);  /* hooks_files.c */
 void stkr__pl_register_net_sites(void);   /* hooks_net.c */
+void stkr__pl_register_stat_sites(void);  /* hooks_stat.c */
 
 /* ---- real functions --------------------------------------------------------- */
 
@@ -221,7 +242,12 @@ void stkr__pl_register_net_sites(void);   /* hooks_net.c */
   X(__openat_2) X(__openat64_2) X(fopen) X(fopen64) X(gethostname)           \
   X(__gethostname_chk) X(uname) X(getifaddrs) X(ioctl) X(connect)              \
   X(getaddrinfo) X(getenv) X(secure_getenv)                                    \
-  X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(_exit) X(_Exit)
+  X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(_exit) X(_Exit)    \
+  X(stat) X(stat64) X(lstat) X(lstat64) X(fstat) X(fstat64) X(fstatat)         \
+  X(fstatat64) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64)               \
+  X(__fxstat) X(__fxstat64) X(__fxstatat) X(__fxstatat64) X(statx)             \
+  X(statfs) X(statfs64) X(fstatfs) X(fstatfs64) X(statvfs) X(statvfs64)        \
+  X(fstatvfs) X(fstatvfs64)
 
 enum {
 #define STKR__PL_ENUM(name) STKR__PL_R_##name,

@@ -142,8 +142,10 @@ static void test_bad_maps(void **state) {
              "m.json:3:12:", "unknown or repeated key: symbol");
   expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": [\"\"]}]}",
              "m.json:1:39:", "non-empty string");
-  expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": \"x\"}]}",
-             "m.json:1:38:", "expected an array");
+  expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": 5}]}",
+             "m.json:1:38:", "\"images\" must be a string or an array");
+  expect_bad("{\"modules\": [{\"name\": \"A\", \"symbols\": []}]}",
+             "m.json:1:39:", "empty array for \"symbols\"");
   expect_bad("{\"modulez\": []}", "m.json:1:13:", "unknown key: modulez");
   expect_bad("[]", "m.json:1:1:", "expected an object");
   expect_bad("{\"modules\": []} x", "m.json:1:17:", "text after");

@@ -206,8 +206,15 @@ static void test_categories(void **state) {
   char err[256];
   (void)state;
 
+  /* Unset: every category but reasons (stat is too frequent to record
+   * unasked); "all" includes it. */
   assert_int_equal(stkr__pl_parse_categories(NULL, &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_ALL);
+  assert_int_equal(m, STKR__PL_CAT_DEFAULT);
+  assert_false(m & STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS));
+  assert_int_equal(stkr__pl_parse_categories("", &m, err, sizeof err), 0);
+  assert_int_equal(m, STKR__PL_CAT_DEFAULT);
+  assert_int_equal(stkr__pl_parse_categories("reasons", &m, err, sizeof err), 0);
+  assert_int_equal(m, STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS));
   assert_int_equal(stkr__pl_parse_categories("all", &m, err, sizeof err), 0);
   assert_int_equal(m, STKR__PL_CAT_ALL);
   assert_int_equal(
@@ -231,6 +238,7 @@ static void test_categories(void **state) {
                    -EINVAL);
 
   assert_string_equal(stkr__pl_cat_name(STKR__PL_CAT_DEVICES), "devices");
+  assert_string_equal(stkr__pl_cat_name(STKR__PL_CAT_REASONS), "reasons");
   assert_null(stkr__pl_cat_name(STKR__PL_CAT_COUNT));
 }
 

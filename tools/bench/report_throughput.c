@@ -33,6 +33,14 @@
  *     diff        `stackrec diff DIR DIR > /dev/null`: both inputs read
  *                 (its rate counts the events of both), every path
  *                 compared (none differs: the work without the output)
+ *     compliance  `stackrec compliance DIR > /dev/null` (issue 13: per
+ *                 site and module, rates, before consent, background)
+ *     compliance --policy
+ *                 the same with 3 rules on every site (before_mark,
+ *                 in_state, max_per_minute), every rule tested per event
+ *   Producer 0 sets marks while it records (consent.granted a quarter of
+ *   the way, app.background / app.foreground every 2^22 of its events), so
+ *   the compliance rows answer state queries on real marks.
  *   Rows run interleaved (reader, agg, report, html, pprof, reader, ...),
  *   ROUNDS rounds (default 5); the table shows the median time and rate
  *   and the largest peak RSS over the rounds.
@@ -172,6 +180,8 @@ static void zipf_setup(void) {
 
 typedef struct producer {
   uint64_t n, rng;
+  bool marks;         /* this producer sets the marks */
+  uint64_t marks_set;
 } producer;
 
 /* Events between two stkr_flush() barriers: 128 Ki records (~25 MiB at
@@ -179,12 +189,21 @@ typedef struct producer {
  * instead of overrunning it, and (almost) nothing is dropped. */
 #define PACE (1u << 17)
 
+#define MARK_EVERY (1u << 22)
+
 static __attribute__((noinline)) void produce_leaf(producer *p) {
   uint64_t i;
   for (i = 0; i < p->n; i++) {
     step(CHOICE_LEVELS, pick(&p->rng));
     if ((i + 1) % PACE == 0)
       (void)stkr_flush();
+    if (p->marks && i == p->n / 4 && stkr_mark("consent.granted", NULL, 0) == 0)
+      p->marks_set++;
+    if (p->marks && (i + 1) % MARK_EVERY == 0 &&
+        stkr_mark((i + 1) / MARK_EVERY % 2 ? "app.background"
+                                           : "app.foreground",
+                  NULL, 0) == 0)
+      p->marks_set++;
   }
 }
 static __attribute__((noinline)) void prefix(unsigned depth, producer *p) {
@@ -223,6 +242,8 @@ static void record(const char *dir, uint64_t events) {
   t0 = now_s();
   for (i = 0; i < PRODUCERS; i++) {
     p[i].n = events / PRODUCERS + (i == 0 ? events % PRODUCERS : 0);
+    p[i].marks = i == 0;
+    p[i].marks_set = 0;
     p[i].rng = 0x2545F4914F6CDD1Dull * (uint64_t)(i + 1);
     if (pthread_create(&th[i], NULL, producer_main, &p[i]) != 0)
       die("pthread_create", errno);
@@ -241,7 +262,9 @@ static void record(const char *dir, uint64_t events) {
          " segments, %.1f s (%.1f M events/s)\n",
          st.written, st.stacks, st.dropped_ring_full, (double)st.bytes / 1e6,
          st.segments, t1 - t0, (double)st.written / (t1 - t0) / 1e6);
-  if (st.written != events)
+  /* A mark is recorded as an event of its own reserved site. */
+  printf("marks set: %" PRIu64 "\n", p[0].marks_set);
+  if (st.written != events + p[0].marks_set)
     die("not every event was written", EIO);
 }
 
@@ -277,16 +300,28 @@ static uint64_t warm_dir(const char *dir, unsigned *files) {
 
 /* ---- measurements ------------------------------------------------------- */
 
-enum { M_READER, M_AGG, M_REPORT, M_HTML, M_PPROF, M_DIFF, NM };
+enum { M_READER, M_AGG, M_REPORT, M_HTML, M_PPROF, M_DIFF, M_COMP, M_COMP_POLICY, NM };
 static const char *const mname[NM] = {
     "reader (stkr_reader_next, lazy_frames)",
     "agg (stkr_agg_build, as report)",
     "stackrec report DIR",
     "stackrec report --html FILE DIR",
     "stackrec export --format pprof",
-    "stackrec diff DIR DIR (reads it twice)"};
+    "stackrec diff DIR DIR (reads it twice)",
+    "stackrec compliance DIR",
+    "stackrec compliance --policy P DIR"};
 /* Events each row reads, in recordings: diff reads BASE and NEW. */
-static const unsigned mreads[NM] = {1, 1, 1, 1, 1, 2};
+static const unsigned mreads[NM] = {1, 1, 1, 1, 1, 2, 1, 1};
+
+/* The compliance row's policy: every rule selects every site. */
+static const char k_policy[] =
+    "{\"rules\": [\n"
+    " {\"id\": \"before-consent\", \"sites\": \"bench.*\", "
+    "\"before_mark\": \"consent.granted\"},\n"
+    " {\"id\": \"background\", \"sites\": \"bench.*\", "
+    "\"in_state\": \"app.background\"},\n"
+    " {\"id\": \"too-often\", \"sites\": \"bench.*\", "
+    "\"max_per_minute\": 1000}]}\n";
 
 typedef struct result {
   double secs;
@@ -354,6 +389,11 @@ static result measure(int m, const char *dir, const char *cli,
     } else if (m == M_HTML) {
       snprintf(out, sizeof out, "%s/report.html", tmp);
       execl(cli, cli, "report", "--html", out, dir, (char *)NULL);
+    } else if (m == M_COMP) {
+      execl(cli, cli, "compliance", dir, (char *)NULL);
+    } else if (m == M_COMP_POLICY) {
+      snprintf(out, sizeof out, "%s/policy.json", tmp);
+      execl(cli, cli, "compliance", "--policy", out, dir, (char *)NULL);
     } else if (m == M_PPROF) {
       snprintf(out, sizeof out, "%s/profile.pb.gz", tmp);
       execl(cli, cli, "export", "--format", "pprof", "-o", out, dir,
@@ -491,6 +531,14 @@ int main(int argc, char **argv) {
     record(dir, events);
     recorded = events;
   }
+  {
+    char path[4200];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/policy.json", tmp);
+    if ((f = fopen(path, "w")) == NULL || fputs(k_policy, f) < 0 ||
+        fclose(f) != 0)
+      die("writing the policy", errno);
+  }
   bytes = warm_dir(dir, &files);
   printf("recording: %.1f MB in %u segment files (read once: page cache "
          "warm)\n\n", (double)bytes / 1e6, files);
@@ -561,11 +609,22 @@ int main(int argc, char **argv) {
              bad[M_DIFF] ? "NO RESULT (failed)"
                          : rate[M_DIFF] * 1e6 >= TARGET_REPORT ? "PASS" : "MISS",
              (double)rss[M_DIFF] / 1024);
+    if (cli != NULL && rate[M_REPORT] > 0)
+      for (m = M_COMP; m <= M_COMP_POLICY; m++)
+        printf("%s: %.1f M events/s, %.2fx report's time, peak RSS %.1f MB "
+               "-> %s (target >= %.0f M events/s)\n",
+               mname[m], rate[m], rate[m] > 0 ? rate[M_REPORT] / rate[m] : 0,
+               (double)rss[m] / 1024,
+               bad[m] ? "NO RESULT (failed)"
+                      : rate[m] * 1e6 >= TARGET_REPORT ? "PASS" : "MISS",
+               TARGET_REPORT / 1e6);
   }
   /* Our temp dir: the CLI outputs, and the recording unless --dir. */
   snprintf(dir, sizeof dir, "%s/report.html", tmp);
   unlink(dir);
   snprintf(dir, sizeof dir, "%s/profile.pb.gz", tmp);
+  unlink(dir);
+  snprintf(dir, sizeof dir, "%s/policy.json", tmp);
   unlink(dir);
   if (dir_arg == NULL) {
     snprintf(dir, sizeof dir, "%s/rec", tmp);

@@ -449,10 +449,14 @@ static void new_process(builder *b, size_t process) {
 static int count_payload(builder *b, size_t merged,
                          const stkr_event_view *ev) {
   const char *site = b->a->stacks[merged].site;
-  uint64_t origin = stkr__filter_origin(&b->filt, ev);
-  int err = stkr__timeline_add(b->tl, site,
-                               ev->ts_ns > origin ? ev->ts_ns - origin : 0);
+  uint64_t origin;
+  int err;
 
+  if (b->o->no_site_details)
+    return 0;
+  origin = stkr__filter_origin(&b->filt, ev);
+  err = stkr__timeline_add(b->tl, site,
+                           ev->ts_ns > origin ? ev->ts_ns - origin : 0);
   if (err == 0 && stkr__hangs_site(site)) /* the watchdog's (hangs.c) */
     err = stkr__hangs_add(b->a->hangs_, ev, merged,
                           ev->ts_ns > origin ? ev->ts_ns - origin : 0);
@@ -480,8 +484,10 @@ static bool raw_matches(const builder *b, const raw *w, uint32_t session,
           memcmp(s->payload, ev->payload, ev->payload_len) == 0);
 }
 
-/* Count the event: one hash probe on its ids, except for a new key. */
-static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
+/* Count the event: one hash probe on its ids, except for a new key. Its
+ * merged stack's index goes to *merged. */
+static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
+                       size_t *merged) {
   /* Undefined ids key as 0: a file may hold any number of bogus ones. */
   uint32_t session = ev->proc->sessions;
   uint32_t site = ev->site_undefined ? 0 : ev->site_id;
@@ -489,7 +495,7 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
   uint32_t thread =
       b->o->by_thread && !ev->thread_undefined ? ev->thread_id : 0;
   uint64_t phash = 0;
-  size_t i, merged;
+  size_t i;
   raw *w;
   int err;
 
@@ -503,14 +509,15 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
       w = &b->raws[i];
       if (raw_matches(b, w, session, site, stack, thread, phash, ev)) {
         b->a->stacks[w->merged - 1].count++;
+        *merged = w->merged - 1;
         return count_payload(b, w->merged - 1, ev);
       }
     }
   }
-  if ((err = merged_stack(b, r, ev, &merged)) != 0)
+  if ((err = merged_stack(b, r, ev, merged)) != 0)
     return err;
-  b->a->stacks[merged].count++;
-  if ((err = count_payload(b, merged, ev)) != 0)
+  b->a->stacks[*merged].count++;
+  if ((err = count_payload(b, *merged, ev)) != 0)
     return err;
   if ((b->raw_n + 1) * 2 > b->raw_cap) {
     size_t ncap = b->raw_cap ? b->raw_cap * 2 : 256, k;
@@ -541,7 +548,7 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev) {
   w->site_id = site;
   w->stack_id = stack;
   w->thread_id = thread;
-  w->merged = merged + 1;
+  w->merged = *merged + 1;
   b->raw_n++;
   return 0;
 }
@@ -727,6 +734,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   }
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    size_t merged;
     int pass;
 
     if (ev.process != b.cur_process)
@@ -735,6 +743,9 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
       /* Not an event: no count, stack or payload row (the timelines show
        * marks apart, stkr_agg.marks). */
       if ((err = stkr__agg_mark(&b, &ev)) != 0)
+        break;
+      if (b.o->on_event != NULL &&
+          (err = b.o->on_event(b.o->on_event_arg, b.a, &ev, STKR_AGG_MARK)) != 0)
         break;
       continue;
     }
@@ -748,7 +759,10 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     if (pass == 0)
       continue;
     b.a->events++;
-    if ((err = count_event(&b, r, &ev)) != 0)
+    if ((err = count_event(&b, r, &ev, &merged)) != 0)
+      break;
+    if (b.o->on_event != NULL &&
+        (err = b.o->on_event(b.o->on_event_arg, b.a, &ev, merged)) != 0)
       break;
   }
   if (err == 0 && rc < 0)

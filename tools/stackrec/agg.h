@@ -39,6 +39,8 @@ typedef enum stkr_agg_granularity {
 /* "line", "function", "address" -> *out. @return 0 or -EINVAL. */
 int stkr_agg_granularity_parse(const char *s, stkr_agg_granularity *out);
 
+typedef struct stkr_agg stkr_agg;
+
 typedef struct stkr_agg_opts {
   const char *site_glob;   /* fnmatch(3) pattern on site names; NULL: all */
   const char *thread_glob; /* pattern on thread names, or a decimal tid
@@ -58,7 +60,24 @@ typedef struct stkr_agg_opts {
                               its own stack: memory then grows with
                               distinct (stack, payload) pairs) */
   stkr_agg_granularity granularity;
+  /* Called for every event that passes the filters, once it is counted,
+   * with the index of its merged stack in a->stacks (stable: stacks are
+   * only appended while building; the array itself may move, so keep the
+   * index). NULL: none. @return 0, or a negative errno that stops the
+   * build (stkr_agg_build returns it). `compliance` keeps its per-event
+   * statistics this way on top of the one aggregation. */
+  int (*on_event)(void *arg, const stkr_agg *a, const stkr_event_view *ev,
+                  size_t stack);
+  void *on_event_arg;
+  /* Keep no per-site payloads and timelines (sites' payloads and timeline
+   * stay empty): for commands that show neither (compliance's text, JSON
+   * and JUnit), a tenth of the per-event work. */
+  bool no_site_details;
 } stkr_agg_opts;
+
+/* on_event's stack for a mark (is_mark, proto/stkr_reader.h): marks are
+ * passed unfiltered, in the order read, and are not events. */
+#define STKR_AGG_MARK SIZE_MAX
 
 /* One distinct call stack at one site (and thread, with by_thread). */
 typedef struct stkr_agg_stack {
@@ -131,7 +150,7 @@ typedef struct stkr_agg_mark {
 
 #define STKR_AGG_MAX_PAYLOADS 4096
 
-typedef struct stkr_agg {
+struct stkr_agg {
   stkr_agg_site *sites;    /* most events first, then by name */
   size_t n_sites;
   stkr_agg_stack *stacks;  /* every stack (the sites point into this) */
@@ -162,7 +181,7 @@ typedef struct stkr_agg {
   uint64_t marks_read;       /* marks (not in events_read); a `stackrec
                                 mark` mark once, not once per process */
   uint64_t marks_not_kept;   /* past STKR_AGG_MAX_MARKS */
-} stkr_agg;
+};
 
 /*
  * Read every event of r (which must not have been read from yet) and

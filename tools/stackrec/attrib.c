@@ -117,72 +117,43 @@ void stkr_modmap_free(stkr_modmap *m) {
   free(m);
 }
 
-/* "name:LINE:COL: " + message into err; @return -EINVAL. */
-static int bad(char *err, size_t errlen, const char *name, const stkr_json *at,
-               const char *msg, const char *what) {
-  if (err != NULL)
-    snprintf(err, errlen, "%s:%u:%u: %s%s", name, at->line, at->col, msg,
-             what ? what : "");
-  return -EINVAL;
-}
-
-/* An array of non-empty strings into *out (copies). */
-static int string_list(const char *name, const stkr_json *a, const char *key,
-                       char ***out, size_t *n, char *err, size_t errlen) {
-  size_t i;
-
-  if (a->type != STKR_JSON_ARRAY)
-    return bad(err, errlen, name, a, "expected an array of strings for ", key);
-  if (a->n == 0)
-    return bad(err, errlen, name, a, "empty array for ", key);
-  if ((*out = calloc(a->n, sizeof **out)) == NULL)
-    return -ENOMEM;
-  for (i = 0; i < a->n; i++) {
-    const stkr_json *s = &a->items[i];
-    if (s->type != STKR_JSON_STRING || s->str[0] == '\0')
-      return bad(err, errlen, name, s, "expected a non-empty string in ", key);
-    if (((*out)[i] = strdup(s->str)) == NULL)
-      return -ENOMEM;
-    *n = i + 1;
-  }
-  return 0;
-}
-
 static int parse_entry(const char *name, const stkr_json *o, modmap_entry *e,
                        char *err, size_t errlen) {
   size_t i;
   int rc;
 
   if (o->type != STKR_JSON_OBJECT)
-    return bad(err, errlen, name, o, "a module must be an object", NULL);
+    return stkr_json_error(err, errlen, name, o, "a module must be an object");
   for (i = 0; i < o->n; i++) {
     const char *k = o->keys[i];
     const stkr_json *v = &o->items[i];
 
     if (strcmp(k, "name") == 0) {
       if (v->type != STKR_JSON_STRING || v->str[0] == '\0')
-        return bad(err, errlen, name, v, "\"name\" must be a non-empty string",
-                   NULL);
+        return stkr_json_error(err, errlen, name, v,
+                               "\"name\" must be a non-empty string");
       free(e->name);
       if ((e->name = strdup(v->str)) == NULL)
         return -ENOMEM;
     } else if (strcmp(k, "images") == 0 && e->images == NULL) {
-      if ((rc = string_list(name, v, "\"images\"", &e->images, &e->n_images,
-                            err, errlen)) != 0)
+      if ((rc = stkr_json_strings(v, true, "\"images\"", name, &e->images,
+                                  &e->n_images, err, errlen)) != 0)
         return rc;
     } else if (strcmp(k, "symbols") == 0 && e->symbols == NULL) {
-      if ((rc = string_list(name, v, "\"symbols\"", &e->symbols,
-                            &e->n_symbols, err, errlen)) != 0)
+      if ((rc = stkr_json_strings(v, true, "\"symbols\"", name, &e->symbols,
+                                  &e->n_symbols, err, errlen)) != 0)
         return rc;
     } else {
-      return bad(err, errlen, name, v, "unknown or repeated key: ", k);
+      return stkr_json_error(err, errlen, name, v,
+                             "unknown or repeated key: %s", k);
     }
   }
   if (e->name == NULL)
-    return bad(err, errlen, name, o, "a module needs a \"name\"", NULL);
+    return stkr_json_error(err, errlen, name, o, "a module needs a \"name\"");
   if (e->n_images == 0 && e->n_symbols == 0)
-    return bad(err, errlen, name, o,
-               "a module needs \"images\" or \"symbols\": ", e->name);
+    return stkr_json_error(err, errlen, name, o,
+                           "a module needs \"images\" or \"symbols\": %s",
+                           e->name);
   return 0;
 }
 
@@ -193,16 +164,17 @@ static int from_tree(const char *name, const stkr_json *root, stkr_modmap *m,
   int rc;
 
   if (root->type != STKR_JSON_OBJECT)
-    return bad(err, errlen, name, root, "expected an object {\"modules\": [...]}",
-               NULL);
+    return stkr_json_error(err, errlen, name, root,
+                           "expected an object {\"modules\": [...]}");
   for (i = 0; i < root->n; i++)
     if (strcmp(root->keys[i], "modules") != 0)
-      return bad(err, errlen, name, &root->items[i], "unknown key: ",
-                 root->keys[i]);
+      return stkr_json_error(err, errlen, name, &root->items[i],
+                             "unknown key: %s", root->keys[i]);
   if ((mods = stkr_json_get(root, "modules")) == NULL)
-    return bad(err, errlen, name, root, "no \"modules\" array", NULL);
+    return stkr_json_error(err, errlen, name, root, "no \"modules\" array");
   if (mods->type != STKR_JSON_ARRAY)
-    return bad(err, errlen, name, mods, "\"modules\" must be an array", NULL);
+    return stkr_json_error(err, errlen, name, mods,
+                           "\"modules\" must be an array");
   if (mods->n > 0 && (m->v = calloc(mods->n, sizeof *m->v)) == NULL)
     return -ENOMEM;
   for (i = 0; i < mods->n; i++) {

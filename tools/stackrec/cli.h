@@ -104,6 +104,13 @@ int stkr_cli_atos(int argc, char **argv);   /* atos.c */
 int stkr_cli_symcache(int argc, char **argv); /* symcache.c */
 int stkr_cli_mark(int argc, char **argv);   /* mark.c */
 int stkr_cli_diff(int argc, char **argv);   /* diff.c */
+/* ---- issue 13: compliance, privacy manifest ---- */
+/* compliance, privacy-manifest: a rule broken / a category used but not
+ * declared (the same number as data lost: CI fails either way). */
+#define STKR_CLI_FINDINGS 1
+int stkr_cli_compliance(int argc, char **argv); /* compliance_cmd.c */
+int stkr_cli_privacy_manifest(int argc, char **argv); /* privacy_manifest.c */
+/* ---- end issue 13 ---- */
 
 /* What stkr_cli_symbolize_in_place did. */
 typedef struct stkr_cli_sym_stats {

@@ -376,7 +376,7 @@ static void put_site_table(FILE *out, const stkr_agg *a) {
     double w = a->events ? 100.0 * (double)s->count / (double)a->events : 0;
     fprintf(out, "<tr><td class=\"num\">%zu</td><td class=\"name\">"
             "<a href=\"#site-%zu\">", i + 1, i);
-    put_html(out, s->name);
+    stkr_html_put_text(out, s->name);
     fprintf(out, "</a></td><td class=\"num\">%s</td><td class=\"num\">%s"
             "</td><td class=\"num\">%s</td><td class=\"bar\"><span "
             "style=\"width:%.2f%%\"></span></td></tr>\n",
@@ -418,7 +418,7 @@ static void put_payloads(FILE *out, const stkr_agg_site *s) {
     fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
             "<td class=\"name\">", fmt_count(p->count, b1),
             fmt_pct(p->count, s->count, b2));
-    put_html(out, esc);
+    stkr_html_put_text(out, esc);
     fputs("</td></tr>\n", out);
     free(esc);
     esc = NULL;
@@ -459,7 +459,7 @@ static void put_flame_sections(FILE *out, const stkr_agg *a) {
     fprintf(out, "<details class=\"site\" id=\"site-%zu\"%s><summary>"
             "<span class=\"name\">", i,
             i < STKR__HTML_OPEN_SITES ? " open" : "");
-    put_html(out, s->name);
+    stkr_html_put_text(out, s->name);
     fprintf(out, "</span> <span class=\"count\">&mdash; %s events, %s of "
             "total</span></summary>\n<div class=\"timeline\" "
             "data-site=\"%zu\"></div>\n<div class=\"toolbar\"><button "
@@ -548,6 +548,12 @@ int stkr_html_write(FILE *out, const stkr_agg *a, const char *title) {
 
 int stkr_html_write_banner(FILE *out, const stkr_agg *a, const char *title,
                            const char *banner) {
+  return stkr_html_write_sections(out, a, title, banner, NULL, NULL);
+}
+
+int stkr_html_write_sections(FILE *out, const stkr_agg *a, const char *title,
+                             const char *banner, stkr_html_section_fn extra,
+                             void *extra_arg) {
   int err;
 
   if (out == NULL || a == NULL)
@@ -562,20 +568,22 @@ int stkr_html_write_banner(FILE *out, const stkr_agg *a, const char *title,
         "<meta name=\"viewport\" content=\"width=device-width, "
         "initial-scale=1\">\n<meta name=\"generator\" content=\"stackrec\">\n"
         "<title>", out);
-  put_html(out, title);
+  stkr_html_put_text(out, title);
   fputs("</title>\n<style>\n", out);
   fwrite(stkr__report_css, 1, stkr__report_css_len, out);
   fputs("</style></head>\n<body>\n<header><h1>", out);
-  put_html(out, title);
+  stkr_html_put_text(out, title);
   fputs("</h1>\n", out);
   if (banner != NULL && banner[0] != '\0') {
     /* Before anything else: the numbers below are not the whole story. */
     fputs("<p class=\"incomplete\" role=\"alert\"><strong>", out);
-    put_html(out, banner);
+    stkr_html_put_text(out, banner);
     fputs("</strong></p>\n", out);
   }
   put_summary(out, a);
   fputs("</header>\n", out);
+  if (extra != NULL)
+    extra(out, extra_arg);
   put_drops(out, a);
   put_site_table(out, a);
   put_flame_sections(out, a);

@@ -19,9 +19,17 @@ int stkr_html_write(FILE *out, const stkr_agg *a, const char *title);
 int stkr_html_write_banner(FILE *out, const stkr_agg *a, const char *title,
                            const char *banner);
 
-/* s as HTML text or attribute value (<>&"' as entities, control
- * characters as U+FFFD, invalid UTF-8 replaced). NULL writes nothing. For
- * the other pages (diff) to escape as this one does. */
+/* A section of a command's own, written after the header (summary) and
+ * before the drop summary and the site table. */
+typedef void (*stkr_html_section_fn)(FILE *out, void *arg);
+/* stkr_html_write_banner with extra (NULL: none) called for that section. */
+int stkr_html_write_sections(FILE *out, const stkr_agg *a, const char *title,
+                             const char *banner, stkr_html_section_fn extra,
+                             void *extra_arg);
+
+/* s as HTML (or XML) text or attribute value: < > & " ' as entities,
+ * control characters as U+FFFD, bytes of invalid UTF-8 as the code point
+ * of their value. NULL writes nothing. */
 void stkr_html_put_text(FILE *out, const char *s);
 
 #endif /* STKR_HTML_H */

@@ -433,3 +433,51 @@ const char *stkr_json_type_name(stkr_json_type t) {
                                       "string", "array",   "object"};
   return (unsigned)t < 6 ? names[t] : "?";
 }
+
+int stkr_json_error(char *err, size_t errlen, const char *file,
+                    const stkr_json *at, const char *fmt, ...) {
+  va_list ap;
+  int k;
+
+  if (err == NULL || errlen == 0)
+    return -EINVAL;
+  k = snprintf(err, errlen, "%s:%u:%u: ", file, at->line, at->col);
+  if (k > 0 && (size_t)k < errlen) {
+    va_start(ap, fmt);
+    vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+    va_end(ap);
+  }
+  return -EINVAL;
+}
+
+int stkr_json_strings(const stkr_json *v, bool arrays, const char *what,
+                      const char *file, char ***out, size_t *n, char *err,
+                      size_t errlen) {
+  const stkr_json *items = v;
+  size_t i, count = 1;
+
+  *out = NULL;
+  *n = 0;
+  if (v->type == STKR_JSON_ARRAY && arrays) {
+    if (v->n == 0)
+      return stkr_json_error(err, errlen, file, v, "empty array for %s",
+                             what);
+    items = v->items;
+    count = v->n;
+  } else if (v->type != STKR_JSON_STRING) {
+    return stkr_json_error(err, errlen, file, v, "%s must be a string%s",
+                           what, arrays ? " or an array of strings" : "");
+  }
+  for (i = 0; i < count; i++)
+    if (items[i].type != STKR_JSON_STRING || items[i].str[0] == '\0')
+      return stkr_json_error(err, errlen, file, &items[i],
+                             "expected a non-empty string in %s", what);
+  if ((*out = calloc(count, sizeof **out)) == NULL)
+    return -ENOMEM;
+  for (i = 0; i < count; i++) {
+    if (((*out)[i] = strdup(items[i].str)) == NULL)
+      return -ENOMEM; /* *n copies made: the caller frees them */
+    *n = i + 1;
+  }
+  return 0;
+}

@@ -65,6 +65,20 @@ const stkr_json *stkr_json_get(const stkr_json *obj, const char *key);
 /* The JSON type's name ("string", "object" ...) for messages. */
 const char *stkr_json_type_name(stkr_json_type t);
 
+/* For a value that is well-formed JSON but wrong for the caller: err gets
+ * "FILE:LINE:COL: <message>" with at's position. @return -EINVAL. */
+int stkr_json_error(char *err, size_t errlen, const char *file,
+                    const stkr_json *at, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* A string, or (if arrays) an array of strings, every one non-empty, as
+ * a malloc'd array of copies in *out (*n of them; free each and the
+ * array). what names the value in messages ("\"sites\"").
+ * @return 0, -EINVAL (err as stkr_json_error), -ENOMEM. */
+int stkr_json_strings(const stkr_json *v, bool arrays, const char *what,
+                      const char *file, char ***out, size_t *n, char *err,
+                      size_t errlen);
+
 /* Free a tree. NULL is accepted. */
 void stkr_json_free(stkr_json *v);
 

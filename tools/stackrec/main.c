@@ -50,6 +50,10 @@ static const struct {
      "write out what killed processes left in their ring files"},
     /* fleet (issue 16) */
     {"push", stkr_cli_push, "recordings into ClickHouse (docs/fleet.md)"},
+    {"compliance", stkr_cli_compliance,
+     "per site and SDK: how often, before consent, in background; policy"},
+    {"privacy-manifest", stkr_cli_privacy_manifest,
+     "draft PrivacyInfo.xcprivacy; categories used but not declared"},
     {"mark", stkr_cli_mark, "set a mark (e.g. consent.granted) in a recording"},
     {"diff", stkr_cli_diff,
      "call paths added, gone or changed in rate between two recordings"},

@@ -1,0 +1,568 @@
+/*
+ * compliance.c: the per-event statistics of `stackrec compliance`
+ * (compliance.h), kept through the aggregation's on_event hook.
+ *
+ * Per event: the merged stack's index leads to its (site, module) group
+ * through an array (the module is computed once per distinct stack);
+ * the group's counters and rate windows are updated, and each rule that
+ * selects the group (a bit mask, computed once per group) tests its
+ * conditions. Marks go to the states tracker of the process being read
+ * (states.h, reset at each new process); events of a process without
+ * marks skip the state queries.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
+#include "tools/stackrec/compliance.h"
+#include "tools/stackrec/rate.h"
+
+#if __has_include("tools/stackrec/states.h")
+#include "tools/stackrec/states.h"
+#define HAVE_STATES 1
+#else
+/* Built without the marks branch: no marks can be read, so no state is
+ * ever active and no mark ever seen (every event is before consent). */
+#define HAVE_STATES 0
+#endif
+
+#define NS_PER_S 1000000000ull
+
+/* Per (group, rule) while reading. */
+typedef struct rule_state {
+  uint64_t count;
+  uint64_t first_ts;
+  size_t stack;
+  stkr_rate *rate;          /* [0] per second, [1] per minute: only for a
+                               rate rule that selects the group (~1 KiB) */
+  uint32_t rate_proc;       /* process + 1 the windows belong to */
+} rule_state;
+
+typedef struct group_state {
+  stkr_rate per_s, per_min;
+  uint32_t rate_proc;       /* process + 1 the windows belong to */
+  uint32_t last_proc;       /* process + 1 last seen (n_pids) */
+  uint64_t rules;           /* bit r: rule r selects this group */
+} group_state;
+
+/* Answers of the states tracker, kept while no mark arrives (`version`
+ * counts marks and processes): a state query per event and rule would run
+ * fnmatch each time. "Seen a mark matching G by ts" is monotone in ts, so
+ * two bounds answer most events; "in state G" depends only on the
+ * snapshot, which changes only at marks. */
+typedef struct seen_cache {
+  uint64_t version;
+  uint64_t false_upto;   /* not seen at any ts <= this (valid if have_f) */
+  uint64_t true_from;    /* seen at every ts >= this (valid if have_t) */
+  bool have_f, have_t;
+} seen_cache;
+
+typedef struct state_cache {
+  uint64_t version;
+  uint32_t snap_id;
+  bool valid, in;
+} state_cache;
+
+typedef struct builder {
+  const stkr_comp_opts *o;
+  stkr_comp *c;
+  size_t n_rules;
+  uint32_t *stack_group;    /* per agg stack: group + 1, 0 unknown */
+  size_t stack_group_cap;
+  group_state *gs;          /* per group */
+  rule_state *rs;           /* per group: n_rules of them */
+  size_t group_cap;
+  size_t *gslot;            /* hash of (site, module) -> group + 1 */
+  size_t gslot_cap;
+  size_t cur_process;
+  bool proc_marks;          /* the current process has marks */
+  bool proc_consent;        /* ... a consent.granted among them */
+  bool proc_events;
+#if HAVE_STATES
+  stkr_states *states;
+  uint64_t version;         /* + 1 at every mark and process */
+  seen_cache consent;       /* consent.granted seen */
+  state_cache background;   /* in app.background */
+  seen_cache *rule_seen;    /* per rule: before_mark */
+  state_cache *rule_in;     /* per rule: in_state */
+#endif
+} builder;
+
+/* ---- groups ------------------------------------------------------------------ */
+
+static uint64_t group_hash(const char *site, const char *module) {
+  return stkr_mix64(stkr_hash_bytes((uint64_t)(uintptr_t)site, module,
+                                    strlen(module)));
+}
+
+static int gslot_grow(builder *b) {
+  size_t ncap = b->gslot_cap ? b->gslot_cap * 2 : 64, k, i;
+  size_t *ns = calloc(ncap, sizeof *ns);
+
+  if (ns == NULL)
+    return -ENOMEM;
+  for (k = 0; k < b->gslot_cap; k++) {
+    const stkr_comp_group *g;
+    if (b->gslot[k] == 0)
+      continue;
+    g = &b->c->groups[b->gslot[k] - 1];
+    for (i = group_hash(g->site, g->module) & (ncap - 1); ns[i] != 0;
+         i = (i + 1) & (ncap - 1))
+      ;
+    ns[i] = b->gslot[k];
+  }
+  free(b->gslot);
+  b->gslot = ns;
+  b->gslot_cap = ncap;
+  return 0;
+}
+
+/* A new group: its arrays grown, its rules matched. */
+static int group_add(builder *b, const char *site, const char *module,
+                     size_t slot) {
+  stkr_comp *c = b->c;
+  size_t gi = c->n_groups, cap = b->group_cap, r;
+  group_state *g;
+
+  if (gi + 1 > cap) {
+    size_t ncap = cap;
+    void *p;
+    if (stkr_grow((void **)&c->groups, &ncap, gi + 1, sizeof *c->groups) != 0)
+      return -ENOMEM;
+    if ((p = realloc(b->gs, ncap * sizeof *b->gs)) == NULL)
+      return -ENOMEM;
+    b->gs = p;
+    if (b->n_rules > 0) {
+      if ((p = realloc(b->rs, ncap * b->n_rules * sizeof *b->rs)) == NULL)
+        return -ENOMEM;
+      b->rs = p;
+    }
+    b->group_cap = ncap;
+  }
+  memset(&c->groups[gi], 0, sizeof c->groups[gi]);
+  c->groups[gi].site = site;
+  c->groups[gi].module = module;
+  g = &b->gs[gi];
+  memset(g, 0, sizeof *g);
+  stkr_rate_init(&g->per_s, NS_PER_S);
+  stkr_rate_init(&g->per_min, 60 * NS_PER_S);
+  /* Counted now, so that a failure below frees what was made. */
+  b->gslot[slot] = gi + 1;
+  c->n_groups++;
+  for (r = 0; r < b->n_rules; r++)
+    memset(&b->rs[gi * b->n_rules + r], 0, sizeof *b->rs);
+  for (r = 0; r < b->n_rules; r++) {
+    const stkr_rule *rule = &b->o->policy->rules[r];
+    rule_state *s = &b->rs[gi * b->n_rules + r];
+    if (!stkr_rule_matches(rule, site, module))
+      continue;
+    g->rules |= 1ull << r;
+    if (stkr_rule_has_rate(rule)) {
+      if ((s->rate = malloc(2 * sizeof *s->rate)) == NULL)
+        return -ENOMEM;
+      stkr_rate_init(&s->rate[0], NS_PER_S);
+      stkr_rate_init(&s->rate[1], 60 * NS_PER_S);
+    }
+  }
+  return 0;
+}
+
+/* The group of agg stack `stack` (made on first sight). */
+static long group_of(builder *b, const stkr_agg *a, size_t stack) {
+  const stkr_agg_stack *s = &a->stacks[stack];
+  const char *module;
+  size_t i;
+  int err;
+
+  if (stack < b->stack_group_cap && b->stack_group[stack] != 0)
+    return (long)b->stack_group[stack] - 1;
+  if (stack >= b->stack_group_cap) {
+    size_t old = b->stack_group_cap;
+    if (stkr_grow((void **)&b->stack_group, &b->stack_group_cap, stack + 1,
+                  sizeof *b->stack_group) != 0)
+      return -ENOMEM;
+    memset(b->stack_group + old, 0,
+           (b->stack_group_cap - old) * sizeof *b->stack_group);
+  }
+  module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames);
+  if ((b->c->n_groups + 1) * 2 > b->gslot_cap && gslot_grow(b) != 0)
+    return -ENOMEM;
+  for (i = group_hash(s->site, module) & (b->gslot_cap - 1);
+       b->gslot[i] != 0; i = (i + 1) & (b->gslot_cap - 1)) {
+    const stkr_comp_group *g = &b->c->groups[b->gslot[i] - 1];
+    if (g->site == s->site && strcmp(g->module, module) == 0)
+      break;
+  }
+  if (b->gslot[i] == 0 && (err = group_add(b, s->site, module, i)) != 0)
+    return err;
+  b->stack_group[stack] = (uint32_t)b->gslot[i];
+  return (long)b->gslot[i] - 1;
+}
+
+/* ---- per process ------------------------------------------------------------- */
+
+/* The process read so far is done (its marks are all in). */
+static void end_process(builder *b) {
+  b->c->consent_processes += b->proc_events && b->proc_consent;
+}
+
+static void new_process(builder *b, const stkr_event_view *ev) {
+  end_process(b);
+  b->cur_process = ev->process;
+  b->proc_marks = b->proc_consent = b->proc_events = false;
+#if HAVE_STATES
+  stkr_states_reset(b->states);
+  b->version++;
+#endif
+}
+
+/* The windows of the last process are closed before another's events
+ * (rates are per process). */
+static inline void rate_add(stkr_rate *ps, stkr_rate *pm, uint32_t *owner,
+                            uint32_t proc, uint64_t ts) {
+  if (*owner != proc) {
+    stkr_rate_finish(ps);
+    stkr_rate_finish(pm);
+    *owner = proc;
+  }
+  stkr_rate_add(ps, ts);
+  stkr_rate_add(pm, ts);
+}
+
+#if HAVE_STATES
+static bool seen(builder *b, seen_cache *c, const char *glob, uint64_t ts) {
+  bool v;
+
+  if (c->version != b->version) {
+    memset(c, 0, sizeof *c);
+    c->version = b->version;
+  }
+  if (c->have_f && ts <= c->false_upto)
+    return false;
+  if (c->have_t && ts >= c->true_from)
+    return true;
+  v = stkr_states_seen(b->states, glob, ts);
+  if (v && (!c->have_t || ts < c->true_from)) {
+    c->true_from = ts;
+    c->have_t = true;
+  } else if (!v && (!c->have_f || ts > c->false_upto)) {
+    c->false_upto = ts;
+    c->have_f = true;
+  }
+  return v;
+}
+
+static bool in_state(builder *b, state_cache *c, const stkr_state_snap *snap,
+                     const char *glob) {
+  if (!c->valid || c->version != b->version || c->snap_id != snap->id) {
+    c->in = stkr_state_snap_in(snap, glob);
+    c->version = b->version;
+    c->snap_id = snap->id;
+    c->valid = true;
+  }
+  return c->in;
+}
+
+static int on_mark(builder *b, const stkr_event_view *ev) {
+  b->version++;
+  b->c->marks++;
+  b->proc_marks = true;
+  if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
+    b->proc_consent = true;
+  return stkr_states_mark(b->states, ev->ts_ns, ev->site);
+}
+#endif
+
+/* Does this event pass rule ri's conditions (before_mark, in_state)? */
+static bool selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
+                     const void *snap) {
+  (void)snap;
+  (void)ts;
+  (void)ri;
+  if (r->before_mark == NULL && r->in_state == NULL)
+    return true;
+  if (!b->proc_marks)
+    return r->in_state == NULL; /* before every mark, in no state */
+#if HAVE_STATES
+  if (r->before_mark != NULL && seen(b, &b->rule_seen[ri], r->before_mark, ts))
+    return false;
+  if (r->in_state != NULL && !in_state(b, &b->rule_in[ri], snap, r->in_state))
+    return false;
+  return true;
+#else
+  return r->in_state == NULL;
+#endif
+}
+
+static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
+                    size_t stack) {
+  builder *b = arg;
+  const uint32_t proc = (uint32_t)ev->process + 1;
+  const uint64_t ts = ev->ts_ns;
+  const void *snap = NULL;
+  stkr_comp_group *g;
+  group_state *gs;
+  uint64_t rules;
+  long gi;
+
+  if (ev->process != b->cur_process)
+    new_process(b, ev);
+#if HAVE_STATES
+  if (stack == STKR_AGG_MARK)
+    return on_mark(b, ev);
+#endif
+  if ((gi = group_of(b, a, stack)) < 0)
+    return (int)gi;
+  g = &b->c->groups[gi];
+  gs = &b->gs[gi];
+  if (!b->proc_events) {
+    b->proc_events = true;
+    b->c->processes_with_events++;
+  }
+  if (g->count == 0 || ts < g->first_ts)
+    g->first_ts = ts;
+  if (g->count == 0 || ts > g->last_ts)
+    g->last_ts = ts;
+  g->count++;
+  if (gs->last_proc != proc) {
+    gs->last_proc = proc;
+    g->n_pids++;
+  }
+  rate_add(&gs->per_s, &gs->per_min, &gs->rate_proc, proc, ts);
+  if (!b->proc_marks) {
+    g->before_consent++;
+  } else {
+#if HAVE_STATES
+    snap = stkr_states_at(b->states, ts);
+    g->before_consent += !seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts);
+    g->background += in_state(b, &b->background, snap,
+                              STKR_COMP_BACKGROUND_STATE);
+#endif
+  }
+  for (rules = gs->rules; rules != 0; rules &= rules - 1) {
+    const size_t r = (size_t)__builtin_ctzll(rules);
+    const stkr_rule *rule = &b->o->policy->rules[r];
+    rule_state *rs = &b->rs[(size_t)gi * b->n_rules + r];
+
+    if (!selected(b, r, rule, ts, snap))
+      continue;
+    if (rs->count == 0 || ts < rs->first_ts) {
+      rs->first_ts = ts;
+      rs->stack = stack;
+    }
+    rs->count++;
+    if (rs->rate != NULL)
+      rate_add(&rs->rate[0], &rs->rate[1], &rs->rate_proc, proc, ts);
+  }
+  return 0;
+}
+
+/* ---- the end ----------------------------------------------------------------- */
+
+static const stkr_comp_group *g_sort_groups; /* for the qsort below */
+
+static int group_order(const void *pa, const void *pb) {
+  const stkr_comp_group *x = &g_sort_groups[*(const size_t *)pa];
+  const stkr_comp_group *y = &g_sort_groups[*(const size_t *)pb];
+  int c = strcmp(x->site, y->site);
+
+  if (c != 0)
+    return c;
+  if (x->count != y->count)
+    return x->count > y->count ? -1 : 1;
+  return strcmp(x->module, y->module);
+}
+
+static bool rule_broken(const stkr_rule *r, const rule_state *s) {
+  if (s->count == 0)
+    return false;
+  if (s->rate == NULL)
+    return true;
+  return (r->max_per_second >= 0 &&
+          (double)s->rate[0].peak > r->max_per_second) ||
+         (r->max_per_minute >= 0 &&
+          (double)s->rate[1].peak > r->max_per_minute);
+}
+
+static double secs(const stkr_comp *c, uint64_t ts) {
+  return ts > c->origin_ns ? (double)(ts - c->origin_ns) / 1e9 : 0.0;
+}
+
+/* The recording's start: the earliest process start (a process whose
+ * Header was lost: its first event). */
+static void find_origin(stkr_comp *c, const stkr_reader *r) {
+  size_t i, n = stkr_reader_process_count(r);
+
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    uint64_t t = p->have_header && p->start_mono_ns ? p->start_mono_ns
+                                                    : p->first_ts_ns;
+    if (t != 0 && (c->origin_ns == 0 || t < c->origin_ns))
+      c->origin_ns = t;
+  }
+}
+
+/* Rates closed, examples picked, groups sorted, findings listed. */
+static int finish(builder *b) {
+  stkr_comp *c = b->c;
+  const stkr_agg *a = c->agg;
+  size_t *order = NULL, *rank = NULL, i, r, nf = 0;
+  stkr_comp_group *sorted = NULL;
+
+  for (i = 0; i < a->n_stacks && i < b->stack_group_cap; i++) {
+    stkr_comp_group *g;
+    if (b->stack_group[i] == 0)
+      continue;
+    g = &c->groups[b->stack_group[i] - 1];
+    if (g->n_stacks == 0 || a->stacks[i].count > a->stacks[g->example].count)
+      g->example = i;
+    g->n_stacks++;
+  }
+  for (i = 0; i < c->n_groups; i++) {
+    group_state *gs = &b->gs[i];
+    stkr_rate_finish(&gs->per_s);
+    stkr_rate_finish(&gs->per_min);
+    c->groups[i].peak_per_second = gs->per_s.peak;
+    c->groups[i].peak_per_minute = gs->per_min.peak;
+    c->groups[i].late = gs->per_s.late;
+    c->groups[i].first_s = secs(c, c->groups[i].first_ts);
+    c->groups[i].last_s = secs(c, c->groups[i].last_ts);
+    for (r = 0; r < b->n_rules; r++) {
+      rule_state *s = &b->rs[i * b->n_rules + r];
+      if (s->rate != NULL) {
+        stkr_rate_finish(&s->rate[0]);
+        stkr_rate_finish(&s->rate[1]);
+      }
+    }
+  }
+  if (c->n_groups == 0)
+    return 0;
+  order = malloc(c->n_groups * sizeof *order);
+  rank = malloc(c->n_groups * sizeof *rank);
+  sorted = malloc(c->n_groups * sizeof *sorted);
+  if (b->n_rules > 0 &&
+      (c->findings = calloc(c->n_groups * b->n_rules, sizeof *c->findings)) ==
+          NULL)
+    goto nomem;
+  if (order == NULL || rank == NULL || sorted == NULL)
+    goto nomem;
+  for (i = 0; i < c->n_groups; i++)
+    order[i] = i;
+  g_sort_groups = c->groups;
+  qsort(order, c->n_groups, sizeof *order, group_order);
+  for (i = 0; i < c->n_groups; i++) {
+    sorted[i] = c->groups[order[i]];
+    rank[order[i]] = i;
+  }
+  memcpy(c->groups, sorted, c->n_groups * sizeof *sorted);
+  /* Findings by rule, then in group order. */
+  for (r = 0; r < b->n_rules; r++) {
+    const stkr_rule *rule = &b->o->policy->rules[r];
+    for (i = 0; i < c->n_groups; i++) {
+      const size_t gi = order[i];
+      const rule_state *s = &b->rs[gi * b->n_rules + r];
+      stkr_comp_finding *f;
+
+      if (b->gs[gi].rules & (1ull << r))
+        c->rule_groups[r]++;
+      if (!rule_broken(rule, s))
+        continue;
+      f = &c->findings[nf++];
+      f->rule = rule;
+      f->group = rank[gi];
+      f->count = s->count;
+      f->first_ts = s->first_ts;
+      f->first_s = secs(c, s->first_ts);
+      f->stack = s->stack;
+      if (s->rate != NULL) {
+        f->peak_per_second = s->rate[0].peak;
+        f->peak_per_minute = s->rate[1].peak;
+      }
+    }
+  }
+  c->n_findings = nf;
+  free(order);
+  free(rank);
+  free(sorted);
+  return 0;
+nomem:
+  free(order);
+  free(rank);
+  free(sorted);
+  return -ENOMEM;
+}
+
+int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
+                    void (*progress)(uint64_t events, void *arg),
+                    void *progress_arg, stkr_comp **out) {
+  stkr_agg_opts ao;
+  builder b;
+  size_t i;
+  int err;
+
+  *out = NULL;
+  memset(&b, 0, sizeof b);
+  b.o = o;
+  b.cur_process = SIZE_MAX;
+  b.n_rules = o->policy != NULL ? o->policy->n_rules : 0;
+  if (b.n_rules > STKR_POLICY_MAX_RULES)
+    return -EINVAL;
+  if ((b.c = calloc(1, sizeof *b.c)) == NULL)
+    return -ENOMEM;
+  b.c->marks_supported = HAVE_STATES;
+  b.c->policy = o->policy;
+  if (b.n_rules > 0 &&
+      (b.c->rule_groups = calloc(b.n_rules, sizeof *b.c->rule_groups)) == NULL)
+    err = -ENOMEM;
+  else
+    err = 0;
+#if HAVE_STATES
+  if (err == 0)
+    err = stkr_states_create(&b.states);
+  if (err == 0 && b.n_rules > 0 &&
+      ((b.rule_seen = calloc(b.n_rules, sizeof *b.rule_seen)) == NULL ||
+       (b.rule_in = calloc(b.n_rules, sizeof *b.rule_in)) == NULL))
+    err = -ENOMEM;
+  b.version = 1; /* the caches start out of date */
+#endif
+  ao = o->agg;
+  ao.on_event = on_event;
+  ao.on_event_arg = &b;
+  if (err == 0)
+    err = stkr_agg_build(r, &ao, progress, progress_arg, &b.c->agg);
+  end_process(&b);
+  find_origin(b.c, r);
+  if (err == 0)
+    err = finish(&b);
+#if HAVE_STATES
+  stkr_states_free(b.states);
+  free(b.rule_seen);
+  free(b.rule_in);
+#endif
+  free(b.stack_group);
+  free(b.gs);
+  if (b.rs != NULL)
+    for (i = 0; i < b.c->n_groups * b.n_rules; i++)
+      free(b.rs[i].rate);
+  free(b.rs);
+  free(b.gslot);
+  if (err != 0) {
+    stkr_comp_free(b.c);
+    return err;
+  }
+  *out = b.c;
+  return 0;
+}
+
+void stkr_comp_free(stkr_comp *c) {
+  if (c == NULL)
+    return;
+  stkr_agg_free(c->agg);
+  free(c->groups);
+  free(c->findings);
+  free(c->rule_groups);
+  free(c);
+}

@@ -1,0 +1,110 @@
+/*
+ * compliance.h: `stackrec compliance`: per (site, responsible module) how
+ * often, when, how fast, before consent, in the background; and the
+ * findings of a policy (policy.h). One pass over the recording, on top of
+ * the one aggregation (agg.h, through its on_event hook): memory grows
+ * with distinct stacks and (site, module) groups, never with events.
+ *
+ * Times: ts values are ns on the recording's clock (CLOCK_MONOTONIC of the
+ * machine, the first column of `dump`, the clock of marks); *_s values are
+ * seconds since the recording started (the earliest process start).
+ *
+ * Peak rates are counted per process (a process's own events) over
+ * sliding windows of 1 s and 60 s that move in steps of 1/32 of their
+ * length: the peak is the most events in any such window (a true sliding
+ * window can hold up to the events of one more step). Events read more
+ * than one window later than a later event of their process (threads are
+ * drained one after another within a batch, at most a flush interval
+ * apart) are counted everywhere but in the peak (`late`).
+ *
+ * Marks and states (states.h): "before consent" is before the first mark
+ * consent.granted of the event's process; "background" is while the
+ * state app.background is active. A process without marks counts every
+ * event before consent and none in the background.
+ *
+ * Thread-safety: none; build and read on one thread.
+ */
+#ifndef STKR_COMPLIANCE_H
+#define STKR_COMPLIANCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tools/stackrec/agg.h"
+#include "tools/stackrec/attrib.h"
+#include "tools/stackrec/policy.h"
+
+#define STKR_COMP_CONSENT_MARK "consent.granted"
+#define STKR_COMP_BACKGROUND_STATE "app.background"
+
+typedef struct stkr_comp_opts {
+  stkr_agg_opts agg;           /* filters and granularity (on_event is
+                                  compliance's own) */
+  const stkr_modmap *modmap;   /* NULL: modules are image base names */
+  const stkr_policy *policy;   /* NULL: no rules */
+} stkr_comp_opts;
+
+/* One (site, module) pair. */
+typedef struct stkr_comp_group {
+  const char *site;            /* owned by the agg */
+  const char *module;          /* owned by the agg, the map, or static */
+  uint64_t count;
+  uint64_t first_ts, last_ts;  /* recording clock, ns */
+  double first_s, last_s;      /* since the recording started, s */
+  uint64_t peak_per_second, peak_per_minute;
+  uint64_t before_consent;     /* before the first consent.granted */
+  uint64_t background;         /* while app.background was active */
+  uint64_t late;               /* counted, but too late for the peak */
+  size_t n_stacks;
+  size_t example;              /* its most frequent stack (a->stacks) */
+  uint32_t n_pids;             /* processes it was seen in */
+} stkr_comp_group;
+
+/* A rule broken by one group. */
+typedef struct stkr_comp_finding {
+  const stkr_rule *rule;
+  size_t group;                /* index into groups */
+  uint64_t count;              /* events the rule selected there */
+  uint64_t first_ts;           /* the first of them (recording clock) */
+  double first_s;
+  size_t stack;                /* the stack of that first event */
+  uint64_t peak_per_second, peak_per_minute; /* of the selected events
+                                  (rate rules; else 0) */
+} stkr_comp_finding;
+
+typedef struct stkr_comp {
+  stkr_agg *agg;               /* the aggregation (sites, stacks, counts) */
+  stkr_comp_group *groups;     /* by site, then most events first */
+  size_t n_groups;
+  stkr_comp_finding *findings; /* by rule (policy order), then group order */
+  size_t n_findings;
+  /* Per rule (policy order): groups it selects events of (matched by
+   * sites/modules), to list passing cases. */
+  size_t *rule_groups;
+  const stkr_policy *policy;   /* the options' (not owned) */
+  uint64_t origin_ns;          /* the recording's start (*_s are from it) */
+  uint64_t marks;              /* marks read */
+  size_t consent_processes;    /* processes with a consent.granted mark */
+  size_t processes_with_events;
+  bool marks_supported;        /* this build reads marks (states.h) */
+} stkr_comp;
+
+/* Read every event of r and build the answers.
+ * @return 0, -EINVAL (bad filters), -ENOMEM, or the reader's hard error.
+ * *out: stkr_comp_free(). */
+int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
+                    void (*progress)(uint64_t events, void *arg),
+                    void *progress_arg, stkr_comp **out);
+
+void stkr_comp_free(stkr_comp *c); /* NULL accepted */
+
+/* Outputs (compliance_out.c), to f. @return 0 or -errno (write error). */
+int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner);
+int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner);
+int stkr_comp_write_junit(FILE *f, const stkr_comp *c);
+/* The compliance section of the HTML report (html.c calls it). */
+void stkr_comp_write_html_section(FILE *f, const stkr_comp *c);
+
+#endif /* STKR_COMPLIANCE_H */

@@ -1,0 +1,234 @@
+/*
+ * compliance_cmd.c: `stackrec compliance DIR... [--policy FILE]
+ * [--module-map FILE] [--format text|json|junit|html] [-o FILE]`
+ * (compliance.h does the work).
+ *
+ * Exit status: 0 no finding and all input read, 1 a rule was broken (or
+ * recorded data was lost, or the output could not be written), 2 usage
+ * error or a malformed policy or module map (the message names the file
+ * and line:column), 3 an input (recording, policy or map) cannot be
+ * opened.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/compliance.h"
+#include "tools/stackrec/filter.h"
+#include "tools/stackrec/html.h"
+
+static const char help[] =
+    "Usage: stackrec compliance [--policy FILE] [--module-map FILE]\n"
+    "                           [--format text|json|junit|html] [-o FILE]\n"
+    "                           [filters] DIR|FILE...\n"
+    "\n"
+    "Per (site, responsible module): events, first and last time, peak rate\n"
+    "per second and per minute, events before the first consent.granted\n"
+    "mark and while app.background was active, an example stack; and the\n"
+    "rules of a policy that the recording breaks (findings).\n"
+    "\n"
+    "  --policy FILE      rules (JSON): {\"rules\": [{\"id\": \"before-consent\",\n"
+    "                     \"sites\": \"identifiers.*\", \"before_mark\":\n"
+    "                     \"consent.granted\"}, ...]}; also in_state,\n"
+    "                     max_per_second, max_per_minute, modules\n"
+    "  --module-map FILE  SDK names for images and symbol prefixes (JSON):\n"
+    "                     {\"modules\": [{\"name\": \"Acme\", \"images\":\n"
+    "                     [\"libacme*\"], \"symbols\": [\"acme_\"]}]}\n"
+    "  --format FMT       text (default), json (\"findings\": [{rule, site,\n"
+    "                     module, count, first_ts, stack}]), junit (a\n"
+    "                     testsuite per rule, a failed testcase per\n"
+    "                     finding), html (the report page with a compliance\n"
+    "                     section)\n"
+    "  -o FILE            write there instead of stdout\n"
+    "  (docs/COMPLIANCE.md has the details)\n";
+
+static const char help_exit[] =
+    "Exit status of compliance: 0 no finding, 1 a rule was broken (or data\n"
+    "lost), 2 usage error or malformed policy / module map, 3 an input\n"
+    "cannot be opened.\n";
+
+typedef enum { FMT_TEXT, FMT_JSON, FMT_JUNIT, FMT_HTML } out_format;
+
+static void on_progress(uint64_t events, void *arg) {
+  stkr_cli_progress_update(arg, events, NULL);
+}
+
+static void html_section(FILE *out, void *arg) {
+  stkr_comp_write_html_section(out, arg);
+}
+
+/* Load the policy and the map: @return 0, or the exit status after the
+ * message. */
+static int load_inputs(const char *policy_path, const char *map_path,
+                       stkr_policy **pol, stkr_modmap **map) {
+  char err[512];
+  int rc;
+
+  if (policy_path != NULL &&
+      (rc = stkr_policy_load(policy_path, pol, err, sizeof err)) != 0) {
+    fprintf(stderr, "stackrec compliance: policy %s\n", err);
+    return rc == -EINVAL ? STKR_CLI_USAGE
+           : rc == -ENOMEM ? STKR_CLI_DATA_LOST
+                           : STKR_CLI_NO_INPUT;
+  }
+  if (map_path != NULL &&
+      (rc = stkr_modmap_load(map_path, map, err, sizeof err)) != 0) {
+    fprintf(stderr, "stackrec compliance: module map %s\n", err);
+    return rc == -EINVAL ? STKR_CLI_USAGE
+           : rc == -ENOMEM ? STKR_CLI_DATA_LOST
+                           : STKR_CLI_NO_INPUT;
+  }
+  return 0;
+}
+
+static int write_out(FILE *f, const stkr_comp *c, out_format fmt,
+                     const char *banner) {
+  switch (fmt) {
+  case FMT_JSON:
+    return stkr_comp_write_json(f, c, banner);
+  case FMT_JUNIT:
+    return stkr_comp_write_junit(f, c);
+  case FMT_HTML:
+    return stkr_html_write_sections(f, c->agg, "stackrec compliance", banner,
+                                    html_section, (void *)c);
+  default:
+    return stkr_comp_write_text(f, c, banner);
+  }
+}
+
+/* Parse the options into *o (and the rest). @return -1 to go on, else the
+ * exit status. */
+static int parse_args(int argc, char **argv, stkr_comp_opts *o,
+                      const char **policy, const char **map,
+                      out_format *fmt, const char **output) {
+  enum { O_POLICY = 256, O_MAP, O_FORMAT };
+  static const struct option longopts[] = {
+      STKR__FILTER_LONGOPTS,
+      {"policy", required_argument, NULL, O_POLICY},
+      {"module-map", required_argument, NULL, O_MAP},
+      {"format", required_argument, NULL, O_FORMAT},
+      {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  int c, err;
+
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    if ((err = stkr__filter_option("compliance", c, optarg, &o->agg)) >= 0) {
+      if (err != 0)
+        return err;
+      continue;
+    }
+    switch (c) {
+    case O_POLICY:
+      *policy = optarg;
+      break;
+    case O_MAP:
+      *map = optarg;
+      break;
+    case O_FORMAT:
+      if (strcmp(optarg, "text") == 0)
+        *fmt = FMT_TEXT;
+      else if (strcmp(optarg, "json") == 0)
+        *fmt = FMT_JSON;
+      else if (strcmp(optarg, "junit") == 0)
+        *fmt = FMT_JUNIT;
+      else if (strcmp(optarg, "html") == 0)
+        *fmt = FMT_HTML;
+      else
+        return stkr_cli_usage_error(
+            "compliance", "--format '%s': text, json, junit or html", optarg);
+      break;
+    case 'o':
+      *output = optarg;
+      break;
+    case 'h':
+      fputs(help, stdout);
+      fputs(stkr__filter_help, stdout);
+      fputs(help_exit, stdout);
+      return stkr_cli_flush("compliance");
+    case ':':
+      return stkr_cli_usage_error("compliance", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("compliance", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if ((err = stkr__filter_check("compliance", &o->agg)) != 0)
+    return err;
+  if (optind >= argc)
+    return stkr_cli_usage_error("compliance", "no DIR or FILE given");
+  return -1;
+}
+
+int stkr_cli_compliance(int argc, char **argv) {
+  const char *policy_path = NULL, *map_path = NULL, *output = NULL;
+  out_format fmt = FMT_TEXT;
+  stkr_policy *pol = NULL;
+  stkr_modmap *map = NULL;
+  stkr_comp_opts o;
+  stkr_comp *c = NULL;
+  stkr_cli_progress prog;
+  stkr_reader *r = NULL;
+  char banner[1024];
+  FILE *f = stdout;
+  int status, err;
+
+  memset(&o, 0, sizeof o);
+  status = parse_args(argc, argv, &o, &policy_path, &map_path, &fmt, &output);
+  if (status >= 0)
+    return status;
+  if ((status = load_inputs(policy_path, map_path, &pol, &map)) != 0)
+    goto out;
+  o.policy = pol;
+  o.modmap = map;
+  /* Only the HTML page shows payloads and timelines. */
+  o.agg.no_site_details = fmt != FMT_HTML;
+  status = stkr_cli_open("compliance", argv + optind, argc - optind, true, &r);
+  if (status != 0)
+    goto out;
+  stkr_cli_progress_init(&prog, "compliance");
+  err = stkr_comp_build(r, &o, on_progress, &prog, &c);
+  stkr_cli_progress_done(&prog);
+  if (err == -EINVAL) {
+    status = stkr_cli_usage_error("compliance",
+                                  "invalid pattern in --site or --thread");
+    goto out;
+  }
+  if (err != 0) {
+    fprintf(stderr, "stackrec compliance: reading failed: %s\n",
+            strerror(-err));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  stkr_cli_incomplete_line(r, banner, sizeof banner);
+  if (output != NULL && (f = fopen(output, "w")) == NULL) {
+    fprintf(stderr, "stackrec compliance: cannot create %s: %s\n", output,
+            strerror(errno));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  err = write_out(f, c, fmt, banner);
+  if (f != stdout && fclose(f) != 0 && err == 0)
+    err = -errno;
+  if (err != 0) {
+    fprintf(stderr, "stackrec compliance: writing %s: %s\n",
+            output ? output : "stdout", strerror(-err));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  status = stkr_cli_status(r);
+  if (c->n_findings > 0)
+    status = STKR_CLI_FINDINGS;
+out:
+  stkr_comp_free(c);
+  stkr_reader_free(r);
+  stkr_policy_free(pol);
+  stkr_modmap_free(map);
+  return status;
+}

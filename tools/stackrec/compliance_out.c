@@ -1,0 +1,383 @@
+/*
+ * compliance_out.c: `stackrec compliance` output as text, JSON, JUnit XML
+ * and the HTML report's compliance section (compliance.h).
+ *
+ * JUnit: one <testsuite> per rule, one <testcase> per (site, module) the
+ * rule selects (by its sites and modules globs); a case that broke the
+ * rule holds a <failure> with the count, first time and example stack, so
+ * CI dashboards show each finding as a failed case. A rule that selects
+ * no group at all gets one passing case ("no matching events"), so every
+ * rule of the policy is visible.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/compliance.h"
+#include "tools/stackrec/html.h"
+
+#define FRAME_TEXT 1024
+#define STACK_LINES 8 /* frames shown of an example stack in text */
+
+static int done(FILE *f) {
+  if (fflush(f) != 0 || ferror(f))
+    return -(errno ? errno : EIO);
+  return 0;
+}
+
+static void put_str(FILE *f, const char *s) {
+  stkr_cli_put_escaped(f, (const uint8_t *)s, strlen(s));
+}
+
+static void put_json_str(FILE *f, const char *s) {
+  putc('"', f);
+  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
+  putc('"', f);
+}
+
+static const stkr_agg_stack *stack_at(const stkr_comp *c, size_t i) {
+  return &c->agg->stacks[i];
+}
+
+/* What a finding means, in words ("before consent.granted", ...). */
+static void put_condition(FILE *f, const stkr_rule *r) {
+  const char *sep = "";
+
+  if (r->before_mark != NULL) {
+    fputs("before ", f);
+    put_str(f, r->before_mark);
+    sep = ", ";
+  }
+  if (r->in_state != NULL) {
+    fprintf(f, "%sin ", sep);
+    put_str(f, r->in_state);
+    sep = ", ";
+  }
+  if (r->max_per_second >= 0) {
+    fprintf(f, "%smore than %g per second", sep, r->max_per_second);
+    sep = ", ";
+  }
+  if (r->max_per_minute >= 0)
+    fprintf(f, "%smore than %g per minute", sep, r->max_per_minute);
+  if (r->before_mark == NULL && r->in_state == NULL && !stkr_rule_has_rate(r))
+    fputs("any call", f);
+}
+
+static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
+                           size_t max) {
+  char buf[FRAME_TEXT];
+  size_t i;
+
+  for (i = 0; i < s->n_frames && i < max; i++) {
+    fputs(ind, f);
+    put_str(f, stkr_agg_frame_text(&s->frames[i], STKR_AGG_BY_LINE, buf,
+                                   sizeof buf));
+    putc('\n', f);
+  }
+  if (s->n_frames > max)
+    fprintf(f, "%s... %zu more frames\n", ind, s->n_frames - max);
+}
+
+/* ---- text -------------------------------------------------------------------- */
+
+int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
+  size_t i;
+
+  if (banner != NULL && banner[0] != '\0')
+    fprintf(f, "# %s\n", banner);
+  fprintf(f, "# %" PRIu64 " events, %zu (site, module) pairs, %" PRIu64
+          " marks; %zu of %zu processes with events saw %s%s\n",
+          c->agg->events, c->n_groups, c->marks, c->consent_processes,
+          c->processes_with_events, STKR_COMP_CONSENT_MARK,
+          c->marks_supported ? "" : " (this build reads no marks)");
+  fputs("# times: seconds since the recording started; peaks: most events "
+        "in a sliding window, per process\n",
+        f);
+  for (i = 0; i < c->n_groups; i++) {
+    const stkr_comp_group *g = &c->groups[i];
+
+    if (i == 0 || strcmp(g->site, c->groups[i - 1].site) != 0) {
+      put_str(f, g->site);
+      fputs(":\n", f);
+    }
+    fputs("  ", f);
+    put_str(f, g->module);
+    fprintf(f, ": %" PRIu64 " event%s in %u process%s, first %.3f s, last "
+            "%.3f s, peak %" PRIu64 "/s %" PRIu64 "/min, before consent %"
+            PRIu64 ", in background %" PRIu64 "\n",
+            g->count, g->count == 1 ? "" : "s", g->n_pids,
+            g->n_pids == 1 ? "" : "es", g->first_s,
+            g->last_s, g->peak_per_second, g->peak_per_minute,
+            g->before_consent, g->background);
+    put_stack_text(f, stack_at(c, g->example), "      ", 3);
+  }
+  if (c->n_findings == 0) {
+    fputs("\nno findings\n", f);
+    return done(f);
+  }
+  fprintf(f, "\n%zu finding%s:\n", c->n_findings, c->n_findings == 1 ? "" : "s");
+  for (i = 0; i < c->n_findings; i++) {
+    const stkr_comp_finding *x = &c->findings[i];
+    const stkr_comp_group *g = &c->groups[x->group];
+
+    fputs("  [", f);
+    put_str(f, x->rule->id);
+    fputs("] ", f);
+    put_str(f, g->site);
+    fputs(" from ", f);
+    put_str(f, g->module);
+    fputs(": ", f);
+    put_condition(f, x->rule);
+    fprintf(f, ": %" PRIu64 " event%s, first at %.3f s", x->count,
+            x->count == 1 ? "" : "s", x->first_s);
+    if (stkr_rule_has_rate(x->rule))
+      fprintf(f, ", peak %" PRIu64 "/s %" PRIu64 "/min", x->peak_per_second,
+              x->peak_per_minute);
+    putc('\n', f);
+    put_stack_text(f, stack_at(c, x->stack), "      ", STACK_LINES);
+  }
+  return done(f);
+}
+
+/* ---- JSON -------------------------------------------------------------------- */
+
+static void put_stack_json(FILE *f, const stkr_agg_stack *s) {
+  size_t i;
+
+  putc('[', f);
+  for (i = 0; i < s->n_frames; i++) {
+    const stkr_frame *fr = &s->frames[i];
+    char buf[FRAME_TEXT];
+
+    fputs(i ? ",{\"function\":" : "{\"function\":", f);
+    put_json_str(f, stkr_agg_frame_label(fr, buf, sizeof buf));
+    if (fr->file != NULL) {
+      fputs(",\"file\":", f);
+      put_json_str(f, fr->file);
+      if (fr->line != 0)
+        fprintf(f, ",\"line\":%" PRIu32, fr->line);
+    }
+    if (fr->image != NULL) {
+      fputs(",\"image\":", f);
+      put_json_str(f, fr->image);
+    }
+    putc('}', f);
+  }
+  putc(']', f);
+}
+
+int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
+  size_t i;
+
+  fprintf(f, "{\"version\":1,\"incomplete\":");
+  if (banner != NULL && banner[0] != '\0')
+    put_json_str(f, banner);
+  else
+    fputs("null", f);
+  fprintf(f, ",\"events\":%" PRIu64 ",\"marks\":%" PRIu64
+          ",\"processes_with_events\":%zu,\"consent_processes\":%zu,"
+          "\"marks_supported\":%s,\n\"groups\":[",
+          c->agg->events, c->marks, c->processes_with_events,
+          c->consent_processes, c->marks_supported ? "true" : "false");
+  for (i = 0; i < c->n_groups; i++) {
+    const stkr_comp_group *g = &c->groups[i];
+    fputs(i ? ",\n{\"site\":" : "\n{\"site\":", f);
+    put_json_str(f, g->site);
+    fputs(",\"module\":", f);
+    put_json_str(f, g->module);
+    fprintf(f, ",\"count\":%" PRIu64 ",\"first_ts\":%" PRIu64
+            ",\"last_ts\":%" PRIu64 ",\"first_s\":%.9f,\"last_s\":%.9f,"
+            "\"peak_per_second\":%" PRIu64 ",\"peak_per_minute\":%" PRIu64
+            ",\"before_consent\":%" PRIu64 ",\"background\":%" PRIu64
+            ",\"late\":%" PRIu64 ",\"stacks\":%zu,\"processes\":%u,"
+            "\"stack\":",
+            g->count, g->first_ts, g->last_ts, g->first_s, g->last_s,
+            g->peak_per_second, g->peak_per_minute, g->before_consent,
+            g->background, g->late, g->n_stacks, g->n_pids);
+    put_stack_json(f, stack_at(c, g->example));
+    putc('}', f);
+  }
+  fputs("],\n\"findings\":[", f);
+  for (i = 0; i < c->n_findings; i++) {
+    const stkr_comp_finding *x = &c->findings[i];
+    const stkr_comp_group *g = &c->groups[x->group];
+    fputs(i ? ",\n{\"rule\":" : "\n{\"rule\":", f);
+    put_json_str(f, x->rule->id);
+    fputs(",\"site\":", f);
+    put_json_str(f, g->site);
+    fputs(",\"module\":", f);
+    put_json_str(f, g->module);
+    fprintf(f, ",\"count\":%" PRIu64 ",\"first_ts\":%" PRIu64
+            ",\"first_s\":%.9f", x->count, x->first_ts, x->first_s);
+    if (stkr_rule_has_rate(x->rule))
+      fprintf(f, ",\"peak_per_second\":%" PRIu64 ",\"peak_per_minute\":%"
+              PRIu64, x->peak_per_second, x->peak_per_minute);
+    fputs(",\"stack\":", f);
+    put_stack_json(f, stack_at(c, x->stack));
+    putc('}', f);
+  }
+  fputs("]}\n", f);
+  return done(f);
+}
+
+/* ---- JUnit ------------------------------------------------------------------- */
+
+static void put_xml(FILE *f, const char *s) { stkr_html_put_text(f, s); }
+
+/* The finding of rule r at group g, or NULL. */
+static const stkr_comp_finding *finding_at(const stkr_comp *c,
+                                           const stkr_rule *r, size_t g) {
+  size_t i;
+
+  for (i = 0; i < c->n_findings; i++)
+    if (c->findings[i].rule == r && c->findings[i].group == g)
+      return &c->findings[i];
+  return NULL;
+}
+
+static void put_junit_failure(FILE *f, const stkr_comp *c,
+                              const stkr_comp_finding *x) {
+  const stkr_agg_stack *s = stack_at(c, x->stack);
+  char msg[512], buf[FRAME_TEXT];
+  size_t i;
+
+  snprintf(msg, sizeof msg, "%" PRIu64 " events, first at %.3f s", x->count,
+           x->first_s);
+  fputs("      <failure type=\"", f);
+  put_xml(f, x->rule->id);
+  fputs("\" message=\"", f);
+  put_xml(f, msg);
+  fputs("\">", f);
+  put_xml(f, x->rule->description ? x->rule->description : x->rule->id);
+  fputs("\n", f);
+  for (i = 0; i < s->n_frames; i++) {
+    fputs("  ", f);
+    put_xml(f, stkr_agg_frame_text(&s->frames[i], STKR_AGG_BY_LINE, buf,
+                                   sizeof buf));
+    fputs("\n", f);
+  }
+  fputs("</failure>\n", f);
+}
+
+int stkr_comp_write_junit(FILE *f, const stkr_comp *c) {
+  const stkr_policy *p = c->policy;
+  size_t r, i, tests = 0;
+
+  for (r = 0; p != NULL && r < p->n_rules; r++)
+    tests += c->rule_groups[r] ? c->rule_groups[r] : 1;
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<testsuites name=\"stackrec compliance\" tests=\"%zu\" "
+          "failures=\"%zu\" errors=\"0\">\n", tests, c->n_findings);
+  for (r = 0; p != NULL && r < p->n_rules; r++) {
+    const stkr_rule *rule = &p->rules[r];
+    size_t fails = 0;
+
+    for (i = 0; i < c->n_findings; i++)
+      fails += c->findings[i].rule == rule;
+    fputs("  <testsuite name=\"", f);
+    put_xml(f, rule->id);
+    fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\">\n",
+            c->rule_groups[r] ? c->rule_groups[r] : 1, fails);
+    if (c->rule_groups[r] == 0)
+      fputs("    <testcase classname=\"stackrec.compliance\" "
+            "name=\"no matching events\"/>\n", f);
+    for (i = 0; i < c->n_groups; i++) {
+      const stkr_comp_group *g = &c->groups[i];
+      const stkr_comp_finding *x;
+      if (!stkr_rule_matches(rule, g->site, g->module))
+        continue;
+      x = finding_at(c, rule, i);
+      fputs("    <testcase classname=\"stackrec.compliance.", f);
+      put_xml(f, rule->id);
+      fputs("\" name=\"", f);
+      put_xml(f, g->site);
+      fputs(" from ", f);
+      put_xml(f, g->module);
+      fputs(x != NULL ? "\">\n" : "\"/>\n", f);
+      if (x != NULL) {
+        put_junit_failure(f, c, x);
+        fputs("    </testcase>\n", f);
+      }
+    }
+    fputs("  </testsuite>\n", f);
+  }
+  fputs("</testsuites>\n", f);
+  return done(f);
+}
+
+/* ---- HTML section ------------------------------------------------------------ */
+
+static void put_html_stack(FILE *f, const stkr_agg_stack *s) {
+  char buf[FRAME_TEXT];
+  size_t i;
+
+  fputs("<ol class=\"stack\">", f);
+  for (i = 0; i < s->n_frames; i++) {
+    fputs("<li>", f);
+    stkr_html_put_text(f, stkr_agg_frame_text(&s->frames[i], STKR_AGG_BY_LINE,
+                                              buf, sizeof buf));
+    fputs("</li>", f);
+  }
+  fputs("</ol>", f);
+}
+
+void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
+  size_t i;
+
+  fprintf(f, "<section id=\"compliance\"><h2>Compliance</h2>\n"
+          "<p>%zu finding%s; %" PRIu64 " marks read; %zu of %zu processes "
+          "with events saw %s.</p>\n",
+          c->n_findings, c->n_findings == 1 ? "" : "s", c->marks,
+          c->consent_processes, c->processes_with_events,
+          STKR_COMP_CONSENT_MARK);
+  if (c->n_findings > 0) {
+    fputs("<table id=\"findings\"><thead><tr><th>rule</th><th>site</th>"
+          "<th>module</th><th>events</th><th>first (s)</th><th>condition"
+          "</th><th>stack</th></tr></thead><tbody>\n", f);
+    for (i = 0; i < c->n_findings; i++) {
+      const stkr_comp_finding *x = &c->findings[i];
+      const stkr_comp_group *g = &c->groups[x->group];
+      fputs("<tr class=\"finding\"><td>", f);
+      stkr_html_put_text(f, x->rule->id);
+      fputs("</td><td>", f);
+      stkr_html_put_text(f, g->site);
+      fputs("</td><td>", f);
+      stkr_html_put_text(f, g->module);
+      fprintf(f, "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%.3f"
+              "</td><td>", x->count, x->first_s);
+      if (x->rule->before_mark)
+        stkr_html_put_text(f, "before "), stkr_html_put_text(f, x->rule->before_mark);
+      else if (x->rule->in_state)
+        stkr_html_put_text(f, "in "), stkr_html_put_text(f, x->rule->in_state);
+      else if (stkr_rule_has_rate(x->rule))
+        fprintf(f, "peak %" PRIu64 "/s, %" PRIu64 "/min", x->peak_per_second,
+                x->peak_per_minute);
+      else
+        fputs("any call", f);
+      fputs("</td><td>", f);
+      put_html_stack(f, stack_at(c, x->stack));
+      fputs("</td></tr>\n", f);
+    }
+    fputs("</tbody></table>\n", f);
+  }
+  fputs("<table id=\"compliance-groups\"><thead><tr><th>site</th><th>module"
+        "</th><th>events</th><th>first (s)</th><th>last (s)</th><th>peak/s"
+        "</th><th>peak/min</th><th>before consent</th><th>background</th>"
+        "</tr></thead><tbody>\n", f);
+  for (i = 0; i < c->n_groups; i++) {
+    const stkr_comp_group *g = &c->groups[i];
+    fputs("<tr><td>", f);
+    stkr_html_put_text(f, g->site);
+    fputs("</td><td>", f);
+    stkr_html_put_text(f, g->module);
+    fprintf(f, "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%.3f</td>"
+            "<td class=\"num\">%.3f</td><td class=\"num\">%" PRIu64 "</td>"
+            "<td class=\"num\">%" PRIu64 "</td><td class=\"num\">%" PRIu64 "</td>"
+            "<td class=\"num\">%" PRIu64 "</td></tr>\n",
+            g->count, g->first_s, g->last_s, g->peak_per_second,
+            g->peak_per_minute, g->before_consent, g->background);
+  }
+  fputs("</tbody></table></section>\n", f);
+}

@@ -1,0 +1,425 @@
+/*
+ * plist.c: the XML property-list subset of privacy manifests (plist.h).
+ * A hand-written scanner: tags, text and the few markup declarations a
+ * plist holds. Errors name the line where the scanner stood.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/stkr_grow.h"
+#include "tools/stackrec/plist.h"
+
+typedef struct scan {
+  const char *p, *end;
+  unsigned line;
+  const char *name;
+  char *err;
+  size_t errlen;
+  int rc;
+} scan;
+
+static int fail(scan *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int fail(scan *s, const char *fmt, ...) {
+  va_list ap;
+  int k;
+
+  if (s->rc != 0)
+    return s->rc;
+  s->rc = -EINVAL;
+  if (s->err == NULL || s->errlen == 0)
+    return s->rc;
+  k = snprintf(s->err, s->errlen, "%s:%u: ", s->name, s->line);
+  if (k > 0 && (size_t)k < s->errlen) {
+    va_start(ap, fmt);
+    vsnprintf(s->err + k, s->errlen - (size_t)k, fmt, ap);
+    va_end(ap);
+  }
+  return s->rc;
+}
+
+static int nomem(scan *s) {
+  if (s->rc == 0)
+    s->rc = -ENOMEM;
+  return s->rc;
+}
+
+static void advance(scan *s, size_t n) {
+  for (; n > 0 && s->p < s->end; n--, s->p++)
+    if (*s->p == '\n')
+      s->line++;
+}
+
+static bool starts(const scan *s, const char *lit) {
+  size_t n = strlen(lit);
+  return (size_t)(s->end - s->p) >= n && memcmp(s->p, lit, n) == 0;
+}
+
+/* Skip to just after `until`; false if it never comes. */
+static bool skip_past(scan *s, const char *until) {
+  while (s->p < s->end) {
+    if (starts(s, until)) {
+      advance(s, strlen(until));
+      return true;
+    }
+    advance(s, 1);
+  }
+  return false;
+}
+
+/* Whitespace, comments, the XML declaration and a DOCTYPE. */
+static int skip_misc(scan *s) {
+  for (;;) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' ||
+                             *s->p == '\r' || *s->p == '\n'))
+      advance(s, 1);
+    if (starts(s, "<!--")) {
+      if (!skip_past(s, "-->"))
+        return fail(s, "unterminated comment");
+    } else if (starts(s, "<?")) {
+      if (!skip_past(s, "?>"))
+        return fail(s, "unterminated <?...?>");
+    } else if (starts(s, "<!DOCTYPE")) {
+      if (!skip_past(s, ">"))
+        return fail(s, "unterminated <!DOCTYPE");
+    } else {
+      return 0;
+    }
+  }
+}
+
+/* A tag at '<': its name into buf; *close for </x>, *empty for <x/>. */
+static int read_tag(scan *s, char *buf, size_t cap, bool *close, bool *empty) {
+  size_t n = 0;
+
+  if (s->p >= s->end || *s->p != '<')
+    return fail(s, "expected an element");
+  advance(s, 1);
+  *close = s->p < s->end && *s->p == '/';
+  if (*close)
+    advance(s, 1);
+  while (s->p < s->end && ((*s->p >= 'a' && *s->p <= 'z') ||
+                           (*s->p >= 'A' && *s->p <= 'Z'))) {
+    if (n + 1 >= cap)
+      return fail(s, "element name too long");
+    buf[n++] = *s->p;
+    advance(s, 1);
+  }
+  buf[n] = '\0';
+  if (n == 0)
+    return fail(s, "expected an element name");
+  /* <plist version="1.0">: attributes only there (and ignored). */
+  if (strcmp(buf, "plist") == 0 && !*close)
+    while (s->p < s->end && *s->p != '>' && *s->p != '/' && *s->p != '<')
+      advance(s, 1);
+  while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n'))
+    advance(s, 1);
+  *empty = !*close && starts(s, "/>");
+  if (*empty)
+    advance(s, 1);
+  if (s->p >= s->end || *s->p != '>')
+    return fail(s, "malformed <%s%s> tag", *close ? "/" : "", buf);
+  advance(s, 1);
+  return 0;
+}
+
+/* Text up to the next '<', entities decoded, into a malloc'd string. */
+static int read_text(scan *s, char **out) {
+  const char *q = s->p;
+  char *o, *buf;
+
+  while (q < s->end && *q != '<')
+    q++;
+  if ((buf = malloc((size_t)(q - s->p) + 1)) == NULL)
+    return nomem(s);
+  o = buf;
+  while (s->p < q) {
+    if (*s->p != '&') {
+      *o++ = *s->p;
+      advance(s, 1);
+      continue;
+    }
+    {
+      static const struct { const char *e; char c; } ents[] = {
+          {"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'},
+          {"&apos;", '\''}};
+      size_t i;
+      for (i = 0; i < 5 && !starts(s, ents[i].e); i++)
+        ;
+      if (i < 5) {
+        *o++ = ents[i].c;
+        advance(s, strlen(ents[i].e));
+        continue;
+      }
+      if (starts(s, "&#")) {
+        /* A character reference: at most the bytes it spells, which fit
+         * (its own text is longer than its UTF-8). */
+        unsigned long cp;
+        char *endp;
+        bool hex = s->p + 2 < q && s->p[2] == 'x';
+        cp = strtoul(s->p + (hex ? 3 : 2), &endp, hex ? 16 : 10);
+        if (endp >= q || *endp != ';' || cp == 0 || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp < 0xE000)) {
+          free(buf);
+          return fail(s, "bad character reference");
+        }
+        if (cp < 0x80) {
+          *o++ = (char)cp;
+        } else if (cp < 0x800) {
+          *o++ = (char)(0xC0 | cp >> 6);
+          *o++ = (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+          *o++ = (char)(0xE0 | cp >> 12);
+          *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
+          *o++ = (char)(0x80 | (cp & 0x3F));
+        } else {
+          *o++ = (char)(0xF0 | cp >> 18);
+          *o++ = (char)(0x80 | (cp >> 12 & 0x3F));
+          *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
+          *o++ = (char)(0x80 | (cp & 0x3F));
+        }
+        advance(s, (size_t)(endp + 1 - s->p));
+        continue;
+      }
+      free(buf);
+      return fail(s, "unknown entity");
+    }
+  }
+  *o = '\0';
+  *out = buf;
+  return 0;
+}
+
+/* Whitespace and comments between the items of a container. */
+static int skip_between(scan *s) {
+  for (;;) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' ||
+                             *s->p == '\r' || *s->p == '\n'))
+      advance(s, 1);
+    if (!starts(s, "<!--"))
+      return 0;
+    if (!skip_past(s, "-->"))
+      return fail(s, "unterminated comment");
+  }
+}
+
+static int parse_value(scan *s, stkr_plist *v, int depth);
+
+/* <dict>...</dict> or <array>...</array>, after the opening tag. */
+static int parse_items(scan *s, stkr_plist *v, int depth) {
+  const bool dict = v->type == STKR_PLIST_DICT;
+  size_t cap = 0, kcap = 0;
+
+  if (depth >= STKR_PLIST_MAX_DEPTH)
+    return fail(s, "nested deeper than %d", STKR_PLIST_MAX_DEPTH);
+  for (;;) {
+    char tag[32], *key = NULL;
+    bool close, empty;
+    const char *save;
+    unsigned save_line;
+
+    if (skip_between(s) != 0)
+      return s->rc;
+    if (starts(s, "</")) {
+      if (read_tag(s, tag, sizeof tag, &close, &empty) != 0)
+        return s->rc;
+      if (strcmp(tag, dict ? "dict" : "array") != 0)
+        return fail(s, "</%s> closes <%s>", tag, dict ? "dict" : "array");
+      return 0;
+    }
+    if (s->p >= s->end)
+      return fail(s, "unterminated <%s>", dict ? "dict" : "array");
+    if (dict) {
+      if (read_tag(s, tag, sizeof tag, &close, &empty) != 0)
+        return s->rc;
+      if (strcmp(tag, "key") != 0 || close || empty)
+        return fail(s, "expected <key> in <dict>, found <%s%s>",
+                    close ? "/" : "", tag);
+      if (read_text(s, &key) != 0)
+        return s->rc;
+      if (read_tag(s, tag, sizeof tag, &close, &empty) != 0 ||
+          strcmp(tag, "key") != 0 || !close) {
+        free(key);
+        return fail(s, "expected </key>");
+      }
+      if (skip_between(s) != 0) {
+        free(key);
+        return s->rc;
+      }
+    }
+    if (stkr_grow((void **)&v->items, &cap, v->n + 1, sizeof *v->items) ||
+        (dict && stkr_grow((void **)&v->keys, &kcap, v->n + 1,
+                           sizeof *v->keys))) {
+      free(key);
+      return nomem(s);
+    }
+    memset(&v->items[v->n], 0, sizeof *v->items);
+    if (dict)
+      v->keys[v->n] = key;
+    v->n++;
+    save = s->p;
+    save_line = s->line;
+    if (starts(s, "</")) {
+      s->p = save;
+      s->line = save_line;
+      return fail(s, "<key>%s</key> has no value", key ? key : "");
+    }
+    if (parse_value(s, &v->items[v->n - 1], depth + 1) != 0)
+      return s->rc;
+  }
+}
+
+static int parse_value(scan *s, stkr_plist *v, int depth) {
+  char tag[32], end[32];
+  bool close, empty;
+
+  v->line = s->line;
+  if (read_tag(s, tag, sizeof tag, &close, &empty) != 0)
+    return s->rc;
+  if (close)
+    return fail(s, "unexpected </%s>", tag);
+  if (strcmp(tag, "dict") == 0 || strcmp(tag, "array") == 0) {
+    v->type = tag[0] == 'd' ? STKR_PLIST_DICT : STKR_PLIST_ARRAY;
+    return empty ? 0 : parse_items(s, v, depth);
+  }
+  if (strcmp(tag, "true") == 0 || strcmp(tag, "false") == 0) {
+    if (!empty)
+      return fail(s, "<%s> must be empty: <%s/>", tag, tag);
+    v->type = STKR_PLIST_BOOL;
+    v->text = strdup(tag);
+    return v->text ? 0 : nomem(s);
+  }
+  if (strcmp(tag, "string") != 0 && strcmp(tag, "integer") != 0 &&
+      strcmp(tag, "real") != 0 && strcmp(tag, "date") != 0 &&
+      strcmp(tag, "data") != 0)
+    return fail(s, "unknown element <%s>", tag);
+  v->type = STKR_PLIST_STRING;
+  if (empty) {
+    v->text = strdup("");
+    return v->text ? 0 : nomem(s);
+  }
+  if (read_text(s, &v->text) != 0)
+    return s->rc;
+  if (read_tag(s, end, sizeof end, &close, &empty) != 0)
+    return s->rc;
+  if (!close || strcmp(end, tag) != 0)
+    return fail(s, "<%s> closed by <%s%s>", tag, close ? "/" : "", end);
+  return 0;
+}
+
+static void free_inner(stkr_plist *v) {
+  size_t i;
+
+  free(v->text);
+  for (i = 0; i < v->n; i++) {
+    free_inner(&v->items[i]);
+    if (v->keys != NULL)
+      free(v->keys[i]);
+  }
+  free(v->items);
+  free(v->keys);
+}
+
+void stkr_plist_free(stkr_plist *v) {
+  if (v == NULL)
+    return;
+  free_inner(v);
+  free(v);
+}
+
+int stkr_plist_parse(const char *name, const char *text, size_t len,
+                     stkr_plist **out, char *err, size_t errlen) {
+  scan s = {text, text + len, 1, name, err, errlen, 0};
+  stkr_plist *v;
+  char tag[32];
+  bool close, empty;
+
+  *out = NULL;
+  if (len > STKR_PLIST_MAX_BYTES)
+    return fail(&s, "over %u bytes", STKR_PLIST_MAX_BYTES);
+  if ((v = calloc(1, sizeof *v)) == NULL)
+    return -ENOMEM;
+  if (skip_misc(&s) == 0 && read_tag(&s, tag, sizeof tag, &close, &empty) == 0) {
+    if (strcmp(tag, "plist") != 0 || close || empty)
+      fail(&s, "expected <plist>, found <%s%s>", close ? "/" : "", tag);
+    else if (skip_between(&s) == 0 && parse_value(&s, v, 0) == 0 &&
+             skip_between(&s) == 0 &&
+             (read_tag(&s, tag, sizeof tag, &close, &empty) != 0 || !close ||
+              strcmp(tag, "plist") != 0))
+      fail(&s, "expected </plist> after the one value");
+    else if (s.rc == 0 && skip_misc(&s) == 0 && s.p < s.end)
+      fail(&s, "text after </plist>");
+  }
+  if (s.rc != 0) {
+    stkr_plist_free(v);
+    if (s.rc == -ENOMEM && err != NULL)
+      snprintf(err, errlen, "%s: out of memory", name);
+    return s.rc;
+  }
+  *out = v;
+  return 0;
+}
+
+int stkr_plist_load(const char *path, stkr_plist **out, char *err,
+                    size_t errlen) {
+  struct stat st;
+  char *buf;
+  size_t n = 0;
+  ssize_t k;
+  int fd, rc;
+
+  *out = NULL;
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
+    rc = -errno;
+    if (fd >= 0)
+      close(fd);
+    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+    return rc;
+  }
+  if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > STKR_PLIST_MAX_BYTES) {
+    close(fd);
+    snprintf(err, errlen, "%s: %s", path,
+             S_ISREG(st.st_mode) ? "too large" : "not a regular file");
+    return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+  }
+  if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  while (n < (size_t)st.st_size &&
+         (k = read(fd, buf + n, (size_t)st.st_size - n)) != 0) {
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0) {
+      rc = -errno;
+      free(buf);
+      close(fd);
+      snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+      return rc;
+    }
+    n += (size_t)k;
+  }
+  close(fd);
+  rc = stkr_plist_parse(path, buf, n, out, err, errlen);
+  free(buf);
+  return rc;
+}
+
+const stkr_plist *stkr_plist_get(const stkr_plist *dict, const char *key) {
+  size_t i;
+
+  if (dict == NULL || dict->type != STKR_PLIST_DICT)
+    return NULL;
+  for (i = 0; i < dict->n; i++)
+    if (strcmp(dict->keys[i], key) == 0)
+      return &dict->items[i];
+  return NULL;
+}

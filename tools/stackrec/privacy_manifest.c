@@ -1,0 +1,396 @@
+/*
+ * privacy_manifest.c: `stackrec privacy-manifest [--manifest FILE]
+ * [--module-map FILE] [-o FILE] [filters] DIR...`.
+ *
+ * Writes a draft PrivacyInfo.xcprivacy (XML property list) whose
+ * NSPrivacyAccessedAPITypes lists every required-reason category
+ * (reasons.h) the recording used, one dict per category with an empty
+ * NSPrivacyAccessedAPITypeReasons array: which reason applies is for a
+ * person to choose. Before each dict, XML comments name the modules
+ * (attrib.h) that called the category's APIs, each with its sites, event
+ * counts and innermost frames, and the reason codes Apple offers.
+ *
+ * With --per-module DIR, also one draft per module (DIR/<module>.xcprivacy,
+ * the module's categories only): Apple wants a manifest in every SDK's
+ * bundle, and an SDK's vendor can check theirs against it.
+ *
+ * With --manifest FILE (the app's own manifest, read with plist.h), the
+ * categories used but not declared there are listed on stderr, and the
+ * exit status is 1; categories declared but never seen are noted.
+ * Exit status: 0, 1 (used but not declared; or data lost; or the output
+ * could not be written), 2 usage or a malformed manifest or module map
+ * (the message names the file and line), 3 an input cannot be opened.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/compliance.h"
+#include "tools/stackrec/filter.h"
+#include "tools/stackrec/plist.h"
+#include "tools/stackrec/reasons.h"
+
+#define MAX_CATS 8
+#define COMMENT_FRAMES 4
+
+static const char help[] =
+    "Usage: stackrec privacy-manifest [--manifest PrivacyInfo.xcprivacy]\n"
+    "                                 [--module-map FILE] [-o FILE]\n"
+    "                                 [filters] DIR|FILE...\n"
+    "\n"
+    "Write a draft PrivacyInfo.xcprivacy listing the required-reason API\n"
+    "categories (FileTimestamp, SystemBootTime, DiskSpace, ActiveKeyboards,\n"
+    "UserDefaults) the recording used, with the modules and call sites that\n"
+    "used them as comments; the reasons are left for you to choose.\n"
+    "\n"
+    "  --manifest FILE    the app's manifest: list the categories used but\n"
+    "                     not declared there (exit 1)\n"
+    "  --module-map FILE  SDK names for images and symbol prefixes (as for\n"
+    "                     compliance)\n"
+    "  -o FILE            write the draft there instead of stdout\n"
+    "  --per-module DIR   also one draft per module: DIR/<module>.xcprivacy\n"
+    "                     (created; characters other than [A-Za-z0-9._-] in\n"
+    "                     a module's name become '_')\n";
+
+static const char help_exit[] =
+    "Exit status: 0 every used category declared (or no --manifest), 1 a\n"
+    "category used but not declared (or data lost), 2 usage error or a\n"
+    "malformed manifest or module map, 3 an input cannot be opened.\n";
+
+/* "--" may not appear in an XML comment. */
+static void put_comment_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '-' && (s[1] == '-' || s[1] == '\0'))
+      fputs("- ", f);
+    else if ((unsigned char)*s < 0x20)
+      putc(' ', f);
+    else
+      putc(*s, f);
+  }
+}
+
+/* Which categories the groups used (category index per group, or -1). */
+static size_t used_categories(const stkr_comp *c, int *cat_of, bool *used) {
+  size_t i, k, n = 0;
+
+  for (k = 0; k < stkr_reason_category_count; k++)
+    used[k] = false;
+  for (i = 0; i < c->n_groups; i++) {
+    const stkr_reason_category *rc = stkr_reason_of_site(c->groups[i].site);
+    cat_of[i] = rc ? (int)(rc - stkr_reason_categories) : -1;
+    if (rc != NULL && !used[cat_of[i]]) {
+      used[cat_of[i]] = true;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* module NULL: every module's groups; else only that module's. */
+static void put_category(FILE *f, const stkr_comp *c, const int *cat_of,
+                         size_t k, const char *module) {
+  const stkr_reason_category *rc = &stkr_reason_categories[k];
+  size_t i, j;
+
+  fprintf(f, "    <!-- %s: choose the reasons that apply (%s) -->\n",
+          rc->short_name, rc->reason_codes);
+  for (i = 0; i < c->n_groups; i++) {
+    const stkr_comp_group *g = &c->groups[i];
+    const stkr_agg_stack *s = &c->agg->stacks[g->example];
+    if (cat_of[i] != (int)k ||
+        (module != NULL && strcmp(g->module, module) != 0))
+      continue;
+    fputs("    <!-- used by ", f);
+    put_comment_text(f, g->module);
+    fputs(": ", f);
+    put_comment_text(f, g->site);
+    fprintf(f, ", %" PRIu64 " event%s, at", g->count, g->count == 1 ? "" : "s");
+    for (j = 0; j < s->n_frames && j < COMMENT_FRAMES; j++) {
+      char buf[1024];
+      fputs(j ? " < " : " ", f);
+      put_comment_text(f, stkr_agg_frame_text(&s->frames[j], STKR_AGG_BY_LINE,
+                                              buf, sizeof buf));
+    }
+    fputs(" -->\n", f);
+  }
+  fprintf(f, "    <dict>\n"
+          "      <key>NSPrivacyAccessedAPIType</key>\n"
+          "      <string>%s</string>\n"
+          "      <key>NSPrivacyAccessedAPITypeReasons</key>\n"
+          "      <array/>\n"
+          "    </dict>\n", rc->type);
+}
+
+static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
+                       const bool *used, const char *module) {
+  size_t k;
+
+  fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" "
+        "\"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n"
+        "<!-- Draft by stackrec privacy-manifest: the required-reason API\n"
+        "     categories this recording used. Fill in each category's\n"
+        "     NSPrivacyAccessedAPITypeReasons before shipping. -->\n"
+        "<plist version=\"1.0\">\n<dict>\n"
+        "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n", f);
+  for (k = 0; k < stkr_reason_category_count; k++)
+    if (used[k])
+      put_category(f, c, cat_of, k, module);
+  fputs("  </array>\n</dict>\n</plist>\n", f);
+  if (fflush(f) != 0 || ferror(f))
+    return -(errno ? errno : EIO);
+  return 0;
+}
+
+/* The categories the manifest declares (declared[k]); unknown types are
+ * noted on stderr. @return 0 or 2 after a message (wrong shape). */
+static int declared_categories(const char *path, const stkr_plist *root,
+                               bool *declared) {
+  const stkr_plist *types = stkr_plist_get(root, "NSPrivacyAccessedAPITypes");
+  size_t i;
+
+  for (i = 0; i < stkr_reason_category_count; i++)
+    declared[i] = false;
+  if (root->type != STKR_PLIST_DICT) {
+    fprintf(stderr, "stackrec privacy-manifest: %s:%u: the plist's value "
+            "must be a <dict>\n", path, root->line);
+    return STKR_CLI_USAGE;
+  }
+  if (types == NULL)
+    return 0; /* declares nothing */
+  if (types->type != STKR_PLIST_ARRAY) {
+    fprintf(stderr, "stackrec privacy-manifest: %s:%u: "
+            "NSPrivacyAccessedAPITypes must be an <array>\n", path,
+            types->line);
+    return STKR_CLI_USAGE;
+  }
+  for (i = 0; i < types->n; i++) {
+    const stkr_plist *t = stkr_plist_get(&types->items[i],
+                                         "NSPrivacyAccessedAPIType");
+    const stkr_reason_category *rc;
+    if (t == NULL || t->type != STKR_PLIST_STRING) {
+      fprintf(stderr, "stackrec privacy-manifest: %s:%u: an entry of "
+              "NSPrivacyAccessedAPITypes needs an NSPrivacyAccessedAPIType "
+              "<string>\n", path, types->items[i].line);
+      return STKR_CLI_USAGE;
+    }
+    if ((rc = stkr_reason_by_type(t->text)) == NULL)
+      fprintf(stderr, "stackrec privacy-manifest: %s:%u: note: unknown "
+              "category \"%s\"\n", path, t->line, t->text);
+    else
+      declared[rc - stkr_reason_categories] = true;
+  }
+  return 0;
+}
+
+/* Compare used with declared: @return 0, or 1 (used, not declared). */
+static int check_manifest(const char *path, const stkr_comp *c,
+                          const int *cat_of, const bool *used,
+                          const bool *declared) {
+  size_t k, i, missing = 0;
+
+  for (k = 0; k < stkr_reason_category_count; k++) {
+    const stkr_reason_category *rc = &stkr_reason_categories[k];
+    if (used[k] && !declared[k]) {
+      missing++;
+      fprintf(stderr, "stackrec privacy-manifest: %s: used but not "
+              "declared: %s, by", path, rc->type);
+      for (i = 0; i < c->n_groups; i++)
+        if (cat_of[i] == (int)k)
+          fprintf(stderr, " %s (%s, %" PRIu64 ")", c->groups[i].module,
+                  c->groups[i].site, c->groups[i].count);
+      fputc('\n', stderr);
+    } else if (declared[k] && !used[k]) {
+      fprintf(stderr, "stackrec privacy-manifest: %s: note: declared, not "
+              "seen in this recording: %s\n", path, rc->type);
+    }
+  }
+  return missing ? STKR_CLI_FINDINGS : 0;
+}
+
+/* --per-module DIR: a draft per module that used any category.
+ * @return 0 or an exit status after a message. */
+static int write_per_module(const char *dir, const stkr_comp *c,
+                            const int *cat_of) {
+  size_t i, j, k;
+
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n", dir,
+            strerror(errno));
+    return STKR_CLI_DATA_LOST;
+  }
+  for (i = 0; i < c->n_groups; i++) {
+    const char *m = c->groups[i].module;
+    bool used[MAX_CATS] = {false}, first = true;
+    char path[4096], *p;
+    FILE *f;
+    int err;
+
+    if (cat_of[i] < 0)
+      continue;
+    for (j = 0; j < i; j++) /* written already (with an earlier group)? */
+      if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
+        first = false;
+    if (!first)
+      continue;
+    for (j = i; j < c->n_groups; j++)
+      if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
+        used[cat_of[j]] = true;
+    k = (size_t)snprintf(path, sizeof path, "%s/", dir);
+    for (p = path + k; *m && p < path + sizeof path - 12; m++)
+      *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
+              *m == '_') ? *m : '_';
+    strcpy(p, ".xcprivacy");
+    if ((f = fopen(path, "w")) == NULL) {
+      fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n",
+              path, strerror(errno));
+      return STKR_CLI_DATA_LOST;
+    }
+    err = write_draft(f, c, cat_of, used, c->groups[i].module);
+    if (fclose(f) != 0 && err == 0)
+      err = -errno;
+    if (err != 0) {
+      fprintf(stderr, "stackrec privacy-manifest: writing %s: %s\n", path,
+              strerror(-err));
+      return STKR_CLI_DATA_LOST;
+    }
+  }
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, stkr_comp_opts *o,
+                      const char **manifest, const char **map,
+                      const char **output, const char **per_module) {
+  enum { O_MANIFEST = 256, O_MAP, O_PER_MODULE };
+  static const struct option longopts[] = {
+      STKR__FILTER_LONGOPTS,
+      {"per-module", required_argument, NULL, O_PER_MODULE},
+      {"manifest", required_argument, NULL, O_MANIFEST},
+      {"module-map", required_argument, NULL, O_MAP},
+      {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  int c, err;
+
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    if ((err = stkr__filter_option("privacy-manifest", c, optarg, &o->agg)) >=
+        0) {
+      if (err != 0)
+        return err;
+      continue;
+    }
+    switch (c) {
+    case O_MANIFEST: *manifest = optarg; break;
+    case O_MAP: *map = optarg; break;
+    case O_PER_MODULE: *per_module = optarg; break;
+    case 'o': *output = optarg; break;
+    case 'h':
+      fputs(help, stdout);
+      fputs(stkr__filter_help, stdout);
+      fputs(help_exit, stdout);
+      return stkr_cli_flush("privacy-manifest");
+    case ':':
+      return stkr_cli_usage_error("privacy-manifest",
+                                  "option '%s' needs a value", argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("privacy-manifest", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if ((err = stkr__filter_check("privacy-manifest", &o->agg)) != 0)
+    return err;
+  if (optind >= argc)
+    return stkr_cli_usage_error("privacy-manifest", "no DIR or FILE given");
+  return -1;
+}
+
+static int load_error(const char *what, const char *msg, int rc) {
+  fprintf(stderr, "stackrec privacy-manifest: %s %s\n", what, msg);
+  return rc == -EINVAL ? STKR_CLI_USAGE
+         : rc == -ENOMEM ? STKR_CLI_DATA_LOST
+                         : STKR_CLI_NO_INPUT;
+}
+
+int stkr_cli_privacy_manifest(int argc, char **argv) {
+  const char *manifest = NULL, *map_path = NULL, *output = NULL,
+             *per_module = NULL;
+  bool used[MAX_CATS], declared[MAX_CATS];
+  stkr_plist *plist = NULL;
+  stkr_modmap *map = NULL;
+  stkr_reader *r = NULL;
+  stkr_comp *c = NULL;
+  stkr_comp_opts o;
+  int *cat_of = NULL, status, err;
+  char msg[512];
+  FILE *f = stdout;
+
+  memset(&o, 0, sizeof o);
+  if ((status = parse_args(argc, argv, &o, &manifest, &map_path, &output,
+                           &per_module)) >= 0)
+    return status;
+  /* The inputs a person wrote first: a typo fails fast, before reading. */
+  if (manifest != NULL &&
+      (err = stkr_plist_load(manifest, &plist, msg, sizeof msg)) != 0)
+    return load_error("manifest", msg, err);
+  if (manifest != NULL &&
+      (status = declared_categories(manifest, plist, declared)) != 0)
+    goto out;
+  if (map_path != NULL &&
+      (err = stkr_modmap_load(map_path, &map, msg, sizeof msg)) != 0) {
+    status = load_error("module map", msg, err);
+    goto out;
+  }
+  o.modmap = map;
+  o.agg.no_site_details = true;
+  if ((status = stkr_cli_open("privacy-manifest", argv + optind,
+                              argc - optind, true, &r)) != 0)
+    goto out;
+  if ((err = stkr_comp_build(r, &o, NULL, NULL, &c)) != 0) {
+    fprintf(stderr, "stackrec privacy-manifest: reading failed: %s\n",
+            strerror(-err));
+    status = err == -EINVAL ? STKR_CLI_USAGE : STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  if ((cat_of = calloc(c->n_groups + 1, sizeof *cat_of)) == NULL) {
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  used_categories(c, cat_of, used);
+  if (output != NULL && (f = fopen(output, "w")) == NULL) {
+    fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n",
+            output, strerror(errno));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  err = write_draft(f, c, cat_of, used, NULL);
+  if (f != stdout && fclose(f) != 0 && err == 0)
+    err = -errno;
+  if (err != 0) {
+    fprintf(stderr, "stackrec privacy-manifest: writing %s: %s\n",
+            output ? output : "stdout", strerror(-err));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  if (per_module != NULL &&
+      (status = write_per_module(per_module, c, cat_of)) != 0)
+    goto out;
+  status = stkr_cli_status(r);
+  if (manifest != NULL &&
+      check_manifest(manifest, c, cat_of, used, declared) != 0)
+    status = STKR_CLI_FINDINGS;
+out:
+  free(cat_of);
+  stkr_comp_free(c);
+  stkr_reader_free(r);
+  stkr_plist_free(plist);
+  stkr_modmap_free(map);
+  return status;
+}
