@@ -102,6 +102,7 @@ int stkr_cli_verify(int argc, char **argv); /* verify.c */
 int stkr_cli_merge(int argc, char **argv);  /* merge.c */
 int stkr_cli_atos(int argc, char **argv);   /* atos.c */
 int stkr_cli_symcache(int argc, char **argv); /* symcache.c */
+int stkr_cli_snapshot(int argc, char **argv); /* snapshot.c */
 
 /* What stkr_cli_symbolize_in_place did. */
 typedef struct stkr_cli_sym_stats {

@@ -48,6 +48,8 @@ static const struct {
      "per-build symbol caches from dSYMs (for symbolize, atos)"},
     {"recover", stkr_cli_recover,
      "write out what killed processes left in their ring files"},
+    {"snapshot", stkr_cli_snapshot,
+     "every thread's stack of a running process (like eu-stack)"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 
