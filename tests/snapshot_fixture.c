@@ -14,7 +14,9 @@
  * spurious return (EINTR) while parked; then it releases every thread
  * (SIGUSR1 for poll/pause, the mutex, a flag), joins them within 10 s and
  * exits 0, or 1 with a line saying what was wrong.
- * Built with frame pointers and noinline so the chains are exact.
+ * With "churn" (argv[2]) one more thread creates and joins short-lived
+ * threads all the time. Built with frame pointers and noinline so the
+ * chains are exact.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -124,6 +126,22 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
+/* "churn": threads that come and go all the time, for the snapshot's
+ * "a thread vanished meanwhile" path. */
+static void *churn_child(void *arg) {
+  nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
+  return arg;
+}
+static void *churn_main(void *arg) {
+  pthread_setname_np(pthread_self(), "snap-churn");
+  while (!atomic_load(&g_release)) {
+    pthread_t c;
+    if (pthread_create(&c, NULL, churn_child, NULL) == 0)
+      pthread_join(c, NULL);
+  }
+  return arg;
+}
+
 NOINLINE static ssize_t snap_main_wait(char *buf, size_t n) {
   ssize_t r;
   do r = read(0, buf, n);
@@ -188,8 +206,13 @@ int main(int argc, char **argv) {
       return 2;
     pthread_attr_destroy(&a);
   }
+  pthread_t churn;
+  bool churning = argc > 2 && strcmp(argv[2], "churn") == 0 &&
+                  pthread_create(&churn, NULL, churn_main, NULL) == 0;
   printf("ready %d\n", (int)getpid());
   fflush(stdout);
   snap_main_wait(buf, sizeof buf);
-  return check_and_exit(t, n);
+  int rc = check_and_exit(t, n);
+  if (churning) pthread_join(churn, NULL);
+  return rc;
 }

@@ -156,11 +156,12 @@ static void put_thread(const snap_run *r, const stkr_snap_images *im,
   if (r->json) {
     printf("%s{\"tid\": %d, \"name\": ", first ? "" : ", ", (int)t->tid);
     json_str(t->name);
-    printf(", \"stop_us\": %.1f, \"truncated\": %s, \"frames\": [",
-           t->stop_ns / 1e3, t->truncated ? "true" : "false");
+    printf(", \"stop_us\": %.1f, \"held_us\": %.1f, \"truncated\": %s, "
+           "\"frames\": [",
+           t->stop_ns / 1e3, t->held_ns / 1e3, t->truncated ? "true" : "false");
   } else {
-    printf("TID %d (%s): stopped %.1f us\n", (int)t->tid, t->name,
-           t->stop_ns / 1e3);
+    printf("TID %d (%s): stopped %.1f us (held %.1f us)\n", (int)t->tid,
+           t->name, t->stop_ns / 1e3, t->held_ns / 1e3);
   }
   for (unsigned k = 0; k < t->n_pcs && at < n_ids; k++) {
     size_t n = 1;
@@ -310,8 +311,8 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 typedef struct snap_stats {
-  uint64_t *stops; /* every thread's stop, every snapshot */
-  size_t n, cap;
+  uint64_t *stops, *helds; /* every thread's, every snapshot */
+  size_t n, cap, cap_h;
   uint64_t max_stop, wall_sum, vanished;
   pid_t max_tid;
 } snap_stats;
@@ -326,8 +327,12 @@ static void stats_add(snap_stats *st, const stkr_snap *s) {
       st->max_tid = t->tid;
     }
     if (stkr_grow((void **)&st->stops, &st->cap, st->n + 1,
-                  sizeof *st->stops) == 0)
+                  sizeof *st->stops) == 0 &&
+        stkr_grow((void **)&st->helds, &st->cap_h, st->n + 1,
+                  sizeof *st->helds) == 0) {
+      st->helds[st->n] = t->held_ns;
       st->stops[st->n++] = t->stop_ns;
+    }
   }
 }
 
@@ -338,11 +343,15 @@ static void stats_print(const snap_run *r, snap_stats *st, unsigned taken) {
             st->vanished, st->vanished == 1 ? "" : "s", (int)r->pid);
   if (r->quiet || st->n == 0) return;
   qsort(st->stops, st->n, sizeof *st->stops, cmp_u64);
+  qsort(st->helds, st->n, sizeof *st->helds, cmp_u64);
   fprintf(stderr, "stackrec snapshot: process %d: %u snapshot%s, %.2f ms "
-          "each; threads stopped %.1f us median, %.1f us at most (thread "
-          "%d)\n", (int)r->pid, taken, taken == 1 ? "" : "s",
+          "each; each thread stopped %.1f us median, %.1f us at most "
+          "(thread %d; from the interrupt to the detach); held %.1f us "
+          "median, %.1f us at most (from its stop seen)\n",
+          (int)r->pid, taken, taken == 1 ? "" : "s",
           st->wall_sum / 1e6 / taken, st->stops[st->n / 2] / 1e3,
-          st->max_stop / 1e3, (int)st->max_tid);
+          st->max_stop / 1e3, (int)st->max_tid, st->helds[st->n / 2] / 1e3,
+          st->helds[st->n - 1] / 1e3);
 }
 
 /* Open the images, the symbolizer and the output. @return 0 or an exit
@@ -411,7 +420,11 @@ static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
     e = stkr_snap_take(r->pid, im, &s, err, sizeof err);
     if (e != 0) {
       fflush(stdout);
-      fprintf(stderr, "stackrec snapshot: %s\n", err);
+      if (e == -ESRCH && i > 0)
+        fprintf(stderr, "stackrec snapshot: process %d exited (after %u "
+                "snapshot%s)\n", (int)r->pid, i, i == 1 ? "" : "s");
+      else
+        fprintf(stderr, "stackrec snapshot: %s\n", err);
       stkr_snap_free(&s);
       return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
     }
@@ -454,6 +467,7 @@ int stkr_cli_snapshot(int argc, char **argv) {
   free(r.strs);
   free(r.frames);
   free(st.stops);
+  free(st.helds);
   stkr_snap_images_free(&im);
   if (rc == 0) rc = stkr_cli_flush("snapshot");
   if (g_signal) {

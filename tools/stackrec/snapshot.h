@@ -41,7 +41,11 @@ typedef struct stkr_snap_thread {
   stkr_snap_regs regs;
   uint8_t *stack;     /* copy of [regs.sp, regs.sp + stack_len); owned */
   uint64_t stack_len;
-  uint64_t stop_ns;   /* how long the thread was stopped */
+  /* How long the thread was stopped, bounded from both sides: stop_ns
+   * from the interrupt to the end of the detach (includes the time the
+   * thread took to reach its stop: an upper bound), held_ns from the stop
+   * being seen to the detach (a lower bound). */
+  uint64_t stop_ns, held_ns;
   uint64_t ts_mono_ns; /* CLOCK_MONOTONIC when it was stopped */
   int err;            /* 0, or -ESRCH: vanished (skipped, with a note) */
   /* The unwinder's result. */

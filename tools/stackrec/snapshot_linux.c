@@ -188,7 +188,7 @@ static int wait_stop(pid_t tid, int *sig) {
  * (32-bit task), -EIO. */
 static int stop_and_read(pid_t pid, const stkr_snap_images *im,
                          stkr_snap_thread *t, uint8_t *scratch) {
-  uint64_t t0, end;
+  uint64_t t0, t1, t2, end;
   ssize_t got = 0;
   int err, sig;
 
@@ -196,6 +196,7 @@ static int stop_and_read(pid_t pid, const stkr_snap_images *im,
   if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) != 0)
     return -ESRCH; /* seized but gone already */
   if ((err = wait_stop(t->tid, &sig)) != 0) return err;
+  t1 = now_ns(CLOCK_MONOTONIC);
   err = get_regs(t->tid, &t->regs);
   if (err == 0) {
     struct iovec local, remote;
@@ -212,7 +213,9 @@ static int stop_and_read(pid_t pid, const stkr_snap_images *im,
   if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)sig) != 0 &&
       errno != ESRCH)
     err = err ? err : -EIO;
-  t->stop_ns = now_ns(CLOCK_MONOTONIC) - t0;
+  t2 = now_ns(CLOCK_MONOTONIC);
+  t->stop_ns = t2 - t0;
+  t->held_ns = t2 - t1;
   t->ts_mono_ns = t0;
   t->stack_len = (uint64_t)got;
   return err == -ESRCH ? -ESRCH : err;
