@@ -370,11 +370,14 @@ static int setup(snap_run *r, stkr_snap_images *im) {
     return STKR_CLI_NO_INPUT;
   }
   if ((e = stkr_snap_images_read(r->pid, im, true, err, sizeof err)) != 0) {
-    fprintf(stderr, "stackrec snapshot: %s%s\n", err,
-            e == -EACCES || e == -EPERM
-                ? " (another user's process, or a setuid one: permission "
-                  "denied)"
-                : "");
+    if (e == -EACCES || e == -EPERM)
+      fprintf(stderr, "stackrec snapshot: process %d: permission denied: "
+              "not allowed to read or trace it (another user's process, a "
+              "setuid program, or ptrace restricted by "
+              "/proc/sys/kernel/yama/ptrace_scope; needs the same user or "
+              "CAP_SYS_PTRACE)\n", (int)r->pid);
+    else
+      fprintf(stderr, "stackrec snapshot: %s\n", err);
     return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
   }
   stkr__demangle_swift_enable();
