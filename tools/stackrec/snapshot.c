@@ -46,6 +46,11 @@ static const char snapshot_help[] =
     "  --interval MS    between snapshots (default 1000)\n"
     "  --debug-dir PATH separate debug files or binaries by build-id, as for\n"
     "                   'stackrec symbolize' (repeatable)\n"
+    "  --fast           no separate debug files (/usr/lib/debug): function\n"
+    "                   names from symbol tables, file:line only from images\n"
+    "                   that carry their own DWARF (like eu-stack without -s;\n"
+    "                   a system library's compressed debug info costs tens\n"
+    "                   of milliseconds to read)\n"
     "  -q, --quiet      no timing summary on stderr\n"
     "  -h, --help       this help\n"
     "\n"
@@ -57,7 +62,7 @@ static const char snapshot_help[] =
     "allowed to trace it, or it exited during the snapshot.\n";
 
 typedef struct snap_run {
-  bool json, quiet;
+  bool json, quiet, fast;
   const char *outdir;
   unsigned count, interval_ms;
   pid_t pid;
@@ -237,6 +242,7 @@ static int parse_args(snap_run *r, int argc, char **argv) {
       {"interval", required_argument, NULL, 'i'},
       {"debug-dir", required_argument, NULL, 'd'},
       {"quiet", no_argument, NULL, 'q'},
+      {"fast", no_argument, NULL, 'f'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   unsigned pid;
@@ -249,6 +255,7 @@ static int parse_args(snap_run *r, int argc, char **argv) {
     case 'j': r->json = true; break;
     case 'o': r->outdir = optarg; break;
     case 'q': r->quiet = true; break;
+    case 'f': r->fast = true; break;
     case 'n':
       if (parse_uint(optarg, 1000000, &r->count) || r->count == 0)
         return stkr_cli_usage_error("snapshot", "--count '%s' is not a "
@@ -359,7 +366,8 @@ static void stats_print(const snap_run *r, snap_stats *st, unsigned taken) {
 static int setup(snap_run *r, stkr_snap_images *im) {
   stkr__symbe_opts so = {.debug_dirs = r->debug_dirs,
                          .n_debug_dirs = r->n_debug_dirs,
-                         .offline = true, .warn = sym_warn, .warn_arg = r};
+                         .offline = true, .warn = sym_warn, .warn_arg = r,
+                         .no_separate_debug = r->fast};
   stkr__symbe *be = NULL;
   char err[600];
   int e;
