@@ -30,6 +30,9 @@ for f in "$stackrec" "$fixture"; do
   [ -x "$f" ] || { echo "missing $f: bazel build -c opt //tools:stackrec //tests:snapshot_fixture"; exit 0; }
 done
 command -v python3 >/dev/null || { echo "python3 missing"; exit 0; }
+# The binaries themselves, not bazel-bin's symlink (which follows the
+# last build's configuration).
+stackrec=$(readlink -f "$stackrec"); fixture=$(readlink -f "$fixture")
 [ $# -gt 0 ] && sizes=("$@") || sizes=(10 100)
 python3 - "$stackrec" "$fixture" "${BENCH_ROUNDS:-7}" "${sizes[@]}" <<'PY'
 import json, os, resource, shutil, statistics, subprocess, sys, tempfile, time

@@ -428,7 +428,7 @@ static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
       /* New threads have new stacks: their bounds come from the maps. */
       stkr_snap_images_read(r->pid, im, false, err, sizeof err);
     }
-    e = stkr_snap_take(r->pid, im, &s, err, sizeof err);
+    e = stkr_snap_take(r->pid, im->maps, im->n_maps, &s, err, sizeof err);
     if (e != 0) {
       fflush(stdout);
       if (e == -ESRCH && i > 0)

@@ -23,36 +23,7 @@
 #include <sys/types.h>
 
 #include "flush/symbolize.h"
-
-/* Most PCs kept per thread (the recorder's STKR_MAX_DEPTH). */
-#define STKR_SNAP_MAX_DEPTH 256
-/* Most stack bytes copied per thread from its stack pointer up. */
-#define STKR_SNAP_STACK_MAX (256u << 10)
-
-/* What the backend read of one thread while it was stopped. */
-typedef struct stkr_snap_regs {
-  uint64_t pc, sp, fp;
-  uint64_t lr; /* aarch64 x30 (the innermost return address); x86_64: 0 */
-} stkr_snap_regs;
-
-typedef struct stkr_snap_thread {
-  pid_t tid;
-  char name[64]; /* /proc/PID/task/TID/comm ("" if unknown) */
-  stkr_snap_regs regs;
-  uint8_t *stack;     /* copy of [regs.sp, regs.sp + stack_len); owned */
-  uint64_t stack_len;
-  /* How long the thread was stopped, bounded from both sides: stop_ns
-   * from the interrupt to the end of the detach (includes the time the
-   * thread took to reach its stop: an upper bound), held_ns from the stop
-   * being seen to the detach (a lower bound). */
-  uint64_t stop_ns, held_ns;
-  uint64_t ts_mono_ns; /* CLOCK_MONOTONIC when it was stopped */
-  int err;            /* 0, or -ESRCH: vanished (skipped, with a note) */
-  /* The unwinder's result. */
-  uint64_t pcs[STKR_SNAP_MAX_DEPTH];
-  unsigned n_pcs;
-  bool truncated;
-} stkr_snap_thread;
+#include "tools/stackrec/snapshot_backend.h"
 
 /* One image mapped in the target (snapshot_images.c). */
 typedef struct stkr_snap_image {
@@ -64,40 +35,12 @@ typedef struct stkr_snap_image {
   int fd;
 } stkr_snap_image;
 
-/* The readable mappings of the target: where each thread's stack ends. */
-typedef struct stkr_snap_map {
-  uint64_t lo, hi;
-} stkr_snap_map;
-
 typedef struct stkr_snap_images {
   stkr_snap_image *v;
   size_t n;
   stkr_snap_map *maps;
   size_t n_maps, cap_maps;
 } stkr_snap_images;
-
-/* One snapshot of a process. */
-typedef struct stkr_snap {
-  pid_t pid;
-  char comm[64];
-  stkr_snap_thread *threads;
-  size_t n_threads;
-  unsigned vanished;      /* threads that exited meanwhile (skipped) */
-  uint64_t mono_ns, wall_ns; /* when it began */
-  uint64_t wall_time_ns;  /* how long taking it took */
-  uint64_t max_stop_ns;   /* the longest any one thread was stopped */
-} stkr_snap;
-
-/* Take a snapshot of pid (the backend). maps: the target's readable
- * mappings, bounding each stack copy. On failure err holds one line naming
- * the pid and the reason. Every thread is let go again on every path
- * (also if a signal arrives: catchable ones are held for the few
- * microseconds of each stop).
- * @return 0; -ESRCH (no such process, or it exited meanwhile), -EPERM
- *         (not allowed to trace it), -ENOMEM, -EIO; err says which. */
-int stkr_snap_take(pid_t pid, const stkr_snap_images *im, stkr_snap *out,
-                   char *err, size_t err_cap);
-void stkr_snap_free(stkr_snap *s);
 
 /* The image list and mappings of pid (snapshot_images.c). Files are
  * opened through /proc/PID/root (the target's mount namespace). Without
@@ -140,8 +83,5 @@ int stkr_snap_writer_add(stkr_snap_writer *w, const stkr_snap *s,
 /* fsync, close and free (NULL accepted). @return 0 or -errno. */
 int stkr_snap_writer_close(stkr_snap_writer *w);
 const char *stkr_snap_writer_path(const stkr_snap_writer *w);
-
-/* The name of this machine's architecture as the format spells it. */
-const char *stkr_snap_arch(void);
 
 #endif /* STKR_SNAPSHOT_H */

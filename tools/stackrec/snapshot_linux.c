@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/stackrec/snapshot.h"
+#include "tools/stackrec/snapshot_backend.h"
 
 #define STOP_TIMEOUT_NS 2000000000ull /* a thread that does not stop */
 
@@ -134,14 +134,15 @@ static int get_regs(pid_t tid, stkr_snap_regs *r) {
 }
 
 /* The end of the readable range holding sp (maps are merged ranges). */
-static uint64_t stack_end(const stkr_snap_images *im, uint64_t sp) {
-  size_t lo = 0, hi = im->n_maps;
+static uint64_t stack_end(const stkr_snap_map *maps, size_t n_maps,
+                          uint64_t sp) {
+  size_t lo = 0, hi = n_maps;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (im->maps[mid].hi <= sp) lo = mid + 1;
+    if (maps[mid].hi <= sp) lo = mid + 1;
     else hi = mid;
   }
-  if (lo < im->n_maps && im->maps[lo].lo <= sp) return im->maps[lo].hi;
+  if (lo < n_maps && maps[lo].lo <= sp) return maps[lo].hi;
   return sp + STKR_SNAP_STACK_MAX; /* a mapping made since: a partial read */
 }
 
@@ -186,8 +187,9 @@ static int wait_stop(pid_t tid, int *sig) {
  * STKR_SNAP_STACK_MAX bytes. @return 0, -ESRCH (it exited: skip),
  * -ETIMEDOUT (it did not stop: still seized, see finish_late), -EPROTO
  * (32-bit task), -EIO. */
-static int stop_and_read(pid_t pid, const stkr_snap_images *im,
-                         stkr_snap_thread *t, uint8_t *scratch) {
+static int stop_and_read(pid_t pid, const stkr_snap_map *maps,
+                         size_t n_maps, stkr_snap_thread *t,
+                         uint8_t *scratch) {
   uint64_t t0, t1, t2, end;
   ssize_t got = 0;
   int err, sig;
@@ -200,7 +202,7 @@ static int stop_and_read(pid_t pid, const stkr_snap_images *im,
   err = get_regs(t->tid, &t->regs);
   if (err == 0) {
     struct iovec local, remote;
-    end = stack_end(im, t->regs.sp);
+    end = stack_end(maps, n_maps, t->regs.sp);
     if (end - t->regs.sp > STKR_SNAP_STACK_MAX)
       end = t->regs.sp + STKR_SNAP_STACK_MAX;
     local = (struct iovec){scratch, (size_t)(end - t->regs.sp)};
@@ -271,8 +273,8 @@ static bool process_alive(pid_t pid) {
   return alive;
 }
 
-int stkr_snap_take(pid_t pid, const stkr_snap_images *im, stkr_snap *out,
-                   char *err, size_t err_cap) {
+int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
+                   stkr_snap *out, char *err, size_t err_cap) {
   pid_t *tids = NULL;
   size_t n = 0, k = 0;
   uint8_t *scratch = NULL;
@@ -326,7 +328,7 @@ int stkr_snap_take(pid_t pid, const stkr_snap_images *im, stkr_snap *out,
       break;
     }
     hold_signals(&old);
-    e = stop_and_read(pid, im, t, scratch);
+    e = stop_and_read(pid, maps, n_maps, t, scratch);
     if (e == -ETIMEDOUT) e = finish_late(t);
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (e == -ESRCH) {

@@ -5,6 +5,7 @@ extern int *__error(void);
 #define errno (*__error())
 #define EPERM 1
 #define ENOENT 2
+#define ESRCH 3
 #define EBADF 9
 #define ENOMEM 12
 #define EBUSY 16
