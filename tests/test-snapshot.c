@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "tests/cli_run.h"
+#include "tools/stackrec/snapshot.h"
 
 static char g_fixture[4096];
 static char g_tmp[4096];
@@ -491,6 +492,107 @@ static void test_threads_vanishing(void **state) {
   fixture_expect_ok(&f);
 }
 
+/* ---- the unwinder on stack copies it cannot trust ------------------------
+ * No images: no CFI, so every step is the frame-pointer rule
+ * (common/stkr_fpwalk.h) over the copy. */
+#define FAKE_SP 0x7f0000100000ull
+
+static void put64(stkr_snap_thread *t, uint64_t addr, uint64_t v) {
+  memcpy(t->stack + (addr - FAKE_SP), &v, 8);
+}
+
+static void fake_thread(stkr_snap_thread *t, size_t len) {
+  memset(t, 0, sizeof *t);
+  t->stack = calloc(1, len);
+  assert_non_null(t->stack);
+  t->stack_len = len;
+  t->regs.sp = FAKE_SP;
+  t->regs.pc = 0x401000;
+}
+
+static void test_unwind_exact_chain(void **state) {
+  stkr_snap_images none = {0};
+  stkr_snap_thread t;
+  (void)state;
+  fake_thread(&t, 4096);
+  /* fp -> sp+0x100 -> sp+0x200 -> sp+0x300 -> 0 */
+  t.regs.fp = FAKE_SP + 0x100;
+  for (int i = 1; i <= 3; i++) {
+    uint64_t fp = FAKE_SP + 0x100u * (unsigned)i;
+    put64(&t, fp, i < 3 ? fp + 0x100 : 0);
+    put64(&t, fp + 8, 0x402000u + 0x10u * (unsigned)i);
+  }
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 4);
+  assert_int_equal(t.pcs[0], 0x401000);
+  assert_int_equal(t.pcs[1], 0x402010);
+  assert_int_equal(t.pcs[2], 0x402020);
+  assert_int_equal(t.pcs[3], 0x402030);
+  assert_false(t.truncated);
+  /* A loop (back to itself, then downward) and a record past the copy's
+   * end end the walk; a return address inside the stack too. */
+  put64(&t, FAKE_SP + 0x200, FAKE_SP + 0x200);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  put64(&t, FAKE_SP + 0x200, FAKE_SP + 0x100);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  put64(&t, FAKE_SP + 0x200, FAKE_SP + 4096 - 8);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  put64(&t, FAKE_SP + 0x208, FAKE_SP + 0x40);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 2);
+  free(t.stack);
+}
+
+static void test_unwind_depth_bound(void **state) {
+  stkr_snap_images none = {0};
+  stkr_snap_thread t;
+  (void)state;
+  fake_thread(&t, 300 * 16 + 64);
+  t.regs.fp = FAKE_SP;
+  for (unsigned i = 0; i < 300; i++) {
+    put64(&t, FAKE_SP + 16u * i, FAKE_SP + 16u * (i + 1));
+    put64(&t, FAKE_SP + 16u * i + 8, 0x500000u + i);
+  }
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, STKR_SNAP_MAX_DEPTH);
+  assert_true(t.truncated);
+  free(t.stack);
+}
+
+/* Random words, random registers: the walk ends within the depth bound
+ * and reads only the copy (ASan would see any other read: the copy is
+ * its own heap block). */
+static void test_unwind_random_copies(void **state) {
+  stkr_snap_images none = {0};
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  unsigned long frames = 0;
+  (void)state;
+  for (int round = 0; round < 20000; round++) {
+    stkr_snap_thread t;
+    size_t len;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    len = 8 * (x % 512);
+    fake_thread(&t, len ? len : 8);
+    t.stack_len = len;
+    for (size_t i = 0; i + 8 <= len; i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      /* Mostly pointers into the copy, some anywhere. */
+      uint64_t v = (x & 3) ? FAKE_SP + (x >> 8) % (len + 64) : x;
+      put64(&t, FAKE_SP + i, v);
+    }
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t.regs.fp = (x & 1) ? FAKE_SP + (x >> 8) % (len + 32) : x;
+    stkr_snap_unwind(&none, &t);
+    assert_true(t.n_pcs >= 1 && t.n_pcs <= STKR_SNAP_MAX_DEPTH);
+    frames += t.n_pcs;
+    free(t.stack);
+  }
+  assert_true(frames > 20000); /* some chains were followed */
+}
+
 static int setup(void **state) {
   const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *tmp = getenv("TEST_TMPDIR");
@@ -505,6 +607,9 @@ static int setup(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unwind_exact_chain),
+      cmocka_unit_test(test_unwind_depth_bound),
+      cmocka_unit_test(test_unwind_random_copies),
       cmocka_unit_test_teardown(test_every_chain_target_unharmed, teardown),
       cmocka_unit_test_teardown(test_json_parses, teardown),
       cmocka_unit_test_teardown(test_output_dir_is_a_recording, teardown),

@@ -252,6 +252,25 @@ static int fail(char *err, size_t cap, int rc, const char *fmt, ...) {
   return rc;
 }
 
+/* While threads are stopped one by one, run stackrec itself at real-time
+ * priority when allowed (root, CAP_SYS_NICE, an RLIMIT_RTPRIO): on a
+ * loaded machine a stackrec preempted between a thread's stop and its
+ * detach would keep that thread stopped for a whole time slice of someone
+ * else. Nothing in the loop spins (the wait sleeps on SIGCHLD), so this
+ * cannot starve the machine; SCHED_RESET_ON_FORK keeps it from children.
+ * @return whether the policy was changed (restore_priority undoes it). */
+static bool raise_priority(int *old_policy, struct sched_param *old) {
+  struct sched_param rt = {.sched_priority = 1};
+  *old_policy = sched_getscheduler(0);
+  if (*old_policy < 0 || sched_getparam(0, old) != 0) return false;
+  return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0;
+}
+
+static void restore_priority(bool raised, int old_policy,
+                             const struct sched_param *old) {
+  if (raised) sched_setscheduler(0, old_policy, old);
+}
+
 /* Does any thread of pid still run? A process that exited is gone from
  * /proc or left as a zombie (Z, X) until its parent reaps it; a leader
  * that called pthread_exit is a zombie while other threads run on. */
@@ -303,6 +322,9 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
     return fail(err, err_cap, -ENOMEM, "process %d: out of memory", (int)pid);
   }
   rc = 0;
+  struct sched_param old_param;
+  int old_policy;
+  bool raised = raise_priority(&old_policy, &old_param);
   for (size_t i = 0; i < n && rc == 0; i++) {
     stkr_snap_thread *t = &out->threads[k];
     sigset_t old;
@@ -352,6 +374,7 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
     if (t->stop_ns > out->max_stop_ns) out->max_stop_ns = t->stop_ns;
     k++;
   }
+  restore_priority(raised, old_policy, &old_param);
   out->n_threads = k;
   free(tids);
   free(scratch);
