@@ -1,32 +1,38 @@
 /*
- * snapshot_linux.c: the Linux backend of `stackrec snapshot` (snapshot.h):
- * one thread of the target at a time is seized, interrupted, read and let
- * go again, so that each thread is stopped only for the few microseconds
- * it takes to read its registers and copy its stack window:
+ * snapshot_linux.c: the Linux backend of `stackrec snapshot`
+ * (snapshot_backend.h): each thread of the target is seized, interrupted,
+ * read and let go again on its own, so that it is stopped only for the
+ * microseconds it takes to read its registers and copy its stack window:
  *
  *   PTRACE_SEIZE (does not stop it)     -- not part of the stop
- *   PTRACE_INTERRUPT, wait for the stop -- the stop begins
+ *   PTRACE_INTERRUPT, wait for the stop -- the stop begins when the thread
+ *                                          is next scheduled
  *   PTRACE_GETREGSET NT_PRSTATUS        -- pc, sp, fp (and lr)
  *   process_vm_readv [sp, end)          -- end: the mapping's end, at most
  *                                          STKR_SNAP_STACK_MAX above sp
  *   PTRACE_DETACH                       -- the stop ends
  *
+ * A few threads are interrupted at a time (IN_FLIGHT), each read and let
+ * go as soon as its stop is seen: on a loaded machine a thread takes
+ * milliseconds to be scheduled into its stop, and those waits overlap.
  * The walk runs afterwards over the copy (snapshot_unwind.c). Threads are
  * thus not all stopped at the same instant (eu-stack and gdb stop them all
  * for the whole time they take): what each thread was doing is exact, the
  * instants differ by the time between their stops.
  *
- * Never leaving the target stopped: a thread is stopped only between the
- * interrupt and the detach of the same loop pass; SIGINT, SIGTERM, SIGHUP,
- * SIGQUIT, SIGPIPE, SIGUSR1/2 and SIGALRM are blocked for that pass, so
- * they take effect (default action: stackrec ends, or snapshot.c's handler
- * ends a series) only once the thread is let go; SIGCHLD too: the wait for
- * the stop sleeps on it. If stackrec dies anyway (SIGKILL, a crash) the kernel detaches
- * every tracee and they run on: PTRACE_SEIZE never sends SIGSTOP, so
- * nothing is left pending. A signal that arrives for the target during
- * its stop (a signal-delivery-stop instead of our interrupt) is passed on
- * with the detach. A thread that does not stop (uninterruptible sleep) is
- * waited for at most STOP_TIMEOUT, then reported.
+ * Never leaving the target stopped: a thread is seized only once it is
+ * interrupted, and let go as soon as it is read (a seized thread that has
+ * not stopped cannot be detached, so none is seized ahead). SIGINT,
+ * SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1/2 and SIGALRM are blocked
+ * while threads are captured, so they take effect (default action:
+ * stackrec ends; snapshot.c's handler ends a series) only once every
+ * thread is let go; SIGCHLD too: the wait for a stop sleeps on it. If
+ * stackrec dies anyway (SIGKILL, a crash) the kernel detaches every tracee
+ * and they run on: PTRACE_SEIZE never sends SIGSTOP, so nothing is left
+ * pending. A signal that arrives for the target during its stop (a
+ * signal-delivery-stop instead of our interrupt) is passed on with the
+ * detach. A thread that does not stop within STOP_TIMEOUT (uninterruptible
+ * sleep) ends the snapshot with an error; stackrec's exit releases it.
  */
 #if defined(__linux__)
 #define _GNU_SOURCE
@@ -146,60 +152,54 @@ static uint64_t stack_end(const stkr_snap_map *maps, size_t n_maps,
   return sp + STKR_SNAP_STACK_MAX; /* a mapping made since: a partial read */
 }
 
-/* Wait (bounded) for tid's stop after the interrupt. SIGCHLD (held, see
- * hold_signals) tells when a tracee stopped: sleep on it rather than spin,
- * which on a machine whose cores the target keeps busy would hand the core
- * to the target for a whole time slice. @return 0 stopped (*sig: a signal
- * to pass on at detach, 0 for our own stop), -ESRCH gone, -ETIMEDOUT. */
-static int wait_stop(pid_t tid, int *sig) {
-  uint64_t deadline = 0;
+/* What one call of wait_any saw. */
+typedef struct stop_event {
+  pid_t tid;
+  int sig;   /* a signal to pass on at detach (0: our own stop) */
+  bool gone; /* the thread exited */
+} stop_event;
+
+/* Wait (at most until deadline_ns) for any tracee's stop or exit. SIGCHLD
+ * (held, see hold_signals) says when a tracee stopped: sleep on it rather
+ * than spin, which on a machine whose cores the target keeps busy would
+ * hand the core to the target for a whole time slice.
+ * @return 0 (*ev filled), -ETIMEDOUT, or -ECHILD (no tracee left). */
+static int wait_any(uint64_t deadline_ns, stop_event *ev) {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
-  *sig = 0;
   for (;;) {
     int st;
-    pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
-    if (r == tid) {
-      if (WIFEXITED(st) || WIFSIGNALED(st)) return -ESRCH;
-      if (WIFSTOPPED(st)) {
-        /* Our interrupt (or a group-stop, which PTRACE_EVENT_STOP also
-         * reports): nothing to pass on. Otherwise a signal arrived for
-         * the thread first: deliver it at detach. */
-        if ((st >> 16) != PTRACE_EVENT_STOP && (st >> 8) == WSTOPSIG(st))
-          *sig = WSTOPSIG(st);
-        return 0;
-      }
-      continue;
+    pid_t r = waitpid(-1, &st, __WALL | WNOHANG);
+    if (r > 0) {
+      ev->tid = r;
+      ev->sig = 0;
+      ev->gone = WIFEXITED(st) || WIFSIGNALED(st);
+      if (!ev->gone && !WIFSTOPPED(st)) continue;
+      /* Our interrupt (or a group-stop, which PTRACE_EVENT_STOP also
+       * reports): nothing to pass on. Otherwise a signal arrived for the
+       * thread first: deliver it at detach. */
+      if (!ev->gone && (st >> 16) != PTRACE_EVENT_STOP &&
+          (st >> 8) == WSTOPSIG(st))
+        ev->sig = WSTOPSIG(st);
+      return 0;
     }
-    if (r < 0 && errno != EINTR) return -ESRCH;
-    if (r == 0) {
-      uint64_t now = now_ns(CLOCK_MONOTONIC);
-      if (deadline == 0) deadline = now + STOP_TIMEOUT_NS;
-      else if (now > deadline) return -ETIMEDOUT;
-      /* Re-check every millisecond too: a SIGCHLD consumed earlier. */
-      sigtimedwait(&chld, NULL, &(struct timespec){0, 1000000});
-    }
+    if (r < 0 && errno == ECHILD) return -ECHILD;
+    if (r < 0 && errno != EINTR) return -errno;
+    if (now_ns(CLOCK_MONOTONIC) > deadline_ns) return -ETIMEDOUT;
+    /* Re-check every millisecond too: a SIGCHLD consumed earlier. */
+    sigtimedwait(&chld, NULL, &(struct timespec){0, 1000000});
   }
 }
 
-/* Stop, read and let go one seized thread: the timed stop. scratch holds
- * STKR_SNAP_STACK_MAX bytes. @return 0, -ESRCH (it exited: skip),
- * -ETIMEDOUT (it did not stop: still seized, see finish_late), -EPROTO
- * (32-bit task), -EIO. */
-static int stop_and_read(pid_t pid, const stkr_snap_map *maps,
-                         size_t n_maps, stkr_snap_thread *t,
-                         uint8_t *scratch) {
-  uint64_t t0, t1, t2, end;
+/* Read a stopped thread and let it go at once. scratch holds
+ * STKR_SNAP_STACK_MAX bytes; the copy stays there (the caller moves it). */
+static int read_and_detach(pid_t pid, const stkr_snap_map *maps,
+                           size_t n_maps, stkr_snap_thread *t, int sig,
+                           uint64_t t_int, uint8_t *scratch) {
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC), t2, end;
   ssize_t got = 0;
-  int err, sig;
-
-  t0 = now_ns(CLOCK_MONOTONIC);
-  if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) != 0)
-    return -ESRCH; /* seized but gone already */
-  if ((err = wait_stop(t->tid, &sig)) != 0) return err;
-  t1 = now_ns(CLOCK_MONOTONIC);
-  err = get_regs(t->tid, &t->regs);
+  int err = get_regs(t->tid, &t->regs);
   if (err == 0) {
     struct iovec local, remote;
     end = stack_end(maps, n_maps, t->regs.sp);
@@ -213,14 +213,14 @@ static int stop_and_read(pid_t pid, const stkr_snap_map *maps,
   }
   /* Let go at once; a signal meant for the thread goes with it. */
   if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)sig) != 0 &&
-      errno != ESRCH)
-    err = err ? err : -EIO;
+      errno != ESRCH && err == 0)
+    err = -EIO;
   t2 = now_ns(CLOCK_MONOTONIC);
-  t->stop_ns = t2 - t0;
+  t->stop_ns = t2 - t_int;
   t->held_ns = t2 - t1;
-  t->ts_mono_ns = t0;
+  t->ts_mono_ns = t_int;
   t->stack_len = (uint64_t)got;
-  return err == -ESRCH ? -ESRCH : err;
+  return err;
 }
 
 static void hold_signals(sigset_t *old) {
@@ -231,15 +231,6 @@ static void hold_signals(sigset_t *old) {
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaddset(&hold, sigs[i]);
   sigprocmask(SIG_BLOCK, &hold, old);
-}
-
-/* A thread that did not stop in time is still seized: wait once more and
- * let it go (if it never stops, stackrec's exit detaches it). */
-static int finish_late(stkr_snap_thread *t) {
-  int sig;
-  if (wait_stop(t->tid, &sig) != 0) return -ETIMEDOUT;
-  ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)sig);
-  return 0;
 }
 
 static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
@@ -292,13 +283,161 @@ static bool process_alive(pid_t pid) {
   return alive;
 }
 
+/* The capture loop's state: threads are seized and interrupted a few at
+ * a time (IN_FLIGHT), each read and let go as soon as its stop is seen. A
+ * thread waits to be scheduled before it reaches its stop; keeping a few
+ * interrupts under way overlaps those waits (on a loaded machine they
+ * are milliseconds) while each thread stays stopped only from its stop
+ * to its detach. Only interrupted threads are ever seized: a seized
+ * thread that is not stopped cannot be detached. */
+#define IN_FLIGHT 4
+
+typedef struct capture {
+  pid_t pid;
+  const stkr_snap_map *maps;
+  size_t n_maps;
+  stkr_snap *out;
+  uint8_t *scratch;
+  size_t next;                /* next thread to interrupt */
+  size_t in_flight;
+  uint64_t t_int[IN_FLIGHT];  /* when each in-flight thread was interrupted */
+  size_t slot_of[IN_FLIGHT];  /* its index in out->threads */
+  bool *done;                 /* by index: read (or vanished) */
+  char *err;
+  size_t err_cap;
+} capture;
+
+/* Seize and interrupt the next thread. @return 0, 1 none left, or an
+ * error (err filled). */
+static int start_next(capture *c) {
+  while (c->next < c->out->n_threads) {
+    size_t i = c->next++;
+    stkr_snap_thread *t = &c->out->threads[i];
+    if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) != 0) {
+      int e = errno;
+      if (e == ESRCH) { /* exited since the listing */
+        c->done[i] = true;
+        t->err = -ESRCH;
+        continue;
+      }
+      return fail(c->err, c->err_cap, e == EPERM ? -EPERM : -e,
+                  "process %d: cannot trace thread %d: %s%s", (int)c->pid,
+                  (int)t->tid, strerror(e),
+                  e == EPERM ? " (permission denied: another user's process, "
+                               "a setuid program, or ptrace restricted by "
+                               "/proc/sys/kernel/yama/ptrace_scope)"
+                             : "");
+    }
+    c->t_int[c->in_flight] = now_ns(CLOCK_MONOTONIC);
+    c->slot_of[c->in_flight] = i;
+    c->in_flight++;
+    if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) != 0) {
+      /* Seized but gone already: its exit is reported to wait_any. */
+    }
+    return 0;
+  }
+  return 1;
+}
+
+/* Handle one event of an in-flight thread. @return 0 or an error. */
+static int on_event(capture *c, const stop_event *ev) {
+  size_t f = 0;
+  while (f < c->in_flight && c->out->threads[c->slot_of[f]].tid != ev->tid)
+    f++;
+  if (f == c->in_flight) { /* not ours now: a late event; let it go */
+    if (!ev->gone) ptrace(PTRACE_DETACH, ev->tid, NULL, (void *)(intptr_t)ev->sig);
+    return 0;
+  }
+  size_t i = c->slot_of[f];
+  stkr_snap_thread *t = &c->out->threads[i];
+  int e = ev->gone ? -ESRCH
+                   : read_and_detach(c->pid, c->maps, c->n_maps, t, ev->sig,
+                                     c->t_int[f], c->scratch);
+  c->in_flight--;
+  c->t_int[f] = c->t_int[c->in_flight];
+  c->slot_of[f] = c->slot_of[c->in_flight];
+  c->done[i] = true;
+  if (e == -ESRCH) {
+    t->err = -ESRCH;
+    return 0;
+  }
+  if (e != 0)
+    return fail(c->err, c->err_cap, e, "process %d: thread %d: %s",
+                (int)c->pid, (int)t->tid,
+                e == -EPROTO ? "a 32-bit process: not supported"
+                             : strerror(-e));
+  if (t->stack_len > 0) {
+    if (!(t->stack = malloc(t->stack_len)))
+      return fail(c->err, c->err_cap, -ENOMEM, "process %d: out of memory",
+                  (int)c->pid);
+    memcpy(t->stack, c->scratch, t->stack_len);
+  }
+  return 0;
+}
+
+/* Every in-flight thread is waited for and let go (bounded): the error
+ * path leaves nothing stopped. A thread that never stops stays seized
+ * until stackrec exits, which detaches it. */
+static void drain(capture *c) {
+  uint64_t deadline = now_ns(CLOCK_MONOTONIC) + STOP_TIMEOUT_NS;
+  while (c->in_flight > 0) {
+    stop_event ev;
+    if (wait_any(deadline, &ev) != 0) break;
+    size_t f = 0;
+    while (f < c->in_flight && c->out->threads[c->slot_of[f]].tid != ev.tid)
+      f++;
+    if (!ev.gone) ptrace(PTRACE_DETACH, ev.tid, NULL, (void *)(intptr_t)ev.sig);
+    if (f < c->in_flight) {
+      c->in_flight--;
+      c->t_int[f] = c->t_int[c->in_flight];
+      c->slot_of[f] = c->slot_of[c->in_flight];
+    }
+  }
+}
+
+static int capture_all(capture *c) {
+  int rc = 0;
+  while (rc == 0) {
+    while (rc == 0 && c->in_flight < IN_FLIGHT) {
+      int r = start_next(c);
+      if (r == 1) break;
+      rc = r;
+    }
+    if (rc != 0 || c->in_flight == 0) break;
+    /* The oldest interrupt bounds the wait. */
+    uint64_t oldest = c->t_int[0];
+    for (size_t f = 1; f < c->in_flight; f++)
+      if (c->t_int[f] < oldest) oldest = c->t_int[f];
+    stop_event ev;
+    int w = wait_any(oldest + STOP_TIMEOUT_NS, &ev);
+    if (w == -ETIMEDOUT) {
+      rc = fail(c->err, c->err_cap, -ETIMEDOUT,
+                "process %d: a thread did not stop within 2 s "
+                "(uninterruptible sleep?); stackrec exits to release it",
+                (int)c->pid);
+      break;
+    }
+    if (w != 0) {
+      rc = fail(c->err, c->err_cap, w, "process %d: waiting for a thread: %s",
+                (int)c->pid, strerror(-w));
+      break;
+    }
+    rc = on_event(c, &ev);
+  }
+  if (rc != 0) drain(c);
+  return rc;
+}
+
 int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
                    stkr_snap *out, char *err, size_t err_cap) {
   pid_t *tids = NULL;
   size_t n = 0, k = 0;
-  uint8_t *scratch = NULL;
   char path[96];
-  int rc;
+  struct sched_param old_param;
+  int rc, old_policy;
+  sigset_t old_mask;
+  capture c = {.pid = pid, .maps = maps, .n_maps = n_maps, .out = out,
+               .err = err, .err_cap = err_cap};
 
   memset(out, 0, sizeof *out);
   out->pid = pid;
@@ -315,69 +454,43 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
                 (int)pid, strerror(-rc));
   }
   out->threads = calloc(n, sizeof *out->threads);
-  scratch = malloc(STKR_SNAP_STACK_MAX);
-  if (!out->threads || !scratch) {
+  c.done = calloc(n, sizeof *c.done);
+  c.scratch = malloc(STKR_SNAP_STACK_MAX);
+  if (!out->threads || !c.done || !c.scratch) {
     free(tids);
-    free(scratch);
+    free(c.done);
+    free(c.scratch);
     return fail(err, err_cap, -ENOMEM, "process %d: out of memory", (int)pid);
   }
-  rc = 0;
-  struct sched_param old_param;
-  int old_policy;
-  bool raised = raise_priority(&old_policy, &old_param);
-  for (size_t i = 0; i < n && rc == 0; i++) {
-    stkr_snap_thread *t = &out->threads[k];
-    sigset_t old;
-    int e;
-
-    t->tid = tids[i];
+  out->n_threads = n;
+  for (size_t i = 0; i < n; i++) {
+    out->threads[i].tid = tids[i];
     snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid,
-             (int)t->tid);
-    read_comm(path, t->name, sizeof t->name);
-    if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) != 0) {
-      e = errno;
-      if (e == ESRCH) { /* exited since the listing */
-        out->vanished++;
-        continue;
-      }
-      rc = fail(err, err_cap, e == EPERM ? -EPERM : -e,
-                "process %d: cannot trace thread %d: %s%s", (int)pid,
-                (int)t->tid, strerror(e),
-                e == EPERM ? " (another user's process, a setuid program, "
-                             "or ptrace restricted: see "
-                             "/proc/sys/kernel/yama/ptrace_scope)"
-                           : "");
-      break;
-    }
-    hold_signals(&old);
-    e = stop_and_read(pid, maps, n_maps, t, scratch);
-    if (e == -ETIMEDOUT) e = finish_late(t);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (e == -ESRCH) {
-      out->vanished++;
+             (int)tids[i]);
+    read_comm(path, out->threads[i].name, sizeof out->threads[i].name);
+  }
+  free(tids);
+  /* Catchable signals wait until every thread is let go (see the top). */
+  hold_signals(&old_mask);
+  bool raised = raise_priority(&old_policy, &old_param);
+  rc = capture_all(&c);
+  restore_priority(raised, old_policy, &old_param);
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  /* Keep the threads that were read, in listing order. */
+  for (size_t i = 0; i < n; i++) {
+    stkr_snap_thread *t = &out->threads[i];
+    if (!c.done[i] || t->err != 0) {
+      if (c.done[i] && t->err == -ESRCH) out->vanished++;
+      free(t->stack);
       continue;
     }
-    if (e != 0) {
-      rc = fail(err, err_cap, e, "process %d: thread %d: %s", (int)pid,
-                (int)t->tid,
-                e == -ETIMEDOUT ? "did not stop within 2 s (uninterruptible "
-                                  "sleep?); stackrec exits to release it"
-                : e == -EPROTO ? "a 32-bit process: not supported"
-                               : strerror(-e));
-      break;
-    }
-    if (t->stack_len > 0 && !(t->stack = malloc(t->stack_len))) {
-      rc = fail(err, err_cap, -ENOMEM, "process %d: out of memory", (int)pid);
-      break;
-    }
-    if (t->stack) memcpy(t->stack, scratch, t->stack_len);
     if (t->stop_ns > out->max_stop_ns) out->max_stop_ns = t->stop_ns;
+    if (k != i) out->threads[k] = *t;
     k++;
   }
-  restore_priority(raised, old_policy, &old_param);
   out->n_threads = k;
-  free(tids);
-  free(scratch);
+  free(c.done);
+  free(c.scratch);
   out->wall_time_ns = now_ns(CLOCK_MONOTONIC) - out->mono_ns;
   if (rc == 0 && (k == 0 || !process_alive(pid)))
     rc = fail(err, err_cap, -ESRCH,
