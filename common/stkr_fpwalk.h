@@ -34,25 +34,38 @@
 /* The size of a frame record: {saved fp, return address}. */
 #define STKR_FP_RECORD 16u
 
+/* The rules as expressions (macros, so that recorder/walk.c's hot loop
+ * compiles to exactly the code it had before they were shared), and as
+ * functions for everyone else. Arguments are evaluated more than once. */
+
 /* Is there a whole, aligned frame record at fp inside [lo, hi)? */
-static inline bool stkr_fp_record_ok(uint64_t fp, uint64_t lo, uint64_t hi) {
-  return fp >= lo && hi >= STKR_FP_RECORD && fp <= hi - STKR_FP_RECORD &&
-         (fp & (STKR_FP_ALIGN - 1)) == 0;
-}
+#define STKR_FP_RECORD_OK(fp, lo, hi)                                          \
+  ((fp) >= (lo) && (hi) >= STKR_FP_RECORD && (fp) <= (hi) - STKR_FP_RECORD && \
+   ((fp) & (STKR_FP_ALIGN - 1)) == 0)
 
 /* Is `next` (the saved fp of the record at fp) NOT a record to follow? It
  * must be strictly above fp, aligned, and leave room for a whole record
  * at or below top = hi - STKR_FP_RECORD: next - fp - 1 < top - fp in one
- * compare (next <= fp wraps around to a huge value). fp itself must have
- * passed stkr_fp_record_ok. */
-static inline bool stkr_fp_last(uint64_t next, uint64_t fp, uint64_t top) {
-  return next - fp - 1 >= top - fp || (next & (STKR_FP_ALIGN - 1)) != 0;
-}
+ * compare (next <= fp wraps around to a huge value). */
+#define STKR_FP_LAST(next, fp, top)                                            \
+  ((uint64_t)((next) - (fp) - 1) >= (uint64_t)((top) - (fp)) ||               \
+   ((next) & (STKR_FP_ALIGN - 1)) != 0)
 
 /* Can pc be a return address? Not 0 (the outermost frame's end) and not
  * inside the stack [lo, lo + span) (a saved data word). */
+#define STKR_FP_PC_OK(pc, lo, span) ((pc) != 0 && (pc) - (lo) >= (span))
+
+static inline bool stkr_fp_record_ok(uint64_t fp, uint64_t lo, uint64_t hi) {
+  return STKR_FP_RECORD_OK(fp, lo, hi);
+}
+
+/* fp must have passed stkr_fp_record_ok. */
+static inline bool stkr_fp_last(uint64_t next, uint64_t fp, uint64_t top) {
+  return STKR_FP_LAST(next, fp, top);
+}
+
 static inline bool stkr_fp_pc_ok(uint64_t pc, uint64_t lo, uint64_t span) {
-  return pc != 0 && pc - lo >= span;
+  return STKR_FP_PC_OK(pc, lo, span);
 }
 
 #endif /* STKR_FPWALK_H */

@@ -254,7 +254,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
   unsigned n = 0;
 
   *truncated = false;
-  if (stkr_fp_record_ok(fp, lo, hi)) {
+  if (STKR_FP_RECORD_OK(fp, lo, hi)) {
     /* From here on each check is one unsigned compare; the loop runs at
      * the latency of its loads (~1.4 ns a frame). */
     const uint64_t span = (uint64_t)(hi - lo);
@@ -270,7 +270,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
      * record below hi: next - fp - 1 < top - fp in one compare (next <= fp
      * wraps around to a huge value). A Swift async frame's tagged link
      * fails it too: only then is the tag looked at, off the hot loop. */
-#define STKR__LAST(next, fp) stkr_fp_last((next), (fp), top)
+#define STKR__LAST(next, fp) STKR_FP_LAST(next, fp, top)
 #define STKR__TAGGED(next)                                                     \
   (((uint64_t)(next) >> STKR__ASYNC_TAG_SHIFT) == STKR__ASYNC_TAG)
 
@@ -280,7 +280,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       uintptr_t next = frame[0];
       uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
 
-      if (!stkr_fp_pc_ok(pc, lo, pc_span))
+      if (!STKR_FP_PC_OK(pc, lo, pc_span))
         goto done;
       if (STKR__LAST(next, fp)) {
         if (STKR__TAGGED(next)) {
@@ -306,7 +306,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       /* 0 ends the outermost frame (thread entry). A "return address" on
        * the stack itself means the chain went through code without frame
        * pointers (libffi, an interpreter) and reached a saved data word. */
-      if (!stkr_fp_pc_ok(pc, lo, pc_span))
+      if (!STKR_FP_PC_OK(pc, lo, pc_span))
         break;
       if (out == end) {
         *truncated = true;
