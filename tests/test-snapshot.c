@@ -474,6 +474,8 @@ static void test_process_exits_during_series(void **state) {
   if (WEXITSTATUS(st) != 3) fprintf(stderr, "status %d: %s\n", WEXITSTATUS(st), cr_err);
   assert_int_equal(WEXITSTATUS(st), 3);
   snprintf(want, sizeof want, "process %d", (int)f.pid);
+  if (!strstr(cr_err, want) || !strstr(cr_err, "exited"))
+    fprintf(stderr, "stackrec said: %s\n", cr_err);
   assert_non_null(strstr(cr_err, want));
   assert_non_null(strstr(cr_err, "exited"));
 }
@@ -546,6 +548,62 @@ static void test_unwind_exact_chain(void **state) {
   free(t.stack);
 }
 
+#if defined(__x86_64__)
+/* A function whose CFI, after its epilogue popped rbp, still says "rbp
+ * saved at CFA - 16" (as GCC leaves it): a thread stopped at its ret. */
+__asm__(".text\n"
+        ".globl snap_epilogue\n"
+        ".type snap_epilogue, @function\n"
+        "snap_epilogue:\n"
+        ".cfi_startproc\n"
+        "push %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset rbp, -16\n"
+        "mov %rsp, %rbp\n"
+        "nop\n"
+        "pop %rbp\n"
+        ".cfi_def_cfa rsp, 8\n"
+        ".globl snap_epilogue_ret\n"
+        "snap_epilogue_ret:\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size snap_epilogue, .-snap_epilogue\n");
+extern char snap_epilogue_ret[];
+
+/* Stopped at that ret: the CFI step must take rbp as it is (the caller's,
+ * already restored), not give up and let the frame-pointer rule skip the
+ * caller (seen under TSan: __tsan_read4 stopped in its epilogue hid
+ * snap_busy_inner). */
+static void test_unwind_stale_epilogue_rule(void **state) {
+  stkr_snap_images im;
+  stkr_snap_thread t;
+  char err[512];
+  /* A return address into a C function with frame pointers: its CFI says
+   * CFA = rbp + 16 after the prologue. */
+  uint64_t ra1 = (uint64_t)(uintptr_t)&fake_thread + 24;
+  (void)state;
+  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  fake_thread(&t, 4096);
+  t.regs.pc = (uint64_t)(uintptr_t)snap_epilogue_ret;
+  put64(&t, FAKE_SP, ra1);                     /* [rsp]: the return address */
+  t.regs.fp = FAKE_SP + 0x100;                 /* the caller's frame record */
+  put64(&t, FAKE_SP + 0x100, 0);
+  put64(&t, FAKE_SP + 0x108, 0x1234567);
+  stkr_snap_unwind(&im, &t);
+  assert_true(t.n_pcs >= 3);
+  assert_int_equal(t.pcs[0], (uint64_t)(uintptr_t)snap_epilogue_ret);
+  assert_int_equal(t.pcs[1], ra1); /* without the rule: 0x1234567 here */
+  assert_int_equal(t.pcs[2], 0x1234567);
+  free(t.stack);
+  stkr_snap_images_free(&im);
+}
+#else
+static void test_unwind_stale_epilogue_rule(void **state) {
+  (void)state;
+  skip(); /* the hand-written epilogue is x86_64 */
+}
+#endif
+
 static void test_unwind_depth_bound(void **state) {
   stkr_snap_images none = {0};
   stkr_snap_thread t;
@@ -609,6 +667,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unwind_exact_chain),
       cmocka_unit_test(test_unwind_depth_bound),
+      cmocka_unit_test(test_unwind_stale_epilogue_rule),
       cmocka_unit_test(test_unwind_random_copies),
       cmocka_unit_test_teardown(test_every_chain_target_unharmed, teardown),
       cmocka_unit_test_teardown(test_json_parses, teardown),

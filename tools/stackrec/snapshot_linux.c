@@ -283,6 +283,24 @@ static bool process_alive(pid_t pid) {
   return alive;
 }
 
+/* Is thread tid of pid a zombie (or gone)? */
+static bool thread_exited(pid_t pid, pid_t tid) {
+  char path[96], st[256] = "", *p;
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+  read_comm(path, st, sizeof st);
+  p = strrchr(st, ')');
+  return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Is pid on its way out: gone, or gone within 200 ms? */
+static bool process_exiting(pid_t pid) {
+  for (int k = 0; k < 20; k++) {
+    if (!process_alive(pid)) return true;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  return false;
+}
+
 /* The capture loop's state: threads are seized and interrupted a few at
  * a time (IN_FLIGHT), each read and let go as soon as its stop is seen. A
  * thread waits to be scheduled before it reaches its stop; keeping a few
@@ -320,6 +338,18 @@ static int start_next(capture *c) {
         t->err = -ESRCH;
         continue;
       }
+      /* Exiting threads refuse tracing with EPERM (zombies, or past
+       * exit_mm): a thread that exited (a leader that called pthread_exit)
+       * is skipped; a process that is exiting is given 200 ms to be gone.
+       * Only then is EPERM a permission. */
+      if (e == EPERM && thread_exited(c->pid, t->tid)) {
+        c->done[i] = true;
+        t->err = -ESRCH;
+        continue;
+      }
+      if (e == EPERM && process_exiting(c->pid))
+        return fail(c->err, c->err_cap, -ESRCH,
+                    "process %d exited during the snapshot", (int)c->pid);
       return fail(c->err, c->err_cap, e == EPERM ? -EPERM : -e,
                   "process %d: cannot trace thread %d: %s%s", (int)c->pid,
                   (int)t->tid, strerror(e),

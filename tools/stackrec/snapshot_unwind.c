@@ -144,6 +144,10 @@ static int caller_reg(const ustate *u, Dwarf_Frame *fr, int reg, uint64_t *v) {
     *v = x;
     return 1;
   }
+  /* Saved below the stack pointer: the thread was stopped in an epilogue
+   * after the register was popped back (GCC's CFI moves the CFA there but
+   * keeps the "saved at CFA - N" rule): it holds the caller's value. */
+  if (x < u->sp) return reg_value(u, reg, v) ? 1 : -1;
   return load(u, x, v) ? 1 : -1;
 }
 
