@@ -125,6 +125,10 @@ set(STKR_CLI_SRCS
   tools/stackrec/recover.c
   tools/stackrec/report.c
   tools/stackrec/report_tree.c
+  tools/stackrec/snapshot.c
+  tools/stackrec/snapshot_apple.c
+  tools/stackrec/snapshot_linux.c
+  tools/stackrec/snapshot_write.c
   tools/stackrec/states.c
   tools/stackrec/strtab.c
   tools/stackrec/symbolize.c

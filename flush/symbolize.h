@@ -73,6 +73,12 @@ typedef struct stkr__symbe_opts {
   /* Relative source file names get the CU's DW_AT_comp_dir in front (as
    * llvm-symbolizer prints them; `stackrec atos`). Default: as compiled. */
   bool full_paths;
+  /* Never look for separate debug files (/usr/lib/debug, debug dirs,
+   * debuginfod): names come from the images' symbol tables, file:line
+   * only where an image carries its own DWARF. Decompressing a system
+   * library's debug info costs tens of milliseconds (libc: ~50 ms);
+   * `stackrec snapshot --fast` skips it. */
+  bool no_separate_debug;
 } stkr__symbe_opts;
 
 /* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by

@@ -182,6 +182,18 @@ static void mod_free(mod *m) {
   free(m);
 }
 
+/* stkr__symbe_opts.no_separate_debug: no debug file is ever found. */
+static int no_find_debuginfo(Dwfl_Module *mod, void **userdata,
+                             const char *modname, Dwarf_Addr base,
+                             const char *file_name,
+                             const char *debuglink_file,
+                             GElf_Word debuglink_crc, char **out) {
+  (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+  (void)debuglink_file, (void)debuglink_crc;
+  *out = NULL;
+  return -1;
+}
+
 int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
   stkr__symbe *be = calloc(1, sizeof *be);
   static const char tail[] = ":.debug:/usr/lib/debug";
@@ -220,7 +232,9 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
   /* Offline (`stackrec symbolize`, a tool run by a person) may use
    * debuginfod like any debugger; in the recording app, local files only. */
   be->cb.find_debuginfo =
-      be->offline ? dwfl_standard_find_debuginfo : local_find_debuginfo;
+      o && o->no_separate_debug ? no_find_debuginfo
+      : be->offline             ? dwfl_standard_find_debuginfo
+                                : local_find_debuginfo;
   be->cb.section_address = dwfl_offline_section_address;
   be->cb.debuginfo_path = &be->debug_path;
   *out = be;

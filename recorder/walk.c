@@ -17,16 +17,12 @@
 #include <sys/auxv.h>
 #endif
 
+#include "common/stkr_fpwalk.h"
 #include "recorder/stkr_internal.h"
 
-#if defined(__aarch64__) || defined(__arm64__)
-#define STKR__FP_ALIGN 16u /* AAPCS64: sp, and so every frame record */
-#else
-/* x86_64 frames are 16-byte aligned by the ABI, but hand-written or
- * -mstackrealign code can leave rbp 8-aligned; 8 still rules out a torn
- * load and costs nothing in safety because bounds are checked too. */
-#define STKR__FP_ALIGN 8u
-#endif
+/* The frame record rules (alignment, bounds, strictly upward, what a
+ * return address cannot be) are common/stkr_fpwalk.h's, shared with
+ * `stackrec snapshot`, which walks other processes' stacks from a copy. */
 
 
 /* Multiply-rotate mixing in the spirit of xxHash64: order-sensitive, and a
@@ -72,11 +68,6 @@ uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n) {
   return stkr__final(h, n);
 }
 
-/* Is there a whole frame record at fp inside [lo, hi)? */
-static inline bool stkr__frame_ok(uintptr_t fp, uintptr_t lo, uintptr_t hi) {
-  return fp >= lo && hi >= 2 * sizeof(uintptr_t) &&
-         fp <= hi - 2 * sizeof(uintptr_t) && (fp & (STKR__FP_ALIGN - 1)) == 0;
-}
 
 /* ---- Swift async chains ------------------------------------------------
  * A Swift async function's prologue stores an extended frame record
@@ -263,7 +254,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
   unsigned n = 0;
 
   *truncated = false;
-  if (stkr__frame_ok(fp, lo, hi)) {
+  if (STKR_FP_RECORD_OK(fp, lo, hi)) {
     /* From here on each check is one unsigned compare; the loop runs at
      * the latency of its loads (~1.4 ns a frame). */
     const uint64_t span = (uint64_t)(hi - lo);
@@ -279,9 +270,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
      * record below hi: next - fp - 1 < top - fp in one compare (next <= fp
      * wraps around to a huge value). A Swift async frame's tagged link
      * fails it too: only then is the tag looked at, off the hot loop. */
-#define STKR__LAST(next, fp)                                                   \
-  ((uint64_t)((next) - (fp) - 1) >= (uint64_t)(top - (fp)) ||                  \
-   ((next) & (STKR__FP_ALIGN - 1)) != 0)
+#define STKR__LAST(next, fp) STKR_FP_LAST(next, fp, top)
 #define STKR__TAGGED(next)                                                     \
   (((uint64_t)(next) >> STKR__ASYNC_TAG_SHIFT) == STKR__ASYNC_TAG)
 
@@ -291,7 +280,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       uintptr_t next = frame[0];
       uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
 
-      if (pc == 0 || pc - lo < pc_span)
+      if (!STKR_FP_PC_OK(pc, lo, pc_span))
         goto done;
       if (STKR__LAST(next, fp)) {
         if (STKR__TAGGED(next)) {
@@ -317,7 +306,7 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
       /* 0 ends the outermost frame (thread entry). A "return address" on
        * the stack itself means the chain went through code without frame
        * pointers (libffi, an interpreter) and reached a saved data word. */
-      if (pc == 0 || pc - lo < pc_span)
+      if (!STKR_FP_PC_OK(pc, lo, pc_span))
         break;
       if (out == end) {
         *truncated = true;

@@ -18,6 +18,9 @@
 # ARM64/ALL: the link proves symbol resolution and relocations, not a
 # loadable arm64e image.
 #
+# Also compiles `stackrec snapshot`'s Apple backend
+# (tools/stackrec/snapshot_apple.c) for the same targets (not linked).
+#
 # Skips (0 cases) when the toolchain is missing (STKR_APPLE_BIN: another
 # directory with clang, ld64.lld, llvm-objdump, llvm-nm). Prints
 # "N passed, N failed".
@@ -145,6 +148,27 @@ for target in arm64-apple-ios15.0 arm64e-apple-ios15.0 x86_64-apple-macos11; do
     fi
     ;;
   esac
+
+  # `stackrec snapshot`'s Apple backend (tools/, not part of the dylib):
+  # it compiles, calls the Mach thread and VM functions it is built on,
+  # and on arm64e strips the target's signed pc/lr/fp/sp with xpaci.
+  snap=$dir/snapshot_apple.o
+  if "$cc" -target "$target" "${cflags[@]}" -c tools/stackrec/snapshot_apple.c \
+       -o "$snap" >"$dir/snapshot_apple.log" 2>&1; then
+    ok
+    und=$("$nm" -u "$snap")
+    for s in _task_for_pid _task_threads _thread_suspend _thread_get_state \
+             _mach_vm_read_overwrite _thread_resume; do
+      grep -qx "$s" <<<"$und" && ok || bad "$target: snapshot_apple.o does not call $s"
+    done
+    if [ "$arch" = arm64e ]; then
+      "$od" -d --no-show-raw-insn "$snap" | grep -Eq '\bxpaci\b' && ok ||
+        bad "arm64e: snapshot_apple.o does not strip with xpaci"
+    fi
+  else
+    bad "$target: tools/stackrec/snapshot_apple.c does not compile:"
+    sed -n '1,15p' "$dir/snapshot_apple.log"
+  fi
 done
 echo "apple-build: objects and dylibs under $out"
 echo "$pass passed, $fail failed"

@@ -35,6 +35,8 @@ test_pkgs=(
   clickhouse-server clickhouse-client  # tests/test-push.py: real servers and a two-shard cluster on loopback (issue 16)
   lld-14 llvm-14                    # Mach-O fixtures (tests/apple): ld64.lld-14, llvm-lipo-14, dsymutil-14,
                                     # llvm-symbolizer-14 as the oracle (clang: the Swift toolchain's, /opt/swift)
+  elfutils gdb                      # tools/bench/snapshot_vs.sh: eu-stack -p and gdb 'thread apply all bt',
+                                    # the contenders of `stackrec snapshot` (issue 12)
 )
 
 if [ "${1:-}" = "--tests" ]; then

@@ -111,6 +111,7 @@ int stkr_cli_diff(int argc, char **argv);   /* diff.c */
 int stkr_cli_compliance(int argc, char **argv); /* compliance_cmd.c */
 int stkr_cli_privacy_manifest(int argc, char **argv); /* privacy_manifest.c */
 /* ---- end issue 13 ---- */
+int stkr_cli_snapshot(int argc, char **argv); /* snapshot.c */
 
 /* What stkr_cli_symbolize_in_place did. */
 typedef struct stkr_cli_sym_stats {

@@ -57,6 +57,8 @@ static const struct {
     {"mark", stkr_cli_mark, "set a mark (e.g. consent.granted) in a recording"},
     {"diff", stkr_cli_diff,
      "call paths added, gone or changed in rate between two recordings"},
+    {"snapshot", stkr_cli_snapshot,
+     "every thread's stack of a running process (like eu-stack)"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 

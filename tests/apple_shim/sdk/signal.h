@@ -4,9 +4,24 @@
 #define STKR_SHIM_SIGNAL_H
 typedef int sig_atomic_t;
 typedef unsigned int sigset_t;
+/* tools/stackrec/snapshot_apple.c: holding signals during a stop. */
+#include <sys/types.h>
+#define SIGHUP 1
+#define SIGINT 2
+#define SIGQUIT 3
+#define SIGPIPE 13
+#define SIGALRM 14
+#define SIGTERM 15
+#define SIGTSTP 18
+#define SIGUSR1 30
+#define SIGUSR2 31
 #define SIG_BLOCK 1
 #define SIG_UNBLOCK 2
 #define SIG_SETMASK 3
+int sigemptyset(sigset_t *set);
+int sigaddset(sigset_t *set, int signo);
+int sigprocmask(int how, const sigset_t *restrict set, sigset_t *restrict oset);
+int kill(pid_t pid, int sig);
 int sigfillset(sigset_t *set);
 int pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
 #endif

@@ -1,7 +1,8 @@
-/* Darwin stand-in (tests/apple_shim/sdk/README). */
+/* Stand-in for the SDK's <stdio.h>: what tools/stackrec/snapshot_apple.c
+ * uses (see README). */
 #ifndef STKR_SHIM_STDIO_H
 #define STKR_SHIM_STDIO_H
 #include <stddef.h>
-int snprintf(char *str, size_t size, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
+int snprintf(char *restrict str, size_t size, const char *restrict format,
+             ...) __attribute__((format(printf, 3, 4)));
 #endif

@@ -1,0 +1,682 @@
+/*
+ * test-snapshot.c: `stackrec snapshot PID` (issue 12) against
+ * tests/snapshot_fixture.c, a process whose threads are parked in known
+ * chains: every chain is listed with its functions in order, the target
+ * keeps running correctly afterwards (it checks its own counters and
+ * exits 0), --json parses, -o DIR is a recording that report and verify
+ * read, the error cases (no such process, permission denied, a process
+ * exiting during a series) exit 3 with a message naming the pid, and a
+ * signal that ends stackrec during a series leaves no thread stopped or
+ * traced.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/cli_run.h"
+#include "tools/stackrec/snapshot.h"
+
+static char g_fixture[4096];
+static char g_tmp[4096];
+
+/* A running fixture: its pid, the pipe to its stdin and from its stdout. */
+typedef struct fixture {
+  pid_t pid;
+  int in, out;
+} fixture;
+
+/* The fixture of the running test, killed by teardown if the test failed
+ * before it finished it. */
+static pid_t g_live;
+
+static int teardown(void **state) {
+  (void)state;
+  if (g_live > 0) {
+    kill(g_live, SIGKILL);
+    waitpid(g_live, NULL, 0);
+    g_live = 0;
+  }
+  return 0;
+}
+
+static void fixture_start(fixture *f, int threads, const char *mode) {
+  int pin[2], pout[2];
+  char buf[64] = "", n[16];
+  ssize_t k, got = 0;
+
+  assert_int_equal(pipe2(pin, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(pout, O_CLOEXEC), 0);
+  snprintf(n, sizeof n, "%d", threads);
+  f->pid = fork();
+  assert_true(f->pid >= 0);
+  if (f->pid == 0) {
+    dup2(pin[0], 0);
+    dup2(pout[1], 1);
+    execl(g_fixture, g_fixture, n, mode, (char *)NULL);
+    _exit(127);
+  }
+  g_live = f->pid;
+  close(pin[0]);
+  close(pout[1]);
+  f->in = pin[1];
+  f->out = pout[0];
+  /* "ready <pid>\n" once every thread was created. */
+  while (got < (ssize_t)sizeof buf - 1 && !strchr(buf, '\n') &&
+         (k = read(f->out, buf + got, sizeof buf - 1 - (size_t)got)) > 0)
+    got += k;
+  assert_non_null(strstr(buf, "ready"));
+  /* Let every thread reach its parking call. */
+  nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+}
+
+/* Tell the fixture to check itself and exit; @return its exit status,
+ * with its last line in msg. */
+static int fixture_finish(fixture *f, char *msg, size_t cap) {
+  int st;
+  ssize_t k, got = 0;
+  if (write(f->in, "check\n", 6) != 6) return -1;
+  close(f->in);
+  while (got < (ssize_t)cap - 1 &&
+         (k = read(f->out, msg + got, cap - 1 - (size_t)got)) > 0)
+    got += k;
+  msg[got > 0 ? got : 0] = '\0';
+  close(f->out);
+  if (waitpid(f->pid, &st, 0) != f->pid) return -1;
+  g_live = 0;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void fixture_expect_ok(fixture *f) {
+  char msg[256];
+  int st = fixture_finish(f, msg, sizeof msg);
+  if (st != 0) fprintf(stderr, "fixture: status %d: %s\n", st, msg);
+  assert_int_equal(st, 0);
+  assert_non_null(strstr(msg, "OK"));
+}
+
+/* The text block of thread `name` in cr_out, up to the next "TID ". */
+static const char *thread_block(const char *out, const char *name,
+                                size_t *len) {
+  char key[80];
+  const char *p, *e;
+  snprintf(key, sizeof key, " (%s): stopped", name);
+  if (!(p = strstr(out, key))) return NULL;
+  e = strstr(p, "\nTID ");
+  *len = e ? (size_t)(e - p) : strlen(p);
+  return p;
+}
+
+/* A sanitizer's runtime frame (an interceptor between the app and libc,
+ * TSan's instrumentation under the app): not part of the app's chain. */
+static bool sanitizer_frame(const char *fn) {
+  return strstr(fn, "__tsan") || strstr(fn, "__asan") ||
+         strstr(fn, "__interceptor") || strstr(fn, "__sanitizer") ||
+         strstr(fn, "::") || strstr(fn, "__ubsan");
+}
+
+/* Do the functions appear in this order in the block ("#k 0x... NAME"),
+ * one frame after the other but for sanitizer runtime frames between
+ * them, the first one at a frame of its own (not a sanitizer's)? */
+static bool has_chain(const char *blk, size_t len, const char *const *fns,
+                      size_t n) {
+  char *b = strndup(blk, len), *save = NULL, *line;
+  char names[64][128];
+  size_t k = 0;
+  bool ok = false;
+  for (line = strtok_r(b, "\n", &save); line && k < 64;
+       line = strtok_r(NULL, "\n", &save)) {
+    char fn[128];
+    if (line[0] == '#' && sscanf(line, "#%*d %*s %127s", fn) == 1 &&
+        !sanitizer_frame(fn))
+      snprintf(names[k++], sizeof names[0], "%s", fn);
+  }
+  for (size_t i = 0; i + n <= k && !ok; i++) {
+    size_t j = 0;
+    while (j < n && strstr(names[i + j], fns[j])) j++;
+    ok = j == n;
+  }
+  free(b);
+  return ok;
+}
+
+/* The threads of pid: the fixture's 11, and a sanitizer's own (TSan runs
+ * a background thread). */
+static int count_tasks(pid_t pid) {
+  char path[64];
+  int n = 0;
+  struct dirent *e;
+  DIR *d;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  if (!(d = opendir(path))) return -1;
+  while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void expect_all_chains(const char *out, int threads) {
+  static const char *const chains[5][4] = {
+      {"poll", "snap_poll_inner", "snap_poll_outer", "thread_main"},
+      {"pause", "snap_pause_inner", "snap_pause_outer", "thread_main"},
+      {"lll_lock_wait", "pthread_mutex_lock", "snap_mutex_inner",
+       "snap_mutex_outer"},
+      {"snap_busy_inner", "snap_busy_outer", "thread_main", "start_thread"},
+      {"nanosleep", "snap_sleep_inner", "snap_sleep_outer", "thread_main"}};
+  static const char *const kinds[5] = {"poll", "pause", "mutex", "busy",
+                                       "sleep"};
+  static const char *const main_chain[] = {"read", "snap_main_wait", "main"};
+  size_t len;
+  const char *b;
+
+  for (int i = 0; i < threads; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "snap-%s-%d", kinds[i % 5], i);
+    b = thread_block(out, name, &len);
+    if (!b || !has_chain(b, len, chains[i % 5], 4)) {
+      fprintf(stderr, "thread %s: chain %s < %s < %s < %s not found in:\n%.*s\n",
+              name, chains[i % 5][0], chains[i % 5][1], chains[i % 5][2],
+              chains[i % 5][3], b ? (int)len : 0, b ? b : "");
+      fail();
+    }
+  }
+  b = thread_block(out, "snapshot_fixtur", &len);
+  assert_non_null(b);
+  assert_true(has_chain(b, len, main_chain, 3));
+}
+
+static void test_every_chain_target_unharmed(void **state) {
+  fixture f;
+  (void)state;
+  char want[32];
+  fixture_start(&f, 10, "");
+  assert_int_equal(cr_run("snapshot %d", (int)f.pid), 0);
+  snprintf(want, sizeof want, " %d threads", count_tasks(f.pid));
+  assert_non_null(strstr(cr_out, want));
+  expect_all_chains(cr_out, 10);
+  /* The summary: every stop measured. */
+  assert_non_null(strstr(cr_err, "each thread stopped"));
+  /* A series: 30 more snapshots without a pause; the fixture then checks
+   * that no parked call returned early, the busy threads still count,
+   * and every thread can be released and joined. */
+  assert_int_equal(cr_run("snapshot -q --count 30 --interval 0 %d",
+                          (int)f.pid), 0);
+  assert_int_equal(cr_count_lines(cr_out) > 30 * 11, 1);
+  fixture_expect_ok(&f);
+}
+
+static void test_json_parses(void **state) {
+  fixture f;
+  char cmd[8192];
+  (void)state;
+  fixture_start(&f, 10, "");
+  assert_int_equal(cr_run("snapshot --json %d", (int)f.pid), 0);
+  snprintf(cmd, sizeof cmd, "%s/snap.json", g_tmp);
+  FILE *o = fopen(cmd, "w");
+  assert_non_null(o);
+  fputs(cr_out, o);
+  fclose(o);
+  /* Every field of every frame, and the chains by name. */
+  snprintf(cmd, sizeof cmd,
+           "python3 -c '\n"
+           "import json, sys\n"
+           "d = json.load(open(sys.argv[1]))\n"
+           "assert d[\"pid\"] == %d, d[\"pid\"]\n"
+           "ts = d[\"threads\"]\n"
+           "assert len(ts) == %d, len(ts)\n"
+           "for t in ts:\n"
+           "  assert isinstance(t[\"tid\"], int) and t[\"name\"]\n"
+           "  assert t[\"frames\"], t\n"
+           "  for f in t[\"frames\"]:\n"
+           "    assert set(f) >= {\"pc\", \"function\", \"file\", \"line\", \"image\", \"offset\"}, f\n"
+           "    int(f[\"pc\"], 16); int(f[\"offset\"], 16)\n"
+           "skip = (\"__tsan\", \"__asan\", \"__interceptor\", \"__sanitizer\", \"::\")\n"
+           "by = {t[\"name\"]: [f[\"function\"] or \"\" for f in t[\"frames\"]\n"
+           "      if not any(x in (f[\"function\"] or \"\") for x in skip)] for t in ts}\n"
+           "assert \"snap_busy_inner\" == by[\"snap-busy-3\"][0], by[\"snap-busy-3\"]\n"
+           "assert \"snap_mutex_inner\" in by[\"snap-mutex-7\"], by[\"snap-mutex-7\"]\n"
+           "print(\"json ok\")' %s/snap.json",
+           (int)f.pid, count_tasks(f.pid), g_tmp);
+  FILE *p = popen(cmd, "r");
+  char line[256] = "";
+  assert_non_null(p);
+  if (!fgets(line, sizeof line, p)) line[0] = '\0';
+  int st = pclose(p);
+  if (WEXITSTATUS(st) == 127) {
+    fprintf(stderr, "test-snapshot: python3 missing: --json not parsed\n");
+  } else {
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_string_equal(line, "json ok\n");
+  }
+  fixture_expect_ok(&f);
+}
+
+static void test_output_dir_is_a_recording(void **state) {
+  fixture f;
+  char dir[4200];
+  (void)state;
+  fixture_start(&f, 10, "");
+  int n = count_tasks(f.pid);
+  char want[64];
+  snprintf(dir, sizeof dir, "%s/snaprec", g_tmp);
+  assert_int_equal(cr_run("snapshot -o '%s' --count 3 --interval 5 %d", dir,
+                          (int)f.pid), 0);
+  fixture_expect_ok(&f);
+  /* One event per thread per snapshot, at site "snapshot". */
+  assert_int_equal(cr_run("report '%s'", dir), 0);
+  snprintf(want, sizeof want, "snapshot: %d events", 3 * n);
+  assert_non_null(strstr(cr_out, want));
+  assert_non_null(strstr(cr_out, "snap_mutex_inner"));
+  assert_non_null(strstr(cr_out, "snap_pause_outer"));
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "intact"));
+  /* Thread names come along. */
+  assert_int_equal(cr_run("dump '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "snap-sleep-9"));
+  assert_int_equal(cr_count_lines(cr_out) >= 3 * n, 1);
+}
+
+/* A pid that is surely free: a child's, after it was reaped. */
+static pid_t dead_pid(void) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, NULL, 0);
+  return p;
+}
+
+static void test_no_such_process(void **state) {
+  char want[64];
+  pid_t p = dead_pid();
+  (void)state;
+  assert_int_equal(cr_run("snapshot %d", (int)p), 3);
+  snprintf(want, sizeof want, "process %d: no such process", (int)p);
+  assert_non_null(strstr(cr_err, want));
+  assert_int_equal(cr_run("snapshot -o '%s/none' %d", g_tmp, (int)p), 3);
+  assert_int_equal(cr_run("snapshot abc"), 2);
+  assert_int_equal(cr_run("snapshot"), 2);
+}
+
+/* Another user's process: as root, stackrec runs as nobody (setuid in a
+ * forked child); otherwise pid 1 when it is not ours. */
+static void test_permission_denied(void **state) {
+  fixture f;
+  struct passwd *nobody = getpwnam("nobody");
+  char cmd[8192], want[64];
+  (void)state;
+  if (getuid() != 0) {
+    struct stat st;
+    if (stat("/proc/1", &st) != 0 || st.st_uid == getuid()) {
+      fprintf(stderr, "test-snapshot: SKIPPED permission test: not root, "
+                      "and pid 1 is ours\n");
+      skip();
+    }
+    assert_int_equal(cr_run("snapshot 1"), 3);
+    assert_non_null(strstr(cr_err, "process 1"));
+    return;
+  }
+  assert_non_null(nobody);
+  fixture_start(&f, 5, "");
+  /* The binary must be reachable by nobody: copy it into a fresh
+   * directory under /tmp (TEST_TMPDIR and the runfiles may be under
+   * /root). */
+  char pdir[] = "/tmp/stkr-snap-XXXXXX";
+  assert_non_null(mkdtemp(pdir));
+  snprintf(cmd, sizeof cmd, "%s/stackrec", pdir);
+  {
+    char cp[8400];
+    snprintf(cp, sizeof cp, "cp '%s' '%s' && chmod 755 '%s' '%s'", cr_bin,
+             cmd, cmd, pdir);
+    assert_int_equal(system(cp), 0);
+  }
+  pid_t c = fork();
+  if (c == 0) {
+    char pid[16], out[4200];
+    snprintf(pid, sizeof pid, "%d", (int)f.pid);
+    snprintf(out, sizeof out, "%s/perm.err", pdir);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0 || fchmod(fd, 0666) != 0) _exit(120);
+    if (setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0)
+      _exit(121);
+    dup2(fd, 2);
+    execl(cmd, cmd, "snapshot", pid, (char *)NULL);
+    _exit(122);
+  }
+  int st;
+  assert_int_equal(waitpid(c, &st, 0), c);
+  assert_true(WIFEXITED(st));
+  snprintf(cmd, sizeof cmd, "%s/perm.err", pdir);
+  cr_slurp(cmd, cr_err, sizeof cr_err);
+  {
+    char rm[200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", pdir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", pdir);
+  }
+  if (WEXITSTATUS(st) != 3) fprintf(stderr, "status %d: %s\n", WEXITSTATUS(st), cr_err);
+  assert_int_equal(WEXITSTATUS(st), 3);
+  snprintf(want, sizeof want, "process %d", (int)f.pid);
+  assert_non_null(strstr(cr_err, want));
+  assert_true(strstr(cr_err, "ermission denied") ||
+              strstr(cr_err, "not permitted"));
+  fixture_expect_ok(&f);
+}
+
+/* Is any thread of pid stopped (t, T) or traced? */
+static bool any_stopped(pid_t pid, char *why, size_t cap) {
+  char path[128];
+  DIR *d;
+  struct dirent *e;
+  bool stopped = false;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  if (!(d = opendir(path))) return false;
+  while (!stopped && (e = readdir(d)) != NULL) {
+    char st[4096], *p;
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+    cr_slurp(path, st, sizeof st);
+    p = strrchr(st, ')');
+    if (p && (p[2] == 't' || p[2] == 'T')) {
+      snprintf(why, cap, "thread %s in state %c", e->d_name, p[2]);
+      stopped = true;
+    }
+    snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid,
+             e->d_name);
+    cr_slurp(path, st, sizeof st);
+    p = strstr(st, "TracerPid:");
+    if (p && atoi(p + 10) != 0) {
+      snprintf(why, cap, "thread %s traced by %d", e->d_name, atoi(p + 10));
+      stopped = true;
+    }
+  }
+  closedir(d);
+  return stopped;
+}
+
+/* SIGTERM (handled: the series ends, stackrec dies of it) and SIGKILL
+ * (the kernel detaches) at random moments of a running series: never a
+ * thread left stopped or traced. */
+static void test_signal_never_leaves_target_stopped(void **state) {
+  static const int sigs[] = {SIGTERM, SIGINT, SIGKILL};
+  fixture f;
+  char why[128];
+  (void)state;
+  fixture_start(&f, 10, "");
+  for (int round = 0; round < 12; round++) {
+    int sig = sigs[round % 3], st;
+    pid_t c = fork();
+    if (c == 0) {
+      char pid[16];
+      int nul = open("/dev/null", O_WRONLY);
+      snprintf(pid, sizeof pid, "%d", (int)f.pid);
+      dup2(nul, 1);
+      dup2(nul, 2);
+      execl(cr_bin, cr_bin, "snapshot", "-q", "--count", "1000000",
+            "--interval", "0", pid, (char *)NULL);
+      _exit(127);
+    }
+    /* 50-160 ms in: somewhere in the middle of some snapshot. */
+    nanosleep(&(struct timespec){0, (50 + 10 * round) * 1000 * 1000}, NULL);
+    kill(c, sig);
+    assert_int_equal(waitpid(c, &st, 0), c);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), sig);
+    if (any_stopped(f.pid, why, sizeof why)) {
+      fprintf(stderr, "after signal %d: %s\n", sig, why);
+      fail();
+    }
+  }
+  fixture_expect_ok(&f);
+}
+
+/* A process that exits while a series runs: exit 3, the pid named. */
+static void test_process_exits_during_series(void **state) {
+  fixture f;
+  char want[64], msg[256];
+  pid_t c;
+  int st, pout[2];
+  (void)state;
+  fixture_start(&f, 10, "");
+  assert_int_equal(pipe(pout), 0);
+  c = fork();
+  if (c == 0) {
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)f.pid);
+    dup2(pout[1], 2);
+    close(pout[0]);
+    int nul = open("/dev/null", O_WRONLY);
+    dup2(nul, 1);
+    execl(cr_bin, cr_bin, "snapshot", "-q", "--count", "1000000",
+          "--interval", "1", pid, (char *)NULL);
+    _exit(127);
+  }
+  close(pout[1]);
+  nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+  fixture_finish(&f, msg, sizeof msg); /* it exits now */
+  assert_int_equal(waitpid(c, &st, 0), c);
+  ssize_t k = read(pout[0], cr_err, sizeof cr_err - 1);
+  cr_err[k > 0 ? k : 0] = '\0';
+  close(pout[0]);
+  assert_true(WIFEXITED(st));
+  if (WEXITSTATUS(st) != 3) fprintf(stderr, "status %d: %s\n", WEXITSTATUS(st), cr_err);
+  assert_int_equal(WEXITSTATUS(st), 3);
+  snprintf(want, sizeof want, "process %d", (int)f.pid);
+  if (!strstr(cr_err, want) || !strstr(cr_err, "exited"))
+    fprintf(stderr, "stackrec said: %s\n", cr_err);
+  assert_non_null(strstr(cr_err, want));
+  assert_non_null(strstr(cr_err, "exited"));
+}
+
+/* Threads that come and go all the time: some vanish between the listing
+ * and their stop; they are skipped, the snapshot succeeds. */
+static void test_threads_vanishing(void **state) {
+  fixture f;
+  (void)state;
+  fixture_start(&f, 5, "churn");
+  assert_int_equal(cr_run("snapshot --count 40 --interval 0 %d", (int)f.pid),
+                   0);
+  assert_non_null(strstr(cr_out, "snap_poll_inner"));
+  if (strstr(cr_err, "exited during the snapshot (skipped)"))
+    fprintf(stderr, "test-snapshot: vanished threads seen and skipped\n");
+  fixture_expect_ok(&f);
+}
+
+/* ---- the unwinder on stack copies it cannot trust ------------------------
+ * No images: no CFI, so every step is the frame-pointer rule
+ * (common/stkr_fpwalk.h) over the copy. */
+#define FAKE_SP 0x7f0000100000ull
+
+static void put64(stkr_snap_thread *t, uint64_t addr, uint64_t v) {
+  memcpy(t->stack + (addr - FAKE_SP), &v, 8);
+}
+
+static void fake_thread(stkr_snap_thread *t, size_t len) {
+  memset(t, 0, sizeof *t);
+  t->stack = calloc(1, len);
+  assert_non_null(t->stack);
+  t->stack_len = len;
+  t->regs.sp = FAKE_SP;
+  t->regs.pc = 0x401000;
+}
+
+static void test_unwind_exact_chain(void **state) {
+  stkr_snap_images none = {0};
+  stkr_snap_thread t;
+  (void)state;
+  fake_thread(&t, 4096);
+  /* fp -> sp+0x100 -> sp+0x200 -> sp+0x300 -> 0 */
+  t.regs.fp = FAKE_SP + 0x100;
+  for (int i = 1; i <= 3; i++) {
+    uint64_t fp = FAKE_SP + 0x100u * (unsigned)i;
+    put64(&t, fp, i < 3 ? fp + 0x100 : 0);
+    put64(&t, fp + 8, 0x402000u + 0x10u * (unsigned)i);
+  }
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 4);
+  assert_int_equal(t.pcs[0], 0x401000);
+  assert_int_equal(t.pcs[1], 0x402010);
+  assert_int_equal(t.pcs[2], 0x402020);
+  assert_int_equal(t.pcs[3], 0x402030);
+  assert_false(t.truncated);
+  /* A loop (back to itself, then downward) and a record past the copy's
+   * end end the walk; a return address inside the stack too. */
+  put64(&t, FAKE_SP + 0x200, FAKE_SP + 0x200);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  put64(&t, FAKE_SP + 0x200, FAKE_SP + 0x100);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  put64(&t, FAKE_SP + 0x200, FAKE_SP + 4096 - 8);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  put64(&t, FAKE_SP + 0x208, FAKE_SP + 0x40);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 2);
+  free(t.stack);
+}
+
+#if defined(__x86_64__)
+/* A function whose CFI, after its epilogue popped rbp, still says "rbp
+ * saved at CFA - 16" (as GCC leaves it): a thread stopped at its ret. */
+__asm__(".text\n"
+        ".globl snap_epilogue\n"
+        ".type snap_epilogue, @function\n"
+        "snap_epilogue:\n"
+        ".cfi_startproc\n"
+        "push %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset rbp, -16\n"
+        "mov %rsp, %rbp\n"
+        "nop\n"
+        "pop %rbp\n"
+        ".cfi_def_cfa rsp, 8\n"
+        ".globl snap_epilogue_ret\n"
+        "snap_epilogue_ret:\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size snap_epilogue, .-snap_epilogue\n");
+extern char snap_epilogue_ret[];
+
+/* Stopped at that ret: the CFI step must take rbp as it is (the caller's,
+ * already restored), not give up and let the frame-pointer rule skip the
+ * caller (seen under TSan: __tsan_read4 stopped in its epilogue hid
+ * snap_busy_inner). */
+static void test_unwind_stale_epilogue_rule(void **state) {
+  stkr_snap_images im;
+  stkr_snap_thread t;
+  char err[512];
+  /* A return address into a C function with frame pointers: its CFI says
+   * CFA = rbp + 16 after the prologue. */
+  uint64_t ra1 = (uint64_t)(uintptr_t)&fake_thread + 24;
+  (void)state;
+  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  fake_thread(&t, 4096);
+  t.regs.pc = (uint64_t)(uintptr_t)snap_epilogue_ret;
+  put64(&t, FAKE_SP, ra1);                     /* [rsp]: the return address */
+  t.regs.fp = FAKE_SP + 0x100;                 /* the caller's frame record */
+  put64(&t, FAKE_SP + 0x100, 0);
+  put64(&t, FAKE_SP + 0x108, 0x1234567);
+  stkr_snap_unwind(&im, &t);
+  assert_true(t.n_pcs >= 3);
+  assert_int_equal(t.pcs[0], (uint64_t)(uintptr_t)snap_epilogue_ret);
+  assert_int_equal(t.pcs[1], ra1); /* without the rule: 0x1234567 here */
+  assert_int_equal(t.pcs[2], 0x1234567);
+  free(t.stack);
+  stkr_snap_images_free(&im);
+}
+#else
+static void test_unwind_stale_epilogue_rule(void **state) {
+  (void)state;
+  skip(); /* the hand-written epilogue is x86_64 */
+}
+#endif
+
+static void test_unwind_depth_bound(void **state) {
+  stkr_snap_images none = {0};
+  stkr_snap_thread t;
+  (void)state;
+  fake_thread(&t, 300 * 16 + 64);
+  t.regs.fp = FAKE_SP;
+  for (unsigned i = 0; i < 300; i++) {
+    put64(&t, FAKE_SP + 16u * i, FAKE_SP + 16u * (i + 1));
+    put64(&t, FAKE_SP + 16u * i + 8, 0x500000u + i);
+  }
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, STKR_SNAP_MAX_DEPTH);
+  assert_true(t.truncated);
+  free(t.stack);
+}
+
+/* Random words, random registers: the walk ends within the depth bound
+ * and reads only the copy (ASan would see any other read: the copy is
+ * its own heap block). */
+static void test_unwind_random_copies(void **state) {
+  stkr_snap_images none = {0};
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  unsigned long frames = 0;
+  (void)state;
+  for (int round = 0; round < 20000; round++) {
+    stkr_snap_thread t;
+    size_t len;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    len = 8 * (x % 512);
+    fake_thread(&t, len ? len : 8);
+    t.stack_len = len;
+    for (size_t i = 0; i + 8 <= len; i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      /* Mostly pointers into the copy, some anywhere. */
+      uint64_t v = (x & 3) ? FAKE_SP + (x >> 8) % (len + 64) : x;
+      put64(&t, FAKE_SP + i, v);
+    }
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t.regs.fp = (x & 1) ? FAKE_SP + (x >> 8) % (len + 32) : x;
+    stkr_snap_unwind(&none, &t);
+    assert_true(t.n_pcs >= 1 && t.n_pcs <= STKR_SNAP_MAX_DEPTH);
+    frames += t.n_pcs;
+    free(t.stack);
+  }
+  assert_true(frames > 20000); /* some chains were followed */
+}
+
+static int setup(void **state) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+  const char *tmp = getenv("TEST_TMPDIR");
+  (void)state;
+  if (cr_setup() != 0) return -1;
+  snprintf(g_fixture, sizeof g_fixture, "%s/%s/tests/snapshot_fixture",
+           src ? src : ".", ws ? ws : "stackrec");
+  snprintf(g_tmp, sizeof g_tmp, "%s", tmp ? tmp : "/tmp");
+  signal(SIGPIPE, SIG_IGN);
+  return access(g_fixture, X_OK);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unwind_exact_chain),
+      cmocka_unit_test(test_unwind_depth_bound),
+      cmocka_unit_test(test_unwind_stale_epilogue_rule),
+      cmocka_unit_test(test_unwind_random_copies),
+      cmocka_unit_test_teardown(test_every_chain_target_unharmed, teardown),
+      cmocka_unit_test_teardown(test_json_parses, teardown),
+      cmocka_unit_test_teardown(test_output_dir_is_a_recording, teardown),
+      cmocka_unit_test_teardown(test_no_such_process, teardown),
+      cmocka_unit_test_teardown(test_permission_denied, teardown),
+      cmocka_unit_test_teardown(test_signal_never_leaves_target_stopped, teardown),
+      cmocka_unit_test_teardown(test_process_exits_during_series, teardown),
+      cmocka_unit_test_teardown(test_threads_vanishing, teardown),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}

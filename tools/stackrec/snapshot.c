@@ -1,0 +1,494 @@
+/*
+ * snapshot.c: `stackrec snapshot PID`: what every thread of another
+ * process is doing, like eu-stack, with each thread stopped only while its
+ * registers and stack window are copied (snapshot.h, snapshot_linux.c).
+ * Output: text (per thread: TID, name, frames innermost first with
+ * function and file:line), --json, or -o DIR (a recording).
+ * Symbolization: the CLI's one symbolizer (//flush:symbolize), through its
+ * frame cache, so a PC seen in several threads or snapshots is resolved
+ * once; images are matched by build-id.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/stkr_grow.h"
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/snapshot.h"
+
+static const char snapshot_help[] =
+    "Usage: stackrec snapshot [--json | -o DIR] [--count N] [--interval MS]\n"
+    "                         [--debug-dir PATH]... PID\n"
+    "\n"
+    "Print the call stack of every thread of process PID, innermost frame\n"
+    "first, with function and file:line (like eu-stack -p PID). Each thread\n"
+    "is stopped on its own, only while its registers and stack are copied\n"
+    "(tens of microseconds), then walked from the copy: the threads are not\n"
+    "stopped at one common instant, and no thread waits for the others.\n"
+    "\n"
+    "Options:\n"
+    "  --json           one JSON document per snapshot (one per line):\n"
+    "                   {\"pid\", \"name\", \"wall_us\", \"max_stop_us\",\n"
+    "                   \"threads\": [{\"tid\", \"name\", \"stop_us\", \"held_us\",\n"
+    "                   \"truncated\", \"frames\": [{\"pc\", \"function\", \"file\",\n"
+    "                   \"line\", \"image\", \"offset\"}]}]}\n"
+    "                   stop_us: from the interrupt to the detach (includes\n"
+    "                   the thread's wait for a CPU to reach its stop);\n"
+    "                   held_us: from its stop seen to the detach\n"
+    "  -o, --output DIR write a recording into DIR (created if missing): one\n"
+    "                   event per thread per snapshot at site 'snapshot', read\n"
+    "                   by report, export, dump, verify\n"
+    "  --count N        take N snapshots (default 1)\n"
+    "  --interval MS    between snapshots (default 1000)\n"
+    "  --debug-dir PATH separate debug files or binaries by build-id, as for\n"
+    "                   'stackrec symbolize' (repeatable)\n"
+    "  --fast           no separate debug files (/usr/lib/debug): function\n"
+    "                   names from symbol tables, file:line only from images\n"
+    "                   that carry their own DWARF (like eu-stack without -s;\n"
+    "                   a system library's compressed debug info costs tens\n"
+    "                   of milliseconds to read)\n"
+    "  -q, --quiet      no timing summary on stderr\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "Needs the right to trace PID: the same user (and ptrace_scope 0, or\n"
+    "root), or CAP_SYS_PTRACE. A thread that exits meanwhile is skipped\n"
+    "with a note; a process that exits is an error.\n"
+    "\n"
+    "Exit status: 0 done; 1 output failed; 2 usage; 3 no such process, not\n"
+    "allowed to trace it, or it exited during the snapshot.\n";
+
+typedef struct snap_run {
+  bool json, quiet, fast;
+  const char *outdir;
+  unsigned count, interval_ms;
+  pid_t pid;
+  const char *debug_dirs[16];
+  size_t n_debug_dirs;
+  stkr__symc *cache;
+  stkr_snap_writer *writer;
+  /* Definitions by id, as the cache emitted them (epoch 1, once each). */
+  const char **strs;
+  size_t cap_strs;
+  const Stackrec__FrameDef **frames;
+  size_t cap_frames;
+  stkr__symdefs defs; /* this snapshot's new ones (for the writer) */
+  unsigned notes;
+} snap_run;
+
+static void sym_warn(void *arg, const char *why) {
+  snap_run *r = arg;
+  if (!r->quiet && r->notes++ < 20)
+    fprintf(stderr, "stackrec snapshot: note: %s\n", why);
+}
+
+/* Remember this batch's new definitions by id. */
+static int keep_defs(snap_run *r) {
+  for (size_t i = 0; i < r->defs.n_strings; i++) {
+    const Stackrec__StringDef *d = r->defs.strings[i];
+    size_t need = (size_t)d->id + 1, old = r->cap_strs;
+    if (stkr_grow((void **)&r->strs, &r->cap_strs, need, sizeof *r->strs))
+      return -ENOMEM;
+    memset(r->strs + old, 0, (r->cap_strs - old) * sizeof *r->strs);
+    r->strs[d->id] = d->value;
+  }
+  for (size_t i = 0; i < r->defs.n_frames; i++) {
+    const Stackrec__FrameDef *d = r->defs.frames[i];
+    size_t need = (size_t)d->id + 1, old = r->cap_frames;
+    if (stkr_grow((void **)&r->frames, &r->cap_frames, need,
+                  sizeof *r->frames))
+      return -ENOMEM;
+    memset(r->frames + old, 0, (r->cap_frames - old) * sizeof *r->frames);
+    r->frames[d->id] = d;
+  }
+  return 0;
+}
+
+static const char *str_of(const snap_run *r, uint32_t id) {
+  return id && id < r->cap_strs ? r->strs[id] : NULL;
+}
+
+static const char *base_of(const char *p) {
+  const char *s = p ? strrchr(p, '/') : NULL;
+  return s ? s + 1 : p;
+}
+
+static void json_str(const char *s) {
+  if (!s) {
+    fputs("null", stdout);
+    return;
+  }
+  putchar('"');
+  stkr_cli_put_json(stdout, (const uint8_t *)s, strlen(s));
+  putchar('"');
+}
+
+/* One PC's frames are fr[0..n): inlined calls, then the function. Shown
+ * as one frame: the function, at the innermost file:line. */
+static void put_frame(const snap_run *r, const stkr_snap_images *im,
+                      unsigned k, uint64_t pc, const uint32_t *ids, size_t n,
+                      bool first) {
+  const Stackrec__FrameDef *fn = r->frames[ids[n - 1]], *loc = r->frames[ids[0]];
+  const stkr_snap_image *img = stkr_snap_image_of(im, pc);
+  const char *func = str_of(r, fn->function), *file = str_of(r, loc->file);
+  const char *image = img ? img->path : NULL;
+  uint64_t off = img ? pc - img->sym.load_address : pc;
+
+  if (r->json) {
+    printf("%s{\"pc\": \"0x%" PRIx64 "\", \"function\": ", first ? "" : ", ",
+           pc);
+    json_str(func);
+    fputs(", \"file\": ", stdout);
+    json_str(file);
+    printf(", \"line\": %u, \"image\": ", loc->line);
+    json_str(image);
+    printf(", \"offset\": \"0x%" PRIx64 "\"}", off);
+    return;
+  }
+  printf("#%-2u 0x%016" PRIx64 " %s", k, pc, func ? func : "??");
+  if (file) printf(" at %s:%u", file, loc->line);
+  if (image) printf(" (%s+0x%" PRIx64 ")", base_of(image), off);
+  putchar('\n');
+}
+
+static void put_thread(const snap_run *r, const stkr_snap_images *im,
+                       const stkr_snap_thread *t, const uint32_t *ids,
+                       uint32_t n_ids, bool first) {
+  size_t at = 0;
+  if (r->json) {
+    printf("%s{\"tid\": %d, \"name\": ", first ? "" : ", ", (int)t->tid);
+    json_str(t->name);
+    printf(", \"stop_us\": %.1f, \"held_us\": %.1f, \"truncated\": %s, "
+           "\"frames\": [",
+           t->stop_ns / 1e3, t->held_ns / 1e3, t->truncated ? "true" : "false");
+  } else {
+    printf("TID %d (%s): stopped %.1f us (held %.1f us)\n", (int)t->tid,
+           t->name, t->stop_ns / 1e3, t->held_ns / 1e3);
+  }
+  for (unsigned k = 0; k < t->n_pcs && at < n_ids; k++) {
+    size_t n = 1;
+    while (at + n <= n_ids && r->frames[ids[at + n - 1]]->inlined) n++;
+    if (at + n > n_ids) break;
+    put_frame(r, im, k, t->pcs[k], ids + at, n, k == 0);
+    at += n;
+  }
+  if (r->json) fputs("]}", stdout);
+  else if (t->truncated) puts("... (more frames: depth limit)");
+}
+
+/* Symbolize (and record) one snapshot, and print it. */
+static int emit(snap_run *r, const stkr_snap_images *im, stkr_snap *s,
+                bool last) {
+  stkr_snap_frames *fr = calloc(s->n_threads + 1, sizeof *fr);
+  int err = 0;
+
+  if (!fr) return -ENOMEM;
+  stkr__symdefs_reset(&r->defs);
+  for (size_t i = 0; i < s->n_threads && err == 0; i++) {
+    stkr_snap_thread *t = &s->threads[i];
+    uint64_t look[STKR_SNAP_MAX_DEPTH];
+    stkr_snap_unwind(im, t);
+    memcpy(look, t->pcs, t->n_pcs * sizeof *look);
+    /* The innermost PC is where the thread was, not a return address:
+     * the cache looks every PC up at PC - 1, so hand it PC + 1. */
+    if (t->n_pcs > 0) look[0]++;
+    fr[i].pcs = t->pcs;
+    fr[i].n_pcs = t->n_pcs;
+    fr[i].truncated = t->truncated;
+    err = stkr__symc_stack(r->cache, look, t->n_pcs, &fr[i].frames,
+                           &fr[i].n_frames);
+    if (err == 0)
+      err = stkr__symc_emit(r->cache, fr[i].frames, fr[i].n_frames, 1,
+                            &r->defs);
+  }
+  if (err == 0) err = keep_defs(r);
+  if (err == 0 && r->writer)
+    err = stkr_snap_writer_add(r->writer, s, fr, im, &r->defs, last);
+  if (err == 0 && !r->outdir) {
+    if (r->json) {
+      printf("{\"pid\": %d, \"name\": ", (int)s->pid);
+      json_str(s->comm);
+      printf(", \"wall_us\": %.1f, \"max_stop_us\": %.1f, \"threads\": [",
+             s->wall_time_ns / 1e3, s->max_stop_ns / 1e3);
+    } else {
+      printf("PID %d (%s): %zu threads\n", (int)s->pid, s->comm,
+             s->n_threads);
+    }
+    for (size_t i = 0; i < s->n_threads; i++)
+      put_thread(r, im, &s->threads[i], fr[i].frames, fr[i].n_frames, i == 0);
+    fputs(r->json ? "]}\n" : "\n", stdout);
+  }
+  free(fr);
+  return err;
+}
+
+static int parse_uint(const char *s, unsigned max, unsigned *out) {
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (!*s || *end || errno || v > max || s[0] == '-') return -EINVAL;
+  *out = (unsigned)v;
+  return 0;
+}
+
+static int parse_args(snap_run *r, int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"json", no_argument, NULL, 'j'},
+      {"output", required_argument, NULL, 'o'},
+      {"count", required_argument, NULL, 'n'},
+      {"interval", required_argument, NULL, 'i'},
+      {"debug-dir", required_argument, NULL, 'd'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"fast", no_argument, NULL, 'f'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  unsigned pid;
+  int c;
+
+  opterr = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'j': r->json = true; break;
+    case 'o': r->outdir = optarg; break;
+    case 'q': r->quiet = true; break;
+    case 'f': r->fast = true; break;
+    case 'n':
+      if (parse_uint(optarg, 1000000, &r->count) || r->count == 0)
+        return stkr_cli_usage_error("snapshot", "--count '%s' is not a "
+                                    "number from 1 to 1000000", optarg);
+      break;
+    case 'i':
+      if (parse_uint(optarg, 86400000, &r->interval_ms))
+        return stkr_cli_usage_error("snapshot", "--interval '%s' is not a "
+                                    "number of milliseconds", optarg);
+      break;
+    case 'd':
+      if (r->n_debug_dirs == sizeof r->debug_dirs / sizeof r->debug_dirs[0])
+        return stkr_cli_usage_error("snapshot", "more than 16 --debug-dir");
+      r->debug_dirs[r->n_debug_dirs++] = optarg;
+      break;
+    case 'h':
+      fputs(snapshot_help, stdout);
+      return -1;
+    case ':':
+      return stkr_cli_usage_error("snapshot", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("snapshot", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (r->json && r->outdir)
+    return stkr_cli_usage_error("snapshot", "--json and -o exclude each "
+                                "other");
+  if (optind + 1 != argc)
+    return stkr_cli_usage_error("snapshot", optind == argc
+                                                ? "no PID given"
+                                                : "one PID only");
+  if (parse_uint(argv[optind], INT32_MAX, &pid) || pid == 0)
+    return stkr_cli_usage_error("snapshot", "'%s' is not a process id",
+                                argv[optind]);
+  r->pid = (pid_t)pid;
+  return 0;
+}
+
+/* SIGINT, SIGTERM, SIGHUP during a series: finish the snapshot under way
+ * (each thread's stop holds these signals anyway), close the recording
+ * cleanly, then die of the signal as the caller expects. */
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+
+static void catch_signals(bool on) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on ? on_signal : SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaction(sigs[i], &sa, NULL);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct snap_stats {
+  uint64_t *stops, *helds; /* every thread's, every snapshot */
+  size_t n, cap, cap_h;
+  uint64_t max_stop, wall_sum, vanished;
+  pid_t max_tid;
+} snap_stats;
+
+static void stats_add(snap_stats *st, const stkr_snap *s) {
+  st->wall_sum += s->wall_time_ns;
+  st->vanished += s->vanished;
+  for (size_t i = 0; i < s->n_threads; i++) {
+    const stkr_snap_thread *t = &s->threads[i];
+    if (t->stop_ns > st->max_stop) {
+      st->max_stop = t->stop_ns;
+      st->max_tid = t->tid;
+    }
+    if (stkr_grow((void **)&st->stops, &st->cap, st->n + 1,
+                  sizeof *st->stops) == 0 &&
+        stkr_grow((void **)&st->helds, &st->cap_h, st->n + 1,
+                  sizeof *st->helds) == 0) {
+      st->helds[st->n] = t->held_ns;
+      st->stops[st->n++] = t->stop_ns;
+    }
+  }
+}
+
+static void stats_print(const snap_run *r, snap_stats *st, unsigned taken) {
+  if (st->vanished)
+    fprintf(stderr, "stackrec snapshot: note: %" PRIu64 " thread%s of "
+            "process %d exited during the snapshot (skipped)\n",
+            st->vanished, st->vanished == 1 ? "" : "s", (int)r->pid);
+  if (r->quiet || st->n == 0) return;
+  qsort(st->stops, st->n, sizeof *st->stops, cmp_u64);
+  qsort(st->helds, st->n, sizeof *st->helds, cmp_u64);
+  fprintf(stderr, "stackrec snapshot: process %d: %u snapshot%s, %.2f ms "
+          "each; each thread stopped %.1f us median, %.1f us at most "
+          "(thread %d; from the interrupt to the detach); held %.1f us "
+          "median, %.1f us at most (from its stop seen)\n",
+          (int)r->pid, taken, taken == 1 ? "" : "s",
+          st->wall_sum / 1e6 / taken, st->stops[st->n / 2] / 1e3,
+          st->max_stop / 1e3, (int)st->max_tid, st->helds[st->n / 2] / 1e3,
+          st->helds[st->n - 1] / 1e3);
+}
+
+/* Open the images, the symbolizer and the output. @return 0 or an exit
+ * status after printing why. */
+static int setup(snap_run *r, stkr_snap_images *im) {
+  stkr__symbe_opts so = {.debug_dirs = r->debug_dirs,
+                         .n_debug_dirs = r->n_debug_dirs,
+                         .offline = true, .warn = sym_warn, .warn_arg = r,
+                         .no_separate_debug = r->fast};
+  stkr__symbe *be = NULL;
+  char err[600];
+  int e;
+
+  if (kill(r->pid, 0) != 0 && errno == ESRCH) {
+    fprintf(stderr, "stackrec snapshot: process %d: no such process\n",
+            (int)r->pid);
+    return STKR_CLI_NO_INPUT;
+  }
+  if ((e = stkr_snap_images_read(r->pid, im, true, err, sizeof err)) != 0) {
+    if (e == -EACCES || e == -EPERM)
+      fprintf(stderr, "stackrec snapshot: process %d: permission denied: "
+              "not allowed to read or trace it (another user's process, a "
+              "setuid program, or ptrace restricted by "
+              "/proc/sys/kernel/yama/ptrace_scope; needs the same user or "
+              "CAP_SYS_PTRACE)\n", (int)r->pid);
+    else
+      fprintf(stderr, "stackrec snapshot: %s\n", err);
+    return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+  }
+  stkr__demangle_swift_enable();
+  if (stkr__symbe_create(&so, &be) != 0 ||
+      stkr__symc_create(be, &r->cache) != 0 ||
+      stkr__symc_set_images(r->cache, NULL, 0) != 0) {
+    fprintf(stderr, "stackrec snapshot: out of memory\n");
+    return STKR_CLI_DATA_LOST;
+  }
+  {
+    stkr__symimg *si = calloc(im->n + 1, sizeof *si);
+    if (!si) return STKR_CLI_DATA_LOST;
+    for (size_t i = 0; i < im->n; i++) si[i] = im->v[i].sym;
+    e = stkr__symc_set_images(r->cache, si, im->n);
+    free(si);
+    if (e != 0) return STKR_CLI_DATA_LOST;
+  }
+  if (r->outdir &&
+      (e = stkr_snap_writer_open(r->outdir, (uint32_t)r->pid, &r->writer,
+                                 err, sizeof err)) != 0) {
+    fprintf(stderr, "stackrec snapshot: %s\n", err);
+    return STKR_CLI_DATA_LOST; /* output, never input: 1 */
+  }
+  return 0;
+}
+
+static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
+                      unsigned *taken) {
+  char err[600];
+  int rc = 0;
+
+  for (unsigned i = 0; i < r->count && rc == 0 && !g_signal; i++) {
+    stkr_snap s;
+    int e;
+    if (i > 0) {
+      struct timespec ts = {r->interval_ms / 1000,
+                            (long)(r->interval_ms % 1000) * 1000000L};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !g_signal) {}
+      if (g_signal) break;
+      /* New threads have new stacks: their bounds come from the maps. */
+      stkr_snap_images_read(r->pid, im, false, err, sizeof err);
+    }
+    e = stkr_snap_take(r->pid, im->maps, im->n_maps, &s, err, sizeof err);
+    if (e != 0) {
+      fflush(stdout);
+      if (e == -ESRCH && i > 0)
+        fprintf(stderr, "stackrec snapshot: process %d exited (after %u "
+                "snapshot%s)\n", (int)r->pid, i, i == 1 ? "" : "s");
+      else
+        fprintf(stderr, "stackrec snapshot: %s\n", err);
+      stkr_snap_free(&s);
+      return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+    }
+    stats_add(st, &s);
+    e = emit(r, im, &s, i + 1 == r->count || g_signal);
+    stkr_snap_free(&s);
+    if (e != 0) {
+      fprintf(stderr, "stackrec snapshot: %s: %s\n",
+              r->writer ? stkr_snap_writer_path(r->writer) : "output",
+              strerror(-e));
+      rc = STKR_CLI_DATA_LOST;
+    }
+    ++*taken;
+  }
+  return rc;
+}
+
+int stkr_cli_snapshot(int argc, char **argv) {
+  snap_run r = {.count = 1, .interval_ms = 1000};
+  stkr_snap_images im = {0};
+  snap_stats st = {0};
+  unsigned taken = 0;
+  int rc = parse_args(&r, argc, argv), e;
+
+  if (rc == -1) return stkr_cli_flush("snapshot");
+  if (rc != 0) return rc;
+  catch_signals(true);
+  rc = setup(&r, &im);
+  if (rc == 0) rc = run_series(&r, &im, &st, &taken);
+  stats_print(&r, &st, taken);
+  if ((e = stkr_snap_writer_close(r.writer)) != 0 && rc == 0) {
+    fprintf(stderr, "stackrec snapshot: %s: %s\n", r.outdir, strerror(-e));
+    rc = STKR_CLI_DATA_LOST;
+  }
+  if (rc == 0 && r.outdir && !r.quiet)
+    fprintf(stderr, "stackrec snapshot: wrote %u snapshot%s to %s\n", taken,
+            taken == 1 ? "" : "s", r.outdir);
+  stkr__symc_free(r.cache);
+  stkr__symdefs_free(&r.defs);
+  free(r.strs);
+  free(r.frames);
+  free(st.stops);
+  free(st.helds);
+  stkr_snap_images_free(&im);
+  if (rc == 0) rc = stkr_cli_flush("snapshot");
+  if (g_signal) {
+    fflush(NULL);
+    catch_signals(false);
+    raise(g_signal);
+  }
+  return rc;
+}

@@ -1,0 +1,234 @@
+/*
+ * snapshot_images.c: the images and readable mappings of another process,
+ * from /proc/PID/maps, for `stackrec snapshot` (snapshot.h).
+ *
+ * Each file mapped executable is one image. Its load bias comes from the
+ * ELF file's program headers (read through /proc/PID/root/PATH, so a
+ * process in another mount namespace is read right): the executable
+ * PT_LOAD whose file offset the mapping starts at gives
+ * bias = mapping start - (p_vaddr rounded down to the page). The build-id
+ * is the file's NT_GNU_BUILD_ID note; the symbolizer then checks any file
+ * it uses against it. The file's .eh_frame CFI is kept open for the
+ * unwinder. Read before any thread is stopped: none of this is part of a
+ * thread's stop.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <elfutils/libdw.h>
+
+#include "tools/stackrec/snapshot.h"
+
+/* One line of /proc/PID/maps. */
+typedef struct mapline {
+  uint64_t lo, hi, off;
+  char perms[5];
+  const char *path; /* into the line buffer; "" when anonymous */
+} mapline;
+
+static bool parse_line(char *s, mapline *m) {
+  int n = 0;
+  unsigned long long lo, hi, off;
+  if (sscanf(s, "%llx-%llx %4s %llx %*s %*s %n", &lo, &hi, m->perms, &off,
+             &n) < 4 || n == 0)
+    return false;
+  m->lo = lo;
+  m->hi = hi;
+  m->off = off;
+  m->path = s + n;
+  s[strcspn(s, "\n")] = '\0';
+  return true;
+}
+
+static int add_map(stkr_snap_images *im, uint64_t lo, uint64_t hi,
+                   size_t *cap) {
+  if (im->n_maps > 0 && im->maps[im->n_maps - 1].hi == lo) {
+    im->maps[im->n_maps - 1].hi = hi; /* adjacent: one range */
+    return 0;
+  }
+  if (im->n_maps == *cap) {
+    size_t nc = *cap ? *cap * 2 : 64;
+    stkr_snap_map *nm = realloc(im->maps, nc * sizeof *nm);
+    if (!nm) return -ENOMEM;
+    im->maps = nm;
+    *cap = nc;
+  }
+  im->maps[im->n_maps++] = (stkr_snap_map){lo, hi};
+  return 0;
+}
+
+/* The NT_GNU_BUILD_ID of elf into img. */
+static void read_build_id(Elf *elf, stkr_snap_image *img) {
+  size_t n = 0;
+  if (elf_getphdrnum(elf, &n) != 0) return;
+  for (size_t i = 0; i < n; i++) {
+    GElf_Phdr ph;
+    Elf_Data *d;
+    size_t off = 0, name_off, desc_off;
+    GElf_Nhdr nh;
+    if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE) continue;
+    d = elf_getdata_rawchunk(elf, ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+    if (!d) continue;
+    while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+          memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0 &&
+          nh.n_descsz > 0 && nh.n_descsz <= sizeof img->build_id) {
+        memcpy(img->build_id, (const char *)d->d_buf + desc_off,
+               nh.n_descsz);
+        img->sym.build_id = img->build_id;
+        img->sym.build_id_len = nh.n_descsz;
+        return;
+      }
+    }
+  }
+}
+
+/* Open the image's file and find its bias from the mapping m (executable,
+ * file offset m->off). Without a readable ELF file the image keeps a
+ * bias of m->lo - m->off (right for every shared object linked at 0). */
+static void open_file(pid_t pid, const mapline *m, stkr_snap_image *img) {
+  char path[PATH_MAX + 32];
+  size_t n = 0;
+  img->sym.load_address = m->lo - m->off;
+  img->fd = -1;
+  snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, img->path);
+  img->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (img->fd < 0) return;
+  Elf *elf = elf_begin(img->fd, ELF_C_READ_MMAP, NULL);
+  if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &n) != 0) {
+    if (elf) elf_end(elf);
+    close(img->fd);
+    img->fd = -1;
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    GElf_Phdr ph;
+    if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+        !(ph.p_flags & PF_X))
+      continue;
+    uint64_t page = ph.p_align > 1 && ph.p_align <= 65536 ? ph.p_align : 4096;
+    if ((ph.p_offset & ~(page - 1)) <= m->off &&
+        m->off < ph.p_offset + ph.p_filesz) {
+      img->sym.load_address =
+          m->lo - m->off - ((ph.p_vaddr & ~(page - 1)) - (ph.p_offset & ~(page - 1)));
+      break;
+    }
+  }
+  read_build_id(elf, img);
+  img->elf = elf;
+  img->cfi = dwarf_getcfi_elf(elf); /* NULL: no .eh_frame (fp walk only) */
+}
+
+/* The executable mapping m of a file: a new image, or more text of the
+ * last one (a file maps its text once, but be lenient). */
+static int add_exec(pid_t pid, stkr_snap_images *im, const mapline *m,
+                    size_t *cap, bool first) {
+  stkr_snap_image *img;
+  const char *p = m->path;
+  size_t len = strlen(p);
+  static const char deleted[] = " (deleted)";
+
+  if (len > sizeof deleted - 1 &&
+      strcmp(p + len - (sizeof deleted - 1), deleted) == 0)
+    len -= sizeof deleted - 1;
+  for (size_t i = 0; i < im->n; i++) {
+    img = &im->v[i];
+    if (strlen(img->path) == len && memcmp(img->path, p, len) == 0) {
+      if (m->hi > img->sym.text_end) img->sym.text_end = m->hi;
+      if (m->lo < img->sym.text_start) img->sym.text_start = m->lo;
+      return 0;
+    }
+  }
+  if (im->n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 32;
+    stkr_snap_image *nv = realloc(im->v, nc * sizeof *nv);
+    if (!nv) return -ENOMEM;
+    im->v = nv;
+    *cap = nc;
+  }
+  img = &im->v[im->n];
+  memset(img, 0, sizeof *img);
+  img->path = strndup(p, len);
+  if (!img->path) return -ENOMEM;
+  im->n++;
+  img->sym.path = img->path;
+  img->sym.text_start = m->lo;
+  img->sym.text_end = m->hi;
+  img->sym.app = first; /* the main executable maps first */
+  open_file(pid, m, img);
+  return 0;
+}
+
+int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
+                          char *err, size_t err_cap) {
+  char path[64], *line = NULL;
+  size_t line_cap = 0, cap_img = 0, cap_map = 0;
+  bool first = true;
+  int rc = 0;
+  FILE *f;
+
+  if (with_images) {
+    memset(im, 0, sizeof *im);
+  } else {
+    im->n_maps = 0; /* keep the array */
+    cap_map = im->maps ? im->cap_maps : 0;
+  }
+  elf_version(EV_CURRENT);
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  f = fopen(path, "re");
+  if (!f) {
+    rc = -errno;
+    snprintf(err, err_cap, "process %d: cannot read %s: %s", (int)pid, path,
+             strerror(errno));
+    return rc == -ENOENT ? -ESRCH : rc;
+  }
+  while (rc == 0 && getline(&line, &line_cap, f) > 0) {
+    mapline m;
+    if (!parse_line(line, &m)) continue;
+    if (m.perms[0] == 'r') rc = add_map(im, m.lo, m.hi, &cap_map);
+    if (rc == 0 && with_images && m.perms[2] == 'x' && m.path[0] == '/') {
+      rc = add_exec(pid, im, &m, &cap_img, first);
+      first = false;
+    }
+  }
+  free(line);
+  fclose(f);
+  im->cap_maps = cap_map;
+  if (rc == 0 && im->n_maps == 0) /* maps of a zombie, or not ours to read */
+    rc = -ESRCH;
+  if (rc != 0) {
+    snprintf(err, err_cap, "cannot read the mappings of process %d: %s",
+             (int)pid, rc == -ESRCH ? "it has exited" : strerror(-rc));
+    if (with_images) stkr_snap_images_free(im);
+  }
+  return rc;
+}
+
+void stkr_snap_images_free(stkr_snap_images *im) {
+  for (size_t i = 0; i < im->n; i++) {
+    stkr_snap_image *img = &im->v[i];
+    if (img->cfi) dwarf_cfi_end(img->cfi);
+    if (img->elf) elf_end(img->elf);
+    if (img->fd >= 0) close(img->fd);
+    free(img->path);
+  }
+  free(im->v);
+  free(im->maps);
+  memset(im, 0, sizeof *im);
+}
+
+const stkr_snap_image *stkr_snap_image_of(const stkr_snap_images *im,
+                                          uint64_t pc) {
+  for (size_t i = 0; i < im->n; i++)
+    if (pc >= im->v[i].sym.text_start && pc < im->v[i].sym.text_end)
+      return &im->v[i];
+  return NULL;
+}

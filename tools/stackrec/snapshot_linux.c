@@ -1,0 +1,537 @@
+/*
+ * snapshot_linux.c: the Linux backend of `stackrec snapshot`
+ * (snapshot_backend.h): each thread of the target is seized, interrupted,
+ * read and let go again on its own, so that it is stopped only for the
+ * microseconds it takes to read its registers and copy its stack window:
+ *
+ *   PTRACE_SEIZE (does not stop it)     -- not part of the stop
+ *   PTRACE_INTERRUPT, wait for the stop -- the stop begins when the thread
+ *                                          is next scheduled
+ *   PTRACE_GETREGSET NT_PRSTATUS        -- pc, sp, fp (and lr)
+ *   process_vm_readv [sp, end)          -- end: the mapping's end, at most
+ *                                          STKR_SNAP_STACK_MAX above sp
+ *   PTRACE_DETACH                       -- the stop ends
+ *
+ * A few threads are interrupted at a time (IN_FLIGHT), each read and let
+ * go as soon as its stop is seen: on a loaded machine a thread takes
+ * milliseconds to be scheduled into its stop, and those waits overlap.
+ * The walk runs afterwards over the copy (snapshot_unwind.c). Threads are
+ * thus not all stopped at the same instant (eu-stack and gdb stop them all
+ * for the whole time they take): what each thread was doing is exact, the
+ * instants differ by the time between their stops.
+ *
+ * Never leaving the target stopped: a thread is seized only once it is
+ * interrupted, and let go as soon as it is read (a seized thread that has
+ * not stopped cannot be detached, so none is seized ahead). SIGINT,
+ * SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1/2 and SIGALRM are blocked
+ * while threads are captured, so they take effect (default action:
+ * stackrec ends; snapshot.c's handler ends a series) only once every
+ * thread is let go; SIGCHLD too: the wait for a stop sleeps on it. If
+ * stackrec dies anyway (SIGKILL, a crash) the kernel detaches every tracee
+ * and they run on: PTRACE_SEIZE never sends SIGSTOP, so nothing is left
+ * pending. A signal that arrives for the target during its stop (a
+ * signal-delivery-stop instead of our interrupt) is passed on with the
+ * detach. A thread that does not stop within STOP_TIMEOUT (uninterruptible
+ * sleep) ends the snapshot with an error; stackrec's exit releases it.
+ */
+#if defined(__linux__)
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/stackrec/snapshot_backend.h"
+
+#define STOP_TIMEOUT_NS 2000000000ull /* a thread that does not stop */
+
+static uint64_t now_ns(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *stkr_snap_arch(void) {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
+
+static void read_comm(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n < 0) n = 0;
+  buf[n] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* The thread ids of pid, from /proc/PID/task. */
+static int list_tasks(pid_t pid, pid_t **out, size_t *n) {
+  char path[64];
+  size_t cap = 0;
+  struct dirent *e;
+  DIR *d;
+
+  *out = NULL;
+  *n = 0;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  if (!(d = opendir(path))) return errno == ENOENT ? -ESRCH : -errno;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    long t = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end || t <= 0) continue;
+    if (*n == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      pid_t *nv = realloc(*out, nc * sizeof *nv);
+      if (!nv) {
+        closedir(d);
+        return -ENOMEM;
+      }
+      *out = nv;
+      cap = nc;
+    }
+    (*out)[(*n)++] = (pid_t)t;
+  }
+  closedir(d);
+  return 0;
+}
+
+/* The registers of a stopped thread. */
+static int get_regs(pid_t tid, stkr_snap_regs *r) {
+#if defined(__x86_64__)
+  struct user_regs_struct u;
+#elif defined(__aarch64__)
+  struct user_pt_regs u;
+#endif
+  struct iovec io = {&u, sizeof u};
+  if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &io) != 0)
+    return -errno;
+  if (io.iov_len != sizeof u) return -EPROTO; /* a 32-bit (compat) task */
+#if defined(__x86_64__)
+  r->pc = u.rip;
+  r->sp = u.rsp;
+  r->fp = u.rbp;
+  r->lr = 0;
+#elif defined(__aarch64__)
+  r->pc = u.pc;
+  r->sp = u.sp;
+  r->fp = u.regs[29];
+  r->lr = u.regs[30];
+#endif
+  return 0;
+}
+
+/* The end of the readable range holding sp (maps are merged ranges). */
+static uint64_t stack_end(const stkr_snap_map *maps, size_t n_maps,
+                          uint64_t sp) {
+  size_t lo = 0, hi = n_maps;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (maps[mid].hi <= sp) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < n_maps && maps[lo].lo <= sp) return maps[lo].hi;
+  return sp + STKR_SNAP_STACK_MAX; /* a mapping made since: a partial read */
+}
+
+/* What one call of wait_any saw. */
+typedef struct stop_event {
+  pid_t tid;
+  int sig;   /* a signal to pass on at detach (0: our own stop) */
+  bool gone; /* the thread exited */
+} stop_event;
+
+/* Wait (at most until deadline_ns) for any tracee's stop or exit. SIGCHLD
+ * (held, see hold_signals) says when a tracee stopped: sleep on it rather
+ * than spin, which on a machine whose cores the target keeps busy would
+ * hand the core to the target for a whole time slice.
+ * @return 0 (*ev filled), -ETIMEDOUT, or -ECHILD (no tracee left). */
+static int wait_any(uint64_t deadline_ns, stop_event *ev) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  for (;;) {
+    int st;
+    pid_t r = waitpid(-1, &st, __WALL | WNOHANG);
+    if (r > 0) {
+      ev->tid = r;
+      ev->sig = 0;
+      ev->gone = WIFEXITED(st) || WIFSIGNALED(st);
+      if (!ev->gone && !WIFSTOPPED(st)) continue;
+      /* Our interrupt (or a group-stop, which PTRACE_EVENT_STOP also
+       * reports): nothing to pass on. Otherwise a signal arrived for the
+       * thread first: deliver it at detach. */
+      if (!ev->gone && (st >> 16) != PTRACE_EVENT_STOP &&
+          (st >> 8) == WSTOPSIG(st))
+        ev->sig = WSTOPSIG(st);
+      return 0;
+    }
+    if (r < 0 && errno == ECHILD) return -ECHILD;
+    if (r < 0 && errno != EINTR) return -errno;
+    if (now_ns(CLOCK_MONOTONIC) > deadline_ns) return -ETIMEDOUT;
+    /* Re-check every millisecond too: a SIGCHLD consumed earlier. */
+    sigtimedwait(&chld, NULL, &(struct timespec){0, 1000000});
+  }
+}
+
+/* Read a stopped thread and let it go at once. scratch holds
+ * STKR_SNAP_STACK_MAX bytes; the copy stays there (the caller moves it). */
+static int read_and_detach(pid_t pid, const stkr_snap_map *maps,
+                           size_t n_maps, stkr_snap_thread *t, int sig,
+                           uint64_t t_int, uint8_t *scratch) {
+  uint64_t t1 = now_ns(CLOCK_MONOTONIC), t2, end;
+  ssize_t got = 0;
+  int err = get_regs(t->tid, &t->regs);
+  if (err == 0) {
+    struct iovec local, remote;
+    end = stack_end(maps, n_maps, t->regs.sp);
+    if (end - t->regs.sp > STKR_SNAP_STACK_MAX)
+      end = t->regs.sp + STKR_SNAP_STACK_MAX;
+    local = (struct iovec){scratch, (size_t)(end - t->regs.sp)};
+    remote = (struct iovec){(void *)(uintptr_t)t->regs.sp, local.iov_len};
+    /* A short read stops at the first unreadable page: keep what came. */
+    got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0) got = 0;
+  }
+  /* Let go at once; a signal meant for the thread goes with it. */
+  if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)sig) != 0 &&
+      errno != ESRCH && err == 0)
+    err = -EIO;
+  t2 = now_ns(CLOCK_MONOTONIC);
+  t->stop_ns = t2 - t_int;
+  t->held_ns = t2 - t1;
+  t->ts_mono_ns = t_int;
+  t->stack_len = (uint64_t)got;
+  return err;
+}
+
+static void hold_signals(sigset_t *old) {
+  sigset_t hold;
+  static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE,
+                             SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
+  sigemptyset(&hold);
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaddset(&hold, sigs[i]);
+  sigprocmask(SIG_BLOCK, &hold, old);
+}
+
+static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t cap, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* While threads are stopped one by one, run stackrec itself at real-time
+ * priority when allowed (root, CAP_SYS_NICE, an RLIMIT_RTPRIO): on a
+ * loaded machine a stackrec preempted between a thread's stop and its
+ * detach would keep that thread stopped for a whole time slice of someone
+ * else. Nothing in the loop spins (the wait sleeps on SIGCHLD), so this
+ * cannot starve the machine; SCHED_RESET_ON_FORK keeps it from children.
+ * @return whether the policy was changed (restore_priority undoes it). */
+static bool raise_priority(int *old_policy, struct sched_param *old) {
+  struct sched_param rt = {.sched_priority = 1};
+  *old_policy = sched_getscheduler(0);
+  if (*old_policy < 0 || sched_getparam(0, old) != 0) return false;
+  return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0;
+}
+
+static void restore_priority(bool raised, int old_policy,
+                             const struct sched_param *old) {
+  if (raised) sched_setscheduler(0, old_policy, old);
+}
+
+/* Does any thread of pid still run? A process that exited is gone from
+ * /proc or left as a zombie (Z, X) until its parent reaps it; a leader
+ * that called pthread_exit is a zombie while other threads run on. */
+static bool process_alive(pid_t pid) {
+  pid_t *tids = NULL;
+  size_t n = 0;
+  bool alive = false;
+  if (list_tasks(pid, &tids, &n) != 0) return false;
+  for (size_t i = 0; i < n && !alive; i++) {
+    char path[96], st[256] = "", *p;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid,
+             (int)tids[i]);
+    read_comm(path, st, sizeof st);
+    /* "tid (comm) S ...": the comm may hold ')': look after the last. */
+    p = strrchr(st, ')');
+    alive = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+  }
+  free(tids);
+  return alive;
+}
+
+/* Is thread tid of pid a zombie (or gone)? */
+static bool thread_exited(pid_t pid, pid_t tid) {
+  char path[96], st[256] = "", *p;
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+  read_comm(path, st, sizeof st);
+  p = strrchr(st, ')');
+  return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Is pid on its way out: gone, or gone within 200 ms? */
+static bool process_exiting(pid_t pid) {
+  for (int k = 0; k < 20; k++) {
+    if (!process_alive(pid)) return true;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  return false;
+}
+
+/* The capture loop's state: threads are seized and interrupted a few at
+ * a time (IN_FLIGHT), each read and let go as soon as its stop is seen. A
+ * thread waits to be scheduled before it reaches its stop; keeping a few
+ * interrupts under way overlaps those waits (on a loaded machine they
+ * are milliseconds) while each thread stays stopped only from its stop
+ * to its detach. Only interrupted threads are ever seized: a seized
+ * thread that is not stopped cannot be detached. */
+#define IN_FLIGHT 4
+
+typedef struct capture {
+  pid_t pid;
+  const stkr_snap_map *maps;
+  size_t n_maps;
+  stkr_snap *out;
+  uint8_t *scratch;
+  size_t next;                /* next thread to interrupt */
+  size_t in_flight;
+  uint64_t t_int[IN_FLIGHT];  /* when each in-flight thread was interrupted */
+  size_t slot_of[IN_FLIGHT];  /* its index in out->threads */
+  bool *done;                 /* by index: read (or vanished) */
+  char *err;
+  size_t err_cap;
+} capture;
+
+/* Seize and interrupt the next thread. @return 0, 1 none left, or an
+ * error (err filled). */
+static int start_next(capture *c) {
+  while (c->next < c->out->n_threads) {
+    size_t i = c->next++;
+    stkr_snap_thread *t = &c->out->threads[i];
+    if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) != 0) {
+      int e = errno;
+      if (e == ESRCH) { /* exited since the listing */
+        c->done[i] = true;
+        t->err = -ESRCH;
+        continue;
+      }
+      /* Exiting threads refuse tracing with EPERM (zombies, or past
+       * exit_mm): a thread that exited (a leader that called pthread_exit)
+       * is skipped; a process that is exiting is given 200 ms to be gone.
+       * Only then is EPERM a permission. */
+      if (e == EPERM && thread_exited(c->pid, t->tid)) {
+        c->done[i] = true;
+        t->err = -ESRCH;
+        continue;
+      }
+      if (e == EPERM && process_exiting(c->pid))
+        return fail(c->err, c->err_cap, -ESRCH,
+                    "process %d exited during the snapshot", (int)c->pid);
+      return fail(c->err, c->err_cap, e == EPERM ? -EPERM : -e,
+                  "process %d: cannot trace thread %d: %s%s", (int)c->pid,
+                  (int)t->tid, strerror(e),
+                  e == EPERM ? " (permission denied: another user's process, "
+                               "a setuid program, or ptrace restricted by "
+                               "/proc/sys/kernel/yama/ptrace_scope)"
+                             : "");
+    }
+    c->t_int[c->in_flight] = now_ns(CLOCK_MONOTONIC);
+    c->slot_of[c->in_flight] = i;
+    c->in_flight++;
+    if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) != 0) {
+      /* Seized but gone already: its exit is reported to wait_any. */
+    }
+    return 0;
+  }
+  return 1;
+}
+
+/* Handle one event of an in-flight thread. @return 0 or an error. */
+static int on_event(capture *c, const stop_event *ev) {
+  size_t f = 0;
+  while (f < c->in_flight && c->out->threads[c->slot_of[f]].tid != ev->tid)
+    f++;
+  if (f == c->in_flight) { /* not ours now: a late event; let it go */
+    if (!ev->gone) ptrace(PTRACE_DETACH, ev->tid, NULL, (void *)(intptr_t)ev->sig);
+    return 0;
+  }
+  size_t i = c->slot_of[f];
+  stkr_snap_thread *t = &c->out->threads[i];
+  int e = ev->gone ? -ESRCH
+                   : read_and_detach(c->pid, c->maps, c->n_maps, t, ev->sig,
+                                     c->t_int[f], c->scratch);
+  c->in_flight--;
+  c->t_int[f] = c->t_int[c->in_flight];
+  c->slot_of[f] = c->slot_of[c->in_flight];
+  c->done[i] = true;
+  if (e == -ESRCH) {
+    t->err = -ESRCH;
+    return 0;
+  }
+  if (e != 0)
+    return fail(c->err, c->err_cap, e, "process %d: thread %d: %s",
+                (int)c->pid, (int)t->tid,
+                e == -EPROTO ? "a 32-bit process: not supported"
+                             : strerror(-e));
+  if (t->stack_len > 0) {
+    if (!(t->stack = malloc(t->stack_len)))
+      return fail(c->err, c->err_cap, -ENOMEM, "process %d: out of memory",
+                  (int)c->pid);
+    memcpy(t->stack, c->scratch, t->stack_len);
+  }
+  return 0;
+}
+
+/* Every in-flight thread is waited for and let go (bounded): the error
+ * path leaves nothing stopped. A thread that never stops stays seized
+ * until stackrec exits, which detaches it. */
+static void drain(capture *c) {
+  uint64_t deadline = now_ns(CLOCK_MONOTONIC) + STOP_TIMEOUT_NS;
+  while (c->in_flight > 0) {
+    stop_event ev;
+    if (wait_any(deadline, &ev) != 0) break;
+    size_t f = 0;
+    while (f < c->in_flight && c->out->threads[c->slot_of[f]].tid != ev.tid)
+      f++;
+    if (!ev.gone) ptrace(PTRACE_DETACH, ev.tid, NULL, (void *)(intptr_t)ev.sig);
+    if (f < c->in_flight) {
+      c->in_flight--;
+      c->t_int[f] = c->t_int[c->in_flight];
+      c->slot_of[f] = c->slot_of[c->in_flight];
+    }
+  }
+}
+
+static int capture_all(capture *c) {
+  int rc = 0;
+  while (rc == 0) {
+    while (rc == 0 && c->in_flight < IN_FLIGHT) {
+      int r = start_next(c);
+      if (r == 1) break;
+      rc = r;
+    }
+    if (rc != 0 || c->in_flight == 0) break;
+    /* The oldest interrupt bounds the wait. */
+    uint64_t oldest = c->t_int[0];
+    for (size_t f = 1; f < c->in_flight; f++)
+      if (c->t_int[f] < oldest) oldest = c->t_int[f];
+    stop_event ev;
+    int w = wait_any(oldest + STOP_TIMEOUT_NS, &ev);
+    if (w == -ETIMEDOUT) {
+      rc = fail(c->err, c->err_cap, -ETIMEDOUT,
+                "process %d: a thread did not stop within 2 s "
+                "(uninterruptible sleep?); stackrec exits to release it",
+                (int)c->pid);
+      break;
+    }
+    if (w != 0) {
+      rc = fail(c->err, c->err_cap, w, "process %d: waiting for a thread: %s",
+                (int)c->pid, strerror(-w));
+      break;
+    }
+    rc = on_event(c, &ev);
+  }
+  if (rc != 0) drain(c);
+  return rc;
+}
+
+int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
+                   stkr_snap *out, char *err, size_t err_cap) {
+  pid_t *tids = NULL;
+  size_t n = 0, k = 0;
+  char path[96];
+  struct sched_param old_param;
+  int rc, old_policy;
+  sigset_t old_mask;
+  capture c = {.pid = pid, .maps = maps, .n_maps = n_maps, .out = out,
+               .err = err, .err_cap = err_cap};
+
+  memset(out, 0, sizeof *out);
+  out->pid = pid;
+  out->mono_ns = now_ns(CLOCK_MONOTONIC);
+  out->wall_ns = now_ns(CLOCK_REALTIME);
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+  read_comm(path, out->comm, sizeof out->comm);
+  if ((rc = list_tasks(pid, &tids, &n)) != 0 || n == 0) {
+    free(tids);
+    if (rc == 0 || rc == -ESRCH)
+      return fail(err, err_cap, -ESRCH, "process %d: no such process",
+                  (int)pid);
+    return fail(err, err_cap, rc, "process %d: cannot list its threads: %s",
+                (int)pid, strerror(-rc));
+  }
+  out->threads = calloc(n, sizeof *out->threads);
+  c.done = calloc(n, sizeof *c.done);
+  c.scratch = malloc(STKR_SNAP_STACK_MAX);
+  if (!out->threads || !c.done || !c.scratch) {
+    free(tids);
+    free(c.done);
+    free(c.scratch);
+    return fail(err, err_cap, -ENOMEM, "process %d: out of memory", (int)pid);
+  }
+  out->n_threads = n;
+  for (size_t i = 0; i < n; i++) {
+    out->threads[i].tid = tids[i];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid,
+             (int)tids[i]);
+    read_comm(path, out->threads[i].name, sizeof out->threads[i].name);
+  }
+  free(tids);
+  /* Catchable signals wait until every thread is let go (see the top). */
+  hold_signals(&old_mask);
+  bool raised = raise_priority(&old_policy, &old_param);
+  rc = capture_all(&c);
+  restore_priority(raised, old_policy, &old_param);
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  /* Keep the threads that were read, in listing order. */
+  for (size_t i = 0; i < n; i++) {
+    stkr_snap_thread *t = &out->threads[i];
+    if (!c.done[i] || t->err != 0) {
+      if (c.done[i] && t->err == -ESRCH) out->vanished++;
+      free(t->stack);
+      continue;
+    }
+    if (t->stop_ns > out->max_stop_ns) out->max_stop_ns = t->stop_ns;
+    if (k != i) out->threads[k] = *t;
+    k++;
+  }
+  out->n_threads = k;
+  free(c.done);
+  free(c.scratch);
+  out->wall_time_ns = now_ns(CLOCK_MONOTONIC) - out->mono_ns;
+  if (rc == 0 && (k == 0 || !process_alive(pid)))
+    rc = fail(err, err_cap, -ESRCH,
+              "process %d exited during the snapshot", (int)pid);
+  return rc;
+}
+
+void stkr_snap_free(stkr_snap *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_threads; i++) free(s->threads[i].stack);
+  free(s->threads);
+  memset(s, 0, sizeof *s);
+}
+#endif
