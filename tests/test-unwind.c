@@ -255,7 +255,7 @@ static int build_copy(const uint8_t *bytes, size_t len, const stkr__uw_src *like
   rc = stkr__unwind_table_build(&src, &t, &st);
   if (rc == 0) {
     for (j = 1; j < t->n; j++) assert_true(t->off[j] > t->off[j - 1]);
-    assert_true(st.table_bytes <= 64 + 8 * (uint64_t)len); /* bounded by the input */
+    assert_true(st.table_bytes <= 128 + 10 * (uint64_t)len); /* bounded by the input */
   } else {
     assert_true(rc == -EINVAL || rc == -E2BIG);
     assert_null(t);

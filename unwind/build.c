@@ -498,14 +498,24 @@ static int cmp_ent(const void *pa, const void *pb) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
+static int cmp_u32(const void *pa, const void *pb) {
+  uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+  return a < b ? -1 : a > b;
+}
+
 /* Sorted entries -> the table: one row per address (the last wins), equal
- * neighbours merged, FDE ends become FALLBACK. */
+ * neighbours merged, FDE ends become FALLBACK. Rows are stored as 16-bit
+ * indexes into a palette of the distinct rows (a few hundred in a real
+ * image): 6 bytes a row instead of 8, which keeps tables within 1.5x of
+ * .eh_frame. */
 static int assemble(uw_build *b, stkr__uw_table **out) {
   uw_ent *e = b->rows.e;
-  size_t n = b->rows.n, i, k = 0;
+  size_t n = b->rows.n, i, k = 0, np = 0;
   stkr__uw_table *t;
-  uint32_t *off, *row;
+  uint32_t *off, *pal, *sorted;
+  uint16_t *idx;
   uintptr_t base = b->x.src->base;
+  size_t bytes;
 
   qsort(e, n, sizeof *e, cmp_ent);
   for (i = 0; i < n; i++) {
@@ -517,22 +527,36 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
     e[k].row = r;
     k++;
   }
-  t = malloc(sizeof *t + k * 2 * sizeof(uint32_t) + 1);
-  if (t == NULL) return -ENOMEM;
-  off = (uint32_t *)(t + 1);
-  row = off + k;
+  sorted = malloc((k ? k : 1) * sizeof *sorted);
+  if (sorted == NULL) return -ENOMEM;
+  for (i = 0; i < k; i++) sorted[i] = e[i].row;
+  qsort(sorted, k, sizeof *sorted, cmp_u32);
+  for (i = 0; i < k; i++)
+    if (np == 0 || sorted[np - 1] != sorted[i]) sorted[np++] = sorted[i];
+  if (np > 65536) { free(sorted); return -E2BIG; }
+  bytes = sizeof *t + np * sizeof *pal + k * sizeof *off + k * sizeof *idx;
+  t = malloc(bytes);
+  if (t == NULL) { free(sorted); return -ENOMEM; }
+  pal = (uint32_t *)(t + 1);
+  off = pal + np;
+  idx = (uint16_t *)(off + k);
+  memcpy(pal, sorted, np * sizeof *pal);
+  free(sorted);
   for (i = 0; i < k; i++) {
+    const uint32_t *hit = bsearch(&e[i].row, pal, np, sizeof *pal, cmp_u32);
     off[i] = (uint32_t)(e[i].pc - base);
-    row[i] = e[i].row;
+    idx[i] = (uint16_t)(hit - pal);
   }
   t->base = base;
   t->n = (uint32_t)k;
+  t->n_palette = (uint32_t)np;
   t->off = off;
-  t->row = row;
+  t->idx = idx;
+  t->palette = pal;
   t->lo = k ? base + off[0] : 0;
   t->hi = k ? base + off[k - 1] : 0;
   b->st->rows = k;
-  b->st->table_bytes = sizeof *t + k * 2 * sizeof(uint32_t);
+  b->st->table_bytes = bytes;
   *out = t;
   return 0;
 }
@@ -597,5 +621,5 @@ uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc) {
     if (t->off[mid] <= key) lo = mid;
     else hi = mid;
   }
-  return t->row[lo];
+  return stkr__unwind_row(t, lo);
 }

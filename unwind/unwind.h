@@ -68,12 +68,19 @@ typedef enum stkr__uw_arch {
  * Written once by the builder; read by any number of walkers after it is
  * published (never modified after). */
 typedef struct stkr__uw_table {
-  uintptr_t base;      /* load bias: runtime address = base + offset */
-  uintptr_t lo, hi;    /* runtime addresses the rows cover: [lo, hi) */
-  uint32_t n;          /* rows */
-  const uint32_t *off; /* n start offsets, ascending */
-  const uint32_t *row; /* n rows (STKR__UW_ROW) */
+  uintptr_t base;          /* load bias: runtime address = base + offset */
+  uintptr_t lo, hi;        /* runtime addresses the rows cover: [lo, hi) */
+  uint32_t n;              /* rows */
+  uint32_t n_palette;      /* distinct rows (at most 65536) */
+  const uint32_t *off;     /* n start offsets, ascending */
+  const uint16_t *idx;     /* n indexes into palette: 6 bytes a row in all */
+  const uint32_t *palette; /* n_palette rows (STKR__UW_ROW) */
 } stkr__uw_table;
+
+/* Row i of t. */
+static inline uint32_t stkr__unwind_row(const stkr__uw_table *t, uint32_t i) {
+  return t->palette[t->idx[i]];
+}
 
 /* What a build saw. Every count is of rows or FDEs in the input. */
 typedef struct stkr__uw_stats {

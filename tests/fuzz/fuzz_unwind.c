@@ -52,10 +52,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   FZ_CHECK(t != NULL && st.rows == t->n);
-  FZ_CHECK(st.table_bytes <= 64 + 8 * (uint64_t)len);
+  FZ_CHECK(st.table_bytes <= 128 + 10 * (uint64_t)len);
   for (i = 1; i < t->n; i++) FZ_CHECK(t->off[i] > t->off[i - 1]);
   for (i = 0; i < t->n; i++)
-    FZ_CHECK(stkr__unwind_table_find(t, t->base + t->off[i]) == t->row[i]);
+    FZ_CHECK(stkr__unwind_table_find(t, t->base + t->off[i]) == stkr__unwind_row(t, i));
+  for (i = 0; i < t->n; i++) FZ_CHECK(t->idx[i] < t->n_palette);
 
   /* Walk a "stack" made of the input's own bytes, starting in each of the
    * first rows, with the table published as a one-image set. */
