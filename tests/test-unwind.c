@@ -37,6 +37,7 @@
 
 typedef struct shot {
   const stkr__uw_set *set;
+  stkr__uw_cache *cache; /* NULL: no row cache */
   uintptr_t lo, hi;
   uint64_t ours[MAXF];
   void *theirs[MAXF];
@@ -62,7 +63,8 @@ __attribute__((noinline)) static void leaf(void *arg) {
 
   uwc_capture(r);
   regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  s->n_ours = stkr__unwind_walk(s->set, &regs, s->lo, s->hi, s->ours, MAXF, &s->fallbacks);
+  s->n_ours = stkr__unwind_walk_cached(s->set, s->cache, &regs, s->lo, s->hi, s->ours, MAXF,
+                                       &s->fallbacks);
   s->n_theirs = (unsigned)unw_backtrace(s->theirs, MAXF);
   __asm__ volatile("" ::: "memory");
 }
@@ -125,6 +127,8 @@ static unsigned run_oracle(unsigned rounds) {
   unsigned i, bad = 0, through_libc = 0;
   shot s;
 
+  stkr__uw_cache *cache = calloc(1, sizeof *cache);
+
   memset(&s, 0, sizeof s);
   s.set = g_set;
   stack_bounds(&s.lo, &s.hi);
@@ -132,6 +136,7 @@ static unsigned run_oracle(unsigned rounds) {
     int depth = (int)(i % 41);
     unsigned shape = i % 8;
     int rc;
+    s.cache = (i / 8) % 2 ? cache : NULL; /* every shape both ways */
     uwc_run(depth, shape, leaf, &s);
     rc = compare(&s);
     if (rc != 0) {
@@ -154,6 +159,7 @@ static unsigned run_oracle(unsigned rounds) {
     assert_true(s.n_ours >= (unsigned)depth + 4);
   }
   assert_int_equal(through_libc, rounds / 2);
+  free(cache);
   return bad;
 }
 

@@ -498,26 +498,69 @@ static int cmp_ent(const void *pa, const void *pb) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-static int cmp_u32(const void *pa, const void *pb) {
-  uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-  return a < b ? -1 : a > b;
+/* The palette index of row r, adding it when new: open addressing over a
+ * power-of-two table of (row + 1) keys, grown at half full. */
+typedef struct uw_pal {
+  uint32_t *key; /* row + 1; 0 = empty (STKR__UW_ROW never is 0xFFFFFFFF) */
+  uint16_t *val;
+  size_t cap, n;
+  uint32_t rows[65536];
+} uw_pal;
+
+static int pal_put(uw_pal *p, uint32_t r, uint16_t *out) {
+  size_t i;
+  if (2 * (p->n + 1) > p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 1024, j;
+    uint32_t *key = calloc(cap, sizeof *key);
+    uint16_t *val = malloc(cap * sizeof *val);
+    if (key == NULL || val == NULL) { free(key); free(val); return -ENOMEM; }
+    for (j = 0; j < p->cap; j++) {
+      if (p->key[j] == 0) continue;
+      for (i = (p->key[j] * 0x9E3779B1u) & (cap - 1); key[i]; i = (i + 1) & (cap - 1)) {}
+      key[i] = p->key[j];
+      val[i] = p->val[j];
+    }
+    free(p->key);
+    free(p->val);
+    p->key = key;
+    p->val = val;
+    p->cap = cap;
+  }
+  for (i = ((r + 1) * 0x9E3779B1u) & (p->cap - 1); p->key[i]; i = (i + 1) & (p->cap - 1))
+    if (p->key[i] == r + 1) { *out = p->val[i]; return 0; }
+  if (p->n == 65536) return -E2BIG;
+  p->key[i] = r + 1;
+  p->val[i] = (uint16_t)p->n;
+  p->rows[p->n] = r;
+  *out = (uint16_t)p->n++;
+  return 0;
 }
+
+#define UW_BLOCK_SHIFT 10 /* the block index: one entry per KiB of code */
 
 /* Sorted entries -> the table: one row per address (the last wins), equal
  * neighbours merged, FDE ends become FALLBACK. Rows are stored as 16-bit
  * indexes into a palette of the distinct rows (a few hundred in a real
  * image): 6 bytes a row instead of 8, which keeps tables within 1.5x of
- * .eh_frame. */
+ * .eh_frame. A block index (ORC's lookup table) gives, per KiB of code,
+ * the rows to search, so a lookup is a few steps over a few cache lines. */
 static int assemble(uw_build *b, stkr__uw_table **out) {
   uw_ent *e = b->rows.e;
-  size_t n = b->rows.n, i, k = 0, np = 0;
+  size_t n = b->rows.n, i, k = 0, nb;
   stkr__uw_table *t;
-  uint32_t *off, *pal, *sorted;
+  uint32_t *off, *pal, *blk;
   uint16_t *idx;
   uintptr_t base = b->x.src->base;
   size_t bytes;
+  uw_pal *p;
+  unsigned shift;
+  int rc = 0;
 
-  qsort(e, n, sizeof *e, cmp_ent);
+  for (i = 1; i < n; i++) /* .eh_frame is nearly always in address order already */
+    if (cmp_ent(&e[i - 1], &e[i]) > 0) break;
+  if (i < n) qsort(e, n, sizeof *e, cmp_ent);
+  p = calloc(1, sizeof *p);
+  if (p == NULL) return -ENOMEM;
   for (i = 0; i < n; i++) {
     uint32_t r = e[i].row == ROW_END ? STKR__UW_FALLBACK : e[i].row;
     if (i + 1 < n && e[i + 1].pc == e[i].pc) continue;
@@ -527,38 +570,58 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
     e[k].row = r;
     k++;
   }
-  sorted = malloc((k ? k : 1) * sizeof *sorted);
-  if (sorted == NULL) return -ENOMEM;
-  for (i = 0; i < k; i++) sorted[i] = e[i].row;
-  qsort(sorted, k, sizeof *sorted, cmp_u32);
-  for (i = 0; i < k; i++)
-    if (np == 0 || sorted[np - 1] != sorted[i]) sorted[np++] = sorted[i];
-  if (np > 65536) { free(sorted); return -E2BIG; }
-  bytes = sizeof *t + np * sizeof *pal + k * sizeof *off + k * sizeof *idx;
+  /* One block per KiB, coarser when the rows are sparse (hostile input can
+   * span 4 GiB with two rows): never more blocks than 2 per row + 16, so
+   * memory stays bounded by the input. */
+  shift = UW_BLOCK_SHIFT;
+  while (k && shift < 32 && ((e[k - 1].pc - e[0].pc) >> shift) + 1 > 2 * k + 16) shift++;
+  nb = k ? (size_t)((e[k - 1].pc - e[0].pc) >> shift) + 1 : 0;
+  /* Indexes first (palette unknown yet): into e[].seq, which is free now. */
+  for (i = 0; i < k && rc == 0; i++) {
+    uint16_t v = 0;
+    rc = pal_put(p, e[i].row, &v);
+    e[i].seq = v;
+  }
+  if (rc != 0) goto out;
+  bytes = sizeof *t + p->n * sizeof *pal + k * sizeof *off + nb * sizeof *blk + k * sizeof *idx;
   t = malloc(bytes);
-  if (t == NULL) { free(sorted); return -ENOMEM; }
+  if (t == NULL) { rc = -ENOMEM; goto out; }
   pal = (uint32_t *)(t + 1);
-  off = pal + np;
-  idx = (uint16_t *)(off + k);
-  memcpy(pal, sorted, np * sizeof *pal);
-  free(sorted);
+  off = pal + p->n;
+  blk = off + k;
+  idx = (uint16_t *)(blk + nb);
+  memcpy(pal, p->rows, p->n * sizeof *pal);
   for (i = 0; i < k; i++) {
-    const uint32_t *hit = bsearch(&e[i].row, pal, np, sizeof *pal, cmp_u32);
     off[i] = (uint32_t)(e[i].pc - base);
-    idx[i] = (uint16_t)(hit - pal);
+    idx[i] = (uint16_t)e[i].seq;
+  }
+  { /* blk[j]: the last row starting at or before block j's first byte */
+    size_t j, r = 0;
+    for (j = 0; j < nb; j++) {
+      uint64_t at = (uint64_t)off[0] + ((uint64_t)j << shift);
+      while (r + 1 < k && off[r + 1] <= at) r++;
+      blk[j] = (uint32_t)r;
+    }
   }
   t->base = base;
   t->n = (uint32_t)k;
-  t->n_palette = (uint32_t)np;
+  t->n_palette = (uint32_t)p->n;
+  t->n_blocks = (uint32_t)nb;
+  t->block_shift = shift;
   t->off = off;
   t->idx = idx;
   t->palette = pal;
+  t->block = blk;
   t->lo = k ? base + off[0] : 0;
   t->hi = k ? base + off[k - 1] : 0;
   b->st->rows = k;
   b->st->table_bytes = bytes;
   *out = t;
-  return 0;
+out:
+  free(p->key);
+  free(p->val);
+  free(p);
+  return rc;
 }
 
 int stkr__unwind_table_build(const stkr__uw_src *src, stkr__uw_table **out,
@@ -611,11 +674,14 @@ int stkr__unwind_table_build(const stkr__uw_src *src, stkr__uw_table **out,
 void stkr__unwind_table_free(stkr__uw_table *t) { free(t); }
 
 uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc) {
-  uint32_t lo = 0, hi, key;
+  uint32_t lo, hi, key, blk;
 
   if (t == NULL || t->n == 0 || pc < t->lo || pc >= t->hi) return STKR__UW_FALLBACK;
   key = (uint32_t)(pc - t->base);
-  hi = t->n; /* invariant: off[lo] <= key < off[hi] (off[n] = +inf) */
+  blk = (uint32_t)((uint64_t)(key - t->off[0]) >> t->block_shift);
+  /* invariant: off[lo] <= key < off[hi] (off[n] = +inf) */
+  lo = t->block[blk];
+  hi = blk + 1 < t->n_blocks ? t->block[blk + 1] + 1 : t->n;
   while (hi - lo > 1) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (t->off[mid] <= key) lo = mid;

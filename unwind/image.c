@@ -214,6 +214,8 @@ static int cmp_table(const void *pa, const void *pb) {
   return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
+static _Atomic uint64_t g_set_gen; /* the last gen handed out */
+
 int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed) {
   set_acc a;
   stkr__uw_set *s;
@@ -234,6 +236,8 @@ int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed) {
     if (k > 0 && a.t[i]->lo < a.t[k - 1]->hi) { stkr__unwind_table_free(a.t[i]); a.failed++; continue; }
     a.t[k++] = a.t[i];
   }
+  /* relaxed: only uniqueness matters (a cache tags its entries with it). */
+  s->gen = atomic_fetch_add_explicit(&g_set_gen, 1, memory_order_relaxed) + 1;
   s->n = (uint32_t)k;
   s->tables = a.t;
   s->total = a.total;

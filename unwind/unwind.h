@@ -72,9 +72,13 @@ typedef struct stkr__uw_table {
   uintptr_t lo, hi;        /* runtime addresses the rows cover: [lo, hi) */
   uint32_t n;              /* rows */
   uint32_t n_palette;      /* distinct rows (at most 65536) */
+  uint32_t n_blocks;       /* block index entries: one per 2^block_shift bytes from off[0] */
+  uint32_t block_shift;    /* 10 (1 KiB), more when rows are sparse */
   const uint32_t *off;     /* n start offsets, ascending */
   const uint16_t *idx;     /* n indexes into palette: 6 bytes a row in all */
   const uint32_t *palette; /* n_palette rows (STKR__UW_ROW) */
+  const uint32_t *block;   /* n_blocks: block[j] = the last row starting at or
+                              before off[0] + j KiB (where a search starts) */
 } stkr__uw_table;
 
 /* Row i of t. */
@@ -155,6 +159,7 @@ uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc);
  * Immutable once built: an array of tables sorted by lo, with disjoint
  * ranges. Published through one atomic pointer (stkr__uw_slot). */
 typedef struct stkr__uw_set {
+  uint64_t gen;            /* unique per built set (stkr__uw_cache checks it) */
   uint32_t n;
   stkr__uw_table **tables; /* n, ascending lo, owned */
   stkr__uw_stats total;    /* sums over the tables */
@@ -210,6 +215,17 @@ typedef struct stkr__uw_regs {
   uintptr_t lr; /* aarch64 x30 (ignored on x86_64) */
 } stkr__uw_regs;
 
+/* A per-thread cache of rows by address (what makes unw_backtrace fast
+ * too): a direct-mapped array the walk fills, valid for one set (by its
+ * gen; emptied when another set is seen). 6 KiB; owned by one thread (the
+ * recorder's per-thread state), never shared. Zero-initialized is empty. */
+#define STKR__UW_CACHE_SLOTS 512
+typedef struct stkr__uw_cache {
+  uint64_t gen;                          /* the set's gen the entries belong to */
+  uintptr_t pc[STKR__UW_CACHE_SLOTS];    /* looked-up address; 0 = empty */
+  uint32_t row[STKR__UW_CACHE_SLOTS];
+} stkr__uw_cache;
+
 /* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return
  * address. Per frame, the row of the table (in `set`, may be NULL) that
  * covers the pc (looked up at pc - 1 for return addresses), else the
@@ -222,6 +238,12 @@ typedef struct stkr__uw_regs {
 unsigned stkr__unwind_walk(const stkr__uw_set *set, const stkr__uw_regs *regs,
                            uintptr_t lo, uintptr_t hi, uint64_t *pcs,
                            unsigned max, unsigned *fallbacks);
+
+/* The same walk with this thread's row cache (cache may be NULL). */
+unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
+                                  const stkr__uw_regs *regs, uintptr_t lo,
+                                  uintptr_t hi, uint64_t *pcs, unsigned max,
+                                  unsigned *fallbacks);
 
 #ifdef __cplusplus
 }

@@ -30,23 +30,58 @@ static inline bool word_ok(uintptr_t addr, uintptr_t lo, uintptr_t hi) {
 unsigned stkr__unwind_walk(const stkr__uw_set *set, const stkr__uw_regs *regs,
                            uintptr_t lo, uintptr_t hi, uint64_t *pcs,
                            unsigned max, unsigned *fallbacks) {
+  return stkr__unwind_walk_cached(set, NULL, regs, lo, hi, pcs, max, fallbacks);
+}
+
+/* The row for address at: from the cache when it has it, else the two
+ * binary searches (and then into the cache). */
+static inline uint32_t row_for(const stkr__uw_set *set, stkr__uw_cache *cache,
+                               const stkr__uw_table **t, uintptr_t at) {
+  unsigned slot = 0;
+  uint32_t row = STKR__UW_FALLBACK;
+  if (cache != NULL) {
+    slot = (unsigned)((at * 0x9E3779B97F4A7C15ull) >> 55) & (STKR__UW_CACHE_SLOTS - 1);
+    if (cache->pc[slot] == at) return cache->row[slot];
+  }
+  if (*t == NULL || at < (*t)->lo || at >= (*t)->hi) *t = stkr__unwind_set_find(set, at);
+  if (*t != NULL) row = stkr__unwind_table_find(*t, at);
+  if (cache != NULL) {
+    cache->pc[slot] = at;
+    cache->row[slot] = row;
+  }
+  return row;
+}
+
+unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
+                                  const stkr__uw_regs *regs, uintptr_t lo,
+                                  uintptr_t hi, uint64_t *pcs, unsigned max,
+                                  unsigned *fallbacks) {
   uintptr_t pc = regs->pc, sp = regs->sp, fp = regs->fp, lr = regs->lr;
   const stkr__uw_table *t = NULL;
   unsigned n = 0, fb = 0;
   bool first = true;
   bool sp_known = true; /* false after an aarch64 FP step: the caller's sp is not fp + 16 there */
 
+  if (cache != NULL && (set == NULL || cache->gen != set->gen)) {
+    if (set == NULL) {
+      cache = NULL;
+    } else { /* another set: its rows may differ (an image unloaded, another loaded) */
+      unsigned i;
+      for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->pc[i] = 0;
+      cache->gen = set->gen;
+    }
+  }
+
   while (n < max) {
     uintptr_t at, cfa, ra, addr;
-    uint32_t row = STKR__UW_FALLBACK;
+    uint32_t row;
     unsigned kind, slot;
 
     pcs[n++] = pc;
     /* A return address is the instruction after the call: its row may
      * already be the next function's (a noreturn call ends a function). */
     at = first ? pc : pc - 1;
-    if (t == NULL || at < t->lo || at >= t->hi) t = stkr__unwind_set_find(set, at);
-    if (t != NULL) row = stkr__unwind_table_find(t, at);
+    row = row_for(set, cache, &t, at);
     kind = STKR__UW_KIND(row);
     if (kind == STKR__UW_STOP) break;
     if (kind == STKR__UW_SP && !sp_known) kind = STKR__UW_FALLBACK;

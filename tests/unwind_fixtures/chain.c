@@ -97,7 +97,10 @@ long uwc_run(int depth, unsigned shape, uwc_leaf leaf, void *arg) {
   return r;
 }
 
-#if defined(__x86_64__)
+/* UWC_NO_CAPTURE: the frame-pointer copy of this file (tools/bench) reuses
+ * the first copy's uwc_capture. */
+#if defined(UWC_NO_CAPTURE)
+#elif defined(__x86_64__)
 __asm__(".text\n.globl uwc_capture\n.type uwc_capture,@function\nuwc_capture:\n"
         ".cfi_startproc\n"
         "  movq (%rsp), %rax\n  movq %rax, 0(%rdi)\n"
