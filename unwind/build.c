@@ -498,6 +498,49 @@ static int cmp_ent(const void *pa, const void *pb) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
+/* Sort the entries by address. Each FDE's entries are already in order
+ * and contiguous, so FDEs are sorted as units (ten times fewer than rows;
+ * often already in order: then nothing moves); only when FDEs overlap
+ * (hostile input) are all entries sorted one by one. */
+typedef struct uw_group {
+  uint64_t pc;
+  size_t start, n;
+} uw_group;
+
+static int cmp_group(const void *pa, const void *pb) {
+  const uw_group *a = pa, *b = pb;
+  if (a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
+  return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int sort_entries(uw_rows *r) {
+  uw_ent *e = r->e, *out;
+  uw_group *g;
+  size_t n = r->n, ng = 0, i, j, k = 0;
+
+  for (i = 1; i < n; i++)
+    if (cmp_ent(&e[i - 1], &e[i]) > 0) break;
+  if (i >= n) return 0;
+  g = malloc(n * sizeof *g);
+  out = malloc(n * sizeof *out);
+  if (g == NULL || out == NULL) { free(g); free(out); return -ENOMEM; }
+  for (i = 0; i < n; i++) {
+    if (i == 0 || e[i].seq != e[i - 1].seq) g[ng++] = (uw_group){e[i].pc, i, 0};
+    g[ng - 1].n++;
+  }
+  qsort(g, ng, sizeof *g, cmp_group);
+  for (i = 0; i < ng; i++)
+    for (j = 0; j < g[i].n; j++) out[k++] = e[g[i].start + j];
+  free(g);
+  free(r->e);
+  r->e = e = out;
+  r->cap = n;
+  for (i = 1; i < n; i++)
+    if (cmp_ent(&e[i - 1], &e[i]) > 0) break;
+  if (i < n) qsort(e, n, sizeof *e, cmp_ent); /* overlapping FDEs */
+  return 0;
+}
+
 /* The palette index of row r, adding it when new: open addressing over a
  * power-of-two table of (row + 1) keys, grown at half full. */
 typedef struct uw_pal {
@@ -556,9 +599,8 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
   unsigned shift;
   int rc = 0;
 
-  for (i = 1; i < n; i++) /* .eh_frame is nearly always in address order already */
-    if (cmp_ent(&e[i - 1], &e[i]) > 0) break;
-  if (i < n) qsort(e, n, sizeof *e, cmp_ent);
+  if ((rc = sort_entries(&b->rows)) != 0) return rc;
+  e = b->rows.e;
   p = calloc(1, sizeof *p);
   if (p == NULL) return -ENOMEM;
   for (i = 0; i < n; i++) {

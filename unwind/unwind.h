@@ -215,15 +215,20 @@ typedef struct stkr__uw_regs {
   uintptr_t lr; /* aarch64 x30 (ignored on x86_64) */
 } stkr__uw_regs;
 
-/* A per-thread cache of rows by address (what makes unw_backtrace fast
- * too): a direct-mapped array the walk fills, valid for one set (by its
- * gen; emptied when another set is seen). 6 KiB; owned by one thread (the
- * recorder's per-thread state), never shared. Zero-initialized is empty. */
+/* A per-thread cache of rows by return address (what makes unw_backtrace
+ * fast too): a direct-mapped array the walk fills, valid for one set (by
+ * its gen; emptied when another set is seen). 8 KiB; owned by one thread
+ * (the recorder's per-thread state), never shared. Zero-initialized is
+ * empty. */
 #define STKR__UW_CACHE_SLOTS 512
 typedef struct stkr__uw_cache {
-  uint64_t gen;                          /* the set's gen the entries belong to */
-  uintptr_t pc[STKR__UW_CACHE_SLOTS];    /* looked-up address; 0 = empty */
-  uint32_t row[STKR__UW_CACHE_SLOTS];
+  uint64_t gen; /* the set's gen the entries belong to */
+  struct {
+    uintptr_t pc;  /* a return address (the row is the one at pc - 1); 0 = empty */
+    uint32_t row;
+    int16_t ra_sp; /* SP-based rows: the return address's slot - sp; else INT16_MIN */
+    int16_t fp_sp; /* the saved fp's slot - sp; INT16_MIN: fp stays ("same") */
+  } e[STKR__UW_CACHE_SLOTS];
 } stkr__uw_cache;
 
 /* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return

@@ -10,6 +10,7 @@
  * the walk early or give wrong PCs, never fault or loop.
  */
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "unwind/unwind.h"
 
@@ -33,23 +34,27 @@ unsigned stkr__unwind_walk(const stkr__uw_set *set, const stkr__uw_regs *regs,
   return stkr__unwind_walk_cached(set, NULL, regs, lo, hi, pcs, max, fallbacks);
 }
 
-/* The row for address at: from the cache when it has it, else the two
- * binary searches (and then into the cache). */
-static inline uint32_t row_for(const stkr__uw_set *set, stkr__uw_cache *cache,
-                               const stkr__uw_table **t, uintptr_t at) {
-  unsigned slot = 0;
-  uint32_t row = STKR__UW_FALLBACK;
-  if (cache != NULL) {
-    slot = (unsigned)((at * 0x9E3779B97F4A7C15ull) >> 55) & (STKR__UW_CACHE_SLOTS - 1);
-    if (cache->pc[slot] == at) return cache->row[slot];
-  }
+/* The row for address at, by the two binary searches; *t remembers the
+ * last image, which the next frame is often in too. */
+static inline uint32_t row_at(const stkr__uw_set *set, const stkr__uw_table **t,
+                              uintptr_t at) {
   if (*t == NULL || at < (*t)->lo || at >= (*t)->hi) *t = stkr__unwind_set_find(set, at);
-  if (*t != NULL) row = stkr__unwind_table_find(*t, at);
-  if (cache != NULL) {
-    cache->pc[slot] = at;
-    cache->row[slot] = row;
-  }
-  return row;
+  return *t != NULL ? stkr__unwind_table_find(*t, at) : STKR__UW_FALLBACK;
+}
+
+/* A cache entry for return address pc and its row; the fast fields only
+ * for an SP-based row with a saved return address and a positive CFA
+ * offset (the walk then needs no other check to move up). */
+static inline void cache_fill(__typeof__(&((stkr__uw_cache *)0)->e[0]) ce, uintptr_t pc,
+                              uint32_t row) {
+  unsigned off = STKR__UW_CFA_OFF(row), ra = STKR__UW_RA_SLOT(row), fps = STKR__UW_FP_SLOT(row);
+  ce->pc = pc;
+  ce->row = row;
+  ce->ra_sp = INT16_MIN;
+  ce->fp_sp = INT16_MIN;
+  if (STKR__UW_KIND(row) != STKR__UW_SP || ra == 0 || off == 0) return;
+  ce->ra_sp = (int16_t)((int)off - 8 * (int)ra);
+  if (fps != 0) ce->fp_sp = (int16_t)((int)off - 8 * (int)fps);
 }
 
 unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
@@ -67,21 +72,50 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       cache = NULL;
     } else { /* another set: its rows may differ (an image unloaded, another loaded) */
       unsigned i;
-      for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->pc[i] = 0;
+      for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->e[i].pc = 0;
       cache->gen = set->gen;
     }
   }
 
   while (n < max) {
-    uintptr_t at, cfa, ra, addr;
+    uintptr_t cfa, ra, addr;
     uint32_t row;
     unsigned kind, slot;
 
     pcs[n++] = pc;
     /* A return address is the instruction after the call: its row may
-     * already be the next function's (a noreturn call ends a function). */
-    at = first ? pc : pc - 1;
-    row = row_for(set, cache, &t, at);
+     * already be the next function's (a noreturn call ends a function).
+     * The cache is keyed by the return address itself and indexed by its
+     * low bits: one cheap step on the walk's critical path (pc -> row ->
+     * cfa -> next pc), which is what bounds its speed. */
+    if (first) {
+      row = row_at(set, &t, pc);
+    } else if (cache != NULL) {
+      __typeof__(&cache->e[0]) ce = &cache->e[pc & (STKR__UW_CACHE_SLOTS - 1)];
+      if (ce->pc == pc) {
+        row = ce->row;
+        if (ce->ra_sp != INT16_MIN && sp_known) {
+          /* The fast path: the slots precomputed relative to sp, so the
+           * critical path is pc -> entry -> sp + ra_sp -> next pc. */
+          uintptr_t ra_at = sp + (uintptr_t)(intptr_t)ce->ra_sp;
+          cfa = sp + STKR__UW_CFA_OFF(row);
+          if (cfa > hi || !word_ok(ra_at, lo, hi)) break;
+          ra = *(const uintptr_t *)ra_at;
+          if (ce->fp_sp != INT16_MIN) {
+            addr = sp + (uintptr_t)(intptr_t)ce->fp_sp;
+            if (!word_ok(addr, lo, hi)) break;
+            fp = *(const uintptr_t *)addr;
+          }
+          sp = cfa;
+          goto next;
+        }
+      } else {
+        row = row_at(set, &t, pc - 1);
+        cache_fill(ce, pc, row);
+      }
+    } else {
+      row = row_at(set, &t, pc - 1);
+    }
     kind = STKR__UW_KIND(row);
     if (kind == STKR__UW_STOP) break;
     if (kind == STKR__UW_SP && !sp_known) kind = STKR__UW_FALLBACK;
@@ -118,6 +152,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       sp = cfa;
       sp_known = true;
     }
+  next:
     ra &= UW_RA_MASK;
     if (ra == 0) break;
     pc = lr = ra;
