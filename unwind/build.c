@@ -196,7 +196,8 @@ static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) 
   if (s->ra.how == R_SAME) {
     if (x->src->arch != STKR__UW_AARCH64) return STKR__UW_FALLBACK;
     ra_slot = 0; /* still in LR */
-  } else if (s->ra.how == R_OFFSET && s->ra.off < 0 && (s->ra.off & 7) == 0 &&
+  } else if (s->ra.how == R_OFFSET && s->ra.off < 0 && s->ra.off >= -8 * (int64_t)STKR__UW_RA_SLOT_MAX &&
+             (s->ra.off & 7) == 0 &&
              -s->ra.off / 8 <= (int64_t)STKR__UW_RA_SLOT_MAX) {
     ra_slot = (unsigned)(-s->ra.off / 8);
   } else {
@@ -204,7 +205,8 @@ static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) 
   }
   if (s->fp.how == R_SAME || s->fp.how == R_UNDEF) {
     fp_slot = 0;
-  } else if (s->fp.how == R_OFFSET && s->fp.off < 0 && (s->fp.off & 7) == 0 &&
+  } else if (s->fp.how == R_OFFSET && s->fp.off < 0 && s->fp.off >= -8 * (int64_t)STKR__UW_FP_SLOT_MAX &&
+             (s->fp.off & 7) == 0 &&
              -s->fp.off / 8 <= (int64_t)STKR__UW_FP_SLOT_MAX) {
     fp_slot = (unsigned)(-s->fp.off / 8);
   } else {
@@ -217,6 +219,13 @@ static uw_rule *tracked(const uw_ctx *x, const uw_cie *cie, uw_state *s, uint64_
   if (reg == cie->ra_reg) return &s->ra;
   if (reg == x->reg_fp) return &s->fp;
   return NULL;
+}
+
+/* v * align without overflow (hostile operands): a product that does not
+ * fit gives INT64_MIN, which no row can express (-> FALLBACK). */
+static int64_t scaled(int64_t v, int64_t align) {
+  int64_t r;
+  return __builtin_mul_overflow(v, align, &r) ? INT64_MIN : r;
 }
 
 /* A tracked register's rule after the CIE's initial instructions
@@ -250,7 +259,7 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
     } else if (hi == 0x80) { /* offset */
       if (!rd_uleb(c, &a)) return false;
       if ((r = tracked(x, cie, s, lo6)) != NULL)
-        *r = (uw_rule){R_OFFSET, (int64_t)a * cie->data_align};
+        *r = (uw_rule){R_OFFSET, scaled((int64_t)a, cie->data_align)};
     } else if (hi == 0xc0) { /* restore */
       if ((r = tracked(x, cie, s, lo6)) != NULL)
         *r = init_rule(x, cie, lo6);
@@ -269,7 +278,7 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
       case 0x04: if (!rd_n(c, 4, &adv)) return false; advance = true; break;
       case 0x05: /* offset_extended */
         if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, (int64_t)b * cie->data_align};
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, cie->data_align)};
         break;
       case 0x06: /* restore_extended */
         if (!rd_uleb(c, &a)) return false;
@@ -318,15 +327,15 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
         break;
       case 0x11: /* offset_extended_sf */
         if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, sa * cie->data_align};
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled(sa, cie->data_align)};
         break;
       case 0x12: /* def_cfa_sf */
         if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return false;
-        s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = sa * cie->data_align;
+        s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = scaled(sa, cie->data_align);
         break;
       case 0x13: /* def_cfa_offset_sf */
         if (!rd_sleb(c, &sa)) return false;
-        s->cfa_off = sa * cie->data_align;
+        s->cfa_off = scaled(sa, cie->data_align);
         break;
       case 0x14: case 0x15: /* val_offset(_sf): the register's value, not a slot */
         if (!rd_uleb(c, &a)) return false;
@@ -340,7 +349,7 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
         break;
       case 0x2f: /* GNU_negative_offset_extended */
         if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, -(int64_t)b * cie->data_align};
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, -cie->data_align)};
         break;
       default:
         return false;
