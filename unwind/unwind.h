@@ -217,18 +217,17 @@ typedef struct stkr__uw_regs {
 
 /* A per-thread cache of rows by return address (what makes unw_backtrace
  * fast too): a direct-mapped array the walk fills, valid for one set (by
- * its gen; emptied when another set is seen). 8 KiB; owned by one thread
+ * its gen; emptied when another set is seen). 10 KiB; owned by one thread
  * (the recorder's per-thread state), never shared. Zero-initialized is
- * empty. */
+ * empty. Layout private to walk.c. */
 #define STKR__UW_CACHE_SLOTS 512
 typedef struct stkr__uw_cache {
-  uint64_t gen; /* the set's gen the entries belong to */
+  uint64_t gen;                          /* the set's gen the entries belong to */
+  uintptr_t key[STKR__UW_CACHE_SLOTS];   /* a return address; bit 63 set: a "slow" entry; 0: empty */
   struct {
-    uintptr_t pc;  /* a return address (the row is the one at pc - 1); 0 = empty */
-    uint32_t row;
-    int16_t ra_sp; /* SP-based rows: the return address's slot - sp; else INT16_MIN */
-    int16_t fp_sp; /* the saved fp's slot - sp; INT16_MIN: fp stays ("same") */
-  } e[STKR__UW_CACHE_SLOTS];
+    uint16_t cfa_off, ra_sp, fp_sp, pad; /* fast entries: CFA - sp, slots - sp (fp_sp 0xFFFF: fp stays) */
+  } fast[STKR__UW_CACHE_SLOTS];          /* 8 bytes: the walk indexes it with one scaled load */
+  uint32_t row[STKR__UW_CACHE_SLOTS];    /* slow entries: the row at key - 1 */
 } stkr__uw_cache;
 
 /* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return

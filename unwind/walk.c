@@ -3,11 +3,19 @@
  * else the frame-pointer record — on the hot path.
  *
  * No allocation, no lock, no system call: a binary search over the image
- * set, one over the image's rows, and at most two stack loads per frame.
- * Safety is the frame-pointer walk's (recorder/walk.c): every load is an
- * aligned word inside the thread's stack [lo, hi), and the stack pointer
- * strictly grows from frame to frame, so a hostile or stale stack can end
- * the walk early or give wrong PCs, never fault or loop.
+ * set, one over the image's rows (or one probe of the thread's row cache),
+ * and at most two stack loads per frame. Safety is the frame-pointer
+ * walk's (recorder/walk.c): every load is an aligned word inside the
+ * thread's stack [lo, hi), and the stack pointer strictly grows from frame
+ * to frame, so a hostile or stale stack can end the walk early or give
+ * wrong PCs, never fault or loop.
+ *
+ * Speed. A walk is a chain of dependent loads (pc -> row -> stack slot ->
+ * next pc), and at a few ns a frame the number of branches per frame
+ * matters as much. Frames whose row is "CFA = sp + off, return address and
+ * fp saved below the CFA" (nearly all x86_64 frames) are cached in a form
+ * that needs one bounds check: with sp >= lo and 8-aligned, and every slot
+ * in [sp, CFA - 8], "CFA <= hi" proves both loads are inside the stack.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,15 +31,21 @@
 #define UW_RA_MASK (~(uintptr_t)0)
 #endif
 
-/* Is [addr, addr + 8) an aligned word inside [lo, hi)? */
-static inline bool word_ok(uintptr_t addr, uintptr_t lo, uintptr_t hi) {
-  return addr >= lo && hi >= 8 && addr <= hi - 8 && (addr & 7) == 0;
-}
+#define UW_SLOW_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1)) /* no user pc has it */
+#define UW_FIRST_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 2)) /* the row at pc itself */
+#define UW_FP_SAME 0xFFFFu
+#define UW_SLOT(pc) ((unsigned)(pc) & (STKR__UW_CACHE_SLOTS - 1))
+
 
 unsigned stkr__unwind_walk(const stkr__uw_set *set, const stkr__uw_regs *regs,
                            uintptr_t lo, uintptr_t hi, uint64_t *pcs,
                            unsigned max, unsigned *fallbacks) {
   return stkr__unwind_walk_cached(set, NULL, regs, lo, hi, pcs, max, fallbacks);
+}
+
+/* Is [addr, addr + 8) an aligned word inside [lo, hi)? */
+static inline bool word_ok(uintptr_t addr, uintptr_t lo, uintptr_t hi) {
+  return addr >= lo && hi >= 8 && addr <= hi - 8 && (addr & 7) == 0;
 }
 
 /* The row for address at, by the two binary searches; *t remembers the
@@ -42,19 +56,21 @@ static inline uint32_t row_at(const stkr__uw_set *set, const stkr__uw_table **t,
   return *t != NULL ? stkr__unwind_table_find(*t, at) : STKR__UW_FALLBACK;
 }
 
-/* A cache entry for return address pc and its row; the fast fields only
- * for an SP-based row with a saved return address and a positive CFA
- * offset (the walk then needs no other check to move up). */
-static inline void cache_fill(__typeof__(&((stkr__uw_cache *)0)->e[0]) ce, uintptr_t pc,
-                              uint32_t row) {
+/* Cache return address pc with its row: "fast" when the row is SP-based
+ * with the return address (and fp, if saved) in 8-aligned slots in
+ * [sp, CFA - 8] and a positive CFA offset that is a multiple of 8. */
+static void cache_fill(stkr__uw_cache *c, unsigned i, uintptr_t pc, uint32_t row) {
   unsigned off = STKR__UW_CFA_OFF(row), ra = STKR__UW_RA_SLOT(row), fps = STKR__UW_FP_SLOT(row);
-  ce->pc = pc;
-  ce->row = row;
-  ce->ra_sp = INT16_MIN;
-  ce->fp_sp = INT16_MIN;
-  if (STKR__UW_KIND(row) != STKR__UW_SP || ra == 0 || off == 0) return;
-  ce->ra_sp = (int16_t)((int)off - 8 * (int)ra);
-  if (fps != 0) ce->fp_sp = (int16_t)((int)off - 8 * (int)fps);
+
+  c->key[i] = pc | UW_SLOW_KEY;
+  c->row[i] = row;
+  if (STKR__UW_KIND(row) != STKR__UW_SP || ra == 0 || off == 0 || (off & 7) != 0 ||
+      8 * ra > off || 8 * fps > off)
+    return;
+  c->key[i] = pc;
+  c->fast[i].cfa_off = (uint16_t)off;
+  c->fast[i].ra_sp = (uint16_t)(off - 8 * ra);
+  c->fast[i].fp_sp = fps ? (uint16_t)(off - 8 * fps) : UW_FP_SAME;
 }
 
 unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
@@ -67,14 +83,12 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
   bool first = true;
   bool sp_known = true; /* false after an aarch64 FP step: the caller's sp is not fp + 16 there */
 
-  if (cache != NULL && (set == NULL || cache->gen != set->gen)) {
-    if (set == NULL) {
-      cache = NULL;
-    } else { /* another set: its rows may differ (an image unloaded, another loaded) */
-      unsigned i;
-      for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->e[i].pc = 0;
-      cache->gen = set->gen;
-    }
+  if (cache != NULL && (set == NULL || hi > UINTPTR_MAX - 0x10000u)) cache = NULL;
+  if (cache != NULL && cache->gen != set->gen) {
+    /* Another set: its rows may differ (an image unloaded, another loaded). */
+    unsigned i;
+    for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->key[i] = 0;
+    cache->gen = set->gen;
   }
 
   while (n < max) {
@@ -83,35 +97,46 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
     unsigned kind, slot;
 
     pcs[n++] = pc;
+    if (cache != NULL && !first && sp_known && sp >= lo && (sp & 7) == 0) {
+      /* The fast loop: frames whose cache entry is "fast". sp stays
+       * 8-aligned and >= lo (it only grows by multiples of 8), so
+       * cfa <= hi is the one check each frame needs (see cache_fill). */
+      unsigned i = UW_SLOT(pc);
+      while (cache->key[i] == pc) { /* the key compare is a branch, off the load chain */
+        cfa = sp + cache->fast[i].cfa_off;
+        if (cfa > hi) goto done;
+        ra = *(const uintptr_t *)(sp + cache->fast[i].ra_sp) & UW_RA_MASK;
+        if (cache->fast[i].fp_sp != UW_FP_SAME) fp = *(const uintptr_t *)(sp + cache->fast[i].fp_sp);
+        sp = cfa;
+        if (ra == 0 || n == max) goto done;
+        pcs[n++] = pc = ra;
+        i = UW_SLOT(pc);
+      }
+      lr = pc;
+    }
     /* A return address is the instruction after the call: its row may
-     * already be the next function's (a noreturn call ends a function).
-     * The cache is keyed by the return address itself and indexed by its
-     * low bits: one cheap step on the walk's critical path (pc -> row ->
-     * cfa -> next pc), which is what bounds its speed. */
+     * already be the next function's (a noreturn call ends a function). */
     if (first) {
-      row = row_at(set, &t, pc);
-    } else if (cache != NULL) {
-      __typeof__(&cache->e[0]) ce = &cache->e[pc & (STKR__UW_CACHE_SLOTS - 1)];
-      if (ce->pc == pc) {
-        row = ce->row;
-        if (ce->ra_sp != INT16_MIN && sp_known) {
-          /* The fast path: the slots precomputed relative to sp, so the
-           * critical path is pc -> entry -> sp + ra_sp -> next pc. */
-          uintptr_t ra_at = sp + (uintptr_t)(intptr_t)ce->ra_sp;
-          cfa = sp + STKR__UW_CFA_OFF(row);
-          if (cfa > hi || !word_ok(ra_at, lo, hi)) break;
-          ra = *(const uintptr_t *)ra_at;
-          if (ce->fp_sp != INT16_MIN) {
-            addr = sp + (uintptr_t)(intptr_t)ce->fp_sp;
-            if (!word_ok(addr, lo, hi)) break;
-            fp = *(const uintptr_t *)addr;
-          }
-          sp = cfa;
-          goto next;
+      /* The first pc is where the registers were taken: its own row (a
+       * hook's call site: the same few every time, so cached too). */
+      unsigned i = UW_SLOT(pc);
+      if (cache != NULL && cache->key[i] == (pc | UW_FIRST_KEY)) {
+        row = cache->row[i];
+      } else {
+        row = row_at(set, &t, pc);
+        if (cache != NULL) {
+          cache->key[i] = pc | UW_FIRST_KEY;
+          cache->row[i] = row;
         }
+      }
+    } else if (cache != NULL) {
+      unsigned i = UW_SLOT(pc);
+      if (cache->key[i] == (pc | UW_SLOW_KEY)) {
+        row = cache->row[i];
       } else {
         row = row_at(set, &t, pc - 1);
-        cache_fill(ce, pc, row);
+        cache_fill(cache, i, pc, row);
+        if (cache->key[i] == pc) { n--; continue; } /* fast now: take it from the top */
       }
     } else {
       row = row_at(set, &t, pc - 1);
@@ -152,12 +177,12 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       sp = cfa;
       sp_known = true;
     }
-  next:
     ra &= UW_RA_MASK;
     if (ra == 0) break;
     pc = lr = ra;
     first = false;
   }
+done:
   if (fallbacks) *fallbacks = fb;
   return n;
 }
