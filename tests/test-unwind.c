@@ -331,6 +331,7 @@ static void test_hostile_stacks(void **state) {
   uint64_t rng = 12345, pcs[64];
   unsigned round, i;
   uintptr_t text = (uintptr_t)qsort;
+  stkr__uw_cache *cache = calloc(1, sizeof *cache);
   (void)state;
 
   for (round = 0; round < 3000; round++) {
@@ -351,10 +352,15 @@ static void test_hostile_stacks(void **state) {
     r.sp = lo + ((rng >> 8) % WORDS) * 8 - (round % 2);
     r.fp = mem[(rng >> 24) % WORDS];
     r.lr = mem[(rng >> 32) % WORDS];
+    /* Twice with the cache (the second walk takes the fast loop wherever
+     * the first filled it), once without. */
     unsigned n = stkr__unwind_walk(g_set, &r, lo, hi, pcs, 64, NULL);
     assert_true(n >= 1 && n <= 64);
+    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, pcs, 64, NULL), n);
+    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, pcs, 64, NULL), n);
     free(mem);
   }
+  free(cache);
 }
 
 static void test_publish_swaps(void **state) {

@@ -31,6 +31,14 @@
 #define UW_RA_MASK (~(uintptr_t)0)
 #endif
 
+/* The highest plausible user address: a "return address" above it (or 0)
+ * ends the walk. It also keeps the cache's tag bits (62, 63) out of every
+ * pc the cache is asked about. */
+#if defined(__aarch64__)
+#define UW_ADDR_MAX 0x0000FFFFFFFFFFFFull
+#else
+#define UW_ADDR_MAX 0x00FFFFFFFFFFFFFFull /* 57-bit user space (5-level paging) and below */
+#endif
 #define UW_SLOW_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1)) /* no user pc has it */
 #define UW_FIRST_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 2)) /* the row at pc itself */
 #define UW_FP_SAME 0xFFFFu
@@ -108,7 +116,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
         ra = *(const uintptr_t *)(sp + cache->fast[i].ra_sp) & UW_RA_MASK;
         if (cache->fast[i].fp_sp != UW_FP_SAME) fp = *(const uintptr_t *)(sp + cache->fast[i].fp_sp);
         sp = cfa;
-        if (ra == 0 || n == max) goto done;
+        if (ra - 1 >= UW_ADDR_MAX || n == max) goto done; /* 0 or implausible */
         pcs[n++] = pc = ra;
         i = UW_SLOT(pc);
       }
@@ -120,6 +128,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       /* The first pc is where the registers were taken: its own row (a
        * hook's call site: the same few every time, so cached too). */
       unsigned i = UW_SLOT(pc);
+      if (pc > UW_ADDR_MAX) break; /* not code: nothing to look up */
       if (cache != NULL && cache->key[i] == (pc | UW_FIRST_KEY)) {
         row = cache->row[i];
       } else {
@@ -131,12 +140,11 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       }
     } else if (cache != NULL) {
       unsigned i = UW_SLOT(pc);
-      if (cache->key[i] == (pc | UW_SLOW_KEY)) {
-        row = cache->row[i];
+      if (cache->key[i] == (pc | UW_SLOW_KEY) || cache->key[i] == pc) {
+        row = cache->row[i]; /* kept for fast entries too (a frame where the fast loop may not run) */
       } else {
         row = row_at(set, &t, pc - 1);
         cache_fill(cache, i, pc, row);
-        if (cache->key[i] == pc) { n--; continue; } /* fast now: take it from the top */
       }
     } else {
       row = row_at(set, &t, pc - 1);
@@ -178,7 +186,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       sp_known = true;
     }
     ra &= UW_RA_MASK;
-    if (ra == 0) break;
+    if (ra - 1 >= UW_ADDR_MAX) break; /* 0 or implausible */
     pc = lr = ra;
     first = false;
   }

@@ -22,9 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   stkr__uw_src src;
   stkr__uw_table *t = NULL;
   stkr__uw_stats st;
-  stkr__uw_set set;
+  stkr__uw_set set = {0};
   stkr__uw_table *tabs[1];
   uint64_t vaddr = 0, pcs[32];
+  static stkr__uw_cache cache; /* the fast loop too; gen below keeps each input's own */
   uint8_t *copy;
   size_t len;
   uint32_t i;
@@ -63,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tabs[0] = t;
   set.n = 1;
   set.tables = tabs;
+  set.gen = ++cache.gen + 1; /* a new set each input: the cache empties itself */
   for (i = 0; i < t->n && i < 8; i++) {
     uintptr_t lo = (uintptr_t)copy, hi = lo + (len & ~(size_t)7);
     stkr__uw_regs r = {t->base + t->off[i], lo + (i * 8) % (len + 1), lo + 16 * i, vaddr};
@@ -70,6 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if ((uintptr_t)copy % 8 != 0) break;
     n = stkr__unwind_walk(&set, &r, lo, hi, pcs, 32, NULL);
     FZ_CHECK(n >= 1 && n <= 32);
+    /* With the row cache, twice: the same walk, whichever path it takes. */
+    FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, pcs, 32, NULL) == n);
+    FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, pcs, 32, NULL) == n);
   }
   stkr__unwind_table_free(t);
   free(copy);
