@@ -185,7 +185,7 @@ static void emit(uw_rows *r, uint64_t pc, uint32_t row, uint32_t seq) {
 static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) {
   unsigned kind, fp_slot, ra_slot;
 
-  if (cie->signal) return STKR__UW_FALLBACK; /* kernel frame layout: not a CFA row */
+  if (cie->signal) return STKR__UW_SIGNAL; /* the kernel's frame layout: the walk knows it */
   if (s->ra.how == R_UNDEF) return STKR__UW_STOP;
   if (s->cfa_expr) return STKR__UW_FALLBACK;
   if (s->cfa_reg == x->reg_sp) kind = STKR__UW_SP;
@@ -645,6 +645,7 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
   for (i = 0; i < k; i++) {
     off[i] = (uint32_t)(e[i].pc - base);
     idx[i] = (uint16_t)e[i].seq;
+    b->st->rows_signal += e[i].row == STKR__UW_SIGNAL;
   }
   { /* blk[j]: the last row starting at or before block j's first byte */
     size_t j, r = 0;

@@ -27,7 +27,8 @@ extern "C" {
 
 /* ---- one compact row (32 bits) -------------------------------------------
  *  bits 0-1   kind: STKR__UW_SP / _FP (CFA = that register + cfa_off),
- *             _FALLBACK (no row: use the frame-pointer record), _STOP
+ *             _FALLBACK (no row: use the frame-pointer record; with
+ *             cfa_off 1: STKR__UW_SIGNAL), _STOP
  *             (return address undefined: outermost frame)
  *  bits 2-16  cfa_off, bytes (0..32767)
  *  bits 17-24 fp_slot: 0 = the caller's FP is this frame's FP ("same"),
@@ -46,6 +47,11 @@ extern "C" {
 #define STKR__UW_ROW(kind, cfa, fp, ra)                                      \
   ((uint32_t)(kind) | ((uint32_t)(cfa) << 2) | ((uint32_t)(fp) << 17) |      \
    ((uint32_t)(ra) << 25))
+/* A signal trampoline (__restore_rt; its CIE has the 'S' augmentation):
+ * the interrupted registers are in the kernel's ucontext at sp. A
+ * FALLBACK kind with a non-zero field, so a walker that does not know it
+ * falls back to the frame pointer. */
+#define STKR__UW_SIGNAL STKR__UW_ROW(STKR__UW_FALLBACK, 1, 0, 0)
 #define STKR__UW_CFA_MAX 0x7FFFu
 #define STKR__UW_FP_SLOT_MAX 0xFFu
 #define STKR__UW_RA_SLOT_MAX 0x7Fu
@@ -92,8 +98,9 @@ typedef struct stkr__uw_stats {
   uint64_t fdes_bad;         /* refused (malformed, unknown CIE, out of range): no rows */
   uint64_t rows;             /* rows in the table (after merging equal neighbours) */
   uint64_t rows_fallback;    /* rows a compact row cannot express (expressions,
-                                registers other than SP/FP as CFA, big offsets,
-                                signal frames): the walk uses FP there */
+                                registers other than SP/FP as CFA, big offsets):
+                                the walk uses FP there */
+  uint64_t rows_signal;      /* signal trampoline rows (STKR__UW_SIGNAL) */
   uint64_t table_bytes;      /* memory of the table (struct + arrays) */
   uint64_t eh_frame_bytes;   /* the input .eh_frame's size */
 } stkr__uw_stats;

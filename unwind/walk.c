@@ -152,6 +152,26 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
     kind = STKR__UW_KIND(row);
     if (kind == STKR__UW_STOP) break;
     if (kind == STKR__UW_SP && !sp_known) kind = STKR__UW_FALLBACK;
+#if defined(__x86_64__)
+    if (row == STKR__UW_SIGNAL) {
+      /* __restore_rt: sp points at the kernel's ucontext (struct
+       * rt_sigframe after its popped pretcode); the interrupted rbp, rsp
+       * and rip are in uc_mcontext (at +40) at +80, +120, +128
+       * (asm/sigcontext.h). rip is where the thread was, not a return
+       * address: its row is looked up at rip itself. */
+      uintptr_t mc = sp + 40, nsp;
+      if (!word_ok(mc + 80, lo, hi) || !word_ok(mc + 120, lo, hi) || !word_ok(mc + 128, lo, hi))
+        break;
+      nsp = *(const uintptr_t *)(mc + 120);
+      if (nsp <= sp || nsp > hi) break; /* another stack (sigaltstack) or hostile: stop */
+      fp = *(const uintptr_t *)(mc + 80);
+      pc = *(const uintptr_t *)(mc + 128);
+      sp = nsp;
+      if (pc - 1 >= UW_ADDR_MAX) break;
+      first = true;
+      continue;
+    }
+#endif
     if (kind == STKR__UW_FALLBACK) {
       /* The frame-pointer record {caller's fp, return address} at fp. */
       fb++;

@@ -7,6 +7,7 @@
 #include "tests/unwind_fixtures/chain.h"
 
 #include <alloca.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,26 @@ typedef struct uwc_ctx {
 
 static long descend(uwc_ctx *c, int d);
 
+static uwc_ctx *g_sig_ctx; /* a signal handler has no user argument */
+
+static void on_signal(int sig) {
+  (void)sig;
+  g_sig_ctx->leaf(g_sig_ctx->arg);
+  KEEP();
+}
+
 __attribute__((noinline)) static long at_bottom(uwc_ctx *c) {
-  c->leaf(c->arg);
+  if (c->shape & 8) { /* the leaf runs in a handler: through __restore_rt */
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    g_sig_ctx = c;
+    sigaction(SIGUSR2, &sa, &old);
+    raise(SIGUSR2);
+    sigaction(SIGUSR2, &old, NULL);
+  } else {
+    c->leaf(c->arg);
+  }
   KEEP();
   return c->depth;
 }

@@ -15,7 +15,9 @@ typedef void (*uwc_leaf)(void *arg);
 /* Call leaf(arg) under `depth` recursive frames (>= 0). shape picks the
  * frames between (bit 0: an alloca'd frame with an rbp-based CFA; bit 1: a
  * frame that saves every callee-saved register; bit 2: through libc's
- * qsort, the leaf running inside its comparison callback).
+ * qsort, the leaf running inside its comparison callback; bit 3: the leaf
+ * runs in a SIGUSR2 handler, raised at the bottom: through the signal
+ * trampoline, __restore_rt).
  * @return a value computed along the way (keeps the frames from folding). */
 long uwc_run(int depth, unsigned shape, uwc_leaf leaf, void *arg);
 
