@@ -556,8 +556,15 @@ typedef struct uw_pal {
   uint32_t *key; /* row + 1; 0 = empty (STKR__UW_ROW never is 0xFFFFFFFF) */
   uint16_t *val;
   size_t cap, n;
-  uint32_t rows[65536];
+  uint32_t *rows; /* n distinct rows, in index order */
+  size_t rows_cap;
 } uw_pal;
+
+/* Rows differ mostly in their high bits (slots): take the product's high
+ * half, not its low bits, or the probes cluster. */
+static size_t pal_hash(uint32_t key, size_t cap) {
+  return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
 
 static int pal_put(uw_pal *p, uint32_t r, uint16_t *out) {
   size_t i;
@@ -568,7 +575,7 @@ static int pal_put(uw_pal *p, uint32_t r, uint16_t *out) {
     if (key == NULL || val == NULL) { free(key); free(val); return -ENOMEM; }
     for (j = 0; j < p->cap; j++) {
       if (p->key[j] == 0) continue;
-      for (i = (p->key[j] * 0x9E3779B1u) & (cap - 1); key[i]; i = (i + 1) & (cap - 1)) {}
+      for (i = pal_hash(p->key[j], cap); key[i]; i = (i + 1) & (cap - 1)) {}
       key[i] = p->key[j];
       val[i] = p->val[j];
     }
@@ -578,9 +585,10 @@ static int pal_put(uw_pal *p, uint32_t r, uint16_t *out) {
     p->val = val;
     p->cap = cap;
   }
-  for (i = ((r + 1) * 0x9E3779B1u) & (p->cap - 1); p->key[i]; i = (i + 1) & (p->cap - 1))
+  for (i = pal_hash(r + 1, p->cap); p->key[i]; i = (i + 1) & (p->cap - 1))
     if (p->key[i] == r + 1) { *out = p->val[i]; return 0; }
   if (p->n == 65536) return -E2BIG;
+  if (stkr_grow((void **)&p->rows, &p->rows_cap, p->n + 1, sizeof *p->rows) != 0) return -ENOMEM;
   p->key[i] = r + 1;
   p->val[i] = (uint16_t)p->n;
   p->rows[p->n] = r;
@@ -672,6 +680,7 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
 out:
   free(p->key);
   free(p->val);
+  free(p->rows);
   free(p);
   return rc;
 }
