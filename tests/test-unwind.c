@@ -373,10 +373,18 @@ static void test_hostile_stacks(void **state) {
     r.lr = mem[(rng >> 32) % WORDS];
     /* Twice with the cache (the second walk takes the fast loop wherever
      * the first filled it), once without. */
+    uint64_t again[64];
     unsigned n = stkr__unwind_walk(g_set, &r, lo, hi, pcs, 64, NULL);
     assert_true(n >= 1 && n <= 64);
-    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, pcs, 64, NULL), n);
-    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, pcs, 64, NULL), n);
+    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, again, 64, NULL), n);
+    assert_memory_equal(again, pcs, n * sizeof pcs[0]);
+    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, again, 64, NULL), n);
+    assert_memory_equal(again, pcs, n * sizeof pcs[0]);
+    /* The same first pc on a changed stack: the memo must notice. */
+    mem[(rng >> 5) % WORDS] ^= (uintptr_t)1 << ((rng >> 17) % 48);
+    n = stkr__unwind_walk(g_set, &r, lo, hi, pcs, 64, NULL);
+    assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, again, 64, NULL), n);
+    assert_memory_equal(again, pcs, n * sizeof pcs[0]);
     free(mem);
   }
   free(cache);

@@ -649,7 +649,7 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
   off = pal + p->n;
   blk = off + k;
   idx = (uint16_t *)(blk + nb);
-  memcpy(pal, p->rows, p->n * sizeof *pal);
+  if (p->n != 0) memcpy(pal, p->rows, p->n * sizeof *pal); /* no rows: p->rows is NULL */
   for (i = 0; i < k; i++) {
     off[i] = (uint32_t)(e[i].pc - base);
     idx[i] = (uint16_t)e[i].seq;

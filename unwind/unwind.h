@@ -224,10 +224,11 @@ typedef struct stkr__uw_regs {
 
 /* A per-thread cache of rows by return address (what makes unw_backtrace
  * fast too): a direct-mapped array the walk fills, valid for one set (by
- * its gen; emptied when another set is seen). 10 KiB; owned by one thread
+ * its gen; emptied when another set is seen). 13 KiB; owned by one thread
  * (the recorder's per-thread state), never shared. Zero-initialized is
  * empty. Layout private to walk.c. */
 #define STKR__UW_CACHE_SLOTS 512
+#define STKR__UW_MEMO_MAX 128
 typedef struct stkr__uw_cache {
   uint64_t gen;                          /* the set's gen the entries belong to */
   uintptr_t key[STKR__UW_CACHE_SLOTS];   /* a return address; bit 63 set: a "slow" entry; 0: empty */
@@ -235,6 +236,20 @@ typedef struct stkr__uw_cache {
     uint16_t cfa_off, ra_sp, fp_sp, pad; /* fast entries: CFA - sp, slots - sp (fp_sp 0xFFFF: fp stays) */
   } fast[STKR__UW_CACHE_SLOTS];          /* 8 bytes: the walk indexes it with one scaled load */
   uint32_t row[STKR__UW_CACHE_SLOTS];    /* slow entries: the row at key - 1 */
+  /* The last walk's SP-based prefix, relative to its first sp: a walk from
+   * the same first pc checks each saved return address against it with
+   * independent loads (not a chain), see walk.c. */
+  uintptr_t memo_pc0;                    /* 0: no memo */
+  uint32_t memo_n, memo_max_off;
+  uint32_t memo_misses;                  /* walks without a usable memo: one in 64 records a new one */
+  struct {                               /* transition i: frame i -> frame i + 1 (32 bytes) */
+    uint32_t ra_off;                     /* frame i+1's return address slot - first sp */
+    uint32_t sp_off;                     /* frame i+1's sp - first sp */
+    uint32_t fp_src;                     /* where frame i+1's fp was loaded - first sp; ~0: the first fp */
+    uint32_t chk_src;                    /* FP-based: where the fp it used came from; ~1: none */
+    uintptr_t chk_val;                   /* ... and that fp - first sp */
+    uintptr_t pc;                        /* frame i+1's pc */
+  } memo[STKR__UW_MEMO_MAX];
 } stkr__uw_cache;
 
 /* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return

@@ -42,7 +42,7 @@
 #define UW_SLOW_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1)) /* no user pc has it */
 #define UW_FIRST_KEY ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 2)) /* the row at pc itself */
 #define UW_FP_SAME 0xFFFFu
-#define UW_SLOT(pc) ((unsigned)(pc) & (STKR__UW_CACHE_SLOTS - 1))
+#define UW_SLOT(pc) ((unsigned)((pc) ^ ((pc) >> 9)) & (STKR__UW_CACHE_SLOTS - 1))
 
 
 unsigned stkr__unwind_walk(const stkr__uw_set *set, const stkr__uw_regs *regs,
@@ -81,6 +81,76 @@ static void cache_fill(stkr__uw_cache *c, unsigned i, uintptr_t pc, uint32_t row
   c->fast[i].fp_sp = fps ? (uint16_t)(off - 8 * fps) : UW_FP_SAME;
 }
 
+/* ---- the memo: the last walk, relative to its first sp --------------------
+ * A hook is called from a few call sites with the same stacks again and
+ * again. From the same first pc, a transition by an SP-based row is a
+ * function of (pc, sp) alone: the next sp and the return address slot are
+ * fixed offsets from the first sp. A transition by an FP-based row is one
+ * too once the fp it uses is known: the memo keeps where that fp came
+ * from and its value relative to the first sp, and checks it. So if every
+ * remembered slot still holds the remembered value, the walk is, by
+ * induction, the remembered one — and those loads do not depend on each
+ * other, so they overlap instead of forming a chain of dependent loads.
+ * At the first difference the walk goes on normally from the exact state
+ * before it. Every slot lies in [sp0, sp0 + memo_max_off], checked
+ * against [lo, hi) once. */
+#define UW_FP_FIRST 0xFFFFFFFFu
+#define UW_CHK_NONE 0xFFFFFFFEu
+
+/* Append transition *mn (or stop recording when it does not fit). */
+static inline void memo_add(stkr__uw_cache *c, unsigned *mn, bool *rec, uintptr_t sp0,
+                            uintptr_t ra_at, uintptr_t sp, uint32_t fsrc, uint32_t chk_src,
+                            uintptr_t chk_val, uintptr_t ra) {
+  __typeof__(&c->memo[0]) e;
+  if (*mn >= STKR__UW_MEMO_MAX || ra_at < sp0 || sp - sp0 > UINT32_MAX / 2) {
+    *rec = false;
+    return;
+  }
+  e = &c->memo[*mn];
+  e->ra_off = (uint32_t)(ra_at - sp0);
+  e->sp_off = (uint32_t)(sp - sp0);
+  e->fp_src = fsrc;
+  e->chk_src = chk_src;
+  e->chk_val = chk_val;
+  e->pc = ra;
+  (*mn)++;
+}
+
+static void memo_finish(stkr__uw_cache *c, uintptr_t pc0, unsigned mn) {
+  uint32_t m = 0;
+  unsigned i;
+  for (i = 0; i < mn; i++) {
+    if (c->memo[i].ra_off > m) m = c->memo[i].ra_off;
+    if (c->memo[i].fp_src != UW_FP_FIRST && c->memo[i].fp_src > m) m = c->memo[i].fp_src;
+  }
+  c->memo_n = mn;
+  c->memo_max_off = m;
+  c->memo_pc0 = pc0;
+}
+
+/* How many memo transitions still hold on this stack (0: none, or no
+ * memo for this start). pcs[1..j] get their pcs. */
+static unsigned memo_check(const stkr__uw_cache *c, const stkr__uw_regs *regs, uintptr_t lo,
+                           uintptr_t hi, uint64_t *pcs, unsigned max) {
+  uintptr_t sp0 = regs->sp;
+  unsigned k, i;
+
+  if (c->memo_pc0 != regs->pc || c->memo_n == 0 || regs->pc > UW_ADDR_MAX || sp0 < lo ||
+      (sp0 & 7) != 0 || hi < 8 || sp0 > hi - 8 || c->memo_max_off > hi - 8 - sp0)
+    return 0;
+  k = c->memo_n < max - 1 ? c->memo_n : max - 1;
+  for (i = 0; i < k; i++) { /* independent loads: no chain */
+    uint32_t cs = c->memo[i].chk_src;
+    if (cs != UW_CHK_NONE) {
+      uintptr_t f = cs == UW_FP_FIRST ? regs->fp : *(const uintptr_t *)(sp0 + cs);
+      if (f - sp0 != c->memo[i].chk_val) break;
+    }
+    if ((*(const uintptr_t *)(sp0 + c->memo[i].ra_off) & UW_RA_MASK) != c->memo[i].pc) break;
+    pcs[i + 1] = c->memo[i].pc;
+  }
+  return i;
+}
+
 unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
                                   const stkr__uw_regs *regs, uintptr_t lo,
                                   uintptr_t hi, uint64_t *pcs, unsigned max,
@@ -90,14 +160,43 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
   unsigned n = 0, fb = 0;
   bool first = true;
   bool sp_known = true; /* false after an aarch64 FP step: the caller's sp is not fp + 16 there */
+  /* Recording this walk's SP-based prefix into the cache's memo: rec while
+   * it may, mn entries so far, fsrc where the current fp came from. */
+  bool rec = cache != NULL && (regs->sp & 7) == 0; /* offsets stay multiples of 8 */
+  bool rec_any = false;
+  unsigned mn = 0;
+  uint32_t fsrc = UW_FP_FIRST;
+  const uintptr_t sp0 = regs->sp;
 
   if (cache != NULL && (set == NULL || hi > UINTPTR_MAX - 0x10000u)) cache = NULL;
   if (cache != NULL && cache->gen != set->gen) {
     /* Another set: its rows may differ (an image unloaded, another loaded). */
     unsigned i;
     for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->key[i] = 0;
+    cache->memo_pc0 = 0;
     cache->gen = set->gen;
   }
+
+  if (cache != NULL && max >= 2) {
+    unsigned j = memo_check(cache, regs, lo, hi, pcs, max);
+    if (j > 0) { /* go on from the state after transition j (exact) */
+      pc = lr = cache->memo[j - 1].pc;
+      sp = sp0 + cache->memo[j - 1].sp_off;
+      fsrc = cache->memo[j - 1].fp_src;
+      fp = fsrc == UW_FP_FIRST ? regs->fp : *(const uintptr_t *)(sp0 + fsrc);
+      n = j;
+      first = false;
+      if (j == cache->memo_n) rec = false; /* all of it held: keep it as it is */
+      else mn = j;                         /* record on from there */
+    } else if ((++cache->memo_misses & 63) != 0) {
+      /* No memo for this start (or its first slot changed): a recording
+       * walk costs several times a plain one (measured: unwind_cost's
+       * "hybrid rows"), so a stack that changes every time records one
+       * walk in 64, and a repeating one is memoized within 64 walks. */
+      rec = false;
+    }
+  }
+  rec_any = rec;
 
   while (n < max) {
     uintptr_t cfa, ra, addr;
@@ -110,13 +209,20 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
        * 8-aligned and >= lo (it only grows by multiples of 8), so
        * cfa <= hi is the one check each frame needs (see cache_fill). */
       unsigned i = UW_SLOT(pc);
+      uintptr_t ra_at, fp_at;
       while (cache->key[i] == pc) { /* the key compare is a branch, off the load chain */
         cfa = sp + cache->fast[i].cfa_off;
         if (cfa > hi) goto done;
-        ra = *(const uintptr_t *)(sp + cache->fast[i].ra_sp) & UW_RA_MASK;
-        if (cache->fast[i].fp_sp != UW_FP_SAME) fp = *(const uintptr_t *)(sp + cache->fast[i].fp_sp);
+        ra_at = sp + cache->fast[i].ra_sp;
+        ra = *(const uintptr_t *)ra_at & UW_RA_MASK;
+        if (cache->fast[i].fp_sp != UW_FP_SAME) {
+          fp_at = sp + cache->fast[i].fp_sp;
+          fp = *(const uintptr_t *)fp_at;
+          fsrc = (uint32_t)(fp_at - sp0);
+        }
         sp = cfa;
         if (ra - 1 >= UW_ADDR_MAX || n == max) goto done; /* 0 or implausible */
+        if (rec) memo_add(cache, &mn, &rec, sp0, ra_at, sp, fsrc, UW_CHK_NONE, 0, ra);
         pcs[n++] = pc = ra;
         i = UW_SLOT(pc);
       }
@@ -160,6 +266,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
        * (asm/sigcontext.h). rip is where the thread was, not a return
        * address: its row is looked up at rip itself. */
       uintptr_t mc = sp + 40, nsp;
+      rec = false;
       if (!word_ok(mc + 80, lo, hi) || !word_ok(mc + 120, lo, hi) || !word_ok(mc + 128, lo, hi))
         break;
       nsp = *(const uintptr_t *)(mc + 120);
@@ -175,6 +282,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
     if (kind == STKR__UW_FALLBACK) {
       /* The frame-pointer record {caller's fp, return address} at fp. */
       fb++;
+      rec = false;
       if (fp < sp || !word_ok(fp, lo, hi) || !word_ok(fp + 8, lo, hi)) break;
       ra = *(const uintptr_t *)(fp + 8);
       sp = fp + 16;
@@ -187,23 +295,32 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       /* The CFA is the caller's sp: above ours, except in an aarch64 leaf
        * that has not moved sp (CFA = sp, return address still in LR). */
       if (cfa > hi || cfa < sp || (cfa == sp && !first)) break;
+      uintptr_t ra_at = 0;
       slot = STKR__UW_RA_SLOT(row);
+      uint32_t chk_src = kind == STKR__UW_SP ? UW_CHK_NONE : fsrc; /* the fp this CFA used */
+      uintptr_t chk_val = fp - sp0;
       if (slot == 0) {
         if (!first) break; /* LR holds this frame's return address only in the first frame */
         ra = lr;
+        rec = false;
       } else {
-        addr = cfa - 8u * slot;
-        if (!word_ok(addr, lo, hi)) break;
-        ra = *(const uintptr_t *)addr;
+        ra_at = cfa - 8u * slot;
+        if (!word_ok(ra_at, lo, hi)) break;
+        ra = *(const uintptr_t *)ra_at;
       }
       slot = STKR__UW_FP_SLOT(row);
       if (slot != 0) {
         addr = cfa - 8u * slot;
         if (!word_ok(addr, lo, hi)) break;
         fp = *(const uintptr_t *)addr;
+        if (addr < sp0 || addr - sp0 > UINT32_MAX / 2) rec = false;
+        fsrc = (uint32_t)(addr - sp0);
       }
       sp = cfa;
       sp_known = true;
+      ra &= UW_RA_MASK;
+      if (ra - 1 >= UW_ADDR_MAX) break;
+      if (rec) memo_add(cache, &mn, &rec, sp0, ra_at, sp, fsrc, chk_src, chk_val, ra);
     }
     ra &= UW_RA_MASK;
     if (ra - 1 >= UW_ADDR_MAX) break; /* 0 or implausible */
@@ -211,6 +328,7 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
     first = false;
   }
 done:
+  if (cache != NULL && mn != 0 && rec_any) memo_finish(cache, regs->pc, mn);
   if (fallbacks) *fallbacks = fb;
   return n;
 }

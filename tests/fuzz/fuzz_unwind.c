@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   stkr__uw_stats st;
   stkr__uw_set set = {0};
   stkr__uw_table *tabs[1];
-  uint64_t vaddr = 0, pcs[32];
+  uint64_t vaddr = 0, pcs[32], again[32];
   static stkr__uw_cache cache; /* the fast loop too; gen below keeps each input's own */
   uint8_t *copy;
   size_t len;
@@ -72,9 +72,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if ((uintptr_t)copy % 8 != 0) break;
     n = stkr__unwind_walk(&set, &r, lo, hi, pcs, 32, NULL);
     FZ_CHECK(n >= 1 && n <= 32);
-    /* With the row cache, twice: the same walk, whichever path it takes. */
-    FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, pcs, 32, NULL) == n);
-    FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, pcs, 32, NULL) == n);
+    /* With the row cache and memo, twice: the same walk, whichever path
+     * it takes (the memo also sees the other starts of this input). */
+    FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, again, 32, NULL) == n);
+    FZ_CHECK(memcmp(again, pcs, n * sizeof pcs[0]) == 0);
+    FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, again, 32, NULL) == n);
+    FZ_CHECK(memcmp(again, pcs, n * sizeof pcs[0]) == 0);
   }
   stkr__unwind_table_free(t);
   free(copy);

@@ -6,7 +6,10 @@
  *                 captured registers, plus the stack hash (as stkr_event
  *                 would): the chain is built -O2 -fomit-frame-pointer
  *                 (//tests:unwind_chain)
- *                 and this thread's row cache (stkr__uw_cache)
+ *                 and this thread's cache (stkr__uw_cache): here the stack
+ *                 repeats, so its memo of the last walk holds (best case)
+ *   hybrid rows    the same with the memo forgotten before each walk: the
+ *                 row cache only (a stack that changes every time)
  *   hybrid nocache the same without the cache (two binary searches a frame)
  *   unw_backtrace libunwind (UNW_LOCAL_ONLY fast trace), same chain
  *   glibc bt      glibc's backtrace() (libgcc's DWARF unwinder), same chain
@@ -48,9 +51,9 @@ long uwc_run_fp(int depth, unsigned shape, uwc_leaf leaf, void *arg);
 
 #define MAX_PCS 128
 #define BATCH 200
-enum { C_HYBRID, C_NOCACHE, C_UNW, C_GLIBC, C_FP, NC };
-static const char *const cname[NC] = {"hybrid", "hybrid nocache", "unw_backtrace", "glibc bt",
-                                      "fp walk"};
+enum { C_HYBRID, C_ROWS, C_NOCACHE, C_UNW, C_GLIBC, C_FP, NC };
+static const char *const cname[NC] = {"hybrid", "hybrid rows", "hybrid nocache", "unw_backtrace",
+                                      "glibc bt", "fp walk"};
 static stkr__uw_cache g_cache; /* this thread's row cache, as the recorder would keep per thread */
 static const int depths[] = {8, 32, 64};
 #define ND 3
@@ -79,6 +82,19 @@ static __attribute__((noinline)) unsigned do_hybrid(void) {
   uint64_t pcs[MAX_PCS];
   stkr__uw_regs regs;
   unsigned n;
+  uwc_capture(r);
+  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
+  n = stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
+  g_sink = stkr__hash_pcs(pcs, n);
+  return n;
+}
+
+static __attribute__((noinline)) unsigned do_rows(void) {
+  uintptr_t r[4];
+  uint64_t pcs[MAX_PCS];
+  stkr__uw_regs regs;
+  unsigned n;
+  g_cache.memo_pc0 = 0; /* forget the last walk: rows only */
   uwc_capture(r);
   regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
   n = stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
@@ -129,7 +145,8 @@ typedef struct job {
 
 static void leaf(void *arg) {
   job *j = arg;
-  unsigned (*fn)(void) = j->c == C_HYBRID ? do_hybrid : j->c == C_NOCACHE ? do_nocache
+  unsigned (*fn)(void) = j->c == C_HYBRID ? do_hybrid : j->c == C_ROWS ? do_rows
+                       : j->c == C_NOCACHE ? do_nocache
                        : j->c == C_UNW ? do_unw
                        : j->c == C_GLIBC ? do_glibc : do_fp;
   uint64_t t0, t1;
