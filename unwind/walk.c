@@ -151,6 +151,86 @@ static unsigned memo_check(const stkr__uw_cache *c, const stkr__uw_regs *regs, u
   return i;
 }
 
+/* The cache to use for this walk (NULL: none), emptied when it belongs to
+ * another set: its rows may differ (an image unloaded, another loaded). */
+static stkr__uw_cache *cache_sync(stkr__uw_cache *cache, const stkr__uw_set *set, uintptr_t hi) {
+  unsigned i;
+  if (cache == NULL || set == NULL || hi > UINTPTR_MAX - 0x10000u) return NULL;
+  if (cache->gen != set->gen) {
+    for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->key[i] = 0;
+    cache->memo_pc0 = 0;
+    cache->gen = set->gen;
+  }
+  return cache;
+}
+
+/* The row for pc: at pc itself for the first frame (where the registers
+ * were taken: a hook's call site, the same few every time, so cached under
+ * its own tag), else at pc - 1 (a return address is the instruction after
+ * the call: its row may already be the next function's, after a noreturn
+ * call). From the thread's cache when it has it. */
+static inline uint32_t row_lookup(const stkr__uw_set *set, stkr__uw_cache *cache,
+                                  const stkr__uw_table **t, uintptr_t pc, bool first) {
+  unsigned i = UW_SLOT(pc);
+  uint32_t row;
+  if (cache == NULL) return row_at(set, t, first ? pc : pc - 1);
+  if (first) {
+    if (cache->key[i] == (pc | UW_FIRST_KEY)) return cache->row[i];
+    row = row_at(set, t, pc);
+    cache->key[i] = pc | UW_FIRST_KEY;
+    cache->row[i] = row;
+    return row;
+  }
+  if (cache->key[i] == (pc | UW_SLOW_KEY) || cache->key[i] == pc)
+    return cache->row[i]; /* kept for fast entries too (a frame where the fast loop may not run) */
+  row = row_at(set, t, pc - 1);
+  cache_fill(cache, i, pc, row);
+  return row;
+}
+
+#if defined(__x86_64__)
+/* __restore_rt: sp points at the kernel's ucontext (struct rt_sigframe
+ * after its popped pretcode); the interrupted rbp, rsp and rip are in
+ * uc_mcontext (at +40) at +80, +120, +128 (asm/sigcontext.h). The
+ * interrupted rsp must lie above on the same stack (a sigaltstack handler
+ * or a hostile frame ends the walk). @return false to stop. */
+static bool signal_step(uintptr_t *pc, uintptr_t *sp, uintptr_t *fp, uintptr_t lo, uintptr_t hi) {
+  uintptr_t mc = *sp + 40, nsp;
+  if (!word_ok(mc + 80, lo, hi) || !word_ok(mc + 120, lo, hi) || !word_ok(mc + 128, lo, hi))
+    return false;
+  nsp = *(const uintptr_t *)(mc + 120);
+  if (nsp <= *sp || nsp > hi) return false;
+  *fp = *(const uintptr_t *)(mc + 80);
+  *pc = *(const uintptr_t *)(mc + 128);
+  *sp = nsp;
+  return *pc - 1 < UW_ADDR_MAX;
+}
+#endif
+
+/* Use the memo for this walk if it holds (sets the state after the last
+ * transition that held: *pc, *sp, *fp, *n; @return true), and decide
+ * whether this walk records: from where the memo stopped holding, or, with
+ * no memo for this start, one walk in 64 (a recording walk costs several
+ * times a plain one, measured by unwind_cost's "hybrid rows"; a repeating
+ * stack is memoized within 64 walks). */
+static bool memo_start(stkr__uw_cache *c, const stkr__uw_regs *regs, uintptr_t lo, uintptr_t hi,
+                       uint64_t *pcs, unsigned max, uintptr_t *pc, uintptr_t *sp, uintptr_t *fp,
+                       unsigned *n, unsigned *mn, uint32_t *fsrc, bool *rec) {
+  unsigned j = memo_check(c, regs, lo, hi, pcs, max);
+  if (j == 0) {
+    if ((++c->memo_misses & 63) != 0) *rec = false;
+    return false;
+  }
+  *pc = c->memo[j - 1].pc; /* the exact state after transition j */
+  *sp = regs->sp + c->memo[j - 1].sp_off;
+  *fsrc = c->memo[j - 1].fp_src;
+  *fp = *fsrc == UW_FP_FIRST ? regs->fp : *(const uintptr_t *)(regs->sp + *fsrc);
+  *n = j;
+  if (j == c->memo_n) *rec = false; /* all of it held: keep it as it is */
+  else *mn = j;                     /* record on from there */
+  return true;
+}
+
 unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
                                   const stkr__uw_regs *regs, uintptr_t lo,
                                   uintptr_t hi, uint64_t *pcs, unsigned max,
@@ -168,33 +248,12 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
   uint32_t fsrc = UW_FP_FIRST;
   const uintptr_t sp0 = regs->sp;
 
-  if (cache != NULL && (set == NULL || hi > UINTPTR_MAX - 0x10000u)) cache = NULL;
-  if (cache != NULL && cache->gen != set->gen) {
-    /* Another set: its rows may differ (an image unloaded, another loaded). */
-    unsigned i;
-    for (i = 0; i < STKR__UW_CACHE_SLOTS; i++) cache->key[i] = 0;
-    cache->memo_pc0 = 0;
-    cache->gen = set->gen;
-  }
+  cache = cache_sync(cache, set, hi);
 
-  if (cache != NULL && max >= 2) {
-    unsigned j = memo_check(cache, regs, lo, hi, pcs, max);
-    if (j > 0) { /* go on from the state after transition j (exact) */
-      pc = lr = cache->memo[j - 1].pc;
-      sp = sp0 + cache->memo[j - 1].sp_off;
-      fsrc = cache->memo[j - 1].fp_src;
-      fp = fsrc == UW_FP_FIRST ? regs->fp : *(const uintptr_t *)(sp0 + fsrc);
-      n = j;
-      first = false;
-      if (j == cache->memo_n) rec = false; /* all of it held: keep it as it is */
-      else mn = j;                         /* record on from there */
-    } else if ((++cache->memo_misses & 63) != 0) {
-      /* No memo for this start (or its first slot changed): a recording
-       * walk costs several times a plain one (measured: unwind_cost's
-       * "hybrid rows"), so a stack that changes every time records one
-       * walk in 64, and a repeating one is memoized within 64 walks. */
-      rec = false;
-    }
+  if (cache != NULL && max >= 2 &&
+      memo_start(cache, regs, lo, hi, pcs, max, &pc, &sp, &fp, &n, &mn, &fsrc, &rec)) {
+    first = false;
+    lr = pc;
   }
   rec_any = rec;
 
@@ -228,54 +287,16 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
       }
       lr = pc;
     }
-    /* A return address is the instruction after the call: its row may
-     * already be the next function's (a noreturn call ends a function). */
-    if (first) {
-      /* The first pc is where the registers were taken: its own row (a
-       * hook's call site: the same few every time, so cached too). */
-      unsigned i = UW_SLOT(pc);
-      if (pc > UW_ADDR_MAX) break; /* not code: nothing to look up */
-      if (cache != NULL && cache->key[i] == (pc | UW_FIRST_KEY)) {
-        row = cache->row[i];
-      } else {
-        row = row_at(set, &t, pc);
-        if (cache != NULL) {
-          cache->key[i] = pc | UW_FIRST_KEY;
-          cache->row[i] = row;
-        }
-      }
-    } else if (cache != NULL) {
-      unsigned i = UW_SLOT(pc);
-      if (cache->key[i] == (pc | UW_SLOW_KEY) || cache->key[i] == pc) {
-        row = cache->row[i]; /* kept for fast entries too (a frame where the fast loop may not run) */
-      } else {
-        row = row_at(set, &t, pc - 1);
-        cache_fill(cache, i, pc, row);
-      }
-    } else {
-      row = row_at(set, &t, pc - 1);
-    }
+    if (first && pc > UW_ADDR_MAX) break; /* not code: nothing to look up */
+    row = row_lookup(set, cache, &t, pc, first);
     kind = STKR__UW_KIND(row);
     if (kind == STKR__UW_STOP) break;
     if (kind == STKR__UW_SP && !sp_known) kind = STKR__UW_FALLBACK;
 #if defined(__x86_64__)
     if (row == STKR__UW_SIGNAL) {
-      /* __restore_rt: sp points at the kernel's ucontext (struct
-       * rt_sigframe after its popped pretcode); the interrupted rbp, rsp
-       * and rip are in uc_mcontext (at +40) at +80, +120, +128
-       * (asm/sigcontext.h). rip is where the thread was, not a return
-       * address: its row is looked up at rip itself. */
-      uintptr_t mc = sp + 40, nsp;
       rec = false;
-      if (!word_ok(mc + 80, lo, hi) || !word_ok(mc + 120, lo, hi) || !word_ok(mc + 128, lo, hi))
-        break;
-      nsp = *(const uintptr_t *)(mc + 120);
-      if (nsp <= sp || nsp > hi) break; /* another stack (sigaltstack) or hostile: stop */
-      fp = *(const uintptr_t *)(mc + 80);
-      pc = *(const uintptr_t *)(mc + 128);
-      sp = nsp;
-      if (pc - 1 >= UW_ADDR_MAX) break;
-      first = true;
+      if (!signal_step(&pc, &sp, &fp, lo, hi)) break;
+      first = true; /* rip is where the thread was, not a return address */
       continue;
     }
 #endif
