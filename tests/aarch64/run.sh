@@ -13,7 +13,8 @@
 # whole product end to end: known call chains on threads read back with
 # their exact PCs), async-walk (Swift async context chains, with extended
 # frame records made by clang-14 for aarch64), sample and watchdog
-# (another thread's stack from the aarch64 ucontext). Fork-follow cases are skipped under qemu-user, which
+# (another thread's stack from the aarch64 ucontext), unwind (compact unwind
+# tables and the hybrid walk against glibc's backtrace()). Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
@@ -107,8 +108,15 @@ for t in sample watchdog; do
     "${product[@]}" || fails=$((fails + 1))
 done
 
+# Compact unwind tables (unwind/): the oracle chain built without frame
+# pointers, glibc's backtrace() as the oracle (no libunwind for arm64 here).
+"$cc" "${cflags[@]}" -O2 -fomit-frame-pointer -c tests/unwind_fixtures/chain.c \
+  -o "$out/uw_chain.o" || fails=$((fails + 1))
+build unwind -DUWT_ORACLE_GLIBC tests/test-unwind.c unwind/*.c "$out/uw_chain.o" \
+  -lcmocka -lpthread -ldl || fails=$((fails + 1))
+
 for t in walk ring event hostile format reader damage hostile-files record flush async-walk \
-    sample watchdog; do
+    sample watchdog unwind; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"

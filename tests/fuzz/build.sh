@@ -4,7 +4,7 @@
 # tools/stackrec/ for the CLI target), instrumented for coverage, with ASan
 # and UBSan.
 #
-#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,macho,symcache,ring}
+#   tests/fuzz/build.sh            -> $STKR_FUZZ_OUT/bin/fuzz_{frames,batch,cli,macho,symcache,ring,unwind}
 #
 # STKR_FUZZ_OUT defaults to /tmp/stackrec-fuzz. Needs clang-14 and
 # libclang-rt-14-dev (libFuzzer), protobuf-c-compiler, libzstd-dev,
@@ -85,5 +85,14 @@ for t in frames batch cli macho symcache ring; do
   "$cc" "${cflags[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$t.c" \
     "${lib[@]}" "${extra[@]}" -lzstd -lprotobuf-c -o "$out/bin/fuzz_$t" || status=1
 done
+# The unwind table builder and walk (unwind/, libc only).
+uw=()
+for src in unwind/build.c unwind/image.c unwind/walk.c; do
+  obj="$out/obj/uw_$(basename "${src%.c}").o"
+  "$cc" "${cflags[@]}" -c "$src" -o "$obj" || exit 1
+  uw+=("$obj")
+done
+"$cc" "${cflags[@]}" -fsanitize=fuzzer tests/fuzz/fuzz_unwind.c "${uw[@]}" \
+  -o "$out/bin/fuzz_unwind" || status=1
 echo "fuzz targets in $out/bin: $(cd "$out/bin" && echo fuzz_*)"
 exit $status

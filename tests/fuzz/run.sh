@@ -2,7 +2,7 @@
 # Build the fuzz targets and run each for a while (CI: a short run; long
 # runs: the same command with more seconds).
 #
-#   tests/fuzz/run.sh [--seconds N] [--jobs J] [TARGET...]   (frames batch cli macho symcache ring)
+#   tests/fuzz/run.sh [--seconds N] [--jobs J] [TARGET...]   (frames batch cli macho symcache ring unwind)
 #
 # Each target starts from the committed seeds (tests/fuzz/corpus/TARGET, read
 # only) plus its working corpus $STKR_FUZZ_OUT/corpus/TARGET, which keeps
@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -eq 0 ] && targets=(frames batch cli macho symcache ring)
+[ ${#targets[@]} -eq 0 ] && targets=(frames batch cli macho symcache ring unwind)
 out=${STKR_FUZZ_OUT:-/tmp/stackrec-fuzz}
 
 mkdir -p "$out"

@@ -1,0 +1,752 @@
+/*
+ * build.c: .eh_frame (CIEs, FDEs, CFA programs) -> a compact sorted table.
+ *
+ * Runs on the flush worker (or at start-up), never on the hot path: it may
+ * allocate. Its input is untrusted — another image's memory, a file, fuzzer
+ * bytes — so every read goes through a cursor that checks the end first,
+ * every loop consumes at least one byte of a bounded buffer, and memory is
+ * bounded by a constant times the input size. What a 32-bit row cannot say
+ * becomes a FALLBACK row (counted): the walk then uses the frame-pointer
+ * record for that frame.
+ *
+ * Only what the walk needs is tracked: the CFA rule, the return address's
+ * rule and the frame pointer's rule (the walk needs the caller's FP only
+ * to evaluate a caller's CFA = FP + off). Rules for other registers are
+ * parsed (to skip their operands) and dropped; that is why consecutive
+ * rows that differ only in, say, where rbx is saved merge into one.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stkr_grow.h"
+#include "unwind/unwind.h"
+
+/* ---- bounds-checked reads ------------------------------------------------ */
+typedef struct uw_cur {
+  const uint8_t *p, *end;
+} uw_cur;
+
+static bool rd_u8(uw_cur *c, uint8_t *v) {
+  if (c->p >= c->end) return false;
+  *v = *c->p++;
+  return true;
+}
+
+static bool rd_n(uw_cur *c, unsigned n, uint64_t *v) { /* little endian */
+  uint64_t x = 0;
+  unsigned i;
+  if ((size_t)(c->end - c->p) < n) return false;
+  for (i = 0; i < n; i++) x |= (uint64_t)c->p[i] << (8 * i);
+  c->p += n;
+  *v = x;
+  return true;
+}
+
+static bool rd_uleb(uw_cur *c, uint64_t *v) {
+  uint64_t x = 0;
+  unsigned shift = 0;
+  uint8_t b;
+  do {
+    if (!rd_u8(c, &b)) return false;
+    if (shift < 64) x |= (uint64_t)(b & 0x7f) << shift;
+    shift += 7;
+  } while (b & 0x80);
+  *v = x;
+  return true;
+}
+
+static bool rd_sleb(uw_cur *c, int64_t *v) {
+  uint64_t x = 0;
+  unsigned shift = 0;
+  uint8_t b;
+  do {
+    if (!rd_u8(c, &b)) return false;
+    if (shift < 64) x |= (uint64_t)(b & 0x7f) << shift;
+    shift += 7;
+  } while (b & 0x80);
+  if (shift < 64 && (b & 0x40)) x |= ~(uint64_t)0 << shift;
+  *v = (int64_t)x;
+  return true;
+}
+
+static bool skip(uw_cur *c, uint64_t n) {
+  if ((uint64_t)(c->end - c->p) < n) return false;
+  c->p += n;
+  return true;
+}
+
+/* ---- DW_EH_PE pointer encodings ------------------------------------------ */
+#define PE_OMIT 0xff
+#define PE_INDIRECT 0x80
+
+typedef struct uw_ctx {
+  const stkr__uw_src *src;
+  unsigned reg_sp, reg_fp;
+} uw_ctx;
+
+/* Decode one encoded pointer at c. pcrel is relative to the field's own
+ * address in the image; datarel to src->data_base. textrel/funcrel/aligned
+ * and indirect are refused (never emitted for FDE addresses by GNU tools;
+ * indirect would mean loading through an input pointer). */
+static bool rd_enc(const uw_ctx *x, uw_cur *c, uint8_t enc, uint64_t *v) {
+  uint64_t field = x->src->eh_frame_vaddr + (uint64_t)(c->p - x->src->eh_frame);
+  uint64_t u;
+  int64_t s;
+
+  if (enc == PE_OMIT) return false;
+  switch (enc & 0x0f) {
+  case 0x00: if (!rd_n(c, 8, &u)) return false; break;
+  case 0x01: if (!rd_uleb(c, &u)) return false; break;
+  case 0x02: if (!rd_n(c, 2, &u)) return false; break;
+  case 0x03: if (!rd_n(c, 4, &u)) return false; break;
+  case 0x04: if (!rd_n(c, 8, &u)) return false; break;
+  case 0x09: if (!rd_sleb(c, &s)) return false; u = (uint64_t)s; break;
+  case 0x0a: if (!rd_n(c, 2, &u)) return false; u = (uint64_t)(int64_t)(int16_t)u; break;
+  case 0x0b: if (!rd_n(c, 4, &u)) return false; u = (uint64_t)(int64_t)(int32_t)u; break;
+  case 0x0c: if (!rd_n(c, 8, &u)) return false; break;
+  default: return false;
+  }
+  if (enc & PE_INDIRECT) return false;
+  switch (enc & 0x70) {
+  case 0x00: break;
+  case 0x10: u += field; break;
+  case 0x30: if (x->src->data_base == 0) return false; u += x->src->data_base; break;
+  default: return false;
+  }
+  *v = u;
+  return true;
+}
+
+/* Skip an encoded value (personality pointer): its size only. */
+static bool skip_enc(const uw_ctx *x, uw_cur *c, uint8_t enc) {
+  uint64_t v;
+  return rd_enc(x, c, (uint8_t)(enc & 0x7f & ~0x70), &v); /* format only */
+}
+
+/* ---- CFA state ------------------------------------------------------------ */
+enum { R_SAME = 0, R_UNDEF, R_OFFSET, R_OTHER };
+typedef struct uw_rule {
+  uint8_t how;
+  int64_t off; /* R_OFFSET: saved at CFA + off */
+} uw_rule;
+
+typedef struct uw_state {
+  bool cfa_expr;    /* DW_CFA_def_cfa_expression: not expressible */
+  uint64_t cfa_reg;
+  int64_t cfa_off;
+  uw_rule ra, fp;
+} uw_state;
+
+typedef struct uw_cie {
+  uint64_t off; /* offset in .eh_frame, the cache key (+1; 0 = empty) */
+  bool ok, signal;
+  uint8_t fde_enc, lsda_enc;
+  bool has_z;
+  uint64_t code_align;
+  int64_t data_align;
+  uint64_t ra_reg;
+  const uint8_t *insns, *insns_end;
+  uw_state init; /* after the initial instructions */
+} uw_cie;
+
+#define UW_STACK_MAX 16 /* remember_state depth; deeper is refused */
+
+/* ---- rows ------------------------------------------------------------------ */
+#define ROW_END 0xFFFFFFFFu /* an FDE's end: FALLBACK unless a row starts there */
+
+typedef struct uw_ent {
+  uint64_t pc;
+  uint32_t row;
+  uint32_t seq; /* FDE number: keeps one FDE's rows together */
+} uw_ent;
+
+typedef struct uw_rows {
+  uw_ent *e;
+  size_t n, cap;
+  int err;
+} uw_rows;
+
+static void emit(uw_rows *r, uint64_t pc, uint32_t row, uint32_t seq) {
+  if (r->err) return;
+  if (r->n && r->e[r->n - 1].seq == seq) {
+    if (r->e[r->n - 1].pc == pc) { r->e[r->n - 1].row = row; return; }
+    if (r->e[r->n - 1].row == row) return; /* no change the walk can see */
+  }
+  if (stkr_grow((void **)&r->e, &r->cap, r->n + 1, sizeof *r->e) != 0) {
+    r->err = -ENOMEM;
+    return;
+  }
+  r->e[r->n++] = (uw_ent){pc, row, seq};
+}
+
+/* The compact row for a state, or FALLBACK (counted by the caller). */
+static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) {
+  unsigned kind, fp_slot, ra_slot;
+
+  if (cie->signal) return STKR__UW_SIGNAL; /* the kernel's frame layout: the walk knows it */
+  if (s->ra.how == R_UNDEF) return STKR__UW_STOP;
+  if (s->cfa_expr) return STKR__UW_FALLBACK;
+  if (s->cfa_reg == x->reg_sp) kind = STKR__UW_SP;
+  else if (s->cfa_reg == x->reg_fp) kind = STKR__UW_FP;
+  else return STKR__UW_FALLBACK;
+  if (s->cfa_off < 0 || s->cfa_off > (int64_t)STKR__UW_CFA_MAX) return STKR__UW_FALLBACK;
+
+  if (s->ra.how == R_SAME) {
+    if (x->src->arch != STKR__UW_AARCH64) return STKR__UW_FALLBACK;
+    ra_slot = 0; /* still in LR */
+  } else if (s->ra.how == R_OFFSET && s->ra.off < 0 && s->ra.off >= -8 * (int64_t)STKR__UW_RA_SLOT_MAX &&
+             (s->ra.off & 7) == 0 &&
+             -s->ra.off / 8 <= (int64_t)STKR__UW_RA_SLOT_MAX) {
+    ra_slot = (unsigned)(-s->ra.off / 8);
+  } else {
+    return STKR__UW_FALLBACK;
+  }
+  if (s->fp.how == R_SAME || s->fp.how == R_UNDEF) {
+    fp_slot = 0;
+  } else if (s->fp.how == R_OFFSET && s->fp.off < 0 && s->fp.off >= -8 * (int64_t)STKR__UW_FP_SLOT_MAX &&
+             (s->fp.off & 7) == 0 &&
+             -s->fp.off / 8 <= (int64_t)STKR__UW_FP_SLOT_MAX) {
+    fp_slot = (unsigned)(-s->fp.off / 8);
+  } else {
+    return STKR__UW_FALLBACK;
+  }
+  return STKR__UW_ROW(kind, (unsigned)s->cfa_off, fp_slot, ra_slot);
+}
+
+static uw_rule *tracked(const uw_ctx *x, const uw_cie *cie, uw_state *s, uint64_t reg) {
+  if (reg == cie->ra_reg) return &s->ra;
+  if (reg == x->reg_fp) return &s->fp;
+  return NULL;
+}
+
+/* v * align without overflow (hostile operands): a product that does not
+ * fit gives INT64_MIN, which no row can express (-> FALLBACK). */
+static int64_t scaled(int64_t v, int64_t align) {
+  int64_t r;
+  return __builtin_mul_overflow(v, align, &r) ? INT64_MIN : r;
+}
+
+/* A tracked register's rule after the CIE's initial instructions
+ * (DW_CFA_restore). */
+static uw_rule init_rule(const uw_ctx *x, const uw_cie *cie, uint64_t reg) {
+  return reg == cie->ra_reg ? cie->init.ra : reg == x->reg_fp ? cie->init.fp : (uw_rule){R_SAME, 0};
+}
+
+/* Run a CFA program over [c->p, c->end). With rows == NULL (a CIE's
+ * initial instructions) no location may advance. Returns false on
+ * malformed or unsupported input: the caller turns the rest of the FDE's
+ * range into FALLBACK. *loc is where the current state starts. */
+static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
+                    uint64_t *loc, uint64_t end, uw_rows *rows, uint32_t seq,
+                    uint64_t *fallback_rows) {
+  uw_state stack[UW_STACK_MAX];
+  unsigned depth = 0;
+
+  while (c->p < c->end) {
+    uint8_t op, hi, lo6;
+    uint64_t a = 0, b = 0, adv = 0;
+    int64_t sa = 0;
+    uw_rule *r;
+    bool advance = false;
+
+    if (!rd_u8(c, &op)) return false;
+    hi = op & 0xc0;
+    lo6 = op & 0x3f;
+    if (hi == 0x40) {
+      adv = lo6; advance = true;
+    } else if (hi == 0x80) { /* offset */
+      if (!rd_uleb(c, &a)) return false;
+      if ((r = tracked(x, cie, s, lo6)) != NULL)
+        *r = (uw_rule){R_OFFSET, scaled((int64_t)a, cie->data_align)};
+    } else if (hi == 0xc0) { /* restore */
+      if ((r = tracked(x, cie, s, lo6)) != NULL)
+        *r = init_rule(x, cie, lo6);
+    } else {
+      switch (op) {
+      case 0x00: break; /* nop */
+      case 0x01: /* set_loc */
+        if (!rd_enc(x, c, cie->fde_enc, &a) || rows == NULL || a < *loc ||
+            cie->code_align != 1)
+          return false;
+        adv = a - *loc;
+        advance = true;
+        break;
+      case 0x02: if (!rd_n(c, 1, &adv)) return false; advance = true; break;
+      case 0x03: if (!rd_n(c, 2, &adv)) return false; advance = true; break;
+      case 0x04: if (!rd_n(c, 4, &adv)) return false; advance = true; break;
+      case 0x05: /* offset_extended */
+        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, cie->data_align)};
+        break;
+      case 0x06: /* restore_extended */
+        if (!rd_uleb(c, &a)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = init_rule(x, cie, a);
+        break;
+      case 0x07: /* undefined */
+        if (!rd_uleb(c, &a)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_UNDEF, 0};
+        break;
+      case 0x08: /* same_value */
+        if (!rd_uleb(c, &a)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_SAME, 0};
+        break;
+      case 0x09: /* register */
+        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL)
+          *r = (a == b) ? (uw_rule){R_SAME, 0} : (uw_rule){R_OTHER, 0};
+        break;
+      case 0x0a: /* remember_state */
+        if (depth == UW_STACK_MAX) return false;
+        stack[depth++] = *s;
+        break;
+      case 0x0b: /* restore_state: the CFA stays (DWARF 5 6.4.2.4 keeps it too in GNU practice) */
+        if (depth == 0) return false;
+        *s = stack[--depth];
+        break;
+      case 0x0c: /* def_cfa */
+        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
+        s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = (int64_t)b;
+        break;
+      case 0x0d: /* def_cfa_register */
+        if (!rd_uleb(c, &a)) return false;
+        s->cfa_reg = a;
+        break;
+      case 0x0e: /* def_cfa_offset */
+        if (!rd_uleb(c, &a)) return false;
+        s->cfa_off = (int64_t)a;
+        break;
+      case 0x0f: /* def_cfa_expression */
+        if (!rd_uleb(c, &a) || !skip(c, a)) return false;
+        s->cfa_expr = true;
+        break;
+      case 0x10: case 0x16: /* expression, val_expression */
+        if (!rd_uleb(c, &a) || !rd_uleb(c, &b) || !skip(c, b)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OTHER, 0};
+        break;
+      case 0x11: /* offset_extended_sf */
+        if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled(sa, cie->data_align)};
+        break;
+      case 0x12: /* def_cfa_sf */
+        if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return false;
+        s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = scaled(sa, cie->data_align);
+        break;
+      case 0x13: /* def_cfa_offset_sf */
+        if (!rd_sleb(c, &sa)) return false;
+        s->cfa_off = scaled(sa, cie->data_align);
+        break;
+      case 0x14: case 0x15: /* val_offset(_sf): the register's value, not a slot */
+        if (!rd_uleb(c, &a)) return false;
+        if (op == 0x14 ? !rd_uleb(c, &b) : !rd_sleb(c, &sa)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OTHER, 0};
+        break;
+      case 0x2d: /* GNU_window_save; on aarch64 negate_ra_state (PAC): the walk strips */
+        break;
+      case 0x2e: /* GNU_args_size */
+        if (!rd_uleb(c, &a)) return false;
+        break;
+      case 0x2f: /* GNU_negative_offset_extended */
+        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
+        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, -cie->data_align)};
+        break;
+      default:
+        return false;
+      }
+    }
+    if (advance) {
+      uint64_t next;
+      uint32_t row;
+      if (rows == NULL) return false; /* a CIE's initial instructions do not advance */
+      if (cie->code_align && adv > (UINT64_MAX - *loc) / cie->code_align) return false;
+      next = *loc + adv * cie->code_align;
+      if (next == *loc) continue;
+      row = make_row(x, cie, s);
+      if (row == STKR__UW_FALLBACK) (*fallback_rows)++;
+      emit(rows, *loc, row, seq);
+      if (next >= end) { *loc = end; return true; }
+      *loc = next;
+    }
+  }
+  return true;
+}
+
+/* Parse the CIE at eh[off..] (off points at its length field). */
+static bool parse_cie(const uw_ctx *x, uint64_t off, uw_cie *cie) {
+  const uint8_t *eh = x->src->eh_frame;
+  uw_cur c = {eh + off, eh + x->src->eh_frame_len};
+  uint64_t len, id, v;
+  uint8_t version, ch;
+  const uint8_t *aug;
+  size_t aug_len = 0;
+  uw_cur augc;
+  uint64_t loc = 0, fb = 0;
+
+  memset(cie, 0, sizeof *cie);
+  cie->off = off + 1;
+  cie->fde_enc = 0; /* absptr */
+  cie->lsda_enc = PE_OMIT;
+  if (!rd_n(&c, 4, &len) || len == 0 || len == 0xffffffffu) return false; /* 64-bit CFI: not produced for ELF64 by GNU tools */
+  if (len > (uint64_t)(c.end - c.p)) return false;
+  c.end = c.p + len;
+  if (!rd_n(&c, 4, &id) || id != 0) return false;
+  if (!rd_u8(&c, &version) || (version != 1 && version != 3 && version != 4)) return false;
+  aug = c.p;
+  while (aug_len < 16 && aug + aug_len < c.end && aug[aug_len] != 0) aug_len++;
+  if (aug + aug_len >= c.end || aug[aug_len] != 0) return false;
+  c.p = aug + aug_len + 1;
+  if (aug_len >= 2 && aug[0] == 'e' && aug[1] == 'h') return false; /* ancient GCC: unsupported */
+  if (version == 4) { /* address_size, segment_selector_size */
+    uint64_t asz, ssz;
+    if (!rd_n(&c, 1, &asz) || !rd_n(&c, 1, &ssz) || asz != 8 || ssz != 0) return false;
+  }
+  if (!rd_uleb(&c, &cie->code_align) || !rd_sleb(&c, &cie->data_align)) return false;
+  if (cie->code_align == 0 || cie->code_align > 64) return false;
+  if (cie->data_align < -256 || cie->data_align > 256) return false;
+  if (version == 1) {
+    if (!rd_n(&c, 1, &cie->ra_reg)) return false;
+  } else if (!rd_uleb(&c, &cie->ra_reg)) {
+    return false;
+  }
+  if (aug_len > 0) {
+    if (aug[0] != 'z') return false; /* unknown data layout without 'z' */
+    cie->has_z = true;
+    if (!rd_uleb(&c, &v) || v > (uint64_t)(c.end - c.p)) return false;
+    augc = (uw_cur){c.p, c.p + v};
+    c.p += v;
+    for (size_t i = 1; i < aug_len; i++) {
+      ch = aug[i];
+      if (ch == 'R') {
+        if (!rd_u8(&augc, &cie->fde_enc)) return false;
+      } else if (ch == 'L') {
+        if (!rd_u8(&augc, &cie->lsda_enc)) return false;
+      } else if (ch == 'P') {
+        uint8_t penc;
+        if (!rd_u8(&augc, &penc) || !skip_enc(x, &augc, penc)) return false;
+      } else if (ch == 'S') {
+        cie->signal = true;
+      } else if (ch == 'B' || ch == 'G') {
+        /* aarch64 BTI key B / MTE tagged frames: nothing for the table */
+      } else {
+        break; /* 'z' says the rest of the data can be skipped */
+      }
+    }
+  }
+  cie->insns = c.p;
+  cie->insns_end = c.end;
+  /* Initial rules: CFA undefined until defined, RA and FP "same". */
+  cie->init.cfa_reg = UINT64_MAX;
+  uw_cur ic = {cie->insns, cie->insns_end};
+  if (!run_cfa(x, cie, &ic, &cie->init, &loc, 0, NULL, 0, &fb)) return false;
+  cie->ok = true;
+  return true;
+}
+
+/* Build-wide state. */
+#define CIE_CACHE 32
+typedef struct uw_build {
+  uw_ctx x;
+  uw_cie cies[CIE_CACHE];
+  uw_rows rows;
+  stkr__uw_stats *st;
+} uw_build;
+
+static const uw_cie *get_cie(uw_build *b, uint64_t off) {
+  uw_cie *slot = &b->cies[(off >> 3) % CIE_CACHE];
+  if (slot->off == off + 1) return slot->ok ? slot : NULL;
+  if (parse_cie(&b->x, off, slot)) { b->st->cies++; return slot; }
+  slot->ok = false;
+  return NULL;
+}
+
+/* One FDE whose length field is at eh[off], body [body, end). */
+static void do_fde(uw_build *b, uint64_t off, const uint8_t *body, const uint8_t *end,
+                   uint64_t cie_ptr, uint32_t seq) {
+  uint64_t cie_off, pc0, range, loc, v;
+  const uw_cie *cie;
+  uw_cur c = {body, end};
+  uw_state s;
+
+  b->st->fdes++;
+  /* The CIE pointer is the distance back from the field itself (off + 4). */
+  if (cie_ptr > off + 4) { b->st->fdes_bad++; return; }
+  cie_off = off + 4 - cie_ptr;
+  if ((cie = get_cie(b, cie_off)) == NULL) { b->st->fdes_bad++; return; }
+  if (!rd_enc(&b->x, &c, cie->fde_enc, &pc0) ||
+      !rd_enc(&b->x, &c, (uint8_t)(cie->fde_enc & 0x0f), &range)) {
+    b->st->fdes_bad++;
+    return;
+  }
+  if (cie->has_z && (!rd_uleb(&c, &v) || !skip(&c, v))) { b->st->fdes_bad++; return; }
+  /* Discarded sections leave FDEs at 0; a range beyond 4 GiB from the
+   * table's base cannot be stored. Both are refused, not guessed. */
+  if (pc0 == 0 || range == 0 || range > UINT32_MAX || pc0 < b->x.src->base ||
+      pc0 - b->x.src->base > UINT32_MAX - range) {
+    b->st->fdes_bad++;
+    return;
+  }
+  s = cie->init;
+  loc = pc0;
+  if (!run_cfa(&b->x, cie, &c, &s, &loc, pc0 + range, &b->rows, seq, &b->st->rows_fallback)) {
+    emit(&b->rows, loc, STKR__UW_FALLBACK, seq); /* the rest of the range: FP */
+    b->st->rows_fallback++;
+  } else if (loc < pc0 + range) {
+    uint32_t row = make_row(&b->x, cie, &s);
+    if (row == STKR__UW_FALLBACK) b->st->rows_fallback++;
+    emit(&b->rows, loc, row, seq);
+  }
+  emit(&b->rows, pc0 + range, ROW_END, seq);
+}
+
+static int cmp_ent(const void *pa, const void *pb) {
+  const uw_ent *a = pa, *b = pb;
+  if (a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
+  /* At one address an FDE's end sorts first, so the next FDE's row wins. */
+  if ((a->row == ROW_END) != (b->row == ROW_END)) return a->row == ROW_END ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Sort the entries by address. Each FDE's entries are already in order
+ * and contiguous, so FDEs are sorted as units (ten times fewer than rows;
+ * often already in order: then nothing moves); only when FDEs overlap
+ * (hostile input) are all entries sorted one by one. */
+typedef struct uw_group {
+  uint64_t pc;
+  size_t start, n;
+} uw_group;
+
+static int cmp_group(const void *pa, const void *pb) {
+  const uw_group *a = pa, *b = pb;
+  if (a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
+  return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int sort_entries(uw_rows *r) {
+  uw_ent *e = r->e, *out;
+  uw_group *g;
+  size_t n = r->n, ng = 0, i, j, k = 0;
+
+  for (i = 1; i < n; i++)
+    if (cmp_ent(&e[i - 1], &e[i]) > 0) break;
+  if (i >= n) return 0;
+  g = malloc(n * sizeof *g);
+  out = malloc(n * sizeof *out);
+  if (g == NULL || out == NULL) { free(g); free(out); return -ENOMEM; }
+  for (i = 0; i < n; i++) {
+    if (i == 0 || e[i].seq != e[i - 1].seq) g[ng++] = (uw_group){e[i].pc, i, 0};
+    g[ng - 1].n++;
+  }
+  qsort(g, ng, sizeof *g, cmp_group);
+  for (i = 0; i < ng; i++)
+    for (j = 0; j < g[i].n; j++) out[k++] = e[g[i].start + j];
+  free(g);
+  free(r->e);
+  r->e = e = out;
+  r->cap = n;
+  for (i = 1; i < n; i++)
+    if (cmp_ent(&e[i - 1], &e[i]) > 0) break;
+  if (i < n) qsort(e, n, sizeof *e, cmp_ent); /* overlapping FDEs */
+  return 0;
+}
+
+/* The palette index of row r, adding it when new: open addressing over a
+ * power-of-two table of (row + 1) keys, grown at half full. */
+typedef struct uw_pal {
+  uint32_t *key; /* row + 1; 0 = empty (STKR__UW_ROW never is 0xFFFFFFFF) */
+  uint16_t *val;
+  size_t cap, n;
+  uint32_t *rows; /* n distinct rows, in index order */
+  size_t rows_cap;
+} uw_pal;
+
+/* Rows differ mostly in their high bits (slots): take the product's high
+ * half, not its low bits, or the probes cluster. */
+static size_t pal_hash(uint32_t key, size_t cap) {
+  return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static int pal_put(uw_pal *p, uint32_t r, uint16_t *out) {
+  size_t i;
+  if (2 * (p->n + 1) > p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 1024, j;
+    uint32_t *key = calloc(cap, sizeof *key);
+    uint16_t *val = malloc(cap * sizeof *val);
+    if (key == NULL || val == NULL) { free(key); free(val); return -ENOMEM; }
+    for (j = 0; j < p->cap; j++) {
+      if (p->key[j] == 0) continue;
+      for (i = pal_hash(p->key[j], cap); key[i]; i = (i + 1) & (cap - 1)) {}
+      key[i] = p->key[j];
+      val[i] = p->val[j];
+    }
+    free(p->key);
+    free(p->val);
+    p->key = key;
+    p->val = val;
+    p->cap = cap;
+  }
+  for (i = pal_hash(r + 1, p->cap); p->key[i]; i = (i + 1) & (p->cap - 1))
+    if (p->key[i] == r + 1) { *out = p->val[i]; return 0; }
+  if (p->n == 65536) return -E2BIG;
+  if (stkr_grow((void **)&p->rows, &p->rows_cap, p->n + 1, sizeof *p->rows) != 0) return -ENOMEM;
+  p->key[i] = r + 1;
+  p->val[i] = (uint16_t)p->n;
+  p->rows[p->n] = r;
+  *out = (uint16_t)p->n++;
+  return 0;
+}
+
+#define UW_BLOCK_SHIFT 10 /* the block index: one entry per KiB of code */
+
+/* Sorted entries -> the table: one row per address (the last wins), equal
+ * neighbours merged, FDE ends become FALLBACK. Rows are stored as 16-bit
+ * indexes into a palette of the distinct rows (a few hundred in a real
+ * image): 6 bytes a row instead of 8, which keeps tables within 1.5x of
+ * .eh_frame. A block index (ORC's lookup table) gives, per KiB of code,
+ * the rows to search, so a lookup is a few steps over a few cache lines. */
+static int assemble(uw_build *b, stkr__uw_table **out) {
+  uw_ent *e = b->rows.e;
+  size_t n = b->rows.n, i, k = 0, nb;
+  stkr__uw_table *t;
+  uint32_t *off, *pal, *blk;
+  uint16_t *idx;
+  uintptr_t base = b->x.src->base;
+  size_t bytes;
+  uw_pal *p;
+  unsigned shift;
+  int rc = 0;
+
+  if ((rc = sort_entries(&b->rows)) != 0) return rc;
+  e = b->rows.e;
+  p = calloc(1, sizeof *p);
+  if (p == NULL) return -ENOMEM;
+  for (i = 0; i < n; i++) {
+    uint32_t r = e[i].row == ROW_END ? STKR__UW_FALLBACK : e[i].row;
+    if (i + 1 < n && e[i + 1].pc == e[i].pc) continue;
+    if (k > 0 && e[k - 1].row == r) continue;
+    if (k == 0 && r == STKR__UW_FALLBACK) continue; /* leading gap */
+    e[k].pc = e[i].pc;
+    e[k].row = r;
+    k++;
+  }
+  /* One block per KiB, coarser when the rows are sparse (hostile input can
+   * span 4 GiB with two rows): never more blocks than 2 per row + 16, so
+   * memory stays bounded by the input. */
+  shift = UW_BLOCK_SHIFT;
+  while (k && shift < 32 && ((e[k - 1].pc - e[0].pc) >> shift) + 1 > 2 * k + 16) shift++;
+  nb = k ? (size_t)((e[k - 1].pc - e[0].pc) >> shift) + 1 : 0;
+  /* Indexes first (palette unknown yet): into e[].seq, which is free now. */
+  for (i = 0; i < k && rc == 0; i++) {
+    uint16_t v = 0;
+    rc = pal_put(p, e[i].row, &v);
+    e[i].seq = v;
+  }
+  if (rc != 0) goto out;
+  bytes = sizeof *t + p->n * sizeof *pal + k * sizeof *off + nb * sizeof *blk + k * sizeof *idx;
+  t = malloc(bytes);
+  if (t == NULL) { rc = -ENOMEM; goto out; }
+  pal = (uint32_t *)(t + 1);
+  off = pal + p->n;
+  blk = off + k;
+  idx = (uint16_t *)(blk + nb);
+  if (p->n != 0) memcpy(pal, p->rows, p->n * sizeof *pal); /* no rows: p->rows is NULL */
+  for (i = 0; i < k; i++) {
+    off[i] = (uint32_t)(e[i].pc - base);
+    idx[i] = (uint16_t)e[i].seq;
+    b->st->rows_signal += e[i].row == STKR__UW_SIGNAL;
+  }
+  { /* blk[j]: the last row starting at or before block j's first byte */
+    size_t j, r = 0;
+    for (j = 0; j < nb; j++) {
+      uint64_t at = (uint64_t)off[0] + ((uint64_t)j << shift);
+      while (r + 1 < k && off[r + 1] <= at) r++;
+      blk[j] = (uint32_t)r;
+    }
+  }
+  t->base = base;
+  t->n = (uint32_t)k;
+  t->n_palette = (uint32_t)p->n;
+  t->n_blocks = (uint32_t)nb;
+  t->block_shift = shift;
+  t->off = off;
+  t->idx = idx;
+  t->palette = pal;
+  t->block = blk;
+  t->lo = k ? base + off[0] : 0;
+  t->hi = k ? base + off[k - 1] : 0;
+  b->st->rows = k;
+  b->st->table_bytes = bytes;
+  *out = t;
+out:
+  free(p->key);
+  free(p->val);
+  free(p->rows);
+  free(p);
+  return rc;
+}
+
+int stkr__unwind_table_build(const stkr__uw_src *src, stkr__uw_table **out,
+                             stkr__uw_stats *stats) {
+  stkr__uw_stats dummy;
+  uw_build *b;
+  uint64_t off = 0, len = src->eh_frame_len;
+  uint32_t seq = 0;
+  int rc;
+
+  if (stats == NULL) stats = &dummy;
+  memset(stats, 0, sizeof *stats);
+  *out = NULL;
+  stats->eh_frame_bytes = len;
+  if (src->eh_frame == NULL) return -EINVAL;
+  b = calloc(1, sizeof *b);
+  if (b == NULL) return -ENOMEM;
+  b->x.src = src;
+  b->st = stats;
+  if (src->arch == STKR__UW_AARCH64) { b->x.reg_sp = 31; b->x.reg_fp = 29; }
+  else { b->x.reg_sp = 7; b->x.reg_fp = 6; }
+
+  /* Entries one after another; a zero length ends the section. Each step
+   * moves forward by at least 4 bytes, so the loop ends. */
+  while (len - off >= 8) {
+    uw_cur c = {src->eh_frame + off, src->eh_frame + len};
+    uint64_t elen, id;
+    const uint8_t *body;
+
+    if (!rd_n(&c, 4, &elen) || elen == 0) break;
+    if (elen == 0xffffffffu || elen > (uint64_t)(c.end - c.p) || elen < 4) break; /* damaged: stop here */
+    body = c.p;
+    if (!rd_n(&c, 4, &id)) break;
+    if (id != 0) do_fde(b, off, c.p, body + elen, id, seq++); /* CIEs: parsed when an FDE names them */
+    if (b->rows.err) break;
+    off += 4 + elen;
+  }
+  rc = b->rows.err;
+  if (rc == 0 && stats->fdes == stats->fdes_bad) {
+    stats->eh_frame_bytes = off;
+    rc = -EINVAL;
+  }
+  if (rc == 0) rc = assemble(b, out);
+  stats->eh_frame_bytes = off;
+  free(b->rows.e);
+  free(b);
+  return rc;
+}
+
+void stkr__unwind_table_free(stkr__uw_table *t) { free(t); }
+
+uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc) {
+  uint32_t lo, hi, key, blk;
+
+  if (t == NULL || t->n == 0 || pc < t->lo || pc >= t->hi) return STKR__UW_FALLBACK;
+  key = (uint32_t)(pc - t->base);
+  blk = (uint32_t)((uint64_t)(key - t->off[0]) >> t->block_shift);
+  /* invariant: off[lo] <= key < off[hi] (off[n] = +inf) */
+  lo = t->block[blk];
+  hi = blk + 1 < t->n_blocks ? t->block[blk + 1] + 1 : t->n;
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (t->off[mid] <= key) lo = mid;
+    else hi = mid;
+  }
+  return stkr__unwind_row(t, lo);
+}

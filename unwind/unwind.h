@@ -1,0 +1,277 @@
+/*
+ * unwind.h: compact unwind tables built from .eh_frame, and the hybrid
+ * (table, else frame-pointer) stack walk that reads them (issue 15).
+ *
+ * Two halves with different rules:
+ *  - Building (stkr__unwind_table_build*, stkr__unwind_set_*): runs on the
+ *    flush worker or at start-up. Allocates, may take milliseconds. Input is
+ *    untrusted (other images' memory, files, fuzzed bytes): every read is
+ *    bounds-checked; bad input yields an error or "fallback" rows, never a
+ *    crash, an unbounded loop or unbounded memory.
+ *  - Walking (stkr__unwind_walk, stkr__unwind_set_current): the hot path.
+ *    No malloc, no lock, no system call, async-signal-safe; every stack
+ *    load is checked against [lo, hi) and alignment.
+ *
+ * Table format, fallback rules and the publication rule: docs/UNWIND.md.
+ * libc only: recorder/ may depend on this package.
+ */
+#ifndef STKR_UNWIND_H
+#define STKR_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- one compact row (32 bits) -------------------------------------------
+ *  bits 0-1   kind: STKR__UW_SP / _FP (CFA = that register + cfa_off),
+ *             _FALLBACK (no row: use the frame-pointer record; with
+ *             cfa_off 1: STKR__UW_SIGNAL), _STOP
+ *             (return address undefined: outermost frame)
+ *  bits 2-16  cfa_off, bytes (0..32767)
+ *  bits 17-24 fp_slot: 0 = the caller's FP is this frame's FP ("same"),
+ *             n = saved at CFA - 8 * n
+ *  bits 25-31 ra_slot: 0 = the return address is in LR (aarch64),
+ *             n = saved at CFA - 8 * n
+ * One row holds from its start address up to the next row's. */
+#define STKR__UW_SP 0u
+#define STKR__UW_FP 1u
+#define STKR__UW_FALLBACK 2u
+#define STKR__UW_STOP 3u
+#define STKR__UW_KIND(r) ((r) & 3u)
+#define STKR__UW_CFA_OFF(r) (((r) >> 2) & 0x7FFFu)
+#define STKR__UW_FP_SLOT(r) (((r) >> 17) & 0xFFu)
+#define STKR__UW_RA_SLOT(r) ((r) >> 25)
+#define STKR__UW_ROW(kind, cfa, fp, ra)                                      \
+  ((uint32_t)(kind) | ((uint32_t)(cfa) << 2) | ((uint32_t)(fp) << 17) |      \
+   ((uint32_t)(ra) << 25))
+/* A signal trampoline (__restore_rt; its CIE has the 'S' augmentation):
+ * the interrupted registers are in the kernel's ucontext at sp. A
+ * FALLBACK kind with a non-zero field, so a walker that does not know it
+ * falls back to the frame pointer. */
+#define STKR__UW_SIGNAL STKR__UW_ROW(STKR__UW_FALLBACK, 1, 0, 0)
+#define STKR__UW_CFA_MAX 0x7FFFu
+#define STKR__UW_FP_SLOT_MAX 0xFFu
+#define STKR__UW_RA_SLOT_MAX 0x7Fu
+
+/* The target's DWARF register numbers. */
+typedef enum stkr__uw_arch {
+  STKR__UW_X86_64 = 0,  /* sp 7, fp (rbp) 6, return address column 16 */
+  STKR__UW_AARCH64 = 1, /* sp 31, fp (x29) 29, lr (x30) 30 */
+} stkr__uw_arch;
+
+#if defined(__aarch64__)
+#define STKR__UW_HOST STKR__UW_AARCH64
+#else
+#define STKR__UW_HOST STKR__UW_X86_64
+#endif
+
+/* An immutable table for one image: rows sorted by start address.
+ * Addresses are offsets from `base` (the image's load bias in memory; 0
+ * for a table built from a file, whose addresses are link-time vaddrs).
+ * Written once by the builder; read by any number of walkers after it is
+ * published (never modified after). */
+typedef struct stkr__uw_table {
+  uintptr_t base;          /* load bias: runtime address = base + offset */
+  uintptr_t lo, hi;        /* runtime addresses the rows cover: [lo, hi) */
+  uint32_t n;              /* rows */
+  uint32_t n_palette;      /* distinct rows (at most 65536) */
+  uint32_t n_blocks;       /* block index entries: one per 2^block_shift bytes from off[0] */
+  uint32_t block_shift;    /* 10 (1 KiB), more when rows are sparse */
+  const uint32_t *off;     /* n start offsets, ascending */
+  const uint16_t *idx;     /* n indexes into palette: 6 bytes a row in all */
+  const uint32_t *palette; /* n_palette rows (STKR__UW_ROW) */
+  const uint32_t *block;   /* n_blocks: block[j] = the last row starting at or
+                              before off[0] + j KiB (where a search starts) */
+} stkr__uw_table;
+
+/* Row i of t. */
+static inline uint32_t stkr__unwind_row(const stkr__uw_table *t, uint32_t i) {
+  return t->palette[t->idx[i]];
+}
+
+/* What a build saw. Every count is of rows or FDEs in the input. */
+typedef struct stkr__uw_stats {
+  uint64_t cies, fdes;       /* parsed */
+  uint64_t fdes_bad;         /* refused (malformed, unknown CIE, out of range): no rows */
+  uint64_t rows;             /* rows in the table (after merging equal neighbours) */
+  uint64_t rows_fallback;    /* rows a compact row cannot express (expressions,
+                                registers other than SP/FP as CFA, big offsets):
+                                the walk uses FP there */
+  uint64_t rows_signal;      /* signal trampoline rows (STKR__UW_SIGNAL) */
+  uint64_t table_bytes;      /* memory of the table (struct + arrays) */
+  uint64_t eh_frame_bytes;   /* the input .eh_frame's size */
+} stkr__uw_stats;
+
+/* Where an image's CFI lies, in memory or in a file's bytes. */
+typedef struct stkr__uw_src {
+  const uint8_t *eh_frame; /* the .eh_frame bytes */
+  size_t eh_frame_len;     /* how many may be read (a zero terminator may end it sooner) */
+  uint64_t eh_frame_vaddr; /* the address .eh_frame has in the image (for pcrel) */
+  uint64_t data_base;      /* DW_EH_PE_datarel base (the .eh_frame_hdr's address), 0 if none */
+  uintptr_t base;          /* load bias of the table (0: addresses are vaddrs) */
+  stkr__uw_arch arch;
+  /* DW_EH_PE_indirect is never followed (it would load through a pointer
+   * of the input): it only appears for personality routines, which are
+   * skipped; an FDE whose address is indirect is refused. */
+} stkr__uw_src;
+
+/* Build the table for one image's .eh_frame.
+ * @return 0 and *out (free with stkr__unwind_table_free), or -EINVAL
+ * (nothing usable: no CIE/FDE parsed), -ENOMEM, -E2BIG (addresses beyond
+ * 4 GiB from base). *stats (may be NULL) is filled in either case.
+ * Thread-safety: reentrant; reads only src. May allocate. */
+int stkr__unwind_table_build(const stkr__uw_src *src, stkr__uw_table **out,
+                             stkr__uw_stats *stats);
+
+/* Parse an .eh_frame_hdr (version 1) at hdr[0..len), whose address in the
+ * image is hdr_vaddr, for the address of .eh_frame.
+ * @return 0 and *eh_frame_vaddr, or -EINVAL. */
+int stkr__unwind_parse_hdr(const uint8_t *hdr, size_t len, uint64_t hdr_vaddr,
+                           uint64_t *eh_frame_vaddr);
+
+/* Where a loaded image's .eh_frame is: its PT_GNU_EH_FRAME (.eh_frame_hdr)
+ * gives the address; the PT_LOAD holding it bounds the length. For
+ * dl_iterate_phdr callbacks. @return 0 and *src (base = the load bias), or
+ * -ENOENT (no PT_GNU_EH_FRAME), -EINVAL (a hdr it cannot read). */
+struct dl_phdr_info;
+int stkr__unwind_src_loaded(const struct dl_phdr_info *info, stkr__uw_src *src);
+
+/* The .eh_frame (and .eh_frame_hdr address) of an ELF64 little-endian
+ * x86_64/aarch64 file image f[0..n) (8-aligned), through its section
+ * headers; src->eh_frame points into f. @return 0, -EINVAL (not such an
+ * ELF file, or headers out of bounds), -ENOENT (no .eh_frame). */
+int stkr__unwind_src_elf(const uint8_t *f, size_t n, stkr__uw_src *src);
+
+/* Read a whole file (at most max_bytes) into a malloc'd buffer.
+ * @return 0 and *buf (caller frees), or -errno, -EFBIG. */
+int stkr__unwind_file_read(const char *path, size_t max_bytes, uint8_t **buf, size_t *len);
+
+/* Build the table of an ELF file's .eh_frame (section headers), e.g. to
+ * check an image without loading it. Reads the whole file (bounded by
+ * max_bytes). @return as stkr__unwind_table_build, or -errno of open/read. */
+int stkr__unwind_table_from_file(const char *path, size_t max_bytes,
+                                 stkr__uw_table **out, stkr__uw_stats *stats);
+
+/* Free a table (NULL is fine). */
+void stkr__unwind_table_free(stkr__uw_table *t);
+
+/* The row for runtime address pc, or STKR__UW_FALLBACK when pc lies in
+ * no row. Hot path: a binary search, no allocation. */
+uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc);
+
+/* ---- the set of every loaded image's table -------------------------------
+ * Immutable once built: an array of tables sorted by lo, with disjoint
+ * ranges. Published through one atomic pointer (stkr__uw_slot). */
+typedef struct stkr__uw_set {
+  uint64_t gen;            /* unique per built set (stkr__uw_cache checks it) */
+  uint32_t n;
+  stkr__uw_table **tables; /* n, ascending lo, owned */
+  stkr__uw_stats total;    /* sums over the tables */
+  uint32_t images_without_cfi;
+} stkr__uw_set;
+
+/* Build tables for every image loaded now (dl_iterate_phdr: each image's
+ * PT_GNU_EH_FRAME and its executable PT_LOADs). An image whose table fails
+ * is left out (the walk uses FP there) and counted in *failed (may be NULL).
+ * @return 0 and *out, or -ENOMEM. Worker only: may allocate, and calls
+ * dl_iterate_phdr (which takes the loader's lock). */
+int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed);
+
+/* Free a set and its tables (NULL is fine). Only after the set was
+ * unpublished and the grace period passed: see stkr__uw_slot. */
+void stkr__unwind_set_free(stkr__uw_set *s);
+
+/* The table covering pc, or NULL. Hot path: a binary search. */
+const stkr__uw_table *stkr__unwind_set_find(const stkr__uw_set *s,
+                                            uintptr_t pc);
+
+/* ---- publication (RCU-style) ----------------------------------------------
+ * One pointer that producers read and the worker swaps:
+ *   worker:   old = stkr__unwind_publish(&slot, new_set);
+ *             ... wait until every producer that may have loaded `old` has
+ *             left its event (the recorder's in-flight event tracking) ...
+ *             stkr__unwind_set_free(old);
+ *   producer: (inside its event, i.e. while counted in flight)
+ *             const stkr__uw_set *s = stkr__unwind_set_current(&slot);
+ *             stkr__unwind_walk(s, ...);   (s is not used after the event)
+ * The rule: a set is freed only after every producer has left the event in
+ * which it might have loaded it. */
+typedef struct stkr__uw_slot {
+  /* Written by the worker (stkr__unwind_publish, release); read by every
+   * producer (stkr__unwind_set_current, acquire): the acquire pairs with the
+   * release so a producer sees the set's contents fully built. */
+  stkr__uw_set *_Atomic cur;
+} stkr__uw_slot;
+
+/* Swap in `next` (may be NULL: walks use FP only). @return the previous
+ * set, which the caller frees after the grace period. Worker only (one
+ * publisher at a time). */
+stkr__uw_set *stkr__unwind_publish(stkr__uw_slot *slot, stkr__uw_set *next);
+
+/* The published set, or NULL. Any thread, async-signal-safe. */
+const stkr__uw_set *stkr__unwind_set_current(stkr__uw_slot *slot);
+
+/* ---- the hybrid walk ------------------------------------------------------ */
+typedef struct stkr__uw_regs {
+  uintptr_t pc; /* where the first frame is (its state is exactly sp/fp/lr) */
+  uintptr_t sp;
+  uintptr_t fp; /* rbp / x29 */
+  uintptr_t lr; /* aarch64 x30 (ignored on x86_64) */
+} stkr__uw_regs;
+
+/* A per-thread cache of rows by return address (what makes unw_backtrace
+ * fast too): a direct-mapped array the walk fills, valid for one set (by
+ * its gen; emptied when another set is seen). 13 KiB; owned by one thread
+ * (the recorder's per-thread state), never shared. Zero-initialized is
+ * empty. Layout private to walk.c. */
+#define STKR__UW_CACHE_SLOTS 512
+#define STKR__UW_MEMO_MAX 128
+typedef struct stkr__uw_cache {
+  uint64_t gen;                          /* the set's gen the entries belong to */
+  uintptr_t key[STKR__UW_CACHE_SLOTS];   /* a return address; bit 63 set: a "slow" entry; 0: empty */
+  struct {
+    uint16_t cfa_off, ra_sp, fp_sp, pad; /* fast entries: CFA - sp, slots - sp (fp_sp 0xFFFF: fp stays) */
+  } fast[STKR__UW_CACHE_SLOTS];          /* 8 bytes: the walk indexes it with one scaled load */
+  uint32_t row[STKR__UW_CACHE_SLOTS];    /* slow entries: the row at key - 1 */
+  /* The last walk's SP-based prefix, relative to its first sp: a walk from
+   * the same first pc checks each saved return address against it with
+   * independent loads (not a chain), see walk.c. */
+  uintptr_t memo_pc0;                    /* 0: no memo */
+  uint32_t memo_n, memo_max_off;
+  uint32_t memo_misses;                  /* walks without a usable memo: one in 64 records a new one */
+  struct {                               /* transition i: frame i -> frame i + 1 (32 bytes) */
+    uint32_t ra_off;                     /* frame i+1's return address slot - first sp */
+    uint32_t sp_off;                     /* frame i+1's sp - first sp */
+    uint32_t fp_src;                     /* where frame i+1's fp was loaded - first sp; ~0: the first fp */
+    uint32_t chk_src;                    /* FP-based: where the fp it used came from; ~1: none */
+    uintptr_t chk_val;                   /* ... and that fp - first sp */
+    uintptr_t pc;                        /* frame i+1's pc */
+  } memo[STKR__UW_MEMO_MAX];
+} stkr__uw_cache;
+
+/* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return
+ * address. Per frame, the row of the table (in `set`, may be NULL) that
+ * covers the pc (looked up at pc - 1 for return addresses), else the
+ * frame-pointer record. Every load lies in [lo, hi) and is 8-aligned; the
+ * stack pointer strictly grows, so the walk ends. Stops at max, an
+ * undefined return address (outermost frame), or the first check that
+ * fails. *fallbacks (may be NULL) gets how many frames used FP.
+ * @return the number of PCs stored (0..max).
+ * Hot path: no allocation, no lock, no system call; async-signal-safe. */
+unsigned stkr__unwind_walk(const stkr__uw_set *set, const stkr__uw_regs *regs,
+                           uintptr_t lo, uintptr_t hi, uint64_t *pcs,
+                           unsigned max, unsigned *fallbacks);
+
+/* The same walk with this thread's row cache (cache may be NULL). */
+unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache,
+                                  const stkr__uw_regs *regs, uintptr_t lo,
+                                  uintptr_t hi, uint64_t *pcs, unsigned max,
+                                  unsigned *fallbacks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STKR_UNWIND_H */
