@@ -276,24 +276,41 @@ static void symbolize_stack(stkr__worker *w, stkr__stack *s) {
   }
 }
 
+/* The stack id of a full record (interned, symbolized and defined in
+ * this epoch if new), which becomes its slot's stack in t's mirror. */
+static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
+                                  const stkr__record *r) {
+  const stkr__record_full *f = stkr__record_as_full(r);
+  size_t known = w->stacks.count;
+  uint32_t stack = stkr__stacktab_intern(
+      &w->stacks, f->key[0], r->site_id, stkr__record_pcs(r), r->depth,
+      (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
+
+  /* 0 (out of memory): this event and the slot's known records keep
+   * stack id 0, "unknown", until the slot's stack is sent again. */
+  t->w_slot_stack[r->slot] = stack;
+  if (stack > known && w->symc && stkr__drain_may_symbolize(w))
+    symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
+  return stack;
+}
+
 static void add_record(stkr__worker *w, stkr__thread *t,
                        const stkr__record *r) {
   stkr__batchb *b = &w->bb;
   uint32_t site = r->site_id, stack;
-  size_t known = w->stacks.count;
 
   define_thread(w, t);
   if (site >= 1 && site <= STKR_MAX_SITES && w->site_epoch[site] != w->epoch) {
     if (stkr__batch_add_site(b, site, stkr__site_name(site)) == 0)
       w->site_epoch[site] = w->epoch;
   }
-  stack = stkr__stacktab_intern(&w->stacks, r->hash, site, stkr__record_pcs(r),
-                                r->depth,
-                                (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
+  /* A known record: its stack is its slot's, from a full record read
+   * earlier from this very ring (the producer's rule), with no PCs to
+   * copy and no probe of the stack table. */
+  stack = stkr__record_known(r) ? t->w_slot_stack[r->slot]
+                                : full_record_stack(w, t, r);
   if (stack) {
     stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
-    if (stack > known && w->symc && stkr__drain_may_symbolize(w))
-      symbolize_stack(w, s);
     /* Its strings and frames first: a reader resolves the stack's frames
      * when it applies the StackDef. */
     if (s->epoch != w->epoch &&
@@ -301,7 +318,7 @@ static void add_record(stkr__worker *w, stkr__thread *t,
                                              w->epoch, &b->symdefs) == 0) &&
         stkr__batch_add_stack(b, stack, s) == 0)
       s->epoch = w->epoch;
-  } /* else out of memory: the event keeps stack id 0, "unknown" */
+  }
   if (stkr__batch_add_event(b, r->ts_ns, site, t->id, stack,
                             stkr__record_payload(r), r->payload_len,
                             (r->flags & STKR__REC_PAYLOAD_TRUNCATED) != 0) != 0) {

@@ -116,7 +116,9 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
   for (pos = tail; pos < head;) {
     uint64_t off = pos & mask;
     stkr_ringfile_record h;
-    uint64_t need;
+    stkr_ringfile_full f;
+    uint64_t need, hdr;
+    bool known;
 
     /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
     memcpy(&h, buf + off, 8);
@@ -134,7 +136,20 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
       goto bad;
     }
     memcpy(&h, buf + off, sizeof h);
-    need = sizeof h + 8u * (uint64_t)h.depth + h.payload_len;
+    if (h.slot >= STKR_RINGFILE_KNOWN_SLOTS ||
+        (h.flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
+                               STKR_RINGREC_STACK_TRUNCATED |
+                               STKR_RINGREC_KNOWN)) != 0) {
+      *why = "bad record slot or flags";
+      goto bad;
+    }
+    known = (h.flags & STKR_RINGREC_KNOWN) != 0;
+    hdr = known ? sizeof h : sizeof f;
+    if (known && h.depth != 0) {
+      *why = "known record with PCs";
+      goto bad;
+    }
+    need = hdr + 8u * (uint64_t)h.depth + h.payload_len;
     if (need > h.size) {
       *why = "record's PCs and payload do not fit its size";
       goto bad;
@@ -147,13 +162,20 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
           .size = h.size,
           .site_id = h.site_id,
           .ts_ns = h.ts_ns,
-          .hash = h.hash,
-          .pcs = (const uint64_t *)(const void *)(buf + off + sizeof h),
+          .slot = h.slot,
+          .pcs = (const uint64_t *)(const void *)(buf + off + hdr),
           .depth = h.depth,
-          .payload = buf + off + sizeof h + 8u * h.depth,
+          .payload = buf + off + hdr + 8u * h.depth,
           .payload_len = h.payload_len,
           .flags = h.flags,
       };
+      if (!known) {
+        memcpy(&f, buf + off, sizeof f);
+        r.hash = f.key[0];
+        r.key2 = f.key[1];
+        r.evicted[0] = f.evicted[0];
+        r.evicted[1] = f.evicted[1];
+      }
       int err = rec(arg, &r);
       if (err != 0)
         return err;

@@ -273,12 +273,14 @@ typedef struct build {
   size_t site_sent_bytes;
   /* the open batch */
   int64_t *ts_delta;
-  uint32_t *thread_id, *stack_id, *payload_len, *ptrunc;
+  uint32_t *thread_id, *stack_id, *payload_len, *ptrunc, *site_col;
   size_t n, cap, n_ptrunc, cap_ptrunc;
   uint8_t *pdata;
   size_t pdata_len, pdata_cap;
-  bool any_payload;
+  bool any_payload, any_unsited; /* unsited: an event has stack id 0 */
   uint64_t base_ts, last_ts;
+  stkr__rck known;      /* what known records refer to */
+  uint64_t from, dups, unresolved; /* this ring's RingPos.end; counts */
   Stackrec__SiteDef *sites;
   size_t n_sites, cap_sites;
   char **site_names;
@@ -493,6 +495,10 @@ static int flush_batch(build *b) {
     }
     E.n_payload_truncated = b->n_ptrunc;
     E.payload_truncated = b->ptrunc;
+    if (b->any_unsited) { /* their sites cannot follow from a stack */
+      E.n_site_id = b->n;
+      E.site_id = b->site_col;
+    }
     B.events = &E;
     P.thread_id = b->cur_thread;
     P.end = b->cur_end;
@@ -522,7 +528,7 @@ done:
   free(sdp);
   for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
   b->n = b->n_ptrunc = b->pdata_len = b->n_sites = 0;
-  b->any_payload = false;
+  b->any_payload = b->any_unsited = false;
   b->thread_pending = false;
   b->first_stack = b->n_stacks;
   b->est = 0;
@@ -531,8 +537,16 @@ done:
 
 static int add_rec(void *arg, const stkr_ring_rec *r) {
   build *b = arg;
+  stkr_ring_rec full;
   uint32_t stack;
   int err;
+
+  /* Below RingPos.end too: known records after it may refer to it. */
+  if (!(r->flags & STKR_RINGREC_KNOWN)) stkr__rck_full(&b->known, r);
+  if (r->pos < b->from) {
+    b->dups++;
+    return 0;
+  }
 
   if (b->n >= STKR__RC_BATCH_EVENTS || b->est >= STKR__RC_BATCH_BYTES) {
     if ((err = flush_batch(b)) != 0) return err;
@@ -564,19 +578,32 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
       b->site_names[b->n_sites++] = copy;
     }
   }
-  if ((stack = intern_stack(b, r)) == 0) return -ENOMEM;
+  if (!(r->flags & STKR_RINGREC_KNOWN)) {
+    if ((stack = intern_stack(b, r)) == 0) return -ENOMEM;
+  } else if ((err = stkr__rck_resolve(&b->known, b->rc, b->ss->h.pid, r,
+                                      &full)) < 0) {
+    return err;
+  } else if (err == 0) { /* kept, with its site: stack id 0, "unknown" */
+    stack = 0;
+    b->unresolved++;
+    b->any_unsited = true;
+  } else if ((stack = intern_stack(b, &full)) == 0) {
+    return -ENOMEM;
+  }
   if (stkr__grow(&b->ts_delta, &b->cap, b->n + 1, sizeof *b->ts_delta) != 0)
     return -ENOMEM;
   size_t c = b->cap; /* the other columns follow ts_delta's capacity */
   if ((b->thread_id = realloc(b->thread_id, c * 4)) == NULL ||
       (b->stack_id = realloc(b->stack_id, c * 4)) == NULL ||
-      (b->payload_len = realloc(b->payload_len, c * 4)) == NULL)
+      (b->payload_len = realloc(b->payload_len, c * 4)) == NULL ||
+      (b->site_col = realloc(b->site_col, c * 4)) == NULL)
     return -ENOMEM;
   if (b->n == 0) b->base_ts = b->last_ts = r->ts_ns;
   b->ts_delta[b->n] = (int64_t)(r->ts_ns - b->last_ts);
   b->last_ts = r->ts_ns;
   b->thread_id[b->n] = b->cur_thread;
   b->stack_id[b->n] = stack;
+  b->site_col[b->n] = r->site_id;
   b->payload_len[b->n] = r->payload_len;
   if (r->payload_len) {
     if (stkr__grow(&b->pdata, &b->pdata_cap, b->pdata_len + r->payload_len,
@@ -607,6 +634,8 @@ static void build_free(build *b) {
   free(b->stack_id);
   free(b->payload_len);
   free(b->ptrunc);
+  free(b->site_col);
+  stkr__rck_free(&b->known);
   free(b->pdata);
   free(b->sites);
   free(b->site_names);
@@ -670,12 +699,16 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     b->thread_def.exited = true; /* its process is gone */
   }
   b->thread_pending = true;
-  err = stkr_ring_parse(data, len, from, &info, add_rec, b, &dups, &lost,
+  b->from = from;
+  b->dups = 0;
+  stkr__rck_ring_begin(&b->known, data, len);
+  /* From the tail: add_rec skips (and counts) what is below `from`. */
+  err = stkr_ring_parse(data, len, 0, &info, add_rec, b, &dups, &lost,
                         &bad_pos, &why);
   if (err >= 0) {
     /* Everything up to head (or the bad record) is now accounted for. */
     b->cur_end = err == 1 ? info.head - lost : info.head;
-    b->rc->st->duplicates += dups;
+    b->rc->st->duplicates += b->dups;
   }
   if (err == 1) {
     stkr__rc_msg(b->rc, "%s: offset %" PRIu64 ": %s; %" PRIu64
@@ -705,6 +738,7 @@ static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
   char path[STKR__RC_PATH_MAX];
   int err = 0;
 
+  b.known.sid = ss->h.session_id;
   for (size_t i = 0; i < n && err == 0; i++) err = recover_ring(&b, &rings[i]);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
@@ -718,6 +752,12 @@ static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
     return 0;
   }
   rc->st->events += b.recovered_total;
+  rc->st->unresolved_stacks += b.unresolved;
+  if (b.unresolved != 0)
+    stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events keep "
+                 "their site but not their stack (sent once, in a segment "
+                 "that is gone)", (unsigned long long)ss->h.session_id,
+                 (unsigned)ss->h.pid, (unsigned long long)b.unresolved);
   rc->st->sessions_recovered++;
   if (b.fd >= 0) rc->st->segments_written++;
   if (!b.dry) {

@@ -5,10 +5,18 @@
  * load of this thread's state, a re-entrancy check, the site id (already
  * registered: one acquire load), a reservation in the thread's ring large
  * enough for max_depth frames, the frame-pointer walk straight into the
- * reserved record (hashing as it goes), the clock, the payload copy, and
- * the release store that publishes the record. No lock, no malloc, no
- * system call but the clock.
+ * reserved record (hashing as it goes), the stack's key and its slot in
+ * the thread's known-stack table, the clock, the payload copy, and the
+ * release store that publishes the record. No lock, no malloc, no system
+ * call but the clock.
+ *
+ * Stacks once per thread (common/stkr_ringfile.h, "Records"): a stack
+ * whose key the table holds is sent as a 24-byte known record (the worker
+ * keeps its PCs); a new one as a full record, after whose commit the table
+ * learns its key. The walk writes the PCs into the reservation either way
+ * (no copy for a new stack); a known record then simply ends before them.
  */
+#include "common/stkr_hash.h"
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -142,8 +150,114 @@ int stkr_thread_attach(void) {
   return stkr__thread_attach(g_conf.ring_bytes, &t);
 }
 
-static inline uint32_t stkr__record_bytes(unsigned depth, size_t payload) {
-  return (uint32_t)((sizeof(stkr__record) + 8u * depth + payload + 7u) & ~7u);
+/* Finish the record reserved at rec, whose PCs (depth of them, hash h1 by
+ * stkr__hash_pcs) are in place after the full header, and commit it: a
+ * known record when the thread's table holds the stack's key, else a full
+ * one, after which the table does. The caller holds `busy`. */
+static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
+                                       uint32_t site_id, unsigned depth,
+                                       uint64_t h1, uint8_t flags,
+                                       const void *payload,
+                                       size_t payload_len) {
+  stkr__record_full *full = (stkr__record_full *)(void *)rec;
+  uint64_t *pcs = (uint64_t *)(void *)(full + 1);
+  uint64_t h2 = stkr_stack_key2(pcs, depth, site_id,
+                                flags & STKR__REC_STACK_TRUNCATED);
+  unsigned slot = (unsigned)h2 & (STKR__KNOWN_SLOTS - 1);
+  uint64_t *known = t->ring.c->known[slot];
+
+  rec->ts_ns = stkr__clock_mono_ns();
+  rec->site_id = site_id;
+  rec->payload_len = (uint16_t)payload_len;
+  rec->slot = (uint8_t)slot;
+  rec->reserved = 0;
+  if (known[0] == h1 && known[1] == h2) {
+    rec->size = stkr__record_known_bytes(payload_len);
+    rec->depth = 0;
+    rec->flags = (uint8_t)(flags | STKR__REC_KNOWN);
+    if (payload_len != 0) /* over the PCs, which are no longer needed */
+      memmove(rec + 1, payload, payload_len);
+    stkr__ring_commit(&t->ring, rec->size);
+    return;
+  }
+  rec->size = stkr__record_full_bytes(depth, payload_len);
+  rec->depth = (uint16_t)depth;
+  rec->flags = flags;
+  full->key[0] = h1;
+  full->key[1] = h2;
+  full->evicted[0] = known[0];
+  full->evicted[1] = known[1];
+  if (payload_len != 0)
+    memcpy(pcs + depth, payload, payload_len);
+  stkr__ring_commit(&t->ring, rec->size);
+  /* Only now: a key enters the table once the record that carries its
+   * PCs is committed, so that every known record has its full record
+   * before it in this ring (the worker reads in order; recovery after a
+   * death between the two stores finds the old key in `evicted`). */
+  known[0] = h1;
+  known[1] = h2;
+}
+
+int stkr__event_pcs(stkr_site *site, const uint64_t *pcs, unsigned depth,
+                    bool truncated, const void *payload, size_t payload_len) {
+  stkr__thread *t = stkr__tls;
+  stkr__record *rec;
+  uint32_t site_id;
+  uint8_t flags = truncated ? STKR__REC_STACK_TRUNCATED : 0;
+  int err = -EAGAIN;
+
+  if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX) {
+    if (t == STKR__THREAD_IGNORED)
+      return -EPERM;
+    if (t != NULL || !stkr__recorder_running() ||
+        stkr__thread_attach(g_conf.ring_bytes, &t) != 0)
+      return -ENOTCONN;
+  }
+  if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
+    atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
+    return -EAGAIN;
+  }
+  atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+  /* The Dekker pair with stop, as in stkr_event. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!stkr__recorder_running()) {
+    err = -ENOTCONN;
+    goto out;
+  }
+  if ((site_id = stkr__site_id(site)) == 0) {
+    stkr__count_dropped_other();
+    goto out;
+  }
+  if (depth > g_conf.max_depth) {
+    depth = g_conf.max_depth;
+    flags |= STKR__REC_STACK_TRUNCATED;
+  }
+  if (payload == NULL)
+    payload_len = 0;
+  if (payload_len > g_conf.payload_max) {
+    payload_len = g_conf.payload_max;
+    flags |= STKR__REC_PAYLOAD_TRUNCATED;
+  }
+  rec = stkr__ring_reserve(&t->ring,
+                           stkr__record_full_bytes(depth, payload_len));
+  if (rec == NULL) {
+    atomic_store_explicit(
+        &t->dropped_ring_full,
+        atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    goto out;
+  }
+  if (depth != 0)
+    memcpy((stkr__record_full *)(void *)rec + 1, pcs, 8u * depth);
+  stkr__record_finish(t, rec, site_id, depth, stkr__hash_pcs(pcs, depth),
+                      flags, payload, payload_len);
+  atomic_store_explicit(
+      &t->pushed, atomic_load_explicit(&t->pushed, memory_order_relaxed) + 1,
+      memory_order_relaxed);
+  err = 0;
+out:
+  atomic_store_explicit(&t->busy, 0, memory_order_release);
+  return err;
 }
 
 __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
@@ -155,7 +269,7 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
   unsigned depth;
   bool stack_truncated;
   uint64_t hash;
-  uint16_t flags = 0;
+  uint8_t flags = 0;
   stkr__wake_fn wake;
 
 again:
@@ -223,7 +337,7 @@ again:
     payload_len = g_conf.payload_max;
     flags |= STKR__REC_PAYLOAD_TRUNCATED;
   }
-  max_bytes = stkr__record_bytes(g_conf.max_depth, payload_len);
+  max_bytes = stkr__record_full_bytes(g_conf.max_depth, payload_len);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a
@@ -235,21 +349,13 @@ again:
     goto drop_unbusy;
   }
   depth = stkr__walk((uintptr_t)__builtin_frame_address(0), t->stack_lo,
-                     t->stack_hi, g_conf.skip_frames, (uint64_t *)(rec + 1),
+                     t->stack_hi, g_conf.skip_frames,
+                     (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
                      g_conf.max_depth, &hash, &stack_truncated);
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
-  rec->ts_ns = stkr__clock_mono_ns();
-  rec->size = stkr__record_bytes(depth, payload_len);
-  rec->site_id = site_id;
-  rec->hash = hash;
-  rec->depth = (uint16_t)depth;
-  rec->payload_len = (uint16_t)payload_len;
-  rec->flags = flags;
-  rec->reserved = 0;
-  if (payload_len != 0)
-    memcpy((uint8_t *)(rec + 1) + 8u * depth, payload, payload_len);
-  stkr__ring_commit(&t->ring, rec->size);
+  stkr__record_finish(t, rec, site_id, depth, hash, flags, payload,
+                      payload_len);
   /* After the commit: the worker's count of consumed records can then
    * never exceed `pushed` as seen by a later stats snapshot. */
   atomic_store_explicit(

@@ -28,29 +28,60 @@
  * One single-producer/single-consumer byte ring per thread; see ring.c for
  * the design. Records are 8-byte aligned and never split across the end. */
 
-/* A record as it sits in the ring. `size` counts the whole record (header,
- * PCs, payload, padding to 8). A record with site_id == 0 is a wrap marker:
- * the consumer skips to the ring's start. */
+/* A record as it sits in the ring (common/stkr_ringfile.h, "Records"):
+ * 24 bytes, then for a full record (STKR__REC_KNOWN clear) the rest of
+ * stkr__record_full (its stack's key and the key its slot held before),
+ * the PCs and the payload; for a known record the payload only. `size`
+ * counts the whole record (padding to 8 included). A record with
+ * site_id == 0 is a wrap marker: the consumer skips to the ring's start. */
 typedef struct stkr__record {
   uint32_t size;
   uint32_t site_id;
   uint64_t ts_ns;
-  uint64_t hash;       /* stkr__hash_pcs(pcs, depth) */
-  uint16_t depth;      /* number of PCs that follow */
+  uint16_t depth;      /* number of PCs that follow (full records only) */
   uint16_t payload_len;
-  uint16_t flags;      /* STKR__REC_* */
+  uint8_t flags;       /* STKR__REC_* */
+  uint8_t slot;        /* the stack's slot in the known-stack table */
   uint16_t reserved;
-  /* uint64_t pcs[depth]; then payload_len bytes; then padding */
 } stkr__record;
 
-#define STKR__REC_PAYLOAD_TRUNCATED 1u
-#define STKR__REC_STACK_TRUNCATED 2u
+typedef struct stkr__record_full {
+  stkr__record h;
+  uint64_t key[2];     /* {stkr__hash_pcs, stkr_stack_key2} */
+  uint64_t evicted[2]; /* the slot's key before this record, {0,0}: none */
+  /* uint64_t pcs[depth]; then payload_len bytes; then padding */
+} stkr__record_full;
 
+#define STKR__REC_PAYLOAD_TRUNCATED STKR_RINGREC_PAYLOAD_TRUNCATED
+#define STKR__REC_STACK_TRUNCATED STKR_RINGREC_STACK_TRUNCATED
+#define STKR__REC_KNOWN STKR_RINGREC_KNOWN
+#define STKR__KNOWN_SLOTS STKR_RINGFILE_KNOWN_SLOTS
+
+static inline bool stkr__record_known(const stkr__record *r) {
+  return (r->flags & STKR__REC_KNOWN) != 0;
+}
+/* A full record's header (only when !stkr__record_known(r)). */
+static inline const stkr__record_full *stkr__record_as_full(
+    const stkr__record *r) {
+  return (const stkr__record_full *)(const void *)r;
+}
+/* The PCs of a full record (r->depth of them; none in a known record). */
 static inline const uint64_t *stkr__record_pcs(const stkr__record *r) {
-  return (const uint64_t *)(r + 1);
+  return (const uint64_t *)(const void *)(stkr__record_as_full(r) + 1);
 }
 static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
+  if (stkr__record_known(r))
+    return (const uint8_t *)(r + 1);
   return (const uint8_t *)(stkr__record_pcs(r) + r->depth);
+}
+/* Bytes of a full record with `depth` PCs and `payload` bytes, and of a
+ * known record. */
+static inline uint32_t stkr__record_full_bytes(unsigned depth, size_t payload) {
+  return (uint32_t)((sizeof(stkr__record_full) + 8u * depth + payload + 7u) &
+                    ~7u);
+}
+static inline uint32_t stkr__record_known_bytes(size_t payload) {
+  return (uint32_t)((sizeof(stkr__record) + payload + 7u) & ~7u);
 }
 
 #define STKR__CACHE_LINE 64
@@ -84,17 +115,32 @@ typedef struct stkr__ring_ctl {
    * in a batch that is not written yet, and stay in the ring until it is. */
   uint64_t c_head;
   uint64_t c_read;
+
+  /* The known-stack table (common/stkr_ringfile.h, "Records"): the key of
+   * the stack whose full record each slot last carried. Written by the
+   * producer only (after the commit of that record), read by the producer
+   * and, after the process died, by recovery; cleared (no producer
+   * active) when the ring is reset or gets a new owner. The worker never
+   * reads it: it follows the records in ring order instead. */
+  _Alignas(STKR__CACHE_LINE) uint8_t pad1[STKR_RINGFILE_KNOWN_OFF -
+                                          STKR_RINGFILE_TAIL_OFF - 64];
+  uint64_t known[STKR__KNOWN_SLOTS][2];
 } stkr__ring_ctl;
 
 _Static_assert(offsetof(stkr__ring_ctl, head) == STKR_RINGFILE_HEAD_OFF,
                "ring file head offset");
 _Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
                "ring file tail offset");
+_Static_assert(offsetof(stkr__ring_ctl, known) == STKR_RINGFILE_KNOWN_OFF,
+               "ring file known-stack table offset");
 _Static_assert(sizeof(stkr__ring_ctl) <= STKR_RINGFILE_HDR_BYTES,
                "ring control page");
 _Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&
                    offsetof(stkr__record, depth) ==
-                       offsetof(stkr_ringfile_record, depth),
+                       offsetof(stkr_ringfile_record, depth) &&
+                   offsetof(stkr__record, slot) ==
+                       offsetof(stkr_ringfile_record, slot) &&
+                   sizeof(stkr__record_full) == sizeof(stkr_ringfile_full),
                "ring record layout");
 
 /* A thread's handle on its ring: where the mapping is. Set when the ring
@@ -158,7 +204,8 @@ uint64_t stkr__ring_unread(const stkr__ring *r);
 /* Producer: is the ring more than half full? Uses the cached tail and
  * reloads it only when the cached view says yes. */
 bool stkr__ring_past_half(stkr__ring *r);
-/* Discard everything unread. Only while neither side is active. */
+/* Discard everything unread and clear the known-stack table. Only while
+ * neither side is active. */
 void stkr__ring_reset(stkr__ring *r);
 static inline uint64_t stkr__ring_size(const stkr__ring *r) { return r->mask + 1; }
 
@@ -227,7 +274,7 @@ uint64_t stkr__ringfile_fallbacks(void);
  * one place session ids come from. */
 uint64_t stkr__session_id_new(void);
 
-/* ---- hash (walk.c) ---- */
+/* ---- hash (walk.c; the key's second half: common/stkr_hash.h) ---- */
 uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
 
 /* ---- stack walk (walk.c) ------------------------------------------------
@@ -358,6 +405,11 @@ typedef struct stkr__thread {
   _Alignas(STKR__CACHE_LINE) uint64_t w_consumed;
   uint64_t w_reported_full, w_reported_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
+  /* The worker's mirror of the ring's known-stack table: the stack id
+   * (flush/'s table) of the latest full record read for each slot; 0: none
+   * (or no memory for it: its known records get stack id 0). Cleared with
+   * the table (start, fork); a fresh state is zero. */
+  uint32_t w_slot_stack[STKR__KNOWN_SLOTS];
 } stkr__thread;
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
@@ -436,6 +488,14 @@ typedef void (*stkr__fork_fn)(void);
  * there; NULL means the child stays disabled. */
 int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
                          void *wake_arg, stkr__fork_fn on_fork_child);
+/* Push a record of the calling thread with the given PCs (innermost
+ * first) instead of a walk: for events whose stack was captured elsewhere
+ * (a sampler). Same contract as stkr_event (no lock, no malloc; the
+ * thread attaches on first use): 0, -EAGAIN (dropped and counted: ring
+ * full, re-entered, site table busy), -ENOTCONN, -EPERM. PCs beyond
+ * max_depth are cut (the stack is then marked truncated). */
+int stkr__event_pcs(stkr_site *site, const uint64_t *pcs, unsigned depth,
+                    bool truncated, const void *payload, size_t payload_len);
 /* Stop accepting events (later calls return -ENOTCONN). */
 void stkr__recorder_stop(void);
 bool stkr__recorder_running(void);

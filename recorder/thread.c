@@ -247,7 +247,10 @@ void stkr__threads_reset_counts(void) {
     t->w_defined_seg = 0;
     if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0)
       reback(t, ring_bytes);
+    /* A new worker knows no stack: the producer's table (reset below)
+     * and the worker's mirror start empty together. */
     stkr__ring_reset(&t->ring);
+    memset(t->w_slot_stack, 0, sizeof t->w_slot_stack);
   }
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
   atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
@@ -299,6 +302,7 @@ void stkr__threads_forget_after_fork(void) {
     atomic_store_explicit(&self->wake_sent, 0, memory_order_relaxed);
     self->w_consumed = self->w_reported_full = self->w_reported_reentrant = 0;
     self->w_defined_seg = 0;
+    memset(self->w_slot_stack, 0, sizeof self->w_slot_stack);
     atomic_store_explicit(&self->busy, 0, memory_order_relaxed);
     self->tid = stkr__os_tid();
     self->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
