@@ -38,34 +38,41 @@ static inline uint64_t stkr_hash_bytes(uint64_t h, const void *p, size_t n) {
 
 /* The second half of a stack's key (common/stkr_ringfile.h, "Records"):
  * a 64-bit hash of the PCs independent of the walk's own hash (h1), which
- * also covers the site and the truncation flag. The recorder computes it
- * once per event, after the walk, so it must be cheap: a multilinear
- * (NH-style) sum of products of PC pairs offset by per-position constants,
- * one multiply per two PCs and no dependency chain through the multiplies
- * (about 0.2 ns a PC), then a finalizer. Not a defence against chosen
- * input (return addresses are not chosen by an attacker who would gain
- * anything); with h1 it makes an accidental 128-bit key collision, the
- * only way two stacks of one thread could be merged, negligible. Never 0,
- * so that {0, 0} marks an empty table entry. Recovery (proto/) recomputes
- * it from StackDefs; the two must agree bit for bit. */
-static inline uint64_t stkr_stack_key2(const uint64_t *pcs, unsigned n,
-                                       uint32_t site, unsigned truncated) {
-  const uint64_t step = 0x9E3779B97F4A7C15ull;
-  uint64_t k = 0x243F6A8885A308D3ull, acc0 = 0, acc1 = 0;
-  unsigned i = 0;
+ * also covers the depth, the site and the truncation flag. The recorder
+ * folds it inside the frame walk (stkr__walk_keyed: one xor and one
+ * multiply a frame, a chain independent of h1's, hidden behind the walk's
+ * loads), then finishes it once per event; recovery (proto/) recomputes it
+ * from StackDefs with stkr_stack_key2(). The two must agree bit for bit.
+ * Each step is a bijection of the state for a given PC, so two stacks that
+ * differ in one PC always differ in the fold. Not a defence against chosen
+ * input; with h1 it makes an accidental 128-bit key collision, the only
+ * way two stacks of one thread could be merged, negligible. Never 0, so
+ * that {0, 0} marks an empty table entry. */
+#define STKR_KEY2_SEED 0x243F6A8885A308D3ull
+#define STKR_KEY2_P 0x9FB21C651E98DF25ull     /* odd */
+#define STKR_KEY2_P_INV 0x02AB9C720D1024ADull /* its inverse mod 2^64 */
 
-  for (; i + 4 <= n; i += 4) {
-    acc0 += (pcs[i] + k) * (pcs[i + 1] + (k + step));
-    acc1 += (pcs[i + 2] + (k + 2 * step)) * (pcs[i + 3] + (k + 3 * step));
-    k += 4 * step;
-  }
-  for (; i < n; i++) {
-    acc0 += (pcs[i] + k) * (k ^ 0xC2B2AE3D27D4EB4Full);
-    k += step;
-  }
-  uint64_t h = stkr_mix64(acc0 ^ stkr_mix64(acc1 + n) ^
+static inline uint64_t stkr_stack_key2_step(uint64_t s, uint64_t pc) {
+  return (s ^ pc) * STKR_KEY2_P;
+}
+/* The step taken back (the walk gives back a frame's PC when it turns out
+ * to be a Swift async frame). */
+static inline uint64_t stkr_stack_key2_unstep(uint64_t s, uint64_t pc) {
+  return (s * STKR_KEY2_P_INV) ^ pc;
+}
+static inline uint64_t stkr_stack_key2_final(uint64_t s, unsigned n,
+                                             uint32_t site,
+                                             unsigned truncated) {
+  uint64_t h = stkr_mix64(s ^ ((uint64_t)n << 40) ^
                           ((uint64_t)site << 1 | (truncated ? 1u : 0u)));
   return h ? h : 1;
+}
+static inline uint64_t stkr_stack_key2(const uint64_t *pcs, unsigned n,
+                                       uint32_t site, unsigned truncated) {
+  uint64_t s = STKR_KEY2_SEED;
+  for (unsigned i = 0; i < n; i++)
+    s = stkr_stack_key2_step(s, pcs[i]);
+  return stkr_stack_key2_final(s, n, site, truncated);
 }
 
 #endif /* STKR_COMMON_HASH_H */

@@ -362,6 +362,8 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
 
   if (t->ring.c) {
     empty = false;
+    if (stkr__ring_unread(&t->ring) >= stkr__ring_size(&t->ring) / 8)
+      w->pressure = true;
     for (int pass = 0; pass < 4; pass++) {
       empty = drain_ring(w, t);
       /* Release: pairs with the producer's acquire load of wake_sent
@@ -485,6 +487,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
               "not crash-proof", w->cfg.dir);
 
   batch_begin(w);
+  w->pressure = false;
   for (t = stkr__threads_first(); t; t = next) {
     /* Past an exit's deadline, not even the bookkeeping of the remaining
      * threads (reaping unmaps, which is slow with many threads running):

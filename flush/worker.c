@@ -6,7 +6,8 @@
  * Design
  * - One worker thread per recording process. It waits on a stkr__wake
  *   (wake.h: a semaphore, no descriptor) with the next periodic drain
- *   (flush_interval_ms) as its deadline; producers post it when their ring
+ *   (flush_interval_ms when idle, 1 ms while a pass finds a ring an eighth
+ *   full or more) as its deadline; producers post it when their ring
  *   passes half full (async-signal-safe, coalesced), requests post it too.
  *   Every wake-up runs one drain pass (drain.c). All draining, encoding and
  *   file I/O happens on that thread, so none of it needs locks.
@@ -211,6 +212,8 @@ static void answer(stkr__worker *w, stkr__req *list, int result) {
   pthread_mutex_unlock(&w->req_mu);
 }
 
+#define STKR__PRESSURE_TICK_NS 1000000u /* 1 ms */
+
 static uint64_t interval_ns(const stkr__worker *w) {
   return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
 }
@@ -259,8 +262,15 @@ static void *worker_main(void *arg) {
       answer(w, list, w->io_error ? -EIO : 0);
       w->io_error = false;
     }
+    /* The adaptive timer: a pass that found a ring an eighth full or more
+     * means a producer is outrunning the interval; look again in 1 ms
+     * (the half-full wake alone comes too late for a burst: the producer
+     * drops while the worker is being scheduled). Idle: the interval. */
     uint64_t now = stkr__clock_mono_ns();
-    if (now >= next_tick) next_tick = now + interval_ns(w);
+    if (w->pressure && next_tick > now + STKR__PRESSURE_TICK_NS)
+      next_tick = now + STKR__PRESSURE_TICK_NS;
+    else if (now >= next_tick)
+      next_tick = now + (w->pressure ? STKR__PRESSURE_TICK_NS : interval_ns(w));
   }
 }
 

@@ -103,6 +103,10 @@ typedef struct stkr__worker {
    * stats_mu): every one is in written, dropped_write_error, dropped_worker
    * or the batch being built. */
   uint64_t consumed;
+  /* Set by a drain pass that found some ring at least an eighth full
+   * (worker thread only): the next pass comes after 1 ms instead of the
+   * configured interval (worker.c, the adaptive timer). */
+  bool pressure;
   uint64_t threads, batches, bytes, segments, segments_deleted, write_errors;
   uint64_t stacks_count;
 } stkr__worker;

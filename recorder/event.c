@@ -151,18 +151,19 @@ int stkr_thread_attach(void) {
 }
 
 /* Finish the record reserved at rec, whose PCs (depth of them, hash h1 by
- * stkr__hash_pcs) are in place after the full header, and commit it: a
- * known record when the thread's table holds the stack's key, else a full
- * one, after which the table does. The caller holds `busy`. */
+ * stkr__hash_pcs, key2 fold `fold2`) are in place after the full header,
+ * and commit it: a known record when the thread's table holds the stack's
+ * key, else a full one, after which the table does. The caller holds
+ * `busy`. */
 static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
                                        uint32_t site_id, unsigned depth,
-                                       uint64_t h1, uint8_t flags,
-                                       const void *payload,
+                                       uint64_t h1, uint64_t fold2,
+                                       uint8_t flags, const void *payload,
                                        size_t payload_len) {
   stkr__record_full *full = (stkr__record_full *)(void *)rec;
   uint64_t *pcs = (uint64_t *)(void *)(full + 1);
-  uint64_t h2 = stkr_stack_key2(pcs, depth, site_id,
-                                flags & STKR__REC_STACK_TRUNCATED);
+  uint64_t h2 = stkr_stack_key2_final(fold2, depth, site_id,
+                                      flags & STKR__REC_STACK_TRUNCATED);
   unsigned slot = (unsigned)h2 & (STKR__KNOWN_SLOTS - 1);
   uint64_t *known = t->ring.c->known[slot];
 
@@ -247,10 +248,13 @@ int stkr__event_pcs(stkr_site *site, const uint64_t *pcs, unsigned depth,
         memory_order_relaxed);
     goto out;
   }
+  uint64_t fold2 = STKR_KEY2_SEED;
+  for (unsigned i = 0; i < depth; i++)
+    fold2 = stkr_stack_key2_step(fold2, pcs[i]);
   if (depth != 0)
     memcpy((stkr__record_full *)(void *)rec + 1, pcs, 8u * depth);
   stkr__record_finish(t, rec, site_id, depth, stkr__hash_pcs(pcs, depth),
-                      flags, payload, payload_len);
+                      fold2, flags, payload, payload_len);
   atomic_store_explicit(
       &t->pushed, atomic_load_explicit(&t->pushed, memory_order_relaxed) + 1,
       memory_order_relaxed);
@@ -268,7 +272,7 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
   uint32_t site_id, max_bytes;
   unsigned depth;
   bool stack_truncated;
-  uint64_t hash;
+  uint64_t hash, fold2;
   uint8_t flags = 0;
   stkr__wake_fn wake;
 
@@ -348,13 +352,14 @@ again:
         memory_order_relaxed);
     goto drop_unbusy;
   }
-  depth = stkr__walk((uintptr_t)__builtin_frame_address(0), t->stack_lo,
-                     t->stack_hi, g_conf.skip_frames,
-                     (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
-                     g_conf.max_depth, &hash, &stack_truncated);
+  depth = stkr__walk_keyed(
+      (uintptr_t)__builtin_frame_address(0), t->stack_lo, t->stack_hi,
+      g_conf.skip_frames,
+      (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
+      g_conf.max_depth, &hash, &fold2, &stack_truncated);
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
-  stkr__record_finish(t, rec, site_id, depth, hash, flags, payload,
+  stkr__record_finish(t, rec, site_id, depth, hash, fold2, flags, payload,
                       payload_len);
   /* After the commit: the worker's count of consumed records can then
    * never exceed `pushed` as seen by a later stats snapshot. */

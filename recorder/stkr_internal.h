@@ -295,6 +295,13 @@ uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
 unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
                     uint64_t *pcs, unsigned max, uint64_t *hash_out,
                     bool *truncated);
+/* The same walk, also folding the stack key's second half in the same
+ * loop: *fold2_out gets the state that stkr_stack_key2_final() finishes
+ * (common/stkr_hash.h). The hot path's walk. */
+unsigned stkr__walk_keyed(uintptr_t fp, uintptr_t lo, uintptr_t hi,
+                          unsigned skip, uint64_t *pcs, unsigned max,
+                          uint64_t *hash_out, uint64_t *fold2_out,
+                          bool *truncated);
 
 /* Bit 63 of a recorded PC: a Swift async resume address (a function's
  * first instruction), not a return address; the address is the PC without
