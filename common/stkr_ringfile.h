@@ -97,7 +97,7 @@
 #define STKR_RINGFILE_MAGIC "STKRRING" /* 8 bytes, no NUL in the file */
 #define STKR_SESSFILE_MAGIC "STKRSESS"
 #define STKR_RINGFILE_VERSION 2u
-#define STKR_SESSFILE_VERSION 1u
+#define STKR_SESSFILE_VERSION 2u
 
 #define STKR_RINGFILE_HEAD_OFF 256u
 #define STKR_RINGFILE_TAIL_OFF 320u
@@ -161,6 +161,32 @@ typedef struct stkr_ringfile_full {
 #define STKR_RINGREC_STACK_TRUNCATED 2u
 #define STKR_RINGREC_KNOWN 4u /* no PCs: the slot's stack (see above) */
 
+/* The event clock's calibration (recorder/clock.c). Records' ts are
+ * CLOCK_MONOTONIC nanoseconds when kind is STKR_CLOCK_MONO, else raw
+ * counter ticks (x86_64 invariant TSC, aarch64 cntvct_el0) that
+ * stkr_clock_to_ns() turns into CLOCK_MONOTONIC nanoseconds: anchored at
+ * the latest (t1, ns1) pair read back to back, at `mult` ns per tick
+ * (32.32 fixed point) measured from the session's first anchor (t0, ns0),
+ * so its error shrinks as the session gets older. */
+#define STKR_CLOCK_MONO 0u
+#define STKR_CLOCK_COUNTER 1u
+
+typedef struct stkr_clock_cal {
+  uint32_t kind;
+  uint32_t reserved;
+  uint64_t t0, ns0;
+  uint64_t t1, ns1;
+  uint64_t mult; /* ns per tick << 32 */
+} stkr_clock_cal;
+
+static inline uint64_t stkr_clock_to_ns(const stkr_clock_cal *c, uint64_t ts) {
+  if (c->kind != STKR_CLOCK_COUNTER)
+    return ts;
+  /* Signed: a record may be older than the anchor. */
+  __int128 d = (__int128)(int64_t)(ts - c->t1) * (__int128)c->mult;
+  return c->ns1 + (uint64_t)(int64_t)(d >> 32);
+}
+
 /* Session states (stkr_sessfile_hdr.state). */
 #define STKR_SESS_RUNNING 0u
 #define STKR_SESS_ENDED_LEFTOVERS 2u /* ended with records left in rings */
@@ -192,6 +218,13 @@ typedef struct stkr_sessfile_hdr {
    * batches continue after them without reading every segment. */
   uint32_t max_stack_id;
   uint64_t max_batch_seq;
+  /* The event clock's calibration (version 2), written at start and after
+   * every drain pass by the flush worker: the slot clock_idx & 1 is
+   * complete (the other is written first, then clock_idx, so a death
+   * mid-update leaves the previous one). Recovery converts the ring
+   * files' ts with it. */
+  stkr_clock_cal clock[2];
+  uint32_t clock_idx;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,

@@ -319,7 +319,8 @@ static void add_record(stkr__worker *w, stkr__thread *t,
         stkr__batch_add_stack(b, stack, s) == 0)
       s->epoch = w->epoch;
   }
-  if (stkr__batch_add_event(b, r->ts_ns, site, t->id, stack,
+  if (stkr__batch_add_event(b, stkr_clock_to_ns(&w->clk, r->ts_ns), site,
+                            t->id, stack,
                             stkr__record_payload(r), r->payload_len,
                             (r->flags & STKR__REC_PAYLOAD_TRUNCATED) != 0) != 0) {
     pthread_mutex_lock(&w->stats_mu);
@@ -486,6 +487,10 @@ void stkr__drain_all(stkr__worker *w, bool last) {
               "descriptor closed by the program?); new threads' rings are "
               "not crash-proof", w->cfg.dir);
 
+  /* A new anchor for this pass's records (and the start's calibration if
+   * a recording started since the last pass). */
+  w->clk_gen = stkr__clock_cal_get(&w->clk, w->clk_gen);
+  stkr__clock_recal(&w->clk);
   batch_begin(w);
   w->pressure = false;
   for (t = stkr__threads_first(); t; t = next) {

@@ -107,6 +107,10 @@ typedef struct stkr__worker {
    * (worker thread only): the next pass comes after 1 ms instead of the
    * configured interval (worker.c, the adaptive timer). */
   bool pressure;
+  /* The event clock's calibration (recorder/clock.c): the start's, then
+   * refined at every pass; converts records' ts. Worker thread only. */
+  stkr_clock_cal clk;
+  uint32_t clk_gen;
   uint64_t threads, batches, bytes, segments, segments_deleted, write_errors;
   uint64_t stacks_count;
 } stkr__worker;

@@ -598,9 +598,13 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
       (b->payload_len = realloc(b->payload_len, c * 4)) == NULL ||
       (b->site_col = realloc(b->site_col, c * 4)) == NULL)
     return -ENOMEM;
-  if (b->n == 0) b->base_ts = b->last_ts = r->ts_ns;
-  b->ts_delta[b->n] = (int64_t)(r->ts_ns - b->last_ts);
-  b->last_ts = r->ts_ns;
+  /* Counter ticks -> CLOCK_MONOTONIC ns, with the dead writer's last
+   * calibration (its records are at most an exit budget newer). */
+  uint64_t ts = stkr_clock_to_ns(&b->ss->h.clock[b->ss->h.clock_idx & 1],
+                                 r->ts_ns);
+  if (b->n == 0) b->base_ts = b->last_ts = ts;
+  b->ts_delta[b->n] = (int64_t)(ts - b->last_ts);
+  b->last_ts = ts;
   b->thread_id[b->n] = b->cur_thread;
   b->stack_id[b->n] = stack;
   b->site_col[b->n] = r->site_id;

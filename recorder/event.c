@@ -55,6 +55,7 @@ static void stkr__atfork_child(void) {
    * eventfd shared with the parent) must never be poked from the child. */
   g_wake = NULL;
   g_wake_arg = NULL;
+  stkr__clock_forget_after_fork();
   stkr__threads_forget_after_fork();
   if (state == STKR__RUNNING && g_on_fork != NULL)
     atomic_store_explicit(&g_state, STKR__FORK_PENDING, memory_order_release);
@@ -85,6 +86,8 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   /* A producer of the previous session may have outlived its bounded
    * quiesce (an exit budget) and still be reading g_conf. */
   stkr__threads_wait_idle();
+  /* The session's clock, before RUNNING is released to producers. */
+  stkr__clock_setup(true);
   g_conf = *rc;
   g_wake = wake;
   g_wake_arg = wake_arg;
@@ -167,7 +170,7 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
   unsigned slot = (unsigned)h2 & (STKR__KNOWN_SLOTS - 1);
   uint64_t *known = t->ring.c->known[slot];
 
-  rec->ts_ns = stkr__clock_mono_ns();
+  rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
   rec->site_id = site_id;
   rec->payload_len = (uint16_t)payload_len;
   rec->slot = (uint8_t)slot;

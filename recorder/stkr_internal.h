@@ -240,6 +240,9 @@ bool stkr__session_check(void);
 /* Worker, before each batch's write: the highest stack id and Batch.seq
  * used so far, into the session file (see stkr_sessfile_hdr). */
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
+/* The event clock's calibration, into the session file (see
+ * stkr_sessfile_hdr.clock). Worker, or the start. No-op without session. */
+void stkr__session_clock(const stkr_clock_cal *cal);
 /* The ring size of the current session's config (0: none). */
 size_t stkr__session_ring_bytes(void);
 /* The current session's id, 0 if none. */
@@ -318,8 +321,58 @@ unsigned stkr__walk_keyed(uintptr_t fp, uintptr_t lo, uintptr_t hi,
 typedef void *(*stkr__task_fn)(void);
 stkr__task_fn stkr__walk_set_task_fn(stkr__task_fn fn);
 
-/* ---- platform (platform_*.c) ---- */
+/* ---- the event clock (clock.c) -----------------------------------------
+ * Events are stamped with a raw counter when one can be trusted (x86_64:
+ * an invariant TSC, CPUID 0x80000007 EDX bit 8; aarch64: cntvct_el0 at
+ * cntfrq_el0), ~9 ns instead of clock_gettime's ~21 on the test machine,
+ * else with CLOCK_MONOTONIC; the flush worker converts ticks to
+ * CLOCK_MONOTONIC ns (stkr_clock_to_ns, common/stkr_ringfile.h) with a
+ * calibration it refines each pass, and writes it into the session file
+ * for recovery. Files only ever hold CLOCK_MONOTONIC ns. */
+
+/* Whether stkr__clock_event() reads the counter. Written by
+ * stkr__clock_setup() at recorder start, before the release store of
+ * RUNNING; read by producers after their acquire load of it. */
+extern bool stkr__clock_counter;
+
+static inline uint64_t stkr__clock_counter_read(void) {
+#if defined(__x86_64__)
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+#else
+  return 0;
+#endif
+}
+
 uint64_t stkr__clock_mono_ns(void);
+/* A record's timestamp: ticks or ns, as the session's calibration says. */
+static inline uint64_t stkr__clock_event(void) {
+  return stkr__clock_counter ? stkr__clock_counter_read()
+                             : stkr__clock_mono_ns();
+}
+/* Recorder start (no producer active): pick the session's clock (the
+ * counter only if allow_counter and it passes the checks) and calibrate
+ * it (~0.2 ms); the result goes into the session file too. */
+void stkr__clock_setup(bool allow_counter);
+/* The start's calibration, copied into *out unless its generation is
+ * have_gen (the caller's copy is current); returns the generation. Any
+ * thread; the worker keeps its own copy and refines it with
+ * stkr__clock_recal(). */
+uint32_t stkr__clock_cal_get(stkr_clock_cal *out, uint32_t have_gen);
+/* Worker: a new anchor now, and the rate over the whole session so far. */
+void stkr__clock_recal(stkr_clock_cal *cal);
+/* In a forked child (atfork handler): reset the calibration's lock. */
+void stkr__clock_forget_after_fork(void);
+/* Tests: forbid (false) or allow (true, the default) the counter at the
+ * next recorder start. */
+void stkr__clock_allow_counter(bool allow);
+
+/* ---- platform (platform_*.c) ---- */
 uint64_t stkr__clock_wall_ns(void);
 uint64_t stkr__os_tid(void);
 /* Bounds of the calling thread's stack: [*lo, *hi). 0 or -errno. */

@@ -53,9 +53,9 @@ static uint64_t g_before, g_after;
 static __attribute__((noinline)) int c3(const char *payload, size_t len) {
   int rc;
   g_ret[1] = (uint64_t)__builtin_return_address(0);
-  g_before = stkr__clock_mono_ns();
+  g_before = stkr__clock_event(); /* the records' clock: ticks or ns */
   rc = stkr_event(&g_site_a, payload, len);
-  g_after = stkr__clock_mono_ns();
+  g_after = stkr__clock_event();
   __asm__ volatile("" ::: "memory");
   return rc;
 }

@@ -59,6 +59,7 @@ typedef struct readback {
   uint64_t helper_events[4];
   /* 4-byte payloads (record_seq: one call chain): their stack */
   uint64_t seq_stack, seq_other_stack, seq_no_stack, seq_site_bad;
+  uint64_t ts_min, ts_max; /* over all events */
 } readback;
 
 static void rb_warn(void *arg, const stkr_warning *w) {
@@ -83,6 +84,8 @@ static void read_dir(const char *dir, readback *rb, size_t n_seen) {
   assert_int_equal(stkr_reader_open(dir, &o, &r), 0);
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     rb->events++;
+    if (rb->ts_min == 0 || ev.ts_ns < rb->ts_min) rb->ts_min = ev.ts_ns;
+    if (ev.ts_ns > rb->ts_max) rb->ts_max = ev.ts_ns;
     if (ev.payload_len == 4) {
       uint32_t v;
       memcpy(&v, ev.payload, 4);
@@ -348,13 +351,19 @@ static void test_known_records_resolve_through_segments(void **state) {
   (void)state;
 
   new_dir(dir, sizeof dir);
+  uint64_t t0 = stkr__clock_mono_ns();
   run_child_die(dir, 300, 200, false);
+  uint64_t t1 = stkr__clock_mono_ns();
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
   assert_int_equal(st.unresolved_stacks, 0);
   read_dir(dir, &rb, 500);
   assert_int_equal(rb.events, 500);
   assert_int_equal(rb.seq_no_stack + rb.seq_other_stack + rb.seq_site_bad, 0);
+  /* Written and recovered events alike carry CLOCK_MONOTONIC ns (the
+   * ring files may hold counter ticks: recovery converts them with the
+   * session file's calibration). */
+  assert_true(rb.ts_min >= t0 && rb.ts_max <= t1);
   rb_free(&rb);
 
   new_dir(dir, sizeof dir);
