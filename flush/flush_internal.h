@@ -63,7 +63,9 @@ typedef struct stkr__fconfig {
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
-#define STKR__DEFAULT_RING_BYTES 262144u
+/* 64 KiB: with stacks sent once per thread (24-byte known records) it
+ * holds ~2,700 events, three times what 256 KiB held before (issue 18). */
+#define STKR__DEFAULT_RING_BYTES 65536u
 #define STKR__DEFAULT_DEPTH 64u
 #define STKR__DEFAULT_FLUSH_MS 200u
 #define STKR__DEFAULT_SEGMENT_BYTES (64ull << 20)

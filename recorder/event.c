@@ -79,7 +79,8 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
     return -EINVAL;
   /* A ring must hold several maximal records, or one event could never
    * fit and would be dropped forever. */
-  min_ring = 4 * (sizeof(stkr__record) + 8u * rc->max_depth + rc->payload_max + 8);
+  min_ring = 4 * (sizeof(stkr__record_full) + 8u * rc->max_depth +
+                  rc->payload_max + 8);
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
   pthread_once(&g_atfork_once, stkr__atfork_install);
@@ -146,6 +147,11 @@ int stkr_thread_attach(void) {
     return -EPERM;
   if (t == STKR__THREAD_DEAD || t == STKR__THREAD_ATTACHING)
     return -EAGAIN;
+  if (t == STKR__THREAD_CAPPED) {
+    if (!stkr__threads_ring_room(g_conf.ring_bytes))
+      return -ENOSPC;
+    stkr__tls = NULL; /* room again: try */
+  }
   if (t != NULL)
     return 0;
   if (!stkr__recorder_running())
@@ -213,9 +219,14 @@ int stkr__event_pcs(stkr_site *site, const uint64_t *pcs, unsigned depth,
   if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX) {
     if (t == STKR__THREAD_IGNORED)
       return -EPERM;
-    if (t != NULL || !stkr__recorder_running() ||
-        stkr__thread_attach(g_conf.ring_bytes, &t) != 0)
+    if (t == STKR__THREAD_CAPPED && stkr__threads_ring_room(g_conf.ring_bytes))
+      t = stkr__tls = NULL;
+    if (t != NULL || !stkr__recorder_running())
       return -ENOTCONN;
+    if (stkr__thread_attach(g_conf.ring_bytes, &t) != 0) {
+      stkr__count_dropped_other();
+      return -EAGAIN;
+    }
   }
   if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
     atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
@@ -291,9 +302,13 @@ again:
         return err;
       goto again; /* a forked child just started recording */
     }
-    if (t != NULL) {
+    if (t == STKR__THREAD_CAPPED &&
+        stkr__threads_ring_room(g_conf.ring_bytes)) {
+      stkr__tls = t = NULL; /* threads exited: ring memory to be had */
+    } else if (t != NULL) {
       /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
-       * signal handler interrupted this thread's first event. */
+       * signal handler interrupted this thread's first event. CAPPED:
+       * the process's ring memory is used up by live threads. */
       stkr__count_dropped_other();
       return -EAGAIN;
     }

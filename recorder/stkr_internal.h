@@ -463,6 +463,9 @@ typedef struct stkr__thread {
 
   /* Worker-only bookkeeping (flush/ owns these). */
   _Alignas(STKR__CACHE_LINE) uint64_t w_consumed;
+  /* Bytes this thread holds of the ring memory cap (ring + state); set at
+   * attach, given back when reaped. */
+  uint64_t ring_charge;
   uint64_t w_reported_full, w_reported_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
   /* The worker's mirror of the ring's known-stack table: the stack id
@@ -476,7 +479,10 @@ typedef struct stkr__thread {
 #define STKR__THREAD_DEAD ((stkr__thread *)1)
 #define STKR__THREAD_ATTACHING ((stkr__thread *)2)
 #define STKR__THREAD_IGNORED ((stkr__thread *)3) /* the recorder's own */
-#define STKR__THREAD_SENTINEL_MAX ((uintptr_t)3)
+/* Not attached: the process-wide cap on ring memory was reached (its
+ * events are dropped as dropped_other until live threads free some). */
+#define STKR__THREAD_CAPPED ((stkr__thread *)4)
+#define STKR__THREAD_SENTINEL_MAX ((uintptr_t)4)
 extern __thread stkr__thread *stkr__tls;
 
 /* Never record the calling thread (the flush worker: with hooked libc
@@ -485,8 +491,19 @@ extern __thread stkr__thread *stkr__tls;
  * first event. */
 void stkr__thread_ignore(void);
 
-/* Allocate and register the calling thread's state (first event). */
+/* Allocate and register the calling thread's state (first event).
+ * -ENOSPC (and stkr__tls = STKR__THREAD_CAPPED) when the ring would pass
+ * the process-wide cap on ring memory (stkr__threads_ring_cap). */
 int stkr__thread_attach(size_t ring_bytes, stkr__thread **out);
+/* The process-wide cap on the memory of live threads' rings and states,
+ * in bytes (default STKR__RING_MEM_CAP): a thread whose ring would pass
+ * it records nothing (its events count as dropped_other) until threads
+ * that exit free enough. Set before recording (tests); any thread. */
+#define STKR__RING_MEM_CAP ((uint64_t)32 << 20)
+void stkr__threads_set_ring_cap(uint64_t bytes);
+/* May a capped thread try to attach again (ring memory was freed)? One
+ * relaxed load: cheap enough for every event of a capped thread. */
+bool stkr__threads_ring_room(size_t ring_bytes);
 
 typedef struct stkr__counts {
   uint64_t pushed;            /* records committed to rings */

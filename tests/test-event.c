@@ -190,6 +190,39 @@ static void test_dropped_full_record_stays_unknown(void **state) {
   assert_true(pushed > 1000); /* known records: a 1 MiB ring holds many */
 }
 
+/* The process-wide cap on ring memory: a thread that would pass it gets
+ * no ring, and its events are dropped and counted (dropped_other) until
+ * there is room again; then it attaches and records. */
+static void *capped_thread(void *arg) {
+  int *rc = arg;
+  rc[0] = stkr_event(&g_site_a, NULL, 0); /* attach refused */
+  rc[1] = stkr_event(&g_site_a, NULL, 0); /* still no room: no retry */
+  stkr__threads_set_ring_cap(STKR__RING_MEM_CAP);
+  rc[2] = stkr_event(&g_site_a, NULL, 0); /* room: attaches, records */
+  rc[3] = stkr__tls != STKR__THREAD_CAPPED && stkr__tls != NULL;
+  return NULL;
+}
+
+static void test_ring_memory_cap(void **state) {
+  stkr__counts c0, c1;
+  pthread_t th;
+  int rc[4];
+  (void)state;
+  assert_int_equal(stkr_thread_attach(), 0);
+  stkr__threads_counts(&c0);
+  stkr__threads_set_ring_cap(1); /* below what one more thread needs */
+  assert_int_equal(pthread_create(&th, NULL, capped_thread, rc), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  stkr__threads_set_ring_cap(STKR__RING_MEM_CAP);
+  assert_int_not_equal(rc[0], 0);
+  assert_int_equal(rc[1], -EAGAIN);
+  assert_int_equal(rc[2], 0);
+  assert_true(rc[3]);
+  stkr__threads_counts(&c1);
+  assert_int_equal(c1.dropped_other - c0.dropped_other, 2);
+  assert_int_equal(c1.pushed - c0.pushed, 1);
+}
+
 static void test_payload_truncated_at_limit(void **state) {
   const stkr__record *rec;
   char big[100];
@@ -461,6 +494,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_payload_truncated_at_limit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_known_stack_sent_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dropped_full_record_stays_unknown, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ring_memory_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_same_name_same_id, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_running_returns_enotconn, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tiny_ring_drops_and_counts, setup, teardown),
