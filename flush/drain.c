@@ -289,7 +289,13 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
   /* 0 (out of memory): this event and the slot's known records keep
    * stack id 0, "unknown", until the slot's stack is sent again. */
   t->w_slot_stack[r->slot] = stack;
-  if (stack > known && w->symc && stkr__drain_may_symbolize(w))
+  /* Not while a ring is filling up: the first resolution into a library
+   * loads its debug info (~50-100 ms of CPU, uninterruptible), and a burst
+   * would overflow every ring meanwhile. Such a stack keeps its PCs and
+   * the image list, as at the end of a session (`stackrec symbolize`, or
+   * `stackrec record`'s own offline pass, resolves it). */
+  if (stack > known && w->symc && stkr__drain_may_symbolize(w) &&
+      !w->pressure_now)
     symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
   return stack;
 }
@@ -364,7 +370,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   if (t->ring.c) {
     empty = false;
     if (stkr__ring_unread(&t->ring) >= stkr__ring_size(&t->ring) / 8)
-      w->pressure = true;
+      w->pressure_now = true;
     for (int pass = 0; pass < 4; pass++) {
       empty = drain_ring(w, t);
       /* Release: pairs with the producer's acquire load of wake_sent
@@ -492,7 +498,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   w->clk_gen = stkr__clock_cal_get(&w->clk, w->clk_gen);
   stkr__clock_recal(&w->clk);
   batch_begin(w);
-  w->pressure = false;
+  w->pressure_now = false;
   for (t = stkr__threads_first(); t; t = next) {
     /* Past an exit's deadline, not even the bookkeeping of the remaining
      * threads (reaping unmaps, which is slow with many threads running):
@@ -532,4 +538,5 @@ void stkr__drain_all(stkr__worker *w, bool last) {
    * files it never uses, and unlink them again at its exit. */
   if (!last && c.threads >= 2) stkr__ringfile_prefill();
   publish(w);
+  w->pressure = w->pressure_now;
 }
