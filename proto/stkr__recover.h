@@ -35,6 +35,22 @@ typedef struct stkr__rc {
   size_t n_segs, cap_segs;
 } stkr__rc;
 
+/* A dead session's session file, read whole. */
+typedef struct stkr__rc_sess {
+  stkr_sessfile_hdr h;
+  const uint8_t *data;
+  uint64_t len;
+} stkr__rc_sess;
+
+/* Check data (len bytes) as the session file of (pid, sid) and copy its
+ * header into s->h; NULL, or why not. */
+const char *stkr__rc_sess_check(stkr__rc_sess *s, const uint8_t *data,
+                                uint64_t len, uint32_t pid, uint64_t sid);
+/* The name of site id, or NULL (not stored, or out of bounds), copied into
+ * buf (NUL-terminated). */
+const char *stkr__rc_sess_site(const stkr__rc_sess *s, uint32_t id, char *buf,
+                               size_t cap);
+
 void stkr__rc_msg(stkr__rc *rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int stkr__rc_parse_name(const char *s, uint32_t *pid, uint64_t *sid,

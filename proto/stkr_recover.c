@@ -189,6 +189,53 @@ bad:
   return 1;
 }
 
+/* ---- the session file (step 2) ---------------------------------------- */
+
+const char *stkr__rc_sess_check(stkr__rc_sess *s, const uint8_t *data, uint64_t len,
+                              uint32_t pid, uint64_t sid) {
+  const stkr_sessfile_hdr *h = &s->h;
+
+  if (len < sizeof *h)
+    return "shorter than a session file header";
+  memcpy(&s->h, data, sizeof s->h);
+  s->data = data;
+  s->len = len;
+  if (memcmp(h->magic, STKR_SESSFILE_MAGIC, 8) != 0)
+    return "not a session file (bad magic)";
+  if (h->version != STKR_SESSFILE_VERSION)
+    return "unknown session file version";
+  if (h->session_id != sid || h->pid != pid)
+    return "pid or session id differ from the file name";
+  if (h->site_cap > (1u << 20) || h->slots_off > len ||
+      (uint64_t)8 * (h->site_cap + 1) > len - h->slots_off ||
+      h->slots_off % 8 != 0 || h->names_off > len ||
+      h->names_cap > len - h->names_off)
+    return "site table does not fit the file";
+  s->h.process_name[sizeof h->process_name - 1] = '\0';
+  s->h.arch[sizeof h->arch - 1] = '\0';
+  s->h.symbolize[sizeof h->symbolize - 1] = '\0';
+  return NULL;
+}
+
+/* The name of site id, or NULL (not stored, or out of bounds). Copied into
+ * buf (NUL-terminated). */
+const char *stkr__rc_sess_site(const stkr__rc_sess *s, uint32_t id, char *buf,
+                             size_t cap) {
+  uint64_t slot, off, n;
+
+  if (id == 0 || id > s->h.site_cap)
+    return NULL;
+  memcpy(&slot, s->data + s->h.slots_off + 8u * id, 8);
+  off = slot >> 32;
+  n = slot & 0xFFFFFFFFu;
+  if (slot == 0 || off > s->h.names_cap || n > s->h.names_cap - off ||
+      n >= cap)
+    return NULL;
+  memcpy(buf, s->data + s->h.names_off + off, n);
+  buf[n] = '\0';
+  return buf;
+}
+
 /* ---- names ------------------------------------------------------------ */
 
 /* "stackrec-<pid>-<16 hex>" then ".session" or "-<thread>.ring". 0 or

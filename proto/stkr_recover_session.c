@@ -192,59 +192,6 @@ static void scan_free(scan *s) {
   free(s->cur_path);
 }
 
-/* ---- the session file (step 2) ---------------------------------------- */
-
-typedef struct sess {
-  stkr_sessfile_hdr h;
-  const uint8_t *data;
-  uint64_t len;
-} sess;
-
-static const char *sess_check(sess *s, const uint8_t *data, uint64_t len,
-                              uint32_t pid, uint64_t sid) {
-  const stkr_sessfile_hdr *h = &s->h;
-
-  if (len < sizeof *h)
-    return "shorter than a session file header";
-  memcpy(&s->h, data, sizeof s->h);
-  s->data = data;
-  s->len = len;
-  if (memcmp(h->magic, STKR_SESSFILE_MAGIC, 8) != 0)
-    return "not a session file (bad magic)";
-  if (h->version != STKR_SESSFILE_VERSION)
-    return "unknown session file version";
-  if (h->session_id != sid || h->pid != pid)
-    return "pid or session id differ from the file name";
-  if (h->site_cap > (1u << 20) || h->slots_off > len ||
-      (uint64_t)8 * (h->site_cap + 1) > len - h->slots_off ||
-      h->slots_off % 8 != 0 || h->names_off > len ||
-      h->names_cap > len - h->names_off)
-    return "site table does not fit the file";
-  s->h.process_name[sizeof h->process_name - 1] = '\0';
-  s->h.arch[sizeof h->arch - 1] = '\0';
-  s->h.symbolize[sizeof h->symbolize - 1] = '\0';
-  return NULL;
-}
-
-/* The name of site id, or NULL (not stored, or out of bounds). Copied into
- * buf (NUL-terminated). */
-static const char *sess_site(const sess *s, uint32_t id, char *buf,
-                             size_t cap) {
-  uint64_t slot, off, n;
-
-  if (id == 0 || id > s->h.site_cap)
-    return NULL;
-  memcpy(&slot, s->data + s->h.slots_off + 8u * id, 8);
-  off = slot >> 32;
-  n = slot & 0xFFFFFFFFu;
-  if (slot == 0 || off > s->h.names_cap || n > s->h.names_cap - off ||
-      n >= cap)
-    return NULL;
-  memcpy(buf, s->data + s->h.names_off + off, n);
-  buf[n] = '\0';
-  return buf;
-}
-
 /* ---- building and writing (steps 4, 5) -------------------------------- */
 
 typedef struct rstack {
@@ -257,7 +204,7 @@ typedef struct rstack {
 
 typedef struct build {
   stkr__rc *rc;
-  const sess *ss;
+  const stkr__rc_sess *ss;
   scan *sc;
   bool dry;
   int fd;               /* the recovered segment, -1 until opened */
@@ -395,7 +342,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
  * segment's first batch). */
 static void fill_header(const build *b, Stackrec__Header *H,
                         Stackrec__Config *C) {
-  const sess *ss = b->ss;
+  const stkr__rc_sess *ss = b->ss;
 
   H->format_version = STKR_FORMAT_VERSION;
   H->pid = ss->h.pid;
@@ -560,7 +507,7 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
     return err;
   if (err == 1) {
     char name[1024];
-    const char *nm = sess_site(b->ss, r->site_id, name, sizeof name);
+    const char *nm = stkr__rc_sess_site(b->ss, r->site_id, name, sizeof name);
     if (nm != NULL) { /* else: defined by the dead writer's own batches */
       Stackrec__SiteDef d0 = STACKREC__SITE_DEF__INIT;
       char *copy = strdup(nm);
@@ -736,7 +683,7 @@ static int fsync_dir(const char *dir) {
   return err;
 }
 
-static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
+static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
                          const stkr__rc_file *rings, size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
   char path[STKR__RC_PATH_MAX];
@@ -782,7 +729,7 @@ static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   const stkr__rc_file *f = rings - 1; /* the session file's entry */
   char path[STKR__RC_PATH_MAX];
-  sess ss;
+  stkr__rc_sess ss;
   scan sc = {0};
   uint8_t *data = NULL;
   uint64_t len = 0;
@@ -811,7 +758,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   }
   rc->st->sessions_dead++;
   err = stkr__rc_read_file(fd, STKR__RC_MAX_SESSFILE, &data, &len);
-  if (err != 0 || (why = sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
+  if (err != 0 || (why = stkr__rc_sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
     stkr__rc_msg(rc, "%s: offset 0: %s; session not recovered", path,
                  err != 0 ? strerror(-err) : why);
     rc->st->orphans += 1 + n;

@@ -414,7 +414,8 @@ const char *stkr_strerror(int err) {
   case -EAGAIN:
     return "event dropped (ring full, or re-entered from a signal handler)";
   case -ENOSPC:
-    return "no space (site table full, or disk full)";
+    return "no space (site table full, disk full, or the process's cap on "
+           "ring memory reached)";
   case -EINVAL:
     return "invalid argument or configuration value";
   case -EPERM:

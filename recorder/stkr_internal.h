@@ -496,9 +496,10 @@ void stkr__thread_ignore(void);
  * the process-wide cap on ring memory (stkr__threads_ring_cap). */
 int stkr__thread_attach(size_t ring_bytes, stkr__thread **out);
 /* The process-wide cap on the memory of live threads' rings and states,
- * in bytes (default STKR__RING_MEM_CAP): a thread whose ring would pass
- * it records nothing (its events count as dropped_other) until threads
- * that exit free enough. Set before recording (tests); any thread. */
+ * in bytes (default, or 0: STKR__RING_MEM_CAP, raised to 8 rings of the
+ * configured size if those are bigger): a thread whose ring would pass it
+ * records nothing (its events count as dropped_other) until threads that
+ * exit free enough. Set before recording (tests); any thread. */
 #define STKR__RING_MEM_CAP ((uint64_t)32 << 20)
 void stkr__threads_set_ring_cap(uint64_t bytes);
 /* May a capped thread try to attach again (ring memory was freed)? One

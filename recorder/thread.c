@@ -42,7 +42,16 @@ static pthread_key_t g_key;
  * its cap: any thread adds at attach (relaxed RMW: a budget, nothing is
  * published through it), the worker subtracts when reaping. */
 static _Atomic uint64_t g_ring_live;
-static _Atomic uint64_t g_ring_cap = STKR__RING_MEM_CAP;
+/* 0: the default, max(STKR__RING_MEM_CAP, 8 rings of the configured size),
+ * so that a large configured ring still serves a few threads. */
+static _Atomic uint64_t g_ring_cap;
+
+static uint64_t ring_cap(uint64_t charge) {
+  uint64_t cap = atomic_load_explicit(&g_ring_cap, memory_order_relaxed);
+  if (cap == 0)
+    cap = STKR__RING_MEM_CAP > 8 * charge ? STKR__RING_MEM_CAP : 8 * charge;
+  return cap;
+}
 
 void stkr__threads_set_ring_cap(uint64_t bytes) {
   atomic_store_explicit(&g_ring_cap, bytes, memory_order_relaxed);
@@ -54,9 +63,9 @@ static uint64_t ring_charge(size_t ring_bytes) {
 }
 
 bool stkr__threads_ring_room(size_t ring_bytes) {
-  return atomic_load_explicit(&g_ring_live, memory_order_relaxed) +
-             ring_charge(ring_bytes) <=
-         atomic_load_explicit(&g_ring_cap, memory_order_relaxed);
+  uint64_t charge = ring_charge(ring_bytes);
+  return atomic_load_explicit(&g_ring_live, memory_order_relaxed) + charge <=
+         ring_cap(charge);
 }
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
@@ -93,7 +102,7 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   uint64_t charge = ring_charge(ring_bytes);
   if (atomic_fetch_add_explicit(&g_ring_live, charge, memory_order_relaxed) +
           charge >
-      atomic_load_explicit(&g_ring_cap, memory_order_relaxed)) {
+      ring_cap(charge)) {
     atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
     stkr__tls = STKR__THREAD_CAPPED;
     return -ENOSPC;

@@ -197,7 +197,7 @@ static void *capped_thread(void *arg) {
   int *rc = arg;
   rc[0] = stkr_event(&g_site_a, NULL, 0); /* attach refused */
   rc[1] = stkr_event(&g_site_a, NULL, 0); /* still no room: no retry */
-  stkr__threads_set_ring_cap(STKR__RING_MEM_CAP);
+  stkr__threads_set_ring_cap(0); /* the default */
   rc[2] = stkr_event(&g_site_a, NULL, 0); /* room: attaches, records */
   rc[3] = stkr__tls != STKR__THREAD_CAPPED && stkr__tls != NULL;
   return NULL;
@@ -213,7 +213,7 @@ static void test_ring_memory_cap(void **state) {
   stkr__threads_set_ring_cap(1); /* below what one more thread needs */
   assert_int_equal(pthread_create(&th, NULL, capped_thread, rc), 0);
   assert_int_equal(pthread_join(th, NULL), 0);
-  stkr__threads_set_ring_cap(STKR__RING_MEM_CAP);
+  stkr__threads_set_ring_cap(0); /* the default */
   assert_int_not_equal(rc[0], 0);
   assert_int_equal(rc[1], -EAGAIN);
   assert_int_equal(rc[2], 0);

@@ -704,8 +704,14 @@ static void test_sigkill_random_moments(void **state) {
     for (int i = 0; i < KTHREADS; i++) {
       uint64_t counted = g_counts[i], recorded = rb.by_byte[i];
       if (recorded < counted || recorded > counted + 1)
-        fail_msg("round %d thread %d: recorded %llu, counted %llu", round, i,
-                 (unsigned long long)recorded, (unsigned long long)counted);
+        fail_msg("round %d thread %d: recorded %llu, counted %llu (recovery: "
+                 "%llu events, %llu rings, %llu orphans, %llu failed, %llu "
+                 "duplicates; last message: %s)", round, i,
+                 (unsigned long long)recorded, (unsigned long long)counted,
+                 (unsigned long long)st.events, (unsigned long long)st.rings,
+                 (unsigned long long)st.orphans,
+                 (unsigned long long)st.sessions_failed,
+                 (unsigned long long)st.duplicates, ms.n ? ms.last : "none");
       total += recorded;
     }
     assert_int_equal(rb.events, total);

@@ -4,7 +4,9 @@
  *
  *   stkr_event       the recorder's hot path (walk + hash + ring push + clock)
  *   floor            bare stkr__walk() from our own frame with cached stack
- *                    bounds, plus stkr__clock_mono_ns(): what stkr_event
+ *                    bounds, plus stkr__clock_event() (the event clock:
+ *                    the cycle counter when trusted, else
+ *                    clock_gettime; see recorder/clock.c): what stkr_event
  *                    cannot go below
  *   unw_backtrace    libunwind (nongnu, UNW_LOCAL_ONLY fast trace)
  *   glibc backtrace  glibc's backtrace() (libgcc's DWARF unwinder)
@@ -88,7 +90,7 @@ static inline uint64_t raw_ticks(void) { return 0; }
  * and the raw TSC read as a reference for what a timestamp could cost. */
 enum { C_EVENT, C_FLOOR, C_UNW, C_GLIBC, C_SEED, C_WALK, C_CLOCK, C_TSC, NC };
 static const char *const cname[NC] = {
-    "stkr_event", "floor: walk+clock", "unw_backtrace", "glibc backtrace",
+    "stkr_event", "floor: walk+event clock", "unw_backtrace", "glibc backtrace",
     "seed: bt+hash+mutex map", "(info) walk only", "(info) clock_mono_ns only",
     "(info) raw counter (rdtsc)"};
 static const unsigned citers[NC] = {FAST_ITERS, FAST_ITERS, FAST_ITERS,
@@ -122,7 +124,7 @@ static __attribute__((noinline)) unsigned floor_walk(void) {
   bool truncated;
   unsigned n = stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi,
                           0, pcs, MAX_PCS, &hash, &truncated);
-  g_sink = hash + stkr__clock_mono_ns();
+  g_sink = hash + stkr__clock_event();
   return n;
 }
 
@@ -404,11 +406,15 @@ int main(int argc, char **argv) {
   g_lo = stkr__tls->stack_lo;
   g_hi = stkr__tls->stack_hi;
   printf("recorder: max_depth %u, ring %u KiB (%s), payload none; batches of "
-         "%u (fast) / %u (glibc-based) calls; %u rounds\n\n",
+         "%u (fast) / %u (glibc-based) calls; %u rounds\n",
          rconf.max_depth, RING_BYTES >> 10,
          file_ring && stkr__tls->ring.session ? "a MAP_SHARED ring file"
                                               : "anonymous memory",
          FAST_ITERS, SLOW_ITERS, rounds);
+  printf("event clock: %s\n\n",
+         stkr__clock_counter ? "the cycle counter (converted by the worker)"
+                             : "clock_gettime(CLOCK_MONOTONIC) (no trusted "
+                               "counter)");
 
   /* Frames captured per contender and depth (and first-call warm-up). */
   count_frames(frames, &pushed, &drained);
