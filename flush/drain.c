@@ -343,8 +343,17 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   uint64_t budget = stkr__ring_unread(&t->ring) + stkr__ring_size(&t->ring);
   uint64_t seen = 0;
   const stkr__record *r;
+  bool clock_fresh = false;
   for (;;) {
     if ((r = stkr__ring_peek(&t->ring)) == NULL) return true;
+    if (!clock_fresh) {
+      /* The calibration of the recording these records belong to: a record
+       * we see was committed after its producer saw RUNNING, which was
+       * released after the start's calibration (a pass that began before
+       * the start would otherwise convert ticks as nanoseconds). */
+      w->clk_gen = stkr__clock_cal_get(&w->clk, w->clk_gen);
+      clock_fresh = true;
+    }
     if (seen >= budget || stkr__drain_past_deadline(w)) return false;
     seen += r->size;
     maybe_write_full(w);

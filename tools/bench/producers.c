@@ -108,7 +108,8 @@ static uint64_t drain_own(unsigned *last_depth) {
   const stkr__record *rec;
   uint64_t n = 0;
   while ((rec = stkr__ring_peek(r)) != NULL) {
-    *last_depth = rec->depth;
+    if (!stkr__record_known(rec)) /* a known record has no PCs */
+      *last_depth = rec->depth;
     stkr__ring_release(r, rec);
     n++;
   }
@@ -152,7 +153,7 @@ static __attribute__((noinline)) void leaf(unsigned me) {
     g_t0[me] = t0;
     g_t1[me] = t1;
     g_fail[me] += fails;
-    if (drain)
+    if (drain && depth != 0) /* known records (depth 0) keep the last */
       g_frames[me] = depth;
     if (++g_done == n)
       pthread_cond_signal(&g_done_cv);
