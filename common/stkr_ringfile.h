@@ -57,7 +57,7 @@
  * The stack key is {h1, h2}: h1 the recorder's 64-bit hash of the PCs
  * (StackDef.hash), h2 = stkr_stack_key2(pcs, depth, site, truncated)
  * (common/stkr_hash.h), an independent hash that also covers the site and
- * the truncation flag; slot = h2 & (STKR_RINGFILE_KNOWN_SLOTS - 1). The
+ * the truncation flag; slot = stkr_stack_key2_slot(h2, slots). The
  * producer sends a known record only when the slot's table entry equals
  * the key of the stack it just walked, and it writes the entry only after
  * the full record that carries the key was committed (head stored): so a

@@ -289,13 +289,13 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
   /* 0 (out of memory): this event and the slot's known records keep
    * stack id 0, "unknown", until the slot's stack is sent again. */
   t->w_slot_stack[r->slot] = stack;
-  /* Not while a ring is filling up: the first resolution into a library
-   * loads its debug info (~50-100 ms of CPU, uninterruptible), and a burst
-   * would overflow every ring meanwhile. Such a stack keeps its PCs and
-   * the image list, as at the end of a session (`stackrec symbolize`, or
-   * `stackrec record`'s own offline pass, resolves it). */
-  if (stack > known && w->symc && stkr__drain_may_symbolize(w) &&
-      !w->pressure_now)
+  /* In inproc mode the first resolution into a library loads its debug
+   * info (~50-100 ms of CPU, uninterruptible), during which a burst can
+   * overflow the rings; skipping it under pressure would leave the stack
+   * unsymbolized for good (a reader keeps a stack's first definition), so
+   * it is not skipped: bursts want offline mode (`stackrec record`'s
+   * default), where the worker never symbolizes. */
+  if (stack > known && w->symc && stkr__drain_may_symbolize(w))
     symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
   return stack;
 }

@@ -104,10 +104,10 @@ typedef struct stkr__worker {
    * or the batch being built. */
   uint64_t consumed;
   /* Set by a drain pass that found some ring at least an eighth full
-   * (worker thread only): pressure_now from the moment it is found (no
-   * symbolization for the rest of the pass), pressure once the pass ended
-   * (the next pass follows at once, then every 1 ms, instead of the
-   * configured interval: worker.c, the adaptive timer). */
+   * (worker thread only): pressure_now from the moment it is found,
+   * pressure once the pass ended (the next pass follows at once, then
+   * every 1 ms, instead of the configured interval: worker.c, the
+   * adaptive timer). */
   bool pressure, pressure_now;
   /* The event clock's calibration (recorder/clock.c): the start's, then
    * refined at every pass; converts records' ts. Worker thread only. */

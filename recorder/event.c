@@ -173,7 +173,7 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
   uint64_t *pcs = (uint64_t *)(void *)(full + 1);
   uint64_t h2 = stkr_stack_key2_final(fold2, depth, site_id,
                                       flags & STKR__REC_STACK_TRUNCATED);
-  unsigned slot = (unsigned)h2 & (STKR__KNOWN_SLOTS - 1);
+  unsigned slot = stkr_stack_key2_slot(h2, STKR__KNOWN_SLOTS);
   uint64_t *known = t->ring.c->known[slot];
 
   rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
@@ -185,8 +185,8 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
     rec->size = stkr__record_known_bytes(payload_len);
     rec->depth = 0;
     rec->flags = (uint8_t)(flags | STKR__REC_KNOWN);
-    if (payload_len != 0) /* over the PCs, which are no longer needed */
-      memmove(rec + 1, payload, payload_len);
+    if (payload_len != 0) /* over the PCs, no longer needed */
+      memcpy(rec + 1, payload, payload_len);
     stkr__ring_commit(&t->ring, rec->size);
     return;
   }

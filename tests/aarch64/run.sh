@@ -12,7 +12,8 @@
 # (recording format and the reader on damaged input), record and flush (the
 # whole product end to end: known call chains on threads read back with
 # their exact PCs), async-walk (Swift async context chains, with extended
-# frame records made by clang-14 for aarch64). Fork-follow cases are skipped under qemu-user, which
+# frame records made by clang-14 for aarch64), clock (the event clock:
+# cntvct_el0 and its conversion). Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
@@ -97,6 +98,9 @@ build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
   tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
 build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
   "${product[@]}" -ldl || fails=$((fails + 1))
+# The event clock on aarch64: cntvct_el0 at cntfrq_el0 (under qemu-user
+# too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
+build clock tests/test-clock.c "${product[@]}" || fails=$((fails + 1))
 
 for t in walk ring event hostile format reader damage hostile-files record flush async-walk; do
   bin="$out/bin/$t"
