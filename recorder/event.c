@@ -150,7 +150,7 @@ int stkr_thread_attach(void) {
   if (t == STKR__THREAD_CAPPED) {
     if (!stkr__threads_ring_room(g_conf.ring_bytes))
       return -ENOSPC;
-    stkr__tls = NULL; /* room again: try */
+    stkr__tls = t = NULL; /* room again: try */
   }
   if (t != NULL)
     return 0;

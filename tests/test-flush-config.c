@@ -53,7 +53,7 @@ static void test_defaults(void **state) {
   stkr__fconfig c;
   assert_int_equal(stkr__config_build(NULL, &c), 0);
   assert_string_equal(c.dir, "stackrec-out");
-  assert_int_equal(c.ring_bytes, 65536);
+  assert_int_equal(c.ring_bytes, 262144);
   assert_int_equal(c.max_depth, 64);
   assert_int_equal(c.skip_frames, 0);
   assert_int_equal(c.flush_interval_ms, 200);
@@ -66,7 +66,7 @@ static void test_defaults(void **state) {
   stkr_config z;
   memset(&z, 0, sizeof z);
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 65536);
+  assert_int_equal(c.ring_bytes, 262144);
   assert_string_equal(c.dir, "stackrec-out");
   stkr__config_free(&c);
 }

@@ -102,7 +102,7 @@ build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
 # too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
 build clock tests/test-clock.c "${product[@]}" || fails=$((fails + 1))
 
-for t in walk ring event hostile format reader damage hostile-files record flush async-walk; do
+for t in walk ring event hostile format reader damage hostile-files record flush async-walk clock; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"
