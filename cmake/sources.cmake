@@ -6,6 +6,7 @@
 
 # //recorder:recorder
 set(STKR_RECORDER_SRCS
+  recorder/clock.c
   recorder/event.c
   recorder/mark.c
   recorder/platform_apple.c
@@ -30,6 +31,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_marks.c
   proto/stkr_reader.c
   proto/stkr_recover.c
+  proto/stkr_recover_known.c
   proto/stkr_recover_session.c
   proto/stkr_symbols.c
 )

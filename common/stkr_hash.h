@@ -45,4 +45,52 @@ static inline uint64_t stkr_hash_bytes(uint64_t h, const void *p, size_t n) {
   h = (h ^ w ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ull;
   return h ^ (h >> 29);
 }
+
+/* The second half of a stack's key (common/stkr_ringfile.h, "Records"):
+ * a 64-bit hash of the PCs independent of the walk's own hash (h1), which
+ * also covers the depth, the site and the truncation flag. The recorder
+ * folds it inside the frame walk (stkr__walk_keyed: one xor and one
+ * multiply a frame, a chain independent of h1's, hidden behind the walk's
+ * loads), then finishes it once per event; recovery (proto/) recomputes it
+ * from StackDefs with stkr_stack_key2(). The two must agree bit for bit.
+ * Each step is a bijection of the state for a given PC, so two stacks that
+ * differ in one PC always differ in the fold. Not a defence against chosen
+ * input; with h1 it makes an accidental 128-bit key collision, the only
+ * way two stacks of one thread could be merged, negligible. Never 0, so
+ * that {0, 0} marks an empty table entry. */
+#define STKR_KEY2_SEED 0x243F6A8885A308D3ull
+#define STKR_KEY2_P 0x9FB21C651E98DF25ull     /* odd */
+#define STKR_KEY2_P_INV 0x02AB9C720D1024ADull /* its inverse mod 2^64 */
+
+static inline uint64_t stkr_stack_key2_step(uint64_t s, uint64_t pc) {
+  return (s ^ pc) * STKR_KEY2_P;
+}
+/* The step taken back (the walk gives back a frame's PC when it turns out
+ * to be a Swift async frame). */
+static inline uint64_t stkr_stack_key2_unstep(uint64_t s, uint64_t pc) {
+  return (s * STKR_KEY2_P_INV) ^ pc;
+}
+/* No finalizer: the key is only ever compared whole (every bit of the
+ * fold counts), and the slot is taken from its high bits through one
+ * multiply (stkr_stack_key2_slot); a full mix here sat on the hot path's
+ * critical path (~4 ns an event). */
+static inline uint64_t stkr_stack_key2_final(uint64_t s, unsigned n,
+                                             uint32_t site,
+                                             unsigned truncated) {
+  uint64_t h = s ^ ((uint64_t)n << 48) ^
+               ((uint64_t)site << 1 | (truncated ? 1u : 0u));
+  return h ? h : 1;
+}
+/* The known-stack table slot of a key2 (slots: a power of two <= 256). */
+static inline unsigned stkr_stack_key2_slot(uint64_t key2, unsigned slots) {
+  return (unsigned)((key2 * 0x9E3779B97F4A7C15ull) >> 56) & (slots - 1);
+}
+static inline uint64_t stkr_stack_key2(const uint64_t *pcs, unsigned n,
+                                       uint32_t site, unsigned truncated) {
+  uint64_t s = STKR_KEY2_SEED;
+  for (unsigned i = 0; i < n; i++)
+    s = stkr_stack_key2_step(s, pcs[i]);
+  return stkr_stack_key2_final(s, n, site, truncated);
+}
+
 #endif /* STKR_COMMON_HASH_H */

@@ -36,12 +36,44 @@
  *                     after the batch holding it went through write(2)
  *                     (or was counted lost), so [tail, head) is exactly
  *                     what the segments may lack.
+ *   [1024, 3072)      the known-stack table: STKR_RINGFILE_KNOWN_SLOTS
+ *                     entries of two u64 (the stack key, see below), by
+ *                     slot; {0, 0} = empty. Written by the producer only,
+ *                     read by recovery only (the worker never reads it).
  *   [hdr_bytes, hdr_bytes + ring_size)   the ring buffer: records at
  *                     offset (pos & (ring_size - 1)), 8-byte aligned, never
  *                     split across the end (a wrap marker, site_id 0,
  *                     fills the rest of the buffer instead).
- * A record (stkr_ringfile_record) is followed by depth u64 PCs, then
- * payload_len payload bytes, then padding to `size` (a multiple of 8).
+ *
+ * Records (version 2): stacks are sent once per thread. Every record
+ * starts with the 24-byte stkr_ringfile_record. A *full* record (flag
+ * STKR_RINGREC_KNOWN clear) continues with stkr_ringfile_full's key and
+ * evicted fields (32 bytes), then depth u64 PCs, then payload_len payload
+ * bytes, then padding to `size` (a multiple of 8). A *known* record
+ * (STKR_RINGREC_KNOWN set, depth 0) has its payload right after the 24
+ * bytes: its stack is the one of the latest full record of the same ring
+ * with the same `slot` before it.
+ *
+ * The stack key is {h1, h2}: h1 the recorder's 64-bit hash of the PCs
+ * (StackDef.hash), h2 = stkr_stack_key2(pcs, depth, site, truncated)
+ * (common/stkr_hash.h), an independent hash that also covers the site and
+ * the truncation flag; slot = stkr_stack_key2_slot(h2, slots). The
+ * producer sends a known record only when the slot's table entry equals
+ * the key of the stack it just walked, and it writes the entry only after
+ * the full record that carries the key was committed (head stored): so a
+ * known record's full record is always earlier in the same ring, either
+ * still in [tail, head) or already released (written to a segment).
+ * A dropped full record (ring full) never enters the table.
+ *
+ * Recovery resolves a known record at pos in [tail, head) thus: the latest
+ * full record with that slot in [tail, pos) if there is one; otherwise the
+ * key the slot held at `tail`, which is the `evicted` key of the first full
+ * record with that slot in [tail, head), or, when there is none, the
+ * table's entry; that key's stack was written to one of the session's
+ * segments before the crash (StackDef with hash h1 and a matching h2), where
+ * recovery looks it up. A key found nowhere (its segment deleted by the
+ * disk cap) gives the event stack id 0 ("unknown"), counted and reported.
+ * The table is cleared whenever the ring gets a new owner or is reset.
  *
  * Session file:
  *   [0, 4096)         stkr_sessfile_hdr
@@ -64,11 +96,13 @@
 
 #define STKR_RINGFILE_MAGIC "STKRRING" /* 8 bytes, no NUL in the file */
 #define STKR_SESSFILE_MAGIC "STKRSESS"
-#define STKR_RINGFILE_VERSION 1u
-#define STKR_SESSFILE_VERSION 1u
+#define STKR_RINGFILE_VERSION 2u
+#define STKR_SESSFILE_VERSION 2u
 
 #define STKR_RINGFILE_HEAD_OFF 256u
 #define STKR_RINGFILE_TAIL_OFF 320u
+#define STKR_RINGFILE_KNOWN_OFF 1024u
+#define STKR_RINGFILE_KNOWN_SLOTS 128u /* power of two, <= 256 */
 #define STKR_RINGFILE_HDR_BYTES 4096u /* the buffer starts here */
 #define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 30) /* the writer's limit */
 
@@ -91,7 +125,7 @@ typedef struct stkr_ringfile_meta {
   uint32_t pid;
   uint32_t thread_id;   /* recorder thread id (ThreadDef.id), >= 1 */
   uint64_t os_tid;      /* ThreadDef.tid */
-  uint32_t record_hdr;  /* sizeof(stkr_ringfile_record): 32 */
+  uint32_t record_hdr;  /* sizeof(stkr_ringfile_record): 24 */
   /* The <n> of the file name: the thread id of the ring's first owner. A
    * ring file outlives its thread: the next thread of the session to
    * start reuses it (no file created, none deleted), so thread_id, os_tid
@@ -102,17 +136,56 @@ typedef struct stkr_ringfile_meta {
 } stkr_ringfile_meta;
 
 /* A record as it sits in the ring (recorder/ uses the same layout as
- * stkr__record and checks it at compile time). */
+ * stkr__record and checks it at compile time): 24 bytes. */
 typedef struct stkr_ringfile_record {
   uint32_t size;        /* whole record, multiple of 8; >= 8 */
   uint32_t site_id;     /* 0: wrap marker (only size is meaningful) */
   uint64_t ts_ns;       /* CLOCK_MONOTONIC */
-  uint64_t hash;        /* of the PCs */
-  uint16_t depth;       /* PCs that follow */
+  uint16_t depth;       /* PCs that follow the full header (0 if KNOWN) */
   uint16_t payload_len;
-  uint16_t flags;       /* 1: payload truncated, 2: stack truncated */
+  uint8_t flags;        /* STKR_RINGREC_* */
+  uint8_t slot;         /* known-stack table slot of the record's stack */
   uint16_t reserved;
 } stkr_ringfile_record;
+
+/* A full record's header: the common 24 bytes, then its stack's key and
+ * the key its slot held before (what known records before this one in
+ * [tail, pos) refer to; {0, 0}: none). */
+typedef struct stkr_ringfile_full {
+  stkr_ringfile_record h;
+  uint64_t key[2];
+  uint64_t evicted[2];
+} stkr_ringfile_full;
+
+#define STKR_RINGREC_PAYLOAD_TRUNCATED 1u
+#define STKR_RINGREC_STACK_TRUNCATED 2u
+#define STKR_RINGREC_KNOWN 4u /* no PCs: the slot's stack (see above) */
+
+/* The event clock's calibration (recorder/clock.c). Records' ts are
+ * CLOCK_MONOTONIC nanoseconds when kind is STKR_CLOCK_MONO, else raw
+ * counter ticks (x86_64 invariant TSC, aarch64 cntvct_el0) that
+ * stkr_clock_to_ns() turns into CLOCK_MONOTONIC nanoseconds: anchored at
+ * the latest (t1, ns1) pair read back to back, at `mult` ns per tick
+ * (32.32 fixed point) measured from the session's first anchor (t0, ns0),
+ * so its error shrinks as the session gets older. */
+#define STKR_CLOCK_MONO 0u
+#define STKR_CLOCK_COUNTER 1u
+
+typedef struct stkr_clock_cal {
+  uint32_t kind;
+  uint32_t reserved;
+  uint64_t t0, ns0;
+  uint64_t t1, ns1;
+  uint64_t mult; /* ns per tick << 32 */
+} stkr_clock_cal;
+
+static inline uint64_t stkr_clock_to_ns(const stkr_clock_cal *c, uint64_t ts) {
+  if (c->kind != STKR_CLOCK_COUNTER)
+    return ts;
+  /* Signed: a record may be older than the anchor. */
+  __int128 d = (__int128)(int64_t)(ts - c->t1) * (__int128)c->mult;
+  return c->ns1 + (uint64_t)(int64_t)(d >> 32);
+}
 
 /* Session states (stkr_sessfile_hdr.state). */
 #define STKR_SESS_RUNNING 0u
@@ -145,11 +218,22 @@ typedef struct stkr_sessfile_hdr {
    * batches continue after them without reading every segment. */
   uint32_t max_stack_id;
   uint64_t max_batch_seq;
+  /* The event clock's calibration (version 2), written at start and after
+   * every drain pass by the flush worker: the slot clock_idx & 1 is
+   * complete (the other is written first, then clock_idx, so a death
+   * mid-update leaves the previous one). Recovery converts the ring
+   * files' ts with it. */
+  stkr_clock_cal clock[2];
+  uint32_t clock_idx;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,
                "ring meta overlaps head");
-_Static_assert(sizeof(stkr_ringfile_record) == 32, "record layout");
+_Static_assert(sizeof(stkr_ringfile_record) == 24, "record layout");
+_Static_assert(sizeof(stkr_ringfile_full) == 56, "full record layout");
+_Static_assert(STKR_RINGFILE_KNOWN_OFF + 16u * STKR_RINGFILE_KNOWN_SLOTS <=
+                   STKR_RINGFILE_HDR_BYTES,
+               "known-stack table overlaps the buffer");
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,
                "session header too big");
 

@@ -276,24 +276,47 @@ static void symbolize_stack(stkr__worker *w, stkr__stack *s) {
   }
 }
 
+/* The stack id of a full record (interned, symbolized and defined in
+ * this epoch if new), which becomes its slot's stack in t's mirror. */
+static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
+                                  const stkr__record *r) {
+  const stkr__record_full *f = stkr__record_as_full(r);
+  size_t known = w->stacks.count;
+  uint32_t stack = stkr__stacktab_intern(
+      &w->stacks, f->key[0], r->site_id, stkr__record_pcs(r), r->depth,
+      (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
+
+  /* 0 (out of memory): this event and the slot's known records keep
+   * stack id 0, "unknown", until the slot's stack is sent again. */
+  t->w_slot_stack[r->slot] = stack;
+  /* In inproc mode the first resolution into a library loads its debug
+   * info (~50-100 ms of CPU, uninterruptible), during which a burst can
+   * overflow the rings; skipping it under pressure would leave the stack
+   * unsymbolized for good (a reader keeps a stack's first definition), so
+   * it is not skipped: bursts want offline mode (`stackrec record`'s
+   * default), where the worker never symbolizes. */
+  if (stack > known && w->symc && stkr__drain_may_symbolize(w))
+    symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
+  return stack;
+}
+
 static void add_record(stkr__worker *w, stkr__thread *t,
                        const stkr__record *r) {
   stkr__batchb *b = &w->bb;
   uint32_t site = r->site_id, stack;
-  size_t known = w->stacks.count;
 
   define_thread(w, t);
   if (site >= 1 && site <= STKR_MAX_SITES && w->site_epoch[site] != w->epoch) {
     if (stkr__batch_add_site(b, site, stkr__site_name(site)) == 0)
       w->site_epoch[site] = w->epoch;
   }
-  stack = stkr__stacktab_intern(&w->stacks, r->hash, site, stkr__record_pcs(r),
-                                r->depth,
-                                (r->flags & STKR__REC_STACK_TRUNCATED) != 0);
+  /* A known record: its stack is its slot's, from a full record read
+   * earlier from this very ring (the producer's rule), with no PCs to
+   * copy and no probe of the stack table. */
+  stack = stkr__record_known(r) ? t->w_slot_stack[r->slot]
+                                : full_record_stack(w, t, r);
   if (stack) {
     stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
-    if (stack > known && w->symc && stkr__drain_may_symbolize(w))
-      symbolize_stack(w, s);
     /* Its strings and frames first: a reader resolves the stack's frames
      * when it applies the StackDef. */
     if (s->epoch != w->epoch &&
@@ -301,8 +324,9 @@ static void add_record(stkr__worker *w, stkr__thread *t,
                                              w->epoch, &b->symdefs) == 0) &&
         stkr__batch_add_stack(b, stack, s) == 0)
       s->epoch = w->epoch;
-  } /* else out of memory: the event keeps stack id 0, "unknown" */
-  if (stkr__batch_add_event(b, r->ts_ns, site, t->id, stack,
+  }
+  if (stkr__batch_add_event(b, stkr_clock_to_ns(&w->clk, r->ts_ns), site,
+                            t->id, stack,
                             stkr__record_payload(r), r->payload_len,
                             (r->flags & STKR__REC_PAYLOAD_TRUNCATED) != 0) != 0) {
     pthread_mutex_lock(&w->stats_mu);
@@ -319,8 +343,17 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   uint64_t budget = stkr__ring_unread(&t->ring) + stkr__ring_size(&t->ring);
   uint64_t seen = 0;
   const stkr__record *r;
+  bool clock_fresh = false;
   for (;;) {
     if ((r = stkr__ring_peek(&t->ring)) == NULL) return true;
+    if (!clock_fresh) {
+      /* The calibration of the recording these records belong to: a record
+       * we see was committed after its producer saw RUNNING, which was
+       * released after the start's calibration (a pass that began before
+       * the start would otherwise convert ticks as nanoseconds). */
+      w->clk_gen = stkr__clock_cal_get(&w->clk, w->clk_gen);
+      clock_fresh = true;
+    }
     if (seen >= budget || stkr__drain_past_deadline(w)) return false;
     seen += r->size;
     maybe_write_full(w);
@@ -345,6 +378,8 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
 
   if (t->ring.c) {
     empty = false;
+    if (stkr__ring_unread(&t->ring) >= stkr__ring_size(&t->ring) / 8)
+      w->pressure_now = true;
     for (int pass = 0; pass < 4; pass++) {
       empty = drain_ring(w, t);
       /* Release: pairs with the producer's acquire load of wake_sent
@@ -467,7 +502,12 @@ void stkr__drain_all(stkr__worker *w, bool last) {
               "descriptor closed by the program?); new threads' rings are "
               "not crash-proof", w->cfg.dir);
 
+  /* A new anchor for this pass's records (and the start's calibration if
+   * a recording started since the last pass). */
+  w->clk_gen = stkr__clock_cal_get(&w->clk, w->clk_gen);
+  stkr__clock_recal(&w->clk);
   batch_begin(w);
+  w->pressure_now = false;
   for (t = stkr__threads_first(); t; t = next) {
     /* Past an exit's deadline, not even the bookkeeping of the remaining
      * threads (reaping unmaps, which is slow with many threads running):
@@ -507,4 +547,5 @@ void stkr__drain_all(stkr__worker *w, bool last) {
    * files it never uses, and unlink them again at its exit. */
   if (!last && c.threads >= 2) stkr__ringfile_prefill();
   publish(w);
+  w->pressure = w->pressure_now;
 }

@@ -6,7 +6,8 @@
  * Design
  * - One worker thread per recording process. It waits on a stkr__wake
  *   (wake.h: a semaphore, no descriptor) with the next periodic drain
- *   (flush_interval_ms) as its deadline; producers post it when their ring
+ *   (flush_interval_ms when idle, 1 ms while a pass finds a ring an eighth
+ *   full or more) as its deadline; producers post it when their ring
  *   passes half full (async-signal-safe, coalesced), requests post it too.
  *   Every wake-up runs one drain pass (drain.c). All draining, encoding and
  *   file I/O happens on that thread, so none of it needs locks.
@@ -211,13 +212,16 @@ static void answer(stkr__worker *w, stkr__req *list, int result) {
   pthread_mutex_unlock(&w->req_mu);
 }
 
+#define STKR__PRESSURE_TICK_NS 1000000u /* 1 ms */
+#define STKR__PRESSURE_HOLD_NS 100000000u /* 100 ms */
+
 static uint64_t interval_ns(const stkr__worker *w) {
   return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
 }
 
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
-  uint64_t next_tick;
+  uint64_t next_tick, recent_until = 0;
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
@@ -259,8 +263,25 @@ static void *worker_main(void *arg) {
       answer(w, list, w->io_error ? -EIO : 0);
       w->io_error = false;
     }
+    /* The adaptive timer: a pass that found a ring an eighth full or more
+     * means a producer is outrunning the interval. The next pass follows
+     * at once (after a yield, so that on a busy core the producers run
+     * too): a worker that sleeps until a producer's half-full wake gets
+     * the CPU back too late on a loaded machine (measured: a 64 KiB ring
+     * fills in ~0.15 ms, a wake-up took ~1 ms), and the producer drops
+     * meanwhile. Then every 1 ms for 100 ms after the last pressured
+     * pass (bursts come in trains); idle: the configured interval. */
     uint64_t now = stkr__clock_mono_ns();
-    if (now >= next_tick) next_tick = now + interval_ns(w);
+    if (w->pressure) {
+      sched_yield();
+      next_tick = now; /* the wait below returns at once */
+      recent_until = now + STKR__PRESSURE_HOLD_NS;
+    } else if (now < recent_until) {
+      if (next_tick > now + STKR__PRESSURE_TICK_NS || now >= next_tick)
+        next_tick = now + STKR__PRESSURE_TICK_NS;
+    } else if (now >= next_tick) {
+      next_tick = now + interval_ns(w);
+    }
   }
 }
 

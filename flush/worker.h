@@ -103,6 +103,16 @@ typedef struct stkr__worker {
    * stats_mu): every one is in written, dropped_write_error, dropped_worker
    * or the batch being built. */
   uint64_t consumed;
+  /* Set by a drain pass that found some ring at least an eighth full
+   * (worker thread only): pressure_now from the moment it is found,
+   * pressure once the pass ended (the next pass follows at once, then
+   * every 1 ms, instead of the configured interval: worker.c, the
+   * adaptive timer). */
+  bool pressure, pressure_now;
+  /* The event clock's calibration (recorder/clock.c): the start's, then
+   * refined at every pass; converts records' ts. Worker thread only. */
+  stkr_clock_cal clk;
+  uint32_t clk_gen;
   uint64_t threads, batches, bytes, segments, segments_deleted, write_errors;
   uint64_t stacks_count;
 } stkr__worker;

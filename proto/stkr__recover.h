@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/stkr_ringfile.h"
 #include "proto/stkr__reader.h"
 #include "proto/stkr_recover.h"
 
@@ -34,6 +35,22 @@ typedef struct stkr__rc {
   size_t n_segs, cap_segs;
 } stkr__rc;
 
+/* A dead session's session file, read whole. */
+typedef struct stkr__rc_sess {
+  stkr_sessfile_hdr h;
+  const uint8_t *data;
+  uint64_t len;
+} stkr__rc_sess;
+
+/* Check data (len bytes) as the session file of (pid, sid) and copy its
+ * header into s->h; NULL, or why not. */
+const char *stkr__rc_sess_check(stkr__rc_sess *s, const uint8_t *data,
+                                uint64_t len, uint32_t pid, uint64_t sid);
+/* The name of site id, or NULL (not stored, or out of bounds), copied into
+ * buf (NUL-terminated). */
+const char *stkr__rc_sess_site(const stkr__rc_sess *s, uint32_t id, char *buf,
+                               size_t cap);
+
 void stkr__rc_msg(stkr__rc *rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int stkr__rc_parse_name(const char *s, uint32_t *pid, uint64_t *sid,
@@ -46,5 +63,43 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
  * whose rings are rings[0..n). Returns 1 when the session was dead (and
  * recovered or tried), 0 when it was live or gone, <0 on a hard error. */
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n);
+
+/* ---- known records (stkr_recover_known.c) ---- */
+typedef struct stkr__rck_stack {
+  uint64_t key[2];
+  uint64_t *pcs;
+  uint32_t site;
+  uint16_t depth;
+  bool truncated;
+} stkr__rck_stack;
+
+/* One session's resolver of known records. Zero-initialize, set sid. */
+typedef struct stkr__rck {
+  uint64_t sid;
+  /* per ring: the slot's key at the tail, and its stack since (a full
+   * record of the ring; size != 0 marks it set) */
+  uint64_t pre[STKR_RINGFILE_KNOWN_SLOTS][2];
+  bool first_seen[STKR_RINGFILE_KNOWN_SLOTS];
+  stkr_ring_rec cur[STKR_RINGFILE_KNOWN_SLOTS];
+  /* the session's segments' stacks by key, loaded on first need */
+  bool loaded, cur_match;
+  char *cur_path;
+  stkr__rck_stack *seg;
+  size_t n_seg, cap_seg;
+  uint32_t *seg_slots; /* index + 1; 0 empty */
+  size_t nseg_slots;
+} stkr__rck;
+
+/* Before a ring's records: the slots' keys at its tail. data/len: the
+ * whole ring file, whose header stkr_ring_parse accepted. */
+void stkr__rck_ring_begin(stkr__rck *k, const uint8_t *data, uint64_t len);
+/* A full record of the ring (r->pcs must stay valid for the ring). */
+void stkr__rck_full(stkr__rck *k, const stkr_ring_rec *r);
+/* The stack of known record r: 1 and *out (site_id, hash, pcs, depth,
+ * flags) when found, 0 when not (its segment is gone), -ENOMEM. Reads the
+ * session's segments of pid (rc->segs) on first need. */
+int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
+                      const stkr_ring_rec *r, stkr_ring_rec *out);
+void stkr__rck_free(stkr__rck *k);
 
 #endif /* STKR__RECOVER_H */

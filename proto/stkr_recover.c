@@ -116,7 +116,9 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
   for (pos = tail; pos < head;) {
     uint64_t off = pos & mask;
     stkr_ringfile_record h;
-    uint64_t need;
+    stkr_ringfile_full f;
+    uint64_t need, hdr;
+    bool known;
 
     /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
     memcpy(&h, buf + off, 8);
@@ -134,7 +136,20 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
       goto bad;
     }
     memcpy(&h, buf + off, sizeof h);
-    need = sizeof h + 8u * (uint64_t)h.depth + h.payload_len;
+    if (h.slot >= STKR_RINGFILE_KNOWN_SLOTS ||
+        (h.flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
+                               STKR_RINGREC_STACK_TRUNCATED |
+                               STKR_RINGREC_KNOWN)) != 0) {
+      *why = "bad record slot or flags";
+      goto bad;
+    }
+    known = (h.flags & STKR_RINGREC_KNOWN) != 0;
+    hdr = known ? sizeof h : sizeof f;
+    if (known && h.depth != 0) {
+      *why = "known record with PCs";
+      goto bad;
+    }
+    need = hdr + 8u * (uint64_t)h.depth + h.payload_len;
     if (need > h.size) {
       *why = "record's PCs and payload do not fit its size";
       goto bad;
@@ -147,13 +162,20 @@ int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
           .size = h.size,
           .site_id = h.site_id,
           .ts_ns = h.ts_ns,
-          .hash = h.hash,
-          .pcs = (const uint64_t *)(const void *)(buf + off + sizeof h),
+          .slot = h.slot,
+          .pcs = (const uint64_t *)(const void *)(buf + off + hdr),
           .depth = h.depth,
-          .payload = buf + off + sizeof h + 8u * h.depth,
+          .payload = buf + off + hdr + 8u * h.depth,
           .payload_len = h.payload_len,
           .flags = h.flags,
       };
+      if (!known) {
+        memcpy(&f, buf + off, sizeof f);
+        r.hash = f.key[0];
+        r.key2 = f.key[1];
+        r.evicted[0] = f.evicted[0];
+        r.evicted[1] = f.evicted[1];
+      }
       int err = rec(arg, &r);
       if (err != 0)
         return err;
@@ -165,6 +187,53 @@ bad:
   *lost_bytes = head - pos;
   *bad_pos = m.hdr_bytes + (pos & mask);
   return 1;
+}
+
+/* ---- the session file (step 2) ---------------------------------------- */
+
+const char *stkr__rc_sess_check(stkr__rc_sess *s, const uint8_t *data, uint64_t len,
+                              uint32_t pid, uint64_t sid) {
+  const stkr_sessfile_hdr *h = &s->h;
+
+  if (len < sizeof *h)
+    return "shorter than a session file header";
+  memcpy(&s->h, data, sizeof s->h);
+  s->data = data;
+  s->len = len;
+  if (memcmp(h->magic, STKR_SESSFILE_MAGIC, 8) != 0)
+    return "not a session file (bad magic)";
+  if (h->version != STKR_SESSFILE_VERSION)
+    return "unknown session file version";
+  if (h->session_id != sid || h->pid != pid)
+    return "pid or session id differ from the file name";
+  if (h->site_cap > (1u << 20) || h->slots_off > len ||
+      (uint64_t)8 * (h->site_cap + 1) > len - h->slots_off ||
+      h->slots_off % 8 != 0 || h->names_off > len ||
+      h->names_cap > len - h->names_off)
+    return "site table does not fit the file";
+  s->h.process_name[sizeof h->process_name - 1] = '\0';
+  s->h.arch[sizeof h->arch - 1] = '\0';
+  s->h.symbolize[sizeof h->symbolize - 1] = '\0';
+  return NULL;
+}
+
+/* The name of site id, or NULL (not stored, or out of bounds). Copied into
+ * buf (NUL-terminated). */
+const char *stkr__rc_sess_site(const stkr__rc_sess *s, uint32_t id, char *buf,
+                             size_t cap) {
+  uint64_t slot, off, n;
+
+  if (id == 0 || id > s->h.site_cap)
+    return NULL;
+  memcpy(&slot, s->data + s->h.slots_off + 8u * id, 8);
+  off = slot >> 32;
+  n = slot & 0xFFFFFFFFu;
+  if (slot == 0 || off > s->h.names_cap || n > s->h.names_cap - off ||
+      n >= cap)
+    return NULL;
+  memcpy(buf, s->data + s->h.names_off + off, n);
+  buf[n] = '\0';
+  return buf;
 }
 
 /* ---- names ------------------------------------------------------------ */

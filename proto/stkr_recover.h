@@ -67,6 +67,10 @@ typedef struct stkr_recover_stats {
   uint64_t orphans;            /* ring/session files that could not be
                                   used (bad header, no session file) */
   uint64_t segments_written;
+  /* Events recovered without their stack (stack id 0, their site kept):
+   * a known record (common/stkr_ringfile.h, "Records") whose stack was
+   * written only to a segment that is gone (disk cap) or was lost. */
+  uint64_t unresolved_stacks;
 } stkr_recover_stats;
 
 /*
@@ -93,14 +97,18 @@ typedef struct stkr_ring_rec {
   uint32_t size;         /* its size in the ring (the next is at pos+size) */
   uint32_t site_id;
   uint64_t ts_ns;
-  uint64_t hash;
+  uint64_t hash;         /* full records: key[0], the PCs' hash; else 0 */
+  uint64_t key2;         /* full records: key[1] (stkr_stack_key2) */
+  uint64_t evicted[2];   /* full records: the slot's key before this one */
+  uint8_t slot;          /* < STKR_RINGFILE_KNOWN_SLOTS */
   const uint64_t *pcs;   /* depth PCs (unaligned-safe copies are made by
                             the caller if needed: data is 8-byte aligned
                             when the file was mapped or malloc'd) */
   uint16_t depth;
   const uint8_t *payload;
   uint16_t payload_len;
-  uint16_t flags;
+  uint16_t flags;        /* STKR_RINGREC_*; KNOWN: depth 0, the stack is
+                            the slot's (common/stkr_ringfile.h) */
 } stkr_ring_rec;
 
 typedef struct stkr_ring_info {

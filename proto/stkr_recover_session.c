@@ -192,59 +192,6 @@ static void scan_free(scan *s) {
   free(s->cur_path);
 }
 
-/* ---- the session file (step 2) ---------------------------------------- */
-
-typedef struct sess {
-  stkr_sessfile_hdr h;
-  const uint8_t *data;
-  uint64_t len;
-} sess;
-
-static const char *sess_check(sess *s, const uint8_t *data, uint64_t len,
-                              uint32_t pid, uint64_t sid) {
-  const stkr_sessfile_hdr *h = &s->h;
-
-  if (len < sizeof *h)
-    return "shorter than a session file header";
-  memcpy(&s->h, data, sizeof s->h);
-  s->data = data;
-  s->len = len;
-  if (memcmp(h->magic, STKR_SESSFILE_MAGIC, 8) != 0)
-    return "not a session file (bad magic)";
-  if (h->version != STKR_SESSFILE_VERSION)
-    return "unknown session file version";
-  if (h->session_id != sid || h->pid != pid)
-    return "pid or session id differ from the file name";
-  if (h->site_cap > (1u << 20) || h->slots_off > len ||
-      (uint64_t)8 * (h->site_cap + 1) > len - h->slots_off ||
-      h->slots_off % 8 != 0 || h->names_off > len ||
-      h->names_cap > len - h->names_off)
-    return "site table does not fit the file";
-  s->h.process_name[sizeof h->process_name - 1] = '\0';
-  s->h.arch[sizeof h->arch - 1] = '\0';
-  s->h.symbolize[sizeof h->symbolize - 1] = '\0';
-  return NULL;
-}
-
-/* The name of site id, or NULL (not stored, or out of bounds). Copied into
- * buf (NUL-terminated). */
-static const char *sess_site(const sess *s, uint32_t id, char *buf,
-                             size_t cap) {
-  uint64_t slot, off, n;
-
-  if (id == 0 || id > s->h.site_cap)
-    return NULL;
-  memcpy(&slot, s->data + s->h.slots_off + 8u * id, 8);
-  off = slot >> 32;
-  n = slot & 0xFFFFFFFFu;
-  if (slot == 0 || off > s->h.names_cap || n > s->h.names_cap - off ||
-      n >= cap)
-    return NULL;
-  memcpy(buf, s->data + s->h.names_off + off, n);
-  buf[n] = '\0';
-  return buf;
-}
-
 /* ---- building and writing (steps 4, 5) -------------------------------- */
 
 typedef struct rstack {
@@ -257,7 +204,7 @@ typedef struct rstack {
 
 typedef struct build {
   stkr__rc *rc;
-  const sess *ss;
+  const stkr__rc_sess *ss;
   scan *sc;
   bool dry;
   int fd;               /* the recovered segment, -1 until opened */
@@ -273,12 +220,14 @@ typedef struct build {
   size_t site_sent_bytes;
   /* the open batch */
   int64_t *ts_delta;
-  uint32_t *thread_id, *stack_id, *payload_len, *ptrunc;
+  uint32_t *thread_id, *stack_id, *payload_len, *ptrunc, *site_col;
   size_t n, cap, n_ptrunc, cap_ptrunc;
   uint8_t *pdata;
   size_t pdata_len, pdata_cap;
-  bool any_payload;
+  bool any_payload, any_unsited; /* unsited: an event has stack id 0 */
   uint64_t base_ts, last_ts;
+  stkr__rck known;      /* what known records refer to */
+  uint64_t from, dups, unresolved; /* this ring's RingPos.end; counts */
   Stackrec__SiteDef *sites;
   size_t n_sites, cap_sites;
   char **site_names;
@@ -393,7 +342,7 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
  * segment's first batch). */
 static void fill_header(const build *b, Stackrec__Header *H,
                         Stackrec__Config *C) {
-  const sess *ss = b->ss;
+  const stkr__rc_sess *ss = b->ss;
 
   H->format_version = STKR_FORMAT_VERSION;
   H->pid = ss->h.pid;
@@ -493,6 +442,10 @@ static int flush_batch(build *b) {
     }
     E.n_payload_truncated = b->n_ptrunc;
     E.payload_truncated = b->ptrunc;
+    if (b->any_unsited) { /* their sites cannot follow from a stack */
+      E.n_site_id = b->n;
+      E.site_id = b->site_col;
+    }
     B.events = &E;
     P.thread_id = b->cur_thread;
     P.end = b->cur_end;
@@ -522,7 +475,7 @@ done:
   free(sdp);
   for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
   b->n = b->n_ptrunc = b->pdata_len = b->n_sites = 0;
-  b->any_payload = false;
+  b->any_payload = b->any_unsited = false;
   b->thread_pending = false;
   b->first_stack = b->n_stacks;
   b->est = 0;
@@ -531,8 +484,16 @@ done:
 
 static int add_rec(void *arg, const stkr_ring_rec *r) {
   build *b = arg;
+  stkr_ring_rec full;
   uint32_t stack;
   int err;
+
+  /* Below RingPos.end too: known records after it may refer to it. */
+  if (!(r->flags & STKR_RINGREC_KNOWN)) stkr__rck_full(&b->known, r);
+  if (r->pos < b->from) {
+    b->dups++;
+    return 0;
+  }
 
   if (b->n >= STKR__RC_BATCH_EVENTS || b->est >= STKR__RC_BATCH_BYTES) {
     if ((err = flush_batch(b)) != 0) return err;
@@ -546,7 +507,7 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
     return err;
   if (err == 1) {
     char name[1024];
-    const char *nm = sess_site(b->ss, r->site_id, name, sizeof name);
+    const char *nm = stkr__rc_sess_site(b->ss, r->site_id, name, sizeof name);
     if (nm != NULL) { /* else: defined by the dead writer's own batches */
       Stackrec__SiteDef d0 = STACKREC__SITE_DEF__INIT;
       char *copy = strdup(nm);
@@ -564,19 +525,36 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
       b->site_names[b->n_sites++] = copy;
     }
   }
-  if ((stack = intern_stack(b, r)) == 0) return -ENOMEM;
+  if (!(r->flags & STKR_RINGREC_KNOWN)) {
+    if ((stack = intern_stack(b, r)) == 0) return -ENOMEM;
+  } else if ((err = stkr__rck_resolve(&b->known, b->rc, b->ss->h.pid, r,
+                                      &full)) < 0) {
+    return err;
+  } else if (err == 0) { /* kept, with its site: stack id 0, "unknown" */
+    stack = 0;
+    b->unresolved++;
+    b->any_unsited = true;
+  } else if ((stack = intern_stack(b, &full)) == 0) {
+    return -ENOMEM;
+  }
   if (stkr__grow(&b->ts_delta, &b->cap, b->n + 1, sizeof *b->ts_delta) != 0)
     return -ENOMEM;
   size_t c = b->cap; /* the other columns follow ts_delta's capacity */
   if ((b->thread_id = realloc(b->thread_id, c * 4)) == NULL ||
       (b->stack_id = realloc(b->stack_id, c * 4)) == NULL ||
-      (b->payload_len = realloc(b->payload_len, c * 4)) == NULL)
+      (b->payload_len = realloc(b->payload_len, c * 4)) == NULL ||
+      (b->site_col = realloc(b->site_col, c * 4)) == NULL)
     return -ENOMEM;
-  if (b->n == 0) b->base_ts = b->last_ts = r->ts_ns;
-  b->ts_delta[b->n] = (int64_t)(r->ts_ns - b->last_ts);
-  b->last_ts = r->ts_ns;
+  /* Counter ticks -> CLOCK_MONOTONIC ns, with the dead writer's last
+   * calibration (its records are at most an exit budget newer). */
+  uint64_t ts = stkr_clock_to_ns(&b->ss->h.clock[b->ss->h.clock_idx & 1],
+                                 r->ts_ns);
+  if (b->n == 0) b->base_ts = b->last_ts = ts;
+  b->ts_delta[b->n] = (int64_t)(ts - b->last_ts);
+  b->last_ts = ts;
   b->thread_id[b->n] = b->cur_thread;
   b->stack_id[b->n] = stack;
+  b->site_col[b->n] = r->site_id;
   b->payload_len[b->n] = r->payload_len;
   if (r->payload_len) {
     if (stkr__grow(&b->pdata, &b->pdata_cap, b->pdata_len + r->payload_len,
@@ -607,6 +585,8 @@ static void build_free(build *b) {
   free(b->stack_id);
   free(b->payload_len);
   free(b->ptrunc);
+  free(b->site_col);
+  stkr__rck_free(&b->known);
   free(b->pdata);
   free(b->sites);
   free(b->site_names);
@@ -670,12 +650,16 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     b->thread_def.exited = true; /* its process is gone */
   }
   b->thread_pending = true;
-  err = stkr_ring_parse(data, len, from, &info, add_rec, b, &dups, &lost,
+  b->from = from;
+  b->dups = 0;
+  stkr__rck_ring_begin(&b->known, data, len);
+  /* From the tail: add_rec skips (and counts) what is below `from`. */
+  err = stkr_ring_parse(data, len, 0, &info, add_rec, b, &dups, &lost,
                         &bad_pos, &why);
   if (err >= 0) {
     /* Everything up to head (or the bad record) is now accounted for. */
     b->cur_end = err == 1 ? info.head - lost : info.head;
-    b->rc->st->duplicates += dups;
+    b->rc->st->duplicates += b->dups;
   }
   if (err == 1) {
     stkr__rc_msg(b->rc, "%s: offset %" PRIu64 ": %s; %" PRIu64
@@ -699,12 +683,13 @@ static int fsync_dir(const char *dir) {
   return err;
 }
 
-static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
+static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
                          const stkr__rc_file *rings, size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
   char path[STKR__RC_PATH_MAX];
   int err = 0;
 
+  b.known.sid = ss->h.session_id;
   for (size_t i = 0; i < n && err == 0; i++) err = recover_ring(&b, &rings[i]);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
@@ -718,6 +703,12 @@ static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
     return 0;
   }
   rc->st->events += b.recovered_total;
+  rc->st->unresolved_stacks += b.unresolved;
+  if (b.unresolved != 0)
+    stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events keep "
+                 "their site but not their stack (sent once, in a segment "
+                 "that is gone)", (unsigned long long)ss->h.session_id,
+                 (unsigned)ss->h.pid, (unsigned long long)b.unresolved);
   rc->st->sessions_recovered++;
   if (b.fd >= 0) rc->st->segments_written++;
   if (!b.dry) {
@@ -738,7 +729,7 @@ static int write_session(stkr__rc *rc, const sess *ss, scan *sc,
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   const stkr__rc_file *f = rings - 1; /* the session file's entry */
   char path[STKR__RC_PATH_MAX];
-  sess ss;
+  stkr__rc_sess ss;
   scan sc = {0};
   uint8_t *data = NULL;
   uint64_t len = 0;
@@ -767,7 +758,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   }
   rc->st->sessions_dead++;
   err = stkr__rc_read_file(fd, STKR__RC_MAX_SESSFILE, &data, &len);
-  if (err != 0 || (why = sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
+  if (err != 0 || (why = stkr__rc_sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
     stkr__rc_msg(rc, "%s: offset 0: %s; session not recovered", path,
                  err != 0 ? strerror(-err) : why);
     rc->st->orphans += 1 + n;

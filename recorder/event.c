@@ -5,10 +5,18 @@
  * load of this thread's state, a re-entrancy check, the site id (already
  * registered: one acquire load), a reservation in the thread's ring large
  * enough for max_depth frames, the frame-pointer walk straight into the
- * reserved record (hashing as it goes), the clock, the payload copy, and
- * the release store that publishes the record. No lock, no malloc, no
- * system call but the clock.
+ * reserved record (hashing as it goes), the stack's key and its slot in
+ * the thread's known-stack table, the clock, the payload copy, and the
+ * release store that publishes the record. No lock, no malloc, no system
+ * call but the clock.
+ *
+ * Stacks once per thread (common/stkr_ringfile.h, "Records"): a stack
+ * whose key the table holds is sent as a 24-byte known record (the worker
+ * keeps its PCs); a new one as a full record, after whose commit the table
+ * learns its key. The walk writes the PCs into the reservation either way
+ * (no copy for a new stack); a known record then simply ends before them.
  */
+#include "common/stkr_hash.h"
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -47,6 +55,7 @@ static void stkr__atfork_child(void) {
    * eventfd shared with the parent) must never be poked from the child. */
   g_wake = NULL;
   g_wake_arg = NULL;
+  stkr__clock_forget_after_fork();
   stkr__threads_forget_after_fork();
   if (state == STKR__RUNNING && g_on_fork != NULL)
     atomic_store_explicit(&g_state, STKR__FORK_PENDING, memory_order_release);
@@ -70,13 +79,16 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
     return -EINVAL;
   /* A ring must hold several maximal records, or one event could never
    * fit and would be dropped forever. */
-  min_ring = 4 * (sizeof(stkr__record) + 8u * rc->max_depth + rc->payload_max + 8);
+  min_ring = 4 * (sizeof(stkr__record_full) + 8u * rc->max_depth +
+                  rc->payload_max + 8);
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
   pthread_once(&g_atfork_once, stkr__atfork_install);
   /* A producer of the previous session may have outlived its bounded
    * quiesce (an exit budget) and still be reading g_conf. */
   stkr__threads_wait_idle();
+  /* The session's clock, before RUNNING is released to producers. */
+  stkr__clock_setup(true);
   g_conf = *rc;
   g_wake = wake;
   g_wake_arg = wake_arg;
@@ -135,6 +147,11 @@ int stkr_thread_attach(void) {
     return -EPERM;
   if (t == STKR__THREAD_DEAD || t == STKR__THREAD_ATTACHING)
     return -EAGAIN;
+  if (t == STKR__THREAD_CAPPED) {
+    if (!stkr__threads_ring_room(g_conf.ring_bytes))
+      return -ENOSPC;
+    stkr__tls = t = NULL; /* room again: try */
+  }
   if (t != NULL)
     return 0;
   if (!stkr__recorder_running())
@@ -142,8 +159,53 @@ int stkr_thread_attach(void) {
   return stkr__thread_attach(g_conf.ring_bytes, &t);
 }
 
-static inline uint32_t stkr__record_bytes(unsigned depth, size_t payload) {
-  return (uint32_t)((sizeof(stkr__record) + 8u * depth + payload + 7u) & ~7u);
+/* Finish the record reserved at rec, whose PCs (depth of them, hash h1 by
+ * stkr__hash_pcs, key2 fold `fold2`) are in place after the full header,
+ * and commit it: a known record when the thread's table holds the stack's
+ * key, else a full one, after which the table does. The caller holds
+ * `busy`. */
+static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
+                                       uint32_t site_id, unsigned depth,
+                                       uint64_t h1, uint64_t fold2,
+                                       uint8_t flags, const void *payload,
+                                       size_t payload_len) {
+  stkr__record_full *full = (stkr__record_full *)(void *)rec;
+  uint64_t *pcs = (uint64_t *)(void *)(full + 1);
+  uint64_t h2 = stkr_stack_key2_final(fold2, depth, site_id,
+                                      flags & STKR__REC_STACK_TRUNCATED);
+  unsigned slot = stkr_stack_key2_slot(h2, STKR__KNOWN_SLOTS);
+  uint64_t *known = t->ring.c->known[slot];
+
+  rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
+  rec->site_id = site_id;
+  rec->payload_len = (uint16_t)payload_len;
+  rec->slot = (uint8_t)slot;
+  rec->reserved = 0;
+  if (known[0] == h1 && known[1] == h2) {
+    rec->size = stkr__record_known_bytes(payload_len);
+    rec->depth = 0;
+    rec->flags = (uint8_t)(flags | STKR__REC_KNOWN);
+    if (payload_len != 0) /* over the PCs, no longer needed */
+      memcpy(rec + 1, payload, payload_len);
+    stkr__ring_commit(&t->ring, rec->size);
+    return;
+  }
+  rec->size = stkr__record_full_bytes(depth, payload_len);
+  rec->depth = (uint16_t)depth;
+  rec->flags = flags;
+  full->key[0] = h1;
+  full->key[1] = h2;
+  full->evicted[0] = known[0];
+  full->evicted[1] = known[1];
+  if (payload_len != 0)
+    memcpy(pcs + depth, payload, payload_len);
+  stkr__ring_commit(&t->ring, rec->size);
+  /* Only now: a key enters the table once the record that carries its
+   * PCs is committed, so that every known record has its full record
+   * before it in this ring (the worker reads in order; recovery after a
+   * death between the two stores finds the old key in `evicted`). */
+  known[0] = h1;
+  known[1] = h2;
 }
 
 /* The push shared by stkr_event() and stkr__record_stack(): re-entrancy
@@ -161,8 +223,8 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
   uint32_t site_id, max_bytes;
   unsigned depth;
   bool stack_truncated;
-  uint64_t hash;
-  uint16_t flags = 0;
+  uint64_t hash, fold2;
+  uint8_t flags = 0;
   stkr__wake_fn wake;
 
   /* Same-thread re-entrancy (a signal handler interrupting an event): only
@@ -207,7 +269,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     payload_len = g_conf.payload_max;
     flags |= STKR__REC_PAYLOAD_TRUNCATED;
   }
-  max_bytes = stkr__record_bytes(g_conf.max_depth, payload_len);
+  max_bytes = stkr__record_full_bytes(g_conf.max_depth, payload_len);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a
@@ -219,28 +281,23 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     goto drop_unbusy;
   }
   if (given == NULL) {
-    depth = stkr__walk(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
-                       (uint64_t *)(rec + 1), g_conf.max_depth, &hash,
-                       &stack_truncated);
+    depth = stkr__walk_keyed(
+        fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+        (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
+        g_conf.max_depth, &hash, &fold2, &stack_truncated);
   } else {
     stack_truncated = given_n > g_conf.max_depth;
     depth = stack_truncated ? g_conf.max_depth : given_n;
-    memcpy(rec + 1, given, 8u * depth);
+    memcpy((stkr__record_full *)(void *)rec + 1, given, 8u * depth);
     hash = stkr__hash_pcs(given, depth);
+    fold2 = STKR_KEY2_SEED;
+    for (unsigned i = 0; i < depth; i++)
+      fold2 = stkr_stack_key2_step(fold2, given[i]);
   }
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
-  rec->ts_ns = stkr__clock_mono_ns();
-  rec->size = stkr__record_bytes(depth, payload_len);
-  rec->site_id = site_id;
-  rec->hash = hash;
-  rec->depth = (uint16_t)depth;
-  rec->payload_len = (uint16_t)payload_len;
-  rec->flags = flags;
-  rec->reserved = 0;
-  if (payload_len != 0)
-    memcpy((uint8_t *)(rec + 1) + 8u * depth, payload, payload_len);
-  stkr__ring_commit(&t->ring, rec->size);
+  stkr__record_finish(t, rec, site_id, depth, hash, fold2, flags, payload,
+                      payload_len);
   /* After the commit: the worker's count of consumed records can then
    * never exceed `pushed` as seen by a later stats snapshot. */
   atomic_store_explicit(
@@ -282,9 +339,13 @@ again:
         return err;
       goto again; /* a forked child just started recording */
     }
-    if (t != NULL) {
+    if (t == STKR__THREAD_CAPPED &&
+        stkr__threads_ring_room(g_conf.ring_bytes)) {
+      stkr__tls = t = NULL; /* threads exited: ring memory to be had */
+    } else if (t != NULL) {
       /* DEAD: a hook called from a later TLS destructor. ATTACHING: a
-       * signal handler interrupted this thread's first event. */
+       * signal handler interrupted this thread's first event. CAPPED:
+       * the process's ring memory is used up by live threads. */
       stkr__count_dropped_other();
       return -EAGAIN;
     }
@@ -322,7 +383,8 @@ static const struct {
     {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown has)"},
     {-EALREADY, "already recording"},
     {-EAGAIN, "event dropped (ring full, or re-entered from a signal handler)"},
-    {-ENOSPC, "no space (site table full, or disk full)"},
+    {-ENOSPC, "no space (site table full, disk full, or the process's cap on "
+              "ring memory reached)"},
     {-EINVAL, "invalid argument or configuration value"},
     {-EPERM, "not recorded: the recorder's own thread"},
     {-E2BIG, "stkr_config sets a field this library version does not know "

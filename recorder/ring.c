@@ -231,4 +231,6 @@ void stkr__ring_reset(stkr__ring *r) {
   c->p_tail = head;
   c->c_head = head;
   c->c_read = head;
+  /* The worker that reads on knows none of the stacks sent so far. */
+  memset(c->known, 0, sizeof c->known);
 }

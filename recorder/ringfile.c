@@ -318,6 +318,19 @@ void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
   __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
 }
 
+void stkr__session_clock(const stkr_clock_cal *cal) {
+  /* Worker (or the start, before any producer), while the session is
+   * open. The slot not in use first, then the index: recovery after a
+   * death mid-update reads the previous, complete slot. */
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  uint32_t next;
+  if (h == NULL)
+    return;
+  next = (__atomic_load_n(&h->clock_idx, __ATOMIC_RELAXED) + 1) & 1;
+  h->clock[next] = *cal;
+  __atomic_store_n(&h->clock_idx, next, __ATOMIC_RELEASE);
+}
+
 void stkr__session_close(bool leftovers) {
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
   char path[PATH_MAX];
@@ -461,6 +474,8 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
    * first record is committed (the head store), so a crash in between
    * leaves an empty ring. */
   pos = atomic_load_explicit(&c->tail, memory_order_relaxed);
+  /* The new owner has sent no stack yet (its worker state is fresh). */
+  memset(c->known, 0, sizeof c->known);
   c->meta.thread_id = thread_id;
   c->meta.os_tid = os_tid;
   copy_str(c->meta.name, sizeof c->meta.name, name);

@@ -28,29 +28,60 @@
  * One single-producer/single-consumer byte ring per thread; see ring.c for
  * the design. Records are 8-byte aligned and never split across the end. */
 
-/* A record as it sits in the ring. `size` counts the whole record (header,
- * PCs, payload, padding to 8). A record with site_id == 0 is a wrap marker:
- * the consumer skips to the ring's start. */
+/* A record as it sits in the ring (common/stkr_ringfile.h, "Records"):
+ * 24 bytes, then for a full record (STKR__REC_KNOWN clear) the rest of
+ * stkr__record_full (its stack's key and the key its slot held before),
+ * the PCs and the payload; for a known record the payload only. `size`
+ * counts the whole record (padding to 8 included). A record with
+ * site_id == 0 is a wrap marker: the consumer skips to the ring's start. */
 typedef struct stkr__record {
   uint32_t size;
   uint32_t site_id;
   uint64_t ts_ns;
-  uint64_t hash;       /* stkr__hash_pcs(pcs, depth) */
-  uint16_t depth;      /* number of PCs that follow */
+  uint16_t depth;      /* number of PCs that follow (full records only) */
   uint16_t payload_len;
-  uint16_t flags;      /* STKR__REC_* */
+  uint8_t flags;       /* STKR__REC_* */
+  uint8_t slot;        /* the stack's slot in the known-stack table */
   uint16_t reserved;
-  /* uint64_t pcs[depth]; then payload_len bytes; then padding */
 } stkr__record;
 
-#define STKR__REC_PAYLOAD_TRUNCATED 1u
-#define STKR__REC_STACK_TRUNCATED 2u
+typedef struct stkr__record_full {
+  stkr__record h;
+  uint64_t key[2];     /* {stkr__hash_pcs, stkr_stack_key2} */
+  uint64_t evicted[2]; /* the slot's key before this record, {0,0}: none */
+  /* uint64_t pcs[depth]; then payload_len bytes; then padding */
+} stkr__record_full;
 
+#define STKR__REC_PAYLOAD_TRUNCATED STKR_RINGREC_PAYLOAD_TRUNCATED
+#define STKR__REC_STACK_TRUNCATED STKR_RINGREC_STACK_TRUNCATED
+#define STKR__REC_KNOWN STKR_RINGREC_KNOWN
+#define STKR__KNOWN_SLOTS STKR_RINGFILE_KNOWN_SLOTS
+
+static inline bool stkr__record_known(const stkr__record *r) {
+  return (r->flags & STKR__REC_KNOWN) != 0;
+}
+/* A full record's header (only when !stkr__record_known(r)). */
+static inline const stkr__record_full *stkr__record_as_full(
+    const stkr__record *r) {
+  return (const stkr__record_full *)(const void *)r;
+}
+/* The PCs of a full record (r->depth of them; none in a known record). */
 static inline const uint64_t *stkr__record_pcs(const stkr__record *r) {
-  return (const uint64_t *)(r + 1);
+  return (const uint64_t *)(const void *)(stkr__record_as_full(r) + 1);
 }
 static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
+  if (stkr__record_known(r))
+    return (const uint8_t *)(r + 1);
   return (const uint8_t *)(stkr__record_pcs(r) + r->depth);
+}
+/* Bytes of a full record with `depth` PCs and `payload` bytes, and of a
+ * known record. */
+static inline uint32_t stkr__record_full_bytes(unsigned depth, size_t payload) {
+  return (uint32_t)((sizeof(stkr__record_full) + 8u * depth + payload + 7u) &
+                    ~7u);
+}
+static inline uint32_t stkr__record_known_bytes(size_t payload) {
+  return (uint32_t)((sizeof(stkr__record) + payload + 7u) & ~7u);
 }
 
 #define STKR__CACHE_LINE 64
@@ -84,17 +115,32 @@ typedef struct stkr__ring_ctl {
    * in a batch that is not written yet, and stay in the ring until it is. */
   uint64_t c_head;
   uint64_t c_read;
+
+  /* The known-stack table (common/stkr_ringfile.h, "Records"): the key of
+   * the stack whose full record each slot last carried. Written by the
+   * producer only (after the commit of that record), read by the producer
+   * and, after the process died, by recovery; cleared (no producer
+   * active) when the ring is reset or gets a new owner. The worker never
+   * reads it: it follows the records in ring order instead. */
+  _Alignas(STKR__CACHE_LINE) uint8_t pad1[STKR_RINGFILE_KNOWN_OFF -
+                                          STKR_RINGFILE_TAIL_OFF - 64];
+  uint64_t known[STKR__KNOWN_SLOTS][2];
 } stkr__ring_ctl;
 
 _Static_assert(offsetof(stkr__ring_ctl, head) == STKR_RINGFILE_HEAD_OFF,
                "ring file head offset");
 _Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
                "ring file tail offset");
+_Static_assert(offsetof(stkr__ring_ctl, known) == STKR_RINGFILE_KNOWN_OFF,
+               "ring file known-stack table offset");
 _Static_assert(sizeof(stkr__ring_ctl) <= STKR_RINGFILE_HDR_BYTES,
                "ring control page");
 _Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&
                    offsetof(stkr__record, depth) ==
-                       offsetof(stkr_ringfile_record, depth),
+                       offsetof(stkr_ringfile_record, depth) &&
+                   offsetof(stkr__record, slot) ==
+                       offsetof(stkr_ringfile_record, slot) &&
+                   sizeof(stkr__record_full) == sizeof(stkr_ringfile_full),
                "ring record layout");
 
 /* A thread's handle on its ring: where the mapping is. Set when the ring
@@ -158,7 +204,8 @@ uint64_t stkr__ring_unread(const stkr__ring *r);
 /* Producer: is the ring more than half full? Uses the cached tail and
  * reloads it only when the cached view says yes. */
 bool stkr__ring_past_half(stkr__ring *r);
-/* Discard everything unread. Only while neither side is active. */
+/* Discard everything unread and clear the known-stack table. Only while
+ * neither side is active. */
 void stkr__ring_reset(stkr__ring *r);
 static inline uint64_t stkr__ring_size(const stkr__ring *r) { return r->mask + 1; }
 
@@ -193,6 +240,9 @@ bool stkr__session_check(void);
 /* Worker, before each batch's write: the highest stack id and Batch.seq
  * used so far, into the session file (see stkr_sessfile_hdr). */
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
+/* The event clock's calibration, into the session file (see
+ * stkr_sessfile_hdr.clock). Worker, or the start. No-op without session. */
+void stkr__session_clock(const stkr_clock_cal *cal);
 /* The ring size of the current session's config (0: none). */
 size_t stkr__session_ring_bytes(void);
 /* The current session's id, 0 if none. */
@@ -227,7 +277,7 @@ uint64_t stkr__ringfile_fallbacks(void);
  * one place session ids come from. */
 uint64_t stkr__session_id_new(void);
 
-/* ---- hash (walk.c) ---- */
+/* ---- hash (walk.c; the key's second half: common/stkr_hash.h) ---- */
 uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
 
 /* ---- stack walk (walk.c) ------------------------------------------------
@@ -248,6 +298,13 @@ uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
 unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
                     uint64_t *pcs, unsigned max, uint64_t *hash_out,
                     bool *truncated);
+/* The same walk, also folding the stack key's second half in the same
+ * loop: *fold2_out gets the state that stkr_stack_key2_final() finishes
+ * (common/stkr_hash.h). The hot path's walk. */
+unsigned stkr__walk_keyed(uintptr_t fp, uintptr_t lo, uintptr_t hi,
+                          unsigned skip, uint64_t *pcs, unsigned max,
+                          uint64_t *hash_out, uint64_t *fold2_out,
+                          bool *truncated);
 
 /* Bit 63 of a recorded PC: a Swift async resume address (a function's
  * first instruction), not a return address; the address is the PC without
@@ -264,8 +321,58 @@ unsigned stkr__walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
 typedef void *(*stkr__task_fn)(void);
 stkr__task_fn stkr__walk_set_task_fn(stkr__task_fn fn);
 
-/* ---- platform (platform_*.c) ---- */
+/* ---- the event clock (clock.c) -----------------------------------------
+ * Events are stamped with a raw counter when one can be trusted (x86_64:
+ * an invariant TSC, CPUID 0x80000007 EDX bit 8; aarch64: cntvct_el0 at
+ * cntfrq_el0), ~9 ns instead of clock_gettime's ~21 on the test machine,
+ * else with CLOCK_MONOTONIC; the flush worker converts ticks to
+ * CLOCK_MONOTONIC ns (stkr_clock_to_ns, common/stkr_ringfile.h) with a
+ * calibration it refines each pass, and writes it into the session file
+ * for recovery. Files only ever hold CLOCK_MONOTONIC ns. */
+
+/* Whether stkr__clock_event() reads the counter. Written by
+ * stkr__clock_setup() at recorder start, before the release store of
+ * RUNNING; read by producers after their acquire load of it. */
+extern bool stkr__clock_counter;
+
+static inline uint64_t stkr__clock_counter_read(void) {
+#if defined(__x86_64__)
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+#else
+  return 0;
+#endif
+}
+
 uint64_t stkr__clock_mono_ns(void);
+/* A record's timestamp: ticks or ns, as the session's calibration says. */
+static inline uint64_t stkr__clock_event(void) {
+  return stkr__clock_counter ? stkr__clock_counter_read()
+                             : stkr__clock_mono_ns();
+}
+/* Recorder start (no producer active): pick the session's clock (the
+ * counter only if allow_counter and it passes the checks) and calibrate
+ * it (~0.2 ms); the result goes into the session file too. */
+void stkr__clock_setup(bool allow_counter);
+/* The start's calibration, copied into *out unless its generation is
+ * have_gen (the caller's copy is current); returns the generation. Any
+ * thread; the worker keeps its own copy and refines it with
+ * stkr__clock_recal(). */
+uint32_t stkr__clock_cal_get(stkr_clock_cal *out, uint32_t have_gen);
+/* Worker: a new anchor now, and the rate over the whole session so far. */
+void stkr__clock_recal(stkr_clock_cal *cal);
+/* In a forked child (atfork handler): reset the calibration's lock. */
+void stkr__clock_forget_after_fork(void);
+/* Tests: forbid (false) or allow (true, the default) the counter at the
+ * next recorder start. */
+void stkr__clock_allow_counter(bool allow);
+
+/* ---- platform (platform_*.c) ---- */
 uint64_t stkr__clock_wall_ns(void);
 uint64_t stkr__os_tid(void);
 /* Bounds of the calling thread's stack: [*lo, *hi). 0 or -errno. */
@@ -356,15 +463,26 @@ typedef struct stkr__thread {
 
   /* Worker-only bookkeeping (flush/ owns these). */
   _Alignas(STKR__CACHE_LINE) uint64_t w_consumed;
+  /* Bytes this thread holds of the ring memory cap (ring + state); set at
+   * attach, given back when reaped. */
+  uint64_t ring_charge;
   uint64_t w_reported_full, w_reported_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
+  /* The worker's mirror of the ring's known-stack table: the stack id
+   * (flush/'s table) of the latest full record read for each slot; 0: none
+   * (or no memory for it: its known records get stack id 0). Cleared with
+   * the table (start, fork); a fresh state is zero. */
+  uint32_t w_slot_stack[STKR__KNOWN_SLOTS];
 } stkr__thread;
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
 #define STKR__THREAD_DEAD ((stkr__thread *)1)
 #define STKR__THREAD_ATTACHING ((stkr__thread *)2)
 #define STKR__THREAD_IGNORED ((stkr__thread *)3) /* the recorder's own */
-#define STKR__THREAD_SENTINEL_MAX ((uintptr_t)3)
+/* Not attached: the process-wide cap on ring memory was reached (its
+ * events are dropped as dropped_other until live threads free some). */
+#define STKR__THREAD_CAPPED ((stkr__thread *)4)
+#define STKR__THREAD_SENTINEL_MAX ((uintptr_t)4)
 extern __thread stkr__thread *stkr__tls;
 
 /* Never record the calling thread (the flush worker: with hooked libc
@@ -373,8 +491,20 @@ extern __thread stkr__thread *stkr__tls;
  * first event. */
 void stkr__thread_ignore(void);
 
-/* Allocate and register the calling thread's state (first event). */
+/* Allocate and register the calling thread's state (first event).
+ * -ENOSPC (and stkr__tls = STKR__THREAD_CAPPED) when the ring would pass
+ * the process-wide cap on ring memory (stkr__threads_ring_cap). */
 int stkr__thread_attach(size_t ring_bytes, stkr__thread **out);
+/* The process-wide cap on the memory of live threads' rings and states,
+ * in bytes (default, or 0: STKR__RING_MEM_CAP, raised to 8 rings of the
+ * configured size if those are bigger): a thread whose ring would pass it
+ * records nothing (its events count as dropped_other) until threads that
+ * exit free enough. Set before recording (tests); any thread. */
+#define STKR__RING_MEM_CAP ((uint64_t)32 << 20)
+void stkr__threads_set_ring_cap(uint64_t bytes);
+/* May a capped thread try to attach again (ring memory was freed)? One
+ * relaxed load: cheap enough for every event of a capped thread. */
+bool stkr__threads_ring_room(size_t ring_bytes);
 
 typedef struct stkr__counts {
   uint64_t pushed;            /* records committed to rings */

@@ -38,6 +38,35 @@ static _Atomic uint64_t g_dropped_other;
 static stkr__counts g_retired;
 static pthread_mutex_t g_reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t g_key;
+/* Ring memory (rings + states) of attached, not yet reaped threads, and
+ * its cap: any thread adds at attach (relaxed RMW: a budget, nothing is
+ * published through it), the worker subtracts when reaping. */
+static _Atomic uint64_t g_ring_live;
+/* 0: the default, max(STKR__RING_MEM_CAP, 8 rings of the configured size),
+ * so that a large configured ring still serves a few threads. */
+static _Atomic uint64_t g_ring_cap;
+
+static uint64_t ring_cap(uint64_t charge) {
+  uint64_t cap = atomic_load_explicit(&g_ring_cap, memory_order_relaxed);
+  if (cap == 0)
+    cap = STKR__RING_MEM_CAP > 8 * charge ? STKR__RING_MEM_CAP : 8 * charge;
+  return cap;
+}
+
+void stkr__threads_set_ring_cap(uint64_t bytes) {
+  atomic_store_explicit(&g_ring_cap, bytes, memory_order_relaxed);
+}
+
+static uint64_t ring_charge(size_t ring_bytes) {
+  return STKR_RINGFILE_HDR_BYTES + stkr__ring_round(ring_bytes) +
+         ((sizeof(stkr__thread) + 4095u) & ~(size_t)4095u);
+}
+
+bool stkr__threads_ring_room(size_t ring_bytes) {
+  uint64_t charge = ring_charge(ring_bytes);
+  return atomic_load_explicit(&g_ring_live, memory_order_relaxed) + charge <=
+         ring_cap(charge);
+}
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
 static void stkr__thread_exit(void *arg) {
@@ -70,13 +99,23 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
    * thread sees ATTACHING and drops instead of attaching a second time. */
   stkr__tls = STKR__THREAD_ATTACHING;
   atomic_signal_fence(memory_order_seq_cst);
+  uint64_t charge = ring_charge(ring_bytes);
+  if (atomic_fetch_add_explicit(&g_ring_live, charge, memory_order_relaxed) +
+          charge >
+      ring_cap(charge)) {
+    atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
+    stkr__tls = STKR__THREAD_CAPPED;
+    return -ENOSPC;
+  }
   pthread_once(&g_key_once, stkr__key_create);
   t = mmap(NULL, stkr__state_bytes(), PROT_READ | PROT_WRITE,
            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (t == MAP_FAILED) {
+    atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
     stkr__tls = NULL;
     return -ENOMEM;
   }
+  t->ring_charge = charge;
   /* mmap'd memory is zeroed: every counter and flag starts at 0. */
   t->tid = stkr__os_tid();
   t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
@@ -86,6 +125,7 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   err = stkr__ring_init(&t->ring, ring_bytes, t->id, t->tid, t->name);
   if (err != 0) {
     munmap(t, stkr__state_bytes());
+    atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
     stkr__tls = NULL;
     return err;
   }
@@ -147,6 +187,7 @@ void stkr__thread_reap(stkr__thread *t) {
       atomic_store_explicit(&p->next, next, memory_order_release);
   }
   pthread_mutex_unlock(&g_reap_lock);
+  atomic_fetch_sub_explicit(&g_ring_live, t->ring_charge, memory_order_relaxed);
   stkr__ring_free(&t->ring);
   munmap(t, stkr__state_bytes());
 }
@@ -247,7 +288,10 @@ void stkr__threads_reset_counts(void) {
     t->w_defined_seg = 0;
     if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0)
       reback(t, ring_bytes);
+    /* A new worker knows no stack: the producer's table (reset below)
+     * and the worker's mirror start empty together. */
     stkr__ring_reset(&t->ring);
+    memset(t->w_slot_stack, 0, sizeof t->w_slot_stack);
   }
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
   atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
@@ -280,6 +324,12 @@ void stkr__threads_forget_after_fork(void) {
   memset(&g_retired, 0, sizeof g_retired);
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
   atomic_store_explicit(&g_next_id, 0, memory_order_relaxed);
+  /* Only our own ring is left to count against the cap. */
+  atomic_store_explicit(&g_ring_live,
+                        (uintptr_t)self > STKR__THREAD_SENTINEL_MAX
+                            ? self->ring_charge
+                            : 0,
+                        memory_order_relaxed);
   if ((uintptr_t)self > STKR__THREAD_SENTINEL_MAX) {
     atomic_store_explicit(&self->next, NULL, memory_order_relaxed);
     /* The ring holds the parent's events (in the parent's file): the
@@ -299,6 +349,7 @@ void stkr__threads_forget_after_fork(void) {
     atomic_store_explicit(&self->wake_sent, 0, memory_order_relaxed);
     self->w_consumed = self->w_reported_full = self->w_reported_reentrant = 0;
     self->w_defined_seg = 0;
+    memset(self->w_slot_stack, 0, sizeof self->w_slot_stack);
     atomic_store_explicit(&self->busy, 0, memory_order_relaxed);
     self->tid = stkr__os_tid();
     self->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "proto/stkr_reader.h"
+#include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 #include "tests/cli_run.h"
 
@@ -82,10 +83,27 @@ static void build(unsigned n_ctx) {
   }
 }
 
+static unsigned g_probe_calls; /* task probes made (task_counted) */
+
 static unsigned walk(unsigned skip, uint64_t *pcs, unsigned max, bool *trunc) {
-  uint64_t h;
+  uint64_t h, h_keyed, fold2, *again = malloc(8u * (max ? max : 1));
+  bool trunc2;
+  unsigned probes = g_probe_calls;
   unsigned n = stkr__walk(AT(0), LO, HI, skip, pcs, max, &h, trunc);
   assert_int_equal(h, stkr__hash_pcs(pcs, n));
+  /* The hot path's keyed walk: same PCs and hash, and the key's second
+   * half as recovery recomputes it (the async give-back included). */
+  probes = g_probe_calls - probes;
+  assert_non_null(again);
+  assert_int_equal(stkr__walk_keyed(AT(0), LO, HI, skip, again, max, &h_keyed,
+                                    &fold2, &trunc2), n);
+  g_probe_calls -= probes; /* the tests count one walk's probes */
+  assert_int_equal(h_keyed, h);
+  assert_int_equal(trunc2, *trunc);
+  assert_memory_equal(again, pcs, 8u * n);
+  assert_int_equal(stkr_stack_key2_final(fold2, n, 7, *trunc),
+                   stkr_stack_key2(pcs, n, 7, *trunc));
+  free(again);
   return n;
 }
 
@@ -135,7 +153,6 @@ static void test_unmapped_context_not_read_without_task(void **state) {
   munmap(page, 4096);
 }
 
-static unsigned g_probe_calls;
 static void *task_counted(void) {
   g_probe_calls++;
   return &g_task_word;

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 
 STKR_SITE_DEFINE(g_site_a, "test.a");
@@ -52,9 +53,9 @@ static uint64_t g_before, g_after;
 static __attribute__((noinline)) int c3(const char *payload, size_t len) {
   int rc;
   g_ret[1] = (uint64_t)__builtin_return_address(0);
-  g_before = stkr__clock_mono_ns();
+  g_before = stkr__clock_event(); /* the records' clock: ticks or ns */
   rc = stkr_event(&g_site_a, payload, len);
-  g_after = stkr__clock_mono_ns();
+  g_after = stkr__clock_event();
   __asm__ volatile("" ::: "memory");
   return rc;
 }
@@ -87,13 +88,153 @@ static void test_event_captures_caller_stack_and_payload(void **state) {
               pcs[0] < (uint64_t)(uintptr_t)&c3 + 512);
   assert_int_equal(pcs[1], g_ret[1]);
   assert_int_equal(pcs[2], g_ret[0]);
-  assert_int_equal(rec->hash, stkr__hash_pcs(pcs, rec->depth));
+  assert_false(stkr__record_known(rec)); /* the stack's first event */
+  assert_int_equal(stkr__record_as_full(rec)->key[0],
+                   stkr__hash_pcs(pcs, rec->depth));
   assert_true(rec->ts_ns >= g_before && rec->ts_ns <= g_after);
   assert_int_equal(rec->payload_len, 5);
   assert_memory_equal(stkr__record_payload(rec), "hello", 5);
   assert_int_equal(rec->flags & STKR__REC_PAYLOAD_TRUNCATED, 0);
   stkr__ring_release(my_ring(), rec);
   assert_null(stkr__ring_peek(my_ring()));
+}
+
+/* Stacks once per thread: the second event of a stack is a 24-byte known
+ * record naming the first's slot, with its payload; another stack (or
+ * site) is full again; a stack enters the table only once its full record
+ * was committed (a drop while the ring is full leaves it unknown); a reset
+ * forgets every stack. */
+static __attribute__((noinline)) int other_stack(const char *p, size_t n) {
+  int rc = stkr_event(&g_site_a, p, n);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+/* One call site for every call, whatever the compiler does with a loop
+ * (aarch64 gcc -O2 split c1(i < 3 ? ...) into two calls: two stacks). */
+static __attribute__((noinline)) int c1_at_one_site(int i) {
+  /* volatile: the arguments are loaded, never folded into two calls */
+  const char *volatile p = i < 3 ? "abc" : NULL;
+  volatile size_t n = i < 3 ? 3 : 0;
+  int rc = c1(p, n);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+static const stkr__record *take(void) {
+  static uint8_t copy[4096];
+  const stkr__record *rec = stkr__ring_peek(my_ring());
+  assert_non_null(rec);
+  assert_true(rec->size <= sizeof copy);
+  memcpy(copy, rec, rec->size);
+  stkr__ring_release(my_ring(), rec);
+  return (const stkr__record *)(const void *)copy;
+}
+
+static void test_known_stack_sent_once(void **state) {
+  const stkr__record *rec;
+  uint64_t key[2];
+  uint8_t slot;
+  /* volatile: a loop the compiler unrolls calls from several sites, and
+   * each call site is another stack (seen on aarch64 gcc -O2). */
+  volatile int i;
+  (void)state;
+  /* One call site, so one stack: the last of the four has no payload. */
+  for (i = 0; i < 4; i++)
+    assert_int_equal(c1_at_one_site(i), 0);
+  rec = take();
+  assert_false(stkr__record_known(rec));
+  assert_true(rec->depth >= 4);
+  assert_int_equal(rec->size, stkr__record_full_bytes(rec->depth, 3));
+  key[0] = stkr__record_as_full(rec)->key[0];
+  key[1] = stkr__record_as_full(rec)->key[1];
+  assert_int_equal(key[1], stkr_stack_key2(stkr__record_pcs(rec), rec->depth,
+                                           rec->site_id, 0));
+  slot = rec->slot;
+  assert_int_equal(slot, stkr_stack_key2_slot(key[1], STKR__KNOWN_SLOTS));
+  for (i = 0; i < 2; i++) {
+    rec = take();
+    assert_true(stkr__record_known(rec));
+    assert_int_equal(rec->size, 32); /* 24 + "abc", padded to 8 */
+    assert_int_equal(rec->depth, 0);
+    assert_int_equal(rec->slot, slot);
+    assert_int_equal(rec->site_id, stkr__site_id(&g_site_a));
+    assert_memory_equal(stkr__record_payload(rec), "abc", 3);
+  }
+  /* Without payload a known record is 24 bytes: the goal of issue 18. */
+  rec = take();
+  assert_true(stkr__record_known(rec));
+  assert_int_equal(rec->size, 24);
+  /* Another stack at the same site: full, then known. */
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(other_stack(NULL, 0), 0);
+    assert_int_equal(stkr__record_known(take()), i == 1);
+  }
+  /* After a reset (a new worker) every stack is sent again. */
+  stkr__ring_reset(my_ring());
+  assert_int_equal(c1(NULL, 0), 0);
+  rec = take();
+  assert_false(stkr__record_known(rec));
+  assert_int_equal(stkr__record_as_full(rec)->evicted[0], 0);
+  assert_null(stkr__ring_peek(my_ring()));
+}
+
+static void test_dropped_full_record_stays_unknown(void **state) {
+  stkr__counts c0, c1c;
+  int pushed = 0, r;
+  volatile int i; /* one call site per loop (see above) */
+  (void)state;
+  assert_int_equal(stkr_thread_attach(), 0);
+  stkr__threads_counts(&c0);
+  /* Fill the ring with another stack until a push drops (same payload
+   * size: the same reservation). */
+  while ((r = other_stack("x", 1)) == 0)
+    pushed++;
+  assert_int_equal(r, -EAGAIN);
+  /* c1's stack is new: its full record is dropped, so it must not be
+   * known; the next push after draining must carry its PCs. */
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(c1("y", 1), i == 0 ? -EAGAIN : 0);
+    while (i == 0 && stkr__ring_peek(my_ring()) != NULL)
+      (void)take();
+  }
+  assert_false(stkr__record_known(take()));
+  stkr__threads_counts(&c1c);
+  assert_int_equal(c1c.dropped_ring_full - c0.dropped_ring_full, 2);
+  assert_true(pushed > 1000); /* known records: a 1 MiB ring holds many */
+}
+
+/* The process-wide cap on ring memory: a thread that would pass it gets
+ * no ring, and its events are dropped and counted (dropped_other) until
+ * there is room again; then it attaches and records. */
+static void *capped_thread(void *arg) {
+  int *rc = arg;
+  rc[0] = stkr_event(&g_site_a, NULL, 0); /* attach refused */
+  rc[1] = stkr_event(&g_site_a, NULL, 0); /* still no room: no retry */
+  stkr__threads_set_ring_cap(0); /* the default */
+  rc[2] = stkr_event(&g_site_a, NULL, 0); /* room: attaches, records */
+  rc[3] = stkr__tls != STKR__THREAD_CAPPED && stkr__tls != NULL;
+  return NULL;
+}
+
+static void test_ring_memory_cap(void **state) {
+  stkr__counts c0, c1;
+  pthread_t th;
+  int rc[4];
+  (void)state;
+  assert_int_equal(stkr_thread_attach(), 0);
+  stkr__threads_counts(&c0);
+  stkr__threads_set_ring_cap(1); /* below what one more thread needs */
+  assert_int_equal(pthread_create(&th, NULL, capped_thread, rc), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  stkr__threads_set_ring_cap(0); /* the default */
+  assert_int_not_equal(rc[0], 0);
+  assert_int_equal(rc[1], -EAGAIN);
+  assert_int_equal(rc[2], 0);
+  assert_true(rc[3]);
+  stkr__threads_counts(&c1);
+  assert_int_equal(c1.dropped_other - c0.dropped_other, 2);
+  assert_int_equal(c1.pushed - c0.pushed, 1);
 }
 
 static void test_payload_truncated_at_limit(void **state) {
@@ -147,7 +288,7 @@ static void test_tiny_ring_drops_and_counts(void **state) {
   assert_int_equal(stkr__recorder_start(&rc, NULL, NULL, NULL), 0);
   stkr__ring_free(my_ring()); /* swap in a 4 KiB ring for this thread */
   assert_int_equal(stkr__ring_init(my_ring(), 4096, 0, 0, ""), 0);
-  for (i = 0; i < 100; i++) {
+  for (i = 0; i < 200; i++) { /* > 4096 / 32-byte known records */
     int r = stkr_event(&g_site_a, "p", 1);
     if (r == 0)
       ok++;
@@ -156,7 +297,7 @@ static void test_tiny_ring_drops_and_counts(void **state) {
   }
   stkr__threads_counts(&c);
   assert_true(dropped > 0);
-  assert_int_equal(ok + dropped, 100);
+  assert_int_equal(ok + dropped, 200);
   assert_int_equal(c.pushed, (uint64_t)ok);
   assert_int_equal(c.dropped_ring_full, (uint64_t)dropped);
   /* The ring holds exactly the `ok` events. */
@@ -220,8 +361,9 @@ static void test_signal_handler_events_never_corrupt_ring(void **state) {
         assert_memory_equal(stkr__record_payload(rec),
                             rec->site_id == a ? "main" : "sig",
                             rec->payload_len);
-        assert_int_equal(rec->hash,
-                         stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
+        if (!stkr__record_known(rec))
+          assert_int_equal(stkr__record_as_full(rec)->key[0],
+                           stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
         stkr__ring_release(my_ring(), rec);
         seen++;
       }
@@ -364,6 +506,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_event_captures_caller_stack_and_payload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_payload_truncated_at_limit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_known_stack_sent_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dropped_full_record_stays_unknown, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ring_memory_cap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_same_name_same_id, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_running_returns_enotconn, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tiny_ring_drops_and_counts, setup, teardown),

@@ -220,7 +220,8 @@ static void test_small_ring_is_rounded_up(void **state) {
   stkr_config in = {.ring_bytes = 100, .max_depth = STKR_MAX_DEPTH,
                     .payload_max = STKR_MAX_PAYLOAD};
   assert_int_equal(stkr__config_build(&in, &c), 0);
-  size_t rec = sizeof(stkr__record) + 8u * STKR_MAX_DEPTH + STKR_MAX_PAYLOAD + 8;
+  size_t rec =
+      sizeof(stkr__record_full) + 8u * STKR_MAX_DEPTH + STKR_MAX_PAYLOAD + 8;
   assert_true(c.ring_bytes >= 4 * rec);
   assert_int_equal(c.ring_bytes & (c.ring_bytes - 1), 0);
   stkr__config_free(&c);

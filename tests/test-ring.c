@@ -12,7 +12,7 @@
 
 /* Push one record of `depth` fake PCs, each = seq * 1000 + i. */
 static int push(stkr__ring *r, uint32_t seq, unsigned depth) {
-  uint32_t size = (uint32_t)(sizeof(stkr__record) + 8u * depth);
+  uint32_t size = stkr__record_full_bytes(depth, 0);
   stkr__record *rec = stkr__ring_reserve(r, size);
   unsigned i;
 
@@ -22,8 +22,11 @@ static int push(stkr__ring *r, uint32_t seq, unsigned depth) {
   rec->site_id = seq;
   rec->depth = (uint16_t)depth;
   rec->payload_len = 0;
+  rec->flags = 0;
+  rec->slot = 0;
   for (i = 0; i < depth; i++)
-    ((uint64_t *)(rec + 1))[i] = (uint64_t)seq * 1000 + i;
+    ((uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1))[i] =
+        (uint64_t)seq * 1000 + i;
   stkr__ring_commit(r, size);
   return 1;
 }
@@ -69,15 +72,15 @@ static void test_full_ring_refuses_then_accepts_after_release(void **state) {
   const stkr__record *rec;
   (void)state;
   assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
-  /* 32 + 8*12 = 128 bytes: exactly 32 fit in 4096. */
+  /* 56 + 8*9 = 128 bytes: exactly 32 fit in 4096. */
   for (s = 1; s <= 40; s++)
-    pushed += (uint32_t)push(&r, s, 12);
+    pushed += (uint32_t)push(&r, s, 9);
   assert_int_equal(pushed, 32);
   assert_int_equal(stkr__ring_used(&r), 4096);
   rec = stkr__ring_peek(&r);
-  check(rec, 1, 12);
+  check(rec, 1, 9);
   stkr__ring_release(&r, rec);
-  assert_true(push(&r, 99, 12));
+  assert_true(push(&r, 99, 9));
   stkr__ring_free(&r);
 }
 
@@ -87,12 +90,12 @@ static void test_wrap_marker_keeps_records_contiguous(void **state) {
   const stkr__record *rec;
   (void)state;
   assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
-  /* 3 records of 32+8*150 = 1232 bytes: 3696 used, 400 left at the end. */
+  /* 3 records of 56+8*150 = 1256 bytes: 3768 used, 328 left at the end. */
   for (s = 1; s <= 3; s++)
     assert_true(push(&r, s, 150));
   rec = stkr__ring_peek(&r);
   stkr__ring_release(&r, rec);
-  /* Needs 1232 contiguous bytes: only 400 remain before the end, so it
+  /* Needs 1256 contiguous bytes: only 328 remain before the end, so it
    * must wrap to offset 0 (where record 1 was freed). */
   assert_true(push(&r, 4, 150));
   for (s = 2; s <= 4; s++) {

@@ -14,7 +14,8 @@
 # their exact PCs), async-walk (Swift async context chains, with extended
 # frame records made by clang-14 for aarch64), sample and watchdog
 # (another thread's stack from the aarch64 ucontext), unwind (compact unwind
-# tables and the hybrid walk against glibc's backtrace()). Fork-follow cases are skipped under qemu-user, which
+# tables and the hybrid walk against glibc's backtrace()), clock (the event
+# clock: cntvct_el0 and its conversion). Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
@@ -115,8 +116,12 @@ done
 build unwind -DUWT_ORACLE_GLIBC tests/test-unwind.c unwind/*.c "$out/uw_chain.o" \
   -lcmocka -lpthread -ldl || fails=$((fails + 1))
 
+# The event clock on aarch64: cntvct_el0 at cntfrq_el0 (under qemu-user
+# too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
+build clock tests/test-clock.c "${product[@]}" || fails=$((fails + 1))
+
 for t in walk ring event hostile format reader damage hostile-files record flush async-walk \
-    sample watchdog unwind; do
+    sample watchdog unwind clock; do
   bin="$out/bin/$t"
   [ -x "$bin" ] || continue
   log="$out/$t.log"

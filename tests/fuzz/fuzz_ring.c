@@ -5,8 +5,10 @@
  *
  * Checked besides "no crash, no hang, nothing read outside the input":
  * records come at strictly increasing positions between tail and head,
- * their PCs and payload lie inside the input, there are never more records
- * than the ring holds 32-byte headers, and a refused or damaged file always
+ * their PCs and payload lie inside the input, a known record (format 2:
+ * a stack sent once per thread) has no PCs and a slot inside the table, a
+ * full one room for its key, there are never more records than the ring
+ * holds 24-byte headers, and a refused or damaged file always
  * says why. The first 8 input bytes, when there are more than a header's
  * worth, also pick the dedupe position ("from"), so that path is fuzzed too.
  */
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/stkr_ringfile.h"
 #include "proto/stkr_recover.h"
 
 typedef struct fz_ring {
@@ -29,7 +32,12 @@ static int on_rec(void *arg, const stkr_ring_rec *r) {
   const uint8_t *pcs = (const uint8_t *)r->pcs;
 
   FZ_CHECK(c->n == 0 || r->pos > c->last_pos);
-  FZ_CHECK(r->size >= 32 && r->size % 8 == 0);
+  FZ_CHECK(r->size >= 24 && r->size % 8 == 0);
+  FZ_CHECK(r->slot < STKR_RINGFILE_KNOWN_SLOTS);
+  if (r->flags & STKR_RINGREC_KNOWN)
+    FZ_CHECK(r->depth == 0 && r->hash == 0 && r->key2 == 0);
+  else
+    FZ_CHECK(r->size >= 56);
   FZ_CHECK(pcs >= c->data && pcs + 8u * r->depth <= c->data + c->size);
   FZ_CHECK(r->payload >= c->data &&
            r->payload + r->payload_len <= c->data + c->size);
@@ -61,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc >= 0) {
     FZ_CHECK(info.ring_size >= 64 && (info.ring_size & (info.ring_size - 1)) == 0);
     FZ_CHECK(info.tail <= info.head && info.head - info.tail <= info.ring_size);
-    FZ_CHECK(c.n + dups <= info.ring_size / 32);
+    FZ_CHECK(c.n + dups <= info.ring_size / 24);
     FZ_CHECK(lost <= info.head - info.tail);
     if (rc == 1) FZ_CHECK(bad < size && lost > 0);
   }

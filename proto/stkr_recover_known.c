@@ -1,0 +1,216 @@
+/*
+ * stkr_recover_known.c: which stack a known record of a dead writer's ring
+ * refers to (common/stkr_ringfile.h, "Records", says why this is sound).
+ *
+ * Per ring, in ring order from the tail:
+ *   - the key each slot held at the tail (stkr__rck_ring_begin): the
+ *     `evicted` key of the slot's first full record in [tail, head), else
+ *     the file's table entry;
+ *   - a full record (duplicates below RingPos.end included: known records
+ *     after it may still refer to it) makes its PCs the slot's stack
+ *     (stkr__rck_full);
+ *   - a known record takes its slot's stack (stkr__rck_resolve): PCs from
+ *     the ring, or, for a key sent before the tail, the session's
+ *     segments, read once per session and only when first needed (a
+ *     crash's rings usually resolve alone; a long recording's segments can
+ *     be many).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
+#include "common/stkr_ringfile.h"
+#include "proto/stkr__recover.h"
+
+void stkr__rck_free(stkr__rck *k) {
+  for (size_t i = 0; i < k->n_seg; i++) free(k->seg[i].pcs);
+  free(k->seg);
+  free(k->seg_slots);
+  free(k->cur_path);
+  memset(k, 0, sizeof *k);
+}
+
+static uint64_t rd64(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static int note_evicted(void *arg, const stkr_ring_rec *r) {
+  stkr__rck *k = arg;
+  if (!(r->flags & STKR_RINGREC_KNOWN) && !k->first_seen[r->slot]) {
+    k->first_seen[r->slot] = true;
+    k->pre[r->slot][0] = r->evicted[0];
+    k->pre[r->slot][1] = r->evicted[1];
+  }
+  return 0;
+}
+
+void stkr__rck_ring_begin(stkr__rck *k, const uint8_t *data, uint64_t len) {
+  stkr_ring_info info;
+  uint64_t dups, lost, bad_pos;
+  const char *why;
+
+  memset(k->first_seen, 0, sizeof k->first_seen);
+  memset(k->cur, 0, sizeof k->cur);
+  /* The parser validated the header already (len covers the table). */
+  for (unsigned i = 0; i < STKR_RINGFILE_KNOWN_SLOTS; i++) {
+    k->pre[i][0] = rd64(data + STKR_RINGFILE_KNOWN_OFF + 16u * i);
+    k->pre[i][1] = rd64(data + STKR_RINGFILE_KNOWN_OFF + 16u * i + 8);
+  }
+  /* A bad record ends this pass where it ends the real one. */
+  (void)stkr_ring_parse(data, len, 0, &info, note_evicted, k, &dups, &lost,
+                        &bad_pos, &why);
+}
+
+void stkr__rck_full(stkr__rck *k, const stkr_ring_rec *r) {
+  k->cur[r->slot] = *r; /* its pcs point into the ring's data: kept alive */
+  k->cur[r->slot].size = 1; /* set */
+}
+
+/* ---- the session's segments' stacks, by key --------------------------- */
+
+static size_t seg_slot(const stkr__rck *k, uint64_t k0, uint64_t k1) {
+  return (size_t)stkr_mix64(k0 ^ k1) & (k->nseg_slots - 1);
+}
+
+static int seg_add(stkr__rck *k, const Stackrec__StackDef *d) {
+  uint64_t k1 = stkr_stack_key2(d->pcs, (unsigned)d->n_pcs, d->site_id,
+                                d->truncated);
+  size_t i;
+
+  if (d->n_pcs > 0xFFFF)
+    return 0; /* not one of ours */
+  if ((k->n_seg + 1) * 2 > k->nseg_slots) {
+    size_t ns = k->nseg_slots ? k->nseg_slots * 2 : 1024;
+    uint32_t *sl = calloc(ns, sizeof *sl);
+    if (sl == NULL)
+      return -ENOMEM;
+    free(k->seg_slots);
+    k->seg_slots = sl;
+    k->nseg_slots = ns;
+    for (size_t j = 0; j < k->n_seg; j++) {
+      for (i = seg_slot(k, k->seg[j].key[0], k->seg[j].key[1]); sl[i];
+           i = (i + 1) & (ns - 1)) {
+      }
+      sl[i] = (uint32_t)j + 1;
+    }
+  }
+  for (i = seg_slot(k, d->hash, k1); k->seg_slots[i];
+       i = (i + 1) & (k->nseg_slots - 1)) {
+    const stkr__rck_stack *s = &k->seg[k->seg_slots[i] - 1];
+    if (s->key[0] == d->hash && s->key[1] == k1)
+      return 0; /* defined again in a later segment: same stack */
+  }
+  if (stkr__grow(&k->seg, &k->cap_seg, k->n_seg + 1, sizeof *k->seg) != 0)
+    return -ENOMEM;
+  stkr__rck_stack *s = &k->seg[k->n_seg];
+  if ((s->pcs = malloc(d->n_pcs ? 8u * d->n_pcs : 1)) == NULL)
+    return -ENOMEM;
+  if (d->n_pcs)
+    memcpy(s->pcs, d->pcs, 8u * d->n_pcs);
+  s->key[0] = d->hash;
+  s->key[1] = k1;
+  s->depth = (uint16_t)d->n_pcs;
+  s->site = d->site_id;
+  s->truncated = d->truncated;
+  k->seg_slots[i] = (uint32_t)++k->n_seg;
+  return 0;
+}
+
+static void silent(void *arg, const stkr_warning *w) {
+  (void)arg;
+  (void)w;
+}
+
+static int seg_batch(void *arg, const stkr_batch_view *v) {
+  stkr__rck *k = arg;
+  stkr_fmt_pballoc pa;
+  Stackrec__Batch *b;
+  int err = 0;
+
+  stkr_fmt_pballoc_init(&pa, STKR_FMT_MAX_DECODED_BYTES);
+  if ((b = stackrec__batch__unpack(&pa.pb, v->len, v->data)) == NULL)
+    return 0; /* the reader validated it; out of memory here: skip */
+  if (k->cur_path == NULL || strcmp(k->cur_path, v->path) != 0) {
+    free(k->cur_path);
+    k->cur_path = strdup(v->path);
+    k->cur_match = false;
+  }
+  /* As in scan_batch: a segment's Header says whose batches follow. */
+  if (b->header != NULL)
+    k->cur_match = b->header->session_id == k->sid;
+  if (k->cur_match)
+    for (size_t i = 0; i < b->n_stacks && err == 0; i++)
+      err = seg_add(k, b->stacks[i]);
+  stackrec__batch__free_unpacked(b, &pa.pb);
+  return err;
+}
+
+static int seg_load(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
+  stkr_reader_opts o = {.warn = silent, .lazy_frames = true,
+                        .batch = seg_batch, .batch_arg = k};
+  char path[STKR__RC_PATH_MAX];
+  int err = 0;
+
+  for (size_t i = 0; i < rc->n_segs && err >= 0; i++) {
+    char name[STKR_FMT_SEGMENT_NAME_MAX];
+    stkr_reader *r = NULL;
+    stkr_event_view ev;
+
+    if (rc->segs[i].pid != pid)
+      continue;
+    stkr_fmt_segment_name(name, sizeof name, pid, rc->segs[i].seq);
+    snprintf(path, sizeof path, "%s/%s", rc->dir, name);
+    if ((err = stkr_reader_create(&o, &r)) != 0)
+      break;
+    if (stkr_reader_add(r, path) == 0) /* gone meanwhile: next one */
+      while ((err = stkr_reader_next(r, &ev)) == 1) {
+      }
+    stkr_reader_free(r);
+    /* A damaged segment gives what it can; only memory is fatal. */
+    if (err != -ENOMEM)
+      err = 0;
+  }
+  return err;
+}
+
+int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
+                      const stkr_ring_rec *r, stkr_ring_rec *out) {
+  const uint64_t *key = k->pre[r->slot];
+  size_t i;
+  int err;
+
+  if (k->cur[r->slot].size != 0) {
+    *out = k->cur[r->slot];
+    return 1;
+  }
+  if (key[0] == 0 && key[1] == 0)
+    return 0; /* the slot was empty at the tail: a damaged ring */
+  if (!k->loaded) {
+    k->loaded = true;
+    if ((err = seg_load(k, rc, pid)) < 0)
+      return err;
+  }
+  if (k->nseg_slots == 0)
+    return 0;
+  for (i = seg_slot(k, key[0], key[1]); k->seg_slots[i];
+       i = (i + 1) & (k->nseg_slots - 1)) {
+    const stkr__rck_stack *s = &k->seg[k->seg_slots[i] - 1];
+    if (s->key[0] == key[0] && s->key[1] == key[1]) {
+      memset(out, 0, sizeof *out);
+      out->site_id = s->site;
+      out->hash = s->key[0];
+      out->key2 = s->key[1];
+      out->pcs = s->pcs;
+      out->depth = s->depth;
+      out->flags = s->truncated ? STKR_RINGREC_STACK_TRUNCATED : 0;
+      return 1;
+    }
+  }
+  return 0;
+}

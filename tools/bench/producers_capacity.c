@@ -1,0 +1,260 @@
+/*
+ * producers_capacity.c: parts C-E of the producers bench (issue 18: ring
+ * capacity), every one with the default configuration (stkr_config with
+ * only `dir` set: 64 KiB rings, the 200 ms interval, depth 64, payloads up
+ * to 256 bytes) and the real flush worker, each in a forked child so that
+ * one part's rings and worker do not linger into the next:
+ *
+ *   C. burst: 4 threads x 6,000 events within ~25 ms (4-frame stacks, a
+ *      15-byte payload, 240 events a millisecond per thread), as the
+ *      issue's recorded burst. Goal: 0 drops.
+ *   D. loop: one thread calling stkr_event (a 4-byte payload, as a hooked
+ *      getenv("HOME")) as fast as it can for 10 s. Goal: <= 1% dropped.
+ *   E. memory: N live threads (50, then 200), each making 5,000 calls in
+ *      bursts of 100 a millisecond apart, all alive when the RSS is read;
+ *      the same workload unrecorded (stkr_event returns -ENOTCONN) gives
+ *      the baseline. Goal: <= 16 MB added at 200 threads.
+ *
+ * Results come back from the child through a pipe as one line of numbers.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "recorder/stackrec.h"
+
+STKR_SITE_DEFINE(g_cap_site, "bench.capacity");
+
+static uint64_t cap_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t) {
+  uint64_t now = cap_now_ns();
+  if (t > now) {
+    struct timespec ts = {(time_t)((t - now) / 1000000000u),
+                          (long)((t - now) % 1000000000u)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* A 4-frame stack at the hook: thread entry -> work -> hook_a -> hook_b. */
+static __attribute__((noinline)) int hook_b(const char *p, size_t n) {
+  int rc = stkr_event(&g_cap_site, p, n);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+static __attribute__((noinline)) int hook_a(const char *p, size_t n) {
+  int rc = hook_b(p, n);
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+static double rss_mb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  double kb = 0;
+  if (f == NULL) return 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "VmRSS:", 6) == 0) kb = atof(line + 6);
+  fclose(f);
+  return kb / 1024.0;
+}
+
+static char g_cap_dir[64];
+
+static int start_default(void) {
+  stkr_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  snprintf(g_cap_dir, sizeof g_cap_dir, "/tmp/stkr-bench-cap-XXXXXX");
+  if (mkdtemp(g_cap_dir) == NULL) return -errno;
+  cfg.dir = g_cap_dir;
+  return stkr_init(&cfg);
+}
+
+static void end_default(stkr_stats *st) {
+  (void)stkr_flush();
+  (void)stkr_stats_get(st);
+  (void)stkr_shutdown();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cap_dir);
+  if (system(cmd) != 0) fprintf(stderr, "producers: cannot remove %s\n", g_cap_dir);
+}
+
+/* ---- C: burst ---- */
+
+static uint64_t g_burst_t0;
+
+static void *burst_thread(void *arg) {
+  (void)arg;
+  /* 6,000 events: 25 slices of 240, one a millisecond from a common t0. */
+  for (int slice = 0; slice < 25; slice++) {
+    sleep_until(g_burst_t0 + (uint64_t)slice * 1000000u);
+    for (int i = 0; i < 240; i++) (void)hook_a("/etc/machine-id", 15);
+  }
+  return NULL;
+}
+
+static void part_burst(FILE *out) {
+  pthread_t th[4];
+  stkr_stats st;
+  if (start_default() != 0) return;
+  g_burst_t0 = cap_now_ns() + 5000000u;
+  for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, burst_thread, NULL);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  uint64_t span = cap_now_ns() - g_burst_t0;
+  end_default(&st);
+  fprintf(out, "%llu %llu %llu %.1f\n", (unsigned long long)st.attempted,
+          (unsigned long long)st.dropped,
+          (unsigned long long)st.dropped_ring_full, (double)span / 1e6);
+}
+
+/* ---- D: loop ---- */
+
+static void part_loop(FILE *out, unsigned seconds) {
+  stkr_stats st;
+  uint64_t n = 0;
+  if (start_default() != 0) return;
+  uint64_t t0 = cap_now_ns(), until = t0 + (uint64_t)seconds * 1000000000u;
+  while (cap_now_ns() < until)
+    for (int i = 0; i < 1000; i++, n++) (void)hook_a("HOME", 4);
+  uint64_t span = cap_now_ns() - t0;
+  end_default(&st);
+  fprintf(out, "%llu %llu %llu %.3f\n", (unsigned long long)st.attempted,
+          (unsigned long long)st.dropped, (unsigned long long)n,
+          (double)span / 1e9);
+}
+
+/* ---- E: memory ---- */
+
+static pthread_barrier_t g_done_bar, g_exit_bar;
+
+static void *mem_thread(void *arg) {
+  (void)arg;
+  for (int burst = 0; burst < 50; burst++) {
+    for (int i = 0; i < 100; i++) (void)hook_a("HOME", 4);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pthread_barrier_wait(&g_done_bar); /* all alive: main reads the RSS */
+  pthread_barrier_wait(&g_exit_bar);
+  return NULL;
+}
+
+static void part_memory(FILE *out, unsigned n, bool recorded) {
+  pthread_t *th = calloc(n, sizeof *th);
+  pthread_attr_t attr;
+  stkr_stats st = {0};
+  if (th == NULL) return;
+  if (recorded && start_default() != 0) return;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256u << 10);
+  pthread_barrier_init(&g_done_bar, NULL, n + 1);
+  pthread_barrier_init(&g_exit_bar, NULL, n + 1);
+  for (unsigned i = 0; i < n; i++) pthread_create(&th[i], &attr, mem_thread, NULL);
+  pthread_barrier_wait(&g_done_bar);
+  /* Give the worker a pass (the rings' last bursts), then measure. */
+  if (recorded) (void)stkr_flush();
+  double rss = rss_mb();
+  pthread_barrier_wait(&g_exit_bar);
+  for (unsigned i = 0; i < n; i++) pthread_join(th[i], NULL);
+  if (recorded) end_default(&st);
+  fprintf(out, "%.2f %llu %llu\n", rss, (unsigned long long)st.attempted,
+          (unsigned long long)st.dropped);
+  free(th);
+}
+
+/* Run fn in a child; its one output line into buf. */
+static bool in_child(void (*fn)(FILE *, unsigned, bool), unsigned a, bool b,
+                     char *buf, size_t cap) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    FILE *out = fdopen(fds[1], "w");
+    close(fds[0]);
+    fn(out, a, b);
+    fclose(out);
+    _exit(0);
+  }
+  close(fds[1]);
+  FILE *in = fdopen(fds[0], "r");
+  bool ok = fgets(buf, (int)cap, in) != NULL;
+  fclose(in);
+  int st;
+  waitpid(pid, &st, 0);
+  return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void burst_fn(FILE *o, unsigned a, bool b) { (void)a; (void)b; part_burst(o); }
+static void loop_fn(FILE *o, unsigned a, bool b) { (void)b; part_loop(o, a); }
+static void mem_fn(FILE *o, unsigned a, bool b) { part_memory(o, a, b); }
+
+/* Returns the number of goals met out of *total. */
+int producers_capacity(unsigned loop_seconds, int *total) {
+  char line[256];
+  int pass = 0;
+  *total = 0;
+
+  printf("\nC-E. ring capacity with the default configuration (64 KiB rings, "
+         "200 ms interval, the real worker), each in a child process\n");
+  unsigned long long att = 0, drop = 0, full = 0, n = 0;
+  double span = 0;
+  (*total)++;
+  if (in_child(burst_fn, 0, false, line, sizeof line) &&
+      sscanf(line, "%llu %llu %llu %lf", &att, &drop, &full, &span) == 4) {
+    bool ok = drop == 0 && att == 24000;
+    pass += ok;
+    printf("  C. burst 4 threads x 6000 events (4 frames, 15-byte payload) in "
+           "%.1f ms: attempted %llu, dropped %llu (ring full %llu)  target 0  "
+           "%s\n", span, att, drop, full, ok ? "PASS" : "MISS");
+  } else {
+    printf("  C. burst: the child failed\n");
+  }
+  (*total)++;
+  if (in_child(loop_fn, loop_seconds, false, line, sizeof line) &&
+      sscanf(line, "%llu %llu %llu %lf", &att, &drop, &n, &span) == 4) {
+    double pct = att ? 100.0 * (double)drop / (double)att : 100.0;
+    bool ok = pct <= 1.0;
+    pass += ok;
+    printf("  D. loop: one thread, %.1f s: %llu calls (%.1f M/s), dropped "
+           "%llu = %.3f%%  target <= 1%%  %s\n", span, n,
+           (double)n / span / 1e6, drop, pct, ok ? "PASS" : "MISS");
+  } else {
+    printf("  D. loop: the child failed\n");
+  }
+  unsigned counts[2] = {50, 200};
+  for (int k = 0; k < 2; k++) {
+    double base = 0, rec = 0;
+    if (!in_child(mem_fn, counts[k], false, line, sizeof line) ||
+        sscanf(line, "%lf", &base) != 1 ||
+        !in_child(mem_fn, counts[k], true, line, sizeof line) ||
+        sscanf(line, "%lf %llu %llu", &rec, &att, &drop) != 3) {
+      printf("  E. memory, %u threads: a child failed\n", counts[k]);
+      continue;
+    }
+    bool goal = counts[k] == 200;
+    bool ok = rec - base <= 16.0;
+    if (goal) {
+      (*total)++;
+      pass += ok;
+    }
+    printf("  E. %u live threads x 5000 calls: RSS %.1f MB recorded vs %.1f "
+           "unrecorded = %.1f MB added (%.1f KiB a thread); dropped %llu of "
+           "%llu%s%s\n", counts[k], rec, base, rec - base,
+           (rec - base) * 1024.0 / counts[k], drop, att,
+           goal ? "  target <= 16 MB  " : "", goal ? (ok ? "PASS" : "MISS") : "");
+  }
+  return pass;
+}
