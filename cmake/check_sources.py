@@ -33,7 +33,8 @@ CMAKE_VARS = {
     "STKR_MACHO_SRCS": [("macho", "macho")],
     "STKR_PRELOAD_MATCH_SRCS": [("preload", "match")],
     "STKR_PRELOAD_SRCS": [("preload", "libstackrec_preload.so")],
-    "STKR_CLI_SRCS": [("tools", "stackrec"), ("tools", "stackrec_lib")],
+    "STKR_CLI_SRCS": [("tools", "stackrec"), ("tools", "stackrec_lib"),
+                      ("tools", "snapshot_walk")],
 }
 # Package.swift's C target is the embeddable library: //:stackrec, i.e.
 # //flush with what it depends on.

@@ -129,7 +129,9 @@ set(STKR_CLI_SRCS
   tools/stackrec/report_tree.c
   tools/stackrec/snapshot.c
   tools/stackrec/snapshot_apple.c
+  tools/stackrec/snapshot_images.c
   tools/stackrec/snapshot_linux.c
+  tools/stackrec/snapshot_unwind.c
   tools/stackrec/snapshot_write.c
   tools/stackrec/states.c
   tools/stackrec/strtab.c

@@ -458,7 +458,7 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  *         STKR_MARKS_MAX_PAYLOAD, NULL arguments); or the negative errno of
  *         the failed open/write (-ENOENT, -ENOTDIR, -EACCES, ...).
  */
-int stkr_mark_append(const char *dir, const char *name, const void *payload,
+STKR_API int stkr_mark_append(const char *dir, const char *name, const void *payload,
                      size_t len);
 
 /*
@@ -468,7 +468,7 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
  * @return 0 (also when from_dir has none), -ENOMEM, or the negative errno
  *         of a failed open/read/write.
  */
-int stkr_marks_copy(const char *from_dir, const char *to_dir);
+STKR_API int stkr_marks_copy(const char *from_dir, const char *to_dir);
 
 #ifdef __cplusplus
 }

@@ -50,7 +50,7 @@ static const struct {
      "ENGINE = ReplacingMergeTree PARTITION BY day "
      "PRIMARY KEY (build, site, ts) "
      "ORDER BY (build, site, ts, device, recording, pid, n)",
-     "cityHash64(recording, pid, intDiv(n, 65536))"},
+     "cityHash64(recording, pid, intDiv(n, 256))"},
     {"stacks",
      "(build String, stack UInt64, depth UInt16, frames Array(UInt64), "
      "path Array(String), module String) "

@@ -23,7 +23,11 @@
 // async context chain (README, "Swift concurrency"): build with
 // `-Xfrontend -swift-async-frame-pointer=always` to get the awaiting callers.
 //
-// TODO(issue 13): Stackrec.mark(...) once the C API has stkr_mark.
+// Marks. `Stackrec.mark("consent.granted")` records a mark (a state change
+// such as consent.granted/revoked, app.background/foreground, screen.X) that
+// `stackrec compliance`, the timeline and every view read (README, "Marks
+// and states"): stkr_mark_site() then stkr_event(), as the C inline
+// stkr_mark() does.
 import CStackrec
 
 #if canImport(Glibc)
@@ -97,6 +101,18 @@ public enum Stackrec {
   public static func event(_ name: StaticString, payload: String? = nil) -> Bool {
     let site = SiteTable.shared.site(name)
     return record(site, payload)
+  }
+
+  /// Record mark `name` (1 to 64 bytes of [A-Za-z0-9._-]) with an optional
+  /// payload, with the caller's stack. Throws StackrecError for an invalid
+  /// name (-EINVAL) or past STKR_MAX_MARKS names (-ENOSPC); @return false
+  /// if not recorded (not recording, ring full: dropped and counted).
+  @discardableResult
+  public static func mark(_ name: String, payload: String? = nil) throws -> Bool {
+    var site: UnsafeMutablePointer<stkr_site>? = nil
+    try check(stkr_mark_site(name, &site))
+    guard let s = site else { return false }
+    return record(s, payload)
   }
 
   /// Barrier: returns once every event recorded before it is on disk.

@@ -25,6 +25,7 @@ final class StackrecTests: XCTestCase {
     var payloads: [String: Set<String>] = [:]
     var withStack = 0
     var events = 0
+    var marks: [String] = []
     var processes = 0
     var cleanEnd = false
     var incomplete = true
@@ -44,6 +45,10 @@ final class StackrecTests: XCTestCase {
       XCTAssertGreaterThanOrEqual(rc, 0, "stkr_reader_next: \(StackrecError(code: rc))")
       if rc <= 0 { break }
       let site = String(cString: ev.site)
+      if ev.is_mark {
+        out.marks.append(site)
+        continue
+      }
       out.events += 1
       out.perSite[site, default: 0] += 1
       if ev.n_pcs > 0 { out.withStack += 1 }
@@ -78,6 +83,10 @@ final class StackrecTests: XCTestCase {
     var opts = Stackrec.Options()
     opts.symbolize = .offline  // PCs only: this test reads sites, payloads
     try Stackrec.start(directory: dir, options: opts)
+    XCTAssertTrue(try Stackrec.mark("consent.granted", payload: "v=2"))
+    XCTAssertThrowsError(try Stackrec.mark("not a valid name")) { e in
+      XCTAssertEqual(e as? StackrecError, StackrecError(code: -EINVAL))
+    }
     let tasks = 4, perTask = 50
     let recorded = await withTaskGroup(of: Int.self) { group -> Int in
       for t in 0..<tasks {
@@ -97,12 +106,13 @@ final class StackrecTests: XCTestCase {
     let st = Stackrec.stats()
     try Stackrec.stop()
     XCTAssertEqual(recorded, 2 * tasks * perTask)
-    XCTAssertEqual(st.attempted, UInt64(2 * tasks * perTask))
+    XCTAssertEqual(st.attempted, UInt64(2 * tasks * perTask + 1))  // + the mark
     XCTAssertEqual(st.written, st.attempted)
     XCTAssertEqual(st.dropped, 0)
 
     let rb = try readBack(dir)
     XCTAssertEqual(rb.processes, 1)
+    XCTAssertEqual(rb.marks, ["consent.granted"])
     XCTAssertEqual(rb.events, 2 * tasks * perTask)
     XCTAssertEqual(rb.perSite["privacy.contacts.read"], tasks * perTask)
     XCTAssertEqual(rb.perSite["privacy.location.get"], tasks * perTask)

@@ -126,6 +126,16 @@ struct  Stackrec__Config
     , 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
+/*
+ * A site named "mark:NAME" (NAME: 1 to 64 of [A-Za-z0-9._-]) is a mark's
+ * (stkr_mark, common/stkr_mark.h): its events are marks, not events, and
+ * readers hand them out as marks named NAME (proto/stkr_reader.h, "Marks").
+ * No field marks it, so that every path that carries site names (session
+ * files and recovery, merge, symbolize) carries marks unchanged. Marks set
+ * from outside the process (`stackrec mark`) are lines of the directory's
+ * marks file, "stackrec.marks" (format in proto/stkr_reader.h), not
+ * segments.
+ */
 struct  Stackrec__SiteDef
 {
   ProtobufCMessage base;
