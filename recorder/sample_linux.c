@@ -202,14 +202,6 @@ static bool stkr__tid_blocks(uint64_t tid) {
 
 static uint64_t stkr__now(void) { return stkr__clock_mono_ns(); }
 
-static inline void stkr__cpu_relax(void) {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-
 /* How long the sampler spins before it sleeps: an answer usually comes in
  * a few microseconds (the target's handler), and a futex sleep and wake-up
  * of the sampler would cost more than that again. Bounded; sampling is

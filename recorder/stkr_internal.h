@@ -574,6 +574,15 @@ bool stkr__recorder_running(void);
 void stkr__recorder_forget_after_fork(void);
 
 
+/* A spin-wait hint (pause / yield): for bounded waits on another thread. */
+static inline void stkr__cpu_relax(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm64__)
+  __asm__ volatile("yield");
+#endif
+}
+
 /* ---- pushing a given stack (event.c) ------------------------------------
  * Push one record with the given PCs (not walked here) at `site` into the
  * ring of `t` (NULL: the calling thread's, which must be attached). The
