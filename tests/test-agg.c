@@ -211,6 +211,53 @@ static void test_sessions_do_not_share_ids(void **state) {
   }
 }
 
+/* One stack id at two sites, alternating: the aggregation's id-indexed
+ * level (agg.c, dense_key) remembers one (session, site) per stack id, so
+ * this pattern misses it on every event and must still count each pair
+ * apart. */
+static void test_one_stack_id_at_two_sites(void **state) {
+  static const uint32_t s3[] = {1, 2, 3}, t2[] = {1, 2}, k3[] = {1, 2, 3};
+  static const fx_ev ev[] = {{0, 1, 1, 3, NULL, 0, false},
+                             {10, 2, 1, 3, NULL, 0, false},
+                             {10, 1, 2, 3, NULL, 0, false},
+                             {10, 2, 2, 3, NULL, 0, false},
+                             {10, 1, 1, 3, NULL, 0, false},
+                             {10, 3, 1, 1, NULL, 0, false},
+                             {10, 3, 1, 1, NULL, 0, false}};
+  fx_batch b = {.seq = 1, .header = true, .segment_seq = 1, .sites = s3,
+                .n_sites = 3, .threads = t2, .n_threads = 2, .stacks = k3,
+                .n_stacks = 3, .base_ts = 9000000000ull, .evs = ev,
+                .n_evs = sizeof ev / sizeof *ev};
+  const char *d = fx_tmpdir("agg-idsite");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  stkr_agg *a;
+  size_t i;
+  uint64_t total = 0;
+  (void)state;
+
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  a = agg_dir(d, NULL);
+  assert_int_equal(a->events, 7);
+  assert_int_equal(a->n_sites, 3);
+  for (i = 0; i < a->n_sites; i++) {
+    assert_int_equal(a->sites[i].n_stacks, 1);
+    total += a->sites[i].count;
+  }
+  assert_int_equal(total, 7);
+  assert_int_equal(site(a, "privacy.clipboard.read")->count, 3);
+  assert_int_equal(site(a, "net.connect")->count, 2);
+  assert_int_equal(site(a, "file.open")->count, 2);
+  assert_string_equal(labels(site(a, "privacy.clipboard.read")->stacks[0]), S3);
+  assert_string_equal(labels(site(a, "net.connect")->stacks[0]), S3);
+  assert_string_equal(labels(site(a, "file.open")->stacks[0]), S1);
+  stkr_agg_free(a);
+}
+
 /* ---- filters -------------------------------------------------------------- */
 
 static uint64_t count_with(const char *d, stkr_agg_opts o) {
@@ -612,6 +659,7 @@ int main(void) {
       cmocka_unit_test(test_std_sites_stacks_and_drops),
       cmocka_unit_test(test_two_processes_add_up),
       cmocka_unit_test(test_sessions_do_not_share_ids),
+      cmocka_unit_test(test_one_stack_id_at_two_sites),
       cmocka_unit_test(test_filters),
       cmocka_unit_test(test_window_event_before_first),
       cmocka_unit_test(test_symbolized_labels_and_app_only),

@@ -42,6 +42,17 @@ typedef struct raw {
   size_t merged; /* index + 1 into a->stacks; 0 = empty slot */
 } raw;
 
+/* Level 0, in front of level 1 when events key by ids alone (no by_thread,
+ * no by_payload: the default): indexed by stack id, since the flush worker
+ * numbers a session's stacks 1, 2, 3...; a hit costs one compare instead
+ * of level 1's hash and probe. Ids past STKR_AGG_DENSE_MAX (a hostile or
+ * odd file) just take level 1, so its size stays bounded. */
+#define STKR_AGG_DENSE_MAX 65536
+typedef struct dense_key {
+  uint32_t session, site_id;
+  size_t merged; /* index + 1 into a->stacks; 0 = empty */
+} dense_key;
+
 typedef struct builder {
   const stkr_agg_opts *o;
   stkr_agg *a;
@@ -49,10 +60,17 @@ typedef struct builder {
   size_t cur_process; /* the process being read (raws are its keys) */
   raw *raws;
   size_t raw_cap, raw_n;
+  dense_key *dense; /* level 0, this process's */
+  size_t dense_cap;
   /* Level 2: every distinct stack (a->stacks), indexed by content. */
   size_t stack_cap;
   uint64_t *hashes;    /* content hash of a->stacks[i] */
   uint32_t *last_proc; /* process + 1 a->stacks[i] was last seen in */
+  /* Per a->stacks[i], looked up once when it is made rather than per
+   * event (the per-event site lookups were a sixth of report's time):
+   * its site's timeline counters, and whether its site is the watchdog's. */
+  uint64_t **tl_of;
+  bool *hangs_of;
   size_t *cslot;       /* index + 1 into a->stacks; 0 = empty */
   size_t cslot_cap;
   stkr_frame *tmp;     /* the frames of the key being added */
@@ -382,8 +400,9 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   i = a->n_stacks;
   if (i + 1 > b->stack_cap) {
     size_t cap = b->stack_cap;
-    uint64_t *nh;
+    uint64_t *nh, **nt;
     uint32_t *nl;
+    bool *nb;
 
     if (stkr_grow((void **)&a->stacks, &cap, i + 1, sizeof *a->stacks) != 0 ||
         (nh = realloc(b->hashes, cap * sizeof *nh)) == NULL)
@@ -392,6 +411,12 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     if ((nl = realloc(b->last_proc, cap * sizeof *nl)) == NULL)
       return -ENOMEM;
     b->last_proc = nl;
+    if ((nt = realloc(b->tl_of, cap * sizeof *nt)) == NULL)
+      return -ENOMEM;
+    b->tl_of = nt;
+    if ((nb = realloc(b->hangs_of, cap * sizeof *nb)) == NULL)
+      return -ENOMEM;
+    b->hangs_of = nb;
     b->stack_cap = cap;
   }
   s = &a->stacks[i];
@@ -422,6 +447,11 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   s->truncated = ev->stack_truncated;
   b->hashes[i] = h;
   b->last_proc[i] = proc;
+  b->tl_of[i] = NULL;
+  b->hangs_of[i] = stkr__hangs_site(site);
+  if (!b->o->no_site_details &&
+      (b->tl_of[i] = stkr__timeline_counters(b->tl, site)) == NULL)
+    return -ENOMEM;
   a->n_stacks++;
   if (cslot_put(b, i) != 0)
     return -ENOMEM;
@@ -442,27 +472,30 @@ static void new_process(builder *b, size_t process) {
   free(b->raws);
   b->raws = NULL;
   b->raw_cap = b->raw_n = 0;
+  free(b->dense);
+  b->dense = NULL;
+  b->dense_cap = 0;
   b->cur_process = process;
 }
 
 /* The event's payload and time go to its site's counts. */
 static int count_payload(builder *b, size_t merged,
                          const stkr_event_view *ev) {
-  const char *site = b->a->stacks[merged].site;
-  uint64_t origin;
+  uint64_t origin, t_ns;
   int err;
 
   if (b->o->no_site_details)
     return 0;
   origin = stkr__filter_origin(&b->filt, ev);
-  err = stkr__timeline_add(b->tl, site,
-                           ev->ts_ns > origin ? ev->ts_ns - origin : 0);
-  if (err == 0 && stkr__hangs_site(site)) /* the watchdog's (hangs.c) */
-    err = stkr__hangs_add(b->a->hangs_, ev, merged,
-                          ev->ts_ns > origin ? ev->ts_ns - origin : 0);
-  if (err != 0 || ev->payload_len == 0)
+  t_ns = ev->ts_ns > origin ? ev->ts_ns - origin : 0;
+  stkr__timeline_count(b->tl, b->tl_of[merged], t_ns);
+  if (b->hangs_of[merged] && /* the watchdog's site (hangs.c) */
+      (err = stkr__hangs_add(b->a->hangs_, ev, merged, t_ns)) != 0)
     return err;
-  return stkr__paytab_add(b->pay, site, ev->payload, ev->payload_len);
+  if (ev->payload_len == 0)
+    return 0;
+  return stkr__paytab_add(b->pay, b->a->stacks[merged].site, ev->payload,
+                          ev->payload_len);
 }
 
 /* A level-1 key matches the event: same ids, and with by_payload the same
@@ -484,6 +517,29 @@ static bool raw_matches(const builder *b, const raw *w, uint32_t session,
           memcmp(s->payload, ev->payload, ev->payload_len) == 0);
 }
 
+/* Level 0 remembers (session, site) -> merged for `stack` (see dense_key;
+ * the last key seen for a stack id wins: a session restart or another
+ * site with the same id just takes level 1 again). */
+static int dense_put(builder *b, uint32_t session, uint32_t site,
+                     uint32_t stack, size_t merged) {
+  if (stack >= b->dense_cap) {
+    size_t ncap = b->dense_cap ? b->dense_cap : 64;
+    dense_key *nd;
+
+    while (ncap <= stack)
+      ncap *= 2;
+    if ((nd = realloc(b->dense, ncap * sizeof *nd)) == NULL)
+      return -ENOMEM;
+    memset(nd + b->dense_cap, 0, (ncap - b->dense_cap) * sizeof *nd);
+    b->dense = nd;
+    b->dense_cap = ncap;
+  }
+  b->dense[stack].session = session;
+  b->dense[stack].site_id = site;
+  b->dense[stack].merged = merged + 1;
+  return 0;
+}
+
 /* Count the event: one hash probe on its ids, except for a new key. Its
  * merged stack's index goes to *merged. */
 static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
@@ -499,6 +555,15 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
   raw *w;
   int err;
 
+  bool dense = !b->o->by_thread && !b->o->by_payload &&
+               stack < STKR_AGG_DENSE_MAX;
+
+  if (dense && stack < b->dense_cap && b->dense[stack].merged != 0 &&
+      b->dense[stack].session == session && b->dense[stack].site_id == site) {
+    *merged = b->dense[stack].merged - 1;
+    b->a->stacks[*merged].count++;
+    return count_payload(b, *merged, ev);
+  }
   if (b->o->by_payload && ev->payload_len > 0)
     phash = stkr_mix64(stkr_hash_bytes(ev->payload_truncated, ev->payload,
                              ev->payload_len)) | 1;
@@ -510,6 +575,8 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
       if (raw_matches(b, w, session, site, stack, thread, phash, ev)) {
         b->a->stacks[w->merged - 1].count++;
         *merged = w->merged - 1;
+        if (dense && (err = dense_put(b, session, site, stack, *merged)) != 0)
+          return err;
         return count_payload(b, w->merged - 1, ev);
       }
     }
@@ -550,7 +617,7 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
   w->thread_id = thread;
   w->merged = *merged + 1;
   b->raw_n++;
-  return 0;
+  return dense ? dense_put(b, session, site, stack, *merged) : 0;
 }
 
 /* ---- the end: sites, in order --------------------------------------------- */
@@ -779,6 +846,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   stkr__filter_free(&b.filt);
   free(b.hashes);
   free(b.last_proc);
+  free(b.tl_of);
+  free(b.hangs_of);
   free(b.cslot);
   free(b.tmp);
   free(b.img_sorted);

@@ -16,7 +16,8 @@ typedef struct tl_site {
 struct stkr__timeline {
   tl_site *s;
   size_t cap, n;
-  uint64_t width_ns; /* of one bucket */
+  uint64_t width_ns; /* of one bucket: 1 ms << width_shift */
+  unsigned width_shift;
   size_t used;       /* buckets up to the last non-empty one, any site */
 };
 
@@ -92,20 +93,35 @@ static void widen(stkr__timeline *t) {
   }
   t->used = (t->used + 1) / 2;
   t->width_ns *= 2;
+  t->width_shift++;
+}
+
+uint64_t *stkr__timeline_counters(stkr__timeline *t, const char *site) {
+  tl_site *e = site_entry(t, site);
+  return e != NULL ? e->b : NULL;
+}
+
+void stkr__timeline_count(stkr__timeline *t, uint64_t *counters,
+                          uint64_t t_ns) {
+  /* Per event: a division by a constant (a multiply) and a shift, since
+   * the width is always 1 ms times a power of two. */
+  uint64_t ms = t_ns / 1000000;
+  size_t k;
+
+  while ((ms >> t->width_shift) >= STKR_TL_BUCKETS)
+    widen(t);
+  k = (size_t)(ms >> t->width_shift);
+  counters[k]++;
+  if (k + 1 > t->used)
+    t->used = k + 1;
 }
 
 int stkr__timeline_add(stkr__timeline *t, const char *site, uint64_t t_ns) {
-  tl_site *e = site_entry(t, site);
-  size_t k;
+  uint64_t *counters = stkr__timeline_counters(t, site);
 
-  if (e == NULL)
+  if (counters == NULL)
     return -ENOMEM;
-  while (t_ns / t->width_ns >= STKR_TL_BUCKETS)
-    widen(t);
-  k = (size_t)(t_ns / t->width_ns);
-  e->b[k]++;
-  if (k + 1 > t->used)
-    t->used = k + 1;
+  stkr__timeline_count(t, counters, t_ns);
   return 0;
 }
 

@@ -22,8 +22,18 @@ typedef struct stkr__timeline stkr__timeline;
 stkr__timeline *stkr__timeline_create(void);
 void stkr__timeline_free(stkr__timeline *t); /* NULL is accepted */
 
-/* Count one event at `site` (interned pointer), t_ns after its origin.
- * @return 0 or -ENOMEM. */
+/* The counters of `site` (interned pointer), made if new: owned by t,
+ * at the same address until stkr__timeline_free (widening merges their
+ * contents in place), so a caller may keep the pointer per stack and skip
+ * the site lookup on every event. @return NULL when out of memory. */
+uint64_t *stkr__timeline_counters(stkr__timeline *t, const char *site);
+
+/* Count one event in `counters` (from stkr__timeline_counters of the same
+ * t), t_ns after its origin. */
+void stkr__timeline_count(stkr__timeline *t, uint64_t *counters,
+                          uint64_t t_ns);
+
+/* Both of the above. @return 0 or -ENOMEM. */
 int stkr__timeline_add(stkr__timeline *t, const char *site, uint64_t t_ns);
 
 /* Point each site's timeline at its buckets (owned by t) and set the agg's
