@@ -137,6 +137,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/states.c
   tools/stackrec/strtab.c
   tools/stackrec/symbolize.c
+  tools/stackrec/symbolize_canon.c
   tools/stackrec/symcache.c
   tools/stackrec/timeline.c
   tools/stackrec/verify.c

@@ -37,6 +37,7 @@
 #include "flush/symbolize.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/symbolize_canon.h"
 
 static const char symbolize_help[] =
     "Usage: stackrec symbolize [--debug-dir PATH]... [-o OUT] DIR\n"
@@ -97,13 +98,7 @@ typedef struct sym_run {
   const char *cmd; /* "symbolize" or "record": prefix of messages */
   char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
   size_t n_pending, cap_pending;
-  struct canon_img *canon; /* every image seen, at its canonical range */
-  size_t n_canon, cap_canon;
-  uint64_t next_base;
-  struct proc_map *map; /* the current process's images -> canonical */
-  size_t n_map;
-  uint64_t *pcs; /* scratch: one stack's PCs, moved */
-  size_t cap_pcs;
+  stkr__canon canon; /* one image list for every process */
 } sym_run;
 
 static void warn_cb(void *arg, const char *why) {
@@ -190,138 +185,21 @@ static bool has_frames(const Stackrec__Batch *b) {
   return false;
 }
 
-/* ---- one image list for every process --------------------------------------
- *
- * The backend keeps an image's symbols while the image stays in its list
- * with the same path, load address and build-id. Processes of a tree map
- * the same files at other addresses (ASLR after each exec), so a list per
- * process would load libc's debug info (~30 ms, ~17 MB) once per process.
- * Instead every image gets a canonical address range of its own, keyed by
- * build-id (or path and load address when it has none), far above any
- * user-space address (>= 2^62), and the backend gets the union of all of
- * them, which only grows: each image is loaded once per run, and a PC,
- * moved by its process's delta, is cached once for all processes. Offsets
- * (pc - load address) are unchanged, and so is every frame written; the
- * recorded PCs are never touched. A PC outside its process's images stays
- * as it is, below 2^57, so it can never land in a canonical range.
- */
-#define CANON_BASE (1ull << 62)
-#define CANON_ALIGN (1ull << 21)
-
-typedef struct canon_img {
-  char *path;
-  uint8_t build_id[64];
-  size_t build_id_len;
-  uint64_t load;     /* the real load address (the key without build-id) */
-  uint64_t base;     /* canonical load address */
-  uint64_t text_lo, text_hi; /* text range relative to the load address */
-  bool app;
-} canon_img;
-
-typedef struct proc_map {
-  uint64_t text_start, text_end; /* real, in the current process */
-  uint64_t delta;                /* canonical - real */
-} proc_map;
-
-static canon_img *canon_find(sym_run *run, const Stackrec__Image *im) {
-  for (size_t i = 0; i < run->n_canon; i++) {
-    canon_img *c = &run->canon[i];
-    if (im->build_id.len ? (c->build_id_len == im->build_id.len &&
-                            memcmp(c->build_id, im->build_id.data,
-                                   im->build_id.len) == 0)
-                         : (c->build_id_len == 0 && c->load == im->load_address &&
-                            strcmp(c->path, im->path ? im->path : "") == 0))
-      return c;
-  }
-  return NULL;
-}
-
-/* Pass the union of canonical images to the cache. */
+/* Pass the union of canonical images (symbolize_canon.h) to the cache. */
 static int canon_publish(sym_run *run) {
-  stkr__symimg *si = calloc(run->n_canon ? run->n_canon : 1, sizeof *si);
+  const stkr__canon *k = &run->canon;
+  stkr__symimg *si = calloc(k->n_img ? k->n_img : 1, sizeof *si);
   int err;
   if (!si) return -ENOMEM;
-  for (size_t i = 0; i < run->n_canon; i++) {
-    const canon_img *c = &run->canon[i];
+  for (size_t i = 0; i < k->n_img; i++) {
+    const stkr__canon_img *c = &k->img[i];
     si[i] = (stkr__symimg){c->path, c->base, c->base + c->text_lo,
                            c->base + c->text_hi, c->build_id, c->build_id_len,
                            c->app};
   }
-  err = stkr__symc_set_images(run->c, si, run->n_canon);
+  err = stkr__symc_set_images(run->c, si, k->n_img);
   free(si);
   return err;
-}
-
-/* The current process's image list (a batch carries the whole list):
- * add its images to the union, and map its PCs onto it. */
-static int set_images(sym_run *run, const Stackrec__Batch *b) {
-  bool any_app = false, grew = false;
-  size_t i;
-  proc_map *m = realloc(run->map, (b->n_images ? b->n_images : 1) * sizeof *m);
-
-  if (!m) return -ENOMEM;
-  run->map = m;
-  run->n_map = 0;
-  for (i = 0; i < b->n_images; i++) any_app |= b->images[i]->app;
-  for (i = 0; i < b->n_images; i++) {
-    const Stackrec__Image *im = b->images[i];
-    canon_img *c;
-    if (im->text_end <= im->text_start || im->text_start < im->load_address ||
-        im->build_id.len > sizeof c->build_id)
-      continue; /* unusable: its PCs stay unresolved */
-    if (!(c = canon_find(run, im))) {
-      uint64_t span = (im->text_end - im->load_address + CANON_ALIGN) &
-                      ~(CANON_ALIGN - 1);
-      if (run->n_canon == run->cap_canon) {
-        size_t cap = run->cap_canon ? run->cap_canon * 2 : 64;
-        canon_img *n = realloc(run->canon, cap * sizeof *n);
-        if (!n) return -ENOMEM;
-        run->canon = n;
-        run->cap_canon = cap;
-      }
-      if (run->next_base < CANON_BASE) run->next_base = CANON_BASE;
-      if (span > UINT64_MAX - run->next_base) continue;
-      c = &run->canon[run->n_canon];
-      memset(c, 0, sizeof *c);
-      if (!(c->path = strdup(im->path ? im->path : ""))) return -ENOMEM;
-      memcpy(c->build_id, im->build_id.data, im->build_id.len);
-      c->build_id_len = im->build_id.len;
-      c->load = im->load_address;
-      c->base = run->next_base;
-      c->text_lo = im->text_start - im->load_address;
-      c->text_hi = im->text_end - im->load_address;
-      /* Recordings from before Image.app: the main executable is first. */
-      c->app = any_app ? im->app : i == 0;
-      run->next_base += span;
-      run->n_canon++;
-      grew = true;
-    }
-    run->map[run->n_map++] = (proc_map){im->text_start, im->text_end,
-                                        c->base - im->load_address};
-  }
-  return grew ? canon_publish(run) : 0;
-}
-
-/* pcs moved onto the canonical ranges, in run->pcs. @return it, or NULL. */
-static const uint64_t *canon_pcs(sym_run *run, const uint64_t *pcs, size_t n) {
-  if (n > run->cap_pcs) {
-    uint64_t *p = realloc(run->pcs, n * sizeof *p);
-    if (!p) return NULL;
-    run->pcs = p;
-    run->cap_pcs = n;
-  }
-  for (size_t i = 0; i < n; i++) {
-    /* A Swift async resume PC keeps its marker bit (the resolver looks it
-     * up at the function start); only the address moves. */
-    const uint64_t flag = pcs[i] & STKR_PC_ASYNC, addr = pcs[i] & ~STKR_PC_ASYNC;
-    run->pcs[i] = pcs[i];
-    for (size_t k = 0; k < run->n_map; k++)
-      if (addr >= run->map[k].text_start && addr < run->map[k].text_end) {
-        run->pcs[i] = (addr + run->map[k].delta) | flag;
-        break;
-      }
-  }
-  return run->pcs;
 }
 
 /* Add frames to one decoded batch and encode it into run->out. */
@@ -331,17 +209,20 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   size_t i;
 
   if (b->n_images) {
-    if ((err = set_images(run, b)) < 0) return err;
+    if ((err = stkr__canon_set_process(&run->canon, b)) < 0 ||
+        (err > 0 && (err = canon_publish(run)) < 0))
+      return err;
+    err = 0;
     run->new_proc = false;
   } else if (run->new_proc) {
     /* A process whose list we have not seen (its first batch damaged):
      * image+offset rather than the last process's names. */
-    run->n_map = 0;
+    stkr__canon_unknown_process(&run->canon);
     run->new_proc = false;
   }
   for (i = 0; i < b->n_stacks && err == 0; i++) {
     Stackrec__StackDef *d = b->stacks[i];
-    const uint64_t *pcs = canon_pcs(run, d->pcs, d->n_pcs);
+    const uint64_t *pcs = stkr__canon_pcs(&run->canon, d->pcs, d->n_pcs);
     const uint32_t *fr;
     uint32_t nf;
     if (!pcs)
@@ -591,10 +472,7 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
 }
 
 static void run_free(sym_run *run) {
-  for (size_t i = 0; i < run->n_canon; i++) free(run->canon[i].path);
-  free(run->canon);
-  free(run->map);
-  free(run->pcs);
+  stkr__canon_free(&run->canon);
   for (size_t i = 0; i < run->n_pending; i++) free(run->pending[i]);
   free(run->pending);
   stkr__symc_free(run->c);
