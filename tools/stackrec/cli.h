@@ -44,6 +44,19 @@ extern const char stkr_cli_exit_help[];
 int stkr_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* For getopt_long's ':' (an option without its value; the optstring starts
+ * with ':') or '?' (an unknown option), c: print which option, as
+ * stkr_cli_usage_error does, naming argv[optind - 1]. @return 2. */
+int stkr_cli_bad_option(const char *cmd, int c, char *const *argv);
+
+/* A file a person wrote and handed to cmd (a policy, a module map, a
+ * manifest: what) could not be loaded: print "stackrec <cmd>: <what>
+ * <msg>" (msg names the file, and the line when malformed).
+ * @return the exit status for the loader's rc: 2 for -EINVAL (malformed),
+ *         1 for -ENOMEM, else 3 (cannot be read). */
+int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
+                        int rc);
+
 /* Create a reader (warnings to stderr as "stackrec: warning: ...") and add
  * every path. lazy_frames: see stkr_reader_opts (commands that aggregate,
  * or need no frames, pass true). @return 0, or an exit status (3 for an
@@ -72,6 +85,10 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
 /* Bytes as the inside of a JSON string: '"', '\\' and control characters
  * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
+
+/* A C string as a JSON string (quoted, as stkr_cli_put_json), or null when
+ * s is NULL. */
+void stkr_cli_put_json_str(FILE *f, const char *s);
 
 /* One event as a JSON object and a newline: the format of `dump --json`
  * and `export --format jsonl` (json_event.c). fr/n_fr are the frames to

@@ -68,19 +68,11 @@ static int load_inputs(const char *policy_path, const char *map_path,
   int rc;
 
   if (policy_path != NULL &&
-      (rc = stkr_policy_load(policy_path, pol, err, sizeof err)) != 0) {
-    fprintf(stderr, "stackrec compliance: policy %s\n", err);
-    return rc == -EINVAL ? STKR_CLI_USAGE
-           : rc == -ENOMEM ? STKR_CLI_DATA_LOST
-                           : STKR_CLI_NO_INPUT;
-  }
+      (rc = stkr_policy_load(policy_path, pol, err, sizeof err)) != 0)
+    return stkr_cli_load_error("compliance", "policy", err, rc);
   if (map_path != NULL &&
-      (rc = stkr_modmap_load(map_path, map, err, sizeof err)) != 0) {
-    fprintf(stderr, "stackrec compliance: module map %s\n", err);
-    return rc == -EINVAL ? STKR_CLI_USAGE
-           : rc == -ENOMEM ? STKR_CLI_DATA_LOST
-                           : STKR_CLI_NO_INPUT;
-  }
+      (rc = stkr_modmap_load(map_path, map, err, sizeof err)) != 0)
+    return stkr_cli_load_error("compliance", "module map", err, rc);
   return 0;
 }
 
@@ -151,12 +143,8 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       fputs(stkr__filter_help, stdout);
       fputs(help_exit, stdout);
       return stkr_cli_flush("compliance");
-    case ':':
-      return stkr_cli_usage_error("compliance", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("compliance", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("compliance", c, argv);
     }
   }
   if ((err = stkr__filter_check("compliance", &o->agg)) != 0)

@@ -364,13 +364,8 @@ int stkr_cli_diff(int argc, char **argv) {
       fputs(diff_help, stdout);
       free(d.sensitive);
       return stkr_cli_flush("diff");
-    case ':':
-      status = stkr_cli_usage_error("diff", "option '%s' needs a value",
-                                    argv[optind - 1]);
-      break;
-    default:
-      status = stkr_cli_usage_error("diff", "unknown option '%s'",
-                                    argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      status = stkr_cli_bad_option("diff", c, argv);
     }
     if (status != STKR_CLI_OK)
       goto done;

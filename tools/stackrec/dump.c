@@ -218,12 +218,8 @@ int stkr_cli_dump(int argc, char **argv) {
       fputs(dump_help, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("dump");
-    case ':':
-      return stkr_cli_usage_error("dump", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("dump", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("dump", c, argv);
     }
   }
   if (optind >= argc)

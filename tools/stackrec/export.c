@@ -351,12 +351,8 @@ int stkr_cli_export(int argc, char **argv) {
       fputs(export_help_more, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("export");
-    case ':':
-      return stkr_cli_usage_error("export", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("export", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("export", c, argv);
     }
   }
   if (format == NULL)

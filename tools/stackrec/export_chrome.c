@@ -64,12 +64,6 @@ typedef struct chrome {
   bool first_event_out;   /* the first traceEvents element is written */
 } chrome;
 
-static void put_str(FILE *f, const char *s) {
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
 static const char *base_name(const char *p) {
   const char *s = strrchr(p, '/');
   return s ? s + 1 : p;
@@ -97,7 +91,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
             "\"tid\":%u,\"args\":{\"name\":",
             (unsigned)ev->pid, (unsigned)ev->pid);
     if (pn != NULL && pn[0] != '\0') {
-      put_str(c->out, pn);
+      stkr_cli_put_json_str(c->out, pn);
     } else {
       fprintf(c->out, "\"pid %u\"", (unsigned)ev->pid);
     }
@@ -115,7 +109,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
             "\"tid\":%llu,\"args\":{\"name\":",
             (unsigned)ev->pid, (unsigned long long)ev->tid);
     if (tn[0] != '\0' && strcmp(tn, "?") != 0)
-      put_str(c->out, tn);
+      stkr_cli_put_json_str(c->out, tn);
     else
       fprintf(c->out, "\"tid %llu\"", (unsigned long long)ev->tid);
     fputs("}}", c->out);
@@ -225,8 +219,8 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
     for (i = 0; i < n_fr; i++) {
       if (i)
         putc(',', m);
-      put_str(m, stkr_agg_frame_text(&fr[i], c->x->filt.granularity, label,
-                                     sizeof label));
+      stkr_cli_put_json_str(m, stkr_agg_frame_text(&fr[i], c->x->filt.granularity,
+                                                   label, sizeof label));
     }
     putc(']', m);
     if (fclose(m) != 0 || e.args_stack == NULL) {
@@ -269,7 +263,7 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
   }
   sep(c);
   fputs("{\"name\":", c->out);
-  put_str(c->out, ev->site);
+  stkr_cli_put_json_str(c->out, ev->site);
   fputs(",\"cat\":\"stackrec\",\"ph\":\"i\",\"s\":\"t\",\"ts\":", c->out);
   put_us(c->out, ev->ts_ns);
   fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
@@ -299,7 +293,7 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
 static void put_mark(chrome *c, const stkr_event_view *ev) {
   sep(c);
   fputs("{\"name\":", c->out);
-  put_str(c->out, ev->site);
+  stkr_cli_put_json_str(c->out, ev->site);
   fputs(",\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\",\"ts\":", c->out);
   put_us(c->out, ev->ts_ns);
   fprintf(c->out, ",\"pid\":%u,\"tid\":%llu,\"args\":{", (unsigned)ev->pid,
@@ -320,9 +314,9 @@ static void put_tail(chrome *c, uint64_t events) {
   for (i = 0; i < c->n_nodes; i++) {
     const node *n = &c->nodes[i];
     fprintf(c->out, "%s\n\"%zu\":{\"name\":", i ? "," : "", i + 1);
-    put_str(c->out, n->name);
+    stkr_cli_put_json_str(c->out, n->name);
     fputs(",\"category\":", c->out);
-    put_str(c->out, n->category);
+    stkr_cli_put_json_str(c->out, n->category);
     if (n->parent != 0)
       fprintf(c->out, ",\"parent\":%llu", (unsigned long long)n->parent);
     putc('}', c->out);

@@ -396,12 +396,8 @@ int stkr_cli_merge(int argc, char **argv) {
       fputs(merge_help, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("merge");
-    case ':':
-      return stkr_cli_usage_error("merge", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("merge", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("merge", c, argv);
     }
   }
   if (out == NULL || out[0] == '\0')

@@ -661,12 +661,8 @@ int stkr_cli_report(int argc, char **argv) {
       fputs(report_help_more, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("report");
-    case ':':
-      return stkr_cli_usage_error("report", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("report", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("report", c, argv);
     }
   }
   if ((err = stkr__filter_check("report", &o.agg)) != 0)

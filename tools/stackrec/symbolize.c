@@ -592,12 +592,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
       fputs(symbolize_help, stdout);
       fputs(stkr_cli_exit_help, stdout);
       return stkr_cli_flush("symbolize");
-    case ':':
-      return stkr_cli_usage_error("symbolize", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("symbolize", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("symbolize", c, argv);
     }
   }
   if (optind >= argc)

@@ -110,12 +110,8 @@ int stkr_cli_symcache(int argc, char **argv) {
     case 'h':
       fputs(symcache_help, stdout);
       return stkr_cli_flush("symcache");
-    case ':':
-      return stkr_cli_usage_error("symcache", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("symcache", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("symcache", c, argv);
     }
   }
   if (!dir) return stkr_cli_usage_error("symcache", "no -o DIR given");
