@@ -556,37 +556,34 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   return err;
 }
 
-int stkr_cli_symbolize(int argc, char **argv) {
+/* Parse the options: the --debug-dir PATHs into dirs (MAX_DIRS at most),
+ * -o into *outdir. @return -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, const char **dirs,
+                      size_t *n_dirs, const char **outdir) {
   static const struct option longopts[] = {
       {"debug-dir", required_argument, NULL, 'd'},
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  const char *dirs[MAX_DIRS];
-  size_t n_dirs = 0, n_segs = 0, i;
-  char outbuf[PATH_MAX], *indir;
-  const char *outdir = NULL;
-  segf *segs = NULL;
   struct stat st;
-  sym_run run;
-  int c, err;
+  int c;
 
   opterr = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":hd:o:", longopts, NULL)) != -1) {
     switch (c) {
     case 'd':
-      if (n_dirs == MAX_DIRS)
+      if (*n_dirs == MAX_DIRS)
         return stkr_cli_usage_error("symbolize", "more than %d --debug-dir",
                                     MAX_DIRS);
       if (stat(optarg, &st) != 0 || !S_ISDIR(st.st_mode))
         return stkr_cli_usage_error("symbolize",
                                     "--debug-dir '%s' is not a directory",
                                     optarg);
-      dirs[n_dirs++] = optarg;
+      dirs[(*n_dirs)++] = optarg;
       break;
     case 'o':
-      outdir = optarg;
+      *outdir = optarg;
       break;
     case 'h':
       fputs(symbolize_help, stdout);
@@ -601,6 +598,48 @@ int stkr_cli_symbolize(int argc, char **argv) {
   if (optind + 1 < argc)
     return stkr_cli_usage_error("symbolize", "one DIR only, got '%s' too",
                                 argv[optind + 1]);
+  return -1;
+}
+
+/* Create outdir if need be; refuse DIR itself and a directory that holds
+ * segment files already (the output would mix with them). @return 0, or
+ * the exit status after the message. */
+static int make_outdir(const char *indir, const char *outdir) {
+  segf *old;
+  size_t n_old = 0, i;
+  struct stat a, b;
+
+  if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
+            strerror(errno));
+    return STKR_CLI_NO_INPUT;
+  }
+  if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
+      a.st_ino == b.st_ino)
+    return stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
+  if (list_segments(outdir, &old, &n_old) == 0) {
+    for (i = 0; i < n_old; i++) free(old[i].name);
+    free(old);
+  }
+  if (n_old)
+    return stkr_cli_usage_error("symbolize",
+                                "OUT '%s' already holds segment files; "
+                                "give an empty or new directory", outdir);
+  return 0;
+}
+
+int stkr_cli_symbolize(int argc, char **argv) {
+  const char *dirs[MAX_DIRS];
+  size_t n_dirs = 0, n_segs = 0, i;
+  char outbuf[PATH_MAX], *indir;
+  const char *outdir = NULL;
+  segf *segs = NULL;
+  struct stat st;
+  sym_run run;
+  int err;
+
+  if ((err = parse_args(argc, argv, dirs, &n_dirs, &outdir)) >= 0)
+    return err;
   indir = argv[optind];
   if (stat(indir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "stackrec symbolize: cannot open %s: %s\n", indir,
@@ -624,32 +663,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
     free(segs);
     return STKR_CLI_DATA_LOST;
   }
-  if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
-            strerror(errno));
-    err = STKR_CLI_NO_INPUT;
+  if ((err = make_outdir(indir, outdir)) != 0)
     goto out_segs;
-  }
-  {
-    segf *old;
-    size_t n_old = 0;
-    struct stat a, b;
-    if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
-        a.st_ino == b.st_ino) {
-      err = stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
-      goto out_segs;
-    }
-    if (list_segments(outdir, &old, &n_old) == 0) {
-      for (i = 0; i < n_old; i++) free(old[i].name);
-      free(old);
-    }
-    if (n_old) {
-      err = stkr_cli_usage_error("symbolize",
-                                 "OUT '%s' already holds segment files; "
-                                 "give an empty or new directory", outdir);
-      goto out_segs;
-    }
-  }
 
   memset(&run, 0, sizeof run);
   run.cmd = "symbolize";
