@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "recorder/stackrec.h"
+#include "tools/bench/bench_util.h"
 
 #define FILL 500000u            /* events per repetition */
 #define NSTACKS 100u            /* distinct call stacks */
@@ -72,12 +73,6 @@ static stkr_site g_sites[NSITES] = {
     STKR_SITE_INIT("bench.flush.a"), STKR_SITE_INIT("bench.flush.b"),
     STKR_SITE_INIT("bench.flush.c"), STKR_SITE_INIT("bench.flush.d")};
 static uint64_t g_fail;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *msg, int err) {
   fprintf(stderr, "flush_throughput: %s: %s\n", msg, stkr_strerror(err));
@@ -108,17 +103,9 @@ static __attribute__((noinline)) void path_b(unsigned level, unsigned k) {
   __asm__ volatile("" ::: "memory");
 }
 
-static uint64_t xorshift(uint64_t *rng) {
-  uint64_t x = *rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *rng = x;
-}
-
 /* The stack of the next event under workload w. */
 static unsigned pick(int w, uint64_t *rng) {
-  uint64_t x = xorshift(rng);
+  uint64_t x = bench_xorshift(rng);
   double u;
   unsigned lo = 0, hi = NSTACKS - 1;
 
@@ -153,7 +140,7 @@ static double zipf_setup(uint64_t *rng) {
   }
   g_zipf_cdf[NSTACKS - 1] = 1.0;
   for (i = NSTACKS - 1; i > 0; i--) { /* Fisher-Yates */
-    unsigned j = (unsigned)(xorshift(rng) % (i + 1)), t = g_zipf_perm[i];
+    unsigned j = (unsigned)(bench_xorshift(rng) % (i + 1)), t = g_zipf_perm[i];
     g_zipf_perm[i] = g_zipf_perm[j];
     g_zipf_perm[j] = t;
   }
@@ -178,20 +165,6 @@ static __attribute__((noinline)) void fill(unsigned depth, int w, unsigned n,
 }
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double quantile(const double *v, size_t n, double q) {
-  double *s = malloc(n * sizeof *s), r;
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  r = s[(size_t)(q * (double)(n - 1) + 0.5)];
-  free(s);
-  return r;
-}
 
 /* Sum of regular files' sizes in dir; removes them if `remove`. */
 static uint64_t dir_bytes(const char *dir, bool remove, unsigned *files) {
@@ -278,10 +251,10 @@ int main(int argc, char **argv) {
     get_stats(&sa);
     if (!warm && (sa.written != sb.written || sa.batches != sb.batches))
       woke_early = true;
-    t0 = now_ns();
+    t0 = bench_now_ns();
     if ((err = stkr_flush()) != 0)
       die("stkr_flush", err);
-    t1 = now_ns();
+    t1 = bench_now_ns();
     get_stats(&sf);
     if (warm)
       continue;
@@ -306,12 +279,12 @@ int main(int argc, char **argv) {
   printf("  %-10s %12s %20s %12s %12s\n", "workload", "M events/s",
          "[p25..p75]", "flush ms", "ns/event");
   for (w = 0; w < NW; w++) {
-    med[w] = quantile(rate[w], n[w], 0.5);
+    med[w] = bench_quantile(rate[w], n[w], 0.5);
     bpe[w] = (double)bytes[w] / (double)written[w];
     printf("  %-10s %12.2f   [%6.2f..%6.2f] %12.1f %12.1f\n", wname[w],
-           med[w] / 1e6, quantile(rate[w], n[w], 0.25) / 1e6,
-           quantile(rate[w], n[w], 0.75) / 1e6,
-           quantile(flush_ms[w], n[w], 0.5), 1e9 / med[w]);
+           med[w] / 1e6, bench_quantile(rate[w], n[w], 0.25) / 1e6,
+           bench_quantile(rate[w], n[w], 0.75) / 1e6,
+           bench_quantile(flush_ms[w], n[w], 0.5), 1e9 / med[w]);
   }
   if (woke_early)
     printf("  NOTE: the worker drained during a fill (timer or wake): some "

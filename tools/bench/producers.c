@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "recorder/stkr_internal.h"
+#include "tools/bench/bench_util.h"
 
 #define DEPTH 32
 #define MAX_DEPTH 64           /* recorder max_depth: 35 frames fit */
@@ -60,12 +61,6 @@
 #define NPROD 2
 
 STKR_SITE_DEFINE(g_site, "bench.producers");
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *msg) {
   fprintf(stderr, "producers: %s\n", msg);
@@ -139,10 +134,10 @@ static __attribute__((noinline)) void leaf(unsigned me) {
     pthread_mutex_unlock(&g_mu);
 
     spin_barrier(0, n);
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (i = 0; i < BATCH; i++)
       fails += stkr_event(&g_site, NULL, 0) != 0;
-    t1 = now_ns();
+    t1 = bench_now_ns();
     if (drain) {
       spin_barrier(1, n); /* nobody drains while another is timed */
       if (drain_own(&depth) != BATCH)
@@ -206,21 +201,7 @@ static double trial(unsigned n, bool self_drain) {
   return (double)n * BATCH / ((double)(t1 - t0) * 1e-9);
 }
 
-/* ---- statistics ---------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double quantile(const double *v, size_t n, double q) {
-  double *s = malloc(n * sizeof *s), r;
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  r = s[(size_t)(q * (double)(n - 1) + 0.5)];
-  free(s);
-  return r;
-}
+/* ---- trials -------------------------------------------------------------- */
 
 /* Alternate 1- and 2-thread trials; print the table; true if the target
  * (2 threads >= 1.9x one) is met. after_trial (may be NULL) runs untimed
@@ -251,10 +232,10 @@ static bool measure(int part, const char *title, unsigned rounds,
     r2[r] = one_first ? b : a;
     pr[r] = r2[r] / r1[r];
   }
-  m1 = quantile(r1, rounds, 0.5);
-  m2 = quantile(r2, rounds, 0.5);
+  m1 = bench_quantile(r1, rounds, 0.5);
+  m2 = bench_quantile(r2, rounds, 0.5);
   ratio = m2 / m1;
-  paired = quantile(pr, rounds, 0.5);
+  paired = bench_quantile(pr, rounds, 0.5);
   ok = ratio >= 1.9;
   g_ratio[part] = ratio;
   g_ns1[part] = 1e9 / m1;
@@ -262,10 +243,12 @@ static bool measure(int part, const char *title, unsigned rounds,
   printf("  %-12s %14s %22s %14s\n", "producers", "M events/s", "[p25..p75]",
          "ns/event/thr");
   printf("  %-12s %14.2f   [%7.2f..%7.2f]  %14.1f\n", "1 thread", m1 / 1e6,
-         quantile(r1, rounds, 0.25) / 1e6, quantile(r1, rounds, 0.75) / 1e6,
+         bench_quantile(r1, rounds, 0.25) / 1e6,
+         bench_quantile(r1, rounds, 0.75) / 1e6,
          1e9 / m1);
   printf("  %-12s %14.2f   [%7.2f..%7.2f]  %14.1f\n", "2 threads", m2 / 1e6,
-         quantile(r2, rounds, 0.25) / 1e6, quantile(r2, rounds, 0.75) / 1e6,
+         bench_quantile(r2, rounds, 0.25) / 1e6,
+         bench_quantile(r2, rounds, 0.75) / 1e6,
          2e9 / m2);
   printf("  2 threads / 1 thread = %.2fx (paired %.2fx), target >= 1.9x: %s\n\n",
          ratio, paired, ok ? "PASS" : "MISS");

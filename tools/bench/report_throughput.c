@@ -77,6 +77,7 @@
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tools/stackrec/agg.h"
+#include "tools/bench/bench_util.h"
 
 #define TARGET_REPORT 20e6 /* events/s */
 #define PRODUCERS 2
@@ -97,20 +98,6 @@ static void die(const char *what, int err) {
   fprintf(stderr, "report_throughput: %s: %s\n", what,
           err < 0 ? strerror(-err) : err ? strerror(err) : "failed");
   exit(1);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t xorshift(uint64_t *rng) {
-  uint64_t x = *rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *rng = x;
 }
 
 /* ---- the recording ------------------------------------------------------
@@ -145,7 +132,7 @@ static __attribute__((noinline)) void path_b(unsigned level, unsigned k) {
 }
 
 static unsigned pick(uint64_t *rng) {
-  double u = (double)(xorshift(rng) >> 11) * 0x1.0p-53;
+  double u = (double)(bench_xorshift(rng) >> 11) * 0x1.0p-53;
   unsigned lo = 0, hi = NSTACKS - 1;
 
   while (lo < hi) {
@@ -172,7 +159,7 @@ static void zipf_setup(void) {
   }
   g_zipf_cdf[NSTACKS - 1] = 1.0;
   for (i = NSTACKS - 1; i > 0; i--) {
-    unsigned j = (unsigned)(xorshift(&rng) % (i + 1)), t = g_zipf_perm[i];
+    unsigned j = (unsigned)(bench_xorshift(&rng) % (i + 1)), t = g_zipf_perm[i];
     g_zipf_perm[i] = g_zipf_perm[j];
     g_zipf_perm[j] = t;
   }
@@ -239,7 +226,7 @@ static void record(const char *dir, uint64_t events) {
   printf("recording %" PRIu64 " events (%d threads, %u stacks, %d sites, "
          "Zipf(1), symbolize inproc) into %s ...\n",
          events, PRODUCERS, NSTACKS, NSITES, dir);
-  t0 = now_s();
+  t0 = bench_now_s();
   for (i = 0; i < PRODUCERS; i++) {
     p[i].n = events / PRODUCERS + (i == 0 ? events % PRODUCERS : 0);
     p[i].marks = i == 0;
@@ -252,7 +239,7 @@ static void record(const char *dir, uint64_t events) {
     pthread_join(th[i], NULL);
   if ((err = stkr_flush()) != 0)
     die("stkr_flush", err);
-  t1 = now_s();
+  t1 = bench_now_s();
   if ((err = stkr_stats_get(&st)) != 0)
     die("stkr_stats_get", err);
   if ((err = stkr_shutdown()) != 0)
@@ -372,7 +359,7 @@ static result measure(int m, const char *dir, const char *cli,
 
   if (pipe(pfd) != 0)
     die("pipe", errno);
-  t0 = now_s();
+  t0 = bench_now_s();
   pid = fork();
   if (pid < 0)
     die("fork", errno);
@@ -406,7 +393,7 @@ static result measure(int m, const char *dir, const char *cli,
   close(pfd[1]);
   if (wait4(pid, &st, 0, &ru) != pid)
     die("wait4", errno);
-  res.secs = now_s() - t0;
+  res.secs = bench_now_s() - t0;
   res.maxrss_kb = ru.ru_maxrss;
   res.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   res.events = recorded;
@@ -419,11 +406,6 @@ static result measure(int m, const char *dir, const char *cli,
   }
   close(pfd[0]);
   return res;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* The CLI: --stackrec, else tools/stackrec in the runfiles (bazel run
@@ -577,7 +559,7 @@ int main(int argc, char **argv) {
       printf("| %-40s | %9s | %12s | %13s |\n", mname[m], "-", "-", "-");
       continue;
     }
-    qsort(secs[m], rounds, sizeof(double), cmp_double);
+    qsort(secs[m], rounds, sizeof(double), bench_cmp_double);
     med = secs[m][rounds / 2];
     rate[m] = bad[m] ? 0 : (double)recorded * mreads[m] / med / 1e6;
     printf("| %-40s | %9.2f | %12.1f | %13.1f |%s\n", mname[m], med, rate[m],

@@ -42,6 +42,7 @@
 
 #include "flush/flush_internal.h"
 #include "flush/symbolize.h"
+#include "tools/bench/bench_util.h"
 
 #define NSTACKS 1000
 #define MAXD 64
@@ -53,12 +54,6 @@
 static uint64_t g_pcs[NSTACKS][MAXD];
 static int g_depth[NSTACKS];
 static volatile int g_sink;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- the workload's code ------------------------------------------------- */
 
@@ -148,14 +143,14 @@ static stkr__symc *new_symc(void) {
 }
 
 static uint64_t run_symc(stkr__symc *c) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++) {
     const uint32_t *f;
     uint32_t nf;
     if (stkr__symc_stack(c, g_pcs[s], (size_t)g_depth[s], &f, &nf) < 0)
       abort();
   }
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 /* The distinct PCs of the workload, and a warm backend of its own: the
@@ -188,16 +183,16 @@ static void unique_pcs_init(void) {
 static uint64_t run_backend(uint64_t *frames_out) {
   stkr__symres res[STKR__SYM_MAX_INLINE];
   const stkr__symimg *img;
-  uint64_t frames = 0, t0 = now_ns();
+  uint64_t frames = 0, t0 = bench_now_ns();
   for (size_t k = 0; k < g_n_upcs; k++)
     frames += stkr__symbe_resolve(g_be, g_upcs[k], &img, res,
                                   STKR__SYM_MAX_INLINE);
   if (frames_out) *frames_out = frames;
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 static uint64_t run_backtrace_symbols(void) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++) {
     void *buf[MAXD];
     for (int i = 0; i < g_depth[s]; i++) buf[i] = (void *)(uintptr_t)g_pcs[s][i];
@@ -205,18 +200,18 @@ static uint64_t run_backtrace_symbols(void) {
     if (names) g_sink = names[0][0];
     free(names);
   }
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 static uint64_t run_dladdr(void) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++)
     for (int i = 0; i < g_depth[s]; i++) {
       Dl_info info;
       if (dladdr((void *)(uintptr_t)(g_pcs[s][i] - 1), &info) && info.dli_sname)
         g_sink = info.dli_sname[0];
     }
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 static char *g_debuginfo_path;
@@ -264,23 +259,18 @@ static void dwfl_pc(Dwfl *d, uint64_t pc, char **dem, size_t *dem_cap) {
 static uint64_t run_dwfl(Dwfl *d) {
   char *dem = NULL;
   size_t cap = 0;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++)
     for (int i = 0; i < g_depth[s]; i++) dwfl_pc(d, g_pcs[s][i], &dem, &cap);
-  uint64_t t = now_ns() - t0;
+  uint64_t t = bench_now_ns() - t0;
   free(dem);
   return t;
 }
 
 /* ---- main ---------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(uint64_t *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_u64);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_u64);
   return (double)v[n / 2];
 }
 
@@ -301,18 +291,18 @@ int main(void) {
   if (stkr__images_refresh(&g_imgs) < 0) abort();
 
   /* One-time costs. */
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   stkr__symc *c = new_symc();
   (void)run_symc(c); /* opens the modules, builds their indexes */
-  uint64_t first_all = now_ns() - t0;
+  uint64_t first_all = bench_now_ns() - t0;
   unique_pcs = stkr__symc_resolved(c);
   unique_frames = stkr__symc_frames(c);
   unique_pcs_init();
   (void)run_backend(NULL); /* open its modules too */
-  t0 = now_ns();
+  t0 = bench_now_ns();
   Dwfl *d = new_dwfl();
   { char *dem = NULL; size_t cap = 0; dwfl_pc(d, g_pcs[0][0], &dem, &cap); free(dem); }
-  uint64_t new_dwfl_ns = now_ns() - t0;
+  uint64_t new_dwfl_ns = bench_now_ns() - t0;
 
   /* Sanity: the first stack's first frames, as the cache resolved them. */
   {
