@@ -276,6 +276,66 @@ static double median(uint64_t *v, int n) {
 
 enum { C_BACKEND, C_NEW, C_REPEAT, C_BTS, C_DWFL, C_DLADDR, C_N };
 
+/* Sanity: the first stack's first frames, as a new cache resolves them. */
+static void print_sanity(void) {
+  stkr__symc *v = new_symc();
+  const uint32_t *f;
+  uint32_t nf;
+  stkr__symdefs defs = {0};
+  if (stkr__symc_stack(v, g_pcs[1], (size_t)g_depth[1], &f, &nf) < 0 ||
+      stkr__symc_emit(v, f, nf, 1, &defs) < 0)
+    abort();
+  printf("stack 1: %d PCs -> %u frames; innermost:\n", g_depth[1], nf);
+  for (uint32_t i = 0; i < nf && i < 4; i++) {
+    const Stackrec__FrameDef *fd = NULL;
+    for (size_t k = 0; k < defs.n_frames; k++)
+      if (defs.frames[k]->id == f[i]) fd = defs.frames[k];
+    const char *fn = "?", *file = "?";
+    for (size_t k = 0; fd && k < defs.n_strings; k++) {
+      if (defs.strings[k]->id == fd->function) fn = defs.strings[k]->value;
+      if (defs.strings[k]->id == fd->file) file = defs.strings[k]->value;
+    }
+    printf("  %s (%s:%u)%s\n", fn, file, fd ? fd->line : 0,
+           fd && fd->inlined ? " [inlined]" : "");
+    if (i == 0 && (!fd || !fd->file))
+      printf("  WARNING: no line info: build with -c opt (fastbuild "
+             "strips debug info)\n");
+  }
+  stkr__symdefs_free(&defs);
+  stkr__symc_free(v);
+}
+
+/* ROUNDS rounds of every contender, the order rotating every round, into
+ * t. @return 0, or 1 if repeated stacks made the resolver work. */
+static int run_rounds(uint64_t t[C_N][ROUNDS], stkr__symc *c, Dwfl *d) {
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int k = 0; k < C_N; k++) {
+      switch ((k + r) % C_N) { /* rotate the order every round */
+      case C_BACKEND: t[C_BACKEND][r] = run_backend(NULL); break;
+      case C_NEW:
+        stkr__symc_forget_pcs(c);
+        t[C_NEW][r] = run_symc(c);
+        break;
+      case C_REPEAT: {
+        uint64_t before = stkr__symc_resolved(c);
+        (void)run_symc(c); /* make sure every PC is cached */
+        before = stkr__symc_resolved(c);
+        t[C_REPEAT][r] = run_symc(c);
+        if (stkr__symc_resolved(c) != before) {
+          fprintf(stderr, "repeats did resolver work!\n");
+          return 1;
+        }
+        break;
+      }
+      case C_BTS: t[C_BTS][r] = run_backtrace_symbols(); break;
+      case C_DWFL: t[C_DWFL][r] = run_dwfl(d); break;
+      case C_DLADDR: t[C_DLADDR][r] = run_dladdr(); break;
+      }
+    }
+  }
+  return 0;
+}
+
 int main(void) {
   uint64_t t[C_N][ROUNDS], frames = 0, unique_pcs, unique_frames;
   static const char *names[C_N] = {
@@ -304,34 +364,7 @@ int main(void) {
   { char *dem = NULL; size_t cap = 0; dwfl_pc(d, g_pcs[0][0], &dem, &cap); free(dem); }
   uint64_t new_dwfl_ns = bench_now_ns() - t0;
 
-  /* Sanity: the first stack's first frames, as the cache resolved them. */
-  {
-    stkr__symc *v = new_symc();
-    const uint32_t *f;
-    uint32_t nf;
-    stkr__symdefs defs = {0};
-    if (stkr__symc_stack(v, g_pcs[1], (size_t)g_depth[1], &f, &nf) < 0 ||
-        stkr__symc_emit(v, f, nf, 1, &defs) < 0)
-      abort();
-    printf("stack 1: %d PCs -> %u frames; innermost:\n", g_depth[1], nf);
-    for (uint32_t i = 0; i < nf && i < 4; i++) {
-      const Stackrec__FrameDef *fd = NULL;
-      for (size_t k = 0; k < defs.n_frames; k++)
-        if (defs.frames[k]->id == f[i]) fd = defs.frames[k];
-      const char *fn = "?", *file = "?";
-      for (size_t k = 0; fd && k < defs.n_strings; k++) {
-        if (defs.strings[k]->id == fd->function) fn = defs.strings[k]->value;
-        if (defs.strings[k]->id == fd->file) file = defs.strings[k]->value;
-      }
-      printf("  %s (%s:%u)%s\n", fn, file, fd ? fd->line : 0,
-             fd && fd->inlined ? " [inlined]" : "");
-      if (i == 0 && (!fd || !fd->file))
-        printf("  WARNING: no line info: build with -c opt (fastbuild "
-               "strips debug info)\n");
-    }
-    stkr__symdefs_free(&defs);
-    stkr__symc_free(v);
-  }
+  print_sanity();
 
   if (getenv("SYMBOLIZE_COST_PROFILE")) {
     /* For a profiler: only the new-PC path, many times. */
@@ -341,31 +374,8 @@ int main(void) {
     }
     return 0;
   }
-  for (int r = 0; r < ROUNDS; r++) {
-    for (int k = 0; k < C_N; k++) {
-      switch ((k + r) % C_N) { /* rotate the order every round */
-      case C_BACKEND: t[C_BACKEND][r] = run_backend(NULL); break;
-      case C_NEW:
-        stkr__symc_forget_pcs(c);
-        t[C_NEW][r] = run_symc(c);
-        break;
-      case C_REPEAT: {
-        uint64_t before = stkr__symc_resolved(c);
-        (void)run_symc(c); /* make sure every PC is cached */
-        before = stkr__symc_resolved(c);
-        t[C_REPEAT][r] = run_symc(c);
-        if (stkr__symc_resolved(c) != before) {
-          fprintf(stderr, "repeats did resolver work!\n");
-          return 1;
-        }
-        break;
-      }
-      case C_BTS: t[C_BTS][r] = run_backtrace_symbols(); break;
-      case C_DWFL: t[C_DWFL][r] = run_dwfl(d); break;
-      case C_DLADDR: t[C_DLADDR][r] = run_dladdr(); break;
-      }
-    }
-  }
+  if (run_rounds(t, c, d) != 0)
+    return 1;
 
   printf("\n%d unique stacks, %.1f PCs deep on average (%llu PCs), "
          "%llu unique PCs -> %llu frames with inlines; medians of %d rounds\n\n",
