@@ -109,13 +109,11 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
 
   opterr = 0;
   optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("compliance", c, optarg, &o->agg)) >= 0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt("compliance", argc, argv, ":ho:", longopts,
+                                  &o->agg, &err)) != -1) {
     switch (c) {
+    case STKR__OPT_FAILED:
+      return err;
     case O_POLICY:
       *policy = optarg;
       break;
@@ -139,19 +137,12 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       *output = optarg;
       break;
     case 'h':
-      fputs(help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(help_exit, stdout);
-      return stkr_cli_flush("compliance");
+      return stkr__filter_put_help("compliance", help, NULL, help_exit);
     default: /* ':' (no value) or an unknown option */
       return stkr_cli_bad_option("compliance", c, argv);
     }
   }
-  if ((err = stkr__filter_check("compliance", &o->agg)) != 0)
-    return err;
-  if (optind >= argc)
-    return stkr_cli_usage_error("compliance", "no DIR or FILE given");
-  return -1;
+  return stkr__filter_args_end("compliance", &o->agg, argc);
 }
 
 int stkr_cli_compliance(int argc, char **argv) {

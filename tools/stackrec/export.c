@@ -332,13 +332,11 @@ int stkr_cli_export(int argc, char **argv) {
   memset(&x, 0, sizeof x);
   opterr = 0;
   optind = 1;
-  while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("export", c, optarg, &x.filt)) >= 0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt("export", argc, argv, ":f:o:h", longopts,
+                                  &x.filt, &err)) != -1) {
     switch (c) {
+    case STKR__OPT_FAILED:
+      return err;
     case 'f':
       format = optarg;
       break;
@@ -346,11 +344,8 @@ int stkr_cli_export(int argc, char **argv) {
       out_path = optarg;
       break;
     case 'h':
-      fputs(export_help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(export_help_more, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("export");
+      return stkr__filter_put_help("export", export_help, export_help_more,
+                                   stkr_cli_exit_help);
     default: /* ':' (no value) or an unknown option */
       return stkr_cli_bad_option("export", c, argv);
     }
@@ -365,10 +360,8 @@ int stkr_cli_export(int argc, char **argv) {
     return stkr_cli_usage_error(
         "export", "unknown format '%s' (pprof, folded, chrome or jsonl)",
         format);
-  if ((err = stkr__filter_check("export", &x.filt)) != 0)
+  if ((err = stkr__filter_args_end("export", &x.filt, argc)) >= 0)
     return err;
-  if (optind >= argc)
-    return stkr_cli_usage_error("export", "no DIR or FILE given");
   if (formats[fi].binary && (out_path == NULL || strcmp(out_path, "-") == 0) &&
       isatty(STDOUT_FILENO))
     return stkr_cli_usage_error(

@@ -94,4 +94,22 @@ int stkr__filter_option(const char *cmd, int opt, const char *arg,
  * @return 0, or 2 after printing a usage error. */
 int stkr__filter_check(const char *cmd, const stkr_agg_opts *o);
 
+/* getopt_long (the caller resets opterr and optind first) with the
+ * filter's options applied to *o on the way. @return the next option that
+ * is not the filter's, -1 at the end of the options, or STKR__OPT_FAILED
+ * with *status the exit status (2) of a filter option's bad value. */
+#define STKR__OPT_FAILED 0x10ff
+int stkr__filter_getopt(const char *cmd, int argc, char **argv,
+                        const char *shortopts, const struct option *longopts,
+                        stkr_agg_opts *o, int *status);
+
+/* --help of a filtering command: before, the filter's options, after (may
+ * be NULL) and exit_help, then stdout flushed. @return the exit status. */
+int stkr__filter_put_help(const char *cmd, const char *before,
+                          const char *after, const char *exit_help);
+
+/* After the options: stkr__filter_check, and at least one input left
+ * (argv[optind]). @return -1 to go on, else the exit status (2). */
+int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc);
+
 #endif /* STKR_FILTER_H */

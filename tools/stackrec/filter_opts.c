@@ -4,6 +4,7 @@
  * cannot drift apart between commands.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -77,4 +78,40 @@ int stkr__filter_check(const char *cmd, const stkr_agg_opts *o) {
     return stkr_cli_usage_error(cmd, "--to %g is not after --from %g",
                                 o->to_s, o->from_s);
   return 0;
+}
+
+int stkr__filter_getopt(const char *cmd, int argc, char **argv,
+                        const char *shortopts, const struct option *longopts,
+                        stkr_agg_opts *o, int *status) {
+  int c, err;
+
+  while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    if ((err = stkr__filter_option(cmd, c, optarg, o)) < 0)
+      return c;
+    if (err != 0) {
+      *status = err;
+      return STKR__OPT_FAILED;
+    }
+  }
+  return -1;
+}
+
+int stkr__filter_put_help(const char *cmd, const char *before,
+                          const char *after, const char *exit_help) {
+  fputs(before, stdout);
+  fputs(stkr__filter_help, stdout);
+  if (after != NULL)
+    fputs(after, stdout);
+  fputs(exit_help, stdout);
+  return stkr_cli_flush(cmd);
+}
+
+int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc) {
+  int err;
+
+  if ((err = stkr__filter_check(cmd, o)) != 0)
+    return err;
+  if (optind >= argc)
+    return stkr_cli_usage_error(cmd, "no DIR or FILE given");
+  return -1;
 }

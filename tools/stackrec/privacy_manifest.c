@@ -280,32 +280,22 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
 
   opterr = 0;
   optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("privacy-manifest", c, optarg, &o->agg)) >=
-        0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt("privacy-manifest", argc, argv, ":ho:",
+                                  longopts, &o->agg, &err)) != -1) {
     switch (c) {
+    case STKR__OPT_FAILED:
+      return err;
     case O_MANIFEST: *manifest = optarg; break;
     case O_MAP: *map = optarg; break;
     case O_PER_MODULE: *per_module = optarg; break;
     case 'o': *output = optarg; break;
     case 'h':
-      fputs(help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(help_exit, stdout);
-      return stkr_cli_flush("privacy-manifest");
+      return stkr__filter_put_help("privacy-manifest", help, NULL, help_exit);
     default: /* ':' (no value) or an unknown option */
       return stkr_cli_bad_option("privacy-manifest", c, argv);
     }
   }
-  if ((err = stkr__filter_check("privacy-manifest", &o->agg)) != 0)
-    return err;
-  if (optind >= argc)
-    return stkr_cli_usage_error("privacy-manifest", "no DIR or FILE given");
-  return -1;
+  return stkr__filter_args_end("privacy-manifest", &o->agg, argc);
 }
 
 int stkr_cli_privacy_manifest(int argc, char **argv) {

@@ -600,13 +600,11 @@ static int parse_args(int argc, char **argv, report_opts *o) {
 
   opterr = 0;
   optind = 1;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("report", c, optarg, &o->agg)) >= 0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt("report", argc, argv, ":h", longopts,
+                                  &o->agg, &err)) != -1) {
     switch (c) {
+    case STKR__OPT_FAILED:
+      return err;
     case O_TIMELINE:
       o->timeline = true;
       break;
@@ -645,17 +643,17 @@ static int parse_args(int argc, char **argv, report_opts *o) {
       o->html = optarg;
       break;
     case 'h':
-      fputs(report_help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(report_help_more, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("report");
+      return stkr__filter_put_help("report", report_help, report_help_more,
+                                   stkr_cli_exit_help);
     default: /* ':' (no value) or an unknown option */
       return stkr_cli_bad_option("report", c, argv);
     }
   }
-  if ((err = stkr__filter_check("report", &o->agg)) != 0)
+  if ((err = stkr__filter_args_end("report", &o->agg, argc)) >= 0)
     return err;
+  if (o->by != STKR_BY_SITE && (o->tree || o->html != NULL))
+    return stkr_cli_usage_error("report", "--by goes with neither --tree "
+                                          "nor --html");
   return -1;
 }
 
@@ -671,13 +669,8 @@ int stkr_cli_report(int argc, char **argv) {
   o.top = 10;
   if ((status = parse_args(argc, argv, &o)) >= 0)
     return status;
-  if (o.by != STKR_BY_SITE && (o.tree || o.html != NULL))
-    return stkr_cli_usage_error("report", "--by goes with neither --tree "
-                                          "nor --html");
   g_sort = o.sort;
   stkr_agg_by_opts(o.by, &o.agg);
-  if (optind >= argc)
-    return stkr_cli_usage_error("report", "no DIR or FILE given");
   status = stkr_cli_open("report", argv + optind, argc - optind, true, &r);
   if (status != 0)
     return status;
