@@ -248,6 +248,20 @@ static void put_us(FILE *f, uint64_t ns) {
           (unsigned)(ns % 1000));
 }
 
+/* The head of an instant event ("ph":"i") of ev, up to its tid: scope 't'
+ * (its thread's track) or 'p' (a line across its process). */
+static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
+                        char scope) {
+  sep(c);
+  fputs("{\"name\":", c->out);
+  stkr_cli_put_json_str(c->out, ev->site);
+  fprintf(c->out, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"%c\",\"ts\":", cat,
+          scope);
+  put_us(c->out, ev->ts_ns);
+  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
+          (unsigned long long)ev->tid);
+}
+
 static int put_event(chrome *c, const stkr_event_view *ev) {
   const cached *e = NULL;
   bool any_arg = false;
@@ -261,13 +275,7 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
       return (int)idx;
     e = &c->cache[idx];
   }
-  sep(c);
-  fputs("{\"name\":", c->out);
-  stkr_cli_put_json_str(c->out, ev->site);
-  fputs(",\"cat\":\"stackrec\",\"ph\":\"i\",\"s\":\"t\",\"ts\":", c->out);
-  put_us(c->out, ev->ts_ns);
-  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
-          (unsigned long long)ev->tid);
+  put_instant(c, ev, "stackrec", 't');
   if (e != NULL && e->sf != 0)
     fprintf(c->out, ",\"sf\":%llu", (unsigned long long)e->sf);
   fputs(",\"args\":{", c->out);
@@ -291,13 +299,8 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
 /* A mark: a process-wide instant event ("s":"p", a line across the
  * process's tracks), category "mark", not counted as an event. */
 static void put_mark(chrome *c, const stkr_event_view *ev) {
-  sep(c);
-  fputs("{\"name\":", c->out);
-  stkr_cli_put_json_str(c->out, ev->site);
-  fputs(",\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\",\"ts\":", c->out);
-  put_us(c->out, ev->ts_ns);
-  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu,\"args\":{", (unsigned)ev->pid,
-          (unsigned long long)ev->tid);
+  put_instant(c, ev, "mark", 'p');
+  fputs(",\"args\":{", c->out);
   if (ev->payload_len > 0) {
     fputs("\"payload\":\"", c->out);
     stkr_cli_put_json(c->out, ev->payload, ev->payload_len);

@@ -25,6 +25,15 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/snapshot.h"
 
+/* Both backends (snapshot_linux.c, snapshot_apple.c) fill a stkr_snap the
+ * same way, with malloc'd threads and stack copies: one free for both. */
+void stkr_snap_free(stkr_snap *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_threads; i++) free(s->threads[i].stack);
+  free(s->threads);
+  memset(s, 0, sizeof *s);
+}
+
 static const char snapshot_help[] =
     "Usage: stackrec snapshot [--json | -o DIR] [--count N] [--interval MS]\n"
     "                         [--debug-dir PATH]... PID\n"
