@@ -9,6 +9,7 @@
 #ifndef STKR_BENCH_UTIL_H
 #define STKR_BENCH_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,50 @@ static inline double bench_quantile(const double *v, size_t n, double q) {
   r = s[(size_t)(q * (double)(n - 1) + 0.5)];
   free(s);
   return r;
+}
+
+/* Zipf(1) over n ranks (rank r drawn with probability ~ 1/r: hot paths
+ * dominate), each rank mapped to a shuffled item: fills the caller's cdf
+ * and perm (n entries each; the shuffle draws from *rng). Needs -lm.
+ * @return the entropy of a draw, in bits. */
+static inline double bench_zipf_init(double *cdf, unsigned *perm, unsigned n,
+                                     uint64_t *rng) {
+  double sum = 0, acc = 0, h = 0;
+  unsigned i;
+
+  for (i = 0; i < n; i++)
+    sum += 1.0 / (i + 1);
+  for (i = 0; i < n; i++) {
+    double p = 1.0 / (i + 1) / sum;
+    acc += p;
+    cdf[i] = acc;
+    h -= p * log2(p);
+    perm[i] = i;
+  }
+  cdf[n - 1] = 1.0;
+  for (i = n - 1; i > 0; i--) { /* Fisher-Yates */
+    unsigned j = (unsigned)(bench_xorshift(rng) % (i + 1)), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  return h;
+}
+
+/* The item of a Zipf draw for the random number x (bench_zipf_init's
+ * tables): the first rank whose CDF exceeds x's top 53 bits as [0, 1). */
+static inline unsigned bench_zipf_draw(const double *cdf, const unsigned *perm,
+                                       unsigned n, uint64_t x) {
+  double u = (double)(x >> 11) * 0x1.0p-53;
+  unsigned lo = 0, hi = n - 1;
+
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (cdf[mid] > u)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return perm[lo];
 }
 
 /* The median (nearest rank, the upper one of an even count) of n > 0

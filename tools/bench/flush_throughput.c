@@ -106,45 +106,12 @@ static __attribute__((noinline)) void path_b(unsigned level, unsigned k) {
 /* The stack of the next event under workload w. */
 static unsigned pick(int w, uint64_t *rng) {
   uint64_t x = bench_xorshift(rng);
-  double u;
-  unsigned lo = 0, hi = NSTACKS - 1;
 
   if (w == W_UNIFORM)
     return (unsigned)(x % NSTACKS);
   if (w == W_SINGLE)
     return 0;
-  u = (double)(x >> 11) * 0x1.0p-53;
-  while (lo < hi) { /* first rank whose CDF exceeds u */
-    unsigned mid = (lo + hi) / 2;
-    if (g_zipf_cdf[mid] > u)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return g_zipf_perm[lo];
-}
-
-/* Zipf(1) over NSTACKS ranks; returns its entropy in bits per event. */
-static double zipf_setup(uint64_t *rng) {
-  double sum = 0, acc = 0, h = 0;
-  unsigned i;
-
-  for (i = 0; i < NSTACKS; i++)
-    sum += 1.0 / (i + 1);
-  for (i = 0; i < NSTACKS; i++) {
-    double p = 1.0 / (i + 1) / sum;
-    acc += p;
-    g_zipf_cdf[i] = acc;
-    h -= p * log2(p);
-    g_zipf_perm[i] = i;
-  }
-  g_zipf_cdf[NSTACKS - 1] = 1.0;
-  for (i = NSTACKS - 1; i > 0; i--) { /* Fisher-Yates */
-    unsigned j = (unsigned)(bench_xorshift(rng) % (i + 1)), t = g_zipf_perm[i];
-    g_zipf_perm[i] = g_zipf_perm[j];
-    g_zipf_perm[j] = t;
-  }
-  return h;
+  return bench_zipf_draw(g_zipf_cdf, g_zipf_perm, NSTACKS, x);
 }
 
 /* At the leaf of the common prefix: n events of workload w. */
@@ -323,7 +290,7 @@ int main(int argc, char **argv) {
     x.reps = 3;
   setvbuf(stdout, NULL, _IOLBF, 0);
   hbits[W_UNIFORM] = log2((double)NSTACKS);
-  hbits[W_ZIPF] = zipf_setup(&rng);
+  hbits[W_ZIPF] = bench_zipf_init(g_zipf_cdf, g_zipf_perm, NSTACKS, &rng);
   hbits[W_SINGLE] = 0;
   if (mkdtemp(dir) == NULL)
     die("mkdtemp", 0);

@@ -132,37 +132,13 @@ static __attribute__((noinline)) void path_b(unsigned level, unsigned k) {
 }
 
 static unsigned pick(uint64_t *rng) {
-  double u = (double)(bench_xorshift(rng) >> 11) * 0x1.0p-53;
-  unsigned lo = 0, hi = NSTACKS - 1;
-
-  while (lo < hi) {
-    unsigned mid = (lo + hi) / 2;
-    if (g_zipf_cdf[mid] > u)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return g_zipf_perm[lo];
+  return bench_zipf_draw(g_zipf_cdf, g_zipf_perm, NSTACKS, bench_xorshift(rng));
 }
 
 static void zipf_setup(void) {
   uint64_t rng = 0x9E3779B97F4A7C15ull;
-  double sum = 0, acc = 0;
-  unsigned i;
 
-  for (i = 0; i < NSTACKS; i++)
-    sum += 1.0 / (i + 1);
-  for (i = 0; i < NSTACKS; i++) {
-    acc += 1.0 / (i + 1) / sum;
-    g_zipf_cdf[i] = acc;
-    g_zipf_perm[i] = i;
-  }
-  g_zipf_cdf[NSTACKS - 1] = 1.0;
-  for (i = NSTACKS - 1; i > 0; i--) {
-    unsigned j = (unsigned)(bench_xorshift(&rng) % (i + 1)), t = g_zipf_perm[i];
-    g_zipf_perm[i] = g_zipf_perm[j];
-    g_zipf_perm[j] = t;
-  }
+  (void)bench_zipf_init(g_zipf_cdf, g_zipf_perm, NSTACKS, &rng);
 }
 
 typedef struct producer {

@@ -72,41 +72,38 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static __attribute__((noinline)) unsigned do_hybrid(void) {
-  uintptr_t r[4];
+/* The rest of a table walk from registers r (captured by the caller, in
+ * its own frame): inlined into each contender so that every one walks
+ * from the same frame layout. */
+static inline __attribute__((always_inline)) unsigned
+walk_and_hash(const uintptr_t r[4], bool cached) {
   uint64_t pcs[MAX_PCS];
-  stkr__uw_regs regs;
-  unsigned n;
-  uwc_capture(r);
-  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  n = stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
+  stkr__uw_regs regs = {r[0], r[1], r[2], r[3]};
+  unsigned n = cached ? stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo,
+                                                 g_hi, pcs, MAX_PCS, NULL)
+                      : stkr__unwind_walk(g_set, &regs, g_lo, g_hi, pcs,
+                                          MAX_PCS, NULL);
   g_sink = stkr__hash_pcs(pcs, n);
   return n;
+}
+
+static __attribute__((noinline)) unsigned do_hybrid(void) {
+  uintptr_t r[4];
+  uwc_capture(r);
+  return walk_and_hash(r, true);
 }
 
 static __attribute__((noinline)) unsigned do_rows(void) {
   uintptr_t r[4];
-  uint64_t pcs[MAX_PCS];
-  stkr__uw_regs regs;
-  unsigned n;
   g_cache.memo_pc0 = 0; /* forget the last walk: rows only */
   uwc_capture(r);
-  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  n = stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
-  g_sink = stkr__hash_pcs(pcs, n);
-  return n;
+  return walk_and_hash(r, true);
 }
 
 static __attribute__((noinline)) unsigned do_nocache(void) {
   uintptr_t r[4];
-  uint64_t pcs[MAX_PCS];
-  stkr__uw_regs regs;
-  unsigned n;
   uwc_capture(r);
-  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  n = stkr__unwind_walk(g_set, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
-  g_sink = stkr__hash_pcs(pcs, n);
-  return n;
+  return walk_and_hash(r, false);
 }
 
 static __attribute__((noinline)) unsigned do_unw(void) {

@@ -34,6 +34,7 @@
 
 #include <zstd.h>
 
+#include "common/stkr_grow.h"
 #include "flush/symbolize.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
@@ -448,17 +449,8 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
   while ((de = readdir(d)) != NULL) {
     uint32_t pid, seq;
     if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) continue;
-    if (*n == cap) {
-      size_t nc = cap ? cap * 2 : 32;
-      segf *s = realloc(*out, nc * sizeof *s);
-      if (!s) {
-        closedir(d);
-        return -ENOMEM;
-      }
-      *out = s;
-      cap = nc;
-    }
-    if (!((*out)[*n].name = strdup(de->d_name))) {
+    if (stkr_grow((void **)out, &cap, *n + 1, sizeof **out) != 0 ||
+        !((*out)[*n].name = strdup(de->d_name))) {
       closedir(d);
       return -ENOMEM;
     }
