@@ -143,6 +143,17 @@ static const char *plural(uint64_t n, const char *one, const char *many) {
   return n == 1 ? one : many;
 }
 
+/* "incomplete: process PID: N noun[s] what", counted, when n is not 0. */
+static void put_incomplete(verify_run *v, uint32_t pid, uint64_t n,
+                           const char *noun, const char *many,
+                           const char *what) {
+  if (n == 0)
+    return;
+  v->incomplete++;
+  printf("incomplete: process %u: %llu %s%s %s\n", (unsigned)pid,
+         (unsigned long long)n, noun, plural(n, "", many), what);
+}
+
 /* The process's accounting: attempted == written + dropped + recovered. */
 static void print_accounting(verify_run *v, const stkr_process_info *p) {
   if (p->batches == 0) {
@@ -182,23 +193,14 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
            (unsigned long long)p->drops_write_error,
            (unsigned long long)p->drops_exit);
   }
-  if (p->missing_batches) {
-    v->incomplete++;
-    printf("incomplete: process %u: %llu batch%s missing (gaps in batch "
-           "numbers: failed writes, deleted or lost segments, or damage)\n",
-           (unsigned)p->pid, (unsigned long long)p->missing_batches,
-           plural(p->missing_batches, "", "es"));
-  }
-  if (p->segments_deleted > p->segments_cap_deleted) {
-    /* Deleted segments the sequence check could not place (e.g. older
-     * writers without Header.session_first_seq). */
-    v->incomplete++;
-    printf("incomplete: process %u: %llu segment%s deleted by the disk cap "
-           "while recording\n",
-           (unsigned)p->pid,
-           (unsigned long long)(p->segments_deleted - p->segments_cap_deleted),
-           plural(p->segments_deleted - p->segments_cap_deleted, "", "s"));
-  }
+  put_incomplete(v, p->pid, p->missing_batches, "batch", "es",
+                 "missing (gaps in batch numbers: failed writes, deleted or "
+                 "lost segments, or damage)");
+  /* Deleted segments the sequence check could not place (e.g. older
+   * writers without Header.session_first_seq). */
+  if (p->segments_deleted > p->segments_cap_deleted)
+    put_incomplete(v, p->pid, p->segments_deleted - p->segments_cap_deleted,
+                   "segment", "s", "deleted by the disk cap while recording");
   if (p->recovered_batches) {
     v->notes++;
     printf("note: process %u: %llu event%s in %llu batch%s recovered from "
