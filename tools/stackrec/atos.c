@@ -168,6 +168,10 @@ int stkr_cli_atos(int argc, char **argv) {
       {"symcache", required_argument, NULL, 'c'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {atos_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "atos", .shortopts = ":o:l:ih",
+                                .longopts = longopts, .help = help_text,
+                                .long_only = true};
   atos_opts o = {0};
   const char *path = NULL, *arch = NULL, *cache_dir = NULL;
   stkr__symfile *f = NULL;
@@ -175,11 +179,11 @@ int stkr_cli_atos(int argc, char **argv) {
   char err[1024];
   int c, rc;
 
-  opterr = 0;
-  optind = 1;
   /* getopt_long_only: atos spells its long option "-arch". */
-  while ((c = getopt_long_only(argc, argv, ":o:l:ih", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'o':
       path = optarg;
       break;
@@ -201,11 +205,6 @@ int stkr_cli_atos(int argc, char **argv) {
     case 'c':
       cache_dir = optarg;
       break;
-    case 'h':
-      fputs(atos_help, stdout);
-      return stkr_cli_flush("atos");
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("atos", c, argv);
     }
   }
   if (!path) return stkr_cli_usage_error("atos", "no -o BINARY_OR_DSYM given");

@@ -49,6 +49,29 @@ int stkr_cli_usage_error(const char *cmd, const char *fmt, ...)
  * stkr_cli_usage_error does, naming argv[optind - 1]. @return 2. */
 int stkr_cli_bad_option(const char *cmd, int c, char *const *argv);
 
+struct option; /* <getopt.h> */
+
+/* A command's option parsing with stkr_cli_getopt: what every command's
+ * getopt loop had in common (the reset, --help, the usage errors). */
+typedef struct stkr_cli_getopt_state {
+  const char *cmd;
+  const char *shortopts;         /* getopt's, starting with ':' */
+  const struct option *longopts; /* {"help", no_argument, NULL, 'h'} in it */
+  const char *const *help;       /* --help prints these in order (NULL-ended) */
+  bool long_only;                /* getopt_long_only (atos spells -arch) */
+  bool started;                  /* false before the first call */
+  int status;                    /* the exit status with STKR_CLI_OPT_EXIT */
+} stkr_cli_getopt_state;
+
+#define STKR_CLI_OPT_EXIT 0x10fe
+
+/* The next option of argv (getopt's state is reset on the first call).
+ * 'h' (the help printed, stdout flushed) and ':' / '?' (a usage error
+ * printed) end the parsing: @return STKR_CLI_OPT_EXIT with s->status the
+ * command's exit status. @return the option otherwise, -1 at the end (the
+ * operands start at optind). */
+int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv);
+
 /* A file a person wrote and handed to cmd (a policy, a module map, a
  * manifest: what) could not be loaded: print "stackrec <cmd>: <what>
  * <msg>" (msg names the file, and the line when malformed).

@@ -316,13 +316,16 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
       {"module-map", required_argument, NULL, O_MODMAP},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {diff_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "diff", .shortopts = ":ho:",
+                                .longopts = longopts, .help = help_text};
   char *end;
   int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case O_FORMAT:
       *format = optarg;
       if (strcmp(optarg, "text") && strcmp(optarg, "json") &&
@@ -353,11 +356,6 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
     case O_MODMAP:
       *map_path = optarg;
       break;
-    case 'h':
-      fputs(diff_help, stdout);
-      return stkr_cli_flush("diff");
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("diff", c, argv);
     }
   }
   if (argc - optind != 2)

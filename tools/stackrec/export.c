@@ -323,6 +323,11 @@ int stkr_cli_export(int argc, char **argv) {
       STKR__FILTER_LONGOPTS,
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {
+      export_help, stkr__filter_help,
+      export_help_more, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "export", .shortopts = ":f:o:h",
+                                .longopts = longopts, .help = help_text};
   const char *format = NULL, *out_path = NULL;
   stkr__export x;
   output out;
@@ -330,24 +335,16 @@ int stkr_cli_export(int argc, char **argv) {
   int c, err, status;
 
   memset(&x, 0, sizeof x);
-  opterr = 0;
-  optind = 1;
-  while ((c = stkr__filter_getopt("export", argc, argv, ":f:o:h", longopts,
-                                  &x.filt, &err)) != -1) {
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &x.filt)) != -1) {
     switch (c) {
-    case STKR__OPT_FAILED:
-      return err;
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'f':
       format = optarg;
       break;
     case 'o':
       out_path = optarg;
       break;
-    case 'h':
-      return stkr__filter_put_help("export", export_help, export_help_more,
-                                   stkr_cli_exit_help);
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("export", c, argv);
     }
   }
   if (format == NULL)

@@ -80,30 +80,20 @@ int stkr__filter_check(const char *cmd, const stkr_agg_opts *o) {
   return 0;
 }
 
-int stkr__filter_getopt(const char *cmd, int argc, char **argv,
-                        const char *shortopts, const struct option *longopts,
-                        stkr_agg_opts *o, int *status) {
+int stkr__filter_getopt(stkr_cli_getopt_state *s, int argc, char **argv,
+                        stkr_agg_opts *o) {
   int c, err;
 
-  while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option(cmd, c, optarg, o)) < 0)
+  while ((c = stkr_cli_getopt(s, argc, argv)) != -1 &&
+         c != STKR_CLI_OPT_EXIT) {
+    if ((err = stkr__filter_option(s->cmd, c, optarg, o)) < 0)
       return c;
     if (err != 0) {
-      *status = err;
-      return STKR__OPT_FAILED;
+      s->status = err;
+      return STKR_CLI_OPT_EXIT;
     }
   }
-  return -1;
-}
-
-int stkr__filter_put_help(const char *cmd, const char *before,
-                          const char *after, const char *exit_help) {
-  fputs(before, stdout);
-  fputs(stkr__filter_help, stdout);
-  if (after != NULL)
-    fputs(after, stdout);
-  fputs(exit_help, stdout);
-  return stkr_cli_flush(cmd);
+  return c;
 }
 
 int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc) {

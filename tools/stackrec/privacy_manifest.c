@@ -276,23 +276,21 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  int c, err;
+  static const char *const help_text[] = {
+      help, stkr__filter_help, help_exit, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "privacy-manifest",
+                                .shortopts = ":ho:", .longopts = longopts,
+                                .help = help_text};
+  int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = stkr__filter_getopt("privacy-manifest", argc, argv, ":ho:",
-                                  longopts, &o->agg, &err)) != -1) {
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
-    case STKR__OPT_FAILED:
-      return err;
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case O_MANIFEST: *manifest = optarg; break;
     case O_MAP: *map = optarg; break;
     case O_PER_MODULE: *per_module = optarg; break;
     case 'o': *output = optarg; break;
-    case 'h':
-      return stkr__filter_put_help("privacy-manifest", help, NULL, help_exit);
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("privacy-manifest", c, argv);
     }
   }
   return stkr__filter_args_end("privacy-manifest", &o->agg, argc);

@@ -596,15 +596,17 @@ static int parse_args(int argc, char **argv, report_opts *o) {
       {"html", required_argument, NULL, O_HTML},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {
+      report_help, stkr__filter_help,
+      report_help_more, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "report", .shortopts = ":h",
+                                .longopts = longopts, .help = help_text};
   int c, err;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = stkr__filter_getopt("report", argc, argv, ":h", longopts,
-                                  &o->agg, &err)) != -1) {
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
-    case STKR__OPT_FAILED:
-      return err;
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case O_TIMELINE:
       o->timeline = true;
       break;
@@ -642,11 +644,6 @@ static int parse_args(int argc, char **argv, report_opts *o) {
     case O_HTML:
       o->html = optarg;
       break;
-    case 'h':
-      return stkr__filter_put_help("report", report_help, report_help_more,
-                                   stkr_cli_exit_help);
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("report", c, argv);
     }
   }
   if ((err = stkr__filter_args_end("report", &o->agg, argc)) >= 0)

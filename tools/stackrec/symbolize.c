@@ -557,13 +557,17 @@ static int parse_args(int argc, char **argv, const char **dirs,
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {
+      symbolize_help, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "symbolize", .shortopts = ":hd:o:",
+                                .longopts = longopts, .help = help_text};
   struct stat st;
   int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":hd:o:", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'd':
       if (*n_dirs == MAX_DIRS)
         return stkr_cli_usage_error("symbolize", "more than %d --debug-dir",
@@ -577,12 +581,6 @@ static int parse_args(int argc, char **argv, const char **dirs,
     case 'o':
       *outdir = optarg;
       break;
-    case 'h':
-      fputs(symbolize_help, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("symbolize");
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("symbolize", c, argv);
     }
   }
   if (optind >= argc)

@@ -389,6 +389,9 @@ static void check_rings(verify_run *v, const char *path) {
 int stkr_cli_verify(int argc, char **argv) {
   static const struct option longopts[] = {
       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {verify_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "verify", .shortopts = ":h",
+                                .longopts = longopts, .help = help_text};
   verify_run v;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &v,
                            .lazy_frames = true, .incomplete = on_warning,
@@ -400,16 +403,9 @@ int stkr_cli_verify(int argc, char **argv) {
   size_t i, n;
   int c, rc, status;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    if (c == 'h') {
-      fputs(verify_help, stdout);
-      return stkr_cli_flush("verify");
-    }
-    return stkr_cli_usage_error("verify", "unknown option '%s'",
-                                argv[optind - 1]);
-  }
+  /* No option but --help: anything else ends with a usage error. */
+  if ((c = stkr_cli_getopt(&gopt, argc, argv)) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   if (optind >= argc)
     return stkr_cli_usage_error("verify", "no DIR or FILE given");
 
