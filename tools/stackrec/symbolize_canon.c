@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 #include "tools/stackrec/symbolize_canon.h"
 
@@ -52,13 +53,8 @@ static stkr__canon_img *canon_add(stkr__canon *k, const Stackrec__Image *im,
   stkr__canon_img *c;
 
   *err = -ENOMEM;
-  if (k->n_img == k->cap_img) {
-    size_t cap = k->cap_img ? k->cap_img * 2 : 64;
-    stkr__canon_img *n = realloc(k->img, cap * sizeof *n);
-    if (!n) return NULL;
-    k->img = n;
-    k->cap_img = cap;
-  }
+  if (stkr_grow((void **)&k->img, &k->cap_img, k->n_img + 1, sizeof *k->img))
+    return NULL;
   if (k->next_base < CANON_BASE) k->next_base = CANON_BASE;
   if (span > UINT64_MAX - k->next_base) {
     *err = 0;
