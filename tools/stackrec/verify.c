@@ -156,6 +156,8 @@ static void put_incomplete(verify_run *v, uint32_t pid, uint64_t n,
 
 /* The process's accounting: attempted == written + dropped + recovered. */
 static void print_accounting(verify_run *v, const stkr_process_info *p) {
+  char why[256];
+
   if (p->batches == 0) {
     printf("  accounting: no batch read\n");
     return;
@@ -181,18 +183,15 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
     printf(" (no counters recorded)\n");
   else
     printf(": adds up\n");
-  if (p->drops) {
-    v->incomplete++;
-    printf("incomplete: process %u: %llu event%s dropped by the recorder "
-           "(ring full %llu, reentrant %llu, other %llu, write error %llu, "
-           "exit %llu)\n",
-           (unsigned)p->pid, (unsigned long long)p->drops,
-           plural(p->drops, "", "s"), (unsigned long long)p->drops_ring_full,
+  snprintf(why, sizeof why,
+           "dropped by the recorder (ring full %llu, reentrant %llu, other "
+           "%llu, write error %llu, exit %llu)",
+           (unsigned long long)p->drops_ring_full,
            (unsigned long long)p->drops_reentrant,
            (unsigned long long)p->drops_other,
            (unsigned long long)p->drops_write_error,
            (unsigned long long)p->drops_exit);
-  }
+  put_incomplete(v, p->pid, p->drops, "event", "s", why);
   put_incomplete(v, p->pid, p->missing_batches, "batch", "es",
                  "missing (gaps in batch numbers: failed writes, deleted or "
                  "lost segments, or damage)");
