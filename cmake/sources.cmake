@@ -84,6 +84,7 @@ set(STKR_PRELOAD_SRCS
 # //tools:stackrec and //tools:stackrec_lib (plus the generated pprof and report assets)
 set(STKR_CLI_SRCS
   tools/stackrec/agg.c
+  tools/stackrec/agg_stacks.c
   tools/stackrec/atos.c
   tools/stackrec/attrib.c
   tools/stackrec/breakdown.c
@@ -136,6 +137,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/states.c
   tools/stackrec/strtab.c
   tools/stackrec/symbolize.c
+  tools/stackrec/symbolize_canon.c
   tools/stackrec/symcache.c
   tools/stackrec/timeline.c
   tools/stackrec/verify.c

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "recorder/stkr_internal.h"
+#include "tools/bench/bench_util.h"
 
 #define TOTAL 32      /* recorded PCs per event, every contender */
 #define ITERS 1000    /* calls per batch */
@@ -105,12 +106,6 @@ static unsigned g_round;
 static int g_cur;
 static volatile uint64_t g_sink;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void die(const char *what) {
   fprintf(stderr, "async_cost: %s\n", what);
   exit(1);
@@ -130,13 +125,13 @@ static unsigned drain(void) {
 
 /* The timed batch, at the top of the contender's stack. */
 static __attribute__((noinline)) void leaf(void) {
-  uint64_t t0 = now_ns(), t1;
+  uint64_t t0 = bench_now_ns(), t1;
   unsigned i;
 
   for (i = 0; i < ITERS; i++)
     if (stkr_event(&g_site, NULL, 0) != 0)
       die("event dropped");
-  t1 = now_ns();
+  t1 = bench_now_ns();
   if (g_ns[g_cur] != NULL)
     g_ns[g_cur][g_round] = (double)(t1 - t0) / ITERS;
   __asm__ volatile("" ::: "memory");
@@ -165,22 +160,6 @@ static __attribute__((noinline)) void run(int c) {
     stkr_bench_async_frame(c == C_ASYNC0 ? NULL : g_chain[c], below_async,
                            (void *)(uintptr_t)g_phys[c]);
   __asm__ volatile("" ::: "memory");
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, unsigned n) {
-  double *s = malloc(n * sizeof *s), m;
-  if (s == NULL)
-    die("out of memory");
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  m = s[n / 2];
-  free(s);
-  return m;
 }
 
 static void make_chain(int c, unsigned k) {
@@ -248,19 +227,19 @@ int main(int argc, char **argv) {
          "of %u interleaved rounds of %u calls\n\n", TOTAL, rounds, ITERS);
   printf("%-26s %5s %9s %9s %9s\n", "contender", "PCs", "median",
          "x plain", "paired");
-  double plain = median(g_ns[C_PLAIN], rounds);
+  double plain = bench_median(g_ns[C_PLAIN], rounds);
   for (c = 0; c < NC; c++) {
-    double m = median(g_ns[c], rounds), *pr = malloc(rounds * sizeof *pr);
+    double m = bench_median(g_ns[c], rounds), *pr = malloc(rounds * sizeof *pr);
     if (pr == NULL)
       die("out of memory");
     for (r = 0; r < rounds; r++)
       pr[r] = g_ns[c][r] / g_ns[C_PLAIN][r];
     printf("%-26s %5u %9.1f %9.2f %9.2f\n", cname[c], depth[c], m, m / plain,
-           median(pr, rounds));
+           bench_median(pr, rounds));
     free(pr);
   }
   {
-    double worst = median(g_ns[C_ASYNC16], rounds) / plain;
+    double worst = bench_median(g_ns[C_ASYNC16], rounds) / plain;
     printf("\nasync 16 vs plain at the same depth: %.2fx (goal <= 1.30x): %s\n",
            worst, worst <= 1.30 ? "PASS" : "MISS");
   }

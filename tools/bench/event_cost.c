@@ -19,8 +19,8 @@
  * a reference for what a cheaper timestamp would cost.
  *
  * Depth d means d frames of descend() above the leaf; the frame-pointer walks
- * also record return addresses in leaf, one_round, main and
- * __libc_start_call_main, then stop (glibc has no frame pointers): d + 4
+ * also record return addresses in leaf, one_round, measure_all, main and
+ * __libc_start_call_main, then stop (glibc has no frame pointers): d + 5
  * PCs. The DWARF unwinders go on through __libc_start_main and _start.
  *
  * Methodology
@@ -79,6 +79,7 @@ static inline uint64_t raw_ticks(void) { return 0; }
 #endif
 
 #include "recorder/stkr_internal.h"
+#include "tools/bench/bench_util.h"
 
 #define MAX_PCS 128           /* capture limit for every contender */
 #define RING_BYTES (4u << 20) /* 4 MiB */
@@ -106,12 +107,6 @@ static int (*g_glibc_backtrace)(void **, int);
 static uintptr_t g_lo, g_hi; /* cached stack bounds for the floor */
 static volatile uint64_t g_sink;
 static uint64_t g_event_failures;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- contenders ---------------------------------------------------------- */
 
@@ -203,7 +198,7 @@ static __attribute__((noinline)) uint64_t leaf(int c, unsigned iters,
     }
     return 0;
   }
-  t0 = now_ns();
+  t0 = bench_now_ns();
   switch (c) {
   case C_EVENT:
     for (i = 0; i < iters; i++)
@@ -238,7 +233,7 @@ static __attribute__((noinline)) uint64_t leaf(int c, unsigned iters,
       g_sink = raw_ticks();
     break;
   }
-  t1 = now_ns();
+  t1 = bench_now_ns();
   return t1 - t0;
 }
 
@@ -276,27 +271,6 @@ static uint64_t drain(unsigned *last_depth) {
   }
   return n;
 }
-
-/* ---- statistics ---------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* q-quantile (0..1) of v[0..n), sorting a copy. */
-static double quantile(const double *v, size_t n, double q) {
-  double *s = malloc(n * sizeof *s), r;
-  size_t i;
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  i = (size_t)(q * (double)(n - 1) + 0.5);
-  r = s[i];
-  free(s);
-  return r;
-}
-
-static double median(const double *v, size_t n) { return quantile(v, n, 0.5); }
 
 /* ---- setup checks -------------------------------------------------------- */
 
@@ -355,7 +329,8 @@ static __attribute__((noinline)) void one_round(unsigned r, double *ns[NC][ND],
 }
 
 /* Frames each contender captures at each depth: one untimed call each,
- * from the same stack height as one_round (main -> here -> descend). */
+ * from the same stack height as one_round (measure_all -> here ->
+ * descend). */
 static __attribute__((noinline)) void count_frames(unsigned frames[NC][ND],
                                                    uint64_t *pushed,
                                                    uint64_t *drained) {
@@ -374,27 +349,22 @@ static __attribute__((noinline)) void count_frames(unsigned frames[NC][ND],
 
 /* ---- main ---------------------------------------------------------------- */
 
-int main(int argc, char **argv) {
-  unsigned rounds = argc > 1 ? (unsigned)atoi(argv[1]) : 1001;
-  stkr__rconf rconf = {RING_BYTES, MAX_PCS, 0, 0};
-  double *ns[NC][ND];
+/* Every contender's samples and their statistics. */
+typedef struct results {
+  unsigned rounds;
+  double *ns[NC][ND]; /* ns per call, one per round */
   unsigned frames[NC][ND];
   double med[NC][ND], p25[NC][ND], p75[NC][ND];
-  uint64_t pushed = 0, drained = 0, seed_misses_warm = 0;
-  unsigned c, d, r, k, dummy;
-  struct utsname un;
+  uint64_t pushed, drained;
+} results;
 
-  if (rounds < 5)
-    rounds = 5;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  uname(&un);
-  printf("event_cost: %s %s, %ld CPUs online, gcc %s\n", un.sysname,
-         un.release, sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
-  find_glibc_backtrace();
+/* Start the recorder on a ring file in sdir (a mkdtemp template) and
+ * attach this thread; print how it is set up. */
+static void start_recorder(char *sdir, unsigned rounds) {
+  stkr__rconf rconf = {RING_BYTES, MAX_PCS, 0, 0};
 
   /* The ring is what the product uses: a MAP_SHARED file of a recording
    * session (recorder/ringfile.c), in a temporary directory. */
-  char sdir[] = "/tmp/stkr-event-cost-XXXXXX";
   stkr__session_info si = {.dir = sdir, .session_id = stkr__session_id_new(),
                            .pid = (uint32_t)getpid(), .ring_bytes = RING_BYTES,
                            .max_depth = MAX_PCS};
@@ -415,46 +385,60 @@ int main(int argc, char **argv) {
          stkr__clock_counter ? "the cycle counter (converted by the worker)"
                              : "clock_gettime(CLOCK_MONOTONIC) (no trusted "
                                "counter)");
+}
+
+/* Count the frames, warm up, run the rounds; then check that nothing was
+ * dropped and compute the statistics. Never inlined: one frame of its own
+ * in every measured stack, whatever the optimization level. */
+static __attribute__((noinline)) void measure_all(results *x) {
+  unsigned c, d, r, k, dummy;
+  uint64_t seed_misses_warm = 0;
 
   /* Frames captured per contender and depth (and first-call warm-up). */
-  count_frames(frames, &pushed, &drained);
+  count_frames(x->frames, &x->pushed, &x->drained);
   for (c = 0; c < NC; c++)
     for (d = 0; d < ND; d++)
-      ns[c][d] = calloc(rounds, sizeof(double));
+      x->ns[c][d] = calloc(x->rounds, sizeof(double));
   /* Warm-up through the very same call path as the measurement (one call
    * site of one_round, so the seed's map already holds the measured
    * stacks): WARM_ROUNDS rounds whose samples are overwritten, then
    * stkr_event for several laps of the ring so its pages are faulted in;
    * then the measured rounds. */
-  for (k = 0; k < WARM_ROUNDS + rounds; k++) {
+  for (k = 0; k < WARM_ROUNDS + x->rounds; k++) {
     if (k == WARM_ROUNDS) {
       /* Known records (24 bytes) after the first: three laps of them. */
       unsigned laps = 3 * RING_BYTES / sizeof(stkr__record);
       for (r = 0; r < laps / FAST_ITERS + 1; r++) {
         descend(64, C_EVENT, FAST_ITERS, &dummy);
-        pushed += FAST_ITERS;
-        drained += drain(NULL);
+        x->pushed += FAST_ITERS;
+        x->drained += drain(NULL);
       }
       seed_misses_warm = g_seed_misses;
       g_rec_n = g_rec_bytes = g_rec_known = 0;
     }
-    one_round(k < WARM_ROUNDS ? 0 : k - WARM_ROUNDS, ns, &pushed, &drained);
+    one_round(k < WARM_ROUNDS ? 0 : k - WARM_ROUNDS, x->ns, &x->pushed,
+              &x->drained);
   }
 
   if (g_event_failures != 0 ||
       atomic_load(&stkr__tls->dropped_ring_full) != 0 ||
-      atomic_load(&stkr__tls->dropped_reentrant) != 0 || pushed != drained ||
-      atomic_load(&stkr__tls->pushed) != pushed)
+      atomic_load(&stkr__tls->dropped_reentrant) != 0 ||
+      x->pushed != x->drained || atomic_load(&stkr__tls->pushed) != x->pushed)
     die("stkr_event dropped or failed events");
   if (g_seed_misses != seed_misses_warm)
     die("seed map: a miss while measuring (the hit path is what we time)");
 
   for (c = 0; c < NC; c++)
     for (d = 0; d < ND; d++) {
-      med[c][d] = median(ns[c][d], rounds);
-      p25[c][d] = quantile(ns[c][d], rounds, 0.25);
-      p75[c][d] = quantile(ns[c][d], rounds, 0.75);
+      x->med[c][d] = bench_median(x->ns[c][d], x->rounds);
+      x->p25[c][d] = bench_quantile(x->ns[c][d], x->rounds, 0.25);
+      x->p75[c][d] = bench_quantile(x->ns[c][d], x->rounds, 0.75);
     }
+}
+
+/* The frames and ns-per-call tables, and the per-frame costs. */
+static void print_tables(const results *x) {
+  unsigned c, d;
 
   printf("frames captured (recursion depth -> PCs returned; the frame-pointer "
          "walks stop at __libc_start_call_main, glibc has no frame pointers)\n");
@@ -468,12 +452,12 @@ int main(int argc, char **argv) {
       if (c == C_CLOCK || c == C_TSC)
         printf("   %-12s", "-");
       else
-        printf("   %-12u", frames[c][d]);
+        printf("   %-12u", x->frames[c][d]);
     printf("\n");
   }
 
   printf("\nns per call: median [p25..p75] over %u interleaved rounds\n",
-         rounds);
+         x->rounds);
   printf("  %-26s", "");
   for (d = 0; d < ND; d++)
     printf("   depth %-17u", depths[d]);
@@ -482,8 +466,8 @@ int main(int argc, char **argv) {
     printf("  %-26s", cname[c]);
     for (d = 0; d < ND; d++) {
       char cell[64];
-      snprintf(cell, sizeof cell, "%.1f [%.0f..%.0f]", med[c][d], p25[c][d],
-               p75[c][d]);
+      snprintf(cell, sizeof cell, "%.1f [%.0f..%.0f]", x->med[c][d], x->p25[c][d],
+               x->p75[c][d]);
       printf("   %-23s", cell);
     }
     printf("\n");
@@ -491,92 +475,116 @@ int main(int argc, char **argv) {
 
   printf("\nper-frame cost, (depth 64 - depth 8) / (frames64 - frames8):\n");
   for (c = 0; c < NC; c++) {
-    int df = (int)frames[c][ND - 1] - (int)frames[c][0];
+    int df = (int)x->frames[c][ND - 1] - (int)x->frames[c][0];
     if (c != C_SEED && c != C_CLOCK && c != C_TSC)
       printf("  %-26s %.2f ns/frame (%d frames apart)\n", cname[c],
-             df > 0 ? (med[c][ND - 1] - med[c][0]) / df : 0.0, df);
+             df > 0 ? (x->med[c][ND - 1] - x->med[c][0]) / df : 0.0, df);
   }
   printf("  fixed cost above the walk (stkr_event - floor): ");
   for (d = 0; d < ND; d++)
-    printf("%s%.1f ns @%u", d ? ", " : "", med[C_EVENT][d] - med[C_FLOOR][d],
+    printf("%s%.1f ns @%u", d ? ", " : "", x->med[C_EVENT][d] - x->med[C_FLOOR][d],
            depths[d]);
   printf("\n");
+}
 
-  {
-    /* Targets at depth 32 (index 1). Ratios of medians; the paired column
-     * is the median over rounds of the same ratio within one round. */
-    const unsigned D = 1;
-    struct {
-      const char *what;
-      int num, den;
-      double target;
-      bool at_most;
-    } t[] = {
-        {"stkr_event / floor", C_EVENT, C_FLOOR, 1.3, true},
-        /* issue 18: <= 1.15x the bare walk plus 3 ns (checked below) */
-        {"unw_backtrace / stkr_event", C_UNW, C_EVENT, 3.0, false},
-        {"glibc backtrace / stkr_event", C_GLIBC, C_EVENT, 30.0, false},
-        {"seed / stkr_event", C_SEED, C_EVENT, 0.0, false},
-    };
-    double *pr = malloc(rounds * sizeof *pr);
-    int pass = 0, total = 0;
-    char verdict[512] = "";
+/* The ratios at depth 32 against their targets, and the verdict. */
+static void print_ratios(const results *x) {
+  unsigned k, r;
+  /* Targets at depth 32 (index 1). Ratios of medians; the paired column
+   * is the median over rounds of the same ratio within one round. */
+  const unsigned D = 1;
+  struct {
+    const char *what;
+    int num, den;
+    double target;
+    bool at_most;
+  } t[] = {
+      {"stkr_event / floor", C_EVENT, C_FLOOR, 1.3, true},
+      /* issue 18: <= 1.15x the bare walk plus 3 ns (checked below) */
+      {"unw_backtrace / stkr_event", C_UNW, C_EVENT, 3.0, false},
+      {"glibc backtrace / stkr_event", C_GLIBC, C_EVENT, 30.0, false},
+      {"seed / stkr_event", C_SEED, C_EVENT, 0.0, false},
+  };
+  double *pr = malloc(x->rounds * sizeof *pr);
+  int pass = 0, total = 0;
+  char verdict[512] = "";
 
-    printf("\nratios at depth %u (%u frames):\n", depths[D], frames[C_EVENT][D]);
-    for (k = 0; k < sizeof t / sizeof t[0]; k++) {
-      double ratio = med[t[k].num][D] / med[t[k].den][D], paired;
-      bool ok = t[k].at_most ? ratio <= t[k].target : ratio >= t[k].target;
-      for (r = 0; r < rounds; r++)
-        pr[r] = ns[t[k].num][D][r] / ns[t[k].den][D][r];
-      paired = median(pr, rounds);
-      if (t[k].target == 0.0) {
-        printf("  %-30s %7.2fx  (paired %7.2fx)  (no target)\n", t[k].what,
-               ratio, paired);
-        continue;
-      }
-      total++;
-      pass += ok;
-      printf("  %-30s %7.2fx  (paired %7.2fx)  target %s %.1fx  %s\n",
-             t[k].what, ratio, paired, t[k].at_most ? "<=" : ">=",
-             t[k].target, ok ? "PASS" : "MISS");
-      snprintf(verdict + strlen(verdict), sizeof verdict - strlen(verdict),
-               "%s%s %.2fx %s", strlen(verdict) ? "; " : "", t[k].what, ratio,
-               ok ? "PASS" : "MISS");
+  printf("\nratios at depth %u (%u frames):\n", depths[D],
+         x->frames[C_EVENT][D]);
+  for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+    double ratio = x->med[t[k].num][D] / x->med[t[k].den][D], paired;
+    bool ok = t[k].at_most ? ratio <= t[k].target : ratio >= t[k].target;
+    for (r = 0; r < x->rounds; r++)
+      pr[r] = x->ns[t[k].num][D][r] / x->ns[t[k].den][D][r];
+    paired = bench_median(pr, x->rounds);
+    if (t[k].target == 0.0) {
+      printf("  %-30s %7.2fx  (paired %7.2fx)  (no target)\n", t[k].what,
+             ratio, paired);
+      continue;
     }
-    {
-      /* Issue 18's goal: at depth 32, <= 45 ns and <= 1.15 x walk + 3 ns. */
-      double ev = med[C_EVENT][D], lim = 1.15 * med[C_WALK][D] + 3.0;
-      bool ok = ev <= 45.0 && ev <= lim;
-      total++;
-      pass += ok;
-      printf("  %-30s %7.1f ns (1.15 x walk + 3 = %.1f ns) target <= 45 ns "
-             "and <= that  %s\n", "stkr_event at depth 32", ev, lim,
+    total++;
+    pass += ok;
+    printf("  %-30s %7.2fx  (paired %7.2fx)  target %s %.1fx  %s\n",
+           t[k].what, ratio, paired, t[k].at_most ? "<=" : ">=",
+           t[k].target, ok ? "PASS" : "MISS");
+    snprintf(verdict + strlen(verdict), sizeof verdict - strlen(verdict),
+             "%s%s %.2fx %s", strlen(verdict) ? "; " : "", t[k].what, ratio,
              ok ? "PASS" : "MISS");
-      snprintf(verdict + strlen(verdict), sizeof verdict - strlen(verdict),
-               "; stkr_event @32 %.1f ns %s", ev, ok ? "PASS" : "MISS");
-    }
-    printf("\nverdict: %s (%d/%d targets at depth 32): %s\n",
-           pass == total ? "PASS" : "MISS", pass, total, verdict);
-    free(pr);
   }
-  printf("(no drops: %llu events pushed, all drained)\n",
-         (unsigned long long)pushed);
   {
-    /* Ring capacity (issue 18): what a record costs in the ring once its
-     * stack is known to the worker (the timed rounds repeat a handful of
-     * stacks, so nearly all are known records). */
-    double per = g_rec_n ? (double)g_rec_bytes / (double)g_rec_n : 0;
-    printf("\nring records in the timed rounds: %llu, %.2f%% known (no PCs); "
-           "%.1f bytes per record on average, %zu per known record without "
-           "payload\n", (unsigned long long)g_rec_n,
-           g_rec_n ? 100.0 * (double)g_rec_known / (double)g_rec_n : 0.0, per,
-           sizeof(stkr__record));
-    printf("events per ring at that size: 256 KiB %.0f, 64 KiB %.0f "
-           "(target: >= 10000 in 256 KiB, <= 24 B per known record: %s)\n",
-           per > 0 ? 262144.0 / per : 0.0, per > 0 ? 65536.0 / per : 0.0,
-           per > 0 && 262144.0 / per >= 10000 && sizeof(stkr__record) <= 24
-               ? "PASS" : "MISS");
+    /* Issue 18's goal: at depth 32, <= 45 ns and <= 1.15 x walk + 3 ns. */
+    double ev = x->med[C_EVENT][D], lim = 1.15 * x->med[C_WALK][D] + 3.0;
+    bool ok = ev <= 45.0 && ev <= lim;
+    total++;
+    pass += ok;
+    printf("  %-30s %7.1f ns (1.15 x walk + 3 = %.1f ns) target <= 45 ns "
+           "and <= that  %s\n", "stkr_event at depth 32", ev, lim,
+           ok ? "PASS" : "MISS");
+    snprintf(verdict + strlen(verdict), sizeof verdict - strlen(verdict),
+             "; stkr_event @32 %.1f ns %s", ev, ok ? "PASS" : "MISS");
   }
+  printf("\nverdict: %s (%d/%d targets at depth 32): %s\n",
+         pass == total ? "PASS" : "MISS", pass, total, verdict);
+  free(pr);
+}
+
+/* What a record costs in the ring (issue 18). */
+static void print_ring_capacity(void) {
+  /* Ring capacity (issue 18): what a record costs in the ring once its
+   * stack is known to the worker (the timed rounds repeat a handful of
+   * stacks, so nearly all are known records). */
+  double per = g_rec_n ? (double)g_rec_bytes / (double)g_rec_n : 0;
+  printf("\nring records in the timed rounds: %llu, %.2f%% known (no PCs); "
+         "%.1f bytes per record on average, %zu per known record without "
+         "payload\n", (unsigned long long)g_rec_n,
+         g_rec_n ? 100.0 * (double)g_rec_known / (double)g_rec_n : 0.0, per,
+         sizeof(stkr__record));
+  printf("events per ring at that size: 256 KiB %.0f, 64 KiB %.0f "
+         "(target: >= 10000 in 256 KiB, <= 24 B per known record: %s)\n",
+         per > 0 ? 262144.0 / per : 0.0, per > 0 ? 65536.0 / per : 0.0,
+         per > 0 && 262144.0 / per >= 10000 && sizeof(stkr__record) <= 24
+             ? "PASS" : "MISS");
+}
+
+int main(int argc, char **argv) {
+  results x = {.rounds = argc > 1 ? (unsigned)atoi(argv[1]) : 1001};
+  char sdir[] = "/tmp/stkr-event-cost-XXXXXX";
+  struct utsname un;
+
+  if (x.rounds < 5)
+    x.rounds = 5;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  uname(&un);
+  printf("event_cost: %s %s, %ld CPUs online, gcc %s\n", un.sysname,
+         un.release, sysconf(_SC_NPROCESSORS_ONLN), __VERSION__);
+  find_glibc_backtrace();
+  start_recorder(sdir, x.rounds);
+  measure_all(&x);
+  print_tables(&x);
+  print_ratios(&x);
+  printf("(no drops: %llu events pushed, all drained)\n",
+         (unsigned long long)x.pushed);
+  print_ring_capacity();
   stkr__recorder_stop();
   stkr__session_close(false); /* unlinks the ring and session files */
   rmdir(sdir);

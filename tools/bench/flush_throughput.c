@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "recorder/stackrec.h"
+#include "tools/bench/bench_util.h"
 
 #define FILL 500000u            /* events per repetition */
 #define NSTACKS 100u            /* distinct call stacks */
@@ -72,12 +73,6 @@ static stkr_site g_sites[NSITES] = {
     STKR_SITE_INIT("bench.flush.a"), STKR_SITE_INIT("bench.flush.b"),
     STKR_SITE_INIT("bench.flush.c"), STKR_SITE_INIT("bench.flush.d")};
 static uint64_t g_fail;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *msg, int err) {
   fprintf(stderr, "flush_throughput: %s: %s\n", msg, stkr_strerror(err));
@@ -108,56 +103,15 @@ static __attribute__((noinline)) void path_b(unsigned level, unsigned k) {
   __asm__ volatile("" ::: "memory");
 }
 
-static uint64_t xorshift(uint64_t *rng) {
-  uint64_t x = *rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *rng = x;
-}
-
 /* The stack of the next event under workload w. */
 static unsigned pick(int w, uint64_t *rng) {
-  uint64_t x = xorshift(rng);
-  double u;
-  unsigned lo = 0, hi = NSTACKS - 1;
+  uint64_t x = bench_xorshift(rng);
 
   if (w == W_UNIFORM)
     return (unsigned)(x % NSTACKS);
   if (w == W_SINGLE)
     return 0;
-  u = (double)(x >> 11) * 0x1.0p-53;
-  while (lo < hi) { /* first rank whose CDF exceeds u */
-    unsigned mid = (lo + hi) / 2;
-    if (g_zipf_cdf[mid] > u)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return g_zipf_perm[lo];
-}
-
-/* Zipf(1) over NSTACKS ranks; returns its entropy in bits per event. */
-static double zipf_setup(uint64_t *rng) {
-  double sum = 0, acc = 0, h = 0;
-  unsigned i;
-
-  for (i = 0; i < NSTACKS; i++)
-    sum += 1.0 / (i + 1);
-  for (i = 0; i < NSTACKS; i++) {
-    double p = 1.0 / (i + 1) / sum;
-    acc += p;
-    g_zipf_cdf[i] = acc;
-    h -= p * log2(p);
-    g_zipf_perm[i] = i;
-  }
-  g_zipf_cdf[NSTACKS - 1] = 1.0;
-  for (i = NSTACKS - 1; i > 0; i--) { /* Fisher-Yates */
-    unsigned j = (unsigned)(xorshift(rng) % (i + 1)), t = g_zipf_perm[i];
-    g_zipf_perm[i] = g_zipf_perm[j];
-    g_zipf_perm[j] = t;
-  }
-  return h;
+  return bench_zipf_draw(g_zipf_cdf, g_zipf_perm, NSTACKS, x);
 }
 
 /* At the leaf of the common prefix: n events of workload w. */
@@ -178,20 +132,6 @@ static __attribute__((noinline)) void fill(unsigned depth, int w, unsigned n,
 }
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double quantile(const double *v, size_t n, double q) {
-  double *s = malloc(n * sizeof *s), r;
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  r = s[(size_t)(q * (double)(n - 1) + 0.5)];
-  free(s);
-  return r;
-}
 
 /* Sum of regular files' sizes in dir; removes them if `remove`. */
 static uint64_t dir_bytes(const char *dir, bool remove, unsigned *files) {
@@ -225,23 +165,132 @@ static void get_stats(stkr_stats *s) {
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* The timed reps of every workload. */
+typedef struct flush_runs {
+  unsigned reps, n[NW];
+  double *rate[NW], *flush_ms[NW]; /* events/s and ms, one per rep */
+  double med[NW], bpe[NW];         /* median rate, bytes per event */
+  uint64_t bytes[NW], written[NW];
+  bool woke_early; /* the worker drained during a fill */
+} flush_runs;
+
+/* One untimed warm-up of each workload, then reps rounds of all of them,
+ * the order rotating by round: fill the ring (untimed), time a flush. */
+static void run_reps(flush_runs *x, uint64_t *rng) {
+  stkr_stats sb, sa, sf, s1;
+  uint64_t t0, t1;
+  unsigned k;
+  int err, w;
+
+  for (w = 0; w < NW; w++) {
+    x->rate[w] = calloc(x->reps, sizeof(double));
+    x->flush_ms[w] = calloc(x->reps, sizeof(double));
+  }
+  /* k < NW: warm-up (one of each workload), untimed and not counted.
+   * Then rounds of all workloads, the order rotating by round. */
+  for (k = 0; k < NW + NW * x->reps; k++) {
+    bool warm = k < NW;
+    unsigned j = warm ? k : k - NW;
+    w = warm ? (int)k : (int)((j % NW + j / NW) % NW);
+
+    get_stats(&sb);
+    fill(BASE_DEPTH, w, FILL, rng); /* untimed: the worker sleeps */
+    get_stats(&sa);
+    if (!warm && (sa.written != sb.written || sa.batches != sb.batches))
+      x->woke_early = true;
+    t0 = bench_now_ns();
+    if ((err = stkr_flush()) != 0)
+      die("stkr_flush", err);
+    t1 = bench_now_ns();
+    get_stats(&sf);
+    if (warm)
+      continue;
+    x->rate[w][x->n[w]] = (double)FILL / ((double)(t1 - t0) * 1e-9);
+    x->flush_ms[w][x->n[w]] = (double)(t1 - t0) / 1e6;
+    x->n[w]++;
+    x->bytes[w] += sf.bytes - sb.bytes;
+    x->written[w] += sf.written - sb.written;
+  }
+  get_stats(&s1);
+  if (g_fail != 0 || s1.dropped != 0)
+    fprintf(stderr, "flush_throughput: WARNING: %llu events failed, %llu "
+                    "dropped\n",
+            (unsigned long long)g_fail, (unsigned long long)s1.dropped);
+  if (s1.stacks != NSTACKS)
+    fprintf(stderr, "flush_throughput: WARNING: %llu distinct stacks, "
+                    "expected %u\n",
+            (unsigned long long)s1.stacks, NSTACKS);
+}
+
+/* The worker's throughput per workload (sets med and bpe). */
+static void print_throughput(flush_runs *x) {
+  int w;
+
+  printf("worker throughput (drain + dedup + encode + zstd + write), one "
+         "timed stkr_flush of %u events per rep:\n", FILL);
+  printf("  %-10s %12s %20s %12s %12s\n", "workload", "M events/s",
+         "[p25..p75]", "flush ms", "ns/event");
+  for (w = 0; w < NW; w++) {
+    x->med[w] = bench_quantile(x->rate[w], x->n[w], 0.5);
+    x->bpe[w] = (double)x->bytes[w] / (double)x->written[w];
+    printf("  %-10s %12.2f   [%6.2f..%6.2f] %12.1f %12.1f\n", wname[w],
+           x->med[w] / 1e6, bench_quantile(x->rate[w], x->n[w], 0.25) / 1e6,
+           bench_quantile(x->rate[w], x->n[w], 0.75) / 1e6,
+           bench_quantile(x->flush_ms[w], x->n[w], 0.5), 1e9 / x->med[w]);
+  }
+  if (x->woke_early)
+    printf("  NOTE: the worker drained during a fill (timer or wake): some "
+           "of its work fell outside the timed flush; rates are optimistic.\n");
+}
+
+/* Bytes per event on disk, against the stack-id entropy (hbits). */
+static void print_bytes(const flush_runs *x, const double *hbits,
+                        uint64_t disk, unsigned files, const stkr_stats *s1) {
+  int w;
+
+  printf("\nbytes per event on disk (%u distinct stacks, %llu events per "
+         "workload):\n", NSTACKS, (unsigned long long)x->written[0]);
+  printf("  %-10s %12s %28s\n", "workload", "B/event",
+         "stack-id entropy (floor)");
+  for (w = 0; w < NW; w++)
+    printf("  %-10s %12.3f %15.2f bits = %.2f B\n", wname[w], x->bpe[w],
+           hbits[w], hbits[w] / 8);
+  printf("  files on disk: %llu bytes in %u files / %llu events = %.3f "
+         "B/event (all reps, warm-up included; stats.bytes %llu)\n",
+         (unsigned long long)disk, files, (unsigned long long)s1->written,
+         (double)disk / (double)s1->written, (unsigned long long)s1->bytes);
+  printf("  totals: attempted %llu, written %llu, dropped %llu, batches %llu,"
+         " segments %llu, stacks %llu, sites %llu\n",
+         (unsigned long long)s1->attempted, (unsigned long long)s1->written,
+         (unsigned long long)s1->dropped, (unsigned long long)s1->batches,
+         (unsigned long long)s1->segments, (unsigned long long)s1->stacks,
+         (unsigned long long)s1->sites);
+  printf("  varying stacks cost (workload - 1 stack): uniform +%.3f B, zipf "
+         "+%.3f B per event\n    (the stack-id column -- sites follow from "
+         "stacks and have no column -- plus noisier\n    timestamp deltas: "
+         "random paths mispredict, so inter-event times jitter more)\n",
+         x->bpe[W_UNIFORM] - x->bpe[W_SINGLE], x->bpe[W_ZIPF] - x->bpe[W_SINGLE]);
+  printf("  caveat: events here are ~100-200 ns apart with no payload; a real "
+         "app's sparser timestamps cost more bytes.\n");
+}
+
 int main(int argc, char **argv) {
-  unsigned reps = argc > 1 ? (unsigned)atoi(argv[1]) : 20;
+  static flush_runs x;
   char dir[] = "/tmp/stkr-bench-flush-XXXXXX";
   stkr_config cfg;
-  stkr_stats sb, sa, sf, s1;
-  uint64_t rng = 0x9E3779B97F4A7C15ull, t0, t1, disk;
-  uint64_t bytes[NW] = {0}, written[NW] = {0};
-  double *rate[NW], *flush_ms[NW], med[NW], bpe[NW], hbits[NW];
-  unsigned k, n[NW] = {0}, files;
+  stkr_stats s1;
+  uint64_t rng = 0x9E3779B97F4A7C15ull, disk;
+  double hbits[NW];
+  unsigned files;
   int err, w;
-  bool woke_early = false, ok;
+  bool ok;
 
-  if (reps < 3)
-    reps = 3;
+  x.reps = argc > 1 ? (unsigned)atoi(argv[1]) : 20;
+  if (x.reps < 3)
+    x.reps = 3;
   setvbuf(stdout, NULL, _IOLBF, 0);
   hbits[W_UNIFORM] = log2((double)NSTACKS);
-  hbits[W_ZIPF] = zipf_setup(&rng);
+  hbits[W_ZIPF] = bench_zipf_init(g_zipf_cdf, g_zipf_perm, NSTACKS, &rng);
   hbits[W_SINGLE] = 0;
   if (mkdtemp(dir) == NULL)
     die("mkdtemp", 0);
@@ -260,104 +309,26 @@ int main(int argc, char **argv) {
          "distinct stacks (~%u frames), %d sites, no payload; %u reps of %u "
          "events per workload (+%d warm-up)\n\n",
          sysconf(_SC_NPROCESSORS_ONLN), dir, RING_BYTES >> 20, NSTACKS,
-         BASE_DEPTH + CHOICE_LEVELS + 3, NSITES, reps, FILL, NW);
-
-  for (w = 0; w < NW; w++) {
-    rate[w] = calloc(reps, sizeof(double));
-    flush_ms[w] = calloc(reps, sizeof(double));
-  }
-  /* k < NW: warm-up (one of each workload), untimed and not counted.
-   * Then rounds of all workloads, the order rotating by round. */
-  for (k = 0; k < NW + NW * reps; k++) {
-    bool warm = k < NW;
-    unsigned j = warm ? k : k - NW;
-    w = warm ? (int)k : (int)((j % NW + j / NW) % NW);
-
-    get_stats(&sb);
-    fill(BASE_DEPTH, w, FILL, &rng); /* untimed: the worker sleeps */
-    get_stats(&sa);
-    if (!warm && (sa.written != sb.written || sa.batches != sb.batches))
-      woke_early = true;
-    t0 = now_ns();
-    if ((err = stkr_flush()) != 0)
-      die("stkr_flush", err);
-    t1 = now_ns();
-    get_stats(&sf);
-    if (warm)
-      continue;
-    rate[w][n[w]] = (double)FILL / ((double)(t1 - t0) * 1e-9);
-    flush_ms[w][n[w]] = (double)(t1 - t0) / 1e6;
-    n[w]++;
-    bytes[w] += sf.bytes - sb.bytes;
-    written[w] += sf.written - sb.written;
-  }
-  get_stats(&s1);
-  if (g_fail != 0 || s1.dropped != 0)
-    fprintf(stderr, "flush_throughput: WARNING: %llu events failed, %llu "
-                    "dropped\n",
-            (unsigned long long)g_fail, (unsigned long long)s1.dropped);
-  if (s1.stacks != NSTACKS)
-    fprintf(stderr, "flush_throughput: WARNING: %llu distinct stacks, "
-                    "expected %u\n",
-            (unsigned long long)s1.stacks, NSTACKS);
-
-  printf("worker throughput (drain + dedup + encode + zstd + write), one "
-         "timed stkr_flush of %u events per rep:\n", FILL);
-  printf("  %-10s %12s %20s %12s %12s\n", "workload", "M events/s",
-         "[p25..p75]", "flush ms", "ns/event");
-  for (w = 0; w < NW; w++) {
-    med[w] = quantile(rate[w], n[w], 0.5);
-    bpe[w] = (double)bytes[w] / (double)written[w];
-    printf("  %-10s %12.2f   [%6.2f..%6.2f] %12.1f %12.1f\n", wname[w],
-           med[w] / 1e6, quantile(rate[w], n[w], 0.25) / 1e6,
-           quantile(rate[w], n[w], 0.75) / 1e6,
-           quantile(flush_ms[w], n[w], 0.5), 1e9 / med[w]);
-  }
-  if (woke_early)
-    printf("  NOTE: the worker drained during a fill (timer or wake): some "
-           "of its work fell outside the timed flush; rates are optimistic.\n");
-
+         BASE_DEPTH + CHOICE_LEVELS + 3, NSITES, x.reps, FILL, NW);
+  run_reps(&x, &rng);
+  print_throughput(&x);
   if ((err = stkr_shutdown()) != 0)
     die("stkr_shutdown", err);
   get_stats(&s1); /* frozen final counters, after the last segment closed */
   disk = dir_bytes(dir, true, &files);
   rmdir(dir);
+  print_bytes(&x, hbits, disk, files, &s1);
 
-  printf("\nbytes per event on disk (%u distinct stacks, %llu events per "
-         "workload):\n", NSTACKS, (unsigned long long)written[0]);
-  printf("  %-10s %12s %28s\n", "workload", "B/event",
-         "stack-id entropy (floor)");
-  for (w = 0; w < NW; w++)
-    printf("  %-10s %12.3f %15.2f bits = %.2f B\n", wname[w], bpe[w],
-           hbits[w], hbits[w] / 8);
-  printf("  files on disk: %llu bytes in %u files / %llu events = %.3f "
-         "B/event (all reps, warm-up included; stats.bytes %llu)\n",
-         (unsigned long long)disk, files, (unsigned long long)s1.written,
-         (double)disk / (double)s1.written, (unsigned long long)s1.bytes);
-  printf("  totals: attempted %llu, written %llu, dropped %llu, batches %llu,"
-         " segments %llu, stacks %llu, sites %llu\n",
-         (unsigned long long)s1.attempted, (unsigned long long)s1.written,
-         (unsigned long long)s1.dropped, (unsigned long long)s1.batches,
-         (unsigned long long)s1.segments, (unsigned long long)s1.stacks,
-         (unsigned long long)s1.sites);
-  printf("  varying stacks cost (workload - 1 stack): uniform +%.3f B, zipf "
-         "+%.3f B per event\n    (the stack-id column -- sites follow from "
-         "stacks and have no column -- plus noisier\n    timestamp deltas: "
-         "random paths mispredict, so inter-event times jitter more)\n",
-         bpe[W_UNIFORM] - bpe[W_SINGLE], bpe[W_ZIPF] - bpe[W_SINGLE]);
-  printf("  caveat: events here are ~100-200 ns apart with no payload; a real "
-         "app's sparser timestamps cost more bytes.\n");
-
-  ok = med[W_UNIFORM] >= 5e6 && med[W_ZIPF] >= 5e6;
+  ok = x.med[W_UNIFORM] >= 5e6 && x.med[W_ZIPF] >= 5e6;
   printf("\nverdict: throughput %s (uniform %.2f, zipf %.2f M/s; target >= "
          "5); bytes/event uniform %.3f %s, zipf %.3f %s (target <= 2; "
          "the 1-stack row is calibration, no target)\n",
-         ok ? "PASS" : "MISS", med[W_UNIFORM] / 1e6, med[W_ZIPF] / 1e6,
-         bpe[W_UNIFORM], bpe[W_UNIFORM] <= 2.0 ? "PASS" : "MISS",
-         bpe[W_ZIPF], bpe[W_ZIPF] <= 2.0 ? "PASS" : "MISS");
+         ok ? "PASS" : "MISS", x.med[W_UNIFORM] / 1e6, x.med[W_ZIPF] / 1e6,
+         x.bpe[W_UNIFORM], x.bpe[W_UNIFORM] <= 2.0 ? "PASS" : "MISS",
+         x.bpe[W_ZIPF], x.bpe[W_ZIPF] <= 2.0 ? "PASS" : "MISS");
   for (w = 0; w < NW; w++) {
-    free(rate[w]);
-    free(flush_ms[w]);
+    free(x.rate[w]);
+    free(x.flush_ms[w]);
   }
   return 0;
 }

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "proto/stkr_reader.h"
+#include "tools/bench/bench_util.h"
 
 #define DEPTH 32
 #define CALLS 200
@@ -94,18 +95,12 @@ static getenv_fn g_getenv[V_COUNT];
 static open_fn g_open[V_COUNT];
 static char g_sensitive[256], g_ordinary[256];
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* One sample of variant v: ns per call over CALLS calls. */
 static __attribute__((noinline)) double leaf(int v) {
   uint64_t t0, t1;
   int i;
 
-  t0 = now_ns();
+  t0 = bench_now_ns();
   if (v <= V_GETENV_BT) {
     getenv_fn fn = g_getenv[v];
     const char *name =
@@ -122,7 +117,7 @@ static __attribute__((noinline)) double leaf(int v) {
       (void)fd;
     }
   }
-  t1 = now_ns();
+  t1 = bench_now_ns();
   __asm__ volatile("" ::: "memory");
   return (double)(t1 - t0) / CALLS;
 }
@@ -143,13 +138,8 @@ static __attribute__((noinline)) void descend(int d, int first,
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double quantile(double *v, size_t n, double q) {
-  qsort(v, n, sizeof *v, cmp_double);
+  qsort(v, n, sizeof *v, bench_cmp_double);
   return v[(size_t)(q * (double)(n - 1) + 0.5)];
 }
 

@@ -25,12 +25,7 @@
 
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "tools/bench/bench_util.h"
 
 /* One process: one segment, one batch (header, a site, a thread, a stack,
  * one event, counters that add up, last). */
@@ -132,7 +127,7 @@ typedef struct result {
 
 static int measure(const char *dir, result *res) {
   struct rusage ru;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   int ws;
   pid_t pid = fork();
 
@@ -143,7 +138,7 @@ static int measure(const char *dir, result *res) {
   if (wait4(pid, &ws, 0, &ru) != pid || !WIFEXITED(ws) ||
       WEXITSTATUS(ws) != 0)
     return -EIO;
-  res->wall = now_s() - t0;
+  res->wall = bench_now_s() - t0;
   res->rss_kib = ru.ru_maxrss;
   return 0;
 }

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "recorder/stkr_internal.h"
+#include "tools/bench/bench_util.h"
 
 #define DEPTH 32
 #define MAX_DEPTH 64           /* recorder max_depth: 35 frames fit */
@@ -60,12 +61,6 @@
 #define NPROD 2
 
 STKR_SITE_DEFINE(g_site, "bench.producers");
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *msg) {
   fprintf(stderr, "producers: %s\n", msg);
@@ -139,10 +134,10 @@ static __attribute__((noinline)) void leaf(unsigned me) {
     pthread_mutex_unlock(&g_mu);
 
     spin_barrier(0, n);
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (i = 0; i < BATCH; i++)
       fails += stkr_event(&g_site, NULL, 0) != 0;
-    t1 = now_ns();
+    t1 = bench_now_ns();
     if (drain) {
       spin_barrier(1, n); /* nobody drains while another is timed */
       if (drain_own(&depth) != BATCH)
@@ -206,21 +201,7 @@ static double trial(unsigned n, bool self_drain) {
   return (double)n * BATCH / ((double)(t1 - t0) * 1e-9);
 }
 
-/* ---- statistics ---------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double quantile(const double *v, size_t n, double q) {
-  double *s = malloc(n * sizeof *s), r;
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  r = s[(size_t)(q * (double)(n - 1) + 0.5)];
-  free(s);
-  return r;
-}
+/* ---- trials -------------------------------------------------------------- */
 
 /* Alternate 1- and 2-thread trials; print the table; true if the target
  * (2 threads >= 1.9x one) is met. after_trial (may be NULL) runs untimed
@@ -251,10 +232,10 @@ static bool measure(int part, const char *title, unsigned rounds,
     r2[r] = one_first ? b : a;
     pr[r] = r2[r] / r1[r];
   }
-  m1 = quantile(r1, rounds, 0.5);
-  m2 = quantile(r2, rounds, 0.5);
+  m1 = bench_quantile(r1, rounds, 0.5);
+  m2 = bench_quantile(r2, rounds, 0.5);
   ratio = m2 / m1;
-  paired = quantile(pr, rounds, 0.5);
+  paired = bench_quantile(pr, rounds, 0.5);
   ok = ratio >= 1.9;
   g_ratio[part] = ratio;
   g_ns1[part] = 1e9 / m1;
@@ -262,10 +243,12 @@ static bool measure(int part, const char *title, unsigned rounds,
   printf("  %-12s %14s %22s %14s\n", "producers", "M events/s", "[p25..p75]",
          "ns/event/thr");
   printf("  %-12s %14.2f   [%7.2f..%7.2f]  %14.1f\n", "1 thread", m1 / 1e6,
-         quantile(r1, rounds, 0.25) / 1e6, quantile(r1, rounds, 0.75) / 1e6,
+         bench_quantile(r1, rounds, 0.25) / 1e6,
+         bench_quantile(r1, rounds, 0.75) / 1e6,
          1e9 / m1);
   printf("  %-12s %14.2f   [%7.2f..%7.2f]  %14.1f\n", "2 threads", m2 / 1e6,
-         quantile(r2, rounds, 0.25) / 1e6, quantile(r2, rounds, 0.75) / 1e6,
+         bench_quantile(r2, rounds, 0.25) / 1e6,
+         bench_quantile(r2, rounds, 0.75) / 1e6,
          2e9 / m2);
   printf("  2 threads / 1 thread = %.2fx (paired %.2fx), target >= 1.9x: %s\n\n",
          ratio, paired, ok ? "PASS" : "MISS");
@@ -303,48 +286,45 @@ static void rm_dir(const char *dir) {
 
 int producers_capacity(unsigned loop_seconds, int *total);
 
-int main(int argc, char **argv) {
-  unsigned rounds = argc > 1 ? (unsigned)atoi(argv[1]) : 1001;
-  int cap_pass, cap_total;
+/* Start the NPROD producer threads (they wait for trials). */
+static void start_producers(pthread_t *th) {
+  unsigned i;
 
-  if (argc > 1 && strcmp(argv[1], "--capacity") == 0) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    cap_pass = producers_capacity(argc > 2 ? (unsigned)atoi(argv[2]) : 10,
-                                  &cap_total);
-    printf("\nverdict (C-E): %d of %d capacity goals met\n", cap_pass,
-           cap_total);
-    return 0;
-  }
+  for (i = 0; i < NPROD; i++)
+    if (pthread_create(&th[i], NULL, producer_main, (void *)(uintptr_t)i))
+      die("pthread_create failed");
+}
+
+/* Let the producers exit and join them. */
+static void stop_producers(pthread_t *th) {
+  unsigned i;
+
+  pthread_mutex_lock(&g_mu);
+  g_quit = true;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+  for (i = 0; i < NPROD; i++)
+    pthread_join(th[i], NULL);
+}
+
+/* Part A: the recorder only, producers drain their own rings. @return
+ * whether the scaling target is met. */
+static bool part_a(unsigned rounds) {
   stkr__rconf rc = {RING_BYTES, MAX_DEPTH, 0, 0};
   pthread_t th[NPROD];
   unsigned i;
-  bool ok_a, ok_b;
-  char dir[] = "/tmp/stkr-bench-producers-XXXXXX";
-  stkr_config cfg;
-  stkr_stats st;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  bool ok;
 
-  if (rounds < 5)
-    rounds = 5;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  printf("producers: %ld CPUs online; depth %u; %u events per thread per "
-         "trial; ring %u KiB per thread; %u rounds of (1-thread, 2-thread)"
-         " trials, alternating order\n\n",
-         ncpu, DEPTH, BATCH, RING_BYTES >> 10, rounds);
-
-  /* ---- part A: recorder only, producers drain their own rings ---- */
   if (stkr__recorder_start(&rc, NULL, NULL, NULL) != 0)
     die("stkr__recorder_start failed");
   if (stkr_site_register(&g_site) != 0)
     die("site register failed");
-  for (i = 0; i < NPROD; i++)
-    if (pthread_create(&th[i], NULL, producer_main, (void *)(uintptr_t)i))
-      die("pthread_create failed");
+  start_producers(th);
   for (i = 0; i < 2 * RING_BYTES / (BATCH * 300) + 1; i++)
     trial(2, true); /* fault in both rings: two laps */
-  ok_a = measure(0, "A. self-drain (no worker; each producer drains its own ring "
-                 "between trials, untimed)",
-                 rounds, true, NULL);
+  ok = measure(0, "A. self-drain (no worker; each producer drains its own "
+                 "ring between trials, untimed)",
+               rounds, true, NULL);
   for (i = 0; i < NPROD; i++)
     if (g_fail[i] != 0)
       die("part A: an event was dropped or a drain came up short");
@@ -353,15 +333,20 @@ int main(int argc, char **argv) {
 
   /* Park the producers, stop the bare recorder; they exit so that part B
    * gets fresh threads whose rings come from stkr_init's config. */
-  pthread_mutex_lock(&g_mu);
-  g_quit = true;
-  pthread_cond_broadcast(&g_cv);
-  pthread_mutex_unlock(&g_mu);
-  for (i = 0; i < NPROD; i++)
-    pthread_join(th[i], NULL);
+  stop_producers(th);
   stkr__recorder_stop();
+  return ok;
+}
 
-  /* ---- part B: the real flush worker ---- */
+/* Part B: the real flush worker. @return whether the target is met. */
+static bool part_b(unsigned rounds, long ncpu) {
+  char dir[] = "/tmp/stkr-bench-producers-XXXXXX";
+  pthread_t th[NPROD];
+  stkr_config cfg;
+  stkr_stats st;
+  unsigned i;
+  bool ok;
+
   if (mkdtemp(dir) == NULL)
     die("mkdtemp failed");
   memset(&cfg, 0, sizeof cfg);
@@ -373,17 +358,15 @@ int main(int argc, char **argv) {
     die("stkr_init failed");
   g_quit = false;
   g_start_gen = g_gen;
-  for (i = 0; i < NPROD; i++)
-    if (pthread_create(&th[i], NULL, producer_main, (void *)(uintptr_t)i))
-      die("pthread_create failed");
+  start_producers(th);
   for (i = 0; i < 2 * RING_BYTES / (BATCH * 300) + 1; i++) {
     trial(2, false);
     flush_untimed();
   }
-  ok_b = measure(1, "B. real flush worker (stkr_init; the worker wakes at half "
-                 "a ring and competes for the cores; stkr_flush between "
-                 "trials, untimed)",
-                 rounds, false, flush_untimed);
+  ok = measure(1, "B. real flush worker (stkr_init; the worker wakes at half "
+               "a ring and competes for the cores; stkr_flush between "
+               "trials, untimed)",
+               rounds, false, flush_untimed);
   if (stkr_stats_get(&st) != 0)
     die("stkr_stats_get failed");
   printf("  worker stats: attempted %llu, written %llu, dropped %llu "
@@ -402,15 +385,35 @@ int main(int argc, char **argv) {
            "once 2 producers run; it steals time from them.\n",
            ncpu);
 
-  pthread_mutex_lock(&g_mu);
-  g_quit = true;
-  pthread_cond_broadcast(&g_cv);
-  pthread_mutex_unlock(&g_mu);
-  for (i = 0; i < NPROD; i++)
-    pthread_join(th[i], NULL);
+  stop_producers(th);
   stkr_shutdown();
   rm_dir(dir);
+  return ok;
+}
 
+int main(int argc, char **argv) {
+  unsigned rounds = argc > 1 ? (unsigned)atoi(argv[1]) : 1001;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int cap_pass, cap_total;
+  bool ok_a, ok_b;
+
+  if (argc > 1 && strcmp(argv[1], "--capacity") == 0) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    cap_pass = producers_capacity(argc > 2 ? (unsigned)atoi(argv[2]) : 10,
+                                  &cap_total);
+    printf("\nverdict (C-E): %d of %d capacity goals met\n", cap_pass,
+           cap_total);
+    return 0;
+  }
+  if (rounds < 5)
+    rounds = 5;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  printf("producers: %ld CPUs online; depth %u; %u events per thread per "
+         "trial; ring %u KiB per thread; %u rounds of (1-thread, 2-thread)"
+         " trials, alternating order\n\n",
+         ncpu, DEPTH, BATCH, RING_BYTES >> 10, rounds);
+  ok_a = part_a(rounds);
+  ok_b = part_b(rounds, ncpu);
   cap_pass = producers_capacity(10, &cap_total);
 
   /* The target is about producer scaling, which part A isolates. Part B's

@@ -43,17 +43,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/bench/bench_util.h"
+
 #define N_FORKS 200
 #define N_SOURCES 16
 #define MAX_ROUNDS 101
 
 static char g_lib[2 * PATH_MAX]; /* the hook library */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* --forks: the fork workload itself. */
 static int fork_workload(void) {
@@ -74,7 +70,7 @@ static int fork_workload(void) {
  * or -1 if it failed. */
 static double run_timed(char *const argv[], const char *dir,
                         const char *hooks_dir) {
-  double t0 = now_s();
+  double t0 = bench_now_s();
   int st;
   pid_t p = fork();
 
@@ -98,7 +94,7 @@ static double run_timed(char *const argv[], const char *dir,
   }
   if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
     return -1;
-  return now_s() - t0;
+  return bench_now_s() - t0;
 }
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -172,13 +168,8 @@ static void generate(const char *root) {
                 "done\n");
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

@@ -77,6 +77,7 @@
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tools/stackrec/agg.h"
+#include "tools/bench/bench_util.h"
 
 #define TARGET_REPORT 20e6 /* events/s */
 #define PRODUCERS 2
@@ -97,20 +98,6 @@ static void die(const char *what, int err) {
   fprintf(stderr, "report_throughput: %s: %s\n", what,
           err < 0 ? strerror(-err) : err ? strerror(err) : "failed");
   exit(1);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t xorshift(uint64_t *rng) {
-  uint64_t x = *rng;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *rng = x;
 }
 
 /* ---- the recording ------------------------------------------------------
@@ -145,37 +132,13 @@ static __attribute__((noinline)) void path_b(unsigned level, unsigned k) {
 }
 
 static unsigned pick(uint64_t *rng) {
-  double u = (double)(xorshift(rng) >> 11) * 0x1.0p-53;
-  unsigned lo = 0, hi = NSTACKS - 1;
-
-  while (lo < hi) {
-    unsigned mid = (lo + hi) / 2;
-    if (g_zipf_cdf[mid] > u)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return g_zipf_perm[lo];
+  return bench_zipf_draw(g_zipf_cdf, g_zipf_perm, NSTACKS, bench_xorshift(rng));
 }
 
 static void zipf_setup(void) {
   uint64_t rng = 0x9E3779B97F4A7C15ull;
-  double sum = 0, acc = 0;
-  unsigned i;
 
-  for (i = 0; i < NSTACKS; i++)
-    sum += 1.0 / (i + 1);
-  for (i = 0; i < NSTACKS; i++) {
-    acc += 1.0 / (i + 1) / sum;
-    g_zipf_cdf[i] = acc;
-    g_zipf_perm[i] = i;
-  }
-  g_zipf_cdf[NSTACKS - 1] = 1.0;
-  for (i = NSTACKS - 1; i > 0; i--) {
-    unsigned j = (unsigned)(xorshift(&rng) % (i + 1)), t = g_zipf_perm[i];
-    g_zipf_perm[i] = g_zipf_perm[j];
-    g_zipf_perm[j] = t;
-  }
+  (void)bench_zipf_init(g_zipf_cdf, g_zipf_perm, NSTACKS, &rng);
 }
 
 typedef struct producer {
@@ -239,7 +202,7 @@ static void record(const char *dir, uint64_t events) {
   printf("recording %" PRIu64 " events (%d threads, %u stacks, %d sites, "
          "Zipf(1), symbolize inproc) into %s ...\n",
          events, PRODUCERS, NSTACKS, NSITES, dir);
-  t0 = now_s();
+  t0 = bench_now_s();
   for (i = 0; i < PRODUCERS; i++) {
     p[i].n = events / PRODUCERS + (i == 0 ? events % PRODUCERS : 0);
     p[i].marks = i == 0;
@@ -252,7 +215,7 @@ static void record(const char *dir, uint64_t events) {
     pthread_join(th[i], NULL);
   if ((err = stkr_flush()) != 0)
     die("stkr_flush", err);
-  t1 = now_s();
+  t1 = bench_now_s();
   if ((err = stkr_stats_get(&st)) != 0)
     die("stkr_stats_get", err);
   if ((err = stkr_shutdown()) != 0)
@@ -372,7 +335,7 @@ static result measure(int m, const char *dir, const char *cli,
 
   if (pipe(pfd) != 0)
     die("pipe", errno);
-  t0 = now_s();
+  t0 = bench_now_s();
   pid = fork();
   if (pid < 0)
     die("fork", errno);
@@ -406,7 +369,7 @@ static result measure(int m, const char *dir, const char *cli,
   close(pfd[1]);
   if (wait4(pid, &st, 0, &ru) != pid)
     die("wait4", errno);
-  res.secs = now_s() - t0;
+  res.secs = bench_now_s() - t0;
   res.maxrss_kb = ru.ru_maxrss;
   res.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   res.events = recorded;
@@ -419,11 +382,6 @@ static result measure(int m, const char *dir, const char *cli,
   }
   close(pfd[0]);
   return res;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* The CLI: --stackrec, else tools/stackrec in the runfiles (bazel run
@@ -478,6 +436,133 @@ static bool has_segments(const char *dir) {
   return found;
 }
 
+/* One run: the inputs, and per measure its samples and results. */
+typedef struct bench_run {
+  const char *cli; /* the stackrec binary, or NULL: CLI rows skipped */
+  const char *tmp; /* our temporary directory */
+  char dir[4096];  /* the recording */
+  uint64_t recorded, bytes;
+  unsigned rounds;
+  double secs[NM][64];
+  double rate[NM]; /* M events/s of the median round, 0 if failed */
+  long rss[NM];
+  int bad[NM];
+} bench_run;
+
+/* Every measure once per round, interleaved. */
+static void run_rounds(bench_run *x) {
+  unsigned r;
+  int m;
+
+  for (r = 0; r < x->rounds; r++) {
+    for (m = 0; m < NM; m++) {
+      result res;
+      if (m >= M_REPORT && x->cli == NULL)
+        continue;
+      res = measure(m, x->dir, x->cli, x->tmp, x->recorded);
+      if (m == M_READER && x->recorded == 0)
+        x->recorded = res.events; /* a reused recording: count it */
+      if (res.status != 0 && res.status != 1) {
+        fprintf(stderr, "%s: exit status %d\n", mname[m], res.status);
+        x->bad[m] = 1;
+      }
+      x->secs[m][r] = res.secs;
+      if (res.maxrss_kb > x->rss[m])
+        x->rss[m] = res.maxrss_kb;
+      printf("  round %u: %-40s %7.2f s  %6.1f MB RSS\n", r + 1, mname[m],
+             res.secs, (double)res.maxrss_kb / 1024);
+    }
+  }
+}
+
+/* The table of medians (and the rates the verdicts use). */
+static void print_table(bench_run *x) {
+  int m;
+
+  printf("\n%" PRIu64 " events, %.1f bytes/event on disk; medians of %u "
+         "rounds, peak RSS the largest\n\n", x->recorded,
+         x->recorded ? (double)x->bytes / (double)x->recorded : 0, x->rounds);
+  printf("| %-40s | %9s | %12s | %13s |\n", "", "time (s)", "M events/s",
+         "peak RSS (MB)");
+  printf("| %.40s | --------: | -----------: | ------------: |\n",
+         "---------------------------------------------");
+  for (m = 0; m < NM; m++) {
+    double med;
+    if (m >= M_REPORT && x->cli == NULL) {
+      printf("| %-40s | %9s | %12s | %13s |\n", mname[m], "-", "-", "-");
+      continue;
+    }
+    qsort(x->secs[m], x->rounds, sizeof(double), bench_cmp_double);
+    med = x->secs[m][x->rounds / 2];
+    x->rate[m] = x->bad[m] ? 0 : (double)x->recorded * mreads[m] / med / 1e6;
+    printf("| %-40s | %9.2f | %12.1f | %13.1f |%s\n", mname[m], med,
+           x->rate[m], (double)x->rss[m] / 1024,
+           x->bad[m] ? " (FAILED)" : "");
+  }
+}
+
+/* The rates against the targets. */
+static void print_verdicts(const bench_run *x) {
+  const double *rate = x->rate;
+  const long *rss = x->rss;
+  const int *bad = x->bad;
+  int m, rm = x->cli && !bad[M_REPORT] ? M_REPORT : M_AGG;
+  double rep = rate[rm];
+
+  printf("\nTarget: >= %.0f M events/s for report (no symbolization).\n",
+         TARGET_REPORT / 1e6);
+  printf("report: %.1f M events/s (%s) -> %s\n", rep,
+         rm == M_REPORT ? "the CLI, end to end" : "the aggregation in-process",
+         bad[rm] ? "NO RESULT (failed)"
+                    : rep * 1e6 >= TARGET_REPORT ? "PASS" : "MISS");
+  if (rate[M_AGG] > 0 && rate[M_READER] > 0)
+    printf("reading alone takes %.0f%% of the aggregation's time (%.1f vs "
+           "%.1f M events/s): the reader %s the main cost.\n",
+           100 * rate[M_AGG] / rate[M_READER], rate[M_READER], rate[M_AGG],
+           rate[M_AGG] > 0.5 * rate[M_READER] ? "is" : "is not");
+  printf("peak RSS: report %.1f MB and pprof %.1f MB for a %.1f MB "
+         "recording (memory grows with distinct stacks, not events).\n",
+         (double)rss[x->cli ? M_REPORT : M_AGG] / 1024,
+         (double)rss[M_PPROF] / 1024, (double)x->bytes / 1e6);
+  if (x->cli != NULL)
+    printf("diff: %.1f M events/s over both inputs (%.2fx report's rate; "
+           "target >= %.0f) -> %s; peak RSS %.1f MB.\n",
+           rate[M_DIFF], rate[M_REPORT] > 0 ? rate[M_DIFF] / rate[M_REPORT] : 0,
+           TARGET_REPORT / 1e6,
+           bad[M_DIFF] ? "NO RESULT (failed)"
+                   : rate[M_DIFF] * 1e6 >= TARGET_REPORT ? "PASS" : "MISS",
+           (double)rss[M_DIFF] / 1024);
+  if (x->cli != NULL && rate[M_REPORT] > 0)
+    for (m = M_COMP; m <= M_COMP_POLICY; m++)
+      printf("%s: %.1f M events/s, %.2fx report's time, peak RSS %.1f MB "
+             "-> %s (target >= %.0f M events/s)\n",
+             mname[m], rate[m], rate[m] > 0 ? rate[M_REPORT] / rate[m] : 0,
+             (double)rss[m] / 1024,
+             bad[m] ? "NO RESULT (failed)"
+                : rate[m] * 1e6 >= TARGET_REPORT ? "PASS" : "MISS",
+             TARGET_REPORT / 1e6);
+}
+
+/* Remove what we wrote into tmp (and the recording unless it was the
+ * caller's --dir, keep_dir). */
+static void clean_up(const char *tmp, const char *keep_dir) {
+  char dir[4200];
+
+  /* Our temp dir: the CLI outputs, and the recording unless --dir. */
+  snprintf(dir, sizeof dir, "%s/report.html", tmp);
+  unlink(dir);
+  snprintf(dir, sizeof dir, "%s/profile.pb.gz", tmp);
+  unlink(dir);
+  snprintf(dir, sizeof dir, "%s/policy.json", tmp);
+  unlink(dir);
+  if (keep_dir == NULL) {
+    snprintf(dir, sizeof dir, "%s/rec", tmp);
+    remove_segments(dir);
+    rmdir(dir);
+  }
+  rmdir(tmp);
+}
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {
       {"dir", required_argument, NULL, 'd'},
@@ -485,21 +570,21 @@ int main(int argc, char **argv) {
       {"rounds", required_argument, NULL, 'r'},
       {"stackrec", required_argument, NULL, 's'},
       {NULL, 0, NULL, 0}};
-  const char *dir_arg = NULL, *cli_arg = NULL, *cli;
-  uint64_t events = 50000000, recorded = 0;
-  unsigned rounds = 5, files, r;
-  char tmp[] = "/tmp/stkr-bench-report-XXXXXX", dir[4096];
-  double secs[NM][64];
-  long rss[NM] = {0};
-  int bad[NM] = {0}, m, c;
-  uint64_t bytes;
+  static bench_run run;
+  bench_run *x = &run;
+  const char *dir_arg = NULL, *cli_arg = NULL;
+  uint64_t events = 50000000;
+  static char tmp[] = "/tmp/stkr-bench-report-XXXXXX";
+  unsigned files;
+  int c;
 
   setvbuf(stdout, NULL, _IOLBF, 0);
+  x->rounds = 5;
   while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (c) {
     case 'd': dir_arg = optarg; break;
     case 'e': events = strtoull(optarg, NULL, 0); break;
-    case 'r': rounds = (unsigned)atoi(optarg); break;
+    case 'r': x->rounds = (unsigned)atoi(optarg); break;
     case 's': cli_arg = optarg; break;
     default:
       fprintf(stderr, "usage: report_throughput [--dir DIR] [--events N] "
@@ -507,29 +592,30 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (rounds < 1 || rounds > 64 || events < 1000) {
+  if (x->rounds < 1 || x->rounds > 64 || events < 1000) {
     fprintf(stderr, "report_throughput: --rounds 1..64, --events >= 1000\n");
     return 2;
   }
   if (mkdtemp(tmp) == NULL)
     die("mkdtemp", errno);
-  cli = find_cli(cli_arg, argv[0]);
-  if (cli_arg != NULL && cli == NULL) {
+  x->tmp = tmp;
+  x->cli = find_cli(cli_arg, argv[0]);
+  if (cli_arg != NULL && x->cli == NULL) {
     fprintf(stderr, "report_throughput: --stackrec %s: not an executable "
             "file\n", cli_arg);
     return 2;
   }
-  snprintf(dir, sizeof dir, "%s", dir_arg ? dir_arg : tmp);
+  snprintf(x->dir, sizeof x->dir, "%s", dir_arg ? dir_arg : tmp);
   if (dir_arg == NULL)
-    snprintf(dir, sizeof dir, "%s/rec", tmp);
+    snprintf(x->dir, sizeof x->dir, "%s/rec", tmp);
   printf("report_throughput: %ld CPUs online; CLI %s\n",
-         sysconf(_SC_NPROCESSORS_ONLN), cli ? cli : "(not found: CLI rows "
-         "skipped; pass --stackrec)");
-  if (has_segments(dir)) {
-    printf("reusing the recording in %s\n", dir);
+         sysconf(_SC_NPROCESSORS_ONLN), x->cli ? x->cli : "(not found: CLI "
+         "rows skipped; pass --stackrec)");
+  if (has_segments(x->dir)) {
+    printf("reusing the recording in %s\n", x->dir);
   } else {
-    record(dir, events);
-    recorded = events;
+    record(x->dir, events);
+    x->recorded = events;
   }
   {
     char path[4200];
@@ -539,98 +625,12 @@ int main(int argc, char **argv) {
         fclose(f) != 0)
       die("writing the policy", errno);
   }
-  bytes = warm_dir(dir, &files);
+  x->bytes = warm_dir(x->dir, &files);
   printf("recording: %.1f MB in %u segment files (read once: page cache "
-         "warm)\n\n", (double)bytes / 1e6, files);
-
-  for (r = 0; r < rounds; r++) {
-    for (m = 0; m < NM; m++) {
-      result res;
-      if (m >= M_REPORT && cli == NULL)
-        continue;
-      res = measure(m, dir, cli, tmp, recorded);
-      if (m == M_READER && recorded == 0)
-        recorded = res.events; /* a reused recording: count it */
-      if (res.status != 0 && res.status != 1) {
-        fprintf(stderr, "%s: exit status %d\n", mname[m], res.status);
-        bad[m] = 1;
-      }
-      secs[m][r] = res.secs;
-      if (res.maxrss_kb > rss[m])
-        rss[m] = res.maxrss_kb;
-      printf("  round %u: %-40s %7.2f s  %6.1f MB RSS\n", r + 1, mname[m],
-             res.secs, (double)res.maxrss_kb / 1024);
-    }
-  }
-
-  printf("\n%" PRIu64 " events, %.1f bytes/event on disk; medians of %u "
-         "rounds, peak RSS the largest\n\n", recorded,
-         recorded ? (double)bytes / (double)recorded : 0, rounds);
-  printf("| %-40s | %9s | %12s | %13s |\n", "", "time (s)", "M events/s",
-         "peak RSS (MB)");
-  printf("| %.40s | --------: | -----------: | ------------: |\n",
-         "---------------------------------------------");
-  double rate[NM] = {0};
-  for (m = 0; m < NM; m++) {
-    double med;
-    if (m >= M_REPORT && cli == NULL) {
-      printf("| %-40s | %9s | %12s | %13s |\n", mname[m], "-", "-", "-");
-      continue;
-    }
-    qsort(secs[m], rounds, sizeof(double), cmp_double);
-    med = secs[m][rounds / 2];
-    rate[m] = bad[m] ? 0 : (double)recorded * mreads[m] / med / 1e6;
-    printf("| %-40s | %9.2f | %12.1f | %13.1f |%s\n", mname[m], med, rate[m],
-           (double)rss[m] / 1024, bad[m] ? " (FAILED)" : "");
-  }
-  printf("\nTarget: >= %.0f M events/s for report (no symbolization).\n",
-         TARGET_REPORT / 1e6);
-  {
-    int rm = cli && !bad[M_REPORT] ? M_REPORT : M_AGG;
-    double rep = rate[rm];
-    printf("report: %.1f M events/s (%s) -> %s\n", rep,
-           rm == M_REPORT ? "the CLI, end to end" : "the aggregation in-process",
-           bad[rm] ? "NO RESULT (failed)"
-                   : rep * 1e6 >= TARGET_REPORT ? "PASS" : "MISS");
-    if (rate[M_AGG] > 0 && rate[M_READER] > 0)
-      printf("reading alone takes %.0f%% of the aggregation's time (%.1f vs "
-             "%.1f M events/s): the reader %s the main cost.\n",
-             100 * rate[M_AGG] / rate[M_READER], rate[M_READER], rate[M_AGG],
-             rate[M_AGG] > 0.5 * rate[M_READER] ? "is" : "is not");
-    printf("peak RSS: report %.1f MB and pprof %.1f MB for a %.1f MB "
-           "recording (memory grows with distinct stacks, not events).\n",
-           (double)rss[cli ? M_REPORT : M_AGG] / 1024,
-           (double)rss[M_PPROF] / 1024, (double)bytes / 1e6);
-    if (cli != NULL)
-      printf("diff: %.1f M events/s over both inputs (%.2fx report's rate; "
-             "target >= %.0f) -> %s; peak RSS %.1f MB.\n",
-             rate[M_DIFF], rate[M_REPORT] > 0 ? rate[M_DIFF] / rate[M_REPORT] : 0,
-             TARGET_REPORT / 1e6,
-             bad[M_DIFF] ? "NO RESULT (failed)"
-                         : rate[M_DIFF] * 1e6 >= TARGET_REPORT ? "PASS" : "MISS",
-             (double)rss[M_DIFF] / 1024);
-    if (cli != NULL && rate[M_REPORT] > 0)
-      for (m = M_COMP; m <= M_COMP_POLICY; m++)
-        printf("%s: %.1f M events/s, %.2fx report's time, peak RSS %.1f MB "
-               "-> %s (target >= %.0f M events/s)\n",
-               mname[m], rate[m], rate[m] > 0 ? rate[M_REPORT] / rate[m] : 0,
-               (double)rss[m] / 1024,
-               bad[m] ? "NO RESULT (failed)"
-                      : rate[m] * 1e6 >= TARGET_REPORT ? "PASS" : "MISS",
-               TARGET_REPORT / 1e6);
-  }
-  /* Our temp dir: the CLI outputs, and the recording unless --dir. */
-  snprintf(dir, sizeof dir, "%s/report.html", tmp);
-  unlink(dir);
-  snprintf(dir, sizeof dir, "%s/profile.pb.gz", tmp);
-  unlink(dir);
-  snprintf(dir, sizeof dir, "%s/policy.json", tmp);
-  unlink(dir);
-  if (dir_arg == NULL) {
-    snprintf(dir, sizeof dir, "%s/rec", tmp);
-    remove_segments(dir);
-    rmdir(dir);
-  }
-  rmdir(tmp);
+         "warm)\n\n", (double)x->bytes / 1e6, files);
+  run_rounds(x);
+  print_table(x);
+  print_verdicts(x);
+  clean_up(tmp, dir_arg);
   return 0;
 }

@@ -44,18 +44,13 @@
 #include <unistd.h>
 
 #include "recorder/stackrec.h"
+#include "tools/bench/bench_util.h"
 
 #define DEPTH 32
 #define BATCH 1000
 
 STKR_SITE_DEFINE(g_site, "bench.sample");
 STKR_SITE_DEFINE(g_self_site, "bench.self");
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t cpu_ns(clockid_t c) {
   struct timespec ts;
@@ -106,23 +101,18 @@ __attribute__((noinline)) static void self_event(int n) {
   __asm__ volatile("" ::: "memory");
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 static uint64_t median(uint64_t *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_u64);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_u64);
   return v[n / 2];
 }
 
 /* ns per sample of t over one batch; *fails counts non-zero results. */
 static uint64_t sample_batch(target *t, uint64_t *fails) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int i = 0; i < BATCH; i++)
     if (stkr_thread_sample(atomic_load(&t->handle), &g_site, NULL, 0, 1000) != 0)
       (*fails)++;
-  return (now_ns() - t0) / BATCH;
+  return (bench_now_ns() - t0) / BATCH;
 }
 
 /* The floor: a bare signal round trip to a thread blocked in a futex. */
@@ -141,25 +131,25 @@ static void *floor_main(void *p) {
   return NULL;
 }
 static uint64_t floor_batch(void) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int i = 0; i < BATCH; i++) {
     atomic_store(&g_floor_ack, 0);
     syscall(SYS_tgkill, getpid(), atomic_load(&g_floor_tid), SIGRTMIN + 1);
-    uint64_t spin_end = now_ns() + 10000;
+    uint64_t spin_end = bench_now_ns() + 10000;
     while (!atomic_load_explicit(&g_floor_ack, memory_order_acquire)) {
-      if (now_ns() < spin_end)
+      if (bench_now_ns() < spin_end)
         continue;
       syscall(SYS_futex, &g_floor_ack, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
     }
   }
-  return (now_ns() - t0) / BATCH;
+  return (bench_now_ns() - t0) / BATCH;
 }
 
 static uint64_t event_batch(void) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int i = 0; i < BATCH; i++)
     self_event(DEPTH - 1);
-  return (now_ns() - t0) / BATCH;
+  return (bench_now_ns() - t0) / BATCH;
 }
 
 /* CPU ns the thread named `name` has run (schedstat), or 0. */
@@ -224,90 +214,64 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
   return remove(path);
 }
 
-int main(int argc, char **argv) {
-  int rounds = argc > 1 ? atoi(argv[1]) : 30;
-  char dir[] = "/tmp/sample_cost-XXXXXX";
-  stkr_config cfg = {0};
-  target tb = {0}, tz = {0}, tf = {0};
-  uint64_t *blocked, *busy, *self, *handler, *floor_v, *floor_cpu, fails = 0;
-  stkr_sample_stats ss;
-  stkr_stats st;
+/* Part A's samples, one per round each (ns, or CPU ns per sample). */
+typedef struct part_a {
+  int rounds;
+  uint64_t *blocked, *busy, *self, *handler, *floor_v, *floor_cpu;
+  uint64_t fails;
+} part_a;
+
+/* Warm up, then the rounds: each contender once per round, the first
+ * rotating. tb blocks, tz is busy, tf takes the floor's signals. */
+static void measure_a(part_a *x, target *tb, target *tz, const target *tf) {
   clockid_t cb, cf;
 
-  if (rounds < 3)
-    rounds = 3;
-  if (mkdtemp(dir) == NULL)
-    return 1;
-  cfg.dir = dir;
-  cfg.ring_bytes = 8u << 20;
-  cfg.symbolize = STKR_SYMBOLIZE_NONE;
-  if (stkr_init(&cfg) != 0)
-    return 1;
-  tz.busy = 1;
-  signal(SIGRTMIN + 1, floor_handler);
-  pthread_create(&tf.th, NULL, floor_main, &tf);
-  pthread_create(&tb.th, NULL, target_main, &tb);
-  pthread_create(&tz.th, NULL, target_main, &tz);
-  while (!atomic_load(&tb.ready) || !atomic_load(&tz.ready) ||
-         !atomic_load(&tf.ready))
-    usleep(1000);
-  pthread_getcpuclockid(tb.th, &cb);
-  pthread_getcpuclockid(tf.th, &cf);
-  blocked = calloc((size_t)rounds, 8);
-  busy = calloc((size_t)rounds, 8);
-  self = calloc((size_t)rounds, 8);
-  handler = calloc((size_t)rounds, 8);
-  floor_v = calloc((size_t)rounds, 8);
-  floor_cpu = calloc((size_t)rounds, 8);
+  pthread_getcpuclockid(tb->th, &cb);
+  pthread_getcpuclockid(tf->th, &cf);
   for (int w = 0; w < 2; w++) { /* warm-up */
-    sample_batch(&tb, &fails);
-    sample_batch(&tz, &fails);
+    sample_batch(tb, &x->fails);
+    sample_batch(tz, &x->fails);
     event_batch();
     floor_batch();
   }
-  fails = 0;
-  for (int r = 0; r < rounds; r++) {
+  x->fails = 0;
+  for (int r = 0; r < x->rounds; r++) {
     for (int k = 0; k < 4; k++) {
       switch ((r + k) % 4) {
       case 0: {
         uint64_t c0 = cpu_ns(cb);
-        blocked[r] = sample_batch(&tb, &fails);
-        handler[r] = (cpu_ns(cb) - c0) / BATCH;
+        x->blocked[r] = sample_batch(tb, &x->fails);
+        x->handler[r] = (cpu_ns(cb) - c0) / BATCH;
         break;
       }
       case 1:
-        busy[r] = sample_batch(&tz, &fails);
+        x->busy[r] = sample_batch(tz, &x->fails);
         break;
       case 2: {
         uint64_t c0 = cpu_ns(cf);
-        floor_v[r] = floor_batch();
-        floor_cpu[r] = (cpu_ns(cf) - c0) / BATCH;
+        x->floor_v[r] = floor_batch();
+        x->floor_cpu[r] = (cpu_ns(cf) - c0) / BATCH;
         break;
       }
       default:
-        self[r] = event_batch();
+        x->self[r] = event_batch();
         break;
       }
     }
     stkr_flush(); /* drain between rounds, outside timing */
   }
-  atomic_store(&tb.stop, 1);
-  atomic_store(&tz.stop, 1);
-  atomic_store(&tf.stop, 1);
-  syscall(SYS_futex, &tb.stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-  syscall(SYS_futex, &tf.stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-  pthread_join(tf.th, NULL);
-  pthread_join(tb.th, NULL);
-  pthread_join(tz.th, NULL);
-  stkr_sample_stats_get(&ss);
-  stkr_flush();
-  stkr_stats_get(&st);
+}
 
-  uint64_t mb = median(blocked, rounds), mz = median(busy, rounds),
-           me = median(self, rounds), mh = median(handler, rounds),
-           mf = median(floor_v, rounds), mfc = median(floor_cpu, rounds);
+/* Part A's table against its goal. */
+static void print_a(part_a *x, const stkr_sample_stats *ss,
+                    const stkr_stats *st) {
+  int rounds = x->rounds;
+  uint64_t mb = median(x->blocked, rounds), mz = median(x->busy, rounds),
+           me = median(x->self, rounds), mh = median(x->handler, rounds),
+           mf = median(x->floor_v, rounds), mfc = median(x->floor_cpu, rounds);
+
   printf("sample_cost: %d rounds x %d samples, depth %d, on %ld CPUs\n\n",
-         rounds, BATCH, DEPTH, sysconf(_SC_NPROCESSORS_ONLN));
+         x->rounds, BATCH, DEPTH, sysconf(_SC_NPROCESSORS_ONLN));
   printf("A. per sample of another thread (median ns)\n");
   printf("  %-44s %8s %10s %10s\n", "", "ns", "vs event", "vs floor");
   printf("  %-44s %8lu %9.1fx %9.2fx\n",
@@ -323,60 +287,108 @@ int main(int argc, char **argv) {
          (double)mh / (double)me, (double)mh / (double)mfc);
   printf("  %-44s %8lu %9.1fx %9.2fx\n", "  the floor target's CPU per signal",
          (unsigned long)mfc, (double)mfc / (double)me, 1.0);
-  printf("  %-44s %8lu %9.1fx\n", "stkr_event on the sampler itself", (unsigned long)me,
-         1.0);
+  printf("  %-44s %8lu %9.1fx\n", "stkr_event on the sampler itself",
+         (unsigned long)me, 1.0);
   printf("  goal <= 5000 ns: blocked %.2fx of goal (%s), busy %.2fx (%s)\n",
          mb / 5000.0, mb <= 5000 ? "PASS" : "MISS", mz / 5000.0,
          mz <= 5000 ? "PASS" : "MISS");
   printf("  samples: %lu recorded, %lu dropped, %lu failed; events written "
          "%lu of %lu attempted\n\n",
-         (unsigned long)ss.recorded, (unsigned long)ss.dropped,
-         (unsigned long)fails, (unsigned long)st.written,
-         (unsigned long)st.attempted);
+         (unsigned long)ss->recorded, (unsigned long)ss->dropped,
+         (unsigned long)x->fails, (unsigned long)st->written,
+         (unsigned long)st->attempted);
+}
 
-  /* Part B: the watchdog idle. */
-  {
-    _Atomic int stop = 0;
-    pthread_t th;
-    uint64_t w0, c0, c1, w1, t0, tick_ns, empty_ns;
-    const int secs = 5;
+/* Part B: the watchdog idle. */
+static void watchdog_idle(void) {
+  _Atomic int stop = 0;
+  pthread_t th;
+  uint64_t w0, c0, c1, w1, t0, tick_ns, empty_ns;
+  const int secs = 5;
 
-    pthread_create(&th, NULL, ticker, &stop);
-    usleep(200000);
-    c0 = thread_cpu_by_name("stkr-watchdog");
-    w0 = now_ns();
-    usleep((useconds_t)secs * 1000000u);
-    c1 = thread_cpu_by_name("stkr-watchdog");
-    w1 = now_ns();
-    atomic_store(&stop, 1);
-    pthread_join(th, NULL);
+  pthread_create(&th, NULL, ticker, &stop);
+  usleep(200000);
+  c0 = thread_cpu_by_name("stkr-watchdog");
+  w0 = bench_now_ns();
+  usleep((useconds_t)secs * 1000000u);
+  c1 = thread_cpu_by_name("stkr-watchdog");
+  w1 = bench_now_ns();
+  atomic_store(&stop, 1);
+  pthread_join(th, NULL);
 
-    /* tick and an empty call, side by side, on this thread (registered) */
-    stkr_thread_handle h;
-    stkr_thread_self(&h);
-    uint64_t tk[15], em[15];
-    for (int r = 0; r < 15; r++) {
-      t0 = now_ns();
-      for (int i = 0; i < 100000; i++)
-        stkr_watchdog_tick();
-      tk[r] = now_ns() - t0;
-      t0 = now_ns();
-      for (int i = 0; i < 100000; i++)
-        empty_call();
-      em[r] = now_ns() - t0;
-    }
-    tick_ns = median(tk, 15) / 100;   /* in 1/1000 ns */
-    empty_ns = median(em, 15) / 100;
-    double share = c1 > c0 ? (double)(c1 - c0) / (double)(w1 - w0) : 0.0;
-    printf("B. watchdog idle (thread ticking every 1 ms, defaults 250/50 ms)\n");
-    printf("  watchdog thread CPU: %.3f ms in %.2f s = %.4f%% of a core "
-           "(goal <= 0.1%%: %.2fx of goal, %s)\n",
-           (double)(c1 - c0) / 1e6, (double)(w1 - w0) / 1e9, share * 100,
-           share / 0.001, share <= 0.001 ? "PASS" : "MISS");
-    printf("  stkr_watchdog_tick: %.2f ns; an empty call: %.2f ns (%.1fx)\n",
-           tick_ns / 1000.0, empty_ns / 1000.0,
-           empty_ns ? (double)tick_ns / (double)empty_ns : 0.0);
+  /* tick and an empty call, side by side, on this thread (registered) */
+  stkr_thread_handle h;
+  stkr_thread_self(&h);
+  uint64_t tk[15], em[15];
+  for (int r = 0; r < 15; r++) {
+    t0 = bench_now_ns();
+    for (int i = 0; i < 100000; i++)
+      stkr_watchdog_tick();
+    tk[r] = bench_now_ns() - t0;
+    t0 = bench_now_ns();
+    for (int i = 0; i < 100000; i++)
+      empty_call();
+    em[r] = bench_now_ns() - t0;
   }
+  tick_ns = median(tk, 15) / 100;   /* in 1/1000 ns */
+  empty_ns = median(em, 15) / 100;
+  double share = c1 > c0 ? (double)(c1 - c0) / (double)(w1 - w0) : 0.0;
+  printf("B. watchdog idle (thread ticking every 1 ms, defaults 250/50 ms)\n");
+  printf("  watchdog thread CPU: %.3f ms in %.2f s = %.4f%% of a core "
+         "(goal <= 0.1%%: %.2fx of goal, %s)\n",
+         (double)(c1 - c0) / 1e6, (double)(w1 - w0) / 1e9, share * 100,
+         share / 0.001, share <= 0.001 ? "PASS" : "MISS");
+  printf("  stkr_watchdog_tick: %.2f ns; an empty call: %.2f ns (%.1fx)\n",
+         tick_ns / 1000.0, empty_ns / 1000.0,
+         empty_ns ? (double)tick_ns / (double)empty_ns : 0.0);
+}
+
+int main(int argc, char **argv) {
+  char dir[] = "/tmp/sample_cost-XXXXXX";
+  stkr_config cfg = {0};
+  target tb = {0}, tz = {0}, tf = {0};
+  part_a x = {.rounds = argc > 1 ? atoi(argv[1]) : 30};
+  stkr_sample_stats ss;
+  stkr_stats st;
+
+  if (x.rounds < 3)
+    x.rounds = 3;
+  if (mkdtemp(dir) == NULL)
+    return 1;
+  cfg.dir = dir;
+  cfg.ring_bytes = 8u << 20;
+  cfg.symbolize = STKR_SYMBOLIZE_NONE;
+  if (stkr_init(&cfg) != 0)
+    return 1;
+  tz.busy = 1;
+  signal(SIGRTMIN + 1, floor_handler);
+  pthread_create(&tf.th, NULL, floor_main, &tf);
+  pthread_create(&tb.th, NULL, target_main, &tb);
+  pthread_create(&tz.th, NULL, target_main, &tz);
+  while (!atomic_load(&tb.ready) || !atomic_load(&tz.ready) ||
+         !atomic_load(&tf.ready))
+    usleep(1000);
+  x.blocked = calloc((size_t)x.rounds, 8);
+  x.busy = calloc((size_t)x.rounds, 8);
+  x.self = calloc((size_t)x.rounds, 8);
+  x.handler = calloc((size_t)x.rounds, 8);
+  x.floor_v = calloc((size_t)x.rounds, 8);
+  x.floor_cpu = calloc((size_t)x.rounds, 8);
+  measure_a(&x, &tb, &tz, &tf);
+  atomic_store(&tb.stop, 1);
+  atomic_store(&tz.stop, 1);
+  atomic_store(&tf.stop, 1);
+  syscall(SYS_futex, &tb.stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  syscall(SYS_futex, &tf.stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(tf.th, NULL);
+  pthread_join(tb.th, NULL);
+  pthread_join(tz.th, NULL);
+  stkr_sample_stats_get(&ss);
+  stkr_flush();
+  stkr_stats_get(&st);
+
+  print_a(&x, &ss, &st);
+  watchdog_idle();
   stkr_shutdown();
   nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* the recording */
   return 0;

@@ -42,6 +42,7 @@
 
 #include "flush/flush_internal.h"
 #include "flush/symbolize.h"
+#include "tools/bench/bench_util.h"
 
 #define NSTACKS 1000
 #define MAXD 64
@@ -53,12 +54,6 @@
 static uint64_t g_pcs[NSTACKS][MAXD];
 static int g_depth[NSTACKS];
 static volatile int g_sink;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- the workload's code ------------------------------------------------- */
 
@@ -148,14 +143,14 @@ static stkr__symc *new_symc(void) {
 }
 
 static uint64_t run_symc(stkr__symc *c) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++) {
     const uint32_t *f;
     uint32_t nf;
     if (stkr__symc_stack(c, g_pcs[s], (size_t)g_depth[s], &f, &nf) < 0)
       abort();
   }
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 /* The distinct PCs of the workload, and a warm backend of its own: the
@@ -188,16 +183,16 @@ static void unique_pcs_init(void) {
 static uint64_t run_backend(uint64_t *frames_out) {
   stkr__symres res[STKR__SYM_MAX_INLINE];
   const stkr__symimg *img;
-  uint64_t frames = 0, t0 = now_ns();
+  uint64_t frames = 0, t0 = bench_now_ns();
   for (size_t k = 0; k < g_n_upcs; k++)
     frames += stkr__symbe_resolve(g_be, g_upcs[k], &img, res,
                                   STKR__SYM_MAX_INLINE);
   if (frames_out) *frames_out = frames;
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 static uint64_t run_backtrace_symbols(void) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++) {
     void *buf[MAXD];
     for (int i = 0; i < g_depth[s]; i++) buf[i] = (void *)(uintptr_t)g_pcs[s][i];
@@ -205,18 +200,18 @@ static uint64_t run_backtrace_symbols(void) {
     if (names) g_sink = names[0][0];
     free(names);
   }
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 static uint64_t run_dladdr(void) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++)
     for (int i = 0; i < g_depth[s]; i++) {
       Dl_info info;
       if (dladdr((void *)(uintptr_t)(g_pcs[s][i] - 1), &info) && info.dli_sname)
         g_sink = info.dli_sname[0];
     }
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 static char *g_debuginfo_path;
@@ -264,93 +259,55 @@ static void dwfl_pc(Dwfl *d, uint64_t pc, char **dem, size_t *dem_cap) {
 static uint64_t run_dwfl(Dwfl *d) {
   char *dem = NULL;
   size_t cap = 0;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (int s = 0; s < NSTACKS; s++)
     for (int i = 0; i < g_depth[s]; i++) dwfl_pc(d, g_pcs[s][i], &dem, &cap);
-  uint64_t t = now_ns() - t0;
+  uint64_t t = bench_now_ns() - t0;
   free(dem);
   return t;
 }
 
 /* ---- main ---------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(uint64_t *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_u64);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_u64);
   return (double)v[n / 2];
 }
 
 enum { C_BACKEND, C_NEW, C_REPEAT, C_BTS, C_DWFL, C_DLADDR, C_N };
 
-int main(void) {
-  uint64_t t[C_N][ROUNDS], frames = 0, unique_pcs, unique_frames;
-  static const char *names[C_N] = {
-      "stackrec resolver alone, per new PC",
-      "stackrec inproc, new stacks + PCs (cache)",
-      "stackrec inproc, repeated stacks",
-      "backtrace_symbols (names only)",
-      "libdw, reused Dwfl, per stack",
-      "dladdr per frame (exported names only)"};
-
-  for (unsigned i = 0; i < NSTACKS; i++) p_0(i);
-  for (int s = 0; s < NSTACKS; s++) frames += (uint64_t)g_depth[s];
-  if (stkr__images_refresh(&g_imgs) < 0) abort();
-
-  /* One-time costs. */
-  uint64_t t0 = now_ns();
-  stkr__symc *c = new_symc();
-  (void)run_symc(c); /* opens the modules, builds their indexes */
-  uint64_t first_all = now_ns() - t0;
-  unique_pcs = stkr__symc_resolved(c);
-  unique_frames = stkr__symc_frames(c);
-  unique_pcs_init();
-  (void)run_backend(NULL); /* open its modules too */
-  t0 = now_ns();
-  Dwfl *d = new_dwfl();
-  { char *dem = NULL; size_t cap = 0; dwfl_pc(d, g_pcs[0][0], &dem, &cap); free(dem); }
-  uint64_t new_dwfl_ns = now_ns() - t0;
-
-  /* Sanity: the first stack's first frames, as the cache resolved them. */
-  {
-    stkr__symc *v = new_symc();
-    const uint32_t *f;
-    uint32_t nf;
-    stkr__symdefs defs = {0};
-    if (stkr__symc_stack(v, g_pcs[1], (size_t)g_depth[1], &f, &nf) < 0 ||
-        stkr__symc_emit(v, f, nf, 1, &defs) < 0)
-      abort();
-    printf("stack 1: %d PCs -> %u frames; innermost:\n", g_depth[1], nf);
-    for (uint32_t i = 0; i < nf && i < 4; i++) {
-      const Stackrec__FrameDef *fd = NULL;
-      for (size_t k = 0; k < defs.n_frames; k++)
-        if (defs.frames[k]->id == f[i]) fd = defs.frames[k];
-      const char *fn = "?", *file = "?";
-      for (size_t k = 0; fd && k < defs.n_strings; k++) {
-        if (defs.strings[k]->id == fd->function) fn = defs.strings[k]->value;
-        if (defs.strings[k]->id == fd->file) file = defs.strings[k]->value;
-      }
-      printf("  %s (%s:%u)%s\n", fn, file, fd ? fd->line : 0,
-             fd && fd->inlined ? " [inlined]" : "");
-      if (i == 0 && (!fd || !fd->file))
-        printf("  WARNING: no line info: build with -c opt (fastbuild "
-               "strips debug info)\n");
+/* Sanity: the first stack's first frames, as a new cache resolves them. */
+static void print_sanity(void) {
+  stkr__symc *v = new_symc();
+  const uint32_t *f;
+  uint32_t nf;
+  stkr__symdefs defs = {0};
+  if (stkr__symc_stack(v, g_pcs[1], (size_t)g_depth[1], &f, &nf) < 0 ||
+      stkr__symc_emit(v, f, nf, 1, &defs) < 0)
+    abort();
+  printf("stack 1: %d PCs -> %u frames; innermost:\n", g_depth[1], nf);
+  for (uint32_t i = 0; i < nf && i < 4; i++) {
+    const Stackrec__FrameDef *fd = NULL;
+    for (size_t k = 0; k < defs.n_frames; k++)
+      if (defs.frames[k]->id == f[i]) fd = defs.frames[k];
+    const char *fn = "?", *file = "?";
+    for (size_t k = 0; fd && k < defs.n_strings; k++) {
+      if (defs.strings[k]->id == fd->function) fn = defs.strings[k]->value;
+      if (defs.strings[k]->id == fd->file) file = defs.strings[k]->value;
     }
-    stkr__symdefs_free(&defs);
-    stkr__symc_free(v);
+    printf("  %s (%s:%u)%s\n", fn, file, fd ? fd->line : 0,
+           fd && fd->inlined ? " [inlined]" : "");
+    if (i == 0 && (!fd || !fd->file))
+      printf("  WARNING: no line info: build with -c opt (fastbuild "
+             "strips debug info)\n");
   }
+  stkr__symdefs_free(&defs);
+  stkr__symc_free(v);
+}
 
-  if (getenv("SYMBOLIZE_COST_PROFILE")) {
-    /* For a profiler: only the new-PC path, many times. */
-    for (int r = 0; r < 5000; r++) {
-      stkr__symc_forget_pcs(c);
-      (void)run_symc(c);
-    }
-    return 0;
-  }
+/* ROUNDS rounds of every contender, the order rotating every round, into
+ * t. @return 0, or 1 if repeated stacks made the resolver work. */
+static int run_rounds(uint64_t t[C_N][ROUNDS], stkr__symc *c, Dwfl *d) {
   for (int r = 0; r < ROUNDS; r++) {
     for (int k = 0; k < C_N; k++) {
       switch ((k + r) % C_N) { /* rotate the order every round */
@@ -376,6 +333,49 @@ int main(void) {
       }
     }
   }
+  return 0;
+}
+
+int main(void) {
+  uint64_t t[C_N][ROUNDS], frames = 0, unique_pcs, unique_frames;
+  static const char *names[C_N] = {
+      "stackrec resolver alone, per new PC",
+      "stackrec inproc, new stacks + PCs (cache)",
+      "stackrec inproc, repeated stacks",
+      "backtrace_symbols (names only)",
+      "libdw, reused Dwfl, per stack",
+      "dladdr per frame (exported names only)"};
+
+  for (unsigned i = 0; i < NSTACKS; i++) p_0(i);
+  for (int s = 0; s < NSTACKS; s++) frames += (uint64_t)g_depth[s];
+  if (stkr__images_refresh(&g_imgs) < 0) abort();
+
+  /* One-time costs. */
+  uint64_t t0 = bench_now_ns();
+  stkr__symc *c = new_symc();
+  (void)run_symc(c); /* opens the modules, builds their indexes */
+  uint64_t first_all = bench_now_ns() - t0;
+  unique_pcs = stkr__symc_resolved(c);
+  unique_frames = stkr__symc_frames(c);
+  unique_pcs_init();
+  (void)run_backend(NULL); /* open its modules too */
+  t0 = bench_now_ns();
+  Dwfl *d = new_dwfl();
+  { char *dem = NULL; size_t cap = 0; dwfl_pc(d, g_pcs[0][0], &dem, &cap); free(dem); }
+  uint64_t new_dwfl_ns = bench_now_ns() - t0;
+
+  print_sanity();
+
+  if (getenv("SYMBOLIZE_COST_PROFILE")) {
+    /* For a profiler: only the new-PC path, many times. */
+    for (int r = 0; r < 5000; r++) {
+      stkr__symc_forget_pcs(c);
+      (void)run_symc(c);
+    }
+    return 0;
+  }
+  if (run_rounds(t, c, d) != 0)
+    return 1;
 
   printf("\n%d unique stacks, %.1f PCs deep on average (%llu PCs), "
          "%llu unique PCs -> %llu frames with inlines; medians of %d rounds\n\n",

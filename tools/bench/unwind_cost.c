@@ -46,6 +46,7 @@
 #include "recorder/stkr_internal.h"
 #include "tests/unwind_fixtures/chain.h"
 #include "unwind/unwind.h"
+#include "tools/bench/bench_util.h"
 
 long uwc_run_fp(int depth, unsigned shape, uwc_leaf leaf, void *arg);
 
@@ -63,12 +64,6 @@ static const stkr__uw_set *g_set;
 static uintptr_t g_lo, g_hi;
 static volatile uint64_t g_sink;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* This thread's CPU time: on a shared machine (load average 20+ on 2 cores
  * here) wall time of a multi-millisecond build mostly measures waiting. */
 static uint64_t cpu_ns(void) {
@@ -77,41 +72,38 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static __attribute__((noinline)) unsigned do_hybrid(void) {
-  uintptr_t r[4];
+/* The rest of a table walk from registers r (captured by the caller, in
+ * its own frame): inlined into each contender so that every one walks
+ * from the same frame layout. */
+static inline __attribute__((always_inline)) unsigned
+walk_and_hash(const uintptr_t r[4], bool cached) {
   uint64_t pcs[MAX_PCS];
-  stkr__uw_regs regs;
-  unsigned n;
-  uwc_capture(r);
-  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  n = stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
+  stkr__uw_regs regs = {r[0], r[1], r[2], r[3]};
+  unsigned n = cached ? stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo,
+                                                 g_hi, pcs, MAX_PCS, NULL)
+                      : stkr__unwind_walk(g_set, &regs, g_lo, g_hi, pcs,
+                                          MAX_PCS, NULL);
   g_sink = stkr__hash_pcs(pcs, n);
   return n;
+}
+
+static __attribute__((noinline)) unsigned do_hybrid(void) {
+  uintptr_t r[4];
+  uwc_capture(r);
+  return walk_and_hash(r, true);
 }
 
 static __attribute__((noinline)) unsigned do_rows(void) {
   uintptr_t r[4];
-  uint64_t pcs[MAX_PCS];
-  stkr__uw_regs regs;
-  unsigned n;
   g_cache.memo_pc0 = 0; /* forget the last walk: rows only */
   uwc_capture(r);
-  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  n = stkr__unwind_walk_cached(g_set, &g_cache, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
-  g_sink = stkr__hash_pcs(pcs, n);
-  return n;
+  return walk_and_hash(r, true);
 }
 
 static __attribute__((noinline)) unsigned do_nocache(void) {
   uintptr_t r[4];
-  uint64_t pcs[MAX_PCS];
-  stkr__uw_regs regs;
-  unsigned n;
   uwc_capture(r);
-  regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  n = stkr__unwind_walk(g_set, &regs, g_lo, g_hi, pcs, MAX_PCS, NULL);
-  g_sink = stkr__hash_pcs(pcs, n);
-  return n;
+  return walk_and_hash(r, false);
 }
 
 static __attribute__((noinline)) unsigned do_unw(void) {
@@ -152,21 +144,11 @@ static void leaf(void *arg) {
   uint64_t t0, t1;
   unsigned i, n = 0;
   n = fn(); /* warm */
-  t0 = now_ns();
+  t0 = bench_now_ns();
   for (i = 0; i < BATCH; i++) n = fn();
-  t1 = now_ns();
+  t1 = bench_now_ns();
   j->ns = (double)(t1 - t0) / BATCH;
   j->frames = n;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof *v, cmp_double);
-  return v[n / 2];
 }
 
 static void find_glibc_backtrace(void) {
@@ -192,10 +174,10 @@ static void bench_build(void) {
   uint64_t rows = 0, tb = 0, eb = 0;
 
   for (i = 0; i < 21; i++) {
-    uint64_t t0 = now_ns(), c0 = cpu_ns();
+    uint64_t t0 = bench_now_ns(), c0 = cpu_ns();
     if (stkr__unwind_set_build_loaded(&s, NULL) != 0) exit(1);
     c[i] = (double)(cpu_ns() - c0) / 1e6;
-    t[i] = (double)(now_ns() - t0) / 1e6;
+    t[i] = (double)(bench_now_ns() - t0) / 1e6;
     if (i == 0)
       printf("this process: %u images, %llu rows, %llu table bytes / %llu .eh_frame bytes = %.2fx\n",
              s->n, (unsigned long long)s->total.rows, (unsigned long long)s->total.table_bytes,
@@ -203,8 +185,8 @@ static void bench_build(void) {
              (double)s->total.table_bytes / (double)s->total.eh_frame_bytes);
     stkr__unwind_set_free(s);
   }
-  mem_ms = median(t, 21);
-  mem_cpu = median(c, 21);
+  mem_ms = bench_median(t, 21);
+  mem_cpu = bench_median(c, 21);
 
   p = popen("/usr/bin/python3 -c 'import ssl, json, sqlite3, decimal, ctypes, hashlib, zlib;"
             "print(open(\"/proc/self/maps\").read())' 2>/dev/null", "r");
@@ -219,7 +201,7 @@ static void bench_build(void) {
   }
   if (p) pclose(p);
   for (i = 0; i < 11; i++) {
-    uint64_t t0 = now_ns(), c0 = cpu_ns();
+    uint64_t t0 = bench_now_ns(), c0 = cpu_ns();
     for (k = 0; k < np; k++) {
       stkr__uw_src src;
       stkr__uw_table *tab;
@@ -233,10 +215,10 @@ static void bench_build(void) {
       stkr__unwind_table_free(tab);
     }
     c[i] = (double)(cpu_ns() - c0) / 1e6;
-    t[i] = (double)(now_ns() - t0) / 1e6;
+    t[i] = (double)(bench_now_ns() - t0) / 1e6;
   }
-  py_ms = median(t, 11);
-  py_cpu = median(c, 11);
+  py_ms = bench_median(t, 11);
+  py_cpu = bench_median(c, 11);
   printf("python3 (%u images mapped after importing ssl, json, sqlite3, decimal, ctypes, hashlib, zlib): "
          "%llu rows, %llu table bytes / %llu .eh_frame bytes = %.2fx\n",
          np, (unsigned long long)rows, (unsigned long long)tb, (unsigned long long)eb,
@@ -286,7 +268,7 @@ int main(int argc, char **argv) {
   for (c = 0; c < NC; c++) {
     printf("%-14s", cname[c]);
     for (d = 0; d < ND; d++) {
-      med[c][d] = median(ns[c][d], rounds);
+      med[c][d] = bench_median(ns[c][d], rounds);
       printf("   %9.1f (%3u, %5.2f)         ", med[c][d], frames[c][d],
              med[c][d] / frames[c][d]);
     }

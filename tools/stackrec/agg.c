@@ -24,6 +24,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/agg_stacks.h"
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/hangs.h"
 #include "tools/stackrec/paytab.h"
@@ -192,133 +193,6 @@ static long take_frames(builder *b, stkr_reader *r,
   return (long)k;
 }
 
-#define LABEL_MAX 1024
-
-/* What identifies a frame beyond its label at granularity g, as a number
- * (strings are interned: equal text, equal pointer). */
-static uint64_t frame_extra(const stkr_frame *f, stkr_agg_granularity g) {
-  uint64_t h = 0;
-
-  if (f->function == NULL || g == STKR_AGG_BY_FUNCTION)
-    return 0;
-  if (f->file != NULL && f->line != 0)
-    h = stkr_mix64((uint64_t)(uintptr_t)f->file ^ (uint64_t)f->line << 40);
-  if (g == STKR_AGG_BY_ADDRESS)
-    h ^= stkr_mix64(f->image != NULL ? (uint64_t)(uintptr_t)f->image ^ f->offset
-                                : f->pc);
-  return h;
-}
-
-/* What, besides site, thread and frames, keeps stacks apart: the process
- * (by_process) and the payload (by_payload). */
-typedef struct extra_key {
-  uint32_t pid;
-  const char *process;
-  const uint8_t *payload;
-  size_t payload_len;
-  bool payload_truncated;
-} extra_key;
-
-static bool extra_equal(const stkr_agg_stack *s, const extra_key *k) {
-  return s->pid == k->pid && s->process == k->process &&
-         s->payload_len == k->payload_len &&
-         s->payload_truncated == k->payload_truncated &&
-         (k->payload_len == 0 ||
-          memcmp(s->payload, k->payload, k->payload_len) == 0);
-}
-
-static uint64_t content_hash(const char *site, const char *thread,
-                             const extra_key *x, const stkr_frame *f,
-                             size_t n, stkr_agg_granularity g) {
-  uint64_t h = STKR_HASH_SEED;
-  char label[LABEL_MAX];
-  size_t i;
-
-  h = stkr_hash_bytes(h, site, strlen(site) + 1);
-  if (thread != NULL)
-    h = stkr_hash_bytes(h, thread, strlen(thread) + 1);
-  h = stkr_hash_bytes(h, &x->pid, sizeof x->pid);
-  if (x->payload_len > 0)
-    h = stkr_hash_bytes(h, x->payload, x->payload_len);
-  for (i = 0; i < n; i++) {
-    uint64_t x = frame_extra(&f[i], g);
-    stkr_agg_frame_label(&f[i], label, sizeof label);
-    h = stkr_hash_bytes(h, label, strlen(label) + 1);
-    h = stkr_hash_bytes(h, &x, sizeof x);
-  }
-  return stkr_mix64(h);
-}
-
-/* Compare one frame beyond its label: file and line at line granularity,
- * also image and offset at address granularity. */
-static int cmp_extra(const stkr_frame *x, const stkr_frame *y,
-                     stkr_agg_granularity g) {
-  int c;
-
-  if (g == STKR_AGG_BY_FUNCTION)
-    return 0;
-  if (x->file != y->file &&
-      (c = strcmp(x->file ? x->file : "", y->file ? y->file : "")) != 0)
-    return c;
-  if (x->line != y->line)
-    return x->line < y->line ? -1 : 1;
-  if (g == STKR_AGG_BY_ADDRESS) {
-    uint64_t ax = x->image ? x->offset : x->pc, ay = y->image ? y->offset : y->pc;
-    if (x->image != y->image &&
-        (c = strcmp(x->image ? x->image : "", y->image ? y->image : "")) != 0)
-      return c;
-    if (ax != ay)
-      return ax < ay ? -1 : 1;
-  }
-  return 0;
-}
-
-/* Compare two frame lists at granularity g, frame by frame from the
- * innermost (as stored). @return <0, 0, >0. */
-static int cmp_frames(const stkr_frame *x, size_t nx, const stkr_frame *y,
-                      size_t ny, stkr_agg_granularity g) {
-  char lx[LABEL_MAX], ly[LABEL_MAX];
-  size_t i;
-  int c;
-
-  for (i = 0; i < nx && i < ny; i++) {
-    if (x[i].function != NULL && y[i].function != NULL) {
-      /* The label is the name; interned: same pointer, same name. */
-      if (x[i].function != y[i].function &&
-          (c = strcmp(x[i].function, y[i].function)) != 0)
-        return c;
-      if ((c = cmp_extra(&x[i], &y[i], g)) != 0)
-        return c;
-      continue;
-    }
-    c = strcmp(stkr_agg_frame_label(&x[i], lx, sizeof lx),
-               stkr_agg_frame_label(&y[i], ly, sizeof ly));
-    if (c != 0)
-      return c;
-  }
-  return nx < ny ? -1 : nx > ny;
-}
-
-/* Occurrences merged into one stack may place a frame's function at other
- * lines (another call site in it, another build): never show a line that
- * is not true of every event. */
-static void reconcile(stkr_frame *keep, const stkr_frame *other, size_t n) {
-  size_t i;
-
-  for (i = 0; i < n; i++) {
-    if (keep[i].file != other[i].file) {
-      keep[i].file = NULL;
-      keep[i].line = keep[i].column = 0;
-    } else if (keep[i].line != other[i].line) {
-      keep[i].line = keep[i].column = 0;
-    } else if (keep[i].column != other[i].column) {
-      keep[i].column = 0;
-    }
-    keep[i].inlined = keep[i].inlined && other[i].inlined;
-    keep[i].is_app = keep[i].is_app || other[i].is_app;
-  }
-}
-
 /* Put a->stacks[idx] into the content index. */
 static int cslot_put(builder *b, size_t idx) {
   size_t i, k;
@@ -356,7 +230,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   uint32_t proc = (uint32_t)ev->process + 1;
   stkr_agg_stack *s;
   long n = take_frames(b, r, ev);
-  extra_key x = {0};
+  stkr__agg_extra x = {0};
   uint64_t h;
   size_t i;
 
@@ -375,18 +249,19 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     x.payload_len = ev->payload_len;
     x.payload_truncated = ev->payload_truncated;
   }
-  h = content_hash(site, thread, &x, b->tmp, (size_t)n, b->o->granularity);
+  h = stkr__agg_content_hash(site, thread, &x, b->tmp, (size_t)n,
+                             b->o->granularity);
   for (i = b->cslot_cap ? h & (b->cslot_cap - 1) : 0;
        b->cslot_cap && b->cslot[i] != 0; i = (i + 1) & (b->cslot_cap - 1)) {
     size_t k = b->cslot[i] - 1;
 
     s = &a->stacks[k];
     if (b->hashes[k] != h || s->site != site || s->thread != thread ||
-        s->n_frames != (size_t)n || !extra_equal(s, &x) ||
-        cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
-                   b->o->granularity) != 0)
+        s->n_frames != (size_t)n || !stkr__agg_extra_equal(s, &x) ||
+        stkr__agg_cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
+                             b->o->granularity) != 0)
       continue;
-    reconcile((stkr_frame *)s->frames, b->tmp, (size_t)n);
+    stkr__agg_reconcile((stkr_frame *)s->frames, b->tmp, (size_t)n);
     s->truncated = s->truncated || ev->stack_truncated;
     /* The reader goes process by process: a process not seen last is new
      * to this stack. */
@@ -620,77 +495,6 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
   return dense ? dense_put(b, session, site, stack, *merged) : 0;
 }
 
-/* ---- the end: sites, in order --------------------------------------------- */
-
-/* Site name, then most events first, then content: a total order, so the
- * output does not depend on qsort or on hash order. */
-static int stack_order(const void *pa, const void *pb) {
-  const stkr_agg_stack *x = *(const stkr_agg_stack *const *)pa;
-  const stkr_agg_stack *y = *(const stkr_agg_stack *const *)pb;
-  int c;
-
-  if (x->site != y->site && (c = strcmp(x->site, y->site)) != 0)
-    return c;
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  if (x->thread != y->thread &&
-      (c = strcmp(x->thread ? x->thread : "", y->thread ? y->thread : "")))
-    return c;
-  /* The finest comparison: a total order whatever the granularity. */
-  if ((c = cmp_frames(x->frames, x->n_frames, y->frames, y->n_frames,
-                      STKR_AGG_BY_ADDRESS)) != 0)
-    return c;
-  return x->tid < y->tid ? -1 : x->tid > y->tid;
-}
-
-static int site_order(const void *pa, const void *pb) {
-  const stkr_agg_site *x = pa, *y = pb;
-
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return strcmp(x->name, y->name);
-}
-
-/* The sites, each with its stacks in order. */
-static int group_sites(stkr_agg *a) {
-  const stkr_agg_stack **all;
-  size_t i, j, k = 0, cap = 0;
-
-  if (a->n_stacks == 0)
-    return 0;
-  all = malloc(a->n_stacks * sizeof *all);
-  if (all == NULL)
-    return -ENOMEM;
-  for (i = 0; i < a->n_stacks; i++)
-    all[i] = &a->stacks[i];
-  qsort(all, a->n_stacks, sizeof *all, stack_order);
-  for (i = 0; i < a->n_stacks; i = j) {
-    stkr_agg_site *s;
-
-    for (j = i + 1; j < a->n_stacks && all[j]->site == all[i]->site; j++)
-      ;
-    if (stkr_grow((void **)&a->sites, &cap, k + 1, sizeof *a->sites) != 0)
-      goto nomem;
-    s = &a->sites[k];
-    memset(s, 0, sizeof *s);
-    a->n_sites = ++k;
-    s->name = all[i]->site;
-    s->stacks = malloc((j - i) * sizeof *s->stacks);
-    if (s->stacks == NULL)
-      goto nomem;
-    memcpy(s->stacks, all + i, (j - i) * sizeof *s->stacks);
-    s->n_stacks = j - i;
-    for (; i < j; i++)
-      s->count += all[i]->count;
-  }
-  free(all);
-  qsort(a->sites, a->n_sites, sizeof *a->sites, site_order);
-  return 0;
-nomem:
-  free(all);
-  return -ENOMEM;
-}
-
 /* ---- build ---------------------------------------------------------------- */
 
 /* Keep a mark for the timelines (its t_ns is set by sum_processes, once
@@ -835,7 +639,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (err == 0 && rc < 0)
     err = rc;
   if (err == 0)
-    err = group_sites(b.a);
+    err = stkr__agg_group_sites(b.a);
   if (err == 0)
     err = stkr__paytab_attach(b.pay, b.a->sites, b.a->n_sites);
   if (err == 0)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "flush/symbolize.h"
+#include "tools/stackrec/attrib.h"
 #include "tools/stackrec/cli.h"
 
 static const char atos_help[] =
@@ -73,21 +74,6 @@ static int parse_addr(const char *s, uint64_t *out) {
   return errno || *end ? -EINVAL : 0;
 }
 
-static const char *base_of(const char *p) {
-  const char *s = p ? strrchr(p, '/') : NULL;
-  return s ? s + 1 : p;
-}
-
-static void json_str(const char *s) {
-  if (!s) {
-    fputs("null", stdout);
-    return;
-  }
-  putchar('"');
-  stkr_cli_put_json(stdout, (const uint8_t *)s, strlen(s));
-  putchar('"');
-}
-
 static void print_one(const atos_opts *o, const char *text, uint64_t addr,
                       stkr__symres *fr, size_t n) {
   /* Without -i: the function around everything (outermost), at the
@@ -105,9 +91,9 @@ static void print_one(const atos_opts *o, const char *text, uint64_t addr,
     printf("{\"address\": \"0x%llx\", \"frames\": [", (unsigned long long)addr);
     for (size_t k = 0; k < n; k++) {
       fputs(k ? ", {\"function\": " : "{\"function\": ", stdout);
-      json_str(fr[k].function);
+      stkr_cli_put_json_str(stdout, fr[k].function);
       fputs(", \"file\": ", stdout);
-      json_str(fr[k].file);
+      stkr_cli_put_json_str(stdout, fr[k].file);
       printf(", \"line\": %u, \"column\": %u, \"inlined\": %s}", fr[k].line,
              fr[k].column, fr[k].inlined ? "true" : "false");
     }
@@ -120,7 +106,7 @@ static void print_one(const atos_opts *o, const char *text, uint64_t addr,
   }
   for (size_t k = 0; k < n; k++) {
     printf("%s (in %s)", fr[k].function ? fr[k].function : "??", o->image);
-    if (fr[k].file) printf(" (%s:%u)", base_of(fr[k].file), fr[k].line);
+    if (fr[k].file) printf(" (%s:%u)", stkr_attrib_base_name(fr[k].file), fr[k].line);
     putchar('\n');
   }
 }
@@ -182,6 +168,10 @@ int stkr_cli_atos(int argc, char **argv) {
       {"symcache", required_argument, NULL, 'c'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {atos_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "atos", .shortopts = ":o:l:ih",
+                                .longopts = longopts, .help = help_text,
+                                .long_only = true};
   atos_opts o = {0};
   const char *path = NULL, *arch = NULL, *cache_dir = NULL;
   stkr__symfile *f = NULL;
@@ -189,11 +179,11 @@ int stkr_cli_atos(int argc, char **argv) {
   char err[1024];
   int c, rc;
 
-  opterr = 0;
-  optind = 1;
   /* getopt_long_only: atos spells its long option "-arch". */
-  while ((c = getopt_long_only(argc, argv, ":o:l:ih", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'o':
       path = optarg;
       break;
@@ -215,15 +205,6 @@ int stkr_cli_atos(int argc, char **argv) {
     case 'c':
       cache_dir = optarg;
       break;
-    case 'h':
-      fputs(atos_help, stdout);
-      return stkr_cli_flush("atos");
-    case ':':
-      return stkr_cli_usage_error("atos", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("atos", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (!path) return stkr_cli_usage_error("atos", "no -o BINARY_OR_DSYM given");
@@ -240,8 +221,8 @@ int stkr_cli_atos(int argc, char **argv) {
     /* "(in App)" for App.dSYM and App.dSYM/Contents/Resources/DWARF/App
      * (and for its symbol cache, with --symcache). */
     static char img[256];
-    const char *b = base_of(info.path);
-    snprintf(img, sizeof img, "%s", b && *b ? b : base_of(path));
+    const char *b = info.path ? stkr_attrib_base_name(info.path) : NULL;
+    snprintf(img, sizeof img, "%s", b && *b ? b : stkr_attrib_base_name(path));
     o.image = img;
   }
   if (cache_dir && info.macho && info.has_uuid)

@@ -44,6 +44,42 @@ extern const char stkr_cli_exit_help[];
 int stkr_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* For getopt_long's ':' (an option without its value; the optstring starts
+ * with ':') or '?' (an unknown option), c: print which option, as
+ * stkr_cli_usage_error does, naming argv[optind - 1]. @return 2. */
+int stkr_cli_bad_option(const char *cmd, int c, char *const *argv);
+
+struct option; /* <getopt.h> */
+
+/* A command's option parsing with stkr_cli_getopt: what every command's
+ * getopt loop had in common (the reset, --help, the usage errors). */
+typedef struct stkr_cli_getopt_state {
+  const char *cmd;
+  const char *shortopts;         /* getopt's, starting with ':' */
+  const struct option *longopts; /* {"help", no_argument, NULL, 'h'} in it */
+  const char *const *help;       /* --help prints these in order (NULL-ended) */
+  bool long_only;                /* getopt_long_only (atos spells -arch) */
+  bool started;                  /* false before the first call */
+  int status;                    /* the exit status with STKR_CLI_OPT_EXIT */
+} stkr_cli_getopt_state;
+
+#define STKR_CLI_OPT_EXIT 0x10fe
+
+/* The next option of argv (getopt's state is reset on the first call).
+ * 'h' (the help printed, stdout flushed) and ':' / '?' (a usage error
+ * printed) end the parsing: @return STKR_CLI_OPT_EXIT with s->status the
+ * command's exit status. @return the option otherwise, -1 at the end (the
+ * operands start at optind). */
+int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv);
+
+/* A file a person wrote and handed to cmd (a policy, a module map, a
+ * manifest: what) could not be loaded: print "stackrec <cmd>: <what>
+ * <msg>" (msg names the file, and the line when malformed).
+ * @return the exit status for the loader's rc: 2 for -EINVAL (malformed),
+ *         1 for -ENOMEM, else 3 (cannot be read). */
+int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
+                        int rc);
+
 /* Create a reader (warnings to stderr as "stackrec: warning: ...") and add
  * every path. lazy_frames: see stkr_reader_opts (commands that aggregate,
  * or need no frames, pass true). @return 0, or an exit status (3 for an
@@ -72,6 +108,10 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
 /* Bytes as the inside of a JSON string: '"', '\\' and control characters
  * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
+
+/* A C string as a JSON string (quoted, as stkr_cli_put_json), or null when
+ * s is NULL. */
+void stkr_cli_put_json_str(FILE *f, const char *s);
 
 /* One event as a JSON object and a newline: the format of `dump --json`
  * and `export --format jsonl` (json_event.c). fr/n_fr are the frames to

@@ -68,19 +68,11 @@ static int load_inputs(const char *policy_path, const char *map_path,
   int rc;
 
   if (policy_path != NULL &&
-      (rc = stkr_policy_load(policy_path, pol, err, sizeof err)) != 0) {
-    fprintf(stderr, "stackrec compliance: policy %s\n", err);
-    return rc == -EINVAL ? STKR_CLI_USAGE
-           : rc == -ENOMEM ? STKR_CLI_DATA_LOST
-                           : STKR_CLI_NO_INPUT;
-  }
+      (rc = stkr_policy_load(policy_path, pol, err, sizeof err)) != 0)
+    return stkr_cli_load_error("compliance", "policy", err, rc);
   if (map_path != NULL &&
-      (rc = stkr_modmap_load(map_path, map, err, sizeof err)) != 0) {
-    fprintf(stderr, "stackrec compliance: module map %s\n", err);
-    return rc == -EINVAL ? STKR_CLI_USAGE
-           : rc == -ENOMEM ? STKR_CLI_DATA_LOST
-                           : STKR_CLI_NO_INPUT;
-  }
+      (rc = stkr_modmap_load(map_path, map, err, sizeof err)) != 0)
+    return stkr_cli_load_error("compliance", "module map", err, rc);
   return 0;
 }
 
@@ -113,17 +105,16 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  int c, err;
+  static const char *const help_text[] = {
+      help, stkr__filter_help, help_exit, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "compliance", .shortopts = ":ho:",
+                                .longopts = longopts, .help = help_text};
+  int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("compliance", c, optarg, &o->agg)) >= 0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case O_POLICY:
       *policy = optarg;
       break;
@@ -146,24 +137,9 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
     case 'o':
       *output = optarg;
       break;
-    case 'h':
-      fputs(help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(help_exit, stdout);
-      return stkr_cli_flush("compliance");
-    case ':':
-      return stkr_cli_usage_error("compliance", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("compliance", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
-  if ((err = stkr__filter_check("compliance", &o->agg)) != 0)
-    return err;
-  if (optind >= argc)
-    return stkr_cli_usage_error("compliance", "no DIR or FILE given");
-  return -1;
+  return stkr__filter_args_end("compliance", &o->agg, argc);
 }
 
 int stkr_cli_compliance(int argc, char **argv) {

@@ -31,12 +31,6 @@ static void put_str(FILE *f, const char *s) {
   stkr_cli_put_escaped(f, (const uint8_t *)s, strlen(s));
 }
 
-static void put_json_str(FILE *f, const char *s) {
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
 static const stkr_agg_stack *stack_at(const stkr_comp *c, size_t i) {
   return &c->agg->stacks[i];
 }
@@ -152,16 +146,16 @@ static void put_stack_json(FILE *f, const stkr_agg_stack *s) {
     char buf[FRAME_TEXT];
 
     fputs(i ? ",{\"function\":" : "{\"function\":", f);
-    put_json_str(f, stkr_agg_frame_label(fr, buf, sizeof buf));
+    stkr_cli_put_json_str(f, stkr_agg_frame_label(fr, buf, sizeof buf));
     if (fr->file != NULL) {
       fputs(",\"file\":", f);
-      put_json_str(f, fr->file);
+      stkr_cli_put_json_str(f, fr->file);
       if (fr->line != 0)
         fprintf(f, ",\"line\":%" PRIu32, fr->line);
     }
     if (fr->image != NULL) {
       fputs(",\"image\":", f);
-      put_json_str(f, fr->image);
+      stkr_cli_put_json_str(f, fr->image);
     }
     putc('}', f);
   }
@@ -173,7 +167,7 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
 
   fprintf(f, "{\"version\":1,\"incomplete\":");
   if (banner != NULL && banner[0] != '\0')
-    put_json_str(f, banner);
+    stkr_cli_put_json_str(f, banner);
   else
     fputs("null", f);
   fprintf(f, ",\"events\":%" PRIu64 ",\"marks\":%" PRIu64
@@ -184,9 +178,9 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
     fputs(i ? ",\n{\"site\":" : "\n{\"site\":", f);
-    put_json_str(f, g->site);
+    stkr_cli_put_json_str(f, g->site);
     fputs(",\"module\":", f);
-    put_json_str(f, g->module);
+    stkr_cli_put_json_str(f, g->module);
     fprintf(f, ",\"count\":%" PRIu64 ",\"first_ts\":%" PRIu64
             ",\"last_ts\":%" PRIu64 ",\"first_s\":%.9f,\"last_s\":%.9f,"
             "\"peak_per_second\":%" PRIu64 ",\"peak_per_minute\":%" PRIu64
@@ -204,11 +198,11 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
     const stkr_comp_finding *x = &c->findings[i];
     const stkr_comp_group *g = &c->groups[x->group];
     fputs(i ? ",\n{\"rule\":" : "\n{\"rule\":", f);
-    put_json_str(f, x->rule->id);
+    stkr_cli_put_json_str(f, x->rule->id);
     fputs(",\"site\":", f);
-    put_json_str(f, g->site);
+    stkr_cli_put_json_str(f, g->site);
     fputs(",\"module\":", f);
-    put_json_str(f, g->module);
+    stkr_cli_put_json_str(f, g->module);
     fprintf(f, ",\"count\":%" PRIu64 ",\"first_ts\":%" PRIu64
             ",\"first_s\":%.9f", x->count, x->first_ts, x->first_s);
     if (stkr_rule_has_rate(x->rule))

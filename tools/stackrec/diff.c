@@ -303,7 +303,11 @@ static int read_side(stkr_diff *d, int side, const char *input,
 
 enum { O_FORMAT = 256, O_THRESHOLD, O_MIN_COUNT, O_SENSITIVE, O_MODMAP };
 
-int stkr_cli_diff(int argc, char **argv) {
+/* Parse the options into *d (d->sensitive has room for argc names) and
+ * the rest. @return -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, stkr_diff *d,
+                      const char **format, const char **out_path,
+                      const char **map_path) {
   static const struct option longopts[] = {
       {"format", required_argument, NULL, O_FORMAT},
       {"threshold", required_argument, NULL, O_THRESHOLD},
@@ -312,13 +316,95 @@ int stkr_cli_diff(int argc, char **argv) {
       {"module-map", required_argument, NULL, O_MODMAP},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {diff_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "diff", .shortopts = ":ho:",
+                                .longopts = longopts, .help = help_text};
+  char *end;
+  int c;
+
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
+    switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
+    case O_FORMAT:
+      *format = optarg;
+      if (strcmp(optarg, "text") && strcmp(optarg, "json") &&
+          strcmp(optarg, "html"))
+        return stkr_cli_usage_error(
+            "diff", "--format wants text, json or html, not '%s'", optarg);
+      break;
+    case 'o':
+      *out_path = optarg;
+      break;
+    case O_THRESHOLD:
+      errno = 0;
+      d->threshold_pct = strtod(optarg, &end);
+      if (errno || end == optarg || *end || !(d->threshold_pct >= 0))
+        return stkr_cli_usage_error(
+            "diff", "--threshold wants a percentage >= 0, not '%s'", optarg);
+      break;
+    case O_MIN_COUNT:
+      errno = 0;
+      d->min_count = strtoull(optarg, &end, 10);
+      if (errno || end == optarg || *end || optarg[0] == '-')
+        return stkr_cli_usage_error(
+            "diff", "--min-count wants a count, not '%s'", optarg);
+      break;
+    case O_SENSITIVE:
+      d->sensitive[d->n_sensitive++] = optarg;
+      break;
+    case O_MODMAP:
+      *map_path = optarg;
+      break;
+    }
+  }
+  if (argc - optind != 2)
+    return stkr_cli_usage_error("diff", argc - optind < 2
+                                            ? "needs BASE and NEW"
+                                            : "too many arguments");
+  return -1;
+}
+
+/* Write the comparison in format to out_path (NULL: stdout). @return the
+ * exit status: 1 when the gate fails (a sensitive path added, a side
+ * damaged) or writing failed, 3 when out_path cannot be created. */
+static int write_result(const stkr_diff *d, const char *format,
+                        const char *out_path) {
+  FILE *out = stdout;
+  int status = STKR_CLI_OK;
+
+  if (out_path != NULL && (out = fopen(out_path, "w")) == NULL) {
+    fprintf(stderr, "stackrec diff: cannot write %s: %s\n", out_path,
+            strerror(errno));
+    return STKR_CLI_NO_INPUT;
+  }
+  if (strcmp(format, "json") == 0)
+    stkr_diff_put_json(out, d);
+  else if (strcmp(format, "html") == 0)
+    stkr_diff_put_html(out, d);
+  else
+    stkr_diff_put_text(out, d);
+  if (d->n_added_sensitive > 0 || d->side[0].status != STKR_CLI_OK ||
+      d->side[1].status != STKR_CLI_OK)
+    status = STKR_CLI_DATA_LOST; /* 1: the gate fails */
+  if (out != stdout) {
+    if (ferror(out) | (fclose(out) != 0)) {
+      fprintf(stderr, "stackrec diff: writing %s failed\n", out_path);
+      status = STKR_CLI_DATA_LOST;
+    }
+  } else if (stkr_cli_flush("diff") != 0) {
+    status = STKR_CLI_DATA_LOST;
+  }
+  return status;
+}
+
+int stkr_cli_diff(int argc, char **argv) {
   const char *format = "text", *out_path = NULL, *map_path = NULL;
   stkr_diff d;
   stkr_agg *agg[2] = {NULL, NULL};
   stkr_modmap *map = NULL;
-  FILE *out = stdout;
-  char *end, why[512] = "";
-  int c, s, status = STKR_CLI_OK, err;
+  char why[512] = "";
+  int s, status, err;
 
   memset(&d, 0, sizeof d);
   d.threshold_pct = 50;
@@ -326,61 +412,10 @@ int stkr_cli_diff(int argc, char **argv) {
   d.sensitive = calloc((size_t)argc, sizeof(*d.sensitive));
   if (d.sensitive == NULL)
     return STKR_CLI_DATA_LOST;
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-    switch (c) {
-    case O_FORMAT:
-      format = optarg;
-      if (strcmp(format, "text") && strcmp(format, "json") &&
-          strcmp(format, "html"))
-        status = stkr_cli_usage_error(
-            "diff", "--format wants text, json or html, not '%s'", optarg);
-      break;
-    case 'o':
-      out_path = optarg;
-      break;
-    case O_THRESHOLD:
-      errno = 0;
-      d.threshold_pct = strtod(optarg, &end);
-      if (errno || end == optarg || *end || !(d.threshold_pct >= 0))
-        status = stkr_cli_usage_error(
-            "diff", "--threshold wants a percentage >= 0, not '%s'", optarg);
-      break;
-    case O_MIN_COUNT:
-      errno = 0;
-      d.min_count = strtoull(optarg, &end, 10);
-      if (errno || end == optarg || *end || optarg[0] == '-')
-        status = stkr_cli_usage_error(
-            "diff", "--min-count wants a count, not '%s'", optarg);
-      break;
-    case O_SENSITIVE:
-      d.sensitive[d.n_sensitive++] = optarg;
-      break;
-    case O_MODMAP:
-      map_path = optarg;
-      break;
-    case 'h':
-      fputs(diff_help, stdout);
-      free(d.sensitive);
-      return stkr_cli_flush("diff");
-    case ':':
-      status = stkr_cli_usage_error("diff", "option '%s' needs a value",
-                                    argv[optind - 1]);
-      break;
-    default:
-      status = stkr_cli_usage_error("diff", "unknown option '%s'",
-                                    argv[optind - 1]);
-    }
-    if (status != STKR_CLI_OK)
-      goto done;
-  }
-  if (argc - optind != 2) {
-    status = stkr_cli_usage_error("diff", argc - optind < 2
-                                              ? "needs BASE and NEW"
-                                              : "too many arguments");
+  if ((status = parse_args(argc, argv, &d, &format, &out_path, &map_path)) >=
+      0)
     goto done;
-  }
+  status = STKR_CLI_OK;
   if (map_path != NULL &&
       (err = stkr_modmap_load(map_path, &map, why, sizeof why)) != 0) {
     fprintf(stderr, "stackrec diff: %s\n",
@@ -399,31 +434,7 @@ int stkr_cli_diff(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto done;
   }
-  if (out_path != NULL && (out = fopen(out_path, "w")) == NULL) {
-    fprintf(stderr, "stackrec diff: cannot write %s: %s\n", out_path,
-            strerror(errno));
-    out = stdout;
-    status = STKR_CLI_NO_INPUT;
-    goto done;
-  }
-  if (strcmp(format, "json") == 0)
-    stkr_diff_put_json(out, &d);
-  else if (strcmp(format, "html") == 0)
-    stkr_diff_put_html(out, &d);
-  else
-    stkr_diff_put_text(out, &d);
-  if (d.n_added_sensitive > 0 || d.side[0].status != STKR_CLI_OK ||
-      d.side[1].status != STKR_CLI_OK)
-    status = STKR_CLI_DATA_LOST; /* 1: the gate fails */
-  if (out != stdout) {
-    if (ferror(out) | (fclose(out) != 0)) {
-      fprintf(stderr, "stackrec diff: writing %s failed\n", out_path);
-      status = STKR_CLI_DATA_LOST;
-    }
-    out = stdout;
-  } else if (stkr_cli_flush("diff") != 0) {
-    status = STKR_CLI_DATA_LOST;
-  }
+  status = write_result(&d, format, out_path);
 done:
   stkr_diff_free(&d);
   stkr_agg_free(agg[0]);

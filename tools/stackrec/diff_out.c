@@ -85,23 +85,13 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s) {
-  if (s == NULL) {
-    fputs("null", f);
-    return;
-  }
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
 static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
   size_t i;
 
   fputs(first ? "\n  {\"site\":" : ",\n  {\"site\":", f);
-  json_str(f, p->site);
+  stkr_cli_put_json_str(f, p->site);
   fputs(",\"module\":", f);
-  json_str(f, p->module);
+  stkr_cli_put_json_str(f, p->module);
   fprintf(f,
           ",\"sensitive\":%s,\"base_count\":%" PRIu64 ",\"new_count\":%" PRIu64
           ",\"base_per_min\":%.6g,\"new_per_min\":%.6g,\"frames\":[",
@@ -111,11 +101,12 @@ static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
     const stkr_frame *fr = &p->frames[i];
 
     fputs(i ? ",{\"function\":" : "{\"function\":", f);
-    json_str(f, fr->function);
+    stkr_cli_put_json_str(f, fr->function);
     fputs(",\"file\":", f);
-    json_str(f, fr->file);
+    stkr_cli_put_json_str(f, fr->file);
     fprintf(f, ",\"line\":%u,\"image\":", (unsigned)fr->line);
-    json_str(f, fr->image ? stkr_attrib_base_name(fr->image) : NULL);
+    stkr_cli_put_json_str(f,
+                          fr->image ? stkr_attrib_base_name(fr->image) : NULL);
     fprintf(f, ",\"offset\":\"0x%" PRIx64 "\"}", fr->offset);
   }
   fputs("]}", f);
@@ -137,7 +128,7 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
   fputs("{", f);
   for (i = 0; i < 2; i++) {
     fprintf(f, "%s\"%s\":{\"input\":", i ? ",\n" : "", side_name[i]);
-    json_str(f, d->side[i].input);
+    stkr_cli_put_json_str(f, d->side[i].input);
     fprintf(f,
             ",\"events\":%" PRIu64 ",\"processes\":%zu,\"minutes\":%.6g,"
             "\"intact\":%s}",
@@ -148,7 +139,7 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
           d->threshold_pct, d->min_count);
   for (i = 0; i < d->n_sensitive; i++) {
     fputs(i ? "," : "", f);
-    json_str(f, d->sensitive[i]);
+    stkr_cli_put_json_str(f, d->sensitive[i]);
   }
   fputs("]", f);
   json_list(f, "added", d->added, d->n_added);

@@ -189,16 +189,19 @@ int stkr_cli_dump(int argc, char **argv) {
       {"limit", required_argument, NULL, 'n'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {dump_help, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "dump", .shortopts = ":hn:",
+                                .longopts = longopts, .help = help_text};
   unsigned long long printed = 0;
   dump_opts o = {false, false, false, false, 0};
   stkr_reader *r;
   stkr_event_view ev;
   int c, rc = 0, status;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":hn:", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'j':
       o.json = true;
       break;
@@ -214,16 +217,6 @@ int stkr_cli_dump(int argc, char **argv) {
                                     optarg);
       o.limited = true;
       break;
-    case 'h':
-      fputs(dump_help, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("dump");
-    case ':':
-      return stkr_cli_usage_error("dump", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("dump", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (optind >= argc)

@@ -3,6 +3,7 @@
  * as JSON string contents. See cli.h.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/stackrec/cli.h"
 
@@ -115,4 +116,14 @@ void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n) {
     }
     i++;
   }
+}
+
+void stkr_cli_put_json_str(FILE *f, const char *s) {
+  if (s == NULL) {
+    fputs("null", f);
+    return;
+  }
+  putc('"', f);
+  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
+  putc('"', f);
 }

@@ -323,6 +323,11 @@ int stkr_cli_export(int argc, char **argv) {
       STKR__FILTER_LONGOPTS,
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {
+      export_help, stkr__filter_help,
+      export_help_more, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "export", .shortopts = ":f:o:h",
+                                .longopts = longopts, .help = help_text};
   const char *format = NULL, *out_path = NULL;
   stkr__export x;
   output out;
@@ -330,33 +335,16 @@ int stkr_cli_export(int argc, char **argv) {
   int c, err, status;
 
   memset(&x, 0, sizeof x);
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("export", c, optarg, &x.filt)) >= 0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &x.filt)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'f':
       format = optarg;
       break;
     case 'o':
       out_path = optarg;
       break;
-    case 'h':
-      fputs(export_help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(export_help_more, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("export");
-    case ':':
-      return stkr_cli_usage_error("export", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("export", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (format == NULL)
@@ -369,10 +357,8 @@ int stkr_cli_export(int argc, char **argv) {
     return stkr_cli_usage_error(
         "export", "unknown format '%s' (pprof, folded, chrome or jsonl)",
         format);
-  if ((err = stkr__filter_check("export", &x.filt)) != 0)
+  if ((err = stkr__filter_args_end("export", &x.filt, argc)) >= 0)
     return err;
-  if (optind >= argc)
-    return stkr_cli_usage_error("export", "no DIR or FILE given");
   if (formats[fi].binary && (out_path == NULL || strcmp(out_path, "-") == 0) &&
       isatty(STDOUT_FILENO))
     return stkr_cli_usage_error(

@@ -64,12 +64,6 @@ typedef struct chrome {
   bool first_event_out;   /* the first traceEvents element is written */
 } chrome;
 
-static void put_str(FILE *f, const char *s) {
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
 static const char *base_name(const char *p) {
   const char *s = strrchr(p, '/');
   return s ? s + 1 : p;
@@ -97,7 +91,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
             "\"tid\":%u,\"args\":{\"name\":",
             (unsigned)ev->pid, (unsigned)ev->pid);
     if (pn != NULL && pn[0] != '\0') {
-      put_str(c->out, pn);
+      stkr_cli_put_json_str(c->out, pn);
     } else {
       fprintf(c->out, "\"pid %u\"", (unsigned)ev->pid);
     }
@@ -115,7 +109,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
             "\"tid\":%llu,\"args\":{\"name\":",
             (unsigned)ev->pid, (unsigned long long)ev->tid);
     if (tn[0] != '\0' && strcmp(tn, "?") != 0)
-      put_str(c->out, tn);
+      stkr_cli_put_json_str(c->out, tn);
     else
       fprintf(c->out, "\"tid %llu\"", (unsigned long long)ev->tid);
     fputs("}}", c->out);
@@ -225,8 +219,8 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
     for (i = 0; i < n_fr; i++) {
       if (i)
         putc(',', m);
-      put_str(m, stkr_agg_frame_text(&fr[i], c->x->filt.granularity, label,
-                                     sizeof label));
+      stkr_cli_put_json_str(m, stkr_agg_frame_text(&fr[i], c->x->filt.granularity,
+                                                   label, sizeof label));
     }
     putc(']', m);
     if (fclose(m) != 0 || e.args_stack == NULL) {
@@ -254,6 +248,20 @@ static void put_us(FILE *f, uint64_t ns) {
           (unsigned)(ns % 1000));
 }
 
+/* The head of an instant event ("ph":"i") of ev, up to its tid: scope 't'
+ * (its thread's track) or 'p' (a line across its process). */
+static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
+                        char scope) {
+  sep(c);
+  fputs("{\"name\":", c->out);
+  stkr_cli_put_json_str(c->out, ev->site);
+  fprintf(c->out, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"%c\",\"ts\":", cat,
+          scope);
+  put_us(c->out, ev->ts_ns);
+  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
+          (unsigned long long)ev->tid);
+}
+
 static int put_event(chrome *c, const stkr_event_view *ev) {
   const cached *e = NULL;
   bool any_arg = false;
@@ -267,13 +275,7 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
       return (int)idx;
     e = &c->cache[idx];
   }
-  sep(c);
-  fputs("{\"name\":", c->out);
-  put_str(c->out, ev->site);
-  fputs(",\"cat\":\"stackrec\",\"ph\":\"i\",\"s\":\"t\",\"ts\":", c->out);
-  put_us(c->out, ev->ts_ns);
-  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
-          (unsigned long long)ev->tid);
+  put_instant(c, ev, "stackrec", 't');
   if (e != NULL && e->sf != 0)
     fprintf(c->out, ",\"sf\":%llu", (unsigned long long)e->sf);
   fputs(",\"args\":{", c->out);
@@ -297,13 +299,8 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
 /* A mark: a process-wide instant event ("s":"p", a line across the
  * process's tracks), category "mark", not counted as an event. */
 static void put_mark(chrome *c, const stkr_event_view *ev) {
-  sep(c);
-  fputs("{\"name\":", c->out);
-  put_str(c->out, ev->site);
-  fputs(",\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\",\"ts\":", c->out);
-  put_us(c->out, ev->ts_ns);
-  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu,\"args\":{", (unsigned)ev->pid,
-          (unsigned long long)ev->tid);
+  put_instant(c, ev, "mark", 'p');
+  fputs(",\"args\":{", c->out);
   if (ev->payload_len > 0) {
     fputs("\"payload\":\"", c->out);
     stkr_cli_put_json(c->out, ev->payload, ev->payload_len);
@@ -320,9 +317,9 @@ static void put_tail(chrome *c, uint64_t events) {
   for (i = 0; i < c->n_nodes; i++) {
     const node *n = &c->nodes[i];
     fprintf(c->out, "%s\n\"%zu\":{\"name\":", i ? "," : "", i + 1);
-    put_str(c->out, n->name);
+    stkr_cli_put_json_str(c->out, n->name);
     fputs(",\"category\":", c->out);
-    put_str(c->out, n->category);
+    stkr_cli_put_json_str(c->out, n->category);
     if (n->parent != 0)
       fprintf(c->out, ",\"parent\":%llu", (unsigned long long)n->parent);
     putc('}', c->out);

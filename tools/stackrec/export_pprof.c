@@ -380,9 +380,102 @@ static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
   return id;
 }
 
+/* The string ids of the label keys (pprof labels every sample with them). */
+typedef struct label_keys {
+  int64_t site, thread, pid, process, payload;
+} label_keys;
+
+/* Stack s as sample sm: one Location per PC, leaf first, into ids (from
+ * *n_ids on), its count into *value, its labels into lb (N_LABELS).
+ * @return 0 or -1 (out of memory). */
+static int add_sample(pp *p, const stkr_agg_stack *s, const label_keys *k,
+                      pb_sample *sm, pb_label *lb, uint64_t *ids,
+                      size_t *n_ids, int64_t *value) {
+  size_t nl = 0, l, at = 0;
+
+  perftools__profiles__sample__init(sm);
+  sm->location_id = &ids[*n_ids];
+  while (at < s->n_frames) {
+    size_t end = at;
+    uint64_t id;
+    while (end < s->n_frames && s->frames[end].inlined)
+      end++;
+    if (end < s->n_frames)
+      end++; /* the function containing the PC */
+    if ((id = location_id(p, &s->frames[at], end - at)) == 0)
+      return -1;
+    ids[(*n_ids)++] = id;
+    sm->n_location_id++;
+    at = end;
+  }
+  *value = (int64_t)s->count;
+  sm->value = value;
+  sm->n_value = 1;
+  for (l = 0; l < N_LABELS; l++)
+    perftools__profiles__label__init(&lb[l]);
+  lb[nl].key = k->site;
+  lb[nl++].str = str(p, s->site[0] ? s->site : "?");
+  lb[nl].key = k->thread;
+  lb[nl++].str = str(p, s->thread && s->thread[0] ? s->thread : "?");
+  lb[nl].key = k->pid;
+  lb[nl++].num = s->pid;
+  lb[nl].key = k->process;
+  lb[nl++].str = str(p, s->process && s->process[0] ? s->process : "?");
+  if (s->payload_len > 0) {
+    /* pprof's strings are text: the payload escaped as `report` shows
+     * it, so a binary payload cannot break a viewer. */
+    if ((lb[nl].str = payload_str(p, s)) < 0)
+      return -1;
+    lb[nl++].key = k->payload;
+  }
+  sm->label = calloc(nl, sizeof *sm->label);
+  if (sm->label == NULL)
+    return -1;
+  for (l = 0; l < nl; l++)
+    sm->label[l] = &lb[l];
+  sm->n_label = nl;
+  return 0;
+}
+
+/* The profile's time span (wall clock) and comments (what was exported,
+ * what the recorder dropped), over every process read. comments has room
+ * for 2. */
+static void span_and_comments(pp *p, pb_profile *prof, int64_t *comments) {
+  stkr_reader *r = p->x->r;
+  size_t i, n_proc = stkr_reader_process_count(r);
+  uint64_t first_wall = 0, last_wall = 0, drops = 0;
+  char note[256];
+
+  for (i = 0; i < n_proc; i++) {
+    const stkr_process_info *pi = stkr_reader_process(r, i);
+    drops += pi->drops;
+    if (pi->first_wall_ns == 0)
+      continue;
+    if (first_wall == 0 || pi->first_wall_ns < first_wall)
+      first_wall = pi->first_wall_ns;
+    if (pi->first_wall_ns + (pi->last_ts_ns - pi->first_ts_ns) > last_wall)
+      last_wall = pi->first_wall_ns + (pi->last_ts_ns - pi->first_ts_ns);
+  }
+  prof->time_nanos = (int64_t)first_wall;
+  prof->duration_nanos = (int64_t)(last_wall - first_wall);
+  prof->comment = comments;
+  prof->n_comment = 0;
+  snprintf(note, sizeof note,
+           "stackrec export: %llu events of %llu read, %zu processes",
+           (unsigned long long)p->a->events,
+           (unsigned long long)p->a->events_read, p->a->n_processes);
+  comments[prof->n_comment++] = str(p, note);
+  if (drops > 0) {
+    snprintf(note, sizeof note,
+             "%llu events were dropped by the recorder and are not in this "
+             "profile",
+             (unsigned long long)drops);
+    comments[prof->n_comment++] = str(p, note);
+  }
+}
+
 static int build_and_write(pp *p) {
   stkr_agg *a = p->a;
-  stkr_reader *r = p->x->r;
   pb_profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
   pb_value_type vt = PERFTOOLS__PROFILES__VALUE_TYPE__INIT, *vtp = &vt;
   pb_value_type pt = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
@@ -393,11 +486,9 @@ static int build_and_write(pp *p) {
   pb_function **fnp = NULL;
   uint64_t *ids = NULL;
   int64_t *values = NULL, comments[2];
-  int64_t site_key, thread_key, pid_key, process_key, payload_key;
-  size_t i, k, n_ids = 0, n_comments = 0, n_proc;
-  uint64_t first_wall = 0, last_wall = 0, drops = 0;
+  label_keys keys;
+  size_t i, k, n_ids = 0;
   int err = -ENOMEM;
-  char note[256];
 
   /* string_table[0] must be "" (str() maps "" and NULL to it). */
   if (grow((void **)&p->strv, &p->cap_str, 1, sizeof *p->strv) != 0)
@@ -407,11 +498,11 @@ static int build_and_write(pp *p) {
     goto out;
   vt.type = pt.type = str(p, "events");
   vt.unit = pt.unit = str(p, "count");
-  site_key = str(p, "site");
-  thread_key = str(p, "thread");
-  pid_key = str(p, "pid");
-  process_key = str(p, "process");
-  payload_key = str(p, "payload");
+  keys.site = str(p, "site");
+  keys.thread = str(p, "thread");
+  keys.pid = str(p, "pid");
+  keys.process = str(p, "process");
+  keys.payload = str(p, "payload");
   for (i = 0; i < a->n_stacks; i++)
     n_ids += a->stacks[i].n_frames;
   samples = calloc(a->n_stacks + 1, sizeof *samples);
@@ -425,54 +516,10 @@ static int build_and_write(pp *p) {
 
   n_ids = 0;
   for (i = 0; i < a->n_stacks; i++) {
-    const stkr_agg_stack *s = &a->stacks[i];
-    pb_sample *sm = &samples[i];
-    pb_label *lb = &labels[N_LABELS * i];
-    size_t nl = 0, l;
-    size_t at = 0;
-
-    perftools__profiles__sample__init(sm);
-    sm->location_id = &ids[n_ids];
-    while (at < s->n_frames) { /* one Location per PC, leaf first */
-      size_t end = at;
-      uint64_t id;
-      while (end < s->n_frames && s->frames[end].inlined)
-        end++;
-      if (end < s->n_frames)
-        end++; /* the function containing the PC */
-      if ((id = location_id(p, &s->frames[at], end - at)) == 0)
-        goto out;
-      ids[n_ids++] = id;
-      sm->n_location_id++;
-      at = end;
-    }
-    values[i] = (int64_t)s->count;
-    sm->value = &values[i];
-    sm->n_value = 1;
-    for (l = 0; l < N_LABELS; l++)
-      perftools__profiles__label__init(&lb[l]);
-    lb[nl].key = site_key;
-    lb[nl++].str = str(p, s->site[0] ? s->site : "?");
-    lb[nl].key = thread_key;
-    lb[nl++].str = str(p, s->thread && s->thread[0] ? s->thread : "?");
-    lb[nl].key = pid_key;
-    lb[nl++].num = s->pid;
-    lb[nl].key = process_key;
-    lb[nl++].str = str(p, s->process && s->process[0] ? s->process : "?");
-    if (s->payload_len > 0) {
-      /* pprof's strings are text: the payload escaped as `report` shows
-       * it, so a binary payload cannot break a viewer. */
-      if ((lb[nl].str = payload_str(p, s)) < 0)
-        goto out;
-      lb[nl++].key = payload_key;
-    }
-    sm->label = calloc(nl, sizeof *sm->label);
-    if (sm->label == NULL)
+    if (add_sample(p, &a->stacks[i], &keys, &samples[i],
+                   &labels[N_LABELS * i], ids, &n_ids, &values[i]) != 0)
       goto out;
-    for (l = 0; l < nl; l++)
-      sm->label[l] = &lb[l];
-    sm->n_label = nl;
-    samplep[i] = sm;
+    samplep[i] = &samples[i];
   }
 
   /* Mappings: an image whose every location is named has functions (and
@@ -495,30 +542,7 @@ static int build_and_write(pp *p) {
   for (i = 0; i < p->n_fns; i++)
     fnp[i] = &p->fns[i];
 
-  /* Time span and drops, over every process read. */
-  n_proc = stkr_reader_process_count(r);
-  for (i = 0; i < n_proc; i++) {
-    const stkr_process_info *pi = stkr_reader_process(r, i);
-    drops += pi->drops;
-    if (pi->first_wall_ns == 0)
-      continue;
-    if (first_wall == 0 || pi->first_wall_ns < first_wall)
-      first_wall = pi->first_wall_ns;
-    if (pi->first_wall_ns + (pi->last_ts_ns - pi->first_ts_ns) > last_wall)
-      last_wall = pi->first_wall_ns + (pi->last_ts_ns - pi->first_ts_ns);
-  }
-  snprintf(note, sizeof note,
-           "stackrec export: %llu events of %llu read, %zu processes",
-           (unsigned long long)a->events,
-           (unsigned long long)a->events_read, a->n_processes);
-  comments[n_comments++] = str(p, note);
-  if (drops > 0) {
-    snprintf(note, sizeof note,
-             "%llu events were dropped by the recorder and are not in this "
-             "profile",
-             (unsigned long long)drops);
-    comments[n_comments++] = str(p, note);
-  }
+  span_and_comments(p, &prof, comments);
   if (p->oom)
     goto out;
 
@@ -534,12 +558,8 @@ static int build_and_write(pp *p) {
   prof.function = fnp;
   prof.n_string_table = p->n_str;
   prof.string_table = (char **)p->strv;
-  prof.time_nanos = (int64_t)first_wall;
-  prof.duration_nanos = (int64_t)(last_wall - first_wall);
   prof.period_type = &pt;
   prof.period = 1;
-  prof.n_comment = n_comments;
-  prof.comment = comments;
   prof.default_sample_type = vt.type;
   err = write_gz(&prof, p->x->out);
   p->x->events_out = a->events;

@@ -23,6 +23,7 @@
 
 #include "proto/stkr_reader.h"
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/cli.h"
 
 /* Name-filter results cached per (session, id) of the process being read,
  * so fnmatch runs once per site or thread, not once per event. */
@@ -62,9 +63,9 @@ void stkr__filter_free(stkr__filter *f);
 
 /* ---- the filter options, shared by every command that filters -------------
  * (filter_opts.c, in the stackrec binary). A command puts
- * STKR__FILTER_LONGOPTS into its getopt_long table, hands every option to
- * stkr__filter_option() first, prints stkr__filter_help in its --help, and
- * calls stkr__filter_check() once the options are parsed. */
+ * STKR__FILTER_LONGOPTS into its getopt_long table, reads its options with
+ * stkr__filter_getopt(), prints stkr__filter_help in its --help, and calls
+ * stkr__filter_args_end() once the options are parsed. */
 enum {
   STKR__OPT_SITE = 0x1000,
   STKR__OPT_THREAD,
@@ -93,5 +94,16 @@ int stkr__filter_option(const char *cmd, int opt, const char *arg,
 /* After parsing: the window must be well formed.
  * @return 0, or 2 after printing a usage error. */
 int stkr__filter_check(const char *cmd, const stkr_agg_opts *o);
+
+/* stkr_cli_getopt (cli.h) with the filter's options applied to *o on the
+ * way. @return the next option that is not the filter's, -1 at the end,
+ * or STKR_CLI_OPT_EXIT with s->status the exit status (--help, a usage
+ * error, a filter option's bad value). */
+int stkr__filter_getopt(stkr_cli_getopt_state *s, int argc, char **argv,
+                        stkr_agg_opts *o);
+
+/* After the options: stkr__filter_check, and at least one input left
+ * (argv[optind]). @return -1 to go on, else the exit status (2). */
+int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc);
 
 #endif /* STKR_FILTER_H */

@@ -4,6 +4,7 @@
  * cannot drift apart between commands.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -77,4 +78,30 @@ int stkr__filter_check(const char *cmd, const stkr_agg_opts *o) {
     return stkr_cli_usage_error(cmd, "--to %g is not after --from %g",
                                 o->to_s, o->from_s);
   return 0;
+}
+
+int stkr__filter_getopt(stkr_cli_getopt_state *s, int argc, char **argv,
+                        stkr_agg_opts *o) {
+  int c, err;
+
+  while ((c = stkr_cli_getopt(s, argc, argv)) != -1 &&
+         c != STKR_CLI_OPT_EXIT) {
+    if ((err = stkr__filter_option(s->cmd, c, optarg, o)) < 0)
+      return c;
+    if (err != 0) {
+      s->status = err;
+      return STKR_CLI_OPT_EXIT;
+    }
+  }
+  return c;
+}
+
+int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc) {
+  int err;
+
+  if ((err = stkr__filter_check(cmd, o)) != 0)
+    return err;
+  if (optind >= argc)
+    return stkr_cli_usage_error(cmd, "no DIR or FILE given");
+  return -1;
 }

@@ -211,6 +211,10 @@ int stkr_cli_info(int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {info_help, stkr_cli_exit_help,
+                                          NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "info", .shortopts = ":h",
+                                .longopts = longopts, .help = help_text};
   bool json = false;
   unsigned long long total = 0;
   stkr_reader *r;
@@ -218,20 +222,10 @@ int stkr_cli_info(int argc, char **argv) {
   size_t i, n;
   int c, rc, status;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    if (c == 'j') {
-      json = true;
-      continue;
-    }
-    if (c == 'h') {
-      fputs(info_help, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("info");
-    }
-    return stkr_cli_usage_error("info", "unknown option '%s'",
-                                argv[optind - 1]);
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
+    if (c == STKR_CLI_OPT_EXIT)
+      return gopt.status;
+    json = json || c == 'j';
   }
   if (optind >= argc)
     return stkr_cli_usage_error("info", "no DIR or FILE given");

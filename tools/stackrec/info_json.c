@@ -28,12 +28,6 @@
 
 #include "tools/stackrec/cli.h"
 
-static void put_str(const char *s) {
-  putchar('"');
-  stkr_cli_put_json(stdout, (const uint8_t *)s, strlen(s));
-  putchar('"');
-}
-
 static void put_u64(const char *key, uint64_t v, bool comma) {
   printf("%s\"%s\":%" PRIu64, comma ? "," : "", key, v);
 }
@@ -61,7 +55,7 @@ static int put_sites(const stkr_reader *r, size_t i) {
   fputs(",\"sites\":[", stdout);
   for (k = 0; k < n; k++) {
     fputs(k ? ",{\"name\":" : "{\"name\":", stdout);
-    put_str(sorted[k].name);
+    stkr_cli_put_json_str(stdout, sorted[k].name);
     if (sorted[k].is_mark) /* a mark's site: "events" are its marks */
       fputs(",\"mark\":true", stdout);
     put_u64("events", sorted[k].events, true);
@@ -99,11 +93,11 @@ static int put_process(const stkr_reader *r, size_t i) {
   const stkr_process_info *p = stkr_reader_process(r, i);
 
   printf("{\"pid\":%u,\"name\":", (unsigned)p->pid);
-  put_str(p->have_header ? p->process_name : "");
+  stkr_cli_put_json_str(stdout, p->have_header ? p->process_name : "");
   fputs(",\"arch\":", stdout);
-  put_str(p->arch ? p->arch : "");
+  stkr_cli_put_json_str(stdout, p->arch ? p->arch : "");
   fputs(",\"directory\":", stdout);
-  put_str(p->dir ? p->dir : "");
+  stkr_cli_put_json_str(stdout, p->dir ? p->dir : "");
   printf(",\"parent_pid\":%u,\"sessions\":%u,\"session_id\":\"%016" PRIx64
          "\"",
          (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);

@@ -360,9 +360,8 @@ int stkr_json_parse(const char *text, size_t len, stkr_json **out, char *err,
   return 0;
 }
 
-int stkr_json_load(const char *path, stkr_json **out, char *err,
-                   size_t errlen) {
-  char msg[256];
+int stkr_text_file_read(const char *path, size_t max, char **out,
+                        size_t *len, char *err, size_t errlen) {
   struct stat st;
   char *buf = NULL;
   size_t n = 0;
@@ -370,6 +369,7 @@ int stkr_json_load(const char *path, stkr_json **out, char *err,
   int fd, rc;
 
   *out = NULL;
+  *len = 0;
   if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
     rc = -errno;
     goto io_error;
@@ -378,18 +378,22 @@ int stkr_json_load(const char *path, stkr_json **out, char *err,
     rc = fstat(fd, &st) != 0 ? -errno : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
     close(fd);
     if (rc == -EINVAL) {
-      snprintf(err, errlen, "%s: not a regular file", path);
+      if (err != NULL)
+        snprintf(err, errlen, "%s: not a regular file", path);
       return rc;
     }
     goto io_error;
   }
-  if ((uint64_t)st.st_size > STKR_JSON_MAX_BYTES) {
+  if ((uint64_t)st.st_size > max) {
     close(fd);
-    snprintf(err, errlen, "%s: over %u bytes", path, STKR_JSON_MAX_BYTES);
+    if (err != NULL)
+      snprintf(err, errlen, "%s: over %zu bytes", path, max);
     return -EINVAL;
   }
   if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
     close(fd);
+    if (err != NULL)
+      snprintf(err, errlen, "%s: out of memory", path);
     return -ENOMEM;
   }
   /* The file may change size under us: read at most what was stat'ed. */
@@ -406,14 +410,31 @@ int stkr_json_load(const char *path, stkr_json **out, char *err,
     n += (size_t)k;
   }
   close(fd);
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return 0;
+io_error:
+  if (err != NULL)
+    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+  return rc;
+}
+
+int stkr_json_load(const char *path, stkr_json **out, char *err,
+                   size_t errlen) {
+  char msg[256];
+  char *buf;
+  size_t n;
+  int rc;
+
+  *out = NULL;
+  if ((rc = stkr_text_file_read(path, STKR_JSON_MAX_BYTES, &buf, &n, err,
+                                errlen)) != 0)
+    return rc;
   rc = stkr_json_parse(buf, n, out, msg, sizeof msg);
   free(buf);
   if (rc != 0 && err != NULL)
     snprintf(err, errlen, "%s:%s", path, msg);
-  return rc;
-io_error:
-  if (err != NULL)
-    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
   return rc;
 }
 

@@ -1,7 +1,8 @@
 /*
  * json.h: the one small JSON reader of the tools, for the files a person
  * writes and hands to a command: the module map (attrib.h) and the
- * compliance policy (policy.h).
+ * compliance policy (policy.h). Its tree (stkr_json) is also the tree
+ * plist.h reads a property list into, so both share one set of accessors.
  *
  * A whole document is parsed into a tree. Every node keeps the line and
  * column where it starts, so that a command can name the position of a
@@ -57,6 +58,14 @@ int stkr_json_parse(const char *text, size_t len, stkr_json **out, char *err,
  *         failed open/read (-ENOENT, -EACCES, -EISDIR ...). */
 int stkr_json_load(const char *path, stkr_json **out, char *err,
                    size_t errlen);
+
+/* Read a whole regular file of at most max bytes (the readers' bound),
+ * for a parser: *out gets the bytes plus a NUL (malloc'd, the caller's),
+ * *len their count. err (if not NULL) gets "PATH: what".
+ * @return 0, -EINVAL (not a regular file, or over max), -ENOMEM, or the
+ *         negative errno of the failed open/read (-ENOENT, -EISDIR ...). */
+int stkr_text_file_read(const char *path, size_t max, char **out,
+                        size_t *len, char *err, size_t errlen);
 
 /* The value of key in an object (the first one), or NULL (also when obj is
  * not an object). */

@@ -8,17 +8,11 @@
 
 #include "tools/stackrec/cli.h"
 
-static void put_str(FILE *f, const char *s) {
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
-}
-
 static void put_str_or_null(FILE *f, const char *s) {
   if (s == NULL)
     fputs("null", f);
   else
-    put_str(f, s);
+    stkr_cli_put_json_str(f, s);
 }
 
 static void put_frames(FILE *f, const stkr_frame *fr, size_t n) {
@@ -85,7 +79,7 @@ void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
                              size_t n_fr) {
   fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,\"site\":",
           (unsigned long long)ev->ts_ns, (unsigned)ev->pid);
-  put_str(f, ev->site);
+  stkr_cli_put_json_str(f, ev->site);
   /* Only on marks ("site" is then the mark's name): earlier consumers see
    * no new key on events. "external": set with `stackrec mark`. */
   if (ev->is_mark)
@@ -93,7 +87,7 @@ void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
             ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved ? "true"
                                                                    : "false");
   fprintf(f, ",\"tid\":%llu,\"thread\":", (unsigned long long)ev->tid);
-  put_str(f, ev->thread_name);
+  stkr_cli_put_json_str(f, ev->thread_name);
   fputs(",\"payload\":", f);
   if (ev->payload_len == 0 && !ev->payload_truncated) {
     fputs("null", f);

@@ -4,6 +4,7 @@
  * opening inputs, printing warnings, exit status. See cli.h.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +92,46 @@ int stkr_cli_usage_error(const char *cmd, const char *fmt, ...) {
   fprintf(stderr, "\nTry 'stackrec%s%s --help'.\n", cmd ? " " : "",
           cmd ? cmd : "");
   return STKR_CLI_USAGE;
+}
+
+int stkr_cli_bad_option(const char *cmd, int c, char *const *argv) {
+  if (c == ':')
+    return stkr_cli_usage_error(cmd, "option '%s' needs a value",
+                                argv[optind - 1]);
+  return stkr_cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+}
+
+int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
+  const char *const *part;
+  int c;
+
+  if (!s->started) {
+    s->started = true;
+    opterr = 0; /* our own messages, naming the command */
+    optind = 1; /* commands run one after another in tests */
+  }
+  c = s->long_only
+          ? getopt_long_only(argc, argv, s->shortopts, s->longopts, NULL)
+          : getopt_long(argc, argv, s->shortopts, s->longopts, NULL);
+  if (c == 'h') {
+    for (part = s->help; *part != NULL; part++)
+      fputs(*part, stdout);
+    s->status = stkr_cli_flush(s->cmd);
+    return STKR_CLI_OPT_EXIT;
+  }
+  if (c == ':' || c == '?') {
+    s->status = stkr_cli_bad_option(s->cmd, c, argv);
+    return STKR_CLI_OPT_EXIT;
+  }
+  return c;
+}
+
+int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
+                        int rc) {
+  fprintf(stderr, "stackrec %s: %s %s\n", cmd, what, msg);
+  return rc == -EINVAL ? STKR_CLI_USAGE
+         : rc == -ENOMEM ? STKR_CLI_DATA_LOST
+                         : STKR_CLI_NO_INPUT;
 }
 
 /* Warnings go to stderr as they come, in file order, so they can be matched

@@ -374,6 +374,9 @@ int stkr_cli_merge(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {merge_help, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "merge", .shortopts = ":ho:",
+                                .longopts = longopts, .help = help_text};
   merge_run m;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &m,
                            .lazy_frames = true, .batch = on_batch,
@@ -385,23 +388,13 @@ int stkr_cli_merge(int argc, char **argv) {
   const char *out = NULL;
   int c, i, rc, status = STKR_CLI_OK;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'o':
       out = optarg;
       break;
-    case 'h':
-      fputs(merge_help, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("merge");
-    case ':':
-      return stkr_cli_usage_error("merge", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("merge", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (out == NULL || out[0] == '\0')

@@ -4,15 +4,12 @@
  * plist holds. Errors name the line where the scanner stood.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/stkr_grow.h"
 #include "tools/stackrec/plist.h"
@@ -211,11 +208,11 @@ static int skip_between(scan *s) {
   }
 }
 
-static int parse_value(scan *s, stkr_plist *v, int depth);
+static int parse_value(scan *s, stkr_json *v, int depth);
 
 /* <dict>...</dict> or <array>...</array>, after the opening tag. */
-static int parse_items(scan *s, stkr_plist *v, int depth) {
-  const bool dict = v->type == STKR_PLIST_DICT;
+static int parse_items(scan *s, stkr_json *v, int depth) {
+  const bool dict = v->type == STKR_JSON_OBJECT;
   size_t cap = 0, kcap = 0;
 
   if (depth >= STKR_PLIST_MAX_DEPTH)
@@ -277,7 +274,7 @@ static int parse_items(scan *s, stkr_plist *v, int depth) {
   }
 }
 
-static int parse_value(scan *s, stkr_plist *v, int depth) {
+static int parse_value(scan *s, stkr_json *v, int depth) {
   char tag[32], end[32];
   bool close, empty;
 
@@ -287,26 +284,26 @@ static int parse_value(scan *s, stkr_plist *v, int depth) {
   if (close)
     return fail(s, "unexpected </%s>", tag);
   if (strcmp(tag, "dict") == 0 || strcmp(tag, "array") == 0) {
-    v->type = tag[0] == 'd' ? STKR_PLIST_DICT : STKR_PLIST_ARRAY;
+    v->type = tag[0] == 'd' ? STKR_JSON_OBJECT : STKR_JSON_ARRAY;
     return empty ? 0 : parse_items(s, v, depth);
   }
   if (strcmp(tag, "true") == 0 || strcmp(tag, "false") == 0) {
     if (!empty)
       return fail(s, "<%s> must be empty: <%s/>", tag, tag);
-    v->type = STKR_PLIST_BOOL;
-    v->text = strdup(tag);
-    return v->text ? 0 : nomem(s);
+    v->type = STKR_JSON_BOOL;
+    v->b = tag[0] == 't';
+    return 0;
   }
   if (strcmp(tag, "string") != 0 && strcmp(tag, "integer") != 0 &&
       strcmp(tag, "real") != 0 && strcmp(tag, "date") != 0 &&
       strcmp(tag, "data") != 0)
     return fail(s, "unknown element <%s>", tag);
-  v->type = STKR_PLIST_STRING;
+  v->type = STKR_JSON_STRING;
   if (empty) {
-    v->text = strdup("");
-    return v->text ? 0 : nomem(s);
+    v->str = strdup("");
+    return v->str ? 0 : nomem(s);
   }
-  if (read_text(s, &v->text) != 0)
+  if (read_text(s, &v->str) != 0)
     return s->rc;
   if (read_tag(s, end, sizeof end, &close, &empty) != 0)
     return s->rc;
@@ -315,30 +312,10 @@ static int parse_value(scan *s, stkr_plist *v, int depth) {
   return 0;
 }
 
-static void free_inner(stkr_plist *v) {
-  size_t i;
-
-  free(v->text);
-  for (i = 0; i < v->n; i++) {
-    free_inner(&v->items[i]);
-    if (v->keys != NULL)
-      free(v->keys[i]);
-  }
-  free(v->items);
-  free(v->keys);
-}
-
-void stkr_plist_free(stkr_plist *v) {
-  if (v == NULL)
-    return;
-  free_inner(v);
-  free(v);
-}
-
 int stkr_plist_parse(const char *name, const char *text, size_t len,
-                     stkr_plist **out, char *err, size_t errlen) {
+                     stkr_json **out, char *err, size_t errlen) {
   scan s = {text, text + len, 1, name, err, errlen, 0};
-  stkr_plist *v;
+  stkr_json *v;
   char tag[32];
   bool close, empty;
 
@@ -359,7 +336,7 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
       fail(&s, "text after </plist>");
   }
   if (s.rc != 0) {
-    stkr_plist_free(v);
+    stkr_json_free(v);
     if (s.rc == -ENOMEM && err != NULL)
       snprintf(err, errlen, "%s: out of memory", name);
     return s.rc;
@@ -368,58 +345,17 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
   return 0;
 }
 
-int stkr_plist_load(const char *path, stkr_plist **out, char *err,
+int stkr_plist_load(const char *path, stkr_json **out, char *err,
                     size_t errlen) {
-  struct stat st;
   char *buf;
-  size_t n = 0;
-  ssize_t k;
-  int fd, rc;
+  size_t n;
+  int rc;
 
   *out = NULL;
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
-    rc = -errno;
-    if (fd >= 0)
-      close(fd);
-    snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+  if ((rc = stkr_text_file_read(path, STKR_PLIST_MAX_BYTES, &buf, &n, err,
+                                errlen)) != 0)
     return rc;
-  }
-  if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > STKR_PLIST_MAX_BYTES) {
-    close(fd);
-    snprintf(err, errlen, "%s: %s", path,
-             S_ISREG(st.st_mode) ? "too large" : "not a regular file");
-    return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-  }
-  if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-    close(fd);
-    return -ENOMEM;
-  }
-  while (n < (size_t)st.st_size &&
-         (k = read(fd, buf + n, (size_t)st.st_size - n)) != 0) {
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0) {
-      rc = -errno;
-      free(buf);
-      close(fd);
-      snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-      return rc;
-    }
-    n += (size_t)k;
-  }
-  close(fd);
   rc = stkr_plist_parse(path, buf, n, out, err, errlen);
   free(buf);
   return rc;
-}
-
-const stkr_plist *stkr_plist_get(const stkr_plist *dict, const char *key) {
-  size_t i;
-
-  if (dict == NULL || dict->type != STKR_PLIST_DICT)
-    return NULL;
-  for (i = 0; i < dict->n; i++)
-    if (strcmp(dict->keys[i], key) == 0)
-      return &dict->items[i];
-  return NULL;
 }

@@ -16,39 +16,25 @@
 
 #include <stddef.h>
 
+#include "tools/stackrec/json.h"
+
 #define STKR_PLIST_MAX_BYTES (16u << 20)
 #define STKR_PLIST_MAX_DEPTH 64
 
-typedef enum stkr_plist_type {
-  STKR_PLIST_DICT = 0,
-  STKR_PLIST_ARRAY,
-  STKR_PLIST_STRING, /* also integer, real, date, data: their text */
-  STKR_PLIST_BOOL
-} stkr_plist_type;
+/* The tree is json.h's (one tree type and one set of accessors for both
+ * readers: stkr_json_get, stkr_json_free): <dict> is an OBJECT, <array>
+ * an ARRAY, <true/> and <false/> a BOOL, <string> a STRING, and so are
+ * <integer>, <real>, <date> and <data> (their text). Every node has the
+ * line where its element starts; col is 0 (not tracked). */
 
-typedef struct stkr_plist stkr_plist;
-struct stkr_plist {
-  stkr_plist_type type;
-  unsigned line;      /* where its element starts */
-  char *text;         /* STRING: decoded text; BOOL: "true" or "false" */
-  size_t n;           /* DICT, ARRAY: items */
-  stkr_plist *items;
-  char **keys;        /* DICT: the key of each item */
-};
-
-/* Read a file. err gets "PATH:LINE: what" (malformed) or "PATH: strerror".
- * @return 0 (*out: the root value, stkr_plist_free()), -EINVAL, -ENOMEM,
+/* Read a file. err gets "PATH:LINE: what" (malformed) or "PATH: what".
+ * @return 0 (*out: the root value, stkr_json_free()), -EINVAL, -ENOMEM,
  *         or the negative errno of a file that cannot be read. */
-int stkr_plist_load(const char *path, stkr_plist **out, char *err,
+int stkr_plist_load(const char *path, stkr_json **out, char *err,
                     size_t errlen);
 
 /* The same from memory; name is used in messages. */
 int stkr_plist_parse(const char *name, const char *text, size_t len,
-                     stkr_plist **out, char *err, size_t errlen);
-
-/* The value of key in a dict, or NULL. */
-const stkr_plist *stkr_plist_get(const stkr_plist *dict, const char *key);
-
-void stkr_plist_free(stkr_plist *v); /* NULL accepted */
+                     stkr_json **out, char *err, size_t errlen);
 
 #endif /* STKR_PLIST_H */

@@ -150,39 +150,39 @@ static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
 
 /* The categories the manifest declares (declared[k]); unknown types are
  * noted on stderr. @return 0 or 2 after a message (wrong shape). */
-static int declared_categories(const char *path, const stkr_plist *root,
+static int declared_categories(const char *path, const stkr_json *root,
                                bool *declared) {
-  const stkr_plist *types = stkr_plist_get(root, "NSPrivacyAccessedAPITypes");
+  const stkr_json *types = stkr_json_get(root, "NSPrivacyAccessedAPITypes");
   size_t i;
 
   for (i = 0; i < stkr_reason_category_count; i++)
     declared[i] = false;
-  if (root->type != STKR_PLIST_DICT) {
+  if (root->type != STKR_JSON_OBJECT) {
     fprintf(stderr, "stackrec privacy-manifest: %s:%u: the plist's value "
             "must be a <dict>\n", path, root->line);
     return STKR_CLI_USAGE;
   }
   if (types == NULL)
     return 0; /* declares nothing */
-  if (types->type != STKR_PLIST_ARRAY) {
+  if (types->type != STKR_JSON_ARRAY) {
     fprintf(stderr, "stackrec privacy-manifest: %s:%u: "
             "NSPrivacyAccessedAPITypes must be an <array>\n", path,
             types->line);
     return STKR_CLI_USAGE;
   }
   for (i = 0; i < types->n; i++) {
-    const stkr_plist *t = stkr_plist_get(&types->items[i],
+    const stkr_json *t = stkr_json_get(&types->items[i],
                                          "NSPrivacyAccessedAPIType");
     const stkr_reason_category *rc;
-    if (t == NULL || t->type != STKR_PLIST_STRING) {
+    if (t == NULL || t->type != STKR_JSON_STRING) {
       fprintf(stderr, "stackrec privacy-manifest: %s:%u: an entry of "
               "NSPrivacyAccessedAPITypes needs an NSPrivacyAccessedAPIType "
               "<string>\n", path, types->items[i].line);
       return STKR_CLI_USAGE;
     }
-    if ((rc = stkr_reason_by_type(t->text)) == NULL)
+    if ((rc = stkr_reason_by_type(t->str)) == NULL)
       fprintf(stderr, "stackrec privacy-manifest: %s:%u: note: unknown "
-              "category \"%s\"\n", path, t->line, t->text);
+              "category \"%s\"\n", path, t->line, t->str);
     else
       declared[rc - stkr_reason_categories] = true;
   }
@@ -276,54 +276,31 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  int c, err;
+  static const char *const help_text[] = {
+      help, stkr__filter_help, help_exit, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "privacy-manifest",
+                                .shortopts = ":ho:", .longopts = longopts,
+                                .help = help_text};
+  int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("privacy-manifest", c, optarg, &o->agg)) >=
-        0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case O_MANIFEST: *manifest = optarg; break;
     case O_MAP: *map = optarg; break;
     case O_PER_MODULE: *per_module = optarg; break;
     case 'o': *output = optarg; break;
-    case 'h':
-      fputs(help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(help_exit, stdout);
-      return stkr_cli_flush("privacy-manifest");
-    case ':':
-      return stkr_cli_usage_error("privacy-manifest",
-                                  "option '%s' needs a value", argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("privacy-manifest", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
-  if ((err = stkr__filter_check("privacy-manifest", &o->agg)) != 0)
-    return err;
-  if (optind >= argc)
-    return stkr_cli_usage_error("privacy-manifest", "no DIR or FILE given");
-  return -1;
-}
-
-static int load_error(const char *what, const char *msg, int rc) {
-  fprintf(stderr, "stackrec privacy-manifest: %s %s\n", what, msg);
-  return rc == -EINVAL ? STKR_CLI_USAGE
-         : rc == -ENOMEM ? STKR_CLI_DATA_LOST
-                         : STKR_CLI_NO_INPUT;
+  return stkr__filter_args_end("privacy-manifest", &o->agg, argc);
 }
 
 int stkr_cli_privacy_manifest(int argc, char **argv) {
   const char *manifest = NULL, *map_path = NULL, *output = NULL,
              *per_module = NULL;
   bool used[MAX_CATS], declared[MAX_CATS];
-  stkr_plist *plist = NULL;
+  stkr_json *plist = NULL;
   stkr_modmap *map = NULL;
   stkr_reader *r = NULL;
   stkr_comp *c = NULL;
@@ -339,13 +316,14 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   /* The inputs a person wrote first: a typo fails fast, before reading. */
   if (manifest != NULL &&
       (err = stkr_plist_load(manifest, &plist, msg, sizeof msg)) != 0)
-    return load_error("manifest", msg, err);
+    return stkr_cli_load_error("privacy-manifest", "manifest", msg, err);
   if (manifest != NULL &&
       (status = declared_categories(manifest, plist, declared)) != 0)
     goto out;
   if (map_path != NULL &&
       (err = stkr_modmap_load(map_path, &map, msg, sizeof msg)) != 0) {
-    status = load_error("module map", msg, err);
+    status = stkr_cli_load_error("privacy-manifest", "module map", msg,
+                                 err);
     goto out;
   }
   o.modmap = map;
@@ -390,7 +368,7 @@ out:
   free(cat_of);
   stkr_comp_free(c);
   stkr_reader_free(r);
-  stkr_plist_free(plist);
+  stkr_json_free(plist);
   stkr_modmap_free(map);
   return status;
 }

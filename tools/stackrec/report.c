@@ -455,6 +455,13 @@ static int print_sites(const stkr_agg *a, const report_opts *o) {
 
 /* ---- header --------------------------------------------------------------- */
 
+/* "# TAG: N noun[s] what", when n is not 0 (plural: the noun's ending). */
+static void put_loss(const char *tag, unsigned long long n, const char *noun,
+                     const char *plural, const char *what) {
+  if (n != 0)
+    printf("# %s: %llu %s%s %s\n", tag, n, noun, n == 1 ? "" : plural, what);
+}
+
 static void print_header(const stkr_agg *a, const report_opts *o) {
   const stkr_agg_opts *f = &o->agg;
   bool filtered = f->site_glob || f->thread_glob || f->from_s > 0 ||
@@ -473,29 +480,17 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            (unsigned long long)a->drops_reentrant,
            (unsigned long long)a->drops_other,
            (unsigned long long)a->drops_write_error);
-  if (a->segments_deleted)
-    printf("# DELETED: %llu older segment file%s deleted by the disk cap; "
-           "their events are not counted\n",
-           (unsigned long long)a->segments_deleted,
-           a->segments_deleted == 1 ? "" : "s");
-  if (a->damaged_batches)
-    printf("# DAMAGED: %llu batch%s could not be read (named on stderr); "
-           "their events are not counted\n",
-           (unsigned long long)a->damaged_batches,
-           a->damaged_batches == 1 ? "" : "es");
-  if (a->missing_batches)
-    printf("# MISSING: %llu batch%s (gaps in batch numbers)\n",
-           (unsigned long long)a->missing_batches,
-           a->missing_batches == 1 ? "" : "es");
-  if (a->unresolved_events)
-    printf("# UNRESOLVED: %llu event%s refer to undefined sites, threads or "
-           "stacks (shown as \"?\")\n",
-           (unsigned long long)a->unresolved_events,
-           a->unresolved_events == 1 ? "" : "s");
-  if (a->unsupported_processes)
-    printf("# NOT READ: %zu process%s recorded in a newer format version\n",
-           a->unsupported_processes,
-           a->unsupported_processes == 1 ? "" : "es");
+  put_loss("DELETED", a->segments_deleted, "older segment file", "s",
+           "deleted by the disk cap; their events are not counted");
+  put_loss("DAMAGED", a->damaged_batches, "batch", "es",
+           "could not be read (named on stderr); their events are not "
+           "counted");
+  put_loss("MISSING", a->missing_batches, "batch", "es",
+           "(gaps in batch numbers)");
+  put_loss("UNRESOLVED", a->unresolved_events, "event", "s",
+           "refer to undefined sites, threads or stacks (shown as \"?\")");
+  put_loss("NOT READ", a->unsupported_processes, "process", "es",
+           "recorded in a newer format version");
   if (a->live_processes)
     printf("# LIVE: %zu process%s still being written; the last, "
            "incomplete batch is not counted\n",
@@ -588,7 +583,8 @@ static int write_html(const stkr_agg *a, const report_opts *o,
   return 0;
 }
 
-int stkr_cli_report(int argc, char **argv) {
+/* Parse the options into *o. @return -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, report_opts *o) {
   enum { O_TOP = 256, O_TREE, O_HTML, O_SORT, O_BY, O_TIMELINE };
   static const struct option longopts[] = {
       STKR__FILTER_LONGOPTS,
@@ -600,40 +596,33 @@ int stkr_cli_report(int argc, char **argv) {
       {"html", required_argument, NULL, O_HTML},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  report_opts o;
-  stkr_cli_progress prog;
-  stkr_reader *r;
-  stkr_agg *a = NULL;
-  char banner[1024];
-  int c, err, status;
+  static const char *const help_text[] = {
+      report_help, stkr__filter_help,
+      report_help_more, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "report", .shortopts = ":h",
+                                .longopts = longopts, .help = help_text};
+  int c, err;
 
-  memset(&o, 0, sizeof o);
-  o.top = 10;
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    if ((err = stkr__filter_option("report", c, optarg, &o.agg)) >= 0) {
-      if (err != 0)
-        return err;
-      continue;
-    }
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case O_TIMELINE:
-      o.timeline = true;
+      o->timeline = true;
       break;
     case O_SORT:
       if (strcmp(optarg, "events") == 0)
-        o.sort = SORT_EVENTS;
+        o->sort = SORT_EVENTS;
       else if (strcmp(optarg, "stacks") == 0)
-        o.sort = SORT_STACKS;
+        o->sort = SORT_STACKS;
       else if (strcmp(optarg, "name") == 0)
-        o.sort = SORT_NAME;
+        o->sort = SORT_NAME;
       else
         return stkr_cli_usage_error(
             "report", "--sort '%s': events, stacks or name", optarg);
       break;
     case O_BY:
-      if (stkr_agg_by_parse(optarg, &o.by) != 0)
+      if (stkr_agg_by_parse(optarg, &o->by) != 0)
         return stkr_cli_usage_error(
             "report", "--by '%s': site, thread, process, payload or module",
             optarg);
@@ -646,38 +635,39 @@ int stkr_cli_report(int argc, char **argv) {
       if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-')
         return stkr_cli_usage_error("report", "--top '%s' is not a count",
                                     optarg);
-      o.top = (size_t)v;
+      o->top = (size_t)v;
       break;
     }
     case O_TREE:
-      o.tree = true;
+      o->tree = true;
       break;
     case O_HTML:
-      o.html = optarg;
+      o->html = optarg;
       break;
-    case 'h':
-      fputs(report_help, stdout);
-      fputs(stkr__filter_help, stdout);
-      fputs(report_help_more, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("report");
-    case ':':
-      return stkr_cli_usage_error("report", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("report", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
-  if ((err = stkr__filter_check("report", &o.agg)) != 0)
+  if ((err = stkr__filter_args_end("report", &o->agg, argc)) >= 0)
     return err;
-  if (o.by != STKR_BY_SITE && (o.tree || o.html != NULL))
+  if (o->by != STKR_BY_SITE && (o->tree || o->html != NULL))
     return stkr_cli_usage_error("report", "--by goes with neither --tree "
                                           "nor --html");
+  return -1;
+}
+
+int stkr_cli_report(int argc, char **argv) {
+  report_opts o;
+  stkr_cli_progress prog;
+  stkr_reader *r;
+  stkr_agg *a = NULL;
+  char banner[1024];
+  int err, status;
+
+  memset(&o, 0, sizeof o);
+  o.top = 10;
+  if ((status = parse_args(argc, argv, &o)) >= 0)
+    return status;
   g_sort = o.sort;
   stkr_agg_by_opts(o.by, &o.agg);
-  if (optind >= argc)
-    return stkr_cli_usage_error("report", "no DIR or FILE given");
   status = stkr_cli_open("report", argv + optind, argc - optind, true, &r);
   if (status != 0)
     return status;

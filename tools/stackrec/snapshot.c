@@ -21,8 +21,18 @@
 #include <unistd.h>
 
 #include "common/stkr_grow.h"
+#include "tools/stackrec/attrib.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/snapshot.h"
+
+/* Both backends (snapshot_linux.c, snapshot_apple.c) fill a stkr_snap the
+ * same way, with malloc'd threads and stack copies: one free for both. */
+void stkr_snap_free(stkr_snap *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_threads; i++) free(s->threads[i].stack);
+  free(s->threads);
+  memset(s, 0, sizeof *s);
+}
 
 static const char snapshot_help[] =
     "Usage: stackrec snapshot [--json | -o DIR] [--count N] [--interval MS]\n"
@@ -115,21 +125,6 @@ static const char *str_of(const snap_run *r, uint32_t id) {
   return id && id < r->cap_strs ? r->strs[id] : NULL;
 }
 
-static const char *base_of(const char *p) {
-  const char *s = p ? strrchr(p, '/') : NULL;
-  return s ? s + 1 : p;
-}
-
-static void json_str(const char *s) {
-  if (!s) {
-    fputs("null", stdout);
-    return;
-  }
-  putchar('"');
-  stkr_cli_put_json(stdout, (const uint8_t *)s, strlen(s));
-  putchar('"');
-}
-
 /* One PC's frames are fr[0..n): inlined calls, then the function. Shown
  * as one frame: the function, at the innermost file:line. */
 static void put_frame(const snap_run *r, const stkr_snap_images *im,
@@ -144,17 +139,17 @@ static void put_frame(const snap_run *r, const stkr_snap_images *im,
   if (r->json) {
     printf("%s{\"pc\": \"0x%" PRIx64 "\", \"function\": ", first ? "" : ", ",
            pc);
-    json_str(func);
+    stkr_cli_put_json_str(stdout, func);
     fputs(", \"file\": ", stdout);
-    json_str(file);
+    stkr_cli_put_json_str(stdout, file);
     printf(", \"line\": %u, \"image\": ", loc->line);
-    json_str(image);
+    stkr_cli_put_json_str(stdout, image);
     printf(", \"offset\": \"0x%" PRIx64 "\"}", off);
     return;
   }
   printf("#%-2u 0x%016" PRIx64 " %s", k, pc, func ? func : "??");
   if (file) printf(" at %s:%u", file, loc->line);
-  if (image) printf(" (%s+0x%" PRIx64 ")", base_of(image), off);
+  if (image) printf(" (%s+0x%" PRIx64 ")", stkr_attrib_base_name(image), off);
   putchar('\n');
 }
 
@@ -164,7 +159,7 @@ static void put_thread(const snap_run *r, const stkr_snap_images *im,
   size_t at = 0;
   if (r->json) {
     printf("%s{\"tid\": %d, \"name\": ", first ? "" : ", ", (int)t->tid);
-    json_str(t->name);
+    stkr_cli_put_json_str(stdout, t->name);
     printf(", \"stop_us\": %.1f, \"held_us\": %.1f, \"truncated\": %s, "
            "\"frames\": [",
            t->stop_ns / 1e3, t->held_ns / 1e3, t->truncated ? "true" : "false");
@@ -214,7 +209,7 @@ static int emit(snap_run *r, const stkr_snap_images *im, stkr_snap *s,
   if (err == 0 && !r->outdir) {
     if (r->json) {
       printf("{\"pid\": %d, \"name\": ", (int)s->pid);
-      json_str(s->comm);
+      stkr_cli_put_json_str(stdout, s->comm);
       printf(", \"wall_us\": %.1f, \"max_stop_us\": %.1f, \"threads\": [",
              s->wall_time_ns / 1e3, s->max_stop_ns / 1e3);
     } else {
@@ -278,12 +273,8 @@ static int parse_args(snap_run *r, int argc, char **argv) {
     case 'h':
       fputs(snapshot_help, stdout);
       return -1;
-    case ':':
-      return stkr_cli_usage_error("snapshot", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("snapshot", "unknown option '%s'",
-                                  argv[optind - 1]);
+    default: /* ':' (no value) or an unknown option */
+      return stkr_cli_bad_option("snapshot", c, argv);
     }
   }
   if (r->json && r->outdir)

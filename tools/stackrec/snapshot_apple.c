@@ -247,11 +247,4 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
   }
   return rc;
 }
-
-void stkr_snap_free(stkr_snap *s) {
-  if (!s) return;
-  for (size_t i = 0; i < s->n_threads; i++) free(s->threads[i].stack);
-  free(s->threads);
-  memset(s, 0, sizeof *s);
-}
 #endif /* __APPLE__ */

@@ -54,6 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "tools/stackrec/snapshot_backend.h"
 
 #define STOP_TIMEOUT_NS 2000000000ull /* a thread that does not stop */
@@ -98,15 +99,9 @@ static int list_tasks(pid_t pid, pid_t **out, size_t *n) {
     char *end;
     long t = strtol(e->d_name, &end, 10);
     if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end || t <= 0) continue;
-    if (*n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      pid_t *nv = realloc(*out, nc * sizeof *nv);
-      if (!nv) {
-        closedir(d);
-        return -ENOMEM;
-      }
-      *out = nv;
-      cap = nc;
+    if (stkr_grow((void **)out, &cap, *n + 1, sizeof **out) != 0) {
+      closedir(d);
+      return -ENOMEM;
     }
     (*out)[(*n)++] = (pid_t)t;
   }
@@ -526,12 +521,5 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
     rc = fail(err, err_cap, -ESRCH,
               "process %d exited during the snapshot", (int)pid);
   return rc;
-}
-
-void stkr_snap_free(stkr_snap *s) {
-  if (!s) return;
-  for (size_t i = 0; i < s->n_threads; i++) free(s->threads[i].stack);
-  free(s->threads);
-  memset(s, 0, sizeof *s);
 }
 #endif

@@ -34,9 +34,11 @@
 
 #include <zstd.h>
 
+#include "common/stkr_grow.h"
 #include "flush/symbolize.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/symbolize_canon.h"
 
 static const char symbolize_help[] =
     "Usage: stackrec symbolize [--debug-dir PATH]... [-o OUT] DIR\n"
@@ -97,13 +99,7 @@ typedef struct sym_run {
   const char *cmd; /* "symbolize" or "record": prefix of messages */
   char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
   size_t n_pending, cap_pending;
-  struct canon_img *canon; /* every image seen, at its canonical range */
-  size_t n_canon, cap_canon;
-  uint64_t next_base;
-  struct proc_map *map; /* the current process's images -> canonical */
-  size_t n_map;
-  uint64_t *pcs; /* scratch: one stack's PCs, moved */
-  size_t cap_pcs;
+  stkr__canon canon; /* one image list for every process */
 } sym_run;
 
 static void warn_cb(void *arg, const char *why) {
@@ -190,138 +186,21 @@ static bool has_frames(const Stackrec__Batch *b) {
   return false;
 }
 
-/* ---- one image list for every process --------------------------------------
- *
- * The backend keeps an image's symbols while the image stays in its list
- * with the same path, load address and build-id. Processes of a tree map
- * the same files at other addresses (ASLR after each exec), so a list per
- * process would load libc's debug info (~30 ms, ~17 MB) once per process.
- * Instead every image gets a canonical address range of its own, keyed by
- * build-id (or path and load address when it has none), far above any
- * user-space address (>= 2^62), and the backend gets the union of all of
- * them, which only grows: each image is loaded once per run, and a PC,
- * moved by its process's delta, is cached once for all processes. Offsets
- * (pc - load address) are unchanged, and so is every frame written; the
- * recorded PCs are never touched. A PC outside its process's images stays
- * as it is, below 2^57, so it can never land in a canonical range.
- */
-#define CANON_BASE (1ull << 62)
-#define CANON_ALIGN (1ull << 21)
-
-typedef struct canon_img {
-  char *path;
-  uint8_t build_id[64];
-  size_t build_id_len;
-  uint64_t load;     /* the real load address (the key without build-id) */
-  uint64_t base;     /* canonical load address */
-  uint64_t text_lo, text_hi; /* text range relative to the load address */
-  bool app;
-} canon_img;
-
-typedef struct proc_map {
-  uint64_t text_start, text_end; /* real, in the current process */
-  uint64_t delta;                /* canonical - real */
-} proc_map;
-
-static canon_img *canon_find(sym_run *run, const Stackrec__Image *im) {
-  for (size_t i = 0; i < run->n_canon; i++) {
-    canon_img *c = &run->canon[i];
-    if (im->build_id.len ? (c->build_id_len == im->build_id.len &&
-                            memcmp(c->build_id, im->build_id.data,
-                                   im->build_id.len) == 0)
-                         : (c->build_id_len == 0 && c->load == im->load_address &&
-                            strcmp(c->path, im->path ? im->path : "") == 0))
-      return c;
-  }
-  return NULL;
-}
-
-/* Pass the union of canonical images to the cache. */
+/* Pass the union of canonical images (symbolize_canon.h) to the cache. */
 static int canon_publish(sym_run *run) {
-  stkr__symimg *si = calloc(run->n_canon ? run->n_canon : 1, sizeof *si);
+  const stkr__canon *k = &run->canon;
+  stkr__symimg *si = calloc(k->n_img ? k->n_img : 1, sizeof *si);
   int err;
   if (!si) return -ENOMEM;
-  for (size_t i = 0; i < run->n_canon; i++) {
-    const canon_img *c = &run->canon[i];
+  for (size_t i = 0; i < k->n_img; i++) {
+    const stkr__canon_img *c = &k->img[i];
     si[i] = (stkr__symimg){c->path, c->base, c->base + c->text_lo,
                            c->base + c->text_hi, c->build_id, c->build_id_len,
                            c->app};
   }
-  err = stkr__symc_set_images(run->c, si, run->n_canon);
+  err = stkr__symc_set_images(run->c, si, k->n_img);
   free(si);
   return err;
-}
-
-/* The current process's image list (a batch carries the whole list):
- * add its images to the union, and map its PCs onto it. */
-static int set_images(sym_run *run, const Stackrec__Batch *b) {
-  bool any_app = false, grew = false;
-  size_t i;
-  proc_map *m = realloc(run->map, (b->n_images ? b->n_images : 1) * sizeof *m);
-
-  if (!m) return -ENOMEM;
-  run->map = m;
-  run->n_map = 0;
-  for (i = 0; i < b->n_images; i++) any_app |= b->images[i]->app;
-  for (i = 0; i < b->n_images; i++) {
-    const Stackrec__Image *im = b->images[i];
-    canon_img *c;
-    if (im->text_end <= im->text_start || im->text_start < im->load_address ||
-        im->build_id.len > sizeof c->build_id)
-      continue; /* unusable: its PCs stay unresolved */
-    if (!(c = canon_find(run, im))) {
-      uint64_t span = (im->text_end - im->load_address + CANON_ALIGN) &
-                      ~(CANON_ALIGN - 1);
-      if (run->n_canon == run->cap_canon) {
-        size_t cap = run->cap_canon ? run->cap_canon * 2 : 64;
-        canon_img *n = realloc(run->canon, cap * sizeof *n);
-        if (!n) return -ENOMEM;
-        run->canon = n;
-        run->cap_canon = cap;
-      }
-      if (run->next_base < CANON_BASE) run->next_base = CANON_BASE;
-      if (span > UINT64_MAX - run->next_base) continue;
-      c = &run->canon[run->n_canon];
-      memset(c, 0, sizeof *c);
-      if (!(c->path = strdup(im->path ? im->path : ""))) return -ENOMEM;
-      memcpy(c->build_id, im->build_id.data, im->build_id.len);
-      c->build_id_len = im->build_id.len;
-      c->load = im->load_address;
-      c->base = run->next_base;
-      c->text_lo = im->text_start - im->load_address;
-      c->text_hi = im->text_end - im->load_address;
-      /* Recordings from before Image.app: the main executable is first. */
-      c->app = any_app ? im->app : i == 0;
-      run->next_base += span;
-      run->n_canon++;
-      grew = true;
-    }
-    run->map[run->n_map++] = (proc_map){im->text_start, im->text_end,
-                                        c->base - im->load_address};
-  }
-  return grew ? canon_publish(run) : 0;
-}
-
-/* pcs moved onto the canonical ranges, in run->pcs. @return it, or NULL. */
-static const uint64_t *canon_pcs(sym_run *run, const uint64_t *pcs, size_t n) {
-  if (n > run->cap_pcs) {
-    uint64_t *p = realloc(run->pcs, n * sizeof *p);
-    if (!p) return NULL;
-    run->pcs = p;
-    run->cap_pcs = n;
-  }
-  for (size_t i = 0; i < n; i++) {
-    /* A Swift async resume PC keeps its marker bit (the resolver looks it
-     * up at the function start); only the address moves. */
-    const uint64_t flag = pcs[i] & STKR_PC_ASYNC, addr = pcs[i] & ~STKR_PC_ASYNC;
-    run->pcs[i] = pcs[i];
-    for (size_t k = 0; k < run->n_map; k++)
-      if (addr >= run->map[k].text_start && addr < run->map[k].text_end) {
-        run->pcs[i] = (addr + run->map[k].delta) | flag;
-        break;
-      }
-  }
-  return run->pcs;
 }
 
 /* Add frames to one decoded batch and encode it into run->out. */
@@ -331,17 +210,20 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   size_t i;
 
   if (b->n_images) {
-    if ((err = set_images(run, b)) < 0) return err;
+    if ((err = stkr__canon_set_process(&run->canon, b)) < 0 ||
+        (err > 0 && (err = canon_publish(run)) < 0))
+      return err;
+    err = 0;
     run->new_proc = false;
   } else if (run->new_proc) {
     /* A process whose list we have not seen (its first batch damaged):
      * image+offset rather than the last process's names. */
-    run->n_map = 0;
+    stkr__canon_unknown_process(&run->canon);
     run->new_proc = false;
   }
   for (i = 0; i < b->n_stacks && err == 0; i++) {
     Stackrec__StackDef *d = b->stacks[i];
-    const uint64_t *pcs = canon_pcs(run, d->pcs, d->n_pcs);
+    const uint64_t *pcs = stkr__canon_pcs(&run->canon, d->pcs, d->n_pcs);
     const uint32_t *fr;
     uint32_t nf;
     if (!pcs)
@@ -567,17 +449,8 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
   while ((de = readdir(d)) != NULL) {
     uint32_t pid, seq;
     if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) continue;
-    if (*n == cap) {
-      size_t nc = cap ? cap * 2 : 32;
-      segf *s = realloc(*out, nc * sizeof *s);
-      if (!s) {
-        closedir(d);
-        return -ENOMEM;
-      }
-      *out = s;
-      cap = nc;
-    }
-    if (!((*out)[*n].name = strdup(de->d_name))) {
+    if (stkr_grow((void **)out, &cap, *n + 1, sizeof **out) != 0 ||
+        !((*out)[*n].name = strdup(de->d_name))) {
       closedir(d);
       return -ENOMEM;
     }
@@ -591,10 +464,7 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
 }
 
 static void run_free(sym_run *run) {
-  for (size_t i = 0; i < run->n_canon; i++) free(run->canon[i].path);
-  free(run->canon);
-  free(run->map);
-  free(run->pcs);
+  stkr__canon_free(&run->canon);
   for (size_t i = 0; i < run->n_pending; i++) free(run->pending[i]);
   free(run->pending);
   stkr__symc_free(run->c);
@@ -678,48 +548,39 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   return err;
 }
 
-int stkr_cli_symbolize(int argc, char **argv) {
+/* Parse the options: the --debug-dir PATHs into dirs (MAX_DIRS at most),
+ * -o into *outdir. @return -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, const char **dirs,
+                      size_t *n_dirs, const char **outdir) {
   static const struct option longopts[] = {
       {"debug-dir", required_argument, NULL, 'd'},
       {"output", required_argument, NULL, 'o'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  const char *dirs[MAX_DIRS];
-  size_t n_dirs = 0, n_segs = 0, i;
-  char outbuf[PATH_MAX], *indir;
-  const char *outdir = NULL;
-  segf *segs = NULL;
+  static const char *const help_text[] = {
+      symbolize_help, stkr_cli_exit_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "symbolize", .shortopts = ":hd:o:",
+                                .longopts = longopts, .help = help_text};
   struct stat st;
-  sym_run run;
-  int c, err;
+  int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":hd:o:", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'd':
-      if (n_dirs == MAX_DIRS)
+      if (*n_dirs == MAX_DIRS)
         return stkr_cli_usage_error("symbolize", "more than %d --debug-dir",
                                     MAX_DIRS);
       if (stat(optarg, &st) != 0 || !S_ISDIR(st.st_mode))
         return stkr_cli_usage_error("symbolize",
                                     "--debug-dir '%s' is not a directory",
                                     optarg);
-      dirs[n_dirs++] = optarg;
+      dirs[(*n_dirs)++] = optarg;
       break;
     case 'o':
-      outdir = optarg;
+      *outdir = optarg;
       break;
-    case 'h':
-      fputs(symbolize_help, stdout);
-      fputs(stkr_cli_exit_help, stdout);
-      return stkr_cli_flush("symbolize");
-    case ':':
-      return stkr_cli_usage_error("symbolize", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("symbolize", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (optind >= argc)
@@ -727,6 +588,48 @@ int stkr_cli_symbolize(int argc, char **argv) {
   if (optind + 1 < argc)
     return stkr_cli_usage_error("symbolize", "one DIR only, got '%s' too",
                                 argv[optind + 1]);
+  return -1;
+}
+
+/* Create outdir if need be; refuse DIR itself and a directory that holds
+ * segment files already (the output would mix with them). @return 0, or
+ * the exit status after the message. */
+static int make_outdir(const char *indir, const char *outdir) {
+  segf *old;
+  size_t n_old = 0, i;
+  struct stat a, b;
+
+  if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
+            strerror(errno));
+    return STKR_CLI_NO_INPUT;
+  }
+  if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
+      a.st_ino == b.st_ino)
+    return stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
+  if (list_segments(outdir, &old, &n_old) == 0) {
+    for (i = 0; i < n_old; i++) free(old[i].name);
+    free(old);
+  }
+  if (n_old)
+    return stkr_cli_usage_error("symbolize",
+                                "OUT '%s' already holds segment files; "
+                                "give an empty or new directory", outdir);
+  return 0;
+}
+
+int stkr_cli_symbolize(int argc, char **argv) {
+  const char *dirs[MAX_DIRS];
+  size_t n_dirs = 0, n_segs = 0, i;
+  char outbuf[PATH_MAX], *indir;
+  const char *outdir = NULL;
+  segf *segs = NULL;
+  struct stat st;
+  sym_run run;
+  int err;
+
+  if ((err = parse_args(argc, argv, dirs, &n_dirs, &outdir)) >= 0)
+    return err;
   indir = argv[optind];
   if (stat(indir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "stackrec symbolize: cannot open %s: %s\n", indir,
@@ -750,32 +653,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
     free(segs);
     return STKR_CLI_DATA_LOST;
   }
-  if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
-            strerror(errno));
-    err = STKR_CLI_NO_INPUT;
+  if ((err = make_outdir(indir, outdir)) != 0)
     goto out_segs;
-  }
-  {
-    segf *old;
-    size_t n_old = 0;
-    struct stat a, b;
-    if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
-        a.st_ino == b.st_ino) {
-      err = stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
-      goto out_segs;
-    }
-    if (list_segments(outdir, &old, &n_old) == 0) {
-      for (i = 0; i < n_old; i++) free(old[i].name);
-      free(old);
-    }
-    if (n_old) {
-      err = stkr_cli_usage_error("symbolize",
-                                 "OUT '%s' already holds segment files; "
-                                 "give an empty or new directory", outdir);
-      goto out_segs;
-    }
-  }
 
   memset(&run, 0, sizeof run);
   run.cmd = "symbolize";

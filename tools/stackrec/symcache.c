@@ -85,6 +85,10 @@ int stkr_cli_symcache(int argc, char **argv) {
       {"arch", required_argument, NULL, 'a'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {symcache_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "symcache", .shortopts = ":o:h",
+                                .longopts = longopts, .help = help_text,
+                                .long_only = true};
   static const char *const archs[] = {"arm64", "arm64e", "x86_64"};
   const char *dir = NULL, *arch = NULL;
   int c, status = 0;
@@ -97,25 +101,16 @@ int stkr_cli_symcache(int argc, char **argv) {
     return stkr_cli_usage_error("symcache", "expected 'build'");
   argc--;
   argv++;
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long_only(argc, argv, ":o:h", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'o':
       dir = optarg;
       break;
     case 'a':
       arch = optarg;
       break;
-    case 'h':
-      fputs(symcache_help, stdout);
-      return stkr_cli_flush("symcache");
-    case ':':
-      return stkr_cli_usage_error("symcache", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("symcache", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (!dir) return stkr_cli_usage_error("symcache", "no -o DIR given");

@@ -143,8 +143,21 @@ static const char *plural(uint64_t n, const char *one, const char *many) {
   return n == 1 ? one : many;
 }
 
+/* "incomplete: process PID: N noun[s] what", counted, when n is not 0. */
+static void put_incomplete(verify_run *v, uint32_t pid, uint64_t n,
+                           const char *noun, const char *many,
+                           const char *what) {
+  if (n == 0)
+    return;
+  v->incomplete++;
+  printf("incomplete: process %u: %llu %s%s %s\n", (unsigned)pid,
+         (unsigned long long)n, noun, plural(n, "", many), what);
+}
+
 /* The process's accounting: attempted == written + dropped + recovered. */
 static void print_accounting(verify_run *v, const stkr_process_info *p) {
+  char why[256];
+
   if (p->batches == 0) {
     printf("  accounting: no batch read\n");
     return;
@@ -170,35 +183,23 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
     printf(" (no counters recorded)\n");
   else
     printf(": adds up\n");
-  if (p->drops) {
-    v->incomplete++;
-    printf("incomplete: process %u: %llu event%s dropped by the recorder "
-           "(ring full %llu, reentrant %llu, other %llu, write error %llu, "
-           "exit %llu)\n",
-           (unsigned)p->pid, (unsigned long long)p->drops,
-           plural(p->drops, "", "s"), (unsigned long long)p->drops_ring_full,
+  snprintf(why, sizeof why,
+           "dropped by the recorder (ring full %llu, reentrant %llu, other "
+           "%llu, write error %llu, exit %llu)",
+           (unsigned long long)p->drops_ring_full,
            (unsigned long long)p->drops_reentrant,
            (unsigned long long)p->drops_other,
            (unsigned long long)p->drops_write_error,
            (unsigned long long)p->drops_exit);
-  }
-  if (p->missing_batches) {
-    v->incomplete++;
-    printf("incomplete: process %u: %llu batch%s missing (gaps in batch "
-           "numbers: failed writes, deleted or lost segments, or damage)\n",
-           (unsigned)p->pid, (unsigned long long)p->missing_batches,
-           plural(p->missing_batches, "", "es"));
-  }
-  if (p->segments_deleted > p->segments_cap_deleted) {
-    /* Deleted segments the sequence check could not place (e.g. older
-     * writers without Header.session_first_seq). */
-    v->incomplete++;
-    printf("incomplete: process %u: %llu segment%s deleted by the disk cap "
-           "while recording\n",
-           (unsigned)p->pid,
-           (unsigned long long)(p->segments_deleted - p->segments_cap_deleted),
-           plural(p->segments_deleted - p->segments_cap_deleted, "", "s"));
-  }
+  put_incomplete(v, p->pid, p->drops, "event", "s", why);
+  put_incomplete(v, p->pid, p->missing_batches, "batch", "es",
+                 "missing (gaps in batch numbers: failed writes, deleted or "
+                 "lost segments, or damage)");
+  /* Deleted segments the sequence check could not place (e.g. older
+   * writers without Header.session_first_seq). */
+  if (p->segments_deleted > p->segments_cap_deleted)
+    put_incomplete(v, p->pid, p->segments_deleted - p->segments_cap_deleted,
+                   "segment", "s", "deleted by the disk cap while recording");
   if (p->recovered_batches) {
     v->notes++;
     printf("note: process %u: %llu event%s in %llu batch%s recovered from "
@@ -387,6 +388,9 @@ static void check_rings(verify_run *v, const char *path) {
 int stkr_cli_verify(int argc, char **argv) {
   static const struct option longopts[] = {
       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {verify_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "verify", .shortopts = ":h",
+                                .longopts = longopts, .help = help_text};
   verify_run v;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &v,
                            .lazy_frames = true, .incomplete = on_warning,
@@ -398,16 +402,9 @@ int stkr_cli_verify(int argc, char **argv) {
   size_t i, n;
   int c, rc, status;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    if (c == 'h') {
-      fputs(verify_help, stdout);
-      return stkr_cli_flush("verify");
-    }
-    return stkr_cli_usage_error("verify", "unknown option '%s'",
-                                argv[optind - 1]);
-  }
+  /* No option but --help: anything else ends with a usage error. */
+  if ((c = stkr_cli_getopt(&gopt, argc, argv)) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   if (optind >= argc)
     return stkr_cli_usage_error("verify", "no DIR or FILE given");
 
