@@ -118,6 +118,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/progress.c
   tools/stackrec/push.c
   tools/stackrec/push_http.c
+  tools/stackrec/push_native.c
   tools/stackrec/push_rows.c
   tools/stackrec/push_schema.c
   tools/stackrec/rate.c

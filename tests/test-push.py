@@ -272,28 +272,43 @@ def report_modules(d):
             for m in re.finditer(r"^\s+(\d+)\s+[\d.]+%\s+\d+\s+\d+\s+(\S+) \(", out, re.M)}
 
 
+def of_build(build, db="stackrec", suffix=""):
+    """events.rec of a build's recordings (events hold ids only)."""
+    return "rec IN (SELECT rec FROM %s.recordings%s WHERE build = '%s')" % (db, suffix, build)
+
+
+def named_sites(db="stackrec", suffix=""):
+    """The right side of a join from events.site (as site_id) to the name."""
+    return ("(SELECT site AS site_id, name AS site_name FROM %s.site_names%s)" % (db, suffix))
+
+
 def sql_sites(s, build, db="stackrec", suffix=""):
     return {site: int(n) for site, n in s.rows(
-        "SELECT site, count() FROM %s.events%s WHERE build = '%s' GROUP BY site" % (db, suffix, build))}
+        "SELECT site_name, count() FROM (SELECT site AS site_id FROM %s.events%s WHERE %s) "
+        "ANY INNER JOIN %s USING (site_id) GROUP BY site_name"
+        % (db, suffix, of_build(build, db, suffix), named_sites(db, suffix)))}
 
 
 def sql_modules(s, build):
     return {m: int(n) for m, n in s.rows(
-        "SELECT module, sum(c) FROM (SELECT build, stack, count() AS c FROM stackrec.events "
-        "WHERE build = '%s' GROUP BY build, stack) ANY LEFT JOIN (SELECT build, stack, "
+        "SELECT module, sum(c) FROM (SELECT '%s' AS build, stack, count() AS c FROM stackrec.events "
+        "WHERE %s GROUP BY stack) ANY LEFT JOIN (SELECT build, stack, "
         "any(module) AS module FROM stackrec.stacks GROUP BY build, stack) USING (build, stack) "
-        "GROUP BY module" % build)}
+        "GROUP BY module" % (build, of_build(build)))}
 
 
 def sql_stacks(s, build):
     return {(site, p): int(n) for site, p, n in s.rows(
-        "SELECT site, arrayStringConcat(path, ' | ') AS p, sum(c) FROM (SELECT build, site, stack, "
-        "count() AS c FROM stackrec.events WHERE build = '%s' GROUP BY build, site, stack) "
+        "SELECT site_name, arrayStringConcat(path, ' | ') AS p, sum(c) FROM (SELECT build, site_name, "
+        "stack, c FROM (SELECT '%s' AS build, site AS site_id, stack, count() AS c "
+        "FROM stackrec.events WHERE %s GROUP BY site_id, stack) ANY INNER JOIN %s USING (site_id)) "
         "ANY LEFT JOIN (SELECT build, stack, any(path) AS path FROM stackrec.stacks "
-        "GROUP BY build, stack) USING (build, stack) GROUP BY site, p" % build)}
+        "GROUP BY build, stack) USING (build, stack) GROUP BY site_name, p"
+        % (build, of_build(build), named_sites()))}
 
 
-TABLES = ["events", "stacks", "frames", "images", "sites", "processes", "drops", "pushes"]
+TABLES = ["events", "recordings", "site_names", "threads", "payloads", "marks", "stacks", "frames",
+          "images", "sites", "processes", "drops", "pushes"]
 
 
 def table_counts(s, suffix=""):
@@ -407,7 +422,7 @@ def corrupt_case(s, a):
         f.write(b"\xa5" * min(64, size // 4))
     evs, xrc = export_events(c)
     r = push(s, "--device", "d3", "--build", "b3", c)
-    n = s.count("SELECT count() FROM stackrec.events WHERE build = 'b3'")
+    n = s.count("SELECT count() FROM stackrec.events WHERE " + of_build("b3"))
     check("corrupt: exit 1, the damage named by file", r.returncode == 1 and name in r.stderr and
           "offset" in r.stderr, (r.returncode, r.stderr))
     check("corrupt: the intact batches are in (= export's events)", xrc == 1 and n == len(evs) and
@@ -439,9 +454,9 @@ def kill_case(s, big):
     s.start()
     out, err = p.communicate(timeout=120)
     check("kill: the push retried and finished", p.returncode == 0 and "retrying" in err, err)
-    raw = s.count("SELECT count() FROM stackrec.events WHERE build = 'b4'")
+    raw = s.count("SELECT count() FROM stackrec.events WHERE " + of_build("b4"))
     s.query("OPTIMIZE TABLE stackrec.events FINAL")
-    n = s.count("SELECT count() FROM stackrec.events WHERE build = 'b4'")
+    n = s.count("SELECT count() FROM stackrec.events WHERE " + of_build("b4"))
     check("kill: every event once (after OPTIMIZE FINAL)", n == want, (n, want, "raw", raw))
     # Before merges a chunk the server committed but could not answer for
     # is there twice; the kill rarely lands in that window. Said, not checked.

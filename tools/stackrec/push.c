@@ -91,7 +91,10 @@ typedef struct pass {
   stkr__ch *ch;
   const char *dir;
   stkr_reader *r;
-  stkr__stackmap *map;
+  stkr__dims *dims;     /* stacks, frames and names of this pass */
+  stkr__evblock *blk;   /* the chunk's events (kept across passes) */
+  stkr__buf marks;      /* the chunk's marks, RowBinary */
+  uint64_t rec;         /* stkr__rec_id(recording) */
   stkr__push_ids id;
   char build[160], device[160], recording[80];
   bool have_id;
@@ -109,9 +112,7 @@ typedef struct pass {
   /* the chunk being sent */
   range *chunk;
   size_t n_chunk, cap_chunk;
-  uint32_t rows;
-  stkr__buf pend;       /* encoded rows not yet handed to curl */
-  size_t pend_off;
+  uint32_t rows;        /* events and marks in it */
   /* results */
   uint64_t sent, skipped, committed_chunks;
   uint64_t warned, warn_seen; /* warnings printed by earlier passes */
@@ -180,6 +181,7 @@ static void set_ids(pass *p) {
   p->id.build = p->build;
   p->id.device = p->device;
   p->id.recording = p->recording;
+  p->rec = stkr__rec_id(p->recording);
   p->have_id = true;
 }
 
@@ -279,40 +281,72 @@ static int add_to_chunk(pass *p, uint32_t pid, uint64_t n) {
   return 0;
 }
 
-static long produce_events(void *arg, uint8_t *buf, size_t cap) {
-  pass *p = arg;
-  size_t out = 0;
+#define NS_PER_DAY 86400000000000ull
+
+static int add_event(pass *p) {
+  const stkr_event_view *ev = &p->ev;
+  stkr__ev_row row = {.n = p->n,
+                      .tid = ev->tid,
+                      .ts = ev->wall_ns,
+                      .ts_mono = ev->ts_ns,
+                      .pid = ev->pid,
+                      .day = (uint16_t)(ev->wall_ns / NS_PER_DAY),
+                      .stack_truncated = ev->stack_truncated};
+  int err;
+
+  if ((err = stkr__dims_stack(p->dims, p->r, ev, &p->id, &row.stack)) ||
+      (err = stkr__dims_name(p->dims, STKR_DIM_SITE, ev->site,
+                             strlen(ev->site), false, &row.site)) ||
+      (err = stkr__dims_name(p->dims, STKR_DIM_THREAD, ev->thread_name,
+                             strlen(ev->thread_name), false, &row.thread)) ||
+      (err = stkr__dims_name(p->dims, STKR_DIM_PAYLOAD, ev->payload,
+                             ev->payload_len, ev->payload_truncated,
+                             &row.payload)))
+    return err;
+  return stkr__evblock_add(p->blk, &row);
+}
+
+/* A mark (issue 13): a row of `marks`, with its ordinal among the
+ * process's events and marks, so that the chunk's ranges cover it. */
+static int add_mark(pass *p) {
+  const stkr_event_view *ev = &p->ev;
+  stkr__buf *b = &p->marks;
+  int e = stkr__rb_u16(b, (uint16_t)(ev->wall_ns / NS_PER_DAY));
+  e |= stkr__rb_u64(b, p->rec);
+  e |= stkr__rb_u32(b, ev->pid);
+  e |= stkr__rb_u64(b, p->n);
+  e |= stkr__rb_u64(b, ev->tid);
+  e |= stkr__rb_u64(b, ev->wall_ns);
+  e |= stkr__rb_u64(b, ev->ts_ns);
+  e |= stkr__rb_str(b, ev->site);
+  e |= stkr__rb_bytes(b, ev->payload, ev->payload_len);
+  return e ? -ENOMEM : 0;
+}
+
+/* Read the next chunk: up to --chunk-events events and marks not pushed
+ * yet, and the dimension rows they refer to. @return 0 or a negative
+ * errno (the reader's or -ENOMEM). */
+static int fill_chunk(pass *p) {
   int rc, err;
 
-  for (;;) {
-    size_t avail = p->pend.len - p->pend_off;
-    if (avail > 0) {
-      size_t k = avail < cap - out ? avail : cap - out;
-      memcpy(buf + out, p->pend.p + p->pend_off, k);
-      out += k;
-      p->pend_off += k;
-      if (out == cap)
-        return (long)out;
-    }
-    p->pend.len = p->pend_off = 0;
-    if (p->rows >= p->o->chunk)
-      return (long)out;
-    if ((rc = next_event(p)) < 0)
-      return rc; /* the INSERT is aborted: the server keeps nothing */
-    if (rc == 0)
-      return (long)out;
+  stkr__evblock_reset(p->blk, p->rec);
+  p->marks.len = 0;
+  p->rows = 0;
+  p->n_chunk = 0;
+  while (p->rows < p->o->chunk) {
+    if ((rc = next_event(p)) <= 0)
+      return rc;
     p->have_ev = false;
     if (is_done(p, p->ev.pid, p->n)) {
       p->skipped++;
       continue;
     }
-    uint64_t stack;
-    if ((err = stkr__stackmap_get(p->map, p->r, &p->ev, &p->id, &stack)) ||
-        (err = stkr__row_event(&p->pend, &p->id, &p->ev, stack, p->n)) ||
-        (err = add_to_chunk(p, p->ev.pid, p->n)))
+    err = p->ev.is_mark ? add_mark(p) : add_event(p);
+    if (err != 0 || (err = add_to_chunk(p, p->ev.pid, p->n)) != 0)
       return err;
     p->rows++;
   }
+  return 0;
 }
 
 /* A RowBinary body that is already in memory. */
@@ -336,7 +370,7 @@ static stkr__ch_fail insert_mem(pass *p, const char *name, const char *cols,
   if (b->len == 0)
     return STKR_CH_OK;
   snprintf(t, sizeof t, "%s (%s)", table(p, name, tn, sizeof tn), cols);
-  return stkr__ch_insert(p->ch, t, produce_mem, &m);
+  return stkr__ch_insert(p->ch, t, "RowBinary", produce_mem, &m);
 }
 
 static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
@@ -356,32 +390,56 @@ static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
   return f;
 }
 
-/* One chunk: events, then their new stacks and frames, then the ranges. */
+/* One chunk: events (one Native block), marks, then the dimension rows
+ * first seen in it, then the ranges that say it is in. */
 static stkr__ch_fail send_chunk(pass *p) {
   char t[1200], tn[192];
-  stkr__ch_fail f;
+  stkr__ch_fail f = STKR_CH_OK;
+  int err;
 
-  p->rows = 0;
-  p->n_chunk = 0;
-  snprintf(t, sizeof t, "%s (%s)", table(p, "events", tn, sizeof tn),
-           stkr__cols_events);
-  f = stkr__ch_insert(p->ch, t, produce_events, p);
-  if (f == STKR_CH_OK && p->read_err != 0)
-    return STKR_CH_LOCAL;
-  if (f != STKR_CH_OK || p->rows == 0)
+  if ((err = fill_chunk(p)) < 0 ||
+      (stkr__evblock_rows(p->blk) > 0 &&
+       (err = stkr__evblock_seal(p->blk)) != 0)) {
+    if (p->read_err == 0)
+      p->read_err = err;
+    return STKR_CH_LOCAL; /* nothing of this chunk was sent */
+  }
+  if (p->rows == 0)
+    return STKR_CH_OK;
+  if (stkr__evblock_rows(p->blk) > 0) {
+    snprintf(t, sizeof t, "%s (%s)", table(p, "events", tn, sizeof tn),
+             stkr__cols_events);
+    f = stkr__ch_insert(p->ch, t, "Native", stkr__evblock_produce, p->blk);
+  }
+  if (f == STKR_CH_OK)
+    f = insert_mem(p, "marks", stkr__cols_marks, &p->marks);
+  for (int k = 0; k < STKR_DIM_KINDS && f == STKR_CH_OK; k++)
+    f = insert_mem(p, stkr__dim_table[k], stkr__dim_cols[k],
+                   stkr__dims_rows(p->dims, (stkr__dim_kind)k));
+  if (f == STKR_CH_OK)
+    f = insert_ranges(p, p->chunk, p->n_chunk);
+  if (f != STKR_CH_OK)
     return f;
-  if ((f = insert_mem(p, "stacks", stkr__cols_stacks,
-                      stkr__stackmap_rows(p->map, false))) != STKR_CH_OK ||
-      (f = insert_mem(p, "frames", stkr__cols_frames,
-                      stkr__stackmap_rows(p->map, true))) != STKR_CH_OK ||
-      (f = insert_ranges(p, p->chunk, p->n_chunk)) != STKR_CH_OK)
-    return f;
-  stkr__stackmap_sent(p->map);
+  stkr__dims_sent(p->dims);
   p->sent += p->rows;
   p->committed_chunks++;
   if (p->o->test_delay_ms > 0)
     usleep(p->o->test_delay_ms * 1000u);
   return STKR_CH_OK;
+}
+
+/* The recording's identity row, on its first push (a retry after a push
+ * that committed nothing may send it twice: same key, collapsed). */
+static stkr__ch_fail send_recording(pass *p) {
+  stkr__buf b = {0};
+  stkr__ch_fail f = STKR_CH_LOCAL;
+  if (p->n_done > 0 || p->summary_done)
+    return STKR_CH_OK;
+  if (stkr__rb_u64(&b, p->rec) == 0 && stkr__rb_str(&b, p->recording) == 0 &&
+      stkr__rb_str(&b, p->build) == 0 && stkr__rb_str(&b, p->device) == 0)
+    f = insert_mem(p, "recordings", stkr__cols_recordings, &b);
+  stkr__buf_free(&b);
+  return f;
 }
 
 static stkr__ch_fail send_summary(pass *p) {
@@ -416,7 +474,7 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
   p->warn_seen = 0;
   p->skipped = 0;
   if ((err = stkr_reader_create(&ro, &p->r)) != 0 ||
-      (err = stkr__stackmap_create(&p->map)) != 0) {
+      (err = stkr__dims_create(&p->dims)) != 0) {
     *status = STKR_CLI_DATA_LOST;
     return STKR_CH_LOCAL;
   }
@@ -431,6 +489,10 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
   set_ids(p);
   if ((f = load_done(p)) != STKR_CH_OK) {
     fail_msg(p, "reading what is pushed already");
+    return f;
+  }
+  if ((f = send_recording(p)) != STKR_CH_OK) {
+    fail_msg(p, "inserting the recording");
     return f;
   }
   while (f == STKR_CH_OK && !(p->eof && !p->have_ev))
@@ -450,9 +512,9 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
 
 static void pass_reset(pass *p) {
   stkr_reader_free(p->r);
-  stkr__stackmap_free(p->map);
+  stkr__dims_free(p->dims);
   p->r = NULL;
-  p->map = NULL;
+  p->dims = NULL;
   p->have_ev = p->eof = false;
   p->read_err = 0;
   p->n_done = p->cur = 0;
@@ -460,7 +522,6 @@ static void pass_reset(pass *p) {
   p->summary_events = 0;
   p->total = p->n = 0;
   p->proc = 0;
-  p->pend.len = p->pend_off = 0;
 }
 
 /* Push one recording with bounded retries. @return exit status. */
@@ -469,6 +530,10 @@ static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
   uint32_t failures = 0, wait = o->retry_wait_ms;
   int status = STKR_CLI_OK;
 
+  if (stkr__evblock_create(&p.blk) != 0) {
+    fprintf(stderr, "stackrec push: %s: %s\n", dir, strerror(ENOMEM));
+    return STKR_CLI_DATA_LOST;
+  }
   for (;;) {
     uint64_t before = p.committed_chunks;
     stkr__ch_fail f = one_pass(&p, dir, &status);
@@ -510,7 +575,8 @@ static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
             dir, p.recording, p.device, p.build, p.sent, p.skipped);
   free(p.done);
   free(p.chunk);
-  stkr__buf_free(&p.pend);
+  stkr__buf_free(&p.marks);
+  stkr__evblock_free(p.blk);
   return status;
 }
 
