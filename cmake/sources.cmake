@@ -117,6 +117,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/privacy_manifest.c
   tools/stackrec/progress.c
   tools/stackrec/push.c
+  tools/stackrec/push_args.c
   tools/stackrec/push_http.c
   tools/stackrec/push_native.c
   tools/stackrec/push_rows.c

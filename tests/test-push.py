@@ -208,14 +208,16 @@ def sanitizer_runtime():
     return m.group(2) if m else None
 
 
-def record(name, script):
+def record(name, script, args=False):
+    """args: the script gets the stackrec binary and its recording dir."""
     out = os.path.join(TMP, name)
     shutil.rmtree(out, ignore_errors=True)
     env = {}
     rt = sanitizer_runtime()
     if rt:  # programs not built by us fail LeakSanitizer's exit check
         env = {"LD_PRELOAD": rt, "ASAN_OPTIONS": "detect_leaks=0"}
-    r = stackrec("record", "-q", "-o", out, "--", PY, "-c", script, env=env)
+    extra = [STACKREC, out] if args else []
+    r = stackrec("record", "-q", "-o", out, "--", PY, "-c", script, *extra, env=env)
     if r.returncode != 0:
         raise RuntimeError("stackrec record %s: %d\n%s" % (name, r.returncode, r.stderr))
     return out
@@ -339,6 +341,14 @@ import subprocess
 for i in range(3): subprocess.run(['/bin/uname', '-n'], stdout=subprocess.DEVNULL)
 """
 SCRIPT_BIG = "import os\nfor i in range(120000): os.uname()\n"
+# Consent granted half-way, by `stackrec mark` (an external mark: it
+# belongs to every process of the recording, at the time it was set).
+SCRIPT_CONSENT = """
+import os, subprocess, sys
+for i in range(300): os.uname()
+subprocess.run([sys.argv[1], "mark", sys.argv[2], "consent.granted"], check=True)
+for i in range(200): os.uname()
+"""
 
 
 def push(s, *args, env=None):
@@ -401,11 +411,36 @@ def single_server(recs):
             check("re-push: docs query %s unchanged" % name,
                   s.query(q.replace("_all", "")) == answers[name])
 
+    consent_case(s, recs["consent"], qs["before_consent"])
     corrupt_case(s, recs["big"])
     kill_case(s, recs["big"])
     credentials_case(s, a)
     s.kill()
     return answers, before
+
+
+def consent_case(s, d, query):
+    """Marks go into `marks`; before_consent counts the identifier reads
+    before each process's consent.granted mark (= export's)."""
+    evs, _ = export_events(d)
+    marks = [e for e in evs if e.get("kind") == "mark"]
+    consent = {}
+    for m in marks:
+        if m["site"] == "consent.granted":
+            consent[m["pid"]] = min(consent.get(m["pid"], m["ts_ns"]), m["ts_ns"])
+    ident = [e for e in evs if e.get("kind") != "mark" and e["site"].startswith("identifiers.")
+             and (e.get("stack") or e.get("frames"))]
+    want = sum(1 for e in ident if e["pid"] not in consent or e["ts_ns"] < consent[e["pid"]])
+    r = push(s, "--create-schema", "--database", "consent", "--device", "d9", "--build", "b9", d)
+    check("consent: push exits 0", r.returncode == 0, r.stderr)
+    got = s.rows("SELECT pid, name, ts_mono FROM consent.marks ORDER BY pid, n")
+    check("consent: every mark in marks (name, pid, time)",
+          sorted((int(p), n, int(t)) for p, n, t in got) ==
+          sorted((m["pid"], m["site"], m["ts_ns"]) for m in marks) and marks, (got, marks))
+    rows = s.rows(query.replace("stackrec.", "consent.").replace("_all", ""))
+    total = sum(int(r[1]) for r in rows)
+    check("consent: before_consent = export's identifier reads before the mark",
+          total == want and 0 < want < len(ident), (total, want, len(ident), rows))
 
 
 def corrupt_case(s, a):
@@ -553,7 +588,8 @@ def main():
     try:
         usage_cases()
         recs = {"a": record("recA", SCRIPT_A), "b": record("recB", SCRIPT_B),
-                "big": record("recBig", SCRIPT_BIG)}
+                "big": record("recBig", SCRIPT_BIG),
+                "consent": record("recConsent", SCRIPT_CONSENT, args=True)}
         answers, counts = single_server(recs)
         two_shards(recs, answers, counts)
     except Exception as e:  # noqa: BLE001 - any crash is one failure, reported

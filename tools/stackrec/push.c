@@ -18,13 +18,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,52 +30,7 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/push.h"
 
-#define MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
 #define SUMMARY_PID 0xFFFFFFFFu
-
-static const char push_help[] =
-    "Usage: stackrec push --url http[s]://HOST:PORT [OPTIONS] DIR...\n"
-    "\n"
-    "Stream recordings into ClickHouse (18.16 or later) over its HTTP\n"
-    "interface, in RowBinary, gzip-compressed: tables events, stacks,\n"
-    "frames, images, sites, processes, drops and pushes (docs/fleet.md).\n"
-    "Each DIR is one recording. Pushing a recording again adds nothing;\n"
-    "a push cut off (server gone) is retried and resumes where it stopped.\n"
-    "\n"
-    "Options:\n"
-    "  --url URL          the server (no user:password@ in it)\n"
-    "  --database NAME    default stackrec\n"
-    "  --device ID        default this host's name\n"
-    "  --build ID         default the hex build-id of the first image of\n"
-    "                     the first process (the main executable)\n"
-    "  --recording ID     default a hash of device, build and the first\n"
-    "                     process's pid, session and start time\n"
-    "  --create-schema    create the database and tables if missing (with\n"
-    "                     no DIR: only that)\n"
-    "  --cluster NAME     also the *_all Distributed tables over cluster\n"
-    "                     NAME (remote_servers), and push into those\n"
-    "  --print-schema     print the CREATE statements and exit\n"
-    "  --user NAME        password from $STACKREC_CH_PASSWORD or\n"
-    "  --password-file F  (mode 0600 or stricter); never an argument\n"
-    "  --compress gzip|none  request bodies (default gzip)\n"
-    "  --chunk-events N   rows per INSERT, at most 1048576 (the default)\n"
-    "  --retries N        attempts after a failure, default 5\n"
-    "  --retry-wait MS    first wait, doubled each time (at most 10 s);\n"
-    "                     default 500\n"
-    "  --timeout SEC      per request, default 600\n"
-    "  -q, --quiet        no summary line per recording\n"
-    "  -h, --help         this help\n"
-    "\n"
-    "Exit status: 0 every recording pushed and intact; 1 a server error,\n"
-    "retries exhausted, or input damaged (its intact batches are pushed,\n"
-    "the rest named on stderr); 2 usage; 3 an input cannot be opened.\n";
-
-typedef struct push_opts {
-  stkr__ch_opts ch;
-  const char *device, *build, *recording, *cluster;
-  bool create_schema, quiet;
-  uint32_t chunk, retries, retry_wait_ms, test_delay_ms;
-} push_opts;
 
 typedef struct range {
   uint32_t pid;
@@ -87,7 +39,7 @@ typedef struct range {
 
 /* One pass over one recording. Reset for each attempt. */
 typedef struct pass {
-  const push_opts *o;
+  const stkr__push_opts *o;
   stkr__ch *ch;
   const char *dir;
   stkr_reader *r;
@@ -525,7 +477,7 @@ static void pass_reset(pass *p) {
 }
 
 /* Push one recording with bounded retries. @return exit status. */
-static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
+static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
   pass p = {.o = o, .ch = ch, .dir = dir};
   uint32_t failures = 0, wait = o->retry_wait_ms;
   int status = STKR_CLI_OK;
@@ -580,97 +532,7 @@ static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
   return status;
 }
 
-/* ---- options ---- */
-
-/* The password: $STACKREC_CH_PASSWORD, or a file no one else may read.
- * @return 0, or an exit status after printing why (never the password). */
-static int read_password(const char *file, char *buf, size_t len,
-                         const char **out) {
-  struct stat st;
-  ssize_t n;
-  int fd;
-
-  *out = NULL;
-  if (file == NULL) {
-    *out = getenv("STACKREC_CH_PASSWORD");
-    return 0;
-  }
-  fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
-            strerror(errno));
-    if (fd >= 0)
-      close(fd);
-    return STKR_CLI_NO_INPUT;
-  }
-  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
-    close(fd);
-    return stkr_cli_usage_error(
-        "push", "--password-file %s: %s (mode %04o); chmod 600 it", file,
-        S_ISREG(st.st_mode) ? "others may read or change it"
-                            : "not a regular file",
-        (unsigned)(st.st_mode & 07777));
-  }
-  n = read(fd, buf, len - 1);
-  close(fd);
-  if (n < 0) {
-    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
-            strerror(errno));
-    return STKR_CLI_NO_INPUT;
-  }
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-    n--;
-  buf[n] = '\0';
-  *out = buf;
-  return 0;
-}
-
-static int parse_u32(const char *opt, const char *s, uint32_t lo,
-                     uint32_t hi, uint32_t *out) {
-  char *end;
-  unsigned long long v;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno != 0 || *s == '\0' || *end != '\0' || *s == '-' || v < lo ||
-      v > hi)
-    return stkr_cli_usage_error("push", "%s '%s': a number from %u to %u",
-                                opt, s, lo, hi);
-  *out = (uint32_t)v;
-  return 0;
-}
-
-/* The URL: http or https, no credentials in it (argv is public). */
-static int check_url(const char *u) {
-  const char *h = strstr(u, "://"), *e;
-  if (h == NULL || (strncmp(u, "http://", 7) != 0 &&
-                    strncmp(u, "https://", 8) != 0))
-    return stkr_cli_usage_error("push", "--url: http://HOST:PORT or "
-                                        "https://HOST:PORT");
-  h += 3;
-  e = h + strcspn(h, "/?#");
-  if (memchr(h, '@', (size_t)(e - h)) != NULL || strcasestr(u, "password="))
-    return stkr_cli_usage_error(
-        "push", "--url: credentials in the URL are refused (process lists "
-                "show arguments): use --user and $STACKREC_CH_PASSWORD or "
-                "--password-file");
-  return 0;
-}
-
-/* Database and cluster names go into statements unquoted: plain
- * identifiers only. */
-static int check_name(const char *opt, const char *s) {
-  const char *c = s;
-  for (; *c; c++)
-    if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
-          (*c >= 'A' && *c <= 'Z')))
-      break;
-  if (*s == '\0' || *c != '\0')
-    return stkr_cli_usage_error("push", "%s '%s': letters, digits and _ only",
-                                opt, s);
-  return 0;
-}
-
-static int create_schema(stkr__ch *ch, const push_opts *o) {
+static int create_schema(stkr__ch *ch, const stkr__push_opts *o) {
   char **s = stkr__schema(o->ch.database, o->cluster);
   int status = STKR_CLI_OK;
   if (s == NULL)
@@ -686,125 +548,47 @@ static int create_schema(stkr__ch *ch, const push_opts *o) {
   return status;
 }
 
-int stkr_cli_push(int argc, char **argv) {
-  static const struct option lo[] = {
-      {"url", required_argument, NULL, 'U'},
-      {"database", required_argument, NULL, 'D'},
-      {"device", required_argument, NULL, 'd'},
-      {"build", required_argument, NULL, 'b'},
-      {"recording", required_argument, NULL, 'R'},
-      {"create-schema", no_argument, NULL, 'S'},
-      {"cluster", required_argument, NULL, 'C'},
-      {"print-schema", no_argument, NULL, 'P'},
-      {"user", required_argument, NULL, 'u'},
-      {"password-file", required_argument, NULL, 'p'},
-      {"compress", required_argument, NULL, 'z'},
-      {"chunk-events", required_argument, NULL, 'c'},
-      {"retries", required_argument, NULL, 'r'},
-      {"retry-wait", required_argument, NULL, 'w'},
-      {"timeout", required_argument, NULL, 't'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  push_opts o = {.ch = {.database = "stackrec", .gzip = true,
-                        .timeout_s = 600},
-                 .chunk = MAX_CHUNK, .retries = 5, .retry_wait_ms = 500};
-  const char *pwfile = NULL, *env;
-  char pw[4096];
-  bool print = false;
-  uint32_t t;
-  int c, st, status = STKR_CLI_OK;
+static int print_schema(const stkr__push_opts *o) {
+  char **s = stkr__schema(o->ch.database, o->cluster);
+  if (s == NULL)
+    return STKR_CLI_DATA_LOST;
+  for (size_t i = 0; s[i] != NULL; i++)
+    printf("%s;\n", s[i]);
+  stkr__schema_free(s);
+  return stkr_cli_flush("push");
+}
+
+/* Connect, create the schema if asked, push each recording. @return the
+ * worst exit status. */
+static int run(const stkr__push_opts *o, char **dirs, int n_dirs) {
+  int st, status = STKR_CLI_OK;
   stkr__ch *ch;
 
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
-    switch (c) {
-    case 'U': o.ch.url = optarg; break;
-    case 'D': o.ch.database = optarg; break;
-    case 'd': o.device = optarg; break;
-    case 'b': o.build = optarg; break;
-    case 'R': o.recording = optarg; break;
-    case 'S': o.create_schema = true; break;
-    case 'C': o.cluster = optarg; break;
-    case 'P': print = true; break;
-    case 'u': o.ch.user = optarg; break;
-    case 'p': pwfile = optarg; break;
-    case 'q': o.quiet = true; break;
-    case 'z':
-      if (strcmp(optarg, "gzip") != 0 && strcmp(optarg, "none") != 0)
-        return stkr_cli_usage_error("push", "--compress: gzip or none");
-      o.ch.gzip = optarg[0] == 'g';
-      break;
-    case 'c':
-      if ((st = parse_u32("--chunk-events", optarg, 1, MAX_CHUNK, &o.chunk)))
-        return st;
-      break;
-    case 'r':
-      if ((st = parse_u32("--retries", optarg, 0, 100, &o.retries)))
-        return st;
-      break;
-    case 'w':
-      if ((st = parse_u32("--retry-wait", optarg, 1, 60000,
-                          &o.retry_wait_ms)))
-        return st;
-      break;
-    case 't':
-      if ((st = parse_u32("--timeout", optarg, 0, 86400, &t)))
-        return st;
-      o.ch.timeout_s = t;
-      break;
-    case 'h':
-      fputs(push_help, stdout);
-      return stkr_cli_flush("push");
-    case ':':
-      return stkr_cli_usage_error("push", "%s needs an argument",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("push", "unknown option '%s'",
-                                  argv[optind - 1]);
-    }
-  }
-  if ((st = check_name("--database", o.ch.database)) != 0 ||
-      (o.cluster != NULL && (st = check_name("--cluster", o.cluster)) != 0))
-    return st;
-  if (print) {
-    char **s = stkr__schema(o.ch.database, o.cluster);
-    if (s == NULL)
-      return STKR_CLI_DATA_LOST;
-    for (size_t i = 0; s[i] != NULL; i++)
-      printf("%s;\n", s[i]);
-    stkr__schema_free(s);
-    return stkr_cli_flush("push");
-  }
-  if (o.ch.url == NULL)
-    return stkr_cli_usage_error("push", "--url is required");
-  if ((st = check_url(o.ch.url)) != 0)
-    return st;
-  if (optind >= argc && !o.create_schema)
-    return stkr_cli_usage_error("push", "no recording given");
-  if ((st = read_password(pwfile, pw, sizeof pw, &o.ch.password)) != 0)
-    return st;
-  if (o.ch.password != NULL && o.ch.user == NULL)
-    o.ch.user = "default"; /* a password alone is the default user's */
-  if ((env = getenv("STACKREC_PUSH_TEST_DELAY_MS")) != NULL)
-    o.test_delay_ms = (uint32_t)atoi(env); /* tests: a window to kill in */
-  if ((st = stkr__ch_create(&o.ch, &ch)) != 0) {
+  if ((st = stkr__ch_create(&o->ch, &ch)) != 0) {
     if (st != -ENOENT) /* -ENOENT: load_curl said why */
       fprintf(stderr, "stackrec push: cannot start libcurl: %s\n",
               strerror(-st));
     return STKR_CLI_DATA_LOST;
   }
-  if (o.create_schema && (status = create_schema(ch, &o)) != STKR_CLI_OK) {
-    stkr__ch_free(ch);
-    return status;
-  }
-  for (int i = optind; i < argc; i++) {
-    st = push_dir(&o, ch, argv[i]);
+  if (o->create_schema)
+    status = create_schema(ch, o);
+  for (int i = 0; i < n_dirs && !(o->create_schema && status != 0); i++) {
+    st = push_dir(o, ch, dirs[i]);
     if (st > status)
       status = st;
   }
   stkr__ch_free(ch);
-  memset(pw, 0, sizeof pw);
   return status;
+}
+
+int stkr_cli_push(int argc, char **argv) {
+  stkr__push_opts o;
+  char pw[4096];
+  int st = stkr__push_args(argc, argv, &o, pw, sizeof pw);
+
+  if (st < 0)
+    st = o.print_schema ? print_schema(&o)
+                        : run(&o, argv + o.first_dir, argc - o.first_dir);
+  memset(pw, 0, sizeof pw);
+  return st;
 }

@@ -1,7 +1,8 @@
 /*
  * push.h: `stackrec push`, recordings into ClickHouse (issue 16).
  *
- * push.c       options, the password, one recording at a time, retries
+ * push.c       one recording at a time: chunks, ranges, retries
+ * push_args.c  options, the password
  * push_http.c  libcurl: queries, streamed INSERTs (gzip), server errors
  * push_rows.c  RowBinary rows, content hashes of frames, stacks and names
  * push_native.c  the events of a chunk as one Native block, in key order
@@ -169,7 +170,6 @@ int stkr__rows_summary(const stkr_reader *r, const stkr__push_ids *id,
 typedef struct stkr__ev_row {
   uint64_t n, tid, thread, site, ts, ts_mono, stack, payload;
   uint32_t pid;
-  uint32_t bucket; /* the site's index in the block (push_native.c) */
   uint16_t day;
   uint8_t stack_truncated;
 } stkr__ev_row;
@@ -177,7 +177,8 @@ typedef struct stkr__ev_row {
 /* The events of one chunk, sent as one Native block ordered by the table's
  * sorting key (site, rec, pid, n) as far as the input allows: rows are
  * bucketed by site, stable, so a chunk read in (pid, n) order arrives
- * sorted and the server skips its own sort. Memory: 72 bytes a row. */
+ * sorted and the server skips its own sort. Memory: one array per column,
+ * 79 bytes a row with the site buckets and the order. */
 typedef struct stkr__evblock stkr__evblock;
 
 int stkr__evblock_create(stkr__evblock **out);
@@ -185,12 +186,30 @@ void stkr__evblock_free(stkr__evblock *b);
 /* Empty the block for rows of recording id rec. */
 void stkr__evblock_reset(stkr__evblock *b, uint64_t rec);
 size_t stkr__evblock_rows(const stkr__evblock *b);
-/* Append a row (bucket is set here). @return 0 or -ENOMEM. */
+/* Append a row. @return 0 or -ENOMEM. */
 int stkr__evblock_add(stkr__evblock *b, const stkr__ev_row *row);
 /* Order the rows and start encoding. @return 0 or -ENOMEM. */
 int stkr__evblock_seal(stkr__evblock *b);
 /* A stkr__ch_producer (arg: the block) of the sealed block in Native
  * format. */
 long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap);
+
+/* ---- options (push_args.c) ---- */
+
+#define STKR_PUSH_MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
+
+typedef struct stkr__push_opts {
+  stkr__ch_opts ch;
+  const char *device, *build, *recording, *cluster;
+  bool create_schema, print_schema, quiet;
+  uint32_t chunk, retries, retry_wait_ms, test_delay_ms;
+  int first_dir; /* argv index of the first DIR */
+} stkr__push_opts;
+
+/* Parse and check argv; the password (if any) lands in pw[pw_len] and
+ * o->ch.password points at it or at the environment. @return -1 to go on,
+ * or the exit status (help printed, usage error said). */
+int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
+                    size_t pw_len);
 
 #endif

@@ -33,33 +33,15 @@
 #error "push_native.c copies integers as they are in memory: little-endian"
 #endif
 
-/* The columns in stkr__cols_events' order: name, type, width, and where
- * the value is in a row (REC: the block's constant). */
-#define REC ((size_t)-1)
-static const struct {
-  const char *name, *type;
-  unsigned width;
-  size_t off;
-} k_cols[] = {
-    {"day", "Date", 2, offsetof(stkr__ev_row, day)},
-    {"rec", "UInt64", 8, REC},
-    {"pid", "UInt32", 4, offsetof(stkr__ev_row, pid)},
-    {"n", "UInt64", 8, offsetof(stkr__ev_row, n)},
-    {"tid", "UInt64", 8, offsetof(stkr__ev_row, tid)},
-    {"thread", "UInt64", 8, offsetof(stkr__ev_row, thread)},
-    {"site", "UInt64", 8, offsetof(stkr__ev_row, site)},
-    {"ts", "UInt64", 8, offsetof(stkr__ev_row, ts)},
-    {"ts_mono", "UInt64", 8, offsetof(stkr__ev_row, ts_mono)},
-    {"stack", "UInt64", 8, offsetof(stkr__ev_row, stack)},
-    {"payload", "UInt64", 8, offsetof(stkr__ev_row, payload)},
-    {"stack_truncated", "UInt8", 1, offsetof(stkr__ev_row, stack_truncated)},
-};
-#define N_COLS (sizeof k_cols / sizeof k_cols[0])
-
+/* The block keeps one array per column (a row-major array read through
+ * the permutation cost a cache line per value: half of push's time). */
 struct stkr__evblock {
   uint64_t rec;
-  stkr__ev_row *rows;
-  size_t n, cap;
+  uint64_t *n, *tid, *thread, *site, *ts, *ts_mono, *stack, *payload;
+  uint32_t *pid, *bucket; /* bucket: the site's index in `sites` */
+  uint16_t *day;
+  uint8_t *stack_truncated;
+  size_t rows, cap;
   /* The chunk's distinct sites: an open-addressing set of ids (0: empty)
    * giving each its bucket, and the ids by bucket. */
   uint64_t *slot_site;
@@ -68,12 +50,39 @@ struct stkr__evblock {
   uint64_t *sites;
   size_t n_sites, cap_sites;
   uint32_t *perm; /* rows in sending order, made by seal */
-  size_t cap_perm;
-  /* Encoding: next column (N_COLS + 1: done; 0 is the block header) and
+  /* Encoding: next column (0: the block header; N_COLS + 1: done), the
    * row within it, and whether that column's header went out. */
   size_t col, row;
   bool col_head;
 };
+
+/* The columns in stkr__cols_events' order: name, type, width, and which
+ * array holds them (REC: the block's constant). */
+#define REC ((size_t)-1)
+#define ARR(f) offsetof(struct stkr__evblock, f)
+static const struct {
+  const char *name, *type;
+  unsigned width;
+  size_t arr;
+} k_cols[] = {
+    {"day", "Date", 2, ARR(day)},
+    {"rec", "UInt64", 8, REC},
+    {"pid", "UInt32", 4, ARR(pid)},
+    {"n", "UInt64", 8, ARR(n)},
+    {"tid", "UInt64", 8, ARR(tid)},
+    {"thread", "UInt64", 8, ARR(thread)},
+    {"site", "UInt64", 8, ARR(site)},
+    {"ts", "UInt64", 8, ARR(ts)},
+    {"ts_mono", "UInt64", 8, ARR(ts_mono)},
+    {"stack", "UInt64", 8, ARR(stack)},
+    {"payload", "UInt64", 8, ARR(payload)},
+    {"stack_truncated", "UInt8", 1, ARR(stack_truncated)},
+};
+#define N_COLS (sizeof k_cols / sizeof k_cols[0])
+
+static void **column(stkr__evblock *b, size_t arr) {
+  return (void **)((char *)b + arr);
+}
 
 int stkr__evblock_create(stkr__evblock **out) {
   *out = calloc(1, sizeof **out);
@@ -83,7 +92,10 @@ int stkr__evblock_create(stkr__evblock **out) {
 void stkr__evblock_free(stkr__evblock *b) {
   if (b == NULL)
     return;
-  free(b->rows);
+  for (size_t c = 0; c < N_COLS; c++)
+    if (k_cols[c].arr != REC)
+      free(*column(b, k_cols[c].arr));
+  free(b->bucket);
   free(b->slot_site);
   free(b->slot_bucket);
   free(b->sites);
@@ -93,7 +105,7 @@ void stkr__evblock_free(stkr__evblock *b) {
 
 void stkr__evblock_reset(stkr__evblock *b, uint64_t rec) {
   b->rec = rec;
-  b->n = 0;
+  b->rows = 0;
   b->n_sites = 0;
   if (b->slots > 0)
     memset(b->slot_site, 0, b->slots * sizeof *b->slot_site);
@@ -101,7 +113,27 @@ void stkr__evblock_reset(stkr__evblock *b, uint64_t rec) {
   b->col_head = false;
 }
 
-size_t stkr__evblock_rows(const stkr__evblock *b) { return b->n; }
+size_t stkr__evblock_rows(const stkr__evblock *b) { return b->rows; }
+
+/* Room for at least one more row in every column (and perm, bucket). */
+static int grow(stkr__evblock *b) {
+  size_t cap = b->cap ? 2 * b->cap : 4096, c;
+  void *q;
+  for (c = 0; c <= N_COLS; c++) {
+    size_t w = c < N_COLS ? k_cols[c].width : 4;
+    void **a = c < N_COLS ? column(b, k_cols[c].arr) : (void **)&b->bucket;
+    if (c < N_COLS && k_cols[c].arr == REC)
+      continue;
+    if ((q = realloc(*a, cap * w)) == NULL)
+      return -ENOMEM;
+    *a = q;
+  }
+  if ((q = realloc(b->perm, cap * sizeof *b->perm)) == NULL)
+    return -ENOMEM;
+  b->perm = q;
+  b->cap = cap;
+  return 0;
+}
 
 /* Double the site set when half full (ids are != 0: content hashes). */
 static int sites_grow(stkr__evblock *b) {
@@ -150,17 +182,27 @@ static long site_bucket(stkr__evblock *b, uint64_t site) {
 
 int stkr__evblock_add(stkr__evblock *b, const stkr__ev_row *row) {
   long k = site_bucket(b, row->site);
+  size_t i = b->rows;
   int err;
   if (k < 0)
     return (int)k;
-  if (b->n >= UINT32_MAX)
+  if (i >= UINT32_MAX)
     return -ENOMEM; /* perm holds 32-bit indexes; chunks are <= 2^20 */
-  if ((err = stkr_grow((void **)&b->rows, &b->cap, b->n + 1,
-                       sizeof *b->rows)) != 0)
+  if (i == b->cap && (err = grow(b)) != 0)
     return err;
-  b->rows[b->n] = *row;
-  b->rows[b->n].bucket = (uint32_t)k;
-  b->n++;
+  b->n[i] = row->n;
+  b->tid[i] = row->tid;
+  b->thread[i] = row->thread;
+  b->site[i] = row->site;
+  b->ts[i] = row->ts;
+  b->ts_mono[i] = row->ts_mono;
+  b->stack[i] = row->stack;
+  b->payload[i] = row->payload;
+  b->pid[i] = row->pid;
+  b->bucket[i] = (uint32_t)k;
+  b->day[i] = row->day;
+  b->stack_truncated[i] = row->stack_truncated;
+  b->rows = i + 1;
   return 0;
 }
 
@@ -174,13 +216,11 @@ int stkr__evblock_seal(stkr__evblock *b) {
   size_t i, *start;
   uint64_t *sorted;
   uint32_t *rank;
-  int err;
 
   b->col = b->row = 0;
   b->col_head = false;
-  if ((err = stkr_grow((void **)&b->perm, &b->cap_perm, b->n + 1,
-                       sizeof *b->perm)) != 0)
-    return err;
+  if (b->rows == 0)
+    return 0;
   sorted = malloc((b->n_sites + 1) * sizeof *sorted);
   rank = malloc((b->n_sites + 1) * sizeof *rank);
   start = calloc(b->n_sites + 1, sizeof *start);
@@ -197,12 +237,12 @@ int stkr__evblock_seal(stkr__evblock *b) {
                           cmp_u64);
     rank[i] = (uint32_t)(r - sorted);
   }
-  for (i = 0; i < b->n; i++) /* rows per rank, then where each starts */
-    start[rank[b->rows[i].bucket] + 1]++;
+  for (i = 0; i < b->rows; i++) /* rows per rank, then where each starts */
+    start[rank[b->bucket[i]] + 1]++;
   for (i = 1; i <= b->n_sites; i++)
     start[i] += start[i - 1];
-  for (i = 0; i < b->n; i++)
-    b->perm[start[rank[b->rows[i].bucket]]++] = (uint32_t)i;
+  for (i = 0; i < b->rows; i++)
+    b->perm[start[rank[b->bucket[i]]]++] = (uint32_t)i;
   free(sorted);
   free(rank);
   free(start);
@@ -231,32 +271,32 @@ static size_t put_str(uint8_t *o, const char *s) {
 static uint8_t *put_values(stkr__evblock *b, size_t c, uint8_t *o,
                            const uint8_t *end) {
   const unsigned w = k_cols[c].width;
-  const size_t off = k_cols[c].off;
-  const uint8_t *base = (const uint8_t *)b->rows;
+  const uint32_t *perm = b->perm;
   size_t i = b->row, room = (size_t)(end - o) / w;
-  size_t stop = b->n - i < room ? b->n : i + room;
+  size_t stop = b->rows - i < room ? b->rows : i + room;
 
-  if (off == REC) {
+  if (k_cols[c].arr == REC) {
     for (; i < stop; i++, o += 8)
       memcpy(o, &b->rec, 8);
   } else {
+    const uint8_t *a = *column(b, k_cols[c].arr);
     /* One loop per width, so that each memcpy is a plain load and store. */
     switch (w) {
     case 1:
       for (; i < stop; i++, o++)
-        *o = base[b->perm[i] * sizeof(stkr__ev_row) + off];
+        *o = a[perm[i]];
       break;
     case 2:
       for (; i < stop; i++, o += 2)
-        memcpy(o, base + b->perm[i] * sizeof(stkr__ev_row) + off, 2);
+        memcpy(o, a + 2 * (size_t)perm[i], 2);
       break;
     case 4:
       for (; i < stop; i++, o += 4)
-        memcpy(o, base + b->perm[i] * sizeof(stkr__ev_row) + off, 4);
+        memcpy(o, a + 4 * (size_t)perm[i], 4);
       break;
     default:
       for (; i < stop; i++, o += 8)
-        memcpy(o, base + b->perm[i] * sizeof(stkr__ev_row) + off, 8);
+        memcpy(o, a + 8 * (size_t)perm[i], 8);
       break;
     }
   }
@@ -272,7 +312,7 @@ long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap) {
   while (b->col <= N_COLS && end - o >= 64) {
     if (b->col == 0) {
       o += put_varint(o, N_COLS);
-      o += put_varint(o, b->n);
+      o += put_varint(o, b->rows);
       b->col = 1;
       continue;
     }
@@ -283,7 +323,7 @@ long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap) {
       b->row = 0;
     }
     o = put_values(b, b->col - 1, o, end);
-    if (b->row < b->n)
+    if (b->row < b->rows)
       break; /* the buffer is full */
     b->col++;
     b->col_head = false;
