@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,18 @@ typedef struct range {
   uint64_t first, last; /* ordinals [first, last) of one process */
 } range;
 
+/* What one round of INSERTs sends. Two alternate, so that the next is
+ * read while the server stores this one's events (with two cores, the
+ * reader and the server's insert each keep one busy). */
+typedef struct chunk {
+  stkr__evblock *blk;   /* events */
+  stkr__buf marks;      /* marks, RowBinary */
+  stkr__buf dims[STKR_DIM_KINDS]; /* dimension rows first seen in it */
+  range *ranges;        /* the ordinals it holds, by process */
+  size_t n_ranges, cap_ranges;
+  uint32_t rows;        /* events and marks */
+} chunk;
+
 /* One pass over one recording. Reset for each attempt. */
 typedef struct pass {
   const stkr__push_opts *o;
@@ -44,8 +57,6 @@ typedef struct pass {
   const char *dir;
   stkr_reader *r;
   stkr__dims *dims;     /* stacks, frames and names of this pass */
-  stkr__evblock *blk;   /* the chunk's events (kept across passes) */
-  stkr__buf marks;      /* the chunk's marks, RowBinary */
   uint64_t rec;         /* stkr__rec_id(recording) */
   stkr__push_ids id;
   char build[160], device[160], recording[80];
@@ -61,10 +72,8 @@ typedef struct pass {
   size_t proc;          /* process index of the last event */
   uint64_t n;           /* its ordinal in that process */
   uint64_t total;       /* events read */
-  /* the chunk being sent */
-  range *chunk;
-  size_t n_chunk, cap_chunk;
-  uint32_t rows;        /* events and marks in it */
+  /* two chunks: one read while the other's events are stored */
+  chunk ck[2];          /* kept across passes */
   /* results */
   uint64_t sent, skipped, committed_chunks;
   uint64_t warned, warn_seen; /* warnings printed by earlier passes */
@@ -220,22 +229,22 @@ static int next_event(pass *p) {
   return 1;
 }
 
-static int add_to_chunk(pass *p, uint32_t pid, uint64_t n) {
-  range *l = p->n_chunk ? &p->chunk[p->n_chunk - 1] : NULL;
+static int add_to_chunk(chunk *c, uint32_t pid, uint64_t n) {
+  range *l = c->n_ranges ? &c->ranges[c->n_ranges - 1] : NULL;
   if (l != NULL && l->pid == pid && l->last == n) {
     l->last++;
     return 0;
   }
-  if (stkr_grow((void **)&p->chunk, &p->cap_chunk, p->n_chunk + 1,
-                sizeof *p->chunk) != 0)
+  if (stkr_grow((void **)&c->ranges, &c->cap_ranges, c->n_ranges + 1,
+                sizeof *c->ranges) != 0)
     return -ENOMEM;
-  p->chunk[p->n_chunk++] = (range){pid, n, n + 1};
+  c->ranges[c->n_ranges++] = (range){pid, n, n + 1};
   return 0;
 }
 
 #define NS_PER_DAY 86400000000000ull
 
-static int add_event(pass *p) {
+static int add_event(pass *p, chunk *c) {
   const stkr_event_view *ev = &p->ev;
   stkr__ev_row row = {.n = p->n,
                       .tid = ev->tid,
@@ -255,14 +264,14 @@ static int add_event(pass *p) {
                              ev->payload_len, ev->payload_truncated,
                              &row.payload)))
     return err;
-  return stkr__evblock_add(p->blk, &row);
+  return stkr__evblock_add(c->blk, &row);
 }
 
 /* A mark (issue 13): a row of `marks`, with its ordinal among the
  * process's events and marks, so that the chunk's ranges cover it. */
-static int add_mark(pass *p) {
+static int add_mark(pass *p, chunk *c) {
   const stkr_event_view *ev = &p->ev;
-  stkr__buf *b = &p->marks;
+  stkr__buf *b = &c->marks;
   int e = stkr__rb_u16(b, (uint16_t)(ev->wall_ns / NS_PER_DAY));
   e |= stkr__rb_u64(b, p->rec);
   e |= stkr__rb_u32(b, ev->pid);
@@ -276,29 +285,32 @@ static int add_mark(pass *p) {
 }
 
 /* Read the next chunk: up to --chunk-events events and marks not pushed
- * yet, and the dimension rows they refer to. @return 0 or a negative
- * errno (the reader's or -ENOMEM). */
-static int fill_chunk(pass *p) {
-  int rc, err;
+ * yet, and the dimension rows they refer to; its events block sealed.
+ * @return 0 or a negative errno (the reader's or -ENOMEM). */
+static int fill_chunk(pass *p, chunk *c) {
+  int rc, err = 0;
 
-  stkr__evblock_reset(p->blk, p->rec);
-  p->marks.len = 0;
-  p->rows = 0;
-  p->n_chunk = 0;
-  while (p->rows < p->o->chunk) {
-    if ((rc = next_event(p)) <= 0)
-      return rc;
+  stkr__evblock_reset(c->blk, p->rec);
+  c->marks.len = 0;
+  c->rows = 0;
+  c->n_ranges = 0;
+  while (c->rows < p->o->chunk) {
+    if ((rc = next_event(p)) <= 0) {
+      err = rc;
+      break;
+    }
     p->have_ev = false;
     if (is_done(p, p->ev.pid, p->n)) {
       p->skipped++;
       continue;
     }
-    err = p->ev.is_mark ? add_mark(p) : add_event(p);
-    if (err != 0 || (err = add_to_chunk(p, p->ev.pid, p->n)) != 0)
+    err = p->ev.is_mark ? add_mark(p, c) : add_event(p, c);
+    if (err != 0 || (err = add_to_chunk(c, p->ev.pid, p->n)) != 0)
       return err;
-    p->rows++;
+    c->rows++;
   }
-  return 0;
+  stkr__dims_take(p->dims, c->dims);
+  return err != 0 ? err : stkr__evblock_seal(c->blk);
 }
 
 /* A RowBinary body that is already in memory. */
@@ -342,41 +354,73 @@ static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
   return f;
 }
 
-/* One chunk: events (one Native block), marks, then the dimension rows
- * first seen in it, then the ranges that say it is in. */
-static stkr__ch_fail send_chunk(pass *p) {
-  char t[1200], tn[192];
-  stkr__ch_fail f = STKR_CH_OK;
-  int err;
+/* The events INSERT of one chunk, on a thread of its own while the next
+ * chunk is read. The connection is the job's until it is joined. */
+typedef struct events_job {
+  pass *p;
+  chunk *c;
+  stkr__ch_fail f; /* written by the job, read after the join */
+} events_job;
 
-  if ((err = fill_chunk(p)) < 0 ||
-      (stkr__evblock_rows(p->blk) > 0 &&
-       (err = stkr__evblock_seal(p->blk)) != 0)) {
-    if (p->read_err == 0)
-      p->read_err = err;
-    return STKR_CH_LOCAL; /* nothing of this chunk was sent */
-  }
-  if (p->rows == 0)
-    return STKR_CH_OK;
-  if (stkr__evblock_rows(p->blk) > 0) {
-    snprintf(t, sizeof t, "%s (%s)", table(p, "events", tn, sizeof tn),
-             stkr__cols_events);
-    f = stkr__ch_insert(p->ch, t, "Native", stkr__evblock_produce, p->blk);
-  }
-  if (f == STKR_CH_OK)
-    f = insert_mem(p, "marks", stkr__cols_marks, &p->marks);
+static void *insert_events(void *arg) {
+  events_job *j = arg;
+  char t[1200], tn[192];
+  snprintf(t, sizeof t, "%s (%s)", table(j->p, "events", tn, sizeof tn),
+           stkr__cols_events);
+  j->f = stkr__ch_insert(j->p->ch, t, "Native", stkr__evblock_produce,
+                         j->c->blk);
+  return NULL;
+}
+
+/* After a chunk's events are in: its marks, the dimension rows first
+ * seen in it, then the ranges that say it is in. */
+static stkr__ch_fail finish_chunk(pass *p, chunk *c) {
+  stkr__ch_fail f = insert_mem(p, "marks", stkr__cols_marks, &c->marks);
   for (int k = 0; k < STKR_DIM_KINDS && f == STKR_CH_OK; k++)
-    f = insert_mem(p, stkr__dim_table[k], stkr__dim_cols[k],
-                   stkr__dims_rows(p->dims, (stkr__dim_kind)k));
+    f = insert_mem(p, stkr__dim_table[k], stkr__dim_cols[k], &c->dims[k]);
   if (f == STKR_CH_OK)
-    f = insert_ranges(p, p->chunk, p->n_chunk);
+    f = insert_ranges(p, c->ranges, c->n_ranges);
   if (f != STKR_CH_OK)
     return f;
-  stkr__dims_sent(p->dims);
-  p->sent += p->rows;
+  p->sent += c->rows;
   p->committed_chunks++;
   if (p->o->test_delay_ms > 0)
     usleep(p->o->test_delay_ms * 1000u);
+  return STKR_CH_OK;
+}
+
+/* Every chunk of the pass, each read while the previous one's events are
+ * stored. @return the failure kind (STKR_CH_LOCAL: p->read_err says). */
+static stkr__ch_fail send_chunks(pass *p) {
+  chunk *c = &p->ck[0], *next = &p->ck[1], *t;
+  stkr__ch_fail f = STKR_CH_OK;
+  int err = fill_chunk(p, c);
+
+  while (err == 0 && c->rows > 0) {
+    events_job j = {p, c, STKR_CH_OK};
+    pthread_t th;
+    bool threaded = false;
+    if (stkr__evblock_rows(c->blk) > 0) {
+      threaded = pthread_create(&th, NULL, insert_events, &j) == 0;
+      if (!threaded)
+        insert_events(&j);
+    }
+    err = fill_chunk(p, next);
+    if (threaded)
+      pthread_join(th, NULL);
+    if ((f = j.f) != STKR_CH_OK || (f = finish_chunk(p, c)) != STKR_CH_OK) {
+      fail_msg(p, "inserting events");
+      return f;
+    }
+    t = c;
+    c = next;
+    next = t;
+  }
+  if (err < 0) {
+    if (p->read_err == 0)
+      p->read_err = err;
+    return STKR_CH_LOCAL; /* nothing of the chunk being read was sent */
+  }
   return STKR_CH_OK;
 }
 
@@ -447,9 +491,7 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
     fail_msg(p, "inserting the recording");
     return f;
   }
-  while (f == STKR_CH_OK && !(p->eof && !p->have_ev))
-    if ((f = send_chunk(p)) != STKR_CH_OK && f != STKR_CH_LOCAL)
-      fail_msg(p, "inserting events");
+  f = send_chunks(p);
   if (f == STKR_CH_OK && (f = send_summary(p)) != STKR_CH_OK)
     fail_msg(p, "inserting the summary");
   if (p->read_err != 0) {
@@ -482,9 +524,11 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
   uint32_t failures = 0, wait = o->retry_wait_ms;
   int status = STKR_CLI_OK;
 
-  if (stkr__evblock_create(&p.blk) != 0) {
+  if (stkr__evblock_create(&p.ck[0].blk) != 0 ||
+      stkr__evblock_create(&p.ck[1].blk) != 0) {
     fprintf(stderr, "stackrec push: %s: %s\n", dir, strerror(ENOMEM));
-    return STKR_CLI_DATA_LOST;
+    status = STKR_CLI_DATA_LOST;
+    goto out;
   }
   for (;;) {
     uint64_t before = p.committed_chunks;
@@ -525,10 +569,15 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
             "stackrec push: %s: recording %s (device %s, build %s): %" PRIu64
             " events pushed, %" PRIu64 " already there\n",
             dir, p.recording, p.device, p.build, p.sent, p.skipped);
+out:
   free(p.done);
-  free(p.chunk);
-  stkr__buf_free(&p.marks);
-  stkr__evblock_free(p.blk);
+  for (int i = 0; i < 2; i++) {
+    free(p.ck[i].ranges);
+    stkr__buf_free(&p.ck[i].marks);
+    for (int k = 0; k < STKR_DIM_KINDS; k++)
+      stkr__buf_free(&p.ck[i].dims[k]);
+    stkr__evblock_free(p.ck[i].blk);
+  }
   return status;
 }
 

@@ -115,8 +115,8 @@ typedef struct stkr__push_ids {
 /* The dimension rows of one pass over a reader: stacks (by process,
  * session and stack id, each resolved once into a content hash) with
  * their frames, and the names events refer to by id (sites, threads,
- * payloads). Rows of what was not sent yet are kept until the caller sends
- * them (stkr__dims_rows) and calls stkr__dims_sent. */
+ * payloads). Rows of what was not sent yet are kept until the caller takes
+ * them (stkr__dims_take). */
 typedef struct stkr__dims stkr__dims;
 
 int stkr__dims_create(stkr__dims **out);
@@ -145,9 +145,10 @@ typedef enum stkr__dim_kind {
 int stkr__dims_name(stkr__dims *m, stkr__dim_kind kind, const void *p,
                     size_t len, bool truncated, uint64_t *id);
 
-/* The pending RowBinary rows of a kind (columns stkr__dim_cols[kind]). */
-stkr__buf *stkr__dims_rows(stkr__dims *m, stkr__dim_kind kind);
-void stkr__dims_sent(stkr__dims *m);
+/* Swap the pending RowBinary rows of each kind (columns
+ * stkr__dim_cols[kind]) into out[kind], whose old bytes are dropped and
+ * whose memory is reused for the next rows. */
+void stkr__dims_take(stkr__dims *m, stkr__buf out[STKR_DIM_KINDS]);
 
 /* Table and columns of each kind's rows. */
 extern const char *const stkr__dim_table[STKR_DIM_KINDS];

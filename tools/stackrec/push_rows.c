@@ -124,13 +124,13 @@ const char *const stkr__dim_cols[STKR_DIM_KINDS] = {
     stkr__cols_site_names, stkr__cols_threads, stkr__cols_payloads,
     stkr__cols_stacks, stkr__cols_frames};
 
-stkr__buf *stkr__dims_rows(stkr__dims *m, stkr__dim_kind kind) {
-  return &m->rows[kind];
-}
-
-void stkr__dims_sent(stkr__dims *m) {
-  for (int k = 0; k < STKR_DIM_KINDS; k++)
+void stkr__dims_take(stkr__dims *m, stkr__buf out[STKR_DIM_KINDS]) {
+  for (int k = 0; k < STKR_DIM_KINDS; k++) {
+    stkr__buf t = m->rows[k];
+    m->rows[k] = out[k];
     m->rows[k].len = 0;
+    out[k] = t;
+  }
 }
 
 /* Grow an open-addressing table of 16-byte or 8-byte entries to twice its
