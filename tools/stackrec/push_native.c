@@ -42,11 +42,8 @@ struct stkr__evblock {
   uint16_t *day;
   uint8_t *stack_truncated;
   size_t rows, cap;
-  /* The chunk's distinct sites: an open-addressing set of ids (0: empty)
-   * giving each its bucket, and the ids by bucket. */
-  uint64_t *slot_site;
-  uint32_t *slot_bucket;
-  size_t slots;
+  /* The chunk's distinct sites: id -> bucket, and the ids by bucket. */
+  stkr__u64map site_bucket;
   uint64_t *sites;
   size_t n_sites, cap_sites;
   uint32_t *perm; /* rows in sending order, made by seal */
@@ -96,8 +93,7 @@ void stkr__evblock_free(stkr__evblock *b) {
     if (k_cols[c].arr != REC)
       free(*column(b, k_cols[c].arr));
   free(b->bucket);
-  free(b->slot_site);
-  free(b->slot_bucket);
+  stkr__u64map_free(&b->site_bucket);
   free(b->sites);
   free(b->perm);
   free(b);
@@ -107,8 +103,7 @@ void stkr__evblock_reset(stkr__evblock *b, uint64_t rec) {
   b->rec = rec;
   b->rows = 0;
   b->n_sites = 0;
-  if (b->slots > 0)
-    memset(b->slot_site, 0, b->slots * sizeof *b->slot_site);
+  stkr__u64map_clear(&b->site_bucket);
   b->col = b->row = 0;
   b->col_head = false;
 }
@@ -135,47 +130,16 @@ static int grow(stkr__evblock *b) {
   return 0;
 }
 
-/* Double the site set when half full (ids are != 0: content hashes). */
-static int sites_grow(stkr__evblock *b) {
-  size_t cap = b->slots ? 2 * b->slots : 64, i, j;
-  uint64_t *s = calloc(cap, sizeof *s);
-  uint32_t *k = calloc(cap, sizeof *k);
-  if (s == NULL || k == NULL) {
-    free(s);
-    free(k);
-    return -ENOMEM;
-  }
-  for (i = 0; i < b->slots; i++)
-    if (b->slot_site[i] != 0) {
-      for (j = stkr_mix64(b->slot_site[i]) & (cap - 1); s[j] != 0;
-           j = (j + 1) & (cap - 1))
-        ;
-      s[j] = b->slot_site[i];
-      k[j] = b->slot_bucket[i];
-    }
-  free(b->slot_site);
-  free(b->slot_bucket);
-  b->slot_site = s;
-  b->slot_bucket = k;
-  b->slots = cap;
-  return 0;
-}
-
 /* @return the bucket of site (added if new), or -ENOMEM. */
 static long site_bucket(stkr__evblock *b, uint64_t site) {
-  size_t j;
+  uint64_t *k = stkr__u64map_find(&b->site_bucket, site);
   int err;
-  if (2 * (b->n_sites + 1) > b->slots && (err = sites_grow(b)) != 0)
-    return err;
-  for (j = stkr_mix64(site) & (b->slots - 1); b->slot_site[j] != 0;
-       j = (j + 1) & (b->slots - 1))
-    if (b->slot_site[j] == site)
-      return b->slot_bucket[j];
+  if (k != NULL)
+    return (long)*k;
   if ((err = stkr_grow((void **)&b->sites, &b->cap_sites, b->n_sites + 1,
-                       sizeof *b->sites)) != 0)
+                       sizeof *b->sites)) != 0 ||
+      (err = stkr__u64map_put(&b->site_bucket, site, b->n_sites)) != 0)
     return err;
-  b->slot_site[j] = site;
-  b->slot_bucket[j] = (uint32_t)b->n_sites;
   b->sites[b->n_sites] = site;
   return (long)b->n_sites++;
 }
@@ -249,20 +213,8 @@ int stkr__evblock_seal(stkr__evblock *b) {
   return 0;
 }
 
-static size_t put_varint(uint8_t *o, uint64_t v) {
-  size_t n = 0;
-  do {
-    o[n] = (uint8_t)(v & 0x7F);
-    v >>= 7;
-    if (v != 0)
-      o[n] |= 0x80;
-    n++;
-  } while (v != 0);
-  return n;
-}
-
 static size_t put_str(uint8_t *o, const char *s) {
-  size_t n = strlen(s), k = put_varint(o, n);
+  size_t n = strlen(s), k = stkr__leb128(o, n);
   memcpy(o + k, s, n);
   return k + n;
 }
@@ -311,8 +263,8 @@ long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap) {
   /* Headers are under 64 bytes; the caller's buffer is 256 KiB. */
   while (b->col <= N_COLS && end - o >= 64) {
     if (b->col == 0) {
-      o += put_varint(o, N_COLS);
-      o += put_varint(o, b->rows);
+      o += stkr__leb128(o, N_COLS);
+      o += stkr__leb128(o, b->rows);
       b->col = 1;
       continue;
     }

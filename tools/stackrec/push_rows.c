@@ -63,17 +63,21 @@ int stkr__rb_u16(stkr__buf *b, uint16_t v) { return put_le(b, v, 2); }
 int stkr__rb_u32(stkr__buf *b, uint32_t v) { return put_le(b, v, 4); }
 int stkr__rb_u64(stkr__buf *b, uint64_t v) { return put_le(b, v, 8); }
 
-int stkr__rb_varint(stkr__buf *b, uint64_t v) {
-  uint8_t t[10];
+size_t stkr__leb128(uint8_t out[10], uint64_t v) {
   size_t n = 0;
   do {
-    t[n] = (uint8_t)(v & 0x7F);
+    out[n] = (uint8_t)(v & 0x7F);
     v >>= 7;
     if (v != 0)
-      t[n] |= 0x80;
+      out[n] |= 0x80;
     n++;
   } while (v != 0);
-  return stkr__buf_put(b, t, n);
+  return n;
+}
+
+int stkr__rb_varint(stkr__buf *b, uint64_t v) {
+  uint8_t t[10];
+  return stkr__buf_put(b, t, stkr__leb128(t, v));
 }
 
 int stkr__rb_bytes(stkr__buf *b, const void *p, size_t n) {
@@ -85,18 +89,79 @@ int stkr__rb_str(stkr__buf *b, const char *s) {
   return stkr__rb_bytes(b, s ? s : "", s ? strlen(s) : 0);
 }
 
-/* ---- the stack map ---- */
+/* ---- a map of 64-bit keys (!= 0) to 64-bit values ---- */
 
-typedef struct slot {
-  uint64_t key;  /* mix of (process, session, stack id); 0: empty */
-  uint64_t hash; /* content hash */
-} slot;
+/* Open addressing, linear probing, doubled when half full. The one table
+ * of push: stacks by (process, session, id), the seen set of dimension
+ * rows, a chunk's sites (push_native.c). */
+static int u64map_grow(stkr__u64map *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64, i, j;
+  uint64_t *k = calloc(cap, sizeof *k), *v = calloc(cap, sizeof *v);
+  if (k == NULL || v == NULL) {
+    free(k);
+    free(v);
+    return -ENOMEM;
+  }
+  for (i = 0; i < m->cap; i++)
+    if (m->keys[i] != 0) {
+      for (j = stkr_mix64(m->keys[i]) & (cap - 1); k[j] != 0;
+           j = (j + 1) & (cap - 1))
+        ;
+      k[j] = m->keys[i];
+      v[j] = m->vals[i];
+    }
+  free(m->keys);
+  free(m->vals);
+  m->keys = k;
+  m->vals = v;
+  m->cap = cap;
+  return 0;
+}
+
+uint64_t *stkr__u64map_find(const stkr__u64map *m, uint64_t key) {
+  size_t j;
+  if (m->cap == 0)
+    return NULL;
+  for (j = stkr_mix64(key) & (m->cap - 1); m->keys[j] != 0;
+       j = (j + 1) & (m->cap - 1))
+    if (m->keys[j] == key)
+      return &m->vals[j];
+  return NULL;
+}
+
+int stkr__u64map_put(stkr__u64map *m, uint64_t key, uint64_t val) {
+  size_t j;
+  int err;
+  if (2 * (m->n + 1) > m->cap && (err = u64map_grow(m)) != 0)
+    return err;
+  for (j = stkr_mix64(key) & (m->cap - 1); m->keys[j] != 0;
+       j = (j + 1) & (m->cap - 1))
+    if (m->keys[j] == key)
+      break;
+  if (m->keys[j] == 0)
+    m->n++;
+  m->keys[j] = key;
+  m->vals[j] = val;
+  return 0;
+}
+
+void stkr__u64map_clear(stkr__u64map *m) {
+  if (m->cap > 0)
+    memset(m->keys, 0, m->cap * sizeof *m->keys);
+  m->n = 0;
+}
+
+void stkr__u64map_free(stkr__u64map *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- the dimension rows ---- */
 
 struct stkr__dims {
-  slot *slots;     /* open addressing, linear probing */
-  size_t cap, n;   /* cap a power of two */
-  uint64_t *seen;  /* content hashes (stacks and frames) already queued: */
-  size_t seen_cap, seen_n; /* a second open-addressing set */
+  stkr__u64map stacks; /* mix of (process, session, stack id) -> hash */
+  stkr__u64map seen;   /* content hashes whose rows were queued */
   stkr__buf rows[STKR_DIM_KINDS]; /* rows not sent yet, by kind */
   stkr_frame *pcf;          /* frames made from PCs (unsymbolized) */
   size_t pcf_cap;
@@ -110,8 +175,8 @@ int stkr__dims_create(stkr__dims **out) {
 void stkr__dims_free(stkr__dims *m) {
   if (m == NULL)
     return;
-  free(m->slots);
-  free(m->seen);
+  stkr__u64map_free(&m->stacks);
+  stkr__u64map_free(&m->seen);
   free(m->pcf);
   for (int k = 0; k < STKR_DIM_KINDS; k++)
     stkr__buf_free(&m->rows[k]);
@@ -133,52 +198,11 @@ void stkr__dims_take(stkr__dims *m, stkr__buf out[STKR_DIM_KINDS]) {
   }
 }
 
-/* Grow an open-addressing table of 16-byte or 8-byte entries to twice its
- * size when it is half full; rehash. */
-static int map_grow(stkr__dims *m) {
-  size_t cap = m->cap ? m->cap * 2 : 1024;
-  slot *s = calloc(cap, sizeof *s);
-  if (s == NULL)
-    return -ENOMEM;
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->slots[i].key != 0) {
-      size_t j = stkr_mix64(m->slots[i].key) & (cap - 1);
-      while (s[j].key != 0)
-        j = (j + 1) & (cap - 1);
-      s[j] = m->slots[i];
-    }
-  free(m->slots);
-  m->slots = s;
-  m->cap = cap;
-  return 0;
-}
-
 /* @return 1 if h was in the seen set, 0 if added, -ENOMEM. h != 0. */
 static int seen_add(stkr__dims *m, uint64_t h) {
-  size_t j;
-  if (2 * (m->seen_n + 1) > m->seen_cap) {
-    size_t cap = m->seen_cap ? m->seen_cap * 2 : 1024;
-    uint64_t *s = calloc(cap, sizeof *s);
-    if (s == NULL)
-      return -ENOMEM;
-    for (size_t i = 0; i < m->seen_cap; i++)
-      if (m->seen[i] != 0) {
-        j = stkr_mix64(m->seen[i]) & (cap - 1);
-        while (s[j] != 0)
-          j = (j + 1) & (cap - 1);
-        s[j] = m->seen[i];
-      }
-    free(m->seen);
-    m->seen = s;
-    m->seen_cap = cap;
-  }
-  for (j = stkr_mix64(h) & (m->seen_cap - 1); m->seen[j] != 0;
-       j = (j + 1) & (m->seen_cap - 1))
-    if (m->seen[j] == h)
-      return 1;
-  m->seen[j] = h;
-  m->seen_n++;
-  return 0;
+  if (stkr__u64map_find(&m->seen, h) != NULL)
+    return 1;
+  return stkr__u64map_put(&m->seen, h, 1);
 }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
@@ -304,8 +328,7 @@ static int resolve(stkr__dims *m, stkr_reader *r,
 int stkr__dims_stack(stkr__dims *m, stkr_reader *r,
                        const stkr_event_view *ev, const stkr__push_ids *id,
                        uint64_t *hash) {
-  uint64_t key;
-  size_t j;
+  uint64_t key, *known;
   int err;
 
   if (ev->stack_undefined || ev->n_pcs == 0) {
@@ -315,20 +338,13 @@ int stkr__dims_stack(stkr__dims *m, stkr_reader *r,
   /* Stack ids restart in each session of a process. */
   key = stkr_mix64(((uint64_t)ev->process << 40) ^
                    ((uint64_t)ev->proc->sessions << 32) ^ ev->stack_id) | 1;
-  if (2 * (m->n + 1) > m->cap && (err = map_grow(m)) != 0)
-    return err;
-  for (j = stkr_mix64(key) & (m->cap - 1); m->slots[j].key != 0;
-       j = (j + 1) & (m->cap - 1))
-    if (m->slots[j].key == key) {
-      *hash = m->slots[j].hash;
-      return 0;
-    }
+  if ((known = stkr__u64map_find(&m->stacks, key)) != NULL) {
+    *hash = *known;
+    return 0;
+  }
   if ((err = resolve(m, r, ev, id, hash)) != 0)
     return err;
-  m->slots[j].key = key;
-  m->slots[j].hash = *hash;
-  m->n++;
-  return 0;
+  return stkr__u64map_put(&m->stacks, key, *hash);
 }
 
 /* Seeds of the kinds' hashes: the same bytes as a site and as a thread
