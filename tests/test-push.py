@@ -12,7 +12,8 @@ record`; per-site and per-module counts equal `stackrec report`'s, per-stack
 counts those of `stackrec export --format jsonl`; pushing again adds no
 row to any table; a corrupt recording pushes its intact batches (as many
 events as export reads) and names the damage; a server killed mid-push and
-restarted: the push resumes, no duplicates; a server that stays away: the
+restarted: the push (three events INSERTs in flight) resumes, no
+duplicates; a server that stays away: the
 bounded retry gives up with a clear error; credentials never show.
 Two shards (remote_servers, Distributed tables): rows on both, and every
 query of docs/fleet.md answers as on the single server.
@@ -470,7 +471,8 @@ def kill_case(s, big):
     env = {"STACKREC_PUSH_TEST_DELAY_MS": "150"}
     p = subprocess.Popen([STACKREC, "push", "--url", s.url, "--device", "d4", "--build", "b4",
                           "--recording", "big1",
-                          "--chunk-events", "10000", "--retries", "10", "--retry-wait", "200", big],
+                          "--chunk-events", "10000", "--streams", "3",
+                          "--retries", "10", "--retry-wait", "200", big],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, **env))
     deadline, ranges = time.time() + 60, 0

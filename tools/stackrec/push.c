@@ -38,9 +38,10 @@ typedef struct range {
   uint64_t first, last; /* ordinals [first, last) of one process */
 } range;
 
-/* What one round of INSERTs sends. Two alternate, so that the next is
- * read while the server stores this one's events (with two cores, the
- * reader and the server's insert each keep one busy). */
+/* What one round of INSERTs sends. --streams chunks have their events
+ * INSERTs in flight at once (each on a thread and a connection of its
+ * own: the server stores each INSERT on one thread) while one more is
+ * read. Chunks are committed (marks, dimension rows, ranges) in order. */
 typedef struct chunk {
   stkr__evblock *blk;   /* events */
   stkr__buf marks;      /* marks, RowBinary */
@@ -48,6 +49,7 @@ typedef struct chunk {
   range *ranges;        /* the ordinals it holds, by process */
   size_t n_ranges, cap_ranges;
   uint32_t rows;        /* events and marks */
+  stkr__ch *ch;         /* its events INSERT's own connection */
 } chunk;
 
 /* One pass over one recording. Reset for each attempt. */
@@ -73,7 +75,7 @@ typedef struct pass {
   uint64_t n;           /* its ordinal in that process */
   uint64_t total;       /* events read */
   /* two chunks: one read while the other's events are stored */
-  chunk ck[2];          /* kept across passes */
+  chunk ck[STKR_PUSH_MAX_STREAMS + 1]; /* kept across passes */
   /* results */
   uint64_t sent, skipped, committed_chunks;
   uint64_t warned, warn_seen; /* warnings printed by earlier passes */
@@ -90,9 +92,13 @@ static void push_warn(void *arg, const stkr_warning *w) {
   fprintf(stderr, "stackrec: warning: %s\n", w->message);
 }
 
-static void fail_msg(const pass *p, const char *what) {
+static void fail_msg_ch(const pass *p, const stkr__ch *ch, const char *what) {
   fprintf(stderr, "stackrec push: %s: %s: %s\n", p->dir, what,
-          stkr__ch_error(p->ch));
+          stkr__ch_error(ch));
+}
+
+static void fail_msg(const pass *p, const char *what) {
+  fail_msg_ch(p, p->ch, what);
 }
 
 static const char *table(const pass *p, const char *t, char *buf,
@@ -355,10 +361,13 @@ static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
 }
 
 /* The events INSERT of one chunk, on a thread of its own while the next
- * chunk is read. The connection is the job's until it is joined. */
+ * chunk is read. The chunk and its connection are the job's until it is
+ * joined. */
 typedef struct events_job {
   pass *p;
   chunk *c;
+  pthread_t th;
+  bool threaded;
   stkr__ch_fail f; /* written by the job, read after the join */
 } events_job;
 
@@ -367,9 +376,25 @@ static void *insert_events(void *arg) {
   char t[1200], tn[192];
   snprintf(t, sizeof t, "%s (%s)", table(j->p, "events", tn, sizeof tn),
            stkr__cols_events);
-  j->f = stkr__ch_insert(j->p->ch, t, "Native", stkr__evblock_produce,
+  j->f = stkr__ch_insert(j->c->ch, t, "Native", stkr__evblock_produce,
                          j->c->blk);
   return NULL;
+}
+
+static void start_job(events_job *j, pass *p, chunk *c) {
+  *j = (events_job){.p = p, .c = c, .f = STKR_CH_OK};
+  if (stkr__evblock_rows(c->blk) == 0)
+    return; /* marks only */
+  j->threaded = pthread_create(&j->th, NULL, insert_events, j) == 0;
+  if (!j->threaded)
+    insert_events(j);
+}
+
+static stkr__ch_fail join_job(events_job *j) {
+  if (j->threaded)
+    pthread_join(j->th, NULL);
+  j->threaded = false;
+  return j->f;
 }
 
 /* After a chunk's events are in: its marks, the dimension rows first
@@ -389,32 +414,37 @@ static stkr__ch_fail finish_chunk(pass *p, chunk *c) {
   return STKR_CH_OK;
 }
 
-/* Every chunk of the pass, each read while the previous one's events are
- * stored. @return the failure kind (STKR_CH_LOCAL: p->read_err says). */
+/* Every chunk of the pass: up to --streams events INSERTs in flight while
+ * the next chunk is read; each chunk committed in order once its events
+ * are in. @return the failure kind (STKR_CH_LOCAL: p->read_err says). */
 static stkr__ch_fail send_chunks(pass *p) {
-  chunk *c = &p->ck[0], *next = &p->ck[1], *t;
+  const size_t slots = p->o->streams + 1;
+  events_job jobs[STKR_PUSH_MAX_STREAMS + 1];
+  size_t head = 0, next = 0, busy = 0; /* oldest in flight, being read */
   stkr__ch_fail f = STKR_CH_OK;
-  int err = fill_chunk(p, c);
+  int err = fill_chunk(p, &p->ck[next]);
 
-  while (err == 0 && c->rows > 0) {
-    events_job j = {p, c, STKR_CH_OK};
-    pthread_t th;
-    bool threaded = false;
-    if (stkr__evblock_rows(c->blk) > 0) {
-      threaded = pthread_create(&th, NULL, insert_events, &j) == 0;
-      if (!threaded)
-        insert_events(&j);
+  for (;;) {
+    while (err == 0 && p->ck[next].rows > 0 && busy < p->o->streams) {
+      start_job(&jobs[next], p, &p->ck[next]);
+      busy++;
+      next = (next + 1) % slots;
+      err = fill_chunk(p, &p->ck[next]);
     }
-    err = fill_chunk(p, next);
-    if (threaded)
-      pthread_join(th, NULL);
-    if ((f = j.f) != STKR_CH_OK || (f = finish_chunk(p, c)) != STKR_CH_OK) {
+    if (busy == 0)
+      break;
+    f = join_job(&jobs[head]);
+    if (f != STKR_CH_OK)
+      fail_msg_ch(p, p->ck[head].ch, "inserting events");
+    else if ((f = finish_chunk(p, &p->ck[head])) != STKR_CH_OK)
       fail_msg(p, "inserting events");
+    busy--;
+    head = (head + 1) % slots;
+    if (f != STKR_CH_OK) {
+      for (; busy > 0; busy--, head = (head + 1) % slots)
+        join_job(&jobs[head]); /* their chunks are not committed */
       return f;
     }
-    t = c;
-    c = next;
-    next = t;
   }
   if (err < 0) {
     if (p->read_err == 0)
@@ -522,14 +552,16 @@ static void pass_reset(pass *p) {
 static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
   pass p = {.o = o, .ch = ch, .dir = dir};
   uint32_t failures = 0, wait = o->retry_wait_ms;
-  int status = STKR_CLI_OK;
+  int err, status = STKR_CLI_OK;
 
-  if (stkr__evblock_create(&p.ck[0].blk) != 0 ||
-      stkr__evblock_create(&p.ck[1].blk) != 0) {
-    fprintf(stderr, "stackrec push: %s: %s\n", dir, strerror(ENOMEM));
-    status = STKR_CLI_DATA_LOST;
-    goto out;
-  }
+  for (uint32_t i = 0; i <= o->streams; i++)
+    if ((err = stkr__evblock_create(&p.ck[i].blk)) != 0 ||
+        (err = stkr__ch_create(&o->ch, &p.ck[i].ch)) != 0) {
+      if (err != -ENOENT)
+        fprintf(stderr, "stackrec push: %s: %s\n", dir, strerror(-err));
+      status = STKR_CLI_DATA_LOST;
+      goto out;
+    }
   for (;;) {
     uint64_t before = p.committed_chunks;
     stkr__ch_fail f = one_pass(&p, dir, &status);
@@ -571,7 +603,8 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
             dir, p.recording, p.device, p.build, p.sent, p.skipped);
 out:
   free(p.done);
-  for (int i = 0; i < 2; i++) {
+  for (uint32_t i = 0; i <= o->streams; i++) {
+    stkr__ch_free(p.ck[i].ch);
     free(p.ck[i].ranges);
     stkr__buf_free(&p.ck[i].marks);
     for (int k = 0; k < STKR_DIM_KINDS; k++)

@@ -215,12 +215,13 @@ long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap);
 /* ---- options (push_args.c) ---- */
 
 #define STKR_PUSH_MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
+#define STKR_PUSH_MAX_STREAMS 4u
 
 typedef struct stkr__push_opts {
   stkr__ch_opts ch;
   const char *device, *build, *recording, *cluster;
   bool create_schema, print_schema, quiet;
-  uint32_t chunk, retries, retry_wait_ms, test_delay_ms;
+  uint32_t chunk, streams, retries, retry_wait_ms, test_delay_ms;
   int first_dir; /* argv index of the first DIR */
 } stkr__push_opts;
 

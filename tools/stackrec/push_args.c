@@ -44,6 +44,9 @@ static const char push_help[] =
     "  --password-file F  (mode 0600 or stricter); never an argument\n"
     "  --compress gzip|none  request bodies (default gzip)\n"
     "  --chunk-events N   rows per INSERT, at most 1048576 (the default)\n"
+    "  --streams N        events INSERTs in flight at once, 1 to 4\n"
+    "                     (default 1); memory: N + 1 chunks of 80 bytes\n"
+    "                     an event\n"
     "  --retries N        attempts after a failure, default 5\n"
     "  --retry-wait MS    first wait, doubled each time (at most 10 s);\n"
     "                     default 500\n"
@@ -161,6 +164,7 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
       {"password-file", required_argument, NULL, 'p'},
       {"compress", required_argument, NULL, 'z'},
       {"chunk-events", required_argument, NULL, 'c'},
+      {"streams", required_argument, NULL, 's'},
       {"retries", required_argument, NULL, 'r'},
       {"retry-wait", required_argument, NULL, 'w'},
       {"timeout", required_argument, NULL, 't'},
@@ -192,6 +196,11 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
       break;
     case 'c':
       if ((st = parse_u32("--chunk-events", optarg, 1, STKR_PUSH_MAX_CHUNK, &o->chunk)))
+        return st;
+      break;
+    case 's':
+      if ((st = parse_u32("--streams", optarg, 1, STKR_PUSH_MAX_STREAMS,
+                          &o->streams)))
         return st;
       break;
     case 'r':
@@ -231,6 +240,7 @@ int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
   *o = (stkr__push_opts){.ch = {.database = "stackrec", .gzip = true,
                                 .timeout_s = 600},
                          .chunk = STKR_PUSH_MAX_CHUNK,
+                         .streams = 1,
                          .retries = 5,
                          .retry_wait_ms = 500};
   pw[0] = '\0';
