@@ -310,6 +310,30 @@ def sql_stacks(s, build):
         % (build, of_build(build), named_sites()))}
 
 
+def plain(v):
+    """A payload or name that TabSeparated prints as it is."""
+    return v.isprintable() and "\\" not in v
+
+
+def sql_names(s, build):
+    """(site, thread name, payload) -> events, through the three name tables."""
+    return {(a, b, c): int(n) for a, b, c, n in s.rows(
+        "SELECT site_name, thread_name, value, count() FROM (SELECT site_name, thread_id, value "
+        "FROM (SELECT site_name, thread_id, payload_id FROM (SELECT site AS site_id, "
+        "thread AS thread_id, payload AS payload_id FROM stackrec.events WHERE %s) "
+        "ANY INNER JOIN %s USING (site_id)) ANY LEFT JOIN (SELECT payload AS payload_id, value "
+        "FROM stackrec.payloads) USING (payload_id)) ANY LEFT JOIN (SELECT thread AS thread_id, "
+        "name AS thread_name FROM stackrec.threads) USING (thread_id) "
+        "GROUP BY site_name, thread_name, value" % (of_build(build), named_sites()))
+        if plain(c) and plain(b)}
+
+
+def expected_names(events):
+    c = collections.Counter((e["site"], e["thread"], e["payload"] or "") for e in events
+                            if e.get("kind") != "mark")
+    return {k: n for k, n in c.items() if plain(k[2]) and plain(k[1])}
+
+
 TABLES = ["events", "recordings", "site_names", "threads", "payloads", "marks", "stacks", "frames",
           "images", "sites", "processes", "drops", "pushes"]
 
@@ -336,6 +360,9 @@ SCRIPT_A = """
 import os, socket
 for i in range(3000): os.uname()
 for i in range(400): socket.gethostname()
+for i in range(3):  # events with payloads (the path)
+    open('/etc/machine-id').read()
+    open('/etc/passwd').read()
 """
 SCRIPT_B = SCRIPT_A + """
 import subprocess
@@ -374,6 +401,9 @@ def single_server(recs):
         got, want = sql_stacks(s, build), expected_stacks(evs)
         check("%s: events per stack = export jsonl's" % build, got == want and len(want) > 1,
               dict_diff(got, want))
+        got, want = sql_names(s, build), expected_names(evs)
+        check("%s: events per (site, thread, payload) = export jsonl's" % build,
+              got == want and sum(1 for k in want if k[2]) > 1, dict_diff(got, want))
     got = s.rows("SELECT device, build, count() FROM stackrec.processes GROUP BY device, build "
                  "ORDER BY device")
     check("processes rows name both devices and builds",
