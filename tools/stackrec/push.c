@@ -2,19 +2,24 @@
  * push.c: `stackrec push`: recordings into ClickHouse (issue 16).
  *
  * One recording (DIR) at a time, read through the public reader, its
- * events streamed as INSERTs of at most --chunk-events rows (one block,
- * so one part: all or nothing on the server). After a chunk's INSERT
- * succeeded, the stacks and frames first seen in it are inserted, then one
- * `pushes` row per (pid, range of event ordinals) says the range is in.
+ * events sent as INSERTs of at most --chunk-events rows, each one Native
+ * block of integer ids (push_native.c), so one part: all or nothing on
+ * the server. The next chunk is read while the server stores one (up to
+ * --streams events INSERTs in flight, each on a thread and connection of
+ * its own). Chunks are committed in order: after a chunk's events are
+ * in, its marks and the dimension rows first seen in it (stacks, frames,
+ * site and thread names, payloads) are inserted, then one `pushes` row
+ * per (pid, range of ordinals) says the range is in.
  * A (re)push first reads which ranges are in and skips them, so pushing
  * again adds nothing, and a push cut off by a server that went away
  * resumes where it stopped: the recording is read again from the start
  * (the reader runs at tens of millions of events/s) and the committed
- * ranges skipped. The one window left, a chunk the server committed
- * whose answer was lost, sends the same rows again: same sorting key in
- * a ReplacingMergeTree, collapsed by merges (FINAL or OPTIMIZE ... FINAL
- * show it at once). Last, the summary rows (images, sites, processes,
- * drops) and a `pushes` row with pid 0xFFFFFFFF covering every event.
+ * ranges skipped. The one window left, chunks whose events the server
+ * committed but whose ranges are not in, sends the same rows again: same
+ * sorting key in a ReplacingMergeTree, collapsed by merges (FINAL or
+ * OPTIMIZE ... FINAL show it at once). Last, the summary rows (images,
+ * sites, processes, drops) and a `pushes` row with pid 0xFFFFFFFF
+ * covering every event.
  */
 #define _GNU_SOURCE
 #include <errno.h>

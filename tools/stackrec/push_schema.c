@@ -48,7 +48,7 @@ const char stkr__cols_pushes[] = "recording, pid, first, last, pushed_at";
 static const struct {
   const char *name, *body, *shard_key;
 } k_tables[] = {
-    /* Fixed-width ids only (a row is 71 bytes): the server copies Native
+    /* Fixed-width ids only (a row is 79 bytes): the server copies Native
      * columns instead of parsing strings, and its sort finds each block
      * already in key order (push_native.c sends it so). The strings are in
      * the small dimension tables below, each row pushed once. */
