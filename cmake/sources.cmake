@@ -118,7 +118,9 @@ set(STKR_CLI_SRCS
   tools/stackrec/privacy_manifest.c
   tools/stackrec/progress.c
   tools/stackrec/push.c
+  tools/stackrec/push_args.c
   tools/stackrec/push_http.c
+  tools/stackrec/push_native.c
   tools/stackrec/push_rows.c
   tools/stackrec/push_schema.c
   tools/stackrec/rate.c

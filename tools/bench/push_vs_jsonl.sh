@@ -14,8 +14,11 @@
 #   $STKR_BENCH_DIR (default /tmp/stackrec-bench-push) and reused.
 # - One clickhouse-server (Debian's 18.16) in a temp directory on free
 #   127.0.0.1 ports, its own process group, killed on every exit.
-# - Rounds interleave: push --compress none, push --compress gzip, the
-#   JSONEachRow path. Each push goes into a freshly created database, so
+# - Rounds interleave: push --compress none, push --compress gzip, push
+#   into Null tables, the JSONEachRow path; with STKR_BENCH_BEFORE=BINARY
+#   (a stackrec built from an earlier commit) also that binary's push
+#   --compress none into its own schema, first in each round: before and
+#   after measured side by side in one run. Each push goes into a freshly created database, so
 #   nothing is skipped as "already there". Medians of ROUNDS (default 3).
 # - The JSONEachRow path writes ~5.7 KB of JSON per event of this
 #   recording (20 symbolized frames with full image paths): it runs over
@@ -102,27 +105,35 @@ median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 # bench_null: the same tables with ENGINE = Null (the server parses the
 # rows and drops them): what the client and the wire can do, without
 # the MergeTree's sort and write.
-tables="events stacks frames images sites processes drops pushes"
+tables="events recordings site_names threads payloads marks stacks frames images sites processes drops pushes"
 "$S" push -q --url "$URL" --database bench_schema --create-schema >/dev/null
 declare -A times scpu rsss ccpu
+BEFORE=${STKR_BENCH_BEFORE:-}
+modes="none gzip null"
+[ -z "$BEFORE" ] || modes="before $modes"
 for r in $(seq "$ROUNDS"); do
-  for mode in none gzip null; do
+  for mode in $modes; do
     q "DROP DATABASE IF EXISTS bench_$mode" >/dev/null
+    bin=$S
+    [ "$mode" != before ] || bin=$BEFORE
     if [ "$mode" = null ]; then
       q "CREATE DATABASE bench_null" >/dev/null
       for t in $tables; do q "CREATE TABLE bench_null.$t AS bench_schema.$t ENGINE = Null" >/dev/null; done
     else
-      "$S" push -q --url "$URL" --database "bench_$mode" --create-schema >/dev/null
+      "$bin" push -q --url "$URL" --database "bench_$mode" --create-schema >/dev/null
     fi
     c0=$(cpu); t0=$(now)
+    z=none
+    [ "$mode" != gzip ] || z=gzip
     /usr/bin/time -f '%M %U %S' -o "$T/time" \
-      "$S" push -q --url "$URL" --database "bench_$mode" --compress "${mode/null/none}" "$DIR/rec"
+      "$bin" push -q --url "$URL" --database "bench_$mode" --compress "$z" "$DIR/rec"
     t1=$(now); c1=$(cpu)
     read -r rss ucpu scpu_ <"$T/time"
     rsss[$mode]+="$rss "
     ccpu[$mode]+="$(echo "$ucpu + $scpu_" | bc) "
     n=$(q "SELECT count() FROM bench_$mode.events")
-    [ "$mode" = null ] || [ "$n" = "$N" ] || echo "push_vs_jsonl: bench_$mode holds $n events, not $N" >&2
+    # (the earlier schema kept marks as events rows: not compared)
+    [ "$mode" = null ] || [ "$mode" = before ] || [ "$n" = "$N" ] || echo "push_vs_jsonl: bench_$mode holds $n events, not $N" >&2
     times[$mode]+="$(echo "$t1 - $t0" | bc) "
     scpu[$mode]+="$(echo "$c1 - $c0" | bc) "
   done
@@ -144,14 +155,15 @@ echo
 echo "recording: $N events, $BYTES bytes; $ROUNDS rounds, medians; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-34s %10s %12s %14s\n' path events "seconds" "M events/s"
 declare -A mrate
-for mode in none gzip null json; do
+for mode in $modes json; do
   t=$(echo "${times[$mode]}" | tr ' ' '\n' | grep . | median)
   c=$(echo "${scpu[$mode]}" | tr ' ' '\n' | grep . | median)
   n=$N; [ "$mode" = json ] && n=$JSON_EVENTS
   mrate[$mode]=$(rate "$n" "$t")
   case $mode in
-    none) label="push (RowBinary)" ;;
-    gzip) label="push (RowBinary, gzip)" ;;
+    before) label="before: push (RowBinary rows)" ;;
+    none) label="push (Native ids)" ;;
+    gzip) label="push (Native ids, gzip)" ;;
     null) label="push into Null tables (no storage)" ;;
     json) label="export jsonl | JSONEachRow" ;;
   esac
@@ -169,6 +181,8 @@ verdict() { python3 -c "print('PASS' if $1 else 'MISS')"; }
 echo "push vs JSONEachRow: ${ratio}x (goal >= 10x: $(verdict "$ratio >= 10"))"
 echo "push: ${best} M events/s into MergeTree tables (goal >= 5: $(verdict "$best >= 5"));" \
   "${mrate[null]} M events/s when the server stores nothing"
+[ -z "$BEFORE" ] || echo "before (the STKR_BENCH_BEFORE binary): ${mrate[before]} M events/s;" \
+  "after/before $(python3 -c "print('%.1f' % (${mrate[none]} / max(${mrate[before]}, 1e-9)))")x"
 
 echo
 echo "docs/fleet.md queries over bench_none ($N events):"

@@ -2,29 +2,32 @@
  * push.c: `stackrec push`: recordings into ClickHouse (issue 16).
  *
  * One recording (DIR) at a time, read through the public reader, its
- * events streamed as INSERTs of at most --chunk-events rows (one block,
- * so one part: all or nothing on the server). After a chunk's INSERT
- * succeeded, the stacks and frames first seen in it are inserted, then one
- * `pushes` row per (pid, range of event ordinals) says the range is in.
+ * events sent as INSERTs of at most --chunk-events rows, each one Native
+ * block of integer ids (push_native.c), so one part: all or nothing on
+ * the server. The next chunk is read while the server stores one (up to
+ * --streams events INSERTs in flight, each on a thread and connection of
+ * its own). Chunks are committed in order: after a chunk's events are
+ * in, its marks and the dimension rows first seen in it (stacks, frames,
+ * site and thread names, payloads) are inserted, then one `pushes` row
+ * per (pid, range of ordinals) says the range is in.
  * A (re)push first reads which ranges are in and skips them, so pushing
  * again adds nothing, and a push cut off by a server that went away
  * resumes where it stopped: the recording is read again from the start
  * (the reader runs at tens of millions of events/s) and the committed
- * ranges skipped. The one window left, a chunk the server committed
- * whose answer was lost, sends the same rows again: same sorting key in
- * a ReplacingMergeTree, collapsed by merges (FINAL or OPTIMIZE ... FINAL
- * show it at once). Last, the summary rows (images, sites, processes,
- * drops) and a `pushes` row with pid 0xFFFFFFFF covering every event.
+ * ranges skipped. The one window left, chunks whose events the server
+ * committed but whose ranges are not in, sends the same rows again: same
+ * sorting key in a ReplacingMergeTree, collapsed by merges (FINAL or
+ * OPTIMIZE ... FINAL show it at once). Last, the summary rows (images,
+ * sites, processes, drops) and a `pushes` row with pid 0xFFFFFFFF
+ * covering every event.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,65 +36,35 @@
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/push.h"
 
-#define MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
 #define SUMMARY_PID 0xFFFFFFFFu
-
-static const char push_help[] =
-    "Usage: stackrec push --url http[s]://HOST:PORT [OPTIONS] DIR...\n"
-    "\n"
-    "Stream recordings into ClickHouse (18.16 or later) over its HTTP\n"
-    "interface, in RowBinary, gzip-compressed: tables events, stacks,\n"
-    "frames, images, sites, processes, drops and pushes (docs/fleet.md).\n"
-    "Each DIR is one recording. Pushing a recording again adds nothing;\n"
-    "a push cut off (server gone) is retried and resumes where it stopped.\n"
-    "\n"
-    "Options:\n"
-    "  --url URL          the server (no user:password@ in it)\n"
-    "  --database NAME    default stackrec\n"
-    "  --device ID        default this host's name\n"
-    "  --build ID         default the hex build-id of the first image of\n"
-    "                     the first process (the main executable)\n"
-    "  --recording ID     default a hash of device, build and the first\n"
-    "                     process's pid, session and start time\n"
-    "  --create-schema    create the database and tables if missing (with\n"
-    "                     no DIR: only that)\n"
-    "  --cluster NAME     also the *_all Distributed tables over cluster\n"
-    "                     NAME (remote_servers), and push into those\n"
-    "  --print-schema     print the CREATE statements and exit\n"
-    "  --user NAME        password from $STACKREC_CH_PASSWORD or\n"
-    "  --password-file F  (mode 0600 or stricter); never an argument\n"
-    "  --compress gzip|none  request bodies (default gzip)\n"
-    "  --chunk-events N   rows per INSERT, at most 1048576 (the default)\n"
-    "  --retries N        attempts after a failure, default 5\n"
-    "  --retry-wait MS    first wait, doubled each time (at most 10 s);\n"
-    "                     default 500\n"
-    "  --timeout SEC      per request, default 600\n"
-    "  -q, --quiet        no summary line per recording\n"
-    "  -h, --help         this help\n"
-    "\n"
-    "Exit status: 0 every recording pushed and intact; 1 a server error,\n"
-    "retries exhausted, or input damaged (its intact batches are pushed,\n"
-    "the rest named on stderr); 2 usage; 3 an input cannot be opened.\n";
-
-typedef struct push_opts {
-  stkr__ch_opts ch;
-  const char *device, *build, *recording, *cluster;
-  bool create_schema, quiet;
-  uint32_t chunk, retries, retry_wait_ms, test_delay_ms;
-} push_opts;
 
 typedef struct range {
   uint32_t pid;
   uint64_t first, last; /* ordinals [first, last) of one process */
 } range;
 
+/* What one round of INSERTs sends. --streams chunks have their events
+ * INSERTs in flight at once (each on a thread and a connection of its
+ * own: the server stores each INSERT on one thread) while one more is
+ * read. Chunks are committed (marks, dimension rows, ranges) in order. */
+typedef struct chunk {
+  stkr__evblock *blk;   /* events */
+  stkr__buf marks;      /* marks, RowBinary */
+  stkr__buf dims[STKR_DIM_KINDS]; /* dimension rows first seen in it */
+  range *ranges;        /* the ordinals it holds, by process */
+  size_t n_ranges, cap_ranges;
+  uint32_t rows;        /* events and marks */
+  stkr__ch *ch;         /* its events INSERT's own connection */
+} chunk;
+
 /* One pass over one recording. Reset for each attempt. */
 typedef struct pass {
-  const push_opts *o;
+  const stkr__push_opts *o;
   stkr__ch *ch;
   const char *dir;
   stkr_reader *r;
-  stkr__stackmap *map;
+  stkr__dims *dims;     /* stacks, frames and names of this pass */
+  uint64_t rec;         /* stkr__rec_id(recording) */
   stkr__push_ids id;
   char build[160], device[160], recording[80];
   bool have_id;
@@ -106,12 +79,8 @@ typedef struct pass {
   size_t proc;          /* process index of the last event */
   uint64_t n;           /* its ordinal in that process */
   uint64_t total;       /* events read */
-  /* the chunk being sent */
-  range *chunk;
-  size_t n_chunk, cap_chunk;
-  uint32_t rows;
-  stkr__buf pend;       /* encoded rows not yet handed to curl */
-  size_t pend_off;
+  /* two chunks: one read while the other's events are stored */
+  chunk ck[STKR_PUSH_MAX_STREAMS + 1]; /* kept across passes */
   /* results */
   uint64_t sent, skipped, committed_chunks;
   uint64_t warned, warn_seen; /* warnings printed by earlier passes */
@@ -128,9 +97,13 @@ static void push_warn(void *arg, const stkr_warning *w) {
   fprintf(stderr, "stackrec: warning: %s\n", w->message);
 }
 
-static void fail_msg(const pass *p, const char *what) {
+static void fail_msg_ch(const pass *p, const stkr__ch *ch, const char *what) {
   fprintf(stderr, "stackrec push: %s: %s: %s\n", p->dir, what,
-          stkr__ch_error(p->ch));
+          stkr__ch_error(ch));
+}
+
+static void fail_msg(const pass *p, const char *what) {
+  fail_msg_ch(p, p->ch, what);
 }
 
 static const char *table(const pass *p, const char *t, char *buf,
@@ -180,6 +153,7 @@ static void set_ids(pass *p) {
   p->id.build = p->build;
   p->id.device = p->device;
   p->id.recording = p->recording;
+  p->rec = stkr__rec_id(p->recording);
   p->have_id = true;
 }
 
@@ -266,53 +240,88 @@ static int next_event(pass *p) {
   return 1;
 }
 
-static int add_to_chunk(pass *p, uint32_t pid, uint64_t n) {
-  range *l = p->n_chunk ? &p->chunk[p->n_chunk - 1] : NULL;
+static int add_to_chunk(chunk *c, uint32_t pid, uint64_t n) {
+  range *l = c->n_ranges ? &c->ranges[c->n_ranges - 1] : NULL;
   if (l != NULL && l->pid == pid && l->last == n) {
     l->last++;
     return 0;
   }
-  if (stkr_grow((void **)&p->chunk, &p->cap_chunk, p->n_chunk + 1,
-                sizeof *p->chunk) != 0)
+  if (stkr_grow((void **)&c->ranges, &c->cap_ranges, c->n_ranges + 1,
+                sizeof *c->ranges) != 0)
     return -ENOMEM;
-  p->chunk[p->n_chunk++] = (range){pid, n, n + 1};
+  c->ranges[c->n_ranges++] = (range){pid, n, n + 1};
   return 0;
 }
 
-static long produce_events(void *arg, uint8_t *buf, size_t cap) {
-  pass *p = arg;
-  size_t out = 0;
-  int rc, err;
+#define NS_PER_DAY 86400000000000ull
 
-  for (;;) {
-    size_t avail = p->pend.len - p->pend_off;
-    if (avail > 0) {
-      size_t k = avail < cap - out ? avail : cap - out;
-      memcpy(buf + out, p->pend.p + p->pend_off, k);
-      out += k;
-      p->pend_off += k;
-      if (out == cap)
-        return (long)out;
+static int add_event(pass *p, chunk *c) {
+  const stkr_event_view *ev = &p->ev;
+  stkr__ev_row row = {.n = p->n,
+                      .tid = ev->tid,
+                      .ts = ev->wall_ns,
+                      .ts_mono = ev->ts_ns,
+                      .pid = ev->pid,
+                      .day = (uint16_t)(ev->wall_ns / NS_PER_DAY),
+                      .stack_truncated = ev->stack_truncated};
+  int err;
+
+  if ((err = stkr__dims_stack(p->dims, p->r, ev, &p->id, &row.stack)) ||
+      (err = stkr__dims_name(p->dims, STKR_DIM_SITE, ev->site,
+                             strlen(ev->site), false, &row.site)) ||
+      (err = stkr__dims_name(p->dims, STKR_DIM_THREAD, ev->thread_name,
+                             strlen(ev->thread_name), false, &row.thread)) ||
+      (err = stkr__dims_name(p->dims, STKR_DIM_PAYLOAD, ev->payload,
+                             ev->payload_len, ev->payload_truncated,
+                             &row.payload)))
+    return err;
+  return stkr__evblock_add(c->blk, &row);
+}
+
+/* A mark (issue 13): a row of `marks`, with its ordinal among the
+ * process's events and marks, so that the chunk's ranges cover it. */
+static int add_mark(pass *p, chunk *c) {
+  const stkr_event_view *ev = &p->ev;
+  stkr__buf *b = &c->marks;
+  int e = stkr__rb_u16(b, (uint16_t)(ev->wall_ns / NS_PER_DAY));
+  e |= stkr__rb_u64(b, p->rec);
+  e |= stkr__rb_u32(b, ev->pid);
+  e |= stkr__rb_u64(b, p->n);
+  e |= stkr__rb_u64(b, ev->tid);
+  e |= stkr__rb_u64(b, ev->wall_ns);
+  e |= stkr__rb_u64(b, ev->ts_ns);
+  e |= stkr__rb_str(b, ev->site);
+  e |= stkr__rb_bytes(b, ev->payload, ev->payload_len);
+  return e ? -ENOMEM : 0;
+}
+
+/* Read the next chunk: up to --chunk-events events and marks not pushed
+ * yet, and the dimension rows they refer to; its events block sealed.
+ * @return 0 or a negative errno (the reader's or -ENOMEM). */
+static int fill_chunk(pass *p, chunk *c) {
+  int rc, err = 0;
+
+  stkr__evblock_reset(c->blk, p->rec);
+  c->marks.len = 0;
+  c->rows = 0;
+  c->n_ranges = 0;
+  while (c->rows < p->o->chunk) {
+    if ((rc = next_event(p)) <= 0) {
+      err = rc;
+      break;
     }
-    p->pend.len = p->pend_off = 0;
-    if (p->rows >= p->o->chunk)
-      return (long)out;
-    if ((rc = next_event(p)) < 0)
-      return rc; /* the INSERT is aborted: the server keeps nothing */
-    if (rc == 0)
-      return (long)out;
     p->have_ev = false;
     if (is_done(p, p->ev.pid, p->n)) {
       p->skipped++;
       continue;
     }
-    uint64_t stack;
-    if ((err = stkr__stackmap_get(p->map, p->r, &p->ev, &p->id, &stack)) ||
-        (err = stkr__row_event(&p->pend, &p->id, &p->ev, stack, p->n)) ||
-        (err = add_to_chunk(p, p->ev.pid, p->n)))
+    err = p->ev.is_mark ? add_mark(p, c) : add_event(p, c);
+    if (err != 0 || (err = add_to_chunk(c, p->ev.pid, p->n)) != 0)
       return err;
-    p->rows++;
+    c->rows++;
   }
+  stkr__dims_take(p->dims, c->dims);
+  return err != 0 ? err : stkr__evblock_seal(c->blk);
 }
 
 /* A RowBinary body that is already in memory. */
@@ -336,7 +345,7 @@ static stkr__ch_fail insert_mem(pass *p, const char *name, const char *cols,
   if (b->len == 0)
     return STKR_CH_OK;
   snprintf(t, sizeof t, "%s (%s)", table(p, name, tn, sizeof tn), cols);
-  return stkr__ch_insert(p->ch, t, produce_mem, &m);
+  return stkr__ch_insert(p->ch, t, "RowBinary", produce_mem, &m);
 }
 
 static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
@@ -356,32 +365,112 @@ static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
   return f;
 }
 
-/* One chunk: events, then their new stacks and frames, then the ranges. */
-static stkr__ch_fail send_chunk(pass *p) {
-  char t[1200], tn[192];
-  stkr__ch_fail f;
+/* The events INSERT of one chunk, on a thread of its own while the next
+ * chunk is read. The chunk and its connection are the job's until it is
+ * joined. */
+typedef struct events_job {
+  pass *p;
+  chunk *c;
+  pthread_t th;
+  bool threaded;
+  stkr__ch_fail f; /* written by the job, read after the join */
+} events_job;
 
-  p->rows = 0;
-  p->n_chunk = 0;
-  snprintf(t, sizeof t, "%s (%s)", table(p, "events", tn, sizeof tn),
+static void *insert_events(void *arg) {
+  events_job *j = arg;
+  char t[1200], tn[192];
+  snprintf(t, sizeof t, "%s (%s)", table(j->p, "events", tn, sizeof tn),
            stkr__cols_events);
-  f = stkr__ch_insert(p->ch, t, produce_events, p);
-  if (f == STKR_CH_OK && p->read_err != 0)
-    return STKR_CH_LOCAL;
-  if (f != STKR_CH_OK || p->rows == 0)
+  j->f = stkr__ch_insert(j->c->ch, t, "Native", stkr__evblock_produce,
+                         j->c->blk);
+  return NULL;
+}
+
+static void start_job(events_job *j, pass *p, chunk *c) {
+  *j = (events_job){.p = p, .c = c, .f = STKR_CH_OK};
+  if (stkr__evblock_rows(c->blk) == 0)
+    return; /* marks only */
+  j->threaded = pthread_create(&j->th, NULL, insert_events, j) == 0;
+  if (!j->threaded)
+    insert_events(j);
+}
+
+static stkr__ch_fail join_job(events_job *j) {
+  if (j->threaded)
+    pthread_join(j->th, NULL);
+  j->threaded = false;
+  return j->f;
+}
+
+/* After a chunk's events are in: its marks, the dimension rows first
+ * seen in it, then the ranges that say it is in. */
+static stkr__ch_fail finish_chunk(pass *p, chunk *c) {
+  stkr__ch_fail f = insert_mem(p, "marks", stkr__cols_marks, &c->marks);
+  for (int k = 0; k < STKR_DIM_KINDS && f == STKR_CH_OK; k++)
+    f = insert_mem(p, stkr__dim_table[k], stkr__dim_cols[k], &c->dims[k]);
+  if (f == STKR_CH_OK)
+    f = insert_ranges(p, c->ranges, c->n_ranges);
+  if (f != STKR_CH_OK)
     return f;
-  if ((f = insert_mem(p, "stacks", stkr__cols_stacks,
-                      stkr__stackmap_rows(p->map, false))) != STKR_CH_OK ||
-      (f = insert_mem(p, "frames", stkr__cols_frames,
-                      stkr__stackmap_rows(p->map, true))) != STKR_CH_OK ||
-      (f = insert_ranges(p, p->chunk, p->n_chunk)) != STKR_CH_OK)
-    return f;
-  stkr__stackmap_sent(p->map);
-  p->sent += p->rows;
+  p->sent += c->rows;
   p->committed_chunks++;
   if (p->o->test_delay_ms > 0)
     usleep(p->o->test_delay_ms * 1000u);
   return STKR_CH_OK;
+}
+
+/* Every chunk of the pass: up to --streams events INSERTs in flight while
+ * the next chunk is read; each chunk committed in order once its events
+ * are in. @return the failure kind (STKR_CH_LOCAL: p->read_err says). */
+static stkr__ch_fail send_chunks(pass *p) {
+  const size_t slots = p->o->streams + 1;
+  events_job jobs[STKR_PUSH_MAX_STREAMS + 1];
+  size_t head = 0, next = 0, busy = 0; /* oldest in flight, being read */
+  stkr__ch_fail f = STKR_CH_OK;
+  int err = fill_chunk(p, &p->ck[next]);
+
+  for (;;) {
+    while (err == 0 && p->ck[next].rows > 0 && busy < p->o->streams) {
+      start_job(&jobs[next], p, &p->ck[next]);
+      busy++;
+      next = (next + 1) % slots;
+      err = fill_chunk(p, &p->ck[next]);
+    }
+    if (busy == 0)
+      break;
+    f = join_job(&jobs[head]);
+    if (f != STKR_CH_OK)
+      fail_msg_ch(p, p->ck[head].ch, "inserting events");
+    else if ((f = finish_chunk(p, &p->ck[head])) != STKR_CH_OK)
+      fail_msg(p, "inserting events");
+    busy--;
+    head = (head + 1) % slots;
+    if (f != STKR_CH_OK) {
+      for (; busy > 0; busy--, head = (head + 1) % slots)
+        join_job(&jobs[head]); /* their chunks are not committed */
+      return f;
+    }
+  }
+  if (err < 0) {
+    if (p->read_err == 0)
+      p->read_err = err;
+    return STKR_CH_LOCAL; /* nothing of the chunk being read was sent */
+  }
+  return STKR_CH_OK;
+}
+
+/* The recording's identity row, on its first push (a retry after a push
+ * that committed nothing may send it twice: same key, collapsed). */
+static stkr__ch_fail send_recording(pass *p) {
+  stkr__buf b = {0};
+  stkr__ch_fail f = STKR_CH_LOCAL;
+  if (p->n_done > 0 || p->summary_done)
+    return STKR_CH_OK;
+  if (stkr__rb_u64(&b, p->rec) == 0 && stkr__rb_str(&b, p->recording) == 0 &&
+      stkr__rb_str(&b, p->build) == 0 && stkr__rb_str(&b, p->device) == 0)
+    f = insert_mem(p, "recordings", stkr__cols_recordings, &b);
+  stkr__buf_free(&b);
+  return f;
 }
 
 static stkr__ch_fail send_summary(pass *p) {
@@ -416,7 +505,7 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
   p->warn_seen = 0;
   p->skipped = 0;
   if ((err = stkr_reader_create(&ro, &p->r)) != 0 ||
-      (err = stkr__stackmap_create(&p->map)) != 0) {
+      (err = stkr__dims_create(&p->dims)) != 0) {
     *status = STKR_CLI_DATA_LOST;
     return STKR_CH_LOCAL;
   }
@@ -433,9 +522,11 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
     fail_msg(p, "reading what is pushed already");
     return f;
   }
-  while (f == STKR_CH_OK && !(p->eof && !p->have_ev))
-    if ((f = send_chunk(p)) != STKR_CH_OK && f != STKR_CH_LOCAL)
-      fail_msg(p, "inserting events");
+  if ((f = send_recording(p)) != STKR_CH_OK) {
+    fail_msg(p, "inserting the recording");
+    return f;
+  }
+  f = send_chunks(p);
   if (f == STKR_CH_OK && (f = send_summary(p)) != STKR_CH_OK)
     fail_msg(p, "inserting the summary");
   if (p->read_err != 0) {
@@ -450,9 +541,9 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
 
 static void pass_reset(pass *p) {
   stkr_reader_free(p->r);
-  stkr__stackmap_free(p->map);
+  stkr__dims_free(p->dims);
   p->r = NULL;
-  p->map = NULL;
+  p->dims = NULL;
   p->have_ev = p->eof = false;
   p->read_err = 0;
   p->n_done = p->cur = 0;
@@ -460,15 +551,22 @@ static void pass_reset(pass *p) {
   p->summary_events = 0;
   p->total = p->n = 0;
   p->proc = 0;
-  p->pend.len = p->pend_off = 0;
 }
 
 /* Push one recording with bounded retries. @return exit status. */
-static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
+static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
   pass p = {.o = o, .ch = ch, .dir = dir};
   uint32_t failures = 0, wait = o->retry_wait_ms;
-  int status = STKR_CLI_OK;
+  int err, status = STKR_CLI_OK;
 
+  for (uint32_t i = 0; i <= o->streams; i++)
+    if ((err = stkr__evblock_create(&p.ck[i].blk)) != 0 ||
+        (err = stkr__ch_create(&o->ch, &p.ck[i].ch)) != 0) {
+      if (err != -ENOENT)
+        fprintf(stderr, "stackrec push: %s: %s\n", dir, strerror(-err));
+      status = STKR_CLI_DATA_LOST;
+      goto out;
+    }
   for (;;) {
     uint64_t before = p.committed_chunks;
     stkr__ch_fail f = one_pass(&p, dir, &status);
@@ -508,103 +606,20 @@ static int push_dir(const push_opts *o, stkr__ch *ch, char *dir) {
             "stackrec push: %s: recording %s (device %s, build %s): %" PRIu64
             " events pushed, %" PRIu64 " already there\n",
             dir, p.recording, p.device, p.build, p.sent, p.skipped);
+out:
   free(p.done);
-  free(p.chunk);
-  stkr__buf_free(&p.pend);
+  for (uint32_t i = 0; i <= o->streams; i++) {
+    stkr__ch_free(p.ck[i].ch);
+    free(p.ck[i].ranges);
+    stkr__buf_free(&p.ck[i].marks);
+    for (int k = 0; k < STKR_DIM_KINDS; k++)
+      stkr__buf_free(&p.ck[i].dims[k]);
+    stkr__evblock_free(p.ck[i].blk);
+  }
   return status;
 }
 
-/* ---- options ---- */
-
-/* The password: $STACKREC_CH_PASSWORD, or a file no one else may read.
- * @return 0, or an exit status after printing why (never the password). */
-static int read_password(const char *file, char *buf, size_t len,
-                         const char **out) {
-  struct stat st;
-  ssize_t n;
-  int fd;
-
-  *out = NULL;
-  if (file == NULL) {
-    *out = getenv("STACKREC_CH_PASSWORD");
-    return 0;
-  }
-  fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
-            strerror(errno));
-    if (fd >= 0)
-      close(fd);
-    return STKR_CLI_NO_INPUT;
-  }
-  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
-    close(fd);
-    return stkr_cli_usage_error(
-        "push", "--password-file %s: %s (mode %04o); chmod 600 it", file,
-        S_ISREG(st.st_mode) ? "others may read or change it"
-                            : "not a regular file",
-        (unsigned)(st.st_mode & 07777));
-  }
-  n = read(fd, buf, len - 1);
-  close(fd);
-  if (n < 0) {
-    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
-            strerror(errno));
-    return STKR_CLI_NO_INPUT;
-  }
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-    n--;
-  buf[n] = '\0';
-  *out = buf;
-  return 0;
-}
-
-static int parse_u32(const char *opt, const char *s, uint32_t lo,
-                     uint32_t hi, uint32_t *out) {
-  char *end;
-  unsigned long long v;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno != 0 || *s == '\0' || *end != '\0' || *s == '-' || v < lo ||
-      v > hi)
-    return stkr_cli_usage_error("push", "%s '%s': a number from %u to %u",
-                                opt, s, lo, hi);
-  *out = (uint32_t)v;
-  return 0;
-}
-
-/* The URL: http or https, no credentials in it (argv is public). */
-static int check_url(const char *u) {
-  const char *h = strstr(u, "://"), *e;
-  if (h == NULL || (strncmp(u, "http://", 7) != 0 &&
-                    strncmp(u, "https://", 8) != 0))
-    return stkr_cli_usage_error("push", "--url: http://HOST:PORT or "
-                                        "https://HOST:PORT");
-  h += 3;
-  e = h + strcspn(h, "/?#");
-  if (memchr(h, '@', (size_t)(e - h)) != NULL || strcasestr(u, "password="))
-    return stkr_cli_usage_error(
-        "push", "--url: credentials in the URL are refused (process lists "
-                "show arguments): use --user and $STACKREC_CH_PASSWORD or "
-                "--password-file");
-  return 0;
-}
-
-/* Database and cluster names go into statements unquoted: plain
- * identifiers only. */
-static int check_name(const char *opt, const char *s) {
-  const char *c = s;
-  for (; *c; c++)
-    if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
-          (*c >= 'A' && *c <= 'Z')))
-      break;
-  if (*s == '\0' || *c != '\0')
-    return stkr_cli_usage_error("push", "%s '%s': letters, digits and _ only",
-                                opt, s);
-  return 0;
-}
-
-static int create_schema(stkr__ch *ch, const push_opts *o) {
+static int create_schema(stkr__ch *ch, const stkr__push_opts *o) {
   char **s = stkr__schema(o->ch.database, o->cluster);
   int status = STKR_CLI_OK;
   if (s == NULL)
@@ -620,125 +635,47 @@ static int create_schema(stkr__ch *ch, const push_opts *o) {
   return status;
 }
 
-int stkr_cli_push(int argc, char **argv) {
-  static const struct option lo[] = {
-      {"url", required_argument, NULL, 'U'},
-      {"database", required_argument, NULL, 'D'},
-      {"device", required_argument, NULL, 'd'},
-      {"build", required_argument, NULL, 'b'},
-      {"recording", required_argument, NULL, 'R'},
-      {"create-schema", no_argument, NULL, 'S'},
-      {"cluster", required_argument, NULL, 'C'},
-      {"print-schema", no_argument, NULL, 'P'},
-      {"user", required_argument, NULL, 'u'},
-      {"password-file", required_argument, NULL, 'p'},
-      {"compress", required_argument, NULL, 'z'},
-      {"chunk-events", required_argument, NULL, 'c'},
-      {"retries", required_argument, NULL, 'r'},
-      {"retry-wait", required_argument, NULL, 'w'},
-      {"timeout", required_argument, NULL, 't'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  push_opts o = {.ch = {.database = "stackrec", .gzip = true,
-                        .timeout_s = 600},
-                 .chunk = MAX_CHUNK, .retries = 5, .retry_wait_ms = 500};
-  const char *pwfile = NULL, *env;
-  char pw[4096];
-  bool print = false;
-  uint32_t t;
-  int c, st, status = STKR_CLI_OK;
+static int print_schema(const stkr__push_opts *o) {
+  char **s = stkr__schema(o->ch.database, o->cluster);
+  if (s == NULL)
+    return STKR_CLI_DATA_LOST;
+  for (size_t i = 0; s[i] != NULL; i++)
+    printf("%s;\n", s[i]);
+  stkr__schema_free(s);
+  return stkr_cli_flush("push");
+}
+
+/* Connect, create the schema if asked, push each recording. @return the
+ * worst exit status. */
+static int run(const stkr__push_opts *o, char **dirs, int n_dirs) {
+  int st, status = STKR_CLI_OK;
   stkr__ch *ch;
 
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
-    switch (c) {
-    case 'U': o.ch.url = optarg; break;
-    case 'D': o.ch.database = optarg; break;
-    case 'd': o.device = optarg; break;
-    case 'b': o.build = optarg; break;
-    case 'R': o.recording = optarg; break;
-    case 'S': o.create_schema = true; break;
-    case 'C': o.cluster = optarg; break;
-    case 'P': print = true; break;
-    case 'u': o.ch.user = optarg; break;
-    case 'p': pwfile = optarg; break;
-    case 'q': o.quiet = true; break;
-    case 'z':
-      if (strcmp(optarg, "gzip") != 0 && strcmp(optarg, "none") != 0)
-        return stkr_cli_usage_error("push", "--compress: gzip or none");
-      o.ch.gzip = optarg[0] == 'g';
-      break;
-    case 'c':
-      if ((st = parse_u32("--chunk-events", optarg, 1, MAX_CHUNK, &o.chunk)))
-        return st;
-      break;
-    case 'r':
-      if ((st = parse_u32("--retries", optarg, 0, 100, &o.retries)))
-        return st;
-      break;
-    case 'w':
-      if ((st = parse_u32("--retry-wait", optarg, 1, 60000,
-                          &o.retry_wait_ms)))
-        return st;
-      break;
-    case 't':
-      if ((st = parse_u32("--timeout", optarg, 0, 86400, &t)))
-        return st;
-      o.ch.timeout_s = t;
-      break;
-    case 'h':
-      fputs(push_help, stdout);
-      return stkr_cli_flush("push");
-    case ':':
-      return stkr_cli_usage_error("push", "%s needs an argument",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("push", "unknown option '%s'",
-                                  argv[optind - 1]);
-    }
-  }
-  if ((st = check_name("--database", o.ch.database)) != 0 ||
-      (o.cluster != NULL && (st = check_name("--cluster", o.cluster)) != 0))
-    return st;
-  if (print) {
-    char **s = stkr__schema(o.ch.database, o.cluster);
-    if (s == NULL)
-      return STKR_CLI_DATA_LOST;
-    for (size_t i = 0; s[i] != NULL; i++)
-      printf("%s;\n", s[i]);
-    stkr__schema_free(s);
-    return stkr_cli_flush("push");
-  }
-  if (o.ch.url == NULL)
-    return stkr_cli_usage_error("push", "--url is required");
-  if ((st = check_url(o.ch.url)) != 0)
-    return st;
-  if (optind >= argc && !o.create_schema)
-    return stkr_cli_usage_error("push", "no recording given");
-  if ((st = read_password(pwfile, pw, sizeof pw, &o.ch.password)) != 0)
-    return st;
-  if (o.ch.password != NULL && o.ch.user == NULL)
-    o.ch.user = "default"; /* a password alone is the default user's */
-  if ((env = getenv("STACKREC_PUSH_TEST_DELAY_MS")) != NULL)
-    o.test_delay_ms = (uint32_t)atoi(env); /* tests: a window to kill in */
-  if ((st = stkr__ch_create(&o.ch, &ch)) != 0) {
+  if ((st = stkr__ch_create(&o->ch, &ch)) != 0) {
     if (st != -ENOENT) /* -ENOENT: load_curl said why */
       fprintf(stderr, "stackrec push: cannot start libcurl: %s\n",
               strerror(-st));
     return STKR_CLI_DATA_LOST;
   }
-  if (o.create_schema && (status = create_schema(ch, &o)) != STKR_CLI_OK) {
-    stkr__ch_free(ch);
-    return status;
-  }
-  for (int i = optind; i < argc; i++) {
-    st = push_dir(&o, ch, argv[i]);
+  if (o->create_schema)
+    status = create_schema(ch, o);
+  for (int i = 0; i < n_dirs && !(o->create_schema && status != 0); i++) {
+    st = push_dir(o, ch, dirs[i]);
     if (st > status)
       status = st;
   }
   stkr__ch_free(ch);
-  memset(pw, 0, sizeof pw);
   return status;
+}
+
+int stkr_cli_push(int argc, char **argv) {
+  stkr__push_opts o;
+  char pw[4096];
+  int st = stkr__push_args(argc, argv, &o, pw, sizeof pw);
+
+  if (st < 0)
+    st = o.print_schema ? print_schema(&o)
+                        : run(&o, argv + o.first_dir, argc - o.first_dir);
+  memset(pw, 0, sizeof pw);
+  return st;
 }

@@ -1,9 +1,11 @@
 /*
  * push.h: `stackrec push`, recordings into ClickHouse (issue 16).
  *
- * push.c       options, the password, one recording at a time, retries
+ * push.c       one recording at a time: chunks, ranges, retries
+ * push_args.c  options, the password
  * push_http.c  libcurl: queries, streamed INSERTs (gzip), server errors
- * push_rows.c  RowBinary rows, content hashes of frames and stacks
+ * push_rows.c  RowBinary rows, content hashes of frames, stacks and names
+ * push_native.c  the events of a chunk as one Native block, in key order
  * push_schema.c  the tables (docs/fleet.md shows the same text)
  *
  * Not thread-safe: one push runs per process.
@@ -33,8 +35,25 @@ int stkr__rb_u16(stkr__buf *b, uint16_t v);
 int stkr__rb_u32(stkr__buf *b, uint32_t v);
 int stkr__rb_u64(stkr__buf *b, uint64_t v);
 int stkr__rb_varint(stkr__buf *b, uint64_t v);
+/* v as LEB128 (RowBinary's and Native's lengths) into out. @return bytes
+ * written, 1 to 10. */
+size_t stkr__leb128(uint8_t out[10], uint64_t v);
 int stkr__rb_str(stkr__buf *b, const char *s); /* NULL: "" */
 int stkr__rb_bytes(stkr__buf *b, const void *p, size_t n);
+
+/* A map of 64-bit keys (never 0) to 64-bit values (push_rows.c).
+ * Zero-initialize; free with stkr__u64map_free. */
+typedef struct stkr__u64map {
+  uint64_t *keys, *vals; /* open addressing; key 0: empty */
+  size_t cap, n;
+} stkr__u64map;
+
+/* @return the value of key, or NULL. The pointer lives until the next put. */
+uint64_t *stkr__u64map_find(const stkr__u64map *m, uint64_t key);
+/* Set key's value (added if new). @return 0 or -ENOMEM. */
+int stkr__u64map_put(stkr__u64map *m, uint64_t key, uint64_t val);
+void stkr__u64map_clear(stkr__u64map *m); /* keeps the memory */
+void stkr__u64map_free(stkr__u64map *m);
 
 /* ---- the connection (push_http.c) ---- */
 typedef struct stkr__ch stkr__ch;
@@ -80,11 +99,13 @@ stkr__ch_fail stkr__ch_query(stkr__ch *c, const char *sql, stkr__buf *resp);
  * aborts the request (STKR_CH_LOCAL). */
 typedef long (*stkr__ch_producer)(void *arg, uint8_t *buf, size_t cap);
 
-/* INSERT INTO <table> FORMAT RowBinary with a body pulled from produce
- * (chunked transfer, gzipped when the connection says so): nothing is
- * buffered beyond a few hundred KiB. @return the failure kind. */
+/* INSERT INTO <table> FORMAT <format> (RowBinary or Native) with a body
+ * pulled from produce (chunked transfer, gzipped when the connection says
+ * so): nothing is buffered beyond a few hundred KiB. @return the failure
+ * kind. */
 stkr__ch_fail stkr__ch_insert(stkr__ch *c, const char *table,
-                              stkr__ch_producer produce, void *arg);
+                              const char *format, stkr__ch_producer produce,
+                              void *arg);
 
 /* ---- schema (push_schema.c) ---- */
 
@@ -95,9 +116,11 @@ char **stkr__schema(const char *db, const char *cluster);
 void stkr__schema_free(char **stmts);
 
 /* Columns of each table in RowBinary order (what push_rows.c writes). */
-extern const char stkr__cols_events[], stkr__cols_stacks[],
-    stkr__cols_frames[], stkr__cols_images[], stkr__cols_sites[],
-    stkr__cols_processes[], stkr__cols_drops[], stkr__cols_pushes[];
+extern const char stkr__cols_events[], stkr__cols_recordings[],
+    stkr__cols_site_names[], stkr__cols_threads[], stkr__cols_payloads[],
+    stkr__cols_marks[], stkr__cols_stacks[], stkr__cols_frames[],
+    stkr__cols_images[], stkr__cols_sites[], stkr__cols_processes[],
+    stkr__cols_drops[], stkr__cols_pushes[];
 
 /* ---- content hashes and dimension rows (push_rows.c) ---- */
 
@@ -106,33 +129,106 @@ typedef struct stkr__push_ids {
   const char *build, *device, *recording;
 } stkr__push_ids;
 
-/* Stacks of one reader, by (process, session, stack id), each resolved
- * once into a content hash; the rows of stacks and frames not written
- * yet are kept in `stacks` and `frames` until the caller sends them. */
-typedef struct stkr__stackmap stkr__stackmap;
+/* The dimension rows of one pass over a reader: stacks (by process,
+ * session and stack id, each resolved once into a content hash) with
+ * their frames, and the names events refer to by id (sites, threads,
+ * payloads). Rows of what was not sent yet are kept until the caller takes
+ * them (stkr__dims_take). */
+typedef struct stkr__dims stkr__dims;
 
-int stkr__stackmap_create(stkr__stackmap **out);
-void stkr__stackmap_free(stkr__stackmap *m);
+int stkr__dims_create(stkr__dims **out);
+void stkr__dims_free(stkr__dims *m);
 
 /* The content hash of the current event's stack (0: no stack), adding
  * its stacks/frames rows on first sight. @return 0 or -ENOMEM. */
-int stkr__stackmap_get(stkr__stackmap *m, stkr_reader *r,
-                       const stkr_event_view *ev, const stkr__push_ids *id,
-                       uint64_t *hash);
+int stkr__dims_stack(stkr__dims *m, stkr_reader *r,
+                     const stkr_event_view *ev, const stkr__push_ids *id,
+                     uint64_t *hash);
 
-/* The pending rows (RowBinary) of stacks and frames; the caller sends
- * them and calls stkr__stackmap_sent. */
-stkr__buf *stkr__stackmap_rows(stkr__stackmap *m, bool frames);
-void stkr__stackmap_sent(stkr__stackmap *m);
+/* Kinds of names, each a table of (id, name). */
+typedef enum stkr__dim_kind {
+  STKR_DIM_SITE,    /* site_names (site, name) */
+  STKR_DIM_THREAD,  /* threads (thread, name) */
+  STKR_DIM_PAYLOAD, /* payloads (payload, value, truncated) */
+  STKR_DIM_STACK,   /* stacks: rows only, ids from stkr__dims_stack */
+  STKR_DIM_FRAME,   /* frames: rows only */
+  STKR_DIM_KINDS
+} stkr__dim_kind;
 
-/* One events row. n: the event's ordinal in its process. */
-int stkr__row_event(stkr__buf *b, const stkr__push_ids *id,
-                    const stkr_event_view *ev, uint64_t stack, uint64_t n);
+/* The id of a name of the given kind (a content hash of its bytes and,
+ * for payloads, the truncated flag): the same in every recording, never 0.
+ * Empty bytes (and not truncated) are id 0, no row. Queues the row on
+ * first sight. @return 0 or -ENOMEM. */
+int stkr__dims_name(stkr__dims *m, stkr__dim_kind kind, const void *p,
+                    size_t len, bool truncated, uint64_t *id);
+
+/* Swap the pending RowBinary rows of each kind (columns
+ * stkr__dim_cols[kind]) into out[kind], whose old bytes are dropped and
+ * whose memory is reused for the next rows. */
+void stkr__dims_take(stkr__dims *m, stkr__buf out[STKR_DIM_KINDS]);
+
+/* Table and columns of each kind's rows. */
+extern const char *const stkr__dim_table[STKR_DIM_KINDS];
+extern const char *const stkr__dim_cols[STKR_DIM_KINDS];
+
+/* The hash of a recording id as stored in events.rec (recordings maps it
+ * back). Never 0. */
+uint64_t stkr__rec_id(const char *recording);
 
 /* The summary rows of a whole reader (read to the end): images, sites,
  * processes, drops, appended to the four buffers. @return 0 or -ENOMEM. */
 int stkr__rows_summary(const stkr_reader *r, const stkr__push_ids *id,
                        stkr__buf *images, stkr__buf *sites,
                        stkr__buf *procs, stkr__buf *drops);
+
+/* ---- events as a Native block (push_native.c) ---- */
+
+/* One events row; rec is the block's. Written by the caller, encoded in
+ * the order of stkr__cols_events. */
+typedef struct stkr__ev_row {
+  uint64_t n, tid, thread, site, ts, ts_mono, stack, payload;
+  uint32_t pid;
+  uint16_t day;
+  uint8_t stack_truncated;
+} stkr__ev_row;
+
+/* The events of one chunk, sent as one Native block ordered by the table's
+ * sorting key (site, rec, pid, n) as far as the input allows: rows are
+ * bucketed by site, stable, so a chunk read in (pid, n) order arrives
+ * sorted and the server skips its own sort. Memory: one array per column,
+ * 79 bytes a row with the site buckets and the order. */
+typedef struct stkr__evblock stkr__evblock;
+
+int stkr__evblock_create(stkr__evblock **out);
+void stkr__evblock_free(stkr__evblock *b);
+/* Empty the block for rows of recording id rec. */
+void stkr__evblock_reset(stkr__evblock *b, uint64_t rec);
+size_t stkr__evblock_rows(const stkr__evblock *b);
+/* Append a row. @return 0 or -ENOMEM. */
+int stkr__evblock_add(stkr__evblock *b, const stkr__ev_row *row);
+/* Order the rows and start encoding. @return 0 or -ENOMEM. */
+int stkr__evblock_seal(stkr__evblock *b);
+/* A stkr__ch_producer (arg: the block) of the sealed block in Native
+ * format. */
+long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap);
+
+/* ---- options (push_args.c) ---- */
+
+#define STKR_PUSH_MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
+#define STKR_PUSH_MAX_STREAMS 4u
+
+typedef struct stkr__push_opts {
+  stkr__ch_opts ch;
+  const char *device, *build, *recording, *cluster;
+  bool create_schema, print_schema, quiet;
+  uint32_t chunk, streams, retries, retry_wait_ms, test_delay_ms;
+  int first_dir; /* argv index of the first DIR */
+} stkr__push_opts;
+
+/* Parse and check argv; the password (if any) lands in pw[pw_len] and
+ * o->ch.password points at it or at the environment. @return -1 to go on,
+ * or the exit status (help printed, usage error said). */
+int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
+                    size_t pw_len);
 
 #endif

@@ -4,7 +4,8 @@
  *
  * libcurl is opened with dlopen on first use (see k_curl below).
  * Statements go as a POST body; an INSERT names its table and format in
- * the `query` parameter and streams its rows as a chunked body pulled
+ * the `query` parameter (RowBinary, or Native for events) and streams its
+ * rows as a chunked body pulled
  * from a producer, gzipped (zlib, level 1) when asked: ClickHouse 18.16
  * reads `Content-Encoding: gzip` and `deflate` request bodies (not zstd:
  * "Unknown Content-Encoding", checked on the real server). The password
@@ -320,7 +321,8 @@ static size_t on_read(char *out, size_t sz, size_t nmemb, void *arg) {
 }
 
 stkr__ch_fail stkr__ch_insert(stkr__ch *c, const char *table,
-                              stkr__ch_producer produce, void *arg) {
+                              const char *format, stkr__ch_producer produce,
+                              void *arg) {
   char q[1024];
   char *url;
   struct curl_slist *hdr = NULL;
@@ -328,7 +330,7 @@ stkr__ch_fail stkr__ch_insert(stkr__ch *c, const char *table,
   stkr__ch_fail f;
   CURLcode rc;
 
-  snprintf(q, sizeof q, "INSERT INTO %s FORMAT RowBinary", table);
+  snprintf(q, sizeof q, "INSERT INTO %s FORMAT %s", table, format);
   if (c->raw == NULL && (c->raw = malloc(RAW_CHUNK)) == NULL)
     return STKR_CH_LOCAL;
   url = request_url(c, q);

@@ -4,6 +4,9 @@
  * bytes), and the content hashes that make stacks and frames the same row
  * whatever device, process or session recorded them.
  *
+ * Sites, thread names and payloads are ids in `events` too (a hash of
+ * their bytes, seeded per kind), their text in a dimension table.
+ *
  * A frame's id hashes what names it (function, file, line, column, image
  * path, offset in the image, inlined, async), never the PC, which ASLR
  * moves. A stack's id hashes its frame ids in order. An unsymbolized
@@ -60,17 +63,21 @@ int stkr__rb_u16(stkr__buf *b, uint16_t v) { return put_le(b, v, 2); }
 int stkr__rb_u32(stkr__buf *b, uint32_t v) { return put_le(b, v, 4); }
 int stkr__rb_u64(stkr__buf *b, uint64_t v) { return put_le(b, v, 8); }
 
-int stkr__rb_varint(stkr__buf *b, uint64_t v) {
-  uint8_t t[10];
+size_t stkr__leb128(uint8_t out[10], uint64_t v) {
   size_t n = 0;
   do {
-    t[n] = (uint8_t)(v & 0x7F);
+    out[n] = (uint8_t)(v & 0x7F);
     v >>= 7;
     if (v != 0)
-      t[n] |= 0x80;
+      out[n] |= 0x80;
     n++;
   } while (v != 0);
-  return stkr__buf_put(b, t, n);
+  return n;
+}
+
+int stkr__rb_varint(stkr__buf *b, uint64_t v) {
+  uint8_t t[10];
+  return stkr__buf_put(b, t, stkr__leb128(t, v));
 }
 
 int stkr__rb_bytes(stkr__buf *b, const void *p, size_t n) {
@@ -82,94 +89,120 @@ int stkr__rb_str(stkr__buf *b, const char *s) {
   return stkr__rb_bytes(b, s ? s : "", s ? strlen(s) : 0);
 }
 
-/* ---- the stack map ---- */
+/* ---- a map of 64-bit keys (!= 0) to 64-bit values ---- */
 
-typedef struct slot {
-  uint64_t key;  /* mix of (process, session, stack id); 0: empty */
-  uint64_t hash; /* content hash */
-} slot;
-
-struct stkr__stackmap {
-  slot *slots;     /* open addressing, linear probing */
-  size_t cap, n;   /* cap a power of two */
-  uint64_t *seen;  /* content hashes (stacks and frames) already queued: */
-  size_t seen_cap, seen_n; /* a second open-addressing set */
-  stkr__buf stacks, frames; /* rows not sent yet */
-  stkr_frame *pcf;          /* frames made from PCs (unsymbolized) */
-  size_t pcf_cap;
-};
-
-int stkr__stackmap_create(stkr__stackmap **out) {
-  *out = calloc(1, sizeof **out);
-  return *out ? 0 : -ENOMEM;
-}
-
-void stkr__stackmap_free(stkr__stackmap *m) {
-  if (m == NULL)
-    return;
-  free(m->slots);
-  free(m->seen);
-  free(m->pcf);
-  stkr__buf_free(&m->stacks);
-  stkr__buf_free(&m->frames);
-  free(m);
-}
-
-stkr__buf *stkr__stackmap_rows(stkr__stackmap *m, bool frames) {
-  return frames ? &m->frames : &m->stacks;
-}
-
-void stkr__stackmap_sent(stkr__stackmap *m) {
-  m->stacks.len = 0;
-  m->frames.len = 0;
-}
-
-/* Grow an open-addressing table of 16-byte or 8-byte entries to twice its
- * size when it is half full; rehash. */
-static int map_grow(stkr__stackmap *m) {
-  size_t cap = m->cap ? m->cap * 2 : 1024;
-  slot *s = calloc(cap, sizeof *s);
-  if (s == NULL)
+/* Open addressing, linear probing, doubled when half full. The one table
+ * of push: stacks by (process, session, id), the seen set of dimension
+ * rows, a chunk's sites (push_native.c). */
+static int u64map_grow(stkr__u64map *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64, i, j;
+  uint64_t *k = calloc(cap, sizeof *k), *v = calloc(cap, sizeof *v);
+  if (k == NULL || v == NULL) {
+    free(k);
+    free(v);
     return -ENOMEM;
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->slots[i].key != 0) {
-      size_t j = stkr_mix64(m->slots[i].key) & (cap - 1);
-      while (s[j].key != 0)
-        j = (j + 1) & (cap - 1);
-      s[j] = m->slots[i];
+  }
+  for (i = 0; i < m->cap; i++)
+    if (m->keys[i] != 0) {
+      for (j = stkr_mix64(m->keys[i]) & (cap - 1); k[j] != 0;
+           j = (j + 1) & (cap - 1))
+        ;
+      k[j] = m->keys[i];
+      v[j] = m->vals[i];
     }
-  free(m->slots);
-  m->slots = s;
+  free(m->keys);
+  free(m->vals);
+  m->keys = k;
+  m->vals = v;
   m->cap = cap;
   return 0;
 }
 
-/* @return 1 if h was in the seen set, 0 if added, -ENOMEM. h != 0. */
-static int seen_add(stkr__stackmap *m, uint64_t h) {
+uint64_t *stkr__u64map_find(const stkr__u64map *m, uint64_t key) {
   size_t j;
-  if (2 * (m->seen_n + 1) > m->seen_cap) {
-    size_t cap = m->seen_cap ? m->seen_cap * 2 : 1024;
-    uint64_t *s = calloc(cap, sizeof *s);
-    if (s == NULL)
-      return -ENOMEM;
-    for (size_t i = 0; i < m->seen_cap; i++)
-      if (m->seen[i] != 0) {
-        j = stkr_mix64(m->seen[i]) & (cap - 1);
-        while (s[j] != 0)
-          j = (j + 1) & (cap - 1);
-        s[j] = m->seen[i];
-      }
-    free(m->seen);
-    m->seen = s;
-    m->seen_cap = cap;
-  }
-  for (j = stkr_mix64(h) & (m->seen_cap - 1); m->seen[j] != 0;
-       j = (j + 1) & (m->seen_cap - 1))
-    if (m->seen[j] == h)
-      return 1;
-  m->seen[j] = h;
-  m->seen_n++;
+  if (m->cap == 0)
+    return NULL;
+  for (j = stkr_mix64(key) & (m->cap - 1); m->keys[j] != 0;
+       j = (j + 1) & (m->cap - 1))
+    if (m->keys[j] == key)
+      return &m->vals[j];
+  return NULL;
+}
+
+int stkr__u64map_put(stkr__u64map *m, uint64_t key, uint64_t val) {
+  size_t j;
+  int err;
+  if (2 * (m->n + 1) > m->cap && (err = u64map_grow(m)) != 0)
+    return err;
+  for (j = stkr_mix64(key) & (m->cap - 1); m->keys[j] != 0;
+       j = (j + 1) & (m->cap - 1))
+    if (m->keys[j] == key)
+      break;
+  if (m->keys[j] == 0)
+    m->n++;
+  m->keys[j] = key;
+  m->vals[j] = val;
   return 0;
+}
+
+void stkr__u64map_clear(stkr__u64map *m) {
+  if (m->cap > 0)
+    memset(m->keys, 0, m->cap * sizeof *m->keys);
+  m->n = 0;
+}
+
+void stkr__u64map_free(stkr__u64map *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- the dimension rows ---- */
+
+struct stkr__dims {
+  stkr__u64map stacks; /* mix of (process, session, stack id) -> hash */
+  stkr__u64map seen;   /* content hashes whose rows were queued */
+  stkr__buf rows[STKR_DIM_KINDS]; /* rows not sent yet, by kind */
+  stkr_frame *pcf;          /* frames made from PCs (unsymbolized) */
+  size_t pcf_cap;
+};
+
+int stkr__dims_create(stkr__dims **out) {
+  *out = calloc(1, sizeof **out);
+  return *out ? 0 : -ENOMEM;
+}
+
+void stkr__dims_free(stkr__dims *m) {
+  if (m == NULL)
+    return;
+  stkr__u64map_free(&m->stacks);
+  stkr__u64map_free(&m->seen);
+  free(m->pcf);
+  for (int k = 0; k < STKR_DIM_KINDS; k++)
+    stkr__buf_free(&m->rows[k]);
+  free(m);
+}
+
+const char *const stkr__dim_table[STKR_DIM_KINDS] = {
+    "site_names", "threads", "payloads", "stacks", "frames"};
+const char *const stkr__dim_cols[STKR_DIM_KINDS] = {
+    stkr__cols_site_names, stkr__cols_threads, stkr__cols_payloads,
+    stkr__cols_stacks, stkr__cols_frames};
+
+void stkr__dims_take(stkr__dims *m, stkr__buf out[STKR_DIM_KINDS]) {
+  for (int k = 0; k < STKR_DIM_KINDS; k++) {
+    stkr__buf t = m->rows[k];
+    m->rows[k] = out[k];
+    m->rows[k].len = 0;
+    out[k] = t;
+  }
+}
+
+/* @return 1 if h was in the seen set, 0 if added, -ENOMEM. h != 0. */
+static int seen_add(stkr__dims *m, uint64_t h) {
+  if (stkr__u64map_find(&m->seen, h) != NULL)
+    return 1;
+  return stkr__u64map_put(&m->seen, h, 1);
 }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
@@ -223,7 +256,7 @@ static const char *stack_module(const stkr_frame *fr, size_t n) {
 
 /* Resolve the current event's stack: its frames (or frames made from its
  * PCs), their ids, its content hash; queue the rows of what is new. */
-static int resolve(stkr__stackmap *m, stkr_reader *r,
+static int resolve(stkr__dims *m, stkr_reader *r,
                    const stkr_event_view *ev, const stkr__push_ids *id,
                    uint64_t *out) {
   const stkr_frame *fr;
@@ -266,23 +299,23 @@ static int resolve(stkr__stackmap *m, stkr_reader *r,
   if (err == 0) {
     char text[1024];
     int e = 0;
-    e |= stkr__rb_str(&m->stacks, id->build);
-    e |= stkr__rb_u64(&m->stacks, h);
-    e |= stkr__rb_u16(&m->stacks, (uint16_t)(n > 65535 ? 65535 : n));
-    e |= stkr__rb_varint(&m->stacks, n);
+    e |= stkr__rb_str(&m->rows[STKR_DIM_STACK], id->build);
+    e |= stkr__rb_u64(&m->rows[STKR_DIM_STACK], h);
+    e |= stkr__rb_u16(&m->rows[STKR_DIM_STACK], (uint16_t)(n > 65535 ? 65535 : n));
+    e |= stkr__rb_varint(&m->rows[STKR_DIM_STACK], n);
     for (i = 0; i < n; i++)
-      e |= stkr__rb_u64(&m->stacks, ids[i]);
-    e |= stkr__rb_varint(&m->stacks, n);
+      e |= stkr__rb_u64(&m->rows[STKR_DIM_STACK], ids[i]);
+    e |= stkr__rb_varint(&m->rows[STKR_DIM_STACK], n);
     for (i = 0; i < n; i++)
-      e |= stkr__rb_str(&m->stacks, stkr_agg_frame_text(&fr[i], STKR_AGG_BY_LINE,
+      e |= stkr__rb_str(&m->rows[STKR_DIM_STACK], stkr_agg_frame_text(&fr[i], STKR_AGG_BY_LINE,
                                                        text, sizeof text));
-    e |= stkr__rb_str(&m->stacks, stack_module(fr, n));
+    e |= stkr__rb_str(&m->rows[STKR_DIM_STACK], stack_module(fr, n));
     for (i = 0; i < n && e == 0; i++) {
       int s = seen_add(m, ids[i]);
       if (s < 0)
         e = 1;
       else if (s == 0)
-        e |= frame_row(&m->frames, id, &fr[i], ids[i]);
+        e |= frame_row(&m->rows[STKR_DIM_FRAME], id, &fr[i], ids[i]);
     }
     err = e ? -ENOMEM : 0;
   } else if (err == 1) {
@@ -292,11 +325,10 @@ static int resolve(stkr__stackmap *m, stkr_reader *r,
   return err;
 }
 
-int stkr__stackmap_get(stkr__stackmap *m, stkr_reader *r,
+int stkr__dims_stack(stkr__dims *m, stkr_reader *r,
                        const stkr_event_view *ev, const stkr__push_ids *id,
                        uint64_t *hash) {
-  uint64_t key;
-  size_t j;
+  uint64_t key, *known;
   int err;
 
   if (ev->stack_undefined || ev->n_pcs == 0) {
@@ -306,47 +338,57 @@ int stkr__stackmap_get(stkr__stackmap *m, stkr_reader *r,
   /* Stack ids restart in each session of a process. */
   key = stkr_mix64(((uint64_t)ev->process << 40) ^
                    ((uint64_t)ev->proc->sessions << 32) ^ ev->stack_id) | 1;
-  if (2 * (m->n + 1) > m->cap && (err = map_grow(m)) != 0)
-    return err;
-  for (j = stkr_mix64(key) & (m->cap - 1); m->slots[j].key != 0;
-       j = (j + 1) & (m->cap - 1))
-    if (m->slots[j].key == key) {
-      *hash = m->slots[j].hash;
-      return 0;
-    }
+  if ((known = stkr__u64map_find(&m->stacks, key)) != NULL) {
+    *hash = *known;
+    return 0;
+  }
   if ((err = resolve(m, r, ev, id, hash)) != 0)
     return err;
-  m->slots[j].key = key;
-  m->slots[j].hash = *hash;
-  m->n++;
-  return 0;
+  return stkr__u64map_put(&m->stacks, key, *hash);
 }
 
-/* ---- events and summary rows ---- */
+/* Seeds of the kinds' hashes: the same bytes as a site and as a thread
+ * name are two ids (they share the seen set). */
+static const uint64_t k_kind_seed[] = {0x5173A11D5173A11Dull,
+                                       0x7E4EAD5A7E4EAD5Aull,
+                                       0x9A7104D59A7104D5ull};
+
+int stkr__dims_name(stkr__dims *m, stkr__dim_kind kind, const void *p,
+                    size_t len, bool truncated, uint64_t *id) {
+  uint64_t h;
+  stkr__buf *b;
+  int s, e;
+
+  if (len == 0 && !truncated) {
+    *id = 0;
+    return 0;
+  }
+  h = stkr_hash_bytes(k_kind_seed[kind] ^ truncated, p, len);
+  h = stkr_mix64(h);
+  *id = h = h ? h : 1;
+  if ((s = seen_add(m, h)) != 0)
+    return s < 0 ? s : 0;
+  b = &m->rows[kind];
+  e = stkr__rb_u64(b, h);
+  e |= stkr__rb_bytes(b, p, len);
+  if (kind == STKR_DIM_PAYLOAD)
+    e |= stkr__rb_u8(b, truncated);
+  return e ? -ENOMEM : 0;
+}
+
+uint64_t stkr__rec_id(const char *recording) {
+  uint64_t h = stkr_mix64(stkr_hash_bytes(STKR_HASH_SEED, recording,
+                                          strlen(recording)));
+  return h ? h : 1;
+}
+
+/* ---- summary rows ---- */
 
 static int ids_row(stkr__buf *b, const stkr__push_ids *id, uint32_t pid) {
   int e = stkr__rb_str(b, id->build);
   e |= stkr__rb_str(b, id->device);
   e |= stkr__rb_str(b, id->recording);
   e |= stkr__rb_u32(b, pid);
-  return e ? -ENOMEM : 0;
-}
-
-int stkr__row_event(stkr__buf *b, const stkr__push_ids *id,
-                    const stkr_event_view *ev, uint64_t stack, uint64_t n) {
-  int e = 0;
-  e |= stkr__rb_u16(b, (uint16_t)(ev->wall_ns / 86400000000000ull));
-  e |= ids_row(b, id, ev->pid);
-  e |= stkr__rb_u64(b, n);
-  e |= stkr__rb_u64(b, ev->tid);
-  e |= stkr__rb_str(b, ev->thread_name);
-  e |= stkr__rb_str(b, ev->site);
-  e |= stkr__rb_u64(b, ev->wall_ns);
-  e |= stkr__rb_u64(b, ev->ts_ns);
-  e |= stkr__rb_u64(b, stack);
-  e |= stkr__rb_bytes(b, ev->payload, ev->payload_len);
-  e |= stkr__rb_u8(b, ev->payload_truncated);
-  e |= stkr__rb_u8(b, ev->stack_truncated);
   return e ? -ENOMEM : 0;
 }
 

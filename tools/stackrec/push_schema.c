@@ -18,8 +18,14 @@
 
 /* Column lists in the order push_rows.c writes them. */
 const char stkr__cols_events[] =
-    "day, build, device, recording, pid, n, tid, thread, site, ts, ts_mono, "
-    "stack, payload, payload_truncated, stack_truncated";
+    "day, rec, pid, n, tid, thread, site, ts, ts_mono, stack, payload, "
+    "stack_truncated";
+const char stkr__cols_recordings[] = "rec, recording, build, device";
+const char stkr__cols_site_names[] = "site, name";
+const char stkr__cols_threads[] = "thread, name";
+const char stkr__cols_payloads[] = "payload, value, truncated";
+const char stkr__cols_marks[] =
+    "day, rec, pid, n, tid, ts, ts_mono, name, payload";
 const char stkr__cols_stacks[] = "build, stack, depth, frames, path, module";
 const char stkr__cols_frames[] =
     "build, frame, function, file, line, column, image, module, offset, "
@@ -42,15 +48,39 @@ const char stkr__cols_pushes[] = "recording, pid, first, last, pushed_at";
 static const struct {
   const char *name, *body, *shard_key;
 } k_tables[] = {
+    /* Fixed-width ids only (a row is 79 bytes): the server copies Native
+     * columns instead of parsing strings, and its sort finds each block
+     * already in key order (push_native.c sends it so). The strings are in
+     * the small dimension tables below, each row pushed once. */
     {"events",
-     "(day Date, build String, device String, recording String, "
-     "pid UInt32, n UInt64, tid UInt64, thread String, site String, "
-     "ts UInt64, ts_mono UInt64, stack UInt64, payload String, "
-     "payload_truncated UInt8, stack_truncated UInt8) "
+     "(day Date, rec UInt64, pid UInt32, n UInt64, tid UInt64, "
+     "thread UInt64, site UInt64, ts UInt64, ts_mono UInt64, stack UInt64, "
+     "payload UInt64, stack_truncated UInt8) "
      "ENGINE = ReplacingMergeTree PARTITION BY day "
-     "PRIMARY KEY (build, site, ts) "
-     "ORDER BY (build, site, ts, device, recording, pid, n)",
-     "cityHash64(recording, pid, intDiv(n, 256))"},
+     "ORDER BY (site, rec, pid, n)",
+     "cityHash64(rec, pid, intDiv(n, 256))"},
+    {"recordings",
+     "(rec UInt64, recording String, build String, device String) "
+     "ENGINE = ReplacingMergeTree ORDER BY rec",
+     "rec"},
+    {"site_names",
+     "(site UInt64, name String) "
+     "ENGINE = ReplacingMergeTree ORDER BY site",
+     "site"},
+    {"threads",
+     "(thread UInt64, name String) "
+     "ENGINE = ReplacingMergeTree ORDER BY thread",
+     "thread"},
+    {"payloads",
+     "(payload UInt64, value String, truncated UInt8) "
+     "ENGINE = ReplacingMergeTree ORDER BY payload",
+     "payload"},
+    {"marks",
+     "(day Date, rec UInt64, pid UInt32, n UInt64, tid UInt64, ts UInt64, "
+     "ts_mono UInt64, name String, payload String) "
+     "ENGINE = ReplacingMergeTree PARTITION BY day "
+     "ORDER BY (rec, pid, n)",
+     "cityHash64(rec)"},
     {"stacks",
      "(build String, stack UInt64, depth UInt16, frames Array(UInt64), "
      "path Array(String), module String) "

@@ -1,0 +1,267 @@
+/*
+ * push_args.c: the options of `stackrec push`: parsed, checked (no
+ * credentials in argv, names that go into statements unquoted), and the
+ * password read from the environment or a file only its owner may read.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/push.h"
+
+static const char push_help[] =
+    "Usage: stackrec push --url http[s]://HOST:PORT [OPTIONS] DIR...\n"
+    "\n"
+    "Stream recordings into ClickHouse (18.16 or later) over its HTTP\n"
+    "interface, gzip-compressed: events as integer ids (Native blocks),\n"
+    "the names they stand for in recordings, site_names, threads,\n"
+    "payloads, stacks and frames; marks, images, sites, processes, drops\n"
+    "and pushes (docs/fleet.md).\n"
+    "Each DIR is one recording. Pushing a recording again adds nothing;\n"
+    "a push cut off (server gone) is retried and resumes where it stopped.\n"
+    "\n"
+    "Options:\n"
+    "  --url URL          the server (no user:password@ in it)\n"
+    "  --database NAME    default stackrec\n"
+    "  --device ID        default this host's name\n"
+    "  --build ID         default the hex build-id of the first image of\n"
+    "                     the first process (the main executable)\n"
+    "  --recording ID     default a hash of device, build and the first\n"
+    "                     process's pid, session and start time\n"
+    "  --create-schema    create the database and tables if missing (with\n"
+    "                     no DIR: only that)\n"
+    "  --cluster NAME     also the *_all Distributed tables over cluster\n"
+    "                     NAME (remote_servers), and push into those\n"
+    "  --print-schema     print the CREATE statements and exit\n"
+    "  --user NAME        password from $STACKREC_CH_PASSWORD or\n"
+    "  --password-file F  (mode 0600 or stricter); never an argument\n"
+    "  --compress gzip|none  request bodies (default gzip)\n"
+    "  --chunk-events N   rows per INSERT, at most 1048576 (the default)\n"
+    "  --streams N        events INSERTs in flight at once, 1 to 4\n"
+    "                     (default 1); memory: N + 1 chunks of 80 bytes\n"
+    "                     an event\n"
+    "  --retries N        attempts after a failure, default 5\n"
+    "  --retry-wait MS    first wait, doubled each time (at most 10 s);\n"
+    "                     default 500\n"
+    "  --timeout SEC      per request, default 600\n"
+    "  -q, --quiet        no summary line per recording\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Exit status: 0 every recording pushed and intact; 1 a server error,\n"
+    "retries exhausted, or input damaged (its intact batches are pushed,\n"
+    "the rest named on stderr); 2 usage; 3 an input cannot be opened.\n";
+
+/* ---- options ---- */
+
+/* The password: $STACKREC_CH_PASSWORD, or a file no one else may read.
+ * @return 0, or an exit status after printing why (never the password). */
+static int read_password(const char *file, char *buf, size_t len,
+                         const char **out) {
+  struct stat st;
+  ssize_t n;
+  int fd;
+
+  *out = NULL;
+  if (file == NULL) {
+    *out = getenv("STACKREC_CH_PASSWORD");
+    return 0;
+  }
+  fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
+            strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return STKR_CLI_NO_INPUT;
+  }
+  if (!S_ISREG(st.st_mode) || (st.st_mode & 077) != 0) {
+    close(fd);
+    return stkr_cli_usage_error(
+        "push", "--password-file %s: %s (mode %04o); chmod 600 it", file,
+        S_ISREG(st.st_mode) ? "others may read or change it"
+                            : "not a regular file",
+        (unsigned)(st.st_mode & 07777));
+  }
+  n = read(fd, buf, len - 1);
+  close(fd);
+  if (n < 0) {
+    fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
+            strerror(errno));
+    return STKR_CLI_NO_INPUT;
+  }
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    n--;
+  buf[n] = '\0';
+  *out = buf;
+  return 0;
+}
+
+static int parse_u32(const char *opt, const char *s, uint32_t lo,
+                     uint32_t hi, uint32_t *out) {
+  char *end;
+  unsigned long long v;
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0 || *s == '\0' || *end != '\0' || *s == '-' || v < lo ||
+      v > hi)
+    return stkr_cli_usage_error("push", "%s '%s': a number from %u to %u",
+                                opt, s, lo, hi);
+  *out = (uint32_t)v;
+  return 0;
+}
+
+/* The URL: http or https, no credentials in it (argv is public). */
+static int check_url(const char *u) {
+  const char *h = strstr(u, "://"), *e;
+  if (h == NULL || (strncmp(u, "http://", 7) != 0 &&
+                    strncmp(u, "https://", 8) != 0))
+    return stkr_cli_usage_error("push", "--url: http://HOST:PORT or "
+                                        "https://HOST:PORT");
+  h += 3;
+  e = h + strcspn(h, "/?#");
+  if (memchr(h, '@', (size_t)(e - h)) != NULL || strcasestr(u, "password="))
+    return stkr_cli_usage_error(
+        "push", "--url: credentials in the URL are refused (process lists "
+                "show arguments): use --user and $STACKREC_CH_PASSWORD or "
+                "--password-file");
+  return 0;
+}
+
+/* Database and cluster names go into statements unquoted: plain
+ * identifiers only. */
+static int check_name(const char *opt, const char *s) {
+  const char *c = s;
+  for (; *c; c++)
+    if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+          (*c >= 'A' && *c <= 'Z')))
+      break;
+  if (*s == '\0' || *c != '\0')
+    return stkr_cli_usage_error("push", "%s '%s': letters, digits and _ only",
+                                opt, s);
+  return 0;
+}
+
+/* The getopt loop. @return -1 to go on, or an exit status. */
+static int parse_options(int argc, char **argv, stkr__push_opts *o,
+                         const char **pwfile) {
+  static const struct option lo[] = {
+      {"url", required_argument, NULL, 'U'},
+      {"database", required_argument, NULL, 'D'},
+      {"device", required_argument, NULL, 'd'},
+      {"build", required_argument, NULL, 'b'},
+      {"recording", required_argument, NULL, 'R'},
+      {"create-schema", no_argument, NULL, 'S'},
+      {"cluster", required_argument, NULL, 'C'},
+      {"print-schema", no_argument, NULL, 'P'},
+      {"user", required_argument, NULL, 'u'},
+      {"password-file", required_argument, NULL, 'p'},
+      {"compress", required_argument, NULL, 'z'},
+      {"chunk-events", required_argument, NULL, 'c'},
+      {"streams", required_argument, NULL, 's'},
+      {"retries", required_argument, NULL, 'r'},
+      {"retry-wait", required_argument, NULL, 'w'},
+      {"timeout", required_argument, NULL, 't'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  uint32_t t;
+  int c, st;
+
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
+    switch (c) {
+    case 'U': o->ch.url = optarg; break;
+    case 'D': o->ch.database = optarg; break;
+    case 'd': o->device = optarg; break;
+    case 'b': o->build = optarg; break;
+    case 'R': o->recording = optarg; break;
+    case 'S': o->create_schema = true; break;
+    case 'C': o->cluster = optarg; break;
+    case 'P': o->print_schema = true; break;
+    case 'u': o->ch.user = optarg; break;
+    case 'p': *pwfile = optarg; break;
+    case 'q': o->quiet = true; break;
+    case 'z':
+      if (strcmp(optarg, "gzip") != 0 && strcmp(optarg, "none") != 0)
+        return stkr_cli_usage_error("push", "--compress: gzip or none");
+      o->ch.gzip = optarg[0] == 'g';
+      break;
+    case 'c':
+      if ((st = parse_u32("--chunk-events", optarg, 1, STKR_PUSH_MAX_CHUNK, &o->chunk)))
+        return st;
+      break;
+    case 's':
+      if ((st = parse_u32("--streams", optarg, 1, STKR_PUSH_MAX_STREAMS,
+                          &o->streams)))
+        return st;
+      break;
+    case 'r':
+      if ((st = parse_u32("--retries", optarg, 0, 100, &o->retries)))
+        return st;
+      break;
+    case 'w':
+      if ((st = parse_u32("--retry-wait", optarg, 1, 60000,
+                          &o->retry_wait_ms)))
+        return st;
+      break;
+    case 't':
+      if ((st = parse_u32("--timeout", optarg, 0, 86400, &t)))
+        return st;
+      o->ch.timeout_s = t;
+      break;
+    case 'h':
+      fputs(push_help, stdout);
+      return stkr_cli_flush("push");
+    case ':':
+      return stkr_cli_usage_error("push", "%s needs an argument",
+                                  argv[optind - 1]);
+    default:
+      return stkr_cli_usage_error("push", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  o->first_dir = optind;
+  return -1;
+}
+
+int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
+                    size_t pw_len) {
+  const char *pwfile = NULL, *env;
+  int st;
+
+  *o = (stkr__push_opts){.ch = {.database = "stackrec", .gzip = true,
+                                .timeout_s = 600},
+                         .chunk = STKR_PUSH_MAX_CHUNK,
+                         .streams = 1,
+                         .retries = 5,
+                         .retry_wait_ms = 500};
+  pw[0] = '\0';
+  if ((st = parse_options(argc, argv, o, &pwfile)) >= 0)
+    return st;
+  if ((st = check_name("--database", o->ch.database)) != 0 ||
+      (o->cluster != NULL && (st = check_name("--cluster", o->cluster)) != 0))
+    return st;
+  if (o->print_schema)
+    return -1;
+  if (o->ch.url == NULL)
+    return stkr_cli_usage_error("push", "--url is required");
+  if ((st = check_url(o->ch.url)) != 0)
+    return st;
+  if (optind >= argc && !o->create_schema)
+    return stkr_cli_usage_error("push", "no recording given");
+  if ((st = read_password(pwfile, pw, pw_len, &o->ch.password)) != 0)
+    return st;
+  if (o->ch.password != NULL && o->ch.user == NULL)
+    o->ch.user = "default"; /* a password alone is the default user's */
+  if ((env = getenv("STACKREC_PUSH_TEST_DELAY_MS")) != NULL)
+    o->test_delay_ms = (uint32_t)atoi(env); /* tests: a window to kill in */
+  return -1;
+}
