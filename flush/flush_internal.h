@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "proto/stackrec.pb-c.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "recorder/stackrec.h"
 #include "tests/symfixture/fixture.h"
 

@@ -8,7 +8,7 @@
  * every StackDef gets its frames (StackDef.frames) and the StringDefs and
  * FrameDefs the segment still lacks are added, and the batch is encoded
  * again; everything else (events, payloads, threads, drops, counters,
- * headers) is carried over untouched. One frame cache (flush/symbolize.h)
+ * headers) is carried over untouched. One frame cache (symbolize/symbolize.h)
  * serves the whole run, so each unique PC is resolved once; a segment
  * starts a new "epoch", so every output segment is self-contained like the
  * recorder's own. The image list comes from the recording (whole list in
@@ -34,7 +34,7 @@
 
 #include <zstd.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
 

@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "common/stkr_hash.h"
-#include "flush/symbolize.h"
-#include "flush/symbolize_dwarf.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_dwarf.h"
 #include "macho/macho.h"
 
 #define VERSION_N 2 /* 2: the word-wise checksum */

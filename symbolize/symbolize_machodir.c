@@ -27,8 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flush/symbolize.h"
-#include "flush/symbolize_dwarf.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_dwarf.h"
 #include "macho/macho.h"
 
 #define MAX_DEPTH 8         /* dir/X.xcarchive/dSYMs/X.dSYM/Contents/... */

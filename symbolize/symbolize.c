@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 
 #define CHUNK_SHIFT 10
