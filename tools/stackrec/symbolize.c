@@ -34,8 +34,8 @@
 
 #include <zstd.h>
 
-#include "symbolize/symbolize.h"
 #include "proto/stkr_format.h"
+#include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 
 static const char symbolize_help[] =
