@@ -3,7 +3,7 @@
 
     tools/check_layering.py [--bazel "bazel --output_base=DIR"]
 
-Two halves, because Bazel 4 with gcc enforces only one of them itself:
+Three parts, because Bazel 4 with gcc enforces only the first itself:
 
 1. Visibility (Bazel's own check). The probe targets of
    tools/layering_probe/ (tagged manual: never part of //...) each depend
@@ -13,7 +13,12 @@ Two halves, because Bazel 4 with gcc enforces only one of them itself:
    that includes an internal header without depending on anything must be
    refused at compile time (undeclared inclusion).
 
-2. Strict header dependencies (this script). Bazel hands a compile every
+2. The package graph (this script): every cc target outside //tests/...
+   lists in deps only targets of the packages PACKAGE_DEPS allows its own
+   package (DEVELOPERS.md's graph). Visibility cannot do this for public
+   targets: nothing else would stop recorder/ from depending on //proto.
+
+3. Strict header dependencies (this script). Bazel hands a compile every
    header of every transitive dependency, including the private headers in
    a dependency's srcs: a target that depends on the public //proto could
    #include "proto/stkr__reader.h" and Bazel 4 (no implementation_deps, no
@@ -23,7 +28,7 @@ Two halves, because Bazel 4 with gcc enforces only one of them itself:
    hdrs of a target it lists in deps (aliases followed). With (1) this is
    the rule: tools cannot list //proto:internal, so they cannot include
    its headers either. The probe //tools/layering_probe:via_public does
-   exactly that and must be the one violation found in that package.
+   exactly that and must be flagged (and the control, :public_ok, not).
 
 Prints one line per case and "N passed, N failed" (tools/test.sh counts it
 in the plain phase). Exit status 0 when every case passes, 1 otherwise.
@@ -49,6 +54,26 @@ REFUSED = {
     "preload_hooks": "//preload:hooks",
     "common_ringfile": "//common:common",
     "file_srcs": "//proto:stkr__reader.h",
+}
+# The package graph of DEVELOPERS.md: package -> the other packages its
+# cc targets may list in deps ("" is the root package, //:stackrec). Which
+# target of an allowed package is Bazel's visibility to say; a public
+# target (//proto, //macho) is refused nowhere, so this table is what keeps
+# recorder/ off it. None: anything (benchmarks measure internals). A
+# package missing here fails: add it, and to DEVELOPERS.md, first.
+PACKAGE_DEPS = {
+    "": {"flush", "recorder"},
+    "common": set(),
+    "macho": set(),
+    "unwind": {"common"},
+    "proto": {"common"},
+    "recorder": {"common", "unwind"},
+    "symbolize": {"common", "macho", "proto"},
+    "flush": {"proto", "recorder", "symbolize"},
+    "preload": {""},
+    "tools": {"", "common", "preload", "proto", "symbolize"},
+    "tools/demo": {""},
+    "tools/bench": None,
 }
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CC_KINDS = ("cc_library", "cc_binary", "cc_test")
@@ -131,6 +156,29 @@ def check_includes(rules, repo, targets):
     return bad
 
 
+def package(label):
+    return label.lstrip("/").partition(":")[0]
+
+
+def check_packages(rules, targets):
+    """[(target, dep)] for each dep outside PACKAGE_DEPS[target's package]."""
+    bad = []
+    for t in targets:
+        pkg = package(t)
+        if pkg not in PACKAGE_DEPS:
+            bad.append((t, "(package %r is not in PACKAGE_DEPS)" % pkg))
+            continue
+        allowed = PACKAGE_DEPS[pkg]
+        if allowed is None:
+            continue
+        for dep in rules[t]["deps"]:
+            dp = package(canonical(dep))
+            if dep.startswith("@") or dp == pkg or dp in allowed:
+                continue
+            bad.append((t, dep))
+    return bad
+
+
 def owners(rules, path):
     return sorted(l for l, r in rules.items()
                   if path in {label_path(h) for h in r["hdrs"]})
@@ -166,7 +214,7 @@ def main():
     case(refused, "//%s:undeclared (no deps) refused at compile time" % PROBE_PKG,
          "" if refused else "it built, or failed for another reason")
 
-    # ---- 2. strict header dependencies ----
+    # ---- 2. the package graph; 3. strict header dependencies ----
     rules = query_rules(bazel, "//...")
     cc = sorted(l for l, r in rules.items() if r["class"] in CC_KINDS)
     tree = [l for l in cc if not l.startswith("//tests")
@@ -178,6 +226,13 @@ def main():
                                  ", ".join(owners(rules, inc)) or "no target"))
     case(not bad, "includes of %d cc targets outside //tests follow their deps"
          % len(tree), "%d violation(s)" % len(bad) if bad else "")
+
+    pbad = check_packages(rules, tree)
+    for t, dep in pbad:
+        print("  %s depends on %s: not allowed for its package (DEVELOPERS.md)"
+              % (t, dep))
+    case(not pbad, "deps of %d cc targets outside //tests follow the package graph"
+         % len(tree), "%d violation(s)" % len(pbad) if pbad else "")
 
     probe_bad = check_includes(rules, repo, ["//%s:public_ok" % PROBE_PKG,
                                              "//%s:via_public" % PROBE_PKG])
