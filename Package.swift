@@ -85,14 +85,14 @@ let package = Package(
         "flush/wake_apple.c",
         "flush/wake_linux.c",
         "flush/worker.c",
-        "flush/symcache.c",
-        "flush/symbolize.c",
-        "flush/symbolize_apple.c",
-        "flush/symbolize_dwarf.c",
-        "flush/symbolize_dwscope.c",
-        "flush/symbolize_elf.c",
-        "flush/symbolize_macho.c",
-        "flush/symbolize_machodir.c",
+        "symbolize/symcache.c",
+        "symbolize/symbolize.c",
+        "symbolize/symbolize_apple.c",
+        "symbolize/symbolize_dwarf.c",
+        "symbolize/symbolize_dwscope.c",
+        "symbolize/symbolize_elf.c",
+        "symbolize/symbolize_macho.c",
+        "symbolize/symbolize_machodir.c",
         "macho/macho.c",
         // END sources
         "swift/generated/proto/stackrec.pb-c.c",
@@ -111,7 +111,7 @@ let package = Package(
       linkerSettings: [
         .linkedLibrary("dl", .when(platforms: [.linux])),
         .linkedLibrary("pthread", .when(platforms: [.linux])),
-        // flush/symbolize_apple.c: objc_msgSend, and _NSCallStackArray
+        // symbolize/symbolize_apple.c: objc_msgSend, and _NSCallStackArray
         // from Foundation (looked up at run time).
         .linkedLibrary("objc", .when(platforms: [.macOS, .iOS])),
         .linkedFramework("Foundation", .when(platforms: [.macOS, .iOS])),

@@ -23,7 +23,7 @@ Pod::Spec.new do |s|
     'swift/xcframeworks/zstd.xcframework',
     'swift/xcframeworks/protobuf_c.xcframework',
   ]
-  # flush/symbolize_apple.c: the Objective-C runtime and Foundation.
+  # symbolize/symbolize_apple.c: the Objective-C runtime and Foundation.
   s.libraries    = 'objc'
   s.frameworks   = 'Foundation'
   # The app's own Swift code needs -Xfrontend -swift-async-frame-pointer=always

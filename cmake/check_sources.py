@@ -29,7 +29,7 @@ CMAKE_VARS = {
     "STKR_RECORDER_SRCS": [("recorder", "recorder")],
     "STKR_PROTO_SRCS": [("proto", "proto")],
     "STKR_FLUSH_SRCS": [("flush", "flush")],
-    "STKR_SYMBOLIZE_SRCS": [("flush", "symbolize")],
+    "STKR_SYMBOLIZE_SRCS": [("symbolize", "symbolize")],
     "STKR_MACHO_SRCS": [("macho", "macho")],
     "STKR_PRELOAD_MATCH_SRCS": [("preload", "match")],
     "STKR_PRELOAD_SRCS": [("preload", "libstackrec_preload.so")],
@@ -39,7 +39,7 @@ CMAKE_VARS = {
 # Package.swift's C target is the embeddable library: //:stackrec, i.e.
 # //flush with what it depends on.
 SWIFT_TARGETS = [("recorder", "recorder"), ("proto", "proto"),
-                 ("flush", "flush"), ("flush", "symbolize"), ("macho", "macho")]
+                 ("flush", "flush"), ("symbolize", "symbolize"), ("macho", "macho")]
 
 
 class BuildError(Exception):

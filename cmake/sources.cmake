@@ -51,16 +51,16 @@ set(STKR_FLUSH_SRCS
   flush/worker.c
 )
 
-# //flush:symbolize
+# //symbolize
 set(STKR_SYMBOLIZE_SRCS
-  flush/symbolize.c
-  flush/symbolize_apple.c
-  flush/symbolize_dwarf.c
-  flush/symbolize_dwscope.c
-  flush/symbolize_elf.c
-  flush/symbolize_macho.c
-  flush/symbolize_machodir.c
-  flush/symcache.c
+  symbolize/symbolize.c
+  symbolize/symbolize_apple.c
+  symbolize/symbolize_dwarf.c
+  symbolize/symbolize_dwscope.c
+  symbolize/symbolize_elf.c
+  symbolize/symbolize_macho.c
+  symbolize/symbolize_machodir.c
+  symbolize/symcache.c
 )
 
 # //macho:macho

@@ -24,10 +24,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "flush/symbolize.h"
 #include "proto/stackrec.pb-c.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
+#include "symbolize/symbolize.h"
 
 /* ---- logging (worker.c) ---------------------------------------------------
  * One line on stderr, prefixed "stackrec: ". Messages of the same `kind` are

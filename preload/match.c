@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "preload/preload.h"
+#include "preload/match.h"
 
 static const char *const k_cat_names[STKR__PL_CAT_COUNT] = {
     "identifiers", "network", "files", "devices", "environment", "reasons"};

@@ -6,7 +6,8 @@
  *
  * Layout:
  *   match.c        pure matching: sensitive paths, watched environment names,
- *                  category lists (no recorder dependency; unit-tested alone)
+ *                  category lists (no recorder dependency; unit-tested alone;
+ *                  declared in match.h, which `stackrec record` uses too)
  *   preload.c      state, real-function resolution, constructor/destructor,
  *                  fork/exec/_exit handling, the environment hooks
  *   hooks_files.c  open/openat/fopen and their 64-bit and fortify variants
@@ -28,126 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "preload/match.h"
 #include "recorder/stackrec.h"
 
 #ifdef STKR_PRELOAD_CAPTURE_BACKTRACE
 #include <execinfo.h>
 #endif
-
-/* ---- categories ---------------------------------------------------------- */
-
-enum {
-  STKR__PL_CAT_IDENTIFIERS = 0,
-  STKR__PL_CAT_NETWORK = 1,
-  STKR__PL_CAT_FILES = 2,
-  STKR__PL_CAT_DEVICES = 3,
-  STKR__PL_CAT_ENVIRONMENT = 4,
-  STKR__PL_CAT_REASONS = 5, /* Apple's required-reason APIs (hooks_stat.c) */
-  STKR__PL_CAT_COUNT = 6
-};
-#define STKR__PL_CAT_BIT(c) (1u << (c))
-#define STKR__PL_CAT_ALL ((1u << STKR__PL_CAT_COUNT) - 1u)
-/* What an unset or empty STACKREC_CATEGORIES records: every category but
- * `reasons`, whose stat calls are too frequent to record unasked (see
- * hooks_stat.c). "all" records them too. */
-#define STKR__PL_CAT_DEFAULT (STKR__PL_CAT_ALL & ~STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS))
-
-/* "identifiers", "network", ... for category c (NULL if out of range). */
-const char *stkr__pl_cat_name(unsigned c);
-
-/*
- * Parse a category list: "all", or names separated by commas
- * ("files,network"). NULL or "" means STKR__PL_CAT_DEFAULT.
- * @return 0 with *mask set, or -EINVAL with a message naming the offending
- *         name and its byte offset in err (always NUL-terminated).
- */
-int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
-                              size_t errlen);
-
-/* ---- sensitive paths ----------------------------------------------------- */
-
-/* What a path is, as the category that records it (+1), or 0 for "not
- * sensitive". Only identifiers, files and devices classify paths. */
-#define STKR__PL_PATH_NONE 0u
-
-#define STKR__PL_HOME_MAX 512
-
-typedef struct stkr__pl_paths {
-  /* Bit c set: some pattern's path[1] is the byte c ("/e..." -> 'e'). A
-   * clear bit rejects the path after two byte loads. */
-  uint64_t first[4];
-  char home[STKR__PL_HOME_MAX]; /* $HOME without trailing '/'; "" if unset */
-  size_t home_len;
-} stkr__pl_paths;
-
-/* Set up the matcher for the given $HOME (NULL or "" or "/": no HOME
- * patterns beyond /home/<user> and /root). Never fails: a HOME longer than
- * STKR__PL_HOME_MAX is ignored (/home/<user> and /root still match). */
-void stkr__pl_paths_init(stkr__pl_paths *p, const char *home);
-
-/* Slow part of stkr__pl_path_class: the first-byte filter passed. */
-unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
-
-/*
- * Classify a path as an open/fopen would see it: STKR__PL_CAT_x + 1, or 0.
- * Only absolute paths are matched (a relative path, or one relative to a
- * directory fd, is not resolved: resolving would cost a system call on
- * every open). Async-signal-safe; no allocation.
- */
-static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
-                                           const char *path) {
-  unsigned char c;
-
-  if (path == NULL || path[0] != '/')
-    return STKR__PL_PATH_NONE;
-  c = (unsigned char)path[1];
-  if (!(p->first[c >> 6] & (1ull << (c & 63))))
-    return STKR__PL_PATH_NONE;
-  return stkr__pl_path_class_slow(p, path);
-}
-
-/* ---- watched environment names -------------------------------------------- */
-
-#define STKR__PL_NAMES_MAX 64
-#define STKR__PL_NAMES_CHARS 1024
-
-typedef struct stkr__pl_names {
-  uint64_t first[4];  /* bit c: some entry starts with byte c */
-  bool all;           /* "*": every name is watched */
-  unsigned n;
-  struct {
-    uint16_t off, len; /* into buf */
-    bool prefix;       /* "AWS_*": len bytes are a prefix */
-  } e[STKR__PL_NAMES_MAX];
-  char buf[STKR__PL_NAMES_CHARS];
-} stkr__pl_names;
-
-/* The watch list used when STACKREC_ENV_NAMES is unset or empty. */
-extern const char stkr__pl_default_env_names[];
-
-/*
- * Parse a watch list: names separated by commas; a name ending in '*'
- * matches every name with that prefix; "*" alone matches everything.
- * NULL or "" gives the default list.
- * @return 0, or -EINVAL (empty name, '=' in a name, '*' not at the end,
- *         more than STKR__PL_NAMES_MAX names or STKR__PL_NAMES_CHARS bytes)
- *         with a message naming the byte offset in err.
- */
-int stkr__pl_names_parse(const char *s, stkr__pl_names *out, char *err,
-                         size_t errlen);
-
-/* Is `name` watched? Async-signal-safe; no allocation. */
-bool stkr__pl_names_match_slow(const stkr__pl_names *w, const char *name);
-static inline bool stkr__pl_names_match(const stkr__pl_names *w,
-                                        const char *name) {
-  unsigned char c = (unsigned char)name[0];
-
-  if (w->all)
-    return true;
-  if (!(w->first[c >> 6] & (1ull << (c & 63))))
-    return false;
-  return stkr__pl_names_match_slow(w, name);
-}
 
 /* ---- runtime state (preload.c) -------------------------------------------- */
 

@@ -51,14 +51,14 @@ static inline int stkr__idmap_get(const stkr__idmap *m, uint32_t key,
 int stkr__idmap_put(stkr__idmap *m, uint32_t key, uint32_t val);
 void stkr__idmap_free(stkr__idmap *m);
 
-typedef struct stkr__thread {
+typedef struct stkr__rd_thread {
   uint32_t id;
   uint64_t tid;
   char *name;
   bool exited;
-} stkr__thread;
+} stkr__rd_thread;
 
-typedef struct stkr__stack {
+typedef struct stkr__rd_stack {
   uint32_t id;
   uint64_t *pcs;
   size_t n_pcs;
@@ -67,7 +67,7 @@ typedef struct stkr__stack {
   uint64_t hash;
   bool truncated;
   uint32_t site_id; /* StackDef.site_id: 0 = events carry their site */
-} stkr__stack;
+} stkr__rd_stack;
 
 typedef struct stkr__file {
   char *path;
@@ -112,10 +112,10 @@ typedef struct stkr__stream {
   stkr_site_info *sites; /* names owned (char * behind the const) */
   size_t n_sites, cap_sites;
   stkr__idmap site_map;
-  stkr__thread *threads;
+  stkr__rd_thread *threads;
   size_t n_threads, cap_threads;
   stkr__idmap thread_map;
-  stkr__stack *stacks;
+  stkr__rd_stack *stacks;
   size_t n_stacks, cap_stacks;
   stkr__idmap stack_map;
   stkr_image_info *images; /* paths and build ids owned */
@@ -236,14 +236,14 @@ struct stkr_reader {
    * stack changes. */
   stkr_frame *ev_frames;
   size_t ev_frames_cap;
-  const stkr__stack *ev_frames_of;
+  const stkr__rd_stack *ev_frames_of;
   bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
   /* External marks (marks files of `stackrec mark`) of every directory
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
   size_t n_ext, cap_ext;
   const stkr__stream *ev_stream; /* the current event's stream and stack */
-  const stkr__stack *ev_stack;   /* (NULL: none, or an unknown stack) */
+  const stkr__rd_stack *ev_stack; /* (NULL: none, or an unknown stack) */
 };
 
 /* stkr_reader.c: report a warning (counted; formatted as
@@ -317,12 +317,12 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
                       uint64_t off);
 /* s->frames from d->frames, or none (warned) if they do not fit the PCs.
  * @return 0 or -ENOMEM. */
-int stkr__stack_frames(stkr_reader *r, stkr__stream *st, stkr__stack *s,
+int stkr__stack_frames(stkr_reader *r, stkr__stream *st, stkr__rd_stack *s,
                        const Stackrec__StackDef *d, const char *path,
                        uint64_t off);
 /* r->ev_frames = the frames of stack s, each with its PC. 0 or -ENOMEM. */
 int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
-                       const stkr__stack *s);
+                       const stkr__rd_stack *s);
 
 /* stkr_marks.c: marks. */
 /* Read the marks file of directory `dir` (if any) into r->ext (kept

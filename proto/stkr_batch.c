@@ -187,7 +187,7 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
 }
 
 static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
-  stkr__thread *t;
+  stkr__rd_thread *t;
   uint32_t idx;
   char *name;
 
@@ -218,7 +218,7 @@ static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
 static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
                              const Stackrec__StackDef *d, const char *path,
                              uint64_t off) {
-  stkr__stack *s;
+  stkr__rd_stack *s;
   uint32_t idx;
 
   if (stkr__idmap_get(&st->stack_map, d->id, &idx)) {
@@ -675,7 +675,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->stack_id = e->stack_id[i];
   ev->site_id = e->n_site_id ? e->site_id[i] : 0;
   if (stkr__idmap_get(&st->stack_map, ev->stack_id, &idx)) {
-    const stkr__stack *s = &st->stacks[idx];
+    const stkr__rd_stack *s = &st->stacks[idx];
 
     ev->n_pcs = s->n_pcs;
     ev->pcs = ev->n_pcs ? s->pcs : NULL;

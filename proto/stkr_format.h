@@ -4,6 +4,10 @@
  * it to write segments; proto/stkr_reader.c uses the same constants and name
  * parser to read them back, so the two sides cannot drift apart.
  *
+ * Not installed, no ABI promise: a Bazel target of its own, //proto:format
+ * (with stkr_recover.h), visible to flush/ and to the CLI, which writes
+ * segments too (merge, symbolize, snapshot), and to tests and benchmarks.
+ *
  * Thread-safety: every function here is reentrant; a ZSTD_CCtx or
  * stkr_fmt_buf must not be used by two threads at once.
  */

@@ -120,7 +120,7 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
  * set, or left NULL after a warning when they do not fit the PCs), or
  * -ENOMEM. */
 int stkr__stack_frames(stkr_reader *r, stkr__stream *st,
-                              stkr__stack *s, const Stackrec__StackDef *d,
+                              stkr__rd_stack *s, const Stackrec__StackDef *d,
                               const char *path, uint64_t off) {
   size_t i, real = 0;
   uint32_t idx;
@@ -157,7 +157,7 @@ drop:
 
 /* r->ev_frames = the frames of stack s, each with its PC. */
 int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
-                              const stkr__stack *s) {
+                              const stkr__rd_stack *s) {
   size_t i, pc = 0;
 
   if (r->ev_frames_of == s)
@@ -176,7 +176,7 @@ int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
 }
 
 int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_t *n) {
-  const stkr__stack *s;
+  const stkr__rd_stack *s;
 
   if (r == NULL || frames == NULL || n == NULL || r->ev_stream == NULL)
     return -EINVAL;

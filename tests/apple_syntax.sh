@@ -6,7 +6,7 @@ set -u
 cd "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-.}" 2>/dev/null || true
 cc=$(command -v clang || command -v gcc)
 pass=0; fail=0
-for f in recorder/platform_apple.c flush/images_apple.c flush/symbolize_apple.c \
+for f in recorder/platform_apple.c flush/images_apple.c symbolize/symbolize_apple.c \
     flush/wake_apple.c; do
   if [ ! -f "$f" ]; then
     echo "apple_syntax: $f missing from the test's data" >&2

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "preload/preload.h"
+#include "preload/match.h"
 
 #define ID (STKR__PL_CAT_IDENTIFIERS + 1u)
 #define FILES (STKR__PL_CAT_FILES + 1u)

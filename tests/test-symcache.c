@@ -1,5 +1,5 @@
 /*
- * test-symcache.c: the per-build symbol cache (flush/symcache.c,
+ * test-symcache.c: the per-build symbol cache (symbolize/symcache.c,
  * docs/SYMCACHE.md; `stackrec symcache build`). On the Mach-O fixtures
  * (tests/apple/fixtures.sh): a cache per slice of a universal dSYM
  * answers llvm-symbolizer's frames at every byte address (arm64, arm64e,

@@ -4,7 +4,8 @@
 #   tools/test.sh [extra bazel args...]
 #
 # Installs missing Debian packages first, then runs, in order:
-#   plain   bazel test of every package (gcc, fastbuild)
+#   plain   bazel test of every package (gcc, fastbuild), then
+#           tools/check_layering.py (the dependency rule, DEVELOPERS.md)
 #   asan    the same suite under --config=asan (ASan + UBSan + LeakSanitizer)
 #   tsan    the same suite under --config=tsan
 #   fuzz    tests/fuzz/build.sh + a short libFuzzer run of every target
@@ -165,7 +166,11 @@ start=$SECONDS
 for phase in $phases; do
   t0=$SECONDS
   case $phase in
-    plain) bazel_suite plain "$@" ;;
+    plain)
+      bazel_suite plain "$@"
+      # The dependency rule (DEVELOPERS.md): Bazel refuses the probes of
+      # tools/layering_probe/, and every #include follows the target's deps.
+      script_phase layering tools/check_layering.py --bazel "${bazel[*]}" ;;
     asan) bazel_suite asan --config=asan "$@" ;;
     tsan) bazel_suite tsan --config=tsan "$@" ;;
     fuzz) script_phase fuzz tests/fuzz/run.sh --seconds "${STKR_FUZZ_SECONDS:-20}" ;;

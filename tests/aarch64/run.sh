@@ -88,7 +88,7 @@ for t in format reader damage hostile-files; do
 done
 # The whole product (recorder + flush worker + symbolizer): end to end.
 flush=()
-for f in flush/*.c; do
+for f in flush/*.c symbolize/*.c; do
   case $f in *_apple.c) ;; *) flush+=("$f") ;; esac
 done
 flush+=(macho/macho.c)  # the symbolizer's Mach-O reader (//macho)

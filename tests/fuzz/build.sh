@@ -39,13 +39,13 @@ for src in proto/*.c "$out/gen/proto/stackrec.pb-c.c"; do
   "$cc" "${cflags[@]}" -c "$src" -o "$obj" || exit 1
   lib+=("$obj")
 done
-# The CLI links the symbolizer (//flush:symbolize: elfutils) too. A CLI
+# The CLI links the symbolizer (//symbolize: elfutils) too. A CLI
 # that does not build here fails the cli target only.
 cli=()
 cli_ok=1
-symsrc=(flush/symbolize.c flush/symbolize_elf.c flush/symbolize_dwarf.c
-        flush/symbolize_dwscope.c
-        flush/symbolize_macho.c flush/symbolize_machodir.c flush/symcache.c
+symsrc=(symbolize/symbolize.c symbolize/symbolize_elf.c symbolize/symbolize_dwarf.c
+        symbolize/symbolize_dwscope.c
+        symbolize/symbolize_macho.c symbolize/symbolize_machodir.c symbolize/symcache.c
         macho/macho.c)
 # `record` also needs the recorder itself (stkr_config_check_env checks the
 # STACKREC_* values with the recorder's parser) and the hooks' matchers.

@@ -2,7 +2,7 @@
  * fuzz_macho.c: the Mach-O reader (macho/macho.c) on arbitrary bytes: the
  * slices of a (fat or thin) file, each 64-bit slice parsed, its sections
  * looked up and its symbol table walked, as the symbolizer does
- * (flush/symbolize_macho.c, symbolize_machodir.c).
+ * (symbolize/symbolize_macho.c, symbolize_machodir.c).
  *
  * Checked besides "no crash, no hang": slices, sections with data, the
  * symbol and string tables all lie inside the input; every symbol name

@@ -1,5 +1,5 @@
 /*
- * fuzz_symcache.c: the symbol cache loader (flush/symcache.c) on arbitrary
+ * fuzz_symcache.c: the symbol cache loader (symbolize/symcache.c) on arbitrary
  * bytes: stkr__symcache_open() checks the whole file; when it accepts,
  * lookups at every range start, around it and at random addresses must
  * stay inside the file (ASan) and return what the format allows.
@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 
 static void one(const uint8_t *data, size_t size);
 

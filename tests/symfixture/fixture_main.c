@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "flush/symbolize.h"
 #include "recorder/stackrec.h"
+#include "symbolize/symbolize.h"
 #include "tests/symfixture/fixture.h"
 
 /* Both chains from one call site, so every round has the same PCs. */

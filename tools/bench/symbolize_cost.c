@@ -9,7 +9,7 @@
  * frames (the inlined call and the function). Built -O2 -g.
  *
  * Contenders, each over the same 1,000 stacks, per round:
- *  - stackrec inproc (flush/symbolize.h), new PCs: the frame cache with
+ *  - stackrec inproc (symbolize/symbolize.h), new PCs: the frame cache with
  *    every PC forgotten, modules already open: what the worker pays for
  *    each PC new to the recording (function, file:line, column, inlined
  *    frames, demangling, interning);
@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "flush/flush_internal.h"
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "tools/bench/bench_util.h"
 
 #define NSTACKS 1000

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 
 #define ROUNDS 5
 

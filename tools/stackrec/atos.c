@@ -1,7 +1,7 @@
 /*
  * atos.c: `stackrec atos`: addresses to function, file:line and inlined
  * calls, with the options of Apple's atos, for a Mach-O binary or dSYM
- * (thin or universal) or an ELF file, on any platform (flush/symbolize.h,
+ * (thin or universal) or an ELF file, on any platform (symbolize/symbolize.h,
  * stkr__symfile: libdw reads a dSYM's DWARF through an in-memory ELF
  * image).
  *
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/cli.h"
 

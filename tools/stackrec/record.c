@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "preload/preload.h"
+#include "preload/match.h"
 #include "recorder/stackrec.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"

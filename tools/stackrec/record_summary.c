@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "preload/preload.h"
+#include "preload/match.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"

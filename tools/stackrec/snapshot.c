@@ -4,7 +4,7 @@
  * registers and stack window are copied (snapshot.h, snapshot_linux.c).
  * Output: text (per thread: TID, name, frames innermost first with
  * function and file:line), --json, or -o DIR (a recording).
- * Symbolization: the CLI's one symbolizer (//flush:symbolize), through its
+ * Symbolization: the CLI's one symbolizer (//symbolize), through its
  * frame cache, so a PC seen in several threads or snapshots is resolved
  * once; images are matched by build-id.
  */

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "tools/stackrec/snapshot_backend.h"
 
 /* One image mapped in the target (snapshot_images.c). */
@@ -58,7 +58,7 @@ const stkr_snap_image *stkr_snap_image_of(const stkr_snap_images *im,
 void stkr_snap_unwind(const stkr_snap_images *im, stkr_snap_thread *t);
 
 /* One thread's stack as recorded: its PCs (the real ones) and the frame
- * ids the frame cache gave them (flush/symbolize.h: stkr__symc_stack). */
+ * ids the frame cache gave them (symbolize/symbolize.h: stkr__symc_stack). */
 typedef struct stkr_snap_frames {
   const uint64_t *pcs;
   uint32_t n_pcs;

@@ -9,7 +9,7 @@
  * carries the Header (pid, comm, arch, symbolize "inproc") and the image
  * list, each carries the site "snapshot", the threads and stacks it meets
  * first and the StringDefs/FrameDefs those stacks need (the frame cache of
- * //flush:symbolize, one epoch: the segment is self-contained), and one
+ * //symbolize, one epoch: the segment is self-contained), and one
  * event per thread at the instant that thread was stopped. The last batch
  * is marked last: a clean end. Counters: every event is written.
  */

@@ -8,7 +8,7 @@
  * every StackDef gets its frames (StackDef.frames) and the StringDefs and
  * FrameDefs the segment still lacks are added, and the batch is encoded
  * again; everything else (events, payloads, threads, drops, counters,
- * headers) is carried over untouched. One frame cache (flush/symbolize.h)
+ * headers) is carried over untouched. One frame cache (symbolize/symbolize.h)
  * serves the whole run, so each unique PC is resolved once; a segment
  * starts a new "epoch", so every output segment is self-contained like the
  * recorder's own. The image list comes from the recording (whole list in
@@ -35,8 +35,8 @@
 #include <zstd.h>
 
 #include "common/stkr_grow.h"
-#include "flush/symbolize.h"
 #include "proto/stkr_format.h"
+#include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/symbolize_canon.h"
 

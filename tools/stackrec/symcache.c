@@ -1,7 +1,7 @@
 /*
  * symcache.c: `stackrec symcache build`: convert the DWARF (and symbol
  * table) of Mach-O builds once into per-build symbol caches,
- * DIR/<UUID>.stkrsym (format: docs/SYMCACHE.md; flush/symcache.c), which
+ * DIR/<UUID>.stkrsym (format: docs/SYMCACHE.md; symbolize/symcache.c), which
  * `stackrec symbolize --debug-dir DIR` and `stackrec atos --symcache DIR`
  * (or -o FILE.stkrsym) use in place of the DWARF when one matches.
  */
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 
 static const char symcache_help[] =

@@ -1,5 +1,5 @@
 /* Stand-in for the SDK's <objc/runtime.h>: the declarations
- * flush/symbolize_apple.c uses, copied by hand from Apple's objc4 headers
+ * symbolize/symbolize_apple.c uses, copied by hand from Apple's objc4 headers
  * (objc.h, runtime.h). BOOL is bool on arm64 and signed char on x86_64, as
  * in objc.h; the typed objc_msgSend casts depend on it. */
 #ifndef STKR_SHIM_OBJC_RUNTIME_H

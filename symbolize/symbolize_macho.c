@@ -32,9 +32,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flush/symbolize.h"
-#include "flush/symbolize_dwarf.h"
 #include "macho/macho.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_dwarf.h"
 
 #define MAX_DEBUG_SECTS 32
 

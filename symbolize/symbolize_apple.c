@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 
 /* Exported by libobjc (declared in its private objc-internal.h); the
  * public API's @autoreleasepool compiles to exactly these calls. */

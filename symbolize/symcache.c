@@ -36,9 +36,9 @@
 #include <unistd.h>
 
 #include "common/stkr_hash.h"
-#include "flush/symbolize.h"
-#include "flush/symbolize_dwarf.h"
 #include "macho/macho.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_dwarf.h"
 
 #define VERSION_N 2 /* 2: the word-wise checksum */
 #define VERSION ((uint32_t)VERSION_N)

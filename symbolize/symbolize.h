@@ -15,8 +15,8 @@
  *
  * Thread-safety: none; one thread owns a cache and its backend.
  */
-#ifndef STKR_FLUSH_SYMBOLIZE_H
-#define STKR_FLUSH_SYMBOLIZE_H
+#ifndef STKR_SYMBOLIZE_H
+#define STKR_SYMBOLIZE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -245,4 +245,4 @@ uint64_t stkr__demangle_swift_missed(void);
 /* The runtime used ("(loaded)" if the process had one), or NULL. */
 const char *stkr__demangle_swift_runtime(void);
 
-#endif /* STKR_FLUSH_SYMBOLIZE_H */
+#endif /* STKR_SYMBOLIZE_H */

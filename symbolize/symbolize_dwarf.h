@@ -3,17 +3,17 @@
  * (symbolize_elf.c, DWARF found by libdwfl) and the Mach-O one
  * (symbolize_macho.c, a dSYM's __DWARF sections presented to libdw as an
  * in-memory ELF image): the per-CU index of subprogram ranges and the
- * inline chain of one address. Internal to //flush:symbolize.
+ * inline chain of one address. Internal to //symbolize.
  *
  * Thread-safety: none; one thread owns an index and its name buffers.
  */
-#ifndef STKR_FLUSH_SYMBOLIZE_DWARF_H
-#define STKR_FLUSH_SYMBOLIZE_DWARF_H
+#ifndef STKR_SYMBOLIZE_DWARF_H
+#define STKR_SYMBOLIZE_DWARF_H
 
 #include <elfutils/libdw.h>
 #include <stdbool.h>
 
-#include "flush/symbolize.h"
+#include "symbolize/symbolize.h"
 
 typedef struct stkr__dwfn stkr__dwfn;
 typedef struct stkr__dwcu stkr__dwcu;
@@ -154,4 +154,4 @@ uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f);
  * stkr__symfile_open to tell an ELF file from an unreadable one.) */
 bool stkr__symbe_usable(const stkr__symbe *be);
 
-#endif /* STKR_FLUSH_SYMBOLIZE_DWARF_H */
+#endif /* STKR_SYMBOLIZE_DWARF_H */

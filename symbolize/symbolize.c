@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flush/symbolize.h"
 #include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
+#include "symbolize/symbolize.h"
 
 #define CHUNK_SHIFT 10
 #define CHUNK (1u << CHUNK_SHIFT)

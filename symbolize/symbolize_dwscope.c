@@ -19,7 +19,7 @@
  */
 #if !defined(__APPLE__)
 
-#include "flush/symbolize_dwarf.h"
+#include "symbolize/symbolize_dwarf.h"
 
 #include <dwarf.h>
 #include <stdint.h>

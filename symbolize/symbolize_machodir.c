@@ -27,9 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "flush/symbolize.h"
-#include "flush/symbolize_dwarf.h"
 #include "macho/macho.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_dwarf.h"
 
 #define MAX_DEPTH 8         /* dir/X.xcarchive/dSYMs/X.dSYM/Contents/... */
 #define MAX_FILES 200000u   /* bounds the walk of a huge directory */

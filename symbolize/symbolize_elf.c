@@ -44,8 +44,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flush/symbolize.h"
-#include "flush/symbolize_dwarf.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/symbolize_dwarf.h"
 
 typedef struct fnsym {
   uint64_t lo, hi; /* absolute addresses */

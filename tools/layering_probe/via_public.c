@@ -1,0 +1,3 @@
+/* Probe of tools/check_layering.py: see BUILD. */
+#include "recorder/stkr_internal.h"
+int stkr_probe_via_public(void) { return 0; }
