@@ -37,6 +37,7 @@
 #include "recorder/stackrec.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/html.h"
+#include "tests/testlib.h"
 
 static char g_tmp[512];
 
@@ -432,28 +433,6 @@ static int free_agg(void **state) {
   return 0;
 }
 
-/* The file's bytes, NUL-terminated; *len (if not NULL) gets their count. */
-static char *slurp_n(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *buf;
-  long n;
-
-  if (f == NULL)
-    fail_msg("cannot open %s: %s", path, strerror(errno));
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  buf = malloc((size_t)n + 1);
-  assert_non_null(buf);
-  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-  buf[n] = '\0';
-  fclose(f);
-  if (len != NULL)
-    *len = (size_t)n;
-  return buf;
-}
-
-static char *slurp(const char *path) { return slurp_n(path, NULL); }
 
 /* Headless Chromium, shared with test-compliance (tests/chromium_run.h). */
 static void run_chromium(const char *url, const char *mode,
@@ -468,7 +447,7 @@ static char *dom_of(const char *url_suffix, const char *name) {
   snprintf(url, sizeof url, "file://%s%s", g_page, url_suffix);
   snprintf(out, sizeof out, "%s/%s", g_out, name);
   run_chromium(url, "--dump-dom", out);
-  return slurp(out);
+  return tl_slurp_alloc(out, NULL);
 }
 
 /* The section of site i's flame graph in a dumped DOM (its <details>:
@@ -523,7 +502,7 @@ static void test_chromium_renders_flame_graphs(void **state) {
   assert_int_equal(g_agg->sites[ie].count, N_EVIL);
   assert_true(g_agg->drops_ring_full > 0);
   {
-    char *page = slurp(g_page);
+    char *page = tl_slurp_alloc(g_page, NULL);
     assert_self_contained(page);
     free(page);
   }
@@ -589,7 +568,7 @@ static void test_chromium_renders_flame_graphs(void **state) {
 static char *probe(const char *page, size_t site, const char *name,
                    const char *sibling, const char *root, const char *file) {
   char path[700], out[700], url[800];
-  char *src = slurp(page);
+  char *src = tl_slurp_alloc(page, NULL);
   FILE *f;
 
   snprintf(path, sizeof path, "%s/%s", g_tmp, file);
@@ -622,7 +601,7 @@ static char *probe(const char *page, size_t site, const char *name,
   snprintf(url, sizeof url, "file://%s", path);
   snprintf(out, sizeof out, "%s/dom-%s", g_out, file);
   run_chromium(url, "--dump-dom", out);
-  return slurp(out);
+  return tl_slurp_alloc(out, NULL);
 }
 
 /* Hover and clicks on the recording's page: the tooltip names the frame
@@ -718,7 +697,7 @@ static void test_chromium_screenshot(void **state) {
   snprintf(url, sizeof url, "file://%s", g_page);
   unlink(png);
   run_chromium(url, arg, "/dev/null");
-  p = (unsigned char *)slurp_n(png, &n);
+  p = (unsigned char *)tl_slurp_alloc(png, &n);
   assert_true(n > 33);
   assert_memory_equal(p, "\x89PNG\r\n\x1a\n", 8);
 
@@ -806,7 +785,7 @@ static char *dom_after(const stkr_agg *a, const char *name,
   snprintf(url, sizeof url, "file://%s", path);
   snprintf(out, sizeof out, "%s/dom-%s.html", g_out, name);
   run_chromium(url, "--dump-dom", out);
-  return slurp(out);
+  return tl_slurp_alloc(out, NULL);
 }
 
 /* A one-event stack beside a million-event one is far below one pixel:

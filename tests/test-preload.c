@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "proto/stkr_reader.h"
+#include "tests/testlib.h"
 
 /* Built with --config=asan or --config=tsan? */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -38,40 +39,13 @@
 static char g_bin[4096], g_lib[4096], g_fx_dir[4096], g_tmp[2048];
 static char g_home[2100], g_probe[4096];
 static char g_out[1 << 16], g_err[1 << 16];
-
-/* ---- running ---------------------------------------------------------------- */
-
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-
-  if (f != NULL) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
-
+static const tl_capture g_sh = {g_out, sizeof g_out, g_err, sizeof g_err,
+                                g_tmp, true, -1};
 /* Run a shell command line; stdout/stderr land in g_out/g_err. @return the
  * exit status (killed: fails the test). */
-static int sh(const char *fmt, ...) {
-  char cmd[16384], o[4200], e[4200];
-  va_list ap;
-  int st;
+#define sh(...) tl_sh(&g_sh, __VA_ARGS__)
 
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  snprintf(o, sizeof o, "%s/sh.out", g_tmp);
-  snprintf(e, sizeof e, "%s/sh.err", g_tmp);
-  snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " >'%s' 2>'%s'", o, e);
-  st = system(cmd);
-  slurp(o, g_out, sizeof g_out);
-  slurp(e, g_err, sizeof g_err);
-  if (!WIFEXITED(st))
-    fail_msg("%s: killed (status %#x)\n%s", cmd, st, g_err);
-  return WEXITSTATUS(st);
-}
+/* ---- running ---------------------------------------------------------------- */
 
 /* A fresh directory name under TEST_TMPDIR (not created). */
 static const char *fresh(const char *tag) {
@@ -303,39 +277,17 @@ static void assert_first_pc(const rec *r, const ev *e, const char *fixture,
  * the Python demo is skipped. */
 #if defined(__SANITIZE_ADDRESS__)
 static char g_san_rt[1024];
-
-static int find_san_rt(struct dl_phdr_info *info, size_t size, void *arg) {
-  const char *b = strrchr(info->dlpi_name, '/');
-  (void)size;
-  (void)arg;
-  b = b ? b + 1 : info->dlpi_name;
-  if (strncmp(b, "libasan", 7) == 0 || strncmp(b, "libtsan", 7) == 0) {
-    snprintf(g_san_rt, sizeof g_san_rt, "%s", info->dlpi_name);
-    return 1;
-  }
-  return 0;
-}
 #endif
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *tmp = getenv("TEST_TMPDIR");
-  char root[2048], p[4300];
+  char p[4300];
   (void)state;
 
-  snprintf(root, sizeof root, "%.1000s/%.100s", src ? src : ".",
-           ws ? ws : "stackrec");
-  snprintf(g_bin, sizeof g_bin, "%s/tools/stackrec", root);
-  snprintf(g_lib, sizeof g_lib, "%s/preload/libstackrec_preload.so", root);
-  snprintf(g_fx_dir, sizeof g_fx_dir, "%s/tests/preload_fixtures", root);
-  snprintf(g_probe, sizeof g_probe, "%s/tools/demo/privacy_probe.py", root);
+  tl_runfile(g_bin, sizeof g_bin, "tools/stackrec");
+  tl_runfile(g_lib, sizeof g_lib, "preload/libstackrec_preload.so");
+  tl_runfile(g_fx_dir, sizeof g_fx_dir, "tests/preload_fixtures");
+  tl_runfile(g_probe, sizeof g_probe, "tools/demo/privacy_probe.py");
   snprintf(g_tmp, sizeof g_tmp, "%.2000s/preload", tmp ? tmp : "/tmp");
   mkdir(g_tmp, 0700);
   if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0) {
@@ -348,7 +300,7 @@ static int setup(void **state) {
   snprintf(p, sizeof p, "%s/.ssh", g_home);
   mkdir(p, 0700);
   snprintf(p, sizeof p, "%s/.ssh/id_fixture", g_home);
-  write_file(p, "fixture-key\n");
+  assert_int_equal(tl_write_file(p, "fixture-key\n"), 0);
   setenv("HOME", g_home, 1);
   setenv("STACKREC_PRELOAD", g_lib, 1);
   setenv("STACKREC_ENV_NAMES", "HOME,STKR_FIXTURE_*", 1);
@@ -364,7 +316,7 @@ static int setup(void **state) {
   unsetenv("LD_PRELOAD");
 #if defined(__SANITIZE_ADDRESS__)
   {
-    dl_iterate_phdr(find_san_rt, NULL);
+    tl_asan_runtime(g_san_rt, sizeof g_san_rt);
     if (g_san_rt[0] == '\0') {
       fprintf(stderr, "sanitizer build, but no sanitizer runtime loaded\n");
       return -1;

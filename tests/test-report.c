@@ -366,7 +366,7 @@ static void test_html(void **state) {
   assert_string_equal(cr_err, "");
   assert_non_null(strstr(cr_out, "# HTML report written to "));
   assert_null(strstr(cr_out, "open_config")); /* no text stacks */
-  cr_slurp(path, html, sizeof html);
+  tl_slurp(path, html, sizeof html);
   assert_non_null(strstr(html, "<html"));
   assert_non_null(strstr(html, "files.open"));
   assert_non_null(strstr(html, "open_config"));
@@ -374,7 +374,7 @@ static void test_html(void **state) {
    * the page says so before anything else. */
   assert_null(strstr(html, "class=\"incomplete\""));
   assert_int_equal(cr_run("report --html '%s' '%s'", path, g_std), 0);
-  cr_slurp(path, html, sizeof html);
+  tl_slurp(path, html, sizeof html);
   assert_non_null(strstr(html, "</h1>\n<p class=\"incomplete\" role=\"alert\">"
                                "<strong>INCOMPLETE: 1 of 1 process: 14 events "
                                "dropped (ring full 6, reentrant 2, other 4, "
