@@ -203,3 +203,48 @@ int sr_write(const char *dir, const sr_rec *r) {
   stkr_fmt_buf_free(&buf);
   return err;
 }
+
+/* ---- the standard symbolized recording ------------------------------------ */
+
+static const char *const sr_std_sites[] = {"files.open", "files.stat",
+                                           "network.connect"};
+static const char *const sr_std_threads[] = {"main", "io"};
+static const sr_frame sr_std_open[] = {
+    {"open_config", "app/config.c", 12, false, true},
+    {"libc_wrapper", NULL, 0, false, false},
+    {"load", "app/load.c", 30, true, true}, /* inlined into main */
+    {"main", "app/main.c", 40, false, true},
+};
+static const sr_frame sr_std_lib_only[] = {
+    {"__libc_open", NULL, 0, false, false},
+    {"__libc_start", NULL, 0, false, false},
+};
+static const sr_frame sr_std_stat[] = {
+    {"stat_it", "app/stat.c", 7, false, true},
+    {"main", "app/main.c", 44, false, true},
+};
+static const sr_frame sr_std_unknown[] = {
+    {NULL, NULL, 0, false, true}, /* app+offset */
+    {"main", "app/main.c", 50, false, true},
+};
+static const sr_stack sr_std_stacks[] = {
+    {1, sr_std_open, 4, false},
+    {1, sr_std_lib_only, 2, false},
+    {2, sr_std_stat, 2, true},
+    {3, sr_std_unknown, 2, false},
+};
+/* Stack 1 on main at t=0, 10, 70 ns and on io at 20; stack 2 at 30 (main),
+ * stack 3 at 40 (io), stack 4 at 50, 60 (main). */
+static const sr_event sr_std_evs[] = {
+    {1, 1, 0}, {1, 1, 10}, {1, 2, 10}, {2, 1, 10}, {3, 2, 10},
+    {4, 1, 10}, {4, 1, 10}, {1, 1, 10},
+};
+
+sr_rec sr_std(uint32_t pid, uint64_t pc_base) {
+  sr_rec r = {.pid = pid, .name = "app", .pc_base = pc_base,
+              .start_ns = 1000000000ull, .sites = sr_std_sites, .n_sites = 3,
+              .threads = sr_std_threads, .n_threads = 2,
+              .stacks = sr_std_stacks, .n_stacks = 4, .evs = sr_std_evs,
+              .n_evs = 8, .last = true};
+  return r;
+}

@@ -65,4 +65,16 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out);
 /* Write r as dir/stackrec-<pid>-000001.zst. @return 0 or -errno. */
 int sr_write(const char *dir, const sr_rec *r);
 
+/* The standard symbolized recording of process `pid` (name "app", a clean
+ * end), its app image at pc_base. Sites files.open, files.stat,
+ * network.connect; threads main, io; 8 events on 4 stacks:
+ *   1  files.open       open_config (app/config.c:12) < libc_wrapper (libc)
+ *                       < load (app/load.c:30, inlined) < main (:40)
+ *                       x4: main at t=0, 10, 70 ns, io at 20
+ *   2  files.open       __libc_open < __libc_start (libc only) x1
+ *   3  files.stat       stat_it (app/stat.c:7) < main (:44), truncated x1
+ *   4  network.connect  an unknown app frame < main (:50) x2
+ * (times in ns after start_ns = 1 s). */
+sr_rec sr_std(uint32_t pid, uint64_t pc_base);
+
 #endif

@@ -31,52 +31,10 @@
 #include "tests/symrec.h"
 
 static char g_std[4096]; /* the standard recording */
-static char g_sym[4096]; /* k_rec below */
-
-static const char *const k_sites[] = {"files.open", "files.stat",
-                                      "network.connect"};
-static const char *const k_threads[] = {"main", "io"};
-static const sr_frame k_open[] = {
-    {"open_config", "app/config.c", 12, false, true},
-    {"libc_wrapper", NULL, 0, false, false},
-    {"load", "app/load.c", 30, true, true},
-    {"main", "app/main.c", 40, false, true},
-};
-static const sr_frame k_lib_only[] = {
-    {"__libc_open", NULL, 0, false, false},
-    {"__libc_start", NULL, 0, false, false},
-};
-static const sr_frame k_stat[] = {
-    {"stat_it", "app/stat.c", 7, false, true},
-    {"main", "app/main.c", 44, false, true},
-};
-static const sr_frame k_unknown[] = {
-    {NULL, NULL, 0, false, true},
-    {"main", "app/main.c", 50, false, true},
-};
-static const sr_stack k_stacks[] = {
-    {1, k_open, 4, false},
-    {1, k_lib_only, 2, false},
-    {2, k_stat, 2, true},
-    {3, k_unknown, 2, false},
-};
-/* Stack 1 on main at t=0, 10, 70 ns and on io at 20; stack 2 at 30 (main),
- * stack 3 at 40 (io), stack 4 at 50, 60 (main). */
-static const sr_event k_evs[] = {
-    {1, 1, 0}, {1, 1, 10}, {1, 2, 10}, {2, 1, 10}, {3, 2, 10},
-    {4, 1, 10}, {4, 1, 10}, {1, 1, 10},
-};
-
-static sr_rec k_rec(uint32_t pid) {
-  sr_rec r = {.pid = pid, .name = "app", .pc_base = 0x400000,
-              .start_ns = 1000000000ull, .sites = k_sites, .n_sites = 3,
-              .threads = k_threads, .n_threads = 2, .stacks = k_stacks,
-              .n_stacks = 4, .evs = k_evs, .n_evs = 8, .last = true};
-  return r;
-}
+static char g_sym[4096]; /* sr_std(100, 0x400000) */
 
 static int setup(void **state) {
-  sr_rec r = k_rec(100);
+  sr_rec r = sr_std(100, 0x400000);
   (void)state;
 
   if (cr_setup() != 0)
