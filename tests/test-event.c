@@ -17,6 +17,7 @@
 
 #include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
+#include "tests/signal_storm.h"
 
 STKR_SITE_DEFINE(g_site_a, "test.a");
 STKR_SITE_DEFINE(g_site_b, "test.b");
@@ -337,52 +338,34 @@ static void on_alarm(int sig) {
   errno = saved;
 }
 
+/* Every record of the storm is intact: a's or b's, with its payload, and
+ * a full record's key is the hash of its PCs. */
+static void check_storm_record(const stkr__record *rec) {
+  uint32_t a = stkr__site_id(&g_site_a), b = stkr__site_id(&g_site_b);
+
+  assert_true(rec->site_id == a || rec->site_id == b);
+  assert_int_equal(rec->payload_len, rec->site_id == a ? 4 : 3);
+  assert_memory_equal(stkr__record_payload(rec),
+                      rec->site_id == a ? "main" : "sig", rec->payload_len);
+  if (!stkr__record_known(rec))
+    assert_int_equal(stkr__record_as_full(rec)->key[0],
+                     stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
+}
+
 static void test_signal_handler_events_never_corrupt_ring(void **state) {
   struct sigaction sa;
   struct itimerval it = {{0, 20}, {0, 20}};
   stkr__counts c0, c1;
-  uint32_t a = stkr__site_id(&g_site_a), b = stkr__site_id(&g_site_b);
-  uint64_t seen = 0, loop;
-  const stkr__record *rec;
   (void)state;
   assert_int_equal(stkr_thread_attach(), 0);
-  stkr__threads_counts(&c0);
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_alarm;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGALRM, &sa, NULL);
-  setitimer(ITIMER_REAL, &it, NULL);
-  for (loop = 0; loop < 300000; loop++) {
-    (void)stkr_event(&g_site_a, "main", 4);
-    if (loop % 64 == 0) {
-      while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-        assert_true(rec->site_id == a || rec->site_id == b);
-        assert_int_equal(rec->payload_len, rec->site_id == a ? 4 : 3);
-        assert_memory_equal(stkr__record_payload(rec),
-                            rec->site_id == a ? "main" : "sig",
-                            rec->payload_len);
-        if (!stkr__record_known(rec))
-          assert_int_equal(stkr__record_as_full(rec)->key[0],
-                           stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
-        stkr__ring_release(my_ring(), rec);
-        seen++;
-      }
-    }
-  }
-  memset(&it, 0, sizeof it);
-  setitimer(ITIMER_REAL, &it, NULL);
-  while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-    stkr__ring_release(my_ring(), rec);
-    seen++;
-  }
-  stkr__threads_counts(&c1);
-  assert_true(g_handler_calls > 0);
   /* attempted == pushed + dropped, and every pushed record was read. */
-  assert_int_equal(c1.pushed - c0.pushed, seen);
-  assert_int_equal((c1.pushed - c0.pushed) +
-                       (c1.dropped_ring_full - c0.dropped_ring_full) +
-                       (c1.dropped_reentrant - c0.dropped_reentrant),
-                   300000 + (uint64_t)g_handler_calls);
+  storm_run(&g_site_a, "main", 4, 300000, &it, &g_handler_calls,
+            check_storm_record, &c0, &c1);
+  assert_true(g_handler_calls > 0);
   print_message("signal storm: %d handler events, %llu dropped re-entrant\n",
                 (int)g_handler_calls,
                 (unsigned long long)(c1.dropped_reentrant - c0.dropped_reentrant));

@@ -29,6 +29,7 @@
 
 #include "recorder/stkr_internal.h"
 #include "tests/hostile_fixtures/hostile.h"
+#include "tests/signal_storm.h"
 
 #define MAX_DEPTH 64
 
@@ -242,6 +243,13 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
+/* On the alternate stack: outside the bounds, no PCs. */
+static uint32_t g_storm_sig_id;
+static void check_alt_record(const stkr__record *rec) {
+  if (rec->site_id == g_storm_sig_id)
+    assert_int_equal(rec->depth, 0);
+}
+
 /* The alternate stack lies outside the thread's stack bounds: events from
  * it are recorded with no PCs rather than walked. A storm of them while
  * the thread records too: every attempt accounted for. */
@@ -252,7 +260,6 @@ static void test_sigaltstack_handler_events(void **state) {
   stack_t ss, old_ss;
   stkr__counts c0, c1;
   uint32_t sig_id = stkr__site_id(&g_sig_site);
-  uint64_t seen = 0, i;
   const stkr__record *rec;
   uint8_t *map;
   (void)state;
@@ -288,35 +295,12 @@ static void test_sigaltstack_handler_events(void **state) {
   stkr__ring_release(my_ring(), rec);
 
   /* A storm, interrupting the thread's own events. */
-  stkr__threads_counts(&c0);
-  g_sig_calls = g_sig_on_alt = 0;
-  setitimer(ITIMER_REAL, &it, NULL);
-  for (i = 0; i < 200000; i++) {
-    (void)stkr_event(&g_site, NULL, 0);
-    if (i % 64 == 0) {
-      while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-        /* On the alternate stack: outside the bounds, no PCs. */
-        if (rec->site_id == sig_id)
-          assert_int_equal(rec->depth, 0);
-        stkr__ring_release(my_ring(), rec);
-        seen++;
-      }
-    }
-  }
-  memset(&it, 0, sizeof it);
-  setitimer(ITIMER_REAL, &it, NULL);
-  while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-    stkr__ring_release(my_ring(), rec);
-    seen++;
-  }
-  stkr__threads_counts(&c1);
+  g_sig_on_alt = 0;
+  g_storm_sig_id = sig_id;
+  storm_run(&g_site, NULL, 0, 200000, &it, &g_sig_calls, check_alt_record,
+            &c0, &c1);
   assert_int_equal(g_sig_rc_bad, 0);
   assert_true(g_sig_calls > 0);
-  assert_int_equal(c1.pushed - c0.pushed, seen);
-  assert_int_equal((c1.pushed - c0.pushed) +
-                       (c1.dropped_ring_full - c0.dropped_ring_full) +
-                       (c1.dropped_reentrant - c0.dropped_reentrant),
-                   200000 + (uint64_t)g_sig_calls);
   print_message("altstack storm: %d handler events (%d on the alternate "
                 "stack), %llu dropped re-entrant\n",
                 (int)g_sig_calls, (int)g_sig_on_alt,
