@@ -52,13 +52,8 @@ static const tl_capture g_sh = {g_out, sizeof g_out, g_err, sizeof g_err,
 
 /* ---- running ---------------------------------------------------------------- */
 
-/* A fresh directory name under TEST_TMPDIR (not created). */
-static __attribute__((unused)) const char *fresh(const char *tag) {
-  static char buf[4096];
-  static int n;
-  snprintf(buf, sizeof buf, "%s/%s-%d", g_tmp, tag, ++n);
-  return buf;
-}
+/* A fresh directory name under g_tmp (not created). */
+#define fresh(tag) tl_fresh(g_tmp, (tag))
 
 /* `stackrec record -o DIR [opts] -- FIXTURE args`. */
 static __attribute__((unused))
@@ -292,20 +287,14 @@ static char g_san_rt[1024];
 #endif
 
 static __attribute__((unused)) int setup(void **state) {
-  const char *tmp = getenv("TEST_TMPDIR");
   char p[4300];
   (void)state;
 
-  tl_runfile(g_bin, sizeof g_bin, "tools/stackrec");
-  tl_runfile(g_lib, sizeof g_lib, "preload/libstackrec_preload.so");
+  if (tl_hook_paths("preload", g_bin, sizeof g_bin, g_lib, sizeof g_lib,
+                    g_tmp, sizeof g_tmp) != 0)
+    return -1;
   tl_runfile(g_fx_dir, sizeof g_fx_dir, "tests/preload_fixtures");
   tl_runfile(g_probe, sizeof g_probe, "tools/demo/privacy_probe.py");
-  snprintf(g_tmp, sizeof g_tmp, "%.2000s/preload", tmp ? tmp : "/tmp");
-  mkdir(g_tmp, 0700);
-  if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0) {
-    fprintf(stderr, "missing %s or %s\n", g_bin, g_lib);
-    return -1;
-  }
   /* A home with a key in it: the files category must see ~/.ssh. */
   snprintf(g_home, sizeof g_home, "%s/home", g_tmp);
   mkdir(g_home, 0700);

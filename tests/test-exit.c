@@ -184,18 +184,15 @@ static void test_record_cli(void **state) {
 }
 
 static int setup(void **state) {
-  const char *tmp = getenv("TEST_TMPDIR");
   char home[2200];
   (void)state;
 
-  tl_runfile(g_bin, sizeof g_bin, "tools/stackrec");
-  tl_runfile(g_lib, sizeof g_lib, "preload/libstackrec_preload.so");
+  if (tl_hook_paths("exit", g_bin, sizeof g_bin, g_lib, sizeof g_lib, g_tmp,
+                    sizeof g_tmp) != 0)
+    return -1;
   tl_runfile(g_fx, sizeof g_fx, "tests/preload_fixtures/exit_busy");
-  snprintf(g_tmp, sizeof g_tmp, "%.2000s/exit", tmp ? tmp : "/tmp");
-  mkdir(g_tmp, 0700);
-  if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0 ||
-      access(g_fx, X_OK) != 0) {
-    fprintf(stderr, "missing %s, %s or %s\n", g_bin, g_lib, g_fx);
+  if (access(g_fx, X_OK) != 0) {
+    fprintf(stderr, "missing %s\n", g_fx);
     return -1;
   }
   snprintf(home, sizeof home, "%s/home", g_tmp);

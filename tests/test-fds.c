@@ -199,17 +199,11 @@ static void test_python_dup2_over_all(void **state) {
 }
 
 static int setup(void **state) {
-  const char *tmp = getenv("TEST_TMPDIR");
   (void)state;
 
-  tl_runfile(g_bin, sizeof g_bin, "tools/stackrec");
-  tl_runfile(g_lib, sizeof g_lib, "preload/libstackrec_preload.so");
-  snprintf(g_tmp, sizeof g_tmp, "%.2000s/fds", tmp ? tmp : "/tmp");
-  mkdir(g_tmp, 0700);
-  if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0) {
-    fprintf(stderr, "missing %s or %s\n", g_bin, g_lib);
+  if (tl_hook_paths("fds", g_bin, sizeof g_bin, g_lib, sizeof g_lib, g_tmp,
+                    sizeof g_tmp) != 0)
     return -1;
-  }
   /* STKR_TEST_PRELOAD: another build of the hook library (to show what an
    * older recorder does to the same programs). */
   if (getenv("STKR_TEST_PRELOAD") != NULL)

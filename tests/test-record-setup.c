@@ -42,12 +42,8 @@
 
 static char g_tmp[2048], g_lib[4096];
 
-static const char *fresh(const char *tag) {
-  static char buf[4096];
-  static int n;
-  snprintf(buf, sizeof buf, "%s/%s-%d", g_tmp, tag, ++n);
-  return buf;
-}
+/* A fresh directory name under g_tmp (not created). */
+#define fresh(tag) tl_fresh(g_tmp, (tag))
 
 #if defined(__SANITIZE_ADDRESS__)
 static char g_san_rt[1024];

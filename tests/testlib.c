@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -47,6 +49,14 @@ char *tl_slurp_alloc(const char *path, size_t *len) {
   fclose(f);
   if (len != NULL)
     *len = (size_t)n;
+  return buf;
+}
+
+const char *tl_fresh(const char *dir, const char *tag) {
+  static char buf[4096];
+  static int n;
+
+  snprintf(buf, sizeof buf, "%s/%s-%d", dir, tag, ++n);
   return buf;
 }
 
@@ -104,6 +114,21 @@ const char *tl_runfile(char *buf, size_t cap, const char *rel) {
   snprintf(buf, cap, "%.2000s/%.100s/%s", src ? src : ".",
            ws ? ws : "stackrec", rel);
   return buf;
+}
+
+int tl_hook_paths(const char *tag, char *bin, size_t bin_cap, char *lib,
+                  size_t lib_cap, char *tmp, size_t tmp_cap) {
+  const char *t = getenv("TEST_TMPDIR");
+
+  tl_runfile(bin, bin_cap, "tools/stackrec");
+  tl_runfile(lib, lib_cap, "preload/libstackrec_preload.so");
+  snprintf(tmp, tmp_cap, "%.2000s/%s", t ? t : "/tmp", tag);
+  mkdir(tmp, 0700);
+  if (access(bin, X_OK) != 0 || access(lib, R_OK) != 0) {
+    fprintf(stderr, "missing %s or %s\n", bin, lib);
+    return -1;
+  }
+  return 0;
 }
 
 typedef struct tl_rt {

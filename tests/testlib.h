@@ -23,6 +23,10 @@ void tl_slurp(const char *path, char *buf, size_t cap);
  * its length in *len if not NULL. Fails the test if it cannot be read. */
 char *tl_slurp_alloc(const char *path, size_t *len);
 
+/* A path dir/<tag>-<n> not used before by this process (not created), in
+ * a static buffer (the next call overwrites it). */
+const char *tl_fresh(const char *dir, const char *tag);
+
 /* Write text to path (created or truncated). @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
 
@@ -54,6 +58,14 @@ int tl_vsh(const tl_capture *c, const char *fmt, va_list ap);
 /* The runfiles path of rel ("tools/stackrec"): $TEST_SRCDIR/$TEST_WORKSPACE
  * (or "."/"stackrec")/rel, into buf. @return buf. */
 const char *tl_runfile(char *buf, size_t cap, const char *rel);
+
+/* What every test of the hook library needs first: the tool
+ * (tools/stackrec) into bin and the hook library
+ * (preload/libstackrec_preload.so) into lib, from the runfiles, and a
+ * scratch directory $TEST_TMPDIR/<tag> (created) into tmp. @return 0, or
+ * -1 saying on stderr which is missing. */
+int tl_hook_paths(const char *tag, char *bin, size_t bin_cap, char *lib,
+                  size_t lib_cap, char *tmp, size_t tmp_cap);
 
 /* The path of the ASan runtime loaded in this process ("" if none): it
  * must come first in LD_PRELOAD of a program our ASan-built hooks go into. */
