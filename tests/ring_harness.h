@@ -1,12 +1,14 @@
 /*
- * signal_storm.h: the signal harness test-event.c and test-hostile.c share
- * (header-only: both are also built for aarch64 by tests/aarch64/run.sh
- * with the recorder alone). The thread records in a loop while ITIMER_REAL
- * fires a handler that records too; the thread drains its own ring as it
- * goes; then every attempt must be accounted for.
+ * ring_harness.h: what test-event.c and test-hostile.c share to drive the
+ * recorder's rings directly, without the flush worker (header-only: both
+ * are also built for aarch64 by tests/aarch64/run.sh with the recorder
+ * alone): starting and stopping the recorder, this thread's ring, and the
+ * signal storm (the thread records in a loop while ITIMER_REAL fires a
+ * handler that records too; the thread drains its own ring as it goes;
+ * then every attempt must be accounted for).
  */
-#ifndef STKR_TEST_SIGNAL_STORM_H
-#define STKR_TEST_SIGNAL_STORM_H
+#ifndef STKR_TEST_RING_HARNESS_H
+#define STKR_TEST_RING_HARNESS_H
 
 #include <signal.h>
 #include <stdint.h>
@@ -15,8 +17,27 @@
 
 #include "recorder/stkr_internal.h"
 
+/* Start the recorder (no worker: the test reads the rings itself).
+ * @return stkr__recorder_start's result. */
+static __attribute__((unused)) int rh_start(size_t ring_bytes,
+                                            unsigned max_depth,
+                                            unsigned payload_max) {
+  stkr__rconf rc = {ring_bytes, max_depth, 0, payload_max};
+  return stkr__recorder_start(&rc, NULL, NULL, NULL);
+}
+
+/* A cmocka teardown: stop the recorder, empty this thread's ring. */
+static __attribute__((unused)) int rh_stop(void **state) {
+  stkr__thread *t = stkr__tls;
+  (void)state;
+  stkr__recorder_stop();
+  if ((uintptr_t)t > STKR__THREAD_SENTINEL_MAX)
+    stkr__ring_reset(&t->ring);
+  return 0;
+}
+
 /* This thread's ring (it must have recorded or attached). */
-static stkr__ring *storm_ring(void) {
+static stkr__ring *rh_ring(void) {
   assert_true((uintptr_t)stkr__tls > STKR__THREAD_SENTINEL_MAX);
   return &stkr__tls->ring;
 }
@@ -28,7 +49,7 @@ static stkr__ring *storm_ring(void) {
  * check (if not NULL) and is released. Then: every record pushed was read,
  * and pushed + dropped (ring full, re-entrant) == n + handler calls.
  * c0/c1: the counts before and after, for the caller's own checks. */
-static void storm_run(stkr_site *site, const char *payload, size_t len,
+static __attribute__((unused)) void storm_run(stkr_site *site, const char *payload, size_t len,
                       uint64_t n, const struct itimerval *it,
                       volatile sig_atomic_t *handler_calls,
                       void (*check)(const stkr__record *rec),
@@ -43,18 +64,18 @@ static void storm_run(stkr_site *site, const char *payload, size_t len,
   for (i = 0; i < n; i++) {
     (void)stkr_event(site, payload, len);
     if (i % 64 == 0) {
-      while ((rec = stkr__ring_peek(storm_ring())) != NULL) {
+      while ((rec = stkr__ring_peek(rh_ring())) != NULL) {
         if (check != NULL)
           check(rec);
-        stkr__ring_release(storm_ring(), rec);
+        stkr__ring_release(rh_ring(), rec);
         seen++;
       }
     }
   }
   memset(&off, 0, sizeof off);
   setitimer(ITIMER_REAL, &off, NULL);
-  while ((rec = stkr__ring_peek(storm_ring())) != NULL) {
-    stkr__ring_release(storm_ring(), rec);
+  while ((rec = stkr__ring_peek(rh_ring())) != NULL) {
+    stkr__ring_release(rh_ring(), rec);
     seen++;
   }
   stkr__threads_counts(c1);
