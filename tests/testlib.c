@@ -6,6 +6,7 @@
 #endif
 #include "tests/testlib.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <link.h>
 #include <setjmp.h>
@@ -58,6 +59,52 @@ const char *tl_fresh(const char *dir, const char *tag) {
 
   snprintf(buf, sizeof buf, "%s/%s-%d", dir, tag, ++n);
   return buf;
+}
+
+/* Calls fn(dir, name, arg) for each entry of dir whose name ends in suffix
+ * (and is longer). @return how many. */
+static int tl_each_suffix(const char *dir, const char *suffix,
+                          void (*fn)(const char *, const char *, void *),
+                          void *arg) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t sl = strlen(suffix);
+  int n = 0;
+
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0) {
+      if (fn != NULL)
+        fn(dir, e->d_name, arg);
+      n++;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+int tl_count_files(const char *dir, const char *suffix) {
+  return tl_each_suffix(dir, suffix, NULL, NULL);
+}
+
+typedef struct tl_path {
+  char *out;
+  size_t cap;
+} tl_path;
+
+static void tl_keep_path(const char *dir, const char *name, void *arg) {
+  const tl_path *p = arg;
+
+  snprintf(p->out, p->cap, "%s/%s", dir, name);
+}
+
+void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap) {
+  tl_path p = {out, cap};
+
+  out[0] = '\0';
+  tl_each_suffix(dir, suffix, tl_keep_path, &p);
+  assert_true(out[0] != '\0');
 }
 
 int tl_write_file(const char *path, const char *text) {

@@ -27,6 +27,13 @@ char *tl_slurp_alloc(const char *path, size_t *len);
  * a static buffer (the next call overwrites it). */
 const char *tl_fresh(const char *dir, const char *tag);
 
+/* How many entries of dir end in suffix (longer than it). */
+int tl_count_files(const char *dir, const char *suffix);
+
+/* The path of the one entry of dir that ends in suffix (the last found if
+ * several), into out. Fails the test if there is none. */
+void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap);
+
 /* Write text to path (created or truncated). @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
 
