@@ -290,6 +290,26 @@ static void test_chromium_renders_flame_graphs(void **state) {
   free(dom);
 }
 
+/* html with `script` run after the page's own script, written to
+ * g_tmp/file, as headless Chromium leaves the DOM (kept as
+ * g_out/dom-<file>). */
+static char *dom_with_script(const char *html, const char *file,
+                             const char *script) {
+  char path[700], out[700], url[800];
+  FILE *f;
+
+  snprintf(path, sizeof path, "%s/%s", g_tmp, file);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(html, f);
+  fprintf(f, "<script>(function () {\n%s})();</script>\n", script);
+  assert_int_equal(fclose(f), 0);
+  snprintf(url, sizeof url, "file://%s", path);
+  snprintf(out, sizeof out, "%s/dom-%s", g_out, file);
+  run_chromium(url, "--dump-dom", out);
+  return tl_slurp_alloc(out, NULL);
+}
+
 /* Interaction, driven by a script appended to a copy of the page: hover
  * the box named `name` in site `site` (the tooltip's text is kept in
  * body[data-tip]), click it (zoom: body[data-zoom] gets the hash, whether
@@ -297,41 +317,30 @@ static void test_chromium_renders_flame_graphs(void **state) {
  * box (zoom out: body[data-reset]). Returns the dumped DOM. */
 static char *probe(const char *page, size_t site, const char *name,
                    const char *sibling, const char *root, const char *file) {
-  char path[700], out[700], url[800];
-  char *src = tl_slurp_alloc(page, NULL);
-  FILE *f;
+  char script[4096], *src = tl_slurp_alloc(page, NULL), *dom;
 
-  snprintf(path, sizeof path, "%s/%s", g_tmp, file);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(src, f);
+  snprintf(script, sizeof script,
+           "var g = document.querySelector('#site-%zu .flame');\n"
+           "function box(t) { var b = g.querySelectorAll('.fr');\n"
+           "  for (var i = 0; i < b.length; i++) if (b[i].textContent === t)"
+           " return b[i]; return null; }\n"
+           "var b = box(%s), r = b.getBoundingClientRect();\n"
+           "b.dispatchEvent(new MouseEvent('mousemove', {bubbles: true,"
+           " clientX: r.left + 4, clientY: r.top + 4}));\n"
+           "var tip = document.getElementById('tip');\n"
+           "document.body.setAttribute('data-tip', (tip.hidden ? 'hidden|' :"
+           " 'shown|') + tip.textContent);\n"
+           "b.click();\n"
+           "document.body.setAttribute('data-zoom', location.hash + '|' +"
+           " (box(%s) ? 'sibling drawn' : 'sibling gone') + '|' +"
+           " box(%s).style.width);\n"
+           "box(%s).click();\n"
+           "document.body.setAttribute('data-reset', location.hash + '|' +"
+           " (box(%s) ? 'sibling drawn' : 'sibling gone'));\n",
+           site, name, sibling, name, root, sibling);
+  dom = dom_with_script(src, file, script);
   free(src);
-  fprintf(f,
-          "<script>(function () {\n"
-          "var g = document.querySelector('#site-%zu .flame');\n"
-          "function box(t) { var b = g.querySelectorAll('.fr');\n"
-          "  for (var i = 0; i < b.length; i++) if (b[i].textContent === t)"
-          " return b[i]; return null; }\n"
-          "var b = box(%s), r = b.getBoundingClientRect();\n"
-          "b.dispatchEvent(new MouseEvent('mousemove', {bubbles: true,"
-          " clientX: r.left + 4, clientY: r.top + 4}));\n"
-          "var tip = document.getElementById('tip');\n"
-          "document.body.setAttribute('data-tip', (tip.hidden ? 'hidden|' :"
-          " 'shown|') + tip.textContent);\n"
-          "b.click();\n"
-          "document.body.setAttribute('data-zoom', location.hash + '|' +"
-          " (box(%s) ? 'sibling drawn' : 'sibling gone') + '|' +"
-          " box(%s).style.width);\n"
-          "box(%s).click();\n"
-          "document.body.setAttribute('data-reset', location.hash + '|' +"
-          " (box(%s) ? 'sibling drawn' : 'sibling gone'));\n"
-          "})();</script>\n",
-          site, name, sibling, name, root, sibling);
-  assert_int_equal(fclose(f), 0);
-  snprintf(url, sizeof url, "file://%s", path);
-  snprintf(out, sizeof out, "%s/dom-%s", g_out, file);
-  run_chromium(url, "--dump-dom", out);
-  return tl_slurp_alloc(out, NULL);
+  return dom;
 }
 
 /* Hover and clicks on the recording's page: the tooltip names the frame
@@ -501,21 +510,12 @@ static void test_chromium_screenshot(void **state) {
  * headless Chromium leaves the DOM (name: the files' base name). */
 static char *dom_after(const stkr_agg *a, const char *name,
                        const char *script) {
-  char path[700], out[700], url[800], *page;
-  FILE *f;
+  char file[300], *page = page_of(a, name), *dom;
 
-  page = page_of(a, name);
-  snprintf(path, sizeof path, "%s/%s.html", g_tmp, name);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(page, f);
+  snprintf(file, sizeof file, "%s.html", name);
+  dom = dom_with_script(page, file, script);
   free(page);
-  fprintf(f, "<script>(function () {\n%s})();</script>\n", script);
-  assert_int_equal(fclose(f), 0);
-  snprintf(url, sizeof url, "file://%s", path);
-  snprintf(out, sizeof out, "%s/dom-%s.html", g_out, name);
-  run_chromium(url, "--dump-dom", out);
-  return tl_slurp_alloc(out, NULL);
+  return dom;
 }
 
 /* A one-event stack beside a million-event one is far below one pixel:
