@@ -123,6 +123,16 @@ static void rb_free(readback *rb) {
   free(rb->thread_of);
 }
 
+/* dir holds `events` events, among them the payloads 0..n-1 once each. */
+static void assert_read_once(const char *dir, uint64_t events, uint32_t n) {
+  readback rb;
+
+  read_dir(dir, &rb, n);
+  assert_int_equal(rb.events, events);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(rb.seen[i], 1);
+  rb_free(&rb);
+}
+
 /* ---- recording children ------------------------------------------------ */
 
 static void record_seq(uint32_t from, uint32_t n) {
@@ -314,7 +324,6 @@ static void test_kill_before_flush(void **state) {
 static void test_kill_after_flush(void **state) {
   char dir[300];
   stkr_recover_stats st;
-  readback rb;
   msgs ms;
   (void)state;
 
@@ -323,10 +332,7 @@ static void test_kill_after_flush(void **state) {
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
   assert_int_equal(st.duplicates, 0); /* the tail was stored */
-  read_dir(dir, &rb, 500);
-  assert_int_equal(rb.events, 500);
-  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
+  assert_read_once(dir, 500, 500);
 }
 
 /* Stacks once per thread: after the flush, the ring holds only known
@@ -376,7 +382,6 @@ static void test_known_records_resolve_through_segments(void **state) {
 static void test_crash_between_write_and_tail(void **state) {
   char dir[300];
   stkr_recover_stats st;
-  readback rb;
   msgs ms;
   (void)state;
 
@@ -385,17 +390,13 @@ static void test_crash_between_write_and_tail(void **state) {
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
   assert_int_equal(st.duplicates, 300);
-  read_dir(dir, &rb, 500);
-  assert_int_equal(rb.events, 500);
-  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
+  assert_read_once(dir, 500, 500);
 }
 
 /* The embedded case: the next stkr_init on the directory recovers. */
 static void test_embedded_next_init(void **state) {
   char dir[300];
   stkr_config cfg = {.flush_interval_ms = 3600000};
-  readback rb;
   (void)state;
 
   new_dir(dir, sizeof dir);
@@ -409,10 +410,7 @@ static void test_embedded_next_init(void **state) {
   uint32_t v = 100000;
   assert_int_equal(stkr_event(&g_site, &v, 4), 0);
   assert_int_equal(stkr_shutdown(), 0);
-  read_dir(dir, &rb, 250);
-  assert_int_equal(rb.events, 251);
-  for (int i = 0; i < 250; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
+  assert_read_once(dir, 251, 250);
 }
 
 /* fork: in follow mode the child records into its own session (its ring
