@@ -46,6 +46,22 @@ static int setup(void **state) {
   return sr_write(g_sym, &r) == 0 ? 0 : -1;
 }
 
+/* The standard recording's three stacks (fixture.c), one event each in a
+ * site of three events, as report prints them (net.connect and
+ * privacy.clipboard.read both have them). */
+#define STD_THREE_STACKS                                                   \
+  "    1 event, 33.33%:\n"                                                 \
+  "        0x7f0000002000\n"                                               \
+  "    1 event, 33.33%:\n"                                                 \
+  "        fixture+0x1000\n"                                               \
+  "        fixture+0x1100\n"                                               \
+  "        fixture+0x1200\n"                                               \
+  "    1 event, 33.33%, walk stopped at max depth:\n"                      \
+  "        fixture+0x3000\n"                                               \
+  "        fixture+0x3010\n"                                               \
+  "        fixture+0x3020\n"                                               \
+  "        fixture+0x3030\n"
+
 static const char k_std_report[] =
     "# INCOMPLETE: 1 of 1 process: 14 events dropped (ring full 6, "
     "reentrant 2, other 4, write error 2, exit 0)\n"
@@ -57,34 +73,14 @@ static const char k_std_report[] =
     "\n"
     "net: 3 events, 33.33%, 1 site\n"
     "  net.connect: 3 events, 33.33%, 3 stacks\n"
-    "    1 event, 33.33%:\n"
-    "        0x7f0000002000\n"
-    "    1 event, 33.33%:\n"
-    "        fixture+0x1000\n"
-    "        fixture+0x1100\n"
-    "        fixture+0x1200\n"
-    "    1 event, 33.33%, walk stopped at max depth:\n"
-    "        fixture+0x3000\n"
-    "        fixture+0x3010\n"
-    "        fixture+0x3020\n"
-    "        fixture+0x3030\n"
+    STD_THREE_STACKS
     "    payloads: 2 distinct, in 2 of its events\n"
     "             1   33.33%  \"bye\"\n"
     "             1   33.33%  \"q\\\"b\\\\s\\x0a\"\n"
     "\n"
     "privacy: 3 events, 33.33%, 1 site\n"
     "  privacy.clipboard.read: 3 events, 33.33%, 3 stacks\n"
-    "    1 event, 33.33%:\n"
-    "        0x7f0000002000\n"
-    "    1 event, 33.33%:\n"
-    "        fixture+0x1000\n"
-    "        fixture+0x1100\n"
-    "        fixture+0x1200\n"
-    "    1 event, 33.33%, walk stopped at max depth:\n"
-    "        fixture+0x3000\n"
-    "        fixture+0x3010\n"
-    "        fixture+0x3020\n"
-    "        fixture+0x3030\n"
+    STD_THREE_STACKS
     "    payloads: 3 distinct, in 3 of its events\n"
     "             1   33.33%  \"\\x00\\x01bin\\xff\\x7f\\x1b\"\n"
     "             1   33.33%  \"hello\"\n"
