@@ -45,6 +45,19 @@ static __attribute__((unused)) int cr_run(const char *fmt, ...) {
   return tl_sh(&cr_capture, "'%s' %s", cr_bin, args);
 }
 
+/* `stackrec report --html DIR/report.html DIR`, the page read into buf.
+ * @return the exit status (as cr_run). */
+static __attribute__((unused)) int cr_html(const char *dir, char *buf,
+                                           size_t cap) {
+  char page[4200];
+  int st;
+
+  snprintf(page, sizeof page, "%s/report.html", dir);
+  st = cr_run("report --html '%s' '%s'", page, dir);
+  tl_slurp(page, buf, cap);
+  return st;
+}
+
 /* Line i (0-based) of s, in a static buffer. */
 static __attribute__((unused)) const char *cr_line(const char *s, int i) {
   static char buf[4096];
