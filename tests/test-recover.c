@@ -320,19 +320,27 @@ static void test_kill_before_flush(void **state) {
   assert_int_equal(st.sessions_dead + st.events, 0);
 }
 
-/* Flushed events stay where they are; only the rest is recovered. */
-static void test_kill_after_flush(void **state) {
+/* A child flushed 300 events, recorded 200 more and died (`rewind`: as if
+ * between the batch's write(2) and the tail store): the 200 are recovered,
+ * the 300 stay where they are (`duplicates` of them found in the ring),
+ * every event read back once. */
+static void flushed_then_killed(bool rewind, uint64_t duplicates) {
   char dir[300];
   stkr_recover_stats st;
   msgs ms;
-  (void)state;
 
   new_dir(dir, sizeof dir);
-  run_child_die(dir, 300, 200, false);
+  run_child_die(dir, 300, 200, rewind);
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
-  assert_int_equal(st.duplicates, 0); /* the tail was stored */
+  assert_int_equal(st.duplicates, duplicates);
   assert_read_once(dir, 500, 500);
+}
+
+/* Flushed events stay where they are; only the rest is recovered. */
+static void test_kill_after_flush(void **state) {
+  (void)state;
+  flushed_then_killed(false, 0); /* the tail was stored */
 }
 
 /* Stacks once per thread: after the flush, the ring holds only known
@@ -380,17 +388,8 @@ static void test_known_records_resolve_through_segments(void **state) {
 /* Died between write(2) and the tail store: the ring file still holds the
  * written records, and Batch.ring_pos says they are written. */
 static void test_crash_between_write_and_tail(void **state) {
-  char dir[300];
-  stkr_recover_stats st;
-  msgs ms;
   (void)state;
-
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 300, 200, true);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
-  assert_int_equal(st.duplicates, 300);
-  assert_read_once(dir, 500, 500);
+  flushed_then_killed(true, 300);
 }
 
 /* The embedded case: the next stkr_init on the directory recovers. */
