@@ -10,35 +10,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include "tests/testlib.h"
 
 static char cr_bin[4096];
 static char cr_out[1 << 18], cr_err[1 << 16];
-
-static __attribute__((unused)) void cr_slurp(const char *path, char *buf,
-                                             size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-
-  if (f != NULL) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
+static const tl_capture cr_capture = {cr_out, sizeof cr_out, cr_err,
+                                      sizeof cr_err, NULL, false, -1};
 
 /* Find the binary: $STACKREC_BIN, else the runfiles. @return 0 or -1. */
 static __attribute__((unused)) int cr_setup(void) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-
   if (getenv("STACKREC_BIN") != NULL)
     snprintf(cr_bin, sizeof(cr_bin), "%s", getenv("STACKREC_BIN"));
-  else if (src != NULL)
-    snprintf(cr_bin, sizeof(cr_bin), "%s/%s/tools/stackrec", src,
-             ws ? ws : "stackrec");
   else
-    snprintf(cr_bin, sizeof(cr_bin), "tools/stackrec");
+    tl_runfile(cr_bin, sizeof cr_bin, "tools/stackrec");
   if (access(cr_bin, X_OK) != 0) {
     fprintf(stderr, "no stackrec binary at %s\n", cr_bin);
     return -1;
@@ -50,26 +36,26 @@ static __attribute__((unused)) int cr_setup(void) {
  * cr_out and cr_err. @return the exit status, or -1 if it did not exit
  * (a crash: never acceptable). */
 static __attribute__((unused)) int cr_run(const char *fmt, ...) {
-  char args[8192], cmd[8192 + 4096 + 2 * 4200 + 32], o[4200], e[4200];
-  const char *tmp = getenv("TEST_TMPDIR");
+  char args[8192];
   va_list ap;
-  int st;
 
   va_start(ap, fmt);
   vsnprintf(args, sizeof(args), fmt, ap);
   va_end(ap);
-  snprintf(o, sizeof(o), "%s/cr.out", tmp ? tmp : "/tmp");
-  snprintf(e, sizeof(e), "%s/cr.err", tmp ? tmp : "/tmp");
-  snprintf(cmd, sizeof(cmd), "'%s' %s >'%s' 2>'%s'", cr_bin, args, o, e);
-  st = system(cmd);
-  cr_slurp(o, cr_out, sizeof(cr_out));
-  cr_slurp(e, cr_err, sizeof(cr_err));
-  if (!WIFEXITED(st)) {
-    fprintf(stderr, "stackrec %s: did not exit (status %#x)\n%s", args, st,
-            cr_err);
-    return -1;
-  }
-  return WEXITSTATUS(st);
+  return tl_sh(&cr_capture, "'%s' %s", cr_bin, args);
+}
+
+/* `stackrec report --html DIR/report.html DIR`, the page read into buf.
+ * @return the exit status (as cr_run). */
+static __attribute__((unused)) int cr_html(const char *dir, char *buf,
+                                           size_t cap) {
+  char page[4200];
+  int st;
+
+  snprintf(page, sizeof page, "%s/report.html", dir);
+  st = cr_run("report --html '%s' '%s'", page, dir);
+  tl_slurp(page, buf, cap);
+  return st;
 }
 
 /* Line i (0-based) of s, in a static buffer. */

@@ -1,12 +1,40 @@
-"""stkr_test: one cmocka test binary per tests/test-<name>.c."""
+"""stkr_test: one cmocka test binary per tests/test-<name>.c; stkr_cli_test:
+one that runs the built tool on recordings it writes; stkr_hook_test: one
+that runs programs under the hook library."""
+
+# Every test links the shared test helpers (tests/testlib.h).
+_TESTLIB = "//tests:testlib"
 
 def stkr_test(name, deps = [], data = [], size = "small", **kwargs):
     native.cc_test(
         name = name,
         srcs = ["test-%s.c" % name] + kwargs.pop("extra_srcs", []),
-        deps = deps,
+        deps = deps + [_TESTLIB],
         data = data,
         size = size,
         linkopts = ["-lcmocka", "-lpthread"] + kwargs.pop("linkopts", []),
+        **kwargs
+    )
+
+def stkr_cli_test(name, deps = [], data = [], **kwargs):
+    """A test that runs the built //tools:stackrec (tests/cli_run.h) on
+    recordings it writes with //tests:recordings."""
+    stkr_test(
+        name = name,
+        deps = [":recordings", "//proto"] + deps,
+        data = ["//tools:stackrec"] + data,
+        extra_srcs = ["cli_run.h"] + kwargs.pop("extra_srcs", []),
+        **kwargs
+    )
+
+def stkr_hook_test(name, fixtures = [], data = [], **kwargs):
+    """A test of the hook library under the built tool (`stackrec record`),
+    with the programs of tests/preload_fixtures it names."""
+    stkr_test(
+        name = name,
+        data = [
+            "//preload:libstackrec_preload.so",
+            "//tools:stackrec",
+        ] + ["//tests/preload_fixtures:" + f for f in fixtures] + data,
         **kwargs
     )

@@ -24,55 +24,96 @@ const uint64_t *const fx_stack_pcs[FX_N_STACKS + 1] = {NULL, fx_pcs1, fx_pcs2,
 const size_t fx_stack_len[FX_N_STACKS + 1] = {0, 3, 1, 4};
 const bool fx_stack_truncated[FX_N_STACKS + 1] = {false, false, false, true};
 
-int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
-  Stackrec__Batch b = STACKREC__BATCH__INIT;
-  Stackrec__Header h = STACKREC__HEADER__INIT;
-  Stackrec__Config cfg = STACKREC__CONFIG__INIT;
+void fx_header_init(Stackrec__Header *h, uint32_t pid, const char *name,
+                    uint64_t start_mono, uint64_t start_wall) {
+  stackrec__header__init(h);
+  h->format_version = STKR_FORMAT_VERSION;
+  h->pid = pid;
+  h->process_name = (char *)name;
+  h->start_mono_ns = start_mono;
+  h->start_wall_ns = start_wall;
+  h->segment_seq = 1;
+  h->arch = "x86_64";
+}
+
+int fx_encode_events(Stackrec__Batch *b, const fx_ev *evs, size_t n,
+                     uint64_t base_ts, stkr_fmt_buf *out) {
   Stackrec__Events ev = STACKREC__EVENTS__INIT;
-  Stackrec__Drops d1 = STACKREC__DROPS__INIT, d2 = STACKREC__DROPS__INIT;
-  Stackrec__Drops *drops[2] = {&d1, &d2};
-  Stackrec__Counters cnt = STACKREC__COUNTERS__INIT;
-  Stackrec__ClockSync clk = STACKREC__CLOCK_SYNC__INIT;
-  Stackrec__Image img = STACKREC__IMAGE__INIT;
-  Stackrec__Image *imgs[1] = {&img};
-  Stackrec__SiteDef sd[16], *sdp[16];
-  Stackrec__ThreadDef td[16], *tdp[16];
-  Stackrec__StackDef kd[16], *kdp[16];
   int64_t *deltas = NULL;
   uint32_t *site = NULL, *thr = NULL, *stk = NULL, *plen = NULL, *trunc = NULL;
   uint8_t *pdata = NULL;
-  size_t i, n = fb->n_evs, ptotal = 0, ntrunc = 0;
+  size_t i, ptotal = 0, ntrunc = 0;
   bool any_payload = false;
-  int err;
+  int err = -ENOMEM;
+
+  if (n) {
+    deltas = calloc(n, sizeof(*deltas));
+    site = calloc(n, sizeof(*site));
+    thr = calloc(n, sizeof(*thr));
+    stk = calloc(n, sizeof(*stk));
+    plen = calloc(n, sizeof(*plen));
+    trunc = calloc(n, sizeof(*trunc));
+    for (i = 0; i < n; i++)
+      ptotal += evs[i].plen;
+    pdata = malloc(ptotal + 1);
+    if (!deltas || !site || !thr || !stk || !plen || !trunc || !pdata)
+      goto out;
+    ptotal = 0;
+    for (i = 0; i < n; i++) {
+      const fx_ev *e = &evs[i];
+
+      deltas[i] = e->delta;
+      site[i] = e->site;
+      thr[i] = e->thread;
+      stk[i] = e->stack;
+      plen[i] = e->plen;
+      if (e->plen) {
+        memcpy(pdata + ptotal, e->payload, e->plen);
+        any_payload = true;
+      }
+      ptotal += e->plen;
+      if (e->trunc)
+        trunc[ntrunc++] = (uint32_t)i;
+    }
+    ev.base_ts_ns = base_ts;
+    ev.n_ts_delta_ns = ev.n_site_id = ev.n_thread_id = ev.n_stack_id = n;
+    ev.ts_delta_ns = deltas;
+    ev.site_id = site;
+    ev.thread_id = thr;
+    ev.stack_id = stk;
+    if (any_payload) {
+      ev.n_payload_len = n;
+      ev.payload_len = plen;
+      ev.payload_data.data = pdata;
+      ev.payload_data.len = ptotal;
+    }
+    ev.n_payload_truncated = ntrunc;
+    ev.payload_truncated = trunc;
+    b->events = &ev;
+  }
+  err = stkr_fmt_encode_batch(b, NULL, 3, out);
+  b->events = NULL; /* ev dies here */
+out:
+  free(deltas);
+  free(site);
+  free(thr);
+  free(stk);
+  free(plen);
+  free(trunc);
+  free(pdata);
+  return err;
+}
+
+/* The site, thread and stack definitions of fb, in the caller's arrays
+ * (16 of each). @return 0 or -EINVAL (too many). */
+static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
+                     Stackrec__SiteDef *sd, Stackrec__SiteDef **sdp,
+                     Stackrec__ThreadDef *td, Stackrec__ThreadDef **tdp,
+                     Stackrec__StackDef *kd, Stackrec__StackDef **kdp) {
+  size_t i;
 
   if (fb->n_sites > 16 || fb->n_threads > 16 || fb->n_stacks > 16)
     return -EINVAL;
-  b.seq = fb->seq;
-  if (fb->header) {
-    h.format_version =
-        fb->format_version ? fb->format_version : STKR_FORMAT_VERSION;
-    h.pid = fb->pid ? fb->pid : FX_PID;
-    h.process_name = "fixture";
-    h.start_mono_ns = FX_START_MONO + fb->start_shift;
-    h.start_wall_ns = FX_START_WALL + fb->start_shift;
-    h.segment_seq = fb->segment_seq;
-    h.session_id = fb->session_id;
-    h.session_first_seq = fb->session_first_seq;
-    h.dir_recreated = fb->dir_recreated;
-    h.arch = "x86_64";
-    cfg.max_depth = 64;
-    cfg.payload_max = 8;
-    h.config = &cfg;
-    b.header = &h;
-    img.path = "/usr/bin/fixture";
-    img.load_address = 0x400000;
-    img.text_start = 0x401000;
-    img.text_end = 0x404000;
-    img.build_id.data = (uint8_t *)"\x12\x34";
-    img.build_id.len = 2;
-    b.images = imgs;
-    b.n_images = 1;
-  }
   for (i = 0; i < fb->n_sites; i++) {
     stackrec__site_def__init(&sd[i]);
     sd[i].id = fb->sites[i];
@@ -107,59 +148,55 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     kd[i].truncated = fx_stack_truncated[id];
     kdp[i] = &kd[i];
   }
-  b.sites = sdp;
-  b.n_sites = fb->n_sites;
-  b.threads = tdp;
-  b.n_threads = fb->n_threads;
-  b.stacks = kdp;
-  b.n_stacks = fb->n_stacks;
+  b->sites = sdp;
+  b->n_sites = fb->n_sites;
+  b->threads = tdp;
+  b->n_threads = fb->n_threads;
+  b->stacks = kdp;
+  b->n_stacks = fb->n_stacks;
+  return 0;
+}
 
-  if (n) {
-    deltas = calloc(n, sizeof(*deltas));
-    site = calloc(n, sizeof(*site));
-    thr = calloc(n, sizeof(*thr));
-    stk = calloc(n, sizeof(*stk));
-    plen = calloc(n, sizeof(*plen));
-    trunc = calloc(n, sizeof(*trunc));
-    for (i = 0; i < n; i++)
-      ptotal += fb->evs[i].plen;
-    pdata = malloc(ptotal + 1);
-    if (!deltas || !site || !thr || !stk || !plen || !trunc || !pdata) {
-      err = -ENOMEM;
-      goto out;
-    }
-    ptotal = 0;
-    for (i = 0; i < n; i++) {
-      const fx_ev *e = &fb->evs[i];
+int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
+  Stackrec__Batch b = STACKREC__BATCH__INIT;
+  Stackrec__Header h;
+  Stackrec__Config cfg = STACKREC__CONFIG__INIT;
+  Stackrec__Drops d1 = STACKREC__DROPS__INIT, d2 = STACKREC__DROPS__INIT;
+  Stackrec__Drops *drops[2] = {&d1, &d2};
+  Stackrec__Counters cnt = STACKREC__COUNTERS__INIT;
+  Stackrec__ClockSync clk = STACKREC__CLOCK_SYNC__INIT;
+  Stackrec__Image img = STACKREC__IMAGE__INIT;
+  Stackrec__Image *imgs[1] = {&img};
+  Stackrec__SiteDef sd[16], *sdp[16];
+  Stackrec__ThreadDef td[16], *tdp[16];
+  Stackrec__StackDef kd[16], *kdp[16];
+  int err;
 
-      deltas[i] = e->delta;
-      site[i] = e->site;
-      thr[i] = e->thread;
-      stk[i] = e->stack;
-      plen[i] = e->plen;
-      if (e->plen) {
-        memcpy(pdata + ptotal, e->payload, e->plen);
-        any_payload = true;
-      }
-      ptotal += e->plen;
-      if (e->trunc)
-        trunc[ntrunc++] = (uint32_t)i;
-    }
-    ev.base_ts_ns = fb->base_ts;
-    ev.n_ts_delta_ns = ev.n_site_id = ev.n_thread_id = ev.n_stack_id = n;
-    ev.ts_delta_ns = deltas;
-    ev.site_id = site;
-    ev.thread_id = thr;
-    ev.stack_id = stk;
-    if (any_payload) {
-      ev.n_payload_len = n;
-      ev.payload_len = plen;
-      ev.payload_data.data = pdata;
-      ev.payload_data.len = ptotal;
-    }
-    ev.n_payload_truncated = ntrunc;
-    ev.payload_truncated = trunc;
-    b.events = &ev;
+  if ((err = fx_define(&b, fb, sd, sdp, td, tdp, kd, kdp)) != 0)
+    return err;
+  b.seq = fb->seq;
+  if (fb->header) {
+    fx_header_init(&h, fb->pid ? fb->pid : FX_PID, "fixture",
+                   FX_START_MONO + fb->start_shift,
+                   FX_START_WALL + fb->start_shift);
+    if (fb->format_version)
+      h.format_version = fb->format_version;
+    h.segment_seq = fb->segment_seq;
+    h.session_id = fb->session_id;
+    h.session_first_seq = fb->session_first_seq;
+    h.dir_recreated = fb->dir_recreated;
+    cfg.max_depth = 64;
+    cfg.payload_max = 8;
+    h.config = &cfg;
+    b.header = &h;
+    img.path = "/usr/bin/fixture";
+    img.load_address = 0x400000;
+    img.text_start = 0x401000;
+    img.text_end = 0x404000;
+    img.build_id.data = (uint8_t *)"\x12\x34";
+    img.build_id.len = 2;
+    b.images = imgs;
+    b.n_images = 1;
   }
   if (fb->drops) {
     d1.thread_id = 1;
@@ -183,16 +220,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
   b.clock = &clk;
   b.last = fb->last;
   b.recovered = fb->recovered;
-  err = stkr_fmt_encode_batch(&b, NULL, 3, out);
-out:
-  free(deltas);
-  free(site);
-  free(thr);
-  free(stk);
-  free(plen);
-  free(trunc);
-  free(pdata);
-  return err;
+  return fx_encode_events(&b, fb->evs, fb->n_evs, fb->base_ts, out);
 }
 
 int fx_write_file(const char *path, const void *data, size_t len) {

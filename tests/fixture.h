@@ -75,6 +75,18 @@ static inline uint32_t fx_rot(uint32_t id, uint32_t rotate, uint32_t n) {
 /* Append the encoded batch to out. @return 0 or a negative errno. */
 int fx_encode(const fx_batch *b, stkr_fmt_buf *out);
 
+/* The one encoder under fx_encode and sr_encode (tests/symrec.h), so that
+ * both write batches the same way: */
+/* h initialised with what every recording's header says (format version,
+ * pid, process name, start times, segment 1, x86_64). */
+void fx_header_init(Stackrec__Header *h, uint32_t pid, const char *name,
+                    uint64_t start_mono, uint64_t start_wall);
+/* b with the events evs[0..n) (times from base_ts) appended to out as the
+ * worker does (stkr_fmt_encode_batch, level 3). b->events is left NULL.
+ * @return 0 or a negative errno. */
+int fx_encode_events(Stackrec__Batch *b, const fx_ev *evs, size_t n,
+                     uint64_t base_ts, stkr_fmt_buf *out);
+
 /* Write len bytes to path (created/truncated). @return 0 or -errno. */
 int fx_write_file(const char *path, const void *data, size_t len);
 

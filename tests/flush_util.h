@@ -38,9 +38,4 @@ int tf_read(const char *dir, void (*cb)(void *, const tf_ev *), void *arg,
  * that did not end are counted in *unended. */
 int tf_accounting(const char *dir, int *unended, char *why, size_t len);
 
-/* The path of the ASan runtime loaded in this process ("" if none): it
- * must come first in LD_PRELOAD of a program our ASan-built hooks go into.
- * (test-flush-util.c) */
-void tf_asan_runtime(char *out, size_t cap);
-
 #endif

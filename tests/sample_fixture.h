@@ -32,6 +32,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
@@ -291,6 +292,33 @@ static inline bool sf_event_chain(const stkr_event_view *ev,
     got++;
   }
   return got == n && sf_chain_equal(fn, img, want, n);
+}
+
+/* ---- the recording both tests make --------------------------------------- */
+
+/* CLOCK_MONOTONIC in ms. */
+static inline __attribute__((unused)) uint64_t sf_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Start recording into a fresh directory $TEST_TMPDIR/<tag>-XXXXXX, its
+ * path into dir (cap bytes); ring_bytes 0: the default.
+ * @return stkr_init's result, or -errno. */
+static inline __attribute__((unused)) int sf_start_rec(char *dir, size_t cap,
+                                                       const char *tag,
+                                                       size_t ring_bytes) {
+  stkr_config cfg;
+  const char *t = getenv("TEST_TMPDIR");
+
+  snprintf(dir, cap, "%s/%s-XXXXXX", t ? t : "/tmp", tag);
+  if (mkdtemp(dir) == NULL)
+    return -errno;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = dir;
+  cfg.ring_bytes = ring_bytes;
+  return stkr_init(&cfg);
 }
 
 #endif

@@ -362,50 +362,10 @@ static void test_window_event_before_first(void **state) {
 
 /* ---- symbolized stacks ------------------------------------------------------ */
 
-static const char *const k_sites[] = {"files.open", "files.stat",
-                                      "network.connect"};
-static const char *const k_threads[] = {"main", "io"};
-static const sr_frame k_open[] = {
-    {"open_config", "app/config.c", 12, false, true},
-    {"libc_wrapper", NULL, 0, false, false},
-    {"load", "app/load.c", 30, true, true}, /* inlined into main */
-    {"main", "app/main.c", 40, false, true},
-};
-static const sr_frame k_lib_only[] = {
-    {"__libc_open", NULL, 0, false, false},
-    {"__libc_start", NULL, 0, false, false},
-};
-static const sr_frame k_stat[] = {
-    {"stat_it", "app/stat.c", 7, false, true},
-    {"main", "app/main.c", 44, false, true},
-};
-static const sr_frame k_unknown[] = {
-    {NULL, NULL, 0, false, true}, /* app+offset */
-    {"main", "app/main.c", 50, false, true},
-};
-static const sr_stack k_stacks[] = {
-    {1, k_open, 4, false},
-    {1, k_lib_only, 2, false},
-    {2, k_stat, 2, true},
-    {3, k_unknown, 2, false},
-};
-static const sr_event k_evs[] = {
-    {1, 1, 0}, {1, 1, 10}, {1, 2, 10}, {2, 1, 10}, {3, 2, 10},
-    {4, 1, 10}, {4, 1, 10}, {1, 1, 10},
-};
-
-static sr_rec k_rec(uint32_t pid, uint64_t base) {
-  sr_rec r = {.pid = pid, .name = "app", .pc_base = base,
-              .start_ns = 1000000000ull, .sites = k_sites, .n_sites = 3,
-              .threads = k_threads, .n_threads = 2, .stacks = k_stacks,
-              .n_stacks = 4, .evs = k_evs, .n_evs = 8, .last = true};
-  return r;
-}
-
 static void test_symbolized_labels_and_app_only(void **state) {
   const char *d = fx_tmpdir("agg-sym");
   stkr_agg_opts o = {.app_only = true};
-  sr_rec r = k_rec(100, 0x400000);
+  sr_rec r = sr_std(100, 0x400000);
   const stkr_agg_site *s;
   stkr_agg *a;
   (void)state;
@@ -443,7 +403,7 @@ static void test_symbolized_labels_and_app_only(void **state) {
 static void test_builds_merge_by_frames(void **state) {
   const char *d1 = fx_tmpdir("agg-build1"), *d2, *dirs[2];
   char keep[4096];
-  sr_rec r1 = k_rec(100, 0x400000), r2 = k_rec(200, 0x7f1234000000ull);
+  sr_rec r1 = sr_std(100, 0x400000), r2 = sr_std(200, 0x7f1234000000ull);
   const stkr_agg_site *s;
   stkr_agg *a;
   size_t i;
@@ -480,13 +440,13 @@ static void test_merged_lines_that_differ_are_dropped(void **state) {
   sr_stack st[4];
   const char *d1 = fx_tmpdir("agg-line1"), *dirs[2];
   char keep[4096];
-  sr_rec r1 = k_rec(100, 0x400000), r2 = k_rec(200, 0x800000);
+  sr_rec r1 = sr_std(100, 0x400000), r2 = sr_std(200, 0x800000);
   const stkr_agg_stack *k;
   stkr_agg_opts o = {.granularity = STKR_AGG_BY_FUNCTION};
   stkr_agg *a;
   (void)state;
 
-  memcpy(st, k_stacks, sizeof st);
+  memcpy(st, r1.stacks, sizeof st);
   st[0].f = other;
   r2.stacks = st;
   snprintf(keep, sizeof keep, "%s", d1);
@@ -523,7 +483,7 @@ static void test_merged_lines_that_differ_are_dropped(void **state) {
 static void test_by_thread(void **state) {
   const char *d = fx_tmpdir("agg-thr");
   stkr_agg_opts o = {.by_thread = true};
-  sr_rec r = k_rec(100, 0x400000);
+  sr_rec r = sr_std(100, 0x400000);
   const stkr_agg_site *s;
   stkr_agg *a;
   (void)state;

@@ -78,7 +78,7 @@ static long run_rss(const char *cmd, const char *dir, int *status,
   assert_int_equal(wait4(pid, &ws, 0, &ru), pid);
   assert_true(WIFEXITED(ws));
   *status = WEXITSTATUS(ws);
-  cr_slurp(o, out, outlen);
+  tl_slurp(o, out, outlen);
   return ru.ru_maxrss;
 }
 

@@ -513,10 +513,7 @@ static void test_recorded_symbolized_read_back(void **state) {
   /* The HTML frame table flags them (8: async; not the app's image). */
   {
     static char html[1 << 20];
-    char page[4200];
-    snprintf(page, sizeof page, "%s/report.html", dir);
-    assert_int_equal(cr_run("report --html '%s' '%s'", page, dir), 0);
-    cr_slurp(page, html, sizeof html);
+    assert_int_equal(cr_html(dir, html, sizeof html), 0);
     assert_non_null(strstr(html, "[\"fx_resume_1\",\"\",8,"));
     assert_non_null(strstr(html, "[\"fx_resume_4\",\"\",8,"));
   }

@@ -37,6 +37,7 @@
 #include "tests/chromium_run.h"
 #include "tests/cli_run.h"
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/json.h"
 #include "tools/stackrec/rate.h"
 
@@ -154,7 +155,7 @@ static int setup(void **state) {
   /* The ASan-built hooks need the runtime first in every program they go
    * into (record keeps it in front of them): set for record only, not
    * for python3 or Chromium. */
-  tf_asan_runtime(g_san_rt, sizeof g_san_rt);
+  tl_asan_runtime(g_san_rt, sizeof g_san_rt);
   if (g_san_rt[0] == '\0')
     return -1;
 #endif

@@ -133,7 +133,7 @@ static void test_html(void **state) {
   snprintf(html, sizeof(html), "%s/diff.html", g_tmp);
   assert_int_equal(
       cr_run("diff --format html -o '%s' '%s' '%s'", html, g_base, g_extra), 1);
-  cr_slurp(html, cr_out, sizeof(cr_out));
+  tl_slurp(html, cr_out, sizeof(cr_out));
   assert_non_null(strstr(cr_out, "<p class=\"gate fail\" id=\"gate\">FAIL"));
   assert_non_null(strstr(cr_out, "<h2>New paths: 1</h2>"));
   assert_non_null(strstr(cr_out, "<tr class=\"sensitive\"><td>"

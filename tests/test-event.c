@@ -17,6 +17,7 @@
 
 #include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
+#include "tests/ring_harness.h"
 
 STKR_SITE_DEFINE(g_site_a, "test.a");
 STKR_SITE_DEFINE(g_site_b, "test.b");
@@ -28,23 +29,8 @@ static stkr__rconf conf(size_t ring, unsigned payload_max) {
 }
 
 static int setup(void **state) {
-  stkr__rconf rc = conf(1 << 20, 16);
   (void)state;
-  return stkr__recorder_start(&rc, NULL, NULL, NULL);
-}
-
-static int teardown(void **state) {
-  stkr__thread *t = stkr__tls;
-  (void)state;
-  stkr__recorder_stop();
-  if ((uintptr_t)t > 2)
-    stkr__ring_reset(&t->ring);
-  return 0;
-}
-
-static stkr__ring *my_ring(void) {
-  assert_true((uintptr_t)stkr__tls > 2);
-  return &stkr__tls->ring;
+  return rh_start(1 << 20, 64, 16);
 }
 
 /* Known chain: c1 -> c2 -> c3 -> stkr_event. */
@@ -77,7 +63,7 @@ static void test_event_captures_caller_stack_and_payload(void **state) {
   const uint64_t *pcs;
   (void)state;
   assert_int_equal(c1("hello", 5), 0);
-  rec = stkr__ring_peek(my_ring());
+  rec = stkr__ring_peek(rh_ring());
   assert_non_null(rec);
   assert_int_equal(rec->site_id, stkr__site_id(&g_site_a));
   assert_string_equal(stkr__site_name(rec->site_id), "test.a");
@@ -95,8 +81,8 @@ static void test_event_captures_caller_stack_and_payload(void **state) {
   assert_int_equal(rec->payload_len, 5);
   assert_memory_equal(stkr__record_payload(rec), "hello", 5);
   assert_int_equal(rec->flags & STKR__REC_PAYLOAD_TRUNCATED, 0);
-  stkr__ring_release(my_ring(), rec);
-  assert_null(stkr__ring_peek(my_ring()));
+  stkr__ring_release(rh_ring(), rec);
+  assert_null(stkr__ring_peek(rh_ring()));
 }
 
 /* Stacks once per thread: the second event of a stack is a 24-byte known
@@ -123,11 +109,11 @@ static __attribute__((noinline)) int c1_at_one_site(int i) {
 
 static const stkr__record *take(void) {
   static uint8_t copy[4096];
-  const stkr__record *rec = stkr__ring_peek(my_ring());
+  const stkr__record *rec = stkr__ring_peek(rh_ring());
   assert_non_null(rec);
   assert_true(rec->size <= sizeof copy);
   memcpy(copy, rec, rec->size);
-  stkr__ring_release(my_ring(), rec);
+  stkr__ring_release(rh_ring(), rec);
   return (const stkr__record *)(const void *)copy;
 }
 
@@ -171,12 +157,12 @@ static void test_known_stack_sent_once(void **state) {
     assert_int_equal(stkr__record_known(take()), i == 1);
   }
   /* After a reset (a new worker) every stack is sent again. */
-  stkr__ring_reset(my_ring());
+  stkr__ring_reset(rh_ring());
   assert_int_equal(c1(NULL, 0), 0);
   rec = take();
   assert_false(stkr__record_known(rec));
   assert_int_equal(stkr__record_as_full(rec)->evicted[0], 0);
-  assert_null(stkr__ring_peek(my_ring()));
+  assert_null(stkr__ring_peek(rh_ring()));
 }
 
 static void test_dropped_full_record_stays_unknown(void **state) {
@@ -195,7 +181,7 @@ static void test_dropped_full_record_stays_unknown(void **state) {
    * known; the next push after draining must carry its PCs. */
   for (i = 0; i < 2; i++) {
     assert_int_equal(c1("y", 1), i == 0 ? -EAGAIN : 0);
-    while (i == 0 && stkr__ring_peek(my_ring()) != NULL)
+    while (i == 0 && stkr__ring_peek(rh_ring()) != NULL)
       (void)take();
   }
   assert_false(stkr__record_known(take()));
@@ -244,14 +230,14 @@ static void test_payload_truncated_at_limit(void **state) {
   memset(big, 'x', sizeof big);
   assert_int_equal(stkr_event(&g_site_b, big, sizeof big), 0);
   assert_int_equal(stkr_event(&g_site_b, NULL, 0), 0);
-  rec = stkr__ring_peek(my_ring());
+  rec = stkr__ring_peek(rh_ring());
   assert_int_equal(rec->payload_len, 16);
   assert_true(rec->flags & STKR__REC_PAYLOAD_TRUNCATED);
-  stkr__ring_release(my_ring(), rec);
-  rec = stkr__ring_peek(my_ring());
+  stkr__ring_release(rh_ring(), rec);
+  rec = stkr__ring_peek(rh_ring());
   assert_int_equal(rec->payload_len, 0);
   assert_int_equal(rec->flags & STKR__REC_PAYLOAD_TRUNCATED, 0);
-  stkr__ring_release(my_ring(), rec);
+  stkr__ring_release(rh_ring(), rec);
 }
 
 static void test_same_name_same_id(void **state) {
@@ -274,7 +260,7 @@ static void test_not_running_returns_enotconn(void **state) {
   assert_int_equal(stkr_event(&g_site_a, NULL, 0), -ENOTCONN);
   stkr__threads_counts(&after);
   assert_int_equal(after.pushed, before.pushed);
-  assert_null(stkr__ring_peek(my_ring()));
+  assert_null(stkr__ring_peek(rh_ring()));
 }
 
 static void test_tiny_ring_drops_and_counts(void **state) {
@@ -286,8 +272,8 @@ static void test_tiny_ring_drops_and_counts(void **state) {
    * small ring size applies. */
   stkr__recorder_stop();
   assert_int_equal(stkr__recorder_start(&rc, NULL, NULL, NULL), 0);
-  stkr__ring_free(my_ring()); /* swap in a 4 KiB ring for this thread */
-  assert_int_equal(stkr__ring_init(my_ring(), 4096, 0, 0, ""), 0);
+  stkr__ring_free(rh_ring()); /* swap in a 4 KiB ring for this thread */
+  assert_int_equal(stkr__ring_init(rh_ring(), 4096, 0, 0, ""), 0);
   for (i = 0; i < 200; i++) { /* > 4096 / 32-byte known records */
     int r = stkr_event(&g_site_a, "p", 1);
     if (r == 0)
@@ -304,8 +290,8 @@ static void test_tiny_ring_drops_and_counts(void **state) {
   {
     const stkr__record *rec;
     int n = 0;
-    while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-      stkr__ring_release(my_ring(), rec);
+    while ((rec = stkr__ring_peek(rh_ring())) != NULL) {
+      stkr__ring_release(rh_ring(), rec);
       n++;
     }
     assert_int_equal(n, ok);
@@ -337,52 +323,34 @@ static void on_alarm(int sig) {
   errno = saved;
 }
 
+/* Every record of the storm is intact: a's or b's, with its payload, and
+ * a full record's key is the hash of its PCs. */
+static void check_storm_record(const stkr__record *rec) {
+  uint32_t a = stkr__site_id(&g_site_a), b = stkr__site_id(&g_site_b);
+
+  assert_true(rec->site_id == a || rec->site_id == b);
+  assert_int_equal(rec->payload_len, rec->site_id == a ? 4 : 3);
+  assert_memory_equal(stkr__record_payload(rec),
+                      rec->site_id == a ? "main" : "sig", rec->payload_len);
+  if (!stkr__record_known(rec))
+    assert_int_equal(stkr__record_as_full(rec)->key[0],
+                     stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
+}
+
 static void test_signal_handler_events_never_corrupt_ring(void **state) {
   struct sigaction sa;
   struct itimerval it = {{0, 20}, {0, 20}};
   stkr__counts c0, c1;
-  uint32_t a = stkr__site_id(&g_site_a), b = stkr__site_id(&g_site_b);
-  uint64_t seen = 0, loop;
-  const stkr__record *rec;
   (void)state;
   assert_int_equal(stkr_thread_attach(), 0);
-  stkr__threads_counts(&c0);
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_alarm;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGALRM, &sa, NULL);
-  setitimer(ITIMER_REAL, &it, NULL);
-  for (loop = 0; loop < 300000; loop++) {
-    (void)stkr_event(&g_site_a, "main", 4);
-    if (loop % 64 == 0) {
-      while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-        assert_true(rec->site_id == a || rec->site_id == b);
-        assert_int_equal(rec->payload_len, rec->site_id == a ? 4 : 3);
-        assert_memory_equal(stkr__record_payload(rec),
-                            rec->site_id == a ? "main" : "sig",
-                            rec->payload_len);
-        if (!stkr__record_known(rec))
-          assert_int_equal(stkr__record_as_full(rec)->key[0],
-                           stkr__hash_pcs(stkr__record_pcs(rec), rec->depth));
-        stkr__ring_release(my_ring(), rec);
-        seen++;
-      }
-    }
-  }
-  memset(&it, 0, sizeof it);
-  setitimer(ITIMER_REAL, &it, NULL);
-  while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-    stkr__ring_release(my_ring(), rec);
-    seen++;
-  }
-  stkr__threads_counts(&c1);
-  assert_true(g_handler_calls > 0);
   /* attempted == pushed + dropped, and every pushed record was read. */
-  assert_int_equal(c1.pushed - c0.pushed, seen);
-  assert_int_equal((c1.pushed - c0.pushed) +
-                       (c1.dropped_ring_full - c0.dropped_ring_full) +
-                       (c1.dropped_reentrant - c0.dropped_reentrant),
-                   300000 + (uint64_t)g_handler_calls);
+  storm_run(&g_site_a, "main", 4, 300000, &it, &g_handler_calls,
+            check_storm_record, &c0, &c1);
+  assert_true(g_handler_calls > 0);
   print_message("signal storm: %d handler events, %llu dropped re-entrant\n",
                 (int)g_handler_calls,
                 (unsigned long long)(c1.dropped_reentrant - c0.dropped_reentrant));
@@ -465,7 +433,7 @@ static void test_fork_child_disabled(void **state) {
   }
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  assert_non_null(stkr__ring_peek(my_ring())); /* parent's is intact */
+  assert_non_null(stkr__ring_peek(rh_ring())); /* parent's is intact */
 }
 
 /* fork, follow mode: the child's first event restarts the recorder in the
@@ -504,20 +472,20 @@ static void test_fork_child_follow(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_event_captures_caller_stack_and_payload, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_payload_truncated_at_limit, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_known_stack_sent_once, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_dropped_full_record_stays_unknown, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_ring_memory_cap, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_same_name_same_id, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_not_running_returns_enotconn, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_tiny_ring_drops_and_counts, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_busy_thread_drops_nested_event, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_signal_handler_events_never_corrupt_ring, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_thread_exit_keeps_records_until_reaped, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_ignored_thread_records_nothing, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_child_disabled, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_child_follow, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_event_captures_caller_stack_and_payload, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_payload_truncated_at_limit, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_known_stack_sent_once, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_dropped_full_record_stays_unknown, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_ring_memory_cap, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_same_name_same_id, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_not_running_returns_enotconn, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_tiny_ring_drops_and_counts, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_busy_thread_drops_nested_event, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_signal_handler_events_never_corrupt_ring, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_thread_exit_keeps_records_until_reaped, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_ignored_thread_records_nothing, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_fork_child_disabled, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_fork_child_follow, setup, rh_stop),
   };
   return cmocka_run_group_tests_name("event", tests, NULL, NULL);
 }

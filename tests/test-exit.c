@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 /* Looping threads. 3 for the runs that must also end cleanly and add up:
  * on 2 cores the flush worker then still gets CPU within its 100 ms budget.
@@ -48,29 +49,13 @@
 static char g_bin[4096], g_lib[4096], g_fx[4096], g_tmp[2048];
 static char g_preload[8192];
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-  if (f != NULL) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
-
 /* Run the fixture (recorded into `dir` when not NULL) with stdout and
  * stderr in files under g_tmp; @return its wall time in seconds. Fails the
  * test if it does not exit 0 within 60 s. */
 static double run_fixture(const char *how, const char *busy, const char *dir,
                           const char *sym, char *err, size_t err_cap) {
   char out_path[2100], err_path[2100];
-  double t0 = now_s();
+  double t0 = tl_now_s();
   int st;
   pid_t pid;
 
@@ -92,7 +77,7 @@ static double run_fixture(const char *how, const char *busy, const char *dir,
   for (;;) {
     pid_t r = waitpid(pid, &st, WNOHANG);
     if (r == pid) break;
-    if (now_s() - t0 > 60) {
+    if (tl_now_s() - t0 > 60) {
       kill(pid, SIGKILL);
       waitpid(pid, &st, 0);
       fail_msg("exit_busy %s%s: still running after 60 s", how,
@@ -100,8 +85,8 @@ static double run_fixture(const char *how, const char *busy, const char *dir,
     }
     usleep(1000);
   }
-  double t = now_s() - t0;
-  slurp(err_path, err, err_cap);
+  double t = tl_now_s() - t0;
+  tl_slurp(err_path, err, err_cap);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     fail_msg("exit_busy %s%s: status %#x\n%s", how, dir ? " (recorded)" : "",
              st, err);
@@ -216,21 +201,15 @@ static void test_record_cli(void **state) {
 }
 
 static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-  const char *tmp = getenv("TEST_TMPDIR");
-  char root[2048], home[2200];
+  char home[2200];
   (void)state;
 
-  snprintf(root, sizeof root, "%.1000s/%.100s", src ? src : ".",
-           ws ? ws : "stackrec");
-  snprintf(g_bin, sizeof g_bin, "%s/tools/stackrec", root);
-  snprintf(g_lib, sizeof g_lib, "%s/preload/libstackrec_preload.so", root);
-  snprintf(g_fx, sizeof g_fx, "%s/tests/preload_fixtures/exit_busy", root);
-  snprintf(g_tmp, sizeof g_tmp, "%.2000s/exit", tmp ? tmp : "/tmp");
-  mkdir(g_tmp, 0700);
-  if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0 ||
-      access(g_fx, X_OK) != 0) {
-    fprintf(stderr, "missing %s, %s or %s\n", g_bin, g_lib, g_fx);
+  if (tl_hook_paths("exit", g_bin, sizeof g_bin, g_lib, sizeof g_lib, g_tmp,
+                    sizeof g_tmp) != 0)
+    return -1;
+  tl_runfile(g_fx, sizeof g_fx, "tests/preload_fixtures/exit_busy");
+  if (access(g_fx, X_OK) != 0) {
+    fprintf(stderr, "missing %s\n", g_fx);
     return -1;
   }
   snprintf(home, sizeof home, "%s/home", g_tmp);
@@ -250,7 +229,7 @@ static int setup(void **state) {
 #if defined(__SANITIZE_ADDRESS__)
   {
     char rt[1024] = "";
-    tf_asan_runtime(rt, sizeof rt);
+    tl_asan_runtime(rt, sizeof rt);
     if (rt[0] == '\0') return -1;
     snprintf(g_preload, sizeof g_preload, "%s:%s", rt, g_lib);
     setenv("LD_PRELOAD", rt, 1); /* for `stackrec record`'s program */

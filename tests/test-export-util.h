@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "recorder/stackrec.h"
+#include "tests/testlib.h"
 
 static char g_tmp[1024];  /* the test's scratch directory */
 static char g_tool[2048]; /* //tools:stackrec */
@@ -39,39 +40,11 @@ static char g_rec[1200];  /* the recording */
 static char g_out[1 << 20], g_err[1 << 16];
 static uint64_t g_tid_alpha, g_tid_beta;
 
-__attribute__((unused)) static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-
-  if (f != NULL) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
-
+static const tl_capture g_sh = {g_out, sizeof g_out, g_err, sizeof g_err,
+                                g_tmp, false, 128};
 /* Run a shell command; its stdout lands in g_out, stderr in g_err.
- * @return its exit status (fails the test if it was killed). */
-__attribute__((unused)) static int sh(const char *fmt, ...) {
-  char cmd[8192], full[8192 + 2400], o[1100], e[1100];
-  va_list ap;
-  int st;
-
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  snprintf(o, sizeof o, "%s/sh.out", g_tmp);
-  snprintf(e, sizeof e, "%s/sh.err", g_tmp);
-  snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, o, e);
-  st = system(full);
-  slurp(o, g_out, sizeof g_out);
-  slurp(e, g_err, sizeof g_err);
-  if (!WIFEXITED(st)) {
-    fprintf(stderr, "killed (%#x): %s\n%s\n", st, cmd, g_err);
-    return 128;
-  }
-  return WEXITSTATUS(st);
-}
+ * @return its exit status (128 if it was killed). */
+#define sh(...) tl_sh(&g_sh, __VA_ARGS__)
 
 /* The path of a file in g_tmp, in one of a few rotating static buffers. */
 __attribute__((unused)) static const char *tmp_path(const char *name) {
@@ -81,15 +54,6 @@ __attribute__((unused)) static const char *tmp_path(const char *name) {
   k = (k + 1) % 4;
   snprintf(buf[k], sizeof buf[k], "%s/%s", g_tmp, name);
   return buf[k];
-}
-
-__attribute__((unused)) static int write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-
-  if (f == NULL)
-    return -1;
-  fputs(text, f);
-  return fclose(f);
 }
 
 /* Is `prog` on PATH (or at /usr/bin/prog)? Into path. */

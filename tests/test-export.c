@@ -131,8 +131,8 @@ static int setup(void **state) {
   (void)state;
   if (rec_make("export") != 0)
     return -1;
-  if (write_file(tmp_path("chrome_check.py"), chrome_check) != 0 ||
-      write_file(tmp_path("jsonl_check.py"), jsonl_check) != 0)
+  if (tl_write_file(tmp_path("chrome_check.py"), chrome_check) != 0 ||
+      tl_write_file(tmp_path("jsonl_check.py"), jsonl_check) != 0)
     return -1;
   return 0;
 }
@@ -183,7 +183,7 @@ static void test_folded_exact_lines(void **state) {
                       tmp_path("f.txt"), g_rec),
                    0);
   assert_string_equal(g_out, "");
-  slurp(tmp_path("f.txt"), g_out, sizeof g_out);
+  tl_slurp(tmp_path("f.txt"), g_out, sizeof g_out);
   assert_string_equal(g_out, folded_all);
   sh("ls '%s' | grep -c tmp-", g_tmp);
   assert_string_equal(g_out, "0\n");
@@ -231,7 +231,7 @@ static void test_jsonl_is_dump_json_and_parses(void **state) {
   assert_int_equal(sh("'%s' export --format jsonl -o '%s' '%s'", g_tool,
                       tmp_path("e.jsonl"), g_rec),
                    0);
-  slurp(tmp_path("e.jsonl"), g_out, sizeof g_out);
+  tl_slurp(tmp_path("e.jsonl"), g_out, sizeof g_out);
   assert_true(strlen(g_out) > 1000);
   assert_string_equal(g_out, dump); /* same keys, same values */
 
@@ -280,7 +280,7 @@ static void test_chrome_trace_is_valid(void **state) {
   assert_has(g_out, "total\t75\n");
   /* ts is the recording's monotonic clock in microseconds: beta's events
    * come 0.5 s after alpha's first. */
-  slurp(tmp_path("t.json"), g_out, sizeof g_out);
+  tl_slurp(tmp_path("t.json"), g_out, sizeof g_out);
   assert_null(strstr(g_out, "\"ts\":-"));
   {
     const char *a = strstr(g_out, "{\"name\":\"exp.read\"");
@@ -399,12 +399,12 @@ static void test_input_and_output_errors(void **state) {
 
   /* A missing input: exit 3, and an existing -o file is left alone
    * (inputs are opened first). */
-  assert_int_equal(write_file(keep, "old\n"), 0);
+  assert_int_equal(tl_write_file(keep, "old\n"), 0);
   assert_int_equal(sh("'%s' export --format folded -o '%s' '%s/nothing'",
                       g_tool, keep, g_tmp),
                    3);
   assert_has(g_err, "/nothing: No such file or directory");
-  slurp(keep, g_out, sizeof g_out);
+  tl_slurp(keep, g_out, sizeof g_out);
   assert_string_equal(g_out, "old\n");
   /* An output that cannot be created: exit 1, naming it. */
   assert_int_equal(sh("'%s' export --format chrome -o '%s/no/dir/t.json' "

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RUNS 3
@@ -40,16 +41,6 @@ typedef struct result {
   int status; /* exit status, or 1000 + signal */
   char out[4096], err[4096], file[4096];
 } result;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-  if (f != NULL) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
 
 /* Run `script` (bash) in a fresh directory `cwd`, with RLIMIT_NOFILE 1024
  * (the usual default: the recorder's floor is then 960, inside what
@@ -83,9 +74,9 @@ static void run(const char *cwd, const char *rec, const char *script,
              cwd, sh, o, e);
   st = system(cmd);
   res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
-  slurp(o, res->out, sizeof res->out);
-  slurp(e, res->err, sizeof res->err);
-  slurp(f, res->file, sizeof res->file);
+  tl_slurp(o, res->out, sizeof res->out);
+  tl_slurp(e, res->err, sizeof res->err);
+  tl_slurp(f, res->file, sizeof res->file);
 }
 
 /* stderr without the recorder's own notes ("stackrec: ..." lines). */
@@ -208,21 +199,11 @@ static void test_python_dup2_over_all(void **state) {
 }
 
 static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-  const char *tmp = getenv("TEST_TMPDIR");
-  char root[2048];
   (void)state;
 
-  snprintf(root, sizeof root, "%.1000s/%.100s", src ? src : ".",
-           ws ? ws : "stackrec");
-  snprintf(g_bin, sizeof g_bin, "%s/tools/stackrec", root);
-  snprintf(g_lib, sizeof g_lib, "%s/preload/libstackrec_preload.so", root);
-  snprintf(g_tmp, sizeof g_tmp, "%.2000s/fds", tmp ? tmp : "/tmp");
-  mkdir(g_tmp, 0700);
-  if (access(g_bin, X_OK) != 0 || access(g_lib, R_OK) != 0) {
-    fprintf(stderr, "missing %s or %s\n", g_bin, g_lib);
+  if (tl_hook_paths("fds", g_bin, sizeof g_bin, g_lib, sizeof g_lib, g_tmp,
+                    sizeof g_tmp) != 0)
     return -1;
-  }
   /* STKR_TEST_PRELOAD: another build of the hook library (to show what an
    * older recorder does to the same programs). */
   if (getenv("STKR_TEST_PRELOAD") != NULL)
@@ -234,7 +215,7 @@ static int setup(void **state) {
 #if defined(__SANITIZE_ADDRESS__)
   {
     char rt[1024] = "";
-    tf_asan_runtime(rt, sizeof rt);
+    tl_asan_runtime(rt, sizeof rt);
     if (rt[0] == '\0') return -1;
     setenv("LD_PRELOAD", rt, 1);
     /* Programs not built by us fail LeakSanitizer's exit check. */

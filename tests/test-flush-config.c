@@ -48,19 +48,29 @@ static int build_capture(const stkr_config *in, stkr__fconfig *out, char *buf,
   return err;
 }
 
+/* The fields stkr__config_build derives from the struct and the
+ * environment, each against want's. */
+static void assert_fconfig(const stkr__fconfig *c, const stkr__fconfig *want) {
+  assert_string_equal(c->dir, want->dir);
+  assert_int_equal(c->ring_bytes, want->ring_bytes);
+  assert_int_equal(c->max_depth, want->max_depth);
+  assert_int_equal(c->skip_frames, want->skip_frames);
+  assert_int_equal(c->flush_interval_ms, want->flush_interval_ms);
+  assert_int_equal(c->segment_bytes, want->segment_bytes);
+  assert_int_equal(c->disk_cap_bytes, want->disk_cap_bytes);
+  assert_int_equal(c->payload_max, want->payload_max);
+  assert_int_equal(c->fork_mode, want->fork_mode);
+}
+
 static void test_defaults(void **state) {
   (void)state;
   stkr__fconfig c;
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_string_equal(c.dir, "stackrec-out");
-  assert_int_equal(c.ring_bytes, 262144);
-  assert_int_equal(c.max_depth, 64);
-  assert_int_equal(c.skip_frames, 0);
-  assert_int_equal(c.flush_interval_ms, 200);
-  assert_int_equal(c.segment_bytes, 67108864);
-  assert_int_equal(c.disk_cap_bytes, 1073741824);
-  assert_int_equal(c.payload_max, 256);
-  assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
+  assert_fconfig(&c, &(stkr__fconfig){
+      .dir = "stackrec-out", .ring_bytes = 262144, .max_depth = 64,
+      .skip_frames = 0, .flush_interval_ms = 200, .segment_bytes = 67108864,
+      .disk_cap_bytes = 1073741824, .payload_max = 256,
+      .fork_mode = STKR_FORK_DISABLE});
   stkr__config_free(&c);
   /* An all-zero struct is the same as NULL. */
   stkr_config z;
@@ -84,15 +94,11 @@ static void test_env_values_and_suffixes(void **state) {
   setenv("STACKREC_PAYLOAD_MAX", "1024", 1);
   setenv("STACKREC_FORK", "follow", 1);
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_string_equal(c.dir, "/tmp/somewhere");
-  assert_int_equal(c.ring_bytes, 1 << 20);
-  assert_int_equal(c.max_depth, 32);
-  assert_int_equal(c.skip_frames, 2);
-  assert_int_equal(c.flush_interval_ms, 50);
-  assert_int_equal(c.segment_bytes, 65536);
-  assert_int_equal(c.disk_cap_bytes, 2ull << 30);
-  assert_int_equal(c.payload_max, 1024);
-  assert_int_equal(c.fork_mode, STKR_FORK_FOLLOW);
+  assert_fconfig(&c, &(stkr__fconfig){
+      .dir = "/tmp/somewhere", .ring_bytes = 1 << 20, .max_depth = 32,
+      .skip_frames = 2, .flush_interval_ms = 50, .segment_bytes = 65536,
+      .disk_cap_bytes = 2ull << 30, .payload_max = 1024,
+      .fork_mode = STKR_FORK_FOLLOW});
   stkr__config_free(&c);
 
   setenv("STACKREC_FORK", "DISABLE", 1);
@@ -129,15 +135,12 @@ static void test_struct_wins_over_env(void **state) {
   setenv("STACKREC_FLUSH_MS", "999", 1);
   setenv("STACKREC_FORK", "follow", 1);
   assert_int_equal(stkr__config_build(&in, &c), 0);
-  assert_string_equal(c.dir, "from-struct");
-  assert_int_equal(c.ring_bytes, 65536);
-  assert_int_equal(c.max_depth, 8);
-  assert_int_equal(c.skip_frames, 3); /* field 0: the env applies */
-  assert_int_equal(c.flush_interval_ms, 7);
-  assert_int_equal(c.segment_bytes, 1000);
-  assert_int_equal(c.disk_cap_bytes, 5000);
-  assert_int_equal(c.payload_max, 16);
-  assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
+  /* skip_frames: the struct field is 0, so the env applies. */
+  assert_fconfig(&c, &(stkr__fconfig){
+      .dir = "from-struct", .ring_bytes = 65536, .max_depth = 8,
+      .skip_frames = 3, .flush_interval_ms = 7, .segment_bytes = 1000,
+      .disk_cap_bytes = 5000, .payload_max = 16,
+      .fork_mode = STKR_FORK_DISABLE});
   stkr__config_free(&c);
 }
 

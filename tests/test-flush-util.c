@@ -4,7 +4,6 @@
  * Declared in flush_util.h. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <link.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -269,28 +268,4 @@ int tf_accounting(const char *dir, int *unended, char *why, size_t len) {
     if (tf_account_pid(dir, pids[i], &checked, unended, why, len) < 0)
       return -1;
   return checked;
-}
-
-/* ---- the ASan runtime, for programs run with our hooks preloaded ---- */
-
-typedef struct tf_rt {
-  char *out;
-  size_t cap;
-} tf_rt;
-
-static int tf_find_asan(struct dl_phdr_info *info, size_t size, void *arg) {
-  const tf_rt *rt = arg;
-  const char *b = strrchr(info->dlpi_name, '/');
-  (void)size;
-  b = b ? b + 1 : info->dlpi_name;
-  if (strncmp(b, "libasan", 7) != 0)
-    return 0;
-  snprintf(rt->out, rt->cap, "%s", info->dlpi_name);
-  return 1;
-}
-
-void tf_asan_runtime(char *out, size_t cap) {
-  tf_rt rt = {out, cap};
-  out[0] = '\0';
-  dl_iterate_phdr(tf_find_asan, &rt);
 }

@@ -29,24 +29,15 @@
 
 #include "recorder/stkr_internal.h"
 #include "tests/hostile_fixtures/hostile.h"
+#include "tests/ring_harness.h"
 
 #define MAX_DEPTH 64
 
 STKR_SITE_DEFINE(g_site, "hostile.test");
 
 static int setup(void **state) {
-  stkr__rconf rc = {1 << 20, MAX_DEPTH, 0, 16};
   (void)state;
-  return stkr__recorder_start(&rc, NULL, NULL, NULL);
-}
-
-static int teardown(void **state) {
-  stkr__thread *t = stkr__tls;
-  (void)state;
-  stkr__recorder_stop();
-  if ((uintptr_t)t > STKR__THREAD_SENTINEL_MAX)
-    stkr__ring_reset(&t->ring);
-  return 0;
+  return rh_start(1 << 20, MAX_DEPTH, 16);
 }
 
 /* A record copied out of a ring. */
@@ -102,11 +93,6 @@ static unsigned drain_last(stkr__ring *r, rec_copy *out) {
   return n;
 }
 
-static stkr__ring *my_ring(void) {
-  assert_true((uintptr_t)stkr__tls > STKR__THREAD_SENTINEL_MAX);
-  return &stkr__tls->ring;
-}
-
 static int in_code(uint64_t pc, const void *fn) {
   return pc > (uint64_t)(uintptr_t)fn &&
          pc < (uint64_t)(uintptr_t)fn + HOSTILE_CODE_SPAN;
@@ -120,7 +106,7 @@ static unsigned event_with_fp(uintptr_t fp, rec_copy *rc_out) {
   int rc = hostile_call_with_fp(fp, hostile_nofp_leaf, NULL);
 
   assert_int_equal(rc, 0);
-  assert_int_equal(drain_last(my_ring(), rc_out), 1);
+  assert_int_equal(drain_last(rh_ring(), rc_out), 1);
   assert_true(rc_out->hdr.depth >= 1 && rc_out->hdr.depth <= MAX_DEPTH);
   assert_true(in_code(rc_out->pcs[0], (const void *)hostile_nofp_leaf));
   return rc_out->hdr.depth;
@@ -207,7 +193,7 @@ static void test_nofp_register_pressure(void **state) {
 
   for (i = 0; i < 2000; i++) {
     assert_int_equal(hostile_nofp_pressure((uint64_t)i * 0x9E3779B97F4A7C15ull), 0);
-    assert_int_equal(drain_last(my_ring(), &r), 1);
+    assert_int_equal(drain_last(rh_ring(), &r), 1);
     assert_true(in_code(r.pcs[0], (const void *)hostile_nofp_pressure));
     if (r.hdr.depth > longest)
       longest = r.hdr.depth;
@@ -242,6 +228,13 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
+/* On the alternate stack: outside the bounds, no PCs. */
+static uint32_t g_storm_sig_id;
+static void check_alt_record(const stkr__record *rec) {
+  if (rec->site_id == g_storm_sig_id)
+    assert_int_equal(rec->depth, 0);
+}
+
 /* The alternate stack lies outside the thread's stack bounds: events from
  * it are recorded with no PCs rather than walked. A storm of them while
  * the thread records too: every attempt accounted for. */
@@ -252,7 +245,6 @@ static void test_sigaltstack_handler_events(void **state) {
   stack_t ss, old_ss;
   stkr__counts c0, c1;
   uint32_t sig_id = stkr__site_id(&g_sig_site);
-  uint64_t seen = 0, i;
   const stkr__record *rec;
   uint8_t *map;
   (void)state;
@@ -280,43 +272,20 @@ static void test_sigaltstack_handler_events(void **state) {
   assert_int_equal(raise(SIGUSR1), 0);
   assert_int_equal(g_sig_calls, 1);
   assert_int_equal(g_sig_on_alt, 1);
-  rec = stkr__ring_peek(my_ring());
+  rec = stkr__ring_peek(rh_ring());
   assert_non_null(rec);
   assert_int_equal(rec->site_id, sig_id);
   assert_int_equal(rec->depth, 0);
   assert_int_equal(rec->payload_len, 3);
-  stkr__ring_release(my_ring(), rec);
+  stkr__ring_release(rh_ring(), rec);
 
   /* A storm, interrupting the thread's own events. */
-  stkr__threads_counts(&c0);
-  g_sig_calls = g_sig_on_alt = 0;
-  setitimer(ITIMER_REAL, &it, NULL);
-  for (i = 0; i < 200000; i++) {
-    (void)stkr_event(&g_site, NULL, 0);
-    if (i % 64 == 0) {
-      while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-        /* On the alternate stack: outside the bounds, no PCs. */
-        if (rec->site_id == sig_id)
-          assert_int_equal(rec->depth, 0);
-        stkr__ring_release(my_ring(), rec);
-        seen++;
-      }
-    }
-  }
-  memset(&it, 0, sizeof it);
-  setitimer(ITIMER_REAL, &it, NULL);
-  while ((rec = stkr__ring_peek(my_ring())) != NULL) {
-    stkr__ring_release(my_ring(), rec);
-    seen++;
-  }
-  stkr__threads_counts(&c1);
+  g_sig_on_alt = 0;
+  g_storm_sig_id = sig_id;
+  storm_run(&g_site, NULL, 0, 200000, &it, &g_sig_calls, check_alt_record,
+            &c0, &c1);
   assert_int_equal(g_sig_rc_bad, 0);
   assert_true(g_sig_calls > 0);
-  assert_int_equal(c1.pushed - c0.pushed, seen);
-  assert_int_equal((c1.pushed - c0.pushed) +
-                       (c1.dropped_ring_full - c0.dropped_ring_full) +
-                       (c1.dropped_reentrant - c0.dropped_reentrant),
-                   200000 + (uint64_t)g_sig_calls);
   print_message("altstack storm: %d handler events (%d on the alternate "
                 "stack), %llu dropped re-entrant\n",
                 (int)g_sig_calls, (int)g_sig_on_alt,
@@ -333,7 +302,7 @@ static int teardown_signals(void **state) {
   setitimer(ITIMER_REAL, &off, NULL);
   signal(SIGALRM, SIG_IGN); /* one may still be pending */
   signal(SIGUSR1, SIG_DFL);
-  return teardown(state);
+  return rh_stop(state);
 }
 
 /* ---- threads with small and fenced stacks ------------------------------- */
@@ -586,15 +555,15 @@ static void test_pac_bits_stripped(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_nofp_code_with_hostile_frame_pointers, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_nofp_random_frame_pointers, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_nofp_register_pressure, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nofp_code_with_hostile_frame_pointers, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_nofp_random_frame_pointers, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_nofp_register_pressure, setup, rh_stop),
       cmocka_unit_test_setup_teardown(test_sigaltstack_handler_events, setup, teardown_signals),
-      cmocka_unit_test_setup_teardown(test_tiny_thread_stack, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_guarded_thread_stack_edges, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_guarded_thread_stack_random, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_deep_recursion_capped, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_pac_bits_stripped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tiny_thread_stack, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_guarded_thread_stack_edges, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_guarded_thread_stack_random, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_deep_recursion_capped, setup, rh_stop),
+      cmocka_unit_test_setup_teardown(test_pac_bits_stripped, setup, rh_stop),
   };
   return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
 }

@@ -460,14 +460,14 @@ static void test_tools_show_marks(void **state) {
   /* chrome: process-wide instant events in category "mark". */
   snprintf(out, sizeof(out), "%s/trace.json", g_tmp);
   assert_int_equal(cr_run("export --format chrome -o '%s' '%s'", out, dir), 0);
-  cr_slurp(out, cr_out, sizeof(cr_out));
+  tl_slurp(out, cr_out, sizeof(cr_out));
   assert_int_equal(count_in(cr_out, "\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\""),
                    8);
   assert_non_null(strstr(cr_out, "\"events\":402,"));
   /* HTML: the list and the JSON the timelines draw. */
   snprintf(out, sizeof(out), "%s/report.html", g_tmp);
   assert_int_equal(cr_run("report --html '%s' '%s'", out, dir), 0);
-  cr_slurp(out, cr_out, sizeof(cr_out));
+  tl_slurp(out, cr_out, sizeof(cr_out));
   assert_non_null(strstr(cr_out, "<p class=\"marks\">6 marks (not counted"));
   assert_int_equal(count_in(cr_out, ",\"consent.revoked\",true]"), 1);
   assert_int_equal(count_in(cr_out, ",\"consent.granted\",false]"), 2);
@@ -543,7 +543,7 @@ static void test_mark_live_record(void **state) {
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 0);
   snprintf(cmd, sizeof(cmd), "%s/live.out", g_tmp);
-  cr_slurp(cmd, cr_out, sizeof(cr_out));
+  tl_slurp(cmd, cr_out, sizeof(cr_out));
   assert_non_null(strstr(cr_out, "marks: 1 ("));
 
   assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);

@@ -42,44 +42,20 @@
 
 static char g_tmp[2048], g_lib[4096];
 
-static const char *fresh(const char *tag) {
-  static char buf[4096];
-  static int n;
-  snprintf(buf, sizeof buf, "%s/%s-%d", g_tmp, tag, ++n);
-  return buf;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+/* A fresh directory name under g_tmp (not created). */
+#define fresh(tag) tl_fresh(g_tmp, (tag))
 
 #if defined(__SANITIZE_ADDRESS__)
 static char g_san_rt[1024];
-
-static int find_san_rt(struct dl_phdr_info *info, size_t size, void *arg) {
-  const char *b = strrchr(info->dlpi_name, '/');
-  (void)size;
-  (void)arg;
-  b = b ? b + 1 : info->dlpi_name;
-  if (strncmp(b, "libasan", 7) == 0) {
-    snprintf(g_san_rt, sizeof g_san_rt, "%s", info->dlpi_name);
-    return 1;
-  }
-  return 0;
-}
 #endif
 
 static int setup(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *tmp = getenv("TEST_TMPDIR");
   (void)state;
 
   if (cr_setup() != 0)
     return -1;
-  snprintf(g_lib, sizeof g_lib, "%.1000s/%.100s/preload/libstackrec_preload.so",
-           src ? src : ".", ws ? ws : "stackrec");
+  tl_runfile(g_lib, sizeof g_lib, "preload/libstackrec_preload.so");
   snprintf(g_tmp, sizeof g_tmp, "%.2000s/recsetup", tmp ? tmp : "/tmp");
   mkdir(g_tmp, 0700);
   setenv("STACKREC_PRELOAD", g_lib, 1);
@@ -87,7 +63,7 @@ static int setup(void **state) {
   unsetenv("STACKREC_NOTIFY");
   unsetenv("LD_PRELOAD");
 #if defined(__SANITIZE_ADDRESS__)
-  dl_iterate_phdr(find_san_rt, NULL);
+  tl_asan_runtime(g_san_rt, sizeof g_san_rt);
   if (g_san_rt[0] == '\0')
     return -1;
   setenv("LD_PRELOAD", g_san_rt, 1);
@@ -184,13 +160,13 @@ static void signal_case(int sig) {
     _exit(99);
   }
   /* Wait (bounded) for sleep's own segment file: the program runs. */
-  t0 = now_s();
+  t0 = tl_now_s();
   for (;;) {
     snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | grep -q '^stackrec-'",
              dir);
     if (system(cmd) == 0)
       break;
-    if (now_s() - t0 > 30) {
+    if (tl_now_s() - t0 > 30) {
       kill(pid, SIGKILL);
       fail_msg("the program never started");
     }
@@ -198,7 +174,7 @@ static void signal_case(int sig) {
   }
   assert_int_equal(kill(pid, sig), 0);
   assert_int_equal(waitpid(pid, &st, 0), pid);
-  cr_slurp(err, cr_err, sizeof cr_err);
+  tl_slurp(err, cr_err, sizeof cr_err);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 128 + sig)
     fail_msg("signal %d: record status %#x\n%s", sig, st, cr_err);
   assert_non_null(strstr(cr_err, "killed by signal"));
@@ -301,7 +277,7 @@ static void test_notify_fallback(void **state) {
            "2>'%s'",
            g_lib, (int)getpid(), err);
   assert_int_equal(system(cmd), 0);
-  cr_slurp(err, cr_err, sizeof cr_err);
+  tl_slurp(err, cr_err, sizeof cr_err);
   if (strstr(cr_err, "STACKREC_RING_BYTES=\"12Q\"") == NULL)
     fail_msg("no note on stderr: %s", cr_err);
 }
@@ -321,13 +297,13 @@ static void test_fork_heavy_bounded(void **state) {
     fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
     return;
   }
-  t0 = now_s();
+  t0 = tl_now_s();
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c 'i=0; while [ $i -lt "
                           "200 ]; do (read x </etc/passwd); i=$((i+1)); "
                           "done'",
                           dir),
                    0);
-  dt = now_s() - t0;
+  dt = tl_now_s() - t0;
   if (strstr(cr_err, "files.open") == NULL &&
       strstr(cr_err, "open ") == NULL)
     fail_msg("no open recorded:\n%s", cr_err);

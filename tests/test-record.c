@@ -131,11 +131,8 @@ static void test_threads_known_chains_read_back_exactly(void **state) {
   uint64_t n = 0;
   (void)state;
 
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = g_dir;
-  cfg.ring_bytes = 64 << 10;
-  cfg.flush_interval_ms = 20;
-  cfg.max_depth = 3;
+  cfg = (stkr_config){.dir = g_dir, .ring_bytes = 64 << 10,
+                      .flush_interval_ms = 20, .max_depth = 3};
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(stkr_init(&cfg), -EALREADY);
   for (k = 0; k < THREADS; k++)
@@ -215,11 +212,8 @@ static void test_tiny_ring_drops_are_counted_everywhere(void **state) {
   stkr_event_view ev;
   uint64_t n = 0;
   (void)state;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = g_dir;
-  cfg.ring_bytes = 16 << 10;
-  cfg.max_depth = 16;
-  cfg.flush_interval_ms = 60000;
+  cfg = (stkr_config){.dir = g_dir, .ring_bytes = 16 << 10, .max_depth = 16,
+                      .flush_interval_ms = 60000};
   assert_int_equal(stkr_init(&cfg), 0);
   for (i = 0; i < 20000; i++)
     ok += stkr_event(g_sites[0], "burst", 5) == 0;
@@ -262,9 +256,7 @@ static void test_fork_follow_child_writes_own_files(void **state) {
   int parent_events = 0, child_events = 0;
   (void)state;
   snprintf(dir, sizeof dir, "%s/fork", g_dir);
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = dir;
-  cfg.fork_mode = STKR_FORK_FOLLOW;
+  cfg = (stkr_config){.dir = dir, .fork_mode = STKR_FORK_FOLLOW};
   assert_int_equal(stkr_init(&cfg), 0);
   for (i = 0; i < 100; i++)
     stkr_event(g_sites[1], "parent", 6);
@@ -314,8 +306,7 @@ static void test_fork_disable_child_writes_nothing(void **state) {
   int status;
   (void)state;
   snprintf(dir, sizeof dir, "%s/fork-off", g_dir);
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = dir;
+  cfg = (stkr_config){.dir = dir};
   assert_int_equal(stkr_init(&cfg), 0);
   stkr_event(g_sites[1], NULL, 0);
   pid = fork();

@@ -27,6 +27,7 @@
 #include "common/stkr_ringfile.h"
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
+#include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_site, "hostile.ring");
 
@@ -36,19 +37,6 @@ static char g_ring_name[128], g_sess_name[128];
 static uint8_t *g_ring, *g_sess;
 static size_t g_ring_len, g_sess_len;
 #define N_EVENTS 200
-
-static uint8_t *slurp(const char *path, size_t *len) {
-  struct stat st;
-  int fd = open(path, O_RDONLY);
-  assert_true(fd >= 0);
-  assert_int_equal(fstat(fd, &st), 0);
-  uint8_t *p = malloc((size_t)st.st_size);
-  assert_non_null(p);
-  assert_int_equal(pread(fd, p, (size_t)st.st_size, 0), st.st_size);
-  close(fd);
-  *len = (size_t)st.st_size;
-  return p;
-}
 
 static void spit(const char *path, const uint8_t *p, size_t len) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -101,7 +89,7 @@ static int setup(void **state) {
       size_t len;
       uint8_t *p;
       snprintf(path, sizeof path, "%s/%s", g_src, e->d_name);
-      p = slurp(path, &len);
+      p = (uint8_t *)tl_slurp_alloc(path, &len);
       if (stkr_ring_parse(p, len, 0, &info, count_rec, &n, &dups, &lost, &bad,
                           &why) == 0 && (n > best || g_ring_name[0] == 0)) {
         best = n;
@@ -115,9 +103,9 @@ static int setup(void **state) {
   closedir(d);
   assert_true(g_ring_name[0] && g_sess_name[0]);
   snprintf(path, sizeof path, "%s/%s", g_src, g_ring_name);
-  g_ring = slurp(path, &g_ring_len);
+  g_ring = (uint8_t *)tl_slurp_alloc(path, &g_ring_len);
   snprintf(path, sizeof path, "%s/%s", g_src, g_sess_name);
-  g_sess = slurp(path, &g_sess_len);
+  g_sess = (uint8_t *)tl_slurp_alloc(path, &g_sess_len);
   return 0;
 }
 

@@ -34,6 +34,7 @@
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
+#include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_site, "recover.test");
 
@@ -122,35 +123,14 @@ static void rb_free(readback *rb) {
   free(rb->thread_of);
 }
 
-static int count_files(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int n = 0;
-  size_t sl = strlen(suffix);
-  assert_non_null(d);
-  while ((e = readdir(d)) != NULL) {
-    size_t l = strlen(e->d_name);
-    if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0) n++;
-  }
-  closedir(d);
-  return n;
-}
+/* dir holds `events` events, among them the payloads 0..n-1 once each. */
+static void assert_read_once(const char *dir, uint64_t events, uint32_t n) {
+  readback rb;
 
-/* The one file in dir ending in suffix, into out. */
-static void find_file(const char *dir, const char *suffix, char *out,
-                      size_t cap) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  size_t sl = strlen(suffix);
-  out[0] = '\0';
-  assert_non_null(d);
-  while ((e = readdir(d)) != NULL) {
-    size_t l = strlen(e->d_name);
-    if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0)
-      snprintf(out, cap, "%s/%s", dir, e->d_name);
-  }
-  closedir(d);
-  assert_true(out[0] != '\0');
+  read_dir(dir, &rb, n);
+  assert_int_equal(rb.events, events);
+  for (uint32_t i = 0; i < n; i++) assert_int_equal(rb.seen[i], 1);
+  rb_free(&rb);
 }
 
 /* ---- recording children ------------------------------------------------ */
@@ -160,37 +140,57 @@ static void record_seq(uint32_t from, uint32_t n) {
     if (stkr_event(&g_site, &i, 4) != 0) _exit(91);
 }
 
+/* Fork: the child starts recording with cfg (exit 90 if it cannot), runs
+ * body(arg) and dies by SIGKILL, leaving its ring files behind; the parent
+ * waits for it. @return the child's wait status. */
+static int run_killed_child(const stkr_config *cfg, void (*body)(void *),
+                            void *arg) {
+  int status;
+  pid_t p = fork();
+
+  assert_true(p >= 0);
+  if (p == 0) {
+    if (stkr_init(cfg) != 0) _exit(90);
+    body(arg);
+    kill(getpid(), SIGKILL);
+    _exit(94);
+  }
+  assert_int_equal(waitpid(p, &status, 0), p);
+  return status;
+}
+
 /* Child: record n1 events, flush, (optionally) rewind the ring file's tail
  * to where it was before the flush, as if we died between the batch's
  * write(2) and the tail store; record n2 more; die by SIGKILL. */
-static void child_die(const char *dir, uint32_t n1, uint32_t n2, bool rewind) {
-  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .ring_bytes = 256 << 10};
-  if (stkr_init(&cfg) != 0) _exit(90);
+typedef struct die_arg {
+  uint32_t n1, n2;
+  bool rewind;
+} die_arg;
+
+static void die_body(void *arg) {
+  const die_arg *a = arg;
   /* One call site for both phases: one stack, so that the ring holds only
    * known records after the flush (their full record is in the segment). */
   for (int phase = 0; phase < 2; phase++) {
-    record_seq(phase ? n1 : 0, phase ? n2 : n1);
-    if (phase == 0 && n1) {
+    record_seq(phase ? a->n1 : 0, phase ? a->n2 : a->n1);
+    if (phase == 0 && a->n1) {
       if (stkr_flush() != 0) _exit(92);
-      if (rewind) {
+      if (a->rewind) {
         stkr__ring_ctl *c = stkr__tls->ring.c;
         if (stkr__tls->ring.session == 0) _exit(93); /* not a ring file */
         atomic_store_explicit(&c->tail, 0, memory_order_release);
       }
     }
   }
-  kill(getpid(), SIGKILL);
-  _exit(94);
 }
 
 static void run_child_die(const char *dir, uint32_t n1, uint32_t n2,
                           bool rewind) {
-  int status;
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) child_die(dir, n1, n2, rewind);
-  assert_int_equal(waitpid(pid, &status, 0), pid);
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                     .ring_bytes = 256 << 10};
+  die_arg a = {n1, n2, rewind};
+  int status = run_killed_child(&cfg, die_body, &a);
+
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
@@ -228,9 +228,9 @@ static void test_ring_file_layout(void **state) {
   cfg.dir = dir;
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(stkr_event(&g_site, "x", 1), 0);
-  assert_int_equal(count_files(dir, ".session"), 1);
-  assert_int_equal(count_files(dir, ".ring"), 1);
-  find_file(dir, ".ring", path, sizeof path);
+  assert_int_equal(tl_count_files(dir, ".session"), 1);
+  assert_int_equal(tl_count_files(dir, ".ring"), 1);
+  tl_find_file(dir, ".ring", path, sizeof path);
   assert_true((fd = open(path, O_RDONLY)) >= 0);
   assert_int_equal(pread(fd, &m, sizeof m, 0), (ssize_t)sizeof m);
   close(fd);
@@ -242,7 +242,7 @@ static void test_ring_file_layout(void **state) {
   assert_int_equal(m.thread_id, stkr__tls->id);
   assert_int_equal(m.os_tid, stkr__tls->tid);
   assert_int_equal(m.session_id, stkr__tls->ring.session);
-  find_file(dir, ".session", path, sizeof path);
+  tl_find_file(dir, ".session", path, sizeof path);
   assert_true((fd = open(path, O_RDONLY)) >= 0);
   assert_int_equal(pread(fd, &h, sizeof h, 0), (ssize_t)sizeof h);
   close(fd);
@@ -281,11 +281,11 @@ static void test_ring_file_layout(void **state) {
     recover(dir, false, &st, &ms);
     assert_int_equal(st.sessions_live, 1);
     assert_int_equal(st.sessions_dead, 0);
-    assert_int_equal(count_files(dir, ".ring"), 1);
+    assert_int_equal(tl_count_files(dir, ".ring"), 1);
   }
   assert_int_equal(stkr_shutdown(), 0);
-  assert_int_equal(count_files(dir, ".session"), 0);
-  assert_int_equal(count_files(dir, ".ring"), 0);
+  assert_int_equal(tl_count_files(dir, ".session"), 0);
+  assert_int_equal(tl_count_files(dir, ".ring"), 0);
 }
 
 /* SIGKILL before any flush: every event is in the ring file, and recovery
@@ -302,15 +302,15 @@ static void test_kill_before_flush(void **state) {
   recover(dir, true, &st, &ms); /* dry run: counts, changes nothing */
   assert_int_equal(st.sessions_dead, 1);
   assert_int_equal(st.events, 500);
-  assert_int_equal(count_files(dir, ".ring"), 1);
+  assert_int_equal(tl_count_files(dir, ".ring"), 1);
   recover(dir, false, &st, &ms);
   assert_int_equal(ms.n, 0);
   assert_int_equal(st.sessions_recovered, 1);
   assert_int_equal(st.events, 500);
   assert_int_equal(st.duplicates, 0);
   assert_int_equal(st.segments_written, 1);
-  assert_int_equal(count_files(dir, ".ring"), 0);
-  assert_int_equal(count_files(dir, ".session"), 0);
+  assert_int_equal(tl_count_files(dir, ".ring"), 0);
+  assert_int_equal(tl_count_files(dir, ".session"), 0);
   read_dir(dir, &rb, 500);
   assert_int_equal(rb.events, 500);
   for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
@@ -320,23 +320,27 @@ static void test_kill_before_flush(void **state) {
   assert_int_equal(st.sessions_dead + st.events, 0);
 }
 
-/* Flushed events stay where they are; only the rest is recovered. */
-static void test_kill_after_flush(void **state) {
+/* A child flushed 300 events, recorded 200 more and died (`rewind`: as if
+ * between the batch's write(2) and the tail store): the 200 are recovered,
+ * the 300 stay where they are (`duplicates` of them found in the ring),
+ * every event read back once. */
+static void flushed_then_killed(bool rewind, uint64_t duplicates) {
   char dir[300];
   stkr_recover_stats st;
-  readback rb;
   msgs ms;
-  (void)state;
 
   new_dir(dir, sizeof dir);
-  run_child_die(dir, 300, 200, false);
+  run_child_die(dir, 300, 200, rewind);
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
-  assert_int_equal(st.duplicates, 0); /* the tail was stored */
-  read_dir(dir, &rb, 500);
-  assert_int_equal(rb.events, 500);
-  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
+  assert_int_equal(st.duplicates, duplicates);
+  assert_read_once(dir, 500, 500);
+}
+
+/* Flushed events stay where they are; only the rest is recovered. */
+static void test_kill_after_flush(void **state) {
+  (void)state;
+  flushed_then_killed(false, 0); /* the tail was stored */
 }
 
 /* Stacks once per thread: after the flush, the ring holds only known
@@ -368,7 +372,7 @@ static void test_known_records_resolve_through_segments(void **state) {
 
   new_dir(dir, sizeof dir);
   run_child_die(dir, 300, 200, false);
-  find_file(dir, ".zst", path, sizeof path);
+  tl_find_file(dir, ".zst", path, sizeof path);
   assert_int_equal(unlink(path), 0);
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
@@ -384,28 +388,14 @@ static void test_known_records_resolve_through_segments(void **state) {
 /* Died between write(2) and the tail store: the ring file still holds the
  * written records, and Batch.ring_pos says they are written. */
 static void test_crash_between_write_and_tail(void **state) {
-  char dir[300];
-  stkr_recover_stats st;
-  readback rb;
-  msgs ms;
   (void)state;
-
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 300, 200, true);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
-  assert_int_equal(st.duplicates, 300);
-  read_dir(dir, &rb, 500);
-  assert_int_equal(rb.events, 500);
-  for (int i = 0; i < 500; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
+  flushed_then_killed(true, 300);
 }
 
 /* The embedded case: the next stkr_init on the directory recovers. */
 static void test_embedded_next_init(void **state) {
   char dir[300];
   stkr_config cfg = {.flush_interval_ms = 3600000};
-  readback rb;
   (void)state;
 
   new_dir(dir, sizeof dir);
@@ -414,49 +404,43 @@ static void test_embedded_next_init(void **state) {
   assert_int_equal(stkr_init(&cfg), 0);
   /* Recovered at init: only our own session's files are left (this
    * thread, attached by an earlier test, got a ring file of it). */
-  assert_int_equal(count_files(dir, ".session"), 1);
-  assert_int_equal(count_files(dir, ".ring"), 1);
+  assert_int_equal(tl_count_files(dir, ".session"), 1);
+  assert_int_equal(tl_count_files(dir, ".ring"), 1);
   uint32_t v = 100000;
   assert_int_equal(stkr_event(&g_site, &v, 4), 0);
   assert_int_equal(stkr_shutdown(), 0);
-  read_dir(dir, &rb, 250);
-  assert_int_equal(rb.events, 251);
-  for (int i = 0; i < 250; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
+  assert_read_once(dir, 251, 250);
 }
 
 /* fork: in follow mode the child records into its own session (its ring
  * must not write into the parent's file), in disable mode it records
  * nothing; parent and child die uncleanly; everything is recovered exactly
  * once. */
+static void fork_body(void *arg) {
+  int status;
+  (void)arg;
+  record_seq(0, 100);
+  pid_t c = fork();
+  if (c == 0) {
+    for (uint32_t i = 1000; i < 1070; i++) /* disable: -ENOTCONN */
+      (void)stkr_event(&g_site, &i, 4);
+    kill(getpid(), SIGKILL);
+  }
+  if (c < 0 || waitpid(c, &status, 0) != c) _exit(95);
+  record_seq(100, 100);
+}
+
 static void fork_case(stkr_fork_mode mode) {
   char dir[300];
   stkr_recover_stats st;
   readback rb;
   msgs ms;
-  int status;
   bool follow = mode == STKR_FORK_FOLLOW;
 
   new_dir(dir, sizeof dir);
-  pid_t p = fork();
-  assert_true(p >= 0);
-  if (p == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                       .fork_mode = mode};
-    if (stkr_init(&cfg) != 0) _exit(90);
-    record_seq(0, 100);
-    pid_t c = fork();
-    if (c == 0) {
-      for (uint32_t i = 1000; i < 1070; i++) /* disable: -ENOTCONN */
-        (void)stkr_event(&g_site, &i, 4);
-      kill(getpid(), SIGKILL);
-    }
-    if (c < 0 || waitpid(c, &status, 0) != c) _exit(95);
-    record_seq(100, 100);
-    kill(getpid(), SIGKILL);
-  }
-  assert_int_equal(waitpid(p, &status, 0), p);
-  assert_true(WIFSIGNALED(status));
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                     .fork_mode = mode};
+  assert_true(WIFSIGNALED(run_killed_child(&cfg, fork_body, NULL)));
   recover(dir, false, &st, &ms);
   assert_int_equal(st.sessions_recovered, follow ? 2 : 1);
   assert_int_equal(st.events, follow ? 270 : 200);
@@ -536,31 +520,29 @@ static void *seq_thread(void *arg) {
   return NULL;
 }
 
+/* 40 threads one after the other, 5 events each; the first 30 flushed. */
+static void ring_reuse_body(void *arg) {
+  (void)arg;
+  for (uint32_t i = 0; i < 40; i++) {
+    seq_arg a = {i * 5, 5};
+    pthread_t t;
+    if (pthread_create(&t, NULL, seq_thread, &a) != 0) _exit(97);
+    pthread_join(t, NULL);
+    if (i < 30 && (stkr_flush() != 0 || stkr_flush() != 0)) _exit(98);
+  }
+}
+
 static void test_ring_reuse(void **state) {
   char dir[300];
   stkr_recover_stats st;
   readback rb;
   msgs ms;
-  int status;
   (void)state;
 
   new_dir(dir, sizeof dir);
-  pid_t p = fork();
-  assert_true(p >= 0);
-  if (p == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                       .ring_bytes = 16 << 10};
-    if (stkr_init(&cfg) != 0) _exit(90);
-    for (uint32_t i = 0; i < 40; i++) {
-      seq_arg a = {i * 5, 5};
-      pthread_t t;
-      if (pthread_create(&t, NULL, seq_thread, &a) != 0) _exit(97);
-      pthread_join(t, NULL);
-      if (i < 30 && (stkr_flush() != 0 || stkr_flush() != 0)) _exit(98);
-    }
-    kill(getpid(), SIGKILL);
-  }
-  assert_int_equal(waitpid(p, &status, 0), p);
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                     .ring_bytes = 16 << 10};
+  run_killed_child(&cfg, ring_reuse_body, NULL);
   recover(dir, false, &st, &ms);
   assert_int_equal(ms.n, 0);
   assert_int_equal(st.events, 50);
@@ -573,7 +555,7 @@ static void test_ring_reuse(void **state) {
     else if (i) assert_int_not_equal(rb.thread_of[i], rb.thread_of[i - 5]);
   }
   rb_free(&rb);
-  assert_int_equal(count_files(dir, ".ring"), 0);
+  assert_int_equal(tl_count_files(dir, ".ring"), 0);
 }
 
 /* Four distinct call chains (one per helper), to give a session several
@@ -592,43 +574,40 @@ static __attribute__((noinline)) void helper3(void) { helper_event(3); }
  * first ones: recovery reads the newest segment only, and still gives its
  * stacks ids nobody used (the session file notes the highest), with their
  * own PCs. */
+/* One call site for every event, so that a helper's chain is one stack
+ * all along: 0 1 2 (stacks 1-3), then segments that use stack 1 only,
+ * then 10 x 0 1 2 3 unflushed (stack 4 is new). F: flush. */
+static void many_segments_body(void *arg) {
+  static void (*const helpers[4])(void) = {helper0, helper1, helper2,
+                                           helper3};
+  enum { F = 9 };
+  uint8_t script[3 + 12 + 40];
+  size_t n = 0;
+  (void)arg;
+  script[n++] = 0, script[n++] = 1, script[n++] = 2;
+  for (int i = 0; i < 6; i++) script[n++] = F, script[n++] = 0;
+  for (int i = 0; i < 40; i++) script[n++] = (uint8_t)(i % 4);
+  for (size_t i = 0; i < n; i++) {
+    if (script[i] == F) {
+      if (stkr_flush() != 0) _exit(92);
+    } else {
+      helpers[script[i]]();
+    }
+  }
+}
+
 static void test_many_segments(void **state) {
   char dir[300];
   stkr_recover_stats st;
   readback rb;
   msgs ms;
-  int status;
   (void)state;
 
   new_dir(dir, sizeof dir);
-  pid_t p = fork();
-  assert_true(p >= 0);
-  if (p == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                       .segment_bytes = 1024};
-    static void (*const helpers[4])(void) = {helper0, helper1, helper2,
-                                             helper3};
-    /* One call site for every event, so that a helper's chain is one
-     * stack all along: 0 1 2 (stacks 1-3), then segments that use stack
-     * 1 only, then 10 x 0 1 2 3 unflushed (stack 4 is new). F: flush. */
-    enum { F = 9 };
-    uint8_t script[3 + 12 + 40];
-    size_t n = 0;
-    script[n++] = 0, script[n++] = 1, script[n++] = 2;
-    for (int i = 0; i < 6; i++) script[n++] = F, script[n++] = 0;
-    for (int i = 0; i < 40; i++) script[n++] = (uint8_t)(i % 4);
-    if (stkr_init(&cfg) != 0) _exit(90);
-    for (size_t i = 0; i < n; i++) {
-      if (script[i] == F) {
-        if (stkr_flush() != 0) _exit(92);
-      } else {
-        helpers[script[i]]();
-      }
-    }
-    kill(getpid(), SIGKILL);
-  }
-  assert_int_equal(waitpid(p, &status, 0), p);
-  assert_true(count_files(dir, ".zst") >= 4);
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                     .segment_bytes = 1024};
+  run_killed_child(&cfg, many_segments_body, NULL);
+  assert_true(tl_count_files(dir, ".zst") >= 4);
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 41);
   read_dir(dir, &rb, 0);
@@ -750,7 +729,7 @@ static void test_cli(void **state) {
    * named (file and offset) and the status says data was lost. */
   new_dir(dir, sizeof dir);
   run_child_die(dir, 0, 80, false);
-  find_file(dir, ".ring", path, sizeof path);
+  tl_find_file(dir, ".ring", path, sizeof path);
   assert_true((fd = open(path, O_RDWR)) >= 0);
   /* One site, one stack: a full record, then known records of one size;
    * spoil the 41st one's size field. */

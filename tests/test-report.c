@@ -31,52 +31,10 @@
 #include "tests/symrec.h"
 
 static char g_std[4096]; /* the standard recording */
-static char g_sym[4096]; /* k_rec below */
-
-static const char *const k_sites[] = {"files.open", "files.stat",
-                                      "network.connect"};
-static const char *const k_threads[] = {"main", "io"};
-static const sr_frame k_open[] = {
-    {"open_config", "app/config.c", 12, false, true},
-    {"libc_wrapper", NULL, 0, false, false},
-    {"load", "app/load.c", 30, true, true},
-    {"main", "app/main.c", 40, false, true},
-};
-static const sr_frame k_lib_only[] = {
-    {"__libc_open", NULL, 0, false, false},
-    {"__libc_start", NULL, 0, false, false},
-};
-static const sr_frame k_stat[] = {
-    {"stat_it", "app/stat.c", 7, false, true},
-    {"main", "app/main.c", 44, false, true},
-};
-static const sr_frame k_unknown[] = {
-    {NULL, NULL, 0, false, true},
-    {"main", "app/main.c", 50, false, true},
-};
-static const sr_stack k_stacks[] = {
-    {1, k_open, 4, false},
-    {1, k_lib_only, 2, false},
-    {2, k_stat, 2, true},
-    {3, k_unknown, 2, false},
-};
-/* Stack 1 on main at t=0, 10, 70 ns and on io at 20; stack 2 at 30 (main),
- * stack 3 at 40 (io), stack 4 at 50, 60 (main). */
-static const sr_event k_evs[] = {
-    {1, 1, 0}, {1, 1, 10}, {1, 2, 10}, {2, 1, 10}, {3, 2, 10},
-    {4, 1, 10}, {4, 1, 10}, {1, 1, 10},
-};
-
-static sr_rec k_rec(uint32_t pid) {
-  sr_rec r = {.pid = pid, .name = "app", .pc_base = 0x400000,
-              .start_ns = 1000000000ull, .sites = k_sites, .n_sites = 3,
-              .threads = k_threads, .n_threads = 2, .stacks = k_stacks,
-              .n_stacks = 4, .evs = k_evs, .n_evs = 8, .last = true};
-  return r;
-}
+static char g_sym[4096]; /* sr_std(100, 0x400000) */
 
 static int setup(void **state) {
-  sr_rec r = k_rec(100);
+  sr_rec r = sr_std(100, 0x400000);
   (void)state;
 
   if (cr_setup() != 0)
@@ -87,6 +45,22 @@ static int setup(void **state) {
   snprintf(g_sym, sizeof g_sym, "%s", fx_tmpdir("report-sym"));
   return sr_write(g_sym, &r) == 0 ? 0 : -1;
 }
+
+/* The standard recording's three stacks (fixture.c), one event each in a
+ * site of three events, as report prints them (net.connect and
+ * privacy.clipboard.read both have them). */
+#define STD_THREE_STACKS                                                   \
+  "    1 event, 33.33%:\n"                                                 \
+  "        0x7f0000002000\n"                                               \
+  "    1 event, 33.33%:\n"                                                 \
+  "        fixture+0x1000\n"                                               \
+  "        fixture+0x1100\n"                                               \
+  "        fixture+0x1200\n"                                               \
+  "    1 event, 33.33%, walk stopped at max depth:\n"                      \
+  "        fixture+0x3000\n"                                               \
+  "        fixture+0x3010\n"                                               \
+  "        fixture+0x3020\n"                                               \
+  "        fixture+0x3030\n"
 
 static const char k_std_report[] =
     "# INCOMPLETE: 1 of 1 process: 14 events dropped (ring full 6, "
@@ -99,34 +73,14 @@ static const char k_std_report[] =
     "\n"
     "net: 3 events, 33.33%, 1 site\n"
     "  net.connect: 3 events, 33.33%, 3 stacks\n"
-    "    1 event, 33.33%:\n"
-    "        0x7f0000002000\n"
-    "    1 event, 33.33%:\n"
-    "        fixture+0x1000\n"
-    "        fixture+0x1100\n"
-    "        fixture+0x1200\n"
-    "    1 event, 33.33%, walk stopped at max depth:\n"
-    "        fixture+0x3000\n"
-    "        fixture+0x3010\n"
-    "        fixture+0x3020\n"
-    "        fixture+0x3030\n"
+    STD_THREE_STACKS
     "    payloads: 2 distinct, in 2 of its events\n"
     "             1   33.33%  \"bye\"\n"
     "             1   33.33%  \"q\\\"b\\\\s\\x0a\"\n"
     "\n"
     "privacy: 3 events, 33.33%, 1 site\n"
     "  privacy.clipboard.read: 3 events, 33.33%, 3 stacks\n"
-    "    1 event, 33.33%:\n"
-    "        0x7f0000002000\n"
-    "    1 event, 33.33%:\n"
-    "        fixture+0x1000\n"
-    "        fixture+0x1100\n"
-    "        fixture+0x1200\n"
-    "    1 event, 33.33%, walk stopped at max depth:\n"
-    "        fixture+0x3000\n"
-    "        fixture+0x3010\n"
-    "        fixture+0x3020\n"
-    "        fixture+0x3030\n"
+    STD_THREE_STACKS
     "    payloads: 3 distinct, in 3 of its events\n"
     "             1   33.33%  \"\\x00\\x01bin\\xff\\x7f\\x1b\"\n"
     "             1   33.33%  \"hello\"\n"
@@ -366,7 +320,7 @@ static void test_html(void **state) {
   assert_string_equal(cr_err, "");
   assert_non_null(strstr(cr_out, "# HTML report written to "));
   assert_null(strstr(cr_out, "open_config")); /* no text stacks */
-  cr_slurp(path, html, sizeof html);
+  tl_slurp(path, html, sizeof html);
   assert_non_null(strstr(html, "<html"));
   assert_non_null(strstr(html, "files.open"));
   assert_non_null(strstr(html, "open_config"));
@@ -374,7 +328,7 @@ static void test_html(void **state) {
    * the page says so before anything else. */
   assert_null(strstr(html, "class=\"incomplete\""));
   assert_int_equal(cr_run("report --html '%s' '%s'", path, g_std), 0);
-  cr_slurp(path, html, sizeof html);
+  tl_slurp(path, html, sizeof html);
   assert_non_null(strstr(html, "</h1>\n<p class=\"incomplete\" role=\"alert\">"
                                "<strong>INCOMPLETE: 1 of 1 process: 14 events "
                                "dropped (ring full 6, reentrant 2, other 4, "

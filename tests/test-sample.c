@@ -28,23 +28,9 @@ STKR_SITE_DEFINE(g_stop_site, "test.stop");
 
 static char g_dir[256];
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
+/* Start recording into a fresh g_dir. */
 static int start_rec(void) {
-  stkr_config cfg;
-  const char *t = getenv("TEST_TMPDIR");
-
-  snprintf(g_dir, sizeof g_dir, "%s/sample-XXXXXX", t ? t : "/tmp");
-  if (mkdtemp(g_dir) == NULL)
-    return -errno;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = g_dir;
-  cfg.ring_bytes = 1u << 20;
-  return stkr_init(&cfg);
+  return sf_start_rec(g_dir, sizeof g_dir, "sample", 1u << 20);
 }
 
 /* Runs before anything in this process set the sampling signal up (the
@@ -223,13 +209,13 @@ static void test_blocked_thread_reported(void **state) {
   assert_int_equal(atomic_load(&a.reg_err), 0);
   h = atomic_load(&a.handle);
   assert_int_equal(stkr_sample_stats_get(&before), 0);
-  t0 = now_ms();
+  t0 = sf_now_ms();
   if (getenv("STKR_UNDER_QEMU") != NULL) {
     /* qemu-user keeps the guest's signal mask to itself: /proc shows the
      * host's, so a blocked thread is only seen as not answering. */
     assert_int_equal(stkr_thread_sample(h, &g_site, "blocked", 7, 100),
                      -ETIMEDOUT);
-    assert_true(now_ms() - t0 < 2000);
+    assert_true(sf_now_ms() - t0 < 2000);
     assert_int_equal(stkr_sample_stats_get(&after), 0);
     assert_int_equal(after.timed_out - before.timed_out, 1);
   } else {
@@ -237,7 +223,7 @@ static void test_blocked_thread_reported(void **state) {
                      -EDEADLK);
     assert_int_equal(stkr_thread_sample(h, &g_site, "blocked", 7, 100),
                      -EDEADLK);
-    assert_true(now_ms() - t0 < 2000);
+    assert_true(sf_now_ms() - t0 < 2000);
     assert_int_equal(stkr_sample_stats_get(&after), 0);
     assert_int_equal(after.blocked - before.blocked, 2);
   }
@@ -251,9 +237,9 @@ static void test_blocked_thread_reported(void **state) {
   pthread_join(a.thread, NULL);
 
   /* Exited: its handle is stale. */
-  t0 = now_ms();
+  t0 = sf_now_ms();
   assert_int_equal(stkr_thread_sample(h, &g_site, "gone", 4, 100), -ESRCH);
-  assert_true(now_ms() - t0 < 1000);
+  assert_true(sf_now_ms() - t0 < 1000);
   assert_int_equal(stkr_thread_sample(0, &g_site, NULL, 0, 0), -ESRCH);
   assert_int_equal(stkr_thread_sample(h, NULL, NULL, 0, 0), -EINVAL);
 

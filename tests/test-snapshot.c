@@ -360,7 +360,7 @@ static void test_permission_denied(void **state) {
   assert_int_equal(waitpid(c, &st, 0), c);
   assert_true(WIFEXITED(st));
   snprintf(cmd, sizeof cmd, "%s/perm.err", pdir);
-  cr_slurp(cmd, cr_err, sizeof cr_err);
+  tl_slurp(cmd, cr_err, sizeof cr_err);
   {
     char rm[200];
     snprintf(rm, sizeof rm, "rm -rf '%s'", pdir);
@@ -387,7 +387,7 @@ static bool any_stopped(pid_t pid, char *why, size_t cap) {
     char st[4096], *p;
     if (e->d_name[0] == '.') continue;
     snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
-    cr_slurp(path, st, sizeof st);
+    tl_slurp(path, st, sizeof st);
     p = strrchr(st, ')');
     if (p && (p[2] == 't' || p[2] == 'T')) {
       snprintf(why, cap, "thread %s in state %c", e->d_name, p[2]);
@@ -395,7 +395,7 @@ static bool any_stopped(pid_t pid, char *why, size_t cap) {
     }
     snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid,
              e->d_name);
-    cr_slurp(path, st, sizeof st);
+    tl_slurp(path, st, sizeof st);
     p = strstr(st, "TracerPid:");
     if (p && atoi(p + 10) != 0) {
       snprintf(why, cap, "thread %s traced by %d", e->d_name, atoi(p + 10));

@@ -27,40 +27,18 @@
 
 #include "proto/stkr_reader.h"
 #include "tests/symfixture/fixture.h"
+#include "tests/testlib.h"
 
 static char g_fixture[4096], g_plugin[4096], g_tool[4096], g_tmp[4096];
 static char g_out[1 << 16], g_err[1 << 16];
 static int g_line_of[L_COUNT];
 static unsigned long long g_resolved[2];
 
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-  if (f) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
-
+static const tl_capture g_sh = {g_out, sizeof g_out, g_err, sizeof g_err,
+                                g_tmp, true, -1};
 /* Run a shell command line; stdout/stderr into g_out/g_err. @return exit
- * status. */
-static int sh(const char *fmt, ...) {
-  char cmd[16384], o[4200], e[4200];
-  va_list ap;
-  int st;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd - 64 - 2 * sizeof o, fmt, ap);
-  va_end(ap);
-  snprintf(o, sizeof o, "%s/sh.out", g_tmp);
-  snprintf(e, sizeof e, "%s/sh.err", g_tmp);
-  snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " >'%s' 2>'%s'", o, e);
-  st = system(cmd);
-  slurp(o, g_out, sizeof g_out);
-  slurp(e, g_err, sizeof g_err);
-  if (!WIFEXITED(st)) fail_msg("%s: killed (%#x)\n%s", cmd, st, g_err);
-  return WEXITSTATUS(st);
-}
+ * status (killed: fails the test). */
+#define sh(...) tl_sh(&g_sh, __VA_ARGS__)
 
 /* Run the fixture binary `bin` with `env` (shell assignments) recording
  * into dir; parse its output into g_line_of and g_resolved. */

@@ -22,22 +22,9 @@
 
 static char g_dir[256];
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
+/* Start recording into a fresh g_dir. */
 static int start_rec(void) {
-  stkr_config cfg;
-  const char *t = getenv("TEST_TMPDIR");
-
-  snprintf(g_dir, sizeof g_dir, "%s/wd-XXXXXX", t ? t : "/tmp");
-  if (mkdtemp(g_dir) == NULL)
-    return -errno;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = g_dir;
-  return stkr_init(&cfg);
+  return sf_start_rec(g_dir, sizeof g_dir, "wd", 0);
 }
 
 static int count_dir(const char *path) {
@@ -88,8 +75,8 @@ static int watchdog_threads(void) {
 
 /* Tick every 10 ms for ms. */
 static void run_loop(unsigned ms) {
-  uint64_t end = now_ms() + ms;
-  while (now_ms() < end) {
+  uint64_t end = sf_now_ms() + ms;
+  while (sf_now_ms() < end) {
     stkr_watchdog_tick();
     usleep(10000);
   }
@@ -98,8 +85,8 @@ static void run_loop(unsigned ms) {
 /* The blocking chain: wd_block_a < wd_block_b < wd_park_sleep, sleeping
  * with a raw nanosleep (the PC stays in wd_park_sleep). */
 SF_NOINLINE static void wd_park_sleep(unsigned ms) {
-  uint64_t end = now_ms() + ms;
-  for (uint64_t now; (now = now_ms()) < end;) {
+  uint64_t end = sf_now_ms() + ms;
+  for (uint64_t now; (now = sf_now_ms()) < end;) {
     struct timespec ts = {(time_t)((end - now) / 1000),
                           (long)((end - now) % 1000) * 1000000};
     (void)sf_sys(SYS_nanosleep, (long)&ts, 0, 0, 0); /* EINTR: go round */
@@ -212,12 +199,10 @@ static void test_one_second_block_is_one_hang(void **state) {
     assert_non_null(strstr(h, "recovered\n"));
   }
   {
-    char page[300];
-    snprintf(page, sizeof page, "%s/report.html", g_dir);
-    assert_int_equal(cr_run("report --html '%s' '%s'", page, g_dir), 0);
-    cr_slurp(page, cr_out, sizeof cr_out);
-    assert_non_null(strstr(cr_out, "\"hangs\":[{\"pid\":"));
-    assert_non_null(strstr(cr_out, "\"recovered\":true"));
+    static char html[1 << 18];
+    assert_int_equal(cr_html(g_dir, html, sizeof html), 0);
+    assert_non_null(strstr(html, "\"hangs\":[{\"pid\":"));
+    assert_non_null(strstr(html, "\"recovered\":true"));
   }
 }
 
@@ -255,9 +240,9 @@ static void test_stop_inside_a_hang(void **state) {
   stkr_watchdog_opts o = {atomic_load(&th.handle), 100, 20};
   assert_int_equal(stkr_watchdog_start(&o), 0);
   usleep(400000); /* never ticks: hung after 100 ms */
-  uint64_t t0 = now_ms();
+  uint64_t t0 = sf_now_ms();
   assert_int_equal(stkr_watchdog_stop(), 0);
-  assert_true(now_ms() - t0 < 2000);
+  assert_true(sf_now_ms() - t0 < 2000);
   sf_stop(&th, NULL);
   assert_int_equal(stkr_flush(), 0);
   assert_int_equal(stkr_shutdown(), 0);
@@ -299,9 +284,9 @@ static void test_exit_stops_watchdog(void **state) {
     usleep(10000); /* it names itself when it starts */
   assert_int_equal(watchdog_threads(), 1);
   usleep(200000); /* hung, sampled every 10 ms */
-  t0 = now_ms();
+  t0 = sf_now_ms();
   assert_int_equal(stkr_shutdown_for_exit(), 0);
-  assert_true(now_ms() - t0 < 1000);
+  assert_true(sf_now_ms() - t0 < 1000);
   assert_int_equal(stkr_watchdog_stop(), -ENOTCONN);
   for (int i = 0; i < 100 && watchdog_threads() != 0; i++)
     usleep(10000); /* a thread left detached ends by itself */

@@ -46,6 +46,8 @@ cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
 recorder=(recorder/*.c)
 proto=(proto/*.c "$out/gen/proto/stackrec.pb-c.c")
 fixture=(tests/fixture.c)
+# The shared test helpers (//tests:testlib), for tests that run the CLI.
+testlib=(tests/testlib.c)
 
 build() { # name, sources/flags...
   local name=$1; shift
@@ -99,14 +101,14 @@ build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \
 build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
   tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
 build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
-  "${product[@]}" -ldl || fails=$((fails + 1))
+  "${testlib[@]}" "${product[@]}" -ldl || fails=$((fails + 1))
 # Sampling another thread (the handler reads the aarch64 ucontext) and the
 # watchdog. The parks are leaves: gcc omits their frame record on aarch64
 # unless told, and then their caller is missing (README, "Sampling").
 for t in sample watchdog; do
   build "$t" -fno-optimize-sibling-calls -mno-omit-leaf-frame-pointer \
     -Dmain=stkr__test_main "tests/test-$t.c" tests/aarch64/skip_main.c \
-    "${product[@]}" || fails=$((fails + 1))
+    "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
 done
 
 # Compact unwind tables (unwind/): the oracle chain built without frame

@@ -13,42 +13,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include "tests/testlib.h"
 
 static char mt_src[4096], mt_fx[4096], mt_tool[4096], mt_tmp[4096];
 static char mt_out[1 << 20], mt_err[1 << 16];
 static int mt_state = -1; /* fixtures.sh's exit status: 0 built, 77 a tool
                               is missing */
 
-static void mt_slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  size_t n = 0;
-  if (f) {
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-  }
-  buf[n] = '\0';
-}
-
+static const tl_capture mt_capture = {mt_out, sizeof mt_out, mt_err,
+                                      sizeof mt_err, mt_tmp, false, -1};
 /* Run a shell command; stdout/stderr into mt_out/mt_err. @return its exit
  * status (or -1 if it died). */
-static int mt_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int mt_sh(const char *fmt, ...) {
-  char cmd[16384], o[4200], e[4200];
-  va_list ap;
-  int st;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd - 64 - 2 * sizeof o, fmt, ap);
-  va_end(ap);
-  snprintf(o, sizeof o, "%s/sh.out", mt_tmp);
-  snprintf(e, sizeof e, "%s/sh.err", mt_tmp);
-  snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " >'%s' 2>'%s'", o, e);
-  st = system(cmd);
-  mt_slurp(o, mt_out, sizeof mt_out);
-  mt_slurp(e, mt_err, sizeof mt_err);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define mt_sh(...) tl_sh(&mt_capture, __VA_ARGS__)
 
 /* Build the fixtures (NFILES x FUNCS generated functions). @return 0, 77
  * when a tool is missing (the caller skips, saying so), else fails. */

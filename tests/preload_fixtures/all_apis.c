@@ -38,6 +38,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "tests/preload_fixtures/fixture_home.h"
+
 int __open_2(const char *path, int flags);
 int __open64_2(const char *path, int flags);
 int __openat_2(int dirfd, const char *path, int flags);
@@ -50,30 +52,12 @@ int __gethostname_chk(char *name, size_t len, size_t buflen);
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
 static int g_failed;
-/* $HOME from the environment block itself: getenv("HOME") is a watched
- * call, and the fixture's bookkeeping must not add events. */
-extern char **environ;
-static const char *env_home(void) {
-  char **e;
-  for (e = environ; e != NULL && *e != NULL; e++)
-    if (strncmp(*e, "HOME=", 5) == 0)
-      return *e + 5;
-  return "/nonexistent";
-}
-
-static char g_path[4096];
-
 static void check(int ok, const char *what) {
   if (!ok) {
     fprintf(stderr, "all_apis: check failed: %s (errno %d: %s)\n", what,
             errno, strerror(errno));
     g_failed = 1;
   }
-}
-
-static const char *home_path(const char *rel) {
-  snprintf(g_path, sizeof g_path, "%s/%s", env_home(), rel);
-  return g_path;
 }
 
 static void close_if(int fd) {

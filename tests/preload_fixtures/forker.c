@@ -30,25 +30,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/preload_fixtures/fixture_home.h"
+
 #define NOINLINE __attribute__((noinline))
 #define BARRIER() __asm__ volatile("" ::: "memory")
-
-/* $HOME from the environment block itself: getenv("HOME") is a watched
- * call, and the fixture's bookkeeping must not add events. */
-extern char **environ;
-static const char *env_home(void) {
-  char **e;
-  for (e = environ; e != NULL && *e != NULL; e++)
-    if (strncmp(*e, "HOME=", 5) == 0)
-      return *e + 5;
-  return "/nonexistent";
-}
-
-static char g_path[4096];
-static const char *home_path(const char *rel) {
-  snprintf(g_path, sizeof g_path, "%s/%s", env_home(), rel);
-  return g_path;
-}
 
 /* Results go to a volatile: the call must happen, and fortified headers
  * warn about an ignored getenv result. */

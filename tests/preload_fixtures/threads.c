@@ -24,23 +24,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "tests/preload_fixtures/fixture_home.h"
+
 #define NOINLINE __attribute__((noinline))
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
 #define THREADS 4
 #define PER_THREAD 200
 #define LOOP 5000
-
-/* $HOME from the environment block itself: getenv("HOME") is a watched
- * call, and the fixture's bookkeeping must not add events. */
-extern char **environ;
-static const char *env_home(void) {
-  char **e;
-  for (e = environ; e != NULL && *e != NULL; e++)
-    if (strncmp(*e, "HOME=", 5) == 0)
-      return *e + 5;
-  return "/nonexistent";
-}
 
 static char g_missing[4096], g_alarm_path[4096];
 static pthread_barrier_t g_barrier;

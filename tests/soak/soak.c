@@ -126,172 +126,192 @@ static void usage(void) {
   exit(2);
 }
 
-int main(int argc, char **argv) {
-  double seconds = 60, warm, t0, t_warm_end = 0;
-  const char *dir = "soak-out";
-  unsigned threads = 4, max_sites = 512, epoch = 0, i;
-  size_t ring = 16 << 10;
-  bool rss_check = true, ok = true;
-  uint64_t created = 0, seed = 0x5EED, rss_warm = 0, rss_end, rss_max = 0;
-  uint64_t identity_checks = 0;
-  stkr_config cfg;
-  stkr_stats st;
-  int err;
+typedef struct soak_opts {
+  double seconds;
+  const char *dir;
+  unsigned threads, max_sites;
+  size_t ring;
+  bool rss_check;
+} soak_opts;
 
+static void parse_args(int argc, char **argv, soak_opts *o) {
+  unsigned i;
+
+  *o = (soak_opts){.seconds = 60, .dir = "soak-out", .threads = 4,
+                   .max_sites = 512, .ring = 16 << 10, .rss_check = true};
 #if defined(__SANITIZE_ADDRESS__)
-  rss_check = false; /* ASan's quarantine and shadow grow RSS by design */
+  o->rss_check = false; /* ASan's quarantine and shadow grow RSS by design */
 #endif
   for (i = 1; i < (unsigned)argc; i++) {
     if (strcmp(argv[i], "--no-rss-check") == 0) {
-      rss_check = false;
+      o->rss_check = false;
       continue;
     }
     if (i + 1 >= (unsigned)argc)
       usage();
     if (strcmp(argv[i], "--seconds") == 0)
-      seconds = atof(argv[++i]);
+      o->seconds = atof(argv[++i]);
     else if (strcmp(argv[i], "--dir") == 0)
-      dir = argv[++i];
+      o->dir = argv[++i];
     else if (strcmp(argv[i], "--threads") == 0)
-      threads = (unsigned)atoi(argv[++i]);
+      o->threads = (unsigned)atoi(argv[++i]);
     else if (strcmp(argv[i], "--ring") == 0)
-      ring = (size_t)atol(argv[++i]);
+      o->ring = (size_t)atol(argv[++i]);
     else if (strcmp(argv[i], "--sites") == 0)
-      max_sites = (unsigned)atoi(argv[++i]);
+      o->max_sites = (unsigned)atoi(argv[++i]);
     else
       usage();
   }
-  if (seconds <= 0 || threads == 0 || threads > 256 || max_sites == 0 ||
-      max_sites > MAX_SITES)
+  if (o->seconds <= 0 || o->threads == 0 || o->threads > 256 ||
+      o->max_sites == 0 || o->max_sites > MAX_SITES)
     usage();
-  warm = seconds / 4 < 3 ? 3 : seconds / 4;
-  if (warm > seconds)
-    warm = seconds;
+}
 
+/* What the epochs found, for the summary. */
+typedef struct soak_run {
+  double t0, warm, t_warm_end;
+  unsigned epoch;
+  uint64_t seed, created, identity_checks, rss_warm, rss_max;
+  bool ok;
+} soak_run;
+
+/* One epoch (about a second): the sites grow linearly through warm-up,
+ * then stay; batches of o->threads threads are born and gone; then every
+ * event so far must be on disk or counted as dropped, and RSS is sampled. */
+static void run_epoch(const soak_opts *o, soak_run *run) {
+  double e0 = now_s(), elapsed = e0 - run->t0;
+  pthread_t th[256];
+  worker_arg args[256];
+  stkr_stats st;
+  unsigned i;
+  unsigned want = elapsed >= run->warm
+                      ? o->max_sites
+                      : 1 + (unsigned)((o->max_sites - 1) * elapsed / run->warm);
+
+  for (i = atomic_load(&g_nsites); i < want; i++)
+    if (stkr_site_register(&g_sites[i]) != 0)
+      run->ok = false;
+  atomic_store_explicit(&g_nsites, want, memory_order_release);
+  while (now_s() - e0 < 1.0 && now_s() - run->t0 < o->seconds) {
+    unsigned k, started = 0;
+
+    for (k = 0; k < o->threads; k++) {
+      args[k].seed = xorshift(&run->seed);
+      if (pthread_create(&th[k], NULL, churn_thread, &args[k]) == 0)
+        started++;
+      else
+        break;
+    }
+    for (k = 0; k < started; k++)
+      pthread_join(th[k], NULL);
+    run->created += started;
+  }
+  if (stkr_flush() != 0) {
+    fprintf(stderr, "soak: epoch %u: stkr_flush failed\n", run->epoch);
+    run->ok = false;
+  }
+  stkr_stats_get(&st);
+  run->identity_checks++;
+  if (st.attempted != st.written + st.dropped ||
+      st.attempted != atomic_load(&g_calls)) {
+    fprintf(stderr,
+            "soak: epoch %u: attempted %llu, written %llu + dropped %llu, "
+            "calls %llu\n",
+            run->epoch, (unsigned long long)st.attempted,
+            (unsigned long long)st.written, (unsigned long long)st.dropped,
+            (unsigned long long)atomic_load(&g_calls));
+    run->ok = false;
+  }
+  uint64_t rss = rss_bytes();
+  if (rss > run->rss_max)
+    run->rss_max = rss;
+  if (run->rss_warm == 0 && now_s() - run->t0 >= run->warm) {
+    run->rss_warm = rss;
+    run->t_warm_end = now_s() - run->t0;
+  }
+  run->epoch++;
+}
+
+static void print_summary(const soak_opts *o, const soak_run *run,
+                          const stkr_stats *st, uint64_t rss_end) {
+  printf("soak: %.1f s (warm-up %.1f s), %u epochs, %llu threads created "
+         "(%llu recorded)\n",
+         now_s() - run->t0, run->t_warm_end, run->epoch,
+         (unsigned long long)run->created, (unsigned long long)st->threads);
+  printf("soak: events attempted %llu = written %llu + dropped %llu "
+         "(ring full %llu, re-entrant %llu, write error %llu, other %llu); "
+         "identity held at %llu flushes and at shutdown\n",
+         (unsigned long long)st->attempted, (unsigned long long)st->written,
+         (unsigned long long)st->dropped,
+         (unsigned long long)st->dropped_ring_full,
+         (unsigned long long)st->dropped_reentrant,
+         (unsigned long long)st->dropped_write_error,
+         (unsigned long long)st->dropped_other,
+         (unsigned long long)run->identity_checks);
+  printf("soak: sites %llu, stacks %llu, batches %llu, %.1f MiB in %llu "
+         "segments (%llu deleted by the disk cap), write errors %llu\n",
+         (unsigned long long)st->sites, (unsigned long long)st->stacks,
+         (unsigned long long)st->batches, st->bytes / 1048576.0,
+         (unsigned long long)st->segments,
+         (unsigned long long)st->segments_deleted,
+         (unsigned long long)st->write_errors);
+  printf("soak: RSS %.1f MiB after warm-up, %.1f MiB at the end, %.1f MiB "
+         "max (%s)\n",
+         run->rss_warm / 1048576.0, rss_end / 1048576.0,
+         run->rss_max / 1048576.0,
+         o->rss_check ? "checked: flat within 10% + 4 MiB" : "not checked");
+}
+
+int main(int argc, char **argv) {
+  soak_opts o;
+  soak_run run = {.seed = 0x5EED, .ok = true};
+  uint64_t rss_end;
+  stkr_config cfg;
+  stkr_stats st;
+  unsigned i;
+  int err;
+
+  parse_args(argc, argv, &o);
+  run.warm = o.seconds / 4 < 3 ? 3 : o.seconds / 4;
+  if (run.warm > o.seconds)
+    run.warm = o.seconds;
   for (i = 0; i < MAX_SITES; i++) {
     snprintf(g_names[i], sizeof g_names[i], "soak.site.%u", i);
     g_sites[i].name = g_names[i];
     g_sites[i].id = 0;
   }
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = dir;
-  cfg.ring_bytes = ring;
-  cfg.max_depth = 32;
-  cfg.flush_interval_ms = 50;
-  cfg.segment_bytes = 4 << 20;
-  cfg.disk_cap_bytes = 64 << 20; /* hours of soak must not fill the disk */
-  cfg.payload_max = 32;
+  cfg = (stkr_config){.dir = o.dir, .ring_bytes = o.ring, .max_depth = 32,
+                      .flush_interval_ms = 50, .segment_bytes = 4 << 20,
+                      /* hours of soak must not fill the disk */
+                      .disk_cap_bytes = 64 << 20, .payload_max = 32};
   err = stkr_init(&cfg);
   if (err != 0) {
-    fprintf(stderr, "soak: stkr_init(%s): %s\n", dir, stkr_strerror(err));
+    fprintf(stderr, "soak: stkr_init(%s): %s\n", o.dir, stkr_strerror(err));
     printf("0 passed, 1 failed\n");
     return 1;
   }
-
-  t0 = now_s();
-  while (now_s() - t0 < seconds) {
-    double e0 = now_s(), elapsed = e0 - t0;
-    pthread_t th[256];
-    worker_arg args[256];
-
-    /* Sites grow linearly through warm-up, then stay. */
-    unsigned want = elapsed >= warm ? max_sites
-                                    : 1 + (unsigned)((max_sites - 1) * elapsed / warm);
-    for (i = atomic_load(&g_nsites); i < want; i++)
-      if (stkr_site_register(&g_sites[i]) != 0)
-        ok = false;
-    atomic_store_explicit(&g_nsites, want, memory_order_release);
-
-    /* One epoch: batches of `threads` threads, born and gone. */
-    while (now_s() - e0 < 1.0 && now_s() - t0 < seconds) {
-      unsigned k, started = 0;
-
-      for (k = 0; k < threads; k++) {
-        args[k].seed = xorshift(&seed);
-        if (pthread_create(&th[k], NULL, churn_thread, &args[k]) == 0)
-          started++;
-        else
-          break;
-      }
-      for (k = 0; k < started; k++)
-        pthread_join(th[k], NULL);
-      created += started;
-    }
-    /* Every event before this point is on disk or counted as dropped. */
-    if (stkr_flush() != 0) {
-      fprintf(stderr, "soak: epoch %u: stkr_flush failed\n", epoch);
-      ok = false;
-    }
-    stkr_stats_get(&st);
-    identity_checks++;
-    if (st.attempted != st.written + st.dropped ||
-        st.attempted != atomic_load(&g_calls)) {
-      fprintf(stderr,
-              "soak: epoch %u: attempted %llu, written %llu + dropped %llu, "
-              "calls %llu\n",
-              epoch, (unsigned long long)st.attempted,
-              (unsigned long long)st.written, (unsigned long long)st.dropped,
-              (unsigned long long)atomic_load(&g_calls));
-      ok = false;
-    }
-    uint64_t rss = rss_bytes();
-    if (rss > rss_max)
-      rss_max = rss;
-    if (rss_warm == 0 && now_s() - t0 >= warm) {
-      rss_warm = rss;
-      t_warm_end = now_s() - t0;
-    }
-    epoch++;
-  }
+  run.t0 = now_s();
+  while (now_s() - run.t0 < o.seconds)
+    run_epoch(&o, &run);
   rss_end = rss_bytes();
-  stkr_stats_get(&st);
   if (stkr_shutdown() != 0)
-    ok = false;
-  {
-    stkr_stats fin;
-    stkr_stats_get(&fin);
-    if (fin.attempted != fin.written + fin.dropped)
-      ok = false;
-    st = fin;
-  }
+    run.ok = false;
+  stkr_stats_get(&st);
+  if (st.attempted != st.written + st.dropped)
+    run.ok = false;
   if (atomic_load(&g_rc_bad) != 0) {
     fprintf(stderr, "soak: %llu events returned an unexpected error\n",
             (unsigned long long)atomic_load(&g_rc_bad));
-    ok = false;
+    run.ok = false;
   }
-  if (rss_warm == 0)
-    rss_warm = rss_end;
-  if (rss_check && rss_end > rss_warm + rss_warm / 10 + (4u << 20)) {
+  if (run.rss_warm == 0)
+    run.rss_warm = rss_end;
+  if (o.rss_check && rss_end > run.rss_warm + run.rss_warm / 10 + (4u << 20)) {
     fprintf(stderr, "soak: RSS grew after warm-up: %.1f -> %.1f MiB\n",
-            rss_warm / 1048576.0, rss_end / 1048576.0);
-    ok = false;
+            run.rss_warm / 1048576.0, rss_end / 1048576.0);
+    run.ok = false;
   }
-
-  printf("soak: %.1f s (warm-up %.1f s), %u epochs, %llu threads created "
-         "(%llu recorded)\n",
-         now_s() - t0, t_warm_end, epoch, (unsigned long long)created,
-         (unsigned long long)st.threads);
-  printf("soak: events attempted %llu = written %llu + dropped %llu "
-         "(ring full %llu, re-entrant %llu, write error %llu, other %llu); "
-         "identity held at %llu flushes and at shutdown\n",
-         (unsigned long long)st.attempted, (unsigned long long)st.written,
-         (unsigned long long)st.dropped,
-         (unsigned long long)st.dropped_ring_full,
-         (unsigned long long)st.dropped_reentrant,
-         (unsigned long long)st.dropped_write_error,
-         (unsigned long long)st.dropped_other,
-         (unsigned long long)identity_checks);
-  printf("soak: sites %llu, stacks %llu, batches %llu, %.1f MiB in %llu "
-         "segments (%llu deleted by the disk cap), write errors %llu\n",
-         (unsigned long long)st.sites, (unsigned long long)st.stacks,
-         (unsigned long long)st.batches, st.bytes / 1048576.0,
-         (unsigned long long)st.segments,
-         (unsigned long long)st.segments_deleted,
-         (unsigned long long)st.write_errors);
-  printf("soak: RSS %.1f MiB after warm-up, %.1f MiB at the end, %.1f MiB "
-         "max (%s)\n",
-         rss_warm / 1048576.0, rss_end / 1048576.0, rss_max / 1048576.0,
-         rss_check ? "checked: flat within 10% + 4 MiB" : "not checked");
-  printf("%d passed, %d failed\n", ok ? 1 : 0, ok ? 0 : 1);
-  return ok ? 0 : 1;
+  print_summary(&o, &run, &st, rss_end);
+  printf("%d passed, %d failed\n", run.ok ? 1 : 0, run.ok ? 0 : 1);
+  return run.ok ? 0 : 1;
 }

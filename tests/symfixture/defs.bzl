@@ -41,3 +41,14 @@ unstripped_binary = rule(
     },
     executable = True,
 )
+
+def unstripped_cc_binary(name, binary_name = None, visibility = None, **kwargs):
+    """A cc_binary (`binary_name`, default name + "_bin"; kwargs are its
+    attributes) and `name`, its unstripped copy (visible as given)."""
+    binary_name = binary_name or name + "_bin"
+    native.cc_binary(name = binary_name, **kwargs)
+    unstripped_binary(
+        name = name,
+        binary = ":" + binary_name,
+        visibility = visibility,
+    )

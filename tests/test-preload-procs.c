@@ -1,0 +1,165 @@
+/*
+ * test-preload-procs.c: the LD_PRELOAD hooks under `stackrec record` in
+ * threads, under signals and across process trees (fork, exec, children
+ * that exit or are killed): every thread and process recorded, read back
+ * with the reader (tests/preload_run.h, shared with test-preload.c).
+ */
+#define _GNU_SOURCE
+#include "tests/preload_run.h"
+
+/* ---- threads, signals, process trees ------------------------------------- */
+
+static void test_threads(void **state) {
+  const char *dir = fresh("threads");
+  char missing[4200];
+  uint64_t tids[8];
+  size_t i, k, n_tids = 0;
+  rec r;
+  (void)state;
+
+  assert_int_equal(record(dir, "-q", "threads", "threads"), 0);
+  snprintf(missing, sizeof missing, "%s/.ssh/thread-missing", g_home);
+  rec_load(&r, dir);
+  assert_int_equal(r.n, 1600);
+  assert_int_equal(count(&r, 0, "files.open", missing), 800);
+  assert_int_equal(count(&r, 0, "environment.getenv", "HOME"), 800);
+  for (i = 0; i < r.n; i++) {
+    assert_first_pc(&r, &r.evs[i], "threads", "fx_thread_body", NULL);
+    for (k = 0; k < n_tids && tids[k] != r.evs[i].tid; k++)
+      ;
+    if (k == n_tids) {
+      assert_true(n_tids < 8);
+      tids[n_tids++] = r.evs[i].tid;
+    }
+  }
+  assert_int_equal(n_tids, 4);
+  assert_int_equal(stkr_reader_process(r.r, 0)->drops, 0);
+  assert_int_equal(stkr_reader_process(r.r, 0)->threads, 4);
+  rec_free(&r);
+}
+
+static void test_signal_stress(void **state) {
+  const char *dir = fresh("sig");
+  const stkr_process_info *p;
+  char alarm_path[4200];
+  int loop = 0, alarms = 0;
+  size_t i, n_loop, n_alarm;
+  rec r;
+  (void)state;
+
+  /* A ring the loop cannot fill: the drops left are handlers that
+   * interrupted an event (counted, never corrupting anything). */
+  setenv("STACKREC_RING_BYTES", "16M", 1);
+  i = (size_t)record(dir, "-q", "threads", "sigstress");
+  unsetenv("STACKREC_RING_BYTES");
+  if (i != 0)
+    fail_msg("sigstress: status %zu\n%s", i, g_err);
+  assert_int_equal(sscanf(g_out, "loop %d alarms %d", &loop, &alarms), 2);
+  snprintf(alarm_path, sizeof alarm_path, "%s/.ssh/from-alarm", g_home);
+  rec_load(&r, dir);
+  p = stkr_reader_process(r.r, 0);
+  n_loop = count(&r, 0, "environment.getenv", "HOME");
+  n_alarm = count(&r, 0, "files.open", alarm_path);
+  assert_int_equal(n_loop + n_alarm, r.n);
+  assert_int_equal(n_loop + n_alarm + p->drops, (size_t)(loop + alarms));
+  assert_int_equal(p->drops, p->drops_reentrant + p->drops_ring_full);
+  for (i = 0; i < r.n; i++)
+    assert_first_pc(&r, &r.evs[i], "threads",
+                    strcmp(r.evs[i].site, "files.open") == 0 ? "fx_alarm"
+                                                             : "fx_loop",
+                    NULL);
+  rec_free(&r);
+}
+
+static void test_fork_exec(void **state) {
+  const char *dir = fresh("fork");
+  unsigned c[6] = {0};
+  const stkr_process_info *p;
+  char path[3][4200];
+  uint32_t parent;
+  const ev *e;
+  rec r;
+  int i;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  /* A forked child starts its own flush worker: TSan does not support
+   * threads started after a multi-threaded fork (as in test-record). */
+  fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
+  skip();
+#endif
+  assert_int_equal(record(dir, "-q", "forker", "tree"), 0);
+  assert_non_null(strstr(g_out, "tree ok"));
+  for (i = 1; i <= 5; i++) {
+    char key[8];
+    const char *at;
+    snprintf(key, sizeof key, "c%d ", i);
+    at = strstr(g_out, key);
+    assert_non_null(at);
+    c[i] = (unsigned)strtoul(at + 3, NULL, 10);
+  }
+  snprintf(path[0], sizeof path[0], "%s/.ssh/child-fork", g_home);
+  snprintf(path[1], sizeof path[1], "%s/.ssh/before-exec", g_home);
+  snprintf(path[2], sizeof path[2], "%s/.ssh/before-failed", g_home);
+  rec_load(&r, dir);
+  assert_int_equal(stkr_reader_process_count(r.r), 6);
+  assert_int_equal(r.n, 9);
+
+  /* The parent: before, and after the vfork child exec'd (its exec hook
+   * must not have shut the shared recorder down). */
+  e = find(&r, 0, "environment.getenv", "HOME");
+  parent = e->pid;
+  assert_first_pc(&r, e, "forker", "fx_parent_before", "main");
+  assert_first_pc(&r, find(&r, parent, "environment.getenv",
+                           "STKR_FIXTURE_AFTER"),
+                  "forker", "fx_parent_after", "main");
+  assert_true(proc_of(&r, parent)->clean_end);
+
+  /* c1: fork, follow mode, _exit: the _exit hook ends the session
+   * (stkr_shutdown_for_exit), with its last batch. */
+  p = proc_of(&r, c[1]);
+  assert_int_equal(p->parent_pid, parent);
+  assert_true(p->clean_end);
+  assert_first_pc(&r, find(&r, c[1], "files.open", path[0]), "forker",
+                  "fx_child_fork", "main");
+
+  /* c2: fork + exec: the new image records from its constructor on. */
+  assert_int_equal(count(&r, c[2], "identifiers.gethostname", NULL), 1);
+  assert_first_pc(&r, find(&r, c[2], "identifiers.gethostname", NULL),
+                  "forker", "fx_execd", "main");
+  assert_true(proc_of(&r, c[2])->clean_end);
+
+  /* c3: vfork + exec. */
+  assert_first_pc(&r, find(&r, c[3], "identifiers.getifaddrs", NULL),
+                  "forker", "fx_vforked", "main");
+
+  /* c4: recorded as a forked child, then exec'd: two sessions, both
+   * ended cleanly. */
+  p = proc_of(&r, c[4]);
+  assert_int_equal(p->sessions, 2);
+  assert_true(p->clean_end);
+  assert_first_pc(&r, find(&r, c[4], "files.open", path[1]), "forker",
+                  "fx_child_before_exec", "main");
+  assert_first_pc(&r, find(&r, c[4], "environment.secure_getenv",
+                           "STKR_FIXTURE_AFTER_EXEC"),
+                  "forker", "fx_after_exec", "main");
+
+  /* c5: the exec failed (ENOENT checked by the fixture): recording went
+   * on in a new session. */
+  p = proc_of(&r, c[5]);
+  assert_int_equal(p->sessions, 2);
+  assert_first_pc(&r, find(&r, c[5], "files.open", path[2]), "forker",
+                  "fx_child_before_failed_exec", "main");
+  assert_first_pc(&r, find(&r, c[5], "identifiers.uname", NULL), "forker",
+                  "fx_after_failed_exec", "main");
+  rec_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_signal_stress),
+      cmocka_unit_test(test_fork_exec),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}

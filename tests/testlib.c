@@ -1,0 +1,203 @@
+/*
+ * testlib.c: see testlib.h.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#endif
+#include "tests/testlib.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+void tl_slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  size_t n = 0;
+
+  if (f != NULL) {
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+  }
+  buf[n] = '\0';
+}
+
+char *tl_slurp_alloc(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *buf;
+  long n;
+
+  if (f == NULL)
+    fail_msg("cannot open %s: %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  assert_true(n >= 0);
+  buf = malloc((size_t)n + 1);
+  assert_non_null(buf);
+  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+  buf[n] = '\0';
+  fclose(f);
+  if (len != NULL)
+    *len = (size_t)n;
+  return buf;
+}
+
+const char *tl_fresh(const char *dir, const char *tag) {
+  static char buf[4096];
+  static int n;
+
+  snprintf(buf, sizeof buf, "%s/%s-%d", dir, tag, ++n);
+  return buf;
+}
+
+/* Calls fn(dir, name, arg) for each entry of dir whose name ends in suffix
+ * (and is longer). @return how many. */
+static int tl_each_suffix(const char *dir, const char *suffix,
+                          void (*fn)(const char *, const char *, void *),
+                          void *arg) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t sl = strlen(suffix);
+  int n = 0;
+
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0) {
+      if (fn != NULL)
+        fn(dir, e->d_name, arg);
+      n++;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+int tl_count_files(const char *dir, const char *suffix) {
+  return tl_each_suffix(dir, suffix, NULL, NULL);
+}
+
+typedef struct tl_path {
+  char *out;
+  size_t cap;
+} tl_path;
+
+static void tl_keep_path(const char *dir, const char *name, void *arg) {
+  const tl_path *p = arg;
+
+  snprintf(p->out, p->cap, "%s/%s", dir, name);
+}
+
+void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap) {
+  tl_path p = {out, cap};
+
+  out[0] = '\0';
+  tl_each_suffix(dir, suffix, tl_keep_path, &p);
+  assert_true(out[0] != '\0');
+}
+
+int tl_write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+
+  if (f == NULL)
+    return -1;
+  fputs(text, f);
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+double tl_now_s(void) {
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int tl_vsh(const tl_capture *c, const char *fmt, va_list ap) {
+  /* Commands name a few paths of at most 4 KiB each. */
+  static char cmd[32768], full[32768 + 8600];
+  char o[4200], e[4200];
+  const char *dir = c->dir ? c->dir : getenv("TEST_TMPDIR");
+  int st;
+
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  snprintf(o, sizeof o, "%s/sh.out", dir ? dir : "/tmp");
+  snprintf(e, sizeof e, "%s/sh.err", dir ? dir : "/tmp");
+  snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, o, e);
+  st = system(full);
+  tl_slurp(o, c->out, c->out_cap);
+  tl_slurp(e, c->err, c->err_cap);
+  if (WIFEXITED(st))
+    return WEXITSTATUS(st);
+  if (c->fail_if_killed)
+    fail_msg("%s: killed (status %#x)\n%s", cmd, st, c->err);
+  fprintf(stderr, "%s: did not exit (status %#x)\n%s\n", cmd, st, c->err);
+  return c->killed;
+}
+
+int tl_sh(const tl_capture *c, const char *fmt, ...) {
+  va_list ap;
+  int st;
+
+  va_start(ap, fmt);
+  st = tl_vsh(c, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+const char *tl_runfile(char *buf, size_t cap, const char *rel) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+
+  snprintf(buf, cap, "%.2000s/%.100s/%s", src ? src : ".",
+           ws ? ws : "stackrec", rel);
+  return buf;
+}
+
+int tl_hook_paths(const char *tag, char *bin, size_t bin_cap, char *lib,
+                  size_t lib_cap, char *tmp, size_t tmp_cap) {
+  const char *t = getenv("TEST_TMPDIR");
+
+  tl_runfile(bin, bin_cap, "tools/stackrec");
+  tl_runfile(lib, lib_cap, "preload/libstackrec_preload.so");
+  snprintf(tmp, tmp_cap, "%.2000s/%s", t ? t : "/tmp", tag);
+  mkdir(tmp, 0700);
+  if (access(bin, X_OK) != 0 || access(lib, R_OK) != 0) {
+    fprintf(stderr, "missing %s or %s\n", bin, lib);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct tl_rt {
+  char *out;
+  size_t cap;
+} tl_rt;
+
+static int tl_find_asan(struct dl_phdr_info *info, size_t size, void *arg) {
+  const tl_rt *rt = arg;
+  const char *b = strrchr(info->dlpi_name, '/');
+
+  (void)size;
+  b = b ? b + 1 : info->dlpi_name;
+  if (strncmp(b, "libasan", 7) != 0)
+    return 0;
+  snprintf(rt->out, rt->cap, "%s", info->dlpi_name);
+  return 1;
+}
+
+void tl_asan_runtime(char *out, size_t cap) {
+  tl_rt rt = {out, cap};
+
+  out[0] = '\0';
+  dl_iterate_phdr(tl_find_asan, &rt);
+}

@@ -1,0 +1,81 @@
+/*
+ * testlib.h: what many tests share (//tests:testlib, test-only): reading
+ * and writing small files, running a shell command with its output
+ * captured, finding files in the runfiles, a monotonic clock in seconds and
+ * the sanitizer runtime a preloaded program needs.
+ *
+ * One copy of each, so that a fix (a buffer size, a killed command) lands
+ * in every test at once. Not thread-safe: tests call these from their main
+ * thread.
+ */
+#ifndef STKR_TESTLIB_H
+#define STKR_TESTLIB_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The content of path in buf, NUL-terminated (at most cap - 1 bytes; a
+ * file that cannot be read gives ""). */
+void tl_slurp(const char *path, char *buf, size_t cap);
+
+/* The whole content of path, NUL-terminated, malloc'd (the caller frees),
+ * its length in *len if not NULL. Fails the test if it cannot be read. */
+char *tl_slurp_alloc(const char *path, size_t *len);
+
+/* A path dir/<tag>-<n> not used before by this process (not created), in
+ * a static buffer (the next call overwrites it). */
+const char *tl_fresh(const char *dir, const char *tag);
+
+/* How many entries of dir end in suffix (longer than it). */
+int tl_count_files(const char *dir, const char *suffix);
+
+/* The path of the one entry of dir that ends in suffix (the last found if
+ * several), into out. Fails the test if there is none. */
+void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap);
+
+/* Write text to path (created or truncated). @return 0 or -1. */
+int tl_write_file(const char *path, const char *text);
+
+/* CLOCK_MONOTONIC in seconds. */
+double tl_now_s(void);
+
+/* Where tl_sh puts a command's output: stdout in out, stderr in err (both
+ * NUL-terminated, cut at their capacity), through the files sh.out and
+ * sh.err in dir (NULL: $TEST_TMPDIR, else /tmp). */
+typedef struct tl_capture {
+  char *out;
+  size_t out_cap;
+  char *err;
+  size_t err_cap;
+  const char *dir;
+  /* A command that did not exit (killed by a signal: a crash is never an
+   * answer): fail the test when set, else print the command and return
+   * `killed` (e.g. -1 or 128). */
+  bool fail_if_killed;
+  int killed;
+} tl_capture;
+
+/* Run the shell command line (printf format) with its output in c.
+ * @return its exit status (or c->killed, see above). */
+int tl_sh(const tl_capture *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int tl_vsh(const tl_capture *c, const char *fmt, va_list ap);
+
+/* The runfiles path of rel ("tools/stackrec"): $TEST_SRCDIR/$TEST_WORKSPACE
+ * (or "."/"stackrec")/rel, into buf. @return buf. */
+const char *tl_runfile(char *buf, size_t cap, const char *rel);
+
+/* What every test of the hook library needs first: the tool
+ * (tools/stackrec) into bin and the hook library
+ * (preload/libstackrec_preload.so) into lib, from the runfiles, and a
+ * scratch directory $TEST_TMPDIR/<tag> (created) into tmp. @return 0, or
+ * -1 saying on stderr which is missing. */
+int tl_hook_paths(const char *tag, char *bin, size_t bin_cap, char *lib,
+                  size_t lib_cap, char *tmp, size_t tmp_cap);
+
+/* The path of the ASan runtime loaded in this process ("" if none): it
+ * must come first in LD_PRELOAD of a program our ASan-built hooks go into. */
+void tl_asan_runtime(char *out, size_t cap);
+
+#endif
