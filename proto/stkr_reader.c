@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_hash.h"
 #include "proto/stkr__reader.h"
 #include "proto/stkr__recover.h" /* stkr__rc_parse_name: ring/session files */
 
@@ -109,12 +110,9 @@ void stkr_reader_free(stkr_reader *r) {
 
 static size_t stkr__stream_hash(dev_t dev, ino_t ino, uint32_t pid,
                                 size_t cap) {
-  uint64_t h = (uint64_t)dev * 0x9E3779B97F4A7C15ull;
+  uint64_t h = stkr_mix64((uint64_t)dev ^ ((uint64_t)pid << 32));
 
-  h ^= (uint64_t)ino + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-  h ^= (uint64_t)pid * 0xC2B2AE3D27D4EB4Full;
-  h ^= h >> 29;
-  return (size_t)(h & (cap - 1));
+  return (size_t)(stkr_mix64(h ^ (uint64_t)ino) & (cap - 1));
 }
 
 /* Put st in the (dir, pid) table, growing it. @return 0 or -ENOMEM. */
