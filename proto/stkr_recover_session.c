@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
 
@@ -327,17 +328,6 @@ static int open_segment(build *b) {
   return -EEXIST;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? -errno : -EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* The dead session's Header, from its session file (the recovered
  * segment's first batch). */
 static void fill_header(const build *b, Stackrec__Header *H,
@@ -467,7 +457,7 @@ static int flush_batch(build *b) {
   B.counters = &K;
   b->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
-    err = write_all(b->fd, b->out.data, b->out.len);
+    err = stkr_write_all(b->fd, b->out.data, b->out.len);
   b->written_batches++;
 done:
   free(sp);
