@@ -234,19 +234,19 @@ static void stkr__warn_overflow(stkr_reader *r, stkr__stream *st,
                                 const char *sid) {
   const stkr_process_info *in = &st->info;
 
-  if (!stkr__publish(st) || (st->warned & STKR__WARNED_OVERFLOW))
+  if (!stkr__publish(st))
     return;
-  st->warned |= STKR__WARNED_OVERFLOW;
-  stkr__warn(r, STKR_WARN_DAMAGED, stkr__sess_path(st, st->acct.last_file),
-             -1, in->pid,
-             "process %u %s: drop counters overflow 64 bits "
-             "when added up (ring full %llu, reentrant %llu, other %llu, "
-             "write error %llu, exit %llu): damaged counters",
-             (unsigned)in->pid, sid, (unsigned long long)in->drops_ring_full,
-             (unsigned long long)in->drops_reentrant,
-             (unsigned long long)in->drops_other,
-             (unsigned long long)in->drops_write_error,
-             (unsigned long long)in->drops_exit);
+  stkr__warn_once(r, st, STKR__WARNED_OVERFLOW, STKR_WARN_DAMAGED,
+                  stkr__sess_path(st, st->acct.last_file), -1,
+                  "process %u %s: drop counters overflow 64 bits "
+                  "when added up (ring full %llu, reentrant %llu, other "
+                  "%llu, write error %llu, exit %llu): damaged counters",
+                  (unsigned)in->pid, sid,
+                  (unsigned long long)in->drops_ring_full,
+                  (unsigned long long)in->drops_reentrant,
+                  (unsigned long long)in->drops_other,
+                  (unsigned long long)in->drops_write_error,
+                  (unsigned long long)in->drops_exit);
 }
 
 /* Name the session's absent first segments and count them into the
