@@ -17,19 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "flush/flush_internal.h"
-
-/* Grow *arr (elements of `size` bytes, capacity *cap) to hold `need`. */
-static int grow(void **arr, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 0;
-  size_t nc = *cap ? *cap : 64;
-  while (nc < need) nc *= 2;
-  void *n = realloc(*arr, nc * size);
-  if (!n) return -ENOMEM;
-  *arr = n;
-  *cap = nc;
-  return 0;
-}
 
 void stkr__batch_init(stkr__batchb *b) {
   memset(b, 0, sizeof *b);
@@ -99,16 +88,16 @@ int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
   /* All columns share one capacity; grow them together. */
   if (need > cap) {
     size_t c;
-    c = cap; if (grow((void **)&b->ts_delta, &c, need, sizeof *b->ts_delta)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->site_id, &c, need, sizeof *b->site_id)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->thread_id, &c, need, sizeof *b->thread_id)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->stack_id, &c, need, sizeof *b->stack_id)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->payload_len, &c, need, sizeof *b->payload_len)) return -ENOMEM;
+    c = cap; if (stkr_grow((void **)&b->ts_delta, &c, need, sizeof *b->ts_delta)) return -ENOMEM;
+    c = cap; if (stkr_grow((void **)&b->site_id, &c, need, sizeof *b->site_id)) return -ENOMEM;
+    c = cap; if (stkr_grow((void **)&b->thread_id, &c, need, sizeof *b->thread_id)) return -ENOMEM;
+    c = cap; if (stkr_grow((void **)&b->stack_id, &c, need, sizeof *b->stack_id)) return -ENOMEM;
+    c = cap; if (stkr_grow((void **)&b->payload_len, &c, need, sizeof *b->payload_len)) return -ENOMEM;
     b->cap = c;
   }
-  if (grow((void **)&b->pdata, &b->pdata_cap, b->pdata_len + len, 1)) return -ENOMEM;
+  if (stkr_grow((void **)&b->pdata, &b->pdata_cap, b->pdata_len + len, 1)) return -ENOMEM;
   if (truncated &&
-      grow((void **)&b->ptrunc, &b->cap_ptrunc, b->n_ptrunc + 1, sizeof *b->ptrunc))
+      stkr_grow((void **)&b->ptrunc, &b->cap_ptrunc, b->n_ptrunc + 1, sizeof *b->ptrunc))
     return -ENOMEM;
 
   if (b->n == 0) {
@@ -140,9 +129,9 @@ int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
 int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
   static const Stackrec__SiteDef def0 = STACKREC__SITE_DEF__INIT;
   size_t c = b->cap_sites;
-  if (grow((void **)&b->sites, &c, b->n_sites + 1, sizeof *b->sites)) return -ENOMEM;
+  if (stkr_grow((void **)&b->sites, &c, b->n_sites + 1, sizeof *b->sites)) return -ENOMEM;
   c = b->cap_sites;
-  if (grow((void **)&b->site_ptrs, &c, b->n_sites + 1, sizeof *b->site_ptrs))
+  if (stkr_grow((void **)&b->site_ptrs, &c, b->n_sites + 1, sizeof *b->site_ptrs))
     return -ENOMEM;
   b->cap_sites = c;
   Stackrec__SiteDef *d = &b->sites[b->n_sites++];
@@ -157,9 +146,9 @@ int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
                            const char *name, bool exited) {
   static const Stackrec__ThreadDef def0 = STACKREC__THREAD_DEF__INIT;
   size_t c = b->cap_threads;
-  if (grow((void **)&b->threads, &c, b->n_threads + 1, sizeof *b->threads)) return -ENOMEM;
+  if (stkr_grow((void **)&b->threads, &c, b->n_threads + 1, sizeof *b->threads)) return -ENOMEM;
   c = b->cap_threads;
-  if (grow((void **)&b->thread_ptrs, &c, b->n_threads + 1, sizeof *b->thread_ptrs))
+  if (stkr_grow((void **)&b->thread_ptrs, &c, b->n_threads + 1, sizeof *b->thread_ptrs))
     return -ENOMEM;
   b->cap_threads = c;
   stkr__tdef *t = &b->threads[b->n_threads++];
@@ -177,9 +166,9 @@ int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
 int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   static const Stackrec__StackDef def0 = STACKREC__STACK_DEF__INIT;
   size_t c = b->cap_stacks;
-  if (grow((void **)&b->stacks, &c, b->n_stacks + 1, sizeof *b->stacks)) return -ENOMEM;
+  if (stkr_grow((void **)&b->stacks, &c, b->n_stacks + 1, sizeof *b->stacks)) return -ENOMEM;
   c = b->cap_stacks;
-  if (grow((void **)&b->stack_ptrs, &c, b->n_stacks + 1, sizeof *b->stack_ptrs))
+  if (stkr_grow((void **)&b->stack_ptrs, &c, b->n_stacks + 1, sizeof *b->stack_ptrs))
     return -ENOMEM;
   b->cap_stacks = c;
   Stackrec__StackDef *d = &b->stacks[b->n_stacks++];
@@ -200,10 +189,10 @@ int stkr__batch_add_ring_pos(stkr__batchb *b, uint32_t thread_id,
                              uint64_t end) {
   static const Stackrec__RingPos pos0 = STACKREC__RING_POS__INIT;
   size_t c = b->cap_ring_pos;
-  if (grow((void **)&b->ring_pos, &c, b->n_ring_pos + 1, sizeof *b->ring_pos))
+  if (stkr_grow((void **)&b->ring_pos, &c, b->n_ring_pos + 1, sizeof *b->ring_pos))
     return -ENOMEM;
   c = b->cap_ring_pos;
-  if (grow((void **)&b->ring_pos_ptrs, &c, b->n_ring_pos + 1,
+  if (stkr_grow((void **)&b->ring_pos_ptrs, &c, b->n_ring_pos + 1,
            sizeof *b->ring_pos_ptrs))
     return -ENOMEM;
   b->cap_ring_pos = c;
@@ -219,9 +208,9 @@ int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
                           uint64_t other) {
   static const Stackrec__Drops def0 = STACKREC__DROPS__INIT;
   size_t c = b->cap_drops;
-  if (grow((void **)&b->drops, &c, b->n_drops + 1, sizeof *b->drops)) return -ENOMEM;
+  if (stkr_grow((void **)&b->drops, &c, b->n_drops + 1, sizeof *b->drops)) return -ENOMEM;
   c = b->cap_drops;
-  if (grow((void **)&b->drop_ptrs, &c, b->n_drops + 1, sizeof *b->drop_ptrs))
+  if (stkr_grow((void **)&b->drop_ptrs, &c, b->n_drops + 1, sizeof *b->drop_ptrs))
     return -ENOMEM;
   b->cap_drops = c;
   Stackrec__Drops *d = &b->drops[b->n_drops++];

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "flush/flush_internal.h"
 
 #ifndef NT_GNU_BUILD_ID
@@ -96,13 +97,8 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg) {
     }
   }
 
-  if (sc->n == sc->cap) {
-    size_t nc = sc->cap ? sc->cap * 2 : 32;
-    Stackrec__Image *ni = realloc(sc->imgs, nc * sizeof *ni);
-    if (!ni) goto nomem;
-    sc->imgs = ni;
-    sc->cap = nc;
-  }
+  if (stkr_grow((void **)&sc->imgs, &sc->cap, sc->n + 1, sizeof *sc->imgs))
+    goto nomem;
   im.path = strdup(path ? path : "");
   if (!im.path) goto nomem;
   im.load_address = (uint64_t)info->dlpi_addr;

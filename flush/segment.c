@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "flush/flush_internal.h"
 #include "proto/stkr_format.h"
@@ -253,16 +254,10 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode))
       continue;
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      capfile *nv = realloc(v, nc * sizeof *nv);
-      if (!nv) {
-        free(v);
-        closedir(d);
-        return NULL;
-      }
-      v = nv;
-      cap = nc;
+    if (stkr_grow((void **)&v, &cap, n + 1, sizeof *v) != 0) {
+      free(v);
+      closedir(d);
+      return NULL;
     }
     v[n++] = (capfile){.pid = pid, .seq = seq, .bytes = (uint64_t)st.st_size,
 #if defined(__APPLE__)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "flush/flush_internal.h"
 
@@ -115,13 +116,9 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
 
   /* New stack. Ids are 32-bit in the format; 4 G distinct stacks would need
    * far more memory than the process has, so overflow is not a concern. */
-  if (t->count == t->cap) {
-    size_t nc = t->cap ? t->cap * 2 : 256;
-    stkr__stack *ns = realloc(t->stacks, nc * sizeof *ns);
-    if (!ns) return 0;
-    t->stacks = ns;
-    t->cap = nc;
-  }
+  if (stkr_grow((void **)&t->stacks, &t->cap, t->count + 1,
+                sizeof *t->stacks) != 0)
+    return 0;
   uint64_t *copy = arena_alloc(t, depth);
   if (!copy) return 0;
   if (depth) memcpy(copy, pcs, depth * sizeof *pcs); /* pcs may be NULL */

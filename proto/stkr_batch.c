@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
 
@@ -22,23 +23,7 @@
 /* ---- small helpers ------------------------------------------------------ */
 
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size) {
-  void **parr = arr;
-  size_t ncap = *cap ? *cap : 16;
-  void *p;
-
-  if (need <= *cap)
-    return 0;
-  while (ncap < need) {
-    if (ncap > SIZE_MAX / 2 / size)
-      return -ENOMEM;
-    ncap *= 2;
-  }
-  p = realloc(*parr, ncap * size);
-  if (p == NULL)
-    return -ENOMEM;
-  *parr = p;
-  *cap = ncap;
-  return 0;
+  return stkr_grow((void **)arr, cap, need, size);
 }
 
 char *stkr__strdup0(const char *s) {

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
@@ -243,22 +244,6 @@ typedef struct build {
   stkr_fmt_buf out;
   int err;
 } build;
-
-static int bit_set(uint8_t **bm, size_t *bytes, uint32_t id) {
-  size_t byte = id / 8;
-  if (byte >= *bytes) {
-    size_t nb = *bytes ? *bytes : 64;
-    uint8_t *p;
-    while (nb <= byte) nb *= 2;
-    if ((p = realloc(*bm, nb)) == NULL) return -ENOMEM;
-    memset(p + *bytes, 0, nb - *bytes);
-    *bm = p;
-    *bytes = nb;
-  }
-  if ((*bm)[byte] & (1u << (id % 8))) return 0;
-  (*bm)[byte] |= (uint8_t)(1u << (id % 8));
-  return 1;
-}
 
 static uint32_t intern_stack(build *b, const stkr_ring_rec *r) {
   bool trunc = (r->flags & 2u) != 0;
@@ -493,7 +478,7 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
     b->n++;
     return 0;
   }
-  if ((err = bit_set(&b->site_sent, &b->site_sent_bytes, r->site_id)) < 0)
+  if ((err = stkr_bit_set(&b->site_sent, &b->site_sent_bytes, r->site_id)) < 0)
     return err;
   if (err == 1) {
     char name[1024];
