@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
 
@@ -330,7 +331,7 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
   char *path, *buf = NULL;
   struct stat fst;
   size_t len = 0, i;
-  int fd, err = 0;
+  int fd, err = 0, rerr;
 
   for (i = 0; i < r->n_ext; i++)
     if (r->ext[i].dir_dev == dst->st_dev && r->ext[i].dir_ino == dst->st_ino)
@@ -357,21 +358,10 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
     err = -ENOMEM;
     goto out;
   }
-  for (i = 0; i < len;) {
-    ssize_t n = pread(fd, buf + i, len - i, (off_t)i);
-
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      stkr__warn(r, STKR_WARN_IO, path, (int64_t)i, 0,
-                 "read failed: %s; rest of the marks not read",
-                 strerror(errno));
-      break;
-    }
-    if (n == 0)
-      break;
-    i += (size_t)n;
-  }
+  if ((rerr = stkr_pread_all(fd, buf, len, 0, &i)) < 0)
+    stkr__warn(r, STKR_WARN_IO, path, (int64_t)i, 0,
+               "read failed: %s; rest of the marks not read",
+               strerror(-rerr));
   len = i;
   if ((uint64_t)fst.st_size > STKR_MARKS_MAX_BYTES)
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)len, 0,

@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
 
@@ -294,7 +295,8 @@ int stkr__rc_parse_name(const char *s, uint32_t *pid, uint64_t *sid,
 int stkr__rc_read_file(int fd, uint64_t max, uint8_t **data, uint64_t *len) {
   struct stat st;
   uint8_t *p;
-  uint64_t got = 0;
+  size_t got = 0;
+  int err;
 
   *data = NULL;
   *len = 0;
@@ -308,17 +310,12 @@ int stkr__rc_read_file(int fd, uint64_t max, uint8_t **data, uint64_t *len) {
   p = malloc(st.st_size ? (size_t)st.st_size : 1);
   if (p == NULL)
     return -ENOMEM;
-  while (got < (uint64_t)st.st_size) {
-    ssize_t n = pread(fd, p + got, (size_t)(st.st_size - (off_t)got),
-                      (off_t)got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? -errno : -EIO;
-      free(p);
-      return err;
-    }
-    got += (uint64_t)n;
+  err = stkr_pread_all(fd, p, (size_t)st.st_size, 0, &got);
+  if (err == 0 && got < (size_t)st.st_size)
+    err = -EIO; /* it shrank under us */
+  if (err < 0) {
+    free(p);
+    return err;
   }
   *data = p;
   *len = got;
