@@ -162,19 +162,18 @@ static int config_copy_sized(const stkr_config *in, stkr_config *own) {
 }
 
 /* The defaults, before the environment and the struct. */
-static void config_defaults(stkr__fconfig *c) {
-  memset(c, 0, sizeof *c);
-  c->ring_bytes = STKR__DEFAULT_RING_BYTES;
-  c->max_depth = STKR__DEFAULT_DEPTH;
-  c->skip_frames = 0;
-  c->flush_interval_ms = STKR__DEFAULT_FLUSH_MS;
-  c->segment_bytes = STKR__DEFAULT_SEGMENT_BYTES;
-  c->disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES;
-  c->payload_max = STKR__DEFAULT_PAYLOAD_MAX;
-  c->fork_mode = STKR_FORK_DISABLE;
-  c->symbolize = STKR_SYMBOLIZE_INPROC;
-  c->exit_ms = STKR__DEFAULT_EXIT_MS;
-}
+static const stkr__fconfig k_defaults = {
+    .ring_bytes = STKR__DEFAULT_RING_BYTES,
+    .max_depth = STKR__DEFAULT_DEPTH,
+    .skip_frames = 0,
+    .flush_interval_ms = STKR__DEFAULT_FLUSH_MS,
+    .segment_bytes = STKR__DEFAULT_SEGMENT_BYTES,
+    .disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES,
+    .payload_max = STKR__DEFAULT_PAYLOAD_MAX,
+    .fork_mode = STKR_FORK_DISABLE,
+    .symbolize = STKR_SYMBOLIZE_INPROC,
+    .exit_ms = STKR__DEFAULT_EXIT_MS,
+};
 
 /* The STACKREC_* variables over the defaults (*dir: STACKREC_DIR, owned by
  * the environment). @return 0, or -EINVAL after logging which variable. */
@@ -301,7 +300,7 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
 
   memset(&own, 0, sizeof own);
   if (in && (err = config_copy_sized(in, &own)) < 0) return err;
-  config_defaults(&c);
+  c = k_defaults;
   if ((err = config_from_env(&c, &dir)) != 0) return err;
   if ((err = config_from_struct(&own, &c, &dir)) != 0) return err;
 
