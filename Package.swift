@@ -78,6 +78,7 @@ let package = Package(
         "flush/config.c",
         "flush/drain.c",
         "flush/fd.c",
+        "flush/images.c",
         "flush/images_apple.c",
         "flush/images_linux.c",
         "flush/segment.c",

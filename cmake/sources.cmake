@@ -42,6 +42,7 @@ set(STKR_FLUSH_SRCS
   flush/config.c
   flush/drain.c
   flush/fd.c
+  flush/images.c
   flush/images_apple.c
   flush/images_linux.c
   flush/segment.c

@@ -31,6 +31,29 @@
 #define STKR_FP_ALIGN 8u
 #endif
 
+/* The architecture whose frames these are, as a segment's Header.arch and
+ * the session file name it: the recorder's and the snapshot's (which
+ * records its own architecture's processes) must agree. arm64e is arm64
+ * with pointer authentication (return addresses carry a signature). */
+#if defined(__APPLE__) && (defined(__arm64__) || defined(__aarch64__))
+#if defined(__arm64e__)
+#define STKR_ARCH_NAME "arm64e"
+#elif defined(__has_feature)
+#if __has_feature(ptrauth_calls)
+#define STKR_ARCH_NAME "arm64e"
+#endif
+#endif
+#ifndef STKR_ARCH_NAME
+#define STKR_ARCH_NAME "arm64"
+#endif
+#elif defined(__x86_64__)
+#define STKR_ARCH_NAME "x86_64"
+#elif defined(__aarch64__)
+#define STKR_ARCH_NAME "aarch64"
+#else
+#define STKR_ARCH_NAME "unknown"
+#endif
+
 /* The size of a frame record: {saved fp, return address}. */
 #define STKR_FP_RECORD 16u
 

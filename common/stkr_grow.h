@@ -7,6 +7,7 @@
  * from 16 so that n appends cost O(n). Overflow of the byte count is
  * refused, never wrapped.
  * @return 0, or -ENOMEM with *p and *cap unchanged.
+ * And stkr_bit_set, the one growing bitmap ("seen this id before?").
  */
 #ifndef STKR_COMMON_GROW_H
 #define STKR_COMMON_GROW_H
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline int stkr_grow(void **p, size_t *cap, size_t need, size_t size) {
   size_t n = *cap ? *cap : 16;
@@ -34,6 +36,28 @@ static inline int stkr_grow(void **p, size_t *cap, size_t need, size_t size) {
   *p = q;
   *cap = n;
   return 0;
+}
+
+/* stkr_bit_set(&bits, &bytes, id): set bit id of a bitmap of *bytes bytes
+ * (possibly NULL/0) that grows, zero-filled, by doubling from 64 bytes.
+ * @return 1 when the bit was clear, 0 when it was already set, or -ENOMEM
+ * with the bitmap unchanged. */
+static inline int stkr_bit_set(uint8_t **bits, size_t *bytes, uint32_t id) {
+  size_t byte = id / 8;
+
+  if (byte >= *bytes) {
+    size_t nb = *bytes ? *bytes : 64;
+    uint8_t *p;
+
+    while (nb <= byte) nb *= 2; /* id < 2^32: nb stays below 2^30 */
+    if ((p = (uint8_t *)realloc(*bits, nb)) == NULL) return -ENOMEM;
+    memset(p + *bytes, 0, nb - *bytes);
+    *bits = p;
+    *bytes = nb;
+  }
+  if ((*bits)[byte] & (1u << (id % 8))) return 0;
+  (*bits)[byte] |= (uint8_t)(1u << (id % 8));
+  return 1;
 }
 
 #endif /* STKR_COMMON_GROW_H */

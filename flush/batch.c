@@ -17,19 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "flush/flush_internal.h"
-
-/* Grow *arr (elements of `size` bytes, capacity *cap) to hold `need`. */
-static int grow(void **arr, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 0;
-  size_t nc = *cap ? *cap : 64;
-  while (nc < need) nc *= 2;
-  void *n = realloc(*arr, nc * size);
-  if (!n) return -ENOMEM;
-  *arr = n;
-  *cap = nc;
-  return 0;
-}
 
 void stkr__batch_init(stkr__batchb *b) {
   memset(b, 0, sizeof *b);
@@ -98,17 +87,23 @@ int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
   size_t need = b->n + 1, cap = b->cap;
   /* All columns share one capacity; grow them together. */
   if (need > cap) {
-    size_t c;
-    c = cap; if (grow((void **)&b->ts_delta, &c, need, sizeof *b->ts_delta)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->site_id, &c, need, sizeof *b->site_id)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->thread_id, &c, need, sizeof *b->thread_id)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->stack_id, &c, need, sizeof *b->stack_id)) return -ENOMEM;
-    c = cap; if (grow((void **)&b->payload_len, &c, need, sizeof *b->payload_len)) return -ENOMEM;
+    void **cols[] = {(void **)&b->ts_delta, (void **)&b->site_id,
+                     (void **)&b->thread_id, (void **)&b->stack_id,
+                     (void **)&b->payload_len};
+    const size_t sizes[] = {sizeof *b->ts_delta, sizeof *b->site_id,
+                            sizeof *b->thread_id, sizeof *b->stack_id,
+                            sizeof *b->payload_len};
+    size_t c = cap;
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+      c = cap;
+      if (stkr_grow(cols[i], &c, need, sizes[i])) return -ENOMEM;
+    }
     b->cap = c;
   }
-  if (grow((void **)&b->pdata, &b->pdata_cap, b->pdata_len + len, 1)) return -ENOMEM;
-  if (truncated &&
-      grow((void **)&b->ptrunc, &b->cap_ptrunc, b->n_ptrunc + 1, sizeof *b->ptrunc))
+  if (stkr_grow((void **)&b->pdata, &b->pdata_cap, b->pdata_len + len, 1))
+    return -ENOMEM;
+  if (truncated && stkr_grow((void **)&b->ptrunc, &b->cap_ptrunc,
+                             b->n_ptrunc + 1, sizeof *b->ptrunc))
     return -ENOMEM;
 
   if (b->n == 0) {
@@ -137,14 +132,26 @@ int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
   return 0;
 }
 
+/* Room for `need` entries in a list protobuf-c wants twice: the messages
+ * (defs, elements of def_size bytes) and the pointers to them (ptrs),
+ * which share one capacity *cap. @return 0 or -ENOMEM (then *cap is
+ * unchanged; an array that did grow is only larger than it says). */
+static int grow_pair(void **defs, void **ptrs, size_t *cap, size_t need,
+                     size_t def_size) {
+  size_t c = *cap;
+
+  if (stkr_grow(defs, &c, need, def_size) != 0) return -ENOMEM;
+  c = *cap;
+  if (stkr_grow(ptrs, &c, need, sizeof(void *)) != 0) return -ENOMEM;
+  *cap = c;
+  return 0;
+}
+
 int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
   static const Stackrec__SiteDef def0 = STACKREC__SITE_DEF__INIT;
-  size_t c = b->cap_sites;
-  if (grow((void **)&b->sites, &c, b->n_sites + 1, sizeof *b->sites)) return -ENOMEM;
-  c = b->cap_sites;
-  if (grow((void **)&b->site_ptrs, &c, b->n_sites + 1, sizeof *b->site_ptrs))
+  if (grow_pair((void **)&b->sites, (void **)&b->site_ptrs, &b->cap_sites,
+                b->n_sites + 1, sizeof *b->sites) != 0)
     return -ENOMEM;
-  b->cap_sites = c;
   Stackrec__SiteDef *d = &b->sites[b->n_sites++];
   *d = def0;
   d->id = id;
@@ -156,12 +163,9 @@ int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
 int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
                            const char *name, bool exited) {
   static const Stackrec__ThreadDef def0 = STACKREC__THREAD_DEF__INIT;
-  size_t c = b->cap_threads;
-  if (grow((void **)&b->threads, &c, b->n_threads + 1, sizeof *b->threads)) return -ENOMEM;
-  c = b->cap_threads;
-  if (grow((void **)&b->thread_ptrs, &c, b->n_threads + 1, sizeof *b->thread_ptrs))
+  if (grow_pair((void **)&b->threads, (void **)&b->thread_ptrs, &b->cap_threads,
+                b->n_threads + 1, sizeof *b->threads) != 0)
     return -ENOMEM;
-  b->cap_threads = c;
   stkr__tdef *t = &b->threads[b->n_threads++];
   t->def = def0;
   t->def.id = id;
@@ -176,12 +180,9 @@ int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
 
 int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   static const Stackrec__StackDef def0 = STACKREC__STACK_DEF__INIT;
-  size_t c = b->cap_stacks;
-  if (grow((void **)&b->stacks, &c, b->n_stacks + 1, sizeof *b->stacks)) return -ENOMEM;
-  c = b->cap_stacks;
-  if (grow((void **)&b->stack_ptrs, &c, b->n_stacks + 1, sizeof *b->stack_ptrs))
+  if (grow_pair((void **)&b->stacks, (void **)&b->stack_ptrs, &b->cap_stacks,
+                b->n_stacks + 1, sizeof *b->stacks) != 0)
     return -ENOMEM;
-  b->cap_stacks = c;
   Stackrec__StackDef *d = &b->stacks[b->n_stacks++];
   *d = def0;
   d->id = id;
@@ -199,14 +200,9 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
 int stkr__batch_add_ring_pos(stkr__batchb *b, uint32_t thread_id,
                              uint64_t end) {
   static const Stackrec__RingPos pos0 = STACKREC__RING_POS__INIT;
-  size_t c = b->cap_ring_pos;
-  if (grow((void **)&b->ring_pos, &c, b->n_ring_pos + 1, sizeof *b->ring_pos))
+  if (grow_pair((void **)&b->ring_pos, (void **)&b->ring_pos_ptrs,
+                &b->cap_ring_pos, b->n_ring_pos + 1, sizeof *b->ring_pos) != 0)
     return -ENOMEM;
-  c = b->cap_ring_pos;
-  if (grow((void **)&b->ring_pos_ptrs, &c, b->n_ring_pos + 1,
-           sizeof *b->ring_pos_ptrs))
-    return -ENOMEM;
-  b->cap_ring_pos = c;
   Stackrec__RingPos *p = &b->ring_pos[b->n_ring_pos++];
   *p = pos0;
   p->thread_id = thread_id;
@@ -218,12 +214,9 @@ int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
                           uint64_t ring_full, uint64_t reentrant,
                           uint64_t other) {
   static const Stackrec__Drops def0 = STACKREC__DROPS__INIT;
-  size_t c = b->cap_drops;
-  if (grow((void **)&b->drops, &c, b->n_drops + 1, sizeof *b->drops)) return -ENOMEM;
-  c = b->cap_drops;
-  if (grow((void **)&b->drop_ptrs, &c, b->n_drops + 1, sizeof *b->drop_ptrs))
+  if (grow_pair((void **)&b->drops, (void **)&b->drop_ptrs, &b->cap_drops,
+                b->n_drops + 1, sizeof *b->drops) != 0)
     return -ENOMEM;
-  b->cap_drops = c;
   Stackrec__Drops *d = &b->drops[b->n_drops++];
   *d = def0;
   d->thread_id = thread_id;

@@ -161,115 +161,119 @@ static int config_copy_sized(const stkr_config *in, stkr_config *own) {
   return 0;
 }
 
-int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
-  stkr_config own;
-  stkr__fconfig c;
+/* The defaults, before the environment and the struct. */
+static const stkr__fconfig k_defaults = {
+    .ring_bytes = STKR__DEFAULT_RING_BYTES,
+    .max_depth = STKR__DEFAULT_DEPTH,
+    .skip_frames = 0,
+    .flush_interval_ms = STKR__DEFAULT_FLUSH_MS,
+    .segment_bytes = STKR__DEFAULT_SEGMENT_BYTES,
+    .disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES,
+    .payload_max = STKR__DEFAULT_PAYLOAD_MAX,
+    .fork_mode = STKR_FORK_DISABLE,
+    .symbolize = STKR_SYMBOLIZE_INPROC,
+    .exit_ms = STKR__DEFAULT_EXIT_MS,
+};
+
+/* The STACKREC_* variables over the defaults (*dir: STACKREC_DIR, owned by
+ * the environment). @return 0, or -EINVAL after logging which variable. */
+static int config_from_env(stkr__fconfig *c, const char **dir) {
   uint64_t x;
   bool set;
   int err;
-  const char *dir = STKR__DEFAULT_DIR, *v;
+  const char *v;
 
-  memset(&own, 0, sizeof own);
-  if (in && (err = config_copy_sized(in, &own)) < 0) return err;
-  in = &own;
-  memset(&c, 0, sizeof c);
-  c.ring_bytes = STKR__DEFAULT_RING_BYTES;
-  c.max_depth = STKR__DEFAULT_DEPTH;
-  c.skip_frames = 0;
-  c.flush_interval_ms = STKR__DEFAULT_FLUSH_MS;
-  c.segment_bytes = STKR__DEFAULT_SEGMENT_BYTES;
-  c.disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES;
-  c.payload_max = STKR__DEFAULT_PAYLOAD_MAX;
-  c.fork_mode = STKR_FORK_DISABLE;
-  c.symbolize = STKR_SYMBOLIZE_INPROC;
-  c.exit_ms = STKR__DEFAULT_EXIT_MS;
-
-  /* Environment. Upper bounds keep values within the struct's types and
+  /* Upper bounds keep values within the struct's types and
    * the recorder's hard caps; a 1 TiB ring is not a typo we want to mmap. */
-  if ((v = env("STACKREC_DIR")) != NULL) dir = v;
+  if ((v = env("STACKREC_DIR")) != NULL) *dir = v;
   if ((err = env_num("STACKREC_RING_BYTES", true, 1, 1ull << 30, &x, &set)))
     return err;
-  if (set) c.ring_bytes = (size_t)x;
+  if (set) c->ring_bytes = (size_t)x;
   if ((err = env_num("STACKREC_DEPTH", false, 1, STKR_MAX_DEPTH, &x, &set)))
     return err;
-  if (set) c.max_depth = (unsigned)x;
+  if (set) c->max_depth = (unsigned)x;
   if ((err = env_num("STACKREC_SKIP", false, 0, STKR_MAX_DEPTH, &x, &set)))
     return err;
-  if (set) c.skip_frames = (unsigned)x;
+  if (set) c->skip_frames = (unsigned)x;
   if ((err = env_num("STACKREC_FLUSH_MS", false, 1, 3600000, &x, &set)))
     return err;
-  if (set) c.flush_interval_ms = (unsigned)x;
+  if (set) c->flush_interval_ms = (unsigned)x;
   if ((err = env_num("STACKREC_SEGMENT_BYTES", true, 1, UINT64_MAX, &x, &set)))
     return err;
-  if (set) c.segment_bytes = x;
+  if (set) c->segment_bytes = x;
   if ((err = env_num("STACKREC_DISK_CAP_BYTES", true, 1, UINT64_MAX, &x,
                      &set)))
     return err;
-  if (set) c.disk_cap_bytes = x;
+  if (set) c->disk_cap_bytes = x;
   if ((err = env_num("STACKREC_PAYLOAD_MAX", true, 1, STKR_MAX_PAYLOAD, &x,
                      &set)))
     return err;
-  if (set) c.payload_max = (unsigned)x;
+  if (set) c->payload_max = (unsigned)x;
   /* No "unbounded" value: an exit that waits on the recorder is exactly
    * what the budget prevents (stackrec.h). */
   if ((err = env_num("STACKREC_EXIT_MS", false, 1, STKR__MAX_EXIT_MS, &x,
                      &set)))
     return err;
-  if (set) c.exit_ms = (unsigned)x;
+  if (set) c->exit_ms = (unsigned)x;
   if ((v = env("STACKREC_FORK")) != NULL) {
-    if (strcasecmp(v, "disable") == 0) c.fork_mode = STKR_FORK_DISABLE;
-    else if (strcasecmp(v, "follow") == 0) c.fork_mode = STKR_FORK_FOLLOW;
+    if (strcasecmp(v, "disable") == 0) c->fork_mode = STKR_FORK_DISABLE;
+    else if (strcasecmp(v, "follow") == 0) c->fork_mode = STKR_FORK_FOLLOW;
     else return bad_env("STACKREC_FORK", v, "expected \"disable\" or \"follow\"");
   }
   if ((v = env("STACKREC_SYMBOLIZE")) != NULL) {
-    if (strcasecmp(v, "inproc") == 0) c.symbolize = STKR_SYMBOLIZE_INPROC;
-    else if (strcasecmp(v, "offline") == 0) c.symbolize = STKR_SYMBOLIZE_OFFLINE;
-    else if (strcasecmp(v, "none") == 0) c.symbolize = STKR_SYMBOLIZE_NONE;
+    if (strcasecmp(v, "inproc") == 0) c->symbolize = STKR_SYMBOLIZE_INPROC;
+    else if (strcasecmp(v, "offline") == 0) c->symbolize = STKR_SYMBOLIZE_OFFLINE;
+    else if (strcasecmp(v, "none") == 0) c->symbolize = STKR_SYMBOLIZE_NONE;
     else return bad_env("STACKREC_SYMBOLIZE", v,
                         "expected \"inproc\", \"offline\" or \"none\"");
   }
+  return 0;
+}
 
-  /* Struct fields win. */
+/* The caller's struct over the environment: set fields win (*dir: the
+ * caller's string). @return 0, or -EINVAL after logging which field. */
+static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
+                              const char **dir) {
   if (in->dir) {
     if (!*in->dir) {
       stkr__log(STKR__LOG_CONFIG, "invalid stkr_config.dir: empty string");
       return -EINVAL;
     }
-    dir = in->dir;
+    *dir = in->dir;
   }
   if (in->ring_bytes) {
     if (in->ring_bytes > (1ull << 30))
       return bad_field("ring_bytes", in->ring_bytes, "at most 1 GiB");
-    c.ring_bytes = in->ring_bytes;
+    c->ring_bytes = in->ring_bytes;
   }
   if (in->max_depth) {
     if (in->max_depth > STKR_MAX_DEPTH)
       return bad_field("max_depth", in->max_depth, "above STKR_MAX_DEPTH");
-    c.max_depth = in->max_depth;
+    c->max_depth = in->max_depth;
   }
   if (in->skip_frames) {
     if (in->skip_frames > STKR_MAX_DEPTH)
       return bad_field("skip_frames", in->skip_frames, "above STKR_MAX_DEPTH");
-    c.skip_frames = in->skip_frames;
+    c->skip_frames = in->skip_frames;
   }
   if (in->flush_interval_ms) {
     if (in->flush_interval_ms > 3600000)
       return bad_field("flush_interval_ms", in->flush_interval_ms,
                        "above one hour");
-    c.flush_interval_ms = in->flush_interval_ms;
+    c->flush_interval_ms = in->flush_interval_ms;
   }
-  if (in->segment_bytes) c.segment_bytes = in->segment_bytes;
-  if (in->disk_cap_bytes) c.disk_cap_bytes = in->disk_cap_bytes;
+  if (in->segment_bytes) c->segment_bytes = in->segment_bytes;
+  if (in->disk_cap_bytes) c->disk_cap_bytes = in->disk_cap_bytes;
   if (in->payload_max) {
     if (in->payload_max > STKR_MAX_PAYLOAD)
       return bad_field("payload_max", in->payload_max, "above STKR_MAX_PAYLOAD");
-    c.payload_max = in->payload_max;
+    c->payload_max = in->payload_max;
   }
   if (in->fork_mode) {
     if (in->fork_mode != STKR_FORK_DISABLE && in->fork_mode != STKR_FORK_FOLLOW)
       return bad_field("fork_mode", (unsigned long long)in->fork_mode,
                        "expected STKR_FORK_DISABLE or STKR_FORK_FOLLOW");
-    c.fork_mode = in->fork_mode;
+    c->fork_mode = in->fork_mode;
   }
   if (in->symbolize) {
     if (in->symbolize != STKR_SYMBOLIZE_INPROC &&
@@ -277,14 +281,28 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
         in->symbolize != STKR_SYMBOLIZE_NONE)
       return bad_field("symbolize", (unsigned long long)in->symbolize,
                        "expected STKR_SYMBOLIZE_INPROC, _OFFLINE or _NONE");
-    c.symbolize = in->symbolize;
+    c->symbolize = in->symbolize;
   }
 
   if (in->exit_ms) {
     if (in->exit_ms > STKR__MAX_EXIT_MS)
       return bad_field("exit_ms", in->exit_ms, "above one minute");
-    c.exit_ms = in->exit_ms;
+    c->exit_ms = in->exit_ms;
   }
+  return 0;
+}
+
+int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
+  stkr_config own;
+  stkr__fconfig c;
+  int err;
+  const char *dir = STKR__DEFAULT_DIR, *v;
+
+  memset(&own, 0, sizeof own);
+  if (in && (err = config_copy_sized(in, &own)) < 0) return err;
+  c = k_defaults;
+  if ((err = config_from_env(&c, &dir)) != 0) return err;
+  if ((err = config_from_struct(&own, &c, &dir)) != 0) return err;
 
   /* Rounded up to a power of two (the ring masks offsets) and to a size
    * that fits the largest record twice. */

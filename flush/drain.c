@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "flush/worker.h"
 
 /* Epochs are unique for the life of the process (not per recording): a
@@ -205,18 +206,8 @@ static void maybe_write_full(stkr__worker *w) {
 }
 
 static void count_thread(stkr__worker *w, uint32_t id) {
-  size_t byte = id / 8;
-  if (byte >= w->thread_seen_bytes) {
-    size_t nb = w->thread_seen_bytes ? w->thread_seen_bytes : 64;
-    while (nb <= byte) nb *= 2;
-    uint8_t *n = realloc(w->thread_seen, nb);
-    if (!n) return; /* the stat undercounts; nothing else depends on it */
-    memset(n + w->thread_seen_bytes, 0, nb - w->thread_seen_bytes);
-    w->thread_seen = n;
-    w->thread_seen_bytes = nb;
-  }
-  if (!(w->thread_seen[byte] & (1u << (id % 8)))) {
-    w->thread_seen[byte] |= (uint8_t)(1u << (id % 8));
+  /* Out of memory: the stat undercounts; nothing else depends on it. */
+  if (stkr_bit_set(&w->thread_seen, &w->thread_seen_bytes, id) == 1) {
     pthread_mutex_lock(&w->stats_mu);
     w->threads++;
     pthread_mutex_unlock(&w->stats_mu);

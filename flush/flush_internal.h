@@ -136,6 +136,12 @@ typedef struct stkr__images {
  * list is kept on error). */
 int stkr__images_refresh(stkr__images *im);
 void stkr__images_free(stkr__images *im);
+/* images.c, for images_*.c: free n images and the array; make imgs (n of
+ * cap, owned from now on) the current list with ptrs (n pointers' room;
+ * the old ptrs array is freed unless it is ptrs) and bump im->gen. */
+void stkr__images_free_list(Stackrec__Image *imgs, size_t n);
+void stkr__images_install(stkr__images *im, Stackrec__Image *imgs, size_t n,
+                          size_t cap, Stackrec__Image **ptrs);
 
 /* ---- our descriptors (fd.c) -----------------------------------------------
  * See fd.c for why. */

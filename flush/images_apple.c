@@ -41,14 +41,6 @@ static void register_callbacks(void) {
   _dyld_register_func_for_remove_image(on_image);
 }
 
-static void free_list(Stackrec__Image *imgs, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    free(imgs[i].path);
-    free(imgs[i].build_id.data);
-  }
-  free(imgs);
-}
-
 /* Fill im from one image's load commands. 0, or -ENOMEM. */
 static int describe(uint32_t i, Stackrec__Image *im) {
   static const Stackrec__Image img0 = STACKREC__IMAGE__INIT;
@@ -111,30 +103,17 @@ int stkr__images_refresh(stkr__images *im) {
   for (uint32_t i = 0; i < n; i++) {
     if (!_dyld_get_image_header(i)) continue;
     if (describe(i, &imgs[got]) < 0) {
-      free_list(imgs, got);
+      stkr__images_free_list(imgs, got);
       free(ptrs);
       return -ENOMEM;
     }
     got++;
   }
-  free_list(im->imgs, im->n);
-  free(im->ptrs);
-  im->imgs = imgs;
-  im->ptrs = ptrs;
-  im->n = got;
-  im->cap = n;
-  for (size_t i = 0; i < got; i++) im->ptrs[i] = &im->imgs[i];
+  stkr__images_install(im, imgs, got, n, ptrs);
   im->adds = gen; /* the generation this list reflects */
   im->subs = 0;
   im->scanned = true;
-  im->gen++;
   return 0;
-}
-
-void stkr__images_free(stkr__images *im) {
-  free_list(im->imgs, im->n);
-  free(im->ptrs);
-  memset(im, 0, sizeof *im);
 }
 
 #endif /* __APPLE__ */

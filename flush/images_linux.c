@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "flush/flush_internal.h"
 
 #ifndef NT_GNU_BUILD_ID
@@ -33,14 +34,6 @@ typedef struct scan {
   size_t n, cap;
   int err;
 } scan;
-
-static void free_list(Stackrec__Image *imgs, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    free(imgs[i].path);
-    free(imgs[i].build_id.data);
-  }
-  free(imgs);
-}
 
 /* Find NT_GNU_BUILD_ID in one PT_NOTE segment [p, p + len). */
 static bool find_build_id(const uint8_t *p, size_t len, size_t align,
@@ -96,13 +89,8 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg) {
     }
   }
 
-  if (sc->n == sc->cap) {
-    size_t nc = sc->cap ? sc->cap * 2 : 32;
-    Stackrec__Image *ni = realloc(sc->imgs, nc * sizeof *ni);
-    if (!ni) goto nomem;
-    sc->imgs = ni;
-    sc->cap = nc;
-  }
+  if (stkr_grow((void **)&sc->imgs, &sc->cap, sc->n + 1, sizeof *sc->imgs))
+    goto nomem;
   im.path = strdup(path ? path : "");
   if (!im.path) goto nomem;
   im.load_address = (uint64_t)info->dlpi_addr;
@@ -164,7 +152,7 @@ int stkr__images_refresh(stkr__images *im) {
 
   dl_iterate_phdr(collect, &sc);
   if (sc.err) {
-    free_list(sc.imgs, sc.n);
+    stkr__images_free_list(sc.imgs, sc.n);
     return sc.err;
   }
   /* A dlopen between the two iterations is caught by the next refresh:
@@ -173,29 +161,18 @@ int stkr__images_refresh(stkr__images *im) {
   im->subs = c.subs;
   im->scanned = true;
   if (same_list(im, &sc)) {
-    free_list(sc.imgs, sc.n);
+    stkr__images_free_list(sc.imgs, sc.n);
     return 0;
   }
   Stackrec__Image **ptrs = realloc(im->ptrs, (sc.n ? sc.n : 1) * sizeof *ptrs);
   if (!ptrs) {
-    free_list(sc.imgs, sc.n);
+    stkr__images_free_list(sc.imgs, sc.n);
     im->scanned = false;
     return -ENOMEM;
   }
-  im->ptrs = ptrs;
-  free_list(im->imgs, im->n);
-  im->imgs = sc.imgs;
-  im->n = sc.n;
-  im->cap = sc.cap;
-  for (size_t i = 0; i < im->n; i++) im->ptrs[i] = &im->imgs[i];
-  im->gen++;
+  im->ptrs = ptrs; /* realloc'd: the old array is gone */
+  stkr__images_install(im, sc.imgs, sc.n, sc.cap, ptrs);
   return 0;
-}
-
-void stkr__images_free(stkr__images *im) {
-  free_list(im->imgs, im->n);
-  free(im->ptrs);
-  memset(im, 0, sizeof *im);
 }
 
 #endif /* !__APPLE__ */

@@ -36,6 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
+#include "common/stkr_io.h"
 #include "flush/flush_internal.h"
 #include "proto/stkr_format.h"
 
@@ -182,24 +184,13 @@ int stkr__seg_open_next(stkr__segw *s) {
 }
 
 int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
-  const uint8_t *p = data;
-  size_t done = 0;
-  int err = 0;
+  int err;
 
   if (s->fd < 0) return -EBADF;
   /* Right before the write: the batch took a while to build, and the app
    * may have taken the number meanwhile. */
   if (check_current(s) != 0) return -EBADF;
-  while (done < len) {
-    ssize_t n = write(s->fd, p + done, len - done);
-    if (n > 0) {
-      done += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    err = n < 0 ? -errno : -EIO; /* write() returning 0: treat as I/O error */
-    break;
-  }
+  err = stkr_write_all(s->fd, data, len); /* write() returning 0: -EIO */
   if (err == 0) {
     s->cur_bytes += len;
     s->bytes += len;
@@ -217,8 +208,9 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
   }
   /* A torn frame would make `zstd -t` fail on this file and cost a reader
    * the checksum check of a frame; cut it off if we can. Either way the
-   * file is closed and the next batch starts a new segment. */
-  if (done > 0 && ftruncate(s->fd, (off_t)s->cur_bytes) != 0) {
+   * file is closed and the next batch starts a new segment. (Nothing
+   * written: the file already has that size.) */
+  if (ftruncate(s->fd, (off_t)s->cur_bytes) != 0) {
     /* Best effort: the reader stops at the torn frame. */
   }
   close_current(s, true);
@@ -262,16 +254,10 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode))
       continue;
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      capfile *nv = realloc(v, nc * sizeof *nv);
-      if (!nv) {
-        free(v);
-        closedir(d);
-        return NULL;
-      }
-      v = nv;
-      cap = nc;
+    if (stkr_grow((void **)&v, &cap, n + 1, sizeof *v) != 0) {
+      free(v);
+      closedir(d);
+      return NULL;
     }
     v[n++] = (capfile){.pid = pid, .seq = seq, .bytes = (uint64_t)st.st_size,
 #if defined(__APPLE__)

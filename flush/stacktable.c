@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
 #include "flush/flush_internal.h"
 
 #define ARENA_BLOCK (64u * 1024u)
@@ -29,20 +31,11 @@ struct stkr__arena_blk {
   uint64_t data[];
 };
 
-/* splitmix64's finalizer: the producer's hash may be weak in its low bits
+/* Where a key's probe starts: the PC hash with the site folded in, then
+ * the common finalizer: the producer's hash may be weak in its low bits
  * (or, in tests, chosen on purpose); mixing keeps the probe start uniform. */
-static inline uint64_t mix(uint64_t h) {
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
-}
-
-/* Where a key's probe starts: the PC hash with the site folded in. */
 static inline uint64_t key_hash(uint64_t hash, uint32_t site) {
-  return mix(hash ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull));
+  return stkr_mix64(hash ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull));
 }
 
 static uint64_t *arena_alloc(stkr__stacktab *t, unsigned n) {
@@ -123,13 +116,9 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
 
   /* New stack. Ids are 32-bit in the format; 4 G distinct stacks would need
    * far more memory than the process has, so overflow is not a concern. */
-  if (t->count == t->cap) {
-    size_t nc = t->cap ? t->cap * 2 : 256;
-    stkr__stack *ns = realloc(t->stacks, nc * sizeof *ns);
-    if (!ns) return 0;
-    t->stacks = ns;
-    t->cap = nc;
-  }
+  if (stkr_grow((void **)&t->stacks, &t->cap, t->count + 1,
+                sizeof *t->stacks) != 0)
+    return 0;
   uint64_t *copy = arena_alloc(t, depth);
   if (!copy) return 0;
   if (depth) memcpy(copy, pcs, depth * sizeof *pcs); /* pcs may be NULL */

@@ -60,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "flush/worker.h"
 #include "proto/stkr_recover.h"
 
@@ -105,13 +106,7 @@ void stkr__log(int kind, const char *fmt, ...) {
   buf[n++] = '\n';
   /* stderr's fd directly: no stdio lock shared with the app, and nothing
    * ever goes to stdout. */
-  ssize_t off = 0;
-  while (off < n) {
-    ssize_t k = write(STDERR_FILENO, buf + off, (size_t)(n - off));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    off += k;
-  }
+  (void)stkr_write_all(STDERR_FILENO, buf, (size_t)n);
 }
 
 /* ---- global state ----------------------------------------------------- */

@@ -251,6 +251,12 @@ struct stkr_reader {
 void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
                 int64_t off, uint32_t pid, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* The same, once per stream for each flag (a STKR__WARNED_* bit of
+ * st->warned), with the stream's pid. */
+void stkr__warn_once(stkr_reader *r, stkr__stream *st, unsigned flag,
+                     stkr_warn_kind kind, const char *path, int64_t off,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 /* stkr_frames.c */
 int stkr__input_open(stkr__input *in, const char *path);

@@ -229,32 +229,33 @@ static void stkr__first_gap(const stkr__stream *st, uint32_t *deleted,
   *missing = gap - *deleted;
 }
 
-void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
-  stkr__session_acct *a = &st->acct;
-  stkr_process_info *in = &st->info;
-  uint32_t pid = in->pid;
-  char sid[48];
-  uint32_t cap_deleted, first_missing;
-  uint64_t d[5], dropped = 0, accounted;
-  bool ovf = false, whole, recovered_end;
-  int i;
+/* Warn once per stream when the drop counters overflow when added up. */
+static void stkr__warn_overflow(stkr_reader *r, stkr__stream *st,
+                                const char *sid) {
+  const stkr_process_info *in = &st->info;
 
-  if (a->first_file == 0) /* no intact batch: nothing to account */
+  if (!stkr__publish(st))
     return;
-  stkr__session_name(st, sid, sizeof(sid));
-  if (stkr__publish(st) && !(st->warned & STKR__WARNED_OVERFLOW)) {
-    st->warned |= STKR__WARNED_OVERFLOW;
-    stkr__warn(r, STKR_WARN_DAMAGED, stkr__sess_path(st, a->last_file), -1,
-               pid,
-               "process %u %s: drop counters overflow 64 bits "
-               "when added up (ring full %llu, reentrant %llu, other %llu, "
-               "write error %llu, exit %llu): damaged counters",
-               (unsigned)pid, sid, (unsigned long long)in->drops_ring_full,
-               (unsigned long long)in->drops_reentrant,
-               (unsigned long long)in->drops_other,
-               (unsigned long long)in->drops_write_error,
-               (unsigned long long)in->drops_exit);
-  }
+  stkr__warn_once(r, st, STKR__WARNED_OVERFLOW, STKR_WARN_DAMAGED,
+                  stkr__sess_path(st, st->acct.last_file), -1,
+                  "process %u %s: drop counters overflow 64 bits "
+                  "when added up (ring full %llu, reentrant %llu, other "
+                  "%llu, write error %llu, exit %llu): damaged counters",
+                  (unsigned)in->pid, sid,
+                  (unsigned long long)in->drops_ring_full,
+                  (unsigned long long)in->drops_reentrant,
+                  (unsigned long long)in->drops_other,
+                  (unsigned long long)in->drops_write_error,
+                  (unsigned long long)in->drops_exit);
+}
+
+/* Name the session's absent first segments and count them into the
+ * process. @return how many are absent (deleted by the cap or missing). */
+static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
+                                        const char *sid) {
+  const stkr__session_acct *a = &st->acct;
+  stkr_process_info *in = &st->info;
+  uint32_t pid = in->pid, cap_deleted, first_missing;
 
   stkr__first_gap(st, &cap_deleted, &first_missing);
   if (cap_deleted)
@@ -275,6 +276,112 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
                (unsigned)(a->min_seg - 1), (unsigned)a->first_seq);
   in->segments_cap_deleted += cap_deleted;
   in->segments_missing += first_missing + a->gap_middle;
+  return cap_deleted + first_missing;
+}
+
+/* The session's sums for a warning: "(attempted A, written W, dropped D,
+ * recovered R)", or with rel "attempted A <rel> written W + dropped D +
+ * recovered R". */
+static void stkr__acct_sums(char *buf, size_t n, const stkr__session_acct *a,
+                            uint64_t dropped, const char *rel) {
+  if (rel)
+    snprintf(buf, n, "attempted %llu %s written %llu + dropped %llu + "
+             "recovered %llu",
+             (unsigned long long)a->c.attempted, rel,
+             (unsigned long long)a->read, (unsigned long long)dropped,
+             (unsigned long long)a->recovered);
+  else
+    snprintf(buf, n, "(attempted %llu, written %llu, dropped %llu, "
+             "recovered %llu)",
+             (unsigned long long)a->c.attempted, (unsigned long long)a->read,
+             (unsigned long long)dropped, (unsigned long long)a->recovered);
+}
+
+/* A session that did not end cleanly (and that recovery did not complete):
+ * count it and say what is known of it. */
+static void stkr__warn_unclean(stkr_reader *r, stkr__stream *st,
+                               const char *sid) {
+  const stkr__session_acct *a = &st->acct;
+  stkr_process_info *in = &st->info;
+  char attempted[64] = "no counters read";
+
+  if (a->have_counters)
+    snprintf(attempted, sizeof(attempted),
+             "%llu attempted by its last counters",
+             (unsigned long long)a->c.attempted);
+  in->unclean_sessions++;
+  stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file), -1,
+             in->pid,
+             "process %u %s: no clean end (no last batch): "
+             "the process was killed, crashed or called _exit, or its "
+             "last segment is missing; %llu events read, %s",
+             (unsigned)in->pid, sid,
+             (unsigned long long)(a->read + a->recovered), attempted);
+}
+
+/* Compare the session's last counters with what was read, dropped and
+ * recovered (`accounted`): events attempted but in no segment are counted
+ * as unaccounted; sums that cannot be right as mismatches. `whole`: nothing
+ * of the session is known to be missing, so the sums must agree exactly. */
+static void stkr__acct_balance(stkr_reader *r, stkr__stream *st,
+                               const char *sid, uint64_t dropped,
+                               uint64_t accounted, bool whole) {
+  const stkr__session_acct *a = &st->acct;
+  stkr_process_info *in = &st->info;
+  const char *path = stkr__sess_path(st, a->last_file);
+  uint32_t pid = in->pid;
+  char sums[160];
+
+  if (a->c.attempted > accounted) {
+    unsigned long long lost = a->c.attempted - accounted;
+
+    in->unaccounted += lost;
+    if (whole && stkr__sess_has_rings(path, pid, a->session_id)) {
+      stkr__acct_sums(sums, sizeof(sums), a, dropped, NULL);
+      stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, pid,
+                 "process %u %s: %llu events attempted are in no segment: "
+                 "its exit left them in its ring files %s; "
+                 "'stackrec recover' writes them out",
+                 (unsigned)pid, sid, lost, sums);
+    } else if (whole) {
+      in->accounting_mismatches++;
+      stkr__acct_sums(sums, sizeof(sums), a, dropped, "!=");
+      stkr__warn(r, STKR_WARN_INCONSISTENT, path, -1, pid,
+                 "process %u %s: accounting does not add up: %s",
+                 (unsigned)pid, sid, sums);
+    } else {
+      stkr__acct_sums(sums, sizeof(sums), a, dropped, NULL);
+      stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, pid,
+                 "process %u %s: %llu events attempted but "
+                 "neither read nor counted as dropped %s",
+                 (unsigned)pid, sid, lost, sums);
+    }
+  } else if (a->c.attempted < accounted && a->recovered_batches == 0) {
+    /* More read or dropped than ever attempted: the counters (or the
+     * batches) are wrong. Recovery may legitimately read events pushed
+     * after the dead writer's last counters, so not then. */
+    in->accounting_mismatches++;
+    stkr__acct_sums(sums, sizeof(sums), a, dropped, "<");
+    stkr__warn(r, STKR_WARN_INCONSISTENT, path, -1, pid,
+               "process %u %s: accounting does not add up: %s",
+               (unsigned)pid, sid, sums);
+  }
+}
+
+void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
+  stkr__session_acct *a = &st->acct;
+  stkr_process_info *in = &st->info;
+  char sid[48];
+  uint32_t absent_first;
+  uint64_t d[5], dropped = 0, accounted;
+  bool ovf = false, whole, recovered_end;
+  int i;
+
+  if (a->first_file == 0) /* no intact batch: nothing to account */
+    return;
+  stkr__session_name(st, sid, sizeof(sid));
+  stkr__warn_overflow(r, st, sid);
+  absent_first = stkr__account_first_gap(r, st, sid);
 
   stkr__sess_drops(a, d);
   for (i = 0; i < 5; i++)
@@ -286,82 +393,17 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   in->recovered_batches += a->recovered_batches;
   /* Nothing of the session is known to be missing: its counters must then
    * add up exactly to what was read. */
-  whole = st->sess_clean && cap_deleted + first_missing + a->gap_middle == 0 &&
+  whole = st->sess_clean && absent_first + a->gap_middle == 0 &&
           in->damaged_batches == a->damaged_before &&
           in->missing_batches == a->missing_before;
   /* A writer that died, whose unflushed events recovery wrote out: as
    * complete as a clean end when everything it attempted is accounted. */
   recovered_end = !st->sess_clean && a->recovered_batches > 0 &&
                   a->have_counters && !ovf && accounted >= a->c.attempted;
-  if (!st->sess_clean && !recovered_end) {
-    char attempted[64] = "no counters read";
-
-    if (a->have_counters)
-      snprintf(attempted, sizeof(attempted),
-               "%llu attempted by its last counters",
-               (unsigned long long)a->c.attempted);
-    in->unclean_sessions++;
-    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file),
-               -1, pid,
-               "process %u %s: no clean end (no last batch): "
-               "the process was killed, crashed or called _exit, or its "
-               "last segment is missing; %llu events read, %s",
-               (unsigned)pid, sid,
-               (unsigned long long)(a->read + a->recovered), attempted);
-  }
-  if (a->have_counters && !ovf) {
-    if (a->c.attempted > accounted) {
-      uint64_t lost = a->c.attempted - accounted;
-
-      in->unaccounted += lost;
-      if (whole && stkr__sess_has_rings(stkr__sess_path(st, a->last_file), pid,
-                                        a->session_id)) {
-        stkr__warn(r, STKR_WARN_INCOMPLETE,
-                   stkr__sess_path(st, a->last_file), -1, pid,
-                   "process %u %s: %llu events attempted are in no segment: "
-                   "its exit left them in its ring files (attempted %llu, "
-                   "written %llu, dropped %llu, recovered %llu); "
-                   "'stackrec recover' writes them out",
-                   (unsigned)pid, sid, (unsigned long long)lost,
-                   (unsigned long long)a->c.attempted,
-                   (unsigned long long)a->read, (unsigned long long)dropped,
-                   (unsigned long long)a->recovered);
-      } else if (whole) {
-        in->accounting_mismatches++;
-        stkr__warn(r, STKR_WARN_INCONSISTENT,
-                   stkr__sess_path(st, a->last_file), -1, pid,
-                   "process %u %s: accounting does not add "
-                   "up: attempted %llu != written %llu + dropped %llu + "
-                   "recovered %llu",
-                   (unsigned)pid, sid, (unsigned long long)a->c.attempted,
-                   (unsigned long long)a->read, (unsigned long long)dropped,
-                   (unsigned long long)a->recovered);
-      } else {
-        stkr__warn(r, STKR_WARN_INCOMPLETE,
-                   stkr__sess_path(st, a->last_file), -1, pid,
-                   "process %u %s: %llu events attempted but "
-                   "neither read nor counted as dropped (attempted %llu, "
-                   "written %llu, dropped %llu, recovered %llu)",
-                   (unsigned)pid, sid, (unsigned long long)lost,
-                   (unsigned long long)a->c.attempted,
-                   (unsigned long long)a->read, (unsigned long long)dropped,
-                   (unsigned long long)a->recovered);
-      }
-    } else if (a->c.attempted < accounted && a->recovered_batches == 0) {
-      /* More read or dropped than ever attempted: the counters (or the
-       * batches) are wrong. Recovery may legitimately read events pushed
-       * after the dead writer's last counters, so not then. */
-      in->accounting_mismatches++;
-      stkr__warn(r, STKR_WARN_INCONSISTENT,
-                 stkr__sess_path(st, a->last_file), -1, pid,
-                 "process %u %s: accounting does not add up: "
-                 "attempted %llu < written %llu + dropped %llu + recovered "
-                 "%llu",
-                 (unsigned)pid, sid, (unsigned long long)a->c.attempted,
-                 (unsigned long long)a->read, (unsigned long long)dropped,
-                 (unsigned long long)a->recovered);
-    }
-  }
+  if (!st->sess_clean && !recovered_end)
+    stkr__warn_unclean(r, st, sid);
+  if (a->have_counters && !ovf)
+    stkr__acct_balance(r, st, sid, dropped, accounted, whole);
 
   /* Bank the session. */
   st->base_attempted = in->attempted;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
 
@@ -22,23 +23,7 @@
 /* ---- small helpers ------------------------------------------------------ */
 
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size) {
-  void **parr = arr;
-  size_t ncap = *cap ? *cap : 16;
-  void *p;
-
-  if (need <= *cap)
-    return 0;
-  while (ncap < need) {
-    if (ncap > SIZE_MAX / 2 / size)
-      return -ENOMEM;
-    ncap *= 2;
-  }
-  p = realloc(*parr, ncap * size);
-  if (p == NULL)
-    return -ENOMEM;
-  *parr = p;
-  *cap = ncap;
-  return 0;
+  return stkr_grow((void **)arr, cap, need, size);
 }
 
 char *stkr__strdup0(const char *s) {
@@ -116,22 +101,17 @@ static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
 
 void stkr__conflict(stkr_reader *r, stkr__stream *st, const char *path,
                            uint64_t off, const char *what, uint32_t id) {
-  if (st->warned & STKR__WARNED_CONFLICT)
-    return;
-  st->warned |= STKR__WARNED_CONFLICT;
-  stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-             "%s %u redefined differently; keeping the first definition "
-             "(further conflicts not reported)",
-             what, (unsigned)id);
+  stkr__warn_once(r, st, STKR__WARNED_CONFLICT, STKR_WARN_INCONSISTENT, path,
+                  (int64_t)off,
+                  "%s %u redefined differently; keeping the first "
+                  "definition (further conflicts not reported)",
+                  what, (unsigned)id);
 }
 
 void stkr__bad_id(stkr_reader *r, stkr__stream *st, const char *path,
                          uint64_t off, const char *what) {
-  if (st->warned & STKR__WARNED_BAD_ID)
-    return;
-  st->warned |= STKR__WARNED_BAD_ID;
-  stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-             "%s definition with id 0 ignored", what);
+  stkr__warn_once(r, st, STKR__WARNED_BAD_ID, STKR_WARN_INCONSISTENT, path,
+                  (int64_t)off, "%s definition with id 0 ignored", what);
 }
 
 /* Is d_name (a SiteDef name as written) the name of site entry s? Mark
@@ -273,12 +253,9 @@ static int stkr__apply_image(stkr_reader *r, stkr__stream *st,
       return 0;
   }
   if (st->n_images >= STKR__MAX_IMAGES) {
-    if (!(st->warned & STKR__WARNED_IMAGES)) {
-      st->warned |= STKR__WARNED_IMAGES;
-      stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-                 "more than %u images; later ones ignored",
-                 STKR__MAX_IMAGES);
-    }
+    stkr__warn_once(r, st, STKR__WARNED_IMAGES, STKR_WARN_INCONSISTENT, path,
+                    (int64_t)off, "more than %u images; later ones ignored",
+                    STKR__MAX_IMAGES);
     return 0;
   }
   if (stkr__grow(&st->images, &st->cap_images, st->n_images + 1,
@@ -391,19 +368,15 @@ static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
   }
   if (st->anon && st->info.pid == 0) {
     st->info.pid = h->pid;
-  } else if (h->pid != st->info.pid && !(st->warned & STKR__WARNED_PID)) {
-    st->warned |= STKR__WARNED_PID;
-    stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-               "header says pid %u, file name says %u", (unsigned)h->pid,
-               (unsigned)st->info.pid);
+  } else if (h->pid != st->info.pid) {
+    stkr__warn_once(r, st, STKR__WARNED_PID, STKR_WARN_INCONSISTENT, path,
+                    (int64_t)off, "header says pid %u, file name says %u",
+                    (unsigned)h->pid, (unsigned)st->info.pid);
   }
-  if (file_seq != 0 && h->segment_seq != file_seq &&
-      !(st->warned & STKR__WARNED_SEQ)) {
-    st->warned |= STKR__WARNED_SEQ;
-    stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-               "header says segment %u, file name says %u",
-               (unsigned)h->segment_seq, (unsigned)file_seq);
-  }
+  if (file_seq != 0 && h->segment_seq != file_seq)
+    stkr__warn_once(r, st, STKR__WARNED_SEQ, STKR_WARN_INCONSISTENT, path,
+                    (int64_t)off, "header says segment %u, file name says %u",
+                    (unsigned)h->segment_seq, (unsigned)file_seq);
 }
 
 static int stkr__apply_defs(stkr_reader *r, stkr__stream *st,

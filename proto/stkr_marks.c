@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
 
@@ -330,7 +331,7 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
   char *path, *buf = NULL;
   struct stat fst;
   size_t len = 0, i;
-  int fd, err = 0;
+  int fd, err = 0, rerr;
 
   for (i = 0; i < r->n_ext; i++)
     if (r->ext[i].dir_dev == dst->st_dev && r->ext[i].dir_ino == dst->st_ino)
@@ -357,21 +358,10 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
     err = -ENOMEM;
     goto out;
   }
-  for (i = 0; i < len;) {
-    ssize_t n = pread(fd, buf + i, len - i, (off_t)i);
-
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      stkr__warn(r, STKR_WARN_IO, path, (int64_t)i, 0,
-                 "read failed: %s; rest of the marks not read",
-                 strerror(errno));
-      break;
-    }
-    if (n == 0)
-      break;
-    i += (size_t)n;
-  }
+  if ((rerr = stkr_pread_all(fd, buf, len, 0, &i)) < 0)
+    stkr__warn(r, STKR_WARN_IO, path, (int64_t)i, 0,
+               "read failed: %s; rest of the marks not read",
+               strerror(-rerr));
   len = i;
   if ((uint64_t)fst.st_size > STKR_MARKS_MAX_BYTES)
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)len, 0,
@@ -434,14 +424,36 @@ void stkr__marks_free(stkr_reader *r) {
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* Append buf to the file at path (created 0600) in one write: O_APPEND
+ * makes it land whole at the end, never interleaved with another writer's
+ * lines. @return 0 or -errno (-EIO for a short write). */
+static int append_whole(const char *path, const void *buf, size_t n) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                0600);
+  ssize_t w;
+  int err = 0;
+
+  if (fd < 0)
+    return -errno;
+  do
+    w = write(fd, buf, n);
+  while (w < 0 && errno == EINTR);
+  if (w < 0)
+    err = -errno;
+  else if ((size_t)w != n)
+    err = -EIO;
+  if (close(fd) != 0 && err == 0)
+    err = -errno;
+  return err;
+}
+
 int stkr_mark_append(const char *dir, const char *name, const void *payload,
                      size_t len) {
   static const char hex[] = "0123456789abcdef";
   struct timespec mono, wall;
   char *path, *line;
   size_t n, i, cap;
-  ssize_t w;
-  int fd, err = 0;
+  int err;
 
   if (dir == NULL || name == NULL || (payload == NULL && len != 0) ||
       !stkr_mark_name_valid(name, strnlen(name, STKR_MARK_NAME_MAX + 1)) ||
@@ -469,23 +481,7 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
     line[n++] = hex[((const uint8_t *)payload)[i] & 15];
   }
   line[n++] = '\n';
-  fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-            0600);
-  if (fd < 0) {
-    err = -errno;
-  } else {
-    /* One write: O_APPEND makes it land whole at the end, never
-     * interleaved with another setter's line. */
-    do
-      w = write(fd, line, n);
-    while (w < 0 && errno == EINTR);
-    if (w < 0)
-      err = -errno;
-    else if ((size_t)w != n)
-      err = -EIO;
-    if (close(fd) != 0 && err == 0)
-      err = -errno;
-  }
+  err = append_whole(path, line, n);
   free(path);
   free(line);
   return err;
@@ -494,8 +490,7 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
 int stkr_marks_copy(const char *from_dir, const char *to_dir) {
   char *from = NULL, *to = NULL, *buf = NULL;
   size_t len = 0;
-  ssize_t n;
-  int in = -1, out = -1, err = 0;
+  int in = -1, err = 0;
 
   if (asprintf(&from, "%s/%s", from_dir, STKR_MARKS_FILE) < 0 ||
       asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0 ||
@@ -507,32 +502,15 @@ int stkr_marks_copy(const char *from_dir, const char *to_dir) {
     err = errno == ENOENT ? 0 : -errno;
     goto out;
   }
-  while (len < STKR_MARKS_MAX_BYTES &&
-         ((n = read(in, buf + len, STKR_MARKS_MAX_BYTES - len)) > 0 ||
-          (n < 0 && errno == EINTR)))
-    len += n > 0 ? (size_t)n : 0;
+  /* A read error keeps what was read before it. */
+  (void)stkr_pread_all(in, buf, STKR_MARKS_MAX_BYTES, 0, &len);
   while (len > 0 && buf[len - 1] != '\n') /* a line being written */
     len--;
-  if (len == 0)
-    goto out;
-  out = open(to, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-             0600);
-  if (out < 0) {
-    err = -errno;
-  } else {
-    do
-      n = write(out, buf, len);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-      err = -errno;
-    else if ((size_t)n != len)
-      err = -EIO;
-  }
+  if (len > 0)
+    err = append_whole(to, buf, len);
 out:
   if (in >= 0)
     close(in);
-  if (out >= 0 && close(out) != 0 && err == 0)
-    err = -errno;
   free(buf);
   free(from);
   free(to);

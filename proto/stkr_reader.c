@@ -12,20 +12,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_hash.h"
 #include "proto/stkr__reader.h"
 #include "proto/stkr__recover.h" /* stkr__rc_parse_name: ring/session files */
 
-void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
-                int64_t off, uint32_t pid, const char *fmt, ...) {
+static void stkr__vwarn(stkr_reader *r, stkr_warn_kind kind, const char *path,
+                        int64_t off, uint32_t pid, const char *fmt,
+                        va_list ap) {
   char what[512], msg[1024 + 512];
   stkr_warning w;
-  va_list ap;
 
   if (kind == STKR_WARN_INCOMPLETE && r->incomplete_cb == NULL)
     return;
-  va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
-  va_end(ap);
   if (off >= 0)
     snprintf(msg, sizeof(msg), "%s: offset %lld: %s", path, (long long)off,
              what);
@@ -54,6 +53,28 @@ void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
     r->warn(r->warn_arg, &w);
   else
     fprintf(stderr, "%s\n", msg);
+}
+
+void stkr__warn(stkr_reader *r, stkr_warn_kind kind, const char *path,
+                int64_t off, uint32_t pid, const char *fmt, ...) {
+  va_list ap;
+
+  va_start(ap, fmt);
+  stkr__vwarn(r, kind, path, off, pid, fmt, ap);
+  va_end(ap);
+}
+
+void stkr__warn_once(stkr_reader *r, stkr__stream *st, unsigned flag,
+                     stkr_warn_kind kind, const char *path, int64_t off,
+                     const char *fmt, ...) {
+  va_list ap;
+
+  if (st->warned & flag)
+    return;
+  st->warned |= flag;
+  va_start(ap, fmt);
+  stkr__vwarn(r, kind, path, off, st->info.pid, fmt, ap);
+  va_end(ap);
 }
 
 int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
@@ -109,12 +130,9 @@ void stkr_reader_free(stkr_reader *r) {
 
 static size_t stkr__stream_hash(dev_t dev, ino_t ino, uint32_t pid,
                                 size_t cap) {
-  uint64_t h = (uint64_t)dev * 0x9E3779B97F4A7C15ull;
+  uint64_t h = stkr_mix64((uint64_t)dev ^ ((uint64_t)pid << 32));
 
-  h ^= (uint64_t)ino + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-  h ^= (uint64_t)pid * 0xC2B2AE3D27D4EB4Full;
-  h ^= h >> 29;
-  return (size_t)(h & (cap - 1));
+  return (size_t)(stkr_mix64(h ^ (uint64_t)ino) & (cap - 1));
 }
 
 /* Put st in the (dir, pid) table, growing it. @return 0 or -ENOMEM. */

@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
 
@@ -58,135 +59,141 @@ static uint64_t rd64(const uint8_t *p) {
   return v;
 }
 
+/* Check a ring file's header and its head and tail indices; fill *m and
+ * *info. @return NULL, or why the file is refused. */
+static const char *ring_header(const uint8_t *data, uint64_t len,
+                               stkr_ringfile_meta *m, stkr_ring_info *info) {
+  uint64_t head, tail;
+
+  if (len < STKR_RINGFILE_TAIL_OFF + 8)
+    return "shorter than a ring file header";
+  memcpy(m, data, sizeof *m);
+  if (memcmp(m->magic, STKR_RINGFILE_MAGIC, 8) != 0)
+    return "not a ring file (bad magic)";
+  if (m->version != STKR_RINGFILE_VERSION)
+    return "unknown ring file version";
+  if (m->record_hdr != sizeof(stkr_ringfile_record) ||
+      m->hdr_bytes < STKR_RINGFILE_TAIL_OFF + 8 || m->hdr_bytes % 8 != 0)
+    return "bad header size fields";
+  if (m->ring_size < 64 || m->ring_size > STKR_RINGFILE_MAX_RING ||
+      (m->ring_size & (m->ring_size - 1)) != 0 ||
+      m->hdr_bytes > len || m->ring_size > len - m->hdr_bytes)
+    return "ring size is not a power of two that fits the file";
+  head = rd64(data + STKR_RINGFILE_HEAD_OFF);
+  tail = rd64(data + STKR_RINGFILE_TAIL_OFF);
+  info->session_id = m->session_id;
+  info->pid = m->pid;
+  info->thread_id = m->thread_id;
+  info->file_no = m->file_no;
+  info->os_tid = m->os_tid;
+  memcpy(info->name, m->name, sizeof info->name);
+  info->name[sizeof info->name - 1] = '\0';
+  info->ring_size = m->ring_size;
+  info->head = head;
+  info->tail = tail;
+  if (tail > head || head - tail > m->ring_size || tail % 8 != 0 ||
+      head % 8 != 0)
+    return "head and tail indices disagree";
+  return NULL;
+}
+
+/* Check the record at rec (off bytes into a ring of ring_size, left bytes
+ * before the head); fill *h and *hdr (its header's size). A wrap marker
+ * passes with h->site_id == 0. @return NULL, or why it is refused. */
+static const char *ring_record(const uint8_t *rec, uint64_t off,
+                               uint64_t left, uint64_t ring_size,
+                               stkr_ringfile_record *h, uint64_t *hdr) {
+  bool known;
+
+  /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
+  memcpy(h, rec, 8);
+  if (h->size < 8 || h->size % 8 != 0 || h->size > left ||
+      h->size > ring_size - off)
+    return "bad record size";
+  if (h->site_id == 0) /* wrap marker */
+    return NULL;
+  if (h->size < sizeof *h)
+    return "record shorter than its header";
+  memcpy(h, rec, sizeof *h);
+  if (h->slot >= STKR_RINGFILE_KNOWN_SLOTS ||
+      (h->flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
+                              STKR_RINGREC_STACK_TRUNCATED |
+                              STKR_RINGREC_KNOWN)) != 0)
+    return "bad record slot or flags";
+  known = (h->flags & STKR_RINGREC_KNOWN) != 0;
+  *hdr = known ? sizeof *h : sizeof(stkr_ringfile_full);
+  if (known && h->depth != 0)
+    return "known record with PCs";
+  if (*hdr + 8u * (uint64_t)h->depth + h->payload_len > h->size)
+    return "record's PCs and payload do not fit its size";
+  return NULL;
+}
+
+/* Hand a checked record (h, header of hdr bytes) at pos to rec. */
+static int ring_deliver(const uint8_t *p, uint64_t pos,
+                        const stkr_ringfile_record *h, uint64_t hdr,
+                        int (*rec)(void *arg, const stkr_ring_rec *r),
+                        void *arg) {
+  stkr_ring_rec r = {
+      .pos = pos,
+      .size = h->size,
+      .site_id = h->site_id,
+      .ts_ns = h->ts_ns,
+      .slot = h->slot,
+      .pcs = (const uint64_t *)(const void *)(p + hdr),
+      .depth = h->depth,
+      .payload = p + hdr + 8u * h->depth,
+      .payload_len = h->payload_len,
+      .flags = h->flags,
+  };
+  if ((h->flags & STKR_RINGREC_KNOWN) == 0) {
+    stkr_ringfile_full f;
+
+    memcpy(&f, p, sizeof f);
+    r.hash = f.key[0];
+    r.key2 = f.key[1];
+    r.evicted[0] = f.evicted[0];
+    r.evicted[1] = f.evicted[1];
+  }
+  return rec(arg, &r);
+}
+
 int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,
                     stkr_ring_info *info,
                     int (*rec)(void *arg, const stkr_ring_rec *r), void *arg,
                     uint64_t *dups, uint64_t *lost_bytes, uint64_t *bad_pos,
                     const char **why) {
   stkr_ringfile_meta m;
-  uint64_t head, tail, mask, pos;
+  uint64_t head, mask, pos;
   const uint8_t *buf;
 
   *dups = *lost_bytes = *bad_pos = 0;
-  *why = NULL;
   memset(info, 0, sizeof *info);
-  if (len < STKR_RINGFILE_TAIL_OFF + 8) {
-    *why = "shorter than a ring file header";
+  if ((*why = ring_header(data, len, &m, info)) != NULL)
     return -EINVAL;
-  }
-  memcpy(&m, data, sizeof m);
-  if (memcmp(m.magic, STKR_RINGFILE_MAGIC, 8) != 0) {
-    *why = "not a ring file (bad magic)";
-    return -EINVAL;
-  }
-  if (m.version != STKR_RINGFILE_VERSION) {
-    *why = "unknown ring file version";
-    return -EINVAL;
-  }
-  if (m.record_hdr != sizeof(stkr_ringfile_record) ||
-      m.hdr_bytes < STKR_RINGFILE_TAIL_OFF + 8 || m.hdr_bytes % 8 != 0) {
-    *why = "bad header size fields";
-    return -EINVAL;
-  }
-  if (m.ring_size < 64 || m.ring_size > STKR_RINGFILE_MAX_RING ||
-      (m.ring_size & (m.ring_size - 1)) != 0 ||
-      m.hdr_bytes > len || m.ring_size > len - m.hdr_bytes) {
-    *why = "ring size is not a power of two that fits the file";
-    return -EINVAL;
-  }
-  head = rd64(data + STKR_RINGFILE_HEAD_OFF);
-  tail = rd64(data + STKR_RINGFILE_TAIL_OFF);
-  info->session_id = m.session_id;
-  info->pid = m.pid;
-  info->thread_id = m.thread_id;
-  info->file_no = m.file_no;
-  info->os_tid = m.os_tid;
-  memcpy(info->name, m.name, sizeof info->name);
-  info->name[sizeof info->name - 1] = '\0';
-  info->ring_size = m.ring_size;
-  info->head = head;
-  info->tail = tail;
-  if (tail > head || head - tail > m.ring_size || tail % 8 != 0 ||
-      head % 8 != 0) {
-    *why = "head and tail indices disagree";
-    return -EINVAL;
-  }
+  head = info->head;
   buf = data + m.hdr_bytes;
   mask = m.ring_size - 1;
-  for (pos = tail; pos < head;) {
-    uint64_t off = pos & mask;
+  for (pos = info->tail; pos < head;) {
+    uint64_t off = pos & mask, hdr = 0;
     stkr_ringfile_record h;
-    stkr_ringfile_full f;
-    uint64_t need, hdr;
-    bool known;
 
-    /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
-    memcpy(&h, buf + off, 8);
-    if (h.size < 8 || h.size % 8 != 0 || h.size > head - pos ||
-        h.size > m.ring_size - off) {
-      *why = "bad record size";
-      goto bad;
+    if ((*why = ring_record(buf + off, off, head - pos, m.ring_size, &h,
+                            &hdr)) != NULL) {
+      *lost_bytes = head - pos;
+      *bad_pos = m.hdr_bytes + off;
+      return 1;
     }
-    if (h.site_id == 0) { /* wrap marker */
-      pos += h.size;
-      continue;
-    }
-    if (h.size < sizeof h) {
-      *why = "record shorter than its header";
-      goto bad;
-    }
-    memcpy(&h, buf + off, sizeof h);
-    if (h.slot >= STKR_RINGFILE_KNOWN_SLOTS ||
-        (h.flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
-                               STKR_RINGREC_STACK_TRUNCATED |
-                               STKR_RINGREC_KNOWN)) != 0) {
-      *why = "bad record slot or flags";
-      goto bad;
-    }
-    known = (h.flags & STKR_RINGREC_KNOWN) != 0;
-    hdr = known ? sizeof h : sizeof f;
-    if (known && h.depth != 0) {
-      *why = "known record with PCs";
-      goto bad;
-    }
-    need = hdr + 8u * (uint64_t)h.depth + h.payload_len;
-    if (need > h.size) {
-      *why = "record's PCs and payload do not fit its size";
-      goto bad;
-    }
-    if (pos < from) {
+    if (h.site_id != 0 && pos < from) {
       ++*dups;
-    } else if (rec != NULL) {
-      stkr_ring_rec r = {
-          .pos = pos,
-          .size = h.size,
-          .site_id = h.site_id,
-          .ts_ns = h.ts_ns,
-          .slot = h.slot,
-          .pcs = (const uint64_t *)(const void *)(buf + off + hdr),
-          .depth = h.depth,
-          .payload = buf + off + hdr + 8u * h.depth,
-          .payload_len = h.payload_len,
-          .flags = h.flags,
-      };
-      if (!known) {
-        memcpy(&f, buf + off, sizeof f);
-        r.hash = f.key[0];
-        r.key2 = f.key[1];
-        r.evicted[0] = f.evicted[0];
-        r.evicted[1] = f.evicted[1];
-      }
-      int err = rec(arg, &r);
+    } else if (h.site_id != 0 && rec != NULL) {
+      int err = ring_deliver(buf + off, pos, &h, hdr, rec, arg);
       if (err != 0)
         return err;
     }
     pos += h.size;
   }
   return 0;
-bad:
-  *lost_bytes = head - pos;
-  *bad_pos = m.hdr_bytes + (pos & mask);
-  return 1;
 }
 
 /* ---- the session file (step 2) ---------------------------------------- */
@@ -288,7 +295,8 @@ int stkr__rc_parse_name(const char *s, uint32_t *pid, uint64_t *sid,
 int stkr__rc_read_file(int fd, uint64_t max, uint8_t **data, uint64_t *len) {
   struct stat st;
   uint8_t *p;
-  uint64_t got = 0;
+  size_t got = 0;
+  int err;
 
   *data = NULL;
   *len = 0;
@@ -302,17 +310,12 @@ int stkr__rc_read_file(int fd, uint64_t max, uint8_t **data, uint64_t *len) {
   p = malloc(st.st_size ? (size_t)st.st_size : 1);
   if (p == NULL)
     return -ENOMEM;
-  while (got < (uint64_t)st.st_size) {
-    ssize_t n = pread(fd, p + got, (size_t)(st.st_size - (off_t)got),
-                      (off_t)got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? -errno : -EIO;
-      free(p);
-      return err;
-    }
-    got += (uint64_t)n;
+  err = stkr_pread_all(fd, p, (size_t)st.st_size, 0, &got);
+  if (err == 0 && got < (size_t)st.st_size)
+    err = -EIO; /* it shrank under us */
+  if (err < 0) {
+    free(p);
+    return err;
   }
   *data = p;
   *len = got;

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
+#include "common/stkr_io.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
 
@@ -243,22 +245,6 @@ typedef struct build {
   int err;
 } build;
 
-static int bit_set(uint8_t **bm, size_t *bytes, uint32_t id) {
-  size_t byte = id / 8;
-  if (byte >= *bytes) {
-    size_t nb = *bytes ? *bytes : 64;
-    uint8_t *p;
-    while (nb <= byte) nb *= 2;
-    if ((p = realloc(*bm, nb)) == NULL) return -ENOMEM;
-    memset(p + *bytes, 0, nb - *bytes);
-    *bm = p;
-    *bytes = nb;
-  }
-  if ((*bm)[byte] & (1u << (id % 8))) return 0;
-  (*bm)[byte] |= (uint8_t)(1u << (id % 8));
-  return 1;
-}
-
 static uint32_t intern_stack(build *b, const stkr_ring_rec *r) {
   bool trunc = (r->flags & 2u) != 0;
   size_t i;
@@ -325,17 +311,6 @@ static int open_segment(build *b) {
     if (errno != EEXIST) return -errno;
   }
   return -EEXIST;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? -errno : -EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
 }
 
 /* The dead session's Header, from its session file (the recovered
@@ -467,7 +442,7 @@ static int flush_batch(build *b) {
   B.counters = &K;
   b->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
-    err = write_all(b->fd, b->out.data, b->out.len);
+    err = stkr_write_all(b->fd, b->out.data, b->out.len);
   b->written_batches++;
 done:
   free(sp);
@@ -503,7 +478,7 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
     b->n++;
     return 0;
   }
-  if ((err = bit_set(&b->site_sent, &b->site_sent_bytes, r->site_id)) < 0)
+  if ((err = stkr_bit_set(&b->site_sent, &b->site_sent_bytes, r->site_id)) < 0)
     return err;
   if (err == 1) {
     char name[1024];

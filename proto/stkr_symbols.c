@@ -18,13 +18,11 @@
 static void stkr__bad_frames(stkr_reader *r, stkr__stream *st,
                              const char *path, uint64_t off, const char *why,
                              uint32_t id) {
-  if (st->warned & STKR__WARNED_FRAMES)
-    return;
-  st->warned |= STKR__WARNED_FRAMES;
-  stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-             "stack %u: %s; its PCs are kept without frames (further "
-             "frame problems not reported)",
-             (unsigned)id, why);
+  stkr__warn_once(r, st, STKR__WARNED_FRAMES, STKR_WARN_INCONSISTENT, path,
+                  (int64_t)off,
+                  "stack %u: %s; its PCs are kept without frames (further "
+                  "frame problems not reported)",
+                  (unsigned)id, why);
 }
 
 static const char *stkr__string(const stkr__stream *st, uint32_t id,
@@ -88,13 +86,12 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
   f.inlined = d->inlined;
   f.is_app = d->app;
   f.async = d->async;
-  if (missing && !(st->warned & STKR__WARNED_FRAMES)) {
-    st->warned |= STKR__WARNED_FRAMES;
-    stkr__warn(r, STKR_WARN_INCONSISTENT, path, (int64_t)off, st->info.pid,
-               "frame %u refers to an undefined string; shown as unknown "
-               "(further frame problems not reported)",
-               (unsigned)d->id);
-  }
+  if (missing)
+    stkr__warn_once(r, st, STKR__WARNED_FRAMES, STKR_WARN_INCONSISTENT, path,
+                    (int64_t)off,
+                    "frame %u refers to an undefined string; shown as "
+                    "unknown (further frame problems not reported)",
+                    (unsigned)d->id);
   if (stkr__idmap_get(&st->frame_map, d->id, &idx)) {
     const stkr_frame *o = &st->frames[idx];
     if (o->line != f.line || o->column != f.column || o->offset != f.offset ||

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/stkr_fpwalk.h" /* STKR_ARCH_NAME */
 #include "recorder/stkr_internal.h"
 
 uint64_t stkr__clock_mono_ns(void) {
@@ -57,15 +58,5 @@ void stkr__thread_name(char *buf, size_t len) {
 int stkr__membarrier_register(void) { return -ENOSYS; }
 int stkr__membarrier(void) { return -ENOSYS; }
 
-const char *stkr__arch_name(void) {
-#if defined(__has_feature) && __has_feature(ptrauth_calls)
-  return "arm64e";
-#elif defined(__arm64__) || defined(__aarch64__)
-  return "arm64";
-#elif defined(__x86_64__)
-  return "x86_64";
-#else
-  return "unknown";
-#endif
-}
+const char *stkr__arch_name(void) { return STKR_ARCH_NAME; }
 #endif /* __APPLE__ */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_fpwalk.h" /* STKR_ARCH_NAME */
 #include "recorder/stkr_internal.h"
 
 uint64_t stkr__clock_mono_ns(void) {
@@ -80,13 +81,5 @@ int stkr__membarrier(void) {
              : -errno;
 }
 
-const char *stkr__arch_name(void) {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#else
-  return "unknown";
-#endif
-}
+const char *stkr__arch_name(void) { return STKR_ARCH_NAME; }
 #endif /* !__APPLE__ */

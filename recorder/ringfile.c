@@ -43,6 +43,7 @@
 #include <stdlib.h> /* arc4random_buf */
 #endif
 
+#include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 
 /* Lowest descriptor we keep: far above what programs pick by hand (3-9,
@@ -142,12 +143,9 @@ uint64_t stkr__session_id_new(void) {
   arc4random_buf(&id, sizeof id);
 #endif
   if (id == 0) {
-    /* No entropy source: mix the clocks and the pid (splitmix64). */
-    uint64_t z = stkr__clock_mono_ns() ^ (stkr__clock_wall_ns() << 1) ^
-                 ((uint64_t)getpid() << 32);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    id = z ^ (z >> 31);
+    /* No entropy source: mix the clocks and the pid. */
+    id = stkr_mix64(stkr__clock_mono_ns() ^ (stkr__clock_wall_ns() << 1) ^
+                    ((uint64_t)getpid() << 32));
   }
   return id ? id : 1;
 }

@@ -386,36 +386,39 @@ void stkr__thread_name(char *buf, size_t len);
 int stkr__membarrier_register(void);
 int stkr__membarrier(void);
 
-/* Strip pointer-authentication bits from a saved return address before
- * anything else sees it. Inline: it runs once per frame of every walk.
- * arm64e: the intrinsic (xpaci). Other arm64 code can still meet signed
- * LRs (arm64e system frames; Linux pac-ret): the PAC, like a top-byte tag,
- * sits above the user virtual address bits (47 on Apple, 48 on Linux). */
-static inline uint64_t stkr__strip_pac(uint64_t pc) {
+/* The user virtual address bits of a pointer (what remains once a PAC or
+ * a top-byte tag is cut off); the identity on x86_64. */
+static inline uint64_t stkr__user_va(uint64_t p) {
 #if defined(__APPLE__) && (defined(__arm64__) || defined(__aarch64__))
-#if defined(__has_feature) && __has_feature(ptrauth_calls)
-  pc = (uint64_t)ptrauth_strip((void *)pc, ptrauth_key_return_address);
-#endif
-  return pc & 0x00007FFFFFFFFFFFull;
-#elif defined(__aarch64__)
-  return pc & 0x0000FFFFFFFFFFFFull;
-#else
-  return pc;
-#endif
-}
-/* The same for a signed data pointer (an async context's Parent, signed
- * with a data key on arm64e: xpacd rather than xpaci). */
-static inline uint64_t stkr__strip_pac_data(uint64_t p) {
-#if defined(__APPLE__) && (defined(__arm64__) || defined(__aarch64__))
-#if defined(__has_feature) && __has_feature(ptrauth_calls)
-  p = (uint64_t)ptrauth_strip((void *)p, ptrauth_key_process_dependent_data);
-#endif
   return p & 0x00007FFFFFFFFFFFull;
 #elif defined(__aarch64__)
   return p & 0x0000FFFFFFFFFFFFull;
 #else
   return p;
 #endif
+}
+/* Strip pointer-authentication bits from a saved return address before
+ * anything else sees it. Inline: it runs once per frame of every walk.
+ * arm64e: the intrinsic (xpaci). Other arm64 code can still meet signed
+ * LRs (arm64e system frames; Linux pac-ret): the PAC, like a top-byte tag,
+ * sits above the user virtual address bits (47 on Apple, 48 on Linux). */
+#if defined(__APPLE__) && (defined(__arm64__) || defined(__aarch64__)) &&   \
+    defined(__has_feature)
+#if __has_feature(ptrauth_calls)
+#define STKR__PTRAUTH_STRIP(p, key) ((uint64_t)ptrauth_strip((void *)(p), key))
+#endif
+#endif
+#ifndef STKR__PTRAUTH_STRIP
+#define STKR__PTRAUTH_STRIP(p, key) (p) /* no PAC instructions: the mask */
+#endif
+static inline uint64_t stkr__strip_pac(uint64_t pc) {
+  return stkr__user_va(STKR__PTRAUTH_STRIP(pc, ptrauth_key_return_address));
+}
+/* The same for a signed data pointer (an async context's Parent, signed
+ * with a data key on arm64e: xpacd rather than xpaci). */
+static inline uint64_t stkr__strip_pac_data(uint64_t p) {
+  return stkr__user_va(
+      STKR__PTRAUTH_STRIP(p, ptrauth_key_process_dependent_data));
 }
 const char *stkr__arch_name(void);
 

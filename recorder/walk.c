@@ -51,13 +51,7 @@ static inline uint64_t stkr__unmix(uint64_t h, uint64_t pc) {
 }
 
 static inline uint64_t stkr__final(uint64_t h, unsigned n) {
-  h ^= (uint64_t)n * STKR__P1;
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  h *= 0xC4CEB9FE1A85EC53ull;
-  h ^= h >> 33;
-  return h;
+  return stkr_mix64(h ^ (uint64_t)n * STKR__P1);
 }
 
 uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n) {

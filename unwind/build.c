@@ -44,29 +44,36 @@ static bool rd_n(uw_cur *c, unsigned n, uint64_t *v) { /* little endian */
   return true;
 }
 
-static bool rd_uleb(uw_cur *c, uint64_t *v) {
+/* The LEB128 groups of one number: *v the value (bits past 64 dropped),
+ * *shift how many bits were read, *last the last byte (its 0x40 is the
+ * sign of a signed number). */
+static bool rd_leb(uw_cur *c, uint64_t *v, unsigned *shift, uint8_t *last) {
   uint64_t x = 0;
-  unsigned shift = 0;
+  unsigned sh = 0;
   uint8_t b;
   do {
     if (!rd_u8(c, &b)) return false;
-    if (shift < 64) x |= (uint64_t)(b & 0x7f) << shift;
-    shift += 7;
+    if (sh < 64) x |= (uint64_t)(b & 0x7f) << sh;
+    sh += 7;
   } while (b & 0x80);
   *v = x;
+  *shift = sh;
+  *last = b;
   return true;
 }
 
+static bool rd_uleb(uw_cur *c, uint64_t *v) {
+  unsigned shift;
+  uint8_t last;
+  return rd_leb(c, v, &shift, &last);
+}
+
 static bool rd_sleb(uw_cur *c, int64_t *v) {
-  uint64_t x = 0;
-  unsigned shift = 0;
-  uint8_t b;
-  do {
-    if (!rd_u8(c, &b)) return false;
-    if (shift < 64) x |= (uint64_t)(b & 0x7f) << shift;
-    shift += 7;
-  } while (b & 0x80);
-  if (shift < 64 && (b & 0x40)) x |= ~(uint64_t)0 << shift;
+  uint64_t x;
+  unsigned shift;
+  uint8_t last;
+  if (!rd_leb(c, &x, &shift, &last)) return false;
+  if (shift < 64 && (last & 0x40)) x |= ~(uint64_t)0 << shift;
   *v = (int64_t)x;
   return true;
 }
@@ -234,6 +241,112 @@ static uw_rule init_rule(const uw_ctx *x, const uw_cie *cie, uint64_t reg) {
   return reg == cie->ra_reg ? cie->init.ra : reg == x->reg_fp ? cie->init.fp : (uw_rule){R_SAME, 0};
 }
 
+/* One CFA instruction (op, already read) that sets a register's rule or
+ * the CFA rule in *s: the extended opcodes other than the advances and the
+ * state stack. @return 1 done, 0 an opcode this is not for, -1 malformed
+ * input. */
+static int cfa_rule_op(const uw_ctx *x, const uw_cie *cie, uw_cur *c,
+                       uw_state *s, uint8_t op) {
+  uint64_t a = 0, b = 0;
+  int64_t sa = 0;
+  uw_rule *r;
+
+  switch (op) {
+  case 0x00: break; /* nop */
+  case 0x05: /* offset_extended */
+    if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, cie->data_align)};
+    break;
+  case 0x06: /* restore_extended */
+    if (!rd_uleb(c, &a)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = init_rule(x, cie, a);
+    break;
+  case 0x07: /* undefined */
+    if (!rd_uleb(c, &a)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_UNDEF, 0};
+    break;
+  case 0x08: /* same_value */
+    if (!rd_uleb(c, &a)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_SAME, 0};
+    break;
+  case 0x09: /* register */
+    if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL)
+      *r = (a == b) ? (uw_rule){R_SAME, 0} : (uw_rule){R_OTHER, 0};
+    break;
+  case 0x0c: /* def_cfa */
+    if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return -1;
+    s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = (int64_t)b;
+    break;
+  case 0x0d: /* def_cfa_register */
+    if (!rd_uleb(c, &a)) return -1;
+    s->cfa_reg = a;
+    break;
+  case 0x0e: /* def_cfa_offset */
+    if (!rd_uleb(c, &a)) return -1;
+    s->cfa_off = (int64_t)a;
+    break;
+  case 0x0f: /* def_cfa_expression */
+    if (!rd_uleb(c, &a) || !skip(c, a)) return -1;
+    s->cfa_expr = true;
+    break;
+  case 0x10: case 0x16: /* expression, val_expression */
+    if (!rd_uleb(c, &a) || !rd_uleb(c, &b) || !skip(c, b)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OTHER, 0};
+    break;
+  case 0x11: /* offset_extended_sf */
+    if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled(sa, cie->data_align)};
+    break;
+  case 0x12: /* def_cfa_sf */
+    if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return -1;
+    s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = scaled(sa, cie->data_align);
+    break;
+  case 0x13: /* def_cfa_offset_sf */
+    if (!rd_sleb(c, &sa)) return -1;
+    s->cfa_off = scaled(sa, cie->data_align);
+    break;
+  case 0x14: case 0x15: /* val_offset(_sf): the register's value, not a slot */
+    if (!rd_uleb(c, &a)) return -1;
+    if (op == 0x14 ? !rd_uleb(c, &b) : !rd_sleb(c, &sa)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OTHER, 0};
+    break;
+  case 0x2d: /* GNU_window_save; on aarch64 negate_ra_state (PAC): the walk strips */
+    break;
+  case 0x2e: /* GNU_args_size */
+    if (!rd_uleb(c, &a)) return -1;
+    break;
+  case 0x2f: /* GNU_negative_offset_extended */
+    if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return -1;
+    if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, -cie->data_align)};
+    break;
+  default:
+    return 0;
+  }
+  return 1;
+}
+
+/* Move the location on by adv code units, emitting the row of the state
+ * that held until then. @return 1 the FDE's range is done (*loc = end),
+ * 0 go on, -1 malformed input (an advance in a CIE, an overflow). */
+static int cfa_advance(const uw_ctx *x, const uw_cie *cie, const uw_state *s,
+                       uint64_t *loc, uint64_t end, uint64_t adv,
+                       uw_rows *rows, uint32_t seq, uint64_t *fallback_rows) {
+  uint64_t next;
+  uint32_t row;
+
+  if (rows == NULL) return -1; /* a CIE's initial instructions do not advance */
+  if (cie->code_align && adv > (UINT64_MAX - *loc) / cie->code_align) return -1;
+  next = *loc + adv * cie->code_align;
+  if (next == *loc) return 0;
+  row = make_row(x, cie, s);
+  if (row == STKR__UW_FALLBACK) (*fallback_rows)++;
+  emit(rows, *loc, row, seq);
+  if (next >= end) { *loc = end; return 1; }
+  *loc = next;
+  return 0;
+}
+
 /* Run a CFA program over [c->p, c->end). With rows == NULL (a CIE's
  * initial instructions) no location may advance. Returns false on
  * malformed or unsupported input: the caller turns the rest of the FDE's
@@ -246,10 +359,10 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
 
   while (c->p < c->end) {
     uint8_t op, hi, lo6;
-    uint64_t a = 0, b = 0, adv = 0;
-    int64_t sa = 0;
+    uint64_t a = 0, adv = 0;
     uw_rule *r;
     bool advance = false;
+    int done;
 
     if (!rd_u8(c, &op)) return false;
     hi = op & 0xc0;
@@ -265,7 +378,6 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
         *r = init_rule(x, cie, lo6);
     } else {
       switch (op) {
-      case 0x00: break; /* nop */
       case 0x01: /* set_loc */
         if (!rd_enc(x, c, cie->fde_enc, &a) || rows == NULL || a < *loc ||
             cie->code_align != 1)
@@ -276,27 +388,6 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
       case 0x02: if (!rd_n(c, 1, &adv)) return false; advance = true; break;
       case 0x03: if (!rd_n(c, 2, &adv)) return false; advance = true; break;
       case 0x04: if (!rd_n(c, 4, &adv)) return false; advance = true; break;
-      case 0x05: /* offset_extended */
-        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, cie->data_align)};
-        break;
-      case 0x06: /* restore_extended */
-        if (!rd_uleb(c, &a)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = init_rule(x, cie, a);
-        break;
-      case 0x07: /* undefined */
-        if (!rd_uleb(c, &a)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_UNDEF, 0};
-        break;
-      case 0x08: /* same_value */
-        if (!rd_uleb(c, &a)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_SAME, 0};
-        break;
-      case 0x09: /* register */
-        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL)
-          *r = (a == b) ? (uw_rule){R_SAME, 0} : (uw_rule){R_OTHER, 0};
-        break;
       case 0x0a: /* remember_state */
         if (depth == UW_STACK_MAX) return false;
         stack[depth++] = *s;
@@ -305,68 +396,15 @@ static bool run_cfa(const uw_ctx *x, const uw_cie *cie, uw_cur *c, uw_state *s,
         if (depth == 0) return false;
         *s = stack[--depth];
         break;
-      case 0x0c: /* def_cfa */
-        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
-        s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = (int64_t)b;
-        break;
-      case 0x0d: /* def_cfa_register */
-        if (!rd_uleb(c, &a)) return false;
-        s->cfa_reg = a;
-        break;
-      case 0x0e: /* def_cfa_offset */
-        if (!rd_uleb(c, &a)) return false;
-        s->cfa_off = (int64_t)a;
-        break;
-      case 0x0f: /* def_cfa_expression */
-        if (!rd_uleb(c, &a) || !skip(c, a)) return false;
-        s->cfa_expr = true;
-        break;
-      case 0x10: case 0x16: /* expression, val_expression */
-        if (!rd_uleb(c, &a) || !rd_uleb(c, &b) || !skip(c, b)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OTHER, 0};
-        break;
-      case 0x11: /* offset_extended_sf */
-        if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled(sa, cie->data_align)};
-        break;
-      case 0x12: /* def_cfa_sf */
-        if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return false;
-        s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = scaled(sa, cie->data_align);
-        break;
-      case 0x13: /* def_cfa_offset_sf */
-        if (!rd_sleb(c, &sa)) return false;
-        s->cfa_off = scaled(sa, cie->data_align);
-        break;
-      case 0x14: case 0x15: /* val_offset(_sf): the register's value, not a slot */
-        if (!rd_uleb(c, &a)) return false;
-        if (op == 0x14 ? !rd_uleb(c, &b) : !rd_sleb(c, &sa)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OTHER, 0};
-        break;
-      case 0x2d: /* GNU_window_save; on aarch64 negate_ra_state (PAC): the walk strips */
-        break;
-      case 0x2e: /* GNU_args_size */
-        if (!rd_uleb(c, &a)) return false;
-        break;
-      case 0x2f: /* GNU_negative_offset_extended */
-        if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return false;
-        if ((r = tracked(x, cie, s, a)) != NULL) *r = (uw_rule){R_OFFSET, scaled((int64_t)b, -cie->data_align)};
-        break;
       default:
-        return false;
+        if (cfa_rule_op(x, cie, c, s, op) <= 0) return false;
+        break;
       }
     }
     if (advance) {
-      uint64_t next;
-      uint32_t row;
-      if (rows == NULL) return false; /* a CIE's initial instructions do not advance */
-      if (cie->code_align && adv > (UINT64_MAX - *loc) / cie->code_align) return false;
-      next = *loc + adv * cie->code_align;
-      if (next == *loc) continue;
-      row = make_row(x, cie, s);
-      if (row == STKR__UW_FALLBACK) (*fallback_rows)++;
-      emit(rows, *loc, row, seq);
-      if (next >= end) { *loc = end; return true; }
-      *loc = next;
+      done = cfa_advance(x, cie, s, loc, end, adv, rows, seq, fallback_rows);
+      if (done < 0) return false;
+      if (done > 0) return true;
     }
   }
   return true;

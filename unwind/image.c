@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_io.h"
 #include "unwind/unwind.h"
 
 #define PE_OMIT 0xff
@@ -143,12 +144,9 @@ int stkr__unwind_file_read(const char *path, size_t max_bytes, uint8_t **buf, si
   if (st.st_size <= 0 || (uint64_t)st.st_size > max_bytes) { close(fd); return -EFBIG; }
   f = malloc((size_t)st.st_size);
   if (f == NULL) { close(fd); return -ENOMEM; }
-  while (got < (size_t)st.st_size) {
-    ssize_t r = read(fd, f + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) { rc = r < 0 ? -errno : -EIO; free(f); close(fd); return rc; }
-    got += (size_t)r;
-  }
+  rc = stkr_pread_all(fd, f, (size_t)st.st_size, 0, &got);
+  if (rc == 0 && got < (size_t)st.st_size) rc = -EIO; /* it shrank */
+  if (rc < 0) { free(f); close(fd); return rc; }
   close(fd);
   *buf = f;
   *len = got;

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
 
@@ -112,21 +113,6 @@ static void on_warning(void *arg, const stkr_warning *w) {
   fflush(stdout);
   fprintf(stderr, "stackrec merge: warning: %s%s\n", w->message,
           w->data_lost ? " (not merged)" : "");
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    if (k == 0)
-      return -EIO;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
 }
 
 static int close_out(merge_run *m) {
@@ -218,7 +204,7 @@ static int copy_frame(merge_run *m, const stkr_batch_view *b) {
               b->path, (unsigned long long)off, strerror(-err));
       return err;
     }
-    if ((err = write_all(m->out_fd, m->chunk, (size_t)n)) != 0) {
+    if ((err = stkr_write_all(m->out_fd, m->chunk, (size_t)n)) != 0) {
       fprintf(stderr, "stackrec merge: writing %s: %s\n", m->out_path,
               strerror(-err));
       return err;
@@ -255,7 +241,7 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
   err = stkr_fmt_encode_batch(batch, m->cctx, 3, &m->enc);
   stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
   if (err == 0)
-    err = write_all(m->out_fd, m->enc.data, m->enc.len);
+    err = stkr_write_all(m->out_fd, m->enc.data, m->enc.len);
   if (err != 0) {
     fprintf(stderr, "stackrec merge: writing %s: %s\n", m->out_path,
             strerror(-err));

@@ -49,6 +49,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/stkr_fpwalk.h" /* STKR_ARCH_NAME */
 #include "tools/stackrec/snapshot_backend.h"
 
 #if defined(__arm64e__) && defined(__has_include)
@@ -66,15 +67,7 @@
 #endif
 #endif
 
-const char *stkr_snap_arch(void) {
-#if defined(__arm64e__)
-  return "arm64e";
-#elif defined(__arm64__)
-  return "arm64";
-#else
-  return "x86_64";
-#endif
-}
+const char *stkr_snap_arch(void) { return STKR_ARCH_NAME; }
 
 static uint64_t now_ns(void) {
   struct timespec ts;

@@ -54,6 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_fpwalk.h" /* STKR_ARCH_NAME */
 #include "common/stkr_grow.h"
 #include "tools/stackrec/snapshot_backend.h"
 
@@ -65,15 +66,7 @@ static uint64_t now_ns(clockid_t c) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-const char *stkr_snap_arch(void) {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#else
-  return "unknown";
-#endif
-}
+const char *stkr_snap_arch(void) { return STKR_ARCH_NAME; }
 
 static void read_comm(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -27,6 +27,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "common/stkr_io.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/snapshot.h"
 
@@ -55,17 +56,6 @@ struct stkr_snap_writer {
   size_t tab_cap;
   stkr_fmt_buf out;
 };
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? -errno : -EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
 
 int stkr_snap_writer_open(const char *dir, uint32_t pid,
                           stkr_snap_writer **out, char *err, size_t cap) {
@@ -315,7 +305,7 @@ int stkr_snap_writer_add(stkr_snap_writer *w, const stkr_snap *s,
   B.last = last;
   w->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &w->out)) == 0 &&
-      (err = write_all(w->fd, w->out.data, w->out.len)) == 0) {
+      (err = stkr_write_all(w->fd, w->out.data, w->out.len)) == 0) {
     w->written += b.n_ev;
     w->header_done = true;
   }

@@ -1,0 +1,57 @@
+/*
+ * stkr_io.h: the one write-everything loop (libc only, header-only), for
+ * the segment writer, recovery, the worker's log line and the tools.
+ *
+ * stkr_write_all(fd, p, n): write n bytes from p, going on after short
+ * writes and EINTR.
+ * @return 0, -errno of the failed write, or -EIO when write() returns 0.
+ * On error an unknown prefix of the bytes may have been written.
+ * Thread-safety: as write(2); async-signal-safe.
+ *
+ * stkr_pread_all(fd, p, n, off, &got): read n bytes at offset off into p,
+ * going on after short reads and EINTR, up to the end of the file.
+ * @return 0 with *got = bytes read (< n only at the end of the file), or
+ * -errno of the failed read with *got = bytes read before it.
+ */
+#ifndef STKR_COMMON_IO_H
+#define STKR_COMMON_IO_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static inline int stkr_write_all(int fd, const void *p, size_t n) {
+  const unsigned char *c = (const unsigned char *)p;
+
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? -errno : -EIO;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static inline int stkr_pread_all(int fd, void *p, size_t n, uint64_t off,
+                                 size_t *got) {
+  unsigned char *c = (unsigned char *)p;
+  size_t done = 0;
+
+  while (done < n) {
+    ssize_t r = pread(fd, c + done, n - done, (off_t)(off + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      *got = done;
+      return -errno;
+    }
+    if (r == 0) break;
+    done += (size_t)r;
+  }
+  *got = done;
+  return 0;
+}
+
+#endif /* STKR_COMMON_IO_H */
