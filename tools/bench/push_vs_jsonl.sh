@@ -6,6 +6,9 @@
 #
 #   tools/bench/push_vs_jsonl.sh [EVENTS [JSON_EVENTS [ROUNDS]]]
 #
+# STKR_PUSH_ARGS: more options for the new binary's pushes (e.g.
+# "--streams 2"), not for the STKR_BENCH_BEFORE one.
+#
 # Methodology
 # - The recording is made by //tools/bench:report_throughput (the recorder
 #   itself: 512 stacks of 20 frames at 8 sites, Zipf-distributed, 2
@@ -125,8 +128,11 @@ for r in $(seq "$ROUNDS"); do
     c0=$(cpu); t0=$(now)
     z=none
     [ "$mode" != gzip ] || z=gzip
+    extra=()
+    [ "$mode" = before ] || read -r -a extra <<<"${STKR_PUSH_ARGS:-}"
     /usr/bin/time -f '%M %U %S' -o "$T/time" \
-      "$bin" push -q --url "$URL" --database "bench_$mode" --compress "$z" "$DIR/rec"
+      "$bin" push -q --url "$URL" --database "bench_$mode" --compress "$z" \
+      "${extra[@]}" "$DIR/rec"
     t1=$(now); c1=$(cpu)
     read -r rss ucpu scpu_ <"$T/time"
     rsss[$mode]+="$rss "
