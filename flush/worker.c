@@ -587,7 +587,13 @@ static bool end_session(stkr__worker *w, bool bounded) {
     atomic_store_explicit(&w->stop_by_ns, start + budget / 2,
                           memory_order_relaxed);
   else
-    quiesce_ms = 100;
+    /* Not an exit: a producer descheduled inside stkr_event() (a loaded
+     * machine, a sanitizer) may take far longer than 100 ms to leave it,
+     * and an event it pushes after the stats are frozen is counted by no
+     * session (the next stkr_init zeroes the counters): faults'
+     * init/shutdown cycles lost one now and then under ASan. The wait
+     * ends as soon as no thread is inside an event. */
+    quiesce_ms = 2000;
   /* No event may start after stop (later calls return -ENOTCONN, not
    * counted); quiesce waits out those in flight, so the final drain sees
    * every event that will be recorded. */
