@@ -241,8 +241,9 @@ STKR_API int stkr_init(const stkr_config *cfg);
  * Stop recording: later events are ignored (-ENOTCONN, not counted); every
  * event recorded before the call is drained, symbolized and written, the
  * segment closed and the worker joined and freed. Producers are stopped
- * first, so this never waits on threads that keep recording, but its time
- * grows with what the rings hold (and with symbol loading in inproc mode):
+ * first, so this never waits on threads that keep recording (only, up to
+ * 2 s, for one still inside an event to leave it), but its time grows
+ * with what the rings hold (and with symbol loading in inproc mode):
  * when the process is about to end, use stkr_shutdown_for_exit() instead.
  * @return 0, or -ENOTCONN when not recording.
  */
