@@ -26,21 +26,15 @@ typedef struct scan {
 static int fail(scan *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int fail(scan *s, const char *fmt, ...) {
+  char pos[STKR_JSON_POS_MAX];
   va_list ap;
-  int k;
+  int rc;
 
-  if (s->rc != 0)
-    return s->rc;
-  s->rc = -EINVAL;
-  if (s->err == NULL || s->errlen == 0)
-    return s->rc;
-  k = snprintf(s->err, s->errlen, "%s:%u: ", s->name, s->line);
-  if (k > 0 && (size_t)k < s->errlen) {
-    va_start(ap, fmt);
-    vsnprintf(s->err + k, s->errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-  }
-  return s->rc;
+  snprintf(pos, sizeof pos, "%s:%u: ", s->name, s->line);
+  va_start(ap, fmt);
+  rc = stkr_json_vfail(&s->rc, s->err, s->errlen, pos, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 static int nomem(scan *s) {

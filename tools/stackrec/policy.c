@@ -152,49 +152,32 @@ static int from_tree(const char *file, const stkr_json *root, stkr_policy *p,
   return 0;
 }
 
-static int finish(const char *file, stkr_json *root, int rc, stkr_policy **out,
-                  char *err, size_t errlen) {
-  stkr_policy *p;
-
-  if (rc != 0)
-    return rc;
-  if ((p = calloc(1, sizeof *p)) == NULL) {
-    stkr_json_free(root);
-    return -ENOMEM;
-  }
-  rc = from_tree(file, root, p, err, errlen);
-  stkr_json_free(root);
-  if (rc != 0) {
-    if (rc == -ENOMEM && err != NULL)
-      snprintf(err, errlen, "%s: out of memory", file);
-    stkr_policy_free(p);
-    return rc;
-  }
-  *out = p;
-  return 0;
+static int policy_from_tree(const char *name, const stkr_json *root,
+                            void *obj, char *err, size_t errlen) {
+  return from_tree(name, root, obj, err, errlen);
 }
+
+static void policy_free(void *obj) { stkr_policy_free(obj); }
+
+static const stkr_json_doc_type policy_doc = {
+    sizeof(stkr_policy), policy_from_tree, policy_free};
 
 int stkr_policy_parse(const char *name, const char *text, size_t len,
                       stkr_policy **out, char *err, size_t errlen) {
-  char msg[256];
-  stkr_json *root = NULL;
-  int rc;
+  void *obj;
+  int rc = stkr_json_read_doc(&policy_doc, name, text, len, &obj, err, errlen);
 
-  *out = NULL;
-  rc = stkr_json_parse(text, len, &root, msg, sizeof msg);
-  if (rc != 0 && err != NULL)
-    snprintf(err, errlen, "%s:%s", name, msg);
-  return finish(name, root, rc, out, err, errlen);
+  *out = obj;
+  return rc;
 }
 
 int stkr_policy_load(const char *path, stkr_policy **out, char *err,
                      size_t errlen) {
-  stkr_json *root = NULL;
-  int rc;
+  void *obj;
+  int rc = stkr_json_read_doc(&policy_doc, path, NULL, 0, &obj, err, errlen);
 
-  *out = NULL;
-  rc = stkr_json_load(path, &root, err, errlen);
-  return finish(path, root, rc, out, err, errlen);
+  *out = obj;
+  return rc;
 }
 
 static bool any_glob(char *const *globs, size_t n, const char *s) {
