@@ -14,11 +14,49 @@
 
 static const char *side_name[2] = {"base", "new"};
 
-/* ---- text ------------------------------------------------------------------ */
-
 static void text_str(FILE *f, const char *s) {
   stkr_cli_put_escaped(f, (const uint8_t *)s, strlen(s));
 }
+
+/* How the text and the HTML mark up the header's items and the names in
+ * them (input paths, site names). */
+typedef struct markup {
+  const char *item, *item_end; /* around a header line */
+  const char *name, *name_end; /* around a name */
+  void (*put)(FILE *f, const char *s); /* a name, escaped */
+} markup;
+
+static const markup text_markup = {"# ", "\n", "", "", text_str};
+static const markup html_markup = {"<li>", "</li>\n", "<code>", "</code>",
+                                   stkr_html_put_text};
+
+/* The inputs and the thresholds, in one wording for the text and the HTML;
+ * the last item (the sensitive sites) is left open for the caller. */
+static void put_inputs(FILE *f, const stkr_diff *d, const markup *m) {
+  size_t i;
+
+  for (i = 0; i < 2; i++) {
+    fprintf(f, "%s%s: %s", m->item, side_name[i], m->name);
+    m->put(f, d->side[i].input);
+    fprintf(f, "%s: %" PRIu64 " events from %zu process%s, %.4g min%s",
+            m->name_end, d->side[i].events, d->side[i].processes,
+            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes,
+            m->item_end);
+  }
+  fprintf(f, "%srate changes over %g%% (paths with at least %" PRIu64
+             " events); sensitive sites: ",
+          m->item, d->threshold_pct, d->min_count);
+  if (d->n_sensitive == 0)
+    fputs("every site", f);
+  for (i = 0; i < d->n_sensitive; i++) {
+    fputs(i ? ", " : "", f);
+    fputs(m->name, f);
+    m->put(f, d->sensitive[i]);
+    fputs(m->name_end, f);
+  }
+}
+
+/* ---- text ------------------------------------------------------------------ */
 
 static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
   char label[512];
@@ -50,22 +88,7 @@ static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
 void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   size_t i;
 
-  for (i = 0; i < 2; i++) {
-    fprintf(f, "# %s: ", side_name[i]);
-    text_str(f, d->side[i].input);
-    fprintf(f, ": %" PRIu64 " events from %zu process%s, %.4g min\n",
-            d->side[i].events, d->side[i].processes,
-            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes);
-  }
-  fprintf(f, "# rate changes over %g%% (paths with at least %" PRIu64
-             " events); sensitive sites: ",
-          d->threshold_pct, d->min_count);
-  if (d->n_sensitive == 0)
-    fputs("every site", f);
-  for (i = 0; i < d->n_sensitive; i++) {
-    fputs(i ? ", " : "", f);
-    text_str(f, d->sensitive[i]);
-  }
+  put_inputs(f, d, &text_markup);
   fprintf(f, "\n\nNEW PATHS: %zu (%zu to a sensitive site)\n", d->n_added,
           d->n_added_sensitive);
   for (i = 0; i < d->n_added; i++)
@@ -197,8 +220,6 @@ static void html_table(FILE *f, const char *title, const char *cls,
 }
 
 void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
-  size_t i;
-
   fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
         "<title>stackrec diff</title><style>"
         "body{font:14px system-ui,sans-serif;margin:1.5em}"
@@ -209,23 +230,7 @@ void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
         ".gate.fail{color:#a12}.gate.pass{color:#184}"
         "</style></head><body>\n<h1>stackrec diff</h1>\n<ul>\n",
         f);
-  for (i = 0; i < 2; i++) {
-    fprintf(f, "<li>%s: <code>", side_name[i]);
-    stkr_html_put_text(f, d->side[i].input);
-    fprintf(f, "</code>: %" PRIu64 " events from %zu process%s, %.4g min</li>\n",
-            d->side[i].events, d->side[i].processes,
-            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes);
-  }
-  fprintf(f, "<li>rate changes over %g%% (paths with at least %" PRIu64
-             " events); sensitive sites: ",
-          d->threshold_pct, d->min_count);
-  if (d->n_sensitive == 0)
-    fputs("every site", f);
-  for (i = 0; i < d->n_sensitive; i++) {
-    fputs(i ? ", <code>" : "<code>", f);
-    stkr_html_put_text(f, d->sensitive[i]);
-    fputs("</code>", f);
-  }
+  put_inputs(f, d, &html_markup);
   fputs("</li>\n</ul>\n", f);
   if (d->n_added_sensitive > 0)
     fprintf(f, "<p class=\"gate fail\" id=\"gate\">FAIL: NEW adds %zu path%s "
