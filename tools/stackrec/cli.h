@@ -55,7 +55,7 @@ struct option; /* <getopt.h> */
  * getopt loop had in common (the reset, --help, the usage errors). */
 typedef struct stkr_cli_getopt_state {
   const char *cmd;
-  const char *shortopts;         /* getopt's, starting with ':' */
+  const char *shortopts; /* getopt's, starting with ':' (or "+:") */
   const struct option *longopts; /* {"help", no_argument, NULL, 'h'} in it */
   const char *const *help;       /* --help prints these in order (NULL-ended) */
   bool long_only;                /* getopt_long_only (atos spells -arch) */
