@@ -101,6 +101,11 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
 
+/* The end of a command that read r: status when not 0, else r's
+ * (stkr_cli_status), then stdout flushed (1 if that fails).
+ * @return the command's exit status. */
+int stkr_cli_finish(const char *cmd, const stkr_reader *r, int status);
+
 /* Bytes as text: printable ASCII as is, '"' and '\\' escaped with a
  * backslash, every other byte as \xNN. */
 void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);

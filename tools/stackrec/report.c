@@ -701,10 +701,7 @@ int stkr_cli_report(int argc, char **argv) {
       status = STKR_CLI_DATA_LOST;
     }
   }
-  if (status == 0)
-    status = stkr_cli_status(r);
-  if (stkr_cli_flush("report") != 0)
-    status = STKR_CLI_DATA_LOST;
+  status = stkr_cli_finish("report", r, status);
   stkr_agg_free(a);
   stkr_reader_free(r);
   return status;
