@@ -195,6 +195,9 @@ void stkr_cli_progress_init(stkr_cli_progress *p, const char *cmd);
  * nothing is printed: call it every ~million events, not every event. */
 void stkr_cli_progress_update(stkr_cli_progress *p, uint64_t events,
                               const char *what);
+/* stkr_cli_progress_update(p, events, NULL) as the progress callback of
+ * stkr_agg_build and stkr_comp_build (arg: the stkr_cli_progress). */
+void stkr_cli_progress_cb(uint64_t events, void *arg);
 /* Erase the line (if shown). */
 void stkr_cli_progress_done(stkr_cli_progress *p);
 /* Erase whatever progress line is shown, before printing a warning. */
