@@ -157,8 +157,9 @@ static int parse_entry(const char *name, const stkr_json *o, modmap_entry *e,
   return 0;
 }
 
-static int from_tree(const char *name, const stkr_json *root, stkr_modmap *m,
+static int from_tree(const char *name, const stkr_json *root, void *obj,
                      char *err, size_t errlen) {
+  stkr_modmap *m = obj;
   const stkr_json *mods;
   size_t i;
   int rc;
@@ -185,30 +186,17 @@ static int from_tree(const char *name, const stkr_json *root, stkr_modmap *m,
   return 0;
 }
 
-static int modmap_from_tree(const char *name, const stkr_json *root,
-                            void *obj, char *err, size_t errlen) {
-  return from_tree(name, root, obj, err, errlen);
-}
-
 static void modmap_free(void *obj) { stkr_modmap_free(obj); }
 
 static const stkr_json_doc_type modmap_doc = {
-    sizeof(stkr_modmap), modmap_from_tree, modmap_free};
+    sizeof(stkr_modmap), from_tree, modmap_free};
 
 int stkr_modmap_parse(const char *name, const char *text, size_t len,
                       stkr_modmap **out, char *err, size_t errlen) {
-  void *obj;
-  int rc = stkr_json_read_doc(&modmap_doc, name, text, len, &obj, err, errlen);
-
-  *out = obj;
-  return rc;
+  return stkr_json_read_doc(&modmap_doc, name, text, len, out, err, errlen);
 }
 
 int stkr_modmap_load(const char *path, stkr_modmap **out, char *err,
                      size_t errlen) {
-  void *obj;
-  int rc = stkr_json_read_doc(&modmap_doc, path, NULL, 0, &obj, err, errlen);
-
-  *out = obj;
-  return rc;
+  return stkr_json_read_doc(&modmap_doc, path, NULL, 0, out, err, errlen);
 }

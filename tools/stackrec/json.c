@@ -448,14 +448,15 @@ int stkr_json_load(const char *path, stkr_json **out, char *err,
 }
 
 int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
-                       const char *text, size_t len, void **out, char *err,
+                       const char *text, size_t len, void *out, char *err,
                        size_t errlen) {
   char msg[256];
   stkr_json *root;
-  void *obj;
+  void *obj = NULL;
   int rc;
 
-  *out = NULL;
+  /* out is a T **: written with memcpy, as the T * it is. */
+  memcpy(out, &obj, sizeof obj);
   if (text == NULL) {
     rc = stkr_json_load(name, &root, err, errlen);
   } else {
@@ -477,7 +478,7 @@ int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
     t->free_obj(obj);
     return rc;
   }
-  *out = obj;
+  memcpy(out, &obj, sizeof obj);
   return 0;
 }
 

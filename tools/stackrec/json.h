@@ -111,11 +111,13 @@ typedef struct stkr_json_doc_type {
 
 /* Read one document of type t: parse text (len bytes, name names it in
  * messages) or, when text is NULL, load the file at name; then build the
- * object. err gets "NAME:LINE:COL: what" (or "NAME: strerror", "NAME: out
- * of memory"). @return 0 (*out the caller's: t->free_obj), -EINVAL
- * (malformed), -ENOMEM, or the negative errno of a failed open/read. */
+ * object. out points to the caller's pointer to it (a stkr_policy **, a
+ * stkr_modmap **): set to the object, or NULL on failure. err gets
+ * "NAME:LINE:COL: what" (or "NAME: strerror", "NAME: out of memory").
+ * @return 0 (the object the caller's: t->free_obj), -EINVAL (malformed),
+ *         -ENOMEM, or the negative errno of a failed open/read. */
 int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
-                       const char *text, size_t len, void **out, char *err,
+                       const char *text, size_t len, void *out, char *err,
                        size_t errlen);
 
 /* Free a tree. NULL is accepted. */

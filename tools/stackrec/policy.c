@@ -116,8 +116,9 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
   return 0;
 }
 
-static int from_tree(const char *file, const stkr_json *root, stkr_policy *p,
+static int from_tree(const char *file, const stkr_json *root, void *obj,
                      char *err, size_t errlen) {
+  stkr_policy *p = obj;
   const stkr_json *rules = root;
   size_t i, j;
   int rc;
@@ -152,32 +153,19 @@ static int from_tree(const char *file, const stkr_json *root, stkr_policy *p,
   return 0;
 }
 
-static int policy_from_tree(const char *name, const stkr_json *root,
-                            void *obj, char *err, size_t errlen) {
-  return from_tree(name, root, obj, err, errlen);
-}
-
 static void policy_free(void *obj) { stkr_policy_free(obj); }
 
 static const stkr_json_doc_type policy_doc = {
-    sizeof(stkr_policy), policy_from_tree, policy_free};
+    sizeof(stkr_policy), from_tree, policy_free};
 
 int stkr_policy_parse(const char *name, const char *text, size_t len,
                       stkr_policy **out, char *err, size_t errlen) {
-  void *obj;
-  int rc = stkr_json_read_doc(&policy_doc, name, text, len, &obj, err, errlen);
-
-  *out = obj;
-  return rc;
+  return stkr_json_read_doc(&policy_doc, name, text, len, out, err, errlen);
 }
 
 int stkr_policy_load(const char *path, stkr_policy **out, char *err,
                      size_t errlen) {
-  void *obj;
-  int rc = stkr_json_read_doc(&policy_doc, path, NULL, 0, &obj, err, errlen);
-
-  *out = obj;
-  return rc;
+  return stkr_json_read_doc(&policy_doc, path, NULL, 0, out, err, errlen);
 }
 
 static bool any_glob(char *const *globs, size_t n, const char *s) {
