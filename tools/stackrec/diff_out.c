@@ -21,14 +21,40 @@ static void text_str(FILE *f, const char *s) {
 /* How the text and the HTML mark up the header's items and the names in
  * them (input paths, site names). */
 typedef struct markup {
-  const char *item, *item_end; /* around a header line */
-  const char *name, *name_end; /* around a name */
+  const char *item, *item_end;   /* around a header line */
+  const char *name, *name_end;   /* around a name */
+  const char *frame, *frame_end; /* around a frame of a path */
+  const char *file, *file_end;   /* around a frame's file:line */
   void (*put)(FILE *f, const char *s); /* a name, escaped */
 } markup;
 
-static const markup text_markup = {"# ", "\n", "", "", text_str};
-static const markup html_markup = {"<li>", "</li>\n", "<code>", "</code>",
-                                   stkr_html_put_text};
+static const markup text_markup = {"# ", "\n", "", "", "        ", "\n",
+                                   " (", ")", text_str};
+static const markup html_markup = {
+    "<li>", "</li>\n", "<code>", "</code>", "<li>", "</li>",
+    " <span class=\"file\">", "</span>", stkr_html_put_text};
+
+/* A path's frames, innermost first: function (file:line), or image+0xoff
+ * when the function is unknown. */
+static void put_frames(FILE *f, const stkr_diff_path *p, const markup *m) {
+  char label[512];
+  size_t i;
+
+  for (i = 0; i < p->n_frames; i++) {
+    const stkr_frame *fr = &p->frames[i];
+
+    fputs(m->frame, f);
+    m->put(f, stkr_agg_frame_label(fr, label, sizeof label));
+    if (fr->function != NULL && fr->file != NULL) {
+      fputs(m->file, f);
+      m->put(f, fr->file);
+      if (fr->line)
+        fprintf(f, ":%u", (unsigned)fr->line);
+      fputs(m->file_end, f);
+    }
+    fputs(m->frame_end, f);
+  }
+}
 
 /* The inputs and the thresholds, in one wording for the text and the HTML;
  * the last item (the sensitive sites) is left open for the caller. */
@@ -59,9 +85,6 @@ static void put_inputs(FILE *f, const stkr_diff *d, const markup *m) {
 /* ---- text ------------------------------------------------------------------ */
 
 static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
-  char label[512];
-  size_t i;
-
   fprintf(f, "  %c ", sign);
   text_str(f, p->site);
   fputs(p->sensitive ? " [sensitive]" : "", f);
@@ -69,20 +92,7 @@ static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
   text_str(f, p->module);
   fprintf(f, ": %" PRIu64 " -> %" PRIu64 " events, %.4g -> %.4g per min\n",
           p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
-  for (i = 0; i < p->n_frames; i++) {
-    const stkr_frame *fr = &p->frames[i];
-
-    fputs("        ", f);
-    text_str(f, stkr_agg_frame_label(fr, label, sizeof label));
-    if (fr->function != NULL && fr->file != NULL) {
-      fputs(" (", f);
-      text_str(f, fr->file);
-      if (fr->line)
-        fprintf(f, ":%u", (unsigned)fr->line);
-      putc(')', f);
-    }
-    putc('\n', f);
-  }
+  put_frames(f, p, &text_markup);
 }
 
 void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
@@ -179,8 +189,7 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
 
 static void html_table(FILE *f, const char *title, const char *cls,
                        stkr_diff_path *const *v, size_t n) {
-  char label[512];
-  size_t i, k;
+  size_t i;
 
   fprintf(f, "<h2>%s: %zu</h2>\n", title, n);
   if (n == 0)
@@ -200,20 +209,7 @@ static void html_table(FILE *f, const char *title, const char *cls,
             "</td><td>%" PRIu64 "</td><td>%" PRIu64
             "</td><td>%.4g</td><td>%.4g</td><td><ol>",
             p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
-    for (k = 0; k < p->n_frames; k++) {
-      const stkr_frame *fr = &p->frames[k];
-
-      fputs("<li>", f);
-      stkr_html_put_text(f, stkr_agg_frame_label(fr, label, sizeof label));
-      if (fr->function != NULL && fr->file != NULL) {
-        fputs(" <span class=\"file\">", f);
-        stkr_html_put_text(f, fr->file);
-        if (fr->line)
-          fprintf(f, ":%u", (unsigned)fr->line);
-        fputs("</span>", f);
-      }
-      fputs("</li>", f);
-    }
+    put_frames(f, p, &html_markup);
     fputs("</ol></td></tr>\n", f);
   }
   fputs("</table>\n", f);
