@@ -43,6 +43,18 @@ static int fail(parser *ps, const char *fmt, ...) {
   return rc;
 }
 
+stkr_json *stkr_json_append(stkr_json *v, size_t *cap, size_t *kcap,
+                            bool keyed, char *key) {
+  if ((keyed && stkr_grow((void **)&v->keys, kcap, v->n + 1,
+                          sizeof *v->keys)) ||
+      stkr_grow((void **)&v->items, cap, v->n + 1, sizeof *v->items))
+    return NULL;
+  memset(&v->items[v->n], 0, sizeof *v->items);
+  if (keyed)
+    v->keys[v->n] = key;
+  return &v->items[v->n++];
+}
+
 int stkr_json_vfail(int *rc, char *err, size_t errlen, const char *pos,
                     const char *fmt, va_list ap) {
   int k;
@@ -227,18 +239,12 @@ static int parse_container(parser *ps, stkr_json *v, int depth) {
       return fail(ps, "expected a string key");
     if (obj && parse_string(ps, &key) != 0)
       return ps->rc;
-    if ((obj && stkr_grow((void **)&v->keys, &kcap, v->n + 1,
-                          sizeof *v->keys)) ||
-        stkr_grow((void **)&v->items, &cap, v->n + 1, sizeof *v->items)) {
+    /* Counted before the value is parsed, so a failure frees the key and
+     * whatever the value made. */
+    if (stkr_json_append(v, &cap, &kcap, obj, key) == NULL) {
       free(key);
       return nomem(ps);
     }
-    /* Counted before the value is parsed, so a failure frees the key and
-     * whatever the value made. */
-    memset(&v->items[v->n], 0, sizeof *v->items);
-    if (obj)
-      v->keys[v->n] = key;
-    v->n++;
     if (obj) {
       skip_ws(ps);
       if (ps->p >= ps->end || *ps->p != ':')

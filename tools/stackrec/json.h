@@ -120,6 +120,15 @@ int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
                        const char *text, size_t len, void *out, char *err,
                        size_t errlen);
 
+/* For a parser building a tree (this JSON reader, the plist scanner):
+ * append a zeroed item to the array or object v (*cap, *kcap: the
+ * capacities of its items and keys), keyed with key when keyed (an
+ * object's item: v then owns key). Counted at once, so that freeing v
+ * frees it and whatever the caller puts into it.
+ * @return the item, or NULL when out of memory (key still the caller's). */
+stkr_json *stkr_json_append(stkr_json *v, size_t *cap, size_t *kcap,
+                            bool keyed, char *key);
+
 /* Free a tree. NULL is accepted. */
 void stkr_json_free(stkr_json *v);
 

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/stkr_grow.h"
 #include "tools/stackrec/plist.h"
 
 typedef struct scan {
@@ -246,16 +245,10 @@ static int parse_items(scan *s, stkr_json *v, int depth) {
         return s->rc;
       }
     }
-    if (stkr_grow((void **)&v->items, &cap, v->n + 1, sizeof *v->items) ||
-        (dict && stkr_grow((void **)&v->keys, &kcap, v->n + 1,
-                           sizeof *v->keys))) {
+    if (stkr_json_append(v, &cap, &kcap, dict, key) == NULL) {
       free(key);
       return nomem(s);
     }
-    memset(&v->items[v->n], 0, sizeof *v->items);
-    if (dict)
-      v->keys[v->n] = key;
-    v->n++;
     save = s->p;
     save_line = s->line;
     if (starts(s, "</")) {
