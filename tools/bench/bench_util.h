@@ -1,6 +1,7 @@
 /*
- * bench_util.h: the clock, the random numbers and the order statistics
- * every benchmark of tools/bench used to write again (header-only, libc
+ * bench_util.h: the clock, the random numbers, the order statistics and
+ * the clean-up of a recording directory that every benchmark of tools/bench
+ * used to write again (header-only, libc
  * only, so a benchmark of the recorder links nothing else).
  *
  * Thread-safety: every function is reentrant; a xorshift state belongs to
@@ -9,11 +10,15 @@
 #ifndef STKR_BENCH_UTIL_H
 #define STKR_BENCH_UTIL_H
 
+#include <dirent.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 static inline uint64_t bench_now_ns(void) {
@@ -111,6 +116,24 @@ static inline unsigned bench_zipf_draw(const double *cdf, const unsigned *perm,
  * values; v is not changed. */
 static inline double bench_median(const double *v, size_t n) {
   return bench_quantile(v, n, 0.5);
+}
+
+/* Remove a recording directory the benchmark made: every entry in it (a
+ * recording has no subdirectories), then the directory itself. */
+static inline void bench_remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[4200];
+
+  if (d != NULL) {
+    while ((e = readdir(d)) != NULL)
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+          (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
+              sizeof path)
+        unlink(path);
+    closedir(d);
+  }
+  rmdir(dir);
 }
 
 #endif /* STKR_BENCH_UTIL_H */

@@ -42,7 +42,6 @@
  * Run: bazel run -c opt //tools/bench:hook_cost
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -185,24 +184,6 @@ static void report_recording(const char *dir) {
   stkr_reader_free(r);
 }
 
-/* The recording is only needed for the report: remove its files. */
-static void remove_recording(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *de;
-  char path[4200];
-
-  if (d == NULL)
-    return;
-  while ((de = readdir(d)) != NULL) {
-    if (de->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 int main(int argc, char **argv) {
   unsigned rounds = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1001;
   char exe[4096], product[4200], reference[4200], dir[] = "/tmp/hook_cost-XXXXXX";
@@ -304,6 +285,6 @@ int main(int argc, char **argv) {
          med[V_OPEN_HIT] - med[V_OPEN_LIBC],
          med[V_OPEN_HIT] - med[V_OPEN_LIBC] <= TARGET_NS ? "PASS" : "MISS");
   report_recording(dir);
-  remove_recording(dir);
+  bench_remove_dir(dir); /* only needed for the report */
   return 0;
 }

@@ -39,7 +39,6 @@
  *        producers --capacity [loop seconds]   (parts C-E only; default 10)
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -265,23 +264,6 @@ static void flush_untimed(void) {
     die("stkr_flush failed");
 }
 
-/* Remove the segment files in dir, then dir. */
-static void rm_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  char path[4096];
-
-  if (d != NULL) {
-    while ((e = readdir(d)) != NULL)
-      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-      }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
 /* ---- main ---------------------------------------------------------------- */
 
 int producers_capacity(unsigned loop_seconds, int *total);
@@ -387,7 +369,7 @@ static bool part_b(unsigned rounds, long ncpu) {
 
   stop_producers(th);
   stkr_shutdown();
-  rm_dir(dir);
+  bench_remove_dir(dir);
   return ok;
 }
 

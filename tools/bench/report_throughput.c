@@ -405,23 +405,6 @@ static const char *find_cli(const char *given, const char *argv0) {
   return NULL;
 }
 
-/* Remove the segment files of a recording we made. */
-static void remove_segments(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  char path[4200];
-
-  if (d == NULL)
-    return;
-  while ((e = readdir(d)) != NULL)
-    if (strncmp(e->d_name, "stackrec-", 9) == 0) {
-      if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
-          sizeof path)
-        unlink(path);
-    }
-  closedir(d);
-}
-
 /* Is there a stackrec-*.zst file in dir? */
 static bool has_segments(const char *dir) {
   DIR *d = opendir(dir);
@@ -557,8 +540,7 @@ static void clean_up(const char *tmp, const char *keep_dir) {
   unlink(dir);
   if (keep_dir == NULL) {
     snprintf(dir, sizeof dir, "%s/rec", tmp);
-    remove_segments(dir);
-    rmdir(dir);
+    bench_remove_dir(dir);
   }
   rmdir(tmp);
 }

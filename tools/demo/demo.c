@@ -45,7 +45,8 @@ static __attribute__((noinline)) void paste_into_search_box(void) {
   hook_clipboard_read();
   __asm__ volatile("" ::: "memory");
 }
-static __attribute__((noinline)) void search_screen_appear(void) {
+static __attribute__((noinline)) void search_screen_appear(int i) {
+  (void)i;
   paste_into_search_box();
   __asm__ volatile("" ::: "memory");
 }
@@ -54,51 +55,39 @@ static __attribute__((noinline)) void load_user_config(int i) {
                        : "/home/user/.ssh/known_hosts");
   __asm__ volatile("" ::: "memory");
 }
-static __attribute__((noinline)) void weather_widget_refresh(void) {
+static __attribute__((noinline)) void weather_widget_refresh(int i) {
+  (void)i;
   hook_location("accuracy=city");
   __asm__ volatile("" ::: "memory");
 }
-static __attribute__((noinline)) void analytics_sdk_tick(void) {
+static __attribute__((noinline)) void analytics_sdk_tick(int i) {
+  (void)i;
   hook_location("accuracy=best");
   __asm__ volatile("" ::: "memory");
 }
 
-static void *ui_thread(void *arg) {
+/* The worker threads: each runs one call chain of the "app" in a loop
+ * (the chains take the iteration; only the config loader uses it). */
+typedef struct app_thread {
+  const char *name;
+  void (*chain)(int i);
+} app_thread;
+
+static const app_thread k_threads[] = {
+    {"ui", search_screen_appear},
+    {"io", load_user_config},
+    {"widget", weather_widget_refresh},
+    {"analytics-sdk", analytics_sdk_tick},
+};
+#define N_THREADS (sizeof k_threads / sizeof k_threads[0])
+
+static void *app_thread_main(void *arg) {
+  const app_thread *t = arg;
   int i;
-  (void)arg;
-  pthread_setname_np(pthread_self(), "ui");
+
+  pthread_setname_np(pthread_self(), t->name);
   for (i = 0; i < g_events; i++) {
-    search_screen_appear();
-    app_work(i);
-  }
-  return NULL;
-}
-static void *io_thread(void *arg) {
-  int i;
-  (void)arg;
-  pthread_setname_np(pthread_self(), "io");
-  for (i = 0; i < g_events; i++) {
-    load_user_config(i);
-    app_work(i);
-  }
-  return NULL;
-}
-static void *widget_thread(void *arg) {
-  int i;
-  (void)arg;
-  pthread_setname_np(pthread_self(), "widget");
-  for (i = 0; i < g_events; i++) {
-    weather_widget_refresh();
-    app_work(i);
-  }
-  return NULL;
-}
-static void *sdk_thread(void *arg) {
-  int i;
-  (void)arg;
-  pthread_setname_np(pthread_self(), "analytics-sdk");
-  for (i = 0; i < g_events; i++) {
-    analytics_sdk_tick();
+    t->chain(i);
     app_work(i);
   }
   return NULL;
@@ -107,9 +96,9 @@ static void *sdk_thread(void *arg) {
 int main(int argc, char **argv) {
   stkr_config cfg;
   stkr_stats st;
-  pthread_t th[4];
-  void *(*fn[4])(void *) = {ui_thread, io_thread, widget_thread, sdk_thread};
-  int i, err;
+  pthread_t th[N_THREADS];
+  size_t i;
+  int err;
 
   memset(&cfg, 0, sizeof cfg);
   cfg.dir = argc > 1 ? argv[1] : "stackrec-demo";
@@ -125,9 +114,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "demo: stkr_init(%s): %s\n", cfg.dir, stkr_strerror(err));
     return 1;
   }
-  for (i = 0; i < 4; i++)
-    pthread_create(&th[i], NULL, fn[i], NULL);
-  for (i = 0; i < 4; i++)
+  for (i = 0; i < N_THREADS; i++)
+    pthread_create(&th[i], NULL, app_thread_main, (void *)&k_threads[i]);
+  for (i = 0; i < N_THREADS; i++)
     pthread_join(th[i], NULL);
   hook_clipboard_read(); /* one from the main thread */
   err = stkr_flush();

@@ -157,8 +157,9 @@ static int parse_entry(const char *name, const stkr_json *o, modmap_entry *e,
   return 0;
 }
 
-static int from_tree(const char *name, const stkr_json *root, stkr_modmap *m,
+static int from_tree(const char *name, const stkr_json *root, void *obj,
                      char *err, size_t errlen) {
+  stkr_modmap *m = obj;
   const stkr_json *mods;
   size_t i;
   int rc;
@@ -185,54 +186,17 @@ static int from_tree(const char *name, const stkr_json *root, stkr_modmap *m,
   return 0;
 }
 
+static void modmap_free(void *obj) { stkr_modmap_free(obj); }
+
+static const stkr_json_doc_type modmap_doc = {
+    sizeof(stkr_modmap), from_tree, modmap_free};
+
 int stkr_modmap_parse(const char *name, const char *text, size_t len,
                       stkr_modmap **out, char *err, size_t errlen) {
-  char msg[256];
-  stkr_json *root;
-  stkr_modmap *m;
-  int rc;
-
-  *out = NULL;
-  if ((rc = stkr_json_parse(text, len, &root, msg, sizeof msg)) != 0) {
-    if (err != NULL)
-      snprintf(err, errlen, "%s:%s", name, msg);
-    return rc;
-  }
-  if ((m = calloc(1, sizeof *m)) == NULL) {
-    stkr_json_free(root);
-    return -ENOMEM;
-  }
-  rc = from_tree(name, root, m, err, errlen);
-  stkr_json_free(root);
-  if (rc != 0) {
-    if (rc == -ENOMEM && err != NULL)
-      snprintf(err, errlen, "%s: out of memory", name);
-    stkr_modmap_free(m);
-    return rc;
-  }
-  *out = m;
-  return 0;
+  return stkr_json_read_doc(&modmap_doc, name, text, len, out, err, errlen);
 }
 
 int stkr_modmap_load(const char *path, stkr_modmap **out, char *err,
                      size_t errlen) {
-  stkr_json *root;
-  stkr_modmap *m;
-  int rc;
-
-  *out = NULL;
-  if ((rc = stkr_json_load(path, &root, err, errlen)) != 0)
-    return rc;
-  if ((m = calloc(1, sizeof *m)) == NULL) {
-    stkr_json_free(root);
-    return -ENOMEM;
-  }
-  rc = from_tree(path, root, m, err, errlen);
-  stkr_json_free(root);
-  if (rc != 0) {
-    stkr_modmap_free(m);
-    return rc;
-  }
-  *out = m;
-  return 0;
+  return stkr_json_read_doc(&modmap_doc, path, NULL, 0, out, err, errlen);
 }

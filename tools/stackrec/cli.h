@@ -55,7 +55,7 @@ struct option; /* <getopt.h> */
  * getopt loop had in common (the reset, --help, the usage errors). */
 typedef struct stkr_cli_getopt_state {
   const char *cmd;
-  const char *shortopts;         /* getopt's, starting with ':' */
+  const char *shortopts; /* getopt's, starting with ':' (or "+:") */
   const struct option *longopts; /* {"help", no_argument, NULL, 'h'} in it */
   const char *const *help;       /* --help prints these in order (NULL-ended) */
   bool long_only;                /* getopt_long_only (atos spells -arch) */
@@ -100,6 +100,11 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
+
+/* The end of a command that read r: status when not 0, else r's
+ * (stkr_cli_status), then stdout flushed (1 if that fails).
+ * @return the command's exit status. */
+int stkr_cli_finish(const char *cmd, const stkr_reader *r, int status);
 
 /* Bytes as text: printable ASCII as is, '"' and '\\' escaped with a
  * backslash, every other byte as \xNN. */
@@ -190,6 +195,9 @@ void stkr_cli_progress_init(stkr_cli_progress *p, const char *cmd);
  * nothing is printed: call it every ~million events, not every event. */
 void stkr_cli_progress_update(stkr_cli_progress *p, uint64_t events,
                               const char *what);
+/* stkr_cli_progress_update(p, events, NULL) as the progress callback of
+ * stkr_agg_build and stkr_comp_build (arg: the stkr_cli_progress). */
+void stkr_cli_progress_cb(uint64_t events, void *arg);
 /* Erase the line (if shown). */
 void stkr_cli_progress_done(stkr_cli_progress *p);
 /* Erase whatever progress line is shown, before printing a warning. */

@@ -52,10 +52,6 @@ static const char help_exit[] =
 
 typedef enum { FMT_TEXT, FMT_JSON, FMT_JUNIT, FMT_HTML } out_format;
 
-static void on_progress(uint64_t events, void *arg) {
-  stkr_cli_progress_update(arg, events, NULL);
-}
-
 static void html_section(FILE *out, void *arg) {
   stkr_comp_write_html_section(out, arg);
 }
@@ -169,7 +165,7 @@ int stkr_cli_compliance(int argc, char **argv) {
   if (status != 0)
     goto out;
   stkr_cli_progress_init(&prog, "compliance");
-  err = stkr_comp_build(r, &o, on_progress, &prog, &c);
+  err = stkr_comp_build(r, &o, stkr_cli_progress_cb, &prog, &c);
   stkr_cli_progress_done(&prog);
   if (err == -EINVAL) {
     status = stkr_cli_usage_error("compliance",

@@ -14,16 +14,77 @@
 
 static const char *side_name[2] = {"base", "new"};
 
-/* ---- text ------------------------------------------------------------------ */
-
 static void text_str(FILE *f, const char *s) {
   stkr_cli_put_escaped(f, (const uint8_t *)s, strlen(s));
 }
 
-static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
+/* How the text and the HTML mark up the header's items and the names in
+ * them (input paths, site names). */
+typedef struct markup {
+  const char *item, *item_end;   /* around a header line */
+  const char *name, *name_end;   /* around a name */
+  const char *frame, *frame_end; /* around a frame of a path */
+  const char *file, *file_end;   /* around a frame's file:line */
+  void (*put)(FILE *f, const char *s); /* a name, escaped */
+} markup;
+
+static const markup text_markup = {"# ", "\n", "", "", "        ", "\n",
+                                   " (", ")", text_str};
+static const markup html_markup = {
+    "<li>", "</li>\n", "<code>", "</code>", "<li>", "</li>",
+    " <span class=\"file\">", "</span>", stkr_html_put_text};
+
+/* A path's frames, innermost first: function (file:line), or image+0xoff
+ * when the function is unknown. */
+static void put_frames(FILE *f, const stkr_diff_path *p, const markup *m) {
   char label[512];
   size_t i;
 
+  for (i = 0; i < p->n_frames; i++) {
+    const stkr_frame *fr = &p->frames[i];
+
+    fputs(m->frame, f);
+    m->put(f, stkr_agg_frame_label(fr, label, sizeof label));
+    if (fr->function != NULL && fr->file != NULL) {
+      fputs(m->file, f);
+      m->put(f, fr->file);
+      if (fr->line)
+        fprintf(f, ":%u", (unsigned)fr->line);
+      fputs(m->file_end, f);
+    }
+    fputs(m->frame_end, f);
+  }
+}
+
+/* The inputs and the thresholds, in one wording for the text and the HTML;
+ * the last item (the sensitive sites) is left open for the caller. */
+static void put_inputs(FILE *f, const stkr_diff *d, const markup *m) {
+  size_t i;
+
+  for (i = 0; i < 2; i++) {
+    fprintf(f, "%s%s: %s", m->item, side_name[i], m->name);
+    m->put(f, d->side[i].input);
+    fprintf(f, "%s: %" PRIu64 " events from %zu process%s, %.4g min%s",
+            m->name_end, d->side[i].events, d->side[i].processes,
+            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes,
+            m->item_end);
+  }
+  fprintf(f, "%srate changes over %g%% (paths with at least %" PRIu64
+             " events); sensitive sites: ",
+          m->item, d->threshold_pct, d->min_count);
+  if (d->n_sensitive == 0)
+    fputs("every site", f);
+  for (i = 0; i < d->n_sensitive; i++) {
+    fputs(i ? ", " : "", f);
+    fputs(m->name, f);
+    m->put(f, d->sensitive[i]);
+    fputs(m->name_end, f);
+  }
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
   fprintf(f, "  %c ", sign);
   text_str(f, p->site);
   fputs(p->sensitive ? " [sensitive]" : "", f);
@@ -31,41 +92,13 @@ static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
   text_str(f, p->module);
   fprintf(f, ": %" PRIu64 " -> %" PRIu64 " events, %.4g -> %.4g per min\n",
           p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
-  for (i = 0; i < p->n_frames; i++) {
-    const stkr_frame *fr = &p->frames[i];
-
-    fputs("        ", f);
-    text_str(f, stkr_agg_frame_label(fr, label, sizeof label));
-    if (fr->function != NULL && fr->file != NULL) {
-      fputs(" (", f);
-      text_str(f, fr->file);
-      if (fr->line)
-        fprintf(f, ":%u", (unsigned)fr->line);
-      putc(')', f);
-    }
-    putc('\n', f);
-  }
+  put_frames(f, p, &text_markup);
 }
 
 void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   size_t i;
 
-  for (i = 0; i < 2; i++) {
-    fprintf(f, "# %s: ", side_name[i]);
-    text_str(f, d->side[i].input);
-    fprintf(f, ": %" PRIu64 " events from %zu process%s, %.4g min\n",
-            d->side[i].events, d->side[i].processes,
-            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes);
-  }
-  fprintf(f, "# rate changes over %g%% (paths with at least %" PRIu64
-             " events); sensitive sites: ",
-          d->threshold_pct, d->min_count);
-  if (d->n_sensitive == 0)
-    fputs("every site", f);
-  for (i = 0; i < d->n_sensitive; i++) {
-    fputs(i ? ", " : "", f);
-    text_str(f, d->sensitive[i]);
-  }
+  put_inputs(f, d, &text_markup);
   fprintf(f, "\n\nNEW PATHS: %zu (%zu to a sensitive site)\n", d->n_added,
           d->n_added_sensitive);
   for (i = 0; i < d->n_added; i++)
@@ -156,8 +189,7 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
 
 static void html_table(FILE *f, const char *title, const char *cls,
                        stkr_diff_path *const *v, size_t n) {
-  char label[512];
-  size_t i, k;
+  size_t i;
 
   fprintf(f, "<h2>%s: %zu</h2>\n", title, n);
   if (n == 0)
@@ -177,28 +209,13 @@ static void html_table(FILE *f, const char *title, const char *cls,
             "</td><td>%" PRIu64 "</td><td>%" PRIu64
             "</td><td>%.4g</td><td>%.4g</td><td><ol>",
             p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
-    for (k = 0; k < p->n_frames; k++) {
-      const stkr_frame *fr = &p->frames[k];
-
-      fputs("<li>", f);
-      stkr_html_put_text(f, stkr_agg_frame_label(fr, label, sizeof label));
-      if (fr->function != NULL && fr->file != NULL) {
-        fputs(" <span class=\"file\">", f);
-        stkr_html_put_text(f, fr->file);
-        if (fr->line)
-          fprintf(f, ":%u", (unsigned)fr->line);
-        fputs("</span>", f);
-      }
-      fputs("</li>", f);
-    }
+    put_frames(f, p, &html_markup);
     fputs("</ol></td></tr>\n", f);
   }
   fputs("</table>\n", f);
 }
 
 void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
-  size_t i;
-
   fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
         "<title>stackrec diff</title><style>"
         "body{font:14px system-ui,sans-serif;margin:1.5em}"
@@ -209,23 +226,7 @@ void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
         ".gate.fail{color:#a12}.gate.pass{color:#184}"
         "</style></head><body>\n<h1>stackrec diff</h1>\n<ul>\n",
         f);
-  for (i = 0; i < 2; i++) {
-    fprintf(f, "<li>%s: <code>", side_name[i]);
-    stkr_html_put_text(f, d->side[i].input);
-    fprintf(f, "</code>: %" PRIu64 " events from %zu process%s, %.4g min</li>\n",
-            d->side[i].events, d->side[i].processes,
-            d->side[i].processes == 1 ? "" : "es", d->side[i].minutes);
-  }
-  fprintf(f, "<li>rate changes over %g%% (paths with at least %" PRIu64
-             " events); sensitive sites: ",
-          d->threshold_pct, d->min_count);
-  if (d->n_sensitive == 0)
-    fputs("every site", f);
-  for (i = 0; i < d->n_sensitive; i++) {
-    fputs(i ? ", <code>" : "<code>", f);
-    stkr_html_put_text(f, d->sensitive[i]);
-    fputs("</code>", f);
-  }
+  put_inputs(f, d, &html_markup);
   fputs("</li>\n</ul>\n", f);
   if (d->n_added_sensitive > 0)
     fprintf(f, "<p class=\"gate fail\" id=\"gate\">FAIL: NEW adds %zu path%s "

@@ -240,11 +240,8 @@ int stkr_cli_dump(int argc, char **argv) {
     fflush(stdout);
     fprintf(stderr, "stackrec dump: reading failed: %s\n", strerror(-rc));
     status = STKR_CLI_DATA_LOST;
-  } else {
-    status = stkr_cli_status(r);
   }
-  if (stkr_cli_flush("dump") != 0)
-    status = STKR_CLI_DATA_LOST;
+  status = stkr_cli_finish("dump", r, status);
   free(scratch);
   stkr_reader_free(r);
   return status;

@@ -68,7 +68,13 @@ static void stkr__put_u00(FILE *f, uint8_t c) {
   putc(stkr__hex[c & 15], f);
 }
 
+/* JSON's two-character escapes (RFC 8259, section 7): the byte in from is
+ * written as a backslash and the letter at the same index of to. */
+static const char k_json_short_from[] = "\"\\\b\f\n\r\t";
+static const char k_json_short_to[] = "\"\\bfnrt";
+
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n) {
+  const char *esc;
   size_t i = 0;
 
   while (i < n) {
@@ -86,33 +92,13 @@ void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n) {
       }
       continue;
     }
-    switch (c) {
-    case '"':
-      fputs("\\\"", f);
-      break;
-    case '\\':
-      fputs("\\\\", f);
-      break;
-    case '\b':
-      fputs("\\b", f);
-      break;
-    case '\f':
-      fputs("\\f", f);
-      break;
-    case '\n':
-      fputs("\\n", f);
-      break;
-    case '\r':
-      fputs("\\r", f);
-      break;
-    case '\t':
-      fputs("\\t", f);
-      break;
-    default:
-      if (c < 0x20 || c == 0x7f)
-        stkr__put_u00(f, c);
-      else
-        putc(c, f);
+    if ((esc = memchr(k_json_short_from, c, sizeof k_json_short_from - 1))) {
+      putc('\\', f);
+      putc(k_json_short_to[esc - k_json_short_from], f);
+    } else if (c < 0x20 || c == 0x7f) {
+      stkr__put_u00(f, c);
+    } else {
+      putc(c, f);
     }
     i++;
   }

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h"
 
@@ -140,14 +141,9 @@ static uint64_t node_id(chrome *c, uint64_t parent, const stkr_frame *f) {
   if (rc < 0)
     return 0;
   if (rc == 0) {
-    if (c->n_nodes == c->cap_nodes) {
-      size_t ncap = c->cap_nodes ? c->cap_nodes * 2 : 256;
-      node *nn = realloc(c->nodes, ncap * sizeof *nn);
-      if (nn == NULL)
-        return 0; /* the map entry stays, unused: harmless */
-      c->nodes = nn;
-      c->cap_nodes = ncap;
-    }
+    if (stkr_grow((void **)&c->nodes, &c->cap_nodes, c->n_nodes + 1,
+                  sizeof *c->nodes) != 0)
+      return 0; /* the map entry stays, unused: harmless */
     c->nodes[c->n_nodes].parent = parent;
     c->nodes[c->n_nodes].category = copy + sizeof parent;
     c->nodes[c->n_nodes].name = copy + sizeof parent + cl + 1;
@@ -228,15 +224,10 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
       return -ENOMEM;
     }
   }
-  if (c->n_cache == c->cap_cache) {
-    size_t ncap = c->cap_cache ? c->cap_cache * 2 : 256;
-    cached *nc = realloc(c->cache, ncap * sizeof *nc);
-    if (nc == NULL) {
-      free(e.args_stack);
-      return -ENOMEM;
-    }
-    c->cache = nc;
-    c->cap_cache = ncap;
+  if (stkr_grow((void **)&c->cache, &c->cap_cache, c->n_cache + 1,
+                sizeof *c->cache) != 0) {
+    free(e.args_stack);
+    return -ENOMEM;
   }
   c->cache[c->n_cache] = e;
   return (long)c->n_cache++;

@@ -40,6 +40,7 @@
 
 #include <zlib.h>
 
+#include "common/stkr_grow.h"
 #include "tools/stackrec/export.h"
 #include "tools/pprof_pb/profile.pb-c.h"
 
@@ -84,22 +85,6 @@ typedef struct pp {
   bool oom;
 } pp;
 
-static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  size_t n = *cap ? *cap : 64;
-  void *q;
-
-  if (need <= *cap)
-    return 0;
-  while (n < need)
-    n *= 2;
-  q = realloc(*p, n * size);
-  if (q == NULL)
-    return -ENOMEM;
-  *p = q;
-  *cap = n;
-  return 0;
-}
-
 /* The string table index of s (added if new); 0 ("") when out of memory,
  * with p->oom set. */
 static int64_t str(pp *p, const char *s) {
@@ -113,7 +98,8 @@ static int64_t str(pp *p, const char *s) {
   if (rc < 0)
     goto oom;
   if (rc == 0) {
-    if (grow((void **)&p->strv, &p->cap_str, p->n_str + 1, sizeof *p->strv))
+    if (stkr_grow((void **)&p->strv, &p->cap_str, p->n_str + 1,
+                  sizeof *p->strv))
       goto oom; /* (the map keeps an entry past the table: p->oom ends it) */
     p->strv[p->n_str++] = copy;
   }
@@ -143,7 +129,7 @@ static int add_images(pp *p) {
         return -ENOMEM;
       if (rc == 1)
         continue; /* the first process's mapping stands for all */
-      if (grow((void **)&p->imgs, &p->cap_imgs, p->n_imgs + 1, sizeof *g))
+      if (stkr_grow((void **)&p->imgs, &p->cap_imgs, p->n_imgs + 1, sizeof *g))
         return -ENOMEM;
       g = &p->imgs[p->n_imgs++];
       memset(g, 0, sizeof *g);
@@ -194,7 +180,7 @@ static uint64_t function_id(pp *p, const stkr_frame *f) {
   free(key);
   if (rc != 0)
     return rc == 1 ? id : 0;
-  if (grow((void **)&p->fns, &p->cap_fns, p->n_fns + 1, sizeof *fn))
+  if (stkr_grow((void **)&p->fns, &p->cap_fns, p->n_fns + 1, sizeof *fn))
     return 0;
   fn = &p->fns[p->n_fns++];
   perftools__profiles__function__init(fn);
@@ -206,7 +192,7 @@ static uint64_t function_id(pp *p, const stkr_frame *f) {
 
 static void key_put(pp *p, const void *d, size_t n) {
   if (p->key_len + n > p->key_cap &&
-      grow((void **)&p->key, &p->key_cap, p->key_len + n, 1) != 0) {
+      stkr_grow((void **)&p->key, &p->key_cap, p->key_len + n, 1) != 0) {
     p->oom = true;
     return;
   }
@@ -246,7 +232,7 @@ static uint64_t location_id(pp *p, const stkr_frame *f, size_t n) {
   rc = stkr__map_put(&p->loc_by_key, p->key, p->key_len, &id, NULL);
   if (rc != 0)
     return rc == 1 ? id : 0;
-  if (grow((void **)&p->locs, &p->cap_locs, p->n_locs + 1, sizeof *loc))
+  if (stkr_grow((void **)&p->locs, &p->cap_locs, p->n_locs + 1, sizeof *loc))
     return 0;
   loc = &p->locs[p->n_locs++];
   memset(loc, 0, sizeof *loc);
@@ -491,7 +477,7 @@ static int build_and_write(pp *p) {
   int err = -ENOMEM;
 
   /* string_table[0] must be "" (str() maps "" and NULL to it). */
-  if (grow((void **)&p->strv, &p->cap_str, 1, sizeof *p->strv) != 0)
+  if (stkr_grow((void **)&p->strv, &p->cap_str, 1, sizeof *p->strv) != 0)
     goto out;
   p->strv[p->n_str++] = "";
   if (add_images(p) != 0)

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/hangs.h"
 #include "tools/stackrec/html.h"
@@ -245,14 +246,8 @@ static int64_t ftab_get(ftab *t, const stkr_frame *f) {
         same_str(o->image, k.image))
       return t->slot[i] - 1;
   }
-  if (t->n == t->vcap) {
-    size_t ncap = t->vcap ? t->vcap * 2 : 256;
-    hframe *nv = realloc(t->v, ncap * sizeof *nv);
-    if (nv == NULL)
-      return -ENOMEM;
-    t->v = nv;
-    t->vcap = ncap;
-  }
+  if (stkr_grow((void **)&t->v, &t->vcap, t->n + 1, sizeof *t->v) != 0)
+    return -ENOMEM;
   k.label = strdup(label);
   if (k.label == NULL)
     return -ENOMEM;

@@ -257,9 +257,7 @@ int stkr_cli_info(int argc, char **argv) {
   }
   if (n > 1 && !json)
     printf("\n%zu processes, %llu events\n", n, total);
-  status = stkr_cli_status(r);
-  if (stkr_cli_flush("info") != 0)
-    status = STKR_CLI_DATA_LOST;
+  status = stkr_cli_finish("info", r, STKR_CLI_OK);
   stkr_reader_free(r);
   return status;
 }

@@ -32,21 +32,42 @@ static unsigned col_of(const parser *ps, const char *at) {
 static int fail(parser *ps, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int fail(parser *ps, const char *fmt, ...) {
+  char pos[32];
   va_list ap;
+  int rc;
+
+  snprintf(pos, sizeof pos, "%u:%u: ", ps->line, col_of(ps, ps->p));
+  va_start(ap, fmt);
+  rc = stkr_json_vfail(&ps->rc, ps->err, ps->errlen, pos, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+stkr_json *stkr_json_append(stkr_json *v, size_t *cap, size_t *kcap,
+                            bool keyed, char *key) {
+  if ((keyed && stkr_grow((void **)&v->keys, kcap, v->n + 1,
+                          sizeof *v->keys)) ||
+      stkr_grow((void **)&v->items, cap, v->n + 1, sizeof *v->items))
+    return NULL;
+  memset(&v->items[v->n], 0, sizeof *v->items);
+  if (keyed)
+    v->keys[v->n] = key;
+  return &v->items[v->n++];
+}
+
+int stkr_json_vfail(int *rc, char *err, size_t errlen, const char *pos,
+                    const char *fmt, va_list ap) {
   int k;
 
-  if (ps->rc != 0)
-    return ps->rc;
-  ps->rc = -EINVAL;
-  if (ps->err == NULL || ps->errlen == 0)
-    return ps->rc;
-  k = snprintf(ps->err, ps->errlen, "%u:%u: ", ps->line, col_of(ps, ps->p));
-  if (k > 0 && (size_t)k < ps->errlen) {
-    va_start(ap, fmt);
-    vsnprintf(ps->err + k, ps->errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-  }
-  return ps->rc;
+  if (*rc != 0)
+    return *rc;
+  *rc = -EINVAL;
+  if (err == NULL || errlen == 0)
+    return *rc;
+  k = snprintf(err, errlen, "%s", pos);
+  if (k > 0 && (size_t)k < errlen)
+    vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+  return *rc;
 }
 
 static int nomem(parser *ps) {
@@ -218,18 +239,12 @@ static int parse_container(parser *ps, stkr_json *v, int depth) {
       return fail(ps, "expected a string key");
     if (obj && parse_string(ps, &key) != 0)
       return ps->rc;
-    if ((obj && stkr_grow((void **)&v->keys, &kcap, v->n + 1,
-                          sizeof *v->keys)) ||
-        stkr_grow((void **)&v->items, &cap, v->n + 1, sizeof *v->items)) {
+    /* Counted before the value is parsed, so a failure frees the key and
+     * whatever the value made. */
+    if (stkr_json_append(v, &cap, &kcap, obj, key) == NULL) {
       free(key);
       return nomem(ps);
     }
-    /* Counted before the value is parsed, so a failure frees the key and
-     * whatever the value made. */
-    memset(&v->items[v->n], 0, sizeof *v->items);
-    if (obj)
-      v->keys[v->n] = key;
-    v->n++;
     if (obj) {
       skip_ws(ps);
       if (ps->p >= ps->end || *ps->p != ':')
@@ -438,6 +453,41 @@ int stkr_json_load(const char *path, stkr_json **out, char *err,
   return rc;
 }
 
+int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
+                       const char *text, size_t len, void *out, char *err,
+                       size_t errlen) {
+  char msg[256];
+  stkr_json *root;
+  void *obj = NULL;
+  int rc;
+
+  /* out is a T **: written with memcpy, as the T * it is. */
+  memcpy(out, &obj, sizeof obj);
+  if (text == NULL) {
+    rc = stkr_json_load(name, &root, err, errlen);
+  } else {
+    rc = stkr_json_parse(text, len, &root, msg, sizeof msg);
+    if (rc != 0 && err != NULL)
+      snprintf(err, errlen, "%s:%s", name, msg);
+  }
+  if (rc != 0)
+    return rc;
+  if ((obj = calloc(1, t->size)) == NULL) {
+    stkr_json_free(root);
+    return -ENOMEM;
+  }
+  rc = t->from_tree(name, root, obj, err, errlen);
+  stkr_json_free(root);
+  if (rc != 0) {
+    if (rc == -ENOMEM && err != NULL)
+      snprintf(err, errlen, "%s: out of memory", name);
+    t->free_obj(obj);
+    return rc;
+  }
+  memcpy(out, &obj, sizeof obj);
+  return 0;
+}
+
 const stkr_json *stkr_json_get(const stkr_json *obj, const char *key) {
   size_t i;
 
@@ -457,18 +507,15 @@ const char *stkr_json_type_name(stkr_json_type t) {
 
 int stkr_json_error(char *err, size_t errlen, const char *file,
                     const stkr_json *at, const char *fmt, ...) {
+  char pos[STKR_JSON_POS_MAX];
   va_list ap;
-  int k;
+  int rc = 0;
 
-  if (err == NULL || errlen == 0)
-    return -EINVAL;
-  k = snprintf(err, errlen, "%s:%u:%u: ", file, at->line, at->col);
-  if (k > 0 && (size_t)k < errlen) {
-    va_start(ap, fmt);
-    vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-  }
-  return -EINVAL;
+  snprintf(pos, sizeof pos, "%s:%u:%u: ", file, at->line, at->col);
+  va_start(ap, fmt);
+  stkr_json_vfail(&rc, err, errlen, pos, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 int stkr_json_strings(const stkr_json *v, bool arrays, const char *what,

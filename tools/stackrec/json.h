@@ -18,6 +18,7 @@
 #ifndef STKR_JSON_H
 #define STKR_JSON_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -74,6 +75,15 @@ const stkr_json *stkr_json_get(const stkr_json *obj, const char *key);
 /* The JSON type's name ("string", "object" ...) for messages. */
 const char *stkr_json_type_name(stkr_json_type t);
 
+/* The first failure of a parser (this JSON reader, the plist scanner) as
+ * its message: if *rc is 0, set it to -EINVAL and write pos (where, as
+ * the caller formatted it: "3:14: ") and fmt's message into err (cut to
+ * errlen; nothing when err is NULL). A later failure keeps the first
+ * failure's status and message. @return *rc. */
+#define STKR_JSON_POS_MAX 4200 /* a pos naming a file (PATH_MAX and more) */
+int stkr_json_vfail(int *rc, char *err, size_t errlen, const char *pos,
+                    const char *fmt, va_list ap);
+
 /* For a value that is well-formed JSON but wrong for the caller: err gets
  * "FILE:LINE:COL: <message>" with at's position. @return -EINVAL. */
 int stkr_json_error(char *err, size_t errlen, const char *file,
@@ -87,6 +97,37 @@ int stkr_json_error(char *err, size_t errlen, const char *file,
 int stkr_json_strings(const stkr_json *v, bool arrays, const char *what,
                       const char *file, char ***out, size_t *n, char *err,
                       size_t errlen);
+
+/* A document type read from JSON (a policy, a module map): how to turn a
+ * parsed tree into the object. from_tree fills a calloc'd object of size
+ * bytes (name: the file, for messages; err as stkr_json_error) and may
+ * leave it half-built on failure: free_obj frees it whole. */
+typedef struct stkr_json_doc_type {
+  size_t size;
+  int (*from_tree)(const char *name, const stkr_json *root, void *obj,
+                   char *err, size_t errlen);
+  void (*free_obj)(void *obj);
+} stkr_json_doc_type;
+
+/* Read one document of type t: parse text (len bytes, name names it in
+ * messages) or, when text is NULL, load the file at name; then build the
+ * object. out points to the caller's pointer to it (a stkr_policy **, a
+ * stkr_modmap **): set to the object, or NULL on failure. err gets
+ * "NAME:LINE:COL: what" (or "NAME: strerror", "NAME: out of memory").
+ * @return 0 (the object the caller's: t->free_obj), -EINVAL (malformed),
+ *         -ENOMEM, or the negative errno of a failed open/read. */
+int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
+                       const char *text, size_t len, void *out, char *err,
+                       size_t errlen);
+
+/* For a parser building a tree (this JSON reader, the plist scanner):
+ * append a zeroed item to the array or object v (*cap, *kcap: the
+ * capacities of its items and keys), keyed with key when keyed (an
+ * object's item: v then owns key). Counted at once, so that freeing v
+ * frees it and whatever the caller puts into it.
+ * @return the item, or NULL when out of memory (key still the caller's). */
+stkr_json *stkr_json_append(stkr_json *v, size_t *cap, size_t *kcap,
+                            bool keyed, char *key);
 
 /* Free a tree. NULL is accepted. */
 void stkr_json_free(stkr_json *v);

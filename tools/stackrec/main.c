@@ -197,6 +197,14 @@ int stkr_cli_flush(const char *cmd) {
   return STKR_CLI_OK;
 }
 
+int stkr_cli_finish(const char *cmd, const stkr_reader *r, int status) {
+  if (status == STKR_CLI_OK)
+    status = stkr_cli_status(r);
+  if (stkr_cli_flush(cmd) != 0)
+    status = STKR_CLI_DATA_LOST;
+  return status;
+}
+
 int main(int argc, char **argv) {
   const char *cmd;
 

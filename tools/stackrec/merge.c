@@ -452,9 +452,7 @@ int stkr_cli_merge(int argc, char **argv) {
     goto out;
   }
   print_summary(&m, r, argc - optind);
-  status = stkr_cli_status(r);
-  if (stkr_cli_flush("merge") != 0)
-    status = STKR_CLI_DATA_LOST;
+  status = stkr_cli_finish("merge", r, STKR_CLI_OK);
 out:
   close_out(&m);
   stkr_reader_free(r);

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/stkr_grow.h"
 #include "tools/stackrec/plist.h"
 
 typedef struct scan {
@@ -26,21 +25,15 @@ typedef struct scan {
 static int fail(scan *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static int fail(scan *s, const char *fmt, ...) {
+  char pos[STKR_JSON_POS_MAX];
   va_list ap;
-  int k;
+  int rc;
 
-  if (s->rc != 0)
-    return s->rc;
-  s->rc = -EINVAL;
-  if (s->err == NULL || s->errlen == 0)
-    return s->rc;
-  k = snprintf(s->err, s->errlen, "%s:%u: ", s->name, s->line);
-  if (k > 0 && (size_t)k < s->errlen) {
-    va_start(ap, fmt);
-    vsnprintf(s->err + k, s->errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-  }
-  return s->rc;
+  snprintf(pos, sizeof pos, "%s:%u: ", s->name, s->line);
+  va_start(ap, fmt);
+  rc = stkr_json_vfail(&s->rc, s->err, s->errlen, pos, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 static int nomem(scan *s) {
@@ -252,16 +245,10 @@ static int parse_items(scan *s, stkr_json *v, int depth) {
         return s->rc;
       }
     }
-    if (stkr_grow((void **)&v->items, &cap, v->n + 1, sizeof *v->items) ||
-        (dict && stkr_grow((void **)&v->keys, &kcap, v->n + 1,
-                           sizeof *v->keys))) {
+    if (stkr_json_append(v, &cap, &kcap, dict, key) == NULL) {
       free(key);
       return nomem(s);
     }
-    memset(&v->items[v->n], 0, sizeof *v->items);
-    if (dict)
-      v->keys[v->n] = key;
-    v->n++;
     save = s->p;
     save_line = s->line;
     if (starts(s, "</")) {

@@ -116,8 +116,9 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
   return 0;
 }
 
-static int from_tree(const char *file, const stkr_json *root, stkr_policy *p,
+static int from_tree(const char *file, const stkr_json *root, void *obj,
                      char *err, size_t errlen) {
+  stkr_policy *p = obj;
   const stkr_json *rules = root;
   size_t i, j;
   int rc;
@@ -152,49 +153,19 @@ static int from_tree(const char *file, const stkr_json *root, stkr_policy *p,
   return 0;
 }
 
-static int finish(const char *file, stkr_json *root, int rc, stkr_policy **out,
-                  char *err, size_t errlen) {
-  stkr_policy *p;
+static void policy_free(void *obj) { stkr_policy_free(obj); }
 
-  if (rc != 0)
-    return rc;
-  if ((p = calloc(1, sizeof *p)) == NULL) {
-    stkr_json_free(root);
-    return -ENOMEM;
-  }
-  rc = from_tree(file, root, p, err, errlen);
-  stkr_json_free(root);
-  if (rc != 0) {
-    if (rc == -ENOMEM && err != NULL)
-      snprintf(err, errlen, "%s: out of memory", file);
-    stkr_policy_free(p);
-    return rc;
-  }
-  *out = p;
-  return 0;
-}
+static const stkr_json_doc_type policy_doc = {
+    sizeof(stkr_policy), from_tree, policy_free};
 
 int stkr_policy_parse(const char *name, const char *text, size_t len,
                       stkr_policy **out, char *err, size_t errlen) {
-  char msg[256];
-  stkr_json *root = NULL;
-  int rc;
-
-  *out = NULL;
-  rc = stkr_json_parse(text, len, &root, msg, sizeof msg);
-  if (rc != 0 && err != NULL)
-    snprintf(err, errlen, "%s:%s", name, msg);
-  return finish(name, root, rc, out, err, errlen);
+  return stkr_json_read_doc(&policy_doc, name, text, len, out, err, errlen);
 }
 
 int stkr_policy_load(const char *path, stkr_policy **out, char *err,
                      size_t errlen) {
-  stkr_json *root = NULL;
-  int rc;
-
-  *out = NULL;
-  rc = stkr_json_load(path, &root, err, errlen);
-  return finish(path, root, rc, out, err, errlen);
+  return stkr_json_read_doc(&policy_doc, path, NULL, 0, out, err, errlen);
 }
 
 static bool any_glob(char *const *globs, size_t n, const char *s) {

@@ -48,6 +48,10 @@ void stkr_cli_progress_update(stkr_cli_progress *p, uint64_t events,
   fflush(stderr);
 }
 
+void stkr_cli_progress_cb(uint64_t events, void *arg) {
+  stkr_cli_progress_update(arg, events, NULL);
+}
+
 void stkr_cli_progress_done(stkr_cli_progress *p) {
   if (p->shown) {
     fputs("\r\033[K", stderr);

@@ -171,13 +171,16 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {push_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "push", .shortopts = ":qh",
+                                .longopts = lo, .help = help_text};
   uint32_t t;
   int c, st;
 
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":qh", lo, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT:
+      return gopt.status;
     case 'U': o->ch.url = optarg; break;
     case 'D': o->ch.database = optarg; break;
     case 'd': o->device = optarg; break;
@@ -217,15 +220,6 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
         return st;
       o->ch.timeout_s = t;
       break;
-    case 'h':
-      fputs(push_help, stdout);
-      return stkr_cli_flush("push");
-    case ':':
-      return stkr_cli_usage_error("push", "%s needs an argument",
-                                  argv[optind - 1]);
-    default:
-      return stkr_cli_usage_error("push", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   o->first_dir = optind;

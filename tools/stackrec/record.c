@@ -640,17 +640,20 @@ int stkr_cli_record(int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {record_help, NULL};
+  /* '+': stop at CMD, so its own options stay its own. */
+  stkr_cli_getopt_state gopt = {.cmd = "record", .shortopts = "+:o:d:c:qh",
+                                .longopts = longopts, .help = help_text};
   static stkr__rec_notices nt; /* large; one record per process */
   const char *out_opt = NULL, *depth = NULL, *cats = NULL;
   char preload[PATH_MAX], dir[PATH_MAX], notify[64];
   bool quiet = false, offline;
   int c, rc, status, nfd;
 
-  opterr = 0;
-  optind = 1;
-  /* '+': stop at CMD, so its own options stay its own. */
-  while ((c = getopt_long(argc, argv, "+o:d:c:qh", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT: /* record's own failure is 125, not 1 */
+      return gopt.status == STKR_CLI_DATA_LOST ? REC_FAILED : gopt.status;
     case 'o':
       out_opt = optarg;
       if (out_opt[0] == '\0')
@@ -674,12 +677,6 @@ int stkr_cli_record(int argc, char **argv) {
     case 'q':
       quiet = true;
       break;
-    case 'h':
-      fputs(record_help, stdout);
-      return stkr_cli_flush("record") == 0 ? 0 : REC_FAILED;
-    default:
-      return stkr_cli_usage_error("record", "unknown option '%s'",
-                                  argv[optind - 1]);
     }
   }
   if (optind >= argc)

@@ -548,10 +548,6 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
 
 /* ---- the command --------------------------------------------------------- */
 
-static void on_progress(uint64_t events, void *arg) {
-  stkr_cli_progress_update(arg, events, NULL);
-}
-
 static int write_html(const stkr_agg *a, const report_opts *o,
                       char *const *inputs, int n, const char *banner) {
   char title[512];
@@ -673,7 +669,7 @@ int stkr_cli_report(int argc, char **argv) {
     return status;
 
   stkr_cli_progress_init(&prog, "report");
-  err = stkr_agg_build(r, &o.agg, on_progress, &prog, &a);
+  err = stkr_agg_build(r, &o.agg, stkr_cli_progress_cb, &prog, &a);
   stkr_cli_progress_done(&prog);
   if (err == -EINVAL) {
     stkr_reader_free(r);
@@ -701,10 +697,7 @@ int stkr_cli_report(int argc, char **argv) {
       status = STKR_CLI_DATA_LOST;
     }
   }
-  if (status == 0)
-    status = stkr_cli_status(r);
-  if (stkr_cli_flush("report") != 0)
-    status = STKR_CLI_DATA_LOST;
+  status = stkr_cli_finish("report", r, status);
   stkr_agg_free(a);
   stkr_reader_free(r);
   return status;

@@ -244,13 +244,16 @@ static int parse_args(snap_run *r, int argc, char **argv) {
       {"fast", no_argument, NULL, 'f'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
+  static const char *const help_text[] = {snapshot_help, NULL};
+  stkr_cli_getopt_state gopt = {.cmd = "snapshot", .shortopts = ":o:qh",
+                                .longopts = longopts, .help = help_text};
   unsigned pid;
   int c;
 
-  opterr = 0;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
+  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
+    case STKR_CLI_OPT_EXIT: /* -1: the help printed, status 0 */
+      return gopt.status != 0 ? gopt.status : -1;
     case 'j': r->json = true; break;
     case 'o': r->outdir = optarg; break;
     case 'q': r->quiet = true; break;
@@ -270,11 +273,6 @@ static int parse_args(snap_run *r, int argc, char **argv) {
         return stkr_cli_usage_error("snapshot", "more than 16 --debug-dir");
       r->debug_dirs[r->n_debug_dirs++] = optarg;
       break;
-    case 'h':
-      fputs(snapshot_help, stdout);
-      return -1;
-    default: /* ':' (no value) or an unknown option */
-      return stkr_cli_bad_option("snapshot", c, argv);
     }
   }
   if (r->json && r->outdir)
@@ -455,7 +453,7 @@ int stkr_cli_snapshot(int argc, char **argv) {
   unsigned taken = 0;
   int rc = parse_args(&r, argc, argv), e;
 
-  if (rc == -1) return stkr_cli_flush("snapshot");
+  if (rc == -1) return STKR_CLI_OK; /* --help */
   if (rc != 0) return rc;
   catch_signals(true);
   rc = setup(&r, &im);

@@ -25,6 +25,7 @@
 
 #include <elfutils/libdw.h>
 
+#include "common/stkr_grow.h"
 #include "tools/stackrec/snapshot.h"
 
 /* One line of /proc/PID/maps. */
@@ -54,13 +55,8 @@ static int add_map(stkr_snap_images *im, uint64_t lo, uint64_t hi,
     im->maps[im->n_maps - 1].hi = hi; /* adjacent: one range */
     return 0;
   }
-  if (im->n_maps == *cap) {
-    size_t nc = *cap ? *cap * 2 : 64;
-    stkr_snap_map *nm = realloc(im->maps, nc * sizeof *nm);
-    if (!nm) return -ENOMEM;
-    im->maps = nm;
-    *cap = nc;
-  }
+  if (stkr_grow((void **)&im->maps, cap, im->n_maps + 1, sizeof *im->maps))
+    return -ENOMEM;
   im->maps[im->n_maps++] = (stkr_snap_map){lo, hi};
   return 0;
 }
@@ -147,13 +143,8 @@ static int add_exec(pid_t pid, stkr_snap_images *im, const mapline *m,
       return 0;
     }
   }
-  if (im->n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 32;
-    stkr_snap_image *nv = realloc(im->v, nc * sizeof *nv);
-    if (!nv) return -ENOMEM;
-    im->v = nv;
-    *cap = nc;
-  }
+  if (stkr_grow((void **)&im->v, cap, im->n + 1, sizeof *im->v))
+    return -ENOMEM;
   img = &im->v[im->n];
   memset(img, 0, sizeof *img);
   img->path = strndup(p, len);

@@ -268,13 +268,9 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
  * existing one before the rename commits. The directory is synced once,
  * after the renames. */
 static int pending_add(sym_run *run, const char *name) {
-  if (run->n_pending == run->cap_pending) {
-    size_t cap = run->cap_pending ? run->cap_pending * 2 : 64;
-    char **p = realloc(run->pending, cap * sizeof *p);
-    if (!p) return -ENOMEM;
-    run->pending = p;
-    run->cap_pending = cap;
-  }
+  if (stkr_grow((void **)&run->pending, &run->cap_pending, run->n_pending + 1,
+                sizeof *run->pending) != 0)
+    return -ENOMEM;
   if (!(run->pending[run->n_pending] = strdup(name))) return -ENOMEM;
   run->n_pending++;
   return 0;
