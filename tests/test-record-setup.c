@@ -34,11 +34,6 @@
 #else
 #define HOOKS_IN_SYSTEM_PROGRAMS 1
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
 
 static char g_tmp[2048], g_lib[4096];
 

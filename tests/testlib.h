@@ -15,6 +15,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Built with --config=asan or --config=tsan? Timing bounds and the
+ * programs a sanitizer runtime can be preloaded into depend on it. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 /* The content of path in buf, NUL-terminated (at most cap - 1 bytes; a
  * file that cannot be read gives ""). */
 void tl_slurp(const char *path, char *buf, size_t cap);
