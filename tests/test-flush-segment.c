@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "flush/flush_internal.h"
+#include "tests/testlib.h"
 
 #define PID 777u
 
@@ -28,9 +29,7 @@ static char g_dir[256];
 
 static int make_dir(void **state) {
   (void)state;
-  const char *t = getenv("TEST_TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/seg-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "seg");
 }
 
 static void rm_rf(const char *dir) {

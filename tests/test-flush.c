@@ -29,6 +29,7 @@
 #include "recorder/stkr_internal.h"
 
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 /* ---- helpers ---- */
 
@@ -36,9 +37,7 @@ static char g_dir[256];
 
 static int make_dir(void **state) {
   (void)state;
-  const char *t = getenv("TEST_TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/flush-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "flush");
 }
 
 static int teardown(void **state) {

@@ -25,6 +25,7 @@
 
 #include "recorder/stackrec.h"
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 static char g_dir[2048];
 
@@ -32,9 +33,7 @@ STKR_SITE_DEFINE(g_site, "test.session");
 
 static int make_dir(void **state) {
   (void)state;
-  const char *t = getenv("TEST_TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/sess-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "sess");
 }
 
 static int rm_dir(void **state) {

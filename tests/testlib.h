@@ -35,6 +35,11 @@ char *tl_slurp_alloc(const char *path, size_t *len);
  * a static buffer (the next call overwrites it). */
 const char *tl_fresh(const char *dir, const char *tag);
 
+/* Create a new directory $TEST_TMPDIR (else /tmp)/<tag>-XXXXXX (mkdtemp:
+ * mode 0700, a name no other run takes) and put its path into dir.
+ * @return 0, or -1 if it does not fit cap or cannot be made (errno set). */
+int tl_mkdtemp(char *dir, size_t cap, const char *tag);
+
 /* How many entries of dir end in suffix (longer than it). */
 int tl_count_files(const char *dir, const char *suffix);
 
