@@ -74,7 +74,6 @@ static int set_immutable(const char *path, bool on) {
 }
 
 static int teardown(void **state) {
-  char cmd[400];
   (void)state;
   stkr_shutdown(); /* in case a test failed half-way */
   if (g_immut[0]) {
@@ -85,8 +84,7 @@ static int teardown(void **state) {
     umount2(g_mnt, MNT_DETACH);
     g_mnt[0] = '\0';
   }
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tl_rm_rf(g_dir);
 }
 
 static void assert_identity(stkr_stats *out) {

@@ -222,8 +222,7 @@ static void test_runuser_child_reported(void **state) {
                   "-c 'echo child-out; echo child-err >&2'",
                   dir);
   setenv("STACKREC_PRELOAD", g_lib, 1);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", libdir);
-  (void)system(cmd);
+  (void)tl_rm_rf(libdir);
   assert_int_equal(rc, 0);
   if (strstr(cr_err, "(sh) recorded nothing: cannot write the recording "
                      "directory") == NULL ||

@@ -64,6 +64,15 @@ int tl_mkdtemp(char *dir, size_t cap, const char *tag) {
   return mkdtemp(dir) != NULL ? 0 : -1;
 }
 
+int tl_rm_rf(const char *dir) {
+  char cmd[4200];
+  int n = snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+
+  if (n < 0 || (size_t)n >= sizeof cmd || strchr(dir, '\'') != NULL)
+    return -1; /* not a path this shell line can quote */
+  return system(cmd) == 0 ? 0 : -1;
+}
+
 const char *tl_fresh(const char *dir, const char *tag) {
   static char buf[4096];
   static int n;

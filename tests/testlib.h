@@ -40,6 +40,10 @@ const char *tl_fresh(const char *dir, const char *tag);
  * @return 0, or -1 if it does not fit cap or cannot be made (errno set). */
 int tl_mkdtemp(char *dir, size_t cap, const char *tag);
 
+/* Remove dir and everything below it (`rm -rf`; a missing dir is no
+ * error). @return 0, or -1 if something is left. */
+int tl_rm_rf(const char *dir);
+
 /* How many entries of dir end in suffix (longer than it). */
 int tl_count_files(const char *dir, const char *suffix);
 
