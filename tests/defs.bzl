@@ -5,6 +5,14 @@ that runs programs under the hook library."""
 # Every test links the shared test helpers (tests/testlib.h).
 _TESTLIB = "//tests:testlib"
 
+# The recorder at work: the library, its flush worker and the reader the
+# test reads its recording back with.
+RECORDER_DEPS = ["//flush", "//proto", "//recorder"]
+
+# For tests that check the frames of a stack they recorded: each function
+# a frame of its own, found by the frame-pointer walk.
+WALK_COPTS = ["-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"]
+
 def stkr_test(name, deps = [], data = [], size = "small", **kwargs):
     native.cc_test(
         name = name,
@@ -36,5 +44,19 @@ def stkr_hook_test(name, fixtures = [], data = [], **kwargs):
             "//preload:libstackrec_preload.so",
             "//tools:stackrec",
         ] + ["//tests/preload_fixtures:" + f for f in fixtures] + data,
+        **kwargs
+    )
+
+def stkr_apple_test(name, data = [], **kwargs):
+    """A test of the Mach-O/Apple symbolization on Linux, on fixtures that
+    tests/apple/fixtures.sh builds at test time (tests/apple/macho_test.h;
+    it skips, saying so, where the Apple toolchain is missing)."""
+    stkr_test(
+        name = name,
+        size = "medium",
+        # Paths are built into fixed buffers sized for any test directory.
+        copts = ["-Wno-format-truncation"],
+        data = native.glob(["apple/*.sh", "apple/*.py"]) + data,
+        extra_srcs = ["apple/macho_test.h"],
         **kwargs
     )

@@ -347,6 +347,29 @@ int fx_std_write(const char *dir, uint32_t pid) {
   return err;
 }
 
+int fx_std_write_live(const char *dir, uint32_t pid, size_t cut) {
+  stkr_fmt_buf buf = {0};
+  char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
+  size_t end3 = 0;
+  int err;
+
+  err = fx_std_write(dir, pid);
+  if (err == 0)
+    err = fx_std_encode(3, 4, pid, &buf);
+  end3 = buf.len;
+  if (err == 0)
+    err = fx_std_encode(4, 5, pid, &buf);
+  if (err == 0 && (cut == 0 || end3 + cut >= buf.len))
+    err = -EINVAL; /* not a cut inside batch 4 */
+  if (err == 0)
+    err = stkr_fmt_segment_name(name, sizeof(name), pid, 2);
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  if (err == 0)
+    err = fx_write_file(path, buf.data, end3 + cut);
+  stkr_fmt_buf_free(&buf);
+  return err;
+}
+
 int fx_clean_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
   static const Stackrec__Counters clean = {
       .base = PROTOBUF_C_MESSAGE_INIT(&stackrec__counters__descriptor),

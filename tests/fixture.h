@@ -110,6 +110,10 @@ size_t fx_std_expect(fx_expect *out, size_t max);
 int fx_std_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out);
 /* Write the standard recording as dir/stackrec-<pid>-00000{1,2}.zst. */
 int fx_std_write(const char *dir, uint32_t pid);
+/* The standard recording still being written: segment 2 holds batch 3
+ * and only the first `cut` bytes of batch 4 (cut > 0 and shorter than
+ * the batch: a reader sees a live, incomplete last batch). */
+int fx_std_write_live(const char *dir, uint32_t pid, size_t cut);
 /* The standard batches [from, to) without drops, the last (batch 4)
  * carrying Counters that add up (attempted 9, written 8): a complete
  * recording. */

@@ -21,14 +21,13 @@
 
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/html.h"
+#include "tests/testlib.h"
 
 static char g_tmp[512];
 
 static __attribute__((unused)) int make_tmp(void **state) {
   (void)state;
-  snprintf(g_tmp, sizeof g_tmp, "%s/html-XXXXXX",
-           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
-  return mkdtemp(g_tmp) == NULL ? -1 : 0;
+  return tl_mkdtemp(g_tmp, sizeof g_tmp, "html");
 }
 
 /* The page for a as one string (caller frees). */

@@ -33,13 +33,6 @@
 #include "proto/stkr_reader.h"
 #include "tests/testlib.h"
 
-/* Built with --config=asan or --config=tsan? */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 /* Inputs at most 2 KiB, so that every path built from them fits 4 KiB. */
 static char g_bin[4096], g_lib[4096], g_fx_dir[4096], g_tmp[2048];
 static char g_home[2100], g_probe[4096];

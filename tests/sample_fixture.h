@@ -36,6 +36,7 @@
 
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
+#include "tests/testlib.h"
 
 #define SF_NOINLINE __attribute__((noinline))
 
@@ -310,10 +311,8 @@ static inline __attribute__((unused)) int sf_start_rec(char *dir, size_t cap,
                                                        const char *tag,
                                                        size_t ring_bytes) {
   stkr_config cfg;
-  const char *t = getenv("TEST_TMPDIR");
 
-  snprintf(dir, cap, "%s/%s-XXXXXX", t ? t : "/tmp", tag);
-  if (mkdtemp(dir) == NULL)
+  if (tl_mkdtemp(dir, cap, tag) != 0)
     return -errno;
   memset(&cfg, 0, sizeof cfg);
   cfg.dir = dir;

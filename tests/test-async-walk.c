@@ -454,9 +454,7 @@ static void test_recorded_symbolized_read_back(void **state) {
     *(void **)&ctx[i].resume = dlsym(h, name);
     assert_non_null(ctx[i].resume);
   }
-  snprintf(dir, sizeof dir, "%s/async-rec-XXXXXX",
-           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
-  assert_non_null(mkdtemp(dir));
+  assert_int_equal(tl_mkdtemp(dir, sizeof dir, "async-rec"), 0);
   memset(&cfg, 0, sizeof cfg);
   cfg.dir = dir;
   assert_int_equal(stkr_init(&cfg), 0);

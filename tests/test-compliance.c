@@ -135,13 +135,11 @@ static int record_fixture(void) {
 }
 
 static int setup(void **state) {
-  const char *t = getenv("TEST_TMPDIR"), *src = getenv("TEST_SRCDIR"),
-             *ws = getenv("TEST_WORKSPACE");
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   (void)state;
   if (cr_setup() != 0)
     return -1;
-  snprintf(g_tmp, sizeof g_tmp, "%s/compliance-XXXXXX", t ? t : "/tmp");
-  if (mkdtemp(g_tmp) == NULL)
+  if (tl_mkdtemp(g_tmp, sizeof g_tmp, "compliance") != 0)
     return -1;
   snprintf(g_rec, sizeof g_rec, "%s/rec", g_tmp);
   snprintf(g_ctl, sizeof g_ctl, "%s/ctl", g_tmp);

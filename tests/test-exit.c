@@ -38,11 +38,9 @@
 #define BUSY_CLEAN "3"
 #define BUSY_STRESS "12"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
+#if SANITIZED
 #define RUNS 5 /* timing means little under a sanitizer; accounting does */
 #else
-#define SANITIZED 0
 #define RUNS 20
 #endif
 

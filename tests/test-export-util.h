@@ -130,9 +130,7 @@ __attribute__((unused)) static int rec_make(const char *tag) {
   pthread_t th;
   int err;
 
-  snprintf(g_tmp, sizeof g_tmp, "%s/%s-XXXXXX",
-           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", tag);
-  if (mkdtemp(g_tmp) == NULL)
+  if (tl_mkdtemp(g_tmp, sizeof g_tmp, tag) != 0)
     return -1;
   snprintf(g_tool, sizeof g_tool, "%s/%s/tools/stackrec", src ? src : ".",
            ws ? ws : ".");

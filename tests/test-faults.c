@@ -46,16 +46,15 @@
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 static char g_dir[256];
 static char g_mnt[300];   /* a tmpfs mounted by a test, or "" */
 static char g_immut[400]; /* a directory made immutable, or "" */
 
 static int make_dir(void **state) {
-  const char *t = getenv("TEST_TMPDIR");
   (void)state;
-  snprintf(g_dir, sizeof g_dir, "%s/faults-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "faults");
 }
 
 static int set_immutable(const char *path, bool on) {
@@ -75,7 +74,6 @@ static int set_immutable(const char *path, bool on) {
 }
 
 static int teardown(void **state) {
-  char cmd[400];
   (void)state;
   stkr_shutdown(); /* in case a test failed half-way */
   if (g_immut[0]) {
@@ -86,8 +84,7 @@ static int teardown(void **state) {
     umount2(g_mnt, MNT_DETACH);
     g_mnt[0] = '\0';
   }
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tl_rm_rf(g_dir);
 }
 
 static void assert_identity(stkr_stats *out) {

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "flush/flush_internal.h"
+#include "tests/testlib.h"
 
 #define PID 777u
 
@@ -28,15 +29,7 @@ static char g_dir[256];
 
 static int make_dir(void **state) {
   (void)state;
-  const char *t = getenv("TEST_TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/seg-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static void rm_rf(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  return tl_mkdtemp(g_dir, sizeof g_dir, "seg");
 }
 
 static off_t file_size(uint32_t seq) {
@@ -136,7 +129,7 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
 
   /* A cap smaller than one segment never deletes the current file. */
   stkr__seg_free(&s);
-  rm_rf(g_dir);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
   make_dir(NULL);
   assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1000, 50), 0);
   for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
@@ -182,7 +175,7 @@ static void test_directory_removed_is_recreated(void **state) {
   stkr__segw s;
   assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
-  rm_rf(g_dir);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
   /* The open file was unlinked with the directory: noticed before the
    * next write, which goes to a new file in a recreated directory. */
   assert_true(stkr__seg_need_new(&s));
@@ -197,7 +190,7 @@ static void test_file_in_place_of_directory(void **state) {
   stkr__segw s;
   assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
-  rm_rf(g_dir);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
   int fd = open(g_dir, O_CREAT | O_WRONLY, 0600); /* a file, not a dir */
   assert_true(fd >= 0);
   close(fd);
@@ -275,7 +268,7 @@ static void test_descriptor_taken_by_the_program(void **state) {
 
 static int cleanup(void **state) {
   (void)state;
-  rm_rf(g_dir);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
   return 0;
 }
 

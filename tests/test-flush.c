@@ -29,6 +29,7 @@
 #include "recorder/stkr_internal.h"
 
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 /* ---- helpers ---- */
 
@@ -36,17 +37,13 @@ static char g_dir[256];
 
 static int make_dir(void **state) {
   (void)state;
-  const char *t = getenv("TEST_TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/flush-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "flush");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[300];
   stkr_shutdown(); /* in case a test failed half-way */
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tl_rm_rf(g_dir);
 }
 
 static void assert_identity(void) {
@@ -483,13 +480,11 @@ static void test_write_error_counted_then_resumes(void **state) {
 static void test_directory_removed_mid_run(void **state) {
   (void)state;
   stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
-  char cmd[300];
   stkr_stats st;
   assert_int_equal(stkr_init(&cfg), 0);
   fill(5);
   assert_int_equal(stkr_flush(), 0);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
   fill(6);
   assert_int_equal(stkr_flush(), 0);
   assert_int_equal(stkr_stats_get(&st), 0);

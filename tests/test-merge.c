@@ -239,21 +239,13 @@ static void test_damaged_input(void **state) {
 /* A recording still being written: its incomplete last batch is left out
  * quietly; OUT holds everything before it. */
 static void test_live_input(void **state) {
-  char d[4096], out[4096], path[4400];
-  stkr_fmt_buf buf = {0};
-  size_t end3;
+  char d[4096], out[4096];
   readback rb;
   (void)state;
 
   snprintf(d, sizeof d, "%s", fx_tmpdir("merge-live"));
   snprintf(out, sizeof out, "%s", out_path("merge-live-out"));
-  assert_int_equal(fx_std_write(d, FX_PID), 0);
-  assert_int_equal(fx_std_encode(3, 4, FX_PID, &buf), 0);
-  end3 = buf.len;
-  assert_int_equal(fx_std_encode(4, 5, FX_PID, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, end3 + 11), 0);
-  stkr_fmt_buf_free(&buf);
+  assert_int_equal(fx_std_write_live(d, FX_PID, 11), 0);
 
   assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 0);
   assert_string_equal(cr_err, "");

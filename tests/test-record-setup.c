@@ -34,11 +34,6 @@
 #else
 #define HOOKS_IN_SYSTEM_PROGRAMS 1
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
 
 static char g_tmp[2048], g_lib[4096];
 
@@ -227,8 +222,7 @@ static void test_runuser_child_reported(void **state) {
                   "-c 'echo child-out; echo child-err >&2'",
                   dir);
   setenv("STACKREC_PRELOAD", g_lib, 1);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", libdir);
-  (void)system(cmd);
+  (void)tl_rm_rf(libdir);
   assert_int_equal(rc, 0);
   if (strstr(cr_err, "(sh) recorded nothing: cannot write the recording "
                      "directory") == NULL ||

@@ -21,6 +21,7 @@
 
 #include "proto/stkr_reader.h"
 #include "recorder/stkr_internal.h"
+#include "tests/testlib.h"
 
 #define THREADS 4
 #define EVENTS 5000 /* per thread */
@@ -29,9 +30,7 @@ static char g_dir[256];
 
 static int make_dir(void **state) {
   (void)state;
-  snprintf(g_dir, sizeof g_dir, "%s/rec-XXXXXX",
-           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
-  return mkdtemp(g_dir) == NULL ? -1 : 0;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "rec");
 }
 
 /* What each thread expects for its two call chains: the walk from the

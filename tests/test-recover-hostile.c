@@ -53,15 +53,13 @@ static int count_rec(void *arg, const stkr_ring_rec *r) {
 
 /* A child records N_EVENTS (payload: 4-byte index) and dies by SIGKILL. */
 static int setup(void **state) {
-  const char *t = getenv("TEST_TMPDIR");
   struct dirent *e;
   DIR *d;
   int status;
   char path[1024];
   (void)state;
 
-  snprintf(g_root, sizeof g_root, "%s/rh-XXXXXX", t ? t : "/tmp");
-  assert_non_null(mkdtemp(g_root));
+  assert_int_equal(tl_mkdtemp(g_root, sizeof g_root, "rh"), 0);
   snprintf(g_src, sizeof g_src, "%s/src", g_root);
   assert_int_equal(mkdir(g_src, 0700), 0);
   pid_t p = fork();

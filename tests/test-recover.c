@@ -749,11 +749,9 @@ static void test_cli(void **state) {
 }
 
 static int setup(void **state) {
-  const char *t = getenv("TEST_TMPDIR");
   (void)state;
   if (cr_setup() != 0) return -1;
-  snprintf(g_root, sizeof g_root, "%s/recover-XXXXXX", t ? t : "/tmp");
-  assert_non_null(mkdtemp(g_root));
+  assert_int_equal(tl_mkdtemp(g_root, sizeof g_root, "recover"), 0);
   return 0;
 }
 

@@ -380,18 +380,9 @@ static void test_damaged_input(void **state) {
  * status 0, and said at the top. */
 static void test_live_recording(void **state) {
   const char *d = fx_tmpdir("report-live");
-  char path[4200];
-  stkr_fmt_buf buf = {0};
-  size_t end1;
   (void)state;
 
-  assert_int_equal(fx_std_write(d, FX_PID), 0);
-  assert_int_equal(fx_std_encode(3, 4, FX_PID, &buf), 0);
-  end1 = buf.len;
-  assert_int_equal(fx_std_encode(4, 5, FX_PID, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, end1 + 9), 0);
-  stkr_fmt_buf_free(&buf);
+  assert_int_equal(fx_std_write_live(d, FX_PID, 9), 0);
 
   assert_int_equal(cr_run("report '%s'", d), 0);
   assert_string_equal(cr_err, "");

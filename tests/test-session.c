@@ -25,6 +25,7 @@
 
 #include "recorder/stackrec.h"
 #include "tests/flush_util.h"
+#include "tests/testlib.h"
 
 static char g_dir[2048];
 
@@ -32,16 +33,12 @@ STKR_SITE_DEFINE(g_site, "test.session");
 
 static int make_dir(void **state) {
   (void)state;
-  const char *t = getenv("TEST_TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/sess-XXXXXX", t ? t : "/tmp");
-  return mkdtemp(g_dir) ? 0 : -1;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "sess");
 }
 
 static int rm_dir(void **state) {
-  char cmd[2200];
   (void)state;
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tl_rm_rf(g_dir);
 }
 
 /* The Header of the first batch of segment `seq` of this process. */
@@ -164,7 +161,6 @@ static void test_follow_child_new_session(void **state) {
 static void test_recreated_directory(void **state) {
   uint32_t pid = (uint32_t)getpid(), seqs[64];
   stkr_config cfg = small_cfg(1 << 20);
-  char cmd[2200];
   stkr_stats st;
   uint64_t id;
   (void)state;
@@ -173,8 +169,7 @@ static void test_recreated_directory(void **state) {
   events(10, 8, 5);
   id = header_of(pid, 1).session_id;
   assert_false(header_of(pid, 1).dir_recreated);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
   events(10, 8, 6); /* the worker notices, recreates the directory */
   events(10, 8, 7);
   assert_int_equal(stkr_shutdown(), 0);

@@ -361,11 +361,7 @@ static void test_permission_denied(void **state) {
   assert_true(WIFEXITED(st));
   snprintf(cmd, sizeof cmd, "%s/perm.err", pdir);
   tl_slurp(cmd, cr_err, sizeof cr_err);
-  {
-    char rm[200];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", pdir);
-    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", pdir);
-  }
+  if (tl_rm_rf(pdir) != 0) fprintf(stderr, "could not remove %s\n", pdir);
   if (WEXITSTATUS(st) != 3) fprintf(stderr, "status %d: %s\n", WEXITSTATUS(st), cr_err);
   assert_int_equal(WEXITSTATUS(st), 3);
   snprintf(want, sizeof want, "process %d", (int)f.pid);

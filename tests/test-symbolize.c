@@ -65,9 +65,7 @@ static void mkpath(char *buf, size_t cap, const char *name) {
 static int setup(void **state) {
   const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   (void)state;
-  snprintf(g_tmp, sizeof g_tmp, "%s/sym-XXXXXX",
-           getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
-  if (!mkdtemp(g_tmp)) return -1;
+  if (tl_mkdtemp(g_tmp, sizeof g_tmp, "sym") != 0) return -1;
   snprintf(g_fixture, sizeof g_fixture, "%s/%s/tests/symfixture/symfixture",
            src ? src : ".", ws ? ws : ".");
   snprintf(g_plugin, sizeof g_plugin, "%s/%s/tests/symfixture/symplugin",

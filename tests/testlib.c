@@ -53,6 +53,26 @@ char *tl_slurp_alloc(const char *path, size_t *len) {
   return buf;
 }
 
+int tl_mkdtemp(char *dir, size_t cap, const char *tag) {
+  const char *t = getenv("TEST_TMPDIR");
+  int n = snprintf(dir, cap, "%s/%s-XXXXXX", t != NULL ? t : "/tmp", tag);
+
+  if (n < 0 || (size_t)n >= cap) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return mkdtemp(dir) != NULL ? 0 : -1;
+}
+
+int tl_rm_rf(const char *dir) {
+  char cmd[4200];
+  int n = snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+
+  if (n < 0 || (size_t)n >= sizeof cmd || strchr(dir, '\'') != NULL)
+    return -1; /* not a path this shell line can quote */
+  return system(cmd) == 0 ? 0 : -1;
+}
+
 const char *tl_fresh(const char *dir, const char *tag) {
   static char buf[4096];
   static int n;

@@ -15,6 +15,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Built with --config=asan or --config=tsan? Timing bounds and the
+ * programs a sanitizer runtime can be preloaded into depend on it. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 /* The content of path in buf, NUL-terminated (at most cap - 1 bytes; a
  * file that cannot be read gives ""). */
 void tl_slurp(const char *path, char *buf, size_t cap);
@@ -26,6 +34,15 @@ char *tl_slurp_alloc(const char *path, size_t *len);
 /* A path dir/<tag>-<n> not used before by this process (not created), in
  * a static buffer (the next call overwrites it). */
 const char *tl_fresh(const char *dir, const char *tag);
+
+/* Create a new directory $TEST_TMPDIR (else /tmp)/<tag>-XXXXXX (mkdtemp:
+ * mode 0700, a name no other run takes) and put its path into dir.
+ * @return 0, or -1 if it does not fit cap or cannot be made (errno set). */
+int tl_mkdtemp(char *dir, size_t cap, const char *tag);
+
+/* Remove dir and everything below it (`rm -rf`; a missing dir is no
+ * error). @return 0, or -1 if something is left. */
+int tl_rm_rf(const char *dir);
 
 /* How many entries of dir end in suffix (longer than it). */
 int tl_count_files(const char *dir, const char *suffix);

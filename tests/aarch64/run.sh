@@ -46,7 +46,8 @@ cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
 recorder=(recorder/*.c)
 proto=(proto/*.c "$out/gen/proto/stackrec.pb-c.c")
 fixture=(tests/fixture.c)
-# The shared test helpers (//tests:testlib), for tests that run the CLI.
+# The shared test helpers (//tests:testlib): files, scratch directories, runs
+# of the CLI.
 testlib=(tests/testlib.c)
 
 build() { # name, sources/flags...
@@ -97,9 +98,10 @@ flush+=(macho/macho.c)  # the symbolizer's Mach-O reader (//macho)
 product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -ldw -lelf -lzstd
          -lprotobuf-c -lcmocka -lpthread)
 build record -fno-optimize-sibling-calls -Dmain=stkr__test_main \
-  tests/test-record.c tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
+  tests/test-record.c tests/aarch64/skip_main.c "${testlib[@]}" "${product[@]}" \
+  || fails=$((fails + 1))
 build flush -Dmain=stkr__test_main tests/test-flush.c tests/test-flush-util.c \
-  tests/aarch64/skip_main.c "${product[@]}" || fails=$((fails + 1))
+  tests/aarch64/skip_main.c "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
 build async-walk -fno-optimize-sibling-calls tests/test-async-walk.c \
   "${testlib[@]}" "${product[@]}" -ldl || fails=$((fails + 1))
 # Sampling another thread (the handler reads the aarch64 ucontext) and the
