@@ -16,7 +16,9 @@ WALK_COPTS = ["-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"]
 def stkr_test(name, deps = [], data = [], size = "small", **kwargs):
     native.cc_test(
         name = name,
-        srcs = ["test-%s.c" % name] + kwargs.pop("extra_srcs", []),
+        # src: another target's file, built with other copts (a split of
+        # one test's cases into two targets, each within the timeout).
+        srcs = [kwargs.pop("src", "test-%s.c" % name)] + kwargs.pop("extra_srcs", []),
         deps = deps + [_TESTLIB],
         data = data,
         size = size,
