@@ -1,15 +1,19 @@
 /*
  * paytab.c: payloads per site (paytab.h).
  *
- * One open-addressing table of (site, payload) -> events, and one of
- * site -> how many distinct payloads it holds and what it could not keep.
+ * One open-addressing table of (site, payload) -> events (its probes
+ * compare the bytes), and per site, through a common/stkr_map.h from the
+ * site's name, how many distinct payloads it holds and what it could not
+ * keep.
  * A payload's bytes are copied once, when first seen.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/paytab.h"
 
 typedef struct pent {
@@ -21,7 +25,6 @@ typedef struct pent {
 } pent;
 
 typedef struct sent {
-  const char *site; /* NULL: empty slot */
   size_t distinct;
   uint64_t events, more_events;
   stkr_agg_payload *list; /* attach: the site's payloads */
@@ -31,17 +34,14 @@ typedef struct sent {
 struct stkr__paytab {
   pent *p;
   size_t pcap, pn;
-  sent *s;
+  stkr_map site_ix; /* site name (by pointer) -> its index in s[] */
+  sent *s;          /* sn sites in the order first seen */
   size_t scap, sn;
 };
 
 static uint64_t hash_payload(const char *site, const uint8_t *p, size_t n) {
   return stkr_mix64(
       stkr_hash_bytes(STKR_HASH_SEED ^ (uint64_t)(uintptr_t)site, p, n));
-}
-
-static size_t site_slot(const char *site, size_t cap) {
-  return (size_t)stkr_mix64((uint64_t)(uintptr_t)site) & (cap - 1);
 }
 
 stkr__paytab *stkr__paytab_create(void) {
@@ -55,41 +55,27 @@ void stkr__paytab_free(stkr__paytab *t) {
     return;
   for (i = 0; i < t->pcap; i++)
     free(t->p[i].data);
-  for (i = 0; i < t->scap; i++)
+  for (i = 0; i < t->sn; i++)
     free(t->s[i].list);
   free(t->p);
   free(t->s);
+  stkr_map_free(&t->site_ix);
   free(t);
 }
 
 /* The site's entry, added if new; NULL when out of memory. */
 static sent *site_entry(stkr__paytab *t, const char *site) {
-  size_t i, k;
+  uint64_t *ix;
+  int rc;
 
-  if ((t->sn + 1) * 2 > t->scap) {
-    size_t ncap = t->scap ? t->scap * 2 : 64;
-    sent *ns = calloc(ncap, sizeof *ns);
-    if (ns == NULL)
-      return NULL;
-    for (k = 0; k < t->scap; k++) {
-      if (t->s[k].site == NULL)
-        continue;
-      for (i = site_slot(t->s[k].site, ncap); ns[i].site != NULL;
-           i = (i + 1) & (ncap - 1))
-        ;
-      ns[i] = t->s[k];
-    }
-    free(t->s);
-    t->s = ns;
-    t->scap = ncap;
+  if (stkr_grow((void **)&t->s, &t->scap, t->sn + 1, sizeof *t->s) != 0 ||
+      (rc = stkr_map_add(&t->site_ix, (uint64_t)(uintptr_t)site, &ix)) < 0)
+    return NULL;
+  if (rc == 1) { /* new: the next entry of s[] */
+    *ix = t->sn;
+    memset(&t->s[t->sn++], 0, sizeof *t->s);
   }
-  for (i = site_slot(site, t->scap); t->s[i].site != NULL;
-       i = (i + 1) & (t->scap - 1))
-    if (t->s[i].site == site)
-      return &t->s[i];
-  t->s[i].site = site;
-  t->sn++;
-  return &t->s[i];
+  return &t->s[*ix];
 }
 
 static int grow_payloads(stkr__paytab *t) {
@@ -162,24 +148,18 @@ static int by_count(const void *pa, const void *pb) {
 
 /* The site's entry, or NULL when it has none. */
 static sent *site_find(const stkr__paytab *t, const char *site) {
-  size_t k;
+  const uint64_t *ix = stkr_map_find(&t->site_ix, (uint64_t)(uintptr_t)site);
 
-  if (t->scap == 0)
-    return NULL;
-  for (k = site_slot(site, t->scap); t->s[k].site != NULL;
-       k = (k + 1) & (t->scap - 1))
-    if (t->s[k].site == site)
-      return &t->s[k];
-  return NULL;
+  return ix != NULL ? &t->s[*ix] : NULL;
 }
 
 int stkr__paytab_attach(stkr__paytab *t, stkr_agg_site *sites, size_t n) {
   size_t i;
 
   /* One pass over the payloads, each into its site's list. */
-  for (i = 0; i < t->scap; i++) {
+  for (i = 0; i < t->sn; i++) {
     sent *se = &t->s[i];
-    if (se->site == NULL || se->list != NULL)
+    if (se->list != NULL)
       continue;
     se->list = calloc(se->distinct ? se->distinct : 1, sizeof *se->list);
     if (se->list == NULL)
