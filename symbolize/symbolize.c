@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_map.h"
 #include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 #include "symbolize/symbolize.h"
 
@@ -42,7 +43,7 @@ uint64_t stkr__sym_resolved_total(void) {
 
 typedef struct pcent {
   uint64_t pc;
-  uint32_t first; /* frame id; 0 = empty slot */
+  uint32_t first; /* frame id, from 1 */
   uint32_t n;
 } pcent;
 
@@ -73,9 +74,8 @@ struct stkr__symc {
   uint32_t n_frames;
   uint32_t *fr_epoch;
   size_t cap_fr_epoch;
-  /* pc -> frames */
-  pcent *pc_map;
-  size_t pc_cap, pc_n;
+  /* pc -> its frames: first id << 32 | how many */
+  stkr_map pcs;
   /* per-stack frame lists */
   u32blk *arena;
   uint32_t *scratch;
@@ -212,13 +212,6 @@ static uint64_t hash_str(const char *s) {
   return h ? h : 1;
 }
 
-static uint64_t hash_pc(uint64_t pc) {
-  pc ^= pc >> 33;
-  pc *= 0xff51afd7ed558ccdull;
-  pc ^= pc >> 33;
-  return pc;
-}
-
 static int grow_u32(uint32_t **a, size_t *cap, size_t need) {
   if (need <= *cap) return 0;
   size_t nc = *cap ? *cap * 2 : 1024;
@@ -308,22 +301,6 @@ static int intern(stkr__symc *c, const char *s, uint32_t *id) {
   return 0;
 }
 
-static int pc_map_grow(stkr__symc *c) {
-  size_t ncap = c->pc_cap ? c->pc_cap * 2 : 1024;
-  pcent *m = calloc(ncap, sizeof *m);
-  if (!m) return -ENOMEM;
-  for (size_t i = 0; i < c->pc_cap; i++) {
-    if (!c->pc_map[i].first) continue;
-    size_t j = hash_pc(c->pc_map[i].pc) & (ncap - 1);
-    while (m[j].first) j = (j + 1) & (ncap - 1);
-    m[j] = c->pc_map[i];
-  }
-  free(c->pc_map);
-  c->pc_map = m;
-  c->pc_cap = ncap;
-  return 0;
-}
-
 /* ---- create / free ------------------------------------------------------- */
 
 int stkr__symc_create(stkr__symbe *be, stkr__symc **out) {
@@ -334,7 +311,7 @@ int stkr__symc_create(stkr__symbe *be, stkr__symc **out) {
     return -ENOMEM;
   }
   c->be = be;
-  if (str_map_grow(c) < 0 || pc_map_grow(c) < 0) {
+  if (str_map_grow(c) < 0) {
     stkr__symc_free(c);
     return -ENOMEM;
   }
@@ -353,7 +330,7 @@ void stkr__symc_free(stkr__symc *c) {
   for (size_t i = 0; i < c->n_fr_chunks; i++) free(c->fr_chunks[i]);
   free(c->fr_chunks);
   free(c->fr_epoch);
-  free(c->pc_map);
+  stkr_map_free(&c->pcs);
   for (u32blk *b = c->arena, *n; b; b = n) {
     n = b->next;
     free(b);
@@ -374,8 +351,7 @@ int stkr__symc_set_images(stkr__symc *c, const stkr__symimg *imgs, size_t n) {
 }
 
 void stkr__symc_forget_pcs(stkr__symc *c) {
-  memset(c->pc_map, 0, c->pc_cap * sizeof *c->pc_map);
-  c->pc_n = 0;
+  stkr_map_clear(&c->pcs);
 }
 
 uint64_t stkr__symc_resolved(const stkr__symc *c) { return c->resolved; }
@@ -444,20 +420,14 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
 
 /* The entry of pc, resolving it if new. */
 static int lookup(stkr__symc *c, uint64_t pc, pcent *out) {
-  size_t i;
+  const uint64_t *v = stkr_map_find(&c->pcs, pc);
   int err;
-  if ((c->pc_n + 1) * 2 > c->pc_cap && (err = pc_map_grow(c)) < 0) return err;
-  for (i = hash_pc(pc) & (c->pc_cap - 1); c->pc_map[i].first;
-       i = (i + 1) & (c->pc_cap - 1)) {
-    if (c->pc_map[i].pc == pc) {
-      *out = c->pc_map[i];
-      return 0;
-    }
+  if (v) {
+    *out = (pcent){pc, (uint32_t)(*v >> 32), (uint32_t)*v};
+    return 0;
   }
   if ((err = resolve_pc(c, pc, out)) < 0) return err;
-  c->pc_map[i] = *out;
-  c->pc_n++;
-  return 0;
+  return stkr_map_put(&c->pcs, pc, (uint64_t)out->first << 32 | out->n);
 }
 
 static uint32_t *arena_alloc(stkr__symc *c, size_t n) {
