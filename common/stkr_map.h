@@ -31,6 +31,10 @@
  * from several threads are safe only while nobody inserts.
  *
  * Usage: zero-initialize (stkr_map m = {0}), free with stkr_map_free.
+ *
+ * stkr_index (below) is the same table for records compared by their
+ * contents: hash -> the record's index in the caller's array, hashes may
+ * repeat, the caller compares.
  */
 #ifndef STKR_COMMON_MAP_H
 #define STKR_COMMON_MAP_H
@@ -199,6 +203,121 @@ static inline void stkr_map_free(stkr_map *m) {
     return;
   free(m->slot);
   memset(m, 0, sizeof *m);
+}
+
+/*
+ * stkr_index: the same table for records keyed by their contents (strings,
+ * stacks, frame chains): an index from a 64-bit hash of a record to its
+ * position in the caller's own array. Hashes may repeat (two records of
+ * equal hash are both kept), so a lookup yields every candidate of that
+ * hash and the caller compares the contents:
+ *
+ *   size_t pos, ix;
+ *   for (ix = stkr_index_first(x, h, &pos); ix != STKR_INDEX_NONE;
+ *        ix = stkr_index_next(x, h, &pos))
+ *     if (equal(&recs[ix], key)) return ix;
+ *   stkr_index_add(x, h, n_recs);   (then append the record)
+ *
+ * Slots are stkr_map_slots {hash, index + 1} (val 0: empty, so any hash,
+ * 0 included, may be stored); probing, load factor, growth, memory and
+ * thread-safety as for stkr_map above. The hash is spread with stkr_mix64
+ * again, so a weak hash only costs probes; it is kept in the slot, so
+ * growth never calls back into the caller.
+ */
+typedef struct stkr_index {
+  stkr_map_slot *slot; /* cap slots, or NULL */
+  size_t cap;          /* 0 or a power of two */
+  size_t n;            /* entries */
+} stkr_index;
+
+#define STKR_INDEX_NONE SIZE_MAX
+
+/* Make room for n entries within the load factor.
+ * @return 0, or -ENOMEM with the index unchanged. */
+static inline int stkr_index_reserve(stkr_index *x, size_t n) {
+  size_t cap = x->cap ? x->cap : STKR_MAP_MIN_CAP, i, j;
+  stkr_map_slot *s;
+
+  if (n > SIZE_MAX / 2)
+    return -ENOMEM;
+  while (cap < 2 * n) {
+    if (cap > SIZE_MAX / 2 / sizeof *s)
+      return -ENOMEM;
+    cap *= 2;
+  }
+  if (cap == x->cap)
+    return 0;
+  if ((s = (stkr_map_slot *)calloc(cap, sizeof *s)) == NULL)
+    return -ENOMEM;
+  for (i = 0; i < x->cap; i++) {
+    if (x->slot[i].val == 0)
+      continue;
+    for (j = (size_t)stkr_mix64(x->slot[i].key) & (cap - 1); s[j].val != 0;
+         j = (j + 1) & (cap - 1))
+      ;
+    s[j] = x->slot[i];
+  }
+  free(x->slot);
+  x->slot = s;
+  x->cap = cap;
+  return 0;
+}
+
+/* The next candidate of hash h from probe position *pos on, or
+ * STKR_INDEX_NONE at the end of the run. */
+static inline size_t stkr_index_next(const stkr_index *x, uint64_t h,
+                                     size_t *pos) {
+  size_t i = *pos;
+
+  if (x->cap == 0)
+    return STKR_INDEX_NONE;
+  for (; x->slot[i].val != 0; i = (i + 1) & (x->cap - 1))
+    if (x->slot[i].key == h) {
+      *pos = (i + 1) & (x->cap - 1);
+      return (size_t)(x->slot[i].val - 1);
+    }
+  *pos = i;
+  return STKR_INDEX_NONE;
+}
+
+/* The first candidate of hash h (then stkr_index_next with the same pos),
+ * or STKR_INDEX_NONE. Never allocates. */
+static inline size_t stkr_index_first(const stkr_index *x, uint64_t h,
+                                      size_t *pos) {
+  *pos = x->cap ? (size_t)stkr_mix64(h) & (x->cap - 1) : 0;
+  return stkr_index_next(x, h, pos);
+}
+
+/* Add record ix (< SIZE_MAX - 1) under hash h; the caller has checked that
+ * no equal record is there. @return 0 or -ENOMEM (index unchanged). */
+static inline int stkr_index_add(stkr_index *x, uint64_t h, size_t ix) {
+  size_t i;
+  int err;
+
+  if (2 * (x->n + 1) > x->cap && (err = stkr_index_reserve(x, x->n + 1)) != 0)
+    return err;
+  for (i = (size_t)stkr_mix64(h) & (x->cap - 1); x->slot[i].val != 0;
+       i = (i + 1) & (x->cap - 1))
+    ;
+  x->slot[i].key = h;
+  x->slot[i].val = (uint64_t)ix + 1;
+  x->n++;
+  return 0;
+}
+
+/* Empty the index, keeping its memory. */
+static inline void stkr_index_clear(stkr_index *x) {
+  if (x->cap != 0)
+    memset(x->slot, 0, x->cap * sizeof *x->slot);
+  x->n = 0;
+}
+
+/* Free the index's memory and leave it empty; NULL ok. */
+static inline void stkr_index_free(stkr_index *x) {
+  if (x == NULL)
+    return;
+  free(x->slot);
+  memset(x, 0, sizeof *x);
 }
 
 #endif /* STKR_COMMON_MAP_H */

@@ -1,13 +1,15 @@
 /*
  * test-map.c: common/stkr_map.h, the one open-addressing map: insert,
  * lookup, replace, growth past many doublings, key 0, keys that collide
- * in the low bits, and a hostile sequence whose keys all land in one slot.
+ * in the low bits, and a hostile sequence whose keys all land in one slot;
+ * stkr_index, the same table for records compared by their contents.
  * Each case checks every key against a reference (a plain array).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +224,58 @@ static void reserve_then_fill(void **state) {
   stkr_map_free(&m);
 }
 
+/* stkr_index: records keyed by contents. Strings whose hashes are forced
+ * equal in pairs (and all into one probe start) are each found as their
+ * own record; absent ones are not; growth keeps every entry. */
+static void index_of_records(void **state) {
+  enum { N = 3000 };
+  static char recs[N][16];
+  stkr_index x = {0};
+  size_t i, pos, ix, cands;
+  char probe[16];
+
+  (void)state;
+  for (i = 0; i < N; i++) {
+    snprintf(recs[i], sizeof recs[i], "rec-%zu", i);
+    /* A deliberately bad hash: i / 2, mixed back to the same start for
+     * every record (low 32 bits 0), so pairs share a hash and all runs
+     * overlap; hash 0 (records 0 and 1) is allowed. */
+    assert_int_equal(stkr_index_add(&x, unmix64((uint64_t)(i / 2) << 32), i),
+                     0);
+    assert_true(2 * x.n <= x.cap);
+  }
+  for (i = 0; i < N; i++) {
+    uint64_t h = unmix64((uint64_t)(i / 2) << 32);
+    size_t found = STKR_INDEX_NONE;
+    cands = 0;
+    for (ix = stkr_index_first(&x, h, &pos); ix != STKR_INDEX_NONE;
+         ix = stkr_index_next(&x, h, &pos)) {
+      assert_true(ix < N);
+      cands++;
+      if (strcmp(recs[ix], recs[i]) == 0)
+        found = ix;
+    }
+    assert_int_equal(cands, 2); /* the pair of equal hash, no more */
+    assert_int_equal(found, i);
+  }
+  /* A string never added, under a hash in use and under a new one. */
+  snprintf(probe, sizeof probe, "absent");
+  for (ix = stkr_index_first(&x, unmix64(5ull << 32), &pos);
+       ix != STKR_INDEX_NONE; ix = stkr_index_next(&x, unmix64(5ull << 32), &pos))
+    assert_string_not_equal(recs[ix], probe);
+  assert_int_equal(stkr_index_first(&x, unmix64((uint64_t)N << 32), &pos),
+                   STKR_INDEX_NONE);
+  stkr_index_clear(&x);
+  assert_int_equal(x.n, 0);
+  assert_int_equal(stkr_index_first(&x, 0, &pos), STKR_INDEX_NONE);
+  stkr_index_free(&x);
+  stkr_index_free(NULL);
+  {
+    stkr_index e = {0}; /* never filled: no slots, lookups still answer */
+    assert_int_equal(stkr_index_first(&e, 7, &pos), STKR_INDEX_NONE);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(unmix_is_the_inverse),
@@ -231,6 +285,7 @@ int main(void) {
       cmocka_unit_test(colliding_keys),
       cmocka_unit_test(hostile_one_slot),
       cmocka_unit_test(reserve_then_fill),
+      cmocka_unit_test(index_of_records),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
