@@ -47,11 +47,6 @@ typedef struct pcent {
   uint32_t n;
 } pcent;
 
-typedef struct strent {
-  uint64_t hash;
-  uint32_t id; /* 0 = empty */
-} strent;
-
 typedef struct u32blk {
   struct u32blk *next;
   size_t used, size;
@@ -66,8 +61,7 @@ struct stkr__symc {
   uint32_t n_strings;
   uint32_t *str_epoch;
   size_t cap_str_epoch;
-  strent *str_map;
-  size_t str_map_cap; /* power of two */
+  stkr_index str_ix; /* hash_str of a string -> its id - 1 */
   /* frames */
   Stackrec__FrameDef **fr_chunks;
   size_t n_fr_chunks;
@@ -246,42 +240,25 @@ static int chunk_reserve(void ***chunks, size_t *n_chunks, uint32_t count,
   return 0;
 }
 
-static int str_map_grow(stkr__symc *c) {
-  size_t ncap = c->str_map_cap ? c->str_map_cap * 2 : 1024;
-  strent *m = calloc(ncap, sizeof *m);
-  if (!m) return -ENOMEM;
-  for (size_t i = 0; i < c->str_map_cap; i++) {
-    if (!c->str_map[i].id) continue;
-    size_t j = c->str_map[i].hash & (ncap - 1);
-    while (m[j].id) j = (j + 1) & (ncap - 1);
-    m[j] = c->str_map[i];
-  }
-  free(c->str_map);
-  c->str_map = m;
-  c->str_map_cap = ncap;
-  return 0;
-}
-
 /* The id of string s (NULL or "" -> 0), interning a copy if new.
  * @return 0 and *id, or -ENOMEM. */
 static int intern(stkr__symc *c, const char *s, uint32_t *id) {
   static const Stackrec__StringDef def0 = STACKREC__STRING_DEF__INIT;
   uint64_t h;
-  size_t i;
+  size_t pos, ix;
 
   *id = 0;
   if (!s || !*s) return 0;
-  if ((c->n_strings + 1) * 2 > c->str_map_cap && str_map_grow(c) < 0)
-    return -ENOMEM;
   h = hash_str(s);
-  for (i = h & (c->str_map_cap - 1); c->str_map[i].id;
-       i = (i + 1) & (c->str_map_cap - 1)) {
-    if (c->str_map[i].hash == h &&
-        strcmp(str_get(c, c->str_map[i].id)->value, s) == 0) {
-      *id = c->str_map[i].id;
+  for (ix = stkr_index_first(&c->str_ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&c->str_ix, h, &pos)) {
+    if (strcmp(str_get(c, (uint32_t)ix + 1)->value, s) == 0) {
+      *id = (uint32_t)ix + 1;
       return 0;
     }
   }
+  if (stkr_index_reserve(&c->str_ix, (size_t)c->n_strings + 1) < 0)
+    return -ENOMEM;
   uint32_t nid = c->n_strings + 1;
   if (chunk_reserve((void ***)&c->str_chunks, &c->n_str_chunks, nid,
                     sizeof(Stackrec__StringDef)) < 0 ||
@@ -295,8 +272,7 @@ static int intern(stkr__symc *c, const char *s, uint32_t *id) {
   d->value = copy;
   c->str_epoch[nid - 1] = 0;
   c->n_strings = nid;
-  c->str_map[i].hash = h;
-  c->str_map[i].id = nid;
+  (void)stkr_index_add(&c->str_ix, h, nid - 1); /* reserved above */
   *id = nid;
   return 0;
 }
@@ -311,10 +287,6 @@ int stkr__symc_create(stkr__symbe *be, stkr__symc **out) {
     return -ENOMEM;
   }
   c->be = be;
-  if (str_map_grow(c) < 0) {
-    stkr__symc_free(c);
-    return -ENOMEM;
-  }
   *out = c;
   return 0;
 }
@@ -326,7 +298,7 @@ void stkr__symc_free(stkr__symc *c) {
   for (size_t i = 0; i < c->n_str_chunks; i++) free(c->str_chunks[i]);
   free(c->str_chunks);
   free(c->str_epoch);
-  free(c->str_map);
+  stkr_index_free(&c->str_ix);
   for (size_t i = 0; i < c->n_fr_chunks; i++) free(c->fr_chunks[i]);
   free(c->fr_chunks);
   free(c->fr_epoch);
