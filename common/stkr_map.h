@@ -72,30 +72,51 @@ static inline size_t stkr__map_probe(const stkr_map_slot *s, size_t cap,
   return i;
 }
 
-/* Make room for n keys (besides key 0) within the load factor.
- * @return 0, or -ENOMEM with the map unchanged. */
-static inline int stkr_map_reserve(stkr_map *m, size_t n) {
-  size_t cap = m->cap ? m->cap : STKR_MAP_MIN_CAP, i;
+/* The first empty slot of key's probe (an empty slot: key 0 for a
+ * stkr_map, value 0 for a stkr_index, by_val). Since a stkr_map's keys are
+ * unique, that is where stkr__map_probe finds the key once put there. */
+static inline size_t stkr__slots_empty(const stkr_map_slot *s, size_t cap,
+                                       uint64_t key, int by_val) {
+  size_t i = (size_t)stkr_mix64(key) & (cap - 1);
+
+  while ((by_val ? s[i].val : s[i].key) != 0)
+    i = (i + 1) & (cap - 1);
+  return i;
+}
+
+/* Make room for n entries in *slot (*cap slots, 0 or a power of two)
+ * within the load factor, re-inserting every entry into a doubled array.
+ * An entry is a slot whose key (stkr_map) or value (stkr_index, by_val)
+ * is not 0. @return 0, or -ENOMEM with the array unchanged. */
+static inline int stkr__slots_reserve(stkr_map_slot **slot, size_t *cap,
+                                      size_t n, int by_val) {
+  size_t ncap = *cap ? *cap : STKR_MAP_MIN_CAP, i;
   stkr_map_slot *s;
 
   if (n > SIZE_MAX / 2)
     return -ENOMEM;
-  while (cap < 2 * n) {
-    if (cap > SIZE_MAX / 2 / sizeof *s)
+  while (ncap < 2 * n) {
+    if (ncap > SIZE_MAX / 2 / sizeof *s)
       return -ENOMEM;
-    cap *= 2;
+    ncap *= 2;
   }
-  if (cap == m->cap)
+  if (ncap == *cap)
     return 0;
-  if ((s = (stkr_map_slot *)calloc(cap, sizeof *s)) == NULL)
+  if ((s = (stkr_map_slot *)calloc(ncap, sizeof *s)) == NULL)
     return -ENOMEM;
-  for (i = 0; i < m->cap; i++)
-    if (m->slot[i].key != 0)
-      s[stkr__map_probe(s, cap, m->slot[i].key)] = m->slot[i];
-  free(m->slot);
-  m->slot = s;
-  m->cap = cap;
+  for (i = 0; i < *cap; i++)
+    if ((by_val ? (*slot)[i].val : (*slot)[i].key) != 0)
+      s[stkr__slots_empty(s, ncap, (*slot)[i].key, by_val)] = (*slot)[i];
+  free(*slot);
+  *slot = s;
+  *cap = ncap;
   return 0;
+}
+
+/* Make room for n keys (besides key 0) within the load factor.
+ * @return 0, or -ENOMEM with the map unchanged. */
+static inline int stkr_map_reserve(stkr_map *m, size_t n) {
+  return stkr__slots_reserve(&m->slot, &m->cap, n, 0);
 }
 
 /* @return a pointer to key's value, or NULL when key is not in the map.
@@ -235,32 +256,7 @@ typedef struct stkr_index {
 /* Make room for n entries within the load factor.
  * @return 0, or -ENOMEM with the index unchanged. */
 static inline int stkr_index_reserve(stkr_index *x, size_t n) {
-  size_t cap = x->cap ? x->cap : STKR_MAP_MIN_CAP, i, j;
-  stkr_map_slot *s;
-
-  if (n > SIZE_MAX / 2)
-    return -ENOMEM;
-  while (cap < 2 * n) {
-    if (cap > SIZE_MAX / 2 / sizeof *s)
-      return -ENOMEM;
-    cap *= 2;
-  }
-  if (cap == x->cap)
-    return 0;
-  if ((s = (stkr_map_slot *)calloc(cap, sizeof *s)) == NULL)
-    return -ENOMEM;
-  for (i = 0; i < x->cap; i++) {
-    if (x->slot[i].val == 0)
-      continue;
-    for (j = (size_t)stkr_mix64(x->slot[i].key) & (cap - 1); s[j].val != 0;
-         j = (j + 1) & (cap - 1))
-      ;
-    s[j] = x->slot[i];
-  }
-  free(x->slot);
-  x->slot = s;
-  x->cap = cap;
-  return 0;
+  return stkr__slots_reserve(&x->slot, &x->cap, n, 1);
 }
 
 /* The next candidate of hash h from probe position *pos on, or
@@ -296,9 +292,7 @@ static inline int stkr_index_add(stkr_index *x, uint64_t h, size_t ix) {
 
   if (2 * (x->n + 1) > x->cap && (err = stkr_index_reserve(x, x->n + 1)) != 0)
     return err;
-  for (i = (size_t)stkr_mix64(h) & (x->cap - 1); x->slot[i].val != 0;
-       i = (i + 1) & (x->cap - 1))
-    ;
+  i = stkr__slots_empty(x->slot, x->cap, h, 1);
   x->slot[i].key = h;
   x->slot[i].val = (uint64_t)ix + 1;
   x->n++;
