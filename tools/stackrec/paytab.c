@@ -1,10 +1,10 @@
 /*
  * paytab.c: payloads per site (paytab.h).
  *
- * One open-addressing table of (site, payload) -> events (its probes
- * compare the bytes), and per site, through a common/stkr_map.h from the
- * site's name, how many distinct payloads it holds and what it could not
- * keep.
+ * The distinct (site, payload) pairs with their events, found through a
+ * stkr_index (common/stkr_map.h: hash -> index, the bytes compared), and
+ * per site, through a stkr_map from the site's name, how many distinct
+ * payloads it holds and what it could not keep.
  * A payload's bytes are copied once, when first seen.
  */
 #include <errno.h>
@@ -17,8 +17,7 @@
 #include "tools/stackrec/paytab.h"
 
 typedef struct pent {
-  const char *site; /* NULL: empty slot */
-  uint64_t hash;
+  const char *site;
   uint8_t *data;
   size_t len;
   uint64_t count;
@@ -32,16 +31,17 @@ typedef struct sent {
 } sent;
 
 struct stkr__paytab {
-  pent *p;
+  pent *p;          /* pn payloads in the order first seen */
   size_t pcap, pn;
+  stkr_index pay_ix; /* hash of (site, payload) -> index in p[] */
   stkr_map site_ix; /* site name (by pointer) -> its index in s[] */
   sent *s;          /* sn sites in the order first seen */
   size_t scap, sn;
 };
 
+/* Finished by the index (stkr_index mixes every hash). */
 static uint64_t hash_payload(const char *site, const uint8_t *p, size_t n) {
-  return stkr_mix64(
-      stkr_hash_bytes(STKR_HASH_SEED ^ (uint64_t)(uintptr_t)site, p, n));
+  return stkr_hash_bytes(STKR_HASH_SEED ^ (uint64_t)(uintptr_t)site, p, n);
 }
 
 stkr__paytab *stkr__paytab_create(void) {
@@ -53,8 +53,9 @@ void stkr__paytab_free(stkr__paytab *t) {
 
   if (t == NULL)
     return;
-  for (i = 0; i < t->pcap; i++)
+  for (i = 0; i < t->pn; i++)
     free(t->p[i].data);
+  stkr_index_free(&t->pay_ix);
   for (i = 0; i < t->sn; i++)
     free(t->s[i].list);
   free(t->p);
@@ -78,58 +79,37 @@ static sent *site_entry(stkr__paytab *t, const char *site) {
   return &t->s[*ix];
 }
 
-static int grow_payloads(stkr__paytab *t) {
-  size_t ncap = t->pcap ? t->pcap * 2 : 256, k, i;
-  pent *np = calloc(ncap, sizeof *np);
-
-  if (np == NULL)
-    return -ENOMEM;
-  for (k = 0; k < t->pcap; k++) {
-    if (t->p[k].site == NULL)
-      continue;
-    for (i = t->p[k].hash & (ncap - 1); np[i].site != NULL;
-         i = (i + 1) & (ncap - 1))
-      ;
-    np[i] = t->p[k];
-  }
-  free(t->p);
-  t->p = np;
-  t->pcap = ncap;
-  return 0;
-}
-
 int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
                      size_t n) {
   uint64_t h = hash_payload(site, p, n);
   sent *se = site_entry(t, site);
-  size_t i;
+  size_t pos, i;
 
   if (se == NULL)
     return -ENOMEM;
   se->events++;
-  if (t->pcap != 0)
-    for (i = h & (t->pcap - 1); t->p[i].site != NULL; i = (i + 1) & (t->pcap - 1))
-      if (t->p[i].hash == h && t->p[i].site == site && t->p[i].len == n &&
-          memcmp(t->p[i].data, p, n) == 0) {
-        t->p[i].count++;
-        return 0;
-      }
+  for (i = stkr_index_first(&t->pay_ix, h, &pos); i != STKR_INDEX_NONE;
+       i = stkr_index_next(&t->pay_ix, h, &pos))
+    if (t->p[i].site == site && t->p[i].len == n &&
+        memcmp(t->p[i].data, p, n) == 0) {
+      t->p[i].count++;
+      return 0;
+    }
   if (se->distinct >= STKR_AGG_MAX_PAYLOADS) {
     se->more_events++;
     return 0;
   }
-  if ((t->pn + 1) * 2 > t->pcap && grow_payloads(t) != 0)
+  if (stkr_grow((void **)&t->p, &t->pcap, t->pn + 1, sizeof *t->p) != 0 ||
+      stkr_index_reserve(&t->pay_ix, t->pn + 1) != 0)
     return -ENOMEM;
-  for (i = h & (t->pcap - 1); t->p[i].site != NULL; i = (i + 1) & (t->pcap - 1))
-    ;
+  i = t->pn;
   if ((t->p[i].data = malloc(n)) == NULL)
     return -ENOMEM;
   memcpy(t->p[i].data, p, n);
   t->p[i].site = site;
-  t->p[i].hash = h;
   t->p[i].len = n;
   t->p[i].count = 1;
-  t->pn++;
+  (void)stkr_index_add(&t->pay_ix, h, t->pn++); /* reserved above */
   se->distinct++;
   return 0;
 }
@@ -165,10 +145,10 @@ int stkr__paytab_attach(stkr__paytab *t, stkr_agg_site *sites, size_t n) {
     if (se->list == NULL)
       return -ENOMEM;
   }
-  for (i = 0; i < t->pcap; i++) {
+  for (i = 0; i < t->pn; i++) {
     const pent *pe = &t->p[i];
     sent *se;
-    if (pe->site == NULL || (se = site_find(t, pe->site)) == NULL)
+    if ((se = site_find(t, pe->site)) == NULL)
       continue;
     se->list[se->fill++] = (stkr_agg_payload){pe->data, pe->len, pe->count};
   }
