@@ -153,9 +153,9 @@ static void key_zero(void **state) {
   stkr_map_free(&m);
 }
 
-/* Keys whose mixed hashes share their low 12 bits: in a map of at most
- * 4096 slots they start at one slot in pairs of close neighbours, so
- * every probe runs through other keys' slots and across the wrap. */
+/* Keys whose mixed hashes end in 0xFFD, 0xFFE or 0xFFF: in a map of at
+ * most 4096 slots they all start in the last three slots, so every probe
+ * runs through other keys' slots and across the wrap to slot 0. */
 static void colliding_keys(void **state) {
   enum { N = 1500 };
   static uint64_t keys[N], vals[N];
@@ -164,8 +164,6 @@ static void colliding_keys(void **state) {
 
   (void)state;
   for (i = 0; i < N; i++) {
-    /* Low bits 0xFFF, then 0xFFE, ...: all near the end of the table, so
-     * runs wrap around to slot 0. */
     keys[i] = unmix64(((uint64_t)(i + 1) << 12) | (0xFFF - (i % 3)));
     vals[i] = i;
     assert_int_equal(stkr_map_put(&m, keys[i], vals[i]), 0);
