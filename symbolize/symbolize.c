@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_map.h"
 #include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 #include "symbolize/symbolize.h"
 
@@ -42,14 +43,9 @@ uint64_t stkr__sym_resolved_total(void) {
 
 typedef struct pcent {
   uint64_t pc;
-  uint32_t first; /* frame id; 0 = empty slot */
+  uint32_t first; /* frame id, from 1 */
   uint32_t n;
 } pcent;
-
-typedef struct strent {
-  uint64_t hash;
-  uint32_t id; /* 0 = empty */
-} strent;
 
 typedef struct u32blk {
   struct u32blk *next;
@@ -65,17 +61,15 @@ struct stkr__symc {
   uint32_t n_strings;
   uint32_t *str_epoch;
   size_t cap_str_epoch;
-  strent *str_map;
-  size_t str_map_cap; /* power of two */
+  stkr_index str_ix; /* hash_str of a string -> its id - 1 */
   /* frames */
   Stackrec__FrameDef **fr_chunks;
   size_t n_fr_chunks;
   uint32_t n_frames;
   uint32_t *fr_epoch;
   size_t cap_fr_epoch;
-  /* pc -> frames */
-  pcent *pc_map;
-  size_t pc_cap, pc_n;
+  /* pc -> its frames: first id << 32 | how many */
+  stkr_map pcs;
   /* per-stack frame lists */
   u32blk *arena;
   uint32_t *scratch;
@@ -212,13 +206,6 @@ static uint64_t hash_str(const char *s) {
   return h ? h : 1;
 }
 
-static uint64_t hash_pc(uint64_t pc) {
-  pc ^= pc >> 33;
-  pc *= 0xff51afd7ed558ccdull;
-  pc ^= pc >> 33;
-  return pc;
-}
-
 static int grow_u32(uint32_t **a, size_t *cap, size_t need) {
   if (need <= *cap) return 0;
   size_t nc = *cap ? *cap * 2 : 1024;
@@ -253,42 +240,25 @@ static int chunk_reserve(void ***chunks, size_t *n_chunks, uint32_t count,
   return 0;
 }
 
-static int str_map_grow(stkr__symc *c) {
-  size_t ncap = c->str_map_cap ? c->str_map_cap * 2 : 1024;
-  strent *m = calloc(ncap, sizeof *m);
-  if (!m) return -ENOMEM;
-  for (size_t i = 0; i < c->str_map_cap; i++) {
-    if (!c->str_map[i].id) continue;
-    size_t j = c->str_map[i].hash & (ncap - 1);
-    while (m[j].id) j = (j + 1) & (ncap - 1);
-    m[j] = c->str_map[i];
-  }
-  free(c->str_map);
-  c->str_map = m;
-  c->str_map_cap = ncap;
-  return 0;
-}
-
 /* The id of string s (NULL or "" -> 0), interning a copy if new.
  * @return 0 and *id, or -ENOMEM. */
 static int intern(stkr__symc *c, const char *s, uint32_t *id) {
   static const Stackrec__StringDef def0 = STACKREC__STRING_DEF__INIT;
   uint64_t h;
-  size_t i;
+  size_t pos, ix;
 
   *id = 0;
   if (!s || !*s) return 0;
-  if ((c->n_strings + 1) * 2 > c->str_map_cap && str_map_grow(c) < 0)
-    return -ENOMEM;
   h = hash_str(s);
-  for (i = h & (c->str_map_cap - 1); c->str_map[i].id;
-       i = (i + 1) & (c->str_map_cap - 1)) {
-    if (c->str_map[i].hash == h &&
-        strcmp(str_get(c, c->str_map[i].id)->value, s) == 0) {
-      *id = c->str_map[i].id;
+  for (ix = stkr_index_first(&c->str_ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&c->str_ix, h, &pos)) {
+    if (strcmp(str_get(c, (uint32_t)ix + 1)->value, s) == 0) {
+      *id = (uint32_t)ix + 1;
       return 0;
     }
   }
+  if (stkr_index_reserve(&c->str_ix, (size_t)c->n_strings + 1) < 0)
+    return -ENOMEM;
   uint32_t nid = c->n_strings + 1;
   if (chunk_reserve((void ***)&c->str_chunks, &c->n_str_chunks, nid,
                     sizeof(Stackrec__StringDef)) < 0 ||
@@ -302,25 +272,8 @@ static int intern(stkr__symc *c, const char *s, uint32_t *id) {
   d->value = copy;
   c->str_epoch[nid - 1] = 0;
   c->n_strings = nid;
-  c->str_map[i].hash = h;
-  c->str_map[i].id = nid;
+  (void)stkr_index_add(&c->str_ix, h, nid - 1); /* reserved above */
   *id = nid;
-  return 0;
-}
-
-static int pc_map_grow(stkr__symc *c) {
-  size_t ncap = c->pc_cap ? c->pc_cap * 2 : 1024;
-  pcent *m = calloc(ncap, sizeof *m);
-  if (!m) return -ENOMEM;
-  for (size_t i = 0; i < c->pc_cap; i++) {
-    if (!c->pc_map[i].first) continue;
-    size_t j = hash_pc(c->pc_map[i].pc) & (ncap - 1);
-    while (m[j].first) j = (j + 1) & (ncap - 1);
-    m[j] = c->pc_map[i];
-  }
-  free(c->pc_map);
-  c->pc_map = m;
-  c->pc_cap = ncap;
   return 0;
 }
 
@@ -334,10 +287,6 @@ int stkr__symc_create(stkr__symbe *be, stkr__symc **out) {
     return -ENOMEM;
   }
   c->be = be;
-  if (str_map_grow(c) < 0 || pc_map_grow(c) < 0) {
-    stkr__symc_free(c);
-    return -ENOMEM;
-  }
   *out = c;
   return 0;
 }
@@ -349,11 +298,11 @@ void stkr__symc_free(stkr__symc *c) {
   for (size_t i = 0; i < c->n_str_chunks; i++) free(c->str_chunks[i]);
   free(c->str_chunks);
   free(c->str_epoch);
-  free(c->str_map);
+  stkr_index_free(&c->str_ix);
   for (size_t i = 0; i < c->n_fr_chunks; i++) free(c->fr_chunks[i]);
   free(c->fr_chunks);
   free(c->fr_epoch);
-  free(c->pc_map);
+  stkr_map_free(&c->pcs);
   for (u32blk *b = c->arena, *n; b; b = n) {
     n = b->next;
     free(b);
@@ -374,8 +323,7 @@ int stkr__symc_set_images(stkr__symc *c, const stkr__symimg *imgs, size_t n) {
 }
 
 void stkr__symc_forget_pcs(stkr__symc *c) {
-  memset(c->pc_map, 0, c->pc_cap * sizeof *c->pc_map);
-  c->pc_n = 0;
+  stkr_map_clear(&c->pcs);
 }
 
 uint64_t stkr__symc_resolved(const stkr__symc *c) { return c->resolved; }
@@ -444,20 +392,14 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
 
 /* The entry of pc, resolving it if new. */
 static int lookup(stkr__symc *c, uint64_t pc, pcent *out) {
-  size_t i;
+  const uint64_t *v = stkr_map_find(&c->pcs, pc);
   int err;
-  if ((c->pc_n + 1) * 2 > c->pc_cap && (err = pc_map_grow(c)) < 0) return err;
-  for (i = hash_pc(pc) & (c->pc_cap - 1); c->pc_map[i].first;
-       i = (i + 1) & (c->pc_cap - 1)) {
-    if (c->pc_map[i].pc == pc) {
-      *out = c->pc_map[i];
-      return 0;
-    }
+  if (v) {
+    *out = (pcent){pc, (uint32_t)(*v >> 32), (uint32_t)*v};
+    return 0;
   }
   if ((err = resolve_pc(c, pc, out)) < 0) return err;
-  c->pc_map[i] = *out;
-  c->pc_n++;
-  return 0;
+  return stkr_map_put(&c->pcs, pc, (uint64_t)out->first << 32 | out->n);
 }
 
 static uint32_t *arena_alloc(stkr__symc *c, size_t n) {

@@ -118,17 +118,13 @@ const char *stkr__dw_line(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Addr a,
   return join_comp_dir ? stkr__dw_full_path(nb, cudie, file, 0) : file;
 }
 
-struct stkr__dwmemo {
-  const char *mangled; /* NULL: empty slot */
-  char *demangled;     /* NULL: not mangled (the name as it is) */
-};
-
 void stkr__dwnames_free(stkr__dwnames *nb) {
   stkr__dwscope_free(&nb->scope);
-  for (size_t i = 0; i < nb->memo_cap; i++) free(nb->memo_tab[i].demangled);
-  free(nb->memo_tab);
-  nb->memo_tab = NULL;
-  nb->memo_cap = nb->memo_n = 0;
+  size_t pos = 0;
+  uint64_t mangled, *demangled;
+  while (stkr_map_next(&nb->memo_tab, &pos, &mangled, &demangled))
+    free((char *)(uintptr_t)*demangled);
+  stkr_map_free(&nb->memo_tab);
   for (size_t i = 0; i < STKR__SYM_MAX_INLINE; i++) {
     free(nb->buf[i]);
     free(nb->path[i]);
@@ -260,38 +256,26 @@ bool stkr__dw_find_subprogram(stkr__dwidx *ix, Dwarf_Die *cudie,
   return false;
 }
 
-static size_t memo_slot(const struct stkr__dwmemo *t, size_t cap,
-                        const char *n) {
-  size_t i = (size_t)(((uintptr_t)n * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-  while (t[i].mangled && t[i].mangled != n) i = (i + 1) & (cap - 1);
-  return i;
-}
-
 /* The memo's answer for n, computing it on first use. @return false when
  * the memo cannot grow (the caller demangles without it). */
 static bool memo_get(stkr__dwnames *nb, const char *n, size_t slot,
                      const char **out) {
-  size_t i;
-  if (2 * (nb->memo_n + 1) > nb->memo_cap) {
-    size_t nc = nb->memo_cap ? nb->memo_cap * 2 : 1024;
-    struct stkr__dwmemo *t = calloc(nc, sizeof *t);
-    if (!t) return false;
-    for (size_t k = 0; k < nb->memo_cap; k++)
-      if (nb->memo_tab[k].mangled)
-        t[memo_slot(t, nc, nb->memo_tab[k].mangled)] = nb->memo_tab[k];
-    free(nb->memo_tab);
-    nb->memo_tab = t;
-    nb->memo_cap = nc;
-  }
-  i = memo_slot(nb->memo_tab, nb->memo_cap, n);
-  if (!nb->memo_tab[i].mangled) {
-    const char *d = stkr__demangle(n, &nb->buf[slot], &nb->cap[slot]);
+  const uint64_t key = (uint64_t)(uintptr_t)n;
+  const uint64_t *v = stkr_map_find(&nb->memo_tab, key);
+  const char *d;
+  if (!v) {
+    d = stkr__demangle(n, &nb->buf[slot], &nb->cap[slot]);
     char *copy = d ? strdup(d) : NULL;
     if (d && !copy) return false;
-    nb->memo_tab[i] = (struct stkr__dwmemo){n, copy};
-    nb->memo_n++;
+    if (stkr_map_put(&nb->memo_tab, key, (uint64_t)(uintptr_t)copy) != 0) {
+      free(copy);
+      return false;
+    }
+    *out = copy ? copy : n;
+    return true;
   }
-  *out = nb->memo_tab[i].demangled ? nb->memo_tab[i].demangled : n;
+  d = (const char *)(uintptr_t)*v;
+  *out = d ? d : n;
   return true;
 }
 

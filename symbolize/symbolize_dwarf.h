@@ -13,6 +13,7 @@
 #include <elfutils/libdw.h>
 #include <stdbool.h>
 
+#include "common/stkr_map.h"
 #include "symbolize/symbolize.h"
 
 typedef struct stkr__dwfn stkr__dwfn;
@@ -65,8 +66,8 @@ typedef struct stkr__dwnames {
    * handle's life), demangled names are kept by the address of the mangled
    * one: each distinct function is demangled once. */
   bool memo;
-  struct stkr__dwmemo *memo_tab; /* open addressing */
-  size_t memo_cap, memo_n;
+  stkr_map memo_tab; /* mangled (by address) -> its demangled copy (char *),
+                       * 0 when not mangled (the name as it is) */
   /* Also only with memo (one Dwarf per stkr__dwnames, so a DIE offset
    * names one subprogram; the libdw strings it points to stay mapped). */
   stkr__dwscope scope;

@@ -226,11 +226,54 @@ static void test_timeline(void **state) {
     fail_msg("want |%s| in:\n%s", row, cr_out);
 }
 
+/* report --timeline over every site: each site gets its own events' row
+ * (the timeline keeps a table from site to counters), 2 ms buckets as
+ * above. Buckets of each site's events (times after their process's
+ * start; A's event at -1 ms counts at 0). */
+static void test_timeline_per_site(void **state) {
+  static const struct {
+    const char *site;
+    int buckets[4];
+  } want[] = {
+      {"privacy.clipboard.read", {0, 1, 6, 22}},
+      {"net.connect", {4, 20, 45, 75}},
+      {"file.open", {2, 20, 30, 35}},
+  };
+  size_t w, i, k;
+  (void)state;
+
+  assert_int_equal(cr_run("report --timeline '%s'", g_dir), 0);
+  for (w = 0; w < sizeof want / sizeof want[0]; w++) {
+    char row[76 * 3 + 8], *p = row;
+    const char *at = strstr(cr_out, want[w].site), *line;
+
+    if (at == NULL)
+      fail_msg("no %s in:\n%s", want[w].site, cr_out);
+    /* The row ("    |" then a character a bucket) up to the site's last
+     * event: the first timeline row after the site's name. */
+    for (i = 0; i <= (size_t)want[w].buckets[3]; i++) {
+      for (k = 0; k < 4 && want[w].buckets[k] != (int)i; k++)
+        ;
+      if (k < 4)
+        p += sprintf(p, "\u2581");
+      else
+        *p++ = ' ';
+    }
+    *p = '\0';
+    line = strstr(at, "timeline: ");
+    if (line == NULL || (line = strchr(line, '\n')) == NULL ||
+        strncmp(line + 1, "    |", 5) != 0 ||
+        strncmp(line + 6, row, strlen(row)) != 0)
+      fail_msg("want |%s under %s in:\n%s", row, want[w].site, cr_out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_command_keeps_the_defined_events),
       cmocka_unit_test(test_chrome_ts_never_negative),
       cmocka_unit_test(test_timeline),
+      cmocka_unit_test(test_timeline_per_site),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -608,6 +608,48 @@ static void test_recorded_in_a_child(void **state) {
   assert_null(c); /* --app-only */
 }
 
+/* The same payload at one site again and again is one payload with its
+ * count (paytab.c finds it by its bytes); equal bytes at another site are
+ * that site's own; "a" and "a\0" differ. */
+static void test_repeated_payloads(void **state) {
+  static const uint32_t sites[] = {1, 2}, threads[] = {1}, stacks[] = {1, 2};
+  static const struct {
+    uint32_t site;
+    const char *p;
+    uint32_t len;
+  } k[] = {{1, "a", 1}, {1, "bb", 2}, {1, "a", 1}, {2, "a", 1},
+           {1, "a", 1}, {1, "bb", 2}, {1, "a\0", 2}};
+  fx_ev evs[sizeof k / sizeof k[0]];
+  const char *d = fx_tmpdir("report-paydup");
+  char path[4200];
+  stkr_fmt_buf buf = {0};
+  size_t i;
+  (void)state;
+
+  for (i = 0; i < sizeof k / sizeof k[0]; i++)
+    evs[i] = (fx_ev){.delta = 1000, .site = k[i].site, .thread = 1,
+                     .stack = k[i].site, .payload = k[i].p,
+                     .plen = k[i].len};
+  fx_batch b = {.seq = 1, .header = true, .pid = FX_PID, .segment_seq = 1,
+                .sites = sites, .n_sites = 2, .threads = threads,
+                .n_threads = 1, .stacks = stacks, .n_stacks = 2,
+                .base_ts = FX_START_MONO, .evs = evs,
+                .n_evs = sizeof k / sizeof k[0], .last = true};
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
+  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  stkr_fmt_buf_free(&buf);
+
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  if (strstr(cr_out, "    payloads: 3 distinct, in 6 of its events\n"
+                     "             3   50.00%  \"a\"\n"
+                     "             2   33.33%  \"bb\"\n"
+                     "             1   16.67%  \"a\\x00\"\n") == NULL ||
+      strstr(cr_out, "    payloads: 1 distinct, in 1 of its events\n"
+                     "             1  100.00%  \"a\"\n") == NULL)
+    fail_msg("payload counts wrong in:\n%s", cr_out);
+}
+
 /* --by: events per thread, process, payload or module, most first, each
  * with its stacks, sites and most frequent site; --sort re-ranks. */
 static void test_by_and_sort(void **state) {
@@ -659,6 +701,7 @@ int main(void) {
       cmocka_unit_test(test_std_whole_output),
       cmocka_unit_test(test_top),
       cmocka_unit_test(test_by_and_sort),
+      cmocka_unit_test(test_repeated_payloads),
       cmocka_unit_test(test_symbolized_flat),
       cmocka_unit_test(test_tree),
       cmocka_unit_test(test_tree_symbolized),

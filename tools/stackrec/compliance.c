@@ -17,6 +17,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/compliance.h"
 #include "tools/stackrec/rate.h"
 
@@ -75,8 +76,7 @@ typedef struct builder {
   group_state *gs;          /* per group */
   rule_state *rs;           /* per group: n_rules of them */
   size_t group_cap;
-  size_t *gslot;            /* hash of (site, module) -> group + 1 */
-  size_t gslot_cap;
+  stkr_index group_ix;      /* hash of (site, module) -> group */
   size_t cur_process;
   bool proc_marks;          /* the current process has marks */
   bool proc_consent;        /* ... a consent.granted among them */
@@ -93,36 +93,15 @@ typedef struct builder {
 
 /* ---- groups ------------------------------------------------------------------ */
 
+/* Finished by the index (stkr_index mixes every hash). */
 static uint64_t group_hash(const char *site, const char *module) {
-  return stkr_mix64(stkr_hash_bytes((uint64_t)(uintptr_t)site, module,
-                                    strlen(module)));
+  return stkr_hash_bytes((uint64_t)(uintptr_t)site, module, strlen(module));
 }
 
-static int gslot_grow(builder *b) {
-  size_t ncap = b->gslot_cap ? b->gslot_cap * 2 : 64, k, i;
-  size_t *ns = calloc(ncap, sizeof *ns);
-
-  if (ns == NULL)
-    return -ENOMEM;
-  for (k = 0; k < b->gslot_cap; k++) {
-    const stkr_comp_group *g;
-    if (b->gslot[k] == 0)
-      continue;
-    g = &b->c->groups[b->gslot[k] - 1];
-    for (i = group_hash(g->site, g->module) & (ncap - 1); ns[i] != 0;
-         i = (i + 1) & (ncap - 1))
-      ;
-    ns[i] = b->gslot[k];
-  }
-  free(b->gslot);
-  b->gslot = ns;
-  b->gslot_cap = ncap;
-  return 0;
-}
-
-/* A new group: its arrays grown, its rules matched. */
+/* A new group: its arrays grown, its rules matched, indexed under hash h
+ * (room reserved by the caller). */
 static int group_add(builder *b, const char *site, const char *module,
-                     size_t slot) {
+                     uint64_t h) {
   stkr_comp *c = b->c;
   size_t gi = c->n_groups, cap = b->group_cap, r;
   group_state *g;
@@ -150,7 +129,7 @@ static int group_add(builder *b, const char *site, const char *module,
   stkr_rate_init(&g->per_s, NS_PER_S);
   stkr_rate_init(&g->per_min, 60 * NS_PER_S);
   /* Counted now, so that a failure below frees what was made. */
-  b->gslot[slot] = gi + 1;
+  (void)stkr_index_add(&b->group_ix, h, gi); /* reserved: cannot fail */
   c->n_groups++;
   for (r = 0; r < b->n_rules; r++)
     memset(&b->rs[gi * b->n_rules + r], 0, sizeof *b->rs);
@@ -174,7 +153,8 @@ static int group_add(builder *b, const char *site, const char *module,
 static long group_of(builder *b, const stkr_agg *a, size_t stack) {
   const stkr_agg_stack *s = &a->stacks[stack];
   const char *module;
-  size_t i;
+  size_t pos, gi;
+  uint64_t h;
   int err;
 
   if (stack < b->stack_group_cap && b->stack_group[stack] != 0)
@@ -188,18 +168,22 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack) {
            (b->stack_group_cap - old) * sizeof *b->stack_group);
   }
   module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames);
-  if ((b->c->n_groups + 1) * 2 > b->gslot_cap && gslot_grow(b) != 0)
+  if (stkr_index_reserve(&b->group_ix, b->c->n_groups + 1) != 0)
     return -ENOMEM;
-  for (i = group_hash(s->site, module) & (b->gslot_cap - 1);
-       b->gslot[i] != 0; i = (i + 1) & (b->gslot_cap - 1)) {
-    const stkr_comp_group *g = &b->c->groups[b->gslot[i] - 1];
+  h = group_hash(s->site, module);
+  for (gi = stkr_index_first(&b->group_ix, h, &pos); gi != STKR_INDEX_NONE;
+       gi = stkr_index_next(&b->group_ix, h, &pos)) {
+    const stkr_comp_group *g = &b->c->groups[gi];
     if (g->site == s->site && strcmp(g->module, module) == 0)
       break;
   }
-  if (b->gslot[i] == 0 && (err = group_add(b, s->site, module, i)) != 0)
-    return err;
-  b->stack_group[stack] = (uint32_t)b->gslot[i];
-  return (long)b->gslot[i] - 1;
+  if (gi == STKR_INDEX_NONE) {
+    gi = b->c->n_groups;
+    if ((err = group_add(b, s->site, module, h)) != 0)
+      return err;
+  }
+  b->stack_group[stack] = (uint32_t)gi + 1;
+  return (long)gi;
 }
 
 /* ---- per process ------------------------------------------------------------- */
@@ -548,7 +532,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     for (i = 0; i < b.c->n_groups * b.n_rules; i++)
       free(b.rs[i].rate);
   free(b.rs);
-  free(b.gslot);
+  stkr_index_free(&b.group_ix);
   if (err != 0) {
     stkr_comp_free(b.c);
     return err;

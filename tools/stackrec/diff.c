@@ -59,43 +59,23 @@ static int path_key(const stkr_agg_stack *s, const char *module, uint8_t **buf,
   return 0;
 }
 
-static int slots_grow(stkr_diff *d) {
-  size_t cap = d->cap_slots ? d->cap_slots * 2 : 1024, i;
-  size_t *slots = calloc(cap, sizeof(*slots));
-
-  if (slots == NULL)
-    return -ENOMEM;
-  for (i = 0; i < d->n_paths; i++) {
-    size_t j = (size_t)stkr_mix64(d->paths[i].hash) & (cap - 1);
-
-    while (slots[j] != 0)
-      j = (j + 1) & (cap - 1);
-    slots[j] = i + 1;
-  }
-  free(d->slots);
-  d->slots = slots;
-  d->cap_slots = cap;
-  return 0;
-}
-
 /* The path with this key, created (count 0) if new. NULL: no memory. */
 static stkr_diff_path *path_get(stkr_diff *d, const uint8_t *key, size_t len,
                                 const stkr_agg_stack *s, const char *module) {
   uint64_t h = stkr_hash_bytes(STKR_HASH_SEED, key, len);
   stkr_diff_path *p;
   uint8_t *copy;
-  size_t j;
+  size_t pos, ix;
 
-  if (2 * (d->n_paths + 1) > d->cap_slots && slots_grow(d) != 0)
-    return NULL;
-  for (j = (size_t)stkr_mix64(h) & (d->cap_slots - 1); d->slots[j] != 0;
-       j = (j + 1) & (d->cap_slots - 1)) {
-    p = &d->paths[d->slots[j] - 1];
-    if (p->hash == h && p->key_len == len && memcmp(p->key, key, len) == 0)
+  for (ix = stkr_index_first(&d->path_ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&d->path_ix, h, &pos)) {
+    p = &d->paths[ix];
+    if (p->key_len == len && memcmp(p->key, key, len) == 0)
       return p;
   }
   if (stkr_grow((void **)&d->paths, &d->cap_paths, d->n_paths + 1,
                 sizeof(*d->paths)) != 0 ||
+      stkr_index_reserve(&d->path_ix, d->n_paths + 1) != 0 ||
       (copy = malloc(len)) == NULL)
     return NULL;
   memcpy(copy, key, len);
@@ -107,8 +87,7 @@ static stkr_diff_path *path_get(stkr_diff *d, const uint8_t *key, size_t len,
   p->n_frames = s->n_frames;
   p->key = copy;
   p->key_len = len;
-  p->hash = h;
-  d->slots[j] = ++d->n_paths;
+  (void)stkr_index_add(&d->path_ix, h, d->n_paths++); /* reserved above */
   return p;
 }
 
@@ -222,7 +201,7 @@ void stkr_diff_free(stkr_diff *d) {
   for (i = 0; i < d->n_paths; i++)
     free((void *)d->paths[i].key);
   free(d->paths);
-  free(d->slots);
+  stkr_index_free(&d->path_ix);
   free(d->added);
   free(d->gone);
   free(d->changed);

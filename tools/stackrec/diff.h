@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/stkr_map.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/attrib.h"
 
@@ -38,7 +39,6 @@ typedef struct stkr_diff_path {
   bool sensitive;           /* its site matches --sensitive */
   const uint8_t *key;       /* what identifies it (owned) */
   size_t key_len;
-  uint64_t hash;
 } stkr_diff_path;
 
 typedef struct stkr_diff_side {
@@ -53,8 +53,7 @@ typedef struct stkr_diff {
   stkr_diff_side side[2];
   stkr_diff_path *paths;
   size_t n_paths, cap_paths;
-  size_t *slots;            /* index + 1 into paths; open addressing */
-  size_t cap_slots;
+  stkr_index path_ix;       /* key hash -> index into paths */
   /* Results, sorted for output (pointers into paths): */
   stkr_diff_path **added, **gone, **changed;
   size_t n_added, n_gone, n_changed, n_added_sensitive;

@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h"
 
@@ -121,66 +124,41 @@ int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,
 
 /* ---- map ------------------------------------------------------------------- */
 
-static uint64_t map_hash(const void *p, size_t n) {
-  const unsigned char *c = p;
-  uint64_t h = 0xCBF29CE484222325ull;
-  size_t i;
+/* The index of key in m, or STKR_INDEX_NONE. */
+static size_t map_find(const stkr__map *m, uint64_t h, const void *key,
+                       size_t len) {
+  size_t pos, i;
 
-  for (i = 0; i < n; i++)
-    h = (h ^ c[i]) * 0x100000001B3ull; /* FNV-1a */
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  return h;
-}
-
-static int map_grow(stkr__map *m) {
-  size_t ncap = m->cap ? m->cap * 2 : 64, i, j;
-  stkr__map_ent *ns = calloc(ncap, sizeof *ns);
-
-  if (ns == NULL)
-    return -ENOMEM;
-  for (i = 0; i < m->cap; i++) {
-    if (m->slot[i].key == NULL)
-      continue;
-    for (j = m->slot[i].hash & (ncap - 1); ns[j].key != NULL;
-         j = (j + 1) & (ncap - 1))
-      ;
-    ns[j] = m->slot[i];
-  }
-  free(m->slot);
-  m->slot = ns;
-  m->cap = ncap;
-  return 0;
+  for (i = stkr_index_first(&m->ix, h, &pos); i != STKR_INDEX_NONE;
+       i = stkr_index_next(&m->ix, h, &pos))
+    if (m->v[i].len == len && memcmp(m->v[i].key, key, len) == 0)
+      return i;
+  return STKR_INDEX_NONE;
 }
 
 int stkr__map_put(stkr__map *m, const void *key, size_t len, uint64_t *val,
                   const char **key_copy) {
-  uint64_t h = map_hash(key, len);
+  uint64_t h = stkr_hash_bytes(STKR_HASH_SEED, key, len);
+  size_t i = map_find(m, h, key, len);
   stkr__map_ent *e;
-  size_t i;
 
-  if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m) != 0)
-    return -ENOMEM;
-  for (i = h & (m->cap - 1); m->slot[i].key != NULL; i = (i + 1) & (m->cap - 1)) {
-    e = &m->slot[i];
-    if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0) {
-      *val = e->val;
-      if (key_copy != NULL)
-        *key_copy = e->key;
-      return 1;
-    }
+  if (i != STKR_INDEX_NONE) {
+    *val = m->v[i].val;
+    if (key_copy != NULL)
+      *key_copy = m->v[i].key;
+    return 1;
   }
-  e = &m->slot[i];
-  e->key = malloc(len + 1);
-  if (e->key == NULL)
+  if (stkr_grow((void **)&m->v, &m->cap, m->n + 1, sizeof *m->v) != 0 ||
+      stkr_index_reserve(&m->ix, m->n + 1) != 0)
+    return -ENOMEM;
+  e = &m->v[m->n];
+  if ((e->key = malloc(len + 1)) == NULL)
     return -ENOMEM;
   memcpy(e->key, key, len);
   e->key[len] = '\0';
-  e->hash = h;
   e->len = len;
   e->val = *val;
-  m->n++;
+  (void)stkr_index_add(&m->ix, h, m->n++); /* reserved above */
   if (key_copy != NULL)
     *key_copy = e->key;
   return 0;
@@ -188,26 +166,21 @@ int stkr__map_put(stkr__map *m, const void *key, size_t len, uint64_t *val,
 
 int stkr__map_get(const stkr__map *m, const void *key, size_t len,
                   uint64_t *val) {
-  uint64_t h = map_hash(key, len);
-  size_t i;
+  size_t i = map_find(m, stkr_hash_bytes(STKR_HASH_SEED, key, len), key, len);
 
-  if (m->cap == 0)
+  if (i == STKR_INDEX_NONE)
     return 0;
-  for (i = h & (m->cap - 1); m->slot[i].key != NULL; i = (i + 1) & (m->cap - 1))
-    if (m->slot[i].hash == h && m->slot[i].len == len &&
-        memcmp(m->slot[i].key, key, len) == 0) {
-      *val = m->slot[i].val;
-      return 1;
-    }
-  return 0;
+  *val = m->v[i].val;
+  return 1;
 }
 
 void stkr__map_free(stkr__map *m) {
   size_t i;
 
-  for (i = 0; i < m->cap; i++)
-    free(m->slot[i].key);
-  free(m->slot);
+  for (i = 0; i < m->n; i++)
+    free(m->v[i].key);
+  free(m->v);
+  stkr_index_free(&m->ix);
   memset(m, 0, sizeof *m);
 }
 

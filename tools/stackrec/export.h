@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/stkr_map.h"
 #include "proto/stkr_reader.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
@@ -71,15 +72,15 @@ int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,
 /* ---- a hash map from byte strings to uint64 ------------------------- */
 
 typedef struct stkr__map_ent {
-  uint64_t hash;
   char *key;              /* NUL-terminated copy (len bytes + '\0') */
   size_t len;
   uint64_t val;
 } stkr__map_ent;
 
 typedef struct stkr__map {
-  stkr__map_ent *slot;    /* open addressing; key NULL = empty */
-  size_t cap, n;          /* cap: 0 or a power of two */
+  stkr__map_ent *v;       /* n entries, in the order added */
+  size_t n, cap;
+  stkr_index ix;          /* hash of the key's bytes -> index into v */
 } stkr__map;
 
 /*

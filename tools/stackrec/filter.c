@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/stkr_hash.h"
 #include "tools/stackrec/filter.h"
 
 /* fnmatch that tells a bad pattern apart: 1 match, 0 no match, -EINVAL. */
@@ -16,57 +15,6 @@ static int match(const char *pattern, const char *s) {
   if (rc == 0)
     return 1;
   return rc == FNM_NOMATCH ? 0 : -EINVAL;
-}
-
-static size_t pass_slot(uint64_t key, size_t cap) {
-  return (size_t)stkr_mix64(key) & (cap - 1);
-}
-
-/* 1 and *pass set when cached, else 0. */
-static int pass_get(const stkr__passcache *c, uint64_t key, bool *pass) {
-  size_t i;
-
-  if (c->cap == 0)
-    return 0;
-  for (i = pass_slot(key, c->cap); c->v[i].key != 0; i = (i + 1) & (c->cap - 1))
-    if (c->v[i].key == key) {
-      *pass = c->v[i].pass;
-      return 1;
-    }
-  return 0;
-}
-
-static int pass_put(stkr__passcache *c, uint64_t key, bool pass) {
-  size_t i;
-
-  if ((c->n + 1) * 2 > c->cap) {
-    size_t ncap = c->cap ? c->cap * 2 : 64, k;
-    stkr__passent *nv = calloc(ncap, sizeof *nv);
-    if (nv == NULL)
-      return -ENOMEM;
-    for (k = 0; k < c->cap; k++) {
-      if (c->v[k].key == 0)
-        continue;
-      for (i = pass_slot(c->v[k].key, ncap); nv[i].key != 0;
-           i = (i + 1) & (ncap - 1))
-        ;
-      nv[i] = c->v[k];
-    }
-    free(c->v);
-    c->v = nv;
-    c->cap = ncap;
-  }
-  for (i = pass_slot(key, c->cap); c->v[i].key != 0; i = (i + 1) & (c->cap - 1))
-    ;
-  c->v[i].key = key;
-  c->v[i].pass = pass;
-  c->n++;
-  return 0;
-}
-
-static void pass_clear(stkr__passcache *c) {
-  free(c->v);
-  memset(c, 0, sizeof *c);
 }
 
 int stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o) {
@@ -91,8 +39,8 @@ int stkr__filter_init(stkr__filter *f, const stkr_agg_opts *o) {
 static void enter_process(stkr__filter *f, const stkr_event_view *ev) {
   if (ev->process == f->cur_process)
     return;
-  pass_clear(&f->site_pass);
-  pass_clear(&f->thread_pass);
+  stkr_map_free(&f->site_pass);
+  stkr_map_free(&f->thread_pass);
   f->cur_process = ev->process;
   f->origin_ns = 0;
 }
@@ -112,14 +60,14 @@ uint64_t stkr__filter_origin(stkr__filter *f, const stkr_event_view *ev) {
 }
 
 /* Cached name test of one kind (site or thread) for ev. */
-static int name_pass(stkr__filter *f, stkr__passcache *c, uint32_t id,
+static int name_pass(stkr__filter *f, stkr_map *c, uint32_t id,
                      const stkr_event_view *ev, bool thread) {
-  uint64_t key = ((uint64_t)ev->proc->sessions << 32 | id) + 1;
-  bool pass;
+  uint64_t key = (uint64_t)ev->proc->sessions << 32 | id;
+  const uint64_t *pass = stkr_map_find(c, key);
   int m;
 
-  if (pass_get(c, key, &pass))
-    return pass;
+  if (pass != NULL)
+    return (int)*pass;
   if (thread)
     m = f->have_tid && ev->tid == f->tid ? 1
                                          : match(f->o->thread_glob,
@@ -128,7 +76,7 @@ static int name_pass(stkr__filter *f, stkr__passcache *c, uint32_t id,
     m = match(f->o->site_glob, ev->site);
   if (m < 0)
     return m;
-  if (pass_put(c, key, m == 1) != 0)
+  if (stkr_map_put(c, key, m == 1) != 0)
     return -ENOMEM;
   return m;
 }
@@ -163,6 +111,6 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
 }
 
 void stkr__filter_free(stkr__filter *f) {
-  pass_clear(&f->site_pass);
-  pass_clear(&f->thread_pass);
+  stkr_map_free(&f->site_pass);
+  stkr_map_free(&f->thread_pass);
 }

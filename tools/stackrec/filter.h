@@ -21,21 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stkr_map.h"
 #include "proto/stkr_reader.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
-
-/* Name-filter results cached per (session, id) of the process being read,
- * so fnmatch runs once per site or thread, not once per event. */
-typedef struct stkr__passent {
-  uint64_t key; /* session << 32 | id, + 1; 0 = empty slot */
-  bool pass;
-} stkr__passent;
-
-typedef struct stkr__passcache {
-  stkr__passent *v;
-  size_t cap, n;
-} stkr__passcache;
 
 typedef struct stkr__filter {
   const stkr_agg_opts *o;
@@ -43,7 +32,10 @@ typedef struct stkr__filter {
   uint64_t tid;           /* ... this one (matched as a tid or a name) */
   size_t cur_process;     /* the process the caches and origin are for */
   uint64_t origin_ns;     /* its time origin; 0: not fixed yet */
-  stkr__passcache site_pass, thread_pass;
+  /* Name-filter results cached per (session << 32 | id) of the process
+   * being read, so fnmatch runs once per site or thread, not once per
+   * event: key -> 1 pass, 0 not. */
+  stkr_map site_pass, thread_pass;
 } stkr__filter;
 
 /* @return 0, or -EINVAL for a bad window (from_s < 0, or 0 < to_s <=

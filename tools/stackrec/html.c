@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/hangs.h"
 #include "tools/stackrec/html.h"
@@ -182,14 +183,12 @@ typedef struct hframe {
   uint32_t line;
   const char *image; /* base name, inside the agg's string */
   unsigned flags;    /* 1 inlined, 2 app, 4 no function name, 8 async */
-  uint64_t hash;
 } hframe;
 
 typedef struct ftab {
   hframe *v;
   size_t n, vcap;
-  uint32_t *slot; /* index + 1; 0 = empty */
-  size_t cap;     /* power of two */
+  stkr_index ix; /* hash of a frame's fields -> index into v */
   stkr_agg_granularity g;
 } ftab;
 
@@ -207,7 +206,8 @@ static bool same_str(const char *a, const char *b) {
 static int64_t ftab_get(ftab *t, const stkr_frame *f) {
   char label[512];
   hframe k;
-  size_t i;
+  uint64_t h;
+  size_t pos, ix;
 
   memset(&k, 0, sizeof k);
   stkr_agg_frame_text(f, t->g, label, sizeof label);
@@ -219,41 +219,27 @@ static int64_t ftab_get(ftab *t, const stkr_frame *f) {
   }
   k.flags = (f->inlined ? 1u : 0) | (f->is_app ? 2u : 0) |
             (f->function == NULL ? 4u : 0) | (f->async ? 8u : 0);
-  k.hash = fnv(fnv(fnv(0xCBF29CE484222325ull, label), k.file), k.image) ^
-           ((uint64_t)k.line << 3 | k.flags);
-  k.hash *= 0x9E3779B97F4A7C15ull;
+  /* Finished by the index (stkr_index mixes every hash). */
+  h = fnv(fnv(fnv(0xCBF29CE484222325ull, label), k.file), k.image) ^
+      ((uint64_t)k.line << 3 | k.flags);
 
-  if ((t->n + 1) * 2 > t->cap) {
-    size_t ncap = t->cap ? t->cap * 2 : 1024, j;
-    uint32_t *ns = calloc(ncap, sizeof *ns);
-    if (ns == NULL)
-      return -ENOMEM;
-    for (j = 0; j < t->n; j++) {
-      i = (t->v[j].hash >> 20) & (ncap - 1);
-      while (ns[i] != 0)
-        i = (i + 1) & (ncap - 1);
-      ns[i] = (uint32_t)j + 1;
-    }
-    free(t->slot);
-    t->slot = ns;
-    t->cap = ncap;
-  }
-  for (i = (k.hash >> 20) & (t->cap - 1); t->slot[i] != 0;
-       i = (i + 1) & (t->cap - 1)) {
-    const hframe *o = &t->v[t->slot[i] - 1];
-    if (o->hash == k.hash && o->line == k.line && o->flags == k.flags &&
+  for (ix = stkr_index_first(&t->ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&t->ix, h, &pos)) {
+    const hframe *o = &t->v[ix];
+    if (o->line == k.line && o->flags == k.flags &&
         strcmp(o->label, label) == 0 && same_str(o->file, k.file) &&
         same_str(o->image, k.image))
-      return t->slot[i] - 1;
+      return (int64_t)ix;
   }
-  if (stkr_grow((void **)&t->v, &t->vcap, t->n + 1, sizeof *t->v) != 0)
+  if (stkr_index_reserve(&t->ix, t->n + 1) != 0 ||
+      stkr_grow((void **)&t->v, &t->vcap, t->n + 1, sizeof *t->v) != 0)
     return -ENOMEM;
   k.label = strdup(label);
   if (k.label == NULL)
     return -ENOMEM;
   t->v[t->n] = k;
-  t->slot[i] = (uint32_t)++t->n;
-  return (int64_t)t->n - 1;
+  (void)stkr_index_add(&t->ix, h, t->n); /* reserved above */
+  return (int64_t)t->n++;
 }
 
 static void ftab_free(ftab *t) {
@@ -262,7 +248,7 @@ static void ftab_free(ftab *t) {
   for (i = 0; i < t->n; i++)
     free(t->v[i].label);
   free(t->v);
-  free(t->slot);
+  stkr_index_free(&t->ix);
 }
 
 /* ---- page parts ------------------------------------------------------------ */

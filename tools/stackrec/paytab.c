@@ -1,27 +1,29 @@
 /*
  * paytab.c: payloads per site (paytab.h).
  *
- * One open-addressing table of (site, payload) -> events, and one of
- * site -> how many distinct payloads it holds and what it could not keep.
+ * The distinct (site, payload) pairs with their events, found through a
+ * stkr_index (common/stkr_map.h: hash -> index, the bytes compared), and
+ * per site, through a stkr_map from the site's name, how many distinct
+ * payloads it holds and what it could not keep.
  * A payload's bytes are copied once, when first seen.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/paytab.h"
 
 typedef struct pent {
-  const char *site; /* NULL: empty slot */
-  uint64_t hash;
+  const char *site;
   uint8_t *data;
   size_t len;
   uint64_t count;
 } pent;
 
 typedef struct sent {
-  const char *site; /* NULL: empty slot */
   size_t distinct;
   uint64_t events, more_events;
   stkr_agg_payload *list; /* attach: the site's payloads */
@@ -29,19 +31,17 @@ typedef struct sent {
 } sent;
 
 struct stkr__paytab {
-  pent *p;
+  pent *p;          /* pn payloads in the order first seen */
   size_t pcap, pn;
-  sent *s;
+  stkr_index pay_ix; /* hash of (site, payload) -> index in p[] */
+  stkr_map site_ix; /* site name (by pointer) -> its index in s[] */
+  sent *s;          /* sn sites in the order first seen */
   size_t scap, sn;
 };
 
+/* Finished by the index (stkr_index mixes every hash). */
 static uint64_t hash_payload(const char *site, const uint8_t *p, size_t n) {
-  return stkr_mix64(
-      stkr_hash_bytes(STKR_HASH_SEED ^ (uint64_t)(uintptr_t)site, p, n));
-}
-
-static size_t site_slot(const char *site, size_t cap) {
-  return (size_t)stkr_mix64((uint64_t)(uintptr_t)site) & (cap - 1);
+  return stkr_hash_bytes(STKR_HASH_SEED ^ (uint64_t)(uintptr_t)site, p, n);
 }
 
 stkr__paytab *stkr__paytab_create(void) {
@@ -53,97 +53,63 @@ void stkr__paytab_free(stkr__paytab *t) {
 
   if (t == NULL)
     return;
-  for (i = 0; i < t->pcap; i++)
+  for (i = 0; i < t->pn; i++)
     free(t->p[i].data);
-  for (i = 0; i < t->scap; i++)
+  stkr_index_free(&t->pay_ix);
+  for (i = 0; i < t->sn; i++)
     free(t->s[i].list);
   free(t->p);
   free(t->s);
+  stkr_map_free(&t->site_ix);
   free(t);
 }
 
 /* The site's entry, added if new; NULL when out of memory. */
 static sent *site_entry(stkr__paytab *t, const char *site) {
-  size_t i, k;
+  uint64_t *ix;
+  int rc;
 
-  if ((t->sn + 1) * 2 > t->scap) {
-    size_t ncap = t->scap ? t->scap * 2 : 64;
-    sent *ns = calloc(ncap, sizeof *ns);
-    if (ns == NULL)
-      return NULL;
-    for (k = 0; k < t->scap; k++) {
-      if (t->s[k].site == NULL)
-        continue;
-      for (i = site_slot(t->s[k].site, ncap); ns[i].site != NULL;
-           i = (i + 1) & (ncap - 1))
-        ;
-      ns[i] = t->s[k];
-    }
-    free(t->s);
-    t->s = ns;
-    t->scap = ncap;
+  if (stkr_grow((void **)&t->s, &t->scap, t->sn + 1, sizeof *t->s) != 0 ||
+      (rc = stkr_map_add(&t->site_ix, (uint64_t)(uintptr_t)site, &ix)) < 0)
+    return NULL;
+  if (rc == 1) { /* new: the next entry of s[] */
+    *ix = t->sn;
+    memset(&t->s[t->sn++], 0, sizeof *t->s);
   }
-  for (i = site_slot(site, t->scap); t->s[i].site != NULL;
-       i = (i + 1) & (t->scap - 1))
-    if (t->s[i].site == site)
-      return &t->s[i];
-  t->s[i].site = site;
-  t->sn++;
-  return &t->s[i];
-}
-
-static int grow_payloads(stkr__paytab *t) {
-  size_t ncap = t->pcap ? t->pcap * 2 : 256, k, i;
-  pent *np = calloc(ncap, sizeof *np);
-
-  if (np == NULL)
-    return -ENOMEM;
-  for (k = 0; k < t->pcap; k++) {
-    if (t->p[k].site == NULL)
-      continue;
-    for (i = t->p[k].hash & (ncap - 1); np[i].site != NULL;
-         i = (i + 1) & (ncap - 1))
-      ;
-    np[i] = t->p[k];
-  }
-  free(t->p);
-  t->p = np;
-  t->pcap = ncap;
-  return 0;
+  return &t->s[*ix];
 }
 
 int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
                      size_t n) {
   uint64_t h = hash_payload(site, p, n);
   sent *se = site_entry(t, site);
-  size_t i;
+  size_t pos, i;
 
   if (se == NULL)
     return -ENOMEM;
   se->events++;
-  if (t->pcap != 0)
-    for (i = h & (t->pcap - 1); t->p[i].site != NULL; i = (i + 1) & (t->pcap - 1))
-      if (t->p[i].hash == h && t->p[i].site == site && t->p[i].len == n &&
-          memcmp(t->p[i].data, p, n) == 0) {
-        t->p[i].count++;
-        return 0;
-      }
+  for (i = stkr_index_first(&t->pay_ix, h, &pos); i != STKR_INDEX_NONE;
+       i = stkr_index_next(&t->pay_ix, h, &pos))
+    if (t->p[i].site == site && t->p[i].len == n &&
+        memcmp(t->p[i].data, p, n) == 0) {
+      t->p[i].count++;
+      return 0;
+    }
   if (se->distinct >= STKR_AGG_MAX_PAYLOADS) {
     se->more_events++;
     return 0;
   }
-  if ((t->pn + 1) * 2 > t->pcap && grow_payloads(t) != 0)
+  if (stkr_grow((void **)&t->p, &t->pcap, t->pn + 1, sizeof *t->p) != 0 ||
+      stkr_index_reserve(&t->pay_ix, t->pn + 1) != 0)
     return -ENOMEM;
-  for (i = h & (t->pcap - 1); t->p[i].site != NULL; i = (i + 1) & (t->pcap - 1))
-    ;
+  i = t->pn;
   if ((t->p[i].data = malloc(n)) == NULL)
     return -ENOMEM;
   memcpy(t->p[i].data, p, n);
   t->p[i].site = site;
-  t->p[i].hash = h;
   t->p[i].len = n;
   t->p[i].count = 1;
-  t->pn++;
+  (void)stkr_index_add(&t->pay_ix, h, t->pn++); /* reserved above */
   se->distinct++;
   return 0;
 }
@@ -162,33 +128,27 @@ static int by_count(const void *pa, const void *pb) {
 
 /* The site's entry, or NULL when it has none. */
 static sent *site_find(const stkr__paytab *t, const char *site) {
-  size_t k;
+  const uint64_t *ix = stkr_map_find(&t->site_ix, (uint64_t)(uintptr_t)site);
 
-  if (t->scap == 0)
-    return NULL;
-  for (k = site_slot(site, t->scap); t->s[k].site != NULL;
-       k = (k + 1) & (t->scap - 1))
-    if (t->s[k].site == site)
-      return &t->s[k];
-  return NULL;
+  return ix != NULL ? &t->s[*ix] : NULL;
 }
 
 int stkr__paytab_attach(stkr__paytab *t, stkr_agg_site *sites, size_t n) {
   size_t i;
 
   /* One pass over the payloads, each into its site's list. */
-  for (i = 0; i < t->scap; i++) {
+  for (i = 0; i < t->sn; i++) {
     sent *se = &t->s[i];
-    if (se->site == NULL || se->list != NULL)
+    if (se->list != NULL)
       continue;
     se->list = calloc(se->distinct ? se->distinct : 1, sizeof *se->list);
     if (se->list == NULL)
       return -ENOMEM;
   }
-  for (i = 0; i < t->pcap; i++) {
+  for (i = 0; i < t->pn; i++) {
     const pent *pe = &t->p[i];
     sent *se;
-    if (pe->site == NULL || (se = site_find(t, pe->site)) == NULL)
+    if ((se = site_find(t, pe->site)) == NULL)
       continue;
     se->list[se->fill++] = (stkr_agg_payload){pe->data, pe->len, pe->count};
   }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stkr_map.h" /* stacks, seen rows, a chunk's sites */
 #include "proto/stkr_reader.h"
 
 /* ---- a growing byte buffer (RowBinary rows, response bodies) ---- */
@@ -41,19 +42,6 @@ size_t stkr__leb128(uint8_t out[10], uint64_t v);
 int stkr__rb_str(stkr__buf *b, const char *s); /* NULL: "" */
 int stkr__rb_bytes(stkr__buf *b, const void *p, size_t n);
 
-/* A map of 64-bit keys (never 0) to 64-bit values (push_rows.c).
- * Zero-initialize; free with stkr__u64map_free. */
-typedef struct stkr__u64map {
-  uint64_t *keys, *vals; /* open addressing; key 0: empty */
-  size_t cap, n;
-} stkr__u64map;
-
-/* @return the value of key, or NULL. The pointer lives until the next put. */
-uint64_t *stkr__u64map_find(const stkr__u64map *m, uint64_t key);
-/* Set key's value (added if new). @return 0 or -ENOMEM. */
-int stkr__u64map_put(stkr__u64map *m, uint64_t key, uint64_t val);
-void stkr__u64map_clear(stkr__u64map *m); /* keeps the memory */
-void stkr__u64map_free(stkr__u64map *m);
 
 /* ---- the connection (push_http.c) ---- */
 typedef struct stkr__ch stkr__ch;

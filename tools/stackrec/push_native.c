@@ -43,7 +43,7 @@ struct stkr__evblock {
   uint8_t *stack_truncated;
   size_t rows, cap;
   /* The chunk's distinct sites: id -> bucket, and the ids by bucket. */
-  stkr__u64map site_bucket;
+  stkr_map site_bucket;
   uint64_t *sites;
   size_t n_sites, cap_sites;
   uint32_t *perm; /* rows in sending order, made by seal */
@@ -93,7 +93,7 @@ void stkr__evblock_free(stkr__evblock *b) {
     if (k_cols[c].arr != REC)
       free(*column(b, k_cols[c].arr));
   free(b->bucket);
-  stkr__u64map_free(&b->site_bucket);
+  stkr_map_free(&b->site_bucket);
   free(b->sites);
   free(b->perm);
   free(b);
@@ -103,7 +103,7 @@ void stkr__evblock_reset(stkr__evblock *b, uint64_t rec) {
   b->rec = rec;
   b->rows = 0;
   b->n_sites = 0;
-  stkr__u64map_clear(&b->site_bucket);
+  stkr_map_clear(&b->site_bucket);
   b->col = b->row = 0;
   b->col_head = false;
 }
@@ -132,13 +132,13 @@ static int grow(stkr__evblock *b) {
 
 /* @return the bucket of site (added if new), or -ENOMEM. */
 static long site_bucket(stkr__evblock *b, uint64_t site) {
-  uint64_t *k = stkr__u64map_find(&b->site_bucket, site);
+  uint64_t *k = stkr_map_find(&b->site_bucket, site);
   int err;
   if (k != NULL)
     return (long)*k;
   if ((err = stkr_grow((void **)&b->sites, &b->cap_sites, b->n_sites + 1,
                        sizeof *b->sites)) != 0 ||
-      (err = stkr__u64map_put(&b->site_bucket, site, b->n_sites)) != 0)
+      (err = stkr_map_put(&b->site_bucket, site, b->n_sites)) != 0)
     return err;
   b->sites[b->n_sites] = site;
   return (long)b->n_sites++;

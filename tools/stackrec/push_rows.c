@@ -89,79 +89,11 @@ int stkr__rb_str(stkr__buf *b, const char *s) {
   return stkr__rb_bytes(b, s ? s : "", s ? strlen(s) : 0);
 }
 
-/* ---- a map of 64-bit keys (!= 0) to 64-bit values ---- */
-
-/* Open addressing, linear probing, doubled when half full. The one table
- * of push: stacks by (process, session, id), the seen set of dimension
- * rows, a chunk's sites (push_native.c). */
-static int u64map_grow(stkr__u64map *m) {
-  size_t cap = m->cap ? m->cap * 2 : 64, i, j;
-  uint64_t *k = calloc(cap, sizeof *k), *v = calloc(cap, sizeof *v);
-  if (k == NULL || v == NULL) {
-    free(k);
-    free(v);
-    return -ENOMEM;
-  }
-  for (i = 0; i < m->cap; i++)
-    if (m->keys[i] != 0) {
-      for (j = stkr_mix64(m->keys[i]) & (cap - 1); k[j] != 0;
-           j = (j + 1) & (cap - 1))
-        ;
-      k[j] = m->keys[i];
-      v[j] = m->vals[i];
-    }
-  free(m->keys);
-  free(m->vals);
-  m->keys = k;
-  m->vals = v;
-  m->cap = cap;
-  return 0;
-}
-
-uint64_t *stkr__u64map_find(const stkr__u64map *m, uint64_t key) {
-  size_t j;
-  if (m->cap == 0)
-    return NULL;
-  for (j = stkr_mix64(key) & (m->cap - 1); m->keys[j] != 0;
-       j = (j + 1) & (m->cap - 1))
-    if (m->keys[j] == key)
-      return &m->vals[j];
-  return NULL;
-}
-
-int stkr__u64map_put(stkr__u64map *m, uint64_t key, uint64_t val) {
-  size_t j;
-  int err;
-  if (2 * (m->n + 1) > m->cap && (err = u64map_grow(m)) != 0)
-    return err;
-  for (j = stkr_mix64(key) & (m->cap - 1); m->keys[j] != 0;
-       j = (j + 1) & (m->cap - 1))
-    if (m->keys[j] == key)
-      break;
-  if (m->keys[j] == 0)
-    m->n++;
-  m->keys[j] = key;
-  m->vals[j] = val;
-  return 0;
-}
-
-void stkr__u64map_clear(stkr__u64map *m) {
-  if (m->cap > 0)
-    memset(m->keys, 0, m->cap * sizeof *m->keys);
-  m->n = 0;
-}
-
-void stkr__u64map_free(stkr__u64map *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
-
 /* ---- the dimension rows ---- */
 
 struct stkr__dims {
-  stkr__u64map stacks; /* mix of (process, session, stack id) -> hash */
-  stkr__u64map seen;   /* content hashes whose rows were queued */
+  stkr_map stacks; /* mix of (process, session, stack id) -> hash */
+  stkr_map seen;   /* content hashes whose rows were queued */
   stkr__buf rows[STKR_DIM_KINDS]; /* rows not sent yet, by kind */
   stkr_frame *pcf;          /* frames made from PCs (unsymbolized) */
   size_t pcf_cap;
@@ -175,8 +107,8 @@ int stkr__dims_create(stkr__dims **out) {
 void stkr__dims_free(stkr__dims *m) {
   if (m == NULL)
     return;
-  stkr__u64map_free(&m->stacks);
-  stkr__u64map_free(&m->seen);
+  stkr_map_free(&m->stacks);
+  stkr_map_free(&m->seen);
   free(m->pcf);
   for (int k = 0; k < STKR_DIM_KINDS; k++)
     stkr__buf_free(&m->rows[k]);
@@ -200,9 +132,9 @@ void stkr__dims_take(stkr__dims *m, stkr__buf out[STKR_DIM_KINDS]) {
 
 /* @return 1 if h was in the seen set, 0 if added, -ENOMEM. h != 0. */
 static int seen_add(stkr__dims *m, uint64_t h) {
-  if (stkr__u64map_find(&m->seen, h) != NULL)
+  if (stkr_map_find(&m->seen, h) != NULL)
     return 1;
-  return stkr__u64map_put(&m->seen, h, 1);
+  return stkr_map_put(&m->seen, h, 1);
 }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
@@ -338,13 +270,13 @@ int stkr__dims_stack(stkr__dims *m, stkr_reader *r,
   /* Stack ids restart in each session of a process. */
   key = stkr_mix64(((uint64_t)ev->process << 40) ^
                    ((uint64_t)ev->proc->sessions << 32) ^ ev->stack_id) | 1;
-  if ((known = stkr__u64map_find(&m->stacks, key)) != NULL) {
+  if ((known = stkr_map_find(&m->stacks, key)) != NULL) {
     *hash = *known;
     return 0;
   }
   if ((err = resolve(m, r, ev, id, hash)) != 0)
     return err;
-  return stkr__u64map_put(&m->stacks, key, *hash);
+  return stkr_map_put(&m->stacks, key, *hash);
 }
 
 /* Seeds of the kinds' hashes: the same bytes as a site and as a thread

@@ -5,17 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/stkr_hash.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/timeline.h"
 
-typedef struct tl_site {
-  const char *site; /* NULL: empty slot */
-  uint64_t *b;      /* STKR_TL_BUCKETS counters */
-} tl_site;
-
 struct stkr__timeline {
-  tl_site *s;
-  size_t cap, n;
+  stkr_map sites;    /* site name (by pointer) -> its STKR_TL_BUCKETS counters */
   uint64_t width_ns; /* of one bucket: 1 ms << width_shift */
   unsigned width_shift;
   size_t used;       /* buckets up to the last non-empty one, any site */
@@ -29,63 +23,39 @@ stkr__timeline *stkr__timeline_create(void) {
 }
 
 void stkr__timeline_free(stkr__timeline *t) {
-  size_t i;
+  size_t pos = 0;
+  uint64_t site, *b;
 
   if (t == NULL)
     return;
-  for (i = 0; i < t->cap; i++)
-    free(t->s[i].b);
-  free(t->s);
+  while (stkr_map_next(&t->sites, &pos, &site, &b))
+    free((uint64_t *)(uintptr_t)*b);
+  stkr_map_free(&t->sites);
   free(t);
 }
 
-static size_t slot_of(const char *site, size_t cap) {
-  return (size_t)stkr_mix64((uint64_t)(uintptr_t)site) & (cap - 1);
-}
+/* The site's counters, added (zeroed) if new; NULL when out of memory. */
+static uint64_t *site_counters(stkr__timeline *t, const char *site) {
+  uint64_t key = (uint64_t)(uintptr_t)site, *v, *b;
 
-static tl_site *site_entry(stkr__timeline *t, const char *site) {
-  size_t i, k;
-
-  if (t->cap != 0)
-    for (i = slot_of(site, t->cap); t->s[i].site != NULL;
-         i = (i + 1) & (t->cap - 1))
-      if (t->s[i].site == site)
-        return &t->s[i];
-  if ((t->n + 1) * 2 > t->cap) {
-    size_t ncap = t->cap ? t->cap * 2 : 32;
-    tl_site *ns = calloc(ncap, sizeof *ns);
-    if (ns == NULL)
-      return NULL;
-    for (k = 0; k < t->cap; k++) {
-      if (t->s[k].site == NULL)
-        continue;
-      for (i = slot_of(t->s[k].site, ncap); ns[i].site != NULL;
-           i = (i + 1) & (ncap - 1))
-        ;
-      ns[i] = t->s[k];
-    }
-    free(t->s);
-    t->s = ns;
-    t->cap = ncap;
-  }
-  for (i = slot_of(site, t->cap); t->s[i].site != NULL;
-       i = (i + 1) & (t->cap - 1))
-    ;
-  if ((t->s[i].b = calloc(STKR_TL_BUCKETS, sizeof *t->s[i].b)) == NULL)
+  if ((v = stkr_map_find(&t->sites, key)) != NULL)
+    return (uint64_t *)(uintptr_t)*v;
+  if ((b = calloc(STKR_TL_BUCKETS, sizeof *b)) == NULL)
     return NULL;
-  t->s[i].site = site;
-  t->n++;
-  return &t->s[i];
+  if (stkr_map_put(&t->sites, key, (uint64_t)(uintptr_t)b) != 0) {
+    free(b);
+    return NULL;
+  }
+  return b;
 }
 
 /* Double the bucket width: merge every site's buckets in pairs. */
 static void widen(stkr__timeline *t) {
-  size_t i, k;
+  size_t pos = 0, k;
+  uint64_t site, *v;
 
-  for (i = 0; i < t->cap; i++) {
-    uint64_t *b = t->s[i].b;
-    if (t->s[i].site == NULL)
-      continue;
+  while (stkr_map_next(&t->sites, &pos, &site, &v)) {
+    uint64_t *b = (uint64_t *)(uintptr_t)*v;
     for (k = 0; k < STKR_TL_BUCKETS / 2; k++)
       b[k] = b[2 * k] + b[2 * k + 1];
     memset(b + STKR_TL_BUCKETS / 2, 0,
@@ -97,8 +67,7 @@ static void widen(stkr__timeline *t) {
 }
 
 uint64_t *stkr__timeline_counters(stkr__timeline *t, const char *site) {
-  tl_site *e = site_entry(t, site);
-  return e != NULL ? e->b : NULL;
+  return site_counters(t, site);
 }
 
 void stkr__timeline_count(stkr__timeline *t, uint64_t *counters,
@@ -126,18 +95,14 @@ int stkr__timeline_add(stkr__timeline *t, const char *site, uint64_t t_ns) {
 }
 
 void stkr__timeline_attach(stkr__timeline *t, stkr_agg *a) {
-  size_t i, k;
+  size_t i;
 
   a->timeline_bucket_ns = t->width_ns;
   a->timeline_buckets = t->used;
   for (i = 0; i < a->n_sites; i++) {
-    if (t->cap == 0)
-      break;
-    for (k = slot_of(a->sites[i].name, t->cap); t->s[k].site != NULL;
-         k = (k + 1) & (t->cap - 1))
-      if (t->s[k].site == a->sites[i].name) {
-        a->sites[i].timeline = t->s[k].b;
-        break;
-      }
+    const uint64_t *b =
+        stkr_map_find(&t->sites, (uint64_t)(uintptr_t)a->sites[i].name);
+    if (b != NULL)
+      a->sites[i].timeline = (uint64_t *)(uintptr_t)*b;
   }
 }
