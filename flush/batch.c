@@ -147,13 +147,26 @@ static int grow_pair(void **defs, void **ptrs, size_t *cap, size_t need,
   return 0;
 }
 
+/* Append one message to such a list: grow both arrays, count it in *n,
+ * and set it to `init` (def_size bytes: the message's __INIT value).
+ * @return the new element, or NULL when out of memory (nothing appended).
+ * The pointers are filled in by stkr__batch_finish: the array may move. */
+static void *push_def(void **defs, void **ptrs, size_t *cap, size_t *n,
+                      size_t def_size, const void *init) {
+  void *d;
+
+  if (grow_pair(defs, ptrs, cap, *n + 1, def_size) != 0) return NULL;
+  d = (char *)*defs + (*n)++ * def_size;
+  memcpy(d, init, def_size);
+  return d;
+}
+
 int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
   static const Stackrec__SiteDef def0 = STACKREC__SITE_DEF__INIT;
-  if (grow_pair((void **)&b->sites, (void **)&b->site_ptrs, &b->cap_sites,
-                b->n_sites + 1, sizeof *b->sites) != 0)
-    return -ENOMEM;
-  Stackrec__SiteDef *d = &b->sites[b->n_sites++];
-  *d = def0;
+  Stackrec__SiteDef *d =
+      push_def((void **)&b->sites, (void **)&b->site_ptrs, &b->cap_sites,
+               &b->n_sites, sizeof *b->sites, &def0);
+  if (d == NULL) return -ENOMEM;
   d->id = id;
   d->name = (char *)(name ? name : "");
   b->est_bytes += 16 + strlen(d->name);
@@ -162,12 +175,11 @@ int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
 
 int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
                            const char *name, bool exited) {
-  static const Stackrec__ThreadDef def0 = STACKREC__THREAD_DEF__INIT;
-  if (grow_pair((void **)&b->threads, (void **)&b->thread_ptrs, &b->cap_threads,
-                b->n_threads + 1, sizeof *b->threads) != 0)
-    return -ENOMEM;
-  stkr__tdef *t = &b->threads[b->n_threads++];
-  t->def = def0;
+  static const stkr__tdef def0 = {.def = STACKREC__THREAD_DEF__INIT};
+  stkr__tdef *t =
+      push_def((void **)&b->threads, (void **)&b->thread_ptrs, &b->cap_threads,
+               &b->n_threads, sizeof *b->threads, &def0);
+  if (t == NULL) return -ENOMEM;
   t->def.id = id;
   t->def.tid = tid;
   snprintf(t->name, sizeof t->name, "%s", name ? name : "");
@@ -180,11 +192,10 @@ int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
 
 int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   static const Stackrec__StackDef def0 = STACKREC__STACK_DEF__INIT;
-  if (grow_pair((void **)&b->stacks, (void **)&b->stack_ptrs, &b->cap_stacks,
-                b->n_stacks + 1, sizeof *b->stacks) != 0)
-    return -ENOMEM;
-  Stackrec__StackDef *d = &b->stacks[b->n_stacks++];
-  *d = def0;
+  Stackrec__StackDef *d =
+      push_def((void **)&b->stacks, (void **)&b->stack_ptrs, &b->cap_stacks,
+               &b->n_stacks, sizeof *b->stacks, &def0);
+  if (d == NULL) return -ENOMEM;
   d->id = id;
   d->n_pcs = st->depth;
   d->pcs = (uint64_t *)st->pcs; /* arena memory, stable; never written */
@@ -200,11 +211,10 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
 int stkr__batch_add_ring_pos(stkr__batchb *b, uint32_t thread_id,
                              uint64_t end) {
   static const Stackrec__RingPos pos0 = STACKREC__RING_POS__INIT;
-  if (grow_pair((void **)&b->ring_pos, (void **)&b->ring_pos_ptrs,
-                &b->cap_ring_pos, b->n_ring_pos + 1, sizeof *b->ring_pos) != 0)
-    return -ENOMEM;
-  Stackrec__RingPos *p = &b->ring_pos[b->n_ring_pos++];
-  *p = pos0;
+  Stackrec__RingPos *p = push_def(
+      (void **)&b->ring_pos, (void **)&b->ring_pos_ptrs, &b->cap_ring_pos,
+      &b->n_ring_pos, sizeof *b->ring_pos, &pos0);
+  if (p == NULL) return -ENOMEM;
   p->thread_id = thread_id;
   p->end = end;
   return 0;
@@ -214,11 +224,10 @@ int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
                           uint64_t ring_full, uint64_t reentrant,
                           uint64_t other) {
   static const Stackrec__Drops def0 = STACKREC__DROPS__INIT;
-  if (grow_pair((void **)&b->drops, (void **)&b->drop_ptrs, &b->cap_drops,
-                b->n_drops + 1, sizeof *b->drops) != 0)
-    return -ENOMEM;
-  Stackrec__Drops *d = &b->drops[b->n_drops++];
-  *d = def0;
+  Stackrec__Drops *d =
+      push_def((void **)&b->drops, (void **)&b->drop_ptrs, &b->cap_drops,
+               &b->n_drops, sizeof *b->drops, &def0);
+  if (d == NULL) return -ENOMEM;
   d->thread_id = thread_id;
   d->ring_full = ring_full;
   d->reentrant = reentrant;

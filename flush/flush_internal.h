@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/stkr_arena.h"
 #include "proto/stackrec.pb-c.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
@@ -106,8 +107,7 @@ typedef struct stkr__stacktab {
   size_t nslots;        /* power of two */
   stkr__stack *stacks;  /* stacks[id - 1] */
   size_t count, cap;
-  struct stkr__arena_blk *arena;
-  size_t arena_bytes;   /* total bytes of arena blocks */
+  stkr_arena arena;     /* the PCs: stacks[].pcs point into it */
 } stkr__stacktab;
 
 int stkr__stacktab_init(stkr__stacktab *t);

@@ -19,42 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_arena.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "flush/flush_internal.h"
 
 #define ARENA_BLOCK (64u * 1024u)
 
-struct stkr__arena_blk {
-  struct stkr__arena_blk *next;
-  size_t used, size;
-  uint64_t data[];
-};
-
 /* Where a key's probe starts: the PC hash with the site folded in, then
  * the common finalizer: the producer's hash may be weak in its low bits
  * (or, in tests, chosen on purpose); mixing keeps the probe start uniform. */
 static inline uint64_t key_hash(uint64_t hash, uint32_t site) {
   return stkr_mix64(hash ^ ((uint64_t)site * 0x9E3779B97F4A7C15ull));
-}
-
-static uint64_t *arena_alloc(stkr__stacktab *t, unsigned n) {
-  struct stkr__arena_blk *b = t->arena;
-  if (n == 0) n = 1; /* keep pointers distinct and non-NULL */
-  if (!b || b->size - b->used < n) {
-    size_t words = ARENA_BLOCK / sizeof(uint64_t);
-    if (words < n) words = n;
-    b = malloc(sizeof *b + words * sizeof(uint64_t));
-    if (!b) return NULL;
-    b->next = t->arena;
-    b->used = 0;
-    b->size = words;
-    t->arena = b;
-    t->arena_bytes += words * sizeof(uint64_t);
-  }
-  uint64_t *p = b->data + b->used;
-  b->used += n;
-  return p;
 }
 
 int stkr__stacktab_init(stkr__stacktab *t) {
@@ -65,11 +41,7 @@ int stkr__stacktab_init(stkr__stacktab *t) {
 }
 
 void stkr__stacktab_free(stkr__stacktab *t) {
-  struct stkr__arena_blk *b = t->arena, *n;
-  for (; b; b = n) {
-    n = b->next;
-    free(b);
-  }
+  stkr_arena_free(&t->arena);
   free(t->slots);
   free(t->stacks);
   memset(t, 0, sizeof *t);
@@ -119,7 +91,8 @@ uint32_t stkr__stacktab_intern(stkr__stacktab *t, uint64_t hash, uint32_t site,
   if (stkr_grow((void **)&t->stacks, &t->cap, t->count + 1,
                 sizeof *t->stacks) != 0)
     return 0;
-  uint64_t *copy = arena_alloc(t, depth);
+  uint64_t *copy = (uint64_t *)stkr_arena_alloc(
+      &t->arena, (size_t)depth * sizeof *copy, ARENA_BLOCK);
   if (!copy) return 0;
   if (depth) memcpy(copy, pcs, depth * sizeof *pcs); /* pcs may be NULL */
 

@@ -161,8 +161,13 @@ int __openat64_2(int dirfd, const char *path, int flags) {
                     : open_syscall(dirfd, path, flags | O_LARGEFILE, 0);
 }
 
-FILE *fopen(const char *path, const char *mode) {
-  fopen_fn fn = (fopen_fn)stkr__pl_real(STKR__PL_R_fopen);
+/* fopen and fopen64 differ only in the libc function they forward to.
+ * always_inline: the event must be recorded from the hook's own frame
+ * (skip_frames 1, see stkr__pl_record). No system call stands in for a
+ * missing fopen (it would need libc's FILE). */
+static inline __attribute__((always_inline)) FILE *
+fopen_via(int real, const char *path, const char *mode) {
+  fopen_fn fn = (fopen_fn)stkr__pl_real(real);
 
   PATH_EVENT(g_fopen, path);
   if (fn == NULL) {
@@ -172,13 +177,10 @@ FILE *fopen(const char *path, const char *mode) {
   return fn(path, mode);
 }
 
-FILE *fopen64(const char *path, const char *mode) {
-  fopen_fn fn = (fopen_fn)stkr__pl_real(STKR__PL_R_fopen64);
+FILE *fopen(const char *path, const char *mode) {
+  return fopen_via(STKR__PL_R_fopen, path, mode);
+}
 
-  PATH_EVENT(g_fopen, path);
-  if (fn == NULL) {
-    errno = ENOSYS;
-    return NULL;
-  }
-  return fn(path, mode);
+FILE *fopen64(const char *path, const char *mode) {
+  return fopen_via(STKR__PL_R_fopen64, path, mode);
 }

@@ -10,6 +10,8 @@
 
 #include <zstd_errors.h>
 
+#include "common/stkr_grow.h"
+
 int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq) {
   int n;
 
@@ -67,25 +69,12 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq) {
   return 0;
 }
 
-/* Make room for `extra` more bytes after b->len. */
+/* Make room for `extra` more bytes after b->len (the one grow helper:
+ * doubling, so a reused buffer stops reallocating at its peak). */
 static int stkr__buf_reserve(stkr_fmt_buf *b, size_t extra) {
-  size_t need, cap;
-  uint8_t *p;
-
   if (extra > SIZE_MAX - b->len)
     return -ENOMEM;
-  need = b->len + extra;
-  if (need <= b->cap)
-    return 0;
-  cap = b->cap ? b->cap : 4096;
-  while (cap < need)
-    cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-  p = realloc(b->data, cap);
-  if (p == NULL)
-    return -ENOMEM;
-  b->data = p;
-  b->cap = cap;
-  return 0;
+  return stkr_grow((void **)&b->data, &b->cap, b->len + extra, 1);
 }
 
 int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,

@@ -313,26 +313,29 @@ void stkr__watchdog_stop_for_shutdown(bool for_exit) {
   (void)stkr__wd_stop(for_exit);
 }
 
+/* Bump the calling thread's heartbeat (the watchdog looks for a change)
+ * and set bit 0 to `idle` (see stkr__sslot.beat). One writer (this
+ * thread): load and store, no RMW. Relaxed: the watchdog only looks for a
+ * change; the mailbox has its own ordering. */
+static inline void stkr__wd_beat(stkr__sslot *s, uint64_t idle) {
+  uint64_t b = atomic_load_explicit(&s->beat, memory_order_relaxed);
+  atomic_store_explicit(&s->beat, ((b | 1u) + 1u) | idle,
+                        memory_order_relaxed);
+}
+
 void stkr_watchdog_tick(void) {
   stkr__sslot *s = stkr__sslot_self();
-  uint64_t b;
 
   if (s == NULL)
     return;
-  /* One writer (this thread): load and store, no RMW. Relaxed: the
-   * watchdog only looks for a change. */
-  b = atomic_load_explicit(&s->beat, memory_order_relaxed);
-  atomic_store_explicit(&s->beat, (b | 1u) + 1u, memory_order_relaxed);
+  stkr__wd_beat(s, 0);
   if (atomic_load_explicit(&s->mail, memory_order_relaxed) == STKR__MAIL_FULL)
     stkr__sample_take_mail(s, NULL, 0);
 }
 
 void stkr_watchdog_idle(void) {
   stkr__sslot *s = stkr__sslot_self();
-  uint64_t b;
 
-  if (s == NULL)
-    return;
-  b = atomic_load_explicit(&s->beat, memory_order_relaxed);
-  atomic_store_explicit(&s->beat, ((b | 1u) + 1u) | 1u, memory_order_relaxed);
+  if (s != NULL)
+    stkr__wd_beat(s, 1);
 }

@@ -25,13 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_arena.h"
+#include "common/stkr_grow.h"
 #include "common/stkr_map.h"
 #include "proto/stkr_reader.h" /* STKR_PC_ASYNC */
 #include "symbolize/symbolize.h"
 
 #define CHUNK_SHIFT 10
 #define CHUNK (1u << CHUNK_SHIFT)
-#define STACK_ARENA_WORDS 16384u
+#define STACK_ARENA_BYTES (64u * 1024u)
 
 /* Total PCs resolved in this process (stkr__sym_resolved_total). Relaxed:
  * a statistic; readers synchronize through the worker's request mutex. */
@@ -47,11 +49,6 @@ typedef struct pcent {
   uint32_t n;
 } pcent;
 
-typedef struct u32blk {
-  struct u32blk *next;
-  size_t used, size;
-  uint32_t data[];
-} u32blk;
 
 struct stkr__symc {
   stkr__symbe *be;
@@ -71,7 +68,7 @@ struct stkr__symc {
   /* pc -> its frames: first id << 32 | how many */
   stkr_map pcs;
   /* per-stack frame lists */
-  u32blk *arena;
+  stkr_arena arena;
   uint32_t *scratch;
   size_t scratch_cap;
   uint64_t resolved;
@@ -303,10 +300,7 @@ void stkr__symc_free(stkr__symc *c) {
   free(c->fr_chunks);
   free(c->fr_epoch);
   stkr_map_free(&c->pcs);
-  for (u32blk *b = c->arena, *n; b; b = n) {
-    n = b->next;
-    free(b);
-  }
+  stkr_arena_free(&c->arena);
   free(c->scratch);
   free(c);
 }
@@ -402,23 +396,6 @@ static int lookup(stkr__symc *c, uint64_t pc, pcent *out) {
   return stkr_map_put(&c->pcs, pc, (uint64_t)out->first << 32 | out->n);
 }
 
-static uint32_t *arena_alloc(stkr__symc *c, size_t n) {
-  u32blk *b = c->arena;
-  if (n == 0) n = 1;
-  if (!b || b->size - b->used < n) {
-    size_t words = n > STACK_ARENA_WORDS ? n : STACK_ARENA_WORDS;
-    b = malloc(sizeof *b + words * sizeof(uint32_t));
-    if (!b) return NULL;
-    b->next = c->arena;
-    b->used = 0;
-    b->size = words;
-    c->arena = b;
-  }
-  uint32_t *p = b->data + b->used;
-  b->used += n;
-  return p;
-}
-
 int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
                      const uint32_t **frames, uint32_t *n_frames) {
   size_t n = 0;
@@ -426,17 +403,13 @@ int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
   for (size_t i = 0; i < n_pcs; i++) {
     pcent e;
     if ((err = lookup(c, pcs[i], &e)) < 0) return err;
-    if (n + e.n > c->scratch_cap) {
-      size_t nc = c->scratch_cap ? c->scratch_cap * 2 : 512;
-      while (nc < n + e.n) nc *= 2;
-      uint32_t *s = realloc(c->scratch, nc * sizeof *s);
-      if (!s) return -ENOMEM;
-      c->scratch = s;
-      c->scratch_cap = nc;
-    }
+    if (stkr_grow((void **)&c->scratch, &c->scratch_cap, n + e.n,
+                  sizeof *c->scratch) != 0)
+      return -ENOMEM;
     for (uint32_t k = 0; k < e.n; k++) c->scratch[n++] = e.first + k;
   }
-  uint32_t *copy = arena_alloc(c, n);
+  uint32_t *copy = (uint32_t *)stkr_arena_alloc(
+      &c->arena, n * sizeof *copy, STACK_ARENA_BYTES);
   if (!copy) return -ENOMEM;
   if (n) memcpy(copy, c->scratch, n * sizeof *copy);
   *frames = copy;

@@ -19,6 +19,7 @@
 #include "symbolize/symbolize_dwarf.h"
 
 #include <dwarf.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,26 +169,33 @@ static void add_ranges(growr *g, Dwarf_Die *die) {
   }
 }
 
+/* A scope that is not code but may hold functions (C++ namespaces and
+ * member functions, Fortran modules): both walks below descend into it,
+ * so that they agree on which subprograms they see. */
+static bool holds_functions(int tag) {
+  switch (tag) {
+  case DW_TAG_namespace:
+  case DW_TAG_class_type:
+  case DW_TAG_structure_type:
+  case DW_TAG_union_type:
+  case DW_TAG_module:
+    return true;
+  default:
+    return false;
+  }
+}
+
 /* Collect the subprograms with code under `parent`, descending through
  * scopes that may hold them (namespaces, classes) but not into functions. */
 static void collect(growr *g, Dwarf_Die *parent, int depth) {
   Dwarf_Die c;
   if (depth > 32 || dwarf_child(parent, &c) != 0) return;
   do {
-    switch (dwarf_tag(&c)) {
-    case DW_TAG_subprogram:
+    int tag = dwarf_tag(&c);
+    if (tag == DW_TAG_subprogram)
       add_ranges(g, &c);
-      break;
-    case DW_TAG_namespace:
-    case DW_TAG_class_type:
-    case DW_TAG_structure_type:
-    case DW_TAG_union_type:
-    case DW_TAG_module:
+    else if (holds_functions(tag))
       collect(g, &c, depth + 1);
-      break;
-    default:
-      break;
-    }
   } while (dwarf_siblingof(&c, &c) == 0);
 }
 
@@ -422,7 +430,8 @@ static void walk_bounds(stkr__addrs *out, Dwarf_Die *parent, int depth) {
   Dwarf_Die c;
   if (depth > 64 || dwarf_child(parent, &c) != 0) return;
   do {
-    switch (dwarf_tag(&c)) {
+    int tag = dwarf_tag(&c);
+    switch (tag) {
     case DW_TAG_subprogram:
     case DW_TAG_inlined_subroutine:
     case DW_TAG_lexical_block:
@@ -431,14 +440,8 @@ static void walk_bounds(stkr__addrs *out, Dwarf_Die *parent, int depth) {
       die_bounds(out, &c);
       walk_bounds(out, &c, depth + 1);
       break;
-    case DW_TAG_namespace:
-    case DW_TAG_class_type:
-    case DW_TAG_structure_type:
-    case DW_TAG_union_type:
-    case DW_TAG_module:
-      walk_bounds(out, &c, depth + 1);
-      break;
     default:
+      if (holds_functions(tag)) walk_bounds(out, &c, depth + 1);
       break;
     }
   } while (dwarf_siblingof(&c, &c) == 0);

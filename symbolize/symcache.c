@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "common/stkr_hash.h"
+#include "common/stkr_io.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -302,12 +303,7 @@ static int write_file(const char *path, const buf *parts, size_t n_parts,
     return rc;
   }
   for (size_t k = 0; k < n_parts && rc == 0; k++)
-    for (size_t off = 0; off < parts[k].n && rc == 0;) {
-      ssize_t w = write(fd, parts[k].p + off, parts[k].n - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) rc = w < 0 ? -errno : -EIO;
-      else off += (size_t)w;
-    }
+    rc = stkr_write_all(fd, parts[k].p, parts[k].n);
   /* No fsync: a cache is derived data, and one torn by a crash fails its
    * checksum on load and is rebuilt. */
   if (rc == 0 && fchmod(fd, 0644) != 0) rc = -errno;

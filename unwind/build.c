@@ -188,6 +188,16 @@ static void emit(uw_rows *r, uint64_t pc, uint32_t row, uint32_t seq) {
   r->e[r->n++] = (uw_ent){pc, row, seq};
 }
 
+/* Which 8-byte word below the CFA a saved register is in: slot k means
+ * CFA - 8k, 1 <= k <= max (what a compact row can say). 0 when the rule
+ * is anything else, so the caller falls back. */
+static unsigned cfa_slot(const uw_rule *r, unsigned max) {
+  if (r->how != R_OFFSET || r->off >= 0 || r->off < -8 * (int64_t)max ||
+      (r->off & 7) != 0)
+    return 0;
+  return (unsigned)(-r->off / 8);
+}
+
 /* The compact row for a state, or FALLBACK (counted by the caller). */
 static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) {
   unsigned kind, fp_slot, ra_slot;
@@ -203,20 +213,12 @@ static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) 
   if (s->ra.how == R_SAME) {
     if (x->src->arch != STKR__UW_AARCH64) return STKR__UW_FALLBACK;
     ra_slot = 0; /* still in LR */
-  } else if (s->ra.how == R_OFFSET && s->ra.off < 0 && s->ra.off >= -8 * (int64_t)STKR__UW_RA_SLOT_MAX &&
-             (s->ra.off & 7) == 0 &&
-             -s->ra.off / 8 <= (int64_t)STKR__UW_RA_SLOT_MAX) {
-    ra_slot = (unsigned)(-s->ra.off / 8);
-  } else {
+  } else if ((ra_slot = cfa_slot(&s->ra, STKR__UW_RA_SLOT_MAX)) == 0) {
     return STKR__UW_FALLBACK;
   }
   if (s->fp.how == R_SAME || s->fp.how == R_UNDEF) {
     fp_slot = 0;
-  } else if (s->fp.how == R_OFFSET && s->fp.off < 0 && s->fp.off >= -8 * (int64_t)STKR__UW_FP_SLOT_MAX &&
-             (s->fp.off & 7) == 0 &&
-             -s->fp.off / 8 <= (int64_t)STKR__UW_FP_SLOT_MAX) {
-    fp_slot = (unsigned)(-s->fp.off / 8);
-  } else {
+  } else if ((fp_slot = cfa_slot(&s->fp, STKR__UW_FP_SLOT_MAX)) == 0) {
     return STKR__UW_FALLBACK;
   }
   return STKR__UW_ROW(kind, (unsigned)s->cfa_off, fp_slot, ra_slot);
