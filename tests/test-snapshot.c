@@ -441,11 +441,14 @@ static void test_signal_never_leaves_target_stopped(void **state) {
 /* A process that exits while a series runs: exit 3, the pid named. */
 static void test_process_exits_during_series(void **state) {
   fixture f;
-  char want[64], msg[256];
+  char want[64], msg[256], dir[2048], out[2200];
   pid_t c;
   int st, pout[2];
+  struct stat sb;
   (void)state;
   fixture_start(&f, 10, "");
+  assert_int_equal(tl_mkdtemp(dir, sizeof dir, "snap-series"), 0);
+  snprintf(out, sizeof out, "%s/out.txt", dir);
   assert_int_equal(pipe(pout), 0);
   c = fork();
   if (c == 0) {
@@ -453,14 +456,20 @@ static void test_process_exits_during_series(void **state) {
     snprintf(pid, sizeof pid, "%d", (int)f.pid);
     dup2(pout[1], 2);
     close(pout[0]);
-    int nul = open("/dev/null", O_WRONLY);
-    dup2(nul, 1);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
     execl(cr_bin, cr_bin, "snapshot", "-q", "--count", "1000000",
           "--interval", "1", pid, (char *)NULL);
     _exit(127);
   }
   close(pout[1]);
-  nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+  /* The series must have begun (its first snapshots written out) before
+   * the process ends: otherwise, on a slow start (ASan, a loaded CPU),
+   * the process is simply gone before the first one ("no such process",
+   * rightly). Bounded: 60 s. */
+  for (int i = 0; i < 6000 && (stat(out, &sb) != 0 || sb.st_size == 0); i++)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
   fixture_finish(&f, msg, sizeof msg); /* it exits now */
   assert_int_equal(waitpid(c, &st, 0), c);
   ssize_t k = read(pout[0], cr_err, sizeof cr_err - 1);
@@ -474,6 +483,7 @@ static void test_process_exits_during_series(void **state) {
     fprintf(stderr, "stackrec said: %s\n", cr_err);
   assert_non_null(strstr(cr_err, want));
   assert_non_null(strstr(cr_err, "exited"));
+  assert_int_equal(tl_rm_rf(dir), 0);
 }
 
 /* Threads that come and go all the time: some vanish between the listing
