@@ -103,51 +103,6 @@ int stkr__ring_privatize(stkr__ring *r) {
   return 0;
 }
 
-void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
-  stkr__ring_ctl *c = r->c;
-  uint64_t ring_size = r->mask + 1;
-  /* Own counter: only this thread writes head. */
-  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
-  uint64_t off = head & r->mask;
-  uint64_t to_end = ring_size - off;
-  uint64_t need = size;
-
-  assert(size % 8 == 0 && size >= sizeof(stkr__record));
-  if (size > to_end)
-    need += to_end; /* the wrap marker eats the rest of the buffer */
-  if (need > ring_size - (head - c->p_tail)) {
-    /* Looks full by the cached tail: look at the real one. Acquire pairs
-     * with the release store in stkr__ring_release_read(): once we see the
-     * consumer's new tail, it has finished reading the bytes before it. */
-    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-    if (need > ring_size - (head - c->p_tail))
-      return NULL;
-  }
-  if (size > to_end) {
-    stkr__record *marker = (stkr__record *)(r->buf + off);
-    /* to_end is a multiple of 8 (every record is) and non-zero, and a
-     * marker needs only its size and site_id fields: 8 bytes. */
-    marker->size = (uint32_t)to_end;
-    marker->site_id = 0;
-    head += to_end;
-    off = 0;
-  }
-  c->p_start = head;
-  c->p_reserved = size;
-  return r->buf + off;
-}
-
-void stkr__ring_commit(stkr__ring *r, uint32_t size) {
-  stkr__ring_ctl *c = r->c;
-  /* reserve() made room for p_reserved bytes at p_start; a record may end up
-   * shorter (fewer frames than max_depth), never longer. */
-  assert(size <= c->p_reserved && size % 8 == 0);
-  /* Pairs with the acquire load of head in stkr__ring_peek(): the consumer
-   * that sees this head also sees every byte of the record (and of a wrap
-   * marker written before it). */
-  atomic_store_explicit(&c->head, c->p_start + size, memory_order_release);
-}
-
 const stkr__record *stkr__ring_peek(stkr__ring *r) {
   stkr__ring_ctl *c = r->c;
   for (;;) {
@@ -205,18 +160,6 @@ uint64_t stkr__ring_unread(const stkr__ring *r) {
   /* Acquire: as in stkr__ring_peek(). */
   return atomic_load_explicit(&r->c->head, memory_order_acquire) -
          r->c->c_read;
-}
-
-bool stkr__ring_past_half(stkr__ring *r) {
-  stkr__ring_ctl *c = r->c;
-  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
-  uint64_t half = (r->mask + 1) >> 1;
-
-  if (head - c->p_tail <= half)
-    return false; /* the cached tail overstates use: surely not past half */
-  /* Acquire: as in stkr__ring_reserve(). */
-  c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-  return head - c->p_tail > half;
 }
 
 void stkr__ring_reset(stkr__ring *r) {

@@ -89,14 +89,16 @@ static inline uint64_t raw_ticks(void) { return 0; }
 
 /* The last three are breakdown rows (no target): the floor's two parts,
  * and the raw TSC read as a reference for what a timestamp could cost. */
-enum { C_EVENT, C_FLOOR, C_UNW, C_GLIBC, C_SEED, C_WALK, C_CLOCK, C_TSC, NC };
+enum { C_EVENT, C_FLOOR, C_UNW, C_GLIBC, C_SEED, C_WALK, C_KEYED, C_CLOCK, C_TSC,
+       NC };
 static const char *const cname[NC] = {
     "stkr_event", "floor: walk+event clock", "unw_backtrace", "glibc backtrace",
-    "seed: bt+hash+mutex map", "(info) walk only", "(info) clock_mono_ns only",
+    "seed: bt+hash+mutex map", "(info) walk only", "(info) keyed walk (h1+key2)",
+    "(info) clock_mono_ns only",
     "(info) raw counter (rdtsc)"};
 static const unsigned citers[NC] = {FAST_ITERS, FAST_ITERS, FAST_ITERS,
                                     SLOW_ITERS, SLOW_ITERS, FAST_ITERS,
-                                    FAST_ITERS, FAST_ITERS};
+                                    FAST_ITERS, FAST_ITERS, FAST_ITERS};
 
 static const unsigned depths[] = {8, 32, 64};
 #define ND (sizeof depths / sizeof depths[0])
@@ -131,6 +133,19 @@ static __attribute__((noinline)) unsigned walk_only(void) {
   unsigned n = stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi,
                           0, pcs, MAX_PCS, &hash, &truncated);
   g_sink = hash;
+  return n;
+}
+
+/* Breakdown: the walk stkr_event really runs, with the second key folded
+ * in the same loop (stkr__walk_keyed), without the clock. */
+static __attribute__((noinline)) unsigned keyed_walk_only(void) {
+  uint64_t pcs[MAX_PCS];
+  uint64_t hash, fold2;
+  bool truncated;
+  unsigned n = stkr__walk_keyed((uintptr_t)__builtin_frame_address(0), g_lo,
+                                g_hi, 0, pcs, MAX_PCS, &hash, &fold2,
+                                &truncated);
+  g_sink = hash ^ fold2;
   return n;
 }
 
@@ -194,6 +209,7 @@ static __attribute__((noinline)) uint64_t leaf(int c, unsigned iters,
     case C_GLIBC: *frames = (unsigned)g_glibc_backtrace(buf, MAX_PCS); break;
     case C_SEED: *frames = (unsigned)seed_record(); break;
     case C_WALK: *frames = walk_only(); break;
+    case C_KEYED: *frames = keyed_walk_only(); break;
     default: *frames = 0; break;
     }
     return 0;
@@ -223,6 +239,10 @@ static __attribute__((noinline)) uint64_t leaf(int c, unsigned iters,
   case C_WALK:
     for (i = 0; i < iters; i++)
       walk_only();
+    break;
+  case C_KEYED:
+    for (i = 0; i < iters; i++)
+      keyed_walk_only();
     break;
   case C_CLOCK:
     for (i = 0; i < iters; i++)
