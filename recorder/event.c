@@ -38,6 +38,7 @@ enum {
  * acquire load is a plain load on x86_64 and an ldar on arm64). */
 static _Atomic int g_state;
 static stkr__rconf g_conf;
+bool stkr__unwind_wanted; /* g_conf.unwind_tables where supported */
 static stkr__wake_fn g_wake;
 static void *g_wake_arg;
 static stkr__fork_fn g_on_fork;
@@ -90,6 +91,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   /* The session's clock, before RUNNING is released to producers. */
   stkr__clock_setup(true);
   g_conf = *rc;
+  stkr__unwind_wanted = STKR__HAVE_UNWIND_TABLES && rc->unwind_tables;
   g_wake = wake;
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
@@ -269,7 +271,15 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     payload_len = g_conf.payload_max;
     flags |= STKR__REC_PAYLOAD_TRUNCATED;
   }
-  max_bytes = stkr__record_full_bytes(g_conf.max_depth, payload_len);
+  /* A table walk (stkr__walk_tables) needs room for the frames it drops. */
+  const void *uw_set = NULL;
+  if (__builtin_expect(stkr__unwind_wanted, 0) && given == NULL &&
+      t->uw_cache != NULL)
+    uw_set = stkr__unwind_tables_current();
+  max_bytes = stkr__record_full_bytes(
+      g_conf.max_depth +
+          (uw_set != NULL ? g_conf.skip_frames + STKR__UW_EXTRA : 0),
+      payload_len);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a
@@ -280,7 +290,15 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
         memory_order_relaxed);
     goto drop_unbusy;
   }
-  if (given == NULL) {
+  if (__builtin_expect(uw_set != NULL, 0)) {
+    uint64_t *pcs = (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1);
+    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+                              g_conf.max_depth, &stack_truncated);
+    hash = stkr__hash_pcs(pcs, depth);
+    fold2 = STKR_KEY2_SEED;
+    for (unsigned i = 0; i < depth; i++)
+      fold2 = stkr_stack_key2_step(fold2, pcs[i]);
+  } else if (given == NULL) {
     depth = stkr__walk_keyed(
         fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
         (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
