@@ -210,6 +210,46 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
   known[1] = h2;
 }
 
+/* The event's stack into pcs (the reserved record's PC area), with its
+ * hash h1 and the stack key's fold: walked from `fp` with frame pointers,
+ * or with the unwind tables `uw_set` (room reserved for the frames that
+ * walk drops), or copied from `given`. Inlined into stkr__push, so that a
+ * table walk is called from stkr_event itself (it drops that frame). */
+static inline __attribute__((always_inline)) unsigned
+stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
+                const uint64_t *given, unsigned given_n, const void *uw_set,
+                uint64_t *hash, uint64_t *fold2, bool *truncated) {
+  unsigned depth;
+
+  if (__builtin_expect(uw_set != NULL, 0) &&
+      __atomic_load_n(&stkr__uw_swift_async, __ATOMIC_RELAXED)) {
+    /* Swift async chains: only the frame-pointer walk follows them; it is
+     * kept when it went through one. */
+    depth = stkr__walk_keyed(fp, t->stack_lo, t->stack_hi,
+                             g_conf.skip_frames, pcs, g_conf.max_depth, hash,
+                             fold2, truncated);
+    if (stkr__pcs_any_async(pcs, depth))
+      return depth;
+  }
+  if (__builtin_expect(uw_set != NULL, 0)) {
+    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+                              g_conf.max_depth, truncated);
+    *hash = stkr__hash_pcs(pcs, depth);
+  } else if (given == NULL) {
+    return stkr__walk_keyed(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+                            pcs, g_conf.max_depth, hash, fold2, truncated);
+  } else {
+    *truncated = given_n > g_conf.max_depth;
+    depth = *truncated ? g_conf.max_depth : given_n;
+    memcpy(pcs, given, 8u * depth);
+    *hash = stkr__hash_pcs(given, depth);
+  }
+  *fold2 = STKR_KEY2_SEED;
+  for (unsigned i = 0; i < depth; i++)
+    *fold2 = stkr_stack_key2_step(*fold2, pcs[i]);
+  return depth;
+}
+
 /* The push shared by stkr_event() and stkr__record_stack(): re-entrancy
  * check, the Dekker pair with stop, reservation, the stack (walked from
  * `fp`, or copied from `given`), clock, payload, commit. Inlined into both,
@@ -290,28 +330,9 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
         memory_order_relaxed);
     goto drop_unbusy;
   }
-  if (__builtin_expect(uw_set != NULL, 0)) {
-    uint64_t *pcs = (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1);
-    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
-                              g_conf.max_depth, &stack_truncated);
-    hash = stkr__hash_pcs(pcs, depth);
-    fold2 = STKR_KEY2_SEED;
-    for (unsigned i = 0; i < depth; i++)
-      fold2 = stkr_stack_key2_step(fold2, pcs[i]);
-  } else if (given == NULL) {
-    depth = stkr__walk_keyed(
-        fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
-        (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
-        g_conf.max_depth, &hash, &fold2, &stack_truncated);
-  } else {
-    stack_truncated = given_n > g_conf.max_depth;
-    depth = stack_truncated ? g_conf.max_depth : given_n;
-    memcpy((stkr__record_full *)(void *)rec + 1, given, 8u * depth);
-    hash = stkr__hash_pcs(given, depth);
-    fold2 = STKR_KEY2_SEED;
-    for (unsigned i = 0; i < depth; i++)
-      fold2 = stkr_stack_key2_step(fold2, given[i]);
-  }
+  depth = stkr__push_walk(t, (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
+                          fp, given, given_n, uw_set, &hash, &fold2,
+                          &stack_truncated);
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
   stkr__record_finish(t, rec, site_id, depth, hash, fold2, flags, payload,

@@ -641,6 +641,19 @@ typedef struct stkr__rconf {
  * before the release store of RUNNING, read by producers after acquiring
  * it (as g_conf). */
 extern bool stkr__unwind_wanted;
+/* A Swift concurrency runtime is loaded (set by the table updates): the
+ * table walk does not follow Swift async context chains, so a producer
+ * walks with frame pointers first and keeps that walk when it went through
+ * an async frame (PCs with STKR_PC_ASYNC). Written by whoever updates the
+ * tables, read by producers (relaxed). */
+extern bool stkr__uw_swift_async;
+/* Whether a walk went through a Swift async frame. */
+static inline bool stkr__pcs_any_async(const uint64_t *pcs, unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    if (pcs[i] & STKR__PC_ASYNC)
+      return true;
+  return false;
+}
 /* The published set (an opaque stkr__uw_set *), or NULL. Producer, inside
  * its event. */
 const void *stkr__unwind_tables_current(void);

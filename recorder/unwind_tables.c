@@ -23,7 +23,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -31,7 +30,11 @@
 
 #include "recorder/stkr_internal.h"
 
+bool stkr__uw_swift_async;
+
 #if STKR__HAVE_UNWIND_TABLES
+#include <link.h>
+
 #include "unwind/unwind.h"
 
 /* The published set. Written by the worker (stkr__unwind_publish, release),
@@ -54,6 +57,13 @@ static int loader_counts_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     c[1] = info->dlpi_subs;
   }
   return 1; /* the first image has the counts */
+}
+
+static int swift_async_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  if (info->dlpi_name != NULL && strstr(info->dlpi_name, "swift_Concurrency"))
+    return *(bool *)arg = true;
+  return 0;
 }
 
 /* Registers of the caller at the instruction after the call: pc, the sp
@@ -105,6 +115,14 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
   }
   n -= drop;
   memmove(pcs, pcs + drop, 8u * n);
+  /* A "return address" inside the stack is a data word: CFI that the
+   * compact rows describe wrongly (libffi's trampolines) led there. The
+   * frame-pointer walk's rule: the stack ends before it. */
+  for (unsigned i = 0; i < n && i <= max; i++)
+    if (pcs[i] >= t->stack_lo && pcs[i] < t->stack_hi) {
+      *truncated = false;
+      return i;
+    }
   *truncated = n > max;
   return n > max ? max : n;
 }
@@ -126,6 +144,13 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
   }
   if ((err = stkr__unwind_set_build_loaded(&next, &failed)) != 0)
     return err; /* the published set, if any, stays */
+  {
+    bool swift = false;
+    dl_iterate_phdr(swift_async_cb, &swift);
+    /* Relaxed: a producer that sees it late walks one more event without
+     * the async check. */
+    __atomic_store_n(&stkr__uw_swift_async, swift, __ATOMIC_RELAXED);
+  }
   g_uw_adds = counts[0];
   g_uw_subs = counts[1];
   out->images = next->n;
