@@ -91,7 +91,8 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   /* The session's clock, before RUNNING is released to producers. */
   stkr__clock_setup(true);
   g_conf = *rc;
-  stkr__unwind_wanted = STKR__HAVE_UNWIND_TABLES && rc->unwind_tables;
+  g_conf.unwind_tables = STKR__HAVE_UNWIND_TABLES && rc->unwind_tables;
+  stkr__unwind_wanted = g_conf.unwind_tables;
   g_wake = wake;
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
@@ -313,7 +314,8 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
   }
   /* A table walk (stkr__walk_tables) needs room for the frames it drops. */
   const void *uw_set = NULL;
-  if (__builtin_expect(stkr__unwind_wanted, 0) && given == NULL &&
+  /* g_conf's flag, not stkr__unwind_wanted: its line is loaded already. */
+  if (__builtin_expect(g_conf.unwind_tables, 0) && given == NULL &&
       t->uw_cache != NULL)
     uw_set = stkr__unwind_tables_current();
   max_bytes = stkr__record_full_bytes(
