@@ -27,6 +27,7 @@ import sys
 # sources, and the library lists those: together, every .c of both.
 CMAKE_VARS = {
     "STKR_RECORDER_SRCS": [("recorder", "recorder")],
+    "STKR_UNWIND_SRCS": [("unwind", "unwind")],
     "STKR_PROTO_SRCS": [("proto", "proto")],
     "STKR_FLUSH_SRCS": [("flush", "flush")],
     "STKR_SYMBOLIZE_SRCS": [("symbolize", "symbolize")],
@@ -38,7 +39,7 @@ CMAKE_VARS = {
 }
 # Package.swift's C target is the embeddable library: //:stackrec, i.e.
 # //flush with what it depends on.
-SWIFT_TARGETS = [("recorder", "recorder"), ("proto", "proto"),
+SWIFT_TARGETS = [("recorder", "recorder"), ("unwind", "unwind"), ("proto", "proto"),
                  ("flush", "flush"), ("symbolize", "symbolize"), ("macho", "macho")]
 
 

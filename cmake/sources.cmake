@@ -18,8 +18,16 @@ set(STKR_RECORDER_SRCS
   recorder/sample_linux.c
   recorder/site.c
   recorder/thread.c
+  recorder/unwind_tables.c
   recorder/walk.c
   recorder/watchdog.c
+)
+
+# //unwind:unwind
+set(STKR_UNWIND_SRCS
+  unwind/build.c
+  unwind/image.c
+  unwind/walk.c
 )
 
 # //proto:proto (plus the generated proto/stackrec.pb-c.c)

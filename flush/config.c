@@ -173,6 +173,7 @@ static const stkr__fconfig k_defaults = {
     .fork_mode = STKR_FORK_DISABLE,
     .symbolize = STKR_SYMBOLIZE_INPROC,
     .exit_ms = STKR__DEFAULT_EXIT_MS,
+    .unwind = STKR_UNWIND_FP,
 };
 
 /* The STACKREC_* variables over the defaults (*dir: STACKREC_DIR, owned by
@@ -219,6 +220,11 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
     if (strcasecmp(v, "disable") == 0) c->fork_mode = STKR_FORK_DISABLE;
     else if (strcasecmp(v, "follow") == 0) c->fork_mode = STKR_FORK_FOLLOW;
     else return bad_env("STACKREC_FORK", v, "expected \"disable\" or \"follow\"");
+  }
+  if ((v = env("STACKREC_UNWIND")) != NULL) {
+    if (strcasecmp(v, "fp") == 0) c->unwind = STKR_UNWIND_FP;
+    else if (strcasecmp(v, "tables") == 0) c->unwind = STKR_UNWIND_TABLES;
+    else return bad_env("STACKREC_UNWIND", v, "expected \"fp\" or \"tables\"");
   }
   if ((v = env("STACKREC_SYMBOLIZE")) != NULL) {
     if (strcasecmp(v, "inproc") == 0) c->symbolize = STKR_SYMBOLIZE_INPROC;
@@ -284,6 +290,12 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
     c->symbolize = in->symbolize;
   }
 
+  if (in->unwind) {
+    if (in->unwind != STKR_UNWIND_FP && in->unwind != STKR_UNWIND_TABLES)
+      return bad_field("unwind", (unsigned long long)in->unwind,
+                       "expected STKR_UNWIND_FP or STKR_UNWIND_TABLES");
+    c->unwind = in->unwind;
+  }
   if (in->exit_ms) {
     if (in->exit_ms > STKR__MAX_EXIT_MS)
       return bad_field("exit_ms", in->exit_ms, "above one minute");

@@ -255,6 +255,28 @@ fail:
   stkr__log(STKR__LOG_OTHER, "symbolize: out of memory for the image list");
 }
 
+void stkr__drain_unwind_tables(stkr__worker *w) {
+  stkr__unwind_update u;
+  int err;
+
+  if (w->cfg.unwind != STKR_UNWIND_TABLES ||
+      (w->imgs_gen_unwind != 0 && w->imgs_gen_unwind == w->imgs.gen))
+    return;
+  /* Tried once per image list: a failure leaves the frame-pointer walk
+   * (or the previous tables) until the list changes again. */
+  w->imgs_gen_unwind = w->imgs.gen ? w->imgs.gen : 1;
+  if ((err = stkr__unwind_tables_update(&u)) < 0) {
+    stkr__log(STKR__LOG_OTHER, "unwind tables: %s; stacks are walked with "
+              "frame pointers", err == -ENOSYS ? "not supported here"
+                                                : strerror(-err));
+    return;
+  }
+  if (u.kept_old)
+    stkr__log(STKR__LOG_OTHER, "unwind tables: a thread stayed inside one "
+              "event for over %u ms; the replaced tables are kept",
+              STKR__UW_GRACE_MS);
+}
+
 /* The frames of a stack new to the recording: the only place the worker
  * does symbol work (each unique PC once, in the symbolizer's cache). */
 static void symbolize_stack(stkr__worker *w, stkr__stack *s) {
@@ -488,6 +510,8 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   if ((err = stkr__images_refresh(&w->imgs)) < 0)
     stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
   images_changed(w);
+  if (!last) /* not out of the exit budget */
+    stkr__drain_unwind_tables(w);
   if (!stkr__session_check())
     stkr__log(STKR__LOG_OTHER, "lost the lock on the session file in %s (a "
               "descriptor closed by the program?); new threads' rings are "

@@ -61,6 +61,7 @@ typedef struct stkr__fconfig {
   stkr_symbolize_mode symbolize;
   char *app_paths; /* malloc'd STACKREC_APP_PATHS, or NULL */
   unsigned exit_ms; /* budget of the end of a session, 1..STKR__MAX_EXIT_MS */
+  stkr_unwind_mode unwind;
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"

@@ -486,7 +486,12 @@ static int start_recorder(stkr__worker *w) {
   stkr__rconf rc = {.ring_bytes = w->cfg.ring_bytes,
                     .max_depth = w->cfg.max_depth,
                     .skip_frames = w->cfg.skip_frames,
-                    .payload_max = w->cfg.payload_max};
+                    .payload_max = w->cfg.payload_max,
+                    .unwind_tables = w->cfg.unwind == STKR_UNWIND_TABLES};
+  /* Tables before the first event, on the thread that starts recording:
+   * a few ms once per process (python3's 16 images: ~8 ms of CPU), so
+   * that no event of a short-lived process is walked without them. */
+  stkr__drain_unwind_tables(w);
   return stkr__recorder_start(
       &rc, wake_fn, NULL,
       w->cfg.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);

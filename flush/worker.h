@@ -75,6 +75,8 @@ typedef struct stkr__worker {
   /* Inproc symbolization (NULL in the offline and none modes): each stack
    * new to the recording gets its frames here, on this thread only. */
   stkr__symc *symc;
+  uint64_t imgs_gen_unwind; /* images.gen the published unwind tables were
+                               built for (STKR_UNWIND_TABLES) */
   uint64_t imgs_gen_app;  /* images.gen whose app flags (and symbolizer
                              image list) are set */
   ZSTD_CCtx *cctx;
@@ -127,6 +129,9 @@ uint32_t stkr__new_epoch(void);
  * counts what it left in the rings as dropped_exit. This is the one place
  * that decides what an exit leaves behind. */
 void stkr__drain_all(stkr__worker *w, bool last);
+/* STKR_UNWIND_TABLES: build and publish unwind tables when the image list
+ * changed since the last build (drain.c). */
+void stkr__drain_unwind_tables(stkr__worker *w);
 /* In an ending session: has the drain deadline passed? (false otherwise) */
 bool stkr__drain_past_deadline(stkr__worker *w);
 /* In an ending session: may a new stack still be symbolized now? */

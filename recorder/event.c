@@ -38,6 +38,7 @@ enum {
  * acquire load is a plain load on x86_64 and an ldar on arm64). */
 static _Atomic int g_state;
 static stkr__rconf g_conf;
+bool stkr__unwind_wanted; /* g_conf.unwind_tables where supported */
 static stkr__wake_fn g_wake;
 static void *g_wake_arg;
 static stkr__fork_fn g_on_fork;
@@ -90,6 +91,8 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   /* The session's clock, before RUNNING is released to producers. */
   stkr__clock_setup(true);
   g_conf = *rc;
+  g_conf.unwind_tables = STKR__HAVE_UNWIND_TABLES && rc->unwind_tables;
+  stkr__unwind_wanted = g_conf.unwind_tables;
   g_wake = wake;
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
@@ -208,6 +211,46 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
   known[1] = h2;
 }
 
+/* The event's stack into pcs (the reserved record's PC area), with its
+ * hash h1 and the stack key's fold: walked from `fp` with frame pointers,
+ * or with the unwind tables `uw_set` (room reserved for the frames that
+ * walk drops), or copied from `given`. Inlined into stkr__push, so that a
+ * table walk is called from stkr_event itself (it drops that frame). */
+static inline __attribute__((always_inline)) unsigned
+stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
+                const uint64_t *given, unsigned given_n, const void *uw_set,
+                uint64_t *hash, uint64_t *fold2, bool *truncated) {
+  unsigned depth;
+
+  if (__builtin_expect(uw_set != NULL, 0) &&
+      __atomic_load_n(&stkr__uw_swift_async, __ATOMIC_RELAXED)) {
+    /* Swift async chains: only the frame-pointer walk follows them; it is
+     * kept when it went through one. */
+    depth = stkr__walk_keyed(fp, t->stack_lo, t->stack_hi,
+                             g_conf.skip_frames, pcs, g_conf.max_depth, hash,
+                             fold2, truncated);
+    if (stkr__pcs_any_async(pcs, depth))
+      return depth;
+  }
+  if (__builtin_expect(uw_set != NULL, 0)) {
+    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+                              g_conf.max_depth, truncated);
+    *hash = stkr__hash_pcs(pcs, depth);
+  } else if (given == NULL) {
+    return stkr__walk_keyed(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+                            pcs, g_conf.max_depth, hash, fold2, truncated);
+  } else {
+    *truncated = given_n > g_conf.max_depth;
+    depth = *truncated ? g_conf.max_depth : given_n;
+    memcpy(pcs, given, 8u * depth);
+    *hash = stkr__hash_pcs(given, depth);
+  }
+  *fold2 = STKR_KEY2_SEED;
+  for (unsigned i = 0; i < depth; i++)
+    *fold2 = stkr_stack_key2_step(*fold2, pcs[i]);
+  return depth;
+}
+
 /* The push shared by stkr_event() and stkr__record_stack(): re-entrancy
  * check, the Dekker pair with stop, reservation, the stack (walked from
  * `fp`, or copied from `given`), clock, payload, commit. Inlined into both,
@@ -269,7 +312,16 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     payload_len = g_conf.payload_max;
     flags |= STKR__REC_PAYLOAD_TRUNCATED;
   }
-  max_bytes = stkr__record_full_bytes(g_conf.max_depth, payload_len);
+  /* A table walk (stkr__walk_tables) needs room for the frames it drops. */
+  const void *uw_set = NULL;
+  /* g_conf's flag, not stkr__unwind_wanted: its line is loaded already. */
+  if (__builtin_expect(g_conf.unwind_tables, 0) && given == NULL &&
+      t->uw_cache != NULL)
+    uw_set = stkr__unwind_tables_current();
+  max_bytes = stkr__record_full_bytes(
+      g_conf.max_depth +
+          (uw_set != NULL ? g_conf.skip_frames + STKR__UW_EXTRA : 0),
+      payload_len);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a
@@ -280,20 +332,9 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
         memory_order_relaxed);
     goto drop_unbusy;
   }
-  if (given == NULL) {
-    depth = stkr__walk_keyed(
-        fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
-        (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
-        g_conf.max_depth, &hash, &fold2, &stack_truncated);
-  } else {
-    stack_truncated = given_n > g_conf.max_depth;
-    depth = stack_truncated ? g_conf.max_depth : given_n;
-    memcpy((stkr__record_full *)(void *)rec + 1, given, 8u * depth);
-    hash = stkr__hash_pcs(given, depth);
-    fold2 = STKR_KEY2_SEED;
-    for (unsigned i = 0; i < depth; i++)
-      fold2 = stkr_stack_key2_step(fold2, given[i]);
-  }
+  depth = stkr__push_walk(t, (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
+                          fp, given, given_n, uw_set, &hash, &fold2,
+                          &stack_truncated);
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
   stkr__record_finish(t, rec, site_id, depth, hash, fold2, flags, payload,

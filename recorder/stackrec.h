@@ -106,6 +106,18 @@ typedef enum stkr_symbolize_mode {
   STKR_SYMBOLIZE_NONE = 3     /* no symbol work at all (PCs only) */
 } stkr_symbolize_mode;
 
+/* How the recorder walks a stack at a hook site. */
+typedef enum stkr_unwind_mode {
+  STKR_UNWIND_FP = 1,    /* frame pointers only: the fastest walk, complete
+                            where every frame keeps its frame pointer (Apple
+                            platforms, code built -fno-omit-frame-pointer) */
+  STKR_UNWIND_TABLES = 2 /* Linux x86_64/aarch64: each image's .eh_frame
+                            turned into a compact table by the worker, frame
+                            pointers where an image has none: complete
+                            stacks through code built without frame pointers
+                            (Debian's binaries); FP on other platforms */
+} stkr_unwind_mode;
+
 /*
  * Recorder configuration. Any field left 0 / NULL takes the default shown,
  * after the matching environment variable (if set) has been applied, so a
@@ -125,6 +137,8 @@ typedef enum stkr_symbolize_mode {
  *   symbolize           STACKREC_SYMBOLIZE        STKR_SYMBOLIZE_INPROC
  *                                                 ("inproc", "offline", "none")
  *   exit_ms             STACKREC_EXIT_MS          100 (1 to 60000)
+ *   unwind              STACKREC_UNWIND           STKR_UNWIND_FP
+ *                                                 ("fp" or "tables")
  *
  * exit_ms bounds stkr_shutdown_for_exit(), which the preload library calls
  * at exit, return from main, _exit and exec (see there). There is no
@@ -153,6 +167,7 @@ typedef struct stkr_config {
   stkr_fork_mode fork_mode;
   stkr_symbolize_mode symbolize;
   unsigned exit_ms; /* added in 0.2; the end of the 0.3 layout */
+  stkr_unwind_mode unwind; /* added after 0.3 (set `size` to use it) */
   /* New fields go here, at the end only (see "ABI rules"). */
 } stkr_config;
 

@@ -530,6 +530,11 @@ typedef struct stkr__thread {
    * (or no memory for it: its known records get stack id 0). Cleared with
    * the table (start, fork); a fresh state is zero. */
   uint32_t w_slot_stack[STKR__KNOWN_SLOTS];
+
+  /* The thread's unwind row cache (unwind.h), mapped at attach when the
+   * session walks with tables, else NULL. Producer only (its walks);
+   * unmapped with the state. */
+  _Alignas(STKR__CACHE_LINE) struct stkr__uw_cache *uw_cache;
 } stkr__thread;
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
@@ -612,7 +617,74 @@ typedef struct stkr__rconf {
   unsigned max_depth;
   unsigned skip_frames;
   unsigned payload_max;
+  /* Walk with the published unwind tables when there are any
+   * (STKR_UNWIND_TABLES; see unwind_tables.c). */
+  bool unwind_tables;
 } stkr__rconf;
+
+/* ---- unwind tables on the hot path (unwind_tables.c) ---------------------
+ * With STKR_UNWIND_TABLES the worker publishes compact tables of every
+ * loaded image and stkr_event walks with them; see unwind_tables.c for the
+ * publication and grace-period rules. */
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#define STKR__HAVE_UNWIND_TABLES 1
+#else
+#define STKR__HAVE_UNWIND_TABLES 0
+#endif
+/* PCs a record reserves beyond max_depth + skip_frames for a table walk:
+ * our own two frames and the one that tells truncation. */
+#define STKR__UW_EXTRA 3u
+/* How long the worker waits for producers to leave the events in which
+ * they may hold a replaced set before it keeps that set for good. */
+#define STKR__UW_GRACE_MS 50u
+/* Whether this session walks with tables (rconf.unwind_tables). Written
+ * before the release store of RUNNING, read by producers after acquiring
+ * it (as g_conf). */
+extern bool stkr__unwind_wanted;
+/* A Swift concurrency runtime is loaded (set by the table updates): the
+ * table walk does not follow Swift async context chains, so a producer
+ * walks with frame pointers first and keeps that walk when it went through
+ * an async frame (PCs with STKR_PC_ASYNC). Written by whoever updates the
+ * tables, read by producers (relaxed). */
+extern bool stkr__uw_swift_async;
+/* Whether a walk went through a Swift async frame. */
+static inline bool stkr__pcs_any_async(const uint64_t *pcs, unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    if (pcs[i] & STKR__PC_ASYNC)
+      return true;
+  return false;
+}
+/* The published set (an opaque stkr__uw_set *), or NULL. Producer, inside
+ * its event. */
+const void *stkr__unwind_tables_current(void);
+/* Walk the calling event's stack with `set` (from
+ * stkr__unwind_tables_current in the same event): up to max PCs of the
+ * hook's caller chain, after skipping `skip`, into pcs, which must have
+ * room for max + skip + STKR__UW_EXTRA. Called only from stkr_event
+ * (stkr__push inlined): the frames it drops are its own and stkr_event's.
+ * @return the PCs stored; *truncated: more frames were left. */
+unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
+                           uint64_t *pcs, unsigned max, bool *truncated);
+/* What a table update built. */
+typedef struct stkr__unwind_update {
+  uint32_t images, failed; /* tables built; images left to frame pointers */
+  uint64_t rows, rows_fallback, table_bytes;
+  bool kept_old; /* the replaced set stayed allocated (grace bound passed) */
+  bool unchanged; /* the loaded images are those of the published set */
+} stkr__unwind_update;
+/* Build tables for every loaded image and publish them, unless the
+ * loader's image counts are those of the published set. stkr_init (before
+ * the worker starts, so that the first events walk with them), then the
+ * worker when the image list changes: never two at once.
+ * @return 0, -ENOMEM, or -ENOSYS where tables are not supported. */
+int stkr__unwind_tables_update(stkr__unwind_update *out);
+/* A thread's row cache, at attach; freed with its state. 0 or -ENOMEM. */
+int stkr__uw_cache_alloc(stkr__thread *t);
+void stkr__uw_cache_free(stkr__thread *t);
+/* Worker: wait until every thread that is inside an event now has left
+ * it (seen outside an event, or its counters moved on), for at most
+ * max_ms. @return true if all did. */
+bool stkr__threads_wait_events_left(unsigned max_ms);
 
 typedef void (*stkr__wake_fn)(void *arg);
 typedef void (*stkr__fork_fn)(void);

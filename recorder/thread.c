@@ -131,6 +131,9 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   }
   if (stkr__stack_bounds(&t->stack_lo, &t->stack_hi) != 0)
     t->stack_lo = t->stack_hi = 0; /* walk will record no frames */
+  /* Without its row cache the thread walks with frame pointers. */
+  if (stkr__unwind_wanted)
+    (void)stkr__uw_cache_alloc(t);
   if (g_key != (pthread_key_t)-1)
     pthread_setspecific(g_key, t);
   stkr__tls = t;
@@ -189,6 +192,7 @@ void stkr__thread_reap(stkr__thread *t) {
   pthread_mutex_unlock(&g_reap_lock);
   atomic_fetch_sub_explicit(&g_ring_live, t->ring_charge, memory_order_relaxed);
   stkr__ring_free(&t->ring);
+  stkr__uw_cache_free(t);
   munmap(t, stkr__state_bytes());
 }
 
@@ -256,6 +260,39 @@ void stkr__threads_quiesce(unsigned max_ms) {
   pthread_mutex_unlock(&g_reap_lock);
 }
 
+bool stkr__threads_wait_events_left(unsigned max_ms) {
+  stkr__thread *t;
+  uint64_t until = stkr__clock_mono_ns() + (uint64_t)max_ms * 1000000u;
+  bool all = true;
+
+  /* Worker only, never on the stop path: the reap lock is the worker's. */
+  pthread_mutex_lock(&g_reap_lock);
+  for (t = stkr__threads_first(); t != NULL && all; t = stkr__threads_next(t)) {
+    /* A thread's events run one after another (a nested one from a signal
+     * handler drops before it walks), so once it is seen outside an event,
+     * or a later event of it has ended (pushed or a drop count moved), the
+     * event it was in is over. Acquire: pairs with the release store of
+     * busy that ends an event. */
+    uint64_t seen = atomic_load_explicit(&t->pushed, memory_order_relaxed) +
+                    atomic_load_explicit(&t->dropped_ring_full,
+                                         memory_order_relaxed);
+    while (atomic_load_explicit(&t->busy, memory_order_acquire)) {
+      uint64_t now_seen =
+          atomic_load_explicit(&t->pushed, memory_order_relaxed) +
+          atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed);
+      if (now_seen != seen)
+        break;
+      if (stkr__clock_mono_ns() >= until) {
+        all = false;
+        break;
+      }
+      sched_yield();
+    }
+  }
+  pthread_mutex_unlock(&g_reap_lock);
+  return all;
+}
+
 /* Give t a ring file of the current session, if it has none. The old ring
  * is empty or about to be discarded (start: no producer, no consumer). */
 static void reback(stkr__thread *t, size_t ring_bytes) {
@@ -319,6 +356,7 @@ void stkr__threads_forget_after_fork(void) {
      * so that free does not unlink them). */
     t->ring.session = 0;
     stkr__ring_free(&t->ring);
+    stkr__uw_cache_free(t);
     munmap(t, stkr__state_bytes());
   }
   memset(&g_retired, 0, sizeof g_retired);

@@ -22,7 +22,7 @@ static const char *const k_vars[] = {
     "STACKREC_DIR",          "STACKREC_RING_BYTES",     "STACKREC_DEPTH",
     "STACKREC_SKIP",         "STACKREC_FLUSH_MS",       "STACKREC_SEGMENT_BYTES",
     "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK",
-    "STACKREC_EXIT_MS"};
+    "STACKREC_EXIT_MS",      "STACKREC_UNWIND"};
 
 static int clear_env(void **state) {
   (void)state;
@@ -106,9 +106,16 @@ static void test_env_values_and_suffixes(void **state) {
   setenv("STACKREC_SEGMENT_BYTES", "3MiB", 1);
   assert_int_equal(stkr__config_build(NULL, &c), 0);
   assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
+  assert_int_equal(c.unwind, STKR_UNWIND_FP); /* the default */
   assert_int_equal(c.ring_bytes, 524288);
   assert_int_equal(c.segment_bytes, 3u << 20);
   stkr__config_free(&c);
+
+  setenv("STACKREC_UNWIND", "TABLES", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_int_equal(c.unwind, STKR_UNWIND_TABLES);
+  stkr__config_free(&c);
+  unsetenv("STACKREC_UNWIND");
 
   /* Empty means unset. */
   setenv("STACKREC_DEPTH", "", 1);
@@ -157,7 +164,8 @@ static void test_malformed_env_is_einval_and_named(void **state) {
       {"STACKREC_SEGMENT_BYTES", "99999999999999999999"},
       {"STACKREC_SEGMENT_BYTES", "17179869184G"},
       {"STACKREC_DISK_CAP_BYTES", "1Gx"}, {"STACKREC_PAYLOAD_MAX", "5000"},
-      {"STACKREC_FORK", "sometimes"},
+      {"STACKREC_FORK", "sometimes"},   {"STACKREC_UNWIND", "dwarf"},
+      {"STACKREC_UNWIND", "table"},
       /* No "unbounded" exit: 0 and values above a minute are refused. */
       {"STACKREC_EXIT_MS", "0"},        {"STACKREC_EXIT_MS", "60001"},
       {"STACKREC_EXIT_MS", "100ms"},

@@ -103,6 +103,7 @@ static void test_bad_env(void **state) {
       {"STACKREC_DISK_CAP_BYTES", "x"},   {"STACKREC_PAYLOAD_MAX", "99999"},
       {"STACKREC_FORK", "sometimes"},     {"STACKREC_SYMBOLIZE", "later"},
       {"STACKREC_CATEGORIES", "bogus"},   {"STACKREC_ENV_NAMES", "A,,B"},
+      {"STACKREC_UNWIND", "dwarf"},
   };
   char mark[4200];
   struct stat st;

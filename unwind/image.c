@@ -7,6 +7,9 @@
  * stkr__unwind_set_current runs on the worker and may allocate.
  */
 #define _GNU_SOURCE
+/* ELF and the Linux loader: nothing of this file is built elsewhere (the
+ * recorder uses tables on Linux only, unwind_tables.c). */
+#if defined(__linux__)
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -276,3 +279,5 @@ const stkr__uw_set *stkr__unwind_set_current(stkr__uw_slot *slot) {
   /* acquire: pairs with the release in stkr__unwind_publish. */
   return atomic_load_explicit(&slot->cur, memory_order_acquire);
 }
+
+#endif /* __linux__ */

@@ -50,7 +50,8 @@
  * - Recorder config: max_depth 128 (so ~70 frames at depth 64 are never
  *   cut), 4 MiB ring, no payload, no wake callback.
  *
- * Usage: event_cost [rounds]   (default 1001)
+ * Usage: event_cost [rounds]   (default 1001); STACKREC_UNWIND=tables:
+ * stkr_event walks with unwind tables (its first row then measures that).
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -381,7 +382,19 @@ typedef struct results {
 /* Start the recorder on a ring file in sdir (a mkdtemp template) and
  * attach this thread; print how it is set up. */
 static void start_recorder(char *sdir, unsigned rounds) {
-  stkr__rconf rconf = {RING_BYTES, MAX_PCS, 0, 0};
+  stkr__rconf rconf = {RING_BYTES, MAX_PCS, 0, 0, false};
+  /* STACKREC_UNWIND=tables: stkr_event walks with unwind tables (issue 15),
+   * built here as stkr_init would before the first event. */
+  const char *uw = getenv("STACKREC_UNWIND");
+  rconf.unwind_tables = uw != NULL && strcmp(uw, "tables") == 0;
+  if (rconf.unwind_tables) {
+    stkr__unwind_update u;
+    if (stkr__unwind_tables_update(&u) != 0)
+      die("unwind tables could not be built");
+    printf("unwind tables: %u images, %llu rows, %llu KiB\n", u.images,
+           (unsigned long long)u.rows,
+           (unsigned long long)u.table_bytes >> 10);
+  }
 
   /* The ring is what the product uses: a MAP_SHARED file of a recording
    * session (recorder/ringfile.c), in a temporary directory. */
@@ -395,8 +408,9 @@ static void start_recorder(char *sdir, unsigned rounds) {
     die("site register / thread attach failed");
   g_lo = stkr__tls->stack_lo;
   g_hi = stkr__tls->stack_hi;
-  printf("recorder: max_depth %u, ring %u KiB (%s), payload none; batches of "
-         "%u (fast) / %u (glibc-based) calls; %u rounds\n",
+  printf("recorder: %s walk, max_depth %u, ring %u KiB (%s), payload none; "
+         "batches of %u (fast) / %u (glibc-based) calls; %u rounds\n",
+         rconf.unwind_tables ? "unwind-table" : "frame-pointer",
          rconf.max_depth, RING_BYTES >> 10,
          file_ring && stkr__tls->ring.session ? "a MAP_SHARED ring file"
                                               : "anonymous memory",

@@ -96,7 +96,10 @@ static const char record_help[] =
     "value stops stackrec record before CMD runs.\n"
     "\n"
     "The processes record in offline mode (PCs and image lists only;\n"
-    "STACKREC_SYMBOLIZE=offline unless set), and stackrec record resolves\n"
+    "STACKREC_SYMBOLIZE=offline unless set) and walk stacks with unwind\n"
+    "tables built from each image's .eh_frame, so that code built without\n"
+    "frame pointers is walked through (STACKREC_UNWIND=tables unless set;\n"
+    "STACKREC_UNWIND=fp: frame pointers only). stackrec record resolves\n"
     "the whole recording into function names and file:line once CMD has\n"
     "ended, one symbol cache for all processes (as 'stackrec symbolize'\n"
     "would, but in place). A process still running then (a daemon CMD\n"
@@ -582,6 +585,12 @@ static int set_env(const char *dir, const char *depth, const char *cats,
    * resolve the whole recording once at the end. */
   if (offline != NULL && (*offline = v == NULL || v[0] == '\0') &&
       setenv("STACKREC_SYMBOLIZE", "offline", 1) != 0)
+    return -errno;
+  /* Tables unless the user chose: the programs record runs (Debian's
+   * python3, libc) are built without frame pointers, where a frame-pointer
+   * walk stops at the first frame (docs/UNWIND.md). */
+  v = getenv("STACKREC_UNWIND");
+  if ((v == NULL || v[0] == '\0') && setenv("STACKREC_UNWIND", "tables", 1) != 0)
     return -errno;
   if (
       (dir && setenv("STACKREC_DIR", dir, 1) != 0) ||

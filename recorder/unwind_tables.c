@@ -1,0 +1,207 @@
+/*
+ * unwind_tables.c: the recorder's side of the compact unwind tables
+ * (unwind/, docs/UNWIND.md), used when a session asks for
+ * STKR_UNWIND_TABLES.
+ *
+ *  - The worker builds one set of tables for every loaded image and
+ *    publishes it (stkr__unwind_tables_update): when it starts, and
+ *    whenever the image list changes. The set it replaces is freed only
+ *    once every producer that may have loaded it has left that event (the
+ *    grace period: stkr__threads_wait_events_left); a producer that does
+ *    not leave within the bound (stopped in a debugger, descheduled for
+ *    long) makes the worker keep the old set for good (counted) rather
+ *    than free memory a walk may still read.
+ *  - A producer (stkr__walk_tables, from stkr_event) loads the published
+ *    set inside its event and walks with it and its thread's row cache;
+ *    until the first set is published (the worker's first milliseconds),
+ *    events are walked with frame pointers.
+ *
+ * Published sets live until the process ends or a newer one replaces them
+ * (a later session reuses the one there is). Linux x86_64 and aarch64
+ * only: elsewhere nothing is ever published and the frame-pointer walk
+ * runs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "recorder/stkr_internal.h"
+
+bool stkr__uw_swift_async;
+
+#if STKR__HAVE_UNWIND_TABLES
+#include <link.h>
+
+#include "unwind/unwind.h"
+
+/* The published set. Written by the worker (stkr__unwind_publish, release),
+ * read by producers inside their events (acquire): see unwind.h. */
+static stkr__uw_slot g_uw_slot;
+/* Sets kept because a producer did not leave its event within the grace
+ * bound. Worker only (read by stats). */
+static _Atomic uint64_t g_uw_sets_kept;
+/* The loader's counts of images added and removed when the published set
+ * was built (0, 0: none built). Written by whoever updates (one at a time:
+ * stkr_init before the worker starts, then the worker), read by the next
+ * update; a forked child inherits them with the set, which is valid in it
+ * (the same mappings). */
+static unsigned long long g_uw_adds, g_uw_subs;
+
+static int loader_counts_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  unsigned long long *c = arg;
+  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    c[0] = info->dlpi_adds;
+    c[1] = info->dlpi_subs;
+  }
+  return 1; /* the first image has the counts */
+}
+
+static int swift_async_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  if (info->dlpi_name != NULL && strstr(info->dlpi_name, "swift_Concurrency"))
+    return *(bool *)arg = true;
+  return 0;
+}
+
+/* Registers of the caller at the instruction after the call: pc, the sp
+ * it has there, its frame pointer (and lr on aarch64, which the call just
+ * set to that same pc). Assembly, because no C construct gives the
+ * caller's sp portably (on aarch64 the frame record need not sit at the
+ * top of the frame). */
+void stkr__uw_capture(stkr__uw_regs *regs);
+#if defined(__x86_64__)
+__asm__(".text\n.globl stkr__uw_capture\n.hidden stkr__uw_capture\n"
+        ".type stkr__uw_capture,@function\nstkr__uw_capture:\n"
+        ".cfi_startproc\n"
+        "  movq (%rsp), %rax\n  movq %rax, 0(%rdi)\n"
+        "  leaq 8(%rsp), %rax\n  movq %rax, 8(%rdi)\n"
+        "  movq %rbp, 16(%rdi)\n  movq $0, 24(%rdi)\n  ret\n"
+        ".cfi_endproc\n.size stkr__uw_capture, .-stkr__uw_capture\n");
+#elif defined(__aarch64__)
+__asm__(".text\n.globl stkr__uw_capture\n.hidden stkr__uw_capture\n"
+        ".type stkr__uw_capture,%function\nstkr__uw_capture:\n"
+        ".cfi_startproc\n"
+        "  str x30, [x0]\n  mov x1, sp\n  str x1, [x0, #8]\n"
+        "  str x29, [x0, #16]\n  str x30, [x0, #24]\n  ret\n"
+        ".cfi_endproc\n.size stkr__uw_capture, .-stkr__uw_capture\n");
+#endif
+
+const void *stkr__unwind_tables_current(void) {
+  return stkr__unwind_set_current(&g_uw_slot);
+}
+
+/* Frames of our own between the walk's start and the hook: this function
+ * and stkr_event (stkr__push is inlined into it). */
+#define STKR__UW_OWN_FRAMES 2u
+
+__attribute__((noinline)) unsigned
+stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
+                  uint64_t *pcs, unsigned max, bool *truncated) {
+  stkr__uw_regs regs;
+  unsigned drop = STKR__UW_OWN_FRAMES + skip, n;
+
+  stkr__uw_capture(&regs);
+  /* One more than wanted tells a truncated stack from one that ends at
+   * exactly max frames. pcs has room for max + skip + STKR__UW_EXTRA. */
+  n = stkr__unwind_walk_cached((const stkr__uw_set *)set, t->uw_cache, &regs,
+                               t->stack_lo, t->stack_hi, pcs, max + drop + 1,
+                               NULL);
+  if (n <= drop) {
+    *truncated = false;
+    return 0;
+  }
+  n -= drop;
+  memmove(pcs, pcs + drop, 8u * n);
+  /* A "return address" inside the stack is a data word: CFI that the
+   * compact rows describe wrongly (libffi's trampolines) led there. The
+   * frame-pointer walk's rule: the stack ends before it. */
+  for (unsigned i = 0; i < n && i <= max; i++)
+    if (pcs[i] >= t->stack_lo && pcs[i] < t->stack_hi) {
+      *truncated = false;
+      return i;
+    }
+  *truncated = n > max;
+  return n > max ? max : n;
+}
+
+int stkr__unwind_tables_update(stkr__unwind_update *out) {
+  stkr__uw_set *next = NULL, *old;
+  unsigned failed = 0;
+  unsigned long long counts[2] = {0, 0};
+  int err;
+
+  memset(out, 0, sizeof *out);
+  /* The same images as the published set's (a later session, a forked
+   * child, a pass after stkr_init built them): nothing to do. */
+  dl_iterate_phdr(loader_counts_cb, counts);
+  if (stkr__unwind_set_current(&g_uw_slot) != NULL && counts[0] != 0 &&
+      counts[0] == g_uw_adds && counts[1] == g_uw_subs) {
+    out->unchanged = true;
+    return 0;
+  }
+  if ((err = stkr__unwind_set_build_loaded(&next, &failed)) != 0)
+    return err; /* the published set, if any, stays */
+  {
+    bool swift = false;
+    dl_iterate_phdr(swift_async_cb, &swift);
+    /* Relaxed: a producer that sees it late walks one more event without
+     * the async check. */
+    __atomic_store_n(&stkr__uw_swift_async, swift, __ATOMIC_RELAXED);
+  }
+  g_uw_adds = counts[0];
+  g_uw_subs = counts[1];
+  out->images = next->n;
+  out->failed = failed;
+  out->rows = next->total.rows;
+  out->rows_fallback = next->total.rows_fallback;
+  out->table_bytes = next->total.table_bytes;
+  old = stkr__unwind_publish(&g_uw_slot, next);
+  if (old != NULL) {
+    if (stkr__threads_wait_events_left(STKR__UW_GRACE_MS))
+      stkr__unwind_set_free(old);
+    else {
+      out->kept_old = true;
+      atomic_fetch_add_explicit(&g_uw_sets_kept, 1, memory_order_relaxed);
+    }
+  }
+  return 0;
+}
+
+int stkr__uw_cache_alloc(stkr__thread *t) {
+  void *p = mmap(NULL, sizeof(stkr__uw_cache), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return -ENOMEM;
+  t->uw_cache = p; /* zeroed: an empty cache */
+  return 0;
+}
+
+void stkr__uw_cache_free(stkr__thread *t) {
+  if (t->uw_cache != NULL)
+    munmap(t->uw_cache, sizeof(stkr__uw_cache));
+  t->uw_cache = NULL;
+}
+
+#else /* no tables on this platform: the frame-pointer walk only */
+
+const void *stkr__unwind_tables_current(void) { return NULL; }
+unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
+                           uint64_t *pcs, unsigned max, bool *truncated) {
+  (void)t, (void)set, (void)skip, (void)pcs, (void)max;
+  *truncated = false;
+  return 0;
+}
+int stkr__unwind_tables_update(stkr__unwind_update *out) {
+  memset(out, 0, sizeof *out);
+  return -ENOSYS;
+}
+int stkr__uw_cache_alloc(stkr__thread *t) {
+  (void)t;
+  return 0;
+}
+void stkr__uw_cache_free(stkr__thread *t) { (void)t; }
+
+#endif

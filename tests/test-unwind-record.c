@@ -1,0 +1,185 @@
+/*
+ * test-unwind-record.c: issue 15 end to end: `stackrec record` walks the
+ * stacks of a program built without frame pointers with unwind tables
+ * (STACKREC_UNWIND=tables, record's default), through every frame to
+ * main, where a frame-pointer walk (STACKREC_UNWIND=fp) stops; an image
+ * loaded by dlopen after recording started gets its table on a later
+ * worker pass; Python's interpreter frames are walked to its entry.
+ */
+#include "tests/preload_run.h"
+
+/* Does the stack of e hold the fixture's functions fns[0..n) (innermost
+ * first) as consecutive frames? */
+static bool has_chain(const rec *r, const stkr_event_view *v,
+                      const char *const *images, const char *const *fns,
+                      size_t n) {
+  for (size_t i = 0; i + n <= v->n_pcs; i++) {
+    size_t k = 0;
+    while (k < n && pc_in(r, v->process, v->pcs[i + k], images[k], fns[k]))
+      k++;
+    if (k == n)
+      return true;
+  }
+  return false;
+}
+
+/* The stacks of the gethostname events of a recording: how many events,
+ * and how many of them hold the chain. *last_has: the last one does. */
+static void chain_counts(const char *dir, const char *const *images,
+                         const char *const *fns, size_t n, size_t *events,
+                         size_t *with_chain, bool *last_has) {
+  rec r;
+  stkr_event_view v;
+  int rc;
+
+  rec_load(&r, dir); /* for the image lists; events read again below */
+  *events = *with_chain = 0;
+  *last_has = false;
+  stkr_reader *rd;
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while ((rc = stkr_reader_next(rd, &v)) == 1) {
+    if (strcmp(v.site, "identifiers.gethostname") != 0)
+      continue;
+    (*events)++;
+    *last_has = has_chain(&r, &v, images, fns, n);
+    *with_chain += *last_has;
+  }
+  assert_int_equal(rc, 0);
+  stkr_reader_free(rd);
+  rec_free(&r);
+}
+
+static const char *const k_chain_img[] = {"omitfp", "omitfp", "omitfp",
+                                          "omitfp"};
+static const char *const k_chain_fn[] = {"uw_inner", "uw_middle", "uw_outer",
+                                         "main"};
+
+static void test_tables_walk_through_code_without_frame_pointers(void **state) {
+  char dir[4096];
+  size_t events, full;
+  bool last;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fresh("tables"));
+  assert_int_equal(record(dir, "-q", "omitfp", "chain"), 0);
+  chain_counts(dir, k_chain_img, k_chain_fn, 4, &events, &full, &last);
+  assert_int_equal(events, 1);
+  if (full != 1)
+    fail_msg("the stack does not hold uw_inner < uw_middle < uw_outer < "
+             "main (tables)");
+}
+
+/* The same program with frame pointers only: the walk stops where
+ * uw_middle zeroed the frame pointer, so the chain is not there. Without
+ * this the first test could pass without the tables doing anything. */
+static void test_fp_walk_stops_there(void **state) {
+  char dir[4096];
+  size_t events, full;
+  bool last;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fresh("fp"));
+  setenv("STACKREC_UNWIND", "fp", 1);
+  int rc = record(dir, "-q", "omitfp", "chain");
+  unsetenv("STACKREC_UNWIND");
+  assert_int_equal(rc, 0);
+  chain_counts(dir, k_chain_img, k_chain_fn, 4, &events, &full, &last);
+  assert_int_equal(events, 1);
+  assert_int_equal(full, 0);
+}
+
+/* An image loaded after recording started: its frames are walked with a
+ * table once a worker pass has built one (the events before that walk
+ * with the tables of the images there were, and frame pointers in it). */
+static void test_dlopen_image_gets_a_table(void **state) {
+  char dir[4096], args[4200];
+  static const char *const img[] = {"libomitfp_lib.so", "libomitfp_lib.so",
+                                    "omitfp"};
+  static const char *const fn[] = {"lib_inner", "lib_outer", "main"};
+  size_t events, full;
+  bool last;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fresh("dlopen"));
+  snprintf(args, sizeof args, "dlopen '%s/libomitfp_lib.so' 40", g_fx_dir);
+  setenv("STACKREC_FLUSH_MS", "10", 1);
+  int rc = record(dir, "-q", "omitfp", args);
+  unsetenv("STACKREC_FLUSH_MS");
+  assert_int_equal(rc, 0);
+  chain_counts(dir, img, fn, 3, &events, &full, &last);
+  assert_int_equal(events, 40);
+  if (!last)
+    fail_msg("after 2 s of worker passes the dlopen'd library's frames are "
+             "still not walked with its table (%zu of %zu events have the "
+             "chain)", full, events);
+}
+
+/* [start, end) of a .dynsym function of a file (nm -D -S), or false. */
+static bool dynsym_range(const char *file, const char *fn, uint64_t *start,
+                         uint64_t *end) {
+  unsigned long long a, n;
+  if (sh("nm -D -S --defined-only '%s' | awk '$4 == \"%s\" {print $1, $2}'",
+         file, fn) != 0 || sscanf(g_out, "%llx %llx", &a, &n) != 2)
+    return false;
+  *start = a;
+  *end = a + n;
+  return true;
+}
+
+/* Debian's python3 is built without frame pointers: with tables, a stack
+ * recorded inside it reaches the interpreter's entry, Py_BytesMain (from
+ * its .dynsym: the binary is stripped). */
+static void test_python_reaches_interpreter_entry(void **state) {
+  char dir[4096], py[512];
+  uint64_t lo, hi;
+  stkr_reader *rd;
+  stkr_event_view v;
+  bool found = false;
+  size_t events = 0;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* the TSan runtime cannot be preloaded into python3 */
+#endif
+  if (sh("readlink -f /usr/bin/python3") != 0 ||
+      sscanf(g_out, "%511s", py) != 1 || !dynsym_range(py, "Py_BytesMain", &lo, &hi)) {
+    fprintf(stderr, "no /usr/bin/python3 with Py_BytesMain in .dynsym: skipped\n");
+    skip();
+  }
+  snprintf(dir, sizeof dir, "%s", fresh("python"));
+  /* Python's own allocations are not ours to check (as test-preload's
+   * probe). */
+  assert_int_equal(sh("%s'%s' record -q -o '%s' -- /usr/bin/python3 -c "
+                      "'import socket; socket.gethostname()'",
+                      SANITIZED ? "ASAN_OPTIONS=detect_leaks=0 " : "", g_bin,
+                      dir), 0);
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &v) == 1) {
+    const stkr_image_info *im;
+    size_t n;
+    if (strcmp(v.site, "identifiers.gethostname") != 0)
+      continue;
+    events++;
+    assert_int_equal(stkr_reader_images(rd, v.process, &im, &n), 0);
+    for (size_t i = 0; i < v.n_pcs; i++)
+      for (size_t k = 0; k < n; k++)
+        if (v.pcs[i] >= im[k].text_start && v.pcs[i] < im[k].text_end &&
+            strcmp(im[k].path, py) == 0 && v.pcs[i] - im[k].load_address >= lo &&
+            v.pcs[i] - im[k].load_address < hi)
+          found = true;
+  }
+  stkr_reader_free(rd);
+  assert_true(events >= 1);
+  if (!found)
+    fail_msg("no frame of python3's gethostname stack lies in Py_BytesMain");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tables_walk_through_code_without_frame_pointers),
+      cmocka_unit_test(test_fp_walk_stops_there),
+      cmocka_unit_test(test_dlopen_image_gets_a_table),
+      cmocka_unit_test(test_python_reaches_interpreter_entry),
+  };
+  return cmocka_run_group_tests_name("unwind-record", tests, setup, NULL);
+}
