@@ -199,12 +199,7 @@ typedef struct stkr__extmark {
 } stkr__extmark;
 
 struct stkr_reader {
-  stkr_warn_cb warn;
-  void *warn_arg;
-  stkr_batch_cb batch_cb; /* stkr_reader_opts.batch */
-  void *batch_arg;
-  stkr_warn_cb incomplete_cb; /* stkr_reader_opts.incomplete */
-  void *incomplete_arg;
+  stkr_reader_opts opts; /* as given to stkr_reader_open (zeroed: NULL) */
   stkr_reader_counts counts;
 
   stkr__stream **streams; /* sorted by pid, then creation order */
@@ -237,7 +232,6 @@ struct stkr_reader {
   stkr_frame *ev_frames;
   size_t ev_frames_cap;
   const stkr__rd_stack *ev_frames_of;
-  bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
   /* External marks (marks files of `stackrec mark`) of every directory
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;

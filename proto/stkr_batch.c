@@ -657,7 +657,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
       ev->site_id = s->site_id;
     r->ev_stream = st;
     r->ev_stack = s;
-    if (s->n_frames && !r->lazy_frames) {
+    if (s->n_frames && !r->opts.lazy_frames) {
       if (stkr__event_frames(r, st, s) != 0)
         return -ENOMEM;
       ev->frames = r->ev_frames;
