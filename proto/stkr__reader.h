@@ -351,4 +351,9 @@ void stkr__marks_free(stkr_reader *r);
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);
 
+/* Room for entry n of a table that an stkr__idmap indexes (sites, threads,
+ * stacks, strings, frames of a stream): the map stores index + 1 in a
+ * uint32_t, so n must stay below UINT32_MAX - 1. @return 0 or -ENOMEM. */
+int stkr__grow_indexed(void *arr, size_t *cap, size_t n, size_t size);
+
 #endif /* STKR__READER_H */
