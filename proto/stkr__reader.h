@@ -199,12 +199,7 @@ typedef struct stkr__extmark {
 } stkr__extmark;
 
 struct stkr_reader {
-  stkr_warn_cb warn;
-  void *warn_arg;
-  stkr_batch_cb batch_cb; /* stkr_reader_opts.batch */
-  void *batch_arg;
-  stkr_warn_cb incomplete_cb; /* stkr_reader_opts.incomplete */
-  void *incomplete_arg;
+  stkr_reader_opts opts; /* as given to stkr_reader_open (zeroed: NULL) */
   stkr_reader_counts counts;
 
   stkr__stream **streams; /* sorted by pid, then creation order */
@@ -237,7 +232,6 @@ struct stkr_reader {
   stkr_frame *ev_frames;
   size_t ev_frames_cap;
   const stkr__rd_stack *ev_frames_of;
-  bool lazy_frames;              /* stkr_reader_opts.lazy_frames */
   /* External marks (marks files of `stackrec mark`) of every directory
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
@@ -356,5 +350,10 @@ void stkr__marks_free(stkr_reader *r);
 
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);
+
+/* Room for entry n of a table that an stkr__idmap indexes (sites, threads,
+ * stacks, strings, frames of a stream): the map stores index + 1 in a
+ * uint32_t, so n must stay below UINT32_MAX - 1. @return 0 or -ENOMEM. */
+int stkr__grow_indexed(void *arr, size_t *cap, size_t n, size_t size);
 
 #endif /* STKR__READER_H */

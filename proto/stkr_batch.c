@@ -26,6 +26,12 @@ int stkr__grow(void *arr, size_t *cap, size_t need, size_t size) {
   return stkr_grow((void **)arr, cap, need, size);
 }
 
+int stkr__grow_indexed(void *arr, size_t *cap, size_t n, size_t size) {
+  if (n >= UINT32_MAX - 1)
+    return -ENOMEM;
+  return stkr_grow((void **)arr, cap, n + 1, size);
+}
+
 char *stkr__strdup0(const char *s) {
   return strdup(s ? s : "");
 }
@@ -85,9 +91,8 @@ static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
 
   if (stkr__idmap_get(&st->site_map, id, idx))
     return 0;
-  if (st->n_sites >= UINT32_MAX - 1 ||
-      stkr__grow(&st->sites, &st->cap_sites, st->n_sites + 1,
-                 sizeof(*st->sites)) != 0)
+  if (stkr__grow_indexed(&st->sites, &st->cap_sites, st->n_sites,
+                         sizeof(*st->sites)) != 0)
     return -ENOMEM;
   s = &st->sites[st->n_sites];
   memset(s, 0, sizeof(*s));
@@ -178,9 +183,8 @@ static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
     t = &st->threads[idx];
     free(t->name);
   } else {
-    if (st->n_threads >= UINT32_MAX - 1 ||
-        stkr__grow(&st->threads, &st->cap_threads, st->n_threads + 1,
-                   sizeof(*st->threads)) != 0 ||
+    if (stkr__grow_indexed(&st->threads, &st->cap_threads, st->n_threads,
+                           sizeof(*st->threads)) != 0 ||
         stkr__idmap_put(&st->thread_map, d->id, (uint32_t)st->n_threads)) {
       free(name);
       return -ENOMEM;
@@ -208,9 +212,8 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
       stkr__conflict(r, st, path, off, "stack", d->id);
     return 0;
   }
-  if (st->n_stacks >= UINT32_MAX - 1 ||
-      stkr__grow(&st->stacks, &st->cap_stacks, st->n_stacks + 1,
-                 sizeof(*st->stacks)) != 0)
+  if (stkr__grow_indexed(&st->stacks, &st->cap_stacks, st->n_stacks,
+                         sizeof(*st->stacks)) != 0)
     return -ENOMEM;
   s = &st->stacks[st->n_stacks];
   memset(s, 0, sizeof(*s));
@@ -657,7 +660,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
       ev->site_id = s->site_id;
     r->ev_stream = st;
     r->ev_stack = s;
-    if (s->n_frames && !r->lazy_frames) {
+    if (s->n_frames && !r->opts.lazy_frames) {
       if (stkr__event_frames(r, st, s) != 0)
         return -ENOMEM;
       ev->frames = r->ev_frames;

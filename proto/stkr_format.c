@@ -3,6 +3,7 @@
  */
 #include "proto/stkr_format.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,19 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq) {
   if (seq != NULL)
     *seq = p_seq;
   return 0;
+}
+
+int stkr_fmt_dir_has_segments(const char *dir) {
+  struct dirent *de;
+  DIR *d = opendir(dir);
+  int found = 0;
+
+  if (d == NULL)
+    return -errno;
+  while (!found && (de = readdir(d)) != NULL)
+    found = stkr_fmt_segment_parse(de->d_name, NULL, NULL) == 0;
+  closedir(d);
+  return found;
 }
 
 /* Make room for `extra` more bytes after b->len (the one grow helper:

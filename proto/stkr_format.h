@@ -64,6 +64,14 @@ int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq);
  */
 int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
 
+/*
+ * Does dir hold a segment file (a name stkr_fmt_segment_parse() accepts)?
+ * The commands that write a recording (record, merge, symbolize) refuse a
+ * directory that does: their output would mix with it.
+ * @return 1, 0, or -errno if dir cannot be listed.
+ */
+int stkr_fmt_dir_has_segments(const char *dir);
+
 /* A growable byte buffer. Zero-initialize it; free it with
  * stkr_fmt_buf_free(). The caller may reset len to 0 to reuse the memory. */
 typedef struct stkr_fmt_buf {

@@ -22,7 +22,7 @@ static void stkr__vwarn(stkr_reader *r, stkr_warn_kind kind, const char *path,
   char what[512], msg[1024 + 512];
   stkr_warning w;
 
-  if (kind == STKR_WARN_INCOMPLETE && r->incomplete_cb == NULL)
+  if (kind == STKR_WARN_INCOMPLETE && r->opts.incomplete == NULL)
     return;
   vsnprintf(what, sizeof(what), fmt, ap);
   if (off >= 0)
@@ -42,15 +42,15 @@ static void stkr__vwarn(stkr_reader *r, stkr_warn_kind kind, const char *path,
   w.pid = pid;
   w.message = msg;
   if (kind == STKR_WARN_INCOMPLETE) { /* a finding, not a warning */
-    if (r->incomplete_cb != NULL)
-      r->incomplete_cb(r->incomplete_arg, &w);
+    if (r->opts.incomplete != NULL)
+      r->opts.incomplete(r->opts.incomplete_arg, &w);
     return;
   }
   r->counts.warnings++;
   if (w.data_lost)
     r->counts.data_lost++;
-  if (r->warn != NULL)
-    r->warn(r->warn_arg, &w);
+  if (r->opts.warn != NULL)
+    r->opts.warn(r->opts.warn_arg, &w);
   else
     fprintf(stderr, "%s\n", msg);
 }
@@ -87,15 +87,8 @@ int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out) {
   if (r == NULL)
     return -ENOMEM;
   r->in.fd = -1;
-  if (opts != NULL) {
-    r->warn = opts->warn;
-    r->warn_arg = opts->warn_arg;
-    r->lazy_frames = opts->lazy_frames;
-    r->batch_cb = opts->batch;
-    r->batch_arg = opts->batch_arg;
-    r->incomplete_cb = opts->incomplete;
-    r->incomplete_arg = opts->incomplete_arg;
-  }
+  if (opts != NULL)
+    r->opts = *opts;
   stkr_fmt_pballoc_init(&r->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   r->dctx = ZSTD_createDCtx();
   if (r->dctx == NULL) {
@@ -560,13 +553,13 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
       if (st->sess_clean && !was_clean)
         st->clean_file = r->cur_file + 1;
     }
-    if (rc == STKR__BATCH_OK && r->batch_cb != NULL) {
+    if (rc == STKR__BATCH_OK && r->opts.batch != NULL) {
       stkr_batch_view bv = {.process = r->cur_stream, .pid = st->info.pid,
                             .path = f->path, .file_seq = f->seq,
                             .offset = off, .frame_len = r->frame_len,
                             .data = r->dbuf.data, .len = r->dbuf.len};
 
-      rc = r->batch_cb(r->batch_arg, &bv);
+      rc = r->opts.batch(r->opts.batch_arg, &bv);
       if (rc != 0)
         return r->hard_err = rc < 0 ? rc : -EIO;
     }

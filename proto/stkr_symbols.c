@@ -52,9 +52,8 @@ int stkr__apply_string(stkr_reader *r, stkr__stream *st,
       stkr__conflict(r, st, path, off, "string", d->id);
     return 0;
   }
-  if (st->n_strings >= UINT32_MAX - 1 ||
-      stkr__grow(&st->strings, &st->cap_strings, st->n_strings + 1,
-                 sizeof(*st->strings)) != 0 ||
+  if (stkr__grow_indexed(&st->strings, &st->cap_strings, st->n_strings,
+                         sizeof(*st->strings)) != 0 ||
       (v = stkr__strdup0(d->value)) == NULL)
     return -ENOMEM;
   if (stkr__idmap_put(&st->string_map, d->id, (uint32_t)st->n_strings) != 0) {
@@ -101,9 +100,8 @@ int stkr__apply_frame(stkr_reader *r, stkr__stream *st,
       stkr__conflict(r, st, path, off, "frame", d->id);
     return 0;
   }
-  if (st->n_frames >= UINT32_MAX - 1 ||
-      stkr__grow(&st->frames, &st->cap_frames, st->n_frames + 1,
-                 sizeof(*st->frames)) != 0 ||
+  if (stkr__grow_indexed(&st->frames, &st->cap_frames, st->n_frames,
+                         sizeof(*st->frames)) != 0 ||
       stkr__grow(&st->frame_ids, &st->cap_frame_ids, st->n_frames + 1,
                  sizeof(*st->frame_ids)) != 0 ||
       stkr__idmap_put(&st->frame_map, d->id, (uint32_t)st->n_frames) != 0)

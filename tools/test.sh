@@ -86,6 +86,26 @@ count_logs() {
   done
 }
 
+# "N passed, N failed..." -> p=N, f=N (the caller's locals).
+split_counts() {
+  p=${1%% passed*}
+  f=${1#*passed, }; f=${f%% failed*}
+}
+
+# The end of every phase: a failing exit status with no failure counted is
+# one failure (something died without saying so); print
+# "<label>: N passed, N failed<extra>" and add to the totals.
+#   phase_done LABEL WHAT STATUS PASSED FAILED [EXTRA]
+phase_done() {
+  local label=$1 what=$2 status=$3 p=$4 f=$5
+  if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+    echo "test.sh: $label: ${what}exited $status" >&2
+    f=1
+  fi
+  echo "$label: $p passed, $f failed${6:-}"
+  add "$p" "$f"
+}
+
 bazel_suite() {
   local label=$1; shift
   local status logs
@@ -95,12 +115,7 @@ bazel_suite() {
   status=${PIPESTATUS[0]}
   logs=$("${bazel[@]}" info "$@" bazel-testlogs 2>/dev/null)
   count_logs "$logs"
-  if [ "$status" -ne 0 ] && [ "$F" -eq 0 ]; then
-    echo "test.sh: $label: bazel test exited $status" >&2
-    F=1
-  fi
-  echo "$label: $P passed, $F failed${S:+, $S skipped}"
-  add "$P" "$F"
+  phase_done "$label" "bazel test " "$status" "$P" "$F" "${S:+, $S skipped}"
 }
 
 # A script phase: its last "N passed, N failed" line counts; none, or a
@@ -118,14 +133,9 @@ script_phase() {
     p=0; f=1
     echo "test.sh: $label: no 'N passed, N failed' line (exit $status)" >&2
   else
-    p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
-    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
-      echo "test.sh: $label: exited $status" >&2
-      f=1
-    fi
+    split_counts "$line"
   fi
-  echo "$label: $p passed, $f failed"
-  add "$p" "$f"
+  phase_done "$label" "" "$status" "$p" "$f"
 }
 
 # The soak program twice: the plain build (RSS must stay flat) for
@@ -153,9 +163,9 @@ soak_phase() {
       f=$((f + 1))
     else
       echo "soak ($cfg): $line"
-      p=$((p + ${line%% passed*}))
-      line=${line#*passed, }
-      f=$((f + ${line%% failed*}))
+      local sum_p=$p sum_f=$f
+      split_counts "$line"
+      p=$((sum_p + p)); f=$((sum_f + f))
     fi
   done
   echo "$p passed, $f failed"

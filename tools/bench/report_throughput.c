@@ -74,6 +74,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tools/stackrec/agg.h"
@@ -405,20 +406,6 @@ static const char *find_cli(const char *given, const char *argv0) {
   return NULL;
 }
 
-/* Is there a stackrec-*.zst file in dir? */
-static bool has_segments(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  bool found = false;
-
-  if (d == NULL)
-    return false;
-  while (!found && (e = readdir(d)) != NULL)
-    found = strncmp(e->d_name, "stackrec-", 9) == 0;
-  closedir(d);
-  return found;
-}
-
 /* One run: the inputs, and per measure its samples and results. */
 typedef struct bench_run {
   const char *cli; /* the stackrec binary, or NULL: CLI rows skipped */
@@ -593,7 +580,7 @@ int main(int argc, char **argv) {
   printf("report_throughput: %ld CPUs online; CLI %s\n",
          sysconf(_SC_NPROCESSORS_ONLN), x->cli ? x->cli : "(not found: CLI "
          "rows skipped; pass --stackrec)");
-  if (has_segments(x->dir)) {
+  if (stkr_fmt_dir_has_segments(x->dir) == 1) {
     printf("reusing the recording in %s\n", x->dir);
   } else {
     record(x->dir, events);

@@ -24,7 +24,6 @@
  * are left out (and reported; exit 1), as is the incomplete last batch of
  * a recording still being written. Memory: one batch at a time.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -279,20 +278,6 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
   return 0;
 }
 
-/* Does dir hold a segment file? @return 1, 0, or -errno. */
-static int has_segments(const char *dir) {
-  struct dirent *de;
-  DIR *d = opendir(dir);
-  int found = 0;
-
-  if (d == NULL)
-    return -errno;
-  while (!found && (de = readdir(d)) != NULL)
-    found = stkr_fmt_segment_parse(de->d_name, NULL, NULL) == 0;
-  closedir(d);
-  return found;
-}
-
 /* Refuse OUT if it is an input, or the directory of an input file.
  * @return 0, or the usage status after printing why. */
 static int check_out(const char *out, char *const *in, int n) {
@@ -425,7 +410,7 @@ int stkr_cli_merge(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST; /* output, not input: see cli.h */
     goto out;
   }
-  if ((rc = has_segments(out)) != 0) {
+  if ((rc = stkr_fmt_dir_has_segments(out)) != 0) {
     if (rc < 0)
       fprintf(stderr, "stackrec merge: cannot list %s: %s\n", out,
               strerror(-rc));

@@ -25,7 +25,6 @@
  * for every file (stkr_cli_symbolize_in_place).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -44,6 +43,7 @@
 #include <unistd.h>
 
 #include "preload/match.h"
+#include "proto/stkr_format.h"
 #include "recorder/stackrec.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
@@ -218,23 +218,6 @@ static int dir_usable(const char *dir) {
   return 0;
 }
 
-/* Does dir hold segment files already? */
-static bool holds_recording(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *de;
-  bool found = false;
-
-  if (d == NULL)
-    return false;
-  while (!found && (de = readdir(d)) != NULL) {
-    size_t n = strlen(de->d_name);
-    found = strncmp(de->d_name, "stackrec-", 9) == 0 && n > 4 &&
-            strcmp(de->d_name + n - 4, ".zst") == 0;
-  }
-  closedir(d);
-  return found;
-}
-
 /* Create the recording directory (default name from cmd); absolute path
  * in out. @return 0 or REC_BAD_DIR after printing why. */
 static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
@@ -249,7 +232,7 @@ static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
                 strerror(-err));
       return REC_BAD_DIR;
     }
-    if (holds_recording(opt)) {
+    if (stkr_fmt_dir_has_segments(opt) == 1) {
       rec_error("-o %s: already holds a recording (stackrec-*.zst); "
                 "choose another directory, or remove it",
                 opt);

@@ -591,8 +591,6 @@ static int parse_args(int argc, char **argv, const char **dirs,
  * segment files already (the output would mix with them). @return 0, or
  * the exit status after the message. */
 static int make_outdir(const char *indir, const char *outdir) {
-  segf *old;
-  size_t n_old = 0, i;
   struct stat a, b;
 
   if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
@@ -603,11 +601,7 @@ static int make_outdir(const char *indir, const char *outdir) {
   if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
       a.st_ino == b.st_ino)
     return stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
-  if (list_segments(outdir, &old, &n_old) == 0) {
-    for (i = 0; i < n_old; i++) free(old[i].name);
-    free(old);
-  }
-  if (n_old)
+  if (stkr_fmt_dir_has_segments(outdir) == 1)
     return stkr_cli_usage_error("symbolize",
                                 "OUT '%s' already holds segment files; "
                                 "give an empty or new directory", outdir);
