@@ -30,7 +30,11 @@
 #define STKR__SYM_MAX_INLINE 16
 
 /* One image to resolve PCs in. Strings and bytes are borrowed for the
- * duration of stkr__symbe_set_images() only (the backend copies). */
+ * duration of stkr__symbe_set_images() only (the backend copies). The
+ * addresses may be moved from the recorded ones by one delta (`stackrec
+ * symbolize` puts each image in a range of its own): ELF PCs are looked
+ * up at the file's address PC - load_address, in a PIE or shared library
+ * and in a non-PIE (ET_EXEC) file alike (recorded with a load bias of 0). */
 typedef struct stkr__symimg {
   const char *path;
   uint64_t load_address; /* ELF: the load bias; Mach-O: the slid __TEXT */

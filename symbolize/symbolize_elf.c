@@ -59,6 +59,13 @@ typedef struct mod {
   Dwfl_Module *m;
   Dwarf *dw;
   Dwarf_Addr dwbias;
+  /* Image address - module address: what every PC loses before libdw sees
+   * it. 0 but for an ET_EXEC file given a load address of its own: libdw
+   * places an ET_EXEC module at its link-time addresses whatever base it
+   * is reported at, while `stackrec symbolize` moves every image to a
+   * canonical range (tools/stackrec/symbolize_canon.c), so the PCs of a
+   * non-PIE main program (Debian's python3.11) arrive 2^62 above it. */
+  uint64_t shift;
   fnsym *syms;
   size_t n_syms;
   bool syms_built;
@@ -469,7 +476,8 @@ static bool mod_open(stkr__symbe *be, mod *m) {
     return false;
   }
   dwfl_report_begin(m->dwfl);
-  /* ET_DYN: placed at the load bias (add_p_vaddr); ET_EXEC: as linked. */
+  /* ET_DYN: placed at the load bias (add_p_vaddr); ET_EXEC: as linked,
+   * whatever the load address says (mod.shift). */
   m->m = dwfl_report_elf(m->dwfl, m->img.path, file, fd, m->img.load_address,
                          true);
   dwfl_report_end(m->dwfl, NULL, NULL);
@@ -480,6 +488,10 @@ static bool mod_open(stkr__symbe *be, mod *m) {
     return false;
   }
   free(file);
+  {
+    GElf_Addr bias = 0; /* where libdw actually put it (see mod.shift) */
+    if (dwfl_module_getelf(m->m, &bias)) m->shift = m->img.load_address - bias;
+  }
   {
     void **slot = NULL; /* the module's userdata: local_find_debuginfo's */
     dwfl_module_info(m->m, &slot, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -603,6 +615,7 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
   if (m->mf) /* Mach-O: the file's address = PC - load address + __TEXT */
     return stkr__symfile_lookup(m->mf, a - m->img.load_address +
                                            m->mf_text_vmaddr, out, max);
+  a -= m->shift; /* from here on, the module's addresses */
   if (m->dw) n = resolve_dwarf(be, m, a, out, max);
   if (n == 0) {
     const char *s = sym_lookup(m, a);
