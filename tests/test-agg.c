@@ -29,6 +29,7 @@
 #include "recorder/stackrec.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/agg.h"
 
 static void quiet(void *arg, const stkr_warning *w) {
@@ -614,20 +615,10 @@ static void test_recorded_by_two_processes(void **state) {
   stkr_agg_free(a);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_std_sites_stacks_and_drops),
-      cmocka_unit_test(test_two_processes_add_up),
-      cmocka_unit_test(test_sessions_do_not_share_ids),
-      cmocka_unit_test(test_one_stack_id_at_two_sites),
-      cmocka_unit_test(test_filters),
-      cmocka_unit_test(test_window_event_before_first),
-      cmocka_unit_test(test_symbolized_labels_and_app_only),
-      cmocka_unit_test(test_builds_merge_by_frames),
-      cmocka_unit_test(test_merged_lines_that_differ_are_dropped),
-      cmocka_unit_test(test_by_thread),
-      cmocka_unit_test(test_empty_and_bad_arguments),
-      cmocka_unit_test(test_recorded_by_two_processes),
-  };
-  return cmocka_run_group_tests_name("agg", tests, NULL, NULL);
-}
+TL_TEST_MAIN("agg", NULL, NULL, test_std_sites_stacks_and_drops,
+             test_two_processes_add_up, test_sessions_do_not_share_ids,
+             test_one_stack_id_at_two_sites, test_filters,
+             test_window_event_before_first,
+             test_symbolized_labels_and_app_only, test_builds_merge_by_frames,
+             test_merged_lines_that_differ_are_dropped, test_by_thread,
+             test_empty_and_bad_arguments, test_recorded_by_two_processes)

@@ -34,6 +34,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 #define PID 777u
 
@@ -251,10 +252,5 @@ static void test_deep_stack_is_damage(void **state) {
   assert_int_equal(st, 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_undefined_site_ids),
-      cmocka_unit_test(test_deep_stack_is_damage),
-  };
-  return cmocka_run_group_tests_name("amplification", tests, setup, NULL);
-}
+TL_TEST_MAIN("amplification", setup, NULL, test_undefined_site_ids,
+             test_deep_stack_is_damage)

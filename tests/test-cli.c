@@ -18,6 +18,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 static char rec[4096]; /* the standard recording */
 
@@ -293,15 +294,5 @@ static void test_usage(void **state) {
   assert_string_equal(cr_out, ""); /* nothing printed before the error */
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_info),
-      cmocka_unit_test(test_info_json),
-      cmocka_unit_test(test_dump_text),
-      cmocka_unit_test(test_dump_json),
-      cmocka_unit_test(test_json_utf8),
-      cmocka_unit_test(test_damaged_and_empty),
-      cmocka_unit_test(test_usage),
-  };
-  return cmocka_run_group_tests_name("cli", tests, setup, NULL);
-}
+TL_TEST_MAIN("cli", setup, NULL, test_info, test_info_json, test_dump_text,
+             test_dump_json, test_json_utf8, test_damaged_and_empty, test_usage)

@@ -603,17 +603,6 @@ static void test_rate(void **state) {
   assert_int_equal(r.peak, 7);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rate),
-      cmocka_unit_test(test_counts_and_findings),
-      cmocka_unit_test(test_module_map),
-      cmocka_unit_test(test_no_policy_no_findings),
-      cmocka_unit_test(test_junit),
-      cmocka_unit_test(test_html),
-      cmocka_unit_test(test_privacy_manifest),
-      cmocka_unit_test(test_bad_inputs),
-      cmocka_unit_test(test_stat_hooks_fork),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("compliance", setup, NULL, test_rate, test_counts_and_findings,
+             test_module_map, test_no_policy_no_findings, test_junit, test_html,
+             test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork)

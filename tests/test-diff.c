@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 
 static char g_tmp[2048];
 static char g_base[4096], g_extra[4096], g_base2[4096], g_base3[4096];
@@ -205,13 +206,6 @@ static int setup(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_new_path_fails_the_gate),
-      cmocka_unit_test(test_reverse_and_identical),
-      cmocka_unit_test(test_sensitive_and_rate),
-      cmocka_unit_test(test_html),
-      cmocka_unit_test(test_usage),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("diff", setup, NULL, test_new_path_fails_the_gate,
+             test_reverse_and_identical, test_sensitive_and_rate, test_html,
+             test_usage)

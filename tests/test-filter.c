@@ -25,6 +25,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 #define PID_A 4242u
 #define PID_B 4243u
@@ -268,12 +269,6 @@ static void test_timeline_per_site(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_command_keeps_the_defined_events),
-      cmocka_unit_test(test_chrome_ts_never_negative),
-      cmocka_unit_test(test_timeline),
-      cmocka_unit_test(test_timeline_per_site),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("filter", setup, NULL, test_every_command_keeps_the_defined_events,
+             test_chrome_ts_never_negative, test_timeline,
+             test_timeline_per_site)

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "flush/flush_internal.h"
+#include "tests/testlib.h"
 
 static const char *const k_vars[] = {
     "STACKREC_DIR",          "STACKREC_RING_BYTES",     "STACKREC_DEPTH",
@@ -279,16 +280,12 @@ static void test_mkdir_p_mode_0700(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_defaults, clear_env),
-      cmocka_unit_test_setup(test_env_values_and_suffixes, clear_env),
-      cmocka_unit_test_setup(test_struct_wins_over_env, clear_env),
-      cmocka_unit_test_setup(test_malformed_env_is_einval_and_named, clear_env),
-      cmocka_unit_test_setup(test_bad_fields_are_einval, clear_env),
-      cmocka_unit_test_setup(test_small_ring_is_rounded_up, clear_env),
-      cmocka_unit_test_setup(test_exit_ms, clear_env),
-      cmocka_unit_test(test_parse_size),
-      cmocka_unit_test(test_mkdir_p_mode_0700),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return TL_RUN_GROUP(
+      "flush-config", NULL, NULL,
+      TL_CASES(clear_env, NULL, test_defaults, test_env_values_and_suffixes,
+               test_struct_wins_over_env,
+               test_malformed_env_is_einval_and_named,
+               test_bad_fields_are_einval, test_small_ring_is_rounded_up,
+               test_exit_ms),
+      TL_CASES(NULL, NULL, test_parse_size, test_mkdir_p_mode_0700));
 }

@@ -626,19 +626,12 @@ static void test_fork_disable(void **state) {
   assert_int_equal(tf_segments(g_dir, (uint32_t)pid, seqs, 4), 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_api_states, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_malformed_env_fails_init, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_threads_roundtrip, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_no_payload_column_when_no_payloads, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_rotation_and_disk_cap, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_write_error_counted_then_resumes, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_directory_removed_mid_run, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_shutdown_drains_and_freezes_stats, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_wake_drains_without_timer, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_follow, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_disable, make_dir, teardown),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN_EACH("flush", make_dir, teardown, test_api_states,
+                  test_malformed_env_fails_init, test_threads_roundtrip,
+                  test_no_payload_column_when_no_payloads,
+                  test_rotation_and_disk_cap,
+                  test_write_error_counted_then_resumes,
+                  test_directory_removed_mid_run,
+                  test_shutdown_drains_and_freezes_stats,
+                  test_wake_drains_without_timer, test_fork_follow,
+                  test_fork_disable)

@@ -36,6 +36,7 @@
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/states.h"
 
 static char g_tmp[2048];
@@ -717,17 +718,9 @@ static int setup(void **state) {
   return cr_setup();
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mark_in_process),
-      cmocka_unit_test(test_cli_mark),
-      cmocka_unit_test(test_tools_show_marks),
-      cmocka_unit_test(test_mark_live_record),
-      cmocka_unit_test(test_marks_file_damage),
-      cmocka_unit_test(test_states),
-      /* Last: it fills the process's mark table (forked children of the
-       * tests above inherit it). */
-      cmocka_unit_test(test_mark_names),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("marks", setup, NULL, test_mark_in_process, test_cli_mark,
+             test_tools_show_marks, test_mark_live_record,
+             test_marks_file_damage, test_states,
+             /* Last: it fills the process's mark table (forked children of
+              * the tests above inherit it). */
+             test_mark_names)

@@ -23,6 +23,7 @@
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/testlib.h"
 
 static int setup(void **state) {
   (void)state;
@@ -325,14 +326,6 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(cr_out, "Exit status:"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_two_builds_add_up_and_merge_by_frames),
-      cmocka_unit_test(test_pid_taken_twice),
-      cmocka_unit_test(test_damaged_input),
-      cmocka_unit_test(test_live_input),
-      cmocka_unit_test(test_file_not_named_as_a_segment),
-      cmocka_unit_test(test_refusals),
-  };
-  return cmocka_run_group_tests_name("merge", tests, setup, NULL);
-}
+TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
+             test_pid_taken_twice, test_damaged_input, test_live_input,
+             test_file_not_named_as_a_segment, test_refusals)

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "preload/match.h"
+#include "tests/testlib.h"
 
 #define ID (STKR__PL_CAT_IDENTIFIERS + 1u)
 #define FILES (STKR__PL_CAT_FILES + 1u)
@@ -242,13 +243,5 @@ static void test_categories(void **state) {
   assert_null(stkr__pl_cat_name(STKR__PL_CAT_COUNT));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_paths_absolute),
-      cmocka_unit_test(test_paths_home),
-      cmocka_unit_test(test_names),
-      cmocka_unit_test(test_names_limits),
-      cmocka_unit_test(test_categories),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("preload-match", NULL, NULL, test_paths_absolute, test_paths_home,
+             test_names, test_names_limits, test_categories)

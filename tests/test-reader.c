@@ -18,6 +18,7 @@
 
 #include "proto/stkr__reader.h" /* stream_probes */
 #include "tests/reader_util.h"
+#include "tests/testlib.h"
 
 /* got[0..n) must be the first n standard events (all of them unless
  * `prefix`). */
@@ -526,17 +527,7 @@ static void test_many_processes_linear(void **state) {
   assert_true(probes[1] <= 4 * ns[1]);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_many_processes_linear),
-      cmocka_unit_test(test_roundtrip_dir),
-      cmocka_unit_test(test_files_and_duplicates),
-      cmocka_unit_test(test_dir_pids_and_other_files),
-      cmocka_unit_test(test_no_input),
-      cmocka_unit_test(test_unknown_ids),
-      cmocka_unit_test(test_newer_version),
-      cmocka_unit_test(test_inconsistent),
-      cmocka_unit_test(test_sessions),
-  };
-  return cmocka_run_group_tests_name("reader", tests, NULL, NULL);
-}
+TL_TEST_MAIN("reader", NULL, NULL, test_many_processes_linear,
+             test_roundtrip_dir, test_files_and_duplicates,
+             test_dir_pids_and_other_files, test_no_input, test_unknown_ids,
+             test_newer_version, test_inconsistent, test_sessions)

@@ -29,6 +29,7 @@
 #include "tools/stackrec/cli.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/testlib.h"
 
 static char g_std[4096]; /* the standard recording */
 static char g_sym[4096]; /* sr_std(100, 0x400000) */
@@ -696,24 +697,9 @@ static void test_by_and_sort(void **state) {
   assert_int_equal(cr_run("report --by module --tree '%s'", g_std), 2);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_std_whole_output),
-      cmocka_unit_test(test_top),
-      cmocka_unit_test(test_by_and_sort),
-      cmocka_unit_test(test_repeated_payloads),
-      cmocka_unit_test(test_symbolized_flat),
-      cmocka_unit_test(test_tree),
-      cmocka_unit_test(test_tree_symbolized),
-      cmocka_unit_test(test_filters),
-      cmocka_unit_test(test_no_categories),
-      cmocka_unit_test(test_html),
-      cmocka_unit_test(test_damaged_input),
-      cmocka_unit_test(test_live_recording),
-      cmocka_unit_test(test_empty_and_missing_inputs),
-      cmocka_unit_test(test_usage),
-      cmocka_unit_test(test_progress_only_on_a_terminal),
-      cmocka_unit_test(test_recorded_in_a_child),
-  };
-  return cmocka_run_group_tests_name("report", tests, setup, NULL);
-}
+TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top,
+             test_by_and_sort, test_repeated_payloads, test_symbolized_flat,
+             test_tree, test_tree_symbolized, test_filters, test_no_categories,
+             test_html, test_damaged_input, test_live_recording,
+             test_empty_and_missing_inputs, test_usage,
+             test_progress_only_on_a_terminal, test_recorded_in_a_child)

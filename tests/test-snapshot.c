@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/snapshot.h"
 
 static char g_fixture[4096];
@@ -670,19 +671,13 @@ static int setup(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unwind_exact_chain),
-      cmocka_unit_test(test_unwind_depth_bound),
-      cmocka_unit_test(test_unwind_stale_epilogue_rule),
-      cmocka_unit_test(test_unwind_random_copies),
-      cmocka_unit_test_teardown(test_every_chain_target_unharmed, teardown),
-      cmocka_unit_test_teardown(test_json_parses, teardown),
-      cmocka_unit_test_teardown(test_output_dir_is_a_recording, teardown),
-      cmocka_unit_test_teardown(test_no_such_process, teardown),
-      cmocka_unit_test_teardown(test_permission_denied, teardown),
-      cmocka_unit_test_teardown(test_signal_never_leaves_target_stopped, teardown),
-      cmocka_unit_test_teardown(test_process_exits_during_series, teardown),
-      cmocka_unit_test_teardown(test_threads_vanishing, teardown),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return TL_RUN_GROUP(
+      "snapshot", setup, NULL,
+      TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
+               test_unwind_stale_epilogue_rule, test_unwind_random_copies),
+      TL_CASES(NULL, teardown, test_every_chain_target_unharmed,
+               test_json_parses, test_output_dir_is_a_recording,
+               test_no_such_process, test_permission_denied,
+               test_signal_never_leaves_target_stopped,
+               test_process_exits_during_series, test_threads_vanishing));
 }

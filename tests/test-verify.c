@@ -19,6 +19,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 static int setup(void **state) {
   (void)state;
@@ -410,18 +411,8 @@ static void test_no_recording_and_usage(void **state) {
   assert_non_null(strstr(cr_out, "Exit status:"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_intact),
-    cmocka_unit_test(test_drops_are_incomplete),
-      cmocka_unit_test(test_bit_flip),
-      cmocka_unit_test(test_truncated_before_a_later_segment),
-      cmocka_unit_test(test_live_tail_is_incomplete),
-      cmocka_unit_test(test_undefined_ids),
-      cmocka_unit_test(test_newer_format_and_inconsistent),
-      cmocka_unit_test(test_notes_and_foreign_files),
-      cmocka_unit_test(test_frames_without_content_size),
-      cmocka_unit_test(test_no_recording_and_usage),
-  };
-  return cmocka_run_group_tests_name("verify", tests, setup, NULL);
-}
+TL_TEST_MAIN("verify", setup, NULL, test_intact, test_drops_are_incomplete,
+             test_bit_flip, test_truncated_before_a_later_segment,
+             test_live_tail_is_incomplete, test_undefined_ids,
+             test_newer_format_and_inconsistent, test_notes_and_foreign_files,
+             test_frames_without_content_size, test_no_recording_and_usage)
