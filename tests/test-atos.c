@@ -216,12 +216,6 @@ static void test_swift(void **state) {
   assert_non_null(strstr(mt_err, "Swift names left mangled"));
 }
 
-int main(void) {
-  mt_setup(6, 12);
-  return TL_RUN_GROUP(
-      "atos", NULL, NULL,
-      TL_CASES(NULL, NULL, test_universal_dsym_every_slice,
-               test_thin_and_dwarf5, test_symbol_table_only, test_objc,
-               test_elf, test_load_address, test_json_and_arch, test_errors,
-               test_swift));
-}
+MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
+             test_thin_and_dwarf5, test_symbol_table_only, test_objc, test_elf,
+             test_load_address, test_json_and_arch, test_errors, test_swift)

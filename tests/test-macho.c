@@ -327,11 +327,6 @@ static void test_flip_every_header_byte(void **state) {
   free(orig);
 }
 
-int main(void) {
-  mt_setup(2, 4);
-  return TL_RUN_GROUP(
-      "macho", NULL, NULL,
-      TL_CASES(NULL, NULL, test_arch_names, test_universal, test_thin_and_dsym,
-               test_absurd_counts, test_truncated, test_fat_header,
-               test_flip_every_header_byte));
-}
+MT_TEST_MAIN("macho", 2, 4, NULL, test_arch_names, test_universal,
+             test_thin_and_dsym, test_absurd_counts, test_truncated,
+             test_fat_header, test_flip_every_header_byte)

@@ -455,10 +455,6 @@ static void test_recorded_path(void **state) {
   assert_non_null(strstr(mt_err, "no slice with UUID"));
 }
 
-int main(void) {
-  mt_setup(6, 12);
-  return TL_RUN_GROUP(
-      "symbolize-apple", setup, NULL,
-      TL_CASES(NULL, NULL, test_recorded_path, test_dsyms_by_uuid,
-               test_xcarchive_and_binary_only, test_symbol_caches_only));
-}
+MT_TEST_MAIN("symbolize-apple", 6, 12, setup, test_recorded_path,
+             test_dsyms_by_uuid, test_xcarchive_and_binary_only,
+             test_symbol_caches_only)

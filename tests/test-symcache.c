@@ -138,11 +138,6 @@ static void test_damaged_refused(void **state) {
   }
 }
 
-int main(void) {
-  mt_setup(6, 12);
-  return TL_RUN_GROUP(
-      "symcache", setup, NULL,
-      TL_CASES(NULL, NULL, test_equal_to_llvm_symbolizer,
-               test_atos_symcache_dir, test_wrong_build_not_used,
-               test_damaged_refused));
-}
+MT_TEST_MAIN("symcache", 6, 12, setup, test_equal_to_llvm_symbolizer,
+             test_atos_symcache_dir, test_wrong_build_not_used,
+             test_damaged_refused)
