@@ -73,6 +73,22 @@ static __attribute__((unused)) const char *cr_line(const char *s, int i) {
   return buf;
 }
 
+/* Assert that lines first, first + 1, ... of s are the strings given, in
+ * that order: cr_assert_lines(cr_out, 2, "line 2", "line 3"). A mismatch
+ * says which line before cmocka prints both texts. Needs <cmocka.h>
+ * included before this header, as its other users do. */
+#define cr_assert_lines(s, first, ...)                                        \
+  cr__assert_lines(s, first, (const char *const[]){__VA_ARGS__, NULL})
+static __attribute__((unused)) void cr__assert_lines(const char *s, int first,
+                                                     const char *const *want) {
+  for (int i = 0; want[i] != NULL; i++) {
+    const char *got = cr_line(s, first + i);
+    if (strcmp(got, want[i]) != 0)
+      print_error("line %d of the output differs:\n", first + i);
+    assert_string_equal(got, want[i]);
+  }
+}
+
 static __attribute__((unused)) int cr_count_lines(const char *s) {
   int n = 0;
 

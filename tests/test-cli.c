@@ -127,19 +127,17 @@ static void test_dump_text(void **state) {
   assert_int_equal(cr_run("dump '%s'", rec), 0);
   assert_string_equal(cr_err, "");
   assert_int_equal(cr_count_lines(cr_out), 9);
-  assert_string_equal(cr_line(cr_out, 0),
-                      "2000000000 privacy.clipboard.read 4242(main) "
-                      "\"hello\" stack=0x401000,0x401100,0x401200");
-  assert_string_equal(cr_line(cr_out, 1), "2000001000 net.connect 4243(worker-1) "
-                                    "- stack=0x7f0000002000");
-  /* A negative delta, and non-printable bytes as \xNN. */
-  assert_string_equal(cr_line(cr_out, 2),
-                      "2000000700 privacy.clipboard.read 4243(worker-1) "
-                      "\"\\x00\\x01bin\\xff\\x7f\\x1b\" "
-                      "stack=0x403000,0x403010,0x403020,0x403030");
-  assert_string_equal(cr_line(cr_out, 3),
-                      "2000010005 file.open 4242(main) \"abcdefgh\""
-                      "[truncated] stack=0x401000,0x401100,0x401200");
+  cr_assert_lines(cr_out, 0,
+                  "2000000000 privacy.clipboard.read 4242(main) \"hello\" "
+                  "stack=0x401000,0x401100,0x401200",
+                  "2000001000 net.connect 4243(worker-1) - "
+                  "stack=0x7f0000002000",
+                  /* A negative delta, and non-printable bytes as \xNN. */
+                  "2000000700 privacy.clipboard.read 4243(worker-1) "
+                  "\"\\x00\\x01bin\\xff\\x7f\\x1b\" "
+                  "stack=0x403000,0x403010,0x403020,0x403030",
+                  "2000010005 file.open 4242(main) \"abcdefgh\"[truncated] "
+                  "stack=0x401000,0x401100,0x401200");
   assert_string_equal(cr_line(cr_out, 6),
                       "2000100000 net.connect 4242(main) \"q\\\"b\\\\s\\x0a\""
                       " stack=0x403000,0x403010,0x403020,0x403030");

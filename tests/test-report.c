@@ -237,10 +237,9 @@ static void test_filters(void **state) {
   (void)state;
 
   assert_int_equal(cr_run("report --site 'files.*' '%s'", g_sym), 0);
-  assert_string_equal(cr_line(cr_out, 0),
-                      "# 6 events from 1 process, 2 sites, 3 distinct stacks");
-  assert_string_equal(cr_line(cr_out, 1),
-                      "# filters: site files.*: 6 of 8 events");
+  cr_assert_lines(cr_out, 0,
+                  "# 6 events from 1 process, 2 sites, 3 distinct stacks",
+                  "# filters: site files.*: 6 of 8 events");
   assert_null(strstr(cr_out, "network"));
 
   assert_int_equal(cr_run("report --thread io '%s'", g_sym), 0);
@@ -422,13 +421,11 @@ static void test_empty_and_missing_inputs(void **state) {
   assert_int_equal(fx_write_file(path, "hello", 5), 0);
   assert_int_equal(fx_std_write(d, FX_PID), 0);
   assert_int_equal(cr_run("report '%s'", d), 0);
-  assert_string_equal(cr_line(cr_out, 0),
-                      "# INCOMPLETE: 2 of 2 processes: 14 events dropped "
-                      "(ring full 6, reentrant 2, other 4, write error 2, "
-                      "exit 0); 1 segment without any batch");
-  assert_string_equal(cr_line(cr_out, 1),
-                      "# 9 events from 2 processes, 4 sites, 9 distinct "
-                      "stacks");
+  cr_assert_lines(cr_out, 0,
+                  "# INCOMPLETE: 2 of 2 processes: 14 events dropped (ring "
+                  "full 6, reentrant 2, other 4, write error 2, exit 0); 1 "
+                  "segment without any batch",
+                  "# 9 events from 2 processes, 4 sites, 9 distinct stacks");
   assert_non_null(strstr(cr_err, "notes.txt"));
   assert_non_null(strstr(cr_err, "empty file"));
   /* Wrong format: a clear message, nothing crashes. */

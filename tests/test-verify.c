@@ -125,17 +125,14 @@ static void test_bit_flip(void **state) {
   snprintf(want, sizeof want,
            "process 4242 \"fixture\" in %s: 2 segments, 4 batches, 7 events: "
            "DAMAGED (1 batch lost)", d);
-  assert_string_equal(cr_line(cr_out, 2), want);
-  assert_string_equal(cr_line(cr_out, 3),
-                      "  accounting: attempted 9, written 7, dropped 0 (ring "
-                      "full 0, reentrant 0, other 0, write error 0, exit 0), "
-                      "recovered 0: 2 not accounted for");
-  assert_string_equal(cr_line(cr_out, 4),
-                      "incomplete: process 4242: 1 batch missing (gaps in "
-                      "batch numbers: failed writes, deleted or lost "
-                      "segments, or damage)");
-  assert_string_equal(cr_line(cr_out, 5),
-                      "DAMAGED: 1 problem in 1 process, 2 segments");
+  cr_assert_lines(cr_out, 2, want,
+                  "  accounting: attempted 9, written 7, dropped 0 (ring "
+                  "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                  "recovered 0: 2 not accounted for",
+                  "incomplete: process 4242: 1 batch missing (gaps in batch "
+                  "numbers: failed writes, deleted or lost segments, or "
+                  "damage)",
+                  "DAMAGED: 1 problem in 1 process, 2 segments");
   assert_int_equal(cr_count_lines(cr_out), 6);
 }
 
@@ -227,12 +224,11 @@ static void test_undefined_ids(void **state) {
   assert_non_null(strstr(cr_line(cr_out, 2),
                          ": 1 segment, 2 batches, 4 events: 3 events with "
                          "undefined ids"));
-  assert_string_equal(cr_line(cr_out, 3),
-                      "  accounting: attempted 0, written 4, dropped 0 (ring "
-                      "full 0, reentrant 0, other 0, write error 0, exit 0), "
-                      "recovered 0 (no counters recorded)");
-  assert_string_equal(cr_line(cr_out, 4),
-                      "DAMAGED: 2 problems in 1 process, 1 segment");
+  cr_assert_lines(cr_out, 3,
+                  "  accounting: attempted 0, written 4, dropped 0 (ring "
+                  "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                  "recovered 0 (no counters recorded)",
+                  "DAMAGED: 2 problems in 1 process, 1 segment");
 }
 
 static void test_newer_format_and_inconsistent(void **state) {
