@@ -59,6 +59,17 @@ static void assert_identity(void) {
   }
 }
 
+/* stkr_flush() succeeds, and then `written` events are on disk by the
+ * stats, which add up. */
+static void flush_expect_written(uint64_t written) {
+  stkr_stats st;
+
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.written, written);
+  assert_identity();
+}
+
 /* Push until recorded: a full ring is waited out (each -EAGAIN is a
  * counted drop, which the identity covers). */
 static void event_retry(stkr_site *site, const void *p, size_t len) {
@@ -461,10 +472,7 @@ static void test_write_error_counted_then_resumes(void **state) {
   assert_identity();
 
   fill(7);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 17);
-  assert_identity();
+  flush_expect_written(17);
   assert_int_equal(stkr_shutdown(), 0);
 
   raw_sum r = check_raw();
@@ -480,16 +488,12 @@ static void test_write_error_counted_then_resumes(void **state) {
 static void test_directory_removed_mid_run(void **state) {
   (void)state;
   stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
-  stkr_stats st;
   assert_int_equal(stkr_init(&cfg), 0);
   fill(5);
   assert_int_equal(stkr_flush(), 0);
   assert_int_equal(tl_rm_rf(g_dir), 0);
   fill(6);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 11);
-  assert_identity();
+  flush_expect_written(11);
   assert_int_equal(stkr_shutdown(), 0);
   raw_sum r = check_raw(); /* recreated dir, a new self-contained file */
   assert_int_equal(r.events, 6);
@@ -544,14 +548,10 @@ static void test_wake_drains_without_timer(void **state) {
   stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000,
                      .ring_bytes = 64 << 10, .max_depth = 16};
   pthread_t th;
-  stkr_stats st;
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(pthread_create(&th, NULL, wake_producer, NULL), 0);
   pthread_join(th, NULL);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 20000);
-  assert_identity();
+  flush_expect_written(20000);
   assert_int_equal(stkr_shutdown(), 0);
 }
 
@@ -586,10 +586,7 @@ static void test_fork_follow(void **state) {
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 5);
-  assert_identity();
+  flush_expect_written(5);
   assert_int_equal(stkr_shutdown(), 0);
   raw_sum p = check_raw();
   assert_int_equal(p.events, 5);
