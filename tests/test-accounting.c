@@ -60,7 +60,6 @@ static void write_sess(const char *d, const sess *s) {
     Stackrec__Counters c = STACKREC__COUNTERS__INIT;
     fx_batch b = {0};
     stkr_fmt_buf buf = {0};
-    char path[4200];
 
     if (s->skip & (1u << k))
       continue;
@@ -89,9 +88,7 @@ static void write_sess(const char *d, const sess *s) {
     b.cnt = &c;
     b.last = s->last && k == s->nseg;
     assert_int_equal(fx_encode(&b, &buf), 0);
-    snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID,
-             (unsigned)k);
-    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+    assert_int_equal(fx_write_segment(d, PID, k, &buf), 0);
     stkr_fmt_buf_free(&buf);
   }
 }

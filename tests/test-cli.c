@@ -190,12 +190,10 @@ static void test_json_utf8(void **state) {
                       .base_ts = 10, .evs = ev, .n_evs = 1};
   const char *dir = fx_tmpdir("utf8");
   stkr_fmt_buf buf = {0};
-  char path[4200];
   (void)state;
 
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-8-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(dir, 8, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
   assert_non_null(strstr(cr_out,

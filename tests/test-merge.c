@@ -204,7 +204,7 @@ static void test_pid_taken_twice(void **state) {
 /* Damaged input: the damage is named and left out (status 1), every
  * intact batch is merged. */
 static void test_damaged_input(void **state) {
-  char d[4096], out[4096], path[4400], want[4600];
+  char d[4096], out[4096], want[4600];
   stkr_fmt_buf buf = {0};
   size_t end0;
   readback rb;
@@ -216,12 +216,9 @@ static void test_damaged_input(void **state) {
   end0 = buf.len;
   assert_int_equal(fx_std_encode(1, 3, FX_PID, &buf), 0);
   buf.data[end0 + 25] ^= 0x10;
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-  buf.len = 0;
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 2, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);

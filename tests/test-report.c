@@ -619,7 +619,6 @@ static void test_repeated_payloads(void **state) {
            {1, "a", 1}, {1, "bb", 2}, {1, "a\0", 2}};
   fx_ev evs[sizeof k / sizeof k[0]];
   const char *d = fx_tmpdir("report-paydup");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   size_t i;
   (void)state;
@@ -634,8 +633,7 @@ static void test_repeated_payloads(void **state) {
                 .base_ts = FX_START_MONO, .evs = evs,
                 .n_evs = sizeof k / sizeof k[0], .last = true};
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   assert_int_equal(cr_run("report '%s'", d), 0);
