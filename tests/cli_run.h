@@ -45,6 +45,24 @@ static __attribute__((unused)) int cr_run(const char *fmt, ...) {
   return tl_sh(&cr_capture, "'%s' %s", cr_bin, args);
 }
 
+/* Run `stackrec <args>` (as cr_run) where it must exit with `status` and
+ * say `err_has` on stderr; a failure names the command. Needs <cmocka.h>
+ * included first. */
+static __attribute__((unused, format(printf, 3, 4))) void
+cr_expect(int status, const char *err_has, const char *fmt, ...) {
+  char args[8192];
+  va_list ap;
+  int got;
+
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof(args), fmt, ap);
+  va_end(ap);
+  got = cr_run("%s", args);
+  if (got != status || strstr(cr_err, err_has) == NULL)
+    fail_msg("stackrec %s: exit %d, stderr:\n%s\nwanted exit %d and \"%s\"",
+             args, got, cr_err, status, err_has);
+}
+
 /* `stackrec report --html DIR/report.html DIR`, the page read into buf.
  * @return the exit status (as cr_run). */
 static __attribute__((unused)) int cr_html(const char *dir, char *buf,

@@ -249,29 +249,22 @@ static void test_damaged_and_empty(void **state) {
   snprintf(src, sizeof(src), "%s/notes.txt", d);
   assert_int_equal(fx_write_file(src, "x", 1), 0);
   empty = fx_tmpdir("cli-empty");
-  assert_int_equal(cr_run("info '%s'", empty), 1);
-  assert_non_null(strstr(cr_err, "no segment files"));
+  cr_expect(1, "no segment files", "info '%s'", empty);
   assert_non_null(strstr(cr_err, "no recording found"));
 }
 
 static void test_usage(void **state) {
   (void)state;
 
-  assert_int_equal(cr_run(""), 2);
-  assert_non_null(strstr(cr_err, "missing command"));
-  assert_int_equal(cr_run("frobnicate '%s'", rec), 2);
-  assert_non_null(strstr(cr_err, "unknown command 'frobnicate'"));
+  cr_expect(2, "missing command", "%s", ""); /* no command at all */
+  cr_expect(2, "unknown command 'frobnicate'", "frobnicate '%s'", rec);
   assert_int_equal(cr_run("--bogus"), 2);
-  assert_int_equal(cr_run("dump"), 2);
-  assert_non_null(strstr(cr_err, "stackrec dump: no DIR or FILE given"));
+  cr_expect(2, "stackrec dump: no DIR or FILE given", "dump");
   assert_int_equal(cr_run("info"), 2);
-  assert_int_equal(cr_run("dump --limit x '%s'", rec), 2);
-  assert_non_null(strstr(cr_err, "--limit wants a number, not 'x'"));
+  cr_expect(2, "--limit wants a number, not 'x'", "dump --limit x '%s'", rec);
   assert_int_equal(cr_run("dump --limit -1 '%s'", rec), 2);
-  assert_int_equal(cr_run("dump --limit"), 2);
-  assert_non_null(strstr(cr_err, "needs a value"));
-  assert_int_equal(cr_run("dump --frob '%s'", rec), 2);
-  assert_non_null(strstr(cr_err, "unknown option '--frob'"));
+  cr_expect(2, "needs a value", "dump --limit");
+  cr_expect(2, "unknown option '--frob'", "dump --frob '%s'", rec);
   assert_int_equal(cr_run("info -x '%s'", rec), 2);
   assert_string_equal(cr_out, "");
 
@@ -283,10 +276,10 @@ static void test_usage(void **state) {
   assert_int_equal(cr_run("dump -h"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec dump"));
 
-  assert_int_equal(cr_run("info /nonexistent-stackrec-dir"), 3);
-  assert_non_null(strstr(cr_err, "cannot open /nonexistent-stackrec-dir: "));
-  assert_int_equal(cr_run("dump '%s' /dev/null", rec), 3);
-  assert_non_null(strstr(cr_err, "/dev/null: not a directory or regular"));
+  cr_expect(3, "cannot open /nonexistent-stackrec-dir: ",
+            "info /nonexistent-stackrec-dir");
+  cr_expect(3, "/dev/null: not a directory or regular",
+            "dump '%s' /dev/null", rec);
   assert_string_equal(cr_out, ""); /* nothing printed before the error */
 }
 

@@ -163,8 +163,7 @@ static void test_usage(void **state) {
   char missing[4200];
 
   (void)state;
-  assert_int_equal(cr_run("diff '%s'", g_base), 2);
-  assert_non_null(strstr(cr_err, "needs BASE and NEW"));
+  cr_expect(2, "needs BASE and NEW", "diff '%s'", g_base);
   assert_int_equal(cr_run("diff '%s' '%s' '%s'", g_base, g_base, g_base), 2);
   assert_int_equal(cr_run("diff --format xml '%s' '%s'", g_base, g_base), 2);
   assert_int_equal(cr_run("diff --threshold abc '%s' '%s'", g_base, g_base), 2);

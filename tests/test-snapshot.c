@@ -326,8 +326,7 @@ static void test_permission_denied(void **state) {
                       "and pid 1 is ours\n");
       skip();
     }
-    assert_int_equal(cr_run("snapshot 1"), 3);
-    assert_non_null(strstr(cr_err, "process 1"));
+    cr_expect(3, "process 1", "snapshot 1");
     return;
   }
   assert_non_null(nobody);
