@@ -107,6 +107,17 @@ static __attribute__((unused)) void cr__assert_lines(const char *s, int first,
   }
 }
 
+/* Assert that each of the texts given occurs in s: cr_assert_has(cr_out,
+ * "a", "b"). The first missing one is named, with s. */
+#define cr_assert_has(s, ...)                                                 \
+  cr__assert_has(s, (const char *const[]){__VA_ARGS__, NULL})
+static __attribute__((unused)) void cr__assert_has(const char *s,
+                                                   const char *const *texts) {
+  for (; *texts != NULL; texts++)
+    if (strstr(s, *texts) == NULL)
+      fail_msg("no \"%s\" in:\n%s", *texts, s);
+}
+
 static __attribute__((unused)) int cr_count_lines(const char *s) {
   int n = 0;
 

@@ -505,9 +505,10 @@ static void test_recorded_symbolized_read_back(void **state) {
   }
   assert_int_equal(cr_setup(), 0);
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
-  assert_non_null(strstr(cr_out, "\"function\":\"fx_resume_1\""));
-  assert_non_null(strstr(cr_out, "\"async\":true"));
-  assert_non_null(strstr(cr_out, "\"async_from\":"));
+  cr_assert_has(cr_out,
+                "\"function\":\"fx_resume_1\"",
+                "\"async\":true",
+                "\"async_from\":");
   assert_null(strstr(cr_out, "\"0x80")); /* no tagged value as an address */
   /* The HTML frame table flags them (8: async; not the app's image). */
   {

@@ -42,23 +42,24 @@ static void test_info(void **state) {
   assert_int_equal(cr_run("info '%s'", rec), 0);
   assert_string_equal(cr_err, "");
   assert_string_equal(cr_line(cr_out, 0), "process 4242 \"fixture\" (x86_64)");
-  assert_non_null(strstr(cr_out, "\n  start:       "
-                              "2023-11-14T22:13:21.000000000Z\n"));
-  assert_non_null(strstr(cr_out, "\n  duration:    0.000212345 s\n"));
-  assert_non_null(strstr(cr_out, "\n  events:      9\n"));
-  assert_non_null(strstr(cr_out, "\n  stacks:      3\n"));
-  assert_non_null(strstr(cr_out, "\n  sites:       4\n"));
-  assert_non_null(strstr(cr_out, "\n  threads:     3\n"));
-  assert_non_null(strstr(cr_out, "\n  drops:       14 (ring full 6, reentrant "
-                              "2, other 4, write error 2, exit 0)\n"
-                              "  accounting:  attempted 23 = written 9 + "
-                              "dropped 14 + recovered 0\n"
-                              "  complete:    NO: events dropped\n"));
-  assert_non_null(strstr(cr_out, "\n  segments:    2 (seq 1-2)\n"));
-  assert_non_null(strstr(cr_out, "\n  batches:     5\n"));
-  assert_non_null(strstr(cr_out, " per event)\n"));
-  assert_non_null(strstr(cr_out, "\n  damaged:     0 batches\n"));
-  assert_non_null(strstr(cr_out, "\n  end:         clean\n"));
+  cr_assert_has(cr_out,
+                "\n  start:       "
+                "2023-11-14T22:13:21.000000000Z\n",
+                "\n  duration:    0.000212345 s\n",
+                "\n  events:      9\n",
+                "\n  stacks:      3\n",
+                "\n  sites:       4\n",
+                "\n  threads:     3\n",
+                "\n  drops:       14 (ring full 6, reentrant "
+                "2, other 4, write error 2, exit 0)\n"
+                "  accounting:  attempted 23 = written 9 + "
+                "dropped 14 + recovered 0\n"
+                "  complete:    NO: events dropped\n",
+                "\n  segments:    2 (seq 1-2)\n",
+                "\n  batches:     5\n",
+                " per event)\n",
+                "\n  damaged:     0 batches\n",
+                "\n  end:         clean\n");
   /* Sites by events, most first (ties by name). */
   a = strstr(cr_out, "         3  net.connect\n");
   b = strstr(cr_out, "         3  privacy.clipboard.read\n");

@@ -56,13 +56,14 @@ static void test_new_path_fails_the_gate(void **state) {
 
   (void)state;
   assert_int_equal(cr_run("diff '%s' '%s'", g_base, g_extra), 1);
-  assert_non_null(strstr(cr_out, "NEW PATHS: 1 (1 to a sensitive site)\n"
-                                 "  + identifiers.device_id [sensitive] "
-                                 "module app: 0 -> 20 events"));
-  assert_non_null(strstr(cr_out, "        phone_home (")); /* with its file */
-  assert_non_null(strstr(cr_out, "GONE PATHS: 0\n"));
-  assert_non_null(strstr(cr_out, "RATE CHANGED: 0\n"));
-  assert_non_null(strstr(cr_out, "FAIL: NEW adds 1 path to a sensitive site"));
+  cr_assert_has(cr_out,
+                "NEW PATHS: 1 (1 to a sensitive site)\n"
+                "  + identifiers.device_id [sensitive] "
+                "module app: 0 -> 20 events",
+                "        phone_home (", /* with its file */
+                "GONE PATHS: 0\n",
+                "RATE CHANGED: 0\n",
+                "FAIL: NEW adds 1 path to a sensitive site");
 
   snprintf(json, sizeof(json), "%s/diff.json", g_tmp);
   assert_int_equal(
@@ -91,11 +92,12 @@ static void test_new_path_fails_the_gate(void **state) {
 static void test_reverse_and_identical(void **state) {
   (void)state;
   assert_int_equal(cr_run("diff '%s' '%s'", g_extra, g_base), 0);
-  assert_non_null(strstr(cr_out, "NEW PATHS: 0 (0 to a sensitive site)\n"));
-  assert_non_null(strstr(cr_out, "GONE PATHS: 1\n"
-                                 "  - identifiers.device_id [sensitive] "
-                                 "module app: 20 -> 0 events"));
-  assert_non_null(strstr(cr_out, "PASS: no new path"));
+  cr_assert_has(cr_out,
+                "NEW PATHS: 0 (0 to a sensitive site)\n",
+                "GONE PATHS: 1\n"
+                "  - identifiers.device_id [sensitive] "
+                "module app: 20 -> 0 events",
+                "PASS: no new path");
 
   assert_int_equal(cr_run("diff --format json '%s' '%s'", g_base, g_base2), 0);
   assert_non_null(strstr(cr_out, "\"summary\":{\"added\":0,\"added_sensitive\":0,"
@@ -135,12 +137,13 @@ static void test_html(void **state) {
   assert_int_equal(
       cr_run("diff --format html -o '%s' '%s' '%s'", html, g_base, g_extra), 1);
   tl_slurp(html, cr_out, sizeof(cr_out));
-  assert_non_null(strstr(cr_out, "<p class=\"gate fail\" id=\"gate\">FAIL"));
-  assert_non_null(strstr(cr_out, "<h2>New paths: 1</h2>"));
-  assert_non_null(strstr(cr_out, "<tr class=\"sensitive\"><td>"
-                                 "identifiers.device_id</td><td>app</td>"));
-  assert_non_null(strstr(cr_out, "<li>phone_home <span class=\"file\">"));
-  assert_non_null(strstr(cr_out, "</body></html>\n"));
+  cr_assert_has(cr_out,
+                "<p class=\"gate fail\" id=\"gate\">FAIL",
+                "<h2>New paths: 1</h2>",
+                "<tr class=\"sensitive\"><td>"
+                "identifiers.device_id</td><td>app</td>",
+                "<li>phone_home <span class=\"file\">",
+                "</body></html>\n");
   /* Well-formed enough for Python's HTML parser, every tag closed. */
   assert_int_equal(
       sh("python3 - '%s' <<'EOF'\n"

@@ -149,15 +149,16 @@ static void test_two_builds_add_up_and_merge_by_frames(void **state) {
 
   /* report: the counts add up, each stack is one, seen in 2 processes. */
   assert_int_equal(cr_run("report '%s'", out), 0);
-  assert_non_null(strstr(cr_out, "# 8 events from 2 processes, 2 sites, 2 "
-                                 "distinct stacks\n"));
-  assert_non_null(strstr(cr_out, "  files.open: 6 events, 75.00%, 1 stack\n"
-                                 "    6 events, 100.00%, in 2 processes:\n"
-                                 "        open_config (app/config.c:12)\n"
-                                 "        main (app/main.c:40)\n"));
-  assert_non_null(strstr(cr_out, "    2 events, 100.00%, in 2 processes:\n"
-                                 "        app+0x200\n"
-                                 "        main (app/main.c:50)\n"));
+  cr_assert_has(cr_out,
+                "# 8 events from 2 processes, 2 sites, 2 "
+                "distinct stacks\n",
+                "  files.open: 6 events, 75.00%, 1 stack\n"
+                "    6 events, 100.00%, in 2 processes:\n"
+                "        open_config (app/config.c:12)\n"
+                "        main (app/main.c:40)\n",
+                "    2 events, 100.00%, in 2 processes:\n"
+                "        app+0x200\n"
+                "        main (app/main.c:50)\n");
   assert_int_equal(cr_run("verify '%s'", out), 0);
 }
 

@@ -281,9 +281,10 @@ static void test_output_dir_is_a_recording(void **state) {
   /* One event per thread per snapshot, at site "snapshot". */
   assert_int_equal(cr_run("report '%s'", dir), 0);
   snprintf(want, sizeof want, "snapshot: %d events", 3 * n);
-  assert_non_null(strstr(cr_out, want));
-  assert_non_null(strstr(cr_out, "snap_mutex_inner"));
-  assert_non_null(strstr(cr_out, "snap_pause_outer"));
+  cr_assert_has(cr_out,
+                want,
+                "snap_mutex_inner",
+                "snap_pause_outer");
   assert_int_equal(cr_run("verify '%s'", dir), 0);
   assert_non_null(strstr(cr_out, "intact"));
   /* Thread names come along. */

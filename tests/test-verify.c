@@ -255,17 +255,18 @@ static void test_newer_format_and_inconsistent(void **state) {
     assert_int_equal(rename(path, p6), 0);
   }
   assert_int_equal(cr_run("verify '%s'", d), 1);
-  assert_non_null(strstr(cr_out, "inconsistent: "));
-  assert_non_null(strstr(cr_out, "stackrec-6-000001.zst: offset 0: header "
-                                 "says pid 5, file name says 6\n"));
-  assert_non_null(strstr(cr_out, "damaged: "));
-  assert_non_null(strstr(cr_out, "stackrec-9-000001.zst: offset 0: format "
-                                 "version 2 is newer"));
-  assert_non_null(strstr(cr_out, "process 9 \"\" in "));
-  assert_non_null(strstr(cr_out, ": 1 segment, 0 batches, 0 events: NOT READ "
-                                 "(newer format version)\n"));
-  assert_non_null(strstr(cr_out, "\nDAMAGED: 2 problems in 2 processes, 2 "
-                                 "segments\n"));
+  cr_assert_has(cr_out,
+                "inconsistent: ",
+                "stackrec-6-000001.zst: offset 0: header "
+                "says pid 5, file name says 6\n",
+                "damaged: ",
+                "stackrec-9-000001.zst: offset 0: format "
+                "version 2 is newer",
+                "process 9 \"\" in ",
+                ": 1 segment, 0 batches, 0 events: NOT READ "
+                "(newer format version)\n",
+                "\nDAMAGED: 2 problems in 2 processes, 2 "
+                "segments\n");
 }
 
 /* Unrelated files: a note. An empty segment (a writer that died before its
@@ -281,24 +282,26 @@ static void test_notes_and_foreign_files(void **state) {
   snprintf(path, sizeof path, "%s/README", d);
   assert_int_equal(fx_write_file(path, "x", 1), 0);
   assert_int_equal(cr_run("verify '%s'", d), 0);
-  assert_non_null(strstr(cr_out, "note: "));
-  assert_non_null(strstr(cr_out, "ignored 1 entry"));
-  assert_non_null(strstr(cr_out, "\"README\""));
-  assert_non_null(strstr(cr_out, "\nintact: 1 process, 2 segments, 9 "
-                                 "events\n"));
+  cr_assert_has(cr_out,
+                "note: ",
+                "ignored 1 entry",
+                "\"README\"",
+                "\nintact: 1 process, 2 segments, 9 "
+                "events\n");
   snprintf(path, sizeof path, "%s/stackrec-77-000001.zst", d);
   assert_int_equal(fx_write_file(path, NULL, 0), 0);
   assert_int_equal(cr_run("verify '%s'", d), 4);
-  assert_non_null(strstr(cr_out, "\nincomplete: "));
-  assert_non_null(strstr(cr_out, "stackrec-77-000001.zst: empty file, "
-                                 "skipped: a segment without any batch (its "
-                                 "writer ended before its first flush, or "
-                                 "has just started)\n"));
-  assert_non_null(strstr(cr_out, "process 77 \"\" in "));
-  assert_non_null(strstr(cr_out, ": 1 segment, 0 batches, 0 events: intact, "
-                                 "INCOMPLETE\n  accounting: no batch read\n"));
-  assert_non_null(strstr(cr_out, "\nINCOMPLETE: 1 finding in 1 of 2 "
-                                 "processes, 3 segments, 9 events read\n"));
+  cr_assert_has(cr_out,
+                "\nincomplete: ",
+                "stackrec-77-000001.zst: empty file, "
+                "skipped: a segment without any batch (its "
+                "writer ended before its first flush, or "
+                "has just started)\n",
+                "process 77 \"\" in ",
+                ": 1 segment, 0 batches, 0 events: intact, "
+                "INCOMPLETE\n  accounting: no batch read\n",
+                "\nINCOMPLETE: 1 finding in 1 of 2 "
+                "processes, 3 segments, 9 events read\n");
 
   snprintf(path, sizeof path, "%s/stackrec-78-000001.zst", d);
   assert_int_equal(fx_write_file(path, "GIF89a....", 10), 0);
@@ -395,9 +398,10 @@ static void test_no_recording_and_usage(void **state) {
   (void)state;
 
   assert_int_equal(cr_run("verify '%s'", d), 1);
-  assert_non_null(strstr(cr_out, "note: "));
-  assert_non_null(strstr(cr_out, "no segment files"));
-  assert_non_null(strstr(cr_out, "\nDAMAGED: no recording found\n"));
+  cr_assert_has(cr_out,
+                "note: ",
+                "no segment files",
+                "\nDAMAGED: no recording found\n");
   cr_expect(3, "cannot open /nonexistent/rec", "verify /nonexistent/rec");
   assert_int_equal(cr_run("verify"), 2);
   assert_int_equal(cr_run("verify --bogus '%s'", d), 2);
