@@ -341,13 +341,6 @@ static void test_junit(void **state) {
   assert_int_equal(python(k_junit_check, out), 0);
 }
 
-static size_t count_of(const char *s, const char *needle) {
-  size_t n = 0;
-  for (; (s = strstr(s, needle)) != NULL; s++)
-    n++;
-  return n;
-}
-
 static void test_html(void **state) {
   char page[700], url[800], dom_path[700];
   FILE *f;
@@ -367,7 +360,7 @@ static void test_html(void **state) {
   fclose(f);
   dom[n] = '\0';
   assert_non_null(strstr(dom, "<section id=\"compliance\">"));
-  assert_int_equal(count_of(dom, "<tr class=\"finding\">"), 4);
+  assert_int_equal(tl_count(dom, "<tr class=\"finding\">"), 4);
   assert_non_null(strstr(dom, "<td>background-location</td>"));
   /* The report's own script ran (it draws the flame graphs). */
   assert_non_null(strstr(dom, "class=\"flame\""));

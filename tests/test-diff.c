@@ -43,14 +43,6 @@ static int sh(const char *fmt, ...) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int count_in(const char *hay, const char *needle) {
-  int n = 0;
-
-  for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle))
-    n++;
-  return n;
-}
-
 static void test_new_path_fails_the_gate(void **state) {
   char json[4200];
 
@@ -122,7 +114,7 @@ static void test_sensitive_and_rate(void **state) {
   assert_non_null(strstr(cr_out, "RATE CHANGED: 1\n"
                                  "  ~ files.open [sensitive] module app: "
                                  "20 -> 60 events"));
-  assert_int_equal(count_in(cr_out, "network.connect"), 0);
+  assert_int_equal(tl_count(cr_out, "network.connect"), 0);
   /* ... unless the threshold is above the change. */
   assert_int_equal(cr_run("diff --threshold 400 '%s' '%s'", g_base, g_base3),
                    0);

@@ -136,8 +136,8 @@ static void test_hostile_names_escaped(void **state) {
   p = page_of(&a, "<i>title</i>");
   assert_has(p, "<title>&lt;i&gt;title&lt;/i&gt;</title>");
   /* Exactly the page's own script elements: the data and the code. */
-  assert_int_equal(count_of(p, "</script"), 2);
-  assert_int_equal(count_of(p, "<script"), 2);
+  assert_int_equal(tl_count(p, "</script"), 2);
+  assert_int_equal(tl_count(p, "<script"), 2);
   assert_lacks(p, "<!--");
   assert_lacks(p, "<i>title");
   assert_has(p, ">x&lt;/script&gt;&lt;!--&lt;script&gt;alert(&#39;y&#39;)"

@@ -222,6 +222,14 @@ void tl_asan_runtime(char *out, size_t cap) {
   dl_iterate_phdr(tl_find_asan, &rt);
 }
 
+int tl_count(const char *hay, const char *needle) {
+  int n = 0;
+
+  for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle))
+    n++;
+  return n;
+}
+
 /* How many names the comma-separated list holds (as the preprocessor
  * spells #__VA_ARGS__: "a, b, c"); each is cut out in place (list is a
  * copy) and the first cap of them put into out. */

@@ -51,6 +51,9 @@ int tl_count_files(const char *dir, const char *suffix);
  * several), into out. Fails the test if there is none. */
 void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap);
 
+/* How many times needle (not empty) occurs in hay, not overlapping. */
+int tl_count(const char *hay, const char *needle);
+
 /* Write text to path (created or truncated). @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
 
