@@ -68,20 +68,6 @@ static void test_info(void **state) {
   assert_true(a && b && c && d && a < b && b < c && c < d);
 }
 
-/* Run a shell command built from fmt; @return its exit status (-1 if it
- * did not exit). Its output goes to this test's log. */
-static int system_quiet(const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  int st;
-
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* info --json: the same facts as one JSON document that python3's strict
  * parser accepts; the figures checked field by field. */
 static void test_info_json(void **state) {
@@ -97,28 +83,28 @@ static void test_info_json(void **state) {
   fputs(cr_out, f);
   assert_int_equal(fclose(f), 0);
   assert_int_equal(
-      system_quiet("python3 -c 'import json,sys\n"
-                   "d = json.load(open(sys.argv[1]))\n"
-                   "p = d[\"processes\"][0]\n"
-                   "assert d[\"processes_count\"] == 1 and d[\"events\"] == 9\n"
-                   "assert (p[\"pid\"], p[\"name\"], p[\"arch\"]) == "
-                   "(4242, \"fixture\", \"x86_64\")\n"
-                   "assert (p[\"events\"], p[\"stacks\"], p[\"threads\"]) == "
-                   "(9, 3, 3)\n"
-                   "assert [s[\"name\"] for s in p[\"sites\"]] == "
-                   "[\"net.connect\", \"privacy.clipboard.read\", "
-                   "\"file.open\", \"late.site\"]\n"
-                   "assert p[\"drops\"] == {\"ring_full\": 6, \"reentrant\": 2, "
-                   "\"other\": 4, \"write_error\": 2, \"exit\": 0, "
-                   "\"total\": 14}\n"
-                   "a = p[\"accounting\"]\n"
-                   "assert (a[\"attempted\"], a[\"written\"], a[\"dropped\"], "
-                   "a[\"recovered\"], a[\"adds_up\"]) == (23, 9, 14, 0, True)\n"
-                   "assert p[\"complete\"] is False and p[\"incomplete\"] == "
-                   "[\"events dropped\"]\n"
-                   "assert (p[\"segments\"], p[\"batches\"], p[\"end\"]) == "
-                   "(2, 5, \"clean\")\n' '%s'",
-                   path),
+      tl_system("python3 -c 'import json,sys\n"
+                "d = json.load(open(sys.argv[1]))\n"
+                "p = d[\"processes\"][0]\n"
+                "assert d[\"processes_count\"] == 1 and d[\"events\"] == 9\n"
+                "assert (p[\"pid\"], p[\"name\"], p[\"arch\"]) == "
+                "(4242, \"fixture\", \"x86_64\")\n"
+                "assert (p[\"events\"], p[\"stacks\"], p[\"threads\"]) == "
+                "(9, 3, 3)\n"
+                "assert [s[\"name\"] for s in p[\"sites\"]] == "
+                "[\"net.connect\", \"privacy.clipboard.read\", "
+                "\"file.open\", \"late.site\"]\n"
+                "assert p[\"drops\"] == {\"ring_full\": 6, \"reentrant\": 2, "
+                "\"other\": 4, \"write_error\": 2, \"exit\": 0, "
+                "\"total\": 14}\n"
+                "a = p[\"accounting\"]\n"
+                "assert (a[\"attempted\"], a[\"written\"], a[\"dropped\"], "
+                "a[\"recovered\"], a[\"adds_up\"]) == (23, 9, 14, 0, True)\n"
+                "assert p[\"complete\"] is False and p[\"incomplete\"] == "
+                "[\"events dropped\"]\n"
+                "assert (p[\"segments\"], p[\"batches\"], p[\"end\"]) == "
+                "(2, 5, \"clean\")\n' '%s'",
+                path),
       0);
 }
 

@@ -31,18 +31,6 @@
 static char g_tmp[2048];
 static char g_base[4096], g_extra[4096], g_base2[4096], g_base3[4096];
 
-static int sh(const char *fmt, ...) {
-  char cmd[16384];
-  va_list ap;
-  int st;
-
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_new_path_fails_the_gate(void **state) {
   char json[4200];
 
@@ -61,23 +49,23 @@ static void test_new_path_fails_the_gate(void **state) {
   assert_int_equal(
       cr_run("diff --format json -o '%s' '%s' '%s'", json, g_base, g_extra), 1);
   assert_int_equal(
-      sh("python3 - '%s' <<'EOF'\n"
-         "import json, sys\n"
-         "d = json.load(open(sys.argv[1]))\n"
-         "assert d['gate'] == 'fail', d['gate']\n"
-         "assert d['summary'] == {'added': 1, 'added_sensitive': 1, "
-         "'gone': 0, 'changed': 0}, d['summary']\n"
-         "p = d['added'][0]\n"
-         "assert p['site'] == 'identifiers.device_id' and p['module'] == 'app'\n"
-         "assert p['sensitive'] and p['base_count'] == 0 and "
-         "p['new_count'] == 20\n"
-         "fns = [f['function'] for f in p['frames']]\n"
-         "assert fns[:3] == ['phone_home', 'tick', 'main'], fns\n"
-         "assert p['frames'][0]['file'].endswith('app.c')\n"
-         "assert d['base']['events'] == 30 and d['new']['events'] == 50\n"
-         "assert d['base']['intact'] and d['new']['intact']\n"
-         "EOF",
-         json),
+      tl_system("python3 - '%s' <<'EOF'\n"
+                "import json, sys\n"
+                "d = json.load(open(sys.argv[1]))\n"
+                "assert d['gate'] == 'fail', d['gate']\n"
+                "assert d['summary'] == {'added': 1, 'added_sensitive': 1, "
+                "'gone': 0, 'changed': 0}, d['summary']\n"
+                "p = d['added'][0]\n"
+                "assert p['site'] == 'identifiers.device_id' and p['module'] == 'app'\n"
+                "assert p['sensitive'] and p['base_count'] == 0 and "
+                "p['new_count'] == 20\n"
+                "fns = [f['function'] for f in p['frames']]\n"
+                "assert fns[:3] == ['phone_home', 'tick', 'main'], fns\n"
+                "assert p['frames'][0]['file'].endswith('app.c')\n"
+                "assert d['base']['events'] == 30 and d['new']['events'] == 50\n"
+                "assert d['base']['intact'] and d['new']['intact']\n"
+                "EOF",
+                json),
       0);
 }
 
@@ -138,19 +126,19 @@ static void test_html(void **state) {
                 "</body></html>\n");
   /* Well-formed enough for Python's HTML parser, every tag closed. */
   assert_int_equal(
-      sh("python3 - '%s' <<'EOF'\n"
-         "import sys, html.parser\n"
-         "class P(html.parser.HTMLParser):\n"
-         "  def __init__(s):\n"
-         "    super().__init__(); s.stack = []\n"
-         "  def handle_starttag(s, t, a):\n"
-         "    if t not in ('meta',): s.stack.append(t)\n"
-         "  def handle_endtag(s, t):\n"
-         "    assert s.stack and s.stack.pop() == t, t\n"
-         "p = P(); p.feed(open(sys.argv[1]).read()); p.close()\n"
-         "assert p.stack == [], p.stack\n"
-         "EOF",
-         html),
+      tl_system("python3 - '%s' <<'EOF'\n"
+                "import sys, html.parser\n"
+                "class P(html.parser.HTMLParser):\n"
+                "  def __init__(s):\n"
+                "    super().__init__(); s.stack = []\n"
+                "  def handle_starttag(s, t, a):\n"
+                "    if t not in ('meta',): s.stack.append(t)\n"
+                "  def handle_endtag(s, t):\n"
+                "    assert s.stack and s.stack.pop() == t, t\n"
+                "p = P(); p.feed(open(sys.argv[1]).read()); p.close()\n"
+                "assert p.stack == [], p.stack\n"
+                "EOF",
+                html),
       0);
 }
 
@@ -188,14 +176,14 @@ static int setup(void **state) {
   snprintf(g_base2, sizeof(g_base2), "%s/rec-base2", g_tmp);
   snprintf(g_base3, sizeof(g_base3), "%s/rec-base3", g_tmp);
   if (cr_setup() != 0 ||
-      sh("rm -rf '%s' && mkdir -p '%s/base' '%s/extra' && "
-         "cp '%s/app_base' '%s/base/app' && cp '%s/app_extra' '%s/extra/app'",
-         g_tmp, g_tmp, g_tmp, fx, g_tmp, fx, g_tmp) != 0)
+      tl_system("rm -rf '%s' && mkdir -p '%s/base' '%s/extra' && "
+                "cp '%s/app_base' '%s/base/app' && cp '%s/app_extra' '%s/extra/app'",
+                g_tmp, g_tmp, g_tmp, fx, g_tmp, fx, g_tmp) != 0)
     return -1;
-  if (sh("'%s/base/app' '%s'", g_tmp, g_base) != 0 ||
-      sh("'%s/extra/app' '%s'", g_tmp, g_extra) != 0 ||
-      sh("'%s/base/app' '%s'", g_tmp, g_base2) != 0 ||
-      sh("'%s/base/app' '%s' 3", g_tmp, g_base3) != 0)
+  if (tl_system("'%s/base/app' '%s'", g_tmp, g_base) != 0 ||
+      tl_system("'%s/extra/app' '%s'", g_tmp, g_extra) != 0 ||
+      tl_system("'%s/base/app' '%s'", g_tmp, g_base2) != 0 ||
+      tl_system("'%s/base/app' '%s' 3", g_tmp, g_base3) != 0)
     return -1;
   return 0;
 }

@@ -222,6 +222,18 @@ void tl_asan_runtime(char *out, size_t cap) {
   dl_iterate_phdr(tl_find_asan, &rt);
 }
 
+int tl_system(const char *fmt, ...) {
+  char cmd[16384];
+  va_list ap;
+  int st;
+
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 int tl_count(const char *hay, const char *needle) {
   int n = 0;
 

@@ -82,6 +82,11 @@ int tl_sh(const tl_capture *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int tl_vsh(const tl_capture *c, const char *fmt, va_list ap);
 
+/* Run the shell command line (printf format) with its output going to
+ * the test's own (its log). @return its exit status, or -1 if it did not
+ * exit. */
+int tl_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The runfiles path of rel ("tools/stackrec"): $TEST_SRCDIR/$TEST_WORKSPACE
  * (or "."/"stackrec")/rel, into buf. @return buf. */
 const char *tl_runfile(char *buf, size_t cap, const char *rel);
