@@ -45,6 +45,24 @@ static __attribute__((unused)) int cr_run(const char *fmt, ...) {
   return tl_sh(&cr_capture, "'%s' %s", cr_bin, args);
 }
 
+/* Run `stackrec <args>` (as cr_run) where it must exit with `status` and
+ * say `err_has` on stderr; a failure names the command. Needs <cmocka.h>
+ * included first. */
+static __attribute__((unused, format(printf, 3, 4))) void
+cr_expect(int status, const char *err_has, const char *fmt, ...) {
+  char args[8192];
+  va_list ap;
+  int got;
+
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof(args), fmt, ap);
+  va_end(ap);
+  got = cr_run("%s", args);
+  if (got != status || strstr(cr_err, err_has) == NULL)
+    fail_msg("stackrec %s: exit %d, stderr:\n%s\nwanted exit %d and \"%s\"",
+             args, got, cr_err, status, err_has);
+}
+
 /* `stackrec report --html DIR/report.html DIR`, the page read into buf.
  * @return the exit status (as cr_run). */
 static __attribute__((unused)) int cr_html(const char *dir, char *buf,
@@ -71,6 +89,33 @@ static __attribute__((unused)) const char *cr_line(const char *s, int i) {
   e = strchr(s, '\n');
   snprintf(buf, sizeof(buf), "%.*s", (int)(e ? e - s : (long)strlen(s)), s);
   return buf;
+}
+
+/* Assert that lines first, first + 1, ... of s are the strings given, in
+ * that order: cr_assert_lines(cr_out, 2, "line 2", "line 3"). A mismatch
+ * says which line before cmocka prints both texts. Needs <cmocka.h>
+ * included before this header, as its other users do. */
+#define cr_assert_lines(s, first, ...)                                        \
+  cr__assert_lines(s, first, (const char *const[]){__VA_ARGS__, NULL})
+static __attribute__((unused)) void cr__assert_lines(const char *s, int first,
+                                                     const char *const *want) {
+  for (int i = 0; want[i] != NULL; i++) {
+    const char *got = cr_line(s, first + i);
+    if (strcmp(got, want[i]) != 0)
+      print_error("line %d of the output differs:\n", first + i);
+    assert_string_equal(got, want[i]);
+  }
+}
+
+/* Assert that each of the texts given occurs in s: cr_assert_has(cr_out,
+ * "a", "b"). The first missing one is named, with s. */
+#define cr_assert_has(s, ...)                                                 \
+  cr__assert_has(s, (const char *const[]){__VA_ARGS__, NULL})
+static __attribute__((unused)) void cr__assert_has(const char *s,
+                                                   const char *const *texts) {
+  for (; *texts != NULL; texts++)
+    if (strstr(s, *texts) == NULL)
+      fail_msg("no \"%s\" in:\n%s", *texts, s);
 }
 
 static __attribute__((unused)) int cr_count_lines(const char *s) {

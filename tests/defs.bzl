@@ -13,27 +13,28 @@ RECORDER_DEPS = ["//flush", "//proto", "//recorder"]
 # a frame of its own, found by the frame-pointer walk.
 WALK_COPTS = ["-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"]
 
-def stkr_test(name, deps = [], data = [], size = "small", **kwargs):
+def stkr_test(name, deps = [], data = [], size = "small", cli = False, **kwargs):
+    """cli: the test runs the built //tools:stackrec (tests/cli_run.h)."""
     native.cc_test(
         name = name,
         # src: another target's file, built with other copts (a split of
         # one test's cases into two targets, each within the timeout).
-        srcs = [kwargs.pop("src", "test-%s.c" % name)] + kwargs.pop("extra_srcs", []),
+        srcs = [kwargs.pop("src", "test-%s.c" % name)] + kwargs.pop("extra_srcs", []) +
+               (["cli_run.h"] if cli else []),
         deps = deps + [_TESTLIB],
-        data = data,
+        data = data + (["//tools:stackrec"] if cli else []),
         size = size,
         linkopts = ["-lcmocka", "-lpthread"] + kwargs.pop("linkopts", []),
         **kwargs
     )
 
-def stkr_cli_test(name, deps = [], data = [], **kwargs):
+def stkr_cli_test(name, deps = [], **kwargs):
     """A test that runs the built //tools:stackrec (tests/cli_run.h) on
     recordings it writes with //tests:recordings."""
     stkr_test(
         name = name,
+        cli = True,
         deps = [":recordings", "//proto"] + deps,
-        data = ["//tools:stackrec"] + data,
-        extra_srcs = ["cli_run.h"] + kwargs.pop("extra_srcs", []),
         **kwargs
     )
 
@@ -42,10 +43,9 @@ def stkr_hook_test(name, fixtures = [], data = [], **kwargs):
     with the programs of tests/preload_fixtures it names."""
     stkr_test(
         name = name,
-        data = [
-            "//preload:libstackrec_preload.so",
-            "//tools:stackrec",
-        ] + ["//tests/preload_fixtures:" + f for f in fixtures] + data,
+        data = ["//preload:libstackrec_preload.so"] +
+               ([] if kwargs.get("cli") else ["//tools:stackrec"]) +
+               ["//tests/preload_fixtures:" + f for f in fixtures] + data,
         **kwargs
     )
 

@@ -324,32 +324,37 @@ int fx_std_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
   return 0;
 }
 
+int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
+                     stkr_fmt_buf *out) {
+  char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
+  int err = stkr_fmt_segment_name(name, sizeof(name), pid, seq);
+
+  if (err == 0 && (size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >=
+                      sizeof(path))
+    err = -ENAMETOOLONG;
+  if (err == 0)
+    err = fx_write_file(path, out->data, out->len);
+  out->len = 0;
+  return err;
+}
+
 int fx_std_write(const char *dir, uint32_t pid) {
   stkr_fmt_buf buf = {0};
-  char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
   int err;
 
   err = fx_std_encode(0, 3, pid, &buf);
   if (err == 0)
-    err = stkr_fmt_segment_name(name, sizeof(name), pid, 1);
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  if (err == 0)
-    err = fx_write_file(path, buf.data, buf.len);
-  buf.len = 0;
+    err = fx_write_segment(dir, pid, 1, &buf);
   if (err == 0)
     err = fx_std_encode(3, 5, pid, &buf);
   if (err == 0)
-    err = stkr_fmt_segment_name(name, sizeof(name), pid, 2);
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  if (err == 0)
-    err = fx_write_file(path, buf.data, buf.len);
+    err = fx_write_segment(dir, pid, 2, &buf);
   stkr_fmt_buf_free(&buf);
   return err;
 }
 
 int fx_std_write_live(const char *dir, uint32_t pid, size_t cut) {
   stkr_fmt_buf buf = {0};
-  char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
   size_t end3 = 0;
   int err;
 
@@ -361,11 +366,9 @@ int fx_std_write_live(const char *dir, uint32_t pid, size_t cut) {
     err = fx_std_encode(4, 5, pid, &buf);
   if (err == 0 && (cut == 0 || end3 + cut >= buf.len))
     err = -EINVAL; /* not a cut inside batch 4 */
+  buf.len = end3 + cut; /* segment 2 ends inside batch 4 */
   if (err == 0)
-    err = stkr_fmt_segment_name(name, sizeof(name), pid, 2);
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  if (err == 0)
-    err = fx_write_file(path, buf.data, end3 + cut);
+    err = fx_write_segment(dir, pid, 2, &buf);
   stkr_fmt_buf_free(&buf);
   return err;
 }

@@ -43,13 +43,6 @@ static __attribute__((unused)) char *page_of(const stkr_agg *a, const char *titl
   return buf;
 }
 
-static __attribute__((unused)) int count_of(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
-    n++;
-  return n;
-}
-
 #define assert_has(hay, needle)                                         \
   do {                                                                  \
     if (strstr((hay), (needle)) == NULL)                                \

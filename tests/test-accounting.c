@@ -22,6 +22,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 #define PID 4301u
 #define SID 0x5e551011ull
@@ -59,7 +60,6 @@ static void write_sess(const char *d, const sess *s) {
     Stackrec__Counters c = STACKREC__COUNTERS__INIT;
     fx_batch b = {0};
     stkr_fmt_buf buf = {0};
-    char path[4200];
 
     if (s->skip & (1u << k))
       continue;
@@ -88,9 +88,7 @@ static void write_sess(const char *d, const sess *s) {
     b.cnt = &c;
     b.last = s->last && k == s->nseg;
     assert_int_equal(fx_encode(&b, &buf), 0);
-    snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID,
-             (unsigned)k);
-    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+    assert_int_equal(fx_write_segment(d, PID, k, &buf), 0);
     stkr_fmt_buf_free(&buf);
   }
 }
@@ -301,20 +299,8 @@ static void test_accounting_mismatch(void **state) {
          ": DOES NOT ADD UP\n", NULL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_complete),
-      cmocka_unit_test(test_write_errors),
-      cmocka_unit_test(test_first_segment_deleted),
-      cmocka_unit_test(test_middle_segment_deleted),
-      cmocka_unit_test(test_last_segment_deleted),
-      cmocka_unit_test(test_disk_cap),
-      cmocka_unit_test(test_recreated_directory),
-      cmocka_unit_test(test_killed),
-      cmocka_unit_test(test_recovered),
-      cmocka_unit_test(test_segment_without_batch),
-      cmocka_unit_test(test_counter_overflow),
-      cmocka_unit_test(test_accounting_mismatch),
-  };
-  return cmocka_run_group_tests_name("accounting", tests, setup, NULL);
-}
+TL_TEST_MAIN("accounting", setup, NULL, test_complete, test_write_errors,
+             test_first_segment_deleted, test_middle_segment_deleted,
+             test_last_segment_deleted, test_disk_cap, test_recreated_directory,
+             test_killed, test_recovered, test_segment_without_batch,
+             test_counter_overflow, test_accounting_mismatch)

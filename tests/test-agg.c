@@ -29,6 +29,7 @@
 #include "recorder/stackrec.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/agg.h"
 
 static void quiet(void *arg, const stkr_warning *w) {
@@ -176,19 +177,15 @@ static void test_sessions_do_not_share_ids(void **state) {
                 .n_stacks = 3, .base_ts = 9000000000ull, .evs = e2,
                 .n_evs = 2, .start_shift = 5000000000ull, .rotate = 1};
   const char *d = fx_tmpdir("agg-sess");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   const stkr_agg_site *s;
   stkr_agg *a;
   (void)state;
 
   assert_int_equal(fx_std_encode(0, 3, FX_PID, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-  buf.len = 0;
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 2, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   a = agg_dir(d, NULL);
@@ -229,7 +226,6 @@ static void test_one_stack_id_at_two_sites(void **state) {
                 .n_stacks = 3, .base_ts = 9000000000ull, .evs = ev,
                 .n_evs = sizeof ev / sizeof *ev};
   const char *d = fx_tmpdir("agg-idsite");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   stkr_agg *a;
   size_t i;
@@ -237,8 +233,7 @@ static void test_one_stack_id_at_two_sites(void **state) {
   (void)state;
 
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   a = agg_dir(d, NULL);
@@ -338,15 +333,13 @@ static void test_window_event_before_first(void **state) {
                 .n_stacks = 1, .base_ts = FX_START_MONO, .evs = e,
                 .n_evs = 3};
   const char *d = fx_tmpdir("agg-early");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   stkr_agg_opts o = {.to_s = 1e-6};
   stkr_agg *a;
   (void)state;
 
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
   a = agg_dir(d, &o);
   assert_int_equal(a->events, 2);
@@ -614,20 +607,10 @@ static void test_recorded_by_two_processes(void **state) {
   stkr_agg_free(a);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_std_sites_stacks_and_drops),
-      cmocka_unit_test(test_two_processes_add_up),
-      cmocka_unit_test(test_sessions_do_not_share_ids),
-      cmocka_unit_test(test_one_stack_id_at_two_sites),
-      cmocka_unit_test(test_filters),
-      cmocka_unit_test(test_window_event_before_first),
-      cmocka_unit_test(test_symbolized_labels_and_app_only),
-      cmocka_unit_test(test_builds_merge_by_frames),
-      cmocka_unit_test(test_merged_lines_that_differ_are_dropped),
-      cmocka_unit_test(test_by_thread),
-      cmocka_unit_test(test_empty_and_bad_arguments),
-      cmocka_unit_test(test_recorded_by_two_processes),
-  };
-  return cmocka_run_group_tests_name("agg", tests, NULL, NULL);
-}
+TL_TEST_MAIN("agg", NULL, NULL, test_std_sites_stacks_and_drops,
+             test_two_processes_add_up, test_sessions_do_not_share_ids,
+             test_one_stack_id_at_two_sites, test_filters,
+             test_window_event_before_first,
+             test_symbolized_labels_and_app_only, test_builds_merge_by_frames,
+             test_merged_lines_that_differ_are_dropped, test_by_thread,
+             test_empty_and_bad_arguments, test_recorded_by_two_processes)

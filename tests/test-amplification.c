@@ -34,6 +34,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 #define PID 777u
 
@@ -114,7 +115,6 @@ static void write_undefined_sites(const char *d, int nb, int ne) {
   static const uint32_t one[] = {1};
   fx_ev *ev = calloc((size_t)ne, sizeof *ev);
   stkr_fmt_buf buf = {0};
-  char path[4200];
   int k, i;
 
   assert_non_null(ev);
@@ -138,8 +138,7 @@ static void write_undefined_sites(const char *d, int nb, int ne) {
     b.last = k == nb - 1;
     assert_int_equal(fx_encode(&b, &buf), 0);
   }
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, PID, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
   free(ev);
 }
@@ -182,7 +181,6 @@ static size_t write_deep_stack(const char *d, size_t n) {
   Stackrec__StackDef sd = STACKREC__STACK_DEF__INIT, *sdp = &sd;
   stkr_fmt_buf buf = {0};
   uint64_t *pcs = malloc(n * sizeof *pcs);
-  char path[4200];
   size_t i, off;
   static const uint32_t one[] = {1};
   static const fx_ev ev[] = {{0, 1, 1, 1, NULL, 0, false}};
@@ -208,8 +206,7 @@ static size_t write_deep_stack(const char *d, size_t n) {
   assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &buf), 0);
   off = buf.len;
   assert_int_equal(fx_encode(&good, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, PID, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
   free(pcs);
   return off;
@@ -251,10 +248,5 @@ static void test_deep_stack_is_damage(void **state) {
   assert_int_equal(st, 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_undefined_site_ids),
-      cmocka_unit_test(test_deep_stack_is_damage),
-  };
-  return cmocka_run_group_tests_name("amplification", tests, setup, NULL);
-}
+TL_TEST_MAIN("amplification", setup, NULL, test_undefined_site_ids,
+             test_deep_stack_is_damage)

@@ -20,6 +20,7 @@
 
 #include "flush/flush_internal.h"
 #include "recorder/stackrec.h"
+#include "tests/testlib.h"
 
 static void test_version(void **state) {
   char want[32];
@@ -116,13 +117,5 @@ static void test_reads_only_size(void **state) {
   munmap(m, 2 * (size_t)page);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_version),
-      cmocka_unit_test(test_config_init),
-      cmocka_unit_test(test_size_rules),
-      cmocka_unit_test(test_newer_caller),
-      cmocka_unit_test(test_reads_only_size),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("api", NULL, NULL, test_version, test_config_init, test_size_rules,
+             test_newer_caller, test_reads_only_size)

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/stkr_arena.h"
+#include "tests/testlib.h"
 
 #define BLOCK 256u
 
@@ -86,12 +87,7 @@ static void test_overflow_refused_arena_unchanged(void **state) {
   stkr_arena_free(&a); /* an empty arena: nothing to do */
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pointers_stay_valid_across_blocks),
-      cmocka_unit_test(test_large_request_gets_its_own_block),
-      cmocka_unit_test(test_zero_bytes_distinct_non_null),
-      cmocka_unit_test(test_overflow_refused_arena_unchanged),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("arena", NULL, NULL, test_pointers_stay_valid_across_blocks,
+             test_large_request_gets_its_own_block,
+             test_zero_bytes_distinct_non_null,
+             test_overflow_refused_arena_unchanged)

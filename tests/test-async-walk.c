@@ -36,6 +36,7 @@
 #include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 
 _Static_assert(STKR_PC_ASYNC == STKR__PC_ASYNC, "one async PC bit");
 
@@ -504,9 +505,10 @@ static void test_recorded_symbolized_read_back(void **state) {
   }
   assert_int_equal(cr_setup(), 0);
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
-  assert_non_null(strstr(cr_out, "\"function\":\"fx_resume_1\""));
-  assert_non_null(strstr(cr_out, "\"async\":true"));
-  assert_non_null(strstr(cr_out, "\"async_from\":"));
+  cr_assert_has(cr_out,
+                "\"function\":\"fx_resume_1\"",
+                "\"async\":true",
+                "\"async_from\":");
   assert_null(strstr(cr_out, "\"0x80")); /* no tagged value as an address */
   /* The HTML frame table flags them (8: async; not the app's image). */
   {
@@ -518,20 +520,11 @@ static void test_recorded_symbolized_read_back(void **state) {
   dlclose(h);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_chain_followed, setup),
-      cmocka_unit_test_setup(test_no_task_no_chain, setup),
-      cmocka_unit_test_setup(test_unmapped_context_not_read_without_task, setup),
-      cmocka_unit_test_setup(test_probe_only_for_plausible_context, setup),
-      cmocka_unit_test_setup(test_bad_first_context, setup),
-      cmocka_unit_test_setup(test_bad_links_end_chain, setup),
-      cmocka_unit_test_setup(test_cycles_end_chain, setup),
-      cmocka_unit_test_setup(test_max_depth_and_skip, setup),
-      cmocka_unit_test_setup(test_hash_covers_async_part, setup),
-      cmocka_unit_test_setup(test_random_chains_never_fault, setup),
-      cmocka_unit_test_setup(test_compiler_made_frames, setup),
-      cmocka_unit_test_setup(test_recorded_symbolized_read_back, setup),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN_EACH("async-walk", setup, NULL, test_chain_followed,
+                  test_no_task_no_chain,
+                  test_unmapped_context_not_read_without_task,
+                  test_probe_only_for_plausible_context, test_bad_first_context,
+                  test_bad_links_end_chain, test_cycles_end_chain,
+                  test_max_depth_and_skip, test_hash_covers_async_part,
+                  test_random_chains_never_fault, test_compiler_made_frames,
+                  test_recorded_symbolized_read_back)

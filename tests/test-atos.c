@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "tests/apple/macho_test.h"
+#include "tests/testlib.h"
 
 static int compare(const char *obj, const char *arch, const char *extra) {
   int rc = mt_sh("python3 '%s/tests/apple/compare.py' '%s' '%s' %s 1 %s",
@@ -215,18 +216,6 @@ static void test_swift(void **state) {
   assert_non_null(strstr(mt_err, "Swift names left mangled"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_universal_dsym_every_slice),
-      cmocka_unit_test(test_thin_and_dwarf5),
-      cmocka_unit_test(test_symbol_table_only),
-      cmocka_unit_test(test_objc),
-      cmocka_unit_test(test_elf),
-      cmocka_unit_test(test_load_address),
-      cmocka_unit_test(test_json_and_arch),
-      cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_swift),
-  };
-  mt_setup(6, 12);
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
+             test_thin_and_dwarf5, test_symbol_table_only, test_objc, test_elf,
+             test_load_address, test_json_and_arch, test_errors, test_swift)

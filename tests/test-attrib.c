@@ -23,6 +23,7 @@
 
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/json.h"
+#include "tests/testlib.h"
 
 static stkr_frame fr(const char *function, const char *image) {
   stkr_frame f;
@@ -222,14 +223,5 @@ static void test_load_file(void **state) {
   rmdir(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_system_images),
-      cmocka_unit_test(test_default_by_image),
-      cmocka_unit_test(test_module_map),
-      cmocka_unit_test(test_bad_maps),
-      cmocka_unit_test(test_json),
-      cmocka_unit_test(test_load_file),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("attrib", NULL, NULL, test_system_images, test_default_by_image,
+             test_module_map, test_bad_maps, test_json, test_load_file)

@@ -18,6 +18,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 static char rec[4096]; /* the standard recording */
 
@@ -41,43 +42,30 @@ static void test_info(void **state) {
   assert_int_equal(cr_run("info '%s'", rec), 0);
   assert_string_equal(cr_err, "");
   assert_string_equal(cr_line(cr_out, 0), "process 4242 \"fixture\" (x86_64)");
-  assert_non_null(strstr(cr_out, "\n  start:       "
-                              "2023-11-14T22:13:21.000000000Z\n"));
-  assert_non_null(strstr(cr_out, "\n  duration:    0.000212345 s\n"));
-  assert_non_null(strstr(cr_out, "\n  events:      9\n"));
-  assert_non_null(strstr(cr_out, "\n  stacks:      3\n"));
-  assert_non_null(strstr(cr_out, "\n  sites:       4\n"));
-  assert_non_null(strstr(cr_out, "\n  threads:     3\n"));
-  assert_non_null(strstr(cr_out, "\n  drops:       14 (ring full 6, reentrant "
-                              "2, other 4, write error 2, exit 0)\n"
-                              "  accounting:  attempted 23 = written 9 + "
-                              "dropped 14 + recovered 0\n"
-                              "  complete:    NO: events dropped\n"));
-  assert_non_null(strstr(cr_out, "\n  segments:    2 (seq 1-2)\n"));
-  assert_non_null(strstr(cr_out, "\n  batches:     5\n"));
-  assert_non_null(strstr(cr_out, " per event)\n"));
-  assert_non_null(strstr(cr_out, "\n  damaged:     0 batches\n"));
-  assert_non_null(strstr(cr_out, "\n  end:         clean\n"));
+  cr_assert_has(cr_out,
+                "\n  start:       "
+                "2023-11-14T22:13:21.000000000Z\n",
+                "\n  duration:    0.000212345 s\n",
+                "\n  events:      9\n",
+                "\n  stacks:      3\n",
+                "\n  sites:       4\n",
+                "\n  threads:     3\n",
+                "\n  drops:       14 (ring full 6, reentrant "
+                "2, other 4, write error 2, exit 0)\n"
+                "  accounting:  attempted 23 = written 9 + "
+                "dropped 14 + recovered 0\n"
+                "  complete:    NO: events dropped\n",
+                "\n  segments:    2 (seq 1-2)\n",
+                "\n  batches:     5\n",
+                " per event)\n",
+                "\n  damaged:     0 batches\n",
+                "\n  end:         clean\n");
   /* Sites by events, most first (ties by name). */
   a = strstr(cr_out, "         3  net.connect\n");
   b = strstr(cr_out, "         3  privacy.clipboard.read\n");
   c = strstr(cr_out, "         2  file.open\n");
   d = strstr(cr_out, "         1  late.site\n");
   assert_true(a && b && c && d && a < b && b < c && c < d);
-}
-
-/* Run a shell command built from fmt; @return its exit status (-1 if it
- * did not exit). Its output goes to this test's log. */
-static int system_quiet(const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  int st;
-
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* info --json: the same facts as one JSON document that python3's strict
@@ -95,28 +83,28 @@ static void test_info_json(void **state) {
   fputs(cr_out, f);
   assert_int_equal(fclose(f), 0);
   assert_int_equal(
-      system_quiet("python3 -c 'import json,sys\n"
-                   "d = json.load(open(sys.argv[1]))\n"
-                   "p = d[\"processes\"][0]\n"
-                   "assert d[\"processes_count\"] == 1 and d[\"events\"] == 9\n"
-                   "assert (p[\"pid\"], p[\"name\"], p[\"arch\"]) == "
-                   "(4242, \"fixture\", \"x86_64\")\n"
-                   "assert (p[\"events\"], p[\"stacks\"], p[\"threads\"]) == "
-                   "(9, 3, 3)\n"
-                   "assert [s[\"name\"] for s in p[\"sites\"]] == "
-                   "[\"net.connect\", \"privacy.clipboard.read\", "
-                   "\"file.open\", \"late.site\"]\n"
-                   "assert p[\"drops\"] == {\"ring_full\": 6, \"reentrant\": 2, "
-                   "\"other\": 4, \"write_error\": 2, \"exit\": 0, "
-                   "\"total\": 14}\n"
-                   "a = p[\"accounting\"]\n"
-                   "assert (a[\"attempted\"], a[\"written\"], a[\"dropped\"], "
-                   "a[\"recovered\"], a[\"adds_up\"]) == (23, 9, 14, 0, True)\n"
-                   "assert p[\"complete\"] is False and p[\"incomplete\"] == "
-                   "[\"events dropped\"]\n"
-                   "assert (p[\"segments\"], p[\"batches\"], p[\"end\"]) == "
-                   "(2, 5, \"clean\")\n' '%s'",
-                   path),
+      tl_system("python3 -c 'import json,sys\n"
+                "d = json.load(open(sys.argv[1]))\n"
+                "p = d[\"processes\"][0]\n"
+                "assert d[\"processes_count\"] == 1 and d[\"events\"] == 9\n"
+                "assert (p[\"pid\"], p[\"name\"], p[\"arch\"]) == "
+                "(4242, \"fixture\", \"x86_64\")\n"
+                "assert (p[\"events\"], p[\"stacks\"], p[\"threads\"]) == "
+                "(9, 3, 3)\n"
+                "assert [s[\"name\"] for s in p[\"sites\"]] == "
+                "[\"net.connect\", \"privacy.clipboard.read\", "
+                "\"file.open\", \"late.site\"]\n"
+                "assert p[\"drops\"] == {\"ring_full\": 6, \"reentrant\": 2, "
+                "\"other\": 4, \"write_error\": 2, \"exit\": 0, "
+                "\"total\": 14}\n"
+                "a = p[\"accounting\"]\n"
+                "assert (a[\"attempted\"], a[\"written\"], a[\"dropped\"], "
+                "a[\"recovered\"], a[\"adds_up\"]) == (23, 9, 14, 0, True)\n"
+                "assert p[\"complete\"] is False and p[\"incomplete\"] == "
+                "[\"events dropped\"]\n"
+                "assert (p[\"segments\"], p[\"batches\"], p[\"end\"]) == "
+                "(2, 5, \"clean\")\n' '%s'",
+                path),
       0);
 }
 
@@ -126,19 +114,17 @@ static void test_dump_text(void **state) {
   assert_int_equal(cr_run("dump '%s'", rec), 0);
   assert_string_equal(cr_err, "");
   assert_int_equal(cr_count_lines(cr_out), 9);
-  assert_string_equal(cr_line(cr_out, 0),
-                      "2000000000 privacy.clipboard.read 4242(main) "
-                      "\"hello\" stack=0x401000,0x401100,0x401200");
-  assert_string_equal(cr_line(cr_out, 1), "2000001000 net.connect 4243(worker-1) "
-                                    "- stack=0x7f0000002000");
-  /* A negative delta, and non-printable bytes as \xNN. */
-  assert_string_equal(cr_line(cr_out, 2),
-                      "2000000700 privacy.clipboard.read 4243(worker-1) "
-                      "\"\\x00\\x01bin\\xff\\x7f\\x1b\" "
-                      "stack=0x403000,0x403010,0x403020,0x403030");
-  assert_string_equal(cr_line(cr_out, 3),
-                      "2000010005 file.open 4242(main) \"abcdefgh\""
-                      "[truncated] stack=0x401000,0x401100,0x401200");
+  cr_assert_lines(cr_out, 0,
+                  "2000000000 privacy.clipboard.read 4242(main) \"hello\" "
+                  "stack=0x401000,0x401100,0x401200",
+                  "2000001000 net.connect 4243(worker-1) - "
+                  "stack=0x7f0000002000",
+                  /* A negative delta, and non-printable bytes as \xNN. */
+                  "2000000700 privacy.clipboard.read 4243(worker-1) "
+                  "\"\\x00\\x01bin\\xff\\x7f\\x1b\" "
+                  "stack=0x403000,0x403010,0x403020,0x403030",
+                  "2000010005 file.open 4242(main) \"abcdefgh\"[truncated] "
+                  "stack=0x401000,0x401100,0x401200");
   assert_string_equal(cr_line(cr_out, 6),
                       "2000100000 net.connect 4242(main) \"q\\\"b\\\\s\\x0a\""
                       " stack=0x403000,0x403010,0x403020,0x403030");
@@ -191,12 +177,10 @@ static void test_json_utf8(void **state) {
                       .base_ts = 10, .evs = ev, .n_evs = 1};
   const char *dir = fx_tmpdir("utf8");
   stkr_fmt_buf buf = {0};
-  char path[4200];
   (void)state;
 
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-8-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(dir, 8, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
   assert_non_null(strstr(cr_out,
@@ -252,29 +236,22 @@ static void test_damaged_and_empty(void **state) {
   snprintf(src, sizeof(src), "%s/notes.txt", d);
   assert_int_equal(fx_write_file(src, "x", 1), 0);
   empty = fx_tmpdir("cli-empty");
-  assert_int_equal(cr_run("info '%s'", empty), 1);
-  assert_non_null(strstr(cr_err, "no segment files"));
+  cr_expect(1, "no segment files", "info '%s'", empty);
   assert_non_null(strstr(cr_err, "no recording found"));
 }
 
 static void test_usage(void **state) {
   (void)state;
 
-  assert_int_equal(cr_run(""), 2);
-  assert_non_null(strstr(cr_err, "missing command"));
-  assert_int_equal(cr_run("frobnicate '%s'", rec), 2);
-  assert_non_null(strstr(cr_err, "unknown command 'frobnicate'"));
+  cr_expect(2, "missing command", "%s", ""); /* no command at all */
+  cr_expect(2, "unknown command 'frobnicate'", "frobnicate '%s'", rec);
   assert_int_equal(cr_run("--bogus"), 2);
-  assert_int_equal(cr_run("dump"), 2);
-  assert_non_null(strstr(cr_err, "stackrec dump: no DIR or FILE given"));
+  cr_expect(2, "stackrec dump: no DIR or FILE given", "dump");
   assert_int_equal(cr_run("info"), 2);
-  assert_int_equal(cr_run("dump --limit x '%s'", rec), 2);
-  assert_non_null(strstr(cr_err, "--limit wants a number, not 'x'"));
+  cr_expect(2, "--limit wants a number, not 'x'", "dump --limit x '%s'", rec);
   assert_int_equal(cr_run("dump --limit -1 '%s'", rec), 2);
-  assert_int_equal(cr_run("dump --limit"), 2);
-  assert_non_null(strstr(cr_err, "needs a value"));
-  assert_int_equal(cr_run("dump --frob '%s'", rec), 2);
-  assert_non_null(strstr(cr_err, "unknown option '--frob'"));
+  cr_expect(2, "needs a value", "dump --limit");
+  cr_expect(2, "unknown option '--frob'", "dump --frob '%s'", rec);
   assert_int_equal(cr_run("info -x '%s'", rec), 2);
   assert_string_equal(cr_out, "");
 
@@ -286,22 +263,12 @@ static void test_usage(void **state) {
   assert_int_equal(cr_run("dump -h"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec dump"));
 
-  assert_int_equal(cr_run("info /nonexistent-stackrec-dir"), 3);
-  assert_non_null(strstr(cr_err, "cannot open /nonexistent-stackrec-dir: "));
-  assert_int_equal(cr_run("dump '%s' /dev/null", rec), 3);
-  assert_non_null(strstr(cr_err, "/dev/null: not a directory or regular"));
+  cr_expect(3, "cannot open /nonexistent-stackrec-dir: ",
+            "info /nonexistent-stackrec-dir");
+  cr_expect(3, "/dev/null: not a directory or regular",
+            "dump '%s' /dev/null", rec);
   assert_string_equal(cr_out, ""); /* nothing printed before the error */
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_info),
-      cmocka_unit_test(test_info_json),
-      cmocka_unit_test(test_dump_text),
-      cmocka_unit_test(test_dump_json),
-      cmocka_unit_test(test_json_utf8),
-      cmocka_unit_test(test_damaged_and_empty),
-      cmocka_unit_test(test_usage),
-  };
-  return cmocka_run_group_tests_name("cli", tests, setup, NULL);
-}
+TL_TEST_MAIN("cli", setup, NULL, test_info, test_info_json, test_dump_text,
+             test_dump_json, test_json_utf8, test_damaged_and_empty, test_usage)

@@ -20,6 +20,7 @@
 
 #include "proto/stkr_reader.h"
 #include "recorder/stkr_internal.h"
+#include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_site, "clock.test");
 
@@ -131,12 +132,7 @@ static void test_recording_timestamps_are_monotonic_ns(void **state) {
   record_and_check(false);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conversion_arithmetic),
-      cmocka_unit_test(test_calibration_converts_to_monotonic),
-      cmocka_unit_test(test_forbidden_counter_falls_back),
-      cmocka_unit_test(test_recording_timestamps_are_monotonic_ns),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("clock", NULL, NULL, test_conversion_arithmetic,
+             test_calibration_converts_to_monotonic,
+             test_forbidden_counter_falls_back,
+             test_recording_timestamps_are_monotonic_ns)

@@ -166,18 +166,26 @@ static int setup(void **state) {
 
 /* ---- JSON checks ------------------------------------------------------------- */
 
-static const stkr_json *find_group(const stkr_json *doc, const char *site,
-                                   const char *module) {
-  const stkr_json *gs = stkr_json_get(doc, "groups");
+/* The item of doc's array `list` whose fields k1 and k2 are v1 and v2;
+ * fails the test if there is none. */
+static const stkr_json *find_item(const stkr_json *doc, const char *list,
+                                  const char *k1, const char *v1,
+                                  const char *k2, const char *v2) {
+  const stkr_json *items = stkr_json_get(doc, list);
   size_t i;
 
-  assert_non_null(gs);
-  for (i = 0; i < gs->n; i++)
-    if (strcmp(stkr_json_get(&gs->items[i], "site")->str, site) == 0 &&
-        strcmp(stkr_json_get(&gs->items[i], "module")->str, module) == 0)
-      return &gs->items[i];
-  fail_msg("no group %s / %s", site, module);
+  assert_non_null(items);
+  for (i = 0; i < items->n; i++)
+    if (strcmp(stkr_json_get(&items->items[i], k1)->str, v1) == 0 &&
+        strcmp(stkr_json_get(&items->items[i], k2)->str, v2) == 0)
+      return &items->items[i];
+  fail_msg("no %s with %s %s, %s %s", list, k1, v1, k2, v2);
   return NULL;
+}
+
+static const stkr_json *find_finding(const stkr_json *doc, const char *rule,
+                                     const char *site) {
+  return find_item(doc, "findings", "rule", rule, "site", site);
 }
 
 static double num(const stkr_json *o, const char *key) {
@@ -189,25 +197,13 @@ static double num(const stkr_json *o, const char *key) {
 
 static void expect_group(const stkr_json *doc, const char *site,
                          const char *module, int count, int before, int bg) {
-  const stkr_json *g = find_group(doc, site, module);
+  const stkr_json *g =
+      find_item(doc, "groups", "site", site, "module", module);
   if (num(g, "count") != count || num(g, "before_consent") != before ||
       num(g, "background") != bg)
     fail_msg("%s / %s: count %g before %g background %g, want %d %d %d", site,
              module, num(g, "count"), num(g, "before_consent"),
              num(g, "background"), count, before, bg);
-}
-
-static const stkr_json *find_finding(const stkr_json *doc, const char *rule,
-                                     const char *site) {
-  const stkr_json *fs = stkr_json_get(doc, "findings");
-  size_t i;
-
-  for (i = 0; i < fs->n; i++)
-    if (strcmp(stkr_json_get(&fs->items[i], "rule")->str, rule) == 0 &&
-        strcmp(stkr_json_get(&fs->items[i], "site")->str, site) == 0)
-      return &fs->items[i];
-  fail_msg("no finding %s at %s", rule, site);
-  return NULL;
 }
 
 static stkr_json *run_json(const char *extra) {
@@ -345,13 +341,6 @@ static void test_junit(void **state) {
   assert_int_equal(python(k_junit_check, out), 0);
 }
 
-static size_t count_of(const char *s, const char *needle) {
-  size_t n = 0;
-  for (; (s = strstr(s, needle)) != NULL; s++)
-    n++;
-  return n;
-}
-
 static void test_html(void **state) {
   char page[700], url[800], dom_path[700];
   FILE *f;
@@ -371,7 +360,7 @@ static void test_html(void **state) {
   fclose(f);
   dom[n] = '\0';
   assert_non_null(strstr(dom, "<section id=\"compliance\">"));
-  assert_int_equal(count_of(dom, "<tr class=\"finding\">"), 4);
+  assert_int_equal(tl_count(dom, "<tr class=\"finding\">"), 4);
   assert_non_null(strstr(dom, "<td>background-location</td>"));
   /* The report's own script ran (it draws the flame graphs). */
   assert_non_null(strstr(dom, "class=\"flame\""));
@@ -603,17 +592,6 @@ static void test_rate(void **state) {
   assert_int_equal(r.peak, 7);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rate),
-      cmocka_unit_test(test_counts_and_findings),
-      cmocka_unit_test(test_module_map),
-      cmocka_unit_test(test_no_policy_no_findings),
-      cmocka_unit_test(test_junit),
-      cmocka_unit_test(test_html),
-      cmocka_unit_test(test_privacy_manifest),
-      cmocka_unit_test(test_bad_inputs),
-      cmocka_unit_test(test_stat_hooks_fork),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("compliance", setup, NULL, test_rate, test_counts_and_findings,
+             test_module_map, test_no_policy_no_findings, test_junit, test_html,
+             test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork)

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/reader_util.h"
+#include "tests/testlib.h"
 
 /* One segment holding standard batches 0..2; frame_end[i] is the offset
  * just past batch i's frame. */
@@ -468,16 +469,8 @@ static void test_frame_sizes(void **state) {
   stkr_fmt_buf_free(&buf);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_truncate_every_byte),
-      cmocka_unit_test(test_truncate_every_byte_before_a_later_segment),
-      cmocka_unit_test(test_truncated_after_clean_end_is_damage),
-      cmocka_unit_test(test_bit_flips),
-      cmocka_unit_test(test_flip_middle_exact),
-      cmocka_unit_test(test_empty_and_garbage_files),
-      cmocka_unit_test(test_invalid_batches),
-      cmocka_unit_test(test_frame_sizes),
-  };
-  return cmocka_run_group_tests_name("damage", tests, NULL, NULL);
-}
+TL_TEST_MAIN("damage", NULL, NULL, test_truncate_every_byte,
+             test_truncate_every_byte_before_a_later_segment,
+             test_truncated_after_clean_end_is_damage, test_bit_flips,
+             test_flip_middle_exact, test_empty_and_garbage_files,
+             test_invalid_batches, test_frame_sizes)

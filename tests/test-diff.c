@@ -26,75 +26,58 @@
 #include <cmocka.h>
 
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 
 static char g_tmp[2048];
 static char g_base[4096], g_extra[4096], g_base2[4096], g_base3[4096];
-
-static int sh(const char *fmt, ...) {
-  char cmd[16384];
-  va_list ap;
-  int st;
-
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int count_in(const char *hay, const char *needle) {
-  int n = 0;
-
-  for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle))
-    n++;
-  return n;
-}
 
 static void test_new_path_fails_the_gate(void **state) {
   char json[4200];
 
   (void)state;
   assert_int_equal(cr_run("diff '%s' '%s'", g_base, g_extra), 1);
-  assert_non_null(strstr(cr_out, "NEW PATHS: 1 (1 to a sensitive site)\n"
-                                 "  + identifiers.device_id [sensitive] "
-                                 "module app: 0 -> 20 events"));
-  assert_non_null(strstr(cr_out, "        phone_home (")); /* with its file */
-  assert_non_null(strstr(cr_out, "GONE PATHS: 0\n"));
-  assert_non_null(strstr(cr_out, "RATE CHANGED: 0\n"));
-  assert_non_null(strstr(cr_out, "FAIL: NEW adds 1 path to a sensitive site"));
+  cr_assert_has(cr_out,
+                "NEW PATHS: 1 (1 to a sensitive site)\n"
+                "  + identifiers.device_id [sensitive] "
+                "module app: 0 -> 20 events",
+                "        phone_home (", /* with its file */
+                "GONE PATHS: 0\n",
+                "RATE CHANGED: 0\n",
+                "FAIL: NEW adds 1 path to a sensitive site");
 
   snprintf(json, sizeof(json), "%s/diff.json", g_tmp);
   assert_int_equal(
       cr_run("diff --format json -o '%s' '%s' '%s'", json, g_base, g_extra), 1);
   assert_int_equal(
-      sh("python3 - '%s' <<'EOF'\n"
-         "import json, sys\n"
-         "d = json.load(open(sys.argv[1]))\n"
-         "assert d['gate'] == 'fail', d['gate']\n"
-         "assert d['summary'] == {'added': 1, 'added_sensitive': 1, "
-         "'gone': 0, 'changed': 0}, d['summary']\n"
-         "p = d['added'][0]\n"
-         "assert p['site'] == 'identifiers.device_id' and p['module'] == 'app'\n"
-         "assert p['sensitive'] and p['base_count'] == 0 and "
-         "p['new_count'] == 20\n"
-         "fns = [f['function'] for f in p['frames']]\n"
-         "assert fns[:3] == ['phone_home', 'tick', 'main'], fns\n"
-         "assert p['frames'][0]['file'].endswith('app.c')\n"
-         "assert d['base']['events'] == 30 and d['new']['events'] == 50\n"
-         "assert d['base']['intact'] and d['new']['intact']\n"
-         "EOF",
-         json),
+      tl_system("python3 - '%s' <<'EOF'\n"
+                "import json, sys\n"
+                "d = json.load(open(sys.argv[1]))\n"
+                "assert d['gate'] == 'fail', d['gate']\n"
+                "assert d['summary'] == {'added': 1, 'added_sensitive': 1, "
+                "'gone': 0, 'changed': 0}, d['summary']\n"
+                "p = d['added'][0]\n"
+                "assert p['site'] == 'identifiers.device_id' and p['module'] == 'app'\n"
+                "assert p['sensitive'] and p['base_count'] == 0 and "
+                "p['new_count'] == 20\n"
+                "fns = [f['function'] for f in p['frames']]\n"
+                "assert fns[:3] == ['phone_home', 'tick', 'main'], fns\n"
+                "assert p['frames'][0]['file'].endswith('app.c')\n"
+                "assert d['base']['events'] == 30 and d['new']['events'] == 50\n"
+                "assert d['base']['intact'] and d['new']['intact']\n"
+                "EOF",
+                json),
       0);
 }
 
 static void test_reverse_and_identical(void **state) {
   (void)state;
   assert_int_equal(cr_run("diff '%s' '%s'", g_extra, g_base), 0);
-  assert_non_null(strstr(cr_out, "NEW PATHS: 0 (0 to a sensitive site)\n"));
-  assert_non_null(strstr(cr_out, "GONE PATHS: 1\n"
-                                 "  - identifiers.device_id [sensitive] "
-                                 "module app: 20 -> 0 events"));
-  assert_non_null(strstr(cr_out, "PASS: no new path"));
+  cr_assert_has(cr_out,
+                "NEW PATHS: 0 (0 to a sensitive site)\n",
+                "GONE PATHS: 1\n"
+                "  - identifiers.device_id [sensitive] "
+                "module app: 20 -> 0 events",
+                "PASS: no new path");
 
   assert_int_equal(cr_run("diff --format json '%s' '%s'", g_base, g_base2), 0);
   assert_non_null(strstr(cr_out, "\"summary\":{\"added\":0,\"added_sensitive\":0,"
@@ -119,7 +102,7 @@ static void test_sensitive_and_rate(void **state) {
   assert_non_null(strstr(cr_out, "RATE CHANGED: 1\n"
                                  "  ~ files.open [sensitive] module app: "
                                  "20 -> 60 events"));
-  assert_int_equal(count_in(cr_out, "network.connect"), 0);
+  assert_int_equal(tl_count(cr_out, "network.connect"), 0);
   /* ... unless the threshold is above the change. */
   assert_int_equal(cr_run("diff --threshold 400 '%s' '%s'", g_base, g_base3),
                    0);
@@ -134,27 +117,28 @@ static void test_html(void **state) {
   assert_int_equal(
       cr_run("diff --format html -o '%s' '%s' '%s'", html, g_base, g_extra), 1);
   tl_slurp(html, cr_out, sizeof(cr_out));
-  assert_non_null(strstr(cr_out, "<p class=\"gate fail\" id=\"gate\">FAIL"));
-  assert_non_null(strstr(cr_out, "<h2>New paths: 1</h2>"));
-  assert_non_null(strstr(cr_out, "<tr class=\"sensitive\"><td>"
-                                 "identifiers.device_id</td><td>app</td>"));
-  assert_non_null(strstr(cr_out, "<li>phone_home <span class=\"file\">"));
-  assert_non_null(strstr(cr_out, "</body></html>\n"));
+  cr_assert_has(cr_out,
+                "<p class=\"gate fail\" id=\"gate\">FAIL",
+                "<h2>New paths: 1</h2>",
+                "<tr class=\"sensitive\"><td>"
+                "identifiers.device_id</td><td>app</td>",
+                "<li>phone_home <span class=\"file\">",
+                "</body></html>\n");
   /* Well-formed enough for Python's HTML parser, every tag closed. */
   assert_int_equal(
-      sh("python3 - '%s' <<'EOF'\n"
-         "import sys, html.parser\n"
-         "class P(html.parser.HTMLParser):\n"
-         "  def __init__(s):\n"
-         "    super().__init__(); s.stack = []\n"
-         "  def handle_starttag(s, t, a):\n"
-         "    if t not in ('meta',): s.stack.append(t)\n"
-         "  def handle_endtag(s, t):\n"
-         "    assert s.stack and s.stack.pop() == t, t\n"
-         "p = P(); p.feed(open(sys.argv[1]).read()); p.close()\n"
-         "assert p.stack == [], p.stack\n"
-         "EOF",
-         html),
+      tl_system("python3 - '%s' <<'EOF'\n"
+                "import sys, html.parser\n"
+                "class P(html.parser.HTMLParser):\n"
+                "  def __init__(s):\n"
+                "    super().__init__(); s.stack = []\n"
+                "  def handle_starttag(s, t, a):\n"
+                "    if t not in ('meta',): s.stack.append(t)\n"
+                "  def handle_endtag(s, t):\n"
+                "    assert s.stack and s.stack.pop() == t, t\n"
+                "p = P(); p.feed(open(sys.argv[1]).read()); p.close()\n"
+                "assert p.stack == [], p.stack\n"
+                "EOF",
+                html),
       0);
 }
 
@@ -162,8 +146,7 @@ static void test_usage(void **state) {
   char missing[4200];
 
   (void)state;
-  assert_int_equal(cr_run("diff '%s'", g_base), 2);
-  assert_non_null(strstr(cr_err, "needs BASE and NEW"));
+  cr_expect(2, "needs BASE and NEW", "diff '%s'", g_base);
   assert_int_equal(cr_run("diff '%s' '%s' '%s'", g_base, g_base, g_base), 2);
   assert_int_equal(cr_run("diff --format xml '%s' '%s'", g_base, g_base), 2);
   assert_int_equal(cr_run("diff --threshold abc '%s' '%s'", g_base, g_base), 2);
@@ -193,25 +176,18 @@ static int setup(void **state) {
   snprintf(g_base2, sizeof(g_base2), "%s/rec-base2", g_tmp);
   snprintf(g_base3, sizeof(g_base3), "%s/rec-base3", g_tmp);
   if (cr_setup() != 0 ||
-      sh("rm -rf '%s' && mkdir -p '%s/base' '%s/extra' && "
-         "cp '%s/app_base' '%s/base/app' && cp '%s/app_extra' '%s/extra/app'",
-         g_tmp, g_tmp, g_tmp, fx, g_tmp, fx, g_tmp) != 0)
+      tl_system("rm -rf '%s' && mkdir -p '%s/base' '%s/extra' && "
+                "cp '%s/app_base' '%s/base/app' && cp '%s/app_extra' '%s/extra/app'",
+                g_tmp, g_tmp, g_tmp, fx, g_tmp, fx, g_tmp) != 0)
     return -1;
-  if (sh("'%s/base/app' '%s'", g_tmp, g_base) != 0 ||
-      sh("'%s/extra/app' '%s'", g_tmp, g_extra) != 0 ||
-      sh("'%s/base/app' '%s'", g_tmp, g_base2) != 0 ||
-      sh("'%s/base/app' '%s' 3", g_tmp, g_base3) != 0)
+  if (tl_system("'%s/base/app' '%s'", g_tmp, g_base) != 0 ||
+      tl_system("'%s/extra/app' '%s'", g_tmp, g_extra) != 0 ||
+      tl_system("'%s/base/app' '%s'", g_tmp, g_base2) != 0 ||
+      tl_system("'%s/base/app' '%s' 3", g_tmp, g_base3) != 0)
     return -1;
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_new_path_fails_the_gate),
-      cmocka_unit_test(test_reverse_and_identical),
-      cmocka_unit_test(test_sensitive_and_rate),
-      cmocka_unit_test(test_html),
-      cmocka_unit_test(test_usage),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("diff", setup, NULL, test_new_path_fails_the_gate,
+             test_reverse_and_identical, test_sensitive_and_rate, test_html,
+             test_usage)

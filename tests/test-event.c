@@ -18,6 +18,7 @@
 #include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 #include "tests/ring_harness.h"
+#include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_site_a, "test.a");
 STKR_SITE_DEFINE(g_site_b, "test.b");
@@ -470,22 +471,14 @@ static void test_fork_child_follow(void **state) {
   assert_int_equal(g_fork_cb_calls, 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_event_captures_caller_stack_and_payload, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_payload_truncated_at_limit, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_known_stack_sent_once, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_dropped_full_record_stays_unknown, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_ring_memory_cap, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_same_name_same_id, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_not_running_returns_enotconn, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_tiny_ring_drops_and_counts, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_busy_thread_drops_nested_event, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_signal_handler_events_never_corrupt_ring, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_thread_exit_keeps_records_until_reaped, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_ignored_thread_records_nothing, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_fork_child_disabled, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_fork_child_follow, setup, rh_stop),
-  };
-  return cmocka_run_group_tests_name("event", tests, NULL, NULL);
-}
+TL_TEST_MAIN_EACH("event", setup, rh_stop,
+                  test_event_captures_caller_stack_and_payload,
+                  test_payload_truncated_at_limit, test_known_stack_sent_once,
+                  test_dropped_full_record_stays_unknown, test_ring_memory_cap,
+                  test_same_name_same_id, test_not_running_returns_enotconn,
+                  test_tiny_ring_drops_and_counts,
+                  test_busy_thread_drops_nested_event,
+                  test_signal_handler_events_never_corrupt_ring,
+                  test_thread_exit_keeps_records_until_reaped,
+                  test_ignored_thread_records_nothing, test_fork_child_disabled,
+                  test_fork_child_follow)

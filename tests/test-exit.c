@@ -237,23 +237,13 @@ static int setup(void **state) {
   return 0;
 }
 
-int main(void) {
-  /* Two targets (tests/BUILD: exit, exit-stress), so that each stays
-   * well within the suite's per-test timeout under TSan; each registers
-   * its part of the cases (hence the unused attribute on them). */
+/* Two targets (tests/BUILD: exit, exit-stress), so that each stays well
+ * within the suite's per-test timeout under TSan; each registers its part
+ * of the cases (hence the unused attribute on them). */
 #ifndef STKR_EXIT_STRESS
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_exit),
-      cmocka_unit_test(test_underscore_exit),
-      cmocka_unit_test(test_return_from_main),
-      cmocka_unit_test(test_record_cli),
-  };
+TL_TEST_MAIN("exit", setup, NULL, test_exit, test_underscore_exit,
+             test_return_from_main, test_record_cli)
 #else
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_underscore_exit_inproc),
-      cmocka_unit_test(test_stress_exit),
-      cmocka_unit_test(test_stress_underscore_exit),
-  };
+TL_TEST_MAIN("exit-stress", setup, NULL, test_underscore_exit_inproc,
+             test_stress_exit, test_stress_underscore_exit)
 #endif
-  return cmocka_run_group_tests(tests, setup, NULL);
-}

@@ -18,6 +18,7 @@
 
 #include "proto/stkr_reader.h"
 #include "tests/test-export-util.h"
+#include "tests/testlib.h"
 
 static char g_go[1024];
 
@@ -344,14 +345,7 @@ static void test_drops_noted_and_empty_profile(void **state) {
   assert_non_null(strstr(g_out, "of 0 total"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_top_counts_per_function),
-      cmocka_unit_test(test_traces_show_whole_stacks_and_labels),
-      cmocka_unit_test(test_filters),
-      cmocka_unit_test(test_inlined_lines_and_mapping),
-      cmocka_unit_test(test_fixture_folded_and_app_only),
-      cmocka_unit_test(test_drops_noted_and_empty_profile),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("export-pprof", setup, NULL, test_top_counts_per_function,
+             test_traces_show_whole_stacks_and_labels, test_filters,
+             test_inlined_lines_and_mapping, test_fixture_folded_and_app_only,
+             test_drops_noted_and_empty_profile)

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "tests/test-export-util.h"
+#include "tests/testlib.h"
 
 static char g_python[1024];
 
@@ -457,16 +458,9 @@ static void test_damaged_input_still_exports(void **state) {
   assert_true(checker_total() >= 0 && checker_total() <= 75);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_folded_exact_lines),
-      cmocka_unit_test(test_folded_filters),
-      cmocka_unit_test(test_jsonl_is_dump_json_and_parses),
-      cmocka_unit_test(test_chrome_trace_is_valid),
-      cmocka_unit_test(test_filters_keep_the_same_events_everywhere),
-      cmocka_unit_test(test_usage_errors_and_help),
-      cmocka_unit_test(test_input_and_output_errors),
-      cmocka_unit_test(test_damaged_input_still_exports),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("export", setup, NULL, test_folded_exact_lines,
+             test_folded_filters, test_jsonl_is_dump_json_and_parses,
+             test_chrome_trace_is_valid,
+             test_filters_keep_the_same_events_everywhere,
+             test_usage_errors_and_help, test_input_and_output_errors,
+             test_damaged_input_still_exports)

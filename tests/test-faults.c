@@ -569,13 +569,11 @@ int main(void) {
   /* Symbolization is not under test here and costs seconds per new image
    * under sanitizers (the forked children each start a worker). */
   setenv("STACKREC_SYMBOLIZE", "none", 1);
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_disk_full_tmpfs, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_directory_read_only_mid_run, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_fd_exhaustion, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_sigkill_flushed_batches_readable, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_while_rings_in_use, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_shutdown_while_threads_record, make_dir, teardown),
-  };
-  return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
+  return TL_RUN_GROUP(
+      "faults", NULL, NULL,
+      TL_CASES(make_dir, teardown, test_disk_full_tmpfs,
+               test_directory_read_only_mid_run, test_fd_exhaustion,
+               test_sigkill_flushed_batches_readable,
+               test_fork_while_rings_in_use,
+               test_shutdown_while_threads_record));
 }

@@ -225,13 +225,5 @@ static int setup(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fd3_to_file),
-      cmocka_unit_test(test_fd4_dup_of_stdout),
-      cmocka_unit_test(test_flock_fd9),
-      cmocka_unit_test(test_python_closerange),
-      cmocka_unit_test(test_python_dup2_over_all),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("fds", setup, NULL, test_fd3_to_file, test_fd4_dup_of_stdout,
+             test_flock_fd9, test_python_closerange, test_python_dup2_over_all)

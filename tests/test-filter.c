@@ -25,6 +25,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 #define PID_A 4242u
 #define PID_B 4243u
@@ -102,7 +103,6 @@ static void write_process(uint32_t pid, uint64_t shift) {
   size_t n = 0, i;
   int64_t prev = 0;
   stkr_fmt_buf buf = {0};
-  char path[4200];
   uint64_t start = FX_START_MONO + shift;
 
   for (i = 0; i < N_EVS; i++) {
@@ -121,8 +121,7 @@ static void write_process(uint32_t pid, uint64_t shift) {
                 .base_ts = start, .evs = evs, .n_evs = n, .last = true,
                 .start_shift = shift};
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", g_dir, pid);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(g_dir, pid, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 }
 
@@ -268,12 +267,6 @@ static void test_timeline_per_site(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_command_keeps_the_defined_events),
-      cmocka_unit_test(test_chrome_ts_never_negative),
-      cmocka_unit_test(test_timeline),
-      cmocka_unit_test(test_timeline_per_site),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("filter", setup, NULL, test_every_command_keeps_the_defined_events,
+             test_chrome_ts_never_negative, test_timeline,
+             test_timeline_per_site)

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "flush/flush_internal.h"
+#include "tests/testlib.h"
 
 static const char *const k_vars[] = {
     "STACKREC_DIR",          "STACKREC_RING_BYTES",     "STACKREC_DEPTH",
@@ -28,6 +29,20 @@ static int clear_env(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof k_vars / sizeof *k_vars; i++) unsetenv(k_vars[i]);
   return 0;
+}
+
+/* Set each "NAME=value" given (as env(1) takes them). */
+#define set_env(...) set_env_list((const char *const[]){__VA_ARGS__, NULL})
+static void set_env_list(const char *const *assignments) {
+  for (; *assignments != NULL; assignments++) {
+    char name[64];
+    const char *eq = strchr(*assignments, '=');
+
+    assert_non_null(eq);
+    snprintf(name, sizeof name, "%.*s", (int)(eq - *assignments),
+             *assignments);
+    assert_int_equal(setenv(name, eq + 1, 1), 0);
+  }
 }
 
 /* Run stkr__config_build with stderr captured into buf. */
@@ -48,9 +63,13 @@ static int build_capture(const stkr_config *in, stkr__fconfig *out, char *buf,
   return err;
 }
 
-/* The fields stkr__config_build derives from the struct and the
- * environment, each against want's. */
-static void assert_fconfig(const stkr__fconfig *c, const stkr__fconfig *want) {
+/* stkr__config_build(in) succeeds, and the fields it derives from the
+ * struct and the environment are want's. */
+static void expect_build(const stkr_config *in, const stkr__fconfig *want) {
+  stkr__fconfig built;
+  const stkr__fconfig *c = &built;
+
+  assert_int_equal(stkr__config_build(in, &built), 0);
   assert_string_equal(c->dir, want->dir);
   assert_int_equal(c->ring_bytes, want->ring_bytes);
   assert_int_equal(c->max_depth, want->max_depth);
@@ -60,18 +79,17 @@ static void assert_fconfig(const stkr__fconfig *c, const stkr__fconfig *want) {
   assert_int_equal(c->disk_cap_bytes, want->disk_cap_bytes);
   assert_int_equal(c->payload_max, want->payload_max);
   assert_int_equal(c->fork_mode, want->fork_mode);
+  stkr__config_free(&built);
 }
 
 static void test_defaults(void **state) {
   (void)state;
   stkr__fconfig c;
-  assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_fconfig(&c, &(stkr__fconfig){
+  expect_build(NULL, &(stkr__fconfig){
       .dir = "stackrec-out", .ring_bytes = 262144, .max_depth = 64,
       .skip_frames = 0, .flush_interval_ms = 200, .segment_bytes = 67108864,
       .disk_cap_bytes = 1073741824, .payload_max = 256,
       .fork_mode = STKR_FORK_DISABLE});
-  stkr__config_free(&c);
   /* An all-zero struct is the same as NULL. */
   stkr_config z;
   memset(&z, 0, sizeof z);
@@ -84,26 +102,19 @@ static void test_defaults(void **state) {
 static void test_env_values_and_suffixes(void **state) {
   (void)state;
   stkr__fconfig c;
-  setenv("STACKREC_DIR", "/tmp/somewhere", 1);
-  setenv("STACKREC_RING_BYTES", "1M", 1);
-  setenv("STACKREC_DEPTH", "32", 1);
-  setenv("STACKREC_SKIP", "2", 1);
-  setenv("STACKREC_FLUSH_MS", "50", 1);
-  setenv("STACKREC_SEGMENT_BYTES", "64k", 1);
-  setenv("STACKREC_DISK_CAP_BYTES", "2G", 1);
-  setenv("STACKREC_PAYLOAD_MAX", "1024", 1);
-  setenv("STACKREC_FORK", "follow", 1);
-  assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_fconfig(&c, &(stkr__fconfig){
+  set_env("STACKREC_DIR=/tmp/somewhere", "STACKREC_RING_BYTES=1M",
+          "STACKREC_DEPTH=32", "STACKREC_SKIP=2", "STACKREC_FLUSH_MS=50",
+          "STACKREC_SEGMENT_BYTES=64k", "STACKREC_DISK_CAP_BYTES=2G",
+          "STACKREC_PAYLOAD_MAX=1024", "STACKREC_FORK=follow");
+  expect_build(NULL, &(stkr__fconfig){
       .dir = "/tmp/somewhere", .ring_bytes = 1 << 20, .max_depth = 32,
       .skip_frames = 2, .flush_interval_ms = 50, .segment_bytes = 65536,
       .disk_cap_bytes = 2ull << 30, .payload_max = 1024,
       .fork_mode = STKR_FORK_FOLLOW});
-  stkr__config_free(&c);
 
-  setenv("STACKREC_FORK", "DISABLE", 1);
-  setenv("STACKREC_RING_BYTES", "300000", 1); /* rounded up to 2^n */
-  setenv("STACKREC_SEGMENT_BYTES", "3MiB", 1);
+  set_env("STACKREC_FORK=DISABLE",
+          "STACKREC_RING_BYTES=300000", /* rounded up to 2^n */
+          "STACKREC_SEGMENT_BYTES=3MiB");
   assert_int_equal(stkr__config_build(NULL, &c), 0);
   assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
   assert_int_equal(c.unwind, STKR_UNWIND_FP); /* the default */
@@ -126,7 +137,6 @@ static void test_env_values_and_suffixes(void **state) {
 
 static void test_struct_wins_over_env(void **state) {
   (void)state;
-  stkr__fconfig c;
   stkr_config in = {.dir = "from-struct",
                     .ring_bytes = 65536,
                     .max_depth = 8,
@@ -135,20 +145,15 @@ static void test_struct_wins_over_env(void **state) {
                     .disk_cap_bytes = 5000,
                     .payload_max = 16,
                     .fork_mode = STKR_FORK_DISABLE};
-  setenv("STACKREC_DIR", "from-env", 1);
-  setenv("STACKREC_RING_BYTES", "1M", 1);
-  setenv("STACKREC_DEPTH", "100", 1);
-  setenv("STACKREC_SKIP", "3", 1);
-  setenv("STACKREC_FLUSH_MS", "999", 1);
-  setenv("STACKREC_FORK", "follow", 1);
-  assert_int_equal(stkr__config_build(&in, &c), 0);
+  set_env("STACKREC_DIR=from-env", "STACKREC_RING_BYTES=1M",
+          "STACKREC_DEPTH=100", "STACKREC_SKIP=3", "STACKREC_FLUSH_MS=999",
+          "STACKREC_FORK=follow");
   /* skip_frames: the struct field is 0, so the env applies. */
-  assert_fconfig(&c, &(stkr__fconfig){
+  expect_build(&in, &(stkr__fconfig){
       .dir = "from-struct", .ring_bytes = 65536, .max_depth = 8,
       .skip_frames = 3, .flush_interval_ms = 7, .segment_bytes = 1000,
       .disk_cap_bytes = 5000, .payload_max = 16,
       .fork_mode = STKR_FORK_DISABLE});
-  stkr__config_free(&c);
 }
 
 static void test_malformed_env_is_einval_and_named(void **state) {
@@ -287,16 +292,12 @@ static void test_mkdir_p_mode_0700(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_defaults, clear_env),
-      cmocka_unit_test_setup(test_env_values_and_suffixes, clear_env),
-      cmocka_unit_test_setup(test_struct_wins_over_env, clear_env),
-      cmocka_unit_test_setup(test_malformed_env_is_einval_and_named, clear_env),
-      cmocka_unit_test_setup(test_bad_fields_are_einval, clear_env),
-      cmocka_unit_test_setup(test_small_ring_is_rounded_up, clear_env),
-      cmocka_unit_test_setup(test_exit_ms, clear_env),
-      cmocka_unit_test(test_parse_size),
-      cmocka_unit_test(test_mkdir_p_mode_0700),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return TL_RUN_GROUP(
+      "flush-config", NULL, NULL,
+      TL_CASES(clear_env, NULL, test_defaults, test_env_values_and_suffixes,
+               test_struct_wins_over_env,
+               test_malformed_env_is_einval_and_named,
+               test_bad_fields_are_einval, test_small_ring_is_rounded_up,
+               test_exit_ms),
+      TL_CASES(NULL, NULL, test_parse_size, test_mkdir_p_mode_0700));
 }

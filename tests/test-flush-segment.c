@@ -272,16 +272,10 @@ static int cleanup(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_names_modes_and_older_files, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_rotation, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_disk_cap_deletes_oldest_never_current, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_fsize_limit_error_then_recovery, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_directory_removed_is_recreated, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_file_in_place_of_directory, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_descriptor_is_high, make_dir, cleanup),
-      cmocka_unit_test_setup_teardown(test_descriptor_taken_by_the_program, make_dir, cleanup),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN_EACH("flush-segment", make_dir, cleanup,
+                  test_names_modes_and_older_files, test_rotation,
+                  test_disk_cap_deletes_oldest_never_current,
+                  test_fsize_limit_error_then_recovery,
+                  test_directory_removed_is_recreated,
+                  test_file_in_place_of_directory, test_descriptor_is_high,
+                  test_descriptor_taken_by_the_program)

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "flush/flush_internal.h"
+#include "tests/testlib.h"
 
 static void test_dedup_same_stack_same_id(void **state) {
   (void)state;
@@ -138,13 +139,7 @@ static void test_max_depth_stacks(void **state) {
   stkr__stacktab_free(&t);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dedup_same_stack_same_id),
-      cmocka_unit_test(test_same_pcs_at_two_sites_are_two_stacks),
-      cmocka_unit_test(test_forced_hash_collision_never_merges),
-      cmocka_unit_test(test_growth_keeps_every_stack),
-      cmocka_unit_test(test_max_depth_stacks),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("flush-stacktable", NULL, NULL, test_dedup_same_stack_same_id,
+             test_same_pcs_at_two_sites_are_two_stacks,
+             test_forced_hash_collision_never_merges,
+             test_growth_keeps_every_stack, test_max_depth_stacks)

@@ -59,6 +59,17 @@ static void assert_identity(void) {
   }
 }
 
+/* stkr_flush() succeeds, and then `written` events are on disk by the
+ * stats, which add up. */
+static void flush_expect_written(uint64_t written) {
+  stkr_stats st;
+
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.written, written);
+  assert_identity();
+}
+
 /* Push until recorded: a full ring is waited out (each -EAGAIN is a
  * counted drop, which the identity covers). */
 static void event_retry(stkr_site *site, const void *p, size_t len) {
@@ -461,10 +472,7 @@ static void test_write_error_counted_then_resumes(void **state) {
   assert_identity();
 
   fill(7);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 17);
-  assert_identity();
+  flush_expect_written(17);
   assert_int_equal(stkr_shutdown(), 0);
 
   raw_sum r = check_raw();
@@ -480,16 +488,12 @@ static void test_write_error_counted_then_resumes(void **state) {
 static void test_directory_removed_mid_run(void **state) {
   (void)state;
   stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
-  stkr_stats st;
   assert_int_equal(stkr_init(&cfg), 0);
   fill(5);
   assert_int_equal(stkr_flush(), 0);
   assert_int_equal(tl_rm_rf(g_dir), 0);
   fill(6);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 11);
-  assert_identity();
+  flush_expect_written(11);
   assert_int_equal(stkr_shutdown(), 0);
   raw_sum r = check_raw(); /* recreated dir, a new self-contained file */
   assert_int_equal(r.events, 6);
@@ -544,14 +548,10 @@ static void test_wake_drains_without_timer(void **state) {
   stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000,
                      .ring_bytes = 64 << 10, .max_depth = 16};
   pthread_t th;
-  stkr_stats st;
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(pthread_create(&th, NULL, wake_producer, NULL), 0);
   pthread_join(th, NULL);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 20000);
-  assert_identity();
+  flush_expect_written(20000);
   assert_int_equal(stkr_shutdown(), 0);
 }
 
@@ -586,10 +586,7 @@ static void test_fork_follow(void **state) {
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_int_equal(st.written, 5);
-  assert_identity();
+  flush_expect_written(5);
   assert_int_equal(stkr_shutdown(), 0);
   raw_sum p = check_raw();
   assert_int_equal(p.events, 5);
@@ -626,19 +623,12 @@ static void test_fork_disable(void **state) {
   assert_int_equal(tf_segments(g_dir, (uint32_t)pid, seqs, 4), 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_api_states, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_malformed_env_fails_init, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_threads_roundtrip, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_no_payload_column_when_no_payloads, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_rotation_and_disk_cap, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_write_error_counted_then_resumes, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_directory_removed_mid_run, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_shutdown_drains_and_freezes_stats, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_wake_drains_without_timer, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_follow, make_dir, teardown),
-      cmocka_unit_test_setup_teardown(test_fork_disable, make_dir, teardown),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN_EACH("flush", make_dir, teardown, test_api_states,
+                  test_malformed_env_fails_init, test_threads_roundtrip,
+                  test_no_payload_column_when_no_payloads,
+                  test_rotation_and_disk_cap,
+                  test_write_error_counted_then_resumes,
+                  test_directory_removed_mid_run,
+                  test_shutdown_drains_and_freezes_stats,
+                  test_wake_drains_without_timer, test_fork_follow,
+                  test_fork_disable)

@@ -16,6 +16,7 @@
 
 #include "proto/stkr_format.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 static void test_segment_name(void **state) {
   char buf[STKR_FMT_SEGMENT_NAME_MAX], small[10];
@@ -226,12 +227,5 @@ static void test_encode_limits(void **state) {
   stkr_fmt_buf_free(NULL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_segment_name),
-      cmocka_unit_test(test_segment_parse),
-      cmocka_unit_test(test_encode_roundtrip),
-      cmocka_unit_test(test_encode_limits),
-  };
-  return cmocka_run_group_tests_name("format", tests, NULL, NULL);
-}
+TL_TEST_MAIN("format", NULL, NULL, test_segment_name, test_segment_parse,
+             test_encode_roundtrip, test_encode_limits)

@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "tests/reader_util.h"
+#include "tests/testlib.h"
 
 #define NB 16 /* batches */
 #define NE 8  /* events per batch */
@@ -405,11 +406,7 @@ static void test_decode_bomb_is_refused_and_reading_goes_on(void **state) {
   stkr_fmt_buf_free(&out);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_truncate_every_byte_of_16_batches),
-      cmocka_unit_test(test_random_flips_swaps_and_torn_runs),
-      cmocka_unit_test(test_decode_bomb_is_refused_and_reading_goes_on),
-  };
-  return cmocka_run_group_tests_name("hostile-files", tests, NULL, NULL);
-}
+TL_TEST_MAIN("hostile-files", NULL, NULL,
+             test_truncate_every_byte_of_16_batches,
+             test_random_flips_swaps_and_torn_runs,
+             test_decode_bomb_is_refused_and_reading_goes_on)

@@ -30,6 +30,7 @@
 #include "recorder/stkr_internal.h"
 #include "tests/hostile_fixtures/hostile.h"
 #include "tests/ring_harness.h"
+#include "tests/testlib.h"
 
 #define MAX_DEPTH 64
 
@@ -554,16 +555,13 @@ static void test_pac_bits_stripped(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_nofp_code_with_hostile_frame_pointers, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_nofp_random_frame_pointers, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_nofp_register_pressure, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_sigaltstack_handler_events, setup, teardown_signals),
-      cmocka_unit_test_setup_teardown(test_tiny_thread_stack, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_guarded_thread_stack_edges, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_guarded_thread_stack_random, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_deep_recursion_capped, setup, rh_stop),
-      cmocka_unit_test_setup_teardown(test_pac_bits_stripped, setup, rh_stop),
-  };
-  return cmocka_run_group_tests_name("hostile", tests, NULL, NULL);
+  return TL_RUN_GROUP(
+      "hostile", NULL, NULL,
+      TL_CASES(setup, rh_stop, test_nofp_code_with_hostile_frame_pointers,
+               test_nofp_random_frame_pointers, test_nofp_register_pressure),
+      TL_CASES(setup, teardown_signals, test_sigaltstack_handler_events),
+      TL_CASES(setup, rh_stop, test_tiny_thread_stack,
+               test_guarded_thread_stack_edges,
+               test_guarded_thread_stack_random, test_deep_recursion_capped,
+               test_pac_bits_stripped));
 }

@@ -602,15 +602,9 @@ static void test_chromium_search_and_sandwich(void **state) {
   free(dom);
 }
 
-int main(void) {
-  const struct CMUnitTest browser[] = {
-      cmocka_unit_test(test_chromium_renders_flame_graphs),
-      cmocka_unit_test(test_chromium_hover_click_and_link),
-      cmocka_unit_test(test_chromium_tooltip_locations),
-      cmocka_unit_test(test_chromium_rare_stack_reachable),
-      cmocka_unit_test(test_chromium_search_and_sandwich),
-      cmocka_unit_test(test_chromium_screenshot),
-  };
-  return cmocka_run_group_tests_name("html in chromium", browser,
-                                     record_and_write, free_agg);
-}
+TL_TEST_MAIN("html in chromium", record_and_write, free_agg,
+             test_chromium_renders_flame_graphs,
+             test_chromium_hover_click_and_link,
+             test_chromium_tooltip_locations,
+             test_chromium_rare_stack_reachable,
+             test_chromium_search_and_sandwich, test_chromium_screenshot)

@@ -136,8 +136,8 @@ static void test_hostile_names_escaped(void **state) {
   p = page_of(&a, "<i>title</i>");
   assert_has(p, "<title>&lt;i&gt;title&lt;/i&gt;</title>");
   /* Exactly the page's own script elements: the data and the code. */
-  assert_int_equal(count_of(p, "</script"), 2);
-  assert_int_equal(count_of(p, "<script"), 2);
+  assert_int_equal(tl_count(p, "</script"), 2);
+  assert_int_equal(tl_count(p, "<script"), 2);
   assert_lacks(p, "<!--");
   assert_lacks(p, "<i>title");
   assert_has(p, ">x&lt;/script&gt;&lt;!--&lt;script&gt;alert(&#39;y&#39;)"
@@ -180,14 +180,7 @@ static void test_write_error_reported(void **state) {
   assert_int_equal(stkr_html_write(NULL, &a, "x"), -EINVAL);
   assert_int_equal(stkr_html_write(stdout, NULL, "x"), -EINVAL);
 }
-int main(void) {
-  const struct CMUnitTest page[] = {
-      cmocka_unit_test(test_drop_summary_by_cause),
-      cmocka_unit_test(test_no_drops_said_plainly),
-      cmocka_unit_test(test_site_table_and_data),
-      cmocka_unit_test(test_hostile_names_escaped),
-      cmocka_unit_test(test_empty_aggregation),
-      cmocka_unit_test(test_write_error_reported),
-  };
-  return cmocka_run_group_tests_name("html page", page, NULL, NULL);
-}
+TL_TEST_MAIN("html page", NULL, NULL, test_drop_summary_by_cause,
+             test_no_drops_said_plainly, test_site_table_and_data,
+             test_hostile_names_escaped, test_empty_aggregation,
+             test_write_error_reported)

@@ -23,6 +23,7 @@
 
 #include "macho/macho.h"
 #include "tests/apple/macho_test.h"
+#include "tests/testlib.h"
 
 static uint8_t *load(const char *name, size_t *len) {
   char path[4200];
@@ -326,16 +327,6 @@ static void test_flip_every_header_byte(void **state) {
   free(orig);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_arch_names),
-      cmocka_unit_test(test_universal),
-      cmocka_unit_test(test_thin_and_dsym),
-      cmocka_unit_test(test_absurd_counts),
-      cmocka_unit_test(test_truncated),
-      cmocka_unit_test(test_fat_header),
-      cmocka_unit_test(test_flip_every_header_byte),
-  };
-  mt_setup(2, 4);
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+MT_TEST_MAIN("macho", 2, 4, NULL, test_arch_names, test_universal,
+             test_thin_and_dsym, test_absurd_counts, test_truncated,
+             test_fat_header, test_flip_every_header_byte)

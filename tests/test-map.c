@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "common/stkr_map.h"
+#include "tests/testlib.h"
 
 /* stkr_mix64 undone (its multipliers' inverses mod 2^64; x ^= x >> 33 is
  * its own inverse), so that a test can choose where keys land. */
@@ -274,16 +275,6 @@ static void index_of_records(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(unmix_is_the_inverse),
-      cmocka_unit_test(empty_map),
-      cmocka_unit_test(insert_lookup_replace_grow),
-      cmocka_unit_test(key_zero),
-      cmocka_unit_test(colliding_keys),
-      cmocka_unit_test(hostile_one_slot),
-      cmocka_unit_test(reserve_then_fill),
-      cmocka_unit_test(index_of_records),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("map", NULL, NULL, unmix_is_the_inverse, empty_map,
+             insert_lookup_replace_grow, key_zero, colliding_keys,
+             hostile_one_slot, reserve_then_fill, index_of_records)

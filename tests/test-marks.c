@@ -36,6 +36,7 @@
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/states.h"
 
 static char g_tmp[2048];
@@ -374,14 +375,12 @@ static void test_cli_mark(void **state) {
   stkr_reader_free(r);
 
   /* Errors. */
-  assert_int_equal(cr_run("mark '%s' 'bad name'", dir), 2);
-  assert_non_null(strstr(cr_err, "invalid mark name"));
+  cr_expect(2, "invalid mark name", "mark '%s' 'bad name'", dir);
   assert_int_equal(cr_run("mark '%s'", dir), 2);
   assert_int_equal(cr_run("mark '%s' a b c", dir), 2);
   assert_int_equal(cr_run("mark --bogus '%s' a", dir), 2);
   snprintf(other, sizeof(other), "%s/does-not-exist", g_tmp);
-  assert_int_equal(cr_run("mark '%s' consent.granted", other), 3);
-  assert_non_null(strstr(cr_err, "does-not-exist"));
+  cr_expect(3, "does-not-exist", "mark '%s' consent.granted", other);
   assert_int_equal(cr_run("mark --help"), 0);
   assert_non_null(strstr(cr_out, "ordered against events"));
 }
@@ -404,14 +403,6 @@ static void collect(void *arg, const stkr_warning *w) {
   }
 }
 
-static int count_in(const char *hay, const char *needle) {
-  int n = 0;
-
-  for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle))
-    n++;
-  return n;
-}
-
 /* Every command on the recording of test_cli_mark (2 processes, each with
  * 201 events, 2 recorded marks and the 2 marks of `stackrec mark`). */
 static void test_tools_show_marks(void **state) {
@@ -421,28 +412,28 @@ static void test_tools_show_marks(void **state) {
   snprintf(dir, sizeof(dir), "%s/cli", g_tmp);
   /* dump: one line per mark per process, named as on disk. */
   assert_int_equal(cr_run("dump '%s'", dir), 0);
-  assert_int_equal(count_in(cr_out, " mark:consent.granted "), 2);
-  assert_int_equal(count_in(cr_out, " mark:consent.revoked "), 2);
-  assert_int_equal(count_in(cr_out, "(stackrec mark) \"who=harness\" stack=-"),
+  assert_int_equal(tl_count(cr_out, " mark:consent.granted "), 2);
+  assert_int_equal(tl_count(cr_out, " mark:consent.revoked "), 2);
+  assert_int_equal(tl_count(cr_out, "(stackrec mark) \"who=harness\" stack=-"),
                    2);
-  assert_int_equal(count_in(cr_out, "\n"), 2 * (201 + 4));
+  assert_int_equal(tl_count(cr_out, "\n"), 2 * (201 + 4));
   /* dump --json and export jsonl: "kind":"mark" on marks only. */
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
-  assert_int_equal(count_in(cr_out, "\"kind\":\"mark\""), 8);
-  assert_int_equal(count_in(cr_out, "\"external\":true"), 4);
-  assert_int_equal(count_in(cr_out, "\"site\":\"consent.granted\",\"kind\":"
+  assert_int_equal(tl_count(cr_out, "\"kind\":\"mark\""), 8);
+  assert_int_equal(tl_count(cr_out, "\"external\":true"), 4);
+  assert_int_equal(tl_count(cr_out, "\"site\":\"consent.granted\",\"kind\":"
                                     "\"mark\",\"external\":false"),
                    2);
   assert_int_equal(cr_run("export --format jsonl --site 'nothing.*' '%s'", dir),
                    0);
-  assert_int_equal(count_in(cr_out, "\"kind\":\"mark\""), 8); /* filters */
-  assert_int_equal(count_in(cr_out, "\n"), 8);
+  assert_int_equal(tl_count(cr_out, "\"kind\":\"mark\""), 8); /* filters */
+  assert_int_equal(tl_count(cr_out, "\n"), 8);
   /* report: marks are not events; listed once each; on the timelines. */
   assert_int_equal(cr_run("report --timeline '%s'", dir), 0);
   assert_non_null(strstr(cr_out, "# 402 events from 2 processes, 3 sites"));
   assert_non_null(strstr(cr_out, "# marks (not counted as events): 6: "));
-  assert_int_equal(count_in(cr_out, "consent.revoked (stackrec mark)"), 1);
-  assert_int_equal(count_in(cr_out, " consent.granted (pid "), 2);
+  assert_int_equal(tl_count(cr_out, "consent.revoked (stackrec mark)"), 1);
+  assert_int_equal(tl_count(cr_out, " consent.granted (pid "), 2);
   {
     /* A row under each timeline: '^' in the buckets holding a mark. */
     const char *row = strstr(cr_out, "  marks\n"), *bol = row;
@@ -461,7 +452,7 @@ static void test_tools_show_marks(void **state) {
   snprintf(out, sizeof(out), "%s/trace.json", g_tmp);
   assert_int_equal(cr_run("export --format chrome -o '%s' '%s'", out, dir), 0);
   tl_slurp(out, cr_out, sizeof(cr_out));
-  assert_int_equal(count_in(cr_out, "\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\""),
+  assert_int_equal(tl_count(cr_out, "\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\""),
                    8);
   assert_non_null(strstr(cr_out, "\"events\":402,"));
   /* HTML: the list and the JSON the timelines draw. */
@@ -469,24 +460,24 @@ static void test_tools_show_marks(void **state) {
   assert_int_equal(cr_run("report --html '%s' '%s'", out, dir), 0);
   tl_slurp(out, cr_out, sizeof(cr_out));
   assert_non_null(strstr(cr_out, "<p class=\"marks\">6 marks (not counted"));
-  assert_int_equal(count_in(cr_out, ",\"consent.revoked\",true]"), 1);
-  assert_int_equal(count_in(cr_out, ",\"consent.granted\",false]"), 2);
+  assert_int_equal(tl_count(cr_out, ",\"consent.revoked\",true]"), 1);
+  assert_int_equal(tl_count(cr_out, ",\"consent.granted\",false]"), 2);
   /* info and verify count them apart. */
   assert_int_equal(cr_run("info '%s'", dir), 0);
   assert_int_equal(
-      count_in(cr_out, "  marks:       2 recorded, 2 set with `stackrec mark`"),
+      tl_count(cr_out, "  marks:       2 recorded, 2 set with `stackrec mark`"),
       2);
   assert_non_null(strstr(cr_out, "2 processes, 402 events"));
   assert_int_equal(cr_run("info --json '%s'", dir), 0);
-  assert_int_equal(count_in(cr_out, "\"marks\":2,\"external_marks\":2"), 2);
+  assert_int_equal(tl_count(cr_out, "\"marks\":2,\"external_marks\":2"), 2);
   assert_int_equal(cr_run("verify '%s'", dir), 0);
-  assert_int_equal(count_in(cr_out, "201 events, 4 marks: intact"), 2);
+  assert_int_equal(tl_count(cr_out, "201 events, 4 marks: intact"), 2);
   /* symbolize -o OUT takes `stackrec mark`'s marks along. */
   snprintf(out, sizeof(out), "%s/symbolized", g_tmp);
   assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, dir), 0);
   assert_int_equal(cr_run("dump '%s'", out), 0);
-  assert_int_equal(count_in(cr_out, "(stackrec mark)"), 4);
-  assert_int_equal(count_in(cr_out, " mark:consent.granted "), 2);
+  assert_int_equal(tl_count(cr_out, "(stackrec mark)"), 4);
+  assert_int_equal(tl_count(cr_out, " mark:consent.granted "), 2);
 }
 
 /* The harness case: a program runs under `stackrec record`; the harness
@@ -717,17 +708,9 @@ static int setup(void **state) {
   return cr_setup();
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mark_in_process),
-      cmocka_unit_test(test_cli_mark),
-      cmocka_unit_test(test_tools_show_marks),
-      cmocka_unit_test(test_mark_live_record),
-      cmocka_unit_test(test_marks_file_damage),
-      cmocka_unit_test(test_states),
-      /* Last: it fills the process's mark table (forked children of the
-       * tests above inherit it). */
-      cmocka_unit_test(test_mark_names),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("marks", setup, NULL, test_mark_in_process, test_cli_mark,
+             test_tools_show_marks, test_mark_live_record,
+             test_marks_file_damage, test_states,
+             /* Last: it fills the process's mark table (forked children of
+              * the tests above inherit it). */
+             test_mark_names)

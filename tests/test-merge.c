@@ -23,6 +23,7 @@
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/testlib.h"
 
 static int setup(void **state) {
   (void)state;
@@ -148,15 +149,16 @@ static void test_two_builds_add_up_and_merge_by_frames(void **state) {
 
   /* report: the counts add up, each stack is one, seen in 2 processes. */
   assert_int_equal(cr_run("report '%s'", out), 0);
-  assert_non_null(strstr(cr_out, "# 8 events from 2 processes, 2 sites, 2 "
-                                 "distinct stacks\n"));
-  assert_non_null(strstr(cr_out, "  files.open: 6 events, 75.00%, 1 stack\n"
-                                 "    6 events, 100.00%, in 2 processes:\n"
-                                 "        open_config (app/config.c:12)\n"
-                                 "        main (app/main.c:40)\n"));
-  assert_non_null(strstr(cr_out, "    2 events, 100.00%, in 2 processes:\n"
-                                 "        app+0x200\n"
-                                 "        main (app/main.c:50)\n"));
+  cr_assert_has(cr_out,
+                "# 8 events from 2 processes, 2 sites, 2 "
+                "distinct stacks\n",
+                "  files.open: 6 events, 75.00%, 1 stack\n"
+                "    6 events, 100.00%, in 2 processes:\n"
+                "        open_config (app/config.c:12)\n"
+                "        main (app/main.c:40)\n",
+                "    2 events, 100.00%, in 2 processes:\n"
+                "        app+0x200\n"
+                "        main (app/main.c:50)\n");
   assert_int_equal(cr_run("verify '%s'", out), 0);
 }
 
@@ -203,7 +205,7 @@ static void test_pid_taken_twice(void **state) {
 /* Damaged input: the damage is named and left out (status 1), every
  * intact batch is merged. */
 static void test_damaged_input(void **state) {
-  char d[4096], out[4096], path[4400], want[4600];
+  char d[4096], out[4096], want[4600];
   stkr_fmt_buf buf = {0};
   size_t end0;
   readback rb;
@@ -215,12 +217,9 @@ static void test_damaged_input(void **state) {
   end0 = buf.len;
   assert_int_equal(fx_std_encode(1, 3, FX_PID, &buf), 0);
   buf.data[end0 + 25] ^= 0x10;
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-  buf.len = 0;
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 2, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
@@ -288,8 +287,7 @@ static void test_refusals(void **state) {
   snprintf(d, sizeof d, "%s", fx_tmpdir("merge-ref"));
   assert_int_equal(fx_std_write(d, FX_PID), 0);
   /* OUT is an input. */
-  assert_int_equal(cr_run("merge -o '%s' '%s'", d, d), 2);
-  assert_non_null(strstr(cr_err, "is the input"));
+  cr_expect(2, "is the input", "merge -o '%s' '%s'", d, d);
   snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
   assert_int_equal(cr_run("merge -o '%s' '%s'", d, path), 2);
   snprintf(path, sizeof path, "%s/.", d);
@@ -299,8 +297,7 @@ static void test_refusals(void **state) {
   assert_int_equal(fx_std_write(out, FX_PID), 0);
   snprintf(keep, sizeof keep, "%s/stackrec-%u-000001.zst", out, FX_PID);
   nb = read_file(keep, before, sizeof before);
-  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 2);
-  assert_non_null(strstr(cr_err, "already holds segment files"));
+  cr_expect(2, "already holds segment files", "merge -o '%s' '%s'", out, d);
   na = read_file(keep, after, sizeof after);
   assert_int_equal(na, nb);
   assert_memory_equal(before, after, nb);
@@ -314,25 +311,15 @@ static void test_refusals(void **state) {
   snprintf(keep, sizeof keep, "%s/plainfile", fx_tmpdir("merge-ref-f"));
   assert_int_equal(fx_write_file(keep, "x", 1), 0);
   snprintf(path, sizeof path, "%s/sub", keep);
-  assert_int_equal(cr_run("merge -o '%s' '%s'", path, d), 1);
-  assert_non_null(strstr(cr_err, "cannot create"));
+  cr_expect(1, "cannot create", "merge -o '%s' '%s'", path, d);
   assert_int_equal(access(out, F_OK), -1);
-  assert_int_equal(cr_run("merge '%s'", d), 2);
-  assert_non_null(strstr(cr_err, "no -o OUT given"));
+  cr_expect(2, "no -o OUT given", "merge '%s'", d);
   assert_int_equal(cr_run("merge -o '%s'", out), 2);
   assert_int_equal(cr_run("merge --help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec merge -o OUT"));
   assert_non_null(strstr(cr_out, "Exit status:"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_two_builds_add_up_and_merge_by_frames),
-      cmocka_unit_test(test_pid_taken_twice),
-      cmocka_unit_test(test_damaged_input),
-      cmocka_unit_test(test_live_input),
-      cmocka_unit_test(test_file_not_named_as_a_segment),
-      cmocka_unit_test(test_refusals),
-  };
-  return cmocka_run_group_tests_name("merge", tests, setup, NULL);
-}
+TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
+             test_pid_taken_twice, test_damaged_input, test_live_input,
+             test_file_not_named_as_a_segment, test_refusals)

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "proto/stkr_reader.h"
+#include "tests/testlib.h"
 
 static char g_example[4096];
 
@@ -129,9 +130,4 @@ static void test_embed_example(void **state) {
   stkr_reader_free(r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_embed_example),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("preload-embed", NULL, NULL, test_embed_example)

@@ -5,6 +5,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "preload/match.h"
+#include "tests/testlib.h"
 
 #define ID (STKR__PL_CAT_IDENTIFIERS + 1u)
 #define FILES (STKR__PL_CAT_FILES + 1u)
@@ -130,6 +132,28 @@ static void test_paths_home(void **state) {
   assert_int_equal(stkr__pl_path_class(&p, "/root/.ssh/id_rsa"), FILES);
 }
 
+/* Each of the names (the list ends with NULL) matches w if want, else
+ * does not; the first that does otherwise is named. */
+#define expect_names(w, want, ...)                                            \
+  check_names(w, want, (const char *const[]){__VA_ARGS__, NULL})
+static void check_names(const stkr__pl_names *w, bool want,
+                        const char *const *names) {
+  for (; *names != NULL; names++)
+    if (stkr__pl_names_match(w, *names) != want)
+      fail_msg("\"%s\" %s, expected the opposite", *names,
+               want ? "not matched" : "matched");
+}
+
+/* The name list s is refused (-EINVAL) with an error containing msg,
+ * left in err (256 bytes). */
+static void names_refused(const char *s, char *err, const char *msg) {
+  stkr__pl_names w;
+
+  assert_int_equal(stkr__pl_names_parse(s, &w, err, 256), -EINVAL);
+  if (strstr(err, msg) == NULL)
+    fail_msg("%s: error \"%s\", expected \"%s\"", s, err, msg);
+}
+
 static void test_names(void **state) {
   stkr__pl_names w;
   char err[256];
@@ -137,44 +161,28 @@ static void test_names(void **state) {
 
   /* Default list. */
   assert_int_equal(stkr__pl_names_parse(NULL, &w, err, sizeof err), 0);
-  assert_true(stkr__pl_names_match(&w, "HOME"));
-  assert_true(stkr__pl_names_match(&w, "USER"));
-  assert_true(stkr__pl_names_match(&w, "SSH_AUTH_SOCK"));
-  assert_false(stkr__pl_names_match(&w, "PATH"));
-  assert_false(stkr__pl_names_match(&w, "HOMEX"));
-  assert_false(stkr__pl_names_match(&w, "HOM"));
-  assert_false(stkr__pl_names_match(&w, ""));
+  expect_names(&w, true, "HOME", "USER", "SSH_AUTH_SOCK");
+  expect_names(&w, false, "PATH", "HOMEX", "HOM", "");
   assert_int_equal(stkr__pl_names_parse("", &w, err, sizeof err), 0);
-  assert_true(stkr__pl_names_match(&w, "HOME"));
+  expect_names(&w, true, "HOME");
 
   /* Exact names and prefixes. */
   assert_int_equal(
       stkr__pl_names_parse("AWS_*,TOKEN,GITHUB_TOKEN", &w, err, sizeof err), 0);
   assert_int_equal(w.n, 3);
-  assert_true(stkr__pl_names_match(&w, "AWS_SECRET_ACCESS_KEY"));
-  assert_true(stkr__pl_names_match(&w, "AWS_"));
-  assert_false(stkr__pl_names_match(&w, "AWS"));
-  assert_true(stkr__pl_names_match(&w, "TOKEN"));
-  assert_false(stkr__pl_names_match(&w, "TOKENS"));
-  assert_true(stkr__pl_names_match(&w, "GITHUB_TOKEN"));
-  assert_false(stkr__pl_names_match(&w, "HOME"));
+  expect_names(&w, true, "AWS_SECRET_ACCESS_KEY", "AWS_", "TOKEN",
+               "GITHUB_TOKEN");
+  expect_names(&w, false, "AWS", "TOKENS", "HOME");
 
   /* Everything. */
   assert_int_equal(stkr__pl_names_parse("*", &w, err, sizeof err), 0);
-  assert_true(stkr__pl_names_match(&w, "PATH"));
-  assert_true(stkr__pl_names_match(&w, ""));
+  expect_names(&w, true, "PATH", "");
 
   /* Errors name the offset. */
-  assert_int_equal(stkr__pl_names_parse("HOME,,USER", &w, err, sizeof err),
-                   -EINVAL);
-  assert_non_null(strstr(err, "empty name at offset 5"));
-  assert_int_equal(stkr__pl_names_parse("HOME,", &w, err, sizeof err),
-                   -EINVAL);
-  assert_non_null(strstr(err, "empty name at offset 5"));
-  assert_int_equal(stkr__pl_names_parse("A=B", &w, err, sizeof err), -EINVAL);
-  assert_non_null(strstr(err, "'=' in a name at offset 1"));
-  assert_int_equal(stkr__pl_names_parse("A*B", &w, err, sizeof err), -EINVAL);
-  assert_non_null(strstr(err, "'*' not at the end of a name at offset 1"));
+  names_refused("HOME,,USER", err, "empty name at offset 5");
+  names_refused("HOME,", err, "empty name at offset 5");
+  names_refused("A=B", err, "'=' in a name at offset 1");
+  names_refused("A*B", err, "'*' not at the end of a name at offset 1");
   assert_non_null(strstr(err, "STACKREC_ENV_NAMES: "));
   assert_non_null(strstr(err, "of \"A*B\""));
 }
@@ -192,63 +200,58 @@ static void test_names_limits(void **state) {
   assert_true(stkr__pl_names_match(&w, "N63"));
   assert_false(stkr__pl_names_match(&w, "N64"));
   snprintf(list + n, sizeof list - n, ",N64");
-  assert_int_equal(stkr__pl_names_parse(list, &w, err, sizeof err), -EINVAL);
-  assert_non_null(strstr(err, "more than 64 names"));
+  names_refused(list, err, "more than 64 names");
 
   memset(list, 'X', 1100);
   list[1100] = '\0';
-  assert_int_equal(stkr__pl_names_parse(list, &w, err, sizeof err), -EINVAL);
-  assert_non_null(strstr(err, "longer than 1023 bytes"));
+  names_refused(list, err, "longer than 1023 bytes");
+}
+
+/* The category list s parses to the mask want. */
+static void categories_are(const char *s, unsigned want) {
+  unsigned m = 0;
+  char err[256];
+
+  assert_int_equal(stkr__pl_parse_categories(s, &m, err, sizeof err), 0);
+  if (m != want)
+    fail_msg("%s: mask %#x, expected %#x", s ? s : "(unset)", m, want);
+}
+
+/* The category list s is refused (-EINVAL), with msg in the error (NULL:
+ * any). */
+static void categories_refused(const char *s, const char *msg) {
+  unsigned m = 0;
+  char err[256];
+
+  assert_int_equal(stkr__pl_parse_categories(s, &m, err, sizeof err),
+                   -EINVAL);
+  if (msg != NULL && strstr(err, msg) == NULL)
+    fail_msg("%s: error \"%s\", expected \"%s\"", s, err, msg);
 }
 
 static void test_categories(void **state) {
-  unsigned m = 0;
-  char err[256];
   (void)state;
 
   /* Unset: every category but reasons (stat is too frequent to record
    * unasked); "all" includes it. */
-  assert_int_equal(stkr__pl_parse_categories(NULL, &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_DEFAULT);
-  assert_false(m & STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS));
-  assert_int_equal(stkr__pl_parse_categories("", &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_DEFAULT);
-  assert_int_equal(stkr__pl_parse_categories("reasons", &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS));
-  assert_int_equal(stkr__pl_parse_categories("all", &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_ALL);
-  assert_int_equal(
-      stkr__pl_parse_categories("files,network", &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_BIT(STKR__PL_CAT_FILES) |
-                          STKR__PL_CAT_BIT(STKR__PL_CAT_NETWORK));
-  assert_int_equal(stkr__pl_parse_categories("environment", &m, err, sizeof err),
-                   0);
-  assert_int_equal(m, STKR__PL_CAT_BIT(STKR__PL_CAT_ENVIRONMENT));
-  assert_int_equal(
-      stkr__pl_parse_categories("devices,all", &m, err, sizeof err), 0);
-  assert_int_equal(m, STKR__PL_CAT_ALL);
+  categories_are(NULL, STKR__PL_CAT_DEFAULT);
+  assert_false(STKR__PL_CAT_DEFAULT & STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS));
+  categories_are("", STKR__PL_CAT_DEFAULT);
+  categories_are("reasons", STKR__PL_CAT_BIT(STKR__PL_CAT_REASONS));
+  categories_are("all", STKR__PL_CAT_ALL);
+  categories_are("files,network", STKR__PL_CAT_BIT(STKR__PL_CAT_FILES) |
+                                      STKR__PL_CAT_BIT(STKR__PL_CAT_NETWORK));
+  categories_are("environment", STKR__PL_CAT_BIT(STKR__PL_CAT_ENVIRONMENT));
+  categories_are("devices,all", STKR__PL_CAT_ALL);
 
-  assert_int_equal(stkr__pl_parse_categories("files,cam", &m, err, sizeof err),
-                   -EINVAL);
-  assert_non_null(strstr(err, "invalid category \"cam\" at offset 6"));
-  assert_int_equal(stkr__pl_parse_categories("files,", &m, err, sizeof err),
-                   -EINVAL);
-  assert_non_null(strstr(err, "invalid category \"\" at offset 6"));
-  assert_int_equal(stkr__pl_parse_categories("Files", &m, err, sizeof err),
-                   -EINVAL);
+  categories_refused("files,cam", "invalid category \"cam\" at offset 6");
+  categories_refused("files,", "invalid category \"\" at offset 6");
+  categories_refused("Files", NULL);
 
   assert_string_equal(stkr__pl_cat_name(STKR__PL_CAT_DEVICES), "devices");
   assert_string_equal(stkr__pl_cat_name(STKR__PL_CAT_REASONS), "reasons");
   assert_null(stkr__pl_cat_name(STKR__PL_CAT_COUNT));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_paths_absolute),
-      cmocka_unit_test(test_paths_home),
-      cmocka_unit_test(test_names),
-      cmocka_unit_test(test_names_limits),
-      cmocka_unit_test(test_categories),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN("preload-match", NULL, NULL, test_paths_absolute, test_paths_home,
+             test_names, test_names_limits, test_categories)

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "tests/preload_run.h"
+#include "tests/testlib.h"
 
 /* ---- threads, signals, process trees ------------------------------------- */
 
@@ -155,11 +156,5 @@ static void test_fork_exec(void **state) {
   rec_free(&r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_threads),
-      cmocka_unit_test(test_signal_stress),
-      cmocka_unit_test(test_fork_exec),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
+             test_fork_exec)

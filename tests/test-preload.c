@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "tests/preload_run.h"
+#include "tests/testlib.h"
 
 /* ---- every API ------------------------------------------------------------ */
 
@@ -278,15 +279,6 @@ static void test_privacy_probe(void **state) {
   rec_free(&r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_all_apis),
-      cmocka_unit_test(test_exit_status),
-      cmocka_unit_test(test_categories_and_depth),
-      cmocka_unit_test(test_default_dir_and_discovery),
-      cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_bad_config),
-      cmocka_unit_test(test_privacy_probe),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("preload", setup, NULL, test_all_apis, test_exit_status,
+             test_categories_and_depth, test_default_dir_and_discovery,
+             test_errors, test_bad_config, test_privacy_probe)

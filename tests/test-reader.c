@@ -18,6 +18,7 @@
 
 #include "proto/stkr__reader.h" /* stream_probes */
 #include "tests/reader_util.h"
+#include "tests/testlib.h"
 
 /* got[0..n) must be the first n standard events (all of them unless
  * `prefix`). */
@@ -267,7 +268,6 @@ static void test_unknown_ids(void **state) {
   const fx_batch b2 = {.seq = 2, .sites = s3, .n_sites = 1, .base_ts = 200,
                        .evs = e2, .n_evs = 1};
   const char *dir = fx_tmpdir("ids");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   const stkr_process_info *p;
   const stkr_site_info *sites;
@@ -279,8 +279,7 @@ static void test_unknown_ids(void **state) {
 
   assert_int_equal(fx_encode(&b1, &buf), 0);
   assert_int_equal(fx_encode(&b2, &buf), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-7-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(dir, 7, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   r = ru_open(dir, &log);
@@ -345,7 +344,7 @@ static void test_newer_version(void **state) {
                       .n_threads = 1, .stacks = k1, .n_stacks = 1,
                       .base_ts = 5, .evs = e, .n_evs = 1};
   const char *d = fx_tmpdir("ver");
-  char dir[4096], path[4200];
+  char dir[4096];
   stkr_fmt_buf buf = {0};
   ru_ev got[RU_MAX_EV];
   stkr_reader *r;
@@ -354,10 +353,8 @@ static void test_newer_version(void **state) {
 
   snprintf(dir, sizeof(dir), "%s", d);
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-9-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-9-000002.zst", dir);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(dir, 9, 1, &buf), 0);
+  assert_int_equal(fx_write_segment(dir, 9, 2, &buf), 0);
   stkr_fmt_buf_free(&buf);
   assert_int_equal(fx_std_write(dir, 10), 0);
 
@@ -383,7 +380,6 @@ static void test_newer_version(void **state) {
  * a gap in Batch.seq is counted as missing batches. */
 static void test_inconsistent(void **state) {
   const char *dir = fx_tmpdir("inc");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   ru_ev got[RU_MAX_EV];
   stkr_reader *r;
@@ -393,8 +389,7 @@ static void test_inconsistent(void **state) {
   /* Batches 0 and 2 only: seq 1 then 3; headers say pid 5. */
   assert_int_equal(fx_std_encode(0, 1, 5, &buf), 0);
   assert_int_equal(fx_std_encode(2, 3, 5, &buf), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-6-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(dir, 6, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
   r = ru_open(dir, &log);
   assert_non_null(r);
@@ -425,7 +420,7 @@ static void test_sessions(void **state) {
   /* The same, but its first batch (header, definitions) lost. */
   const fx_batch b2 = {.seq = 2, .base_ts = 3000, .evs = eb, .n_evs = 2};
   const char *d = fx_tmpdir("sess");
-  char dir[4096], path[4200];
+  char dir[4096];
   stkr_fmt_buf buf = {0};
   const stkr_process_info *p;
   ru_ev got[RU_MAX_EV];
@@ -437,13 +432,9 @@ static void test_sessions(void **state) {
   snprintf(dir, sizeof(dir), "%s", d);
   for (pass = 0; pass < 2; pass++) {
     assert_int_equal(fx_std_encode(0, 3, 50, &buf), 0);
-    snprintf(path, sizeof(path), "%s/stackrec-50-000001.zst", dir);
-    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-    buf.len = 0;
+    assert_int_equal(fx_write_segment(dir, 50, 1, &buf), 0);
     assert_int_equal(fx_encode(pass == 0 ? &b1 : &b2, &buf), 0);
-    snprintf(path, sizeof(path), "%s/stackrec-50-000002.zst", dir);
-    assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-    buf.len = 0;
+    assert_int_equal(fx_write_segment(dir, 50, 2, &buf), 0);
 
     r = ru_open(dir, &log);
     assert_non_null(r);
@@ -526,17 +517,7 @@ static void test_many_processes_linear(void **state) {
   assert_true(probes[1] <= 4 * ns[1]);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_many_processes_linear),
-      cmocka_unit_test(test_roundtrip_dir),
-      cmocka_unit_test(test_files_and_duplicates),
-      cmocka_unit_test(test_dir_pids_and_other_files),
-      cmocka_unit_test(test_no_input),
-      cmocka_unit_test(test_unknown_ids),
-      cmocka_unit_test(test_newer_version),
-      cmocka_unit_test(test_inconsistent),
-      cmocka_unit_test(test_sessions),
-  };
-  return cmocka_run_group_tests_name("reader", tests, NULL, NULL);
-}
+TL_TEST_MAIN("reader", NULL, NULL, test_many_processes_linear,
+             test_roundtrip_dir, test_files_and_duplicates,
+             test_dir_pids_and_other_files, test_no_input, test_unknown_ids,
+             test_newer_version, test_inconsistent, test_sessions)

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 
 #if defined(__SANITIZE_THREAD__)
 /* The TSan runtime cannot be preloaded into /bin/sh and friends (see
@@ -338,16 +339,7 @@ static void test_exec_heavy_names(void **state) {
   assert_null(strstr(cr_out, "all_apis+0x"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bad_dir),
-      cmocka_unit_test(test_bad_env),
-      cmocka_unit_test(test_signals),
-      cmocka_unit_test(test_runuser_child_reported),
-      cmocka_unit_test(test_grandchild_bad_env_reported),
-      cmocka_unit_test(test_notify_fallback),
-      cmocka_unit_test(test_fork_heavy_bounded),
-      cmocka_unit_test(test_exec_heavy_names),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
+             test_signals, test_runuser_child_reported,
+             test_grandchild_bad_env_reported, test_notify_fallback,
+             test_fork_heavy_bounded, test_exec_heavy_names)

@@ -318,13 +318,12 @@ static void test_fork_disable_child_writes_nothing(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_threads_known_chains_read_back_exactly, stop_recorder),
-      cmocka_unit_test_teardown(test_tiny_ring_drops_are_counted_everywhere, stop_recorder),
-      cmocka_unit_test_teardown(test_fork_follow_child_writes_own_files, stop_recorder),
-      cmocka_unit_test_teardown(test_fork_disable_child_writes_nothing, stop_recorder),
-  };
-  return cmocka_run_group_tests_name("record", tests, make_dir, NULL);
+  return TL_RUN_GROUP(
+      "record", make_dir, NULL,
+      TL_CASES(NULL, stop_recorder, test_threads_known_chains_read_back_exactly,
+               test_tiny_ring_drops_are_counted_everywhere,
+               test_fork_follow_child_writes_own_files,
+               test_fork_disable_child_writes_nothing));
 }
 
 /* A failed assertion must not leave the recorder running for the next

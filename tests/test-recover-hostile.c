@@ -309,14 +309,6 @@ static void test_recover_huge_sparse(void **state) {
   assert_non_null(strstr(m.last, "too large"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_intact),
-      cmocka_unit_test(test_truncated_everywhere),
-      cmocka_unit_test(test_byte_flips),
-      cmocka_unit_test(test_absurd_fields),
-      cmocka_unit_test(test_recover_truncated_files),
-      cmocka_unit_test(test_recover_huge_sparse),
-  };
-  return cmocka_run_group_tests(tests, setup, teardown);
-}
+TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
+             test_truncated_everywhere, test_byte_flips, test_absurd_fields,
+             test_recover_truncated_files, test_recover_huge_sparse)

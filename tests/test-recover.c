@@ -755,21 +755,10 @@ static int setup(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ring_file_layout),
-      cmocka_unit_test(test_kill_before_flush),
-      cmocka_unit_test(test_kill_after_flush),
-      cmocka_unit_test(test_crash_between_write_and_tail),
-      cmocka_unit_test(test_known_records_resolve_through_segments),
-      cmocka_unit_test(test_embedded_next_init),
-      cmocka_unit_test(test_ring_reuse),
-      cmocka_unit_test(test_many_segments),
-      cmocka_unit_test(test_child_outlives_parent),
-      cmocka_unit_test(test_fork_disable),
-      cmocka_unit_test(test_fork_follow),
-      cmocka_unit_test(test_sigkill_random_moments),
-      cmocka_unit_test(test_cli),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("recover", setup, NULL, test_ring_file_layout,
+             test_kill_before_flush, test_kill_after_flush,
+             test_crash_between_write_and_tail,
+             test_known_records_resolve_through_segments,
+             test_embedded_next_init, test_ring_reuse, test_many_segments,
+             test_child_outlives_parent, test_fork_disable, test_fork_follow,
+             test_sigkill_random_moments, test_cli)

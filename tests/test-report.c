@@ -29,6 +29,7 @@
 #include "tools/stackrec/cli.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/testlib.h"
 
 static char g_std[4096]; /* the standard recording */
 static char g_sym[4096]; /* sr_std(100, 0x400000) */
@@ -236,10 +237,9 @@ static void test_filters(void **state) {
   (void)state;
 
   assert_int_equal(cr_run("report --site 'files.*' '%s'", g_sym), 0);
-  assert_string_equal(cr_line(cr_out, 0),
-                      "# 6 events from 1 process, 2 sites, 3 distinct stacks");
-  assert_string_equal(cr_line(cr_out, 1),
-                      "# filters: site files.*: 6 of 8 events");
+  cr_assert_lines(cr_out, 0,
+                  "# 6 events from 1 process, 2 sites, 3 distinct stacks",
+                  "# filters: site files.*: 6 of 8 events");
   assert_null(strstr(cr_out, "network"));
 
   assert_int_equal(cr_run("report --thread io '%s'", g_sym), 0);
@@ -409,8 +409,7 @@ static void test_empty_and_missing_inputs(void **state) {
   char path[4200];
   (void)state;
 
-  assert_int_equal(cr_run("report '%s'", d), 1);
-  assert_non_null(strstr(cr_err, "no segment files"));
+  cr_expect(1, "no segment files", "report '%s'", d);
   assert_non_null(strstr(cr_err, "no recording found"));
   assert_non_null(strstr(cr_out, "# no events\n"));
   /* Zero-length and unrelated files next to a good segment: the good
@@ -421,39 +420,33 @@ static void test_empty_and_missing_inputs(void **state) {
   assert_int_equal(fx_write_file(path, "hello", 5), 0);
   assert_int_equal(fx_std_write(d, FX_PID), 0);
   assert_int_equal(cr_run("report '%s'", d), 0);
-  assert_string_equal(cr_line(cr_out, 0),
-                      "# INCOMPLETE: 2 of 2 processes: 14 events dropped "
-                      "(ring full 6, reentrant 2, other 4, write error 2, "
-                      "exit 0); 1 segment without any batch");
-  assert_string_equal(cr_line(cr_out, 1),
-                      "# 9 events from 2 processes, 4 sites, 9 distinct "
-                      "stacks");
+  cr_assert_lines(cr_out, 0,
+                  "# INCOMPLETE: 2 of 2 processes: 14 events dropped (ring "
+                  "full 6, reentrant 2, other 4, write error 2, exit 0); 1 "
+                  "segment without any batch",
+                  "# 9 events from 2 processes, 4 sites, 9 distinct stacks");
   assert_non_null(strstr(cr_err, "notes.txt"));
   assert_non_null(strstr(cr_err, "empty file"));
   /* Wrong format: a clear message, nothing crashes. */
   snprintf(path, sizeof path, "%s/stackrec-6-000001.zst", d);
   assert_int_equal(fx_write_file(path, "not a recording at all", 22), 0);
-  assert_int_equal(cr_run("report '%s'", d), 1);
-  assert_non_null(strstr(cr_err, "stackrec-6-000001.zst: not a zstd file"));
-  assert_int_equal(cr_run("report /nonexistent/recording"), 3);
-  assert_non_null(strstr(cr_err, "cannot open /nonexistent/recording"));
+  cr_expect(1, "stackrec-6-000001.zst: not a zstd file", "report '%s'", d);
+  cr_expect(3, "cannot open /nonexistent/recording",
+            "report /nonexistent/recording");
 }
 
 static void test_usage(void **state) {
   (void)state;
 
-  assert_int_equal(cr_run("report"), 2);
-  assert_non_null(strstr(cr_err, "no DIR or FILE given"));
-  assert_int_equal(cr_run("report --top x '%s'", g_std), 2);
-  assert_non_null(strstr(cr_err, "--top 'x' is not a count"));
+  cr_expect(2, "no DIR or FILE given", "report");
+  cr_expect(2, "--top 'x' is not a count", "report --top x '%s'", g_std);
   assert_int_equal(cr_run("report --top -1 '%s'", g_std), 2);
   assert_int_equal(cr_run("report --from -1 '%s'", g_std), 2);
   assert_int_equal(cr_run("report --to 0 '%s'", g_std), 2);
-  assert_int_equal(cr_run("report --from 2 --to 1 '%s'", g_std), 2);
-  assert_non_null(strstr(cr_err, "--to 1 is not after --from 2"));
+  cr_expect(2, "--to 1 is not after --from 2",
+            "report --from 2 --to 1 '%s'", g_std);
   assert_int_equal(cr_run("report --bogus '%s'", g_std), 2);
-  assert_int_equal(cr_run("report --site"), 2);
-  assert_non_null(strstr(cr_err, "needs a value"));
+  cr_expect(2, "needs a value", "report --site");
   assert_int_equal(cr_run("report --help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec report"));
   assert_non_null(strstr(cr_out, "Exit status:"));
@@ -621,7 +614,6 @@ static void test_repeated_payloads(void **state) {
            {1, "a", 1}, {1, "bb", 2}, {1, "a\0", 2}};
   fx_ev evs[sizeof k / sizeof k[0]];
   const char *d = fx_tmpdir("report-paydup");
-  char path[4200];
   stkr_fmt_buf buf = {0};
   size_t i;
   (void)state;
@@ -636,8 +628,7 @@ static void test_repeated_payloads(void **state) {
                 .base_ts = FX_START_MONO, .evs = evs,
                 .n_evs = sizeof k / sizeof k[0], .last = true};
   assert_int_equal(fx_encode(&b, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, FX_PID);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
+  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   assert_int_equal(cr_run("report '%s'", d), 0);
@@ -696,24 +687,9 @@ static void test_by_and_sort(void **state) {
   assert_int_equal(cr_run("report --by module --tree '%s'", g_std), 2);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_std_whole_output),
-      cmocka_unit_test(test_top),
-      cmocka_unit_test(test_by_and_sort),
-      cmocka_unit_test(test_repeated_payloads),
-      cmocka_unit_test(test_symbolized_flat),
-      cmocka_unit_test(test_tree),
-      cmocka_unit_test(test_tree_symbolized),
-      cmocka_unit_test(test_filters),
-      cmocka_unit_test(test_no_categories),
-      cmocka_unit_test(test_html),
-      cmocka_unit_test(test_damaged_input),
-      cmocka_unit_test(test_live_recording),
-      cmocka_unit_test(test_empty_and_missing_inputs),
-      cmocka_unit_test(test_usage),
-      cmocka_unit_test(test_progress_only_on_a_terminal),
-      cmocka_unit_test(test_recorded_in_a_child),
-  };
-  return cmocka_run_group_tests_name("report", tests, setup, NULL);
-}
+TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top,
+             test_by_and_sort, test_repeated_payloads, test_symbolized_flat,
+             test_tree, test_tree_symbolized, test_filters, test_no_categories,
+             test_html, test_damaged_input, test_live_recording,
+             test_empty_and_missing_inputs, test_usage,
+             test_progress_only_on_a_terminal, test_recorded_in_a_child)

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "recorder/stkr_internal.h"
+#include "tests/testlib.h"
 
 /* Push one record of `depth` fake PCs, each = seq * 1000 + i. */
 static int push(stkr__ring *r, uint32_t seq, unsigned depth) {
@@ -173,14 +174,8 @@ static void test_spsc_two_threads(void **state) {
   stkr__ring_free(&g_spsc);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_size_rounds_up_to_power_of_two),
-      cmocka_unit_test(test_fifo_and_empty),
-      cmocka_unit_test(test_full_ring_refuses_then_accepts_after_release),
-      cmocka_unit_test(test_wrap_marker_keeps_records_contiguous),
-      cmocka_unit_test(test_shorter_commit_than_reserve),
-      cmocka_unit_test(test_spsc_two_threads),
-  };
-  return cmocka_run_group_tests_name("ring", tests, NULL, NULL);
-}
+TL_TEST_MAIN("ring", NULL, NULL, test_size_rounds_up_to_power_of_two,
+             test_fifo_and_empty,
+             test_full_ring_refuses_then_accepts_after_release,
+             test_wrap_marker_keeps_records_contiguous,
+             test_shorter_commit_than_reserve, test_spsc_two_threads)

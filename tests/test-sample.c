@@ -22,6 +22,7 @@
 
 #include "proto/stkr_reader.h"
 #include "tests/sample_fixture.h"
+#include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_site, "test.sample");
 STKR_SITE_DEFINE(g_stop_site, "test.stop");
@@ -299,14 +300,9 @@ static void test_app_handler_refused(void **state) {
   assert_int_equal(stkr_shutdown(), 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      /* First: it needs a process where the signal was never set up. */
-      cmocka_unit_test(test_setup_refusals),
-      cmocka_unit_test(test_exact_chains),
-      cmocka_unit_test(test_busy_thread_sampled_10000_times),
-      cmocka_unit_test(test_blocked_thread_reported),
-      cmocka_unit_test(test_app_handler_refused),
-  };
-  return cmocka_run_group_tests_name("sample", tests, NULL, NULL);
-}
+TL_TEST_MAIN("sample", NULL, NULL,
+             /* First: it needs a process where the signal was never set
+              * up. */
+             test_setup_refusals, test_exact_chains,
+             test_busy_thread_sampled_10000_times, test_blocked_thread_reported,
+             test_app_handler_refused)

@@ -259,16 +259,6 @@ static void test_disk_cap_whole_directory(void **state) {
   assert_true(deleted > 0);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_session_ids_and_first_seq,
-                                      make_dir, rm_dir),
-      cmocka_unit_test_setup_teardown(test_follow_child_new_session,
-                                      make_dir, rm_dir),
-      cmocka_unit_test_setup_teardown(test_recreated_directory, make_dir,
-                                      rm_dir),
-      cmocka_unit_test_setup_teardown(test_disk_cap_whole_directory,
-                                      make_dir, rm_dir),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TL_TEST_MAIN_EACH("session", make_dir, rm_dir, test_session_ids_and_first_seq,
+                  test_follow_child_new_session, test_recreated_directory,
+                  test_disk_cap_whole_directory)

@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "tests/cli_run.h"
+#include "tests/testlib.h"
 #include "tools/stackrec/snapshot.h"
 
 static char g_fixture[4096];
@@ -280,9 +281,10 @@ static void test_output_dir_is_a_recording(void **state) {
   /* One event per thread per snapshot, at site "snapshot". */
   assert_int_equal(cr_run("report '%s'", dir), 0);
   snprintf(want, sizeof want, "snapshot: %d events", 3 * n);
-  assert_non_null(strstr(cr_out, want));
-  assert_non_null(strstr(cr_out, "snap_mutex_inner"));
-  assert_non_null(strstr(cr_out, "snap_pause_outer"));
+  cr_assert_has(cr_out,
+                want,
+                "snap_mutex_inner",
+                "snap_pause_outer");
   assert_int_equal(cr_run("verify '%s'", dir), 0);
   assert_non_null(strstr(cr_out, "intact"));
   /* Thread names come along. */
@@ -325,8 +327,7 @@ static void test_permission_denied(void **state) {
                       "and pid 1 is ours\n");
       skip();
     }
-    assert_int_equal(cr_run("snapshot 1"), 3);
-    assert_non_null(strstr(cr_err, "process 1"));
+    cr_expect(3, "process 1", "snapshot 1");
     return;
   }
   assert_non_null(nobody);
@@ -670,19 +671,13 @@ static int setup(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unwind_exact_chain),
-      cmocka_unit_test(test_unwind_depth_bound),
-      cmocka_unit_test(test_unwind_stale_epilogue_rule),
-      cmocka_unit_test(test_unwind_random_copies),
-      cmocka_unit_test_teardown(test_every_chain_target_unharmed, teardown),
-      cmocka_unit_test_teardown(test_json_parses, teardown),
-      cmocka_unit_test_teardown(test_output_dir_is_a_recording, teardown),
-      cmocka_unit_test_teardown(test_no_such_process, teardown),
-      cmocka_unit_test_teardown(test_permission_denied, teardown),
-      cmocka_unit_test_teardown(test_signal_never_leaves_target_stopped, teardown),
-      cmocka_unit_test_teardown(test_process_exits_during_series, teardown),
-      cmocka_unit_test_teardown(test_threads_vanishing, teardown),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return TL_RUN_GROUP(
+      "snapshot", setup, NULL,
+      TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
+               test_unwind_stale_epilogue_rule, test_unwind_random_copies),
+      TL_CASES(NULL, teardown, test_every_chain_target_unharmed,
+               test_json_parses, test_output_dir_is_a_recording,
+               test_no_such_process, test_permission_denied,
+               test_signal_never_leaves_target_stopped,
+               test_process_exits_during_series, test_threads_vanishing));
 }

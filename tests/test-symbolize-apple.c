@@ -30,6 +30,7 @@
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 #include "tests/apple/macho_test.h"
+#include "tests/testlib.h"
 
 #define VMADDR 0x100000000ull
 #define PER_STACK 16
@@ -454,13 +455,6 @@ static void test_recorded_path(void **state) {
   assert_non_null(strstr(mt_err, "no slice with UUID"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_recorded_path),
-      cmocka_unit_test(test_dsyms_by_uuid),
-      cmocka_unit_test(test_xcarchive_and_binary_only),
-      cmocka_unit_test(test_symbol_caches_only),
-  };
-  mt_setup(6, 12);
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+MT_TEST_MAIN("symbolize-apple", 6, 12, setup, test_recorded_path,
+             test_dsyms_by_uuid, test_xcarchive_and_binary_only,
+             test_symbol_caches_only)

@@ -236,11 +236,5 @@ static int setup(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(pie_inproc),    cmocka_unit_test(exec_inproc),
-      cmocka_unit_test(pie_symbolize), cmocka_unit_test(exec_symbolize),
-      cmocka_unit_test(pie_record),    cmocka_unit_test(exec_record),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("symbolize-dynsym", setup, NULL, pie_inproc, exec_inproc,
+             pie_symbolize, exec_symbolize, pie_record, exec_record)

@@ -463,16 +463,8 @@ static void test_dump_frames_and_app_only(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_inproc_frames),
-      cmocka_unit_test(test_inproc_segments_self_contained),
-      cmocka_unit_test(test_offline_then_symbolize),
-      cmocka_unit_test(test_stripped_debug_by_build_id),
-      cmocka_unit_test(test_inproc_stripped_debuglink),
-      cmocka_unit_test(test_mismatched_binary),
-      cmocka_unit_test(test_dump_frames_and_app_only),
-      cmocka_unit_test(test_dlopen_plugin_and_app_paths),
-  };
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
+             test_inproc_segments_self_contained, test_offline_then_symbolize,
+             test_stripped_debug_by_build_id, test_inproc_stripped_debuglink,
+             test_mismatched_binary, test_dump_frames_and_app_only,
+             test_dlopen_plugin_and_app_paths)

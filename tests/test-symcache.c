@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "tests/apple/macho_test.h"
+#include "tests/testlib.h"
 
 static char g_cache[4200];
 
@@ -137,13 +138,6 @@ static void test_damaged_refused(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_equal_to_llvm_symbolizer),
-      cmocka_unit_test(test_atos_symcache_dir),
-      cmocka_unit_test(test_wrong_build_not_used),
-      cmocka_unit_test(test_damaged_refused),
-  };
-  mt_setup(6, 12);
-  return cmocka_run_group_tests(tests, setup, NULL);
-}
+MT_TEST_MAIN("symcache", 6, 12, setup, test_equal_to_llvm_symbolizer,
+             test_atos_symcache_dir, test_wrong_build_not_used,
+             test_damaged_refused)

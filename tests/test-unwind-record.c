@@ -7,6 +7,7 @@
  * worker pass; Python's interpreter frames are walked to its entry.
  */
 #include "tests/preload_run.h"
+#include "tests/testlib.h"
 
 /* Does the stack of e hold the fixture's functions fns[0..n) (innermost
  * first) as consecutive frames? */
@@ -174,12 +175,7 @@ static void test_python_reaches_interpreter_entry(void **state) {
     fail_msg("no frame of python3's gethostname stack lies in Py_BytesMain");
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_tables_walk_through_code_without_frame_pointers),
-      cmocka_unit_test(test_fp_walk_stops_there),
-      cmocka_unit_test(test_dlopen_image_gets_a_table),
-      cmocka_unit_test(test_python_reaches_interpreter_entry),
-  };
-  return cmocka_run_group_tests_name("unwind-record", tests, setup, NULL);
-}
+TL_TEST_MAIN("unwind-record", setup, NULL,
+             test_tables_walk_through_code_without_frame_pointers,
+             test_fp_walk_stops_there, test_dlopen_image_gets_a_table,
+             test_python_reaches_interpreter_entry)

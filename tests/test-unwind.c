@@ -39,6 +39,7 @@
 
 #include <cmocka.h>
 
+#include "tests/testlib.h"
 #include "tests/unwind_fixtures/chain.h"
 #include "unwind/unwind.h"
 
@@ -414,15 +415,6 @@ static void test_publish_swaps(void **state) {
   assert_non_null(stkr__unwind_set_find(g_set, (uintptr_t)qsort));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_oracle_main_thread),
-      cmocka_unit_test(test_oracle_pthread),
-      cmocka_unit_test(test_fp_only_stops_early),
-      cmocka_unit_test(test_python3_images),
-      cmocka_unit_test(test_hostile_eh_frame),
-      cmocka_unit_test(test_hostile_stacks),
-      cmocka_unit_test(test_publish_swaps),
-  };
-  return cmocka_run_group_tests(tests, setup, teardown);
-}
+TL_TEST_MAIN("unwind", setup, teardown, test_oracle_main_thread,
+             test_oracle_pthread, test_fp_only_stops_early, test_python3_images,
+             test_hostile_eh_frame, test_hostile_stacks, test_publish_swaps)

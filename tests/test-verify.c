@@ -19,6 +19,7 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/testlib.h"
 
 static int setup(void **state) {
   (void)state;
@@ -124,17 +125,14 @@ static void test_bit_flip(void **state) {
   snprintf(want, sizeof want,
            "process 4242 \"fixture\" in %s: 2 segments, 4 batches, 7 events: "
            "DAMAGED (1 batch lost)", d);
-  assert_string_equal(cr_line(cr_out, 2), want);
-  assert_string_equal(cr_line(cr_out, 3),
-                      "  accounting: attempted 9, written 7, dropped 0 (ring "
-                      "full 0, reentrant 0, other 0, write error 0, exit 0), "
-                      "recovered 0: 2 not accounted for");
-  assert_string_equal(cr_line(cr_out, 4),
-                      "incomplete: process 4242: 1 batch missing (gaps in "
-                      "batch numbers: failed writes, deleted or lost "
-                      "segments, or damage)");
-  assert_string_equal(cr_line(cr_out, 5),
-                      "DAMAGED: 1 problem in 1 process, 2 segments");
+  cr_assert_lines(cr_out, 2, want,
+                  "  accounting: attempted 9, written 7, dropped 0 (ring "
+                  "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                  "recovered 0: 2 not accounted for",
+                  "incomplete: process 4242: 1 batch missing (gaps in batch "
+                  "numbers: failed writes, deleted or lost segments, or "
+                  "damage)",
+                  "DAMAGED: 1 problem in 1 process, 2 segments");
   assert_int_equal(cr_count_lines(cr_out), 6);
 }
 
@@ -226,12 +224,11 @@ static void test_undefined_ids(void **state) {
   assert_non_null(strstr(cr_line(cr_out, 2),
                          ": 1 segment, 2 batches, 4 events: 3 events with "
                          "undefined ids"));
-  assert_string_equal(cr_line(cr_out, 3),
-                      "  accounting: attempted 0, written 4, dropped 0 (ring "
-                      "full 0, reentrant 0, other 0, write error 0, exit 0), "
-                      "recovered 0 (no counters recorded)");
-  assert_string_equal(cr_line(cr_out, 4),
-                      "DAMAGED: 2 problems in 1 process, 1 segment");
+  cr_assert_lines(cr_out, 3,
+                  "  accounting: attempted 0, written 4, dropped 0 (ring "
+                  "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                  "recovered 0 (no counters recorded)",
+                  "DAMAGED: 2 problems in 1 process, 1 segment");
 }
 
 static void test_newer_format_and_inconsistent(void **state) {
@@ -258,17 +255,18 @@ static void test_newer_format_and_inconsistent(void **state) {
     assert_int_equal(rename(path, p6), 0);
   }
   assert_int_equal(cr_run("verify '%s'", d), 1);
-  assert_non_null(strstr(cr_out, "inconsistent: "));
-  assert_non_null(strstr(cr_out, "stackrec-6-000001.zst: offset 0: header "
-                                 "says pid 5, file name says 6\n"));
-  assert_non_null(strstr(cr_out, "damaged: "));
-  assert_non_null(strstr(cr_out, "stackrec-9-000001.zst: offset 0: format "
-                                 "version 2 is newer"));
-  assert_non_null(strstr(cr_out, "process 9 \"\" in "));
-  assert_non_null(strstr(cr_out, ": 1 segment, 0 batches, 0 events: NOT READ "
-                                 "(newer format version)\n"));
-  assert_non_null(strstr(cr_out, "\nDAMAGED: 2 problems in 2 processes, 2 "
-                                 "segments\n"));
+  cr_assert_has(cr_out,
+                "inconsistent: ",
+                "stackrec-6-000001.zst: offset 0: header "
+                "says pid 5, file name says 6\n",
+                "damaged: ",
+                "stackrec-9-000001.zst: offset 0: format "
+                "version 2 is newer",
+                "process 9 \"\" in ",
+                ": 1 segment, 0 batches, 0 events: NOT READ "
+                "(newer format version)\n",
+                "\nDAMAGED: 2 problems in 2 processes, 2 "
+                "segments\n");
 }
 
 /* Unrelated files: a note. An empty segment (a writer that died before its
@@ -284,24 +282,26 @@ static void test_notes_and_foreign_files(void **state) {
   snprintf(path, sizeof path, "%s/README", d);
   assert_int_equal(fx_write_file(path, "x", 1), 0);
   assert_int_equal(cr_run("verify '%s'", d), 0);
-  assert_non_null(strstr(cr_out, "note: "));
-  assert_non_null(strstr(cr_out, "ignored 1 entry"));
-  assert_non_null(strstr(cr_out, "\"README\""));
-  assert_non_null(strstr(cr_out, "\nintact: 1 process, 2 segments, 9 "
-                                 "events\n"));
+  cr_assert_has(cr_out,
+                "note: ",
+                "ignored 1 entry",
+                "\"README\"",
+                "\nintact: 1 process, 2 segments, 9 "
+                "events\n");
   snprintf(path, sizeof path, "%s/stackrec-77-000001.zst", d);
   assert_int_equal(fx_write_file(path, NULL, 0), 0);
   assert_int_equal(cr_run("verify '%s'", d), 4);
-  assert_non_null(strstr(cr_out, "\nincomplete: "));
-  assert_non_null(strstr(cr_out, "stackrec-77-000001.zst: empty file, "
-                                 "skipped: a segment without any batch (its "
-                                 "writer ended before its first flush, or "
-                                 "has just started)\n"));
-  assert_non_null(strstr(cr_out, "process 77 \"\" in "));
-  assert_non_null(strstr(cr_out, ": 1 segment, 0 batches, 0 events: intact, "
-                                 "INCOMPLETE\n  accounting: no batch read\n"));
-  assert_non_null(strstr(cr_out, "\nINCOMPLETE: 1 finding in 1 of 2 "
-                                 "processes, 3 segments, 9 events read\n"));
+  cr_assert_has(cr_out,
+                "\nincomplete: ",
+                "stackrec-77-000001.zst: empty file, "
+                "skipped: a segment without any batch (its "
+                "writer ended before its first flush, or "
+                "has just started)\n",
+                "process 77 \"\" in ",
+                ": 1 segment, 0 batches, 0 events: intact, "
+                "INCOMPLETE\n  accounting: no batch read\n",
+                "\nINCOMPLETE: 1 finding in 1 of 2 "
+                "processes, 3 segments, 9 events read\n");
 
   snprintf(path, sizeof path, "%s/stackrec-78-000001.zst", d);
   assert_int_equal(fx_write_file(path, "GIF89a....", 10), 0);
@@ -398,11 +398,11 @@ static void test_no_recording_and_usage(void **state) {
   (void)state;
 
   assert_int_equal(cr_run("verify '%s'", d), 1);
-  assert_non_null(strstr(cr_out, "note: "));
-  assert_non_null(strstr(cr_out, "no segment files"));
-  assert_non_null(strstr(cr_out, "\nDAMAGED: no recording found\n"));
-  assert_int_equal(cr_run("verify /nonexistent/rec"), 3);
-  assert_non_null(strstr(cr_err, "cannot open /nonexistent/rec"));
+  cr_assert_has(cr_out,
+                "note: ",
+                "no segment files",
+                "\nDAMAGED: no recording found\n");
+  cr_expect(3, "cannot open /nonexistent/rec", "verify /nonexistent/rec");
   assert_int_equal(cr_run("verify"), 2);
   assert_int_equal(cr_run("verify --bogus '%s'", d), 2);
   assert_int_equal(cr_run("verify --help"), 0);
@@ -410,18 +410,8 @@ static void test_no_recording_and_usage(void **state) {
   assert_non_null(strstr(cr_out, "Exit status:"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_intact),
-    cmocka_unit_test(test_drops_are_incomplete),
-      cmocka_unit_test(test_bit_flip),
-      cmocka_unit_test(test_truncated_before_a_later_segment),
-      cmocka_unit_test(test_live_tail_is_incomplete),
-      cmocka_unit_test(test_undefined_ids),
-      cmocka_unit_test(test_newer_format_and_inconsistent),
-      cmocka_unit_test(test_notes_and_foreign_files),
-      cmocka_unit_test(test_frames_without_content_size),
-      cmocka_unit_test(test_no_recording_and_usage),
-  };
-  return cmocka_run_group_tests_name("verify", tests, setup, NULL);
-}
+TL_TEST_MAIN("verify", setup, NULL, test_intact, test_drops_are_incomplete,
+             test_bit_flip, test_truncated_before_a_later_segment,
+             test_live_tail_is_incomplete, test_undefined_ids,
+             test_newer_format_and_inconsistent, test_notes_and_foreign_files,
+             test_frames_without_content_size, test_no_recording_and_usage)

@@ -15,6 +15,7 @@ extern char **environ;
 #include <unistd.h>
 
 #include "recorder/stkr_internal.h"
+#include "tests/testlib.h"
 
 #define WORDS 512
 static uint64_t g_mem[WORDS] __attribute__((aligned(16)));
@@ -233,18 +234,9 @@ static void test_argument_area_is_not_code(void **state) {
   assert_int_equal(n, 1);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_well_formed_chain),
-      cmocka_unit_test(test_skip_and_max_depth),
-      cmocka_unit_test(test_loop_ends_walk),
-      cmocka_unit_test(test_out_of_bounds_ends_walk),
-      cmocka_unit_test(test_misaligned_and_zero_links),
-      cmocka_unit_test(test_swift_async_tag_ends_walk),
-      cmocka_unit_test(test_random_memory_never_faults),
-      cmocka_unit_test(test_hash_is_order_sensitive_and_keeps_repeats),
-      cmocka_unit_test(test_real_stack),
-      cmocka_unit_test(test_argument_area_is_not_code),
-  };
-  return cmocka_run_group_tests_name("walk", tests, NULL, NULL);
-}
+TL_TEST_MAIN("walk", NULL, NULL, test_well_formed_chain,
+             test_skip_and_max_depth, test_loop_ends_walk,
+             test_out_of_bounds_ends_walk, test_misaligned_and_zero_links,
+             test_swift_async_tag_ends_walk, test_random_memory_never_faults,
+             test_hash_is_order_sensitive_and_keeps_repeats, test_real_stack,
+             test_argument_area_is_not_code)

@@ -19,6 +19,7 @@
 #include "proto/stkr_reader.h"
 #include "tests/cli_run.h"
 #include "tests/sample_fixture.h"
+#include "tests/testlib.h"
 
 static char g_dir[256];
 
@@ -300,13 +301,6 @@ static void test_not_recording(void **state) {
   stkr_watchdog_tick(); /* harmless */
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_not_recording),
-      cmocka_unit_test(test_one_second_block_is_one_hang),
-      cmocka_unit_test(test_idle_is_not_a_hang),
-      cmocka_unit_test(test_stop_inside_a_hang),
-      cmocka_unit_test(test_exit_stops_watchdog),
-  };
-  return cmocka_run_group_tests_name("watchdog", tests, NULL, NULL);
-}
+TL_TEST_MAIN("watchdog", NULL, NULL, test_not_recording,
+             test_one_second_block_is_one_hang, test_idle_is_not_a_hang,
+             test_stop_inside_a_hang, test_exit_stops_watchdog)

@@ -221,3 +221,91 @@ void tl_asan_runtime(char *out, size_t cap) {
   out[0] = '\0';
   dl_iterate_phdr(tl_find_asan, &rt);
 }
+
+int tl_system(const char *fmt, ...) {
+  char cmd[16384];
+  va_list ap;
+  int st;
+
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int tl_count(const char *hay, const char *needle) {
+  int n = 0;
+
+  for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle))
+    n++;
+  return n;
+}
+
+/* How many names the comma-separated list holds (as the preprocessor
+ * spells #__VA_ARGS__: "a, b, c"); each is cut out in place (list is a
+ * copy) and the first cap of them put into out. */
+static size_t split_names(char *list, const char **out, size_t cap) {
+  size_t n = 0;
+
+  for (char *p = list; p != NULL && *p != '\0'; n++) {
+    char *comma = strchr(p, ',');
+
+    if (comma != NULL)
+      *comma = '\0';
+    while (*p == ' ')
+      p++;
+    if (n < cap)
+      out[n] = p;
+    p = comma != NULL ? comma + 1 : NULL;
+  }
+  return n;
+}
+
+int tl_run_group(const char *group, tl_fixture_fn group_setup,
+                 tl_fixture_fn group_teardown, const tl_cases *runs) {
+  size_t total = 0, nruns = 0, n = 0;
+  int status = 1;
+
+  for (const tl_cases *r = runs; r->names != NULL; r++, nruns++)
+    for (size_t i = 0; r->tests[i] != NULL; i++)
+      total++;
+
+  /* cmocka keeps pointers to the names while the group runs: one copy of
+   * each run's list, cut into names, lives until the end. */
+  struct CMUnitTest *tests = calloc(total + 1, sizeof *tests);
+  const char **names = calloc(total + 1, sizeof *names);
+  char **lists = calloc(nruns + 1, sizeof *lists);
+
+  if (tests == NULL || names == NULL || lists == NULL)
+    goto out;
+  for (size_t k = 0; k < nruns; k++) {
+    const tl_cases *r = &runs[k];
+    size_t count = 0;
+
+    while (r->tests[count] != NULL)
+      count++;
+    lists[k] = strdup(r->names);
+    if (lists[k] == NULL ||
+        split_names(lists[k], names + n, total - n) != count) {
+      fprintf(stderr, "%s: \"%s\" does not name %zu test functions\n", group,
+              r->names, count);
+      goto out;
+    }
+    for (size_t i = 0; i < count; i++, n++) {
+      tests[n].name = names[n];
+      tests[n].test_func = r->tests[i];
+      tests[n].setup_func = r->setup;
+      tests[n].teardown_func = r->teardown;
+    }
+  }
+  status = _cmocka_run_group_tests(group, tests, n, group_setup,
+                                   group_teardown);
+out:
+  for (size_t k = 0; lists != NULL && k < nruns; k++)
+    free(lists[k]);
+  free(lists);
+  free(names);
+  free(tests);
+  return status;
+}

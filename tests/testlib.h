@@ -51,6 +51,9 @@ int tl_count_files(const char *dir, const char *suffix);
  * several), into out. Fails the test if there is none. */
 void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap);
 
+/* How many times needle (not empty) occurs in hay, not overlapping. */
+int tl_count(const char *hay, const char *needle);
+
 /* Write text to path (created or truncated). @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
 
@@ -79,6 +82,11 @@ int tl_sh(const tl_capture *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int tl_vsh(const tl_capture *c, const char *fmt, va_list ap);
 
+/* Run the shell command line (printf format) with its output going to
+ * the test's own (its log). @return its exit status, or -1 if it did not
+ * exit. */
+int tl_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The runfiles path of rel ("tools/stackrec"): $TEST_SRCDIR/$TEST_WORKSPACE
  * (or "."/"stackrec")/rel, into buf. @return buf. */
 const char *tl_runfile(char *buf, size_t cap, const char *rel);
@@ -95,4 +103,66 @@ int tl_hook_paths(const char *tag, char *bin, size_t bin_cap, char *lib,
  * must come first in LD_PRELOAD of a program our ASan-built hooks go into. */
 void tl_asan_runtime(char *out, size_t cap);
 
+/* ---- main() of a cmocka test file ----
+ *
+ * Each test file states its group's name, the group's setup and teardown
+ * (NULL: none) and its tests; the cmocka array, the tests' names and the
+ * run are made here, once:
+ *
+ *   TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top)
+ *
+ * When every test has the same setup and teardown of its own (and the
+ * group none): TL_TEST_MAIN_EACH("flush", make_dir, teardown, test_a, ...).
+ * Otherwise the tests come in runs that share their per-test setup and
+ * teardown (TL_CASES), and main() returns TL_RUN_GROUP (doing first what
+ * it must):
+ *
+ *   int main(void) {
+ *     setenv("STACKREC_SYMBOLIZE", "none", 1);
+ *     return TL_RUN_GROUP("faults", NULL, NULL,
+ *                         TL_CASES(make_dir, teardown, test_a, test_b),
+ *                         TL_CASES(NULL, NULL, test_c));
+ *   }
+ *
+ * Each test is named after its function, as cmocka_unit_test() names it
+ * (so cmocka's filters and the skip lists of tests/aarch64 see the same
+ * names); the cases run in the order listed. */
+typedef void (*tl_test_fn)(void **state);   /* cmocka's CMUnitTestFunction */
+typedef int (*tl_fixture_fn)(void **state); /* cmocka's CMFixtureFunction */
+
+/* A run of tests sharing one per-test setup and teardown. */
+typedef struct tl_cases {
+  const char *names;        /* the functions as written: "test_a, test_b" */
+  const tl_test_fn *tests;  /* the same functions, NULL-terminated */
+  tl_fixture_fn setup;      /* before each of them, or NULL */
+  tl_fixture_fn teardown;   /* after each of them, or NULL */
+} tl_cases;
+
+/* Run the tests of runs (ended by one whose names is NULL) as the cmocka
+ * group `group`, between group_setup and group_teardown (either NULL).
+ * @return cmocka's status (the number of tests that failed), or 1 when the
+ * names do not match the functions (a stray comma). */
+int tl_run_group(const char *group, tl_fixture_fn group_setup,
+                 tl_fixture_fn group_teardown, const tl_cases *runs);
+
+#define TL_CASES(setup, teardown, ...)                                      \
+  { #__VA_ARGS__, (const tl_test_fn[]){__VA_ARGS__, NULL}, setup, teardown }
+
+#define TL_RUN_GROUP(group, group_setup, group_teardown, ...)               \
+  tl_run_group(group, group_setup, group_teardown,                          \
+               (const tl_cases[]){__VA_ARGS__, {NULL, NULL, NULL, NULL}})
+
+/* main() itself: TL_TEST_MAIN and TL_TEST_MAIN_EACH above. */
+#define TL__TEST_MAIN(group, group_setup, group_teardown, setup, teardown, \
+                      ...)                                                 \
+  int main(void) {                                                         \
+    return TL_RUN_GROUP(group, group_setup, group_teardown,                \
+                        TL_CASES(setup, teardown, __VA_ARGS__));           \
+  }
+#define TL_TEST_MAIN(group, group_setup, group_teardown, ...)              \
+  TL__TEST_MAIN(group, group_setup, group_teardown, NULL, NULL, __VA_ARGS__)
+#define TL_TEST_MAIN_EACH(group, setup, teardown, ...)                     \
+  TL__TEST_MAIN(group, NULL, NULL, setup, teardown, __VA_ARGS__)
+
 #endif
+

@@ -47,7 +47,7 @@ recorder=(recorder/*.c)
 proto=(proto/*.c "$out/gen/proto/stackrec.pb-c.c")
 fixture=(tests/fixture.c)
 # The shared test helpers (//tests:testlib): files, scratch directories, runs
-# of the CLI.
+# of the CLI, and the main() of every test (TL_TEST_MAIN).
 testlib=(tests/testlib.c)
 
 build() { # name, sources/flags...
@@ -64,7 +64,7 @@ failed=0
 "$cc" "${cflags[@]}" -fomit-frame-pointer -O2 -c tests/hostile_fixtures/nofp.c \
   -o "$out/nofp.o" && "$cc" "${cflags[@]}" -c tests/hostile_fixtures/fpcall.c \
   -o "$out/fpcall.o" || fails=$((fails + 1))
-build walk tests/test-walk.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+build walk tests/test-walk.c "${testlib[@]}" "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
 # Swift async frames made by the compiler: gcc has no swiftasynccall, so
 # clang-14 compiles the fixture for aarch64 and the cross gcc links it.
 async_fixture=""
@@ -81,12 +81,13 @@ else
   sed -n '1,10p' "$out/async_chain.build.log" 2>/dev/null
   fails=$((fails + 1))
 fi
-build ring tests/test-ring.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
-build event tests/test-event.c "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
-build hostile tests/test-hostile.c "$out/nofp.o" "$out/fpcall.o" "${recorder[@]}" \
+build ring tests/test-ring.c "${testlib[@]}" "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+build event tests/test-event.c "${testlib[@]}" "${recorder[@]}" -lcmocka -lpthread || fails=$((fails + 1))
+build hostile tests/test-hostile.c "$out/nofp.o" "$out/fpcall.o" "${testlib[@]}" \
+  "${recorder[@]}" \
   -lcmocka -lpthread || fails=$((fails + 1))
 for t in format reader damage hostile-files; do
-  build "$t" "tests/test-$t.c" "${fixture[@]}" "${proto[@]}" -lzstd \
+  build "$t" "tests/test-$t.c" "${fixture[@]}" "${testlib[@]}" "${proto[@]}" -lzstd \
     -lprotobuf-c -lcmocka || fails=$((fails + 1))
 done
 # The whole product (recorder + flush worker + symbolizer): end to end.
@@ -117,12 +118,12 @@ done
 # pointers, glibc's backtrace() as the oracle (no libunwind for arm64 here).
 "$cc" "${cflags[@]}" -O2 -fomit-frame-pointer -c tests/unwind_fixtures/chain.c \
   -o "$out/uw_chain.o" || fails=$((fails + 1))
-build unwind -DUWT_ORACLE_GLIBC tests/test-unwind.c unwind/*.c "$out/uw_chain.o" \
+build unwind -DUWT_ORACLE_GLIBC tests/test-unwind.c "${testlib[@]}" unwind/*.c "$out/uw_chain.o" \
   -lcmocka -lpthread -ldl || fails=$((fails + 1))
 
 # The event clock on aarch64: cntvct_el0 at cntfrq_el0 (under qemu-user
 # too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
-build clock tests/test-clock.c "${product[@]}" || fails=$((fails + 1))
+build clock tests/test-clock.c "${testlib[@]}" "${product[@]}" || fails=$((fails + 1))
 
 for t in walk ring event hostile format reader damage hostile-files record flush async-walk \
     sample watchdog unwind clock; do

@@ -1,8 +1,9 @@
 /*
  * macho_test.h: what the Mach-O tests share (test-macho.c, test-atos.c,
- * test-symbolize-apple.c): building the fixtures (tests/apple/fixtures.sh)
- * once per test binary into $TEST_TMPDIR, their UUIDs, running commands.
- * Header-only (static functions) so each test stays one source file.
+ * test-symbolize-apple.c, test-symcache.c): building the fixtures
+ * (tests/apple/fixtures.sh) once per test binary into $TEST_TMPDIR, their
+ * UUIDs, running commands, main(). Header-only (static functions) so each
+ * test stays one source file.
  */
 #ifndef STKR_TEST_MACHO_TEST_H
 #define STKR_TEST_MACHO_TEST_H
@@ -44,6 +45,16 @@ static int mt_setup(int nfiles, int nfuncs) {
   mt_state = rc;
   return rc;
 }
+
+/* main() of a Mach-O test: the fixtures built (NFILES x NFUNCS; a tool
+ * missing makes each test skip, saying so), then the group run as
+ * TL_TEST_MAIN runs it (tests/testlib.h). */
+#define MT_TEST_MAIN(group, nfiles, nfuncs, group_setup, ...)                 \
+  int main(void) {                                                            \
+    mt_setup(nfiles, nfuncs);                                                 \
+    return TL_RUN_GROUP(group, group_setup, NULL,                             \
+                        TL_CASES(NULL, NULL, __VA_ARGS__));                   \
+  }
 
 /* The UUID (16 bytes) of fixture NAME's ARCH slice, from OUT/uuids. */
 static __attribute__((unused)) bool mt_uuid(const char *name,
