@@ -28,7 +28,9 @@ import sys
 CMAKE_VARS = {
     "STKR_RECORDER_SRCS": [("recorder", "recorder")],
     "STKR_PROTO_SRCS": [("proto", "proto")],
-    "STKR_FLUSH_SRCS": [("flush", "flush")],
+    "STKR_FLUSH_SRCS": [("flush", "core")],
+    "STKR_FLUSH_DL_SRCS": [("flush", "flush_dl")],
+    "STKR_SYMBOLIZE_DL_SRCS": [("symbolize", "libstackrec_symbolize.so")],
     "STKR_SYMBOLIZE_SRCS": [("symbolize", "symbolize")],
     "STKR_MACHO_SRCS": [("macho", "macho")],
     "STKR_PRELOAD_MATCH_SRCS": [("preload", "match")],
@@ -37,9 +39,9 @@ CMAKE_VARS = {
                       ("tools", "snapshot_walk")],
 }
 # Package.swift's C target is the embeddable library: //:stackrec, i.e.
-# //flush with what it depends on.
+# //flush (:core and the symbolizer) with what it depends on.
 SWIFT_TARGETS = [("recorder", "recorder"), ("proto", "proto"),
-                 ("flush", "flush"), ("symbolize", "symbolize"), ("macho", "macho")]
+                 ("flush", "core"), ("symbolize", "symbolize"), ("macho", "macho")]
 
 
 class BuildError(Exception):

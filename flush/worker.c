@@ -214,6 +214,27 @@ static uint64_t interval_ns(const stkr__worker *w) {
   return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
 }
 
+/* The symbolizer's notes (an image whose file cannot be used): rate-limited
+ * like every other message of ours. */
+static void sym_warn(void *arg, const char *why) {
+  (void)arg;
+  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
+}
+
+/* Inproc mode: the symbolizer's cache, made here on the worker thread
+ * (the preload library loads the symbolizer module now, flush/sym_dl.c:
+ * never on a hook's thread), before the first drain writes the Header.
+ * Cheap otherwise: images are opened when a stack first needs them. No
+ * backend (module missing, no memory) means offline recording, and the
+ * Header says so: only this thread reads cfg.symbolize from here on. */
+static void start_symbolizer(stkr__worker *w) {
+  stkr__symbe *be = NULL;
+  stkr__symbe_opts so = {.warn = sym_warn};
+  if (w->cfg.symbolize != STKR_SYMBOLIZE_INPROC) return;
+  if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
+  if (w->symc == NULL) w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+}
+
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
   uint64_t next_tick, recent_until = 0;
@@ -227,6 +248,7 @@ static void *worker_main(void *arg) {
 #elif defined(__APPLE__)
   pthread_setname_np("stackrec-flush");
 #endif
+  start_symbolizer(w);
   next_tick = stkr__clock_mono_ns() + interval_ns(w);
   for (;;) {
     stkr__req *list;
@@ -319,13 +341,6 @@ static void worker_free(stkr__worker *w) {
   pthread_cond_destroy(&w->req_cv);
   pthread_mutex_destroy(&w->stats_mu);
   free(w);
-}
-
-/* The symbolizer's notes (an image whose file cannot be used): rate-limited
- * like every other message of ours. */
-static void sym_warn(void *arg, const char *why) {
-  (void)arg;
-  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
 }
 
 static void recover_note(void *arg, const char *line) {
@@ -444,13 +459,6 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   w->session_first_seq = w->seg.seq;
   open_session(w);
   (void)stkr__images_refresh(&w->imgs);
-  if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC) {
-    /* Cheap: modules are opened when a stack first needs them, on the
-     * worker thread. No backend (or no memory) only means no frames. */
-    stkr__symbe *be = NULL;
-    stkr__symbe_opts so = {.warn = sym_warn};
-    if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
-  }
   *out = w;
   return 0;
 
