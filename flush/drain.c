@@ -540,3 +540,20 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   publish(w);
   w->pressure = w->pressure_now;
 }
+
+bool stkr__drain_rings_settled(void) {
+  /* No lock: only the worker removes threads from the registry, and it has
+   * ended; the reap lock could be held by the very thread whose signal
+   * handler is exiting. A producer that outlived the exit's quiesce is
+   * still `busy` (the recorder is stopped, so none can start): its record
+   * may land after our check, and only the ring file can keep it. */
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    /* Acquire: pairs with the release store that ends an event, as in
+     * stkr__threads_quiesce(), so a finished push shows in the ring. */
+    if (atomic_load_explicit(&t->busy, memory_order_acquire)) return false;
+    if (t->ring.c != NULL &&
+        (stkr__ring_unread(&t->ring) != 0 || stkr__ring_pending(&t->ring)))
+      return false;
+  }
+  return true;
+}

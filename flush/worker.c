@@ -780,6 +780,10 @@ int stkr_shutdown_for_exit(void) {
   stkr__watchdog_stop_for_shutdown(true); /* bounded: see watchdog.c */
   ended = end_session(w, true);
   freeze_stats(w);
+  /* Everything written: the files go now (no malloc, a few unlinks), as
+   * stkr_shutdown does. Else they stay for recovery. */
+  if (ended && g_frozen.pending_recovery == 0 && stkr__drain_rings_settled())
+    stkr__session_close(false);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */

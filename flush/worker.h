@@ -129,6 +129,14 @@ uint32_t stkr__new_epoch(void);
 void stkr__drain_all(stkr__worker *w, bool last);
 /* In an ending session: has the drain deadline passed? (false otherwise) */
 bool stkr__drain_past_deadline(stkr__worker *w);
+/* After the final drain of an exit (the worker ended, the recorder
+ * stopped): is every record of every ring consumed, with no producer still
+ * inside an event? Then the session's ring and session files hold nothing
+ * recovery could use, and the exit removes them (stkr_shutdown_for_exit)
+ * instead of leaving each process's ~0.5 MB to the next stkr_init or to
+ * `stackrec record` to read and delete. */
+bool stkr__drain_rings_settled(void);
+
 /* In an ending session: may a new stack still be symbolized now? */
 bool stkr__drain_may_symbolize(stkr__worker *w);
 
