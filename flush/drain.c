@@ -557,3 +557,44 @@ bool stkr__drain_rings_settled(void) {
   }
   return true;
 }
+
+bool stkr__drain_claim(stkr__worker *w) {
+  int free_ = STKR__PASS_FREE;
+  return atomic_compare_exchange_strong_explicit(
+      &w->pass_owner, &free_, STKR__PASS_WORKER, memory_order_acq_rel,
+      memory_order_acquire);
+}
+
+void stkr__drain_unclaim(stkr__worker *w) {
+  /* Release: this pass's writes, before a taking-over caller's reads. */
+  atomic_store_explicit(&w->pass_owner, STKR__PASS_FREE, memory_order_release);
+}
+
+bool stkr__drain_take_over(stkr__worker *w) {
+  int free_ = STKR__PASS_FREE;
+  stkr__req *list;
+
+  if (!atomic_compare_exchange_strong_explicit(
+          &w->pass_owner, &free_, STKR__PASS_CALLER, memory_order_acq_rel,
+          memory_order_acquire))
+    return false;
+  pthread_mutex_lock(&w->req_mu);
+  w->end_requested = true;
+  list = w->req_head;
+  w->req_head = NULL;
+  w->req_tail = &w->req_head;
+  pthread_mutex_unlock(&w->req_mu);
+  /* The worker's own start (the symbolizer) may not have run: this pass
+   * then records PCs only, as offline mode does. */
+  if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC && w->symc == NULL)
+    w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+  stkr__drain_all(w, true);
+  pthread_mutex_lock(&w->req_mu);
+  for (stkr__req *r = list; r; r = r->next) r->done = true;
+  w->ended = true;
+  pthread_cond_broadcast(&w->req_cv);
+  pthread_mutex_unlock(&w->req_mu);
+  /* The parked worker wakes, fails its claim and leaves. */
+  stkr__wake_post(&w->wake);
+  return true;
+}

@@ -248,13 +248,16 @@ static void *worker_main(void *arg) {
 #elif defined(__APPLE__)
   pthread_setname_np("stackrec-flush");
 #endif
+  if (!stkr__drain_claim(w)) goto taken_over;
   start_symbolizer(w);
   next_tick = stkr__clock_mono_ns() + interval_ns(w);
+  stkr__drain_unclaim(w);
   for (;;) {
     stkr__req *list;
     bool end;
 
     (void)stkr__wake_wait(&w->wake, next_tick);
+    if (!stkr__drain_claim(w)) goto taken_over;
     pthread_mutex_lock(&w->req_mu);
     list = w->req_head;
     w->req_head = NULL;
@@ -270,6 +273,7 @@ static void *worker_main(void *arg) {
       pthread_mutex_lock(&w->req_mu);
       for (stkr__req *r = list; r; r = r->next) r->done = true;
       w->ended = true;
+      w->thread_done = true;
       pthread_cond_broadcast(&w->req_cv);
       pthread_mutex_unlock(&w->req_mu);
       return NULL;
@@ -299,7 +303,16 @@ static void *worker_main(void *arg) {
     } else if (now >= next_tick) {
       next_tick = now + interval_ns(w);
     }
+    stkr__drain_unclaim(w);
   }
+
+taken_over:
+  /* An exiting caller ended the session on its own thread. */
+  pthread_mutex_lock(&w->req_mu);
+  w->thread_done = true;
+  pthread_cond_broadcast(&w->req_cv);
+  pthread_mutex_unlock(&w->req_mu);
+  return NULL;
 }
 
 /* Send a flush request and wait for its answer (unbounded: a barrier). */
@@ -608,6 +621,7 @@ static bool end_session(stkr__worker *w, bool bounded) {
   stkr__recorder_stop();
   stkr__threads_quiesce(quiesce_ms);
   wake_disarm();
+  if (bounded && (w->taken_over = stkr__drain_take_over(w))) return true;
 
   pthread_mutex_lock(&w->req_mu);
   w->end_requested = true;
@@ -676,11 +690,14 @@ static void freeze_stats(stkr__worker *w) {
  * that nothing ever has to wait for it on an exit path. Either way w stays
  * in g_abandoned (reachable: not a leak either) until stkr_init. */
 static void abandon(stkr__worker *w, bool ended) {
-  if (ended)
+  /* Taken over: the worker, parked, has yet to wake and leave; joining it
+   * would wait for the scheduler, which the take-over avoids. */
+  bool join = ended && !w->taken_over;
+  if (join)
     pthread_join(w->thread, NULL);
   else
     pthread_detach(w->thread);
-  w->thread_gone = ended;
+  w->thread_gone = join;
   g_abandoned = w;
 }
 
@@ -691,9 +708,9 @@ static void reap_abandoned(void) {
   if (!w) return;
   g_abandoned = NULL;
   if (!w->thread_gone) {
-    /* Detached: its last touch of w is setting `ended` (worker_main). */
+    /* Detached: its last touch of w is setting `thread_done`. */
     pthread_mutex_lock(&w->req_mu);
-    while (!w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
+    while (!w->thread_done) pthread_cond_wait(&w->req_cv, &w->req_mu);
     pthread_mutex_unlock(&w->req_mu);
   }
   worker_free(w);
