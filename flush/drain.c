@@ -255,6 +255,21 @@ fail:
   stkr__log(STKR__LOG_OTHER, "symbolize: out of memory for the image list");
 }
 
+/* The symbolizer's notes (an image whose file cannot be used): rate-limited
+ * like every other message of ours. */
+static void sym_warn(void *arg, const char *why) {
+  (void)arg;
+  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
+}
+
+void stkr__drain_start_symbolizer(stkr__worker *w) {
+  stkr__symbe *be = NULL;
+  stkr__symbe_opts so = {.warn = sym_warn};
+  if (w->cfg.symbolize != STKR_SYMBOLIZE_INPROC) return;
+  if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
+  if (w->symc == NULL) w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+}
+
 /* The frames of a stack new to the recording: the only place the worker
  * does symbol work (each unique PC once, in the symbolizer's cache). */
 static void symbolize_stack(stkr__worker *w, stkr__stack *s) {

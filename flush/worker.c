@@ -214,27 +214,6 @@ static uint64_t interval_ns(const stkr__worker *w) {
   return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
 }
 
-/* The symbolizer's notes (an image whose file cannot be used): rate-limited
- * like every other message of ours. */
-static void sym_warn(void *arg, const char *why) {
-  (void)arg;
-  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
-}
-
-/* Inproc mode: the symbolizer's cache, made here on the worker thread
- * (the preload library loads the symbolizer module now, flush/sym_dl.c:
- * never on a hook's thread), before the first drain writes the Header.
- * Cheap otherwise: images are opened when a stack first needs them. No
- * backend (module missing, no memory) means offline recording, and the
- * Header says so: only this thread reads cfg.symbolize from here on. */
-static void start_symbolizer(stkr__worker *w) {
-  stkr__symbe *be = NULL;
-  stkr__symbe_opts so = {.warn = sym_warn};
-  if (w->cfg.symbolize != STKR_SYMBOLIZE_INPROC) return;
-  if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
-  if (w->symc == NULL) w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
-}
-
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
   uint64_t next_tick, recent_until = 0;
@@ -249,7 +228,7 @@ static void *worker_main(void *arg) {
   pthread_setname_np("stackrec-flush");
 #endif
   if (!stkr__drain_claim(w)) goto taken_over;
-  start_symbolizer(w);
+  stkr__drain_start_symbolizer(w);
   next_tick = stkr__clock_mono_ns() + interval_ns(w);
   stkr__drain_unclaim(w);
   for (;;) {
@@ -592,8 +571,9 @@ fail:
  * at the top). `bounded`: within exit_ms; otherwise completely (everything
  * in the rings drained and symbolized; producers are stopped first, so this
  * still never waits on threads that keep producing). @return true if the
- * worker ended it (its thread is done with w and may be joined), false if
- * it was still busy when the budget ran out. Takes no lock an app thread
+ * session ended (by the worker, whose thread is then done with w and may
+ * be joined, or by this caller taking over: w->taken_over), false if the
+ * worker was still busy when the budget ran out. Takes no lock an app thread
  * may hold (only ours). */
 static bool end_session(stkr__worker *w, bool bounded) {
   uint64_t budget = (uint64_t)w->cfg.exit_ms * 1000000u;

@@ -140,6 +140,14 @@ uint32_t stkr__new_epoch(void);
 void stkr__drain_all(stkr__worker *w, bool last);
 /* In an ending session: has the drain deadline passed? (false otherwise) */
 bool stkr__drain_past_deadline(stkr__worker *w);
+/* Inproc mode: the symbolizer's cache, made on the worker thread at its
+ * start (the preload library loads the symbolizer module then,
+ * flush/sym_dl.c: never on a hook's thread), before the first pass writes
+ * the Header. Cheap otherwise: images are opened when a stack first needs
+ * them. No backend (module missing, no memory) means offline recording,
+ * and the Header says so: cfg.symbolize is the pass owner's from then on. */
+void stkr__drain_start_symbolizer(stkr__worker *w);
+
 enum { STKR__PASS_FREE, STKR__PASS_WORKER, STKR__PASS_CALLER };
 /* The worker thread: claim the next pass (false: an exiting caller took
  * the session over; touch nothing of w but req_mu and thread_done), and
