@@ -29,7 +29,9 @@ CMAKE_VARS = {
     "STKR_RECORDER_SRCS": [("recorder", "recorder")],
     "STKR_UNWIND_SRCS": [("unwind", "unwind")],
     "STKR_PROTO_SRCS": [("proto", "proto")],
-    "STKR_FLUSH_SRCS": [("flush", "flush")],
+    "STKR_FLUSH_SRCS": [("flush", "core")],
+    "STKR_FLUSH_DL_SRCS": [("flush", "flush_dl")],
+    "STKR_SYMBOLIZE_DL_SRCS": [("symbolize", "libstackrec_symbolize.so")],
     "STKR_SYMBOLIZE_SRCS": [("symbolize", "symbolize")],
     "STKR_MACHO_SRCS": [("macho", "macho")],
     "STKR_PRELOAD_MATCH_SRCS": [("preload", "match")],
@@ -38,9 +40,9 @@ CMAKE_VARS = {
                       ("tools", "snapshot_walk")],
 }
 # Package.swift's C target is the embeddable library: //:stackrec, i.e.
-# //flush with what it depends on.
+# //flush (:core and the symbolizer) with what it depends on.
 SWIFT_TARGETS = [("recorder", "recorder"), ("unwind", "unwind"), ("proto", "proto"),
-                 ("flush", "flush"), ("symbolize", "symbolize"), ("macho", "macho")]
+                 ("flush", "core"), ("symbolize", "symbolize"), ("macho", "macho")]
 
 
 class BuildError(Exception):

@@ -44,7 +44,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_symbols.c
 )
 
-# //flush:flush
+# //flush:core
 set(STKR_FLUSH_SRCS
   flush/batch.c
   flush/config.c
@@ -58,6 +58,16 @@ set(STKR_FLUSH_SRCS
   flush/wake_apple.c
   flush/wake_linux.c
   flush/worker.c
+)
+
+# //flush:flush_dl (the preload library's: the symbolizer loaded on demand)
+set(STKR_FLUSH_DL_SRCS
+  flush/sym_dl.c
+)
+
+# //symbolize:libstackrec_symbolize.so (the module it loads)
+set(STKR_SYMBOLIZE_DL_SRCS
+  symbolize/symbolize_dl.c
 )
 
 # //symbolize

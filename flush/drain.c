@@ -277,6 +277,21 @@ void stkr__drain_unwind_tables(stkr__worker *w) {
               STKR__UW_GRACE_MS);
 }
 
+/* The symbolizer's notes (an image whose file cannot be used): rate-limited
+ * like every other message of ours. */
+static void sym_warn(void *arg, const char *why) {
+  (void)arg;
+  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
+}
+
+void stkr__drain_start_symbolizer(stkr__worker *w) {
+  stkr__symbe *be = NULL;
+  stkr__symbe_opts so = {.warn = sym_warn};
+  if (w->cfg.symbolize != STKR_SYMBOLIZE_INPROC) return;
+  if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
+  if (w->symc == NULL) w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+}
+
 /* The frames of a stack new to the recording: the only place the worker
  * does symbol work (each unique PC once, in the symbolizer's cache). */
 static void symbolize_stack(stkr__worker *w, stkr__stack *s) {
@@ -563,4 +578,62 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   if (!last && c.threads >= 2) stkr__ringfile_prefill();
   publish(w);
   w->pressure = w->pressure_now;
+}
+
+bool stkr__drain_rings_settled(void) {
+  /* No lock: only the worker removes threads from the registry, and it has
+   * ended; the reap lock could be held by the very thread whose signal
+   * handler is exiting. A producer that outlived the exit's quiesce is
+   * still `busy` (the recorder is stopped, so none can start): its record
+   * may land after our check, and only the ring file can keep it. */
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    /* Acquire: pairs with the release store that ends an event, as in
+     * stkr__threads_quiesce(), so a finished push shows in the ring. */
+    if (atomic_load_explicit(&t->busy, memory_order_acquire)) return false;
+    if (t->ring.c != NULL &&
+        (stkr__ring_unread(&t->ring) != 0 || stkr__ring_pending(&t->ring)))
+      return false;
+  }
+  return true;
+}
+
+bool stkr__drain_claim(stkr__worker *w) {
+  int free_ = STKR__PASS_FREE;
+  return atomic_compare_exchange_strong_explicit(
+      &w->pass_owner, &free_, STKR__PASS_WORKER, memory_order_acq_rel,
+      memory_order_acquire);
+}
+
+void stkr__drain_unclaim(stkr__worker *w) {
+  /* Release: this pass's writes, before a taking-over caller's reads. */
+  atomic_store_explicit(&w->pass_owner, STKR__PASS_FREE, memory_order_release);
+}
+
+bool stkr__drain_take_over(stkr__worker *w) {
+  int free_ = STKR__PASS_FREE;
+  stkr__req *list;
+
+  if (!atomic_compare_exchange_strong_explicit(
+          &w->pass_owner, &free_, STKR__PASS_CALLER, memory_order_acq_rel,
+          memory_order_acquire))
+    return false;
+  pthread_mutex_lock(&w->req_mu);
+  w->end_requested = true;
+  list = w->req_head;
+  w->req_head = NULL;
+  w->req_tail = &w->req_head;
+  pthread_mutex_unlock(&w->req_mu);
+  /* The worker's own start (the symbolizer) may not have run: this pass
+   * then records PCs only, as offline mode does. */
+  if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC && w->symc == NULL)
+    w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+  stkr__drain_all(w, true);
+  pthread_mutex_lock(&w->req_mu);
+  for (stkr__req *r = list; r; r = r->next) r->done = true;
+  w->ended = true;
+  pthread_cond_broadcast(&w->req_cv);
+  pthread_mutex_unlock(&w->req_mu);
+  /* The parked worker wakes, fails its claim and leaves. */
+  stkr__wake_post(&w->wake);
+  return true;
 }

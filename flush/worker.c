@@ -227,12 +227,16 @@ static void *worker_main(void *arg) {
 #elif defined(__APPLE__)
   pthread_setname_np("stackrec-flush");
 #endif
+  if (!stkr__drain_claim(w)) goto taken_over;
+  stkr__drain_start_symbolizer(w);
   next_tick = stkr__clock_mono_ns() + interval_ns(w);
+  stkr__drain_unclaim(w);
   for (;;) {
     stkr__req *list;
     bool end;
 
     (void)stkr__wake_wait(&w->wake, next_tick);
+    if (!stkr__drain_claim(w)) goto taken_over;
     pthread_mutex_lock(&w->req_mu);
     list = w->req_head;
     w->req_head = NULL;
@@ -248,6 +252,7 @@ static void *worker_main(void *arg) {
       pthread_mutex_lock(&w->req_mu);
       for (stkr__req *r = list; r; r = r->next) r->done = true;
       w->ended = true;
+      w->thread_done = true;
       pthread_cond_broadcast(&w->req_cv);
       pthread_mutex_unlock(&w->req_mu);
       return NULL;
@@ -277,7 +282,16 @@ static void *worker_main(void *arg) {
     } else if (now >= next_tick) {
       next_tick = now + interval_ns(w);
     }
+    stkr__drain_unclaim(w);
   }
+
+taken_over:
+  /* An exiting caller ended the session on its own thread. */
+  pthread_mutex_lock(&w->req_mu);
+  w->thread_done = true;
+  pthread_cond_broadcast(&w->req_cv);
+  pthread_mutex_unlock(&w->req_mu);
+  return NULL;
 }
 
 /* Send a flush request and wait for its answer (unbounded: a barrier). */
@@ -319,13 +333,6 @@ static void worker_free(stkr__worker *w) {
   pthread_cond_destroy(&w->req_cv);
   pthread_mutex_destroy(&w->stats_mu);
   free(w);
-}
-
-/* The symbolizer's notes (an image whose file cannot be used): rate-limited
- * like every other message of ours. */
-static void sym_warn(void *arg, const char *why) {
-  (void)arg;
-  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
 }
 
 static void recover_note(void *arg, const char *line) {
@@ -444,13 +451,6 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   w->session_first_seq = w->seg.seq;
   open_session(w);
   (void)stkr__images_refresh(&w->imgs);
-  if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC) {
-    /* Cheap: modules are opened when a stack first needs them, on the
-     * worker thread. No backend (or no memory) only means no frames. */
-    stkr__symbe *be = NULL;
-    stkr__symbe_opts so = {.warn = sym_warn};
-    if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
-  }
   *out = w;
   return 0;
 
@@ -576,8 +576,9 @@ fail:
  * at the top). `bounded`: within exit_ms; otherwise completely (everything
  * in the rings drained and symbolized; producers are stopped first, so this
  * still never waits on threads that keep producing). @return true if the
- * worker ended it (its thread is done with w and may be joined), false if
- * it was still busy when the budget ran out. Takes no lock an app thread
+ * session ended (by the worker, whose thread is then done with w and may
+ * be joined, or by this caller taking over: w->taken_over), false if the
+ * worker was still busy when the budget ran out. Takes no lock an app thread
  * may hold (only ours). */
 static bool end_session(stkr__worker *w, bool bounded) {
   uint64_t budget = (uint64_t)w->cfg.exit_ms * 1000000u;
@@ -605,6 +606,7 @@ static bool end_session(stkr__worker *w, bool bounded) {
   stkr__recorder_stop();
   stkr__threads_quiesce(quiesce_ms);
   wake_disarm();
+  if (bounded && (w->taken_over = stkr__drain_take_over(w))) return true;
 
   pthread_mutex_lock(&w->req_mu);
   w->end_requested = true;
@@ -673,11 +675,14 @@ static void freeze_stats(stkr__worker *w) {
  * that nothing ever has to wait for it on an exit path. Either way w stays
  * in g_abandoned (reachable: not a leak either) until stkr_init. */
 static void abandon(stkr__worker *w, bool ended) {
-  if (ended)
+  /* Taken over: the worker, parked, has yet to wake and leave; joining it
+   * would wait for the scheduler, which the take-over avoids. */
+  bool join = ended && !w->taken_over;
+  if (join)
     pthread_join(w->thread, NULL);
   else
     pthread_detach(w->thread);
-  w->thread_gone = ended;
+  w->thread_gone = join;
   g_abandoned = w;
 }
 
@@ -688,9 +693,9 @@ static void reap_abandoned(void) {
   if (!w) return;
   g_abandoned = NULL;
   if (!w->thread_gone) {
-    /* Detached: its last touch of w is setting `ended` (worker_main). */
+    /* Detached: its last touch of w is setting `thread_done`. */
     pthread_mutex_lock(&w->req_mu);
-    while (!w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
+    while (!w->thread_done) pthread_cond_wait(&w->req_cv, &w->req_mu);
     pthread_mutex_unlock(&w->req_mu);
   }
   worker_free(w);
@@ -777,6 +782,10 @@ int stkr_shutdown_for_exit(void) {
   stkr__watchdog_stop_for_shutdown(true); /* bounded: see watchdog.c */
   ended = end_session(w, true);
   freeze_stats(w);
+  /* Everything written: the files go now (no malloc, a few unlinks), as
+   * stkr_shutdown does. Else they stay for recovery. */
+  if (ended && g_frozen.pending_recovery == 0 && stkr__drain_rings_settled())
+    stkr__session_close(false);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */

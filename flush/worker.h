@@ -58,6 +58,17 @@ typedef struct stkr__worker {
                          with w (its last touch of it) */
   bool thread_gone;   /* an abandoned worker's thread was joined (else
                          detached); controlling thread only */
+  bool thread_done;   /* worker -> reap_abandoned: the thread's last touch
+                         of w (set with `ended`, or after a take-over) */
+  /* Who may run a pass (STKR__PASS_*): the worker claims it around each of
+   * its passes; an exiting caller takes it for good while the worker is
+   * parked (stkr__drain_take_over) and ends the session itself, so an exit
+   * never waits for the worker thread to be scheduled (on a loaded machine
+   * that wait was most of a short process's recorded cost). CAS acq_rel:
+   * each owner's writes to the worker's state happen before the next
+   * owner's reads. */
+  _Atomic int pass_owner;
+  bool taken_over; /* the ending caller's own note for abandon() */
   /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none).
    * Written once by the ending caller, before it stops
    * the recorder; read by the worker per record, relaxed: a pass that
@@ -134,6 +145,34 @@ void stkr__drain_all(stkr__worker *w, bool last);
 void stkr__drain_unwind_tables(stkr__worker *w);
 /* In an ending session: has the drain deadline passed? (false otherwise) */
 bool stkr__drain_past_deadline(stkr__worker *w);
+/* Inproc mode: the symbolizer's cache, made on the worker thread at its
+ * start (the preload library loads the symbolizer module then,
+ * flush/sym_dl.c: never on a hook's thread), before the first pass writes
+ * the Header. Cheap otherwise: images are opened when a stack first needs
+ * them. No backend (module missing, no memory) means offline recording,
+ * and the Header says so: cfg.symbolize is the pass owner's from then on. */
+void stkr__drain_start_symbolizer(stkr__worker *w);
+
+enum { STKR__PASS_FREE, STKR__PASS_WORKER, STKR__PASS_CALLER };
+/* The worker thread: claim the next pass (false: an exiting caller took
+ * the session over; touch nothing of w but req_mu and thread_done), and
+ * give it back after the pass. */
+bool stkr__drain_claim(stkr__worker *w);
+void stkr__drain_unclaim(stkr__worker *w);
+/* An exiting caller (recorder stopped, producers quiesced): if the worker
+ * is parked, take its place for good, run the final pass on this thread
+ * within the deadline, answer pending flushes and set `ended`. @return
+ * false (nothing done) if the worker is inside a pass: wait for it then. */
+bool stkr__drain_take_over(stkr__worker *w);
+
+/* After the final drain of an exit (the worker ended, the recorder
+ * stopped): is every record of every ring consumed, with no producer still
+ * inside an event? Then the session's ring and session files hold nothing
+ * recovery could use, and the exit removes them (stkr_shutdown_for_exit)
+ * instead of leaving each process's ~0.5 MB to the next stkr_init or to
+ * `stackrec record` to read and delete. */
+bool stkr__drain_rings_settled(void);
+
 /* In an ending session: may a new stack still be symbolized now? */
 bool stkr__drain_may_symbolize(stkr__worker *w);
 

@@ -1,0 +1,47 @@
+/*
+ * symbolize_dl.h: the symbolizer as a module loaded on demand
+ * (libstackrec_symbolize.so), for the preload library.
+ *
+ * Why: the symbolizer links libdw, libelf and through them libstdc++,
+ * liblzma, libbz2 and libz. Loading those costs every process that loads
+ * the hook library several milliseconds at exec, though only in-process
+ * symbolization (STACKREC_SYMBOLIZE=inproc) uses them; `stackrec record`
+ * records offline. So the preload library links //flush:flush_dl, whose
+ * flush/sym_dl.c defines the flush worker's few symbolizer entry points
+ * (the names of symbolize.h) as forwarders into this table, and dlopens the
+ * module the first time the worker creates a backend. Embedders keep
+ * linking the symbolizer itself (//flush).
+ *
+ * The module exports one symbol, STKR__SYM_DL_SYMBOL, a const table; the
+ * loader checks `size` and `magic` (a module from another build is refused,
+ * never called).
+ */
+#ifndef STKR_SYMBOLIZE_DL_H
+#define STKR_SYMBOLIZE_DL_H
+
+#include <stdint.h>
+
+#include "symbolize/symbolize.h"
+
+/* File name of the module, looked up next to the library that loads it. */
+#define STKR__SYM_DL_FILE "libstackrec_symbolize.so"
+#define STKR__SYM_DL_SYMBOL "stkr__sym_dl_v1"
+/* Bump with any change of this table or of the types it passes. */
+#define STKR__SYM_DL_MAGIC 0x53594d3144ull /* "SYM1D" */
+
+typedef struct stkr__sym_dl_api {
+  uint64_t magic; /* STKR__SYM_DL_MAGIC */
+  uint32_t size;  /* sizeof(stkr__sym_dl_api) of the module's build */
+  int (*symbe_create)(const stkr__symbe_opts *opts, stkr__symbe **out);
+  int (*symc_create)(stkr__symbe *be, stkr__symc **out);
+  void (*symc_free)(stkr__symc *c);
+  int (*symc_set_images)(stkr__symc *c, const stkr__symimg *imgs, size_t n);
+  int (*symc_stack)(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
+                    const uint32_t **frames, uint32_t *n_frames);
+  int (*symc_emit)(stkr__symc *c, const uint32_t *frames, uint32_t n_frames,
+                   uint32_t epoch, stkr__symdefs *out);
+  void (*symdefs_reset)(stkr__symdefs *d);
+  void (*symdefs_free)(stkr__symdefs *d);
+} stkr__sym_dl_api;
+
+#endif /* STKR_SYMBOLIZE_DL_H */
