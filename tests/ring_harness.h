@@ -22,7 +22,8 @@
 static __attribute__((unused)) int rh_start(size_t ring_bytes,
                                             unsigned max_depth,
                                             unsigned payload_max) {
-  stkr__rconf rc = {ring_bytes, max_depth, 0, payload_max};
+  stkr__rconf rc = {.ring_bytes = ring_bytes, .max_depth = max_depth,
+                    .payload_max = payload_max};
   return stkr__recorder_start(&rc, NULL, NULL, NULL);
 }
 

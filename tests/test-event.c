@@ -25,7 +25,8 @@ STKR_SITE_DEFINE(g_site_b, "test.b");
 STKR_SITE_DEFINE(g_site_a_again, "test.a");
 
 static stkr__rconf conf(size_t ring, unsigned payload_max) {
-  stkr__rconf rc = {ring, 64, 0, payload_max};
+  stkr__rconf rc = {.ring_bytes = ring, .max_depth = 64,
+                    .payload_max = payload_max};
   return rc;
 }
 

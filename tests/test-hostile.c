@@ -499,7 +499,8 @@ static int body_deep(thr_run *t) {
 }
 
 static void deep(unsigned max_depth) {
-  stkr__rconf rc = {1 << 20, max_depth, 0, 16};
+  stkr__rconf rc = {.ring_bytes = 1 << 20, .max_depth = max_depth,
+                    .payload_max = 16};
   pthread_attr_t attr;
   thr_run t = {DEEP, 0, body_deep, NULL, 0, 0, 0, false};
 

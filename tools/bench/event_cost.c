@@ -382,7 +382,7 @@ typedef struct results {
 /* Start the recorder on a ring file in sdir (a mkdtemp template) and
  * attach this thread; print how it is set up. */
 static void start_recorder(char *sdir, unsigned rounds) {
-  stkr__rconf rconf = {RING_BYTES, MAX_PCS, 0, 0, false};
+  stkr__rconf rconf = {.ring_bytes = RING_BYTES, .max_depth = MAX_PCS};
   /* STACKREC_UNWIND=tables: stkr_event walks with unwind tables (issue 15),
    * built here as stkr_init would before the first event. */
   const char *uw = getenv("STACKREC_UNWIND");

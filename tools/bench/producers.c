@@ -292,7 +292,7 @@ static void stop_producers(pthread_t *th) {
 /* Part A: the recorder only, producers drain their own rings. @return
  * whether the scaling target is met. */
 static bool part_a(unsigned rounds) {
-  stkr__rconf rc = {RING_BYTES, MAX_DEPTH, 0, 0};
+  stkr__rconf rc = {.ring_bytes = RING_BYTES, .max_depth = MAX_DEPTH};
   pthread_t th[NPROD];
   unsigned i;
   bool ok;
