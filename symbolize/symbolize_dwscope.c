@@ -54,11 +54,6 @@ static bool grow(void **p, size_t *cap, size_t n, size_t size) {
   return true;
 }
 
-static bool is_scope(int tag) {
-  return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
-         tag == DW_TAG_try_block || tag == DW_TAG_catch_block;
-}
-
 /* Append a node for `die` (its ranges, names, call site). @return its
  * index, or NONE when out of memory. */
 static uint32_t add_node(stkr__dwscope *s, Dwarf_Die *die, bool inlined) {
@@ -107,7 +102,7 @@ static bool add_children(stkr__dwscope *s, Dwarf_Die *parent, uint32_t pi,
   if (depth >= MAX_DEPTH || dwarf_child(parent, &c) != 0) return true;
   do {
     int tag = dwarf_tag(&c);
-    if (!is_scope(tag)) continue;
+    if (!stkr__dw_is_scope(tag)) continue;
     uint32_t ci = add_node(s, &c, tag == DW_TAG_inlined_subroutine);
     if (ci == NONE) return false;
     if (last == NONE) s->nodes[pi].first_child = ci;
