@@ -163,6 +163,9 @@ typedef struct stkr__symwalk_ops {
   /* The frames of [start, next start) (n may be 0), in address order.
    * @return 0, or a negative errno that stops the walk. */
   int (*range)(void *arg, uint64_t start, const stkr__symframe *fr, size_t n);
+  /* Called once before the first range: at most n ranges will come (a
+   * hint for sizing tables). @return 0 or a negative errno. */
+  int (*expect)(void *arg, size_t n);
   void *arg;
 } stkr__symwalk_ops;
 

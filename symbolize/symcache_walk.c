@@ -95,6 +95,7 @@ typedef struct walk {
   stkr_map sym_ids;  /* linkage or symbol name (by address) -> id */
   stkr_map name_ids; /* DW_AT_name (by address) -> id */
   stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
+  stkr_map origin_ids; /* this CU's abstract origins (reference bytes) -> name id */
   Dwarf_Die cudie;
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
@@ -163,8 +164,41 @@ static uint32_t name_id(walk *w, const char *s) {
   return (uint32_t)*v;
 }
 
+static uint32_t die_name_of(walk *w, Dwarf_Die *die);
+
 /* A DIE's function name as symbolize_dwarf.c's die_name gives it. */
 static uint32_t die_name_id(walk *w, Dwarf_Die *die) {
+  Dwarf_Attribute at;
+  uint64_t key = 0, *v = NULL;
+  /* An inlined call (or a concrete copy of an inlined function) with no
+   * name of its own is named by following DW_AT_abstract_origin: every
+   * DIE with the same origin gets the same name (dwarf_attr_integrate
+   * takes the same steps from there), so it is looked up once per origin,
+   * keyed by the reference's bytes (CU-relative forms: unique in the CU). */
+  if (!dwarf_hasattr(die, DW_AT_linkage_name) &&
+      !dwarf_hasattr(die, DW_AT_MIPS_linkage_name) &&
+      !dwarf_hasattr(die, DW_AT_name) &&
+      dwarf_attr(die, DW_AT_abstract_origin, &at)) {
+    size_t len = at.form == DW_FORM_ref1   ? 1
+                 : at.form == DW_FORM_ref2 ? 2
+                 : at.form == DW_FORM_ref4 ? 4
+                                           : 0;
+    if (len) {
+      memcpy(&key, at.valp, len);
+      int r = stkr_map_add(&w->origin_ids, key, &v);
+      if (r < 0) {
+        w->nomem = true;
+        return NONE;
+      }
+      if (r == 0) return (uint32_t)*v;
+    }
+  }
+  uint32_t id = die_name_of(w, die);
+  if (v) *v = id;
+  return id;
+}
+
+static uint32_t die_name_of(walk *w, Dwarf_Die *die) {
   Dwarf_Attribute at;
   const char *ln =
       dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
@@ -387,6 +421,7 @@ static void walk_cu(walk *w) {
     w->curanges[w->n_curanges++] = (wk_curange){lo, hi, w->n_cus};
   }
   stkr_map_clear(&w->file_ids); /* names are per CU: comp_dir is */
+  stkr_map_clear(&w->origin_ids);
   w->files = NULL;
   w->files_read = false;
   cu->sub0 = w->n_subs;
@@ -445,9 +480,12 @@ static bool node_holds(const walk *w, const wk_node *nd, uint64_t a) {
  * the symbol). @return how many. */
 static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
   uint32_t cui, si, sym = NONE;
+  /* The symbol holding a (sym_lookup's answer): its name is interned
+   * only where a frame uses it. */
   while (w->sym_cur < w->n_syms && w->syms[w->sym_cur].lo <= a) w->sym_cur++;
-  if (w->sym_cur && a < w->syms[w->sym_cur - 1].hi)
-    sym = sym_id(w, w->syms[w->sym_cur - 1].name);
+  const char *sname = w->sym_cur && a < w->syms[w->sym_cur - 1].hi
+                          ? w->syms[w->sym_cur - 1].name
+                          : NULL;
   NEAREST(w->curanges, w->n_curanges, w->cur_cursor, a, cui);
   if (cui != NONE) {
     wk_cu *cu = &w->cus[w->curanges[cui].cu];
@@ -473,18 +511,19 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
         line = chain[k]->call_line;
         col = chain[k]->call_col;
       }
+      if (root->name == NONE && sname) sym = sym_id(w, sname);
       out[n++] = (stkr__symframe){root->name != NONE ? root->name : sym, file,
                                   line, col, false};
       return n;
     }
-    if (sym != NONE) {
-      out[0] = (stkr__symframe){sym, row ? row->file_once : NONE, line, col,
-                                false};
+    if (sname) {
+      out[0] = (stkr__symframe){sym_id(w, sname), row ? row->file_once : NONE,
+                                line, col, false};
       return 1;
     }
   }
-  if (sym == NONE) return 0;
-  out[0] = (stkr__symframe){sym, NONE, 0, 0, false};
+  if (!sname) return 0;
+  out[0] = (stkr__symframe){sym_id(w, sname), NONE, 0, 0, false};
   return 1;
 }
 
@@ -493,6 +532,7 @@ static void walk_free(walk *w) {
   stkr_map_free(&w->sym_ids);
   stkr_map_free(&w->name_ids);
   stkr_map_free(&w->file_ids);
+  stkr_map_free(&w->origin_ids);
   free(w->nodes);
   free(w->ranges);
   free(w->subs);
@@ -531,6 +571,7 @@ int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
     return -ENOMEM;
   }
   sort_u64(w.bounds.v, w.bounds.n);
+  rc = ops->expect(ops->arg, w.bounds.n);
   for (size_t i = 0; i < w.bounds.n && rc == 0 && !w.nomem; i++) {
     stkr__symframe fr[STKR__SYM_MAX_INLINE];
     uint64_t a = w.bounds.v[i];
