@@ -283,7 +283,8 @@ typedef struct builder {
   /* The walk's strings are interned into `seen` as it meets them; a string
    * goes into the file's table (`strs`) when a stored frame first uses it,
    * so that the table holds only used strings, in order of first use. */
-  strtab seen, strs;
+  strtab seen;
+  buf strs;
   uint32_t *stored; /* ordinal in seen -> ordinal in strs, NONE: not yet */
   stkr_index chains;
   pending ahead[AHEAD]; /* encoded intervals not yet added, from head on */
@@ -313,13 +314,16 @@ static uint32_t intern_cb(void *arg, const char *s) {
 /* The file's offset of the string of `seen` ordinal id (NONE: none). */
 static uint32_t store(builder *b, uint32_t id) {
   if (id == NONE) return NONE;
-  if (b->stored[id] == NONE) {
-    uint32_t k = intern(&b->strs, (const char *)b->seen.data.p + b->seen.offs[id]);
-    if (k == NONE) {
+  if (b->stored[id] == NONE) { /* seen holds each string once: no search */
+    const char *s = (const char *)b->seen.data.p + b->seen.offs[id];
+    size_t len = strlen(s) + 1;
+    uint8_t *d = b->strs.n + len < NONE ? grow(&b->strs, len) : NULL;
+    if (!d) {
       b->nomem = true;
       return NONE;
     }
-    b->stored[id] = b->strs.offs[k];
+    memcpy(d, s, len);
+    b->stored[id] = (uint32_t)(b->strs.n - len);
   }
   return b->stored[id];
 }
@@ -429,28 +433,27 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
     put32(r + 12, 0);
     b.nranges++;
   }
-  if (!r || b.nomem || b.seen.data.nomem || b.strs.data.nomem ||
-      !grow(&hdr, HDR)) {
+  if (!r || b.nomem || b.seen.data.nomem || !grow(&hdr, HDR)) {
     snprintf(err, cap, "%s: out of memory", info.path);
     rc = -ENOMEM;
     goto out;
   }
   put_header(hdr.p, &info, b.nranges, b.nframes, &b.ranges, &b.frames,
-             &b.strs.data);
+             &b.strs);
   {
-    const buf parts[4] = {hdr, b.ranges, b.frames, b.strs.data};
+    const buf parts[4] = {hdr, b.ranges, b.frames, b.strs};
     rc = write_file(path, parts, 4, err, cap);
   }
   st->ranges = b.nranges;
   st->frames = b.nframes;
-  st->string_bytes = b.strs.data.n;
-  st->file_bytes = HDR + b.ranges.n + b.frames.n + b.strs.data.n;
+  st->string_bytes = b.strs.n;
+  st->file_bytes = HDR + b.ranges.n + b.frames.n + b.strs.n;
   st->dwarf_bytes = stkr__symfile_dwarf_bytes(f);
 out:
   free(hdr.p);
   free(b.ranges.p);
   free(b.frames.p);
-  strtab_free(&b.strs);
+  free(b.strs.p);
   strtab_free(&b.seen);
   free(b.stored);
   stkr_index_free(&b.chains);

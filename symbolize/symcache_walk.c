@@ -69,12 +69,14 @@ typedef struct wk_sub {
   uint64_t node;
 } wk_sub;
 
-/* One line-table row, with its file joined and interned. */
+/* One line-table row, with its file joined and interned (24 bytes: there
+ * is one per row of every CU, millions in a large dSYM). */
 typedef struct wk_row {
   uint64_t addr;
   uint32_t file_once, file_twice; /* joined to comp_dir once / twice */
-  uint32_t line, col;
-  uint32_t end_sequence;
+  uint32_t line;
+  uint32_t col : 31; /* as kept by the lookup: > 0, else 0 */
+  uint32_t end_sequence : 1;
 } wk_row;
 
 typedef struct wk_cu {
@@ -95,7 +97,7 @@ typedef struct walk {
   stkr_map sym_ids;  /* linkage or symbol name (by address) -> id */
   stkr_map name_ids; /* DW_AT_name (by address) -> id */
   stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
-  stkr_map origin_ids; /* this CU's abstract origins (reference bytes) -> name id */
+  stkr_map origin_ids; /* this CU's referred DIEs (reference bytes) -> name id */
   Dwarf_Die cudie;
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
@@ -170,21 +172,25 @@ static uint32_t die_name_of(walk *w, Dwarf_Die *die);
 static uint32_t die_name_id(walk *w, Dwarf_Die *die) {
   Dwarf_Attribute at;
   uint64_t key = 0, *v = NULL;
-  /* An inlined call (or a concrete copy of an inlined function) with no
-   * name of its own is named by following DW_AT_abstract_origin: every
-   * DIE with the same origin gets the same name (dwarf_attr_integrate
-   * takes the same steps from there), so it is looked up once per origin,
-   * keyed by the reference's bytes (CU-relative forms: unique in the CU). */
+  /* A DIE with no name of its own (an inlined call, a concrete copy of an
+   * inlined function, a C++ method defined outside its class) is named by
+   * following DW_AT_abstract_origin, else DW_AT_specification: every DIE
+   * referring to the same DIE that way gets the same name
+   * (dwarf_attr_integrate takes the same steps from there), so it is
+   * looked up once per referred DIE, keyed by the reference's bytes
+   * (CU-relative forms: unique in the CU). */
   if (!dwarf_hasattr(die, DW_AT_linkage_name) &&
       !dwarf_hasattr(die, DW_AT_MIPS_linkage_name) &&
       !dwarf_hasattr(die, DW_AT_name) &&
-      dwarf_attr(die, DW_AT_abstract_origin, &at)) {
+      (dwarf_attr(die, DW_AT_abstract_origin, &at) ||
+       dwarf_attr(die, DW_AT_specification, &at))) {
     size_t len = at.form == DW_FORM_ref1   ? 1
                  : at.form == DW_FORM_ref2 ? 2
                  : at.form == DW_FORM_ref4 ? 4
                                            : 0;
-    if (len) {
+    if (len) { /* the form in the key too: equal bytes, equal target */
       memcpy(&key, at.valp, len);
+      key |= (uint64_t)len << 56;
       int r = stkr_map_add(&w->origin_ids, key, &v);
       if (r < 0) {
         w->nomem = true;
@@ -384,6 +390,9 @@ static int cmp_curange(const void *a, const void *b) {
 static void read_lines(walk *w, wk_cu *cu) {
   Dwarf_Lines *lines;
   size_t nl;
+  const char *last_name = NULL;
+  uint64_t last_ids = 0;
+  bool have_last = false;
   cu->row0 = w->n_rows;
   cu->rows_sorted = true;
   if (dwarf_getsrclines(&w->cudie, &lines, &nl) != 0) return;
@@ -398,11 +407,19 @@ static void read_lines(walk *w, wk_cu *cu) {
     (void)dwarf_lineendsequence(l, &end);
     (void)dwarf_lineno(l, &line);
     (void)dwarf_linecol(l, &col);
-    uint64_t ids = file_ids(w, dwarf_linesrc(l, NULL, NULL));
+    /* Rows in a row mostly name the same file: the last one's ids. */
+    const char *name = dwarf_linesrc(l, NULL, NULL);
+    if (name != last_name || !have_last) {
+      last_ids = file_ids(w, name);
+      last_name = name;
+      have_last = true;
+    }
+    uint64_t ids = last_ids;
     if (cu->n_rows && w->rows[w->n_rows - 1].addr > a) cu->rows_sorted = false;
     w->rows[w->n_rows++] = (wk_row){a, (uint32_t)(ids >> 32), (uint32_t)ids,
                                     line > 0 ? (uint32_t)line : 0,
                                     col > 0 ? (uint32_t)col : 0, end};
+    _Static_assert(sizeof(wk_row) == 24, "wk_row: 24 bytes");
     cu->n_rows++;
   }
 }
