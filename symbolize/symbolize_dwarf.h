@@ -153,15 +153,17 @@ typedef struct stkr__symspan {
  * unknown). */
 typedef struct stkr__symframe {
   uint32_t function, file, line, column;
-  bool inlined;
+  uint32_t inlined; /* 1: an inlined call (a word: no padding, so frames
+                     * compare with memcmp) */
 } stkr__symframe;
 
 typedef struct stkr__symwalk_ops {
   /* s (not NULL) -> its id; UINT32_MAX when out of memory. s is only
    * valid during the call. */
   uint32_t (*intern)(void *arg, const char *s);
-  /* The frames of [start, next start) (n may be 0), in address order.
-   * @return 0, or a negative errno that stops the walk. */
+  /* The frames of [start, next start) (n may be 0), in address order;
+   * an interval that answers as the one before is not given (that one
+   * goes on). @return 0, or a negative errno that stops the walk. */
   int (*range)(void *arg, uint64_t start, const stkr__symframe *fr, size_t n);
   /* Called once before the first range: at most n ranges will come (a
    * hint for sizing tables). @return 0 or a negative errno. */
