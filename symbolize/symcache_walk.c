@@ -97,7 +97,7 @@ typedef struct walk {
   stkr_map sym_ids;  /* linkage or symbol name (by address) -> id */
   stkr_map name_ids; /* DW_AT_name (by address) -> id */
   stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
-  stkr_map origin_ids; /* this CU's referred DIEs (reference bytes) -> name id */
+  stkr_map origin_ids; /* referred DIE (offset) -> name id */
   Dwarf_Die cudie;
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
@@ -171,33 +171,27 @@ static uint32_t die_name_of(walk *w, Dwarf_Die *die);
 /* A DIE's function name as symbolize_dwarf.c's die_name gives it. */
 static uint32_t die_name_id(walk *w, Dwarf_Die *die) {
   Dwarf_Attribute at;
-  uint64_t key = 0, *v = NULL;
+  Dwarf_Die target;
+  uint64_t *v = NULL;
   /* A DIE with no name of its own (an inlined call, a concrete copy of an
    * inlined function, a C++ method defined outside its class) is named by
    * following DW_AT_abstract_origin, else DW_AT_specification: every DIE
    * referring to the same DIE that way gets the same name
    * (dwarf_attr_integrate takes the same steps from there), so it is
-   * looked up once per referred DIE, keyed by the reference's bytes
-   * (CU-relative forms: unique in the CU). */
+   * looked up once per referred DIE (by its offset: dsymutil's references
+   * often cross CUs, DW_FORM_ref_addr). */
   if (!dwarf_hasattr(die, DW_AT_linkage_name) &&
       !dwarf_hasattr(die, DW_AT_MIPS_linkage_name) &&
       !dwarf_hasattr(die, DW_AT_name) &&
       (dwarf_attr(die, DW_AT_abstract_origin, &at) ||
-       dwarf_attr(die, DW_AT_specification, &at))) {
-    size_t len = at.form == DW_FORM_ref1   ? 1
-                 : at.form == DW_FORM_ref2 ? 2
-                 : at.form == DW_FORM_ref4 ? 4
-                                           : 0;
-    if (len) { /* the form in the key too: equal bytes, equal target */
-      memcpy(&key, at.valp, len);
-      key |= (uint64_t)len << 56;
-      int r = stkr_map_add(&w->origin_ids, key, &v);
-      if (r < 0) {
-        w->nomem = true;
-        return NONE;
-      }
-      if (r == 0) return (uint32_t)*v;
+       dwarf_attr(die, DW_AT_specification, &at)) &&
+      dwarf_formref_die(&at, &target)) {
+    int r = stkr_map_add(&w->origin_ids, dwarf_dieoffset(&target), &v);
+    if (r < 0) {
+      w->nomem = true;
+      return NONE;
     }
+    if (r == 0) return (uint32_t)*v;
   }
   uint32_t id = die_name_of(w, die);
   if (v) *v = id;
@@ -438,7 +432,6 @@ static void walk_cu(walk *w) {
     w->curanges[w->n_curanges++] = (wk_curange){lo, hi, w->n_cus};
   }
   stkr_map_clear(&w->file_ids); /* names are per CU: comp_dir is */
-  stkr_map_clear(&w->origin_ids);
   w->files = NULL;
   w->files_read = false;
   cu->sub0 = w->n_subs;
