@@ -150,6 +150,19 @@ static uint8_t *grow(buf *b, size_t add) {
 /* Interned strings: each distinct string once in `data`, numbered in
  * order of first appearance (ordinals, dense); offs[k] is string k's
  * offset in data. */
+/* Room for cap bytes in all. @return false when out of memory. */
+static bool reserve(buf *b, size_t cap) {
+  if (cap <= b->cap) return true;
+  uint8_t *p = realloc(b->p, cap);
+  if (!p) {
+    b->nomem = true;
+    return false;
+  }
+  b->p = p;
+  b->cap = cap;
+  return true;
+}
+
 typedef struct strtab {
   buf data;
   uint32_t *offs;
@@ -393,6 +406,12 @@ static int range_cb(void *arg, uint64_t a, const stkr__symframe *fr,
  * table step by step re-inserted every chain at each doubling. */
 static int expect_cb(void *arg, size_t n) {
   builder *b = arg;
+  /* The ranges too (at most one per interval, and the end), and room for
+   * two frames per interval (18.9 MB dSYM: 0.77): growing them by
+   * doubling copied them each time. Pages never written cost nothing. */
+  if (!reserve(&b->ranges, (n + 1) * RANGE) ||
+      !reserve(&b->frames, 2 * n * FRAME))
+    return -ENOMEM;
   return stkr_index_reserve(&b->chains, n / 2);
 }
 
