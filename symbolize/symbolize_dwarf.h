@@ -34,7 +34,8 @@ typedef struct stkr__dwidx {
   bool ranges_built;
   /* The last answer of stkr__dw_find_subprogram and the addresses of its
    * CU that get the same one ([hit_lo, hit_hi)): addresses asked in order
-   * (a symbol cache build) skip the search and dwarf_offdie. */
+   * skip the search and dwarf_offdie. (Written for the symbol cache
+   * build's lookups; the build now walks each CU once, symcache_walk.c.) */
   bool hit_valid;
   Dwarf_Off hit_cu;
   Dwarf_Addr hit_lo, hit_hi;
@@ -42,8 +43,8 @@ typedef struct stkr__dwidx {
 } stkr__dwidx;
 
 /* The scope tree of the last subprogram looked up, kept in memory
- * (symbolize_dwscope.c): consecutive addresses of one subprogram, as a
- * symbol cache build asks for them, walk it instead of the DIEs. */
+ * (symbolize_dwscope.c): consecutive addresses of one subprogram walk it
+ * instead of the DIEs. */
 typedef struct stkr__dwscope_node stkr__dwscope_node;
 typedef struct stkr__dwscope_range stkr__dwscope_range;
 typedef struct stkr__dwscope {

@@ -8,13 +8,13 @@
  * resolves to (innermost first, inline chain included), over interned
  * strings. A lookup is one binary search in a mapped file.
  *
- * Building: every address where an answer may change (line table rows,
- * CU / subprogram / inlined / block ranges, symbol starts and ends:
- * stkr__symfile_boundaries) is collected; between two of them the answer
- * is constant, so one lookup through the DWARF path per interval gives it
- * (the cache answers exactly what the DWARF answers, by construction);
- * equal neighbours are merged, and ranges with equal answers share one
- * stored frame chain.
+ * Building: the walk (symcache_walk.c, stkr__symfile_walk) cuts __TEXT at
+ * every address where an answer may change (line table rows, CU /
+ * subprogram / inlined / block ranges, symbol starts and ends) and gives
+ * each interval's frames, the ones the DWARF path gives at any address in
+ * it (the cache answers exactly what the DWARF answers), read in one pass
+ * over each CU; equal neighbours are merged, and ranges with equal answers
+ * share one stored frame chain.
  *
  * Loading: the whole file is checked before the first lookup (sizes,
  * checksum, every range and frame index, every string offset), so a
@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_io.h"
 #include "common/stkr_map.h"
@@ -131,18 +132,17 @@ typedef struct buf {
   bool nomem;
 } buf;
 
+/* Room for cap bytes in all. @return false (and nomem) when out of
+ * memory. */
+static bool reserve(buf *b, size_t cap) {
+  if (stkr_grow((void **)&b->p, &b->cap, cap, 1) == 0) return true;
+  b->nomem = true;
+  return false;
+}
+
+/* Append add bytes. @return where they go, or NULL (and nomem). */
 static uint8_t *grow(buf *b, size_t add) {
-  if (b->n + add > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 65536;
-    while (nc < b->n + add) nc *= 2;
-    uint8_t *p = realloc(b->p, nc);
-    if (!p) {
-      b->nomem = true;
-      return NULL;
-    }
-    b->p = p;
-    b->cap = nc;
-  }
+  if (!reserve(b, b->n + add)) return NULL;
   b->n += add;
   return b->p + b->n - add;
 }
@@ -150,19 +150,6 @@ static uint8_t *grow(buf *b, size_t add) {
 /* Interned strings: each distinct string once in `data`, numbered in
  * order of first appearance (ordinals, dense); offs[k] is string k's
  * offset in data. */
-/* Room for cap bytes in all. @return false when out of memory. */
-static bool reserve(buf *b, size_t cap) {
-  if (cap <= b->cap) return true;
-  uint8_t *p = realloc(b->p, cap);
-  if (!p) {
-    b->nomem = true;
-    return false;
-  }
-  b->p = p;
-  b->cap = cap;
-  return true;
-}
-
 typedef struct strtab {
   buf data;
   uint32_t *offs;
@@ -185,15 +172,9 @@ static uint32_t intern(strtab *t, const char *s) {
     t->data.nomem = true;
     return NONE;
   }
-  if (t->n == t->cap) {
-    size_t nc = t->cap ? t->cap * 2 : 4096;
-    uint32_t *o = realloc(t->offs, nc * sizeof *o);
-    if (!o) {
-      t->data.nomem = true;
-      return NONE;
-    }
-    t->offs = o;
-    t->cap = nc;
+  if (stkr_grow((void **)&t->offs, &t->cap, t->n + 1, sizeof *t->offs) != 0) {
+    t->data.nomem = true;
+    return NONE;
   }
   uint32_t off = (uint32_t)t->data.n;
   uint8_t *d = grow(&t->data, len + 1);

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "symbolize/symbolize_dwarf.h"
 
 #define NONE UINT32_MAX
@@ -119,20 +120,14 @@ typedef struct walk {
   bool nomem;
 } walk;
 
-/* Room for one more element in *p (n used of *cap). */
-static bool more(walk *w, void **p, size_t *cap, size_t n, size_t size) {
-  if (n < *cap) return true;
-  size_t nc = *cap ? *cap * 2 : 256;
-  void *q = realloc(*p, nc * size);
-  if (!q) {
-    w->nomem = true;
-    return false;
-  }
-  *p = q;
-  *cap = nc;
-  return true;
+/* Room for one more element in arr (n used of cap); false (and nomem)
+ * when out of memory. */
+static bool grown(walk *w, int rc) {
+  if (rc != 0) w->nomem = true;
+  return rc == 0;
 }
-#define MORE(w, arr, n, cap) more(w, (void **)&(arr), &(cap), n, sizeof *(arr))
+#define MORE(w, arr, n, cap) \
+  grown(w, stkr_grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr)))
 
 static uint32_t intern(walk *w, const char *s) {
   if (!s) return NONE;
