@@ -459,7 +459,9 @@ size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr, stkr__symres *out,
 
 int stkr__symfile_walk(stkr__symfile *f, const stkr__symwalk_ops *ops,
                        uint64_t *hi) {
-  if (!f->info.macho) return -ENOTSUP;
+  /* A symbol cache holds answers, not DWARF: converting it again would
+   * write an empty cache (over itself, given its own directory). */
+  if (!f->info.macho || f->cache) return -ENOTSUP;
   *hi = f->im.text_vmaddr + f->im.text_vmsize;
   return stkr__dw_walk(f->ix.dw, f->syms, f->n_syms, f->im.text_vmaddr, *hi,
                        ops);

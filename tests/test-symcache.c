@@ -162,6 +162,24 @@ static void test_equal_to_dwarf_path(void **state) {
   assert_true(wc.deep > 1000);
 }
 
+/* A cache given as the input of a build: refused (it holds no DWARF), and
+ * the cache itself is left as it was. */
+static void test_cache_not_an_input(void **state) {
+  char u[64], src[4200], before[64], after[64];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  uuid_of("D5-arm64", "arm64", u);
+  snprintf(src, sizeof src, "%s/%s.stkrsym", g_cache, u);
+  assert_int_equal(mt_sh("cksum < '%s'", src), 0);
+  snprintf(before, sizeof before, "%s", mt_out);
+  assert_int_equal(mt_sh("'%s' symcache build '%s' -o '%s'", mt_tool, src,
+                         g_cache), 3);
+  assert_non_null(strstr(mt_err, "not a Mach-O file or dSYM"));
+  assert_int_equal(mt_sh("cksum < '%s'", src), 0);
+  snprintf(after, sizeof after, "%s", mt_out);
+  assert_string_equal(before, after);
+}
+
 static void test_atos_symcache_dir(void **state) {
   char a[4096];
   (void)state;
@@ -237,6 +255,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_equal_to_llvm_symbolizer),
       cmocka_unit_test(test_equal_to_dwarf_path),
+      cmocka_unit_test(test_cache_not_an_input),
       cmocka_unit_test(test_atos_symcache_dir),
       cmocka_unit_test(test_wrong_build_not_used),
       cmocka_unit_test(test_damaged_refused),
