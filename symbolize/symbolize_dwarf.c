@@ -170,9 +170,10 @@ static void add_ranges(growr *g, Dwarf_Die *die) {
 }
 
 /* A scope that is not code but may hold functions (C++ namespaces and
- * member functions, Fortran modules): both walks below descend into it,
- * so that they agree on which subprograms they see. */
-static bool holds_functions(int tag) {
+ * member functions, Fortran modules): the index below and the symbol
+ * cache's walk descend into it, so that they agree on which subprograms
+ * they see. */
+bool stkr__dw_holds_functions(int tag) {
   switch (tag) {
   case DW_TAG_namespace:
   case DW_TAG_class_type:
@@ -194,7 +195,7 @@ static void collect(growr *g, Dwarf_Die *parent, int depth) {
     int tag = dwarf_tag(&c);
     if (tag == DW_TAG_subprogram)
       add_ranges(g, &c);
-    else if (holds_functions(tag))
+    else if (stkr__dw_holds_functions(tag))
       collect(g, &c, depth + 1);
   } while (dwarf_siblingof(&c, &c) == 0);
 }
@@ -305,6 +306,11 @@ static const char *die_name(stkr__dwnames *nb, Dwarf_Die *die, size_t slot) {
   return dwarf_diename(die);
 }
 
+bool stkr__dw_is_scope(int tag) {
+  return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
+         tag == DW_TAG_try_block || tag == DW_TAG_catch_block;
+}
+
 /* Walk from the subprogram down through the scopes containing a; collect
  * the inlined_subroutine DIEs, outermost first. */
 static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
@@ -316,9 +322,7 @@ static size_t inline_chain(Dwarf_Die *sub, Dwarf_Addr a, Dwarf_Die *chain,
     if (dwarf_child(&cur, &c) != 0) break;
     do {
       int tag = dwarf_tag(&c);
-      if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
-           tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
-          dwarf_haspc(&c, a) == 1) {
+      if (stkr__dw_is_scope(tag) && dwarf_haspc(&c, a) == 1) {
         if (tag == DW_TAG_inlined_subroutine && n < max) chain[n++] = c;
         cur = c;
         down = true;
@@ -400,7 +404,7 @@ size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
   return n + 1;
 }
 
-/* ---- boundaries (symbol cache build) ------------------------------------ */
+/* ---- the symbol cache build's address list ---------------------------- */
 
 void stkr__addrs_add(stkr__addrs *a, uint64_t x) {
   if (a->n == a->cap) {
@@ -414,58 +418,6 @@ void stkr__addrs_add(stkr__addrs *a, uint64_t x) {
     a->cap = nc;
   }
   a->v[a->n++] = x;
-}
-
-static void die_bounds(stkr__addrs *out, Dwarf_Die *die) {
-  Dwarf_Addr base, lo, hi;
-  ptrdiff_t off = 0;
-  while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
-    if (hi <= lo) continue;
-    stkr__addrs_add(out, lo);
-    stkr__addrs_add(out, hi);
-  }
-}
-
-static void walk_bounds(stkr__addrs *out, Dwarf_Die *parent, int depth) {
-  Dwarf_Die c;
-  if (depth > 64 || dwarf_child(parent, &c) != 0) return;
-  do {
-    int tag = dwarf_tag(&c);
-    switch (tag) {
-    case DW_TAG_subprogram:
-    case DW_TAG_inlined_subroutine:
-    case DW_TAG_lexical_block:
-    case DW_TAG_try_block:
-    case DW_TAG_catch_block:
-      die_bounds(out, &c);
-      walk_bounds(out, &c, depth + 1);
-      break;
-    default:
-      if (holds_functions(tag)) walk_bounds(out, &c, depth + 1);
-      break;
-    }
-  } while (dwarf_siblingof(&c, &c) == 0);
-}
-
-void stkr__dw_boundaries(Dwarf *dw, stkr__addrs *out) {
-  Dwarf_Off off = 0, next;
-  size_t hsize;
-  while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-    Dwarf_Die cudie;
-    Dwarf_Lines *lines;
-    size_t nl;
-    if (dwarf_offdie(dw, off + hsize, &cudie)) {
-      die_bounds(out, &cudie);
-      walk_bounds(out, &cudie, 0);
-      if (dwarf_getsrclines(&cudie, &lines, &nl) == 0)
-        for (size_t i = 0; i < nl; i++) {
-          Dwarf_Addr a;
-          if (dwarf_lineaddr(dwarf_onesrcline(lines, i), &a) == 0)
-            stkr__addrs_add(out, a);
-        }
-    }
-    off = next;
-  }
 }
 
 #endif /* !__APPLE__ */

@@ -34,7 +34,8 @@ typedef struct stkr__dwidx {
   bool ranges_built;
   /* The last answer of stkr__dw_find_subprogram and the addresses of its
    * CU that get the same one ([hit_lo, hit_hi)): addresses asked in order
-   * (a symbol cache build) skip the search and dwarf_offdie. */
+   * skip the search and dwarf_offdie. (Written for the symbol cache
+   * build's lookups; the build now walks each CU once, symcache_walk.c.) */
   bool hit_valid;
   Dwarf_Off hit_cu;
   Dwarf_Addr hit_lo, hit_hi;
@@ -42,8 +43,8 @@ typedef struct stkr__dwidx {
 } stkr__dwidx;
 
 /* The scope tree of the last subprogram looked up, kept in memory
- * (symbolize_dwscope.c): consecutive addresses of one subprogram, as a
- * symbol cache build asks for them, walk it instead of the DIEs. */
+ * (symbolize_dwscope.c): consecutive addresses of one subprogram walk it
+ * instead of the DIEs. */
 typedef struct stkr__dwscope_node stkr__dwscope_node;
 typedef struct stkr__dwscope_range stkr__dwscope_range;
 typedef struct stkr__dwscope {
@@ -135,18 +136,57 @@ typedef struct stkr__addrs {
 } stkr__addrs;
 void stkr__addrs_add(stkr__addrs *a, uint64_t x);
 
-/* Every address where an answer of stkr__dw_frames may change: each line
- * table row (and end of sequence), and both ends of every range of every
- * CU, subprogram, inlined subroutine and lexical block. Between two
- * consecutive such addresses (and the symbol table's), every lookup gives
- * the same frames: what the symbol cache stores. */
-void stkr__dw_boundaries(Dwarf *dw, stkr__addrs *out);
+/* Tags the DIE walks share (symbolize_dwarf.c): a scope that may hold
+ * functions (namespaces, classes), and a scope inside a function that an
+ * inline chain goes through (inlined calls, blocks). */
+bool stkr__dw_holds_functions(int tag);
+bool stkr__dw_is_scope(int tag);
 
-/* The boundaries of a Mach-O symfile (symbolize_macho.c): its DWARF's
- * (above) and its symbols' starts and ends; [*lo, *hi) is its __TEXT.
- * @return 0, -ENOTSUP (not a Mach-O file), -ENOMEM. */
-int stkr__symfile_boundaries(stkr__symfile *f, stkr__addrs *out, uint64_t *lo,
-                             uint64_t *hi);
+/* ---- the symbol cache build (symcache_walk.c) ---- */
+
+/* A symbol of a Mach-O slice: [lo, hi), its name (no leading '_'). */
+typedef struct stkr__symspan {
+  uint64_t lo, hi;
+  const char *name;
+} stkr__symspan;
+
+/* A frame with its strings interned (ids from ops->intern; UINT32_MAX:
+ * unknown). */
+typedef struct stkr__symframe {
+  uint32_t function, file, line, column;
+  uint32_t inlined; /* 1: an inlined call (a word: no padding, so frames
+                     * compare with memcmp) */
+} stkr__symframe;
+
+typedef struct stkr__symwalk_ops {
+  /* s (not NULL) -> its id; UINT32_MAX when out of memory. s is only
+   * valid during the call. */
+  uint32_t (*intern)(void *arg, const char *s);
+  /* The frames of [start, next start) (n may be 0), in address order;
+   * an interval that answers as the one before is not given (that one
+   * goes on). @return 0, or a negative errno that stops the walk. */
+  int (*range)(void *arg, uint64_t start, const stkr__symframe *fr, size_t n);
+  /* Called once before the first range: at most n ranges will come (a
+   * hint for sizing tables). @return 0 or a negative errno. */
+  int (*expect)(void *arg, size_t n);
+  void *arg;
+} stkr__symwalk_ops;
+
+/* Cut [lo, hi) at every address where an answer of stkr__symfile_lookup
+ * may change (each line-table row and end of sequence, both ends of every
+ * range of every CU, subprogram, inlined subroutine and block, every
+ * symbol's start and end) and give each interval's frames, the ones that
+ * lookup gives at any address in it, to ops->range: one pass over the
+ * DWARF (dw may be NULL: symbols only). @return 0, -ENOMEM, or what
+ * ops->range returned. */
+int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
+                  uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops);
+
+/* stkr__dw_walk over a Mach-O symfile (symbolize_macho.c): its DWARF and
+ * symbols over its __TEXT; *hi: the end of __TEXT. @return as
+ * stkr__dw_walk, or -ENOTSUP (not a Mach-O file). */
+int stkr__symfile_walk(stkr__symfile *f, const stkr__symwalk_ops *ops,
+                       uint64_t *hi);
 
 /* Bytes of a Mach-O symfile's __DWARF sections (0 otherwise). */
 uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f);

@@ -5,9 +5,10 @@
  * Why: stkr__dw_frames finds an address's inline chain by walking the
  * subprogram's DIE children level by level (dwarf_child, dwarf_siblingof,
  * dwarf_tag, dwarf_haspc). Each of those calls decodes abbreviations and
- * takes libdw's locks; building a symbol cache asks for every boundary
- * address of a subprogram in turn (hundreds for a function with many
- * inlined calls), so that walk was over half of the build's time. Here the
+ * takes libdw's locks; addresses asked in order (hundreds in a function
+ * with many inlined calls) repeat that walk for each. (It was written for
+ * the symbol cache build, which asked for every boundary address in turn;
+ * that build now reads each CU once, symcache_walk.c.) Here the
  * subprogram's inlined_subroutine / lexical_block / try / catch DIEs are
  * read once into a first-child / next-sibling array with their ranges,
  * names and call sites; later addresses in the same subprogram walk the
@@ -52,11 +53,6 @@ static bool grow(void **p, size_t *cap, size_t n, size_t size) {
   *p = q;
   *cap = nc;
   return true;
-}
-
-static bool is_scope(int tag) {
-  return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
-         tag == DW_TAG_try_block || tag == DW_TAG_catch_block;
 }
 
 /* Append a node for `die` (its ranges, names, call site). @return its
@@ -107,7 +103,7 @@ static bool add_children(stkr__dwscope *s, Dwarf_Die *parent, uint32_t pi,
   if (depth >= MAX_DEPTH || dwarf_child(parent, &c) != 0) return true;
   do {
     int tag = dwarf_tag(&c);
-    if (!is_scope(tag)) continue;
+    if (!stkr__dw_is_scope(tag)) continue;
     uint32_t ci = add_node(s, &c, tag == DW_TAG_inlined_subroutine);
     if (ci == NONE) return false;
     if (last == NONE) s->nodes[pi].first_child = ci;
@@ -123,7 +119,7 @@ bool stkr__dwscope_load(stkr__dwscope *s, Dwarf_Die *sub) {
   if (s->valid && s->sub == off) return true;
   /* Loading reads the whole scope tree, the DIE walk only the path to one
    * address: worth it only for the second address in a row in the same
-   * subprogram (a cache build), not for random lookups (atos). */
+   * subprogram (addresses in order), not for random lookups (atos). */
   if (s->last_asked != off) {
     s->last_asked = off;
     return false;

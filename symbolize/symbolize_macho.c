@@ -38,10 +38,9 @@
 
 #define MAX_DEBUG_SECTS 32
 
-typedef struct msym {
-  uint64_t lo, hi;
-  const char *name; /* in the mapped string table; leading '_' dropped */
-} msym;
+/* lo, hi, name: in the mapped string table, leading '_' dropped (while
+ * indexing, hi holds the section number). */
+typedef stkr__symspan msym;
 
 struct stkr__symfile {
   stkr__symfile_info info;
@@ -458,17 +457,14 @@ size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr, stkr__symres *out,
   return n;
 }
 
-int stkr__symfile_boundaries(stkr__symfile *f, stkr__addrs *out, uint64_t *lo,
-                             uint64_t *hi) {
-  if (!f->info.macho) return -ENOTSUP;
-  *lo = f->im.text_vmaddr;
+int stkr__symfile_walk(stkr__symfile *f, const stkr__symwalk_ops *ops,
+                       uint64_t *hi) {
+  /* A symbol cache holds answers, not DWARF: converting it again would
+   * write an empty cache (over itself, given its own directory). */
+  if (!f->info.macho || f->cache) return -ENOTSUP;
   *hi = f->im.text_vmaddr + f->im.text_vmsize;
-  for (size_t i = 0; i < f->n_syms; i++) {
-    stkr__addrs_add(out, f->syms[i].lo);
-    stkr__addrs_add(out, f->syms[i].hi);
-  }
-  if (f->ix.dw) stkr__dw_boundaries(f->ix.dw, out);
-  return out->nomem ? -ENOMEM : 0;
+  return stkr__dw_walk(f->ix.dw, f->syms, f->n_syms, f->im.text_vmaddr, *hi,
+                       ops);
 }
 
 uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f) {

@@ -8,13 +8,13 @@
  * resolves to (innermost first, inline chain included), over interned
  * strings. A lookup is one binary search in a mapped file.
  *
- * Building: every address where an answer may change (line table rows,
- * CU / subprogram / inlined / block ranges, symbol starts and ends:
- * stkr__symfile_boundaries) is collected; between two of them the answer
- * is constant, so one lookup through the DWARF path per interval gives it
- * (the cache answers exactly what the DWARF answers, by construction);
- * equal neighbours are merged, and ranges with equal answers share one
- * stored frame chain.
+ * Building: the walk (symcache_walk.c, stkr__symfile_walk) cuts __TEXT at
+ * every address where an answer may change (line table rows, CU /
+ * subprogram / inlined / block ranges, symbol starts and ends) and gives
+ * each interval's frames, the ones the DWARF path gives at any address in
+ * it (the cache answers exactly what the DWARF answers), read in one pass
+ * over each CU; equal neighbours are merged, and ranges with equal answers
+ * share one stored frame chain.
  *
  * Loading: the whole file is checked before the first lookup (sizes,
  * checksum, every range and frame index, every string offset), so a
@@ -35,8 +35,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_io.h"
+#include "common/stkr_map.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -130,166 +132,85 @@ typedef struct buf {
   bool nomem;
 } buf;
 
+/* Room for cap bytes in all. @return false (and nomem) when out of
+ * memory. */
+static bool reserve(buf *b, size_t cap) {
+  if (stkr_grow((void **)&b->p, &b->cap, cap, 1) == 0) return true;
+  b->nomem = true;
+  return false;
+}
+
+/* Append add bytes. @return where they go, or NULL (and nomem). */
 static uint8_t *grow(buf *b, size_t add) {
-  if (b->n + add > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 65536;
-    while (nc < b->n + add) nc *= 2;
-    uint8_t *p = realloc(b->p, nc);
-    if (!p) {
-      b->nomem = true;
-      return NULL;
-    }
-    b->p = p;
-    b->cap = nc;
-  }
+  if (!reserve(b, b->n + add)) return NULL;
   b->n += add;
   return b->p + b->n - add;
 }
 
+/* Interned strings: each distinct string once in `data`, numbered in
+ * order of first appearance (ordinals, dense); offs[k] is string k's
+ * offset in data. */
 typedef struct strtab {
   buf data;
-  uint32_t *slot; /* open addressing: offset + 1, 0 = empty */
-  size_t cap, n;
+  uint32_t *offs;
+  size_t n, cap;
+  stkr_index ix; /* hash of the string -> its ordinal */
 } strtab;
 
-static uint64_t str_hash(const char *s, size_t len) {
-  return stkr_mix64(stkr_hash_bytes(STKR_HASH_SEED, s, len));
-}
-
+/* s's ordinal, adding it when new. @return NONE for NULL or when out of
+ * memory (then data.nomem). */
 static uint32_t intern(strtab *t, const char *s) {
-  size_t len, i;
+  size_t len, pos, k;
   uint64_t h;
   if (!s) return NONE;
   len = strlen(s);
-  h = str_hash(s, len);
-  if (2 * (t->n + 1) > t->cap) { /* rehash */
-    size_t nc = t->cap ? t->cap * 2 : 4096;
-    uint32_t *ns = calloc(nc, sizeof *ns);
-    if (!ns) {
-      t->data.nomem = true;
-      return NONE;
-    }
-    for (size_t k = 0; k < t->cap; k++) {
-      if (!t->slot[k]) continue;
-      const char *o = (const char *)t->data.p + t->slot[k] - 1;
-      size_t j = str_hash(o, strlen(o)) & (nc - 1);
-      while (ns[j]) j = (j + 1) & (nc - 1);
-      ns[j] = t->slot[k];
-    }
-    free(t->slot);
-    t->slot = ns;
-    t->cap = nc;
+  h = stkr_hash_bytes(STKR_HASH_SEED, s, len);
+  for (k = stkr_index_first(&t->ix, h, &pos); k != STKR_INDEX_NONE;
+       k = stkr_index_next(&t->ix, h, &pos))
+    if (strcmp((const char *)t->data.p + t->offs[k], s) == 0) return (uint32_t)k;
+  if (t->data.n + len + 1 >= NONE || t->n + 1 >= NONE) {
+    t->data.nomem = true;
+    return NONE;
   }
-  for (i = h & (t->cap - 1); t->slot[i]; i = (i + 1) & (t->cap - 1))
-    if (strcmp((const char *)t->data.p + t->slot[i] - 1, s) == 0)
-      return t->slot[i] - 1;
-  if (t->data.n + len + 1 >= NONE) {
+  if (stkr_grow((void **)&t->offs, &t->cap, t->n + 1, sizeof *t->offs) != 0) {
     t->data.nomem = true;
     return NONE;
   }
   uint32_t off = (uint32_t)t->data.n;
   uint8_t *d = grow(&t->data, len + 1);
-  if (!d) return NONE;
+  if (!d || stkr_index_add(&t->ix, h, t->n) != 0) {
+    t->data.nomem = true;
+    return NONE;
+  }
   memcpy(d, s, len + 1);
-  t->slot[i] = off + 1;
-  t->n++;
-  return off;
+  t->offs[t->n] = off;
+  return (uint32_t)t->n++;
+}
+
+static void strtab_free(strtab *t) {
+  free(t->data.p);
+  free(t->offs);
+  stkr_index_free(&t->ix);
 }
 
 /* Frame chains already stored (ranges with equal answers share them):
- * open addressing, hash of the encoded chain -> (first frame, count). */
-typedef struct chains {
-  uint64_t *hash;
-  uint32_t *first, *count;
-  size_t cap, n;
-  bool nomem;
-} chains;
+ * hash of the encoded chain -> first frame * 32 + frame count (at most
+ * 16). One slot holds both, so a new chain costs one cache miss. */
+#define CHAIN_KEY(first, n) ((size_t)(first) * 32 + (n))
 
-/* The index of an equal chain stored before, or NONE (then remembers this
- * one at `first`). */
-static uint32_t chain_find(chains *c, const buf *frames, const uint8_t *enc,
-                           uint32_t n, uint32_t first) {
-  uint64_t h = stkr_mix64(stkr_hash_bytes(STKR_HASH_SEED, enc,
-                                          (size_t)n * FRAME)) | 1;
-  size_t i;
-  if (2 * (c->n + 1) > c->cap) {
-    size_t nc = c->cap ? c->cap * 2 : 4096;
-    uint64_t *nh = calloc(nc, sizeof *nh);
-    uint32_t *nf = malloc(nc * sizeof *nf), *nn = malloc(nc * sizeof *nn);
-    if (!nh || !nf || !nn) {
-      free(nh);
-      free(nf);
-      free(nn);
-      c->nomem = true;
-      return NONE;
-    }
-    for (size_t k = 0; k < c->cap; k++) {
-      if (!c->hash[k]) continue;
-      size_t j = c->hash[k] & (nc - 1);
-      while (nh[j]) j = (j + 1) & (nc - 1);
-      nh[j] = c->hash[k];
-      nf[j] = c->first[k];
-      nn[j] = c->count[k];
-    }
-    free(c->hash);
-    free(c->first);
-    free(c->count);
-    c->hash = nh;
-    c->first = nf;
-    c->count = nn;
-    c->cap = nc;
-  }
-  for (i = h & (c->cap - 1); c->hash[i]; i = (i + 1) & (c->cap - 1))
-    if (c->hash[i] == h && c->count[i] == n &&
-        memcmp(frames->p + (size_t)c->first[i] * FRAME, enc,
-               (size_t)n * FRAME) == 0)
-      return c->first[i];
-  c->hash[i] = h;
-  c->first[i] = first;
-  c->count[i] = n;
-  c->n++;
+/* The first frame of an equal chain stored before, or NONE (then
+ * remembers this one at `first`; *nomem when it cannot). h: the hash of
+ * the n frames at enc. */
+static uint32_t chain_find(stkr_index *x, const buf *frames, const uint8_t *enc,
+                           uint32_t n, uint64_t h, uint32_t first, bool *nomem) {
+  size_t pos, k;
+  for (k = stkr_index_first(x, h, &pos); k != STKR_INDEX_NONE;
+       k = stkr_index_next(x, h, &pos))
+    if (k % 32 == n &&
+        memcmp(frames->p + k / 32 * FRAME, enc, (size_t)n * FRAME) == 0)
+      return (uint32_t)(k / 32);
+  if (stkr_index_add(x, h, CHAIN_KEY(first, n)) != 0) *nomem = true;
   return NONE;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Sort n addresses: LSD radix, 16 bits per pass, passes whose digit is
- * the same in every address skipped (addresses of one __TEXT share their
- * high bits). qsort took a tenth of a cache build. Falls back to qsort
- * when the scratch copy cannot be allocated. */
-static void sort_u64(uint64_t *v, size_t n) {
-  uint64_t *tmp = n > 1 ? malloc(n * sizeof *tmp) : NULL, *src = v, *dst = tmp;
-  size_t *count = tmp ? malloc(65536 * sizeof *count) : NULL;
-  uint64_t all_or = 0, all_and = ~0ull;
-  if (!count) {
-    free(tmp);
-    if (n > 1) qsort(v, n, sizeof *v, cmp_u64);
-    return;
-  }
-  for (size_t i = 0; i < n; i++) {
-    all_or |= v[i];
-    all_and &= v[i];
-  }
-  for (unsigned shift = 0; shift < 64; shift += 16) {
-    if ((((all_or ^ all_and) >> shift) & 0xffff) == 0) continue;
-    memset(count, 0, 65536 * sizeof *count);
-    for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & 0xffff]++;
-    for (size_t d = 0, sum = 0; d < 65536; d++) {
-      size_t c = count[d];
-      count[d] = sum;
-      sum += c;
-    }
-    for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 0xffff]++] = src[i];
-    uint64_t *t = src;
-    src = dst;
-    dst = t;
-  }
-  if (src != v) memcpy(v, src, n * sizeof *v);
-  free(tmp);
-  free(count);
 }
 
 static int write_file(const char *path, const buf *parts, size_t n_parts,
@@ -343,102 +264,199 @@ static void put_header(uint8_t *h, const stkr__symfile_info *info,
   put64(h + SUM_OFF, sum_end(&ss));
 }
 
+/* An interval of the walk, encoded, with the hash of its frames. */
+#define AHEAD 16
+typedef struct pending {
+  uint64_t start, hash;
+  uint32_t n;
+  uint8_t enc[STKR__SYM_MAX_INLINE * FRAME];
+} pending;
+
+/* What the walk's intervals become: ranges over shared frame chains. */
+typedef struct builder {
+  /* The walk's strings are interned into `seen` as it meets them; a string
+   * goes into the file's table (`strs`) when a stored frame first uses it,
+   * so that the table holds only used strings, in order of first use. */
+  strtab seen;
+  buf strs;
+  uint32_t *stored; /* ordinal in seen -> ordinal in strs, NONE: not yet */
+  stkr_index chains;
+  pending ahead[AHEAD]; /* encoded intervals not yet added, from head on */
+  size_t head, n_ahead;
+  bool nomem;
+  buf ranges, frames;
+  uint32_t nframes, nranges, prev_first, prev_n;
+  bool have_prev;
+} builder;
+
+static uint32_t intern_cb(void *arg, const char *s) {
+  builder *b = arg;
+  size_t cap = b->seen.cap;
+  uint32_t id = intern(&b->seen, s);
+  if (b->seen.cap != cap) { /* seen.offs grew: so does stored */
+    uint32_t *st = realloc(b->stored, b->seen.cap * sizeof *st);
+    if (!st) {
+      b->nomem = true;
+      return NONE;
+    }
+    b->stored = st;
+  }
+  if (id != NONE && id + 1 == b->seen.n) b->stored[id] = NONE; /* new */
+  return id;
+}
+
+/* The file's offset of the string of `seen` ordinal id (NONE: none). */
+static uint32_t store(builder *b, uint32_t id) {
+  if (id == NONE) return NONE;
+  if (b->stored[id] == NONE) { /* seen holds each string once: no search */
+    const char *s = (const char *)b->seen.data.p + b->seen.offs[id];
+    size_t len = strlen(s) + 1;
+    uint8_t *d = b->strs.n + len < NONE ? grow(&b->strs, len) : NULL;
+    if (!d) {
+      b->nomem = true;
+      return NONE;
+    }
+    memcpy(d, s, len);
+    b->stored[id] = (uint32_t)(b->strs.n - len);
+  }
+  return b->stored[id];
+}
+
+/* One interval of the walk: a new range unless it answers as the one
+ * before (then that range goes on). */
+/* Store one interval: a new range unless it answers as the one before
+ * (then that range goes on). */
+static int add_range(builder *b, const pending *pd) {
+  uint32_t n = pd->n, first = 0;
+  if (b->have_prev && n == b->prev_n &&
+      (n == 0 || memcmp(b->frames.p + (size_t)b->prev_first * FRAME, pd->enc,
+                        n * FRAME) == 0))
+    return 0;
+  if (n)
+    first = chain_find(&b->chains, &b->frames, pd->enc, n, pd->hash,
+                       b->nframes, &b->nomem);
+  uint8_t *r = grow(&b->ranges, RANGE);
+  if (!r || b->nomem) return -ENOMEM;
+  if (n && first == NONE) { /* a chain not seen before */
+    uint8_t *fp = grow(&b->frames, n * FRAME);
+    if (!fp) return -ENOMEM;
+    memcpy(fp, pd->enc, n * FRAME);
+    first = b->nframes;
+    b->nframes += n;
+  }
+  put64(r, pd->start);
+  put32(r + 8, first);
+  put32(r + 12, n);
+  b->prev_first = first;
+  b->prev_n = n;
+  b->have_prev = true;
+  b->nranges++;
+  return 0;
+}
+
+/* One interval of the walk, encoded now (its strings stored in order of
+ * first use) and added AHEAD intervals later: most chains are new, and
+ * each new one's slot in the chain table is a cache miss (a table of
+ * hundreds of thousands of chains), so the slot is prefetched first. */
+static int range_cb(void *arg, uint64_t a, const stkr__symframe *fr,
+                    size_t n) {
+  builder *b = arg;
+  pending *pd = &b->ahead[(b->head + b->n_ahead) % AHEAD];
+  for (size_t k = 0; k < n; k++) {
+    uint8_t *p = pd->enc + k * FRAME;
+    put32(p, store(b, fr[k].function));
+    put32(p + 4, store(b, fr[k].file));
+    put32(p + 8, fr[k].line);
+    put32(p + 12, fr[k].column);
+    put32(p + 16, fr[k].inlined ? F_INLINED : 0);
+  }
+  pd->start = a;
+  pd->n = (uint32_t)n;
+  pd->hash = stkr_hash_bytes(STKR_HASH_SEED, pd->enc, n * FRAME);
+  if (n && b->chains.cap) /* stkr_index_first's first slot */
+    __builtin_prefetch(&b->chains.slot[stkr_mix64(pd->hash) & (b->chains.cap - 1)]);
+  if (++b->n_ahead < AHEAD) return 0;
+  int rc = add_range(b, &b->ahead[b->head]);
+  b->head = (b->head + 1) % AHEAD;
+  b->n_ahead--;
+  return rc;
+}
+
+/* Size the chain table once for the walk's intervals: about half of them
+ * start a new chain (18.9 MB dSYM: 395 422 of 851 651), and growing the
+ * table step by step re-inserted every chain at each doubling. */
+static int expect_cb(void *arg, size_t n) {
+  builder *b = arg;
+  /* The ranges too (at most one per interval, and the end), and room for
+   * two frames per interval (18.9 MB dSYM: 0.77): growing them by
+   * doubling copied them each time. Pages never written cost nothing. */
+  if (!reserve(&b->ranges, (n + 1) * RANGE) ||
+      !reserve(&b->frames, 2 * n * FRAME))
+    return -ENOMEM;
+  return stkr_index_reserve(&b->chains, n / 2);
+}
+
+/* The intervals still ahead. */
+static int flush_ahead(builder *b) {
+  int rc = 0;
+  for (; b->n_ahead && rc == 0; b->n_ahead--) {
+    rc = add_range(b, &b->ahead[b->head]);
+    b->head = (b->head + 1) % AHEAD;
+  }
+  return rc;
+}
+
 int stkr__symcache_write(stkr__symfile *f, const char *path,
                          stkr__symcache_stats *st, char *err, size_t cap) {
-  stkr__addrs bd = {0};
-  chains ch = {0};
+  builder b;
   stkr__symfile_info info;
-  strtab strs = {0};
-  buf hdr = {0}, ranges = {0}, frames = {0};
-  uint64_t lo, hi;
-  uint32_t nframes = 0, nranges = 0, prev_first = 0, prev_n = 0;
-  bool have_prev = false;
+  buf hdr = {0};
+  uint64_t hi;
   int rc;
 
   memset(st, 0, sizeof *st);
+  memset(&b, 0, sizeof b);
   stkr__symfile_get_info(f, &info);
-  if ((rc = stkr__symfile_boundaries(f, &bd, &lo, &hi)) < 0) {
+  const stkr__symwalk_ops ops = {intern_cb, range_cb, expect_cb, &b};
+  if ((rc = stkr__symfile_walk(f, &ops, &hi)) == 0) rc = flush_ahead(&b);
+  if (rc < 0 && rc != -ENOMEM) {
     snprintf(err, cap, "%s: %s", info.path,
              rc == -ENOTSUP ? "not a Mach-O file or dSYM (the symbol cache "
                               "holds Mach-O builds only)"
                             : strerror(-rc));
-    free(bd.v);
-    return rc;
+    goto out;
   }
-  stkr__addrs_add(&bd, lo);
-  sort_u64(bd.v, bd.n);
-  for (size_t i = 0; i < bd.n && !bd.nomem; i++) {
-    stkr__symres res[STKR__SYM_MAX_INLINE];
-    uint8_t enc[STKR__SYM_MAX_INLINE * FRAME];
-    uint64_t a = bd.v[i];
-    size_t n;
-    if (a < lo || (i > 0 && a == bd.v[i - 1])) continue;
-    if (a >= hi) break;
-    n = stkr__symfile_lookup(f, a, res, STKR__SYM_MAX_INLINE);
-    for (size_t k = 0; k < n; k++) {
-      uint8_t *p = enc + k * FRAME;
-      put32(p, intern(&strs, res[k].function));
-      put32(p + 4, intern(&strs, res[k].file));
-      put32(p + 8, res[k].line);
-      put32(p + 12, res[k].column);
-      put32(p + 16, res[k].inlined ? F_INLINED : 0);
-    }
-    /* The same answer as the range before: that range goes on. */
-    if (have_prev && n == prev_n &&
-        (n == 0 || memcmp(frames.p + (size_t)prev_first * FRAME, enc,
-                          n * FRAME) == 0))
-      continue;
-    uint32_t first = n ? chain_find(&ch, &frames, enc, (uint32_t)n, nframes) : 0;
-    uint8_t *r = grow(&ranges, RANGE);
-    if (!r) break;
-    if (n && first == NONE) { /* a chain not seen before */
-      uint8_t *fp = grow(&frames, n * FRAME);
-      if (!fp) break;
-      memcpy(fp, enc, n * FRAME);
-      first = nframes;
-      nframes += (uint32_t)n;
-    }
-    put64(r, a);
-    put32(r + 8, first);
-    put32(r + 12, (uint32_t)n);
-    prev_first = first;
-    prev_n = (uint32_t)n;
-    have_prev = true;
-    nranges++;
-  }
-  uint8_t *r = grow(&ranges, RANGE); /* the end: __TEXT's */
+  uint8_t *r = rc == 0 ? grow(&b.ranges, RANGE) : NULL; /* the end: __TEXT's */
   if (r) {
     put64(r, hi);
     put32(r + 8, 0);
     put32(r + 12, 0);
-    nranges++;
+    b.nranges++;
   }
-  free(bd.v);
-  if (bd.nomem || ch.nomem || ranges.nomem || frames.nomem || strs.data.nomem ||
-      !grow(&hdr, HDR)) {
+  if (!r || b.nomem || b.seen.data.nomem || !grow(&hdr, HDR)) {
     snprintf(err, cap, "%s: out of memory", info.path);
     rc = -ENOMEM;
     goto out;
   }
-  put_header(hdr.p, &info, nranges, nframes, &ranges, &frames, &strs.data);
+  put_header(hdr.p, &info, b.nranges, b.nframes, &b.ranges, &b.frames,
+             &b.strs);
   {
-    const buf parts[4] = {hdr, ranges, frames, strs.data};
+    const buf parts[4] = {hdr, b.ranges, b.frames, b.strs};
     rc = write_file(path, parts, 4, err, cap);
   }
-  st->ranges = nranges;
-  st->frames = nframes;
-  st->string_bytes = strs.data.n;
-  st->file_bytes = HDR + ranges.n + frames.n + strs.data.n;
+  st->ranges = b.nranges;
+  st->frames = b.nframes;
+  st->string_bytes = b.strs.n;
+  st->file_bytes = HDR + b.ranges.n + b.frames.n + b.strs.n;
   st->dwarf_bytes = stkr__symfile_dwarf_bytes(f);
 out:
   free(hdr.p);
-  free(ranges.p);
-  free(frames.p);
-  free(strs.data.p);
-  free(strs.slot);
-  free(ch.hash);
-  free(ch.first);
-  free(ch.count);
+  free(b.ranges.p);
+  free(b.frames.p);
+  free(b.strs.p);
+  strtab_free(&b.seen);
+  free(b.stored);
+  stkr_index_free(&b.chains);
   return rc;
 }
 
