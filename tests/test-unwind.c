@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #if defined(UWT_ORACLE_GLIBC)
 /* tests/aarch64/run.sh: no libunwind for arm64 here; glibc's backtrace()
  * (libgcc's DWARF unwinder) is the oracle instead. */
@@ -40,6 +41,7 @@
 #include <cmocka.h>
 
 #include "tests/unwind_fixtures/chain.h"
+#include "tests/unwind_fixtures/gai.h"
 #include "unwind/unwind.h"
 
 #define MAXF 160
@@ -215,6 +217,93 @@ static void test_oracle_pthread(void **state) {
   assert_int_equal(pthread_create(&t, NULL, thread_main, &bad), 0);
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_int_equal(bad, 0);
+}
+
+/* Stacks walked from inside glibc's getaddrinfo: the leaf runs in each of
+ * the first mallocs getaddrinfo's internals make (the NSS "files" lookup of
+ * localhost, the /etc/hosts and /etc/gai.conf reads, the result list; see
+ * tests/unwind_fixtures/gai.c), each stack equal to unw_backtrace's to the
+ * end, and each through libc below the leaf. */
+typedef struct gai_run {
+  shot s;
+  unsigned stacks, bad, in_libc;
+} gai_run;
+
+static int in_libc(uintptr_t pc) {
+  Dl_info di;
+  return dladdr((void *)(pc - 1), &di) && di.dli_fname && strstr(di.dli_fname, "libc.so");
+}
+
+__attribute__((noinline)) static void gai_leaf(void *arg) {
+  gai_run *g = arg;
+  unsigned j;
+  int rc;
+  leaf(&g->s);
+  rc = compare(&g->s);
+  g->stacks++;
+  if (rc != 0 && g->bad++ < 3) {
+    fprintf(stderr, "getaddrinfo stack %u: mismatch %d\n", g->stacks, rc);
+    dump(&g->s);
+  }
+  /* ours[0] leaf, [1] here, [2] fire, [3] malloc, then libc's internals. */
+  for (j = 4; j < g->s.n_ours; j++)
+    if (in_libc(g->s.ours[j])) {
+      g->in_libc++;
+      break;
+    }
+  __asm__ volatile("" ::: "memory");
+}
+
+static void test_oracle_getaddrinfo(void **state) {
+  static const struct {
+    const char *node, *service;
+    int family, flags;
+  } q[] = {
+      {"localhost", NULL, AF_UNSPEC, 0},
+      {"localhost", "80", AF_INET, AI_CANONNAME},
+      {"localhost", NULL, AF_INET6, AI_ADDRCONFIG},
+      {"127.0.0.1", "443", AF_UNSPEC, AI_NUMERICHOST | AI_NUMERICSERV},
+  };
+  gai_run *g = calloc(1, sizeof *g);
+  stkr__uw_cache *cache = calloc(1, sizeof *cache);
+  stkr__uw_set *set = NULL;
+  struct addrinfo hints;
+  unsigned i, fired = 0, failed = 99;
+  int rc;
+  (void)state;
+
+  /* A first lookup loads whatever NSS needs (with "hosts: files dns",
+   * nothing: both are in libc 2.36), then the tables are built for every
+   * image loaded now. */
+  memset(&hints, 0, sizeof hints);
+  assert_int_equal(uwg_getaddrinfo("localhost", NULL, &hints, 0, gai_leaf, g, &rc), 0);
+  assert_int_equal(stkr__unwind_set_build_loaded(&set, &failed), 0);
+  assert_int_equal(failed, 0);
+  g->s.set = set;
+  stack_bounds(&g->s.lo, &g->s.hi);
+  for (i = 0; i < 2 * sizeof q / sizeof q[0]; i++) {
+    unsigned k = i % (sizeof q / sizeof q[0]), n;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = q[k].family;
+    hints.ai_flags = q[k].flags;
+    hints.ai_socktype = SOCK_STREAM;
+    g->s.cache = i >= sizeof q / sizeof q[0] ? cache : NULL; /* each query both ways */
+    n = uwg_getaddrinfo(q[k].node, q[k].service, &hints, 24, gai_leaf, g, &rc);
+    fprintf(stderr, "getaddrinfo(%s, %s, family %d, flags %#x) = %d (%s): %u stacks from its "
+            "mallocs\n", q[k].node, q[k].service ? q[k].service : "NULL", q[k].family,
+            (unsigned)q[k].flags, rc, rc ? gai_strerror(rc) : "ok", n);
+    if (k == 3) assert_int_equal(rc, 0); /* numeric: needs no /etc/hosts */
+    fired += n;
+  }
+  fprintf(stderr, "getaddrinfo: %u stacks, %u equal to unw_backtrace's, %u through libc\n",
+          g->stacks, g->stacks - g->bad, g->in_libc);
+  assert_int_equal(g->stacks, fired);
+  assert_true(fired >= 16);
+  assert_int_equal(g->bad, 0);
+  assert_int_equal(g->in_libc, fired);
+  stkr__unwind_set_free(set);
+  free(cache);
+  free(g);
 }
 
 /* Without tables (a NULL set: every frame by frame pointer) the same walk
@@ -418,6 +507,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_oracle_main_thread),
       cmocka_unit_test(test_oracle_pthread),
+      cmocka_unit_test(test_oracle_getaddrinfo),
       cmocka_unit_test(test_fp_only_stops_early),
       cmocka_unit_test(test_python3_images),
       cmocka_unit_test(test_hostile_eh_frame),
