@@ -37,11 +37,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tests/unwind_fixtures/chain.h"
 #include "tests/unwind_fixtures/gai.h"
+#include "tests/testlib.h"
 #include "unwind/unwind.h"
 
 #define MAXF 160
@@ -306,6 +308,134 @@ static void test_oracle_getaddrinfo(void **state) {
   free(g);
 }
 
+/* gdb's backtrace as a second oracle: tests/unwind_fixtures/gdb_chain.c
+ * walks its own stack at a leaf under the chain (each shape: recursion,
+ * alloca, every callee-saved register, qsort, a signal handler), writes
+ * the PCs, then stops in uwg_stop, where gdb has a breakpoint; gdb's frame
+ * PCs ($pc in each frame, past main to _start) from the leaf's caller on
+ * must be ours. Skipped, saying so, where gdb is missing or may not trace. */
+#define GDB_WALKS 8
+static const char *const gdb_specs[GDB_WALKS] = {"3:0",  "12:3", "6:5",  "0:1",
+                                                 "7:4",  "4:8",  "2:12", "20:6"};
+
+static void test_oracle_gdb(void **state) {
+  enum { CAP = 1 << 17 };
+  const char *tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  char bin[4096], pcs_path[4096], script[4096], cmd[8192], line[4096], *out = malloc(CAP), *err = malloc(CAP);
+  char *ours_text, *p, *save = NULL;
+  tl_capture c = {out, CAP, err, CAP, NULL, false, -1};
+  static uint64_t theirs[GDB_WALKS][MAXF];
+  unsigned n_theirs[GDB_WALKS] = {0}, k, i, walks = 0, frames = 0;
+  int blk = -1, st;
+  FILE *f;
+  (void)state;
+
+#if defined(UWT_ORACLE_GLIBC)
+  fprintf(stderr, "skipped: no gdb for the aarch64 guest under qemu-user\n");
+  free(out), free(err);
+  skip();
+#endif
+  if (tl_sh(&c, "command -v gdb") != 0) {
+    fprintf(stderr, "skipped: gdb is not installed (tools/install-deps.sh)\n");
+    free(out), free(err);
+    skip();
+  }
+  tl_runfile(bin, sizeof bin, "tests/unwind_gdb_chain");
+  snprintf(pcs_path, sizeof pcs_path, "%s/gdb_chain.pcs", tmp);
+  snprintf(script, sizeof script, "%s/gdb_chain.gdb", tmp);
+  /* Physical frames only: gdb shows each function inlined at a pc as a
+   * frame of its own with the same pc (glibc's msort_with_tmp, qsort), and
+   * adds "tail call frames" it infers from DWARF call-site entries (a
+   * pthread_kill that jumped to __pthread_kill_implementation) that are
+   * not on the stack. */
+  {
+    size_t at = (size_t)snprintf(cmd, sizeof cmd,
+                                 "set disable-randomization off\nset backtrace past-main on\n"
+                                 "set pagination off\nhandle SIGUSR2 nostop noprint pass\n"
+                                 "break uwg_stop\npython\ndef uwg_frames():\n"
+                                 "    f = gdb.newest_frame()\n    while f is not None:\n"
+                                 "        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):\n"
+                                 "            print('@pc %%#x' %% f.pc())\n"
+                                 "        f = f.older()\nend\nrun\nbt\n");
+    for (k = 0; k < GDB_WALKS; k++)
+      at += (size_t)snprintf(cmd + at, sizeof cmd - at, "python uwg_frames()\ncontinue\n");
+    assert_true(at < sizeof cmd);
+    assert_int_equal(tl_write_file(script, cmd), 0);
+  }
+  {
+    size_t at = (size_t)snprintf(cmd, sizeof cmd, "timeout 300 gdb -q -nx -batch -x '%s' --args '%s' '%s'",
+                                 script, bin, pcs_path);
+    for (k = 0; k < GDB_WALKS; k++)
+      at += (size_t)snprintf(cmd + at, sizeof cmd - at, " %s", gdb_specs[k]);
+    assert_true(at < sizeof cmd);
+  }
+  unlink(pcs_path);
+  st = tl_sh(&c, "%s", cmd);
+  if (strstr(out, "Breakpoint 1, ") == NULL &&
+      (strstr(out, "ptrace") || strstr(err, "ptrace") || strstr(err, "Operation not permitted"))) {
+    fprintf(stderr, "skipped: gdb may not trace here (ptrace refused):\n%.2000s%.2000s\n", out, err);
+    free(out), free(err);
+    skip();
+  }
+  if (strstr(err, "Python scripting is not supported") != NULL) {
+    fprintf(stderr, "skipped: this gdb has no Python (needed to tell inlined frames apart)\n");
+    free(out), free(err);
+    skip();
+  }
+  if (st != 0) fprintf(stderr, "gdb exited %d:\n%.4000s\n%.4000s\n", st, out, err);
+  assert_int_equal(st, 0);
+  /* gdb's frames: "@pc 0x..." lines, a block per breakpoint hit. */
+  for (p = strtok_r(out, "\n", &save); p != NULL; p = strtok_r(NULL, "\n", &save)) {
+    unsigned long long v;
+    if (strncmp(p, "Breakpoint 1, ", 14) == 0) {
+      blk++;
+      assert_true(blk < GDB_WALKS);
+    } else if (blk >= 0 && sscanf(p, "@pc %llx", &v) == 1 &&
+               n_theirs[blk] < MAXF) {
+      theirs[blk][n_theirs[blk]++] = v;
+    } else if (blk == 0 && p[0] == '#') {
+      fprintf(stderr, "  gdb: %.150s\n", p); /* the first backtrace, for the log */
+    }
+  }
+  assert_int_equal(blk + 1, GDB_WALKS);
+  ours_text = tl_slurp_alloc(pcs_path, NULL);
+  f = fmemopen(ours_text, strlen(ours_text), "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof line, f) != NULL) {
+    uint64_t ours[MAXF];
+    unsigned n = 0;
+    int used = 0, at;
+    char *q;
+    assert_int_equal(sscanf(line, "walk %u:%n", &k, &used), 1);
+    assert_true(k < GDB_WALKS && used > 0);
+    for (q = line + used; n < MAXF; q += at) {
+      unsigned long long v;
+      if (sscanf(q, " %llx%n", &v, &at) != 1) break;
+      ours[n++] = v;
+    }
+    /* theirs[0] is uwg_stop, [1] the leaf: ours start at the leaf's caller. */
+    int same = n_theirs[k] == n + 2 && memcmp(ours, theirs[k] + 2, n * sizeof ours[0]) == 0;
+    if (!same) {
+      fprintf(stderr, "walk %u (%s): %u PCs, gdb %u frames after the leaf\n", k, gdb_specs[k], n,
+              n_theirs[k] >= 2 ? n_theirs[k] - 2 : 0);
+      for (i = 0; i < n || i + 2 < n_theirs[k]; i++)
+        fprintf(stderr, "  %2u ours %#14llx gdb %#14llx\n", i,
+                i < n ? (unsigned long long)ours[i] : 0ull,
+                i + 2 < n_theirs[k] ? (unsigned long long)theirs[k][i + 2] : 0ull);
+    }
+    assert_true(same);
+    assert_true(n >= 6); /* through the chain, main and libc to _start */
+    walks++;
+    frames += n;
+  }
+  fclose(f);
+  fprintf(stderr, "gdb: %u walks, %u frames, each equal to gdb's backtrace\n", walks, frames);
+  assert_int_equal(walks, GDB_WALKS);
+  free(ours_text);
+  free(out);
+  free(err);
+}
+
 /* Without tables (a NULL set: every frame by frame pointer) the same walk
  * does not get through the chain: the oracle above has something to find. */
 static void test_fp_only_stops_early(void **state) {
@@ -508,6 +638,7 @@ int main(void) {
       cmocka_unit_test(test_oracle_main_thread),
       cmocka_unit_test(test_oracle_pthread),
       cmocka_unit_test(test_oracle_getaddrinfo),
+      cmocka_unit_test(test_oracle_gdb),
       cmocka_unit_test(test_fp_only_stops_early),
       cmocka_unit_test(test_python3_images),
       cmocka_unit_test(test_hostile_eh_frame),

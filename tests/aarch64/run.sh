@@ -122,7 +122,7 @@ done
 "$cc" "${cflags[@]}" -fno-builtin-malloc -c tests/unwind_fixtures/gai.c \
   -o "$out/uw_gai.o" || fails=$((fails + 1))
 build unwind -DUWT_ORACLE_GLIBC tests/test-unwind.c unwind/*.c "$out/uw_chain.o" \
-  "$out/uw_gai.o" -lcmocka -lpthread -ldl || fails=$((fails + 1))
+  "$out/uw_gai.o" "${testlib[@]}" -lcmocka -lpthread -ldl || fails=$((fails + 1))
 
 # The event clock on aarch64: cntvct_el0 at cntfrq_el0 (under qemu-user
 # too), converted to CLOCK_MONOTONIC ns by the worker (issue 18).
