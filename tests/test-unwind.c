@@ -6,8 +6,12 @@
  *    every loaded image, equal frame for frame to libunwind's
  *    unw_backtrace up to main, __libc_start_call_main and beyond; on the
  *    main thread and on a pthread (start_thread, clone3); with and without
- *    the per-thread row cache. On aarch64 (tests/aarch64/run.sh, qemu)
- *    glibc's backtrace() is the oracle;
+ *    the per-thread row cache; stacks walked from inside glibc's
+ *    getaddrinfo (a leaf in the fixture's forwarding malloc). On aarch64
+ *    (tests/aarch64/run.sh, qemu) glibc's backtrace() is the oracle;
+ *  - gdb's backtrace as a second oracle (x86_64, where gdb may trace);
+ *  - aarch64 signal frames: a CFI-less trampoline (the vdso's, a copy of
+ *    it here) found by its instructions and crossed through the ucontext;
  *  - a frame-pointer walk alone stops in the chain (so the oracle can fail);
  *  - every image of a running python3 gets a table without error, and the
  *    table is no bigger than 1.5x its .eh_frame;
