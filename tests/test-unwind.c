@@ -6,8 +6,12 @@
  *    every loaded image, equal frame for frame to libunwind's
  *    unw_backtrace up to main, __libc_start_call_main and beyond; on the
  *    main thread and on a pthread (start_thread, clone3); with and without
- *    the per-thread row cache. On aarch64 (tests/aarch64/run.sh, qemu)
- *    glibc's backtrace() is the oracle;
+ *    the per-thread row cache; stacks walked from inside glibc's
+ *    getaddrinfo (a leaf in the fixture's forwarding malloc). On aarch64
+ *    (tests/aarch64/run.sh, qemu) glibc's backtrace() is the oracle;
+ *  - gdb's backtrace as a second oracle (x86_64, where gdb may trace);
+ *  - aarch64 signal frames: a CFI-less trampoline (the vdso's, a copy of
+ *    it here) found by its instructions and crossed through the ucontext;
  *  - a frame-pointer walk alone stops in the chain (so the oracle can fail);
  *  - every image of a running python3 gets a table without error, and the
  *    table is no bigger than 1.5x its .eh_frame;
@@ -19,6 +23,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #if defined(UWT_ORACLE_GLIBC)
 /* tests/aarch64/run.sh: no libunwind for arm64 here; glibc's backtrace()
  * (libgcc's DWARF unwinder) is the oracle instead. */
@@ -36,11 +41,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tests/testlib.h"
 #include "tests/unwind_fixtures/chain.h"
+#include "tests/unwind_fixtures/gai.h"
+#include "tests/testlib.h"
 #include "unwind/unwind.h"
 
 #define MAXF 160
@@ -116,6 +124,11 @@ static int setup(void **state) {
   unsigned failed = 99;
   (void)state;
   if (stkr__unwind_set_build_loaded(&g_set, &failed) != 0) return -1;
+#if defined(__aarch64__)
+  /* The chain's kernel-like trampoline (no CFI, as the vdso's): qemu-user
+   * 7.2 has no vdso for the builder to find it in. */
+  if (stkr__unwind_set_add_sigtramp(g_set, (uintptr_t)uwc_sigtramp) != 0) return -1;
+#endif
   fprintf(stderr, "loaded images: %u tables, %u failed, %u without CFI; %llu rows (%llu fallback), "
           "%llu table bytes for %llu .eh_frame bytes (%.2fx)\n",
           g_set->n, failed, g_set->images_without_cfi, (unsigned long long)g_set->total.rows,
@@ -132,6 +145,14 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* Is return address pc a signal trampoline the walk crosses? */
+static int is_trampoline(const stkr__uw_set *set, uintptr_t pc) {
+  uint32_t i;
+  for (i = 0; i < set->n_sigtramp; i++)
+    if (set->sigtramp[i] == pc) return 1;
+  return stkr__unwind_table_find(stkr__unwind_set_find(set, pc - 1), pc - 1) == STKR__UW_SIGNAL;
+}
+
 /* Many stacks of every shape and depth, each equal to libunwind's. */
 static unsigned run_oracle(unsigned rounds) {
   unsigned i, bad = 0, through_libc = 0, through_signal = 0;
@@ -144,11 +165,7 @@ static unsigned run_oracle(unsigned rounds) {
   stack_bounds(&s.lo, &s.hi);
   for (i = 0; i < rounds; i++) {
     int depth = (int)(i % 41);
-#if defined(__x86_64__)
     unsigned shape = i % 16;
-#else
-    unsigned shape = i % 8; /* signal frames: x86_64 only (docs/UNWIND.md) */
-#endif
     int rc;
     s.cache = (i / 16) % 2 ? cache : NULL; /* every shape both ways */
     uwc_run(depth, shape, leaf, &s);
@@ -170,12 +187,12 @@ static unsigned run_oracle(unsigned rounds) {
           break;
         }
     }
-    /* A signal path must cross the trampoline by its SIGNAL row. */
+    /* A signal path must cross the trampoline: its SIGNAL row (x86_64:
+     * glibc's __restore_rt has CFI) or the set's CFI-less trampoline. */
     if (shape & 8) {
       unsigned j;
       for (j = 1; j < s.n_ours; j++)
-        if (stkr__unwind_table_find(stkr__unwind_set_find(g_set, s.ours[j] - 1), s.ours[j] - 1) ==
-            STKR__UW_SIGNAL) {
+        if (is_trampoline(g_set, s.ours[j])) {
           through_signal++;
           break;
         }
@@ -183,11 +200,7 @@ static unsigned run_oracle(unsigned rounds) {
     assert_true(s.n_ours >= (unsigned)depth + 4);
   }
   assert_int_equal(through_libc, rounds / 2);
-#if defined(__x86_64__)
   assert_int_equal(through_signal, rounds / 2);
-#else
-  assert_int_equal(through_signal, 0);
-#endif
   free(cache);
   return bad;
 }
@@ -216,6 +229,273 @@ static void test_oracle_pthread(void **state) {
   assert_int_equal(pthread_create(&t, NULL, thread_main, &bad), 0);
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_int_equal(bad, 0);
+}
+
+/* Stacks walked from inside glibc's getaddrinfo: the leaf runs in each of
+ * the first mallocs getaddrinfo's internals make (the NSS "files" lookup of
+ * localhost, the /etc/hosts and /etc/gai.conf reads, the result list; see
+ * tests/unwind_fixtures/gai.c), each stack equal to unw_backtrace's to the
+ * end, and each through libc below the leaf. */
+typedef struct gai_run {
+  shot s;
+  unsigned stacks, bad, in_libc;
+} gai_run;
+
+static int in_libc(uintptr_t pc) {
+  Dl_info di;
+  return dladdr((void *)(pc - 1), &di) && di.dli_fname && strstr(di.dli_fname, "libc.so");
+}
+
+__attribute__((noinline)) static void gai_leaf(void *arg) {
+  gai_run *g = arg;
+  unsigned j;
+  int rc;
+  leaf(&g->s);
+  rc = compare(&g->s);
+  g->stacks++;
+  if (rc != 0 && g->bad++ < 3) {
+    fprintf(stderr, "getaddrinfo stack %u: mismatch %d\n", g->stacks, rc);
+    dump(&g->s);
+  }
+  /* ours[0] leaf, [1] here, [2] fire, [3] malloc, then libc's internals. */
+  for (j = 4; j < g->s.n_ours; j++)
+    if (in_libc(g->s.ours[j])) {
+      g->in_libc++;
+      break;
+    }
+  __asm__ volatile("" ::: "memory");
+}
+
+static void test_oracle_getaddrinfo(void **state) {
+  static const struct {
+    const char *node, *service;
+    int family, flags;
+  } q[] = {
+      {"localhost", NULL, AF_UNSPEC, 0},
+      {"localhost", "80", AF_INET, AI_CANONNAME},
+      {"localhost", NULL, AF_INET6, AI_ADDRCONFIG},
+      {"127.0.0.1", "443", AF_UNSPEC, AI_NUMERICHOST | AI_NUMERICSERV},
+  };
+  gai_run *g = calloc(1, sizeof *g);
+  stkr__uw_cache *cache = calloc(1, sizeof *cache);
+  stkr__uw_set *set = NULL;
+  struct addrinfo hints;
+  unsigned i, fired = 0, failed = 99;
+  int rc;
+  (void)state;
+
+  /* A first lookup loads whatever NSS needs (with "hosts: files dns",
+   * nothing: both are in libc 2.36), then the tables are built for every
+   * image loaded now. */
+  memset(&hints, 0, sizeof hints);
+  assert_int_equal(uwg_getaddrinfo("localhost", NULL, &hints, 0, gai_leaf, g, &rc), 0);
+  assert_int_equal(stkr__unwind_set_build_loaded(&set, &failed), 0);
+  assert_int_equal(failed, 0);
+  g->s.set = set;
+  stack_bounds(&g->s.lo, &g->s.hi);
+  for (i = 0; i < 2 * sizeof q / sizeof q[0]; i++) {
+    unsigned k = i % (sizeof q / sizeof q[0]), n;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = q[k].family;
+    hints.ai_flags = q[k].flags;
+    hints.ai_socktype = SOCK_STREAM;
+    g->s.cache = i >= sizeof q / sizeof q[0] ? cache : NULL; /* each query both ways */
+    n = uwg_getaddrinfo(q[k].node, q[k].service, &hints, 24, gai_leaf, g, &rc);
+    fprintf(stderr, "getaddrinfo(%s, %s, family %d, flags %#x) = %d (%s): %u stacks from its "
+            "mallocs\n", q[k].node, q[k].service ? q[k].service : "NULL", q[k].family,
+            (unsigned)q[k].flags, rc, rc ? gai_strerror(rc) : "ok", n);
+    if (k == 3) assert_int_equal(rc, 0); /* numeric: needs no /etc/hosts */
+    fired += n;
+  }
+  fprintf(stderr, "getaddrinfo: %u stacks, %u equal to the oracle's, %u through libc\n",
+          g->stacks, g->stacks - g->bad, g->in_libc);
+  assert_int_equal(g->stacks, fired);
+  assert_true(fired >= 16);
+  assert_int_equal(g->bad, 0);
+  assert_int_equal(g->in_libc, fired);
+  stkr__unwind_set_free(set);
+  free(cache);
+  free(g);
+}
+
+/* gdb's backtrace as a second oracle: tests/unwind_fixtures/gdb_chain.c
+ * walks its own stack at a leaf under the chain (each shape: recursion,
+ * alloca, every callee-saved register, qsort, a signal handler), writes
+ * the PCs, then stops in uwg_stop, where gdb has a breakpoint; gdb's frame
+ * PCs ($pc in each frame, past main to _start) from the leaf's caller on
+ * must be ours. Skipped, saying so, where gdb is missing or may not trace. */
+#define GDB_WALKS 8
+static const char *const gdb_specs[GDB_WALKS] = {"3:0",  "12:3", "6:5",  "0:1",
+                                                 "7:4",  "4:8",  "2:12", "20:6"};
+
+static void test_oracle_gdb(void **state) {
+  enum { CAP = 1 << 17 };
+  const char *tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  char bin[4096], pcs_path[4096], script[4096], cmd[8192], line[4096], *out = malloc(CAP), *err = malloc(CAP);
+  char *ours_text, *p, *save = NULL;
+  tl_capture c = {out, CAP, err, CAP, NULL, false, -1};
+  static uint64_t theirs[GDB_WALKS][MAXF];
+  unsigned n_theirs[GDB_WALKS] = {0}, k, i, walks = 0, frames = 0;
+  int blk = -1, st;
+  FILE *f;
+  (void)state;
+
+#if defined(UWT_ORACLE_GLIBC)
+  fprintf(stderr, "skipped: no gdb for the aarch64 guest under qemu-user\n");
+  free(out), free(err);
+  skip();
+  return;
+#endif
+  if (tl_sh(&c, "command -v gdb") != 0) {
+    fprintf(stderr, "skipped: gdb is not installed (tools/install-deps.sh)\n");
+    free(out), free(err);
+    skip();
+    return;
+  }
+  tl_runfile(bin, sizeof bin, "tests/unwind_gdb_chain");
+  snprintf(pcs_path, sizeof pcs_path, "%s/gdb_chain.pcs", tmp);
+  snprintf(script, sizeof script, "%s/gdb_chain.gdb", tmp);
+  /* Physical frames only: gdb shows each function inlined at a pc as a
+   * frame of its own with the same pc (glibc's msort_with_tmp, qsort), and
+   * adds "tail call frames" it infers from DWARF call-site entries (a
+   * pthread_kill that jumped to __pthread_kill_implementation) that are
+   * not on the stack. */
+  {
+    size_t at = (size_t)snprintf(cmd, sizeof cmd,
+                                 "set disable-randomization off\nset backtrace past-main on\n"
+                                 "set pagination off\nhandle SIGUSR2 nostop noprint pass\n"
+                                 "break uwg_stop\npython\ndef uwg_frames():\n"
+                                 "    f = gdb.newest_frame()\n    while f is not None:\n"
+                                 "        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):\n"
+                                 "            print('@pc %%#x' %% f.pc())\n"
+                                 "        f = f.older()\nend\nrun\nbt\n");
+    for (k = 0; k < GDB_WALKS; k++)
+      at += (size_t)snprintf(cmd + at, sizeof cmd - at, "python uwg_frames()\ncontinue\n");
+    assert_true(at < sizeof cmd);
+    assert_int_equal(tl_write_file(script, cmd), 0);
+  }
+  {
+    size_t at = (size_t)snprintf(cmd, sizeof cmd, "timeout 300 gdb -q -nx -batch -x '%s' --args '%s' '%s'",
+                                 script, bin, pcs_path);
+    for (k = 0; k < GDB_WALKS; k++)
+      at += (size_t)snprintf(cmd + at, sizeof cmd - at, " %s", gdb_specs[k]);
+    assert_true(at < sizeof cmd);
+  }
+  unlink(pcs_path);
+  st = tl_sh(&c, "%s", cmd);
+  if (strstr(out, "Breakpoint 1, ") == NULL &&
+      (strstr(out, "ptrace") || strstr(err, "ptrace") || strstr(err, "Operation not permitted"))) {
+    fprintf(stderr, "skipped: gdb may not trace here (ptrace refused):\n%.2000s%.2000s\n", out, err);
+    free(out), free(err);
+    skip();
+    return;
+  }
+  if (strstr(err, "Python scripting is not supported") != NULL) {
+    fprintf(stderr, "skipped: this gdb has no Python (needed to tell inlined frames apart)\n");
+    free(out), free(err);
+    skip();
+    return;
+  }
+  if (st != 0) fprintf(stderr, "gdb exited %d:\n%.4000s\n%.4000s\n", st, out, err);
+  assert_int_equal(st, 0);
+  /* gdb's frames: "@pc 0x..." lines, a block per breakpoint hit. */
+  for (p = strtok_r(out, "\n", &save); p != NULL; p = strtok_r(NULL, "\n", &save)) {
+    unsigned long long v;
+    if (strncmp(p, "Breakpoint 1, ", 14) == 0) {
+      blk++;
+      assert_true(blk < GDB_WALKS);
+    } else if (blk >= 0 && sscanf(p, "@pc %llx", &v) == 1 &&
+               n_theirs[blk] < MAXF) {
+      theirs[blk][n_theirs[blk]++] = v;
+    } else if (blk == 0 && p[0] == '#') {
+      fprintf(stderr, "  gdb: %.150s\n", p); /* the first backtrace, for the log */
+    }
+  }
+  assert_int_equal(blk + 1, GDB_WALKS);
+  ours_text = tl_slurp_alloc(pcs_path, NULL);
+  f = fmemopen(ours_text, strlen(ours_text), "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof line, f) != NULL) {
+    uint64_t ours[MAXF];
+    unsigned n = 0;
+    int used = 0, at;
+    char *q;
+    assert_int_equal(sscanf(line, "walk %u:%n", &k, &used), 1);
+    assert_true(k < GDB_WALKS && used > 0);
+    for (q = line + used; n < MAXF; q += at) {
+      unsigned long long v;
+      if (sscanf(q, " %llx%n", &v, &at) != 1) break;
+      ours[n++] = v;
+    }
+    /* theirs[0] is uwg_stop, [1] the leaf: ours start at the leaf's caller. */
+    int same = n_theirs[k] == n + 2 && memcmp(ours, theirs[k] + 2, n * sizeof ours[0]) == 0;
+    if (!same) {
+      fprintf(stderr, "walk %u (%s): %u PCs, gdb %u frames after the leaf\n", k, gdb_specs[k], n,
+              n_theirs[k] >= 2 ? n_theirs[k] - 2 : 0);
+      for (i = 0; i < n || i + 2 < n_theirs[k]; i++)
+        fprintf(stderr, "  %2u ours %#14llx gdb %#14llx\n", i,
+                i < n ? (unsigned long long)ours[i] : 0ull,
+                i + 2 < n_theirs[k] ? (unsigned long long)theirs[k][i + 2] : 0ull);
+    }
+    assert_true(same);
+    assert_true(n >= 6); /* through the chain, main and libc to _start */
+    walks++;
+    frames += n;
+  }
+  fclose(f);
+  fprintf(stderr, "gdb: %u walks, %u frames, each equal to gdb's backtrace\n", walks, frames);
+  assert_int_equal(walks, GDB_WALKS);
+  free(ours_text);
+  free(out);
+  free(err);
+}
+
+/* The aarch64 signal trampoline without CFI: found by its two
+ * instructions (4-aligned, both in bounds), kept in the set; and on
+ * aarch64, without it in the set, a walk from a handler does not get past
+ * it (so the oracle's signal shapes test the trampoline step). */
+static void test_sigtramp(void **state) {
+  static const uint32_t seq[2] = {0xd2801168u, 0xd4000001u}; /* mov x8, #139; svc #0 */
+  uint8_t code[64];
+  stkr__uw_set *s = calloc(1, sizeof *s);
+  unsigned i;
+  (void)state;
+
+  memset(code, 0, sizeof code);
+  memcpy(code + 18, seq, 8); /* not 4-aligned: not an instruction pair */
+  assert_int_equal(stkr__unwind_find_sigtramp(code, sizeof code, 0x1000), 0);
+  memcpy(code + 40, seq, 4); /* only the first instruction */
+  assert_int_equal(stkr__unwind_find_sigtramp(code, sizeof code, 0x1000), 0);
+  memcpy(code + 56, seq, 8); /* the last 8 bytes */
+  assert_int_equal(stkr__unwind_find_sigtramp(code, sizeof code, 0x1000), 0x1000 + 56);
+  assert_int_equal(stkr__unwind_find_sigtramp(code, 63, 0x1000), 0); /* cut by one byte */
+  assert_int_equal(stkr__unwind_find_sigtramp(code + 2, 62, 0x1002), 0x1000 + 56); /* realigned */
+  assert_int_equal(stkr__unwind_find_sigtramp(code, 4, 0x1000), 0);
+
+  assert_int_equal(stkr__unwind_set_add_sigtramp(NULL, 0x1000), -EINVAL);
+  assert_int_equal(stkr__unwind_set_add_sigtramp(s, 0), -EINVAL);
+  for (i = 0; i < STKR__UW_SIGTRAMP_MAX; i++)
+    assert_int_equal(stkr__unwind_set_add_sigtramp(s, 0x1000 + 8 * i), 0);
+  assert_int_equal(stkr__unwind_set_add_sigtramp(s, 0x1000), 0); /* already there */
+  assert_int_equal(stkr__unwind_set_add_sigtramp(s, 0x9000), -ENOSPC);
+  assert_int_equal(s->n_sigtramp, STKR__UW_SIGTRAMP_MAX);
+  stkr__unwind_set_free(s);
+
+#if defined(__aarch64__)
+  {
+    shot sh;
+    uint32_t saved = g_set->n_sigtramp;
+    memset(&sh, 0, sizeof sh);
+    sh.set = g_set;
+    stack_bounds(&sh.lo, &sh.hi);
+    uwc_run(3, 8, leaf, &sh);
+    assert_int_equal(compare(&sh), 0);
+    g_set->n_sigtramp = 0;
+    uwc_run(3, 8, leaf, &sh);
+    g_set->n_sigtramp = saved;
+    assert_int_not_equal(compare(&sh), 0);
+  }
+#endif
 }
 
 /* Without tables (a NULL set: every frame by frame pointer) the same walk
@@ -416,5 +696,6 @@ static void test_publish_swaps(void **state) {
 }
 
 TL_TEST_MAIN("unwind", setup, teardown, test_oracle_main_thread,
-             test_oracle_pthread, test_fp_only_stops_early, test_python3_images,
+             test_oracle_pthread, test_oracle_getaddrinfo, test_oracle_gdb,
+             test_sigtramp, test_fp_only_stops_early, test_python3_images,
              test_hostile_eh_frame, test_hostile_stacks, test_publish_swaps)

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -179,7 +180,47 @@ typedef struct set_acc {
   int err;
   unsigned failed, nocfi;
   stkr__uw_stats total;
+  uintptr_t vdso;       /* the vdso's ELF header (AT_SYSINFO_EHDR), 0: none */
+  uintptr_t vdso_tramp; /* its signal trampoline, found by vdso_sigtramp */
 } set_acc;
+
+#define A64_MOV_X8_RT_SIGRETURN 0xd2801168u /* mov x8, #139 */
+#define A64_SVC_0 0xd4000001u
+
+uintptr_t stkr__unwind_find_sigtramp(const uint8_t *code, size_t len, uintptr_t addr) {
+  size_t i = (4 - (addr & 3)) & 3; /* instructions are 4-aligned */
+  for (; len >= 8 && i <= len - 8; i += 4) {
+    uint32_t w[2];
+    memcpy(w, code + i, sizeof w);
+    if (w[0] == A64_MOV_X8_RT_SIGRETURN && w[1] == A64_SVC_0) return addr + i;
+  }
+  return 0;
+}
+
+/* aarch64: the vdso's __kernel_rt_sigreturn, where every handler installed
+ * without SA_RESTORER returns. It has no CFI (Linux >= 5.10 commented it
+ * out), so the builder finds it by its two instructions in the vdso's
+ * executable segment: a few KiB, mapped for the life of the process. */
+static void vdso_sigtramp(const struct dl_phdr_info *info, set_acc *a) {
+#if defined(__aarch64__)
+  uint16_t i;
+  if (a->vdso == 0 || a->vdso_tramp != 0) return;
+  for (i = 0; i < info->dlpi_phnum; i++) /* the vdso: the image whose first segment is at it */
+    if (info->dlpi_phdr[i].p_type == PT_LOAD &&
+        info->dlpi_addr + info->dlpi_phdr[i].p_vaddr - info->dlpi_phdr[i].p_offset == a->vdso)
+      break;
+  if (i == info->dlpi_phnum) return;
+  for (i = 0; i < info->dlpi_phnum && a->vdso_tramp == 0; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_filesz <= (1u << 20))
+      a->vdso_tramp = stkr__unwind_find_sigtramp(
+          (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), ph->p_filesz,
+          info->dlpi_addr + ph->p_vaddr);
+  }
+#else
+  (void)info, (void)a; /* x86_64: glibc's __restore_rt has CFI ('S') */
+#endif
+}
 
 static int add_image(struct dl_phdr_info *info, size_t size, void *arg) {
   set_acc *a = arg;
@@ -190,6 +231,7 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *arg) {
 
   (void)size;
   if (a->err) return 1;
+  vdso_sigtramp(info, a);
   if (stkr__unwind_src_loaded(info, &src) != 0) { a->nocfi++; return 0; }
   rc = stkr__unwind_table_build(&src, &t, &st);
   a->total.cies += st.cies;
@@ -224,6 +266,7 @@ int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed) {
 
   memset(&a, 0, sizeof a);
   *out = NULL;
+  a.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
   dl_iterate_phdr(add_image, &a);
   s = calloc(1, sizeof *s);
   if (a.err || s == NULL) {
@@ -244,8 +287,19 @@ int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed) {
   s->total = a.total;
   s->total.table_bytes += sizeof *s + k * sizeof *a.t;
   s->images_without_cfi = a.nocfi;
+  if (a.vdso_tramp != 0) s->sigtramp[s->n_sigtramp++] = a.vdso_tramp;
   if (failed) *failed = a.failed;
   *out = s;
+  return 0;
+}
+
+int stkr__unwind_set_add_sigtramp(stkr__uw_set *s, uintptr_t addr) {
+  uint32_t i;
+  if (s == NULL || addr == 0) return -EINVAL;
+  for (i = 0; i < s->n_sigtramp; i++)
+    if (s->sigtramp[i] == addr) return 0;
+  if (s->n_sigtramp == STKR__UW_SIGTRAMP_MAX) return -ENOSPC;
+  s->sigtramp[s->n_sigtramp++] = addr;
   return 0;
 }
 

@@ -165,20 +165,42 @@ uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc);
 /* ---- the set of every loaded image's table -------------------------------
  * Immutable once built: an array of tables sorted by lo, with disjoint
  * ranges. Published through one atomic pointer (stkr__uw_slot). */
+#define STKR__UW_SIGTRAMP_MAX 4
 typedef struct stkr__uw_set {
   uint64_t gen;            /* unique per built set (stkr__uw_cache checks it) */
   uint32_t n;
   stkr__uw_table **tables; /* n, ascending lo, owned */
   stkr__uw_stats total;    /* sums over the tables */
   uint32_t images_without_cfi;
+  /* aarch64: signal return trampolines that have no CFI (the kernel's
+   * vdso __kernel_rt_sigreturn has none since Linux 5.10; other unwinders
+   * recognise its two instructions), by the address a handler returns to.
+   * The walk crosses them through the kernel's rt_sigframe as it does a
+   * STKR__UW_SIGNAL row. Found in the vdso by the builder, or added with
+   * stkr__unwind_set_add_sigtramp before the set is published. */
+  uint32_t n_sigtramp;
+  uintptr_t sigtramp[STKR__UW_SIGTRAMP_MAX];
 } stkr__uw_set;
 
 /* Build tables for every image loaded now (dl_iterate_phdr: each image's
- * PT_GNU_EH_FRAME and its executable PT_LOADs). An image whose table fails
+ * PT_GNU_EH_FRAME and its executable PT_LOADs; on aarch64 also the vdso's
+ * signal trampoline, stkr__uw_set.sigtramp). An image whose table fails
  * is left out (the walk uses FP there) and counted in *failed (may be NULL).
  * @return 0 and *out, or -ENOMEM. Worker only: may allocate, and calls
  * dl_iterate_phdr (which takes the loader's lock). */
 int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed);
+
+/* The address of the first aarch64 signal return sequence ("mov x8, #139"
+ * (__NR_rt_sigreturn); "svc #0", 4-aligned) in code[0..len), which is at
+ * runtime address addr; 0 if none. Pure: reads only code[0..len). */
+uintptr_t stkr__unwind_find_sigtramp(const uint8_t *code, size_t len, uintptr_t addr);
+
+/* Mark addr as a signal return trampoline without CFI (a sa_restorer the
+ * program passed with SA_RESTORER, qemu-user's own page): see
+ * stkr__uw_set.sigtramp. Only before the set is published (it is
+ * immutable after). @return 0 (also when already there), -EINVAL (s NULL
+ * or addr 0), -ENOSPC (STKR__UW_SIGTRAMP_MAX already). */
+int stkr__unwind_set_add_sigtramp(stkr__uw_set *s, uintptr_t addr);
 
 /* Free a set and its tables (NULL is fine). Only after the set was
  * unpublished and the grace period passed: see stkr__uw_slot. */

@@ -188,24 +188,61 @@ static inline uint32_t row_lookup(const stkr__uw_set *set, stkr__uw_cache *cache
   return row;
 }
 
+/* A signal trampoline's frame: sp points at the kernel's frame, and the
+ * interrupted registers are in its ucontext's uc_mcontext.
+ *  - x86_64 (__restore_rt): sp is the ucontext (struct rt_sigframe after
+ *    its popped pretcode); uc_mcontext at +40, rbp/rsp/rip at +80/+120/+128
+ *    of it (asm/sigcontext.h).
+ *  - aarch64 (__kernel_rt_sigreturn): sp is struct rt_sigframe: siginfo
+ *    (128 bytes), then the ucontext, whose uc_mcontext is at +176
+ *    (asm/ucontext.h: flags, link, stack, sigmask padded to 128 bytes,
+ *    16-aligned): fault_address, regs[31], sp, pc; x29/x30/sp/pc at
+ *    +240/+248/+256/+264 of it. qemu-user writes the same layout.
+ * The interrupted sp must lie above on the same stack (a sigaltstack
+ * handler or a hostile frame ends the walk). @return false to stop. */
 #if defined(__x86_64__)
-/* __restore_rt: sp points at the kernel's ucontext (struct rt_sigframe
- * after its popped pretcode); the interrupted rbp, rsp and rip are in
- * uc_mcontext (at +40) at +80, +120, +128 (asm/sigcontext.h). The
- * interrupted rsp must lie above on the same stack (a sigaltstack handler
- * or a hostile frame ends the walk). @return false to stop. */
-static bool signal_step(uintptr_t *pc, uintptr_t *sp, uintptr_t *fp, uintptr_t lo, uintptr_t hi) {
-  uintptr_t mc = *sp + 40, nsp;
-  if (!word_ok(mc + 80, lo, hi) || !word_ok(mc + 120, lo, hi) || !word_ok(mc + 128, lo, hi))
+#define UW_SIG_MC 40u
+#define UW_SIG_FP 80u
+#define UW_SIG_SP 120u
+#define UW_SIG_PC 128u
+#else
+#define UW_SIG_MC (128u + 176u)
+#define UW_SIG_FP (8u + 29u * 8u)
+#define UW_SIG_LR (8u + 30u * 8u)
+#define UW_SIG_SP (8u + 31u * 8u)
+#define UW_SIG_PC (8u + 32u * 8u)
+#endif
+static bool signal_step(uintptr_t *pc, uintptr_t *sp, uintptr_t *fp, uintptr_t *lr, uintptr_t lo,
+                        uintptr_t hi) {
+  uintptr_t mc = *sp + UW_SIG_MC, nsp;
+  if (mc < *sp || !word_ok(mc + UW_SIG_FP, lo, hi) || !word_ok(mc + UW_SIG_SP, lo, hi) ||
+      !word_ok(mc + UW_SIG_PC, lo, hi))
     return false;
-  nsp = *(const uintptr_t *)(mc + 120);
+  nsp = *(const uintptr_t *)(mc + UW_SIG_SP);
   if (nsp <= *sp || nsp > hi) return false;
-  *fp = *(const uintptr_t *)(mc + 80);
-  *pc = *(const uintptr_t *)(mc + 128);
+  *fp = *(const uintptr_t *)(mc + UW_SIG_FP);
+#if defined(UW_SIG_LR)
+  *lr = *(const uintptr_t *)(mc + UW_SIG_LR) & UW_RA_MASK; /* an interrupted leaf's caller */
+#else
+  (void)lr;
+#endif
+  *pc = *(const uintptr_t *)(mc + UW_SIG_PC);
   *sp = nsp;
   return *pc - 1 < UW_ADDR_MAX;
 }
+
+/* Is pc (a return address) a signal trampoline without CFI (aarch64: the
+ * vdso's, see stkr__uw_set.sigtramp)? Asked only where the pc has no row. */
+static inline bool is_sigtramp(const stkr__uw_set *set, uintptr_t pc) {
+#if defined(__aarch64__)
+  uint32_t i;
+  for (i = 0; set != NULL && i < set->n_sigtramp; i++)
+    if (set->sigtramp[i] == pc) return true;
+#else
+  (void)set, (void)pc;
 #endif
+  return false;
+}
 
 /* Use the memo for this walk if it holds (sets the state after the last
  * transition that held: *pc, *sp, *fp, *n; @return true), and decide
@@ -292,14 +329,15 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
     kind = STKR__UW_KIND(row);
     if (kind == STKR__UW_STOP) break;
     if (kind == STKR__UW_SP && !sp_known) kind = STKR__UW_FALLBACK;
-#if defined(__x86_64__)
-    if (row == STKR__UW_SIGNAL) {
+    /* (With the sp unknown, after an aarch64 FP step, the frame is not
+     * found: the FP record below is the best left.) */
+    if (sp_known &&
+        (row == STKR__UW_SIGNAL || (kind == STKR__UW_FALLBACK && !first && is_sigtramp(set, pc)))) {
       rec = false;
-      if (!signal_step(&pc, &sp, &fp, lo, hi)) break;
-      first = true; /* rip is where the thread was, not a return address */
+      if (!signal_step(&pc, &sp, &fp, &lr, lo, hi)) break;
+      first = true; /* the pc is where the thread was, not a return address */
       continue;
     }
-#endif
     if (kind == STKR__UW_FALLBACK) {
       /* The frame-pointer record {caller's fp, return address} at fp. */
       fb++;

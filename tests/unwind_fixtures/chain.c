@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define KEEP() __asm__ volatile("" ::: "memory")
+#define UWC_SA_RESTORER 0x04000000 /* asm-generic/signal-defs.h; glibc's headers hide it */
 
 typedef struct uwc_ctx {
   uwc_leaf leaf;
@@ -36,6 +37,13 @@ __attribute__((noinline)) static long at_bottom(uwc_ctx *c) {
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+#if defined(__aarch64__)
+    /* Return through uwc_sigtramp, a copy of the kernel's vdso
+     * trampoline: qemu-user 7.2 has no vdso, and its own page is in no
+     * image (see chain.h). */
+    sa.sa_flags = UWC_SA_RESTORER;
+    sa.sa_restorer = uwc_sigtramp;
+#endif
     g_sig_ctx = c;
     sigaction(SIGUSR2, &sa, &old);
     raise(SIGUSR2);
@@ -127,6 +135,12 @@ __asm__(".text\n.globl uwc_capture\n.type uwc_capture,@function\nuwc_capture:\n"
         "  movq %rbp, 16(%rdi)\n  movq $0, 24(%rdi)\n  ret\n"
         ".cfi_endproc\n.size uwc_capture, .-uwc_capture\n");
 #elif defined(__aarch64__)
+/* The kernel's __kernel_rt_sigreturn (arch/arm64/kernel/vdso/sigreturn.S)
+ * as it is since Linux 5.10: a nop (for unwinders that look up the return
+ * address - 1), then the rt_sigreturn call, and no CFI (commented out
+ * there: libgcc, libunwind and gdb recognise the two instructions). */
+__asm__(".text\n.p2align 3\n  nop\n.globl uwc_sigtramp\n.type uwc_sigtramp,%function\n"
+        "uwc_sigtramp:\n  mov x8, #139\n  svc #0\n.size uwc_sigtramp, .-uwc_sigtramp\n");
 __asm__(".text\n.globl uwc_capture\n.type uwc_capture,%function\nuwc_capture:\n"
         ".cfi_startproc\n"
         "  str x30, [x0]\n  mov x1, sp\n  str x1, [x0, #8]\n"
