@@ -80,7 +80,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   /* A ring must hold several maximal records, or one event could never
    * fit and would be dropped forever. */
   min_ring = 4 * (sizeof(stkr__record_full) + 8u * rc->max_depth +
-                  rc->payload_max + 8);
+                  rc->payload_max + STKR__PEVICTED_BYTES + 8);
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
   pthread_once(&g_atfork_once, stkr__atfork_install);
@@ -162,8 +162,10 @@ int stkr_thread_attach(void) {
 /* Finish the record reserved at rec, whose PCs (depth of them, hash h1 by
  * stkr__hash_pcs, key2 fold `fold2`) are in place after the full header,
  * and commit it: a known record when the thread's table holds the stack's
- * key, else a full one, after which the table does. The caller holds
- * `busy`. */
+ * key, else a full one, after which the table does. The payload likewise
+ * (common/stkr_ringfile.h, "Payloads"): PAYLOAD_KNOWN (no bytes) when the
+ * payload table holds its key, else PAYLOAD_NEW (the slot's old key and
+ * the bytes), after whose commit it does. The caller holds `busy`. */
 static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
                                        uint32_t site_id, unsigned depth,
                                        uint64_t h1, uint64_t fold2,
@@ -175,37 +177,63 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
                                       flags & STKR__REC_STACK_TRUNCATED);
   unsigned slot = stkr_stack_key2_slot(h2, STKR__KNOWN_SLOTS);
   uint64_t *known = t->ring.c->known[slot];
+  uint64_t *pknown = NULL, pkey[2];
+  bool stack_known = known[0] == h1 && known[1] == h2;
+  uint8_t *ppart;
+  uint32_t pbytes = 0;
 
   rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
   rec->site_id = site_id;
   rec->payload_len = (uint16_t)payload_len;
   rec->slot = (uint8_t)slot;
+  rec->pslot = 0;
   rec->reserved = 0;
-  if (known[0] == h1 && known[1] == h2) {
-    rec->size = stkr__record_known_bytes(payload_len);
+  if (stack_known) {
     rec->depth = 0;
-    rec->flags = (uint8_t)(flags | STKR__REC_KNOWN);
-    if (payload_len != 0) /* over the PCs, no longer needed */
-      memcpy(rec + 1, payload, payload_len);
-    stkr__ring_commit(&t->ring, rec->size);
-    return;
+    flags |= STKR__REC_KNOWN;
+    ppart = (uint8_t *)(rec + 1); /* over the PCs, no longer needed */
+  } else {
+    rec->depth = (uint16_t)depth;
+    full->key[0] = h1;
+    full->key[1] = h2;
+    full->evicted[0] = known[0];
+    full->evicted[1] = known[1];
+    ppart = (uint8_t *)(pcs + depth);
   }
-  rec->size = stkr__record_full_bytes(depth, payload_len);
-  rec->depth = (uint16_t)depth;
+  if (payload_len != 0) {
+    unsigned pslot;
+
+    stkr_payload_key(payload, payload_len, pkey);
+    pslot = stkr_payload_key_slot(pkey, STKR__PKNOWN_SLOTS);
+    rec->pslot = (uint8_t)pslot;
+    pknown = t->ring.c->pknown[pslot];
+    if (pknown[0] == pkey[0] && pknown[1] == pkey[1]) {
+      flags |= STKR__REC_PAYLOAD_KNOWN;
+      pknown = NULL; /* nothing to learn */
+    } else {
+      flags |= STKR__REC_PAYLOAD_NEW;
+      memcpy(ppart, pknown, STKR__PEVICTED_BYTES);
+      memcpy(ppart + STKR__PEVICTED_BYTES, payload, payload_len);
+      pbytes = STKR__PEVICTED_BYTES + (uint32_t)payload_len;
+    }
+  }
   rec->flags = flags;
-  full->key[0] = h1;
-  full->key[1] = h2;
-  full->evicted[0] = known[0];
-  full->evicted[1] = known[1];
-  if (payload_len != 0)
-    memcpy(pcs + depth, payload, payload_len);
+  rec->size = stack_known ? stkr__record_known_bytes(pbytes)
+                          : stkr__record_full_bytes(depth, pbytes);
   stkr__ring_commit(&t->ring, rec->size);
-  /* Only now: a key enters the table once the record that carries its
-   * PCs is committed, so that every known record has its full record
-   * before it in this ring (the worker reads in order; recovery after a
-   * death between the two stores finds the old key in `evicted`). */
-  known[0] = h1;
-  known[1] = h2;
+  /* Only now: a key enters a table once the record that carries its PCs
+   * (or bytes) is committed, so that every known record has its full
+   * record before it in this ring (the worker reads in order; recovery
+   * after a death between the two stores finds the old key in
+   * `evicted`). */
+  if (!stack_known) {
+    known[0] = h1;
+    known[1] = h2;
+  }
+  if (pknown != NULL) {
+    pknown[0] = pkey[0];
+    pknown[1] = pkey[1];
+  }
 }
 
 /* The push shared by stkr_event() and stkr__record_stack(): re-entrancy
@@ -269,7 +297,8 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     payload_len = g_conf.payload_max;
     flags |= STKR__REC_PAYLOAD_TRUNCATED;
   }
-  max_bytes = stkr__record_full_bytes(g_conf.max_depth, payload_len);
+  max_bytes = stkr__record_full_bytes(
+      g_conf.max_depth, payload_len ? payload_len + STKR__PEVICTED_BYTES : 0);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a

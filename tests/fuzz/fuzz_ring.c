@@ -39,8 +39,12 @@ static int on_rec(void *arg, const stkr_ring_rec *r) {
   else
     FZ_CHECK(r->size >= 56);
   FZ_CHECK(pcs >= c->data && pcs + 8u * r->depth <= c->data + c->size);
-  FZ_CHECK(r->payload >= c->data &&
-           r->payload + r->payload_len <= c->data + c->size);
+  FZ_CHECK(r->pslot < STKR_RINGFILE_PKNOWN_SLOTS);
+  if (r->flags & STKR_RINGREC_PAYLOAD_KNOWN) /* the slot's: none here */
+    FZ_CHECK(r->payload == NULL && r->payload_len != 0);
+  else
+    FZ_CHECK(r->payload >= c->data &&
+             r->payload + r->payload_len <= c->data + c->size);
   FZ_CHECK(r->site_id != 0);
   c->last_pos = r->pos;
   c->n++;
