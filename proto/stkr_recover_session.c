@@ -695,17 +695,17 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
   rc->st->events += b.recovered_total;
   rc->st->unresolved_stacks += b.unresolved;
   rc->st->unresolved_payloads += b.unresolved_payloads;
+  if (b.unresolved != 0)
+    stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events keep "
+                 "their site but not their stack (sent once, in a segment "
+                 "that is gone)", (unsigned long long)ss->h.session_id,
+                 (unsigned)ss->h.pid, (unsigned long long)b.unresolved);
   if (b.unresolved_payloads != 0)
     stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events lost "
                  "their payload (sent once, in a segment that is gone): kept "
                  "with an empty payload marked truncated",
                  (unsigned long long)ss->h.session_id, (unsigned)ss->h.pid,
                  (unsigned long long)b.unresolved_payloads);
-  if (b.unresolved != 0)
-    stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events keep "
-                 "their site but not their stack (sent once, in a segment "
-                 "that is gone)", (unsigned long long)ss->h.session_id,
-                 (unsigned)ss->h.pid, (unsigned long long)b.unresolved);
   rc->st->sessions_recovered++;
   if (b.fd >= 0) rc->st->segments_written++;
   if (!b.dry) {
