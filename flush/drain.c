@@ -599,6 +599,10 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   else
     release_all(); /* read since the last write: wrap markers only */
   if (last) {
+    /* This worker reads no more records: live threads' payload mirrors
+     * go (a next recording's worker starts from cleared tables). */
+    for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
+      pmirror_free(t);
     /* Our last file is closed now: the directory's cap may take it into
      * account (and trim what others left) once more. */
     stkr__seg_close(&w->seg);
