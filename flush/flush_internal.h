@@ -64,12 +64,12 @@ typedef struct stkr__fconfig {
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
-/* Still 256 KiB: known records (issue 18) make a 64 KiB ring hold more
- * events of a deep stack than 256 KiB held before, but not of a shallow
- * stack with a payload (a hooked open: 40-56 bytes a record either way,
- * payloads are not interned), and under load the preload tests' bursts
- * dropped with 64 KiB. See README, "Ring capacity". */
-#define STKR__DEFAULT_RING_BYTES 262144u
+/* 64 KiB: with stacks and payloads sent once per thread (issue 18) a
+ * repeated event is a 24-byte record, so 64 KiB holds 2,730 of them
+ * (256 KiB held 819 records of a 32-frame stack before, and 2,730 of a
+ * 4-frame stack with a 15-byte payload); 200 threads' rings then fit the
+ * ring memory cap. See README, "Ring capacity". */
+#define STKR__DEFAULT_RING_BYTES 65536u
 #define STKR__DEFAULT_DEPTH 64u
 #define STKR__DEFAULT_FLUSH_MS 200u
 #define STKR__DEFAULT_SEGMENT_BYTES (64ull << 20)

@@ -67,7 +67,7 @@ static void test_defaults(void **state) {
   stkr__fconfig c;
   assert_int_equal(stkr__config_build(NULL, &c), 0);
   assert_fconfig(&c, &(stkr__fconfig){
-      .dir = "stackrec-out", .ring_bytes = 262144, .max_depth = 64,
+      .dir = "stackrec-out", .ring_bytes = 65536, .max_depth = 64,
       .skip_frames = 0, .flush_interval_ms = 200, .segment_bytes = 67108864,
       .disk_cap_bytes = 1073741824, .payload_max = 256,
       .fork_mode = STKR_FORK_DISABLE});
@@ -76,7 +76,7 @@ static void test_defaults(void **state) {
   stkr_config z;
   memset(&z, 0, sizeof z);
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 262144);
+  assert_int_equal(c.ring_bytes, 65536);
   assert_string_equal(c.dir, "stackrec-out");
   stkr__config_free(&c);
 }
