@@ -67,7 +67,7 @@ static void test_defaults(void **state) {
   stkr__fconfig c;
   assert_int_equal(stkr__config_build(NULL, &c), 0);
   assert_fconfig(&c, &(stkr__fconfig){
-      .dir = "stackrec-out", .ring_bytes = 65536, .max_depth = 64,
+      .dir = "stackrec-out", .ring_bytes = 262144, .max_depth = 64,
       .skip_frames = 0, .flush_interval_ms = 200, .segment_bytes = 67108864,
       .disk_cap_bytes = 1073741824, .payload_max = 256,
       .fork_mode = STKR_FORK_DISABLE});
@@ -76,8 +76,22 @@ static void test_defaults(void **state) {
   stkr_config z;
   memset(&z, 0, sizeof z);
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 65536);
+  assert_int_equal(c.ring_bytes, 262144); /* inproc: rides out a stall */
   assert_string_equal(c.dir, "stackrec-out");
+  stkr__config_free(&c);
+  /* A worker that never symbolizes: 64 KiB (issue 18); an explicit size
+   * wins over either default. */
+  z.symbolize = STKR_SYMBOLIZE_OFFLINE;
+  assert_int_equal(stkr__config_build(&z, &c), 0);
+  assert_int_equal(c.ring_bytes, 65536);
+  stkr__config_free(&c);
+  z.symbolize = STKR_SYMBOLIZE_NONE;
+  assert_int_equal(stkr__config_build(&z, &c), 0);
+  assert_int_equal(c.ring_bytes, 65536);
+  stkr__config_free(&c);
+  z.ring_bytes = 100000;
+  assert_int_equal(stkr__config_build(&z, &c), 0);
+  assert_int_equal(c.ring_bytes, 131072);
   stkr__config_free(&c);
 }
 
