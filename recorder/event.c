@@ -15,6 +15,8 @@
  * keeps its PCs); a new one as a full record, after whose commit the table
  * learns its key. The walk writes the PCs into the reservation either way
  * (no copy for a new stack); a known record then simply ends before them.
+ * Payloads likewise ("Payloads" there): a payload the thread's payload
+ * table holds is sent as its slot, without bytes.
  */
 #include "common/stkr_hash.h"
 #define _GNU_SOURCE
