@@ -7,7 +7,8 @@
  * records come at strictly increasing positions between tail and head,
  * their PCs and payload lie inside the input, a known record (format 2:
  * a stack sent once per thread) has no PCs and a slot inside the table, a
- * full one room for its key, there are never more records than the ring
+ * full one room for its key, a payload-known one (format 3) no payload
+ * bytes handed out, there are never more records than the ring
  * holds 24-byte headers, and a refused or damaged file always
  * says why. The first 8 input bytes, when there are more than a header's
  * worth, also pick the dedupe position ("from"), so that path is fuzzed too.
