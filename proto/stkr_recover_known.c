@@ -244,6 +244,14 @@ static int seg_load(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
   return err;
 }
 
+/* The session's segments' stacks and payloads, read on first need. */
+static int seg_ensure(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
+  if (k->loaded)
+    return 0;
+  k->loaded = true;
+  return seg_load(k, rc, pid);
+}
+
 int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
                       const stkr_ring_rec *r, stkr_ring_rec *out) {
   const uint64_t *key = k->pre[r->slot];
@@ -256,11 +264,8 @@ int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
   }
   if (key[0] == 0 && key[1] == 0)
     return 0; /* the slot was empty at the tail: a damaged ring */
-  if (!k->loaded) {
-    k->loaded = true;
-    if ((err = seg_load(k, rc, pid)) < 0)
-      return err;
-  }
+  if ((err = seg_ensure(k, rc, pid)) < 0)
+    return err;
   if (k->nseg_slots == 0)
     return 0;
   for (i = seg_slot(k, key[0], key[1]); k->seg_slots[i];
@@ -293,11 +298,8 @@ int stkr__rck_payload(stkr__rck *k, stkr__rc *rc, uint32_t pid,
   }
   if (key[0] == 0 && key[1] == 0)
     return 0; /* the slot was empty at the tail: a damaged ring */
-  if (!k->loaded) {
-    k->loaded = true;
-    if ((err = seg_load(k, rc, pid)) < 0)
-      return err;
-  }
+  if ((err = seg_ensure(k, rc, pid)) < 0)
+    return err;
   if ((ix = pseg_find(k, key)) == STKR_INDEX_NONE ||
       k->pseg[ix].len != r->payload_len)
     return 0;
