@@ -164,7 +164,7 @@ static int config_copy_sized(const stkr_config *in, stkr_config *own) {
 
 /* The defaults, before the environment and the struct. */
 static const stkr__fconfig k_defaults = {
-    .ring_bytes = 0, /* by symbolization mode, below */
+    .ring_bytes = STKR__DEFAULT_RING_BYTES,
     .max_depth = STKR__DEFAULT_DEPTH,
     .skip_frames = 0,
     .flush_interval_ms = STKR__DEFAULT_FLUSH_MS,
@@ -305,13 +305,6 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   if ((err = config_from_env(&c, &dir)) != 0) return err;
   if ((err = config_from_struct(&own, &c, &dir)) != 0) return err;
 
-  /* Not set: by mode. An inproc worker stalls at its first resolution into
-   * a library (~50-100 ms, see flush/drain.c), which a ring must ride out
-   * (STKR__DEFAULT_RING_BYTES_INPROC). */
-  if (c.ring_bytes == 0)
-    c.ring_bytes = c.symbolize == STKR_SYMBOLIZE_INPROC
-                       ? STKR__DEFAULT_RING_BYTES_INPROC
-                       : STKR__DEFAULT_RING_BYTES;
   /* Rounded up to a power of two (the ring masks offsets) and to a size
    * that fits the largest record twice. */
   if (c.ring_bytes < min_ring_bytes(c.max_depth, c.payload_max))

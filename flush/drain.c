@@ -298,14 +298,23 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
  * ring space is handed back once its batch is written, while the slot's
  * known records may come much later. Worker only. */
 typedef struct stkr__pmirror {
+  /* Every mirror is on g_pmirrors too: the thread states that point to
+   * them are mmap'd, where LeakSanitizer does not look, and a process
+   * that ends without the worker's last pass still holds them. */
+  struct stkr__pmirror *next, *prev;
   uint8_t *bytes[STKR__PKNOWN_SLOTS];
   uint16_t len[STKR__PKNOWN_SLOTS]; /* 0: the slot's payload is unknown */
   uint16_t cap[STKR__PKNOWN_SLOTS];
 } stkr__pmirror;
 
+static stkr__pmirror *g_pmirrors; /* worker only */
+
 static void pmirror_free(stkr__thread *t) {
   stkr__pmirror *m = t->w_payloads;
   if (m == NULL) return;
+  if (m->prev) m->prev->next = m->next;
+  else g_pmirrors = m->next;
+  if (m->next) m->next->prev = m->prev;
   for (unsigned i = 0; i < STKR__PKNOWN_SLOTS; i++) free(m->bytes[i]);
   free(m);
   t->w_payloads = NULL;
@@ -326,7 +335,12 @@ static void pmirror_check_stale(stkr__thread *t) {
 static void pmirror_learn(stkr__thread *t, unsigned slot, const uint8_t *p,
                           uint16_t len) {
   stkr__pmirror *m = t->w_payloads;
-  if (m == NULL && (m = t->w_payloads = calloc(1, sizeof *m)) == NULL) return;
+  if (m == NULL) {
+    if ((m = t->w_payloads = calloc(1, sizeof *m)) == NULL) return;
+    m->next = g_pmirrors;
+    if (g_pmirrors) g_pmirrors->prev = m;
+    g_pmirrors = m;
+  }
   m->len[slot] = 0;
   if (m->cap[slot] < len) {
     uint16_t cap = len < 32 ? 32 : len;

@@ -113,8 +113,7 @@ typedef enum stkr_symbolize_mode {
  *
  *   field               env variable              default
  *   dir                 STACKREC_DIR              "stackrec-out"
- *   ring_bytes          STACKREC_RING_BYTES       65536; 262144 with symbolize
- *                                                 inproc (rounded up to 2^n)
+ *   ring_bytes          STACKREC_RING_BYTES       262144 (rounded up to 2^n)
  *   max_depth           STACKREC_DEPTH            64 (at most STKR_MAX_DEPTH)
  *   skip_frames         STACKREC_SKIP             0
  *   flush_interval_ms   STACKREC_FLUSH_MS         200

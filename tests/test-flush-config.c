@@ -76,19 +76,10 @@ static void test_defaults(void **state) {
   stkr_config z;
   memset(&z, 0, sizeof z);
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 262144); /* inproc: rides out a stall */
+  assert_int_equal(c.ring_bytes, 262144);
   assert_string_equal(c.dir, "stackrec-out");
   stkr__config_free(&c);
-  /* A worker that never symbolizes: 64 KiB (issue 18); an explicit size
-   * wins over either default. */
-  z.symbolize = STKR_SYMBOLIZE_OFFLINE;
-  assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 65536);
-  stkr__config_free(&c);
-  z.symbolize = STKR_SYMBOLIZE_NONE;
-  assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 65536);
-  stkr__config_free(&c);
+  /* An explicit size, rounded up to a power of two. */
   z.ring_bytes = 100000;
   assert_int_equal(stkr__config_build(&z, &c), 0);
   assert_int_equal(c.ring_bytes, 131072);

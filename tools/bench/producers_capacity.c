@@ -1,10 +1,10 @@
 /*
  * producers_capacity.c: parts C-E of the producers bench (issue 18: ring
  * capacity), every one with the default configuration (stkr_config with
- * only `dir` set: 256 KiB rings in inproc mode, 64 KiB with
- * STACKREC_SYMBOLIZE=offline as under `stackrec record`; the 200 ms
+ * only `dir` set: 256 KiB rings, inproc symbolization, the 200 ms
  * interval, depth 64, payloads up to 256 bytes; any STACKREC_* variable
- * set applies) and the real flush worker, each in a forked child so that
+ * set applies, e.g. STACKREC_SYMBOLIZE=offline as under `stackrec
+ * record`) and the real flush worker, each in a forked child so that
  * one part's rings and worker do not linger into the next:
  *
  *   C. burst: 4 threads x 6,000 events within ~25 ms (4-frame stacks, a
@@ -229,10 +229,10 @@ int producers_capacity(unsigned loop_seconds, int *total) {
   *total = 0;
 
   const char *sym = getenv("STACKREC_SYMBOLIZE");
-  printf("\nC-E. ring capacity with the default configuration (symbolize %s: "
-         "%s KiB rings; 200 ms interval, the real worker), each in a child "
-         "process\n", sym ? sym : "inproc",
-         sym && strcmp(sym, "inproc") != 0 ? "64" : "256");
+  const char *ring = getenv("STACKREC_RING_BYTES");
+  printf("\nC-E. ring capacity with the default configuration (symbolize %s, "
+         "rings of %s bytes; 200 ms interval, the real worker), each in a "
+         "child process\n", sym ? sym : "inproc", ring ? ring : "262144");
   unsigned long long att = 0, drop = 0, full = 0, n = 0;
   double span = 0;
   (*total)++;
