@@ -93,4 +93,41 @@ static inline uint64_t stkr_stack_key2(const uint64_t *pcs, unsigned n,
   return stkr_stack_key2_final(s, n, site, truncated);
 }
 
+/* A payload's key (common/stkr_ringfile.h, "Payloads"): two independent
+ * 64-bit hashes of the bytes, folded in one loop (different seeds,
+ * multipliers and shifts), both covering the length. Recorded on the hot
+ * path (a 15-byte path: two words, ~3 ns) and recomputed by recovery from
+ * the payloads in segments: both sides must agree bit for bit, so unlike
+ * stkr_hash_bytes these values are part of the ring file format. key[1]
+ * is never 0, so that {0, 0} marks an empty table entry. */
+#define STKR_PKEY_SEED1 0x6A09E667F3BCC908ull
+#define STKR_PKEY_SEED2 0xBB67AE8584CAA73Bull
+static inline void stkr_payload_key(const void *p, size_t n, uint64_t key[2]) {
+  const unsigned char *c = (const unsigned char *)p;
+  uint64_t a = STKR_PKEY_SEED1 ^ n, b = STKR_PKEY_SEED2 + n, w;
+  size_t i;
+  for (i = 0; i + 8 <= n; i += 8) {
+    memcpy(&w, c + i, 8);
+    a = (a ^ w) * 0x9E3779B97F4A7C15ull;
+    a ^= a >> 29;
+    b = (b + w) * 0xC2B2AE3D27D4EB4Full;
+    b ^= b >> 31;
+  }
+  if (i < n) {
+    for (w = 0; i < n; i++) w = (w << 8) | c[i];
+    a = (a ^ w) * 0x9E3779B97F4A7C15ull;
+    b = (b + w) * 0xC2B2AE3D27D4EB4Full;
+  }
+  key[0] = stkr_mix64(a);
+  b ^= b >> 32;
+  b *= 0xD6E8FEB86659FD93ull;
+  b ^= b >> 32;
+  key[1] = b ? b : 1;
+}
+/* The payload table slot of a key (slots: a power of two <= 256). */
+static inline unsigned stkr_payload_key_slot(const uint64_t key[2],
+                                             unsigned slots) {
+  return (unsigned)(key[0] >> 56) & (slots - 1);
+}
+
 #endif /* STKR_COMMON_HASH_H */

@@ -40,19 +40,25 @@
  *                     entries of two u64 (the stack key, see below), by
  *                     slot; {0, 0} = empty. Written by the producer only,
  *                     read by recovery only (the worker never reads it).
+ *   [3072, 4096)      the known-payload table (version 3):
+ *                     STKR_RINGFILE_PKNOWN_SLOTS entries of two u64 (the
+ *                     payload key, stkr_payload_key), by slot; the same
+ *                     rules as the stack table.
  *   [hdr_bytes, hdr_bytes + ring_size)   the ring buffer: records at
  *                     offset (pos & (ring_size - 1)), 8-byte aligned, never
  *                     split across the end (a wrap marker, site_id 0,
  *                     fills the rest of the buffer instead).
  *
- * Records (version 2): stacks are sent once per thread. Every record
- * starts with the 24-byte stkr_ringfile_record. A *full* record (flag
- * STKR_RINGREC_KNOWN clear) continues with stkr_ringfile_full's key and
- * evicted fields (32 bytes), then depth u64 PCs, then payload_len payload
- * bytes, then padding to `size` (a multiple of 8). A *known* record
- * (STKR_RINGREC_KNOWN set, depth 0) has its payload right after the 24
- * bytes: its stack is the one of the latest full record of the same ring
- * with the same `slot` before it.
+ * Records (version 2; payloads interned since version 3): stacks are sent
+ * once per thread. Every record starts with the 24-byte
+ * stkr_ringfile_record. A *full* record (flag STKR_RINGREC_KNOWN clear)
+ * continues with stkr_ringfile_full's key and evicted fields (32 bytes),
+ * then depth u64 PCs, then its payload part (see "Payloads" below: the
+ * evicted payload key and payload_len bytes, or nothing), then padding to
+ * `size` (a multiple of 8). A *known* record (STKR_RINGREC_KNOWN set,
+ * depth 0) has its payload part right after the 24 bytes: its stack is
+ * the one of the latest full record of the same ring with the same `slot`
+ * before it.
  *
  * The stack key is {h1, h2}: h1 the recorder's 64-bit hash of the PCs
  * (StackDef.hash), h2 = stkr_stack_key2(pcs, depth, site, truncated)
@@ -75,6 +81,26 @@
  * disk cap) gives the event stack id 0 ("unknown"), counted and reported.
  * The table is cleared whenever the ring gets a new owner or is reset.
  *
+ * Payloads (version 3) are interned per thread the same way, in a table of
+ * their own: key = stkr_payload_key(bytes, payload_len) (common/
+ * stkr_hash.h), slot = stkr_payload_key_slot(key, PKNOWN_SLOTS), stored in
+ * the record's `pslot`. A record with a payload (payload_len > 0) has one
+ * of two flags:
+ *   STKR_RINGREC_PAYLOAD_NEW: it carries the bytes, preceded by the key
+ *     its payload slot held before (16 bytes, {0, 0}: none), right after
+ *     the stack part (the 24 bytes of a known record, or the full header
+ *     and PCs); after its commit the table holds its key.
+ *   STKR_RINGREC_PAYLOAD_KNOWN: it carries nothing of the payload:
+ *     payload_len bytes equal to those of the latest PAYLOAD_NEW record of
+ *     the same ring with the same pslot before it.
+ * So a known stack with a known payload is 24 bytes. Recovery resolves a
+ * PAYLOAD_KNOWN record as it does a known stack: from the ring, else from
+ * the key the slot held at the tail (the first PAYLOAD_NEW record's
+ * evicted key for the slot, else the table's entry), looked up among the
+ * payloads of the session's segments (their keys recomputed); a payload
+ * found nowhere gives the event an empty payload marked truncated, counted
+ * and reported.
+ *
  * Session file:
  *   [0, 4096)         stkr_sessfile_hdr
  *   [slots_off, +8 * (site_cap + 1))  site slots, u64 each, by site id:
@@ -96,13 +122,15 @@
 
 #define STKR_RINGFILE_MAGIC "STKRRING" /* 8 bytes, no NUL in the file */
 #define STKR_SESSFILE_MAGIC "STKRSESS"
-#define STKR_RINGFILE_VERSION 2u
+#define STKR_RINGFILE_VERSION 3u
 #define STKR_SESSFILE_VERSION 2u
 
 #define STKR_RINGFILE_HEAD_OFF 256u
 #define STKR_RINGFILE_TAIL_OFF 320u
 #define STKR_RINGFILE_KNOWN_OFF 1024u
 #define STKR_RINGFILE_KNOWN_SLOTS 128u /* power of two, <= 256 */
+#define STKR_RINGFILE_PKNOWN_OFF 3072u
+#define STKR_RINGFILE_PKNOWN_SLOTS 64u /* power of two, <= 256 */
 #define STKR_RINGFILE_HDR_BYTES 4096u /* the buffer starts here */
 #define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 30) /* the writer's limit */
 
@@ -145,7 +173,8 @@ typedef struct stkr_ringfile_record {
   uint16_t payload_len;
   uint8_t flags;        /* STKR_RINGREC_* */
   uint8_t slot;         /* known-stack table slot of the record's stack */
-  uint16_t reserved;
+  uint8_t pslot;        /* known-payload table slot (PAYLOAD_* flags) */
+  uint8_t reserved;
 } stkr_ringfile_record;
 
 /* A full record's header: the common 24 bytes, then its stack's key and
@@ -160,6 +189,8 @@ typedef struct stkr_ringfile_full {
 #define STKR_RINGREC_PAYLOAD_TRUNCATED 1u
 #define STKR_RINGREC_STACK_TRUNCATED 2u
 #define STKR_RINGREC_KNOWN 4u /* no PCs: the slot's stack (see above) */
+#define STKR_RINGREC_PAYLOAD_NEW 8u    /* evicted payload key + bytes */
+#define STKR_RINGREC_PAYLOAD_KNOWN 16u /* no bytes: the pslot's payload */
 
 /* The event clock's calibration (recorder/clock.c). Records' ts are
  * CLOCK_MONOTONIC nanoseconds when kind is STKR_CLOCK_MONO, else raw
@@ -234,6 +265,11 @@ _Static_assert(sizeof(stkr_ringfile_full) == 56, "full record layout");
 _Static_assert(STKR_RINGFILE_KNOWN_OFF + 16u * STKR_RINGFILE_KNOWN_SLOTS <=
                    STKR_RINGFILE_HDR_BYTES,
                "known-stack table overlaps the buffer");
+_Static_assert(STKR_RINGFILE_PKNOWN_OFF >=
+                       STKR_RINGFILE_KNOWN_OFF + 16u * STKR_RINGFILE_KNOWN_SLOTS &&
+                   STKR_RINGFILE_PKNOWN_OFF + 16u * STKR_RINGFILE_PKNOWN_SLOTS <=
+                       STKR_RINGFILE_HDR_BYTES,
+               "known-payload table overlaps");
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,
                "session header too big");
 

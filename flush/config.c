@@ -32,7 +32,8 @@
  * the ring size is a tuning knob, and the bound depends on two others. */
 static size_t min_ring_bytes(unsigned depth, unsigned payload_max) {
   /* A full record (its PCs) is what must fit: recorder/'s own check. */
-  size_t rec = sizeof(stkr__record_full) + (size_t)depth * 8 + payload_max + 8;
+  size_t rec = sizeof(stkr__record_full) + (size_t)depth * 8 + payload_max +
+               STKR__PEVICTED_BYTES + 8;
   size_t min = 4 * rec;
   return min < 4096 ? 4096 : min;
 }

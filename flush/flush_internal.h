@@ -65,11 +65,16 @@ typedef struct stkr__fconfig {
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
-/* Still 256 KiB: known records (issue 18) make a 64 KiB ring hold more
- * events of a deep stack than 256 KiB held before, but not of a shallow
- * stack with a payload (a hooked open: 40-56 bytes a record either way,
- * payloads are not interned), and under load the preload tests' bursts
- * dropped with 64 KiB. See README, "Ring capacity". */
+/* Still 256 KiB (issue 18). With stacks and payloads sent once per
+ * thread a repeated event is a 24-byte record, and 64 KiB was tried again
+ * (2,730 such events), but it lost events where 256 KiB lost none: in
+ * inproc mode the worker's first resolution into a library stalls the
+ * drain ~50-100 ms, and a burst of 4 threads x 6,000 events in 25 ms
+ * (producers part C) dropped exactly a 64 KiB ring's overflow (13,192 of
+ * 24,000, every run); in offline mode, under ASan, the symbolize
+ * fixture's 2,002 back-to-back events with payloads seen once (each 16
+ * bytes bigger with interning: the slot's old key) dropped 202
+ * (//tests:symbolize). See README, "Ring capacity". */
 #define STKR__DEFAULT_RING_BYTES 262144u
 #define STKR__DEFAULT_DEPTH 64u
 #define STKR__DEFAULT_FLUSH_MS 200u

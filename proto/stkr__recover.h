@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/stkr_map.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__reader.h"
 #include "proto/stkr_recover.h"
@@ -73,6 +74,13 @@ typedef struct stkr__rck_stack {
   bool truncated;
 } stkr__rck_stack;
 
+/* A payload of the session's segments, by key. */
+typedef struct stkr__rck_pbytes {
+  uint64_t key[2];
+  uint8_t *bytes;
+  uint16_t len;
+} stkr__rck_pbytes;
+
 /* One session's resolver of known records. Zero-initialize, set sid. */
 typedef struct stkr__rck {
   uint64_t sid;
@@ -88,6 +96,16 @@ typedef struct stkr__rck {
   size_t n_seg, cap_seg;
   uint32_t *seg_slots; /* index + 1; 0 empty */
   size_t nseg_slots;
+  /* The same for payloads (common/stkr_ringfile.h, "Payloads"): per ring,
+   * each payload slot's key at the tail and its bytes since (pcur_len 0:
+   * none yet); the segments' payloads by key[0] (loaded with the stacks). */
+  uint64_t ppre[STKR_RINGFILE_PKNOWN_SLOTS][2];
+  bool pfirst_seen[STKR_RINGFILE_PKNOWN_SLOTS];
+  const uint8_t *pcur[STKR_RINGFILE_PKNOWN_SLOTS];
+  uint16_t pcur_len[STKR_RINGFILE_PKNOWN_SLOTS];
+  stkr__rck_pbytes *pseg;
+  size_t n_pseg, cap_pseg;
+  stkr_index pseg_ix;
 } stkr__rck;
 
 /* Before a ring's records: the slots' keys at its tail. data/len: the
@@ -100,6 +118,14 @@ void stkr__rck_full(stkr__rck *k, const stkr_ring_rec *r);
  * session's segments of pid (rc->segs) on first need. */
 int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
                       const stkr_ring_rec *r, stkr_ring_rec *out);
+/* A PAYLOAD_NEW record of the ring (r->payload must stay valid for the
+ * ring): its bytes become its slot's. */
+void stkr__rck_payload_new(stkr__rck *k, const stkr_ring_rec *r);
+/* The bytes of PAYLOAD_KNOWN record r: 1 and *out (r->payload_len bytes,
+ * valid until stkr__rck_free) when found, 0 when not (the segment that had
+ * them is gone), -ENOMEM. */
+int stkr__rck_payload(stkr__rck *k, stkr__rc *rc, uint32_t pid,
+                      const stkr_ring_rec *r, const uint8_t **out);
 void stkr__rck_free(stkr__rck *k);
 
 #endif /* STKR__RECOVER_H */

@@ -72,8 +72,10 @@ static const char *ring_header(const uint8_t *data, uint64_t len,
     return "not a ring file (bad magic)";
   if (m->version != STKR_RINGFILE_VERSION)
     return "unknown ring file version";
+  /* The tables sit in the header: it must cover them. */
   if (m->record_hdr != sizeof(stkr_ringfile_record) ||
-      m->hdr_bytes < STKR_RINGFILE_TAIL_OFF + 8 || m->hdr_bytes % 8 != 0)
+      m->hdr_bytes < STKR_RINGFILE_PKNOWN_OFF + 16u * STKR_RINGFILE_PKNOWN_SLOTS ||
+      m->hdr_bytes % 8 != 0)
     return "bad header size fields";
   if (m->ring_size < 64 || m->ring_size > STKR_RINGFILE_MAX_RING ||
       (m->ring_size & (m->ring_size - 1)) != 0 ||
@@ -104,6 +106,8 @@ static const char *ring_record(const uint8_t *rec, uint64_t off,
                                uint64_t left, uint64_t ring_size,
                                stkr_ringfile_record *h, uint64_t *hdr) {
   bool known;
+  uint64_t pbytes = 0;
+  unsigned pflags;
 
   /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
   memcpy(h, rec, 8);
@@ -115,16 +119,28 @@ static const char *ring_record(const uint8_t *rec, uint64_t off,
   if (h->size < sizeof *h)
     return "record shorter than its header";
   memcpy(h, rec, sizeof *h);
+  pflags = h->flags & (STKR_RINGREC_PAYLOAD_NEW | STKR_RINGREC_PAYLOAD_KNOWN);
   if (h->slot >= STKR_RINGFILE_KNOWN_SLOTS ||
+      h->pslot >= STKR_RINGFILE_PKNOWN_SLOTS ||
       (h->flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
                               STKR_RINGREC_STACK_TRUNCATED |
-                              STKR_RINGREC_KNOWN)) != 0)
+                              STKR_RINGREC_KNOWN | STKR_RINGREC_PAYLOAD_NEW |
+                              STKR_RINGREC_PAYLOAD_KNOWN)) != 0)
     return "bad record slot or flags";
+  /* A payload is either carried (NEW) or the slot's (KNOWN), never both;
+   * an empty one neither. */
+  if (pflags == (STKR_RINGREC_PAYLOAD_NEW | STKR_RINGREC_PAYLOAD_KNOWN) ||
+      (pflags != 0) != (h->payload_len != 0))
+    return "bad record payload flags";
+  if (pflags == STKR_RINGREC_PAYLOAD_NEW)
+    pbytes = 16u + h->payload_len;
+  else if (pflags == 0)
+    pbytes = h->payload_len;
   known = (h->flags & STKR_RINGREC_KNOWN) != 0;
   *hdr = known ? sizeof *h : sizeof(stkr_ringfile_full);
   if (known && h->depth != 0)
     return "known record with PCs";
-  if (*hdr + 8u * (uint64_t)h->depth + h->payload_len > h->size)
+  if (*hdr + 8u * (uint64_t)h->depth + pbytes > h->size)
     return "record's PCs and payload do not fit its size";
   return NULL;
 }
@@ -145,7 +161,14 @@ static int ring_deliver(const uint8_t *p, uint64_t pos,
       .payload = p + hdr + 8u * h->depth,
       .payload_len = h->payload_len,
       .flags = h->flags,
+      .pslot = h->pslot,
   };
+  if (h->flags & STKR_RINGREC_PAYLOAD_NEW) {
+    memcpy(r.pevicted, r.payload, 16);
+    r.payload += 16;
+  } else if (h->flags & STKR_RINGREC_PAYLOAD_KNOWN) {
+    r.payload = NULL;
+  }
   if ((h->flags & STKR_RINGREC_KNOWN) == 0) {
     stkr_ringfile_full f;
 

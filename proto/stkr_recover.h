@@ -71,6 +71,10 @@ typedef struct stkr_recover_stats {
    * a known record (common/stkr_ringfile.h, "Records") whose stack was
    * written only to a segment that is gone (disk cap) or was lost. */
   uint64_t unresolved_stacks;
+  /* Events recovered without their payload (kept empty, marked
+   * truncated): a PAYLOAD_KNOWN record (common/stkr_ringfile.h,
+   * "Payloads") whose bytes were only in a segment that is gone. */
+  uint64_t unresolved_payloads;
 } stkr_recover_stats;
 
 /*
@@ -109,6 +113,12 @@ typedef struct stkr_ring_rec {
   uint16_t payload_len;
   uint16_t flags;        /* STKR_RINGREC_*; KNOWN: depth 0, the stack is
                             the slot's (common/stkr_ringfile.h) */
+  /* PAYLOAD_NEW or PAYLOAD_KNOWN set: the payload's slot; for
+   * PAYLOAD_NEW, the key that slot held before (payload points at the
+   * bytes); for PAYLOAD_KNOWN, payload is NULL and payload_len bytes are
+   * the slot's (common/stkr_ringfile.h, "Payloads"). */
+  uint8_t pslot;
+  uint64_t pevicted[2];
 } stkr_ring_rec;
 
 typedef struct stkr_ring_info {

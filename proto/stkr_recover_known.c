@@ -14,6 +14,10 @@
  *     segments, read once per session and only when first needed (a
  *     crash's rings usually resolve alone; a long recording's segments can
  *     be many).
+ * Payloads the same way, with their own table ("Payloads"): a
+ * PAYLOAD_NEW record's bytes become its pslot's (stkr__rck_payload_new), a
+ * PAYLOAD_KNOWN record takes them (stkr__rck_payload), else the bytes of
+ * the slot's key at the tail among the segments' event payloads.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +32,9 @@
 
 void stkr__rck_free(stkr__rck *k) {
   for (size_t i = 0; i < k->n_seg; i++) free(k->seg[i].pcs);
+  for (size_t i = 0; i < k->n_pseg; i++) free(k->pseg[i].bytes);
+  free(k->pseg);
+  stkr_index_free(&k->pseg_ix);
   free(k->seg);
   free(k->seg_slots);
   free(k->cur_path);
@@ -47,6 +54,11 @@ static int note_evicted(void *arg, const stkr_ring_rec *r) {
     k->pre[r->slot][0] = r->evicted[0];
     k->pre[r->slot][1] = r->evicted[1];
   }
+  if ((r->flags & STKR_RINGREC_PAYLOAD_NEW) && !k->pfirst_seen[r->pslot]) {
+    k->pfirst_seen[r->pslot] = true;
+    k->ppre[r->pslot][0] = r->pevicted[0];
+    k->ppre[r->pslot][1] = r->pevicted[1];
+  }
   return 0;
 }
 
@@ -57,10 +69,17 @@ void stkr__rck_ring_begin(stkr__rck *k, const uint8_t *data, uint64_t len) {
 
   memset(k->first_seen, 0, sizeof k->first_seen);
   memset(k->cur, 0, sizeof k->cur);
-  /* The parser validated the header already (len covers the table). */
+  memset(k->pfirst_seen, 0, sizeof k->pfirst_seen);
+  memset(k->pcur_len, 0, sizeof k->pcur_len);
+  /* The parser validated the header already (hdr_bytes, within len,
+   * covers both tables). */
   for (unsigned i = 0; i < STKR_RINGFILE_KNOWN_SLOTS; i++) {
     k->pre[i][0] = rd64(data + STKR_RINGFILE_KNOWN_OFF + 16u * i);
     k->pre[i][1] = rd64(data + STKR_RINGFILE_KNOWN_OFF + 16u * i + 8);
+  }
+  for (unsigned i = 0; i < STKR_RINGFILE_PKNOWN_SLOTS; i++) {
+    k->ppre[i][0] = rd64(data + STKR_RINGFILE_PKNOWN_OFF + 16u * i);
+    k->ppre[i][1] = rd64(data + STKR_RINGFILE_PKNOWN_OFF + 16u * i + 8);
   }
   /* A bad record ends this pass where it ends the real one. */
   (void)stkr_ring_parse(data, len, 0, &info, note_evicted, k, &dups, &lost,
@@ -72,7 +91,51 @@ void stkr__rck_full(stkr__rck *k, const stkr_ring_rec *r) {
   k->cur[r->slot].size = 1; /* set */
 }
 
-/* ---- the session's segments' stacks, by key --------------------------- */
+void stkr__rck_payload_new(stkr__rck *k, const stkr_ring_rec *r) {
+  k->pcur[r->pslot] = r->payload;
+  k->pcur_len[r->pslot] = r->payload_len;
+}
+
+/* ---- the session's segments' stacks and payloads, by key --------------- */
+
+static size_t pseg_find(const stkr__rck *k, const uint64_t key[2]) {
+  size_t pos, ix;
+  for (ix = stkr_index_first(&k->pseg_ix, key[0], &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&k->pseg_ix, key[0], &pos))
+    if (k->pseg[ix].key[1] == key[1]) return ix;
+  return STKR_INDEX_NONE;
+}
+
+/* Every payload of a batch of the session, once per distinct key. */
+static int pseg_add_batch(stkr__rck *k, const Stackrec__Events *e) {
+  size_t off = 0;
+  if (e == NULL) return 0;
+  for (size_t i = 0; i < e->n_payload_len; i++) {
+    uint32_t len = e->payload_len[i];
+    uint64_t key[2];
+    if (len > e->payload_data.len - off) return 0; /* not one of ours */
+    const uint8_t *p = e->payload_data.data + off;
+    off += len;
+    if (len == 0 || len > 0xFFFF) continue;
+    stkr_payload_key(p, len, key);
+    if (pseg_find(k, key) != STKR_INDEX_NONE) continue;
+    if (stkr__grow(&k->pseg, &k->cap_pseg, k->n_pseg + 1, sizeof *k->pseg) != 0)
+      return -ENOMEM;
+    stkr__rck_pbytes *d = &k->pseg[k->n_pseg];
+    if ((d->bytes = malloc(len)) == NULL) return -ENOMEM;
+    memcpy(d->bytes, p, len);
+    d->key[0] = key[0];
+    d->key[1] = key[1];
+    d->len = (uint16_t)len;
+    if (stkr_index_add(&k->pseg_ix, key[0], k->n_pseg) != 0) {
+      free(d->bytes);
+      return -ENOMEM;
+    }
+    k->n_pseg++;
+  }
+  return 0;
+}
+
 
 static size_t seg_slot(const stkr__rck *k, uint64_t k0, uint64_t k1) {
   return (size_t)stkr_mix64(k0 ^ k1) & (k->nseg_slots - 1);
@@ -144,9 +207,11 @@ static int seg_batch(void *arg, const stkr_batch_view *v) {
   /* As in scan_batch: a segment's Header says whose batches follow. */
   if (b->header != NULL)
     k->cur_match = b->header->session_id == k->sid;
-  if (k->cur_match)
+  if (k->cur_match) {
     for (size_t i = 0; i < b->n_stacks && err == 0; i++)
       err = seg_add(k, b->stacks[i]);
+    if (err == 0) err = pseg_add_batch(k, b->events);
+  }
   stackrec__batch__free_unpacked(b, &pa.pb);
   return err;
 }
@@ -179,6 +244,14 @@ static int seg_load(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
   return err;
 }
 
+/* The session's segments' stacks and payloads, read on first need. */
+static int seg_ensure(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
+  if (k->loaded)
+    return 0;
+  k->loaded = true;
+  return seg_load(k, rc, pid);
+}
+
 int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
                       const stkr_ring_rec *r, stkr_ring_rec *out) {
   const uint64_t *key = k->pre[r->slot];
@@ -191,11 +264,8 @@ int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
   }
   if (key[0] == 0 && key[1] == 0)
     return 0; /* the slot was empty at the tail: a damaged ring */
-  if (!k->loaded) {
-    k->loaded = true;
-    if ((err = seg_load(k, rc, pid)) < 0)
-      return err;
-  }
+  if ((err = seg_ensure(k, rc, pid)) < 0)
+    return err;
   if (k->nseg_slots == 0)
     return 0;
   for (i = seg_slot(k, key[0], key[1]); k->seg_slots[i];
@@ -213,4 +283,26 @@ int stkr__rck_resolve(stkr__rck *k, stkr__rc *rc, uint32_t pid,
     }
   }
   return 0;
+}
+
+int stkr__rck_payload(stkr__rck *k, stkr__rc *rc, uint32_t pid,
+                      const stkr_ring_rec *r, const uint8_t **out) {
+  const uint64_t *key = k->ppre[r->pslot];
+  size_t ix;
+  int err;
+
+  if (k->pcur_len[r->pslot] != 0) {
+    if (k->pcur_len[r->pslot] != r->payload_len) return 0; /* damaged */
+    *out = k->pcur[r->pslot];
+    return 1;
+  }
+  if (key[0] == 0 && key[1] == 0)
+    return 0; /* the slot was empty at the tail: a damaged ring */
+  if ((err = seg_ensure(k, rc, pid)) < 0)
+    return err;
+  if ((ix = pseg_find(k, key)) == STKR_INDEX_NONE ||
+      k->pseg[ix].len != r->payload_len)
+    return 0;
+  *out = k->pseg[ix].bytes;
+  return 1;
 }

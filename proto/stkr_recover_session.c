@@ -230,6 +230,7 @@ typedef struct build {
   uint64_t base_ts, last_ts;
   stkr__rck known;      /* what known records refer to */
   uint64_t from, dups, unresolved; /* this ring's RingPos.end; counts */
+  uint64_t unresolved_payloads;
   Stackrec__SiteDef *sites;
   size_t n_sites, cap_sites;
   char **site_names;
@@ -461,10 +462,14 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
   build *b = arg;
   stkr_ring_rec full;
   uint32_t stack;
+  const uint8_t *payload = r->payload;
+  uint16_t plen = r->payload_len;
+  bool ptrunc = (r->flags & STKR_RINGREC_PAYLOAD_TRUNCATED) != 0;
   int err;
 
   /* Below RingPos.end too: known records after it may refer to it. */
   if (!(r->flags & STKR_RINGREC_KNOWN)) stkr__rck_full(&b->known, r);
+  if (r->flags & STKR_RINGREC_PAYLOAD_NEW) stkr__rck_payload_new(&b->known, r);
   if (r->pos < b->from) {
     b->dups++;
     return 0;
@@ -512,6 +517,17 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
   } else if ((stack = intern_stack(b, &full)) == 0) {
     return -ENOMEM;
   }
+  if ((r->flags & STKR_RINGREC_PAYLOAD_KNOWN) &&
+      (err = stkr__rck_payload(&b->known, b->rc, b->ss->h.pid, r,
+                               &payload)) <= 0) {
+    if (err < 0) return err;
+    /* Its payload is gone with its segment: the event is kept, with an
+     * empty payload marked truncated, and counted. */
+    payload = NULL;
+    plen = 0;
+    ptrunc = true;
+    b->unresolved_payloads++;
+  }
   if (stkr__grow(&b->ts_delta, &b->cap, b->n + 1, sizeof *b->ts_delta) != 0)
     return -ENOMEM;
   size_t c = b->cap; /* the other columns follow ts_delta's capacity */
@@ -530,22 +546,21 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
   b->thread_id[b->n] = b->cur_thread;
   b->stack_id[b->n] = stack;
   b->site_col[b->n] = r->site_id;
-  b->payload_len[b->n] = r->payload_len;
-  if (r->payload_len) {
-    if (stkr__grow(&b->pdata, &b->pdata_cap, b->pdata_len + r->payload_len,
-                   1) != 0)
+  b->payload_len[b->n] = plen;
+  if (plen) {
+    if (stkr__grow(&b->pdata, &b->pdata_cap, b->pdata_len + plen, 1) != 0)
       return -ENOMEM;
-    memcpy(b->pdata + b->pdata_len, r->payload, r->payload_len);
-    b->pdata_len += r->payload_len;
+    memcpy(b->pdata + b->pdata_len, payload, plen);
+    b->pdata_len += plen;
     b->any_payload = true;
   }
-  if (r->flags & 1u) {
+  if (ptrunc) {
     if (stkr__grow(&b->ptrunc, &b->cap_ptrunc, b->n_ptrunc + 1, 4) != 0)
       return -ENOMEM;
     b->ptrunc[b->n_ptrunc++] = (uint32_t)b->n;
   }
   b->n++;
-  b->est += 12 + r->payload_len;
+  b->est += 12 + plen;
   return 0;
 }
 
@@ -679,11 +694,18 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
   }
   rc->st->events += b.recovered_total;
   rc->st->unresolved_stacks += b.unresolved;
+  rc->st->unresolved_payloads += b.unresolved_payloads;
   if (b.unresolved != 0)
     stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events keep "
                  "their site but not their stack (sent once, in a segment "
                  "that is gone)", (unsigned long long)ss->h.session_id,
                  (unsigned)ss->h.pid, (unsigned long long)b.unresolved);
+  if (b.unresolved_payloads != 0)
+    stkr__rc_msg(rc, "session %016llx of pid %u: %llu recovered events lost "
+                 "their payload (sent once, in a segment that is gone): kept "
+                 "with an empty payload marked truncated",
+                 (unsigned long long)ss->h.session_id, (unsigned)ss->h.pid,
+                 (unsigned long long)b.unresolved_payloads);
   rc->st->sessions_recovered++;
   if (b.fd >= 0) rc->st->segments_written++;
   if (!b.dry) {

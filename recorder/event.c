@@ -15,6 +15,8 @@
  * keeps its PCs); a new one as a full record, after whose commit the table
  * learns its key. The walk writes the PCs into the reservation either way
  * (no copy for a new stack); a known record then simply ends before them.
+ * Payloads likewise ("Payloads" there): a payload the thread's payload
+ * table holds is sent as its slot, without bytes.
  */
 #include "common/stkr_hash.h"
 #define _GNU_SOURCE
@@ -81,7 +83,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   /* A ring must hold several maximal records, or one event could never
    * fit and would be dropped forever. */
   min_ring = 4 * (sizeof(stkr__record_full) + 8u * rc->max_depth +
-                  rc->payload_max + 8);
+                  rc->payload_max + STKR__PEVICTED_BYTES + 8);
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
   pthread_once(&g_atfork_once, stkr__atfork_install);
@@ -162,11 +164,42 @@ int stkr_thread_attach(void) {
   return stkr__thread_attach(g_conf.ring_bytes, &t);
 }
 
+/* The payload part of a record at ppart (common/stkr_ringfile.h,
+ * "Payloads"), for payload_len > 0: PAYLOAD_KNOWN and nothing when the
+ * thread's payload table holds its key, else PAYLOAD_NEW, the slot's old
+ * key and the bytes, and *learn = the table entry to set to key once the
+ * record is committed. Returns the bytes written. */
+static inline uint32_t stkr__payload_put(stkr__thread *t, stkr__record *rec,
+                                         uint8_t *ppart, const void *payload,
+                                         size_t payload_len, uint8_t *flags,
+                                         uint64_t **learn, uint64_t key[2]) {
+  unsigned pslot;
+  uint64_t *pknown;
+
+  stkr_payload_key(payload, payload_len, key);
+  pslot = stkr_payload_key_slot(key, STKR__PKNOWN_SLOTS);
+  rec->pslot = (uint8_t)pslot;
+  pknown = t->ring.c->pknown[pslot];
+  if (pknown[0] == key[0] && pknown[1] == key[1]) {
+    *flags |= STKR__REC_PAYLOAD_KNOWN;
+    return 0;
+  }
+  *flags |= STKR__REC_PAYLOAD_NEW;
+  memcpy(ppart, pknown, STKR__PEVICTED_BYTES);
+  memcpy(ppart + STKR__PEVICTED_BYTES, payload, payload_len);
+  *learn = pknown;
+  return STKR__PEVICTED_BYTES + (uint32_t)payload_len;
+}
+
 /* Finish the record reserved at rec, whose PCs (depth of them, hash h1 by
  * stkr__hash_pcs, key2 fold `fold2`) are in place after the full header,
  * and commit it: a known record when the thread's table holds the stack's
- * key, else a full one, after which the table does. The caller holds
- * `busy`. */
+ * key, else a full one, after which the table does. The payload likewise
+ * (stkr__payload_put). A key enters a table only once the record that
+ * carries its PCs (or bytes) is committed, so that every known record has
+ * its full record before it in this ring (the worker reads in order;
+ * recovery after a death between the two stores finds the old key in
+ * `evicted`). The caller holds `busy`. */
 static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
                                        uint32_t site_id, unsigned depth,
                                        uint64_t h1, uint64_t fold2,
@@ -178,37 +211,49 @@ static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
                                       flags & STKR__REC_STACK_TRUNCATED);
   unsigned slot = stkr_stack_key2_slot(h2, STKR__KNOWN_SLOTS);
   uint64_t *known = t->ring.c->known[slot];
+  uint64_t *learn = NULL, pkey[2];
+  uint32_t pbytes = 0;
 
   rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
   rec->site_id = site_id;
   rec->payload_len = (uint16_t)payload_len;
   rec->slot = (uint8_t)slot;
+  rec->pslot = 0;
   rec->reserved = 0;
   if (known[0] == h1 && known[1] == h2) {
-    rec->size = stkr__record_known_bytes(payload_len);
     rec->depth = 0;
-    rec->flags = (uint8_t)(flags | STKR__REC_KNOWN);
-    if (payload_len != 0) /* over the PCs, no longer needed */
-      memcpy(rec + 1, payload, payload_len);
+    if (payload_len == 0) { /* the common case first, as short as it was */
+      rec->size = stkr__record_known_bytes(0);
+      rec->flags = (uint8_t)(flags | STKR__REC_KNOWN);
+      stkr__ring_commit(&t->ring, rec->size);
+      return;
+    }
+    flags |= STKR__REC_KNOWN;
+    /* over the PCs, no longer needed */
+    pbytes = stkr__payload_put(t, rec, (uint8_t *)(rec + 1), payload,
+                               payload_len, &flags, &learn, pkey);
+    rec->flags = flags;
+    rec->size = stkr__record_known_bytes(pbytes);
     stkr__ring_commit(&t->ring, rec->size);
-    return;
+  } else {
+    rec->depth = (uint16_t)depth;
+    full->key[0] = h1;
+    full->key[1] = h2;
+    full->evicted[0] = known[0];
+    full->evicted[1] = known[1];
+    if (payload_len != 0)
+      pbytes = stkr__payload_put(t, rec, (uint8_t *)(pcs + depth), payload,
+                                 payload_len, &flags, &learn, pkey);
+    rec->flags = flags;
+    rec->size = stkr__record_full_bytes(depth, pbytes);
+    stkr__ring_commit(&t->ring, rec->size);
+    known[0] = h1; /* only now: see above */
+    known[1] = h2;
   }
-  rec->size = stkr__record_full_bytes(depth, payload_len);
-  rec->depth = (uint16_t)depth;
-  rec->flags = flags;
-  full->key[0] = h1;
-  full->key[1] = h2;
-  full->evicted[0] = known[0];
-  full->evicted[1] = known[1];
-  if (payload_len != 0)
-    memcpy(pcs + depth, payload, payload_len);
-  stkr__ring_commit(&t->ring, rec->size);
-  /* Only now: a key enters the table once the record that carries its
-   * PCs is committed, so that every known record has its full record
-   * before it in this ring (the worker reads in order; recovery after a
-   * death between the two stores finds the old key in `evicted`). */
-  known[0] = h1;
-  known[1] = h2;
+  if (learn != NULL) {
+    learn[0] = pkey[0];
+    learn[1] = pkey[1];
+  }
 }
 
 /* The event's stack into pcs (the reserved record's PC area), with its
@@ -321,7 +366,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
   max_bytes = stkr__record_full_bytes(
       g_conf.max_depth +
           (uw_set != NULL ? g_conf.skip_frames + STKR__UW_EXTRA : 0),
-      payload_len);
+      payload_len ? payload_len + STKR__PEVICTED_BYTES : 0);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a

@@ -176,4 +176,5 @@ void stkr__ring_reset(stkr__ring *r) {
   c->c_read = head;
   /* The worker that reads on knows none of the stacks sent so far. */
   memset(c->known, 0, sizeof c->known);
+  memset(c->pknown, 0, sizeof c->pknown);
 }

@@ -474,6 +474,7 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
   pos = atomic_load_explicit(&c->tail, memory_order_relaxed);
   /* The new owner has sent no stack yet (its worker state is fresh). */
   memset(c->known, 0, sizeof c->known);
+  memset(c->pknown, 0, sizeof c->pknown);
   c->meta.thread_id = thread_id;
   c->meta.os_tid = os_tid;
   copy_str(c->meta.name, sizeof c->meta.name, name);

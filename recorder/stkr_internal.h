@@ -43,7 +43,8 @@ typedef struct stkr__record {
   uint16_t payload_len;
   uint8_t flags;       /* STKR__REC_* */
   uint8_t slot;        /* the stack's slot in the known-stack table */
-  uint16_t reserved;
+  uint8_t pslot;       /* the payload's slot (STKR__REC_PAYLOAD_* set) */
+  uint8_t reserved;
 } stkr__record;
 
 typedef struct stkr__record_full {
@@ -57,6 +58,12 @@ typedef struct stkr__record_full {
 #define STKR__REC_STACK_TRUNCATED STKR_RINGREC_STACK_TRUNCATED
 #define STKR__REC_KNOWN STKR_RINGREC_KNOWN
 #define STKR__KNOWN_SLOTS STKR_RINGFILE_KNOWN_SLOTS
+#define STKR__REC_PAYLOAD_NEW STKR_RINGREC_PAYLOAD_NEW
+#define STKR__REC_PAYLOAD_KNOWN STKR_RINGREC_PAYLOAD_KNOWN
+#define STKR__PKNOWN_SLOTS STKR_RINGFILE_PKNOWN_SLOTS
+/* Bytes a PAYLOAD_NEW record carries before its payload: the key its
+ * payload slot held before. */
+#define STKR__PEVICTED_BYTES 16u
 
 static inline bool stkr__record_known(const stkr__record *r) {
   return (r->flags & STKR__REC_KNOWN) != 0;
@@ -70,12 +77,22 @@ static inline const stkr__record_full *stkr__record_as_full(
 static inline const uint64_t *stkr__record_pcs(const stkr__record *r) {
   return (const uint64_t *)(const void *)(stkr__record_as_full(r) + 1);
 }
-static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
+/* Where the record's payload part starts (after its stack part). */
+static inline const uint8_t *stkr__record_ppart(const stkr__record *r) {
   if (stkr__record_known(r))
     return (const uint8_t *)(r + 1);
   return (const uint8_t *)(stkr__record_pcs(r) + r->depth);
 }
-/* Bytes of a full record with `depth` PCs and `payload` bytes, and of a
+/* The payload bytes the record carries: NULL for a PAYLOAD_KNOWN record
+ * (its bytes are those of the latest PAYLOAD_NEW record of its pslot). */
+static inline const uint8_t *stkr__record_payload(const stkr__record *r) {
+  if (r->flags & STKR__REC_PAYLOAD_KNOWN)
+    return NULL;
+  return stkr__record_ppart(r) +
+         ((r->flags & STKR__REC_PAYLOAD_NEW) ? STKR__PEVICTED_BYTES : 0);
+}
+/* Bytes of a full record with `depth` PCs and `payload` bytes of payload
+ * part (the payload, plus STKR__PEVICTED_BYTES if PAYLOAD_NEW), and of a
  * known record. */
 static inline uint32_t stkr__record_full_bytes(unsigned depth, size_t payload) {
   return (uint32_t)((sizeof(stkr__record_full) + 8u * depth + payload + 7u) &
@@ -126,6 +143,8 @@ typedef struct stkr__ring_ctl {
   _Alignas(STKR__CACHE_LINE) uint8_t pad1[STKR_RINGFILE_KNOWN_OFF -
                                           STKR_RINGFILE_TAIL_OFF - 64];
   uint64_t known[STKR__KNOWN_SLOTS][2];
+  /* The known-payload table: the same rules, payload keys by pslot. */
+  uint64_t pknown[STKR__PKNOWN_SLOTS][2];
 } stkr__ring_ctl;
 
 _Static_assert(offsetof(stkr__ring_ctl, head) == STKR_RINGFILE_HEAD_OFF,
@@ -134,6 +153,8 @@ _Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
                "ring file tail offset");
 _Static_assert(offsetof(stkr__ring_ctl, known) == STKR_RINGFILE_KNOWN_OFF,
                "ring file known-stack table offset");
+_Static_assert(offsetof(stkr__ring_ctl, pknown) == STKR_RINGFILE_PKNOWN_OFF,
+               "ring file known-payload table offset");
 _Static_assert(sizeof(stkr__ring_ctl) <= STKR_RINGFILE_HDR_BYTES,
                "ring control page");
 _Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&
@@ -141,6 +162,8 @@ _Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&
                        offsetof(stkr_ringfile_record, depth) &&
                    offsetof(stkr__record, slot) ==
                        offsetof(stkr_ringfile_record, slot) &&
+                   offsetof(stkr__record, pslot) ==
+                       offsetof(stkr_ringfile_record, pslot) &&
                    sizeof(stkr__record_full) == sizeof(stkr_ringfile_full),
                "ring record layout");
 
@@ -530,6 +553,14 @@ typedef struct stkr__thread {
    * (or no memory for it: its known records get stack id 0). Cleared with
    * the table (start, fork); a fresh state is zero. */
   uint32_t w_slot_stack[STKR__KNOWN_SLOTS];
+  /* The worker's mirror of the known-payload table (flush/'s type,
+   * allocated by the worker at the thread's first PAYLOAD_NEW record and
+   * freed by it before the reap; NULL: none yet), and whether it went
+   * stale: set where the tables are cleared (start, fork: no worker
+   * active, and recorder/ does not free flush/'s memory), cleared by the
+   * worker once it emptied the mirror. */
+  struct stkr__pmirror *w_payloads;
+  bool w_payloads_stale;
 
   /* The thread's unwind row cache (unwind.h), mapped at attach when the
    * session walks with tables, else NULL. Producer only (its walks);

@@ -329,6 +329,7 @@ void stkr__threads_reset_counts(void) {
      * and the worker's mirror start empty together. */
     stkr__ring_reset(&t->ring);
     memset(t->w_slot_stack, 0, sizeof t->w_slot_stack);
+    t->w_payloads_stale = true;
   }
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
   atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
@@ -388,6 +389,7 @@ void stkr__threads_forget_after_fork(void) {
     self->w_consumed = self->w_reported_full = self->w_reported_reentrant = 0;
     self->w_defined_seg = 0;
     memset(self->w_slot_stack, 0, sizeof self->w_slot_stack);
+    self->w_payloads_stale = true;
     atomic_store_explicit(&self->busy, 0, memory_order_relaxed);
     self->tid = stkr__os_tid();
     self->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;

@@ -27,6 +27,31 @@ static __attribute__((unused)) int rh_start(size_t ring_bytes,
   return stkr__recorder_start(&rc, NULL, NULL, NULL);
 }
 
+/* The payload of a record read from one ring in order, as the worker
+ * gets it (common/stkr_ringfile.h, "Payloads"): a PAYLOAD_NEW record's
+ * bytes become its slot's, a PAYLOAD_KNOWN record repeats them. Every
+ * record of the ring must go through here, in order (or the mirror be
+ * forgotten with the ring's reset: rh_payload_forget). NULL when the
+ * slot's bytes were never seen. */
+static uint8_t g_rh_pmirror[STKR__PKNOWN_SLOTS][STKR_MAX_PAYLOAD];
+static uint16_t g_rh_plen[STKR__PKNOWN_SLOTS];
+static __attribute__((unused)) void rh_payload_forget(void) {
+  memset(g_rh_plen, 0, sizeof g_rh_plen);
+}
+static __attribute__((unused)) const uint8_t *rh_payload(
+    const stkr__record *rec) {
+  if (rec->flags & STKR__REC_PAYLOAD_NEW) {
+    memcpy(g_rh_pmirror[rec->pslot], stkr__record_payload(rec),
+           rec->payload_len);
+    g_rh_plen[rec->pslot] = rec->payload_len;
+  } else if (rec->flags & STKR__REC_PAYLOAD_KNOWN) {
+    return g_rh_plen[rec->pslot] == rec->payload_len
+               ? g_rh_pmirror[rec->pslot]
+               : NULL;
+  }
+  return stkr__record_payload(rec);
+}
+
 /* A cmocka teardown: stop the recorder, empty this thread's ring. */
 static __attribute__((unused)) int rh_stop(void **state) {
   stkr__thread *t = stkr__tls;
@@ -34,6 +59,7 @@ static __attribute__((unused)) int rh_stop(void **state) {
   stkr__recorder_stop();
   if ((uintptr_t)t > STKR__THREAD_SENTINEL_MAX)
     stkr__ring_reset(&t->ring);
+  rh_payload_forget();
   return 0;
 }
 
@@ -76,6 +102,8 @@ static __attribute__((unused)) void storm_run(stkr_site *site, const char *paylo
   memset(&off, 0, sizeof off);
   setitimer(ITIMER_REAL, &off, NULL);
   while ((rec = stkr__ring_peek(rh_ring())) != NULL) {
+    if (check != NULL)
+      check(rec);
     stkr__ring_release(rh_ring(), rec);
     seen++;
   }

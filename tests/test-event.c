@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -133,7 +134,11 @@ static void test_known_stack_sent_once(void **state) {
   rec = take();
   assert_false(stkr__record_known(rec));
   assert_true(rec->depth >= 4);
-  assert_int_equal(rec->size, stkr__record_full_bytes(rec->depth, 3));
+  /* The payload is new too: the slot's old key (none) and the bytes. */
+  assert_int_equal(rec->size,
+                   stkr__record_full_bytes(rec->depth, STKR__PEVICTED_BYTES + 3));
+  assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
+  assert_memory_equal(rh_payload(rec), "abc", 3);
   key[0] = stkr__record_as_full(rec)->key[0];
   key[1] = stkr__record_as_full(rec)->key[1];
   assert_int_equal(key[1], stkr_stack_key2(stkr__record_pcs(rec), rec->depth,
@@ -143,11 +148,15 @@ static void test_known_stack_sent_once(void **state) {
   for (i = 0; i < 2; i++) {
     rec = take();
     assert_true(stkr__record_known(rec));
-    assert_int_equal(rec->size, 32); /* 24 + "abc", padded to 8 */
+    /* A known stack with a known payload: the 24 bytes alone. */
+    assert_int_equal(rec->size, 24);
+    assert_true(rec->flags & STKR__REC_PAYLOAD_KNOWN);
     assert_int_equal(rec->depth, 0);
     assert_int_equal(rec->slot, slot);
     assert_int_equal(rec->site_id, stkr__site_id(&g_site_a));
-    assert_memory_equal(stkr__record_payload(rec), "abc", 3);
+    assert_int_equal(rec->payload_len, 3);
+    assert_null(stkr__record_payload(rec));
+    assert_memory_equal(rh_payload(rec), "abc", 3);
   }
   /* Without payload a known record is 24 bytes: the goal of issue 18. */
   rec = take();
@@ -203,6 +212,117 @@ static void *capped_thread(void *arg) {
   rc[2] = stkr_event(&g_site_a, NULL, 0); /* room: attaches, records */
   rc[3] = stkr__tls != STKR__THREAD_CAPPED && stkr__tls != NULL;
   return NULL;
+}
+
+/* Payloads once per thread (common/stkr_ringfile.h, "Payloads"): a
+ * repeated payload is sent as its slot only; a changed one carries its
+ * bytes and the slot's old key; a payload evicted by another of its slot
+ * is sent again; a reset forgets them; truncated payloads are interned
+ * as cut. Every record's payload, read back through the mirror, is the
+ * one passed. */
+static void payload_key_of(const char *p, uint64_t key[2], unsigned *slot) {
+  stkr_payload_key(p, strlen(p), key);
+  *slot = stkr_payload_key_slot(key, STKR__PKNOWN_SLOTS);
+}
+
+static const stkr__record *take_payload(const char *want) {
+  const stkr__record *rec = take();
+  const uint8_t *p = rh_payload(rec);
+  assert_int_equal(rec->payload_len, strlen(want));
+  assert_non_null(p);
+  assert_memory_equal(p, want, rec->payload_len);
+  return rec;
+}
+
+static void test_known_payload_sent_once(void **state) {
+  const stkr__record *rec;
+  char other[16];
+  uint64_t ka[2], kb[2];
+  unsigned sa, sb;
+  int i;
+  (void)state;
+  rh_payload_forget();
+  payload_key_of("/etc/passwd", ka, &sa);
+  /* A second payload in the same slot, to evict the first. */
+  for (i = 0;; i++) {
+    snprintf(other, sizeof other, "/tmp/%d", i);
+    payload_key_of(other, kb, &sb);
+    if (sb == sa) break;
+  }
+  /* One call site, one stack (each line of this test is another). */
+  for (i = 0; i < 4; i++) {
+    assert_int_equal(other_stack("/etc/passwd", 11), 0);
+    rec = take_payload("/etc/passwd");
+    assert_int_equal(rec->pslot, sa);
+    if (i == 0) {
+      assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
+      assert_int_equal(rh_ring()->c->pknown[sa][0], ka[0]);
+      assert_int_equal(rh_ring()->c->pknown[sa][1], ka[1]);
+    } else {
+      assert_true(rec->flags & STKR__REC_PAYLOAD_KNOWN);
+      assert_int_equal(rec->size, 24);
+    }
+  }
+  /* A new stack with a known payload: PCs, no payload bytes. */
+  assert_int_equal(c1("/etc/passwd", 11), 0);
+  rec = take_payload("/etc/passwd");
+  assert_false(stkr__record_known(rec));
+  assert_true(rec->flags & STKR__REC_PAYLOAD_KNOWN);
+  assert_int_equal(rec->size, stkr__record_full_bytes(rec->depth, 0));
+  /* Changing payloads: each carries its bytes until repeated. */
+  assert_int_equal(other_stack(other, strlen(other)), 0);
+  rec = take_payload(other);
+  assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
+  /* It evicted /etc/passwd from the shared slot, and says so. */
+  assert_memory_equal(stkr__record_ppart(rec), ka, 16);
+  assert_int_equal(other_stack("/etc/passwd", 11), 0);
+  rec = take_payload("/etc/passwd");
+  assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
+  assert_memory_equal(stkr__record_ppart(rec), kb, 16);
+  assert_int_equal(other_stack(other, strlen(other)), 0);
+  assert_true(take_payload(other)->flags & STKR__REC_PAYLOAD_NEW);
+  assert_int_equal(other_stack(other, strlen(other)), 0);
+  assert_true(take_payload(other)->flags & STKR__REC_PAYLOAD_KNOWN);
+  /* Same bytes, another length: another payload. */
+  assert_int_equal(other_stack("/etc/passwd", 4), 0);
+  assert_true(take_payload("/etc")->flags & STKR__REC_PAYLOAD_NEW);
+  /* Cut at payload_max (16): interned as cut, flagged each time. */
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(other_stack("/a/rather/long/path/name", 24), 0);
+    rec = take_payload("/a/rather/long/p");
+    assert_true(rec->flags & STKR__REC_PAYLOAD_TRUNCATED);
+    assert_true(rec->flags & (i == 0 ? STKR__REC_PAYLOAD_NEW
+                                     : STKR__REC_PAYLOAD_KNOWN));
+  }
+  /* No payload: neither flag. */
+  assert_int_equal(other_stack(NULL, 0), 0);
+  rec = take();
+  assert_int_equal(rec->flags & (STKR__REC_PAYLOAD_NEW | STKR__REC_PAYLOAD_KNOWN), 0);
+  /* After a reset (a new worker) every payload is sent again. */
+  stkr__ring_reset(rh_ring());
+  rh_payload_forget();
+  assert_int_equal(other_stack(other, strlen(other)), 0);
+  rec = take_payload(other);
+  assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
+  assert_int_equal(((const uint64_t *)(const void *)stkr__record_ppart(rec))[0], 0);
+  assert_null(stkr__ring_peek(rh_ring()));
+}
+
+/* A PAYLOAD_NEW record dropped for a full ring never enters the table:
+ * the next event with that payload carries the bytes. */
+static void test_dropped_payload_stays_unknown(void **state) {
+  int r;
+  (void)state;
+  rh_payload_forget();
+  /* Fill the ring with one repeated event, then try a new payload. */
+  do {
+    r = other_stack("fill", 4);
+  } while (r == 0);
+  assert_int_equal(r, -EAGAIN);
+  assert_int_equal(other_stack("dropped", 7), -EAGAIN);
+  while (stkr__ring_peek(rh_ring()) != NULL) (void)take_payload("fill");
+  assert_int_equal(other_stack("dropped", 7), 0);
+  assert_true(take_payload("dropped")->flags & STKR__REC_PAYLOAD_NEW);
 }
 
 static void test_ring_memory_cap(void **state) {
@@ -332,7 +452,7 @@ static void check_storm_record(const stkr__record *rec) {
 
   assert_true(rec->site_id == a || rec->site_id == b);
   assert_int_equal(rec->payload_len, rec->site_id == a ? 4 : 3);
-  assert_memory_equal(stkr__record_payload(rec),
+  assert_memory_equal(rh_payload(rec),
                       rec->site_id == a ? "main" : "sig", rec->payload_len);
   if (!stkr__record_known(rec))
     assert_int_equal(stkr__record_as_full(rec)->key[0],
@@ -475,7 +595,9 @@ static void test_fork_child_follow(void **state) {
 TL_TEST_MAIN_EACH("event", setup, rh_stop,
                   test_event_captures_caller_stack_and_payload,
                   test_payload_truncated_at_limit, test_known_stack_sent_once,
-                  test_dropped_full_record_stays_unknown, test_ring_memory_cap,
+                  test_dropped_full_record_stays_unknown,
+                  test_known_payload_sent_once,
+                  test_dropped_payload_stays_unknown, test_ring_memory_cap,
                   test_same_name_same_id, test_not_running_returns_enotconn,
                   test_tiny_ring_drops_and_counts,
                   test_busy_thread_drops_nested_event,

@@ -97,6 +97,11 @@ static void test_defaults(void **state) {
   assert_int_equal(c.ring_bytes, 262144);
   assert_string_equal(c.dir, "stackrec-out");
   stkr__config_free(&c);
+  /* An explicit size, rounded up to a power of two. */
+  z.ring_bytes = 100000;
+  assert_int_equal(stkr__config_build(&z, &c), 0);
+  assert_int_equal(c.ring_bytes, 131072);
+  stkr__config_free(&c);
 }
 
 static void test_env_values_and_suffixes(void **state) {

@@ -385,6 +385,72 @@ static void test_known_records_resolve_through_segments(void **state) {
   rb_free(&rb);
 }
 
+/* Payloads once per thread (common/stkr_ringfile.h, "Payloads"): a child
+ * records 1-byte payloads a, b, c at one call site, flushes, records the
+ * same (now PAYLOAD_KNOWN records whose bytes are only in the segment)
+ * and d (new in the ring, then known), and dies. Recovery finds a, b, c in
+ * the segment and d in the ring; with the segment gone, a, b and c are
+ * kept with an empty payload marked truncated, counted and said, and d
+ * still resolves from the ring. */
+static char payload_at(int phase, int i) {
+  return phase && i % 5 == 4 ? 'd' : "abc"[i % 3];
+}
+
+static void payload_body(void *arg) {
+  (void)arg;
+  for (int phase = 0; phase < 2; phase++) {
+    for (int i = 0; i < (phase ? 200 : 300); i++) {
+      char c = payload_at(phase, i);
+      if (stkr_event(&g_site, &c, 1) != 0) _exit(91);
+    }
+    if (phase == 0 && stkr_flush() != 0) _exit(92);
+  }
+}
+
+static void test_known_payloads_resolve_through_segments(void **state) {
+  char dir[300], path[600];
+  stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 256 << 10};
+  stkr_recover_stats st;
+  uint64_t want[256] = {0}, after_d = 0;
+  readback rb;
+  msgs ms;
+  (void)state;
+
+  for (int phase = 0; phase < 2; phase++)
+    for (int i = 0; i < (phase ? 200 : 300); i++) {
+      want[(unsigned char)payload_at(phase, i)]++;
+      after_d += phase && payload_at(phase, i) == 'd';
+    }
+  new_dir(dir, sizeof dir);
+  cfg.dir = dir;
+  int status = run_killed_child(&cfg, payload_body, NULL);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.events, 200);
+  assert_int_equal(st.unresolved_payloads, 0);
+  assert_int_equal(st.unresolved_stacks, 0);
+  read_dir(dir, &rb, 0);
+  assert_int_equal(rb.events, 500);
+  for (int c = 'a'; c <= 'd'; c++) assert_int_equal(rb.by_byte[c], want[c]);
+  rb_free(&rb);
+
+  new_dir(dir, sizeof dir);
+  cfg.dir = dir;
+  status = run_killed_child(&cfg, payload_body, NULL);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  tl_find_file(dir, ".zst", path, sizeof path);
+  assert_int_equal(unlink(path), 0);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.events, 200);
+  assert_int_equal(st.unresolved_payloads, 200 - after_d);
+  assert_non_null(strstr(ms.last, "lost their payload"));
+  read_dir(dir, &rb, 0);
+  assert_int_equal(rb.events, 200);
+  assert_int_equal(rb.by_byte['d'], after_d);
+  assert_int_equal(rb.by_byte['a'] + rb.by_byte['b'] + rb.by_byte['c'], 0);
+  rb_free(&rb);
+}
+
 /* Died between write(2) and the tail store: the ring file still holds the
  * written records, and Batch.ring_pos says they are written. */
 static void test_crash_between_write_and_tail(void **state) {
@@ -759,6 +825,7 @@ TL_TEST_MAIN("recover", setup, NULL, test_ring_file_layout,
              test_kill_before_flush, test_kill_after_flush,
              test_crash_between_write_and_tail,
              test_known_records_resolve_through_segments,
+             test_known_payloads_resolve_through_segments,
              test_embedded_next_init, test_ring_reuse, test_many_segments,
              test_child_outlives_parent, test_fork_disable, test_fork_follow,
              test_sigkill_random_moments, test_cli)

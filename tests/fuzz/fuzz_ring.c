@@ -7,7 +7,8 @@
  * records come at strictly increasing positions between tail and head,
  * their PCs and payload lie inside the input, a known record (format 2:
  * a stack sent once per thread) has no PCs and a slot inside the table, a
- * full one room for its key, there are never more records than the ring
+ * full one room for its key, a payload-known one (format 3) no payload
+ * bytes handed out, there are never more records than the ring
  * holds 24-byte headers, and a refused or damaged file always
  * says why. The first 8 input bytes, when there are more than a header's
  * worth, also pick the dedupe position ("from"), so that path is fuzzed too.
@@ -39,8 +40,12 @@ static int on_rec(void *arg, const stkr_ring_rec *r) {
   else
     FZ_CHECK(r->size >= 56);
   FZ_CHECK(pcs >= c->data && pcs + 8u * r->depth <= c->data + c->size);
-  FZ_CHECK(r->payload >= c->data &&
-           r->payload + r->payload_len <= c->data + c->size);
+  FZ_CHECK(r->pslot < STKR_RINGFILE_PKNOWN_SLOTS);
+  if (r->flags & STKR_RINGREC_PAYLOAD_KNOWN) /* the slot's: none here */
+    FZ_CHECK(r->payload == NULL && r->payload_len != 0);
+  else
+    FZ_CHECK(r->payload >= c->data &&
+             r->payload + r->payload_len <= c->data + c->size);
   FZ_CHECK(r->site_id != 0);
   c->last_pos = r->pos;
   c->n++;
