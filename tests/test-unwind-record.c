@@ -70,6 +70,16 @@ static size_t chain_recorded(const char *tag, const char *unwind) {
   assert_int_equal(rc, 0);
   chain_counts(dir, k_chain_img, k_chain_fn, 4, &events, &full, &last);
   assert_int_equal(events, 1);
+  /* The recording says what the walk had: `info` shows the tables (the
+   * program, libc, the loader, the hook library at least), or nothing. */
+  assert_int_equal(sh("'%s' info --json '%s'", g_bin, dir), 0);
+  const char *u = strstr(g_out, "\"unwind\":{\"images\":");
+  if (unwind == NULL) {
+    if (u == NULL || atoi(u + strlen("\"unwind\":{\"images\":")) < 4)
+      fail_msg("info --json: no unwind tables for 4 images or more: %s", g_out);
+  } else if (u != NULL) {
+    fail_msg("info --json: unwind tables with STACKREC_UNWIND=%s", unwind);
+  }
   return full;
 }
 
