@@ -135,6 +135,7 @@ static void write_batch(stkr__worker *w, bool last) {
       h->session_id = w->session_id;
       h->session_first_seq = w->session_first_seq;
       h->dir_recreated = w->seg.dir_recreated;
+      h->unwind_tables = w->uw_have ? &w->uw_pb : NULL;
       B->header = h;
     }
     if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
@@ -275,6 +276,14 @@ void stkr__drain_unwind_tables(stkr__worker *w) {
     stkr__log(STKR__LOG_OTHER, "unwind tables: a thread stayed inside one "
               "event for over %u ms; the replaced tables are kept",
               STKR__UW_GRACE_MS);
+  stackrec__unwind_tables__init(&w->uw_pb);
+  w->uw_pb.images = u.images;
+  w->uw_pb.images_failed = u.failed;
+  w->uw_pb.images_without_cfi = u.without_cfi;
+  w->uw_pb.rows = u.rows;
+  w->uw_pb.rows_fallback = u.rows_fallback;
+  w->uw_pb.table_bytes = u.table_bytes;
+  w->uw_have = true;
 }
 
 /* The symbolizer's notes (an image whose file cannot be used): rate-limited

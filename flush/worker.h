@@ -88,6 +88,8 @@ typedef struct stkr__worker {
   stkr__symc *symc;
   uint64_t imgs_gen_unwind; /* images.gen the published unwind tables were
                                built for (STKR_UNWIND_TABLES) */
+  Stackrec__UnwindTables uw_pb; /* their figures, for each Header */
+  bool uw_have;
   uint64_t imgs_gen_app;  /* images.gen whose app flags (and symbolizer
                              image list) are set */
   ZSTD_CCtx *cctx;

@@ -358,6 +358,14 @@ static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     st->info.start_mono_ns = h->start_mono_ns;
     st->info.start_wall_ns = h->start_wall_ns;
   }
+  if (h->unwind_tables != NULL) {
+    st->info.unwind_tables = true;
+    st->info.unwind_images = h->unwind_tables->images;
+    st->info.unwind_images_failed = h->unwind_tables->images_failed;
+    st->info.unwind_images_without_cfi = h->unwind_tables->images_without_cfi;
+    st->info.unwind_rows = h->unwind_tables->rows;
+    st->info.unwind_rows_fallback = h->unwind_tables->rows_fallback;
+  }
   stkr__acct_header(r, st, h, path, off);
   if (!st->have_session) {
     st->have_session = true;

@@ -194,6 +194,13 @@ typedef struct stkr_process_info {
   const char *arch;
   uint64_t start_mono_ns;    /* clock readings at stkr_init() */
   uint64_t start_wall_ns;
+  /* Unwind tables (Header.unwind_tables, the last Header read that has
+   * them): the process walked its stacks with tables for unwind_images
+   * images; frames elsewhere were walked with frame pointers.
+   * unwind_tables false: frame pointers only (or an older writer). */
+  bool unwind_tables;
+  uint32_t unwind_images, unwind_images_failed, unwind_images_without_cfi;
+  uint64_t unwind_rows, unwind_rows_fallback;
   /* Events: */
   uint64_t events;           /* events delivered (marks not included) */
   uint64_t marks;            /* marks this process recorded, delivered

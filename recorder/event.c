@@ -200,7 +200,7 @@ static inline uint32_t stkr__payload_put(stkr__thread *t, stkr__record *rec,
  * its full record before it in this ring (the worker reads in order;
  * recovery after a death between the two stores finds the old key in
  * `evicted`). The caller holds `busy`. */
-static inline void stkr__record_finish(stkr__thread *t, stkr__record *rec,
+static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thread *t, stkr__record *rec,
                                        uint32_t site_id, unsigned depth,
                                        uint64_t h1, uint64_t fold2,
                                        uint8_t flags, const void *payload,

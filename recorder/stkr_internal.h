@@ -699,9 +699,11 @@ unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
 /* What a table update built. */
 typedef struct stkr__unwind_update {
   uint32_t images, failed; /* tables built; images left to frame pointers */
+  uint32_t without_cfi;    /* images with no .eh_frame */
   uint64_t rows, rows_fallback, table_bytes;
   bool kept_old; /* the replaced set stayed allocated (grace bound passed) */
-  bool unchanged; /* the loaded images are those of the published set */
+  bool unchanged; /* the loaded images are those of the published set (the
+                     figures are then that set's) */
 } stkr__unwind_update;
 /* Build tables for every loaded image and publish them, unless the
  * loader's image counts are those of the published set. stkr_init (before

@@ -49,6 +49,8 @@ static _Atomic uint64_t g_uw_sets_kept;
  * update; a forked child inherits them with the set, which is valid in it
  * (the same mappings). */
 static unsigned long long g_uw_adds, g_uw_subs;
+/* What the published set's build reported (same writers and readers). */
+static stkr__unwind_update g_uw_last;
 
 static int loader_counts_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   unsigned long long *c = arg;
@@ -139,6 +141,8 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
   dl_iterate_phdr(loader_counts_cb, counts);
   if (stkr__unwind_set_current(&g_uw_slot) != NULL && counts[0] != 0 &&
       counts[0] == g_uw_adds && counts[1] == g_uw_subs) {
+    *out = g_uw_last;
+    out->kept_old = false;
     out->unchanged = true;
     return 0;
   }
@@ -155,9 +159,11 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
   g_uw_subs = counts[1];
   out->images = next->n;
   out->failed = failed;
+  out->without_cfi = next->images_without_cfi;
   out->rows = next->total.rows;
   out->rows_fallback = next->total.rows_fallback;
   out->table_bytes = next->total.table_bytes;
+  g_uw_last = *out;
   old = stkr__unwind_publish(&g_uw_slot, next);
   if (old != NULL) {
     if (stkr__threads_wait_events_left(STKR__UW_GRACE_MS))

@@ -55,17 +55,37 @@ static const char *const k_chain_img[] = {"omitfp", "omitfp", "omitfp",
 static const char *const k_chain_fn[] = {"uw_inner", "uw_middle", "uw_outer",
                                          "main"};
 
-static void test_tables_walk_through_code_without_frame_pointers(void **state) {
+/* `omitfp chain` recorded with STACKREC_UNWIND=unwind (NULL: record's
+ * default): how many of its one event's stacks hold the whole chain. */
+static size_t chain_recorded(const char *tag, const char *unwind) {
   char dir[4096];
   size_t events, full;
   bool last;
-  (void)state;
 
-  snprintf(dir, sizeof dir, "%s", fresh("tables"));
-  assert_int_equal(record(dir, "-q", "omitfp", "chain"), 0);
+  snprintf(dir, sizeof dir, "%s", fresh(tag));
+  if (unwind != NULL)
+    setenv("STACKREC_UNWIND", unwind, 1);
+  int rc = record(dir, "-q", "omitfp", "chain");
+  unsetenv("STACKREC_UNWIND");
+  assert_int_equal(rc, 0);
   chain_counts(dir, k_chain_img, k_chain_fn, 4, &events, &full, &last);
   assert_int_equal(events, 1);
-  if (full != 1)
+  /* The recording says what the walk had: `info` shows the tables (the
+   * program, libc, the loader, the hook library at least), or nothing. */
+  assert_int_equal(sh("'%s' info --json '%s'", g_bin, dir), 0);
+  const char *u = strstr(g_out, "\"unwind\":{\"images\":");
+  if (unwind == NULL) {
+    if (u == NULL || atoi(u + strlen("\"unwind\":{\"images\":")) < 4)
+      fail_msg("info --json: no unwind tables for 4 images or more: %s", g_out);
+  } else if (u != NULL) {
+    fail_msg("info --json: unwind tables with STACKREC_UNWIND=%s", unwind);
+  }
+  return full;
+}
+
+static void test_tables_walk_through_code_without_frame_pointers(void **state) {
+  (void)state;
+  if (chain_recorded("tables", NULL) != 1)
     fail_msg("the stack does not hold uw_inner < uw_middle < uw_outer < "
              "main (tables)");
 }
@@ -74,19 +94,8 @@ static void test_tables_walk_through_code_without_frame_pointers(void **state) {
  * uw_middle zeroed the frame pointer, so the chain is not there. Without
  * this the first test could pass without the tables doing anything. */
 static void test_fp_walk_stops_there(void **state) {
-  char dir[4096];
-  size_t events, full;
-  bool last;
   (void)state;
-
-  snprintf(dir, sizeof dir, "%s", fresh("fp"));
-  setenv("STACKREC_UNWIND", "fp", 1);
-  int rc = record(dir, "-q", "omitfp", "chain");
-  unsetenv("STACKREC_UNWIND");
-  assert_int_equal(rc, 0);
-  chain_counts(dir, k_chain_img, k_chain_fn, 4, &events, &full, &last);
-  assert_int_equal(events, 1);
-  assert_int_equal(full, 0);
+  assert_int_equal(chain_recorded("fp", "fp"), 0);
 }
 
 /* An image loaded after recording started: its frames are walked with a

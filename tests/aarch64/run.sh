@@ -42,8 +42,9 @@ protoc-c -I. --c_out="$out/gen" proto/stackrec.proto
 
 cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra
         -Werror=implicit-function-declaration -I. -I"$out/gen")
-# Every recorder source (the Apple one compiles to nothing off Apple).
-recorder=(recorder/*.c)
+# Every recorder source (the Apple one compiles to nothing off Apple), and
+# unwind/, which the recorder's table walk uses.
+recorder=(recorder/*.c unwind/*.c)
 proto=(proto/*.c "$out/gen/proto/stackrec.pb-c.c")
 fixture=(tests/fixture.c)
 # The shared test helpers (//tests:testlib): files, scratch directories, runs
@@ -93,7 +94,10 @@ done
 # The whole product (recorder + flush worker + symbolizer): end to end.
 flush=()
 for f in flush/*.c symbolize/*.c; do
-  case $f in *_apple.c) ;; *) flush+=("$f") ;; esac
+  # sym_dl.c / symbolize_dl.c: the hook library's dlopen'd symbolizer
+  # (//flush:flush_dl, //symbolize:module); linked directly here.
+  case $f in *_apple.c | flush/sym_dl.c | symbolize/symbolize_dl.c) ;;
+    *) flush+=("$f") ;; esac
 done
 flush+=(macho/macho.c)  # the symbolizer's Mach-O reader (//macho)
 product=("${recorder[@]}" "${flush[@]}" "${proto[@]}" -ldw -lelf -lzstd

@@ -46,15 +46,18 @@ cli_ok=1
 symsrc=(symbolize/symbolize.c symbolize/symbolize_elf.c symbolize/symbolize_dwarf.c
         symbolize/symbolize_dwscope.c
         symbolize/symbolize_macho.c symbolize/symbolize_machodir.c symbolize/symcache.c
-        macho/macho.c)
+        symbolize/symcache_walk.c macho/macho.c)
 # `record` also needs the recorder itself (stkr_config_check_env checks the
-# STACKREC_* values with the recorder's parser) and the hooks' matchers.
+# STACKREC_* values with the recorder's parser; it walks with unwind/'s
+# tables) and the hooks' matchers.
 declare -A seen=()
-for src in tools/stackrec/*.c "${symsrc[@]}" recorder/*.c flush/*.c \
+for src in tools/stackrec/*.c "${symsrc[@]}" recorder/*.c unwind/*.c flush/*.c \
            preload/match.c \
            "$genbin/tools/pprof_pb/profile.pb-c.c" "$genbin/tools/report_assets.c"; do
   [ -f "$src" ] || continue
-  case $src in *_apple.c) continue ;; esac
+  # flush/sym_dl.c forwards to a dlopen'd symbolizer (the hook library's
+  # flush, //flush:flush_dl): the CLI links the symbolizer itself.
+  case $src in *_apple.c | flush/sym_dl.c) continue ;; esac
   [ -n "${seen[$src]:-}" ] && continue
   seen[$src]=1
   obj="$out/obj/cli_$(echo "${src%.c}" | tr / _).o"

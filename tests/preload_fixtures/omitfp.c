@@ -26,25 +26,9 @@
 
 static volatile int g_sink;
 
-__attribute__((noinline)) int uw_inner(void) {
-  char host[256];
-  int rc = gethostname(host, sizeof host);
-  g_sink += host[0];
-  return rc;
-}
-
-__attribute__((noinline)) int uw_middle(void) {
-  OMITFP_CLEAR_FP();
-  int rc = uw_inner();
-  g_sink += rc;
-  return rc + 1;
-}
-
-__attribute__((noinline)) int uw_outer(void) {
-  int rc = uw_middle();
-  g_sink += rc;
-  return rc + 1;
-}
+OMITFP_LEAF(uw_inner, g_sink)
+OMITFP_LINK(uw_middle, uw_inner, 1, g_sink)
+OMITFP_LINK(uw_outer, uw_middle, 0, g_sink)
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "chain") == 0)

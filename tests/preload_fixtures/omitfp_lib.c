@@ -9,16 +9,5 @@
 
 static volatile int g_lib_sink;
 
-__attribute__((noinline)) int lib_inner(void) {
-  char host[256];
-  int rc = gethostname(host, sizeof host);
-  g_lib_sink += host[0];
-  return rc;
-}
-
-__attribute__((noinline)) int lib_outer(void) {
-  OMITFP_CLEAR_FP();
-  int rc = lib_inner();
-  g_lib_sink += rc;
-  return rc + 1;
-}
+OMITFP_LEAF(lib_inner, g_lib_sink)
+OMITFP_LINK(lib_outer, lib_inner, 1, g_lib_sink)

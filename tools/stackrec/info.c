@@ -147,6 +147,14 @@ static int print_process(const stkr_reader *r, size_t i) {
   putchar('\n');
   if (p->parent_pid)
     printf("  parent pid:  %u (forked child)\n", (unsigned)p->parent_pid);
+  if (p->unwind_tables)
+    printf("  unwind:      tables for %u images (%u without .eh_frame, %u "
+           "unusable: frame pointers there), %llu rows (%llu fall back to "
+           "the frame pointer)\n",
+           (unsigned)p->unwind_images, (unsigned)p->unwind_images_without_cfi,
+           (unsigned)p->unwind_images_failed,
+           (unsigned long long)p->unwind_rows,
+           (unsigned long long)p->unwind_rows_fallback);
   if (p->status == -EPROTONOSUPPORT)
     printf("  status:      NOT READ: recorded in a newer format version\n");
   printf("  start:       ");

@@ -3,7 +3,9 @@
  * JSON document, for scripts and dashboards (jq, DuckDB's read_json):
  *
  *   {"processes": [{"pid", "name", "arch", "directory", "parent_pid",
- *     "sessions", "session_id" (hex string), "start_wall_ns",
+ *     "sessions", "session_id" (hex string), "unwind" (when the process
+ *     walked with unwind tables: {"images", "images_failed",
+ *     "images_without_cfi", "rows", "rows_fallback"}), "start_wall_ns",
  *     "first_wall_ns", "duration_ns", "events", "unresolved_events",
  *     "stacks", "threads", "sites": [{"name", "events"}, ...] (most first),
  *     "drops": {"ring_full", "reentrant", "other", "write_error", "exit",
@@ -101,6 +103,13 @@ static int put_process(const stkr_reader *r, size_t i) {
   printf(",\"parent_pid\":%u,\"sessions\":%u,\"session_id\":\"%016" PRIx64
          "\"",
          (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);
+  if (p->unwind_tables)
+    printf(",\"unwind\":{\"images\":%u,\"images_failed\":%u,"
+           "\"images_without_cfi\":%u,\"rows\":%llu,\"rows_fallback\":%llu}",
+           (unsigned)p->unwind_images, (unsigned)p->unwind_images_failed,
+           (unsigned)p->unwind_images_without_cfi,
+           (unsigned long long)p->unwind_rows,
+           (unsigned long long)p->unwind_rows_fallback);
   put_u64("start_wall_ns", p->start_wall_ns, true);
   put_u64("first_wall_ns", p->first_wall_ns, true);
   put_u64("duration_ns", p->events ? p->last_ts_ns - p->first_ts_ns : 0,

@@ -52,6 +52,51 @@ void   stackrec__header__free_unpacked
   assert(message->base.descriptor == &stackrec__header__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   stackrec__unwind_tables__init
+                     (Stackrec__UnwindTables         *message)
+{
+  static const Stackrec__UnwindTables init_value = STACKREC__UNWIND_TABLES__INIT;
+  *message = init_value;
+}
+size_t stackrec__unwind_tables__get_packed_size
+                     (const Stackrec__UnwindTables *message)
+{
+  assert(message->base.descriptor == &stackrec__unwind_tables__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t stackrec__unwind_tables__pack
+                     (const Stackrec__UnwindTables *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &stackrec__unwind_tables__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t stackrec__unwind_tables__pack_to_buffer
+                     (const Stackrec__UnwindTables *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &stackrec__unwind_tables__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Stackrec__UnwindTables *
+       stackrec__unwind_tables__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Stackrec__UnwindTables *)
+     protobuf_c_message_unpack (&stackrec__unwind_tables__descriptor,
+                                allocator, len, data);
+}
+void   stackrec__unwind_tables__free_unpacked
+                     (Stackrec__UnwindTables *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &stackrec__unwind_tables__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   stackrec__config__init
                      (Stackrec__Config         *message)
 {
@@ -637,7 +682,7 @@ void   stackrec__batch__free_unpacked
   assert(message->base.descriptor == &stackrec__batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[12] =
+static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[13] =
 {
   {
     "format_version",
@@ -783,6 +828,18 @@ static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[12] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "unwind_tables",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, unwind_tables),
+    &stackrec__unwind_tables__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__header__field_indices_by_name[] = {
   7,   /* field[7] = arch */
@@ -797,11 +854,12 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
   9,   /* field[9] = session_id */
   3,   /* field[3] = start_mono_ns */
   4,   /* field[4] = start_wall_ns */
+  12,   /* field[12] = unwind_tables */
 };
 static const ProtobufCIntRange stackrec__header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor stackrec__header__descriptor =
 {
@@ -811,11 +869,114 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   "Stackrec__Header",
   "stackrec",
   sizeof(Stackrec__Header),
-  12,
+  13,
   stackrec__header__field_descriptors,
   stackrec__header__field_indices_by_name,
   1,  stackrec__header__number_ranges,
   (ProtobufCMessageInit) stackrec__header__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor stackrec__unwind_tables__field_descriptors[6] =
+{
+  {
+    "images",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, images),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "images_failed",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, images_failed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "images_without_cfi",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, images_without_cfi),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rows",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, rows),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rows_fallback",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, rows_fallback),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "table_bytes",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, table_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned stackrec__unwind_tables__field_indices_by_name[] = {
+  0,   /* field[0] = images */
+  1,   /* field[1] = images_failed */
+  2,   /* field[2] = images_without_cfi */
+  3,   /* field[3] = rows */
+  4,   /* field[4] = rows_fallback */
+  5,   /* field[5] = table_bytes */
+};
+static const ProtobufCIntRange stackrec__unwind_tables__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor stackrec__unwind_tables__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "stackrec.UnwindTables",
+  "UnwindTables",
+  "Stackrec__UnwindTables",
+  "stackrec",
+  sizeof(Stackrec__UnwindTables),
+  6,
+  stackrec__unwind_tables__field_descriptors,
+  stackrec__unwind_tables__field_indices_by_name,
+  1,  stackrec__unwind_tables__number_ranges,
+  (ProtobufCMessageInit) stackrec__unwind_tables__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor stackrec__config__field_descriptors[8] =

@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 
 typedef struct Stackrec__Header Stackrec__Header;
+typedef struct Stackrec__UnwindTables Stackrec__UnwindTables;
 typedef struct Stackrec__Config Stackrec__Config;
 typedef struct Stackrec__SiteDef Stackrec__SiteDef;
 typedef struct Stackrec__ThreadDef Stackrec__ThreadDef;
@@ -97,10 +98,54 @@ struct  Stackrec__Header
    * segment: whatever it had written before is lost with the old directory.
    */
   protobuf_c_boolean dir_recreated;
+  /*
+   * Set when the process walks stacks with unwind tables (STACKREC_UNWIND=
+   * tables, docs/UNWIND.md): what the tables it walks with cover.
+   */
+  Stackrec__UnwindTables *unwind_tables;
 };
 #define STACKREC__HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__header__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL }
+
+
+/*
+ * The unwind tables a process walks its stacks with, as last built (at
+ * start, and again when its loaded images change). Frames in an image
+ * without a table, and at a row that falls back, are walked with the frame
+ * pointer: the stack may end early there.
+ */
+struct  Stackrec__UnwindTables
+{
+  ProtobufCMessage base;
+  /*
+   * tables built (one per loaded image with .eh_frame)
+   */
+  uint32_t images;
+  /*
+   * images whose .eh_frame could not be used
+   */
+  uint32_t images_failed;
+  /*
+   * images with no .eh_frame at all
+   */
+  uint32_t images_without_cfi;
+  /*
+   * address ranges in all tables
+   */
+  uint64_t rows;
+  /*
+   * of them: CFI a compact row cannot express
+   */
+  uint64_t rows_fallback;
+  /*
+   * memory of the tables
+   */
+  uint64_t table_bytes;
+};
+#define STACKREC__UNWIND_TABLES__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&stackrec__unwind_tables__descriptor) \
+    , 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -563,6 +608,25 @@ Stackrec__Header *
 void   stackrec__header__free_unpacked
                      (Stackrec__Header *message,
                       ProtobufCAllocator *allocator);
+/* Stackrec__UnwindTables methods */
+void   stackrec__unwind_tables__init
+                     (Stackrec__UnwindTables         *message);
+size_t stackrec__unwind_tables__get_packed_size
+                     (const Stackrec__UnwindTables   *message);
+size_t stackrec__unwind_tables__pack
+                     (const Stackrec__UnwindTables   *message,
+                      uint8_t             *out);
+size_t stackrec__unwind_tables__pack_to_buffer
+                     (const Stackrec__UnwindTables   *message,
+                      ProtobufCBuffer     *buffer);
+Stackrec__UnwindTables *
+       stackrec__unwind_tables__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   stackrec__unwind_tables__free_unpacked
+                     (Stackrec__UnwindTables *message,
+                      ProtobufCAllocator *allocator);
 /* Stackrec__Config methods */
 void   stackrec__config__init
                      (Stackrec__Config         *message);
@@ -815,6 +879,9 @@ void   stackrec__batch__free_unpacked
 typedef void (*Stackrec__Header_Closure)
                  (const Stackrec__Header *message,
                   void *closure_data);
+typedef void (*Stackrec__UnwindTables_Closure)
+                 (const Stackrec__UnwindTables *message,
+                  void *closure_data);
 typedef void (*Stackrec__Config_Closure)
                  (const Stackrec__Config *message,
                   void *closure_data);
@@ -861,6 +928,7 @@ typedef void (*Stackrec__Batch_Closure)
 /* --- descriptors --- */
 
 extern const ProtobufCMessageDescriptor stackrec__header__descriptor;
+extern const ProtobufCMessageDescriptor stackrec__unwind_tables__descriptor;
 extern const ProtobufCMessageDescriptor stackrec__config__descriptor;
 extern const ProtobufCMessageDescriptor stackrec__site_def__descriptor;
 extern const ProtobufCMessageDescriptor stackrec__thread_def__descriptor;
