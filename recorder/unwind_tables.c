@@ -23,7 +23,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,9 +39,6 @@ bool stkr__uw_swift_async;
 /* The published set. Written by the worker (stkr__unwind_publish, release),
  * read by producers inside their events (acquire): see unwind.h. */
 static stkr__uw_slot g_uw_slot;
-/* Sets kept because a producer did not leave its event within the grace
- * bound. Worker only (read by stats). */
-static _Atomic uint64_t g_uw_sets_kept;
 /* The loader's counts of images added and removed when the published set
  * was built (0, 0: none built). Written by whoever updates (one at a time:
  * stkr_init before the worker starts, then the worker), read by the next
@@ -168,10 +164,8 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
   if (old != NULL) {
     if (stkr__threads_wait_events_left(STKR__UW_GRACE_MS))
       stkr__unwind_set_free(old);
-    else {
-      out->kept_old = true;
-      atomic_fetch_add_explicit(&g_uw_sets_kept, 1, memory_order_relaxed);
-    }
+    else
+      out->kept_old = true; /* the worker says so in a note */
   }
   return 0;
 }
