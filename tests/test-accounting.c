@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,9 +39,11 @@ typedef struct sess {
   uint32_t nseg;
   unsigned skip;      /* bit k: segment k not written (deleted) */
   bool last;          /* the last segment's batch is last=true */
-  uint64_t rf, re, other, we, exit_; /* Counters drop totals */
+  /* Every segment's Counters as written, but for attempted and written
+   * (set below) and base (write_sess's): the drop totals by reason and
+   * segments_deleted. */
+  Stackrec__Counters cnt;
   uint64_t extra;     /* attempted beyond events + drops (unflushed) */
-  uint64_t deleted;   /* Counters.segments_deleted */
   uint32_t recreated; /* segment whose header says dir_recreated */
   uint32_t gap_at, seq_gap;
   uint32_t recovered; /* segment whose batch is a recovered one */
@@ -50,28 +51,26 @@ typedef struct sess {
 } sess;
 
 static void write_sess(const char *d, const sess *s) {
+  static const Stackrec__Counters init = STACKREC__COUNTERS__INIT;
   static const uint32_t one[] = {1};
   static const fx_ev evs[EV_PER_BATCH] = {{0, 1, 1, 1, NULL, 0, false},
                                           {10, 1, 1, 1, NULL, 0, false}};
-  uint64_t drops = s->rf + s->re + s->other + s->we + s->exit_;
+  uint64_t drops = s->cnt.dropped_ring_full + s->cnt.dropped_reentrant +
+                   s->cnt.dropped_other + s->cnt.dropped_write_error +
+                   s->cnt.dropped_exit;
   uint32_t k;
 
   for (k = 1; k <= s->nseg; k++) {
-    Stackrec__Counters c = STACKREC__COUNTERS__INIT;
+    Stackrec__Counters c = s->cnt;
     fx_batch b = {0};
     stkr_fmt_buf buf = {0};
 
     if (s->skip & (1u << k))
       continue;
+    c.base = init.base;
     c.attempted = s->attempted ? s->attempted
                                : EV_PER_BATCH * s->nseg + drops + s->extra;
     c.written = EV_PER_BATCH * (k - 1);
-    c.dropped_ring_full = s->rf;
-    c.dropped_reentrant = s->re;
-    c.dropped_other = s->other;
-    c.dropped_write_error = s->we;
-    c.dropped_exit = s->exit_;
-    c.segments_deleted = s->deleted;
     b.seq = k + (s->gap_at && k >= s->gap_at ? s->seq_gap : 0);
     b.header = true;
     b.pid = PID;
@@ -93,168 +92,161 @@ static void write_sess(const char *d, const sess *s) {
   }
 }
 
-/* verify's exit status must be `want` and its output hold every line. */
-static void expect(const char *d, int want, ...) {
-  const char *line;
-  va_list ap;
+/* verify's exit status must be `want` and its output hold every line of
+ * lines (NULL-ended). */
+static void expect(const char *d, int want, const char *const *lines) {
   int rc = cr_run("verify '%s'", d);
 
   if (rc != want)
     fail_msg("verify exit %d, want %d:\n%s%s", rc, want, cr_out, cr_err);
-  va_start(ap, want);
-  while ((line = va_arg(ap, const char *)) != NULL)
-    if (strstr(cr_out, line) == NULL)
-      fail_msg("no \"%s\" in:\n%s", line, cr_out);
-  va_end(ap);
+  for (; *lines != NULL; lines++)
+    if (strstr(cr_out, *lines) == NULL)
+      fail_msg("no \"%s\" in:\n%s", *lines, cr_out);
 }
 
-static void test_complete(void **state) {
-  const char *d = fx_tmpdir("acct-ok");
-  sess s = {.nseg = 3, .last = true};
-  (void)state;
+/* A session written by write_sess, and what verify must say of it. */
+typedef struct acct_case {
+  const char *name;      /* the case (cmocka's name; its directory) */
+  sess s;
+  int want;              /* verify's exit status */
+  const char *lines[7];  /* each in its output */
+  const char *absent;    /* NULL, or a text its output must not hold */
+} acct_case;
 
-  write_sess(d, &s);
-  expect(d, 0, ": 3 segments, 3 batches, 6 events: intact\n",
-         "  accounting: attempted 6, written 6, dropped 0 (ring full 0, "
-         "reentrant 0, other 0, write error 0, exit 0), recovered 0: adds "
-         "up\n",
-         "\nintact: 1 process, 3 segments, 6 events\n", NULL);
-}
+static const acct_case g_cases[] = {
+    {.name = "test_complete",
+     .s = {.nseg = 3, .last = true},
+     .want = 0,
+     .lines = {": 3 segments, 3 batches, 6 events: intact\n",
+      "  accounting: attempted 6, written 6, dropped 0 (ring full 0, "
+      "reentrant 0, other 0, write error 0, exit 0), recovered 0: adds up\n",
+      "\nintact: 1 process, 3 segments, 6 events\n"}},
+    /* A full disk: batches that failed to write are counted as write
+     * errors and leave gaps in the batch numbers. */
+    {.name = "test_write_errors",
+     .s = {.nseg = 3, .last = true, .cnt = {.dropped_write_error = 5},
+      .gap_at = 3, .seq_gap = 2},
+     .want = 4,
+     .lines = {": 3 segments, 3 batches, 6 events: intact, INCOMPLETE\n",
+      "  accounting: attempted 11, written 6, dropped 5 (ring full 0, "
+      "reentrant 0, other 0, write error 5, exit 0), recovered 0: adds up\n",
+      "incomplete: process 4301: 5 events dropped by the recorder (ring "
+      "full 0, reentrant 0, other 0, write error 5, exit 0)\n",
+      "incomplete: process 4301: 2 batches missing (gaps in batch numbers",
+      "\nINCOMPLETE: 2 findings in 1 of 1 process, 3 segments, 6 events "
+      "read\n"}},
+    {.name = "test_first_segment_deleted",
+     .s = {.nseg = 3, .last = true, .skip = 1u << 1},
+     .want = 4,
+     .lines = {
+      "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+      "first segment 1..1 missing (the session starts at segment 1)\n",
+      "incomplete: process 4301: 1 batch missing"}},
+    {.name = "test_middle_segment_deleted",
+     .s = {.nseg = 3, .last = true, .skip = 1u << 2},
+     .want = 4,
+     .lines = {
+      "incomplete: ", "stackrec-4301-000003.zst: offset 0: process 4301 "
+      "session 000000005e551011: 1 segment (2..2) missing before this one\n",
+      "stackrec-4301-000003.zst: process 4301 session 000000005e551011: "
+      "2 events attempted but neither read nor counted as dropped "
+      "(attempted 6, written 4, dropped 0, recovered 0)\n",
+      "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
+      "reentrant 0, other 0, write error 0, exit 0), recovered 0: 2 not "
+      "accounted for\n",
+      "incomplete: process 4301: 1 batch missing"}},
+    /* The last segment deleted: the session has no clean end. */
+    {.name = "test_last_segment_deleted",
+     .s = {.nseg = 3, .last = true, .skip = 1u << 3},
+     .want = 4,
+     .lines = {
+      "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+      "no clean end (no last batch): the process was killed, crashed or "
+      "called _exit, or its last segment is missing; 4 events read, 6 "
+      "attempted by its last counters\n",
+      "2 events attempted but neither read nor counted as dropped"}},
+    {.name = "test_disk_cap",
+     .s = {.nseg = 3, .last = true, .skip = 1u << 1,
+      .cnt = {.segments_deleted = 1}},
+     .want = 4,
+     .lines = {
+      "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+      "segment 1..1 deleted by the disk cap\n"},
+     .absent = "first segment"},
+    /* The directory was deleted mid-run: the recorder recreated it and
+     * went on at segment 2. */
+    {.name = "test_recreated_directory",
+     .s = {.nseg = 3, .last = true, .skip = 1u << 1, .recreated = 2},
+     .want = 4,
+     .lines = {
+      "incomplete: ", "stackrec-4301-000002.zst: offset 0: process 4301 "
+      "session 000000005e551011: the recording directory was deleted and "
+      "recreated before this segment (2): what the process wrote before "
+      "was lost with it\n",
+      "first segment 1..1 missing (the session starts at segment 1)\n"}},
+    /* Killed (SIGKILL) before its last flush: 7 events accepted, never
+     * written. */
+    {.name = "test_killed",
+     .s = {.nseg = 2, .extra = 7},
+     .want = 4,
+     .lines = {
+      "no clean end (no last batch): the process was killed, crashed or "
+      "called _exit, or its last segment is missing; 4 events read, 11 "
+      "attempted by its last counters\n",
+      "session 000000005e551011: 7 events attempted but neither read nor "
+      "counted as dropped (attempted 11, written 4, dropped 0, recovered "
+      "0)\n"}},
+    /* Killed, but recovery wrote its unflushed events out: complete, with
+     * a note (exit 0). */
+    {.name = "test_recovered",
+     .s = {.nseg = 3, .recovered = 3},
+     .want = 0,
+     .lines = {"  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
+      "reentrant 0, other 0, write error 0, exit 0), recovered 2: adds up\n",
+      "note: process 4301: 2 events in 1 batch recovered from the ring "
+      "files of a writer that died (complete thanks to recovery)\n"}},
+};
 
-/* A full disk: batches that failed to write are counted as write errors
- * and leave gaps in the batch numbers. */
-static void test_write_errors(void **state) {
-  const char *d = fx_tmpdir("acct-enospc");
-  sess s = {.nseg = 3, .last = true, .we = 5, .gap_at = 3, .seq_gap = 2};
-  (void)state;
+/* After the session cases: a drop counter near 2^64 (the sum would wrap
+ * to a small number), and a clean session whose counters claim more than
+ * was read or dropped. */
+static const acct_case g_damaged[] = {
+    {.name = "test_counter_overflow",
+     .s = {.nseg = 1, .last = true,
+      .cnt = {.dropped_ring_full = UINT64_MAX - 1, .dropped_reentrant = 5},
+      .attempted = 2},
+     .want = 1,
+     .lines = {
+      "damaged: ", "drop counters overflow 64 bits when added up (ring "
+      "full 18446744073709551614, reentrant 5,",
+      ": COUNTERS OVERFLOW\n", "\nDAMAGED: "}},
+    {.name = "test_accounting_mismatch",
+     .s = {.nseg = 2, .last = true, .attempted = 100},
+     .want = 1,
+     .lines = {"inconsistent: ", "process 4301 session 000000005e551011: "
+      "accounting does not add up: attempted 100 != written 4 + dropped "
+      "0 + recovered 0\n",
+      ": DOES NOT ADD UP\n"}},
+};
 
-  write_sess(d, &s);
-  expect(d, 4, ": 3 segments, 3 batches, 6 events: intact, INCOMPLETE\n",
-         "  accounting: attempted 11, written 6, dropped 5 (ring full 0, "
-         "reentrant 0, other 0, write error 5, exit 0), recovered 0: adds "
-         "up\n",
-         "incomplete: process 4301: 5 events dropped by the recorder (ring "
-         "full 0, reentrant 0, other 0, write error 5, exit 0)\n",
-         "incomplete: process 4301: 2 batches missing (gaps in batch "
-         "numbers",
-         "\nINCOMPLETE: 2 findings in 1 of 1 process, 3 segments, 6 events "
-         "read\n",
-         NULL);
-}
+static void test_session(void **state) {
+  const acct_case *c = *state;
+  const char *d = fx_tmpdir(c->name);
 
-static void test_first_segment_deleted(void **state) {
-  const char *d = fx_tmpdir("acct-first");
-  sess s = {.nseg = 3, .last = true, .skip = 1u << 1};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 4,
-         "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-         "first segment 1..1 missing (the session starts at segment 1)\n",
-         "incomplete: process 4301: 1 batch missing", NULL);
-}
-
-static void test_middle_segment_deleted(void **state) {
-  const char *d = fx_tmpdir("acct-middle");
-  sess s = {.nseg = 3, .last = true, .skip = 1u << 2};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 4,
-         "incomplete: ", "stackrec-4301-000003.zst: offset 0: process 4301 "
-         "session 000000005e551011: 1 segment (2..2) missing before this "
-         "one\n",
-         "stackrec-4301-000003.zst: process 4301 session 000000005e551011: "
-         "2 events attempted but neither read nor counted as dropped "
-         "(attempted 6, written 4, dropped 0, recovered 0)\n",
-         "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
-         "reentrant 0, other 0, write error 0, exit 0), recovered 0: 2 not "
-         "accounted for\n",
-         "incomplete: process 4301: 1 batch missing", NULL);
-}
-
-/* The last segment deleted: the session has no clean end. */
-static void test_last_segment_deleted(void **state) {
-  const char *d = fx_tmpdir("acct-last");
-  sess s = {.nseg = 3, .last = true, .skip = 1u << 3};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 4,
-         "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-         "no clean end (no last batch): the process was killed, crashed or "
-         "called _exit, or its last segment is missing; 4 events read, 6 "
-         "attempted by its last counters\n",
-         "2 events attempted but neither read nor counted as dropped", NULL);
-}
-
-static void test_disk_cap(void **state) {
-  const char *d = fx_tmpdir("acct-cap");
-  sess s = {.nseg = 3, .last = true, .skip = 1u << 1, .deleted = 1};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 4,
-         "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-         "segment 1..1 deleted by the disk cap\n", NULL);
-  assert_null(strstr(cr_out, "first segment"));
-}
-
-/* The directory was deleted mid-run: the recorder recreated it and went on
- * at segment 2. */
-static void test_recreated_directory(void **state) {
-  const char *d = fx_tmpdir("acct-recreated");
-  sess s = {.nseg = 3, .last = true, .skip = 1u << 1, .recreated = 2};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 4,
-         "incomplete: ", "stackrec-4301-000002.zst: offset 0: process 4301 "
-         "session 000000005e551011: the recording directory was deleted and "
-         "recreated before this segment (2): what the process wrote before "
-         "was lost with it\n",
-         "first segment 1..1 missing (the session starts at segment 1)\n",
-         NULL);
-}
-
-/* Killed (SIGKILL) before its last flush: 7 events accepted, never
- * written. */
-static void test_killed(void **state) {
-  const char *d = fx_tmpdir("acct-killed");
-  sess s = {.nseg = 2, .extra = 7};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 4,
-         "no clean end (no last batch): the process was killed, crashed or "
-         "called _exit, or its last segment is missing; 4 events read, 11 "
-         "attempted by its last counters\n",
-         "session 000000005e551011: 7 events attempted but neither read nor "
-         "counted as dropped (attempted 11, written 4, dropped 0, recovered "
-         "0)\n",
-         NULL);
-}
-
-/* Killed, but recovery wrote its unflushed events out: complete, with a
- * note (exit 0). */
-static void test_recovered(void **state) {
-  const char *d = fx_tmpdir("acct-recovered");
-  sess s = {.nseg = 3, .recovered = 3};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 0,
-         "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
-         "reentrant 0, other 0, write error 0, exit 0), recovered 2: adds "
-         "up\n",
-         "note: process 4301: 2 events in 1 batch recovered from the ring "
-         "files of a writer that died (complete thanks to recovery)\n",
-         NULL);
+  write_sess(d, &c->s);
+  expect(d, c->want, c->lines);
+  if (c->absent != NULL)
+    assert_null(strstr(cr_out, c->absent));
 }
 
 /* A segment whose writer died in its first batch (a pool worker ended by
  * SIGTERM): header-less, not empty. */
 static void test_segment_without_batch(void **state) {
+  static const char *const lines[] = {
+      "stackrec-4302-000001.zst: process 4302: segment 1 holds no intact "
+      "batch: its writer ended before its first flush completed, and "
+      "whatever it recorded is lost\n",
+      ": 1 segment, 0 batches, 0 events: intact, INCOMPLETE", NULL};
   const char *d = fx_tmpdir("acct-headerless");
   stkr_fmt_buf buf = {0};
   char path[4200];
@@ -264,43 +256,12 @@ static void test_segment_without_batch(void **state) {
   snprintf(path, sizeof path, "%s/stackrec-4302-000001.zst", d);
   assert_int_equal(fx_write_file(path, buf.data, buf.len / 2), 0);
   stkr_fmt_buf_free(&buf);
-  expect(d, 4,
-         "stackrec-4302-000001.zst: process 4302: segment 1 holds no intact "
-         "batch: its writer ended before its first flush completed, and "
-         "whatever it recorded is lost\n",
-         ": 1 segment, 0 batches, 0 events: intact, INCOMPLETE", NULL);
+  expect(d, 4, lines);
 }
 
-/* A drop counter near 2^64: the sum would wrap to a small number. */
-static void test_counter_overflow(void **state) {
-  const char *d = fx_tmpdir("acct-overflow");
-  sess s = {.nseg = 1, .last = true, .rf = UINT64_MAX - 1, .re = 5,
-            .attempted = 2};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 1,
-         "damaged: ", "drop counters overflow 64 bits when added up (ring "
-         "full 18446744073709551614, reentrant 5,",
-         ": COUNTERS OVERFLOW\n", "\nDAMAGED: ", NULL);
+int main(void) {
+  return TL_RUN_GROUP("accounting", setup, NULL,
+                      TL_TABLE(NULL, NULL, test_session, g_cases),
+                      TL_CASES(NULL, NULL, test_segment_without_batch),
+                      TL_TABLE(NULL, NULL, test_session, g_damaged));
 }
-
-/* A clean session whose counters claim more than was read or dropped. */
-static void test_accounting_mismatch(void **state) {
-  const char *d = fx_tmpdir("acct-mismatch");
-  sess s = {.nseg = 2, .last = true, .attempted = 100};
-  (void)state;
-
-  write_sess(d, &s);
-  expect(d, 1,
-         "inconsistent: ", "process 4301 session 000000005e551011: "
-         "accounting does not add up: attempted 100 != written 4 + dropped "
-         "0 + recovered 0\n",
-         ": DOES NOT ADD UP\n", NULL);
-}
-
-TL_TEST_MAIN("accounting", setup, NULL, test_complete, test_write_errors,
-             test_first_segment_deleted, test_middle_segment_deleted,
-             test_last_segment_deleted, test_disk_cap, test_recreated_directory,
-             test_killed, test_recovered, test_segment_without_batch,
-             test_counter_overflow, test_accounting_mismatch)

@@ -138,14 +138,18 @@ static void truncate_every_byte(bool later) {
   stkr_fmt_buf_free(&buf);
 }
 
-static void test_truncate_every_byte(void **state) {
-  (void)state;
-  truncate_every_byte(false);
-}
+typedef struct cut_case {
+  const char *name; /* the case (cmocka's name) */
+  bool later;       /* truncate_every_byte's */
+} cut_case;
 
-static void test_truncate_every_byte_before_a_later_segment(void **state) {
-  (void)state;
-  truncate_every_byte(true);
+static const cut_case g_cuts[] = {
+    {"test_truncate_every_byte", false},
+    {"test_truncate_every_byte_before_a_later_segment", true},
+};
+
+static void test_truncate(void **state) {
+  truncate_every_byte(((const cut_case *)*state)->later);
 }
 
 /* A batch cut off after the recording ended cleanly in the same file is
@@ -469,8 +473,11 @@ static void test_frame_sizes(void **state) {
   stkr_fmt_buf_free(&buf);
 }
 
-TL_TEST_MAIN("damage", NULL, NULL, test_truncate_every_byte,
-             test_truncate_every_byte_before_a_later_segment,
-             test_truncated_after_clean_end_is_damage, test_bit_flips,
-             test_flip_middle_exact, test_empty_and_garbage_files,
-             test_invalid_batches, test_frame_sizes)
+int main(void) {
+  return TL_RUN_GROUP(
+      "damage", NULL, NULL, TL_TABLE(NULL, NULL, test_truncate, g_cuts),
+      TL_CASES(NULL, NULL, test_truncated_after_clean_end_is_damage,
+               test_bit_flips, test_flip_middle_exact,
+               test_empty_and_garbage_files, test_invalid_batches,
+               test_frame_sizes));
+}

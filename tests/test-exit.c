@@ -144,40 +144,36 @@ static void check_exit(const char *how, const char *sym, const char *busy,
   if (strict) assert_true(ended_runs * 4 >= RUNS * 3);
 }
 
-__attribute__((unused)) static void test_exit(void **state) {
-  (void)state;
-  check_exit("exit", "offline", BUSY_CLEAN, true);
+/* One program ending, checked by check_exit. */
+typedef struct exit_case {
+  const char *name; /* the case (cmocka's name) */
+  const char *how;  /* exit, _exit or return */
+  const char *sym;  /* STACKREC_SYMBOLIZE */
+  const char *busy; /* the fixture's threads */
+  bool strict;
+} exit_case;
+
+static void test_exit_case(void **state) {
+  const exit_case *c = *state;
+  check_exit(c->how, c->sym, c->busy, c->strict);
 }
 
-__attribute__((unused)) static void test_underscore_exit(void **state) {
-  (void)state;
-  check_exit("_exit", "offline", BUSY_CLEAN, true);
-}
-
-__attribute__((unused)) static void test_return_from_main(void **state) {
-  (void)state;
-  check_exit("return", "offline", BUSY_CLEAN, true);
-}
-
-/* Not strict: in inproc mode the worker resolves each new stack through
- * libdw (its first one into libc ~50 ms of CPU, far more on a starved
- * core) and one resolution cannot be interrupted, so on a loaded machine
- * most sessions may miss the budget (6 of 20 ended at load 15 here). Each
- * such session must still carry the note, and the rest add up. */
-__attribute__((unused)) static void test_underscore_exit_inproc(void **state) {
-  (void)state;
-  check_exit("_exit", "inproc", BUSY_CLEAN, false);
-}
-
-__attribute__((unused)) static void test_stress_exit(void **state) {
-  (void)state;
-  check_exit("exit", "inproc", BUSY_STRESS, false);
-}
-
-__attribute__((unused)) static void test_stress_underscore_exit(void **state) {
-  (void)state;
-  check_exit("_exit", "offline", BUSY_STRESS, false);
-}
+/* Not strict, the inproc and stress cases: in inproc mode the worker
+ * resolves each new stack through libdw (its first one into libc ~50 ms of
+ * CPU, far more on a starved core) and one resolution cannot be
+ * interrupted, so on a loaded machine most sessions may miss the budget (6
+ * of 20 ended at load 15 here). Each such session must still carry the
+ * note, and the rest add up. */
+__attribute__((unused)) static const exit_case g_exits[] = {
+    {"test_exit", "exit", "offline", BUSY_CLEAN, true},
+    {"test_underscore_exit", "_exit", "offline", BUSY_CLEAN, true},
+    {"test_return_from_main", "return", "offline", BUSY_CLEAN, true},
+};
+__attribute__((unused)) static const exit_case g_stress_exits[] = {
+    {"test_underscore_exit_inproc", "_exit", "inproc", BUSY_CLEAN, false},
+    {"test_stress_exit", "exit", "inproc", BUSY_STRESS, false},
+    {"test_stress_underscore_exit", "_exit", "offline", BUSY_STRESS, false},
+};
 
 /* Through `stackrec record` too: the program's status is passed on and the
  * recording verifies (0 intact, or 4 intact but incomplete: drops). */
@@ -240,10 +236,13 @@ static int setup(void **state) {
 /* Two targets (tests/BUILD: exit, exit-stress), so that each stays well
  * within the suite's per-test timeout under TSan; each registers its part
  * of the cases (hence the unused attribute on them). */
+int main(void) {
 #ifndef STKR_EXIT_STRESS
-TL_TEST_MAIN("exit", setup, NULL, test_exit, test_underscore_exit,
-             test_return_from_main, test_record_cli)
+  return TL_RUN_GROUP("exit", setup, NULL,
+                      TL_TABLE(NULL, NULL, test_exit_case, g_exits),
+                      TL_CASES(NULL, NULL, test_record_cli));
 #else
-TL_TEST_MAIN("exit-stress", setup, NULL, test_underscore_exit_inproc,
-             test_stress_exit, test_stress_underscore_exit)
+  return TL_RUN_GROUP("exit-stress", setup, NULL,
+                      TL_TABLE(NULL, NULL, test_exit_case, g_stress_exits));
 #endif
+}

@@ -461,14 +461,19 @@ static void guarded(bool random) {
   munmap(map, size + 2 * g_page);
 }
 
-static void test_guarded_thread_stack_edges(void **state) {
-  (void)state;
-  guarded(false);
-}
+typedef struct guard_case {
+  const char *name; /* the case (cmocka's name) */
+  bool random;      /* guarded's */
+} guard_case;
 
-static void test_guarded_thread_stack_random(void **state) {
-  (void)state;
-  guarded(true);
+static const guard_case g_guards[] = {
+    {"test_guarded_thread_stack_edges", false},
+    {"test_guarded_thread_stack_random", true},
+};
+
+/* setup (rh_start) leaves the state alone: it is the row. */
+static void test_guarded(void **state) {
+  guarded(((const guard_case *)*state)->random);
 }
 
 /* ---- very deep recursion ------------------------------------------------ */
@@ -561,8 +566,8 @@ int main(void) {
       TL_CASES(setup, rh_stop, test_nofp_code_with_hostile_frame_pointers,
                test_nofp_random_frame_pointers, test_nofp_register_pressure),
       TL_CASES(setup, teardown_signals, test_sigaltstack_handler_events),
-      TL_CASES(setup, rh_stop, test_tiny_thread_stack,
-               test_guarded_thread_stack_edges,
-               test_guarded_thread_stack_random, test_deep_recursion_capped,
+      TL_CASES(setup, rh_stop, test_tiny_thread_stack),
+      TL_TABLE(setup, rh_stop, test_guarded, g_guards),
+      TL_CASES(setup, rh_stop, test_deep_recursion_capped,
                test_pac_bits_stripped));
 }

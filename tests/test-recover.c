@@ -3,14 +3,14 @@
  * backed rings and dies by SIGKILL; the parent (playing `stackrec record`,
  * `stackrec recover` or the next stkr_init) recovers what the child left in
  * its ring files and reads the directory back: every event the child
- * accepted is there exactly once.
+ * accepted is there exactly once. Here: the files' layout, kills before
+ * and after a flush, stacks and payloads known only to segments, the next
+ * stkr_init, many segments, and `stackrec recover`; forks, threads and
+ * random kills are in test-recover-procs.c (helpers: recover_util.h).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,197 +20,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/stkr_ringfile.h"
 #include "tests/cli_run.h"
-#include "proto/stkr_reader.h"
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
+#include "tests/recover_util.h"
 #include "tests/testlib.h"
-
-STKR_SITE_DEFINE(g_site, "recover.test");
-
-static char g_root[256];
-static int g_dirs;
-
-static void new_dir(char *out, size_t cap) {
-  snprintf(out, cap, "%s/d%d", g_root, ++g_dirs);
-  assert_int_equal(mkdir(out, 0700), 0);
-}
-
-/* ---- reading back --------------------------------------------------------- */
-
-typedef struct readback {
-  uint64_t events;
-  uint32_t *seen;     /* by payload value (u32), for "exactly once" */
-  uint32_t *thread_of; /* by payload value: the event's thread id */
-  size_t n_seen;
-  uint64_t by_byte[256]; /* 1-byte payloads: events per value */
-  uint64_t warnings_lost;
-  uint64_t warnings_inconsistent; /* e.g. a stack id defined twice */
-  uint64_t stack_of[4];           /* stack id of the events of helper i */
-  uint64_t helper_events[4];
-  /* 4-byte payloads (record_seq: one call chain): their stack */
-  uint64_t seq_stack, seq_other_stack, seq_no_stack, seq_site_bad;
-  uint64_t ts_min, ts_max; /* over all events */
-} readback;
-
-static void rb_warn(void *arg, const stkr_warning *w) {
-  readback *rb = arg;
-  if (w->data_lost && w->kind != STKR_WARN_TRUNCATED)
-    rb->warnings_lost++;
-  if (w->kind == STKR_WARN_INCONSISTENT)
-    rb->warnings_inconsistent++;
-}
-
-static void read_dir(const char *dir, readback *rb, size_t n_seen) {
-  stkr_reader_opts o = {.warn = rb_warn, .warn_arg = rb, .lazy_frames = true};
-  stkr_reader *r;
-  stkr_event_view ev;
-  int rc;
-
-  memset(rb, 0, sizeof *rb);
-  rb->n_seen = n_seen;
-  rb->seen = calloc(n_seen ? n_seen : 1, sizeof *rb->seen);
-  rb->thread_of = calloc(n_seen ? n_seen : 1, sizeof *rb->thread_of);
-  assert_true(rb->seen != NULL && rb->thread_of != NULL);
-  assert_int_equal(stkr_reader_open(dir, &o, &r), 0);
-  while ((rc = stkr_reader_next(r, &ev)) == 1) {
-    rb->events++;
-    if (rb->ts_min == 0 || ev.ts_ns < rb->ts_min) rb->ts_min = ev.ts_ns;
-    if (ev.ts_ns > rb->ts_max) rb->ts_max = ev.ts_ns;
-    if (ev.payload_len == 4) {
-      uint32_t v;
-      memcpy(&v, ev.payload, 4);
-      if (v < n_seen) {
-        rb->seen[v]++;
-        rb->thread_of[v] = ev.thread_id;
-      }
-      if (ev.n_pcs == 0)
-        rb->seq_no_stack++;
-      else if (rb->seq_stack == 0)
-        rb->seq_stack = ev.pcs[0] ^ ev.n_pcs;
-      else if (rb->seq_stack != (ev.pcs[0] ^ ev.n_pcs))
-        rb->seq_other_stack++;
-      if (ev.site == NULL || strcmp(ev.site, "recover.test") != 0)
-        rb->seq_site_bad++;
-    } else if (ev.payload_len == 1) {
-      rb->by_byte[ev.payload[0]]++;
-    } else if (ev.payload_len == 2 && ev.payload[0] == 'h' &&
-               ev.payload[1] < 4) {
-      /* helper_event(): the same call chain every time per helper */
-      unsigned h = ev.payload[1];
-      if (rb->helper_events[h]++ == 0)
-        rb->stack_of[h] = ev.n_pcs ? ev.pcs[0] ^ ev.n_pcs : 0;
-      else if (rb->stack_of[h] != (ev.n_pcs ? ev.pcs[0] ^ ev.n_pcs : 0))
-        rb->stack_of[h] = UINT64_MAX; /* two different stacks: wrong */
-    }
-  }
-  assert_int_equal(rc, 0);
-  stkr_reader_free(r);
-}
-
-static void rb_free(readback *rb) {
-  free(rb->seen);
-  free(rb->thread_of);
-}
-
-/* dir holds `events` events, among them the payloads 0..n-1 once each. */
-static void assert_read_once(const char *dir, uint64_t events, uint32_t n) {
-  readback rb;
-
-  read_dir(dir, &rb, n);
-  assert_int_equal(rb.events, events);
-  for (uint32_t i = 0; i < n; i++) assert_int_equal(rb.seen[i], 1);
-  rb_free(&rb);
-}
-
-/* ---- recording children ------------------------------------------------ */
-
-static void record_seq(uint32_t from, uint32_t n) {
-  for (uint32_t i = from; i < from + n; i++)
-    if (stkr_event(&g_site, &i, 4) != 0) _exit(91);
-}
-
-/* Fork: the child starts recording with cfg (exit 90 if it cannot), runs
- * body(arg) and dies by SIGKILL, leaving its ring files behind; the parent
- * waits for it. @return the child's wait status. */
-static int run_killed_child(const stkr_config *cfg, void (*body)(void *),
-                            void *arg) {
-  int status;
-  pid_t p = fork();
-
-  assert_true(p >= 0);
-  if (p == 0) {
-    if (stkr_init(cfg) != 0) _exit(90);
-    body(arg);
-    kill(getpid(), SIGKILL);
-    _exit(94);
-  }
-  assert_int_equal(waitpid(p, &status, 0), p);
-  return status;
-}
-
-/* Child: record n1 events, flush, (optionally) rewind the ring file's tail
- * to where it was before the flush, as if we died between the batch's
- * write(2) and the tail store; record n2 more; die by SIGKILL. */
-typedef struct die_arg {
-  uint32_t n1, n2;
-  bool rewind;
-} die_arg;
-
-static void die_body(void *arg) {
-  const die_arg *a = arg;
-  /* One call site for both phases: one stack, so that the ring holds only
-   * known records after the flush (their full record is in the segment). */
-  for (int phase = 0; phase < 2; phase++) {
-    record_seq(phase ? a->n1 : 0, phase ? a->n2 : a->n1);
-    if (phase == 0 && a->n1) {
-      if (stkr_flush() != 0) _exit(92);
-      if (a->rewind) {
-        stkr__ring_ctl *c = stkr__tls->ring.c;
-        if (stkr__tls->ring.session == 0) _exit(93); /* not a ring file */
-        atomic_store_explicit(&c->tail, 0, memory_order_release);
-      }
-    }
-  }
-}
-
-static void run_child_die(const char *dir, uint32_t n1, uint32_t n2,
-                          bool rewind) {
-  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .ring_bytes = 256 << 10};
-  die_arg a = {n1, n2, rewind};
-  int status = run_killed_child(&cfg, die_body, &a);
-
-  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-}
-
-typedef struct msgs {
-  int n;
-  char last[1024];
-} msgs;
-
-static void msg_cb(void *arg, const char *line) {
-  msgs *m = arg;
-  m->n++;
-  snprintf(m->last, sizeof m->last, "%s", line);
-}
-
-static void recover(const char *dir, bool dry, stkr_recover_stats *st,
-                    msgs *m) {
-  stkr_recover_opts o = {.dry_run = dry, .message = msg_cb, .message_arg = m};
-  memset(m, 0, sizeof *m);
-  assert_int_equal(stkr_recover_dir(dir, &o, st), 0);
-}
 
 /* ---- tests ---------------------------------------------------------------- */
 
@@ -297,8 +118,7 @@ static void test_kill_before_flush(void **state) {
   msgs ms;
   (void)state;
 
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 0, 500, false);
+  run_child_die(dir, sizeof dir, 0, 500, false);
   recover(dir, true, &st, &ms); /* dry run: counts, changes nothing */
   assert_int_equal(st.sessions_dead, 1);
   assert_int_equal(st.events, 500);
@@ -329,8 +149,7 @@ static void flushed_then_killed(bool rewind, uint64_t duplicates) {
   stkr_recover_stats st;
   msgs ms;
 
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 300, 200, rewind);
+  run_child_die(dir, sizeof dir, 300, 200, rewind);
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
   assert_int_equal(st.duplicates, duplicates);
@@ -354,9 +173,8 @@ static void test_known_records_resolve_through_segments(void **state) {
   msgs ms;
   (void)state;
 
-  new_dir(dir, sizeof dir);
   uint64_t t0 = stkr__clock_mono_ns();
-  run_child_die(dir, 300, 200, false);
+  run_child_die(dir, sizeof dir, 300, 200, false);
   uint64_t t1 = stkr__clock_mono_ns();
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
@@ -370,8 +188,7 @@ static void test_known_records_resolve_through_segments(void **state) {
   assert_true(rb.ts_min >= t0 && rb.ts_max <= t1);
   rb_free(&rb);
 
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 300, 200, false);
+  run_child_die(dir, sizeof dir, 300, 200, false);
   tl_find_file(dir, ".zst", path, sizeof path);
   assert_int_equal(unlink(path), 0);
   recover(dir, false, &st, &ms);
@@ -409,7 +226,7 @@ static void payload_body(void *arg) {
 
 static void test_known_payloads_resolve_through_segments(void **state) {
   char dir[300], path[600];
-  stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 256 << 10};
+  const stkr_config cfg = {.ring_bytes = 256 << 10};
   stkr_recover_stats st;
   uint64_t want[256] = {0}, after_d = 0;
   readback rb;
@@ -421,9 +238,8 @@ static void test_known_payloads_resolve_through_segments(void **state) {
       want[(unsigned char)payload_at(phase, i)]++;
       after_d += phase && payload_at(phase, i) == 'd';
     }
-  new_dir(dir, sizeof dir);
-  cfg.dir = dir;
-  int status = run_killed_child(&cfg, payload_body, NULL);
+  int status =
+      run_killed_child_in_new_dir(dir, sizeof dir, cfg, payload_body, NULL);
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   recover(dir, false, &st, &ms);
   assert_int_equal(st.events, 200);
@@ -434,9 +250,8 @@ static void test_known_payloads_resolve_through_segments(void **state) {
   for (int c = 'a'; c <= 'd'; c++) assert_int_equal(rb.by_byte[c], want[c]);
   rb_free(&rb);
 
-  new_dir(dir, sizeof dir);
-  cfg.dir = dir;
-  status = run_killed_child(&cfg, payload_body, NULL);
+  status =
+      run_killed_child_in_new_dir(dir, sizeof dir, cfg, payload_body, NULL);
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   tl_find_file(dir, ".zst", path, sizeof path);
   assert_int_equal(unlink(path), 0);
@@ -464,8 +279,7 @@ static void test_embedded_next_init(void **state) {
   stkr_config cfg = {.flush_interval_ms = 3600000};
   (void)state;
 
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 100, 150, false);
+  run_child_die(dir, sizeof dir, 100, 150, false);
   cfg.dir = dir;
   assert_int_equal(stkr_init(&cfg), 0);
   /* Recovered at init: only our own session's files are left (this
@@ -476,152 +290,6 @@ static void test_embedded_next_init(void **state) {
   assert_int_equal(stkr_event(&g_site, &v, 4), 0);
   assert_int_equal(stkr_shutdown(), 0);
   assert_read_once(dir, 251, 250);
-}
-
-/* fork: in follow mode the child records into its own session (its ring
- * must not write into the parent's file), in disable mode it records
- * nothing; parent and child die uncleanly; everything is recovered exactly
- * once. */
-static void fork_body(void *arg) {
-  int status;
-  (void)arg;
-  record_seq(0, 100);
-  pid_t c = fork();
-  if (c == 0) {
-    for (uint32_t i = 1000; i < 1070; i++) /* disable: -ENOTCONN */
-      (void)stkr_event(&g_site, &i, 4);
-    kill(getpid(), SIGKILL);
-  }
-  if (c < 0 || waitpid(c, &status, 0) != c) _exit(95);
-  record_seq(100, 100);
-}
-
-static void fork_case(stkr_fork_mode mode) {
-  char dir[300];
-  stkr_recover_stats st;
-  readback rb;
-  msgs ms;
-  bool follow = mode == STKR_FORK_FOLLOW;
-
-  new_dir(dir, sizeof dir);
-  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .fork_mode = mode};
-  assert_true(WIFSIGNALED(run_killed_child(&cfg, fork_body, NULL)));
-  recover(dir, false, &st, &ms);
-  assert_int_equal(st.sessions_recovered, follow ? 2 : 1);
-  assert_int_equal(st.events, follow ? 270 : 200);
-  read_dir(dir, &rb, 1070);
-  assert_int_equal(rb.events, follow ? 270 : 200);
-  for (int i = 0; i < 200; i++) assert_int_equal(rb.seen[i], 1);
-  for (int i = 1000; i < 1070; i++) assert_int_equal(rb.seen[i], follow);
-  rb_free(&rb);
-}
-
-/* A child that outlives its recording parent must not keep the parent's
- * session looking alive: the child closes its copy of the lock. */
-static void test_child_outlives_parent(void **state) {
-  char dir[300];
-  stkr_recover_stats st;
-  msgs ms;
-  int status, pfd[2];
-  pid_t c = 0;
-  (void)state;
-
-  new_dir(dir, sizeof dir);
-  assert_int_equal(pipe(pfd), 0);
-  pid_t p = fork();
-  assert_true(p >= 0);
-  if (p == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000};
-    if (stkr_init(&cfg) != 0) _exit(90);
-    record_seq(0, 50);
-    c = fork();
-    if (c == 0) {
-      /* Inherits every descriptor but the lock's, which the atfork
-       * handler closed before fork() returned here. */
-      c = getpid();
-      if (write(pfd[1], &c, sizeof c) != sizeof c) _exit(96);
-      for (;;) pause();
-    }
-    if (c < 0) _exit(97);
-    kill(getpid(), SIGKILL);
-  }
-  assert_int_equal(read(pfd[0], &c, sizeof c), (ssize_t)sizeof c);
-  assert_int_equal(waitpid(p, &status, 0), p);
-  recover(dir, false, &st, &ms);
-  kill(c, SIGKILL);
-  assert_int_equal(st.sessions_live, 0);
-  assert_int_equal(st.sessions_recovered, 1);
-  assert_int_equal(st.events, 50);
-  close(pfd[0]);
-  close(pfd[1]);
-}
-
-static void test_fork_disable(void **state) {
-  (void)state;
-  fork_case(STKR_FORK_DISABLE);
-}
-
-static void test_fork_follow(void **state) {
-  (void)state;
-#if defined(__SANITIZE_THREAD__)
-  /* TSan refuses to start threads after a multi-threaded fork, which is
-   * exactly what follow mode does (test-flush.c skips the same way). */
-  skip();
-#endif
-  fork_case(STKR_FORK_FOLLOW);
-}
-
-/* Rings outlive their threads: an exited thread's ring (or one the worker
- * made ahead) goes to the next thread that starts. Forty short threads with
- * flushes between them (so rings get reaped and handed on), the last ten
- * never flushed; then SIGKILL: every event once, under the right thread. */
-typedef struct seq_arg {
-  uint32_t from, n;
-} seq_arg;
-
-static void *seq_thread(void *arg) {
-  const seq_arg *a = arg;
-  record_seq(a->from, a->n);
-  return NULL;
-}
-
-/* 40 threads one after the other, 5 events each; the first 30 flushed. */
-static void ring_reuse_body(void *arg) {
-  (void)arg;
-  for (uint32_t i = 0; i < 40; i++) {
-    seq_arg a = {i * 5, 5};
-    pthread_t t;
-    if (pthread_create(&t, NULL, seq_thread, &a) != 0) _exit(97);
-    pthread_join(t, NULL);
-    if (i < 30 && (stkr_flush() != 0 || stkr_flush() != 0)) _exit(98);
-  }
-}
-
-static void test_ring_reuse(void **state) {
-  char dir[300];
-  stkr_recover_stats st;
-  readback rb;
-  msgs ms;
-  (void)state;
-
-  new_dir(dir, sizeof dir);
-  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .ring_bytes = 16 << 10};
-  run_killed_child(&cfg, ring_reuse_body, NULL);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(ms.n, 0);
-  assert_int_equal(st.events, 50);
-  read_dir(dir, &rb, 200);
-  assert_int_equal(rb.events, 200);
-  for (int i = 0; i < 200; i++) {
-    assert_int_equal(rb.seen[i], 1);
-    /* Each thread's 5 events under its own id, a new one per thread. */
-    if (i % 5) assert_int_equal(rb.thread_of[i], rb.thread_of[i - 1]);
-    else if (i) assert_int_not_equal(rb.thread_of[i], rb.thread_of[i - 5]);
-  }
-  rb_free(&rb);
-  assert_int_equal(tl_count_files(dir, ".ring"), 0);
 }
 
 /* Four distinct call chains (one per helper), to give a session several
@@ -663,20 +331,17 @@ static void many_segments_body(void *arg) {
 }
 
 static void test_many_segments(void **state) {
-  char dir[300];
-  stkr_recover_stats st;
+  const stkr_config cfg = {.segment_bytes = 1024};
+  recovery r;
   readback rb;
-  msgs ms;
   (void)state;
 
-  new_dir(dir, sizeof dir);
-  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .segment_bytes = 1024};
-  run_killed_child(&cfg, many_segments_body, NULL);
-  assert_true(tl_count_files(dir, ".zst") >= 4);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 41);
-  read_dir(dir, &rb, 0);
+  run_killed_child_in_new_dir(r.dir, sizeof r.dir, cfg, many_segments_body,
+                              NULL);
+  assert_true(tl_count_files(r.dir, ".zst") >= 4);
+  recover(r.dir, false, &r.st, &r.ms);
+  assert_int_equal(r.st.events, 41);
+  read_dir(r.dir, &rb, 0);
   assert_int_equal(rb.events, 49); /* 3 + 5 flushed, 41 recovered */
   assert_int_equal(rb.warnings_inconsistent, 0);
   assert_int_equal(rb.warnings_lost, 0);
@@ -687,87 +352,6 @@ static void test_many_segments(void **state) {
   rb_free(&rb);
 }
 
-/* ---- SIGKILL at random moments -------------------------------------------
- * A program with 4 threads making events, each counting its own successful
- * events in memory shared with us, is killed at a random moment. What is
- * recorded (segments + recovery) must equal what it counted, per thread, up
- * to the one event per thread that can be in flight: committed to the ring
- * (recorded) but killed before the counter's increment. Never fewer. */
-#define KTHREADS 4
-
-static _Atomic uint64_t *g_counts;
-
-static void *kill_worker(void *arg) {
-  uint8_t idx = (uint8_t)(uintptr_t)arg;
-  for (;;) {
-    if (stkr_event(&g_site, &idx, 1) == 0)
-      atomic_fetch_add_explicit(&g_counts[idx], 1, memory_order_relaxed);
-    /* About 20 events per ms per thread: flushes (every 20 ms) and kills
-     * land mid-stream, and reading back stays quick under sanitizers. */
-    if ((rand() & 15) == 0) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
-    }
-  }
-  return NULL;
-}
-
-static void test_sigkill_random_moments(void **state) {
-  (void)state;
-  g_counts = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(g_counts != MAP_FAILED);
-  srand((unsigned)time(NULL));
-  for (int round = 0; round < 20; round++) {
-    char dir[300];
-    stkr_recover_stats st;
-    readback rb;
-    msgs ms;
-    int status;
-
-    new_dir(dir, sizeof dir);
-    for (int i = 0; i < KTHREADS; i++) g_counts[i] = 0;
-    pid_t p = fork();
-    assert_true(p >= 0);
-    if (p == 0) {
-      stkr_config cfg = {.dir = dir, .flush_interval_ms = 20,
-                         .ring_bytes = 1 << 20};
-      pthread_t th[KTHREADS];
-      if (stkr_init(&cfg) != 0) _exit(90);
-      for (int i = 0; i < KTHREADS; i++)
-        pthread_create(&th[i], NULL, kill_worker, (void *)(uintptr_t)i);
-      for (;;) pause();
-    }
-    struct timespec ts = {0, (20 + rand() % 280) * 1000000L};
-    nanosleep(&ts, NULL);
-    kill(p, SIGKILL);
-    assert_int_equal(waitpid(p, &status, 0), p);
-    recover(dir, false, &st, &ms);
-    assert_int_equal(st.damaged_rings, 0);
-    read_dir(dir, &rb, 0);
-    uint64_t total = 0;
-    for (int i = 0; i < KTHREADS; i++) {
-      uint64_t counted = g_counts[i], recorded = rb.by_byte[i];
-      if (recorded < counted || recorded > counted + 1)
-        fail_msg("round %d thread %d: recorded %llu, counted %llu (recovery: "
-                 "%llu events, %llu rings, %llu orphans, %llu failed, %llu "
-                 "duplicates; last message: %s)", round, i,
-                 (unsigned long long)recorded, (unsigned long long)counted,
-                 (unsigned long long)st.events, (unsigned long long)st.rings,
-                 (unsigned long long)st.orphans,
-                 (unsigned long long)st.sessions_failed,
-                 (unsigned long long)st.duplicates, ms.n ? ms.last : "none");
-      total += recorded;
-    }
-    assert_int_equal(rb.events, total);
-    print_message("round %2d: killed after %3ld ms: %llu events, %llu of "
-                  "them recovered\n", round, ts.tv_nsec / 1000000,
-                  (unsigned long long)total, (unsigned long long)st.events);
-    rb_free(&rb);
-  }
-  munmap(g_counts, 4096);
-}
-
 /* `stackrec recover`: what it prints and its exit statuses. */
 static void test_cli(void **state) {
   char dir[300], path[600];
@@ -775,8 +359,7 @@ static void test_cli(void **state) {
   int fd;
   (void)state;
 
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 0, 80, false);
+  run_child_die(dir, sizeof dir, 0, 80, false);
   /* Before recovery, verify says the events are only in ring files. */
   assert_int_equal(cr_run("verify '%s'", dir), 4);
   assert_non_null(strstr(cr_out, "80 events of 1 dead writer still in ring "
@@ -793,8 +376,7 @@ static void test_cli(void **state) {
   assert_int_equal(cr_run("recover"), 2);
   /* A damaged record: the records before it are recovered, the loss is
    * named (file and offset) and the status says data was lost. */
-  new_dir(dir, sizeof dir);
-  run_child_die(dir, 0, 80, false);
+  run_child_die(dir, sizeof dir, 0, 80, false);
   tl_find_file(dir, ".ring", path, sizeof path);
   assert_true((fd = open(path, O_RDWR)) >= 0);
   /* One site, one stack: a full record, then known records of one size;
@@ -817,7 +399,7 @@ static void test_cli(void **state) {
 static int setup(void **state) {
   (void)state;
   if (cr_setup() != 0) return -1;
-  assert_int_equal(tl_mkdtemp(g_root, sizeof g_root, "recover"), 0);
+  assert_int_equal(recover_setup("recover"), 0);
   return 0;
 }
 
@@ -826,6 +408,4 @@ TL_TEST_MAIN("recover", setup, NULL, test_ring_file_layout,
              test_crash_between_write_and_tail,
              test_known_records_resolve_through_segments,
              test_known_payloads_resolve_through_segments,
-             test_embedded_next_init, test_ring_reuse, test_many_segments,
-             test_child_outlives_parent, test_fork_disable, test_fork_follow,
-             test_sigkill_random_moments, test_cli)
+             test_embedded_next_init, test_many_segments, test_cli)

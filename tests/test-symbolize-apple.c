@@ -30,6 +30,7 @@
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 #include "tests/apple/macho_test.h"
+#include "tests/fixture.h"
 #include "tests/testlib.h"
 
 #define VMADDR 0x100000000ull
@@ -87,27 +88,18 @@ static void write_rec(const char *dir, uint32_t pid, const char *arch,
                       const img *im, size_t n_img, const uint64_t *pcs,
                       size_t n_pcs) {
   Stackrec__Batch b = STACKREC__BATCH__INIT;
-  Stackrec__Header h = STACKREC__HEADER__INIT;
-  Stackrec__Events ev = STACKREC__EVENTS__INIT;
+  Stackrec__Header h;
   Stackrec__Image imgs[MAX_IMG], *imgp[MAX_IMG];
   Stackrec__SiteDef site = STACKREC__SITE_DEF__INIT, *sitep = &site;
   Stackrec__ThreadDef th = STACKREC__THREAD_DEF__INIT, *thp = &th;
   size_t n_st = (n_pcs + PER_STACK - 1) / PER_STACK;
   Stackrec__StackDef *st = calloc(n_st, sizeof *st);
   Stackrec__StackDef **stp = calloc(n_st, sizeof *stp);
-  int64_t *dt = calloc(n_st, sizeof *dt);
-  uint32_t *sid = calloc(n_st, sizeof *sid), *tid = calloc(n_st, sizeof *tid),
-           *kid = calloc(n_st, sizeof *kid);
+  fx_ev *evs = calloc(n_st, sizeof *evs);
   stkr_fmt_buf out = {0};
-  char path[4200];
-  FILE *f;
 
-  h.format_version = STKR_FORMAT_VERSION;
-  h.pid = pid;
-  h.process_name = "App";
-  h.start_mono_ns = 1000;
-  h.start_wall_ns = 1700000000000000000ull;
-  h.segment_seq = 1;
+  assert_true(st != NULL && stp != NULL && evs != NULL);
+  fx_header_init(&h, pid, "App", 1000, 1700000000000000000ull);
   h.arch = (char *)arch;
   b.header = &h;
   b.seq = 1;
@@ -141,34 +133,20 @@ static void write_rec(const char *dir, uint32_t pid, const char *arch,
     st[i].site_id = 1;
     st[i].hash = 0x9000 + i;
     stp[i] = &st[i];
-    dt[i] = 10;
-    sid[i] = 1;
-    tid[i] = 1;
-    kid[i] = (uint32_t)i + 1;
+    /* One event per stack, 10 ns apart from the first at 1000 + 10. */
+    evs[i] = (fx_ev){.delta = 10, .site = 1, .thread = 1,
+                     .stack = (uint32_t)i + 1};
   }
   b.stacks = stp;
   b.n_stacks = n_st;
-  ev.base_ts_ns = 1000;
-  ev.n_ts_delta_ns = ev.n_site_id = ev.n_thread_id = ev.n_stack_id = n_st;
-  ev.ts_delta_ns = dt;
-  ev.site_id = sid;
-  ev.thread_id = tid;
-  ev.stack_id = kid;
-  b.events = &ev;
   b.last = true;
-  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 3, &out), 0);
+  assert_int_equal(fx_encode_events(&b, evs, n_st, 1000, &out), 0);
   mkdir(dir, 0700);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", dir, (unsigned)pid);
-  assert_non_null(f = fopen(path, "wb"));
-  assert_int_equal(fwrite(out.data, 1, out.len, f), out.len);
-  fclose(f);
+  assert_int_equal(fx_write_segment(dir, pid, 1, &out), 0);
   stkr_fmt_buf_free(&out);
   free(st);
   free(stp);
-  free(dt);
-  free(sid);
-  free(tid);
-  free(kid);
+  free(evs);
 }
 
 /* llvm-symbolizer's frames for each address (text output: "function" and

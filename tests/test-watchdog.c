@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <glob.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,22 +56,17 @@ static int tasks_settled(int want) {
 
 /* Threads of this process named stkr-watchdog. */
 static int watchdog_threads(void) {
-  DIR *d = opendir("/proc/self/task");
-  struct dirent *e;
+  glob_t g;
   int n = 0;
 
-  while (d != NULL && (e = readdir(d)) != NULL) {
-    char path[300], name[64] = "";
-    FILE *f;
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    if (e->d_name[0] == '.' || (f = fopen(path, "r")) == NULL)
-      continue;
-    if (fgets(name, sizeof name, f) != NULL && strcmp(name, "stkr-watchdog\n") == 0)
-      n++;
-    fclose(f);
+  if (glob("/proc/self/task/*/comm", 0, NULL, &g) != 0)
+    return 0;
+  for (size_t i = 0; i < g.gl_pathc; i++) {
+    char comm[64];
+    tl_slurp(g.gl_pathv[i], comm, sizeof comm); /* "" once the thread ended */
+    n += strcmp(comm, "stkr-watchdog\n") == 0;
   }
-  if (d != NULL)
-    closedir(d);
+  globfree(&g);
   return n;
 }
 

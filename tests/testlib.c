@@ -268,7 +268,8 @@ int tl_run_group(const char *group, tl_fixture_fn group_setup,
   int status = 1;
 
   for (const tl_cases *r = runs; r->names != NULL; r++, nruns++)
-    for (size_t i = 0; r->tests[i] != NULL; i++)
+    for (size_t i = 0; r->tests != NULL ? r->tests[i] != NULL : i < r->n_rows;
+         i++)
       total++;
 
   /* cmocka keeps pointers to the names while the group runs: one copy of
@@ -283,20 +284,29 @@ int tl_run_group(const char *group, tl_fixture_fn group_setup,
     const tl_cases *r = &runs[k];
     size_t count = 0;
 
-    while (r->tests[count] != NULL)
-      count++;
-    lists[k] = strdup(r->names);
-    if (lists[k] == NULL ||
-        split_names(lists[k], names + n, total - n) != count) {
-      fprintf(stderr, "%s: \"%s\" does not name %zu test functions\n", group,
-              r->names, count);
-      goto out;
+    if (r->tests != NULL) { /* TL_CASES: the functions' names, as written */
+      while (r->tests[count] != NULL)
+        count++;
+      lists[k] = strdup(r->names);
+      if (lists[k] == NULL ||
+          split_names(lists[k], names + n, total - n) != count) {
+        fprintf(stderr, "%s: \"%s\" does not name %zu test functions\n",
+                group, r->names, count);
+        goto out;
+      }
     }
-    for (size_t i = 0; i < count; i++, n++) {
+    for (size_t i = 0; i < (r->tests != NULL ? count : r->n_rows); i++, n++) {
+      /* TL_TABLE: each row names its case and is its state. */
+      const char *row =
+          r->tests == NULL ? (const char *)r->rows + i * r->row_size : NULL;
+
+      if (row != NULL)
+        memcpy(&names[n], row, sizeof names[n]);
       tests[n].name = names[n];
-      tests[n].test_func = r->tests[i];
+      tests[n].test_func = row != NULL ? r->row_test : r->tests[i];
       tests[n].setup_func = r->setup;
       tests[n].teardown_func = r->teardown;
+      tests[n].initial_state = (void *)row;
     }
   }
   status = _cmocka_run_group_tests(group, tests, n, group_setup,

@@ -124,18 +124,30 @@ void tl_asan_runtime(char *out, size_t cap);
  *                         TL_CASES(NULL, NULL, test_c));
  *   }
  *
+ * A function run once per row of a table of cases (the row its state):
+ * TL_CASES' place takes TL_TABLE(setup, teardown, test_fn, rows).
+ *
  * Each test is named after its function, as cmocka_unit_test() names it
  * (so cmocka's filters and the skip lists of tests/aarch64 see the same
  * names); the cases run in the order listed. */
 typedef void (*tl_test_fn)(void **state);   /* cmocka's CMUnitTestFunction */
 typedef int (*tl_fixture_fn)(void **state); /* cmocka's CMFixtureFunction */
 
-/* A run of tests sharing one per-test setup and teardown. */
+/* A run of tests sharing one per-test setup and teardown: functions of
+ * their own (TL_CASES), or one function run once per row of a table
+ * (TL_TABLE). */
 typedef struct tl_cases {
   const char *names;        /* the functions as written: "test_a, test_b" */
   const tl_test_fn *tests;  /* the same functions, NULL-terminated */
   tl_fixture_fn setup;      /* before each of them, or NULL */
   tl_fixture_fn teardown;   /* after each of them, or NULL */
+  /* TL_TABLE: row_test runs once per row of rows (n_rows of row_size
+   * bytes), with the row as its state (*state; a setup sees it first).
+   * Each row starts with its case's name, a const char *: cases that
+   * differ only in data are rows, named as their functions were. */
+  tl_test_fn row_test;
+  const void *rows;
+  size_t row_size, n_rows;
 } tl_cases;
 
 /* Run the tests of runs (ended by one whose names is NULL) as the cmocka
@@ -145,12 +157,20 @@ typedef struct tl_cases {
 int tl_run_group(const char *group, tl_fixture_fn group_setup,
                  tl_fixture_fn group_teardown, const tl_cases *runs);
 
-#define TL_CASES(setup, teardown, ...)                                      \
-  { #__VA_ARGS__, (const tl_test_fn[]){__VA_ARGS__, NULL}, setup, teardown }
+#define TL_CASES(each_setup, each_teardown, ...)                            \
+  {.names = #__VA_ARGS__, .tests = (const tl_test_fn[]){__VA_ARGS__, NULL}, \
+   .setup = each_setup, .teardown = each_teardown}
+
+/* rows: an array (not a pointer) of structs whose first field is the
+ * case's name. */
+#define TL_TABLE(each_setup, each_teardown, test_fn, table)                 \
+  {.names = "", .setup = each_setup, .teardown = each_teardown,             \
+   .row_test = test_fn, .rows = table, .row_size = sizeof(table)[0],        \
+   .n_rows = sizeof(table) / sizeof(table)[0]}
 
 #define TL_RUN_GROUP(group, group_setup, group_teardown, ...)               \
   tl_run_group(group, group_setup, group_teardown,                          \
-               (const tl_cases[]){__VA_ARGS__, {NULL, NULL, NULL, NULL}})
+               (const tl_cases[]){__VA_ARGS__, {.names = NULL}})
 
 /* main() itself: TL_TEST_MAIN and TL_TEST_MAIN_EACH above. */
 #define TL__TEST_MAIN(group, group_setup, group_teardown, setup, teardown, \
