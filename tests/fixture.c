@@ -297,12 +297,7 @@ size_t fx_std_expect(fx_expect *out, size_t max) {
       ts += (uint64_t)e->delta;
       if (k < max) {
         out[k].ts = ts;
-        out[k].site = e->site;
-        out[k].thread = e->thread;
-        out[k].stack = e->stack;
-        out[k].payload = e->payload;
-        out[k].plen = e->plen;
-        out[k].trunc = e->trunc;
+        out[k].ev = *e;
         out[k].batch = bi;
       }
       k++;

@@ -99,12 +99,9 @@ int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
 
 /* An event as a reader must deliver it. */
 typedef struct fx_expect {
-  uint64_t ts;
-  uint32_t site, thread, stack;
-  const char *payload;
-  uint32_t plen;
-  bool trunc;
-  int batch; /* 0-based index in the standard recording */
+  uint64_t ts;  /* absolute: the batch's base_ts plus the deltas so far */
+  fx_ev ev;     /* as encoded (its delta relative to the previous one) */
+  int batch;    /* 0-based index in the standard recording */
 } fx_expect;
 
 /* The standard recording: segment 1 with batches 0..2 (3 batches), segment

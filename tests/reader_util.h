@@ -46,17 +46,14 @@ static __attribute__((unused)) void ru_collect(void *arg, const stkr_warning *w)
   snprintf(c->msg, sizeof(c->msg), "%s", w->message);
 }
 
+/* An event copied out of the reader: its view, whose strings, PCs and
+ * payload point into the copies below (valid as long as the ru_ev; proc,
+ * path and frames are cleared: they die with the reader). */
 typedef struct ru_ev {
-  uint64_t ts, wall, tid;
-  uint32_t pid, site_id, thread_id, stack_id;
+  stkr_event_view v;
   char site[64], thread[64];
-  uint64_t pcs[8];
-  size_t n_pcs;
-  bool stack_trunc;
-  uint8_t payload[32];
-  size_t plen;
-  bool has_payload, trunc, unresolved;
-  bool site_undefined, thread_undefined, stack_undefined;
+  uint64_t pcs[8];       /* the first 8 of v.n_pcs */
+  uint8_t payload[32];   /* the first 32 bytes of v.payload_len */
 } ru_ev;
 
 /* Open `path` with warnings collected into log. */
@@ -85,28 +82,24 @@ static __attribute__((unused)) int ru_read_all(stkr_reader *r, ru_ev *out) {
       ru_ev *c = &out[n];
 
       memset(c, 0, sizeof(*c));
-      c->ts = ev.ts_ns;
-      c->wall = ev.wall_ns;
-      c->tid = ev.tid;
-      c->pid = ev.pid;
-      c->site_id = ev.site_id;
-      c->thread_id = ev.thread_id;
-      c->stack_id = ev.stack_id;
+      c->v = ev;
+      c->v.proc = NULL;
+      c->v.path = NULL;
+      c->v.frames = NULL;
+      c->v.n_frames = 0;
       snprintf(c->site, sizeof(c->site), "%s", ev.site);
       snprintf(c->thread, sizeof(c->thread), "%s", ev.thread_name);
-      c->n_pcs = ev.n_pcs;
-      if (ev.n_pcs <= 8 && ev.n_pcs)
-        memcpy(c->pcs, ev.pcs, ev.n_pcs * sizeof(uint64_t));
-      c->stack_trunc = ev.stack_truncated;
-      c->plen = ev.payload_len;
-      c->has_payload = ev.payload != NULL;
-      if (ev.payload_len && ev.payload_len <= sizeof(c->payload))
-        memcpy(c->payload, ev.payload, ev.payload_len);
-      c->trunc = ev.payload_truncated;
-      c->unresolved = ev.unresolved;
-      c->site_undefined = ev.site_undefined;
-      c->thread_undefined = ev.thread_undefined;
-      c->stack_undefined = ev.stack_undefined;
+      c->v.site = c->site;
+      c->v.thread_name = c->thread;
+      if (ev.n_pcs)
+        memcpy(c->pcs, ev.pcs,
+               (ev.n_pcs < 8 ? ev.n_pcs : 8) * sizeof(uint64_t));
+      c->v.pcs = ev.pcs != NULL ? c->pcs : NULL;
+      if (ev.payload_len)
+        memcpy(c->payload, ev.payload,
+               ev.payload_len < sizeof(c->payload) ? ev.payload_len
+                                                   : sizeof(c->payload));
+      c->v.payload = ev.payload != NULL ? c->payload : NULL;
     }
     n++;
   }
@@ -119,24 +112,27 @@ static __attribute__((unused)) int ru_read_all(stkr_reader *r, ru_ev *out) {
 }
 
 /* 1 if got matches the expected standard event exactly. */
-static __attribute__((unused)) int ru_match(const ru_ev *g, const fx_expect *x, uint32_t pid) {
-  if (g->ts != x->ts || g->pid != pid || g->site_id != x->site ||
+static __attribute__((unused)) int ru_match(const ru_ev *got, const fx_expect *want, uint32_t pid) {
+  const stkr_event_view *g = &got->v;
+  const fx_ev *x = &want->ev;
+
+  if (g->ts_ns != want->ts || g->pid != pid || g->site_id != x->site ||
       g->thread_id != x->thread || g->stack_id != x->stack)
     return 0;
   if (strcmp(g->site, fx_site_name[x->site]) != 0 ||
-      strcmp(g->thread, fx_thread_name[x->thread]) != 0 ||
+      strcmp(g->thread_name, fx_thread_name[x->thread]) != 0 ||
       g->tid != fx_thread_tid[x->thread])
     return 0;
   if (g->n_pcs != fx_stack_len[x->stack] ||
       memcmp(g->pcs, fx_stack_pcs[x->stack], g->n_pcs * 8) != 0 ||
-      g->stack_trunc != fx_stack_truncated[x->stack])
+      g->stack_truncated != fx_stack_truncated[x->stack])
     return 0;
-  if (g->plen != x->plen || g->has_payload != (x->plen != 0) ||
+  if (g->payload_len != x->plen || (g->payload != NULL) != (x->plen != 0) ||
       (x->plen && memcmp(g->payload, x->payload, x->plen) != 0) ||
-      g->trunc != x->trunc || g->unresolved)
+      g->payload_truncated != x->trunc || g->unresolved)
     return 0;
   /* Wall clock from the header's (mono, wall) pair. */
-  if (g->wall != FX_START_WALL + (x->ts - FX_START_MONO))
+  if (g->wall_ns != FX_START_WALL + (want->ts - FX_START_MONO))
     return 0;
   return 1;
 }

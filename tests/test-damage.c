@@ -262,7 +262,7 @@ static void test_flip_middle_exact(void **state) {
   r = ru_open(path, &log);
   n = ru_read_all(r, got);
   assert_int_equal(n, 4); /* 3 + 1 */
-  assert_int_equal(got[3].site_id, 4);
+  assert_int_equal(got[3].v.site_id, 4);
   assert_int_equal(log.n, 1);
   snprintf(want, sizeof(want), "%s: offset %zu: damaged batch (", path,
            end[0]);
@@ -314,7 +314,7 @@ static void test_empty_and_garbage_files(void **state) {
   n = ru_read_all(r, got);
   assert_int_equal(n, 6);
   for (i = 0; i < 6; i++)
-    assert_int_equal(got[i].pid, 4);
+    assert_int_equal(got[i].v.pid, 4);
   ru_dump_log(&log);
   assert_int_equal(log.n, 4);
   assert_int_equal(log.w[0].kind, STKR_WARN_EMPTY_FILE);

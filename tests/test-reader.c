@@ -33,7 +33,7 @@ static void check_std_events_n(const ru_ev *got, int n, uint32_t pid,
   for (i = 0; i < nx; i++)
     if (!ru_match(&got[i], &x[i], pid))
       fail_msg("event %zu differs (ts %llu site %s)", i,
-               (unsigned long long)got[i].ts, got[i].site);
+               (unsigned long long)got[i].v.ts_ns, got[i].v.site);
 }
 
 static void check_std_events(const ru_ev *got, int n, uint32_t pid) {
@@ -52,7 +52,7 @@ static void check_std_info(stkr_reader *r, size_t idx, uint32_t pid) {
   for (i = 0; i < nx; i++) {
     lo = x[i].ts < lo ? x[i].ts : lo;
     hi = x[i].ts > hi ? x[i].ts : hi;
-    per_site[x[i].site]++;
+    per_site[x[i].ev.site]++;
   }
   assert_int_equal(p->pid, pid);
   assert_true(p->have_header);
@@ -176,7 +176,7 @@ static void test_files_and_duplicates(void **state) {
     assert_non_null(r);
     n = ru_read_all(r, got);
     assert_int_equal(n, 6); /* batches 0..2 */
-    assert_int_equal(got[0].pid, FX_PID); /* from the header */
+    assert_int_equal(got[0].v.pid, FX_PID); /* from the header */
     assert_int_equal(stkr_reader_process(r, 0)->pid, FX_PID);
     assert_int_equal(log.n, 0);
     stkr_reader_free(r);
@@ -217,8 +217,8 @@ static void test_dir_pids_and_other_files(void **state) {
   assert_int_equal(log.n, 1);
   assert_int_equal(n, 18);
   for (i = 0; i < 9; i++) {
-    assert_int_equal(got[i].pid, 20);
-    assert_int_equal(got[i + 9].pid, 300);
+    assert_int_equal(got[i].v.pid, 20);
+    assert_int_equal(got[i + 9].v.pid, 300);
   }
   check_std_events(got, 9, 20);
   check_std_events(got + 9, 9, 300);
@@ -285,21 +285,21 @@ static void test_unknown_ids(void **state) {
   r = ru_open(dir, &log);
   assert_non_null(r);
   assert_int_equal(ru_read_all(r, got), 6);
-  assert_false(got[0].unresolved);
-  assert_string_equal(got[1].site, "?");
-  assert_true(got[1].unresolved);
-  assert_int_equal(got[1].site_id, 99);
-  assert_string_equal(got[1].thread, "main"); /* the rest still resolved */
-  assert_string_equal(got[2].thread, "?");
-  assert_int_equal(got[2].tid, 0);
-  assert_string_equal(got[2].site, "net.connect");
-  assert_true(got[2].unresolved);
-  assert_int_equal(got[3].n_pcs, 0);
-  assert_true(got[3].unresolved);
-  assert_string_equal(got[4].site, "?");
-  assert_string_equal(got[5].site, "file.open");
-  assert_false(got[5].unresolved);
-  assert_int_equal(got[5].ts, 201);
+  assert_false(got[0].v.unresolved);
+  assert_string_equal(got[1].v.site, "?");
+  assert_true(got[1].v.unresolved);
+  assert_int_equal(got[1].v.site_id, 99);
+  assert_string_equal(got[1].v.thread_name, "main"); /* the rest still resolved */
+  assert_string_equal(got[2].v.thread_name, "?");
+  assert_int_equal(got[2].v.tid, 0);
+  assert_string_equal(got[2].v.site, "net.connect");
+  assert_true(got[2].v.unresolved);
+  assert_int_equal(got[3].v.n_pcs, 0);
+  assert_true(got[3].v.unresolved);
+  assert_string_equal(got[4].v.site, "?");
+  assert_string_equal(got[5].v.site, "file.open");
+  assert_false(got[5].v.unresolved);
+  assert_int_equal(got[5].v.ts_ns, 201);
 
   p = stkr_reader_process(r, 0);
   assert_int_equal(p->unresolved_events, 4);
@@ -309,11 +309,11 @@ static void test_unknown_ids(void **state) {
   assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
   assert_int_equal(log.n, 1);
   assert_non_null(strstr(log.w[0].msg, "4 events"));
-  assert_true(got[1].site_undefined && !got[1].thread_undefined &&
-              !got[1].stack_undefined);
-  assert_true(got[2].thread_undefined && !got[2].site_undefined);
-  assert_true(got[3].stack_undefined && !got[3].thread_undefined);
-  assert_false(got[5].site_undefined);
+  assert_true(got[1].v.site_undefined && !got[1].v.thread_undefined &&
+              !got[1].v.stack_undefined);
+  assert_true(got[2].v.thread_undefined && !got[2].v.site_undefined);
+  assert_true(got[3].v.stack_undefined && !got[3].v.thread_undefined);
+  assert_false(got[5].v.site_undefined);
   /* Undefined ids share one "?" entry (id 0): no state per bogus id. Site
    * 3's event before its definition is one of them. */
   assert_int_equal(stkr_reader_sites(r, 0, &sites, &ns), 0);
@@ -446,16 +446,16 @@ static void test_sessions(void **state) {
     if (pass == 0) {
       ru_dump_log(&log);
       assert_int_equal(log.n, 0); /* no "redefined differently" */
-      assert_string_equal(got[6].site, "net.connect");
-      assert_string_equal(got[6].thread, "worker-1");
-      assert_int_equal(got[6].tid, 4243);
-      assert_int_equal(got[6].n_pcs, 1);
-      assert_int_equal(got[6].pcs[0], fx_stack_pcs[2][0]);
-      assert_int_equal(got[7].ts, 3010);
-      assert_string_equal(got[7].site, "privacy.clipboard.read");
-      assert_string_equal(got[7].thread, "main");
-      assert_int_equal(got[7].n_pcs, 3);
-      assert_int_equal(got[7].wall, FX_START_WALL + 3010 - FX_START_MONO);
+      assert_string_equal(got[6].v.site, "net.connect");
+      assert_string_equal(got[6].v.thread_name, "worker-1");
+      assert_int_equal(got[6].v.tid, 4243);
+      assert_int_equal(got[6].v.n_pcs, 1);
+      assert_int_equal(got[6].v.pcs[0], fx_stack_pcs[2][0]);
+      assert_int_equal(got[7].v.ts_ns, 3010);
+      assert_string_equal(got[7].v.site, "privacy.clipboard.read");
+      assert_string_equal(got[7].v.thread_name, "main");
+      assert_int_equal(got[7].v.n_pcs, 3);
+      assert_int_equal(got[7].v.wall_ns, FX_START_WALL + 3010 - FX_START_MONO);
       assert_int_equal(p->sites, 4); /* merged by name */
       assert_int_equal(p->threads, 6);
       assert_int_equal(p->stacks, 6);
@@ -464,10 +464,10 @@ static void test_sessions(void **state) {
       assert_int_equal(p->unresolved_events, 0);
     } else {
       /* Better "?" than the first session's meaning of the ids. */
-      assert_true(got[6].unresolved && got[7].unresolved);
-      assert_string_equal(got[6].site, "?");
-      assert_string_equal(got[7].thread, "?");
-      assert_int_equal(got[7].n_pcs, 0);
+      assert_true(got[6].v.unresolved && got[7].v.unresolved);
+      assert_string_equal(got[6].v.site, "?");
+      assert_string_equal(got[7].v.thread_name, "?");
+      assert_int_equal(got[7].v.n_pcs, 0);
       assert_int_equal(p->unresolved_events, 2);
       assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
     }
