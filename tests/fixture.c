@@ -104,6 +104,13 @@ out:
   return err;
 }
 
+/* The fx table entry that a batch's id defines (fx_rot), or FX_BOGUS for
+ * an id past the table's n entries. */
+#define FX_BOGUS UINT32_MAX
+static uint32_t fx_entry(uint32_t id, uint32_t rotate, uint32_t n) {
+  return id <= n ? fx_rot(id, rotate, n) : FX_BOGUS;
+}
+
 /* The site, thread and stack definitions of fb, in the caller's arrays
  * (16 of each). @return 0 or -EINVAL (too many). */
 static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
@@ -115,20 +122,18 @@ static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
   if (fb->n_sites > 16 || fb->n_threads > 16 || fb->n_stacks > 16)
     return -EINVAL;
   for (i = 0; i < fb->n_sites; i++) {
+    uint32_t id = fx_entry(fb->sites[i], fb->rotate, FX_N_SITES);
+
     stackrec__site_def__init(&sd[i]);
     sd[i].id = fb->sites[i];
-    sd[i].name =
-        (char *)(fb->sites[i] <= FX_N_SITES
-                     ? fx_site_name[fx_rot(fb->sites[i], fb->rotate,
-                                           FX_N_SITES)]
-                     : "bogus");
+    sd[i].name = (char *)(id != FX_BOGUS ? fx_site_name[id] : "bogus");
     sdp[i] = &sd[i];
   }
   for (i = 0; i < fb->n_threads; i++) {
-    uint32_t id = fb->threads[i] <= FX_N_THREADS
-                      ? fx_rot(fb->threads[i], fb->rotate, FX_N_THREADS)
-                      : 1;
+    uint32_t id = fx_entry(fb->threads[i], fb->rotate, FX_N_THREADS);
 
+    if (id == FX_BOGUS)
+      id = 1;
     stackrec__thread_def__init(&td[i]);
     td[i].id = fb->threads[i];
     td[i].tid = fx_thread_tid[id];
@@ -136,10 +141,10 @@ static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
     tdp[i] = &td[i];
   }
   for (i = 0; i < fb->n_stacks; i++) {
-    uint32_t id = fb->stacks[i] <= FX_N_STACKS
-                      ? fx_rot(fb->stacks[i], fb->rotate, FX_N_STACKS)
-                      : 1;
+    uint32_t id = fx_entry(fb->stacks[i], fb->rotate, FX_N_STACKS);
 
+    if (id == FX_BOGUS)
+      id = 1;
     stackrec__stack_def__init(&kd[i]);
     kd[i].id = fb->stacks[i];
     kd[i].pcs = (uint64_t *)fx_stack_pcs[id];

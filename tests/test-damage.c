@@ -138,18 +138,14 @@ static void truncate_every_byte(bool later) {
   stkr_fmt_buf_free(&buf);
 }
 
-typedef struct cut_case {
-  const char *name; /* the case (cmocka's name) */
-  bool later;       /* truncate_every_byte's */
-} cut_case;
-
-static const cut_case g_cuts[] = {
+/* flag: truncate_every_byte's `later`. */
+static const tl_flag_case g_cuts[] = {
     {"test_truncate_every_byte", false},
     {"test_truncate_every_byte_before_a_later_segment", true},
 };
 
 static void test_truncate(void **state) {
-  truncate_every_byte(((const cut_case *)*state)->later);
+  truncate_every_byte(tl_flag(state));
 }
 
 /* A batch cut off after the recording ended cleanly in the same file is

@@ -160,42 +160,47 @@ static void test_flock_fd9(void **state) {
   check("fd9", EVENT "exec 9>lk; flock 9; echo ok; " EVENT, "lk", "", false);
 }
 
-#define PY "/usr/bin/python3 -c "
+/* check() on `python3 -c SCRIPT` (skipped without python3): it leaves
+ * "mine\n" in its own file `own` and prints it. */
+static void check_python(const char *tag, const char *script) {
+  char cmd[4096];
+
+  if (access("/usr/bin/python3", X_OK) != 0) skip();
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"%s\"", script);
+  check(tag, cmd, "own", "mine\n", true);
+}
 
 /* closerange(3, 1024) takes the recorder's segment descriptor; Python then
  * opens its own file (at 3) and makes hooked calls. */
 static void test_python_closerange(void **state) {
   (void)state;
-  if (access("/usr/bin/python3", X_OK) != 0) skip();
-  check("closerange",
-        PY "\"import os, time\n"
-        "open('/etc/passwd').close()\n"
-        "os.closerange(3, 1024)\n"
-        "f = open('own', 'w'); f.write('mine\\n'); f.close()\n"
-        "time.sleep(0.05)\n"
-        "open('/etc/passwd').close()\n"
-        "print(open('own').read(), end='')\"",
-        "own", "mine\n", true);
+  check_python("closerange",
+               "import os, time\n"
+               "open('/etc/passwd').close()\n"
+               "os.closerange(3, 1024)\n"
+               "f = open('own', 'w'); f.write('mine\\n'); f.close()\n"
+               "time.sleep(0.05)\n"
+               "open('/etc/passwd').close()\n"
+               "print(open('own').read(), end='')");
 }
 
 /* dup2 of the program's own file over every descriptor: the recorder must
  * never write into it (nor truncate it), and starts a new file. */
 static void test_python_dup2_over_all(void **state) {
   (void)state;
-  if (access("/usr/bin/python3", X_OK) != 0) skip();
-  check("dup2all",
-        PY "\"import os, time\n"
-        "open('/etc/passwd').close()\n"
-        "fd = os.open('own', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n"
-        "for i in range(fd + 1, 1024):\n"
-        "    os.dup2(fd, i)\n"
-        "time.sleep(0.1)\n"
-        "os.closerange(fd + 1, 1024)\n"
-        "open('/etc/passwd').close()\n"
-        "time.sleep(0.05)\n"
-        "os.write(fd, b'mine\\n'); os.close(fd)\n"
-        "print(open('own').read(), end='')\"",
-        "own", "mine\n", true);
+  check_python(
+      "dup2all",
+      "import os, time\n"
+      "open('/etc/passwd').close()\n"
+      "fd = os.open('own', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n"
+      "for i in range(fd + 1, 1024):\n"
+      "    os.dup2(fd, i)\n"
+      "time.sleep(0.1)\n"
+      "os.closerange(fd + 1, 1024)\n"
+      "open('/etc/passwd').close()\n"
+      "time.sleep(0.05)\n"
+      "os.write(fd, b'mine\\n'); os.close(fd)\n"
+      "print(open('own').read(), end='')");
 }
 
 static int setup(void **state) {

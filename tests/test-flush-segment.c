@@ -170,12 +170,18 @@ static void test_fsize_limit_error_then_recovery(void **state) {
   stkr__seg_free(&s);
 }
 
+/* s open on g_dir with 100 bytes in segment 1, then g_dir deleted (with
+ * the open file) under it. */
+static void write_then_remove_dir(stkr__segw *s) {
+  assert_int_equal(stkr__seg_init(s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(put(s, 100), 0);
+  assert_int_equal(tl_rm_rf(g_dir), 0);
+}
+
 static void test_directory_removed_is_recreated(void **state) {
   (void)state;
   stkr__segw s;
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
-  assert_int_equal(put(&s, 100), 0);
-  assert_int_equal(tl_rm_rf(g_dir), 0);
+  write_then_remove_dir(&s);
   /* The open file was unlinked with the directory: noticed before the
    * next write, which goes to a new file in a recreated directory. */
   assert_true(stkr__seg_need_new(&s));
@@ -188,9 +194,7 @@ static void test_directory_removed_is_recreated(void **state) {
 static void test_file_in_place_of_directory(void **state) {
   (void)state;
   stkr__segw s;
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
-  assert_int_equal(put(&s, 100), 0);
-  assert_int_equal(tl_rm_rf(g_dir), 0);
+  write_then_remove_dir(&s);
   int fd = open(g_dir, O_CREAT | O_WRONLY, 0600); /* a file, not a dir */
   assert_true(fd >= 0);
   close(fd);

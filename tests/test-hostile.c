@@ -461,19 +461,15 @@ static void guarded(bool random) {
   munmap(map, size + 2 * g_page);
 }
 
-typedef struct guard_case {
-  const char *name; /* the case (cmocka's name) */
-  bool random;      /* guarded's */
-} guard_case;
-
-static const guard_case g_guards[] = {
+/* flag: guarded's `random`. */
+static const tl_flag_case g_guards[] = {
     {"test_guarded_thread_stack_edges", false},
     {"test_guarded_thread_stack_random", true},
 };
 
 /* setup (rh_start) leaves the state alone: it is the row. */
 static void test_guarded(void **state) {
-  guarded(((const guard_case *)*state)->random);
+  guarded(tl_flag(state));
 }
 
 /* ---- very deep recursion ------------------------------------------------ */

@@ -259,6 +259,17 @@ static size_t check_out(const char *out, uint32_t pid, size_t first, size_t n,
 
 static img g_arm[4], g_x86[1];
 static size_t g_first[5], g_n[5];
+
+/* Every event of image k (of the recording's 5: g_arm[0..3] in process
+ * 100, g_x86[0] in process 200) checked by check_out in out. */
+static void check_image(const char *out, size_t k, bool want_none) {
+  uint32_t pid = k < 4 ? 100 : 200;
+  uint64_t load = k < 4 ? g_arm[k].load : g_x86[0].load;
+
+  assert_int_equal(
+      check_out(out, pid, g_first[k], g_n[k], load, want_none, false), g_n[k]);
+}
+
 static char g_dir[4200];
 
 /* The recording: pid 100 (arm64: App, a system library nothing has,
@@ -320,21 +331,17 @@ static void test_dsyms_by_uuid(void **state) {
   assert_int_equal(n, g_n[0]);
   assert_true(n >= 4000);
   /* DWARF 5 */
-  assert_int_equal(check_out(out, 100, g_first[3], g_n[3], g_arm[3].load, false,
-                             false), g_n[3]);
+  check_image(out, 3, false);
   /* The x86_64 slice of the same universal dSYM, chosen by UUID. */
-  assert_int_equal(check_out(out, 200, g_first[4], g_n[4], g_x86[0].load, false,
-                             false), g_n[4]);
+  check_image(out, 4, false);
   /* Nothing has this UUID: offsets, and a warning naming it. */
-  assert_int_equal(check_out(out, 100, g_first[1], g_n[1], g_arm[1].load, true,
-                             false), g_n[1]);
+  check_image(out, 1, true);
   assert_non_null(strstr(mt_err, "libsystem_kernel.dylib: no dSYM or Mach-O "
                                  "file with UUID DEADBEEF-0102-0304-0506-"
                                  "0708090A0B0C (nor an ELF file with that "
                                  "build-id) found in the debug dirs"));
   /* A dSYM of that name, another build: never its names. */
-  assert_int_equal(check_out(out, 100, g_first[2], g_n[2], g_arm[2].load, true,
-                             false), g_n[2]);
+  check_image(out, 2, true);
   assert_non_null(strstr(mt_err, "Other-arm64: UUID mismatch: recorded "));
 }
 
@@ -346,10 +353,8 @@ static void test_xcarchive_and_binary_only(void **state) {
   snprintf(out, sizeof out, "%s/out2", mt_tmp);
   assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/Archive.xcarchive' "
                          "-o '%s' '%s'", mt_tool, mt_fx, out, g_dir), 0);
-  assert_int_equal(check_out(out, 100, g_first[0], g_n[0], g_arm[0].load, false,
-                             false), g_n[0]);
-  assert_int_equal(check_out(out, 200, g_first[4], g_n[4], g_x86[0].load, false,
-                             false), g_n[4]);
+  check_image(out, 0, false);
+  check_image(out, 4, false);
   /* Only the (universal) binary: its symbol table, function names only;
    * the outermost frame of what llvm-symbolizer says (no inlining). */
   assert_int_equal(mt_sh("rm -rf '%s/bin-only' && mkdir -p '%s/bin-only' && "
@@ -386,12 +391,9 @@ static void test_symbol_caches_only(void **state) {
   snprintf(out, sizeof out, "%s/out4", mt_tmp);
   assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/caches' -o '%s' '%s'",
                          mt_tool, mt_tmp, out, g_dir), 0);
-  assert_int_equal(check_out(out, 100, g_first[0], g_n[0], g_arm[0].load, false,
-                             false), g_n[0]);
-  assert_int_equal(check_out(out, 100, g_first[3], g_n[3], g_arm[3].load, false,
-                             false), g_n[3]);
-  assert_int_equal(check_out(out, 200, g_first[4], g_n[4], g_x86[0].load, false,
-                             false), g_n[4]);
+  check_image(out, 0, false);
+  check_image(out, 3, false);
+  check_image(out, 4, false);
 }
 
 /* No --debug-dir: the image's recorded path, when this machine has the

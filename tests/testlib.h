@@ -161,6 +161,16 @@ int tl_run_group(const char *group, tl_fixture_fn group_setup,
   {.names = #__VA_ARGS__, .tests = (const tl_test_fn[]){__VA_ARGS__, NULL}, \
    .setup = each_setup, .teardown = each_teardown}
 
+/* A row of cases that differ in one flag only; tl_flag(state) is it. */
+typedef struct tl_flag_case {
+  const char *name;
+  bool flag;
+} tl_flag_case;
+
+static inline bool tl_flag(void **state) {
+  return ((const tl_flag_case *)*state)->flag;
+}
+
 /* rows: an array (not a pointer) of structs whose first field is the
  * case's name. */
 #define TL_TABLE(each_setup, each_teardown, test_fn, table)                 \
