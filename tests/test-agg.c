@@ -29,6 +29,7 @@
 #include "recorder/stackrec.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/record_chain.h"
 #include "tests/testlib.h"
 #include "tools/stackrec/agg.h"
 
@@ -514,19 +515,8 @@ static void test_empty_and_bad_arguments(void **state) {
 STKR_SITE_DEFINE(g_site_a, "test.agg.a");
 STKR_SITE_DEFINE(g_site_b, "test.agg.b");
 
-static __attribute__((noinline)) void agg_leaf(stkr_site *s) {
-  while (stkr_event(s, NULL, 0) == -EAGAIN)
-    usleep(100); /* ring full: let the worker drain */
-  __asm__ volatile("" ::: "memory");
-}
-static __attribute__((noinline)) void agg_mid_a(void) {
-  agg_leaf(&g_site_a);
-  __asm__ volatile("" ::: "memory");
-}
-static __attribute__((noinline)) void agg_mid_b(void) {
-  agg_leaf(&g_site_b);
-  __asm__ volatile("" ::: "memory");
-}
+RC_FRAME(agg_mid_a, &g_site_a)
+RC_FRAME(agg_mid_b, &g_site_b)
 
 /* In a child: record 300 events via agg_mid_a and 200 via agg_mid_b. */
 static void record_child(const char *dir) {
@@ -588,7 +578,7 @@ static void test_recorded_by_two_processes(void **state) {
     assert_int_equal(s->stacks[0]->n_pids, 2);
     assert_true(s->stacks[0]->n_frames >= 3);
     assert_non_null(s->stacks[0]->frames[0].function);
-    assert_string_equal(s->stacks[0]->frames[0].function, "agg_leaf");
+    assert_string_equal(s->stacks[0]->frames[0].function, "rc_record");
     assert_string_equal(s->stacks[0]->frames[1].function,
                         i == 0 ? "agg_mid_a" : "agg_mid_b");
     assert_string_equal(s->stacks[0]->frames[2].function, "record_child");
@@ -603,7 +593,7 @@ static void test_recorded_by_two_processes(void **state) {
   assert_int_equal(a->events, 1000);
   for (i = 0; i < a->sites[0].stacks[0]->n_frames; i++)
     assert_true(a->sites[0].stacks[0]->frames[i].is_app);
-  assert_string_equal(a->sites[0].stacks[0]->frames[0].function, "agg_leaf");
+  assert_string_equal(a->sites[0].stacks[0]->frames[0].function, "rc_record");
   stkr_agg_free(a);
 }
 

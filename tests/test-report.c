@@ -29,6 +29,7 @@
 #include "tools/stackrec/cli.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
+#include "tests/record_chain.h"
 #include "tests/testlib.h"
 
 static char g_std[4096]; /* the standard recording */
@@ -515,32 +516,24 @@ static void test_progress_only_on_a_terminal(void **state) {
 STKR_SITE_DEFINE(g_open, "files.open");
 STKR_SITE_DEFINE(g_env, "environment.getenv");
 
-static __attribute__((noinline)) void rep_hook(stkr_site *s) {
-  while (stkr_event(s, NULL, 0) == -EAGAIN)
-    usleep(100);
-  __asm__ volatile("" ::: "memory");
-}
-static __attribute__((noinline)) void rep_read_config(void) {
-  rep_hook(&g_open);
-  __asm__ volatile("" ::: "memory");
-}
-static __attribute__((noinline)) void rep_read_home(void) {
-  rep_hook(&g_env);
-  __asm__ volatile("" ::: "memory");
-}
+RC_FRAME(rep_read_config, &g_open)
+RC_FRAME(rep_read_home, &g_env)
 
-/* Do the 3 frame lines at p name fns, each alone or with
- * " (tests/test-report.c:LINE)"? */
+/* Do the 3 frame lines at p name fns, each alone or with its file and
+ * line: " (./tests/record_chain.h:LINE)" (the header as included) for the
+ * first (rc_record), then " (tests/test-report.c:LINE)"? */
 static bool frames_are(const char *p, const char *const fns[3]) {
   int i;
 
   for (i = 0; i < 3; i++) {
+    const char *file = i == 0 ? " (./tests/record_chain.h:"
+                              : " (tests/test-report.c:";
     size_t n = strlen(fns[i]);
 
     if (strncmp(p, "        ", 8) != 0 || strncmp(p + 8, fns[i], n) != 0)
       return false;
     p += 8 + n;
-    if (strncmp(p, " (tests/test-report.c:", 22) == 0)
+    if (strncmp(p, file, strlen(file)) == 0)
       p = strchr(p, ')') + 1;
     if (*p++ != '\n')
       return false;
@@ -590,10 +583,10 @@ static void test_recorded_in_a_child(void **state) {
                      "    10 events, 100.00%:\n");
   if (a == NULL || b == NULL ||
       !frames_are(strstr(a, "%:\n") + 3,
-                  (const char *const[]){"rep_hook", "rep_read_config",
+                  (const char *const[]){"rc_record", "rep_read_config",
                                         "test_recorded_in_a_child"}) ||
       !frames_are(strstr(b, "%:\n") + 3,
-                  (const char *const[]){"rep_hook", "rep_read_home",
+                  (const char *const[]){"rc_record", "rep_read_home",
                                         "test_recorded_in_a_child"}))
     fail_msg("unexpected report:\n%s", cr_out);
   assert_true(a < b);
