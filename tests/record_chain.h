@@ -13,7 +13,13 @@
 #define STKR_TEST_RECORD_CHAIN_H
 
 #include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "recorder/stackrec.h"
 
@@ -30,5 +36,27 @@ static __attribute__((noinline, unused)) void rc_record(stkr_site *s) {
     rc_record(site);                            \
     __asm__ volatile("" ::: "memory");          \
   }
+
+/* Fork: the child records into dir (cfg, its dir set here) by running
+ * body, then shuts the recorder down; the parent waits for it, which must
+ * exit 0 (2: stkr_init failed, 3: stkr_shutdown did). */
+static __attribute__((unused)) void rc_record_in_child(const char *dir,
+                                                       stkr_config cfg,
+                                                       void (*body)(void)) {
+  pid_t pid = fork();
+  int st;
+
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    cfg.dir = dir;
+    if (stkr_init(&cfg) != 0)
+      _exit(2);
+    body();
+    _exit(stkr_shutdown() == 0 ? 0 : 3);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
 
 #endif

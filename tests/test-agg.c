@@ -518,39 +518,23 @@ STKR_SITE_DEFINE(g_site_b, "test.agg.b");
 RC_FRAME(agg_mid_a, &g_site_a)
 RC_FRAME(agg_mid_b, &g_site_b)
 
-/* In a child: record 300 events via agg_mid_a and 200 via agg_mid_b. */
-static void record_child(const char *dir) {
-  pid_t pid = fork();
-  int st;
-
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    stkr_config cfg;
-    int i;
-
-    memset(&cfg, 0, sizeof cfg);
-    cfg.dir = dir;
-    cfg.flush_interval_ms = 20;
-    if (stkr_init(&cfg) != 0)
-      _exit(2);
-    for (i = 0; i < 500; i++) {
-      if (i % 5 < 3)
-        agg_mid_a();
-      else
-        agg_mid_b();
-    }
-    _exit(stkr_shutdown() == 0 ? 0 : 3);
+/* 300 events via agg_mid_a and 200 via agg_mid_b (rc_record_in_child's
+ * body). */
+static void record_child(void) {
+  for (int i = 0; i < 500; i++) {
+    if (i % 5 < 3)
+      agg_mid_a();
+    else
+      agg_mid_b();
   }
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void test_recorded_by_two_processes(void **state) {
   const char *d = fx_tmpdir("agg-rec");
   char dir[4096];
   const stkr_agg_site *s;
-  /* By function: the two record_child() calls below are at two lines,
+  const stkr_config cfg = {.flush_interval_ms = 20};
+  /* By function: the two rc_record_in_child() calls below are at two lines,
    * which a build with debug info (-c dbg under the sanitizers) would keep
    * apart at the default granularity. */
   stkr_agg_opts f = {.granularity = STKR_AGG_BY_FUNCTION};
@@ -561,8 +545,8 @@ static void test_recorded_by_two_processes(void **state) {
   (void)state;
 
   snprintf(dir, sizeof dir, "%s", d);
-  record_child(dir);
-  record_child(dir);
+  rc_record_in_child(dir, cfg, record_child);
+  rc_record_in_child(dir, cfg, record_child);
   a = agg_dir(dir, &f);
   assert_int_equal(a->n_processes, 2);
   assert_int_equal(a->events, 1000);
