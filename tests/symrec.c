@@ -248,3 +248,10 @@ sr_rec sr_std(uint32_t pid, uint64_t pc_base) {
               .n_evs = 8, .last = true};
   return r;
 }
+
+const char *sr_std_dir(const char *tag, uint32_t pid, uint64_t pc_base) {
+  const char *d = fx_tmpdir(tag);
+  sr_rec r = sr_std(pid, pc_base);
+
+  return d != NULL && sr_write(d, &r) == 0 ? d : NULL;
+}

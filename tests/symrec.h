@@ -77,4 +77,9 @@ int sr_write(const char *dir, const sr_rec *r);
  * (times in ns after start_ns = 1 s). */
 sr_rec sr_std(uint32_t pid, uint64_t pc_base);
 
+/* sr_std(pid, pc_base) written into a fresh fx_tmpdir(tag). @return the
+ * directory (fx_tmpdir's buffer: copy it to keep it past the next call),
+ * or NULL. */
+const char *sr_std_dir(const char *tag, uint32_t pid, uint64_t pc_base);
+
 #endif

@@ -57,6 +57,7 @@ static int agg_paths(const char *const *paths, size_t n,
 static stkr_agg *agg_dir(const char *dir, const stkr_agg_opts *o) {
   stkr_agg *a = NULL;
 
+  assert_non_null(dir);
   assert_int_equal(agg_paths(&dir, 1, o, &a), 0);
   assert_non_null(a);
   return a;
@@ -357,14 +358,13 @@ static void test_window_event_before_first(void **state) {
 /* ---- symbolized stacks ------------------------------------------------------ */
 
 static void test_symbolized_labels_and_app_only(void **state) {
-  const char *d = fx_tmpdir("agg-sym");
+  const char *d = sr_std_dir("agg-sym", 100, 0x400000);
   stkr_agg_opts o = {.app_only = true};
-  sr_rec r = sr_std(100, 0x400000);
   const stkr_agg_site *s;
   stkr_agg *a;
   (void)state;
 
-  assert_int_equal(sr_write(d, &r), 0);
+  assert_non_null(d);
   a = agg_dir(d, NULL);
   assert_int_equal(a->events, 8);
   s = site(a, "files.open");
@@ -475,16 +475,11 @@ static void test_merged_lines_that_differ_are_dropped(void **state) {
 }
 
 static void test_by_thread(void **state) {
-  const char *d = fx_tmpdir("agg-thr");
-  stkr_agg_opts o = {.by_thread = true};
-  sr_rec r = sr_std(100, 0x400000);
-  const stkr_agg_site *s;
-  stkr_agg *a;
+  const stkr_agg_opts o = {.by_thread = true};
+  stkr_agg *a = agg_dir(sr_std_dir("agg-thr", 100, 0x400000), &o);
+  const stkr_agg_site *s = site(a, "files.open");
   (void)state;
 
-  assert_int_equal(sr_write(d, &r), 0);
-  a = agg_dir(d, &o);
-  s = site(a, "files.open");
   assert_int_equal(s->n_stacks, 3); /* open stack on main and io */
   assert_int_equal(s->stacks[0]->count, 3);
   assert_string_equal(s->stacks[0]->thread, "main");

@@ -36,7 +36,7 @@ static char g_std[4096]; /* the standard recording */
 static char g_sym[4096]; /* sr_std(100, 0x400000) */
 
 static int setup(void **state) {
-  sr_rec r = sr_std(100, 0x400000);
+  const char *sym;
   (void)state;
 
   if (cr_setup() != 0)
@@ -44,8 +44,10 @@ static int setup(void **state) {
   snprintf(g_std, sizeof g_std, "%s", fx_tmpdir("report-std"));
   if (fx_std_write(g_std, FX_PID) != 0)
     return -1;
-  snprintf(g_sym, sizeof g_sym, "%s", fx_tmpdir("report-sym"));
-  return sr_write(g_sym, &r) == 0 ? 0 : -1;
+  if ((sym = sr_std_dir("report-sym", 100, 0x400000)) == NULL)
+    return -1;
+  snprintf(g_sym, sizeof g_sym, "%s", sym);
+  return 0;
 }
 
 /* The standard recording's three stacks (fixture.c), one event each in a
