@@ -109,25 +109,26 @@ typedef struct acct_case {
   const char *name;      /* the case (cmocka's name; its directory) */
   sess s;
   int want;              /* verify's exit status */
-  const char *lines[7];  /* each in its output */
   const char *absent;    /* NULL, or a text its output must not hold */
+  const char *lines[7];  /* each in its output */
 } acct_case;
 
+/* Three segments and a clean end, but segment k never written. */
+#define WITHOUT_SEGMENT(k) .nseg = 3, .last = true, .skip = 1u << (k)
+
 static const acct_case g_cases[] = {
-    {.name = "test_complete",
-     .s = {.nseg = 3, .last = true},
-     .want = 0,
-     .lines = {": 3 segments, 3 batches, 6 events: intact\n",
+    {"test_complete", {.nseg = 3, .last = true}, 0, NULL, {
+      ": 3 segments, 3 batches, 6 events: intact\n",
       "  accounting: attempted 6, written 6, dropped 0 (ring full 0, "
       "reentrant 0, other 0, write error 0, exit 0), recovered 0: adds up\n",
       "\nintact: 1 process, 3 segments, 6 events\n"}},
     /* A full disk: batches that failed to write are counted as write
      * errors and leave gaps in the batch numbers. */
-    {.name = "test_write_errors",
-     .s = {.nseg = 3, .last = true, .cnt = {.dropped_write_error = 5},
+    {"test_write_errors",
+     {.nseg = 3, .last = true, .cnt = {.dropped_write_error = 5},
       .gap_at = 3, .seq_gap = 2},
-     .want = 4,
-     .lines = {": 3 segments, 3 batches, 6 events: intact, INCOMPLETE\n",
+     4, NULL, {
+      ": 3 segments, 3 batches, 6 events: intact, INCOMPLETE\n",
       "  accounting: attempted 11, written 6, dropped 5 (ring full 0, "
       "reentrant 0, other 0, write error 5, exit 0), recovered 0: adds up\n",
       "incomplete: process 4301: 5 events dropped by the recorder (ring "
@@ -135,17 +136,11 @@ static const acct_case g_cases[] = {
       "incomplete: process 4301: 2 batches missing (gaps in batch numbers",
       "\nINCOMPLETE: 2 findings in 1 of 1 process, 3 segments, 6 events "
       "read\n"}},
-    {.name = "test_first_segment_deleted",
-     .s = {.nseg = 3, .last = true, .skip = 1u << 1},
-     .want = 4,
-     .lines = {
+    {"test_first_segment_deleted", {WITHOUT_SEGMENT(1)}, 4, NULL, {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
       "first segment 1..1 missing (the session starts at segment 1)\n",
       "incomplete: process 4301: 1 batch missing"}},
-    {.name = "test_middle_segment_deleted",
-     .s = {.nseg = 3, .last = true, .skip = 1u << 2},
-     .want = 4,
-     .lines = {
+    {"test_middle_segment_deleted", {WITHOUT_SEGMENT(2)}, 4, NULL, {
       "incomplete: ", "stackrec-4301-000003.zst: offset 0: process 4301 "
       "session 000000005e551011: 1 segment (2..2) missing before this one\n",
       "stackrec-4301-000003.zst: process 4301 session 000000005e551011: "
@@ -156,29 +151,20 @@ static const acct_case g_cases[] = {
       "accounted for\n",
       "incomplete: process 4301: 1 batch missing"}},
     /* The last segment deleted: the session has no clean end. */
-    {.name = "test_last_segment_deleted",
-     .s = {.nseg = 3, .last = true, .skip = 1u << 3},
-     .want = 4,
-     .lines = {
+    {"test_last_segment_deleted", {WITHOUT_SEGMENT(3)}, 4, NULL, {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
       "no clean end (no last batch): the process was killed, crashed or "
       "called _exit, or its last segment is missing; 4 events read, 6 "
       "attempted by its last counters\n",
       "2 events attempted but neither read nor counted as dropped"}},
-    {.name = "test_disk_cap",
-     .s = {.nseg = 3, .last = true, .skip = 1u << 1,
-      .cnt = {.segments_deleted = 1}},
-     .want = 4,
-     .lines = {
+    {"test_disk_cap", {WITHOUT_SEGMENT(1), .cnt = {.segments_deleted = 1}},
+     4, "first segment", {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-      "segment 1..1 deleted by the disk cap\n"},
-     .absent = "first segment"},
+      "segment 1..1 deleted by the disk cap\n"}},
     /* The directory was deleted mid-run: the recorder recreated it and
      * went on at segment 2. */
-    {.name = "test_recreated_directory",
-     .s = {.nseg = 3, .last = true, .skip = 1u << 1, .recreated = 2},
-     .want = 4,
-     .lines = {
+    {"test_recreated_directory", {WITHOUT_SEGMENT(1), .recreated = 2}, 4,
+     NULL, {
       "incomplete: ", "stackrec-4301-000002.zst: offset 0: process 4301 "
       "session 000000005e551011: the recording directory was deleted and "
       "recreated before this segment (2): what the process wrote before "
@@ -186,10 +172,7 @@ static const acct_case g_cases[] = {
       "first segment 1..1 missing (the session starts at segment 1)\n"}},
     /* Killed (SIGKILL) before its last flush: 7 events accepted, never
      * written. */
-    {.name = "test_killed",
-     .s = {.nseg = 2, .extra = 7},
-     .want = 4,
-     .lines = {
+    {"test_killed", {.nseg = 2, .extra = 7}, 4, NULL, {
       "no clean end (no last batch): the process was killed, crashed or "
       "called _exit, or its last segment is missing; 4 events read, 11 "
       "attempted by its last counters\n",
@@ -198,10 +181,8 @@ static const acct_case g_cases[] = {
       "0)\n"}},
     /* Killed, but recovery wrote its unflushed events out: complete, with
      * a note (exit 0). */
-    {.name = "test_recovered",
-     .s = {.nseg = 3, .recovered = 3},
-     .want = 0,
-     .lines = {"  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
+    {"test_recovered", {.nseg = 3, .recovered = 3}, 0, NULL, {
+      "  accounting: attempted 6, written 4, dropped 0 (ring full 0, "
       "reentrant 0, other 0, write error 0, exit 0), recovered 2: adds up\n",
       "note: process 4301: 2 events in 1 batch recovered from the ring "
       "files of a writer that died (complete thanks to recovery)\n"}},
@@ -211,19 +192,16 @@ static const acct_case g_cases[] = {
  * to a small number), and a clean session whose counters claim more than
  * was read or dropped. */
 static const acct_case g_damaged[] = {
-    {.name = "test_counter_overflow",
-     .s = {.nseg = 1, .last = true,
-      .cnt = {.dropped_ring_full = UINT64_MAX - 1, .dropped_reentrant = 5},
-      .attempted = 2},
-     .want = 1,
-     .lines = {
+    {"test_counter_overflow",
+     {.nseg = 1, .last = true, .attempted = 2,
+      .cnt = {.dropped_ring_full = UINT64_MAX - 1, .dropped_reentrant = 5}},
+     1, NULL, {
       "damaged: ", "drop counters overflow 64 bits when added up (ring "
       "full 18446744073709551614, reentrant 5,",
       ": COUNTERS OVERFLOW\n", "\nDAMAGED: "}},
-    {.name = "test_accounting_mismatch",
-     .s = {.nseg = 2, .last = true, .attempted = 100},
-     .want = 1,
-     .lines = {"inconsistent: ", "process 4301 session 000000005e551011: "
+    {"test_accounting_mismatch", {.nseg = 2, .last = true, .attempted = 100},
+     1, NULL, {
+      "inconsistent: ", "process 4301 session 000000005e551011: "
       "accounting does not add up: attempted 100 != written 4 + dropped "
       "0 + recovered 0\n",
       ": DOES NOT ADD UP\n"}},
