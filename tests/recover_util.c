@@ -122,7 +122,7 @@ void record_seq(uint32_t from, uint32_t n) {
  * body(arg) and dies by SIGKILL, leaving its ring files behind; the parent
  * waits for it. @return the child's wait status. */
 int run_killed_child(const stkr_config *cfg, void (*body)(void *),
-                            void *arg) {
+                     void *arg) {
   int status;
   pid_t p = fork();
 
@@ -186,8 +186,7 @@ static void msg_cb(void *arg, const char *line) {
   snprintf(m->last, sizeof m->last, "%s", line);
 }
 
-void recover(const char *dir, bool dry, stkr_recover_stats *st,
-                    msgs *m) {
+void recover(const char *dir, bool dry, stkr_recover_stats *st, msgs *m) {
   stkr_recover_opts o = {.dry_run = dry, .message = msg_cb, .message_arg = m};
   memset(m, 0, sizeof *m);
   assert_int_equal(stkr_recover_dir(dir, &o, st), 0);
