@@ -70,7 +70,8 @@ typedef struct stkr_cli_opt {
 
 /* A command's option parsing with stkr_cli_getopt: what every command's
  * getopt loop had in common (the reset, --help, the usage errors). Only
- * cmd, opts, more_opts, help, long_only and in_order are the caller's. */
+ * cmd, opts, more_opts, help, long_only, in_order and operands are the
+ * caller's. */
 typedef struct stkr_cli_getopt_state {
   const char *cmd;
   const stkr_cli_opt *opts;      /* the command's table */
@@ -78,6 +79,7 @@ typedef struct stkr_cli_getopt_state {
   const char *help[5];           /* --help prints these in order (NULL-ended) */
   bool long_only;                /* getopt_long_only (atos spells -arch) */
   bool in_order;                 /* stop at the first operand (record's CMD) */
+  const char *operands; /* "DIR or FILE": at least one is needed, or NULL */
   bool started;                  /* false before the first call */
   int status;                    /* the exit status with STKR_CLI_OPT_EXIT */
   /* Built from the tables at the first call: */
@@ -90,8 +92,9 @@ typedef struct stkr_cli_getopt_state {
 /* The next option of argv (getopt's state is reset on the first call).
  * Options whose row names a place (str, set) are stored there and parsing
  * goes on. 'h' (the help printed, stdout flushed) and ':' / '?' (a usage
- * error printed) end the parsing: @return STKR_CLI_OPT_EXIT with s->status
- * the command's exit status. @return the option's key otherwise, -1 at the
+ * error printed), and the end of the options without an operand when
+ * s->operands says one is needed ("no DIR or FILE given"), end the parsing:
+ * @return STKR_CLI_OPT_EXIT with s->status the command's exit status. @return the option's key otherwise, -1 at the
  * end (the operands start at optind). */
 int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv);
 

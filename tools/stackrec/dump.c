@@ -191,7 +191,8 @@ int stkr_cli_dump(int argc, char **argv) {
       {"limit", 'n', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
       {0}};
   stkr_cli_getopt_state gopt = {.cmd = "dump", .opts = opts,
-                                .help = {dump_help, stkr_cli_exit_help}};
+                                .help = {dump_help, stkr_cli_exit_help},
+                                .operands = "DIR or FILE"};
   stkr_reader *r;
   stkr_event_view ev;
   int c, rc = 0, status;
@@ -208,8 +209,6 @@ int stkr_cli_dump(int argc, char **argv) {
       break;
     }
   }
-  if (optind >= argc)
-    return stkr_cli_usage_error("dump", "no DIR or FILE given");
   status = stkr_cli_open("dump", argv + optind, argc - optind, false, &r);
   if (status != 0)
     return status;

@@ -219,7 +219,8 @@ int stkr_cli_info(int argc, char **argv) {
   bool json = false;
   const stkr_cli_opt opts[] = {{"json", 'j', 0, NULL, &json}, {0}};
   stkr_cli_getopt_state gopt = {.cmd = "info", .opts = opts,
-                                .help = {info_help, stkr_cli_exit_help}};
+                                .help = {info_help, stkr_cli_exit_help},
+                                .operands = "DIR or FILE"};
   unsigned long long total = 0;
   stkr_reader *r;
   stkr_event_view ev;
@@ -228,8 +229,6 @@ int stkr_cli_info(int argc, char **argv) {
 
   if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
     return gopt.status;
-  if (optind >= argc)
-    return stkr_cli_usage_error("info", "no DIR or FILE given");
   status = stkr_cli_open("info", argv + optind, argc - optind, true, &r);
   if (status != 0)
     return status;

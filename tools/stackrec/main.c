@@ -177,6 +177,10 @@ int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
       s->status = stkr_cli_bad_option(s->cmd, c, argv);
       return STKR_CLI_OPT_EXIT;
     }
+    if (c == -1 && s->operands != NULL && optind >= argc) {
+      s->status = stkr_cli_usage_error(s->cmd, "no %s given", s->operands);
+      return STKR_CLI_OPT_EXIT;
+    }
     row = c == -1 ? NULL : getopt_row(s, c);
     if (row != NULL && row->str != NULL)
       *row->str = optarg;

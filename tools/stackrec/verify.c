@@ -386,7 +386,8 @@ static void check_rings(verify_run *v, const char *path) {
 }
 
 int stkr_cli_verify(int argc, char **argv) {
-  stkr_cli_getopt_state gopt = {.cmd = "verify", .help = {verify_help}};
+  stkr_cli_getopt_state gopt = {.cmd = "verify", .help = {verify_help},
+                                .operands = "DIR or FILE"};
   verify_run v;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &v,
                            .lazy_frames = true, .incomplete = on_warning,
@@ -401,8 +402,6 @@ int stkr_cli_verify(int argc, char **argv) {
   /* No option but --help: anything else ends with a usage error. */
   if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
     return gopt.status;
-  if (optind >= argc)
-    return stkr_cli_usage_error("verify", "no DIR or FILE given");
 
   memset(&v, 0, sizeof v);
   if ((rc = stkr_reader_create(&opts, &r)) != 0) {
