@@ -106,7 +106,8 @@ int stkr_cli_bad_option(const char *cmd, int c, char *const *argv) {
 static int getopt_add(stkr_cli_getopt_state *s, const stkr_cli_opt *t,
                       size_t *n, size_t *ns) {
   for (; t != NULL && (t->name != NULL || t->key != 0); t++) {
-    if (*n + 2 > STKR_CLI_MAX_OPTS)
+    /* Room for the row, then --help and the end of each table. */
+    if (*n + 2 > STKR_CLI_MAX_OPTS || *ns + 4 > sizeof s->shortopts)
       return -1;
     if (t->flags & STKR_CLI_SHORT) {
       s->shortopts[(*ns)++] = (char)t->key;
