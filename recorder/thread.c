@@ -213,6 +213,15 @@ void stkr__count_dropped_other(void) {
   atomic_fetch_add_explicit(&g_dropped_other, 1, memory_order_relaxed);
 }
 
+/* The back-off of the waits below (for a thread to leave stkr_event(), for
+ * the reap lock): a sleep rather than a spin, since whoever is waited for
+ * may need this CPU to go on, and short, since an event lasts well under a
+ * microsecond. */
+static void pause_briefly(void) {
+  struct timespec ts = {0, 200000};
+  nanosleep(&ts, NULL);
+}
+
 void stkr__threads_wait_idle(void) {
   stkr__thread *t;
 
@@ -224,8 +233,7 @@ void stkr__threads_wait_idle(void) {
      * its recording from inside its first event. */
     while (t != stkr__tls &&
            atomic_load_explicit(&t->busy, memory_order_acquire)) {
-      struct timespec ts = {0, 200000};
-      nanosleep(&ts, NULL);
+      pause_briefly();
     }
   pthread_mutex_unlock(&g_reap_lock);
 }
@@ -245,16 +253,14 @@ void stkr__threads_quiesce(unsigned max_ms) {
   while (pthread_mutex_trylock(&g_reap_lock) != 0) {
     if (stkr__clock_mono_ns() >= until)
       return; /* the final drain then simply sees fewer late events */
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
+    pause_briefly();
   }
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     /* Acquire: pairs with the release store that ends an event, so the
      * final drain sees the record it committed. */
     while (atomic_load_explicit(&t->busy, memory_order_acquire) &&
            stkr__clock_mono_ns() < until) {
-      struct timespec ts = {0, 200000};
-      nanosleep(&ts, NULL);
+      pause_briefly();
     }
   }
   pthread_mutex_unlock(&g_reap_lock);

@@ -162,18 +162,18 @@ static void use_cache(const char *dir, stkr__symfile **f,
 }
 
 int stkr_cli_atos(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"arch", required_argument, NULL, 'a'},
-      {"json", no_argument, NULL, 'j'},
-      {"symcache", required_argument, NULL, 'c'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {atos_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "atos", .shortopts = ":o:l:ih",
-                                .longopts = longopts, .help = help_text,
-                                .long_only = true};
   atos_opts o = {0};
   const char *path = NULL, *arch = NULL, *cache_dir = NULL;
+  const stkr_cli_opt opts[] = {
+      {NULL, 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &path, NULL},
+      {NULL, 'l', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
+      {NULL, 'i', STKR_CLI_SHORT, NULL, &o.inlines},
+      {"arch", 'a', STKR_CLI_VALUE, &arch, NULL},
+      {"json", 'j', 0, NULL, &o.json},
+      {"symcache", 'c', STKR_CLI_VALUE, &cache_dir, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "atos", .opts = opts,
+                                .help = {atos_help}, .long_only = true};
   stkr__symfile *f = NULL;
   stkr__symfile_info info;
   char err[1024];
@@ -184,26 +184,11 @@ int stkr_cli_atos(int argc, char **argv) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case 'o':
-      path = optarg;
-      break;
     case 'l':
       if (parse_addr(optarg, &o.load) < 0)
         return stkr_cli_usage_error("atos", "-l '%s' is not a hexadecimal "
                                     "address", optarg);
       o.have_load = true;
-      break;
-    case 'a':
-      arch = optarg;
-      break;
-    case 'i':
-      o.inlines = true;
-      break;
-    case 'j':
-      o.json = true;
-      break;
-    case 'c':
-      cache_dir = optarg;
       break;
     }
   }

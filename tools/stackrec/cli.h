@@ -24,6 +24,7 @@
 #ifndef STKR_CLI_H
 #define STKR_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,27 +50,52 @@ int stkr_cli_usage_error(const char *cmd, const char *fmt, ...)
  * stkr_cli_usage_error does, naming argv[optind - 1]. @return 2. */
 int stkr_cli_bad_option(const char *cmd, int c, char *const *argv);
 
-struct option; /* <getopt.h> */
+/* One option of a command, a row of the table the command states: the
+ * getopt_long table, the short-option string and --help's entry are all
+ * built from it (main.c), so they cannot disagree. A table ends with a
+ * row whose name and key are both 0. */
+typedef struct stkr_cli_opt {
+  const char *name; /* --name (unique prefixes too), NULL: -key only */
+  int key;          /* what stkr_cli_getopt returns for it */
+  unsigned flags;   /* STKR_CLI_VALUE, STKR_CLI_SHORT */
+  const char **str; /* non-NULL: the value is stored here, key not returned */
+  bool *set;        /* non-NULL: *set = true, key not returned */
+} stkr_cli_opt;
+
+#define STKR_CLI_VALUE 1u /* the option takes a value (optarg) */
+#define STKR_CLI_SHORT 2u /* -key (a letter) is the option too */
+
+/* How many rows of opts and more_opts together, --help added. */
+#define STKR_CLI_MAX_OPTS 32
 
 /* A command's option parsing with stkr_cli_getopt: what every command's
- * getopt loop had in common (the reset, --help, the usage errors). */
+ * getopt loop had in common (the reset, --help, the usage errors). Only
+ * cmd, opts, more_opts, help, long_only, in_order and operands are the
+ * caller's. */
 typedef struct stkr_cli_getopt_state {
   const char *cmd;
-  const char *shortopts; /* getopt's, starting with ':' (or "+:") */
-  const struct option *longopts; /* {"help", no_argument, NULL, 'h'} in it */
-  const char *const *help;       /* --help prints these in order (NULL-ended) */
+  const stkr_cli_opt *opts;      /* the command's table */
+  const stkr_cli_opt *more_opts; /* a shared one (stkr__filter_opts), or NULL */
+  const char *help[5];           /* --help prints these in order (NULL-ended) */
   bool long_only;                /* getopt_long_only (atos spells -arch) */
+  bool in_order;                 /* stop at the first operand (record's CMD) */
+  const char *operands; /* "DIR or FILE": at least one is needed, or NULL */
   bool started;                  /* false before the first call */
   int status;                    /* the exit status with STKR_CLI_OPT_EXIT */
+  /* Built from the tables at the first call: */
+  char shortopts[3 * STKR_CLI_MAX_OPTS + 3];
+  struct option longopts[STKR_CLI_MAX_OPTS + 1];
 } stkr_cli_getopt_state;
 
 #define STKR_CLI_OPT_EXIT 0x10fe
 
 /* The next option of argv (getopt's state is reset on the first call).
- * 'h' (the help printed, stdout flushed) and ':' / '?' (a usage error
- * printed) end the parsing: @return STKR_CLI_OPT_EXIT with s->status the
- * command's exit status. @return the option otherwise, -1 at the end (the
- * operands start at optind). */
+ * Options whose row names a place (str, set) are stored there and parsing
+ * goes on. 'h' (the help printed, stdout flushed) and ':' / '?' (a usage
+ * error printed), and the end of the options without an operand when
+ * s->operands says one is needed ("no DIR or FILE given"), end the parsing:
+ * @return STKR_CLI_OPT_EXIT with s->status the command's exit status. @return the option's key otherwise, -1 at the
+ * end (the operands start at optind). */
 int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv);
 
 /* A file a person wrote and handed to cmd (a policy, a module map, a

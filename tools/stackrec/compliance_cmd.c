@@ -93,30 +93,21 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
                       const char **policy, const char **map,
                       out_format *fmt, const char **output) {
   enum { O_POLICY = 256, O_MAP, O_FORMAT };
-  static const struct option longopts[] = {
-      STKR__FILTER_LONGOPTS,
-      {"policy", required_argument, NULL, O_POLICY},
-      {"module-map", required_argument, NULL, O_MAP},
-      {"format", required_argument, NULL, O_FORMAT},
-      {"output", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {
-      help, stkr__filter_help, help_exit, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "compliance", .shortopts = ":ho:",
-                                .longopts = longopts, .help = help_text};
+  const stkr_cli_opt opts[] = {
+      {"policy", O_POLICY, STKR_CLI_VALUE, policy, NULL},
+      {"module-map", O_MAP, STKR_CLI_VALUE, map, NULL},
+      {"format", O_FORMAT, STKR_CLI_VALUE, NULL, NULL},
+      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, output, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {
+      .cmd = "compliance", .opts = opts, .more_opts = stkr__filter_opts,
+      .help = {help, stkr__filter_help, help_exit}};
   int c;
 
   while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case O_POLICY:
-      *policy = optarg;
-      break;
-    case O_MAP:
-      *map = optarg;
-      break;
     case O_FORMAT:
       if (strcmp(optarg, "text") == 0)
         *fmt = FMT_TEXT;
@@ -129,9 +120,6 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       else
         return stkr_cli_usage_error(
             "compliance", "--format '%s': text, json, junit or html", optarg);
-      break;
-    case 'o':
-      *output = optarg;
       break;
     }
   }

@@ -287,17 +287,16 @@ enum { O_FORMAT = 256, O_THRESHOLD, O_MIN_COUNT, O_SENSITIVE, O_MODMAP };
 static int parse_args(int argc, char **argv, stkr_diff *d,
                       const char **format, const char **out_path,
                       const char **map_path) {
-  static const struct option longopts[] = {
-      {"format", required_argument, NULL, O_FORMAT},
-      {"threshold", required_argument, NULL, O_THRESHOLD},
-      {"min-count", required_argument, NULL, O_MIN_COUNT},
-      {"sensitive", required_argument, NULL, O_SENSITIVE},
-      {"module-map", required_argument, NULL, O_MODMAP},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {diff_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "diff", .shortopts = ":ho:",
-                                .longopts = longopts, .help = help_text};
+  const stkr_cli_opt opts[] = {
+      {"format", O_FORMAT, STKR_CLI_VALUE, NULL, NULL},
+      {"threshold", O_THRESHOLD, STKR_CLI_VALUE, NULL, NULL},
+      {"min-count", O_MIN_COUNT, STKR_CLI_VALUE, NULL, NULL},
+      {"sensitive", O_SENSITIVE, STKR_CLI_VALUE, NULL, NULL},
+      {"module-map", O_MODMAP, STKR_CLI_VALUE, map_path, NULL},
+      {NULL, 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, out_path, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "diff", .opts = opts,
+                                .help = {diff_help}};
   char *end;
   int c;
 
@@ -311,9 +310,6 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
           strcmp(optarg, "html"))
         return stkr_cli_usage_error(
             "diff", "--format wants text, json or html, not '%s'", optarg);
-      break;
-    case 'o':
-      *out_path = optarg;
       break;
     case O_THRESHOLD:
       errno = 0;
@@ -331,9 +327,6 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
       break;
     case O_SENSITIVE:
       d->sensitive[d->n_sensitive++] = optarg;
-      break;
-    case O_MODMAP:
-      *map_path = optarg;
       break;
     }
   }

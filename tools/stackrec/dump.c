@@ -182,18 +182,17 @@ static int parse_count(const char *s, unsigned long long *out) {
 int stkr_cli_dump(int argc, char **argv) {
   stkr_frame *scratch = NULL;
   size_t scratch_cap = 0;
-  static const struct option longopts[] = {
-      {"json", no_argument, NULL, 'j'},
-      {"frames", no_argument, NULL, 'f'},
-      {"app-only", no_argument, NULL, 'a'},
-      {"limit", required_argument, NULL, 'n'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {dump_help, stkr_cli_exit_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "dump", .shortopts = ":hn:",
-                                .longopts = longopts, .help = help_text};
   unsigned long long printed = 0;
   dump_opts o = {false, false, false, false, 0};
+  const stkr_cli_opt opts[] = {
+      {"json", 'j', 0, NULL, &o.json},
+      {"frames", 'f', 0, NULL, &o.frames},
+      {"app-only", 'a', 0, NULL, &o.app_only},
+      {"limit", 'n', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "dump", .opts = opts,
+                                .help = {dump_help, stkr_cli_exit_help},
+                                .operands = "DIR or FILE"};
   stkr_reader *r;
   stkr_event_view ev;
   int c, rc = 0, status;
@@ -202,15 +201,6 @@ int stkr_cli_dump(int argc, char **argv) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case 'j':
-      o.json = true;
-      break;
-    case 'f':
-      o.frames = true;
-      break;
-    case 'a':
-      o.app_only = true;
-      break;
     case 'n':
       if (parse_count(optarg, &o.limit) != 0)
         return stkr_cli_usage_error("dump", "--limit wants a number, not '%s'",
@@ -219,8 +209,6 @@ int stkr_cli_dump(int argc, char **argv) {
       break;
     }
   }
-  if (optind >= argc)
-    return stkr_cli_usage_error("dump", "no DIR or FILE given");
   status = stkr_cli_open("dump", argv + optind, argc - optind, false, &r);
   if (status != 0)
     return status;

@@ -290,36 +290,23 @@ static void note_drops(stkr_reader *r) {
 }
 
 int stkr_cli_export(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"format", required_argument, NULL, 'f'},
-      {"output", required_argument, NULL, 'o'},
-      STKR__FILTER_LONGOPTS,
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {
-      export_help, stkr__filter_help,
-      export_help_more, stkr_cli_exit_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "export", .shortopts = ":f:o:h",
-                                .longopts = longopts, .help = help_text};
   const char *format = NULL, *out_path = NULL;
+  const stkr_cli_opt opts[] = {
+      {"format", 'f', STKR_CLI_SHORT | STKR_CLI_VALUE, &format, NULL},
+      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &out_path, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {
+      .cmd = "export", .opts = opts, .more_opts = stkr__filter_opts,
+      .help = {export_help, stkr__filter_help, export_help_more,
+               stkr_cli_exit_help}};
   stkr__export x;
   output out;
   size_t fi, nf = sizeof formats / sizeof formats[0];
-  int c, err, status;
+  int err, status;
 
   memset(&x, 0, sizeof x);
-  while ((c = stkr__filter_getopt(&gopt, argc, argv, &x.filt)) != -1) {
-    switch (c) {
-    case STKR_CLI_OPT_EXIT:
-      return gopt.status;
-    case 'f':
-      format = optarg;
-      break;
-    case 'o':
-      out_path = optarg;
-      break;
-    }
-  }
+  if (stkr__filter_getopt(&gopt, argc, argv, &x.filt) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   if (format == NULL)
     return stkr_cli_usage_error("export",
                                 "--format pprof|folded|chrome|jsonl is "

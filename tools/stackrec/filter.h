@@ -54,8 +54,8 @@ uint64_t stkr__filter_origin(stkr__filter *f, const stkr_event_view *ev);
 void stkr__filter_free(stkr__filter *f);
 
 /* ---- the filter options, shared by every command that filters -------------
- * (filter_opts.c, in the stackrec binary). A command puts
- * STKR__FILTER_LONGOPTS into its getopt_long table, reads its options with
+ * (filter_opts.c, in the stackrec binary). A command sets more_opts =
+ * stkr__filter_opts in its stkr_cli_getopt_state, reads its options with
  * stkr__filter_getopt(), prints stkr__filter_help in its --help, and calls
  * stkr__filter_args_end() once the options are parsed. */
 enum {
@@ -66,13 +66,8 @@ enum {
   STKR__OPT_APP_ONLY,
   STKR__OPT_GRANULARITY
 };
-#define STKR__FILTER_LONGOPTS                                  \
-  {"site", required_argument, NULL, STKR__OPT_SITE},           \
-      {"thread", required_argument, NULL, STKR__OPT_THREAD},   \
-      {"from", required_argument, NULL, STKR__OPT_FROM},       \
-      {"to", required_argument, NULL, STKR__OPT_TO},           \
-      {"app-only", no_argument, NULL, STKR__OPT_APP_ONLY},     \
-      {"granularity", required_argument, NULL, STKR__OPT_GRANULARITY}
+/* The filter options' rows (stkr_cli_getopt_state.more_opts). */
+extern const stkr_cli_opt stkr__filter_opts[];
 
 /* The options' lines for --help. */
 extern const char stkr__filter_help[];

@@ -27,6 +27,15 @@ const char stkr__filter_help[] =
     "                    merged: function, file and line (default); the\n"
     "                    function only; or also the address\n";
 
+const stkr_cli_opt stkr__filter_opts[] = {
+    {"site", STKR__OPT_SITE, STKR_CLI_VALUE, NULL, NULL},
+    {"thread", STKR__OPT_THREAD, STKR_CLI_VALUE, NULL, NULL},
+    {"from", STKR__OPT_FROM, STKR_CLI_VALUE, NULL, NULL},
+    {"to", STKR__OPT_TO, STKR_CLI_VALUE, NULL, NULL},
+    {"app-only", STKR__OPT_APP_ONLY, 0, NULL, NULL},
+    {"granularity", STKR__OPT_GRANULARITY, STKR_CLI_VALUE, NULL, NULL},
+    {0}};
+
 static int parse_seconds(const char *s, double *out) {
   char *end;
   double v;

@@ -216,27 +216,19 @@ static int print_process(const stkr_reader *r, size_t i) {
 }
 
 int stkr_cli_info(int argc, char **argv) {
-  static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {info_help, stkr_cli_exit_help,
-                                          NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "info", .shortopts = ":h",
-                                .longopts = longopts, .help = help_text};
   bool json = false;
+  const stkr_cli_opt opts[] = {{"json", 'j', 0, NULL, &json}, {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "info", .opts = opts,
+                                .help = {info_help, stkr_cli_exit_help},
+                                .operands = "DIR or FILE"};
   unsigned long long total = 0;
   stkr_reader *r;
   stkr_event_view ev;
   size_t i, n;
-  int c, rc, status;
+  int rc, status;
 
-  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
-    if (c == STKR_CLI_OPT_EXIT)
-      return gopt.status;
-    json = json || c == 'j';
-  }
-  if (optind >= argc)
-    return stkr_cli_usage_error("info", "no DIR or FILE given");
+  if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   status = stkr_cli_open("info", argv + optind, argc - optind, true, &r);
   if (status != 0)
     return status;

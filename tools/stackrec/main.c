@@ -101,29 +101,95 @@ int stkr_cli_bad_option(const char *cmd, int c, char *const *argv) {
   return stkr_cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 }
 
+/* Add the rows of t to s's getopt tables. @return 0, -1 when they are full
+ * (a table too long: a programming error, said once). */
+static int getopt_add(stkr_cli_getopt_state *s, const stkr_cli_opt *t,
+                      size_t *n, size_t *ns) {
+  for (; t != NULL && (t->name != NULL || t->key != 0); t++) {
+    /* Room for the row, then --help and the end of each table. */
+    if (*n + 2 > STKR_CLI_MAX_OPTS || *ns + 4 > sizeof s->shortopts)
+      return -1;
+    if (t->flags & STKR_CLI_SHORT) {
+      s->shortopts[(*ns)++] = (char)t->key;
+      if (t->flags & STKR_CLI_VALUE)
+        s->shortopts[(*ns)++] = ':';
+    }
+    if (t->name != NULL)
+      s->longopts[(*n)++] = (struct option){
+          t->name, (t->flags & STKR_CLI_VALUE) ? required_argument
+                                                : no_argument,
+          NULL, t->key};
+  }
+  return 0;
+}
+
+/* The getopt tables of s from its option tables, --help (and -h) last. */
+static void getopt_build(stkr_cli_getopt_state *s) {
+  size_t n = 0, ns = 0;
+
+  if (s->in_order)
+    s->shortopts[ns++] = '+';
+  s->shortopts[ns++] = ':'; /* ':' for a missing value, not '?' */
+  if (getopt_add(s, s->opts, &n, &ns) != 0 ||
+      getopt_add(s, s->more_opts, &n, &ns) != 0)
+    fprintf(stderr, "stackrec %s: more than %d options: some ignored\n",
+            s->cmd, STKR_CLI_MAX_OPTS);
+  s->shortopts[ns++] = 'h';
+  s->shortopts[ns] = '\0';
+  s->longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+  s->longopts[n] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* The row of key c in s's tables, or NULL. */
+static const stkr_cli_opt *getopt_row(const stkr_cli_getopt_state *s, int c) {
+  const stkr_cli_opt *t;
+
+  for (t = s->opts; t != NULL && (t->name != NULL || t->key != 0); t++)
+    if (t->key == c)
+      return t;
+  for (t = s->more_opts; t != NULL && (t->name != NULL || t->key != 0); t++)
+    if (t->key == c)
+      return t;
+  return NULL;
+}
+
 int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
-  const char *const *part;
+  const stkr_cli_opt *row;
   int c;
 
   if (!s->started) {
     s->started = true;
     opterr = 0; /* our own messages, naming the command */
     optind = 1; /* commands run one after another in tests */
+    getopt_build(s);
   }
-  c = s->long_only
-          ? getopt_long_only(argc, argv, s->shortopts, s->longopts, NULL)
-          : getopt_long(argc, argv, s->shortopts, s->longopts, NULL);
-  if (c == 'h') {
-    for (part = s->help; *part != NULL; part++)
-      fputs(*part, stdout);
-    s->status = stkr_cli_flush(s->cmd);
-    return STKR_CLI_OPT_EXIT;
+  for (;;) {
+    c = s->long_only
+            ? getopt_long_only(argc, argv, s->shortopts, s->longopts, NULL)
+            : getopt_long(argc, argv, s->shortopts, s->longopts, NULL);
+    if (c == 'h') {
+      for (size_t i = 0; i < sizeof s->help / sizeof s->help[0]; i++)
+        if (s->help[i] != NULL)
+          fputs(s->help[i], stdout);
+      s->status = stkr_cli_flush(s->cmd);
+      return STKR_CLI_OPT_EXIT;
+    }
+    if (c == ':' || c == '?') {
+      s->status = stkr_cli_bad_option(s->cmd, c, argv);
+      return STKR_CLI_OPT_EXIT;
+    }
+    if (c == -1 && s->operands != NULL && optind >= argc) {
+      s->status = stkr_cli_usage_error(s->cmd, "no %s given", s->operands);
+      return STKR_CLI_OPT_EXIT;
+    }
+    row = c == -1 ? NULL : getopt_row(s, c);
+    if (row != NULL && row->str != NULL)
+      *row->str = optarg;
+    else if (row != NULL && row->set != NULL)
+      *row->set = true;
+    else
+      return c;
   }
-  if (c == ':' || c == '?') {
-    s->status = stkr_cli_bad_option(s->cmd, c, argv);
-    return STKR_CLI_OPT_EXIT;
-  }
-  return c;
 }
 
 int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,

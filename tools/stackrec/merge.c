@@ -341,13 +341,11 @@ static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
 }
 
 int stkr_cli_merge(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {merge_help, stkr_cli_exit_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "merge", .shortopts = ":ho:",
-                                .longopts = longopts, .help = help_text};
+  const char *out = NULL;
+  const stkr_cli_opt options[] = {
+      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &out, NULL}, {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "merge", .opts = options,
+                                .help = {merge_help, stkr_cli_exit_help}};
   merge_run m;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &m,
                            .lazy_frames = true, .batch = on_batch,
@@ -356,18 +354,10 @@ int stkr_cli_merge(int argc, char **argv) {
   stkr_event_view ev;
   stkr_reader *r = NULL;
   uint64_t events = 0;
-  const char *out = NULL;
-  int c, i, rc, status = STKR_CLI_OK;
+  int i, rc, status = STKR_CLI_OK;
 
-  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
-    switch (c) {
-    case STKR_CLI_OPT_EXIT:
-      return gopt.status;
-    case 'o':
-      out = optarg;
-      break;
-    }
-  }
+  if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   if (out == NULL || out[0] == '\0')
     return stkr_cli_usage_error("merge", "no -o OUT given");
   if (optind >= argc)

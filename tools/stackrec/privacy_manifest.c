@@ -268,31 +268,19 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
                       const char **manifest, const char **map,
                       const char **output, const char **per_module) {
   enum { O_MANIFEST = 256, O_MAP, O_PER_MODULE };
-  static const struct option longopts[] = {
-      STKR__FILTER_LONGOPTS,
-      {"per-module", required_argument, NULL, O_PER_MODULE},
-      {"manifest", required_argument, NULL, O_MANIFEST},
-      {"module-map", required_argument, NULL, O_MAP},
-      {"output", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {
-      help, stkr__filter_help, help_exit, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "privacy-manifest",
-                                .shortopts = ":ho:", .longopts = longopts,
-                                .help = help_text};
-  int c;
+  const stkr_cli_opt opts[] = {
+      {"per-module", O_PER_MODULE, STKR_CLI_VALUE, per_module, NULL},
+      {"manifest", O_MANIFEST, STKR_CLI_VALUE, manifest, NULL},
+      {"module-map", O_MAP, STKR_CLI_VALUE, map, NULL},
+      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, output, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {
+      .cmd = "privacy-manifest", .opts = opts,
+      .more_opts = stkr__filter_opts,
+      .help = {help, stkr__filter_help, help_exit}};
 
-  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
-    switch (c) {
-    case STKR_CLI_OPT_EXIT:
-      return gopt.status;
-    case O_MANIFEST: *manifest = optarg; break;
-    case O_MAP: *map = optarg; break;
-    case O_PER_MODULE: *per_module = optarg; break;
-    case 'o': *output = optarg; break;
-    }
-  }
+  if (stkr__filter_getopt(&gopt, argc, argv, &o->agg) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   return stkr__filter_args_end("privacy-manifest", &o->agg, argc);
 }
 

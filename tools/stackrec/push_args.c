@@ -151,29 +151,30 @@ static int check_name(const char *opt, const char *s) {
 /* The getopt loop. @return -1 to go on, or an exit status. */
 static int parse_options(int argc, char **argv, stkr__push_opts *o,
                          const char **pwfile) {
-  static const struct option lo[] = {
-      {"url", required_argument, NULL, 'U'},
-      {"database", required_argument, NULL, 'D'},
-      {"device", required_argument, NULL, 'd'},
-      {"build", required_argument, NULL, 'b'},
-      {"recording", required_argument, NULL, 'R'},
-      {"create-schema", no_argument, NULL, 'S'},
-      {"cluster", required_argument, NULL, 'C'},
-      {"print-schema", no_argument, NULL, 'P'},
-      {"user", required_argument, NULL, 'u'},
-      {"password-file", required_argument, NULL, 'p'},
-      {"compress", required_argument, NULL, 'z'},
-      {"chunk-events", required_argument, NULL, 'c'},
-      {"streams", required_argument, NULL, 's'},
-      {"retries", required_argument, NULL, 'r'},
-      {"retry-wait", required_argument, NULL, 'w'},
-      {"timeout", required_argument, NULL, 't'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {push_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "push", .shortopts = ":qh",
-                                .longopts = lo, .help = help_text};
+  const unsigned V = STKR_CLI_VALUE;
+  const stkr_cli_opt opts[] = {
+      /* stored as given */
+      {"url", 'U', V, &o->ch.url, NULL},
+      {"database", 'D', V, &o->ch.database, NULL},
+      {"device", 'd', V, &o->device, NULL},
+      {"build", 'b', V, &o->build, NULL},
+      {"recording", 'R', V, &o->recording, NULL},
+      {"create-schema", 'S', 0, NULL, &o->create_schema},
+      {"cluster", 'C', V, &o->cluster, NULL},
+      {"print-schema", 'P', 0, NULL, &o->print_schema},
+      {"user", 'u', V, &o->ch.user, NULL},
+      {"password-file", 'p', V, pwfile, NULL},
+      {"quiet", 'q', STKR_CLI_SHORT, NULL, &o->quiet},
+      /* checked below */
+      {"compress", 'z', V, NULL, NULL},
+      {"chunk-events", 'c', V, NULL, NULL},
+      {"streams", 's', V, NULL, NULL},
+      {"retries", 'r', V, NULL, NULL},
+      {"retry-wait", 'w', V, NULL, NULL},
+      {"timeout", 't', V, NULL, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "push", .opts = opts,
+                                .help = {push_help}};
   uint32_t t;
   int c, st;
 
@@ -181,17 +182,6 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case 'U': o->ch.url = optarg; break;
-    case 'D': o->ch.database = optarg; break;
-    case 'd': o->device = optarg; break;
-    case 'b': o->build = optarg; break;
-    case 'R': o->recording = optarg; break;
-    case 'S': o->create_schema = true; break;
-    case 'C': o->cluster = optarg; break;
-    case 'P': o->print_schema = true; break;
-    case 'u': o->ch.user = optarg; break;
-    case 'p': *pwfile = optarg; break;
-    case 'q': o->quiet = true; break;
     case 'z':
       if (strcmp(optarg, "gzip") != 0 && strcmp(optarg, "none") != 0)
         return stkr_cli_usage_error("push", "--compress: gzip or none");

@@ -625,21 +625,20 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
 }
 
 int stkr_cli_record(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"output", required_argument, NULL, 'o'},
-      {"depth", required_argument, NULL, 'd'},
-      {"categories", required_argument, NULL, 'c'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {record_help, NULL};
-  /* '+': stop at CMD, so its own options stay its own. */
-  stkr_cli_getopt_state gopt = {.cmd = "record", .shortopts = "+:o:d:c:qh",
-                                .longopts = longopts, .help = help_text};
   static stkr__rec_notices nt; /* large; one record per process */
   const char *out_opt = NULL, *depth = NULL, *cats = NULL;
   char preload[PATH_MAX], dir[PATH_MAX], notify[64];
   bool quiet = false, offline;
+  const unsigned SV = STKR_CLI_SHORT | STKR_CLI_VALUE;
+  const stkr_cli_opt opts[] = {
+      {"output", 'o', SV, NULL, NULL},
+      {"depth", 'd', SV, NULL, NULL},
+      {"categories", 'c', SV, &cats, NULL},
+      {"quiet", 'q', STKR_CLI_SHORT, NULL, &quiet},
+      {0}};
+  /* in_order: stop at CMD, so its own options stay its own. */
+  stkr_cli_getopt_state gopt = {.cmd = "record", .opts = opts,
+                                .help = {record_help}, .in_order = true};
   int c, rc, status, nfd;
 
   while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
@@ -663,12 +662,6 @@ int stkr_cli_record(int argc, char **argv) {
       depth = optarg;
       break;
     }
-    case 'c':
-      cats = optarg;
-      break;
-    case 'q':
-      quiet = true;
-      break;
     }
   }
   if (optind >= argc)

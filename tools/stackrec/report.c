@@ -582,30 +582,24 @@ static int write_html(const stkr_agg *a, const report_opts *o,
 /* Parse the options into *o. @return -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, report_opts *o) {
   enum { O_TOP = 256, O_TREE, O_HTML, O_SORT, O_BY, O_TIMELINE };
-  static const struct option longopts[] = {
-      STKR__FILTER_LONGOPTS,
-      {"sort", required_argument, NULL, O_SORT},
-      {"by", required_argument, NULL, O_BY},
-      {"timeline", no_argument, NULL, O_TIMELINE},
-      {"top", required_argument, NULL, O_TOP},
-      {"tree", no_argument, NULL, O_TREE},
-      {"html", required_argument, NULL, O_HTML},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {
-      report_help, stkr__filter_help,
-      report_help_more, stkr_cli_exit_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "report", .shortopts = ":h",
-                                .longopts = longopts, .help = help_text};
+  const stkr_cli_opt opts[] = {
+      {"sort", O_SORT, STKR_CLI_VALUE, NULL, NULL},
+      {"by", O_BY, STKR_CLI_VALUE, NULL, NULL},
+      {"timeline", O_TIMELINE, 0, NULL, &o->timeline},
+      {"top", O_TOP, STKR_CLI_VALUE, NULL, NULL},
+      {"tree", O_TREE, 0, NULL, &o->tree},
+      {"html", O_HTML, STKR_CLI_VALUE, &o->html, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {
+      .cmd = "report", .opts = opts, .more_opts = stkr__filter_opts,
+      .help = {report_help, stkr__filter_help, report_help_more,
+               stkr_cli_exit_help}};
   int c, err;
 
   while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case O_TIMELINE:
-      o->timeline = true;
-      break;
     case O_SORT:
       if (strcmp(optarg, "events") == 0)
         o->sort = SORT_EVENTS;
@@ -634,12 +628,6 @@ static int parse_args(int argc, char **argv, report_opts *o) {
       o->top = (size_t)v;
       break;
     }
-    case O_TREE:
-      o->tree = true;
-      break;
-    case O_HTML:
-      o->html = optarg;
-      break;
     }
   }
   if ((err = stkr__filter_args_end("report", &o->agg, argc)) >= 0)

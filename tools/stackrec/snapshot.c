@@ -234,19 +234,17 @@ static int parse_uint(const char *s, unsigned max, unsigned *out) {
 }
 
 static int parse_args(snap_run *r, int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"json", no_argument, NULL, 'j'},
-      {"output", required_argument, NULL, 'o'},
-      {"count", required_argument, NULL, 'n'},
-      {"interval", required_argument, NULL, 'i'},
-      {"debug-dir", required_argument, NULL, 'd'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"fast", no_argument, NULL, 'f'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {snapshot_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "snapshot", .shortopts = ":o:qh",
-                                .longopts = longopts, .help = help_text};
+  const stkr_cli_opt opts[] = {
+      {"json", 'j', 0, NULL, &r->json},
+      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &r->outdir, NULL},
+      {"count", 'n', STKR_CLI_VALUE, NULL, NULL},
+      {"interval", 'i', STKR_CLI_VALUE, NULL, NULL},
+      {"debug-dir", 'd', STKR_CLI_VALUE, NULL, NULL},
+      {"quiet", 'q', STKR_CLI_SHORT, NULL, &r->quiet},
+      {"fast", 'f', 0, NULL, &r->fast},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "snapshot", .opts = opts,
+                                .help = {snapshot_help}};
   unsigned pid;
   int c;
 
@@ -254,10 +252,6 @@ static int parse_args(snap_run *r, int argc, char **argv) {
     switch (c) {
     case STKR_CLI_OPT_EXIT: /* -1: the help printed, status 0 */
       return gopt.status != 0 ? gopt.status : -1;
-    case 'j': r->json = true; break;
-    case 'o': r->outdir = optarg; break;
-    case 'q': r->quiet = true; break;
-    case 'f': r->fast = true; break;
     case 'n':
       if (parse_uint(optarg, 1000000, &r->count) || r->count == 0)
         return stkr_cli_usage_error("snapshot", "--count '%s' is not a "

@@ -548,15 +548,12 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
  * -o into *outdir. @return -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, const char **dirs,
                       size_t *n_dirs, const char **outdir) {
-  static const struct option longopts[] = {
-      {"debug-dir", required_argument, NULL, 'd'},
-      {"output", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {
-      symbolize_help, stkr_cli_exit_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "symbolize", .shortopts = ":hd:o:",
-                                .longopts = longopts, .help = help_text};
+  const stkr_cli_opt opts[] = {
+      {"debug-dir", 'd', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
+      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, outdir, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "symbolize", .opts = opts,
+                                .help = {symbolize_help, stkr_cli_exit_help}};
   struct stat st;
   int c;
 
@@ -573,9 +570,6 @@ static int parse_args(int argc, char **argv, const char **dirs,
                                     "--debug-dir '%s' is not a directory",
                                     optarg);
       dirs[(*n_dirs)++] = optarg;
-      break;
-    case 'o':
-      *outdir = optarg;
       break;
     }
   }

@@ -81,17 +81,15 @@ static int build_one(stkr__symfile *f, const char *dir) {
 }
 
 int stkr_cli_symcache(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"arch", required_argument, NULL, 'a'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {symcache_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "symcache", .shortopts = ":o:h",
-                                .longopts = longopts, .help = help_text,
-                                .long_only = true};
   static const char *const archs[] = {"arm64", "arm64e", "x86_64"};
   const char *dir = NULL, *arch = NULL;
-  int c, status = 0;
+  const stkr_cli_opt opts[] = {
+      {NULL, 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &dir, NULL},
+      {"arch", 'a', STKR_CLI_VALUE, &arch, NULL},
+      {0}};
+  stkr_cli_getopt_state gopt = {.cmd = "symcache", .opts = opts,
+                                .help = {symcache_help}, .long_only = true};
+  int status = 0;
 
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     fputs(symcache_help, stdout);
@@ -101,18 +99,8 @@ int stkr_cli_symcache(int argc, char **argv) {
     return stkr_cli_usage_error("symcache", "expected 'build'");
   argc--;
   argv++;
-  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
-    switch (c) {
-    case STKR_CLI_OPT_EXIT:
-      return gopt.status;
-    case 'o':
-      dir = optarg;
-      break;
-    case 'a':
-      arch = optarg;
-      break;
-    }
-  }
+  if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
+    return gopt.status;
   if (!dir) return stkr_cli_usage_error("symcache", "no -o DIR given");
   if (optind >= argc)
     return stkr_cli_usage_error("symcache", "no DSYM_OR_BINARY given");

@@ -386,11 +386,8 @@ static void check_rings(verify_run *v, const char *path) {
 }
 
 int stkr_cli_verify(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  static const char *const help_text[] = {verify_help, NULL};
-  stkr_cli_getopt_state gopt = {.cmd = "verify", .shortopts = ":h",
-                                .longopts = longopts, .help = help_text};
+  stkr_cli_getopt_state gopt = {.cmd = "verify", .help = {verify_help},
+                                .operands = "DIR or FILE"};
   verify_run v;
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &v,
                            .lazy_frames = true, .incomplete = on_warning,
@@ -400,13 +397,11 @@ int stkr_cli_verify(int argc, char **argv) {
   stkr_reader *r;
   uint64_t events = 0, segments = 0;
   size_t i, n;
-  int c, rc, status;
+  int rc, status;
 
   /* No option but --help: anything else ends with a usage error. */
-  if ((c = stkr_cli_getopt(&gopt, argc, argv)) == STKR_CLI_OPT_EXIT)
+  if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
     return gopt.status;
-  if (optind >= argc)
-    return stkr_cli_usage_error("verify", "no DIR or FILE given");
 
   memset(&v, 0, sizeof v);
   if ((rc = stkr_reader_create(&opts, &r)) != 0) {
