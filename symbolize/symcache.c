@@ -135,7 +135,7 @@ typedef struct buf {
 /* Room for cap bytes in all. @return false (and nomem) when out of
  * memory. */
 static bool reserve(buf *b, size_t cap) {
-  if (stkr_grow((void **)&b->p, &b->cap, cap, 1) == 0) return true;
+  if (stkr__grow_big((void **)&b->p, &b->cap, cap, 1) == 0) return true;
   b->nomem = true;
   return false;
 }
@@ -393,7 +393,24 @@ static int expect_cb(void *arg, size_t n) {
   if (!reserve(&b->ranges, (n + 1) * RANGE) ||
       !reserve(&b->frames, 2 * n * FRAME))
     return -ENOMEM;
-  return stkr_index_reserve(&b->chains, n / 2);
+  int rc = stkr_index_reserve(&b->chains, n / 2);
+  if (rc == 0) stkr__huge_hint(b->chains.slot, b->chains.cap * sizeof *b->chains.slot);
+  return rc;
+}
+
+/* The walk starts again (stkr__symwalk_ops.restart): every range and
+ * frame given so far forgotten, and the strings' places in the file. The
+ * strings seen stay (the walk may ask for them again, with the same ids). */
+static int restart_cb(void *arg) {
+  builder *b = arg;
+  for (size_t i = 0; i < b->seen.n; i++) b->stored[i] = NONE;
+  b->strs.n = b->ranges.n = b->frames.n = 0;
+  if (b->chains.cap) memset(b->chains.slot, 0, b->chains.cap * sizeof *b->chains.slot);
+  b->chains.n = 0;
+  b->head = b->n_ahead = 0;
+  b->nframes = b->nranges = b->prev_first = b->prev_n = 0;
+  b->have_prev = false;
+  return b->nomem ? -ENOMEM : 0;
 }
 
 /* The intervals still ahead. */
@@ -417,7 +434,8 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   memset(st, 0, sizeof *st);
   memset(&b, 0, sizeof b);
   stkr__symfile_get_info(f, &info);
-  const stkr__symwalk_ops ops = {intern_cb, range_cb, expect_cb, &b};
+  const stkr__symwalk_ops ops = {intern_cb, range_cb, expect_cb, &b,
+                                 restart_cb};
   if ((rc = stkr__symfile_walk(f, &ops, &hi)) == 0) rc = flush_ahead(&b);
   if (rc < 0 && rc != -ENOMEM) {
     snprintf(err, cap, "%s: %s", info.path,

@@ -35,6 +35,7 @@
 #if !defined(__APPLE__)
 
 #include <dwarf.h>
+#include <gelf.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,9 +115,22 @@ typedef struct walk {
   size_t n_cus, cap_cus;
   wk_curange *curanges;
   size_t n_curanges, cap_curanges, cur_cursor;
-  stkr__addrs bounds;
+  stkr__addrs bounds; /* whole file: all; streamed: this CU's */
   const stkr__symspan *syms;
   size_t n_syms, sym_cur;
+  uint64_t lo, hi; /* __TEXT */
+  /* Streamed (see walk_streamed): the bounds known before any DIE is read
+   * (symbols, CU ranges, lo), sorted, up_i answered; those of walked CUs
+   * beyond their batch (carry); each CU's batch end (by ordinal); the
+   * first address not yet answered. */
+  bool stream, restart;
+  stkr__addrs up, carry, batch;
+  size_t up_i;
+  uint64_t carry_min, frontier, *batch_end;
+  /* The answering, carried from one batch to the next. */
+  stkr__symframe fr[2][STKR__SYM_MAX_INLINE];
+  size_t prev_n;
+  int fcur, rc;
   bool nomem;
 } walk;
 
@@ -127,7 +141,7 @@ static bool grown(walk *w, int rc) {
   return rc == 0;
 }
 #define MORE(w, arr, n, cap) \
-  grown(w, stkr_grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr)))
+  grown(w, stkr__grow_big((void **)&(arr), &(cap), (n) + 1, sizeof *(arr)))
 
 static uint32_t intern(walk *w, const char *s) {
   if (!s) return NONE;
@@ -337,6 +351,7 @@ static int cmp_u64(const void *a, const void *b) {
 static void sort_u64(uint64_t *v, size_t n) {
   uint64_t *tmp = n > 1 ? malloc(n * sizeof *tmp) : NULL, *src = v, *dst = tmp;
   size_t *count = tmp ? malloc(65536 * sizeof *count) : NULL;
+  if (tmp) stkr__huge_hint(tmp, n * sizeof *tmp);
   uint64_t all_or = 0, all_and = ~0ull;
   if (!count) {
     free(tmp);
@@ -419,7 +434,8 @@ static void walk_cu(walk *w) {
   if (!MORE(w, w->cus, w->n_cus, w->cap_cus)) return;
   wk_cu *cu = &w->cus[w->n_cus];
   memset(cu, 0, sizeof *cu);
-  while ((off = dwarf_ranges(&w->cudie, off, &base, &lo, &hi)) > 0) {
+  while (!w->stream && /* (streamed: read before, cu_ranges) */
+         (off = dwarf_ranges(&w->cudie, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
     stkr__addrs_add(&w->bounds, lo);
     stkr__addrs_add(&w->bounds, hi);
@@ -492,6 +508,10 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
                           ? w->syms[w->sym_cur - 1].name
                           : NULL;
   NEAREST(w->curanges, w->n_curanges, w->cur_cursor, a, cui);
+  if (cui != NONE && w->stream && w->curanges[cui].cu + 1 != w->n_cus) {
+    w->restart = true; /* not the CU just read (never with checked ranges) */
+    return 0;
+  }
   if (cui != NONE) {
     wk_cu *cu = &w->cus[w->curanges[cui].cu];
     const wk_row *row = row_at(w, cu, a);
@@ -545,54 +565,271 @@ static void walk_free(walk *w) {
   free(w->cus);
   free(w->curanges);
   free(w->bounds.v);
+  free(w->up.v);
+  free(w->carry.v);
+  free(w->batch.v);
+  free(w->batch_end);
+}
+
+/* Answer the interval starting at a (bounds come in increasing order):
+ * a new range unless it answers as the one before (about half do: a line
+ * row that repeats the line, a block boundary); then that one goes on. */
+static void answer(walk *w, uint64_t a) {
+  stkr__symframe *fr = w->fr[w->fcur], *prev = w->fr[!w->fcur];
+  size_t n = frames_at(w, a, fr);
+  if (w->nomem || w->restart || w->rc) return;
+  if (n == w->prev_n && memcmp(fr, prev, n * sizeof *fr) == 0) return;
+  w->rc = w->ops->range(w->ops->arg, a, fr, n);
+  w->prev_n = n;
+  w->fcur = !w->fcur;
+}
+
+/* Bytes of .debug_info read through one libdw handle (see walk_cus). */
+#define HANDLE_SPAN ((Dwarf_Off)4 << 20)
+
+static void cu_done(walk *w, uint64_t end);
+
+/* Every CU of dw, in .debug_info order. libdw keeps what it read of each
+ * CU (abbreviations, line table, file list, the CU itself) until
+ * dwarf_end: about 200 MB on a 100 MB dSYM, most of the build's page
+ * faults, though each CU is done with when the next one starts. So the
+ * CUs are read through handles of our own over dw's ELF image, each ended
+ * after HANDLE_SPAN bytes (dwarf_begin_elf takes microseconds; nothing the
+ * walk keeps points into a handle's memory across CUs: names are in the
+ * image's string sections, DIEs referred to are kept by offset, file
+ * names are per CU). dw itself is left as it was. ranges_only: each CU's
+ * DIE ranges alone (cu_ranges), else its whole walk. */
+static void walk_cus(walk *w, Dwarf *dw, bool ranges_only) {
+  Elf *elf = dwarf_getelf(dw);
+  Dwarf *own = NULL;
+  Dwarf_Off off = 0, next, own_from = 0;
+  size_t hsize, k = 0;
+  Dwarf_Addr base, lo, hi;
+  while (!w->nomem && !w->restart && !w->rc) {
+    if (elf && (!own || off - own_from >= HANDLE_SPAN)) {
+      if (own) dwarf_end(own);
+      own = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+      own_from = off;
+    }
+    Dwarf *h = own ? own : dw; /* (no handle of our own: dw's) */
+    if (dwarf_nextcu(h, off, &next, &hsize, NULL, NULL, NULL) != 0) break;
+    if (dwarf_offdie(h, off + hsize, &w->cudie)) {
+      if (ranges_only) { /* as walk_cu reads them, CU ordinal k */
+        ptrdiff_t ro = 0;
+        while ((ro = dwarf_ranges(&w->cudie, ro, &base, &lo, &hi)) > 0) {
+          if (hi <= lo) continue;
+          stkr__addrs_add(&w->up, lo);
+          stkr__addrs_add(&w->up, hi);
+          if (MORE(w, w->curanges, w->n_curanges, w->cap_curanges))
+            w->curanges[w->n_curanges++] = (wk_curange){lo, hi, k};
+        }
+        k++;
+      } else {
+        walk_cu(w);
+        if (w->stream && !w->nomem && w->n_cus)
+          cu_done(w, w->batch_end[w->n_cus - 1]);
+      }
+    }
+    off = next;
+  }
+  if (own) dwarf_end(own);
+  if (ranges_only && !w->nomem &&
+      !(w->batch_end = malloc((k ? k : 1) * sizeof *w->batch_end)))
+    w->nomem = true;
+  if (ranges_only) w->n_cus = k; /* (the CU count, for cu_ranges) */
+}
+
+/* Sort the addresses of b and keep each in [lo, hi) once. */
+static void bounds_sort(stkr__addrs *b, uint64_t lo, uint64_t hi) {
+  size_t k = 0;
+  sort_u64(b->v, b->n);
+  for (size_t i = 0; i < b->n; i++)
+    if (b->v[i] >= lo && b->v[i] < hi && (k == 0 || b->v[i] != b->v[k - 1]))
+      b->v[k++] = b->v[i];
+  b->n = k;
+}
+
+/* Streamed: the CU ranges first (curanges, every CU's batch end). @return
+ * false when streaming cannot give the whole-file answers: unless each CU
+ * (in .debug_info order) ends where or before the next one with ranges
+ * starts, an address's CU may be one not read yet. */
+static bool cu_ranges(walk *w, Dwarf *dw) {
+  walk_cus(w, dw, true);
+  if (w->nomem || w->n_curanges == 0) return false;
+  uint64_t end = 0, next = w->hi;
+  size_t n = w->n_cus;
+  for (size_t i = 0; i < w->n_curanges;) { /* (in CU order) */
+    size_t cu = w->curanges[i].cu;
+    uint64_t cu_lo = UINT64_MAX, cu_hi = 0;
+    for (; i < w->n_curanges && w->curanges[i].cu == cu; i++) {
+      if (w->curanges[i].lo < cu_lo) cu_lo = w->curanges[i].lo;
+      if (w->curanges[i].hi > cu_hi) cu_hi = w->curanges[i].hi;
+    }
+    if (cu_lo < end) return false;
+    end = cu_hi;
+  }
+  /* CU k's batch: up to where the next CU with ranges starts. */
+  for (size_t k = n, i = w->n_curanges; k-- > 0;) {
+    uint64_t first = UINT64_MAX;
+    for (; i > 0 && w->curanges[i - 1].cu == k; i--)
+      if (w->curanges[i - 1].lo < first) first = w->curanges[i - 1].lo;
+    w->batch_end[k] = next;
+    if (first != UINT64_MAX) next = first;
+  }
+  if (w->n_curanges > 1)
+    qsort(w->curanges, w->n_curanges, sizeof *w->curanges, cmp_curange);
+  w->n_cus = 0;
+  return true;
+}
+
+/* Streamed: the CU just walked is answered, [frontier, end: its batch
+ * end), with every bound known there, then its arrays are emptied. */
+static void cu_done(walk *w, uint64_t end) {
+  size_t nb = 0;
+  w->batch.n = 0;
+  for (size_t i = 0; i < w->bounds.n; i++) {
+    uint64_t b = w->bounds.v[i];
+    if (b < w->lo || b >= w->hi) continue;
+    if (b < w->frontier) { /* answered already without it */
+      w->restart = true;
+      return;
+    }
+    if (b < end) {
+      stkr__addrs_add(&w->batch, b);
+    } else {
+      stkr__addrs_add(&w->carry, b);
+      if (b < w->carry_min) w->carry_min = b;
+    }
+  }
+  if (w->carry.n > 65536) w->restart = true; /* bounds far from their CU */
+  if (w->carry_min < end) {
+    uint64_t min = UINT64_MAX;
+    for (size_t i = 0; i < w->carry.n; i++) {
+      uint64_t b = w->carry.v[i];
+      if (b < end) stkr__addrs_add(&w->batch, b);
+      else {
+        w->carry.v[nb++] = b;
+        if (b < min) min = b;
+      }
+    }
+    w->carry.n = nb;
+    w->carry_min = min;
+  }
+  for (; w->up_i < w->up.n && w->up.v[w->up_i] < end; w->up_i++)
+    stkr__addrs_add(&w->batch, w->up.v[w->up_i]);
+  if (w->batch.nomem || w->carry.nomem) w->nomem = true;
+  bounds_sort(&w->batch, w->lo, w->hi);
+  for (size_t i = 0; i < w->batch.n && !w->nomem && !w->restart && !w->rc; i++)
+    answer(w, w->batch.v[i]);
+  w->frontier = end;
+  w->bounds.n = w->n_nodes = w->n_ranges = w->n_subs = w->n_rows = 0;
+}
+
+/* .debug_line's size: about 4.6 bytes per row in clang's output. */
+static size_t line_bytes(Dwarf *dw) {
+  Elf *elf = dwarf_getelf(dw);
+  Elf_Scn *scn = NULL;
+  size_t shstrndx;
+  if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
+  while ((scn = elf_nextscn(elf, scn)) != NULL) {
+    GElf_Shdr sh;
+    const char *name;
+    if (gelf_getshdr(scn, &sh) &&
+        (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+        strcmp(name, ".debug_line") == 0)
+      return sh.sh_size;
+  }
+  return 0;
+}
+
+int stkr__dw_walk_mode = 0, stkr__dw_walk_streamed = 0;
+
+/* Streamed: each CU answered as soon as it is read, its arrays reused by
+ * the next (the whole file's rows, scope trees and boundaries were most of
+ * the build's memory, and answering from arrays just written hits the
+ * cache). An address's answer needs the CU holding it (found among all CU
+ * ranges, read first: cu_ranges) and the bounds below it, so this gives
+ * the whole-file answers when CUs come in address order and each CU's
+ * bounds lie at or past where the previous CU's batch ended; the first
+ * bound that does not restarts the build as a whole file (ops->restart). */
+static void walk_streamed(walk *w, Dwarf *dw) {
+  w->stream = true;
+  if (!cu_ranges(w, dw)) {
+    w->restart = true;
+    return;
+  }
+  for (size_t i = 0; i < w->n_syms; i++) {
+    stkr__addrs_add(&w->up, w->syms[i].lo);
+    stkr__addrs_add(&w->up, w->syms[i].hi);
+  }
+  stkr__addrs_add(&w->up, w->lo);
+  if (w->up.nomem) {
+    w->nomem = true;
+    return;
+  }
+  bounds_sort(&w->up, w->lo, w->hi);
+  w->frontier = w->lo;
+  w->carry_min = UINT64_MAX;
+  w->rc = w->ops->expect(w->ops->arg, w->up.n + line_bytes(dw) / 4);
+  if (!w->rc) walk_cus(w, dw, false);
+  if (stkr__dw_walk_mode == 2) w->restart = true; /* the test of restart */
+  if (w->nomem || w->restart || w->rc) return;
+  /* What no batch reached (the last CU's batch ends at hi: only when the
+   * walk met fewer CUs than cu_ranges). */
+  w->bounds.n = 0;
+  if (w->frontier < w->hi) cu_done(w, w->hi);
+}
+
+/* The whole file at once: every CU read, then every interval answered. */
+static void walk_whole(walk *w, Dwarf *dw) {
+  for (size_t i = 0; i < w->n_syms; i++) {
+    stkr__addrs_add(&w->bounds, w->syms[i].lo);
+    stkr__addrs_add(&w->bounds, w->syms[i].hi);
+  }
+  stkr__addrs_add(&w->bounds, w->lo);
+  if (dw) walk_cus(w, dw, false);
+  if (w->n_curanges > 1)
+    qsort(w->curanges, w->n_curanges, sizeof *w->curanges, cmp_curange);
+  if (w->nomem || w->bounds.nomem) {
+    w->nomem = true;
+    return;
+  }
+  bounds_sort(&w->bounds, w->lo, w->hi);
+  w->rc = w->ops->expect(w->ops->arg, w->bounds.n);
+  for (size_t i = 0; i < w->bounds.n && !w->rc && !w->nomem; i++)
+    answer(w, w->bounds.v[i]);
+}
+
+static void walk_init(walk *w, const stkr__symspan *syms, size_t n_syms,
+                      uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
+  memset(w, 0, sizeof *w);
+  w->ops = ops;
+  w->syms = syms;
+  w->n_syms = n_syms;
+  w->lo = lo;
+  w->hi = hi;
+  w->prev_n = SIZE_MAX; /* none yet */
 }
 
 int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
                   uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
   walk w;
-  int rc = 0;
-  memset(&w, 0, sizeof w);
-  w.ops = ops;
-  w.syms = syms;
-  w.n_syms = n_syms;
-  for (size_t i = 0; i < n_syms; i++) {
-    stkr__addrs_add(&w.bounds, syms[i].lo);
-    stkr__addrs_add(&w.bounds, syms[i].hi);
-  }
-  stkr__addrs_add(&w.bounds, lo);
-  if (dw) {
-    Dwarf_Off off = 0, next;
-    size_t hsize;
-    while (!w.nomem &&
-           dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-      if (dwarf_offdie(dw, off + hsize, &w.cudie)) walk_cu(&w);
-      off = next;
+  int rc;
+  walk_init(&w, syms, n_syms, lo, hi, ops);
+  stkr__dw_walk_streamed = 0;
+  if (dw && ops->restart && stkr__dw_walk_mode != 1) {
+    walk_streamed(&w, dw);
+    stkr__dw_walk_streamed = !w.restart;
+    if (w.restart && !w.nomem && !w.rc) {
+      walk_free(&w);
+      walk_init(&w, syms, n_syms, lo, hi, ops);
+      w.rc = ops->restart(ops->arg);
+      if (!w.rc) walk_whole(&w, dw);
     }
+  } else {
+    walk_whole(&w, dw);
   }
-  if (w.n_curanges > 1)
-    qsort(w.curanges, w.n_curanges, sizeof *w.curanges, cmp_curange);
-  if (w.nomem || w.bounds.nomem) {
-    walk_free(&w);
-    return -ENOMEM;
-  }
-  sort_u64(w.bounds.v, w.bounds.n);
-  rc = ops->expect(ops->arg, w.bounds.n);
-  stkr__symframe fr[2][STKR__SYM_MAX_INLINE];
-  size_t prev_n = SIZE_MAX; /* none yet */
-  for (size_t i = 0, cur = 0; i < w.bounds.n && rc == 0 && !w.nomem; i++) {
-    uint64_t a = w.bounds.v[i];
-    if (a < lo || (i > 0 && a == w.bounds.v[i - 1])) continue;
-    if (a >= hi) break;
-    size_t n = frames_at(&w, a, fr[cur]);
-    /* About half the intervals answer as the one before (a line row
-     * that repeats the line, a block boundary): the range before goes on. */
-    if (n == prev_n && memcmp(fr[cur], fr[!cur], n * sizeof fr[0][0]) == 0)
-      continue;
-    if (!w.nomem) rc = ops->range(ops->arg, a, fr[cur], n);
-    prev_n = n;
-    cur = !cur;
-  }
-  if (w.nomem && rc == 0) rc = -ENOMEM;
+  rc = w.rc ? w.rc : w.nomem ? -ENOMEM : 0;
   walk_free(&w);
   return rc;
 }
