@@ -344,34 +344,41 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Sort n addresses: LSD radix, 16 bits per pass, passes whose digit is
- * the same in every address skipped (addresses of one __TEXT share their
- * high bits). qsort took a tenth of a cache build. Falls back to qsort
- * when the scratch copy cannot be allocated. */
+/* Sort n addresses: LSD radix, 16 bits per pass (8 below 64 Ki
+ * addresses: a streamed CU's batch), passes whose digit is the same in
+ * every address skipped (addresses of one __TEXT share their high bits);
+ * nothing to do when already in order (a CU's line rows mostly are).
+ * qsort took a tenth of a cache build. Falls back to qsort when the
+ * scratch copy cannot be allocated. */
 static void sort_u64(uint64_t *v, size_t n) {
-  uint64_t *tmp = n > 1 ? malloc(n * sizeof *tmp) : NULL, *src = v, *dst = tmp;
-  size_t *count = tmp ? malloc(65536 * sizeof *count) : NULL;
-  if (tmp) stkr__huge_hint(tmp, n * sizeof *tmp);
+  size_t i = 1;
+  while (i < n && v[i - 1] <= v[i]) i++;
+  if (i >= n) return;
+  unsigned bits = n >= 65536 ? 16 : 8;
+  size_t digits = (size_t)1 << bits, mask = digits - 1;
+  uint64_t *tmp = malloc(n * sizeof *tmp), *src = v, *dst = tmp;
+  size_t *count = tmp ? malloc(digits * sizeof *count) : NULL;
   uint64_t all_or = 0, all_and = ~0ull;
   if (!count) {
     free(tmp);
-    if (n > 1) qsort(v, n, sizeof *v, cmp_u64);
+    qsort(v, n, sizeof *v, cmp_u64);
     return;
   }
-  for (size_t i = 0; i < n; i++) {
+  stkr__huge_hint(tmp, n * sizeof *tmp);
+  for (i = 0; i < n; i++) {
     all_or |= v[i];
     all_and &= v[i];
   }
-  for (unsigned shift = 0; shift < 64; shift += 16) {
-    if ((((all_or ^ all_and) >> shift) & 0xffff) == 0) continue;
-    memset(count, 0, 65536 * sizeof *count);
-    for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & 0xffff]++;
-    for (size_t d = 0, sum = 0; d < 65536; d++) {
+  for (unsigned shift = 0; shift < 64; shift += bits) {
+    if ((((all_or ^ all_and) >> shift) & mask) == 0) continue;
+    memset(count, 0, digits * sizeof *count);
+    for (i = 0; i < n; i++) count[(src[i] >> shift) & mask]++;
+    for (size_t d = 0, sum = 0; d < digits; d++) {
       size_t c = count[d];
       count[d] = sum;
       sum += c;
     }
-    for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 0xffff]++] = src[i];
+    for (i = 0; i < n; i++) dst[count[(src[i] >> shift) & mask]++] = src[i];
     uint64_t *t = src;
     src = dst;
     dst = t;
