@@ -291,7 +291,7 @@ typedef struct builder {
 
 static uint32_t intern_cb(void *arg, const char *s) {
   builder *b = arg;
-  size_t cap = b->seen.cap;
+  size_t cap = b->seen.cap, n = b->seen.n;
   uint32_t id = intern(&b->seen, s);
   if (b->seen.cap != cap) { /* seen.offs grew: so does stored */
     uint32_t *st = realloc(b->stored, b->seen.cap * sizeof *st);
@@ -301,7 +301,8 @@ static uint32_t intern_cb(void *arg, const char *s) {
     }
     b->stored = st;
   }
-  if (id != NONE && id + 1 == b->seen.n) b->stored[id] = NONE; /* new */
+  /* New (not merely the last one added, asked again): not stored yet. */
+  if (id != NONE && b->seen.n != n) b->stored[id] = NONE;
   return id;
 }
 

@@ -35,113 +35,20 @@
 #if !defined(__APPLE__)
 
 #include <dwarf.h>
-#include <gelf.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/stkr_grow.h"
+#include "symbolize/symcache_walk.h"
 #include "symbolize/symbolize_dwarf.h"
 
-#define NONE UINT32_MAX
-#define MAX_SCOPE_DEPTH 64 /* inline_chain / stkr__dwscope: levels followed */
-#define MAX_BOUND_DEPTH 64 /* the boundary walk's limit */
-#define MAX_INDEX_DEPTH 32 /* the subprogram index's (collect) limit */
-#define NEAR_TRIES 8       /* stkr__dw_cu_of / find_subprogram */
 
-typedef struct wk_range {
-  Dwarf_Addr lo, hi;
-} wk_range;
-
-/* A subprogram (the root of its tree) or a scope inside one. */
-typedef struct wk_node {
-  uint32_t first_child, next_sibling; /* NONE: none */
-  uint32_t first_range, n_ranges;     /* in walk.ranges */
-  uint32_t name;                      /* interned; NONE: none (or a block) */
-  uint32_t call_file;                 /* interned, joined; NONE: unknown */
-  uint32_t call_line, call_col;
-  bool inlined;
-} wk_node;
-
-/* One range of a subprogram; the layout of symbolize_dwarf.c's stkr__dwfn
- * (sorted with the same comparison, so ties come out in the same order). */
-typedef struct wk_sub {
-  Dwarf_Addr lo, hi;
-  uint64_t node;
-} wk_sub;
-
-/* One line-table row, with its file joined and interned (24 bytes: there
- * is one per row of every CU, millions in a large dSYM). */
-typedef struct wk_row {
-  uint64_t addr;
-  uint32_t file_once, file_twice; /* joined to comp_dir once / twice */
-  uint32_t line;
-  uint32_t col : 31; /* as kept by the lookup: > 0, else 0 */
-  uint32_t end_sequence : 1;
-} wk_row;
-
-typedef struct wk_cu {
-  size_t sub0, n_subs, sub_cur; /* sub_cur: subs starting at or below a */
-  size_t row0, n_rows, row_cur;
-  bool rows_sorted;
-} wk_cu;
-
-/* The layout of symbolize_dwarf.c's stkr__dwcurange (see wk_sub). */
-typedef struct wk_curange {
-  Dwarf_Addr lo, hi;
-  uint64_t cu;
-} wk_curange;
-
-typedef struct walk {
-  const stkr__symwalk_ops *ops;
-  stkr__dwnames nb;  /* demangling and path buffers (no memo) */
-  stkr_map sym_ids;  /* linkage or symbol name (by address) -> id */
-  stkr_map name_ids; /* DW_AT_name (by address) -> id */
-  stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
-  stkr_map origin_ids; /* referred DIE (offset) -> name id */
-  Dwarf_Die cudie;
-  Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
-  bool files_read;
-  wk_node *nodes;
-  size_t n_nodes, cap_nodes;
-  wk_range *ranges;
-  size_t n_ranges, cap_ranges;
-  wk_sub *subs;
-  size_t n_subs, cap_subs;
-  wk_row *rows;
-  size_t n_rows, cap_rows;
-  wk_cu *cus;
-  size_t n_cus, cap_cus;
-  wk_curange *curanges;
-  size_t n_curanges, cap_curanges, cur_cursor;
-  stkr__addrs bounds; /* whole file: all; streamed: this CU's */
-  const stkr__symspan *syms;
-  size_t n_syms, sym_cur;
-  uint64_t lo, hi; /* __TEXT */
-  /* Streamed (see walk_streamed): the bounds known before any DIE is read
-   * (symbols, CU ranges, lo), sorted, up_i answered; those of walked CUs
-   * beyond their batch (carry); each CU's batch end (by ordinal); the
-   * first address not yet answered. */
-  bool stream, restart;
-  stkr__addrs up, carry, batch;
-  size_t up_i;
-  uint64_t carry_min, frontier, *batch_end;
-  /* The answering, carried from one batch to the next. */
-  stkr__symframe fr[2][STKR__SYM_MAX_INLINE];
-  size_t prev_n;
-  int fcur, rc;
-  bool nomem;
-} walk;
-
-/* Room for one more element in arr (n used of cap); false (and nomem)
- * when out of memory. */
-static bool grown(walk *w, int rc) {
+bool stkr__wk_grown(walk *w, int rc) {
   if (rc != 0) w->nomem = true;
   return rc == 0;
 }
-#define MORE(w, arr, n, cap) \
-  grown(w, stkr__grow_big((void **)&(arr), &(cap), (n) + 1, sizeof *(arr)))
 
 static uint32_t intern(walk *w, const char *s) {
   if (!s) return NONE;
@@ -159,7 +66,11 @@ static uint32_t sym_id(walk *w, const char *s) {
     w->nomem = true;
     return NONE;
   }
-  if (r == 1) *v = intern(w, stkr__dw_sym_name(&w->nb, s, 0));
+  if (r == 1) {
+    if (w->dm) pthread_mutex_lock(w->dm);
+    *v = intern(w, stkr__dw_sym_name(&w->nb, s, 0));
+    if (w->dm) pthread_mutex_unlock(w->dm);
+  }
   return (uint32_t)*v;
 }
 
@@ -350,7 +261,7 @@ static int cmp_u64(const void *a, const void *b) {
  * nothing to do when already in order (a CU's line rows mostly are).
  * qsort took a tenth of a cache build. Falls back to qsort when the
  * scratch copy cannot be allocated. */
-static void sort_u64(uint64_t *v, size_t n) {
+void stkr__wk_sort(uint64_t *v, size_t n) {
   size_t i = 1;
   while (i < n && v[i - 1] <= v[i]) i++;
   if (i >= n) return;
@@ -393,7 +304,7 @@ static int cmp_sub(const void *a, const void *b) {
   return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
 }
 
-static int cmp_curange(const void *a, const void *b) {
+int stkr__wk_cmp_curange(const void *a, const void *b) {
   const wk_curange *x = a, *y = b;
   return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
@@ -435,7 +346,7 @@ static void read_lines(walk *w, wk_cu *cu) {
   }
 }
 
-static void walk_cu(walk *w) {
+void stkr__wk_cu(walk *w) {
   Dwarf_Addr base, lo, hi;
   ptrdiff_t off = 0;
   if (!MORE(w, w->cus, w->n_cus, w->cap_cus)) return;
@@ -506,7 +417,23 @@ static bool node_holds(const walk *w, const wk_node *nd, uint64_t a) {
 
 /* The frames of a, as stkr__symfile_lookup gives them (lookup_dwarf, then
  * the symbol). @return how many. */
-static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
+/* The reader's id as an id of w's (two threads; else id itself). */
+static uint32_t tr(walk *w, uint32_t id) {
+  if (!w->local || id == NONE) return id;
+  if (id >= w->n_tr) {
+    size_t old = w->n_tr;
+    if (stkr_grow((void **)&w->tr, &w->n_tr, (size_t)id + 1, sizeof *w->tr) != 0) {
+      w->nomem = true;
+      return NONE;
+    }
+    memset(w->tr + old, 0xff, (w->n_tr - old) * sizeof *w->tr); /* NONE */
+  }
+  if (w->tr[id] == NONE)
+    w->tr[id] = intern(w, w->local->table[id >> 16][id & 0xffff]);
+  return w->tr[id];
+}
+
+size_t stkr__wk_frames(walk *w, uint64_t a, stkr__symframe *out) {
   uint32_t cui, si, sym = NONE;
   /* The symbol holding a (sym_lookup's answer): its name is interned
    * only where a frame uses it. */
@@ -527,7 +454,7 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
     if (si != NONE) {
       const wk_node *root = &w->nodes[w->subs[cu->sub0 + si].node], *cur = root;
       const wk_node *chain[STKR__SYM_MAX_INLINE];
-      uint32_t file = row ? row->file_twice : NONE;
+      uint32_t file = row ? tr(w, row->file_twice) : NONE;
       size_t nch = 0, n = 0;
       for (int depth = 0; depth < MAX_SCOPE_DEPTH; depth++) {
         uint32_t c = cur->first_child;
@@ -538,18 +465,18 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
         if (cur->inlined && nch < STKR__SYM_MAX_INLINE - 1) chain[nch++] = cur;
       }
       for (size_t k = nch; k-- > 0;) { /* innermost first */
-        out[n++] = (stkr__symframe){chain[k]->name, file, line, col, true};
-        file = chain[k]->call_file;
+        out[n++] = (stkr__symframe){tr(w, chain[k]->name), file, line, col, true};
+        file = tr(w, chain[k]->call_file);
         line = chain[k]->call_line;
         col = chain[k]->call_col;
       }
       if (root->name == NONE && sname) sym = sym_id(w, sname);
-      out[n++] = (stkr__symframe){root->name != NONE ? root->name : sym, file,
-                                  line, col, false};
+      out[n++] = (stkr__symframe){root->name != NONE ? tr(w, root->name) : sym,
+                                  file, line, col, false};
       return n;
     }
     if (sname) {
-      out[0] = (stkr__symframe){sym_id(w, sname), row ? row->file_once : NONE,
+      out[0] = (stkr__symframe){sym_id(w, sname), row ? tr(w, row->file_once) : NONE,
                                 line, col, false};
       return 1;
     }
@@ -559,7 +486,7 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
   return 1;
 }
 
-static void walk_free(walk *w) {
+void stkr__wk_free(walk *w) {
   stkr__dwnames_free(&w->nb);
   stkr_map_free(&w->sym_ids);
   stkr_map_free(&w->name_ids);
@@ -576,269 +503,7 @@ static void walk_free(walk *w) {
   free(w->carry.v);
   free(w->batch.v);
   free(w->batch_end);
-}
-
-/* Answer the interval starting at a (bounds come in increasing order):
- * a new range unless it answers as the one before (about half do: a line
- * row that repeats the line, a block boundary); then that one goes on. */
-static void answer(walk *w, uint64_t a) {
-  stkr__symframe *fr = w->fr[w->fcur], *prev = w->fr[!w->fcur];
-  size_t n = frames_at(w, a, fr);
-  if (w->nomem || w->restart || w->rc) return;
-  if (n == w->prev_n && memcmp(fr, prev, n * sizeof *fr) == 0) return;
-  w->rc = w->ops->range(w->ops->arg, a, fr, n);
-  w->prev_n = n;
-  w->fcur = !w->fcur;
-}
-
-/* Bytes of .debug_info read through one libdw handle (see walk_cus). */
-#define HANDLE_SPAN ((Dwarf_Off)4 << 20)
-
-static void cu_done(walk *w, uint64_t end);
-
-/* Every CU of dw, in .debug_info order. libdw keeps what it read of each
- * CU (abbreviations, line table, file list, the CU itself) until
- * dwarf_end: about 200 MB on a 100 MB dSYM, most of the build's page
- * faults, though each CU is done with when the next one starts. So the
- * CUs are read through handles of our own over dw's ELF image, each ended
- * after HANDLE_SPAN bytes (dwarf_begin_elf takes microseconds; nothing the
- * walk keeps points into a handle's memory across CUs: names are in the
- * image's string sections, DIEs referred to are kept by offset, file
- * names are per CU). dw itself is left as it was. ranges_only: each CU's
- * DIE ranges alone (cu_ranges), else its whole walk. */
-static void walk_cus(walk *w, Dwarf *dw, bool ranges_only) {
-  Elf *elf = dwarf_getelf(dw);
-  Dwarf *own = NULL;
-  Dwarf_Off off = 0, next, own_from = 0;
-  size_t hsize, k = 0;
-  Dwarf_Addr base, lo, hi;
-  while (!w->nomem && !w->restart && !w->rc) {
-    if (elf && (!own || off - own_from >= HANDLE_SPAN)) {
-      if (own) dwarf_end(own);
-      own = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-      own_from = off;
-    }
-    Dwarf *h = own ? own : dw; /* (no handle of our own: dw's) */
-    if (dwarf_nextcu(h, off, &next, &hsize, NULL, NULL, NULL) != 0) break;
-    if (dwarf_offdie(h, off + hsize, &w->cudie)) {
-      if (ranges_only) { /* as walk_cu reads them, CU ordinal k */
-        ptrdiff_t ro = 0;
-        while ((ro = dwarf_ranges(&w->cudie, ro, &base, &lo, &hi)) > 0) {
-          if (hi <= lo) continue;
-          stkr__addrs_add(&w->up, lo);
-          stkr__addrs_add(&w->up, hi);
-          if (MORE(w, w->curanges, w->n_curanges, w->cap_curanges))
-            w->curanges[w->n_curanges++] = (wk_curange){lo, hi, k};
-        }
-        k++;
-      } else {
-        walk_cu(w);
-        if (w->stream && !w->nomem && w->n_cus)
-          cu_done(w, w->batch_end[w->n_cus - 1]);
-      }
-    }
-    off = next;
-  }
-  if (own) dwarf_end(own);
-  if (ranges_only && !w->nomem &&
-      !(w->batch_end = malloc((k ? k : 1) * sizeof *w->batch_end)))
-    w->nomem = true;
-  if (ranges_only) w->n_cus = k; /* (the CU count, for cu_ranges) */
-}
-
-/* Sort the addresses of b and keep each in [lo, hi) once. */
-static void bounds_sort(stkr__addrs *b, uint64_t lo, uint64_t hi) {
-  size_t k = 0;
-  sort_u64(b->v, b->n);
-  for (size_t i = 0; i < b->n; i++)
-    if (b->v[i] >= lo && b->v[i] < hi && (k == 0 || b->v[i] != b->v[k - 1]))
-      b->v[k++] = b->v[i];
-  b->n = k;
-}
-
-/* Streamed: the CU ranges first (curanges, every CU's batch end). @return
- * false when streaming cannot give the whole-file answers: unless each CU
- * (in .debug_info order) ends where or before the next one with ranges
- * starts, an address's CU may be one not read yet. */
-static bool cu_ranges(walk *w, Dwarf *dw) {
-  walk_cus(w, dw, true);
-  if (w->nomem || w->n_curanges == 0) return false;
-  uint64_t end = 0, next = w->hi;
-  size_t n = w->n_cus;
-  for (size_t i = 0; i < w->n_curanges;) { /* (in CU order) */
-    size_t cu = w->curanges[i].cu;
-    uint64_t cu_lo = UINT64_MAX, cu_hi = 0;
-    for (; i < w->n_curanges && w->curanges[i].cu == cu; i++) {
-      if (w->curanges[i].lo < cu_lo) cu_lo = w->curanges[i].lo;
-      if (w->curanges[i].hi > cu_hi) cu_hi = w->curanges[i].hi;
-    }
-    if (cu_lo < end) return false;
-    end = cu_hi;
-  }
-  /* CU k's batch: up to where the next CU with ranges starts. */
-  for (size_t k = n, i = w->n_curanges; k-- > 0;) {
-    uint64_t first = UINT64_MAX;
-    for (; i > 0 && w->curanges[i - 1].cu == k; i--)
-      if (w->curanges[i - 1].lo < first) first = w->curanges[i - 1].lo;
-    w->batch_end[k] = next;
-    if (first != UINT64_MAX) next = first;
-  }
-  if (w->n_curanges > 1)
-    qsort(w->curanges, w->n_curanges, sizeof *w->curanges, cmp_curange);
-  w->n_cus = 0;
-  return true;
-}
-
-/* Streamed: the CU just walked is answered, [frontier, end: its batch
- * end), with every bound known there, then its arrays are emptied. */
-static void cu_done(walk *w, uint64_t end) {
-  size_t nb = 0;
-  w->batch.n = 0;
-  for (size_t i = 0; i < w->bounds.n; i++) {
-    uint64_t b = w->bounds.v[i];
-    if (b < w->lo || b >= w->hi) continue;
-    if (b < w->frontier) { /* answered already without it */
-      w->restart = true;
-      return;
-    }
-    if (b < end) {
-      stkr__addrs_add(&w->batch, b);
-    } else {
-      stkr__addrs_add(&w->carry, b);
-      if (b < w->carry_min) w->carry_min = b;
-    }
-  }
-  if (w->carry.n > 65536) w->restart = true; /* bounds far from their CU */
-  if (w->carry_min < end) {
-    uint64_t min = UINT64_MAX;
-    for (size_t i = 0; i < w->carry.n; i++) {
-      uint64_t b = w->carry.v[i];
-      if (b < end) stkr__addrs_add(&w->batch, b);
-      else {
-        w->carry.v[nb++] = b;
-        if (b < min) min = b;
-      }
-    }
-    w->carry.n = nb;
-    w->carry_min = min;
-  }
-  for (; w->up_i < w->up.n && w->up.v[w->up_i] < end; w->up_i++)
-    stkr__addrs_add(&w->batch, w->up.v[w->up_i]);
-  if (w->batch.nomem || w->carry.nomem) w->nomem = true;
-  bounds_sort(&w->batch, w->lo, w->hi);
-  for (size_t i = 0; i < w->batch.n && !w->nomem && !w->restart && !w->rc; i++)
-    answer(w, w->batch.v[i]);
-  w->frontier = end;
-  w->bounds.n = w->n_nodes = w->n_ranges = w->n_subs = w->n_rows = 0;
-}
-
-/* .debug_line's size: about 4.6 bytes per row in clang's output. */
-static size_t line_bytes(Dwarf *dw) {
-  Elf *elf = dwarf_getelf(dw);
-  Elf_Scn *scn = NULL;
-  size_t shstrndx;
-  if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
-  while ((scn = elf_nextscn(elf, scn)) != NULL) {
-    GElf_Shdr sh;
-    const char *name;
-    if (gelf_getshdr(scn, &sh) &&
-        (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
-        strcmp(name, ".debug_line") == 0)
-      return sh.sh_size;
-  }
-  return 0;
-}
-
-int stkr__dw_walk_mode = 0, stkr__dw_walk_streamed = 0;
-
-/* Streamed: each CU answered as soon as it is read, its arrays reused by
- * the next (the whole file's rows, scope trees and boundaries were most of
- * the build's memory, and answering from arrays just written hits the
- * cache). An address's answer needs the CU holding it (found among all CU
- * ranges, read first: cu_ranges) and the bounds below it, so this gives
- * the whole-file answers when CUs come in address order and each CU's
- * bounds lie at or past where the previous CU's batch ended; the first
- * bound that does not restarts the build as a whole file (ops->restart). */
-static void walk_streamed(walk *w, Dwarf *dw) {
-  w->stream = true;
-  if (!cu_ranges(w, dw)) {
-    w->restart = true;
-    return;
-  }
-  for (size_t i = 0; i < w->n_syms; i++) {
-    stkr__addrs_add(&w->up, w->syms[i].lo);
-    stkr__addrs_add(&w->up, w->syms[i].hi);
-  }
-  stkr__addrs_add(&w->up, w->lo);
-  if (w->up.nomem) {
-    w->nomem = true;
-    return;
-  }
-  bounds_sort(&w->up, w->lo, w->hi);
-  w->frontier = w->lo;
-  w->carry_min = UINT64_MAX;
-  w->rc = w->ops->expect(w->ops->arg, w->up.n + line_bytes(dw) / 4);
-  if (!w->rc) walk_cus(w, dw, false);
-  if (stkr__dw_walk_mode == 2) w->restart = true; /* the test of restart */
-  if (w->nomem || w->restart || w->rc) return;
-  /* What no batch reached (the last CU's batch ends at hi: only when the
-   * walk met fewer CUs than cu_ranges). */
-  w->bounds.n = 0;
-  if (w->frontier < w->hi) cu_done(w, w->hi);
-}
-
-/* The whole file at once: every CU read, then every interval answered. */
-static void walk_whole(walk *w, Dwarf *dw) {
-  for (size_t i = 0; i < w->n_syms; i++) {
-    stkr__addrs_add(&w->bounds, w->syms[i].lo);
-    stkr__addrs_add(&w->bounds, w->syms[i].hi);
-  }
-  stkr__addrs_add(&w->bounds, w->lo);
-  if (dw) walk_cus(w, dw, false);
-  if (w->n_curanges > 1)
-    qsort(w->curanges, w->n_curanges, sizeof *w->curanges, cmp_curange);
-  if (w->nomem || w->bounds.nomem) {
-    w->nomem = true;
-    return;
-  }
-  bounds_sort(&w->bounds, w->lo, w->hi);
-  w->rc = w->ops->expect(w->ops->arg, w->bounds.n);
-  for (size_t i = 0; i < w->bounds.n && !w->rc && !w->nomem; i++)
-    answer(w, w->bounds.v[i]);
-}
-
-static void walk_init(walk *w, const stkr__symspan *syms, size_t n_syms,
-                      uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
-  memset(w, 0, sizeof *w);
-  w->ops = ops;
-  w->syms = syms;
-  w->n_syms = n_syms;
-  w->lo = lo;
-  w->hi = hi;
-  w->prev_n = SIZE_MAX; /* none yet */
-}
-
-int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
-                  uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
-  walk w;
-  int rc;
-  walk_init(&w, syms, n_syms, lo, hi, ops);
-  stkr__dw_walk_streamed = 0;
-  if (dw && ops->restart && stkr__dw_walk_mode != 1) {
-    walk_streamed(&w, dw);
-    stkr__dw_walk_streamed = !w.restart;
-    if (w.restart && !w.nomem && !w.rc) {
-      walk_free(&w);
-      walk_init(&w, syms, n_syms, lo, hi, ops);
-      w.rc = ops->restart(ops->arg);
-      if (!w.rc) walk_whole(&w, dw);
-    }
-  } else {
-    walk_whole(&w, dw);
-  }
-  rc = w.rc ? w.rc : w.nomem ? -ENOMEM : 0;
-  walk_free(&w);
-  return rc;
+  free(w->tr);
 }
 
 #endif /* !__APPLE__ */
