@@ -1,7 +1,8 @@
 /*
- * symcache_walk.c: the answers of a whole Mach-O slice, interval by
- * interval, in one pass over its DWARF (stkr__dw_walk, for the symbol
- * cache build; see symbolize_dwarf.h).
+ * symcache_walk.c: the answers of a Mach-O slice, interval by interval,
+ * from one pass over each CU of its DWARF (for the symbol cache build's
+ * stkr__dw_walk, driven by symcache_stream.c: this file reads one CU into
+ * arrays and answers addresses from them).
  *
  * Why: the cache stores, for every interval between two addresses where an
  * answer may change, the frames stkr__symfile_lookup gives there. Asking
@@ -14,7 +15,7 @@
  * and interned once per DIE) and its line table (dwarf_getsrclines once,
  * file names joined and interned once per file). Then the intervals are
  * answered in address order from memory, with cursors that only move
- * forward.
+ * forward (as each CU is read, or once the whole file is: symcache_stream.c).
  *
  * Same answers: every rule below repeats the per-address path's
  * (symbolize_dwarf.c, symbolize_macho.c's lookup_dwarf): the CU is the

@@ -80,7 +80,7 @@ done
 for t in frames batch cli macho symcache ring; do
   extra=()
   [ "$t" = macho ] && extra=("$out/obj/macho.o")
-  [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl)
+  [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl -lpthread)
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
     extra=("${cli[@]}" -ldw -lelf -lz -lpthread -ldl)
