@@ -488,7 +488,16 @@ struct stkr__symcache {
   const char *strs;
   uint32_t n_ranges, n_frames, strsz;
   stkr__symfile_info info;
+  /* Every SAMPLE-th range's start (NULL: none, search the ranges alone):
+   * a binary search over millions of ranges in the mapped file misses the
+   * cache at almost every step (2.1 M ranges: a third of an atos lookup);
+   * this index of a few hundred KB stays in the cache and leaves a search
+   * over SAMPLE ranges (1 KB). */
+  uint64_t *sample;
+  size_t n_sample;
 };
+
+#define SAMPLE 64
 
 static int bad(char *err, size_t cap, const char *path, uint64_t off,
                const char *what) {
@@ -572,6 +581,10 @@ int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
     stkr__symcache_free(c);
     return rc;
   }
+  c->n_sample = (c->n_ranges + SAMPLE - 1) / SAMPLE;
+  if ((c->sample = malloc(c->n_sample * sizeof *c->sample)) != NULL)
+    for (size_t k = 0; k < c->n_sample; k++)
+      c->sample[k] = get64(c->ranges + k * SAMPLE * RANGE);
   c->info.macho = true;
   c->info.has_uuid = get32(c->map + 16) == 16;
   memcpy(c->info.uuid, c->map + 20, 16);
@@ -585,6 +598,7 @@ int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
 void stkr__symcache_free(stkr__symcache *c) {
   if (!c) return;
   if (c->map) munmap(c->map, c->len);
+  free(c->sample);
   free(c);
 }
 
@@ -596,6 +610,17 @@ size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
                              stkr__symres *out, size_t max) {
   size_t lo = 0, hi = c->n_ranges, n;
   const uint8_t *r;
+  if (c->sample) { /* the SAMPLE ranges that hold the answer */
+    size_t j = 0, k = c->n_sample;
+    while (j < k) { /* j: samples starting at or below addr */
+      size_t mid = (j + k) / 2;
+      if (c->sample[mid] <= addr) j = mid + 1;
+      else k = mid;
+    }
+    if (j == 0) return 0; /* before the first range */
+    lo = (j - 1) * SAMPLE; /* starts at or below addr */
+    if (j * SAMPLE < hi) hi = j * SAMPLE; /* starts above it */
+  }
   while (lo < hi) { /* first range starting above addr */
     size_t mid = (lo + hi) / 2;
     if (get64(c->ranges + mid * RANGE) <= addr) lo = mid + 1;
