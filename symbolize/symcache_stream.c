@@ -144,8 +144,8 @@ static bool cu_ranges(walk *w, Dwarf *dw) {
 static void cu_done(walk *w, uint64_t end) {
   size_t nb = 0;
   w->batch.n = 0;
-  for (size_t i = 0; i < w->bounds.n; i++) {
-    uint64_t b = w->bounds.v[i];
+  for (size_t i = 0; i < w->a.bounds.n; i++) {
+    uint64_t b = w->a.bounds.v[i];
     if (b < w->lo || b >= w->hi) continue;
     if (b < w->frontier) { /* answered already without it */
       w->restart = true;
@@ -179,7 +179,8 @@ static void cu_done(walk *w, uint64_t end) {
   for (size_t i = 0; i < w->batch.n && !w->nomem && !w->restart && !w->rc; i++)
     answer(w, w->batch.v[i]);
   w->frontier = end;
-  w->bounds.n = w->n_nodes = w->n_ranges = w->n_subs = w->n_rows = 0;
+  w->a.bounds.n = 0;
+  w->a.n_nodes = w->a.n_ranges = w->a.n_subs = w->a.n_rows = 0;
 }
 
 /* .debug_line's size: about 4.6 bytes per row in clang's output. */
@@ -205,15 +206,7 @@ int stkr__dw_walk_mode = 0, stkr__dw_walk_streamed = 0;
 
 /* One CU's arrays, handed from the reader to the answering thread. */
 typedef struct wk_set {
-  wk_node *nodes;
-  size_t n_nodes, cap_nodes;
-  wk_range *ranges;
-  size_t n_ranges, cap_ranges;
-  wk_sub *subs;
-  size_t n_subs, cap_subs;
-  wk_row *rows;
-  size_t n_rows, cap_rows;
-  stkr__addrs bounds;
+  wk_arrays a;
   wk_cu cu;
   size_t ordinal;
 } wk_set;
@@ -232,28 +225,11 @@ typedef struct wk_pipe {
   Dwarf *dw;
 } wk_pipe;
 
-#define SWAP(a, b)          \
-  do {                      \
-    __typeof__(a) t_ = (a); \
-    (a) = (b);              \
-    (b) = t_;               \
-  } while (0)
-
 /* Trade w's CU arrays for s's (the other side's, emptied). */
 static void swap_set(walk *w, wk_set *s) {
-  SWAP(w->nodes, s->nodes);
-  SWAP(w->n_nodes, s->n_nodes);
-  SWAP(w->cap_nodes, s->cap_nodes);
-  SWAP(w->ranges, s->ranges);
-  SWAP(w->n_ranges, s->n_ranges);
-  SWAP(w->cap_ranges, s->cap_ranges);
-  SWAP(w->subs, s->subs);
-  SWAP(w->n_subs, s->n_subs);
-  SWAP(w->cap_subs, s->cap_subs);
-  SWAP(w->rows, s->rows);
-  SWAP(w->n_rows, s->n_rows);
-  SWAP(w->cap_rows, s->cap_rows);
-  SWAP(w->bounds, s->bounds);
+  wk_arrays t = w->a;
+  w->a = s->a;
+  s->a = t;
 }
 
 /* The reader, after each CU: wait for a free set, put the CU there. */
@@ -302,7 +278,8 @@ static void answer_sets(walk *w, wk_pipe *p) {
       w->cus[s->ordinal] = s->cu;
       w->n_cus = s->ordinal + 1;
       cu_done(w, w->batch_end[s->ordinal]);
-      w->bounds.n = w->n_nodes = w->n_ranges = w->n_subs = w->n_rows = 0;
+      w->a.bounds.n = 0;
+  w->a.n_nodes = w->a.n_ranges = w->a.n_subs = w->a.n_rows = 0;
       swap_set(w, s);
     } else {
       w->restart = true; /* more CUs than cu_ranges saw */
@@ -389,11 +366,11 @@ static bool walk_threaded(walk *w, Dwarf *dw) {
     pthread_mutex_destroy(&p->mu);
     stkr__wk_free(rw);
     for (int i = 0; i < 2; i++) {
-      free(p->set[i].nodes);
-      free(p->set[i].ranges);
-      free(p->set[i].subs);
-      free(p->set[i].rows);
-      free(p->set[i].bounds.v);
+      free(p->set[i].a.nodes);
+      free(p->set[i].a.ranges);
+      free(p->set[i].a.subs);
+      free(p->set[i].a.rows);
+      free(p->set[i].a.bounds.v);
     }
   }
   w->local = NULL;
@@ -442,28 +419,28 @@ static void walk_streamed(walk *w, Dwarf *dw) {
   if (w->nomem || w->restart || w->rc) return;
   /* What no batch reached (the last CU's batch ends at hi: only when the
    * walk met fewer CUs than cu_ranges). */
-  w->bounds.n = 0;
+  w->a.bounds.n = 0;
   if (w->frontier < w->hi) cu_done(w, w->hi);
 }
 
 /* The whole file at once: every CU read, then every interval answered. */
 static void walk_whole(walk *w, Dwarf *dw) {
   for (size_t i = 0; i < w->n_syms; i++) {
-    stkr__addrs_add(&w->bounds, w->syms[i].lo);
-    stkr__addrs_add(&w->bounds, w->syms[i].hi);
+    stkr__addrs_add(&w->a.bounds, w->syms[i].lo);
+    stkr__addrs_add(&w->a.bounds, w->syms[i].hi);
   }
-  stkr__addrs_add(&w->bounds, w->lo);
+  stkr__addrs_add(&w->a.bounds, w->lo);
   if (dw) walk_cus(w, dw, false);
   if (w->n_curanges > 1)
     qsort(w->curanges, w->n_curanges, sizeof *w->curanges, stkr__wk_cmp_curange);
-  if (w->nomem || w->bounds.nomem) {
+  if (w->nomem || w->a.bounds.nomem) {
     w->nomem = true;
     return;
   }
-  bounds_sort(&w->bounds, w->lo, w->hi);
-  w->rc = w->ops->expect(w->ops->arg, w->bounds.n);
-  for (size_t i = 0; i < w->bounds.n && !w->rc && !w->nomem; i++)
-    answer(w, w->bounds.v[i]);
+  bounds_sort(&w->a.bounds, w->lo, w->hi);
+  w->rc = w->ops->expect(w->ops->arg, w->a.bounds.n);
+  for (size_t i = 0; i < w->a.bounds.n && !w->rc && !w->nomem; i++)
+    answer(w, w->a.bounds.v[i]);
 }
 
 static void walk_init(walk *w, const stkr__symspan *syms, size_t n_syms,

@@ -146,15 +146,15 @@ static uint64_t file_ids(walk *w, const char *name) {
 }
 
 /* Append die's ranges (non-empty ones, as dwarf_haspc sees them) to
- * w->ranges. @return how many. */
+ * w->a.ranges. @return how many. */
 static uint32_t read_ranges(walk *w, Dwarf_Die *die) {
   Dwarf_Addr base, lo, hi;
   ptrdiff_t off = 0;
   uint32_t n = 0;
   while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
-    if (!MORE(w, w->ranges, w->n_ranges, w->cap_ranges)) break;
-    w->ranges[w->n_ranges++] = (wk_range){lo, hi};
+    if (!MORE(w, w->a.ranges, w->a.n_ranges, w->a.cap_ranges)) break;
+    w->a.ranges[w->a.n_ranges++] = (wk_range){lo, hi};
     n++;
   }
   return n;
@@ -167,7 +167,7 @@ static uint32_t add_node(walk *w, Dwarf_Die *die, int tag, uint32_t r0,
   bool inlined = tag == DW_TAG_inlined_subroutine;
   Dwarf_Attribute at;
   Dwarf_Word v;
-  if (!MORE(w, w->nodes, w->n_nodes, w->cap_nodes)) return NONE;
+  if (!MORE(w, w->a.nodes, w->a.n_nodes, w->a.cap_nodes)) return NONE;
   wk_node nd = {NONE, NONE, r0, nr, NONE, NONE, 0, 0, inlined};
   if (inlined) {
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &v) == 0) {
@@ -189,8 +189,8 @@ static uint32_t add_node(walk *w, Dwarf_Die *die, int tag, uint32_t r0,
       nd.call_col = (uint32_t)v;
   }
   if (inlined || tag == DW_TAG_subprogram) nd.name = die_name_id(w, die);
-  w->nodes[w->n_nodes] = nd;
-  return (uint32_t)w->n_nodes++;
+  w->a.nodes[w->a.n_nodes] = nd;
+  return (uint32_t)w->a.n_nodes++;
 }
 
 static bool is_code(int tag) {
@@ -214,13 +214,13 @@ static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
     bool scope = sp != NONE && stkr__dw_is_scope(tag);
     int cdb = db >= 0 && (bound || holds) && db + 1 <= MAX_BOUND_DEPTH ? db + 1 : -1;
     int cdc = dc >= 0 && holds && dc + 1 <= MAX_INDEX_DEPTH ? dc + 1 : -1;
-    uint32_t csp = NONE, r0 = (uint32_t)w->n_ranges, nr = 0;
+    uint32_t csp = NONE, r0 = (uint32_t)w->a.n_ranges, nr = 0;
     int cds = 0;
     if (bound || sub || scope) nr = read_ranges(w, &c);
     if (bound)
       for (uint32_t k = 0; k < nr; k++) {
-        stkr__addrs_add(&w->bounds, w->ranges[r0 + k].lo);
-        stkr__addrs_add(&w->bounds, w->ranges[r0 + k].hi);
+        stkr__addrs_add(&w->a.bounds, w->a.ranges[r0 + k].lo);
+        stkr__addrs_add(&w->a.bounds, w->a.ranges[r0 + k].hi);
       }
     /* A scope without code never holds an address: neither it nor what is
      * inside it can be on a chain, so it gets no node. */
@@ -228,23 +228,23 @@ static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
       uint32_t node = add_node(w, &c, tag, r0, nr);
       if (node == NONE) return;
       for (uint32_t k = 0; k < nr; k++) {
-        if (!MORE(w, w->subs, w->n_subs, w->cap_subs)) return;
-        w->subs[w->n_subs++] =
-            (wk_sub){w->ranges[r0 + k].lo, w->ranges[r0 + k].hi, node};
+        if (!MORE(w, w->a.subs, w->a.n_subs, w->a.cap_subs)) return;
+        w->a.subs[w->a.n_subs++] =
+            (wk_sub){w->a.ranges[r0 + k].lo, w->a.ranges[r0 + k].hi, node};
       }
       csp = node;
     } else if (nr && scope) {
       uint32_t node = add_node(w, &c, tag, r0, nr);
       if (node == NONE) return;
-      if (last == NONE) w->nodes[sp].first_child = node;
-      else w->nodes[last].next_sibling = node;
+      if (last == NONE) w->a.nodes[sp].first_child = node;
+      else w->a.nodes[last].next_sibling = node;
       last = node;
       if (ds + 1 < MAX_SCOPE_DEPTH) {
         csp = node;
         cds = ds + 1;
       }
     } else {
-      w->n_ranges = r0; /* only needed for the boundaries */
+      w->a.n_ranges = r0; /* only needed for the boundaries */
     }
     if (w->nomem) return;
     if (cdb >= 0 || cdc >= 0 || csp != NONE) walk_children(w, &c, cdb, cdc, csp, cds);
@@ -316,7 +316,7 @@ static void read_lines(walk *w, wk_cu *cu) {
   const char *last_name = NULL;
   uint64_t last_ids = 0;
   bool have_last = false;
-  cu->row0 = w->n_rows;
+  cu->row0 = w->a.n_rows;
   cu->rows_sorted = true;
   if (dwarf_getsrclines(&w->cudie, &lines, &nl) != 0) return;
   for (size_t i = 0; i < nl && !w->nomem; i++) {
@@ -325,8 +325,8 @@ static void read_lines(walk *w, wk_cu *cu) {
     bool end = false;
     int line = 0, col = 0;
     if (!l || dwarf_lineaddr(l, &a) != 0) continue; /* never, in libdw */
-    stkr__addrs_add(&w->bounds, a);
-    if (!MORE(w, w->rows, w->n_rows, w->cap_rows)) return;
+    stkr__addrs_add(&w->a.bounds, a);
+    if (!MORE(w, w->a.rows, w->a.n_rows, w->a.cap_rows)) return;
     (void)dwarf_lineendsequence(l, &end);
     (void)dwarf_lineno(l, &line);
     (void)dwarf_linecol(l, &col);
@@ -338,8 +338,8 @@ static void read_lines(walk *w, wk_cu *cu) {
       have_last = true;
     }
     uint64_t ids = last_ids;
-    if (cu->n_rows && w->rows[w->n_rows - 1].addr > a) cu->rows_sorted = false;
-    w->rows[w->n_rows++] = (wk_row){a, (uint32_t)(ids >> 32), (uint32_t)ids,
+    if (cu->n_rows && w->a.rows[w->a.n_rows - 1].addr > a) cu->rows_sorted = false;
+    w->a.rows[w->a.n_rows++] = (wk_row){a, (uint32_t)(ids >> 32), (uint32_t)ids,
                                     line > 0 ? (uint32_t)line : 0,
                                     col > 0 ? (uint32_t)col : 0, end};
     _Static_assert(sizeof(wk_row) == 24, "wk_row: 24 bytes");
@@ -356,20 +356,20 @@ void stkr__wk_cu(walk *w) {
   while (!w->stream && /* (streamed: read before, cu_ranges) */
          (off = dwarf_ranges(&w->cudie, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
-    stkr__addrs_add(&w->bounds, lo);
-    stkr__addrs_add(&w->bounds, hi);
+    stkr__addrs_add(&w->a.bounds, lo);
+    stkr__addrs_add(&w->a.bounds, hi);
     if (!MORE(w, w->curanges, w->n_curanges, w->cap_curanges)) return;
     w->curanges[w->n_curanges++] = (wk_curange){lo, hi, w->n_cus};
   }
   stkr_map_clear(&w->file_ids); /* names are per CU: comp_dir is */
   w->files = NULL;
   w->files_read = false;
-  cu->sub0 = w->n_subs;
+  cu->sub0 = w->a.n_subs;
   walk_children(w, &w->cudie, 0, 0, NONE, 0);
   cu = &w->cus[w->n_cus]; /* (not moved: cus only grows here) */
-  cu->n_subs = w->n_subs - cu->sub0;
+  cu->n_subs = w->a.n_subs - cu->sub0;
   if (cu->n_subs > 1)
-    qsort(w->subs + cu->sub0, cu->n_subs, sizeof *w->subs, cmp_sub);
+    qsort(w->a.subs + cu->sub0, cu->n_subs, sizeof *w->a.subs, cmp_sub);
   read_lines(w, cu);
   w->n_cus++;
 }
@@ -390,7 +390,7 @@ void stkr__wk_cu(walk *w) {
 
 /* The row dwarf_getsrc_die returns for a, or NULL. */
 static const wk_row *row_at(walk *w, wk_cu *cu, uint64_t a) {
-  const wk_row *r = w->rows + cu->row0;
+  const wk_row *r = w->a.rows + cu->row0;
   size_t l;
   if (!cu->n_rows) return NULL;
   if (cu->rows_sorted) {
@@ -410,7 +410,7 @@ static const wk_row *row_at(walk *w, wk_cu *cu, uint64_t a) {
 
 static bool node_holds(const walk *w, const wk_node *nd, uint64_t a) {
   for (uint32_t k = 0; k < nd->n_ranges; k++) {
-    const wk_range *x = &w->ranges[nd->first_range + k];
+    const wk_range *x = &w->a.ranges[nd->first_range + k];
     if (x->lo <= a && a < x->hi) return true;
   }
   return false;
@@ -451,18 +451,18 @@ size_t stkr__wk_frames(walk *w, uint64_t a, stkr__symframe *out) {
     wk_cu *cu = &w->cus[w->curanges[cui].cu];
     const wk_row *row = row_at(w, cu, a);
     uint32_t line = row ? row->line : 0, col = row ? row->col : 0;
-    NEAREST(w->subs + cu->sub0, cu->n_subs, cu->sub_cur, a, si);
+    NEAREST(w->a.subs + cu->sub0, cu->n_subs, cu->sub_cur, a, si);
     if (si != NONE) {
-      const wk_node *root = &w->nodes[w->subs[cu->sub0 + si].node], *cur = root;
+      const wk_node *root = &w->a.nodes[w->a.subs[cu->sub0 + si].node], *cur = root;
       const wk_node *chain[STKR__SYM_MAX_INLINE];
       uint32_t file = row ? tr(w, row->file_twice) : NONE;
       size_t nch = 0, n = 0;
       for (int depth = 0; depth < MAX_SCOPE_DEPTH; depth++) {
         uint32_t c = cur->first_child;
-        while (c != NONE && !node_holds(w, &w->nodes[c], a))
-          c = w->nodes[c].next_sibling;
+        while (c != NONE && !node_holds(w, &w->a.nodes[c], a))
+          c = w->a.nodes[c].next_sibling;
         if (c == NONE) break;
-        cur = &w->nodes[c];
+        cur = &w->a.nodes[c];
         if (cur->inlined && nch < STKR__SYM_MAX_INLINE - 1) chain[nch++] = cur;
       }
       for (size_t k = nch; k-- > 0;) { /* innermost first */
@@ -493,13 +493,13 @@ void stkr__wk_free(walk *w) {
   stkr_map_free(&w->name_ids);
   stkr_map_free(&w->file_ids);
   stkr_map_free(&w->origin_ids);
-  free(w->nodes);
-  free(w->ranges);
-  free(w->subs);
-  free(w->rows);
+  free(w->a.nodes);
+  free(w->a.ranges);
+  free(w->a.subs);
+  free(w->a.rows);
   free(w->cus);
   free(w->curanges);
-  free(w->bounds.v);
+  free(w->a.bounds.v);
   free(w->up.v);
   free(w->carry.v);
   free(w->batch.v);

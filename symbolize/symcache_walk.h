@@ -69,6 +69,20 @@ typedef struct wk_curange {
   uint64_t cu;
 } wk_curange;
 
+/* What a CU's walk gathers (streamed, in two threads, handed from the
+ * reader to the answering thread). */
+typedef struct wk_arrays {
+  wk_node *nodes;
+  size_t n_nodes, cap_nodes;
+  wk_range *ranges;
+  size_t n_ranges, cap_ranges;
+  wk_sub *subs;
+  size_t n_subs, cap_subs;
+  wk_row *rows;
+  size_t n_rows, cap_rows;
+  stkr__addrs bounds; /* where an answer may change */
+} wk_arrays;
+
 typedef struct walk {
   const stkr__symwalk_ops *ops;
   stkr__dwnames nb;  /* demangling and path buffers (no memo) */
@@ -79,19 +93,11 @@ typedef struct walk {
   Dwarf_Die cudie;
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
-  wk_node *nodes;
-  size_t n_nodes, cap_nodes;
-  wk_range *ranges;
-  size_t n_ranges, cap_ranges;
-  wk_sub *subs;
-  size_t n_subs, cap_subs;
-  wk_row *rows;
-  size_t n_rows, cap_rows;
+  wk_arrays a; /* whole file: all CUs'; streamed: this CU's */
   wk_cu *cus;
   size_t n_cus, cap_cus;
   wk_curange *curanges;
   size_t n_curanges, cap_curanges, cur_cursor;
-  stkr__addrs bounds; /* whole file: all; streamed: this CU's */
   const stkr__symspan *syms;
   size_t n_syms, sym_cur;
   uint64_t lo, hi; /* __TEXT */
