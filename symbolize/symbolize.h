@@ -150,6 +150,15 @@ typedef struct stkr__symcache_stats {
  * -errno; err says what. */
 int stkr__symcache_write(stkr__symfile *f, const char *path,
                          stkr__symcache_stats *st, char *err, size_t err_cap);
+/* How the build walks the DWARF (symcache_stream.c), for tests that
+ * check every way gives the same file: 0 (default) each CU answered as it
+ * is read, in two threads, where the DWARF allows, else the whole file
+ * first; 1 always the whole file first; 2 as 0, then restarted as 1 after
+ * the last CU (the restart path); 3 as 0 in one thread. Not thread-safe:
+ * set it before building. After a build, stkr__dw_walk_streamed says how
+ * the answers that were kept came: 2 streamed in two threads, 1 in one,
+ * 0 from the whole file. */
+extern int stkr__dw_walk_mode, stkr__dw_walk_streamed;
 /* The checksum a cache file of len bytes must hold at offset 88
  * (docs/SYMCACHE.md); the fuzz target writes it into mutated files. */
 uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len);

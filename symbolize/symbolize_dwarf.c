@@ -16,6 +16,7 @@
  */
 #if !defined(__APPLE__)
 
+#include "common/stkr_grow.h"
 #include "symbolize/symbolize_dwarf.h"
 
 #include <dwarf.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct stkr__dwfn {
   Dwarf_Addr lo, hi; /* DWARF addresses */
@@ -407,17 +409,35 @@ size_t stkr__dw_frames(stkr__dwnames *nb, Dwarf_Die *cudie, Dwarf_Die *sub,
 /* ---- the symbol cache build's address list ---------------------------- */
 
 void stkr__addrs_add(stkr__addrs *a, uint64_t x) {
-  if (a->n == a->cap) {
-    size_t nc = a->cap ? a->cap * 2 : 4096;
-    uint64_t *v = realloc(a->v, nc * sizeof *v);
-    if (!v) {
-      a->nomem = true;
-      return;
-    }
-    a->v = v;
-    a->cap = nc;
+  if (a->n == a->cap &&
+      stkr__grow_big((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v) != 0) {
+    a->nomem = true;
+    return;
   }
   a->v[a->n++] = x;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void stkr__huge_hint(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  /* Only the whole 2 MB pages inside the array: glibc serves an array this
+   * large from an mmap of its own, so nothing else shares them. */
+  uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+  if (bytes >= 2 * HUGE_PAGE && hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+int stkr__grow_big(void **p, size_t *cap, size_t need, size_t size) {
+  size_t old = *cap;
+  int rc = stkr_grow(p, cap, need, size);
+  if (rc == 0 && *cap != old) stkr__huge_hint(*p, *cap * size);
+  return rc;
 }
 
 #endif /* !__APPLE__ */

@@ -136,6 +136,15 @@ typedef struct stkr__addrs {
 } stkr__addrs;
 void stkr__addrs_add(stkr__addrs *a, uint64_t x);
 
+/* stkr_grow for the symbol cache build's large arrays (tens of MB on a
+ * 100 MB dSYM): also asks the kernel for transparent huge pages over the
+ * array (madvise, a hint; nothing if refused), so that filling it takes
+ * one page fault per 2 MB instead of one per 4 KB and random accesses
+ * (the chain table) miss the TLB less. @return as stkr_grow. */
+int stkr__grow_big(void **p, size_t *cap, size_t need, size_t size);
+/* The same hint for an array allocated elsewhere (bytes from p). */
+void stkr__huge_hint(void *p, size_t bytes);
+
 /* Tags the DIE walks share (symbolize_dwarf.c): a scope that may hold
  * functions (namespaces, classes), and a scope inside a function that an
  * inline chain goes through (inlined calls, blocks). */
@@ -166,10 +175,15 @@ typedef struct stkr__symwalk_ops {
    * an interval that answers as the one before is not given (that one
    * goes on). @return 0, or a negative errno that stops the walk. */
   int (*range)(void *arg, uint64_t start, const stkr__symframe *fr, size_t n);
-  /* Called once before the first range: at most n ranges will come (a
+  /* Called once before the first range: about n ranges will come (a
    * hint for sizing tables). @return 0 or a negative errno. */
   int (*expect)(void *arg, size_t n);
   void *arg;
+  /* Forget every range given so far: the walk starts again from the
+   * first (then calls expect again). NULL: the walk never restarts, and
+   * reads the whole file before the first range (more memory). @return 0
+   * or a negative errno that stops the walk. */
+  int (*restart)(void *arg);
 } stkr__symwalk_ops;
 
 /* Cut [lo, hi) at every address where an answer of stkr__symfile_lookup

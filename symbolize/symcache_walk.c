@@ -1,7 +1,8 @@
 /*
- * symcache_walk.c: the answers of a whole Mach-O slice, interval by
- * interval, in one pass over its DWARF (stkr__dw_walk, for the symbol
- * cache build; see symbolize_dwarf.h).
+ * symcache_walk.c: the answers of a Mach-O slice, interval by interval,
+ * from one pass over each CU of its DWARF (for the symbol cache build's
+ * stkr__dw_walk, driven by symcache_stream.c: this file reads one CU into
+ * arrays and answers addresses from them).
  *
  * Why: the cache stores, for every interval between two addresses where an
  * answer may change, the frames stkr__symfile_lookup gives there. Asking
@@ -14,7 +15,7 @@
  * and interned once per DIE) and its line table (dwarf_getsrclines once,
  * file names joined and interned once per file). Then the intervals are
  * answered in address order from memory, with cursors that only move
- * forward.
+ * forward (as each CU is read, or once the whole file is: symcache_stream.c).
  *
  * Same answers: every rule below repeats the per-address path's
  * (symbolize_dwarf.c, symbolize_macho.c's lookup_dwarf): the CU is the
@@ -41,93 +42,14 @@
 #include <string.h>
 
 #include "common/stkr_grow.h"
+#include "symbolize/symcache_walk.h"
 #include "symbolize/symbolize_dwarf.h"
 
-#define NONE UINT32_MAX
-#define MAX_SCOPE_DEPTH 64 /* inline_chain / stkr__dwscope: levels followed */
-#define MAX_BOUND_DEPTH 64 /* the boundary walk's limit */
-#define MAX_INDEX_DEPTH 32 /* the subprogram index's (collect) limit */
-#define NEAR_TRIES 8       /* stkr__dw_cu_of / find_subprogram */
 
-typedef struct wk_range {
-  Dwarf_Addr lo, hi;
-} wk_range;
-
-/* A subprogram (the root of its tree) or a scope inside one. */
-typedef struct wk_node {
-  uint32_t first_child, next_sibling; /* NONE: none */
-  uint32_t first_range, n_ranges;     /* in walk.ranges */
-  uint32_t name;                      /* interned; NONE: none (or a block) */
-  uint32_t call_file;                 /* interned, joined; NONE: unknown */
-  uint32_t call_line, call_col;
-  bool inlined;
-} wk_node;
-
-/* One range of a subprogram; the layout of symbolize_dwarf.c's stkr__dwfn
- * (sorted with the same comparison, so ties come out in the same order). */
-typedef struct wk_sub {
-  Dwarf_Addr lo, hi;
-  uint64_t node;
-} wk_sub;
-
-/* One line-table row, with its file joined and interned (24 bytes: there
- * is one per row of every CU, millions in a large dSYM). */
-typedef struct wk_row {
-  uint64_t addr;
-  uint32_t file_once, file_twice; /* joined to comp_dir once / twice */
-  uint32_t line;
-  uint32_t col : 31; /* as kept by the lookup: > 0, else 0 */
-  uint32_t end_sequence : 1;
-} wk_row;
-
-typedef struct wk_cu {
-  size_t sub0, n_subs, sub_cur; /* sub_cur: subs starting at or below a */
-  size_t row0, n_rows, row_cur;
-  bool rows_sorted;
-} wk_cu;
-
-/* The layout of symbolize_dwarf.c's stkr__dwcurange (see wk_sub). */
-typedef struct wk_curange {
-  Dwarf_Addr lo, hi;
-  uint64_t cu;
-} wk_curange;
-
-typedef struct walk {
-  const stkr__symwalk_ops *ops;
-  stkr__dwnames nb;  /* demangling and path buffers (no memo) */
-  stkr_map sym_ids;  /* linkage or symbol name (by address) -> id */
-  stkr_map name_ids; /* DW_AT_name (by address) -> id */
-  stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
-  stkr_map origin_ids; /* referred DIE (offset) -> name id */
-  Dwarf_Die cudie;
-  Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
-  bool files_read;
-  wk_node *nodes;
-  size_t n_nodes, cap_nodes;
-  wk_range *ranges;
-  size_t n_ranges, cap_ranges;
-  wk_sub *subs;
-  size_t n_subs, cap_subs;
-  wk_row *rows;
-  size_t n_rows, cap_rows;
-  wk_cu *cus;
-  size_t n_cus, cap_cus;
-  wk_curange *curanges;
-  size_t n_curanges, cap_curanges, cur_cursor;
-  stkr__addrs bounds;
-  const stkr__symspan *syms;
-  size_t n_syms, sym_cur;
-  bool nomem;
-} walk;
-
-/* Room for one more element in arr (n used of cap); false (and nomem)
- * when out of memory. */
-static bool grown(walk *w, int rc) {
+bool stkr__wk_grown(walk *w, int rc) {
   if (rc != 0) w->nomem = true;
   return rc == 0;
 }
-#define MORE(w, arr, n, cap) \
-  grown(w, stkr_grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr)))
 
 static uint32_t intern(walk *w, const char *s) {
   if (!s) return NONE;
@@ -145,7 +67,11 @@ static uint32_t sym_id(walk *w, const char *s) {
     w->nomem = true;
     return NONE;
   }
-  if (r == 1) *v = intern(w, stkr__dw_sym_name(&w->nb, s, 0));
+  if (r == 1) {
+    if (w->dm) pthread_mutex_lock(w->dm);
+    *v = intern(w, stkr__dw_sym_name(&w->nb, s, 0));
+    if (w->dm) pthread_mutex_unlock(w->dm);
+  }
   return (uint32_t)*v;
 }
 
@@ -220,15 +146,15 @@ static uint64_t file_ids(walk *w, const char *name) {
 }
 
 /* Append die's ranges (non-empty ones, as dwarf_haspc sees them) to
- * w->ranges. @return how many. */
+ * w->a.ranges. @return how many. */
 static uint32_t read_ranges(walk *w, Dwarf_Die *die) {
   Dwarf_Addr base, lo, hi;
   ptrdiff_t off = 0;
   uint32_t n = 0;
   while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
-    if (!MORE(w, w->ranges, w->n_ranges, w->cap_ranges)) break;
-    w->ranges[w->n_ranges++] = (wk_range){lo, hi};
+    if (!MORE(w, w->a.ranges, w->a.n_ranges, w->a.cap_ranges)) break;
+    w->a.ranges[w->a.n_ranges++] = (wk_range){lo, hi};
     n++;
   }
   return n;
@@ -241,7 +167,7 @@ static uint32_t add_node(walk *w, Dwarf_Die *die, int tag, uint32_t r0,
   bool inlined = tag == DW_TAG_inlined_subroutine;
   Dwarf_Attribute at;
   Dwarf_Word v;
-  if (!MORE(w, w->nodes, w->n_nodes, w->cap_nodes)) return NONE;
+  if (!MORE(w, w->a.nodes, w->a.n_nodes, w->a.cap_nodes)) return NONE;
   wk_node nd = {NONE, NONE, r0, nr, NONE, NONE, 0, 0, inlined};
   if (inlined) {
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &v) == 0) {
@@ -263,8 +189,8 @@ static uint32_t add_node(walk *w, Dwarf_Die *die, int tag, uint32_t r0,
       nd.call_col = (uint32_t)v;
   }
   if (inlined || tag == DW_TAG_subprogram) nd.name = die_name_id(w, die);
-  w->nodes[w->n_nodes] = nd;
-  return (uint32_t)w->n_nodes++;
+  w->a.nodes[w->a.n_nodes] = nd;
+  return (uint32_t)w->a.n_nodes++;
 }
 
 static bool is_code(int tag) {
@@ -288,13 +214,13 @@ static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
     bool scope = sp != NONE && stkr__dw_is_scope(tag);
     int cdb = db >= 0 && (bound || holds) && db + 1 <= MAX_BOUND_DEPTH ? db + 1 : -1;
     int cdc = dc >= 0 && holds && dc + 1 <= MAX_INDEX_DEPTH ? dc + 1 : -1;
-    uint32_t csp = NONE, r0 = (uint32_t)w->n_ranges, nr = 0;
+    uint32_t csp = NONE, r0 = (uint32_t)w->a.n_ranges, nr = 0;
     int cds = 0;
     if (bound || sub || scope) nr = read_ranges(w, &c);
     if (bound)
       for (uint32_t k = 0; k < nr; k++) {
-        stkr__addrs_add(&w->bounds, w->ranges[r0 + k].lo);
-        stkr__addrs_add(&w->bounds, w->ranges[r0 + k].hi);
+        stkr__addrs_add(&w->a.bounds, w->a.ranges[r0 + k].lo);
+        stkr__addrs_add(&w->a.bounds, w->a.ranges[r0 + k].hi);
       }
     /* A scope without code never holds an address: neither it nor what is
      * inside it can be on a chain, so it gets no node. */
@@ -302,23 +228,23 @@ static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
       uint32_t node = add_node(w, &c, tag, r0, nr);
       if (node == NONE) return;
       for (uint32_t k = 0; k < nr; k++) {
-        if (!MORE(w, w->subs, w->n_subs, w->cap_subs)) return;
-        w->subs[w->n_subs++] =
-            (wk_sub){w->ranges[r0 + k].lo, w->ranges[r0 + k].hi, node};
+        if (!MORE(w, w->a.subs, w->a.n_subs, w->a.cap_subs)) return;
+        w->a.subs[w->a.n_subs++] =
+            (wk_sub){w->a.ranges[r0 + k].lo, w->a.ranges[r0 + k].hi, node};
       }
       csp = node;
     } else if (nr && scope) {
       uint32_t node = add_node(w, &c, tag, r0, nr);
       if (node == NONE) return;
-      if (last == NONE) w->nodes[sp].first_child = node;
-      else w->nodes[last].next_sibling = node;
+      if (last == NONE) w->a.nodes[sp].first_child = node;
+      else w->a.nodes[last].next_sibling = node;
       last = node;
       if (ds + 1 < MAX_SCOPE_DEPTH) {
         csp = node;
         cds = ds + 1;
       }
     } else {
-      w->n_ranges = r0; /* only needed for the boundaries */
+      w->a.n_ranges = r0; /* only needed for the boundaries */
     }
     if (w->nomem) return;
     if (cdb >= 0 || cdc >= 0 || csp != NONE) walk_children(w, &c, cdb, cdc, csp, cds);
@@ -330,33 +256,41 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Sort n addresses: LSD radix, 16 bits per pass, passes whose digit is
- * the same in every address skipped (addresses of one __TEXT share their
- * high bits). qsort took a tenth of a cache build. Falls back to qsort
- * when the scratch copy cannot be allocated. */
-static void sort_u64(uint64_t *v, size_t n) {
-  uint64_t *tmp = n > 1 ? malloc(n * sizeof *tmp) : NULL, *src = v, *dst = tmp;
-  size_t *count = tmp ? malloc(65536 * sizeof *count) : NULL;
+/* Sort n addresses: LSD radix, 16 bits per pass (8 below 64 Ki
+ * addresses: a streamed CU's batch), passes whose digit is the same in
+ * every address skipped (addresses of one __TEXT share their high bits);
+ * nothing to do when already in order (a CU's line rows mostly are).
+ * qsort took a tenth of a cache build. Falls back to qsort when the
+ * scratch copy cannot be allocated. */
+void stkr__wk_sort(uint64_t *v, size_t n) {
+  size_t i = 1;
+  while (i < n && v[i - 1] <= v[i]) i++;
+  if (i >= n) return;
+  unsigned bits = n >= 65536 ? 16 : 8;
+  size_t digits = (size_t)1 << bits, mask = digits - 1;
+  uint64_t *tmp = malloc(n * sizeof *tmp), *src = v, *dst = tmp;
+  size_t *count = tmp ? malloc(digits * sizeof *count) : NULL;
   uint64_t all_or = 0, all_and = ~0ull;
   if (!count) {
     free(tmp);
-    if (n > 1) qsort(v, n, sizeof *v, cmp_u64);
+    qsort(v, n, sizeof *v, cmp_u64);
     return;
   }
-  for (size_t i = 0; i < n; i++) {
+  stkr__huge_hint(tmp, n * sizeof *tmp);
+  for (i = 0; i < n; i++) {
     all_or |= v[i];
     all_and &= v[i];
   }
-  for (unsigned shift = 0; shift < 64; shift += 16) {
-    if ((((all_or ^ all_and) >> shift) & 0xffff) == 0) continue;
-    memset(count, 0, 65536 * sizeof *count);
-    for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & 0xffff]++;
-    for (size_t d = 0, sum = 0; d < 65536; d++) {
+  for (unsigned shift = 0; shift < 64; shift += bits) {
+    if ((((all_or ^ all_and) >> shift) & mask) == 0) continue;
+    memset(count, 0, digits * sizeof *count);
+    for (i = 0; i < n; i++) count[(src[i] >> shift) & mask]++;
+    for (size_t d = 0, sum = 0; d < digits; d++) {
       size_t c = count[d];
       count[d] = sum;
       sum += c;
     }
-    for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 0xffff]++] = src[i];
+    for (i = 0; i < n; i++) dst[count[(src[i] >> shift) & mask]++] = src[i];
     uint64_t *t = src;
     src = dst;
     dst = t;
@@ -371,7 +305,7 @@ static int cmp_sub(const void *a, const void *b) {
   return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
 }
 
-static int cmp_curange(const void *a, const void *b) {
+int stkr__wk_cmp_curange(const void *a, const void *b) {
   const wk_curange *x = a, *y = b;
   return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
@@ -382,7 +316,7 @@ static void read_lines(walk *w, wk_cu *cu) {
   const char *last_name = NULL;
   uint64_t last_ids = 0;
   bool have_last = false;
-  cu->row0 = w->n_rows;
+  cu->row0 = w->a.n_rows;
   cu->rows_sorted = true;
   if (dwarf_getsrclines(&w->cudie, &lines, &nl) != 0) return;
   for (size_t i = 0; i < nl && !w->nomem; i++) {
@@ -391,8 +325,8 @@ static void read_lines(walk *w, wk_cu *cu) {
     bool end = false;
     int line = 0, col = 0;
     if (!l || dwarf_lineaddr(l, &a) != 0) continue; /* never, in libdw */
-    stkr__addrs_add(&w->bounds, a);
-    if (!MORE(w, w->rows, w->n_rows, w->cap_rows)) return;
+    stkr__addrs_add(&w->a.bounds, a);
+    if (!MORE(w, w->a.rows, w->a.n_rows, w->a.cap_rows)) return;
     (void)dwarf_lineendsequence(l, &end);
     (void)dwarf_lineno(l, &line);
     (void)dwarf_linecol(l, &col);
@@ -404,8 +338,8 @@ static void read_lines(walk *w, wk_cu *cu) {
       have_last = true;
     }
     uint64_t ids = last_ids;
-    if (cu->n_rows && w->rows[w->n_rows - 1].addr > a) cu->rows_sorted = false;
-    w->rows[w->n_rows++] = (wk_row){a, (uint32_t)(ids >> 32), (uint32_t)ids,
+    if (cu->n_rows && w->a.rows[w->a.n_rows - 1].addr > a) cu->rows_sorted = false;
+    w->a.rows[w->a.n_rows++] = (wk_row){a, (uint32_t)(ids >> 32), (uint32_t)ids,
                                     line > 0 ? (uint32_t)line : 0,
                                     col > 0 ? (uint32_t)col : 0, end};
     _Static_assert(sizeof(wk_row) == 24, "wk_row: 24 bytes");
@@ -413,28 +347,29 @@ static void read_lines(walk *w, wk_cu *cu) {
   }
 }
 
-static void walk_cu(walk *w) {
+void stkr__wk_cu(walk *w) {
   Dwarf_Addr base, lo, hi;
   ptrdiff_t off = 0;
   if (!MORE(w, w->cus, w->n_cus, w->cap_cus)) return;
   wk_cu *cu = &w->cus[w->n_cus];
   memset(cu, 0, sizeof *cu);
-  while ((off = dwarf_ranges(&w->cudie, off, &base, &lo, &hi)) > 0) {
+  while (!w->stream && /* (streamed: read before, cu_ranges) */
+         (off = dwarf_ranges(&w->cudie, off, &base, &lo, &hi)) > 0) {
     if (hi <= lo) continue;
-    stkr__addrs_add(&w->bounds, lo);
-    stkr__addrs_add(&w->bounds, hi);
+    stkr__addrs_add(&w->a.bounds, lo);
+    stkr__addrs_add(&w->a.bounds, hi);
     if (!MORE(w, w->curanges, w->n_curanges, w->cap_curanges)) return;
     w->curanges[w->n_curanges++] = (wk_curange){lo, hi, w->n_cus};
   }
   stkr_map_clear(&w->file_ids); /* names are per CU: comp_dir is */
   w->files = NULL;
   w->files_read = false;
-  cu->sub0 = w->n_subs;
+  cu->sub0 = w->a.n_subs;
   walk_children(w, &w->cudie, 0, 0, NONE, 0);
   cu = &w->cus[w->n_cus]; /* (not moved: cus only grows here) */
-  cu->n_subs = w->n_subs - cu->sub0;
+  cu->n_subs = w->a.n_subs - cu->sub0;
   if (cu->n_subs > 1)
-    qsort(w->subs + cu->sub0, cu->n_subs, sizeof *w->subs, cmp_sub);
+    qsort(w->a.subs + cu->sub0, cu->n_subs, sizeof *w->a.subs, cmp_sub);
   read_lines(w, cu);
   w->n_cus++;
 }
@@ -455,7 +390,7 @@ static void walk_cu(walk *w) {
 
 /* The row dwarf_getsrc_die returns for a, or NULL. */
 static const wk_row *row_at(walk *w, wk_cu *cu, uint64_t a) {
-  const wk_row *r = w->rows + cu->row0;
+  const wk_row *r = w->a.rows + cu->row0;
   size_t l;
   if (!cu->n_rows) return NULL;
   if (cu->rows_sorted) {
@@ -475,7 +410,7 @@ static const wk_row *row_at(walk *w, wk_cu *cu, uint64_t a) {
 
 static bool node_holds(const walk *w, const wk_node *nd, uint64_t a) {
   for (uint32_t k = 0; k < nd->n_ranges; k++) {
-    const wk_range *x = &w->ranges[nd->first_range + k];
+    const wk_range *x = &w->a.ranges[nd->first_range + k];
     if (x->lo <= a && a < x->hi) return true;
   }
   return false;
@@ -483,7 +418,23 @@ static bool node_holds(const walk *w, const wk_node *nd, uint64_t a) {
 
 /* The frames of a, as stkr__symfile_lookup gives them (lookup_dwarf, then
  * the symbol). @return how many. */
-static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
+/* The reader's id as an id of w's (two threads; else id itself). */
+static uint32_t tr(walk *w, uint32_t id) {
+  if (!w->local || id == NONE) return id;
+  if (id >= w->n_tr) {
+    size_t old = w->n_tr;
+    if (stkr_grow((void **)&w->tr, &w->n_tr, (size_t)id + 1, sizeof *w->tr) != 0) {
+      w->nomem = true;
+      return NONE;
+    }
+    memset(w->tr + old, 0xff, (w->n_tr - old) * sizeof *w->tr); /* NONE */
+  }
+  if (w->tr[id] == NONE)
+    w->tr[id] = intern(w, w->local->table[id >> 16][id & 0xffff]);
+  return w->tr[id];
+}
+
+size_t stkr__wk_frames(walk *w, uint64_t a, stkr__symframe *out) {
   uint32_t cui, si, sym = NONE;
   /* The symbol holding a (sym_lookup's answer): its name is interned
    * only where a frame uses it. */
@@ -492,37 +443,41 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
                           ? w->syms[w->sym_cur - 1].name
                           : NULL;
   NEAREST(w->curanges, w->n_curanges, w->cur_cursor, a, cui);
+  if (cui != NONE && w->stream && w->curanges[cui].cu + 1 != w->n_cus) {
+    w->restart = true; /* not the CU just read (never with checked ranges) */
+    return 0;
+  }
   if (cui != NONE) {
     wk_cu *cu = &w->cus[w->curanges[cui].cu];
     const wk_row *row = row_at(w, cu, a);
     uint32_t line = row ? row->line : 0, col = row ? row->col : 0;
-    NEAREST(w->subs + cu->sub0, cu->n_subs, cu->sub_cur, a, si);
+    NEAREST(w->a.subs + cu->sub0, cu->n_subs, cu->sub_cur, a, si);
     if (si != NONE) {
-      const wk_node *root = &w->nodes[w->subs[cu->sub0 + si].node], *cur = root;
+      const wk_node *root = &w->a.nodes[w->a.subs[cu->sub0 + si].node], *cur = root;
       const wk_node *chain[STKR__SYM_MAX_INLINE];
-      uint32_t file = row ? row->file_twice : NONE;
+      uint32_t file = row ? tr(w, row->file_twice) : NONE;
       size_t nch = 0, n = 0;
       for (int depth = 0; depth < MAX_SCOPE_DEPTH; depth++) {
         uint32_t c = cur->first_child;
-        while (c != NONE && !node_holds(w, &w->nodes[c], a))
-          c = w->nodes[c].next_sibling;
+        while (c != NONE && !node_holds(w, &w->a.nodes[c], a))
+          c = w->a.nodes[c].next_sibling;
         if (c == NONE) break;
-        cur = &w->nodes[c];
+        cur = &w->a.nodes[c];
         if (cur->inlined && nch < STKR__SYM_MAX_INLINE - 1) chain[nch++] = cur;
       }
       for (size_t k = nch; k-- > 0;) { /* innermost first */
-        out[n++] = (stkr__symframe){chain[k]->name, file, line, col, true};
-        file = chain[k]->call_file;
+        out[n++] = (stkr__symframe){tr(w, chain[k]->name), file, line, col, true};
+        file = tr(w, chain[k]->call_file);
         line = chain[k]->call_line;
         col = chain[k]->call_col;
       }
       if (root->name == NONE && sname) sym = sym_id(w, sname);
-      out[n++] = (stkr__symframe){root->name != NONE ? root->name : sym, file,
-                                  line, col, false};
+      out[n++] = (stkr__symframe){root->name != NONE ? tr(w, root->name) : sym,
+                                  file, line, col, false};
       return n;
     }
     if (sname) {
-      out[0] = (stkr__symframe){sym_id(w, sname), row ? row->file_once : NONE,
+      out[0] = (stkr__symframe){sym_id(w, sname), row ? tr(w, row->file_once) : NONE,
                                 line, col, false};
       return 1;
     }
@@ -532,69 +487,24 @@ static size_t frames_at(walk *w, uint64_t a, stkr__symframe *out) {
   return 1;
 }
 
-static void walk_free(walk *w) {
+void stkr__wk_free(walk *w) {
   stkr__dwnames_free(&w->nb);
   stkr_map_free(&w->sym_ids);
   stkr_map_free(&w->name_ids);
   stkr_map_free(&w->file_ids);
   stkr_map_free(&w->origin_ids);
-  free(w->nodes);
-  free(w->ranges);
-  free(w->subs);
-  free(w->rows);
+  free(w->a.nodes);
+  free(w->a.ranges);
+  free(w->a.subs);
+  free(w->a.rows);
   free(w->cus);
   free(w->curanges);
-  free(w->bounds.v);
-}
-
-int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
-                  uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
-  walk w;
-  int rc = 0;
-  memset(&w, 0, sizeof w);
-  w.ops = ops;
-  w.syms = syms;
-  w.n_syms = n_syms;
-  for (size_t i = 0; i < n_syms; i++) {
-    stkr__addrs_add(&w.bounds, syms[i].lo);
-    stkr__addrs_add(&w.bounds, syms[i].hi);
-  }
-  stkr__addrs_add(&w.bounds, lo);
-  if (dw) {
-    Dwarf_Off off = 0, next;
-    size_t hsize;
-    while (!w.nomem &&
-           dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-      if (dwarf_offdie(dw, off + hsize, &w.cudie)) walk_cu(&w);
-      off = next;
-    }
-  }
-  if (w.n_curanges > 1)
-    qsort(w.curanges, w.n_curanges, sizeof *w.curanges, cmp_curange);
-  if (w.nomem || w.bounds.nomem) {
-    walk_free(&w);
-    return -ENOMEM;
-  }
-  sort_u64(w.bounds.v, w.bounds.n);
-  rc = ops->expect(ops->arg, w.bounds.n);
-  stkr__symframe fr[2][STKR__SYM_MAX_INLINE];
-  size_t prev_n = SIZE_MAX; /* none yet */
-  for (size_t i = 0, cur = 0; i < w.bounds.n && rc == 0 && !w.nomem; i++) {
-    uint64_t a = w.bounds.v[i];
-    if (a < lo || (i > 0 && a == w.bounds.v[i - 1])) continue;
-    if (a >= hi) break;
-    size_t n = frames_at(&w, a, fr[cur]);
-    /* About half the intervals answer as the one before (a line row
-     * that repeats the line, a block boundary): the range before goes on. */
-    if (n == prev_n && memcmp(fr[cur], fr[!cur], n * sizeof fr[0][0]) == 0)
-      continue;
-    if (!w.nomem) rc = ops->range(ops->arg, a, fr[cur], n);
-    prev_n = n;
-    cur = !cur;
-  }
-  if (w.nomem && rc == 0) rc = -ENOMEM;
-  walk_free(&w);
-  return rc;
+  free(w->a.bounds.v);
+  free(w->up.v);
+  free(w->carry.v);
+  free(w->batch.v);
+  free(w->batch_end);
+  free(w->tr);
 }
 
 #endif /* !__APPLE__ */

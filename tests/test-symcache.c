@@ -163,6 +163,71 @@ static void test_equal_to_dwarf_path(void **state) {
   assert_true(wc.deep > 1000);
 }
 
+/* The bytes of the cache of one slice built with stkr__dw_walk_mode =
+ * mode; *streamed: how the kept answers came. */
+static uint8_t *build_with(const char *input, const char *arch, int mode,
+                           size_t *len, int *streamed) {
+  stkr__symfile *f;
+  stkr__symcache_stats st;
+  char err[1024], cache[4200];
+  uint8_t *p;
+  FILE *fp;
+  snprintf(cache, sizeof cache, "%s/mode%d.stkrsym", mt_tmp, mode);
+  if (stkr__symfile_open(input, arch, NULL, &f, err, sizeof err) != 0)
+    fail_msg("%s", err);
+  stkr__dw_walk_mode = mode;
+  int rc = stkr__symcache_write(f, cache, &st, err, sizeof err);
+  stkr__dw_walk_mode = 0;
+  *streamed = stkr__dw_walk_streamed;
+  stkr__symfile_free(f);
+  if (rc != 0) fail_msg("%s", err);
+  assert_non_null(fp = fopen(cache, "rb"));
+  fseek(fp, 0, SEEK_END);
+  *len = (size_t)ftell(fp);
+  rewind(fp);
+  assert_non_null(p = malloc(*len ? *len : 1));
+  assert_int_equal(fread(p, 1, *len, fp), *len);
+  fclose(fp);
+  return p;
+}
+
+/* Every way of walking the DWARF writes the same file: each CU answered as
+ * it is read in two threads (streamed: the default, which the fixtures
+ * allow), the whole file first, a streamed build restarted as a whole file
+ * after its last CU (every range given forgotten), and streamed in one
+ * thread. */
+static void test_walk_modes_same_file(void **state) {
+  static const struct {
+    const char *in, *arch;
+    bool streams; /* with DWARF: streamed by default */
+  } slices[] = {{"App.dSYM", "arm64", true},   {"App.dSYM", "arm64e", true},
+                {"App.dSYM", "x86_64", true},  {"D5-arm64.dSYM", NULL, true},
+                {"Other-arm64.dSYM", NULL, true}, {"Objc-arm64.dSYM", NULL, true},
+                {"App-x86_64", NULL, false}};
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  for (size_t i = 0; i < sizeof slices / sizeof slices[0]; i++) {
+    char in[4200];
+    size_t len[4];
+    int streamed[4];
+    uint8_t *p[4];
+    snprintf(in, sizeof in, "%s/%s", mt_fx, slices[i].in);
+    for (int m = 0; m < 4; m++)
+      p[m] = build_with(in, slices[i].arch, m, &len[m], &streamed[m]);
+    if (streamed[0] != (slices[i].streams ? 2 : 0) || streamed[1] ||
+        streamed[2] || streamed[3] != (slices[i].streams ? 1 : 0))
+      fail_msg("%s %s: streamed %d %d %d %d", slices[i].in,
+               slices[i].arch ? slices[i].arch : "", streamed[0], streamed[1],
+               streamed[2], streamed[3]);
+    for (int m = 1; m < 4; m++)
+      if (len[m] != len[0] || memcmp(p[m], p[0], len[0]) != 0)
+        fail_msg("%s %s: mode %d wrote another file (%zu against %zu bytes)",
+                 slices[i].in, slices[i].arch ? slices[i].arch : "", m, len[m],
+                 len[0]);
+    for (int m = 0; m < 4; m++) free(p[m]);
+  }
+}
+
 /* A cache given as the input of a build: refused (it holds no DWARF), and
  * the cache itself is left as it was. */
 static void test_cache_not_an_input(void **state) {
@@ -253,6 +318,7 @@ static void test_damaged_refused(void **state) {
 }
 
 MT_TEST_MAIN("symcache", 6, 12, setup, test_equal_to_llvm_symbolizer,
-             test_equal_to_dwarf_path, test_cache_not_an_input,
+             test_equal_to_dwarf_path, test_walk_modes_same_file,
+             test_cache_not_an_input,
              test_atos_symcache_dir, test_wrong_build_not_used,
              test_damaged_refused)

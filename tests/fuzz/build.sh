@@ -46,7 +46,7 @@ cli_ok=1
 symsrc=(symbolize/symbolize.c symbolize/symbolize_elf.c symbolize/symbolize_dwarf.c
         symbolize/symbolize_dwscope.c
         symbolize/symbolize_macho.c symbolize/symbolize_machodir.c symbolize/symcache.c
-        symbolize/symcache_walk.c macho/macho.c)
+        symbolize/symcache_walk.c symbolize/symcache_stream.c macho/macho.c)
 # `record` also needs the recorder itself (stkr_config_check_env checks the
 # STACKREC_* values with the recorder's parser; it walks with unwind/'s
 # tables) and the hooks' matchers.
@@ -80,7 +80,7 @@ done
 for t in frames batch cli macho symcache ring; do
   extra=()
   [ "$t" = macho ] && extra=("$out/obj/macho.o")
-  [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl)
+  [ "$t" = symcache ] && extra=("${sym[@]}" -ldw -lelf -ldl -lpthread)
   if [ "$t" = cli ]; then
     [ "$cli_ok" -eq 1 ] || { echo "build.sh: the CLI does not compile" >&2; status=1; continue; }
     extra=("${cli[@]}" -ldw -lelf -lz -lpthread -ldl)

@@ -3,7 +3,13 @@
 # dSYM and the same addresses, side by side in one run (issue 10).
 #
 #   bazel run -c opt //tools/bench:atos_vs_llvm -- [FIXTURE_DIR [NFILES FUNCS]]
+#   bazel run -c opt //tools/bench:atos_vs_llvm -- SOME.dSYM [WORK_DIR]
 #
+# The second form measures a dSYM built elsewhere (e.g. the ~100 MB one of
+# tests/apple/gen_source.sh with 1060 x 60 functions, arm64 only), its
+# addresses, cache and timings kept in WORK_DIR (default
+# /tmp/stackrec-bench-dsym). LLVM_SYMBOLIZER names the oracle (default
+# llvm-symbolizer-14), COMPARE_STEP the stride of the answer check (64).
 # FIXTURE_DIR (default /tmp/stackrec-bench-macho) gets the Mach-O fixtures
 # of tests/apple/fixtures.sh, built once with NFILES x FUNCS generated
 # functions (default 60 x 40: about 4.4 MB of DWARF per slice, 13 MB of
@@ -21,16 +27,25 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 fx=${1:-/tmp/stackrec-bench-macho}
 nfiles=${2:-60}
 nfuncs=${3:-40}
+dsym=
+if [[ $fx == *.dSYM ]]; then
+  dsym=$(ls -d "$fx"/Contents/Resources/DWARF/* | head -n 1)
+  fx=${2:-/tmp/stackrec-bench-dsym}
+  mkdir -p "$fx"
+fi
 stackrec=${STACKREC:-$here/bazel-bin/tools/stackrec}
 [ -x "$stackrec" ] || stackrec=$(dirname "$0")/../stackrec
-llvm=llvm-symbolizer-14
+llvm=${LLVM_SYMBOLIZER:-llvm-symbolizer-14}
 n=${BENCH_ADDRS:-20000}
+step=${COMPARE_STEP:-64}
 
-if [ ! -f "$fx/App.dSYM/Contents/Resources/DWARF/App" ]; then
-  echo "building the fixtures ($nfiles x $nfuncs) into $fx ..."
-  "$here/tests/apple/fixtures.sh" "$fx" "$nfiles" "$nfuncs" 2>/dev/null || exit 0
+if [ -z "$dsym" ]; then
+  if [ ! -f "$fx/App.dSYM/Contents/Resources/DWARF/App" ]; then
+    echo "building the fixtures ($nfiles x $nfuncs) into $fx ..."
+    "$here/tests/apple/fixtures.sh" "$fx" "$nfiles" "$nfuncs" 2>/dev/null || exit 0
+  fi
+  dsym=$fx/App.dSYM/Contents/Resources/DWARF/App
 fi
-dsym=$fx/App.dSYM/Contents/Resources/DWARF/App
 read -r size lo < <(llvm-objdump-14 --macho --arch=arm64 --section-headers "$dsym" |
   awk '$2 == "__text" {print $3, $4}')
 dwarf=0
@@ -55,9 +70,9 @@ cache=$(ls "$fx"/cache/*.stkrsym)
 ours() { "$stackrec" atos -o "$dsym" -arch arm64 -i --json <"$1"; }
 warm() { "$stackrec" atos -o "$cache" -i --json <"$1"; }
 theirs() { "$llvm" --obj="$dsym" --default-arch=arm64 -C -i --output-style=JSON <"$1"; }
-# run NAME INPUT: wall seconds and peak RSS KB of one run
+# run NAME INPUT: wall seconds, peak RSS KB and CPU seconds of one run
 run() {
-  /usr/bin/time -f "%e %M" -o "$fx/time" bash -c "$(declare -f ours warm theirs); \
+  /usr/bin/time -f "%e %M %U %S" -o "$fx/time" bash -c "$(declare -f ours warm theirs); \
     stackrec='$stackrec' llvm='$llvm' dsym='$dsym' cache='$cache' $1 '$2' >/dev/null" 2>/dev/null
   cat "$fx/time"
 }
@@ -66,37 +81,42 @@ median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 declare -A t rss
 for round in 1 2 3 4 5; do
   for who in ours warm theirs; do
-    read -r s k < <(run "$who" "$fx/addrs")
+    read -r s k u y < <(run "$who" "$fx/addrs")
     t[$who,all]+="$s "
+    t[$who,cpuall]+="$(echo "$u + $y" | bc -l) "
     rss[$who]=$k
-    read -r s k < <(run "$who" "$fx/addr1")
+    read -r s k u y < <(run "$who" "$fx/addr1")
     t[$who,one]+="$s "
+    t[$who,cpuone]+="$(echo "$u + $y" | bc -l) "
   done
 done
 same=no
-if python3 "$here/tests/apple/compare.py" "$stackrec" "$dsym" arm64 64 >/dev/null 2>&1; then same=yes; fi
+if python3 "$here/tests/apple/compare.py" "$stackrec" "$dsym" arm64 "$step" "$llvm" >/dev/null 2>&1; then same=yes; fi
 
 printf 'dSYM: %s (arm64 slice: %.1f MB of DWARF); %d random addresses, -i, JSON\n' \
   "$dsym" "$(echo "$dwarf / 1048576" | bc -l)" "$n"
-printf '%-22s %10s %10s %14s %10s\n' tool "1 addr s" "all s" "per addr us" "peak RSS MB"
+printf '%-22s %10s %10s %14s %10s %16s\n' tool "1 addr s" "all s" "per addr us" "peak RSS MB" "CPU s (1 / all)"
 for who in ours warm theirs; do
   one=$(echo "${t[$who,one]}" | tr ' ' '\n' | grep . | median)
   all=$(echo "${t[$who,all]}" | tr ' ' '\n' | grep . | median)
   per=$(echo "($all - $one) * 1000000 / $n" | bc -l)
+  cone=$(echo "${t[$who,cpuone]}" | tr ' ' '\n' | grep . | median)
+  call=$(echo "${t[$who,cpuall]}" | tr ' ' '\n' | grep . | median)
   eval "per_$who=\$per"
   case $who in
     ours) name="stackrec atos (DWARF)" ;;
     warm) name="stackrec atos (cache)" ;;
-    *) name="llvm-symbolizer-14" ;;
+    *) name=$(basename "$llvm") ;;
   esac
-  printf '%-22s %10s %10s %14.1f %10.1f\n' "$name" "$one" "$all" "$per" \
-    "$(echo "${rss[$who]} / 1024" | bc -l)"
+  printf '%-22s %10s %10s %14.1f %10.1f %7s / %-7s\n' "$name" "$one" "$all" "$per" \
+    "$(echo "${rss[$who]} / 1024" | bc -l)" "$cone" "$call"
 done
-printf 'per-address ratio llvm-symbolizer / stackrec atos: %.2f (goal >= 1: never slower)\n' \
+printf 'per-address ratio %s / stackrec atos: %.2f (goal >= 1: never slower)\n' "$(basename "$llvm")" \
   "$(echo "$per_theirs / $per_ours" | bc -l)"
-echo "same answers as llvm-symbolizer (every 64th byte of the slice): $same"
+echo "same answers as $llvm (every ${step}th byte of the slice): $same"
 printf 'per-address ratio stackrec DWARF / cache: %.2f (goal >= 10)\n' \
   "$(echo "$per_ours / $per_warm" | bc -l)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf 'symbol cache build: %.2f s for %.1f MB of DWARF: %.1f MB/s (goal >= 100); cache %s bytes\n' \
   "$(echo "$t1 - $t0" | bc -l)" "$(echo "$dwarf / 1048576" | bc -l)" \
   "$(echo "$dwarf / 1048576 / ($t1 - $t0)" | bc -l)" "$(stat -c %s "$cache")"

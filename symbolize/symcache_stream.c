@@ -1,0 +1,480 @@
+/*
+ * symcache_stream.c: the symbol cache build's walk over a whole file
+ * (stkr__dw_walk, see symbolize_dwarf.h), driving symcache_walk.c's CU
+ * reader and answers.
+ *
+ * Streamed (the default where the DWARF allows): each CU is answered as
+ * soon as it is read and its arrays reused, in two threads: one reads
+ * CUs with libdw, the other answers them in order and builds the file, a
+ * CU behind. Else (CUs out of address order, bounds before their CU's
+ * batch) the whole file is read first, then answered. Every way gives the
+ * same answers in the same order, hence the same file
+ * (tests/test-symcache.c builds each fixture every way).
+ *
+ * Only compiled where there is no dyld (like the other Linux backends).
+ */
+#if !defined(__APPLE__)
+
+#include <dwarf.h>
+#include <errno.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stkr_grow.h"
+#include "symbolize/symcache_walk.h"
+#include "symbolize/symbolize_dwarf.h"
+
+/* Answer the interval starting at a (bounds come in increasing order):
+ * a new range unless it answers as the one before (about half do: a line
+ * row that repeats the line, a block boundary); then that one goes on. */
+static void answer(walk *w, uint64_t a) {
+  stkr__symframe *fr = w->fr[w->fcur], *prev = w->fr[!w->fcur];
+  size_t n = stkr__wk_frames(w, a, fr);
+  if (w->nomem || w->restart || w->rc) return;
+  if (n == w->prev_n && memcmp(fr, prev, n * sizeof *fr) == 0) return;
+  w->rc = w->ops->range(w->ops->arg, a, fr, n);
+  w->prev_n = n;
+  w->fcur = !w->fcur;
+}
+
+/* Bytes of .debug_info read through one libdw handle (see walk_cus). */
+#define HANDLE_SPAN ((Dwarf_Off)4 << 20)
+
+static void cu_done(walk *w, uint64_t end);
+static void hand_over(walk *rw);
+
+/* Every CU of dw, in .debug_info order. libdw keeps what it read of each
+ * CU (abbreviations, line table, file list, the CU itself) until
+ * dwarf_end: about 200 MB on a 100 MB dSYM, most of the build's page
+ * faults, though each CU is done with when the next one starts. So the
+ * CUs are read through handles of our own over dw's ELF image, each ended
+ * after HANDLE_SPAN bytes (dwarf_begin_elf takes microseconds; nothing the
+ * walk keeps points into a handle's memory across CUs: names are in the
+ * image's string sections, DIEs referred to are kept by offset, file
+ * names are per CU). dw itself is left as it was. ranges_only: each CU's
+ * DIE ranges alone (cu_ranges), else its whole walk. */
+static void walk_cus(walk *w, Dwarf *dw, bool ranges_only) {
+  Elf *elf = dwarf_getelf(dw);
+  Dwarf *own = NULL;
+  Dwarf_Off off = 0, next, own_from = 0;
+  size_t hsize, k = 0;
+  Dwarf_Addr base, lo, hi;
+  while (!w->nomem && !w->restart && !w->rc) {
+    if (elf && (!own || off - own_from >= HANDLE_SPAN)) {
+      if (own) dwarf_end(own);
+      own = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+      own_from = off;
+    }
+    Dwarf *h = own ? own : dw; /* (no handle of our own: dw's) */
+    if (dwarf_nextcu(h, off, &next, &hsize, NULL, NULL, NULL) != 0) break;
+    if (dwarf_offdie(h, off + hsize, &w->cudie)) {
+      if (ranges_only) { /* as walk_cu reads them, CU ordinal k */
+        ptrdiff_t ro = 0;
+        while ((ro = dwarf_ranges(&w->cudie, ro, &base, &lo, &hi)) > 0) {
+          if (hi <= lo) continue;
+          stkr__addrs_add(&w->up, lo);
+          stkr__addrs_add(&w->up, hi);
+          if (MORE(w, w->curanges, w->n_curanges, w->cap_curanges))
+            w->curanges[w->n_curanges++] = (wk_curange){lo, hi, k};
+        }
+        k++;
+      } else {
+        stkr__wk_cu(w);
+        if (w->pipe && !w->nomem) hand_over(w);
+        else if (w->stream && !w->nomem && w->n_cus)
+          cu_done(w, w->batch_end[w->n_cus - 1]);
+      }
+    }
+    off = next;
+  }
+  if (own) dwarf_end(own);
+  if (ranges_only && !w->nomem &&
+      !(w->batch_end = malloc((k ? k : 1) * sizeof *w->batch_end)))
+    w->nomem = true;
+  if (ranges_only) w->n_all_cus = k;
+}
+
+/* Sort the addresses of b and keep each in [lo, hi) once. */
+static void bounds_sort(stkr__addrs *b, uint64_t lo, uint64_t hi) {
+  size_t k = 0;
+  stkr__wk_sort(b->v, b->n);
+  for (size_t i = 0; i < b->n; i++)
+    if (b->v[i] >= lo && b->v[i] < hi && (k == 0 || b->v[i] != b->v[k - 1]))
+      b->v[k++] = b->v[i];
+  b->n = k;
+}
+
+/* Streamed: the CU ranges first (curanges, every CU's batch end). @return
+ * false when streaming cannot give the whole-file answers: unless each CU
+ * (in .debug_info order) ends where or before the next one with ranges
+ * starts, an address's CU may be one not read yet. */
+static bool cu_ranges(walk *w, Dwarf *dw) {
+  walk_cus(w, dw, true);
+  if (w->nomem || w->n_curanges == 0) return false;
+  uint64_t end = 0, next = w->hi;
+  size_t n = w->n_all_cus;
+  for (size_t i = 0; i < w->n_curanges;) { /* (in CU order) */
+    size_t cu = w->curanges[i].cu;
+    uint64_t cu_lo = UINT64_MAX, cu_hi = 0;
+    for (; i < w->n_curanges && w->curanges[i].cu == cu; i++) {
+      if (w->curanges[i].lo < cu_lo) cu_lo = w->curanges[i].lo;
+      if (w->curanges[i].hi > cu_hi) cu_hi = w->curanges[i].hi;
+    }
+    if (cu_lo < end) return false;
+    end = cu_hi;
+  }
+  /* CU k's batch: up to where the next CU with ranges starts. */
+  for (size_t k = n, i = w->n_curanges; k-- > 0;) {
+    uint64_t first = UINT64_MAX;
+    for (; i > 0 && w->curanges[i - 1].cu == k; i--)
+      if (w->curanges[i - 1].lo < first) first = w->curanges[i - 1].lo;
+    w->batch_end[k] = next;
+    if (first != UINT64_MAX) next = first;
+  }
+  if (w->n_curanges > 1)
+    qsort(w->curanges, w->n_curanges, sizeof *w->curanges, stkr__wk_cmp_curange);
+  return true;
+}
+
+/* Streamed: the CU just walked is answered, [frontier, end: its batch
+ * end), with every bound known there, then its arrays are emptied. */
+static void cu_done(walk *w, uint64_t end) {
+  size_t nb = 0;
+  w->batch.n = 0;
+  for (size_t i = 0; i < w->a.bounds.n; i++) {
+    uint64_t b = w->a.bounds.v[i];
+    if (b < w->lo || b >= w->hi) continue;
+    if (b < w->frontier) { /* answered already without it */
+      w->restart = true;
+      return;
+    }
+    if (b < end) {
+      stkr__addrs_add(&w->batch, b);
+    } else {
+      stkr__addrs_add(&w->carry, b);
+      if (b < w->carry_min) w->carry_min = b;
+    }
+  }
+  if (w->carry.n > 65536) w->restart = true; /* bounds far from their CU */
+  if (w->carry_min < end) {
+    uint64_t min = UINT64_MAX;
+    for (size_t i = 0; i < w->carry.n; i++) {
+      uint64_t b = w->carry.v[i];
+      if (b < end) stkr__addrs_add(&w->batch, b);
+      else {
+        w->carry.v[nb++] = b;
+        if (b < min) min = b;
+      }
+    }
+    w->carry.n = nb;
+    w->carry_min = min;
+  }
+  for (; w->up_i < w->up.n && w->up.v[w->up_i] < end; w->up_i++)
+    stkr__addrs_add(&w->batch, w->up.v[w->up_i]);
+  if (w->batch.nomem || w->carry.nomem) w->nomem = true;
+  bounds_sort(&w->batch, w->lo, w->hi);
+  for (size_t i = 0; i < w->batch.n && !w->nomem && !w->restart && !w->rc; i++)
+    answer(w, w->batch.v[i]);
+  w->frontier = end;
+  w->a.bounds.n = 0;
+  w->a.n_nodes = w->a.n_ranges = w->a.n_subs = w->a.n_rows = 0;
+}
+
+/* .debug_line's size: about 4.6 bytes per row in clang's output. */
+static size_t line_bytes(Dwarf *dw) {
+  Elf *elf = dwarf_getelf(dw);
+  Elf_Scn *scn = NULL;
+  size_t shstrndx;
+  if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
+  while ((scn = elf_nextscn(elf, scn)) != NULL) {
+    GElf_Shdr sh;
+    const char *name;
+    if (gelf_getshdr(scn, &sh) &&
+        (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+        strcmp(name, ".debug_line") == 0)
+      return sh.sh_size;
+  }
+  return 0;
+}
+
+int stkr__dw_walk_mode = 0, stkr__dw_walk_streamed = 0;
+
+/* ---- streamed in two threads ------------------------------------------- */
+
+/* One CU's arrays, handed from the reader to the answering thread. */
+typedef struct wk_set {
+  wk_arrays a;
+  wk_cu cu;
+  size_t ordinal;
+} wk_set;
+
+/* The hand-over: two sets, each either the reader's to fill (not full) or
+ * the answering thread's (full), in CU order. */
+typedef struct wk_pipe {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  wk_set set[2];
+  bool full[2]; /* under mu: set by the reader, cleared by the answerer */
+  bool done;    /* under mu: the reader read its last CU (reader) */
+  bool stop;    /* under mu: the answerer gave up (answerer) */
+  size_t next;  /* the set the reader fills next (reader only) */
+  walk *reader;
+  Dwarf *dw;
+} wk_pipe;
+
+/* Trade w's CU arrays for s's (the other side's, emptied). */
+static void swap_set(walk *w, wk_set *s) {
+  wk_arrays t = w->a;
+  w->a = s->a;
+  s->a = t;
+}
+
+/* The reader, after each CU: wait for a free set, put the CU there. */
+static void hand_over(walk *rw) {
+  wk_pipe *p = rw->pipe;
+  wk_set *s = &p->set[p->next];
+  pthread_mutex_lock(&p->mu);
+  while (p->full[p->next] && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+  bool stop = p->stop;
+  pthread_mutex_unlock(&p->mu);
+  if (stop) {
+    rw->restart = true; /* (ends walk_cus) */
+    return;
+  }
+  swap_set(rw, s); /* the set is the reader's until marked full */
+  s->cu = rw->cus[rw->n_cus - 1];
+  s->ordinal = rw->n_cus - 1;
+  pthread_mutex_lock(&p->mu);
+  p->full[p->next] = true;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  p->next ^= 1;
+}
+
+static void *reader_main(void *arg) {
+  wk_pipe *p = arg;
+  walk_cus(p->reader, p->dw, false);
+  pthread_mutex_lock(&p->mu);
+  p->done = true;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* The answering thread: each set in turn, as cu_done in one thread. */
+static void answer_sets(walk *w, wk_pipe *p) {
+  for (size_t i = 0;; i ^= 1) {
+    wk_set *s = &p->set[i];
+    pthread_mutex_lock(&p->mu);
+    while (!p->full[i] && !p->done) pthread_cond_wait(&p->cv, &p->mu);
+    bool have = p->full[i];
+    pthread_mutex_unlock(&p->mu);
+    if (!have) return; /* (sets are filled in turn: none left) */
+    if (s->ordinal < w->n_all_cus) {
+      swap_set(w, s);
+      w->cus[s->ordinal] = s->cu;
+      w->n_cus = s->ordinal + 1;
+      cu_done(w, w->batch_end[s->ordinal]);
+      w->a.bounds.n = 0;
+  w->a.n_nodes = w->a.n_ranges = w->a.n_subs = w->a.n_rows = 0;
+      swap_set(w, s);
+    } else {
+      w->restart = true; /* more CUs than cu_ranges saw */
+    }
+    bool quit = w->nomem || w->restart || w->rc;
+    pthread_mutex_lock(&p->mu);
+    p->full[i] = false;
+    if (quit) p->stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (quit) return;
+  }
+}
+
+/* The reader's ops->intern: a copy, numbered (wk_local). */
+static uint32_t local_intern(void *arg, const char *s) {
+  wk_local *l = arg;
+  size_t len = strlen(s) + 1;
+  uint32_t id = l->n;
+  if (id >= 4096u << 16) return NONE;
+  if (l->blk_used + len > l->blk_cap) {
+    size_t cap = len > ((size_t)1 << 20) ? len : (size_t)1 << 20;
+    char *b = malloc(cap);
+    if (!b || stkr_grow((void **)&l->blocks, &l->cap_blocks, l->n_blocks + 1,
+                        sizeof *l->blocks) != 0) {
+      free(b);
+      return NONE;
+    }
+    l->blocks[l->n_blocks++] = l->blk = b;
+    l->blk_used = 0;
+    l->blk_cap = cap;
+  }
+  if (!l->table[id >> 16] &&
+      !(l->table[id >> 16] = malloc(65536 * sizeof *l->table[0])))
+    return NONE;
+  char *d = l->blk + l->blk_used;
+  memcpy(d, s, len);
+  l->blk_used += len;
+  l->table[id >> 16][id & 0xffff] = d;
+  return l->n++;
+}
+
+static void local_free(wk_local *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n_blocks; i++) free(l->blocks[i]);
+  free(l->blocks);
+  for (size_t i = 0; i < 4096; i++) free(l->table[i]);
+  free(l);
+}
+
+static void walk_init(walk *w, const stkr__symspan *syms, size_t n_syms,
+                      uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops);
+
+/* Streamed in two threads: this one answers, a reader reads the CUs (most
+ * of libdw's time) a CU ahead. @return false when the reader could not
+ * start (nothing done: the caller streams in one thread). */
+static bool walk_threaded(walk *w, Dwarf *dw) {
+  wk_pipe *p = calloc(1, sizeof *p);
+  wk_local *l = calloc(1, sizeof *l);
+  walk *rw = malloc(sizeof *rw);
+  pthread_mutex_t dm = PTHREAD_MUTEX_INITIALIZER;
+  pthread_t t;
+  bool started = false;
+  if (p && l && rw &&
+      (w->cus = calloc(w->n_all_cus ? w->n_all_cus : 1, sizeof *w->cus))) {
+    const stkr__symwalk_ops lops = {local_intern, NULL, NULL, l, NULL};
+    w->cap_cus = w->n_all_cus ? w->n_all_cus : 1;
+    walk_init(rw, w->syms, w->n_syms, w->lo, w->hi, &lops);
+    rw->stream = true;
+    rw->pipe = p;
+    rw->dm = w->dm = &dm;
+    w->local = l;
+    p->reader = rw;
+    p->dw = dw;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    started = pthread_create(&t, NULL, reader_main, p) == 0;
+    if (started) {
+      answer_sets(w, p);
+      pthread_join(t, NULL);
+      if (rw->nomem) w->nomem = true;
+    }
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    stkr__wk_free(rw);
+    for (int i = 0; i < 2; i++) {
+      free(p->set[i].a.nodes);
+      free(p->set[i].a.ranges);
+      free(p->set[i].a.subs);
+      free(p->set[i].a.rows);
+      free(p->set[i].a.bounds.v);
+    }
+  }
+  w->local = NULL;
+  w->dm = NULL;
+  if (!started) { /* as it was */
+    free(w->cus);
+    w->cus = NULL;
+    w->cap_cus = 0;
+  }
+  free(rw);
+  local_free(l);
+  free(p);
+  return started;
+}
+
+/* Streamed: each CU answered as soon as it is read, its arrays reused by
+ * the next (the whole file's rows, scope trees and boundaries were most of
+ * the build's memory, and answering from arrays just written hits the
+ * cache). An address's answer needs the CU holding it (found among all CU
+ * ranges, read first: cu_ranges) and the bounds below it, so this gives
+ * the whole-file answers when CUs come in address order and each CU's
+ * bounds lie at or past where the previous CU's batch ended; the first
+ * bound that does not restarts the build as a whole file (ops->restart). */
+static void walk_streamed(walk *w, Dwarf *dw) {
+  w->stream = true;
+  if (!cu_ranges(w, dw)) {
+    w->restart = true;
+    return;
+  }
+  for (size_t i = 0; i < w->n_syms; i++) {
+    stkr__addrs_add(&w->up, w->syms[i].lo);
+    stkr__addrs_add(&w->up, w->syms[i].hi);
+  }
+  stkr__addrs_add(&w->up, w->lo);
+  if (w->up.nomem) {
+    w->nomem = true;
+    return;
+  }
+  bounds_sort(&w->up, w->lo, w->hi);
+  w->frontier = w->lo;
+  w->carry_min = UINT64_MAX;
+  w->rc = w->ops->expect(w->ops->arg, w->up.n + line_bytes(dw) / 4);
+  w->two_threads = !w->rc && stkr__dw_walk_mode != 3 && walk_threaded(w, dw);
+  if (!w->rc && !w->two_threads) walk_cus(w, dw, false);
+  if (stkr__dw_walk_mode == 2) w->restart = true; /* the test of restart */
+  if (w->nomem || w->restart || w->rc) return;
+  /* What no batch reached (the last CU's batch ends at hi: only when the
+   * walk met fewer CUs than cu_ranges). */
+  w->a.bounds.n = 0;
+  if (w->frontier < w->hi) cu_done(w, w->hi);
+}
+
+/* The whole file at once: every CU read, then every interval answered. */
+static void walk_whole(walk *w, Dwarf *dw) {
+  for (size_t i = 0; i < w->n_syms; i++) {
+    stkr__addrs_add(&w->a.bounds, w->syms[i].lo);
+    stkr__addrs_add(&w->a.bounds, w->syms[i].hi);
+  }
+  stkr__addrs_add(&w->a.bounds, w->lo);
+  if (dw) walk_cus(w, dw, false);
+  if (w->n_curanges > 1)
+    qsort(w->curanges, w->n_curanges, sizeof *w->curanges, stkr__wk_cmp_curange);
+  if (w->nomem || w->a.bounds.nomem) {
+    w->nomem = true;
+    return;
+  }
+  bounds_sort(&w->a.bounds, w->lo, w->hi);
+  w->rc = w->ops->expect(w->ops->arg, w->a.bounds.n);
+  for (size_t i = 0; i < w->a.bounds.n && !w->rc && !w->nomem; i++)
+    answer(w, w->a.bounds.v[i]);
+}
+
+static void walk_init(walk *w, const stkr__symspan *syms, size_t n_syms,
+                      uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
+  memset(w, 0, sizeof *w);
+  w->ops = ops;
+  w->syms = syms;
+  w->n_syms = n_syms;
+  w->lo = lo;
+  w->hi = hi;
+  w->prev_n = SIZE_MAX; /* none yet */
+}
+
+int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
+                  uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops) {
+  walk w;
+  int rc;
+  walk_init(&w, syms, n_syms, lo, hi, ops);
+  stkr__dw_walk_streamed = 0;
+  if (dw && ops->restart && stkr__dw_walk_mode != 1) {
+    walk_streamed(&w, dw);
+    stkr__dw_walk_streamed = w.restart ? 0 : w.two_threads ? 2 : 1;
+    if (w.restart && !w.nomem && !w.rc) {
+      stkr__wk_free(&w);
+      walk_init(&w, syms, n_syms, lo, hi, ops);
+      w.rc = ops->restart(ops->arg);
+      if (!w.rc) walk_whole(&w, dw);
+    }
+  } else {
+    walk_whole(&w, dw);
+  }
+  rc = w.rc ? w.rc : w.nomem ? -ENOMEM : 0;
+  stkr__wk_free(&w);
+  return rc;
+}
+
+#endif /* !__APPLE__ */
