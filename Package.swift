@@ -67,6 +67,7 @@ let package = Package(
         "recorder/unwind_tables.c",
         "unwind/build.c",
         "unwind/image.c",
+        "unwind/store.c",
         "unwind/walk.c",
         "proto/stkr_accounting.c",
         "proto/stkr_batch.c",

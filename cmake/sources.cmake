@@ -27,6 +27,7 @@ set(STKR_RECORDER_SRCS
 set(STKR_UNWIND_SRCS
   unwind/build.c
   unwind/image.c
+  unwind/store.c
   unwind/walk.c
 )
 

@@ -85,9 +85,9 @@ static _Atomic uint32_t g_file_no;
  * program may dup2() onto at any moment (bash's `exec 5>f` does exactly
  * that): the low number is given back only if it still names our file,
  * and the high copy is used only if it names the file at `path`. Returns
- * the descriptor or -errno. Local to recorder/, which may not use
- * flush/'s helper. */
-static int open_high(const char *path, int flags) {
+ * the descriptor or -errno. recorder/'s own (ring, session and cache
+ * files): it may not use flush/'s helper. */
+int stkr__open_high(const char *path, int flags) {
   struct stat a, b;
   int lo = open(path, flags | O_CLOEXEC, 0600), hi;
 
@@ -157,6 +157,11 @@ uint64_t stkr__session_current(void) {
 
 size_t stkr__session_ring_bytes(void) { return g_sess.ring_bytes; }
 
+const char *stkr__session_dir(void) {
+  return atomic_load_explicit(&g_map, memory_order_acquire) ? g_sess.dir
+                                                             : NULL;
+}
+
 uint64_t stkr__ringfile_fallbacks(void) {
   return atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
 }
@@ -198,7 +203,7 @@ int stkr__session_open(const stkr__session_info *in) {
   g_sess.lost = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, in->session_id, 0);
-  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
+  fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
   if (fd < 0) {
     if (fd == -EBADF)
       unlink(path);
@@ -379,7 +384,7 @@ bool stkr__session_check(void) {
    * session: stop using ring files rather than risk events twice. */
   g_sess.lock_fd = -1;
   file_path(path, g_sess.session_id, 0);
-  fd = open_high(path, O_RDWR);
+  fd = stkr__open_high(path, O_RDWR);
   if (fd >= 0) {
     if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
         st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -419,7 +424,7 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   int fd, err;
 
   file_path(path, g_sess.session_id, no);
-  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
+  fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
   if (fd < 0) {
     if (fd == -EBADF)
       unlink(path); /* created, but its descriptor was taken over */

@@ -324,6 +324,13 @@ void stkr__session_clock(const stkr_clock_cal *cal);
 size_t stkr__session_ring_bytes(void);
 /* The current session's id, 0 if none. */
 uint64_t stkr__session_current(void);
+/* The current session's directory (absolute), NULL if none. The control
+ * thread or the worker (it changes only when a session opens). */
+const char *stkr__session_dir(void);
+/* open(path, flags | O_CLOEXEC, 0600) moved to a descriptor >= 1000 whose
+ * identity (it is the file at path) was checked: see ringfile.c. The
+ * descriptor or -errno. */
+int stkr__open_high(const char *path, int flags);
 /* A site was given an id (site.c): store its name in the session file.
  * Lock-free, no system call: a memcpy into the mapping. */
 void stkr__session_site_added(uint32_t id, const char *name);
@@ -701,6 +708,10 @@ typedef struct stkr__unwind_update {
   uint32_t images, failed; /* tables built; images left to frame pointers */
   uint32_t without_cfi;    /* images with no .eh_frame */
   uint64_t rows, rows_fallback, table_bytes;
+  /* The recording's table cache (unwind_tables.c): tables read from it,
+   * tables built and stored into it, files refused (damaged, another
+   * format or image) and rebuilt. */
+  uint32_t cache_loaded, cache_saved, cache_rejected;
   bool kept_old; /* the replaced set stayed allocated (grace bound passed) */
   bool unchanged; /* the loaded images are those of the published set (the
                      figures are then that set's) */
