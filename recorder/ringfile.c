@@ -30,6 +30,8 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -44,6 +46,8 @@
 #endif
 
 #include "common/stkr_hash.h"
+#include "common/stkr_io.h"
+#include "common/stkr_ringfile.h"
 #include "recorder/stkr_internal.h"
 
 /* Lowest descriptor we keep: far above what programs pick by hand (3-9,
@@ -160,6 +164,69 @@ size_t stkr__session_ring_bytes(void) { return g_sess.ring_bytes; }
 const char *stkr__session_dir(void) {
   return atomic_load_explicit(&g_map, memory_order_acquire) ? g_sess.dir
                                                              : NULL;
+}
+
+/* ---- the recording's shared cache (STKR_CACHE_DIR) --------------------------
+ * Files that processes of one recording share to start faster: any may be
+ * missing, stale or damaged, so each user validates what it reads. Written
+ * under a temporary name and renamed, so a reader sees a whole file or
+ * none; read into memory (never mapped: a file truncated under a mapping
+ * would raise SIGBUS in the app). */
+static int cache_path(char *buf, size_t cap, const char *pre, const char *name,
+                      const char *post) {
+  const char *dir = stkr__session_dir();
+  int n;
+  if (dir == NULL) return -ENOENT;
+  n = snprintf(buf, cap, "%s/" STKR_CACHE_DIR "/%s%s%s", dir, pre, name, post);
+  return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int stkr__cache_read(const char *name, size_t max_bytes, void **out,
+                     size_t *len) {
+  char path[PATH_MAX];
+  struct stat sb;
+  void *buf;
+  size_t got = 0;
+  int fd, rc;
+
+  *out = NULL;
+  *len = 0;
+  if ((rc = cache_path(path, sizeof path, "", name, "")) != 0) return rc;
+  if ((fd = stkr__open_high(path, O_RDONLY)) < 0) return fd;
+  if (fstat(fd, &sb) != 0) rc = -errno;
+  else if (!S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
+           (uint64_t)sb.st_size > max_bytes) rc = -EINVAL;
+  else if ((buf = malloc((size_t)sb.st_size)) == NULL) rc = -ENOMEM;
+  else if ((rc = stkr_pread_all(fd, buf, (size_t)sb.st_size, 0, &got)) != 0)
+    free(buf);
+  else {
+    *out = buf;
+    *len = got;
+  }
+  close(fd);
+  return rc;
+}
+
+int stkr__cache_write(const char *name, const void *buf, size_t len) {
+  char tmp[PATH_MAX], path[PATH_MAX], post[32];
+  int fd, rc;
+
+  snprintf(post, sizeof post, ".%d.tmp", (int)getpid());
+  if ((rc = cache_path(path, sizeof path, "", name, "")) != 0 ||
+      (rc = cache_path(tmp, sizeof tmp, ".", name, post)) != 0)
+    return rc;
+  fd = stkr__open_high(tmp, O_WRONLY | O_CREAT | O_EXCL);
+  if (fd == -ENOENT) { /* the first writer of the recording makes it */
+    char d[PATH_MAX];
+    if (cache_path(d, sizeof d, "", "", "") == 0) (void)mkdir(d, 0700);
+    fd = stkr__open_high(tmp, O_WRONLY | O_CREAT | O_EXCL);
+  }
+  if (fd < 0) return fd;
+  rc = stkr_write_all(fd, buf, len);
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+  if (rc != 0) (void)unlink(tmp);
+  return rc;
 }
 
 uint64_t stkr__ringfile_fallbacks(void) {

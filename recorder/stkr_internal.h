@@ -331,6 +331,17 @@ const char *stkr__session_dir(void);
  * identity (it is the file at path) was checked: see ringfile.c. The
  * descriptor or -errno. */
 int stkr__open_high(const char *path, int flags);
+/* The session directory's shared cache (STKR_CACHE_DIR, ringfile.c): what
+ * processes of one recording share to start faster. Control thread or
+ * worker; may allocate. A file's contents are untrusted: validate them.
+ * read: the whole file `name` (at most max_bytes) into *out (malloc'd,
+ * caller frees). 0, or -ENOENT (no file, or no session), -EINVAL (not a
+ * regular file, empty or too large), -errno.
+ * write: buf as `name`, atomically (a temporary file renamed over it;
+ * the directory made if missing). 0 or -errno. */
+int stkr__cache_read(const char *name, size_t max_bytes, void **out,
+                     size_t *len);
+int stkr__cache_write(const char *name, const void *buf, size_t len);
 /* A site was given an id (site.c): store its name in the session file.
  * Lock-free, no system call: a memcpy into the mapping. */
 void stkr__session_site_added(uint32_t id, const char *name);
@@ -441,8 +452,21 @@ static inline uint64_t stkr__clock_event(void) {
 }
 /* Recorder start (no producer active): pick the session's clock (the
  * counter only if allow_counter and it passes the checks) and calibrate
- * it (~0.2 ms); the result goes into the session file too. */
+ * it (~0.2 ms, or one anchor from an earlier calibration: clock.c); the
+ * result goes into the session file too. */
 void stkr__clock_setup(bool allow_counter);
+/* The first anchor and rate a recording's first calibrated process
+ * stores for the others (the shared cache's "clock", clock.c): host byte
+ * order. check: stkr__clock_file_check of the rest. */
+typedef struct stkr__clock_file {
+  char magic[8]; /* "STKRCLK1" */
+  uint64_t t0, ns0, mult;
+  uint64_t check;
+} stkr__clock_file;
+uint64_t stkr__clock_file_check(const stkr__clock_file *f);
+/* Tests: forget this process's calibration, as a freshly exec'd process
+ * has none (the next setup uses the recording's file, or calibrates). */
+void stkr__clock_forget(void);
 /* The start's calibration, copied into *out unless its generation is
  * have_gen (the caller's copy is current); returns the generation. Any
  * thread; the worker keeps its own copy and refines it with

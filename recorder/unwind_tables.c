@@ -32,17 +32,10 @@
 bool stkr__uw_swift_async;
 
 #if STKR__HAVE_UNWIND_TABLES
-#include <fcntl.h>
-#include <limits.h>
 #include <link.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/stkr_elfnote.h"
-#include "common/stkr_io.h"
-#include "common/stkr_ringfile.h"
 #include "unwind/unwind.h"
 #include "unwind/uw_store.h"
 
@@ -139,16 +132,14 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
  * Building an image's table costs milliseconds (a compiler's cc1: tens),
  * and every exec'd process of a recording would build the same images'
  * tables again. The tables are position-independent, so the first process
- * to build one stores it as DIR/.stackrec-cache/<build-id>.uwt (written
- * under a temporary name and renamed: a reader sees a whole file or none)
- * and every later process reads it instead (~0.1 ms). A file that fails
- * validation (uw_store.h: format, image, bounds, checksum) is counted and
- * replaced by a fresh build. The file is read into memory, not mapped: the
- * hot path walks these tables, and a mapped file truncated under it would
- * raise SIGBUS in the app. Images without a build-id are built as before. */
+ * to build one stores it as DIR/.stackrec-cache/<build-id>.uwt
+ * (stkr__cache_write: a whole file or none) and every later process reads
+ * it instead (~0.1 ms; read into memory, never mapped: ringfile.c says
+ * why). A file that fails validation (uw_store.h: format, image, bounds,
+ * checksum) is counted and replaced by a fresh build. Images without a
+ * build-id are built as before. */
 typedef struct uw_cache {
-  char dir[PATH_MAX];          /* DIR/.stackrec-cache */
-  bool dir_made;               /* mkdir tried in this update */
+  bool on;                     /* a session directory to cache in */
   stkr__unwind_update *counts; /* cache_loaded, cache_saved, cache_rejected */
 } uw_cache;
 
@@ -165,93 +156,42 @@ static bool image_build_id(const struct dl_phdr_info *info,
   return false;
 }
 
-/* DIR/.stackrec-cache/<pre><hex><post> into buf. @return 0 or -ENAMETOOLONG. */
-static int cache_path(char *buf, size_t cap, const uw_cache *c, const char *pre,
-                      const uint8_t *id, size_t len, const char *post) {
-  char hex[2 * STKR__UW_BUILD_ID_MAX + 1];
-  for (size_t i = 0; i < len; i++) {
-    hex[2 * i] = "0123456789abcdef"[id[i] >> 4];
-    hex[2 * i + 1] = "0123456789abcdef"[id[i] & 15];
-  }
-  hex[2 * len] = '\0';
-  int n = snprintf(buf, cap, "%s/%s%s%s", c->dir, pre, hex, post);
-  return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
-}
-
-static int cache_load(const char *path, const stkr__uw_src *src,
-                      const uint8_t *id, size_t id_len, stkr__uw_table **out,
-                      stkr__uw_stats *st) {
-  struct stat sb;
-  uint8_t *buf;
-  size_t got = 0;
-  int fd = stkr__open_high(path, O_RDONLY), rc;
-
-  if (fd < 0) return fd;
-  if (fstat(fd, &sb) != 0) rc = -errno;
-  else if (!S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
-           (uint64_t)sb.st_size > STKR__UW_FILE_MAX) rc = -EINVAL;
-  else if ((buf = malloc((size_t)sb.st_size)) == NULL) rc = -ENOMEM;
-  else {
-    rc = stkr_pread_all(fd, buf, (size_t)sb.st_size, 0, &got);
-    if (rc == 0)
-      rc = stkr__unwind_table_decode(buf, got, src, id, id_len, out, st);
-    free(buf);
-  }
-  close(fd);
-  return rc;
-}
-
-static void cache_save(uw_cache *c, const char *path, const stkr__uw_src *src,
-                       const stkr__uw_table *t, const stkr__uw_stats *st,
-                       const uint8_t *id, size_t id_len) {
-  char tmp[PATH_MAX], post[32];
-  uint8_t *buf;
-  size_t len;
-  int fd, rc;
-
-  if (stkr__unwind_table_encode(t, st, src, id, id_len, &buf, &len) != 0)
-    return;
-  if (!c->dir_made) {
-    c->dir_made = true;
-    (void)mkdir(c->dir, 0700); /* EEXIST: another process made it */
-  }
-  snprintf(post, sizeof post, ".%d.tmp", (int)getpid());
-  if (cache_path(tmp, sizeof tmp, c, ".", id, id_len, post) != 0 ||
-      (fd = stkr__open_high(tmp, O_WRONLY | O_CREAT | O_EXCL)) < 0) {
-    free(buf);
-    return;
-  }
-  rc = stkr_write_all(fd, buf, len);
-  if (close(fd) != 0 && rc == 0) rc = -errno;
-  free(buf);
-  if (rc == 0 && rename(tmp, path) == 0)
-    c->counts->cache_saved++;
-  else
-    (void)unlink(tmp);
-}
-
 /* stkr__uw_table_fn: the image's stored table, else a build (stored). */
 static int table_cached(void *arg, const struct dl_phdr_info *info,
                         const stkr__uw_src *src, stkr__uw_table **out,
                         stkr__uw_stats *st) {
   uw_cache *c = arg;
-  char path[PATH_MAX];
+  char name[2 * STKR__UW_BUILD_ID_MAX + 8];
   const uint8_t *id;
-  size_t id_len;
+  size_t id_len, len;
+  void *buf;
   int rc;
 
-  if (!image_build_id(info, &id, &id_len) ||
-      cache_path(path, sizeof path, c, "", id, id_len, ".uwt") != 0)
+  if (!image_build_id(info, &id, &id_len))
     return stkr__unwind_table_build(src, out, st);
-  rc = cache_load(path, src, id, id_len, out, st);
+  for (size_t i = 0; i < id_len; i++) {
+    name[2 * i] = "0123456789abcdef"[id[i] >> 4];
+    name[2 * i + 1] = "0123456789abcdef"[id[i] & 15];
+  }
+  memcpy(name + 2 * id_len, ".uwt", 5);
+  rc = stkr__cache_read(name, STKR__UW_FILE_MAX, &buf, &len);
   if (rc == 0) {
-    c->counts->cache_loaded++;
-    return 0;
+    rc = stkr__unwind_table_decode(buf, len, src, id, id_len, out, st);
+    free(buf);
+    if (rc == 0) {
+      c->counts->cache_loaded++;
+      return 0;
+    }
   }
   if (rc != -ENOENT && rc != -ENOMEM)
     c->counts->cache_rejected++; /* damaged, stale or not ours: rebuilt */
   rc = stkr__unwind_table_build(src, out, st);
-  if (rc == 0 && (*out)->n != 0) cache_save(c, path, src, *out, st, id, id_len);
+  if (rc == 0 && (*out)->n != 0 &&
+      stkr__unwind_table_encode(*out, st, src, id, id_len, (uint8_t **)&buf,
+                                &len) == 0) {
+    if (stkr__cache_write(name, buf, len) == 0) c->counts->cache_saved++;
+    free(buf);
+  }
   return rc;
 }
 
@@ -259,8 +199,7 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
   stkr__uw_set *next = NULL, *old;
   unsigned failed = 0;
   unsigned long long counts[2] = {0, 0};
-  const char *dir = stkr__session_dir();
-  uw_cache cache = {.counts = out};
+  uw_cache cache = {.on = stkr__session_dir() != NULL, .counts = out};
   int err;
 
   memset(out, 0, sizeof *out);
@@ -274,10 +213,7 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
     out->unchanged = true;
     return 0;
   }
-  if (dir != NULL && snprintf(cache.dir, sizeof cache.dir, "%s/%s", dir,
-                              STKR_CACHE_DIR) >= (int)sizeof cache.dir)
-    dir = NULL; /* no cache: build every table */
-  if ((err = stkr__unwind_set_build_loaded_with(dir ? table_cached : NULL,
+  if ((err = stkr__unwind_set_build_loaded_with(cache.on ? table_cached : NULL,
                                                 &cache, &next, &failed)) != 0)
     return err; /* the published set, if any, stays */
   {
