@@ -55,6 +55,7 @@ let package = Package(
         "recorder/platform_linux.c",
         "recorder/ring.c",
         "recorder/ringfile.c",
+        "recorder/ringpool.c",
         "recorder/site.c",
         "recorder/thread.c",
         "recorder/walk.c",

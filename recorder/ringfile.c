@@ -270,16 +270,24 @@ int stkr__session_open(const stkr__session_info *in) {
   g_sess.lost = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, in->session_id, 0);
-  fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
-  if (fd < 0) {
-    if (fd == -EBADF)
-      unlink(path);
-    return fd;
+  /* A file a finished process left (ringpool.c), locked before it got our
+   * name; its old header and site slots are cleared below. */
+  fd = stkr__pool_take(g_sess.dir, "session", bytes, true, path);
+  bool pooled = fd >= 0;
+  if (!pooled) {
+    fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
+    if (fd < 0) {
+      if (fd == -EBADF)
+        unlink(path);
+      return fd;
+    }
   }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0)
+  if (!pooled && flock(fd, LOCK_EX | LOCK_NB) != 0)
+    err = -errno;
+  else if (fstat(fd, &st) != 0)
     err = -errno;
   else
-    err = reserve_file(fd, bytes);
+    err = pooled ? 0 : reserve_file(fd, bytes);
   if (err != 0) {
     close(fd);
     unlink(path);
@@ -292,6 +300,8 @@ int stkr__session_open(const stkr__session_info *in) {
     unlink(path);
     return err;
   }
+  if (pooled) /* as a new file's: the header and every site's slot */
+    memset(h, 0, STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1));
   memcpy(h->magic, STKR_SESSFILE_MAGIC, 8);
   h->version = STKR_SESSFILE_VERSION;
   h->hdr_bytes = STKR_SESSFILE_HDR_BYTES;
@@ -345,17 +355,19 @@ void stkr__session_site_added(uint32_t id, const char *name) {
 
 /* Unmap the session header once no site registration is using it; a
  * registration stuck for a second (a thread stopped in a debugger) keeps
- * the mapping alive forever rather than fault. Control thread. */
-static void unmap_header(stkr_sessfile_hdr *h) {
+ * the mapping alive forever rather than fault. Control thread.
+ * @return whether it was unmapped. */
+static bool unmap_header(stkr_sessfile_hdr *h) {
   for (int i = 0; i < 1000; i++) {
     /* Acquire: pairs with the release decrement above. */
     if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0) {
       munmap(h, g_sess.map_bytes);
-      return;
+      return true;
     }
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
+  return false;
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
@@ -415,8 +427,17 @@ void stkr__session_close(bool leftovers) {
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     if (t->ring.c == NULL || t->ring.session != g_sess.session_id)
       continue;
-    if (!leftovers)
-      stkr__ringfile_unlink(t->ring.session, t->ring.c->meta.file_no);
+    if (!leftovers) {
+      /* Emptied, it goes to the pool for the next process (ringpool.c):
+       * our mapping of it becomes private pages first, so nothing we do
+       * later can write into a file another process may map. */
+      uint32_t no = t->ring.c->meta.file_no;
+      void *p = mmap(t->ring.c, ctl_bytes(t->ring.c), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      file_path(path, t->ring.session, no);
+      if (p == MAP_FAILED || !stkr__pool_put(g_sess.dir, "ring", path))
+        unlink(path);
+    }
     t->ring.session = 0;
   }
   /* Cached rings are empty: never worth recovering. */
@@ -424,11 +445,14 @@ void stkr__session_close(bool leftovers) {
   if (leftovers) {
     /* Recovery takes it from here once our lock is gone. */
     h->state = STKR_SESS_ENDED_LEFTOVERS;
+    unmap_header(h);
   } else {
+    /* Unmapped before it is pooled; still locked and named until then. */
+    bool unmapped = unmap_header(h);
     file_path(path, g_sess.session_id, 0);
-    unlink(path);
+    if (!unmapped || !stkr__pool_put(g_sess.dir, "session", path))
+      unlink(path);
   }
-  unmap_header(h);
   if (g_sess.lock_fd >= 0)
     close(g_sess.lock_fd); /* releases the lock */
   g_sess.lock_fd = -1;
@@ -491,16 +515,22 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   int fd, err;
 
   file_path(path, g_sess.session_id, no);
-  fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
-  if (fd < 0) {
-    if (fd == -EBADF)
-      unlink(path); /* created, but its descriptor was taken over */
-    return fd;
-  }
-  if ((err = reserve_file(fd, bytes)) != 0) {
-    close(fd);
-    unlink(path);
-    return err;
+  /* A file a finished process left (ringpool.c): sized and reserved
+   * already; its old header is cleared below before anything reads it. */
+  fd = stkr__pool_take(g_sess.dir, "ring", bytes, false, path);
+  bool pooled = fd >= 0;
+  if (!pooled) {
+    fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
+    if (fd < 0) {
+      if (fd == -EBADF)
+        unlink(path); /* created, but its descriptor was taken over */
+      return fd;
+    }
+    if ((err = reserve_file(fd, bytes)) != 0) {
+      close(fd);
+      unlink(path);
+      return err;
+    }
   }
   c = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   err = c == MAP_FAILED ? -errno : 0;
@@ -509,6 +539,8 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
     unlink(path);
     return err;
   }
+  if (pooled)
+    memset(c, 0, STKR_RINGFILE_HDR_BYTES); /* as a new file's */
   c->meta.version = STKR_RINGFILE_VERSION;
   c->meta.hdr_bytes = STKR_RINGFILE_HDR_BYTES;
   c->meta.ring_size = ring_size;
@@ -572,8 +604,9 @@ void stkr__ringfile_prefill(void) {
     if (create_ring(size, &c) != 0)
       return; /* tried again next pass */
     if (!stkr__ringfile_keep(c, g_sess.session_id)) {
-      stkr__ringfile_unlink(g_sess.session_id, c->meta.file_no);
-      munmap(c, ctl_bytes(c));
+      uint32_t no = c->meta.file_no;
+      munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
+      stkr__ringfile_unlink(g_sess.session_id, no);
       return;
     }
   }
@@ -594,8 +627,10 @@ static stkr__ring_ctl *cache_take(uint64_t ring_size) {
       continue;
     if (c->meta.ring_size == ring_size && c->meta.session_id == g_sess.session_id)
       return c;
-    stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
-    munmap(c, ctl_bytes(c));
+    uint64_t sid = c->meta.session_id;
+    uint32_t no = c->meta.file_no;
+    munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
+    stkr__ringfile_unlink(sid, no);
   }
   return NULL;
 }
@@ -623,9 +658,11 @@ static void cache_clear(bool unlink_files) {
         atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
     if (c == NULL)
       continue;
+    uint64_t sid = c->meta.session_id;
+    uint32_t no = c->meta.file_no;
+    munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
     if (unlink_files)
-      stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
-    munmap(c, ctl_bytes(c));
+      stkr__ringfile_unlink(sid, no);
   }
 }
 
@@ -636,6 +673,8 @@ void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
     return;
   file_path(path, session, file_no);
   /* g_sess.pid: the ring was made by this process (a forked child
-   * privatizes its rings, so it never frees a parent's file). */
-  unlink(path);
+   * privatizes its rings, so it never frees a parent's file). Every caller
+   * has unmapped it: the next process may have it. */
+  if (!stkr__pool_put(g_sess.dir, "ring", path))
+    unlink(path);
 }

@@ -342,6 +342,17 @@ int stkr__open_high(const char *path, int flags);
 int stkr__cache_read(const char *name, size_t max_bytes, void **out,
                      size_t *len);
 int stkr__cache_write(const char *name, const void *buf, size_t len);
+/* The pool of ring and session files of a recording (ringpool.c), kept in
+ * dir's shared cache instead of deleted. take: rename a pooled file of
+ * `kind` ("ring", "session") and exactly `bytes` to path (locked first
+ * with flock when `lock`), @return its descriptor (high, close-on-exec)
+ * or -ENOENT (none), -EEXIST (path exists), -ENOSYS (no pool here); the
+ * caller clears its header. put: move the file at path into the pool;
+ * nothing of ours may map it any more. @return false if it was not moved
+ * (pool full, no support): the caller unlinks it. */
+int stkr__pool_take(const char *dir, const char *kind, size_t bytes, bool lock,
+                    const char *path);
+bool stkr__pool_put(const char *dir, const char *kind, const char *path);
 /* A site was given an id (site.c): store its name in the session file.
  * Lock-free, no system call: a memcpy into the mapping. */
 void stkr__session_site_added(uint32_t id, const char *name);
