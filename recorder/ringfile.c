@@ -181,6 +181,12 @@ static int cache_path(char *buf, size_t cap, const char *pre, const char *name,
   return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
+int stkr__cache_open(const char *name) {
+  char path[PATH_MAX];
+  int rc = cache_path(path, sizeof path, "", name, "");
+  return rc != 0 ? rc : stkr__open_high(path, O_RDONLY);
+}
+
 int stkr__cache_read(const char *name, size_t max_bytes, void **out,
                      size_t *len) {
   char path[PATH_MAX];

@@ -342,6 +342,9 @@ int stkr__open_high(const char *path, int flags);
 int stkr__cache_read(const char *name, size_t max_bytes, void **out,
                      size_t *len);
 int stkr__cache_write(const char *name, const void *buf, size_t len);
+/* open: the file `name` for reading (a high descriptor, the caller closes
+ * it), or -errno (-ENOENT: no file, or no session). */
+int stkr__cache_open(const char *name);
 /* The pool of ring and session files of a recording (ringpool.c), kept in
  * dir's shared cache instead of deleted. take: rename a pooled file of
  * `kind` ("ring", "session") and exactly `bytes` to path (locked first

@@ -34,8 +34,11 @@ bool stkr__uw_swift_async;
 #if STKR__HAVE_UNWIND_TABLES
 #include <link.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/stkr_elfnote.h"
+#include "common/stkr_io.h"
 #include "unwind/unwind.h"
 #include "unwind/uw_store.h"
 
@@ -156,6 +159,39 @@ static bool image_build_id(const struct dl_phdr_info *info,
   return false;
 }
 
+/* The stored table `name`, read once, straight into the table's memory
+ * (uw_store.h's two steps). 0, -ENOENT (none), -ENOMEM, or another -errno
+ * (refused: damaged, stale, not this image's). */
+static int cache_load(const char *name, const stkr__uw_src *src,
+                      const uint8_t *id, size_t id_len, stkr__uw_table **out,
+                      stkr__uw_stats *st) {
+  stkr__uw_file_hdr h;
+  stkr__uw_table *t = NULL;
+  struct stat sb;
+  size_t pay = 0, got = 0;
+  int fd = stkr__cache_open(name), rc;
+
+  if (fd < 0) return fd;
+  if ((rc = stkr_pread_all(fd, &h, sizeof h, 0, &got)) == 0 &&
+      (got != sizeof h ||
+       (rc = stkr__unwind_file_hdr_check(&h, src, id, id_len, &pay)) != 0 ||
+       fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != sizeof h + pay))
+    rc = -EINVAL;
+  if (rc == 0 && (t = stkr__unwind_table_alloc(pay)) == NULL) rc = -ENOMEM;
+  if (rc == 0 &&
+      (rc = stkr_pread_all(fd, stkr__unwind_table_payload(t), pay, sizeof h,
+                           &got)) == 0 && got != pay)
+    rc = -EINVAL; /* it shrank */
+  close(fd);
+  if (rc != 0) {
+    stkr__unwind_table_free(t);
+    return rc;
+  }
+  if ((rc = stkr__unwind_table_adopt(&h, src, t, st)) != 0) return rc;
+  *out = t;
+  return 0;
+}
+
 /* stkr__uw_table_fn: the image's stored table, else a build (stored). */
 static int table_cached(void *arg, const struct dl_phdr_info *info,
                         const stkr__uw_src *src, stkr__uw_table **out,
@@ -174,14 +210,9 @@ static int table_cached(void *arg, const struct dl_phdr_info *info,
     name[2 * i + 1] = "0123456789abcdef"[id[i] & 15];
   }
   memcpy(name + 2 * id_len, ".uwt", 5);
-  rc = stkr__cache_read(name, STKR__UW_FILE_MAX, &buf, &len);
-  if (rc == 0) {
-    rc = stkr__unwind_table_decode(buf, len, src, id, id_len, out, st);
-    free(buf);
-    if (rc == 0) {
-      c->counts->cache_loaded++;
-      return 0;
-    }
+  if ((rc = cache_load(name, src, id, id_len, out, st)) == 0) {
+    c->counts->cache_loaded++;
+    return 0;
   }
   if (rc != -ENOENT && rc != -ENOMEM)
     c->counts->cache_rejected++; /* damaged, stale or not ours: rebuilt */

@@ -112,20 +112,10 @@ static bool arrays_ok(const stkr__uw_table *t) {
   return true;
 }
 
-int stkr__unwind_table_decode(const uint8_t *buf, size_t len,
-                              const stkr__uw_src *src, const uint8_t *id,
-                              size_t id_len, stkr__uw_table **out,
-                              stkr__uw_stats *st) {
-  stkr__uw_file_hdr h;
-  stkr__uw_table *t;
-  const uint8_t *pay;
-  uint32_t *pal, *off, *blk;
-  uint16_t *idx;
-
-  *out = NULL;
-  if (len < sizeof h) return -EINVAL;
-  memcpy(&h, buf, sizeof h);
-  pay = buf + sizeof h;
+int stkr__unwind_file_hdr_check(const stkr__uw_file_hdr *hp,
+                                const stkr__uw_src *src, const uint8_t *id,
+                                size_t id_len, size_t *payload_bytes) {
+  stkr__uw_file_hdr h = *hp;
   if (memcmp(h.magic, STKR__UW_FILE_MAGIC, sizeof h.magic) != 0 ||
       h.format != STKR__UW_TABLE_FORMAT || h.hdr_bytes != sizeof h ||
       h.arch != (uint32_t)src->arch || h.build_id_len != id_len ||
@@ -139,44 +129,80 @@ int stkr__unwind_table_decode(const uint8_t *buf, size_t len,
       h.n_blocks == 0 || h.block_shift > 32 || h.lo_off > h.hi_off ||
       h.n_blocks != ((h.hi_off - h.lo_off) >> h.block_shift) + 1 ||
       h.payload_bytes != payload_of(h.n, h.n_palette, h.n_blocks) ||
-      h.payload_bytes != len - sizeof h)
+      h.payload_bytes > STKR__UW_FILE_MAX)
     return -EINVAL;
-  if (file_sum(&h, pay) != h.sum) return -EINVAL; /* damaged */
-  t = malloc(sizeof *t + (size_t)h.payload_bytes);
-  if (t == NULL) return -ENOMEM;
-  memset(t, 0, sizeof *t);
+  *payload_bytes = (size_t)h.payload_bytes;
+  return 0;
+}
+
+stkr__uw_table *stkr__unwind_table_alloc(size_t payload_bytes) {
+  stkr__uw_table *t = malloc(sizeof *t + payload_bytes);
+  if (t != NULL) memset(t, 0, sizeof *t);
+  return t;
+}
+
+void *stkr__unwind_table_payload(stkr__uw_table *t) { return t + 1; }
+
+int stkr__unwind_table_adopt(const stkr__uw_file_hdr *hp,
+                             const stkr__uw_src *src, stkr__uw_table *t,
+                             stkr__uw_stats *st) {
+  const stkr__uw_file_hdr *h = hp;
+  uint32_t *pal = (uint32_t *)(t + 1), *off, *blk;
+
+  if (file_sum(h, (const uint8_t *)pal) != h->sum) { /* damaged */
+    free(t);
+    return -EINVAL;
+  }
   /* The order assemble() allocates them in. */
-  pal = (uint32_t *)(t + 1);
-  off = pal + h.n_palette;
-  blk = off + h.n;
-  idx = (uint16_t *)(blk + h.n_blocks);
-  memcpy(pal, pay, (size_t)h.payload_bytes);
+  off = pal + h->n_palette;
+  blk = off + h->n;
   t->base = src->base;
-  t->n = h.n;
-  t->n_palette = h.n_palette;
-  t->n_blocks = h.n_blocks;
-  t->block_shift = h.block_shift;
+  t->n = h->n;
+  t->n_palette = h->n_palette;
+  t->n_blocks = h->n_blocks;
+  t->block_shift = h->block_shift;
   t->palette = pal;
   t->off = off;
   t->block = blk;
-  t->idx = idx;
-  if (off[0] != h.lo_off || off[h.n - 1] != h.hi_off || !arrays_ok(t)) {
+  t->idx = (uint16_t *)(blk + h->n_blocks);
+  if (off[0] != h->lo_off || off[h->n - 1] != h->hi_off || !arrays_ok(t)) {
     free(t);
     return -EINVAL;
   }
   t->lo = src->base + off[0];
-  t->hi = src->base + off[h.n - 1];
+  t->hi = src->base + off[h->n - 1];
   if (st != NULL) {
     memset(st, 0, sizeof *st);
-    st->cies = h.stats[0];
-    st->fdes = h.stats[1];
-    st->fdes_bad = h.stats[2];
-    st->rows = h.stats[3];
-    st->rows_fallback = h.stats[4];
-    st->rows_signal = h.stats[5];
-    st->table_bytes = h.stats[6];
-    st->eh_frame_bytes = h.stats[7];
+    st->cies = h->stats[0];
+    st->fdes = h->stats[1];
+    st->fdes_bad = h->stats[2];
+    st->rows = h->stats[3];
+    st->rows_fallback = h->stats[4];
+    st->rows_signal = h->stats[5];
+    st->table_bytes = h->stats[6];
+    st->eh_frame_bytes = h->stats[7];
   }
+  return 0;
+}
+
+int stkr__unwind_table_decode(const uint8_t *buf, size_t len,
+                              const stkr__uw_src *src, const uint8_t *id,
+                              size_t id_len, stkr__uw_table **out,
+                              stkr__uw_stats *st) {
+  stkr__uw_file_hdr h;
+  stkr__uw_table *t;
+  size_t pay;
+  int rc;
+
+  *out = NULL;
+  if (len < sizeof h) return -EINVAL;
+  memcpy(&h, buf, sizeof h);
+  if ((rc = stkr__unwind_file_hdr_check(&h, src, id, id_len, &pay)) != 0)
+    return rc;
+  if (pay != len - sizeof h) return -EINVAL;
+  if ((t = stkr__unwind_table_alloc(pay)) == NULL) return -ENOMEM;
+  memcpy(stkr__unwind_table_payload(t), buf + sizeof h, pay);
+  if ((rc = stkr__unwind_table_adopt(&h, src, t, st)) != 0) return rc;
   *out = t;
   return 0;
 }

@@ -73,6 +73,23 @@ int stkr__unwind_table_decode(const uint8_t *buf, size_t len,
                               size_t id_len, stkr__uw_table **out,
                               stkr__uw_stats *st);
 
+/* The same in two steps, so that a file is read once, straight into the
+ * table's memory: check the header (the first sizeof(stkr__uw_file_hdr)
+ * bytes) against the image and get the payload's size; then allocate the
+ * table with room for it, read the payload to stkr__unwind_table_payload(t)
+ * and finish with stkr__unwind_table_adopt (checksum, bounds).
+ * hdr_check: @return 0 and *payload_bytes, or -EINVAL.
+ * alloc: @return a table (free with stkr__unwind_table_free) or NULL.
+ * adopt: @return 0 and *st (may be NULL), or -EINVAL (t is then freed). */
+int stkr__unwind_file_hdr_check(const stkr__uw_file_hdr *h,
+                                const stkr__uw_src *src, const uint8_t *id,
+                                size_t id_len, size_t *payload_bytes);
+stkr__uw_table *stkr__unwind_table_alloc(size_t payload_bytes);
+void *stkr__unwind_table_payload(stkr__uw_table *t);
+int stkr__unwind_table_adopt(const stkr__uw_file_hdr *h,
+                             const stkr__uw_src *src, stkr__uw_table *t,
+                             stkr__uw_stats *st);
+
 /* The checksum of the bytes (a fixed function: it is stored in files,
  * unlike common/stkr_hash.h's in-memory hashes). Four independent
  * multiply-xor lanes over 8-byte words, so it runs at memory speed. */
