@@ -52,8 +52,10 @@ static int put_sites(const stkr_reader *r, size_t i) {
   sorted = malloc((n ? n : 1) * sizeof *sorted);
   if (sorted == NULL)
     return -ENOMEM;
-  memcpy(sorted, sites, n * sizeof *sorted);
-  qsort(sorted, n, sizeof *sorted, by_events_desc);
+  if (n != 0) { /* a process without sites may have no array at all */
+    memcpy(sorted, sites, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, by_events_desc);
+  }
   fputs(",\"sites\":[", stdout);
   for (k = 0; k < n; k++) {
     fputs(k ? ",{\"name\":" : "{\"name\":", stdout);
