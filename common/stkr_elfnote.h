@@ -45,4 +45,25 @@ static inline bool stkr_elf_note_build_id(const uint8_t *p, size_t len,
   return false;
 }
 
+#if defined(__linux__)
+#include <link.h>
+
+/* The build-id of a loaded image (a dl_iterate_phdr entry), from its
+ * PT_NOTE segments in memory (mapped with the image).
+ * @return true and *id, *id_len (1..max_len bytes); false if none. */
+static inline bool stkr_elf_image_build_id(const struct dl_phdr_info *info,
+                                           size_t max_len, const uint8_t **id,
+                                           size_t *id_len) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_NOTE &&
+        stkr_elf_note_build_id(
+            (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr),
+            ph->p_filesz, ph->p_align == 8 ? 8 : 4, id, id_len))
+      return *id_len > 0 && *id_len <= max_len;
+  }
+  return false;
+}
+#endif
+
 #endif /* STKR_COMMON_ELFNOTE_H */

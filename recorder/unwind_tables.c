@@ -146,19 +146,6 @@ typedef struct uw_cache {
   stkr__unwind_update *counts; /* cache_loaded, cache_saved, cache_rejected */
 } uw_cache;
 
-static bool image_build_id(const struct dl_phdr_info *info,
-                           const uint8_t **id, size_t *len) {
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type == PT_NOTE &&
-        stkr_elf_note_build_id(
-            (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr),
-            ph->p_filesz, ph->p_align == 8 ? 8 : 4, id, len))
-      return *len > 0 && *len <= STKR__UW_BUILD_ID_MAX;
-  }
-  return false;
-}
-
 /* The stored table `name`, read once, straight into the table's memory
  * (uw_store.h's two steps). 0, -ENOENT (none), -ENOMEM, or another -errno
  * (refused: damaged, stale, not this image's). */
@@ -203,7 +190,7 @@ static int table_cached(void *arg, const struct dl_phdr_info *info,
   void *buf;
   int rc;
 
-  if (!image_build_id(info, &id, &id_len))
+  if (!stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, &id, &id_len))
     return stkr__unwind_table_build(src, out, st);
   for (size_t i = 0; i < id_len; i++) {
     name[2 * i] = "0123456789abcdef"[id[i] >> 4];

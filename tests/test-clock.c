@@ -148,21 +148,14 @@ static void assert_converts(const stkr_clock_cal *cal) {
   }
 }
 
-static void read_clock_file(const char *dir, stkr__clock_file *f) {
+/* Read (or write) the recording's stored clock anchor. */
+static void clock_file_io(const char *dir, stkr__clock_file *f, bool write) {
   char path[512];
   FILE *fp;
   snprintf(path, sizeof path, "%s/.stackrec-cache/clock", dir);
-  assert_non_null(fp = fopen(path, "rb"));
-  assert_int_equal(fread(f, 1, sizeof *f, fp), sizeof *f);
-  fclose(fp);
-}
-
-static void write_clock_file(const char *dir, const stkr__clock_file *f) {
-  char path[512];
-  FILE *fp;
-  snprintf(path, sizeof path, "%s/.stackrec-cache/clock", dir);
-  assert_non_null(fp = fopen(path, "wb"));
-  assert_int_equal(fwrite(f, 1, sizeof *f, fp), sizeof *f);
+  assert_non_null(fp = fopen(path, write ? "wb" : "rb"));
+  assert_int_equal(write ? fwrite(f, 1, sizeof *f, fp) : fread(f, 1, sizeof *f, fp),
+                   sizeof *f);
   fclose(fp);
 }
 
@@ -201,7 +194,7 @@ static void test_calibration_reused_in_a_recording(void **state) {
   snprintf(dir, sizeof dir, "%s/clockfile-XXXXXX", t ? t : "/tmp");
   assert_non_null(mkdtemp(dir));
   session_cal(dir, true, &first); /* no file yet: calibrates, stores */
-  read_clock_file(dir, &f);
+  clock_file_io(dir, &f, false);
   assert_memory_equal(f.magic, "STKRCLK1", 8);
   assert_true(f.t0 == first.t0 && f.ns0 == first.ns0 && f.mult == first.mult);
   assert_converts(&first);
@@ -230,14 +223,14 @@ static void test_calibration_reused_in_a_recording(void **state) {
   bad = f;
   bad.mult = f.mult + f.mult / 10;
   bad.check = stkr__clock_file_check(&bad);
-  write_clock_file(dir, &bad);
+  clock_file_io(dir, &bad, true);
   session_cal(dir, true, &cal);
   assert_true(cal.t0 != f.t0);
   assert_converts(&cal);
   /* A damaged one: the check fails. */
   bad = f;
   bad.ns0 ^= 1;
-  write_clock_file(dir, &bad);
+  clock_file_io(dir, &bad, true);
   session_cal(dir, true, &cal);
   assert_true(cal.t0 != f.t0 && cal.ns0 != bad.ns0);
   assert_converts(&cal);

@@ -27,15 +27,7 @@
 
 static bool build_id_of(const struct dl_phdr_info *info, const uint8_t **id,
                         size_t *len) {
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type == PT_NOTE &&
-        stkr_elf_note_build_id(
-            (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr),
-            ph->p_filesz, ph->p_align == 8 ? 8 : 4, id, len))
-      return true;
-  }
-  return false;
+  return stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, id, len);
 }
 
 /* Same answer for every address a lookup can be asked: each row's start,
