@@ -13,6 +13,7 @@ set(STKR_RECORDER_SRCS
   recorder/platform_linux.c
   recorder/ring.c
   recorder/ringfile.c
+  recorder/ringpool.c
   recorder/sample.c
   recorder/sample_apple.c
   recorder/sample_linux.c
@@ -27,6 +28,7 @@ set(STKR_RECORDER_SRCS
 set(STKR_UNWIND_SRCS
   unwind/build.c
   unwind/image.c
+  unwind/store.c
   unwind/walk.c
 )
 

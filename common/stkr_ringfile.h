@@ -292,6 +292,15 @@ static inline char *stkr_ringfile_put_hex16(char *p, uint64_t v) {
   return p;
 }
 
+/* A subdirectory of the recording directory holding what processes of one
+ * recording share to start faster, never recording data: unwind tables by
+ * build-id ("<build-id hex>.uwt", recorder/unwind_tables.c, format in
+ * unwind/uw_store.h) and the event clock's first anchor ("clock",
+ * recorder/clock.c). Any file there may be missing, damaged or stale: a
+ * writer validates it before use and rebuilds. Readers, recovery, merge
+ * and the disk cap skip it; `stackrec record` removes it at its end. */
+#define STKR_CACHE_DIR ".stackrec-cache"
+
 /* Longest base name, with NUL: "stackrec-" 10 "-" 16 "-" 10 ".session". */
 #define STKR_RINGFILE_NAME_MAX 64
 

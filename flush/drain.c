@@ -283,6 +283,8 @@ void stkr__drain_unwind_tables(stkr__worker *w) {
   w->uw_pb.rows = u.rows;
   w->uw_pb.rows_fallback = u.rows_fallback;
   w->uw_pb.table_bytes = u.table_bytes;
+  w->uw_pb.images_cached = u.cache_loaded;
+  w->uw_pb.cache_rejected = u.cache_rejected;
   w->uw_have = true;
 }
 

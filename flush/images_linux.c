@@ -22,39 +22,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_elfnote.h"
 #include "common/stkr_grow.h"
 #include "flush/flush_internal.h"
-
-#ifndef NT_GNU_BUILD_ID
-#define NT_GNU_BUILD_ID 3
-#endif
 
 typedef struct scan {
   Stackrec__Image *imgs;
   size_t n, cap;
   int err;
 } scan;
-
-/* Find NT_GNU_BUILD_ID in one PT_NOTE segment [p, p + len). */
-static bool find_build_id(const uint8_t *p, size_t len, size_t align,
-                          const uint8_t **id, size_t *id_len) {
-  while (len >= sizeof(ElfW(Nhdr))) {
-    const ElfW(Nhdr) *nh = (const void *)p;
-    size_t namesz = (nh->n_namesz + align - 1) & ~(align - 1);
-    size_t descsz = (nh->n_descsz + align - 1) & ~(align - 1);
-    size_t total = sizeof *nh + namesz + descsz;
-    if (namesz > len || descsz > len || total > len) return false;
-    if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-        memcmp(p + sizeof *nh, "GNU", 4) == 0) {
-      *id = p + sizeof *nh + namesz;
-      *id_len = nh->n_descsz;
-      return true;
-    }
-    p += total;
-    len -= total;
-  }
-  return false;
-}
 
 static int collect(struct dl_phdr_info *info, size_t size, void *arg) {
   scan *sc = arg;
@@ -74,7 +50,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg) {
       if (start < lo) lo = start;
       if (start + ph->p_memsz > hi) hi = start + ph->p_memsz;
     } else if (ph->p_type == PT_NOTE && !bid) {
-      (void)find_build_id((const uint8_t *)(uintptr_t)start, ph->p_filesz,
+      (void)stkr_elf_note_build_id((const uint8_t *)(uintptr_t)start, ph->p_filesz,
                           ph->p_align == 8 ? 8 : 4, &bid, &bid_len);
     }
   }

@@ -365,6 +365,8 @@ static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     st->info.unwind_images_without_cfi = h->unwind_tables->images_without_cfi;
     st->info.unwind_rows = h->unwind_tables->rows;
     st->info.unwind_rows_fallback = h->unwind_tables->rows_fallback;
+    st->info.unwind_images_cached = h->unwind_tables->images_cached;
+    st->info.unwind_cache_rejected = h->unwind_tables->cache_rejected;
   }
   stkr__acct_header(r, st, h, path, off);
   if (!st->have_session) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/stkr_hash.h"
+#include "common/stkr_ringfile.h" /* STKR_CACHE_DIR */
 #include "proto/stkr__reader.h"
 #include "proto/stkr__recover.h" /* stkr__rc_parse_name: ring/session files */
 
@@ -305,6 +306,8 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
       continue;
     if (strcmp(de->d_name, STKR_MARKS_FILE) == 0)
       continue; /* stkr__marks_load_dir reads it */
+    if (strcmp(de->d_name, STKR_CACHE_DIR) == 0)
+      continue; /* what the recording's processes share: no data */
     if (fstatat(dirfd(d), de->d_name, &fst, 0) != 0 ||
         !S_ISREG(fst.st_mode) ||
         stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) {

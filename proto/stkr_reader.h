@@ -201,6 +201,9 @@ typedef struct stkr_process_info {
   bool unwind_tables;
   uint32_t unwind_images, unwind_images_failed, unwind_images_without_cfi;
   uint64_t unwind_rows, unwind_rows_fallback;
+  /* Of unwind_images: tables read from the recording's cache (built by an
+   * earlier process of the recording); cache files refused and rebuilt. */
+  uint32_t unwind_images_cached, unwind_cache_rejected;
   /* Events: */
   uint64_t events;           /* events delivered (marks not included) */
   uint64_t marks;            /* marks this process recorded, delivered

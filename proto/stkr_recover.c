@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,5 +443,36 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
 out:
   free(rc.files);
   free(rc.segs);
+  return err;
+}
+
+int stkr_recover_remove_cache(const char *dir) {
+  char path[PATH_MAX];
+  struct dirent *e;
+  DIR *d;
+  int fd, err = 0;
+
+  if (dir == NULL) return -EINVAL;
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
+      sizeof path)
+    return -ENAMETOOLONG;
+  if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    return errno == ENOENT ? 0 : -errno;
+  if ((d = fdopendir(fd)) == NULL) {
+    err = -errno;
+    close(fd);
+    return err;
+  }
+  while ((e = readdir(d)) != NULL) {
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
+      continue; /* ".", "..", anything not ours to remove */
+    if (unlinkat(dirfd(d), e->d_name, 0) != 0 && err == 0 && errno != ENOENT)
+      err = -errno;
+  }
+  closedir(d);
+  if (rmdir(path) != 0 && err == 0 && errno != ENOENT)
+    err = -errno;
   return err;
 }

@@ -88,6 +88,16 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
                      stkr_recover_stats *out);
 
 /*
+ * Remove the directory's cache of what its processes share to start faster
+ * (DIR/.stackrec-cache: unwind tables by build-id, the clock's anchor; see
+ * common/stkr_ringfile.h). Not recording data: `stackrec record` removes
+ * it once its command has ended. Only regular files directly inside it are
+ * removed, then the directory. A process still running may recreate it.
+ * @return 0 (also when there is none), or -errno of the first failure.
+ */
+int stkr_recover_remove_cache(const char *dir);
+
+/*
  * One ring file's records, for tools and fuzzing: parse `data` (`len`
  * bytes, a whole ring file) and call `rec` for each record at or after
  * `from` (free-running offset; records below are counted in *dups), in

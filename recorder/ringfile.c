@@ -30,6 +30,8 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -44,6 +46,8 @@
 #endif
 
 #include "common/stkr_hash.h"
+#include "common/stkr_io.h"
+#include "common/stkr_ringfile.h"
 #include "recorder/stkr_internal.h"
 
 /* Lowest descriptor we keep: far above what programs pick by hand (3-9,
@@ -85,9 +89,9 @@ static _Atomic uint32_t g_file_no;
  * program may dup2() onto at any moment (bash's `exec 5>f` does exactly
  * that): the low number is given back only if it still names our file,
  * and the high copy is used only if it names the file at `path`. Returns
- * the descriptor or -errno. Local to recorder/, which may not use
- * flush/'s helper. */
-static int open_high(const char *path, int flags) {
+ * the descriptor or -errno. recorder/'s own (ring, session and cache
+ * files): it may not use flush/'s helper. */
+int stkr__open_high(const char *path, int flags) {
   struct stat a, b;
   int lo = open(path, flags | O_CLOEXEC, 0600), hi;
 
@@ -157,6 +161,80 @@ uint64_t stkr__session_current(void) {
 
 size_t stkr__session_ring_bytes(void) { return g_sess.ring_bytes; }
 
+const char *stkr__session_dir(void) {
+  return atomic_load_explicit(&g_map, memory_order_acquire) ? g_sess.dir
+                                                             : NULL;
+}
+
+/* ---- the recording's shared cache (STKR_CACHE_DIR) --------------------------
+ * Files that processes of one recording share to start faster: any may be
+ * missing, stale or damaged, so each user validates what it reads. Written
+ * under a temporary name and renamed, so a reader sees a whole file or
+ * none; read into memory (never mapped: a file truncated under a mapping
+ * would raise SIGBUS in the app). */
+static int cache_path(char *buf, size_t cap, const char *pre, const char *name,
+                      const char *post) {
+  const char *dir = stkr__session_dir();
+  int n;
+  if (dir == NULL) return -ENOENT;
+  n = snprintf(buf, cap, "%s/" STKR_CACHE_DIR "/%s%s%s", dir, pre, name, post);
+  return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int stkr__cache_open(const char *name) {
+  char path[PATH_MAX];
+  int rc = cache_path(path, sizeof path, "", name, "");
+  return rc != 0 ? rc : stkr__open_high(path, O_RDONLY);
+}
+
+int stkr__cache_read(const char *name, size_t max_bytes, void **out,
+                     size_t *len) {
+  char path[PATH_MAX];
+  struct stat sb;
+  void *buf;
+  size_t got = 0;
+  int fd, rc;
+
+  *out = NULL;
+  *len = 0;
+  if ((rc = cache_path(path, sizeof path, "", name, "")) != 0) return rc;
+  if ((fd = stkr__open_high(path, O_RDONLY)) < 0) return fd;
+  if (fstat(fd, &sb) != 0) rc = -errno;
+  else if (!S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
+           (uint64_t)sb.st_size > max_bytes) rc = -EINVAL;
+  else if ((buf = malloc((size_t)sb.st_size)) == NULL) rc = -ENOMEM;
+  else if ((rc = stkr_pread_all(fd, buf, (size_t)sb.st_size, 0, &got)) != 0)
+    free(buf);
+  else {
+    *out = buf;
+    *len = got;
+  }
+  close(fd);
+  return rc;
+}
+
+int stkr__cache_write(const char *name, const void *buf, size_t len) {
+  char tmp[PATH_MAX], path[PATH_MAX], post[32];
+  int fd, rc;
+
+  snprintf(post, sizeof post, ".%d.tmp", (int)getpid());
+  if ((rc = cache_path(path, sizeof path, "", name, "")) != 0 ||
+      (rc = cache_path(tmp, sizeof tmp, ".", name, post)) != 0)
+    return rc;
+  fd = stkr__open_high(tmp, O_WRONLY | O_CREAT | O_EXCL);
+  if (fd == -ENOENT) { /* the first writer of the recording makes it */
+    char d[PATH_MAX];
+    if (cache_path(d, sizeof d, "", "", "") == 0) (void)mkdir(d, 0700);
+    fd = stkr__open_high(tmp, O_WRONLY | O_CREAT | O_EXCL);
+  }
+  if (fd < 0) return fd;
+  rc = stkr_write_all(fd, buf, len);
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+  if (rc != 0) (void)unlink(tmp);
+  return rc;
+}
+
 uint64_t stkr__ringfile_fallbacks(void) {
   return atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
 }
@@ -198,16 +276,24 @@ int stkr__session_open(const stkr__session_info *in) {
   g_sess.lost = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, in->session_id, 0);
-  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
-  if (fd < 0) {
-    if (fd == -EBADF)
-      unlink(path);
-    return fd;
+  /* A file a finished process left (ringpool.c), locked before it got our
+   * name; its old header and site slots are cleared below. */
+  fd = stkr__pool_take(g_sess.dir, "session", bytes, true, path);
+  bool pooled = fd >= 0;
+  if (!pooled) {
+    fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
+    if (fd < 0) {
+      if (fd == -EBADF)
+        unlink(path);
+      return fd;
+    }
   }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0)
+  if (!pooled && flock(fd, LOCK_EX | LOCK_NB) != 0)
+    err = -errno;
+  else if (fstat(fd, &st) != 0)
     err = -errno;
   else
-    err = reserve_file(fd, bytes);
+    err = pooled ? 0 : reserve_file(fd, bytes);
   if (err != 0) {
     close(fd);
     unlink(path);
@@ -220,6 +306,8 @@ int stkr__session_open(const stkr__session_info *in) {
     unlink(path);
     return err;
   }
+  if (pooled) /* as a new file's: the header and every site's slot */
+    memset(h, 0, STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1));
   memcpy(h->magic, STKR_SESSFILE_MAGIC, 8);
   h->version = STKR_SESSFILE_VERSION;
   h->hdr_bytes = STKR_SESSFILE_HDR_BYTES;
@@ -273,17 +361,19 @@ void stkr__session_site_added(uint32_t id, const char *name) {
 
 /* Unmap the session header once no site registration is using it; a
  * registration stuck for a second (a thread stopped in a debugger) keeps
- * the mapping alive forever rather than fault. Control thread. */
-static void unmap_header(stkr_sessfile_hdr *h) {
+ * the mapping alive forever rather than fault. Control thread.
+ * @return whether it was unmapped. */
+static bool unmap_header(stkr_sessfile_hdr *h) {
   for (int i = 0; i < 1000; i++) {
     /* Acquire: pairs with the release decrement above. */
     if (atomic_load_explicit(&g_map_users, memory_order_acquire) == 0) {
       munmap(h, g_sess.map_bytes);
-      return;
+      return true;
     }
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
+  return false;
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name) {
@@ -343,8 +433,17 @@ void stkr__session_close(bool leftovers) {
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     if (t->ring.c == NULL || t->ring.session != g_sess.session_id)
       continue;
-    if (!leftovers)
-      stkr__ringfile_unlink(t->ring.session, t->ring.c->meta.file_no);
+    if (!leftovers) {
+      /* Emptied, it goes to the pool for the next process (ringpool.c):
+       * our mapping of it becomes private pages first, so nothing we do
+       * later can write into a file another process may map. */
+      uint32_t no = t->ring.c->meta.file_no;
+      void *p = mmap(t->ring.c, ctl_bytes(t->ring.c), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      file_path(path, t->ring.session, no);
+      if (p == MAP_FAILED || !stkr__pool_put(g_sess.dir, "ring", path))
+        unlink(path);
+    }
     t->ring.session = 0;
   }
   /* Cached rings are empty: never worth recovering. */
@@ -352,11 +451,14 @@ void stkr__session_close(bool leftovers) {
   if (leftovers) {
     /* Recovery takes it from here once our lock is gone. */
     h->state = STKR_SESS_ENDED_LEFTOVERS;
+    unmap_header(h);
   } else {
+    /* Unmapped before it is pooled; still locked and named until then. */
+    bool unmapped = unmap_header(h);
     file_path(path, g_sess.session_id, 0);
-    unlink(path);
+    if (!unmapped || !stkr__pool_put(g_sess.dir, "session", path))
+      unlink(path);
   }
-  unmap_header(h);
   if (g_sess.lock_fd >= 0)
     close(g_sess.lock_fd); /* releases the lock */
   g_sess.lock_fd = -1;
@@ -379,7 +481,7 @@ bool stkr__session_check(void) {
    * session: stop using ring files rather than risk events twice. */
   g_sess.lock_fd = -1;
   file_path(path, g_sess.session_id, 0);
-  fd = open_high(path, O_RDWR);
+  fd = stkr__open_high(path, O_RDWR);
   if (fd >= 0) {
     if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
         st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -419,16 +521,22 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   int fd, err;
 
   file_path(path, g_sess.session_id, no);
-  fd = open_high(path, O_RDWR | O_CREAT | O_EXCL);
-  if (fd < 0) {
-    if (fd == -EBADF)
-      unlink(path); /* created, but its descriptor was taken over */
-    return fd;
-  }
-  if ((err = reserve_file(fd, bytes)) != 0) {
-    close(fd);
-    unlink(path);
-    return err;
+  /* A file a finished process left (ringpool.c): sized and reserved
+   * already; its old header is cleared below before anything reads it. */
+  fd = stkr__pool_take(g_sess.dir, "ring", bytes, false, path);
+  bool pooled = fd >= 0;
+  if (!pooled) {
+    fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
+    if (fd < 0) {
+      if (fd == -EBADF)
+        unlink(path); /* created, but its descriptor was taken over */
+      return fd;
+    }
+    if ((err = reserve_file(fd, bytes)) != 0) {
+      close(fd);
+      unlink(path);
+      return err;
+    }
   }
   c = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   err = c == MAP_FAILED ? -errno : 0;
@@ -437,6 +545,8 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
     unlink(path);
     return err;
   }
+  if (pooled)
+    memset(c, 0, STKR_RINGFILE_HDR_BYTES); /* as a new file's */
   c->meta.version = STKR_RINGFILE_VERSION;
   c->meta.hdr_bytes = STKR_RINGFILE_HDR_BYTES;
   c->meta.ring_size = ring_size;
@@ -500,8 +610,9 @@ void stkr__ringfile_prefill(void) {
     if (create_ring(size, &c) != 0)
       return; /* tried again next pass */
     if (!stkr__ringfile_keep(c, g_sess.session_id)) {
-      stkr__ringfile_unlink(g_sess.session_id, c->meta.file_no);
-      munmap(c, ctl_bytes(c));
+      uint32_t no = c->meta.file_no;
+      munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
+      stkr__ringfile_unlink(g_sess.session_id, no);
       return;
     }
   }
@@ -522,8 +633,10 @@ static stkr__ring_ctl *cache_take(uint64_t ring_size) {
       continue;
     if (c->meta.ring_size == ring_size && c->meta.session_id == g_sess.session_id)
       return c;
-    stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
-    munmap(c, ctl_bytes(c));
+    uint64_t sid = c->meta.session_id;
+    uint32_t no = c->meta.file_no;
+    munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
+    stkr__ringfile_unlink(sid, no);
   }
   return NULL;
 }
@@ -551,9 +664,11 @@ static void cache_clear(bool unlink_files) {
         atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
     if (c == NULL)
       continue;
+    uint64_t sid = c->meta.session_id;
+    uint32_t no = c->meta.file_no;
+    munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
     if (unlink_files)
-      stkr__ringfile_unlink(c->meta.session_id, c->meta.file_no);
-    munmap(c, ctl_bytes(c));
+      stkr__ringfile_unlink(sid, no);
   }
 }
 
@@ -564,6 +679,8 @@ void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
     return;
   file_path(path, session, file_no);
   /* g_sess.pid: the ring was made by this process (a forked child
-   * privatizes its rings, so it never frees a parent's file). */
-  unlink(path);
+   * privatizes its rings, so it never frees a parent's file). Every caller
+   * has unmapped it: the next process may have it. */
+  if (!stkr__pool_put(g_sess.dir, "ring", path))
+    unlink(path);
 }

@@ -324,6 +324,38 @@ void stkr__session_clock(const stkr_clock_cal *cal);
 size_t stkr__session_ring_bytes(void);
 /* The current session's id, 0 if none. */
 uint64_t stkr__session_current(void);
+/* The current session's directory (absolute), NULL if none. The control
+ * thread or the worker (it changes only when a session opens). */
+const char *stkr__session_dir(void);
+/* open(path, flags | O_CLOEXEC, 0600) moved to a descriptor >= 1000 whose
+ * identity (it is the file at path) was checked: see ringfile.c. The
+ * descriptor or -errno. */
+int stkr__open_high(const char *path, int flags);
+/* The session directory's shared cache (STKR_CACHE_DIR, ringfile.c): what
+ * processes of one recording share to start faster. Control thread or
+ * worker; may allocate. A file's contents are untrusted: validate them.
+ * read: the whole file `name` (at most max_bytes) into *out (malloc'd,
+ * caller frees). 0, or -ENOENT (no file, or no session), -EINVAL (not a
+ * regular file, empty or too large), -errno.
+ * write: buf as `name`, atomically (a temporary file renamed over it;
+ * the directory made if missing). 0 or -errno. */
+int stkr__cache_read(const char *name, size_t max_bytes, void **out,
+                     size_t *len);
+int stkr__cache_write(const char *name, const void *buf, size_t len);
+/* open: the file `name` for reading (a high descriptor, the caller closes
+ * it), or -errno (-ENOENT: no file, or no session). */
+int stkr__cache_open(const char *name);
+/* The pool of ring and session files of a recording (ringpool.c), kept in
+ * dir's shared cache instead of deleted. take: rename a pooled file of
+ * `kind` ("ring", "session") and exactly `bytes` to path (locked first
+ * with flock when `lock`), @return its descriptor (high, close-on-exec)
+ * or -ENOENT (none), -EEXIST (path exists), -ENOSYS (no pool here); the
+ * caller clears its header. put: move the file at path into the pool;
+ * nothing of ours may map it any more. @return false if it was not moved
+ * (pool full, no support): the caller unlinks it. */
+int stkr__pool_take(const char *dir, const char *kind, size_t bytes, bool lock,
+                    const char *path);
+bool stkr__pool_put(const char *dir, const char *kind, const char *path);
 /* A site was given an id (site.c): store its name in the session file.
  * Lock-free, no system call: a memcpy into the mapping. */
 void stkr__session_site_added(uint32_t id, const char *name);
@@ -434,8 +466,21 @@ static inline uint64_t stkr__clock_event(void) {
 }
 /* Recorder start (no producer active): pick the session's clock (the
  * counter only if allow_counter and it passes the checks) and calibrate
- * it (~0.2 ms); the result goes into the session file too. */
+ * it (~0.2 ms, or one anchor from an earlier calibration: clock.c); the
+ * result goes into the session file too. */
 void stkr__clock_setup(bool allow_counter);
+/* The first anchor and rate a recording's first calibrated process
+ * stores for the others (the shared cache's "clock", clock.c): host byte
+ * order. check: stkr__clock_file_check of the rest. */
+typedef struct stkr__clock_file {
+  char magic[8]; /* "STKRCLK1" */
+  uint64_t t0, ns0, mult;
+  uint64_t check;
+} stkr__clock_file;
+uint64_t stkr__clock_file_check(const stkr__clock_file *f);
+/* Tests: forget this process's calibration, as a freshly exec'd process
+ * has none (the next setup uses the recording's file, or calibrates). */
+void stkr__clock_forget(void);
 /* The start's calibration, copied into *out unless its generation is
  * have_gen (the caller's copy is current); returns the generation. Any
  * thread; the worker keeps its own copy and refines it with
@@ -701,6 +746,10 @@ typedef struct stkr__unwind_update {
   uint32_t images, failed; /* tables built; images left to frame pointers */
   uint32_t without_cfi;    /* images with no .eh_frame */
   uint64_t rows, rows_fallback, table_bytes;
+  /* The recording's table cache (unwind_tables.c): tables read from it,
+   * tables built and stored into it, files refused (damaged, another
+   * format or image) and rebuilt. */
+  uint32_t cache_loaded, cache_saved, cache_rejected;
   bool kept_old; /* the replaced set stayed allocated (grace bound passed) */
   bool unchanged; /* the loaded images are those of the published set (the
                      figures are then that set's) */

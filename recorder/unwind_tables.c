@@ -33,8 +33,14 @@ bool stkr__uw_swift_async;
 
 #if STKR__HAVE_UNWIND_TABLES
 #include <link.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/stkr_elfnote.h"
+#include "common/stkr_io.h"
 #include "unwind/unwind.h"
+#include "unwind/uw_store.h"
 
 /* The published set. Written by the worker (stkr__unwind_publish, release),
  * read by producers inside their events (acquire): see unwind.h. */
@@ -125,10 +131,93 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
   return n > max ? max : n;
 }
 
+/* ---- the tables of a recording, by build-id -------------------------------
+ * Building an image's table costs milliseconds (a compiler's cc1: tens),
+ * and every exec'd process of a recording would build the same images'
+ * tables again. The tables are position-independent, so the first process
+ * to build one stores it as DIR/.stackrec-cache/<build-id>.uwt
+ * (stkr__cache_write: a whole file or none) and every later process reads
+ * it instead (~0.1 ms; read into memory, never mapped: ringfile.c says
+ * why). A file that fails validation (uw_store.h: format, image, bounds,
+ * checksum) is counted and replaced by a fresh build. Images without a
+ * build-id are built as before. */
+typedef struct uw_cache {
+  bool on;                     /* a session directory to cache in */
+  stkr__unwind_update *counts; /* cache_loaded, cache_saved, cache_rejected */
+} uw_cache;
+
+/* The stored table `name`, read once, straight into the table's memory
+ * (uw_store.h's two steps). 0, -ENOENT (none), -ENOMEM, or another -errno
+ * (refused: damaged, stale, not this image's). */
+static int cache_load(const char *name, const stkr__uw_src *src,
+                      const uint8_t *id, size_t id_len, stkr__uw_table **out,
+                      stkr__uw_stats *st) {
+  stkr__uw_file_hdr h;
+  stkr__uw_table *t = NULL;
+  struct stat sb;
+  size_t pay = 0, got = 0;
+  int fd = stkr__cache_open(name), rc;
+
+  if (fd < 0) return fd;
+  if ((rc = stkr_pread_all(fd, &h, sizeof h, 0, &got)) == 0 &&
+      (got != sizeof h ||
+       (rc = stkr__unwind_file_hdr_check(&h, src, id, id_len, &pay)) != 0 ||
+       fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != sizeof h + pay))
+    rc = -EINVAL;
+  if (rc == 0 && (t = stkr__unwind_table_alloc(pay)) == NULL) rc = -ENOMEM;
+  if (rc == 0 &&
+      (rc = stkr_pread_all(fd, stkr__unwind_table_payload(t), pay, sizeof h,
+                           &got)) == 0 && got != pay)
+    rc = -EINVAL; /* it shrank */
+  close(fd);
+  if (rc != 0) {
+    stkr__unwind_table_free(t);
+    return rc;
+  }
+  if ((rc = stkr__unwind_table_adopt(&h, src, t, st)) != 0) return rc;
+  *out = t;
+  return 0;
+}
+
+/* stkr__uw_table_fn: the image's stored table, else a build (stored). */
+static int table_cached(void *arg, const struct dl_phdr_info *info,
+                        const stkr__uw_src *src, stkr__uw_table **out,
+                        stkr__uw_stats *st) {
+  uw_cache *c = arg;
+  char name[2 * STKR__UW_BUILD_ID_MAX + 8];
+  const uint8_t *id;
+  size_t id_len, len;
+  void *buf;
+  int rc;
+
+  if (!stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, &id, &id_len))
+    return stkr__unwind_table_build(src, out, st);
+  for (size_t i = 0; i < id_len; i++) {
+    name[2 * i] = "0123456789abcdef"[id[i] >> 4];
+    name[2 * i + 1] = "0123456789abcdef"[id[i] & 15];
+  }
+  memcpy(name + 2 * id_len, ".uwt", 5);
+  if ((rc = cache_load(name, src, id, id_len, out, st)) == 0) {
+    c->counts->cache_loaded++;
+    return 0;
+  }
+  if (rc != -ENOENT && rc != -ENOMEM)
+    c->counts->cache_rejected++; /* damaged, stale or not ours: rebuilt */
+  rc = stkr__unwind_table_build(src, out, st);
+  if (rc == 0 && (*out)->n != 0 &&
+      stkr__unwind_table_encode(*out, st, src, id, id_len, (uint8_t **)&buf,
+                                &len) == 0) {
+    if (stkr__cache_write(name, buf, len) == 0) c->counts->cache_saved++;
+    free(buf);
+  }
+  return rc;
+}
+
 int stkr__unwind_tables_update(stkr__unwind_update *out) {
   stkr__uw_set *next = NULL, *old;
   unsigned failed = 0;
   unsigned long long counts[2] = {0, 0};
+  uw_cache cache = {.on = stkr__session_dir() != NULL, .counts = out};
   int err;
 
   memset(out, 0, sizeof *out);
@@ -142,7 +231,8 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
     out->unchanged = true;
     return 0;
   }
-  if ((err = stkr__unwind_set_build_loaded(&next, &failed)) != 0)
+  if ((err = stkr__unwind_set_build_loaded_with(cache.on ? table_cached : NULL,
+                                                &cache, &next, &failed)) != 0)
     return err; /* the published set, if any, stays */
   {
     bool swift = false;

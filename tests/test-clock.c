@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -132,7 +133,111 @@ static void test_recording_timestamps_are_monotonic_ns(void **state) {
   record_and_check(false);
 }
 
+/* The conversion of a calibration, checked against CLOCK_MONOTONIC as in
+ * test_calibration_converts_to_monotonic (loose bound: a loaded machine). */
+static void assert_converts(const stkr_clock_cal *cal) {
+  for (int i = 0; i < 10; i++) {
+    uint64_t a = stkr__clock_mono_ns();
+    uint64_t ns = stkr_clock_to_ns(cal, stkr__clock_counter_read());
+    uint64_t b = stkr__clock_mono_ns();
+    if (ns + 2000000u < a || ns > b + 2000000u)
+      fail_msg("conversion off: %llu not in [%llu, %llu]",
+               (unsigned long long)ns, (unsigned long long)a,
+               (unsigned long long)b);
+    sleep_ms(2);
+  }
+}
+
+/* Read (or write) the recording's stored clock anchor. */
+static void clock_file_io(const char *dir, stkr__clock_file *f, bool write) {
+  char path[512];
+  FILE *fp;
+  snprintf(path, sizeof path, "%s/.stackrec-cache/clock", dir);
+  assert_non_null(fp = fopen(path, write ? "wb" : "rb"));
+  assert_int_equal(write ? fwrite(f, 1, sizeof *f, fp) : fread(f, 1, sizeof *f, fp),
+                   sizeof *f);
+  fclose(fp);
+}
+
+/* A session's calibration, started with stkr_init as a process of the
+ * recording in dir would (fresh: as an exec'd process, with no
+ * calibration of its own). */
+static void session_cal(const char *dir, bool fresh, stkr_clock_cal *cal) {
+  stkr_config cfg = {0};
+  if (fresh) stkr__clock_forget();
+  cfg.dir = dir;
+  assert_int_equal(stkr_init(&cfg), 0);
+  (void)stkr__clock_cal_get(cal, UINT32_MAX);
+  assert_int_equal(stkr_shutdown(), 0);
+}
+
+/* Issue 9: the 0.2 ms calibration spin is paid once per recording. The
+ * first process stores its anchor and rate; a later one (exec'd: no
+ * calibration of its own) completes its calibration from that anchor;
+ * a later session and a forked child from the process's own. A file whose
+ * rate is 10% off, or damaged, is not used: the process calibrates anew
+ * (its own first anchor). Every calibration converts right. */
+static void test_calibration_reused_in_a_recording(void **state) {
+  char dir[256];
+  const char *t = getenv("TEST_TMPDIR");
+  stkr_clock_cal first, cal;
+  stkr__clock_file f, bad;
+  int st;
+  (void)state;
+
+  stkr__clock_setup(true);
+  (void)stkr__clock_cal_get(&cal, UINT32_MAX);
+  if (cal.kind != STKR_CLOCK_COUNTER) {
+    print_message("no trusted counter here: nothing to reuse\n");
+    return;
+  }
+  snprintf(dir, sizeof dir, "%s/clockfile-XXXXXX", t ? t : "/tmp");
+  assert_non_null(mkdtemp(dir));
+  session_cal(dir, true, &first); /* no file yet: calibrates, stores */
+  clock_file_io(dir, &f, false);
+  assert_memory_equal(f.magic, "STKRCLK1", 8);
+  assert_true(f.t0 == first.t0 && f.ns0 == first.ns0 && f.mult == first.mult);
+  assert_converts(&first);
+
+  sleep_ms(1);
+  session_cal(dir, true, &cal); /* an exec'd process: from the file */
+  assert_true(cal.t0 == f.t0 && cal.ns0 == f.ns0);
+  assert_true(cal.ns1 >= f.ns0 + 200000u);
+  assert_converts(&cal);
+
+  session_cal(dir, false, &cal); /* a later session: its own */
+  assert_true(cal.t0 == f.t0);
+
+  pid_t pid = fork(); /* a forked child: its parent's */
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    stkr_clock_cal c;
+    stkr__clock_setup(true);
+    (void)stkr__clock_cal_get(&c, UINT32_MAX);
+    _exit(c.kind == STKR_CLOCK_COUNTER && c.t0 == f.t0 ? 0 : 1);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+  /* A rate 10% off (another machine's file), correctly sealed. */
+  bad = f;
+  bad.mult = f.mult + f.mult / 10;
+  bad.check = stkr__clock_file_check(&bad);
+  clock_file_io(dir, &bad, true);
+  session_cal(dir, true, &cal);
+  assert_true(cal.t0 != f.t0);
+  assert_converts(&cal);
+  /* A damaged one: the check fails. */
+  bad = f;
+  bad.ns0 ^= 1;
+  clock_file_io(dir, &bad, true);
+  session_cal(dir, true, &cal);
+  assert_true(cal.t0 != f.t0 && cal.ns0 != bad.ns0);
+  assert_converts(&cal);
+}
+
 TL_TEST_MAIN("clock", NULL, NULL, test_conversion_arithmetic,
+             test_calibration_reused_in_a_recording,
              test_calibration_converts_to_monotonic,
              test_forbidden_counter_falls_back,
              test_recording_timestamps_are_monotonic_ns)

@@ -182,6 +182,8 @@ typedef struct set_acc {
   stkr__uw_stats total;
   uintptr_t vdso;       /* the vdso's ELF header (AT_SYSINFO_EHDR), 0: none */
   uintptr_t vdso_tramp; /* its signal trampoline, found by vdso_sigtramp */
+  stkr__uw_table_fn make; /* NULL: stkr__unwind_table_build */
+  void *make_arg;
 } set_acc;
 
 #define A64_MOV_X8_RT_SIGRETURN 0xd2801168u /* mov x8, #139 */
@@ -233,7 +235,8 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *arg) {
   if (a->err) return 1;
   vdso_sigtramp(info, a);
   if (stkr__unwind_src_loaded(info, &src) != 0) { a->nocfi++; return 0; }
-  rc = stkr__unwind_table_build(&src, &t, &st);
+  rc = a->make ? a->make(a->make_arg, info, &src, &t, &st)
+              : stkr__unwind_table_build(&src, &t, &st);
   a->total.cies += st.cies;
   a->total.fdes += st.fdes;
   a->total.fdes_bad += st.fdes_bad;
@@ -260,11 +263,18 @@ static int cmp_table(const void *pa, const void *pb) {
 static _Atomic uint64_t g_set_gen; /* the last gen handed out */
 
 int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed) {
+  return stkr__unwind_set_build_loaded_with(NULL, NULL, out, failed);
+}
+
+int stkr__unwind_set_build_loaded_with(stkr__uw_table_fn fn, void *arg,
+                                       stkr__uw_set **out, unsigned *failed) {
   set_acc a;
   stkr__uw_set *s;
   size_t i, k = 0;
 
   memset(&a, 0, sizeof a);
+  a.make = fn;
+  a.make_arg = arg;
   *out = NULL;
   a.vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
   dl_iterate_phdr(add_image, &a);

@@ -68,6 +68,13 @@ typedef enum stkr__uw_arch {
 #define STKR__UW_HOST STKR__UW_X86_64
 #endif
 
+/* The layout of a built table (stkr__uw_table's arrays and what their
+ * values mean). Tables stored on disk (the per-build-id cache of a
+ * recording, unwind/store.c) carry it: bump it with any change to the
+ * layout, the row encoding or the builder's output for the same input, so
+ * that files of the old layout are rebuilt rather than used. */
+#define STKR__UW_TABLE_FORMAT 1u
+
 /* An immutable table for one image: rows sorted by start address.
  * Addresses are offsets from `base` (the image's load bias in memory; 0
  * for a table built from a file, whose addresses are link-time vaddrs).
@@ -189,6 +196,18 @@ typedef struct stkr__uw_set {
  * @return 0 and *out, or -ENOMEM. Worker only: may allocate, and calls
  * dl_iterate_phdr (which takes the loader's lock). */
 int stkr__unwind_set_build_loaded(stkr__uw_set **out, unsigned *failed);
+
+/* Where stkr__unwind_set_build_loaded_with gets each image's table: the
+ * contract of stkr__unwind_table_build (0 and *out, or -errno; *stats
+ * filled), given the image's loader entry as well (for its build-id). A
+ * cache loads a stored table here instead of building one. */
+typedef int (*stkr__uw_table_fn)(void *arg, const struct dl_phdr_info *info,
+                                 const stkr__uw_src *src, stkr__uw_table **out,
+                                 stkr__uw_stats *stats);
+/* stkr__unwind_set_build_loaded with fn(arg, ...) making each table
+ * (fn NULL: stkr__unwind_table_build). */
+int stkr__unwind_set_build_loaded_with(stkr__uw_table_fn fn, void *arg,
+                                       stkr__uw_set **out, unsigned *failed);
 
 /* The address of the first aarch64 signal return sequence ("mov x8, #139"
  * (__NR_rt_sigreturn); "svc #0", 4-aligned) in code[0..len), which is at

@@ -9,7 +9,10 @@
  * Checked besides "no crash, no hang, nothing read outside the input":
  * a table's offsets strictly ascend, its size is bounded by the input's,
  * an error is one of the documented ones, and the walk stores between 1
- * and max PCs.
+ * and max PCs. Every table also goes through the recording's table cache
+ * format (unwind/uw_store.h): stored and read back, it answers every
+ * lookup as built; with one byte of the stored bytes flipped it is
+ * refused.
  */
 #include "tests/fuzz/fuzz_util.h"
 
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "unwind/unwind.h"
+#include "unwind/uw_store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   stkr__uw_src src;
@@ -58,6 +62,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (i = 0; i < t->n; i++)
     FZ_CHECK(stkr__unwind_table_find(t, t->base + t->off[i]) == stkr__unwind_row(t, i));
   for (i = 0; i < t->n; i++) FZ_CHECK(t->idx[i] < t->n_palette);
+  if (t->n != 0) { /* The cache's bytes, and back (any shape: sparse rows, block_shift 32). */
+    static const uint8_t id[20] = {1, 2, 3};
+    stkr__uw_table *back = NULL;
+    stkr__uw_stats st2;
+    uint8_t *buf;
+    size_t blen;
+    FZ_CHECK(stkr__unwind_table_encode(t, &st, &src, id, sizeof id, &buf, &blen) == 0);
+    FZ_CHECK(stkr__unwind_table_decode(buf, blen, &src, id, sizeof id, &back, &st2) == 0);
+    FZ_CHECK(back->n == t->n && back->lo == t->lo && back->hi == t->hi);
+    for (i = 0; i < t->n; i++)
+      FZ_CHECK(stkr__unwind_table_find(back, t->base + t->off[i]) == stkr__unwind_row(t, i));
+    stkr__unwind_table_free(back);
+    buf[vaddr % blen] ^= 0x40; /* one flipped bit: the checksum or a field */
+    FZ_CHECK(stkr__unwind_table_decode(buf, blen, &src, id, sizeof id, &back, NULL) == -EINVAL);
+    FZ_CHECK(back == NULL);
+    free(buf);
+  }
 
   /* Walk a "stack" made of the input's own bytes, starting in each of the
    * first rows, with the table published as a one-image set. */

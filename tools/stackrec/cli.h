@@ -204,9 +204,11 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
                                 stkr_cli_sym_stats *st);
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
 int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */
-/* `stackrec record`, once the program exited: recover the ring files of
- * its processes that died (before the summary reads the directory). One
- * line on stderr when something was recovered or lost, unless quiet. */
+/* `stackrec record`, once the program exited: remove the processes'
+ * shared cache (DIR/.stackrec-cache: unwind tables, the clock's anchor)
+ * and recover the ring files of its processes that died (before the
+ * summary reads the directory). One line on stderr when something was
+ * recovered or lost, unless quiet. */
 void stkr_cli_recover_after_record(const char *dir, bool quiet);
 
 /* A progress line on stderr for work over about a second, only when

@@ -155,6 +155,11 @@ static int print_process(const stkr_reader *r, size_t i) {
            (unsigned)p->unwind_images_failed,
            (unsigned long long)p->unwind_rows,
            (unsigned long long)p->unwind_rows_fallback);
+  if (p->unwind_tables && (p->unwind_images_cached || p->unwind_cache_rejected))
+    printf("  unwind cache: %u of the tables read from the recording's cache, "
+           "%u cache files refused and rebuilt\n",
+           (unsigned)p->unwind_images_cached,
+           (unsigned)p->unwind_cache_rejected);
   if (p->status == -EPROTONOSUPPORT)
     printf("  status:      NOT READ: recorded in a newer format version\n");
   printf("  start:       ");

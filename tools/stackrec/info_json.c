@@ -52,8 +52,10 @@ static int put_sites(const stkr_reader *r, size_t i) {
   sorted = malloc((n ? n : 1) * sizeof *sorted);
   if (sorted == NULL)
     return -ENOMEM;
-  memcpy(sorted, sites, n * sizeof *sorted);
-  qsort(sorted, n, sizeof *sorted, by_events_desc);
+  if (n != 0) { /* a process without sites may have no array at all */
+    memcpy(sorted, sites, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, by_events_desc);
+  }
   fputs(",\"sites\":[", stdout);
   for (k = 0; k < n; k++) {
     fputs(k ? ",{\"name\":" : "{\"name\":", stdout);
@@ -105,11 +107,14 @@ static int put_process(const stkr_reader *r, size_t i) {
          (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);
   if (p->unwind_tables)
     printf(",\"unwind\":{\"images\":%u,\"images_failed\":%u,"
-           "\"images_without_cfi\":%u,\"rows\":%llu,\"rows_fallback\":%llu}",
+           "\"images_without_cfi\":%u,\"rows\":%llu,\"rows_fallback\":%llu,"
+           "\"images_cached\":%u,\"cache_rejected\":%u}",
            (unsigned)p->unwind_images, (unsigned)p->unwind_images_failed,
            (unsigned)p->unwind_images_without_cfi,
            (unsigned long long)p->unwind_rows,
-           (unsigned long long)p->unwind_rows_fallback);
+           (unsigned long long)p->unwind_rows_fallback,
+           (unsigned)p->unwind_images_cached,
+           (unsigned)p->unwind_cache_rejected);
   put_u64("start_wall_ns", p->start_wall_ns, true);
   put_u64("first_wall_ns", p->first_wall_ns, true);
   put_u64("duration_ns", p->events ? p->last_ts_ns - p->first_ts_ns : 0,

@@ -110,6 +110,11 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
   stkr_recover_opts o = {.message = note_record, .message_arg = &quiet};
   stkr_recover_stats st;
 
+  int err = stkr_recover_remove_cache(dir);
+
+  if (err < 0 && !quiet)
+    fprintf(stderr, "stackrec record: cannot remove %s/.stackrec-cache (the "
+            "unwind tables its processes shared): %s\n", dir, strerror(-err));
   if (stkr_recover_dir(dir, &o, &st) < 0 || quiet)
     return;
   if (st.events > 0)

@@ -876,7 +876,7 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   (ProtobufCMessageInit) stackrec__header__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor stackrec__unwind_tables__field_descriptors[6] =
+static const ProtobufCFieldDescriptor stackrec__unwind_tables__field_descriptors[8] =
 {
   {
     "images",
@@ -950,9 +950,35 @@ static const ProtobufCFieldDescriptor stackrec__unwind_tables__field_descriptors
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "images_cached",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, images_cached),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cache_rejected",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__UnwindTables, cache_rejected),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__unwind_tables__field_indices_by_name[] = {
+  7,   /* field[7] = cache_rejected */
   0,   /* field[0] = images */
+  6,   /* field[6] = images_cached */
   1,   /* field[1] = images_failed */
   2,   /* field[2] = images_without_cfi */
   3,   /* field[3] = rows */
@@ -962,7 +988,7 @@ static const unsigned stackrec__unwind_tables__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__unwind_tables__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor stackrec__unwind_tables__descriptor =
 {
@@ -972,7 +998,7 @@ const ProtobufCMessageDescriptor stackrec__unwind_tables__descriptor =
   "Stackrec__UnwindTables",
   "stackrec",
   sizeof(Stackrec__UnwindTables),
-  6,
+  8,
   stackrec__unwind_tables__field_descriptors,
   stackrec__unwind_tables__field_indices_by_name,
   1,  stackrec__unwind_tables__number_ranges,

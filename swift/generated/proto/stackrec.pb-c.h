@@ -142,10 +142,21 @@ struct  Stackrec__UnwindTables
    * memory of the tables
    */
   uint64_t table_bytes;
+  /*
+   * Of `images`: tables read from the recording's cache of tables by
+   * build-id (DIR/.stackrec-cache, built by an earlier process of the
+   * recording) instead of built here.
+   */
+  uint32_t images_cached;
+  /*
+   * Cache files refused (damaged, another table format or image) and
+   * rebuilt in this process.
+   */
+  uint32_t cache_rejected;
 };
 #define STACKREC__UNWIND_TABLES__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__unwind_tables__descriptor) \
-    , 0, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*

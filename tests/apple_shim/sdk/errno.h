@@ -7,6 +7,8 @@ extern int *__error(void);
 #define ENOENT 2
 #define ESRCH 3
 #define E2BIG 7
+#define EINTR 4
+#define EIO 5
 #define EBADF 9
 #define EDEADLK 11
 #define ENOMEM 12

@@ -5,4 +5,5 @@
 #include <stddef.h>
 int snprintf(char *restrict str, size_t size, const char *restrict format,
              ...) __attribute__((format(printf, 3, 4)));
+int rename(const char *from, const char *to); /* recorder/ringfile.c */
 #endif

@@ -24,4 +24,8 @@ struct stat {
 };
 int stat(const char *path, struct stat *buf);
 int fstat(int fd, struct stat *buf);
+int mkdir(const char *path, mode_t mode);
+#define S_IFMT 0170000
+#define S_IFREG 0100000
+#define S_ISREG(m) (((m) & S_IFMT) == S_IFREG)
 #endif

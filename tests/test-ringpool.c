@@ -1,0 +1,222 @@
+/*
+ * test-ringpool.c: issue 9, ring and session files reused across the
+ * processes of a recording (recorder/ringpool.c) instead of created and
+ * deleted by each.
+ *
+ *  - A clean end moves its ring and session file into DIR/.stackrec-cache
+ *    (pool-ring-<k>, pool-session-<k>); the next process takes those very
+ *    files (same inodes), and the recording reads back every event.
+ *  - Crash-proofing holds with reused files: a process killed (SIGKILL)
+ *    after taking them leaves exactly its unflushed events, which recovery
+ *    finds, with no orphan file and nothing of the previous owner.
+ *  - A pooled file whose old contents are garbage, or whose size is not
+ *    the ring's, never leaks into the recording.
+ *  - A reader ignores the pool; `stackrec record`'s end removes it (see
+ *    test-table-cache.c).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_reader.h"
+#include "proto/stkr_recover.h"
+#include "recorder/stackrec.h"
+#include "tests/testlib.h"
+
+static char g_dir[2048];
+
+STKR_SITE_DEFINE(g_site, "ringpool.test");
+
+static int make_dir(void **state) {
+  (void)state;
+  return tl_mkdtemp(g_dir, sizeof g_dir, "pool");
+}
+
+static int rm_dir(void **state) {
+  (void)state;
+  return tl_rm_rf(g_dir);
+}
+
+static ino_t ino_of(const char *name) {
+  char p[2200];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/.stackrec-cache/%s", g_dir, name);
+  return stat(p, &st) == 0 ? st.st_ino : 0;
+}
+
+/* The inode of this directory's only file ending in suffix, 0 if none. */
+static ino_t ino_of_suffix(const char *suffix) {
+  char p[2200];
+  struct stat st;
+  tl_find_file(g_dir, suffix, p, sizeof p);
+  return stat(p, &st) == 0 ? st.st_ino : 0;
+}
+
+/* A process of the recording: events [first, first + n) (payload: the
+ * number), then a flush and `more` events after it; killed by SIGKILL if
+ * `die`, else a clean end. Reports the inodes of its session and ring
+ * files through a pipe. */
+static void run_process(uint32_t first, uint32_t n, uint32_t more, bool die,
+                        ino_t inos[2]) {
+  int fds[2], st;
+  pid_t pid;
+
+  assert_int_equal(pipe(fds), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 64 << 10};
+    ino_t got[2];
+    close(fds[0]);
+    cfg.dir = g_dir;
+    if (stkr_init(&cfg) != 0) _exit(2);
+    for (uint32_t i = first; i < first + n; i++)
+      if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
+    if (stkr_flush() != 0) _exit(4);
+    for (uint32_t i = first + n; i < first + n + more; i++)
+      if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
+    got[0] = ino_of_suffix(".session");
+    got[1] = ino_of_suffix(".ring");
+    if (write(fds[1], got, sizeof got) != (ssize_t)sizeof got) _exit(5);
+    if (die) raise(SIGKILL);
+    if (stkr_shutdown() != 0) _exit(6);
+    _exit(0);
+  }
+  close(fds[1]);
+  assert_int_equal(read(fds[0], inos, 2 * sizeof(ino_t)), 2 * sizeof(ino_t));
+  close(fds[0]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (die)
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("child exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* Every event number in [0, n) exactly once, nothing else. */
+static void assert_events_exactly(uint32_t n) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  uint8_t *seen = calloc(n, 1);
+  uint32_t total = 0;
+  int rc;
+
+  assert_non_null(seen);
+  assert_int_equal(stkr_reader_open(g_dir, NULL, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    uint32_t v;
+    assert_int_equal(ev.payload_len, 4);
+    memcpy(&v, ev.payload, 4);
+    assert_true(v < n);
+    if (seen[v]++) fail_msg("event %u twice", v);
+    total++;
+  }
+  assert_int_equal(rc, 0);
+  stkr_reader_free(r);
+  free(seen);
+  assert_int_equal(total, n);
+}
+
+static void recover_exact(uint64_t want_events) {
+  stkr_recover_stats st;
+  assert_int_equal(stkr_recover_dir(g_dir, NULL, &st), 0);
+  assert_int_equal(st.events, want_events);
+  assert_int_equal(st.sessions_recovered, 1);
+  assert_int_equal(st.orphans, 0);
+  assert_int_equal(st.damaged_rings, 0);
+}
+
+static void test_clean_end_pools_and_next_takes(void **state) {
+  ino_t first[2], second[2], ring, sess;
+  (void)state;
+
+  run_process(0, 100, 0, false, first);
+  /* Nothing left in the directory but the segment; the files wait. */
+  assert_int_equal(tl_count_files(g_dir, ".session"), 0);
+  assert_int_equal(tl_count_files(g_dir, ".ring"), 0);
+  sess = ino_of("pool-session-0");
+  ring = ino_of("pool-ring-0");
+  assert_true(sess == first[0] && ring == first[1]);
+
+  run_process(100, 50, 0, false, second);
+  assert_true(second[0] == sess && second[1] == ring); /* taken, not made */
+  assert_true(ino_of("pool-session-0") == sess && ino_of("pool-ring-0") == ring);
+  assert_events_exactly(150);
+}
+
+static void test_killed_after_taking_recovers_exactly(void **state) {
+  ino_t inos[2];
+  (void)state;
+
+  run_process(0, 100, 0, false, inos); /* fills the pool */
+  run_process(100, 50, 50, true, inos); /* 50 flushed, 50 in its ring */
+  assert_true(inos[0] == ino_of("pool-session-0") || ino_of("pool-session-0") == 0);
+  assert_int_equal(tl_count_files(g_dir, ".session"), 1);
+  assert_int_equal(tl_count_files(g_dir, ".ring"), 1);
+  recover_exact(50);
+  assert_events_exactly(200);
+}
+
+/* Overwrite the first `n` bytes of a pooled file with 0xAB. */
+static void garble(const char *name, size_t n) {
+  char p[2200];
+  uint8_t *junk = malloc(n);
+  int fd;
+  assert_non_null(junk);
+  memset(junk, 0xAB, n);
+  snprintf(p, sizeof p, "%s/.stackrec-cache/%s", g_dir, name);
+  assert_true((fd = open(p, O_WRONLY)) >= 0);
+  assert_int_equal(pwrite(fd, junk, n, 0), (ssize_t)n);
+  close(fd);
+  free(junk);
+}
+
+static void test_garbage_in_the_pool_never_leaks(void **state) {
+  ino_t inos[2];
+  char p[2200];
+  (void)state;
+
+  run_process(0, 100, 0, false, inos);
+  /* Old contents a reader would misread if they were kept: the whole
+   * header and site slots of the session file, the ring's header and its
+   * first records. */
+  garble("pool-session-0", 4096 + 8 * 4097);
+  garble("pool-ring-0", 4096 + 8192);
+  run_process(100, 50, 50, true, inos);
+  assert_true(inos[1] != 0);
+  recover_exact(50);
+  assert_events_exactly(200);
+
+  /* A pooled ring of another size is not used (and not kept). */
+  run_process(200, 10, 0, false, inos);
+  snprintf(p, sizeof p, "%s/.stackrec-cache/pool-ring-0", g_dir);
+  assert_int_equal(truncate(p, 8192), 0);
+  run_process(210, 10, 10, true, inos);
+  {
+    struct stat st;
+    tl_find_file(g_dir, ".ring", p, sizeof p);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 4096 + (64 << 10)); /* a ring of its size */
+  }
+  recover_exact(10);
+  assert_events_exactly(230);
+}
+
+TL_TEST_MAIN_EACH("ringpool", make_dir, rm_dir,
+                  test_clean_end_pools_and_next_takes,
+                  test_killed_after_taking_recovers_exactly,
+                  test_garbage_in_the_pool_never_leaks)
