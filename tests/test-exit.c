@@ -96,23 +96,25 @@ static double run_fixture(const char *how, const char *busy, const char *dir,
  * session without an end, the note (BUSY_STRESS threads, or inproc). In inproc mode the worker may also still be inside its first
  * resolution into libc (~50 ms of CPU, far more on a starved core) when a
  * young program ends, and one resolution cannot be interrupted. */
-static void check_exit(const char *how, const char *sym, const char *busy,
-                       bool strict) {
+/* One round: RUNS plain and RUNS recorded runs, interleaved so that a
+ * change in the machine's load falls on both alike. Returns whether the
+ * time bound held; `attempt` names the round's directories. */
+static bool exit_round(const char *how, const char *sym, const char *busy,
+                       bool strict, int attempt) {
   char err[8192], why[1024], dir[2200];
   double plain = 0, rec = 0;
   int ended_runs = 0;
 
   for (int i = 0; i < RUNS; i++) {
-    double t = run_fixture(how, busy, NULL, sym, err, sizeof err);
-    if (t > plain) plain = t;
-  }
-  for (int i = 0; i < RUNS; i++) {
     int unended = 0, checked;
+    double p = run_fixture(how, busy, NULL, sym, err, sizeof err);
+    if (p > plain) plain = p;
     /* One directory per test and run: three tests end by _exit, and a
      * directory shared with an earlier test mixed that test's sessions
      * (one legitimately unended, its note in that run's stderr) into this
      * run's accounting. */
-    snprintf(dir, sizeof dir, "%s/rec-%s-%s-%s-%d", g_tmp, how, busy, sym, i);
+    snprintf(dir, sizeof dir, "%s/rec-%s-%s-%s-%d-%d", g_tmp, how, busy, sym,
+             attempt, i);
     double t = run_fixture(how, busy, dir, sym, err, sizeof err);
     if (t > rec) rec = t;
     checked = tf_accounting(dir, &unended, why, sizeof why);
@@ -136,12 +138,25 @@ static void check_exit(const char *how, const char *sym, const char *busy,
   fprintf(stderr, "exit_busy %s %s (%s): worst of %d plain %.3f s, "
           "recorded %.3f s; %d of %d recordings ended within the budget\n",
           how, busy, sym, RUNS, plain, rec, ended_runs, RUNS);
-  if (rec > plain + 0.5)
-    fail_msg("exit_busy %s: recorded worst %.3f s > plain worst %.3f s + 0.5",
-             how, rec, plain);
   /* Most runs must end cleanly and add up; a loaded machine may starve the
    * worker now and then, never most of the time. */
   if (strict) assert_true(ended_runs * 4 >= RUNS * 3);
+  if (rec <= plain + 0.5) return true;
+  fprintf(stderr, "exit_busy %s: recorded worst %.3f s > plain worst %.3f s "
+          "+ 0.5 in round %d\n", how, rec, plain, attempt);
+  return false;
+}
+
+/* The bound of the issue (worst recorded run within 0.5 s of the worst
+ * plain one) compares two worst cases, which a loaded 2-core machine moves
+ * by more than 0.5 s now and then (the tests run beside each other, under
+ * TSan too). So a round that misses is run once more: the defect this
+ * guards against (seconds to exit, 2.5 s with 16 threads) misses both. */
+static void check_exit(const char *how, const char *sym, const char *busy,
+                       bool strict) {
+  if (!exit_round(how, sym, busy, strict, 0) &&
+      !exit_round(how, sym, busy, strict, 1))
+    fail_msg("exit_busy %s: the time bound missed in two rounds", how);
 }
 
 /* One program ending, checked by check_exit. */
