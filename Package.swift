@@ -91,6 +91,7 @@ let package = Package(
         "flush/wake_linux.c",
         "flush/worker.c",
         "symbolize/symcache.c",
+        "symbolize/symcache_elf.c",
         "symbolize/symcache_walk.c",
         "symbolize/symbolize.c",
         "symbolize/symbolize_apple.c",
