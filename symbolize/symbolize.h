@@ -83,6 +83,12 @@ typedef struct stkr__symbe_opts {
    * library's debug info costs tens of milliseconds (libc: ~50 ms);
    * `stackrec snapshot --fast` skips it. */
   bool no_separate_debug;
+  /* A directory of symbol caches (<hex build-id>.stkrsym, symcache.c):
+   * an ELF image whose build-id has one there is answered from it, its
+   * DWARF never read (the answers are the same). A damaged cache or one
+   * of another build is refused with a warning, and the DWARF used. Not
+   * with full_paths (caches hold file names as compiled). NULL: none. */
+  const char *symcache_dir;
 } stkr__symbe_opts;
 
 /* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by
@@ -95,6 +101,15 @@ void stkr__symbe_free(stkr__symbe *be);
  * may mean something else now). */
 int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,
                            bool *removed);
+/* The ELF images this backend answered from their DWARF (a file found,
+ * DWARF in it or in a debug file, no symbol cache), for filling a cache
+ * directory: fn(arg, image, the file read) for each. */
+void stkr__symbe_each_from_dwarf(stkr__symbe *be,
+                                 void (*fn)(void *arg, const stkr__symimg *img,
+                                            const char *file),
+                                 void *arg);
+/* Images answered from a symbol cache so far. */
+size_t stkr__symbe_cached(const stkr__symbe *be);
 /* Resolve the return address `pc`: the image containing it (NULL: none) and
  * up to `max` frames, innermost first (inlined calls, then the containing
  * function). @return the number of frames (0: no symbol information; the

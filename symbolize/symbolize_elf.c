@@ -74,6 +74,9 @@ typedef struct mod {
    * as a dSYM or Mach-O file by symbolize_machodir.c; NULL: ELF. */
   stkr__symfile *mf;
   uint64_t mf_text_vmaddr;
+  /* The image's symbol cache (opts.symcache_dir), or NULL. */
+  stkr__symcache *cache;
+  char *file; /* the ELF file read (for stkr__symbe_each_from_dwarf) */
 } mod;
 
 struct stkr__symbe {
@@ -89,6 +92,7 @@ struct stkr__symbe {
   stkr__dwnames names; /* demangled names of the current resolve */
   stkr__machodir *machodir; /* the debug dirs' Mach-O files, scanned once */
   bool machodir_scanned;
+  char *symcache_dir; /* opts.symcache_dir, or NULL */
 };
 
 static void warnf(stkr__symbe *be, const char *fmt, ...)
@@ -186,6 +190,8 @@ static void mod_free(mod *m) {
   free(m->syms);
   stkr__dwidx_free(&m->ix);
   stkr__symfile_free(m->mf);
+  stkr__symcache_free(m->cache);
+  free(m->file);
   free(m);
 }
 
@@ -214,6 +220,9 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
     be->full_paths = o->full_paths;
     be->warn = o->warn;
     be->warn_arg = o->warn_arg;
+    if (o->symcache_dir && !o->full_paths &&
+        !(be->symcache_dir = strdup(o->symcache_dir)))
+      goto nomem;
     if (o->n_debug_dirs) {
       be->dirs = calloc(o->n_debug_dirs, sizeof *be->dirs);
       if (!be->dirs) goto nomem;
@@ -258,6 +267,7 @@ void stkr__symbe_free(stkr__symbe *be) {
   for (size_t i = 0; i < be->n_dirs; i++) free(be->dirs[i]);
   free(be->dirs);
   free(be->debug_path);
+  free(be->symcache_dir);
   stkr__dwnames_free(&be->names);
   stkr__machodir_free(be->machodir);
   free(be);
@@ -461,6 +471,36 @@ static bool macho_open(stkr__symbe *be, mod *m, char *why, size_t cap) {
   return true;
 }
 
+/* The image's cache in opts.symcache_dir, if there is one of this build.
+ * @return true: m->cache is open. */
+static bool cache_open(stkr__symbe *be, mod *m) {
+  char hexid[2 * 64 + 1], path[4200], err[1200];
+  const uint8_t *id;
+  size_t len;
+  int fd, rc;
+  if (!be->symcache_dir || m->img.build_id_len == 0) return false;
+  stkr__symcache_elf_name(m->img.build_id, m->img.build_id_len, hexid,
+                          sizeof hexid);
+  snprintf(path, sizeof path, "%s/%s" STKR__SYMCACHE_EXT, be->symcache_dir,
+           hexid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return false; /* none */
+  rc = stkr__symcache_open(fd, path, &m->cache, err, sizeof err);
+  close(fd);
+  if (rc < 0) {
+    warnf(be, "symbol cache refused, reading the DWARF instead: %s", err);
+    return false;
+  }
+  id = stkr__symcache_id(m->cache, &len);
+  if (len != m->img.build_id_len || memcmp(id, m->img.build_id, len) != 0) {
+    warnf(be, "%s: symbol cache of another build, reading the DWARF "
+              "instead", path);
+    stkr__symcache_free(m->cache);
+    m->cache = NULL;
+    return false;
+  }
+  return true;
+}
+
 static bool mod_open(stkr__symbe *be, mod *m) {
   char *file = NULL, why[1024] = "";
   bool apple = be->offline && m->img.build_id_len == 16;
@@ -469,6 +509,7 @@ static bool mod_open(stkr__symbe *be, mod *m) {
   if (m->tried) return m->usable;
   m->tried = true;
   if (apple && macho_open(be, m, why, sizeof why)) return m->usable = true;
+  if (cache_open(be, m)) return m->usable = true;
   if ((fd = find_file(be, m, apple ? why : NULL, &file)) < 0) return false;
   if (!(m->dwfl = dwfl_begin(&be->cb))) {
     close(fd);
@@ -487,7 +528,7 @@ static bool mod_open(stkr__symbe *be, mod *m) {
     free(file);
     return false;
   }
-  free(file);
+  m->file = file;
   {
     GElf_Addr bias = 0; /* where libdw actually put it (see mod.shift) */
     if (dwfl_module_getelf(m->m, &bias)) m->shift = m->img.load_address - bias;
@@ -615,6 +656,8 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
   if (m->mf) /* Mach-O: the file's address = PC - load address + __TEXT */
     return stkr__symfile_lookup(m->mf, a - m->img.load_address +
                                            m->mf_text_vmaddr, out, max);
+  if (m->cache) /* ELF: the file's address = PC - load address */
+    return stkr__symcache_lookup(m->cache, a - m->img.load_address, out, max);
   a -= m->shift; /* from here on, the module's addresses */
   if (m->dw) n = resolve_dwarf(be, m, a, out, max);
   if (n == 0) {
@@ -630,6 +673,22 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
                             col > 0 ? (uint32_t)col : 0, false};
     n = 1;
   }
+  return n;
+}
+
+void stkr__symbe_each_from_dwarf(stkr__symbe *be,
+                                 void (*fn)(void *arg, const stkr__symimg *img,
+                                            const char *file),
+                                 void *arg) {
+  for (size_t i = 0; i < be->n; i++) {
+    const mod *m = be->mods[i];
+    if (m->dw && m->file && m->img.build_id_len) fn(arg, &m->img, m->file);
+  }
+}
+
+size_t stkr__symbe_cached(const stkr__symbe *be) {
+  size_t n = 0;
+  for (size_t i = 0; i < be->n; i++) n += be->mods[i]->cache != NULL;
   return n;
 }
 

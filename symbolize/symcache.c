@@ -417,7 +417,7 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   memset(st, 0, sizeof *st);
   memset(&b, 0, sizeof b);
   stkr__symfile_get_info(f, &info);
-  const stkr__symwalk_ops ops = {intern_cb, range_cb, expect_cb, &b};
+  const stkr__symwalk_ops ops = {intern_cb, range_cb, expect_cb, &b, false};
   stkr__symelf_out elf = {.id_len = 0};
   bool is_elf = false;
   rc = stkr__symfile_walk(f, &ops, &hi);

@@ -162,7 +162,7 @@ static void test_libc_equal(void **state) {
 }
 
 static void test_cli(void **state) {
-  char cmd[9000], dir[4200], nobid[4200], out[4096];
+  char cmd[13000], dir[4200], nobid[4200], out[4400];
   uint8_t id[32];
   char name[80];
   int n;
