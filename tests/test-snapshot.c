@@ -696,9 +696,10 @@ static bool libc_debug_present(void) {
  * anew); --no-symcache neither reads nor writes; the default directory is
  * $XDG_CACHE_HOME/stackrec/symcache. */
 static void test_symcache_same_answers(void **state) {
-  char dir[4200], xdg[4200], file[4300] = "";
+  char dir[4200], xdg[4200], file[4300] = "", cached[80];
   char *plain, *cold, *warm, *damaged;
   fixture f;
+  int n;
   (void)state;
   snprintf(dir, sizeof dir, "%s/symcache", g_tmp);
   snprintf(xdg, sizeof xdg, "%s/xdg", g_tmp);
@@ -717,12 +718,18 @@ static void test_symcache_same_answers(void **state) {
                   "(libc6-dbg): nothing read from DWARF to cache\n");
     goto out;
   }
-  assert_non_null(strstr(cr_err, "wrote 1 symbol cache"));
-  assert_int_equal(tl_count_files(dir, ".stkrsym"), 1);
+  /* libc (and the loader, where a stack shows it: its debug file is in
+   * the same package) */
+  if (!strstr(cr_err, "symbol cache") || !strstr(cr_err, "wrote "))
+    fail_msg("no cache written:\n%s", cr_err);
+  n = tl_count_files(dir, ".stkrsym");
+  assert_true(n >= 1);
+  snprintf(cached, sizeof cached, "%d image%s answered from symbol caches",
+           n, n == 1 ? "" : "s");
   assert_int_equal(cr_run("snapshot --symcache '%s' %d", dir, (int)f.pid), 0);
   warm = stable_text();
   assert_string_equal(plain, warm);
-  assert_non_null(strstr(cr_err, "1 image answered from symbol caches"));
+  if (!strstr(cr_err, cached)) fail_msg("wanted \"%s\":\n%s", cached, cr_err);
   assert_null(strstr(cr_err, "wrote")); /* nothing left to write */
   free(warm);
   /* A byte flipped in the middle: refused by its checksum, the DWARF read,
@@ -738,12 +745,12 @@ static void test_symcache_same_answers(void **state) {
   assert_non_null(strstr(cr_err, "checksum"));
   assert_non_null(strstr(cr_err, "wrote 1 symbol cache"));
   assert_int_equal(cr_run("snapshot --symcache '%s' %d", dir, (int)f.pid), 0);
-  assert_non_null(strstr(cr_err, "1 image answered from symbol caches"));
+  if (!strstr(cr_err, cached)) fail_msg("wanted \"%s\":\n%s", cached, cr_err);
   assert_null(strstr(cr_err, "refused"));
   /* The default directory. */
   assert_int_equal(cr_run("snapshot %d", (int)f.pid), 0);
   snprintf(file, sizeof file, "%s/stackrec/symcache", xdg);
-  assert_int_equal(tl_count_files(file, ".stkrsym"), 1);
+  assert_int_equal(tl_count_files(file, ".stkrsym"), n);
   cr_expect(2, "exclude each other", "snapshot --symcache /tmp "
             "--no-symcache 1");
 out:
