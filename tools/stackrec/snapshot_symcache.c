@@ -88,11 +88,19 @@ static void fill_one(void *arg, const stkr__symimg *img, const char *file) {
   }
 }
 
+static void count_one(void *arg, const stkr__symimg *img, const char *file) {
+  (void)img, (void)file;
+  ++*(unsigned *)arg;
+}
+
 void stkr_snap_symcache_fill(stkr__symbe *be, const char *dir, bool quiet) {
   struct timespec t0, t1;
   fill fl = {.dir = dir};
+  unsigned todo = 0;
   int rc;
 
+  stkr__symbe_each_from_dwarf(be, count_one, &todo);
+  if (todo == 0) return; /* every image from a cache (or none has DWARF) */
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if ((rc = make_dirs(dir)) != 0) {
     fprintf(stderr, "stackrec snapshot: note: symbol cache directory %s: "

@@ -3,7 +3,9 @@
  * table) of Mach-O builds once into per-build symbol caches,
  * DIR/<UUID>.stkrsym (format: docs/SYMCACHE.md; symbolize/symcache.c), which
  * `stackrec symbolize --debug-dir DIR` and `stackrec atos --symcache DIR`
- * (or -o FILE.stkrsym) use in place of the DWARF when one matches.
+ * (or -o FILE.stkrsym) use in place of the DWARF when one matches; and of
+ * ELF builds into DIR/<build-id>.stkrsym (symbolize/symcache_elf.c), which
+ * `stackrec snapshot --symcache DIR` uses.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,8 +33,8 @@ static const char symcache_help[] =
     "An ELF file (a program or shared library with a GNU build-id) gives\n"
     "DIR/<build-id in hex>.stkrsym, from its own DWARF or its separate debug\n"
     "file (/usr/lib/debug/.build-id/xx/yyyy.debug, or .gnu_debuglink), with\n"
-    "the answers of the ELF symbolizer; 'stackrec snapshot' and 'stackrec\n"
-    "symbolize --symcache DIR' use those.\n"
+    "the answers of the ELF symbolizer (file names as compiled); 'stackrec\n"
+    "snapshot --symcache DIR' uses those.\n"
     "\n"
     "Options:\n"
     "  -o DIR           output directory (created)\n"
