@@ -5,11 +5,14 @@
  * exactly what the ELF backend (symbolize_elf.c, the one `stackrec
  * snapshot` and `stackrec symbolize` run) answers from the DWARF, frame by
  * frame (function, file, line, column, inlined): on the snapshot fixture
- * (built here with -g), and on libc with its separate debug file
+ * (Bazel's, symbols only; and built with -g -O2: file:line, inlined
+ * calls), and on libc with its separate debug file
  * (/usr/lib/debug/.build-id, package libc6-dbg) when that is installed —
  * thousands of inline chains, .cold parts, aliases and IFUNCs. The cache
  * is keyed by the build-id; the CLI names it <hex>.stkrsym and refuses an
- * ELF file without build-id (exit 3).
+ * ELF file without build-id (exit 3). `stackrec symbolize --symcache`
+ * gives the same frames from the cache as from the DWARF, and refuses a
+ * cache of another build.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -29,7 +32,7 @@
 #include "symbolize/symbolize.h"
 #include "tests/testlib.h"
 
-static char g_tmp[4096], g_fixture[4096], g_tool[4096];
+static char g_tmp[4096], g_fixture[4096], g_fixture_g[4096], g_tool[4096];
 static const char *const g_libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
 /* The executable segments' span, as symcache_elf.c takes it. */
@@ -55,6 +58,8 @@ static void text_span(const char *path, uint64_t *lo, uint64_t *hi) {
   close(fd);
   assert_true(*lo < *hi);
 }
+
+static uint64_t g_inlined; /* addresses answered with an inline chain */
 
 static bool same_str(const char *a, const char *b) {
   return a == b || (a && b && strcmp(a, b) == 0);
@@ -107,6 +112,7 @@ static uint64_t compare(const char *path, bool full_paths, unsigned step) {
              want[k].line == got[k].line && want[k].column == got[k].column &&
              want[k].inlined == got[k].inlined;
     answered += nw > 0;
+    g_inlined += nw > 1;
     if (!same && bad++ < 10)
       print_message("%s+0x%llx: DWARF %zu frames (%s %s:%u:%u), cache %zu "
                     "(%s %s:%u:%u)\n", path, (unsigned long long)a, nw,
@@ -128,8 +134,14 @@ static uint64_t compare(const char *path, bool full_paths, unsigned step) {
 
 static void test_fixture_equal(void **state) {
   (void)state;
-  /* Every function of the fixture has a name and a line. */
+  /* Bazel's fastbuild fixture: symbols only (linked with -Wl,-S). */
   assert_true(compare(g_fixture, false, 1) > 1000);
+  /* The same code with -g -O2: file:line, inline chains. */
+  g_inlined = 0;
+  assert_true(compare(g_fixture_g, false, 1) > 1000);
+  assert_true(g_inlined > 0);
+  /* (Not equal to the backend with full_paths, atos's: it joins these
+   * relative names to comp_dir; the backend takes no cache then.) */
 }
 
 /* Sanitizers slow the DWARF side ~5x: every 7th byte there. */
@@ -186,6 +198,58 @@ static void test_cli(void **state) {
                              g_tool, nobid, dir), 3);
 }
 
+/* `stackrec symbolize --symcache CDIR` on an offline recording of a shell
+ * (stacks through libc): the same frames as from libc's DWARF; a cache
+ * of another build under libc's name is refused with a warning. */
+static void test_symbolize_uses_cache(void **state) {
+  char rec[4200], cdir[4200], o1[4200], o2[4200], name[80], bad[4400];
+  char *d1, *d2;
+  uint8_t id[32];
+  int n;
+  (void)state;
+  if (!libc_debug_present()) {
+    print_message("SKIP: libc's debug file is not installed (libc6-dbg)\n");
+    skip();
+  }
+  snprintf(rec, sizeof rec, "%s/rec", g_tmp);
+  snprintf(cdir, sizeof cdir, "%s/libc-cache", g_tmp);
+  snprintf(o1, sizeof o1, "%s/dwarf", g_tmp);
+  snprintf(o2, sizeof o2, "%s/cached", g_tmp);
+  assert_int_equal(tl_system("STACKREC_SYMBOLIZE=offline '%s' record -q -o "
+                             "'%s' -- /bin/sh -c 'cat /etc/hostname; uname' "
+                             ">/dev/null 2>&1", g_tool, rec), 0);
+  assert_int_equal(tl_system("'%s' symcache build '%s' -o '%s' >/dev/null",
+                             g_tool, g_libc, cdir), 0);
+  assert_int_equal(tl_system("'%s' symbolize '%s' -o '%s' 2>/dev/null && "
+                             "'%s' dump --frames '%s' > '%s.txt'", g_tool, rec,
+                             o1, g_tool, o1, o1), 0);
+  assert_int_equal(tl_system("'%s' symbolize --symcache '%s' '%s' -o '%s' "
+                             "2>/dev/null && '%s' dump --frames '%s' > "
+                             "'%s.txt'", g_tool, cdir, rec, o2, g_tool, o2,
+                             o2), 0);
+  snprintf(bad, sizeof bad, "%s.txt", o1);
+  d1 = tl_slurp_alloc(bad, NULL);
+  snprintf(bad, sizeof bad, "%s.txt", o2);
+  d2 = tl_slurp_alloc(bad, NULL);
+  assert_non_null(d1);
+  assert_non_null(d2);
+  assert_non_null(strstr(d1, "sysdeps")); /* libc's file:line were there */
+  assert_string_equal(d1, d2);
+  free(d1);
+  free(d2);
+  /* The fixture's cache under libc's build-id: refused, said, not used. */
+  assert_true((n = stkr__symelf_build_id(g_libc, id, sizeof id)) > 0);
+  stkr__symcache_elf_name(id, (size_t)n, name, sizeof name);
+  snprintf(bad, sizeof bad, "%s/%s.stkrsym", cdir, name);
+  assert_int_equal(tl_system("'%s' symcache build '%s' -o '%s' >/dev/null && "
+                             "mv '%s'/$(basename $(ls '%s'/*.stkrsym | grep -v "
+                             "%s)) '%s'", g_tool, g_fixture, cdir, cdir, cdir,
+                             name, bad), 0);
+  assert_int_equal(tl_system("rm -rf '%s' && '%s' symbolize --symcache '%s' "
+                             "'%s' -o '%s' 2>&1 | grep -q 'another build'", o2,
+                             g_tool, cdir, rec, o2), 0);
+}
+
 int main(void) {
   const char *tmp = getenv("TEST_TMPDIR");
   snprintf(g_tmp, sizeof g_tmp, "%s/symcache-elf", tmp ? tmp : "/tmp");
@@ -193,10 +257,12 @@ int main(void) {
   if (tl_system("mkdir -p '%s'", g_tmp) != 0) return 1;
   tl_runfile(g_fixture, sizeof g_fixture, "tests/snapshot_fixture");
   tl_runfile(g_tool, sizeof g_tool, "tools/stackrec");
+  tl_runfile(g_fixture_g, sizeof g_fixture_g, "tests/symcache_elf_fixture");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fixture_equal),
       cmocka_unit_test(test_libc_equal),
       cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_symbolize_uses_cache),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
