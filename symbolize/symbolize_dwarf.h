@@ -193,6 +193,17 @@ int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
 int stkr__symfile_walk(stkr__symfile *f, const stkr__symwalk_ops *ops,
                        uint64_t *hi);
 
+/* The function symbols of a libdwfl module (symbolize_elf.c): named,
+ * sized, defined STT_FUNC / STT_GNU_IFUNC, at absolute addresses, sorted
+ * by start (the larger first at equal starts). *out malloc'd (NULL when
+ * none). @return 0 or -ENOMEM. */
+struct Dwfl_Module;
+int stkr__dwfl_func_syms(struct Dwfl_Module *mod, stkr__symspan **out,
+                         size_t *n);
+/* The ELF backend's symbol for address a among those: the first of the
+ * nearest 8 starting at or below a that contains it. NULL: none. */
+const char *stkr__symspan_find(const stkr__symspan *s, size_t n, uint64_t a);
+
 /* What stkr__symelf_walk found (symcache_elf.c). */
 typedef struct stkr__symelf_out {
   uint8_t id[32]; /* the GNU build-id */

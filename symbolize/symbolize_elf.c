@@ -47,11 +47,6 @@
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
 
-typedef struct fnsym {
-  uint64_t lo, hi; /* absolute addresses */
-  const char *name; /* libdw's string table, stable for the module */
-} fnsym;
-
 typedef struct mod {
   stkr__symimg img;  /* path and build_id owned */
   bool tried, usable;
@@ -66,7 +61,9 @@ typedef struct mod {
    * canonical range (tools/stackrec/symbolize_canon.c), so the PCs of a
    * non-PIE main program (Debian's python3.11) arrive 2^62 above it. */
   uint64_t shift;
-  fnsym *syms;
+  /* Function symbols: absolute addresses; names in libdw's string table,
+   * stable for the module. */
+  stkr__symspan *syms;
   size_t n_syms;
   bool syms_built;
   stkr__dwidx ix; /* subprogram ranges per CU (symbolize_dwarf.c) */
@@ -554,45 +551,60 @@ static bool mod_open(stkr__symbe *be, mod *m) {
 /* ---- symbol table -------------------------------------------------------- */
 
 static int cmp_sym(const void *a, const void *b) {
-  const fnsym *x = a, *y = b;
+  const stkr__symspan *x = a, *y = b;
   if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
   return x->hi > y->hi ? -1 : x->hi < y->hi ? 1 : 0; /* larger first */
 }
 
-static void build_syms(mod *m) {
-  int n = dwfl_module_getsymtab(m->m);
-  m->syms_built = true;
-  if (n <= 0) return;
-  m->syms = malloc((size_t)n * sizeof *m->syms);
-  if (!m->syms) return;
+int stkr__dwfl_func_syms(struct Dwfl_Module *mod, stkr__symspan **out,
+                         size_t *n_out) {
+  int n = dwfl_module_getsymtab(mod);
+  stkr__symspan *v;
+  size_t k = 0;
+  *out = NULL;
+  *n_out = 0;
+  if (n <= 0) return 0;
+  if (!(v = malloc((size_t)n * sizeof *v))) return -ENOMEM;
   for (int i = 0; i < n; i++) {
     GElf_Sym sym;
     GElf_Addr addr;
-    const char *name = dwfl_module_getsym_info(m->m, i, &sym, &addr, NULL,
+    const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL,
                                                NULL, NULL);
     int type = GELF_ST_TYPE(sym.st_info);
     if (!name || !*name || sym.st_shndx == SHN_UNDEF || sym.st_size == 0 ||
         (type != STT_FUNC && type != STT_GNU_IFUNC))
       continue;
-    m->syms[m->n_syms++] = (fnsym){addr, addr + sym.st_size, name};
+    v[k++] = (stkr__symspan){addr, addr + sym.st_size, name};
   }
-  qsort(m->syms, m->n_syms, sizeof *m->syms, cmp_sym);
+  qsort(v, k, sizeof *v, cmp_sym);
+  *out = v;
+  *n_out = k;
+  return 0;
 }
 
-static const char *sym_lookup(mod *m, uint64_t a) {
-  size_t lo = 0, hi;
-  if (!m->syms_built) build_syms(m);
-  hi = m->n_syms;
+const char *stkr__symspan_find(const stkr__symspan *s, size_t n, uint64_t a) {
+  size_t lo = 0, hi = n;
   while (lo < hi) { /* first symbol starting above a */
     size_t mid = (lo + hi) / 2;
-    if (m->syms[mid].lo <= a) lo = mid + 1;
+    if (s[mid].lo <= a) lo = mid + 1;
     else hi = mid;
   }
   /* Symbols may nest (aliases, a function and its .cold part): the nearest
    * few starting at or below a are checked for containment. */
   for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
-    if (a < m->syms[k - 1].hi) return m->syms[k - 1].name;
+    if (a < s[k - 1].hi) return s[k - 1].name;
   return NULL;
+}
+
+static void build_syms(mod *m) {
+  m->syms_built = true;
+  (void)stkr__dwfl_func_syms(m->m, &m->syms, &m->n_syms); /* none: names
+                                                           * from DWARF only */
+}
+
+static const char *sym_lookup(mod *m, uint64_t a) {
+  if (!m->syms_built) build_syms(m);
+  return stkr__symspan_find(m->syms, m->n_syms, a);
 }
 
 /* ---- DWARF (the lookups themselves: symbolize_dwarf.c) -------------------- */

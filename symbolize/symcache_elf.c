@@ -41,70 +41,32 @@
 
 #include "symbolize/symbolize_dwarf.h"
 
-typedef struct esym {
-  uint64_t lo, hi;
-  const char *name;
-} esym;
-
-/* symbolize_elf.c's cmp_sym: by start, the larger first at equal starts. */
-static int cmp_esym(const void *a, const void *b) {
-  const esym *x = a, *y = b;
-  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
-  return x->hi > y->hi ? -1 : x->hi < y->hi ? 1 : 0;
-}
-
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
 }
 
-/* symbolize_elf.c's sym_lookup on the sorted symbols. */
-static const char *sym_at(const esym *s, size_t n, uint64_t a) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s[mid].lo <= a) lo = mid + 1;
-    else hi = mid;
-  }
-  for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
-    if (a < s[k - 1].hi) return s[k - 1].name;
-  return NULL;
-}
-
-/* The module's function symbols (symbolize_elf.c's build_syms), cut into
- * spans that do not overlap, each with the backend's answer.
- * @return 0 or -ENOMEM. */
+/* The module's function symbols as the backend takes them, cut into spans
+ * that do not overlap, each with the backend's answer
+ * (stkr__symspan_find). @return 0 or -ENOMEM. */
 static int flat_syms(Dwfl_Module *m, stkr__symspan **out, size_t *n_out) {
-  int n = dwfl_module_getsymtab(m);
-  esym *s = NULL;
+  stkr__symspan *s = NULL, *sp = NULL;
   uint64_t *pts = NULL;
-  stkr__symspan *sp = NULL;
   size_t ns = 0, np = 0, nsp = 0;
   *out = NULL;
   *n_out = 0;
-  if (n <= 0) return 0;
-  s = malloc((size_t)n * sizeof *s);
-  pts = malloc(2 * (size_t)n * sizeof *pts);
-  if (!s || !pts) goto nomem;
-  for (int i = 0; i < n; i++) {
-    GElf_Sym sym;
-    GElf_Addr addr;
-    const char *name =
-        dwfl_module_getsym_info(m, i, &sym, &addr, NULL, NULL, NULL);
-    int type = GELF_ST_TYPE(sym.st_info);
-    if (!name || !*name || sym.st_shndx == SHN_UNDEF || sym.st_size == 0 ||
-        (type != STT_FUNC && type != STT_GNU_IFUNC))
-      continue;
-    s[ns++] = (esym){addr, addr + sym.st_size, name};
-    pts[np++] = addr;
-    pts[np++] = addr + sym.st_size;
+  if (stkr__dwfl_func_syms(m, &s, &ns) != 0) return -ENOMEM;
+  if (ns == 0) return 0;
+  pts = malloc(2 * ns * sizeof *pts);
+  if (!pts || !(sp = malloc(2 * ns * sizeof *sp))) goto nomem;
+  for (size_t i = 0; i < ns; i++) {
+    pts[np++] = s[i].lo;
+    pts[np++] = s[i].hi;
   }
-  qsort(s, ns, sizeof *s, cmp_esym);
   qsort(pts, np, sizeof *pts, cmp_u64);
-  if (np && !(sp = malloc(np * sizeof *sp))) goto nomem;
   for (size_t i = 0; i + 1 < np; i++) {
     if (pts[i] == pts[i + 1]) continue;
-    const char *name = sym_at(s, ns, pts[i]);
+    const char *name = stkr__symspan_find(s, ns, pts[i]);
     if (!name) continue;
     if (nsp && sp[nsp - 1].hi == pts[i] && sp[nsp - 1].name == name)
       sp[nsp - 1].hi = pts[i + 1]; /* the same answer goes on */
