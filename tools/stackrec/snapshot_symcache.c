@@ -9,9 +9,10 @@
  * the answers are the same); after a run has printed its output, the
  * images it had to read from DWARF are converted into caches there, so
  * the next snapshot of any process using them skips their DWARF. The
- * fill is bounded (at most FILL_MAX images per run, each one pass over
- * its DWARF: libc's 9.5 MB in ~0.15 s), and a cache that cannot be
- * written is a note: the snapshot already succeeded.
+ * fill is bounded (at most FILL_MAX images per run, none started after
+ * FILL_BUDGET_NS; each one pass over its DWARF: libc's 9.5 MB in ~0.15
+ * s), and a cache that cannot be written is a note: the snapshot already
+ * succeeded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,9 +24,13 @@
 
 #include "tools/stackrec/snapshot.h"
 
-/* Most caches one run writes: a process maps tens of libraries, and the
- * output is already printed; the rest are written by the next runs. */
+/* Most caches one run writes, and the time after which it starts no other
+ * (a build takes ~10 ms per MB of DWARF: libc's 9.5 MB in ~0.15 s, a
+ * browser engine's gigabyte would take ten seconds): a process maps tens
+ * of libraries, and the output is already printed; the rest are written
+ * by the next runs. */
 #define FILL_MAX 8
+#define FILL_BUDGET_NS 2000000000ull
 
 const char *stkr_snap_symcache_default(char *buf, size_t cap) {
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -54,8 +59,15 @@ static int make_dirs(const char *dir) {
   return 0;
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 typedef struct fill {
   const char *dir;
+  uint64_t t0;
   unsigned written, failed, skipped;
   uint64_t bytes;
   char first_err[1200];
@@ -68,7 +80,8 @@ static void fill_one(void *arg, const stkr__symimg *img, const char *file) {
   stkr__symfile *f;
   int rc;
 
-  if (fl->written + fl->failed >= FILL_MAX) {
+  if (fl->written + fl->failed >= FILL_MAX ||
+      mono_ns() - fl->t0 > FILL_BUDGET_NS) {
     fl->skipped++;
     return;
   }
@@ -94,21 +107,18 @@ static void count_one(void *arg, const stkr__symimg *img, const char *file) {
 }
 
 void stkr_snap_symcache_fill(stkr__symbe *be, const char *dir, bool quiet) {
-  struct timespec t0, t1;
-  fill fl = {.dir = dir};
+  fill fl = {.dir = dir, .t0 = mono_ns()};
   unsigned todo = 0;
   int rc;
 
   stkr__symbe_each_from_dwarf(be, count_one, &todo);
   if (todo == 0) return; /* every image from a cache (or none has DWARF) */
-  clock_gettime(CLOCK_MONOTONIC, &t0);
   if ((rc = make_dirs(dir)) != 0) {
     fprintf(stderr, "stackrec snapshot: note: symbol cache directory %s: "
             "%s (no caches written)\n", dir, strerror(-rc));
     return;
   }
   stkr__symbe_each_from_dwarf(be, fill_one, &fl);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
   if (fl.failed)
     fprintf(stderr, "stackrec snapshot: note: %u symbol cache%s not "
             "written: %s\n", fl.failed, fl.failed == 1 ? "" : "s",
@@ -117,7 +127,6 @@ void stkr_snap_symcache_fill(stkr__symbe *be, const char *dir, bool quiet) {
     fprintf(stderr, "stackrec snapshot: wrote %u symbol cache%s (%.1f MB) "
             "to %s in %.2f s%s\n", fl.written, fl.written == 1 ? "" : "s",
             (double)fl.bytes / 1048576, dir,
-            (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+            (double)(mono_ns() - fl.t0) / 1e9,
             fl.skipped ? " (more in the next runs)" : "");
 }
