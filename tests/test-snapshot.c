@@ -722,20 +722,27 @@ static void test_symcache_same_answers(void **state) {
    * the same package) */
   if (!strstr(cr_err, "symbol cache") || !strstr(cr_err, "wrote "))
     fail_msg("no cache written:\n%s", cr_err);
+  /* A slow machine (sanitizers) may leave some for the next runs (the
+   * fill starts none after 2 s): until one writes nothing, each gives the
+   * same frames. */
+  for (int run = 0; run < 8; run++) {
+    assert_int_equal(cr_run("snapshot --symcache '%s' %d", dir, (int)f.pid),
+                     0);
+    warm = stable_text();
+    assert_string_equal(plain, warm);
+    free(warm);
+    if (!strstr(cr_err, "wrote")) break;
+  }
+  assert_null(strstr(cr_err, "wrote")); /* nothing left to write */
   n = tl_count_files(dir, ".stkrsym");
   assert_true(n >= 1);
   snprintf(cached, sizeof cached, "%d image%s answered from symbol caches",
            n, n == 1 ? "" : "s");
-  assert_int_equal(cr_run("snapshot --symcache '%s' %d", dir, (int)f.pid), 0);
-  warm = stable_text();
-  assert_string_equal(plain, warm);
   if (!strstr(cr_err, cached)) fail_msg("wanted \"%s\":\n%s", cached, cr_err);
-  assert_null(strstr(cr_err, "wrote")); /* nothing left to write */
-  free(warm);
-  /* A byte flipped in the middle: refused by its checksum, the DWARF read,
-   * the same frames, and the cache written again. */
+  /* A byte of its first range changed: refused by its checksum, the
+   * DWARF read, the same frames, and the cache written again. */
   tl_find_file(dir, ".stkrsym", file, sizeof file);
-  assert_int_equal(tl_system("printf 'X' | dd of='%s' bs=1 seek=100000 "
+  assert_int_equal(tl_system("printf 'X' | dd of='%s' bs=1 seek=100 "
                              "conv=notrunc status=none", file), 0);
   assert_int_equal(cr_run("snapshot --symcache '%s' %d", dir, (int)f.pid), 0);
   damaged = stable_text();
@@ -747,10 +754,10 @@ static void test_symcache_same_answers(void **state) {
   assert_int_equal(cr_run("snapshot --symcache '%s' %d", dir, (int)f.pid), 0);
   if (!strstr(cr_err, cached)) fail_msg("wanted \"%s\":\n%s", cached, cr_err);
   assert_null(strstr(cr_err, "refused"));
-  /* The default directory. */
+  /* The default directory (one run: all of them, or what 2 s allowed). */
   assert_int_equal(cr_run("snapshot %d", (int)f.pid), 0);
   snprintf(file, sizeof file, "%s/stackrec/symcache", xdg);
-  assert_int_equal(tl_count_files(file, ".stkrsym"), n);
+  assert_true(tl_count_files(file, ".stkrsym") >= 1);
   cr_expect(2, "exclude each other", "snapshot --symcache /tmp "
             "--no-symcache 1");
 out:
