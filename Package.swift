@@ -94,6 +94,7 @@ let package = Package(
         "flush/worker.c",
         "symbolize/symcache.c",
         "symbolize/symcache_stream.c",
+        "symbolize/symcache_elf.c",
         "symbolize/symcache_walk.c",
         "symbolize/symbolize.c",
         "symbolize/symbolize_apple.c",

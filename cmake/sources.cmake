@@ -83,6 +83,7 @@ set(STKR_SYMBOLIZE_SRCS
   symbolize/symbolize_machodir.c
   symbolize/symcache.c
   symbolize/symcache_stream.c
+  symbolize/symcache_elf.c
   symbolize/symcache_walk.c
 )
 
@@ -157,6 +158,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/snapshot_apple.c
   tools/stackrec/snapshot_images.c
   tools/stackrec/snapshot_linux.c
+  tools/stackrec/snapshot_symcache.c
   tools/stackrec/snapshot_unwind.c
   tools/stackrec/snapshot_write.c
   tools/stackrec/states.c

@@ -95,6 +95,17 @@ typedef struct stkr__sslot {
   stkr__thread *t;     /* the recorder's state of the thread */
   /* The request word (see the top of this file). */
   _Atomic uint32_t req;
+  /* 1 while the sampler sleeps (futex) on `req`: set (seq_cst) before it
+   * reads `req` and sleeps, cleared after; read (seq_cst) by the handler
+   * after its seq_cst CAS to DONE, which wakes the futex only then (Dekker:
+   * one of the two sees the other). An answer usually comes while the
+   * sampler still spins, and the wake is a syscall the target pays. */
+  _Atomic uint32_t waiting;
+  /* getpid() of the sampler: written (relaxed) before its release store
+   * of REQUESTED, read by the handler after its acquire CAS: a signal on
+   * our number from another process is told apart without the handler's
+   * own getpid() syscall. */
+  int sender_pid;
   /* Request: written by the sampler between CLAIMED and REQUESTED; read
    * by the handler after its CAS to RUNNING. */
   int mode;

@@ -62,7 +62,7 @@ static void stkr__sample_handler(int sig, siginfo_t *si, void *ucv) {
   (void)sig;
   /* Only our own requests (tgkill from this process); anything else that
    * arrives on this number is left alone. */
-  if (s == NULL || si->si_code != SI_TKILL || si->si_pid != getpid())
+  if (s == NULL || si->si_code != SI_TKILL)
     goto out;
   /* Acquire pairs with the sampler's release store of REQUESTED. */
   if (!atomic_compare_exchange_strong_explicit(&s->req, &expect,
@@ -70,6 +70,19 @@ static void stkr__sample_handler(int sig, siginfo_t *si, void *ucv) {
                                                memory_order_acquire,
                                                memory_order_relaxed))
     goto out; /* withdrawn (timed out) or not for us */
+  if (si->si_pid != s->sender_pid) {
+    /* Another process's tgkill while our request waits: give the request
+     * back to our own signal, queued behind this one (real-time signals
+     * queue). If the sampler abandoned it meanwhile, end it (IDLE), as
+     * the handler ends every abandoned request. */
+    expect = STKR__REQ_RUNNING;
+    if (!atomic_compare_exchange_strong_explicit(&s->req, &expect,
+                                                 STKR__REQ_REQUESTED,
+                                                 memory_order_release,
+                                                 memory_order_relaxed))
+      atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);
+    goto out;
+  }
 #if defined(__x86_64__)
   pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
@@ -83,14 +96,21 @@ static void stkr__sample_handler(int sig, siginfo_t *si, void *ucv) {
 #endif
   stkr__sample_serve(s, pc, fp);
   expect = STKR__REQ_RUNNING;
-  /* Release pairs with the sampler's acquire load of DONE: the answer. */
+  /* Release (seq_cst) pairs with the sampler's acquire load of DONE: the
+   * answer; seq_cst also with its store of `waiting` (Dekker, below). */
   if (!atomic_compare_exchange_strong_explicit(&s->req, &expect,
                                                STKR__REQ_DONE,
-                                               memory_order_release,
-                                               memory_order_relaxed))
+                                               memory_order_seq_cst,
+                                               memory_order_relaxed)) {
     atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);
-  /* The slot is static: waking it after the sampler moved on is harmless. */
-  stkr__splat_wake(&s->req);
+    goto out; /* abandoned: nobody waits */
+  }
+  /* seq_cst: pairs with the sampler's seq_cst store of `waiting` before
+   * its last look at `req`. A sampler still spinning sees DONE by itself:
+   * no futex wake (a syscall) on the target. The slot is static: waking it
+   * after the sampler moved on is harmless. */
+  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst))
+    stkr__splat_wake(&s->req);
 out:
   errno = saved;
 }
@@ -221,17 +241,25 @@ static bool stkr__wait_done(stkr__sslot *s, uint64_t deadline) {
       stkr__cpu_relax();
     }
   }
+  /* seq_cst: pairs with the handler's load of `waiting` after its CAS to
+   * DONE (Dekker): either it sees us waiting and wakes the futex, or we
+   * see DONE below (or the futex word changed before we slept). */
+  atomic_store_explicit(&s->waiting, 1, memory_order_seq_cst);
   for (;;) {
-    /* Acquire pairs with the handler's release CAS to DONE. */
-    uint32_t v = atomic_load_explicit(&s->req, memory_order_acquire);
+    /* seq_cst (acquire at least: pairs with the handler's CAS to DONE). */
+    uint32_t v = atomic_load_explicit(&s->req, memory_order_seq_cst);
     uint64_t now;
     if (v == STKR__REQ_DONE)
-      return true;
+      break;
     now = stkr__now();
-    if (now >= deadline)
+    if (now >= deadline) {
+      atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
       return false;
+    }
     stkr__futex_wait(&s->req, v, deadline - now);
   }
+  atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
+  return true;
 }
 
 int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
@@ -252,7 +280,9 @@ int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
     }
     s->blocked = false;
   }
-  /* Release: the request fields (mode, site, payload) for the handler. */
+  s->sender_pid = pid;
+  /* Release: the request fields (mode, site, payload, sender_pid) for the
+   * handler. */
   atomic_store_explicit(&s->req, STKR__REQ_REQUESTED, memory_order_release);
   if (syscall(SYS_tgkill, pid, (pid_t)s->os_tid, g_sig) != 0) {
     int e = errno;

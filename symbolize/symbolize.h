@@ -83,6 +83,12 @@ typedef struct stkr__symbe_opts {
    * library's debug info costs tens of milliseconds (libc: ~50 ms);
    * `stackrec snapshot --fast` skips it. */
   bool no_separate_debug;
+  /* A directory of symbol caches (<hex build-id>.stkrsym, symcache.c):
+   * an ELF image whose build-id has one there is answered from it, its
+   * DWARF never read (the answers are the same). A damaged cache or one
+   * of another build is refused with a warning, and the DWARF used. Not
+   * with full_paths (caches hold file names as compiled). NULL: none. */
+  const char *symcache_dir;
 } stkr__symbe_opts;
 
 /* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by
@@ -95,6 +101,15 @@ void stkr__symbe_free(stkr__symbe *be);
  * may mean something else now). */
 int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,
                            bool *removed);
+/* The ELF images this backend answered from their DWARF (a file found,
+ * DWARF in it or in a debug file, no symbol cache), for filling a cache
+ * directory: fn(arg, image, the file read) for each. */
+void stkr__symbe_each_from_dwarf(stkr__symbe *be,
+                                 void (*fn)(void *arg, const stkr__symimg *img,
+                                            const char *file),
+                                 void *arg);
+/* Images answered from a symbol cache so far. */
+size_t stkr__symbe_cached(const stkr__symbe *be);
 /* Resolve the return address `pc`: the image containing it (NULL: none) and
  * up to `max` frames, innermost first (inlined calls, then the containing
  * function). @return the number of frames (0: no symbol information; the
@@ -145,8 +160,10 @@ typedef struct stkr__symcache_stats {
   uint64_t ranges, frames, string_bytes, file_bytes;
   uint64_t dwarf_bytes; /* of the source's __DWARF sections */
 } stkr__symcache_stats;
-/* Write the cache of `f` (a Mach-O symfile) to `path` (created 0644, via a
- * temporary file renamed into place). @return 0, -ENOTSUP (not Mach-O),
+/* Write the cache of `f` (a Mach-O symfile, or an ELF file: its DWARF
+ * and symbols as the ELF backend reads them, symcache_elf.c) to `path`
+ * (created 0644, via a temporary file renamed into place). @return 0,
+ * -ENOTSUP (a cache given as input; an ELF file without build-id),
  * -errno; err says what. */
 int stkr__symcache_write(stkr__symfile *f, const char *path,
                          stkr__symcache_stats *st, char *err, size_t err_cap);
@@ -159,6 +176,13 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
  * the answers that were kept came: 2 streamed in two threads, 1 in one,
  * 0 from the whole file. */
 extern int stkr__dw_walk_mode, stkr__dw_walk_streamed;
+/* The GNU build-id of the ELF file at path into id (cap bytes; 32 is
+ * enough). @return its length, -EINVAL (not ELF), -ENOENT (none, or
+ * longer than cap), -errno. An ELF build's cache is "<hex id>.stkrsym". */
+int stkr__symelf_build_id(const char *path, uint8_t *id, size_t cap);
+/* "<hex id>" (no extension) into out (cap >= 2 * len + 1). */
+void stkr__symcache_elf_name(const uint8_t *id, size_t len, char *out,
+                             size_t cap);
 /* The checksum a cache file of len bytes must hold at offset 88
  * (docs/SYMCACHE.md); the fuzz target writes it into mutated files. */
 uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len);
@@ -176,6 +200,9 @@ int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
 void stkr__symcache_free(stkr__symcache *c);
 /* has_uuid/uuid (the build's id), text_vmaddr, arch, has_dwarf. */
 void stkr__symcache_info(const stkr__symcache *c, stkr__symfile_info *info);
+/* The build's id as stored (a Mach-O UUID: 16 bytes; an ELF build-id;
+ * *len 0: none), in the mapped file. */
+const uint8_t *stkr__symcache_id(const stkr__symcache *c, size_t *len);
 /* The frames stored for addr (a file address), innermost first. */
 size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
                              stkr__symres *out, size_t max);

@@ -184,6 +184,11 @@ typedef struct stkr__symwalk_ops {
    * reads the whole file before the first range (more memory). @return 0
    * or a negative errno that stops the walk. */
   int (*restart)(void *arg);
+  /* File names as libdw gives them (what the ELF backend shows without
+   * full_paths: `snapshot`, `symbolize`), not joined to comp_dir as the
+   * Mach-O lookup joins them (twice; a no-op unless comp_dir is relative,
+   * as in Debian's libc: "./csu"). */
+  bool as_compiled;
 } stkr__symwalk_ops;
 
 /* Cut [lo, hi) at every address where an answer of stkr__symfile_lookup
@@ -201,6 +206,34 @@ int stkr__dw_walk(Dwarf *dw, const stkr__symspan *syms, size_t n_syms,
  * stkr__dw_walk, or -ENOTSUP (not a Mach-O file). */
 int stkr__symfile_walk(stkr__symfile *f, const stkr__symwalk_ops *ops,
                        uint64_t *hi);
+
+/* The function symbols of a libdwfl module (symbolize_elf.c): named,
+ * sized, defined STT_FUNC / STT_GNU_IFUNC, at absolute addresses, sorted
+ * by start (the larger first at equal starts). *out malloc'd (NULL when
+ * none). @return 0 or -ENOMEM. */
+struct Dwfl_Module;
+int stkr__dwfl_func_syms(struct Dwfl_Module *mod, stkr__symspan **out,
+                         size_t *n);
+/* The ELF backend's symbol for address a among those: the first of the
+ * nearest 8 starting at or below a that contains it. NULL: none. */
+const char *stkr__symspan_find(const stkr__symspan *s, size_t n, uint64_t a);
+
+/* What stkr__symelf_walk found (symcache_elf.c). */
+typedef struct stkr__symelf_out {
+  uint8_t id[32]; /* the GNU build-id */
+  size_t id_len;
+  uint64_t lo, hi; /* the executable segments' span (file addresses) */
+  uint64_t dwarf_bytes; /* of the .debug_ sections, as stored */
+  bool has_dwarf;
+} stkr__symelf_out;
+
+/* stkr__dw_walk over the ELF file at path, its DWARF found as the ELF
+ * backend finds it (in the file, or a separate debug file by build-id or
+ * .gnu_debuglink) and its symbol table cut so that the walk answers as
+ * the backend does. @return as stkr__dw_walk, or -ENOTSUP (no build-id,
+ * no executable segment), -EINVAL (not ELF), -errno; err says what. */
+int stkr__symelf_walk(const char *path, const stkr__symwalk_ops *ops,
+                      stkr__symelf_out *out, char *err, size_t err_cap);
 
 /* Bytes of a Mach-O symfile's __DWARF sections (0 otherwise). */
 uint64_t stkr__symfile_dwarf_bytes(const stkr__symfile *f);

@@ -47,11 +47,6 @@
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
 
-typedef struct fnsym {
-  uint64_t lo, hi; /* absolute addresses */
-  const char *name; /* libdw's string table, stable for the module */
-} fnsym;
-
 typedef struct mod {
   stkr__symimg img;  /* path and build_id owned */
   bool tried, usable;
@@ -66,7 +61,9 @@ typedef struct mod {
    * canonical range (tools/stackrec/symbolize_canon.c), so the PCs of a
    * non-PIE main program (Debian's python3.11) arrive 2^62 above it. */
   uint64_t shift;
-  fnsym *syms;
+  /* Function symbols: absolute addresses; names in libdw's string table,
+   * stable for the module. */
+  stkr__symspan *syms;
   size_t n_syms;
   bool syms_built;
   stkr__dwidx ix; /* subprogram ranges per CU (symbolize_dwarf.c) */
@@ -74,6 +71,9 @@ typedef struct mod {
    * as a dSYM or Mach-O file by symbolize_machodir.c; NULL: ELF. */
   stkr__symfile *mf;
   uint64_t mf_text_vmaddr;
+  /* The image's symbol cache (opts.symcache_dir), or NULL. */
+  stkr__symcache *cache;
+  char *file; /* the ELF file read (for stkr__symbe_each_from_dwarf) */
 } mod;
 
 struct stkr__symbe {
@@ -89,6 +89,7 @@ struct stkr__symbe {
   stkr__dwnames names; /* demangled names of the current resolve */
   stkr__machodir *machodir; /* the debug dirs' Mach-O files, scanned once */
   bool machodir_scanned;
+  char *symcache_dir; /* opts.symcache_dir, or NULL */
 };
 
 static void warnf(stkr__symbe *be, const char *fmt, ...)
@@ -186,6 +187,8 @@ static void mod_free(mod *m) {
   free(m->syms);
   stkr__dwidx_free(&m->ix);
   stkr__symfile_free(m->mf);
+  stkr__symcache_free(m->cache);
+  free(m->file);
   free(m);
 }
 
@@ -214,6 +217,9 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
     be->full_paths = o->full_paths;
     be->warn = o->warn;
     be->warn_arg = o->warn_arg;
+    if (o->symcache_dir && !o->full_paths &&
+        !(be->symcache_dir = strdup(o->symcache_dir)))
+      goto nomem;
     if (o->n_debug_dirs) {
       be->dirs = calloc(o->n_debug_dirs, sizeof *be->dirs);
       if (!be->dirs) goto nomem;
@@ -258,6 +264,7 @@ void stkr__symbe_free(stkr__symbe *be) {
   for (size_t i = 0; i < be->n_dirs; i++) free(be->dirs[i]);
   free(be->dirs);
   free(be->debug_path);
+  free(be->symcache_dir);
   stkr__dwnames_free(&be->names);
   stkr__machodir_free(be->machodir);
   free(be);
@@ -461,6 +468,36 @@ static bool macho_open(stkr__symbe *be, mod *m, char *why, size_t cap) {
   return true;
 }
 
+/* The image's cache in opts.symcache_dir, if there is one of this build.
+ * @return true: m->cache is open. */
+static bool cache_open(stkr__symbe *be, mod *m) {
+  char hexid[2 * 64 + 1], path[4200], err[1200];
+  const uint8_t *id;
+  size_t len;
+  int fd, rc;
+  if (!be->symcache_dir || m->img.build_id_len == 0) return false;
+  stkr__symcache_elf_name(m->img.build_id, m->img.build_id_len, hexid,
+                          sizeof hexid);
+  snprintf(path, sizeof path, "%s/%s" STKR__SYMCACHE_EXT, be->symcache_dir,
+           hexid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return false; /* none */
+  rc = stkr__symcache_open(fd, path, &m->cache, err, sizeof err);
+  close(fd);
+  if (rc < 0) {
+    warnf(be, "symbol cache refused, reading the DWARF instead: %s", err);
+    return false;
+  }
+  id = stkr__symcache_id(m->cache, &len);
+  if (len != m->img.build_id_len || memcmp(id, m->img.build_id, len) != 0) {
+    warnf(be, "%s: symbol cache of another build, reading the DWARF "
+              "instead", path);
+    stkr__symcache_free(m->cache);
+    m->cache = NULL;
+    return false;
+  }
+  return true;
+}
+
 static bool mod_open(stkr__symbe *be, mod *m) {
   char *file = NULL, why[1024] = "";
   bool apple = be->offline && m->img.build_id_len == 16;
@@ -469,6 +506,7 @@ static bool mod_open(stkr__symbe *be, mod *m) {
   if (m->tried) return m->usable;
   m->tried = true;
   if (apple && macho_open(be, m, why, sizeof why)) return m->usable = true;
+  if (cache_open(be, m)) return m->usable = true;
   if ((fd = find_file(be, m, apple ? why : NULL, &file)) < 0) return false;
   if (!(m->dwfl = dwfl_begin(&be->cb))) {
     close(fd);
@@ -487,7 +525,7 @@ static bool mod_open(stkr__symbe *be, mod *m) {
     free(file);
     return false;
   }
-  free(file);
+  m->file = file;
   {
     GElf_Addr bias = 0; /* where libdw actually put it (see mod.shift) */
     if (dwfl_module_getelf(m->m, &bias)) m->shift = m->img.load_address - bias;
@@ -513,45 +551,60 @@ static bool mod_open(stkr__symbe *be, mod *m) {
 /* ---- symbol table -------------------------------------------------------- */
 
 static int cmp_sym(const void *a, const void *b) {
-  const fnsym *x = a, *y = b;
+  const stkr__symspan *x = a, *y = b;
   if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
   return x->hi > y->hi ? -1 : x->hi < y->hi ? 1 : 0; /* larger first */
 }
 
-static void build_syms(mod *m) {
-  int n = dwfl_module_getsymtab(m->m);
-  m->syms_built = true;
-  if (n <= 0) return;
-  m->syms = malloc((size_t)n * sizeof *m->syms);
-  if (!m->syms) return;
+int stkr__dwfl_func_syms(struct Dwfl_Module *mod, stkr__symspan **out,
+                         size_t *n_out) {
+  int n = dwfl_module_getsymtab(mod);
+  stkr__symspan *v;
+  size_t k = 0;
+  *out = NULL;
+  *n_out = 0;
+  if (n <= 0) return 0;
+  if (!(v = malloc((size_t)n * sizeof *v))) return -ENOMEM;
   for (int i = 0; i < n; i++) {
     GElf_Sym sym;
     GElf_Addr addr;
-    const char *name = dwfl_module_getsym_info(m->m, i, &sym, &addr, NULL,
+    const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL,
                                                NULL, NULL);
     int type = GELF_ST_TYPE(sym.st_info);
     if (!name || !*name || sym.st_shndx == SHN_UNDEF || sym.st_size == 0 ||
         (type != STT_FUNC && type != STT_GNU_IFUNC))
       continue;
-    m->syms[m->n_syms++] = (fnsym){addr, addr + sym.st_size, name};
+    v[k++] = (stkr__symspan){addr, addr + sym.st_size, name};
   }
-  qsort(m->syms, m->n_syms, sizeof *m->syms, cmp_sym);
+  qsort(v, k, sizeof *v, cmp_sym);
+  *out = v;
+  *n_out = k;
+  return 0;
 }
 
-static const char *sym_lookup(mod *m, uint64_t a) {
-  size_t lo = 0, hi;
-  if (!m->syms_built) build_syms(m);
-  hi = m->n_syms;
+const char *stkr__symspan_find(const stkr__symspan *s, size_t n, uint64_t a) {
+  size_t lo = 0, hi = n;
   while (lo < hi) { /* first symbol starting above a */
     size_t mid = (lo + hi) / 2;
-    if (m->syms[mid].lo <= a) lo = mid + 1;
+    if (s[mid].lo <= a) lo = mid + 1;
     else hi = mid;
   }
   /* Symbols may nest (aliases, a function and its .cold part): the nearest
    * few starting at or below a are checked for containment. */
   for (size_t k = lo, tries = 0; k > 0 && tries < 8; k--, tries++)
-    if (a < m->syms[k - 1].hi) return m->syms[k - 1].name;
+    if (a < s[k - 1].hi) return s[k - 1].name;
   return NULL;
+}
+
+static void build_syms(mod *m) {
+  m->syms_built = true;
+  (void)stkr__dwfl_func_syms(m->m, &m->syms, &m->n_syms); /* none: names
+                                                           * from DWARF only */
+}
+
+static const char *sym_lookup(mod *m, uint64_t a) {
+  if (!m->syms_built) build_syms(m);
+  return stkr__symspan_find(m->syms, m->n_syms, a);
 }
 
 /* ---- DWARF (the lookups themselves: symbolize_dwarf.c) -------------------- */
@@ -615,6 +668,8 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
   if (m->mf) /* Mach-O: the file's address = PC - load address + __TEXT */
     return stkr__symfile_lookup(m->mf, a - m->img.load_address +
                                            m->mf_text_vmaddr, out, max);
+  if (m->cache) /* ELF: the file's address = PC - load address */
+    return stkr__symcache_lookup(m->cache, a - m->img.load_address, out, max);
   a -= m->shift; /* from here on, the module's addresses */
   if (m->dw) n = resolve_dwarf(be, m, a, out, max);
   if (n == 0) {
@@ -630,6 +685,22 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
                             col > 0 ? (uint32_t)col : 0, false};
     n = 1;
   }
+  return n;
+}
+
+void stkr__symbe_each_from_dwarf(stkr__symbe *be,
+                                 void (*fn)(void *arg, const stkr__symimg *img,
+                                            const char *file),
+                                 void *arg) {
+  for (size_t i = 0; i < be->n; i++) {
+    const mod *m = be->mods[i];
+    if (m->dw && m->file && m->img.build_id_len) fn(arg, &m->img, m->file);
+  }
+}
+
+size_t stkr__symbe_cached(const stkr__symbe *be) {
+  size_t n = 0;
+  for (size_t i = 0; i < be->n; i++) n += be->mods[i]->cache != NULL;
   return n;
 }
 

@@ -239,15 +239,15 @@ static int write_file(const char *path, const buf *parts, size_t n_parts,
 
 /* The header (docs/SYMCACHE.md), checksum last. */
 static void put_header(uint8_t *h, const stkr__symfile_info *info,
-                       uint32_t nranges, uint32_t nframes, const buf *ranges,
+                       const uint8_t *id, uint32_t id_len, uint32_t nranges, uint32_t nframes, const buf *ranges,
                        const buf *frames, const buf *strs) {
   uint32_t t = 0, sub = 0;
   memset(h, 0, HDR);
   memcpy(h, STKR__SYMCACHE_MAGIC, 8);
   put32(h + 8, VERSION);
   put32(h + 12, HDR);
-  put32(h + 16, info->has_uuid ? 16 : 0);
-  memcpy(h + 20, info->uuid, 16);
+  put32(h + 16, id_len);
+  memcpy(h + 20, id, id_len);
   if (info->arch) (void)stkr_macho_arch_parse(info->arch, &t, &sub);
   put32(h + 52, t);
   put32(h + 56, nranges);
@@ -436,13 +436,27 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   memset(&b, 0, sizeof b);
   stkr__symfile_get_info(f, &info);
   const stkr__symwalk_ops ops = {intern_cb, range_cb, expect_cb, &b,
-                                 restart_cb};
-  if ((rc = stkr__symfile_walk(f, &ops, &hi)) == 0) rc = flush_ahead(&b);
+                                 restart_cb, false};
+  stkr__symelf_out elf = {.id_len = 0};
+  bool is_elf = false;
+  rc = stkr__symfile_walk(f, &ops, &hi);
+  if (rc == -ENOTSUP && !info.macho) { /* an ELF file (symcache_elf.c) */
+    is_elf = true;
+    /* Without restart: the ELF walk reads the whole file first, in one
+     * thread, with the handles (and a dwz alternate file) it set up; the
+     * streamed build opens handles of its own. */
+    stkr__symwalk_ops elf_ops = ops;
+    elf_ops.restart = NULL;
+    rc = stkr__symelf_walk(info.path, &elf_ops, &elf, err, cap);
+    hi = elf.hi;
+  }
+  if (rc == 0) rc = flush_ahead(&b);
   if (rc < 0 && rc != -ENOMEM) {
-    snprintf(err, cap, "%s: %s", info.path,
-             rc == -ENOTSUP ? "not a Mach-O file or dSYM (the symbol cache "
-                              "holds Mach-O builds only)"
-                            : strerror(-rc));
+    if (!is_elf) /* a cache given as input */
+      snprintf(err, cap, "%s: %s", info.path,
+               rc == -ENOTSUP ? "a symbol cache, not a Mach-O file or dSYM "
+                                "(not converted again)"
+                              : strerror(-rc));
     goto out;
   }
   uint8_t *r = rc == 0 ? grow(&b.ranges, RANGE) : NULL; /* the end: __TEXT's */
@@ -457,8 +471,9 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
     rc = -ENOMEM;
     goto out;
   }
-  put_header(hdr.p, &info, b.nranges, b.nframes, &b.ranges, &b.frames,
-             &b.strs);
+  put_header(hdr.p, &info, is_elf ? elf.id : info.uuid,
+             is_elf ? (uint32_t)elf.id_len : info.has_uuid ? 16 : 0,
+             b.nranges, b.nframes, &b.ranges, &b.frames, &b.strs);
   {
     const buf parts[4] = {hdr, b.ranges, b.frames, b.strs};
     rc = write_file(path, parts, 4, err, cap);
@@ -467,7 +482,7 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   st->frames = b.nframes;
   st->string_bytes = b.strs.n;
   st->file_bytes = HDR + b.ranges.n + b.frames.n + b.strs.n;
-  st->dwarf_bytes = stkr__symfile_dwarf_bytes(f);
+  st->dwarf_bytes = is_elf ? elf.dwarf_bytes : stkr__symfile_dwarf_bytes(f);
 out:
   free(hdr.p);
   free(b.ranges.p);
@@ -517,7 +532,7 @@ static int check(stkr__symcache *c, const char *path, char *err, size_t cap) {
     return bad(err, cap, path, 8, "unsupported format version (this "
                "stackrec reads version " STR(VERSION_N) ": rebuild the cache)");
   if (get32(h + 12) != HDR) return bad(err, cap, path, 12, "bad header size");
-  if (get32(h + 16) != 0 && get32(h + 16) != 16)
+  if (get32(h + 16) > 32) /* 16: a Mach-O UUID; an ELF build-id: 1-32 */
     return bad(err, cap, path, 16, "bad id length");
   c->n_ranges = get32(h + 56);
   c->n_frames = get32(h + 60);
@@ -604,6 +619,11 @@ void stkr__symcache_free(stkr__symcache *c) {
 
 void stkr__symcache_info(const stkr__symcache *c, stkr__symfile_info *info) {
   *info = c->info;
+}
+
+const uint8_t *stkr__symcache_id(const stkr__symcache *c, size_t *len) {
+  *len = get32(c->map + 16);
+  return c->map + 20;
 }
 
 size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,

@@ -345,7 +345,8 @@ static bool walk_threaded(walk *w, Dwarf *dw) {
   bool started = false;
   if (p && l && rw &&
       (w->cus = calloc(w->n_all_cus ? w->n_all_cus : 1, sizeof *w->cus))) {
-    const stkr__symwalk_ops lops = {local_intern, NULL, NULL, l, NULL};
+    const stkr__symwalk_ops lops = {local_intern, NULL, NULL, l, NULL,
+                                    w->ops->as_compiled};
     w->cap_cus = w->n_all_cus ? w->n_all_cus : 1;
     walk_init(rw, w->syms, w->n_syms, w->lo, w->hi, &lops);
     rw->stream = true;

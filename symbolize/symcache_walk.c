@@ -138,8 +138,13 @@ static uint64_t file_ids(walk *w, const char *name) {
     return ((uint64_t)NONE << 32) | NONE;
   }
   if (r == 1) {
-    const char *once = stkr__dw_full_path(&w->nb, &w->cudie, name, 0);
-    const char *twice = stkr__dw_full_path(&w->nb, &w->cudie, once, 1);
+    /* as_compiled (ELF): libdw's name as the ELF backend shows it. */
+    const char *once = w->ops->as_compiled
+                           ? name
+                           : stkr__dw_full_path(&w->nb, &w->cudie, name, 0);
+    const char *twice = w->ops->as_compiled
+                            ? name
+                            : stkr__dw_full_path(&w->nb, &w->cudie, once, 1);
     *v = ((uint64_t)intern(w, once) << 32) | intern(w, twice);
   }
   return *v;

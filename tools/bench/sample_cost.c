@@ -218,6 +218,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 typedef struct part_a {
   int rounds;
   uint64_t *blocked, *busy, *self, *handler, *floor_v, *floor_cpu;
+  uint64_t *sampler_cpu, *floor_sampler_cpu; /* this thread's, per sample */
   uint64_t fails;
 } part_a;
 
@@ -239,8 +240,9 @@ static void measure_a(part_a *x, target *tb, target *tz, const target *tf) {
     for (int k = 0; k < 4; k++) {
       switch ((r + k) % 4) {
       case 0: {
-        uint64_t c0 = cpu_ns(cb);
+        uint64_t c0 = cpu_ns(cb), s0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
         x->blocked[r] = sample_batch(tb, &x->fails);
+        x->sampler_cpu[r] = (cpu_ns(CLOCK_THREAD_CPUTIME_ID) - s0) / BATCH;
         x->handler[r] = (cpu_ns(cb) - c0) / BATCH;
         break;
       }
@@ -248,8 +250,10 @@ static void measure_a(part_a *x, target *tb, target *tz, const target *tf) {
         x->busy[r] = sample_batch(tz, &x->fails);
         break;
       case 2: {
-        uint64_t c0 = cpu_ns(cf);
+        uint64_t c0 = cpu_ns(cf), s0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
         x->floor_v[r] = floor_batch();
+        x->floor_sampler_cpu[r] =
+            (cpu_ns(CLOCK_THREAD_CPUTIME_ID) - s0) / BATCH;
         x->floor_cpu[r] = (cpu_ns(cf) - c0) / BATCH;
         break;
       }
@@ -268,7 +272,9 @@ static void print_a(part_a *x, const stkr_sample_stats *ss,
   int rounds = x->rounds;
   uint64_t mb = median(x->blocked, rounds), mz = median(x->busy, rounds),
            me = median(x->self, rounds), mh = median(x->handler, rounds),
-           mf = median(x->floor_v, rounds), mfc = median(x->floor_cpu, rounds);
+           mf = median(x->floor_v, rounds), mfc = median(x->floor_cpu, rounds),
+           ms = median(x->sampler_cpu, rounds),
+           mfs = median(x->floor_sampler_cpu, rounds);
 
   printf("sample_cost: %d rounds x %d samples, depth %d, on %ld CPUs\n\n",
          x->rounds, BATCH, DEPTH, sysconf(_SC_NPROCESSORS_ONLN));
@@ -287,6 +293,11 @@ static void print_a(part_a *x, const stkr_sample_stats *ss,
          (double)mh / (double)me, (double)mh / (double)mfc);
   printf("  %-44s %8lu %9.1fx %9.2fx\n", "  the floor target's CPU per signal",
          (unsigned long)mfc, (double)mfc / (double)me, 1.0);
+  printf("  %-44s %8lu %9.1fx %9.2fx\n",
+         "  the sampler's CPU per sample (blocked)", (unsigned long)ms,
+         (double)ms / (double)me, (double)ms / (double)mfs);
+  printf("  %-44s %8lu %9.1fx %9.2fx\n", "  the floor sender's CPU per signal",
+         (unsigned long)mfs, (double)mfs / (double)me, 1.0);
   printf("  %-44s %8lu %9.1fx\n", "stkr_event on the sampler itself",
          (unsigned long)me, 1.0);
   printf("  goal <= 5000 ns: blocked %.2fx of goal (%s), busy %.2fx (%s)\n",
@@ -374,6 +385,8 @@ int main(int argc, char **argv) {
   x.handler = calloc((size_t)x.rounds, 8);
   x.floor_v = calloc((size_t)x.rounds, 8);
   x.floor_cpu = calloc((size_t)x.rounds, 8);
+  x.sampler_cpu = calloc((size_t)x.rounds, 8);
+  x.floor_sampler_cpu = calloc((size_t)x.rounds, 8);
   measure_a(&x, &tb, &tz, &tf);
   atomic_store(&tb.stop, 1);
   atomic_store(&tz.stop, 1);

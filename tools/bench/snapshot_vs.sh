@@ -9,10 +9,16 @@
 # started (threads parked in poll, pause, a mutex, nanosleep, and one in
 # five in a busy loop), then ROUNDS (default 7, $BENCH_ROUNDS) interleaved
 # rounds of each tool, one process each, output to a file:
-#   stackrec snapshot          function and file:line (reads the separate
+#   stackrec snapshot, no cache  function and file:line (reads the separate
 #                              debug info of system libraries, as
-#                              eu-stack -s -i does)
-#   stackrec snapshot --fast   symbol tables only (as eu-stack's default)
+#                              eu-stack -s -i does; --no-symcache)
+#   stackrec snapshot, cold    the same with an empty --symcache DIR each
+#                              time: answers from DWARF, printed, then the
+#                              caches written (included in its time)
+#   stackrec snapshot, warm    the same with the caches there (the images'
+#                              DWARF never read)
+#   stackrec snapshot --fast   symbol tables only (as eu-stack's default;
+#                              --no-symcache)
 #   eu-stack -p, eu-stack -s -i -p, gdb -batch 'thread apply all bt'
 # Prints the median wall time and CPU time (user + sys, from rusage) of
 # each, the ratios, and how long stackrec stopped each thread (its --json:
@@ -41,10 +47,14 @@ stackrec, fixture, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sizes = [int(x) for x in sys.argv[4:]]
 tmp = tempfile.mkdtemp(prefix="stackrec-snapbench.")
 out_path = os.path.join(tmp, "out")
+warm_dir = os.path.join(tmp, "warm")
+cold_dir = os.path.join(tmp, "cold")
 
 def tools(pid):
-    t = [("stackrec snapshot", [stackrec, "snapshot", "-q", "--json", str(pid)], "json"),
-         ("stackrec snapshot --fast", [stackrec, "snapshot", "-q", "--fast", str(pid)], "TID")]
+    t = [("stackrec snapshot, no cache", [stackrec, "snapshot", "-q", "--json", "--no-symcache", str(pid)], "json"),
+         ("stackrec snapshot, cold", [stackrec, "snapshot", "-q", "--json", "--symcache", "{cold}", str(pid)], "json"),
+         ("stackrec snapshot, warm", [stackrec, "snapshot", "-q", "--json", "--symcache", warm_dir, str(pid)], "json"),
+         ("stackrec snapshot --fast", [stackrec, "snapshot", "-q", "--fast", "--no-symcache", str(pid)], "TID")]
     if shutil.which("eu-stack"):
         t += [("eu-stack -p", ["eu-stack", "-p", str(pid)], "TID"),
               ("eu-stack -s -i -p", ["eu-stack", "-s", "-i", "-p", str(pid)], "TID")]
@@ -59,6 +69,9 @@ def tools(pid):
     return t
 
 def run(cmd):
+    if "{cold}" in cmd:
+        shutil.rmtree(cold_dir, ignore_errors=True)
+        cmd = [cold_dir if a == "{cold}" else a for a in cmd]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(out_path, "w") as o:
@@ -75,6 +88,7 @@ for n in sizes:
     time.sleep(0.3)
     tasks = len(os.listdir("/proc/%d/task" % fx.pid))
     ts = tools(fx.pid)
+    run(ts[2][1])  # fills the warm caches
     wall = {t[0]: [] for t in ts}; cpu = {t[0]: [] for t in ts}; seen = {t[0]: [] for t in ts}
     stops, held = [], []
     for _ in range(rounds):
@@ -85,8 +99,9 @@ for n in sizes:
                 try:
                     d = json.loads(text)
                     seen[name].append(len(d["threads"]))
-                    stops += [t["stop_us"] for t in d["threads"]]
-                    held += [t["held_us"] for t in d["threads"]]
+                    if name.endswith("warm"):
+                        stops += [t["stop_us"] for t in d["threads"]]
+                        held += [t["held_us"] for t in d["threads"]]
                 except ValueError:
                     seen[name].append(0)
             else:
@@ -99,20 +114,23 @@ for n in sizes:
           % (n, tasks, rounds, load, os.cpu_count()))
     print("  %-26s %10s %10s %10s %s" % ("tool", "wall", "cpu", "wall/ours", "threads listed (fewest)"))
     med = {k: statistics.median(v) for k, v in wall.items()}
-    base = med["stackrec snapshot"]
+    base = med["stackrec snapshot, warm"]
     for name, _, _ in ts:
         print("  %-26s %7.1f ms %7.1f ms %9.2fx %d of %d" % (
             name, med[name] * 1e3, statistics.median(cpu[name]) * 1e3,
             med[name] / base, min(seen[name]), tasks))
     if "eu-stack -p" in med:
-        print("  eu-stack -p / stackrec snapshot --fast: %.2fx wall, eu-stack -s -i -p / stackrec snapshot: %.2fx wall (goal >= 5x)"
-              % (med["eu-stack -p"] / med["stackrec snapshot --fast"],
-                 med["eu-stack -s -i -p"] / base))
+        eu = med["eu-stack -s -i -p"]
+        print("  eu-stack -p / stackrec snapshot --fast: %.2fx wall" % (med["eu-stack -p"] / med["stackrec snapshot --fast"]))
+        print("  eu-stack -s -i -p / stackrec snapshot (file:line): warm %.2fx, cold %.2fx, no cache %.2fx wall (goal >= 5x)"
+              % (eu / base, eu / med["stackrec snapshot, cold"], eu / med["stackrec snapshot, no cache"]))
+        print("  eu-stack -s -i -p / stackrec snapshot warm: %.2fx CPU"
+              % (statistics.median(cpu["eu-stack -s -i -p"]) / max(statistics.median(cpu["stackrec snapshot, warm"]), 1e-6)))
     if "gdb 'thread apply all bt'" in med:
-        print("  gdb / stackrec snapshot: %.2fx wall" % (med["gdb 'thread apply all bt'"] / base))
+        print("  gdb / stackrec snapshot warm: %.2fx wall" % (med["gdb 'thread apply all bt'"] / base))
     if stops:
         stops.sort(); held.sort()
-        print("  stackrec: each thread stopped (interrupt -> detach) median %.1f us, 90%% %.1f us, worst %.1f us; %d of %d over 200 us (goal <= 200)"
+        print("  stackrec (warm runs): each thread stopped (interrupt -> detach) median %.1f us, 90%% %.1f us, worst %.1f us; %d of %d over 200 us (goal <= 200)"
               % (statistics.median(stops), stops[int(len(stops) * 0.9)], stops[-1],
                  sum(1 for s in stops if s > 200), len(stops)))
         print("            held (stop seen -> detach) median %.1f us, worst %.1f us"

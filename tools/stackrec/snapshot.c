@@ -64,7 +64,16 @@ static const char snapshot_help[] =
     "                   names from symbol tables, file:line only from images\n"
     "                   that carry their own DWARF (like eu-stack without -s;\n"
     "                   a system library's compressed debug info costs tens\n"
-    "                   of milliseconds to read)\n"
+    "                   of milliseconds to read; a symbol cache still gives\n"
+    "                   file:line)\n"
+    "  --symcache DIR   symbol caches (<build-id>.stkrsym, docs/SYMCACHE.md):\n"
+    "                   an image with one there is answered from it, its\n"
+    "                   DWARF never read (same answers); after printing,\n"
+    "                   the images read from DWARF are converted into\n"
+    "                   caches there (a few per run). Default:\n"
+    "                   $XDG_CACHE_HOME/stackrec/symcache, else\n"
+    "                   ~/.cache/stackrec/symcache\n"
+    "  --no-symcache    neither read nor write symbol caches\n"
     "  -q, --quiet      no timing summary on stderr\n"
     "  -h, --help       this help\n"
     "\n"
@@ -76,8 +85,11 @@ static const char snapshot_help[] =
     "allowed to trace it, or it exited during the snapshot.\n";
 
 typedef struct snap_run {
-  bool json, quiet, fast;
+  bool json, quiet, fast, no_symcache;
   const char *outdir;
+  const char *symcache_dir; /* NULL: none */
+  char symcache_buf[4096];
+  stkr__symbe *be; /* owned by cache */
   unsigned count, interval_ms;
   pid_t pid;
   const char *debug_dirs[16];
@@ -242,6 +254,8 @@ static int parse_args(snap_run *r, int argc, char **argv) {
       {"debug-dir", 'd', STKR_CLI_VALUE, NULL, NULL},
       {"quiet", 'q', STKR_CLI_SHORT, NULL, &r->quiet},
       {"fast", 'f', 0, NULL, &r->fast},
+      {"symcache", 'c', STKR_CLI_VALUE, &r->symcache_dir, NULL},
+      {"no-symcache", 'C', 0, NULL, &r->no_symcache},
       {0}};
   stkr_cli_getopt_state gopt = {.cmd = "snapshot", .opts = opts,
                                 .help = {snapshot_help}};
@@ -269,6 +283,13 @@ static int parse_args(snap_run *r, int argc, char **argv) {
       break;
     }
   }
+  if (r->no_symcache && r->symcache_dir)
+    return stkr_cli_usage_error("snapshot", "--symcache and --no-symcache "
+                                "exclude each other");
+  if (!r->no_symcache && !r->symcache_dir)
+    r->symcache_dir =
+        stkr_snap_symcache_default(r->symcache_buf, sizeof r->symcache_buf);
+  if (r->no_symcache) r->symcache_dir = NULL;
   if (r->json && r->outdir)
     return stkr_cli_usage_error("snapshot", "--json and -o exclude each "
                                 "other");
@@ -354,7 +375,8 @@ static int setup(snap_run *r, stkr_snap_images *im) {
   stkr__symbe_opts so = {.debug_dirs = r->debug_dirs,
                          .n_debug_dirs = r->n_debug_dirs,
                          .offline = true, .warn = sym_warn, .warn_arg = r,
-                         .no_separate_debug = r->fast};
+                         .no_separate_debug = r->fast,
+                         .symcache_dir = r->symcache_dir};
   stkr__symbe *be = NULL;
   char err[600];
   int e;
@@ -382,6 +404,7 @@ static int setup(snap_run *r, stkr_snap_images *im) {
     fprintf(stderr, "stackrec snapshot: out of memory\n");
     return STKR_CLI_DATA_LOST;
   }
+  r->be = be; /* the cache's now, for stkr_snap_symcache_fill */
   {
     stkr__symimg *si = calloc(im->n + 1, sizeof *si);
     if (!si) return STKR_CLI_DATA_LOST;
@@ -453,6 +476,17 @@ int stkr_cli_snapshot(int argc, char **argv) {
   rc = setup(&r, &im);
   if (rc == 0) rc = run_series(&r, &im, &st, &taken);
   stats_print(&r, &st, taken);
+  /* The output first: filling costs the next run nothing and this one
+   * only after its answer. Not from --fast runs (no debug files read) nor
+   * with --debug-dir (the build finds debug files in the standard places
+   * only). */
+  if (r.be && !r.quiet && stkr__symbe_cached(r.be))
+    fprintf(stderr, "stackrec snapshot: %zu image%s answered from symbol "
+            "caches in %s\n", stkr__symbe_cached(r.be),
+            stkr__symbe_cached(r.be) == 1 ? "" : "s", r.symcache_dir);
+  fflush(stdout);
+  if (rc == 0 && r.symcache_dir && !r.fast && !r.n_debug_dirs && r.be)
+    stkr_snap_symcache_fill(r.be, r.symcache_dir, r.quiet);
   if ((e = stkr_snap_writer_close(r.writer)) != 0 && rc == 0) {
     fprintf(stderr, "stackrec snapshot: %s: %s\n", r.outdir, strerror(-e));
     rc = STKR_CLI_DATA_LOST;

@@ -41,7 +41,8 @@
 #include "tools/stackrec/symbolize_canon.h"
 
 static const char symbolize_help[] =
-    "Usage: stackrec symbolize [--debug-dir PATH]... [-o OUT] DIR\n"
+    "Usage: stackrec symbolize [--debug-dir PATH]... [--symcache DIR] [-o OUT]\n"
+    "                          DIR\n"
     "\n"
     "Resolve the PCs of a recording made with STACKREC_SYMBOLIZE=offline (or\n"
     "none) into frames: function, file:line and inlined calls, as an inproc\n"
@@ -70,6 +71,10 @@ static const char symbolize_help[] =
     "\n"
     "Options:\n"
     "  -d, --debug-dir PATH  also search PATH (repeatable)\n"
+    "  --symcache CDIR       an ELF image whose build-id has a symbol cache\n"
+    "                        CDIR/<build-id>.stkrsym (stackrec symcache\n"
+    "                        build, stackrec snapshot) is answered from it,\n"
+    "                        its DWARF not read (the same answers)\n"
     "  -o, --output OUT      output directory (created; must not hold\n"
     "                        segment files already)\n"
     "  -h, --help            this help\n"
@@ -97,6 +102,7 @@ typedef struct sym_run {
   bool in_place;  /* rewrite each file where it is (stackrec record) */
   bool new_proc;  /* no image list seen yet for the current process */
   const char *cmd; /* "symbolize" or "record": prefix of messages */
+  const char *symcache_dir; /* --symcache, or NULL */
   char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
   size_t n_pending, cap_pending;
   stkr__canon canon; /* one image list for every process */
@@ -486,7 +492,8 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
                         size_t n_dirs) {
   stkr__symbe *be = NULL;
   stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
-                         .offline = true, .warn = warn_cb, .warn_arg = run};
+                         .offline = true, .warn = warn_cb, .warn_arg = run,
+                         .symcache_dir = run->symcache_dir};
   int err;
 
   stkr_fmt_pballoc_init(&run->pballoc, STKR_FMT_MAX_DECODED_BYTES);
@@ -545,11 +552,14 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
 }
 
 /* Parse the options: the --debug-dir PATHs into dirs (MAX_DIRS at most),
- * -o into *outdir. @return -1 to go on, else the exit status. */
+ * -o into *outdir, --symcache into *symcache. @return -1 to go on, else
+ * the exit status. */
 static int parse_args(int argc, char **argv, const char **dirs,
-                      size_t *n_dirs, const char **outdir) {
+                      size_t *n_dirs, const char **outdir,
+                      const char **symcache) {
   const stkr_cli_opt opts[] = {
       {"debug-dir", 'd', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
+      {"symcache", 'c', STKR_CLI_VALUE, symcache, NULL},
       {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, outdir, NULL},
       {0}};
   stkr_cli_getopt_state gopt = {.cmd = "symbolize", .opts = opts,
@@ -606,13 +616,13 @@ int stkr_cli_symbolize(int argc, char **argv) {
   const char *dirs[MAX_DIRS];
   size_t n_dirs = 0, n_segs = 0, i;
   char outbuf[PATH_MAX], *indir;
-  const char *outdir = NULL;
+  const char *outdir = NULL, *symcache = NULL;
   segf *segs = NULL;
   struct stat st;
   sym_run run;
   int err;
 
-  if ((err = parse_args(argc, argv, dirs, &n_dirs, &outdir)) >= 0)
+  if ((err = parse_args(argc, argv, dirs, &n_dirs, &outdir, &symcache)) >= 0)
     return err;
   indir = argv[optind];
   if (stat(indir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -642,6 +652,7 @@ int stkr_cli_symbolize(int argc, char **argv) {
 
   memset(&run, 0, sizeof run);
   run.cmd = "symbolize";
+  run.symcache_dir = symcache;
   if ((err = run_segments(&run, indir, outdir, segs, n_segs, dirs, n_dirs)) <
       0) {
     err = STKR_CLI_DATA_LOST;

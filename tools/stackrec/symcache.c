@@ -3,7 +3,9 @@
  * table) of Mach-O builds once into per-build symbol caches,
  * DIR/<UUID>.stkrsym (format: docs/SYMCACHE.md; symbolize/symcache.c), which
  * `stackrec symbolize --debug-dir DIR` and `stackrec atos --symcache DIR`
- * (or -o FILE.stkrsym) use in place of the DWARF when one matches.
+ * (or -o FILE.stkrsym) use in place of the DWARF when one matches; and of
+ * ELF builds into DIR/<build-id>.stkrsym (symbolize/symcache_elf.c), which
+ * `stackrec snapshot --symcache DIR` uses.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,7 +30,11 @@ static const char symcache_help[] =
     "universal input (only ARCH's with -arch). 'stackrec symbolize\n"
     "--debug-dir DIR' and 'stackrec atos --symcache DIR' (or -o FILE) use a\n"
     "cache whose UUID matches, before any dSYM; the answers are the same.\n"
-    "Mach-O only (ELF files are not cached).\n"
+    "An ELF file (a program or shared library with a GNU build-id) gives\n"
+    "DIR/<build-id in hex>.stkrsym, from its own DWARF or its separate debug\n"
+    "file (/usr/lib/debug/.build-id/xx/yyyy.debug, or .gnu_debuglink), with\n"
+    "the answers of the ELF symbolizer (file names as compiled); 'stackrec\n"
+    "snapshot --symcache DIR' uses those.\n"
     "\n"
     "Options:\n"
     "  -o DIR           output directory (created)\n"
@@ -36,7 +42,7 @@ static const char symcache_help[] =
     "  -h, --help       this help\n"
     "\n"
     "Exit status: 0 every input converted, 1 writing failed, 2 usage error,\n"
-    "3 an input cannot be opened or is not Mach-O.\n";
+    "3 an input cannot be opened, or has no UUID or build-id.\n";
 
 static double now(void) {
   struct timespec ts;
@@ -48,22 +54,31 @@ static double now(void) {
 static int build_one(stkr__symfile *f, const char *dir) {
   stkr__symfile_info info;
   stkr__symcache_stats st;
-  char path[4200], uuid[37], err[1024];
+  char path[4200], uuid[65], err[1024];
   double t0 = now(), dt;
   int rc;
   stkr__symfile_get_info(f, &info);
-  if (!info.macho || !info.has_uuid) {
-    fprintf(stderr, "stackrec symcache: %s: %s\n", info.path,
-            info.macho ? "no LC_UUID: a cache could never be matched"
-                       : "not a Mach-O file (only Mach-O builds are cached)");
+  if (!info.macho) { /* ELF: named by its GNU build-id, in hex */
+    uint8_t id[32];
+    int n = stkr__symelf_build_id(info.path, id, sizeof id);
+    if (n <= 0) {
+      fprintf(stderr, "stackrec symcache: %s: no GNU build-id: a cache "
+              "could never be matched\n", info.path);
+      return STKR_CLI_NO_INPUT;
+    }
+    stkr__symcache_elf_name(id, (size_t)n, uuid, sizeof uuid);
+  } else if (!info.has_uuid) {
+    fprintf(stderr, "stackrec symcache: %s: no LC_UUID: a cache could "
+            "never be matched\n", info.path);
     return STKR_CLI_NO_INPUT;
+  } else {
+    snprintf(uuid, sizeof uuid,
+             "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
+             info.uuid[0], info.uuid[1], info.uuid[2], info.uuid[3],
+             info.uuid[4], info.uuid[5], info.uuid[6], info.uuid[7],
+             info.uuid[8], info.uuid[9], info.uuid[10], info.uuid[11],
+             info.uuid[12], info.uuid[13], info.uuid[14], info.uuid[15]);
   }
-  snprintf(uuid, sizeof uuid,
-           "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
-           info.uuid[0], info.uuid[1], info.uuid[2], info.uuid[3], info.uuid[4],
-           info.uuid[5], info.uuid[6], info.uuid[7], info.uuid[8], info.uuid[9],
-           info.uuid[10], info.uuid[11], info.uuid[12], info.uuid[13],
-           info.uuid[14], info.uuid[15]);
   snprintf(path, sizeof path, "%s/%s%s", dir, uuid, STKR__SYMCACHE_EXT);
   if ((rc = stkr__symcache_write(f, path, &st, err, sizeof err)) < 0) {
     fprintf(stderr, "stackrec symcache: %s\n", err);
