@@ -103,34 +103,54 @@ int stkr__ring_privatize(stkr__ring *r) {
   return 0;
 }
 
-const stkr__record *stkr__ring_peek(stkr__ring *r) {
+/* How far ahead of the read position the consumer asks for the ring's
+ * lines: the records it reads were written on another core, and asking a
+ * few lines early overlaps those transfers instead of waiting for each. */
+#define STKR__RING_PREFETCH_BYTES 512u
+
+const stkr__record *stkr__ring_cursor_peek(const stkr__ring *r,
+                                           stkr__ring_cursor *cur) {
   stkr__ring_ctl *c = r->c;
   for (;;) {
-    uint64_t pos = c->c_read; /* consumer only */
-    uint64_t head = c->c_head;
+    uint64_t pos = cur->pos;
+    uint64_t head = cur->head;
     const stkr__record *rec;
 
     if (pos == head) {
       /* Looks empty by the cached head: look at the real one. Acquire
        * pairs with the release store in stkr__ring_commit(): every record
        * below the head we see is completely written. */
-      head = c->c_head = atomic_load_explicit(&c->head, memory_order_acquire);
+      head = cur->head = atomic_load_explicit(&c->head, memory_order_acquire);
       if (pos == head)
         return NULL;
     }
+    /* Only below the head we saw: a line the producer is still writing
+     * would be pulled away from it for nothing. */
+    if (head - pos > STKR__RING_PREFETCH_BYTES)
+      __builtin_prefetch(r->buf + ((pos + STKR__RING_PREFETCH_BYTES) & r->mask));
     rec = (const stkr__record *)(r->buf + (pos & r->mask));
     if (rec->size < 8 || rec->size % 8 != 0 || rec->size > head - pos ||
         (rec->site_id != 0 && rec->size < sizeof(stkr__record))) {
       /* Cannot happen unless memory was scribbled on by the app. Skip what
        * is there rather than read garbage; the producer carries on. */
       assert(!"corrupt ring record");
-      c->c_read = head;
+      cur->pos = head;
       continue;
     }
     if (rec->site_id != 0)
       return rec;
-    c->c_read = pos + rec->size; /* wrap marker: look at offset 0 */
+    cur->pos = pos + rec->size; /* wrap marker: look at offset 0 */
   }
+}
+
+const stkr__record *stkr__ring_peek(stkr__ring *r) {
+  stkr__ring_cursor cur;
+  const stkr__record *rec;
+
+  stkr__ring_cursor_load(r, &cur);
+  rec = stkr__ring_cursor_peek(r, &cur);
+  stkr__ring_cursor_store(r, &cur);
+  return rec;
 }
 
 void stkr__ring_consume(stkr__ring *r, const stkr__record *rec) {
