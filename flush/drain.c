@@ -521,6 +521,9 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   pmirror_check_stale(t);
   if (t->ring.c) {
     empty = false;
+    /* Past a leading wrap marker first: a producer's low-page reuse marker
+     * (stkr__ring_reuse_low) can span half the ring, and is no pressure. */
+    (void)stkr__ring_peek(&t->ring);
     if (stkr__ring_unread(&t->ring) >= stkr__ring_size(&t->ring) / 8)
       w->pressure_now = true;
     for (int pass = 0; pass < 4; pass++) {

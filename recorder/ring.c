@@ -192,6 +192,7 @@ void stkr__ring_reset(stkr__ring *r) {
   head = atomic_load_explicit(&c->head, memory_order_relaxed);
   atomic_store_explicit(&c->tail, head, memory_order_relaxed);
   c->p_tail = head;
+  c->p_skip_len = 0;
   c->c_head = head;
   c->c_read = head;
   /* The worker that reads on knows none of the stacks sent so far. */

@@ -123,6 +123,12 @@ typedef struct stkr__ring_ctl {
   uint64_t p_tail;
   uint64_t p_start;
   uint32_t p_reserved;
+  /* Producer only: the latest reuse marker (stkr__ring_reserve, "low
+   * pages"): where it starts (free-running) and its size. While it is not
+   * released (p_tail <= p_skip_pos) it is free space in all but name, and
+   * stkr__ring_past_half does not count it. */
+  uint64_t p_skip_pos;
+  uint64_t p_skip_len;
 
   /* Written by the consumer only (release, pairs with the producer's
    * acquire load in stkr__ring_reserve). Byte offset, free-running: every
@@ -195,6 +201,23 @@ void stkr__ring_free(stkr__ring *r);
  * process a private, empty ring of the same size at the same address.
  * 0, or -ENOMEM (the ring is then unmapped, r->c NULL). */
 int stkr__ring_privatize(stkr__ring *r);
+/* Low pages (memory that follows use): a ring the worker keeps empty would
+ * still have every page touched after one lap, since head only runs
+ * forward (200 threads x 64 KiB rings: 13.6 MB resident for a few KiB of
+ * records each). So when a record is about to touch a page of the ring's
+ * upper half and the ring is empty and released (tail == head, all read
+ * and written), the producer writes a wrap marker over the rest and starts
+ * again at offset 0: a ring that keeps up stays in its lower half. The
+ * marker is a wrap marker like any other (readers and recovery skip it);
+ * it holds at most half the ring until the worker's next pass releases it,
+ * and the producer still has the other half. The check reloads tail once
+ * per page crossing in the upper half, not per event. */
+static inline bool stkr__ring_reuse_low(const stkr__ring *r, uint64_t off,
+                                        uint32_t size) {
+  uint64_t half = (r->mask + 1) >> 1;
+  return off >= half && ((off - 1) >> 12) != ((off + size - 1) >> 12);
+}
+
 /* Producer: room for `size` bytes (multiple of 8)? Returns the slot or NULL
  * when full. Does not publish. */
 /* Inline, as commit and past_half: the three run on every event, and a
@@ -207,9 +230,19 @@ static inline void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
   uint64_t off = head & r->mask;
   uint64_t to_end = ring_size - off;
   uint64_t need = size;
+  bool wrap = size > to_end;
 
   assert(size % 8 == 0 && size >= sizeof(stkr__record));
-  if (size > to_end)
+  if (!wrap && stkr__ring_reuse_low(r, off, size)) {
+    /* Acquire: as below; equal means every byte before head is released. */
+    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    if (c->p_tail == head) {
+      wrap = true;
+      c->p_skip_pos = head;
+      c->p_skip_len = to_end;
+    }
+  }
+  if (wrap)
     need += to_end; /* the wrap marker eats the rest of the buffer */
   if (need > ring_size - (head - c->p_tail)) {
     /* Looks full by the cached tail: look at the real one. Acquire pairs
@@ -219,7 +252,7 @@ static inline void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
     if (need > ring_size - (head - c->p_tail))
       return NULL;
   }
-  if (size > to_end) {
+  if (wrap) {
     stkr__record *marker = (stkr__record *)(r->buf + off);
     /* to_end is a multiple of 8 (every record is) and non-zero, and a
      * marker needs only its size and site_id fields: 8 bytes. */
@@ -305,12 +338,15 @@ static inline bool stkr__ring_past_half(stkr__ring *r) {
   stkr__ring_ctl *c = r->c;
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   uint64_t half = (r->mask + 1) >> 1;
+  /* An unreleased reuse marker is not use (see stkr__ring_reuse_low). */
+  uint64_t skip = c->p_tail <= c->p_skip_pos ? c->p_skip_len : 0;
 
-  if (head - c->p_tail <= half)
+  if (head - c->p_tail - skip <= half)
     return false; /* the cached tail overstates use: surely not past half */
   /* Acquire: as in stkr__ring_reserve(). */
   c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-  return head - c->p_tail > half;
+  skip = c->p_tail <= c->p_skip_pos ? c->p_skip_len : 0;
+  return head - c->p_tail - skip > half;
 }
 /* Discard everything unread and clear the known-stack table. Only while
  * neither side is active. */
