@@ -103,6 +103,52 @@ int stkr__ring_privatize(stkr__ring *r) {
   return 0;
 }
 
+void *stkr__ring_reserve_slow(stkr__ring *r, uint32_t size) {
+  stkr__ring_ctl *c = r->c;
+  uint64_t ring_size = r->mask + 1;
+  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+  uint64_t off = head & r->mask;
+  uint64_t to_end = ring_size - off;
+  uint64_t need = size;
+  bool wrap = size > to_end, reuse = false;
+
+  if (!wrap && head + size > c->p_check && stkr__ring_reuse_low(r, off, size)) {
+    /* Acquire: as below; equal means every byte before head is released. */
+    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    wrap = reuse = c->p_tail == head;
+  }
+  if (wrap)
+    need += to_end; /* the wrap marker eats the rest of the buffer */
+  if (need > ring_size - (head - c->p_tail)) {
+    /* Looks full by the cached tail: look at the real one. Acquire pairs
+     * with the release store in stkr__ring_release_read(): once we see the
+     * consumer's new tail, it has finished reading the bytes before it. */
+    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    if (need > ring_size - (head - c->p_tail))
+      return NULL;
+  }
+  if (wrap) {
+    stkr__record *marker = (stkr__record *)(r->buf + off);
+    /* to_end is a multiple of 8 (every record is) and non-zero, and a
+     * marker needs only its size and site_id fields: 8 bytes. */
+    marker->size = (uint32_t)to_end;
+    marker->site_id = 0;
+    if (reuse) {
+      c->p_skip_pos = head;
+      c->p_skip_len = to_end;
+    }
+    head += to_end;
+    off = 0;
+  }
+  if (head + size > c->p_check)
+    c->p_check = stkr__ring_next_check(r, head + size);
+  c->p_limit = c->p_tail + ring_size < c->p_check ? c->p_tail + ring_size
+                                                   : c->p_check;
+  c->p_start = head;
+  c->p_reserved = size;
+  return r->buf + off;
+}
+
 /* How far ahead of the read position the consumer asks for the ring's
  * lines: the records it reads were written on another core, and asking a
  * few lines early overlaps those transfers instead of waiting for each. */
@@ -193,6 +239,8 @@ void stkr__ring_reset(stkr__ring *r) {
   atomic_store_explicit(&c->tail, head, memory_order_relaxed);
   c->p_tail = head;
   c->p_skip_len = 0;
+  c->p_check = 0;
+  c->p_limit = 0;
   c->c_head = head;
   c->c_read = head;
   /* The worker that reads on knows none of the stacks sent so far. */
