@@ -665,6 +665,18 @@ void stkr__threads_set_ring_cap(uint64_t bytes);
 /* May a capped thread try to attach again (ring memory was freed)? One
  * relaxed load: cheap enough for every event of a capped thread. */
 bool stkr__threads_ring_room(size_t ring_bytes);
+/* Memory tiers (issue 18): the ring a thread attaching now gets, for the
+ * configured `ring_bytes`, `live` bytes of rings and states already
+ * charged and a cap of `cap`: the configured size while that ring fits
+ * under half the cap, else a quarter of it but at least
+ * STKR__RING_SMALL_BYTES (never more than configured). So 200 threads of
+ * 256 KiB rings under the 32 MiB cap all record (62 big, the rest 64 KiB)
+ * instead of the last ~80 being refused; a small ring still holds 2,730
+ * events of a known stack. Pure (tests call it). */
+#define STKR__RING_SMALL_BYTES ((size_t)64 << 10)
+size_t stkr__ring_tier(size_t ring_bytes, uint64_t live, uint64_t cap);
+/* Bytes of rings and states charged now (a snapshot; tests, stats). */
+uint64_t stkr__threads_ring_live(void);
 
 typedef struct stkr__counts {
   uint64_t pushed;            /* records committed to rings */
