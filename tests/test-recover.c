@@ -598,20 +598,31 @@ static void ring_reuse_body(void *arg) {
   }
 }
 
-static void test_ring_reuse(void **state) {
-  char dir[300];
+/* A new directory, a child recording into it with rings of ring_bytes
+ * that runs body and dies by SIGKILL, then recovery (with no message).
+ * @return the events recovered. */
+static uint64_t killed_then_recovered(char *dir, size_t cap, size_t ring_bytes,
+                                      void (*body)(void *)) {
   stkr_recover_stats st;
-  readback rb;
   msgs ms;
-  (void)state;
 
-  new_dir(dir, sizeof dir);
+  new_dir(dir, cap);
   stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .ring_bytes = 16 << 10};
-  run_killed_child(&cfg, ring_reuse_body, NULL);
+                     .ring_bytes = ring_bytes};
+  int status = run_killed_child(&cfg, body, NULL);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   recover(dir, false, &st, &ms);
   assert_int_equal(ms.n, 0);
-  assert_int_equal(st.events, 50);
+  return st.events;
+}
+
+static void test_ring_reuse(void **state) {
+  char dir[300];
+  readback rb;
+  (void)state;
+
+  assert_int_equal(
+      killed_then_recovered(dir, sizeof dir, 16 << 10, ring_reuse_body), 50);
   read_dir(dir, &rb, 200);
   assert_int_equal(rb.events, 200);
   for (int i = 0; i < 200; i++) {
@@ -647,19 +658,12 @@ static void reuse_marker_body(void *arg) {
 
 static void test_recover_after_reuse_marker(void **state) {
   char dir[300];
-  stkr_recover_stats st;
   readback rb;
-  msgs ms;
   (void)state;
 
-  new_dir(dir, sizeof dir);
-  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                     .ring_bytes = 64 << 10};
-  int status = run_killed_child(&cfg, reuse_marker_body, NULL);
-  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(ms.n, 0);
-  assert_int_equal(st.events, 200);
+  assert_int_equal(
+      killed_then_recovered(dir, sizeof dir, 64 << 10, reuse_marker_body),
+      200);
   read_dir(dir, &rb, 0);
   uint64_t total = rb.events;
   assert_int_equal(rb.seq_no_stack + rb.warnings_lost, 0);
