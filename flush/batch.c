@@ -81,9 +81,7 @@ bool stkr__batch_nonempty(const stkr__batchb *b) {
   return b->n || b->n_threads || b->n_drops || b->n_sites || b->n_stacks;
 }
 
-int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
-                          uint32_t thread_id, uint32_t stack_id,
-                          const uint8_t *payload, size_t len, bool truncated) {
+int stkr__batch_grow(stkr__batchb *b, size_t len, bool truncated) {
   size_t need = b->n + 1, cap = b->cap;
   /* All columns share one capacity; grow them together. */
   if (need > cap) {
@@ -105,30 +103,6 @@ int stkr__batch_add_event(stkr__batchb *b, uint64_t ts, uint32_t site_id,
   if (truncated && stkr_grow((void **)&b->ptrunc, &b->cap_ptrunc,
                              b->n_ptrunc + 1, sizeof *b->ptrunc))
     return -ENOMEM;
-
-  if (b->n == 0) {
-    b->events.base_ts_ns = ts;
-    b->last_ts = ts;
-  }
-  /* Deltas are signed: the drain goes thread by thread, so time steps back
-   * at each thread boundary. */
-  b->ts_delta[b->n] = (int64_t)(ts - b->last_ts);
-  b->last_ts = ts;
-  b->site_id[b->n] = site_id;
-  if (stack_id == 0)
-    b->any_unsited = true; /* its site cannot follow from a stack */
-  b->thread_id[b->n] = thread_id;
-  b->stack_id[b->n] = stack_id;
-  b->payload_len[b->n] = (uint32_t)len;
-  if (len) {
-    memcpy(b->pdata + b->pdata_len, payload, len);
-    b->pdata_len += len;
-    b->any_payload = true;
-  }
-  if (truncated) b->ptrunc[b->n_ptrunc++] = (uint32_t)b->n;
-  b->n++;
-  /* Worst-case varint sizes: 10 (delta) + 3 * 5 (ids) + 5 (length). */
-  b->est_bytes += 30 + len;
   return 0;
 }
 

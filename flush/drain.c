@@ -197,10 +197,14 @@ static void write_batch(stkr__worker *w, bool last) {
  * (a full batch of 65536 takes tens of ms on a starved core). */
 #define STKR__EXIT_BATCH_EVENTS 4096u
 
+static bool batch_wants_write(const stkr__worker *w) {
+  return stkr__batch_full(&w->bb) ||
+         (w->bb.n >= STKR__EXIT_BATCH_EVENTS &&
+          atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) != 0);
+}
+
 static void maybe_write_full(stkr__worker *w) {
-  if (stkr__batch_full(&w->bb) ||
-      (w->bb.n >= STKR__EXIT_BATCH_EVENTS &&
-       atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) != 0)) {
+  if (batch_wants_write(w)) {
     write_batch(w, false);
     batch_begin(w);
   }
@@ -465,11 +469,20 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
    * markers; records pushed meanwhile wait for the next pass, so a
    * producer as fast as the worker cannot keep it in one ring forever. */
   uint64_t budget = stkr__ring_unread(&t->ring) + stkr__ring_size(&t->ring);
-  uint64_t seen = 0;
+  uint64_t seen = 0, n = 0;
   const stkr__record *r;
-  bool clock_fresh = false;
+  bool clock_fresh = false, empty = false;
+  stkr__ring_cursor cur;
+
+  /* The read position lives in `cur` until the end of this run (see
+   * stkr__ring_cursor_load): stored back before anything that reads it,
+   * i.e. before a batch's write (its ring_pos and release) and on return. */
+  stkr__ring_cursor_load(&t->ring, &cur);
   for (;;) {
-    if ((r = stkr__ring_peek(&t->ring)) == NULL) return true;
+    if ((r = stkr__ring_cursor_peek(&t->ring, &cur)) == NULL) {
+      empty = true;
+      break;
+    }
     if (!clock_fresh) {
       /* The calibration of the recording these records belong to: a record
        * we see was committed after its producer saw RUNNING, which was
@@ -478,16 +491,23 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
       w->clk_gen = stkr__clock_cal_get(&w->clk, w->clk_gen);
       clock_fresh = true;
     }
-    if (seen >= budget || stkr__drain_past_deadline(w)) return false;
+    if (seen >= budget || stkr__drain_past_deadline(w)) break;
     seen += r->size;
-    maybe_write_full(w);
+    if (batch_wants_write(w)) {
+      stkr__ring_cursor_store(&t->ring, &cur);
+      write_batch(w, false);
+      batch_begin(w);
+    }
     add_record(w, t, r);
     /* After add_record copied it; the space is released after the
      * batch's write (release_all). */
-    stkr__ring_consume(&t->ring, r);
-    t->w_consumed++;
-    w->consumed++;
+    stkr__ring_cursor_next(&cur, r);
+    n++;
   }
+  stkr__ring_cursor_store(&t->ring, &cur);
+  t->w_consumed += n;
+  w->consumed += n;
+  return empty;
 }
 
 static void drain_thread(stkr__worker *w, stkr__thread *t) {
@@ -503,6 +523,9 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   pmirror_check_stale(t);
   if (t->ring.c) {
     empty = false;
+    /* Past a leading wrap marker first: a producer's low-page reuse marker
+     * (stkr__ring_reuse_low) can span half the ring, and is no pressure. */
+    (void)stkr__ring_peek(&t->ring);
     if (stkr__ring_unread(&t->ring) >= stkr__ring_size(&t->ring) / 8)
       w->pressure_now = true;
     for (int pass = 0; pass < 4; pass++) {

@@ -103,34 +103,100 @@ int stkr__ring_privatize(stkr__ring *r) {
   return 0;
 }
 
-const stkr__record *stkr__ring_peek(stkr__ring *r) {
+void *stkr__ring_reserve_slow(stkr__ring *r, uint32_t size) {
+  stkr__ring_ctl *c = r->c;
+  uint64_t ring_size = r->mask + 1;
+  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+  uint64_t off = head & r->mask;
+  uint64_t to_end = ring_size - off;
+  uint64_t need = size;
+  bool wrap = size > to_end, reuse = false;
+
+  if (!wrap && head + size > c->p_check && stkr__ring_reuse_low(r, off, size)) {
+    /* Acquire: as below; equal means every byte before head is released. */
+    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    wrap = reuse = c->p_tail == head;
+  }
+  if (wrap)
+    need += to_end; /* the wrap marker eats the rest of the buffer */
+  if (need > ring_size - (head - c->p_tail)) {
+    /* Looks full by the cached tail: look at the real one. Acquire pairs
+     * with the release store in stkr__ring_release_read(): once we see the
+     * consumer's new tail, it has finished reading the bytes before it. */
+    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    if (need > ring_size - (head - c->p_tail))
+      return NULL;
+  }
+  if (wrap) {
+    stkr__record *marker = (stkr__record *)(r->buf + off);
+    /* to_end is a multiple of 8 (every record is) and non-zero, and a
+     * marker needs only its size and site_id fields: 8 bytes. */
+    marker->size = (uint32_t)to_end;
+    marker->site_id = 0;
+    if (reuse) {
+      c->p_skip_pos = head;
+      c->p_skip_len = to_end;
+    }
+    head += to_end;
+    off = 0;
+  }
+  if (head + size > c->p_check)
+    c->p_check = stkr__ring_next_check(r, head + size);
+  c->p_limit = c->p_tail + ring_size < c->p_check ? c->p_tail + ring_size
+                                                   : c->p_check;
+  c->p_start = head;
+  c->p_reserved = size;
+  return r->buf + off;
+}
+
+/* How far ahead of the read position the consumer asks for the ring's
+ * lines: the records it reads were written on another core, and asking a
+ * few lines early overlaps those transfers instead of waiting for each. */
+#define STKR__RING_PREFETCH_BYTES 512u
+
+const stkr__record *stkr__ring_cursor_peek(const stkr__ring *r,
+                                           stkr__ring_cursor *cur) {
   stkr__ring_ctl *c = r->c;
   for (;;) {
-    uint64_t pos = c->c_read; /* consumer only */
-    uint64_t head = c->c_head;
+    uint64_t pos = cur->pos;
+    uint64_t head = cur->head;
     const stkr__record *rec;
 
     if (pos == head) {
       /* Looks empty by the cached head: look at the real one. Acquire
        * pairs with the release store in stkr__ring_commit(): every record
        * below the head we see is completely written. */
-      head = c->c_head = atomic_load_explicit(&c->head, memory_order_acquire);
+      head = cur->head = atomic_load_explicit(&c->head, memory_order_acquire);
       if (pos == head)
         return NULL;
     }
+    /* Only below the head we saw: a line the producer is still writing
+     * would be pulled away from it for nothing. */
+    if (head - pos > STKR__RING_PREFETCH_BYTES)
+      __builtin_prefetch(r->buf + ((pos + STKR__RING_PREFETCH_BYTES) & r->mask));
     rec = (const stkr__record *)(r->buf + (pos & r->mask));
     if (rec->size < 8 || rec->size % 8 != 0 || rec->size > head - pos ||
         (rec->site_id != 0 && rec->size < sizeof(stkr__record))) {
       /* Cannot happen unless memory was scribbled on by the app. Skip what
        * is there rather than read garbage; the producer carries on. */
       assert(!"corrupt ring record");
-      c->c_read = head;
+      cur->pos = head;
       continue;
     }
     if (rec->site_id != 0)
       return rec;
-    c->c_read = pos + rec->size; /* wrap marker: look at offset 0 */
+    cur->pos = pos + rec->size; /* wrap marker: look at offset 0 */
   }
+}
+
+const stkr__record *stkr__ring_peek(stkr__ring *r) {
+  stkr__ring_cursor cur;
+  const stkr__record *rec;
+
+  stkr__ring_cursor_load(r, &cur);
+  rec = stkr__ring_cursor_peek(r, &cur);
+  stkr__ring_cursor_store(r, &cur);
+  return rec;
 }
 
 void stkr__ring_consume(stkr__ring *r, const stkr__record *rec) {
@@ -172,6 +238,9 @@ void stkr__ring_reset(stkr__ring *r) {
   head = atomic_load_explicit(&c->head, memory_order_relaxed);
   atomic_store_explicit(&c->tail, head, memory_order_relaxed);
   c->p_tail = head;
+  c->p_skip_len = 0;
+  c->p_check = 0;
+  c->p_limit = 0;
   c->c_head = head;
   c->c_read = head;
   /* The worker that reads on knows none of the stacks sent so far. */

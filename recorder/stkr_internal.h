@@ -123,6 +123,19 @@ typedef struct stkr__ring_ctl {
   uint64_t p_tail;
   uint64_t p_start;
   uint32_t p_reserved;
+  /* Producer only: the latest reuse marker (stkr__ring_reserve, "low
+   * pages"): where it starts (free-running) and its size. While it is not
+   * released (p_tail <= p_skip_pos) it is free space in all but name, and
+   * stkr__ring_past_half does not count it. */
+  uint64_t p_skip_pos;
+  uint64_t p_skip_len;
+  /* Producer only: the position whose first use calls for the reuse
+   * check (a page start of the upper half, or the half of the next lap),
+   * so that an event pays one compare for it. */
+  uint64_t p_check;
+  /* Producer only: min(p_tail + ring size, p_check), the one bound the
+   * fast path of stkr__ring_reserve compares with (0: look). */
+  uint64_t p_limit;
 
   /* Written by the consumer only (release, pairs with the producer's
    * acquire load in stkr__ring_reserve). Byte offset, free-running: every
@@ -195,39 +208,54 @@ void stkr__ring_free(stkr__ring *r);
  * process a private, empty ring of the same size at the same address.
  * 0, or -ENOMEM (the ring is then unmapped, r->c NULL). */
 int stkr__ring_privatize(stkr__ring *r);
+/* Low pages (memory that follows use): a ring the worker keeps empty would
+ * still have every page touched after one lap, since head only runs
+ * forward (200 threads x 64 KiB rings: 13.6 MB resident for a few KiB of
+ * records each). So when a record is about to touch a page of the ring's
+ * upper half and the ring is empty and released (tail == head, all read
+ * and written), the producer writes a wrap marker over the rest and starts
+ * again at offset 0: a ring that keeps up stays in its lower half. The
+ * marker is a wrap marker like any other (readers and recovery skip it);
+ * it holds at most half the ring until the worker's next pass releases it,
+ * and the producer still has the other half. The check reloads tail once
+ * per page crossing in the upper half, not per event. The rule (for a
+ * record of `size` bytes at offset `off`; tests follow it): */
+static inline bool stkr__ring_reuse_low(const stkr__ring *r, uint64_t off,
+                                        uint32_t size) {
+  /* The page test first: false but once a page, so one branch an event.
+   * Its first and last bytes in different pages (off == 0 included). */
+  return ((off - 1) ^ (off + size - 1)) >= 4096 && off >= ((r->mask + 1) >> 1);
+}
+/* ... and where the producer looks next, after a record ending at `end`
+ * (free-running): a record that reaches that byte may be the rule's. */
+static inline uint64_t stkr__ring_next_check(const stkr__ring *r,
+                                             uint64_t end) {
+  uint64_t half = (r->mask + 1) >> 1, off_end = end & r->mask;
+  if (off_end < half)
+    return end - off_end + half;
+  return (end + 4095) & ~(uint64_t)4095;
+}
+
+/* Producer: stkr__ring_reserve's slow path (ring.c): a wrap, a ring that
+ * looks full by the cached tail, or a record that reaches p_check. */
+void *stkr__ring_reserve_slow(stkr__ring *r, uint32_t size);
 /* Producer: room for `size` bytes (multiple of 8)? Returns the slot or NULL
  * when full. Does not publish. */
 /* Inline, as commit and past_half: the three run on every event, and a
- * call each cost ~1 ns of stkr_event's fixed part. */
+ * call each cost ~1 ns of stkr_event's fixed part. The common case is two
+ * compares: no wrap, and below p_limit (the cached tail's room and the
+ * next reuse check in one bound: a separate compare for the check cost
+ * 1.2 ns of stkr_event at depth 8, measured). */
 static inline void *stkr__ring_reserve(stkr__ring *r, uint32_t size) {
   stkr__ring_ctl *c = r->c;
-  uint64_t ring_size = r->mask + 1;
   /* Own counter: only this thread writes head. */
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   uint64_t off = head & r->mask;
-  uint64_t to_end = ring_size - off;
-  uint64_t need = size;
 
   assert(size % 8 == 0 && size >= sizeof(stkr__record));
-  if (size > to_end)
-    need += to_end; /* the wrap marker eats the rest of the buffer */
-  if (need > ring_size - (head - c->p_tail)) {
-    /* Looks full by the cached tail: look at the real one. Acquire pairs
-     * with the release store in stkr__ring_release_read(): once we see the
-     * consumer's new tail, it has finished reading the bytes before it. */
-    c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-    if (need > ring_size - (head - c->p_tail))
-      return NULL;
-  }
-  if (size > to_end) {
-    stkr__record *marker = (stkr__record *)(r->buf + off);
-    /* to_end is a multiple of 8 (every record is) and non-zero, and a
-     * marker needs only its size and site_id fields: 8 bytes. */
-    marker->size = (uint32_t)to_end;
-    marker->site_id = 0;
-    head += to_end;
-    off = 0;
-  }
+  if (__builtin_expect(size > r->mask + 1 - off || head + size > c->p_limit,
+                       0))
+    return stkr__ring_reserve_slow(r, size);
   c->p_start = head;
   c->p_reserved = size;
   return r->buf + off;
@@ -246,6 +274,37 @@ static inline void stkr__ring_commit(stkr__ring *r, uint32_t size) {
 /* Consumer: the oldest unread record, or NULL when none. Stays valid until
  * its space is released. */
 const stkr__record *stkr__ring_peek(stkr__ring *r);
+/* Consumer: a read position kept in the consumer's own memory for a run
+ * of reads, stored into the ring's control page only at the run's end.
+ * Why: c_read shares its cache line with `tail`, which a producer whose
+ * ring is full reloads on every event it drops; storing c_read once per
+ * record bounced that line between the two cores for every record (perf:
+ * the drain's biggest cost with one producer looping). Between load and
+ * store nothing else may read or move the ring's read position
+ * (stkr__ring_read_pos, stkr__ring_release_read, stkr__ring_unread,
+ * stkr__ring_pending see the stored one). */
+typedef struct stkr__ring_cursor {
+  uint64_t pos;  /* c_read of the run */
+  uint64_t head; /* c_head of the run: the last head loaded */
+} stkr__ring_cursor;
+static inline void stkr__ring_cursor_load(const stkr__ring *r,
+                                          stkr__ring_cursor *cur) {
+  cur->pos = r->c->c_read;
+  cur->head = r->c->c_head;
+}
+static inline void stkr__ring_cursor_store(stkr__ring *r,
+                                           const stkr__ring_cursor *cur) {
+  r->c->c_read = cur->pos;
+  r->c->c_head = cur->head;
+}
+/* The oldest unread record at cur (skipping wrap markers), or NULL. */
+const stkr__record *stkr__ring_cursor_peek(const stkr__ring *r,
+                                           stkr__ring_cursor *cur);
+/* Done reading rec, the record stkr__ring_cursor_peek returned. */
+static inline void stkr__ring_cursor_next(stkr__ring_cursor *cur,
+                                          const stkr__record *rec) {
+  cur->pos += rec->size;
+}
 /* Consumer: done reading rec; moves the read position only, the space
  * stays taken until stkr__ring_release_read() (the flush worker: after the
  * batch holding rec was written). */
@@ -274,12 +333,20 @@ static inline bool stkr__ring_past_half(stkr__ring *r) {
   stkr__ring_ctl *c = r->c;
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   uint64_t half = (r->mask + 1) >> 1;
+  uint64_t skip;
 
   if (head - c->p_tail <= half)
     return false; /* the cached tail overstates use: surely not past half */
+  /* An unreleased reuse marker is not use (see stkr__ring_reuse_low):
+   * without this, every event after one would reload tail until the
+   * worker's next pass. */
+  skip = c->p_tail <= c->p_skip_pos ? c->p_skip_len : 0;
+  if (head - c->p_tail - skip <= half)
+    return false;
   /* Acquire: as in stkr__ring_reserve(). */
   c->p_tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-  return head - c->p_tail > half;
+  skip = c->p_tail <= c->p_skip_pos ? c->p_skip_len : 0;
+  return head - c->p_tail - skip > half;
 }
 /* Discard everything unread and clear the known-stack table. Only while
  * neither side is active. */
@@ -643,6 +710,18 @@ void stkr__threads_set_ring_cap(uint64_t bytes);
 /* May a capped thread try to attach again (ring memory was freed)? One
  * relaxed load: cheap enough for every event of a capped thread. */
 bool stkr__threads_ring_room(size_t ring_bytes);
+/* Memory tiers (issue 18): the ring a thread attaching now gets, for the
+ * configured `ring_bytes`, `live` bytes of rings and states already
+ * charged and a cap of `cap`: the configured size while that ring fits
+ * under half the cap, else a quarter of it but at least
+ * STKR__RING_SMALL_BYTES (never more than configured). So 200 threads of
+ * 256 KiB rings under the 32 MiB cap all record (62 big, the rest 64 KiB)
+ * instead of the last ~80 being refused; a small ring still holds 2,730
+ * events of a known stack. Pure (tests call it). */
+#define STKR__RING_SMALL_BYTES ((size_t)64 << 10)
+size_t stkr__ring_tier(size_t ring_bytes, uint64_t live, uint64_t cap);
+/* Bytes of rings and states charged now (a snapshot; tests, stats). */
+uint64_t stkr__threads_ring_live(void);
 
 typedef struct stkr__counts {
   uint64_t pushed;            /* records committed to rings */

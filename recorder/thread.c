@@ -62,10 +62,35 @@ static uint64_t ring_charge(size_t ring_bytes) {
          ((sizeof(stkr__thread) + 4095u) & ~(size_t)4095u);
 }
 
+size_t stkr__ring_tier(size_t ring_bytes, uint64_t live, uint64_t cap) {
+  size_t small = ring_bytes / 4 > STKR__RING_SMALL_BYTES
+                     ? ring_bytes / 4
+                     : STKR__RING_SMALL_BYTES;
+  if (small >= ring_bytes || live + ring_charge(ring_bytes) <= cap / 2)
+    return ring_bytes;
+  return small;
+}
+
+uint64_t stkr__threads_ring_live(void) {
+  return atomic_load_explicit(&g_ring_live, memory_order_relaxed);
+}
+
+/* The ring a thread attaching now would get, and its charge. */
+static size_t ring_for_new(size_t ring_bytes, uint64_t *charge,
+                           uint64_t *cap) {
+  *cap = ring_cap(ring_charge(ring_bytes)); /* of the configured size */
+  ring_bytes = stkr__ring_tier(
+      ring_bytes, atomic_load_explicit(&g_ring_live, memory_order_relaxed),
+      *cap);
+  *charge = ring_charge(ring_bytes);
+  return ring_bytes;
+}
+
 bool stkr__threads_ring_room(size_t ring_bytes) {
-  uint64_t charge = ring_charge(ring_bytes);
+  uint64_t charge, cap;
+  (void)ring_for_new(ring_bytes, &charge, &cap);
   return atomic_load_explicit(&g_ring_live, memory_order_relaxed) + charge <=
-         ring_cap(charge);
+         cap;
 }
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
@@ -99,10 +124,13 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
    * thread sees ATTACHING and drops instead of attaching a second time. */
   stkr__tls = STKR__THREAD_ATTACHING;
   atomic_signal_fence(memory_order_seq_cst);
-  uint64_t charge = ring_charge(ring_bytes);
+  uint64_t charge, cap;
+  /* Past half the cap, smaller rings (stkr__ring_tier): more threads
+   * record before any is refused. */
+  ring_bytes = ring_for_new(ring_bytes, &charge, &cap);
   if (atomic_fetch_add_explicit(&g_ring_live, charge, memory_order_relaxed) +
           charge >
-      ring_cap(charge)) {
+      cap) {
     atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
     stkr__tls = STKR__THREAD_CAPPED;
     return -ENOSPC;
@@ -307,6 +335,10 @@ static void reback(stkr__thread *t, size_t ring_bytes) {
 
   if (session == 0 || t->ring.session == session || ring_bytes == 0)
     return;
+  /* A thread given a smaller ring (stkr__ring_tier) keeps its size: its
+   * charge against the cap was for that one. */
+  if (t->ring.c != NULL && stkr__ring_size(&t->ring) < ring_bytes)
+    ring_bytes = stkr__ring_size(&t->ring);
   if (stkr__ring_init(&fresh, ring_bytes, t->id, t->tid, t->name) != 0 ||
       fresh.session == 0) {
     if (fresh.c != NULL && fresh.session == 0)

@@ -345,6 +345,40 @@ static void test_ring_memory_cap(void **state) {
   assert_int_equal(c1.pushed - c0.pushed, 1);
 }
 
+/* Memory tiers: past half the cap a new thread gets a smaller ring (a
+ * quarter, at least 64 KiB) instead of being refused at the cap. */
+static void *tiered_thread(void *arg) {
+  size_t *size = arg;
+  if (stkr_event(&g_site_a, NULL, 0) == 0 && stkr__tls != NULL &&
+      stkr__tls != STKR__THREAD_CAPPED)
+    *size = (size_t)stkr__ring_size(&stkr__tls->ring);
+  return NULL;
+}
+
+static void test_ring_memory_tiers(void **state) {
+  const uint64_t mib = 1u << 20;
+  pthread_t th;
+  size_t size = 0;
+  (void)state;
+  assert_int_equal(stkr__ring_tier(256 << 10, 0, 32 * mib), 256 << 10);
+  assert_int_equal(stkr__ring_tier(256 << 10, 20 * mib, 32 * mib), 64 << 10);
+  assert_int_equal(stkr__ring_tier(64 << 10, 20 * mib, 32 * mib), 64 << 10);
+  assert_int_equal(stkr__ring_tier(1 << 20, 20 * mib, 32 * mib), 256 << 10);
+  assert_int_equal(stkr_thread_attach(), 0);
+  /* This test's rings are 1 MiB: with 1.5 MiB of room left, one does not
+   * fit under half the cap, a quarter of one fits under the cap. */
+  stkr__threads_set_ring_cap(stkr__threads_ring_live() + 3 * mib / 2);
+  assert_int_equal(pthread_create(&th, NULL, tiered_thread, &size), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  stkr__threads_set_ring_cap(0); /* the default */
+  assert_int_equal(size, 256 << 10);
+  /* Room under half the cap: the configured size. */
+  size = 0;
+  assert_int_equal(pthread_create(&th, NULL, tiered_thread, &size), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(size, 1 << 20);
+}
+
 static void test_payload_truncated_at_limit(void **state) {
   const stkr__record *rec;
   char big[100];
@@ -598,6 +632,7 @@ TL_TEST_MAIN_EACH("event", setup, rh_stop,
                   test_dropped_full_record_stays_unknown,
                   test_known_payload_sent_once,
                   test_dropped_payload_stays_unknown, test_ring_memory_cap,
+                  test_ring_memory_tiers,
                   test_same_name_same_id, test_not_running_returns_enotconn,
                   test_tiny_ring_drops_and_counts,
                   test_busy_thread_drops_nested_event,

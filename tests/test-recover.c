@@ -292,6 +292,45 @@ static void test_embedded_next_init(void **state) {
   assert_read_once(dir, 251, 250);
 }
 
+/* A ring the worker kept empty restarted at offset 0 behind a low-page
+ * reuse marker (stkr__ring_reuse_low) that the worker has not passed yet;
+ * the 200 events after it are recovered from the ring file, each once. */
+static void reuse_marker_body(void *arg) {
+  uint32_t i = 0;
+  stkr__ring *r = NULL;
+  (void)arg;
+  for (int k = 0; k < 20000; k++) {
+    record_seq(i++, 1);
+    r = &stkr__tls->ring;
+    if (r->c->p_skip_len != 0) break; /* this event is behind the marker */
+    /* Flushed one by one in the upper half, so that the first record to
+     * touch a new page there finds the ring released. */
+    uint64_t off = atomic_load(&r->c->head) & r->mask;
+    if ((off >= (r->mask + 1) / 2 - 512 || i % 64 == 0) && stkr_flush() != 0)
+      _exit(98);
+  }
+  if (r == NULL || r->c->p_skip_len == 0 || r->session == 0) _exit(95);
+  record_seq(i, 199);
+}
+
+static void test_recover_after_reuse_marker(void **state) {
+  readback rb;
+  (void)state;
+
+  const stkr_config cfg = {.ring_bytes = 64 << 10};
+  recovery r;
+
+  assert_true(WIFSIGNALED(kill_and_recover(&r, cfg, reuse_marker_body, NULL)));
+  assert_int_equal(r.ms.n, 0);
+  assert_int_equal(r.st.events, 200);
+  read_dir(r.dir, &rb, 0);
+  uint64_t total = rb.events;
+  assert_int_equal(rb.seq_no_stack + rb.warnings_lost, 0);
+  rb_free(&rb);
+  assert_true(total > 200);
+  assert_read_once(r.dir, total, (uint32_t)total);
+}
+
 /* Four distinct call chains (one per helper), to give a session several
  * stacks. */
 static __attribute__((noinline)) void helper_event(unsigned h) {
@@ -408,4 +447,5 @@ TL_TEST_MAIN("recover", setup, NULL, test_ring_file_layout,
              test_crash_between_write_and_tail,
              test_known_records_resolve_through_segments,
              test_known_payloads_resolve_through_segments,
-             test_embedded_next_init, test_many_segments, test_cli)
+             test_embedded_next_init, test_recover_after_reuse_marker,
+             test_many_segments, test_cli)

@@ -2,6 +2,8 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -137,6 +139,110 @@ static void test_shorter_commit_than_reserve(void **state) {
 #else
 #define SPSC_N 2000000u
 #endif
+/* A ring its consumer keeps empty stays in its lower half plus one page
+ * (stkr__ring_reuse_low): after one lap the upper half is never touched
+ * again, which is what keeps an idle thread's ring resident memory small. */
+static void test_empty_ring_reuses_low_pages(void **state) {
+  stkr__ring r;
+  const size_t size = 64u << 10;
+  unsigned at_zero = 0;
+  (void)state;
+  assert_int_equal(stkr__ring_init(&r, size, 0, 0, ""), 0);
+  for (uint32_t s = 1; s <= 20000; s++) {
+    const stkr__record *rec;
+    assert_int_equal(push(&r, s, 4), 1);
+    rec = stkr__ring_peek(&r);
+    check(rec, s, 4);
+    size_t off = (size_t)((const uint8_t *)rec - r.buf);
+    if (off >= size / 2 + 4096)
+      fail_msg("record %u at offset %zu: past the lower half's page", s, off);
+    at_zero += off == 0;
+    /* The marker is no use, so never past half. */
+    assert_false(stkr__ring_past_half(&r));
+    stkr__ring_release(&r, rec);
+  }
+  /* 20,000 records of 64 bytes are ~39 laps of the lower half. */
+  assert_true(at_zero >= 30);
+  assert_null(stkr__ring_peek(&r));
+  stkr__ring_free(&r);
+}
+
+static uint64_t ring_head_off(const stkr__ring *r) {
+  return atomic_load_explicit(&r->c->head, memory_order_relaxed) & r->mask;
+}
+
+/* Not released (the worker behind, or its batch not written): no reuse, the
+ * producer goes on into the upper half and the whole ring stays usable. */
+static void test_ring_behind_uses_upper_half(void **state) {
+  stkr__ring r;
+  const size_t size = 64u << 10;
+  const uint32_t sz = stkr__record_full_bytes(4, 0);
+  uint32_t s = 1;
+  bool upper = false;
+  (void)state;
+  assert_int_equal(stkr__ring_init(&r, size, 0, 0, ""), 0);
+  /* Lap once, released record by record, until the next record is the
+   * last that starts below half. */
+  do {
+    assert_int_equal(push(&r, s, 4), 1);
+    const stkr__record *rec = stkr__ring_peek(&r);
+    check(rec, s++, 4);
+    stkr__ring_release(&r, rec);
+  } while (s < 1000 || !(ring_head_off(&r) < size / 2 &&
+                         ring_head_off(&r) + sz >= size / 2));
+  /* Now fill without reading: every byte of the ring takes records. */
+  uint32_t first = s, n = 0;
+  while (push(&r, s, 4)) {
+    s++;
+    n++;
+  }
+  assert_true((uint64_t)n * sz > size - 2 * sz);
+  for (uint32_t i = first; i < s; i++) {
+    const stkr__record *rec = stkr__ring_peek(&r);
+    check(rec, i, 4);
+    upper |= (size_t)((const uint8_t *)rec - r.buf) >= size / 2 + 4096;
+    stkr__ring_consume(&r, rec);
+  }
+  assert_true(upper);
+  stkr__ring_release_read(&r);
+  stkr__ring_free(&r);
+}
+
+/* After a reuse marker the producer has everything below the marker to
+ * write before the marker's release, and the marker does not count as use
+ * (no wake for it). */
+static void test_reuse_marker_leaves_half(void **state) {
+  stkr__ring r;
+  const size_t size = 64u << 10;
+  const uint32_t sz = stkr__record_full_bytes(4, 0);
+  uint32_t s = 1, n = 0;
+  uint64_t off;
+  (void)state;
+  assert_int_equal(stkr__ring_init(&r, size, 0, 0, ""), 0);
+  /* Walk head up, released record by record, to where the next record
+   * would touch a new page of the upper half. */
+  while (!stkr__ring_reuse_low(&r, off = ring_head_off(&r), sz)) {
+    assert_true(s < 10000); /* half a lap is ~450 records */
+    assert_int_equal(push(&r, s, 4), 1);
+    const stkr__record *rec = stkr__ring_peek(&r);
+    check(rec, s++, 4);
+    stkr__ring_release(&r, rec);
+  }
+  assert_true(off >= size / 2);
+  /* The next record restarts at 0 behind a marker over [off, end); then
+   * fill without releasing. */
+  while (push(&r, s, 4)) {
+    if (n == 0)
+      assert_ptr_equal(stkr__ring_peek(&r), (const void *)r.buf);
+    n++;
+    if ((uint64_t)n * sz <= size / 2)
+      assert_false(stkr__ring_past_half(&r));
+    s++;
+  }
+  assert_int_equal(n, off / sz);
+  stkr__ring_free(&r);
+}
+
 static stkr__ring g_spsc;
 static void *producer(void *arg) {
   uint32_t s = 1;
@@ -148,11 +254,12 @@ static void *producer(void *arg) {
   return NULL;
 }
 
-static void test_spsc_two_threads(void **state) {
+/* Both sides at full speed, in a one-page ring (wraps only) and in a 64 KiB
+ * one (the producer's low-page reuse races with the consumer's release). */
+static void spsc_two_threads(size_t ring_bytes) {
   pthread_t th;
   uint32_t want = 1;
-  (void)state;
-  assert_int_equal(stkr__ring_init(&g_spsc, 4096, 0, 0, ""), 0);
+  assert_int_equal(stkr__ring_init(&g_spsc, ring_bytes, 0, 0, ""), 0);
   assert_int_equal(pthread_create(&th, NULL, producer, NULL), 0);
   while (want <= SPSC_N) {
     const stkr__record *rec = stkr__ring_peek(&g_spsc);
@@ -174,8 +281,17 @@ static void test_spsc_two_threads(void **state) {
   stkr__ring_free(&g_spsc);
 }
 
+static void test_spsc_two_threads(void **state) {
+  (void)state;
+  spsc_two_threads(4096);
+  spsc_two_threads(64u << 10);
+}
+
 TL_TEST_MAIN("ring", NULL, NULL, test_size_rounds_up_to_power_of_two,
              test_fifo_and_empty,
              test_full_ring_refuses_then_accepts_after_release,
              test_wrap_marker_keeps_records_contiguous,
-             test_shorter_commit_than_reserve, test_spsc_two_threads)
+             test_shorter_commit_than_reserve,
+             test_empty_ring_reuses_low_pages,
+             test_ring_behind_uses_upper_half, test_reuse_marker_leaves_half,
+             test_spsc_two_threads)

@@ -1,7 +1,7 @@
 /*
  * bench_util.h: the clock, the random numbers, the order statistics and
- * the clean-up of a recording directory that every benchmark of tools/bench
- * used to write again (header-only, libc
+ * the clean-up of a recording directory and a thread's CPU time that every
+ * benchmark of tools/bench used to write again (header-only, libc
  * only, so a benchmark of the recorder links nothing else).
  *
  * Thread-safety: every function is reentrant; a xorshift state belongs to
@@ -134,6 +134,42 @@ static inline void bench_remove_dir(const char *dir) {
     closedir(d);
   }
   rmdir(dir);
+}
+
+/* CPU ns the thread of this process named `name` has run so far (its
+ * /proc schedstat; the sum if several share the name), or 0 where /proc
+ * has no such thread. A thread's own CPU time is the figure that survives
+ * a loaded machine, where wall-clock rates mostly measure the scheduler. */
+static inline uint64_t bench_thread_cpu_ns(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  uint64_t v = 0;
+
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    char path[300], buf[64] = "";
+    unsigned long long ns;
+    FILE *f;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    if (fgets(buf, sizeof buf, f) == NULL)
+      buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    if (strcmp(buf, name) != 0)
+      continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    if ((f = fopen(path, "r")) != NULL) {
+      if (fscanf(f, "%llu", &ns) == 1)
+        v += ns;
+      fclose(f);
+    }
+  }
+  if (d != NULL)
+    closedir(d);
+  return v;
 }
 
 #endif /* STKR_BENCH_UTIL_H */

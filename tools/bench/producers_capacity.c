@@ -21,6 +21,11 @@
  *      the same workload unrecorded (stkr_event returns -ENOTCONN) gives
  *      the baseline. Goal: <= 16 MB added at 200 threads.
  *
+ * Part D also reports the flush worker's own CPU time over the loop (its
+ * schedstat) per written event and as a share of the wall time: on a
+ * loaded machine the drop rate mostly says whether the worker got a core,
+ * while its CPU ns per event say whether it could keep up if it had one.
+ *
  * Results come back from the child through a pipe as one line of numbers.
  */
 #define _GNU_SOURCE
@@ -36,6 +41,7 @@
 #include <unistd.h>
 
 #include "recorder/stackrec.h"
+#include "tools/bench/bench_util.h"
 
 STKR_SITE_DEFINE(g_cap_site, "bench.capacity");
 
@@ -141,6 +147,7 @@ static void part_loop(FILE *out, unsigned seconds, bool hooked) {
   /* volatile: the hooked call's result is used, as a caller's would be */
   char *volatile sink;
   if (start_default() != 0) return;
+  uint64_t c0 = bench_thread_cpu_ns("stackrec-flush");
   uint64_t t0 = cap_now_ns(), until = t0 + (uint64_t)seconds * 1000000000u;
   while (cap_now_ns() < until) {
     if (hooked)
@@ -150,10 +157,14 @@ static void part_loop(FILE *out, unsigned seconds, bool hooked) {
   }
   (void)sink;
   uint64_t span = cap_now_ns() - t0;
+  /* After the final flush: the worker's CPU for everything it wrote. */
+  (void)stkr_flush();
+  uint64_t cpu = bench_thread_cpu_ns("stackrec-flush") - c0;
   end_default(&st);
-  fprintf(out, "%llu %llu %llu %.3f\n", (unsigned long long)st.attempted,
-          (unsigned long long)st.dropped, (unsigned long long)n,
-          (double)span / 1e9);
+  fprintf(out, "%llu %llu %llu %.3f %llu %llu\n",
+          (unsigned long long)st.attempted, (unsigned long long)st.dropped,
+          (unsigned long long)n, (double)span / 1e9, (unsigned long long)cpu,
+          (unsigned long long)st.written);
 }
 
 /* ---- E: memory ---- */
@@ -233,7 +244,7 @@ int producers_capacity(unsigned loop_seconds, int *total) {
   printf("\nC-E. ring capacity with the default configuration (symbolize %s, "
          "rings of %s bytes; 200 ms interval, the real worker), each in a "
          "child process\n", sym ? sym : "inproc", ring ? ring : "262144");
-  unsigned long long att = 0, drop = 0, full = 0, n = 0;
+  unsigned long long att = 0, drop = 0, full = 0, n = 0, cpu = 0, wr = 0;
   double span = 0;
   (*total)++;
   if (in_child(burst_fn, 0, false, line, sizeof line) &&
@@ -252,7 +263,8 @@ int producers_capacity(unsigned loop_seconds, int *total) {
                             : "D. loop on a hooked getenv(\"HOME\")";
     if (!bare) (*total)++;
     if (in_child(loop_fn, loop_seconds, !bare, line, sizeof line) &&
-        sscanf(line, "%llu %llu %llu %lf", &att, &drop, &n, &span) == 4) {
+        sscanf(line, "%llu %llu %llu %lf %llu %llu", &att, &drop, &n, &span,
+               &cpu, &wr) == 6) {
       double pct = att ? 100.0 * (double)drop / (double)att : 100.0;
       bool ok = pct <= 1.0;
       if (!bare) pass += ok;
@@ -260,6 +272,11 @@ int producers_capacity(unsigned loop_seconds, int *total) {
              "%llu = %.3f%%%s%s\n", what, span, n, (double)n / span / 1e6,
              drop, pct, bare ? "" : "  target <= 1%  ",
              bare ? "" : (ok ? "PASS" : "MISS"));
+      printf("      worker: %.2f CPU s over %.1f s (%.0f%% of a core), %.1f "
+             "CPU ns per written event (%.1f M events per CPU-second)\n",
+             (double)cpu / 1e9, span, 100.0 * (double)cpu / 1e9 / span,
+             wr ? (double)cpu / (double)wr : 0.0,
+             cpu ? (double)wr / ((double)cpu / 1e9) / 1e6 : 0.0);
     } else {
       printf("  %s: the child failed\n", what);
     }

@@ -152,38 +152,6 @@ static uint64_t event_batch(void) {
   return (bench_now_ns() - t0) / BATCH;
 }
 
-/* CPU ns the thread named `name` has run (schedstat), or 0. */
-static uint64_t thread_cpu_by_name(const char *name) {
-  DIR *d = opendir("/proc/self/task");
-  struct dirent *e;
-  uint64_t v = 0;
-
-  while (d != NULL && (e = readdir(d)) != NULL) {
-    char path[300], buf[64] = "";
-    FILE *f;
-    if (e->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    if (fgets(buf, sizeof buf, f) == NULL)
-      buf[0] = '\0';
-    fclose(f);
-    buf[strcspn(buf, "\n")] = '\0';
-    if (strcmp(buf, name) != 0)
-      continue;
-    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-    if ((f = fopen(path, "r")) != NULL) {
-      if (fscanf(f, "%lu", &v) != 1)
-        v = 0;
-      fclose(f);
-    }
-  }
-  if (d != NULL)
-    closedir(d);
-  return v;
-}
-
 __attribute__((noinline)) static void empty_call(void) {
   __asm__ volatile("" ::: "memory");
 }
@@ -319,10 +287,10 @@ static void watchdog_idle(void) {
 
   pthread_create(&th, NULL, ticker, &stop);
   usleep(200000);
-  c0 = thread_cpu_by_name("stkr-watchdog");
+  c0 = bench_thread_cpu_ns("stkr-watchdog");
   w0 = bench_now_ns();
   usleep((useconds_t)secs * 1000000u);
-  c1 = thread_cpu_by_name("stkr-watchdog");
+  c1 = bench_thread_cpu_ns("stkr-watchdog");
   w1 = bench_now_ns();
   atomic_store(&stop, 1);
   pthread_join(th, NULL);
