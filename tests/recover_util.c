@@ -111,6 +111,16 @@ void assert_read_once(const char *dir, uint64_t events, uint32_t n) {
   rb_free(&rb);
 }
 
+uint64_t events_in_segments(const char *dir) {
+  readback rb;
+  uint64_t n;
+
+  read_dir(dir, &rb, 0);
+  n = rb.events;
+  rb_free(&rb);
+  return n;
+}
+
 /* ---- recording children ------------------------------------------------ */
 
 void record_seq(uint32_t from, uint32_t n) {

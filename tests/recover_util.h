@@ -47,6 +47,13 @@ void rb_free(readback *rb);
 
 /* dir holds `events` events, among them the payloads 0..n-1 once each. */
 void assert_read_once(const char *dir, uint64_t events, uint32_t n);
+/* Events the segments of dir hold now (ring files are not read). A child
+ * that flushed and went on recording may have had part of the rest
+ * written too before it died: a pass that finds a ring an eighth full
+ * puts the worker in its pressure mode (passes every 1 ms), and on a
+ * loaded machine one of those can run before the kill. Recovery must then
+ * write exactly the others. */
+uint64_t events_in_segments(const char *dir);
 
 /* ---- recording children ---- */
 

@@ -150,9 +150,12 @@ static void flushed_then_killed(bool rewind, uint64_t duplicates) {
   msgs ms;
 
   run_child_die(dir, sizeof dir, 300, 200, rewind);
+  uint64_t written = events_in_segments(dir); /* 300, or more under load */
   recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
-  assert_int_equal(st.duplicates, duplicates);
+  assert_int_equal(st.events, 500 - written);
+  /* A pass after the flush moved the tail on: no rewound records left. */
+  if (written == 300)
+    assert_int_equal(st.duplicates, duplicates);
   assert_read_once(dir, 500, 500);
 }
 
@@ -176,8 +179,9 @@ static void test_known_records_resolve_through_segments(void **state) {
   uint64_t t0 = stkr__clock_mono_ns();
   run_child_die(dir, sizeof dir, 300, 200, false);
   uint64_t t1 = stkr__clock_mono_ns();
+  uint64_t written = events_in_segments(dir); /* 300, or more under load */
   recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
+  assert_int_equal(st.events, 500 - written);
   assert_int_equal(st.unresolved_stacks, 0);
   read_dir(dir, &rb, 500);
   assert_int_equal(rb.events, 500);
@@ -189,15 +193,17 @@ static void test_known_records_resolve_through_segments(void **state) {
   rb_free(&rb);
 
   run_child_die(dir, sizeof dir, 300, 200, false);
+  written = events_in_segments(dir);
   tl_find_file(dir, ".zst", path, sizeof path);
   assert_int_equal(unlink(path), 0);
+  assert_int_equal(tl_count_files(dir, ".zst"), 0); /* one segment file */
   recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
-  assert_int_equal(st.unresolved_stacks, 200);
+  assert_int_equal(st.events, 500 - written);
+  assert_int_equal(st.unresolved_stacks, 500 - written);
   assert_non_null(strstr(ms.last, "keep their site but not their stack"));
   read_dir(dir, &rb, 500);
-  assert_int_equal(rb.events, 200);
-  assert_int_equal(rb.seq_no_stack, 200);
+  assert_int_equal(rb.events, 500 - written);
+  assert_int_equal(rb.seq_no_stack, 500 - written);
   assert_int_equal(rb.seq_site_bad, 0);
   rb_free(&rb);
 }
@@ -241,8 +247,9 @@ static void test_known_payloads_resolve_through_segments(void **state) {
   int status =
       run_killed_child_in_new_dir(dir, sizeof dir, cfg, payload_body, NULL);
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  uint64_t written = events_in_segments(dir); /* 300, or more under load */
   recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
+  assert_int_equal(st.events, 500 - written);
   assert_int_equal(st.unresolved_payloads, 0);
   assert_int_equal(st.unresolved_stacks, 0);
   read_dir(dir, &rb, 0);
@@ -253,16 +260,22 @@ static void test_known_payloads_resolve_through_segments(void **state) {
   status =
       run_killed_child_in_new_dir(dir, sizeof dir, cfg, payload_body, NULL);
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  written = events_in_segments(dir);
   tl_find_file(dir, ".zst", path, sizeof path);
   assert_int_equal(unlink(path), 0);
+  assert_int_equal(tl_count_files(dir, ".zst"), 0); /* one segment file */
   recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 200);
-  assert_int_equal(st.unresolved_payloads, 200 - after_d);
+  assert_int_equal(st.events, 500 - written);
   assert_non_null(strstr(ms.last, "lost their payload"));
   read_dir(dir, &rb, 0);
-  assert_int_equal(rb.events, 200);
-  assert_int_equal(rb.by_byte['d'], after_d);
+  assert_int_equal(rb.events, 500 - written);
+  /* a, b, c only ever came as new payloads before the flush: gone with
+   * the segment. A 'd' resolves from the ring when its new-payload record
+   * is still there (always, unless a pass after the flush took it). */
   assert_int_equal(rb.by_byte['a'] + rb.by_byte['b'] + rb.by_byte['c'], 0);
+  assert_int_equal(st.unresolved_payloads + rb.by_byte['d'], 500 - written);
+  if (written == 300)
+    assert_int_equal(rb.by_byte['d'], after_d);
   rb_free(&rb);
 }
 
