@@ -101,7 +101,8 @@ static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
 
   if (stkr__idmap_get(&st->site_map, id, idx))
     return 0;
-  s = stkr__grow_slot(&st->sites, &st->cap_sites, st->n_sites, sizeof(*s));
+  s = stkr__grow_slot(&st->sites, &st->cap_sites, st->n_sites,
+                      sizeof(*st->sites));
   if (s == NULL)
     return -ENOMEM;
   s->id = id;
@@ -220,7 +221,8 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
       stkr__conflict(r, st, path, off, "stack", d->id);
     return 0;
   }
-  s = stkr__grow_slot(&st->stacks, &st->cap_stacks, st->n_stacks, sizeof(*s));
+  s = stkr__grow_slot(&st->stacks, &st->cap_stacks, st->n_stacks,
+                      sizeof(*st->stacks));
   if (s == NULL)
     return -ENOMEM;
   if (d->n_pcs) {
