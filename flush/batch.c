@@ -135,11 +135,15 @@ static void *push_def(void **defs, void **ptrs, size_t *cap, size_t *n,
   return d;
 }
 
+/* push_def on the batch's list `list` (b->list, b->ptrs, b->cap_list,
+ * b->n_list), whose messages start as *init. */
+#define PUSH_DEF(b, list, ptrs, init)                                          \
+  push_def((void **)&(b)->list, (void **)&(b)->ptrs, &(b)->cap_##list,        \
+           &(b)->n_##list, sizeof *(b)->list, (init))
+
 int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
   static const Stackrec__SiteDef def0 = STACKREC__SITE_DEF__INIT;
-  Stackrec__SiteDef *d =
-      push_def((void **)&b->sites, (void **)&b->site_ptrs, &b->cap_sites,
-               &b->n_sites, sizeof *b->sites, &def0);
+  Stackrec__SiteDef *d = PUSH_DEF(b, sites, site_ptrs, &def0);
   if (d == NULL) return -ENOMEM;
   d->id = id;
   d->name = (char *)(name ? name : "");
@@ -150,9 +154,7 @@ int stkr__batch_add_site(stkr__batchb *b, uint32_t id, const char *name) {
 int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
                            const char *name, bool exited) {
   static const stkr__tdef def0 = {.def = STACKREC__THREAD_DEF__INIT};
-  stkr__tdef *t =
-      push_def((void **)&b->threads, (void **)&b->thread_ptrs, &b->cap_threads,
-               &b->n_threads, sizeof *b->threads, &def0);
+  stkr__tdef *t = PUSH_DEF(b, threads, thread_ptrs, &def0);
   if (t == NULL) return -ENOMEM;
   t->def.id = id;
   t->def.tid = tid;
@@ -166,9 +168,7 @@ int stkr__batch_add_thread(stkr__batchb *b, uint32_t id, uint64_t tid,
 
 int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
   static const Stackrec__StackDef def0 = STACKREC__STACK_DEF__INIT;
-  Stackrec__StackDef *d =
-      push_def((void **)&b->stacks, (void **)&b->stack_ptrs, &b->cap_stacks,
-               &b->n_stacks, sizeof *b->stacks, &def0);
+  Stackrec__StackDef *d = PUSH_DEF(b, stacks, stack_ptrs, &def0);
   if (d == NULL) return -ENOMEM;
   d->id = id;
   d->n_pcs = st->depth;
@@ -185,9 +185,7 @@ int stkr__batch_add_stack(stkr__batchb *b, uint32_t id, const stkr__stack *st) {
 int stkr__batch_add_ring_pos(stkr__batchb *b, uint32_t thread_id,
                              uint64_t end) {
   static const Stackrec__RingPos pos0 = STACKREC__RING_POS__INIT;
-  Stackrec__RingPos *p = push_def(
-      (void **)&b->ring_pos, (void **)&b->ring_pos_ptrs, &b->cap_ring_pos,
-      &b->n_ring_pos, sizeof *b->ring_pos, &pos0);
+  Stackrec__RingPos *p = PUSH_DEF(b, ring_pos, ring_pos_ptrs, &pos0);
   if (p == NULL) return -ENOMEM;
   p->thread_id = thread_id;
   p->end = end;
@@ -198,9 +196,7 @@ int stkr__batch_add_drops(stkr__batchb *b, uint32_t thread_id,
                           uint64_t ring_full, uint64_t reentrant,
                           uint64_t other) {
   static const Stackrec__Drops def0 = STACKREC__DROPS__INIT;
-  Stackrec__Drops *d =
-      push_def((void **)&b->drops, (void **)&b->drop_ptrs, &b->cap_drops,
-               &b->n_drops, sizeof *b->drops, &def0);
+  Stackrec__Drops *d = PUSH_DEF(b, drops, drop_ptrs, &def0);
   if (d == NULL) return -ENOMEM;
   d->thread_id = thread_id;
   d->ring_full = ring_full;

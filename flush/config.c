@@ -248,60 +248,36 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
     }
     *dir = in->dir;
   }
-  if (in->ring_bytes) {
-    if (in->ring_bytes > (1ull << 30))
-      return bad_field("ring_bytes", in->ring_bytes, "at most 1 GiB");
-    c->ring_bytes = in->ring_bytes;
-  }
-  if (in->max_depth) {
-    if (in->max_depth > STKR_MAX_DEPTH)
-      return bad_field("max_depth", in->max_depth, "above STKR_MAX_DEPTH");
-    c->max_depth = in->max_depth;
-  }
-  if (in->skip_frames) {
-    if (in->skip_frames > STKR_MAX_DEPTH)
-      return bad_field("skip_frames", in->skip_frames, "above STKR_MAX_DEPTH");
-    c->skip_frames = in->skip_frames;
-  }
-  if (in->flush_interval_ms) {
-    if (in->flush_interval_ms > 3600000)
-      return bad_field("flush_interval_ms", in->flush_interval_ms,
-                       "above one hour");
-    c->flush_interval_ms = in->flush_interval_ms;
-  }
-  if (in->segment_bytes) c->segment_bytes = in->segment_bytes;
-  if (in->disk_cap_bytes) c->disk_cap_bytes = in->disk_cap_bytes;
-  if (in->payload_max) {
-    if (in->payload_max > STKR_MAX_PAYLOAD)
-      return bad_field("payload_max", in->payload_max, "above STKR_MAX_PAYLOAD");
-    c->payload_max = in->payload_max;
-  }
-  if (in->fork_mode) {
-    if (in->fork_mode != STKR_FORK_DISABLE && in->fork_mode != STKR_FORK_FOLLOW)
-      return bad_field("fork_mode", (unsigned long long)in->fork_mode,
-                       "expected STKR_FORK_DISABLE or STKR_FORK_FOLLOW");
-    c->fork_mode = in->fork_mode;
-  }
-  if (in->symbolize) {
-    if (in->symbolize != STKR_SYMBOLIZE_INPROC &&
-        in->symbolize != STKR_SYMBOLIZE_OFFLINE &&
-        in->symbolize != STKR_SYMBOLIZE_NONE)
-      return bad_field("symbolize", (unsigned long long)in->symbolize,
-                       "expected STKR_SYMBOLIZE_INPROC, _OFFLINE or _NONE");
-    c->symbolize = in->symbolize;
-  }
-
-  if (in->unwind) {
-    if (in->unwind != STKR_UNWIND_FP && in->unwind != STKR_UNWIND_TABLES)
-      return bad_field("unwind", (unsigned long long)in->unwind,
-                       "expected STKR_UNWIND_FP or STKR_UNWIND_TABLES");
-    c->unwind = in->unwind;
-  }
-  if (in->exit_ms) {
-    if (in->exit_ms > STKR__MAX_EXIT_MS)
-      return bad_field("exit_ms", in->exit_ms, "above one minute");
-    c->exit_ms = in->exit_ms;
-  }
+  /* Each set field wins when `ok` holds, else the call fails naming it. */
+#define TAKE(field, ok, why)                                                   \
+  do {                                                                         \
+    if (in->field) {                                                           \
+      if (!(ok))                                                               \
+        return bad_field(#field, (unsigned long long)in->field, why);          \
+      c->field = in->field;                                                    \
+    }                                                                          \
+  } while (0)
+  TAKE(ring_bytes, in->ring_bytes <= (1ull << 30), "at most 1 GiB");
+  TAKE(max_depth, in->max_depth <= STKR_MAX_DEPTH, "above STKR_MAX_DEPTH");
+  TAKE(skip_frames, in->skip_frames <= STKR_MAX_DEPTH, "above STKR_MAX_DEPTH");
+  TAKE(flush_interval_ms, in->flush_interval_ms <= 3600000, "above one hour");
+  TAKE(segment_bytes, true, "");
+  TAKE(disk_cap_bytes, true, "");
+  TAKE(payload_max, in->payload_max <= STKR_MAX_PAYLOAD,
+       "above STKR_MAX_PAYLOAD");
+  TAKE(fork_mode,
+       in->fork_mode == STKR_FORK_DISABLE || in->fork_mode == STKR_FORK_FOLLOW,
+       "expected STKR_FORK_DISABLE or STKR_FORK_FOLLOW");
+  TAKE(symbolize,
+       in->symbolize == STKR_SYMBOLIZE_INPROC ||
+           in->symbolize == STKR_SYMBOLIZE_OFFLINE ||
+           in->symbolize == STKR_SYMBOLIZE_NONE,
+       "expected STKR_SYMBOLIZE_INPROC, _OFFLINE or _NONE");
+  TAKE(unwind,
+       in->unwind == STKR_UNWIND_FP || in->unwind == STKR_UNWIND_TABLES,
+       "expected STKR_UNWIND_FP or STKR_UNWIND_TABLES");
+  TAKE(exit_ms, in->exit_ms <= STKR__MAX_EXIT_MS, "above one minute");
+#undef TAKE
   return 0;
 }
 

@@ -90,80 +90,85 @@ static int open_syscall(int dirfd, const char *path, int flags, int mode) {
     }                                                                          \
   } while (0)
 
+/* The eight open hooks differ only in the libc function they forward to,
+ * whether it takes a directory descriptor (the openat family: its own
+ * sites), whether it takes a mode (not the fortify __open_2 family), and
+ * O_LARGEFILE on the system call that stands in for a missing 64-bit name.
+ * always_inline: the event must be recorded from the hook's own frame
+ * (skip_frames 1, see stkr__pl_record). */
+enum { OPEN_AT = 1, OPEN_MODE = 2, OPEN_LARGE = 4 };
+
+static inline __attribute__((always_inline)) int
+open_via(int real, unsigned how, int dirfd, const char *path, int flags,
+         int mode) {
+  void *fn = stkr__pl_real(real);
+
+  PATH_EVENT((how & OPEN_AT) ? g_openat : g_open, path);
+  if (fn == NULL)
+    return open_syscall(dirfd, path,
+                        (how & OPEN_LARGE) ? flags | O_LARGEFILE : flags, mode);
+  switch (how & (OPEN_AT | OPEN_MODE)) {
+  case OPEN_MODE:
+    return ((open_fn)fn)(path, flags, mode);
+  case 0:
+    return ((open2_fn)fn)(path, flags);
+  case OPEN_AT | OPEN_MODE:
+    return ((openat_fn)fn)(dirfd, path, flags, mode);
+  default:
+    return ((openat2_fn)fn)(dirfd, path, flags);
+  }
+}
+
 int open(const char *path, int flags, ...) {
-  open_fn fn = (open_fn)stkr__pl_real(STKR__PL_R_open);
   int mode = 0;
 
   READ_MODE(flags, flags, mode);
-  PATH_EVENT(g_open, path);
-  return fn != NULL ? fn(path, flags, mode)
-                    : open_syscall(AT_FDCWD, path, flags, mode);
+  return open_via(STKR__PL_R_open, OPEN_MODE, AT_FDCWD, path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...) {
-  open_fn fn = (open_fn)stkr__pl_real(STKR__PL_R_open64);
   int mode = 0;
 
   READ_MODE(flags, flags, mode);
-  PATH_EVENT(g_open, path);
-  return fn != NULL ? fn(path, flags, mode)
-                    : open_syscall(AT_FDCWD, path, flags | O_LARGEFILE, mode);
+  return open_via(STKR__PL_R_open64, OPEN_MODE | OPEN_LARGE, AT_FDCWD, path,
+                  flags, mode);
 }
 
 int __open_2(const char *path, int flags) {
-  open2_fn fn = (open2_fn)stkr__pl_real(STKR__PL_R___open_2);
-
-  PATH_EVENT(g_open, path);
-  return fn != NULL ? fn(path, flags) : open_syscall(AT_FDCWD, path, flags, 0);
+  return open_via(STKR__PL_R___open_2, 0, AT_FDCWD, path, flags, 0);
 }
 
 int __open64_2(const char *path, int flags) {
-  open2_fn fn = (open2_fn)stkr__pl_real(STKR__PL_R___open64_2);
-
-  PATH_EVENT(g_open, path);
-  return fn != NULL ? fn(path, flags)
-                    : open_syscall(AT_FDCWD, path, flags | O_LARGEFILE, 0);
+  return open_via(STKR__PL_R___open64_2, OPEN_LARGE, AT_FDCWD, path, flags, 0);
 }
 
 int openat(int dirfd, const char *path, int flags, ...) {
-  openat_fn fn = (openat_fn)stkr__pl_real(STKR__PL_R_openat);
   int mode = 0;
 
   READ_MODE(flags, flags, mode);
-  PATH_EVENT(g_openat, path);
-  return fn != NULL ? fn(dirfd, path, flags, mode)
-                    : open_syscall(dirfd, path, flags, mode);
+  return open_via(STKR__PL_R_openat, OPEN_AT | OPEN_MODE, dirfd, path, flags,
+                  mode);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...) {
-  openat_fn fn = (openat_fn)stkr__pl_real(STKR__PL_R_openat64);
   int mode = 0;
 
   READ_MODE(flags, flags, mode);
-  PATH_EVENT(g_openat, path);
-  return fn != NULL ? fn(dirfd, path, flags, mode)
-                    : open_syscall(dirfd, path, flags | O_LARGEFILE, mode);
+  return open_via(STKR__PL_R_openat64, OPEN_AT | OPEN_MODE | OPEN_LARGE, dirfd,
+                  path, flags, mode);
 }
 
 int __openat_2(int dirfd, const char *path, int flags) {
-  openat2_fn fn = (openat2_fn)stkr__pl_real(STKR__PL_R___openat_2);
-
-  PATH_EVENT(g_openat, path);
-  return fn != NULL ? fn(dirfd, path, flags)
-                    : open_syscall(dirfd, path, flags, 0);
+  return open_via(STKR__PL_R___openat_2, OPEN_AT, dirfd, path, flags, 0);
 }
 
 int __openat64_2(int dirfd, const char *path, int flags) {
-  openat2_fn fn = (openat2_fn)stkr__pl_real(STKR__PL_R___openat64_2);
-
-  PATH_EVENT(g_openat, path);
-  return fn != NULL ? fn(dirfd, path, flags)
-                    : open_syscall(dirfd, path, flags | O_LARGEFILE, 0);
+  return open_via(STKR__PL_R___openat64_2, OPEN_AT | OPEN_LARGE, dirfd, path,
+                  flags, 0);
 }
 
 /* fopen and fopen64 differ only in the libc function they forward to.
- * always_inline: the event must be recorded from the hook's own frame
- * (skip_frames 1, see stkr__pl_record). No system call stands in for a
+ * always_inline: as open_via. No system call stands in for a
  * missing fopen (it would need libc's FILE). */
 static inline __attribute__((always_inline)) FILE *
 fopen_via(int real, const char *path, const char *mode) {

@@ -321,29 +321,39 @@ static void end_once(void) {
   }
 }
 
-#ifndef STKR_PRELOAD_CAPTURE_BACKTRACE
-__attribute__((constructor)) static void stkr__pl_ctor(void) {
-  char err[512];
+/* What both constructors do first: resolve libc's functions, note our pid
+ * and the first fork handler, and read the hooks' configuration. 0, or
+ * -EINVAL with the reason in err. */
+static int configure(char *err, size_t err_len) {
   unsigned cats;
   int i;
 
-  stkr__pl_guard++;
   find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
   g_pid = getpid();
   (void)pthread_atfork(NULL, NULL, atfork_child);
   if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,
-                                sizeof err) != 0 ||
+                                err_len) != 0 ||
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
-                           err, sizeof err) != 0) {
+                           err, err_len) != 0)
+    return -EINVAL;
+  stkr__pl.cats = cats;
+  stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
+  return 0;
+}
+
+#ifndef STKR_PRELOAD_CAPTURE_BACKTRACE
+__attribute__((constructor)) static void stkr__pl_ctor(void) {
+  char err[512];
+
+  stkr__pl_guard++;
+  if (configure(err, sizeof err) != 0) {
     init_failed(-EINVAL, "%s; recording nothing", err);
     (void)pthread_atfork(NULL, NULL, atfork_child_done);
     stkr__pl_guard--;
     return;
   }
-  stkr__pl.cats = cats;
-  stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
   /* Every site now: see stkr__pl_register_file_sites. Sites are written
    * into the recording only when they record an event. */
   stkr__pl_register_file_sites();
@@ -371,26 +381,14 @@ __attribute__((destructor)) static void stkr__pl_dtor(void) {
  * only, no recorder. */
 __attribute__((constructor)) static void stkr__pl_ctor(void) {
   char err[512];
-  unsigned cats;
-  int i;
 
-  find_self();
-  for (i = 0; i < STKR__PL_R_COUNT; i++)
-    (void)stkr__pl_real(i);
-  g_pid = getpid();
-  (void)pthread_atfork(NULL, NULL, atfork_child);
-  if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,
-                                sizeof err) != 0 ||
-      stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
-                           err, sizeof err) != 0) {
+  int rc = configure(err, sizeof err);
+
+  if (rc != 0)
     say("%s; recording nothing", err);
-    (void)pthread_atfork(NULL, NULL, atfork_child_done);
-    return;
-  }
-  stkr__pl.cats = cats;
-  stkr__pl_paths_init(&stkr__pl.paths, real_env("HOME"));
   (void)pthread_atfork(NULL, NULL, atfork_child_done);
-  atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
+  if (rc == 0)
+    atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
 }
 #endif
 
@@ -483,48 +481,41 @@ int fexecve(int fd, char *const argv[], char *const envp[]) {
 
 /* execl, execlp, execle: glibc's versions call its internal execve, which
  * no hook sees; collect the arguments and go through our execv/execvp/
- * execve instead. argv lives on our stack (alloca), as in glibc. */
-#define STKR__PL_COLLECT_ARGS(arg0, ap, argv)                                  \
+ * execve instead. argv lives on our stack (alloca, as in glibc), so this is
+ * a macro that expands into each hook's body, not a function: the array
+ * must live in the hook's own frame. with_env: an envp follows the NULL
+ * (execle). */
+#define STKR__PL_EXEC_LIST(real, file, arg0, with_env)                         \
   do {                                                                         \
+    va_list ap_;                                                               \
     size_t n_ = 1, i_;                                                         \
-    va_start(ap, arg0);                                                        \
-    while (va_arg(ap, const char *) != NULL)                                   \
+    char **argv_;                                                              \
+    char *const *envp_ = NULL;                                                 \
+    va_start(ap_, arg0);                                                       \
+    while (va_arg(ap_, const char *) != NULL)                                  \
       n_++;                                                                    \
-    va_end(ap);                                                                \
-    argv = __builtin_alloca((n_ + 1) * sizeof(char *));                        \
-    argv[0] = (char *)arg0;                                                    \
-    va_start(ap, arg0);                                                        \
+    va_end(ap_);                                                               \
+    argv_ = __builtin_alloca((n_ + 1) * sizeof(char *));                       \
+    argv_[0] = (char *)arg0;                                                   \
+    va_start(ap_, arg0);                                                       \
     for (i_ = 1; i_ <= n_; i_++)                                               \
-      argv[i_] = va_arg(ap, char *); /* argv[n_] gets the NULL */              \
+      argv_[i_] = va_arg(ap_, char *); /* argv_[n_] gets the NULL */           \
+    if (with_env)                                                              \
+      envp_ = va_arg(ap_, char *const *);                                      \
+    va_end(ap_);                                                               \
+    return exec_via(real, file, -1, argv_, envp_);                             \
   } while (0)
 
 int execl(const char *path, const char *arg, ...) {
-  va_list ap;
-  char **argv;
-
-  STKR__PL_COLLECT_ARGS(arg, ap, argv);
-  va_end(ap);
-  return exec_via(STKR__PL_R_execv, path, -1, argv, NULL);
+  STKR__PL_EXEC_LIST(STKR__PL_R_execv, path, arg, false);
 }
 
 int execlp(const char *file, const char *arg, ...) {
-  va_list ap;
-  char **argv;
-
-  STKR__PL_COLLECT_ARGS(arg, ap, argv);
-  va_end(ap);
-  return exec_via(STKR__PL_R_execvp, file, -1, argv, NULL);
+  STKR__PL_EXEC_LIST(STKR__PL_R_execvp, file, arg, false);
 }
 
 int execle(const char *path, const char *arg, ...) {
-  va_list ap;
-  char **argv;
-  char *const *envp;
-
-  STKR__PL_COLLECT_ARGS(arg, ap, argv);
-  envp = va_arg(ap, char *const *); /* follows the NULL */
-  va_end(ap);
-  return exec_via(STKR__PL_R_execve, path, -1, argv, envp);
+  STKR__PL_EXEC_LIST(STKR__PL_R_execve, path, arg, true);
 }
 
 /* ---- _exit ---------------------------------------------------------------- */
@@ -536,8 +527,9 @@ static void pre_exit(void) {
   end_once();
 }
 
-void _exit(int status) {
-  void (*fn)(int) = (void (*)(int))stkr__pl_real(STKR__PL_R__exit);
+/* _exit and _Exit differ only in the libc function they forward to. */
+static _Noreturn void exit_via(int real, int status) {
+  void (*fn)(int) = (void (*)(int))stkr__pl_real(real);
 
   pre_exit();
   if (fn != NULL)
@@ -546,36 +538,36 @@ void _exit(int status) {
   __builtin_unreachable();
 }
 
-void _Exit(int status) {
-  void (*fn)(int) = (void (*)(int))stkr__pl_real(STKR__PL_R__Exit);
+void _exit(int status) { exit_via(STKR__PL_R__exit, status); }
 
-  pre_exit();
-  if (fn != NULL)
-    fn(status);
-  syscall(SYS_exit_group, status);
-  __builtin_unreachable();
-}
+void _Exit(int status) { exit_via(STKR__PL_R__Exit, status); }
 
 /* ---- environment ---------------------------------------------------------- */
 
 
-char *getenv(const char *name) {
-  char *(*fn)(const char *) =
-      (char *(*)(const char *))stkr__pl_real(STKR__PL_R_getenv);
+/* getenv and secure_getenv: record a watched name, then @return libc's
+ * function, NULL if it cannot be had. always_inline: the event must be
+ * recorded from the hook's own frame (skip_frames 1, see stkr__pl_record). */
+typedef char *(*getenv_fn)(const char *);
 
+static inline __attribute__((always_inline)) getenv_fn
+env_event(int real, stkr_site *site, const char *name) {
   if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_ENVIRONMENT) &&
       stkr__pl_names_match(&stkr__pl.names, name))
-    stkr__pl_record(&g_site_getenv, name, strlen(name));
+    stkr__pl_record(site, name, strlen(name));
+  return (getenv_fn)stkr__pl_real(real);
+}
+
+char *getenv(const char *name) {
+  getenv_fn fn = env_event(STKR__PL_R_getenv, &g_site_getenv, name);
+
   return fn != NULL ? fn(name) : env_scan(name);
 }
 
 char *secure_getenv(const char *name) {
-  char *(*fn)(const char *) =
-      (char *(*)(const char *))stkr__pl_real(STKR__PL_R_secure_getenv);
+  getenv_fn fn =
+      env_event(STKR__PL_R_secure_getenv, &g_site_secure_getenv, name);
 
-  if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_ENVIRONMENT) &&
-      stkr__pl_names_match(&stkr__pl.names, name))
-    stkr__pl_record(&g_site_secure_getenv, name, strlen(name));
   if (fn != NULL)
     return fn(name);
   return getauxval(AT_SECURE) ? NULL : env_scan(name);

@@ -355,5 +355,8 @@ int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);
  * stacks, strings, frames of a stream): the map stores index + 1 in a
  * uint32_t, so n must stay below UINT32_MAX - 1. @return 0 or -ENOMEM. */
 int stkr__grow_indexed(void *arr, size_t *cap, size_t n, size_t size);
+/* stkr__grow_indexed, then the new element *arr + n, zeroed; NULL when
+ * out of memory or ids. */
+void *stkr__grow_slot(void *arr, size_t *cap, size_t n, size_t size);
 
 #endif /* STKR__READER_H */

@@ -249,31 +249,36 @@ static void stkr__warn_overflow(stkr_reader *r, stkr__stream *st,
                   (unsigned long long)in->drops_exit);
 }
 
+/* One warning about a run of the session's first segments, lo..hi (n of
+ * them): "process P S: <first>segment(s) lo..hi <why>". */
+static void stkr__warn_first(stkr_reader *r, const stkr__stream *st,
+                             const char *sid, const char *first, uint32_t n,
+                             uint32_t lo, uint32_t hi, const char *why) {
+  stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, st->acct.first_file),
+             -1, st->info.pid, "process %u %s: %ssegment%s %u..%u %s",
+             (unsigned)st->info.pid, sid, first, n == 1 ? "" : "s",
+             (unsigned)lo, (unsigned)hi, why);
+}
+
 /* Name the session's absent first segments and count them into the
  * process. @return how many are absent (deleted by the cap or missing). */
 static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
                                         const char *sid) {
   const stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
-  uint32_t pid = in->pid, cap_deleted, first_missing;
+  uint32_t cap_deleted, first_missing;
+  char why[64];
 
   stkr__first_gap(st, &cap_deleted, &first_missing);
   if (cap_deleted)
-    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->first_file),
-               -1, pid,
-               "process %u %s: segment%s %u..%u deleted by the "
-               "disk cap",
-               (unsigned)pid, sid, cap_deleted == 1 ? "" : "s",
-               (unsigned)a->first_seq,
-               (unsigned)(a->first_seq + cap_deleted - 1));
-  if (first_missing)
-    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->first_file),
-               -1, pid,
-               "process %u %s: first segment%s %u..%u missing "
-               "(the session starts at segment %u)",
-               (unsigned)pid, sid, first_missing == 1 ? "" : "s",
-               (unsigned)(a->first_seq + cap_deleted),
-               (unsigned)(a->min_seg - 1), (unsigned)a->first_seq);
+    stkr__warn_first(r, st, sid, "", cap_deleted, a->first_seq,
+                     a->first_seq + cap_deleted - 1, "deleted by the disk cap");
+  if (first_missing) {
+    snprintf(why, sizeof why, "missing (the session starts at segment %u)",
+             (unsigned)a->first_seq);
+    stkr__warn_first(r, st, sid, "first ", first_missing,
+                     a->first_seq + cap_deleted, a->min_seg - 1, why);
+  }
   in->segments_cap_deleted += cap_deleted;
   in->segments_missing += first_missing + a->gap_middle;
   return cap_deleted + first_missing;

@@ -32,6 +32,16 @@ int stkr__grow_indexed(void *arr, size_t *cap, size_t n, size_t size) {
   return stkr_grow((void **)arr, cap, n + 1, size);
 }
 
+void *stkr__grow_slot(void *arr, size_t *cap, size_t n, size_t size) {
+  char *slot;
+
+  if (stkr__grow_indexed(arr, cap, n, size) != 0)
+    return NULL;
+  slot = *(char **)arr + n * size;
+  memset(slot, 0, size);
+  return slot;
+}
+
 char *stkr__strdup0(const char *s) {
   return strdup(s ? s : "");
 }
@@ -91,11 +101,10 @@ static int stkr__site_slot(stkr__stream *st, uint32_t id, uint32_t *idx) {
 
   if (stkr__idmap_get(&st->site_map, id, idx))
     return 0;
-  if (stkr__grow_indexed(&st->sites, &st->cap_sites, st->n_sites,
-                         sizeof(*st->sites)) != 0)
+  s = stkr__grow_slot(&st->sites, &st->cap_sites, st->n_sites,
+                      sizeof(*st->sites));
+  if (s == NULL)
     return -ENOMEM;
-  s = &st->sites[st->n_sites];
-  memset(s, 0, sizeof(*s));
   s->id = id;
   s->name = "?";
   if (stkr__idmap_put(&st->site_map, id, (uint32_t)st->n_sites) != 0)
@@ -212,11 +221,10 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
       stkr__conflict(r, st, path, off, "stack", d->id);
     return 0;
   }
-  if (stkr__grow_indexed(&st->stacks, &st->cap_stacks, st->n_stacks,
-                         sizeof(*st->stacks)) != 0)
+  s = stkr__grow_slot(&st->stacks, &st->cap_stacks, st->n_stacks,
+                      sizeof(*st->stacks));
+  if (s == NULL)
     return -ENOMEM;
-  s = &st->stacks[st->n_stacks];
-  memset(s, 0, sizeof(*s));
   if (d->n_pcs) {
     s->pcs = malloc(d->n_pcs * sizeof(uint64_t));
     if (s->pcs == NULL)

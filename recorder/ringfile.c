@@ -246,6 +246,23 @@ static void file_path(char *buf, uint64_t session, uint32_t thread) {
   stkr_ringfile_name(buf + g_sess.dir_len + 1, g_sess.pid, session, thread);
 }
 
+/* The file at path for the session file or a ring file: a file of `kind`
+ * and `bytes` that a finished process left in the pool (ringpool.c; locked
+ * first when `lock`), else a new, empty one. *pooled says which. @return
+ * its descriptor, or -errno. */
+static int take_or_create(const char *kind, size_t bytes, bool lock,
+                          const char *path, bool *pooled) {
+  int fd = stkr__pool_take(g_sess.dir, kind, bytes, lock, path);
+
+  *pooled = fd >= 0;
+  if (*pooled)
+    return fd;
+  fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
+  if (fd == -EBADF)
+    unlink(path); /* created, but its descriptor was taken over */
+  return fd;
+}
+
 static void copy_str(char *dst, size_t cap, const char *src) {
   size_t n = src ? strnlen(src, cap - 1) : 0;
   memcpy(dst, src ? src : "", n);
@@ -276,18 +293,12 @@ int stkr__session_open(const stkr__session_info *in) {
   g_sess.lost = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, in->session_id, 0);
-  /* A file a finished process left (ringpool.c), locked before it got our
-   * name; its old header and site slots are cleared below. */
-  fd = stkr__pool_take(g_sess.dir, "session", bytes, true, path);
-  bool pooled = fd >= 0;
-  if (!pooled) {
-    fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
-    if (fd < 0) {
-      if (fd == -EBADF)
-        unlink(path);
-      return fd;
-    }
-  }
+  /* A pooled file is locked before it gets our name; its old header and
+   * site slots are cleared below. */
+  bool pooled;
+  fd = take_or_create("session", bytes, true, path, &pooled);
+  if (fd < 0)
+    return fd;
   if (!pooled && flock(fd, LOCK_EX | LOCK_NB) != 0)
     err = -errno;
   else if (fstat(fd, &st) != 0)
@@ -521,17 +532,13 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   int fd, err;
 
   file_path(path, g_sess.session_id, no);
-  /* A file a finished process left (ringpool.c): sized and reserved
-   * already; its old header is cleared below before anything reads it. */
-  fd = stkr__pool_take(g_sess.dir, "ring", bytes, false, path);
-  bool pooled = fd >= 0;
+  /* A pooled file is sized and reserved already; its old header is
+   * cleared below before anything reads it. */
+  bool pooled;
+  fd = take_or_create("ring", bytes, false, path, &pooled);
+  if (fd < 0)
+    return fd;
   if (!pooled) {
-    fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
-    if (fd < 0) {
-      if (fd == -EBADF)
-        unlink(path); /* created, but its descriptor was taken over */
-      return fd;
-    }
     if ((err = reserve_file(fd, bytes)) != 0) {
       close(fd);
       unlink(path);
