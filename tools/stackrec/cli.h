@@ -144,6 +144,11 @@ void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
  * s is NULL. */
 void stkr_cli_put_json_str(FILE *f, const char *s);
 
+/* A JSON object's member with a string value (stkr_cli_put_json_str):
+ * before (",", "{", ",\n{" ...), then "key": and s. */
+void stkr_cli_put_json_member(FILE *f, const char *before, const char *key,
+                              const char *s);
+
 /* One event as a JSON object and a newline: the format of `dump --json`
  * and `export --format jsonl` (json_event.c). fr/n_fr are the frames to
  * show (ev's, or the app's with app_only, see stkr__app_frames); with

@@ -113,3 +113,9 @@ void stkr_cli_put_json_str(FILE *f, const char *s) {
   stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
   putc('"', f);
 }
+
+void stkr_cli_put_json_member(FILE *f, const char *before, const char *key,
+                              const char *s) {
+  fprintf(f, "%s\"%s\":", before, key);
+  stkr_cli_put_json_str(f, s);
+}

@@ -309,8 +309,7 @@ static void put_tail(chrome *c, uint64_t events) {
     const node *n = &c->nodes[i];
     fprintf(c->out, "%s\n\"%zu\":{\"name\":", i ? "," : "", i + 1);
     stkr_cli_put_json_str(c->out, n->name);
-    fputs(",\"category\":", c->out);
-    stkr_cli_put_json_str(c->out, n->category);
+    stkr_cli_put_json_member(c->out, ",", "category", n->category);
     if (n->parent != 0)
       fprintf(c->out, ",\"parent\":%llu", (unsigned long long)n->parent);
     putc('}', c->out);
