@@ -456,16 +456,23 @@ static __attribute__((noinline)) void measure_all(results *x) {
     }
 }
 
+/* A table's header: a column per depth, cells of width w as its rows'. */
+static void print_depth_header(int w) {
+  unsigned d;
+
+  printf("  %-26s", "");
+  for (d = 0; d < ND; d++)
+    printf("   depth %-*u", w - 6, depths[d]);
+  printf("\n");
+}
+
 /* The frames and ns-per-call tables, and the per-frame costs. */
 static void print_tables(const results *x) {
   unsigned c, d;
 
   printf("frames captured (recursion depth -> PCs returned; the frame-pointer "
          "walks stop at __libc_start_call_main, glibc has no frame pointers)\n");
-  printf("  %-26s", "");
-  for (d = 0; d < ND; d++)
-    printf("   depth %-6u", depths[d]);
-  printf("\n");
+  print_depth_header(12);
   for (c = 0; c < NC; c++) {
     printf("  %-26s", cname[c]);
     for (d = 0; d < ND; d++)
@@ -478,10 +485,7 @@ static void print_tables(const results *x) {
 
   printf("\nns per call: median [p25..p75] over %u interleaved rounds\n",
          x->rounds);
-  printf("  %-26s", "");
-  for (d = 0; d < ND; d++)
-    printf("   depth %-17u", depths[d]);
-  printf("\n");
+  print_depth_header(23);
   for (c = 0; c < NC; c++) {
     printf("  %-26s", cname[c]);
     for (d = 0; d < ND; d++) {
