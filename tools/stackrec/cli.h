@@ -140,6 +140,9 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
  * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
 
+/* Bytes as a JSON string: stkr_cli_put_json between quotes. */
+void stkr_cli_put_json_bytes(FILE *f, const uint8_t *p, size_t n);
+
 /* A C string as a JSON string (quoted, as stkr_cli_put_json), or null when
  * s is NULL. */
 void stkr_cli_put_json_str(FILE *f, const char *s);
