@@ -113,6 +113,11 @@ int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
 int stkr_cli_open(const char *cmd, char *const *paths, int n,
                   bool lazy_frames, stkr_reader **out);
 
+/* stkr_cli_open with the caller's reader options (its own warning,
+ * incomplete or batch callbacks: merge, verify). Same errors and status. */
+int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
+                       char *const *paths, int n, stkr_reader **out);
+
 /* The exit status for a reader that has been read (as far as wanted):
  * 1 if data was lost or no process was found, else 0. */
 int stkr_cli_status(const stkr_reader *r);
@@ -238,5 +243,13 @@ void stkr_cli_progress_cb(uint64_t events, void *arg);
 void stkr_cli_progress_done(stkr_cli_progress *p);
 /* Erase whatever progress line is shown, before printing a warning. */
 void stkr_cli_progress_pause(void);
+
+/* Read every event of r with a progress line ("stackrec <cmd>: N M events
+ * <what>"), on_event (if not NULL) seeing each; their count in *events
+ * (if not NULL).
+ * @return 0 at the end, or stkr_reader_next's -errno. */
+int stkr_cli_read_all(stkr_reader *r, const char *cmd, const char *what,
+                      void (*on_event)(const stkr_event_view *ev, void *arg),
+                      void *arg, uint64_t *events);
 
 #endif
