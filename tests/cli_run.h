@@ -118,6 +118,20 @@ static __attribute__((unused)) void cr__assert_has(const char *s,
       fail_msg("no \"%s\" in:\n%s", *texts, s);
 }
 
+/* Assert that got (cr_out, a cr_line) is exactly the text of fmt (printf):
+ * the expected output with the test's paths filled in. Needs <cmocka.h>
+ * included before this header. */
+static __attribute__((unused, format(printf, 2, 3))) void
+cr_assert_text(const char *got, const char *fmt, ...) {
+  char want[8192];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(want, sizeof want, fmt, ap);
+  va_end(ap);
+  assert_string_equal(got, want);
+}
+
 static __attribute__((unused)) int cr_count_lines(const char *s) {
   int n = 0;
 

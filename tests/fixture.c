@@ -111,6 +111,14 @@ static uint32_t fx_entry(uint32_t id, uint32_t rotate, uint32_t n) {
   return id <= n ? fx_rot(id, rotate, n) : FX_BOGUS;
 }
 
+/* fx_entry for threads and stacks: a bogus id still needs real content
+ * (a tid, PCs), entry 1's. */
+static uint32_t fx_entry_or_first(uint32_t id, uint32_t rotate, uint32_t n) {
+  uint32_t e = fx_entry(id, rotate, n);
+
+  return e != FX_BOGUS ? e : 1;
+}
+
 /* The site, thread and stack definitions of fb, in the caller's arrays
  * (16 of each). @return 0 or -EINVAL (too many). */
 static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
@@ -130,10 +138,8 @@ static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
     sdp[i] = &sd[i];
   }
   for (i = 0; i < fb->n_threads; i++) {
-    uint32_t id = fx_entry(fb->threads[i], fb->rotate, FX_N_THREADS);
+    uint32_t id = fx_entry_or_first(fb->threads[i], fb->rotate, FX_N_THREADS);
 
-    if (id == FX_BOGUS)
-      id = 1;
     stackrec__thread_def__init(&td[i]);
     td[i].id = fb->threads[i];
     td[i].tid = fx_thread_tid[id];
@@ -141,10 +147,8 @@ static int fx_define(Stackrec__Batch *b, const fx_batch *fb,
     tdp[i] = &td[i];
   }
   for (i = 0; i < fb->n_stacks; i++) {
-    uint32_t id = fx_entry(fb->stacks[i], fb->rotate, FX_N_STACKS);
+    uint32_t id = fx_entry_or_first(fb->stacks[i], fb->rotate, FX_N_STACKS);
 
-    if (id == FX_BOGUS)
-      id = 1;
     stackrec__stack_def__init(&kd[i]);
     kd[i].id = fb->stacks[i];
     kd[i].pcs = (uint64_t *)fx_stack_pcs[id];

@@ -249,9 +249,14 @@ sr_rec sr_std(uint32_t pid, uint64_t pc_base) {
   return r;
 }
 
-const char *sr_std_dir(const char *tag, uint32_t pid, uint64_t pc_base) {
+const char *sr_dir(const char *tag, const sr_rec *r) {
   const char *d = fx_tmpdir(tag);
+
+  return d != NULL && sr_write(d, r) == 0 ? d : NULL;
+}
+
+const char *sr_std_dir(const char *tag, uint32_t pid, uint64_t pc_base) {
   sr_rec r = sr_std(pid, pc_base);
 
-  return d != NULL && sr_write(d, &r) == 0 ? d : NULL;
+  return sr_dir(tag, &r);
 }

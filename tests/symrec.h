@@ -77,6 +77,10 @@ int sr_write(const char *dir, const sr_rec *r);
  * (times in ns after start_ns = 1 s). */
 sr_rec sr_std(uint32_t pid, uint64_t pc_base);
 
+/* r written into a fresh fx_tmpdir(tag). @return the directory
+ * (fx_tmpdir's buffer: copy it to keep it past the next call), or NULL. */
+const char *sr_dir(const char *tag, const sr_rec *r);
+
 /* sr_std(pid, pc_base) written into a fresh fx_tmpdir(tag). @return the
  * directory (fx_tmpdir's buffer: copy it to keep it past the next call),
  * or NULL. */

@@ -48,14 +48,8 @@
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
 
-static char g_dir[256];
 static char g_mnt[300];   /* a tmpfs mounted by a test, or "" */
 static char g_immut[400]; /* a directory made immutable, or "" */
-
-static int make_dir(void **state) {
-  (void)state;
-  return tl_mkdtemp(g_dir, sizeof g_dir, "faults");
-}
 
 static int set_immutable(const char *path, bool on) {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), flags, rc = 0;
@@ -84,7 +78,7 @@ static int teardown(void **state) {
     umount2(g_mnt, MNT_DETACH);
     g_mnt[0] = '\0';
   }
-  return tl_rm_rf(g_dir);
+  return tl_rm_rf(tl_dir);
 }
 
 static void assert_identity(stkr_stats *out) {
@@ -163,7 +157,7 @@ static void test_disk_full_tmpfs(void **state) {
   int eio;
   (void)state;
 
-  snprintf(g_mnt, sizeof g_mnt, "%s/mnt", g_dir);
+  snprintf(g_mnt, sizeof g_mnt, "%s/mnt", tl_dir);
   assert_int_equal(mkdir(g_mnt, 0700), 0);
   if (mount("tmpfs", g_mnt, "tmpfs", 0, "size=128k,mode=0700") != 0) {
     print_message("skipped: cannot mount a tmpfs here (%s)\n", strerror(errno));
@@ -192,7 +186,7 @@ static void test_directory_read_only_mid_run(void **state) {
   int rc, eio;
   (void)state;
 
-  snprintf(rec, sizeof rec, "%s/rec", g_dir);
+  snprintf(rec, sizeof rec, "%s/rec", tl_dir);
   cfg.dir = rec;
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(rounds_with_fault(3), 0);
@@ -222,7 +216,7 @@ static void test_fd_exhaustion(void **state) {
   int fds[512], nfd = 0, eio;
   (void)state;
 
-  snprintf(rec, sizeof rec, "%s/rec", g_dir);
+  snprintf(rec, sizeof rec, "%s/rec", tl_dir);
   cfg.dir = rec;
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(rounds_with_fault(2), 0);
@@ -327,7 +321,7 @@ static void test_sigkill_flushed_batches_readable(void **state) {
     uint64_t msg[2], flushed = 0, reports = 0;
     pid_t pid;
 
-    snprintf(dir, sizeof dir, "%s/kill%d", g_dir, t);
+    snprintf(dir, sizeof dir, "%s/kill%d", tl_dir, t);
     assert_int_equal(pipe(pfd), 0);
     pid = fork();
     assert_true(pid >= 0);
@@ -467,7 +461,7 @@ static void test_fork_while_rings_in_use(void **state) {
 #else
   const stkr_fork_mode mode = STKR_FORK_FOLLOW;
 #endif
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 10,
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 10,
                      .fork_mode = mode};
   pthread_t th[BUSY];
   busy_count c[BUSY], sum;
@@ -510,7 +504,7 @@ static void test_fork_while_rings_in_use(void **state) {
   assert_int_equal(sum.other, 0);
   assert_int_equal(sum.ok + sum.eagain, st.attempted);
   assert_int_equal(stkr_shutdown(), 0);
-  assert_int_equal(tf_read(g_dir, NULL, NULL, &ts), 0);
+  assert_int_equal(tf_read(tl_dir, NULL, NULL, &ts), 0);
   assert_int_equal(ts.data_lost, 0);
   assert_int_equal(ts.events,
                    st.written + (mode == STKR_FORK_FOLLOW ? 100u * forks : 0));
@@ -522,7 +516,7 @@ static void test_fork_while_rings_in_use(void **state) {
 }
 
 static void test_shutdown_while_threads_record(void **state) {
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 5};
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 5};
   pthread_t th[BUSY];
   busy_count c[BUSY], sum;
   uint64_t written = 0, attempted = 0, late = 0;
@@ -554,7 +548,7 @@ static void test_shutdown_while_threads_record(void **state) {
    * shutdown waits out events in flight, so stkr_init() never zeroes the
    * counters of a thread inside stkr_event(). */
   assert_int_equal(sum.ok + sum.eagain, attempted);
-  assert_int_equal(tf_read(g_dir, NULL, NULL, &ts), 0);
+  assert_int_equal(tf_read(tl_dir, NULL, NULL, &ts), 0);
   assert_int_equal(ts.data_lost, 0);
   assert_int_equal(ts.events, written);
   print_message("shutdown: %d init/shutdown cycles under %d recording "
@@ -571,7 +565,7 @@ int main(void) {
   setenv("STACKREC_SYMBOLIZE", "none", 1);
   return TL_RUN_GROUP(
       "faults", NULL, NULL,
-      TL_CASES(make_dir, teardown, test_disk_full_tmpfs,
+      TL_CASES(tl_make_dir, teardown, test_disk_full_tmpfs,
                test_directory_read_only_mid_run, test_fd_exhaustion,
                test_sigkill_flushed_batches_readable,
                test_fork_while_rings_in_use,

@@ -25,29 +25,22 @@
 
 #define PID 777u
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-  (void)state;
-  return tl_mkdtemp(g_dir, sizeof g_dir, "seg");
-}
-
 static off_t file_size(uint32_t seq) {
   char p[512];
   struct stat st;
-  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", g_dir, PID, seq);
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, PID, seq);
   return stat(p, &st) == 0 ? st.st_size : -1;
 }
 
 static mode_t file_mode(uint32_t seq) {
   char p[512];
   struct stat st;
-  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", g_dir, PID, seq);
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, PID, seq);
   return stat(p, &st) == 0 ? (st.st_mode & 0777) : 0;
 }
 
 static int count_files(void) {
-  DIR *d = opendir(g_dir);
+  DIR *d = opendir(tl_dir);
   struct dirent *de;
   int n = 0;
   if (!d) return -1;
@@ -72,17 +65,17 @@ static void test_names_modes_and_older_files(void **state) {
   stkr__segw s;
   char p[512];
   /* A file of an earlier process with our pid, and another pid's file. */
-  snprintf(p, sizeof p, "%s/stackrec-%u-000003.zst", g_dir, PID);
+  snprintf(p, sizeof p, "%s/stackrec-%u-000003.zst", tl_dir, PID);
   int fd = open(p, O_CREAT | O_WRONLY, 0600);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, "old", 3), 3);
   close(fd);
-  snprintf(p, sizeof p, "%s/stackrec-%u-000009.zst", g_dir, PID + 1);
+  snprintf(p, sizeof p, "%s/stackrec-%u-000009.zst", tl_dir, PID + 1);
   fd = open(p, O_CREAT | O_WRONLY, 0600);
   close(fd);
 
   mode_t old = umask(0);
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1000, 1 << 20), 0);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 1 << 20), 0);
   assert_int_equal(put(&s, 100), 0);
   umask(old);
   assert_int_equal(s.seq, 4); /* after the old 3, not overwriting it */
@@ -98,7 +91,7 @@ static void test_names_modes_and_older_files(void **state) {
 static void test_rotation(void **state) {
   (void)state;
   stkr__segw s;
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 250, 1 << 20), 0);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 250, 1 << 20), 0);
   for (int i = 0; i < 10; i++) assert_int_equal(put(&s, 100), 0);
   /* 3 frames reach 250: files of 300, 300, 300, 100. */
   assert_int_equal(s.segments, 4);
@@ -116,7 +109,7 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
   stkr__segw s;
   /* Segments of 200 bytes, cap 500: at most the current file plus the
    * closed ones that fit stay. */
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 200, 500), 0);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 200, 500), 0);
   for (int i = 0; i < 10; i++) assert_int_equal(put(&s, 100), 0);
   /* Files 1..5 of 200 bytes each were created; total must stay <= 500. */
   assert_int_equal(s.segments, 5);
@@ -129,9 +122,9 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
 
   /* A cap smaller than one segment never deletes the current file. */
   stkr__seg_free(&s);
-  assert_int_equal(tl_rm_rf(g_dir), 0);
-  make_dir(NULL);
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1000, 50), 0);
+  assert_int_equal(tl_rm_rf(tl_dir), 0);
+  tl_make_dir(NULL);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 50), 0);
   for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
   assert_int_equal(file_size(1), 300);
   assert_int_equal(s.segments_deleted, 0);
@@ -144,7 +137,7 @@ static void test_fsize_limit_error_then_recovery(void **state) {
   struct rlimit old, lim;
   signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of death */
   assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
   assert_int_equal(put(&s, 100), 0);
 
@@ -170,12 +163,12 @@ static void test_fsize_limit_error_then_recovery(void **state) {
   stkr__seg_free(&s);
 }
 
-/* s open on g_dir with 100 bytes in segment 1, then g_dir deleted (with
+/* s open on tl_dir with 100 bytes in segment 1, then tl_dir deleted (with
  * the open file) under it. */
 static void write_then_remove_dir(stkr__segw *s) {
-  assert_int_equal(stkr__seg_init(s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(stkr__seg_init(s, tl_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(s, 100), 0);
-  assert_int_equal(tl_rm_rf(g_dir), 0);
+  assert_int_equal(tl_rm_rf(tl_dir), 0);
 }
 
 static void test_directory_removed_is_recreated(void **state) {
@@ -195,12 +188,12 @@ static void test_file_in_place_of_directory(void **state) {
   (void)state;
   stkr__segw s;
   write_then_remove_dir(&s);
-  int fd = open(g_dir, O_CREAT | O_WRONLY, 0600); /* a file, not a dir */
+  int fd = open(tl_dir, O_CREAT | O_WRONLY, 0600); /* a file, not a dir */
   assert_true(fd >= 0);
   close(fd);
   assert_true(put(&s, 100) < 0);
   assert_true(put(&s, 100) < 0); /* keeps failing, never crashes */
-  unlink(g_dir);
+  unlink(tl_dir);
   assert_int_equal(put(&s, 100), 0); /* resumes */
   stkr__seg_free(&s);
 }
@@ -216,7 +209,7 @@ static void test_descriptor_is_high(void **state) {
   lim.rlim_cur = lim.rlim_max < 1024 ? lim.rlim_max : 1024;
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
   assert_int_equal(stkr__fd_floor(), (int)lim.rlim_cur - 64);
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
   assert_true(s.fd >= (int)lim.rlim_cur - 64);
   assert_int_equal(fcntl(s.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
@@ -237,11 +230,11 @@ static void test_descriptor_taken_by_the_program(void **state) {
   stkr__segw s;
   char p[512];
   struct stat st;
-  assert_int_equal(stkr__seg_init(&s, g_dir, PID, 1 << 20, 1 << 30), 0);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
 
   /* Replaced: dup2 of the program's file over our number. */
-  snprintf(p, sizeof p, "%s/program-file", g_dir);
+  snprintf(p, sizeof p, "%s/program-file", tl_dir);
   int mine = open(p, O_CREAT | O_RDWR | O_TRUNC, 0600);
   assert_true(mine >= 0);
   assert_int_equal(write(mine, "mine", 4), 4);
@@ -272,11 +265,11 @@ static void test_descriptor_taken_by_the_program(void **state) {
 
 static int cleanup(void **state) {
   (void)state;
-  assert_int_equal(tl_rm_rf(g_dir), 0);
+  assert_int_equal(tl_rm_rf(tl_dir), 0);
   return 0;
 }
 
-TL_TEST_MAIN_EACH("flush-segment", make_dir, cleanup,
+TL_TEST_MAIN_EACH("flush-segment", tl_make_dir, cleanup,
                   test_names_modes_and_older_files, test_rotation,
                   test_disk_cap_deletes_oldest_never_current,
                   test_fsize_limit_error_then_recovery,

@@ -34,17 +34,10 @@
 
 /* ---- helpers ---- */
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-  (void)state;
-  return tl_mkdtemp(g_dir, sizeof g_dir, "flush");
-}
-
 static int teardown(void **state) {
   (void)state;
   stkr_shutdown(); /* in case a test failed half-way */
-  return tl_rm_rf(g_dir);
+  return tl_rm_rf(tl_dir);
 }
 
 static void assert_identity(void) {
@@ -104,7 +97,7 @@ static bool bit(uint8_t **set, size_t *cap, uint32_t id, bool put) {
   return was;
 }
 
-/* Decode every segment of our pid in g_dir and check the format rules the
+/* Decode every segment of our pid in tl_dir and check the format rules the
  * worker promises: Header (with this file's seq) exactly in the first batch
  * of each segment, images there too, each event's ids defined earlier in
  * the same segment (or in the same batch), columns of equal length,
@@ -112,7 +105,7 @@ static bool bit(uint8_t **set, size_t *cap, uint32_t id, bool put) {
 static raw_sum check_raw_pid(uint32_t pid) {
   raw_sum s;
   uint32_t seqs[4096];
-  size_t nseg = tf_segments(g_dir, pid, seqs, 4096);
+  size_t nseg = tf_segments(tl_dir, pid, seqs, 4096);
   memset(&s, 0, sizeof s);
   for (size_t i = 0; i < nseg; i++) {
     char path[512];
@@ -120,7 +113,7 @@ static raw_sum check_raw_pid(uint32_t pid) {
     size_t nb;
     uint8_t *sites = NULL, *threads = NULL, *stacks = NULL;
     size_t csites = 0, cthreads = 0, cstacks = 0;
-    snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", g_dir,
+    snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", tl_dir,
              (unsigned)pid, seqs[i]);
     assert_int_equal(tf_load(path, &b, &nb), 0);
     assert_true(nb >= 1); /* no empty segment files are left behind */
@@ -202,7 +195,7 @@ static raw_sum check_raw(void) { return check_raw_pid((uint32_t)getpid()); }
 
 static void test_api_states(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir};
+  stkr_config cfg = {.dir = tl_dir};
   stkr_stats st;
   assert_int_equal(stkr_flush(), -ENOTCONN);
   assert_int_equal(stkr_shutdown(), -ENOTCONN);
@@ -222,7 +215,7 @@ static void test_api_states(void **state) {
 
 static void test_malformed_env_fails_init(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir};
+  stkr_config cfg = {.dir = tl_dir};
   setenv("STACKREC_SEGMENT_BYTES", "12 M", 1);
   assert_int_equal(stkr_init(&cfg), -EINVAL);
   unsetenv("STACKREC_SEGMENT_BYTES");
@@ -323,7 +316,7 @@ static void run_threads(int n, void *(*fn)(void *)) {
 
 static void test_threads_roundtrip(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .ring_bytes = 1 << 20,
+  stkr_config cfg = {.dir = tl_dir, .ring_bytes = 1 << 20,
                      .flush_interval_ms = 20, .payload_max = PAYLOAD_MAX};
   stkr_stats st;
   static seen s;
@@ -346,7 +339,7 @@ static void test_threads_roundtrip(void **state) {
   assert_int_equal(st.segments, 1);
 
   /* Readable now, while recording goes on: the flush is a barrier. */
-  assert_int_equal(tf_read(g_dir, on_event, &s, &sum), 0);
+  assert_int_equal(tf_read(tl_dir, on_event, &s, &sum), 0);
   assert_int_equal(s.bad, 0);
   assert_int_equal(s.events, (uint64_t)THREADS * EVENTS);
   for (int k = 0; k < THREADS; k++)
@@ -367,7 +360,7 @@ static void test_threads_roundtrip(void **state) {
   assert_int_equal(r.truncated_payloads, THREADS * cut);
   /* The joined threads were reaped with a final ThreadDef. */
   assert_true(r.exited_threads >= THREADS);
-  assert_int_equal(tf_read(g_dir, NULL, NULL, &sum), 0);
+  assert_int_equal(tf_read(tl_dir, NULL, NULL, &sum), 0);
   assert_true(sum.clean_end);
   assert_int_equal(sum.events, (uint64_t)THREADS * EVENTS);
 }
@@ -376,7 +369,7 @@ STKR_SITE_DEFINE(g_plain, "flush.test.plain");
 
 static void test_no_payload_column_when_no_payloads(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
   assert_int_equal(stkr_init(&cfg), 0);
   for (int i = 0; i < 100; i++) event_retry(&g_plain, NULL, 0);
   assert_int_equal(stkr_flush(), 0);
@@ -400,12 +393,12 @@ static void fill(int n) {
 
 static uint64_t dir_bytes(void) {
   uint32_t seqs[4096];
-  size_t n = tf_segments(g_dir, (uint32_t)getpid(), seqs, 4096);
+  size_t n = tf_segments(tl_dir, (uint32_t)getpid(), seqs, 4096);
   uint64_t tot = 0;
   for (size_t i = 0; i < n; i++) {
     char p[512];
     struct stat st;
-    snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", g_dir, (unsigned)getpid(),
+    snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, (unsigned)getpid(),
              seqs[i]);
     if (stat(p, &st) == 0) tot += (uint64_t)st.st_size;
   }
@@ -414,7 +407,7 @@ static uint64_t dir_bytes(void) {
 
 static void test_rotation_and_disk_cap(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000,
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000,
                      .segment_bytes = 16 << 10, .disk_cap_bytes = 64 << 10};
   stkr_stats st;
   assert_int_equal(stkr_init(&cfg), 0);
@@ -435,11 +428,11 @@ static void test_rotation_and_disk_cap(void **state) {
   raw_sum r = check_raw();
   assert_int_equal(r.headers, r.segments);
   uint32_t seqs[4096];
-  assert_int_equal(tf_segments(g_dir, (uint32_t)getpid(), seqs, 4096),
+  assert_int_equal(tf_segments(tl_dir, (uint32_t)getpid(), seqs, 4096),
                    st.segments - st.segments_deleted);
   /* The reader reads what is left, without damage. */
   tf_sum sum;
-  assert_int_equal(tf_read(g_dir, NULL, NULL, &sum), 0);
+  assert_int_equal(tf_read(tl_dir, NULL, NULL, &sum), 0);
   assert_int_equal(sum.data_lost, 0);
   assert_int_equal(sum.events, r.events);
   assert_int_equal(sum.unresolved, 0);
@@ -447,7 +440,7 @@ static void test_rotation_and_disk_cap(void **state) {
 
 static void test_write_error_counted_then_resumes(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
   stkr_stats st;
   struct rlimit old, lim;
   int rc;
@@ -485,7 +478,7 @@ static void test_write_error_counted_then_resumes(void **state) {
   raw_sum r = check_raw();
   assert_int_equal(r.events, 17);
   tf_sum sum;
-  assert_int_equal(tf_read(g_dir, NULL, NULL, &sum), 0);
+  assert_int_equal(tf_read(tl_dir, NULL, NULL, &sum), 0);
   assert_int_equal(sum.events, 17);
   assert_int_equal(sum.data_lost, 0);
   assert_int_equal(sum.write_error_drops, 30); /* from Counters */
@@ -494,11 +487,11 @@ static void test_write_error_counted_then_resumes(void **state) {
 
 static void test_directory_removed_mid_run(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
   assert_int_equal(stkr_init(&cfg), 0);
   fill(5);
   assert_int_equal(stkr_flush(), 0);
-  assert_int_equal(tl_rm_rf(g_dir), 0);
+  assert_int_equal(tl_rm_rf(tl_dir), 0);
   fill(6);
   flush_expect_written(11);
   assert_int_equal(stkr_shutdown(), 0);
@@ -510,7 +503,7 @@ static void test_directory_removed_mid_run(void **state) {
 
 static void test_shutdown_drains_and_freezes_stats(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
   stkr_stats a, b;
   assert_int_equal(stkr_init(&cfg), 0);
   fill(123);
@@ -552,7 +545,7 @@ static void *wake_producer(void *arg) {
 
 static void test_wake_drains_without_timer(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000,
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000,
                      .ring_bytes = 64 << 10, .max_depth = 16};
   pthread_t th;
   assert_int_equal(stkr_init(&cfg), 0);
@@ -571,7 +564,7 @@ static void test_fork_follow(void **state) {
    * exactly what follow mode does. */
   skip();
 #endif
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000,
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000,
                      .fork_mode = STKR_FORK_FOLLOW};
   stkr_stats st;
   int status;
@@ -608,7 +601,7 @@ static void test_fork_follow(void **state) {
 /* Disable mode: the child records nothing and writes no file. */
 static void test_fork_disable(void **state) {
   (void)state;
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000};
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
   int status;
   assert_int_equal(stkr_init(&cfg), 0);
   fill(3);
@@ -627,7 +620,7 @@ static void test_fork_disable(void **state) {
   assert_int_equal(stkr_shutdown(), 0);
   assert_int_equal(check_raw().events, 4);
   uint32_t seqs[4];
-  assert_int_equal(tf_segments(g_dir, (uint32_t)pid, seqs, 4), 0);
+  assert_int_equal(tf_segments(tl_dir, (uint32_t)pid, seqs, 4), 0);
 }
 
 /* ---- payloads once per thread (common/stkr_ringfile.h, "Payloads") ----
@@ -694,7 +687,7 @@ static void pl_on_event(void *arg, const tf_ev *e) {
 
 static void test_interned_payloads_roundtrip(void **state) {
   /* 64 KiB rings and a 5 ms timer: many laps, many batches. */
-  stkr_config cfg = {.dir = g_dir, .ring_bytes = 64 << 10,
+  stkr_config cfg = {.dir = tl_dir, .ring_bytes = 64 << 10,
                      .flush_interval_ms = 5};
   static pl_seen s; /* one test: zero */
   stkr_stats st;
@@ -706,7 +699,7 @@ static void test_interned_payloads_roundtrip(void **state) {
   assert_int_equal(stkr_stats_get(&st), 0);
   /* Not one event dropped by the worker for want of its payload. */
   assert_int_equal(st.written, (uint64_t)PL_THREADS * PL_EVENTS);
-  assert_int_equal(tf_read(g_dir, pl_on_event, &s, &sum), 0);
+  assert_int_equal(tf_read(tl_dir, pl_on_event, &s, &sum), 0);
   assert_int_equal(s.events, (uint64_t)PL_THREADS * PL_EVENTS);
   assert_int_equal(s.bad, 0);
   for (int k = 0; k < PL_THREADS; k++) assert_int_equal(s.next[k], PL_EVENTS);
@@ -721,7 +714,7 @@ static void test_fork_child_sends_payload_again(void **state) {
 #if defined(__SANITIZE_THREAD__)
   skip(); /* TSan refuses threads after a multi-threaded fork */
 #endif
-  stkr_config cfg = {.dir = g_dir, .flush_interval_ms = 3600000,
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000,
                      .fork_mode = STKR_FORK_FOLLOW};
   static const char p[] = "/etc/known-before-fork";
   int status;
@@ -763,12 +756,12 @@ static void test_fork_follow_payloads(void **state) {
   tf_sum sum;
   test_fork_child_sends_payload_again(state);
   g_fork_ok = g_fork_bad = 0;
-  assert_int_equal(tf_read(g_dir, on_fork_event, NULL, &sum), 0);
+  assert_int_equal(tf_read(tl_dir, on_fork_event, NULL, &sum), 0);
   assert_int_equal(g_fork_ok, 8);
   assert_int_equal(g_fork_bad, 0);
 }
 
-TL_TEST_MAIN_EACH("flush", make_dir, teardown, test_api_states,
+TL_TEST_MAIN_EACH("flush", tl_make_dir, teardown, test_api_states,
                   test_malformed_env_fails_init, test_threads_roundtrip,
                   test_no_payload_column_when_no_payloads,
                   test_rotation_and_disk_cap,

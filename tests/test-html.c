@@ -30,19 +30,27 @@
 #include "tests/html_page.h"
 
 
+/* html_page.h's aggregation, made afresh before each test that starts
+ * from it (tests change its fields). */
+static stkr_agg g_a;
+
+static int make_agg(void **state) {
+  (void)state;
+  hand_agg(&g_a);
+  return 0;
+}
+
 static void test_drop_summary_by_cause(void **state) {
-  stkr_agg a;
   char *p;
   (void)state;
 
-  hand_agg(&a);
-  a.drops_ring_full = 1200;
-  a.drops_reentrant = 3;
-  a.drops_write_error = 0;
-  a.drops_other = 1;
-  a.drops = 1204;
-  a.damaged_batches = 2;
-  p = page_of(&a, "Soak run 7");
+  g_a.drops_ring_full = 1200;
+  g_a.drops_reentrant = 3;
+  g_a.drops_write_error = 0;
+  g_a.drops_other = 1;
+  g_a.drops = 1204;
+  g_a.damaged_batches = 2;
+  p = page_of(&g_a, "Soak run 7");
   assert_has(p, "<title>Soak run 7</title>");
   assert_has(p, "<section id=\"drops\" class=\"drops lost\">");
   /* 1204 of 4001 + 1204 events captured: 23.1% */
@@ -60,13 +68,11 @@ static void test_drop_summary_by_cause(void **state) {
 }
 
 static void test_no_drops_said_plainly(void **state) {
-  stkr_agg a;
   char *p;
   (void)state;
 
-  hand_agg(&a);
-  a.events_read = 5000; /* filters kept 4001 */
-  p = page_of(&a, NULL);
+  g_a.events_read = 5000; /* filters kept 4001 */
+  p = page_of(&g_a, NULL);
   assert_has(p, "<title>stackrec report</title>");
   assert_has(p, "<section id=\"drops\" class=\"drops none\">");
   assert_has(p, "<p>No dropped events: the recorder wrote every event it "
@@ -80,12 +86,10 @@ static void test_no_drops_said_plainly(void **state) {
 }
 
 static void test_site_table_and_data(void **state) {
-  stkr_agg a;
   char *p;
   (void)state;
 
-  hand_agg(&a);
-  p = page_of(&a, "t");
+  p = page_of(&g_a, "t");
   /* Site table: rank, link to the graph, events, % of total, stacks. */
   assert_has(p, "<tr><td class=\"num\">1</td><td class=\"name\"><a "
                 "href=\"#site-0\">files.open</a></td><td class=\"num\">4,000"
@@ -105,8 +109,8 @@ static void test_site_table_and_data(void **state) {
   free(p);
   /* By line (the default): a box is a function at one line, so the two
    * calls of read_contacts are two boxes. */
-  a.granularity = STKR_AGG_BY_LINE;
-  p = page_of(&a, "t");
+  g_a.granularity = STKR_AGG_BY_LINE;
+  p = page_of(&g_a, "t");
   assert_has(p, "[\"read_contacts contacts.c:42\",\"src/contacts.c:42\",2,"
                 "\"app\"]");
   assert_has(p, "[\"read_contacts contacts.c:43\",\"src/contacts.c:43\",3,"
@@ -128,12 +132,10 @@ static void test_site_table_and_data(void **state) {
 /* Recorded names are untrusted: they must neither end an element nor
  * start markup, and invalid UTF-8 must not make the JSON invalid. */
 static void test_hostile_names_escaped(void **state) {
-  stkr_agg a;
   char *p;
   (void)state;
 
-  hand_agg(&a);
-  p = page_of(&a, "<i>title</i>");
+  p = page_of(&g_a, "<i>title</i>");
   assert_has(p, "<title>&lt;i&gt;title&lt;/i&gt;</title>");
   /* Exactly the page's own script elements: the data and the code. */
   assert_int_equal(tl_count(p, "</script"), 2);
@@ -168,19 +170,22 @@ static void test_empty_aggregation(void **state) {
 }
 
 static void test_write_error_reported(void **state) {
-  stkr_agg a;
   FILE *f;
   (void)state;
 
-  hand_agg(&a);
   f = fopen("/dev/full", "w");
   assert_non_null(f);
-  assert_int_equal(stkr_html_write(f, &a, "x"), -ENOSPC);
+  assert_int_equal(stkr_html_write(f, &g_a, "x"), -ENOSPC);
   fclose(f);
-  assert_int_equal(stkr_html_write(NULL, &a, "x"), -EINVAL);
+  assert_int_equal(stkr_html_write(NULL, &g_a, "x"), -EINVAL);
   assert_int_equal(stkr_html_write(stdout, NULL, "x"), -EINVAL);
 }
-TL_TEST_MAIN("html page", NULL, NULL, test_drop_summary_by_cause,
-             test_no_drops_said_plainly, test_site_table_and_data,
-             test_hostile_names_escaped, test_empty_aggregation,
-             test_write_error_reported)
+int main(void) {
+  return TL_RUN_GROUP(
+      "html page", NULL, NULL,
+      TL_CASES(make_agg, NULL, test_drop_summary_by_cause,
+               test_no_drops_said_plainly, test_site_table_and_data,
+               test_hostile_names_escaped),
+      TL_CASES(NULL, NULL, test_empty_aggregation),
+      TL_CASES(make_agg, NULL, test_write_error_reported));
+}

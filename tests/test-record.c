@@ -26,13 +26,6 @@
 #define THREADS 4
 #define EVENTS 5000 /* per thread */
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-  (void)state;
-  return tl_mkdtemp(g_dir, sizeof g_dir, "rec");
-}
-
 /* What each thread expects for its two call chains: the walk from the
  * leaf's own frame gives every PC but the first (the return address into
  * the leaf itself, which is checked to lie inside the leaf). */
@@ -130,7 +123,7 @@ static void test_threads_known_chains_read_back_exactly(void **state) {
   uint64_t n = 0;
   (void)state;
 
-  cfg = (stkr_config){.dir = g_dir, .ring_bytes = 64 << 10,
+  cfg = (stkr_config){.dir = tl_dir, .ring_bytes = 64 << 10,
                       .flush_interval_ms = 20, .max_depth = 3};
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(stkr_init(&cfg), -EALREADY);
@@ -144,7 +137,7 @@ static void test_threads_known_chains_read_back_exactly(void **state) {
   assert_int_equal(st.written, (uint64_t)THREADS * EVENTS);
   assert_int_equal(st.threads, THREADS);
 
-  assert_int_equal(stkr_reader_open(g_dir, NULL, &r), 0);
+  assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
   while (stkr_reader_next(r, &ev) == 1) {
     int i, chain;
     const expect *e;
@@ -211,7 +204,7 @@ static void test_tiny_ring_drops_are_counted_everywhere(void **state) {
   stkr_event_view ev;
   uint64_t n = 0;
   (void)state;
-  cfg = (stkr_config){.dir = g_dir, .ring_bytes = 16 << 10, .max_depth = 16,
+  cfg = (stkr_config){.dir = tl_dir, .ring_bytes = 16 << 10, .max_depth = 16,
                       .flush_interval_ms = 60000};
   assert_int_equal(stkr_init(&cfg), 0);
   for (i = 0; i < 20000; i++)
@@ -224,7 +217,7 @@ static void test_tiny_ring_drops_are_counted_everywhere(void **state) {
   assert_int_equal(st.attempted, st.written + st.dropped);
   assert_int_equal(stkr_shutdown(), 0);
 
-  assert_int_equal(stkr_reader_open(g_dir, NULL, &r), 0);
+  assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
   while (stkr_reader_next(r, &ev) == 1)
     n += strcmp(ev.site, "test.record.0") == 0 &&
          ev.payload_len == 5 && ev.pid == (uint32_t)getpid();
@@ -254,7 +247,7 @@ static void test_fork_follow_child_writes_own_files(void **state) {
   stkr_event_view ev;
   int parent_events = 0, child_events = 0;
   (void)state;
-  snprintf(dir, sizeof dir, "%s/fork", g_dir);
+  snprintf(dir, sizeof dir, "%s/fork", tl_dir);
   cfg = (stkr_config){.dir = dir, .fork_mode = STKR_FORK_FOLLOW};
   assert_int_equal(stkr_init(&cfg), 0);
   for (i = 0; i < 100; i++)
@@ -304,7 +297,7 @@ static void test_fork_disable_child_writes_nothing(void **state) {
   pid_t pid;
   int status;
   (void)state;
-  snprintf(dir, sizeof dir, "%s/fork-off", g_dir);
+  snprintf(dir, sizeof dir, "%s/fork-off", tl_dir);
   cfg = (stkr_config){.dir = dir};
   assert_int_equal(stkr_init(&cfg), 0);
   stkr_event(g_sites[1], NULL, 0);
@@ -319,7 +312,7 @@ static void test_fork_disable_child_writes_nothing(void **state) {
 
 int main(void) {
   return TL_RUN_GROUP(
-      "record", make_dir, NULL,
+      "record", tl_make_dir, NULL,
       TL_CASES(NULL, stop_recorder, test_threads_known_chains_read_back_exactly,
                test_tiny_ring_drops_are_counted_everywhere,
                test_fork_follow_child_writes_own_files,

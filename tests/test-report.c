@@ -175,6 +175,17 @@ static void test_symbolized_flat(void **state) {
       "        main (app/main.c:50)\n");
 }
 
+/* r written into a fresh directory (tag) and `stackrec report ARGS DIR` run
+ * on it, exit 0 asserted (its output in cr_out). @return the directory. */
+static const char *report_of(const char *tag, const sr_rec *r,
+                             const char *args) {
+  const char *d = sr_dir(tag, r);
+
+  assert_non_null(d);
+  assert_int_equal(cr_run("report %s '%s'", args, d), 0);
+  return d;
+}
+
 /* A tree: main reached at two lines (so no line on its node), a shared
  * mid with two callees. */
 static void test_tree(void **state) {
@@ -196,11 +207,10 @@ static void test_tree(void **state) {
               .n_sites = 1, .threads = threads, .n_threads = 1,
               .stacks = st, .n_stacks = 3, .evs = ev, .n_evs = 6,
               .last = true};
-  const char *d = fx_tmpdir("report-tree");
+  const char *d;
   (void)state;
 
-  assert_int_equal(sr_write(d, &r), 0);
-  assert_int_equal(cr_run("report --tree '%s'", d), 0);
+  d = report_of("report-tree", &r, "--tree");
   assert_string_equal(
       cr_out,
       "# 6 events from 1 process, 1 site, 3 distinct stacks\n"
@@ -290,11 +300,9 @@ static void test_no_categories(void **state) {
               .n_sites = 2, .threads = threads, .n_threads = 1,
               .stacks = st, .n_stacks = 2, .evs = ev, .n_evs = 3,
               .last = true, .ring_full = 1};
-  const char *d = fx_tmpdir("report-nocat");
   (void)state;
 
-  assert_int_equal(sr_write(d, &r), 0);
-  assert_int_equal(cr_run("report '%s'", d), 0);
+  report_of("report-nocat", &r, "");
   assert_string_equal(
       cr_out,
       "# INCOMPLETE: 1 of 1 process: 1 event dropped (ring full 1, "

@@ -38,24 +38,12 @@
 #include "recorder/stackrec.h"
 #include "tests/testlib.h"
 
-static char g_dir[2048];
-
 STKR_SITE_DEFINE(g_site, "ringpool.test");
-
-static int make_dir(void **state) {
-  (void)state;
-  return tl_mkdtemp(g_dir, sizeof g_dir, "pool");
-}
-
-static int rm_dir(void **state) {
-  (void)state;
-  return tl_rm_rf(g_dir);
-}
 
 static ino_t ino_of(const char *name) {
   char p[2200];
   struct stat st;
-  snprintf(p, sizeof p, "%s/.stackrec-cache/%s", g_dir, name);
+  snprintf(p, sizeof p, "%s/.stackrec-cache/%s", tl_dir, name);
   return stat(p, &st) == 0 ? st.st_ino : 0;
 }
 
@@ -63,7 +51,7 @@ static ino_t ino_of(const char *name) {
 static ino_t ino_of_suffix(const char *suffix) {
   char p[2200];
   struct stat st;
-  tl_find_file(g_dir, suffix, p, sizeof p);
+  tl_find_file(tl_dir, suffix, p, sizeof p);
   return stat(p, &st) == 0 ? st.st_ino : 0;
 }
 
@@ -83,7 +71,7 @@ static void run_process(uint32_t first, uint32_t n, uint32_t more, bool die,
     stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 64 << 10};
     ino_t got[2];
     close(fds[0]);
-    cfg.dir = g_dir;
+    cfg.dir = tl_dir;
     if (stkr_init(&cfg) != 0) _exit(2);
     for (uint32_t i = first; i < first + n; i++)
       if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
@@ -116,7 +104,7 @@ static void assert_events_exactly(uint32_t n) {
   int rc;
 
   assert_non_null(seen);
-  assert_int_equal(stkr_reader_open(g_dir, NULL, &r), 0);
+  assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     uint32_t v;
     assert_int_equal(ev.payload_len, 4);
@@ -133,7 +121,7 @@ static void assert_events_exactly(uint32_t n) {
 
 static void recover_exact(uint64_t want_events) {
   stkr_recover_stats st;
-  assert_int_equal(stkr_recover_dir(g_dir, NULL, &st), 0);
+  assert_int_equal(stkr_recover_dir(tl_dir, NULL, &st), 0);
   assert_int_equal(st.events, want_events);
   assert_int_equal(st.sessions_recovered, 1);
   assert_int_equal(st.orphans, 0);
@@ -146,8 +134,8 @@ static void test_clean_end_pools_and_next_takes(void **state) {
 
   run_process(0, 100, 0, false, first);
   /* Nothing left in the directory but the segment; the files wait. */
-  assert_int_equal(tl_count_files(g_dir, ".session"), 0);
-  assert_int_equal(tl_count_files(g_dir, ".ring"), 0);
+  assert_int_equal(tl_count_files(tl_dir, ".session"), 0);
+  assert_int_equal(tl_count_files(tl_dir, ".ring"), 0);
   sess = ino_of("pool-session-0");
   ring = ino_of("pool-ring-0");
   assert_true(sess == first[0] && ring == first[1]);
@@ -165,8 +153,8 @@ static void test_killed_after_taking_recovers_exactly(void **state) {
   run_process(0, 100, 0, false, inos); /* fills the pool */
   run_process(100, 50, 50, true, inos); /* 50 flushed, 50 in its ring */
   assert_true(inos[0] == ino_of("pool-session-0") || ino_of("pool-session-0") == 0);
-  assert_int_equal(tl_count_files(g_dir, ".session"), 1);
-  assert_int_equal(tl_count_files(g_dir, ".ring"), 1);
+  assert_int_equal(tl_count_files(tl_dir, ".session"), 1);
+  assert_int_equal(tl_count_files(tl_dir, ".ring"), 1);
   recover_exact(50);
   assert_events_exactly(200);
 }
@@ -178,7 +166,7 @@ static void garble(const char *name, size_t n) {
   int fd;
   assert_non_null(junk);
   memset(junk, 0xAB, n);
-  snprintf(p, sizeof p, "%s/.stackrec-cache/%s", g_dir, name);
+  snprintf(p, sizeof p, "%s/.stackrec-cache/%s", tl_dir, name);
   assert_true((fd = open(p, O_WRONLY)) >= 0);
   assert_int_equal(pwrite(fd, junk, n, 0), (ssize_t)n);
   close(fd);
@@ -203,12 +191,12 @@ static void test_garbage_in_the_pool_never_leaks(void **state) {
 
   /* A pooled ring of another size is not used (and not kept). */
   run_process(200, 10, 0, false, inos);
-  snprintf(p, sizeof p, "%s/.stackrec-cache/pool-ring-0", g_dir);
+  snprintf(p, sizeof p, "%s/.stackrec-cache/pool-ring-0", tl_dir);
   assert_int_equal(truncate(p, 8192), 0);
   run_process(210, 10, 10, true, inos);
   {
     struct stat st;
-    tl_find_file(g_dir, ".ring", p, sizeof p);
+    tl_find_file(tl_dir, ".ring", p, sizeof p);
     assert_int_equal(stat(p, &st), 0);
     assert_int_equal(st.st_size, 4096 + (64 << 10)); /* a ring of its size */
   }
@@ -216,7 +204,7 @@ static void test_garbage_in_the_pool_never_leaks(void **state) {
   assert_events_exactly(230);
 }
 
-TL_TEST_MAIN_EACH("ringpool", make_dir, rm_dir,
+TL_TEST_MAIN_EACH("ringpool", tl_make_dir, tl_rm_dir,
                   test_clean_end_pools_and_next_takes,
                   test_killed_after_taking_recovers_exactly,
                   test_garbage_in_the_pool_never_leaks)

@@ -27,19 +27,7 @@
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
 
-static char g_dir[2048];
-
 STKR_SITE_DEFINE(g_site, "test.session");
-
-static int make_dir(void **state) {
-  (void)state;
-  return tl_mkdtemp(g_dir, sizeof g_dir, "sess");
-}
-
-static int rm_dir(void **state) {
-  (void)state;
-  return tl_rm_rf(g_dir);
-}
 
 /* The Header of the first batch of segment `seq` of this process. */
 typedef struct hdr {
@@ -53,7 +41,7 @@ static hdr header_of(uint32_t pid, uint32_t seq) {
   Stackrec__Batch **v;
   size_t n;
   hdr h = {0};
-  snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", g_dir, pid, seq);
+  snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
   assert_int_equal(tf_load(path, &v, &n), 0);
   assert_true(n >= 1);
   if (v[0]->header) {
@@ -70,7 +58,7 @@ static hdr header_of(uint32_t pid, uint32_t seq) {
 static stkr_config small_cfg(uint64_t segment_bytes) {
   stkr_config cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.dir = g_dir;
+  cfg.dir = tl_dir;
   cfg.segment_bytes = segment_bytes;
   cfg.symbolize = STKR_SYMBOLIZE_NONE;
   cfg.flush_interval_ms = 20;
@@ -100,7 +88,7 @@ static void test_session_ids_and_first_seq(void **state) {
   assert_int_equal(stkr_init(&cfg), 0);
   events(100, 100, 1);
   assert_int_equal(stkr_shutdown(), 0);
-  n = tf_segments(g_dir, pid, seqs, 256);
+  n = tf_segments(tl_dir, pid, seqs, 256);
   assert_true(n >= 3);
   first_id = header_of(pid, seqs[0]).session_id;
   assert_true(first_id != 0);
@@ -118,7 +106,7 @@ static void test_session_ids_and_first_seq(void **state) {
   assert_int_equal(stkr_init(&cfg), 0);
   events(100, 100, 2);
   assert_int_equal(stkr_shutdown(), 0);
-  size_t n2 = tf_segments(g_dir, pid, seqs, 256);
+  size_t n2 = tf_segments(tl_dir, pid, seqs, 256);
   assert_true(n2 > n);
   h = header_of(pid, next);
   assert_true(h.session_id != 0 && h.session_id != first_id);
@@ -149,9 +137,9 @@ static void test_follow_child_new_session(void **state) {
   assert_int_equal(waitpid(child, &st, 0), child);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   assert_int_equal(stkr_shutdown(), 0);
-  assert_int_equal(tf_segments(g_dir, (uint32_t)getpid(), seqs, 8), 1);
+  assert_int_equal(tf_segments(tl_dir, (uint32_t)getpid(), seqs, 8), 1);
   hdr p = header_of((uint32_t)getpid(), seqs[0]);
-  assert_int_equal(tf_segments(g_dir, (uint32_t)child, seqs, 8), 1);
+  assert_int_equal(tf_segments(tl_dir, (uint32_t)child, seqs, 8), 1);
   hdr c = header_of((uint32_t)child, seqs[0]);
   assert_true(p.session_id != 0 && c.session_id != 0);
   assert_true(p.session_id != c.session_id);
@@ -169,14 +157,14 @@ static void test_recreated_directory(void **state) {
   events(10, 8, 5);
   id = header_of(pid, 1).session_id;
   assert_false(header_of(pid, 1).dir_recreated);
-  assert_int_equal(tl_rm_rf(g_dir), 0);
+  assert_int_equal(tl_rm_rf(tl_dir), 0);
   events(10, 8, 6); /* the worker notices, recreates the directory */
   events(10, 8, 7);
   assert_int_equal(stkr_shutdown(), 0);
   assert_int_equal(stkr_stats_get(&st), 0);
   assert_true(st.attempted == st.written + st.dropped);
 
-  size_t n = tf_segments(g_dir, pid, seqs, 64);
+  size_t n = tf_segments(tl_dir, pid, seqs, 64);
   assert_true(n >= 1);
   assert_true(seqs[0] >= 2); /* seq 1 went with the old directory */
   hdr h = header_of(pid, seqs[0]);
@@ -194,7 +182,7 @@ static void test_recreated_directory(void **state) {
 #define SEG (16u << 10)
 
 static uint64_t dir_bytes(int *files) {
-  DIR *d = opendir(g_dir);
+  DIR *d = opendir(tl_dir);
   struct dirent *de;
   uint64_t total = 0;
   *files = 0;
@@ -203,7 +191,7 @@ static uint64_t dir_bytes(int *files) {
     char p[4400];
     struct stat s;
     if (strncmp(de->d_name, "stackrec-", 9) != 0) continue;
-    snprintf(p, sizeof p, "%s/%s", g_dir, de->d_name);
+    snprintf(p, sizeof p, "%s/%s", tl_dir, de->d_name);
     if (stat(p, &s) == 0) {
       total += (uint64_t)s.st_size;
       (*files)++;
@@ -259,6 +247,6 @@ static void test_disk_cap_whole_directory(void **state) {
   assert_true(deleted > 0);
 }
 
-TL_TEST_MAIN_EACH("session", make_dir, rm_dir, test_session_ids_and_first_seq,
+TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,
                   test_follow_child_new_session, test_recreated_directory,
                   test_disk_cap_whole_directory)

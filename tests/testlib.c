@@ -262,10 +262,27 @@ static size_t split_names(char *list, const char **out, size_t cap) {
   return n;
 }
 
+char tl_dir[256];
+
+/* The group tl_run_group runs: tl_make_dir's tag. */
+static const char *g_group = "test";
+
+int tl_make_dir(void **state) {
+  (void)state;
+  return tl_mkdtemp(tl_dir, sizeof tl_dir, g_group);
+}
+
+int tl_rm_dir(void **state) {
+  (void)state;
+  return tl_rm_rf(tl_dir);
+}
+
 int tl_run_group(const char *group, tl_fixture_fn group_setup,
                  tl_fixture_fn group_teardown, const tl_cases *runs) {
   size_t total = 0, nruns = 0, n = 0;
   int status = 1;
+
+  g_group = group;
 
   for (const tl_cases *r = runs; r->names != NULL; r++, nruns++)
     for (size_t i = 0; r->tests != NULL ? r->tests[i] != NULL : i < r->n_rows;

@@ -44,6 +44,13 @@ int tl_mkdtemp(char *dir, size_t cap, const char *tag);
  * error). @return 0, or -1 if something is left. */
 int tl_rm_rf(const char *dir);
 
+/* The scratch directory of a test that needs one fresh directory per test
+ * (or per group): tl_make_dir, a cmocka setup, creates it (tl_mkdtemp,
+ * named after the running group); tl_rm_dir, a teardown, removes it. */
+extern char tl_dir[256];
+int tl_make_dir(void **state);
+int tl_rm_dir(void **state);
+
 /* How many entries of dir end in suffix (longer than it). */
 int tl_count_files(const char *dir, const char *suffix);
 

@@ -113,26 +113,33 @@ static uint64_t g_event_failures;
 
 /* ---- contenders ---------------------------------------------------------- */
 
-/* The floor: exactly the walk stkr_event does (same function, same bounds,
- * from this function's own frame, so the first PC is the return address into
- * the leaf, as for stkr_event) plus the clock read; nothing else. */
-static __attribute__((noinline)) unsigned floor_walk(void) {
+/* The walk stkr_event does (same function, same bounds), from the frame of
+ * the function this is inlined into, so the first PC is that function's
+ * return address, as for stkr_event. */
+static inline __attribute__((always_inline)) unsigned walk_here(
+    uint64_t *hash) {
   uint64_t pcs[MAX_PCS];
-  uint64_t hash;
   bool truncated;
-  unsigned n = stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi,
-                          0, pcs, MAX_PCS, &hash, &truncated);
+
+  return stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi, 0, pcs,
+                    MAX_PCS, hash, &truncated);
+}
+
+/* The floor: exactly the walk stkr_event does plus the clock read; nothing
+ * else. */
+static __attribute__((noinline)) unsigned floor_walk(void) {
+  uint64_t hash;
+  unsigned n = walk_here(&hash);
+
   g_sink = hash + stkr__clock_event();
   return n;
 }
 
 /* Breakdown: the floor without the clock. */
 static __attribute__((noinline)) unsigned walk_only(void) {
-  uint64_t pcs[MAX_PCS];
   uint64_t hash;
-  bool truncated;
-  unsigned n = stkr__walk((uintptr_t)__builtin_frame_address(0), g_lo, g_hi,
-                          0, pcs, MAX_PCS, &hash, &truncated);
+  unsigned n = walk_here(&hash);
+
   g_sink = hash;
   return n;
 }
@@ -215,45 +222,24 @@ static __attribute__((noinline)) uint64_t leaf(int c, unsigned iters,
     }
     return 0;
   }
+  /* One loop per case, the switch outside it: what is timed is the call
+   * and the loop, no dispatch. */
+#define REPEAT(call)            \
+  for (i = 0; i < iters; i++)   \
+    call
   t0 = bench_now_ns();
   switch (c) {
-  case C_EVENT:
-    for (i = 0; i < iters; i++)
-      g_event_failures += stkr_event(&g_site, NULL, 0) != 0;
-    break;
-  case C_FLOOR:
-    for (i = 0; i < iters; i++)
-      floor_walk();
-    break;
-  case C_UNW:
-    for (i = 0; i < iters; i++)
-      g_sink = (uint64_t)unw_backtrace(buf, MAX_PCS);
-    break;
-  case C_GLIBC:
-    for (i = 0; i < iters; i++)
-      g_sink = (uint64_t)g_glibc_backtrace(buf, MAX_PCS);
-    break;
-  case C_SEED:
-    for (i = 0; i < iters; i++)
-      seed_record();
-    break;
-  case C_WALK:
-    for (i = 0; i < iters; i++)
-      walk_only();
-    break;
-  case C_KEYED:
-    for (i = 0; i < iters; i++)
-      keyed_walk_only();
-    break;
-  case C_CLOCK:
-    for (i = 0; i < iters; i++)
-      g_sink = stkr__clock_mono_ns();
-    break;
-  case C_TSC:
-    for (i = 0; i < iters; i++)
-      g_sink = raw_ticks();
-    break;
+  case C_EVENT: REPEAT(g_event_failures += stkr_event(&g_site, NULL, 0) != 0); break;
+  case C_FLOOR: REPEAT(floor_walk()); break;
+  case C_UNW: REPEAT(g_sink = (uint64_t)unw_backtrace(buf, MAX_PCS)); break;
+  case C_GLIBC: REPEAT(g_sink = (uint64_t)g_glibc_backtrace(buf, MAX_PCS)); break;
+  case C_SEED: REPEAT(seed_record()); break;
+  case C_WALK: REPEAT(walk_only()); break;
+  case C_KEYED: REPEAT(keyed_walk_only()); break;
+  case C_CLOCK: REPEAT(g_sink = stkr__clock_mono_ns()); break;
+  case C_TSC: REPEAT(g_sink = raw_ticks()); break;
   }
+#undef REPEAT
   t1 = bench_now_ns();
   return t1 - t0;
 }
@@ -470,16 +456,23 @@ static __attribute__((noinline)) void measure_all(results *x) {
     }
 }
 
+/* A table's header: a column per depth, cells of width w as its rows'. */
+static void print_depth_header(int w) {
+  unsigned d;
+
+  printf("  %-26s", "");
+  for (d = 0; d < ND; d++)
+    printf("   depth %-*u", w - 6, depths[d]);
+  printf("\n");
+}
+
 /* The frames and ns-per-call tables, and the per-frame costs. */
 static void print_tables(const results *x) {
   unsigned c, d;
 
   printf("frames captured (recursion depth -> PCs returned; the frame-pointer "
          "walks stop at __libc_start_call_main, glibc has no frame pointers)\n");
-  printf("  %-26s", "");
-  for (d = 0; d < ND; d++)
-    printf("   depth %-6u", depths[d]);
-  printf("\n");
+  print_depth_header(12);
   for (c = 0; c < NC; c++) {
     printf("  %-26s", cname[c]);
     for (d = 0; d < ND; d++)
@@ -492,10 +485,7 @@ static void print_tables(const results *x) {
 
   printf("\nns per call: median [p25..p75] over %u interleaved rounds\n",
          x->rounds);
-  printf("  %-26s", "");
-  for (d = 0; d < ND; d++)
-    printf("   depth %-17u", depths[d]);
-  printf("\n");
+  print_depth_header(23);
   for (c = 0; c < NC; c++) {
     printf("  %-26s", cname[c]);
     for (d = 0; d < ND; d++) {

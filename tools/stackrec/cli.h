@@ -113,6 +113,11 @@ int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
 int stkr_cli_open(const char *cmd, char *const *paths, int n,
                   bool lazy_frames, stkr_reader **out);
 
+/* stkr_cli_open with the caller's reader options (its own warning,
+ * incomplete or batch callbacks: merge, verify). Same errors and status. */
+int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
+                       char *const *paths, int n, stkr_reader **out);
+
 /* The exit status for a reader that has been read (as far as wanted):
  * 1 if data was lost or no process was found, else 0. */
 int stkr_cli_status(const stkr_reader *r);
@@ -140,9 +145,17 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
  * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);
 
+/* Bytes as a JSON string: stkr_cli_put_json between quotes. */
+void stkr_cli_put_json_bytes(FILE *f, const uint8_t *p, size_t n);
+
 /* A C string as a JSON string (quoted, as stkr_cli_put_json), or null when
  * s is NULL. */
 void stkr_cli_put_json_str(FILE *f, const char *s);
+
+/* A JSON object's member with a string value (stkr_cli_put_json_str):
+ * before (",", "{", ",\n{" ...), then "key": and s. */
+void stkr_cli_put_json_member(FILE *f, const char *before, const char *key,
+                              const char *s);
 
 /* One event as a JSON object and a newline: the format of `dump --json`
  * and `export --format jsonl` (json_event.c). fr/n_fr are the frames to
@@ -230,5 +243,13 @@ void stkr_cli_progress_cb(uint64_t events, void *arg);
 void stkr_cli_progress_done(stkr_cli_progress *p);
 /* Erase whatever progress line is shown, before printing a warning. */
 void stkr_cli_progress_pause(void);
+
+/* Read every event of r with a progress line ("stackrec <cmd>: N M events
+ * <what>"), on_event (if not NULL) seeing each; their count in *events
+ * (if not NULL).
+ * @return 0 at the end, or stkr_reader_next's -errno. */
+int stkr_cli_read_all(stkr_reader *r, const char *cmd, const char *what,
+                      void (*on_event)(const stkr_event_view *ev, void *arg),
+                      void *arg, uint64_t *events);
 
 #endif

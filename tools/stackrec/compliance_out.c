@@ -145,18 +145,15 @@ static void put_stack_json(FILE *f, const stkr_agg_stack *s) {
     const stkr_frame *fr = &s->frames[i];
     char buf[FRAME_TEXT];
 
-    fputs(i ? ",{\"function\":" : "{\"function\":", f);
-    stkr_cli_put_json_str(f, stkr_agg_frame_label(fr, buf, sizeof buf));
+    stkr_cli_put_json_member(f, i ? ",{" : "{", "function",
+                             stkr_agg_frame_label(fr, buf, sizeof buf));
     if (fr->file != NULL) {
-      fputs(",\"file\":", f);
-      stkr_cli_put_json_str(f, fr->file);
+      stkr_cli_put_json_member(f, ",", "file", fr->file);
       if (fr->line != 0)
         fprintf(f, ",\"line\":%" PRIu32, fr->line);
     }
-    if (fr->image != NULL) {
-      fputs(",\"image\":", f);
-      stkr_cli_put_json_str(f, fr->image);
-    }
+    if (fr->image != NULL)
+      stkr_cli_put_json_member(f, ",", "image", fr->image);
     putc('}', f);
   }
   putc(']', f);
@@ -177,10 +174,8 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
           c->consent_processes, c->marks_supported ? "true" : "false");
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
-    fputs(i ? ",\n{\"site\":" : "\n{\"site\":", f);
-    stkr_cli_put_json_str(f, g->site);
-    fputs(",\"module\":", f);
-    stkr_cli_put_json_str(f, g->module);
+    stkr_cli_put_json_member(f, i ? ",\n{" : "\n{", "site", g->site);
+    stkr_cli_put_json_member(f, ",", "module", g->module);
     fprintf(f, ",\"count\":%" PRIu64 ",\"first_ts\":%" PRIu64
             ",\"last_ts\":%" PRIu64 ",\"first_s\":%.9f,\"last_s\":%.9f,"
             "\"peak_per_second\":%" PRIu64 ",\"peak_per_minute\":%" PRIu64
@@ -197,12 +192,9 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
   for (i = 0; i < c->n_findings; i++) {
     const stkr_comp_finding *x = &c->findings[i];
     const stkr_comp_group *g = &c->groups[x->group];
-    fputs(i ? ",\n{\"rule\":" : "\n{\"rule\":", f);
-    stkr_cli_put_json_str(f, x->rule->id);
-    fputs(",\"site\":", f);
-    stkr_cli_put_json_str(f, g->site);
-    fputs(",\"module\":", f);
-    stkr_cli_put_json_str(f, g->module);
+    stkr_cli_put_json_member(f, i ? ",\n{" : "\n{", "rule", x->rule->id);
+    stkr_cli_put_json_member(f, ",", "site", g->site);
+    stkr_cli_put_json_member(f, ",", "module", g->module);
     fprintf(f, ",\"count\":%" PRIu64 ",\"first_ts\":%" PRIu64
             ",\"first_s\":%.9f", x->count, x->first_ts, x->first_s);
     if (stkr_rule_has_rate(x->rule))

@@ -121,10 +121,8 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
 static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
   size_t i;
 
-  fputs(first ? "\n  {\"site\":" : ",\n  {\"site\":", f);
-  stkr_cli_put_json_str(f, p->site);
-  fputs(",\"module\":", f);
-  stkr_cli_put_json_str(f, p->module);
+  stkr_cli_put_json_member(f, first ? "\n  {" : ",\n  {", "site", p->site);
+  stkr_cli_put_json_member(f, ",", "module", p->module);
   fprintf(f,
           ",\"sensitive\":%s,\"base_count\":%" PRIu64 ",\"new_count\":%" PRIu64
           ",\"base_per_min\":%.6g,\"new_per_min\":%.6g,\"frames\":[",
@@ -133,13 +131,11 @@ static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
   for (i = 0; i < p->n_frames; i++) {
     const stkr_frame *fr = &p->frames[i];
 
-    fputs(i ? ",{\"function\":" : "{\"function\":", f);
-    stkr_cli_put_json_str(f, fr->function);
-    fputs(",\"file\":", f);
-    stkr_cli_put_json_str(f, fr->file);
-    fprintf(f, ",\"line\":%u,\"image\":", (unsigned)fr->line);
-    stkr_cli_put_json_str(f,
-                          fr->image ? stkr_attrib_base_name(fr->image) : NULL);
+    stkr_cli_put_json_member(f, i ? ",{" : "{", "function", fr->function);
+    stkr_cli_put_json_member(f, ",", "file", fr->file);
+    fprintf(f, ",\"line\":%u", (unsigned)fr->line);
+    stkr_cli_put_json_member(
+        f, ",", "image", fr->image ? stkr_attrib_base_name(fr->image) : NULL);
     fprintf(f, ",\"offset\":\"0x%" PRIx64 "\"}", fr->offset);
   }
   fputs("]}", f);

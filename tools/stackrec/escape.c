@@ -104,12 +104,21 @@ void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n) {
   }
 }
 
+void stkr_cli_put_json_bytes(FILE *f, const uint8_t *p, size_t n) {
+  putc('"', f);
+  stkr_cli_put_json(f, p, n);
+  putc('"', f);
+}
+
 void stkr_cli_put_json_str(FILE *f, const char *s) {
-  if (s == NULL) {
+  if (s == NULL)
     fputs("null", f);
-    return;
-  }
-  putc('"', f);
-  stkr_cli_put_json(f, (const uint8_t *)s, strlen(s));
-  putc('"', f);
+  else
+    stkr_cli_put_json_bytes(f, (const uint8_t *)s, strlen(s));
+}
+
+void stkr_cli_put_json_member(FILE *f, const char *before, const char *key,
+                              const char *s) {
+  fprintf(f, "%s\"%s\":", before, key);
+  stkr_cli_put_json_str(f, s);
 }

@@ -271,9 +271,8 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
     fprintf(c->out, ",\"sf\":%llu", (unsigned long long)e->sf);
   fputs(",\"args\":{", c->out);
   if (ev->payload_len > 0 || ev->payload_truncated) {
-    fputs("\"payload\":\"", c->out);
-    stkr_cli_put_json(c->out, ev->payload, ev->payload_len);
-    putc('"', c->out);
+    fputs("\"payload\":", c->out);
+    stkr_cli_put_json_bytes(c->out, ev->payload, ev->payload_len);
     if (ev->payload_truncated)
       fputs(",\"payload_truncated\":true", c->out);
     any_arg = true;
@@ -293,9 +292,8 @@ static void put_mark(chrome *c, const stkr_event_view *ev) {
   put_instant(c, ev, "mark", 'p');
   fputs(",\"args\":{", c->out);
   if (ev->payload_len > 0) {
-    fputs("\"payload\":\"", c->out);
-    stkr_cli_put_json(c->out, ev->payload, ev->payload_len);
-    putc('"', c->out);
+    fputs("\"payload\":", c->out);
+    stkr_cli_put_json_bytes(c->out, ev->payload, ev->payload_len);
   }
   fputs("}}", c->out);
 }
@@ -309,8 +307,7 @@ static void put_tail(chrome *c, uint64_t events) {
     const node *n = &c->nodes[i];
     fprintf(c->out, "%s\n\"%zu\":{\"name\":", i ? "," : "", i + 1);
     stkr_cli_put_json_str(c->out, n->name);
-    fputs(",\"category\":", c->out);
-    stkr_cli_put_json_str(c->out, n->category);
+    stkr_cli_put_json_member(c->out, ",", "category", n->category);
     if (n->parent != 0)
       fprintf(c->out, ",\"parent\":%llu", (unsigned long long)n->parent);
     putc('}', c->out);

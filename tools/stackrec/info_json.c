@@ -58,8 +58,7 @@ static int put_sites(const stkr_reader *r, size_t i) {
   }
   fputs(",\"sites\":[", stdout);
   for (k = 0; k < n; k++) {
-    fputs(k ? ",{\"name\":" : "{\"name\":", stdout);
-    stkr_cli_put_json_str(stdout, sorted[k].name);
+    stkr_cli_put_json_member(stdout, k ? ",{" : "{", "name", sorted[k].name);
     if (sorted[k].is_mark) /* a mark's site: "events" are its marks */
       fputs(",\"mark\":true", stdout);
     put_u64("events", sorted[k].events, true);
@@ -98,10 +97,8 @@ static int put_process(const stkr_reader *r, size_t i) {
 
   printf("{\"pid\":%u,\"name\":", (unsigned)p->pid);
   stkr_cli_put_json_str(stdout, p->have_header ? p->process_name : "");
-  fputs(",\"arch\":", stdout);
-  stkr_cli_put_json_str(stdout, p->arch ? p->arch : "");
-  fputs(",\"directory\":", stdout);
-  stkr_cli_put_json_str(stdout, p->dir ? p->dir : "");
+  stkr_cli_put_json_member(stdout, ",", "arch", p->arch ? p->arch : "");
+  stkr_cli_put_json_member(stdout, ",", "directory", p->dir ? p->dir : "");
   printf(",\"parent_pid\":%u,\"sessions\":%u,\"session_id\":\"%016" PRIx64
          "\"",
          (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);

@@ -435,41 +435,50 @@ io_error:
   return rc;
 }
 
-int stkr_json_load(const char *path, stkr_json **out, char *err,
-                   size_t errlen) {
+/* stkr_json_parse with err as "NAME:LINE:COL: what": the shape of
+ * stkr_text_parse_fn, so that a file and a text given in memory read alike. */
+static int parse_named(const char *name, const char *text, size_t len,
+                       stkr_json **out, char *err, size_t errlen) {
   char msg[256];
+  int rc = stkr_json_parse(text, len, out, msg, sizeof msg);
+
+  if (rc != 0 && err != NULL)
+    snprintf(err, errlen, "%s:%s", name, msg);
+  return rc;
+}
+
+int stkr_text_file_parse(const char *path, size_t max,
+                         stkr_text_parse_fn parse, stkr_json **out, char *err,
+                         size_t errlen) {
   char *buf;
   size_t n;
   int rc;
 
   *out = NULL;
-  if ((rc = stkr_text_file_read(path, STKR_JSON_MAX_BYTES, &buf, &n, err,
-                                errlen)) != 0)
+  if ((rc = stkr_text_file_read(path, max, &buf, &n, err, errlen)) != 0)
     return rc;
-  rc = stkr_json_parse(buf, n, out, msg, sizeof msg);
+  rc = parse(path, buf, n, out, err, errlen);
   free(buf);
-  if (rc != 0 && err != NULL)
-    snprintf(err, errlen, "%s:%s", path, msg);
   return rc;
+}
+
+int stkr_json_load(const char *path, stkr_json **out, char *err,
+                   size_t errlen) {
+  return stkr_text_file_parse(path, STKR_JSON_MAX_BYTES, parse_named, out,
+                              err, errlen);
 }
 
 int stkr_json_read_doc(const stkr_json_doc_type *t, const char *name,
                        const char *text, size_t len, void *out, char *err,
                        size_t errlen) {
-  char msg[256];
   stkr_json *root;
   void *obj = NULL;
   int rc;
 
   /* out is a T **: written with memcpy, as the T * it is. */
   memcpy(out, &obj, sizeof obj);
-  if (text == NULL) {
-    rc = stkr_json_load(name, &root, err, errlen);
-  } else {
-    rc = stkr_json_parse(text, len, &root, msg, sizeof msg);
-    if (rc != 0 && err != NULL)
-      snprintf(err, errlen, "%s:%s", name, msg);
-  }
+  rc = text == NULL ? stkr_json_load(name, &root, err, errlen)
+                   : parse_named(name, text, len, &root, err, errlen);
   if (rc != 0)
     return rc;
   if ((obj = calloc(1, t->size)) == NULL) {

@@ -68,6 +68,19 @@ int stkr_json_load(const char *path, stkr_json **out, char *err,
 int stkr_text_file_read(const char *path, size_t max, char **out,
                         size_t *len, char *err, size_t errlen);
 
+/* A parser of a whole text (stkr_plist_parse, the JSON reader): name is
+ * what its messages call the text ("PATH:LINE:COL: what" in err). */
+typedef int (*stkr_text_parse_fn)(const char *name, const char *text,
+                                  size_t len, stkr_json **out, char *err,
+                                  size_t errlen);
+
+/* Read path (stkr_text_file_read, at most max bytes) and parse it: the one
+ * file-loading path of every reader (stkr_json_load, stkr_plist_load).
+ * @return 0, or what the read or the parser returned (*out NULL). */
+int stkr_text_file_parse(const char *path, size_t max,
+                         stkr_text_parse_fn parse, stkr_json **out, char *err,
+                         size_t errlen);
+
 /* The value of key in an object (the first one), or NULL (also when obj is
  * not an object). */
 const stkr_json *stkr_json_get(const stkr_json *obj, const char *key);

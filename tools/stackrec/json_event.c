@@ -8,26 +8,18 @@
 
 #include "tools/stackrec/cli.h"
 
-static void put_str_or_null(FILE *f, const char *s) {
-  if (s == NULL)
-    fputs("null", f);
-  else
-    stkr_cli_put_json_str(f, s);
-}
-
 static void put_frames(FILE *f, const stkr_frame *fr, size_t n) {
   size_t i;
 
   fputs(",\"frames\":[", f);
   for (i = 0; i < n; i++) {
-    fprintf(f, "%s{\"pc\":\"0x%llx\",\"function\":", i ? "," : "",
+    fprintf(f, "%s{\"pc\":\"0x%llx\"", i ? "," : "",
             (unsigned long long)(fr[i].pc & ~STKR_PC_ASYNC));
-    put_str_or_null(f, fr[i].function);
-    fputs(",\"file\":", f);
-    put_str_or_null(f, fr[i].file);
-    fprintf(f, ",\"line\":%u,\"column\":%u,\"image\":", (unsigned)fr[i].line,
+    stkr_cli_put_json_member(f, ",", "function", fr[i].function);
+    stkr_cli_put_json_member(f, ",", "file", fr[i].file);
+    fprintf(f, ",\"line\":%u,\"column\":%u", (unsigned)fr[i].line,
             (unsigned)fr[i].column);
-    put_str_or_null(f, fr[i].image);
+    stkr_cli_put_json_member(f, ",", "image", fr[i].image);
     fprintf(f, ",\"offset\":\"0x%llx\",\"inlined\":%s,\"app\":%s",
             (unsigned long long)fr[i].offset,
             fr[i].inlined ? "true" : "false", fr[i].is_app ? "true" : "false");
@@ -86,16 +78,13 @@ void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
     fprintf(f, ",\"kind\":\"mark\",\"external\":%s",
             ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved ? "true"
                                                                    : "false");
-  fprintf(f, ",\"tid\":%llu,\"thread\":", (unsigned long long)ev->tid);
-  stkr_cli_put_json_str(f, ev->thread_name);
+  fprintf(f, ",\"tid\":%llu", (unsigned long long)ev->tid);
+  stkr_cli_put_json_member(f, ",", "thread", ev->thread_name);
   fputs(",\"payload\":", f);
-  if (ev->payload_len == 0 && !ev->payload_truncated) {
+  if (ev->payload_len == 0 && !ev->payload_truncated)
     fputs("null", f);
-  } else {
-    putc('"', f);
-    stkr_cli_put_json(f, ev->payload, ev->payload_len);
-    putc('"', f);
-  }
+  else
+    stkr_cli_put_json_bytes(f, ev->payload, ev->payload_len);
   fprintf(f, ",\"payload_truncated\":%s",
           ev->payload_truncated ? "true" : "false");
   put_stack(f, ev, app_only);

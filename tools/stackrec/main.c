@@ -218,11 +218,17 @@ int stkr_cli_open(const char *cmd, char *const *paths, int n,
                   bool lazy_frames, stkr_reader **out) {
   stkr_reader_opts opts = {.warn = stkr__cli_warn, .warn_arg = NULL,
                            .lazy_frames = lazy_frames};
+
+  return stkr_cli_open_opts(cmd, &opts, paths, n, out);
+}
+
+int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
+                       char *const *paths, int n, stkr_reader **out) {
   stkr_reader *r;
   int i, err;
 
   *out = NULL;
-  err = stkr_reader_create(&opts, &r);
+  err = stkr_reader_create(opts, &r);
   if (err != 0) {
     fprintf(stderr, "stackrec %s: %s\n", cmd, strerror(-err));
     return STKR_CLI_DATA_LOST;
@@ -230,6 +236,7 @@ int stkr_cli_open(const char *cmd, char *const *paths, int n,
   for (i = 0; i < n; i++) {
     err = stkr_reader_add(r, paths[i]);
     if (err != 0) {
+      fflush(stdout); /* what the command printed comes first */
       fprintf(stderr, "stackrec %s: cannot open %s: %s\n", cmd, paths[i],
               err == -EINVAL ? "not a directory or regular file"
                              : strerror(-err));

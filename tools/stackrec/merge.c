@@ -350,11 +350,8 @@ int stkr_cli_merge(int argc, char **argv) {
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &m,
                            .lazy_frames = true, .batch = on_batch,
                            .batch_arg = &m};
-  stkr_cli_progress prog;
-  stkr_event_view ev;
   stkr_reader *r = NULL;
-  uint64_t events = 0;
-  int i, rc, status = STKR_CLI_OK;
+  int rc, status = STKR_CLI_OK;
 
   if (stkr_cli_getopt(&gopt, argc, argv) == STKR_CLI_OPT_EXIT)
     return gopt.status;
@@ -370,22 +367,14 @@ int stkr_cli_merge(int argc, char **argv) {
   m.in_fd = m.out_fd = -1;
   m.next_pid = MERGE_PID_BASE;
   stkr_fmt_pballoc_init(&m.pballoc, STKR_FMT_MAX_DECODED_BYTES);
-  if ((rc = stkr_reader_create(&opts, &r)) != 0 ||
-      (m.chunk = malloc(COPY_CHUNK)) == NULL ||
+  if ((status = stkr_cli_open_opts("merge", &opts, argv + optind,
+                                   argc - optind, &r)) != 0)
+    goto out;
+  if ((m.chunk = malloc(COPY_CHUNK)) == NULL ||
       (m.cctx = ZSTD_createCCtx()) == NULL) {
     fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
     status = STKR_CLI_DATA_LOST;
     goto out;
-  }
-  for (i = optind; i < argc; i++) {
-    rc = stkr_reader_add(r, argv[i]);
-    if (rc != 0) {
-      fprintf(stderr, "stackrec merge: cannot open %s: %s\n", argv[i],
-              rc == -EINVAL ? "not a directory or regular file"
-                            : strerror(-rc));
-      status = rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
-      goto out;
-    }
   }
   m.n_procs = stkr_reader_process_count(r);
   m.procs = calloc(m.n_procs ? m.n_procs : 1, sizeof *m.procs);
@@ -411,11 +400,7 @@ int stkr_cli_merge(int argc, char **argv) {
     goto out;
   }
 
-  stkr_cli_progress_init(&prog, "merge");
-  while ((rc = stkr_reader_next(r, &ev)) == 1)
-    if ((++events & 0xFFFFF) == 0)
-      stkr_cli_progress_update(&prog, events, "merged");
-  stkr_cli_progress_done(&prog);
+  rc = stkr_cli_read_all(r, "merge", "merged", NULL, NULL, NULL);
   if (close_out(&m) != 0 && rc >= 0)
     rc = -EIO;
   if (rc < 0) {

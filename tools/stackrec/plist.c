@@ -334,15 +334,6 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
 
 int stkr_plist_load(const char *path, stkr_json **out, char *err,
                     size_t errlen) {
-  char *buf;
-  size_t n;
-  int rc;
-
-  *out = NULL;
-  if ((rc = stkr_text_file_read(path, STKR_PLIST_MAX_BYTES, &buf, &n, err,
-                                errlen)) != 0)
-    return rc;
-  rc = stkr_plist_parse(path, buf, n, out, err, errlen);
-  free(buf);
-  return rc;
+  return stkr_text_file_parse(path, STKR_PLIST_MAX_BYTES, stkr_plist_parse,
+                              out, err, errlen);
 }

@@ -66,3 +66,24 @@ void stkr_cli_progress_pause(void) {
   if (g_shown != NULL)
     stkr_cli_progress_done(g_shown);
 }
+
+int stkr_cli_read_all(stkr_reader *r, const char *cmd, const char *what,
+                      void (*on_event)(const stkr_event_view *ev, void *arg),
+                      void *arg, uint64_t *events) {
+  stkr_cli_progress prog;
+  stkr_event_view ev;
+  uint64_t n = 0;
+  int rc;
+
+  stkr_cli_progress_init(&prog, cmd);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) {
+    if (on_event != NULL)
+      on_event(&ev, arg);
+    if ((++n & 0xFFFFF) == 0)
+      stkr_cli_progress_update(&prog, n, what);
+  }
+  stkr_cli_progress_done(&prog);
+  if (events != NULL)
+    *events = n;
+  return rc;
+}

@@ -139,6 +139,12 @@ static void on_unresolved(verify_run *v, const stkr_event_view *ev) {
   }
 }
 
+/* Each event read (stkr_cli_read_all): the unresolved ones are reported. */
+static void check_event(const stkr_event_view *ev, void *arg) {
+  if (ev->unresolved)
+    on_unresolved(arg, ev);
+}
+
 static const char *plural(uint64_t n, const char *one, const char *many) {
   return n == 1 ? one : many;
 }
@@ -392,10 +398,8 @@ int stkr_cli_verify(int argc, char **argv) {
   stkr_reader_opts opts = {.warn = on_warning, .warn_arg = &v,
                            .lazy_frames = true, .incomplete = on_warning,
                            .incomplete_arg = &v};
-  stkr_cli_progress prog;
-  stkr_event_view ev;
   stkr_reader *r;
-  uint64_t events = 0, segments = 0;
+  uint64_t events, segments = 0;
   size_t i, n;
   int rc, status;
 
@@ -404,30 +408,10 @@ int stkr_cli_verify(int argc, char **argv) {
     return gopt.status;
 
   memset(&v, 0, sizeof v);
-  if ((rc = stkr_reader_create(&opts, &r)) != 0) {
-    fprintf(stderr, "stackrec verify: %s\n", strerror(-rc));
-    return STKR_CLI_DATA_LOST;
-  }
-  for (i = (size_t)optind; i < (size_t)argc; i++) {
-    rc = stkr_reader_add(r, argv[i]);
-    if (rc != 0) {
-      fflush(stdout);
-      fprintf(stderr, "stackrec verify: cannot open %s: %s\n", argv[i],
-              rc == -EINVAL ? "not a directory or regular file"
-                            : strerror(-rc));
-      stkr_reader_free(r);
-      return rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
-    }
-  }
-
-  stkr_cli_progress_init(&prog, "verify");
-  while ((rc = stkr_reader_next(r, &ev)) == 1) {
-    if (ev.unresolved)
-      on_unresolved(&v, &ev);
-    if ((++events & 0xFFFFF) == 0)
-      stkr_cli_progress_update(&prog, events, "checked");
-  }
-  stkr_cli_progress_done(&prog);
+  if ((status = stkr_cli_open_opts("verify", &opts, argv + optind,
+                                   argc - optind, &r)) != 0)
+    return status;
+  rc = stkr_cli_read_all(r, "verify", "checked", check_event, &v, &events);
   flush_unresolved(&v);
   if (rc < 0) {
     fflush(stdout);
