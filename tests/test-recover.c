@@ -165,12 +165,29 @@ static void test_kill_after_flush(void **state) {
   flushed_then_killed(false, 0); /* the tail was stored */
 }
 
+/* A dead child's directory with its (one) segment file deleted, as the
+ * disk cap would, then recovered: what recovery can still resolve from the
+ * ring alone. @return the events that segment held; recovery must have
+ * written every other one of the child's 500. */
+static uint64_t recover_without_segment(const char *dir, stkr_recover_stats *st,
+                                        msgs *ms) {
+  char path[600];
+  uint64_t written = events_in_segments(dir);
+
+  tl_find_file(dir, ".zst", path, sizeof path);
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(tl_count_files(dir, ".zst"), 0);
+  recover(dir, false, st, ms);
+  assert_int_equal(st->events, 500 - written);
+  return written;
+}
+
 /* Stacks once per thread: after the flush, the ring holds only known
  * records of the one stack, whose full record is in a segment; recovery
  * finds it there. With that segment gone (the disk cap), the events are
  * still recovered, with their site, as stack "unknown", and said. */
 static void test_known_records_resolve_through_segments(void **state) {
-  char dir[300], path[600];
+  char dir[300];
   stkr_recover_stats st;
   readback rb;
   msgs ms;
@@ -193,12 +210,7 @@ static void test_known_records_resolve_through_segments(void **state) {
   rb_free(&rb);
 
   run_child_die(dir, sizeof dir, 300, 200, false);
-  written = events_in_segments(dir);
-  tl_find_file(dir, ".zst", path, sizeof path);
-  assert_int_equal(unlink(path), 0);
-  assert_int_equal(tl_count_files(dir, ".zst"), 0); /* one segment file */
-  recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 500 - written);
+  written = recover_without_segment(dir, &st, &ms);
   assert_int_equal(st.unresolved_stacks, 500 - written);
   assert_non_null(strstr(ms.last, "keep their site but not their stack"));
   read_dir(dir, &rb, 500);
@@ -231,7 +243,7 @@ static void payload_body(void *arg) {
 }
 
 static void test_known_payloads_resolve_through_segments(void **state) {
-  char dir[300], path[600];
+  char dir[300];
   const stkr_config cfg = {.ring_bytes = 256 << 10};
   stkr_recover_stats st;
   uint64_t want[256] = {0}, after_d = 0;
@@ -260,12 +272,7 @@ static void test_known_payloads_resolve_through_segments(void **state) {
   status =
       run_killed_child_in_new_dir(dir, sizeof dir, cfg, payload_body, NULL);
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  written = events_in_segments(dir);
-  tl_find_file(dir, ".zst", path, sizeof path);
-  assert_int_equal(unlink(path), 0);
-  assert_int_equal(tl_count_files(dir, ".zst"), 0); /* one segment file */
-  recover(dir, false, &st, &ms);
-  assert_int_equal(st.events, 500 - written);
+  written = recover_without_segment(dir, &st, &ms);
   assert_non_null(strstr(ms.last, "lost their payload"));
   read_dir(dir, &rb, 0);
   assert_int_equal(rb.events, 500 - written);
