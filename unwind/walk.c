@@ -15,7 +15,12 @@
  * matters as much. Frames whose row is "CFA = sp + off, return address and
  * fp saved below the CFA" (nearly all x86_64 frames) are cached in a form
  * that needs one bounds check: with sp >= lo and 8-aligned, and every slot
- * in [sp, CFA - 8], "CFA <= hi" proves both loads are inside the stack.
+ * in [sp, CFA - 8], "CFA <= hi" proves both loads are inside the stack
+ * (FP-based rows too, after a few checks on fp: fp_base_ok). Each cached
+ * frame also predicts its caller (fast_body), which halves the chain where
+ * it holds; the memo of the last walk removes it where the stack repeats;
+ * and the stack key's hashes are folded on the way (stkr__uw_fold), in the
+ * shadow of the loads. Figures: docs/UNWIND.md, "Performance".
  */
 #include <stdbool.h>
 #include <stdint.h>
