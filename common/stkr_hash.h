@@ -46,6 +46,31 @@ static inline uint64_t stkr_hash_bytes(uint64_t h, const void *p, size_t n) {
   return h ^ (h >> 29);
 }
 
+/* The first half of a stack's key, h1 (stkr__hash_pcs; the recorder's
+ * walks fold it frame by frame: recorder/walk.c and, for the table walk,
+ * unwind/walk.c): multiply-rotate mixing in the spirit of xxHash64,
+ * order-sensitive, and a repeated PC does not cancel itself. Here so that
+ * both walks fold the same function (unwind/ may not depend on recorder/). */
+#define STKR_STACK_HASH_SEED 0x27D4EB2F165667C5ull
+#define STKR_STACK_HASH_P1 0x9E3779B185EBCA87ull
+#define STKR_STACK_HASH_P2 0xC2B2AE3D27D4EB4Full
+/* P1 is odd, so it has an inverse mod 2^64: a walk takes back its last PC
+ * in O(1) (a Swift async frame; the one frame walked past max to tell a
+ * truncated stack). */
+#define STKR_STACK_HASH_P1_INV 0x0887493432BADB37ull
+
+static inline uint64_t stkr_stack_hash_step(uint64_t h, uint64_t pc) {
+  uint64_t x = h ^ (pc * STKR_STACK_HASH_P2);
+  return ((x << 31) | (x >> 33)) * STKR_STACK_HASH_P1;
+}
+static inline uint64_t stkr_stack_hash_unstep(uint64_t h, uint64_t pc) {
+  uint64_t x = h * STKR_STACK_HASH_P1_INV;
+  return ((x >> 31) | (x << 33)) ^ (pc * STKR_STACK_HASH_P2);
+}
+static inline uint64_t stkr_stack_hash_final(uint64_t h, unsigned n) {
+  return stkr_mix64(h ^ (uint64_t)n * STKR_STACK_HASH_P1);
+}
+
 /* The second half of a stack's key (common/stkr_ringfile.h, "Records"):
  * a 64-bit hash of the PCs independent of the walk's own hash (h1), which
  * also covers the depth, the site and the truncation flag. The recorder

@@ -277,19 +277,16 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
     if (stkr__pcs_any_async(pcs, depth))
       return depth;
   }
-  if (__builtin_expect(uw_set != NULL, 0)) {
-    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
-                              g_conf.max_depth, truncated);
-    *hash = stkr__hash_pcs(pcs, depth);
-  } else if (given == NULL) {
+  if (__builtin_expect(uw_set != NULL, 0)) /* folds both hashes as it walks */
+    return stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+                             g_conf.max_depth, hash, fold2, truncated);
+  if (given == NULL)
     return stkr__walk_keyed(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
                             pcs, g_conf.max_depth, hash, fold2, truncated);
-  } else {
-    *truncated = given_n > g_conf.max_depth;
-    depth = *truncated ? g_conf.max_depth : given_n;
-    memcpy(pcs, given, 8u * depth);
-    *hash = stkr__hash_pcs(given, depth);
-  }
+  *truncated = given_n > g_conf.max_depth;
+  depth = *truncated ? g_conf.max_depth : given_n;
+  memcpy(pcs, given, 8u * depth);
+  *hash = stkr__hash_pcs(given, depth);
   *fold2 = STKR_KEY2_SEED;
   for (unsigned i = 0; i < depth; i++)
     *fold2 = stkr_stack_key2_step(*fold2, pcs[i]);

@@ -490,9 +490,12 @@ const void *stkr__unwind_tables_current(void);
  * hook's caller chain, after skipping `skip`, into pcs, which must have
  * room for max + skip + STKR__UW_EXTRA. Called only from stkr_event
  * (stkr__push inlined): the frames it drops are its own and stkr_event's.
- * @return the PCs stored; *truncated: more frames were left. */
+ * @return the PCs stored; *hash: stkr__hash_pcs of them, *fold2: the
+ * stack key's second half unfinished (as stkr__walk_keyed gives them,
+ * folded during the walk); *truncated: more frames were left. */
 unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
-                           uint64_t *pcs, unsigned max, bool *truncated);
+                           uint64_t *pcs, unsigned max, uint64_t *hash,
+                           uint64_t *fold2, bool *truncated);
 /* What a table update built. */
 typedef struct stkr__unwind_update {
   uint32_t images, failed; /* tables built; images left to frame pointers */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 
 bool stkr__uw_swift_async;
@@ -101,34 +102,53 @@ const void *stkr__unwind_tables_current(void) {
  * and stkr_event (stkr__push is inlined into it). */
 #define STKR__UW_OWN_FRAMES 2u
 
+/* The hashes of pcs[0..n) from scratch (a walk cut short after it). */
+static unsigned walk_tables_rehash(const uint64_t *pcs, unsigned n,
+                                   uint64_t *hash, uint64_t *fold2) {
+  *hash = stkr__hash_pcs(pcs, n);
+  *fold2 = STKR_KEY2_SEED;
+  for (unsigned i = 0; i < n; i++)
+    *fold2 = stkr_stack_key2_step(*fold2, pcs[i]);
+  return n;
+}
+
 __attribute__((noinline)) unsigned
 stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
-                  uint64_t *pcs, unsigned max, bool *truncated) {
+                  uint64_t *pcs, unsigned max, uint64_t *hash,
+                  uint64_t *fold2, bool *truncated) {
   stkr__uw_regs regs;
   unsigned drop = STKR__UW_OWN_FRAMES + skip, n;
+  /* The hashes are folded during the walk, from the first frame kept
+   * (the walk's loads hide their multiplies; with a memo that holds they
+   * come from the memo). */
+  stkr__uw_fold fold = {drop, 0, 0};
 
   stkr__uw_capture(&regs);
   /* One more than wanted tells a truncated stack from one that ends at
    * exactly max frames. pcs has room for max + skip + STKR__UW_EXTRA. */
-  n = stkr__unwind_walk_cached((const stkr__uw_set *)set, t->uw_cache, &regs,
+  n = stkr__unwind_walk_folded((const stkr__uw_set *)set, t->uw_cache, &regs,
                                t->stack_lo, t->stack_hi, pcs, max + drop + 1,
-                               NULL);
-  if (n <= drop) {
-    *truncated = false;
-    return 0;
-  }
+                               &fold, NULL);
+  *truncated = false;
+  if (n <= drop)
+    return walk_tables_rehash(pcs, 0, hash, fold2);
   n -= drop;
   memmove(pcs, pcs + drop, 8u * n);
   /* A "return address" inside the stack is a data word: CFI that the
    * compact rows describe wrongly (libffi's trampolines) led there. The
    * frame-pointer walk's rule: the stack ends before it. */
   for (unsigned i = 0; i < n && i <= max; i++)
-    if (pcs[i] >= t->stack_lo && pcs[i] < t->stack_hi) {
-      *truncated = false;
-      return i;
-    }
-  *truncated = n > max;
-  return n > max ? max : n;
+    if (pcs[i] >= t->stack_lo && pcs[i] < t->stack_hi)
+      return walk_tables_rehash(pcs, i, hash, fold2);
+  if (n > max) { /* the one frame past max leaves the hashes */
+    *truncated = true;
+    fold.h1 = stkr_stack_hash_unstep(fold.h1, pcs[max]);
+    fold.h2 = stkr_stack_key2_unstep(fold.h2, pcs[max]);
+    n = max;
+  }
+  *hash = stkr_stack_hash_final(fold.h1, n);
+  *fold2 = fold.h2;
+  return n;
 }
 
 /* ---- the tables of a recording, by build-id -------------------------------
@@ -279,8 +299,11 @@ void stkr__uw_cache_free(stkr__thread *t) {
 
 const void *stkr__unwind_tables_current(void) { return NULL; }
 unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
-                           uint64_t *pcs, unsigned max, bool *truncated) {
+                           uint64_t *pcs, unsigned max, uint64_t *hash,
+                           uint64_t *fold2, bool *truncated) {
   (void)t, (void)set, (void)skip, (void)pcs, (void)max;
+  *hash = stkr__hash_pcs(pcs, 0);
+  *fold2 = STKR_KEY2_SEED;
   *truncated = false;
   return 0;
 }

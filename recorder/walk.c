@@ -26,41 +26,14 @@
  * `stackrec snapshot`, which walks other processes' stacks from a copy. */
 
 
-/* Multiply-rotate mixing in the spirit of xxHash64: order-sensitive, and a
- * repeated PC does not cancel itself (the seed's XOR did both wrong). */
-#define STKR__P1 0x9E3779B185EBCA87ull
-#define STKR__P2 0xC2B2AE3D27D4EB4Full
-#define STKR__SEED 0x27D4EB2F165667C5ull
-
-static inline uint64_t stkr__rotl(uint64_t x, int r) {
-  return (x << r) | (x >> (64 - r));
-}
-
-static inline uint64_t stkr__mix(uint64_t h, uint64_t pc) {
-  return stkr__rotl(h ^ (pc * STKR__P2), 31) * STKR__P1;
-}
-
-/* The inverse of stkr__mix(h, pc) (P1 is odd, so it has an inverse mod
- * 2^64): lets the walk take back its last PC in O(1) when that frame turns
- * out to be a Swift async frame, without keeping the previous hash around
- * in the frame loop. */
-#define STKR__P1_INV 0x0887493432BADB37ull
-static inline uint64_t stkr__unmix(uint64_t h, uint64_t pc) {
-  uint64_t x = h * STKR__P1_INV;
-  return ((x >> 31) | (x << 33)) ^ (pc * STKR__P2);
-}
-
-static inline uint64_t stkr__final(uint64_t h, unsigned n) {
-  return stkr_mix64(h ^ (uint64_t)n * STKR__P1);
-}
-
+/* The stack hash h1: common/stkr_hash.h (the table walk folds it too). */
 uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n) {
-  uint64_t h = STKR__SEED;
+  uint64_t h = STKR_STACK_HASH_SEED;
   unsigned i;
 
   for (i = 0; i < n; i++)
-    h = stkr__mix(h, pcs[i]);
-  return stkr__final(h, n);
+    h = stkr_stack_hash_step(h, pcs[i]);
+  return stkr_stack_hash_final(h, n);
 }
 
 
@@ -216,7 +189,7 @@ stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, stkr__walkst *st,
         break;
       }
       pcs[st->n++] = resume | STKR__PC_ASYNC;
-      st->h = stkr__mix(st->h, resume | STKR__PC_ASYNC);
+      st->h = stkr_stack_hash_step(st->h, resume | STKR__PC_ASYNC);
       st->h2 = stkr_stack_key2_step(st->h2, resume | STKR__PC_ASYNC);
     }
     if (parent == 0 || (parent & (STKR__CTX_ALIGN - 1)) != 0 ||
@@ -254,7 +227,7 @@ static inline __attribute__((always_inline)) unsigned
 stkr__walk_body(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
                 uint64_t *pcs, unsigned max, uint64_t *hash_out,
                 uint64_t *fold2_out, bool *truncated, const bool keyed) {
-  uint64_t h = STKR__SEED, h2 = STKR_KEY2_SEED;
+  uint64_t h = STKR_STACK_HASH_SEED, h2 = STKR_KEY2_SEED;
   unsigned n = 0;
 
   *truncated = false;
@@ -318,7 +291,7 @@ stkr__walk_body(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
         break;
       }
       *out++ = pc;
-      h = stkr__mix(h, pc);
+      h = stkr_stack_hash_step(h, pc);
       if (keyed)
         h2 = stkr_stack_key2_step(h2, pc);
       if (STKR__LAST(next, fp)) {
@@ -338,7 +311,7 @@ stkr__walk_body(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
   async_frame:
     n = (unsigned)(out - pcs);
     {
-      stkr__walkst st = {n - 1, 0, stkr__unmix(h, pcs[n - 1]),
+      stkr__walkst st = {n - 1, 0, stkr_stack_hash_unstep(h, pcs[n - 1]),
                          keyed ? stkr_stack_key2_unstep(h2, pcs[n - 1]) : 0,
                          false};
       if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
@@ -352,7 +325,7 @@ stkr__walk_body(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
 #undef STKR__TAGGED
   }
 done:
-  *hash_out = stkr__final(h, n);
+  *hash_out = stkr_stack_hash_final(h, n);
   if (keyed)
     *fold2_out = h2;
   return n;

@@ -47,6 +47,7 @@
 
 #include "tests/testlib.h"
 #include "tests/unwind_fixtures/chain.h"
+#include "common/stkr_hash.h"
 #include "tests/unwind_fixtures/gai.h"
 #include "tests/testlib.h"
 #include "unwind/unwind.h"
@@ -60,7 +61,18 @@ typedef struct shot {
   uint64_t ours[MAXF];
   void *theirs[MAXF];
   unsigned n_ours, n_theirs, fallbacks;
+  unsigned fold_from, fold_bad; /* cached walks fold the hashes from here; wrong folds */
 } shot;
+
+/* Does fold hold the stack key's hashes of pcs[fold->from .. n)? */
+static int fold_ok(const stkr__uw_fold *fold, const uint64_t *pcs, unsigned n) {
+  uint64_t h1 = STKR_STACK_HASH_SEED, h2 = STKR_KEY2_SEED;
+  for (unsigned i = fold->from; i < n; i++) {
+    h1 = stkr_stack_hash_step(h1, pcs[i]);
+    h2 = stkr_stack_key2_step(h2, pcs[i]);
+  }
+  return h1 == fold->h1 && h2 == fold->h2;
+}
 
 static void stack_bounds(uintptr_t *lo, uintptr_t *hi) {
   pthread_attr_t a;
@@ -81,8 +93,15 @@ __attribute__((noinline)) static void leaf(void *arg) {
 
   uwc_capture(r);
   regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
-  s->n_ours = stkr__unwind_walk_cached(s->set, s->cache, &regs, s->lo, s->hi, s->ours, MAXF,
-                                       &s->fallbacks);
+  if (s->cache != NULL) { /* as the recorder walks: the hashes folded */
+    stkr__uw_fold fold = {s->fold_from, 0, 0};
+    s->n_ours = stkr__unwind_walk_folded(s->set, s->cache, &regs, s->lo, s->hi, s->ours, MAXF,
+                                         &fold, &s->fallbacks);
+    s->fold_bad += !fold_ok(&fold, s->ours, s->n_ours);
+  } else {
+    s->n_ours = stkr__unwind_walk_cached(s->set, NULL, &regs, s->lo, s->hi, s->ours, MAXF,
+                                         &s->fallbacks);
+  }
   s->n_theirs = (unsigned)unw_backtrace(s->theirs, MAXF);
   __asm__ volatile("" ::: "memory");
 }
@@ -168,6 +187,7 @@ static unsigned run_oracle(unsigned rounds) {
     unsigned shape = i % 16;
     int rc;
     s.cache = (i / 16) % 2 ? cache : NULL; /* every shape both ways */
+    s.fold_from = i % 5;
     uwc_run(depth, shape, leaf, &s);
     rc = compare(&s);
     if (rc != 0) {
@@ -201,6 +221,7 @@ static unsigned run_oracle(unsigned rounds) {
   }
   assert_int_equal(through_libc, rounds / 2);
   assert_int_equal(through_signal, rounds / 2);
+  assert_int_equal(s.fold_bad, 0); /* the folded hashes equal the PCs' */
   free(cache);
   return bad;
 }
@@ -662,12 +683,25 @@ static void test_hostile_stacks(void **state) {
     /* Twice with the cache (the second walk takes the fast loop wherever
      * the first filled it), once without. */
     uint64_t again[64];
+    stkr__uw_fold fold = {round % 4, 0, 0};
     unsigned n = stkr__unwind_walk(g_set, &r, lo, hi, pcs, 64, NULL);
     assert_true(n >= 1 && n <= 64);
+    memset(again, 0xA5, sizeof again); /* every PC written, pcs[0] too */
     assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, again, 64, NULL), n);
     assert_memory_equal(again, pcs, n * sizeof pcs[0]);
+    memset(again, 0xA5, sizeof again);
     assert_int_equal(stkr__unwind_walk_cached(g_set, cache, &r, lo, hi, again, 64, NULL), n);
     assert_memory_equal(again, pcs, n * sizeof pcs[0]);
+    /* Folded, twice (the memo's stored folds, for another start than the
+     * walks above recorded them with, then for its own). */
+    memset(again, 0xA5, sizeof again);
+    assert_int_equal(stkr__unwind_walk_folded(g_set, cache, &r, lo, hi, again, 64, &fold, NULL), n);
+    assert_memory_equal(again, pcs, n * sizeof pcs[0]);
+    assert_true(fold_ok(&fold, pcs, n));
+    memset(again, 0xA5, sizeof again);
+    assert_int_equal(stkr__unwind_walk_folded(g_set, cache, &r, lo, hi, again, 64, &fold, NULL), n);
+    assert_memory_equal(again, pcs, n * sizeof pcs[0]);
+    assert_true(fold_ok(&fold, pcs, n));
     /* The same first pc on a changed stack: the memo must notice. */
     mem[(rng >> 5) % WORDS] ^= (uintptr_t)1 << ((rng >> 17) % 48);
     n = stkr__unwind_walk(g_set, &r, lo, hi, pcs, 64, NULL);

@@ -265,33 +265,52 @@ typedef struct stkr__uw_regs {
 
 /* A per-thread cache of rows by return address (what makes unw_backtrace
  * fast too): a direct-mapped array the walk fills, valid for one set (by
- * its gen; emptied when another set is seen). 13 KiB; owned by one thread
- * (the recorder's per-thread state), never shared. Zero-initialized is
- * empty. Layout private to walk.c. */
+ * its gen; emptied when another set is seen). ~23 KiB; owned by one
+ * thread (the recorder's per-thread state), never shared. Zero-initialized
+ * is empty. Layout private to walk.c. */
 #define STKR__UW_CACHE_SLOTS 512
 #define STKR__UW_MEMO_MAX 128
 typedef struct stkr__uw_cache {
   uint64_t gen;                          /* the set's gen the entries belong to */
-  uintptr_t key[STKR__UW_CACHE_SLOTS];   /* a return address; bit 63 set: a "slow" entry; 0: empty */
-  struct {
-    uint16_t cfa_off, ra_sp, fp_sp, pad; /* fast entries: CFA - sp, slots - sp (fp_sp 0xFFFF: fp stays) */
-  } fast[STKR__UW_CACHE_SLOTS];          /* 8 bytes: the walk indexes it with one scaled load */
-  uint32_t row[STKR__UW_CACHE_SLOTS];    /* slow entries: the row at key - 1 */
+  struct {                               /* slot: 32 bytes, two to a cache line */
+    uintptr_t key;                       /* a return address; bit 63: a "slow" entry, bit 62: a
+                                            first frame's pc (row at pc itself); 0: empty */
+    uint32_t row;                        /* the row at key - 1 (at key for a first frame's) */
+    uint16_t cfa_off, ra_sp, fp_sp;      /* fast entries: CFA - sp, slots - sp (fp_sp 0xFFFF: fp stays) */
+    uint16_t n_cfa_off, n_ra_sp, n_fp_sp; /* `next`'s fast entry, copied (see next) */
+    uintptr_t next;                      /* fast entries: the return address found in this frame
+                                            last time (its caller's), if that one is fast too:
+                                            a prediction, checked against the stack (walk.c) */
+  } e[STKR__UW_CACHE_SLOTS];
   /* The last walk's SP-based prefix, relative to its first sp: a walk from
    * the same first pc checks each saved return address against it with
    * independent loads (not a chain), see walk.c. */
   uintptr_t memo_pc0;                    /* 0: no memo */
   uint32_t memo_n, memo_max_off;
   uint32_t memo_misses;                  /* walks without a usable memo: one in 64 records a new one */
-  struct {                               /* transition i: frame i -> frame i + 1 (32 bytes) */
+  uint32_t memo_from;                    /* the fold start (stkr__uw_fold.from) of memo[].h1/h2 */
+  uint32_t memo_stop;                    /* the memo's walk ended at a STOP row after its last pc */
+  struct {                               /* transition i: frame i -> frame i + 1 (48 bytes) */
     uint32_t ra_off;                     /* frame i+1's return address slot - first sp */
     uint32_t sp_off;                     /* frame i+1's sp - first sp */
     uint32_t fp_src;                     /* where frame i+1's fp was loaded - first sp; ~0: the first fp */
     uint32_t chk_src;                    /* FP-based: where the fp it used came from; ~1: none */
     uintptr_t chk_val;                   /* ... and that fp - first sp */
     uintptr_t pc;                        /* frame i+1's pc */
+    uint64_t h1, h2;                     /* the folds of pcs[memo_from .. i] (frames 0..i) */
   } memo[STKR__UW_MEMO_MAX];
 } stkr__uw_cache;
+
+/* The stack key's two hashes folded during the walk, as the recorder's
+ * frame-pointer walk folds them in its loop (common/stkr_hash.h:
+ * stkr_stack_hash_step, stkr_stack_key2_step): a pass over the PCs after
+ * the walk is a chain of multiplies (~1.2 ns a PC) that the walk's loads
+ * would otherwise hide, and the memo keeps them too. */
+typedef struct stkr__uw_fold {
+  unsigned from; /* in: fold pcs[from .. n) (the recorder drops its own frames) */
+  uint64_t h1;   /* out: stkr_stack_hash_step over them from STKR_STACK_HASH_SEED (not finalized) */
+  uint64_t h2;   /* out: stkr_stack_key2_step over them from STKR_KEY2_SEED */
+} stkr__uw_fold;
 
 /* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return
  * address. Per frame, the row of the table (in `set`, may be NULL) that
@@ -311,6 +330,13 @@ unsigned stkr__unwind_walk_cached(const stkr__uw_set *set, stkr__uw_cache *cache
                                   const stkr__uw_regs *regs, uintptr_t lo,
                                   uintptr_t hi, uint64_t *pcs, unsigned max,
                                   unsigned *fallbacks);
+
+/* The same walk, folding the stack key's hashes of pcs[fold->from .. n)
+ * into fold->h1, fold->h2 (see stkr__uw_fold). */
+unsigned stkr__unwind_walk_folded(const stkr__uw_set *set, stkr__uw_cache *cache,
+                                  const stkr__uw_regs *regs, uintptr_t lo,
+                                  uintptr_t hi, uint64_t *pcs, unsigned max,
+                                  stkr__uw_fold *fold, unsigned *fallbacks);
 
 #ifdef __cplusplus
 }

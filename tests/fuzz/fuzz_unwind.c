@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/stkr_hash.h"
 #include "unwind/unwind.h"
 #include "unwind/uw_store.h"
 
@@ -99,6 +100,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(memcmp(again, pcs, n * sizeof pcs[0]) == 0);
     FZ_CHECK(stkr__unwind_walk_cached(&set, &cache, &r, lo, hi, again, 32, NULL) == n);
     FZ_CHECK(memcmp(again, pcs, n * sizeof pcs[0]) == 0);
+    /* Folded as the recorder walks: the same PCs, and the hashes of them. */
+    {
+      stkr__uw_fold fold = {i % 3, 0, 0};
+      uint64_t h1 = STKR_STACK_HASH_SEED, h2 = STKR_KEY2_SEED;
+      unsigned k;
+      FZ_CHECK(stkr__unwind_walk_folded(&set, &cache, &r, lo, hi, again, 32, &fold, NULL) == n);
+      FZ_CHECK(memcmp(again, pcs, n * sizeof pcs[0]) == 0);
+      for (k = fold.from; k < n; k++) {
+        h1 = stkr_stack_hash_step(h1, pcs[k]);
+        h2 = stkr_stack_key2_step(h2, pcs[k]);
+      }
+      FZ_CHECK(fold.h1 == h1 && fold.h2 == h2);
+    }
   }
   stkr__unwind_table_free(t);
   free(copy);
