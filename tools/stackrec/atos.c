@@ -135,20 +135,36 @@ static void format_one(atos_opts *o, const char *text, uint64_t addr,
   }
 }
 
-/* @return 0, STKR_CLI_USAGE (a bad address: said on stderr, the others
- * still answered), STKR_CLI_DATA_LOST (out of memory: said). */
-static int do_addr(atos_opts *o, stkr__symfile *f, const char *text) {
-  stkr__symres fr[STKR__SYM_MAX_INLINE];
+/* An address as read: its text (shown when nothing is known), and where
+ * it is looked up. */
+typedef struct atos_addr {
+  const char *text;
   uint64_t a, look;
+  bool ok;     /* text is a hexadecimal address */
+  bool in_img; /* look is in the image (at or above -l) */
+} atos_addr;
+
+static void addr_parse(const atos_opts *o, atos_addr *x) {
+  x->a = 0;
+  x->ok = parse_addr(x->text, &x->a) == 0;
+  x->look = o->have_load ? x->a - o->load + o->text_vmaddr : x->a;
+  x->in_img = x->ok && (!o->have_load || x->a >= o->load);
+}
+
+/* @return 0, STKR_CLI_USAGE (a bad address: said on stderr, the others
+ * still answered), STKR_CLI_DATA_LOST (out of memory: said). The lookup
+ * is made here, just before the answer is formatted: the DWARF path's
+ * strings last only until its next lookup. */
+static int addr_answer(atos_opts *o, stkr__symfile *f, const atos_addr *x) {
+  stkr__symres fr[STKR__SYM_MAX_INLINE];
   size_t n = 0;
-  if (parse_addr(text, &a) < 0) {
-    fprintf(stderr, "stackrec atos: '%s' is not a hexadecimal address\n", text);
+  if (!x->ok) {
+    fprintf(stderr, "stackrec atos: '%s' is not a hexadecimal address\n",
+            x->text);
     return STKR_CLI_USAGE;
   }
-  look = a;
-  if (o->have_load) look = a - o->load + o->text_vmaddr;
-  if (!o->have_load || a >= o->load) n = stkr__symfile_lookup(f, look, fr, STKR__SYM_MAX_INLINE);
-  format_one(o, text, a, fr, n);
+  if (x->in_img) n = stkr__symfile_lookup(f, x->look, fr, STKR__SYM_MAX_INLINE);
+  format_one(o, x->text, x->a, fr, n);
   if (stkr_cli_buf_write(&o->out, stdout) != 0) {
     fprintf(stderr, "stackrec atos: out of memory\n");
     return STKR_CLI_DATA_LOST;
@@ -161,19 +177,66 @@ static bool is_space(char c) {
   return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
+/* Addresses read from stdin and not answered yet. From a large symbol
+ * cache each lookup is a chain of cache misses; here the steps of
+ * stkr__symfile_prefetch run AHEAD, 4 and 2 addresses before an address
+ * is answered, so that the misses of several addresses overlap. Answers
+ * and messages keep the input's order. */
+#define AHEAD 8
+#define TOK_MAX 127 /* scanf("%127s"), as before: a longer token is cut */
+typedef struct atos_queue {
+  atos_addr x[AHEAD];
+  char text[AHEAD][TOK_MAX + 1];
+  size_t head, n;
+  int rc; /* the first failing status */
+} atos_queue;
+
+/* The address i places after the oldest, or NULL. */
+static atos_addr *queue_at(atos_queue *q, size_t i) {
+  return i < q->n ? &q->x[(q->head + i) % AHEAD] : NULL;
+}
+
+/* Answer the oldest address. @return false after running out of memory
+ * (q->rc says so: stop). */
+static bool queue_pop(atos_opts *o, stkr__symfile *f, atos_queue *q) {
+  atos_addr *x;
+  int st;
+  if ((x = queue_at(q, 4)) && x->in_img) stkr__symfile_prefetch(f, x->look, 1);
+  if ((x = queue_at(q, 2)) && x->in_img) stkr__symfile_prefetch(f, x->look, 2);
+  st = addr_answer(o, f, queue_at(q, 0));
+  q->head = (q->head + 1) % AHEAD;
+  q->n--;
+  if (!q->rc) q->rc = st;
+  return st != STKR_CLI_DATA_LOST;
+}
+
+static bool queue_push(atos_opts *o, stkr__symfile *f, atos_queue *q,
+                       const char *tok, size_t len) {
+  atos_addr *x;
+  size_t k;
+  if (q->n == AHEAD && !queue_pop(o, f, q)) return false;
+  k = (q->head + q->n++) % AHEAD;
+  memcpy(q->text[k], tok, len);
+  q->text[k][len] = '\0';
+  x = &q->x[k];
+  x->text = q->text[k];
+  addr_parse(o, x);
+  if (x->in_img) stkr__symfile_prefetch(f, x->look, 0);
+  return true;
+}
+
 /* The addresses on stdin, read in 64 KB blocks and cut at white space
- * (scanf("%127s") per address cost as much as a lookup in a cache). As
- * that scanf did, a token is at most 127 bytes: a longer one is cut into
- * several. stdout is flushed before each read that may wait, so that a
+ * (scanf("%127s") per address cost as much as a lookup in a cache); as
+ * with that scanf, a token is at most 127 bytes. Every address read is
+ * answered and stdout flushed before a read that may wait, so that a
  * program feeding addresses through a pipe gets each answer.
  * @return 0, or the first failing status (a bad address: the rest are
  * still answered). */
 static int read_stdin(atos_opts *o, stkr__symfile *f) {
-  enum { TOK_MAX = 127 };
   static char buf[1 << 16];
+  static atos_queue q;
   size_t beg = 0, end = 0;
   bool eof = false;
-  int rc = 0;
 
   for (;;) {
     size_t k;
@@ -181,16 +244,13 @@ static int read_stdin(atos_opts *o, stkr__symfile *f) {
     while (beg < end && is_space(buf[beg])) beg++;
     for (k = beg; k < end && k - beg < TOK_MAX && !is_space(buf[k]); k++) {}
     if (k > beg && (k < end || k - beg == TOK_MAX || eof)) {
-      char tok[TOK_MAX + 1];
-      int st;
-      memcpy(tok, buf + beg, k - beg);
-      tok[k - beg] = '\0';
+      if (!queue_push(o, f, &q, buf + beg, k - beg)) return q.rc;
       beg = k;
-      if ((st = do_addr(o, f, tok)) == STKR_CLI_DATA_LOST) return st;
-      if (!rc) rc = st;
       continue;
     }
-    if (eof) return rc;
+    while (q.n)
+      if (!queue_pop(o, f, &q)) return q.rc;
+    if (eof) return q.rc;
     memmove(buf, buf + beg, end - beg); /* a token's start, < TOK_MAX */
     end -= beg;
     beg = 0;
@@ -211,7 +271,9 @@ static int atos_run(atos_opts *o, stkr__symfile *f, char **addrs,
   int rc = 0, st;
   if (n_addrs == 0) return read_stdin(o, f);
   for (int i = 0; i < n_addrs; i++) {
-    if ((st = do_addr(o, f, addrs[i])) == STKR_CLI_DATA_LOST) return st;
+    atos_addr x = {.text = addrs[i]};
+    addr_parse(o, &x);
+    if ((st = addr_answer(o, f, &x)) == STKR_CLI_DATA_LOST) return st;
     if (!rc) rc = st;
   }
   return rc;
