@@ -206,7 +206,7 @@ static bool queue_pop(atos_opts *o, stkr__symfile *f, atos_queue *q) {
   st = addr_answer(o, f, queue_at(q, 0));
   q->head = (q->head + 1) % AHEAD;
   q->n--;
-  if (!q->rc) q->rc = st;
+  if (!q->rc || st == STKR_CLI_DATA_LOST) q->rc = st;
   return st != STKR_CLI_DATA_LOST;
 }
 
@@ -233,8 +233,8 @@ static bool queue_push(atos_opts *o, stkr__symfile *f, atos_queue *q,
  * @return 0, or the first failing status (a bad address: the rest are
  * still answered). */
 static int read_stdin(atos_opts *o, stkr__symfile *f) {
-  static char buf[1 << 16];
-  static atos_queue q;
+  static char buf[1 << 16]; /* holds nothing from one call to the next */
+  atos_queue q = {0};
   size_t beg = 0, end = 0;
   bool eof = false;
 
