@@ -151,6 +151,15 @@ void stkr__symfile_get_info(const stkr__symfile *f, stkr__symfile_info *info);
  * passed as PC - 1), innermost first. @return 0: no symbol there. */
 size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr,
                             stkr__symres *out, size_t max);
+/* A hint, some lookups before stkr__symfile_lookup(f, addr): start
+ * loading what that lookup reads. From a large symbol cache a lookup is
+ * a chain of cache misses, each needing the one before: step 0 loads the
+ * index slot, step 1 the ranges it points at, step 2 the range's frames
+ * (each step a few lookups after the one before, when its data has
+ * arrived; the lookup then loads the strings). A caller with many
+ * addresses in hand (atos on stdin) overlaps their misses instead of
+ * waiting for each. Nothing for DWARF. */
+void stkr__symfile_prefetch(const stkr__symfile *f, uint64_t addr, int step);
 
 /* ---- the per-build symbol cache (symcache.c, docs/SYMCACHE.md) ---------- */
 /* A file <UUID>.stkrsym: the answers of one Mach-O slice's DWARF and
@@ -206,6 +215,8 @@ const uint8_t *stkr__symcache_id(const stkr__symcache *c, size_t *len);
 /* The frames stored for addr (a file address), innermost first. */
 size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
                              stkr__symres *out, size_t max);
+/* stkr__symfile_prefetch's work for a cache. */
+void stkr__symcache_prefetch(const stkr__symcache *c, uint64_t addr, int step);
 
 /* The Mach-O files (dSYM bundles, .xcarchive/dSYMs, loose and universal
  * binaries) under some directories, indexed by UUID: scanned once. */

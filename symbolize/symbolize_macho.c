@@ -457,6 +457,10 @@ size_t stkr__symfile_lookup(stkr__symfile *f, uint64_t addr, stkr__symres *out,
   return n;
 }
 
+void stkr__symfile_prefetch(const stkr__symfile *f, uint64_t addr, int step) {
+  if (f->cache) stkr__symcache_prefetch(f->cache, addr, step);
+}
+
 int stkr__symfile_walk(stkr__symfile *f, const stkr__symwalk_ops *ops,
                        uint64_t *hi) {
   /* A symbol cache holds answers, not DWARF: converting it again would

@@ -503,16 +503,19 @@ struct stkr__symcache {
   const char *strs;
   uint32_t n_ranges, n_frames, strsz;
   stkr__symfile_info info;
-  /* Every SAMPLE-th range's start (NULL: none, search the ranges alone):
-   * a binary search over millions of ranges in the mapped file misses the
-   * cache at almost every step (2.1 M ranges: a third of an atos lookup);
-   * this index of a few hundred KB stays in the cache and leaves a search
-   * over SAMPLE ranges (1 KB). */
-  uint64_t *sample;
-  size_t n_sample;
+  /* The ranges of each 2^shift bytes of addresses (NULL: none, search
+   * all ranges): bucket b (addresses first + [b << shift, (b + 1) <<
+   * shift)) holds ranges [cnt[b], cnt[b + 1]], counted below its start.
+   * A binary search over millions of ranges in the mapped file misses the
+   * cache at almost every step; with about BUCKET_RANGES ranges per
+   * bucket a lookup is one read here and a search over a cache line or
+   * two (2.1 M ranges: 4 MB of index). */
+  uint32_t *cnt;
+  uint64_t first, nb;
+  unsigned shift;
 };
 
-#define SAMPLE 64
+#define BUCKET_RANGES 2
 
 static int bad(char *err, size_t cap, const char *path, uint64_t off,
                const char *what) {
@@ -571,6 +574,29 @@ static int check(stkr__symcache *c, const char *path, char *err, size_t cap) {
   return 0;
 }
 
+/* The bucket index of c's checked ranges (see struct stkr__symcache);
+ * without it (out of memory, a span of addresses that would overflow)
+ * lookups search all ranges, with the same answers. */
+static void index_buckets(stkr__symcache *c) {
+  uint64_t span;
+  size_t nb, i = 0;
+  unsigned shift = 0;
+  c->first = get64(c->ranges);
+  span = get64(c->ranges + (size_t)(c->n_ranges - 1) * RANGE) - c->first;
+  if (span >> 62) return; /* nb << shift below would overflow */
+  while ((span >> shift) > c->n_ranges / BUCKET_RANGES) shift++;
+  nb = (size_t)(span >> shift) + 1; /* every address below the end marker */
+  if (!(c->cnt = malloc((nb + 1) * sizeof *c->cnt))) return;
+  for (size_t b = 0; b <= nb; b++) {
+    uint64_t lim = (uint64_t)b << shift; /* bucket b's start - first */
+    while (i < c->n_ranges && get64(c->ranges + i * RANGE) - c->first < lim)
+      i++;
+    c->cnt[b] = (uint32_t)i;
+  }
+  c->shift = shift;
+  c->nb = nb;
+}
+
 int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
                         char *err, size_t cap) {
   stkr__symcache *c = calloc(1, sizeof *c);
@@ -596,10 +622,7 @@ int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
     stkr__symcache_free(c);
     return rc;
   }
-  c->n_sample = (c->n_ranges + SAMPLE - 1) / SAMPLE;
-  if ((c->sample = malloc(c->n_sample * sizeof *c->sample)) != NULL)
-    for (size_t k = 0; k < c->n_sample; k++)
-      c->sample[k] = get64(c->ranges + k * SAMPLE * RANGE);
+  index_buckets(c);
   c->info.macho = true;
   c->info.has_uuid = get32(c->map + 16) == 16;
   memcpy(c->info.uuid, c->map + 20, 16);
@@ -613,7 +636,7 @@ int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
 void stkr__symcache_free(stkr__symcache *c) {
   if (!c) return;
   if (c->map) munmap(c->map, c->len);
-  free(c->sample);
+  free(c->cnt);
   free(c);
 }
 
@@ -626,34 +649,61 @@ const uint8_t *stkr__symcache_id(const stkr__symcache *c, size_t *len) {
   return c->map + 20;
 }
 
-size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
-                             stkr__symres *out, size_t max) {
-  size_t lo = 0, hi = c->n_ranges, n;
-  const uint8_t *r;
-  if (c->sample) { /* the SAMPLE ranges that hold the answer */
-    size_t j = 0, k = c->n_sample;
-    while (j < k) { /* j: samples starting at or below addr */
-      size_t mid = (j + k) / 2;
-      if (c->sample[mid] <= addr) j = mid + 1;
-      else k = mid;
-    }
-    if (j == 0) return 0; /* before the first range */
-    lo = (j - 1) * SAMPLE; /* starts at or below addr */
-    if (j * SAMPLE < hi) hi = j * SAMPLE; /* starts above it */
+/* addr's bucket in *b. @return false: no bucket index, or addr outside
+ * every bucket (no answer there). */
+static bool bucket_of(const stkr__symcache *c, uint64_t addr, uint64_t *b) {
+  if (!c->cnt || addr < c->first) return false;
+  *b = (addr - c->first) >> c->shift;
+  return *b < c->nb;
+}
+
+/* The range holding addr, or NULL (none: before the first range, at or
+ * after the end marker). */
+static const uint8_t *find_range(const stkr__symcache *c, uint64_t addr) {
+  size_t lo = 0, hi = c->n_ranges;
+  uint64_t b;
+  if (c->cnt) { /* the ranges of addr's bucket */
+    if (!bucket_of(c, addr, &b)) return NULL;
+    lo = c->cnt[b];
+    hi = c->cnt[b + 1];
   }
   while (lo < hi) { /* first range starting above addr */
     size_t mid = (lo + hi) / 2;
     if (get64(c->ranges + mid * RANGE) <= addr) lo = mid + 1;
     else hi = mid;
   }
-  /* Before the first range, or at/after the last (the end marker). */
-  if (lo == 0 || lo == c->n_ranges) return 0;
-  r = c->ranges + (lo - 1) * RANGE;
+  if (lo == 0 || lo == c->n_ranges) return NULL;
+  return c->ranges + (lo - 1) * RANGE;
+}
+
+void stkr__symcache_prefetch(const stkr__symcache *c, uint64_t addr,
+                             int step) {
+  const uint8_t *r;
+  uint64_t b;
+  if (!bucket_of(c, addr, &b)) return;
+  if (step == 0) {
+    __builtin_prefetch(&c->cnt[b]);
+  } else if (step == 1) {
+    __builtin_prefetch(c->ranges + (size_t)c->cnt[b] * RANGE);
+  } else if ((r = find_range(c, addr)) != NULL) { /* its first frame */
+    __builtin_prefetch(c->frames + (size_t)get32(r + 8) * FRAME);
+  }
+}
+
+size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
+                             stkr__symres *out, size_t max) {
+  const uint8_t *r = find_range(c, addr);
+  size_t n;
+  if (!r) return 0;
   n = get32(r + 12);
   if (n > max) n = max;
   for (size_t k = 0; k < n; k++) {
     const uint8_t *f = c->frames + (size_t)(get32(r + 8) + k) * FRAME;
     uint32_t fn = get32(f), file = get32(f + 4);
+    /* The caller reads every string next, and each is a cache miss in a
+     * large file: started here, they overlap rather than wait in turn. */
+    if (fn != NONE) __builtin_prefetch(c->strs + fn);
+    if (file != NONE) __builtin_prefetch(c->strs + file);
     out[k] = (stkr__symres){fn == NONE ? NULL : c->strs + fn,
                             file == NONE ? NULL : c->strs + file,
                             get32(f + 8), get32(f + 12),

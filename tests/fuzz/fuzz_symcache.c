@@ -59,8 +59,11 @@ static void one(const uint8_t *data, size_t size) {
     uint64_t a;
     memcpy(&a, data + i, 8);
     for (int d = -1; d <= 1; d++) {
-      size_t n = stkr__symcache_lookup(c, a + (uint64_t)d, out,
-                                       STKR__SYM_MAX_INLINE);
+      size_t n;
+      /* The prefetch steps read the index and the ranges too. */
+      for (int step = 0; step <= 2; step++)
+        stkr__symcache_prefetch(c, a + (uint64_t)d, step);
+      n = stkr__symcache_lookup(c, a + (uint64_t)d, out, STKR__SYM_MAX_INLINE);
       FZ_CHECK(n <= STKR__SYM_MAX_INLINE);
       for (size_t k = 0; k < n; k++) {
         /* Names are in the mapped copy of the input: bounded by it. */
@@ -69,6 +72,7 @@ static void one(const uint8_t *data, size_t size) {
       }
     }
     x = x * 6364136223846793005ull + 1;
+    stkr__symcache_prefetch(c, x, 2);
     (void)stkr__symcache_lookup(c, x, out, STKR__SYM_MAX_INLINE);
   }
   stkr__symcache_free(c);

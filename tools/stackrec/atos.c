@@ -63,6 +63,7 @@ typedef struct atos_opts {
   bool inlines, json, have_load;
   uint64_t load, text_vmaddr;
   const char *image; /* basename shown "(in image)" */
+  stkr_cli_buf out;  /* one address's answer, reused */
 } atos_opts;
 
 static int parse_addr(const char *s, uint64_t *out) {
@@ -74,8 +75,13 @@ static int parse_addr(const char *s, uint64_t *out) {
   return errno || *end ? -EINVAL : 0;
 }
 
-static void print_one(const atos_opts *o, const char *text, uint64_t addr,
-                      stkr__symres *fr, size_t n) {
+/* One address's answer into o->out. Built in memory and written with one
+ * fwrite: from a symbol cache the lookup costs less than a printf, so
+ * formatting (printf, a putc per character) was most of the time. The
+ * bytes are those of the printf formats in the comments. */
+static void format_one(atos_opts *o, const char *text, uint64_t addr,
+                       stkr__symres *fr, size_t n) {
+  stkr_cli_buf *b = &o->out;
   /* Without -i: the function around everything (outermost), at the
    * innermost location (what the line table says of this address). */
   if (!o->inlines && n > 1) {
@@ -87,55 +93,190 @@ static void print_one(const atos_opts *o, const char *text, uint64_t addr,
     fr[0] = keep;
     n = 1;
   }
-  if (o->json) {
-    printf("{\"address\": \"0x%llx\", \"frames\": [", (unsigned long long)addr);
+  if (o->json) { /* {"address": "0x%llx", "frames": [...]}\n */
+    stkr_cli_buf_puts(b, "{\"address\": \"0x");
+    stkr_cli_buf_hex(b, addr);
+    stkr_cli_buf_puts(b, "\", \"frames\": [");
     for (size_t k = 0; k < n; k++) {
-      fputs(k ? ", {\"function\": " : "{\"function\": ", stdout);
-      stkr_cli_put_json_str(stdout, fr[k].function);
-      fputs(", \"file\": ", stdout);
-      stkr_cli_put_json_str(stdout, fr[k].file);
-      printf(", \"line\": %u, \"column\": %u, \"inlined\": %s}", fr[k].line,
-             fr[k].column, fr[k].inlined ? "true" : "false");
+      /* {"function": S, "file": S, "line": %u, "column": %u,
+       *  "inlined": true|false} */
+      stkr_cli_buf_puts(b, k ? ", {\"function\": " : "{\"function\": ");
+      stkr_cli_buf_json_str(b, fr[k].function);
+      stkr_cli_buf_puts(b, ", \"file\": ");
+      stkr_cli_buf_json_str(b, fr[k].file);
+      stkr_cli_buf_puts(b, ", \"line\": ");
+      stkr_cli_buf_u64(b, fr[k].line);
+      stkr_cli_buf_puts(b, ", \"column\": ");
+      stkr_cli_buf_u64(b, fr[k].column);
+      stkr_cli_buf_puts(b, fr[k].inlined ? ", \"inlined\": true}"
+                                         : ", \"inlined\": false}");
     }
-    fputs("]}\n", stdout);
+    stkr_cli_buf_puts(b, "]}\n");
     return;
   }
-  if (n == 0 || !fr[0].function) {
-    printf("%s\n", text);
+  if (n == 0 || !fr[0].function) { /* %s\n */
+    stkr_cli_buf_puts(b, text);
+    stkr_cli_buf_put(b, "\n", 1);
     return;
   }
-  for (size_t k = 0; k < n; k++) {
-    printf("%s (in %s)", fr[k].function ? fr[k].function : "??", o->image);
-    if (fr[k].file) printf(" (%s:%u)", stkr_attrib_base_name(fr[k].file), fr[k].line);
-    putchar('\n');
+  for (size_t k = 0; k < n; k++) { /* %s (in %s)[ (%s:%u)]\n */
+    stkr_cli_buf_puts(b, fr[k].function ? fr[k].function : "??");
+    stkr_cli_buf_puts(b, " (in ");
+    stkr_cli_buf_puts(b, o->image);
+    stkr_cli_buf_put(b, ")", 1);
+    if (fr[k].file) {
+      stkr_cli_buf_put(b, " (", 2);
+      stkr_cli_buf_puts(b, stkr_attrib_base_name(fr[k].file));
+      stkr_cli_buf_put(b, ":", 1);
+      stkr_cli_buf_u64(b, fr[k].line);
+      stkr_cli_buf_put(b, ")", 1);
+    }
+    stkr_cli_buf_put(b, "\n", 1);
   }
 }
 
-static int do_addr(const atos_opts *o, stkr__symfile *f, const char *text) {
-  stkr__symres fr[STKR__SYM_MAX_INLINE];
+/* An address as read: its text (shown when nothing is known), and where
+ * it is looked up. */
+typedef struct atos_addr {
+  const char *text;
   uint64_t a, look;
+  bool ok;     /* text is a hexadecimal address */
+  bool in_img; /* look is in the image (at or above -l) */
+} atos_addr;
+
+static void addr_parse(const atos_opts *o, atos_addr *x) {
+  x->a = 0;
+  x->ok = parse_addr(x->text, &x->a) == 0;
+  x->look = o->have_load ? x->a - o->load + o->text_vmaddr : x->a;
+  x->in_img = x->ok && (!o->have_load || x->a >= o->load);
+}
+
+/* @return 0, STKR_CLI_USAGE (a bad address: said on stderr, the others
+ * still answered), STKR_CLI_DATA_LOST (out of memory: said). The lookup
+ * is made here, just before the answer is formatted: the DWARF path's
+ * strings last only until its next lookup. */
+static int addr_answer(atos_opts *o, stkr__symfile *f, const atos_addr *x) {
+  stkr__symres fr[STKR__SYM_MAX_INLINE];
   size_t n = 0;
-  if (parse_addr(text, &a) < 0) {
-    fprintf(stderr, "stackrec atos: '%s' is not a hexadecimal address\n", text);
+  if (!x->ok) {
+    fprintf(stderr, "stackrec atos: '%s' is not a hexadecimal address\n",
+            x->text);
     return STKR_CLI_USAGE;
   }
-  look = a;
-  if (o->have_load) look = a - o->load + o->text_vmaddr;
-  if (!o->have_load || a >= o->load) n = stkr__symfile_lookup(f, look, fr, STKR__SYM_MAX_INLINE);
-  print_one(o, text, a, fr, n);
+  if (x->in_img) n = stkr__symfile_lookup(f, x->look, fr, STKR__SYM_MAX_INLINE);
+  format_one(o, x->text, x->a, fr, n);
+  if (stkr_cli_buf_write(&o->out, stdout) != 0) {
+    fprintf(stderr, "stackrec atos: out of memory\n");
+    return STKR_CLI_DATA_LOST;
+  }
   return 0;
 }
 
-static int atos_run(const atos_opts *o, stkr__symfile *f, char **addrs,
-                    int n_addrs) {
-  int rc = 0;
-  if (n_addrs > 0) {
-    for (int i = 0; i < n_addrs; i++) rc |= do_addr(o, f, addrs[i]);
-  } else {
-    char tok[128];
-    while (scanf("%127s", tok) == 1) rc |= do_addr(o, f, tok);
+/* C locale white space: what scanf's %s stops at. */
+static bool is_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* Addresses read from stdin and not answered yet. From a large symbol
+ * cache each lookup is a chain of cache misses; here the steps of
+ * stkr__symfile_prefetch run AHEAD, 4 and 2 addresses before an address
+ * is answered, so that the misses of several addresses overlap. Answers
+ * and messages keep the input's order. */
+#define AHEAD 8
+#define TOK_MAX 127 /* scanf("%127s"), as before: a longer token is cut */
+typedef struct atos_queue {
+  atos_addr x[AHEAD];
+  char text[AHEAD][TOK_MAX + 1];
+  size_t head, n;
+  int rc; /* the first failing status */
+} atos_queue;
+
+/* The address i places after the oldest, or NULL. */
+static atos_addr *queue_at(atos_queue *q, size_t i) {
+  return i < q->n ? &q->x[(q->head + i) % AHEAD] : NULL;
+}
+
+/* Answer the oldest address. @return false after running out of memory
+ * (q->rc says so: stop). */
+static bool queue_pop(atos_opts *o, stkr__symfile *f, atos_queue *q) {
+  atos_addr *x;
+  int st;
+  if ((x = queue_at(q, 4)) && x->in_img) stkr__symfile_prefetch(f, x->look, 1);
+  if ((x = queue_at(q, 2)) && x->in_img) stkr__symfile_prefetch(f, x->look, 2);
+  st = addr_answer(o, f, queue_at(q, 0));
+  q->head = (q->head + 1) % AHEAD;
+  q->n--;
+  if (!q->rc || st == STKR_CLI_DATA_LOST) q->rc = st;
+  return st != STKR_CLI_DATA_LOST;
+}
+
+static bool queue_push(atos_opts *o, stkr__symfile *f, atos_queue *q,
+                       const char *tok, size_t len) {
+  atos_addr *x;
+  size_t k;
+  if (q->n == AHEAD && !queue_pop(o, f, q)) return false;
+  k = (q->head + q->n++) % AHEAD;
+  memcpy(q->text[k], tok, len);
+  q->text[k][len] = '\0';
+  x = &q->x[k];
+  x->text = q->text[k];
+  addr_parse(o, x);
+  if (x->in_img) stkr__symfile_prefetch(f, x->look, 0);
+  return true;
+}
+
+/* The addresses on stdin, read in 64 KB blocks and cut at white space
+ * (scanf("%127s") per address cost as much as a lookup in a cache); as
+ * with that scanf, a token is at most 127 bytes. Every address read is
+ * answered and stdout flushed before a read that may wait, so that a
+ * program feeding addresses through a pipe gets each answer.
+ * @return 0, or the first failing status (a bad address: the rest are
+ * still answered). */
+static int read_stdin(atos_opts *o, stkr__symfile *f) {
+  static char buf[1 << 16]; /* holds nothing from one call to the next */
+  atos_queue q = {0};
+  size_t beg = 0, end = 0;
+  bool eof = false;
+
+  for (;;) {
+    size_t k;
+    ssize_t got;
+    while (beg < end && is_space(buf[beg])) beg++;
+    for (k = beg; k < end && k - beg < TOK_MAX && !is_space(buf[k]); k++) {}
+    if (k > beg && (k < end || k - beg == TOK_MAX || eof)) {
+      if (!queue_push(o, f, &q, buf + beg, k - beg)) return q.rc;
+      beg = k;
+      continue;
+    }
+    while (q.n)
+      if (!queue_pop(o, f, &q)) return q.rc;
+    if (eof) return q.rc;
+    memmove(buf, buf + beg, end - beg); /* a token's start, < TOK_MAX */
+    end -= beg;
+    beg = 0;
+    fflush(stdout);
+    got = read(STDIN_FILENO, buf + end, sizeof buf - end);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      fprintf(stderr, "stackrec atos: reading stdin: %s\n", strerror(errno));
+      return STKR_CLI_NO_INPUT;
+    }
+    if (got == 0) eof = true;
+    end += (size_t)got;
   }
-  return rc ? STKR_CLI_USAGE : 0;
+}
+
+static int atos_run(atos_opts *o, stkr__symfile *f, char **addrs,
+                    int n_addrs) {
+  int rc = 0, st;
+  if (n_addrs == 0) return read_stdin(o, f);
+  for (int i = 0; i < n_addrs; i++) {
+    atos_addr x = {.text = addrs[i]};
+    addr_parse(o, &x);
+    if ((st = addr_answer(o, f, &x)) == STKR_CLI_DATA_LOST) return st;
+    if (!rc) rc = st;
+  }
+  return rc;
 }
 
 /* --symcache DIR: DIR/<UUID>.stkrsym in place of the DWARF if it is
@@ -217,6 +358,7 @@ int stkr_cli_atos(int argc, char **argv) {
     fprintf(stderr, "stackrec atos: note: %s has no DWARF (no dSYM): function "
                     "names only, from its symbol table\n", info.path);
   rc = atos_run(&o, f, argv + optind, argc - optind);
+  stkr_cli_buf_free(&o.out);
   if (stkr__demangle_swift_missed())
     fprintf(stderr, "stackrec atos: note: %llu Swift names left mangled: no "
                     "Swift runtime (libswiftCore.so) found; set "

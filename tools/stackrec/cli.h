@@ -157,6 +157,32 @@ void stkr_cli_put_json_str(FILE *f, const char *s);
 void stkr_cli_put_json_member(FILE *f, const char *before, const char *key,
                               const char *s);
 
+/* A record (a line, a JSON object) built in memory and written with one
+ * fwrite: for commands that print a small record per input at a high
+ * rate (atos), where a printf or putc per field cost more than the
+ * lookup behind it. Zero-initialize; reused after each write; freed by
+ * stkr_cli_buf_free. Out of memory is sticky: what does not fit is
+ * dropped and stkr_cli_buf_write reports it. Output bytes are those of
+ * the stdio calls they replace (noted per function). */
+typedef struct stkr_cli_buf {
+  char *p;
+  size_t len, cap;
+  int err; /* 0 or -ENOMEM */
+} stkr_cli_buf;
+void stkr_cli_buf_put(stkr_cli_buf *b, const char *s, size_t n);
+void stkr_cli_buf_puts(stkr_cli_buf *b, const char *s);
+/* Decimal, as printf's %llu. */
+void stkr_cli_buf_u64(stkr_cli_buf *b, uint64_t v);
+/* Lower-case hexadecimal without 0x, as printf's %llx. */
+void stkr_cli_buf_hex(stkr_cli_buf *b, uint64_t v);
+/* As stkr_cli_put_json_str: quoted and escaped, or null when s is NULL. */
+void stkr_cli_buf_json_str(stkr_cli_buf *b, const char *s);
+/* Write what was built to f and empty b (write errors stay f's, as with
+ * any stdio call: stkr_cli_flush reports them).
+ * @return 0, or -ENOMEM when something was dropped since the last write. */
+int stkr_cli_buf_write(stkr_cli_buf *b, FILE *f);
+void stkr_cli_buf_free(stkr_cli_buf *b);
+
 /* One event as a JSON object and a newline: the format of `dump --json`
  * and `export --format jsonl` (json_event.c). fr/n_fr are the frames to
  * show (ev's, or the app's with app_only, see stkr__app_frames); with
