@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -444,6 +445,44 @@ out:
   free(rc.files);
   free(rc.segs);
   return err;
+}
+
+/* A writer that dies inside its write(2) leaves the frame cut short: an
+ * exit (_exit, exit_group) while the flush worker is past its exit budget
+ * and mid-write, or a SIGKILL, stops the copy between pages (seen: 8192
+ * bytes of a frame at load 30). The reader reports that as an incomplete
+ * last batch while the file is the newest, but once the recovered segment
+ * follows it, it sits mid-recording and reads as damage, although nothing
+ * is lost: the writer releases ring space only after a whole frame is
+ * written, so the cut batch's events were just recovered from the rings.
+ * So recovery removes the fragment, as the writer itself does after a
+ * failed write (flush/segment.c): cut the file back to its last whole
+ * frame, or remove it if none is left. Only when `pid` is gone: a live
+ * process of that pid (recycled, or a later session of the same one) may
+ * be completing that very frame. */
+void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
+                            uint32_t pid) {
+  struct stat st;
+  int fd;
+
+  if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return;
+  if ((fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) return;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      (uint64_t)st.st_size <= off) {
+    close(fd); /* not the file the reader saw: leave it */
+    return;
+  }
+  if (off == 0 ? unlink(path) != 0 : ftruncate(fd, (off_t)off) != 0) {
+    stkr__rc_msg(rc, "%s: offset %" PRIu64 ": cannot remove a torn last "
+                 "batch (its events are recovered): %s", path, off,
+                 strerror(errno));
+  } else {
+    stkr__rc_msg(rc, "%s: offset %" PRIu64 ": torn last batch (%" PRIu64
+                 " bytes, its writer died inside the write) %s; its events "
+                 "are recovered", path, off, (uint64_t)st.st_size - off,
+                 off == 0 ? "and the file removed" : "cut off");
+  }
+  close(fd);
 }
 
 int stkr_recover_remove_cache(const char *dir) {
