@@ -616,6 +616,10 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     b->rc->st->orphans++;
     return err == -ENOMEM ? err : 0;
   }
+  if (stkr__rc_ring_unset(data, len)) { /* died creating it: empty */
+    free(data);
+    return 0;
+  }
   /* The file's identity must match its name before any record of it is
    * used: parse the header alone first. The records are the thread's that
    * owns the ring now (thread_id; file_no is the first owner's). */
@@ -718,9 +722,8 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
   rc->st->sessions_recovered++;
   if (b.fd >= 0) rc->st->segments_written++;
   if (!b.dry) {
-    /* The torn frame's events were never released from the rings (the
-     * writer releases after its write): they are in the segment just
-     * written, and the fragment can go. */
+    /* The torn frame's events were never released from the rings: they
+     * are in the segment just written, and the fragment can go. */
     if (sc->torn != NULL)
       stkr__rc_cut_torn_tail(rc, sc->torn, sc->torn_off, ss->h.pid);
     /* The segment is durable: the inputs may go. Rings first, the session
