@@ -64,6 +64,13 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
  * whose rings are rings[0..n). Returns 1 when the session was dead (and
  * recovered or tried), 0 when it was live or gone, <0 on a hard error. */
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n);
+/* A ring file its writer died creating (no magic yet): nothing in it. */
+bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len);
+/* After a dead session's recovered segment is durable: cut a frame torn by
+ * its writer's death off the end of path (the pid's newest segment), at
+ * off, the frame's start (stkr_recover.c). */
+void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
+                            uint32_t pid);
 
 /* ---- known records (stkr_recover_known.c) ---- */
 typedef struct stkr__rck_stack {

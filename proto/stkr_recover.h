@@ -13,7 +13,12 @@
  * free <seq> of that pid) whose batches have Batch.recovered = true and the
  * dead session's Header (same session_id, pid, start times). Stacks carry
  * raw PCs (no frames): `stackrec symbolize` resolves them. Then, once the
- * segment is fsync'ed, it deletes the ring and session files.
+ * segment is fsync'ed, it deletes the ring and session files. A frame cut
+ * short at the end of the pid's newest segment (its writer died inside the
+ * write: SIGKILL, or an _exit while the flush worker was past its exit
+ * budget) is cut off then too, when no process of that pid lives: its
+ * events were never released from the rings, so they are in the recovered
+ * segment, and the fragment would otherwise read as damage mid-recording.
  *
  * Callers: stkr_init() on its directory (the embedded case: the next run
  * recovers the previous one), `stackrec record` after the program exited,

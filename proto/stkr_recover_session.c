@@ -42,6 +42,9 @@ typedef struct scan {
   char *cur_path;
   bool cur_match;
   bool matched;  /* some batch of the session was seen */
+  bool newest;   /* reading the pid's newest segment */
+  char *torn;    /* that segment, when it ends inside a frame ... */
+  uint64_t torn_off; /* ... which starts here (stkr__rc_cut_torn_tail) */
   int err;
 } scan;
 
@@ -130,9 +133,13 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
   return 0;
 }
 
+/* Quiet, but notes a frame cut off at the end of the newest segment (the
+ * reader's STKR_WARN_LIVE_TAIL: the writer died inside its write(2)). */
 static void silent(void *arg, const stkr_warning *w) {
-  (void)arg;
-  (void)w;
+  scan *s = arg;
+  if (w->kind == STKR_WARN_LIVE_TAIL && s->newest && s->torn == NULL &&
+      w->offset >= 0 && (s->torn = strdup(w->path)) != NULL)
+    s->torn_off = (uint64_t)w->offset;
 }
 
 static int by_seq_desc(const void *a, const void *b) {
@@ -148,7 +155,7 @@ static int by_seq_desc(const void *a, const void *b) {
  * newest first until one holds a batch of the session (a later session of
  * a recycled pid, or a torn newest file, is skipped). */
 static int scan_segments(stkr__rc *rc, uint32_t pid, scan *s) {
-  stkr_reader_opts o = {.warn = silent, .lazy_frames = true,
+  stkr_reader_opts o = {.warn = silent, .warn_arg = s, .lazy_frames = true,
                         .batch = scan_batch, .batch_arg = s};
   char path[STKR__RC_PATH_MAX];
   uint32_t *seqs = NULL;
@@ -172,6 +179,7 @@ static int scan_segments(stkr__rc *rc, uint32_t pid, scan *s) {
     stkr_fmt_segment_name(name, sizeof name, pid, seqs[i]);
     snprintf(path, sizeof path, "%s/%s", rc->dir, name);
     if ((err = stkr_reader_create(&o, &r)) != 0) break;
+    s->newest = i == 0;
     if (stkr_reader_add(r, path) == 0) /* gone meanwhile: next one */
       while ((err = stkr_reader_next(r, &ev)) == 1) {
       }
@@ -192,6 +200,7 @@ static void scan_free(scan *s) {
     free(s->images_alloc);
   }
   free(s->cur_path);
+  free(s->torn);
 }
 
 /* ---- building and writing (steps 4, 5) -------------------------------- */
@@ -607,6 +616,10 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     b->rc->st->orphans++;
     return err == -ENOMEM ? err : 0;
   }
+  if (stkr__rc_ring_unset(data, len)) { /* died creating it: empty */
+    free(data);
+    return 0;
+  }
   /* The file's identity must match its name before any record of it is
    * used: parse the header alone first. The records are the thread's that
    * owns the ring now (thread_id; file_no is the first owner's). */
@@ -709,6 +722,10 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
   rc->st->sessions_recovered++;
   if (b.fd >= 0) rc->st->segments_written++;
   if (!b.dry) {
+    /* The torn frame's events were never released from the rings: they
+     * are in the segment just written, and the fragment can go. */
+    if (sc->torn != NULL)
+      stkr__rc_cut_torn_tail(rc, sc->torn, sc->torn_off, ss->h.pid);
     /* The segment is durable: the inputs may go. Rings first, the session
      * file (our lock) last, so no one sees rings without their session
      * while we still hold it. */

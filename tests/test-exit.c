@@ -91,6 +91,17 @@ static double run_fixture(const char *how, const char *busy, const char *dir,
   return t;
 }
 
+/* On a failure: what the recording holds (after tf_accounting's recovery),
+ * so that a rare occurrence under a heavy load (CI, 2 cores, the whole
+ * suite at once) explains itself. A frame that did not decode (issue 9)
+ * was a write cut short by _exit, cut off by recovery since. */
+static void show_dir(const char *dir) {
+  char cmd[16384];
+  snprintf(cmd, sizeof cmd, "ls -la '%s' >&2; '%s' verify '%s' >&2", dir,
+           g_bin, dir);
+  if (system(cmd) == -1) perror("system");
+}
+
 /* `strict`: 3 in 4 recordings at least must end within the budget, and
  * every one that ended must add up. Otherwise the time bound, and for a
  * session without an end, the note (BUSY_STRESS threads, or inproc). In inproc mode the worker may also still be inside its first
@@ -118,17 +129,14 @@ static bool exit_round(const char *how, const char *sym, const char *busy,
     double t = run_fixture(how, busy, dir, sym, err, sizeof err);
     if (t > rec) rec = t;
     checked = tf_accounting(dir, &unended, why, sizeof why);
-    if (checked < 0) fail_msg("exit_busy %s, run %d: %s", how, i, why);
+    if (checked < 0) {
+      show_dir(dir);
+      fail_msg("exit_busy %s, run %d: %s", how, i, why);
+    }
     /* A session that did not end is only acceptable with the recorder's
      * note that the worker missed the budget (a starved CPU). */
     if (unended > 0 && strstr(err, "did not finish within") == NULL) {
-      /* Rare, seen only under a heavy load (CI, 2 cores, the whole suite
-       * at once) and not reproduced in 220 direct runs: say what the
-       * recording holds, so that the next occurrence explains itself. */
-      char cmd[16384];
-      snprintf(cmd, sizeof cmd, "ls -la '%s' >&2; '%s' verify '%s' >&2",
-               dir, g_bin, dir);
-      if (system(cmd) == -1) perror("system");
+      show_dir(dir);
       fail_msg("exit_busy %s, run %d: %d session(s) without an end and no "
                "note (its stderr: \"%s\"; the directory above)",
                how, i, unended, err);
