@@ -326,10 +326,24 @@ static void test_exec_heavy_names(void **state) {
   }
   snprintf(fx, sizeof fx, "%.1000s/%.100s/tests/preload_fixtures/all_apis",
            src ? src : ".", ws ? ws : "stackrec");
-  assert_int_equal(cr_run("record -q -o '%s' -- /bin/sh -c 'for i in 1 2 3 4 "
+  unsigned long long sum_stacks = 0, rep_stacks = 1;
+  const char *at;
+  assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c 'for i in 1 2 3 4 "
                           "5; do \"%s\" all >/dev/null 2>&1; done; true'",
                           dir, fx),
                    0);
+  /* The summary's "distinct stacks" is report's: the 5 processes' stacks
+   * are the same ones (it once summed each process's own). */
+  at = strstr(cr_err, "distinct stacks: ");
+  assert_non_null(at);
+  sum_stacks = strtoull(at + strlen("distinct stacks: "), NULL, 10);
+  assert_int_equal(cr_run("report '%s'", dir), 0);
+  at = strstr(cr_out, " sites, ");
+  assert_non_null(at);
+  rep_stacks = strtoull(at + strlen(" sites, "), NULL, 10);
+  if (sum_stacks != rep_stacks || sum_stacks == 0)
+    fail_msg("summary: %llu distinct stacks, report: %llu\n%.2000s", sum_stacks,
+             rep_stacks, cr_err);
   assert_int_equal(cr_run("dump --frames '%s'", dir), 0);
   for (const char *p = cr_out; (p = strstr(p, "\n    fx_uname")) != NULL; p++)
     n++;

@@ -158,7 +158,7 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
   stkr_reader *r = NULL;
   stkr_agg *a = NULL;
   const stkr_agg_site **v = NULL;
-  uint64_t drops = 0, stacks = 0;
+  uint64_t drops = 0;
   size_t n_proc, with_events = 0, i;
   unsigned cat = N_CATEGORIES + 1;
   char line[1024];
@@ -182,13 +182,15 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
   for (i = 0; i < n_proc; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
     drops += p->drops;
-    stacks += p->stacks;
     with_events += p->events != 0;
   }
   fprintf(f, "processes: %zu (%zu with events)  events: %llu  distinct "
              "stacks: %llu  dropped: %llu\n",
           n_proc, with_events, (unsigned long long)a->events,
-          (unsigned long long)stacks, (unsigned long long)drops);
+          /* the aggregation's count, as `report` says it: a sum of each
+           * process's own stacks counted a stack shared by several
+           * processes (or rewritten by a recovery) once per copy */
+          (unsigned long long)a->n_stacks, (unsigned long long)drops);
   if (a->marks_read) /* marks: not events, listed as set */
     fprintf(f, "marks: %llu (e.g. set with `stackrec mark`; not counted as "
                "events)\n",
