@@ -57,10 +57,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/stkr_io.h"
+#include "common/stkr_notify.h"
 #include "flush/worker.h"
 #include "proto/stkr_recover.h"
 
@@ -78,10 +80,41 @@
 static _Atomic uint64_t g_log_last[STKR__LOG_KINDS];
 static _Atomic uint64_t g_log_suppressed[STKR__LOG_KINDS];
 
+/* Where notes go, taken by stkr_init (log_target_take) before any thread
+ * of this recording can log, and read by every logger after: record's
+ * notice socket when STACKREC_NOTIFY names one (the note then goes into
+ * record's summary, not the program's stderr), else descriptor 2 while it
+ * is still the file it was at stkr_init. A program that closes 2 and opens
+ * a file of its own there (daemons, `os.close(2)`) must never find our
+ * notes in it: a note we cannot place is dropped, which loses no event. */
+static char g_log_notify[108];
+static struct {
+  bool ok; /* fd 2 was open at stkr_init */
+  dev_t dev;
+  ino_t ino;
+} g_log_fd2;
+
+static void log_target_take(void) {
+  const char *v = getenv("STACKREC_NOTIFY");
+  struct stat st;
+
+  snprintf(g_log_notify, sizeof g_log_notify, "%s", v ? v : "");
+  g_log_fd2.ok = fstat(STDERR_FILENO, &st) == 0;
+  g_log_fd2.dev = g_log_fd2.ok ? st.st_dev : 0;
+  g_log_fd2.ino = g_log_fd2.ok ? st.st_ino : 0;
+}
+
+static bool log_fd2_unchanged(void) {
+  struct stat st;
+
+  return g_log_fd2.ok && fstat(STDERR_FILENO, &st) == 0 &&
+         st.st_dev == g_log_fd2.dev && st.st_ino == g_log_fd2.ino;
+}
+
 void stkr__log(int kind, const char *fmt, ...) {
   char buf[512];
   va_list ap;
-  int n;
+  int n, prefix;
   uint64_t now = stkr__clock_mono_ns() / 1000000000u + 1; /* never 0 */
 
   if (kind < 0 || kind >= STKR__LOG_KINDS) kind = STKR__LOG_OTHER;
@@ -93,7 +126,7 @@ void stkr__log(int kind, const char *fmt, ...) {
     }
     atomic_store_explicit(&g_log_last[kind], now, memory_order_relaxed);
   }
-  n = snprintf(buf, sizeof buf, "stackrec: ");
+  n = prefix = snprintf(buf, sizeof buf, "stackrec: ");
   va_start(ap, fmt);
   n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
   va_end(ap);
@@ -103,6 +136,12 @@ void stkr__log(int kind, const char *fmt, ...) {
   if (sup)
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   " (%llu similar messages suppressed)", (unsigned long long)sup);
+  /* To record without waiting (this may be the flush worker): a full
+   * queue falls back to stderr below. */
+  if (stkr_notify_send(g_log_notify, 0, buf + prefix, 0))
+    return;
+  if (!log_fd2_unchanged())
+    return;
   buf[n++] = '\n';
   /* stderr's fd directly: no stdio lock shared with the app, and nothing
    * ever goes to stdout. */
@@ -711,6 +750,7 @@ int stkr_init(const stkr_config *in) {
   pthread_once(&g_atfork_once, register_atfork);
   if (g_state) return -EALREADY;
   reap_abandoned();
+  log_target_take(); /* no worker of ours runs now: none logs meanwhile */
   g_inherited = NULL; /* an explicit init in a child replaces follow mode */
   if ((err = stkr__config_build(in, &cfg)) < 0) return err;
   if ((err = worker_create(&cfg, 0, &w)) < 0) return err;

@@ -53,14 +53,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_notify.h"
 #include "preload/preload.h"
 
 stkr__pl_state stkr__pl;
@@ -133,54 +131,24 @@ static void say(const char *fmt, ...) {
   }
 }
 
-/* This process will record nothing: tell `stackrec record` through the
- * abstract unix datagram socket named in STACKREC_NOTIFY (abstract names
- * ignore file permissions, so a process that dropped its privileges can
- * still send), or, without one (preloaded by hand), say it on stderr.
- * Under record nothing goes into the program's streams. The socket lives
- * for this one call (close-on-exec, closed before we return); the send
- * waits at most 200 ms for room in record's queue, never longer. */
+/* This process will record nothing: tell `stackrec record` through its
+ * notice socket (common/stkr_notify.h), waiting at most 200 ms for room in
+ * its queue, or, without one (preloaded by hand), say it on stderr. Under
+ * record nothing goes into the program's streams. */
 static const char *real_env(const char *name);
 static void init_failed(int err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void init_failed(int err, const char *fmt, ...) {
-  const char *name = real_env("STACKREC_NOTIFY");
-  char msg[512], comm[17] = "";
-  struct sockaddr_un sa;
-  struct timeval tv = {0, 200000};
-  size_t nlen;
+  char msg[512];
   va_list ap;
-  int n, fd, saved = errno;
-  bool sent = false;
+  int saved = errno;
 
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (name == NULL || name[0] == '\0' ||
-      (nlen = strlen(name)) + 1 > sizeof sa.sun_path) {
-    say("%s", msg);
-    errno = saved;
-    return;
-  }
-  (void)prctl(PR_GET_NAME, comm, 0, 0, 0);
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */
-  fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    char dgram[600];
-    /* "pid\tcomm\terrno\twhat": record's parse_notice reads it. */
-    n = snprintf(dgram, sizeof dgram, "%d\t%s\t%d\t%s", (int)getpid(), comm,
-                 err < 0 ? -err : err, msg);
-    if (n > (int)sizeof dgram - 1) n = (int)sizeof dgram - 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sent = sendto(fd, dgram, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa,
-                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                              nlen)) == n;
-    close(fd);
-  }
   /* record gone (or its queue full for 200 ms): not silently. */
-  if (!sent)
+  if (!stkr_notify_send(real_env("STACKREC_NOTIFY"), err < 0 ? -err : err, msg,
+                        200))
     say("%s", msg);
   errno = saved;
 }

@@ -608,8 +608,8 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
             (unsigned long long)st.live_files);
   if (quiet) {
     for (size_t i = 0; i < nt->n; i++)
-      fprintf(stderr, "stackrec record: process %d (%s) recorded nothing: "
-                      "%s\n", nt->v[i].pid, nt->v[i].name, nt->v[i].what);
+      fprintf(stderr, "stackrec record: process %d (%s%s%s\n", nt->v[i].pid,
+              nt->v[i].name, stkr__rec_notice_text(&nt->v[i]), nt->v[i].what);
     return;
   }
   if (g_forwarded != 0)

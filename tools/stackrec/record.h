@@ -8,16 +8,24 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* One process that recorded nothing, as its hook library reported it
- * through the STACKREC_NOTIFY socket (preload.c, init_failed). */
+/* A notice from a recorded process through the STACKREC_NOTIFY socket
+ * (common/stkr_notify.h): one that records nothing, as its hook library
+ * reported it (preload.c, init_failed), or a note of its recorder
+ * (stkr__log: a lost descriptor, a failed write...) that would otherwise
+ * have gone into the program's stderr. */
 typedef struct stkr__rec_notice {
   int pid;
-  int err;        /* errno value, positive */
+  int err;        /* why it records nothing: errno value; 0: a note */
   char name[17];  /* the process's name (comm) */
   char what[512]; /* why, in the library's words */
 } stkr__rec_notice;
 
 #define STKR__REC_MAX_NOTICES 64
+
+/* ") recorded nothing: " or "): ", what follows "process PID (NAME". */
+static inline const char *stkr__rec_notice_text(const stkr__rec_notice *m) {
+  return m->err != 0 ? ") recorded nothing: " : "): ";
+}
 
 typedef struct stkr__rec_notices {
   stkr__rec_notice v[STKR__REC_MAX_NOTICES];

@@ -133,7 +133,8 @@ static void put_text(FILE *f, const char *s) {
       fputc(*s, f);
 }
 
-/* The processes that recorded nothing, with their reasons. */
+/* The processes that recorded nothing, with their reasons, and the notes
+ * of those that did (stkr__rec_notice_text). */
 static void print_notices(FILE *f, const stkr__rec_notices *nt) {
   size_t i;
 
@@ -141,12 +142,12 @@ static void print_notices(FILE *f, const stkr__rec_notices *nt) {
     const stkr__rec_notice *m = &nt->v[i];
     fprintf(f, "process %d (", m->pid);
     stkr_cli_put_escaped(f, (const uint8_t *)m->name, strlen(m->name));
-    fputs(") recorded nothing: ", f);
+    fputs(stkr__rec_notice_text(m), f);
     put_text(f, m->what);
     fputc('\n', f);
   }
   if (nt->more)
-    fprintf(f, "%llu more processes recorded nothing (not listed)\n",
+    fprintf(f, "%llu more notices (not listed)\n",
             (unsigned long long)nt->more);
 }
 

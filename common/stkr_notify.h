@@ -1,0 +1,82 @@
+/*
+ * stkr_notify.h: the one sender of `stackrec record`'s notices (libc only,
+ * header-only), for the hook library (a process that will record nothing,
+ * preload.c) and the flush worker's notes (stkr__log, flush/worker.c).
+ *
+ * `record` names an abstract unix datagram socket in STACKREC_NOTIFY and
+ * reads it while the command runs. Abstract names ignore file permissions,
+ * so a process that dropped its privileges can still send; and a note sent
+ * there goes into record's summary instead of the program's own stderr,
+ * whose descriptor 2 may by then be a file of the program's (after
+ * close(2) and open), which a recorder must never write into.
+ *
+ * stkr_notify_send(name, err, msg, wait_ms): one datagram
+ * "pid\tcomm\terr\tmsg" (tools/stackrec/record.c, notify_drain, parses
+ * it; err 0: a note from a process that records, else the positive errno
+ * of why it records nothing). The socket lives for this one call
+ * (close-on-exec, closed before return); the send waits at most wait_ms
+ * for room in record's queue (0: not at all).
+ * @return true when record got it; false without a name, on other
+ * systems (no abstract sockets), with record gone or its queue full.
+ * Thread-safety: any thread; errno is preserved.
+ */
+#ifndef STKR_COMMON_NOTIFY_H
+#define STKR_COMMON_NOTIFY_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#endif
+
+static inline bool stkr_notify_send(const char *name, int err, const char *msg,
+                                    unsigned wait_ms) {
+#if defined(__linux__)
+  struct sockaddr_un sa;
+  struct timeval tv = {(time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000};
+  char dgram[600], comm[17] = "";
+  size_t nlen;
+  int n, fd, saved = errno;
+  bool sent = false;
+
+  if (name == NULL || name[0] == '\0' ||
+      (nlen = strlen(name)) + 1 > sizeof sa.sun_path)
+    return false;
+  (void)prctl(PR_GET_NAME, comm, 0, 0, 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */
+  fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    n = snprintf(dgram, sizeof dgram, "%d\t%s\t%d\t%s", (int)getpid(), comm,
+                 err < 0 ? -err : err, msg);
+    if (n > (int)sizeof dgram - 1) n = (int)sizeof dgram - 1;
+    if (wait_ms > 0)
+      (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sent = sendto(fd, dgram, (size_t)n,
+                  MSG_NOSIGNAL | (wait_ms > 0 ? 0 : MSG_DONTWAIT),
+                  (struct sockaddr *)&sa,
+                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                              nlen)) == n;
+    close(fd);
+  }
+  errno = saved;
+  return sent;
+#else
+  (void)name;
+  (void)err;
+  (void)msg;
+  (void)wait_ms;
+  return false;
+#endif
+}
+
+#endif /* STKR_COMMON_NOTIFY_H */
