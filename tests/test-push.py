@@ -602,8 +602,11 @@ def usage_cases():
     check("push without --url: usage error 2", r.returncode == 2, r.stderr)
     r = stackrec("push", "--url", "ftp://x", "/nonexistent")
     check("push --url ftp: usage error 2", r.returncode == 2, r.stderr)
-    r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "2000000", "x")
+    r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "8388609", "x")
     check("push --chunk-events over a block: usage error 2", r.returncode == 2, r.stderr)
+    r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "8388608", "x")
+    check("push --chunk-events 8388608 (the largest block) is not a usage error",
+          r.returncode != 2, r.stderr)
     r = stackrec("push", "--url", "http://127.0.0.1:1", "--streams", "5", "x")
     check("push --streams 5: usage error 2 naming the range",
           r.returncode == 2 and "1 to 4" in r.stderr, r.stderr)

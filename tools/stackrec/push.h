@@ -202,7 +202,13 @@ long stkr__evblock_produce(void *arg, uint8_t *buf, size_t cap);
 
 /* ---- options (push_args.c) ---- */
 
-#define STKR_PUSH_MAX_CHUNK 1048576u /* = max_insert_block_size: one block */
+/* Events a chunk (one events INSERT, one part on the server) holds by
+ * default, and at most (= the max_insert_block_size push sends, so that
+ * a chunk stays one block). Larger chunks mean fewer parts for the
+ * server to merge while a bulk load runs (docs/fleet.md, Performance),
+ * at ~80 bytes an event of push's memory per chunk (measured). */
+#define STKR_PUSH_DEFAULT_CHUNK 1048576u
+#define STKR_PUSH_MAX_CHUNK 8388608u
 #define STKR_PUSH_MAX_STREAMS 4u
 
 typedef struct stkr__push_opts {

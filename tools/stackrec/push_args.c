@@ -43,7 +43,8 @@ static const char push_help[] =
     "  --user NAME        password from $STACKREC_CH_PASSWORD or\n"
     "  --password-file F  (mode 0600 or stricter); never an argument\n"
     "  --compress gzip|none  request bodies (default gzip)\n"
-    "  --chunk-events N   rows per INSERT, at most 1048576 (the default)\n"
+    "  --chunk-events N   rows per INSERT (one part on the server),\n"
+    "                     default 1048576, at most 8388608\n"
     "  --streams N        events INSERTs in flight at once, 1 to 4\n"
     "                     (default 1); memory: N + 1 chunks of 80 bytes\n"
     "                     an event\n"
@@ -223,7 +224,7 @@ int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
 
   *o = (stkr__push_opts){.ch = {.database = "stackrec", .gzip = true,
                                 .timeout_s = 600},
-                         .chunk = STKR_PUSH_MAX_CHUNK,
+                         .chunk = STKR_PUSH_DEFAULT_CHUNK,
                          .streams = 1,
                          .retries = 5,
                          .retry_wait_ms = 500};

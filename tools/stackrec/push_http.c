@@ -207,14 +207,15 @@ static char *request_url(stkr__ch *c, const char *query) {
   char *u = malloc(len);
   const char *sep = strchr(c->o.url, '?') ? "&" : "?";
 
-  if (u != NULL && (query == NULL || q != NULL))
-    snprintf(u, len, "%s%s%s%s%s", c->o.url, q ? sep : "",
-             q ? "query=" : "", q ? q : "",
-             /* One INSERT is one block (one part): atomic when it holds at
-              * most this many rows (push.c keeps it so); a Distributed
-              * table forwards it before answering. */
-             q ? "&max_insert_block_size=1048576&insert_distributed_sync=1"
-               : "");
+  if (u != NULL && query == NULL)
+    snprintf(u, len, "%s", c->o.url);
+  else if (u != NULL && q != NULL)
+    /* One INSERT is one block (one part): atomic when it holds at most
+     * max_insert_block_size rows (push.c keeps it so); a Distributed
+     * table forwards it before answering. */
+    snprintf(u, len,
+             "%s%squery=%s&max_insert_block_size=%u&insert_distributed_sync=1",
+             c->o.url, sep, q, STKR_PUSH_MAX_CHUNK);
   else if (u != NULL) {
     free(u);
     u = NULL;

@@ -151,7 +151,7 @@ int stkr__evblock_add(stkr__evblock *b, const stkr__ev_row *row) {
   if (k < 0)
     return (int)k;
   if (i >= UINT32_MAX)
-    return -ENOMEM; /* perm holds 32-bit indexes; chunks are <= 2^20 */
+    return -ENOMEM; /* perm holds 32-bit indexes; chunks are <= 2^23 */
   if (i == b->cap && (err = grow(b)) != 0)
     return err;
   b->n[i] = row->n;
