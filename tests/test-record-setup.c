@@ -265,7 +265,6 @@ static void late_signal_case(int sig, const char *fx) {
 }
 
 static void test_signals_after_end(void **state) {
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   char fx[4200];
   (void)state;
 
@@ -273,8 +272,7 @@ static void test_signals_after_end(void **state) {
     fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
     return;
   }
-  snprintf(fx, sizeof fx, "%.1000s/%.100s/tests/preload_fixtures/all_apis",
-           src ? src : ".", ws ? ws : "stackrec");
+  tl_runfile(fx, sizeof fx, "tests/preload_fixtures/all_apis");
   late_signal_case(SIGTERM, fx);
   late_signal_case(SIGHUP, fx);
 }
@@ -401,7 +399,6 @@ static void test_fork_heavy_bounded(void **state) {
  * build-id: tools/stackrec/symbolize.c), never a frame of another image. */
 static void test_exec_heavy_names(void **state) {
   const char *dir = fresh("execs");
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   char fx[4200];
   int n = 0;
   (void)state;
@@ -410,8 +407,7 @@ static void test_exec_heavy_names(void **state) {
     fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
     return;
   }
-  snprintf(fx, sizeof fx, "%.1000s/%.100s/tests/preload_fixtures/all_apis",
-           src ? src : ".", ws ? ws : "stackrec");
+  tl_runfile(fx, sizeof fx, "tests/preload_fixtures/all_apis");
   unsigned long long sum_stacks = 0, rep_stacks = 1;
   const char *at;
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c 'for i in 1 2 3 4 "
