@@ -193,6 +193,90 @@ static void test_signals(void **state) {
   signal_case(SIGUSR1);
 }
 
+/* Wait (bounded, generous for a loaded machine) until path exists. */
+static void wait_for_file(const char *path, pid_t rec, const char *what) {
+  struct stat st;
+  double t0 = tl_now_s();
+
+  while (stat(path, &st) != 0) {
+    if (tl_now_s() - t0 > 60) {
+      kill(rec, SIGKILL);
+      fail_msg("%s never happened (%s)", what, path);
+    }
+    usleep(20000);
+  }
+}
+
+/* Two signals, the second after CMD has ended (issue 9: a supervisor's
+ * repeated SIGTERM, or timeout's HUP to the whole group, once killed
+ * record with 128+sig before it recovered and symbolized the recording).
+ * CMD runs the all_apis fixture, then exits 7 on the first signal.
+ * STACKREC_RECORD_TEST_HOLD makes record wait, once CMD has ended, until
+ * we have sent the second one: no timing is assumed. */
+static void late_signal_case(int sig, const char *fx) {
+  const char *dir = fresh("late");
+  char err[4300], ready[4300], hold[4300], script[9000];
+  pid_t pid;
+  int st;
+
+  snprintf(err, sizeof err, "%s.err", dir);
+  snprintf(ready, sizeof ready, "%s.ready", dir);
+  snprintf(hold, sizeof hold, "%s.hold", dir);
+  snprintf(script, sizeof script,
+           "trap 'exit 7' TERM HUP; \"%s\" exit 0 >/dev/null 2>&1; "
+           ": >\"%s\"; while :; do sleep 0.05; done",
+           fx, ready);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    setenv("STACKREC_RECORD_TEST_HOLD", hold, 1);
+    execl(cr_bin, cr_bin, "record", "-o", dir, "--", "/bin/sh", "-c", script,
+          (char *)0);
+    _exit(99);
+  }
+  wait_for_file(ready, pid, "the command's start");
+  assert_int_equal(kill(pid, sig), 0); /* passed on: sh exits 7 */
+  wait_for_file(hold, pid, "the command's end");
+  /* Pending (or fatal) in record at once: kill() on a single-threaded
+   * process makes the signal pending before it returns. */
+  assert_int_equal(kill(pid, sig), 0);
+  assert_int_equal(unlink(hold), 0);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  tl_slurp(err, cr_err, sizeof cr_err);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 7)
+    fail_msg("signal %d twice: record status %#x (want exit 7)\n%s", sig, st,
+             cr_err);
+  assert_non_null(strstr(cr_err, "exited with status 7"));
+  assert_non_null(strstr(cr_err, "recording: "));
+  assert_non_null(strstr(cr_err, "processes: "));
+  if (strstr(cr_err, "ignored SIG") == NULL ||
+      strstr(cr_err, sig == SIGTERM ? "SIGTERM" : "SIGHUP") == NULL)
+    fail_msg("the late signal %d is not named:\n%s", sig, cr_err);
+  if (cr_run("verify '%s'", dir) != 0)
+    fail_msg("verify: %s%s", cr_out, cr_err);
+  /* Symbolized: the fixture's frame is named, not image+offset. */
+  assert_int_equal(cr_run("dump --frames '%s'", dir), 0);
+  if (strstr(cr_out, "fx_uname") == NULL ||
+      strstr(cr_out, "all_apis+0x") != NULL)
+    fail_msg("signal %d twice: recording not symbolized:\n%.4000s", sig,
+             cr_out);
+}
+
+static void test_signals_after_end(void **state) {
+  char fx[4200];
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
+    fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
+    return;
+  }
+  tl_runfile(fx, sizeof fx, "tests/preload_fixtures/all_apis");
+  late_signal_case(SIGTERM, fx);
+  late_signal_case(SIGHUP, fx);
+}
+
 /* ---- processes that recorded nothing ------------------------------------- */
 
 static void test_runuser_child_reported(void **state) {
@@ -315,7 +399,6 @@ static void test_fork_heavy_bounded(void **state) {
  * build-id: tools/stackrec/symbolize.c), never a frame of another image. */
 static void test_exec_heavy_names(void **state) {
   const char *dir = fresh("execs");
-  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   char fx[4200];
   int n = 0;
   (void)state;
@@ -324,8 +407,7 @@ static void test_exec_heavy_names(void **state) {
     fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
     return;
   }
-  snprintf(fx, sizeof fx, "%.1000s/%.100s/tests/preload_fixtures/all_apis",
-           src ? src : ".", ws ? ws : "stackrec");
+  tl_runfile(fx, sizeof fx, "tests/preload_fixtures/all_apis");
   unsigned long long sum_stacks = 0, rep_stacks = 1;
   const char *at;
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c 'for i in 1 2 3 4 "
@@ -354,6 +436,7 @@ static void test_exec_heavy_names(void **state) {
 }
 
 TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
-             test_signals, test_runuser_child_reported,
+             test_signals, test_signals_after_end,
+             test_runuser_child_reported,
              test_grandchild_bad_env_reported, test_notify_fallback,
              test_fork_heavy_bounded, test_exec_heavy_names)

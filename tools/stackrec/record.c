@@ -14,7 +14,10 @@
  * Setup is loud: a directory we cannot use, a malformed STACKREC_* value
  * (checked with the recorder's own parser, stkr_config_check_env) or
  * category list stops us before the command runs. Signals sent to us are
- * passed on to the command, and we still print the summary. A process of
+ * passed on to the command, and we still print the summary; once the
+ * command has ended they are held back (blocked) until we exit, so that a
+ * supervisor's second SIGTERM cannot kill us with the recording half
+ * recovered or unsymbolized (issue 9). A process of
  * the tree that cannot record tells us why through an abstract unix
  * datagram socket (STACKREC_NOTIFY; preload.c) instead of writing into
  * the program's stderr, and the summary lists it.
@@ -109,6 +112,9 @@ static const char record_help[] =
     "stackrec record are passed on to CMD; stackrec record waits for CMD and\n"
     "prints its summary. A ^C or ^\\ typed at the terminal reaches CMD\n"
     "directly (the whole foreground job gets it) and is not sent twice.\n"
+    "Once CMD has ended, these signals no longer stop stackrec record: it\n"
+    "finishes the recording (recovery, symbolization, summary), names the\n"
+    "signals it ignored on the summary's last line, and exits as below.\n"
     "\n"
     "Exit status:\n"
     "  CMD's exit status, or 128+N if CMD was killed by signal N;\n"
@@ -363,6 +369,8 @@ static char *preload_list(const char *ours, const char *old) {
 
 static const int k_forwarded[] = {SIGTERM, SIGHUP, SIGINT,
                                   SIGQUIT, SIGUSR1, SIGUSR2};
+static const char *const k_forwarded_name[] = {"SIGTERM", "SIGHUP", "SIGINT",
+                                               "SIGQUIT", "SIGUSR1", "SIGUSR2"};
 #define N_FORWARDED (sizeof k_forwarded / sizeof k_forwarded[0])
 
 /* Written by run() (after fork, with the forwarded signals blocked), read
@@ -534,8 +542,14 @@ static int run(char **argv, const char *preload, int nfd,
   close(fds[0]);
   for (;;) {
     w = waitpid(pid, status, WNOHANG);
-    if (w == pid)
+    if (w == pid) {
+      /* CMD has ended: from here to our exit a forwarded signal would
+       * kill us (or interrupt the recovery and symbolization) with no
+       * one left to pass it to; it stays pending, and settle_signals()
+       * names it. */
+      sigprocmask(SIG_BLOCK, &block, NULL);
       break;
+    }
     if (w < 0 && errno != EINTR) {
       rc = rec_error("waitpid: %s", strerror(errno));
       goto out;
@@ -549,12 +563,55 @@ static int run(char **argv, const char *preload, int nfd,
     rc = err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC;
   }
 out:
+  /* The forwarded signals stay blocked (and forward() installed) until we
+   * exit, whatever the path: record never returns to a caller that would
+   * run on, and restoring the default dispositions here is what let a
+   * second SIGTERM kill us before finish() (issue 9). SIGCHLD is ours to
+   * give back. */
+  sigprocmask(SIG_BLOCK, &block, NULL);
   g_child = 0;
-  for (i = 0; i < N_FORWARDED; i++)
-    sigaction(k_forwarded[i], &old[i], NULL);
   sigaction(SIGCHLD, &old_chld, NULL);
+  for (i = 0; i < N_FORWARDED; i++)
+    sigaddset(&oldmask, k_forwarded[i]);
   sigprocmask(SIG_SETMASK, &oldmask, NULL);
   return rc;
+}
+
+/* The forwarded signals that arrived after CMD ended (blocked since, see
+ * run()): named on the summary's last line, then left pending; they are
+ * discarded when we exit, with CMD's status. */
+static void settle_signals(const char *cmd, bool quiet) {
+  char names[128] = "";
+  sigset_t pending;
+  size_t i, n = 0;
+
+  if (quiet || sigpending(&pending) != 0)
+    return;
+  for (i = 0; i < N_FORWARDED; i++)
+    if (sigismember(&pending, k_forwarded[i]) == 1)
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
+                            n ? ", " : "", k_forwarded_name[i]);
+  if (n != 0)
+    fprintf(stderr, "stackrec record: ignored %s, which arrived after %s "
+                    "had ended (the recording was finished first)\n",
+            names, cmd);
+}
+
+/* Tests only: with STACKREC_RECORD_TEST_HOLD=PATH, once CMD has ended,
+ * create PATH and wait until it is removed (at most 60 s), so that a test
+ * can send a signal that surely arrives after CMD's end, on any machine
+ * (tests/test-record-setup.c: test_signals_after_end). */
+static void test_hold(void) {
+  const char *path = getenv("STACKREC_RECORD_TEST_HOLD");
+  struct timespec tick = {0, 10 * 1000 * 1000};
+  int fd, i;
+
+  if (path == NULL || path[0] == '\0' ||
+      (fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0)
+    return;
+  close(fd);
+  for (i = 0; i < 6000 && access(path, F_OK) == 0; i++)
+    nanosleep(&tick, NULL);
 }
 
 /* The environment every process of the tree reads (the child adds
@@ -693,7 +750,9 @@ int stkr_cli_record(int argc, char **argv) {
     rc = 128 + WTERMSIG(status);
   else
     rc = REC_FAILED;
+  test_hold();
   finish(argv[optind], dir, status, quiet, offline, &nt);
+  settle_signals(argv[optind], quiet);
 out:
   if (nfd >= 0)
     close(nfd);
