@@ -505,7 +505,9 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
     n++;
   }
   stkr__ring_cursor_store(&t->ring, &cur);
-  t->w_consumed += n;
+  /* Relaxed atomic store: recorder/thread.c (stkr__counts_add) reads it on
+   * any thread that asks for stats; we are its only writer. */
+  __atomic_store_n(&t->w_consumed, t->w_consumed + n, __ATOMIC_RELAXED);
   w->consumed += n;
   return empty;
 }

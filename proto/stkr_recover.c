@@ -14,8 +14,9 @@
  *   4. walk each ring file from max(tail, RingPos.end) to head;
  *   5. encode batches (Batch.recovered) into stackrec-<pid>-<next seq>.zst,
  *      fsync it and the directory, cut a torn frame off the end of the
- *      newest segment (stkr__rc_cut_torn_tail), then unlink the ring and
- *      session files.
+ *      newest segment (stkr__rc_cut_torn_tail), then unlink the ring
+ *      files, the rings it left half made in the cache directory
+ *      (stkr__rc_remove_new_rings) and the session file.
  * A failure before the fsync removes the partial segment and keeps every
  * input file, so a later recovery can try again; a crash after the fsync
  * but before the unlinks is harmless too: the recovered batches carry
@@ -496,6 +497,38 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
                  off == 0 ? "and the file removed" : "cut off");
   }
   close(fd);
+}
+
+/* Such a file was never a ring of its session: it has no name a reader
+ * or recovery looks at, no record, and its writer died before it had any.
+ * Removing it is all there is to do (a `stackrec record` removes the whole
+ * cache directory at its end; a bare LD_PRELOAD run leaves them to us). */
+void stkr__rc_remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
+  char path[STKR__RC_PATH_MAX], pre[STKR_RINGFILE_NAME_MAX + 8];
+  struct dirent *e;
+  DIR *d;
+  size_t n;
+
+  /* "new-stackrec-<pid>-<sid>-": the name of its ring 1, cut at the '-'. */
+  memcpy(pre, STKR_RINGFILE_NEW, sizeof STKR_RINGFILE_NEW - 1);
+  stkr_ringfile_name(pre + sizeof STKR_RINGFILE_NEW - 1, pid, sid, 1);
+  n = (size_t)(strrchr(pre, '-') + 1 - pre);
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", rc->dir, STKR_CACHE_DIR) >=
+      sizeof path)
+    return;
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  if ((d = fdopendir(fd)) == NULL) {
+    close(fd);
+    return;
+  }
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    if (len > n + 5 && memcmp(e->d_name, pre, n) == 0 &&
+        strcmp(e->d_name + len - 5, ".ring") == 0)
+      (void)unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
 }
 
 int stkr_recover_remove_cache(const char *dir) {

@@ -733,6 +733,7 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
       stkr__rc_path(rc, path, rings[i].pid, rings[i].sid, rings[i].thread);
       unlink(path);
     }
+    stkr__rc_remove_new_rings(rc, ss->h.pid, ss->h.session_id);
     stkr__rc_path(rc, path, ss->h.pid, ss->h.session_id, 0);
     unlink(path);
   }

@@ -381,8 +381,10 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     flags |= STKR__REC_STACK_TRUNCATED;
   stkr__record_finish(t, rec, site_id, depth, hash, fold2, flags, payload,
                       payload_len);
-  /* After the commit: the worker's count of consumed records can then
-   * never exceed `pushed` as seen by a later stats snapshot. */
+  /* After the commit, so a record is never counted that was not
+   * committed. The worker may consume it before this store (we may be
+   * descheduled, or end by _exit, in between): the stats take
+   * max(pushed, consumed) per thread (recorder/thread.c stkr__counts_add). */
   atomic_store_explicit(
       &t->pushed, atomic_load_explicit(&t->pushed, memory_order_relaxed) + 1,
       memory_order_relaxed);

@@ -21,7 +21,9 @@
  *    slot, and never over an existing name); a session file is locked
  *    before it is renamed into place, so recovery never sees it unlocked.
  *  - The claimer checks the size and reinitializes the header before the
- *    file means anything (ringfile.c); a mismatch is unlinked.
+ *    file means anything (ringfile.c); a mismatch is unlinked. A ring is
+ *    claimed to its temporary name (STKR_RINGFILE_NEW) and renamed to its
+ *    own only after, so no ring file carries a stale header under our name.
  *  - Readers and recovery skip the cache directory; `stackrec record`
  *    removes it at its end. At most STKR__POOL_SLOTS files of each kind
  *    wait there (~9 MiB with the default ring).

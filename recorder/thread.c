@@ -192,7 +192,18 @@ stkr__thread *stkr__threads_next(stkr__thread *t) {
 }
 
 static void stkr__counts_add(stkr__counts *acc, const stkr__thread *t) {
-  acc->pushed += atomic_load_explicit(&t->pushed, memory_order_relaxed);
+  /* max(pushed, consumed): the producer counts `pushed` after its commit,
+   * so the worker may have read (and written) a record the producer has
+   * not counted yet: descheduled in between, or ended there by _exit (seen:
+   * "attempted 74630 < written 74631" at load 30). Each record the worker
+   * consumed was committed, so attempted; the max counts it once either
+   * way and makes attempted >= written hold by construction. Relaxed: a
+   * count; the worker's relaxed store in flush/drain.c is the other side
+   * (the reset in stkr__threads_reset_counts runs under g_reap_lock, as
+   * every caller of this does). */
+  uint64_t pushed = atomic_load_explicit(&t->pushed, memory_order_relaxed);
+  uint64_t consumed = __atomic_load_n(&t->w_consumed, __ATOMIC_RELAXED);
+  acc->pushed += pushed > consumed ? pushed : consumed;
   acc->dropped_ring_full +=
       atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed);
   acc->dropped_reentrant +=

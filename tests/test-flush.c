@@ -761,7 +761,31 @@ static void test_fork_follow_payloads(void **state) {
   assert_int_equal(g_fork_bad, 0);
 }
 
+/* A producer counts `pushed` after its commit: the worker may write the
+ * record first (the producer descheduled, or ended by _exit, in between).
+ * attempted must still cover written, and count the record once when the
+ * producer's count arrives ("attempted 74630 < written 74631" before). */
+static void test_pushed_counted_after_write(void **state) {
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
+  stkr_stats st;
+  (void)state;
+  assert_int_equal(stkr_init(&cfg), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(stkr_event(&g_plain, NULL, 0), 0);
+  atomic_store(&stkr__tls->pushed, 2); /* the third not counted yet */
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.written, 3);
+  assert_int_equal(st.attempted, 3);
+  atomic_store(&stkr__tls->pushed, 3); /* its count arrives */
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.attempted, 3);
+  assert_identity();
+  assert_int_equal(stkr_shutdown(), 0);
+}
+
 TL_TEST_MAIN_EACH("flush", tl_make_dir, teardown, test_api_states,
+                  test_pushed_counted_after_write,
                   test_malformed_env_fails_init, test_threads_roundtrip,
                   test_no_payload_column_when_no_payloads,
                   test_rotation_and_disk_cap,

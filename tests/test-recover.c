@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -386,6 +387,56 @@ static void test_ring_file_never_set_up(void **state) {
   assert_read_once(dir, 500, 500);
 }
 
+/* A ring file its writer died making, or claiming from the pool, before it
+ * was renamed to its name (recorder/ringfile.c create_ring): 0 bytes, or
+ * full size with the header of the pool's last owner. Both wait in the
+ * cache directory under STKR_RINGFILE_NEW names; recovery says nothing of
+ * them (before, under the ring's name, both read as damage: "shorter than
+ * a ring file header", "header does not match the file name") and removes
+ * them with their dead session, and only theirs. */
+static void test_ring_file_being_made(void **state) {
+  char dir[300], path[600], cache[620], pre[700], f[3][800];
+  stkr_recover_stats st;
+  msgs ms;
+  size_t len;
+  (void)state;
+
+  run_child_die(dir, sizeof dir, 0, 500, false);
+  snprintf(cache, sizeof cache, "%s/" STKR_CACHE_DIR, dir);
+  /* The writer renamed its rings into place: none is left half made. */
+  assert_int_equal(tl_count_files(cache, ".ring"), 0);
+  tl_find_file(dir, ".ring", path, sizeof path);
+  char *ring = tl_slurp_alloc(path, &len);
+  assert_non_null(ring);
+  /* "stackrec-<pid>-<sid>", the dead session's prefix */
+  *strrchr(path, '-') = '\0';
+  snprintf(pre, sizeof pre, "%s/" STKR_RINGFILE_NEW "%s", cache,
+           strrchr(path, '/') + 1);
+  (void)mkdir(cache, 0700);
+  snprintf(f[0], sizeof f[0], "%s-98.ring", pre);    /* created, not sized */
+  snprintf(f[1], sizeof f[1], "%s-99.ring", pre);    /* claimed, not cleared */
+  snprintf(f[2], sizeof f[2], "%s7-5.ring", pre);    /* another session's */
+  for (int i = 0; i < 3; i++) {
+    int fd = open(f[i], O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    if (i > 0) assert_int_equal(write(fd, ring, len), (ssize_t)len);
+    close(fd);
+  }
+  free(ring);
+  recover(dir, true, &st, &ms); /* as verify does: removes nothing */
+  assert_int_equal(ms.n, 0);
+  assert_int_equal(st.orphans, 0);
+  assert_int_equal(tl_count_files(cache, ".ring"), 3);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(ms.n, 0);
+  assert_int_equal(st.orphans, 0);
+  assert_int_equal(st.events, 500);
+  assert_int_equal(tl_count_files(dir, ".ring"), 0);
+  assert_int_equal(tl_count_files(cache, ".ring"), 1);
+  assert_int_equal(access(f[2], F_OK), 0);
+  assert_read_once(dir, 500, 500);
+}
+
 /* The embedded case: the next stkr_init on the directory recovers. */
 static void test_embedded_next_init(void **state) {
   char dir[300];
@@ -558,7 +609,7 @@ static int setup(void **state) {
 TL_TEST_MAIN("recover", setup, NULL, test_ring_file_layout,
              test_kill_before_flush, test_kill_after_flush,
              test_crash_between_write_and_tail, test_torn_last_batch,
-             test_ring_file_never_set_up,
+             test_ring_file_never_set_up, test_ring_file_being_made,
              test_known_records_resolve_through_segments,
              test_known_payloads_resolve_through_segments,
              test_embedded_next_init, test_recover_after_reuse_marker,
