@@ -89,7 +89,8 @@ static _Atomic uint64_t g_log_suppressed[STKR__LOG_KINDS];
  * notes in it: a note we cannot place is dropped, which loses no event. */
 static char g_log_notify[108];
 static struct {
-  bool ok; /* fd 2 was open at stkr_init */
+  bool taken; /* by a stkr_init: before any, notes go to fd 2 as it is */
+  bool ok;    /* fd 2 was open then */
   dev_t dev;
   ino_t ino;
 } g_log_fd2;
@@ -99,14 +100,19 @@ static void log_target_take(void) {
   struct stat st;
 
   snprintf(g_log_notify, sizeof g_log_notify, "%s", v ? v : "");
+  g_log_fd2.taken = true;
   g_log_fd2.ok = fstat(STDERR_FILENO, &st) == 0;
   g_log_fd2.dev = g_log_fd2.ok ? st.st_dev : 0;
   g_log_fd2.ino = g_log_fd2.ok ? st.st_ino : 0;
 }
 
+/* May a note go to fd 2? Before any stkr_init (a configuration checked on
+ * its own), yes: there is no program's file to tell it from. */
 static bool log_fd2_unchanged(void) {
   struct stat st;
 
+  if (!g_log_fd2.taken)
+    return true;
   return g_log_fd2.ok && fstat(STDERR_FILENO, &st) == 0 &&
          st.st_dev == g_log_fd2.dev && st.st_ino == g_log_fd2.ino;
 }
