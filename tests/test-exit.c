@@ -4,7 +4,8 @@
  * getenv/open calls and one more starting short-lived threads that do the
  * same, then ends by exit(), _exit() or a return from main. Under the hook
  * library (as `stackrec record` runs it) the worst of 20 runs must stay
- * within 0.5 s of the worst plain run, and every recording must add up:
+ * within 0.5 s of the worst plain run (under a sanitizer 0.5 s plus half
+ * the plain time: SLACK), and every recording must add up:
  * attempted == events written + dropped by reason (dropped_exit included).
  * Before the fix, _exit with 16 such threads took 2.5 s, with 64 16.5 s.
  */
@@ -40,8 +41,15 @@
 
 #if SANITIZED
 #define RUNS 5 /* timing means little under a sanitizer; accounting does */
+/* The issue's 0.5 s over the plain worst, plus half of it: under TSan the
+ * plain runs of the stress cases take 1.4-2 s, and a loaded machine moved
+ * the recorded worst 0.51-0.52 s above them in two rounds in a row (8
+ * runs beside other builds). The defect guarded against is seconds (2.5 s
+ * with 16 threads before the fix, uninstrumented), far beyond either. */
+#define SLACK(plain) (0.5 + (plain) / 2)
 #else
 #define RUNS 20
+#define SLACK(plain) 0.5
 #endif
 
 static char g_bin[4096], g_lib[4096], g_fx[4096], g_tmp[2048];
@@ -149,9 +157,9 @@ static bool exit_round(const char *how, const char *sym, const char *busy,
   /* Most runs must end cleanly and add up; a loaded machine may starve the
    * worker now and then, never most of the time. */
   if (strict) assert_true(ended_runs * 4 >= RUNS * 3);
-  if (rec <= plain + 0.5) return true;
+  if (rec <= plain + SLACK(plain)) return true;
   fprintf(stderr, "exit_busy %s: recorded worst %.3f s > plain worst %.3f s "
-          "+ 0.5 in round %d\n", how, rec, plain, attempt);
+          "+ %.3f in round %d\n", how, rec, plain, SLACK(plain), attempt);
   return false;
 }
 
