@@ -185,6 +185,16 @@ static void wake_fn(void *arg) {
   atomic_fetch_sub_explicit(&g_wake_inflight, 1, memory_order_release);
 }
 
+/* stkr_images_changed's hint: set by any thread (relaxed: the post that
+ * follows carries nothing the worker needs beyond the flag itself), taken
+ * by the worker after each pass (exchange). */
+static _Atomic bool g_images_hint;
+
+void stkr_images_changed(void) {
+  atomic_store_explicit(&g_images_hint, true, memory_order_relaxed);
+  wake_fn(NULL);
+}
+
 /* Bounded by construction: a post is a few instructions and a syscall that
  * never blocks, so inflight drops to 0 within microseconds. */
 static void wake_disarm(void) {
@@ -317,6 +327,12 @@ static void *worker_main(void *arg) {
      * meanwhile. Then every 1 ms for 100 ms after the last pressured
      * pass (bursts come in trains); idle: the configured interval. */
     uint64_t now = stkr__clock_mono_ns();
+    /* Images are being loaded or unloaded (stkr_images_changed, called
+     * before dlopen: the image may not be listed yet): passes every 1 ms
+     * for the next 100 ms, each of which refreshes the image list and
+     * the unwind tables when the loader's counts moved. */
+    if (atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed))
+      recent_until = now + STKR__PRESSURE_HOLD_NS;
     if (w->pressure) {
       sched_yield();
       next_tick = now; /* the wait below returns at once */

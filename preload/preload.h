@@ -134,7 +134,7 @@ void stkr__pl_register_stat_sites(void);  /* hooks_stat.c */
   X(fstatat64) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64)               \
   X(__fxstat) X(__fxstat64) X(__fxstatat) X(__fxstatat64) X(statx)             \
   X(statfs) X(statfs64) X(fstatfs) X(fstatfs64) X(statvfs) X(statvfs64)        \
-  X(fstatvfs) X(fstatvfs64)
+  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose)
 
 enum {
 #define STKR__PL_ENUM(name) STKR__PL_R_##name,

@@ -295,6 +295,19 @@ STKR_API int stkr_flush(void);
 STKR_API int stkr_stats_get(stkr_stats *out);
 
 /*
+ * Tell the recorder that the process is loading or unloading images
+ * (dlopen, dlclose). Without it the worker notices a new image at its next
+ * pass (every flush_interval_ms), and until then the image's frames have no
+ * unwind table (STKR_UNWIND_TABLES: a stack through them may end there) and
+ * no entry in the image list. After this call the worker looks every 1 ms
+ * for the next 100 ms, so a call just before dlopen is enough. The hook
+ * library behind `stackrec record` calls it from its dlopen and dlclose.
+ * Cheap (a store and, if a worker runs, a semaphore post), thread-safe and
+ * async-signal-safe; does nothing when not recording.
+ */
+STKR_API void stkr_images_changed(void);
+
+/*
  * Record an event at `site` for the calling thread: monotonic time, site,
  * thread, the caller's stack (the frame that called stkr_event is the first
  * PC), and up to payload_max bytes of payload (longer payloads are cut and
