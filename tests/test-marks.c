@@ -572,7 +572,6 @@ static void test_marks_file_damage(void **state) {
   stkr_reader *r;
   stkr_reader_counts c;
   stkr_event_view ev;
-  FILE *f;
   int rc, marks = 0;
 
   (void)state;
@@ -580,10 +579,7 @@ static void test_marks_file_damage(void **state) {
   make_dir(dir, sizeof(dir), "damage");
   (void)record_in_child(dir);
   snprintf(path, sizeof(path), "%s/%s", dir, STKR_MARKS_FILE);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
+  assert_int_equal(tl_write_file(path, text), 0);
   snprintf(log.path, sizeof(log.path), "%s", path);
   opts.warn = collect;
   opts.warn_arg = &log;
