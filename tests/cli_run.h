@@ -6,10 +6,15 @@
 #ifndef STKR_TEST_CLI_RUN_H
 #define STKR_TEST_CLI_RUN_H
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "tests/testlib.h"
@@ -61,6 +66,58 @@ cr_expect(int status, const char *err_has, const char *fmt, ...) {
   if (got != status || strstr(cr_err, err_has) == NULL)
     fail_msg("stackrec %s: exit %d, stderr:\n%s\nwanted exit %d and \"%s\"",
              args, got, cr_err, status, err_has);
+}
+
+/* Start `stackrec record -o dir -- cmd...` in the background (cmd: the
+ * program and its arguments, NULL-terminated, at most 8), its stderr, and
+ * its stdout too when out_too, into the file log (created afresh); env
+ * ("NAME=value") set in it when not NULL. For the tests that act on a
+ * recording while it runs (signals, `stackrec mark`); the caller waits for
+ * it with waitpid. @return its pid. Needs <cmocka.h> included first. */
+static __attribute__((unused)) pid_t cr_record_bg(const char *dir,
+                                                  const char *log, bool out_too,
+                                                  const char *env,
+                                                  const char *const *cmd) {
+  const char *argv[16] = {cr_bin, "record", "-o", dir, "--"};
+  size_t n = 5;
+  pid_t pid;
+
+  for (; *cmd != NULL && n < sizeof argv / sizeof argv[0] - 1; cmd++)
+    argv[n++] = *cmd;
+  assert_null(*cmd); /* every word of cmd fits */
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+    if (fd >= 0) {
+      if (out_too)
+        dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    if (env != NULL)
+      putenv((char *)env);
+    execv(cr_bin, (char *const *)argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* Wait (bounded, generous for a loaded machine: 60 s) until path exists;
+ * else kill pid (the command under test) and fail, naming what never
+ * happened. Needs <cmocka.h> included first. */
+static __attribute__((unused)) void cr_wait_file(const char *path, pid_t pid,
+                                                 const char *what) {
+  struct stat st;
+  double t0 = tl_now_s();
+
+  while (stat(path, &st) != 0) {
+    if (tl_now_s() - t0 > 60) {
+      kill(pid, SIGKILL);
+      fail_msg("%s never happened (%s)", what, path);
+    }
+    usleep(20000);
+  }
 }
 
 /* `stackrec report --html DIR/report.html DIR`, the page read into buf.

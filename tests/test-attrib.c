@@ -196,17 +196,14 @@ static void test_json(void **state) {
 static void test_load_file(void **state) {
   char dir[] = "/tmp/test-attrib-XXXXXX", path[128], err[256];
   stkr_modmap *m = NULL;
-  FILE *f;
   (void)state;
 
   assert_non_null(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/map.json", dir);
   assert_int_equal(stkr_modmap_load(path, &m, err, sizeof err), -ENOENT);
   assert_non_null(strstr(err, path));
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs("{\"modules\": [\n\n  {\"name\": 5}]}", f);
-  fclose(f);
+  assert_int_equal(tl_write_file(path, "{\"modules\": [\n\n  {\"name\": 5}]}"),
+                   0);
   assert_int_equal(stkr_modmap_load(path, &m, err, sizeof err), -EINVAL);
   {
     char want[160];
@@ -214,9 +211,7 @@ static void test_load_file(void **state) {
     if (strncmp(err, want, strlen(want)) != 0)
       fail_msg("got \"%s\"", err);
   }
-  f = fopen(path, "w");
-  fputs(map_text, f);
-  fclose(f);
+  assert_int_equal(tl_write_file(path, map_text), 0);
   assert_int_equal(stkr_modmap_load(path, &m, err, sizeof err), 0);
   stkr_modmap_free(m);
   unlink(path);

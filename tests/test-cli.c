@@ -72,16 +72,12 @@ static void test_info(void **state) {
  * parser accepts; the figures checked field by field. */
 static void test_info_json(void **state) {
   char path[4200];
-  FILE *f;
   (void)state;
 
   assert_int_equal(cr_run("info --json '%s'", rec), 0);
   /* Not in the recording: a foreign file there is (rightly) a warning. */
   snprintf(path, sizeof path, "%s.info.json", rec);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(cr_out, f);
-  assert_int_equal(fclose(f), 0);
+  assert_int_equal(tl_write_file(path, cr_out), 0);
   assert_int_equal(
       tl_system("python3 -c 'import json,sys\n"
                 "d = json.load(open(sys.argv[1]))\n"

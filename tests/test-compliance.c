@@ -76,10 +76,7 @@ static const char k_map[] =
     "]}\n";
 
 static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  assert_int_equal(fclose(f), 0);
+  assert_int_equal(tl_write_file(path, text), 0);
 }
 
 static bool wait_file(const char *dir, const char *name, int seconds) {

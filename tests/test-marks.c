@@ -486,12 +486,12 @@ static void test_tools_show_marks(void **state) {
  * second cat). Both processes get the mark; the first cat's events are
  * before it by the clock, the second's after; record's summary counts it. */
 static void test_mark_live_record(void **state) {
-  char dir[4096], ready[4200], go[4200], cmd[16384];
+  char dir[4096], ready[4200], go[4200], out[4200], cmd[16384];
   stkr_reader *r;
   stkr_event_view ev;
   uint64_t mark_ts = 0, before_max = 0, after_min = UINT64_MAX;
   uint32_t first_pid = 0;
-  int rc, st, i, before = 0, after = 0, marks = 0;
+  int rc, st, before = 0, after = 0, marks = 0;
   pid_t pid;
 
   (void)state;
@@ -508,33 +508,17 @@ static void test_mark_live_record(void **state) {
            "while [ ! -e '%s' ] && [ $i -lt 3000 ]; do sleep 0.01; "
            "i=$((i+1)); done; cat /etc/passwd >/dev/null",
            ready, go);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    char out[4200];
-    int fd;
-
-    snprintf(out, sizeof(out), "%s/live.out", g_tmp);
-    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execl(cr_bin, cr_bin, "record", "-o", dir, "--", "/bin/sh", "-c", cmd,
-          (char *)NULL);
-    _exit(127);
-  }
-  for (i = 0; i < 3000 && access(ready, F_OK) != 0; i++)
-    usleep(10000);
-  assert_int_equal(access(ready, F_OK), 0);
+  snprintf(out, sizeof(out), "%s/live.out", g_tmp);
+  pid = cr_record_bg(dir, out, true, NULL,
+                     (const char *const[]){"/bin/sh", "-c", cmd, NULL});
+  cr_wait_file(ready, pid, "the first cat");
   assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
   snprintf(cmd, sizeof(cmd), "touch '%s'", go);
   assert_int_equal(system(cmd), 0);
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 0);
-  snprintf(cmd, sizeof(cmd), "%s/live.out", g_tmp);
-  tl_slurp(cmd, cr_out, sizeof(cr_out));
+  tl_slurp(out, cr_out, sizeof(cr_out));
   assert_non_null(strstr(cr_out, "marks: 1 ("));
 
   assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
@@ -588,7 +572,6 @@ static void test_marks_file_damage(void **state) {
   stkr_reader *r;
   stkr_reader_counts c;
   stkr_event_view ev;
-  FILE *f;
   int rc, marks = 0;
 
   (void)state;
@@ -596,10 +579,7 @@ static void test_marks_file_damage(void **state) {
   make_dir(dir, sizeof(dir), "damage");
   (void)record_in_child(dir);
   snprintf(path, sizeof(path), "%s/%s", dir, STKR_MARKS_FILE);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
+  assert_int_equal(tl_write_file(path, text), 0);
   snprintf(log.path, sizeof(log.path), "%s", path);
   opts.warn = collect;
   opts.warn_arg = &log;

@@ -148,14 +148,8 @@ static void signal_case(int sig) {
   int st;
 
   snprintf(err, sizeof err, "%s.err", dir);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 2);
-    execl(cr_bin, cr_bin, "record", "-o", dir, "--", "sleep", "60", (char *)0);
-    _exit(99);
-  }
+  pid = cr_record_bg(dir, err, false, NULL,
+                     (const char *const[]){"sleep", "60", NULL});
   /* Wait (bounded) for sleep's own segment file: the program runs. */
   t0 = tl_now_s();
   for (;;) {
@@ -193,20 +187,6 @@ static void test_signals(void **state) {
   signal_case(SIGUSR1);
 }
 
-/* Wait (bounded, generous for a loaded machine) until path exists. */
-static void wait_for_file(const char *path, pid_t rec, const char *what) {
-  struct stat st;
-  double t0 = tl_now_s();
-
-  while (stat(path, &st) != 0) {
-    if (tl_now_s() - t0 > 60) {
-      kill(rec, SIGKILL);
-      fail_msg("%s never happened (%s)", what, path);
-    }
-    usleep(20000);
-  }
-}
-
 /* Two signals, the second after CMD has ended (issue 9: a supervisor's
  * repeated SIGTERM, or timeout's HUP to the whole group, once killed
  * record with 128+sig before it recovered and symbolized the recording).
@@ -215,30 +195,23 @@ static void wait_for_file(const char *path, pid_t rec, const char *what) {
  * we have sent the second one: no timing is assumed. */
 static void late_signal_case(int sig, const char *fx) {
   const char *dir = fresh("late");
-  char err[4300], ready[4300], hold[4300], script[9000];
+  char err[4300], ready[4300], hold[4300], env[4400], script[9000];
   pid_t pid;
   int st;
 
   snprintf(err, sizeof err, "%s.err", dir);
   snprintf(ready, sizeof ready, "%s.ready", dir);
   snprintf(hold, sizeof hold, "%s.hold", dir);
+  snprintf(env, sizeof env, "STACKREC_RECORD_TEST_HOLD=%s", hold);
   snprintf(script, sizeof script,
            "trap 'exit 7' TERM HUP; \"%s\" exit 0 >/dev/null 2>&1; "
            ": >\"%s\"; while :; do sleep 0.05; done",
            fx, ready);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 2);
-    setenv("STACKREC_RECORD_TEST_HOLD", hold, 1);
-    execl(cr_bin, cr_bin, "record", "-o", dir, "--", "/bin/sh", "-c", script,
-          (char *)0);
-    _exit(99);
-  }
-  wait_for_file(ready, pid, "the command's start");
+  pid = cr_record_bg(dir, err, false, env,
+                     (const char *const[]){"/bin/sh", "-c", script, NULL});
+  cr_wait_file(ready, pid, "the command's start");
   assert_int_equal(kill(pid, sig), 0); /* passed on: sh exits 7 */
-  wait_for_file(hold, pid, "the command's end");
+  cr_wait_file(hold, pid, "the command's end");
   /* Pending (or fatal) in record at once: kill() on a single-threaded
    * process makes the signal pending before it returns. */
   assert_int_equal(kill(pid, sig), 0);

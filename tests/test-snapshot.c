@@ -228,10 +228,7 @@ static void test_json_parses(void **state) {
   fixture_start(&f, 10, "");
   assert_int_equal(cr_run("snapshot --json %d", (int)f.pid), 0);
   snprintf(cmd, sizeof cmd, "%s/snap.json", g_tmp);
-  FILE *o = fopen(cmd, "w");
-  assert_non_null(o);
-  fputs(cr_out, o);
-  fclose(o);
+  assert_int_equal(tl_write_file(cmd, cr_out), 0);
   /* Every field of every frame, and the chains by name. */
   snprintf(cmd, sizeof cmd,
            "python3 -c '\n"

@@ -95,15 +95,9 @@ const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
 /* ---- module maps ----------------------------------------------------------- */
 
 static void entry_free(modmap_entry *e) {
-  size_t i;
-
   free(e->name);
-  for (i = 0; i < e->n_images; i++)
-    free(e->images[i]);
-  for (i = 0; i < e->n_symbols; i++)
-    free(e->symbols[i]);
-  free(e->images);
-  free(e->symbols);
+  stkr_json_strings_free(e->images, e->n_images);
+  stkr_json_strings_free(e->symbols, e->n_symbols);
 }
 
 void stkr_modmap_free(stkr_modmap *m) {

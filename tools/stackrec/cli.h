@@ -132,6 +132,18 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
 
+/* A command's output file: path created (truncated) for writing, or stdout
+ * when path is NULL. @return the stream, or NULL after printing "stackrec
+ * <cmd>: cannot create <path>: <why>". */
+FILE *stkr_cli_create(const char *cmd, const char *path);
+
+/* The end of writing f (from stkr_cli_create; stdout is left open): err is
+ * what the writer returned (0 or -errno); a failed fclose counts when it is
+ * 0. @return 0, or STKR_CLI_DATA_LOST after printing "stackrec <cmd>:
+ * writing <path or stdout>: <why>". */
+int stkr_cli_close_output(const char *cmd, const char *path, FILE *f,
+                          int err);
+
 /* The end of a command that read r: status when not 0, else r's
  * (stkr_cli_status), then stdout flushed (1 if that fails).
  * @return the command's exit status. */

@@ -167,21 +167,13 @@ int stkr_cli_compliance(int argc, char **argv) {
     goto out;
   }
   stkr_cli_incomplete_line(r, banner, sizeof banner);
-  if (output != NULL && (f = fopen(output, "w")) == NULL) {
-    fprintf(stderr, "stackrec compliance: cannot create %s: %s\n", output,
-            strerror(errno));
+  if ((f = stkr_cli_create("compliance", output)) == NULL) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
   err = write_out(f, c, fmt, banner);
-  if (f != stdout && fclose(f) != 0 && err == 0)
-    err = -errno;
-  if (err != 0) {
-    fprintf(stderr, "stackrec compliance: writing %s: %s\n",
-            output ? output : "stdout", strerror(-err));
-    status = STKR_CLI_DATA_LOST;
+  if ((status = stkr_cli_close_output("compliance", output, f, err)) != 0)
     goto out;
-  }
   status = stkr_cli_status(r);
   if (c->n_findings > 0)
     status = STKR_CLI_FINDINGS;

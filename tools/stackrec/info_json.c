@@ -5,9 +5,10 @@
  *   {"processes": [{"pid", "name", "arch", "directory", "parent_pid",
  *     "sessions", "session_id" (hex string), "unwind" (when the process
  *     walked with unwind tables: {"images", "images_failed",
- *     "images_without_cfi", "rows", "rows_fallback"}), "start_wall_ns",
- *     "first_wall_ns", "duration_ns", "events", "unresolved_events",
- *     "stacks", "threads", "sites": [{"name", "events"}, ...] (most first),
+ *     "images_without_cfi", "rows", "rows_fallback", "images_cached",
+ *     "cache_rejected"}), "start_wall_ns", "first_wall_ns", "duration_ns",
+ *     "events", "marks", "external_marks", "unresolved_events", "stacks",
+ *     "threads", "sites": [{"name", "events"}, ...] (most first),
  *     "drops": {"ring_full", "reentrant", "other", "write_error", "exit",
  *       "total"},
  *     "accounting": {"attempted", "written", "dropped", "recovered",
@@ -32,6 +33,20 @@
 
 static void put_u64(const char *key, uint64_t v, bool comma) {
   printf("%s\"%s\":%" PRIu64, comma ? "," : "", key, v);
+}
+
+/* A run of integer members: a table reads as the document's field list. */
+typedef struct u64_member {
+  const char *key;
+  uint64_t v;
+} u64_member;
+
+/* Each member after a comma, except the first when it opens an object. */
+static void put_u64s(const u64_member *m, size_t n, bool opens_object) {
+  size_t k;
+
+  for (k = 0; k < n; k++)
+    put_u64(m[k].key, m[k].v, k > 0 || !opens_object);
 }
 
 static int by_events_desc(const void *a, const void *b) {
@@ -94,6 +109,36 @@ static void put_incomplete(const stkr_process_info *p) {
 
 static int put_process(const stkr_reader *r, size_t i) {
   const stkr_process_info *p = stkr_reader_process(r, i);
+  const u64_member counts[] = {
+      {"start_wall_ns", p->start_wall_ns},
+      {"first_wall_ns", p->first_wall_ns},
+      {"duration_ns", p->events ? p->last_ts_ns - p->first_ts_ns : 0},
+      {"events", p->events},       {"marks", p->marks},
+      {"external_marks", p->external_marks},
+      {"unresolved_events", p->unresolved_events},
+      {"stacks", p->stacks},       {"threads", p->threads}};
+  const u64_member unwind[] = {
+      {"images", p->unwind_images},
+      {"images_failed", p->unwind_images_failed},
+      {"images_without_cfi", p->unwind_images_without_cfi},
+      {"rows", p->unwind_rows},
+      {"rows_fallback", p->unwind_rows_fallback},
+      {"images_cached", p->unwind_images_cached},
+      {"cache_rejected", p->unwind_cache_rejected}};
+  const u64_member drops[] = {
+      {"ring_full", p->drops_ring_full}, {"reentrant", p->drops_reentrant},
+      {"other", p->drops_other},         {"write_error", p->drops_write_error},
+      {"exit", p->drops_exit},           {"total", p->drops}};
+  const u64_member accounting[] = {
+      {"attempted", p->attempted}, {"written", p->written},
+      {"dropped", p->drops},       {"recovered", p->recovered},
+      {"unaccounted", p->unaccounted}};
+  const u64_member files[] = {
+      {"segments", p->segments},   {"first_seq", p->first_seq},
+      {"last_seq", p->last_seq},   {"segments_deleted", p->segments_deleted},
+      {"batches", p->batches},     {"compressed_bytes", p->compressed_bytes},
+      {"damaged_batches", p->damaged_batches},
+      {"missing_batches", p->missing_batches}};
 
   printf("{\"pid\":%u,\"name\":", (unsigned)p->pid);
   stkr_cli_put_json_str(stdout, p->have_header ? p->process_name : "");
@@ -102,55 +147,25 @@ static int put_process(const stkr_reader *r, size_t i) {
   printf(",\"parent_pid\":%u,\"sessions\":%u,\"session_id\":\"%016" PRIx64
          "\"",
          (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);
-  if (p->unwind_tables)
-    printf(",\"unwind\":{\"images\":%u,\"images_failed\":%u,"
-           "\"images_without_cfi\":%u,\"rows\":%llu,\"rows_fallback\":%llu,"
-           "\"images_cached\":%u,\"cache_rejected\":%u}",
-           (unsigned)p->unwind_images, (unsigned)p->unwind_images_failed,
-           (unsigned)p->unwind_images_without_cfi,
-           (unsigned long long)p->unwind_rows,
-           (unsigned long long)p->unwind_rows_fallback,
-           (unsigned)p->unwind_images_cached,
-           (unsigned)p->unwind_cache_rejected);
-  put_u64("start_wall_ns", p->start_wall_ns, true);
-  put_u64("first_wall_ns", p->first_wall_ns, true);
-  put_u64("duration_ns", p->events ? p->last_ts_ns - p->first_ts_ns : 0,
-          true);
-  put_u64("events", p->events, true);
-  put_u64("marks", p->marks, true);
-  put_u64("external_marks", p->external_marks, true);
-  put_u64("unresolved_events", p->unresolved_events, true);
-  put_u64("stacks", p->stacks, true);
-  put_u64("threads", p->threads, true);
+  if (p->unwind_tables) {
+    fputs(",\"unwind\":{", stdout);
+    put_u64s(unwind, sizeof unwind / sizeof unwind[0], true);
+    putchar('}');
+  }
+  put_u64s(counts, sizeof counts / sizeof counts[0], false);
   if (put_sites(r, i) != 0)
     return -ENOMEM;
   fputs(",\"drops\":{", stdout);
-  put_u64("ring_full", p->drops_ring_full, false);
-  put_u64("reentrant", p->drops_reentrant, true);
-  put_u64("other", p->drops_other, true);
-  put_u64("write_error", p->drops_write_error, true);
-  put_u64("exit", p->drops_exit, true);
-  put_u64("total", p->drops, true);
+  put_u64s(drops, sizeof drops / sizeof drops[0], true);
   fputs("},\"accounting\":{", stdout);
-  put_u64("attempted", p->attempted, false);
-  put_u64("written", p->written, true);
-  put_u64("dropped", p->drops, true);
-  put_u64("recovered", p->recovered, true);
-  put_u64("unaccounted", p->unaccounted, true);
+  put_u64s(accounting, sizeof accounting / sizeof accounting[0], true);
   printf(",\"adds_up\":%s}", p->counters_overflow || p->accounting_mismatches ||
                                      p->unaccounted
                                  ? "false"
                                  : "true");
   printf(",\"complete\":%s", p->incomplete ? "false" : "true");
   put_incomplete(p);
-  put_u64("segments", p->segments, true);
-  put_u64("first_seq", p->first_seq, true);
-  put_u64("last_seq", p->last_seq, true);
-  put_u64("segments_deleted", p->segments_deleted, true);
-  put_u64("batches", p->batches, true);
-  put_u64("compressed_bytes", p->compressed_bytes, true);
-  put_u64("damaged_batches", p->damaged_batches, true);
-  put_u64("missing_batches", p->missing_batches, true);
+  put_u64s(files, sizeof files / sizeof files[0], false);
   printf(",\"end\":\"%s\",\"newer_format\":%s}",
          p->clean_end ? "clean" : p->live_tail ? "live" : "not clean",
          p->status == -EPROTONOSUPPORT ? "true" : "false");

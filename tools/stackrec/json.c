@@ -558,3 +558,11 @@ int stkr_json_strings(const stkr_json *v, bool arrays, const char *what,
   }
   return 0;
 }
+
+void stkr_json_strings_free(char **v, size_t n) {
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+}

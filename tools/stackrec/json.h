@@ -104,12 +104,17 @@ int stkr_json_error(char *err, size_t errlen, const char *file,
     __attribute__((format(printf, 5, 6)));
 
 /* A string, or (if arrays) an array of strings, every one non-empty, as
- * a malloc'd array of copies in *out (*n of them; free each and the
- * array). what names the value in messages ("\"sites\"").
+ * a malloc'd array of copies in *out (*n of them; stkr_json_strings_free
+ * frees them, also after a failure). what names the value in messages
+ * ("\"sites\"").
  * @return 0, -EINVAL (err as stkr_json_error), -ENOMEM. */
 int stkr_json_strings(const stkr_json *v, bool arrays, const char *what,
                       const char *file, char ***out, size_t *n, char *err,
                       size_t errlen);
+
+/* Free what stkr_json_strings made: each of the n copies and the array
+ * (v may be NULL). */
+void stkr_json_strings_free(char **v, size_t n);
 
 /* A document type read from JSON (a policy, a module map): how to turn a
  * parsed tree into the object. from_tree fills a calloc'd object of size

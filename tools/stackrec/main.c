@@ -270,6 +270,26 @@ int stkr_cli_flush(const char *cmd) {
   return STKR_CLI_OK;
 }
 
+FILE *stkr_cli_create(const char *cmd, const char *path) {
+  FILE *f = path != NULL ? fopen(path, "w") : stdout;
+
+  if (f == NULL)
+    fprintf(stderr, "stackrec %s: cannot create %s: %s\n", cmd, path,
+            strerror(errno));
+  return f;
+}
+
+int stkr_cli_close_output(const char *cmd, const char *path, FILE *f,
+                          int err) {
+  if (f != stdout && fclose(f) != 0 && err == 0)
+    err = -errno;
+  if (err == 0)
+    return 0;
+  fprintf(stderr, "stackrec %s: writing %s: %s\n", cmd,
+          path != NULL ? path : "stdout", strerror(-err));
+  return STKR_CLI_DATA_LOST;
+}
+
 int stkr_cli_finish(const char *cmd, const stkr_reader *r, int status) {
   if (status == STKR_CLI_OK)
     status = stkr_cli_status(r);

@@ -13,19 +13,11 @@
 #include "tools/stackrec/json.h"
 #include "tools/stackrec/policy.h"
 
-static void free_strings(char **v, size_t n) {
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    free(v[i]);
-  free(v);
-}
-
 static void rule_free(stkr_rule *r) {
   free(r->id);
   free(r->description);
-  free_strings(r->sites, r->n_sites);
-  free_strings(r->modules, r->n_modules);
+  stkr_json_strings_free(r->sites, r->n_sites);
+  stkr_json_strings_free(r->modules, r->n_modules);
   free(r->before_mark);
   free(r->in_state);
 }
@@ -49,7 +41,7 @@ static int one_string(const stkr_json *v, const char *what, const char *file,
   int rc = stkr_json_strings(v, false, what, file, &v1, &n, err, errlen);
 
   if (rc != 0) {
-    free_strings(v1, n);
+    stkr_json_strings_free(v1, n);
     return rc;
   }
   *out = v1[0];

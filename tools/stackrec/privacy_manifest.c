@@ -247,19 +247,11 @@ static int write_per_module(const char *dir, const stkr_comp *c,
       *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
               *m == '_') ? *m : '_';
     strcpy(p, ".xcprivacy");
-    if ((f = fopen(path, "w")) == NULL) {
-      fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n",
-              path, strerror(errno));
+    if ((f = stkr_cli_create("privacy-manifest", path)) == NULL)
       return STKR_CLI_DATA_LOST;
-    }
     err = write_draft(f, c, cat_of, used, c->groups[i].module);
-    if (fclose(f) != 0 && err == 0)
-      err = -errno;
-    if (err != 0) {
-      fprintf(stderr, "stackrec privacy-manifest: writing %s: %s\n", path,
-              strerror(-err));
+    if (stkr_cli_close_output("privacy-manifest", path, f, err) != 0)
       return STKR_CLI_DATA_LOST;
-    }
   }
   return 0;
 }
@@ -330,21 +322,13 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     goto out;
   }
   used_categories(c, cat_of, used);
-  if (output != NULL && (f = fopen(output, "w")) == NULL) {
-    fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n",
-            output, strerror(errno));
+  if ((f = stkr_cli_create("privacy-manifest", output)) == NULL) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
   err = write_draft(f, c, cat_of, used, NULL);
-  if (f != stdout && fclose(f) != 0 && err == 0)
-    err = -errno;
-  if (err != 0) {
-    fprintf(stderr, "stackrec privacy-manifest: writing %s: %s\n",
-            output ? output : "stdout", strerror(-err));
-    status = STKR_CLI_DATA_LOST;
+  if ((status = stkr_cli_close_output("privacy-manifest", output, f, err)) != 0)
     goto out;
-  }
   if (per_module != NULL &&
       (status = write_per_module(per_module, c, cat_of)) != 0)
     goto out;

@@ -559,20 +559,11 @@ static int write_html(const stkr_agg *a, const report_opts *o,
   for (i = 0; i < n && len < sizeof title; i++)
     len += (size_t)snprintf(title + len, sizeof title - len, " %s",
                             inputs[i]);
-  f = fopen(o->html, "w");
-  if (f == NULL) {
-    fprintf(stderr, "stackrec report: cannot create %s: %s\n", o->html,
-            strerror(errno));
+  if ((f = stkr_cli_create("report", o->html)) == NULL)
     return STKR_CLI_DATA_LOST;
-  }
   err = stkr_html_write_banner(f, a, title, banner);
-  if (fclose(f) != 0 && err == 0)
-    err = -errno;
-  if (err != 0) {
-    fprintf(stderr, "stackrec report: writing %s: %s\n", o->html,
-            strerror(-err));
+  if (stkr_cli_close_output("report", o->html, f, err) != 0)
     return STKR_CLI_DATA_LOST;
-  }
   printf("# HTML report written to ");
   stkr__report_put_str(o->html);
   putchar('\n');
