@@ -397,31 +397,6 @@ static void recover_dir(stkr__worker *w) {
               strerror(-err));
 }
 
-/* w->sess, once: see worker.h. The names fit their fields (arch and mode
- * names are short; process_name is as long as stkr__process_name's). */
-static void fill_session(stkr__worker *w, uint32_t parent_pid) {
-  stkr_sessfile_hdr *s = &w->sess;
-  const stkr__fconfig *c = &w->cfg;
-
-  s->pid = (uint32_t)getpid();
-  s->parent_pid = parent_pid;
-  s->start_mono_ns = stkr__clock_mono_ns();
-  s->start_wall_ns = stkr__clock_wall_ns();
-  /* One id for the session's segments and its ring files (ringfile.c). */
-  s->session_id = stkr__session_id_new();
-  stkr__process_name(s->process_name, sizeof s->process_name);
-  snprintf(s->arch, sizeof s->arch, "%s", stkr__arch_name());
-  snprintf(s->symbolize, sizeof s->symbolize, "%s",
-           stkr__symbolize_mode_name(c->symbolize));
-  s->ring_bytes = c->ring_bytes;
-  s->segment_bytes = c->segment_bytes;
-  s->disk_cap_bytes = c->disk_cap_bytes;
-  s->max_depth = c->max_depth;
-  s->skip_frames = c->skip_frames;
-  s->flush_interval_ms = c->flush_interval_ms;
-  s->payload_max = c->payload_max;
-}
-
 /* The session file (and with it, file-backed rings). Failure only costs
  * crash-proofing: rings fall back to anonymous memory. */
 static void open_session(stkr__worker *w) {
@@ -446,7 +421,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   cfg->dir = NULL;
   cfg->app_paths = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
-  fill_session(w, parent_pid);
+  stkr__session_template(&w->cfg, parent_pid, &w->sess);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);

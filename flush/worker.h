@@ -28,12 +28,12 @@ typedef struct stkr__req {
 
 typedef struct stkr__worker {
   stkr__fconfig cfg;
-  /* Who, when and with which settings, filled once by worker_create: the
-   * template of the session file's header (stkr__session_open) and of
-   * every segment's Header (drain.c), so that both say the same. Its
-   * session_id (drawn by stkr__session_id_new()) names the session's
-   * segments, its session file and its ring files (recorder/ringfile.c);
-   * its fields past the Config's are unused. */
+  /* Who, when and with which settings (stkr__session_template, once, by
+   * worker_create; read-only after): the template of the session file's
+   * header and of every segment's Header, so that both say the same. Its
+   * session_id names the session's segments, its session file and its
+   * ring files (recorder/ringfile.c); its fields past the Config's are
+   * unused. */
   stkr_sessfile_hdr sess;
 
   /* The seq of the session's first segment (Header.session_first_seq).
