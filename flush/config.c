@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "flush/flush_internal.h"
 
@@ -366,4 +367,28 @@ int stkr__mkdir_p(const char *path, mode_t mode) {
   if (stat(buf, &st) != 0) return -errno;
   if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
   return 0;
+}
+
+/* The names fit their fields: arch and mode names are short, process_name
+ * is as long as stkr__process_name's buffer. */
+void stkr__session_template(const stkr__fconfig *c, uint32_t parent_pid,
+                            stkr_sessfile_hdr *s) {
+  memset(s, 0, sizeof *s);
+  s->pid = (uint32_t)getpid();
+  s->parent_pid = parent_pid;
+  s->start_mono_ns = stkr__clock_mono_ns();
+  s->start_wall_ns = stkr__clock_wall_ns();
+  /* One id for the session's segments and its ring files (ringfile.c). */
+  s->session_id = stkr__session_id_new();
+  stkr__process_name(s->process_name, sizeof s->process_name);
+  snprintf(s->arch, sizeof s->arch, "%s", stkr__arch_name());
+  snprintf(s->symbolize, sizeof s->symbolize, "%s",
+           stkr__symbolize_mode_name(c->symbolize));
+  s->ring_bytes = c->ring_bytes;
+  s->segment_bytes = c->segment_bytes;
+  s->disk_cap_bytes = c->disk_cap_bytes;
+  s->max_depth = c->max_depth;
+  s->skip_frames = c->skip_frames;
+  s->flush_interval_ms = c->flush_interval_ms;
+  s->payload_max = c->payload_max;
 }

@@ -112,27 +112,8 @@ static void write_batch(stkr__worker *w, bool last) {
   if (err == 0) {
     if (w->seg_first) {
       Stackrec__Header *h = &b->header;
-      Stackrec__Config *c = &b->config;
-      h->format_version = STKR_FORMAT_VERSION;
-      h->pid = w->pid;
-      h->process_name = w->process_name;
-      h->start_mono_ns = w->start_mono_ns;
-      h->start_wall_ns = w->start_wall_ns;
+      stkr_fmt_header_from_session(h, &b->config, &w->sess);
       h->segment_seq = w->seg.seq;
-      c->ring_bytes = w->cfg.ring_bytes;
-      c->max_depth = w->cfg.max_depth;
-      c->skip_frames = w->cfg.skip_frames;
-      c->flush_interval_ms = w->cfg.flush_interval_ms;
-      c->segment_bytes = w->cfg.segment_bytes;
-      c->disk_cap_bytes = w->cfg.disk_cap_bytes;
-      c->payload_max = w->cfg.payload_max;
-      c->symbolize = (char *)stkr__symbolize_mode_name(w->cfg.symbolize);
-      h->config = c;
-      h->arch = (char *)stkr__arch_name();
-      h->parent_pid = w->parent_pid;
-      /* One id names the session in its segments and its ring files:
-       * recovery matches them by it. */
-      h->session_id = w->session_id;
       h->session_first_seq = w->session_first_seq;
       h->dir_recreated = w->seg.dir_recreated;
       h->unwind_tables = w->uw_have ? &w->uw_pb : NULL;

@@ -91,6 +91,13 @@ typedef struct stkr__fconfig {
  * out->dir and out->app_paths must be freed with stkr__config_free. */
 int stkr__config_build(const stkr_config *in, stkr__fconfig *out);
 void stkr__config_free(stkr__fconfig *c);
+/* A new session's description from the resolved config: who (this
+ * process, parent_pid: 0 or the parent of a followed fork), when (now), a
+ * new session id, and the settings. The worker keeps it (worker.h, sess):
+ * it is the template of the session file (stkr__session_open) and of every
+ * segment's Header (stkr_fmt_header_from_session), which so say the same. */
+void stkr__session_template(const stkr__fconfig *c, uint32_t parent_pid,
+                            stkr_sessfile_hdr *s);
 /* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
 int stkr__parse_size(const char *s, uint64_t *out);
 /* mkdir -p; the directories created get `mode`. 0 or -errno. */

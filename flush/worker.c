@@ -416,24 +416,7 @@ static void recover_dir(stkr__worker *w) {
 /* The session file (and with it, file-backed rings). Failure only costs
  * crash-proofing: rings fall back to anonymous memory. */
 static void open_session(stkr__worker *w) {
-  stkr__session_info si = {
-      .dir = w->cfg.dir,
-      .session_id = w->session_id,
-      .pid = w->pid,
-      .parent_pid = w->parent_pid,
-      .start_mono_ns = w->start_mono_ns,
-      .start_wall_ns = w->start_wall_ns,
-      .process_name = w->process_name,
-      .arch = stkr__arch_name(),
-      .symbolize = stkr__symbolize_mode_name(w->cfg.symbolize),
-      .ring_bytes = w->cfg.ring_bytes,
-      .segment_bytes = w->cfg.segment_bytes,
-      .disk_cap_bytes = w->cfg.disk_cap_bytes,
-      .max_depth = w->cfg.max_depth,
-      .skip_frames = w->cfg.skip_frames,
-      .flush_interval_ms = w->cfg.flush_interval_ms,
-      .payload_max = w->cfg.payload_max};
-  int err = stkr__session_open(&si);
+  int err = stkr__session_open(w->cfg.dir, &w->sess);
   if (err < 0)
     stkr__log(STKR__LOG_OTHER, "cannot create a session file in %s: %s; rings "
               "are not crash-proof", w->cfg.dir, strerror(-err));
@@ -454,13 +437,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   cfg->dir = NULL;
   cfg->app_paths = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
-  w->pid = (uint32_t)getpid();
-  w->parent_pid = parent_pid;
-  w->start_mono_ns = stkr__clock_mono_ns();
-  w->start_wall_ns = stkr__clock_wall_ns();
-  /* One id for the session's segments and its ring files (ringfile.c). */
-  w->session_id = stkr__session_id_new();
-  stkr__process_name(w->process_name, sizeof w->process_name);
+  stkr__session_template(&w->cfg, parent_pid, &w->sess);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);
@@ -499,7 +476,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
    * recovered segment first, and ours continue after it. Not in a forked
    * child (follow mode): its parent, alive, did it at its own start. */
   if (parent_pid == 0) recover_dir(w);
-  if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->pid, w->cfg.segment_bytes,
+  if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->sess.pid, w->cfg.segment_bytes,
                             w->cfg.disk_cap_bytes)) < 0)
     goto fail;
   /* Open the first file now so that stkr_init reports an unusable
@@ -611,7 +588,7 @@ static void on_fork_child(void) {
     err = -ENOMEM;
     goto fail;
   }
-  if ((err = worker_create(&cfg, parent->pid, &w)) < 0) goto fail;
+  if ((err = worker_create(&cfg, parent->sess.pid, &w)) < 0) goto fail;
   if ((err = start_recorder(w)) < 0) {
     worker_free(w);
     goto fail;

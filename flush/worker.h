@@ -28,12 +28,13 @@ typedef struct stkr__req {
 
 typedef struct stkr__worker {
   stkr__fconfig cfg;
-  uint32_t pid, parent_pid;
-  uint64_t start_mono_ns, start_wall_ns;
-  /* Header.session_id, and the name of the session's file and ring files
-   * (recorder/ringfile.c); drawn once by stkr__session_id_new(). */
-  uint64_t session_id;
-  char process_name[64];
+  /* Who, when and with which settings (stkr__session_template, once, by
+   * worker_create; read-only after): the template of the session file's
+   * header and of every segment's Header, so that both say the same. Its
+   * session_id names the session's segments, its session file and its
+   * ring files (recorder/ringfile.c); its fields past the Config's are
+   * unused. */
+  stkr_sessfile_hdr sess;
 
   /* The seq of the session's first segment (Header.session_first_seq).
    * Written by worker_create, read by drain. */

@@ -12,6 +12,7 @@
 #include <zstd_errors.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_ringfile.h"
 
 int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq) {
   int n;
@@ -146,6 +147,28 @@ void stkr_fmt_buf_free(stkr_fmt_buf *b) {
   free(b->data);
   b->data = NULL;
   b->len = b->cap = 0;
+}
+
+void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
+                                  const struct stkr_sessfile_hdr *s) {
+  /* protobuf-c's strings are char *; the encoder only reads them. */
+  H->format_version = STKR_FORMAT_VERSION;
+  H->pid = s->pid;
+  H->process_name = (char *)s->process_name;
+  H->start_mono_ns = s->start_mono_ns;
+  H->start_wall_ns = s->start_wall_ns;
+  H->session_id = s->session_id;
+  H->arch = (char *)s->arch;
+  H->parent_pid = s->parent_pid;
+  C->ring_bytes = s->ring_bytes;
+  C->max_depth = s->max_depth;
+  C->skip_frames = s->skip_frames;
+  C->flush_interval_ms = s->flush_interval_ms;
+  C->segment_bytes = s->segment_bytes;
+  C->disk_cap_bytes = s->disk_cap_bytes;
+  C->payload_max = s->payload_max;
+  C->symbolize = (char *)s->symbolize;
+  H->config = C;
 }
 
 /* Each block carries its size in front of it, so free can give it back to

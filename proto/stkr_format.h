@@ -99,6 +99,21 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
 void stkr_fmt_buf_free(stkr_fmt_buf *b);
 
 /*
+ * The Header (and its Config) that opens a session's segment, from the
+ * header of the session's file (common/stkr_ringfile.h): format_version,
+ * who, when and with which settings. The live writer (flush/drain.c, from
+ * the template it gave the session file) and recovery
+ * (stkr_recover_session.c, from a dead session's file) both fill theirs
+ * here, so a recovered segment's Header cannot drift from a live one's.
+ * The caller sets what only it knows: segment_seq, session_first_seq,
+ * dir_recreated, unwind_tables. H and C point into `s`'s strings and C is
+ * linked as H->config: all three must outlive the encode.
+ */
+struct stkr_sessfile_hdr;
+void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
+                                  const struct stkr_sessfile_hdr *s);
+
+/*
  * The readers' one rule for the header of a zstd frame holding a Batch
  * (implemented with the reader, proto/stkr_frames.c): the content checksum
  * must be on (nothing would verify the content otherwise); the content

@@ -323,33 +323,6 @@ static int open_segment(build *b) {
   return -EEXIST;
 }
 
-/* The dead session's Header, from its session file (the recovered
- * segment's first batch). */
-static void fill_header(const build *b, Stackrec__Header *H,
-                        Stackrec__Config *C) {
-  const stkr__rc_sess *ss = b->ss;
-
-  H->format_version = STKR_FORMAT_VERSION;
-  H->pid = ss->h.pid;
-  H->process_name = (char *)ss->h.process_name;
-  H->start_mono_ns = ss->h.start_mono_ns;
-  H->start_wall_ns = ss->h.start_wall_ns;
-  H->segment_seq = b->seq;
-  H->session_id = ss->h.session_id;
-  H->session_first_seq = b->sc->first_seq ? b->sc->first_seq : b->seq;
-  H->arch = (char *)ss->h.arch;
-  H->parent_pid = ss->h.parent_pid;
-  C->ring_bytes = ss->h.ring_bytes;
-  C->max_depth = ss->h.max_depth;
-  C->skip_frames = ss->h.skip_frames;
-  C->flush_interval_ms = ss->h.flush_interval_ms;
-  C->segment_bytes = ss->h.segment_bytes;
-  C->disk_cap_bytes = ss->h.disk_cap_bytes;
-  C->payload_max = ss->h.payload_max;
-  C->symbolize = (char *)ss->h.symbolize;
-  H->config = C;
-}
-
 /* Encode and write the open batch (nothing in a dry run). */
 static int flush_batch(build *b) {
   Stackrec__Batch B = STACKREC__BATCH__INIT;
@@ -383,7 +356,11 @@ static int flush_batch(build *b) {
   B.seq = sc->max_batch_seq + ++b->batch_seq;
   B.recovered = true;
   if (b->written_batches == 0) {
-    fill_header(b, &H, &C);
+    /* The dead session's Header, from its session file (the recovered
+     * segment's first batch). */
+    stkr_fmt_header_from_session(&H, &C, &b->ss->h);
+    H.segment_seq = b->seq;
+    H.session_first_seq = sc->first_seq ? sc->first_seq : b->seq;
     B.header = &H;
     if (sc->images != NULL) {
       B.n_images = sc->images->n_images;

@@ -290,9 +290,9 @@ static size_t sess_file_bytes(void) {
          STKR_SESSFILE_NAMES_CAP;
 }
 
-int stkr__session_open(const stkr__session_info *in) {
+int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   char path[PATH_MAX];
-  size_t dir_len = strlen(in->dir);
+  size_t dir_len = strlen(dir);
   size_t bytes = sess_file_bytes();
   stkr_sessfile_hdr *h;
   struct stat st;
@@ -301,14 +301,14 @@ int stkr__session_open(const stkr__session_info *in) {
   stkr__session_close(false); /* a session left open (cannot happen) */
   if (dir_len + 1 + STKR_RINGFILE_NAME_MAX > sizeof path)
     return -ENAMETOOLONG;
-  memcpy(g_sess.dir, in->dir, dir_len + 1);
+  memcpy(g_sess.dir, dir, dir_len + 1);
   g_sess.dir_len = dir_len;
-  g_sess.pid = in->pid;
-  g_sess.session_id = in->session_id;
-  g_sess.ring_bytes = (size_t)in->ring_bytes;
+  g_sess.pid = tmpl->pid;
+  g_sess.session_id = tmpl->session_id;
+  g_sess.ring_bytes = (size_t)tmpl->ring_bytes;
   g_sess.lost = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
-  file_path(path, in->session_id, 0);
+  file_path(path, tmpl->session_id, 0);
   /* A pooled file is locked before it gets our name; its old header and
    * site slots are cleared below. */
   bool pooled;
@@ -333,26 +333,20 @@ int stkr__session_open(const stkr__session_info *in) {
     unlink(path);
     return err;
   }
-  if (pooled) /* as a new file's: the header and every site's slot */
+  if (pooled) /* as a new file's: the header's spare bytes, every site's slot */
     memset(h, 0, STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1));
+  /* The template's descriptive fields as they are; then this file's own
+   * layout, state and counters, whatever the template held there. Nobody
+   * else sees h before the release store below. */
+  *h = *tmpl;
+  h->names_used = h->names_overflow = 0;
+  h->max_stack_id = 0;
+  h->max_batch_seq = 0;
+  memset(h->clock, 0, sizeof h->clock);
+  h->clock_idx = 0;
   memcpy(h->magic, STKR_SESSFILE_MAGIC, 8);
   h->version = STKR_SESSFILE_VERSION;
   h->hdr_bytes = STKR_SESSFILE_HDR_BYTES;
-  h->session_id = in->session_id;
-  h->pid = in->pid;
-  h->parent_pid = in->parent_pid;
-  h->start_mono_ns = in->start_mono_ns;
-  h->start_wall_ns = in->start_wall_ns;
-  copy_str(h->process_name, sizeof h->process_name, in->process_name);
-  copy_str(h->arch, sizeof h->arch, in->arch);
-  copy_str(h->symbolize, sizeof h->symbolize, in->symbolize);
-  h->ring_bytes = in->ring_bytes;
-  h->segment_bytes = in->segment_bytes;
-  h->disk_cap_bytes = in->disk_cap_bytes;
-  h->max_depth = in->max_depth;
-  h->skip_frames = in->skip_frames;
-  h->flush_interval_ms = in->flush_interval_ms;
-  h->payload_max = in->payload_max;
   h->site_cap = STKR_MAX_SITES;
   h->slots_off = STKR_SESSFILE_HDR_BYTES;
   h->names_off = STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1);

@@ -31,20 +31,15 @@
  * liveness lock; see common/stkr_ringfile.h for the layout and the rules.
  * Control calls (open, close, check) come from the thread that runs
  * stkr_init/stkr_shutdown or from the worker; never concurrently. */
-typedef struct stkr__session_info {
-  const char *dir; /* absolute; copied */
-  uint64_t session_id;
-  uint32_t pid, parent_pid;
-  uint64_t start_mono_ns, start_wall_ns;
-  const char *process_name, *arch, *symbolize;
-  uint64_t ring_bytes, segment_bytes, disk_cap_bytes;
-  uint32_t max_depth, skip_frames, flush_interval_ms, payload_max;
-} stkr__session_info;
-
-/* Create the session file, lock it, map it, copy the sites registered so
- * far; later rings are files of this session. 0 or -errno (then rings stay
+/* Create the session file in `dir` (absolute; copied), lock it, map it,
+ * copy the sites registered so far; later rings are files of this
+ * session. `tmpl`: who, when and with which settings (session_id, pid,
+ * parent_pid, start_*, process_name, arch, symbolize and the Config
+ * fields, strings NUL-terminated; the rest is ignored): the flush worker fills it once and starts
+ * its segments' Header from the same struct (stkr_fmt_header_from_session),
+ * so the file and the segments say the same. 0 or -errno (then rings stay
  * anonymous: the recording works, without crash-proofing). */
-int stkr__session_open(const stkr__session_info *info);
+int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl);
 /* End the session. `leftovers`: records stay in ring files (a bounded exit
  * ran out of time): keep every file for recovery. Otherwise unlink the
  * session file; ring files of live threads are unlinked and their rings

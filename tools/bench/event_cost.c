@@ -384,10 +384,10 @@ static void start_recorder(char *sdir, unsigned rounds) {
 
   /* The ring is what the product uses: a MAP_SHARED file of a recording
    * session (recorder/ringfile.c), in a temporary directory. */
-  stkr__session_info si = {.dir = sdir, .session_id = stkr__session_id_new(),
-                           .pid = (uint32_t)getpid(), .ring_bytes = RING_BYTES,
-                           .max_depth = MAX_PCS};
-  bool file_ring = mkdtemp(sdir) != NULL && stkr__session_open(&si) == 0;
+  stkr_sessfile_hdr si = {.session_id = stkr__session_id_new(),
+                          .pid = (uint32_t)getpid(), .ring_bytes = RING_BYTES,
+                          .max_depth = MAX_PCS};
+  bool file_ring = mkdtemp(sdir) != NULL && stkr__session_open(sdir, &si) == 0;
   if (stkr__recorder_start(&rconf, NULL, NULL, NULL) != 0)
     die("stkr__recorder_start failed");
   if (stkr_site_register(&g_site) != 0 || stkr_thread_attach() != 0)
