@@ -626,11 +626,14 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__thread *t, *next;
   int err;
 
-  if ((err = stkr__images_refresh(&w->imgs)) < 0)
-    stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
-  images_changed(w);
+  stkr__loader_scan_begin(); /* no fork mid-scan (worker.c) */
+  err = stkr__images_refresh(&w->imgs);
   if (!last) /* not out of the exit budget */
     stkr__drain_unwind_tables(w);
+  stkr__loader_scan_end();
+  if (err < 0)
+    stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
+  images_changed(w);
   if (!stkr__session_check())
     stkr__log(STKR__LOG_OTHER, "lost the lock on the session file in %s (a "
               "descriptor closed by the program?); new threads' rings are "

@@ -488,7 +488,9 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   }
   w->session_first_seq = w->seg.seq;
   open_session(w);
+  stkr__loader_scan_begin();
   (void)stkr__images_refresh(&w->imgs);
+  stkr__loader_scan_end();
   *out = w;
   return 0;
 
@@ -529,7 +531,9 @@ static int start_recorder(stkr__worker *w) {
   /* Tables before the first event, on the thread that starts recording:
    * a few ms once per process (python3's 16 images: ~8 ms of CPU), so
    * that no event of a short-lived process is walked without them. */
+  stkr__loader_scan_begin();
   stkr__drain_unwind_tables(w);
+  stkr__loader_scan_end();
   return stkr__recorder_start(
       &rc, wake_fn, NULL,
       w->cfg.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);
@@ -566,8 +570,52 @@ static void atfork_child(void) {
   memcpy(&g_mu, &fresh, sizeof fresh);
 }
 
+/* ---- scans of the loader's image list vs fork ----------------------------
+ * dl_iterate_phdr holds the loader's list lock (dl_load_write_lock), which
+ * glibc does not reset in a forked child: a fork while our worker scans
+ * leaves it held there for good, and the child's next dlclose or
+ * dl_iterate_phdr hangs. Seen with runuser, whose PAM child dlcloses its
+ * modules, once passes came every 1 ms after a dlopen. So every scan of
+ * ours (image list, unwind tables) holds g_scan_mu, and fork's prepare
+ * handler takes it: no fork starts mid-scan. A fork from a signal handler
+ * that interrupted this thread's own scan skips the lock (t_scanning): its
+ * child may hang as before, rather than the parent deadlock on itself. */
+static pthread_mutex_t g_scan_mu = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool t_scanning;
+/* Whether prepare took g_scan_mu. Forks with atfork handlers run one at a
+ * time (glibc holds its atfork lock from prepare to parent/child). */
+static bool g_scan_taken;
+
+void stkr__loader_scan_begin(void) {
+  pthread_mutex_lock(&g_scan_mu);
+  t_scanning = true;
+}
+
+void stkr__loader_scan_end(void) {
+  t_scanning = false;
+  pthread_mutex_unlock(&g_scan_mu);
+}
+
+static void atfork_prepare(void) {
+  g_scan_taken = !t_scanning;
+  if (g_scan_taken)
+    pthread_mutex_lock(&g_scan_mu);
+}
+
+static void atfork_parent(void) {
+  if (g_scan_taken)
+    pthread_mutex_unlock(&g_scan_mu);
+}
+
+static void atfork_child_scan(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&g_scan_mu, &fresh, sizeof fresh);
+  t_scanning = false;
+  atfork_child();
+}
+
 static void register_atfork(void) {
-  (void)pthread_atfork(NULL, NULL, atfork_child);
+  (void)pthread_atfork(atfork_prepare, atfork_parent, atfork_child_scan);
 }
 
 /* Follow mode: called by recorder/ from the child's first event, before

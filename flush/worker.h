@@ -143,6 +143,11 @@ uint32_t stkr__new_epoch(void);
  * counts what it left in the rings as dropped_exit. This is the one place
  * that decides what an exit leaves behind. */
 void stkr__drain_all(stkr__worker *w, bool last);
+/* Around every scan of the loaded images (dl_iterate_phdr: the image list,
+ * the unwind tables), so that no fork starts in the middle of one: the
+ * child would inherit the loader's list lock held (worker.c). */
+void stkr__loader_scan_begin(void);
+void stkr__loader_scan_end(void);
 /* STKR_UNWIND_TABLES: build and publish unwind tables when the image list
  * changed since the last build (drain.c). */
 void stkr__drain_unwind_tables(stkr__worker *w);
