@@ -74,6 +74,14 @@ static stkr_sessfile_hdr *_Atomic g_map;
  * load of g_map; close stores g_map, then loads this: a Dekker pair, so
  * close never unmaps the header under a writer. */
 static _Atomic int g_map_users;
+/* Threads between stkr__ringfile_attach_begin and _end: taking a ring of
+ * the session (a new file, or one from the cache) and linking themselves
+ * into the thread list, where close finds their ring. seq_cst increment,
+ * then the load of g_map (stkr__ringfile_map); close stores g_map, then
+ * waits (bounded) for this to drop to 0: a Dekker pair, so close never
+ * misses a ring made during it, whose file would stay behind (seen in 7 of
+ * 480 recorded _exit runs of exit_busy). */
+static _Atomic int g_ring_makers;
 static _Atomic uint64_t g_fallbacks;
 /* Rings of exited threads of the current session, empty and released,
  * mapped, for the next thread to start. The worker puts (CAS NULL -> ring,
@@ -440,14 +448,39 @@ void stkr__session_clock(const stkr_clock_cal *cal) {
   __atomic_store_n(&h->clock_idx, next, __ATOMIC_RELEASE);
 }
 
+void stkr__ringfile_attach_begin(void) {
+  atomic_fetch_add_explicit(&g_ring_makers, 1, memory_order_seq_cst);
+}
+
+void stkr__ringfile_attach_end(void) {
+  /* Release: the thread's link into the list comes before close's load. */
+  atomic_fetch_sub_explicit(&g_ring_makers, 1, memory_order_release);
+}
+
+/* Wait for threads taking a ring right now to be in the list: at most
+ * 20 ms (a thread making its file on a slow disk; or this very thread,
+ * when close runs in a signal handler that interrupted its attach), after
+ * which such a ring's file may stay behind, as an orphan readers count. */
+static void wait_ring_makers(void) {
+  for (int i = 0; i < 20; i++) {
+    /* Acquire: pairs with the release decrement in attach_end. */
+    if (atomic_load_explicit(&g_ring_makers, memory_order_acquire) == 0)
+      return;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 void stkr__session_close(bool leftovers) {
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
   char path[PATH_MAX];
 
   if (h == NULL)
     return;
-  /* seq_cst: the other half of the Dekker pair in site_added. */
+  /* seq_cst: the other half of the Dekker pairs in site_added and
+   * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
+  wait_ring_makers();
   /* No producer or consumer runs (after the worker's final drain): the
    * rings may change hands. Their files go with the session (or stay, all
    * of them, for recovery); the mappings keep working until re-backed. */
@@ -601,8 +634,9 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
   uint64_t pos;
   int err;
 
-  /* Acquire: see g_map. g_sess's other fields were written before it. */
-  if (thread_id == 0 || atomic_load_explicit(&g_map, memory_order_acquire) == NULL)
+  /* seq_cst: the other half of the Dekker pair with close (g_ring_makers;
+   * acquire would do for g_sess's other fields, written before it). */
+  if (thread_id == 0 || atomic_load_explicit(&g_map, memory_order_seq_cst) == NULL)
     return -ENOENT;
   /* A ring made ahead by the worker, or left by an exited thread: no file
    * to create on the program's thread. */
