@@ -74,13 +74,15 @@ static stkr_sessfile_hdr *_Atomic g_map;
  * load of g_map; close stores g_map, then loads this: a Dekker pair, so
  * close never unmaps the header under a writer. */
 static _Atomic int g_map_users;
-/* Threads between stkr__ringfile_attach_begin and _end: taking a ring of
- * the session (a new file, or one from the cache) and linking themselves
- * into the thread list, where close finds their ring. seq_cst increment,
- * then the load of g_map (stkr__ringfile_map); close stores g_map, then
- * waits (bounded) for this to drop to 0: a Dekker pair, so close never
- * misses a ring made during it, whose file would stay behind (seen in 7 of
- * 480 recorded _exit runs of exit_busy). */
+/* Threads between stkr__ringfile_enter and _leave: taking a ring of the
+ * session and linking themselves into the thread list, or (the worker)
+ * making rings ahead and keeping rings in the cache: the places close
+ * cleans. seq_cst increment, then a seq_cst load of g_map; close stores
+ * g_map, then waits (bounded) for this to drop to 0: a Dekker pair, so
+ * close never misses a ring handed on during it, whose file would stay
+ * behind (seen in 7 of 480 recorded _exit runs of exit_busy, and with 12
+ * busy threads, where a worker abandoned at the exit budget still made
+ * and kept rings, in 1 of 60). */
 static _Atomic int g_ring_makers;
 static _Atomic uint64_t g_fallbacks;
 /* Rings of exited threads of the current session, empty and released,
@@ -448,21 +450,22 @@ void stkr__session_clock(const stkr_clock_cal *cal) {
   __atomic_store_n(&h->clock_idx, next, __ATOMIC_RELEASE);
 }
 
-void stkr__ringfile_attach_begin(void) {
+void stkr__ringfile_enter(void) {
   atomic_fetch_add_explicit(&g_ring_makers, 1, memory_order_seq_cst);
 }
 
-void stkr__ringfile_attach_end(void) {
+void stkr__ringfile_leave(void) {
   /* Release: the thread's link into the list comes before close's load. */
   atomic_fetch_sub_explicit(&g_ring_makers, 1, memory_order_release);
 }
 
-/* Wait for threads taking a ring right now to be in the list: at most
- * 20 ms (a thread making its file on a slow disk; or this very thread,
- * when close runs in a signal handler that interrupted its attach), after
- * which such a ring's file may stay behind, as an orphan readers count. */
+/* Wait for threads handing on a ring right now: at most 100 ms (a thread
+ * descheduled mid-attach among a dozen busy ones on two cores; a file made
+ * on a slow disk; or this very thread, when close runs in a signal handler
+ * that interrupted its attach), after which such a ring's file may stay
+ * behind, as an orphan readers count. */
 static void wait_ring_makers(void) {
-  for (int i = 0; i < 20; i++) {
+  for (int i = 0; i < 100; i++) {
     /* Acquire: pairs with the release decrement in attach_end. */
     if (atomic_load_explicit(&g_ring_makers, memory_order_acquire) == 0)
       return;
@@ -663,13 +666,19 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
   return 0;
 }
 
-void stkr__ringfile_prefill(void) {
-  uint64_t size;
+static void prefill(void);
 
-  if (atomic_load_explicit(&g_map, memory_order_acquire) == NULL ||
-      g_sess.lost)
-    return;
-  size = stkr__ring_round(g_sess.ring_bytes);
+void stkr__ringfile_prefill(void) {
+  stkr__ringfile_enter();
+  /* seq_cst: see g_ring_makers. */
+  if (atomic_load_explicit(&g_map, memory_order_seq_cst) != NULL && !g_sess.lost)
+    prefill();
+  stkr__ringfile_leave();
+}
+
+static void prefill(void) {
+  uint64_t size = stkr__ring_round(g_sess.ring_bytes);
+
   int have = 0;
   for (int i = 0; i < STKR_RINGFILE_CACHE; i++)
     have += atomic_load_explicit(&g_cache[i], memory_order_relaxed) != NULL;
@@ -709,11 +718,19 @@ static stkr__ring_ctl *cache_take(uint64_t ring_size) {
   return NULL;
 }
 
+static bool cache_put(stkr__ring_ctl *c);
+
 bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
-  if (session == 0 ||
-      atomic_load_explicit(&g_map, memory_order_acquire) == NULL ||
-      session != g_sess.session_id)
-    return false;
+  stkr__ringfile_enter();
+  /* seq_cst: see g_ring_makers. */
+  bool kept = session != 0 &&
+              atomic_load_explicit(&g_map, memory_order_seq_cst) != NULL &&
+              session == g_sess.session_id && cache_put(c);
+  stkr__ringfile_leave();
+  return kept;
+}
+
+static bool cache_put(stkr__ring_ctl *c) {
   for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
     stkr__ring_ctl *expected = NULL;
     /* Release: the ring's indices, as we leave them, go with it. */

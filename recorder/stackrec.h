@@ -300,7 +300,8 @@ STKR_API int stkr_stats_get(stkr_stats *out);
  * pass (every flush_interval_ms), and until then the image's frames have no
  * unwind table (STKR_UNWIND_TABLES: a stack through them may end there) and
  * no entry in the image list. After this call the worker looks every 1 ms
- * for the next 100 ms, so a call just before dlopen is enough. The hook
+ * until the list changes (for 1 s at most), then for 100 ms more, so a
+ * call just before dlopen is enough. The hook
  * library behind `stackrec record` calls it from its dlopen and dlclose.
  * Cheap (a store and, if a worker runs, a semaphore post), thread-safe and
  * async-signal-safe; does nothing when not recording.

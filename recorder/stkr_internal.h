@@ -97,11 +97,13 @@ void stkr__session_site_added(uint32_t id, const char *name);
 /* Forked child: drop the parent's session (unmap, close the child's copy
  * of the lock descriptor so that the parent's death stays visible). */
 void stkr__session_forget_after_fork(void);
-/* Around a thread's attach, from before it takes a ring of the session
- * to after it is in the thread list: a session close waits (bounded) for
- * every thread in between, so that it finds their rings (ringfile.c). */
-void stkr__ringfile_attach_begin(void);
-void stkr__ringfile_attach_end(void);
+/* Around anything that hands a ring file of the session to a place a
+ * session close cleans: a thread's attach (from before it takes a ring to
+ * after it is in the thread list), the worker's prefill and keep (into
+ * the cache). Close waits (bounded) for every thread in between, so that
+ * it finds every such ring (ringfile.c). Nests. */
+void stkr__ringfile_enter(void);
+void stkr__ringfile_leave(void);
 /* A ring file of the current session for thread `thread_id`: a kept one
  * (see stkr__ringfile_keep) re-owned, else a new file, sized and mapped;
  * *ctl gets the mapping (total = header page + ring). -ENOENT when there

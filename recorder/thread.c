@@ -150,11 +150,11 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   stkr__thread_name(t->name, sizeof t->name);
   /* A file of the current session when there is one (the id is used up
    * even if this fails: ids are never reused). From here until t is in the
-   * list, a session close waits for us (stkr__ringfile_attach_begin). */
-  stkr__ringfile_attach_begin();
+   * list, a session close waits for us (stkr__ringfile_enter). */
+  stkr__ringfile_enter();
   err = stkr__ring_init(&t->ring, ring_bytes, t->id, t->tid, t->name);
   if (err != 0) {
-    stkr__ringfile_attach_end();
+    stkr__ringfile_leave();
     munmap(t, stkr__state_bytes());
     atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
     stkr__tls = NULL;
@@ -174,7 +174,7 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
     /* Release: publishes the fields above to the worker (see g_head). */
   } while (!atomic_compare_exchange_weak_explicit(
       &g_head, &old, t, memory_order_release, memory_order_relaxed));
-  stkr__ringfile_attach_end();
+  stkr__ringfile_leave();
   atomic_fetch_add_explicit(&g_attached, 1, memory_order_relaxed);
   *out = t;
   return 0;
