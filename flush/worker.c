@@ -264,6 +264,7 @@ static void answer(stkr__worker *w, stkr__req *list, int result) {
 
 #define STKR__PRESSURE_TICK_NS 1000000u /* 1 ms */
 #define STKR__PRESSURE_HOLD_NS 100000000u /* 100 ms */
+#define STKR__HINT_WAIT_NS 1000000000u /* 1 s */
 
 static uint64_t interval_ns(const stkr__worker *w) {
   return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
@@ -272,6 +273,9 @@ static uint64_t interval_ns(const stkr__worker *w) {
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
   uint64_t next_tick, recent_until = 0;
+  /* After stkr_images_changed: passes every 1 ms until the image list
+   * differs from hint_gen's, at most until hint_until. */
+  uint64_t hint_gen = 0, hint_until = 0;
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
@@ -328,11 +332,23 @@ static void *worker_main(void *arg) {
      * pass (bursts come in trains); idle: the configured interval. */
     uint64_t now = stkr__clock_mono_ns();
     /* Images are being loaded or unloaded (stkr_images_changed, called
-     * before dlopen: the image may not be listed yet): passes every 1 ms
-     * for the next 100 ms, each of which refreshes the image list and
-     * the unwind tables when the loader's counts moved. */
-    if (atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed))
-      recent_until = now + STKR__PRESSURE_HOLD_NS;
+     * before dlopen: the image may not be listed yet). Each pass refreshes
+     * the image list, and the unwind tables when the loader's counts
+     * moved: passes every 1 ms until the list changes (a dlopen
+     * descheduled for long on a loaded machine: at most 1 s; a dlopen of
+     * an image that is loaded already changes nothing), then for 100 ms
+     * more (loads come in trains: a library's dependencies, a
+     * language runtime importing its modules). */
+    if (atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed)) {
+      hint_gen = w->imgs.gen;
+      hint_until = now + STKR__HINT_WAIT_NS;
+    }
+    if (now < hint_until) {
+      if (w->imgs.gen == hint_gen)
+        recent_until = now + STKR__PRESSURE_HOLD_NS;
+      else
+        hint_until = 0; /* seen: the 100 ms hold runs out from here */
+    }
     if (w->pressure) {
       sched_yield();
       next_tick = now; /* the wait below returns at once */

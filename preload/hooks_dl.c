@@ -15,7 +15,7 @@
  * stkr__pl_dlopen_target for libc's dlopen (it also gives the hint), restore
  * them and jump there, with the program's return address still on the
  * stack. The hint comes before the load; the worker's passes every 1 ms
- * for the next 100 ms (worker.c) find the image once it is listed.
+ * until the image list changes (worker.c) find the image once it is listed.
  *
  * dlclose's caller does not matter: a plain wrapper, hint after the call.
  */
