@@ -150,6 +150,9 @@ typedef struct stkr__images {
 /* Rescan if the loader's image set may have changed. 0 or -errno (the old
  * list is kept on error). */
 int stkr__images_refresh(stkr__images *im);
+/* Whether the loader's list may differ from the one im holds (a refresh
+ * would rescan): a few loads. Hold stkr__loader_scan_begin around it. */
+bool stkr__images_stale(const stkr__images *im);
 void stkr__images_free(stkr__images *im);
 /* images.c, for images_*.c: free n images and the array; make imgs (n of
  * cap, owned from now on) the current list with ptrs (n pointers' room;

@@ -80,6 +80,12 @@ static int describe(uint32_t i, Stackrec__Image *im) {
   return 0;
 }
 
+bool stkr__images_stale(const stkr__images *im) {
+  pthread_once(&g_dyld_once, register_callbacks);
+  return !im->scanned ||
+         atomic_load_explicit(&g_dyld_gen, memory_order_relaxed) != im->adds;
+}
+
 int stkr__images_refresh(stkr__images *im) {
   unsigned long long gen;
   uint32_t n;

@@ -118,6 +118,12 @@ static bool same_list(const stkr__images *im, const scan *sc) {
   return true;
 }
 
+bool stkr__images_stale(const stkr__images *im) {
+  counts c = {0, 0, false};
+  dl_iterate_phdr(read_counts, &c);
+  return !im->scanned || !c.have || c.adds != im->adds || c.subs != im->subs;
+}
+
 int stkr__images_refresh(stkr__images *im) {
   counts c = {0, 0, false};
   scan sc = {NULL, 0, 0, 0};

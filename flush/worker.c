@@ -270,12 +270,98 @@ static uint64_t interval_ns(const stkr__worker *w) {
   return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
 }
 
+/* The worker's timer (worker thread only). */
+typedef struct worker_timer {
+  uint64_t next_tick;   /* the wait's deadline */
+  uint64_t burst_until; /* passes every 1 ms after pressure, until then */
+  /* After stkr_images_changed: the loader is watched every 1 ms until
+   * watch_until, for a list that differs from watch_gen's. */
+  uint64_t watch_until, watch_gen;
+  uint64_t watch_tick; /* 1 ms after a hint or a change, doubling to 32 */
+} worker_timer;
+
+/* After a pass at `now`: when the next one is due.
+ * - Pressure (a ring an eighth full or more) means a producer is outrunning
+ *   the interval. The next pass follows at once (after a yield, so that on
+ *   a busy core the producers run too): a worker that sleeps until a
+ *   producer's half-full wake gets the CPU back too late on a loaded
+ *   machine (measured: a 64 KiB ring fills in ~0.15 ms, a wake-up took
+ *   ~1 ms), and the producer drops meanwhile. Then every 1 ms for 100 ms
+ *   after the last pressured pass (bursts come in trains).
+ * - Images being loaded or unloaded (stkr_images_changed, called before
+ *   dlopen: the image may not be listed yet): the loader is looked at from
+ *   1 ms on until the list changes (a dlopen descheduled for long on a
+ *   loaded machine: at most 1 s; a dlopen of an image loaded already
+ *   changes nothing), then for 100 ms after each change (a library's
+ *   dependencies, a runtime importing its modules). Those looks are light
+ *   and back off (timer_light).
+ * - Idle: the configured interval. */
+/* Take stkr_images_changed's hint: @return whether there was one. */
+static bool timer_take_hint(const stkr__worker *w, worker_timer *tm, uint64_t now) {
+  if (!atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed))
+    return false;
+  tm->watch_gen = w->imgs.gen;
+  tm->watch_until = now + STKR__HINT_WAIT_NS;
+  tm->watch_tick = STKR__PRESSURE_TICK_NS;
+  return true;
+}
+
+static void timer_after_pass(const stkr__worker *w, worker_timer *tm, uint64_t now) {
+  if (!timer_take_hint(w, tm, now) && now < tm->watch_until &&
+      w->imgs.gen != tm->watch_gen) {
+    tm->watch_gen = w->imgs.gen;
+    tm->watch_until = now + STKR__PRESSURE_HOLD_NS;
+    tm->watch_tick = STKR__PRESSURE_TICK_NS;
+  }
+  if (w->pressure) {
+    sched_yield();
+    tm->next_tick = now; /* the wait below returns at once */
+    tm->burst_until = now + STKR__PRESSURE_HOLD_NS;
+  } else if (now < tm->burst_until || now < tm->watch_until) {
+    uint64_t tick = now < tm->burst_until ? STKR__PRESSURE_TICK_NS : tm->watch_tick;
+    if (tm->next_tick > now + tick || now >= tm->next_tick)
+      tm->next_tick = now + tick;
+  } else if (now >= tm->next_tick) {
+    tm->next_tick = now + interval_ns(w);
+  }
+}
+
+/* Has a producer asked for a pass (its ring past half full)? It keeps
+ * wake_sent set until the worker drains it (drain.c). Worker only. */
+static bool producer_waiting(void) {
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    if (atomic_load_explicit(&t->wake_sent, memory_order_relaxed))
+      return true;
+  return false;
+}
+
+/* A wake-up while only the loader is watched (the timer, or the hint's own
+ * post): a pass is worth it only if the loader's list moved or a producer
+ * asked (a few loads, not a pass: each pass writes what the rings hold, and
+ * a program calling dlopen every 10 ms had a batch written each time), and
+ * the looks back off from 1 ms to 32 ms while nothing moves: most loads are
+ * listed within a millisecond, and each wake-up costs a context switch.
+ * @return true: no pass now (the next look is scheduled). */
+static bool timer_light(const stkr__worker *w, worker_timer *tm) {
+  uint64_t now = stkr__clock_mono_ns();
+  bool moved;
+
+  if (now >= tm->watch_until || now < tm->burst_until || producer_waiting())
+    return false;
+  stkr__loader_scan_begin();
+  moved = stkr__images_stale(&w->imgs);
+  stkr__loader_scan_end();
+  if (moved)
+    return false;
+  if (tm->watch_tick < 32 * STKR__PRESSURE_TICK_NS)
+    tm->watch_tick *= 2;
+  tm->next_tick = now + tm->watch_tick;
+  return true;
+}
+
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
-  uint64_t next_tick, recent_until = 0;
-  /* After stkr_images_changed: passes every 1 ms until the image list
-   * differs from hint_gen's, at most until hint_until. */
-  uint64_t hint_gen = 0, hint_until = 0;
+  worker_timer tm = {0, 0, 0, 0, STKR__PRESSURE_TICK_NS};
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
@@ -288,13 +374,13 @@ static void *worker_main(void *arg) {
 #endif
   if (!stkr__drain_claim(w)) goto taken_over;
   stkr__drain_start_symbolizer(w);
-  next_tick = stkr__clock_mono_ns() + interval_ns(w);
+  tm.next_tick = stkr__clock_mono_ns() + interval_ns(w);
   stkr__drain_unclaim(w);
   for (;;) {
     stkr__req *list;
     bool end;
 
-    (void)stkr__wake_wait(&w->wake, next_tick);
+    int woke = stkr__wake_wait(&w->wake, tm.next_tick);
     if (!stkr__drain_claim(w)) goto taken_over;
     pthread_mutex_lock(&w->req_mu);
     list = w->req_head;
@@ -316,49 +402,21 @@ static void *worker_main(void *arg) {
       pthread_mutex_unlock(&w->req_mu);
       return NULL;
     }
+    /* A post with the hint set may be the hint's alone: it starts the
+     * watch, and the look below decides whether a pass is due. */
+    bool hinted = woke == 0 && list == NULL &&
+                  timer_take_hint(w, &tm, stkr__clock_mono_ns());
+    if ((woke == -ETIMEDOUT || hinted) && list == NULL && timer_light(w, &tm)) {
+      stkr__drain_unclaim(w);
+      continue;
+    }
     /* A timeout, a producer or a flush: one pass serves them all. */
     stkr__drain_all(w, false);
     if (list) {
       answer(w, list, w->io_error ? -EIO : 0);
       w->io_error = false;
     }
-    /* The adaptive timer: a pass that found a ring an eighth full or more
-     * means a producer is outrunning the interval. The next pass follows
-     * at once (after a yield, so that on a busy core the producers run
-     * too): a worker that sleeps until a producer's half-full wake gets
-     * the CPU back too late on a loaded machine (measured: a 64 KiB ring
-     * fills in ~0.15 ms, a wake-up took ~1 ms), and the producer drops
-     * meanwhile. Then every 1 ms for 100 ms after the last pressured
-     * pass (bursts come in trains); idle: the configured interval. */
-    uint64_t now = stkr__clock_mono_ns();
-    /* Images are being loaded or unloaded (stkr_images_changed, called
-     * before dlopen: the image may not be listed yet). Each pass refreshes
-     * the image list, and the unwind tables when the loader's counts
-     * moved: passes every 1 ms until the list changes (a dlopen
-     * descheduled for long on a loaded machine: at most 1 s; a dlopen of
-     * an image that is loaded already changes nothing), then for 100 ms
-     * more (loads come in trains: a library's dependencies, a
-     * language runtime importing its modules). */
-    if (atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed)) {
-      hint_gen = w->imgs.gen;
-      hint_until = now + STKR__HINT_WAIT_NS;
-    }
-    if (now < hint_until) {
-      if (w->imgs.gen == hint_gen)
-        recent_until = now + STKR__PRESSURE_HOLD_NS;
-      else
-        hint_until = 0; /* seen: the 100 ms hold runs out from here */
-    }
-    if (w->pressure) {
-      sched_yield();
-      next_tick = now; /* the wait below returns at once */
-      recent_until = now + STKR__PRESSURE_HOLD_NS;
-    } else if (now < recent_until) {
-      if (next_tick > now + STKR__PRESSURE_TICK_NS || now >= next_tick)
-        next_tick = now + STKR__PRESSURE_TICK_NS;
-    } else if (now >= next_tick) {
-      next_tick = now + interval_ns(w);
-    }
+    timer_after_pass(w, &tm, stkr__clock_mono_ns());
     stkr__drain_unclaim(w);
   }
 

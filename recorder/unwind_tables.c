@@ -199,19 +199,62 @@ static int cache_load(const char *name, const stkr__uw_src *src,
   return 0;
 }
 
-/* stkr__uw_table_fn: the image's stored table, else a build (stored). */
+/* The published set's table of this image: the same load bias and
+ * build-id (an image loaded at the same address after a dlclose has
+ * another build-id), or NULL. The set built after a dlopen shares the
+ * tables of every image it had (python3 importing 11 modules under
+ * `record`: each import's dlopen rebuilt the set, reading every table from
+ * the recording's cache again). */
+static int table_stored(uw_cache *c, const stkr__uw_src *src,
+                        const uint8_t *id, size_t id_len,
+                        stkr__uw_table **out, stkr__uw_stats *st);
+
+static stkr__uw_table *table_published(const stkr__uw_src *src, uint64_t key) {
+  const stkr__uw_set *cur = stkr__unwind_set_current(&g_uw_slot);
+  for (uint32_t i = 0; cur != NULL && i < cur->n; i++)
+    if (cur->tables[i]->image_key == key && cur->tables[i]->base == src->base)
+      return cur->tables[i];
+  return NULL;
+}
+
+/* stkr__uw_table_fn: the published set's table of the image, else its
+ * stored table, else a build (stored). */
 static int table_cached(void *arg, const struct dl_phdr_info *info,
                         const stkr__uw_src *src, stkr__uw_table **out,
                         stkr__uw_stats *st) {
   uw_cache *c = arg;
-  char name[2 * STKR__UW_BUILD_ID_MAX + 8];
   const uint8_t *id;
-  size_t id_len, len;
-  void *buf;
+  size_t id_len;
+  uint64_t key;
+  stkr__uw_table *t;
   int rc;
 
   if (!stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, &id, &id_len))
     return stkr__unwind_table_build(src, out, st);
+  key = stkr_mix64(stkr_hash_bytes(id_len, id, id_len)) | 1; /* 0: none */
+  if ((t = table_published(src, key)) != NULL) {
+    *out = stkr__unwind_table_share(t);
+    *st = t->stats;
+    c->counts->cache_loaded += t->from_cache;
+    return 0;
+  }
+  rc = table_stored(c, src, id, id_len, out, st);
+  if (rc == 0) {
+    (*out)->image_key = key;
+    (*out)->stats = *st;
+  }
+  return rc;
+}
+
+/* The image's stored table, else a build (stored). */
+static int table_stored(uw_cache *c, const stkr__uw_src *src,
+                        const uint8_t *id, size_t id_len,
+                        stkr__uw_table **out, stkr__uw_stats *st) {
+  char name[2 * STKR__UW_BUILD_ID_MAX + 8];
+  size_t len;
+  void *buf;
+  int rc;
+
   for (size_t i = 0; i < id_len; i++) {
     name[2 * i] = "0123456789abcdef"[id[i] >> 4];
     name[2 * i + 1] = "0123456789abcdef"[id[i] & 15];
@@ -219,6 +262,7 @@ static int table_cached(void *arg, const struct dl_phdr_info *info,
   memcpy(name + 2 * id_len, ".uwt", 5);
   if ((rc = cache_load(name, src, id, id_len, out, st)) == 0) {
     c->counts->cache_loaded++;
+    (*out)->from_cache = true;
     return 0;
   }
   if (rc != -ENOENT && rc != -ENOMEM)

@@ -685,6 +685,7 @@ static int assemble(uw_build *b, stkr__uw_table **out) {
   bytes = sizeof *t + p->n * sizeof *pal + k * sizeof *off + nb * sizeof *blk + k * sizeof *idx;
   t = malloc(bytes);
   if (t == NULL) { rc = -ENOMEM; goto out; }
+  memset(t, 0, sizeof *t);
   pal = (uint32_t *)(t + 1);
   off = pal + p->n;
   blk = off + k;
@@ -772,7 +773,12 @@ int stkr__unwind_table_build(const stkr__uw_src *src, stkr__uw_table **out,
   return rc;
 }
 
-void stkr__unwind_table_free(stkr__uw_table *t) { free(t); }
+void stkr__unwind_table_free(stkr__uw_table *t) {
+  if (t != NULL && t->shares > 0)
+    t->shares--;
+  else
+    free(t);
+}
 
 uint32_t stkr__unwind_table_find(const stkr__uw_table *t, uintptr_t pc) {
   uint32_t lo, hi, key, blk;

@@ -18,6 +18,7 @@
 #ifndef STKR_UNWIND_H
 #define STKR_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,30 +76,6 @@ typedef enum stkr__uw_arch {
  * that files of the old layout are rebuilt rather than used. */
 #define STKR__UW_TABLE_FORMAT 1u
 
-/* An immutable table for one image: rows sorted by start address.
- * Addresses are offsets from `base` (the image's load bias in memory; 0
- * for a table built from a file, whose addresses are link-time vaddrs).
- * Written once by the builder; read by any number of walkers after it is
- * published (never modified after). */
-typedef struct stkr__uw_table {
-  uintptr_t base;          /* load bias: runtime address = base + offset */
-  uintptr_t lo, hi;        /* runtime addresses the rows cover: [lo, hi) */
-  uint32_t n;              /* rows */
-  uint32_t n_palette;      /* distinct rows (at most 65536) */
-  uint32_t n_blocks;       /* block index entries: one per 2^block_shift bytes from off[0] */
-  uint32_t block_shift;    /* 10 (1 KiB), more when rows are sparse */
-  const uint32_t *off;     /* n start offsets, ascending */
-  const uint16_t *idx;     /* n indexes into palette: 6 bytes a row in all */
-  const uint32_t *palette; /* n_palette rows (STKR__UW_ROW) */
-  const uint32_t *block;   /* n_blocks: block[j] = the last row starting at or
-                              before off[0] + j KiB (where a search starts) */
-} stkr__uw_table;
-
-/* Row i of t. */
-static inline uint32_t stkr__unwind_row(const stkr__uw_table *t, uint32_t i) {
-  return t->palette[t->idx[i]];
-}
-
 /* What a build saw. Every count is of rows or FDEs in the input. */
 typedef struct stkr__uw_stats {
   uint64_t cies, fdes;       /* parsed */
@@ -111,6 +88,42 @@ typedef struct stkr__uw_stats {
   uint64_t table_bytes;      /* memory of the table (struct + arrays) */
   uint64_t eh_frame_bytes;   /* the input .eh_frame's size */
 } stkr__uw_stats;
+
+/* An immutable table for one image: rows sorted by start address.
+ * Addresses are offsets from `base` (the image's load bias in memory; 0
+ * for a table built from a file, whose addresses are link-time vaddrs).
+ * Written once by the builder; read by any number of walkers after it is
+ * published (what they read is never modified after). */
+typedef struct stkr__uw_table {
+  uintptr_t base;          /* load bias: runtime address = base + offset */
+  uintptr_t lo, hi;        /* runtime addresses the rows cover: [lo, hi) */
+  uint32_t n;              /* rows */
+  uint32_t n_palette;      /* distinct rows (at most 65536) */
+  uint32_t n_blocks;       /* block index entries: one per 2^block_shift bytes from off[0] */
+  uint32_t block_shift;    /* 10 (1 KiB), more when rows are sparse */
+  const uint32_t *off;     /* n start offsets, ascending */
+  const uint16_t *idx;     /* n indexes into palette: 6 bytes a row in all */
+  const uint32_t *palette; /* n_palette rows (STKR__UW_ROW) */
+  const uint32_t *block;   /* n_blocks: block[j] = the last row starting at or
+                              before off[0] + j KiB (where a search starts) */
+  /* Not used by the walk (after its fields, off its cache lines' way). A
+   * table may be in several sets (the set built after a dlopen takes the
+   * unchanged images' tables of the published one): `shares` more sets
+   * than the first hold it, and stkr__unwind_table_free frees it with the
+   * last. Sets are built and freed by one thread (the worker). */
+  uint32_t shares;
+  /* Its image for a later set: a hash of the build-id (0: none known) and
+   * what its build reported (recorder/unwind_tables.c fills both). */
+  uint64_t image_key;
+  stkr__uw_stats stats;
+  bool from_cache; /* read from the recording's cache, not built */
+} stkr__uw_table;
+
+/* Row i of t. */
+static inline uint32_t stkr__unwind_row(const stkr__uw_table *t, uint32_t i) {
+  return t->palette[t->idx[i]];
+}
+
 
 /* Where an image's CFI lies, in memory or in a file's bytes. */
 typedef struct stkr__uw_src {
@@ -162,8 +175,13 @@ int stkr__unwind_file_read(const char *path, size_t max_bytes, uint8_t **buf, si
 int stkr__unwind_table_from_file(const char *path, size_t max_bytes,
                                  stkr__uw_table **out, stkr__uw_stats *stats);
 
-/* Free a table (NULL is fine). */
+/* Free a table (NULL is fine), or drop one share of it (t->shares). */
 void stkr__unwind_table_free(stkr__uw_table *t);
+/* One more set holds t: @return t. */
+static inline stkr__uw_table *stkr__unwind_table_share(stkr__uw_table *t) {
+  t->shares++;
+  return t;
+}
 
 /* The row for runtime address pc, or STKR__UW_FALLBACK when pc lies in
  * no row. Hot path: a binary search, no allocation. */
