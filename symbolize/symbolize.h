@@ -192,9 +192,11 @@ int stkr__symelf_build_id(const char *path, uint8_t *id, size_t cap);
 /* "<hex id>" (no extension) into out (cap >= 2 * len + 1). */
 void stkr__symcache_elf_name(const uint8_t *id, size_t len, char *out,
                              size_t cap);
-/* The checksum a cache file of len bytes must hold at offset 88
- * (docs/SYMCACHE.md); the fuzz target writes it into mutated files. */
+/* The checksum a cache file of len bytes must hold at offset
+ * STKR__SYMCACHE_SUM_OFF (docs/SYMCACHE.md); the fuzz target writes it
+ * into mutated files. */
 uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len);
+#define STKR__SYMCACHE_SUM_OFF 96
 /* Cache file extension, and the name for an image: "<UUID>.stkrsym". */
 #define STKR__SYMCACHE_EXT ".stkrsym"
 #define STKR__SYMCACHE_MAGIC "STKRSYM\0"

@@ -43,15 +43,22 @@
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
 
-#define VERSION_N 2 /* 2: the word-wise checksum */
+/* 2: the word-wise checksum. 3: ranges of 8 bytes and frames of 16 (the
+ * file was as large as the DWARF, and writing it was a third of a build's
+ * CPU: zeroing the pages, copying them into the page cache), frames
+ * before ranges, the header last in the checksum. */
+#define VERSION_N 3
 #define VERSION ((uint32_t)VERSION_N)
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define HDR 96u
-#define RANGE 16u /* u64 start, u32 first frame, u32 frame count */
-#define FRAME 20u /* u32 function, file, line, column, flags */
+#define HDR 104u
+#define BASE_OFF 88u /* u64: range starts are offsets from it */
+#define RANGE 8u     /* u32 start - base, u32 first frame (NONE: none) */
+#define FRAME 16u    /* u32 function, file, line; u32 column | flags */
 #define NONE 0xffffffffu
-#define F_INLINED 1u
+#define F_INLINED (1u << 30)
+#define F_LAST (1u << 31) /* the last frame of its chain */
+#define COL_MAX (F_INLINED - 1)
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -112,15 +119,15 @@ static uint64_t sum_end(sum_state *s) {
   return sum_fold(s->h, s->len);
 }
 
-/* The checksum covers the header up to itself (offset 88) and everything
- * after the header. */
-#define SUM_OFF 88u
+/* The checksum covers everything after the header, then the header up to
+ * itself (offset 96): the header, with the counts, is known last. */
+#define SUM_OFF ((unsigned)STKR__SYMCACHE_SUM_OFF) /* 96 */
 #define SUM_SEED 0xcbf29ce484222325ull
 
 uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len) {
   sum_state ss = {SUM_SEED, 0, {0}, 0};
-  sum_more(&ss, file, SUM_OFF < len ? SUM_OFF : len);
   if (len > HDR) sum_more(&ss, file + HDR, len - HDR);
+  sum_more(&ss, file, SUM_OFF < len ? SUM_OFF : len);
   return sum_end(&ss);
 }
 
@@ -250,7 +257,8 @@ static int write_file(const char *path, const buf *parts, size_t n_parts,
 
 /* The header (docs/SYMCACHE.md), checksum last. */
 static void put_header(uint8_t *h, const stkr__symfile_info *info,
-                       const uint8_t *id, uint32_t id_len, uint32_t nranges, uint32_t nframes, const buf *ranges,
+                       const uint8_t *id, uint32_t id_len, uint32_t nranges,
+                       uint32_t nframes, uint64_t base, const buf *ranges,
                        const buf *frames, const buf *strs) {
   uint32_t t = 0, sub = 0;
   memset(h, 0, HDR);
@@ -266,12 +274,13 @@ static void put_header(uint8_t *h, const stkr__symfile_info *info,
   put32(h + 64, (uint32_t)strs->n);
   put32(h + 68, sub);
   put64(h + 72, info->text_vmaddr);
-  put64(h + 80, HDR + ranges->n + frames->n + strs->n);
+  put64(h + 80, HDR + frames->n + ranges->n + strs->n);
+  put64(h + BASE_OFF, base);
   sum_state ss = {SUM_SEED, 0, {0}, 0};
-  sum_more(&ss, h, SUM_OFF);
-  sum_more(&ss, ranges->p, ranges->n);
   sum_more(&ss, frames->p, frames->n);
+  sum_more(&ss, ranges->p, ranges->n);
   sum_more(&ss, strs->p, strs->n);
+  sum_more(&ss, h, SUM_OFF);
   put64(h + SUM_OFF, sum_end(&ss));
 }
 
@@ -298,6 +307,7 @@ typedef struct builder {
   buf ranges, frames;
   uint32_t nframes, nranges, prev_first, prev_n;
   bool have_prev;
+  uint64_t base; /* the first range's start (nranges > 0) */
 } builder;
 
 static uint32_t intern_cb(void *arg, const char *s) {
@@ -334,8 +344,19 @@ static uint32_t store(builder *b, uint32_t id) {
   return b->stored[id];
 }
 
-/* One interval of the walk: a new range unless it answers as the one
- * before (then that range goes on). */
+/* Put the range starting at `start` (its first frame `first`, NONE:
+ * none). @return -EFBIG past 4 GB of addresses from the first range. */
+static int put_range(builder *b, uint64_t start, uint32_t first) {
+  if (b->nranges == 0) b->base = start;
+  if (start - b->base > UINT32_MAX) return -EFBIG;
+  uint8_t *r = grow(&b->ranges, RANGE);
+  if (!r) return -ENOMEM;
+  put32(r, (uint32_t)(start - b->base));
+  put32(r + 4, first);
+  b->nranges++;
+  return 0;
+}
+
 /* Store one interval: a new range unless it answers as the one before
  * (then that range goes on). */
 static int add_range(builder *b, const pending *pd) {
@@ -347,8 +368,7 @@ static int add_range(builder *b, const pending *pd) {
   if (n)
     first = chain_find(&b->chains, &b->frames, pd->enc, n, pd->hash,
                        b->nframes, &b->nomem);
-  uint8_t *r = grow(&b->ranges, RANGE);
-  if (!r || b->nomem) return -ENOMEM;
+  if (b->nomem) return -ENOMEM;
   if (n && first == NONE) { /* a chain not seen before */
     uint8_t *fp = grow(&b->frames, n * FRAME);
     if (!fp) return -ENOMEM;
@@ -356,14 +376,11 @@ static int add_range(builder *b, const pending *pd) {
     first = b->nframes;
     b->nframes += n;
   }
-  put64(r, pd->start);
-  put32(r + 8, first);
-  put32(r + 12, n);
+  int rc = put_range(b, pd->start, n ? first : NONE);
   b->prev_first = first;
   b->prev_n = n;
   b->have_prev = true;
-  b->nranges++;
-  return 0;
+  return rc;
 }
 
 /* One interval of the walk, encoded now (its strings stored in order of
@@ -379,8 +396,10 @@ static int range_cb(void *arg, uint64_t a, const stkr__symframe *fr,
     put32(p, store(b, fr[k].function));
     put32(p + 4, store(b, fr[k].file));
     put32(p + 8, fr[k].line);
-    put32(p + 12, fr[k].column);
-    put32(p + 16, fr[k].inlined ? F_INLINED : 0);
+    /* (a column past 2^30 - 1, which no compiler writes: 0, unknown) */
+    put32(p + 12, (fr[k].column <= COL_MAX ? fr[k].column : 0) |
+                      (fr[k].inlined ? F_INLINED : 0) |
+                      (k + 1 == n ? F_LAST : 0));
   }
   pd->start = a;
   pd->n = (uint32_t)n;
@@ -463,7 +482,7 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
     hi = elf.hi;
   }
   if (rc == 0) rc = flush_ahead(&b);
-  if (rc < 0 && rc != -ENOMEM) {
+  if (rc < 0 && rc != -ENOMEM && rc != -EFBIG) {
     if (!is_elf) /* a cache given as input */
       snprintf(err, cap, "%s: %s", info.path,
                rc == -ENOTSUP ? "a symbol cache, not a Mach-O file or dSYM "
@@ -471,29 +490,28 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
                               : strerror(-rc));
     goto out;
   }
-  uint8_t *r = rc == 0 ? grow(&b.ranges, RANGE) : NULL; /* the end: __TEXT's */
-  if (r) {
-    put64(r, hi);
-    put32(r + 8, 0);
-    put32(r + 12, 0);
-    b.nranges++;
+  if (rc == 0) rc = put_range(&b, hi, NONE); /* the end: __TEXT's */
+  if (rc == -EFBIG) {
+    snprintf(err, cap, "%s: addresses span 4 GB or more: too large for a "
+             "symbol cache", info.path);
+    goto out;
   }
-  if (!r || b.nomem || b.seen.data.nomem || !grow(&hdr, HDR)) {
+  if (rc < 0 || b.nomem || b.seen.data.nomem || !grow(&hdr, HDR)) {
     snprintf(err, cap, "%s: out of memory", info.path);
     rc = -ENOMEM;
     goto out;
   }
   put_header(hdr.p, &info, is_elf ? elf.id : info.uuid,
              is_elf ? (uint32_t)elf.id_len : info.has_uuid ? 16 : 0,
-             b.nranges, b.nframes, &b.ranges, &b.frames, &b.strs);
+             b.nranges, b.nframes, b.base, &b.ranges, &b.frames, &b.strs);
   {
-    const buf parts[4] = {hdr, b.ranges, b.frames, b.strs};
+    const buf parts[4] = {hdr, b.frames, b.ranges, b.strs};
     rc = write_file(path, parts, 4, err, cap);
   }
   st->ranges = b.nranges;
   st->frames = b.nframes;
   st->string_bytes = b.strs.n;
-  st->file_bytes = HDR + b.ranges.n + b.frames.n + b.strs.n;
+  st->file_bytes = HDR + b.frames.n + b.ranges.n + b.strs.n;
   st->dwarf_bytes = is_elf ? elf.dwarf_bytes : stkr__symfile_dwarf_bytes(f);
 out:
   free(hdr.p);
@@ -514,10 +532,11 @@ struct stkr__symcache {
   const uint8_t *ranges, *frames;
   const char *strs;
   uint32_t n_ranges, n_frames, strsz;
+  uint64_t base; /* range starts are offsets from it (u32) */
   stkr__symfile_info info;
   /* The ranges of each 2^shift bytes of addresses (NULL: none, search
-   * all ranges): bucket b (addresses first + [b << shift, (b + 1) <<
-   * shift)) holds ranges [cnt[b], cnt[b + 1]], counted below its start.
+   * all ranges): bucket b (offsets from base first + [b << shift, (b + 1)
+   * << shift)) holds ranges [cnt[b], cnt[b + 1]], counted below its start.
    * A binary search over millions of ranges in the mapped file misses the
    * cache at almost every step; with about BUCKET_RANGES ranges per
    * bucket a lookup is one read here and a search over a cache line or
@@ -552,56 +571,70 @@ static int check(stkr__symcache *c, const char *path, char *err, size_t cap) {
   c->n_ranges = get32(h + 56);
   c->n_frames = get32(h + 60);
   c->strsz = get32(h + 64);
-  need = (uint64_t)HDR + (uint64_t)c->n_ranges * RANGE +
-         (uint64_t)c->n_frames * FRAME + c->strsz;
+  need = (uint64_t)HDR + (uint64_t)c->n_frames * FRAME +
+         (uint64_t)c->n_ranges * RANGE + c->strsz;
   if (get64(h + 80) != c->len || need != c->len)
     return bad(err, cap, path, 80, "sizes do not add up to the file size "
                "(truncated or damaged)");
   if (get64(h + SUM_OFF) != stkr__symcache_checksum(h, c->len))
     return bad(err, cap, path, SUM_OFF, "checksum mismatch (damaged)");
   if (c->n_ranges == 0) return bad(err, cap, path, 56, "no ranges");
-  c->ranges = h + HDR;
-  c->frames = c->ranges + (size_t)c->n_ranges * RANGE;
-  c->strs = (const char *)c->frames + (size_t)c->n_frames * FRAME;
+  c->frames = h + HDR;
+  c->ranges = c->frames + (size_t)c->n_frames * FRAME;
+  c->strs = (const char *)c->ranges + (size_t)c->n_ranges * RANGE;
+  c->base = get64(h + BASE_OFF);
   if (c->strsz && c->strs[c->strsz - 1] != '\0')
     return bad(err, cap, path, (uint64_t)((const uint8_t *)c->strs - h) +
                c->strsz - 1, "string table not NUL-terminated");
   for (uint32_t i = 0; i < c->n_ranges; i++) {
     const uint8_t *r = c->ranges + (size_t)i * RANGE;
-    uint64_t off = (uint64_t)(r - h);
-    uint32_t first = get32(r + 8), n = get32(r + 12);
-    if (i > 0 && get64(r) <= get64(r - RANGE))
-      return bad(err, cap, path, off, "ranges not in increasing order");
-    if (n > STKR__SYM_MAX_INLINE || first > c->n_frames ||
-        n > c->n_frames - first)
-      return bad(err, cap, path, off, "range points outside the frames");
+    uint32_t first = get32(r + 4);
+    if (i > 0 && get32(r) <= get32(r - RANGE))
+      return bad(err, cap, path, (uint64_t)(r - h),
+                 "ranges not in increasing order");
+    if (first != NONE && first >= c->n_frames)
+      return bad(err, cap, path, (uint64_t)(r - h),
+                 "range points outside the frames");
   }
-  for (uint32_t i = 0; i < c->n_frames; i++) {
+  if (c->base > UINT64_MAX - get32(c->ranges + (size_t)(c->n_ranges - 1) * RANGE))
+    return bad(err, cap, path, BASE_OFF, "addresses past 2^64");
+  /* A chain is read from a range's first frame to one marked last, so
+   * every frame must be at most 16 frames before such a one. */
+  for (uint32_t i = 0, run = 0; i < c->n_frames; i++) {
     const uint8_t *f = c->frames + (size_t)i * FRAME;
     uint32_t fn = get32(f), file = get32(f + 4);
     if ((fn != NONE && fn >= c->strsz) || (file != NONE && file >= c->strsz))
       return bad(err, cap, path, (uint64_t)(f - h),
                  "frame names a string outside the string table");
+    run = get32(f + 12) & F_LAST ? 0 : run + 1;
+    if (run == STKR__SYM_MAX_INLINE || (run && i + 1 == c->n_frames))
+      return bad(err, cap, path, (uint64_t)(f - h),
+                 "frame chain longer than " STR(STKR__SYM_MAX_INLINE)
+                 " frames or not ended");
   }
   return 0;
 }
 
+/* Range i's start: an offset from c->base. */
+static uint32_t range_off(const stkr__symcache *c, size_t i) {
+  return get32(c->ranges + i * RANGE);
+}
+
 /* The bucket index of c's checked ranges (see struct stkr__symcache);
- * without it (out of memory, a span of addresses that would overflow)
- * lookups search all ranges, with the same answers. */
+ * without it (out of memory) lookups search all ranges, with the same
+ * answers. */
 static void index_buckets(stkr__symcache *c) {
   uint64_t span;
   size_t nb, i = 0;
   unsigned shift = 0;
-  c->first = get64(c->ranges);
-  span = get64(c->ranges + (size_t)(c->n_ranges - 1) * RANGE) - c->first;
-  if (span >> 62) return; /* nb << shift below would overflow */
+  c->first = range_off(c, 0);
+  span = range_off(c, c->n_ranges - 1) - c->first; /* (under 2^32) */
   while ((span >> shift) > c->n_ranges / BUCKET_RANGES) shift++;
   nb = (size_t)(span >> shift) + 1; /* every address below the end marker */
   if (!(c->cnt = malloc((nb + 1) * sizeof *c->cnt))) return;
   for (size_t b = 0; b <= nb; b++) {
     uint64_t lim = (uint64_t)b << shift; /* bucket b's start - first */
-    while (i < c->n_ranges && get64(c->ranges + i * RANGE) - c->first < lim)
+    while (i < c->n_ranges && range_off(c, i) - c->first < lim)
       i++;
     c->cnt[b] = (uint32_t)i;
   }
@@ -661,27 +694,35 @@ const uint8_t *stkr__symcache_id(const stkr__symcache *c, size_t *len) {
   return c->map + 20;
 }
 
-/* addr's bucket in *b. @return false: no bucket index, or addr outside
- * every bucket (no answer there). */
-static bool bucket_of(const stkr__symcache *c, uint64_t addr, uint64_t *b) {
-  if (!c->cnt || addr < c->first) return false;
-  *b = (addr - c->first) >> c->shift;
+/* addr as an offset from c->base in *off. @return false: outside every
+ * range (below the base, or past the end marker's 32 bits). */
+static bool off_of(const stkr__symcache *c, uint64_t addr, uint64_t *off) {
+  if (addr < c->base || addr - c->base > UINT32_MAX) return false;
+  *off = addr - c->base;
+  return true;
+}
+
+/* The bucket of offset off in *b. @return false: no bucket index, or off
+ * outside every bucket (no answer there). */
+static bool bucket_of(const stkr__symcache *c, uint64_t off, uint64_t *b) {
+  if (!c->cnt || off < c->first) return false;
+  *b = (off - c->first) >> c->shift;
   return *b < c->nb;
 }
 
-/* The range holding addr, or NULL (none: before the first range, at or
- * after the end marker). */
-static const uint8_t *find_range(const stkr__symcache *c, uint64_t addr) {
+/* The range holding offset off, or NULL (none: before the first range, at
+ * or after the end marker). */
+static const uint8_t *find_range(const stkr__symcache *c, uint64_t off) {
   size_t lo = 0, hi = c->n_ranges;
   uint64_t b;
-  if (c->cnt) { /* the ranges of addr's bucket */
-    if (!bucket_of(c, addr, &b)) return NULL;
+  if (c->cnt) { /* the ranges of off's bucket */
+    if (!bucket_of(c, off, &b)) return NULL;
     lo = c->cnt[b];
     hi = c->cnt[b + 1];
   }
-  while (lo < hi) { /* first range starting above addr */
+  while (lo < hi) { /* first range starting above off */
     size_t mid = (lo + hi) / 2;
-    if (get64(c->ranges + mid * RANGE) <= addr) lo = mid + 1;
+    if (range_off(c, mid) <= off) lo = mid + 1;
     else hi = mid;
   }
   if (lo == 0 || lo == c->n_ranges) return NULL;
@@ -691,35 +732,38 @@ static const uint8_t *find_range(const stkr__symcache *c, uint64_t addr) {
 void stkr__symcache_prefetch(const stkr__symcache *c, uint64_t addr,
                              int step) {
   const uint8_t *r;
-  uint64_t b;
-  if (!bucket_of(c, addr, &b)) return;
+  uint64_t off, b;
+  if (!off_of(c, addr, &off) || !bucket_of(c, off, &b)) return;
   if (step == 0) {
     __builtin_prefetch(&c->cnt[b]);
   } else if (step == 1) {
     __builtin_prefetch(c->ranges + (size_t)c->cnt[b] * RANGE);
-  } else if ((r = find_range(c, addr)) != NULL) { /* its first frame */
-    __builtin_prefetch(c->frames + (size_t)get32(r + 8) * FRAME);
+  } else if ((r = find_range(c, off)) != NULL && get32(r + 4) != NONE) {
+    __builtin_prefetch(c->frames + (size_t)get32(r + 4) * FRAME);
   }
 }
 
 size_t stkr__symcache_lookup(const stkr__symcache *c, uint64_t addr,
                              stkr__symres *out, size_t max) {
-  const uint8_t *r = find_range(c, addr);
-  size_t n;
-  if (!r) return 0;
-  n = get32(r + 12);
-  if (n > max) n = max;
-  for (size_t k = 0; k < n; k++) {
-    const uint8_t *f = c->frames + (size_t)(get32(r + 8) + k) * FRAME;
+  const uint8_t *r;
+  uint64_t off;
+  size_t n = 0;
+  if (!off_of(c, addr, &off) || !(r = find_range(c, off))) return 0;
+  /* From the range's first frame to the last of its chain (check: at
+   * most STKR__SYM_MAX_INLINE, inside the frames). */
+  for (uint32_t k = get32(r + 4), flags = 0; k != NONE && n < max &&
+       !(flags & F_LAST); k++) {
+    const uint8_t *f = c->frames + (size_t)k * FRAME;
     uint32_t fn = get32(f), file = get32(f + 4);
+    flags = get32(f + 12);
     /* The caller reads every string next, and each is a cache miss in a
      * large file: started here, they overlap rather than wait in turn. */
     if (fn != NONE) __builtin_prefetch(c->strs + fn);
     if (file != NONE) __builtin_prefetch(c->strs + file);
-    out[k] = (stkr__symres){fn == NONE ? NULL : c->strs + fn,
-                            file == NONE ? NULL : c->strs + file,
-                            get32(f + 8), get32(f + 12),
-                            (get32(f + 16) & F_INLINED) != 0};
+    out[n++] = (stkr__symres){fn == NONE ? NULL : c->strs + fn,
+                              file == NONE ? NULL : c->strs + file,
+                              get32(f + 8), flags & COL_MAX,
+                              (flags & F_INLINED) != 0};
   }
   return n;
 }

@@ -88,7 +88,7 @@ static void compare_slice(const char *input, const char *arch,
   stkr__symcache_stats st;
   stkr__symfile_info info;
   char err[1024], cache[4200];
-  uint8_t hdr[96], last[16];
+  uint8_t hdr[104], last[4];
   FILE *fp;
   snprintf(cache, sizeof cache, "%s/walk-%s.stkrsym", mt_tmp, arch ? arch : "-");
   if (stkr__symfile_open(input, arch, NULL, &f, err, sizeof err) != 0)
@@ -101,15 +101,20 @@ static void compare_slice(const char *input, const char *arch,
   /* The end marker: the last range's start is the end of __TEXT. */
   assert_non_null(fp = fopen(cache, "rb"));
   assert_int_equal(fread(hdr, 1, sizeof hdr, fp), sizeof hdr);
-  uint32_t nranges;
-  uint64_t lo, hi;
+  uint32_t nranges, nframes, end;
+  uint64_t lo, hi, base;
   memcpy(&nranges, hdr + 56, 4);
+  memcpy(&nframes, hdr + 60, 4);
   assert_true(nranges >= 2);
-  assert_int_equal(fseek(fp, 96 + 16 * ((long)nranges - 1), SEEK_SET), 0);
+  /* (the header, 16-byte frames, 8-byte ranges: u32 start - base first) */
+  assert_int_equal(fseek(fp, 104 + 16 * (long)nframes + 8 * ((long)nranges - 1),
+                         SEEK_SET), 0);
   assert_int_equal(fread(last, 1, sizeof last, fp), sizeof last);
   fclose(fp);
   memcpy(&lo, hdr + 72, 8);
-  memcpy(&hi, last, 8);
+  memcpy(&base, hdr + 88, 8);
+  memcpy(&end, last, 4);
+  hi = base + end;
   assert_true(lo == info.text_vmaddr && hi > lo && hi - lo < (64u << 20));
   for (uint64_t a = lo; a < hi; a++) {
     stkr__symres d[STKR__SYM_MAX_INLINE], k[STKR__SYM_MAX_INLINE];
