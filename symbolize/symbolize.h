@@ -185,6 +185,10 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
  * the answers that were kept came: 2 streamed in two threads, 1 in one,
  * 0 from the whole file. */
 extern int stkr__dw_walk_mode, stkr__dw_walk_streamed;
+/* (Tests) How many frames a cache build keeps in memory before writing
+ * them out (and forgetting their chains): 2^18. Not thread-safe: set it
+ * before building. */
+extern size_t stkr__symcache_frames_kept;
 /* The GNU build-id of the ELF file at path into id (cap bytes; 32 is
  * enough). @return its length, -EINVAL (not ELF), -ENOENT (none, or
  * longer than cap), -errno. An ELF build's cache is "<hex id>.stkrsym". */

@@ -157,6 +157,16 @@ static void test_equal_to_dwarf_path(void **state) {
   compare_slice(in, NULL, &wc);
   snprintf(in, sizeof in, "%s/App-x86_64", mt_fx); /* no DWARF: symbols */
   compare_slice(in, NULL, &wc);
+  /* Frames written out every few chains (a large dSYM's way, 2^18 frames
+   * at a time): a repeat of a chain written out is stored again, and
+   * every answer stays the same. */
+  size_t kept = stkr__symcache_frames_kept;
+  stkr__symcache_frames_kept = 8;
+  snprintf(in, sizeof in, "%s/App.dSYM", mt_fx);
+  compare_slice(in, "arm64", &wc);
+  snprintf(in, sizeof in, "%s/Other-arm64.dSYM", mt_fx);
+  compare_slice(in, NULL, &wc);
+  stkr__symcache_frames_kept = kept;
   fprintf(stderr, "%llu addresses: %llu answered, %llu in inlined calls, %llu "
           "in two or more\n", (unsigned long long)wc.addrs,
           (unsigned long long)wc.answered, (unsigned long long)wc.inlined,
@@ -231,6 +241,24 @@ static void test_walk_modes_same_file(void **state) {
                  len[0]);
     for (int m = 0; m < 4; m++) free(p[m]);
   }
+  /* A restart after frames were written out (every few chains here)
+   * writes them again from the start: the same file as without. */
+  char in[4200];
+  size_t len[2], kept = stkr__symcache_frames_kept;
+  int streamed[2];
+  uint8_t *p[2];
+  snprintf(in, sizeof in, "%s/App.dSYM", mt_fx);
+  stkr__symcache_frames_kept = 8;
+  p[0] = build_with(in, "arm64", 0, &len[0], &streamed[0]);
+  p[1] = build_with(in, "arm64", 2, &len[1], &streamed[1]);
+  stkr__symcache_frames_kept = kept;
+  assert_int_equal(streamed[0], 2);
+  assert_int_equal(streamed[1], 0);
+  if (len[1] != len[0] || memcmp(p[1], p[0], len[0]) != 0)
+    fail_msg("frames written out, restarted: another file (%zu against %zu "
+             "bytes)", len[1], len[0]);
+  free(p[0]);
+  free(p[1]);
 }
 
 /* A cache given as the input of a build: refused (it holds no DWARF), and
