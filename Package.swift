@@ -93,6 +93,7 @@ let package = Package(
         "flush/wake_linux.c",
         "flush/worker.c",
         "symbolize/symcache.c",
+        "symbolize/symcache_build.c",
         "symbolize/symcache_stream.c",
         "symbolize/symcache_elf.c",
         "symbolize/symcache_walk.c",

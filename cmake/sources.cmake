@@ -82,6 +82,7 @@ set(STKR_SYMBOLIZE_SRCS
   symbolize/symbolize_macho.c
   symbolize/symbolize_machodir.c
   symbolize/symcache.c
+  symbolize/symcache_build.c
   symbolize/symcache_stream.c
   symbolize/symcache_elf.c
   symbolize/symcache_walk.c

@@ -185,6 +185,10 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
  * the answers that were kept came: 2 streamed in two threads, 1 in one,
  * 0 from the whole file. */
 extern int stkr__dw_walk_mode, stkr__dw_walk_streamed;
+/* (Tests) How many frames a cache build keeps in memory before writing
+ * them out (and forgetting their chains): 2^18. Not thread-safe: set it
+ * before building. */
+extern size_t stkr__symcache_frames_kept;
 /* The GNU build-id of the ELF file at path into id (cap bytes; 32 is
  * enough). @return its length, -EINVAL (not ELF), -ENOENT (none, or
  * longer than cap), -errno. An ELF build's cache is "<hex id>.stkrsym". */
@@ -192,9 +196,11 @@ int stkr__symelf_build_id(const char *path, uint8_t *id, size_t cap);
 /* "<hex id>" (no extension) into out (cap >= 2 * len + 1). */
 void stkr__symcache_elf_name(const uint8_t *id, size_t len, char *out,
                              size_t cap);
-/* The checksum a cache file of len bytes must hold at offset 88
- * (docs/SYMCACHE.md); the fuzz target writes it into mutated files. */
+/* The checksum a cache file of len bytes must hold at offset
+ * STKR__SYMCACHE_SUM_OFF (docs/SYMCACHE.md); the fuzz target writes it
+ * into mutated files. */
 uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len);
+#define STKR__SYMCACHE_SUM_OFF 96
 /* Cache file extension, and the name for an image: "<UUID>.stkrsym". */
 #define STKR__SYMCACHE_EXT ".stkrsym"
 #define STKR__SYMCACHE_MAGIC "STKRSYM\0"

@@ -4,9 +4,9 @@
  * reader and answers.
  *
  * Streamed (the default where the DWARF allows): each CU is answered as
- * soon as it is read and its arrays reused, in two threads: one reads
- * CUs with libdw, the other answers them in order and builds the file, a
- * CU behind. Else (CUs out of address order, bounds before their CU's
+ * soon as it is read and its arrays reused, in three threads: two read
+ * CUs with libdw (every other CU each; one reader on one core), the third
+ * answers them in order and builds the file, a CU or two behind. Else (CUs out of address order, bounds before their CU's
  * batch) the whole file is read first, then answered. Every way gives the
  * same answers in the same order, hence the same file
  * (tests/test-symcache.c builds each fixture every way).
@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/stkr_grow.h"
 #include "symbolize/symcache_walk.h"
@@ -45,6 +46,25 @@ static void answer(walk *w, uint64_t a) {
 
 static void cu_done(walk *w, uint64_t end);
 static void hand_over(walk *rw);
+static bool mine(const walk *w);
+static void skip_cu(walk *w);
+
+/* A handle of our own over elf. Readers share the ELF image, whose
+ * sections libelf loads (and may decompress) on first use, in
+ * dwarf_begin_elf: one at a time. After that each handle reads its own
+ * copies of the section pointers, and dwarf_end frees only its own. */
+static Dwarf *begin_handle(walk *w, Elf *elf) {
+  if (w->em) pthread_mutex_lock(w->em);
+  Dwarf *d = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+  if (w->em) pthread_mutex_unlock(w->em);
+  return d;
+}
+
+static void end_handle(walk *w, Dwarf *d) {
+  if (w->em) pthread_mutex_lock(w->em);
+  dwarf_end(d);
+  if (w->em) pthread_mutex_unlock(w->em);
+}
 
 /* Every CU of dw, in .debug_info order. libdw keeps what it read of each
  * CU (abbreviations, line table, file list, the CU itself) until
@@ -64,8 +84,8 @@ static void walk_cus(walk *w, Dwarf *dw, bool ranges_only) {
   Dwarf_Addr base, lo, hi;
   while (!w->nomem && !w->restart && !w->rc) {
     if (elf && (!own || off - own_from >= HANDLE_SPAN)) {
-      if (own) dwarf_end(own);
-      own = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+      if (own) end_handle(w, own);
+      own = begin_handle(w, elf);
       own_from = off;
     }
     Dwarf *h = own ? own : dw; /* (no handle of our own: dw's) */
@@ -81,6 +101,8 @@ static void walk_cus(walk *w, Dwarf *dw, bool ranges_only) {
             w->curanges[w->n_curanges++] = (wk_curange){lo, hi, k};
         }
         k++;
+      } else if (!mine(w)) {
+        skip_cu(w); /* another reader's */
       } else {
         stkr__wk_cu(w);
         if (w->pipe && !w->nomem) hand_over(w);
@@ -90,7 +112,7 @@ static void walk_cus(walk *w, Dwarf *dw, bool ranges_only) {
     }
     off = next;
   }
-  if (own) dwarf_end(own);
+  if (own) end_handle(w, own);
   if (ranges_only && !w->nomem &&
       !(w->batch_end = malloc((k ? k : 1) * sizeof *w->batch_end)))
     w->nomem = true;
@@ -202,28 +224,52 @@ static size_t line_bytes(Dwarf *dw) {
 
 int stkr__dw_walk_mode = 0, stkr__dw_walk_streamed = 0;
 
-/* ---- streamed in two threads ------------------------------------------- */
+/* ---- streamed in threads ------------------------------------------------ */
 
-/* One CU's arrays, handed from the reader to the answering thread. */
+/* Readers: libdw's part of the walk became the longer one (about 64 % of
+ * a build's CPU on a 100 MB dSYM against 36 % answering), so with two
+ * readers, each taking every other CU, the answering thread stops
+ * waiting for one. */
+#define READERS 2
+
+/* One CU's arrays, handed from a reader to the answering thread. */
 typedef struct wk_set {
   wk_arrays a;
   wk_cu cu;
   size_t ordinal;
 } wk_set;
 
-/* The hand-over: two sets, each either the reader's to fill (not full) or
- * the answering thread's (full), in CU order. */
+/* The hand-over: two sets per reader, each either the reader's to fill
+ * (not full) or the answering thread's (full). CU ordinal k is read by
+ * reader k % n_readers, and each reader's sets are filled in turn, so the
+ * answering thread takes them in CU order. */
 typedef struct wk_pipe {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  wk_set set[2];
-  bool full[2]; /* under mu: set by the reader, cleared by the answerer */
-  bool done;    /* under mu: the reader read its last CU (reader) */
-  bool stop;    /* under mu: the answerer gave up (answerer) */
-  size_t next;  /* the set the reader fills next (reader only) */
-  walk *reader;
+  size_t n_readers;
+  wk_set set[READERS][2];
+  bool full[READERS][2]; /* under mu: set by a reader, cleared by the answerer */
+  bool done[READERS];    /* under mu: the reader read its last CU (reader) */
+  bool stop;             /* under mu: the answerer gave up (answerer) */
+  size_t next[READERS];  /* the set each reader fills next (reader only) */
+  walk *reader[READERS];
+  wk_local *local[READERS];
+  uint32_t *tr[READERS]; /* (answerer) each reader's id translation */
+  size_t n_tr[READERS];
   Dwarf *dw;
 } wk_pipe;
+
+/* w reads the CU it is at (the n_cus-th): in one thread every CU, with
+ * several readers every n_readers-th. */
+static bool mine(const walk *w) {
+  return !w->pipe || w->n_cus % w->pipe->n_readers == w->reader_id;
+}
+
+/* Another reader's CU: counted (ordinals are every reader's), not read. */
+static void skip_cu(walk *w) {
+  if (!MORE(w, w->cus, w->n_cus, w->cap_cus)) return;
+  memset(&w->cus[w->n_cus++], 0, sizeof *w->cus);
+}
 
 /* Trade w's CU arrays for s's (the other side's, emptied). */
 static void swap_set(walk *w, wk_set *s) {
@@ -232,12 +278,14 @@ static void swap_set(walk *w, wk_set *s) {
   s->a = t;
 }
 
-/* The reader, after each CU: wait for a free set, put the CU there. */
+/* A reader, after each of its CUs: wait for a free set, put the CU
+ * there. */
 static void hand_over(walk *rw) {
   wk_pipe *p = rw->pipe;
-  wk_set *s = &p->set[p->next];
+  size_t r = rw->reader_id, i = p->next[r];
+  wk_set *s = &p->set[r][i];
   pthread_mutex_lock(&p->mu);
-  while (p->full[p->next] && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+  while (p->full[r][i] && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
   bool stop = p->stop;
   pthread_mutex_unlock(&p->mu);
   if (stop) {
@@ -248,48 +296,65 @@ static void hand_over(walk *rw) {
   s->cu = rw->cus[rw->n_cus - 1];
   s->ordinal = rw->n_cus - 1;
   pthread_mutex_lock(&p->mu);
-  p->full[p->next] = true;
+  p->full[r][i] = true;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
-  p->next ^= 1;
+  p->next[r] ^= 1;
 }
 
 static void *reader_main(void *arg) {
-  wk_pipe *p = arg;
-  walk_cus(p->reader, p->dw, false);
+  walk *rw = arg;
+  wk_pipe *p = rw->pipe;
+  walk_cus(rw, p->dw, false);
   pthread_mutex_lock(&p->mu);
-  p->done = true;
+  p->done[rw->reader_id] = true;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
-/* The answering thread: each set in turn, as cu_done in one thread. */
+/* Answer set s of reader r (CU ordinal k), as cu_done in one thread,
+ * with r's strings. */
+static void answer_set(walk *w, wk_pipe *p, size_t r, wk_set *s, size_t k) {
+  if (s->ordinal != k || k >= w->n_all_cus) {
+    w->restart = true; /* more CUs than cu_ranges saw */
+    return;
+  }
+  w->local = p->local[r];
+  w->tr = p->tr[r];
+  w->n_tr = p->n_tr[r];
+  swap_set(w, s);
+  w->cus[k] = s->cu;
+  w->n_cus = k + 1;
+  cu_done(w, w->batch_end[k]);
+  swap_set(w, s);
+  p->tr[r] = w->tr;
+  p->n_tr[r] = w->n_tr;
+  w->tr = NULL;
+  w->n_tr = 0;
+  w->local = NULL;
+}
+
+/* The answering thread: the sets in CU order. */
 static void answer_sets(walk *w, wk_pipe *p) {
-  for (size_t i = 0;; i ^= 1) {
-    wk_set *s = &p->set[i];
+  size_t i[READERS] = {0};
+  for (size_t k = 0;; k++) {
+    size_t r = k % p->n_readers;
+    wk_set *s = &p->set[r][i[r]];
     pthread_mutex_lock(&p->mu);
-    while (!p->full[i] && !p->done) pthread_cond_wait(&p->cv, &p->mu);
-    bool have = p->full[i];
+    while (!p->full[r][i[r]] && !p->done[r]) pthread_cond_wait(&p->cv, &p->mu);
+    bool have = p->full[r][i[r]];
     pthread_mutex_unlock(&p->mu);
-    if (!have) return; /* (sets are filled in turn: none left) */
-    if (s->ordinal < w->n_all_cus) {
-      swap_set(w, s);
-      w->cus[s->ordinal] = s->cu;
-      w->n_cus = s->ordinal + 1;
-      cu_done(w, w->batch_end[s->ordinal]);
-      w->a.bounds.n = 0;
-  w->a.n_nodes = w->a.n_ranges = w->a.n_subs = w->a.n_rows = 0;
-      swap_set(w, s);
-    } else {
-      w->restart = true; /* more CUs than cu_ranges saw */
-    }
+    /* (reader r read its last CU without k: there is no CU k, nor after) */
+    if (!have) return;
+    answer_set(w, p, r, s, k);
     bool quit = w->nomem || w->restart || w->rc;
     pthread_mutex_lock(&p->mu);
-    p->full[i] = false;
+    p->full[r][i[r]] = false;
     if (quit) p->stop = true;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    i[r] ^= 1;
     if (quit) return;
   }
 }
@@ -333,58 +398,92 @@ static void local_free(wk_local *l) {
 static void walk_init(walk *w, const stkr__symspan *syms, size_t n_syms,
                       uint64_t lo, uint64_t hi, const stkr__symwalk_ops *ops);
 
-/* Streamed in two threads: this one answers, a reader reads the CUs (most
- * of libdw's time) a CU ahead. @return false when the reader could not
- * start (nothing done: the caller streams in one thread). */
-static bool walk_threaded(walk *w, Dwarf *dw) {
-  wk_pipe *p = calloc(1, sizeof *p);
-  wk_local *l = calloc(1, sizeof *l);
-  walk *rw = malloc(sizeof *rw);
-  pthread_mutex_t dm = PTHREAD_MUTEX_INITIALIZER;
-  pthread_t t;
-  bool started = false;
-  if (p && l && rw &&
-      (w->cus = calloc(w->n_all_cus ? w->n_all_cus : 1, sizeof *w->cus))) {
-    const stkr__symwalk_ops lops = {local_intern, NULL, NULL, l, NULL,
-                                    w->ops->as_compiled};
-    w->cap_cus = w->n_all_cus ? w->n_all_cus : 1;
-    walk_init(rw, w->syms, w->n_syms, w->lo, w->hi, &lops);
+/* The pipe's readers set up (their walks, their strings), or freed. */
+static bool readers_init(walk *w, wk_pipe *p, stkr__symwalk_ops *lops,
+                         pthread_mutex_t *dm, pthread_mutex_t *em) {
+  for (size_t r = 0; r < p->n_readers; r++) {
+    walk *rw = p->reader[r] = malloc(sizeof *rw);
+    if (!rw) return false;
+    p->local[r] = calloc(1, sizeof *p->local[r]);
+    lops[r] = (stkr__symwalk_ops){local_intern, NULL, NULL, p->local[r], NULL,
+                                  w->ops->as_compiled};
+    walk_init(rw, w->syms, w->n_syms, w->lo, w->hi, &lops[r]);
+    if (!p->local[r]) return false;
     rw->stream = true;
     rw->pipe = p;
-    rw->dm = w->dm = &dm;
-    w->local = l;
-    p->reader = rw;
-    p->dw = dw;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    started = pthread_create(&t, NULL, reader_main, p) == 0;
-    if (started) {
-      answer_sets(w, p);
-      pthread_join(t, NULL);
-      if (rw->nomem) w->nomem = true;
-    }
-    pthread_cond_destroy(&p->cv);
-    pthread_mutex_destroy(&p->mu);
-    stkr__wk_free(rw);
+    rw->reader_id = r;
+    rw->dm = dm;
+    rw->em = p->n_readers > 1 ? em : NULL;
+  }
+  return true;
+}
+
+static void readers_free(wk_pipe *p) {
+  for (size_t r = 0; r < p->n_readers; r++) {
+    if (p->reader[r]) stkr__wk_free(p->reader[r]);
+    free(p->reader[r]);
+    local_free(p->local[r]);
+    free(p->tr[r]);
     for (int i = 0; i < 2; i++) {
-      free(p->set[i].a.nodes);
-      free(p->set[i].a.ranges);
-      free(p->set[i].a.subs);
-      free(p->set[i].a.rows);
-      free(p->set[i].a.bounds.v);
+      free(p->set[r][i].a.nodes);
+      free(p->set[r][i].a.ranges);
+      free(p->set[r][i].a.subs);
+      free(p->set[r][i].a.rows);
+      free(p->set[r][i].a.bounds.v);
     }
   }
-  w->local = NULL;
+}
+
+/* Streamed in threads: this one answers, READERS readers (one on one
+ * core) read the CUs ahead (most of libdw's time), each every other CU.
+ * @return false when the readers could not start (nothing done: the
+ * caller streams in one thread). */
+static bool walk_threaded(walk *w, Dwarf *dw) {
+  wk_pipe *p = calloc(1, sizeof *p);
+  pthread_mutex_t dm = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t em = PTHREAD_MUTEX_INITIALIZER;
+  pthread_t t[READERS];
+  stkr__symwalk_ops lops[READERS];
+  size_t started = 0;
+  if (!p) return false;
+  p->n_readers = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? READERS : 1;
+  p->dw = dw;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  if ((w->cus = calloc(w->n_all_cus ? w->n_all_cus : 1, sizeof *w->cus)) &&
+      readers_init(w, p, lops, &dm, &em)) {
+    w->cap_cus = w->n_all_cus ? w->n_all_cus : 1;
+    w->dm = &dm;
+    while (started < p->n_readers &&
+           pthread_create(&t[started], NULL, reader_main,
+                          p->reader[started]) == 0)
+      started++;
+    if (started == p->n_readers) {
+      answer_sets(w, p);
+    } else { /* (not all started: those that did stop at their first CU) */
+      pthread_mutex_lock(&p->mu);
+      p->stop = true;
+      pthread_cond_broadcast(&p->cv);
+      pthread_mutex_unlock(&p->mu);
+    }
+    for (size_t r = 0; r < started; r++) {
+      pthread_join(t[r], NULL);
+      if (p->reader[r]->nomem) w->nomem = true;
+    }
+  }
+  bool ok = started == p->n_readers;
+  readers_free(p);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
   w->dm = NULL;
-  if (!started) { /* as it was */
+  if (!ok) { /* as it was */
     free(w->cus);
     w->cus = NULL;
     w->cap_cus = 0;
+    w->nomem = false; /* (a reader's, which the caller's walk redoes) */
   }
-  free(rw);
-  local_free(l);
   free(p);
-  return started;
+  return ok;
 }
 
 /* Streamed: each CU answered as soon as it is read, its arrays reused by

@@ -3,12 +3,12 @@
  * (internal to //symbolize): symcache_walk.c reads one CU (its DIE tree
  * and line table) into arrays and answers an address from them;
  * symcache_stream.c drives it over the whole file, each CU answered as
- * soon as it is read (streamed, in two threads: one reads, one answers)
+ * soon as it is read (streamed, in threads: two read, one answers)
  * or the whole file first.
  *
- * Thread-safety: a walk belongs to one thread. When streamed in two
- * threads, the reader has a walk of its own (its ids are its own: see
- * wk_local) and hands each CU's arrays over (symcache_stream.c).
+ * Thread-safety: a walk belongs to one thread. When streamed in threads,
+ * each reader has a walk of its own (its ids are its own: see wk_local)
+ * and hands each CU's arrays over (symcache_stream.c).
  */
 #ifndef STKR_SYMBOLIZE_SYMCACHE_WALK_H
 #define STKR_SYMBOLIZE_SYMCACHE_WALK_H
@@ -114,7 +114,7 @@ typedef struct walk {
   size_t prev_n;
   int fcur, rc;
   bool nomem;
-  /* Two threads (symcache_stream.c): the reader's ids are ordinals of
+  /* Threads (symcache_stream.c): a reader's ids are ordinals of
    * `local` (its strings), translated to ops->intern's by the answering
    * thread (tr: local id -> id, NONE: not yet). dm: held around
    * demangling (its Swift runtime lookup and counters are global). */
@@ -122,7 +122,9 @@ typedef struct walk {
   uint32_t *tr;
   size_t n_tr;
   pthread_mutex_t *dm;
-  struct wk_pipe *pipe; /* the reader's: where each CU read goes */
+  struct wk_pipe *pipe; /* a reader's: where each CU read goes */
+  size_t reader_id;     /* which reader (CUs are dealt out in turn) */
+  pthread_mutex_t *em;  /* readers: held around dwarf_begin_elf/_end */
   size_t n_all_cus;     /* streamed: CUs seen by cu_ranges */
   bool two_threads;     /* streamed: in two threads */
 } walk;

@@ -88,7 +88,7 @@ static void compare_slice(const char *input, const char *arch,
   stkr__symcache_stats st;
   stkr__symfile_info info;
   char err[1024], cache[4200];
-  uint8_t hdr[96], last[16];
+  uint8_t hdr[104], last[4];
   FILE *fp;
   snprintf(cache, sizeof cache, "%s/walk-%s.stkrsym", mt_tmp, arch ? arch : "-");
   if (stkr__symfile_open(input, arch, NULL, &f, err, sizeof err) != 0)
@@ -101,15 +101,20 @@ static void compare_slice(const char *input, const char *arch,
   /* The end marker: the last range's start is the end of __TEXT. */
   assert_non_null(fp = fopen(cache, "rb"));
   assert_int_equal(fread(hdr, 1, sizeof hdr, fp), sizeof hdr);
-  uint32_t nranges;
-  uint64_t lo, hi;
+  uint32_t nranges, nframes, end;
+  uint64_t lo, hi, base;
   memcpy(&nranges, hdr + 56, 4);
+  memcpy(&nframes, hdr + 60, 4);
   assert_true(nranges >= 2);
-  assert_int_equal(fseek(fp, 96 + 16 * ((long)nranges - 1), SEEK_SET), 0);
+  /* (the header, 16-byte frames, 8-byte ranges: u32 start - base first) */
+  assert_int_equal(fseek(fp, 104 + 16 * (long)nframes + 8 * ((long)nranges - 1),
+                         SEEK_SET), 0);
   assert_int_equal(fread(last, 1, sizeof last, fp), sizeof last);
   fclose(fp);
   memcpy(&lo, hdr + 72, 8);
-  memcpy(&hi, last, 8);
+  memcpy(&base, hdr + 88, 8);
+  memcpy(&end, last, 4);
+  hi = base + end;
   assert_true(lo == info.text_vmaddr && hi > lo && hi - lo < (64u << 20));
   for (uint64_t a = lo; a < hi; a++) {
     stkr__symres d[STKR__SYM_MAX_INLINE], k[STKR__SYM_MAX_INLINE];
@@ -152,6 +157,16 @@ static void test_equal_to_dwarf_path(void **state) {
   compare_slice(in, NULL, &wc);
   snprintf(in, sizeof in, "%s/App-x86_64", mt_fx); /* no DWARF: symbols */
   compare_slice(in, NULL, &wc);
+  /* Frames written out every few chains (a large dSYM's way, 2^18 frames
+   * at a time): a repeat of a chain written out is stored again, and
+   * every answer stays the same. */
+  size_t kept = stkr__symcache_frames_kept;
+  stkr__symcache_frames_kept = 8;
+  snprintf(in, sizeof in, "%s/App.dSYM", mt_fx);
+  compare_slice(in, "arm64", &wc);
+  snprintf(in, sizeof in, "%s/Other-arm64.dSYM", mt_fx);
+  compare_slice(in, NULL, &wc);
+  stkr__symcache_frames_kept = kept;
   fprintf(stderr, "%llu addresses: %llu answered, %llu in inlined calls, %llu "
           "in two or more\n", (unsigned long long)wc.addrs,
           (unsigned long long)wc.answered, (unsigned long long)wc.inlined,
@@ -226,6 +241,24 @@ static void test_walk_modes_same_file(void **state) {
                  len[0]);
     for (int m = 0; m < 4; m++) free(p[m]);
   }
+  /* A restart after frames were written out (every few chains here)
+   * writes them again from the start: the same file as without. */
+  char in[4200];
+  size_t len[2], kept = stkr__symcache_frames_kept;
+  int streamed[2];
+  uint8_t *p[2];
+  snprintf(in, sizeof in, "%s/App.dSYM", mt_fx);
+  stkr__symcache_frames_kept = 8;
+  p[0] = build_with(in, "arm64", 0, &len[0], &streamed[0]);
+  p[1] = build_with(in, "arm64", 2, &len[1], &streamed[1]);
+  stkr__symcache_frames_kept = kept;
+  assert_int_equal(streamed[0], 2);
+  assert_int_equal(streamed[1], 0);
+  if (len[1] != len[0] || memcmp(p[1], p[0], len[0]) != 0)
+    fail_msg("frames written out, restarted: another file (%zu against %zu "
+             "bytes)", len[1], len[0]);
+  free(p[0]);
+  free(p[1]);
 }
 
 /* A cache given as the input of a build: refused (it holds no DWARF), and

@@ -46,7 +46,8 @@ cli_ok=1
 symsrc=(symbolize/symbolize.c symbolize/symbolize_elf.c symbolize/symbolize_dwarf.c
         symbolize/symbolize_dwscope.c
         symbolize/symbolize_macho.c symbolize/symbolize_machodir.c symbolize/symcache.c
-        symbolize/symcache_elf.c symbolize/symcache_walk.c symbolize/symcache_stream.c macho/macho.c)
+        symbolize/symcache_build.c symbolize/symcache_elf.c symbolize/symcache_walk.c
+        symbolize/symcache_stream.c macho/macho.c)
 # `record` also needs the recorder itself (stkr_config_check_env checks the
 # STACKREC_* values with the recorder's parser; it walks with unwind/'s
 # tables) and the hooks' matchers.

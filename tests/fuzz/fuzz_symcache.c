@@ -22,12 +22,12 @@ static void one(const uint8_t *data, size_t size);
  * behind it are fuzzed too. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   one(data, size);
-  if (size >= 96) {
+  if (size >= STKR__SYMCACHE_SUM_OFF + 8) {
     uint8_t *copy = malloc(size);
     FZ_CHECK(copy != NULL);
     memcpy(copy, data, size);
     uint64_t h = stkr__symcache_checksum(copy, size);
-    memcpy(copy + 88, &h, 8);
+    memcpy(copy + STKR__SYMCACHE_SUM_OFF, &h, 8);
     one(copy, size);
     free(copy);
   }
