@@ -681,10 +681,14 @@ static void atfork_parent(void) {
     pthread_mutex_unlock(&g_scan_mu);
 }
 
+/* The child's one thread is the one that took g_scan_mu in prepare: it
+ * unlocks it as the parent does (not a re-initialization behind the
+ * mutex's back, which TSan took for a double lock at the child's next
+ * scan). A scan that a signal handler interrupted goes on in the child and
+ * unlocks it itself. */
 static void atfork_child_scan(void) {
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  memcpy(&g_scan_mu, &fresh, sizeof fresh);
-  t_scanning = false;
+  if (g_scan_taken)
+    pthread_mutex_unlock(&g_scan_mu);
   atfork_child();
 }
 
