@@ -89,6 +89,7 @@ let package = Package(
         "flush/images_linux.c",
         "flush/segment.c",
         "flush/stacktable.c",
+        "flush/timer.c",
         "flush/wake_apple.c",
         "flush/wake_linux.c",
         "flush/worker.c",

@@ -57,6 +57,7 @@ set(STKR_FLUSH_SRCS
   flush/images_linux.c
   flush/segment.c
   flush/stacktable.c
+  flush/timer.c
   flush/wake_apple.c
   flush/wake_linux.c
   flush/worker.c

@@ -185,13 +185,8 @@ static void wake_fn(void *arg) {
   atomic_fetch_sub_explicit(&g_wake_inflight, 1, memory_order_release);
 }
 
-/* stkr_images_changed's hint: set by any thread (relaxed: the post that
- * follows carries nothing the worker needs beyond the flag itself), taken
- * by the worker after each pass (exchange). */
-static _Atomic bool g_images_hint;
-
 void stkr_images_changed(void) {
-  atomic_store_explicit(&g_images_hint, true, memory_order_relaxed);
+  stkr__timer_hint();
   wake_fn(NULL);
 }
 
@@ -262,106 +257,9 @@ static void answer(stkr__worker *w, stkr__req *list, int result) {
   pthread_mutex_unlock(&w->req_mu);
 }
 
-#define STKR__PRESSURE_TICK_NS 1000000u /* 1 ms */
-#define STKR__PRESSURE_HOLD_NS 100000000u /* 100 ms */
-#define STKR__HINT_WAIT_NS 1000000000u /* 1 s */
-
-static uint64_t interval_ns(const stkr__worker *w) {
-  return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
-}
-
-/* The worker's timer (worker thread only). */
-typedef struct worker_timer {
-  uint64_t next_tick;   /* the wait's deadline */
-  uint64_t burst_until; /* passes every 1 ms after pressure, until then */
-  /* After stkr_images_changed: the loader is watched every 1 ms until
-   * watch_until, for a list that differs from watch_gen's. */
-  uint64_t watch_until, watch_gen;
-  uint64_t watch_tick; /* 1 ms after a hint or a change, doubling to 32 */
-} worker_timer;
-
-/* After a pass at `now`: when the next one is due.
- * - Pressure (a ring an eighth full or more) means a producer is outrunning
- *   the interval. The next pass follows at once (after a yield, so that on
- *   a busy core the producers run too): a worker that sleeps until a
- *   producer's half-full wake gets the CPU back too late on a loaded
- *   machine (measured: a 64 KiB ring fills in ~0.15 ms, a wake-up took
- *   ~1 ms), and the producer drops meanwhile. Then every 1 ms for 100 ms
- *   after the last pressured pass (bursts come in trains).
- * - Images being loaded or unloaded (stkr_images_changed, called before
- *   dlopen: the image may not be listed yet): the loader is looked at from
- *   1 ms on until the list changes (a dlopen descheduled for long on a
- *   loaded machine: at most 1 s; a dlopen of an image loaded already
- *   changes nothing), then for 100 ms after each change (a library's
- *   dependencies, a runtime importing its modules). Those looks are light
- *   and back off (timer_light).
- * - Idle: the configured interval. */
-/* Take stkr_images_changed's hint: @return whether there was one. */
-static bool timer_take_hint(const stkr__worker *w, worker_timer *tm, uint64_t now) {
-  if (!atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed))
-    return false;
-  tm->watch_gen = w->imgs.gen;
-  tm->watch_until = now + STKR__HINT_WAIT_NS;
-  tm->watch_tick = STKR__PRESSURE_TICK_NS;
-  return true;
-}
-
-static void timer_after_pass(const stkr__worker *w, worker_timer *tm, uint64_t now) {
-  if (!timer_take_hint(w, tm, now) && now < tm->watch_until &&
-      w->imgs.gen != tm->watch_gen) {
-    tm->watch_gen = w->imgs.gen;
-    tm->watch_until = now + STKR__PRESSURE_HOLD_NS;
-    tm->watch_tick = STKR__PRESSURE_TICK_NS;
-  }
-  if (w->pressure) {
-    sched_yield();
-    tm->next_tick = now; /* the wait below returns at once */
-    tm->burst_until = now + STKR__PRESSURE_HOLD_NS;
-  } else if (now < tm->burst_until || now < tm->watch_until) {
-    uint64_t tick = now < tm->burst_until ? STKR__PRESSURE_TICK_NS : tm->watch_tick;
-    if (tm->next_tick > now + tick || now >= tm->next_tick)
-      tm->next_tick = now + tick;
-  } else if (now >= tm->next_tick) {
-    tm->next_tick = now + interval_ns(w);
-  }
-}
-
-/* Has a producer asked for a pass (its ring past half full)? It keeps
- * wake_sent set until the worker drains it (drain.c). Worker only. */
-static bool producer_waiting(void) {
-  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
-    if (atomic_load_explicit(&t->wake_sent, memory_order_relaxed))
-      return true;
-  return false;
-}
-
-/* A wake-up while only the loader is watched (the timer, or the hint's own
- * post): a pass is worth it only if the loader's list moved or a producer
- * asked (a few loads, not a pass: each pass writes what the rings hold, and
- * a program calling dlopen every 10 ms had a batch written each time), and
- * the looks back off from 1 ms to 32 ms while nothing moves: most loads are
- * listed within a millisecond, and each wake-up costs a context switch.
- * @return true: no pass now (the next look is scheduled). */
-static bool timer_light(const stkr__worker *w, worker_timer *tm) {
-  uint64_t now = stkr__clock_mono_ns();
-  bool moved;
-
-  if (now >= tm->watch_until || now < tm->burst_until || producer_waiting())
-    return false;
-  stkr__loader_scan_begin();
-  moved = stkr__images_stale(&w->imgs);
-  stkr__loader_scan_end();
-  if (moved)
-    return false;
-  if (tm->watch_tick < 32 * STKR__PRESSURE_TICK_NS)
-    tm->watch_tick *= 2;
-  tm->next_tick = now + tm->watch_tick;
-  return true;
-}
-
 static void *worker_main(void *arg) {
   stkr__worker *w = arg;
-  worker_timer tm = {0, 0, 0, 0, STKR__PRESSURE_TICK_NS};
+  stkr__timer tm;
   /* Our own I/O may pass through hooked functions (LD_PRELOAD): never
    * record it, or the worker would feed itself. */
   stkr__thread_ignore();
@@ -374,7 +272,7 @@ static void *worker_main(void *arg) {
 #endif
   if (!stkr__drain_claim(w)) goto taken_over;
   stkr__drain_start_symbolizer(w);
-  tm.next_tick = stkr__clock_mono_ns() + interval_ns(w);
+  stkr__timer_init(w, &tm, stkr__clock_mono_ns());
   stkr__drain_unclaim(w);
   for (;;) {
     stkr__req *list;
@@ -405,8 +303,8 @@ static void *worker_main(void *arg) {
     /* A post with the hint set may be the hint's alone: it starts the
      * watch, and the look below decides whether a pass is due. */
     bool hinted = woke == 0 && list == NULL &&
-                  timer_take_hint(w, &tm, stkr__clock_mono_ns());
-    if ((woke == -ETIMEDOUT || hinted) && list == NULL && timer_light(w, &tm)) {
+                  stkr__timer_take_hint(w, &tm, stkr__clock_mono_ns());
+    if ((woke == -ETIMEDOUT || hinted) && list == NULL && stkr__timer_light(w, &tm)) {
       stkr__drain_unclaim(w);
       continue;
     }
@@ -416,7 +314,7 @@ static void *worker_main(void *arg) {
       answer(w, list, w->io_error ? -EIO : 0);
       w->io_error = false;
     }
-    timer_after_pass(w, &tm, stkr__clock_mono_ns());
+    stkr__timer_after_pass(w, &tm, stkr__clock_mono_ns());
     stkr__drain_unclaim(w);
   }
 
@@ -644,56 +542,14 @@ static void atfork_child(void) {
   memcpy(&g_mu, &fresh, sizeof fresh);
 }
 
-/* ---- scans of the loader's image list vs fork ----------------------------
- * dl_iterate_phdr holds the loader's list lock (dl_load_write_lock), which
- * glibc does not reset in a forked child: a fork while our worker scans
- * leaves it held there for good, and the child's next dlclose or
- * dl_iterate_phdr hangs. Seen with runuser, whose PAM child dlcloses its
- * modules, once passes came every 1 ms after a dlopen. So every scan of
- * ours (image list, unwind tables) holds g_scan_mu, and fork's prepare
- * handler takes it: no fork starts mid-scan. A fork from a signal handler
- * that interrupted this thread's own scan skips the lock (t_scanning): its
- * child may hang as before, rather than the parent deadlock on itself. */
-static pthread_mutex_t g_scan_mu = PTHREAD_MUTEX_INITIALIZER;
-static __thread bool t_scanning;
-/* Whether prepare took g_scan_mu. Forks with atfork handlers run one at a
- * time (glibc holds its atfork lock from prepare to parent/child). */
-static bool g_scan_taken;
-
-void stkr__loader_scan_begin(void) {
-  pthread_mutex_lock(&g_scan_mu);
-  t_scanning = true;
-}
-
-void stkr__loader_scan_end(void) {
-  t_scanning = false;
-  pthread_mutex_unlock(&g_scan_mu);
-}
-
-static void atfork_prepare(void) {
-  g_scan_taken = !t_scanning;
-  if (g_scan_taken)
-    pthread_mutex_lock(&g_scan_mu);
-}
-
-static void atfork_parent(void) {
-  if (g_scan_taken)
-    pthread_mutex_unlock(&g_scan_mu);
-}
-
-/* The child's one thread is the one that took g_scan_mu in prepare: it
- * unlocks it as the parent does (not a re-initialization behind the
- * mutex's back, which TSan took for a double lock at the child's next
- * scan). A scan that a signal handler interrupted goes on in the child and
- * unlocks it itself. */
 static void atfork_child_scan(void) {
-  if (g_scan_taken)
-    pthread_mutex_unlock(&g_scan_mu);
+  stkr__loader_scan_atfork_child();
   atfork_child();
 }
 
 static void register_atfork(void) {
-  (void)pthread_atfork(atfork_prepare, atfork_parent, atfork_child_scan);
+  (void)pthread_atfork(stkr__loader_scan_atfork_prepare,
+                       stkr__loader_scan_atfork_parent, atfork_child_scan);
 }
 
 /* Follow mode: called by recorder/ from the child's first event, before

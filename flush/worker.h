@@ -148,6 +148,33 @@ void stkr__drain_all(stkr__worker *w, bool last);
  * child would inherit the loader's list lock held (worker.c). */
 void stkr__loader_scan_begin(void);
 void stkr__loader_scan_end(void);
+/* pthread_atfork handlers for that lock (worker.c registers them). */
+void stkr__loader_scan_atfork_prepare(void);
+void stkr__loader_scan_atfork_parent(void);
+void stkr__loader_scan_atfork_child(void);
+
+/* ---- the worker's timer (timer.c) ------------------------------------------
+ * Worker thread only, but for stkr__timer_hint (any thread). */
+typedef struct stkr__timer {
+  uint64_t next_tick;   /* the wait's deadline */
+  uint64_t burst_until; /* passes every 1 ms after pressure, until then */
+  /* After stkr_images_changed: the loader is watched until watch_until,
+   * for a list that differs from watch_gen's, every watch_tick (1 ms
+   * after a hint or a change, doubling to 32 ms while nothing moves). */
+  uint64_t watch_until, watch_gen, watch_tick;
+} stkr__timer;
+/* The first pass one interval after `now`. */
+void stkr__timer_init(const stkr__worker *w, stkr__timer *tm, uint64_t now);
+/* stkr_images_changed's flag (the caller then posts the wake). */
+void stkr__timer_hint(void);
+/* Take the hint if set: the loader is watched from `now`. @return whether
+ * there was one. */
+bool stkr__timer_take_hint(const stkr__worker *w, stkr__timer *tm, uint64_t now);
+/* After a pass at `now`: when the next one is due (tm->next_tick). */
+void stkr__timer_after_pass(const stkr__worker *w, stkr__timer *tm, uint64_t now);
+/* A wake-up while only the loader is watched: @return true when no pass is
+ * due (the next look is scheduled), false when one is. */
+bool stkr__timer_light(const stkr__worker *w, stkr__timer *tm);
 /* STKR_UNWIND_TABLES: build and publish unwind tables when the image list
  * changed since the last build (drain.c). */
 void stkr__drain_unwind_tables(stkr__worker *w);
