@@ -118,10 +118,15 @@ static bool same_list(const stkr__images *im, const scan *sc) {
   return true;
 }
 
+/* Does im hold the list the loader had at counts c? */
+static bool counts_match(const stkr__images *im, const counts *c) {
+  return im->scanned && c->have && c->adds == im->adds && c->subs == im->subs;
+}
+
 bool stkr__images_stale(const stkr__images *im) {
   counts c = {0, 0, false};
   dl_iterate_phdr(read_counts, &c);
-  return !im->scanned || !c.have || c.adds != im->adds || c.subs != im->subs;
+  return !counts_match(im, &c);
 }
 
 int stkr__images_refresh(stkr__images *im) {
@@ -129,7 +134,7 @@ int stkr__images_refresh(stkr__images *im) {
   scan sc = {NULL, 0, 0, 0};
 
   dl_iterate_phdr(read_counts, &c);
-  if (im->scanned && c.have && c.adds == im->adds && c.subs == im->subs)
+  if (counts_match(im, &c))
     return 0;
 
   dl_iterate_phdr(collect, &sc);

@@ -91,6 +91,10 @@ void stkr__timer_after_pass(const stkr__worker *w, stkr__timer *tm, uint64_t now
  * wake_sent set until the worker drains it (drain.c). Worker only. */
 static bool producer_waiting(void) {
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    /* Relaxed: only a hint. The producer set it (relaxed) before its post,
+     * and its post makes a pass by itself unless a hint came with it; a
+     * flag seen late delays the pass by one look (at most 32 ms; a ring that
+     * fills meanwhile drops, counted). */
     if (atomic_load_explicit(&t->wake_sent, memory_order_relaxed))
       return true;
   return false;

@@ -199,16 +199,16 @@ static int cache_load(const char *name, const stkr__uw_src *src,
   return 0;
 }
 
+static int table_stored(uw_cache *c, const stkr__uw_src *src,
+                        const uint8_t *id, size_t id_len,
+                        stkr__uw_table **out, stkr__uw_stats *st);
+
 /* The published set's table of this image: the same load bias and
  * build-id (an image loaded at the same address after a dlclose has
  * another build-id), or NULL. The set built after a dlopen shares the
  * tables of every image it had (python3 importing 11 modules under
  * `record`: each import's dlopen rebuilt the set, reading every table from
  * the recording's cache again). */
-static int table_stored(uw_cache *c, const stkr__uw_src *src,
-                        const uint8_t *id, size_t id_len,
-                        stkr__uw_table **out, stkr__uw_stats *st);
-
 static stkr__uw_table *table_published(const stkr__uw_src *src, uint64_t key) {
   const stkr__uw_set *cur = stkr__unwind_set_current(&g_uw_slot);
   for (uint32_t i = 0; cur != NULL && i < cur->n; i++)
