@@ -227,7 +227,7 @@ static void test_stop_inside_a_hang(void **state) {
   sf_thread_arg th;
   stkr_reader *r = NULL;
   stkr_event_view ev;
-  int hangs = 0, recovered = 0;
+  int hangs = 0, recovered = 0, chained = 0;
   long samples = 0;
   char got[256];
 
@@ -247,7 +247,9 @@ static void test_stop_inside_a_hang(void **state) {
   while (stkr_reader_next(r, &ev) == 1) {
     if (strcmp(ev.site, "watchdog.hang") == 0) {
       hangs++;
-      if (!sf_event_chain(&ev, sf_chain[SF_FUTEX], 3, got, sizeof got))
+      if (sf_event_chain(&ev, sf_chain[SF_FUTEX], 3, got, sizeof got))
+        chained++;
+      else if (!sf_caught_in_tsan(&ev))
         fail_msg("hang stack: %s", got);
       samples += field(&ev, "samples");
     } else if (strcmp(ev.site, "watchdog.recovered") == 0) {
@@ -256,9 +258,11 @@ static void test_stop_inside_a_hang(void **state) {
   }
   stkr_reader_free(r);
   /* Samples every 20 ms from 100 ms to 400 ms: about 15 (at least 3 on a
-   * loaded machine), in one run of identical stacks (a few under TSan,
-   * whose deferred signals catch the park at other PCs). */
+   * loaded machine), in one run of identical stacks. Under TSan a few:
+   * its deferred signals can catch the thread inside TSan's own runtime
+   * (sf_caught_in_tsan); at least one has the chain. */
   assert_true(samples >= 3);
+  assert_true(chained >= 1);
 #ifndef SF_TSAN
   assert_int_equal(hangs, 1);
 #endif

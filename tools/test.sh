@@ -55,6 +55,11 @@ total_p=0
 total_f=0
 add() { total_p=$((total_p + $1)); total_f=$((total_f + $2)); }
 
+# What failed, repeated just above the last line so that a CI page showing
+# only the end of the output still names the case and its message.
+failures=$(mktemp /tmp/stackrec-failures.XXXXXX)
+trap 'rm -f "$failures"' EXIT
+
 # Count the cases of every test target in one testlogs tree.
 # Sets P, F, S (passed, failed, skipped).
 count_logs() {
@@ -81,6 +86,11 @@ count_logs() {
     if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ]; then
       echo "test.sh: $target: no test summary in its log (crash or timeout?)" >&2
       f=1
+      { echo "-- $target (${label:-}): no summary; the end of $log:"
+        tail -n 15 "$log"; } >>"$failures"
+    elif [ "$f" -gt 0 ]; then
+      { echo "-- $target (${label:-}): $f failed, from $log:"
+        grep -E -B2 '^\[  (ERROR|FAILED) +\]|^ERROR|^FAIL' "$log" | head -n 30; } >>"$failures"
     fi
     P=$((P + p)); F=$((F + f)); S=$((S + s))
   done
@@ -192,5 +202,9 @@ for phase in $phases; do
   echo "   ($phase took $((SECONDS - t0)) s)"
 done
 echo "test.sh: all phases took $((SECONDS - start)) s"
+if [ -s "$failures" ]; then
+  echo "== what failed (the test logs' own lines)"
+  cat "$failures"
+fi
 echo "$total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]
