@@ -691,6 +691,11 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   w->pressure = w->pressure_now;
 }
 
+void stkr__drain_first_batch(stkr__worker *w) {
+  batch_begin(w);
+  write_batch(w, false);
+}
+
 bool stkr__drain_rings_settled(void) {
   /* No lock: only the worker removes threads from the registry, and it has
    * ended; the reap lock could be held by the very thread whose signal

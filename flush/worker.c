@@ -506,6 +506,9 @@ static int start_recorder(stkr__worker *w) {
   stkr__loader_scan_begin();
   stkr__drain_unwind_tables(w);
   stkr__loader_scan_end();
+  /* After the tables (the Header carries their figures), before the first
+   * event can be pushed. */
+  stkr__drain_first_batch(w);
   return stkr__recorder_start(
       &rc, wake_fn, NULL,
       w->cfg.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);

@@ -143,6 +143,13 @@ uint32_t stkr__new_epoch(void);
  * counts what it left in the rings as dropped_exit. This is the one place
  * that decides what an exit leaves behind. */
 void stkr__drain_all(stkr__worker *w, bool last);
+/* The session's first batch (Header and image list, no events), written
+ * by the thread that starts recording, before any producer can push and
+ * before the worker thread exists: a process killed before the worker's
+ * first pass still leaves its image list, so the events recovered from
+ * its ring files can be symbolized. A failure is counted and logged like
+ * any batch's. */
+void stkr__drain_first_batch(stkr__worker *w);
 /* Around every scan of the loaded images (dl_iterate_phdr: the image list,
  * the unwind tables), so that no fork starts in the middle of one: the
  * child would inherit the loader's list lock held (worker.c). */

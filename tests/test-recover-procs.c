@@ -7,6 +7,8 @@
  * is read back exactly once.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_reader.h"
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "tests/recover_util.h"
@@ -246,6 +249,51 @@ static void test_sigkill_random_moments(void **state) {
   munmap(g_counts, 4096);
 }
 
+/* A process killed before the worker's first pass (an hour away) left
+ * only its ring files: the image list written at init is in its segment,
+ * so every recovered event's frames lie in a known image (offline mode
+ * keeps PCs and the image list; `stackrec symbolize` names them later). */
+static void seq_body(void *arg) {
+  (void)arg;
+  record_seq(0, 10);
+}
+
+static void test_killed_before_first_pass_keeps_images(void **state) {
+  const stkr_config cfg = {.symbolize = STKR_SYMBOLIZE_OFFLINE};
+  char exe[PATH_MAX], got[PATH_MAX];
+  recovery r;
+  stkr_reader *rd = NULL;
+  stkr_event_view ev;
+  int n = 0;
+  (void)state;
+
+  /* record_seq's image (the test binary, or a library in fastbuild). */
+  Dl_info di;
+  assert_true(dladdr((void *)record_seq, &di) != 0 && di.dli_fname != NULL);
+  assert_non_null(realpath(di.dli_fname, exe));
+  assert_true(WIFSIGNALED(kill_and_recover(&r, cfg, seq_body, NULL)));
+  assert_int_equal(r.st.events, 10);
+  assert_int_equal(stkr_reader_open(r.dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &ev) == 1) {
+    const stkr_image_info *im;
+    size_t n_im, k;
+    n++;
+    if (ev.n_pcs < 2)
+      fail_msg("event %d: %zu PCs", n, ev.n_pcs);
+    /* The innermost frame is record_seq's. */
+    assert_int_equal(stkr_reader_images(rd, ev.process, &im, &n_im), 0);
+    for (k = 0; k < n_im; k++)
+      if (ev.pcs[0] >= im[k].text_start && ev.pcs[0] < im[k].text_end)
+        break;
+    if (k == n_im || realpath(im[k].path, got) == NULL || strcmp(got, exe) != 0)
+      fail_msg("event %d: PC %#llx in %s (%zu images known), not in %s", n,
+               (unsigned long long)ev.pcs[0],
+               k < n_im ? im[k].path : "no image", n_im, exe);
+  }
+  stkr_reader_free(rd);
+  assert_int_equal(n, 10);
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(recover_setup("recover-procs"), 0);
@@ -254,4 +302,5 @@ static int setup(void **state) {
 
 TL_TEST_MAIN("recover-procs", setup, NULL, test_ring_reuse,
              test_child_outlives_parent, test_fork_disable, test_fork_follow,
-             test_sigkill_random_moments)
+             test_sigkill_random_moments,
+             test_killed_before_first_pass_keeps_images)
