@@ -165,17 +165,20 @@ static int config_copy_sized(const stkr_config *in, stkr_config *own) {
 
 /* The defaults, before the environment and the struct. */
 static const stkr__fconfig k_defaults = {
-    .ring_bytes = STKR__DEFAULT_RING_BYTES,
-    .max_depth = STKR__DEFAULT_DEPTH,
-    .skip_frames = 0,
-    .flush_interval_ms = STKR__DEFAULT_FLUSH_MS,
-    .segment_bytes = STKR__DEFAULT_SEGMENT_BYTES,
-    .disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES,
-    .payload_max = STKR__DEFAULT_PAYLOAD_MAX,
-    .fork_mode = STKR_FORK_DISABLE,
-    .symbolize = STKR_SYMBOLIZE_INPROC,
-    .exit_ms = STKR__DEFAULT_EXIT_MS,
-    .unwind = STKR_UNWIND_FP,
+    .set =
+        {
+            .ring_bytes = STKR__DEFAULT_RING_BYTES,
+            .max_depth = STKR__DEFAULT_DEPTH,
+            .skip_frames = 0,
+            .flush_interval_ms = STKR__DEFAULT_FLUSH_MS,
+            .segment_bytes = STKR__DEFAULT_SEGMENT_BYTES,
+            .disk_cap_bytes = STKR__DEFAULT_DISK_CAP_BYTES,
+            .payload_max = STKR__DEFAULT_PAYLOAD_MAX,
+            .fork_mode = STKR_FORK_DISABLE,
+            .symbolize = STKR_SYMBOLIZE_INPROC,
+            .exit_ms = STKR__DEFAULT_EXIT_MS,
+            .unwind = STKR_UNWIND_FP,
+        },
 };
 
 /* The STACKREC_* variables over the defaults (*dir: STACKREC_DIR, owned by
@@ -191,47 +194,48 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
   if ((v = env("STACKREC_DIR")) != NULL) *dir = v;
   if ((err = env_num("STACKREC_RING_BYTES", true, 1, 1ull << 30, &x, &set)))
     return err;
-  if (set) c->ring_bytes = (size_t)x;
+  if (set) c->set.ring_bytes = (size_t)x;
   if ((err = env_num("STACKREC_DEPTH", false, 1, STKR_MAX_DEPTH, &x, &set)))
     return err;
-  if (set) c->max_depth = (unsigned)x;
+  if (set) c->set.max_depth = (unsigned)x;
   if ((err = env_num("STACKREC_SKIP", false, 0, STKR_MAX_DEPTH, &x, &set)))
     return err;
-  if (set) c->skip_frames = (unsigned)x;
+  if (set) c->set.skip_frames = (unsigned)x;
   if ((err = env_num("STACKREC_FLUSH_MS", false, 1, 3600000, &x, &set)))
     return err;
-  if (set) c->flush_interval_ms = (unsigned)x;
+  if (set) c->set.flush_interval_ms = (unsigned)x;
   if ((err = env_num("STACKREC_SEGMENT_BYTES", true, 1, UINT64_MAX, &x, &set)))
     return err;
-  if (set) c->segment_bytes = x;
+  if (set) c->set.segment_bytes = x;
   if ((err = env_num("STACKREC_DISK_CAP_BYTES", true, 1, UINT64_MAX, &x,
                      &set)))
     return err;
-  if (set) c->disk_cap_bytes = x;
+  if (set) c->set.disk_cap_bytes = x;
   if ((err = env_num("STACKREC_PAYLOAD_MAX", true, 1, STKR_MAX_PAYLOAD, &x,
                      &set)))
     return err;
-  if (set) c->payload_max = (unsigned)x;
+  if (set) c->set.payload_max = (unsigned)x;
   /* No "unbounded" value: an exit that waits on the recorder is exactly
    * what the budget prevents (stackrec.h). */
   if ((err = env_num("STACKREC_EXIT_MS", false, 1, STKR__MAX_EXIT_MS, &x,
                      &set)))
     return err;
-  if (set) c->exit_ms = (unsigned)x;
+  if (set) c->set.exit_ms = (unsigned)x;
   if ((v = env("STACKREC_FORK")) != NULL) {
-    if (strcasecmp(v, "disable") == 0) c->fork_mode = STKR_FORK_DISABLE;
-    else if (strcasecmp(v, "follow") == 0) c->fork_mode = STKR_FORK_FOLLOW;
+    if (strcasecmp(v, "disable") == 0) c->set.fork_mode = STKR_FORK_DISABLE;
+    else if (strcasecmp(v, "follow") == 0) c->set.fork_mode = STKR_FORK_FOLLOW;
     else return bad_env("STACKREC_FORK", v, "expected \"disable\" or \"follow\"");
   }
   if ((v = env("STACKREC_UNWIND")) != NULL) {
-    if (strcasecmp(v, "fp") == 0) c->unwind = STKR_UNWIND_FP;
-    else if (strcasecmp(v, "tables") == 0) c->unwind = STKR_UNWIND_TABLES;
+    if (strcasecmp(v, "fp") == 0) c->set.unwind = STKR_UNWIND_FP;
+    else if (strcasecmp(v, "tables") == 0) c->set.unwind = STKR_UNWIND_TABLES;
     else return bad_env("STACKREC_UNWIND", v, "expected \"fp\" or \"tables\"");
   }
   if ((v = env("STACKREC_SYMBOLIZE")) != NULL) {
-    if (strcasecmp(v, "inproc") == 0) c->symbolize = STKR_SYMBOLIZE_INPROC;
-    else if (strcasecmp(v, "offline") == 0) c->symbolize = STKR_SYMBOLIZE_OFFLINE;
-    else if (strcasecmp(v, "none") == 0) c->symbolize = STKR_SYMBOLIZE_NONE;
+    if (strcasecmp(v, "inproc") == 0) c->set.symbolize = STKR_SYMBOLIZE_INPROC;
+    else if (strcasecmp(v, "offline") == 0)
+      c->set.symbolize = STKR_SYMBOLIZE_OFFLINE;
+    else if (strcasecmp(v, "none") == 0) c->set.symbolize = STKR_SYMBOLIZE_NONE;
     else return bad_env("STACKREC_SYMBOLIZE", v,
                         "expected \"inproc\", \"offline\" or \"none\"");
   }
@@ -255,7 +259,7 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
     if (in->field) {                                                           \
       if (!(ok))                                                               \
         return bad_field(#field, (unsigned long long)in->field, why);          \
-      c->field = in->field;                                                    \
+      c->set.field = in->field;                                                \
     }                                                                          \
   } while (0)
   TAKE(ring_bytes, in->ring_bytes <= (1ull << 30), "at most 1 GiB");
@@ -296,9 +300,9 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
 
   /* Rounded up to a power of two (the ring masks offsets) and to a size
    * that fits the largest record twice. */
-  if (c.ring_bytes < min_ring_bytes(c.max_depth, c.payload_max))
-    c.ring_bytes = min_ring_bytes(c.max_depth, c.payload_max);
-  c.ring_bytes = round_pow2(c.ring_bytes);
+  if (c.set.ring_bytes < min_ring_bytes(c.set.max_depth, c.set.payload_max))
+    c.set.ring_bytes = min_ring_bytes(c.set.max_depth, c.set.payload_max);
+  c.set.ring_bytes = round_pow2(c.set.ring_bytes);
 
   c.dir = strdup(dir);
   if (!c.dir) return -ENOMEM;
@@ -371,7 +375,7 @@ int stkr__mkdir_p(const char *path, mode_t mode) {
 
 /* The names fit their fields: arch and mode names are short, process_name
  * is as long as stkr__process_name's buffer. */
-void stkr__session_template(const stkr__fconfig *c, uint32_t parent_pid,
+void stkr__session_template(const stkr_config *set, uint32_t parent_pid,
                             stkr_sessfile_hdr *s) {
   memset(s, 0, sizeof *s);
   s->pid = (uint32_t)getpid();
@@ -383,12 +387,12 @@ void stkr__session_template(const stkr__fconfig *c, uint32_t parent_pid,
   stkr__process_name(s->process_name, sizeof s->process_name);
   snprintf(s->arch, sizeof s->arch, "%s", stkr__arch_name());
   snprintf(s->symbolize, sizeof s->symbolize, "%s",
-           stkr__symbolize_mode_name(c->symbolize));
-  s->ring_bytes = c->ring_bytes;
-  s->segment_bytes = c->segment_bytes;
-  s->disk_cap_bytes = c->disk_cap_bytes;
-  s->max_depth = c->max_depth;
-  s->skip_frames = c->skip_frames;
-  s->flush_interval_ms = c->flush_interval_ms;
-  s->payload_max = c->payload_max;
+           stkr__symbolize_mode_name(set->symbolize));
+  s->ring_bytes = set->ring_bytes;
+  s->segment_bytes = set->segment_bytes;
+  s->disk_cap_bytes = set->disk_cap_bytes;
+  s->max_depth = set->max_depth;
+  s->skip_frames = set->skip_frames;
+  s->flush_interval_ms = set->flush_interval_ms;
+  s->payload_max = set->payload_max;
 }

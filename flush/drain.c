@@ -245,7 +245,7 @@ void stkr__drain_unwind_tables(stkr__worker *w) {
   stkr__unwind_update u;
   int err;
 
-  if (w->cfg.unwind != STKR_UNWIND_TABLES ||
+  if (w->cfg.set.unwind != STKR_UNWIND_TABLES ||
       (w->imgs_gen_unwind != 0 && w->imgs_gen_unwind == w->imgs.gen))
     return;
   /* Tried once per image list: a failure leaves the frame-pointer walk
@@ -283,9 +283,9 @@ static void sym_warn(void *arg, const char *why) {
 void stkr__drain_start_symbolizer(stkr__worker *w) {
   stkr__symbe *be = NULL;
   stkr__symbe_opts so = {.warn = sym_warn};
-  if (w->cfg.symbolize != STKR_SYMBOLIZE_INPROC) return;
+  if (w->cfg.set.symbolize != STKR_SYMBOLIZE_INPROC) return;
   if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
-  if (w->symc == NULL) w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+  if (w->symc == NULL) w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;
 }
 
 /* The frames of a stack new to the recording: the only place the worker
@@ -741,8 +741,8 @@ bool stkr__drain_take_over(stkr__worker *w) {
   pthread_mutex_unlock(&w->req_mu);
   /* The worker's own start (the symbolizer) may not have run: this pass
    * then records PCs only, as offline mode does. */
-  if (w->cfg.symbolize == STKR_SYMBOLIZE_INPROC && w->symc == NULL)
-    w->cfg.symbolize = STKR_SYMBOLIZE_OFFLINE;
+  if (w->cfg.set.symbolize == STKR_SYMBOLIZE_INPROC && w->symc == NULL)
+    w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;
   stkr__drain_all(w, true);
   pthread_mutex_lock(&w->req_mu);
   for (stkr__req *r = list; r; r = r->next) r->done = true;

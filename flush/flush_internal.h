@@ -51,19 +51,13 @@ void stkr__log(int kind, const char *fmt, ...)
 
 /* ---- config (config.c) --------------------------------------------------- */
 typedef struct stkr__fconfig {
-  char *dir; /* malloc'd */
-  size_t ring_bytes;
-  unsigned max_depth;
-  unsigned skip_frames;
-  unsigned flush_interval_ms;
-  uint64_t segment_bytes;
-  uint64_t disk_cap_bytes;
-  unsigned payload_max;
-  stkr_fork_mode fork_mode;
-  stkr_symbolize_mode symbolize;
+  /* The settings, resolved: defaults <- environment <- the caller's struct.
+   * The public struct itself, so a setting is declared once (stackrec.h
+   * documents each; exit_ms ends up in 1..STKR__MAX_EXIT_MS). set.size and
+   * set.dir stay 0 and NULL: `dir` below is the worker's own copy. */
+  stkr_config set;
+  char *dir;       /* malloc'd */
   char *app_paths; /* malloc'd STACKREC_APP_PATHS, or NULL */
-  unsigned exit_ms; /* budget of the end of a session, 1..STKR__MAX_EXIT_MS */
-  stkr_unwind_mode unwind;
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
@@ -91,12 +85,12 @@ typedef struct stkr__fconfig {
  * out->dir and out->app_paths must be freed with stkr__config_free. */
 int stkr__config_build(const stkr_config *in, stkr__fconfig *out);
 void stkr__config_free(stkr__fconfig *c);
-/* A new session's description from the resolved config: who (this
- * process, parent_pid: 0 or the parent of a followed fork), when (now), a
- * new session id, and the settings. The worker keeps it (worker.h, sess):
+/* A new session's description from the resolved settings (an fconfig's
+ * set): who (this process, parent_pid: 0 or the parent of a followed
+ * fork), when (now), a new session id, and the settings. The worker keeps it (worker.h, sess):
  * it is the template of the session file (stkr__session_open) and of every
  * segment's Header (stkr_fmt_header_from_session), which so say the same. */
-void stkr__session_template(const stkr__fconfig *c, uint32_t parent_pid,
+void stkr__session_template(const stkr_config *set, uint32_t parent_pid,
                             stkr_sessfile_hdr *s);
 /* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
 int stkr__parse_size(const char *s, uint64_t *out);

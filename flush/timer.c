@@ -28,7 +28,7 @@ static _Atomic bool g_images_hint;
 #define STKR__HINT_WAIT_NS 1000000000u /* 1 s */
 
 static uint64_t interval_ns(const stkr__worker *w) {
-  return (uint64_t)w->cfg.flush_interval_ms * 1000000u;
+  return (uint64_t)w->cfg.set.flush_interval_ms * 1000000u;
 }
 
 void stkr__timer_hint(void) {

@@ -409,7 +409,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   cfg->dir = NULL;
   cfg->app_paths = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
-  stkr__session_template(&w->cfg, parent_pid, &w->sess);
+  stkr__session_template(&w->cfg.set, parent_pid, &w->sess);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);
@@ -448,8 +448,9 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
    * recovered segment first, and ours continue after it. Not in a forked
    * child (follow mode): its parent, alive, did it at its own start. */
   if (parent_pid == 0) recover_dir(w);
-  if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->sess.pid, w->cfg.segment_bytes,
-                            w->cfg.disk_cap_bytes)) < 0)
+  if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->sess.pid,
+                            w->cfg.set.segment_bytes,
+                            w->cfg.set.disk_cap_bytes)) < 0)
     goto fail;
   /* Open the first file now so that stkr_init reports an unusable
    * directory; its first batch (the Header) is written by the first drain. */
@@ -495,11 +496,11 @@ static void on_fork_child(void);
 /* Start recorder/ with w's config. It zeroes every producer counter and
  * empties the rings, so the stats of this recording start at 0. */
 static int start_recorder(stkr__worker *w) {
-  stkr__rconf rc = {.ring_bytes = w->cfg.ring_bytes,
-                    .max_depth = w->cfg.max_depth,
-                    .skip_frames = w->cfg.skip_frames,
-                    .payload_max = w->cfg.payload_max,
-                    .unwind_tables = w->cfg.unwind == STKR_UNWIND_TABLES};
+  stkr__rconf rc = {.ring_bytes = w->cfg.set.ring_bytes,
+                    .max_depth = w->cfg.set.max_depth,
+                    .skip_frames = w->cfg.set.skip_frames,
+                    .payload_max = w->cfg.set.payload_max,
+                    .unwind_tables = w->cfg.set.unwind == STKR_UNWIND_TABLES};
   /* Tables before the first event, on the thread that starts recording:
    * a few ms once per process (python3's 16 images: ~8 ms of CPU), so
    * that no event of a short-lived process is walked without them. */
@@ -511,7 +512,7 @@ static int start_recorder(stkr__worker *w) {
   stkr__drain_first_batch(w);
   return stkr__recorder_start(
       &rc, wake_fn, NULL,
-      w->cfg.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);
+      w->cfg.set.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);
 }
 
 /* ---- fork ------------------------------------------------------------- */
@@ -604,9 +605,10 @@ fail:
  * worker was still busy when the budget ran out. Takes no lock an app thread
  * may hold (only ours). */
 static bool end_session(stkr__worker *w, bool bounded) {
-  uint64_t budget = (uint64_t)w->cfg.exit_ms * 1000000u;
+  uint64_t budget = (uint64_t)w->cfg.set.exit_ms * 1000000u;
   uint64_t start = stkr__clock_mono_ns(), give_up = start + budget;
-  unsigned quiesce_ms = w->cfg.exit_ms / 4 < 100 ? w->cfg.exit_ms / 4 : 100;
+  unsigned quiesce_ms =
+      w->cfg.set.exit_ms / 4 < 100 ? w->cfg.set.exit_ms / 4 : 100;
   struct timespec ts;
   bool ended;
 
@@ -660,7 +662,7 @@ static bool end_session(stkr__worker *w, bool bounded) {
     stkr__log(STKR__LOG_OTHER,
               "the flush worker did not finish within %u ms at exit; "
               "events not yet written are lost",
-              w->cfg.exit_ms);
+              w->cfg.set.exit_ms);
   return ended;
 }
 

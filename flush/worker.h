@@ -192,7 +192,8 @@ bool stkr__drain_past_deadline(stkr__worker *w);
  * flush/sym_dl.c: never on a hook's thread), before the first pass writes
  * the Header. Cheap otherwise: images are opened when a stack first needs
  * them. No backend (module missing, no memory) means offline recording,
- * and the Header says so: cfg.symbolize is the pass owner's from then on. */
+ * and the Header says so: cfg.set.symbolize is the pass owner's from then
+ * on. */
 void stkr__drain_start_symbolizer(stkr__worker *w);
 
 enum { STKR__PASS_FREE, STKR__PASS_WORKER, STKR__PASS_CALLER };

@@ -75,20 +75,23 @@ static const pattern k_abs[] = {
     P("/dev/v4l/", K_PREFIX, STKR__PL_CAT_DEVICES),
 };
 
-/* Relative to a home directory; all K_DIR, all files. */
+/* Relative to a home directory; all K_DIR, all files (H says it once, so a
+ * new entry cannot differ by mistake). */
+#define H(str) P(str, K_DIR, STKR__PL_CAT_FILES)
 static const pattern k_home[] = {
-    P(".ssh", K_DIR, STKR__PL_CAT_FILES),
-    P(".gnupg", K_DIR, STKR__PL_CAT_FILES),
-    P(".mozilla", K_DIR, STKR__PL_CAT_FILES),
-    P(".config/google-chrome", K_DIR, STKR__PL_CAT_FILES),
-    P(".config/chromium", K_DIR, STKR__PL_CAT_FILES),
-    P(".config/BraveSoftware", K_DIR, STKR__PL_CAT_FILES),
-    P("snap/firefox", K_DIR, STKR__PL_CAT_FILES),
-    P(".local/share/keyrings", K_DIR, STKR__PL_CAT_FILES),
-    P(".pki/nssdb", K_DIR, STKR__PL_CAT_FILES),
-    P(".password-store", K_DIR, STKR__PL_CAT_FILES),
+    H(".ssh"),
+    H(".gnupg"),
+    H(".mozilla"),
+    H(".config/google-chrome"),
+    H(".config/chromium"),
+    H(".config/BraveSoftware"),
+    H("snap/firefox"),
+    H(".local/share/keyrings"),
+    H(".pki/nssdb"),
+    H(".password-store"),
 };
 
+#undef H
 #undef P
 
 #define N_ABS (sizeof k_abs / sizeof k_abs[0])

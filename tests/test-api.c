@@ -57,10 +57,10 @@ static void test_size_rules(void **state) {
   z.max_depth = 7;
   s.max_depth = 7;
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.max_depth, 7);
+  assert_int_equal(c.set.max_depth, 7);
   stkr__config_free(&c);
   assert_int_equal(stkr__config_build(&s, &c), 0);
-  assert_int_equal(c.max_depth, 7);
+  assert_int_equal(c.set.max_depth, 7);
   stkr__config_free(&c);
 
   /* Too small to hold the 0.3 fields (a caller that set garbage). */
@@ -86,7 +86,7 @@ static void test_newer_caller(void **state) {
   n.known.size = sizeof n;
   n.known.exit_ms = 1234;
   assert_int_equal(stkr__config_build(&n.known, &c), 0); /* unset: fine */
-  assert_int_equal(c.exit_ms, 1234);
+  assert_int_equal(c.set.exit_ms, 1234);
   stkr__config_free(&c);
   n.future_b = 1; /* a setting this library cannot honour */
   assert_int_equal(stkr__config_build(&n.known, &c), -E2BIG);
@@ -112,7 +112,7 @@ static void test_reads_only_size(void **state) {
   memset(at, 0, base);
   at->exit_ms = 55;
   assert_int_equal(stkr__config_build(at, &c), 0);
-  assert_int_equal(c.exit_ms, 55);
+  assert_int_equal(c.set.exit_ms, 55);
   stkr__config_free(&c);
   munmap(m, 2 * (size_t)page);
 }

@@ -71,14 +71,14 @@ static void expect_build(const stkr_config *in, const stkr__fconfig *want) {
 
   assert_int_equal(stkr__config_build(in, &built), 0);
   assert_string_equal(c->dir, want->dir);
-  assert_int_equal(c->ring_bytes, want->ring_bytes);
-  assert_int_equal(c->max_depth, want->max_depth);
-  assert_int_equal(c->skip_frames, want->skip_frames);
-  assert_int_equal(c->flush_interval_ms, want->flush_interval_ms);
-  assert_int_equal(c->segment_bytes, want->segment_bytes);
-  assert_int_equal(c->disk_cap_bytes, want->disk_cap_bytes);
-  assert_int_equal(c->payload_max, want->payload_max);
-  assert_int_equal(c->fork_mode, want->fork_mode);
+  assert_int_equal(c->set.ring_bytes, want->set.ring_bytes);
+  assert_int_equal(c->set.max_depth, want->set.max_depth);
+  assert_int_equal(c->set.skip_frames, want->set.skip_frames);
+  assert_int_equal(c->set.flush_interval_ms, want->set.flush_interval_ms);
+  assert_int_equal(c->set.segment_bytes, want->set.segment_bytes);
+  assert_int_equal(c->set.disk_cap_bytes, want->set.disk_cap_bytes);
+  assert_int_equal(c->set.payload_max, want->set.payload_max);
+  assert_int_equal(c->set.fork_mode, want->set.fork_mode);
   stkr__config_free(&built);
 }
 
@@ -86,21 +86,21 @@ static void test_defaults(void **state) {
   (void)state;
   stkr__fconfig c;
   expect_build(NULL, &(stkr__fconfig){
-      .dir = "stackrec-out", .ring_bytes = 262144, .max_depth = 64,
-      .skip_frames = 0, .flush_interval_ms = 200, .segment_bytes = 67108864,
-      .disk_cap_bytes = 1073741824, .payload_max = 256,
-      .fork_mode = STKR_FORK_DISABLE});
+      .dir = "stackrec-out", .set.ring_bytes = 262144, .set.max_depth = 64,
+      .set.skip_frames = 0, .set.flush_interval_ms = 200,
+      .set.segment_bytes = 67108864, .set.disk_cap_bytes = 1073741824,
+      .set.payload_max = 256, .set.fork_mode = STKR_FORK_DISABLE});
   /* An all-zero struct is the same as NULL. */
   stkr_config z;
   memset(&z, 0, sizeof z);
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 262144);
+  assert_int_equal(c.set.ring_bytes, 262144);
   assert_string_equal(c.dir, "stackrec-out");
   stkr__config_free(&c);
   /* An explicit size, rounded up to a power of two. */
   z.ring_bytes = 100000;
   assert_int_equal(stkr__config_build(&z, &c), 0);
-  assert_int_equal(c.ring_bytes, 131072);
+  assert_int_equal(c.set.ring_bytes, 131072);
   stkr__config_free(&c);
 }
 
@@ -112,31 +112,31 @@ static void test_env_values_and_suffixes(void **state) {
           "STACKREC_SEGMENT_BYTES=64k", "STACKREC_DISK_CAP_BYTES=2G",
           "STACKREC_PAYLOAD_MAX=1024", "STACKREC_FORK=follow");
   expect_build(NULL, &(stkr__fconfig){
-      .dir = "/tmp/somewhere", .ring_bytes = 1 << 20, .max_depth = 32,
-      .skip_frames = 2, .flush_interval_ms = 50, .segment_bytes = 65536,
-      .disk_cap_bytes = 2ull << 30, .payload_max = 1024,
-      .fork_mode = STKR_FORK_FOLLOW});
+      .dir = "/tmp/somewhere", .set.ring_bytes = 1 << 20, .set.max_depth = 32,
+      .set.skip_frames = 2, .set.flush_interval_ms = 50,
+      .set.segment_bytes = 65536, .set.disk_cap_bytes = 2ull << 30,
+      .set.payload_max = 1024, .set.fork_mode = STKR_FORK_FOLLOW});
 
   set_env("STACKREC_FORK=DISABLE",
           "STACKREC_RING_BYTES=300000", /* rounded up to 2^n */
           "STACKREC_SEGMENT_BYTES=3MiB");
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_int_equal(c.fork_mode, STKR_FORK_DISABLE);
-  assert_int_equal(c.unwind, STKR_UNWIND_FP); /* the default */
-  assert_int_equal(c.ring_bytes, 524288);
-  assert_int_equal(c.segment_bytes, 3u << 20);
+  assert_int_equal(c.set.fork_mode, STKR_FORK_DISABLE);
+  assert_int_equal(c.set.unwind, STKR_UNWIND_FP); /* the default */
+  assert_int_equal(c.set.ring_bytes, 524288);
+  assert_int_equal(c.set.segment_bytes, 3u << 20);
   stkr__config_free(&c);
 
   setenv("STACKREC_UNWIND", "TABLES", 1);
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_int_equal(c.unwind, STKR_UNWIND_TABLES);
+  assert_int_equal(c.set.unwind, STKR_UNWIND_TABLES);
   stkr__config_free(&c);
   unsetenv("STACKREC_UNWIND");
 
   /* Empty means unset. */
   setenv("STACKREC_DEPTH", "", 1);
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_int_equal(c.max_depth, 64);
+  assert_int_equal(c.set.max_depth, 64);
   stkr__config_free(&c);
 }
 
@@ -155,10 +155,10 @@ static void test_struct_wins_over_env(void **state) {
           "STACKREC_FORK=follow");
   /* skip_frames: the struct field is 0, so the env applies. */
   expect_build(&in, &(stkr__fconfig){
-      .dir = "from-struct", .ring_bytes = 65536, .max_depth = 8,
-      .skip_frames = 3, .flush_interval_ms = 7, .segment_bytes = 1000,
-      .disk_cap_bytes = 5000, .payload_max = 16,
-      .fork_mode = STKR_FORK_DISABLE});
+      .dir = "from-struct", .set.ring_bytes = 65536, .set.max_depth = 8,
+      .set.skip_frames = 3, .set.flush_interval_ms = 7,
+      .set.segment_bytes = 1000, .set.disk_cap_bytes = 5000,
+      .set.payload_max = 16, .set.fork_mode = STKR_FORK_DISABLE});
 }
 
 static void test_malformed_env_is_einval_and_named(void **state) {
@@ -219,15 +219,15 @@ static void test_exit_ms(void **state) {
   stkr__fconfig c;
   char err[512];
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_int_equal(c.exit_ms, 100);
+  assert_int_equal(c.set.exit_ms, 100);
   stkr__config_free(&c);
   setenv("STACKREC_EXIT_MS", "250", 1);
   assert_int_equal(stkr__config_build(NULL, &c), 0);
-  assert_int_equal(c.exit_ms, 250);
+  assert_int_equal(c.set.exit_ms, 250);
   stkr__config_free(&c);
   stkr_config f = {.exit_ms = 40};
   assert_int_equal(stkr__config_build(&f, &c), 0);
-  assert_int_equal(c.exit_ms, 40);
+  assert_int_equal(c.set.exit_ms, 40);
   stkr__config_free(&c);
   stkr_config big = {.exit_ms = 60001};
   assert_int_equal(build_capture(&big, &c, err, sizeof err), -EINVAL);
@@ -243,8 +243,8 @@ static void test_small_ring_is_rounded_up(void **state) {
   assert_int_equal(stkr__config_build(&in, &c), 0);
   size_t rec =
       sizeof(stkr__record_full) + 8u * STKR_MAX_DEPTH + STKR_MAX_PAYLOAD + 8;
-  assert_true(c.ring_bytes >= 4 * rec);
-  assert_int_equal(c.ring_bytes & (c.ring_bytes - 1), 0);
+  assert_true(c.set.ring_bytes >= 4 * rec);
+  assert_int_equal(c.set.ring_bytes & (c.set.ring_bytes - 1), 0);
   stkr__config_free(&c);
 }
 
