@@ -405,6 +405,38 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
   snprintf(buf, STKR__RC_PATH_MAX, "%s/%s", rc->dir, name);
 }
 
+/* A ring file of a session without its session file: removed (dry run:
+ * only counted) when it is whole and holds no record, since nothing can be
+ * lost with it. @return whether it was such a file. */
+static bool remove_empty_ring(stkr__rc *rc, const stkr__rc_file *f) {
+  char path[STKR__RC_PATH_MAX];
+  uint8_t hdr[STKR_RINGFILE_TAIL_OFF + 8];
+  stkr_ringfile_meta m;
+  struct stat st;
+  bool empty;
+
+  stkr__rc_path(rc, path, f->pid, f->sid, f->thread);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return false;
+  empty = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+          (uint64_t)st.st_size >= STKR_RINGFILE_HDR_BYTES &&
+          pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr;
+  close(fd);
+  if (!empty)
+    return false;
+  memcpy(&m, hdr, sizeof m);
+  if (memcmp(m.magic, STKR_RINGFILE_MAGIC, 8) != 0 ||
+      m.version != STKR_RINGFILE_VERSION || m.session_id != f->sid ||
+      m.pid != f->pid ||
+      rd64(hdr + STKR_RINGFILE_HEAD_OFF) != rd64(hdr + STKR_RINGFILE_TAIL_OFF))
+    return false;
+  if (!rc->opts.dry_run && unlink(path) != 0)
+    return false;
+  rc->st->empty_rings_removed++;
+  return true;
+}
+
 int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
                      stkr_recover_stats *out) {
   stkr__rc rc = {0};
@@ -434,9 +466,12 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
     /* Sorted: the session file (thread 0) comes first. */
     has_session = rc.files[i].thread == 0;
     if (!has_session) {
-      /* Rings without a session file: a session being closed right now
-       * (it unlinks its rings first), or files we cannot trust. */
-      out->orphans += j - i;
+      /* Rings without a session file. A session file is named before its
+       * first ring and removed after its last (ringfile.c), so these are
+       * rings handed on while their session closed, or files we cannot
+       * trust. */
+      for (size_t k = i; k < j; k++)
+        if (!remove_empty_ring(&rc, &rc.files[k])) out->orphans++;
     } else if (rc.opts.max_sessions == 0 || done < rc.opts.max_sessions) {
       int r = stkr__rc_session(&rc, rc.files + i + 1, j - i - 1);
       if (r == 1)

@@ -71,6 +71,12 @@ typedef struct stkr_recover_stats {
   uint64_t lost_bytes;         /* ring bytes after such a record */
   uint64_t orphans;            /* ring/session files that could not be
                                   used (bad header, no session file) */
+  /* Ring files without their session file that hold no record (a whole
+   * header, head == tail): a thread handed a ring while its session closed,
+   * too late for the close to take it back (recorder/ringfile.c,
+   * wait_ring_makers). Nothing in them: removed (dry run: would be), not
+   * counted as orphans. */
+  uint64_t empty_rings_removed;
   uint64_t segments_written;
   /* Events recovered without their stack (stack id 0, their site kept):
    * a known record (common/stkr_ringfile.h, "Records") whose stack was

@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -317,6 +318,48 @@ static void test_recover_huge_sparse(void **state) {
   assert_non_null(strstr(m.last, "too large"));
 }
 
+/* Ring files without their session file: one that holds records, or is
+ * not whole, is an orphan (kept, counted: `stackrec recover` exits 1); an
+ * empty one (head == tail: a ring handed on while its session closed) is
+ * removed (a dry run only counts it). */
+static void ring_alone(const char *name, const uint8_t *ring, size_t len,
+                       bool dry, uint64_t orphans, uint64_t removed,
+                       bool stays) {
+  char dir[400], path[1024];
+  stkr_recover_stats st;
+  stkr_recover_opts o = {.dry_run = dry};
+  struct stat sb;
+
+  snprintf(dir, sizeof dir, "%s/%s", g_root, name);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
+  spit(path, ring, len);
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.orphans, orphans);
+  assert_int_equal(st.empty_rings_removed, removed);
+  assert_int_equal(st.events, 0);
+  assert_int_equal(stat(path, &sb) == 0, stays);
+}
+
+static void test_ring_without_session(void **state) {
+  uint8_t *empty = malloc(g_ring_len);
+  uint64_t head;
+  (void)state;
+
+  assert_non_null(empty);
+  memcpy(empty, g_ring, g_ring_len);
+  memcpy(&head, empty + STKR_RINGFILE_HEAD_OFF, 8);
+  assert_true(head != 0); /* the fixture's ring holds its records */
+  memcpy(empty + STKR_RINGFILE_TAIL_OFF, &head, 8);
+  ring_alone("alone-full", g_ring, g_ring_len, false, 1, 0, true);
+  ring_alone("alone-cut", empty, STKR_RINGFILE_HDR_BYTES - 1, false, 1, 0,
+             true);
+  ring_alone("alone-empty-dry", empty, g_ring_len, true, 0, 1, true);
+  ring_alone("alone-empty", empty, g_ring_len, false, 0, 1, false);
+  free(empty);
+}
+
 TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_truncated_everywhere, test_byte_flips, test_absurd_fields,
-             test_recover_truncated_files, test_recover_huge_sparse)
+             test_recover_truncated_files, test_recover_huge_sparse,
+             test_ring_without_session)

@@ -82,6 +82,10 @@ int stkr_cli_recover(int argc, char **argv) {
            st.sessions_recovered, st.sessions_recovered == 1 ? "" : "s",
            st.rings, st.duplicates, st.segments_written,
            st.segments_written == 1 ? "" : "s");
+    if (st.empty_rings_removed)
+      printf("; %" PRIu64 " empty ring file%s of ended sessions %s",
+             st.empty_rings_removed, st.empty_rings_removed == 1 ? "" : "s",
+             o.dry_run ? "would be removed" : "removed");
     if (st.sessions_live)
       printf("; %" PRIu64 " session%s still recording, left alone",
              st.sessions_live, st.sessions_live == 1 ? "" : "s");
