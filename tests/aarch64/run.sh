@@ -15,7 +15,9 @@
 # frame records made by clang-14 for aarch64), sample and watchdog
 # (another thread's stack from the aarch64 ucontext), unwind (compact unwind
 # tables and the hybrid walk against glibc's backtrace()), clock (the event
-# clock: cntvct_el0 and its conversion). Fork-follow cases are skipped under qemu-user, which
+# clock: cntvct_el0 and its conversion), preload (tests/aarch64/preload.sh:
+# the hook library preloaded into programs, read back by preload_read.c).
+# Fork-follow cases are skipped under qemu-user, which
 # cannot run threads in a child forked from a multi-threaded guest.
 #
 # Needs (tools/install-deps.sh): gcc-aarch64-linux-gnu, qemu-user, and the
@@ -157,6 +159,19 @@ for t in walk ring event hostile format reader damage hostile-files record flush
   passed=$((passed + p))
   failed=$((failed + f))
 done
+# The hook library preloaded into programs: `stackrec record` on aarch64
+# (tests/aarch64/preload.sh; its own "ok:"/"FAIL:" lines in its log).
+log="$out/preload.log"
+tests/aarch64/preload.sh "$out" "$cc" "$qemu" >"$log" 2>&1
+status=$?
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+p=${line%% passed*}; p=${p:-0}
+f=${line#*passed, }; f=${f%% failed*}; [ -n "$line" ] || f=1
+[ "$status" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+echo "aarch64 preload: $p passed, $f failed (exit $status; log $log)"
+[ "$f" -ne 0 ] && grep -E -A3 '^FAIL' "$log" | head -n 12
+passed=$((passed + p))
+failed=$((failed + f))
 failed=$((failed + fails))
 # What the walk saw on aarch64: the real-stack test's frames.
 echo "aarch64: built for $(aarch64-linux-gnu-readelf -h "$out/bin/walk" 2>/dev/null | sed -n "s/ *Machine: *//p"), run with $("$qemu" --version | head -n 1)"
