@@ -4,9 +4,9 @@
  * stkr_event() does, in order: one relaxed load of the state word, the TLS
  * load of this thread's state, a re-entrancy check, the site id (already
  * registered: one acquire load), a reservation in the thread's ring large
- * enough for max_depth frames, the frame-pointer walk straight into the
- * reserved record (hashing as it goes), the stack's key and its slot in
- * the thread's known-stack table, the clock, the payload copy, and the
+ * enough for max_depth frames, the clock, the frame-pointer walk straight
+ * into the reserved record (hashing as it goes), the stack's key and its
+ * slot in the thread's known-stack table, the payload copy, and the
  * release store that publishes the record. No lock, no malloc, no system
  * call but the clock.
  *
@@ -214,7 +214,6 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
   uint64_t *learn = NULL, pkey[2];
   uint32_t pbytes = 0;
 
-  rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
   rec->site_id = site_id;
   rec->payload_len = (uint16_t)payload_len;
   rec->slot = (uint8_t)slot;
@@ -374,6 +373,11 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
         memory_order_relaxed);
     goto drop_unbusy;
   }
+  /* The timestamp (ticks or ns: clock.c) before the walk, not after: rdtsc
+   * is not serializing, so it executes in the shadow of the walk's loads
+   * instead of after them (~30 cycles here); the event's time moves by the
+   * walk's few tens of ns, well inside the conversion's error. */
+  rec->ts_ns = stkr__clock_event();
   depth = stkr__push_walk(t, (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
                           fp, given, given_n, uw_set, &hash, &fold2,
                           &stack_truncated);
