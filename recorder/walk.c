@@ -207,6 +207,33 @@ stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, stkr__walkst *st,
   return true;
 }
 
+/* h1's and key2's steps (common/stkr_hash.h), bit for bit, for the frame
+ * loop below. On x86_64 the multipliers are memory operands: the keyed
+ * loop has more live values than the 14 registers left beside rbp, and GCC
+ * then rematerialized all three 64-bit constants with a 10-byte movabs on
+ * every frame. A memory operand takes no register and no instruction (the
+ * load folds into the imul, off the hash chains, from an L1-hot line):
+ * stkr_event at depth 32 got 3.6 ns faster (event_cost, interleaved). */
+#if defined(__x86_64__)
+static const uint64_t k_hash_p1 = STKR_STACK_HASH_P1;
+static const uint64_t k_hash_p2 = STKR_STACK_HASH_P2;
+static const uint64_t k_key2_p = STKR_KEY2_P;
+static inline uint64_t stkr__mul_mem(uint64_t x, const uint64_t *k) {
+  __asm__("imulq %1, %0" : "+r"(x) : "m"(*k));
+  return x;
+}
+static inline uint64_t stkr__loop_hash_step(uint64_t h, uint64_t pc) {
+  uint64_t x = h ^ stkr__mul_mem(pc, &k_hash_p2);
+  return stkr__mul_mem((x << 31) | (x >> 33), &k_hash_p1);
+}
+static inline uint64_t stkr__loop_key2_step(uint64_t s, uint64_t pc) {
+  return stkr__mul_mem(s ^ pc, &k_key2_p);
+}
+#else /* aarch64 has registers to spare */
+#define stkr__loop_hash_step stkr_stack_hash_step
+#define stkr__loop_key2_step stkr_stack_key2_step
+#endif
+
 /* The walk may read any word inside the thread's stack, including ones ASan
  * has poisoned (redzones of a frame without a frame pointer whose rbp holds
  * garbage that happens to point into the stack): that is by design and
@@ -291,9 +318,9 @@ stkr__walk_body(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
         break;
       }
       *out++ = pc;
-      h = stkr_stack_hash_step(h, pc);
+      h = stkr__loop_hash_step(h, pc);
       if (keyed)
-        h2 = stkr_stack_key2_step(h2, pc);
+        h2 = stkr__loop_key2_step(h2, pc);
       if (STKR__LAST(next, fp)) {
         if (__builtin_expect(STKR__TAGGED(next), 0))
           goto async_frame;
