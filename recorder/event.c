@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "recorder/stkr_internal.h"
+#include "recorder/walk_body.h"
 
 enum {
   STKR__OFF = 0,
@@ -255,6 +256,26 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
   }
 }
 
+/* The frame-pointer walk of an event: walk_body.h's loop inlined, except
+ * under ASan, whose instrumented stkr_event may not inline the
+ * uninstrumented body (GCC refuses). */
+#if defined(__SANITIZE_ADDRESS__)
+#define STKR__EVENT_WALK_INLINE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STKR__EVENT_WALK_INLINE 0
+#endif
+#endif
+#ifndef STKR__EVENT_WALK_INLINE
+#define STKR__EVENT_WALK_INLINE 1
+#endif
+#if STKR__EVENT_WALK_INLINE
+#define STKR__EVENT_WALK(fp, lo, hi, skip, pcs, max, hash, fold2, truncated)  \
+  stkr__walk_body(fp, lo, hi, skip, pcs, max, hash, fold2, truncated, true)
+#else
+#define STKR__EVENT_WALK stkr__walk_keyed
+#endif
+
 /* The event's stack into pcs (the reserved record's PC area), with its
  * hash h1 and the stack key's fold: walked from `fp` with frame pointers,
  * or with the unwind tables `uw_set` (room reserved for the frames that
@@ -279,8 +300,8 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
   if (__builtin_expect(uw_set != NULL, 0)) /* folds both hashes as it walks */
     return stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
                              g_conf.max_depth, hash, fold2, truncated);
-  if (given == NULL)
-    return stkr__walk_keyed(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+  if (given == NULL) /* inlined where allowed: recorder/walk_body.h */
+    return STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
                             pcs, g_conf.max_depth, hash, fold2, truncated);
   *truncated = given_n > g_conf.max_depth;
   depth = *truncated ? g_conf.max_depth : given_n;
