@@ -141,11 +141,8 @@ static inline bool stkr__plausible(uint64_t p, uintptr_t lo, uint64_t span) {
   return p >= STKR__ADDR_MIN && p <= STKR__ADDR_MAX - 16 && p - lo >= span;
 }
 
-/* Follow the async chain from the tagged frame record at fp (checked to be
- * inside [lo, hi)); append resume PCs after pcs[st->n]. Returns false when
- * the chain must not be followed (no running task, implausible first
- * context): the caller then treats the frame as an ordinary last frame.
- * Cold: only Swift async stacks get here. */
+/* The async chain from a tagged frame record (walk_body.h says what it
+ * returns). Cold: only Swift async stacks get here. */
 #if defined(__has_attribute)
 #if __has_attribute(no_sanitize_address)
 __attribute__((no_sanitize_address))
