@@ -4,9 +4,9 @@
  * stkr_event() does, in order: one relaxed load of the state word, the TLS
  * load of this thread's state, a re-entrancy check, the site id (already
  * registered: one acquire load), a reservation in the thread's ring large
- * enough for max_depth frames, the frame-pointer walk straight into the
- * reserved record (hashing as it goes), the stack's key and its slot in
- * the thread's known-stack table, the clock, the payload copy, and the
+ * enough for max_depth frames, the clock, the frame-pointer walk straight
+ * into the reserved record (hashing as it goes), the stack's key and its
+ * slot in the thread's known-stack table, the payload copy, and the
  * release store that publishes the record. No lock, no malloc, no system
  * call but the clock.
  *
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "recorder/stkr_internal.h"
+#include "recorder/walk_body.h"
 
 enum {
   STKR__OFF = 0,
@@ -214,7 +215,6 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
   uint64_t *learn = NULL, pkey[2];
   uint32_t pbytes = 0;
 
-  rec->ts_ns = stkr__clock_event(); /* ticks or ns: clock.c */
   rec->site_id = site_id;
   rec->payload_len = (uint16_t)payload_len;
   rec->slot = (uint8_t)slot;
@@ -256,6 +256,26 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
   }
 }
 
+/* The frame-pointer walk of an event: walk_body.h's loop inlined, except
+ * under ASan, whose instrumented stkr_event may not inline the
+ * uninstrumented body (GCC refuses). */
+#if defined(__SANITIZE_ADDRESS__)
+#define STKR__EVENT_WALK_INLINE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STKR__EVENT_WALK_INLINE 0
+#endif
+#endif
+#ifndef STKR__EVENT_WALK_INLINE
+#define STKR__EVENT_WALK_INLINE 1
+#endif
+#if STKR__EVENT_WALK_INLINE
+#define STKR__EVENT_WALK(fp, lo, hi, skip, pcs, max, hash, fold2, truncated)  \
+  stkr__walk_body(fp, lo, hi, skip, pcs, max, hash, fold2, truncated, true)
+#else
+#define STKR__EVENT_WALK stkr__walk_keyed
+#endif
+
 /* The event's stack into pcs (the reserved record's PC area), with its
  * hash h1 and the stack key's fold: walked from `fp` with frame pointers,
  * or with the unwind tables `uw_set` (room reserved for the frames that
@@ -280,8 +300,8 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
   if (__builtin_expect(uw_set != NULL, 0)) /* folds both hashes as it walks */
     return stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
                              g_conf.max_depth, hash, fold2, truncated);
-  if (given == NULL)
-    return stkr__walk_keyed(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+  if (given == NULL) /* inlined where allowed: recorder/walk_body.h */
+    return STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
                             pcs, g_conf.max_depth, hash, fold2, truncated);
   *truncated = given_n > g_conf.max_depth;
   depth = *truncated ? g_conf.max_depth : given_n;
@@ -374,6 +394,11 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
         memory_order_relaxed);
     goto drop_unbusy;
   }
+  /* The timestamp (ticks or ns: clock.c) before the walk, not after: rdtsc
+   * is not serializing, so it executes in the shadow of the walk's loads
+   * instead of after them (~30 cycles here); the event's time moves by the
+   * walk's few tens of ns, well inside the conversion's error. */
+  rec->ts_ns = stkr__clock_event();
   depth = stkr__push_walk(t, (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
                           fp, given, given_n, uw_set, &hash, &fold2,
                           &stack_truncated);

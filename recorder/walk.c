@@ -20,6 +20,7 @@
 #include "common/stkr_fpwalk.h"
 #include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
+#include "recorder/walk_body.h"
 
 /* The frame record rules (alignment, bounds, strictly upward, what a
  * return address cannot be) are common/stkr_fpwalk.h's, shared with
@@ -80,8 +81,7 @@ uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n) {
  * processes without the Swift runtime never follow a chain at all. A
  * fault-safe read would need a system call (process_vm_readv) or a SIGSEGV
  * handler, both ruled out on the hot path. */
-#define STKR__ASYNC_TAG_SHIFT 60
-#define STKR__ASYNC_TAG 1u
+/* STKR__ASYNC_TAG_SHIFT, STKR__ASYNC_TAG: recorder/walk_body.h. */
 #define STKR__CTX_ALIGN 16u
 #define STKR__ADDR_MIN 0x10000u /* Linux mmap_min_addr; Darwin's page zero is larger */
 #if defined(__APPLE__)
@@ -109,9 +109,10 @@ static stkr__task_fn g_current_task;
  * thread's (other threads' stacks are mmap'd below the kernel's stack gap,
  * at least 128 MiB lower), and its PC check then covers the area too; the
  * frame bounds stay as they are, and nothing is added per frame. */
-#define STKR__ARGS_MAX (8u << 20) /* argv+envp are capped at 6 MiB */
-/* Written once by the load-time constructor; read by every walk. */
-static uintptr_t g_main_stack_top;
+/* STKR__ARGS_MAX: recorder/walk_body.h. */
+/* Written once by the load-time constructor; read by every walk
+ * (recorder/walk_body.h). */
+uintptr_t stkr__main_stack_top;
 
 /* Looked up once, when the library is loaded: dlsym takes the loader's lock
  * and may allocate, so it never runs on the hot path. A program that loads
@@ -123,7 +124,7 @@ __attribute__((constructor)) static void stkr__walk_init(void) {
   {
     const char *execfn = (const char *)getauxval(AT_EXECFN);
     if (execfn != NULL)
-      g_main_stack_top =
+      stkr__main_stack_top =
           ((uintptr_t)execfn + strlen(execfn) + 1 + sizeof(void *) + 4095) &
           ~(uintptr_t)4095;
   }
@@ -140,26 +141,14 @@ static inline bool stkr__plausible(uint64_t p, uintptr_t lo, uint64_t span) {
   return p >= STKR__ADDR_MIN && p <= STKR__ADDR_MAX - 16 && p - lo >= span;
 }
 
-/* The walk's running state, handed to the async part by copy: passing the
- * addresses of the frame loop's own variables would keep them in memory
- * instead of registers for the whole loop (~10% on a plain walk). */
-typedef struct stkr__walkst {
-  unsigned n, skip;
-  uint64_t h, h2;
-  bool truncated;
-} stkr__walkst;
-
-/* Follow the async chain from the tagged frame record at fp (checked to be
- * inside [lo, hi)); append resume PCs after pcs[st->n]. Returns false when
- * the chain must not be followed (no running task, implausible first
- * context): the caller then treats the frame as an ordinary last frame.
- * Cold: only Swift async stacks get here. */
+/* The async chain from a tagged frame record (walk_body.h says what it
+ * returns). Cold: only Swift async stacks get here. */
 #if defined(__has_attribute)
 #if __has_attribute(no_sanitize_address)
 __attribute__((no_sanitize_address))
 #endif
 #endif
-__attribute__((noinline, cold)) static bool
+__attribute__((noinline, cold)) bool
 stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, stkr__walkst *st,
                  uint64_t *pcs, unsigned max) {
   stkr__task_fn task = g_current_task;
@@ -205,130 +194,6 @@ stkr__walk_async(uintptr_t fp, uintptr_t lo, uint64_t span, stkr__walkst *st,
     ctx = parent; /* each pass stores a PC, uses up a skip or ends */
   }
   return true;
-}
-
-/* The walk may read any word inside the thread's stack, including ones ASan
- * has poisoned (redzones of a frame without a frame pointer whose rbp holds
- * garbage that happens to point into the stack): that is by design and
- * bounded by the checks above, so ASan must not instrument it.
- *
- * One body, two entry points: stkr__walk (the PCs' hash h1 only) and
- * stkr__walk_keyed, which also folds the stack key's second half
- * (stkr_stack_key2_step, common/stkr_hash.h) in the same loop: its chain
- * is independent of h1's, so it runs in the shadow of the loads and costs
- * next to nothing, where a second pass over the PCs after the walk cost
- * ~0.3 ns a frame. `keyed` is a constant in each caller. */
-#if defined(__has_attribute)
-#if __has_attribute(no_sanitize_address)
-__attribute__((no_sanitize_address))
-#endif
-#endif
-static inline __attribute__((always_inline)) unsigned
-stkr__walk_body(uintptr_t fp, uintptr_t lo, uintptr_t hi, unsigned skip,
-                uint64_t *pcs, unsigned max, uint64_t *hash_out,
-                uint64_t *fold2_out, bool *truncated, const bool keyed) {
-  uint64_t h = STKR_STACK_HASH_SEED, h2 = STKR_KEY2_SEED;
-  unsigned n = 0;
-
-  *truncated = false;
-  if (STKR_FP_RECORD_OK(fp, lo, hi)) {
-    /* From here on each check is one unsigned compare; the loop runs at
-     * the latency of its loads (~1.4 ns a frame). */
-    const uint64_t span = (uint64_t)(hi - lo);
-    const uintptr_t top = hi - 2 * sizeof(uintptr_t); /* last record start */
-    /* Where a PC cannot be (see g_main_stack_top): the stack, and on the
-     * main thread also its argument area above hi. */
-    const uint64_t pc_span =
-        g_main_stack_top >= hi && g_main_stack_top - hi <= STKR__ARGS_MAX
-            ? (uint64_t)(g_main_stack_top - lo)
-            : span;
-
-    /* next must be strictly above fp (no loops) and leave room for a whole
-     * record below hi: next - fp - 1 < top - fp in one compare (next <= fp
-     * wraps around to a huge value). A Swift async frame's tagged link
-     * fails it too: only then is the tag looked at, off the hot loop. */
-#define STKR__LAST(next, fp) STKR_FP_LAST(next, fp, top)
-#define STKR__TAGGED(next)                                                     \
-  (((uint64_t)(next) >> STKR__ASYNC_TAG_SHIFT) == STKR__ASYNC_TAG)
-
-    /* Skipped frames first, so that the main loop has no skip test. */
-    for (; skip > 0; skip--) {
-      const uintptr_t *frame = (const uintptr_t *)fp;
-      uintptr_t next = frame[0];
-      uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
-
-      if (!STKR_FP_PC_OK(pc, lo, pc_span))
-        goto done;
-      if (STKR__LAST(next, fp)) {
-        if (STKR__TAGGED(next)) {
-          stkr__walkst st = {0, skip, h, h2, false};
-          if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
-            n = st.n;
-            h = st.h;
-            h2 = st.h2;
-            *truncated = st.truncated;
-          }
-        }
-        goto done;
-      }
-      fp = next;
-    }
-    /* A cursor and an end instead of a count and max: two fewer live
-     * values in the loop. */
-    uint64_t *out = pcs, *const end = pcs + max;
-    for (;;) {
-      const uintptr_t *frame = (const uintptr_t *)fp;
-      uintptr_t next = frame[0];
-      uint64_t pc = stkr__strip_pac((uint64_t)frame[1]);
-
-      /* 0 ends the outermost frame (thread entry). A "return address" on
-       * the stack itself means the chain went through code without frame
-       * pointers (libffi, an interpreter) and reached a saved data word. */
-      if (!STKR_FP_PC_OK(pc, lo, pc_span))
-        break;
-      if (out == end) {
-        *truncated = true;
-        break;
-      }
-      *out++ = pc;
-      h = stkr_stack_hash_step(h, pc);
-      if (keyed)
-        h2 = stkr_stack_key2_step(h2, pc);
-      if (STKR__LAST(next, fp)) {
-        if (__builtin_expect(STKR__TAGGED(next), 0))
-          goto async_frame;
-        break;
-      }
-      fp = next;
-    }
-    n = (unsigned)(out - pcs);
-    goto done;
-
-    /* A Swift async frame at fp: its own return address (the PC just
-     * taken) leads into the executor, the awaiting callers are in its
-     * context chain; as in Apple's walker, that PC is given back. Out of
-     * the loop, so that the call does not cost the loop registers. */
-  async_frame:
-    n = (unsigned)(out - pcs);
-    {
-      stkr__walkst st = {n - 1, 0, stkr_stack_hash_unstep(h, pcs[n - 1]),
-                         keyed ? stkr_stack_key2_unstep(h2, pcs[n - 1]) : 0,
-                         false};
-      if (stkr__walk_async(fp, lo, pc_span, &st, pcs, max)) {
-        n = st.n;
-        h = st.h;
-        h2 = st.h2;
-        *truncated = st.truncated;
-      }
-    }
-#undef STKR__LAST
-#undef STKR__TAGGED
-  }
-done:
-  *hash_out = stkr_stack_hash_final(h, n);
-  if (keyed)
-    *fold2_out = h2;
-  return n;
 }
 
 #define STKR__NO_ASAN
