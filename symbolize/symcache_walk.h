@@ -91,6 +91,11 @@ typedef struct walk {
   stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
   stkr_map origin_ids; /* referred DIE (offset) -> name id */
   Dwarf_Die cudie;
+  /* This CU's DIE bytes end (NULL: unknown, then every sibling is
+   * libdw's), its sizes (die_end). */
+  const unsigned char *cu_end;
+  uint8_t addr_size, off_size;
+  uint16_t version;
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
   wk_arrays a; /* whole file: all CUs'; streamed: this CU's */
