@@ -94,8 +94,10 @@ typedef struct walk {
   /* This CU's DIE bytes end (NULL: unknown, then every sibling is
    * libdw's), its sizes (die_end). */
   const unsigned char *cu_end;
+  Dwarf_Off cu_off; /* its offset in .debug_info */
   uint8_t addr_size, off_size;
   uint16_t version;
+  bool big_endian;
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
   wk_arrays a; /* whole file: all CUs'; streamed: this CU's */
