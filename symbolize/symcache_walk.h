@@ -154,11 +154,13 @@ int stkr__wk_cmp_curange(const void *a, const void *b);
 void stkr__wk_free(walk *w);
 
 /* The reader's strings (two threads): each interned string copied once
- * per call, numbered; table[id >> 16][id & 0xffff] its copy. Written by
- * the reader only; an id reaches the answering thread with the CU that
- * uses it (under the hand-over's lock), after its entry was written. */
+ * per call, numbered; table[id >> 16][id & 0xffff] its copy, hash[...]
+ * its stkr_hash_bytes (for ops->intern_hashed). Written by the reader
+ * only; an id reaches the answering thread with the CU that uses it
+ * (under the hand-over's lock), after its entries were written. */
 typedef struct wk_local {
   const char **table[4096];
+  uint64_t *hash[4096];
   uint32_t n;
   char *blk;
   size_t blk_used, blk_cap;
