@@ -25,6 +25,7 @@
 #define MAX_BOUND_DEPTH 64 /* the boundary walk's limit */
 #define MAX_INDEX_DEPTH 32 /* the subprogram index's (collect) limit */
 #define NEAR_TRIES 8       /* stkr__dw_cu_of / find_subprogram */
+#define WK_ABBREVS 512     /* abbreviation codes remembered per CU */
 
 typedef struct wk_range {
   Dwarf_Addr lo, hi;
@@ -98,6 +99,7 @@ typedef struct walk {
   uint8_t addr_size, off_size;
   uint16_t version;
   bool big_endian;
+  Dwarf_Abbrev *abbrevs[WK_ABBREVS]; /* by code, this CU's (die_tag) */
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
   wk_arrays a; /* whole file: all CUs'; streamed: this CU's */
