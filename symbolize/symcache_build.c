@@ -159,10 +159,21 @@ static int out_open(outfile *o, const char *path, char *err, size_t cap) {
   return rc;
 }
 
+/* Bytes per write(2). The ranges (16.7 MB on a 100 MB dSYM) went out in
+ * one write that took 35-105 ms of the answering thread in the kernel
+ * (copy_folio_from_iter_atomic), against 0.4 ms per MB in 1 MB writes
+ * (this 6.18 kernel, ext4; the whole file's writes: 71-138 ms -> 40-48). */
+#define OUT_CHUNK ((size_t)1 << 20)
 /* Append n bytes to the body. @return 0 or -errno. */
 static int out_put(outfile *o, const void *p, size_t n) {
+  const uint8_t *c = p;
+  int rc = 0;
   sum_more(&o->sum, p, n);
-  return stkr_write_all(o->fd, p, n);
+  for (size_t k; n && rc == 0; c += k, n -= k) {
+    k = n < OUT_CHUNK ? n : OUT_CHUNK;
+    rc = stkr_write_all(o->fd, c, k);
+  }
+  return rc;
 }
 
 /* The body written so far is forgotten (the walk restarts). */
