@@ -69,9 +69,17 @@ static uint32_t sym_id(walk *w, const char *s) {
     return NONE;
   }
   if (r == 1) {
-    if (w->dm) pthread_mutex_lock(w->dm);
+    /* Demangling's global state (the demangler looked up on first use,
+     * Swift's runtime and counters) is used under dm. A C++ name needs it
+     * only the first time: then __cxa_demangle is looked up (under dm,
+     * which orders that for this thread too) and is thread-safe. The two
+     * readers waited on each other here (futex sleeps and wake-ups). */
+    bool cxx = s[0] == '_' && s[1] == 'Z';
+    bool lock = w->dm && !(cxx && w->cxx_ready);
+    if (lock) pthread_mutex_lock(w->dm);
     *v = intern(w, stkr__dw_sym_name(&w->nb, s, 0));
-    if (w->dm) pthread_mutex_unlock(w->dm);
+    if (lock) pthread_mutex_unlock(w->dm);
+    if (lock && cxx) w->cxx_ready = true;
   }
   return (uint32_t)*v;
 }

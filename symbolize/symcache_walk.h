@@ -131,6 +131,7 @@ typedef struct walk {
   uint32_t *tr;
   size_t n_tr;
   pthread_mutex_t *dm;
+  bool cxx_ready; /* a C++ name was demangled under dm (sym_id) */
   struct wk_pipe *pipe; /* a reader's: where each CU read goes */
   size_t reader_id;     /* which reader (CUs are dealt out in turn) */
   pthread_mutex_t *em;  /* readers: held around dwarf_begin_elf/_end */
