@@ -110,9 +110,14 @@ static inline int stkr__slots_reserve(stkr_map_slot **slot, size_t *cap,
    * the write takes a second fault to copy it, and in a threaded process
    * that copy flushes the other cores' TLBs (an IPI each, dear in a VM:
    * 5-7 % of a symbol cache build's reader and answering threads). Written
-   * first, each page takes one fault. */
-  if (ncap * sizeof *s >= STKR__MAP_TOUCH_BYTES)
-    memset(s, 0, ncap * sizeof *s);
+   * first, each page takes one fault. (Through a volatile pointer: GCC
+   * drops a memset of zeros after calloc, and turns malloc + memset into
+   * calloc.) */
+  if (ncap * sizeof *s >= STKR__MAP_TOUCH_BYTES) {
+    volatile unsigned char *b = (volatile unsigned char *)s;
+    for (i = 0; i < ncap * sizeof *s; i += 4096)
+      b[i] = 0;
+  }
   for (i = 0; i < *cap; i++)
     if ((by_val ? (*slot)[i].val : (*slot)[i].key) != 0)
       s[stkr__slots_empty(s, ncap, (*slot)[i].key, by_val)] = (*slot)[i];
