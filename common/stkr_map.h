@@ -61,6 +61,7 @@ typedef struct stkr_map {
 } stkr_map;
 
 #define STKR_MAP_MIN_CAP 16
+#define STKR__MAP_TOUCH_BYTES ((size_t)64 << 10) /* see stkr__slots_reserve */
 
 /* Where key is, or the empty slot where it would go (cap != 0). */
 static inline size_t stkr__map_probe(const stkr_map_slot *s, size_t cap,
@@ -104,6 +105,19 @@ static inline int stkr__slots_reserve(stkr_map_slot **slot, size_t *cap,
     return 0;
   if ((s = (stkr_map_slot *)calloc(ncap, sizeof *s)) == NULL)
     return -ENOMEM;
+  /* A large array is fresh zero pages (glibc maps it), and every probe
+   * reads a slot before writing it: the read maps the shared zero page,
+   * the write takes a second fault to copy it, and in a threaded process
+   * that copy flushes the other cores' TLBs (an IPI each, dear in a VM:
+   * 5-7 % of a symbol cache build's reader and answering threads). Written
+   * first, each page takes one fault. (Through a volatile pointer: GCC
+   * drops a memset of zeros after calloc, and turns malloc + memset into
+   * calloc.) */
+  if (ncap * sizeof *s >= STKR__MAP_TOUCH_BYTES) {
+    volatile unsigned char *b = (volatile unsigned char *)s;
+    for (i = 0; i < ncap * sizeof *s; i += 4096)
+      b[i] = 0;
+  }
   for (i = 0; i < *cap; i++)
     if ((by_val ? (*slot)[i].val : (*slot)[i].key) != 0)
       s[stkr__slots_empty(s, ncap, (*slot)[i].key, by_val)] = (*slot)[i];

@@ -189,6 +189,13 @@ typedef struct stkr__symwalk_ops {
    * Mach-O lookup joins them (twice; a no-op unless comp_dir is relative,
    * as in Debian's libc: "./csu"). */
   bool as_compiled;
+  /* Optional (NULL: intern only). intern with s's length and its
+   * stkr_hash_bytes(STKR_HASH_SEED, s, len), computed by the caller; and
+   * a hint that a string of hash h comes soon (its table slot is
+   * prefetched). In threads, the readers hash their strings, and the
+   * answering thread interns each CU's new ones ahead, prefetching. */
+  uint32_t (*intern_hashed)(void *arg, const char *s, size_t len, uint64_t h);
+  void (*intern_soon)(void *arg, uint64_t h);
 } stkr__symwalk_ops;
 
 /* Cut [lo, hi) at every address where an answer of stkr__symfile_lookup

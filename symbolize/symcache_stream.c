@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
 #include "symbolize/symcache_walk.h"
 #include "symbolize/symbolize_dwarf.h"
 
@@ -237,6 +238,7 @@ typedef struct wk_set {
   wk_arrays a;
   wk_cu cu;
   size_t ordinal;
+  uint32_t n_local; /* the reader's strings then (wk_local.n) */
 } wk_set;
 
 /* The hand-over: two sets per reader, each either the reader's to fill
@@ -256,6 +258,7 @@ typedef struct wk_pipe {
   wk_local *local[READERS];
   uint32_t *tr[READERS]; /* (answerer) each reader's id translation */
   size_t n_tr[READERS];
+  uint32_t n_done[READERS]; /* (answerer) each reader's strings translated */
   Dwarf *dw;
 } wk_pipe;
 
@@ -295,6 +298,7 @@ static void hand_over(walk *rw) {
   swap_set(rw, s); /* the set is the reader's until marked full */
   s->cu = rw->cus[rw->n_cus - 1];
   s->ordinal = rw->n_cus - 1;
+  s->n_local = p->local[r]->n;
   pthread_mutex_lock(&p->mu);
   p->full[r][i] = true;
   pthread_cond_broadcast(&p->cv);
@@ -313,6 +317,41 @@ static void *reader_main(void *arg) {
   return NULL;
 }
 
+/* The strings reader r interned since its last set (ids n_done[r] to
+ * upto), interned into ops' table now, in order: most are new to it, and
+ * each new one's index slot is a miss, so the slot of the string DIST
+ * ahead is prefetched (its hash is the reader's). Ids of w->local. */
+#define DIST 16
+static void translate_new(walk *w, wk_pipe *p, size_t r, uint32_t upto) {
+  const wk_local *l = w->local;
+  const stkr__symwalk_ops *o = w->ops;
+  uint32_t from = p->n_done[r];
+  if (!o->intern_hashed || !o->intern_soon || upto <= from) return;
+  if (upto > w->n_tr) {
+    size_t old = w->n_tr;
+    if (stkr_grow((void **)&w->tr, &w->n_tr, upto, sizeof *w->tr) != 0) {
+      w->nomem = true;
+      return;
+    }
+    memset(w->tr + old, 0xff, (w->n_tr - old) * sizeof *w->tr); /* NONE */
+  }
+  for (uint32_t id = from; id < upto && id < from + DIST; id++)
+    o->intern_soon(o->arg, l->hash[id >> 16][id & 0xffff]);
+  for (uint32_t id = from; id < upto; id++) {
+    uint32_t ahead = id + DIST;
+    if (ahead < upto) o->intern_soon(o->arg, l->hash[ahead >> 16][ahead & 0xffff]);
+    const char *str = l->table[id >> 16][id & 0xffff];
+    if (w->tr[id] != NONE) continue;
+    w->tr[id] = o->intern_hashed(o->arg, str, strlen(str),
+                                 l->hash[id >> 16][id & 0xffff]);
+    if (w->tr[id] == NONE) {
+      w->nomem = true;
+      return;
+    }
+  }
+  p->n_done[r] = upto;
+}
+
 /* Answer set s of reader r (CU ordinal k), as cu_done in one thread,
  * with r's strings. */
 static void answer_set(walk *w, wk_pipe *p, size_t r, wk_set *s, size_t k) {
@@ -323,6 +362,7 @@ static void answer_set(walk *w, wk_pipe *p, size_t r, wk_set *s, size_t k) {
   w->local = p->local[r];
   w->tr = p->tr[r];
   w->n_tr = p->n_tr[r];
+  translate_new(w, p, r, s->n_local);
   swap_set(w, s);
   w->cus[k] = s->cu;
   w->n_cus = k + 1;
@@ -380,10 +420,14 @@ static uint32_t local_intern(void *arg, const char *s) {
   if (!l->table[id >> 16] &&
       !(l->table[id >> 16] = malloc(65536 * sizeof *l->table[0])))
     return NONE;
+  if (!l->hash[id >> 16] &&
+      !(l->hash[id >> 16] = malloc(65536 * sizeof *l->hash[0])))
+    return NONE;
   char *d = l->blk + l->blk_used;
   memcpy(d, s, len);
   l->blk_used += len;
   l->table[id >> 16][id & 0xffff] = d;
+  l->hash[id >> 16][id & 0xffff] = stkr_hash_bytes(STKR_HASH_SEED, s, len - 1);
   return l->n++;
 }
 
@@ -391,7 +435,10 @@ static void local_free(wk_local *l) {
   if (!l) return;
   for (size_t i = 0; i < l->n_blocks; i++) free(l->blocks[i]);
   free(l->blocks);
-  for (size_t i = 0; i < 4096; i++) free(l->table[i]);
+  for (size_t i = 0; i < 4096; i++) {
+    free(l->table[i]);
+    free(l->hash[i]);
+  }
   free(l);
 }
 
@@ -406,7 +453,7 @@ static bool readers_init(walk *w, wk_pipe *p, stkr__symwalk_ops *lops,
     if (!rw) return false;
     p->local[r] = calloc(1, sizeof *p->local[r]);
     lops[r] = (stkr__symwalk_ops){local_intern, NULL, NULL, p->local[r], NULL,
-                                  w->ops->as_compiled};
+                                  w->ops->as_compiled, NULL, NULL};
     walk_init(rw, w->syms, w->n_syms, w->lo, w->hi, &lops[r]);
     if (!p->local[r]) return false;
     rw->stream = true;

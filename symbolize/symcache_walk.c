@@ -37,6 +37,7 @@
 
 #include <dwarf.h>
 #include <errno.h>
+#include <gelf.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +69,17 @@ static uint32_t sym_id(walk *w, const char *s) {
     return NONE;
   }
   if (r == 1) {
-    if (w->dm) pthread_mutex_lock(w->dm);
+    /* Demangling's global state (the demangler looked up on first use,
+     * Swift's runtime and counters) is used under dm. A C++ name needs it
+     * only the first time: then __cxa_demangle is looked up (under dm,
+     * which orders that for this thread too) and is thread-safe. The two
+     * readers waited on each other here (futex sleeps and wake-ups). */
+    bool cxx = s[0] == '_' && s[1] == 'Z';
+    bool lock = w->dm && !(cxx && w->cxx_ready);
+    if (lock) pthread_mutex_lock(w->dm);
     *v = intern(w, stkr__dw_sym_name(&w->nb, s, 0));
-    if (w->dm) pthread_mutex_unlock(w->dm);
+    if (lock) pthread_mutex_unlock(w->dm);
+    if (lock && cxx) w->cxx_ready = true;
   }
   return (uint32_t)*v;
 }
@@ -89,6 +98,54 @@ static uint32_t name_id(walk *w, const char *s) {
 
 static uint32_t die_name_of(walk *w, Dwarf_Die *die);
 
+/* The ULEB128 at *p, before end; *p moves past it. @return false when it
+ * runs to end (or past 64 bits). */
+static bool read_uleb(const unsigned char **p, const unsigned char *end,
+                      uint64_t *v) {
+  uint64_t x = 0;
+  for (unsigned shift = 0; end && *p + shift / 7 < end && shift < 64; shift += 7) {
+    unsigned char b = (*p)[shift / 7];
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *p += shift / 7 + 1;
+      *v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The offset of the DIE a reference names, read from the attribute alone:
+ * dwarf_formref_die finds the CU of a DW_FORM_ref_addr in a search tree
+ * (a tenth of a reader's CPU on a 100 MB dSYM, where dsymutil's
+ * references cross CUs). (Dwarf_Off)-1 for the forms not read here
+ * (other files' references: dwz, type units) or an unknown CU. */
+static Dwarf_Off ref_offset(const walk *w, Dwarf_Attribute *at) {
+  const unsigned char *p = at->valp, *e = w->cu_end;
+  Dwarf_Off off = 0, base = w->cu_off; /* (ref1-8, ref_udata: in the CU) */
+  size_t n;
+  switch (at->form) {
+  case DW_FORM_ref1: n = 1; break;
+  case DW_FORM_ref2: n = 2; break;
+  case DW_FORM_ref4: n = 4; break;
+  case DW_FORM_ref8: n = 8; break;
+  case DW_FORM_ref_addr: /* in .debug_info */
+    n = w->version == 2 ? w->addr_size : w->off_size;
+    base = 0;
+    break;
+  case DW_FORM_ref_udata:
+    return read_uleb(&p, e, &off) ? base + off : (Dwarf_Off)-1;
+  default:
+    return (Dwarf_Off)-1;
+  }
+  if (!e || (n != 1 && n != 2 && n != 4 && n != 8) || p >= e ||
+      n > (size_t)(e - p))
+    return (Dwarf_Off)-1;
+  for (size_t i = 0; i < n; i++) /* (in the file's byte order) */
+    off |= (Dwarf_Off)p[w->big_endian ? n - 1 - i : i] << (8 * i);
+  return base + off;
+}
+
 /* A DIE's function name as symbolize_dwarf.c's die_name gives it. */
 static uint32_t die_name_id(walk *w, Dwarf_Die *die) {
   Dwarf_Attribute at;
@@ -101,12 +158,18 @@ static uint32_t die_name_id(walk *w, Dwarf_Die *die) {
    * (dwarf_attr_integrate takes the same steps from there), so it is
    * looked up once per referred DIE (by its offset: dsymutil's references
    * often cross CUs, DW_FORM_ref_addr). */
-  if (!dwarf_hasattr(die, DW_AT_linkage_name) &&
-      !dwarf_hasattr(die, DW_AT_MIPS_linkage_name) &&
-      !dwarf_hasattr(die, DW_AT_name) &&
-      (dwarf_attr(die, DW_AT_abstract_origin, &at) ||
-       dwarf_attr(die, DW_AT_specification, &at)) &&
-      dwarf_formref_die(&at, &target)) {
+  bool ref = !dwarf_hasattr(die, DW_AT_linkage_name) &&
+             !dwarf_hasattr(die, DW_AT_MIPS_linkage_name) &&
+             !dwarf_hasattr(die, DW_AT_name) &&
+             (dwarf_attr(die, DW_AT_abstract_origin, &at) ||
+              dwarf_attr(die, DW_AT_specification, &at));
+  if (ref) { /* (each referred DIE's entry is stored under its offset below) */
+    Dwarf_Off key = ref_offset(w, &at);
+    if (key != (Dwarf_Off)-1 && (v = stkr_map_find(&w->origin_ids, key)))
+      return (uint32_t)*v;
+    v = NULL;
+  }
+  if (ref && dwarf_formref_die(&at, &target)) {
     int r = stkr_map_add(&w->origin_ids, dwarf_dieoffset(&target), &v);
     if (r < 0) {
       w->nomem = true;
@@ -202,17 +265,120 @@ static bool is_code(int tag) {
   return tag == DW_TAG_subprogram || stkr__dw_is_scope(tag);
 }
 
+/* Siblings without parsing a subtree twice. clang and dsymutil write no
+ * DW_AT_sibling, so libdw's dwarf_siblingof finds the sibling of a DIE
+ * with children by parsing every DIE below it again (each one's
+ * abbreviation looked up in libdw's hash, under a rwlock): a DIE nested
+ * n scopes deep was parsed n + 1 times, and dwarf_siblingof was a fifth
+ * of a build's CPU on a 100 MB dSYM. The walk has just gone through the
+ * children it entered, so it knows where they end: walk_children returns
+ * where its parent's subtree ends, and the parent's sibling starts there
+ * (libdw's rule: unless that byte is the null ending the list, or past
+ * the CU). libdw still finds the sibling of every DIE not entered (types,
+ * parameters). Where the end is not known (a form not sized here, a last
+ * child not entered that has children of its own), dwarf_siblingof
+ * answers as before. */
+
+/* Where a value of at's form ends (libdw's __libdw_form_val_len), NULL
+ * when not sized here or past the CU. */
+static const unsigned char *value_end(const walk *w, Dwarf_Attribute *at) {
+  const unsigned char *p = at->valp, *e = w->cu_end;
+  Dwarf_Block b;
+  uint64_t v;
+  size_t n;
+  switch (at->form) {
+  case DW_FORM_flag_present: n = 0; break;
+  case DW_FORM_data1: case DW_FORM_ref1: case DW_FORM_flag:
+  case DW_FORM_strx1: case DW_FORM_addrx1: n = 1; break;
+  case DW_FORM_data2: case DW_FORM_ref2: case DW_FORM_strx2:
+  case DW_FORM_addrx2: n = 2; break;
+  case DW_FORM_strx3: case DW_FORM_addrx3: n = 3; break;
+  case DW_FORM_data4: case DW_FORM_ref4: case DW_FORM_strx4:
+  case DW_FORM_addrx4: case DW_FORM_ref_sup4: n = 4; break;
+  case DW_FORM_data8: case DW_FORM_ref8: case DW_FORM_ref_sig8:
+  case DW_FORM_ref_sup8: n = 8; break;
+  case DW_FORM_data16: n = 16; break;
+  case DW_FORM_addr: n = w->addr_size; break;
+  case DW_FORM_ref_addr: n = w->version == 2 ? w->addr_size : w->off_size; break;
+  case DW_FORM_strp: case DW_FORM_line_strp: case DW_FORM_sec_offset:
+  case DW_FORM_strp_sup: case DW_FORM_GNU_ref_alt: case DW_FORM_GNU_strp_alt:
+    n = w->off_size;
+    break;
+  case DW_FORM_sdata: case DW_FORM_udata: case DW_FORM_ref_udata:
+  case DW_FORM_strx: case DW_FORM_addrx: case DW_FORM_loclistx:
+  case DW_FORM_rnglistx: case DW_FORM_GNU_addr_index: case DW_FORM_GNU_str_index:
+    return read_uleb(&p, e, &v) ? p : NULL;
+  case DW_FORM_string:
+    p = p < e ? memchr(p, 0, (size_t)(e - p)) : NULL;
+    return p ? p + 1 : NULL;
+  case DW_FORM_block: case DW_FORM_block1: case DW_FORM_block2:
+  case DW_FORM_block4: case DW_FORM_exprloc:
+    if (dwarf_formblock(at, &b) != 0 || b.data < p || b.data > e ||
+        b.length > (size_t)(e - b.data))
+      return NULL;
+    return b.data + b.length;
+  default: /* (DW_FORM_indirect, vendor forms) */
+    return NULL;
+  }
+  return n && (p >= e || n > (size_t)(e - p)) ? NULL : p + n;
+}
+
+typedef struct attrs_end {
+  const walk *w;
+  const unsigned char *end; /* past the last value read; NULL: unknown */
+} attrs_end;
+
+static int attr_end_cb(Dwarf_Attribute *at, void *arg) {
+  attrs_end *ae = arg;
+  if (at->form == DW_FORM_implicit_const) return DWARF_CB_OK; /* (in the abbreviation) */
+  ae->end = value_end(ae->w, at);
+  return ae->end ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+/* Where a DIE without children ends (after its abbreviation code and
+ * values), or NULL when not known. */
+static const unsigned char *leaf_end(const walk *w, Dwarf_Die *die) {
+  const unsigned char *p = die->addr;
+  uint64_t code;
+  attrs_end ae = {w, read_uleb(&p, w->cu_end, &code) ? p : NULL};
+  if (!ae.end || dwarf_getattrs(die, attr_end_cb, &ae, 0) != 1) return NULL;
+  return ae.end;
+}
+
+/* c's tag, its abbreviation taken from w->abbrevs when this CU has met
+ * its code before. libdw finds a DIE's abbreviation in a hash under a
+ * rwlock (dwarf_tag, the first call on each DIE): a tenth of a reader's
+ * time on a 100 MB dSYM. The pointer is the one libdw gave for the same
+ * code in the same CU (Dwarf_Die.abbrev, a public field; libdw fills it
+ * the same way and keeps what it points to until dwarf_end). */
+static int die_tag(walk *w, Dwarf_Die *c) {
+  const unsigned char *p = c->addr;
+  uint64_t code;
+  if (c->abbrev || !read_uleb(&p, w->cu_end, &code) || code == 0 ||
+      code >= WK_ABBREVS)
+    return dwarf_tag(c);
+  if (w->abbrevs[code]) {
+    c->abbrev = w->abbrevs[code];
+    return dwarf_tag(c);
+  }
+  int tag = dwarf_tag(c);
+  if (c->abbrev && c->abbrev != DWARF_END_ABBREV) w->abbrevs[code] = c->abbrev;
+  return tag;
+}
+
 /* The children of `parent`, for up to three walks at once, each as the
  * per-address path does it alone: boundaries (db: depth, -1 off), the
  * CU's subprogram index (dc: depth, -1 off) and the scope tree of a
- * subprogram (sp: the parent node, NONE off; ds: its depth). */
-static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
-                          uint32_t sp, int ds) {
+ * subprogram (sp: the parent node, NONE off; ds: its depth). @return
+ * where parent's subtree ends (past the null ending its children; at or
+ * past w->cu_end: nothing follows in the CU), NULL when not known. */
+static const unsigned char *walk_children(walk *w, Dwarf_Die *parent, int db,
+                                          int dc, uint32_t sp, int ds) {
   Dwarf_Die c;
   uint32_t last = NONE;
-  if (dwarf_child(parent, &c) != 0) return;
-  do {
-    int tag = dwarf_tag(&c);
+  if (dwarf_child(parent, &c) != 0) return NULL;
+  for (;;) {
+    int tag = die_tag(w, &c);
     bool holds = stkr__dw_holds_functions(tag);
     bool bound = db >= 0 && is_code(tag);
     bool sub = dc >= 0 && tag == DW_TAG_subprogram;
@@ -231,16 +397,16 @@ static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
      * inside it can be on a chain, so it gets no node. */
     if (nr && sub) {
       uint32_t node = add_node(w, &c, tag, r0, nr);
-      if (node == NONE) return;
+      if (node == NONE) return NULL;
       for (uint32_t k = 0; k < nr; k++) {
-        if (!MORE(w, w->a.subs, w->a.n_subs, w->a.cap_subs)) return;
+        if (!MORE(w, w->a.subs, w->a.n_subs, w->a.cap_subs)) return NULL;
         w->a.subs[w->a.n_subs++] =
             (wk_sub){w->a.ranges[r0 + k].lo, w->a.ranges[r0 + k].hi, node};
       }
       csp = node;
     } else if (nr && scope) {
       uint32_t node = add_node(w, &c, tag, r0, nr);
-      if (node == NONE) return;
+      if (node == NONE) return NULL;
       if (last == NONE) w->a.nodes[sp].first_child = node;
       else w->a.nodes[last].next_sibling = node;
       last = node;
@@ -251,9 +417,22 @@ static void walk_children(walk *w, Dwarf_Die *parent, int db, int dc,
     } else {
       w->a.n_ranges = r0; /* only needed for the boundaries */
     }
-    if (w->nomem) return;
-    if (cdb >= 0 || cdc >= 0 || csp != NONE) walk_children(w, &c, cdb, cdc, csp, cds);
-  } while (dwarf_siblingof(&c, &c) == 0);
+    if (w->nomem) return NULL;
+    const unsigned char *end = NULL; /* where c's subtree ends */
+    if ((cdb >= 0 || cdc >= 0 || csp != NONE) && dwarf_haschildren(&c) > 0)
+      end = walk_children(w, &c, cdb, cdc, csp, cds);
+    if (!end) { /* libdw's sibling; past the last one, c's end if a leaf */
+      int r = dwarf_siblingof(&c, &c);
+      if (r == 0) continue;
+      if (r < 0 || dwarf_haschildren(&c) != 0 || !(end = leaf_end(w, &c)) ||
+          (end < w->cu_end && *end != 0)) /* (not where libdw ended) */
+        return NULL;
+    }
+    if (end >= w->cu_end) return end;
+    if (*end == 0) return end + 1; /* c was the last child */
+    Dwarf_Die next = {.addr = (void *)end, .cu = c.cu}; /* as dwarf_siblingof */
+    c = next;
+  }
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -352,6 +531,31 @@ static void read_lines(walk *w, wk_cu *cu) {
   }
 }
 
+/* w->cudie's CU: where its DIEs end, its sizes (for walk_children's
+ * siblings; cu_end NULL when not known). */
+static void cu_bounds(walk *w) {
+  Dwarf_Half version;
+  uint8_t unit_type;
+  Dwarf_Off die_off = dwarf_dieoffset(&w->cudie), in_cu = dwarf_cuoffset(&w->cudie);
+  Dwarf_Off next;
+  size_t hsize;
+  Dwarf *dw = dwarf_cu_getdwarf(w->cudie.cu);
+  w->cu_end = NULL;
+  if (!dw || die_off == (Dwarf_Off)-1 || in_cu == (Dwarf_Off)-1 || in_cu > die_off ||
+      dwarf_cu_info(w->cudie.cu, &version, &unit_type, NULL, NULL, NULL,
+                    &w->addr_size, &w->off_size) != 0 ||
+      dwarf_nextcu(dw, die_off - in_cu, &next, &hsize, NULL, NULL, NULL) != 0 ||
+      next <= die_off)
+    return;
+  w->version = version;
+  w->cu_off = die_off - in_cu;
+  Elf *elf = dwarf_getelf(dw);
+  const char *ident = elf ? elf_getident(elf, NULL) : NULL;
+  w->big_endian = ident && ident[EI_DATA] == ELFDATA2MSB;
+  /* (the CU's first byte is in_cu bytes before its DIE) */
+  w->cu_end = (const unsigned char *)w->cudie.addr + (next - die_off);
+}
+
 void stkr__wk_cu(walk *w) {
   Dwarf_Addr base, lo, hi;
   ptrdiff_t off = 0;
@@ -366,6 +570,8 @@ void stkr__wk_cu(walk *w) {
     if (!MORE(w, w->curanges, w->n_curanges, w->cap_curanges)) return;
     w->curanges[w->n_curanges++] = (wk_curange){lo, hi, w->n_cus};
   }
+  cu_bounds(w);
+  memset(w->abbrevs, 0, sizeof w->abbrevs); /* (a CU's own) */
   stkr_map_clear(&w->file_ids); /* names are per CU: comp_dir is */
   w->files = NULL;
   w->files_read = false;

@@ -25,6 +25,7 @@
 #define MAX_BOUND_DEPTH 64 /* the boundary walk's limit */
 #define MAX_INDEX_DEPTH 32 /* the subprogram index's (collect) limit */
 #define NEAR_TRIES 8       /* stkr__dw_cu_of / find_subprogram */
+#define WK_ABBREVS 512     /* abbreviation codes remembered per CU */
 
 typedef struct wk_range {
   Dwarf_Addr lo, hi;
@@ -91,6 +92,14 @@ typedef struct walk {
   stkr_map file_ids; /* this CU's file name (by address) -> ids (once<<32 | twice) */
   stkr_map origin_ids; /* referred DIE (offset) -> name id */
   Dwarf_Die cudie;
+  /* This CU's DIE bytes end (NULL: unknown, then every sibling is
+   * libdw's), its sizes (die_end). */
+  const unsigned char *cu_end;
+  Dwarf_Off cu_off; /* its offset in .debug_info */
+  uint8_t addr_size, off_size;
+  uint16_t version;
+  bool big_endian;
+  Dwarf_Abbrev *abbrevs[WK_ABBREVS]; /* by code, this CU's (die_tag) */
   Dwarf_Files *files; /* this CU's, for call_file; NULL: none */
   bool files_read;
   wk_arrays a; /* whole file: all CUs'; streamed: this CU's */
@@ -122,6 +131,7 @@ typedef struct walk {
   uint32_t *tr;
   size_t n_tr;
   pthread_mutex_t *dm;
+  bool cxx_ready; /* a C++ name was demangled under dm (sym_id) */
   struct wk_pipe *pipe; /* a reader's: where each CU read goes */
   size_t reader_id;     /* which reader (CUs are dealt out in turn) */
   pthread_mutex_t *em;  /* readers: held around dwarf_begin_elf/_end */
@@ -147,11 +157,13 @@ int stkr__wk_cmp_curange(const void *a, const void *b);
 void stkr__wk_free(walk *w);
 
 /* The reader's strings (two threads): each interned string copied once
- * per call, numbered; table[id >> 16][id & 0xffff] its copy. Written by
- * the reader only; an id reaches the answering thread with the CU that
- * uses it (under the hand-over's lock), after its entry was written. */
+ * per call, numbered; table[id >> 16][id & 0xffff] its copy, hash[...]
+ * its stkr_hash_bytes (for ops->intern_hashed). Written by the reader
+ * only; an id reaches the answering thread with the CU that uses it
+ * (under the hand-over's lock), after its entries were written. */
 typedef struct wk_local {
   const char **table[4096];
+  uint64_t *hash[4096];
   uint32_t n;
   char *blk;
   size_t blk_used, blk_cap;
