@@ -31,10 +31,30 @@
 #include <unistd.h>
 
 #if defined(__linux__)
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#endif
+
+#if defined(__linux__)
+/* The process's name as `ps` shows it: the main thread's, from
+ * /proc/self/comm (the thread group's directory, whichever thread reads
+ * it); "" when that cannot be read. PR_GET_NAME alone named the flush
+ * worker's notes after its own thread ("stackrec-flush"), not the
+ * program. buf is always terminated (len >= 1). */
+static inline void stkr_notify_comm(char *buf, size_t len) {
+  ssize_t n = -1;
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+
+  if (fd >= 0) {
+    do n = read(fd, buf, len - 1); while (n < 0 && errno == EINTR);
+    close(fd);
+  }
+  if (n > 0 && buf[n - 1] == '\n') n--;
+  buf[n > 0 ? n : 0] = '\0';
+}
 #endif
 
 static inline bool stkr_notify_send(const char *name, int err, const char *msg,
@@ -50,7 +70,8 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
   if (name == NULL || name[0] == '\0' ||
       (nlen = strlen(name)) + 1 > sizeof sa.sun_path)
     return false;
-  (void)prctl(PR_GET_NAME, comm, 0, 0, 0);
+  stkr_notify_comm(comm, sizeof comm);
+  if (comm[0] == '\0') (void)prctl(PR_GET_NAME, comm, 0, 0, 0); /* no /proc */
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */

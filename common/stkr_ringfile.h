@@ -244,9 +244,11 @@ typedef struct stkr_sessfile_hdr {
   uint32_t names_used;
   uint32_t names_overflow;
   uint32_t state;       /* STKR_SESS_* */
-  /* Written by the flush worker before each batch's write: the highest
-   * stack id and Batch.seq the session has used, so that recovery's
-   * batches continue after them without reading every segment. */
+  /* Written by the flush worker after each batch's write (or failed
+   * attempt): the highest stack id and Batch.seq the session has used, so
+   * that recovery's batches continue after them without reading every
+   * segment (a batch written but not yet noted is in the newest segment,
+   * which recovery reads). */
   uint32_t max_stack_id;
   uint64_t max_batch_seq;
   /* The event clock's calibration (version 2), written at start and after

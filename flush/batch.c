@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_notify.h"
 #include "flush/flush_internal.h"
 
 void stkr__batch_init(stkr__batchb *b) {
@@ -276,30 +277,17 @@ bool stkr__app_path_match(const char *prefixes, const char *path) {
 }
 
 void stkr__process_name(char *buf, size_t len) {
-  int fd;
-  ssize_t n = -1;
-
   if (len == 0) return;
   buf[0] = '\0';
 #ifdef __linux__
   extern char *program_invocation_short_name; /* glibc and musl */
   /* /proc/self/comm is what `ps` shows (and follows prctl(PR_SET_NAME) on
-   * the main thread); fall back to argv[0]'s basename. */
-  fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    do n = read(fd, buf, len - 1); while (n < 0 && errno == EINTR);
-    close(fd);
-  }
-  if (n > 0) {
-    buf[n] = '\0';
-    if (buf[n - 1] == '\n') buf[n - 1] = '\0';
-    if (buf[0]) return;
-  }
+   * the main thread), as in record's notes; else argv[0]'s basename. */
+  stkr_notify_comm(buf, len);
+  if (buf[0]) return;
   snprintf(buf, len, "%s",
            program_invocation_short_name ? program_invocation_short_name : "");
 #else
-  (void)fd;
-  (void)n;
   snprintf(buf, len, "%s", getprogname() ? getprogname() : "");
 #endif
 }

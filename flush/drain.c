@@ -105,8 +105,6 @@ static void write_batch(stkr__worker *w, bool last) {
   stkr__batch_finish(b);
   B->seq = ++w->batch_seq; /* failed batches keep their number: gaps show */
   B->last = last;
-  /* For recovery, before the write: its batches continue after these. */
-  stkr__session_note((uint32_t)w->stacks.count, B->seq);
 
   if (w->seg.fd < 0) err = stkr__seg_open_next(&w->seg);
   if (err == 0) {
@@ -139,6 +137,13 @@ static void write_batch(stkr__worker *w, bool last) {
     }
   }
 
+  /* For recovery: its batches continue after these. After the attempt,
+   * not before: a death between a note of seq N and N's write left a gap
+   * at N that verify called incomplete though recovery lost nothing. A
+   * death after the write but before this note is covered by recovery's
+   * scan of the newest segment, which holds batch N and its new stacks; a
+   * failed write is noted too, so its gap stays (it lost events). */
+  stkr__session_note((uint32_t)w->stacks.count, B->seq);
   /* Either way this image list is done with: on success it is on disk, on
    * failure the next segment's first batch carries it. */
   w->imgs_gen_sent = w->imgs.gen;

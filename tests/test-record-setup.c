@@ -335,6 +335,32 @@ static void test_notify_fallback(void **state) {
     fail_msg("no note on stderr: %s", cr_err);
 }
 
+/* A note of the flush worker names the program, not the worker's thread:
+ * python3 closes every descriptor above 2 (the session file's lock among
+ * them), records one event and sleeps through worker passes (20 ms apart:
+ * the last pass, at exit, may run on the main thread); the worker's note
+ * reaches the summary as "(python3)" (it said "(stackrec-flush)": the
+ * sender took the calling thread's name). */
+static void test_worker_note_names_program(void **state) {
+  const char *dir = fresh("notename");
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return;
+  }
+  assert_int_equal(cr_run("record -o '%s' -- env STACKREC_FLUSH_MS=20 "
+                          "/usr/bin/python3 -c 'import os, time; "
+                          "os.closerange(3, 1 << 16); "
+                          "os.open(\"/etc/passwd\", os.O_RDONLY); "
+                          "time.sleep(0.5)'",
+                          dir),
+                   0);
+  if (strstr(cr_err, "(python3): lost the lock on the session file") == NULL)
+    fail_msg("no note naming python3:\n%.3000s", cr_err);
+  assert_null(strstr(cr_err, "stackrec-flush"));
+}
+
 /* ---- cost independent of the number of processes ------------------------- */
 
 /* 200 forked children, each opening /etc/passwd (a recorded event): in
@@ -412,4 +438,5 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_signals, test_signals_after_end,
              test_runuser_child_reported,
              test_grandchild_bad_env_reported, test_notify_fallback,
-             test_fork_heavy_bounded, test_exec_heavy_names)
+             test_worker_note_names_program, test_fork_heavy_bounded,
+             test_exec_heavy_names)
