@@ -32,7 +32,9 @@ static uint64_t interval_ns(const stkr__worker *w) {
 }
 
 void stkr__timer_hint(void) {
-  atomic_store_explicit(&g_images_hint, true, memory_order_relaxed);
+  /* Release: the increment of stkr__uw_loads_hinted before it is seen by
+   * the worker that takes the flag (acquire). */
+  atomic_store_explicit(&g_images_hint, true, memory_order_release);
 }
 
 void stkr__timer_init(const stkr__worker *w, stkr__timer *tm, uint64_t now) {
@@ -43,8 +45,11 @@ void stkr__timer_init(const stkr__worker *w, stkr__timer *tm, uint64_t now) {
 
 /* Take stkr_images_changed's hint: @return whether there was one. */
 bool stkr__timer_take_hint(const stkr__worker *w, stkr__timer *tm, uint64_t now) {
-  if (!atomic_exchange_explicit(&g_images_hint, false, memory_order_relaxed))
+  if (!atomic_exchange_explicit(&g_images_hint, false, memory_order_acquire))
     return false;
+  /* The announcements this watch covers once it ends (after_pass). */
+  tm->hinted = stkr__unwind_loads_hinted();
+  tm->watching = true;
   tm->watch_gen = w->imgs.gen;
   tm->watch_until = now + STKR__HINT_WAIT_NS;
   tm->watch_tick = STKR__PRESSURE_TICK_NS;
@@ -73,6 +78,12 @@ void stkr__timer_after_pass(const stkr__worker *w, stkr__timer *tm, uint64_t now
     tm->watch_gen = w->imgs.gen;
     tm->watch_until = now + STKR__PRESSURE_HOLD_NS;
     tm->watch_tick = STKR__PRESSURE_TICK_NS;
+  }
+  /* The watch is over: what it was told of is listed, and this pass (or
+   * an earlier one) built its tables; or nothing changed for a second. */
+  if (tm->watching && now >= tm->watch_until) {
+    tm->watching = false;
+    stkr__unwind_loads_covered(tm->hinted);
   }
   if (w->pressure) {
     sched_yield();

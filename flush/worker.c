@@ -186,6 +186,7 @@ static void wake_fn(void *arg) {
 }
 
 void stkr_images_changed(void) {
+  stkr__unwind_loads_hint(); /* before the hint: the worker reads it after */
   stkr__timer_hint();
   wake_fn(NULL);
 }
@@ -504,9 +505,11 @@ static int start_recorder(stkr__worker *w) {
   /* Tables before the first event, on the thread that starts recording:
    * a few ms once per process (python3's 16 images: ~8 ms of CPU), so
    * that no event of a short-lived process is walked without them. */
+  uint64_t hinted = stkr__unwind_loads_hinted(); /* before the scan */
   stkr__loader_scan_begin();
   stkr__drain_unwind_tables(w);
   stkr__loader_scan_end();
+  stkr__unwind_loads_covered(hinted); /* tables of what is loaded now */
   /* After the tables (the Header carries their figures), before the first
    * event can be pushed. */
   stkr__drain_first_batch(w);

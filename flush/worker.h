@@ -169,6 +169,10 @@ typedef struct stkr__timer {
    * for a list that differs from watch_gen's, every watch_tick (1 ms
    * after a hint or a change, doubling to 32 ms while nothing moves). */
   uint64_t watch_until, watch_gen, watch_tick;
+  /* stkr__unwind_loads_hinted() when the watch began; stored as covered
+   * when it ends (`watching` until then). */
+  uint64_t hinted;
+  bool watching;
 } stkr__timer;
 /* The first pass one interval after `now`. */
 void stkr__timer_init(const stkr__worker *w, stkr__timer *tm, uint64_t now);

@@ -517,6 +517,14 @@ typedef struct stkr__unwind_update {
  * worker when the image list changes: never two at once.
  * @return 0, -ENOMEM, or -ENOSYS where tables are not supported. */
 int stkr__unwind_tables_update(stkr__unwind_update *out);
+/* Image loads announced and not yet covered by the published tables
+ * (unwind/unwind.h, stkr__uw_loads_*): a walk does not leave a pc without
+ * a table by its frame-pointer record meanwhile. hint: any thread
+ * (stkr_images_changed); hinted and covered: the flush worker, covered
+ * with a count read from hinted before its watch of the loader began. */
+void stkr__unwind_loads_hint(void);
+uint64_t stkr__unwind_loads_hinted(void);
+void stkr__unwind_loads_covered(uint64_t hinted);
 /* A thread's row cache, at attach; freed with its state. 0 or -ENOMEM. */
 int stkr__uw_cache_alloc(stkr__thread *t);
 void stkr__uw_cache_free(stkr__thread *t);

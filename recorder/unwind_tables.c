@@ -339,7 +339,24 @@ void stkr__uw_cache_free(stkr__thread *t) {
   t->uw_cache = NULL;
 }
 
+void stkr__unwind_loads_hint(void) {
+  /* Release: with the worker's hint flag stored after it (flush/timer.c). */
+  atomic_fetch_add_explicit(&stkr__uw_loads_hinted, 1, memory_order_release);
+}
+
+uint64_t stkr__unwind_loads_hinted(void) {
+  return atomic_load_explicit(&stkr__uw_loads_hinted, memory_order_acquire);
+}
+
+void stkr__unwind_loads_covered(uint64_t hinted) {
+  atomic_store_explicit(&stkr__uw_loads_covered, hinted, memory_order_release);
+}
+
 #else /* no tables on this platform: the frame-pointer walk only */
+
+void stkr__unwind_loads_hint(void) {}
+uint64_t stkr__unwind_loads_hinted(void) { return 0; }
+void stkr__unwind_loads_covered(uint64_t hinted) { (void)hinted; }
 
 const void *stkr__unwind_tables_current(void) { return NULL; }
 unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,

@@ -4,7 +4,9 @@
  * (STACKREC_UNWIND=tables, record's default), through every frame to
  * main, where a frame-pointer walk (STACKREC_UNWIND=fp) stops; an image
  * loaded by dlopen after recording started gets its table on a later
- * worker pass, and at once when the hook library's dlopen tells the worker; Python's interpreter frames are walked to its entry.
+ * worker pass, and at once when the hook library's dlopen tells the
+ * worker, and a walk never skips callers through a library too new for
+ * its table; Python's interpreter frames are walked to its entry.
  */
 #include "tests/preload_run.h"
 #include "tests/testlib.h"
@@ -162,6 +164,62 @@ static void test_dlopen_tells_the_worker(void **state) {
              "events have the chain): the worker was not told", full);
 }
 
+/* A library built without frame pointers, called the moment it is
+ * loaded (before the worker can have built its table) from a program with
+ * frame pointers: the walk may stop in it, or (table built meanwhile) go
+ * on through lib_keep_outer and main; it must never follow the stale
+ * frame-pointer record to main's caller, skipping both (it did, in 1 752
+ * of 2 000 events of a dlopen loop found by a QA pass: unwind.h,
+ * stkr__uw_loads_*). */
+static void test_fresh_library_never_skips_callers(void **state) {
+  char dir[4096], args[4200];
+  size_t cut = 0, whole = 0;
+  (void)state;
+
+  snprintf(args, sizeof args, "'%s/libomitfp_lib.so'", g_fx_dir);
+  for (int run = 0; run < 8; run++) {
+    rec r;
+    stkr_event_view v;
+    stkr_reader *rd;
+    size_t events = 0;
+
+    snprintf(dir, sizeof dir, "%s", fresh("dlfresh"));
+    assert_int_equal(record(dir, "-q", "dlfresh", args), 0);
+    rec_load(&r, dir);
+    assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+    while (stkr_reader_next(rd, &v) == 1) {
+      if (strcmp(v.site, "identifiers.gethostname") != 0)
+        continue;
+      events++;
+      /* lib_inner's frame: the first, or the second after a sanitizer's
+       * interceptor (preload_run.h, app_pc). */
+      size_t k = 0;
+      while (k < 2 && k < v.n_pcs &&
+             !pc_in(&r, v.process, v.pcs[k], "libomitfp_lib.so", "lib_inner"))
+        k++;
+      if (k == 2 || k == v.n_pcs)
+        fail_msg("run %d: lib_inner is not among the first frames", run);
+      if (v.n_pcs == k + 1) {
+        cut++;
+      } else if (v.n_pcs >= k + 3 &&
+                 pc_in(&r, v.process, v.pcs[k + 1], "libomitfp_lib.so",
+                       "lib_keep_outer") &&
+                 pc_in(&r, v.process, v.pcs[k + 2], "dlfresh", "main")) {
+        whole++;
+      } else {
+        fail_msg("run %d: after lib_inner the stack goes on (%zu PCs) but "
+                 "not through lib_keep_outer and main: callers skipped",
+                 run, v.n_pcs);
+      }
+    }
+    stkr_reader_free(rd);
+    rec_free(&r);
+    assert_int_equal(events, 1);
+  }
+  print_message("dlfresh: %zu of 8 stacks stopped in the new library, %zu "
+                "whole\n", cut, whole);
+}
+
 /* [start, end) of a .dynsym function of a file (nm -D -S), or false. */
 static bool dynsym_range(const char *file, const char *fn, uint64_t *start,
                          uint64_t *end) {
@@ -226,4 +284,5 @@ TL_TEST_MAIN("unwind-record", setup, NULL,
              test_tables_walk_through_code_without_frame_pointers,
              test_fp_walk_stops_there, test_dlopen_image_gets_a_table,
              test_dlopen_tells_the_worker,
+             test_fresh_library_never_skips_callers,
              test_python_reaches_interpreter_entry)

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -182,6 +183,20 @@ static inline stkr__uw_table *stkr__unwind_table_share(stkr__uw_table *t) {
   t->shares++;
   return t;
 }
+
+/* Loads of images announced (stkr_images_changed, called by the hook
+ * library's dlopen before the load) that the published set may not cover
+ * yet. `hinted` counts announcements (any thread, release); `covered` is
+ * the count the flush worker last saw covered (acquire, then stored with
+ * release when its watch of the loader ended: the new images were listed
+ * and their tables built, or nothing changed for a second). While the two
+ * differ, the walk does not leave a pc that no table covers by its
+ * frame-pointer record: in a library loaded a moment ago and built without
+ * frame pointers, fp still points at an older frame, whose record would
+ * skip the library's callers silently (a wrong stack that looks whole:
+ * `d_probe < __libc_start_call_main`, main and d_call missing). It stops
+ * there instead, a short stack as any walk that cannot go on. */
+extern _Atomic uint64_t stkr__uw_loads_hinted, stkr__uw_loads_covered;
 
 /* The row for runtime address pc, or STKR__UW_FALLBACK when pc lies in
  * no row. Hot path: a binary search, no allocation. */

@@ -28,6 +28,15 @@
 #include "common/stkr_hash.h"
 #include "unwind/unwind.h"
 
+_Atomic uint64_t stkr__uw_loads_hinted, stkr__uw_loads_covered; /* unwind.h */
+
+/* A load announced and not yet covered (unwind.h): two relaxed loads, on
+ * the fallback path only (a pc without a table). */
+static inline bool loads_pending(void) {
+  return atomic_load_explicit(&stkr__uw_loads_hinted, memory_order_relaxed) !=
+         atomic_load_explicit(&stkr__uw_loads_covered, memory_order_relaxed);
+}
+
 #if defined(__aarch64__)
 /* Pointer authentication: a signed return address carries its PAC in the
  * bits above the 48-bit VA (negate_ra_state in the CFI); strip them as
@@ -600,6 +609,10 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
       continue;
     }
     if (kind == STKR__UW_FALLBACK) {
+      /* In an image loaded a moment ago (no table yet), fp may belong to
+       * an older frame: stop rather than skip callers (unwind.h). */
+      if (loads_pending() && stkr__unwind_set_find(set, first ? w.pc : w.pc - 1) == NULL)
+        break;
       /* The frame-pointer record {caller's fp, return address} at fp. */
       fb++;
       w.rec = false;

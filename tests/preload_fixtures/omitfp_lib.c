@@ -11,3 +11,6 @@ static volatile int g_lib_sink;
 
 OMITFP_LEAF(lib_inner, g_lib_sink)
 OMITFP_LINK(lib_outer, lib_inner, 1, g_lib_sink)
+/* A link that keeps its caller's frame pointer (dlfresh.c): from
+ * lib_inner, fp still points at the record of the caller's frame. */
+OMITFP_LINK(lib_keep_outer, lib_inner, 0, g_lib_sink)
