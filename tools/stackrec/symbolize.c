@@ -101,6 +101,7 @@ typedef struct sym_run {
   int status;
   bool in_place;  /* rewrite each file where it is (stackrec record) */
   bool new_proc;  /* no image list seen yet for the current process */
+  uint64_t session_id; /* of the last Header read */
   const char *cmd; /* "symbolize" or "record": prefix of messages */
   const char *symcache_dir; /* --symcache, or NULL */
   char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
@@ -216,7 +217,13 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
   size_t i;
 
   if (b->n_images) {
-    if ((err = stkr__canon_set_process(&run->canon, b)) < 0 ||
+    /* The same session of the same process: a list that replaces an
+     * earlier one keeps that one's unloaded images (symbolize_canon.h). An
+     * exec'd program keeps its pid, not its session id. */
+    bool same = !run->new_proc &&
+                (b->header == NULL || b->header->session_id == run->session_id);
+    if (b->header != NULL) run->session_id = b->header->session_id;
+    if ((err = stkr__canon_set_process(&run->canon, b, same)) < 0 ||
         (err > 0 && (err = canon_publish(run)) < 0))
       return err;
     err = 0;

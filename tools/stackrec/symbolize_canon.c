@@ -75,10 +75,20 @@ static stkr__canon_img *canon_add(stkr__canon *k, const Stackrec__Image *im,
   return c;
 }
 
-int stkr__canon_set_process(stkr__canon *k, const Stackrec__Batch *b) {
+/* Does [lo, hi) overlap an entry of m[0..n)? */
+static bool map_overlaps(const proc_map *m, size_t n, uint64_t lo, uint64_t hi) {
+  for (size_t i = 0; i < n; i++)
+    if (lo < m[i].text_end && m[i].text_start < hi) return true;
+  return false;
+}
+
+int stkr__canon_set_process(stkr__canon *k, const Stackrec__Batch *b,
+                            bool same_process) {
   bool any_app = false, grew = false;
-  size_t i;
-  proc_map *m = realloc(k->map, (b->n_images ? b->n_images : 1) * sizeof *m);
+  size_t i, n_old = same_process ? k->n_map : 0;
+  /* The new list first (its entries win), then the old one's after it. */
+  proc_map *m = malloc((b->n_images + n_old + 1) * sizeof *m);
+  proc_map *old = k->map;
   int err;
 
   if (!m) return -ENOMEM;
@@ -102,6 +112,14 @@ int stkr__canon_set_process(stkr__canon *k, const Stackrec__Batch *b) {
     k->map[k->n_map++] = (proc_map){im->text_start, im->text_end,
                                     c->base - im->load_address};
   }
+  /* Images of the earlier list that the new one does not overlap: most
+   * likely unloaded since (their PCs mean nothing else now), newest kept
+   * first, at most STKR__CANON_KEEP beyond the new list. */
+  size_t listed = k->n_map;
+  for (i = 0; i < n_old && k->n_map - listed < STKR__CANON_KEEP; i++)
+    if (!map_overlaps(k->map, listed, old[i].text_start, old[i].text_end))
+      k->map[k->n_map++] = old[i];
+  free(old);
   return grew;
 }
 

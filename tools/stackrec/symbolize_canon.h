@@ -38,9 +38,16 @@ typedef struct stkr__canon {
 } stkr__canon;
 
 /* The current process's image list (a batch carries the whole list): add
- * its images to the union and map its PCs onto it. @return 1 when the
- * union grew (pass k->img to the resolver again), 0, or -ENOMEM. */
-int stkr__canon_set_process(stkr__canon *k, const Stackrec__Batch *b);
+ * its images to the union and map its PCs onto it. `same_process`: b's
+ * list replaces an earlier list of the same process, whose images that
+ * b's do not overlap stay mapped (up to STKR__CANON_KEEP of them): a
+ * batch's stacks may have been recorded in a library that was unloaded
+ * before the batch's list was taken (dlopen, call, dlclose between two
+ * passes of the worker). @return 1 when the union grew (pass k->img to
+ * the resolver again), 0, or -ENOMEM. */
+#define STKR__CANON_KEEP 256
+int stkr__canon_set_process(stkr__canon *k, const Stackrec__Batch *b,
+                            bool same_process);
 
 /* A process whose image list is unknown (its first batch damaged): its PCs
  * stay as they are (image+offset rather than another process's names). */
