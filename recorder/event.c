@@ -388,10 +388,11 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
   if (__builtin_expect(rec == NULL, 0)) {
     /* Single writer: only the thread holding `busy` gets here, so a
      * load and a store suffice (no locked RMW on the hot path). */
+    /* Release: see pushed below. */
     atomic_store_explicit(
         &t->dropped_ring_full,
         atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed) + 1,
-        memory_order_relaxed);
+        memory_order_release);
     goto drop_unbusy;
   }
   /* The timestamp (ticks or ns: clock.c) before the walk, not after: rdtsc
@@ -409,10 +410,14 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
   /* After the commit, so a record is never counted that was not
    * committed. The worker may consume it before this store (we may be
    * descheduled, or end by _exit, in between): the stats take
-   * max(pushed, consumed) per thread (recorder/thread.c stkr__counts_add). */
+   * max(pushed, consumed) per thread (recorder/thread.c stkr__counts_add).
+   * Release: pairs with the acquire loads in stkr__threads_wait_events_left
+   * (thread.c), which take a moved count as the end of the event that was
+   * walking a replaced set of unwind tables; everything this event read
+   * of it happens before the worker frees it (a plain store on x86_64). */
   atomic_store_explicit(
       &t->pushed, atomic_load_explicit(&t->pushed, memory_order_relaxed) + 1,
-      memory_order_relaxed);
+      memory_order_release);
 
   /* Past half full: wake the worker once; it clears wake_sent (release)
    * after draining, pairing with this acquire load. */

@@ -321,14 +321,18 @@ bool stkr__threads_wait_events_left(unsigned max_ms) {
      * handler drops before it walks), so once it is seen outside an event,
      * or a later event of it has ended (pushed or a drop count moved), the
      * event it was in is over. Acquire: pairs with the release store of
-     * busy that ends an event. */
-    uint64_t seen = atomic_load_explicit(&t->pushed, memory_order_relaxed) +
+     * busy that ends an event, and with the release stores of the two
+     * counts (event.c), so that what the event read happens before what
+     * the caller does next (free a replaced set of unwind tables; TSan
+     * reported the free against a walk's read while the counts were
+     * relaxed). */
+    uint64_t seen = atomic_load_explicit(&t->pushed, memory_order_acquire) +
                     atomic_load_explicit(&t->dropped_ring_full,
-                                         memory_order_relaxed);
+                                         memory_order_acquire);
     while (atomic_load_explicit(&t->busy, memory_order_acquire)) {
       uint64_t now_seen =
-          atomic_load_explicit(&t->pushed, memory_order_relaxed) +
-          atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed);
+          atomic_load_explicit(&t->pushed, memory_order_acquire) +
+          atomic_load_explicit(&t->dropped_ring_full, memory_order_acquire);
       if (now_seen != seen)
         break;
       if (stkr__clock_mono_ns() >= until) {
