@@ -294,6 +294,68 @@ static void test_killed_before_first_pass_keeps_images(void **state) {
   assert_int_equal(n, 10);
 }
 
+/* The reader's incomplete findings, the last one kept. */
+static void last_finding(void *arg, const stkr_warning *w) {
+  snprintf((char *)arg, 512, "%s", w->message);
+}
+
+/* Read dir: the one process's unclean and live session counts and the
+ * last incomplete finding into text (512 bytes). */
+static void read_liveness(const char *dir, uint32_t *unclean, uint32_t *live,
+                          char *text) {
+  stkr_reader_opts o = {.incomplete = last_finding, .incomplete_arg = text};
+  stkr_reader *rd;
+  stkr_event_view v;
+
+  text[0] = '\0';
+  assert_int_equal(stkr_reader_create(&o, &rd), 0);
+  assert_int_equal(stkr_reader_add(rd, dir), 0);
+  while (stkr_reader_next(rd, &v) == 1) {
+  }
+  assert_int_equal(stkr_reader_process_count(rd), 1);
+  *unclean = stkr_reader_process(rd, 0)->unclean_sessions;
+  *live = stkr_reader_process(rd, 0)->live_sessions;
+  stkr_reader_free(rd);
+}
+
+/* A session read while its process still records is "still recording",
+ * not "killed" (record's summary called a program it left running
+ * killed); once the process is killed, it has no clean end. */
+static void test_live_session_is_still_recording(void **state) {
+  char dir[300], text[512];
+  uint32_t unclean, live;
+  int pfd[2], status;
+  char c;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  assert_int_equal(pipe(pfd), 0);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000};
+    if (stkr_init(&cfg) != 0) _exit(90);
+    record_seq(0, 10);
+    if (stkr_flush() != 0 || write(pfd[1], "r", 1) != 1) _exit(91);
+    for (;;) pause();
+  }
+  assert_int_equal(read(pfd[0], &c, 1), 1);
+  read_liveness(dir, &unclean, &live, text);
+  assert_int_equal(unclean, 1);
+  assert_int_equal(live, 1);
+  if (strstr(text, "still recording") == NULL)
+    fail_msg("live: %s", text);
+  kill(p, SIGKILL);
+  assert_int_equal(waitpid(p, &status, 0), p);
+  read_liveness(dir, &unclean, &live, text);
+  assert_int_equal(unclean, 1);
+  assert_int_equal(live, 0);
+  if (strstr(text, "no clean end") == NULL)
+    fail_msg("killed: %s", text);
+  close(pfd[0]);
+  close(pfd[1]);
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(recover_setup("recover-procs"), 0);
@@ -303,4 +365,5 @@ static int setup(void **state) {
 TL_TEST_MAIN("recover-procs", setup, NULL, test_ring_reuse,
              test_child_outlives_parent, test_fork_disable, test_fork_follow,
              test_sigkill_random_moments,
-             test_killed_before_first_pass_keeps_images)
+             test_killed_before_first_pass_keeps_images,
+             test_live_session_is_still_recording)

@@ -111,9 +111,12 @@ static void print_accounting(const stkr_process_info *p) {
     }                                                                         \
   } while (0)
   INFO_ITEM(p->drops, "events dropped");
-  INFO_ITEM(p->unclean_sessions, "%u session%s without a clean end",
-            (unsigned)p->unclean_sessions,
-            p->unclean_sessions == 1 ? "" : "s");
+  INFO_ITEM(p->live_sessions, "%u session%s still recording",
+            (unsigned)p->live_sessions, p->live_sessions == 1 ? "" : "s");
+  INFO_ITEM(p->unclean_sessions > p->live_sessions,
+            "%u session%s without a clean end",
+            (unsigned)(p->unclean_sessions - p->live_sessions),
+            p->unclean_sessions - p->live_sessions == 1 ? "" : "s");
   INFO_ITEM(p->segments_missing, "%u segment%s missing",
             (unsigned)p->segments_missing,
             p->segments_missing == 1 ? "" : "s");
@@ -216,7 +219,10 @@ static int print_process(const stkr_reader *r, size_t i) {
          p->clean_end   ? "clean"
          : p->live_tail ? "still being written (its last, incomplete batch "
                           "is not read yet)"
-                        : "not clean (still recording, or the process died)");
+                        : p->live_sessions
+                            ? "not yet (still recording: the process is alive)"
+                            : "not clean (the process died, or its last "
+                              "segment is missing)");
   return 0;
 }
 

@@ -96,7 +96,8 @@ static void put_incomplete(const stkr_process_info *p) {
     }                               \
   } while (0)
   REASON(p->drops, "events dropped");
-  REASON(p->unclean_sessions, "session without a clean end");
+  REASON(p->live_sessions, "session still recording");
+  REASON(p->unclean_sessions > p->live_sessions, "session without a clean end");
   REASON(p->segments_missing, "segments missing");
   REASON(p->segments_deleted, "segments deleted by the disk cap");
   REASON(p->dir_recreated, "directory recreated");

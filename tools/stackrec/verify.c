@@ -46,7 +46,8 @@ static const char verify_help[] =
     "\n"
     "Incomplete means any of: events dropped (ring full, reentrant, write\n"
     "error, other, exit); a session without a clean end (killed, crashed,\n"
-    "_exit, or its last segment missing); segments missing from a\n"
+    "_exit, or its last segment missing), or still recording (its process\n"
+    "alive and holding its session file); segments missing from a\n"
     "session's sequence, or deleted by the disk cap; a recording directory\n"
     "recreated mid-run; a segment file without any batch; events attempted\n"
     "but neither written nor counted. Batches recovered from the ring files\n"
@@ -290,7 +291,8 @@ static void sum_add(sumbuf *b, const char *fmt, ...) {
 
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   uint64_t drops = 0, rf = 0, re = 0, other = 0, we = 0, ex = 0;
-  uint64_t unclean = 0, missing = 0, capdel = 0, recreated = 0, empty = 0;
+  uint64_t unclean = 0, live = 0, missing = 0, capdel = 0, recreated = 0;
+  uint64_t empty = 0;
   uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
   size_t i, n = stkr_reader_process_count(r), np = 0;
   sumbuf b = {buf, 0, len};
@@ -313,7 +315,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     other += p->drops_other;
     we += p->drops_write_error;
     ex += p->drops_exit;
-    unclean += p->unclean_sessions;
+    unclean += p->unclean_sessions - p->live_sessions;
+    live += p->live_sessions;
     missing += p->segments_missing;
     capdel += p->segments_deleted;
     recreated += p->dir_recreated;
@@ -343,6 +346,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
            (unsigned long long)rf, (unsigned long long)re,
            (unsigned long long)other, (unsigned long long)we,
            (unsigned long long)ex);
+  SUM_ITEM(live, "%llu session%s still recording (the process is alive)",
+           (unsigned long long)live, live == 1 ? "" : "s");
   SUM_ITEM(unclean, "%llu session%s without a clean end (killed, crashed "
            "or _exit)", (unsigned long long)unclean,
            unclean == 1 ? "" : "s");
