@@ -220,6 +220,10 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len);
  * resort, ours never. Scans only when due (see cap_scan_due). */
 void stkr__seg_enforce_cap(stkr__segw *s);
 void stkr__seg_free(stkr__segw *s);
+/* A session that never started (stkr_init failed after its first batch
+ * was written): close and remove the current file, so that no reader
+ * sees a session without a clean end that never recorded. */
+void stkr__seg_discard(stkr__segw *s);
 /* In a forked child (atfork handler: async-signal-safe, no malloc): close
  * the inherited descriptor if it is still ours, and forget it. */
 void stkr__seg_forget_inherited(stkr__segw *s);

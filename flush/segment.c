@@ -331,6 +331,14 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
 
 void stkr__seg_free(stkr__segw *s) { close_current(s, true); }
 
+void stkr__seg_discard(stkr__segw *s) {
+  if (s->fd < 0 || !s->dir) return;
+  (void)close(s->fd);
+  s->fd = -1;
+  unlink_seq(s, s->seq);
+  s->cur_bytes = 0;
+}
+
 void stkr__seg_forget_inherited(stkr__segw *s) {
   struct stat st;
   if (s->fd >= 0 && stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) == 0)

@@ -49,6 +49,7 @@ bool stkr__timer_take_hint(const stkr__worker *w, stkr__timer *tm, uint64_t now)
     return false;
   /* The announcements this watch covers once it ends (after_pass). */
   tm->hinted = stkr__unwind_loads_hinted();
+  tm->several = stkr__unwind_loads_open(tm->hinted) > 1;
   tm->watching = true;
   tm->watch_gen = w->imgs.gen;
   tm->watch_until = now + STKR__HINT_WAIT_NS;
@@ -69,14 +70,21 @@ bool stkr__timer_take_hint(const stkr__worker *w, stkr__timer *tm, uint64_t now)
  *   1 ms on until the list changes (a dlopen descheduled for long on a
  *   loaded machine: at most 1 s; a dlopen of an image loaded already
  *   changes nothing), then for 100 ms after each change (a library's
- *   dependencies, a runtime importing its modules). Those looks are light
- *   and back off (stkr__timer_light).
+ *   dependencies, a runtime importing its modules; a second when several
+ *   loads were announced at once). Those looks are light and back off
+ *   (stkr__timer_light).
  * - Idle: the configured interval. */
 void stkr__timer_after_pass(const stkr__worker *w, stkr__timer *tm, uint64_t now) {
   if (!stkr__timer_take_hint(w, tm, now) && now < tm->watch_until &&
       w->imgs.gen != tm->watch_gen) {
     tm->watch_gen = w->imgs.gen;
-    tm->watch_until = now + STKR__PRESSURE_HOLD_NS;
+    /* One load announced: listed now, and its dependencies follow within
+     * 100 ms. Several (threads loading at once): one change does not mean
+     * all of them are mapped (a constructor may hold the loader's lock
+     * for long while another dlopen waits), so the watch, and with it the
+     * walk's stop at pcs without a table, lasts a second after the last
+     * change (found in review). */
+    tm->watch_until = now + (tm->several ? STKR__HINT_WAIT_NS : STKR__PRESSURE_HOLD_NS);
     tm->watch_tick = STKR__PRESSURE_TICK_NS;
   }
   /* The watch is over: what it was told of is listed, and this pass (or

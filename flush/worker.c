@@ -579,11 +579,13 @@ static void on_fork_child(void) {
   }
   if ((err = worker_create(&cfg, parent->sess.pid, &w)) < 0) goto fail;
   if ((err = start_recorder(w)) < 0) {
+    stkr__seg_discard(&w->seg); /* its first batch only */
     worker_free(w);
     goto fail;
   }
   if ((err = worker_start(w)) < 0) {
     stkr__recorder_stop();
+    stkr__seg_discard(&w->seg);
     worker_free(w);
     goto fail;
   }
@@ -745,12 +747,14 @@ int stkr_init(const stkr_config *in) {
   if ((err = worker_create(&cfg, 0, &w)) < 0) return err;
 
   if ((err = start_recorder(w)) < 0) {
+    stkr__seg_discard(&w->seg); /* its first batch only */
     worker_free(w);
     return err;
   }
   if ((err = worker_start(w)) < 0) {
     stkr__recorder_stop();
     stkr__threads_quiesce(100);
+    stkr__seg_discard(&w->seg);
     worker_free(w);
     return err;
   }

@@ -173,6 +173,7 @@ typedef struct stkr__timer {
    * when it ends (`watching` until then). */
   uint64_t hinted;
   bool watching;
+  bool several; /* more than one announcement open when it began */
 } stkr__timer;
 /* The first pass one interval after `now`. */
 void stkr__timer_init(const stkr__worker *w, stkr__timer *tm, uint64_t now);

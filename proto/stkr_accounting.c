@@ -11,11 +11,9 @@
  * with the input: a fixed struct per stream.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/stkr_ringfile.h"
@@ -305,15 +303,15 @@ static void stkr__acct_sums(char *buf, size_t n, const stkr__session_acct *a,
              (unsigned long long)dropped, (unsigned long long)a->recovered);
 }
 
-/* Is the session's writer still recording? Its process is alive and holds
- * the lock of its session file in the recording's directory
- * (common/stkr_ringfile.h, "Liveness"). A recovery in progress also holds
- * that lock, but its writer is dead: hence the pid check. A shared lock
- * taken here (the writer is gone) is dropped at once. */
+/* Is the session's writer still recording? Its process is alive and its
+ * session file is in the recording's directory (a clean end removes it, a
+ * dead writer's stays: recovery removes it with the pid gone). No lock is
+ * taken to ask: even a brief one would make a concurrent recovery skip a
+ * dead session, or a writer re-taking its lock think it lost it (found in
+ * review). A pid reused by another process since its writer died reads as
+ * still recording: only the wording of an incomplete finding. */
 static bool stkr__session_live(const stkr__stream *st, uint64_t session_id) {
   char name[STKR_RINGFILE_NAME_MAX], path[4096];
-  bool live = false;
-  int fd;
 
   if (session_id == 0 || st->dir == NULL || st->info.pid == 0 ||
       (kill((pid_t)st->info.pid, 0) != 0 && errno != EPERM))
@@ -321,11 +319,7 @@ static bool stkr__session_live(const stkr__stream *st, uint64_t session_id) {
   stkr_ringfile_name(name, st->info.pid, session_id, 0);
   if ((size_t)snprintf(path, sizeof path, "%s/%s", st->dir, name) >= sizeof path)
     return false;
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-    return false;
-  live = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  close(fd); /* drops our lock, if we got it */
-  return live;
+  return access(path, F_OK) == 0;
 }
 
 /* A session that did not end cleanly (and that recovery did not complete):
@@ -346,7 +340,8 @@ static void stkr__warn_unclean(stkr_reader *r, stkr__stream *st,
     stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file), -1,
                in->pid,
                "process %u %s: still recording (the process is alive and "
-               "holds its session file): not ended yet; %llu events read, %s",
+               "its session file is there): not ended yet; %llu events read, "
+               "%s",
                (unsigned)in->pid, sid,
                (unsigned long long)(a->read + a->recovered), attempted);
     return;

@@ -281,7 +281,8 @@ typedef struct stkr_process_info {
                                 cleanly: still being written (or its writer
                                 died mid-batch); see STKR_WARN_LIVE_TAIL */
   /* Of unclean_sessions, those whose writer was still recording when they
-   * were read (the process alive and holding its session file's lock):
+   * were read (the process alive and its session file there, asked
+   * without taking the file's lock):
    * not ended yet rather than killed. Still counted as unclean (the
    * recording is not complete), and said so in the warning. */
   uint32_t live_sessions;

@@ -406,8 +406,8 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
 }
 
 /* A ring file of a session without its session file: removed (dry run:
- * only counted) when it is whole and holds no record, since nothing can be
- * lost with it. @return whether it was such a file. */
+ * only counted) when it is whole, holds no record and its process is gone,
+ * since nothing can be lost with it. @return whether it was such a file. */
 static bool remove_empty_ring(stkr__rc *rc, const stkr__rc_file *f) {
   char path[STKR__RC_PATH_MAX];
   uint8_t hdr[STKR_RINGFILE_TAIL_OFF + 8];
@@ -430,6 +430,14 @@ static bool remove_empty_ring(stkr__rc *rc, const stkr__rc_file *f) {
       m.version != STKR_RINGFILE_VERSION || m.session_id != f->sid ||
       m.pid != f->pid ||
       rd64(hdr + STKR_RINGFILE_HEAD_OFF) != rd64(hdr + STKR_RINGFILE_TAIL_OFF))
+    return false;
+  /* Not a session starting right now, whose session file (named before
+   * its first ring) the directory listing may have missed: the session
+   * file is still absent and the pid is gone (found in review). */
+  char sess[STKR__RC_PATH_MAX];
+  stkr__rc_path(rc, sess, f->pid, f->sid, 0);
+  if (access(sess, F_OK) == 0 || errno != ENOENT ||
+      kill((pid_t)f->pid, 0) == 0 || errno != ESRCH)
     return false;
   if (!rc->opts.dry_run && unlink(path) != 0)
     return false;

@@ -108,14 +108,18 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   return 0;
 }
 
+void stkr__producers_fence(void) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
+    (void)stkr__membarrier(); /* registered at start: cannot fail */
+}
+
 void stkr__recorder_stop(void) {
   /* seq_cst, then the process-wide barrier: the other half of the Dekker
    * pair in stkr_event (see there). After this returns, every producer
    * either sees OFF or has a `busy` that stkr__threads_quiesce() sees. */
   atomic_store_explicit(&g_state, STKR__OFF, memory_order_seq_cst);
-  atomic_thread_fence(memory_order_seq_cst);
-  if (!atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
-    (void)stkr__membarrier(); /* registered at start: cannot fail */
+  stkr__producers_fence();
 }
 
 bool stkr__recorder_running(void) {

@@ -249,6 +249,12 @@ void stkr__thread_name(char *buf, size_t len);
  * old kernels, seccomp), and callers then fall back to real fences. */
 int stkr__membarrier_register(void);
 int stkr__membarrier(void);
+/* The stop side of stkr_event's Dekker pair (its `busy` store, then its
+ * loads): a full fence here, and every producer's too (membarrier(2) when
+ * registered; else producers fence themselves). After a store that
+ * producers must see (the state, a published set of unwind tables), call
+ * it before loading their `busy`. */
+void stkr__producers_fence(void);
 
 /* The user virtual address bits of a pointer (what remains once a PAC or
  * a top-byte tag is cut off); the identity on x86_64. */
@@ -525,6 +531,8 @@ int stkr__unwind_tables_update(stkr__unwind_update *out);
 void stkr__unwind_loads_hint(void);
 uint64_t stkr__unwind_loads_hinted(void);
 void stkr__unwind_loads_covered(uint64_t hinted);
+/* Announcements up to `hinted` not covered yet. */
+uint64_t stkr__unwind_loads_open(uint64_t hinted);
 /* A thread's row cache, at attach; freed with its state. 0 or -ENOMEM. */
 int stkr__uw_cache_alloc(stkr__thread *t);
 void stkr__uw_cache_free(stkr__thread *t);

@@ -316,6 +316,11 @@ int stkr__unwind_tables_update(stkr__unwind_update *out) {
   g_uw_last = *out;
   old = stkr__unwind_publish(&g_uw_slot, next);
   if (old != NULL) {
+    /* The publish, then each thread's busy: a store then a load, as
+     * stkr__recorder_stop's. Without the fence a producer's busy store
+     * could still sit in its store buffer while it loads the old set, and
+     * we would read busy 0 and free the set it walks (found in review). */
+    stkr__producers_fence();
     if (stkr__threads_wait_events_left(STKR__UW_GRACE_MS))
       stkr__unwind_set_free(old);
     else
@@ -352,11 +357,19 @@ void stkr__unwind_loads_covered(uint64_t hinted) {
   atomic_store_explicit(&stkr__uw_loads_covered, hinted, memory_order_release);
 }
 
+uint64_t stkr__unwind_loads_open(uint64_t hinted) {
+  return hinted - atomic_load_explicit(&stkr__uw_loads_covered, memory_order_acquire);
+}
+
 #else /* no tables on this platform: the frame-pointer walk only */
 
 void stkr__unwind_loads_hint(void) {}
 uint64_t stkr__unwind_loads_hinted(void) { return 0; }
 void stkr__unwind_loads_covered(uint64_t hinted) { (void)hinted; }
+uint64_t stkr__unwind_loads_open(uint64_t hinted) {
+  (void)hinted;
+  return 0;
+}
 
 const void *stkr__unwind_tables_current(void) { return NULL; }
 unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,

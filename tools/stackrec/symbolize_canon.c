@@ -104,7 +104,10 @@ int stkr__canon_set_process(stkr__canon *k, const Stackrec__Batch *b,
     if (!(c = canon_find(k, im))) {
       /* Recordings from before Image.app: the main executable is first. */
       if (!(c = canon_add(k, im, any_app ? im->app : i == 0, &err))) {
-        if (err < 0) return err;
+        if (err < 0) {
+          free(old);
+          return err;
+        }
         continue;
       }
       grew = true;

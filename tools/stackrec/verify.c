@@ -47,7 +47,7 @@ static const char verify_help[] =
     "Incomplete means any of: events dropped (ring full, reentrant, write\n"
     "error, other, exit); a session without a clean end (killed, crashed,\n"
     "_exit, or its last segment missing), or still recording (its process\n"
-    "alive and holding its session file); segments missing from a\n"
+    "alive, its session file there); segments missing from a\n"
     "session's sequence, or deleted by the disk cap; a recording directory\n"
     "recreated mid-run; a segment file without any batch; events attempted\n"
     "but neither written nor counted. Batches recovered from the ring files\n"
