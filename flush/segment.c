@@ -332,11 +332,8 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
 void stkr__seg_free(stkr__segw *s) { close_current(s, true); }
 
 void stkr__seg_discard(stkr__segw *s) {
-  if (s->fd < 0 || !s->dir) return;
-  (void)close(s->fd);
-  s->fd = -1;
-  unlink_seq(s, s->seq);
-  s->cur_bytes = 0;
+  s->cur_bytes = 0; /* what it holds counts for nothing: close removes it */
+  close_current(s, true);
 }
 
 void stkr__seg_forget_inherited(stkr__segw *s) {

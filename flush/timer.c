@@ -18,9 +18,9 @@
 
 #include "flush/worker.h"
 
-/* stkr_images_changed's hint: set by any thread (relaxed: the post that
- * follows carries nothing the worker needs beyond the flag itself), taken
- * by the worker (exchange). */
+/* stkr_images_changed's hint: set by any thread (release, after its
+ * increment of stkr__uw_loads_hinted), taken by the worker (acquire
+ * exchange, then it reads that count: stkr__timer_take_hint). */
 static _Atomic bool g_images_hint;
 
 #define STKR__PRESSURE_TICK_NS 1000000u /* 1 ms */

@@ -335,23 +335,15 @@ static void stkr__warn_unclean(stkr_reader *r, stkr__stream *st,
              "%llu attempted by its last counters",
              (unsigned long long)a->c.attempted);
   in->unclean_sessions++;
-  if (stkr__session_live(st, a->session_id)) {
-    in->live_sessions++;
-    stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file), -1,
-               in->pid,
-               "process %u %s: still recording (the process is alive and "
-               "its session file is there): not ended yet; %llu events read, "
-               "%s",
-               (unsigned)in->pid, sid,
-               (unsigned long long)(a->read + a->recovered), attempted);
-    return;
-  }
+  bool live = stkr__session_live(st, a->session_id);
+  in->live_sessions += live;
   stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, a->last_file), -1,
-             in->pid,
-             "process %u %s: no clean end (no last batch): "
-             "the process was killed, crashed or called _exit, or its "
-             "last segment is missing; %llu events read, %s",
+             in->pid, "process %u %s: %s; %llu events read, %s",
              (unsigned)in->pid, sid,
+             live ? "still recording (the process is alive and its session "
+                    "file is there): not ended yet"
+                  : "no clean end (no last batch): the process was killed, "
+                    "crashed or called _exit, or its last segment is missing",
              (unsigned long long)(a->read + a->recovered), attempted);
 }
 
