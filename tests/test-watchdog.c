@@ -247,6 +247,7 @@ static void test_stop_inside_a_hang(void **state) {
   while (stkr_reader_next(r, &ev) == 1) {
     if (strcmp(ev.site, "watchdog.hang") == 0) {
       hangs++;
+      assert_int_equal(field(&ev, "hang"), 1); /* runs of one hang */
       if (sf_event_chain(&ev, sf_chain[SF_FUTEX], 3, got, sizeof got))
         chained++;
       else if (!sf_caught_in_tsan(&ev))
@@ -258,15 +259,15 @@ static void test_stop_inside_a_hang(void **state) {
   }
   stkr_reader_free(r);
   /* Samples every 20 ms from 100 ms to 400 ms: about 15 (at least 3 on a
-   * loaded machine), in one run of identical stacks. Under TSan a few:
-   * its deferred signals can catch the thread inside TSan's own runtime
-   * (sf_caught_in_tsan); at least one has the chain. */
+   * loaded machine), all of hang 1, kept as a few runs of identical stacks:
+   * mostly one, but a sample that finds the thread between two 20 ms waits
+   * (its wait timed out and it waits for a CPU) has another leaf PC and
+   * starts a run (seen once in CI under ASan: 3 runs). Under TSan its
+   * deferred signals can also catch the thread inside TSan's own runtime
+   * (sf_caught_in_tsan); at least one run has the chain. */
   assert_true(samples >= 3);
   assert_true(chained >= 1);
-#ifndef SF_TSAN
-  assert_int_equal(hangs, 1);
-#endif
-  assert_true(hangs >= 1);
+  assert_true(hangs >= 1); /* merging runs: test_one_second_block_is_one_hang */
   assert_int_equal(recovered, 0);
 }
 
