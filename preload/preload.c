@@ -5,12 +5,14 @@
  * - constructor (runs before main and before the constructors of the
  *   program, since a preloaded library is initialized right after its own
  *   dependencies): resolve every real function, read STACKREC_CATEGORIES,
- *   STACKREC_ENV_NAMES and HOME, and stkr_init() from the environment
- *   (STACKREC_DIR, STACKREC_DEPTH, ...), with two defaults of our own:
- *   skip_frames 1 (the hook's own frame; the first PC is then the app's
- *   caller) and fork mode "follow", each unless its STACKREC_* variable is
- *   set. It also attaches the main thread, so that its first event (maybe
- *   in a signal handler) does not have to parse /proc/self/maps.
+ *   STACKREC_ENV_NAMES and HOME, and check the recorder's STACKREC_*
+ *   values and the directory (check_setup). Recording starts at the
+ *   process's first event ("Start at the first event" below): stkr_init()
+ *   from the environment (STACKREC_DIR, STACKREC_DEPTH, ...), with two
+ *   defaults of our own: skip_frames 1 (the hook's own frame; the first PC
+ *   is then the app's caller) and fork mode "follow", each unless its
+ *   STACKREC_* variable is set. A process that makes no watched call
+ *   writes nothing.
  * - destructor: stkr_shutdown_for_exit(), so the last events land and the
  *   session ends cleanly, within STACKREC_EXIT_MS (stackrec.h); the worker
  *   is not freed (the process is ending: freeing the symbolizer's debug
@@ -20,12 +22,13 @@
  *   recorded. Calls made later (by libraries finalized after us) go
  *   straight to libc: the recorder answers -ENOTCONN.
  * - fork: the recorder follows (fork mode "follow"): a child's first event
- *   starts its own worker and files, in the same directory. A child that
- *   records nothing writes nothing.
+ *   starts its own worker and files, in the same directory (the child of a
+ *   process that has not started yet starts as a process of its own). A
+ *   child that records nothing writes nothing.
  * - exec (execve and friends): a process that is recording ends its
  *   session first (stkr_shutdown_for_exit, bounded by STACKREC_EXIT_MS; its
  *   files end cleanly); the new image's constructor starts again, same pid, as a new
- *   session. If the exec fails, recording restarts, errno preserved.
+ *   session. If the exec fails, the next event starts recording again.
  * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
  *   session first with stkr_shutdown_for_exit(): recording stops (the
  *   threads that keep running until exit_group get -ENOTCONN at once), what
@@ -48,10 +51,12 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -112,6 +117,9 @@ static __thread int t_resolving __attribute__((tls_model("initial-exec")));
  * child handler (when only the forking thread exists); read by the exec
  * and _exit hooks. A vfork child sees its parent's value. */
 static pid_t g_pid;
+
+/* STACKREC_FORK is not "disable" (check_setup; fork copies it). */
+static bool g_follow_forks;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -200,10 +208,11 @@ static stkr_site g_site_secure_getenv =
 
 /* ---- start / stop --------------------------------------------------------- */
 
-/* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller. @return stkr_init's result. */
-static int start_recording(void) {
-  stkr_config cfg;
+/* What must fail before the program runs, not at its first event (the
+ * constructor): a malformed STACKREC_* value, a directory this process may
+ * not write into. @return 0 or the error, reported. (Unused by the
+ * benchmark's backtrace() variant, which records nothing.) */
+static __attribute__((unused)) int check_setup(void) {
   char why[256];
   const char *v;
   int err;
@@ -227,6 +236,18 @@ static int start_recording(void) {
                 strerror(-err));
     return err;
   }
+  v = real_env("STACKREC_FORK");
+  g_follow_forks = v == NULL || strcasecmp(v, "disable") != 0;
+  return 0;
+}
+
+/* stkr_init() with the library's defaults; attach the calling thread.
+ * Guarded by the caller, after check_setup. @return stkr_init's result. */
+static int start_recording(void) {
+  stkr_config cfg;
+  const char *v;
+  int err;
+
   memset(&cfg, 0, sizeof cfg);
   /* A struct field wins over the environment: set ours only where the
    * user said nothing. */
@@ -253,9 +274,94 @@ static int start_recording(void) {
  * ending it twice or killing the process in the middle of its last write. */
 static _Atomic int g_end_state;
 
+/* ---- Start at the first event ----------------------------------------------
+ *
+ * The constructor checks the setup (check_setup) but starts nothing: the
+ * process's first event starts recording (stkr__pl_start_now, from the hook
+ * that records it), as a forked child's first event already did. Most
+ * processes of a build or a shell script make no watched call at all
+ * (`make -j2` of a C project: gcc, cc1, as, collect2, ld, 0 events each),
+ * and an eager start cost each of them ~1.5 ms of CPU and a segment, a
+ * session and a ring file; they now leave nothing. The start's work (files,
+ * the worker thread, the unwind tables) is what the constructor did, on the
+ * thread of the first event instead of the main thread before main. Like
+ * the forked child's, it runs wherever that event (or the first fork, see
+ * fork below) is: in the rare process whose first watched call or fork is
+ * made by a signal handler that interrupted malloc, it would wait for a
+ * lock the interrupted code holds (preload/README.md, "Process life
+ * cycle"). */
+
+/* The start itself, once per process image (one CAS wins); the others wait
+ * for it, bounded: stkr_init takes ~1 ms, and a thread that kept them
+ * waiting longer (descheduled) costs their events at most, counted by no
+ * one only if the start fails. */
+bool stkr__pl_start_now(void) {
+  int expected = STKR__PL_START_PENDING, err;
+
+  if (atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
+          STKR__PL_START_NONE ||
+      getpid() != g_pid) /* a vfork child shares our memory: never */
+    return false;
+  if (!atomic_compare_exchange_strong_explicit(
+          &stkr__pl.start, &expected, STKR__PL_START_BUSY,
+          memory_order_acq_rel, memory_order_acquire)) {
+    for (int i = 0; i < 2000 && atomic_load_explicit(
+                                    &stkr__pl.start, memory_order_acquire) ==
+                                    STKR__PL_START_BUSY;
+         i++) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    return true; /* its event tries again: recorded if the start worked */
+  }
+  /* Signals wait until the start is done: a handler's hooked call on this
+   * thread would otherwise pass unrecorded and uncounted under the guard
+   * (a 100 us timer's handler lost ~200 opens at a 20 ms start). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  stkr__pl_guard++;
+  err = start_recording();
+  stkr__pl_guard--;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  /* Release: pairs with the waiters' acquire loads above. */
+  atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
+                        memory_order_release);
+  return err == 0;
+}
+
+/* Wait (bounded) for a start under way on another thread; @return the
+ * start state after. */
+static int start_settled(void) {
+  int st;
+  for (int i = 0; i < 2000 && (st = atomic_load_explicit(
+                                   &stkr__pl.start, memory_order_acquire)) ==
+                                  STKR__PL_START_BUSY;
+       i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return atomic_load_explicit(&stkr__pl.start, memory_order_acquire);
+}
+
+/* Before a fork: not in the middle of another thread's start (its child
+ * would inherit a half-made recorder with no thread finishing it). */
+static void atfork_prepare(void) { (void)start_settled(); }
+
 static void atfork_child(void) {
+  int expected = STKR__PL_START_PENDING;
+
   g_pid = getpid();
   atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+  /* Still pending: the child starts at its own first event, as a process
+   * of its own, if forks are followed. A start that outlasted
+   * atfork_prepare's wait: this child does not record. */
+  if (!g_follow_forks ||
+      !atomic_compare_exchange_strong_explicit(
+          &stkr__pl.start, &expected, STKR__PL_START_PENDING,
+          memory_order_relaxed, memory_order_relaxed))
+    atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
+                          memory_order_relaxed);
   /* The recorder's and the worker's own child handlers run next (they
    * register theirs when recording starts, after this one) and call libc
    * (fstat on the inherited segment descriptor): with this thread's ring
@@ -271,6 +377,12 @@ static void atfork_child_done(void) { stkr__pl_guard--; }
  * pid and (except the destructor) the guard. */
 static void end_once(void) {
   int expected = 0;
+
+  /* Nothing starts from here on (libraries finalized after us still make
+   * hooked calls); a start under way finishes first, so that it ends. */
+  if (start_settled() == STKR__PL_START_PENDING)
+    atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
+                          memory_order_relaxed);
   if (atomic_compare_exchange_strong_explicit(&g_end_state, &expected, 1,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
@@ -300,7 +412,7 @@ static int configure(char *err, size_t err_len) {
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
   g_pid = getpid();
-  (void)pthread_atfork(NULL, NULL, atfork_child);
+  (void)pthread_atfork(atfork_prepare, NULL, atfork_child);
   if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,
                                 err_len) != 0 ||
       stkr__pl_names_parse(real_env("STACKREC_ENV_NAMES"), &stkr__pl.names,
@@ -329,10 +441,13 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
   stkr__pl_register_stat_sites();
   (void)stkr_site_register(&g_site_getenv);
   (void)stkr_site_register(&g_site_secure_getenv);
-  if (start_recording() == 0)
+  if (check_setup() == 0) {
+    atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
+                          memory_order_relaxed);
     /* Release: pairs with the acquire load in stkr__pl_enabled(); the
      * configuration above is visible to every hook that sees 1. */
     atomic_store_explicit(&stkr__pl.ready, 1, memory_order_release);
+  }
   /* After the recorder's and the worker's handlers (see atfork_child). */
   (void)pthread_atfork(NULL, NULL, atfork_child_done);
   stkr__pl_guard--;
@@ -381,15 +496,12 @@ static int pre_exec(void) {
   return was;
 }
 
+/* The exec failed: the next event starts recording again (a process that
+ * had not started is still pending). */
 static void exec_failed(int was) {
-  int saved = errno;
-
-  if (was) {
-    stkr__pl_guard++;
-    (void)start_recording();
-    stkr__pl_guard--;
-  }
-  errno = saved;
+  if (was)
+    atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
+                          memory_order_release);
 }
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
@@ -484,6 +596,36 @@ int execlp(const char *file, const char *arg, ...) {
 
 int execle(const char *path, const char *arg, ...) {
   STKR__PL_EXEC_LIST(STKR__PL_R_execve, path, arg, true);
+}
+
+/* ---- fork ----------------------------------------------------------------- */
+
+/* A process that forks before its first event starts recording first, so
+ * that its children follow it (fork mode "follow") instead of each
+ * starting as a process of its own: a followed child inherits the image
+ * list, the unwind tables and the clock calibration and skips the
+ * directory's recovery scan; a fresh start redoes them all, which made 200
+ * forked children that each record one event ~1.2x slower than with the
+ * parent started (record_overhead). The start cannot run in an atfork
+ * handler (glibc holds its handler lock there, which the start's own
+ * pthread_atfork takes). vfork, posix_spawn and clone do not come here:
+ * their children exec (or, like a fork not made through this symbol,
+ * start at their own first event). */
+pid_t fork(void) {
+  pid_t (*fn)(void) = (pid_t(*)(void))stkr__pl_real(STKR__PL_R_fork);
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (g_follow_forks && !stkr__pl_guard &&
+      atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
+          STKR__PL_START_PENDING) {
+    int saved = errno;
+    (void)stkr__pl_start_now();
+    errno = saved;
+  }
+  return fn();
 }
 
 /* ---- _exit ---------------------------------------------------------------- */

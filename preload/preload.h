@@ -48,7 +48,19 @@ typedef struct stkr__pl_state {
   /* 1 once the fields above are set. Release store in the constructor,
    * acquire load in stkr__pl_enabled() (a plain load on x86_64). */
   _Atomic int ready;
+  /* The recording's start, deferred to the first event (preload.c, "Start
+   * at the first event"): STKR__PL_START_*. Set to PENDING by the
+   * constructor (before `ready`), taken by one hook's compare-and-swap,
+   * cleared by the end of the process image and by a fork child that does
+   * not follow. */
+  _Atomic int start;
 } stkr__pl_state;
+
+enum {
+  STKR__PL_START_NONE,    /* started, failed, ended, or never to start */
+  STKR__PL_START_PENDING, /* configured; the first event starts recording */
+  STKR__PL_START_BUSY     /* a thread is starting it now */
+};
 
 extern stkr__pl_state stkr__pl;
 
@@ -93,6 +105,11 @@ static inline bool stkr__pl_want(unsigned c) {
  * return address into the app's calling function. That only holds if the
  * hook calls stkr_event() from its own frame: hence always_inline. */
 #define STKR__PL_SKIP_FRAMES 1
+
+/* Start recording for the event the calling hook is about to record, if
+ * the start is still pending (preload.c). @return true if recording now.
+ * Never inlined: it runs once per process. */
+bool stkr__pl_start_now(void) __attribute__((noinline, cold));
 #define STKR__PL_CAPTURE_DEPTH 64 /* the backtrace() reference only */
 
 static inline __attribute__((always_inline)) void
@@ -108,7 +125,12 @@ stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
   (void)payload;
   (void)len;
 #else
-  (void)stkr_event(site, payload, len);
+  /* Not recording yet: the process's first event starts it (cold; the
+   * hook's frame is still the caller's, so skip_frames holds for the
+   * second try). */
+  if (__builtin_expect(stkr_event(site, payload, len) == -ENOTCONN, 0) &&
+      stkr__pl_start_now())
+    (void)stkr_event(site, payload, len);
 #endif
   errno = saved;
 }
@@ -134,7 +156,7 @@ void stkr__pl_register_stat_sites(void);  /* hooks_stat.c */
   X(fstatat64) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64)               \
   X(__fxstat) X(__fxstat64) X(__fxstatat) X(__fxstatat64) X(statx)             \
   X(statfs) X(statfs64) X(fstatfs) X(fstatfs64) X(statvfs) X(statvfs64)        \
-  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose)
+  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose) X(fork)
 
 enum {
 #define STKR__PL_ENUM(name) STKR__PL_R_##name,

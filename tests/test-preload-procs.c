@@ -72,6 +72,32 @@ static void test_signal_stress(void **state) {
   rec_free(&r);
 }
 
+/* Record `forker MODE` into dir; it must print "MODE ok". Skipped under
+ * TSan: a forked child starts its own flush worker, and TSan does not
+ * support threads started after a multi-threaded fork (as in test-record). */
+static void record_forker(const char *dir, const char *mode) {
+  char ok[32];
+
+#if defined(__SANITIZE_THREAD__)
+  fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
+  skip();
+#endif
+  assert_int_equal(record(dir, "-q", "forker", mode), 0);
+  snprintf(ok, sizeof ok, "%s ok", mode);
+  assert_non_null(strstr(g_out, ok));
+}
+
+/* The pid forker printed as "<letter><i> PID". */
+static unsigned printed_pid(char letter, int i) {
+  char key[8];
+  const char *at;
+
+  snprintf(key, sizeof key, "%c%d ", letter, i);
+  at = strstr(g_out, key);
+  assert_non_null(at);
+  return (unsigned)strtoul(at + 3, NULL, 10);
+}
+
 static void test_fork_exec(void **state) {
   const char *dir = fresh("fork");
   unsigned c[6] = {0};
@@ -83,22 +109,9 @@ static void test_fork_exec(void **state) {
   int i;
   (void)state;
 
-#if defined(__SANITIZE_THREAD__)
-  /* A forked child starts its own flush worker: TSan does not support
-   * threads started after a multi-threaded fork (as in test-record). */
-  fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
-  skip();
-#endif
-  assert_int_equal(record(dir, "-q", "forker", "tree"), 0);
-  assert_non_null(strstr(g_out, "tree ok"));
-  for (i = 1; i <= 5; i++) {
-    char key[8];
-    const char *at;
-    snprintf(key, sizeof key, "c%d ", i);
-    at = strstr(g_out, key);
-    assert_non_null(at);
-    c[i] = (unsigned)strtoul(at + 3, NULL, 10);
-  }
+  record_forker(dir, "tree");
+  for (i = 1; i <= 5; i++)
+    c[i] = printed_pid('c', i);
   snprintf(path[0], sizeof path[0], "%s/.ssh/child-fork", g_home);
   snprintf(path[1], sizeof path[1], "%s/.ssh/before-exec", g_home);
   snprintf(path[2], sizeof path[2], "%s/.ssh/before-failed", g_home);
@@ -156,5 +169,42 @@ static void test_fork_exec(void **state) {
   rec_free(&r);
 }
 
+/* Recording starts at a process's first event, or at its first fork: a
+ * parent that records nothing but forks starts first, so that its children
+ * follow it (cheap: they inherit its image list, tables and clock) instead
+ * of each starting afresh. The parent's session holds no event. */
+static void test_quiet_parent_is_followed(void **state) {
+  const char *dir = fresh("quiet");
+  const stkr_process_info *p;
+  unsigned parent, q[3] = {0};
+  char path[4200];
+  const char *at;
+  rec r;
+  (void)state;
+
+  record_forker(dir, "quiet");
+  assert_non_null(at = strstr(g_out, "parent "));
+  parent = (unsigned)strtoul(at + 7, NULL, 10);
+  for (int i = 1; i <= 2; i++)
+    q[i] = printed_pid('q', i);
+  snprintf(path, sizeof path, "%s/.ssh/child-fork", g_home);
+  rec_load(&r, dir);
+  assert_int_equal(stkr_reader_process_count(r.r), 3);
+  assert_int_equal(r.n, 2);
+  p = proc_of(&r, parent);
+  assert_non_null(p);
+  assert_int_equal(p->events, 0);
+  assert_true(p->clean_end);
+  for (int i = 1; i <= 2; i++) {
+    p = proc_of(&r, q[i]);
+    assert_non_null(p);
+    assert_int_equal(p->parent_pid, parent); /* followed, not afresh */
+    assert_true(p->clean_end);
+    assert_first_pc(&r, find(&r, q[i], "files.open", path), "forker",
+                    "fx_child_fork", "main");
+  }
+  rec_free(&r);
+}
+
 TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
-             test_fork_exec)
+             test_fork_exec, test_quiet_parent_is_followed)

@@ -18,6 +18,10 @@
  *
  * Prints "cN PID" for each child and "tree ok"; exits 0, or 3 after
  * printing a failed check.
+ *
+ * forker quiet: the parent makes no watched call; it forks two children,
+ * each fx_child_fork (open ~/.ssh/child-fork) then _exit(0). Prints
+ * "parent PID", "qN PID" and "quiet ok".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -116,8 +120,25 @@ int main(int argc, char **argv) {
     fx_after_exec();
     return 0;
   }
+  if (argc == 2 && strcmp(argv[1], "quiet") == 0) {
+    printf("parent %d\n", (int)getpid());
+    for (int i = 1; i <= 2; i++) {
+      char name[8];
+      snprintf(name, sizeof name, "q%d", i);
+      pid = fork();
+      if (pid == 0) {
+        fx_child_fork();
+        _exit(0);
+      }
+      ok &= wait_ok(pid, name);
+    }
+    if (!ok)
+      return 3;
+    printf("quiet ok\n");
+    return 0;
+  }
   if (argc != 2 || strcmp(argv[1], "tree") != 0) {
-    fprintf(stderr, "usage: forker tree\n");
+    fprintf(stderr, "usage: forker tree|quiet\n");
     return 2;
   }
   if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)

@@ -116,8 +116,9 @@ static void print_top_stack(FILE *f, const stkr_agg_site *a) {
 static void count_warning(void *arg, const stkr_warning *w) {
   summary *s = arg;
 
-  /* An empty segment is a process that had nothing to write yet. */
-  if (w->kind == STKR_WARN_EMPTY_FILE)
+  /* An empty segment is a process that had nothing to write yet; no
+   * segment at all, processes that made no watched call (said below). */
+  if (w->kind == STKR_WARN_EMPTY_FILE || w->kind == STKR_WARN_NO_SEGMENTS)
     return;
   s->warnings++;
   fprintf(stderr, "stackrec record: warning: %s\n", w->message);
@@ -200,8 +201,10 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
     fprintf(f, "%s\n", line);
   print_notices(f, nt);
   if (n_proc == 0) {
-    fprintf(f, "no process recorded anything: was the hook library loaded?"
-               " (static and setuid programs ignore LD_PRELOAD)\n");
+    fprintf(f, "no process recorded anything: none made a watched call "
+               "(a process writes nothing until its first), or the hook "
+               "library was not loaded (static and setuid programs ignore "
+               "LD_PRELOAD)\n");
     goto out;
   }
   if (a->n_sites != 0 && (v = malloc(a->n_sites * sizeof *v)) == NULL) {
