@@ -121,6 +121,11 @@ static pid_t g_pid;
 /* STACKREC_FORK is not "disable" (check_setup; fork copies it). */
 static bool g_follow_forks;
 
+/* This image is a followed fork child of a process that had started (set
+ * by atfork_child): its first event starts its recording; an exec, even a
+ * failed one, ends that follow mode (pre_exec, exec_failed). */
+static bool g_followed_child;
+
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
   char buf[640];
@@ -358,6 +363,10 @@ static void atfork_child(void) {
 
   g_pid = getpid();
   atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+  g_followed_child =
+      g_follow_forks && atomic_load_explicit(&stkr__pl.start,
+                                             memory_order_relaxed) ==
+                            STKR__PL_START_NONE;
   /* Still pending: the child starts at its own first event, as a process
    * of its own, if forks are followed. A start that outlasted
    * atfork_prepare's wait: this child does not record. */
@@ -504,6 +513,11 @@ static int pre_exec(void) {
    * recording in this image any more). Bounded, like every end of a process
    * image; if the exec fails, the restart's stkr_init frees what it left. */
   was = stkr_shutdown_for_exit() != -ENOTCONN;
+  /* A followed child that had not recorded: its follow mode ended above.
+   * If the exec fails it starts afresh at its next event, as a process of
+   * its own (its events after a failed exec were lost, uncounted:
+   * test-preload-procs.c, test_failed_exec_unstarted_child). */
+  was |= g_followed_child;
   stkr__pl_guard--;
   errno = saved;
   return was;
@@ -512,9 +526,11 @@ static int pre_exec(void) {
 /* The exec failed: the next event starts recording again (a process that
  * had not started is still pending). */
 static void exec_failed(int was) {
-  if (was)
+  if (was) {
+    g_followed_child = false;
     atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
                           memory_order_release);
+  }
 }
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);

@@ -23,6 +23,11 @@
  * each fx_child_fork (open ~/.ssh/child-fork) then _exit(0). Prints
  * "parent PID", "qN PID" and "quiet ok".
  *
+ * forker failexec: the parent records (fx_parent_before) and forks f1,
+ * which records nothing before an exec of a missing file fails (ENOENT
+ * kept), then fx_after_failed_exec: uname; exit(0). Prints "f1 PID" and
+ * "failexec ok".
+ *
  * forker racefork: 12 trials, each a fresh image (fork + exec of
  * "racefork1 D", D = 0, 150, ..., 1650 us): a thread's first event
  * (fx_thread_first: getenv HOME) starts recording while the main thread,
@@ -196,6 +201,24 @@ int main(int argc, char **argv) {
     printf("quiet ok\n");
     return 0;
   }
+  if (argc == 2 && strcmp(argv[1], "failexec") == 0) {
+    fx_parent_before();
+    pid = fork();
+    if (pid == 0) {
+      char *args[] = {"missing", NULL};
+      errno = 0;
+      if (execv("/nonexistent/stkr-missing", args) != -1 || errno != ENOENT) {
+        fprintf(stderr, "forker: failed exec lost its errno (%d)\n", errno);
+        exit(3);
+      }
+      fx_after_failed_exec();
+      exit(0);
+    }
+    if (!wait_ok(pid, "f1"))
+      return 3;
+    printf("failexec ok\n");
+    return 0;
+  }
   if (argc == 3 && strcmp(argv[1], "racefork1") == 0)
     return race_fork_once(strtol(argv[2], NULL, 10));
   if (argc == 2 && strcmp(argv[1], "racefork") == 0) {
@@ -218,7 +241,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc != 2 || strcmp(argv[1], "tree") != 0) {
-    fprintf(stderr, "usage: forker tree|quiet|racefork\n");
+    fprintf(stderr, "usage: forker tree|quiet|failexec|racefork\n");
     return 2;
   }
   if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)
