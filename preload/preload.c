@@ -121,6 +121,11 @@ static pid_t g_pid;
 /* STACKREC_FORK is not "disable" (check_setup; fork copies it). */
 static bool g_follow_forks;
 
+/* This image is a followed fork child of a process that had started (set
+ * by atfork_child): its first event starts its recording; an exec, even a
+ * failed one, ends that follow mode (pre_exec, exec_failed). */
+static bool g_followed_child;
+
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
   char buf[640];
@@ -345,7 +350,12 @@ static int start_settled(void) {
 }
 
 /* Before a fork: not in the middle of another thread's start (its child
- * would inherit a half-made recorder with no thread finishing it). */
+ * would inherit a half-made recorder with no thread finishing it). The fork
+ * hook has waited already, before any prepare handler ran; this wait is
+ * for forks that do not come through it and for a start taken in between
+ * (STACKREC_FORK=disable only: a followed fork starts first), and runs its
+ * 2 s if that start has registered the worker's handlers, whose prepare
+ * (run before this one) holds the loader-scan lock the start needs. */
 static void atfork_prepare(void) { (void)start_settled(); }
 
 static void atfork_child(void) {
@@ -353,6 +363,10 @@ static void atfork_child(void) {
 
   g_pid = getpid();
   atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
+  g_followed_child =
+      g_follow_forks && atomic_load_explicit(&stkr__pl.start,
+                                             memory_order_relaxed) ==
+                            STKR__PL_START_NONE;
   /* Still pending: the child starts at its own first event, as a process
    * of its own, if forks are followed. A start that outlasted
    * atfork_prepare's wait: this child does not record. */
@@ -380,9 +394,17 @@ static void end_once(void) {
 
   /* Nothing starts from here on (libraries finalized after us still make
    * hooked calls); a start under way finishes first, so that it ends. */
-  if (start_settled() == STKR__PL_START_PENDING)
-    atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
-                          memory_order_relaxed);
+  for (;;) {
+    int st = start_settled();
+    /* A compare-and-swap, not a store: a first event on another thread
+     * may take the start between the two (it then finishes before it
+     * ends, as above). */
+    if (st != STKR__PL_START_PENDING ||
+        atomic_compare_exchange_strong_explicit(
+            &stkr__pl.start, &st, STKR__PL_START_NONE, memory_order_acq_rel,
+            memory_order_acquire))
+      break;
+  }
   if (atomic_compare_exchange_strong_explicit(&g_end_state, &expected, 1,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
@@ -491,6 +513,11 @@ static int pre_exec(void) {
    * recording in this image any more). Bounded, like every end of a process
    * image; if the exec fails, the restart's stkr_init frees what it left. */
   was = stkr_shutdown_for_exit() != -ENOTCONN;
+  /* A followed child that had not recorded: its follow mode ended above.
+   * If the exec fails it starts afresh at its next event, as a process of
+   * its own (its events after a failed exec were lost, uncounted:
+   * test-preload-procs.c, test_failed_exec_unstarted_child). */
+  was |= g_followed_child;
   stkr__pl_guard--;
   errno = saved;
   return was;
@@ -499,9 +526,11 @@ static int pre_exec(void) {
 /* The exec failed: the next event starts recording again (a process that
  * had not started is still pending). */
 static void exec_failed(int was) {
-  if (was)
+  if (was) {
+    g_followed_child = false;
     atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
                           memory_order_release);
+  }
 }
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
@@ -618,11 +647,20 @@ pid_t fork(void) {
     errno = ENOSYS;
     return -1;
   }
-  if (g_follow_forks && !stkr__pl_guard &&
-      atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
-          STKR__PL_START_PENDING) {
-    int saved = errno;
-    (void)stkr__pl_start_now();
+  if (!stkr__pl_guard && getpid() == g_pid) {
+    int saved = errno, st = atomic_load_explicit(&stkr__pl.start,
+                                                 memory_order_acquire);
+    /* A start under way on another thread: wait for it here, not only in
+     * atfork_prepare. Prepare handlers run last-registered first: the
+     * worker's (registered early in that start) takes the loader-scan
+     * lock, which the start's own image scan then waits for, so the wait
+     * there ran its whole 2 s, and the child, forked with the start still
+     * busy, recorded nothing (tests/test-preload-procs.c,
+     * test_fork_during_start). */
+    if (st == STKR__PL_START_BUSY)
+      st = start_settled();
+    if (g_follow_forks && st == STKR__PL_START_PENDING)
+      (void)stkr__pl_start_now();
     errno = saved;
   }
   return fn();

@@ -206,5 +206,69 @@ static void test_quiet_parent_is_followed(void **state) {
   rec_free(&r);
 }
 
+/* A fork while another thread's first event starts recording: the fork
+ * hook waits for that start before forking. Waiting in the fork's prepare
+ * handler instead (the worker's prepare, run before it, holds the
+ * loader-scan lock that the start needs) ran out its 2 s bound in most of
+ * these 12 trials, and each such child, forked with the start half done,
+ * recorded nothing, uncounted. Every trial's child is followed and records
+ * its open. */
+static void test_fork_during_start(void **state) {
+  const char *dir = fresh("racefork");
+  const stkr_process_info *p;
+  char path[4200];
+  size_t i, n_children = 0;
+  rec r;
+  (void)state;
+
+  record_forker(dir, "racefork");
+  snprintf(path, sizeof path, "%s/.ssh/child-fork", g_home);
+  rec_load(&r, dir);
+  assert_int_equal(count(&r, 0, "environment.getenv", "HOME"), 12);
+  assert_int_equal(count(&r, 0, "files.open", path), 12);
+  assert_int_equal(r.n, 24);
+  for (i = 0; i < stkr_reader_process_count(r.r); i++) {
+    p = stkr_reader_process(r.r, i);
+    assert_int_equal(p->drops, 0);
+    if (count(&r, p->pid, "files.open", path) == 1) {
+      assert_non_null(proc_of(&r, p->parent_pid)); /* followed */
+      assert_int_equal(count(&r, p->parent_pid, "environment.getenv",
+                             "HOME"),
+                       1);
+      n_children++;
+    }
+  }
+  assert_int_equal(n_children, 12);
+  rec_free(&r);
+}
+
+/* A followed child that records nothing before an exec that fails: its
+ * exec hook ended its follow mode, and its events after the failed exec
+ * were lost, uncounted (the child was absent from the recording). It now
+ * starts afresh at its next event, as a process of its own. */
+static void test_failed_exec_unstarted_child(void **state) {
+  const char *dir = fresh("failexec");
+  const stkr_process_info *p;
+  unsigned f1;
+  rec r;
+  (void)state;
+
+  record_forker(dir, "failexec");
+  f1 = printed_pid('f', 1);
+  rec_load(&r, dir);
+  assert_int_equal(stkr_reader_process_count(r.r), 2);
+  assert_int_equal(r.n, 2);
+  assert_first_pc(&r, find(&r, 0, "environment.getenv", "HOME"), "forker",
+                  "fx_parent_before", "main");
+  p = proc_of(&r, f1);
+  assert_int_equal(p->events, 1);
+  assert_int_equal(p->drops, 0);
+  assert_true(p->clean_end);
+  assert_first_pc(&r, find(&r, f1, "identifiers.uname", NULL), "forker",
+                  "fx_after_failed_exec", "main");
+  rec_free(&r);
+}
+
 TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
-             test_fork_exec, test_quiet_parent_is_followed)
+             test_fork_exec, test_quiet_parent_is_followed,
+             test_fork_during_start, test_failed_exec_unstarted_child)

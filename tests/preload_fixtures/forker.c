@@ -22,16 +22,30 @@
  * forker quiet: the parent makes no watched call; it forks two children,
  * each fx_child_fork (open ~/.ssh/child-fork) then _exit(0). Prints
  * "parent PID", "qN PID" and "quiet ok".
+ *
+ * forker failexec: the parent records (fx_parent_before) and forks f1,
+ * which records nothing before an exec of a missing file fails (ENOENT
+ * kept), then fx_after_failed_exec: uname; exit(0). Prints "f1 PID" and
+ * "failexec ok".
+ *
+ * forker racefork: 12 trials, each a fresh image (fork + exec of
+ * "racefork1 D", D = 0, 150, ..., 1650 us): a thread's first event
+ * (fx_thread_first: getenv HOME) starts recording while the main thread,
+ * D us after both left a barrier, forks; the child fx_child_fork then
+ * _exit(0). The fork must not wait out the start's 2 s bound (a trial
+ * whose fork took 1 s or more fails). Prints "rN PID" and "racefork ok".
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/preload_fixtures/fixture_home.h"
@@ -90,7 +104,57 @@ NOINLINE static void fx_after_failed_exec(void) {
   BARRIER();
 }
 
+NOINLINE static void fx_thread_first(void) {
+  g_sink = getenv("HOME");
+  BARRIER();
+}
+
 static char g_self[4096];
+
+static pthread_barrier_t g_bar;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *first_event_thread(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_bar);
+  fx_thread_first();
+  return NULL;
+}
+
+/* One trial of "racefork": fork D us after another thread's first event
+ * began (it starts recording, ~1-30 ms). 0, or 3 if the fork stalled. */
+static int race_fork_once(long delay_us) {
+  pthread_t t;
+  double t0, took;
+  pid_t pid;
+  int st;
+
+  pthread_barrier_init(&g_bar, NULL, 2);
+  if (pthread_create(&t, NULL, first_event_thread, NULL) != 0)
+    return 3;
+  pthread_barrier_wait(&g_bar);
+  for (t0 = now_s(); now_s() < t0 + (double)delay_us / 1e6;)
+    ;
+  t0 = now_s();
+  pid = fork();
+  if (pid == 0) {
+    fx_child_fork();
+    _exit(0);
+  }
+  took = now_s() - t0;
+  pthread_join(t, NULL);
+  if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0 || took >= 1.0) {
+    fprintf(stderr, "forker: racefork1 %ld: fork took %.3f s (status %#x)\n",
+            delay_us, took, pid < 0 ? -1 : st);
+    return 3;
+  }
+  return 0;
+}
 
 static int wait_ok(pid_t pid, const char *name) {
   int st;
@@ -137,8 +201,47 @@ int main(int argc, char **argv) {
     printf("quiet ok\n");
     return 0;
   }
+  if (argc == 2 && strcmp(argv[1], "failexec") == 0) {
+    fx_parent_before();
+    pid = fork();
+    if (pid == 0) {
+      char *args[] = {"missing", NULL};
+      errno = 0;
+      if (execv("/nonexistent/stkr-missing", args) != -1 || errno != ENOENT) {
+        fprintf(stderr, "forker: failed exec lost its errno (%d)\n", errno);
+        exit(3);
+      }
+      fx_after_failed_exec();
+      exit(0);
+    }
+    if (!wait_ok(pid, "f1"))
+      return 3;
+    printf("failexec ok\n");
+    return 0;
+  }
+  if (argc == 3 && strcmp(argv[1], "racefork1") == 0)
+    return race_fork_once(strtol(argv[2], NULL, 10));
+  if (argc == 2 && strcmp(argv[1], "racefork") == 0) {
+    if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)
+      return 3;
+    for (int i = 0; i < 12; i++) {
+      char name[8], delay[16];
+      snprintf(name, sizeof name, "r%d", i);
+      snprintf(delay, sizeof delay, "%d", i * 150);
+      pid = fork();
+      if (pid == 0) {
+        execl(g_self, "forker", "racefork1", delay, (char *)NULL);
+        _exit(127);
+      }
+      ok &= wait_ok(pid, name);
+    }
+    if (!ok)
+      return 3;
+    printf("racefork ok\n");
+    return 0;
+  }
   if (argc != 2 || strcmp(argv[1], "tree") != 0) {
-    fprintf(stderr, "usage: forker tree|quiet\n");
+    fprintf(stderr, "usage: forker tree|quiet|failexec|racefork\n");
     return 2;
   }
   if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)
