@@ -104,6 +104,7 @@ set(STKR_PRELOAD_SRCS
   preload/hooks_dl.c
   preload/hooks_files.c
   preload/hooks_net.c
+  preload/hooks_signal.c
   preload/hooks_stat.c
   preload/preload.c
 )

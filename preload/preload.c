@@ -116,7 +116,7 @@ static __thread int t_resolving __attribute__((tls_model("initial-exec")));
  * constructor (before the program can start threads) and by the atfork
  * child handler (when only the forking thread exists); read by the exec
  * and _exit hooks. A vfork child sees its parent's value. */
-static pid_t g_pid;
+pid_t stkr__pl_pid;
 
 /* STACKREC_FORK is not "disable" (check_setup; fork copies it). */
 static bool g_follow_forks;
@@ -149,9 +149,7 @@ static void say(const char *fmt, ...) {
  * its queue, or, without one (preloaded by hand), say it on stderr. Under
  * record nothing goes into the program's streams. */
 static const char *real_env(const char *name);
-static void init_failed(int err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void init_failed(int err, const char *fmt, ...) {
+void stkr__pl_note(int err, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   int saved = errno;
@@ -225,7 +223,7 @@ static __attribute__((unused)) int check_setup(void) {
   /* The recorder's own parse first, so that a bad value is reported here
    * (to record, or on stderr) with its name, not printed by stkr_init. */
   if ((err = stkr_config_check_env(why, sizeof why)) != 0) {
-    init_failed(err, "cannot start recording in pid %d: %s", (int)getpid(),
+    stkr__pl_note(err, "cannot start recording in pid %d: %s", (int)getpid(),
                 err == -EINVAL ? why : stkr_strerror(err));
     return err;
   }
@@ -237,7 +235,7 @@ static __attribute__((unused)) int check_setup(void) {
   if (v != NULL && v[0] != '\0' && (v = real_env("STACKREC_DIR")) != NULL &&
       faccessat(AT_FDCWD, v, W_OK | X_OK, AT_EACCESS) != 0) {
     err = -errno;
-    init_failed(err, "cannot write the recording directory %s: %s", v,
+    stkr__pl_note(err, "cannot write the recording directory %s: %s", v,
                 strerror(-err));
     return err;
   }
@@ -264,7 +262,7 @@ static int start_recording(void) {
     cfg.fork_mode = STKR_FORK_FOLLOW;
   err = stkr_init(&cfg);
   if (err != 0) {
-    init_failed(err, "cannot start recording in pid %d: %s", (int)getpid(),
+    stkr__pl_note(err, "cannot start recording in pid %d: %s", (int)getpid(),
                 stkr_strerror(err));
     return err;
   }
@@ -289,23 +287,29 @@ static _Atomic int g_end_state;
  * and an eager start cost each of them ~1.5 ms of CPU and a segment, a
  * session and a ring file; they now leave nothing. The start's work (files,
  * the worker thread, the unwind tables) is what the constructor did, on the
- * thread of the first event instead of the main thread before main. Like
- * the forked child's, it runs wherever that event (or the first fork, see
- * fork below) is: in the rare process whose first watched call or fork is
- * made by a signal handler that interrupted malloc, it would wait for a
- * lock the interrupted code holds (preload/README.md, "Process life
- * cycle"). */
+ * thread of the first event instead of the main thread before main. It
+ * allocates, so it must not run in a signal handler that interrupted
+ * malloc: a process starts earlier when it installs a handler for a signal
+ * that may come at any time, and not at all from inside an end signal's
+ * handler (hooks_signal.c); and at its first fork (fork below), so that
+ * its children follow it. */
 
 /* The start itself, once per process image (one CAS wins); the others wait
- * for it, bounded: stkr_init takes ~1 ms, and a thread that kept them
- * waiting longer (descheduled) costs their events at most, counted by no
- * one only if the start fails. */
+ * for it, bounded: stkr_init takes a few ms (6-15 ms of wall time measured),
+ * and a thread that kept them waiting longer (descheduled) costs their
+ * events at most, counted by no one only if the start fails. */
 bool stkr__pl_start_now(void) {
   int expected = STKR__PL_START_PENDING, err;
 
   if (atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
           STKR__PL_START_NONE ||
-      getpid() != g_pid) /* a vfork child shares our memory: never */
+      getpid() != stkr__pl_pid) /* a vfork child shares our memory: never */
+    return false;
+  /* Maybe inside an end signal's handler: not here (hooks_signal.c);
+   * counted. */
+  if (atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
+          STKR__PL_START_PENDING &&
+      stkr__pl_in_end_handler())
     return false;
   if (!atomic_compare_exchange_strong_explicit(
           &stkr__pl.start, &expected, STKR__PL_START_BUSY,
@@ -332,6 +336,8 @@ bool stkr__pl_start_now(void) {
   /* Release: pairs with the waiters' acquire loads above. */
   atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
                         memory_order_release);
+  if (err == 0)
+    stkr__pl_report_deferred(true);
   return err == 0;
 }
 
@@ -361,7 +367,7 @@ static void atfork_prepare(void) { (void)start_settled(); }
 static void atfork_child(void) {
   int expected = STKR__PL_START_PENDING;
 
-  g_pid = getpid();
+  stkr__pl_pid = getpid();
   atomic_store_explicit(&g_end_state, 0, memory_order_relaxed);
   g_followed_child =
       g_follow_forks && atomic_load_explicit(&stkr__pl.start,
@@ -405,6 +411,7 @@ static void end_once(void) {
             memory_order_acquire))
       break;
   }
+  stkr__pl_report_deferred(false); /* never started: they stay unrecorded */
   if (atomic_compare_exchange_strong_explicit(&g_end_state, &expected, 1,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
@@ -433,7 +440,7 @@ static int configure(char *err, size_t err_len) {
   find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
-  g_pid = getpid();
+  stkr__pl_pid = getpid();
   (void)pthread_atfork(atfork_prepare, NULL, atfork_child);
   if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,
                                 err_len) != 0 ||
@@ -451,7 +458,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
 
   stkr__pl_guard++;
   if (configure(err, sizeof err) != 0) {
-    init_failed(-EINVAL, "%s; recording nothing", err);
+    stkr__pl_note(-EINVAL, "%s; recording nothing", err);
     (void)pthread_atfork(NULL, NULL, atfork_child_done);
     stkr__pl_guard--;
     return;
@@ -477,7 +484,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
 
 __attribute__((destructor)) static void stkr__pl_dtor(void) {
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
-      getpid() != g_pid)
+      getpid() != stkr__pl_pid)
     return;
   end_once();
 }
@@ -505,7 +512,7 @@ static int pre_exec(void) {
   int was = 0, saved = errno;
 
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
-      stkr__pl_guard || getpid() != g_pid)
+      stkr__pl_guard || getpid() != stkr__pl_pid)
     return 0;
   stkr__pl_guard++;
   /* -ENOTCONN unless this process runs a worker (a forked child that has
@@ -647,7 +654,7 @@ pid_t fork(void) {
     errno = ENOSYS;
     return -1;
   }
-  if (!stkr__pl_guard && getpid() == g_pid) {
+  if (!stkr__pl_guard && getpid() == stkr__pl_pid) {
     int saved = errno, st = atomic_load_explicit(&stkr__pl.start,
                                                  memory_order_acquire);
     /* A start under way on another thread: wait for it here, not only in
@@ -666,11 +673,12 @@ pid_t fork(void) {
   return fn();
 }
 
+
 /* ---- _exit ---------------------------------------------------------------- */
 
 static void pre_exit(void) {
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
-      stkr__pl_guard || getpid() != g_pid)
+      stkr__pl_guard || getpid() != stkr__pl_pid)
     return;
   end_once();
 }

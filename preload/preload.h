@@ -14,6 +14,9 @@
  *   hooks_net.c    identifiers (gethostname, uname, getifaddrs, ioctl) and
  *                  network (connect, getaddrinfo)
  *   hooks_stat.c   reasons: the stat and statfs/statvfs families
+ *   hooks_signal.c sigaction and the signal family: when a pending start
+ *                  must come first, or wait (not recorded)
+ *   hooks_dl.c     dlopen/dlclose: watched, not recorded
  *
  * Every hook follows one shape: classify the call with a cheap check (a
  * miss costs a few loads and compares, no event), record one event with
@@ -28,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "preload/match.h"
 #include "recorder/stackrec.h"
@@ -110,6 +114,23 @@ static inline bool stkr__pl_want(unsigned c) {
  * the start is still pending (preload.c). @return true if recording now.
  * Never inlined: it runs once per process. */
 bool stkr__pl_start_now(void) __attribute__((noinline, cold));
+
+/* The pid this image's recorder state belongs to (preload.c): written by
+ * the constructor and the atfork child handler, read by the hooks that
+ * must not act in a vfork child (which sees its parent's value). */
+extern pid_t stkr__pl_pid;
+
+/* Tell `stackrec record` (its notice socket, STACKREC_NOTIFY) or, without
+ * it, stderr: err 0, a note of a process that records; else the negative
+ * errno of why it records nothing (preload.c). errno is preserved. */
+void stkr__pl_note(int err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* hooks_signal.c: true (and counted) when the calling thread has an end
+ * signal blocked (maybe in its handler), so a start must not run here;
+ * the count said once in a note, as recorded or not (`started`). */
+bool stkr__pl_in_end_handler(void);
+void stkr__pl_report_deferred(bool started);
 #define STKR__PL_CAPTURE_DEPTH 64 /* the backtrace() reference only */
 
 static inline __attribute__((always_inline)) void
@@ -156,7 +177,8 @@ void stkr__pl_register_stat_sites(void);  /* hooks_stat.c */
   X(fstatat64) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64)               \
   X(__fxstat) X(__fxstat64) X(__fxstatat) X(__fxstatat64) X(statx)             \
   X(statfs) X(statfs64) X(fstatfs) X(fstatfs64) X(statvfs) X(statvfs64)        \
-  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose) X(fork)
+  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose) X(fork)   \
+  X(sigaction) X(signal) X(bsd_signal) X(sysv_signal)
 
 enum {
 #define STKR__PL_ENUM(name) STKR__PL_R_##name,

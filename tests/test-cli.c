@@ -228,10 +228,13 @@ static void test_damaged_and_empty(void **state) {
   assert_int_equal(cr_run("info '%s'", d), 1);
   assert_non_null(strstr(cr_out, "\n  damaged:     1 batch\n"));
 
-  /* Unrelated files only: nothing recorded, status 1. */
-  snprintf(src, sizeof(src), "%s/notes.txt", d);
-  assert_int_equal(fx_write_file(src, "x", 1), 0);
+  /* An empty directory: an empty recording (no process made a watched
+   * call), status 0; unrelated files only: nothing recorded, status 1. */
   empty = fx_tmpdir("cli-empty");
+  assert_int_equal(cr_run("info '%s'", empty), 0);
+  assert_non_null(strstr(cr_err, "an empty recording"));
+  snprintf(src, sizeof(src), "%s/notes.txt", empty);
+  assert_int_equal(fx_write_file(src, "x", 1), 0);
   cr_expect(1, "no segment files", "info '%s'", empty);
   assert_non_null(strstr(cr_err, "no recording found"));
 }

@@ -123,11 +123,12 @@ fi
 rm -rf "$tmp/quiet"
 mkdir "$tmp/quiet"
 STACKREC_DIR=$tmp/quiet LD_PRELOAD=$lib /bin/true
-STACKREC_DIR=$tmp/quiet LD_PRELOAD=$lib sh -c 'ls / >/dev/null'
+STACKREC_DIR=$tmp/quiet LD_PRELOAD=$lib ls / >/dev/null
+STACKREC_DIR=$tmp/quiet LD_PRELOAD=$lib cat /etc/hostname >/dev/null
 if [ -z "$(ls -A "$tmp/quiet")" ]; then
   ok "cleanup: processes that make no watched call write nothing"
 else
-  bad "cleanup: /bin/true, sh and ls left: $(ls -A "$tmp/quiet" | tr '\n' ' ')"
+  bad "cleanup: /bin/true, ls and cat left: $(ls -A "$tmp/quiet" | tr '\n' ' ')"
 fi
 rm -rf "$tmp/killed"
 (STACKREC_DIR=$tmp/killed LD_PRELOAD=$lib "$py" -c 'import os, signal; open("/etc/passwd").close(); os.kill(os.getpid(), signal.SIGKILL)') 2>/dev/null  # the shell's "Killed" note

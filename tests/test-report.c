@@ -420,9 +420,16 @@ static void test_empty_and_missing_inputs(void **state) {
   char path[4200];
   (void)state;
 
+  /* An empty directory: an empty recording (record of a program that
+   * made no watched call), 0; unrelated files only: 1. */
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  assert_non_null(strstr(cr_err, "an empty recording"));
+  assert_non_null(strstr(cr_out, "# no events\n"));
+  snprintf(path, sizeof path, "%s/notes.txt", d);
+  assert_int_equal(fx_write_file(path, "x", 1), 0);
   cr_expect(1, "no segment files", "report '%s'", d);
   assert_non_null(strstr(cr_err, "no recording found"));
-  assert_non_null(strstr(cr_out, "# no events\n"));
+  assert_int_equal(unlink(path), 0);
   /* Zero-length and unrelated files next to a good segment: the good
    * data is reported, status 0. */
   snprintf(path, sizeof path, "%s/stackrec-5-000001.zst", d);

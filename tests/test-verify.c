@@ -382,15 +382,28 @@ static void test_frames_without_content_size(void **state) {
   assert_int_equal(cr_run("verify '%s'", out), 0);
 }
 
+/* An empty directory is an empty recording (`record` of a program that
+ * made no watched call leaves one: a process writes nothing until its
+ * first): 0, said. A directory with other files and no segment is not a
+ * recording: 1. */
 static void test_no_recording_and_usage(void **state) {
   const char *d = fx_tmpdir("verify-empty");
+  char path[4200];
   (void)state;
 
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  cr_assert_has(cr_out, "intact: 0 processes, an empty recording");
+  assert_null(strstr(cr_out, "no segment files"));
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  assert_non_null(strstr(cr_err, "an empty recording"));
+  snprintf(path, sizeof path, "%s/notes.txt", d);
+  assert_int_equal(fx_write_file(path, "x", 1), 0);
   assert_int_equal(cr_run("verify '%s'", d), 1);
   cr_assert_has(cr_out,
                 "note: ",
                 "no segment files",
                 "\nDAMAGED: no recording found\n");
+  assert_int_equal(cr_run("info '%s'", d), 1);
   cr_expect(3, "cannot open /nonexistent/rec", "verify /nonexistent/rec");
   assert_int_equal(cr_run("verify"), 2);
   assert_int_equal(cr_run("verify --bogus '%s'", d), 2);

@@ -11,6 +11,12 @@
  *                     the middle of hooks and of the recorder. Prints
  *                     "loop N alarms M"; every call must come back with
  *                     the right result and errno.
+ *   threads termfirst  a SIGTERM handler makes the first watched call
+ *                     (getenv STKR_FIXTURE_SECRET, inside raise), then
+ *                     main getenv HOME
+ *   threads mallocsig  a 1 ms timer's handler makes the process's first
+ *                     watched call (getenv HOME) while main loops on
+ *                     malloc/free; prints "alarms 100"
  * Exits 0, or 3 after printing a failed check.
  */
 #define _GNU_SOURCE
@@ -74,12 +80,71 @@ NOINLINE static int fx_loop(void) {
   return bad;
 }
 
+/* mallocsig: the process's first watched call is made by a 1 ms timer's
+ * handler (getenv HOME) while main allocates and frees without pause, so
+ * the handler interrupts malloc most of the time. */
+static volatile sig_atomic_t g_heap_alarms;
+
+NOINLINE static void fx_heap_alarm(int sig) {
+  int saved = errno;
+  (void)sig;
+  if (getenv("HOME") == NULL)
+    g_alarm_bad = 1;
+  g_heap_alarms++;
+  errno = saved;
+}
+
+NOINLINE static int fx_heap_loop(int want) {
+  struct sigaction sa;
+  struct itimerval it = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
+  void *p[64] = {0};
+  unsigned long i = 0;
+
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fx_heap_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, NULL);
+  setitimer(ITIMER_REAL, &it, NULL);
+  while (g_heap_alarms < want) {
+    unsigned k = (unsigned)(i % 64);
+    free(p[k]);
+    p[k] = malloc(16 + (i * 7919) % 4000);
+    i++;
+  }
+  setitimer(ITIMER_REAL, &off, NULL);
+  for (i = 0; i < 64; i++)
+    free(p[i]);
+  return g_alarm_bad;
+}
+
+/* termfirst: a SIGTERM handler makes the process's first watched call
+ * (getenv STKR_FIXTURE_SECRET, during raise: SIGTERM blocked), then main
+ * calls getenv HOME. */
+NOINLINE static void fx_term_handler(int sig) {
+  (void)sig;
+  if (getenv("STKR_FIXTURE_SECRET") == NULL)
+    g_alarm_bad = 1; /* the test sets it */
+}
+
 int main(int argc, char **argv) {
   const char *home = env_home();
 
   setvbuf(stdout, NULL, _IONBF, 0);
   snprintf(g_missing, sizeof g_missing, "%s/.ssh/thread-missing", home);
   snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
+  if (argc == 2 && strcmp(argv[1], "termfirst") == 0) {
+    signal(SIGTERM, fx_term_handler);
+    raise(SIGTERM);
+    if (getenv("HOME") == NULL || g_alarm_bad)
+      return 3;
+    printf("termfirst ok\n");
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "mallocsig") == 0) {
+    int bad = fx_heap_loop(100);
+    printf("alarms %d\n", (int)g_heap_alarms);
+    return bad ? 3 : 0;
+  }
   if (argc == 2 && strcmp(argv[1], "threads") == 0) {
     pthread_t t[THREADS];
     int i;

@@ -119,8 +119,15 @@ int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
                        char *const *paths, int n, stkr_reader **out);
 
 /* The exit status for a reader that has been read (as far as wanted):
- * 1 if data was lost or no process was found, else 0. */
+ * 1 if data was lost or no process was found, else 0. No process in
+ * inputs that are all empty directories is 0, said on stderr: a recording
+ * in which no process made a watched call (`record -- /bin/true`; a
+ * process writes nothing until its first). */
 int stkr_cli_status(const stkr_reader *r);
+
+/* Were the last stkr_cli_open's inputs all directories without a single
+ * entry? (Not thread-safe: the CLI's one thread.) */
+bool stkr_cli_inputs_empty(void);
 
 /* The one-line completeness summary of a reader that has been read
  * (verify.c): "INCOMPLETE: 1 of 2 processes: 14 events dropped (...); 1

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,8 @@ const char stkr_cli_exit_help[] =
     "Exit status:\n"
     "  0  all input read\n"
     "  1  recorded data lost (damaged, truncated or unsupported batches,\n"
-    "     unreadable files), no recording found, or output failed\n"
+    "     unreadable files), no recording found (an empty directory is an\n"
+    "     empty recording: 0), or output failed\n"
     "  2  usage error\n"
     "  3  an input cannot be opened\n"
     "  4  (verify only) intact but incomplete: events dropped, a process\n"
@@ -200,10 +202,30 @@ int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
                          : STKR_CLI_NO_INPUT;
 }
 
+/* Set by stkr_cli_open_opts: every input is a directory with no entry. */
+static bool g_inputs_empty;
+
+bool stkr_cli_inputs_empty(void) { return g_inputs_empty; }
+
+static bool empty_dir(const char *path) {
+  DIR *d = opendir(path);
+  const struct dirent *e;
+  bool empty = d != NULL;
+
+  while (empty && (e = readdir(d)) != NULL)
+    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+  if (d != NULL)
+    closedir(d);
+  return empty;
+}
+
 /* Warnings go to stderr as they come, in file order, so they can be matched
  * with the output around them. */
 static void stkr__cli_warn(void *arg, const stkr_warning *w) {
   (void)arg;
+  /* An empty directory: said once, by stkr_cli_status. */
+  if (w->kind == STKR_WARN_NO_SEGMENTS && g_inputs_empty)
+    return;
   /* A recording still being written is not a problem, and an incomplete
    * one is shown where it belongs: `info` and `report` say so in their
    * output (accounting, "INCOMPLETE:"), `verify` line by line. */
@@ -228,6 +250,9 @@ int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
   int i, err;
 
   *out = NULL;
+  g_inputs_empty = n > 0;
+  for (i = 0; i < n && g_inputs_empty; i++)
+    g_inputs_empty = empty_dir(paths[i]);
   err = stkr_reader_create(opts, &r);
   if (err != 0) {
     fprintf(stderr, "stackrec %s: %s\n", cmd, strerror(-err));
@@ -255,6 +280,11 @@ int stkr_cli_status(const stkr_reader *r) {
   if (c.data_lost > 0)
     return STKR_CLI_DATA_LOST;
   if (stkr_reader_process_count(r) == 0) {
+    if (g_inputs_empty) {
+      fprintf(stderr, "stackrec: an empty recording: no process made a "
+                      "watched call\n");
+      return STKR_CLI_OK;
+    }
     fprintf(stderr, "stackrec: no recording found\n");
     return STKR_CLI_DATA_LOST;
   }

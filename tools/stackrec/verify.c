@@ -58,8 +58,8 @@ static const char verify_help[] =
     "\n"
     "Exit status:\n"
     "  0  every segment is intact and the recording is complete\n"
-    "  1  damage or an inconsistency was found, no recording was found,\n"
-    "     or output failed\n"
+    "  1  damage or an inconsistency was found, no recording was found\n"
+    "     (an empty directory is an empty recording: 0), or output failed\n"
     "  2  usage error\n"
     "  3  an input cannot be opened\n"
     "  4  intact but incomplete (see above)\n";
@@ -95,8 +95,11 @@ static void on_warning(void *arg, const stkr_warning *w) {
     v->incomplete++;
     printf("incomplete: %s\n", w->message);
     return;
-  case STKR_WARN_IGNORED_FILES:
   case STKR_WARN_NO_SEGMENTS:
+    if (stkr_cli_inputs_empty())
+      return; /* an empty recording: the last line says so */
+    /* fall through */
+  case STKR_WARN_IGNORED_FILES:
   case STKR_WARN_LIVE_TAIL:
     v->notes++;
     printf("note: %s\n", w->message);
@@ -432,7 +435,11 @@ int stkr_cli_verify(int argc, char **argv) {
   }
   for (i = (size_t)optind; i < (size_t)argc; i++)
     check_rings(&v, argv[i]);
-  if (n == 0) {
+  if (n == 0 && stkr_cli_inputs_empty()) {
+    /* record's directory when no process made a watched call: complete. */
+    printf("intact: 0 processes, an empty recording (no process made a "
+           "watched call)\n");
+  } else if (n == 0) {
     v.problems++;
     printf("DAMAGED: no recording found\n");
   } else if (v.problems == 0 && v.incomplete != 0) {
