@@ -149,7 +149,9 @@ static void say(const char *fmt, ...) {
  * its queue, or, without one (preloaded by hand), say it on stderr. Under
  * record nothing goes into the program's streams. */
 static const char *real_env(const char *name);
-void stkr__pl_note(int err, const char *fmt, ...) {
+static void stkr__pl_note(int err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void stkr__pl_note(int err, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   int saved = errno;
@@ -290,9 +292,8 @@ static _Atomic int g_end_state;
  * thread of the first event instead of the main thread before main. It
  * allocates, so it must not run in a signal handler that interrupted
  * malloc: a process starts earlier when it installs a handler for a signal
- * that may come at any time, and not at all from inside an end signal's
- * handler (hooks_signal.c); and at its first fork (fork below), so that
- * its children follow it. */
+ * that may come at any time (hooks_signal.c), and at its first fork (fork
+ * below), so that its children follow it. */
 
 /* The start itself, once per process image (one CAS wins); the others wait
  * for it, bounded: stkr_init takes a few ms (6-15 ms of wall time measured),
@@ -304,12 +305,6 @@ bool stkr__pl_start_now(void) {
   if (atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
           STKR__PL_START_NONE ||
       getpid() != stkr__pl_pid) /* a vfork child shares our memory: never */
-    return false;
-  /* Maybe inside an end signal's handler: not here (hooks_signal.c);
-   * counted. */
-  if (atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
-          STKR__PL_START_PENDING &&
-      stkr__pl_in_end_handler())
     return false;
   if (!atomic_compare_exchange_strong_explicit(
           &stkr__pl.start, &expected, STKR__PL_START_BUSY,
@@ -336,8 +331,6 @@ bool stkr__pl_start_now(void) {
   /* Release: pairs with the waiters' acquire loads above. */
   atomic_store_explicit(&stkr__pl.start, STKR__PL_START_NONE,
                         memory_order_release);
-  if (err == 0)
-    stkr__pl_report_deferred(true);
   return err == 0;
 }
 
@@ -411,7 +404,6 @@ static void end_once(void) {
             memory_order_acquire))
       break;
   }
-  stkr__pl_report_deferred(false); /* never started: they stay unrecorded */
   if (atomic_compare_exchange_strong_explicit(&g_end_state, &expected, 1,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {

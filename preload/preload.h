@@ -14,8 +14,8 @@
  *   hooks_net.c    identifiers (gethostname, uname, getifaddrs, ioctl) and
  *                  network (connect, getaddrinfo)
  *   hooks_stat.c   reasons: the stat and statfs/statvfs families
- *   hooks_signal.c sigaction and the signal family: when a pending start
- *                  must come first, or wait (not recorded)
+ *   hooks_signal.c sigaction and the signal family: a pending start comes
+ *                  first when a handler may interrupt malloc
  *   hooks_dl.c     dlopen/dlclose: watched, not recorded
  *
  * Every hook follows one shape: classify the call with a cheap check (a
@@ -120,17 +120,7 @@ bool stkr__pl_start_now(void) __attribute__((noinline, cold));
  * must not act in a vfork child (which sees its parent's value). */
 extern pid_t stkr__pl_pid;
 
-/* Tell `stackrec record` (its notice socket, STACKREC_NOTIFY) or, without
- * it, stderr: err 0, a note of a process that records; else the negative
- * errno of why it records nothing (preload.c). errno is preserved. */
-void stkr__pl_note(int err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
-/* hooks_signal.c: true (and counted) when the calling thread has an end
- * signal blocked (maybe in its handler), so a start must not run here;
- * the count said once in a note, as recorded or not (`started`). */
-bool stkr__pl_in_end_handler(void);
-void stkr__pl_report_deferred(bool started);
 #define STKR__PL_CAPTURE_DEPTH 64 /* the backtrace() reference only */
 
 static inline __attribute__((always_inline)) void

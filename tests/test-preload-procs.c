@@ -300,32 +300,7 @@ static void test_first_event_in_handler(void **state) {
   }
 }
 
-/* The end signals (SIGTERM...) do not start recording when their handler
- * is installed (most programs install one and make no watched call); a
- * first event made while one is blocked (in its handler) does not start
- * it either: it is not recorded, and record's summary says so. The next
- * event, outside the handler, starts it. */
-static void test_first_event_in_end_handler(void **state) {
-  const char *dir = fresh("termfirst");
-  int rc;
-  rec r;
-  (void)state;
-
-#if defined(__SANITIZE_THREAD__)
-  skip(); /* no signal hooks in the TSan build: see above */
-#endif
-  rc = record(dir, "-q", "threads", "termfirst"); /* its secret: setup */
-  if (rc != 0 || strstr(g_out, "termfirst ok") == NULL)
-    fail_msg("status %d, out %s, err %.2000s", rc, g_out, g_err);
-  if (strstr(g_err, "1 watched call made while signal 15 was blocked") == NULL)
-    fail_msg("no note in: %.2000s", g_err);
-  rec_load(&r, dir);
-  assert_int_equal(r.n, 1);
-  assert_int_equal(count(&r, 0, "environment.getenv", "HOME"), 1);
-  rec_free(&r);
-}
-
 TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
              test_fork_exec, test_quiet_parent_is_followed,
              test_fork_during_start, test_failed_exec_unstarted_child,
-             test_first_event_in_handler, test_first_event_in_end_handler)
+             test_first_event_in_handler)

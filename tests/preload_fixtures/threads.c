@@ -11,9 +11,6 @@
  *                     the middle of hooks and of the recorder. Prints
  *                     "loop N alarms M"; every call must come back with
  *                     the right result and errno.
- *   threads termfirst  a SIGTERM handler makes the first watched call
- *                     (getenv STKR_FIXTURE_SECRET, inside raise), then
- *                     main getenv HOME
  *   threads mallocsig  a 1 ms timer's handler makes the process's first
  *                     watched call (getenv HOME) while main loops on
  *                     malloc/free; prints "alarms 100"
@@ -117,29 +114,12 @@ NOINLINE static int fx_heap_loop(int want) {
   return g_alarm_bad;
 }
 
-/* termfirst: a SIGTERM handler makes the process's first watched call
- * (getenv STKR_FIXTURE_SECRET, during raise: SIGTERM blocked), then main
- * calls getenv HOME. */
-NOINLINE static void fx_term_handler(int sig) {
-  (void)sig;
-  if (getenv("STKR_FIXTURE_SECRET") == NULL)
-    g_alarm_bad = 1; /* the test sets it */
-}
-
 int main(int argc, char **argv) {
   const char *home = env_home();
 
   setvbuf(stdout, NULL, _IONBF, 0);
   snprintf(g_missing, sizeof g_missing, "%s/.ssh/thread-missing", home);
   snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
-  if (argc == 2 && strcmp(argv[1], "termfirst") == 0) {
-    signal(SIGTERM, fx_term_handler);
-    raise(SIGTERM);
-    if (getenv("HOME") == NULL || g_alarm_bad)
-      return 3;
-    printf("termfirst ok\n");
-    return 0;
-  }
   if (argc == 2 && strcmp(argv[1], "mallocsig") == 0) {
     int bad = fx_heap_loop(100);
     printf("alarms %d\n", (int)g_heap_alarms);
