@@ -167,6 +167,22 @@ static int wait_ok(pid_t pid, const char *name) {
   return 1;
 }
 
+/* A child's exec of a missing file fails (ENOENT kept), then it records
+ * fx_after_failed_exec and exits 0. Inlined: the recorded caller stays
+ * main. */
+static inline __attribute__((always_inline, noreturn)) void
+fx_exec_missing_then_record(void) {
+  char *args[] = {"missing", NULL};
+
+  errno = 0;
+  if (execv("/nonexistent/stkr-missing", args) != -1 || errno != ENOENT) {
+    fprintf(stderr, "forker: failed exec lost its errno (%d)\n", errno);
+    exit(3);
+  }
+  fx_after_failed_exec();
+  exit(0);
+}
+
 int main(int argc, char **argv) {
   pid_t pid;
   static int ok = 1; /* static: survives vfork's shared stack */
@@ -205,14 +221,7 @@ int main(int argc, char **argv) {
     fx_parent_before();
     pid = fork();
     if (pid == 0) {
-      char *args[] = {"missing", NULL};
-      errno = 0;
-      if (execv("/nonexistent/stkr-missing", args) != -1 || errno != ENOENT) {
-        fprintf(stderr, "forker: failed exec lost its errno (%d)\n", errno);
-        exit(3);
-      }
-      fx_after_failed_exec();
-      exit(0);
+      fx_exec_missing_then_record();
     }
     if (!wait_ok(pid, "f1"))
       return 3;
@@ -281,15 +290,8 @@ int main(int argc, char **argv) {
 
   pid = fork();
   if (pid == 0) {
-    char *args[] = {"missing", NULL};
     fx_child_before_failed_exec();
-    errno = 0;
-    if (execv("/nonexistent/stkr-missing", args) != -1 || errno != ENOENT) {
-      fprintf(stderr, "forker: failed exec lost its errno (%d)\n", errno);
-      exit(3);
-    }
-    fx_after_failed_exec();
-    exit(0);
+    fx_exec_missing_then_record();
   }
   ok &= wait_ok(pid, "c5");
 
