@@ -248,17 +248,24 @@ typedef struct stkr_cli_sym_stats {
   uint64_t live_files; /* left alone: their writer is still running */
   uint64_t resolved;   /* unique PCs resolved (one cache for all files) */
   uint64_t damaged;    /* damaged batches carried over unsymbolized */
+  uint64_t from_symcache; /* images answered from a symbol cache */
 } stkr_cli_sym_stats;
 
+struct stkr_cli_symcache_todo; /* symcache_dir.h */
 /* Symbolize every offline-mode segment file of dir where it is (symbolize.c;
  * `stackrec record` after the command ended): each file is rewritten to a
  * temporary file, synced and renamed over the original; files that have
  * frames already, or whose process still runs, are left alone. Warnings
  * go to stderr as "stackrec record: warning: ..." unless quiet (record -q
  * prints nothing of its own into the program's stderr but failures).
+ * symcache_dir (NULL: none): images with a cache there are answered from
+ * it; the images read from DWARF instead are added to *todo (when not
+ * NULL) for stkr_cli_symcache_fill once the summary is printed.
  * @return 0, or -errno (out of memory, a file that could not be written:
  *         that file is then unchanged). */
 int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
+                                const char *symcache_dir,
+                                struct stkr_cli_symcache_todo *todo,
                                 stkr_cli_sym_stats *st);
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
 int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */

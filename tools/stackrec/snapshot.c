@@ -24,6 +24,7 @@
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/snapshot.h"
+#include "tools/stackrec/symcache_dir.h"
 
 /* Both backends (snapshot_linux.c, snapshot_apple.c) fill a stkr_snap the
  * same way, with malloc'd threads and stack copies: one free for both. */
@@ -288,7 +289,7 @@ static int parse_args(snap_run *r, int argc, char **argv) {
                                 "exclude each other");
   if (!r->no_symcache && !r->symcache_dir)
     r->symcache_dir =
-        stkr_snap_symcache_default(r->symcache_buf, sizeof r->symcache_buf);
+        stkr_cli_symcache_default(r->symcache_buf, sizeof r->symcache_buf);
   if (r->no_symcache) r->symcache_dir = NULL;
   if (r->json && r->outdir)
     return stkr_cli_usage_error("snapshot", "--json and -o exclude each "
@@ -485,8 +486,14 @@ int stkr_cli_snapshot(int argc, char **argv) {
             "caches in %s\n", stkr__symbe_cached(r.be),
             stkr__symbe_cached(r.be) == 1 ? "" : "s", r.symcache_dir);
   fflush(stdout);
-  if (rc == 0 && r.symcache_dir && !r.fast && !r.n_debug_dirs && r.be)
-    stkr_snap_symcache_fill(r.be, r.symcache_dir, r.quiet);
+  if (rc == 0 && r.symcache_dir && !r.fast && !r.n_debug_dirs && r.be) {
+    stkr_cli_symcache_todo todo = {0};
+    stkr_cli_symcache_take(r.be, &todo);
+    stkr_cli_symcache_fill(&todo, r.symcache_dir, "snapshot",
+                           r.quiet ? STKR_CLI_SYMCACHE_NOTES
+                                   : STKR_CLI_SYMCACHE_ALL);
+    stkr_cli_symcache_todo_free(&todo);
+  }
   if ((e = stkr_snap_writer_close(r.writer)) != 0 && rc == 0) {
     fprintf(stderr, "stackrec snapshot: %s: %s\n", r.outdir, strerror(-e));
     rc = STKR_CLI_DATA_LOST;

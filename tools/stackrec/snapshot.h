@@ -84,13 +84,4 @@ int stkr_snap_writer_add(stkr_snap_writer *w, const stkr_snap *s,
 int stkr_snap_writer_close(stkr_snap_writer *w);
 const char *stkr_snap_writer_path(const stkr_snap_writer *w);
 
-/* The symbol cache directory (snapshot_symcache.c): $XDG_CACHE_HOME/
- * stackrec/symcache, else $HOME/.cache/stackrec/symcache, into buf.
- * @return buf, or NULL (neither variable is an absolute path). */
-const char *stkr_snap_symcache_default(char *buf, size_t cap);
-/* Write DIR/<build-id>.stkrsym for the images be answered from their
- * DWARF (at most a few per run), creating DIR; failures are a note on
- * stderr, never an error. Call after the output is printed. */
-void stkr_snap_symcache_fill(stkr__symbe *be, const char *dir, bool quiet);
-
 #endif /* STKR_SNAPSHOT_H */

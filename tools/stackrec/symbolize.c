@@ -39,6 +39,7 @@
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/symbolize_canon.h"
+#include "tools/stackrec/symcache_dir.h"
 
 static const char symbolize_help[] =
     "Usage: stackrec symbolize [--debug-dir PATH]... [--symcache DIR] [-o OUT]\n"
@@ -104,6 +105,7 @@ typedef struct sym_run {
   uint64_t session_id; /* of the last Header read */
   const char *cmd; /* "symbolize" or "record": prefix of messages */
   const char *symcache_dir; /* --symcache, or NULL */
+  stkr__symbe *be; /* the backend, owned by c (stkr__symc_create) */
   char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
   size_t n_pending, cap_pending;
   stkr__canon canon; /* one image list for every process */
@@ -505,7 +507,8 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
 
   stkr_fmt_pballoc_init(&run->pballoc, STKR_FMT_MAX_DECODED_BYTES);
   stkr__demangle_swift_enable(); /* a tool: may load libswiftCore */
-  if (stkr__symbe_create(&so, &be) < 0 || stkr__symc_create(be, &run->c) < 0 ||
+  if (stkr__symbe_create(&so, &be) < 0 ||
+      (run->be = be, stkr__symc_create(be, &run->c)) < 0 ||
       !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx())) {
     fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
     return -ENOMEM;
@@ -527,6 +530,8 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
 }
 
 int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
+                                const char *symcache_dir,
+                                stkr_cli_symcache_todo *todo,
                                 stkr_cli_sym_stats *st) {
   segf *segs = NULL;
   size_t n_segs = 0, i;
@@ -539,6 +544,7 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   run.cmd = "record";
   run.in_place = true;
   run.quiet = quiet;
+  run.symcache_dir = symcache_dir;
   err = n_segs ? run_segments(&run, dir, dir, segs, n_segs, NULL, 0) : 0;
   if (err == 0)
     err = pending_commit(&run, dir);
@@ -552,6 +558,8 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   st->live_files = run.live_files;
   st->resolved = run.c ? stkr__symc_resolved(run.c) : 0;
   st->damaged = run.damaged;
+  st->from_symcache = run.c ? stkr__symbe_cached(run.be) : 0;
+  if (todo != NULL && run.c != NULL) stkr_cli_symcache_take(run.be, todo);
   run_free(&run);
   for (i = 0; i < n_segs; i++) free(segs[i].name);
   free(segs);
