@@ -168,6 +168,10 @@ static int out_open(outfile *o, const char *path, char *err, size_t cap) {
 static int out_put(outfile *o, const void *p, size_t n) {
   const uint8_t *c = p;
   int rc = 0;
+  /* An image without frames or strings (a stripped binary) has empty
+   * parts, whose pointers are NULL: memcpy(dst, NULL, 0) is still
+   * undefined behaviour (UBSan stops at it). */
+  if (n == 0) return 0;
   sum_more(&o->sum, p, n);
   for (size_t k; n && rc == 0; c += k, n -= k) {
     k = n < OUT_CHUNK ? n : OUT_CHUNK;

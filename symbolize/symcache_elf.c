@@ -56,7 +56,10 @@ static int flat_syms(Dwfl_Module *m, stkr__symspan **out, size_t *n_out) {
   *out = NULL;
   *n_out = 0;
   if (stkr__dwfl_func_syms(m, &s, &ns) != 0) return -ENOMEM;
-  if (ns == 0) return 0;
+  if (ns == 0) { /* symbols, none a function (a stripped binary's .dynsym) */
+    free(s);
+    return 0;
+  }
   pts = malloc(2 * ns * sizeof *pts);
   if (!pts || !(sp = malloc(2 * ns * sizeof *sp))) goto nomem;
   for (size_t i = 0; i < ns; i++) {
