@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_symcache_dir.h"
 #include "flush/flush_internal.h"
 
 /* Smallest ring we hand to recorder/, which requires room for four maximal
@@ -291,6 +292,7 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   stkr__fconfig c;
   int err;
   const char *dir = STKR__DEFAULT_DIR, *v;
+  char cache_dir[PATH_MAX];
 
   memset(&own, 0, sizeof own);
   if (in && (err = config_copy_sized(in, &own)) < 0) return err;
@@ -310,7 +312,33 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
     free(c.dir);
     return -ENOMEM;
   }
+  /* Read by inproc symbolization only; any other mode never opens it. A
+   * directory that does not exist or holds no cache for an image is no
+   * error: that image's DWARF is read as before. */
+  if (c.set.symbolize == STKR_SYMBOLIZE_INPROC &&
+      stkr_symcache_dir(cache_dir, sizeof cache_dir) != NULL &&
+      !(c.symcache_dir = strdup(cache_dir))) {
+    stkr__config_free(&c);
+    return -ENOMEM;
+  }
   *out = c;
+  return 0;
+}
+
+static int dup_or_null(const char *s, char **out) {
+  *out = s ? strdup(s) : NULL;
+  return s && !*out ? -ENOMEM : 0;
+}
+
+int stkr__config_dup(const stkr__fconfig *src, stkr__fconfig *dst) {
+  *dst = *src;
+  dst->app_paths = dst->symcache_dir = NULL;
+  if ((dst->dir = strdup(src->dir)) == NULL ||
+      dup_or_null(src->app_paths, &dst->app_paths) != 0 ||
+      dup_or_null(src->symcache_dir, &dst->symcache_dir) != 0) {
+    stkr__config_free(dst);
+    return -ENOMEM;
+  }
   return 0;
 }
 
@@ -340,6 +368,8 @@ void stkr__config_free(stkr__fconfig *c) {
   c->dir = NULL;
   free(c->app_paths);
   c->app_paths = NULL;
+  free(c->symcache_dir);
+  c->symcache_dir = NULL;
 }
 
 int stkr__mkdir_p(const char *path, mode_t mode) {

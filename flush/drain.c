@@ -287,7 +287,7 @@ static void sym_warn(void *arg, const char *why) {
 
 void stkr__drain_start_symbolizer(stkr__worker *w) {
   stkr__symbe *be = NULL;
-  stkr__symbe_opts so = {.warn = sym_warn};
+  stkr__symbe_opts so = {.warn = sym_warn, .symcache_dir = w->cfg.symcache_dir};
   if (w->cfg.set.symbolize != STKR_SYMBOLIZE_INPROC) return;
   if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
   if (w->symc == NULL) w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;

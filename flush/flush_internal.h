@@ -58,6 +58,9 @@ typedef struct stkr__fconfig {
   stkr_config set;
   char *dir;       /* malloc'd */
   char *app_paths; /* malloc'd STACKREC_APP_PATHS, or NULL */
+  /* malloc'd: the symbol cache directory of inproc symbolization
+   * (common/stkr_symcache_dir.h), or NULL: none. */
+  char *symcache_dir;
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
@@ -70,7 +73,9 @@ typedef struct stkr__fconfig {
  * 24,000, every run); in offline mode, under ASan, the symbolize
  * fixture's 2,002 back-to-back events with payloads seen once (each 16
  * bytes bigger with interning: the slot's old key) dropped 202
- * (//tests:symbolize). See README, "Ring capacity". */
+ * (//tests:symbolize). A symbol cache for the libraries (STACKREC_SYMCACHE)
+ * removes the stall, but is not always there. See README, "Ring
+ * capacity". */
 #define STKR__DEFAULT_RING_BYTES 262144u
 #define STKR__DEFAULT_DEPTH 64u
 #define STKR__DEFAULT_FLUSH_MS 200u
@@ -82,8 +87,12 @@ typedef struct stkr__fconfig {
 
 /* Defaults <- environment <- non-zero fields of `in` (NULL: none). 0 or
  * -EINVAL (the offending variable or field named on stderr). On success
- * out->dir and out->app_paths must be freed with stkr__config_free. */
+ * out's strings (dir, app_paths, symcache_dir) must be freed with
+ * stkr__config_free. */
 int stkr__config_build(const stkr_config *in, stkr__fconfig *out);
+/* A copy of src with strings of its own (a followed fork's worker).
+ * 0 or -ENOMEM (dst holds nothing to free then). */
+int stkr__config_dup(const stkr__fconfig *src, stkr__fconfig *dst);
 void stkr__config_free(stkr__fconfig *c);
 /* A new session's description from the resolved settings (an fconfig's
  * set): who (this process, parent_pid: 0 or the parent of a followed

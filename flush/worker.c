@@ -396,7 +396,7 @@ static void open_session(stkr__worker *w) {
 }
 
 /* Build a worker (wake, first segment file) without starting its thread.
- * Takes ownership of cfg->dir and cfg->app_paths. */
+ * Takes ownership of cfg's strings (dir, app_paths, symcache_dir). */
 static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
                          stkr__worker **out) {
   stkr__worker *w = calloc(1, sizeof *w);
@@ -409,6 +409,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   w->cfg = *cfg;
   cfg->dir = NULL;
   cfg->app_paths = NULL;
+  cfg->symcache_dir = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
   stkr__session_template(&w->cfg.set, parent_pid, &w->sess);
   pthread_mutex_init(&w->req_mu, NULL);
@@ -569,14 +570,7 @@ static void on_fork_child(void) {
 
   if (!parent) return;
   g_inherited = NULL;
-  cfg = parent->cfg;
-  cfg.dir = strdup(parent->cfg.dir);
-  cfg.app_paths = parent->cfg.app_paths ? strdup(parent->cfg.app_paths) : NULL;
-  if (!cfg.dir || (parent->cfg.app_paths && !cfg.app_paths)) {
-    stkr__config_free(&cfg);
-    err = -ENOMEM;
-    goto fail;
-  }
+  if ((err = stkr__config_dup(&parent->cfg, &cfg)) < 0) goto fail;
   if ((err = worker_create(&cfg, parent->sess.pid, &w)) < 0) goto fail;
   if ((err = start_recorder(w)) < 0) {
     stkr__seg_discard(&w->seg); /* its first batch only */

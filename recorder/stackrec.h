@@ -148,6 +148,12 @@ typedef enum stkr_unwind_mode {
  * the app's own images; with the main executable they are the "app" frames
  * (stackrec dump --app-only).
  *
+ * STACKREC_SYMCACHE (environment only; inproc symbolization): a directory
+ * of symbol caches (<build-id>.stkrsym, docs/SYMCACHE.md) answering an
+ * image instead of its DWARF, read only; default
+ * $XDG_CACHE_HOME/stackrec/symcache, else $HOME/.cache/stackrec/symcache;
+ * "none" or empty: none.
+ *
  * A field set in the struct wins over the environment. Sizes in the
  * environment accept a K, M or G suffix. A malformed environment value makes
  * stkr_init() fail with -EINVAL and name the variable on stderr.

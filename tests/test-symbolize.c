@@ -326,6 +326,42 @@ static void test_stripped_debug_by_build_id(void **state) {
   check_recording(out, "stripped-app", true, NULL);
 }
 
+/* Inproc symbolization reads symbol caches by build-id (STACKREC_SYMCACHE,
+ * else $XDG_CACHE_HOME/stackrec/symcache): the same frames as from the
+ * DWARF. A cache built from a stripped copy (same build-id, no symbols)
+ * proves the worker answered from it: our frames lose their names. */
+static void test_inproc_symcache(void **state) {
+  char full[4200], bare[4200], app[4200], xdg[4200], env[4400], dir[4200];
+  (void)state;
+  mkpath(full, sizeof full, "symcache-full");
+  mkpath(bare, sizeof bare, "symcache-xdg/stackrec/symcache");
+  mkpath(xdg, sizeof xdg, "symcache-xdg");
+  mkpath(app, sizeof app, "symcache-stripped-app");
+  if (sh("'%s' symcache build '%s' -o '%s'", g_tool, g_fixture, full) != 0)
+    fail_msg("symcache build: %s", g_err);
+  if (sh("mkdir -p '%s' && cp '%s' '%s' && chmod u+w '%s' && "
+         "strip --strip-all '%s' && '%s' symcache build '%s' -o '%s'",
+         bare, g_fixture, app, app, app, g_tool, app, bare) != 0)
+    fail_msg("stripped copy's cache: %s", g_err);
+
+  snprintf(env, sizeof env, "STACKREC_SYMCACHE='%s'", full);
+  mkpath(dir, sizeof dir, "symcache-inproc-full");
+  run_fixture(g_fixture, env, dir);
+  check_recording(dir, "symfixture", true, NULL);
+
+  /* The default directory, under XDG_CACHE_HOME: the stripped answers. */
+  snprintf(env, sizeof env, "XDG_CACHE_HOME='%s'", xdg);
+  mkpath(dir, sizeof dir, "symcache-inproc-bare");
+  run_fixture(g_fixture, env, dir);
+  check_recording(dir, "symfixture", false, NULL);
+
+  /* "none": no cache read, the binary's own symbols and DWARF. */
+  snprintf(env, sizeof env, "XDG_CACHE_HOME='%s' STACKREC_SYMCACHE=none", xdg);
+  mkpath(dir, sizeof dir, "symcache-inproc-none");
+  run_fixture(g_fixture, env, dir);
+  check_recording(dir, "symfixture", true, NULL);
+}
+
 static void test_inproc_stripped_debuglink(void **state) {
   char d[4200], dir[4200];
   (void)state;
@@ -465,6 +501,7 @@ static void test_dump_frames_and_app_only(void **state) {
 
 TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_segments_self_contained, test_offline_then_symbolize,
-             test_stripped_debug_by_build_id, test_inproc_stripped_debuglink,
+             test_stripped_debug_by_build_id, test_inproc_symcache,
+             test_inproc_stripped_debuglink,
              test_mismatched_binary, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths)

@@ -95,6 +95,7 @@ static const char record_help[] =
     "                     images read from DWARF are then converted into\n"
     "                     caches there for the next runs (after the\n"
     "                     summary; a few per run). Default:\n"
+    "                     $STACKREC_SYMCACHE (\"none\": none), else\n"
     "                     $XDG_CACHE_HOME/stackrec/symcache, else\n"
     "                     ~/.cache/stackrec/symcache\n"
     "  --no-symcache      neither read nor write symbol caches\n"
@@ -749,7 +750,7 @@ int stkr_cli_record(int argc, char **argv) {
   if (symcache != NULL && symcache[0] == '\0')
     return stkr_cli_usage_error("record", "--symcache: empty directory name");
   if (!no_symcache && symcache == NULL)
-    symcache = stkr_cli_symcache_default(symcache_buf, sizeof symcache_buf);
+    symcache = stkr_symcache_dir(symcache_buf, sizeof symcache_buf);
   /* STACKREC_DIR is set below, once the directory exists. */
   if (set_env(NULL, depth, cats, NULL, &offline) != 0)
     return rec_error("setenv: %s", strerror(errno));

@@ -72,6 +72,7 @@ static const char snapshot_help[] =
     "                   DWARF never read (same answers); after printing,\n"
     "                   the images read from DWARF are converted into\n"
     "                   caches there (a few per run). Default:\n"
+    "                   $STACKREC_SYMCACHE (\"none\": none), else\n"
     "                   $XDG_CACHE_HOME/stackrec/symcache, else\n"
     "                   ~/.cache/stackrec/symcache\n"
     "  --no-symcache    neither read nor write symbol caches\n"
@@ -289,7 +290,7 @@ static int parse_args(snap_run *r, int argc, char **argv) {
                                 "exclude each other");
   if (!r->no_symcache && !r->symcache_dir)
     r->symcache_dir =
-        stkr_cli_symcache_default(r->symcache_buf, sizeof r->symcache_buf);
+        stkr_symcache_dir(r->symcache_buf, sizeof r->symcache_buf);
   if (r->no_symcache) r->symcache_dir = NULL;
   if (r->json && r->outdir)
     return stkr_cli_usage_error("snapshot", "--json and -o exclude each "
@@ -405,7 +406,7 @@ static int setup(snap_run *r, stkr_snap_images *im) {
     fprintf(stderr, "stackrec snapshot: out of memory\n");
     return STKR_CLI_DATA_LOST;
   }
-  r->be = be; /* the cache's now, for stkr_snap_symcache_fill */
+  r->be = be; /* the cache's now, for the symbol cache fill */
   {
     stkr__symimg *si = calloc(im->n + 1, sizeof *si);
     if (!si) return STKR_CLI_DATA_LOST;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/stkr_symcache_dir.h"
 #include "tools/stackrec/symcache_dir.h"
 
 /* Most caches one run writes, and the time after which it starts no other
@@ -32,17 +33,6 @@
  * by the next runs. */
 #define FILL_MAX 8
 #define FILL_BUDGET_NS 2000000000ull
-
-const char *stkr_cli_symcache_default(char *buf, size_t cap) {
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (xdg && xdg[0] == '/')
-    snprintf(buf, cap, "%s/stackrec/symcache", xdg);
-  else if (home && home[0] == '/')
-    snprintf(buf, cap, "%s/.cache/stackrec/symcache", home);
-  else
-    return NULL;
-  return buf;
-}
 
 /* mkdir -p (0755). @return 0 or -errno. */
 static int make_dirs(const char *dir) {

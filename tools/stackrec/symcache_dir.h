@@ -10,11 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stkr_symcache_dir.h" /* the default directory */
 #include "symbolize/symbolize.h"
-
-/* $XDG_CACHE_HOME/stackrec/symcache, else $HOME/.cache/stackrec/symcache,
- * into buf. @return buf, or NULL (neither variable is an absolute path). */
-const char *stkr_cli_symcache_default(char *buf, size_t cap);
 
 /* The images a backend answered from their DWARF: what a fill would turn
  * into caches. Owns its strings; free with stkr_cli_symcache_todo_free. */
