@@ -287,6 +287,23 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
   return 0;
 }
 
+/* path made absolute against the working directory now (the worker opens
+ * caches long after, when the app may have changed directory), strdup'd.
+ * A working directory that cannot be had leaves it relative.
+ * @return 0 or -ENOMEM. */
+static int absolute_dup(const char *path, char **out) {
+  char cwd[PATH_MAX];
+  size_t n;
+  if (path[0] == '/' || getcwd(cwd, sizeof cwd) == NULL) {
+    *out = strdup(path);
+    return *out ? 0 : -ENOMEM;
+  }
+  n = strlen(cwd) + 1 + strlen(path) + 1;
+  if ((*out = malloc(n)) == NULL) return -ENOMEM;
+  snprintf(*out, n, "%s/%s", cwd, path);
+  return 0;
+}
+
 int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
   stkr_config own;
   stkr__fconfig c;
@@ -317,9 +334,9 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
    * error: that image's DWARF is read as before. */
   if (c.set.symbolize == STKR_SYMBOLIZE_INPROC &&
       stkr_symcache_dir(cache_dir, sizeof cache_dir) != NULL &&
-      !(c.symcache_dir = strdup(cache_dir))) {
+      (err = absolute_dup(cache_dir, &c.symcache_dir)) < 0) {
     stkr__config_free(&c);
-    return -ENOMEM;
+    return err;
   }
   *out = c;
   return 0;

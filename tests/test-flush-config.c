@@ -23,7 +23,8 @@ static const char *const k_vars[] = {
     "STACKREC_DIR",          "STACKREC_RING_BYTES",     "STACKREC_DEPTH",
     "STACKREC_SKIP",         "STACKREC_FLUSH_MS",       "STACKREC_SEGMENT_BYTES",
     "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK",
-    "STACKREC_EXIT_MS",      "STACKREC_UNWIND"};
+    "STACKREC_EXIT_MS",      "STACKREC_UNWIND",         "STACKREC_SYMCACHE",
+    "STACKREC_SYMBOLIZE",    "XDG_CACHE_HOME"};
 
 static int clear_env(void **state) {
   (void)state;
@@ -234,6 +235,44 @@ static void test_exit_ms(void **state) {
   assert_non_null(strstr(err, "exit_ms"));
 }
 
+/* The symbol cache directory of inproc symbolization: STACKREC_SYMCACHE
+ * (made absolute now: the worker opens caches after the app may have
+ * changed directory; "none": none), else under XDG_CACHE_HOME; none in
+ * the other modes. */
+static void test_symcache_dir(void **state) {
+  (void)state;
+  stkr__fconfig c;
+  char cwd[4096], want[4200];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_string_equal(c.symcache_dir, "/xdg/stackrec/symcache");
+  stkr__config_free(&c);
+  setenv("STACKREC_SYMCACHE", "rel/caches", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  snprintf(want, sizeof want, "%s/rel/caches", cwd);
+  assert_string_equal(c.symcache_dir, want);
+  stkr__config_free(&c);
+  setenv("STACKREC_SYMCACHE", "/abs/caches", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_string_equal(c.symcache_dir, "/abs/caches");
+  stkr__fconfig d;
+  assert_int_equal(stkr__config_dup(&c, &d), 0); /* a followed fork's copy */
+  assert_string_equal(d.symcache_dir, "/abs/caches");
+  assert_true(d.symcache_dir != c.symcache_dir);
+  stkr__config_free(&d);
+  stkr__config_free(&c);
+  setenv("STACKREC_SYMCACHE", "none", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_null(c.symcache_dir);
+  stkr__config_free(&c);
+  setenv("STACKREC_SYMCACHE", "/abs/caches", 1);
+  setenv("STACKREC_SYMBOLIZE", "offline", 1);
+  assert_int_equal(stkr__config_build(NULL, &c), 0);
+  assert_null(c.symcache_dir);
+  stkr__config_free(&c);
+}
+
 /* The ring always fits recorder/'s minimum of four maximal records. */
 static void test_small_ring_is_rounded_up(void **state) {
   (void)state;
@@ -303,6 +342,6 @@ int main(void) {
                test_struct_wins_over_env,
                test_malformed_env_is_einval_and_named,
                test_bad_fields_are_einval, test_small_ring_is_rounded_up,
-               test_exit_ms),
+               test_exit_ms, test_symcache_dir),
       TL_CASES(NULL, NULL, test_parse_size, test_mkdir_p_mode_0700));
 }
