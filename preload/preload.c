@@ -248,6 +248,55 @@ static __attribute__((unused)) int check_setup(void) {
 
 /* stkr_init() with the library's defaults; attach the calling thread.
  * Guarded by the caller, after check_setup. @return stkr_init's result. */
+/* stkr_init's work needs tens of KiB of stack (paths, the image list, the
+ * worker's setup), more than a thread made with a small stack has left:
+ * a first event on a PTHREAD_STACK_MIN (16 KiB) thread died of SIGSEGV in
+ * the start. Below this much room the start runs on a helper thread of a
+ * default stack, this one waiting for it (signals stay blocked there as
+ * here: the helper inherits the mask). */
+#define STKR__PL_START_ROOM ((uintptr_t)256 << 10)
+
+/* The bytes of stack below this frame on this thread; UINTPTR_MAX when
+ * unknown (then the start runs here, as before). */
+static uintptr_t stack_room(void) {
+  pthread_attr_t attr;
+  void *lo = NULL;
+  size_t size = 0;
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return UINTPTR_MAX;
+  int err = pthread_attr_getstack(&attr, &lo, &size);
+  pthread_attr_destroy(&attr);
+  if (err != 0 || here < (uintptr_t)lo || here - (uintptr_t)lo > size)
+    return UINTPTR_MAX;
+  return here - (uintptr_t)lo;
+}
+
+typedef struct init_call {
+  const stkr_config *cfg;
+  int err;
+} init_call;
+
+static void *init_on_helper(void *arg) {
+  init_call *c = arg;
+  c->err = stkr_init(c->cfg);
+  return NULL;
+}
+
+/* stkr_init(cfg) here, or on a helper thread when this one is short of
+ * stack. @return its result, or -errno if the helper could not run. */
+static int init_with_room(const stkr_config *cfg) {
+  init_call call = {cfg, 0};
+  pthread_t helper;
+  int err;
+
+  if (stack_room() >= STKR__PL_START_ROOM) return stkr_init(cfg);
+  if ((err = pthread_create(&helper, NULL, init_on_helper, &call)) != 0)
+    return -err;
+  (void)pthread_join(helper, NULL);
+  return call.err;
+}
+
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
@@ -262,7 +311,7 @@ static int start_recording(void) {
   v = real_env("STACKREC_FORK");
   if (v == NULL || v[0] == '\0')
     cfg.fork_mode = STKR_FORK_FOLLOW;
-  err = stkr_init(&cfg);
+  err = init_with_room(&cfg);
   if (err != 0) {
     stkr__pl_note(err, "cannot start recording in pid %d: %s", (int)getpid(),
                 stkr_strerror(err));

@@ -249,7 +249,7 @@ uint64_t stkr__ringfile_fallbacks(void) {
   return atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
 }
 
-/* dir + "/" + the file's base name into buf (PATH_MAX). */
+/* dir + "/" + the file's base name into buf (STKR__DIR_PATH_BYTES). */
 static void file_path(char *buf, uint64_t session, uint32_t thread) {
   memcpy(buf, g_sess.dir, g_sess.dir_len);
   buf[g_sess.dir_len] = '/';
@@ -269,7 +269,7 @@ static int take_or_create(const char *kind, size_t bytes, bool lock,
     return fd;
   fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
   if (fd == -ENOENT) { /* a ring's first: the cache directory is not there */
-    char d[PATH_MAX];
+    char d[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
     if (snprintf(d, sizeof d, "%s/" STKR_CACHE_DIR, g_sess.dir) < (int)sizeof d)
       (void)mkdir(d, 0700);
     fd = stkr__open_high(path, O_RDWR | O_CREAT | O_EXCL);
@@ -280,13 +280,13 @@ static int take_or_create(const char *kind, size_t bytes, bool lock,
 }
 
 /* Where a ring file is made before it gets its name (STKR_RINGFILE_NEW in
- * common/stkr_ringfile.h). 0 or -ENAMETOOLONG. */
-static int new_path(char *buf, uint64_t session, uint32_t thread) {
+ * common/stkr_ringfile.h), into buf (cap bytes). 0 or -ENAMETOOLONG. */
+static int new_path(char *buf, size_t cap, uint64_t session, uint32_t thread) {
   char name[STKR_RINGFILE_NAME_MAX];
   stkr_ringfile_name(name, g_sess.pid, session, thread);
-  int n = snprintf(buf, PATH_MAX, "%s/" STKR_CACHE_DIR "/" STKR_RINGFILE_NEW "%s",
+  int n = snprintf(buf, cap, "%s/" STKR_CACHE_DIR "/" STKR_RINGFILE_NEW "%s",
                    g_sess.dir, name);
-  return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+  return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
 static void copy_str(char *dst, size_t cap, const char *src) {
@@ -301,15 +301,15 @@ static size_t sess_file_bytes(void) {
 }
 
 int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
-  char path[PATH_MAX];
   size_t dir_len = strlen(dir);
+  char path[STKR__DIR_PATH_BYTES(dir_len)];
   size_t bytes = sess_file_bytes();
   stkr_sessfile_hdr *h;
   struct stat st;
   int fd, err;
 
   stkr__session_close(false); /* a session left open (cannot happen) */
-  if (dir_len + 1 + STKR_RINGFILE_NAME_MAX > sizeof path)
+  if (dir_len + 1 + STKR_RINGFILE_NAME_MAX > sizeof g_sess.dir)
     return -ENAMETOOLONG;
   memcpy(g_sess.dir, dir, dir_len + 1);
   g_sess.dir_len = dir_len;
@@ -476,7 +476,7 @@ static void wait_ring_makers(void) {
 
 void stkr__session_close(bool leftovers) {
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  char path[PATH_MAX];
+  char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
 
   if (h == NULL)
     return;
@@ -523,7 +523,7 @@ void stkr__session_close(bool leftovers) {
 
 bool stkr__session_check(void) {
   struct stat st;
-  char path[PATH_MAX];
+  char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
   int fd;
 
   if (atomic_load_explicit(&g_map, memory_order_relaxed) == NULL ||
@@ -577,7 +577,8 @@ void stkr__session_forget_after_fork(void) {
  * header, which reads as a file under a wrong name. Both were reported as
  * damage; now they are left where recovery removes them silently. */
 static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
-  char path[PATH_MAX], tmp[PATH_MAX];
+  char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
+  char tmp[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
   size_t bytes = STKR_RINGFILE_HDR_BYTES + (size_t)ring_size;
   /* Any thread; relaxed: only uniqueness matters. */
   uint32_t no = atomic_fetch_add_explicit(&g_file_no, 1, memory_order_relaxed) + 1;
@@ -585,7 +586,7 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   int fd, err;
 
   file_path(path, g_sess.session_id, no);
-  if ((err = new_path(tmp, g_sess.session_id, no)) != 0)
+  if ((err = new_path(tmp, sizeof tmp, g_sess.session_id, no)) != 0)
     return err;
   /* A pooled file is sized and reserved already; its old header is
    * cleared below before anything reads it. */
@@ -758,7 +759,7 @@ static void cache_clear(bool unlink_files) {
 }
 
 void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
-  char path[PATH_MAX];
+  char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
 
   if (session == 0 || file_no == 0 || g_sess.dir_len == 0)
     return;

@@ -66,14 +66,14 @@ static bool same_file(int fd, const char *path, off_t bytes) {
 /* Is the cache directory there? (No pool yet is the common case of a
  * recording's first processes: one look instead of a miss per slot.) */
 static bool pool_dir_exists(const char *dir) {
-  char d[PATH_MAX];
+  char d[STKR__DIR_PATH_BYTES(strlen(dir))];
   return snprintf(d, sizeof d, "%s/" STKR_CACHE_DIR, dir) < (int)sizeof d &&
          access(d, F_OK) == 0;
 }
 
 int stkr__pool_take(const char *dir, const char *kind, size_t bytes,
                     bool lock, const char *path) {
-  char src[PATH_MAX];
+  char src[STKR__DIR_PATH_BYTES(strlen(dir))];
 
   if (!atomic_load_explicit(&g_pool_ok, memory_order_relaxed)) return -ENOSYS;
   for (unsigned k = 0; k < STKR__POOL_SLOTS; k++) {
@@ -116,7 +116,7 @@ int stkr__pool_take(const char *dir, const char *kind, size_t bytes,
 }
 
 bool stkr__pool_put(const char *dir, const char *kind, const char *path) {
-  char dst[PATH_MAX];
+  char dst[STKR__DIR_PATH_BYTES(strlen(dir))];
   bool made = false;
 
   if (!atomic_load_explicit(&g_pool_ok, memory_order_relaxed)) return false;
@@ -128,7 +128,7 @@ bool stkr__pool_put(const char *dir, const char *kind, const char *path) {
     if (errno == ENOENT && !made) {
       /* The cache directory, not there yet (or path gone: then the retry
        * fails again and we give up). */
-      char d[PATH_MAX];
+      char d[STKR__DIR_PATH_BYTES(strlen(dir))];
       made = true;
       if (snprintf(d, sizeof d, "%s/" STKR_CACHE_DIR, dir) < (int)sizeof d)
         (void)mkdir(d, 0700);

@@ -91,6 +91,15 @@ int stkr__cache_open(const char *name);
 int stkr__pool_take(const char *dir, const char *kind, size_t bytes, bool lock,
                     const char *path);
 bool stkr__pool_put(const char *dir, const char *kind, const char *path);
+/* Bytes of a path under a recording directory of dir_len bytes: the
+ * directory, "/" STKR_CACHE_DIR "/", a prefix ("new-", "pool-") and a file
+ * name of at most STKR_RINGFILE_NAME_MAX bytes with its NUL. Path buffers
+ * on the ring's and session's paths are sized with it (variable-length
+ * arrays), not PATH_MAX: a thread's first event creates its ring on the
+ * program's own stack, where PATH_MAX buffers took ~21 KB and overflowed a
+ * thread of PTHREAD_STACK_MIN (16 KiB) stack: SIGSEGV in the app. */
+#define STKR__DIR_PATH_BYTES(dir_len) \
+  ((dir_len) + sizeof("/" STKR_CACHE_DIR "/pool-") + STKR_RINGFILE_NAME_MAX)
 /* A site was given an id (site.c): store its name in the session file.
  * Lock-free, no system call: a memcpy into the mapping. */
 void stkr__session_site_added(uint32_t id, const char *name);

@@ -300,7 +300,32 @@ static void test_first_event_in_handler(void **state) {
   }
 }
 
+/* Threads made with the smallest stack (PTHREAD_STACK_MIN, 16 KiB): the
+ * first starts the recorder with its first event, the second attaches a
+ * ring. Both ran out of stack (SIGSEGV) in PATH_MAX buffers: ~21 KB for a
+ * ring's creation, more for the start. Under a sanitizer the smallest
+ * stack is too small for the instrumented program itself: 64 KiB there. */
+static void test_small_stacks(void **state) {
+  const char *dir = fresh("smallstack");
+  int rc;
+  rec r;
+  (void)state;
+
+  rc = record(dir, "-q", "threads", SANITIZED ? "smallstack 65536"
+                                              : "smallstack 0");
+  if (rc != 0 || strstr(g_out, "ok") == NULL)
+    fail_msg("status %d, out %s, err %.2000s", rc, g_out, g_err);
+  rec_load(&r, dir);
+  assert_int_equal(r.n, 2);
+  assert_int_equal(count(&r, 0, "environment.getenv", "HOME"), 2);
+  for (size_t i = 0; i < r.n; i++)
+    assert_first_pc(&r, &r.evs[i], "threads", "fx_small_body", NULL);
+  assert_int_equal(stkr_reader_process(r.r, 0)->drops, 0);
+  assert_int_equal(stkr_reader_process(r.r, 0)->threads, 2);
+  rec_free(&r);
+}
+
 TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
              test_fork_exec, test_quiet_parent_is_followed,
              test_fork_during_start, test_failed_exec_unstarted_child,
-             test_first_event_in_handler)
+             test_first_event_in_handler, test_small_stacks)

@@ -14,11 +14,18 @@
  *   threads mallocsig  a 1 ms timer's handler makes the process's first
  *                     watched call (getenv HOME) while main loops on
  *                     malloc/free; prints "alarms 100"
+ *   threads smallstack N  two threads one after the other, each made with
+ *                     a stack of N bytes (0: PTHREAD_STACK_MIN), each
+ *                     calling getenv HOME once (fx_small_body): the first
+ *                     is the process's first watched call (the recorder
+ *                     starts there), the second attaches its own ring
+ *                     there. Prints "ok".
  * Exits 0, or 3 after printing a failed check.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -114,12 +121,38 @@ NOINLINE static int fx_heap_loop(int want) {
   return g_alarm_bad;
 }
 
+NOINLINE static void *fx_small_body(void *arg) {
+  (void)arg;
+  if (getenv("HOME") == NULL) g_failed = 1;
+  BARRIER();
+  return NULL;
+}
+
+static int small_stacks(size_t bytes) {
+  pthread_attr_t attr;
+  pthread_t t;
+
+  pthread_attr_init(&attr);
+  if (pthread_attr_setstacksize(&attr, bytes ? bytes : PTHREAD_STACK_MIN) != 0)
+    return 2;
+  for (int i = 0; i < 2; i++) {
+    if (pthread_create(&t, &attr, fx_small_body, NULL) != 0) return 2;
+    pthread_join(t, NULL);
+  }
+  pthread_attr_destroy(&attr);
+  if (g_failed) return 3;
+  printf("ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *home = env_home();
 
   setvbuf(stdout, NULL, _IONBF, 0);
   snprintf(g_missing, sizeof g_missing, "%s/.ssh/thread-missing", home);
   snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
+  if (argc == 3 && strcmp(argv[1], "smallstack") == 0)
+    return small_stacks(strtoul(argv[2], NULL, 0));
   if (argc == 2 && strcmp(argv[1], "mallocsig") == 0) {
     int bad = fx_heap_loop(100);
     printf("alarms %d\n", (int)g_heap_alarms);
