@@ -246,8 +246,6 @@ static __attribute__((unused)) int check_setup(void) {
   return 0;
 }
 
-/* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller, after check_setup. @return stkr_init's result. */
 /* stkr_init's work needs tens of KiB of stack (paths, the image list, the
  * worker's setup), more than a thread made with a small stack has left:
  * a first event on a PTHREAD_STACK_MIN (16 KiB) thread died of SIGSEGV in
@@ -297,6 +295,8 @@ static int init_with_room(const stkr_config *cfg) {
   return call.err;
 }
 
+/* stkr_init() with the library's defaults; attach the calling thread.
+ * Guarded by the caller, after check_setup. @return stkr_init's result. */
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
