@@ -255,13 +255,17 @@ static __attribute__((unused)) int check_setup(void) {
 #define STKR__PL_START_ROOM ((uintptr_t)256 << 10)
 
 /* The bytes of stack below this frame on this thread; UINTPTR_MAX when
- * unknown (then the start runs here, as before). */
+ * unknown or the main thread's (then the start runs here, as before). The
+ * main thread's stack grows on demand up to RLIMIT_STACK (8 MiB unless
+ * set lower), and for it pthread_getattr_np parses /proc/self/maps, which
+ * every process that records would pay at its start. */
 static uintptr_t stack_room(void) {
   pthread_attr_t attr;
   void *lo = NULL;
   size_t size = 0;
   uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 
+  if ((pid_t)syscall(SYS_gettid) == getpid()) return UINTPTR_MAX;
   if (pthread_getattr_np(pthread_self(), &attr) != 0) return UINTPTR_MAX;
   int err = pthread_attr_getstack(&attr, &lo, &size);
   pthread_attr_destroy(&attr);

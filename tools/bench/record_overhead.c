@@ -18,8 +18,9 @@
  *             child) and _exit(0); the parent waits for each
  * Each workload runs plain, under `stackrec record -q -o DIR` (a fresh
  * DIR each time, removed afterwards, not timed), and with the hooks alone
- * (LD_PRELOAD, offline mode, fork follow, into a fresh DIR: what the
- * processes pay, without record's symbolization at the end), interleaved
+ * (LD_PRELOAD, offline mode, fork follow, unwind tables, as record sets
+ * them for its processes, into a fresh DIR: what the processes pay,
+ * without record's symbolization at the end), interleaved
  * in rotating order, ROUNDS rounds (default 5); the table shows medians. Wall time is measured around fork/exec/wait of the
  * whole command, so for the recorded run it includes record's own work:
  * setup and symbolizing the recording once at the end; the summary is
@@ -95,6 +96,7 @@ static double run_timed(char *const argv[], const char *dir,
          setenv("STACKREC_DIR", hooks_dir, 1) != 0 ||
          setenv("STACKREC_SYMBOLIZE", "offline", 1) != 0 ||
          setenv("STACKREC_FORK", "follow", 1) != 0 ||
+         setenv("STACKREC_UNWIND", "tables", 1) != 0 ||
          setenv("STACKREC_SKIP", "1", 1) != 0))
       _exit(126);
     execvp(argv[0], argv);
@@ -302,7 +304,7 @@ int main(int argc, char **argv) {
     if (q / p > worst) worst = q / p;
   }
   printf("(recorded: stackrec record -q, symbolizing at the end from symbol "
-         "caches; hooks: LD_PRELOAD alone, offline, no record; cold: one "
+         "caches; hooks: LD_PRELOAD alone, offline, tables, no record; cold: one "
          "recorded run on an empty symbol cache directory, which it fills)\n");
   printf("worst ratio %.2fx (target <= 1.30x): %s\n", worst,
          worst <= 1.3 ? "PASS" : "MISS");
