@@ -389,37 +389,6 @@ void stkr__config_free(stkr__fconfig *c) {
   c->symcache_dir = NULL;
 }
 
-int stkr__mkdir_p(const char *path, mode_t mode) {
-  char buf[PATH_MAX];
-  size_t len = strlen(path);
-  struct stat st;
-
-  if (len == 0) return -EINVAL;
-  if (len >= sizeof buf) return -ENAMETOOLONG;
-  memcpy(buf, path, len + 1);
-  while (len > 1 && buf[len - 1] == '/') buf[--len] = '\0';
-
-  /* Create each missing prefix in turn. EEXIST from a racing creator is
-   * fine as long as the thing that exists is a directory (checked last). */
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, mode) != 0 && errno != EEXIST) {
-      int e = errno;
-      *p = '/';
-      return -e;
-    }
-    *p = '/';
-  }
-  if (mkdir(buf, mode) != 0) {
-    int e = errno;
-    if (e != EEXIST) return -e;
-  }
-  if (stat(buf, &st) != 0) return -errno;
-  if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
-  return 0;
-}
-
 /* The names fit their fields: arch and mode names are short, process_name
  * is as long as stkr__process_name's buffer. */
 void stkr__session_template(const stkr_config *set, uint32_t parent_pid,

@@ -103,8 +103,6 @@ void stkr__session_template(const stkr_config *set, uint32_t parent_pid,
                             stkr_sessfile_hdr *s);
 /* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
 int stkr__parse_size(const char *s, uint64_t *out);
-/* mkdir -p; the directories created get `mode`. 0 or -errno. */
-int stkr__mkdir_p(const char *path, mode_t mode);
 
 /* ---- stack table (stacktable.c) ------------------------------------------ */
 typedef struct stkr__stack {

@@ -38,6 +38,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
+#include "common/stkr_mkdir.h"
 #include "flush/flush_internal.h"
 #include "proto/stkr_format.h"
 
@@ -174,7 +175,7 @@ int stkr__seg_open_next(stkr__segw *s) {
     if (err == -ENOENT && !made_dir) {
       /* The directory went away: recording resumes once it can be made. */
       made_dir = true;
-      if ((err = stkr__mkdir_p(s->dir, 0700)) < 0) return err;
+      if ((err = stkr_mkdir_p(s->dir, 0700)) < 0) return err;
       seq--;
       continue;
     }

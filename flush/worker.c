@@ -63,6 +63,7 @@
 
 #include "common/stkr_io.h"
 #include "common/stkr_notify.h"
+#include "common/stkr_mkdir.h"
 #include "flush/worker.h"
 #include "proto/stkr_recover.h"
 
@@ -433,7 +434,7 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     err = -ENOMEM;
     goto fail;
   }
-  if ((err = stkr__mkdir_p(w->cfg.dir, 0700)) < 0) {
+  if ((err = stkr_mkdir_p(w->cfg.dir, 0700)) < 0) {
     stkr__log(STKR__LOG_CONFIG, "cannot create directory %s: %s", w->cfg.dir,
               strerror(-err));
     goto fail;

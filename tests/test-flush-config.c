@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "common/stkr_mkdir.h"
 #include "flush/flush_internal.h"
 #include "tests/testlib.h"
 
@@ -314,7 +315,7 @@ static void test_mkdir_p_mode_0700(void **state) {
   mode_t old = umask(0);
   assert_non_null(mkdtemp(base));
   snprintf(path, sizeof path, "%s/a/b/c/", base);
-  assert_int_equal(stkr__mkdir_p(path, 0700), 0);
+  assert_int_equal(stkr_mkdir_p(path, 0700), 0);
   snprintf(path, sizeof path, "%s/a/b/c", base);
   assert_int_equal(stat(path, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
@@ -324,14 +325,14 @@ static void test_mkdir_p_mode_0700(void **state) {
   assert_int_equal(st.st_mode & 0777, 0700);
   /* Existing: fine. A file in the way: -ENOTDIR / -EEXIST. */
   snprintf(path, sizeof path, "%s/a/b", base);
-  assert_int_equal(stkr__mkdir_p(path, 0700), 0);
+  assert_int_equal(stkr_mkdir_p(path, 0700), 0);
   snprintf(path, sizeof path, "%s/file", base);
   int fd = open(path, O_CREAT | O_WRONLY, 0600);
   assert_true(fd >= 0);
   close(fd);
-  assert_int_equal(stkr__mkdir_p(path, 0700), -ENOTDIR);
+  assert_int_equal(stkr_mkdir_p(path, 0700), -ENOTDIR);
   snprintf(path, sizeof path, "%s/file/sub", base);
-  assert_true(stkr__mkdir_p(path, 0700) < 0);
+  assert_true(stkr_mkdir_p(path, 0700) < 0);
   umask(old);
 }
 

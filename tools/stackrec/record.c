@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_mkdir.h"
 #include "preload/match.h"
 #include "proto/stkr_format.h"
 #include "recorder/stackrec.h"
@@ -193,26 +194,6 @@ static int find_preload(char *out, size_t cap) {
                    PRELOAD_NAME, tried, PRELOAD_NAME);
 }
 
-static int mkdir_p(const char *path) {
-  char buf[PATH_MAX];
-  size_t len = strlen(path), i;
-
-  if (len == 0 || len >= sizeof buf)
-    return -ENAMETOOLONG;
-  memcpy(buf, path, len + 1);
-  for (i = 1; i < len; i++) {
-    if (buf[i] != '/')
-      continue;
-    buf[i] = '\0';
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-      return -errno;
-    buf[i] = '/';
-  }
-  if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-    return -errno;
-  return 0;
-}
-
 /* Can we (and so the command, which runs as we do) create files in dir?
  * Tried, not guessed from mode bits: a read-only file system or an ACL
  * answers too. @return 0 or -errno. */
@@ -244,7 +225,7 @@ static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
   int err;
 
   if (opt != NULL) {
-    if ((err = mkdir_p(opt)) < 0 || (err = dir_usable(opt)) < 0) {
+    if ((err = stkr_mkdir_p(opt, 0700)) < 0 || (err = dir_usable(opt)) < 0) {
       rec_error("-o %s: cannot use it as the recording directory: %s", opt,
                 strerror(-err));
       return REC_BAD_DIR;

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/stkr_mkdir.h"
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 
@@ -104,7 +105,7 @@ int stkr_cli_symcache(int argc, char **argv) {
       {0}};
   stkr_cli_getopt_state gopt = {.cmd = "symcache", .opts = opts,
                                 .help = {symcache_help}, .long_only = true};
-  int status = 0;
+  int status = 0, rc;
 
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     fputs(symcache_help, stdout);
@@ -119,9 +120,9 @@ int stkr_cli_symcache(int argc, char **argv) {
   if (!dir) return stkr_cli_usage_error("symcache", "no -o DIR given");
   if (optind >= argc)
     return stkr_cli_usage_error("symcache", "no DSYM_OR_BINARY given");
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+  if ((rc = stkr_mkdir_p(dir, 0755)) != 0) {
     fprintf(stderr, "stackrec symcache: cannot create %s: %s\n", dir,
-            strerror(errno));
+            strerror(-rc));
     return STKR_CLI_DATA_LOST;
   }
   stkr__demangle_swift_enable();

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/stkr_mkdir.h"
 #include "common/stkr_symcache_dir.h"
 #include "tools/stackrec/symcache_dir.h"
 
@@ -33,22 +34,6 @@
  * by the next runs. */
 #define FILL_MAX 8
 #define FILL_BUDGET_NS 2000000000ull
-
-/* mkdir -p (0755). @return 0 or -errno. */
-static int make_dirs(const char *dir) {
-  char p[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof p) return -ENAMETOOLONG;
-  memcpy(p, dir, n + 1);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/') continue;
-    *s = '\0';
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) return -errno;
-    *s = '/';
-  }
-  if (mkdir(p, 0755) != 0 && errno != EEXIST) return -errno;
-  return 0;
-}
 
 static uint64_t mono_ns(void) {
   struct timespec ts;
@@ -137,7 +122,7 @@ void stkr_cli_symcache_fill(const stkr_cli_symcache_todo *t, const char *dir,
   int rc;
 
   if (t->n == 0) return; /* every image from a cache (or none has DWARF) */
-  if ((rc = make_dirs(dir)) != 0) {
+  if ((rc = stkr_mkdir_p(dir, 0755)) != 0) {
     if (verbosity >= STKR_CLI_SYMCACHE_NOTES)
       fprintf(stderr, "stackrec %s: note: symbol cache directory %s: %s (no "
               "caches written)\n", cmd, dir, strerror(-rc));
