@@ -4,7 +4,9 @@
  * only `dir` set: 256 KiB rings, inproc symbolization, the 200 ms
  * interval, depth 64, payloads up to 256 bytes; any STACKREC_* variable
  * set applies, e.g. STACKREC_SYMBOLIZE=offline as under `stackrec
- * record`) and the real flush worker, each in a forked child so that
+ * record`; STACKREC_SYMCACHE=none unless set, so that a symbol cache an
+ * earlier `stackrec record` left does not change the figures silently)
+ * and the real flush worker, each in a forked child so that
  * one part's rings and worker do not linger into the next:
  *
  *   C. burst: 4 threads x 6,000 events within ~25 ms (4-frame stacks, a
@@ -241,9 +243,15 @@ int producers_capacity(unsigned loop_seconds, int *total) {
 
   const char *sym = getenv("STACKREC_SYMBOLIZE");
   const char *ring = getenv("STACKREC_RING_BYTES");
+  /* Inproc symbolization reads symbol caches from the user's cache
+   * directory when no STACKREC_SYMCACHE says otherwise: whether an earlier
+   * `stackrec record` left libc's there would change C and E (the first
+   * resolution's stall, libdw's memory). None unless asked for. */
+  if (getenv("STACKREC_SYMCACHE") == NULL) setenv("STACKREC_SYMCACHE", "none", 1);
   printf("\nC-E. ring capacity with the default configuration (symbolize %s, "
-         "rings of %s bytes; 200 ms interval, the real worker), each in a "
-         "child process\n", sym ? sym : "inproc", ring ? ring : "262144");
+         "rings of %s bytes; 200 ms interval, the real worker; symbol caches: "
+         "%s), each in a child process\n", sym ? sym : "inproc",
+         ring ? ring : "262144", getenv("STACKREC_SYMCACHE"));
   unsigned long long att = 0, drop = 0, full = 0, n = 0, cpu = 0, wr = 0;
   double span = 0;
   (*total)++;
