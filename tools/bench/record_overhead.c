@@ -28,7 +28,7 @@
  *
  * record resolves the recording at its end from symbol caches by build-id
  * (`--symcache`), which it fills from DWARF when they are missing. The
- * bench gives it a cache directory of its own (XDG_CACHE_HOME in its
+ * bench gives it a cache directory of its own (STACKREC_SYMCACHE in its
  * temporary directory): empty for one recorded run of each workload
  * before the rounds (the "cold" column: a first run ever, which reads
  * libc's DWARF and writes its cache after the summary), then kept, as a
@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
   int rounds = 5;
   bool summary = false;
   static double t[3][3][MAX_ROUNDS], cold[3];
-  char xdg[PATH_MAX + 32];
+  char cache_dir[PATH_MAX + 32];
   static const char *const names[3] = {"make -j2 (16 files)",
                                        "bash, 200 subprocesses",
                                        "C, 200 forks"};
@@ -243,8 +243,8 @@ int main(int argc, char **argv) {
   }
   if (mkdtemp(root) == NULL) return 1;
   generate(root);
-  snprintf(xdg, sizeof xdg, "%s/xdg", root);
-  if (setenv("XDG_CACHE_HOME", xdg, 1) != 0) return 1;
+  snprintf(cache_dir, sizeof cache_dir, "%s/symcache", root);
+  if (setenv("STACKREC_SYMCACHE", cache_dir, 1) != 0) return 1;
   snprintf(proj, sizeof proj, "%s/proj", root);
   snprintf(script, sizeof script, "%s/subprocs.sh", root);
 
@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
         if (w == 0 && sh("make -s -C '%s' clean >/dev/null", proj) != 0)
           return 1;
         snprintf(recdir, sizeof recdir, "%s/rec-%d-%d", root, r + 1, w);
-        if (r < 0) sh("rm -rf '%s'", xdg);
+        if (r < 0) sh("rm -rf '%s'", cache_dir);
         if (recorded) {
           argv_rec[k++] = bin;
           argv_rec[k++] = "record";
