@@ -97,7 +97,8 @@ static __attribute__((unused)) void rec_load(rec *out, const char *dir) {
     snprintf(e->payload, sizeof e->payload, "%.*s", (int)v.payload_len,
              v.payload ? (const char *)v.payload : "");
     e->n_pcs = v.n_pcs;
-    memcpy(e->pcs, v.pcs, (v.n_pcs < 4 ? v.n_pcs : 4) * sizeof(uint64_t));
+    if (v.n_pcs) /* an event without a stack has no PC array at all */
+      memcpy(e->pcs, v.pcs, (v.n_pcs < 4 ? v.n_pcs : 4) * sizeof(uint64_t));
     e->stack_truncated = v.stack_truncated;
     e->tid = v.tid;
   }

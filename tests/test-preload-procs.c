@@ -325,7 +325,44 @@ static void test_small_stacks(void **state) {
   rec_free(&r);
 }
 
+/* An event in a handler on an alternate signal stack has no stack (the
+ * walk finds no frame inside the thread's stack): recorded, counted, shown
+ * as "(no stack)". Its stack of no PC made record's resolution of the
+ * whole recording fail ("Cannot allocate memory"), every frame left
+ * image+offset. */
+static void test_altstack_handler(void **state) {
+  const char *dir = fresh("altstack");
+  int rc;
+  rec r;
+  (void)state;
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* TSan delivers the signal later, not on the alternate stack */
+#endif
+  rc = record(dir, "", "threads", "altstack");
+  if (rc != 0 || strstr(g_out, "ok") == NULL)
+    fail_msg("status %d, out %s, err %.2000s", rc, g_out, g_err);
+  if (strstr(g_err, "failed") != NULL || strstr(g_err, "warning") != NULL)
+    fail_msg("record's summary: %.3000s", g_err);
+  rec_load(&r, dir);
+  assert_int_equal(r.n, 2);
+  size_t empty = 0;
+  for (size_t i = 0; i < r.n; i++) {
+    if (r.evs[i].n_pcs == 0) {
+      empty++;
+      continue;
+    }
+    assert_first_pc(&r, &r.evs[i], "threads", "fx_altstack_main", NULL);
+  }
+  assert_int_equal(empty, 1);
+  assert_int_equal(stkr_reader_process(r.r, 0)->drops, 0);
+  rec_free(&r);
+  assert_int_equal(sh("'%s' report '%s'", g_bin, dir), 0);
+  assert_non_null(strstr(g_out, "(no stack)"));
+  assert_non_null(strstr(g_out, "fx_altstack_main"));
+}
+
 TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
              test_fork_exec, test_quiet_parent_is_followed,
              test_fork_during_start, test_failed_exec_unstarted_child,
-             test_first_event_in_handler, test_small_stacks)
+             test_first_event_in_handler, test_small_stacks,
+             test_altstack_handler)

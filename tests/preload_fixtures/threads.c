@@ -20,6 +20,10 @@
  *                     is the process's first watched call (the recorder
  *                     starts there), the second attaches its own ring
  *                     there. Prints "ok".
+ *   threads altstack   a SIGUSR1 handler running on an alternate signal
+ *                     stack (SA_ONSTACK) calls getenv HOME
+ *                     (fx_altstack_handler), then main calls it
+ *                     (fx_altstack_main). Prints "ok".
  * Exits 0, or 3 after printing a failed check.
  */
 #define _GNU_SOURCE
@@ -145,12 +149,37 @@ static int small_stacks(size_t bytes) {
   return 0;
 }
 
+NOINLINE static void fx_altstack_handler(int sig) {
+  (void)sig;
+  if (getenv("HOME") == NULL) g_failed = 1;
+  BARRIER();
+}
+
+NOINLINE static int fx_altstack_main(void) {
+  static char alt[1 << 16];
+  stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
+  struct sigaction sa;
+
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fx_altstack_handler;
+  sa.sa_flags = SA_ONSTACK;
+  if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0)
+    return 2;
+  raise(SIGUSR1); /* the first event: the recording's first stack is empty */
+  if (getenv("HOME") == NULL) return 3;
+  if (g_failed) return 3;
+  printf("ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *home = env_home();
 
   setvbuf(stdout, NULL, _IONBF, 0);
   snprintf(g_missing, sizeof g_missing, "%s/.ssh/thread-missing", home);
   snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
+  if (argc == 2 && strcmp(argv[1], "altstack") == 0)
+    return fx_altstack_main();
   if (argc == 3 && strcmp(argv[1], "smallstack") == 0)
     return small_stacks(strtoul(argv[2], NULL, 0));
   if (argc == 2 && strcmp(argv[1], "mallocsig") == 0) {

@@ -241,6 +241,11 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
     const uint64_t *pcs = stkr__canon_pcs(&run->canon, d->pcs, d->n_pcs);
     const uint32_t *fr;
     uint32_t nf;
+    /* A stack of no PC (an event in a handler on an alternate signal
+     * stack: the walk found no frame inside the thread's stack) has no
+     * frame to resolve. Taken for "out of memory" below, it failed the
+     * whole recording's resolution. */
+    if (d->n_pcs == 0) continue;
     if (!pcs)
       err = -ENOMEM;
     else if ((err = stkr__symc_stack(run->c, pcs, d->n_pcs, &fr, &nf)) == 0 &&
