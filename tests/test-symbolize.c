@@ -362,6 +362,25 @@ static void test_inproc_symcache(void **state) {
   check_recording(dir, "symfixture", true, NULL);
 }
 
+/* A FIFO under the app's cache name (the directory may be shared, anyone's
+ * to write into): the in-process reader refuses it and reads the DWARF.
+ * Before, its open() waited for a writer forever and the app hung in its
+ * first flush (a regression shows here as the test's timeout). */
+static void test_inproc_symcache_fifo(void **state) {
+  char full[4200], fifo[4200], env[4400], dir[4200];
+  (void)state;
+  mkpath(full, sizeof full, "symcache-fifo-src");
+  mkpath(fifo, sizeof fifo, "symcache-fifo");
+  if (sh("'%s' symcache build '%s' -o '%s' && mkdir -p '%s' && "
+         "for f in '%s'/*.stkrsym; do mkfifo \"%s/${f##*/}\" || exit 1; done",
+         g_tool, g_fixture, full, fifo, full, fifo) != 0)
+    fail_msg("fifo under the cache's name: %s", g_err);
+  snprintf(env, sizeof env, "STACKREC_SYMCACHE='%s'", fifo);
+  mkpath(dir, sizeof dir, "symcache-inproc-fifo");
+  run_fixture(g_fixture, env, dir);
+  check_recording(dir, "symfixture", true, NULL);
+}
+
 static void test_inproc_stripped_debuglink(void **state) {
   char d[4200], dir[4200];
   (void)state;
@@ -502,6 +521,6 @@ static void test_dump_frames_and_app_only(void **state) {
 TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_segments_self_contained, test_offline_then_symbolize,
              test_stripped_debug_by_build_id, test_inproc_symcache,
-             test_inproc_stripped_debuglink,
+             test_inproc_symcache_fifo, test_inproc_stripped_debuglink,
              test_mismatched_binary, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths)
