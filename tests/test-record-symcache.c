@@ -263,6 +263,36 @@ static void test_fifo_cache(void **state) {
   err_has("warning", false);
 }
 
+/* `ulimit -s 128` (here the soft limit only) is meant for CMD, and record
+ * inherits it: resolving libc's frames from its DWARF (--no-symcache),
+ * libdw's line-table reader keeps ~150 KiB on the stack, and record died
+ * of SIGSEGV after CMD (status 139, no summary). It resolves on a thread
+ * of 8 MiB now; CMD's status and the frames are the same. */
+static void test_small_stack_limit(void **state) {
+  char rec[4200], opts[4300], report[1 << 16];
+  int rc;
+  (void)state;
+  if (g_skip) return;
+
+  /* Without caches, then filling an empty directory (the fill's threads). */
+  for (int i = 0; i < 2; i++) {
+    if (i == 0)
+      snprintf(opts, sizeof opts, "--no-symcache");
+    else
+      snprintf(opts, sizeof opts, "--symcache '%s'", fresh("small-stack"));
+    snprintf(rec, sizeof rec, "%s", fresh("rec-small-stack"));
+    rc = tl_sh(&cr_capture, "ulimit -S -s 128 && '%s' record %s -o '%s' -- "
+               "'%s' exit 0", cr_bin, opts, rec, g_fx);
+    snprintf(g_rec_err, sizeof g_rec_err, "%s", cr_err);
+    if (rc != 0) fail_msg("record under a 128 KiB stack: status %d: %s", rc,
+                          cr_err);
+    err_has("exited with status 0", true);
+    assert_int_equal(cr_run("report '%s'", rec), 0);
+    snprintf(report, sizeof report, "%s", cr_out);
+    if (g_report[0][0] != '\0') assert_string_equal(report, g_report[0]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_filled_then_used),
@@ -270,6 +300,7 @@ int main(void) {
       cmocka_unit_test(test_unusable_dir),
       cmocka_unit_test(test_damaged_cache),
       cmocka_unit_test(test_fifo_cache),
+      cmocka_unit_test(test_small_stack_limit),
   };
   return cmocka_run_group_tests_name("record-symcache", tests, setup, NULL);
 }
