@@ -476,17 +476,32 @@ fail:
   return err;
 }
 
+/* The worker's smallest stack. A thread made with default attributes gets
+ * the size of RLIMIT_STACK (`ulimit -s 64`: 64 KiB) or of the app's
+ * pthread_setattr_default_np, and the worker's inproc symbolization runs
+ * libdw, whose line-table reader (dwarf_getsrclines) keeps ~150 KiB of
+ * arrays on its stack for libc's table: the app died of SIGSEGV in the
+ * worker. Address space only; pages never touched cost no memory. */
+#define STKR__WORKER_STACK_MIN ((size_t)2 << 20)
+
 /* Start the worker thread with every signal blocked: the app's handlers
  * must never run on our thread (and a handler calling stkr_event there
  * would record the worker). */
 static int worker_start(stkr__worker *w) {
   sigset_t all, old;
+  pthread_attr_t attr;
+  size_t size = 0;
   int err;
+  if ((err = pthread_attr_init(&attr)) != 0) return -err;
+  if (pthread_attr_getstacksize(&attr, &size) != 0 ||
+      size < STKR__WORKER_STACK_MIN)
+    (void)pthread_attr_setstacksize(&attr, STKR__WORKER_STACK_MIN);
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   atomic_store_explicit(&g_wake_target, w, memory_order_seq_cst);
-  err = pthread_create(&w->thread, NULL, worker_main, w);
+  err = pthread_create(&w->thread, &attr, worker_main, w);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
   if (err) {
     wake_disarm();
     return -err;

@@ -290,11 +290,20 @@ static void *init_on_helper(void *arg) {
 static int init_with_room(const stkr_config *cfg) {
   init_call call = {cfg, 0};
   pthread_t helper;
+  pthread_attr_t attr;
+  size_t size = 0;
   int err;
 
   if (stack_room() >= STKR__PL_START_ROOM) return stkr_init(cfg);
-  if ((err = pthread_create(&helper, NULL, init_on_helper, &call)) != 0)
-    return -err;
+  /* Sized: with default attributes the helper would get RLIMIT_STACK's
+   * size, as short as this thread's under `ulimit -s 64`. */
+  if ((err = pthread_attr_init(&attr)) != 0) return -err;
+  if (pthread_attr_getstacksize(&attr, &size) != 0 ||
+      size < 4 * STKR__PL_START_ROOM)
+    (void)pthread_attr_setstacksize(&attr, 4 * STKR__PL_START_ROOM);
+  err = pthread_create(&helper, &attr, init_on_helper, &call);
+  pthread_attr_destroy(&attr);
+  if (err != 0) return -err;
   (void)pthread_join(helper, NULL);
   return call.err;
 }

@@ -209,7 +209,7 @@ uint64_t stkr__symcache_checksum(const uint8_t *file, size_t len);
 typedef struct stkr__symcache stkr__symcache;
 /* Map and check the whole file open on fd (the caller may close fd
  * after). @return 0, -EINVAL (err names the file, the offset and what is
- * wrong), -errno. */
+ * wrong; or that fd is no regular file), -errno. */
 int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
                         char *err, size_t err_cap);
 void stkr__symcache_free(stkr__symcache *c);

@@ -480,7 +480,12 @@ static bool cache_open(stkr__symbe *be, mod *m) {
                           sizeof hexid);
   snprintf(path, sizeof path, "%s/%s" STKR__SYMCACHE_EXT, be->symcache_dir,
            hexid);
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return false; /* none */
+  /* O_NONBLOCK: a FIFO under the cache's name (a directory anyone may
+   * write into) must not block this open forever, in the CLI's finish
+   * (its signals held) or in an embedded app's flush; the fstat of
+   * stkr__symcache_open refuses it. No effect on a regular file. */
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0)
+    return false; /* none */
   rc = stkr__symcache_open(fd, path, &m->cache, err, sizeof err);
   close(fd);
   if (rc < 0) {

@@ -171,6 +171,13 @@ int stkr__symcache_open(int fd, const char *path, stkr__symcache **out,
     free(c);
     return rc;
   }
+  if (!S_ISREG(st.st_mode)) {
+    /* A directory, FIFO or device under a cache's name: its st_size is no
+     * file size (a device's 0, or a mapping that fails or never ends). */
+    snprintf(err, cap, "%s: not a regular file", path);
+    free(c);
+    return -EINVAL;
+  }
   c->len = (size_t)st.st_size;
   c->map = c->len ? mmap(NULL, c->len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
   if (c->map == MAP_FAILED) {

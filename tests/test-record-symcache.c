@@ -4,7 +4,8 @@
  * $XDG_CACHE_HOME/stackrec/symcache), which a first run fills from DWARF
  * after its summary: the next runs read no DWARF of those images, and
  * their answers are the same. A cache directory that cannot be used, or a
- * damaged cache, costs a note and the DWARF read, never the recording.
+ * damaged cache (or a FIFO under its name), costs a note and the DWARF
+ * read, never the recording.
  *
  * The program is the all_apis fixture ("exit 0": one event, from main,
  * called by libc's start code): its own DWARF (and libc's, when libc6-dbg
@@ -223,12 +224,83 @@ static void test_damaged_cache(void **state) {
   assert_int_equal(count_caches(cdir), n);
 }
 
+/* No "*.tmp.*" left in dir (a fill's temporary files). */
+static void no_strays(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    if (strstr(e->d_name, ".tmp.") != NULL)
+      fail_msg("stray temporary file %s/%s", dir, e->d_name);
+  closedir(d);
+}
+
+/* A FIFO under a cache's name is refused with a warning naming it (the
+ * DWARF read instead, same frames) and replaced by a cache. Before, the
+ * open() of finish waited for a writer forever, with record's signals
+ * held (a regression shows here as the test's timeout). */
+static void test_fifo_cache(void **state) {
+  char opts[4200], one[4200], report[1 << 16], cdir[4200];
+  struct stat st;
+  (void)state;
+  if (g_skip) return;
+
+  snprintf(cdir, sizeof cdir, "%s", fresh("fifo"));
+  snprintf(opts, sizeof opts, "--symcache '%s'", cdir);
+  record_once(opts, report, sizeof report);
+  first_cache(cdir, one, sizeof one);
+  assert_int_equal(unlink(one), 0);
+  assert_int_equal(mkfifo(one, 0600), 0);
+  record_once(opts, report, sizeof report);
+  err_has(one, true);
+  err_has("not a regular file", true);
+  if (g_report[0][0] != '\0') assert_string_equal(report, g_report[0]);
+  assert_int_equal(stat(one, &st), 0);
+  assert_true(S_ISREG(st.st_mode)); /* the fill renamed a cache over it */
+  no_strays(cdir);
+  record_once(opts, report, sizeof report);
+  err_has("answered from symbol caches in", true);
+  err_has("warning", false);
+}
+
+/* `ulimit -s 128` (here the soft limit only) is meant for CMD, and record
+ * inherits it: resolving libc's frames from its DWARF (--no-symcache),
+ * libdw's line-table reader keeps ~150 KiB on the stack, and record died
+ * of SIGSEGV after CMD (status 139, no summary). It resolves on a thread
+ * of 8 MiB now; CMD's status and the frames are the same. */
+static void test_small_stack_limit(void **state) {
+  char rec[4200], opts[4300], report[1 << 16];
+  int rc;
+  (void)state;
+  if (g_skip) return;
+
+  /* Without caches, then filling an empty directory (the fill's threads). */
+  for (int i = 0; i < 2; i++) {
+    if (i == 0)
+      snprintf(opts, sizeof opts, "--no-symcache");
+    else
+      snprintf(opts, sizeof opts, "--symcache '%s'", fresh("small-stack"));
+    snprintf(rec, sizeof rec, "%s", fresh("rec-small-stack"));
+    rc = tl_sh(&cr_capture, "ulimit -S -s 128 && '%s' record %s -o '%s' -- "
+               "'%s' exit 0", cr_bin, opts, rec, g_fx);
+    snprintf(g_rec_err, sizeof g_rec_err, "%s", cr_err);
+    if (rc != 0) fail_msg("record under a 128 KiB stack: status %d: %s", rc,
+                          cr_err);
+    err_has("exited with status 0", true);
+    assert_int_equal(cr_run("report '%s'", rec), 0);
+    snprintf(report, sizeof report, "%s", cr_out);
+    if (g_report[0][0] != '\0') assert_string_equal(report, g_report[0]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_filled_then_used),
       cmocka_unit_test(test_default_and_none),
       cmocka_unit_test(test_unusable_dir),
       cmocka_unit_test(test_damaged_cache),
+      cmocka_unit_test(test_fifo_cache),
+      cmocka_unit_test(test_small_stack_limit),
   };
   return cmocka_run_group_tests_name("record-symcache", tests, setup, NULL);
 }

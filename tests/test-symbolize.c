@@ -42,8 +42,10 @@ static const tl_capture g_sh = {g_out, sizeof g_out, g_err, sizeof g_err,
 
 /* Run the fixture binary `bin` with `env` (shell assignments) recording
  * into dir; parse its output into g_line_of and g_resolved. */
-static void run_fixture(const char *bin, const char *env, const char *dir) {
-  int st = sh("STACKREC_DIR='%s' STACKREC_FLUSH_MS=50 %s '%s'", dir, env, bin);
+static void run_fixture_after(const char *pre, const char *bin,
+                              const char *env, const char *dir) {
+  int st = sh("%sSTACKREC_DIR='%s' STACKREC_FLUSH_MS=50 %s '%s'", pre, dir,
+              env, bin);
   const char *p = g_out;
   int got = 0, k, v;
   unsigned long long r;
@@ -56,6 +58,11 @@ static void run_fixture(const char *bin, const char *env, const char *dir) {
     }
   }
   assert_int_equal(got, L_COUNT);
+}
+
+/* (run_fixture_after: the shell runs `pre` first, "" for nothing.) */
+static void run_fixture(const char *bin, const char *env, const char *dir) {
+  run_fixture_after("", bin, env, dir);
 }
 
 static void mkpath(char *buf, size_t cap, const char *name) {
@@ -363,6 +370,43 @@ static void test_inproc_symcache(void **state) {
   check_recording(dir, "symfixture", true, NULL);
 }
 
+/* A FIFO under the app's cache name (the directory may be shared, anyone's
+ * to write into): the in-process reader refuses it and reads the DWARF.
+ * Before, its open() waited for a writer forever and the app hung in its
+ * first flush (a regression shows here as the test's timeout). */
+static void test_inproc_symcache_fifo(void **state) {
+  char full[4200], fifo[4200], env[4400], dir[4200];
+  (void)state;
+  mkpath(full, sizeof full, "symcache-fifo-src");
+  mkpath(fifo, sizeof fifo, "symcache-fifo");
+  if (sh("'%s' symcache build '%s' -o '%s' && mkdir -p '%s' && "
+         "for f in '%s'/*.stkrsym; do mkfifo \"%s/${f##*/}\" || exit 1; done",
+         g_tool, g_fixture, full, fifo, full, fifo) != 0)
+    fail_msg("fifo under the cache's name: %s", g_err);
+  snprintf(env, sizeof env, "STACKREC_SYMCACHE='%s'", fifo);
+  mkpath(dir, sizeof dir, "symcache-inproc-fifo");
+  run_fixture(g_fixture, env, dir);
+  check_recording(dir, "symfixture", true, NULL);
+}
+
+/* An app whose threads' default stack is small (RLIMIT_STACK's soft
+ * limit, here 128 KiB: `ulimit -S -s 128`) resolves libc's frames from
+ * its DWARF in the worker: libdw's line-table reader keeps ~150 KiB on the
+ * stack, and the worker, made with the default size, died of SIGSEGV (4 or
+ * 5 runs in 12 before, not every one: the worker is now made with 2 MiB).
+ * Twelve runs (~0.1 s each), each checked. */
+static void test_inproc_small_default_stack(void **state) {
+  char dir[4200], name[64];
+  (void)state;
+  for (int i = 0; i < 12; i++) {
+    snprintf(name, sizeof name, "small-stack-%d", i);
+    mkpath(dir, sizeof dir, name);
+    run_fixture_after("ulimit -S -s 128 && ", g_fixture,
+                      "STACKREC_SYMCACHE=none", dir);
+    check_recording(dir, "symfixture", true, NULL);
+  }
+}
+
 static void test_inproc_stripped_debuglink(void **state) {
   char d[4200], dir[4200];
   (void)state;
@@ -503,6 +547,7 @@ static void test_dump_frames_and_app_only(void **state) {
 TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_segments_self_contained, test_offline_then_symbolize,
              test_stripped_debug_by_build_id, test_inproc_symcache,
+             test_inproc_symcache_fifo, test_inproc_small_default_stack,
              test_inproc_stripped_debuglink,
              test_mismatched_binary, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths)

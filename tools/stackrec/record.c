@@ -33,11 +33,13 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -680,6 +682,65 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
   stkr__record_summary(dir, nt, stderr);
 }
 
+/* What record does once CMD has ended. */
+typedef struct after_cmd {
+  const char *cmd, *dir;
+  int status;
+  bool quiet, symbolize;
+  const char *symcache;
+  stkr_cli_symcache_todo *todo;
+  const stkr__rec_notices *nt;
+} after_cmd;
+
+static void *after_cmd_main(void *arg) {
+  after_cmd *a = arg;
+  finish(a->cmd, a->dir, a->status, a->quiet, a->symbolize, a->symcache,
+         a->todo, a->nt);
+  settle_signals(a->cmd, a->quiet);
+  /* After the summary: the caches cost this run, once, what they save
+   * every later one (libc: ~0.15 s written, ~50 ms a run saved). Quiet:
+   * not a word, the program's stderr is ours too. */
+  if (a->symcache != NULL)
+    stkr_cli_symcache_fill(a->todo, a->symcache, "record",
+                           a->quiet ? STKR_CLI_SYMCACHE_SILENT
+                                    : STKR_CLI_SYMCACHE_NOTES);
+  return NULL;
+}
+
+/* The smallest stack that after_cmd_main runs on. libdw's line-table
+ * reader keeps ~150 KiB of arrays on the stack (libc's table), and a
+ * `ulimit -s 128` meant for CMD (ulimit sets the hard limit too) killed
+ * record with SIGSEGV in finish: CMD's status and the summary lost. A
+ * thread's stack is mapped, whatever RLIMIT_STACK; under glibc the threads
+ * it starts (symcache_stream.c's readers) get the same default. */
+#define REC_STACK_MIN ((size_t)8 << 20)
+
+static void after_cmd_with_room(after_cmd *a) {
+  struct rlimit rl;
+  pthread_attr_t attr;
+  pthread_t t;
+
+  if (getrlimit(RLIMIT_STACK, &rl) == 0 &&
+      (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= REC_STACK_MIN)) {
+    after_cmd_main(a);
+    return;
+  }
+  if (pthread_attr_init(&attr) == 0) {
+    int err = pthread_attr_setstacksize(&attr, REC_STACK_MIN);
+#if defined(__GLIBC__)
+    if (err == 0) (void)pthread_setattr_default_np(&attr);
+#endif
+    /* Signals: the thread inherits our mask (the forwarded ones held). */
+    if (err == 0) err = pthread_create(&t, &attr, after_cmd_main, a);
+    pthread_attr_destroy(&attr);
+    if (err == 0) {
+      (void)pthread_join(t, NULL);
+      return;
+    }
+  }
+  after_cmd_main(a); /* no thread: on the stack we have */
+}
+
 int stkr_cli_record(int argc, char **argv) {
   static stkr__rec_notices nt; /* large; one record per process */
   const char *out_opt = NULL, *depth = NULL, *cats = NULL, *symcache = NULL;
@@ -760,15 +821,11 @@ int stkr_cli_record(int argc, char **argv) {
   else
     rc = REC_FAILED;
   test_hold();
-  finish(argv[optind], dir, status, quiet, offline, symcache, &todo, &nt);
-  settle_signals(argv[optind], quiet);
-  /* After the summary: the caches cost this run, once, what they save
-   * every later one (libc: ~0.15 s written, ~50 ms a run saved). Quiet:
-   * not a word, the program's stderr is ours too. */
-  if (symcache != NULL)
-    stkr_cli_symcache_fill(&todo, symcache, "record",
-                           quiet ? STKR_CLI_SYMCACHE_SILENT
-                                 : STKR_CLI_SYMCACHE_NOTES);
+  {
+    after_cmd a = {argv[optind], dir, status, quiet, offline, symcache,
+                   &todo, &nt};
+    after_cmd_with_room(&a);
+  }
   stkr_cli_symcache_todo_free(&todo);
 out:
   if (nfd >= 0)
