@@ -218,8 +218,15 @@ static void test_signals(void **state) {
 static void late_signal_case(int sig, const char *fx) {
   const char *dir = fresh("late");
   char err[4300], ready[4300], hold[4300], env[4400], script[9000];
+  char caches[4300], ls[4400];
+  static char rec_err[sizeof cr_err]; /* record's stderr (cr_run reuses cr_err) */
   pid_t pid;
   int st;
+
+  /* An empty symbol cache directory: the late signal, pending through
+   * record's end, must also stop the cache fill after the summary. */
+  snprintf(caches, sizeof caches, "%s.caches", dir);
+  setenv("STACKREC_SYMCACHE", caches, 1);
 
   snprintf(err, sizeof err, "%s.err", dir);
   snprintf(ready, sizeof ready, "%s.ready", dir);
@@ -239,7 +246,9 @@ static void late_signal_case(int sig, const char *fx) {
   assert_int_equal(kill(pid, sig), 0);
   assert_int_equal(unlink(hold), 0);
   assert_int_equal(waitpid(pid, &st, 0), pid);
+  unsetenv("STACKREC_SYMCACHE");
   tl_slurp(err, cr_err, sizeof cr_err);
+  memcpy(rec_err, cr_err, sizeof rec_err);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 7)
     fail_msg("signal %d twice: record status %#x (want exit 7)\n%s", sig, st,
              cr_err);
@@ -257,6 +266,13 @@ static void late_signal_case(int sig, const char *fx) {
       strstr(cr_out, "all_apis+0x") != NULL)
     fail_msg("signal %d twice: recording not symbolized:\n%.4000s", sig,
              cr_out);
+  /* libc's file:line came from its DWARF (libc6-dbg): its cache was due,
+   * and the fill stopped before it, saying so. */
+  snprintf(ls, sizeof ls, "ls '%s' 2>/dev/null | grep -q stkrsym", caches);
+  if (system(ls) == 0) fail_msg("signal %d: a cache was written", sig);
+  if (strstr(cr_out, "libc-start.c") != NULL &&
+      strstr(rec_err, "not written: a signal to stop arrived") == NULL)
+    fail_msg("signal %d: the cache fill did not stop:\n%s", sig, rec_err);
 }
 
 static void test_signals_after_end(void **state) {

@@ -37,8 +37,9 @@ void stkr_cli_symcache_todo_free(stkr_cli_symcache_todo *t);
 #define STKR_CLI_SYMCACHE_ALL 2    /* and what was written */
 
 /* Write DIR/<build-id>.stkrsym for the images of t (at most a few per run,
- * none started after 2 s), creating DIR; failures are a note, never an
- * error. Call after the output is printed: it costs this run ~0.15 s per
+ * none started after 2 s, none once SIGINT/TERM/HUP/QUIT is pending: a
+ * caller that blocks them, as record does, is being asked to stop),
+ * creating DIR; failures are a note, never an error. Call after the output is printed: it costs this run ~0.15 s per
  * libc-sized library, and the next runs nothing. */
 void stkr_cli_symcache_fill(const stkr_cli_symcache_todo *t, const char *dir,
                             const char *cmd, unsigned verbosity);
