@@ -300,6 +300,16 @@ static void test_first_event_in_handler(void **state) {
   }
 }
 
+/* `stackrec record -o dir OPTS -- threads ARGS`, which must exit 0 and
+ * print "ok" (the fixture's own checks passed). */
+static void record_threads_ok(const char *dir, const char *opts,
+                              const char *args) {
+  int rc = record(dir, opts, "threads", args);
+  if (rc != 0 || strstr(g_out, "ok") == NULL)
+    fail_msg("threads %s: status %d, out %s, err %.2000s", args, rc, g_out,
+             g_err);
+}
+
 /* Threads made with the smallest stack (PTHREAD_STACK_MIN, 16 KiB): the
  * first starts the recorder with its first event, the second attaches a
  * ring. Both ran out of stack (SIGSEGV) in PATH_MAX buffers: ~21 KB for a
@@ -307,14 +317,11 @@ static void test_first_event_in_handler(void **state) {
  * stack is too small for the instrumented program itself: 64 KiB there. */
 static void test_small_stacks(void **state) {
   const char *dir = fresh("smallstack");
-  int rc;
   rec r;
   (void)state;
 
-  rc = record(dir, "-q", "threads", SANITIZED ? "smallstack 65536"
-                                              : "smallstack 0");
-  if (rc != 0 || strstr(g_out, "ok") == NULL)
-    fail_msg("status %d, out %s, err %.2000s", rc, g_out, g_err);
+  record_threads_ok(dir, "-q",
+                    SANITIZED ? "smallstack 65536" : "smallstack 0");
   rec_load(&r, dir);
   assert_int_equal(r.n, 2);
   assert_int_equal(count(&r, 0, "environment.getenv", "HOME"), 2);
@@ -332,15 +339,12 @@ static void test_small_stacks(void **state) {
  * image+offset. */
 static void test_altstack_handler(void **state) {
   const char *dir = fresh("altstack");
-  int rc;
   rec r;
   (void)state;
 #if defined(__SANITIZE_THREAD__)
   skip(); /* TSan delivers the signal later, not on the alternate stack */
 #endif
-  rc = record(dir, "", "threads", "altstack");
-  if (rc != 0 || strstr(g_out, "ok") == NULL)
-    fail_msg("status %d, out %s, err %.2000s", rc, g_out, g_err);
+  record_threads_ok(dir, "", "altstack");
   if (strstr(g_err, "failed") != NULL || strstr(g_err, "warning") != NULL)
     fail_msg("record's summary: %.3000s", g_err);
   rec_load(&r, dir);
