@@ -535,6 +535,34 @@ static int start_recorder(stkr__worker *w) {
       w->cfg.set.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);
 }
 
+/* A session's start, for stkr_init and a forked child in follow mode: the
+ * worker (which takes over cfg's allocations), recording on, the worker's
+ * thread, then the worker published in g_state. On failure nothing of it
+ * is left: its first batch is discarded (not a session that recorded
+ * nothing) and producers that saw RUNNING for a moment are waited out. */
+static int worker_launch(stkr__fconfig *cfg, uint32_t parent_pid) {
+  stkr__worker *w;
+  int err;
+
+  if ((err = worker_create(cfg, parent_pid, &w)) < 0) return err;
+  if ((err = start_recorder(w)) < 0) {
+    stkr__seg_discard(&w->seg); /* its first batch only */
+    worker_free(w);
+    return err;
+  }
+  if ((err = worker_start(w)) < 0) {
+    stkr__recorder_stop();
+    stkr__threads_quiesce(100);
+    stkr__seg_discard(&w->seg);
+    worker_free(w);
+    return err;
+  }
+  pthread_mutex_lock(&g_mu);
+  g_state = w;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
 /* ---- fork ------------------------------------------------------------- */
 
 /* Runs in the child right after fork, with only the forking thread alive.
@@ -580,28 +608,14 @@ static void register_atfork(void) {
  * that event is pushed (recorder/ then records it if we started it).
  * Starts a fresh worker with the parent's config. */
 static void on_fork_child(void) {
-  stkr__worker *parent = g_inherited, *w = NULL;
+  stkr__worker *parent = g_inherited;
   stkr__fconfig cfg;
   int err;
 
   if (!parent) return;
   g_inherited = NULL;
   if ((err = stkr__config_dup(&parent->cfg, &cfg)) < 0) goto fail;
-  if ((err = worker_create(&cfg, parent->sess.pid, &w)) < 0) goto fail;
-  if ((err = start_recorder(w)) < 0) {
-    stkr__seg_discard(&w->seg); /* its first batch only */
-    worker_free(w);
-    goto fail;
-  }
-  if ((err = worker_start(w)) < 0) {
-    stkr__recorder_stop();
-    stkr__seg_discard(&w->seg);
-    worker_free(w);
-    goto fail;
-  }
-  pthread_mutex_lock(&g_mu);
-  g_state = w;
-  pthread_mutex_unlock(&g_mu);
+  if ((err = worker_launch(&cfg, parent->sess.pid)) < 0) goto fail;
   return;
 fail:
   /* recorder/ leaves the child off when we return without starting it. */
@@ -745,7 +759,6 @@ static void reap_abandoned(void) {
 
 int stkr_init(const stkr_config *in) {
   stkr__fconfig cfg;
-  stkr__worker *w;
   int err;
 
   pthread_once(&g_atfork_once, register_atfork);
@@ -754,24 +767,7 @@ int stkr_init(const stkr_config *in) {
   log_target_take(); /* no worker of ours runs now: none logs meanwhile */
   g_inherited = NULL; /* an explicit init in a child replaces follow mode */
   if ((err = stkr__config_build(in, &cfg)) < 0) return err;
-  if ((err = worker_create(&cfg, 0, &w)) < 0) return err;
-
-  if ((err = start_recorder(w)) < 0) {
-    stkr__seg_discard(&w->seg); /* its first batch only */
-    worker_free(w);
-    return err;
-  }
-  if ((err = worker_start(w)) < 0) {
-    stkr__recorder_stop();
-    stkr__threads_quiesce(100);
-    stkr__seg_discard(&w->seg);
-    worker_free(w);
-    return err;
-  }
-  pthread_mutex_lock(&g_mu);
-  g_state = w;
-  pthread_mutex_unlock(&g_mu);
-  return 0;
+  return worker_launch(&cfg, 0);
 }
 
 /*
