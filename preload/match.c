@@ -51,21 +51,19 @@ typedef struct pattern {
 } pattern;
 
 #define P(str, kind, cat) {str, sizeof(str) - 1, kind, cat}
+/* The machine's identifying DMI files, under either of its directories. */
+#define DMI_IDS(dir)                                                       \
+  P(dir "product_uuid", K_EXACT, STKR__PL_CAT_IDENTIFIERS),                \
+      P(dir "product_serial", K_EXACT, STKR__PL_CAT_IDENTIFIERS),          \
+      P(dir "board_serial", K_EXACT, STKR__PL_CAT_IDENTIFIERS)
 
 /* Absolute patterns. */
 static const pattern k_abs[] = {
     P("/etc/machine-id", K_EXACT, STKR__PL_CAT_IDENTIFIERS),
     P("/var/lib/dbus/machine-id", K_EXACT, STKR__PL_CAT_IDENTIFIERS),
     P("/sys/class/net/", K_IFADDR, STKR__PL_CAT_IDENTIFIERS),
-    P("/sys/class/dmi/id/product_uuid", K_EXACT, STKR__PL_CAT_IDENTIFIERS),
-    P("/sys/class/dmi/id/product_serial", K_EXACT, STKR__PL_CAT_IDENTIFIERS),
-    P("/sys/class/dmi/id/board_serial", K_EXACT, STKR__PL_CAT_IDENTIFIERS),
-    P("/sys/devices/virtual/dmi/id/product_uuid", K_EXACT,
-      STKR__PL_CAT_IDENTIFIERS),
-    P("/sys/devices/virtual/dmi/id/product_serial", K_EXACT,
-      STKR__PL_CAT_IDENTIFIERS),
-    P("/sys/devices/virtual/dmi/id/board_serial", K_EXACT,
-      STKR__PL_CAT_IDENTIFIERS),
+    DMI_IDS("/sys/class/dmi/id/"),
+    DMI_IDS("/sys/devices/virtual/dmi/id/"), /* where the class links to */
     P("/etc/shadow", K_EXACT, STKR__PL_CAT_FILES),
     P("/etc/gshadow", K_EXACT, STKR__PL_CAT_FILES),
     P("/etc/passwd", K_EXACT, STKR__PL_CAT_FILES),
@@ -92,6 +90,7 @@ static const pattern k_home[] = {
 };
 
 #undef H
+#undef DMI_IDS
 #undef P
 
 #define N_ABS (sizeof k_abs / sizeof k_abs[0])
