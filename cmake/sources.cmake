@@ -107,6 +107,7 @@ set(STKR_PRELOAD_SRCS
   preload/hooks_signal.c
   preload/hooks_stat.c
   preload/preload.c
+  preload/sites.c
 )
 
 # //tools:stackrec and //tools:stackrec_lib (plus the generated pprof and report assets)

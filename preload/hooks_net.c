@@ -34,22 +34,6 @@
 
 int __gethostname_chk(char *name, size_t len, size_t buflen);
 
-static stkr_site g_site_gethostname =
-    STKR_SITE_INIT("identifiers.gethostname");
-static stkr_site g_site_uname = STKR_SITE_INIT("identifiers.uname");
-static stkr_site g_site_getifaddrs = STKR_SITE_INIT("identifiers.getifaddrs");
-static stkr_site g_site_ioctl = STKR_SITE_INIT("identifiers.ioctl");
-static stkr_site g_site_connect = STKR_SITE_INIT("network.connect");
-static stkr_site g_site_getaddrinfo = STKR_SITE_INIT("network.getaddrinfo");
-
-void stkr__pl_register_net_sites(void) {
-  (void)stkr_site_register(&g_site_gethostname);
-  (void)stkr_site_register(&g_site_uname);
-  (void)stkr_site_register(&g_site_getifaddrs);
-  (void)stkr_site_register(&g_site_ioctl);
-  (void)stkr_site_register(&g_site_connect);
-  (void)stkr_site_register(&g_site_getaddrinfo);
-}
 
 #define WANT(cat) (stkr__pl_ready() && stkr__pl_want(cat))
 
@@ -65,7 +49,7 @@ int gethostname(char *name, size_t len) {
       (int (*)(char *, size_t))stkr__pl_real(STKR__PL_R_gethostname);
 
   if (WANT(STKR__PL_CAT_IDENTIFIERS))
-    stkr__pl_record(&g_site_gethostname, NULL, 0);
+    stkr__pl_record(&stkr__pl_site_gethostname, NULL, 0);
   return fn != NULL ? fn(name, len) : no_real();
 }
 
@@ -74,7 +58,7 @@ int __gethostname_chk(char *name, size_t len, size_t buflen) {
       stkr__pl_real(STKR__PL_R___gethostname_chk);
 
   if (WANT(STKR__PL_CAT_IDENTIFIERS))
-    stkr__pl_record(&g_site_gethostname, NULL, 0);
+    stkr__pl_record(&stkr__pl_site_gethostname, NULL, 0);
   return fn != NULL ? fn(name, len, buflen) : no_real();
 }
 
@@ -83,7 +67,7 @@ int uname(struct utsname *buf) {
       (int (*)(struct utsname *))stkr__pl_real(STKR__PL_R_uname);
 
   if (WANT(STKR__PL_CAT_IDENTIFIERS))
-    stkr__pl_record(&g_site_uname, NULL, 0);
+    stkr__pl_record(&stkr__pl_site_uname, NULL, 0);
   return fn != NULL ? fn(buf) : no_real();
 }
 
@@ -92,7 +76,7 @@ int getifaddrs(struct ifaddrs **ifap) {
       (int (*)(struct ifaddrs **))stkr__pl_real(STKR__PL_R_getifaddrs);
 
   if (WANT(STKR__PL_CAT_IDENTIFIERS))
-    stkr__pl_record(&g_site_getifaddrs, NULL, 0);
+    stkr__pl_record(&stkr__pl_site_getifaddrs, NULL, 0);
   return fn != NULL ? fn(ifap) : no_real();
 }
 
@@ -121,7 +105,7 @@ int ioctl(int fd, unsigned long request, ...) {
       memcpy(payload + n, ifname, k);
       n += k;
     }
-    stkr__pl_record(&g_site_ioctl, payload, n);
+    stkr__pl_record(&stkr__pl_site_ioctl, payload, n);
   }
   return fn != NULL ? fn(fd, request, arg) : no_real();
 }
@@ -182,7 +166,7 @@ int connect(int fd, const struct sockaddr *addr, socklen_t len) {
     char payload[80];
     size_t n = format_inet(addr, len, payload, sizeof payload);
     if (n != 0)
-      stkr__pl_record(&g_site_connect, payload, n);
+      stkr__pl_record(&stkr__pl_site_connect, payload, n);
   }
   return fn != NULL ? fn(fd, addr, len) : no_real();
 }
@@ -211,7 +195,7 @@ int getaddrinfo(const char *node, const char *service,
       memcpy(payload + n, service, k);
       n += k;
     }
-    stkr__pl_record(&g_site_getaddrinfo, payload, n);
+    stkr__pl_record(&stkr__pl_site_getaddrinfo, payload, n);
   }
   if (fn == NULL) {
     errno = ENOSYS;

@@ -45,25 +45,6 @@ int __fxstatat(int ver, int dirfd, const char *path, struct stat *st,
 int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st,
                  int flags);
 
-static stkr_site g_stat = STKR_SITE_INIT("reasons.stat");
-static stkr_site g_fstat = STKR_SITE_INIT("reasons.fstat");
-static stkr_site g_lstat = STKR_SITE_INIT("reasons.lstat");
-static stkr_site g_fstatat = STKR_SITE_INIT("reasons.fstatat");
-static stkr_site g_statx = STKR_SITE_INIT("reasons.statx");
-static stkr_site g_statfs = STKR_SITE_INIT("reasons.statfs");
-static stkr_site g_fstatfs = STKR_SITE_INIT("reasons.fstatfs");
-static stkr_site g_statvfs = STKR_SITE_INIT("reasons.statvfs");
-static stkr_site g_fstatvfs = STKR_SITE_INIT("reasons.fstatvfs");
-
-void stkr__pl_register_stat_sites(void) {
-  stkr_site *const all[] = {&g_stat,   &g_fstat,   &g_lstat,
-                            &g_fstatat, &g_statx,  &g_statfs,
-                            &g_fstatfs, &g_statvfs, &g_fstatvfs};
-  size_t i;
-
-  for (i = 0; i < sizeof all / sizeof all[0]; i++)
-    (void)stkr_site_register(all[i]);
-}
 
 /* Must expand inside the hook (see stkr__pl_record; the return address is
  * the hook's caller). The recorder itself calls fstat and stat (its files):
@@ -115,12 +96,12 @@ typedef int (*fxstatat_fn)(int, int, const char *, void *, int);
     return fn != NULL ? fn(path, st) : stat_syscall(AT_FDCWD, path, st, FLAGS);\
   }
 #define FLAGS 0
-STAT_HOOK(stat, g_stat, stat)
-STAT_HOOK(stat64, g_stat, stat64)
+STAT_HOOK(stat, stkr__pl_site_stat, stat)
+STAT_HOOK(stat64, stkr__pl_site_stat, stat64)
 #undef FLAGS
 #define FLAGS AT_SYMLINK_NOFOLLOW
-STAT_HOOK(lstat, g_lstat, stat)
-STAT_HOOK(lstat64, g_lstat, stat64)
+STAT_HOOK(lstat, stkr__pl_site_lstat, stat)
+STAT_HOOK(lstat64, stkr__pl_site_lstat, stat64)
 #undef FLAGS
 #undef STAT_HOOK
 
@@ -131,16 +112,16 @@ STAT_HOOK(lstat64, g_lstat, stat64)
     return fn != NULL ? fn(ver, path, st)                                      \
                       : stat_syscall(AT_FDCWD, path, st, flags);               \
   }
-XSTAT_HOOK(__xstat, g_stat, stat, 0)
-XSTAT_HOOK(__xstat64, g_stat, stat64, 0)
-XSTAT_HOOK(__lxstat, g_lstat, stat, AT_SYMLINK_NOFOLLOW)
-XSTAT_HOOK(__lxstat64, g_lstat, stat64, AT_SYMLINK_NOFOLLOW)
+XSTAT_HOOK(__xstat, stkr__pl_site_stat, stat, 0)
+XSTAT_HOOK(__xstat64, stkr__pl_site_stat, stat64, 0)
+XSTAT_HOOK(__lxstat, stkr__pl_site_lstat, stat, AT_SYMLINK_NOFOLLOW)
+XSTAT_HOOK(__lxstat64, stkr__pl_site_lstat, stat64, AT_SYMLINK_NOFOLLOW)
 #undef XSTAT_HOOK
 
 #define FSTAT_HOOK(name, type)                                                 \
   int name(int fd, struct type *st) {                                          \
     fstat_fn fn = (fstat_fn)stkr__pl_real(STKR__PL_R_##name);                  \
-    REASON_EVENT(g_fstat, NULL);                                               \
+    REASON_EVENT(stkr__pl_site_fstat, NULL);                                               \
     return fn != NULL ? fn(fd, st) : fstat_syscall(fd, st);                    \
   }
 FSTAT_HOOK(fstat, stat)
@@ -150,7 +131,7 @@ FSTAT_HOOK(fstat64, stat64)
 #define FXSTAT_HOOK(name, type)                                                \
   int name(int ver, int fd, struct type *st) {                                 \
     fxstat_fn fn = (fxstat_fn)stkr__pl_real(STKR__PL_R_##name);                \
-    REASON_EVENT(g_fstat, NULL);                                               \
+    REASON_EVENT(stkr__pl_site_fstat, NULL);                                               \
     return fn != NULL ? fn(ver, fd, st) : fstat_syscall(fd, st);               \
   }
 FXSTAT_HOOK(__fxstat, stat)
@@ -160,7 +141,7 @@ FXSTAT_HOOK(__fxstat64, stat64)
 #define FSTATAT_HOOK(name, type)                                               \
   int name(int dirfd, const char *path, struct type *st, int flags) {          \
     fstatat_fn fn = (fstatat_fn)stkr__pl_real(STKR__PL_R_##name);              \
-    REASON_EVENT(g_fstatat, path);                                             \
+    REASON_EVENT(stkr__pl_site_fstatat, path);                                             \
     return fn != NULL ? fn(dirfd, path, st, flags)                             \
                       : stat_syscall(dirfd, path, st, flags);                  \
   }
@@ -171,7 +152,7 @@ FSTATAT_HOOK(fstatat64, stat64)
 #define FXSTATAT_HOOK(name, type)                                              \
   int name(int ver, int dirfd, const char *path, struct type *st, int flags) { \
     fxstatat_fn fn = (fxstatat_fn)stkr__pl_real(STKR__PL_R_##name);            \
-    REASON_EVENT(g_fstatat, path);                                             \
+    REASON_EVENT(stkr__pl_site_fstatat, path);                                             \
     return fn != NULL ? fn(ver, dirfd, path, st, flags)                        \
                       : stat_syscall(dirfd, path, st, flags);                  \
   }
@@ -185,7 +166,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask,
           struct statx *st) {
   statx_fn fn = (statx_fn)stkr__pl_real(STKR__PL_R_statx);
 
-  REASON_EVENT(g_statx, path);
+  REASON_EVENT(stkr__pl_site_statx, path);
   if (fn != NULL)
     return fn(dirfd, path, flags, mask, st);
 #ifdef SYS_statx
@@ -208,15 +189,15 @@ int statx(int dirfd, const char *path, int flags, unsigned mask,
     REASON_EVENT(site, NULL);                                                  \
     return fn != NULL ? fn(fd, st) : sys;                                      \
   }
-PATH_FS_HOOK(statfs, g_statfs, statfs, (int)syscall(SYS_statfs, path, st))
-PATH_FS_HOOK(statfs64, g_statfs, statfs64, (int)syscall(SYS_statfs, path, st))
-FD_FS_HOOK(fstatfs, g_fstatfs, statfs, (int)syscall(SYS_fstatfs, fd, st))
-FD_FS_HOOK(fstatfs64, g_fstatfs, statfs64, (int)syscall(SYS_fstatfs, fd, st))
-PATH_FS_HOOK(statvfs, g_statvfs, statvfs, ((void)path, (void)st, no_function()))
-PATH_FS_HOOK(statvfs64, g_statvfs, statvfs64,
+PATH_FS_HOOK(statfs, stkr__pl_site_statfs, statfs, (int)syscall(SYS_statfs, path, st))
+PATH_FS_HOOK(statfs64, stkr__pl_site_statfs, statfs64, (int)syscall(SYS_statfs, path, st))
+FD_FS_HOOK(fstatfs, stkr__pl_site_fstatfs, statfs, (int)syscall(SYS_fstatfs, fd, st))
+FD_FS_HOOK(fstatfs64, stkr__pl_site_fstatfs, statfs64, (int)syscall(SYS_fstatfs, fd, st))
+PATH_FS_HOOK(statvfs, stkr__pl_site_statvfs, statvfs, ((void)path, (void)st, no_function()))
+PATH_FS_HOOK(statvfs64, stkr__pl_site_statvfs, statvfs64,
              ((void)path, (void)st, no_function()))
-FD_FS_HOOK(fstatvfs, g_fstatvfs, statvfs, ((void)fd, (void)st, no_function()))
-FD_FS_HOOK(fstatvfs64, g_fstatvfs, statvfs64,
+FD_FS_HOOK(fstatvfs, stkr__pl_site_fstatvfs, statvfs, ((void)fd, (void)st, no_function()))
+FD_FS_HOOK(fstatvfs64, stkr__pl_site_fstatvfs, statvfs64,
            ((void)fd, (void)st, no_function()))
 #undef PATH_FS_HOOK
 #undef FD_FS_HOOK

@@ -207,9 +207,6 @@ static const char *real_env(const char *name) {
   return fn != NULL ? fn(name) : env_scan(name);
 }
 
-static stkr_site g_site_getenv = STKR_SITE_INIT("environment.getenv");
-static stkr_site g_site_secure_getenv =
-    STKR_SITE_INIT("environment.secure_getenv");
 
 /* ---- start / stop --------------------------------------------------------- */
 
@@ -517,13 +514,9 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
     stkr__pl_guard--;
     return;
   }
-  /* Every site now: see stkr__pl_register_file_sites. Sites are written
-   * into the recording only when they record an event. */
-  stkr__pl_register_file_sites();
-  stkr__pl_register_net_sites();
-  stkr__pl_register_stat_sites();
-  (void)stkr_site_register(&g_site_getenv);
-  (void)stkr_site_register(&g_site_secure_getenv);
+  /* Every site now: see stkr__pl_register_sites. Sites are written into
+   * the recording only when they record an event. */
+  stkr__pl_register_sites();
   if (check_setup() == 0) {
     atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
                           memory_order_relaxed);
@@ -769,14 +762,14 @@ env_event(int real, stkr_site *site, const char *name) {
 }
 
 char *getenv(const char *name) {
-  getenv_fn fn = env_event(STKR__PL_R_getenv, &g_site_getenv, name);
+  getenv_fn fn = env_event(STKR__PL_R_getenv, &stkr__pl_site_getenv, name);
 
   return fn != NULL ? fn(name) : env_scan(name);
 }
 
 char *secure_getenv(const char *name) {
   getenv_fn fn =
-      env_event(STKR__PL_R_secure_getenv, &g_site_secure_getenv, name);
+      env_event(STKR__PL_R_secure_getenv, &stkr__pl_site_secure_getenv, name);
 
   if (fn != NULL)
     return fn(name);

@@ -146,13 +146,43 @@ stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
   errno = saved;
 }
 
-/* Register every site of a hook file now (constructor). A site otherwise
- * registers at its first event, and the recorder drops (and counts) the
- * event of a thread that finds the site being registered by another: two
- * threads' first open of ~/.ssh at the same moment would lose one. */
-void stkr__pl_register_file_sites(void);  /* hooks_files.c */
-void stkr__pl_register_net_sites(void);   /* hooks_net.c */
-void stkr__pl_register_stat_sites(void);  /* hooks_stat.c */
+/* ---- sites ------------------------------------------------------------------ */
+
+/* Every site of the hook library that has one category: (name, site name).
+ * The file hooks' sites, one per category of the path, are hooks_files.c's
+ * g_open/g_openat/g_fopen. A site name is "<category>.<api>" (match.h). */
+#define STKR__PL_SITES(X)                                                      \
+  X(getenv, "environment.getenv")                                              \
+  X(secure_getenv, "environment.secure_getenv")                                \
+  X(gethostname, "identifiers.gethostname")                                    \
+  X(uname, "identifiers.uname")                                                \
+  X(getifaddrs, "identifiers.getifaddrs")                                      \
+  X(ioctl, "identifiers.ioctl")                                                \
+  X(connect, "network.connect")                                                \
+  X(getaddrinfo, "network.getaddrinfo")                                        \
+  X(stat, "reasons.stat")                                                      \
+  X(fstat, "reasons.fstat")                                                    \
+  X(lstat, "reasons.lstat")                                                    \
+  X(fstatat, "reasons.fstatat")                                                \
+  X(statx, "reasons.statx")                                                    \
+  X(statfs, "reasons.statfs")                                                  \
+  X(fstatfs, "reasons.fstatfs")                                                \
+  X(statvfs, "reasons.statvfs")                                                \
+  X(fstatvfs, "reasons.fstatvfs")
+
+/* stkr__pl_site_getenv, ... (sites.c). Hidden: the hooks address them
+ * PC-relative, with no GOT load on the hot path. */
+#define STKR__PL_SITE_DECL(name, str)                                          \
+  extern stkr_site stkr__pl_site_##name __attribute__((visibility("hidden")));
+STKR__PL_SITES(STKR__PL_SITE_DECL)
+#undef STKR__PL_SITE_DECL
+
+/* Register every site now (constructor). A site otherwise registers at its
+ * first event, and the recorder drops (and counts) the event of a thread
+ * that finds the site being registered by another: two threads' first
+ * open of ~/.ssh at the same moment would lose one. */
+void stkr__pl_register_sites(void);      /* sites.c */
+void stkr__pl_register_file_sites(void); /* hooks_files.c */
 
 /* ---- real functions --------------------------------------------------------- */
 

@@ -43,6 +43,7 @@ omitfp=(-O2 -fomit-frame-pointer -fno-optimize-sibling-calls -fno-inline)
 if ! "$cc" "${flags[@]}" "${pl[@]}" -shared -o "$d/bin/libstackrec_preload.so" \
      preload/hooks_dl.c preload/hooks_files.c preload/hooks_net.c \
      preload/hooks_signal.c preload/hooks_stat.c preload/preload.c \
+     preload/sites.c \
      preload/match.c recorder/*.c \
      unwind/*.c flush/*.c proto/*.c "$out/gen/proto/stackrec.pb-c.c" \
      -Wl,--version-script=preload/exports.map -Wl,-z,defs -lzstd \
