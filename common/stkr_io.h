@@ -1,6 +1,8 @@
 /*
- * stkr_io.h: the one write-everything loop (libc only, header-only), for
- * the segment writer, recovery, the worker's log line and the tools.
+ * stkr_io.h: the one write-everything loop, read-everything loop and
+ * open of a file that must be regular (libc only, header-only), for the
+ * segment writer, recovery, the worker's log line, the symbolizer and the
+ * tools.
  *
  * stkr_write_all(fd, p, n): write n bytes from p, going on after short
  * writes and EINTR.
@@ -12,13 +14,27 @@
  * going on after short reads and EINTR, up to the end of the file.
  * @return 0 with *got = bytes read (< n only at the end of the file), or
  * -errno of the failed read with *got = bytes read before it.
+ *
+ * stkr_open_regular(path, flags): open path to read, only if it is a
+ * regular file (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags).
+ * Paths come from recordings, debug directories and symbol cache
+ * directories: a FIFO among them would block a plain open until a writer
+ * came (forever), and opening a device can have effects of its own. So a
+ * stat refuses those before any open, and an fstat of the descriptor
+ * refuses what was swapped in between; O_NONBLOCK makes that open of a
+ * FIFO return at once, and changes nothing for a regular file.
+ * @return the descriptor (the caller closes it), or -errno: the open's
+ * or the stat's, or -EINVAL for a file that is not regular.
+ * Thread-safety: as open(2).
  */
 #ifndef STKR_COMMON_IO_H
 #define STKR_COMMON_IO_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -52,6 +68,24 @@ static inline int stkr_pread_all(int fd, void *p, size_t n, uint64_t off,
   }
   *got = done;
   return 0;
+}
+
+static inline int stkr_open_regular(const char *path, int flags) {
+  struct stat st;
+  int fd, err;
+
+  if (stat(path, &st) != 0) return -errno;
+  if (!S_ISREG(st.st_mode)) return -EINVAL;
+  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
+  if (fd < 0) return -errno;
+  if (fstat(fd, &st) != 0)
+    err = -errno;
+  else if (!S_ISREG(st.st_mode))
+    err = -EINVAL;
+  else
+    return fd;
+  close(fd);
+  return err;
 }
 
 #endif /* STKR_COMMON_IO_H */

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
 
@@ -125,7 +126,7 @@ static bool fd_has_build_id(int fd, const uint8_t *bid, size_t len) {
 
 static int try_debug(const char *path, const uint8_t *bid, size_t len,
                      char **found) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = stkr_open_regular(path, 0);
   if (fd < 0) return -1;
   /* A debug file by name must still be the one for this build. */
   if (len && !fd_has_build_id(fd, bid, len)) {
@@ -357,7 +358,7 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
   ssize_t len;
   Elf *e;
 
-  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  *fd = stkr_open_regular(path, 0);
   if (*fd < 0) return BID_NOFILE;
   e = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
   if (!e || elf_kind(e) != ELF_K_ELF) {
@@ -480,11 +481,10 @@ static bool cache_open(stkr__symbe *be, mod *m) {
                           sizeof hexid);
   snprintf(path, sizeof path, "%s/%s" STKR__SYMCACHE_EXT, be->symcache_dir,
            hexid);
-  /* O_NONBLOCK: a FIFO under the cache's name (a directory anyone may
-   * write into) must not block this open forever, in the CLI's finish
-   * (its signals held) or in an embedded app's flush; the fstat of
-   * stkr__symcache_open refuses it. No effect on a regular file. */
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0)
+  /* A FIFO under the cache's name (a directory anyone may write into)
+   * must not block this open forever, in the CLI's finish (its signals
+   * held) or in an embedded app's flush: stkr_open_regular. */
+  if ((fd = stkr_open_regular(path, 0)) < 0)
     return false; /* none */
   rc = stkr__symcache_open(fd, path, &m->cache, err, sizeof err);
   close(fd);

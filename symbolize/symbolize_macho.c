@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -336,10 +337,11 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
   /* Mangled names live in the mapping (DWARF strings, the symbol table)
    * for the handle's life: demangle each once. */
   f->names.memo = true;
-  fd = open(f->path, O_RDONLY | O_CLOEXEC);
+  fd = stkr_open_regular(f->path, 0);
   if (fd < 0 || fstat(fd, &st) != 0) {
-    rc = -errno;
-    snprintf(err, cap, "%s: %s", f->path, strerror(errno));
+    rc = fd < 0 ? fd : -errno;
+    snprintf(err, cap, "%s: %s", f->path,
+             rc == -EINVAL ? "not a regular file" : strerror(-rc));
     goto fail;
   }
   if (pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&

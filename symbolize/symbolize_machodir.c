@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -63,7 +64,7 @@ static int add(stkr__machodir *d, const uint8_t *uuid, int rank,
 
 /* Note the UUIDs of a file's slices, if it is Mach-O. */
 static int scan_file(stkr__machodir *d, const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc = 0;
+  int fd = stkr_open_regular(path, O_NOFOLLOW), rc = 0;
   uint8_t magic[8];
   struct stat st;
   stkr_macho_slice sl[STKR_MACHO_MAX_SLICES];
@@ -72,7 +73,7 @@ static int scan_file(stkr__machodir *d, const char *path) {
   char err[256];
 
   if (fd < 0) return 0;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+  if (fstat(fd, &st) != 0 ||
       pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic) {
     close(fd);
     return 0;

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "symbolize/symbolize_dwarf.h"
 
 static int cmp_u64(const void *a, const void *b) {
@@ -135,11 +136,11 @@ void stkr__symcache_elf_name(const uint8_t *id, size_t len, char *out,
 }
 
 int stkr__symelf_build_id(const char *path, uint8_t *id, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC), len = -ENOENT;
+  int fd = stkr_open_regular(path, 0), len = -ENOENT;
   const void *got = NULL;
   Elf *e;
   ssize_t n;
-  if (fd < 0) return -errno;
+  if (fd < 0) return fd;
   (void)elf_version(EV_CURRENT);
   e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
   if (!e || elf_kind(e) != ELF_K_ELF) len = -EINVAL;
@@ -176,10 +177,10 @@ int stkr__symelf_walk(const char *path, const stkr__symwalk_ops *ops,
   eops.as_compiled = true; /* the answers of the backend without full_paths */
   memset(out, 0, sizeof *out);
   (void)elf_version(EV_CURRENT);
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-    rc = -errno;
-    snprintf(err, cap, "%s: %s", path, strerror(errno));
-    return rc;
+  if ((fd = stkr_open_regular(path, 0)) < 0) {
+    snprintf(err, cap, "%s: %s", path,
+             fd == -EINVAL ? "not a regular file" : strerror(-fd));
+    return fd;
   }
   if (!(dwfl = dwfl_begin(&cb))) {
     close(fd);

@@ -518,6 +518,33 @@ static void test_mismatched_binary(void **state) {
   check_recording(out, "rebuilt-app", false, NULL);
 }
 
+/* A FIFO where a file is looked for (the recorded image's path, a debug
+ * dir's build-id and by-name entries) is passed over, never opened for a
+ * read that waits for a writer: symbolize ends (bounded by `timeout` here:
+ * before the fix it blocked forever) and says the image was not found. */
+static void test_fifo_in_place_of_files(void **state) {
+  char app[4200], dbg[4200], dir[4200], out[4200], bid[128];
+  (void)state;
+  mkpath(app, sizeof app, "fifo-app");
+  mkpath(dbg, sizeof dbg, "fifo-dbg");
+  mkpath(dir, sizeof dir, "fifo-rec");
+  mkpath(out, sizeof out, "fifo-sym");
+  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s'", g_fixture, app, app), 0);
+  run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
+  assert_int_equal(sh("readelf -n '%s' | sed -n 's/.*Build ID: *//p'", app), 0);
+  snprintf(bid, sizeof bid, "%.40s", g_out);
+  assert_true(strlen(bid) >= 8);
+  assert_int_equal(sh("rm '%s' && mkfifo '%s' && mkdir -p '%s/.build-id/%.2s' "
+                      "&& mkfifo '%s/.build-id/%.2s/%s' "
+                      "'%s/.build-id/%.2s/%s.debug' '%s/fifo-app'",
+                      app, app, dbg, bid, dbg, bid, bid + 2, dbg, bid,
+                      bid + 2, dbg), 0);
+  assert_int_equal(sh("timeout -s KILL 120 '%s' symbolize --debug-dir '%s' "
+                      "-o '%s' '%s'", g_tool, dbg, out, dir), 0);
+  assert_non_null(strstr(g_err, "fifo-app: no file with build-id"));
+  check_recording(out, "fifo-app", false, NULL);
+}
+
 static void test_dump_frames_and_app_only(void **state) {
   char dir[4200];
   (void)state;
@@ -549,5 +576,6 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_stripped_debug_by_build_id, test_inproc_symcache,
              test_inproc_symcache_fifo, test_inproc_small_default_stack,
              test_inproc_stripped_debuglink,
-             test_mismatched_binary, test_dump_frames_and_app_only,
+             test_mismatched_binary, test_fifo_in_place_of_files,
+             test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths)
