@@ -111,6 +111,26 @@ static __attribute__((unused)) int ru_read_all(stkr_reader *r, ru_ev *out) {
   return n;
 }
 
+/* A file or directory read whole: the reader (the caller frees r), the
+ * warnings it gave and the events it delivered (n: their count, or a
+ * negative errno from stkr_reader_next; got holds the first RU_MAX_EV). */
+typedef struct ru_reading {
+  stkr_reader *r;
+  ru_log log;
+  ru_ev got[RU_MAX_EV];
+  int n;
+} ru_reading;
+
+/* Open path with ru_open, failing the test if it cannot be opened, and
+ * read every event into rd (ru_read_all). Needs <cmocka.h> included
+ * first. */
+static __attribute__((unused)) void ru_read_path(ru_reading *rd,
+                                                 const char *path) {
+  rd->r = ru_open(path, &rd->log);
+  assert_non_null(rd->r);
+  rd->n = ru_read_all(rd->r, rd->got);
+}
+
 /* 1 if got matches the expected standard event exactly. */
 static __attribute__((unused)) int ru_match(const ru_ev *got, const fx_expect *want, uint32_t pid) {
   const stkr_event_view *g = &got->v;

@@ -57,7 +57,6 @@ static void truncate_every_byte(bool later) {
   stkr_fmt_buf buf = seg3(end);
   const char *d = fx_tmpdir(later ? "trunc-later" : "trunc");
   char path[4200], want[4600];
-  ru_ev got[RU_MAX_EV];
 
   snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
   if (later) {
@@ -73,46 +72,44 @@ static void truncate_every_byte(bool later) {
   for (cut = 0; cut <= buf.len; cut++) {
     int complete = (cut >= end[0]) + (cut >= end[1]) + (cut >= end[2]);
     size_t start = complete ? end[complete - 1] : 0;
-    stkr_reader *r;
-    ru_log log;
+    ru_reading rd;
     int n;
 
     assert_int_equal(fx_write_file(path, buf.data, cut), 0);
-    r = ru_open(later ? d : path, &log);
-    assert_non_null(r);
-    n = ru_read_all(r, got);
+    ru_read_path(&rd, later ? d : path);
+    n = rd.n;
     if (n < 0)
       fail_msg("cut %zu: error %d", cut, n);
     if (later)
       n -= 3; /* segment 2's events come after (checked by count only) */
-    check_batches(got, n, complete);
-    assert_int_equal(stkr_reader_process(r, 0)->batches,
+    check_batches(rd.got, n, complete);
+    assert_int_equal(stkr_reader_process(rd.r, 0)->batches,
                      complete + (later ? 2 : 0));
-    assert_false(stkr_reader_process(r, 0)->live_tail && later);
+    assert_false(stkr_reader_process(rd.r, 0)->live_tail && later);
     if (cut == 0) {
-      assert_int_equal(log.n, 1);
-      assert_int_equal(log.w[0].kind, STKR_WARN_EMPTY_FILE);
-      assert_false(log.w[0].data_lost);
+      assert_int_equal(rd.log.n, 1);
+      assert_int_equal(rd.log.w[0].kind, STKR_WARN_EMPTY_FILE);
+      assert_false(rd.log.w[0].data_lost);
     } else if (cut == start) {
-      if (log.n != 0) {
-        ru_dump_log(&log);
+      if (rd.log.n != 0) {
+        ru_dump_log(&rd.log);
         fail_msg("cut %zu at a frame boundary warned", cut);
       }
     } else if (later) {
-      if (log.n != 1 || log.w[0].kind != STKR_WARN_TRUNCATED) {
-        ru_dump_log(&log);
+      if (rd.log.n != 1 || rd.log.w[0].kind != STKR_WARN_TRUNCATED) {
+        ru_dump_log(&rd.log);
         fail_msg("cut %zu: expected one truncation warning", cut);
       }
       snprintf(want, sizeof(want),
                "%s: offset %zu: truncated batch (%zu bytes), ignored", path,
                start, cut - start);
-      assert_string_equal(log.w[0].msg, want);
-      assert_int_equal(log.w[0].offset, start);
-      assert_true(log.w[0].data_lost);
-      assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 1);
+      assert_string_equal(rd.log.w[0].msg, want);
+      assert_int_equal(rd.log.w[0].offset, start);
+      assert_true(rd.log.w[0].data_lost);
+      assert_int_equal(stkr_reader_process(rd.r, 0)->damaged_batches, 1);
     } else {
-      if (log.n != 1 || log.w[0].kind != STKR_WARN_LIVE_TAIL) {
-        ru_dump_log(&log);
+      if (rd.log.n != 1 || rd.log.w[0].kind != STKR_WARN_LIVE_TAIL) {
+        ru_dump_log(&rd.log);
         fail_msg("cut %zu: expected one live-tail note", cut);
       }
       snprintf(want, sizeof(want),
@@ -120,20 +117,20 @@ static void truncate_every_byte(bool later) {
                "recording is still being written (or its writer stopped "
                "mid-batch); not read",
                path, start, cut - start);
-      assert_string_equal(log.w[0].msg, want);
-      assert_int_equal(log.w[0].offset, start);
-      assert_false(log.w[0].data_lost);
-      assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 0);
-      assert_true(stkr_reader_process(r, 0)->live_tail);
+      assert_string_equal(rd.log.w[0].msg, want);
+      assert_int_equal(rd.log.w[0].offset, start);
+      assert_false(rd.log.w[0].data_lost);
+      assert_int_equal(stkr_reader_process(rd.r, 0)->damaged_batches, 0);
+      assert_true(stkr_reader_process(rd.r, 0)->live_tail);
       {
         stkr_reader_counts c;
-        stkr_reader_get_counts(r, &c);
+        stkr_reader_get_counts(rd.r, &c);
         assert_int_equal(c.data_lost, 0);
       }
     }
     if (cut == start || cut == 0)
-      assert_false(stkr_reader_process(r, 0)->live_tail);
-    stkr_reader_free(r);
+      assert_false(stkr_reader_process(rd.r, 0)->live_tail);
+    stkr_reader_free(rd.r);
   }
   stkr_fmt_buf_free(&buf);
 }
@@ -154,9 +151,7 @@ static void test_truncated_after_clean_end_is_damage(void **state) {
   const char *d = fx_tmpdir("trunc-clean");
   char path[4200];
   stkr_fmt_buf buf = {0};
-  ru_ev got[RU_MAX_EV];
-  stkr_reader *r;
-  ru_log log;
+  ru_reading rd;
   size_t clean;
   (void)state;
 
@@ -165,16 +160,15 @@ static void test_truncated_after_clean_end_is_damage(void **state) {
   assert_int_equal(fx_std_encode(0, 1, FX_PID, &buf), 0);
   snprintf(path, sizeof(path), "%s/stackrec-%u-000002.zst", d, FX_PID);
   assert_int_equal(fx_write_file(path, buf.data, clean + 20), 0);
-  r = ru_open(path, &log);
-  assert_non_null(r);
-  assert_int_equal(ru_read_all(r, got), 3);
-  assert_int_equal(log.n, 1);
-  assert_int_equal(log.w[0].kind, STKR_WARN_TRUNCATED);
-  assert_true(log.w[0].data_lost);
-  assert_int_equal(log.w[0].offset, (int64_t)clean);
-  assert_false(stkr_reader_process(r, 0)->live_tail);
-  assert_true(stkr_reader_process(r, 0)->clean_end);
-  stkr_reader_free(r);
+  ru_read_path(&rd, path);
+  assert_int_equal(rd.n, 3);
+  assert_int_equal(rd.log.n, 1);
+  assert_int_equal(rd.log.w[0].kind, STKR_WARN_TRUNCATED);
+  assert_true(rd.log.w[0].data_lost);
+  assert_int_equal(rd.log.w[0].offset, (int64_t)clean);
+  assert_false(stkr_reader_process(rd.r, 0)->live_tail);
+  assert_true(stkr_reader_process(rd.r, 0)->clean_end);
+  stkr_reader_free(rd.r);
   stkr_fmt_buf_free(&buf);
 }
 
@@ -187,7 +181,6 @@ static void test_bit_flips(void **state) {
   stkr_fmt_buf buf = seg3(end);
   const char *d = fx_tmpdir("flip");
   char path[4200];
-  ru_ev got[RU_MAX_EV];
   int lost = 0;
   (void)state;
 
@@ -196,19 +189,16 @@ static void test_bit_flips(void **state) {
     for (m = 0; m < sizeof(masks); m++) {
       fx_expect x[RU_MAX_EV];
       size_t nx = fx_std_expect(x, RU_MAX_EV), i;
-      stkr_reader *r;
-      ru_log log;
-      int n, k = 0, mid = 0, w;
+      ru_reading rd;
+      int k = 0, mid = 0, w;
 
       buf.data[pos] ^= masks[m];
       assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
       buf.data[pos] ^= masks[m];
-      r = ru_open(path, &log);
-      assert_non_null(r);
-      n = ru_read_all(r, got);
-      assert_true(n >= 0);
+      ru_read_path(&rd, path);
+      assert_true(rd.n >= 0);
       for (i = 0; i < nx && x[i].batch < 3; i++) {
-        if (k < n && ru_match(&got[k], &x[i], FX_PID)) {
+        if (k < rd.n && ru_match(&rd.got[k], &x[i], FX_PID)) {
           k++;
           mid += x[i].batch == 1;
         } else if (x[i].batch != 1) {
@@ -216,23 +206,23 @@ static void test_bit_flips(void **state) {
                    x[i].batch);
         }
       }
-      assert_int_equal(k, n); /* nothing delivered that was not recorded */
+      assert_int_equal(k, rd.n); /* nothing delivered that was not recorded */
       assert_true(mid == 0 || mid == 2);
       if (mid == 0) {
         lost++;
-        for (w = 0; w < log.n; w++)
-          if (log.w[w].kind == STKR_WARN_DAMAGED &&
-              log.w[w].offset >= (int64_t)end[0] &&
-              log.w[w].offset < (int64_t)end[1] &&
-              strstr(log.w[w].msg, path) != NULL)
+        for (w = 0; w < rd.log.n; w++)
+          if (rd.log.w[w].kind == STKR_WARN_DAMAGED &&
+              rd.log.w[w].offset >= (int64_t)end[0] &&
+              rd.log.w[w].offset < (int64_t)end[1] &&
+              strstr(rd.log.w[w].msg, path) != NULL)
             break;
-        if (w == log.n) {
-          ru_dump_log(&log);
+        if (w == rd.log.n) {
+          ru_dump_log(&rd.log);
           fail_msg("flip %#x at %zu: no warning naming the offset",
                    masks[m], pos);
         }
       }
-      stkr_reader_free(r);
+      stkr_reader_free(rd.r);
     }
   }
   assert_true(lost > 0);
@@ -246,28 +236,24 @@ static void test_flip_middle_exact(void **state) {
   stkr_fmt_buf buf = seg3(end);
   const char *d = fx_tmpdir("flip1");
   char path[4200], want[4300];
-  ru_ev got[RU_MAX_EV];
-  stkr_reader *r;
-  ru_log log;
-  int n;
+  ru_reading rd;
   (void)state;
 
   snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
   buf.data[end[1] - 6] ^= 0x10; /* in the last block, before the checksum */
   assert_int_equal(fx_write_file(path, buf.data, buf.len), 0);
-  r = ru_open(path, &log);
-  n = ru_read_all(r, got);
-  assert_int_equal(n, 4); /* 3 + 1 */
-  assert_int_equal(got[3].v.site_id, 4);
-  assert_int_equal(log.n, 1);
+  ru_read_path(&rd, path);
+  assert_int_equal(rd.n, 4); /* 3 + 1 */
+  assert_int_equal(rd.got[3].v.site_id, 4);
+  assert_int_equal(rd.log.n, 1);
   snprintf(want, sizeof(want), "%s: offset %zu: damaged batch (", path,
            end[0]);
-  assert_memory_equal(log.w[0].msg, want, strlen(want));
-  assert_non_null(strstr(log.w[0].msg, "skipped"));
-  assert_int_equal(stkr_reader_process(r, 0)->damaged_batches, 1);
-  assert_int_equal(stkr_reader_process(r, 0)->batches, 2);
-  assert_int_equal(stkr_reader_process(r, 0)->missing_batches, 1);
-  stkr_reader_free(r);
+  assert_memory_equal(rd.log.w[0].msg, want, strlen(want));
+  assert_non_null(strstr(rd.log.w[0].msg, "skipped"));
+  assert_int_equal(stkr_reader_process(rd.r, 0)->damaged_batches, 1);
+  assert_int_equal(stkr_reader_process(rd.r, 0)->batches, 2);
+  assert_int_equal(stkr_reader_process(rd.r, 0)->missing_batches, 1);
+  stkr_reader_free(rd.r);
   stkr_fmt_buf_free(&buf);
 }
 
@@ -275,12 +261,9 @@ static void test_empty_and_garbage_files(void **state) {
   const char *d = fx_tmpdir("garbage");
   char dir[4096], path[4200];
   uint8_t junk[3000];
-  ru_ev got[RU_MAX_EV];
   stkr_fmt_buf buf = {0};
-  stkr_reader *r;
-  ru_log log;
+  ru_reading rd;
   size_t i;
-  int n;
   (void)state;
 
   snprintf(dir, sizeof(dir), "%s", d);
@@ -305,28 +288,27 @@ static void test_empty_and_garbage_files(void **state) {
   }
   stkr_fmt_buf_free(&buf);
 
-  r = ru_open(dir, &log);
-  assert_non_null(r);
-  n = ru_read_all(r, got);
-  assert_int_equal(n, 6);
+  ru_read_path(&rd, dir);
+  assert_int_equal(rd.n, 6);
   for (i = 0; i < 6; i++)
-    assert_int_equal(got[i].v.pid, 4);
-  ru_dump_log(&log);
-  assert_int_equal(log.n, 4);
-  assert_int_equal(log.w[0].kind, STKR_WARN_EMPTY_FILE);
-  assert_int_equal(log.w[0].pid, 1);
-  assert_int_equal(log.w[1].kind, STKR_WARN_NOT_ZSTD);
-  assert_int_equal(log.w[1].pid, 2);
-  assert_non_null(strstr(log.w[1].msg, "stackrec-2-000001.zst: not a zstd"));
+    assert_int_equal(rd.got[i].v.pid, 4);
+  ru_dump_log(&rd.log);
+  assert_int_equal(rd.log.n, 4);
+  assert_int_equal(rd.log.w[0].kind, STKR_WARN_EMPTY_FILE);
+  assert_int_equal(rd.log.w[0].pid, 1);
+  assert_int_equal(rd.log.w[1].kind, STKR_WARN_NOT_ZSTD);
+  assert_int_equal(rd.log.w[1].pid, 2);
+  assert_non_null(
+      strstr(rd.log.w[1].msg, "stackrec-2-000001.zst: not a zstd"));
   /* pid 3: its only segment is a cut-off magic number: the first batch
    * of a recording still being written (live-tail rule), not damage. */
-  assert_int_equal(log.w[2].kind, STKR_WARN_LIVE_TAIL);
-  assert_false(log.w[2].data_lost);
-  assert_int_equal(log.w[2].pid, 3);
-  assert_int_equal(log.w[3].kind, STKR_WARN_DAMAGED);
-  assert_non_null(strstr(log.w[3].msg, "offset 0: damaged batch (no zstd "
-                                       "frame here), skipped 100 bytes"));
-  stkr_reader_free(r);
+  assert_int_equal(rd.log.w[2].kind, STKR_WARN_LIVE_TAIL);
+  assert_false(rd.log.w[2].data_lost);
+  assert_int_equal(rd.log.w[2].pid, 3);
+  assert_int_equal(rd.log.w[3].kind, STKR_WARN_DAMAGED);
+  assert_non_null(strstr(rd.log.w[3].msg, "offset 0: damaged batch (no zstd "
+                                          "frame here), skipped 100 bytes"));
+  stkr_reader_free(rd.r);
 }
 
 static int reserve(stkr_fmt_buf *b, size_t extra) {

@@ -18,6 +18,7 @@
 
 #include "common/stkr_mkdir.h"
 #include "flush/flush_internal.h"
+#include "tests/bad_env.h"
 #include "tests/testlib.h"
 
 static const char *const k_vars[] = {
@@ -163,36 +164,44 @@ static void test_struct_wins_over_env(void **state) {
       .set.payload_max = 16, .set.fork_mode = STKR_FORK_DISABLE});
 }
 
-static void test_malformed_env_is_einval_and_named(void **state) {
-  (void)state;
-  static const struct {
-    const char *var, *value;
-  } bad[] = {
-      {"STACKREC_RING_BYTES", "12Q"},   {"STACKREC_RING_BYTES", "-5"},
-      {"STACKREC_RING_BYTES", " 64K"},  {"STACKREC_RING_BYTES", "2T"},
-      {"STACKREC_DEPTH", "lots"},       {"STACKREC_DEPTH", "257"},
-      {"STACKREC_DEPTH", "0"},          {"STACKREC_DEPTH", "8K"},
-      {"STACKREC_SKIP", "1.5"},         {"STACKREC_FLUSH_MS", "0"},
-      {"STACKREC_SEGMENT_BYTES", "99999999999999999999"},
-      {"STACKREC_SEGMENT_BYTES", "17179869184G"},
-      {"STACKREC_DISK_CAP_BYTES", "1Gx"}, {"STACKREC_PAYLOAD_MAX", "5000"},
-      {"STACKREC_FORK", "sometimes"},   {"STACKREC_UNWIND", "dwarf"},
-      {"STACKREC_UNWIND", "table"},
-      /* No "unbounded" exit: 0 and values above a minute are refused. */
-      {"STACKREC_EXIT_MS", "0"},        {"STACKREC_EXIT_MS", "60001"},
-      {"STACKREC_EXIT_MS", "100ms"},
-  };
+/* name=value alone in the environment: stkr__config_build is -EINVAL and
+ * its note names the variable. */
+static void expect_einval(const char *name, const char *value) {
   char err[512];
   stkr__fconfig c;
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    clear_env(NULL);
-    setenv(bad[i].var, bad[i].value, 1);
-    assert_int_equal(build_capture(NULL, &c, err, sizeof err), -EINVAL);
-    if (!strstr(err, bad[i].var) || !strstr(err, "stackrec: ")) {
-      print_error("%s=%s: stderr was \"%s\"\n", bad[i].var, bad[i].value, err);
-      fail();
-    }
+
+  clear_env(NULL);
+  setenv(name, value, 1);
+  assert_int_equal(build_capture(NULL, &c, err, sizeof err), -EINVAL);
+  if (!strstr(err, name) || !strstr(err, "stackrec: ")) {
+    print_error("%s=%s: stderr was \"%s\"\n", name, value, err);
+    fail();
   }
+}
+
+static void test_malformed_env_is_einval_and_named(void **state) {
+  /* Beyond one value of each variable (tests/bad_env.h): the edges of
+   * their syntax and ranges. */
+  static const struct {
+    const char *var, *values[4]; /* NULL-terminated */
+  } edges[] = {
+      {"STACKREC_RING_BYTES", {"-5", " 64K", "2T"}},
+      {"STACKREC_DEPTH", {"lots", "257", "8K"}},
+      {"STACKREC_SKIP", {"1.5"}},
+      {"STACKREC_SEGMENT_BYTES", {"99999999999999999999", "17179869184G"}},
+      {"STACKREC_DISK_CAP_BYTES", {"1Gx"}},
+      {"STACKREC_PAYLOAD_MAX", {"5000"}},
+      {"STACKREC_UNWIND", {"table"}},
+      /* No "unbounded" exit: 0 and values above a minute are refused. */
+      {"STACKREC_EXIT_MS", {"0", "60001"}},
+  };
+  (void)state;
+
+  for (size_t i = 0; i < N_BAD_ENV; i++)
+    expect_einval(k_bad_env[i].var, k_bad_env[i].value);
+  for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+    for (const char *const *v = edges[i].values; *v != NULL; v++)
+      expect_einval(edges[i].var, *v);
 }
 
 static void test_bad_fields_are_einval(void **state) {

@@ -271,10 +271,8 @@ static void test_unknown_ids(void **state) {
   stkr_fmt_buf buf = {0};
   const stkr_process_info *p;
   const stkr_site_info *sites;
-  ru_ev got[RU_MAX_EV];
-  stkr_reader *r;
+  ru_reading rd;
   size_t ns, i;
-  ru_log log;
   (void)state;
 
   assert_int_equal(fx_encode(&b1, &buf), 0);
@@ -282,41 +280,41 @@ static void test_unknown_ids(void **state) {
   assert_int_equal(fx_write_segment(dir, 7, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
-  r = ru_open(dir, &log);
-  assert_non_null(r);
-  assert_int_equal(ru_read_all(r, got), 6);
-  assert_false(got[0].v.unresolved);
-  assert_string_equal(got[1].v.site, "?");
-  assert_true(got[1].v.unresolved);
-  assert_int_equal(got[1].v.site_id, 99);
-  assert_string_equal(got[1].v.thread_name, "main"); /* the rest still resolved */
-  assert_string_equal(got[2].v.thread_name, "?");
-  assert_int_equal(got[2].v.tid, 0);
-  assert_string_equal(got[2].v.site, "net.connect");
-  assert_true(got[2].v.unresolved);
-  assert_int_equal(got[3].v.n_pcs, 0);
-  assert_true(got[3].v.unresolved);
-  assert_string_equal(got[4].v.site, "?");
-  assert_string_equal(got[5].v.site, "file.open");
-  assert_false(got[5].v.unresolved);
-  assert_int_equal(got[5].v.ts_ns, 201);
+  ru_read_path(&rd, dir);
+  assert_int_equal(rd.n, 6);
+  assert_false(rd.got[0].v.unresolved);
+  assert_string_equal(rd.got[1].v.site, "?");
+  assert_true(rd.got[1].v.unresolved);
+  assert_int_equal(rd.got[1].v.site_id, 99);
+  /* The rest still resolved. */
+  assert_string_equal(rd.got[1].v.thread_name, "main");
+  assert_string_equal(rd.got[2].v.thread_name, "?");
+  assert_int_equal(rd.got[2].v.tid, 0);
+  assert_string_equal(rd.got[2].v.site, "net.connect");
+  assert_true(rd.got[2].v.unresolved);
+  assert_int_equal(rd.got[3].v.n_pcs, 0);
+  assert_true(rd.got[3].v.unresolved);
+  assert_string_equal(rd.got[4].v.site, "?");
+  assert_string_equal(rd.got[5].v.site, "file.open");
+  assert_false(rd.got[5].v.unresolved);
+  assert_int_equal(rd.got[5].v.ts_ns, 201);
 
-  p = stkr_reader_process(r, 0);
+  p = stkr_reader_process(rd.r, 0);
   assert_int_equal(p->unresolved_events, 4);
   assert_int_equal(p->sites, 3);
   assert_false(p->clean_end);
-  ru_dump_log(&log);
-  assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
-  assert_int_equal(log.n, 1);
-  assert_non_null(strstr(log.w[0].msg, "4 events"));
-  assert_true(got[1].v.site_undefined && !got[1].v.thread_undefined &&
-              !got[1].v.stack_undefined);
-  assert_true(got[2].v.thread_undefined && !got[2].v.site_undefined);
-  assert_true(got[3].v.stack_undefined && !got[3].v.thread_undefined);
-  assert_false(got[5].v.site_undefined);
+  ru_dump_log(&rd.log);
+  assert_int_equal(ru_count(&rd.log, STKR_WARN_UNRESOLVED), 1);
+  assert_int_equal(rd.log.n, 1);
+  assert_non_null(strstr(rd.log.w[0].msg, "4 events"));
+  assert_true(rd.got[1].v.site_undefined && !rd.got[1].v.thread_undefined &&
+              !rd.got[1].v.stack_undefined);
+  assert_true(rd.got[2].v.thread_undefined && !rd.got[2].v.site_undefined);
+  assert_true(rd.got[3].v.stack_undefined && !rd.got[3].v.thread_undefined);
+  assert_false(rd.got[5].v.site_undefined);
   /* Undefined ids share one "?" entry (id 0): no state per bogus id. Site
    * 3's event before its definition is one of them. */
-  assert_int_equal(stkr_reader_sites(r, 0, &sites, &ns), 0);
+  assert_int_equal(stkr_reader_sites(rd.r, 0, &sites, &ns), 0);
   assert_int_equal(ns, 4);
   for (i = 0; i < ns; i++) {
     assert_true(sites[i].id != 99);
@@ -330,7 +328,7 @@ static void test_unknown_ids(void **state) {
       assert_int_equal(sites[i].events, 1);
     }
   }
-  stkr_reader_free(r);
+  stkr_reader_free(rd.r);
 }
 
 /* A process recorded in a newer format is refused with a clear warning;
@@ -346,9 +344,7 @@ static void test_newer_version(void **state) {
   const char *d = fx_tmpdir("ver");
   char dir[4096];
   stkr_fmt_buf buf = {0};
-  ru_ev got[RU_MAX_EV];
-  stkr_reader *r;
-  ru_log log;
+  ru_reading rd;
   (void)state;
 
   snprintf(dir, sizeof(dir), "%s", d);
@@ -358,22 +354,21 @@ static void test_newer_version(void **state) {
   stkr_fmt_buf_free(&buf);
   assert_int_equal(fx_std_write(dir, 10), 0);
 
-  r = ru_open(dir, &log);
-  assert_non_null(r);
-  assert_int_equal(ru_read_all(r, got), 9); /* pid 9's event not delivered */
-  check_std_events(got, 9, 10);
-  assert_int_equal(log.n, 1); /* once for the process, not per segment */
-  assert_int_equal(log.w[0].kind, STKR_WARN_UNSUPPORTED);
-  assert_true(log.w[0].data_lost);
-  assert_int_equal(log.w[0].pid, 9);
-  assert_int_equal(log.w[0].offset, 0);
-  assert_non_null(strstr(log.w[0].msg, "stackrec-9-000001.zst: offset 0: "
-                                       "format version 2 is newer"));
-  assert_int_equal(stkr_reader_process(r, 0)->pid, 9);
-  assert_int_equal(stkr_reader_process(r, 0)->status, -EPROTONOSUPPORT);
-  assert_int_equal(stkr_reader_process(r, 0)->events, 0);
-  assert_int_equal(stkr_reader_process(r, 1)->status, 0);
-  stkr_reader_free(r);
+  ru_read_path(&rd, dir);
+  assert_int_equal(rd.n, 9); /* pid 9's event not delivered */
+  check_std_events(rd.got, 9, 10);
+  assert_int_equal(rd.log.n, 1); /* once for the process, not per segment */
+  assert_int_equal(rd.log.w[0].kind, STKR_WARN_UNSUPPORTED);
+  assert_true(rd.log.w[0].data_lost);
+  assert_int_equal(rd.log.w[0].pid, 9);
+  assert_int_equal(rd.log.w[0].offset, 0);
+  assert_non_null(strstr(rd.log.w[0].msg, "stackrec-9-000001.zst: offset 0: "
+                                          "format version 2 is newer"));
+  assert_int_equal(stkr_reader_process(rd.r, 0)->pid, 9);
+  assert_int_equal(stkr_reader_process(rd.r, 0)->status, -EPROTONOSUPPORT);
+  assert_int_equal(stkr_reader_process(rd.r, 0)->events, 0);
+  assert_int_equal(stkr_reader_process(rd.r, 1)->status, 0);
+  stkr_reader_free(rd.r);
 }
 
 /* Header pid disagreeing with the file name is reported once, data kept;
@@ -381,9 +376,7 @@ static void test_newer_version(void **state) {
 static void test_inconsistent(void **state) {
   const char *dir = fx_tmpdir("inc");
   stkr_fmt_buf buf = {0};
-  ru_ev got[RU_MAX_EV];
-  stkr_reader *r;
-  ru_log log;
+  ru_reading rd;
   (void)state;
 
   /* Batches 0 and 2 only: seq 1 then 3; headers say pid 5. */
@@ -391,16 +384,15 @@ static void test_inconsistent(void **state) {
   assert_int_equal(fx_std_encode(2, 3, 5, &buf), 0);
   assert_int_equal(fx_write_segment(dir, 6, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
-  r = ru_open(dir, &log);
-  assert_non_null(r);
-  assert_int_equal(ru_read_all(r, got), 4);
-  assert_int_equal(log.n, 1);
-  assert_int_equal(log.w[0].kind, STKR_WARN_INCONSISTENT);
-  assert_false(log.w[0].data_lost);
-  assert_non_null(strstr(log.w[0].msg, "header says pid 5"));
-  assert_int_equal(stkr_reader_process(r, 0)->missing_batches, 1);
-  assert_int_equal(stkr_reader_process(r, 0)->pid, 6);
-  stkr_reader_free(r);
+  ru_read_path(&rd, dir);
+  assert_int_equal(rd.n, 4);
+  assert_int_equal(rd.log.n, 1);
+  assert_int_equal(rd.log.w[0].kind, STKR_WARN_INCONSISTENT);
+  assert_false(rd.log.w[0].data_lost);
+  assert_non_null(strstr(rd.log.w[0].msg, "header says pid 5"));
+  assert_int_equal(stkr_reader_process(rd.r, 0)->missing_batches, 1);
+  assert_int_equal(stkr_reader_process(rd.r, 0)->pid, 6);
+  stkr_reader_free(rd.r);
 }
 
 /* Two recording sessions of one pid in one directory (stkr_init again, or
@@ -423,9 +415,7 @@ static void test_sessions(void **state) {
   char dir[4096];
   stkr_fmt_buf buf = {0};
   const stkr_process_info *p;
-  ru_ev got[RU_MAX_EV];
-  stkr_reader *r;
-  ru_log log;
+  ru_reading rd;
   int pass;
   (void)state;
 
@@ -436,26 +426,26 @@ static void test_sessions(void **state) {
     assert_int_equal(fx_encode(pass == 0 ? &b1 : &b2, &buf), 0);
     assert_int_equal(fx_write_segment(dir, 50, 2, &buf), 0);
 
-    r = ru_open(dir, &log);
-    assert_non_null(r);
-    assert_int_equal(ru_read_all(r, got), 8);
-    check_std_events_n(got, 6, 50, true); /* first session: unchanged */
-    p = stkr_reader_process(r, 0);
+    ru_read_path(&rd, dir);
+    assert_int_equal(rd.n, 8);
+    check_std_events_n(rd.got, 6, 50, true); /* first session: unchanged */
+    p = stkr_reader_process(rd.r, 0);
     assert_int_equal(p->sessions, 2);
     assert_false(p->clean_end); /* the first session did not end cleanly */
     if (pass == 0) {
-      ru_dump_log(&log);
-      assert_int_equal(log.n, 0); /* no "redefined differently" */
-      assert_string_equal(got[6].v.site, "net.connect");
-      assert_string_equal(got[6].v.thread_name, "worker-1");
-      assert_int_equal(got[6].v.tid, 4243);
-      assert_int_equal(got[6].v.n_pcs, 1);
-      assert_int_equal(got[6].v.pcs[0], fx_stack_pcs[2][0]);
-      assert_int_equal(got[7].v.ts_ns, 3010);
-      assert_string_equal(got[7].v.site, "privacy.clipboard.read");
-      assert_string_equal(got[7].v.thread_name, "main");
-      assert_int_equal(got[7].v.n_pcs, 3);
-      assert_int_equal(got[7].v.wall_ns, FX_START_WALL + 3010 - FX_START_MONO);
+      ru_dump_log(&rd.log);
+      assert_int_equal(rd.log.n, 0); /* no "redefined differently" */
+      assert_string_equal(rd.got[6].v.site, "net.connect");
+      assert_string_equal(rd.got[6].v.thread_name, "worker-1");
+      assert_int_equal(rd.got[6].v.tid, 4243);
+      assert_int_equal(rd.got[6].v.n_pcs, 1);
+      assert_int_equal(rd.got[6].v.pcs[0], fx_stack_pcs[2][0]);
+      assert_int_equal(rd.got[7].v.ts_ns, 3010);
+      assert_string_equal(rd.got[7].v.site, "privacy.clipboard.read");
+      assert_string_equal(rd.got[7].v.thread_name, "main");
+      assert_int_equal(rd.got[7].v.n_pcs, 3);
+      assert_int_equal(rd.got[7].v.wall_ns,
+                       FX_START_WALL + 3010 - FX_START_MONO);
       assert_int_equal(p->sites, 4); /* merged by name */
       assert_int_equal(p->threads, 6);
       assert_int_equal(p->stacks, 6);
@@ -464,14 +454,14 @@ static void test_sessions(void **state) {
       assert_int_equal(p->unresolved_events, 0);
     } else {
       /* Better "?" than the first session's meaning of the ids. */
-      assert_true(got[6].v.unresolved && got[7].v.unresolved);
-      assert_string_equal(got[6].v.site, "?");
-      assert_string_equal(got[7].v.thread_name, "?");
-      assert_int_equal(got[7].v.n_pcs, 0);
+      assert_true(rd.got[6].v.unresolved && rd.got[7].v.unresolved);
+      assert_string_equal(rd.got[6].v.site, "?");
+      assert_string_equal(rd.got[7].v.thread_name, "?");
+      assert_int_equal(rd.got[7].v.n_pcs, 0);
       assert_int_equal(p->unresolved_events, 2);
-      assert_int_equal(ru_count(&log, STKR_WARN_UNRESOLVED), 1);
+      assert_int_equal(ru_count(&rd.log, STKR_WARN_UNRESOLVED), 1);
     }
-    stkr_reader_free(r);
+    stkr_reader_free(rd.r);
   }
   stkr_fmt_buf_free(&buf);
 }

@@ -67,7 +67,25 @@ static void fork_case(stkr_fork_mode mode) {
 }
 
 /* A child that outlives its recording parent must not keep the parent's
- * session looking alive: the child closes its copy of the lock. */
+ * session looking alive: the child closes its copy of the lock. The
+ * recording parent's body: 50 events, then a child that sends its pid
+ * down the pipe (arg: its write end) and waits to be killed. */
+static void outlived_body(void *arg) {
+  int wfd = *(const int *)arg;
+  pid_t c;
+
+  record_seq(0, 50);
+  c = fork();
+  if (c == 0) {
+    /* Inherits every descriptor but the lock's, which the atfork
+     * handler closed before fork() returned here. */
+    c = getpid();
+    if (write(wfd, &c, sizeof c) != sizeof c) _exit(96);
+    for (;;) pause();
+  }
+  if (c < 0) _exit(97);
+}
+
 static void test_child_outlives_parent(void **state) {
   char dir[300];
   stkr_recover_stats st;
@@ -76,27 +94,11 @@ static void test_child_outlives_parent(void **state) {
   pid_t c = 0;
   (void)state;
 
-  new_dir(dir, sizeof dir);
   assert_int_equal(pipe(pfd), 0);
-  pid_t p = fork();
-  assert_true(p >= 0);
-  if (p == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000};
-    if (stkr_init(&cfg) != 0) _exit(90);
-    record_seq(0, 50);
-    c = fork();
-    if (c == 0) {
-      /* Inherits every descriptor but the lock's, which the atfork
-       * handler closed before fork() returned here. */
-      c = getpid();
-      if (write(pfd[1], &c, sizeof c) != sizeof c) _exit(96);
-      for (;;) pause();
-    }
-    if (c < 0) _exit(97);
-    kill(getpid(), SIGKILL);
-  }
+  status = run_killed_child_in_new_dir(dir, sizeof dir, (stkr_config){0},
+                                       outlived_body, &pfd[1]);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   assert_int_equal(read(pfd[0], &c, sizeof c), (ssize_t)sizeof c);
-  assert_int_equal(waitpid(p, &status, 0), p);
   recover(dir, false, &st, &ms);
   kill(c, SIGKILL);
   assert_int_equal(st.sessions_live, 0);

@@ -359,6 +359,55 @@ static void test_torn_last_batch(void **state) {
   torn_last_batch(false);
 }
 
+/* ---- ring files that hold nothing recorded, beside a dead session ---- */
+
+/* The dead session of run_child_die(dir, cap, 0, 500, false): a copy of
+ * its ring file's bytes (malloc'd, *len of them) and its rings' path
+ * prefix "DIR/stackrec-<pid>-<sid>" in prefix, for made-up ring files. */
+static char *dead_session_ring(char *dir, size_t cap, char *prefix,
+                               size_t prefix_cap, size_t *len) {
+  char *ring;
+
+  run_child_die(dir, cap, 0, 500, false);
+  tl_find_file(dir, ".ring", prefix, prefix_cap);
+  ring = tl_slurp_alloc(prefix, len);
+  assert_non_null(ring);
+  *strrchr(prefix, '-') = '\0';
+  return ring;
+}
+
+/* path created (it must not exist yet) with data[0..len). */
+static void create_file(const char *path, const void *data, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, data, len), (ssize_t)len);
+  close(fd);
+}
+
+/* Recovery of dead_session_ring's directory with made-up ring files in it
+ * (in dir or cache): dry, as verify runs it, it removes nothing; neither
+ * run says anything or counts an orphan; the real one writes the session's
+ * 500 events, once each, and leaves no ring file in dir. */
+static void recover_quietly(const char *dir, const char *cache) {
+  stkr_recover_stats st;
+  msgs ms;
+  int in_dir = tl_count_files(dir, ".ring");
+  int in_cache = tl_count_files(cache, ".ring");
+
+  recover(dir, true, &st, &ms);
+  assert_int_equal(ms.n, 0);
+  assert_int_equal(st.orphans, 0);
+  assert_int_equal(tl_count_files(dir, ".ring"), in_dir);
+  assert_int_equal(tl_count_files(cache, ".ring"), in_cache);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(ms.n, 0);
+  assert_int_equal(st.orphans, 0);
+  assert_int_equal(st.events, 500);
+  assert_int_equal(tl_count_files(dir, ".ring"), 0);
+  assert_read_once(dir, 500, 500);
+}
+
 /* Ring files whose writer died creating them (issue 9: an _exit under
  * load left one in 1 run of 4): full size, no magic yet (the writer
  * stores it last), as fallocate left it or with a pooled file's header
@@ -366,37 +415,21 @@ static void test_torn_last_batch(void **state) {
  * run say nothing and count no unusable file (before: "not a ring file
  * (bad magic)", verify DAMAGED, recover exit 1). */
 static void test_ring_file_never_set_up(void **state) {
-  char dir[300], path[600], other[620];
-  stkr_recover_stats st;
-  msgs ms;
+  char dir[300], pre[600], other[620], cache[620];
   size_t len;
+  char *ring = dead_session_ring(dir, sizeof dir, pre, sizeof pre, &len);
   (void)state;
 
-  run_child_die(dir, sizeof dir, 0, 500, false);
-  tl_find_file(dir, ".ring", path, sizeof path);
-  char *ring = tl_slurp_alloc(path, &len);
-  assert_non_null(ring);
   assert_true(len >= STKR_RINGFILE_HDR_BYTES);
-  *strrchr(path, '-') = '\0';
   /* 98: the header written but for the magic; 99: all zeros */
   for (int i = 0; i < 2; i++) {
     memset(ring, 0, i == 0 ? 8 : len);
-    snprintf(other, sizeof other, "%s-%d.ring", path, 98 + i);
-    int fd = open(other, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, ring, len), (ssize_t)len);
-    close(fd);
+    snprintf(other, sizeof other, "%s-%d.ring", pre, 98 + i);
+    create_file(other, ring, len);
   }
   free(ring);
-  recover(dir, true, &st, &ms); /* as verify does */
-  assert_int_equal(ms.n, 0);
-  assert_int_equal(st.orphans, 0);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(ms.n, 0);
-  assert_int_equal(st.orphans, 0);
-  assert_int_equal(st.events, 500);
-  assert_int_equal(tl_count_files(dir, ".ring"), 0);
-  assert_read_once(dir, 500, 500);
+  snprintf(cache, sizeof cache, "%s/" STKR_CACHE_DIR, dir);
+  recover_quietly(dir, cache);
 }
 
 /* A ring file its writer died making, or claiming from the pool, before it
@@ -408,45 +441,27 @@ static void test_ring_file_never_set_up(void **state) {
  * them with their dead session, and only theirs. */
 static void test_ring_file_being_made(void **state) {
   char dir[300], path[600], cache[620], pre[700], f[3][800];
-  stkr_recover_stats st;
-  msgs ms;
   size_t len;
+  char *ring = dead_session_ring(dir, sizeof dir, path, sizeof path, &len);
   (void)state;
 
-  run_child_die(dir, sizeof dir, 0, 500, false);
   snprintf(cache, sizeof cache, "%s/" STKR_CACHE_DIR, dir);
   /* The writer renamed its rings into place: none is left half made. */
   assert_int_equal(tl_count_files(cache, ".ring"), 0);
-  tl_find_file(dir, ".ring", path, sizeof path);
-  char *ring = tl_slurp_alloc(path, &len);
-  assert_non_null(ring);
   /* "stackrec-<pid>-<sid>", the dead session's prefix */
-  *strrchr(path, '-') = '\0';
   snprintf(pre, sizeof pre, "%s/" STKR_RINGFILE_NEW "%s", cache,
            strrchr(path, '/') + 1);
   (void)mkdir(cache, 0700);
   snprintf(f[0], sizeof f[0], "%s-98.ring", pre);    /* created, not sized */
   snprintf(f[1], sizeof f[1], "%s-99.ring", pre);    /* claimed, not cleared */
   snprintf(f[2], sizeof f[2], "%s7-5.ring", pre);    /* another session's */
-  for (int i = 0; i < 3; i++) {
-    int fd = open(f[i], O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    if (i > 0) assert_int_equal(write(fd, ring, len), (ssize_t)len);
-    close(fd);
-  }
+  for (int i = 0; i < 3; i++)
+    create_file(f[i], ring, i > 0 ? len : 0);
   free(ring);
-  recover(dir, true, &st, &ms); /* as verify does: removes nothing */
-  assert_int_equal(ms.n, 0);
-  assert_int_equal(st.orphans, 0);
   assert_int_equal(tl_count_files(cache, ".ring"), 3);
-  recover(dir, false, &st, &ms);
-  assert_int_equal(ms.n, 0);
-  assert_int_equal(st.orphans, 0);
-  assert_int_equal(st.events, 500);
-  assert_int_equal(tl_count_files(dir, ".ring"), 0);
+  recover_quietly(dir, cache);
   assert_int_equal(tl_count_files(cache, ".ring"), 1);
   assert_int_equal(access(f[2], F_OK), 0);
-  assert_read_once(dir, 500, 500);
 }
 
 /* The embedded case: the next stkr_init on the directory recovers. */

@@ -101,15 +101,17 @@ static void test_fp_walk_stops_there(void **state) {
 }
 
 /* `omitfp dlopen LIB 40` recorded with passes every flush_ms: 40 events
- * of the library's chain, 50 ms apart. @return how many of them hold the
- * chain to main; *last_has: the last one does. */
-static size_t dlopen_recorded(const char *tag, const char *lib,
-                              const char *flush_ms, bool *last_has) {
+ * of the library's chain, 50 ms apart, the last of which must hold the
+ * chain to main (the library walked with its table by then); else fail,
+ * saying `when` and how many held it. */
+static void expect_dlopen_walked(const char *tag, const char *lib,
+                                 const char *flush_ms, const char *when) {
   char dir[4096], args[4200];
   static const char *const img[] = {"libomitfp_lib.so", "libomitfp_lib.so",
                                     "omitfp"};
   static const char *const fn[] = {"lib_inner", "lib_outer", "main"};
   size_t events, full;
+  bool last;
 
   snprintf(dir, sizeof dir, "%s", fresh(tag));
   snprintf(args, sizeof args, "dlopen '%s' 40", lib);
@@ -117,9 +119,11 @@ static size_t dlopen_recorded(const char *tag, const char *lib,
   int rc = record(dir, "-q", "omitfp", args);
   unsetenv("STACKREC_FLUSH_MS");
   assert_int_equal(rc, 0);
-  chain_counts(dir, img, fn, 3, &events, &full, last_has);
+  chain_counts(dir, img, fn, 3, &events, &full, &last);
   assert_int_equal(events, 40);
-  return full;
+  if (!last)
+    fail_msg("%s, the dlopen'd library's frames are not walked with its "
+             "table (%zu of 40 events have the chain)", when, full);
 }
 
 /* An image loaded after recording started: its frames are walked with a
@@ -127,15 +131,10 @@ static size_t dlopen_recorded(const char *tag, const char *lib,
  * with the tables of the images there were, and frame pointers in it). */
 static void test_dlopen_image_gets_a_table(void **state) {
   char lib[4200];
-  bool last;
   (void)state;
 
   snprintf(lib, sizeof lib, "%s/libomitfp_lib.so", g_fx_dir);
-  size_t full = dlopen_recorded("dlopen", lib, "10", &last);
-  if (!last)
-    fail_msg("after 2 s of worker passes the dlopen'd library's frames are "
-             "still not walked with its table (%zu of 40 events have the "
-             "chain)", full);
+  expect_dlopen_walked("dlopen", lib, "10", "after 2 s of worker passes");
 }
 
 /* The same with passes a minute apart: the hook library's dlopen tells the
@@ -148,7 +147,6 @@ static void test_dlopen_image_gets_a_table(void **state) {
  * load would fail; uninstrumented builds only, see below). */
 static void test_dlopen_tells_the_worker(void **state) {
   char lib[4200] = "libomitfp_lib.so";
-  bool last;
   (void)state;
 
 #if SANITIZED
@@ -157,11 +155,9 @@ static void test_dlopen_tells_the_worker(void **state) {
    * with or without our hook, so the path is given. */
   snprintf(lib, sizeof lib, "%s/libomitfp_lib.so", g_fx_dir);
 #endif
-  size_t full = dlopen_recorded("dlopen-hint", lib, "60000", &last);
-  if (!last)
-    fail_msg("with passes a minute apart, the dlopen'd library's frames "
-             "are not walked with its table 2 s after the load (%zu of 40 "
-             "events have the chain): the worker was not told", full);
+  expect_dlopen_walked("dlopen-hint", lib, "60000",
+                       "with passes a minute apart (the worker not told?), "
+                       "2 s after the load");
 }
 
 /* A library built without frame pointers, called the moment it is
