@@ -484,8 +484,12 @@ static bool cache_open(stkr__symbe *be, mod *m) {
   /* A FIFO under the cache's name (a directory anyone may write into)
    * must not block this open forever, in the CLI's finish (its signals
    * held) or in an embedded app's flush: stkr_open_regular. */
-  if ((fd = stkr_open_regular(path, 0)) < 0)
+  if ((fd = stkr_open_regular(path, 0)) < 0) {
+    if (fd == -EINVAL) /* there, but no file to read */
+      warnf(be, "symbol cache refused, reading the DWARF instead: %s: not a "
+                "regular file", path);
     return false; /* none */
+  }
   rc = stkr__symcache_open(fd, path, &m->cache, err, sizeof err);
   close(fd);
   if (rc < 0) {
