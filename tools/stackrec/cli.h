@@ -156,6 +156,14 @@ bool stkr_cli_inputs_empty(void);
  * at the top. @return its length, 0 (buf "") when complete and intact. */
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 
+/* How p's dropped events split by reason, as verify, info and the
+ * completeness line say it: "ring full N, reentrant N, other N, write
+ * error N, exit N" (verify.c), in buf (STKR_CLI_DROP_REASONS_MAX bytes
+ * hold any). @return buf. */
+#define STKR_CLI_DROP_REASONS_MAX 160
+const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
+                                  size_t len);
+
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
 
