@@ -36,8 +36,9 @@ typedef enum stkr_agg_granularity {
   STKR_AGG_BY_ADDRESS    /* image + offset (the PC) as well */
 } stkr_agg_granularity;
 
-/* "line", "function", "address" -> *out. @return 0 or -EINVAL. */
-int stkr_agg_granularity_parse(const char *s, stkr_agg_granularity *out);
+/* Their names, by value ("line", "function", "address"), NULL-ended: the
+ * values of --granularity (stkr_cli_choice_parse). */
+extern const char *const stkr_agg_granularity_names[];
 
 typedef struct stkr_agg stkr_agg;
 

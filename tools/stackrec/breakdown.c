@@ -14,18 +14,8 @@
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/cli.h"
 
-int stkr_agg_by_parse(const char *s, stkr_agg_by *out) {
-  static const char *const names[] = {"site", "thread", "process", "payload",
-                                      "module"};
-  size_t i;
-
-  for (i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *out = (stkr_agg_by)i;
-      return 0;
-    }
-  return -EINVAL;
-}
+const char *const stkr_agg_by_names[] = {"site",    "thread", "process",
+                                         "payload", "module", NULL};
 
 void stkr_agg_by_opts(stkr_agg_by by, stkr_agg_opts *o) {
   o->by_thread = o->by_thread || by == STKR_BY_THREAD;

@@ -25,8 +25,10 @@ typedef enum stkr_agg_by {
   STKR_BY_MODULE
 } stkr_agg_by;
 
-/* "site", "thread", "process", "payload", "module". @return 0 or -EINVAL. */
-int stkr_agg_by_parse(const char *s, stkr_agg_by *out);
+/* Their names, by value ("site", "thread", "process", "payload",
+ * "module"), NULL-ended: the values of report --by
+ * (stkr_cli_choice_parse). */
+extern const char *const stkr_agg_by_names[];
 
 /* The aggregation options a breakdown needs (sets the by_* flags). */
 void stkr_agg_by_opts(stkr_agg_by by, stkr_agg_opts *o);

@@ -65,17 +65,36 @@ typedef struct stkr_cli_opt {
 #define STKR_CLI_VALUE 1u /* the option takes a value (optarg) */
 #define STKR_CLI_SHORT 2u /* -key (a letter) is the option too */
 
+/* An option whose value is one of a few names (--format text|json|...):
+ * stkr_cli_getopt stores the index of the name given in *index, or ends
+ * the parsing with stkr_cli_choice_parse's usage error. A table ends with
+ * a row whose key is 0. */
+typedef struct stkr_cli_choice {
+  int key;                  /* the option's row in opts (STKR_CLI_VALUE) */
+  const char *const *names; /* its values, NULL-ended */
+  int *index;               /* where the index of the value goes */
+} stkr_cli_choice;
+
+/* The value arg of option opt ("--format") as the index of one of names
+ * (NULL-ended) in *index. @return 0, or 2 after printing "stackrec <cmd>:
+ * <opt> '<arg>': a, b or c" (names, listed) as stkr_cli_usage_error. */
+int stkr_cli_choice_parse(const char *cmd, const char *opt,
+                          const char *const *names, const char *arg,
+                          int *index);
+
 /* How many rows of opts and more_opts together, --help added. */
 #define STKR_CLI_MAX_OPTS 32
 
 /* A command's option parsing with stkr_cli_getopt: what every command's
  * getopt loop had in common (the reset, --help, the usage errors). Only
- * cmd, opts, more_opts, help, long_only, in_order and operands are the
- * caller's. */
+ * cmd, opts, more_opts, choices, help, long_only, in_order and operands
+ * are the caller's. */
 typedef struct stkr_cli_getopt_state {
   const char *cmd;
   const stkr_cli_opt *opts;      /* the command's table */
   const stkr_cli_opt *more_opts; /* a shared one (stkr__filter_opts), or NULL */
+  /* The rows of opts whose value is one of a few names, or NULL: */
+  const stkr_cli_choice *choices;
   const char *help[5];           /* --help prints these in order (NULL-ended) */
   bool long_only;                /* getopt_long_only (atos spells -arch) */
   bool in_order;                 /* stop at the first operand (record's CMD) */
@@ -90,12 +109,13 @@ typedef struct stkr_cli_getopt_state {
 #define STKR_CLI_OPT_EXIT 0x10fe
 
 /* The next option of argv (getopt's state is reset on the first call).
- * Options whose row names a place (str, set) are stored there and parsing
- * goes on. 'h' (the help printed, stdout flushed) and ':' / '?' (a usage
- * error printed), and the end of the options without an operand when
- * s->operands says one is needed ("no DIR or FILE given"), end the parsing:
- * @return STKR_CLI_OPT_EXIT with s->status the command's exit status. @return the option's key otherwise, -1 at the
- * end (the operands start at optind). */
+ * Options whose row names a place (str, set), and s->choices, are stored
+ * there and parsing goes on. 'h' (the help printed, stdout flushed), ':'
+ * / '?' and a choice's unknown value (a usage error printed), and the end
+ * of the options without an operand when s->operands says one is needed
+ * ("no DIR or FILE given"), end the parsing: @return STKR_CLI_OPT_EXIT
+ * with s->status the command's exit status. @return the option's key
+ * otherwise, -1 at the end (the operands start at optind). */
 int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv);
 
 /* A file a person wrote and handed to cmd (a policy, a module map, a
@@ -135,6 +155,14 @@ bool stkr_cli_inputs_empty(void);
  * damaged, written into buf (cut to len). report and report --html show it
  * at the top. @return its length, 0 (buf "") when complete and intact. */
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
+
+/* How p's dropped events split by reason, as verify, info and the
+ * completeness line say it: "ring full N, reentrant N, other N, write
+ * error N, exit N" (verify.c), in buf (STKR_CLI_DROP_REASONS_MAX bytes
+ * hold any). @return buf. */
+#define STKR_CLI_DROP_REASONS_MAX 160
+const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
+                                  size_t len);
 
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);

@@ -395,6 +395,7 @@ static int finish(builder *b) {
   const stkr_agg *a = c->agg;
   size_t *order = NULL, *rank = NULL, i, r, nf = 0;
   stkr_comp_group *sorted = NULL;
+  int err = -ENOMEM;
 
   for (i = 0; i < a->n_stacks && i < b->stack_group_cap; i++) {
     stkr_comp_group *g;
@@ -430,9 +431,9 @@ static int finish(builder *b) {
   if (b->n_rules > 0 &&
       (c->findings = calloc(c->n_groups * b->n_rules, sizeof *c->findings)) ==
           NULL)
-    goto nomem;
+    goto out;
   if (order == NULL || rank == NULL || sorted == NULL)
-    goto nomem;
+    goto out;
   for (i = 0; i < c->n_groups; i++)
     order[i] = i;
   g_sort_groups = c->groups;
@@ -468,15 +469,12 @@ static int finish(builder *b) {
     }
   }
   c->n_findings = nf;
+  err = 0;
+out:
   free(order);
   free(rank);
   free(sorted);
-  return 0;
-nomem:
-  free(order);
-  free(rank);
-  free(sorted);
-  return -ENOMEM;
+  return err;
 }
 
 int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,

@@ -50,7 +50,10 @@ static const char help_exit[] =
     "lost), 2 usage error or malformed policy / module map, 3 an input\n"
     "cannot be opened.\n";
 
+/* --format's names, in the order of out_format. */
 typedef enum { FMT_TEXT, FMT_JSON, FMT_JUNIT, FMT_HTML } out_format;
+static const char *const format_names[] = {"text", "json", "junit", "html",
+                                           NULL};
 
 static void html_section(FILE *out, void *arg) {
   stkr_comp_write_html_section(out, arg);
@@ -72,7 +75,7 @@ static int load_inputs(const char *policy_path, const char *map_path,
   return 0;
 }
 
-static int write_out(FILE *f, const stkr_comp *c, out_format fmt,
+static int write_out(FILE *f, const stkr_comp *c, int fmt,
                      const char *banner) {
   switch (fmt) {
   case FMT_JSON:
@@ -90,8 +93,8 @@ static int write_out(FILE *f, const stkr_comp *c, out_format fmt,
 /* Parse the options into *o (and the rest). @return -1 to go on, else the
  * exit status. */
 static int parse_args(int argc, char **argv, stkr_comp_opts *o,
-                      const char **policy, const char **map,
-                      out_format *fmt, const char **output) {
+                      const char **policy, const char **map, int *fmt,
+                      const char **output) {
   enum { O_POLICY = 256, O_MAP, O_FORMAT };
   const stkr_cli_opt opts[] = {
       {"policy", O_POLICY, STKR_CLI_VALUE, policy, NULL},
@@ -99,36 +102,17 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       {"format", O_FORMAT, STKR_CLI_VALUE, NULL, NULL},
       {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, output, NULL},
       {0}};
+  const stkr_cli_choice choices[] = {{O_FORMAT, format_names, fmt}, {0}};
   stkr_cli_getopt_state gopt = {
       .cmd = "compliance", .opts = opts, .more_opts = stkr__filter_opts,
-      .help = {help, stkr__filter_help, help_exit}};
-  int c;
+      .choices = choices, .help = {help, stkr__filter_help, help_exit}};
 
-  while ((c = stkr__filter_getopt(&gopt, argc, argv, &o->agg)) != -1) {
-    switch (c) {
-    case STKR_CLI_OPT_EXIT:
-      return gopt.status;
-    case O_FORMAT:
-      if (strcmp(optarg, "text") == 0)
-        *fmt = FMT_TEXT;
-      else if (strcmp(optarg, "json") == 0)
-        *fmt = FMT_JSON;
-      else if (strcmp(optarg, "junit") == 0)
-        *fmt = FMT_JUNIT;
-      else if (strcmp(optarg, "html") == 0)
-        *fmt = FMT_HTML;
-      else
-        return stkr_cli_usage_error(
-            "compliance", "--format '%s': text, json, junit or html", optarg);
-      break;
-    }
-  }
-  return stkr__filter_args_end("compliance", &o->agg, argc);
+  return stkr__filter_parse(&gopt, argc, argv, &o->agg);
 }
 
 int stkr_cli_compliance(int argc, char **argv) {
   const char *policy_path = NULL, *map_path = NULL, *output = NULL;
-  out_format fmt = FMT_TEXT;
+  int fmt = FMT_TEXT;
   stkr_policy *pol = NULL;
   stkr_modmap *map = NULL;
   stkr_comp_opts o;

@@ -35,6 +35,23 @@ static const stkr_agg_stack *stack_at(const stkr_comp *c, size_t i) {
   return &c->agg->stacks[i];
 }
 
+/* A string escaped as a format wants it (text, XML, HTML). */
+typedef void (*put_fn)(FILE *f, const char *s);
+
+/* How every format names a finding: the rule's id, the site and the
+ * module, each escaped by put after its separator in sep ("  [", "] ",
+ * " from " in text; a table row's cells in HTML; a testcase's attributes
+ * in JUnit). */
+static void put_finding_names(FILE *f, put_fn put, const char *const sep[3],
+                              const stkr_rule *r, const stkr_comp_group *g) {
+  fputs(sep[0], f);
+  put(f, r->id);
+  fputs(sep[1], f);
+  put(f, g->site);
+  fputs(sep[2], f);
+  put(f, g->module);
+}
+
 /* What a finding means, in words ("before consent.granted", ...). */
 static void put_condition(FILE *f, const stkr_rule *r) {
   const char *sep = "";
@@ -77,6 +94,7 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
 /* ---- text -------------------------------------------------------------------- */
 
 int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
+  static const char *const text_sep[3] = {"  [", "] ", " from "};
   size_t i;
 
   if (banner != NULL && banner[0] != '\0')
@@ -116,12 +134,7 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
     const stkr_comp_finding *x = &c->findings[i];
     const stkr_comp_group *g = &c->groups[x->group];
 
-    fputs("  [", f);
-    put_str(f, x->rule->id);
-    fputs("] ", f);
-    put_str(f, g->site);
-    fputs(" from ", f);
-    put_str(f, g->module);
+    put_finding_names(f, put_str, text_sep, x->rule, g);
     fputs(": ", f);
     put_condition(f, x->rule);
     fprintf(f, ": %" PRIu64 " event%s, first at %.3f s", x->count,
@@ -248,6 +261,8 @@ static void put_junit_failure(FILE *f, const stkr_comp *c,
 }
 
 int stkr_comp_write_junit(FILE *f, const stkr_comp *c) {
+  static const char *const junit_sep[3] = {
+      "    <testcase classname=\"stackrec.compliance.", "\" name=\"", " from "};
   const stkr_policy *p = c->policy;
   size_t r, i, tests = 0;
 
@@ -275,12 +290,7 @@ int stkr_comp_write_junit(FILE *f, const stkr_comp *c) {
       if (!stkr_rule_matches(rule, g->site, g->module))
         continue;
       x = finding_at(c, rule, i);
-      fputs("    <testcase classname=\"stackrec.compliance.", f);
-      put_xml(f, rule->id);
-      fputs("\" name=\"", f);
-      put_xml(f, g->site);
-      fputs(" from ", f);
-      put_xml(f, g->module);
+      put_finding_names(f, put_xml, junit_sep, rule, g);
       fputs(x != NULL ? "\">\n" : "\"/>\n", f);
       if (x != NULL) {
         put_junit_failure(f, c, x);
@@ -310,6 +320,8 @@ static void put_html_stack(FILE *f, const stkr_agg_stack *s) {
 }
 
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
+  static const char *const html_sep[3] = {"<tr class=\"finding\"><td>",
+                                          "</td><td>", "</td><td>"};
   size_t i;
 
   fprintf(f, "<section id=\"compliance\"><h2>Compliance</h2>\n"
@@ -325,12 +337,7 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
     for (i = 0; i < c->n_findings; i++) {
       const stkr_comp_finding *x = &c->findings[i];
       const stkr_comp_group *g = &c->groups[x->group];
-      fputs("<tr class=\"finding\"><td>", f);
-      stkr_html_put_text(f, x->rule->id);
-      fputs("</td><td>", f);
-      stkr_html_put_text(f, g->site);
-      fputs("</td><td>", f);
-      stkr_html_put_text(f, g->module);
+      put_finding_names(f, stkr_html_put_text, html_sep, x->rule, g);
       fprintf(f, "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%.3f"
               "</td><td>", x->count, x->first_s);
       if (x->rule->before_mark)

@@ -93,4 +93,10 @@ int stkr__filter_getopt(stkr_cli_getopt_state *s, int argc, char **argv,
  * (argv[optind]). @return -1 to go on, else the exit status (2). */
 int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc);
 
+/* The whole option parsing of a command whose own options are all stored
+ * by its tables (str, set, choices): stkr__filter_getopt to the end, then
+ * stkr__filter_args_end. @return -1 to go on, else the exit status. */
+int stkr__filter_parse(stkr_cli_getopt_state *s, int argc, char **argv,
+                       stkr_agg_opts *o);
+
 #endif /* STKR_FILTER_H */

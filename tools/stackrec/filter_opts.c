@@ -72,11 +72,15 @@ int stkr__filter_option(const char *cmd, int opt, const char *arg,
   case STKR__OPT_APP_ONLY:
     o->app_only = true;
     return 0;
-  case STKR__OPT_GRANULARITY:
-    if (stkr_agg_granularity_parse(arg, &o->granularity) != 0)
-      return stkr_cli_usage_error(
-          cmd, "--granularity '%s': line, function or address", arg);
-    return 0;
+  case STKR__OPT_GRANULARITY: {
+    int g, err;
+
+    if ((err = stkr_cli_choice_parse(cmd, "--granularity",
+                                     stkr_agg_granularity_names, arg,
+                                     &g)) == 0)
+      o->granularity = (stkr_agg_granularity)g;
+    return err;
+  }
   default:
     return -1;
   }
@@ -113,4 +117,14 @@ int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc) {
   if (optind >= argc)
     return stkr_cli_usage_error(cmd, "no DIR or FILE given");
   return -1;
+}
+
+int stkr__filter_parse(stkr_cli_getopt_state *s, int argc, char **argv,
+                       stkr_agg_opts *o) {
+  int c;
+
+  while ((c = stkr__filter_getopt(s, argc, argv, o)) != -1)
+    if (c == STKR_CLI_OPT_EXIT)
+      return s->status;
+  return stkr__filter_args_end(s->cmd, o, argc);
 }

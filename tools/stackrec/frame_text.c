@@ -2,7 +2,6 @@
  * frame_text.c: how a frame is named in every output (agg.h): its label,
  * and its text at a merge granularity.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,14 +47,5 @@ const char *stkr_agg_frame_text(const stkr_frame *f, stkr_agg_granularity g,
   return buf;
 }
 
-int stkr_agg_granularity_parse(const char *s, stkr_agg_granularity *out) {
-  static const char *const names[] = {"line", "function", "address"};
-  size_t i;
-
-  for (i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *out = (stkr_agg_granularity)i;
-      return 0;
-    }
-  return -EINVAL;
-}
+const char *const stkr_agg_granularity_names[] = {"line", "function",
+                                                   "address", NULL};

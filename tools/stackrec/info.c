@@ -136,6 +136,7 @@ static void print_accounting(const stkr_process_info *p) {
 static int print_process(const stkr_reader *r, size_t i) {
   const stkr_process_info *p = stkr_reader_process(r, i);
   uint64_t span = p->events ? p->last_ts_ns - p->first_ts_ns : 0;
+  char reasons[STKR_CLI_DROP_REASONS_MAX];
 
   printf("process %u \"", (unsigned)p->pid);
   put_name(p->have_header ? p->process_name : "?");
@@ -186,13 +187,8 @@ static int print_process(const stkr_reader *r, size_t i) {
   if (print_sites(r, i) != 0)
     return -ENOMEM;
   printf("  threads:     %llu\n", (unsigned long long)p->threads);
-  printf("  drops:       %llu (ring full %llu, reentrant %llu, other %llu, "
-         "write error %llu, exit %llu)\n",
-         (unsigned long long)p->drops, (unsigned long long)p->drops_ring_full,
-         (unsigned long long)p->drops_reentrant,
-         (unsigned long long)p->drops_other,
-         (unsigned long long)p->drops_write_error,
-         (unsigned long long)p->drops_exit);
+  printf("  drops:       %llu (%s)\n", (unsigned long long)p->drops,
+         stkr_cli_drop_reasons(p, reasons, sizeof reasons));
   print_accounting(p);
   printf("  segments:    %llu (seq %u-%u)", (unsigned long long)p->segments,
          (unsigned)p->first_seq, (unsigned)p->last_seq);

@@ -103,6 +103,26 @@ int stkr_cli_bad_option(const char *cmd, int c, char *const *argv) {
   return stkr_cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 }
 
+int stkr_cli_choice_parse(const char *cmd, const char *opt,
+                          const char *const *names, const char *arg,
+                          int *index) {
+  char list[256];
+  size_t n = 0;
+  int i;
+
+  for (i = 0; names[i] != NULL; i++)
+    if (strcmp(arg, names[i]) == 0) {
+      *index = i;
+      return 0;
+    }
+  list[0] = '\0';
+  for (i = 0; names[i] != NULL && n < sizeof list; i++)
+    n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",
+                          i == 0 ? "" : names[i + 1] ? ", " : " or ",
+                          names[i]);
+  return stkr_cli_usage_error(cmd, "%s '%s': %s", opt, arg, list);
+}
+
 /* Add the rows of t to s's getopt tables. @return 0, -1 when they are full
  * (a table too long: a programming error, said once). */
 static int getopt_add(stkr_cli_getopt_state *s, const stkr_cli_opt *t,
@@ -142,6 +162,17 @@ static void getopt_build(stkr_cli_getopt_state *s) {
   s->longopts[n] = (struct option){NULL, 0, NULL, 0};
 }
 
+/* The choice of key c in s->choices, or NULL. */
+static const stkr_cli_choice *getopt_choice(const stkr_cli_getopt_state *s,
+                                            int c) {
+  const stkr_cli_choice *t;
+
+  for (t = s->choices; t != NULL && t->key != 0; t++)
+    if (t->key == c)
+      return t;
+  return NULL;
+}
+
 /* The row of key c in s's tables, or NULL. */
 static const stkr_cli_opt *getopt_row(const stkr_cli_getopt_state *s, int c) {
   const stkr_cli_opt *t;
@@ -156,6 +187,7 @@ static const stkr_cli_opt *getopt_row(const stkr_cli_getopt_state *s, int c) {
 }
 
 int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
+  const stkr_cli_choice *choice;
   const stkr_cli_opt *row;
   int c;
 
@@ -185,7 +217,17 @@ int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
       return STKR_CLI_OPT_EXIT;
     }
     row = c == -1 ? NULL : getopt_row(s, c);
-    if (row != NULL && row->str != NULL)
+    choice = c == -1 ? NULL : getopt_choice(s, c);
+    if (choice != NULL) {
+      char opt[64];
+
+      snprintf(opt, sizeof opt, "--%s",
+               row != NULL && row->name != NULL ? row->name : "?");
+      s->status = stkr_cli_choice_parse(s->cmd, opt, choice->names,
+                                        optarg, choice->index);
+      if (s->status != 0)
+        return STKR_CLI_OPT_EXIT;
+    } else if (row != NULL && row->str != NULL)
       *row->str = optarg;
     else if (row != NULL && row->set != NULL)
       *row->set = true;

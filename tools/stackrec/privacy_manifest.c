@@ -271,9 +271,7 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       .more_opts = stkr__filter_opts,
       .help = {help, stkr__filter_help, help_exit}};
 
-  if (stkr__filter_getopt(&gopt, argc, argv, &o->agg) == STKR_CLI_OPT_EXIT)
-    return gopt.status;
-  return stkr__filter_args_end("privacy-manifest", &o->agg, argc);
+  return stkr__filter_parse(&gopt, argc, argv, &o->agg);
 }
 
 int stkr_cli_privacy_manifest(int argc, char **argv) {

@@ -581,8 +581,13 @@ static int parse_args(int argc, char **argv, report_opts *o) {
       {"tree", O_TREE, 0, NULL, &o->tree},
       {"html", O_HTML, STKR_CLI_VALUE, &o->html, NULL},
       {0}};
+  static const char *const sort_names[] = {"events", "stacks", "name", NULL};
+  int sort = SORT_EVENTS, by = STKR_BY_SITE;
+  const stkr_cli_choice choices[] = {
+      {O_SORT, sort_names, &sort}, {O_BY, stkr_agg_by_names, &by}, {0}};
   stkr_cli_getopt_state gopt = {
       .cmd = "report", .opts = opts, .more_opts = stkr__filter_opts,
+      .choices = choices,
       .help = {report_help, stkr__filter_help, report_help_more,
                stkr_cli_exit_help}};
   int c, err;
@@ -591,23 +596,6 @@ static int parse_args(int argc, char **argv, report_opts *o) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case O_SORT:
-      if (strcmp(optarg, "events") == 0)
-        o->sort = SORT_EVENTS;
-      else if (strcmp(optarg, "stacks") == 0)
-        o->sort = SORT_STACKS;
-      else if (strcmp(optarg, "name") == 0)
-        o->sort = SORT_NAME;
-      else
-        return stkr_cli_usage_error(
-            "report", "--sort '%s': events, stacks or name", optarg);
-      break;
-    case O_BY:
-      if (stkr_agg_by_parse(optarg, &o->by) != 0)
-        return stkr_cli_usage_error(
-            "report", "--by '%s': site, thread, process, payload or module",
-            optarg);
-      break;
     case O_TOP: {
       char *end;
       unsigned long long v;
@@ -621,6 +609,8 @@ static int parse_args(int argc, char **argv, report_opts *o) {
     }
     }
   }
+  o->sort = (sort_key)sort; /* in the order of sort_names */
+  o->by = (stkr_agg_by)by;
   if ((err = stkr__filter_args_end("report", &o->agg, argc)) >= 0)
     return err;
   if (o->by != STKR_BY_SITE && (o->tree || o->html != NULL))

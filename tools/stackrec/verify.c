@@ -164,24 +164,32 @@ static void put_incomplete(verify_run *v, uint32_t pid, uint64_t n,
          (unsigned long long)n, noun, plural(n, "", many), what);
 }
 
+const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
+                                  size_t len) {
+  snprintf(buf, len,
+           "ring full %llu, reentrant %llu, other %llu, write error %llu, "
+           "exit %llu",
+           (unsigned long long)p->drops_ring_full,
+           (unsigned long long)p->drops_reentrant,
+           (unsigned long long)p->drops_other,
+           (unsigned long long)p->drops_write_error,
+           (unsigned long long)p->drops_exit);
+  return buf;
+}
+
 /* The process's accounting: attempted == written + dropped + recovered. */
 static void print_accounting(verify_run *v, const stkr_process_info *p) {
-  char why[256];
+  char reasons[STKR_CLI_DROP_REASONS_MAX], why[256];
 
   if (p->batches == 0) {
     printf("  accounting: no batch read\n");
     return;
   }
-  printf("  accounting: attempted %llu, written %llu, dropped %llu (ring "
-         "full %llu, reentrant %llu, other %llu, write error %llu, exit "
-         "%llu), recovered %llu",
+  stkr_cli_drop_reasons(p, reasons, sizeof reasons);
+  printf("  accounting: attempted %llu, written %llu, dropped %llu (%s), "
+         "recovered %llu",
          (unsigned long long)p->attempted, (unsigned long long)p->written,
-         (unsigned long long)p->drops,
-         (unsigned long long)p->drops_ring_full,
-         (unsigned long long)p->drops_reentrant,
-         (unsigned long long)p->drops_other,
-         (unsigned long long)p->drops_write_error,
-         (unsigned long long)p->drops_exit,
+         (unsigned long long)p->drops, reasons,
          (unsigned long long)p->recovered);
   if (p->counters_overflow)
     printf(": COUNTERS OVERFLOW\n");
@@ -193,14 +201,7 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
     printf(" (no counters recorded)\n");
   else
     printf(": adds up\n");
-  snprintf(why, sizeof why,
-           "dropped by the recorder (ring full %llu, reentrant %llu, other "
-           "%llu, write error %llu, exit %llu)",
-           (unsigned long long)p->drops_ring_full,
-           (unsigned long long)p->drops_reentrant,
-           (unsigned long long)p->drops_other,
-           (unsigned long long)p->drops_write_error,
-           (unsigned long long)p->drops_exit);
+  snprintf(why, sizeof why, "dropped by the recorder (%s)", reasons);
   put_incomplete(v, p->pid, p->drops, "event", "s", why);
   put_incomplete(v, p->pid, p->missing_batches, "batch", "es",
                  "missing (gaps in batch numbers: failed writes, deleted or "
@@ -293,7 +294,9 @@ static void sum_add(sumbuf *b, const char *fmt, ...) {
 }
 
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
-  uint64_t drops = 0, rf = 0, re = 0, other = 0, we = 0, ex = 0;
+  stkr_process_info sum; /* the drops by reason, summed */
+  char reasons[STKR_CLI_DROP_REASONS_MAX];
+  uint64_t drops = 0;
   uint64_t unclean = 0, live = 0, missing = 0, capdel = 0, recreated = 0;
   uint64_t empty = 0;
   uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
@@ -304,6 +307,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   if (len == 0)
     return 0;
   buf[0] = '\0';
+  memset(&sum, 0, sizeof sum);
   for (i = 0; i < n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
     bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
@@ -313,11 +317,11 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
       continue;
     np++;
     drops += p->drops;
-    rf += p->drops_ring_full;
-    re += p->drops_reentrant;
-    other += p->drops_other;
-    we += p->drops_write_error;
-    ex += p->drops_exit;
+    sum.drops_ring_full += p->drops_ring_full;
+    sum.drops_reentrant += p->drops_reentrant;
+    sum.drops_other += p->drops_other;
+    sum.drops_write_error += p->drops_write_error;
+    sum.drops_exit += p->drops_exit;
     unclean += p->unclean_sessions - p->live_sessions;
     live += p->live_sessions;
     missing += p->segments_missing;
@@ -342,13 +346,9 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   } while (0)
   SUM_ITEM(bad, "%llu damaged (%llu batch%s lost)", (unsigned long long)bad,
            (unsigned long long)damaged, damaged == 1 ? "" : "es");
-  SUM_ITEM(drops,
-           "%llu event%s dropped (ring full %llu, reentrant %llu, other "
-           "%llu, write error %llu, exit %llu)",
-           (unsigned long long)drops, drops == 1 ? "" : "s",
-           (unsigned long long)rf, (unsigned long long)re,
-           (unsigned long long)other, (unsigned long long)we,
-           (unsigned long long)ex);
+  SUM_ITEM(drops, "%llu event%s dropped (%s)", (unsigned long long)drops,
+           drops == 1 ? "" : "s",
+           stkr_cli_drop_reasons(&sum, reasons, sizeof reasons));
   SUM_ITEM(live, "%llu session%s still recording (the process is alive)",
            (unsigned long long)live, live == 1 ? "" : "s");
   SUM_ITEM(unclean, "%llu session%s without a clean end (killed, crashed "
