@@ -20,9 +20,11 @@
  * Paths come from recordings, debug directories and symbol cache
  * directories: a FIFO among them would block a plain open until a writer
  * came (forever), and opening a device can have effects of its own. So a
- * stat refuses those before any open, and an fstat of the descriptor
- * refuses what was swapped in between; O_NONBLOCK makes that open of a
- * FIFO return at once, and changes nothing for a regular file.
+ * stat (lstat with O_NOFOLLOW) refuses those before the open, and an
+ * fstat of the descriptor refuses a file swapped in between; O_NONBLOCK
+ * makes that open of a FIFO return at once, and is cleared again on the
+ * regular file returned. The stat narrows the window for a device swapped
+ * in between, it does not close it.
  * @return the descriptor (the caller closes it), or -errno: the open's
  * or the stat's, or -EINVAL for a file that is not regular.
  * Thread-safety: as open(2).
@@ -74,7 +76,8 @@ static inline int stkr_open_regular(const char *path, int flags) {
   struct stat st;
   int fd, err;
 
-  if (stat(path, &st) != 0) return -errno;
+  if (((flags & O_NOFOLLOW) ? lstat(path, &st) : stat(path, &st)) != 0)
+    return -errno;
   if (!S_ISREG(st.st_mode)) return -EINVAL;
   fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
   if (fd < 0) return -errno;
@@ -82,6 +85,9 @@ static inline int stkr_open_regular(const char *path, int flags) {
     err = -errno;
   else if (!S_ISREG(st.st_mode))
     err = -EINVAL;
+  else if ((err = fcntl(fd, F_GETFL)) == -1 ||
+           fcntl(fd, F_SETFL, err & ~O_NONBLOCK) == -1)
+    err = -errno;
   else
     return fd;
   close(fd);

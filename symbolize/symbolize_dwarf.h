@@ -11,10 +11,34 @@
 #define STKR_SYMBOLIZE_DWARF_H
 
 #include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
 #include <stdbool.h>
 
 #include "common/stkr_map.h"
 #include "symbolize/symbolize.h"
+
+/* ---- separate debug files ----------------------------------------------
+ * libdwfl's find_debuginfo callback, for every libdwfl user of ours (the
+ * ELF backend in every mode, the symbol cache build): what
+ * dwfl_standard_find_debuginfo does, locally only and regular files only.
+ * In order: <dir>/.build-id/xx/yyyy.debug for every debug dir, then
+ * /usr/lib/debug; then the .gnu_debuglink name next to the binary, in its
+ * .debug/, and under every debug dir and /usr/lib/debug followed by the
+ * binary's directory. A file found by name must carry the module's
+ * build-id. Not done: asking debuginfod servers (DEBUGINFOD_URLS) over the
+ * network, which must never happen inside a recorded app (and made a tool
+ * run wait on the network); and opening anything but a regular file: a
+ * FIFO among those paths blocked libdw's own open forever.
+ * The module's userdata (dwfl_module_info's) must point to a
+ * stkr__debug_dirs, or be NULL: no debug dirs. */
+typedef struct stkr__debug_dirs {
+  char **dirs;
+  size_t n;
+} stkr__debug_dirs;
+int stkr__find_debuginfo(Dwfl_Module *mod, void **userdata,
+                         const char *modname, Dwarf_Addr base,
+                         const char *file_name, const char *debuglink_file,
+                         GElf_Word debuglink_crc, char **out);
 
 typedef struct stkr__dwfn stkr__dwfn;
 typedef struct stkr__dwcu stkr__dwcu;

@@ -84,6 +84,7 @@ struct stkr__symbe {
   Dwfl_Callbacks cb;
   char **dirs;
   size_t n_dirs;
+  stkr__debug_dirs dd; /* dirs, n_dirs: stkr__find_debuginfo's userdata */
   bool offline, full_paths;
   stkr__sym_warn_fn warn;
   void *warn_arg;
@@ -137,18 +138,12 @@ static int try_debug(const char *path, const uint8_t *bid, size_t len,
   return fd;
 }
 
-/* The recording process's find_debuginfo: what dwfl_standard_find_debuginfo
- * does (build-id under every absolute dir of the path, then the
- * .gnu_debuglink name next to the binary, in its .debug/, and under
- * /usr/lib/debug), minus its last resort: asking debuginfod servers
- * (DEBUGINFOD_URLS) over the network, which must never happen inside the
- * app being recorded. */
-static int local_find_debuginfo(Dwfl_Module *mod, void **userdata,
-                                const char *modname, Dwarf_Addr base,
-                                const char *file_name,
-                                const char *debuglink_file,
-                                GElf_Word debuglink_crc, char **out) {
-  stkr__symbe *be = *userdata; /* set by mod_open */
+int stkr__find_debuginfo(Dwfl_Module *mod, void **userdata,
+                         const char *modname, Dwarf_Addr base,
+                         const char *file_name, const char *debuglink_file,
+                         GElf_Word debuglink_crc, char **out) {
+  const stkr__debug_dirs *dd = userdata ? *userdata : NULL;
+  size_t n_dirs = dd ? dd->n : 0;
   const unsigned char *bits = NULL;
   GElf_Addr vaddr;
   int len = dwfl_module_build_id(mod, &bits, &vaddr), fd = -1;
@@ -162,18 +157,21 @@ static int local_find_debuginfo(Dwfl_Module *mod, void **userdata,
     if (slash)
       snprintf(dir, sizeof dir, "%.*s", (int)(slash - file_name), file_name);
   }
-  for (size_t i = 0; len > 1 && fd < 0 && i <= be->n_dirs; i++) {
+  for (size_t i = 0; len > 1 && fd < 0 && i <= n_dirs; i++) {
     snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug",
-             i < be->n_dirs ? be->dirs[i] : "/usr/lib/debug", hexid, hexid + 2);
+             i < n_dirs ? dd->dirs[i] : "/usr/lib/debug", hexid, hexid + 2);
     fd = try_debug(path, bits, (size_t)len, out);
   }
-  if (fd < 0 && debuglink_file) {
-    const char *const fmt[] = {"%s/%s", "%s/.debug/%s", "/usr/lib/debug%s/%s"};
-    for (int k = 0; k < 3 && fd < 0; k++) {
-      snprintf(path, sizeof path, fmt[k], dir, debuglink_file);
-      if (file_name && strcmp(path, file_name) == 0) continue; /* itself */
-      fd = try_debug(path, bits, len > 0 ? (size_t)len : 0, out);
-    }
+  for (size_t k = 0; fd < 0 && debuglink_file && k < 3 + n_dirs; k++) {
+    if (k < 2)
+      snprintf(path, sizeof path, k ? "%s/.debug/%s" : "%s/%s", dir,
+               debuglink_file);
+    else /* a debug root, then the binary's absolute directory */
+      snprintf(path, sizeof path, "%s%s/%s",
+               k - 2 < n_dirs ? dd->dirs[k - 2] : "/usr/lib/debug", dir,
+               debuglink_file);
+    if (file_name && strcmp(path, file_name) == 0) continue; /* itself */
+    fd = try_debug(path, bits, len > 0 ? (size_t)len : 0, out);
   }
   return fd;
 }
@@ -243,12 +241,10 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
   strcat(be->debug_path, tail + (be->n_dirs ? 0 : 1));
   /* find_elf is never used: every module is reported with its open file. */
   be->cb.find_elf = dwfl_build_id_find_elf;
-  /* Offline (`stackrec symbolize`, a tool run by a person) may use
-   * debuginfod like any debugger; in the recording app, local files only. */
-  be->cb.find_debuginfo =
-      o && o->no_separate_debug ? no_find_debuginfo
-      : be->offline             ? dwfl_standard_find_debuginfo
-                                : local_find_debuginfo;
+  be->dd.dirs = be->dirs;
+  be->dd.n = be->n_dirs;
+  be->cb.find_debuginfo = o && o->no_separate_debug ? no_find_debuginfo
+                                                    : stkr__find_debuginfo;
   be->cb.section_address = dwfl_offline_section_address;
   be->cb.debuginfo_path = &be->debug_path;
   *out = be;
@@ -540,9 +536,9 @@ static bool mod_open(stkr__symbe *be, mod *m) {
     if (dwfl_module_getelf(m->m, &bias)) m->shift = m->img.load_address - bias;
   }
   {
-    void **slot = NULL; /* the module's userdata: local_find_debuginfo's */
+    void **slot = NULL; /* the module's userdata: stkr__find_debuginfo's */
     dwfl_module_info(m->m, &slot, NULL, NULL, NULL, NULL, NULL, NULL);
-    if (slot) *slot = be;
+    if (slot) *slot = &be->dd;
   }
   m->dw = dwfl_module_getdwarf(m->m, &m->dwbias); /* NULL: no DWARF */
   m->ix.dw = m->dw;

@@ -159,7 +159,7 @@ int stkr__symelf_walk(const char *path, const stkr__symwalk_ops *ops,
   static char debug_path[] = ".debug:/usr/lib/debug";
   char *dp = debug_path;
   const Dwfl_Callbacks cb = {.find_elf = dwfl_build_id_find_elf,
-                             .find_debuginfo = dwfl_standard_find_debuginfo,
+                             .find_debuginfo = stkr__find_debuginfo,
                              .section_address = dwfl_offline_section_address,
                              .debuginfo_path = &dp};
   const unsigned char *bits = NULL;

@@ -545,6 +545,42 @@ static void test_fifo_in_place_of_files(void **state) {
   check_recording(out, "fifo-app", false, NULL);
 }
 
+/* The same for the separate debug file that libdw's callback looks for by
+ * .gnu_debuglink (stkr__find_debuginfo, in every libdwfl user of ours):
+ * `symcache build` of a binary whose debug file in .debug/ is a FIFO ends
+ * (it blocked in libdw's own open before), with the symbols alone; with the
+ * real file there, the cache has its frames. */
+static void test_fifo_debuglink(void **state) {
+  char app[4200], dbg[4200], out[4200];
+  (void)state;
+  mkpath(app, sizeof app, "dl/app");
+  mkpath(out, sizeof out, "dl-caches");
+  snprintf(dbg, sizeof dbg, "%s", app);
+  *strrchr(dbg, '/') = '\0';
+  assert_int_equal(sh("mkdir -p '%s/.debug' && cp '%s' '%s' && chmod u+w '%s' "
+                      "&& objcopy --only-keep-debug '%s' '%s/.debug/app.dbg' "
+                      "&& strip --strip-debug '%s' && "
+                      "objcopy --add-gnu-debuglink='%s/.debug/app.dbg' '%s'",
+                      dbg, g_fixture, app, app, app, dbg, app, dbg, app), 0);
+  int frames[2] = {-1, -1};
+  for (int k = 0; k < 2; k++) {
+    const char *p;
+    if (k == 1)
+      assert_int_equal(sh("rm '%s/.debug/app.dbg' && "
+                          "mkfifo '%s/.debug/app.dbg'", dbg, dbg), 0);
+    assert_int_equal(sh("timeout -s KILL 120 '%s' symcache build -o '%s/%d' "
+                        "'%s'", g_tool, out, k, app), 0);
+    /* "...: N ranges, N frames, ..." */
+    assert_non_null(p = strstr(g_out, " ranges, "));
+    frames[k] = atoi(p + strlen(" ranges, "));
+  }
+  /* With the debug file: inlined calls and lines, far more frames than
+   * the symbol table alone gives without it. */
+  if (!(frames[0] > frames[1] && frames[1] >= 0))
+    fail_msg("frames with the debug file %d, with a FIFO %d", frames[0],
+             frames[1]);
+}
+
 static void test_dump_frames_and_app_only(void **state) {
   char dir[4200];
   (void)state;
@@ -577,5 +613,5 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_symcache_fifo, test_inproc_small_default_stack,
              test_inproc_stripped_debuglink,
              test_mismatched_binary, test_fifo_in_place_of_files,
-             test_dump_frames_and_app_only,
+             test_fifo_debuglink, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths)

@@ -24,6 +24,7 @@ struct stat {
 };
 int stat(const char *path, struct stat *buf);
 int fstat(int fd, struct stat *buf);
+int lstat(const char *path, struct stat *buf);
 int mkdir(const char *path, mode_t mode);
 #define S_IFMT 0170000
 #define S_IFREG 0100000
