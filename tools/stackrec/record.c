@@ -167,7 +167,10 @@ static int find_preload(char *out, size_t cap) {
                                     "../preload/" PRELOAD_NAME, PRELOAD_NAME,
                                     "../lib/stackrec/" PRELOAD_NAME};
   const char *env = getenv("STACKREC_PRELOAD");
-  char exe[PATH_MAX], cand[PATH_MAX + 64], tried[4 * (PATH_MAX + 64)] = "";
+  /* Static (called once, before any thread): ~25 KB that a program
+   * started with `ulimit -s 32` does not have on its stack (record died of
+   * SIGSEGV here). */
+  static char exe[PATH_MAX], cand[PATH_MAX + 64], tried[4 * (PATH_MAX + 64)];
   char *slash;
   size_t i;
 
@@ -177,6 +180,7 @@ static int find_preload(char *out, size_t cap) {
                        errno ? strerror(errno) : "not a regular file");
     return 0;
   }
+  tried[0] = '\0';
   if (realpath("/proc/self/exe", exe) == NULL)
     return rec_error("cannot find %s: /proc/self/exe: %s; set "
                      "STACKREC_PRELOAD",
@@ -743,8 +747,11 @@ static void after_cmd_with_room(after_cmd *a) {
 
 int stkr_cli_record(int argc, char **argv) {
   static stkr__rec_notices nt; /* large; one record per process */
+  /* Static for the same reason as nt: a small `ulimit -s` (see
+   * find_preload). */
+  static char preload[PATH_MAX], dir[PATH_MAX], symcache_buf[PATH_MAX];
   const char *out_opt = NULL, *depth = NULL, *cats = NULL, *symcache = NULL;
-  char preload[PATH_MAX], dir[PATH_MAX], notify[64], symcache_buf[PATH_MAX];
+  char notify[64];
   stkr_cli_symcache_todo todo = {0};
   bool quiet = false, offline, no_symcache = false;
   const unsigned SV = STKR_CLI_SHORT | STKR_CLI_VALUE;
