@@ -34,7 +34,6 @@
 
 int __gethostname_chk(char *name, size_t len, size_t buflen);
 
-
 #define WANT(cat) (stkr__pl_ready() && stkr__pl_want(cat))
 
 static int no_real(void) {

@@ -45,16 +45,16 @@ int __fxstatat(int ver, int dirfd, const char *path, struct stat *st,
 int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st,
                  int flags);
 
-
 /* Must expand inside the hook (see stkr__pl_record; the return address is
  * the hook's caller). The recorder itself calls fstat and stat (its files):
  * those calls come from the library's own code and are not recorded. */
+/* site: the API's name in preload.h's site table (stat: stkr__pl_site_stat). */
 #define REASON_EVENT(site, path)                                               \
   do {                                                                         \
     if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_REASONS) &&             \
         !stkr__pl_from_self(__builtin_return_address(0))) {                    \
       const char *p_ = (path);                                                 \
-      stkr__pl_record(&(site), p_, p_ != NULL ? strlen(p_) : 0);               \
+      stkr__pl_record(&stkr__pl_site_##site, p_, p_ != NULL ? strlen(p_) : 0); \
     }                                                                          \
   } while (0)
 
@@ -96,12 +96,12 @@ typedef int (*fxstatat_fn)(int, int, const char *, void *, int);
     return fn != NULL ? fn(path, st) : stat_syscall(AT_FDCWD, path, st, FLAGS);\
   }
 #define FLAGS 0
-STAT_HOOK(stat, stkr__pl_site_stat, stat)
-STAT_HOOK(stat64, stkr__pl_site_stat, stat64)
+STAT_HOOK(stat, stat, stat)
+STAT_HOOK(stat64, stat, stat64)
 #undef FLAGS
 #define FLAGS AT_SYMLINK_NOFOLLOW
-STAT_HOOK(lstat, stkr__pl_site_lstat, stat)
-STAT_HOOK(lstat64, stkr__pl_site_lstat, stat64)
+STAT_HOOK(lstat, lstat, stat)
+STAT_HOOK(lstat64, lstat, stat64)
 #undef FLAGS
 #undef STAT_HOOK
 
@@ -112,16 +112,16 @@ STAT_HOOK(lstat64, stkr__pl_site_lstat, stat64)
     return fn != NULL ? fn(ver, path, st)                                      \
                       : stat_syscall(AT_FDCWD, path, st, flags);               \
   }
-XSTAT_HOOK(__xstat, stkr__pl_site_stat, stat, 0)
-XSTAT_HOOK(__xstat64, stkr__pl_site_stat, stat64, 0)
-XSTAT_HOOK(__lxstat, stkr__pl_site_lstat, stat, AT_SYMLINK_NOFOLLOW)
-XSTAT_HOOK(__lxstat64, stkr__pl_site_lstat, stat64, AT_SYMLINK_NOFOLLOW)
+XSTAT_HOOK(__xstat, stat, stat, 0)
+XSTAT_HOOK(__xstat64, stat, stat64, 0)
+XSTAT_HOOK(__lxstat, lstat, stat, AT_SYMLINK_NOFOLLOW)
+XSTAT_HOOK(__lxstat64, lstat, stat64, AT_SYMLINK_NOFOLLOW)
 #undef XSTAT_HOOK
 
 #define FSTAT_HOOK(name, type)                                                 \
   int name(int fd, struct type *st) {                                          \
     fstat_fn fn = (fstat_fn)stkr__pl_real(STKR__PL_R_##name);                  \
-    REASON_EVENT(stkr__pl_site_fstat, NULL);                                               \
+    REASON_EVENT(fstat, NULL);                                                 \
     return fn != NULL ? fn(fd, st) : fstat_syscall(fd, st);                    \
   }
 FSTAT_HOOK(fstat, stat)
@@ -131,7 +131,7 @@ FSTAT_HOOK(fstat64, stat64)
 #define FXSTAT_HOOK(name, type)                                                \
   int name(int ver, int fd, struct type *st) {                                 \
     fxstat_fn fn = (fxstat_fn)stkr__pl_real(STKR__PL_R_##name);                \
-    REASON_EVENT(stkr__pl_site_fstat, NULL);                                               \
+    REASON_EVENT(fstat, NULL);                                                 \
     return fn != NULL ? fn(ver, fd, st) : fstat_syscall(fd, st);               \
   }
 FXSTAT_HOOK(__fxstat, stat)
@@ -141,7 +141,7 @@ FXSTAT_HOOK(__fxstat64, stat64)
 #define FSTATAT_HOOK(name, type)                                               \
   int name(int dirfd, const char *path, struct type *st, int flags) {          \
     fstatat_fn fn = (fstatat_fn)stkr__pl_real(STKR__PL_R_##name);              \
-    REASON_EVENT(stkr__pl_site_fstatat, path);                                             \
+    REASON_EVENT(fstatat, path);                                               \
     return fn != NULL ? fn(dirfd, path, st, flags)                             \
                       : stat_syscall(dirfd, path, st, flags);                  \
   }
@@ -152,7 +152,7 @@ FSTATAT_HOOK(fstatat64, stat64)
 #define FXSTATAT_HOOK(name, type)                                              \
   int name(int ver, int dirfd, const char *path, struct type *st, int flags) { \
     fxstatat_fn fn = (fxstatat_fn)stkr__pl_real(STKR__PL_R_##name);            \
-    REASON_EVENT(stkr__pl_site_fstatat, path);                                             \
+    REASON_EVENT(fstatat, path);                                               \
     return fn != NULL ? fn(ver, dirfd, path, st, flags)                        \
                       : stat_syscall(dirfd, path, st, flags);                  \
   }
@@ -166,7 +166,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask,
           struct statx *st) {
   statx_fn fn = (statx_fn)stkr__pl_real(STKR__PL_R_statx);
 
-  REASON_EVENT(stkr__pl_site_statx, path);
+  REASON_EVENT(statx, path);
   if (fn != NULL)
     return fn(dirfd, path, flags, mask, st);
 #ifdef SYS_statx
@@ -189,15 +189,15 @@ int statx(int dirfd, const char *path, int flags, unsigned mask,
     REASON_EVENT(site, NULL);                                                  \
     return fn != NULL ? fn(fd, st) : sys;                                      \
   }
-PATH_FS_HOOK(statfs, stkr__pl_site_statfs, statfs, (int)syscall(SYS_statfs, path, st))
-PATH_FS_HOOK(statfs64, stkr__pl_site_statfs, statfs64, (int)syscall(SYS_statfs, path, st))
-FD_FS_HOOK(fstatfs, stkr__pl_site_fstatfs, statfs, (int)syscall(SYS_fstatfs, fd, st))
-FD_FS_HOOK(fstatfs64, stkr__pl_site_fstatfs, statfs64, (int)syscall(SYS_fstatfs, fd, st))
-PATH_FS_HOOK(statvfs, stkr__pl_site_statvfs, statvfs, ((void)path, (void)st, no_function()))
-PATH_FS_HOOK(statvfs64, stkr__pl_site_statvfs, statvfs64,
+PATH_FS_HOOK(statfs, statfs, statfs, (int)syscall(SYS_statfs, path, st))
+PATH_FS_HOOK(statfs64, statfs, statfs64, (int)syscall(SYS_statfs, path, st))
+FD_FS_HOOK(fstatfs, fstatfs, statfs, (int)syscall(SYS_fstatfs, fd, st))
+FD_FS_HOOK(fstatfs64, fstatfs, statfs64, (int)syscall(SYS_fstatfs, fd, st))
+PATH_FS_HOOK(statvfs, statvfs, statvfs, ((void)path, (void)st, no_function()))
+PATH_FS_HOOK(statvfs64, statvfs, statvfs64,
              ((void)path, (void)st, no_function()))
-FD_FS_HOOK(fstatvfs, stkr__pl_site_fstatvfs, statvfs, ((void)fd, (void)st, no_function()))
-FD_FS_HOOK(fstatvfs64, stkr__pl_site_fstatvfs, statvfs64,
+FD_FS_HOOK(fstatvfs, fstatvfs, statvfs, ((void)fd, (void)st, no_function()))
+FD_FS_HOOK(fstatvfs64, fstatvfs, statvfs64,
            ((void)fd, (void)st, no_function()))
 #undef PATH_FS_HOOK
 #undef FD_FS_HOOK

@@ -207,7 +207,6 @@ static const char *real_env(const char *name) {
   return fn != NULL ? fn(name) : env_scan(name);
 }
 
-
 /* ---- start / stop --------------------------------------------------------- */
 
 /* What must fail before the program runs, not at its first event (the
@@ -720,7 +719,6 @@ pid_t fork(void) {
   return fn();
 }
 
-
 /* ---- _exit ---------------------------------------------------------------- */
 
 static void pre_exit(void) {
@@ -746,7 +744,6 @@ void _exit(int status) { exit_via(STKR__PL_R__exit, status); }
 void _Exit(int status) { exit_via(STKR__PL_R__Exit, status); }
 
 /* ---- environment ---------------------------------------------------------- */
-
 
 /* getenv and secure_getenv: record a watched name, then @return libc's
  * function, NULL if it cannot be had. always_inline: the event must be

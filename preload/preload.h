@@ -146,7 +146,7 @@ stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
   errno = saved;
 }
 
-/* ---- sites ------------------------------------------------------------------ */
+/* ---- sites ---------------------------------------------------------------- */
 
 /* Every site of the hook library that has one category: (name, site name).
  * The file hooks' sites, one per category of the path, are hooks_files.c's

@@ -374,6 +374,10 @@ typedef struct stkr__thread {
    * unmapped with the state. */
   _Alignas(STKR__CACHE_LINE) struct stkr__uw_cache *uw_cache;
 } stkr__thread;
+/* The id stays out of the producer's line (see there). */
+_Static_assert(offsetof(stkr__thread, id) / STKR__CACHE_LINE !=
+                   offsetof(stkr__thread, busy) / STKR__CACHE_LINE,
+               "stkr__thread.id shares the producer's cache line");
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
 #define STKR__THREAD_DEAD ((stkr__thread *)1)
