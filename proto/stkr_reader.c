@@ -332,9 +332,10 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
     return err;
   if (ignored)
     stkr__warn(r, STKR_WARN_IGNORED_FILES, dir, -1, 0,
-               "ignored %lu entr%s that %s not segment files "
-               "(stackrec-<pid>-<seq>.zst), e.g. \"%s\"",
-               ignored, ignored == 1 ? "y" : "ies", ignored == 1 ? "is" : "are",
+               "ignored %lu %s (stackrec-<pid>-<seq>.zst), e.g. \"%s\"",
+               ignored,
+               ignored == 1 ? "entry that is not a segment file"
+                            : "entries that are not segment files",
                example);
   if (found == 0)
     stkr__warn(r, STKR_WARN_NO_SEGMENTS, dir, -1, 0,
