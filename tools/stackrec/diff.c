@@ -298,19 +298,21 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
   stkr_cli_getopt_state gopt = {.cmd = "diff", .opts = opts,
                                 .help = {diff_help}};
   char *end;
-  int c;
+  int c, st;
 
   while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case O_FORMAT:
-      *format = optarg;
-      if (strcmp(optarg, "text") && strcmp(optarg, "json") &&
-          strcmp(optarg, "html"))
-        return stkr_cli_usage_error(
-            "diff", "--format wants text, json or html, not '%s'", optarg);
+    case O_FORMAT: {
+      static const char *const formats[] = {"text", "json", "html", NULL};
+      int i;
+      if ((st = stkr_cli_choice_parse("diff", "--format", formats, optarg,
+                                      &i)) != 0)
+        return st;
+      *format = formats[i];
       break;
+    }
     case O_THRESHOLD:
       errno = 0;
       d->threshold_pct = strtod(optarg, &end);

@@ -183,11 +183,15 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
-    case 'z':
-      if (strcmp(optarg, "gzip") != 0 && strcmp(optarg, "none") != 0)
-        return stkr_cli_usage_error("push", "--compress: gzip or none");
-      o->ch.gzip = optarg[0] == 'g';
+    case 'z': {
+      static const char *const kinds[] = {"gzip", "none", NULL};
+      int i;
+      if ((st = stkr_cli_choice_parse("push", "--compress", kinds, optarg,
+                                      &i)) != 0)
+        return st;
+      o->ch.gzip = i == 0;
       break;
+    }
     case 'c':
       if ((st = parse_u32("--chunk-events", optarg, 1, STKR_PUSH_MAX_CHUNK, &o->chunk)))
         return st;
