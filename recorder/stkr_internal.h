@@ -305,6 +305,15 @@ const char *stkr__arch_name(void);
  * A thread's recorder state. Allocated (mmap) at the thread's first event,
  * linked into the registry, marked exited by the TLS destructor, unlinked
  * and freed by the worker once its ring is drained. */
+/* What keeps the thread state's groups of fields apart (below): the unit
+ * the cores' caches exchange, 128 bytes on Apple's arm64 cores, 64 on the
+ * others. Not STKR__CACHE_LINE, which also fixes the ring file's layout. */
+#if defined(__APPLE__) && (defined(__aarch64__) || defined(__arm64__))
+#define STKR__THREAD_LINE 128
+#else
+#define STKR__THREAD_LINE STKR__CACHE_LINE
+#endif
+
 typedef struct stkr__thread {
   stkr__ring ring;
 
@@ -313,7 +322,7 @@ typedef struct stkr__thread {
    * read by them for re-entrancy, and by stkr__threads_quiesce() (acquire,
    * pairs with the release store that ends an event; the Dekker pair with
    * stop is explained in stkr_event). */
-  _Alignas(STKR__CACHE_LINE) _Atomic int busy;
+  _Alignas(STKR__THREAD_LINE) _Atomic int busy;
   uintptr_t stack_lo, stack_hi; /* set at attach; producer only */
   /* Written by the producer (relaxed, single writer), read by stats
    * (relaxed): monotone counters. */
@@ -326,7 +335,7 @@ typedef struct stkr__thread {
   /* Line shared by both sides, touched rarely. */
   /* Registry link. Written once before publication (producer) or by the
    * worker when unlinking; see thread.c. */
-  _Alignas(STKR__CACHE_LINE) struct stkr__thread *_Atomic next;
+  _Alignas(STKR__THREAD_LINE) struct stkr__thread *_Atomic next;
   uint64_t tid;         /* OS thread id, set before publication */
   /* Recorder thread id, >= 1, set before publication. Not in the line
    * above: the worker reads it for every record it drains, and there it
@@ -349,7 +358,7 @@ typedef struct stkr__thread {
   char exit_name[32];
 
   /* Worker-only bookkeeping (flush/ owns these). */
-  _Alignas(STKR__CACHE_LINE) uint64_t w_consumed;
+  _Alignas(STKR__THREAD_LINE) uint64_t w_consumed;
   /* Bytes this thread holds of the ring memory cap (ring + state); set at
    * attach, given back when reaped. */
   uint64_t ring_charge;
@@ -372,11 +381,11 @@ typedef struct stkr__thread {
   /* The thread's unwind row cache (unwind.h), mapped at attach when the
    * session walks with tables, else NULL. Producer only (its walks);
    * unmapped with the state. */
-  _Alignas(STKR__CACHE_LINE) struct stkr__uw_cache *uw_cache;
+  _Alignas(STKR__THREAD_LINE) struct stkr__uw_cache *uw_cache;
 } stkr__thread;
 /* The id stays out of the producer's line (see there). */
-_Static_assert(offsetof(stkr__thread, id) / STKR__CACHE_LINE !=
-                   offsetof(stkr__thread, busy) / STKR__CACHE_LINE,
+_Static_assert(offsetof(stkr__thread, id) / STKR__THREAD_LINE !=
+                   offsetof(stkr__thread, busy) / STKR__THREAD_LINE,
                "stkr__thread.id shares the producer's cache line");
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
