@@ -149,7 +149,7 @@ static int out_open(outfile *o, const char *path, char *err, size_t cap) {
   if ((o->fd = mkstemp(o->tmp)) >= 0 && lseek(o->fd, HDR, SEEK_SET) == HDR)
     return 0;
   rc = -errno;
-  snprintf(err, cap, "%s: %s", o->tmp, strerror(errno));
+  snprintf(err, cap, "%s: %s", path, strerror(errno));
   if (o->fd >= 0) {
     close(o->fd);
     unlink(o->tmp);
@@ -455,7 +455,7 @@ static int finish(builder *b, const stkr__symfile_info *info,
   if (rc == 0) rc = out_put(b->out, b->ranges.p, b->ranges.n);
   if (rc == 0) rc = out_put(b->out, b->strs.p, b->strs.n);
   if (rc < 0) {
-    snprintf(err, cap, "%s: %s", b->out->tmp, strerror(-rc));
+    snprintf(err, cap, "%s: %s", path, strerror(-rc));
     return rc;
   }
   *size = HDR + (uint64_t)b->nframes * FRAME + b->ranges.n + b->strs.n;
@@ -497,7 +497,7 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   }
   if (rc == 0) rc = flush_ahead(&b);
   if (b.io_rc) {
-    snprintf(err, cap, "%s: %s", out.tmp, strerror(-b.io_rc));
+    snprintf(err, cap, "%s: %s", path, strerror(-b.io_rc));
     rc = b.io_rc;
     goto out;
   }
