@@ -221,6 +221,18 @@ static void test_fork_during_start(void **state) {
   rec r;
   (void)state;
 
+#if defined(__SANITIZE_ADDRESS__)
+  /* Each trial forks while another thread's start mallocs at full speed,
+   * and each child mallocs as its first event starts its recording. GCC
+   * 12's ASan does not lock its allocator around fork (test-faults.c,
+   * test_fork_while_rings_in_use: a child blocked in its first malloc on a
+   * size-class mutex the parent held). A clean-clone CI run timed out here
+   * once under ASan (300 s; not reproduced in 720 trials after). glibc's
+   * malloc is fork-safe: the plain build runs this case. */
+  fprintf(stderr, "ASan (GCC 12): no malloc-safe fork during a start: "
+                  "skipped\n");
+  skip();
+#endif
   record_forker(dir, "racefork");
   snprintf(path, sizeof path, "%s/.ssh/child-fork", g_home);
   rec_load(&r, dir);
