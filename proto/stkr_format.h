@@ -80,7 +80,8 @@ typedef struct stkr_fmt_buf {
 } stkr_fmt_buf;
 
 /*
- * Serialize `batch` with protobuf-c and compress it as ONE zstd frame, with
+ * Serialize `batch` (protobuf-c for all but its Events, which come last,
+ * packed by stkr_fmt_events_pack) and compress it as ONE zstd frame, with
  * the content checksum and content size in the frame header, appended to
  * `out` (out->len grows by the frame size; earlier bytes are kept). On error
  * out->len is unchanged.
@@ -94,6 +95,18 @@ typedef struct stkr_fmt_buf {
  */
 int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
                           int level, stkr_fmt_buf *out);
+
+/*
+ * The Events message as protobuf-c packs it, byte for byte (fields in
+ * number order, proto3 zeros left out), in one tight pass per column: what
+ * stkr_fmt_encode_batch appends after the rest of the Batch. Unknown
+ * fields are not written (the encoder hands Events that carry some to
+ * protobuf-c). Thread-safe; e is only read.
+ * @return the bytes written at out, which must hold
+ *         stkr_fmt_events_packed_max(e) (at least what pack writes).
+ */
+size_t stkr_fmt_events_packed_max(const Stackrec__Events *e);
+size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out);
 
 /* Free b's memory and zero it. NULL is accepted. */
 void stkr_fmt_buf_free(stkr_fmt_buf *b);

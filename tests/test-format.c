@@ -220,6 +220,22 @@ static void test_encode_limits(void **state) {
                    stackrec__batch__get_packed_size(&b) + 2);
   free(big);
 
+  /* Columns whose bound is far past the limit though they pack small (16 M
+   * zero deltas: 16 MiB, bound 160): packed exactly instead, and kept. */
+  {
+    size_t n = STKR_FMT_MAX_BATCH_BYTES / 4, before = buf.len;
+    int64_t *ts = calloc(n, sizeof *ts);
+    assert_non_null(ts);
+    ev.payload_data.len = 0;
+    ev.n_ts_delta_ns = n;
+    ev.ts_delta_ns = ts;
+    assert_true(stkr_fmt_events_packed_max(&ev) > 2 * STKR_FMT_MAX_BATCH_BYTES);
+    assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 1, &buf), 0);
+    assert_int_equal(stream_decompress_all(buf.data + before, buf.len - before),
+                     stackrec__batch__get_packed_size(&b));
+    free(ts);
+  }
+
   stkr_fmt_buf_free(&buf);
   assert_null(buf.data);
   assert_int_equal(buf.cap, 0);
@@ -227,5 +243,120 @@ static void test_encode_limits(void **state) {
   stkr_fmt_buf_free(NULL);
 }
 
+/* A value for a column, biased towards the varint size boundaries (and
+ * the extremes) where an encoder is most likely wrong. */
+static uint64_t edgy(uint64_t *x) {
+  static const unsigned bits[] = {0, 1, 7, 8, 14, 15, 21, 28, 31, 32,
+                                  35, 42, 49, 56, 63, 64};
+  unsigned b;
+  uint64_t v;
+
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17; /* xorshift64 */
+  b = bits[*x % (sizeof bits / sizeof bits[0])];
+  v = b == 64 ? ~0ull : (1ull << b);
+  switch ((*x >> 8) % 4) {
+  case 0: return v - 1;
+  case 1: return v;
+  case 2: return v + 1;
+  default: return (*x >> 11) & (v | (v - 1));
+  }
+}
+
+/* stkr_fmt_events_pack against protobuf-c's own packing of the same
+ * Events, byte for byte, for random columns of random lengths (empty ones
+ * included: proto3 leaves them out), and a whole batch: what the encoder
+ * writes decodes to a Batch that protobuf-c packs exactly as it packs the
+ * original. */
+static void test_events_pack_matches_protobuf_c(void **state) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  (void)state;
+
+  for (int round = 0; round < 3000; round++) {
+    Stackrec__Events e = STACKREC__EVENTS__INIT;
+    Stackrec__Batch b = STACKREC__BATCH__INIT;
+    Stackrec__SiteDef site = STACKREC__SITE_DEF__INIT, *sitep = &site;
+    Stackrec__Counters cnt = STACKREC__COUNTERS__INIT;
+    size_t n[6];
+    int64_t *ts;
+    uint32_t *col[5];
+    uint8_t *mine, *theirs, pdata[300];
+    size_t len, plen;
+    stkr_fmt_buf buf = {0};
+    Stackrec__Batch *back;
+    uint8_t *dec;
+
+    for (int k = 0; k < 6; k++)
+      n[k] = round < 64 ? (size_t)((round >> k) & 1) * (size_t)(round % 7 + 1)
+                        : (size_t)(edgy(&x) % 300);
+    ts = malloc((n[0] + 1) * sizeof *ts);
+    assert_non_null(ts);
+    for (size_t i = 0; i < n[0]; i++) ts[i] = (int64_t)edgy(&x);
+    for (int k = 0; k < 5; k++) {
+      col[k] = malloc((n[k + 1] + 1) * sizeof **col);
+      assert_non_null(col[k]);
+      for (size_t i = 0; i < n[k + 1]; i++) col[k][i] = (uint32_t)edgy(&x);
+    }
+    plen = (size_t)(edgy(&x) % sizeof pdata);
+    for (size_t i = 0; i < plen; i++) pdata[i] = (uint8_t)edgy(&x);
+    e.base_ts_ns = round % 5 == 0 ? 0 : edgy(&x);
+    e.n_ts_delta_ns = n[0], e.ts_delta_ns = ts;
+    e.n_site_id = n[1], e.site_id = col[0];
+    e.n_thread_id = n[2], e.thread_id = col[1];
+    e.n_stack_id = n[3], e.stack_id = col[2];
+    e.n_payload_len = n[4], e.payload_len = col[3];
+    e.n_payload_truncated = n[5], e.payload_truncated = col[4];
+    e.payload_data.len = plen;
+    e.payload_data.data = plen ? pdata : NULL;
+
+    len = stackrec__events__get_packed_size(&e);
+    assert_true(stkr_fmt_events_packed_max(&e) >= len);
+    mine = malloc(len + 1);
+    theirs = malloc(len + 1);
+    assert_non_null(mine);
+    assert_non_null(theirs);
+    assert_int_equal(stkr_fmt_events_pack(&e, mine), len);
+    assert_int_equal(stackrec__events__pack(&e, theirs), len);
+    assert_memory_equal(mine, theirs, len);
+
+    /* In a batch, with fields on both sides of field 8. */
+    b.seq = edgy(&x) | 1;
+    site.id = 3;
+    site.name = "privacy.test";
+    b.n_sites = 1, b.sites = &sitep;
+    cnt.attempted = edgy(&x);
+    b.counters = &cnt;
+    b.last = round & 1;
+    b.events = &e;
+    assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 1, &buf), 0);
+    dec = malloc(stackrec__batch__get_packed_size(&b) + 1);
+    assert_non_null(dec);
+    len = ZSTD_decompress(dec, stackrec__batch__get_packed_size(&b) + 1,
+                          buf.data, buf.len);
+    assert_int_equal(len, stackrec__batch__get_packed_size(&b));
+    back = stackrec__batch__unpack(NULL, len, dec);
+    assert_non_null(back);
+    free(mine);
+    free(theirs);
+    len = stackrec__batch__get_packed_size(back);
+    assert_int_equal(len, stackrec__batch__get_packed_size(&b));
+    mine = malloc(len + 1);
+    theirs = malloc(len + 1);
+    assert_non_null(mine);
+    assert_non_null(theirs);
+    assert_int_equal(stackrec__batch__pack(back, mine), len);
+    assert_int_equal(stackrec__batch__pack(&b, theirs), len);
+    assert_memory_equal(mine, theirs, len);
+
+    stackrec__batch__free_unpacked(back, NULL);
+    free(dec);
+    free(mine);
+    free(theirs);
+    stkr_fmt_buf_free(&buf);
+    free(ts);
+    for (int k = 0; k < 5; k++) free(col[k]);
+  }
+}
+
 TL_TEST_MAIN("format", NULL, NULL, test_segment_name, test_segment_parse,
-             test_encode_roundtrip, test_encode_limits)
+             test_encode_roundtrip, test_encode_limits,
+             test_events_pack_matches_protobuf_c)
