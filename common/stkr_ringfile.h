@@ -63,8 +63,11 @@
  * The stack key is {h1, h2}: h1 the recorder's 64-bit hash of the PCs
  * (StackDef.hash), h2 = stkr_stack_key2(pcs, depth, site, truncated)
  * (common/stkr_hash.h), an independent hash that also covers the site and
- * the truncation flag; slot = stkr_stack_key2_slot(h2, slots). The
- * producer sends a known record only when the slot's table entry equals
+ * the truncation flag. The table is two-way set associative: a key's slot
+ * is one of the two of its set, set = stkr_stack_key2_slot(h2, slots / 2),
+ * slots 2·set and 2·set + 1, as the producer chooses (an empty way, else
+ * the older); nothing that reads a ring file recomputes a slot from a key,
+ * it follows the slots the records carry. The producer sends a known record only when the slot's table entry equals
  * the key of the stack it just walked, and it writes the entry only after
  * the full record that carries the key was committed (head stored): so a
  * known record's full record is always earlier in the same ring, either
@@ -83,8 +86,9 @@
  *
  * Payloads (version 3) are interned per thread the same way, in a table of
  * their own: key = stkr_payload_key(bytes, payload_len) (common/
- * stkr_hash.h), slot = stkr_payload_key_slot(key, PKNOWN_SLOTS), stored in
- * the record's `pslot`. A record with a payload (payload_len > 0) has one
+ * stkr_hash.h), in a two-way table like the stacks' (set =
+ * stkr_payload_key_slot(key, PKNOWN_SLOTS / 2)), its slot stored in the
+ * record's `pslot`. A record with a payload (payload_len > 0) has one
  * of two flags:
  *   STKR_RINGREC_PAYLOAD_NEW: it carries the bytes, preceded by the key
  *     its payload slot held before (16 bytes, {0, 0}: none), right after

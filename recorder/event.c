@@ -169,6 +169,44 @@ int stkr_thread_attach(void) {
   return stkr__thread_attach(g_conf.ring_bytes, &t);
 }
 
+/* The known-stack and known-payload tables are two-way set associative:
+ * a key may sit in either slot of its set (slots 2·set and 2·set + 1), so
+ * that two stacks (or payloads) a thread alternates between keep both.
+ * Direct-mapped, keys that shared a slot evicted each other at every
+ * event: with 100 stacks in 128 slots about 30% of the events were full
+ * records again (flush_throughput's uniform workload), with 30 about 10%.
+ * A key missing from its set goes to an empty way, else to the older of
+ * the two (FIFO: `newest` has a bit a set, the way filled last). Which
+ * way is policy only: records carry their slot, and the worker and
+ * recovery follow slots, never keys.
+ * @return the key's slot (*hit) or the slot to fill (!*hit). */
+static inline unsigned stkr__known_find(uint64_t (*tab)[2], unsigned set,
+                                        uint64_t k0, uint64_t k1,
+                                        uint64_t newest, bool *hit) {
+  unsigned slot = 2 * set;
+
+  *hit = true;
+  if (tab[slot][0] == k0 && tab[slot][1] == k1)
+    return slot;
+  if (tab[slot + 1][0] == k0 && tab[slot + 1][1] == k1)
+    return slot + 1;
+  *hit = false;
+  if ((tab[slot][0] | tab[slot][1]) == 0)
+    return slot;
+  if ((tab[slot + 1][0] | tab[slot + 1][1]) == 0)
+    return slot + 1;
+  return slot + (unsigned)!((newest >> set) & 1);
+}
+
+_Static_assert(STKR__KNOWN_SLOTS / 2 <= 64 && STKR__PKNOWN_SLOTS / 2 <= 64,
+               "known_newest, pknown_newest: a bit a set");
+
+/* `slot` was just filled: its way is now its set's newest. */
+static inline void stkr__known_filled(uint64_t *newest, unsigned slot) {
+  unsigned set = slot / 2;
+  *newest = (*newest & ~(1ull << set)) | (uint64_t)(slot & 1) << set;
+}
+
 /* The payload part of a record at ppart (common/stkr_ringfile.h,
  * "Payloads"), for payload_len > 0: PAYLOAD_KNOWN and nothing when the
  * thread's payload table holds its key, else PAYLOAD_NEW, the slot's old
@@ -180,12 +218,15 @@ static inline uint32_t stkr__payload_put(stkr__thread *t, stkr__record *rec,
                                          uint64_t **learn, uint64_t key[2]) {
   unsigned pslot;
   uint64_t *pknown;
+  bool hit;
 
   stkr_payload_key(payload, payload_len, key);
-  pslot = stkr_payload_key_slot(key, STKR__PKNOWN_SLOTS);
+  pslot = stkr__known_find(t->ring.c->pknown,
+                           stkr_payload_key_slot(key, STKR__PKNOWN_SLOTS / 2),
+                           key[0], key[1], t->pknown_newest, &hit);
   rec->pslot = (uint8_t)pslot;
   pknown = t->ring.c->pknown[pslot];
-  if (pknown[0] == key[0] && pknown[1] == key[1]) {
+  if (hit) {
     *flags |= STKR__REC_PAYLOAD_KNOWN;
     return 0;
   }
@@ -214,7 +255,10 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
   uint64_t *pcs = (uint64_t *)(void *)(full + 1);
   uint64_t h2 = stkr_stack_key2_final(fold2, depth, site_id,
                                       flags & STKR__REC_STACK_TRUNCATED);
-  unsigned slot = stkr_stack_key2_slot(h2, STKR__KNOWN_SLOTS);
+  bool hit;
+  unsigned slot = stkr__known_find(
+      t->ring.c->known, stkr_stack_key2_slot(h2, STKR__KNOWN_SLOTS / 2), h1,
+      h2, t->known_newest, &hit);
   uint64_t *known = t->ring.c->known[slot];
   uint64_t *learn = NULL, pkey[2];
   uint32_t pbytes = 0;
@@ -224,7 +268,7 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
   rec->slot = (uint8_t)slot;
   rec->pslot = 0;
   rec->reserved = 0;
-  if (known[0] == h1 && known[1] == h2) {
+  if (hit) {
     rec->depth = 0;
     if (payload_len == 0) { /* the common case first, as short as it was */
       rec->size = stkr__record_known_bytes(0);
@@ -253,10 +297,12 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
     stkr__ring_commit(&t->ring, rec->size);
     known[0] = h1; /* only now: see above */
     known[1] = h2;
+    stkr__known_filled(&t->known_newest, slot);
   }
   if (learn != NULL) {
     learn[0] = pkey[0];
     learn[1] = pkey[1];
+    stkr__known_filled(&t->pknown_newest, rec->pslot);
   }
 }
 

@@ -331,6 +331,11 @@ typedef struct stkr__thread {
   /* Incremented by nested (signal-handler) events, atomically: several
    * nested handlers may race. */
   _Atomic uint64_t dropped_reentrant;
+  /* Producer only: for each set of the two-way known-stack and
+   * known-payload tables, which way holds the newer key (bit `set`; the
+   * victim of a miss is the other). Policy only: any value is correct
+   * (event.c, stkr__known_find). */
+  uint64_t known_newest, pknown_newest;
 
   /* Line shared by both sides, touched rarely. */
   /* Registry link. Written once before publication (producer) or by the

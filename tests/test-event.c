@@ -144,7 +144,8 @@ static void test_known_stack_sent_once(void **state) {
   assert_int_equal(key[1], stkr_stack_key2(stkr__record_pcs(rec), rec->depth,
                                            rec->site_id, 0));
   slot = rec->slot;
-  assert_int_equal(slot, stkr_stack_key2_slot(key[1], STKR__KNOWN_SLOTS));
+  /* An empty table: the first way of the key's set. */
+  assert_int_equal(slot, 2 * stkr_stack_key2_slot(key[1], STKR__KNOWN_SLOTS / 2));
   for (i = 0; i < 2; i++) {
     rec = take();
     assert_true(stkr__record_known(rec));
@@ -173,6 +174,66 @@ static void test_known_stack_sent_once(void **state) {
   rec = take();
   assert_false(stkr__record_known(rec));
   assert_int_equal(stkr__record_as_full(rec)->evicted[0], 0);
+  assert_null(stkr__ring_peek(rh_ring()));
+}
+
+/* One-frame stacks (given PCs) whose keys fall in one set of the
+ * known-stack table: found by trying PCs. */
+static void same_set_pcs(uint64_t *pcs, unsigned n, uint32_t site) {
+  unsigned want = ~0u, k = 0;
+  for (uint64_t pc = 0x401000; k < n; pc += 16) {
+    unsigned set = stkr_stack_key2_slot(stkr_stack_key2(&pc, 1, site, 0),
+                                        STKR__KNOWN_SLOTS / 2);
+    if (want == ~0u) want = set;
+    if (set == want) pcs[k++] = pc;
+  }
+}
+
+/* The table is two-way: two stacks of one set alternating are each sent
+ * once (direct-mapped, they evicted each other at every event when they
+ * shared a slot); a third evicts the older of the two (FIFO), and every
+ * full record names the key it evicted. */
+static void test_known_stacks_two_way(void **state) {
+  uint64_t pcs[3];
+  const stkr__record *rec;
+  uint32_t site;
+  uint8_t slot_a, slot_b;
+  (void)state;
+
+  assert_int_equal(stkr_thread_attach(), 0);
+  site = stkr__site_id(&g_site_b);
+  same_set_pcs(pcs, 3, site);
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(stkr__record_stack(NULL, &g_site_b, &pcs[i & 1], 1,
+                                        NULL, 0), 0);
+    rec = take();
+    assert_int_equal(stkr__record_known(rec), i >= 2);
+    assert_int_equal(stkr__record_pcs(rec) != NULL && rec->depth == 1 &&
+                         stkr__record_pcs(rec)[0] == pcs[i & 1],
+                     i < 2);
+    if (i == 0) slot_a = rec->slot;
+    if (i == 1) slot_b = rec->slot;
+    if (i >= 2) assert_int_equal(rec->slot, i & 1 ? slot_b : slot_a);
+  }
+  assert_int_equal(slot_a / 2, slot_b / 2);
+  assert_int_not_equal(slot_a, slot_b);
+  /* A third: into the older way (a's), which it names as evicted. */
+  assert_int_equal(stkr__record_stack(NULL, &g_site_b, &pcs[2], 1, NULL, 0),
+                   0);
+  rec = take();
+  assert_false(stkr__record_known(rec));
+  assert_int_equal(rec->slot, slot_a);
+  assert_int_equal(stkr__record_as_full(rec)->evicted[1],
+                   stkr_stack_key2(&pcs[0], 1, site, 0));
+  /* b is still known; a comes back full, into b's way now the older. */
+  assert_int_equal(stkr__record_stack(NULL, &g_site_b, &pcs[1], 1, NULL, 0),
+                   0);
+  assert_true(stkr__record_known(take()));
+  assert_int_equal(stkr__record_stack(NULL, &g_site_b, &pcs[0], 1, NULL, 0),
+                   0);
+  rec = take();
+  assert_false(stkr__record_known(rec));
+  assert_int_equal(rec->slot, slot_b);
   assert_null(stkr__ring_peek(rh_ring()));
 }
 
@@ -216,13 +277,25 @@ static void *capped_thread(void *arg) {
 
 /* Payloads once per thread (common/stkr_ringfile.h, "Payloads"): a
  * repeated payload is sent as its slot only; a changed one carries its
- * bytes and the slot's old key; a payload evicted by another of its slot
- * is sent again; a reset forgets them; truncated payloads are interned
- * as cut. Every record's payload, read back through the mirror, is the
- * one passed. */
-static void payload_key_of(const char *p, uint64_t key[2], unsigned *slot) {
+ * bytes and the slot's old key; two of one set both stay (the table is
+ * two-way); a third evicts the older, which is sent again; a reset
+ * forgets them; truncated payloads are interned as cut. Every record's
+ * payload, read back through the mirror, is the one passed. */
+static void payload_key_of(const char *p, uint64_t key[2], unsigned *set) {
   stkr_payload_key(p, strlen(p), key);
-  *slot = stkr_payload_key_slot(key, STKR__PKNOWN_SLOTS);
+  *set = stkr_payload_key_slot(key, STKR__PKNOWN_SLOTS / 2);
+}
+
+/* The next "/tmp/<i>" (from *i on) whose payload key is in `set`. */
+static void payload_in_set(unsigned set, int *i, char *buf, size_t len,
+                           uint64_t key[2]) {
+  unsigned s;
+  for (;; (*i)++) {
+    snprintf(buf, len, "/tmp/%d", *i);
+    payload_key_of(buf, key, &s);
+    if (s == set) break;
+  }
+  (*i)++;
 }
 
 static const stkr__record *take_payload(const char *want) {
@@ -234,21 +307,31 @@ static const stkr__record *take_payload(const char *want) {
   return rec;
 }
 
-static void test_known_payload_sent_once(void **state) {
+static void expect_payload(const char *p, unsigned pslot, bool known,
+                           const uint64_t *evicted) {
   const stkr__record *rec;
-  char other[16];
-  uint64_t ka[2], kb[2];
-  unsigned sa, sb;
-  int i;
+  assert_int_equal(other_stack(p, strlen(p)), 0);
+  rec = take_payload(p);
+  assert_int_equal(rec->pslot, pslot);
+  assert_true(rec->flags & (known ? STKR__REC_PAYLOAD_KNOWN
+                                  : STKR__REC_PAYLOAD_NEW));
+  if (!known) assert_memory_equal(stkr__record_ppart(rec), evicted, 16);
+}
+
+static void test_known_payload_sent_once(void **state) {
+  static const uint64_t none[2];
+  const stkr__record *rec;
+  char other[16], third[16];
+  uint64_t ka[2], kb[2], kc[2];
+  unsigned set, sa;
+  int i = 0;
   (void)state;
   rh_payload_forget();
-  payload_key_of("/etc/passwd", ka, &sa);
-  /* A second payload in the same slot, to evict the first. */
-  for (i = 0;; i++) {
-    snprintf(other, sizeof other, "/tmp/%d", i);
-    payload_key_of(other, kb, &sb);
-    if (sb == sa) break;
-  }
+  payload_key_of("/etc/passwd", ka, &set);
+  sa = 2 * set; /* an empty table: the set's first way */
+  /* Two more payloads of its set: the third evicts. */
+  payload_in_set(set, &i, other, sizeof other, kb);
+  payload_in_set(set, &i, third, sizeof third, kc);
   /* One call site, one stack (each line of this test is another). */
   for (i = 0; i < 4; i++) {
     assert_int_equal(other_stack("/etc/passwd", 11), 0);
@@ -269,20 +352,19 @@ static void test_known_payload_sent_once(void **state) {
   assert_false(stkr__record_known(rec));
   assert_true(rec->flags & STKR__REC_PAYLOAD_KNOWN);
   assert_int_equal(rec->size, stkr__record_full_bytes(rec->depth, 0));
-  /* Changing payloads: each carries its bytes until repeated. */
-  assert_int_equal(other_stack(other, strlen(other)), 0);
-  rec = take_payload(other);
-  assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
-  /* It evicted /etc/passwd from the shared slot, and says so. */
-  assert_memory_equal(stkr__record_ppart(rec), ka, 16);
-  assert_int_equal(other_stack("/etc/passwd", 11), 0);
-  rec = take_payload("/etc/passwd");
-  assert_true(rec->flags & STKR__REC_PAYLOAD_NEW);
-  assert_memory_equal(stkr__record_ppart(rec), kb, 16);
-  assert_int_equal(other_stack(other, strlen(other)), 0);
-  assert_true(take_payload(other)->flags & STKR__REC_PAYLOAD_NEW);
-  assert_int_equal(other_stack(other, strlen(other)), 0);
-  assert_true(take_payload(other)->flags & STKR__REC_PAYLOAD_KNOWN);
+  /* Changing payloads: each carries its bytes until repeated. The
+   * second of the set takes its empty way; both are then known. */
+  expect_payload(other, sa + 1, false, none);
+  expect_payload("/etc/passwd", sa, true, NULL);
+  expect_payload(other, sa + 1, true, NULL);
+  /* The third evicts the older, /etc/passwd, and says so; /etc/passwd,
+   * sent again, evicts the then older, `other`; and so on (FIFO). */
+  expect_payload(third, sa, false, ka);
+  expect_payload("/etc/passwd", sa + 1, false, kb);
+  expect_payload(third, sa, true, NULL);
+  expect_payload(other, sa, false, kc);
+  expect_payload(other, sa, true, NULL);
+  expect_payload("/etc/passwd", sa + 1, true, NULL);
   /* Same bytes, another length: another payload. */
   assert_int_equal(other_stack("/etc/passwd", 4), 0);
   assert_true(take_payload("/etc")->flags & STKR__REC_PAYLOAD_NEW);
@@ -629,6 +711,7 @@ static void test_fork_child_follow(void **state) {
 TL_TEST_MAIN_EACH("event", setup, rh_stop,
                   test_event_captures_caller_stack_and_payload,
                   test_payload_truncated_at_limit, test_known_stack_sent_once,
+                  test_known_stacks_two_way,
                   test_dropped_full_record_stays_unknown,
                   test_known_payload_sent_once,
                   test_dropped_payload_stays_unknown, test_ring_memory_cap,
