@@ -73,11 +73,6 @@ void stkr__batch_reset(stkr__batchb *b) {
   stkr__symdefs_reset(&b->symdefs);
 }
 
-bool stkr__batch_full(const stkr__batchb *b) {
-  return b->n >= STKR__BATCH_MAX_EVENTS ||
-         b->est_bytes + b->symdefs.est_bytes >= STKR__BATCH_MAX_BYTES;
-}
-
 bool stkr__batch_nonempty(const stkr__batchb *b) {
   return b->n || b->n_threads || b->n_drops || b->n_sites || b->n_stacks;
 }

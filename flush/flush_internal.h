@@ -291,7 +291,11 @@ void stkr__batch_init(stkr__batchb *b);
 void stkr__batch_free(stkr__batchb *b);
 /* Forget the previous batch's content, keep the buffers. */
 void stkr__batch_reset(stkr__batchb *b);
-bool stkr__batch_full(const stkr__batchb *b);
+/* Inline: asked before every record the worker adds. */
+static inline bool stkr__batch_full(const stkr__batchb *b) {
+  return b->n >= STKR__BATCH_MAX_EVENTS ||
+         b->est_bytes + b->symdefs.est_bytes >= STKR__BATCH_MAX_BYTES;
+}
 /* True when the batch carries anything worth writing. */
 bool stkr__batch_nonempty(const stkr__batchb *b);
 /* Room in every column for one more event with `len` payload bytes (and a

@@ -149,13 +149,8 @@ void *stkr__ring_reserve_slow(stkr__ring *r, uint32_t size) {
   return r->buf + off;
 }
 
-/* How far ahead of the read position the consumer asks for the ring's
- * lines: the records it reads were written on another core, and asking a
- * few lines early overlaps those transfers instead of waiting for each. */
-#define STKR__RING_PREFETCH_BYTES 512u
-
-const stkr__record *stkr__ring_cursor_peek(const stkr__ring *r,
-                                           stkr__ring_cursor *cur) {
+const stkr__record *stkr__ring_cursor_peek_slow(const stkr__ring *r,
+                                                stkr__ring_cursor *cur) {
   stkr__ring_ctl *c = r->c;
   for (;;) {
     uint64_t pos = cur->pos;
