@@ -82,7 +82,8 @@ int fx_encode(const fx_batch *b, stkr_fmt_buf *out);
 void fx_header_init(Stackrec__Header *h, uint32_t pid, const char *name,
                     uint64_t start_mono, uint64_t start_wall);
 /* b with the events evs[0..n) (times from base_ts) appended to out as the
- * worker does (stkr_fmt_encode_batch, level 3). b->events is left NULL.
+ * worker does (stkr_fmt_encode_batch; at level 3, the worker's is 1: a
+ * reader sees no difference). b->events is left NULL.
  * @return 0 or a negative errno. */
 int fx_encode_events(Stackrec__Batch *b, const fx_ev *evs, size_t n,
                      uint64_t base_ts, stkr_fmt_buf *out);
