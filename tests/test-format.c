@@ -357,6 +357,34 @@ static void test_events_pack_matches_protobuf_c(void **state) {
   }
 }
 
+/* stkr_fmt_events_packed_max only reads the column lengths: a bound that
+ * wraps (n * 10 past SIZE_MAX, as on a 32-bit size_t from 429 M deltas,
+ * or the sum of the columns) would pass the limit check and size the
+ * buffer too small for stkr_fmt_events_pack. It saturates instead. */
+static void test_events_packed_max_saturates(void **state) {
+  Stackrec__Events e = STACKREC__EVENTS__INIT;
+  (void)state;
+
+  e.n_ts_delta_ns = SIZE_MAX / 10 + 1; /* 10 * n wraps to 4 */
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  e.n_ts_delta_ns = 0;
+  e.n_stack_id = SIZE_MAX / 5 + 1; /* 5 * n wraps to 3 */
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  /* Each column's bound fits, their sum does not. */
+  e.n_ts_delta_ns = e.n_site_id = e.n_thread_id = e.n_stack_id =
+      e.n_payload_len = e.n_payload_truncated = SIZE_MAX / 16;
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  e.n_ts_delta_ns = e.n_site_id = e.n_thread_id = e.n_stack_id =
+      e.n_payload_len = e.n_payload_truncated = 0;
+  e.payload_data.len = SIZE_MAX - 4;
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  /* Small ones are exact arithmetic still. */
+  e.payload_data.len = 0;
+  e.n_ts_delta_ns = 3;
+  assert_int_equal(stkr_fmt_events_packed_max(&e), 11 + 1 + 1 + 30);
+}
+
 TL_TEST_MAIN("format", NULL, NULL, test_segment_name, test_segment_parse,
              test_encode_roundtrip, test_encode_limits,
-             test_events_pack_matches_protobuf_c)
+             test_events_pack_matches_protobuf_c,
+             test_events_packed_max_saturates)
