@@ -187,18 +187,34 @@ static uint8_t *ev_s64_field(uint8_t *p, unsigned field, const int64_t *v,
   return ev_close_len(p, room, q);
 }
 
-/* A packed column of n elements of at most `each` bytes: key, length,
- * body, at most. */
+/* The bound saturates at SIZE_MAX instead of wrapping: it reads only the
+ * lengths, and a wrapped one (10 * n past 4 GiB on a 32-bit size_t, or the
+ * columns' sum) would pass the limit check and size the buffer too small.
+ * SIZE_MAX is past any limit, so the caller packs with protobuf-c or
+ * refuses. */
+static inline size_t ev_sat_add(size_t a, size_t b) {
+  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* A packed column of n elements of at most `each` (<= 10) bytes: key,
+ * length, body, at most. */
 static inline size_t ev_col_max(size_t n, size_t each) {
-  return n ? 1 + ev_varint_size(each * (uint64_t)n) + each * n : 0;
+  if (n == 0) return 0;
+  if (n > SIZE_MAX / 16) return SIZE_MAX; /* 11 + each * n would not fit */
+  return 1 + ev_varint_size(each * (uint64_t)n) + each * n;
 }
 
 size_t stkr_fmt_events_packed_max(const Stackrec__Events *e) {
-  return 11 + ev_col_max(e->n_ts_delta_ns, 10) + ev_col_max(e->n_site_id, 5) +
-         ev_col_max(e->n_thread_id, 5) + ev_col_max(e->n_stack_id, 5) +
-         ev_col_max(e->n_payload_len, 5) +
-         (e->payload_data.len ? 1 + 10 + e->payload_data.len : 0) +
-         ev_col_max(e->n_payload_truncated, 5);
+  size_t m = 11; /* base_ts_ns: key and a varint */
+
+  m = ev_sat_add(m, ev_col_max(e->n_ts_delta_ns, 10));
+  m = ev_sat_add(m, ev_col_max(e->n_site_id, 5));
+  m = ev_sat_add(m, ev_col_max(e->n_thread_id, 5));
+  m = ev_sat_add(m, ev_col_max(e->n_stack_id, 5));
+  m = ev_sat_add(m, ev_col_max(e->n_payload_len, 5));
+  if (e->payload_data.len)
+    m = ev_sat_add(m, ev_sat_add(11, e->payload_data.len));
+  return ev_sat_add(m, ev_col_max(e->n_payload_truncated, 5));
 }
 
 size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out) {
