@@ -250,23 +250,31 @@ size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out) {
  * others. Events carrying unknown fields (a newer writer's, re-encoded by
  * merge) go through protobuf-c whole, which keeps them.
  * *rest: the batch less what is packed by hand. @return at most how many
- * bytes batch_pack() writes. */
+ * bytes batch_pack() writes: a bound within STKR_FMT_MAX_BATCH_BYTES when
+ * rest->events is NULL, else the exact size. */
 static size_t batch_packed_max(const Stackrec__Batch *batch,
                                Stackrec__Batch *rest) {
   const Stackrec__Events *e = batch->events;
-  size_t ev_max;
+  size_t ev_max, max;
 
   *rest = *batch;
   if (e == NULL || e->base.n_unknown_fields != 0)
     return stackrec__batch__get_packed_size(batch);
   ev_max = stkr_fmt_events_packed_max(e);
-  /* A bound far past the limit (a batch re-encoded by merge, say): the
-   * exact size instead, so that memory stays near the limit. */
-  if (ev_max > 2 * (size_t)STKR_FMT_MAX_BATCH_BYTES)
-    return stackrec__batch__get_packed_size(batch);
-  rest->events = NULL;
-  return stackrec__batch__get_packed_size(rest) + 1 + ev_varint_size(ev_max) +
-         ev_max;
+  if (ev_max <= STKR_FMT_MAX_BATCH_BYTES) {
+    rest->events = NULL;
+    max = stackrec__batch__get_packed_size(rest) + 1 +
+          ev_varint_size(ev_max) + ev_max;
+    if (max <= STKR_FMT_MAX_BATCH_BYTES)
+      return max;
+    rest->events = batch->events;
+  }
+  /* A bound past the limit (a batch near it, or re-encoded by merge, whose
+   * columns may pack far below their bound): the exact size instead, so
+   * that a batch over the limit is refused before anything is reserved
+   * and memory stays within the limit, as before the events were packed
+   * by hand. The flush worker's batches stay far below (batch.c). */
+  return stackrec__batch__get_packed_size(batch);
 }
 
 static size_t batch_pack(const Stackrec__Batch *batch,
@@ -293,8 +301,8 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
   if (batch == NULL || out == NULL)
     return -EINVAL;
   max = batch_packed_max(batch, &rest);
-  if (rest.events != NULL && max > STKR_FMT_MAX_BATCH_BYTES)
-    return -EFBIG; /* max is the exact size there */
+  if (max > STKR_FMT_MAX_BATCH_BYTES)
+    return -EFBIG; /* the exact size: a bound is within the limit */
   bound = ZSTD_compressBound(max);
 
   /* The serialized batch goes to the spare room after the compressed
@@ -308,8 +316,6 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
   packed = batch_pack(batch, &rest, scratch);
   if (packed > max)
     return -EIO; /* cannot be: the bound is exact arithmetic (and tested) */
-  if (packed > STKR_FMT_MAX_BATCH_BYTES)
-    return -EFBIG;
 
   if (cctx == NULL) {
     own = ZSTD_createCCtx();
