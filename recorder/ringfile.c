@@ -559,17 +559,21 @@ bool stkr__session_check(void) {
 
 void stkr__session_forget_after_fork(void) {
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_relaxed);
+  struct stat st;
 
   /* Async-signal-safe calls only (atfork child handler). The descriptor
    * is our own copy (same open file description as the parent's): closing
    * it leaves the parent's lock in place, and lets it go when the parent
-   * dies. */
+   * dies. Unless the program put its own file at that number since (dup2,
+   * bash's `exec 1000>f`) and the worker has not checked yet: then the
+   * number is the program's, which the child (a subshell) may write to. */
   atomic_store_explicit(&g_map, NULL, memory_order_relaxed);
   if (h != NULL)
     munmap(h, g_sess.map_bytes);
   cache_clear(false); /* the parent's files: unmap ours, keep theirs */
   stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
-  if (g_sess.lock_fd >= 0)
+  if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
+      st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino)
     close(g_sess.lock_fd);
   g_sess.lock_fd = -1;
 }
