@@ -64,6 +64,7 @@ let package = Package(
         "recorder/sample_linux.c",
         "recorder/watchdog.c",
         "recorder/mark.c",
+        "recorder/ownfd.c",
         "recorder/clock.c",
         "recorder/unwind_tables.c",
         "unwind/build.c",

@@ -9,6 +9,7 @@ set(STKR_RECORDER_SRCS
   recorder/clock.c
   recorder/event.c
   recorder/mark.c
+  recorder/ownfd.c
   recorder/platform_apple.c
   recorder/platform_linux.c
   recorder/ring.c

@@ -87,6 +87,7 @@ static void unlink_seq(stkr__segw *s, uint32_t seq) {
  * worthless. */
 static void close_current(stkr__segw *s, bool keep) {
   if (s->fd < 0 || !s->dir) return;
+  stkr__fd_own(STKR__OWN_SEGMENT, -1, 0, 0);
   (void)close(s->fd); /* no retry on EINTR: Linux closes the fd anyway */
   s->fd = -1;
   if (keep && s->cur_bytes == 0) {
@@ -105,6 +106,7 @@ static void lost_current(stkr__segw *s) {
             "descriptor %d of %s/stackrec-%u-%06u.zst was closed or replaced "
             "by the program; continuing in a new file",
             s->fd, s->dir, s->pid, s->seq);
+  stkr__fd_own(STKR__OWN_SEGMENT, -1, 0, 0);
   s->fd = -1;
   s->fds_lost++;
   s->cap_scan_due = true;
@@ -160,6 +162,7 @@ int stkr__seg_open_next(stkr__segw *s) {
         return err;
       }
       s->fd = fd;
+      stkr__fd_own(STKR__OWN_SEGMENT, fd, s->fd_dev, s->fd_ino);
       s->seq = seq;
       s->cur_bytes = 0;
       s->segments++;
@@ -339,6 +342,7 @@ void stkr__seg_discard(stkr__segw *s) {
 
 void stkr__seg_forget_inherited(stkr__segw *s) {
   struct stat st;
+  stkr__fd_own(STKR__OWN_SEGMENT, -1, 0, 0);
   if (s->fd >= 0 && stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) == 0)
     (void)close(s->fd);
   s->fd = -1;

@@ -189,3 +189,55 @@ FILE *fopen(const char *path, const char *mode) {
 FILE *fopen64(const char *path, const char *mode) {
   return fopen_via(STKR__PL_R_fopen64, path, mode);
 }
+
+/* ---- fcntl: the recorder's own descriptors look free ----------------------
+ * The recorder keeps its session and segment files open at high numbers,
+ * close-on-exec (stkr_fd_owned). bash takes an open close-on-exec
+ * descriptor of 10 or more for a saved copy of its own: after `exec N>f`
+ * onto one of ours it put ours back, so the script's writes to N went into
+ * the recording and f stayed empty. F_GETFD is how programs ask whether a
+ * number is in use, so for ours it answers EBADF, as for a free number;
+ * the program's dup2 then replaces our descriptor, and the recorder's
+ * identity checks notice and go on in new files. Every other command
+ * passes untouched (the recorder never asks F_GETFD about its own). A miss
+ * costs a compare, or two loads for F_GETFD. */
+typedef int (*fcntl_fn)(int, int, ...);
+
+static int fcntl_via(int real, int fd, int cmd, void *arg) {
+  fcntl_fn fn = (fcntl_fn)stkr__pl_real(real);
+
+  if (cmd == F_GETFD && !stkr__pl_guard) {
+    int owned;
+    stkr__pl_guard++; /* its fstat is the recorder's, not an event */
+    owned = stkr_fd_owned(fd);
+    stkr__pl_guard--;
+    if (owned) {
+      errno = EBADF;
+      return -1;
+    }
+  }
+  if (fn == NULL) return (int)syscall(SYS_fcntl, fd, cmd, arg);
+  return fn(fd, cmd, arg);
+}
+
+/* Every fcntl command passes at most one word; glibc forwards it the same
+ * way. */
+int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  void *arg;
+
+  va_start(ap, cmd);
+  arg = va_arg(ap, void *);
+  va_end(ap);
+  return fcntl_via(STKR__PL_R_fcntl, fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  void *arg;
+
+  va_start(ap, cmd);
+  arg = va_arg(ap, void *);
+  va_end(ap);
+  return fcntl_via(STKR__PL_R_fcntl64, fd, cmd, arg);
+}

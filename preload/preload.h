@@ -10,7 +10,9 @@
  *                  declared in match.h, which `stackrec record` uses too)
  *   preload.c      state, real-function resolution, constructor/destructor,
  *                  fork/exec/_exit handling, the environment hooks
- *   hooks_files.c  open/openat/fopen and their 64-bit and fortify variants
+ *   hooks_files.c  open/openat/fopen and their 64-bit and fortify variants;
+ *                  fcntl(F_GETFD), which finds the recorder's own
+ *                  descriptors free (stkr_fd_owned)
  *   hooks_net.c    identifiers (gethostname, uname, getifaddrs, ioctl) and
  *                  network (connect, getaddrinfo)
  *   hooks_stat.c   reasons: the stat and statfs/statvfs families
@@ -197,7 +199,8 @@ void stkr__pl_register_file_sites(void); /* hooks_files.c */
   X(fstatat64) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64)               \
   X(__fxstat) X(__fxstat64) X(__fxstatat) X(__fxstatat64) X(statx)             \
   X(statfs) X(statfs64) X(fstatfs) X(fstatfs64) X(statvfs) X(statvfs64)        \
-  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose) X(fork)   \
+  X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose) X(fork) X(fcntl)          \
+  X(fcntl64)                                                                   \
   X(sigaction) X(signal) X(bsd_signal) X(sysv_signal)
 
 enum {

@@ -187,18 +187,34 @@ static uint8_t *ev_s64_field(uint8_t *p, unsigned field, const int64_t *v,
   return ev_close_len(p, room, q);
 }
 
-/* A packed column of n elements of at most `each` bytes: key, length,
- * body, at most. */
+/* The bound saturates at SIZE_MAX instead of wrapping: it reads only the
+ * lengths, and a wrapped one (10 * n past 4 GiB on a 32-bit size_t, or the
+ * columns' sum) would pass the limit check and size the buffer too small.
+ * SIZE_MAX is past any limit, so the caller packs with protobuf-c or
+ * refuses. */
+static inline size_t ev_sat_add(size_t a, size_t b) {
+  return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* A packed column of n elements of at most `each` (<= 10) bytes: key,
+ * length, body, at most. */
 static inline size_t ev_col_max(size_t n, size_t each) {
-  return n ? 1 + ev_varint_size(each * (uint64_t)n) + each * n : 0;
+  if (n == 0) return 0;
+  if (n > SIZE_MAX / 16) return SIZE_MAX; /* 11 + each * n would not fit */
+  return 1 + ev_varint_size(each * (uint64_t)n) + each * n;
 }
 
 size_t stkr_fmt_events_packed_max(const Stackrec__Events *e) {
-  return 11 + ev_col_max(e->n_ts_delta_ns, 10) + ev_col_max(e->n_site_id, 5) +
-         ev_col_max(e->n_thread_id, 5) + ev_col_max(e->n_stack_id, 5) +
-         ev_col_max(e->n_payload_len, 5) +
-         (e->payload_data.len ? 1 + 10 + e->payload_data.len : 0) +
-         ev_col_max(e->n_payload_truncated, 5);
+  size_t m = 11; /* base_ts_ns: key and a varint */
+
+  m = ev_sat_add(m, ev_col_max(e->n_ts_delta_ns, 10));
+  m = ev_sat_add(m, ev_col_max(e->n_site_id, 5));
+  m = ev_sat_add(m, ev_col_max(e->n_thread_id, 5));
+  m = ev_sat_add(m, ev_col_max(e->n_stack_id, 5));
+  m = ev_sat_add(m, ev_col_max(e->n_payload_len, 5));
+  if (e->payload_data.len)
+    m = ev_sat_add(m, ev_sat_add(11, e->payload_data.len));
+  return ev_sat_add(m, ev_col_max(e->n_payload_truncated, 5));
 }
 
 size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out) {
@@ -234,23 +250,31 @@ size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out) {
  * others. Events carrying unknown fields (a newer writer's, re-encoded by
  * merge) go through protobuf-c whole, which keeps them.
  * *rest: the batch less what is packed by hand. @return at most how many
- * bytes batch_pack() writes. */
+ * bytes batch_pack() writes: a bound within STKR_FMT_MAX_BATCH_BYTES when
+ * rest->events is NULL, else the exact size. */
 static size_t batch_packed_max(const Stackrec__Batch *batch,
                                Stackrec__Batch *rest) {
   const Stackrec__Events *e = batch->events;
-  size_t ev_max;
+  size_t ev_max, max;
 
   *rest = *batch;
   if (e == NULL || e->base.n_unknown_fields != 0)
     return stackrec__batch__get_packed_size(batch);
   ev_max = stkr_fmt_events_packed_max(e);
-  /* A bound far past the limit (a batch re-encoded by merge, say): the
-   * exact size instead, so that memory stays near the limit. */
-  if (ev_max > 2 * (size_t)STKR_FMT_MAX_BATCH_BYTES)
-    return stackrec__batch__get_packed_size(batch);
-  rest->events = NULL;
-  return stackrec__batch__get_packed_size(rest) + 1 + ev_varint_size(ev_max) +
-         ev_max;
+  if (ev_max <= STKR_FMT_MAX_BATCH_BYTES) {
+    rest->events = NULL;
+    max = stackrec__batch__get_packed_size(rest) + 1 +
+          ev_varint_size(ev_max) + ev_max;
+    if (max <= STKR_FMT_MAX_BATCH_BYTES)
+      return max;
+    rest->events = batch->events;
+  }
+  /* A bound past the limit (a batch near it, or re-encoded by merge, whose
+   * columns may pack far below their bound): the exact size instead, so
+   * that a batch over the limit is refused before anything is reserved
+   * and memory stays within the limit, as before the events were packed
+   * by hand. The flush worker's batches stay far below (batch.c). */
+  return stackrec__batch__get_packed_size(batch);
 }
 
 static size_t batch_pack(const Stackrec__Batch *batch,
@@ -277,8 +301,8 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
   if (batch == NULL || out == NULL)
     return -EINVAL;
   max = batch_packed_max(batch, &rest);
-  if (rest.events != NULL && max > STKR_FMT_MAX_BATCH_BYTES)
-    return -EFBIG; /* max is the exact size there */
+  if (max > STKR_FMT_MAX_BATCH_BYTES)
+    return -EFBIG; /* the exact size: a bound is within the limit */
   bound = ZSTD_compressBound(max);
 
   /* The serialized batch goes to the spare room after the compressed
@@ -292,8 +316,6 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
   packed = batch_pack(batch, &rest, scratch);
   if (packed > max)
     return -EIO; /* cannot be: the bound is exact arithmetic (and tested) */
-  if (packed > STKR_FMT_MAX_BATCH_BYTES)
-    return -EFBIG;
 
   if (cctx == NULL) {
     own = ZSTD_createCCtx();

@@ -103,7 +103,8 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
  * fields are not written (the encoder hands Events that carry some to
  * protobuf-c). Thread-safe; e is only read.
  * @return the bytes written at out, which must hold
- *         stkr_fmt_events_packed_max(e) (at least what pack writes).
+ *         stkr_fmt_events_packed_max(e) (at least what pack writes; it
+ *         saturates at SIZE_MAX, never wraps).
  */
 size_t stkr_fmt_events_packed_max(const Stackrec__Events *e);
 size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out);

@@ -365,6 +365,8 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   g_sess.lock_fd = fd;
   g_sess.lock_dev = st.st_dev;
   g_sess.lock_ino = st.st_ino;
+  stkr__fd_own(STKR__OWN_SESSION, fd, (uint64_t)st.st_dev,
+               (uint64_t)st.st_ino);
   g_sess.map_bytes = bytes;
   /* Release: the header above is complete for site registration. */
   atomic_store_explicit(&g_map, h, memory_order_release);
@@ -516,6 +518,7 @@ void stkr__session_close(bool leftovers) {
     if (!unmapped || !stkr__pool_put(g_sess.dir, "session", path))
       unlink(path);
   }
+  stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
   if (g_sess.lock_fd >= 0)
     close(g_sess.lock_fd); /* releases the lock */
   g_sess.lock_fd = -1;
@@ -537,12 +540,15 @@ bool stkr__session_check(void) {
    * through a new one. A recoverer that slipped in between saw a dead
    * session: stop using ring files rather than risk events twice. */
   g_sess.lock_fd = -1;
+  stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
   file_path(path, g_sess.session_id, 0);
   fd = stkr__open_high(path, O_RDWR);
   if (fd >= 0) {
     if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
         st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
       g_sess.lock_fd = fd;
+      stkr__fd_own(STKR__OWN_SESSION, fd, (uint64_t)st.st_dev,
+                   (uint64_t)st.st_ino);
       return true;
     }
     close(fd);
@@ -553,16 +559,21 @@ bool stkr__session_check(void) {
 
 void stkr__session_forget_after_fork(void) {
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_relaxed);
+  struct stat st;
 
   /* Async-signal-safe calls only (atfork child handler). The descriptor
    * is our own copy (same open file description as the parent's): closing
    * it leaves the parent's lock in place, and lets it go when the parent
-   * dies. */
+   * dies. Unless the program put its own file at that number since (dup2,
+   * bash's `exec 1000>f`) and the worker has not checked yet: then the
+   * number is the program's, which the child (a subshell) may write to. */
   atomic_store_explicit(&g_map, NULL, memory_order_relaxed);
   if (h != NULL)
     munmap(h, g_sess.map_bytes);
   cache_clear(false); /* the parent's files: unmap ours, keep theirs */
-  if (g_sess.lock_fd >= 0)
+  stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
+  if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
+      st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino)
     close(g_sess.lock_fd);
   g_sess.lock_fd = -1;
 }

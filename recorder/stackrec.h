@@ -513,6 +513,17 @@ STKR_API void stkr_watchdog_tick(void);
  * next tick. */
 STKR_API void stkr_watchdog_idle(void);
 
+/* 1 if `fd` is a descriptor the recorder keeps open in this process (its
+ * session file's, its current segment's) and still names that file, else
+ * 0 (never an error). For code that manages the descriptor table: those
+ * numbers are best treated as free (the recorder notices when the program
+ * closes them or puts its own file there, and goes on with new ones). The
+ * hook library of `stackrec record` answers fcntl(fd, F_GETFD) on them
+ * with EBADF: bash takes an open close-on-exec descriptor of 10 or more
+ * for a copy of its own and restores it after `exec N>f`, which sent a
+ * script's writes into the recording. Thread-safe and async-signal-safe. */
+STKR_API int stkr_fd_owned(int fd);
+
 /* Text for a value returned by any stkr_ call (0 or a negative errno). */
 STKR_API const char *stkr_strerror(int err);
 

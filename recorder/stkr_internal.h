@@ -26,6 +26,15 @@
 #endif
 #endif
 
+/* ---- the recorder's own descriptors (ownfd.c) -----------------------------
+ * What stkr_fd_owned() answers from: the long-held descriptors, one slot
+ * each. */
+enum { STKR__OWN_SESSION, STKR__OWN_SEGMENT, STKR__OWN_N };
+/* The recorder keeps `fd` for `slot` (-1: none any more), naming the file
+ * of device `dev` and inode `ino`. Called by the slot's owner only;
+ * async-signal-safe (atfork child handlers). */
+void stkr__fd_own(unsigned slot, int fd, uint64_t dev, uint64_t ino);
+
 /* ---- session and ring files (ringfile.c) ----------------------------------
  * A recording session's session file (header + site names, mapped) and its
  * liveness lock; see common/stkr_ringfile.h for the layout and the rules.

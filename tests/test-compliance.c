@@ -36,6 +36,7 @@
 
 #include "tests/chromium_run.h"
 #include "tests/cli_run.h"
+#include "tests/fixture.h"
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
 #include "tools/stackrec/json.h"
@@ -589,6 +590,26 @@ static void test_rate(void **state) {
   assert_int_equal(r.peak, 7);
 }
 
+/* The text output cuts a stack at 3 lines and says how many frames it
+ * left out: the standard recording's 4-frame stack leaves 1 ("... 1 more
+ * frame", not "frames"). */
+static void test_text_more_frames(void **state) {
+  const char *dir = fx_tmpdir("compliance-std");
+  (void)state;
+
+  assert_non_null(dir);
+  assert_int_equal(fx_std_write(dir, FX_PID), 0);
+  if (cr_run("compliance '%s'", dir) != 0)
+    fail_msg("compliance exited non-zero: %s", cr_err);
+  if (strstr(cr_out, "... 1 more frame\n") == NULL ||
+      strstr(cr_out, " 1 more frames") != NULL) {
+    const char *m = strstr(cr_out, "more frame");
+    fail_msg("want '... 1 more frame', got \"%.40s\" (%zu bytes of output)",
+             m ? m - 8 : "(none)", strlen(cr_out));
+  }
+}
+
 TL_TEST_MAIN("compliance", setup, NULL, test_rate, test_counts_and_findings,
              test_module_map, test_no_policy_no_findings, test_junit, test_html,
-             test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork)
+             test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork,
+             test_text_more_frames)

@@ -164,6 +164,34 @@ static void test_flock_fd9(void **state) {
   check("fd9", EVENT "exec 9>lk; flock 9; echo ok; " EVENT, "lk", "", false);
 }
 
+/* `exec N>f` onto the numbers the recorder keeps its files at (with
+ * RLIMIT_NOFILE 1024: the segment at 960, the session file at 1000). bash
+ * takes an open close-on-exec descriptor of 10 or more for one of its own
+ * saved copies and puts it back after `exec N>f`: the program's writes to
+ * N went into the recorder's files (a damaged batch in the segment) and f
+ * stayed empty. The recorder's descriptors must look free to it. */
+static void test_exec_onto_recorder_fds(void **state) {
+  (void)state;
+  check("fdhigh",
+        EVENT "exec 960>f 1000>g; echo user >&960; echo too >&1000; " EVENT
+              "exec 1000>&-; cat g >&960; exec 960>&-; echo done",
+        "f", "user\ntoo\n", true);
+}
+
+/* After `exec 1000>f` replaced the session file's descriptor, and before
+ * the recorder noticed, a forked child (a subshell) writes to 1000: the
+ * recorder's atfork child handler closed 1000, the program's file, taking
+ * it for the session file it inherited ("1000: Bad file descriptor", and
+ * f without the subshell's line). The segment's number (960) too. */
+static void test_subshell_after_exec_onto_recorder_fds(void **state) {
+  (void)state;
+  check("fdsub",
+        EVENT "exec 1000>f 960>g; (echo sub >&1000; echo sub >&960); "
+              "echo main >&1000; echo main >&960; " EVENT
+              "exec 1000>&-; cat g >>f; echo done",
+        "f", "sub\nmain\nsub\nmain\n", true);
+}
+
 /* check() on `python3 -c SCRIPT` (skipped without python3): it leaves
  * "mine\n" in its own file `own` and prints it. */
 static void check_python(const char *tag, const char *script) {
@@ -257,4 +285,5 @@ static int setup(void **state) {
 
 TL_TEST_MAIN("fds", setup, NULL, test_fd3_to_file, test_fd4_dup_of_stdout,
              test_flock_fd9, test_python_closerange, test_python_dup2_over_all,
-             test_python_file_at_fd2)
+             test_python_file_at_fd2, test_exec_onto_recorder_fds,
+             test_subshell_after_exec_onto_recorder_fds)

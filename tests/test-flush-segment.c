@@ -232,6 +232,11 @@ static void test_descriptor_taken_by_the_program(void **state) {
   struct stat st;
   assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
+  /* stkr_fd_owned: ours while it names our file (the hook library's
+   * fcntl(F_GETFD) then finds it free), the program's once it does not. */
+  assert_int_equal(stkr_fd_owned(s.fd), 1);
+  assert_int_equal(stkr_fd_owned(-1), 0);
+  assert_int_equal(stkr_fd_owned(0), 0);
 
   /* Replaced: dup2 of the program's file over our number. */
   snprintf(p, sizeof p, "%s/program-file", tl_dir);
@@ -240,6 +245,7 @@ static void test_descriptor_taken_by_the_program(void **state) {
   assert_int_equal(write(mine, "mine", 4), 4);
   int ours = s.fd;
   assert_int_equal(dup2(mine, ours), ours);
+  assert_int_equal(stkr_fd_owned(ours), 0); /* before we noticed, too */
   assert_int_equal(stkr__seg_write(&s, "zzzz", 4), -EBADF);
   assert_int_equal(s.fd, -1);
   assert_int_equal(fcntl(ours, F_GETFD) >= 0, 1); /* not closed by us */
@@ -250,6 +256,8 @@ static void test_descriptor_taken_by_the_program(void **state) {
   assert_int_equal(s.seq, 2);
   assert_int_equal(file_size(2), 100);
   assert_int_equal(s.fds_lost, 1);
+  assert_int_equal(stkr_fd_owned(s.fd), 1);
+  assert_int_equal(stkr_fd_owned(ours), 0);
 
   /* Closed: noticed at the next batch, which goes to a new file. */
   close(s.fd);
@@ -260,7 +268,9 @@ static void test_descriptor_taken_by_the_program(void **state) {
   assert_int_equal(s.fds_lost, 2);
   close(ours);
   close(mine);
+  int last = s.fd;
   stkr__seg_free(&s);
+  assert_int_equal(stkr_fd_owned(last), 0);
 }
 
 static int cleanup(void **state) {

@@ -357,6 +357,76 @@ static void test_events_pack_matches_protobuf_c(void **state) {
   }
 }
 
+/* stkr_fmt_events_packed_max only reads the column lengths: a bound that
+ * wraps (n * 10 past SIZE_MAX, as on a 32-bit size_t from 429 M deltas,
+ * or the sum of the columns) would pass the limit check and size the
+ * buffer too small for stkr_fmt_events_pack. It saturates instead. */
+static void test_events_packed_max_saturates(void **state) {
+  Stackrec__Events e = STACKREC__EVENTS__INIT;
+  (void)state;
+
+  e.n_ts_delta_ns = SIZE_MAX / 10 + 1; /* 10 * n wraps to 4 */
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  e.n_ts_delta_ns = 0;
+  e.n_stack_id = SIZE_MAX / 5 + 1; /* 5 * n wraps to 3 */
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  /* Each column's bound fits, their sum does not. */
+  e.n_ts_delta_ns = e.n_site_id = e.n_thread_id = e.n_stack_id =
+      e.n_payload_len = e.n_payload_truncated = SIZE_MAX / 16;
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  e.n_ts_delta_ns = e.n_site_id = e.n_thread_id = e.n_stack_id =
+      e.n_payload_len = e.n_payload_truncated = 0;
+  e.payload_data.len = SIZE_MAX - 4;
+  assert_int_equal(stkr_fmt_events_packed_max(&e), SIZE_MAX);
+  /* Small ones are exact arithmetic still. */
+  e.payload_data.len = 0;
+  e.n_ts_delta_ns = 3;
+  assert_int_equal(stkr_fmt_events_packed_max(&e), 11 + 1 + 1 + 30);
+}
+
+/* A batch over the limit is refused before its buffer is reserved (as
+ * when protobuf-c sized the whole batch first): merge re-encodes batches
+ * of other writers, and a refused one must not cost several times the
+ * limit in memory first. Both when the events are too big and when the
+ * rest of the batch is. */
+static void test_encode_refuses_before_reserving(void **state) {
+  Stackrec__Batch b = STACKREC__BATCH__INIT;
+  Stackrec__Events ev = STACKREC__EVENTS__INIT;
+  Stackrec__StringDef sd = STACKREC__STRING_DEF__INIT, *sdp = &sd;
+  stkr_fmt_buf buf = {0};
+  char *big;
+  (void)state;
+
+  big = calloc(STKR_FMT_MAX_BATCH_BYTES + 1, 1);
+  assert_non_null(big);
+  b.seq = 1;
+  b.events = &ev;
+  ev.payload_data.data = (uint8_t *)big;
+  ev.payload_data.len = STKR_FMT_MAX_BATCH_BYTES;
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 1, &buf), -EFBIG);
+  assert_int_equal(buf.len, 0);
+  assert_int_equal(buf.cap, 0);
+
+  ev.payload_data.len = 0;
+  ev.payload_data.data = NULL;
+  memset(big, 'x', STKR_FMT_MAX_BATCH_BYTES);
+  sd.id = 1;
+  sd.value = big;
+  b.n_strings = 1;
+  b.strings = &sdp;
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 1, &buf), -EFBIG);
+  assert_int_equal(buf.len, 0);
+  assert_int_equal(buf.cap, 0);
+  b.events = NULL; /* no events: protobuf-c packs it all */
+  assert_int_equal(stkr_fmt_encode_batch(&b, NULL, 1, &buf), -EFBIG);
+  assert_int_equal(buf.len, 0);
+  assert_int_equal(buf.cap, 0);
+  free(big);
+  stkr_fmt_buf_free(&buf);
+}
+
 TL_TEST_MAIN("format", NULL, NULL, test_segment_name, test_segment_parse,
              test_encode_roundtrip, test_encode_limits,
-             test_events_pack_matches_protobuf_c)
+             test_events_pack_matches_protobuf_c,
+             test_events_packed_max_saturates,
+             test_encode_refuses_before_reserving)

@@ -406,6 +406,29 @@ static void test_worker_note_names_program(void **state) {
   assert_null(strstr(cr_err, "stackrec-flush"));
 }
 
+/* A process CMD left running, with a segment file (python3 records an
+ * event, then sleeps on after sh has exited): its file is left for
+ * 'stackrec symbolize', and the count reads "1 segment file ... was"
+ * (it read "1 segment files ... were"). */
+static void test_live_file_left_unresolved(void **state) {
+  const char *dir = fresh("live");
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return;
+  }
+  assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c '/usr/bin/python3 -c "
+                          "\"import os, time; "
+                          "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
+                          "time.sleep(3)\" >/dev/null 2>&1 & sleep 1; exit 0'",
+                          dir),
+                   0);
+  if (strstr(cr_err, "stackrec record: 1 segment file of processes still "
+                     "running was left unresolved") == NULL)
+    fail_msg("no singular count of live files:\n%.3000s", cr_err);
+}
+
 /* ---- cost independent of the number of processes ------------------------- */
 
 /* 200 forked children, each opening /etc/passwd (a recorded event): in
@@ -484,4 +507,4 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_runuser_child_reported,
              test_grandchild_bad_env_reported, test_notify_fallback,
              test_worker_note_names_program, test_fork_heavy_bounded,
-             test_exec_heavy_names)
+             test_exec_heavy_names, test_live_file_left_unresolved)

@@ -88,7 +88,8 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
     putc('\n', f);
   }
   if (s->n_frames > max)
-    fprintf(f, "%s... %zu more frames\n", ind, s->n_frames - max);
+    fprintf(f, "%s... %zu more frame%s\n", ind, s->n_frames - max,
+            s->n_frames - max == 1 ? "" : "s");
 }
 
 /* ---- text -------------------------------------------------------------------- */

@@ -218,7 +218,8 @@ int stkr__hangs_print(const stkr_agg *a, size_t top) {
       putchar('\n');
     }
     if (st->n_frames > 16)
-      printf("      ... %zu more frames\n", st->n_frames - 16);
+      printf("      ... %zu more frame%s\n", st->n_frames - 16,
+             st->n_frames - 16 == 1 ? "" : "s");
   }
   if (ns > top)
     printf("  ... %zu more stacks (--top)\n", ns - top);

@@ -660,10 +660,12 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
               "'stackrec symbolize' can resolve it later",
               dir, strerror(-err));
   else if (symbolize && st.live_files && !quiet)
-    fprintf(stderr, "stackrec record: %llu segment files of processes still "
-                    "running were left unresolved ('stackrec symbolize -o OUT "
-                    "DIR' resolves them once they end)\n",
-            (unsigned long long)st.live_files);
+    fprintf(stderr, "stackrec record: %llu segment file%s of processes still "
+                    "running %s left unresolved ('stackrec symbolize -o OUT "
+                    "DIR' resolves %s once they end)\n",
+            (unsigned long long)st.live_files, st.live_files == 1 ? "" : "s",
+            st.live_files == 1 ? "was" : "were",
+            st.live_files == 1 ? "it" : "them");
   if (symbolize && !quiet && st.from_symcache)
     fprintf(stderr, "stackrec record: %llu image%s answered from symbol "
                     "caches in %s\n", (unsigned long long)st.from_symcache,
