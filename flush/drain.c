@@ -449,6 +449,20 @@ static void add_record(stkr__worker *w, stkr__thread *t,
   }
 }
 
+/* Does ring r put the worker under pressure (timer.c: passes back to back,
+ * not on the 1 ms tick), `pressured` being the last pass's verdict? An
+ * eighth full to enter; to stay, what came in during the last pass, down
+ * to a sixty-fourth. A producer looping on a hooked call refills about an
+ * eighth during a pass of a worker that keeps up with it, so with one
+ * threshold the worker kept falling back to the tick, whose wake-ups this
+ * VM delivers late, and the ring overflowed meanwhile (producers D,
+ * session 13: a faster worker dropped 4-19%, median 8%, where a slower
+ * one, which never fell back, dropped 5-6%). */
+bool stkr__drain_under_pressure(bool pressured, const stkr__ring *r) {
+  uint64_t unread = stkr__ring_unread(r), size = stkr__ring_size(r);
+  return unread >= size / 8 || (pressured && unread >= size / 64);
+}
+
 /* Consume what is in t's ring now. Returns true if it was left empty. */
 static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   /* Budget: what was in the ring when we got here, plus one lap for wrap
@@ -514,7 +528,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
     /* Past a leading wrap marker first: a producer's low-page reuse marker
      * (stkr__ring_reuse_low) can span half the ring, and is no pressure. */
     (void)stkr__ring_peek(&t->ring);
-    if (stkr__ring_unread(&t->ring) >= stkr__ring_size(&t->ring) / 8)
+    if (stkr__drain_under_pressure(w->pressure, &t->ring))
       w->pressure_now = true;
     for (int pass = 0; pass < 4; pass++) {
       empty = drain_ring(w, t);

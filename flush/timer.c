@@ -58,7 +58,8 @@ bool stkr__timer_take_hint(const stkr__worker *w, stkr__timer *tm, uint64_t now)
 }
 
 /* After a pass at `now`: when the next one is due.
- * - Pressure (a ring an eighth full or more) means a producer is outrunning
+ * - Pressure (a ring an eighth full or more; a sixty-fourth to stay: drain.c,
+ *   stkr__drain_under_pressure) means a producer is outrunning
  *   the interval. The next pass follows at once (after a yield, so that on
  *   a busy core the producers run too): a worker that sleeps until a
  *   producer's half-full wake gets the CPU back too late on a loaded

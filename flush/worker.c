@@ -7,8 +7,9 @@
  * - One worker thread per recording process. It waits on a stkr__wake
  *   (wake.h: a semaphore, no descriptor) with the next periodic drain
  *   (flush_interval_ms when idle, 1 ms while a pass finds a ring an eighth
- *   full or more) as its deadline; producers post it when their ring
- *   passes half full (async-signal-safe, coalesced), requests post it too.
+ *   full or more, or a sixty-fourth right after such a pass:
+ *   stkr__drain_under_pressure) as its deadline; producers post it when
+ *   their ring passes half full (async-signal-safe, coalesced), requests post it too.
  *   Every wake-up runs one drain pass (drain.c). All draining, encoding and
  *   file I/O happens on that thread, so none of it needs locks.
  * - No event loop library: libuv's epoll fd, eventfd and signal pipes sit at

@@ -125,9 +125,10 @@ typedef struct stkr__worker {
    * stats_mu): every one is in written, dropped_write_error, dropped_worker
    * or the batch being built. */
   uint64_t consumed;
-  /* Set by a drain pass that found some ring at least an eighth full
-   * (worker thread only): pressure_now from the moment it is found,
-   * pressure once the pass ended (the next pass follows at once, then
+  /* Set by a drain pass that found some ring at least an eighth full,
+   * or a sixty-fourth when the pass before was pressured
+   * (stkr__drain_under_pressure; worker thread only): pressure_now from
+   * the moment it is found, pressure once the pass ended (the next pass follows at once, then
    * every 1 ms, instead of the configured interval: worker.c, the
    * adaptive timer). */
   bool pressure, pressure_now;
@@ -198,6 +199,10 @@ bool stkr__timer_light(const stkr__worker *w, stkr__timer *tm);
 void stkr__drain_unwind_tables(stkr__worker *w);
 /* In an ending session: has the drain deadline passed? (false otherwise) */
 bool stkr__drain_past_deadline(stkr__worker *w);
+/* Does ring r put the worker under pressure, `pressured` being the last
+ * pass's verdict (stkr__worker.pressure)? An eighth of the ring unread to
+ * enter, a sixty-fourth to stay (drain.c). Consumer side. */
+bool stkr__drain_under_pressure(bool pressured, const stkr__ring *r);
 /* Inproc mode: the symbolizer's cache, made on the worker thread at its
  * start (the preload library loads the symbolizer module then,
  * flush/sym_dl.c: never on a hook's thread), before the first pass writes
