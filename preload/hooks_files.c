@@ -220,24 +220,18 @@ static int fcntl_via(int real, int fd, int cmd, void *arg) {
   return fn(fd, cmd, arg);
 }
 
-/* Every fcntl command passes at most one word; glibc forwards it the same
- * way. */
-int fcntl(int fd, int cmd, ...) {
-  va_list ap;
-  void *arg;
-
-  va_start(ap, cmd);
-  arg = va_arg(ap, void *);
-  va_end(ap);
-  return fcntl_via(STKR__PL_R_fcntl, fd, cmd, arg);
-}
-
-int fcntl64(int fd, int cmd, ...) {
-  va_list ap;
-  void *arg;
-
-  va_start(ap, cmd);
-  arg = va_arg(ap, void *);
-  va_end(ap);
-  return fcntl_via(STKR__PL_R_fcntl64, fd, cmd, arg);
-}
+/* fcntl and fcntl64, the same: every fcntl command passes at most one
+ * word, and glibc forwards it the same way. */
+#define STKR__PL_FCNTL_HOOK(name)                                              \
+  int name(int fd, int cmd, ...) {                                             \
+    va_list ap;                                                                \
+    void *arg;                                                                 \
+                                                                               \
+    va_start(ap, cmd);                                                         \
+    arg = va_arg(ap, void *);                                                  \
+    va_end(ap);                                                                \
+    return fcntl_via(STKR__PL_R_##name, fd, cmd, arg);                         \
+  }
+STKR__PL_FCNTL_HOOK(fcntl)
+STKR__PL_FCNTL_HOOK(fcntl64)
+#undef STKR__PL_FCNTL_HOOK

@@ -378,6 +378,17 @@ static void test_notify_fallback(void **state) {
     fail_msg("no note on stderr: %s", cr_err);
 }
 
+/* Whether the tests that record /usr/bin/python3 can run: the hooks load
+ * into system programs (not under a sanitizer) and python3 is there. Says
+ * so when not. */
+static bool hooked_python3(void) {
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return false;
+  }
+  return true;
+}
+
 /* A note of the flush worker names the program, not the worker's thread:
  * python3 records one event (recording starts), closes every descriptor
  * above 2 (the session file's lock among them), records another and
@@ -389,10 +400,7 @@ static void test_worker_note_names_program(void **state) {
   const char *dir = fresh("notename");
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
-    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
-    return;
-  }
+  if (!hooked_python3()) return;
   assert_int_equal(cr_run("record -o '%s' -- env STACKREC_FLUSH_MS=20 "
                           "/usr/bin/python3 -c 'import os, time; "
                           "os.open(\"/etc/passwd\", os.O_RDONLY); "
@@ -414,10 +422,7 @@ static void test_live_file_left_unresolved(void **state) {
   const char *dir = fresh("live");
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
-    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
-    return;
-  }
+  if (!hooked_python3()) return;
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c '/usr/bin/python3 -c "
                           "\"import os, time; "
                           "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
