@@ -8,8 +8,8 @@
  * descriptor of 10 or more for a saved copy of its own, and after
  * `exec N>f` onto one it puts that copy back, so the script's writes to N
  * went into our files and f stayed empty. The hook library answers
- * fcntl(N, F_GETFD) with EBADF for these numbers (preload/preload.c); the
- * program's dup2 then replaces our descriptor, and the recorder's own
+ * fcntl(N, F_GETFD) with EBADF for these numbers (preload/hooks_files.c):
+ * the program's dup2 then replaces our descriptor, and the recorder's own
  * identity checks (stkr__session_check, the segment writer's
  * stkr__fd_check) notice and go on with new ones.
  */
