@@ -65,6 +65,8 @@ static struct {
   size_t map_bytes;
   size_t ring_bytes;
   bool lost;                /* the lock was lost and could not be re-taken */
+  bool lock_by_map;         /* lock_fd is a later descriptor, unlocked: the
+                               lock is held by the mapping (Linux) */
 } g_sess = {.lock_fd = -1};
 /* The session file's mapping; release store at open, acquire loads by
  * site registration (any thread); NULL when no session. */
@@ -317,6 +319,7 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   g_sess.session_id = tmpl->session_id;
   g_sess.ring_bytes = (size_t)tmpl->ring_bytes;
   g_sess.lost = false;
+  g_sess.lock_by_map = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, tmpl->session_id, 0);
   /* A pooled file is locked before it gets our name; its old header and
@@ -511,6 +514,12 @@ void stkr__session_close(bool leftovers) {
     /* Recovery takes it from here once our lock is gone. */
     h->state = STKR_SESS_ENDED_LEFTOVERS;
     unmap_header(h);
+  } else if (g_sess.lock_by_map) {
+    /* The unmap releases the lock: the name goes first, so no recoverer
+     * can find the file unlocked (its rings are gone already). */
+    file_path(path, g_sess.session_id, 0);
+    unlink(path);
+    unmap_header(h);
   } else {
     /* Unmapped before it is pooled; still locked and named until then. */
     bool unmapped = unmap_header(h);
@@ -520,8 +529,18 @@ void stkr__session_close(bool leftovers) {
   }
   stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
   if (g_sess.lock_fd >= 0)
-    close(g_sess.lock_fd); /* releases the lock */
+    close(g_sess.lock_fd); /* releases the lock (by_map: the unmap did) */
   g_sess.lock_fd = -1;
+  g_sess.lock_by_map = false;
+}
+
+/* fd, a descriptor of the session file (st), becomes ours for the lock;
+ * by_map: it holds no lock itself (stkr__session_check). */
+static void keep_lock_fd(int fd, const struct stat *st, bool by_map) {
+  g_sess.lock_fd = fd;
+  g_sess.lock_by_map = by_map;
+  stkr__fd_own(STKR__OWN_SESSION, fd, (uint64_t)st->st_dev,
+               (uint64_t)st->st_ino);
 }
 
 bool stkr__session_check(void) {
@@ -544,13 +563,23 @@ bool stkr__session_check(void) {
   file_path(path, g_sess.session_id, 0);
   fd = stkr__open_high(path, O_RDWR);
   if (fd >= 0) {
-    if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
-        st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      g_sess.lock_fd = fd;
-      stkr__fd_own(STKR__OWN_SESSION, fd, (uint64_t)st.st_dev,
-                   (uint64_t)st.st_ino);
+    bool same = fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
+                st.st_ino == g_sess.lock_ino;
+    if (same && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      keep_lock_fd(fd, &st, false);
       return true;
     }
+#if defined(__linux__)
+    /* The flock belongs to the open file description, which the header's
+     * mapping still holds: Linux keeps the lock until the unmap, so it is
+     * ours (hence EWOULDBLOCK) and no other process's. The new descriptor
+     * serves identity checks and the close. (Apple's flock goes with the
+     * last descriptor: there the flock above succeeds.) */
+    if (same && errno == EWOULDBLOCK) {
+      keep_lock_fd(fd, &st, true);
+      return true;
+    }
+#endif
     close(fd);
   }
   g_sess.lost = true;
