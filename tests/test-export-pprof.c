@@ -260,6 +260,39 @@ static void test_inlined_lines_and_mapping(void **state) {
   assert_non_null(strstr(g_out, "\nMappings\n1: 0x"));
 }
 
+/* A process that recorded no event came first (the lower pid: a shell
+ * before the program it ran), and pprof named the profile after it
+ * ("File: dash"): the first mapping is now a process's with events. Here a
+ * forked child of this test records nothing, then the fixture records. */
+static void test_first_mapping_has_events(void **state) {
+  const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
+  const char *dir = tmp_path("idlefirst");
+  stkr_config cfg;
+  pid_t pid;
+  int st;
+  (void)state;
+
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dir = dir;
+    cfg.symbolize = STKR_SYMBOLIZE_NONE;
+    _exit(stkr_init(&cfg) == 0 && stkr_shutdown() == 0 ? 0 : 1);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(sh("'%s' info '%s'", g_tool, dir), 0);
+  assert_non_null(strstr(g_out, "export-pprof")); /* its images are there */
+  assert_int_equal(sh("STACKREC_DIR='%s' '%s/%s/tests/symfixture/symfixture'",
+                      dir, src ? src : ".", ws ? ws : "."), 0);
+  assert_int_equal(sh("'%s' export --format pprof -o '%s' '%s'", g_tool,
+                      tmp_path("idlefirst.pb.gz"), dir), 0);
+  assert_int_equal(pprof("-top '%s'", tmp_path("idlefirst.pb.gz")), 0);
+  if (strstr(g_out, "File: symfixture\n") == NULL)
+    fail_msg("want \"File: symfixture\" in:\n%s", g_out);
+}
+
 /* Folded stacks of the fixture: inlined calls as frames of their own
  * (after their caller, root to leaf), C++ names as demangled; --app-only
  * drops libc's frames (the recording is of the fixture, the main
@@ -347,5 +380,6 @@ static void test_drops_noted_and_empty_profile(void **state) {
 
 TL_TEST_MAIN("export-pprof", setup, NULL, test_top_counts_per_function,
              test_traces_show_whole_stacks_and_labels, test_filters,
-             test_inlined_lines_and_mapping, test_fixture_folded_and_app_only,
+             test_inlined_lines_and_mapping, test_first_mapping_has_events,
+             test_fixture_folded_and_app_only,
              test_drops_noted_and_empty_profile)

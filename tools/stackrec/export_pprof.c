@@ -111,14 +111,18 @@ oom:
 
 /* ---- images -> mappings -------------------------------------------------- */
 
+/* Processes with events first: pprof names the profile after the first
+ * mapping ("File: dash" when a shell that recorded nothing came first). */
 static int add_images(pp *p) {
   stkr_reader *r = p->x->r;
   size_t i, k, j, n_proc = stkr_reader_process_count(r);
 
-  for (i = 0; i < n_proc; i++) {
+  for (size_t step = 0; step < 2 * n_proc; step++) {
     const stkr_image_info *im;
     size_t n;
-    if (stkr_reader_images(r, i, &im, &n) != 0)
+    i = step % n_proc;
+    if ((stkr_reader_process(r, i)->events > 0) != (step < n_proc) ||
+        stkr_reader_images(r, i, &im, &n) != 0)
       continue;
     for (k = 0; k < n; k++) {
       uint64_t idx = p->n_imgs;
