@@ -359,11 +359,7 @@ int stkr_cli_atos(int argc, char **argv) {
                     "names only, from its symbol table\n", info.path);
   rc = atos_run(&o, f, argv + optind, argc - optind);
   stkr_cli_buf_free(&o.out);
-  if (stkr__demangle_swift_missed())
-    fprintf(stderr, "stackrec atos: note: %llu Swift names left mangled: no "
-                    "Swift runtime (libswiftCore.so) found; set "
-                    "STACKREC_SWIFT_RUNTIME\n",
-            (unsigned long long)stkr__demangle_swift_missed());
+  stkr_cli_swift_note(stderr, "atos", "");
   stkr__symfile_free(f);
   if (stkr_cli_flush("atos") != 0) return STKR_CLI_DATA_LOST;
   return rc;

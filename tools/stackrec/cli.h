@@ -166,6 +166,10 @@ const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
 
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
+/* The note, on f, that Swift names were left mangled (no libswiftCore.so
+ * found), if any were: "stackrec CMD: note: N Swift name(s) left mangled
+ * WHERE: ...". f is stdout for commands whose report is their output. */
+void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where);
 
 /* A command's output file: path created (truncated) for writing, or stdout
  * when path is NULL. @return the stream, or NULL after printing "stackrec

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "symbolize/symbolize.h" /* stkr__demangle_swift_missed */
 #include "tools/stackrec/cli.h"
 
 const char stkr_cli_exit_help[] =
@@ -340,6 +341,15 @@ int stkr_cli_flush(const char *cmd) {
     return STKR_CLI_DATA_LOST;
   }
   return STKR_CLI_OK;
+}
+
+void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where) {
+  uint64_t n = stkr__demangle_swift_missed();
+
+  if (n != 0)
+    fprintf(f, "stackrec %s: note: %llu Swift name%s left mangled%s: no Swift "
+               "runtime (libswiftCore.so) found; set STACKREC_SWIFT_RUNTIME\n",
+            cmd, (unsigned long long)n, n == 1 ? "" : "s", where);
 }
 
 FILE *stkr_cli_create(const char *cmd, const char *path) {

@@ -678,19 +678,20 @@ int stkr_cli_symbolize(int argc, char **argv) {
     err = STKR_CLI_DATA_LOST;
     goto out_run;
   }
-  printf("%llu segment files, %llu batches, %llu stacks: %llu unique PCs "
-         "resolved into %llu frames; written to %s\n",
-         (unsigned long long)run.files, (unsigned long long)run.batches,
-         (unsigned long long)run.stacks,
-         (unsigned long long)stkr__symc_resolved(run.c),
-         (unsigned long long)stkr__symc_frames(run.c), outdir);
+  unsigned long long pcs = stkr__symc_resolved(run.c),
+                     frames = stkr__symc_frames(run.c);
+  printf("%llu segment file%s, %llu batch%s, %llu stack%s: %llu unique PC%s "
+         "resolved into %llu frame%s; written to %s\n",
+         (unsigned long long)run.files, run.files == 1 ? "" : "s",
+         (unsigned long long)run.batches, run.batches == 1 ? "" : "es",
+         (unsigned long long)run.stacks, run.stacks == 1 ? "" : "s", pcs,
+         pcs == 1 ? "" : "s", frames, frames == 1 ? "" : "s", outdir);
   if (run.copied_files)
-    printf("%llu files already had frames and were copied unchanged\n",
-           (unsigned long long)run.copied_files);
-  if (stkr__demangle_swift_missed())
-    printf("note: %llu Swift names left mangled: no Swift runtime "
-           "(libswiftCore.so) found; set STACKREC_SWIFT_RUNTIME\n",
-           (unsigned long long)stkr__demangle_swift_missed());
+    printf("%llu file%s already had frames and %s copied unchanged\n",
+           (unsigned long long)run.copied_files,
+           run.copied_files == 1 ? "" : "s",
+           run.copied_files == 1 ? "was" : "were");
+  stkr_cli_swift_note(stdout, "symbolize", "");
   err = run.status;
   if (stkr_marks_copy(indir, outdir) != 0) { /* `stackrec mark`'s marks */
     fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir, STKR_MARKS_FILE);

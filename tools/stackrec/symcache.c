@@ -149,11 +149,7 @@ int stkr_cli_symcache(int argc, char **argv) {
     fprintf(stderr, "stackrec symcache: %s\n", err);
     status |= rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
   }
-  if (stkr__demangle_swift_missed())
-    fprintf(stderr, "stackrec symcache: note: %llu Swift names left mangled "
-                    "in the caches: no Swift runtime found; set "
-                    "STACKREC_SWIFT_RUNTIME\n",
-            (unsigned long long)stkr__demangle_swift_missed());
+  stkr_cli_swift_note(stderr, "symcache", " in the caches");
   if (stkr_cli_flush("symcache") != 0) return STKR_CLI_DATA_LOST;
   /* Mixed failures: the most serious (3 over 1) is not knowable from an
    * OR; report 3 if any input could not be used, else 1. */
