@@ -452,10 +452,12 @@ static void test_closerange_keeps_session_lock(void **state) {
              cr_err);
 }
 
-/* A process CMD left running, with a segment file (python3 records an
- * event, then sleeps on after sh has exited): its file is left for
- * 'stackrec symbolize', and the count reads "1 segment file ... was"
- * (it read "1 segment files ... were"). */
+/* Processes CMD left running: one with a segment file (python3 records
+ * an event, then sleeps on after sh has exited), one that has recorded
+ * nothing yet. The file is left for 'stackrec symbolize', and the count
+ * reads "1 segment file ... was" (it read "1 segment files ... were");
+ * both processes are named as still running (the second went unmentioned:
+ * no file of it to find). */
 static void test_live_file_left_unresolved(void **state) {
   const char *dir = fresh("live");
   (void)state;
@@ -464,12 +466,19 @@ static void test_live_file_left_unresolved(void **state) {
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c '/usr/bin/python3 -c "
                           "\"import os, time; "
                           "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
-                          "time.sleep(3)\" >/dev/null 2>&1 & sleep 1; exit 0'",
+                          "time.sleep(3)\" >/dev/null 2>&1 & "
+                          "/usr/bin/python3 -c \"import time; time.sleep(3)\" "
+                          ">/dev/null 2>&1 & sleep 1; exit 0'",
                           dir),
                    0);
   if (strstr(cr_err, "stackrec record: 1 segment file of processes still "
                      "running was left unresolved") == NULL)
     fail_msg("no singular count of live files:\n%.3000s", cr_err);
+  if (strstr(cr_err, "2 processes started under the recording are still "
+                     "running: ") == NULL ||
+      strstr(cr_err, " (python3), ") == NULL ||
+      strstr(cr_err, " (python3); what they record from now on") == NULL)
+    fail_msg("no line naming both running python3s:\n%.3000s", cr_err);
 }
 
 /* ---- cost independent of the number of processes ------------------------- */

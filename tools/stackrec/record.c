@@ -821,6 +821,8 @@ int stkr_cli_record(int argc, char **argv) {
     goto out;
   }
   memset(&nt, 0, sizeof nt);
+  if (nfd >= 0)
+    snprintf(nt.tree, sizeof nt.tree, "%s", notify);
   if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0)
     goto out;
   if (WIFEXITED(status))

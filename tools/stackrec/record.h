@@ -31,6 +31,10 @@ typedef struct stkr__rec_notices {
   stkr__rec_notice v[STKR__REC_MAX_NOTICES];
   size_t n;
   uint64_t more; /* notices beyond the table: counted only */
+  /* The STACKREC_NOTIFY name given to the tree ("": none). It also tells
+   * which processes still running were started under this recording:
+   * their environment holds it. */
+  char tree[64];
 } stkr__rec_notices;
 
 /* Read dir and print the summary on f, with the processes in nt.
