@@ -397,69 +397,6 @@ static void forward(int sig, siginfo_t *si, void *uc) {
 
 static void on_sigchld(int sig) { (void)sig; /* wakes ppoll */ }
 
-/* An abstract unix datagram socket the hooks of every process report to
- * when they cannot record (preload.c: init_failed); its name goes into
- * STACKREC_NOTIFY. Abstract names ignore file permissions: a process that
- * dropped its privileges can still send. @return the fd (close-on-exec,
- * non-blocking), or -1: then failures are said on the program's stderr
- * as without record, which is worse but not silent. */
-static int notify_open(char *name, size_t cap) {
-  struct sockaddr_un sa;
-  unsigned rnd;
-  int fd, buf = 1 << 20;
-  FILE *f = fopen("/dev/urandom", "re");
-
-  if (f == NULL || fread(&rnd, sizeof rnd, 1, f) != 1)
-    rnd = (unsigned)time(NULL);
-  if (f != NULL)
-    fclose(f);
-  snprintf(name, cap, "stackrec-record-%d-%08x", (int)getpid(), rnd);
-  if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
-    return -1;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, name, strlen(name)); /* sun_path[0] = 0 */
-  (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  if (bind(fd, (struct sockaddr *)&sa,
-           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                       strlen(name))) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/* Read every queued notice: "pid\tname\terrno\twhat" (preload.c). */
-static void notify_drain(int fd, stkr__rec_notices *nt) {
-  char buf[1024];
-  ssize_t n;
-
-  if (fd < 0)
-    return;
-  while ((n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT)) >= 0 ||
-         errno == EINTR) {
-    stkr__rec_notice *m;
-    char *name, *err, *what;
-    if (n < 0)
-      continue;
-    buf[n] = '\0';
-    if ((name = strchr(buf, '\t')) == NULL ||
-        (err = strchr(name + 1, '\t')) == NULL ||
-        (what = strchr(err + 1, '\t')) == NULL)
-      continue; /* not ours */
-    if (nt->n == STKR__REC_MAX_NOTICES) {
-      nt->more++;
-      continue;
-    }
-    m = &nt->v[nt->n++];
-    *name++ = *err++ = *what++ = '\0';
-    m->pid = atoi(buf);
-    m->err = atoi(err);
-    snprintf(m->name, sizeof m->name, "%s", name);
-    snprintf(m->what, sizeof m->what, "%s", what);
-  }
-}
-
 /* Run argv with the hooks (LD_PRELOAD set in the child only; the rest of
  * the STACKREC_* environment is ours already). Signals sent to us are
  * forwarded to the command; notices are collected while it runs (the
@@ -553,9 +490,9 @@ static int run(char **argv, const char *preload, int nfd,
       goto out;
     }
     if (w == 0 && ppoll(&pfd, nfd >= 0 ? 1 : 0, NULL, &waitmask) > 0)
-      notify_drain(nfd, nt);
+      stkr__rec_notify_drain(nfd, nt);
   }
-  notify_drain(nfd, nt);
+  stkr__rec_notify_drain(nfd, nt);
   if (k == (ssize_t)sizeof err) {
     rec_error("cannot run %s: %s", argv[0], strerror(err));
     rc = err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC;
@@ -815,7 +752,7 @@ int stkr_cli_record(int argc, char **argv) {
                      preload);
   if ((rc = make_dir(out_opt, argv[optind], dir, sizeof dir)) != 0)
     return rc;
-  nfd = notify_open(notify, sizeof notify);
+  nfd = stkr__rec_notify_open(notify, sizeof notify);
   if (set_env(dir, NULL, NULL, nfd >= 0 ? notify : NULL, NULL) != 0) {
     rc = rec_error("setenv: %s", strerror(errno));
     goto out;

@@ -37,6 +37,16 @@ typedef struct stkr__rec_notices {
   char tree[64];
 } stkr__rec_notices;
 
+/* The channel (record_notify.c). Open: its name into name (cap bytes);
+ * @return the fd (close-on-exec, non-blocking), or -1: then failures are
+ * said on the program's stderr as without record. Drain: every queued
+ * notice into nt. Print_live: the line naming the processes of the tree
+ * still running (none: nothing). */
+int stkr__rec_notify_open(char *name, size_t cap);
+void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt);
+void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
+                          const char *dir);
+
 /* Read dir and print the summary on f, with the processes in nt.
  * Best effort: a reading problem is reported, never changes the exit
  * status (that is the command's). */

@@ -6,12 +6,10 @@
  * recorded nothing, with the reason each gave (record.h).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "preload/match.h"
 #include "tools/stackrec/agg.h"
@@ -154,77 +152,6 @@ static void print_notices(FILE *f, const stkr__rec_notices *nt) {
             (unsigned long long)nt->more);
 }
 
-/* Whether process `pid`'s environment holds `var` ("NAME=value"): read
- * entry by entry, whatever its size. No permission, or gone: false. */
-static bool environ_has(const char *pid, const char *var) {
-  char path[64], *entry = NULL;
-  size_t cap = 0;
-  bool found = false;
-  FILE *fp;
-
-  snprintf(path, sizeof path, "/proc/%s/environ", pid);
-  if ((fp = fopen(path, "re")) == NULL)
-    return false;
-  while (!found && getdelim(&entry, &cap, '\0', fp) > 0)
-    found = strcmp(entry, var) == 0;
-  free(entry);
-  fclose(fp);
-  return found;
-}
-
-#define LIVE_LISTED 8
-
-/* The processes started under this recording that are still running now
- * that CMD has ended (a daemon, a job put in the background): whatever
- * they record from now on is in no summary, and their files stay
- * unresolved. Found by their environment (STACKREC_NOTIFY, unique to this
- * run), so even those that have not recorded anything yet are named. */
-static void print_live(FILE *f, const stkr__rec_notices *nt, const char *dir) {
-  char var[96], pids[LIVE_LISTED][16], names[LIVE_LISTED][17];
-  size_t n = 0;
-  struct dirent *de;
-  DIR *d;
-
-  if (nt->tree[0] == '\0' || (d = opendir("/proc")) == NULL)
-    return;
-  snprintf(var, sizeof var, "STACKREC_NOTIFY=%s", nt->tree);
-  while ((de = readdir(d)) != NULL) {
-    char path[64];
-    FILE *cf;
-    if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
-        atoll(de->d_name) == (long long)getpid() ||
-        !environ_has(de->d_name, var))
-      continue;
-    if (n < LIVE_LISTED) {
-      snprintf(pids[n], sizeof pids[n], "%.15s", de->d_name);
-      snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
-      names[n][0] = '\0';
-      if ((cf = fopen(path, "re")) != NULL) {
-        if (fgets(names[n], sizeof names[n], cf) != NULL)
-          names[n][strcspn(names[n], "\n")] = '\0';
-        fclose(cf);
-      }
-    }
-    n++;
-  }
-  closedir(d);
-  if (n == 0)
-    return;
-  fprintf(f, "%zu process%s started under the recording %s still running:",
-          n, n == 1 ? "" : "es", n == 1 ? "is" : "are");
-  for (size_t i = 0; i < n && i < LIVE_LISTED; i++) {
-    fprintf(f, "%s %s (", i ? "," : "", pids[i]);
-    stkr_cli_put_escaped(f, (const uint8_t *)names[i], strlen(names[i]));
-    fputc(')', f);
-  }
-  if (n > LIVE_LISTED)
-    fprintf(f, " and %zu more", n - LIVE_LISTED);
-  fprintf(f, "; what %s from now on is not in this summary: read ",
-          n == 1 ? "it records" : "they record");
-  stkr_cli_put_escaped(f, (const uint8_t *)dir, strlen(dir));
-  fprintf(f, " again once %s\n", n == 1 ? "it ends" : "they end");
-}
-
 void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
                           FILE *f) {
   summary s = {0};
@@ -273,7 +200,7 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
   if (stkr_cli_incomplete_line(r, line, sizeof line) > 0)
     fprintf(f, "%s\n", line);
   print_notices(f, nt);
-  print_live(f, nt, dir);
+  stkr__rec_print_live(f, nt, dir);
   if (n_proc == 0) {
     fprintf(f, "no process recorded anything: none made a watched call "
                "(a process writes nothing until its first), or the hook "

@@ -1,0 +1,156 @@
+/*
+ * record_notify.c: the STACKREC_NOTIFY channel of `stackrec record`: the
+ * socket the processes of the recorded tree report to, the notices read
+ * from it, and the processes of the tree still running at the end (their
+ * environment holds the channel's name). Linux only, as record is.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/record.h"
+
+/* An abstract unix datagram socket the hooks of every process report to
+ * when they cannot record (preload.c: init_failed); its name goes into
+ * STACKREC_NOTIFY. Abstract names ignore file permissions: a process that
+ * dropped its privileges can still send. @return the fd (close-on-exec,
+ * non-blocking), or -1: then failures are said on the program's stderr
+ * as without record, which is worse but not silent. */
+int stkr__rec_notify_open(char *name, size_t cap) {
+  struct sockaddr_un sa;
+  unsigned rnd;
+  int fd, buf = 1 << 20;
+  FILE *f = fopen("/dev/urandom", "re");
+
+  if (f == NULL || fread(&rnd, sizeof rnd, 1, f) != 1)
+    rnd = (unsigned)time(NULL);
+  if (f != NULL)
+    fclose(f);
+  snprintf(name, cap, "stackrec-record-%d-%08x", (int)getpid(), rnd);
+  if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+    return -1;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path + 1, name, strlen(name)); /* sun_path[0] = 0 */
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (bind(fd, (struct sockaddr *)&sa,
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                       strlen(name))) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Read every queued notice: "pid\tname\terrno\twhat" (preload.c). */
+void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
+  char buf[1024];
+  ssize_t n;
+
+  if (fd < 0)
+    return;
+  while ((n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT)) >= 0 ||
+         errno == EINTR) {
+    stkr__rec_notice *m;
+    char *name, *err, *what;
+    if (n < 0)
+      continue;
+    buf[n] = '\0';
+    if ((name = strchr(buf, '\t')) == NULL ||
+        (err = strchr(name + 1, '\t')) == NULL ||
+        (what = strchr(err + 1, '\t')) == NULL)
+      continue; /* not ours */
+    if (nt->n == STKR__REC_MAX_NOTICES) {
+      nt->more++;
+      continue;
+    }
+    m = &nt->v[nt->n++];
+    *name++ = *err++ = *what++ = '\0';
+    m->pid = atoi(buf);
+    m->err = atoi(err);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    snprintf(m->what, sizeof m->what, "%s", what);
+  }
+}
+
+/* Whether process `pid`'s environment holds `var` ("NAME=value"): read
+ * entry by entry, whatever its size. No permission, or gone: false. */
+static bool environ_has(const char *pid, const char *var) {
+  char path[300], *entry = NULL; /* pid: a /proc entry name */
+  size_t cap = 0;
+  bool found = false;
+  FILE *fp;
+
+  snprintf(path, sizeof path, "/proc/%s/environ", pid);
+  if ((fp = fopen(path, "re")) == NULL)
+    return false;
+  while (!found && getdelim(&entry, &cap, '\0', fp) > 0)
+    found = strcmp(entry, var) == 0;
+  free(entry);
+  fclose(fp);
+  return found;
+}
+
+#define LIVE_LISTED 8
+
+/* The processes started under this recording that are still running now
+ * that CMD has ended (a daemon, a job put in the background): whatever
+ * they record from now on is in no summary, and their files stay
+ * unresolved. Found by their environment (STACKREC_NOTIFY, unique to this
+ * run), so even those that have not recorded anything yet are named. */
+void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
+                          const char *dir) {
+  char var[96], pids[LIVE_LISTED][16], names[LIVE_LISTED][17];
+  size_t n = 0;
+  struct dirent *de;
+  DIR *d;
+
+  if (nt->tree[0] == '\0' || (d = opendir("/proc")) == NULL)
+    return;
+  snprintf(var, sizeof var, "STACKREC_NOTIFY=%s", nt->tree);
+  while ((de = readdir(d)) != NULL) {
+    char path[sizeof de->d_name + 16];
+    FILE *cf;
+    if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
+        atoll(de->d_name) == (long long)getpid() ||
+        !environ_has(de->d_name, var))
+      continue;
+    if (n < LIVE_LISTED) {
+      snprintf(pids[n], sizeof pids[n], "%.15s", de->d_name);
+      snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
+      names[n][0] = '\0';
+      if ((cf = fopen(path, "re")) != NULL) {
+        if (fgets(names[n], sizeof names[n], cf) != NULL)
+          names[n][strcspn(names[n], "\n")] = '\0';
+        fclose(cf);
+      }
+    }
+    n++;
+  }
+  closedir(d);
+  if (n == 0)
+    return;
+  fprintf(f, "%zu process%s started under the recording %s still running:",
+          n, n == 1 ? "" : "es", n == 1 ? "is" : "are");
+  for (size_t i = 0; i < n && i < LIVE_LISTED; i++) {
+    fprintf(f, "%s %s (", i ? "," : "", pids[i]);
+    stkr_cli_put_escaped(f, (const uint8_t *)names[i], strlen(names[i]));
+    fputc(')', f);
+  }
+  if (n > LIVE_LISTED)
+    fprintf(f, " and %zu more", n - LIVE_LISTED);
+  fprintf(f, "; what %s from now on is not in this summary: read ",
+          n == 1 ? "it records" : "they record");
+  stkr_cli_put_escaped(f, (const uint8_t *)dir, strlen(dir));
+  fprintf(f, " again once %s\n", n == 1 ? "it ends" : "they end");
+}
