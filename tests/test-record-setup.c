@@ -378,14 +378,16 @@ static void test_notify_fallback(void **state) {
     fail_msg("no note on stderr: %s", cr_err);
 }
 
-/* Whether the tests that record /usr/bin/python3 can run: the hooks load
- * into system programs (not under a sanitizer) and python3 is there. Says
- * so when not. */
-static bool hooked_python3(void) {
+/* For the tests that record /usr/bin/python3: `stackrec record -o DIR --
+ * CMD` into a fresh DIR (tag), which must exit 0. @return false, saying
+ * so, when they cannot run: the hooks load into system programs (not
+ * under a sanitizer) and python3 is there. */
+static bool record_python3(const char *tag, const char *cmd) {
   if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
     fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
     return false;
   }
+  assert_int_equal(cr_run("record -o '%s' -- %s", fresh(tag), cmd), 0);
   return true;
 }
 
@@ -397,18 +399,15 @@ static bool hooked_python3(void) {
  * reaches the summary as "(python3)" (it said "(stackrec-flush)": the
  * sender took the calling thread's name). */
 static void test_worker_note_names_program(void **state) {
-  const char *dir = fresh("notename");
   (void)state;
 
-  if (!hooked_python3()) return;
-  assert_int_equal(cr_run("record -o '%s' -- env STACKREC_FLUSH_MS=20 "
-                          "/usr/bin/python3 -c 'import os, time; "
-                          "os.open(\"/etc/passwd\", os.O_RDONLY); "
-                          "os.closerange(3, 1 << 16); "
-                          "os.open(\"/etc/passwd\", os.O_RDONLY); "
-                          "time.sleep(0.5)'",
-                          dir),
-                   0);
+  if (!record_python3("notename",
+                      "env STACKREC_FLUSH_MS=20 /usr/bin/python3 -c 'import "
+                      "os, time; os.open(\"/etc/passwd\", os.O_RDONLY); "
+                      "os.closerange(3, 1 << 16); "
+                      "os.open(\"/etc/passwd\", os.O_RDONLY); "
+                      "time.sleep(0.5)'"))
+    return;
   if (strstr(cr_err, "(python3): lost the lock on the session file") == NULL)
     fail_msg("no note naming python3:\n%.3000s", cr_err);
   assert_null(strstr(cr_err, "stackrec-flush"));
@@ -419,16 +418,13 @@ static void test_worker_note_names_program(void **state) {
  * 'stackrec symbolize', and the count reads "1 segment file ... was"
  * (it read "1 segment files ... were"). */
 static void test_live_file_left_unresolved(void **state) {
-  const char *dir = fresh("live");
   (void)state;
 
-  if (!hooked_python3()) return;
-  assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c '/usr/bin/python3 -c "
-                          "\"import os, time; "
-                          "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
-                          "time.sleep(3)\" >/dev/null 2>&1 & sleep 1; exit 0'",
-                          dir),
-                   0);
+  if (!record_python3("live",
+                      "/bin/sh -c '/usr/bin/python3 -c \"import os, time; "
+                      "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
+                      "time.sleep(3)\" >/dev/null 2>&1 & sleep 1; exit 0'"))
+    return;
   if (strstr(cr_err, "stackrec record: 1 segment file of processes still "
                      "running was left unresolved") == NULL)
     fail_msg("no singular count of live files:\n%.3000s", cr_err);
