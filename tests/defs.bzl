@@ -1,6 +1,7 @@
 """stkr_test: one cmocka test binary per tests/test-<name>.c; stkr_cli_test:
 one that runs the built tool on recordings it writes; stkr_hook_test: one
-that runs programs under the hook library."""
+that runs programs under the hook library; stkr_test_lib: a library of
+helpers they share."""
 
 # Every test links the shared test helpers (tests/testlib.h).
 _TESTLIB = "//tests:testlib"
@@ -12,6 +13,11 @@ RECORDER_DEPS = ["//flush", "//proto", "//recorder"]
 # For tests that check the frames of a stack they recorded: each function
 # a frame of its own, found by the frame-pointer walk.
 WALK_COPTS = ["-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"]
+
+def stkr_test_lib(name, **kwargs):
+    """A library of the tests' own helpers or fixtures: testonly, so that
+    only tests (and other testonly targets) can link it."""
+    native.cc_library(name = name, testonly = True, **kwargs)
 
 def stkr_test(name, deps = [], data = [], size = "small", cli = False, **kwargs):
     """cli: the test runs the built //tools:stackrec (tests/cli_run.h)."""

@@ -118,20 +118,25 @@ static void test_std_whole_output(void **state) {
   assert_string_equal(cr_out, k_std_report);
 }
 
+/* `stackrec report ARGS REC` exits 0, and its output holds want. */
+static void report_has(const char *args, const char *rec, const char *want) {
+  assert_int_equal(cr_run("report %s '%s'", args, rec), 0);
+  cr_assert_has(cr_out, want);
+}
+
 /* --top 1: the first stack of each site, then one line for the rest. */
 static void test_top(void **state) {
   (void)state;
 
-  assert_int_equal(cr_run("report --top 1 '%s'", g_std), 0);
-  assert_non_null(strstr(cr_out, "  net.connect: 3 events, 33.33%, 3 stacks\n"
-                                 "    1 event, 33.33%:\n"
-                                 "        0x7f0000002000\n"
-                                 "    ... 2 more stacks: 2 events, 66.67%\n"
-                                 "    payloads: 2 distinct, in 2 of its events\n"
-                                 "             1   33.33%  \"bye\"\n"
-                                 "             1   33.33%  (1 other "
-                                 "payloads)\n"
-                                 "\nprivacy: "));
+  report_has("--top 1", g_std,
+             "  net.connect: 3 events, 33.33%, 3 stacks\n"
+             "    1 event, 33.33%:\n"
+             "        0x7f0000002000\n"
+             "    ... 2 more stacks: 2 events, 66.67%\n"
+             "    payloads: 2 distinct, in 2 of its events\n"
+             "             1   33.33%  \"bye\"\n"
+             "             1   33.33%  (1 other payloads)\n"
+             "\nprivacy: ");
   assert_non_null(strstr(cr_out, "  late.site: 1 event, 11.11%, 1 stack\n"
                                  "    1 event, 100.00%:\n"
                                  "        fixture+0x1000\n"
@@ -223,27 +228,25 @@ static void test_tree(void **state) {
       "    50.00%  3      a (a.c:1)\n"
       "    16.67%  1      b (b.c:2)\n"
       "    33.33%  2    c (c.c:3)\n");
-  assert_int_equal(cr_run("report --tree --top 1 '%s'", d), 0);
-  assert_non_null(strstr(cr_out, "   100.00%  6  main (main.c)\n"
-                                 "    66.67%  4    mid (mid.c:5)\n"
-                                 "    50.00%  3      a (a.c:1)\n"
-                                 "    16.67%  1      ... 1 more\n"
-                                 "    33.33%  2    ... 1 more\n"));
+  report_has("--tree --top 1", d,
+             "   100.00%  6  main (main.c)\n"
+             "    66.67%  4    mid (mid.c:5)\n"
+             "    50.00%  3      a (a.c:1)\n"
+             "    16.67%  1      ... 1 more\n"
+             "    33.33%  2    ... 1 more\n");
 }
 
 static void test_tree_symbolized(void **state) {
   (void)state;
 
-  assert_int_equal(cr_run("report --tree --site 'files.*' '%s'", g_sym), 0);
-  assert_non_null(strstr(cr_out, "  files.open: 5 events, 83.33%, 2 stacks\n"
-                                 "      80.00%  4  main (app/main.c:40)\n"
-                                 "      80.00%  4    load (app/load.c:30) "
-                                 "[inlined]\n"
-                                 "      80.00%  4      libc_wrapper\n"
-                                 "      80.00%  4        open_config "
-                                 "(app/config.c:12)\n"
-                                 "      20.00%  1  __libc_start\n"
-                                 "      20.00%  1    __libc_open\n"));
+  report_has("--tree --site 'files.*'", g_sym,
+             "  files.open: 5 events, 83.33%, 2 stacks\n"
+             "      80.00%  4  main (app/main.c:40)\n"
+             "      80.00%  4    load (app/load.c:30) [inlined]\n"
+             "      80.00%  4      libc_wrapper\n"
+             "      80.00%  4        open_config (app/config.c:12)\n"
+             "      20.00%  1  __libc_start\n"
+             "      20.00%  1    __libc_open\n");
 }
 
 static void test_filters(void **state) {
@@ -285,8 +288,7 @@ static void test_filters(void **state) {
                                  "        __libc_open\n"
                                  "  files.stat"));
 
-  assert_int_equal(cr_run("report --site nothing '%s'", g_sym), 0);
-  assert_non_null(strstr(cr_out, "\n# no event matches the filters\n"));
+  report_has("--site nothing", g_sym, "\n# no event matches the filters\n");
 }
 
 /* Site names without a category prefix: no category level. */
@@ -645,35 +647,32 @@ static void test_repeated_payloads(void **state) {
 static void test_by_and_sort(void **state) {
   (void)state;
 
-  assert_int_equal(cr_run("report --by thread '%s'", g_std), 0);
-  assert_non_null(strstr(
-      cr_out, "\nthread: 3 distinct\n"
-              "      events        %  stacks  sites  key (most frequent "
-              "site)\n"
-              "           4   44.44%       4      3  main (tid 4242) "
-              "(file.open: 2)\n"
-              "           3   33.33%       3      2  worker-1 (tid 4243) "
-              "(net.connect: 2)\n"
-              "           2   22.22%       2      2  ? (tid 5000) (late.site: "
-              "1)\n"));
-  assert_int_equal(cr_run("report --by process '%s'", g_std), 0);
-  assert_non_null(strstr(cr_out, "           9  100.00%       9      4  "
-                                 "fixture (pid 4242) (net.connect: 3)\n"));
-  assert_int_equal(cr_run("report --by payload --top 2 '%s'", g_std), 0);
-  assert_non_null(strstr(
-      cr_out, "\npayload: 8 distinct\n"
-              "      events        %  stacks  sites  key (most frequent "
-              "site)\n"
-              "           2   22.22%       2      2  (no payload) "
-              "(file.open: 1)\n"
-              "           1   11.11%       1      1  "
-              "\"\\x00\\x01bin\\xff\\x7f\\x1b\" (privacy.clipboard.read: 1)\n"
-              "           6   66.67%  ... 6 more\n"));
-  assert_int_equal(cr_run("report --by module '%s'", g_std), 0);
-  assert_non_null(strstr(cr_out, "  fixture (net.connect: 2)\n"));
-  assert_int_equal(cr_run("report --by thread --sort name '%s'", g_std), 0);
-  assert_non_null(strstr(cr_out, "  ? (tid 5000) (late.site: 1)\n"
-                                 "           4   44.44%       4      3  main"));
+  report_has("--by thread", g_std,
+             "\nthread: 3 distinct\n"
+             "      events        %  stacks  sites  key (most frequent "
+             "site)\n"
+             "           4   44.44%       4      3  main (tid 4242) "
+             "(file.open: 2)\n"
+             "           3   33.33%       3      2  worker-1 (tid 4243) "
+             "(net.connect: 2)\n"
+             "           2   22.22%       2      2  ? (tid 5000) (late.site: "
+             "1)\n");
+  report_has("--by process", g_std,
+             "           9  100.00%       9      4  "
+             "fixture (pid 4242) (net.connect: 3)\n");
+  report_has("--by payload --top 2", g_std,
+             "\npayload: 8 distinct\n"
+             "      events        %  stacks  sites  key (most frequent "
+             "site)\n"
+             "           2   22.22%       2      2  (no payload) "
+             "(file.open: 1)\n"
+             "           1   11.11%       1      1  "
+             "\"\\x00\\x01bin\\xff\\x7f\\x1b\" (privacy.clipboard.read: 1)\n"
+             "           6   66.67%  ... 6 more\n");
+  report_has("--by module", g_std, "  fixture (net.connect: 2)\n");
+  report_has("--by thread --sort name", g_std,
+             "  ? (tid 5000) (late.site: 1)\n"
+             "           4   44.44%       4      3  main");
   /* Sites by name: file, late, net, privacy. */
   assert_int_equal(cr_run("report --sort name '%s'", g_std), 0);
   {

@@ -52,43 +52,68 @@ static size_t frame_end(int from, int to) {
   return n;
 }
 
-static void test_intact(void **state) {
-  const char *d = fx_tmpdir("verify-ok");
-  char p1[4200], p2[4200];
-  (void)state;
+/* len bytes of data written as dir/name. */
+static void put_file(const char *dir, const char *name, const void *data,
+                     size_t len) {
+  char path[4200];
 
-  write_seg(d, FX_PID, 1, 0, 3, 0, p1, sizeof p1);
-  write_seg(d, FX_PID, 2, 3, 5, 0, p2, sizeof p2);
-  assert_int_equal(cr_run("verify '%s'", d), 0);
-  assert_string_equal(cr_err, "");
-  cr_assert_text(cr_out,
-                 "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 "
-                 "events: intact\n"
-                 "  accounting: attempted 9, written 9, dropped 0 (ring full "
-                 "0, reentrant 0, other 0, write error 0, exit 0), recovered "
-                 "0: adds up\n"
-                 "intact: 1 process, 2 segments, 9 events\n", d);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_int_equal(fx_write_file(path, data, len), 0);
 }
 
-/* The standard recording counts drops: intact but incomplete, exit 4,
- * with the figures by reason. */
-static void test_drops_are_incomplete(void **state) {
-  const char *d = fx_tmpdir("verify-drops");
-  (void)state;
+/* The clean recording (the standard batches without drops): batches 0..2
+ * in segment 1, 3..4 in segment 2. @return 0, as fx_std_write (a failure
+ * fails the test). */
+static int write_clean(const char *dir, uint32_t pid) {
+  char path[4200];
 
-  assert_int_equal(fx_std_write(d, FX_PID), 0);
-  assert_int_equal(cr_run("verify '%s'", d), 4);
+  write_seg(dir, pid, 1, 0, 3, 0, path, sizeof path);
+  write_seg(dir, pid, 2, 3, 5, 0, path, sizeof path);
+  return 0;
+}
+
+/* Cases that differ in their recording only: `stackrec verify` on it
+ * exits with status, says nothing on stderr and prints exactly want (its
+ * %s: the directory). */
+typedef struct whole_case {
+  const char *name;
+  const char *tag;                             /* fx_tmpdir(tag) */
+  int (*write)(const char *dir, uint32_t pid); /* the recording */
+  int status;
+  const char *want;
+} whole_case;
+
+static const whole_case g_whole[] = {
+    /* The clean recording: intact, exit 0. */
+    {"test_intact", "verify-ok", write_clean, 0,
+     "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 "
+     "events: intact\n"
+     "  accounting: attempted 9, written 9, dropped 0 (ring full "
+     "0, reentrant 0, other 0, write error 0, exit 0), recovered "
+     "0: adds up\n"
+     "intact: 1 process, 2 segments, 9 events\n"},
+    /* The standard recording counts drops: intact but incomplete, exit 4,
+     * with the figures by reason. */
+    {"test_drops_are_incomplete", "verify-drops", fx_std_write, 4,
+     "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 "
+     "events: intact, INCOMPLETE\n"
+     "  accounting: attempted 23, written 9, dropped 14 (ring full "
+     "6, reentrant 2, other 4, write error 2, exit 0), recovered "
+     "0: adds up\n"
+     "incomplete: process 4242: 14 events dropped by the recorder "
+     "(ring full 6, reentrant 2, other 4, write error 2, exit 0)\n"
+     "INCOMPLETE: 1 finding in 1 of 1 process, 2 segments, 9 "
+     "events read\n"},
+};
+
+static void test_whole_output(void **state) {
+  const whole_case *c = *state;
+  const char *d = fx_tmpdir(c->tag);
+
+  assert_int_equal(c->write(d, FX_PID), 0);
+  assert_int_equal(cr_run("verify '%s'", d), c->status);
   assert_string_equal(cr_err, "");
-  cr_assert_text(cr_out,
-                 "process 4242 \"fixture\" in %s: 2 segments, 5 batches, 9 "
-                 "events: intact, INCOMPLETE\n"
-                 "  accounting: attempted 23, written 9, dropped 14 (ring full "
-                 "6, reentrant 2, other 4, write error 2, exit 0), recovered "
-                 "0: adds up\n"
-                 "incomplete: process 4242: 14 events dropped by the recorder "
-                 "(ring full 6, reentrant 2, other 4, write error 2, exit 0)\n"
-                 "INCOMPLETE: 1 finding in 1 of 1 process, 2 segments, 9 "
-                 "events read\n", d);
+  cr_assert_text(cr_out, c->want, d);
 }
 
 /* A flipped bit in batch 1 of segment 1 (segment 2 follows). */
@@ -263,13 +288,10 @@ static void test_newer_format_and_inconsistent(void **state) {
  * A file that is not zstd at all: damage. */
 static void test_notes_and_foreign_files(void **state) {
   const char *d = fx_tmpdir("verify-notes");
-  char path[4200];
   (void)state;
 
-  write_seg(d, FX_PID, 1, 0, 3, 0, path, sizeof path);
-  write_seg(d, FX_PID, 2, 3, 5, 0, path, sizeof path);
-  snprintf(path, sizeof path, "%s/README", d);
-  assert_int_equal(fx_write_file(path, "x", 1), 0);
+  write_clean(d, FX_PID);
+  put_file(d, "README", "x", 1);
   assert_int_equal(cr_run("verify '%s'", d), 0);
   cr_assert_has(cr_out,
                 "note: ",
@@ -277,8 +299,7 @@ static void test_notes_and_foreign_files(void **state) {
                 "\"README\"",
                 "\nintact: 1 process, 2 segments, 9 "
                 "events\n");
-  snprintf(path, sizeof path, "%s/stackrec-77-000001.zst", d);
-  assert_int_equal(fx_write_file(path, NULL, 0), 0);
+  put_file(d, "stackrec-77-000001.zst", NULL, 0);
   assert_int_equal(cr_run("verify '%s'", d), 4);
   cr_assert_has(cr_out,
                 "\nincomplete: ",
@@ -292,8 +313,7 @@ static void test_notes_and_foreign_files(void **state) {
                 "\nINCOMPLETE: 1 finding in 1 of 2 "
                 "processes, 3 segments, 9 events read\n");
 
-  snprintf(path, sizeof path, "%s/stackrec-78-000001.zst", d);
-  assert_int_equal(fx_write_file(path, "GIF89a....", 10), 0);
+  put_file(d, "stackrec-78-000001.zst", "GIF89a....", 10);
   assert_int_equal(cr_run("verify '%s'", d), 1);
   cr_assert_has(cr_out, "damaged: ", "stackrec-78-000001.zst: not a zstd file");
   /* One segment given by a name that is not a segment name. */
@@ -387,7 +407,6 @@ static void test_frames_without_content_size(void **state) {
  * recording: 1. */
 static void test_no_recording_and_usage(void **state) {
   const char *d = fx_tmpdir("verify-empty");
-  char path[4200];
   (void)state;
 
   assert_int_equal(cr_run("verify '%s'", d), 0);
@@ -395,8 +414,7 @@ static void test_no_recording_and_usage(void **state) {
   assert_null(strstr(cr_out, "no segment files"));
   assert_int_equal(cr_run("info '%s'", d), 0);
   assert_non_null(strstr(cr_err, "an empty recording"));
-  snprintf(path, sizeof path, "%s/notes.txt", d);
-  assert_int_equal(fx_write_file(path, "x", 1), 0);
+  put_file(d, "notes.txt", "x", 1);
   assert_int_equal(cr_run("verify '%s'", d), 1);
   cr_assert_has(cr_out,
                 "note: ",
@@ -410,8 +428,13 @@ static void test_no_recording_and_usage(void **state) {
   cr_assert_has(cr_out, "Usage: stackrec verify", "Exit status:");
 }
 
-TL_TEST_MAIN("verify", setup, NULL, test_intact, test_drops_are_incomplete,
-             test_bit_flip, test_truncated_before_a_later_segment,
-             test_live_tail_is_incomplete, test_undefined_ids,
-             test_newer_format_and_inconsistent, test_notes_and_foreign_files,
-             test_frames_without_content_size, test_no_recording_and_usage)
+int main(void) {
+  return TL_RUN_GROUP(
+      "verify", setup, NULL, TL_TABLE(NULL, NULL, test_whole_output, g_whole),
+      TL_CASES(NULL, NULL, test_bit_flip,
+               test_truncated_before_a_later_segment,
+               test_live_tail_is_incomplete, test_undefined_ids,
+               test_newer_format_and_inconsistent,
+               test_notes_and_foreign_files, test_frames_without_content_size,
+               test_no_recording_and_usage));
+}

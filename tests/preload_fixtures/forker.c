@@ -57,6 +57,14 @@
  * warn about an ignored getenv result. */
 static const char *volatile g_sink;
 
+/* Opens (and closes) ~/rel: the watched open. Inlined: the recorded
+ * caller stays the fx_ function. */
+static inline __attribute__((always_inline)) void open_home(const char *rel) {
+  int fd = open(home_path(rel), O_RDONLY);
+  if (fd >= 0)
+    close(fd);
+}
+
 NOINLINE static void fx_parent_before(void) {
   g_sink = getenv("HOME");
   BARRIER();
@@ -66,9 +74,7 @@ NOINLINE static void fx_parent_after(void) {
   BARRIER();
 }
 NOINLINE static void fx_child_fork(void) {
-  int fd = open(home_path(".ssh/child-fork"), O_RDONLY);
-  if (fd >= 0)
-    close(fd);
+  open_home(".ssh/child-fork");
   BARRIER();
 }
 NOINLINE static void fx_execd(void) {
@@ -83,9 +89,7 @@ NOINLINE static void fx_vforked(void) {
   BARRIER();
 }
 NOINLINE static void fx_child_before_exec(void) {
-  int fd = open(home_path(".ssh/before-exec"), O_RDONLY);
-  if (fd >= 0)
-    close(fd);
+  open_home(".ssh/before-exec");
   BARRIER();
 }
 NOINLINE static void fx_after_exec(void) {
@@ -93,9 +97,7 @@ NOINLINE static void fx_after_exec(void) {
   BARRIER();
 }
 NOINLINE static void fx_child_before_failed_exec(void) {
-  int fd = open(home_path(".ssh/before-failed"), O_RDONLY);
-  if (fd >= 0)
-    close(fd);
+  open_home(".ssh/before-failed");
   BARRIER();
 }
 NOINLINE static void fx_after_failed_exec(void) {
@@ -167,6 +169,15 @@ static int wait_ok(pid_t pid, const char *name) {
   return 1;
 }
 
+/* A mode's end: "MODE ok" and 0 if every check passed, else 3 (the failed
+ * check said why). */
+static int finish(int ok, const char *mode) {
+  if (!ok)
+    return 3;
+  printf("%s ok\n", mode);
+  return 0;
+}
+
 /* A child's exec of a missing file fails (ENOENT kept), then it records
  * fx_after_failed_exec and exits 0. Inlined: the recorded caller stays
  * main. */
@@ -212,10 +223,7 @@ int main(int argc, char **argv) {
       }
       ok &= wait_ok(pid, name);
     }
-    if (!ok)
-      return 3;
-    printf("quiet ok\n");
-    return 0;
+    return finish(ok, "quiet");
   }
   if (argc == 2 && strcmp(argv[1], "failexec") == 0) {
     fx_parent_before();
@@ -223,10 +231,7 @@ int main(int argc, char **argv) {
     if (pid == 0) {
       fx_exec_missing_then_record();
     }
-    if (!wait_ok(pid, "f1"))
-      return 3;
-    printf("failexec ok\n");
-    return 0;
+    return finish(wait_ok(pid, "f1"), "failexec");
   }
   if (argc == 3 && strcmp(argv[1], "racefork1") == 0)
     return race_fork_once(strtol(argv[2], NULL, 10));
@@ -244,10 +249,7 @@ int main(int argc, char **argv) {
       }
       ok &= wait_ok(pid, name);
     }
-    if (!ok)
-      return 3;
-    printf("racefork ok\n");
-    return 0;
+    return finish(ok, "racefork");
   }
   if (argc != 2 || strcmp(argv[1], "tree") != 0) {
     fprintf(stderr, "usage: forker tree|quiet|failexec|racefork\n");
@@ -296,8 +298,5 @@ int main(int argc, char **argv) {
   ok &= wait_ok(pid, "c5");
 
   fx_parent_after();
-  if (!ok)
-    return 3;
-  printf("tree ok\n");
-  return 0;
+  return finish(ok, "tree");
 }
