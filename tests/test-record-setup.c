@@ -378,37 +378,50 @@ static void test_notify_fallback(void **state) {
     fail_msg("no note on stderr: %s", cr_err);
 }
 
-/* Whether the tests that record /usr/bin/python3 can run: the hooks load
- * into system programs (not under a sanitizer) and python3 is there. Says
- * so when not. */
-static bool hooked_python3(void) {
+/* For the tests that record /usr/bin/python3: `stackrec record -o DIR --
+ * CMD` (CMD: fmt and its arguments), which must exit 0; python3's own
+ * leaks are kept out of LeakSanitizer's exit check (ASan builds). @return
+ * false, saying so, when they cannot run: the hooks load into system
+ * programs (not under TSan) and python3 is there. */
+__attribute__((format(printf, 2, 3))) static bool
+record_python3(const char *dir, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  int rc;
+
   if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
     fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
     return false;
   }
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  rc = cr_run("record -o '%s' -- env ASAN_OPTIONS=detect_leaks=0 %s", dir,
+              cmd);
+  if (rc != 0)
+    fail_msg("record: status %d\n%.3000s", rc, cr_err);
   return true;
 }
 
 /* A note of the flush worker names the program, not the worker's thread:
  * python3 records one event (recording starts), lets the worker write it,
- * closes every descriptor above 2 (the segment file's among them), records another and sleeps
- * through worker passes (20 ms apart: the last pass, at exit, may run on
- * the main thread); the worker's note ("descriptor N of ... was closed")
- * reaches the summary as "(python3)" (it said "(stackrec-flush)": the
- * sender took the calling thread's name). */
+ * closes every descriptor above 2 (the segment file's among them),
+ * records another and sleeps through worker passes (20 ms apart: the last
+ * pass, at exit, may run on the main thread); the worker's note
+ * ("descriptor N of ... was closed") reaches the summary as "(python3)"
+ * (it said "(stackrec-flush)": the sender took the calling thread's
+ * name). */
 static void test_worker_note_names_program(void **state) {
   const char *dir = fresh("notename");
   (void)state;
 
-  if (!hooked_python3()) return;
-  assert_int_equal(cr_run("record -o '%s' -- env STACKREC_FLUSH_MS=20 "
-                          "/usr/bin/python3 -c 'import os, time; "
-                          "os.open(\"/etc/passwd\", os.O_RDONLY); "
-                          "time.sleep(0.2); os.closerange(3, 1 << 16); "
-                          "os.open(\"/etc/passwd\", os.O_RDONLY); "
-                          "time.sleep(0.5)'",
-                          dir),
-                   0);
+  if (!record_python3(dir, "env STACKREC_FLUSH_MS=20 /usr/bin/python3 -c "
+                           "'import os, time; "
+                           "os.open(\"/etc/passwd\", os.O_RDONLY); "
+                           "time.sleep(0.2); os.closerange(3, 1 << 16); "
+                           "os.open(\"/etc/passwd\", os.O_RDONLY); "
+                           "time.sleep(0.5)'"))
+    return;
   if (strstr(cr_err, "(python3): descriptor ") == NULL)
     fail_msg("no note naming python3:\n%.3000s", cr_err);
   assert_null(strstr(cr_err, "stackrec-flush"));
@@ -425,27 +438,24 @@ static void test_closerange_keeps_session_lock(void **state) {
   char res[64], path[2200];
   (void)state;
 
-  if (!hooked_python3()) return;
   snprintf(path, sizeof path, "%s.rings", dir);
-  int rc =
-      /* ASAN_OPTIONS: python3's own leaks fail LeakSanitizer's exit check */
-      cr_run("record -o '%s' -- env STACKREC_FLUSH_MS=20 "
-             "ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 -c "
-             "'import glob, os, threading, time\n"
-             "os.close(os.open(\"/etc/passwd\", os.O_RDONLY))\n"
-             "os.closerange(3, 1 << 16)\n"
-             "time.sleep(0.2)\n"
-             "n = lambda: len(glob.glob(\"%s/*.ring\"))\n"
-             "before = n(); go = threading.Event(); done = threading.Event()\n"
-             "def f():\n"
-             "    os.close(os.open(\"/etc/passwd\", os.O_RDONLY)); go.set()\n"
-             "    done.wait()\n"
-             "t = threading.Thread(target=f); t.start(); go.wait()\n"
-             "after = n(); done.set(); t.join()\n"
-             "open(\"%s\", \"w\").write(\"%%d %%d\" %% (before, after))'",
-             dir, dir, path);
-  if (rc != 0)
-    fail_msg("record: status %d\n%.3000s", rc, cr_err);
+  if (!record_python3(
+          dir,
+          "env STACKREC_FLUSH_MS=20 /usr/bin/python3 -c "
+          "'import glob, os, threading, time\n"
+          "os.close(os.open(\"/etc/passwd\", os.O_RDONLY))\n"
+          "os.closerange(3, 1 << 16)\n"
+          "time.sleep(0.2)\n"
+          "n = lambda: len(glob.glob(\"%s/*.ring\"))\n"
+          "before = n(); go = threading.Event(); done = threading.Event()\n"
+          "def f():\n"
+          "    os.close(os.open(\"/etc/passwd\", os.O_RDONLY)); go.set()\n"
+          "    done.wait()\n"
+          "t = threading.Thread(target=f); t.start(); go.wait()\n"
+          "after = n(); done.set(); t.join()\n"
+          "open(\"%s\", \"w\").write(\"%%d %%d\" %% (before, after))'",
+          dir, path))
+    return;
   assert_null(strstr(cr_err, "lost the lock"));
   assert_int_equal(cr_run("verify '%s'", dir), 0); /* complete, intact */
   tl_slurp(path, res, sizeof res);
@@ -465,15 +475,14 @@ static void test_live_file_left_unresolved(void **state) {
   const char *dir = fresh("live");
   (void)state;
 
-  if (!hooked_python3()) return;
-  assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c '/usr/bin/python3 -c "
-                          "\"import os, time; "
-                          "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
-                          "time.sleep(3)\" >/dev/null 2>&1 & "
-                          "/usr/bin/python3 -c \"import time; time.sleep(3)\" "
-                          ">/dev/null 2>&1 & sleep 1; exit 0'",
-                          dir),
-                   0);
+  if (!record_python3(dir, "/bin/sh -c '/usr/bin/python3 -c "
+                           "\"import os, time; "
+                           "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
+                           "time.sleep(3)\" >/dev/null 2>&1 & "
+                           "/usr/bin/python3 -c \"import time; "
+                           "time.sleep(3)\" >/dev/null 2>&1 & sleep 1; "
+                           "exit 0'"))
+    return;
   if (strstr(cr_err, "stackrec record: 1 segment file of processes still "
                      "running was left unresolved") == NULL)
     fail_msg("no singular count of live files:\n%.3000s", cr_err);
