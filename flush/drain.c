@@ -89,11 +89,44 @@ static void add_ring_pos(stkr__worker *w) {
  * lost): give the space back, and make the ring files' tails durable. */
 static void release_all(void) {
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
-    if (t->ring.c) stkr__ring_release_read(&t->ring);
+    if (t->ring.c) {
+      stkr__ring_release_read(&t->ring);
+      t->w_unreleased = 0;
+    }
+}
+
+/* A batch of a session that is ending could not be written (its segment
+ * cannot be opened: EMFILE after the app filled its descriptor table,
+ * ENOSPC...): released, the records of ring files would be lost with
+ * nothing on disk to count them. They stay in the files instead, for
+ * recovery (`stackrec record`'s end, `stackrec recover`, the next
+ * stkr_init), and freeze_stats counts them as pending_recovery. Records
+ * of anonymous rings die with the process anyway: released, and @return
+ * their number (dropped for the write error). */
+static uint64_t release_anonymous(void) {
+  uint64_t lost = 0;
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    if (t->ring.c && t->ring.session == 0) {
+      stkr__ring_release_read(&t->ring);
+      lost += t->w_unreleased;
+      t->w_unreleased = 0;
+    }
+  return lost;
+}
+
+/* The batch being built is not written (keep_for_recovery): ring files
+ * keep their records, anonymous rings' are counted as lost. */
+static void keep_unwritten(stkr__worker *w) {
+  uint64_t lost = release_anonymous();
+  pthread_mutex_lock(&w->stats_mu);
+  w->dropped_write_error += lost;
+  pthread_mutex_unlock(&w->stats_mu);
+  publish(w);
 }
 
 /* Encode and write the open batch. Never fails from the caller's view: a
- * batch that cannot be written is dropped and counted. */
+ * batch that cannot be written is dropped and counted, or, once the
+ * session ends, left in the ring files (keep_for_recovery). */
 static void write_batch(stkr__worker *w, bool last) {
   stkr__batchb *b = &w->bb;
   Stackrec__Batch *B = &b->batch;
@@ -101,6 +134,10 @@ static void write_batch(stkr__worker *w, bool last) {
   int err = 0;
   const char *what = "open";
 
+  if (w->keep_for_recovery) { /* an earlier batch of this end failed */
+    keep_unwritten(w);
+    return;
+  }
   add_ring_pos(w);
   stkr__batch_finish(b);
   B->seq = ++w->batch_seq; /* failed batches keep their number: gaps show */
@@ -143,6 +180,22 @@ static void write_batch(stkr__worker *w, bool last) {
    * death after the write but before this note is covered by recovery's
    * scan of the newest segment, which holds batch N and its new stacks; a
    * failed write is noted too, so its gap stays (it lost events). */
+  if (err != 0 &&
+      (last || atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed))) {
+    /* The session is ending (an exit's drain, or the last batch): the
+     * batch's records stay in the ring files (its number is not used: no
+     * gap, nothing lost). */
+    w->batch_seq--;
+    w->keep_for_recovery = true;
+    stkr__log(STKR__LOG_WRITE, "cannot %s a segment file in %s: %s; the "
+              "unwritten events stay in the ring files for recovery", what,
+              w->cfg.dir, strerror(-err));
+    pthread_mutex_lock(&w->stats_mu);
+    w->write_errors++;
+    pthread_mutex_unlock(&w->stats_mu);
+    keep_unwritten(w);
+    return;
+  }
   stkr__session_note((uint32_t)w->stacks.count, B->seq);
   /* Either way this image list is done with: on success it is on disk, on
    * failure the next segment's first batch carries it. */
@@ -508,6 +561,7 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   /* Relaxed atomic store: recorder/thread.c (stkr__counts_add) reads it on
    * any thread that asks for stats; we are its only writer. */
   __atomic_store_n(&t->w_consumed, t->w_consumed + n, __ATOMIC_RELAXED);
+  t->w_unreleased += n;
   w->consumed += n;
   return empty;
 }

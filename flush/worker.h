@@ -109,6 +109,10 @@ typedef struct stkr__worker {
   uint32_t site_epoch[STKR_MAX_SITES + 1];
   uint64_t batch_seq;
   bool io_error;          /* a batch failed since the last stkr_flush */
+  /* A write failed while the session ended: what is still unwritten in
+   * ring files stays there for recovery (drain.c, write_batch); nothing
+   * more is written. */
+  bool keep_for_recovery;
   uint64_t other_reported; /* counts.dropped_other in the last Drops */
   uint8_t *thread_seen;   /* bitmap by thread id: counted in stats.threads */
   size_t thread_seen_bytes;

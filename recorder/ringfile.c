@@ -65,8 +65,8 @@ static struct {
   size_t map_bytes;
   size_t ring_bytes;
   bool lost;                /* the lock was lost and could not be re-taken */
-  bool lock_by_map;         /* lock_fd is a later descriptor, unlocked: the
-                               lock is held by the mapping (Linux) */
+  bool lock_by_map;         /* the lock's descriptor is gone, the lock held
+                               by the header's mapping (Linux) */
 } g_sess = {.lock_fd = -1};
 /* The session file's mapping; release store at open, acquire loads by
  * site registration (any thread); NULL when no session. */
@@ -534,19 +534,9 @@ void stkr__session_close(bool leftovers) {
   g_sess.lock_by_map = false;
 }
 
-/* fd, a descriptor of the session file (st), becomes ours for the lock;
- * by_map: it holds no lock itself (stkr__session_check). */
-static void keep_lock_fd(int fd, const struct stat *st, bool by_map) {
-  g_sess.lock_fd = fd;
-  g_sess.lock_by_map = by_map;
-  stkr__fd_own(STKR__OWN_SESSION, fd, (uint64_t)st->st_dev,
-               (uint64_t)st->st_ino);
-}
-
 bool stkr__session_check(void) {
   struct stat st;
   char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
-  int fd;
 
   if (atomic_load_explicit(&g_map, memory_order_relaxed) == NULL ||
       g_sess.lost)
@@ -554,34 +544,39 @@ bool stkr__session_check(void) {
   if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
       st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino)
     return true;
-  /* Closed or replaced by the app (closerange, dup2): the lock may be
-   * gone. Never close a descriptor that is not ours; take the lock again
-   * through a new one. A recoverer that slipped in between saw a dead
-   * session: stop using ring files rather than risk events twice. */
+  /* Closed or replaced by the app (closerange, dup2). Never close a
+   * descriptor that is not ours. */
   g_sess.lock_fd = -1;
   stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
   file_path(path, g_sess.session_id, 0);
-  fd = stkr__open_high(path, O_RDWR);
-  if (fd >= 0) {
-    bool same = fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
-                st.st_ino == g_sess.lock_ino;
-    if (same && flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      keep_lock_fd(fd, &st, false);
-      return true;
-    }
 #if defined(__linux__)
-    /* The flock belongs to the open file description, which the header's
-     * mapping still holds: Linux keeps the lock until the unmap, so it is
-     * ours (hence EWOULDBLOCK) and no other process's. The new descriptor
-     * serves identity checks and the close. (Apple's flock goes with the
-     * last descriptor: there the flock above succeeds.) */
-    if (same && errno == EWOULDBLOCK) {
-      keep_lock_fd(fd, &st, true);
+  /* The flock belongs to the open file description, which the header's
+   * mapping still holds: Linux keeps the lock until the unmap, so it is
+   * ours still, and no other process's. What matters is that the file is
+   * still there under its name for recovery to find; a stat tells, and
+   * needs no descriptor (a program that filled its descriptor table made
+   * a reopen fail with EMFILE, and the note was false). */
+  if (stat(path, &st) == 0 && st.st_dev == g_sess.lock_dev &&
+      st.st_ino == g_sess.lock_ino) {
+    g_sess.lock_by_map = true;
+    return true;
+  }
+#else
+  /* Apple's flock goes with the last descriptor: take the lock again
+   * through a new one. A recoverer that slipped in between saw a dead
+   * session: stop using ring files rather than risk events twice. */
+  int fd = stkr__open_high(path, O_RDWR);
+  if (fd >= 0) {
+    if (fstat(fd, &st) == 0 && st.st_dev == g_sess.lock_dev &&
+        st.st_ino == g_sess.lock_ino && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      g_sess.lock_fd = fd;
+      stkr__fd_own(STKR__OWN_SESSION, fd, (uint64_t)st.st_dev,
+                   (uint64_t)st.st_ino);
       return true;
     }
-#endif
     close(fd);
   }
+#endif
   g_sess.lost = true;
   return false;
 }

@@ -373,6 +373,8 @@ typedef struct stkr__thread {
 
   /* Worker-only bookkeeping (flush/ owns these). */
   _Alignas(STKR__THREAD_LINE) uint64_t w_consumed;
+  /* Records consumed but not yet released (their batch not written). */
+  uint64_t w_unreleased;
   /* Bytes this thread holds of the ring memory cap (ring + state); set at
    * attach, given back when reaped. */
   uint64_t ring_charge;

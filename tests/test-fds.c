@@ -256,6 +256,83 @@ static void test_python_file_at_fd2(void **state) {
   unsetenv("STACKREC_FLUSH_MS");
 }
 
+/* gethostname events per process (tf_read's callback): bash, which runs
+ * the program, makes one of its own. */
+typedef struct by_pid {
+  uint32_t pid[8];
+  int n[8];
+} by_pid;
+
+static void count_hostname(void *arg, const tf_ev *e) {
+  by_pid *c = arg;
+  if (strcmp(e->site, "identifiers.gethostname") != 0) return;
+  for (int i = 0; i < 8; i++)
+    if (c->pid[i] == e->pid || c->pid[i] == 0) {
+      c->pid[i] = e->pid;
+      c->n[i]++;
+      return;
+    }
+}
+
+/* The program closes every descriptor (the recorder's among them), makes
+ * 301 hooked calls, and fills its descriptor table under a low limit just
+ * before it exits: the final batch cannot be written (no descriptor for a
+ * new segment). Its events were released and counted in memory only: the
+ * recording held none of them, and "a session without a clean end". They
+ * stay in the ring files now, and record's recovery writes them: verify
+ * says complete (0), and all 301 are there (bash adds one of its own). Output, status and the
+ * program's file as in the plain run. */
+static void test_python_emfile_at_exit(void **state) {
+  static const char script[] =
+      "import os, resource, socket\n"
+      "socket.gethostname()\n"
+      "os.closerange(3, 1 << 16)\n"
+      "for i in range(300):\n"
+      "    socket.gethostname()\n"
+      "f = open('own', 'w'); f.write('mine\\n'); f.close()\n"
+      "print(open('own').read(), end='')\n"
+      "resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))\n"
+      "fds = []\n"
+      "try:\n"
+      "    while True:\n"
+      "        fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+      "except OSError:\n"
+      "    pass";
+  char cmd[4096], cwd[2300], dir[2300], verify[4800];
+  result plain, r;
+  tf_sum sum;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* the TSan runtime cannot be preloaded into Python */
+#endif
+  if (access("/usr/bin/python3", X_OK) != 0) skip();
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"%s\"", script);
+  snprintf(cwd, sizeof cwd, "%s/emfile-plain", g_tmp);
+  run(cwd, NULL, cmd, "own", &plain);
+  assert_int_equal(plain.status, 0);
+  for (int i = 0; i < RUNS / 4 + 1; i++) {
+    by_pid c = {{0}, {0}};
+    int n = 0;
+    snprintf(cwd, sizeof cwd, "%s/emfile-%d", g_tmp, i);
+    snprintf(dir, sizeof dir, "%s/emfile-%d.rec", g_tmp, i);
+    run(cwd, dir, cmd, "own", &r);
+    if (r.status != 0 || strcmp(r.out, plain.out) != 0 ||
+        strcmp(r.file, "mine\n") != 0)
+      fail_msg("run %d: status %d, stdout \"%s\", own \"%s\"\n%s", i,
+               r.status, r.out, r.file, r.err);
+    snprintf(verify, sizeof verify, "'%s' verify '%s' >/dev/null 2>&1", g_bin,
+             dir);
+    int st = system(verify);
+    assert_int_equal(tf_read(dir, count_hostname, &c, &sum), 0);
+    for (int k = 0; k < 8; k++)
+      if (c.n[k] > n) n = c.n[k]; /* python3's */
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || n != 301)
+      fail_msg("run %d: verify status %#x, %d gethostname events (want 0, "
+               "301)\n%s", i, st, n, r.err);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
 
@@ -285,5 +362,6 @@ static int setup(void **state) {
 
 TL_TEST_MAIN("fds", setup, NULL, test_fd3_to_file, test_fd4_dup_of_stdout,
              test_flock_fd9, test_python_closerange, test_python_dup2_over_all,
-             test_python_file_at_fd2, test_exec_onto_recorder_fds,
+             test_python_file_at_fd2, test_python_emfile_at_exit,
+             test_exec_onto_recorder_fds,
              test_subshell_after_exec_onto_recorder_fds)
