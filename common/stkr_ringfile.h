@@ -307,10 +307,12 @@ static inline char *stkr_ringfile_put_hex16(char *p, uint64_t v) {
  * and the disk cap skip it; `stackrec record` removes it at its end. */
 #define STKR_CACHE_DIR ".stackrec-cache"
 
-/* A ring file being made (or claimed from the pool) lives in STKR_CACHE_DIR
- * as STKR_RINGFILE_NEW + its name until sized and given its header, then is
- * renamed to its name (recorder/ringfile.c): a ring file under its own name
- * is always whole. Recovery removes those of a dead session. */
+/* A ring or session file being made (or claimed from the pool) lives in
+ * STKR_CACHE_DIR as STKR_RINGFILE_NEW + its name until sized and given its
+ * header (a session file: and locked), then is renamed to its name
+ * (recorder/ringfile.c): a file under its own name is always whole.
+ * Recovery removes the rings of a dead session; `stackrec record` removes
+ * the directory. */
 #define STKR_RINGFILE_NEW "new-"
 
 /* Longest base name, with NUL: "stackrec-" 10 "-" 16 "-" 10 ".session". */

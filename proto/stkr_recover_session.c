@@ -744,8 +744,13 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
     close(fd);
     return 0;
   }
-  if (fstat(fd, &st) != 0 || st.st_nlink == 0) {
-    close(fd); /* another recovery finished it before we got the lock */
+  struct stat named;
+  if (fstat(fd, &st) != 0 || st.st_nlink == 0 || stat(path, &named) != 0 ||
+      named.st_ino != st.st_ino || named.st_dev != st.st_dev) {
+    /* Another recovery finished it before we got the lock, or its writer
+     * ended cleanly meanwhile (the file pooled under another name, or
+     * removed): not a dead session. */
+    close(fd);
     return 0;
   }
   rc->st->sessions_dead++;

@@ -281,8 +281,9 @@ static int take_or_create(const char *kind, size_t bytes, bool lock,
   return fd;
 }
 
-/* Where a ring file is made before it gets its name (STKR_RINGFILE_NEW in
- * common/stkr_ringfile.h), into buf (cap bytes). 0 or -ENAMETOOLONG. */
+/* Where a ring or session file is made before it gets its name
+ * (STKR_RINGFILE_NEW in common/stkr_ringfile.h), into buf (cap bytes). 0
+ * or -ENAMETOOLONG. */
 static int new_path(char *buf, size_t cap, uint64_t session, uint32_t thread) {
   char name[STKR_RINGFILE_NAME_MAX];
   stkr_ringfile_name(name, g_sess.pid, session, thread);
@@ -322,10 +323,21 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   g_sess.lock_by_map = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
   file_path(path, tmpl->session_id, 0);
-  /* A pooled file is locked before it gets our name; its old header and
-   * site slots are cleared below. */
+  /* Made (or claimed from the pool, locked first) under its
+   * STKR_RINGFILE_NEW name, and given its own only once locked, sized and
+   * with its header, as ring files are: a process starting beside ours
+   * recovers what it finds under session names, and found this one empty
+   * and unlocked right after its creation ("shorter than a session file
+   * header"), its lock then making our flock fail (EAGAIN: "rings are not
+   * crash-proof"; 4 of 10 runs of `xargs -P8`). A process that dies in
+   * between leaves the file in the cache directory, which `stackrec
+   * record` removes at its end. Its old header and site slots, if pooled,
+   * are cleared below. */
+  char tmp[STKR__DIR_PATH_BYTES(dir_len)];
   bool pooled;
-  fd = take_or_create("session", bytes, true, path, &pooled);
+  if ((err = new_path(tmp, sizeof tmp, tmpl->session_id, 0)) != 0)
+    return err;
+  fd = take_or_create("session", bytes, true, tmp, &pooled);
   if (fd < 0)
     return fd;
   if (!pooled && flock(fd, LOCK_EX | LOCK_NB) != 0)
@@ -334,16 +346,13 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
     err = -errno;
   else
     err = pooled ? 0 : reserve_file(fd, bytes);
+  h = err != 0 ? MAP_FAILED
+               : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (err == 0 && h == MAP_FAILED)
+    err = -errno;
   if (err != 0) {
     close(fd);
-    unlink(path);
-    return err;
-  }
-  h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (h == MAP_FAILED) {
-    err = -errno;
-    close(fd);
-    unlink(path);
+    unlink(tmp);
     return err;
   }
   if (pooled) /* as a new file's: the header's spare bytes, every site's slot */
@@ -365,6 +374,13 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   h->names_off = STKR_SESSFILE_HDR_BYTES + 8u * (STKR_MAX_SITES + 1);
   h->names_cap = STKR_SESSFILE_NAMES_CAP;
   h->state = STKR_SESS_RUNNING;
+  if (rename(tmp, path) != 0) {
+    err = -errno;
+    munmap(h, bytes);
+    close(fd);
+    unlink(tmp);
+    return err;
+  }
   g_sess.lock_fd = fd;
   g_sess.lock_dev = st.st_dev;
   g_sess.lock_ino = st.st_ino;

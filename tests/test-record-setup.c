@@ -432,7 +432,9 @@ static void test_worker_note_names_program(void **state) {
  * flock. The recorder said "lost the lock on the session file" and gave
  * threads started later anonymous rings (lost at a SIGKILL). Now: no such
  * note, and a thread started after worker passes (20 ms apart) still gets
- * a ring file, which python3 counts while the thread is alive. */
+ * a ring file: python3 counts them while the thread is alive (more than
+ * one may come: the worker keeps spare ring files ready; with memory-only
+ * rings none comes). */
 static void test_closerange_keeps_session_lock(void **state) {
   const char *dir = fresh("closerange");
   char res[64], path[2200];
@@ -460,7 +462,7 @@ static void test_closerange_keeps_session_lock(void **state) {
   assert_int_equal(cr_run("verify '%s'", dir), 0); /* complete, intact */
   tl_slurp(path, res, sizeof res);
   int before = -1, after = -1;
-  if (sscanf(res, "%d %d", &before, &after) != 2 || after != before + 1)
+  if (sscanf(res, "%d %d", &before, &after) != 2 || after <= before)
     fail_msg("ring files before/after the thread: \"%s\"\n%.3000s", res,
              cr_err);
 }
@@ -491,6 +493,34 @@ static void test_live_file_left_unresolved(void **state) {
       strstr(cr_err, " (python3), ") == NULL ||
       strstr(cr_err, " (python3); what they record from now on") == NULL)
     fail_msg("no line naming both running python3s:\n%.3000s", cr_err);
+}
+
+/* Processes starting side by side (xargs -P8): each recovers what dead
+ * processes left in the directory as it starts, and found a neighbour's
+ * session file right after its creation, empty and not yet locked: it
+ * said "shorter than a session file header", and its lock made the
+ * neighbour's flock fail ("cannot create a session file ... Resource
+ * temporarily unavailable; rings are not crash-proof"), in 4 of 10 runs
+ * of 40 processes. Session files now get their name only once locked and
+ * whole. 3 runs of 120 processes, no note at all. */
+static void test_side_by_side_starts(void **state) {
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
+    fprintf(stderr, "skipped: no hooks in system programs\n");
+    return;
+  }
+  for (int i = 0; i < 3; i++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "sidebyside%d", i);
+    int rc = cr_run("record -o '%s' -- /bin/sh -c 'seq 1 120 | xargs -P8 "
+                    "-n1 /bin/sh -c \"hostname >/dev/null\"'",
+                    fresh(tag));
+    if (rc != 0 || strstr(cr_err, "session") != NULL ||
+        strstr(cr_err, "crash-proof") != NULL ||
+        strstr(cr_err, "recovery") != NULL)
+      fail_msg("run %d: status %d\n%.3000s", i, rc, cr_err);
+  }
 }
 
 /* ---- cost independent of the number of processes ------------------------- */
@@ -572,4 +602,5 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_grandchild_bad_env_reported, test_notify_fallback,
              test_worker_note_names_program,
              test_closerange_keeps_session_lock, test_fork_heavy_bounded,
-             test_exec_heavy_names, test_live_file_left_unresolved)
+             test_exec_heavy_names, test_live_file_left_unresolved,
+             test_side_by_side_starts)
