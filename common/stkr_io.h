@@ -28,6 +28,22 @@
  * @return the descriptor (the caller closes it), or -errno: the open's
  * or the stat's, or -EINVAL for a file that is not regular.
  * Thread-safety: as open(2).
+ *
+ * stkr_fd_floor(): where the recorder's own descriptors go (segments in
+ * flush/, ring, session and cache files in recorder/): 64 below the soft
+ * RLIMIT_NOFILE (the app keeps the top of its table too), at most 4096 (the
+ * kernel grows a process's descriptor table up to the highest number in
+ * use: "as high as the limit allows" would cost megabytes where the limit
+ * is 1M), half of a limit below 128, never below STKR_FD_MIN: shells hand
+ * out 3-9 for `exec N>`, and programs expect open() to give them the
+ * lowest free number. One policy for both packages: recorder/'s own copy
+ * went down to 3 under a limit of 64 or less.
+ * stkr_fd_raise(fd): fd moved to the floor or above (else to STKR_FD_MIN
+ * or above), close-on-exec, the original closed. @return the new
+ * descriptor, fd itself if it is already there, or -EMFILE (fd closed)
+ * when nothing at STKR_FD_MIN or above is free: then the recorder goes
+ * without that file rather than take a number the program expects.
+ * Thread-safety: as fcntl(2).
  */
 #ifndef STKR_COMMON_IO_H
 #define STKR_COMMON_IO_H
@@ -36,9 +52,39 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#define STKR_FD_MIN 10
+#define STKR_FD_FLOOR_MAX 4096
+
+static inline int stkr_fd_floor(void) {
+  struct rlimit rl;
+  rlim_t soft = 256; /* macOS's default, if the limit cannot be read */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) soft = rl.rlim_cur;
+  if (soft == RLIM_INFINITY || soft > STKR_FD_FLOOR_MAX + 64)
+    soft = STKR_FD_FLOOR_MAX + 64;
+  long floor = soft >= 128 ? (long)soft - 64 : (long)soft / 2;
+  return floor < STKR_FD_MIN ? STKR_FD_MIN : (int)floor;
+}
+
+static inline int stkr_fd_raise(int fd) {
+  int floor = stkr_fd_floor(), high;
+  if (fd >= floor) {
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+  }
+  high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (high < 0 && fd >= STKR_FD_MIN) { /* full above the floor: keep it */
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+  }
+  if (high < 0) high = fcntl(fd, F_DUPFD_CLOEXEC, STKR_FD_MIN);
+  (void)close(fd);
+  return high < 0 ? -EMFILE : high;
+}
 
 static inline int stkr_write_all(int fd, const void *p, size_t n) {
   const unsigned char *c = (const unsigned char *)p;

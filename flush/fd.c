@@ -5,7 +5,8 @@
  * free (`exec 3>f` in a shell, `flock 9`), close everything it did not open
  * (python's os.closerange(3, 1024), daemons), or dup2 its own files over
  * ours. So every descriptor the recorder keeps:
- *  - is moved to a high number (stkr__fd_high), where programs rarely look,
+ *  - is moved to a high number (stkr_fd_raise, common/stkr_io.h), where
+ *    programs rarely look,
  *    and is close-on-exec, so an exec'd image never inherits it;
  *  - is remembered by identity (device and inode, stkr__fd_identity) and
  *    checked before it is written (stkr__fd_check): a number that now names
@@ -20,53 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "flush/flush_internal.h"
-
-/* The kernel grows a process's descriptor table up to the highest number in
- * use (Linux: 8 bytes per slot plus bitmaps), so "as high as the limit
- * allows" would cost megabytes where the soft limit is 1M (containers).
- * STKR__FD_FLOOR_MAX bounds that to a few KiB, and 4096 is still far above
- * where programs open their own files. */
-#define STKR__FD_FLOOR_MAX 4096
-#define STKR__FD_FLOOR_MIN 10 /* above what shells hand out for `exec N>` */
-
-int stkr__fd_floor(void) {
-  struct rlimit rl;
-  rlim_t soft = 256; /* macOS's default, if the limit cannot be read */
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) soft = rl.rlim_cur;
-  if (soft == RLIM_INFINITY || soft > STKR__FD_FLOOR_MAX + 64)
-    soft = STKR__FD_FLOOR_MAX + 64;
-  /* 64 below the limit leaves the app the top of its table too; a tiny
-   * limit gets half of it. */
-  long floor = soft >= 128 ? (long)soft - 64 : (long)soft / 2;
-  return floor < STKR__FD_FLOOR_MIN ? STKR__FD_FLOOR_MIN : (int)floor;
-}
-
-int stkr__fd_high(int fd) {
-  int floor, high;
-  if (fd < 0) return fd;
-  floor = stkr__fd_floor();
-  if (fd >= floor) {
-    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    return fd;
-  }
-  high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-  if (high < 0 && fd < STKR__FD_FLOOR_MIN)
-    high = fcntl(fd, F_DUPFD_CLOEXEC, STKR__FD_FLOOR_MIN);
-  if (high < 0) {
-    /* Table full above the floor: keep the original (opened O_CLOEXEC). */
-    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    return fd;
-  }
-  (void)close(fd);
-  return high;
-}
 
 DIR *stkr__opendir_high(const char *path) {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d;
   if (fd < 0) return NULL;
-  fd = stkr__fd_high(fd);
+  if ((fd = stkr_fd_raise(fd)) < 0) return NULL;
   if (!(d = fdopendir(fd))) (void)close(fd);
   return d;
 }

@@ -164,13 +164,8 @@ void stkr__images_install(stkr__images *im, Stackrec__Image *imgs, size_t n,
 
 /* ---- our descriptors (fd.c) -----------------------------------------------
  * See fd.c for why. */
-/* Where our descriptors go: min(soft RLIMIT_NOFILE, 4160) - 64 (half of a
- * limit below 128), never below 10. */
-int stkr__fd_floor(void);
-/* Move fd (opened close-on-exec) to the floor or above, close-on-exec, and
- * close the original; if nothing is free there, to 10 or above; if that
- * fails too, keep fd. @return the descriptor to use (fd if < 0). */
-int stkr__fd_high(int fd);
+/* Where our descriptors go: stkr_fd_floor() and stkr_fd_raise() in
+ * common/stkr_io.h, shared with recorder/. */
 /* opendir() whose descriptor is high and close-on-exec too: a scan is
  * short, but the app may closerange() and reuse a low number meanwhile,
  * and our closedir() must not close its file. NULL with errno set. */

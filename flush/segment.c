@@ -38,6 +38,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
+#include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
 #include "flush/flush_internal.h"
 #include "proto/stkr_format.h"
@@ -155,7 +156,10 @@ int stkr__seg_open_next(stkr__segw *s) {
     if ((err = seg_path(s, seq, path, sizeof path)) < 0) return err;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      fd = stkr__fd_high(fd);
+      if ((fd = stkr_fd_raise(fd)) < 0) { /* no number >= 10 free */
+        (void)unlink(path);
+        return fd;
+      }
       if ((err = stkr__fd_identity(fd, &s->fd_dev, &s->fd_ino)) < 0) {
         (void)close(fd);
         (void)unlink(path);

@@ -50,10 +50,6 @@
 #include "common/stkr_ringfile.h"
 #include "recorder/stkr_internal.h"
 
-/* Lowest descriptor we keep: far above what programs pick by hand (3-9,
- * or a few hundred for servers), below any sane RLIMIT_NOFILE. */
-#define STKR__FD_HIGH 1000
-
 static struct {
   char dir[PATH_MAX];
   size_t dir_len;
@@ -96,28 +92,34 @@ static stkr__ring_ctl *_Atomic g_cache[STKR_RINGFILE_CACHE];
 /* The <n> of the last ring file made in this session. */
 static _Atomic uint32_t g_file_no;
 
-/* open(path) and move the descriptor to >= STKR__FD_HIGH, close-on-exec.
+/* open(path) and move the descriptor to the recorder's range (at or above
+ * stkr_fd_floor(), else STKR_FD_MIN: common/stkr_io.h), close-on-exec.
  * open() hands out the lowest free number, which another thread of the
  * program may dup2() onto at any moment (bash's `exec 5>f` does exactly
  * that): the low number is given back only if it still names our file,
  * and the high copy is used only if it names the file at `path`. Returns
- * the descriptor or -errno. recorder/'s own (ring, session and cache
- * files): it may not use flush/'s helper. */
+ * the descriptor or -errno (-EMFILE: no number at STKR_FD_MIN or above
+ * is free; a file it made with O_CREAT | O_EXCL is removed again). */
 int stkr__open_high(const char *path, int flags) {
   struct stat a, b;
   int lo = open(path, flags | O_CLOEXEC, 0600), hi;
 
   if (lo < 0)
     return -errno;
-  hi = fcntl(lo, F_DUPFD_CLOEXEC, STKR__FD_HIGH);
-  if (hi < 0) {
-    /* A descriptor limit at or below 1000: as high as it allows. */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 64 &&
-        rl.rlim_cur != RLIM_INFINITY)
-      hi = fcntl(lo, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - 64));
-    if (hi < 0)
-      return lo; /* nothing higher is free: keep the one we have */
+  /* Where flush/ puts its own (common/stkr_io.h: stkr_fd_floor). */
+  hi = fcntl(lo, F_DUPFD_CLOEXEC, stkr_fd_floor());
+  if (hi < 0 && lo >= STKR_FD_MIN)
+    return lo; /* nothing higher is free: keep the one we have */
+  if (hi < 0 && (hi = fcntl(lo, F_DUPFD_CLOEXEC, STKR_FD_MIN)) < 0) {
+    /* Never a number the program expects open() to hand it: without
+     * this file rather (a limit of 64 put the session file at 3). Closed
+     * only if still ours: another thread may have dup2'd over it. */
+    if (fstat(lo, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino) {
+      close(lo);
+      if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) unlink(path);
+    }
+    return -EMFILE;
   }
   if (fstat(hi, &a) != 0 || stat(path, &b) != 0 || a.st_dev != b.st_dev ||
       a.st_ino != b.st_ino) {

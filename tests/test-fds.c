@@ -256,6 +256,21 @@ static void test_python_file_at_fd2(void **state) {
   unsetenv("STACKREC_FLUSH_MS");
 }
 
+/* Under a low descriptor limit the recorder's files took low numbers (the
+ * session file at 3 under `ulimit -n 64`), so the program's own open got
+ * 4 where it gets 3 plain. Now never below 10: python3's first file is 3
+ * under limits of 64 and 16 (the recorder at 32-63, and 10-15). */
+static void test_low_descriptor_limit(void **state) {
+  (void)state;
+  if (access("/usr/bin/python3", X_OK) != 0) skip();
+  check("lowlimit",
+        "for n in 64 16; do (ulimit -n $n; exec /usr/bin/python3 -c \""
+        "import os, socket; socket.gethostname(); "
+        "fd = os.open('own', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600); "
+        "os.write(fd, b'%d\\n' % fd)\"); done; cat own",
+        "own", "3\n3\n", false);
+}
+
 /* gethostname events per process (tf_read's callback): bash, which runs
  * the program, makes one of its own. */
 typedef struct by_pid {
@@ -363,5 +378,6 @@ static int setup(void **state) {
 TL_TEST_MAIN("fds", setup, NULL, test_fd3_to_file, test_fd4_dup_of_stdout,
              test_flock_fd9, test_python_closerange, test_python_dup2_over_all,
              test_python_file_at_fd2, test_python_emfile_at_exit,
+             test_low_descriptor_limit,
              test_exec_onto_recorder_fds,
              test_subshell_after_exec_onto_recorder_fds)

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "common/stkr_io.h"
 #include "flush/flush_internal.h"
 #include "tests/testlib.h"
 
@@ -208,7 +209,7 @@ static void test_descriptor_is_high(void **state) {
   lim = old;
   lim.rlim_cur = lim.rlim_max < 1024 ? lim.rlim_max : 1024;
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
-  assert_int_equal(stkr__fd_floor(), (int)lim.rlim_cur - 64);
+  assert_int_equal(stkr_fd_floor(), (int)lim.rlim_cur - 64);
   assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1 << 20, 1 << 30), 0);
   assert_int_equal(put(&s, 100), 0);
   assert_true(s.fd >= (int)lim.rlim_cur - 64);
@@ -216,10 +217,10 @@ static void test_descriptor_is_high(void **state) {
   stkr__seg_free(&s);
   lim.rlim_cur = 100;
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
-  assert_int_equal(stkr__fd_floor(), 50); /* half of a limit below 128 */
+  assert_int_equal(stkr_fd_floor(), 50); /* half of a limit below 128 */
   lim.rlim_cur = 15;
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
-  assert_int_equal(stkr__fd_floor(), 10);
+  assert_int_equal(stkr_fd_floor(), 10);
   assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
