@@ -196,8 +196,14 @@ static void test_errors(void **state) {
   assert_int_equal(sh("'%s' record -o '%s' -- /nonexistent/cmd", g_bin, dir),
                    127);
   assert_non_null(strstr(g_err, "cannot run /nonexistent/cmd"));
-  /* The directory now exists (empty): fine to reuse; after a recording,
-   * refused. */
+  /* No directory left behind by a command that never ran (it was, empty);
+   * one that existed stays. */
+  assert_int_equal(access(dir, F_OK), -1);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(sh("'%s' record -o '%s' -- /nonexistent/cmd", g_bin, dir),
+                   127);
+  assert_int_equal(access(dir, F_OK), 0);
+  /* An empty directory: fine to reuse; after a recording, refused. */
   assert_int_equal(record(dir, "-q", "all_apis", "exit 0"), 0);
   /* Exit statuses: record's --help (3 the directory, 2 usage). */
   assert_int_equal(record(dir, "-q", "all_apis", "exit 0"), 3);

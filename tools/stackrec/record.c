@@ -750,6 +750,8 @@ int stkr_cli_record(int argc, char **argv) {
     return rec_error("the hook library path %s contains ':' or ' ', which "
                      "LD_PRELOAD cannot express",
                      preload);
+  struct stat before;
+  bool made = out_opt == NULL || stat(out_opt, &before) != 0;
   if ((rc = make_dir(out_opt, argv[optind], dir, sizeof dir)) != 0)
     return rc;
   nfd = stkr__rec_notify_open(notify, sizeof notify);
@@ -760,8 +762,12 @@ int stkr_cli_record(int argc, char **argv) {
   memset(&nt, 0, sizeof nt);
   if (nfd >= 0)
     snprintf(nt.tree, sizeof nt.tree, "%s", notify);
-  if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0)
+  if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0) {
+    /* CMD never ran (126, 127): no recording, so no directory of ours
+     * left behind (rmdir: only if still empty). */
+    if (made) (void)rmdir(dir);
     goto out;
+  }
   if (WIFEXITED(status))
     rc = WEXITSTATUS(status);
   else if (WIFSIGNALED(status))
