@@ -158,6 +158,10 @@ static void write_batch(stkr__worker *w, bool last) {
       B->n_images = w->imgs.n;
       B->images = w->imgs.ptrs;
     }
+    /* The cap before the write: this batch's counters count its deletions
+     * (after the last batch they would be on no disk). */
+    stkr__seg_enforce_cap(&w->seg);
+    publish(w);
     /* Back to back, so a reader can map mono timestamps to wall time. */
     b->clock.mono_ns = stkr__clock_mono_ns();
     b->clock.wall_ns = stkr__clock_wall_ns();
@@ -203,9 +207,7 @@ static void write_batch(stkr__worker *w, bool last) {
   if (err == 0) {
     if (w->seg_first) w->seg.dir_recreated = false; /* said in this Header */
     w->seg_first = false;
-    /* Cap first, while this file is still the protected current one, then
-     * close it if full: a closed segment is complete on disk. */
-    stkr__seg_enforce_cap(&w->seg);
+    /* Full: closed now, so a closed segment is complete on disk. */
     if (w->seg.cur_bytes >= w->seg.segment_bytes) stkr__seg_close(&w->seg);
     pthread_mutex_lock(&w->stats_mu);
     w->written += n;
@@ -749,10 +751,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
      * go (a next recording's worker starts from cleared tables). */
     for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
       pmirror_free(t);
-    /* Our last file is closed now: the directory's cap may take it into
-     * account (and trim what others left) once more. */
-    stkr__seg_close(&w->seg);
-    stkr__seg_enforce_cap(&w->seg);
+    stkr__seg_close(&w->seg); /* no cap after it: see write_batch */
   }
   /* Ring files for threads about to start, after the reaping above has
    * handed its rings on (reusing them costs no file operation at all).

@@ -217,9 +217,10 @@ int stkr__seg_open_next(stkr__segw *s);
  * 0 or -errno. */
 int stkr__seg_write(stkr__segw *s, const void *data, size_t len);
 /* Keep the whole directory (every process's stackrec-*-*.zst) under
- * disk_cap_bytes: delete the oldest closed segments first (by mtime, then
- * name), another process's possibly open (newest) file only as a last
- * resort, ours never. Scans only when due (see cap_scan_due). */
+ * disk_cap_bytes: delete the oldest segments first (by mtime, then name),
+ * never a process's newest (it holds that process's last counters; ours
+ * included, open or closed). Scans only when due (see cap_scan_due). The
+ * worker calls it before a batch's write: that batch counts the deletions. */
 void stkr__seg_enforce_cap(stkr__segw *s);
 void stkr__seg_free(stkr__segw *s);
 /* A session that never started (stkr_init failed after its first batch

@@ -19,10 +19,13 @@
  *  - a file unlinked behind our back (directory removed) is abandoned, and
  *    the directory is recreated when the next file is opened;
  *  - the disk cap is for the whole directory: every process's segments
- *    count, the oldest closed ones go first; another process's newest file
- *    (maybe still open) only as a last resort (that process notices the
- *    unlink at its next batch and starts a new file); ours never. Each
- *    process counts what it deleted.
+ *    count, the oldest go first, but never a process's newest file (ours
+ *    or another's, open or closed): it holds that process's last counters,
+ *    which say what it deleted and whether it ended, so a recording is
+ *    never emptied silently (QA: a cap below one segment's size deleted
+ *    every file). The directory may thus exceed the cap by one segment per
+ *    process. Each process counts what it deleted; the worker enforces the
+ *    cap before a batch's write, so that batch's counters include it.
  * Nothing here blocks other than on the file system, and nothing aborts:
  * errors are returned to the worker, which drops the batch and counts it.
  */
@@ -231,7 +234,7 @@ typedef struct capfile {
   uint32_t pid, seq;
   uint64_t bytes;
   int64_t mtime_s, mtime_ns;
-  bool newest_of_pid; /* maybe another process's open file */
+  bool newest_of_pid; /* holds that process's last counters: kept */
 } capfile;
 
 static int cap_older(const void *a, const void *b) {
@@ -279,11 +282,10 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     *total += (uint64_t)st.st_size;
   }
   closedir(d);
-  /* A pid's newest file may be open in a live process (ours is excluded
-   * above; our closed ones are never open). */
+  /* A pid's newest file (ours: the current one, excluded above, else our
+   * last closed one). */
   for (size_t i = 0; i < n; i++) {
-    if (v[i].pid == s->pid) continue;
-    bool newest = true;
+    bool newest = v[i].pid != s->pid || s->fd < 0;
     for (size_t j = 0; j < n && newest; j++)
       if (v[j].pid == v[i].pid && v[j].seq > v[i].seq) newest = false;
     v[i].newest_of_pid = newest;
@@ -312,25 +314,21 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   if (!(v = cap_scan(s, &n, &total))) return;
   if (total > s->disk_cap_bytes) {
     qsort(v, n, sizeof *v, cap_older);
-    /* Pass 0: closed segments, oldest first. Pass 1 (last resort): files
-     * that may be open in another process. */
-    for (int pass = 0; pass < 2 && total > s->disk_cap_bytes; pass++) {
-      for (size_t i = 0; i < n && total > s->disk_cap_bytes; i++) {
-        char path[PATH_MAX], name[64];
-        if (v[i].newest_of_pid != (pass == 1)) continue;
-        if (stkr_fmt_segment_name(name, sizeof name, v[i].pid, v[i].seq) < 0)
-          continue;
-        int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
-        if (k < 0 || (size_t)k >= sizeof path) continue;
-        if (unlink(path) == 0) {
-          s->segments_deleted++;
-          total -= v[i].bytes;
-        } else if (errno == ENOENT) {
-          total -= v[i].bytes; /* another process deleted it first */
-        } else {
-          stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,
-                    strerror(errno));
-        }
+    for (size_t i = 0; i < n && total > s->disk_cap_bytes; i++) {
+      char path[PATH_MAX], name[64];
+      if (v[i].newest_of_pid) continue;
+      if (stkr_fmt_segment_name(name, sizeof name, v[i].pid, v[i].seq) < 0)
+        continue;
+      int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
+      if (k < 0 || (size_t)k >= sizeof path) continue;
+      if (unlink(path) == 0) {
+        s->segments_deleted++;
+        total -= v[i].bytes;
+      } else if (errno == ENOENT) {
+        total -= v[i].bytes; /* another process deleted it first */
+      } else {
+        stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,
+                  strerror(errno));
       }
     }
   }

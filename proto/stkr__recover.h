@@ -69,9 +69,11 @@ bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len);
 /* After a dead session's recovered segment is durable: cut a frame torn by
  * its writer's death off the end of path (the pid's newest segment), at
  * off, the frame's start (stkr_recover.c). */
-/* Remove the ring files that session `sid` of `pid` (dead: we hold its
- * lock) left half made in the cache directory (STKR_RINGFILE_NEW). */
-void stkr__rc_remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid);
+/* Once session `sid` of `pid` (dead: we hold its lock) is recovered and
+ * durable: remove its ring files rings[0..n), those it left half made in
+ * the cache directory, and its session file. */
+void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
+                            const stkr__rc_file *rings, size_t n);
 void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
                             uint32_t pid);
 

@@ -15,8 +15,8 @@
  *   5. encode batches (Batch.recovered) into stackrec-<pid>-<next seq>.zst,
  *      fsync it and the directory, cut a torn frame off the end of the
  *      newest segment (stkr__rc_cut_torn_tail), then unlink the ring
- *      files, the rings it left half made in the cache directory
- *      (stkr__rc_remove_new_rings) and the session file.
+ *      files, the rings it left half made in the cache directory and the
+ *      session file (stkr__rc_remove_inputs).
  * A failure before the fsync removes the partial segment and keeps every
  * input file, so a later recovery can try again; a crash after the fsync
  * but before the unlinks is harmless too: the recovered batches carry
@@ -542,11 +542,13 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
   close(fd);
 }
 
-/* Such a file was never a ring of its session: it has no name a reader
- * or recovery looks at, no record, and its writer died before it had any.
- * Removing it is all there is to do (a `stackrec record` removes the whole
- * cache directory at its end; a bare LD_PRELOAD run leaves them to us). */
-void stkr__rc_remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
+/* The ring files session `sid` of `pid` left half made in the cache
+ * directory (STKR_RINGFILE_NEW). Such a file was never a ring of its
+ * session: it has no name a reader or recovery looks at, no record, and its
+ * writer died before it had any. Removing it is all there is to do (a
+ * `stackrec record` removes the whole cache directory at its end; a bare
+ * LD_PRELOAD run leaves them to us). */
+static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
   char path[STKR__RC_PATH_MAX], pre[STKR_RINGFILE_NAME_MAX + 8];
   struct dirent *e;
   DIR *d;
@@ -572,6 +574,21 @@ void stkr__rc_remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
       (void)unlinkat(dirfd(d), e->d_name, 0);
   }
   closedir(d);
+}
+
+void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
+                            const stkr__rc_file *rings, size_t n) {
+  char path[STKR__RC_PATH_MAX];
+
+  /* Rings first, the session file (our lock) last, so no one sees rings
+   * without their session while we still hold it. */
+  for (size_t i = 0; i < n; i++) {
+    stkr__rc_path(rc, path, rings[i].pid, rings[i].sid, rings[i].thread);
+    unlink(path);
+  }
+  remove_new_rings(rc, pid, sid);
+  stkr__rc_path(rc, path, pid, sid, 0);
+  unlink(path);
 }
 
 int stkr_recover_remove_cache(const char *dir) {

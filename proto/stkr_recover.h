@@ -11,7 +11,9 @@
  * newest segment: the only batch that can be written but not released),
  * and appends one segment stackrec-<pid>-<seq>.zst per session (the next
  * free <seq> of that pid) whose batches have Batch.recovered = true and the
- * dead session's Header (same session_id, pid, start times). Stacks carry
+ * dead session's Header (same session_id, pid, start times); with no event
+ * left, one such batch without events, for its counters (the session's
+ * final accounting: verify then finds it complete). Stacks carry
  * raw PCs (no frames): `stackrec symbolize` resolves them. Then, once the
  * segment is fsync'ed, it deletes the ring and session files. A frame cut
  * short at the end of the pid's newest segment (its writer died inside the

@@ -249,6 +249,10 @@ typedef struct build {
   char thread_name[32];
   uint32_t cur_thread;
   uint64_t cur_end;     /* ring position after the last record taken */
+  /* Where each ring's recovery ended: the RingPos of a last batch without
+   * events (a later recovery must not take those records again). */
+  Stackrec__RingPos *done;
+  size_t n_done, cap_done;
   size_t first_stack;   /* stacks[first_stack..] are new in this batch */
   size_t est;
   stkr_fmt_buf out;
@@ -323,8 +327,27 @@ static int open_segment(build *b) {
   return -EEXIST;
 }
 
-/* Encode and write the open batch (nothing in a dry run). */
-static int flush_batch(build *b) {
+/* Totals as they stand once a batch is read: what the dead writer wrote,
+ * its drops as far as its batches told, and what recovery adds
+ * (attempted == written + dropped + recovered). */
+static void counters(const scan *sc, uint64_t recovered,
+                     Stackrec__Counters *K) {
+  K->written = sc->written;
+  K->dropped_write_error = sc->dropped_write_error;
+  K->segments_deleted = sc->segments_deleted;
+  K->dropped_ring_full = max64(sc->ring_full, sc->c_ring_full);
+  K->dropped_reentrant = max64(sc->reentrant, sc->c_reentrant);
+  K->dropped_other = max64(sc->other, sc->c_other);
+  K->recovered = recovered;
+  K->attempted = K->written + K->dropped_write_error + K->dropped_ring_full +
+                 K->dropped_reentrant + K->dropped_other + K->recovered;
+}
+
+/* Encode and write the open batch (nothing in a dry run). `last`: the
+ * session's final batch, written even without events if no batch was (its
+ * counters are the final accounting: without them, a writer that died with
+ * nothing unwritten stayed "no clean end" for good). */
+static int flush_batch(build *b, bool last) {
   Stackrec__Batch B = STACKREC__BATCH__INIT;
   Stackrec__Header H = STACKREC__HEADER__INIT;
   Stackrec__Config C = STACKREC__CONFIG__INIT;
@@ -335,12 +358,13 @@ static int flush_batch(build *b) {
   Stackrec__ThreadDef *tp = &b->thread_def;
   Stackrec__SiteDef **sp = NULL;
   Stackrec__StackDef *sd = NULL, **sdp = NULL;
+  Stackrec__RingPos **dp = NULL;
   size_t n_new = b->n_stacks - b->first_stack;
   const scan *sc = b->sc;
   int err = 0;
 
-  if (b->n == 0) { /* nothing to add: no ThreadDef needed either */
-    b->thread_pending = false;
+  if (b->n == 0 && !(last && b->written_batches == 0)) {
+    b->thread_pending = false; /* nothing to add: no ThreadDef either */
     return 0;
   }
   b->recovered_total += b->n;
@@ -349,7 +373,8 @@ static int flush_batch(build *b) {
   sp = calloc(b->n_sites + 1, sizeof *sp);
   sd = calloc(n_new + 1, sizeof *sd);
   sdp = calloc(n_new + 1, sizeof *sdp);
-  if (sp == NULL || sd == NULL || sdp == NULL) {
+  dp = calloc(b->n_done + 1, sizeof *dp);
+  if (sp == NULL || sd == NULL || sdp == NULL || dp == NULL) {
     err = -ENOMEM;
     goto done;
   }
@@ -413,19 +438,12 @@ static int flush_batch(build *b) {
     P.end = b->cur_end;
     B.n_ring_pos = 1;
     B.ring_pos = &pp;
+  } else { /* where every ring's recovery ended */
+    for (size_t i = 0; i < b->n_done; i++) dp[i] = &b->done[i];
+    B.n_ring_pos = b->n_done;
+    B.ring_pos = dp;
   }
-  /* Totals as they stand once this batch is read: what the dead writer
-   * wrote, its drops as far as its batches told, and what recovery adds
-   * (attempted == written + dropped + recovered). */
-  K.written = sc->written;
-  K.dropped_write_error = sc->dropped_write_error;
-  K.segments_deleted = sc->segments_deleted;
-  K.dropped_ring_full = max64(sc->ring_full, sc->c_ring_full);
-  K.dropped_reentrant = max64(sc->reentrant, sc->c_reentrant);
-  K.dropped_other = max64(sc->other, sc->c_other);
-  K.recovered = b->recovered_total;
-  K.attempted = K.written + K.dropped_write_error + K.dropped_ring_full +
-                K.dropped_reentrant + K.dropped_other + K.recovered;
+  counters(sc, b->recovered_total, &K);
   B.counters = &K;
   b->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
@@ -435,6 +453,7 @@ done:
   free(sp);
   free(sd);
   free(sdp);
+  free(dp);
   for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
   b->n = b->n_ptrunc = b->pdata_len = b->n_sites = 0;
   b->any_payload = b->any_unsited = false;
@@ -462,7 +481,7 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
   }
 
   if (b->n >= STKR__RC_BATCH_EVENTS || b->est >= STKR__RC_BATCH_BYTES) {
-    if ((err = flush_batch(b)) != 0) return err;
+    if ((err = flush_batch(b, false)) != 0) return err;
   }
   b->cur_end = r->pos + r->size; /* RingPos.end if the batch ends here */
   if (b->dry) {
@@ -566,6 +585,7 @@ static void build_free(build *b) {
   free(b->pdata);
   free(b->sites);
   free(b->site_names);
+  free(b->done);
   stkr_fmt_buf_free(&b->out);
 }
 
@@ -640,6 +660,13 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     /* Everything up to head (or the bad record) is now accounted for. */
     b->cur_end = err == 1 ? info.head - lost : info.head;
     b->rc->st->duplicates += b->dups;
+    if (stkr__grow(&b->done, &b->cap_done, b->n_done + 1, sizeof *b->done)) {
+      free(data);
+      return -ENOMEM;
+    }
+    stackrec__ring_pos__init(&b->done[b->n_done]);
+    b->done[b->n_done].thread_id = b->cur_thread;
+    b->done[b->n_done++].end = b->cur_end;
   }
   if (err == 1) {
     stkr__rc_msg(b->rc, "%s: offset %" PRIu64 ": %s; %" PRIu64
@@ -649,7 +676,7 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     err = 0;
   }
   /* One ring per batch tail: RingPos of this ring goes with its records. */
-  if (err == 0) err = flush_batch(b);
+  if (err == 0) err = flush_batch(b, false);
   free(data);
   return err;
 }
@@ -666,11 +693,11 @@ static int fsync_dir(const char *dir) {
 static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
                          const stkr__rc_file *rings, size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
-  char path[STKR__RC_PATH_MAX];
   int err = 0;
 
   b.known.sid = ss->h.session_id;
   for (size_t i = 0; i < n && err == 0; i++) err = recover_ring(&b, &rings[i]);
+  if (err == 0) err = flush_batch(&b, true);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
   if (err == 0 && b.fd >= 0) err = fsync_dir(rc->dir);
@@ -703,16 +730,8 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, scan *sc,
      * are in the segment just written, and the fragment can go. */
     if (sc->torn != NULL)
       stkr__rc_cut_torn_tail(rc, sc->torn, sc->torn_off, ss->h.pid);
-    /* The segment is durable: the inputs may go. Rings first, the session
-     * file (our lock) last, so no one sees rings without their session
-     * while we still hold it. */
-    for (size_t i = 0; i < n; i++) {
-      stkr__rc_path(rc, path, rings[i].pid, rings[i].sid, rings[i].thread);
-      unlink(path);
-    }
-    stkr__rc_remove_new_rings(rc, ss->h.pid, ss->h.session_id);
-    stkr__rc_path(rc, path, ss->h.pid, ss->h.session_id, 0);
-    unlink(path);
+    /* The segment is durable: the inputs may go. */
+    stkr__rc_remove_inputs(rc, ss->h.pid, ss->h.session_id, rings, n);
   }
   build_free(&b);
   return 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -129,6 +130,66 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
   for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
   assert_int_equal(file_size(1), 300);
   assert_int_equal(s.segments_deleted, 0);
+  stkr__seg_free(&s);
+}
+
+/* A file of `pid` with `len` bytes, modified `age` seconds ago. */
+static void other_file(uint32_t pid, uint32_t seq, size_t len, int age) {
+  char p[512], buf[512];
+  struct timespec t[2];
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
+  int fd = open(p, O_CREAT | O_WRONLY, 0600);
+  assert_true(fd >= 0);
+  memset(buf, 'o', sizeof buf);
+  assert_int_equal(write(fd, buf, len), (ssize_t)len);
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= age;
+  t[1] = t[0];
+  assert_int_equal(futimens(fd, t), 0);
+  close(fd);
+}
+
+static off_t pid_file_size(uint32_t pid, uint32_t seq) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
+  return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+/* The newest segment of every process holds its last counters (what it
+ * deleted, how its session ended): the cap never deletes it, whatever the
+ * cap. QA: a cap below one segment's size left an empty directory that
+ * verify called intact (the worker's end closed its file, then the cap
+ * deleted it with the counters saying so; another process's newest went
+ * as a "last resort"). */
+static void test_disk_cap_keeps_every_newest(void **state) {
+  (void)state;
+  stkr__segw s;
+  other_file(PID + 1, 1, 200, 30); /* older: may go */
+  other_file(PID + 1, 2, 200, 20); /* its newest: stays */
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 50), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
+  assert_int_equal(pid_file_size(PID + 1, 1), -1);
+  assert_int_equal(pid_file_size(PID + 1, 2), 200);
+  assert_int_equal(s.segments_deleted, 1);
+  /* The worker's end: its last file closed, then the cap once more. */
+  stkr__seg_close(&s);
+  stkr__seg_enforce_cap(&s);
+  assert_int_equal(file_size(1), 300);
+  assert_int_equal(pid_file_size(PID + 1, 2), 200);
+  assert_int_equal(s.segments_deleted, 1);
+  stkr__seg_free(&s);
+
+  /* Rotating files over a tiny cap: the older go, the newest stays, also
+   * once closed. */
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 100, 50), 0);
+  for (int i = 0; i < 4; i++) assert_int_equal(put(&s, 100), 0);
+  stkr__seg_close(&s);
+  stkr__seg_enforce_cap(&s);
+  assert_int_equal(s.seq, 5);
+  assert_int_equal(file_size(5), 100);
+  for (uint32_t q = 1; q < 5; q++) assert_int_equal(file_size(q), -1);
+  assert_int_equal(s.segments_deleted, 4); /* 1 (300 bytes) and 2..4 */
   stkr__seg_free(&s);
 }
 
@@ -283,6 +344,7 @@ static int cleanup(void **state) {
 TL_TEST_MAIN_EACH("flush-segment", tl_make_dir, cleanup,
                   test_names_modes_and_older_files, test_rotation,
                   test_disk_cap_deletes_oldest_never_current,
+                  test_disk_cap_keeps_every_newest,
                   test_fsize_limit_error_then_recovery,
                   test_directory_removed_is_recreated,
                   test_file_in_place_of_directory, test_descriptor_is_high,

@@ -4,7 +4,9 @@
  * follow-mode child), Header.session_first_seq, Header.dir_recreated on the
  * first segment after the directory was removed, and the disk cap applied
  * to the whole directory across processes (defect 5: 6 processes left
- * 1.8 MB in a directory capped at 300 KB).
+ * 1.8 MB in a directory capped at 300 KB), never deleting a process's
+ * newest segment nor a deletion's count (QA: a cap below one segment
+ * emptied the directory, and verify called it intact).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
@@ -201,52 +204,117 @@ static uint64_t dir_bytes(int *files) {
   return total;
 }
 
-static void test_disk_cap_whole_directory(void **state) {
-  int fds[2], files;
+/* What the processes of run_capped() did, by their stats. */
+typedef struct capped {
+  uint64_t segments, deleted;
+} capped;
+
+/* PROCS processes, each recording n events of 200 incompressible bytes
+ * into segments of `seg` bytes under a directory cap of `cap` bytes. */
+static capped run_capped(uint64_t seg, uint64_t cap, unsigned n) {
+  int fds[2];
   pid_t kids[PROCS];
-  uint64_t deleted = 0;
-  (void)state;
+  capped c = {0};
 
   assert_int_equal(pipe(fds), 0);
   for (int i = 0; i < PROCS; i++) {
     kids[i] = fork();
     assert_true(kids[i] >= 0);
     if (kids[i] == 0) {
-      stkr_config cfg = small_cfg(SEG);
+      stkr_config cfg = small_cfg(seg);
       stkr_stats st;
-      uint64_t d;
-      cfg.disk_cap_bytes = CAP;
+      uint64_t d[2];
+      cfg.disk_cap_bytes = cap;
       close(fds[0]);
       if (stkr_init(&cfg) != 0) _exit(2);
-      events(1500, 200, 100u + (unsigned)i); /* ~300 KB each */
+      events(n, 200, 100u + (unsigned)i);
       if (stkr_shutdown() != 0) _exit(3);
       stkr_stats_get(&st);
-      d = st.segments_deleted;
-      if (write(fds[1], &d, sizeof d) != (ssize_t)sizeof d) _exit(4);
+      d[0] = st.segments;
+      d[1] = st.segments_deleted;
+      if (write(fds[1], d, sizeof d) != (ssize_t)sizeof d) _exit(4);
       _exit(st.attempted == st.written + st.dropped ? 0 : 5);
     }
   }
   close(fds[1]);
   for (int i = 0; i < PROCS; i++) {
     int st;
-    uint64_t d;
+    uint64_t d[2];
     assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-    assert_int_equal(read(fds[0], &d, sizeof d), (ssize_t)sizeof d);
-    deleted += d;
+    assert_int_equal(read(fds[0], d, sizeof d), (ssize_t)sizeof d);
+    c.segments += d[0];
+    c.deleted += d[1];
   }
   close(fds[0]);
+  return c;
+}
+
+/* Never silent: every process is still in the directory (its newest
+ * segment, with its last counters), each session ended cleanly, and every
+ * segment the cap deleted is counted in a surviving file's counters.
+ * @return the events read. */
+static uint64_t check_capped(const capped *c, int files) {
+  stkr_reader_opts o = {.lazy_frames = true};
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  uint64_t events = 0, deleted = 0;
+  int rc;
+
+  assert_int_equal(stkr_reader_open(tl_dir, &o, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) events++;
+  assert_int_equal(rc, 0);
+  assert_int_equal(stkr_reader_process_count(r), PROCS);
+  for (size_t i = 0; i < PROCS; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    assert_int_equal(p->unclean_sessions, 0);
+    deleted += p->segments_deleted;
+  }
+  stkr_reader_free(r);
+  assert_int_equal(c->segments - (uint64_t)files, c->deleted);
+  assert_int_equal(deleted, c->deleted);
+  return events;
+}
+
+static void test_disk_cap_whole_directory(void **state) {
+  int files;
+  (void)state;
+
+  capped c = run_capped(SEG, CAP, 1500); /* ~300 KB each */
   uint64_t total = dir_bytes(&files);
   fprintf(stderr, "disk cap %u bytes, %d processes: %llu bytes in %d files "
           "left, %llu segments deleted\n", CAP, PROCS,
-          (unsigned long long)total, files, (unsigned long long)deleted);
-  /* Each process scans after its last file closed, so the last one to end
-   * trims everything; two ending at once may each leave one segment. */
-  assert_true(total <= CAP + 2 * SEG + 4096);
-  assert_true(deleted > 0);
+          (unsigned long long)total, files, (unsigned long long)c.deleted);
+  /* The cap is met but for each process's newest segment (and the batch
+   * written after the last scan). */
+  assert_true(total <= CAP + PROCS * (SEG + 8192));
+  assert_true(c.deleted > 0);
+  check_capped(&c, files);
+}
+
+/* QA: a cap below one segment (20000 bytes, 64 MiB segments) left an
+ * empty directory in 3 of 4 runs, and verify said "intact: 0 processes".
+ * Each process's only segment is its newest: none may go. */
+static void test_disk_cap_below_one_segment(void **state) {
+  int files;
+  (void)state;
+
+  capped c = run_capped(1 << 20, 2000, 150); /* ~30 KB each */
+  (void)dir_bytes(&files);
+  assert_int_equal(files, PROCS);
+  assert_int_equal(c.deleted, 0);
+  assert_int_equal(check_capped(&c, files), PROCS * 150);
+  /* Rotating segments under that cap: the older ones go, counted. */
+  assert_int_equal(tl_rm_rf(tl_dir), 0);
+  tl_make_dir(NULL);
+  c = run_capped(4096, 2000, 150);
+  (void)dir_bytes(&files);
+  assert_true(c.deleted > 0);
+  check_capped(&c, files);
 }
 
 TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,
                   test_follow_child_new_session, test_recreated_directory,
-                  test_disk_cap_whole_directory)
+                  test_disk_cap_whole_directory,
+                  test_disk_cap_below_one_segment)
