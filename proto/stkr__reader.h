@@ -78,6 +78,10 @@ typedef struct stkr__file {
   bool had_batch; /* an intact batch of it was read (accounting: a file
                      without one is an empty segment, not a missing one) */
   bool had_recovered; /* ... and one of them was a Batch.recovered one */
+  /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
+   * when it is not a regular file. Warned about (STKR_WARN_IO) when its
+   * turn comes, counted in info.unreadable_segments, not as empty. */
+  int unreadable;
 } stkr__file;
 
 /* Accounting of the current recording session (stkr_accounting.c). Reset at

@@ -466,7 +466,8 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
 
-    if (f->had_batch || recovered_after(st, f->seq))
+    /* An unreadable one was reported as damage (stkr__unreadable). */
+    if (f->had_batch || f->unreadable || recovered_after(st, f->seq))
       continue;
     in->empty_segments++;
     stkr__warn(r, STKR_WARN_INCOMPLETE, f->path, -1, in->pid,
@@ -478,5 +479,6 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   in->incomplete = in->drops || in->unclean_sessions ||
                    in->segments_missing || in->segments_deleted ||
                    in->dir_recreated || in->empty_segments ||
+                   in->unreadable_segments ||
                    in->missing_batches || in->unaccounted;
 }

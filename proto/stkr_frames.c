@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "proto/stkr__reader.h"
 
 #define STKR__IN_CAP (256u << 10)
@@ -41,15 +42,20 @@ typedef enum stkr__fres {
 } stkr__fres;
 
 int stkr__input_open(stkr__input *in, const char *path) {
+  int fd;
+
   if (in->buf == NULL) {
     in->buf = malloc(STKR__IN_CAP);
     if (in->buf == NULL)
       return -ENOMEM;
     in->cap = STKR__IN_CAP;
   }
-  in->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (in->fd < 0)
-    return -errno;
+  /* Regular files only: a segment swapped for a FIFO since it was added
+   * must not block the open (-EINVAL, reported as unreadable). */
+  fd = stkr_open_regular(path, 0);
+  if (fd < 0)
+    return fd;
+  in->fd = fd;
   in->path = path;
   in->off = 0;
   in->len = in->pos = 0;

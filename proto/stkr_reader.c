@@ -224,15 +224,18 @@ static void stkr__streams_sort(stkr_reader *r) {
     qsort(r->streams, r->n_streams, sizeof(*r->streams), stkr__stream_cmp);
 }
 
-/* Add one file to stream st, keeping files sorted by seq, once per inode. */
+/* Add one file to stream st, keeping files sorted by seq, once per inode.
+ * unreadable: 0, or why it cannot be read (stkr__file); fst is NULL when
+ * even its stat failed (a dangling symbolic link: no inode to compare). */
 static int stkr__stream_add_file(stkr__stream *st, const char *path,
-                                 uint32_t seq, const struct stat *fst) {
+                                 uint32_t seq, const struct stat *fst,
+                                 int unreadable) {
   stkr__file *f;
   size_t i;
 
-  for (i = 0; i < st->n_files; i++)
+  for (i = 0; fst != NULL && i < st->n_files; i++)
     if (st->files[i].dev == fst->st_dev && st->files[i].ino == fst->st_ino)
-      return 0;
+      return 0; /* (no inode is 0: never equal to a file without a stat) */
   /* Most processes have one segment: start at 1, not stkr__grow's 16
    * (the arrays of every process stay allocated while reading). */
   if (st->cap_files == 0) {
@@ -253,9 +256,12 @@ static int stkr__stream_add_file(stkr__stream *st, const char *path,
     return -ENOMEM;
   }
   f->seq = seq;
-  f->size = (uint64_t)fst->st_size;
-  f->dev = fst->st_dev;
-  f->ino = fst->st_ino;
+  f->unreadable = unreadable;
+  if (fst != NULL) {
+    f->dev = fst->st_dev;
+    f->ino = fst->st_ino;
+    f->size = unreadable ? 0 : (uint64_t)fst->st_size;
+  }
   st->n_files++;
   st->info.segments++;
   st->info.compressed_bytes += f->size;
@@ -297,6 +303,7 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
     uint32_t pid, seq;
     uint64_t sid;
     char *path;
+    int bad;
 
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
       continue;
@@ -308,17 +315,25 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
       continue; /* stkr__marks_load_dir reads it */
     if (strcmp(de->d_name, STKR_CACHE_DIR) == 0)
       continue; /* what the recording's processes share: no data */
-    if (fstatat(dirfd(d), de->d_name, &fst, 0) != 0 ||
-        !S_ISREG(fst.st_mode) ||
-        stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) {
+    if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) {
       if (ignored++ == 0)
         snprintf(example, sizeof(example), "%s", de->d_name);
       continue;
     }
+    /* A segment's name on what is no regular file (a FIFO, a directory,
+     * a dangling link) is not a stranger: that process's segment cannot
+     * be read, which its reading reports as damage. Never opened (a FIFO
+     * would block the open). A link to a regular file is followed. */
+    if (fstatat(dirfd(d), de->d_name, &fst, 0) != 0)
+      bad = -errno;
+    else
+      bad = S_ISREG(fst.st_mode) ? 0 : -EINVAL;
     if ((path = stkr__join(dir, de->d_name)) == NULL)
       err = -ENOMEM;
     else if ((err = stkr__stream_get(r, dir, dst, pid, false, &st)) == 0)
-      err = stkr__stream_add_file(st, path, seq, &fst);
+      err = stkr__stream_add_file(st, path, seq,
+                                  bad == 0 || bad == -EINVAL ? &fst : NULL,
+                                  bad);
     free(path);
     found++;
   }
@@ -385,7 +400,7 @@ int stkr_reader_add(stkr_reader *r, const char *path) {
     err = stkr__stream_get(r, dir, &dst, 0, true, &st);
   }
   if (err == 0)
-    err = stkr__stream_add_file(st, path, seq, &fst);
+    err = stkr__stream_add_file(st, path, seq, &fst, 0);
   stkr__streams_sort(r);
   if (err == 0)
     err = stkr__marks_load_dir(r, dir, &dst);
@@ -478,6 +493,36 @@ static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
   stkr__stream_trim(st);
 }
 
+/* What a file that is not regular is, for a warning. */
+static const char *stkr__file_type(mode_t mode) {
+  return S_ISFIFO(mode)   ? "a FIFO"
+         : S_ISDIR(mode)  ? "a directory"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+                          : "an entry";
+}
+
+/* Segment f of st cannot be read (err: its stat's or open's -errno, or
+ * -EINVAL: not a regular file): data lost, said with what it is. */
+static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
+                             stkr__file *f, int err) {
+  struct stat sb;
+  char why[160];
+
+  if (err == -EINVAL && stat(f->path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    snprintf(why, sizeof(why), "%s, not a regular file",
+             stkr__file_type(sb.st_mode));
+  else if (lstat(f->path, &sb) == 0 && S_ISLNK(sb.st_mode))
+    snprintf(why, sizeof(why), "a symbolic link: %s", strerror(-err));
+  else
+    snprintf(why, sizeof(why), "cannot open: %s", strerror(-err));
+  f->unreadable = err;
+  st->info.unreadable_segments++;
+  stkr__warn(r, STKR_WARN_IO, f->path, -1, st->info.pid,
+             "unreadable segment (%s), not read", why);
+}
+
 int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
   if (r == NULL || ev == NULL)
     return -EINVAL;
@@ -514,12 +559,11 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
         continue;
       }
       f = &st->files[r->cur_file];
-      rc = stkr__input_open(&r->in, f->path);
+      rc = f->unreadable ? f->unreadable : stkr__input_open(&r->in, f->path);
       if (rc == -ENOMEM)
         return r->hard_err = rc;
       if (rc != 0) {
-        stkr__warn(r, STKR_WARN_IO, f->path, -1, st->info.pid,
-                   "cannot open: %s; skipped", strerror(-rc));
+        stkr__unreadable(r, st, f, rc);
         r->cur_file++;
         continue;
       }

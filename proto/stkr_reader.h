@@ -113,7 +113,9 @@ typedef enum stkr_warn_kind {
   STKR_WARN_TRUNCATED,         /* the last batch of a file is cut off */
   STKR_WARN_DAMAGED,           /* a batch failed to decode or validate */
   STKR_WARN_UNSUPPORTED,       /* newer format version: process skipped */
-  STKR_WARN_IO,                /* a read failed: rest of the file skipped */
+  STKR_WARN_IO,                /* a segment cannot be opened (see
+                                  stkr_reader_add) or a read failed: the
+                                  file, or the rest of it, skipped */
   STKR_WARN_INCONSISTENT,      /* e.g. pid in a header differs from the
                                   file name; the data is still used */
   STKR_WARN_UNRESOLVED,        /* events with undefined ids (once/process) */
@@ -263,6 +265,7 @@ typedef struct stkr_process_info {
   bool incomplete;           /* any of: drops, unclean_sessions,
                                 segments_missing, segments_deleted,
                                 dir_recreated, empty_segments,
+                                unreadable_segments (also damage),
                                 missing_batches, unaccounted */
   /* Files and batches: */
   uint64_t segments;         /* segment files of this process */
@@ -286,6 +289,12 @@ typedef struct stkr_process_info {
    * not ended yet rather than killed. Still counted as unclean (the
    * recording is not complete), and said so in the warning. */
   uint32_t live_sessions;
+  /* Segment files that could not be read at all: a name of this process
+   * on an entry that is not a regular file (a FIFO, a directory, a socket,
+   * a device, a symbolic link leading nowhere or in a loop), or a file
+   * that cannot be opened (no permission). Damage: each is a
+   * STKR_WARN_IO warning naming it. Counted in segments. */
+  uint32_t unreadable_segments;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0
@@ -385,7 +394,13 @@ STKR_API int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out)
 /*
  * Add input: a directory (every segment file in it; other entries are
  * ignored and mentioned once in a STKR_WARN_IGNORED_FILES warning) or one
- * segment file. Files of the same pid in the same directory form one process
+ * segment file. In a directory, an entry with a segment's name belongs
+ * to that process even if it cannot be read: one that is not a regular
+ * file (a FIFO, a directory, a socket, a device, a symbolic link leading
+ * nowhere or in a loop) is never opened, and one that cannot be opened
+ * is skipped; either is a data-loss warning (STKR_WARN_IO) naming it when
+ * its process is read (stkr_process_info.unreadable_segments). A symbolic
+ * link to a regular file is followed: that file is the segment. Files of the same pid in the same directory form one process
  * however they were added; a file added twice is read once. A file added
  * by a name that is not a segment name is read as a process of its own,
  * whose pid comes from its first Header.

@@ -124,7 +124,7 @@ static __attribute__((unused)) void hand_agg(stkr_agg *a) {
   a->sites = g_sites;
   a->n_sites = 2;
   a->stacks = g_stacks;
-  a->n_stacks = 3;
+  a->n_stacks = a->n_distinct = 3;
   a->events_read = a->events = 4001;
   a->n_processes = 2;
 }

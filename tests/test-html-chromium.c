@@ -543,7 +543,7 @@ static void test_chromium_rare_stack_reachable(void **state) {
   a.sites = &site;
   a.n_sites = 1;
   a.stacks = st;
-  a.n_stacks = 2;
+  a.n_stacks = a.n_distinct = 2;
   a.events = a.events_read = 1000001;
   dom = dom_after(&a, "rare",
         "var g = document.querySelector('#site-0 .flame');\n"

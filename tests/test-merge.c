@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -319,6 +320,44 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(cr_out, "Exit status:"));
 }
 
+/* An input named twice (QA: `merge -o OUT r2 r2` said "merged 2 inputs"
+ * and held r2 once): a usage error naming the repeat, whatever path leads
+ * to it (DIR/., a symbolic link, a segment file of an input directory, a
+ * file twice); OUT is not created. Distinct inputs still merge. */
+static void test_repeated_input(void **state) {
+  char d[4096], other[4096], out[4096], alias[4200], link[4200], seg[4200];
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-rep"));
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  snprintf(other, sizeof other, "%s", fx_tmpdir("merge-rep-other"));
+  assert_int_equal(fx_std_write(other, 77), 0);
+  snprintf(out, sizeof out, "%s", out_path("merge-rep-out"));
+  snprintf(alias, sizeof alias, "%s/.", d);
+  snprintf(link, sizeof link, "%s/link", fx_tmpdir("merge-rep-link"));
+  assert_int_equal(symlink(d, link), 0);
+  snprintf(seg, sizeof seg, "%s/stackrec-%u-000001.zst", d, FX_PID);
+
+  cr_expect(2, "give each input once", "merge -o '%s' '%s' '%s' '%s'", out,
+            d, other, d);
+  assert_non_null(strstr(cr_err, d));
+  cr_expect(2, "give each input once", "merge -o '%s' '%s' '%s'", out, d,
+            alias);
+  assert_non_null(strstr(cr_err, alias));
+  cr_expect(2, "give each input once", "merge -o '%s' '%s' '%s'", out, link,
+            d);
+  cr_expect(2, "give each input once", "merge -o '%s' '%s' '%s'", out, d,
+            seg);
+  assert_non_null(strstr(cr_err, seg));
+  cr_expect(2, "give each input once", "merge -o '%s' '%s' '%s'", out, seg,
+            seg);
+  assert_int_equal(access(out, F_OK), -1);
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d, other), 0);
+  assert_non_null(strstr(cr_out, "merged 2 inputs: 2 processes"));
+  assert_int_equal(read_out(out).events, 18);
+}
+
 TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
              test_pid_taken_twice, test_damaged_input, test_live_input,
-             test_file_not_named_as_a_segment, test_refusals)
+             test_file_not_named_as_a_segment, test_refusals,
+             test_repeated_input)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -200,7 +201,7 @@ static void test_dir_pids_and_other_files(void **state) {
   assert_int_equal(fx_write_file(p, "hi", 2), 0);
   snprintf(p, sizeof(p), "%s/stackrec-20-1.zst", dir); /* not canonical */
   assert_int_equal(fx_write_file(p, "x", 1), 0);
-  snprintf(p, sizeof(p), "%s/stackrec-20-000009.zst", dir); /* a dir */
+  snprintf(p, sizeof(p), "%s/stackrec-20-9", dir); /* a dir */
   assert_int_equal(mkdir(p, 0700), 0);
 
   r = ru_open(dir, &log);
@@ -224,6 +225,68 @@ static void test_dir_pids_and_other_files(void **state) {
   check_std_events(got + 9, 9, 300);
   check_std_info(r, 0, 20);
   check_std_info(r, 1, 300);
+  stkr_reader_free(r);
+}
+
+/* An entry named like a segment that cannot be read (QA: it was one of
+ * the "ignored entries", its process lost without a word): a data-loss
+ * warning (STKR_WARN_IO) naming it, with its pid, when its process is
+ * read; counted in unreadable_segments (not as an empty segment); the
+ * other segments are read. A segment swapped for a FIFO after
+ * stkr_reader_add() is refused at its open: reading never blocks. */
+static void test_unreadable_segments(void **state) {
+  const char *d = fx_tmpdir("unreadable");
+  char dir[4096], p[4300], f2[4300];
+  const stkr_process_info *pi;
+  ru_ev got[RU_MAX_EV];
+  stkr_reader *r;
+  ru_log log;
+  int n, i, found = 0;
+  (void)state;
+
+  snprintf(dir, sizeof(dir), "%s", d);
+  assert_int_equal(fx_std_write(dir, 20), 0);
+  snprintf(p, sizeof(p), "%s/stackrec-20-000009.zst", dir);
+  assert_int_equal(mkdir(p, 0700), 0);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(log.n, 0); /* not an ignored stranger */
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  n = ru_read_all(r, got);
+  check_std_events(got, n, 20);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(log.w[0].kind, STKR_WARN_IO);
+  assert_true(log.w[0].data_lost);
+  assert_int_equal(log.w[0].pid, 20);
+  assert_string_equal(log.w[0].path, p);
+  assert_non_null(strstr(log.w[0].msg, ": unreadable segment (a directory, "
+                                       "not a regular file), not read"));
+  pi = stkr_reader_process(r, 0);
+  assert_int_equal(pi->segments, 3);
+  assert_int_equal(pi->last_seq, 9);
+  assert_int_equal(pi->unreadable_segments, 1);
+  assert_int_equal(pi->empty_segments, 0);
+  stkr_reader_free(r);
+
+  /* Regular when added, a FIFO when its turn comes. */
+  assert_int_equal(rmdir(p), 0);
+  snprintf(f2, sizeof(f2), "%s/stackrec-20-000002.zst", dir);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  assert_int_equal(unlink(f2), 0);
+  assert_int_equal(mkfifo(f2, 0600), 0);
+  alarm(30); /* an open that waits for a writer would hang here */
+  n = ru_read_all(r, got);
+  alarm(0);
+  assert_true(n > 0 && n < 9); /* segment 1's events */
+  check_std_events_n(got, n, 20, true);
+  for (i = 0; i < log.n; i++)
+    if (log.w[i].kind == STKR_WARN_IO && strcmp(log.w[i].path, f2) == 0 &&
+        strstr(log.w[i].msg, "unreadable segment (a FIFO, not a regular "
+                             "file), not read") != NULL)
+      found++;
+  assert_int_equal(found, 1);
+  assert_int_equal(stkr_reader_process(r, 0)->unreadable_segments, 1);
   stkr_reader_free(r);
 }
 
@@ -509,5 +572,6 @@ static void test_many_processes_linear(void **state) {
 
 TL_TEST_MAIN("reader", NULL, NULL, test_many_processes_linear,
              test_roundtrip_dir, test_files_and_duplicates,
-             test_dir_pids_and_other_files, test_no_input, test_unknown_ids,
+             test_dir_pids_and_other_files, test_unreadable_segments,
+             test_no_input, test_unknown_ids,
              test_newer_version, test_inconsistent, test_sessions)

@@ -685,8 +685,47 @@ static void test_by_and_sort(void **state) {
   assert_int_equal(cr_run("report --by module --tree '%s'", g_std), 2);
 }
 
+/* "N distinct stacks" is one number in every view (QA: --by process
+ * printed the stacks summed over processes, 17 where report said 4): two
+ * processes, one stack each, seen on two threads with two payloads. Split
+ * by thread, process or payload, that is still one stack; the rows count
+ * their own. */
+static void test_by_keeps_the_distinct_stacks(void **state) {
+  static const uint32_t sites[] = {1}, threads[] = {1, 2}, stacks[] = {1};
+  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false},
+                              {1000, 1, 2, 1, "b", 1, false}};
+  static const char *const by[] = {"", "--by thread", "--by process",
+                                   "--by payload", "--by module"};
+  const char *d = fx_tmpdir("report-by-stacks");
+  stkr_fmt_buf buf = {0};
+  uint32_t pid;
+  size_t i;
+  (void)state;
+
+  for (pid = 10; pid <= 11; pid++) {
+    fx_batch b = {.seq = 1, .header = true, .pid = pid, .segment_seq = 1,
+                  .sites = sites, .n_sites = 1, .threads = threads,
+                  .n_threads = 2, .stacks = stacks, .n_stacks = 1,
+                  .base_ts = FX_START_MONO, .evs = evs, .n_evs = 2,
+                  .last = true};
+    assert_int_equal(fx_encode(&b, &buf), 0);
+    assert_int_equal(fx_write_segment(d, pid, 1, &buf), 0);
+  }
+  stkr_fmt_buf_free(&buf);
+  for (i = 0; i < sizeof by / sizeof by[0]; i++)
+    report_has(by[i], d, "# 4 events from 2 processes, 1 site, 1 distinct "
+                         "stack\n");
+  report_has("--by process", d,
+             "           2   50.00%       1      1  fixture (pid 10) "
+             "(privacy.clipboard.read: 2)\n");
+  report_has("--by thread", d,
+             "           2   50.00%       1      1  main (tid 4242) "
+             "(privacy.clipboard.read: 2)\n");
+}
+
 TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top,
-             test_by_and_sort, test_repeated_payloads, test_symbolized_flat,
+             test_by_and_sort, test_by_keeps_the_distinct_stacks,
+             test_repeated_payloads, test_symbolized_flat,
              test_tree, test_tree_symbolized, test_filters, test_no_categories,
              test_html, test_damaged_input, test_live_recording,
              test_empty_and_missing_inputs, test_usage,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -329,6 +330,73 @@ static void test_notes_and_foreign_files(void **state) {
   }
 }
 
+/* Entries named like segments that are no regular file (QA: they were
+ * "ignored entries", verify said intact with exit 0, and their process
+ * was gone): a FIFO, a directory, a socket, a dangling and a looping
+ * symbolic link. Each is damage named by its path (exit 1), never opened
+ * (a FIFO would block the reader), its process still listed, and the
+ * segments beside it are read. A symbolic link to a segment is followed:
+ * an intact recording. */
+static void test_segment_names_that_are_not_files(void **state) {
+  static const struct {
+    const char *tag, *why;
+  } k[] = {
+      {"verify-nf-fifo", "a FIFO, not a regular file"},
+      {"verify-nf-dir", "a directory, not a regular file"},
+      {"verify-nf-sock", "a socket, not a regular file"},
+      {"verify-nf-dangling", "a symbolic link: No such file or directory"},
+      {"verify-nf-loop",
+       "a symbolic link: Too many levels of symbolic links"},
+  };
+  char d[4096], bad[4200], seg[4200], kept[4200];
+  size_t i;
+  (void)state;
+
+  for (i = 0; i < sizeof k / sizeof k[0]; i++) {
+    snprintf(d, sizeof d, "%s", fx_tmpdir(k[i].tag));
+    write_clean(d, FX_PID);
+    snprintf(bad, sizeof bad, "%s/stackrec-77-000001.zst", d);
+    if (i == 0)
+      assert_int_equal(mkfifo(bad, 0600), 0);
+    else if (i == 1)
+      assert_int_equal(mkdir(bad, 0700), 0);
+    else if (i == 2)
+      assert_int_equal(mknod(bad, S_IFSOCK | 0600, 0), 0);
+    else
+      assert_int_equal(symlink(i == 3 ? "gone.zst" : "stackrec-77-000001.zst",
+                               bad), 0);
+    assert_int_equal(cr_run("verify '%s'", d), 1);
+    assert_string_equal(cr_err, "");
+    cr_assert_text(cr_out,
+                   "damaged: %s: unreadable segment (%s), not read\n"
+                   "process 77 \"\" in %s: 1 segment, 0 batches, 0 events: "
+                   "1 segment unreadable\n"
+                   "  accounting: no batch read\n"
+                   "process 4242 \"fixture\" in %s: 2 segments, 5 batches, "
+                   "9 events: intact\n"
+                   "  accounting: attempted 9, written 9, dropped 0 (ring "
+                   "full 0, reentrant 0, other 0, write error 0, exit 0), "
+                   "recovered 0: adds up\n"
+                   "DAMAGED: 1 problem in 2 processes, 3 segments\n",
+                   bad, k[i].why, d, d);
+    /* The other readers warn, name it and exit 1 (data lost). */
+    cr_expect(1, "unreadable segment", "report '%s'", d);
+    assert_non_null(strstr(cr_err, bad));
+    assert_non_null(strstr(cr_out, "# 9 events from 2 processes"));
+  }
+
+  /* A symbolic link to a segment elsewhere is that segment. */
+  snprintf(d, sizeof d, "%s", fx_tmpdir("verify-nf-link"));
+  write_clean(d, FX_PID);
+  snprintf(kept, sizeof kept, "%s/kept.bin", fx_tmpdir("verify-nf-target"));
+  snprintf(seg, sizeof seg, "%s/stackrec-%u-000002.zst", d, FX_PID);
+  assert_int_equal(rename(seg, kept), 0);
+  assert_int_equal(symlink(kept, seg), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_string_equal(cr_err, "");
+  cr_assert_has(cr_out, "\nintact: 1 process, 2 segments, 9 events\n");
+}
+
 /* Recompress every frame of src without the content size in its header
  * (zstd allows it; the checksum stays on). */
 static void strip_content_size(const stkr_fmt_buf *src, stkr_fmt_buf *dst) {
@@ -435,6 +503,8 @@ int main(void) {
                test_truncated_before_a_later_segment,
                test_live_tail_is_incomplete, test_undefined_ids,
                test_newer_format_and_inconsistent,
-               test_notes_and_foreign_files, test_frames_without_content_size,
+               test_notes_and_foreign_files,
+               test_segment_names_that_are_not_files,
+               test_frames_without_content_size,
                test_no_recording_and_usage));
 }

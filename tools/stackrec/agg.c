@@ -641,6 +641,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (err == 0)
     err = stkr__agg_group_sites(b.a);
   if (err == 0)
+    err = stkr__agg_count_distinct(b.a);
+  if (err == 0)
     err = stkr__paytab_attach(b.pay, b.a->sites, b.a->n_sites);
   if (err == 0)
     stkr__timeline_attach(b.tl, b.a);

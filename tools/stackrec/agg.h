@@ -156,6 +156,11 @@ struct stkr_agg {
   size_t n_sites;
   stkr_agg_stack *stacks;  /* every stack (the sites point into this) */
   size_t n_stacks;
+  /* Distinct stacks by site and frames (at the granularity): the one
+   * figure every view prints as "N distinct stacks". n_stacks is more
+   * when by_thread, by_process or by_payload keep copies of a stack
+   * apart. */
+  size_t n_distinct;
   uint64_t events_read;    /* every event the reader delivered */
   uint64_t events;         /* of which passed the filters */
   /* Lost by the recorder, summed over every process read (never

@@ -197,3 +197,59 @@ nomem:
   free(all);
   return -ENOMEM;
 }
+
+/* ---- the count of distinct stacks ----------------------------------------- */
+
+/* A stack with its content hash (site and frames only) and the
+ * granularity to compare at, so that qsort needs no other context. */
+typedef struct by_content {
+  uint64_t h;
+  const stkr_agg_stack *s;
+  stkr_agg_granularity g;
+} by_content;
+
+/* Hash, then site, then frames: equal content sorts together, even when
+ * two contents share a hash. */
+static int content_order(const void *pa, const void *pb) {
+  const by_content *x = pa, *y = pb;
+  int c;
+
+  if (x->h != y->h)
+    return x->h < y->h ? -1 : 1;
+  if (x->s->site != y->s->site && (c = strcmp(x->s->site, y->s->site)) != 0)
+    return c;
+  return stkr__agg_cmp_frames(x->s->frames, x->s->n_frames, y->s->frames,
+                              y->s->n_frames, x->g);
+}
+
+int stkr__agg_count_distinct(stkr_agg *a) {
+  static const stkr__agg_extra none;
+  by_content *v;
+  size_t i, n = 0;
+
+  for (i = 0; i < a->n_stacks; i++) {
+    const stkr_agg_stack *s = &a->stacks[i];
+    if (s->thread != NULL || s->process != NULL || s->pid != 0 ||
+        s->payload_len != 0 || s->payload_truncated)
+      break;
+  }
+  if (i == a->n_stacks) { /* nothing kept copies apart */
+    a->n_distinct = a->n_stacks;
+    return 0;
+  }
+  if ((v = malloc(a->n_stacks * sizeof *v)) == NULL)
+    return -ENOMEM;
+  for (i = 0; i < a->n_stacks; i++) {
+    const stkr_agg_stack *s = &a->stacks[i];
+    v[i].h = stkr__agg_content_hash(s->site, NULL, &none, s->frames,
+                                    s->n_frames, a->granularity);
+    v[i].s = s;
+    v[i].g = a->granularity;
+  }
+  qsort(v, a->n_stacks, sizeof *v, content_order);
+  for (i = 0; i < a->n_stacks; i++)
+    n += i == 0 || content_order(&v[i - 1], &v[i]) != 0;
+  free(v);
+  a->n_distinct = n;
+  return 0;
+}

@@ -50,4 +50,9 @@ void stkr__agg_reconcile(stkr_frame *keep, const stkr_frame *other, size_t n);
  * order, the sites most events first. @return 0 or -ENOMEM. */
 int stkr__agg_group_sites(stkr_agg *a);
 
+/* Set a->n_distinct: a->stacks counted by site and frames at
+ * a->granularity alone (copies kept apart by thread, process or payload
+ * count once). @return 0 or -ENOMEM. */
+int stkr__agg_count_distinct(stkr_agg *a);
+
 #endif /* STKR_AGG_STACKS_H */

@@ -284,8 +284,8 @@ static void put_summary(FILE *out, const stkr_agg *a) {
   fprintf(out, "<p class=\"summary\">%s events at %s site%s, %s distinct "
           "stack%s, from %zu process%s",
           fmt_count(a->events, b1), fmt_count(a->n_sites, b2),
-          a->n_sites == 1 ? "" : "s", fmt_count(a->n_stacks, b3),
-          a->n_stacks == 1 ? "" : "s", a->n_processes,
+          a->n_sites == 1 ? "" : "s", fmt_count(a->n_distinct, b3),
+          a->n_distinct == 1 ? "" : "s", a->n_processes,
           a->n_processes == 1 ? "" : "es");
   if (a->events != a->events_read)
     fprintf(out, " (%s of the %s events read passed the filters)",

@@ -124,6 +124,9 @@ static void print_accounting(const stkr_process_info *p) {
   INFO_ITEM(p->dir_recreated, "directory recreated");
   INFO_ITEM(p->empty_segments, "%u segment%s without any batch",
             (unsigned)p->empty_segments, p->empty_segments == 1 ? "" : "s");
+  INFO_ITEM(p->unreadable_segments, "%u segment%s unreadable",
+            (unsigned)p->unreadable_segments,
+            p->unreadable_segments == 1 ? "" : "s");
   INFO_ITEM(p->missing_batches, "batches missing");
   INFO_ITEM(p->unaccounted, "events unaccounted for");
 #undef INFO_ITEM
@@ -203,6 +206,11 @@ static int print_process(const stkr_reader *r, size_t i) {
   printf("\n  damaged:     %llu batch%s\n",
          (unsigned long long)p->damaged_batches,
          p->damaged_batches == 1 ? "" : "es");
+  if (p->unreadable_segments) /* named on stderr */
+    printf("  unreadable:  %u segment%s (not regular files, or cannot be "
+           "opened)\n",
+           (unsigned)p->unreadable_segments,
+           p->unreadable_segments == 1 ? "" : "s");
   if (p->missing_batches)
     printf("  missing:     %llu batch%s (gaps in batch numbers)\n",
            (unsigned long long)p->missing_batches,

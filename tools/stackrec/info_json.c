@@ -16,6 +16,7 @@
  *     "complete", "incomplete": [reasons...],
  *     "segments", "first_seq", "last_seq", "segments_deleted", "batches",
  *     "compressed_bytes", "damaged_batches", "missing_batches",
+ *     "unreadable_segments",
  *     "end": "clean" | "live" | "not clean", "newer_format"}],
  *   "processes_count", "events"}
  *
@@ -102,6 +103,7 @@ static void put_incomplete(const stkr_process_info *p) {
   REASON(p->segments_deleted, "segments deleted by the disk cap");
   REASON(p->dir_recreated, "directory recreated");
   REASON(p->empty_segments, "segments without any batch");
+  REASON(p->unreadable_segments, "segments unreadable");
   REASON(p->missing_batches, "batches missing");
   REASON(p->unaccounted, "events unaccounted for");
 #undef REASON
@@ -139,7 +141,8 @@ static int put_process(const stkr_reader *r, size_t i) {
       {"last_seq", p->last_seq},   {"segments_deleted", p->segments_deleted},
       {"batches", p->batches},     {"compressed_bytes", p->compressed_bytes},
       {"damaged_batches", p->damaged_batches},
-      {"missing_batches", p->missing_batches}};
+      {"missing_batches", p->missing_batches},
+      {"unreadable_segments", p->unreadable_segments}};
 
   printf("{\"pid\":%u,\"name\":", (unsigned)p->pid);
   stkr_cli_put_json_str(stdout, p->have_header ? p->process_name : "");

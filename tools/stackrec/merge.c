@@ -65,6 +65,8 @@ static const char merge_help[] =
     "quietly. OUT is created if missing; it must not be an input, nor hold\n"
     "segment files already: existing files are never overwritten. An OUT\n"
     "that cannot be created or written is an output failure: exit 1.\n"
+    "Each input is given once: one named again (by any path to it, or a\n"
+    "segment file of an input directory) is a usage error (exit 2).\n"
     "\n"
     "Options:\n"
     "  -o, --output OUT  the directory to write (required)\n"
@@ -173,11 +175,13 @@ static int open_out(merge_run *m, const stkr_batch_view *b) {
             strerror(errno));
     return err;
   }
-  m->in_fd = open(b->path, O_RDONLY | O_CLOEXEC);
+  /* The reader just read it; a FIFO swapped in since must not block. */
+  m->in_fd = stkr_open_regular(b->path, 0);
   if (m->in_fd < 0) {
-    err = -errno;
+    err = m->in_fd;
+    m->in_fd = -1;
     fprintf(stderr, "stackrec merge: cannot reopen %s: %s\n", b->path,
-            strerror(errno));
+            err == -EINVAL ? "not a regular file any more" : strerror(-err));
     return err;
   }
   snprintf(m->cur_in, sizeof m->cur_in, "%s", b->path);
@@ -278,6 +282,24 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
   return 0;
 }
 
+/* The directory holding file `path` (as the reader takes it: the path up
+ * to its last '/') into *st. @return 0 or -1. */
+static int stat_dir_of(const char *path, struct stat *st) {
+  const char *slash = strrchr(path, '/');
+  char dir[PATH_MAX];
+
+  if (slash == NULL)
+    snprintf(dir, sizeof dir, ".");
+  else
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) + (slash == path),
+             path);
+  return stat(dir, st) == 0 ? 0 : -1;
+}
+
+static bool same_inode(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 /* Refuse OUT if it is an input, or the directory of an input file.
  * @return 0, or the usage status after printing why. */
 static int check_out(const char *out, char *const *in, int n) {
@@ -289,27 +311,62 @@ static int check_out(const char *out, char *const *in, int n) {
   if (!S_ISDIR(so.st_mode))
     return stkr_cli_usage_error("merge", "OUT '%s' is not a directory", out);
   for (i = 0; i < n; i++) {
-    char dir[PATH_MAX];
-    const char *slash;
-
     if (stat(in[i], &si) != 0)
       continue; /* reported when the input is opened */
-    if (!S_ISDIR(si.st_mode)) {
-      slash = strrchr(in[i], '/');
-      if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-      else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - in[i]) + (slash == in[i]),
-                 in[i]);
-      if (stat(dir, &si) != 0)
-        continue;
-    }
-    if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+    if (!S_ISDIR(si.st_mode) && stat_dir_of(in[i], &si) != 0)
+      continue;
+    if (same_inode(&si, &so))
       return stkr_cli_usage_error(
           "merge", "OUT '%s' is the input '%s' (or holds it): write the "
           "merge to a new directory", out, in[i]);
   }
   return 0;
+}
+
+/* Refuse an input given again: the reader reads a directory or file once,
+ * so OUT would hold it once while the summary counted both. Again means
+ * the same directory or file (device and inode: any path to it), or a
+ * segment file of a directory also given (the reader's directory of a
+ * file, stat_dir_of). @return 0, or the usage status after printing why. */
+static int check_repeats(char *const *in, int n) {
+  struct stat *st = calloc((size_t)n, sizeof *st), dir;
+  bool *ok = calloc((size_t)n, sizeof *ok);
+  uint32_t pid, seq;
+  int i, j, status = 0;
+
+  if (st == NULL || ok == NULL) {
+    free(st);
+    free(ok);
+    fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
+    return STKR_CLI_DATA_LOST;
+  }
+  for (j = 0; j < n; j++) /* a failed one is reported when opened */
+    ok[j] = stat(in[j], &st[j]) == 0;
+  for (j = 0; j < n && status == 0; j++) {
+    const char *base = strrchr(in[j], '/');
+
+    if (!ok[j])
+      continue;
+    for (i = 0; i < j && status == 0; i++)
+      if (ok[i] && same_inode(&st[i], &st[j]))
+        status = stkr_cli_usage_error(
+            "merge", "'%s' is the input '%s' again (the same %s): give each "
+            "input once", in[j], in[i],
+            S_ISDIR(st[j].st_mode) ? "directory" : "file");
+    base = base ? base + 1 : in[j];
+    if (status != 0 || S_ISDIR(st[j].st_mode) ||
+        stkr_fmt_segment_parse(base, &pid, &seq) != 0 ||
+        stat_dir_of(in[j], &dir) != 0)
+      continue;
+    for (i = 0; i < n && status == 0; i++)
+      if (ok[i] && S_ISDIR(st[i].st_mode) && same_inode(&st[i], &dir))
+        status = stkr_cli_usage_error(
+            "merge", "'%s' is a segment file of the input '%s': give each "
+            "input once", in[j], in[i]);
+  }
+  free(st);
+  free(ok);
+  return status;
 }
 
 static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
@@ -359,7 +416,8 @@ int stkr_cli_merge(int argc, char **argv) {
     return stkr_cli_usage_error("merge", "no -o OUT given");
   if (optind >= argc)
     return stkr_cli_usage_error("merge", "no DIR or FILE given");
-  if ((rc = check_out(out, argv + optind, argc - optind)) != 0)
+  if ((rc = check_out(out, argv + optind, argc - optind)) != 0 ||
+      (rc = check_repeats(argv + optind, argc - optind)) != 0)
     return rc;
 
   memset(&m, 0, sizeof m);

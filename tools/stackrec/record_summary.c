@@ -192,7 +192,7 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
           /* the aggregation's count, as `report` says it: a sum of each
            * process's own stacks counted a stack shared by several
            * processes (or rewritten by a recovery) once per copy */
-          (unsigned long long)a->n_stacks, (unsigned long long)drops);
+          (unsigned long long)a->n_distinct, (unsigned long long)drops);
   if (a->marks_read) /* marks: not events, listed as set */
     fprintf(f, "marks: %llu (e.g. set with `stackrec mark`; not counted as "
                "events)\n",

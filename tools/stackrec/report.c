@@ -471,7 +471,8 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
   stkr__report_put_events(a->events);
   printf(" from %zu process%s, %zu site%s, %zu distinct stack%s\n",
          a->n_processes, a->n_processes == 1 ? "" : "es", a->n_sites,
-         a->n_sites == 1 ? "" : "s", a->n_stacks, a->n_stacks == 1 ? "" : "s");
+         a->n_sites == 1 ? "" : "s", a->n_distinct,
+         a->n_distinct == 1 ? "" : "s");
   if (a->drops)
     printf("# DROPPED: %llu event%s lost by the recorder, not counted below "
            "(ring full %llu, reentrant %llu, other %llu, write error %llu)\n",

@@ -225,7 +225,8 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
 
 static void print_process(verify_run *v, const stkr_process_info *p) {
   bool bad = p->damaged_batches || p->unresolved_events || p->status != 0 ||
-             p->counters_overflow || p->accounting_mismatches;
+             p->counters_overflow || p->accounting_mismatches ||
+             p->unreadable_segments;
   const char *sep = "";
 
   printf("process %u \"", (unsigned)p->pid);
@@ -255,6 +256,11 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
     printf("%sDAMAGED (%llu batch%s lost)", sep,
            (unsigned long long)p->damaged_batches,
            plural(p->damaged_batches, "", "es"));
+    sep = ", ";
+  }
+  if (p->unreadable_segments) {
+    printf("%s%u segment%s unreadable", sep, (unsigned)p->unreadable_segments,
+           plural(p->unreadable_segments, "", "s"));
     sep = ", ";
   }
   if (p->unresolved_events) {
@@ -300,6 +306,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   uint64_t unclean = 0, live = 0, missing = 0, capdel = 0, recreated = 0;
   uint64_t empty = 0;
   uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
+  uint64_t unreadable = 0;
   size_t i, n = stkr_reader_process_count(r), np = 0;
   sumbuf b = {buf, 0, len};
   const char *sep = " ";
@@ -311,7 +318,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   for (i = 0; i < n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
     bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
-               p->counters_overflow || p->accounting_mismatches;
+               p->counters_overflow || p->accounting_mismatches ||
+               p->unreadable_segments;
 
     if (!p->incomplete && !dmg)
       continue;
@@ -331,6 +339,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     batches += p->missing_batches;
     unaccounted += p->unaccounted;
     damaged += p->damaged_batches;
+    unreadable += p->unreadable_segments;
     bad += dmg;
   }
   if (np == 0)
@@ -344,8 +353,13 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
       sep = "; ";                                                             \
     }                                                                         \
   } while (0)
-  SUM_ITEM(bad, "%llu damaged (%llu batch%s lost)", (unsigned long long)bad,
+  SUM_ITEM(bad, "%llu damaged (%llu batch%s lost", (unsigned long long)bad,
            (unsigned long long)damaged, damaged == 1 ? "" : "es");
+  if (bad && unreadable)
+    sum_add(&b, ", %llu segment%s unreadable", (unsigned long long)unreadable,
+            unreadable == 1 ? "" : "s");
+  if (bad)
+    sum_add(&b, ")");
   SUM_ITEM(drops, "%llu event%s dropped (%s)", (unsigned long long)drops,
            drops == 1 ? "" : "s",
            stkr_cli_drop_reasons(&sum, reasons, sizeof reasons));
