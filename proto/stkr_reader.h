@@ -400,8 +400,9 @@ STKR_API int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out)
  * nowhere or in a loop) is never opened, and one that cannot be opened
  * is skipped; either is a data-loss warning (STKR_WARN_IO) naming it when
  * its process is read (stkr_process_info.unreadable_segments). A symbolic
- * link to a regular file is followed: that file is the segment. Files of the same pid in the same directory form one process
- * however they were added; a file added twice is read once. A file added
+ * link to a regular file is followed: that file is the segment. Files of
+ * the same pid in the same directory form one process however they were
+ * added; a file added twice is read once. A file added
  * by a name that is not a segment name is read as a process of its own,
  * whose pid comes from its first Header.
  * Must be called before the first stkr_reader_next().
