@@ -98,11 +98,10 @@ NOINLINE static void fx_heap_alarm(int sig) {
   (void)sig;
   /* One more alarm may come between the loop's end and the timer's stop
    * (it made "alarms 101" once): past the count, nothing is called. */
-  if (g_heap_alarms >= g_heap_want)
-    return;
-  if (getenv("HOME") == NULL)
-    g_alarm_bad = 1;
-  g_heap_alarms++;
+  if (g_heap_alarms < g_heap_want) {
+    g_alarm_bad |= getenv("HOME") == NULL;
+    g_heap_alarms++;
+  }
   errno = saved;
 }
 

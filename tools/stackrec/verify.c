@@ -252,21 +252,20 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
                                 : strerror(-p->status));
     sep = ", ";
   }
-  if (p->damaged_batches) {
-    printf("%sDAMAGED (%llu batch%s lost)", sep,
-           (unsigned long long)p->damaged_batches,
-           plural(p->damaged_batches, "", "es"));
-    sep = ", ";
-  }
-  if (p->unreadable_segments) {
-    printf("%s%u segment%s unreadable", sep, (unsigned)p->unreadable_segments,
-           plural(p->unreadable_segments, "", "s"));
-    sep = ", ";
-  }
-  if (p->unresolved_events) {
-    printf("%s%llu event%s with undefined ids", sep,
-           (unsigned long long)p->unresolved_events,
-           plural(p->unresolved_events, "", "s"));
+  /* What was lost or could not be used, each with its count. */
+  const struct {
+    uint64_t n;
+    const char *before, *noun, *plural, *after;
+  } parts[] = {
+      {p->damaged_batches, "DAMAGED (", "batch", "es", " lost)"},
+      {p->unreadable_segments, "", "segment", "s", " unreadable"},
+      {p->unresolved_events, "", "event", "s", " with undefined ids"},
+  };
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    if (parts[i].n == 0) continue;
+    printf("%s%s%llu %s%s%s", sep, parts[i].before,
+           (unsigned long long)parts[i].n, parts[i].noun,
+           plural(parts[i].n, "", parts[i].plural), parts[i].after);
     sep = ", ";
   }
   if (p->counters_overflow || p->accounting_mismatches)

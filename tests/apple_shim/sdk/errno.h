@@ -14,6 +14,7 @@ extern int *__error(void);
 #define ENOMEM 12
 #define EBUSY 16
 #define EINVAL 22
+#define EMFILE 24
 #define ENOSPC 28
 #define EAGAIN 35
 #define EALREADY 37

@@ -11,6 +11,9 @@
 #define O_EXCL 0x0800
 #define O_NOCTTY 0x00020000
 #define O_CLOEXEC 0x01000000
+#define F_GETFD 1
+#define F_SETFD 2
+#define FD_CLOEXEC 1
 #define F_GETFL 3
 #define F_SETFL 4
 #define F_DUPFD_CLOEXEC 67
