@@ -6,6 +6,7 @@
 
 # //recorder:recorder
 set(STKR_RECORDER_SRCS
+  recorder/cachedir.c
   recorder/clock.c
   recorder/event.c
   recorder/mark.c
@@ -43,6 +44,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_reader.c
   proto/stkr_recover.c
   proto/stkr_recover_known.c
+  proto/stkr_recover_scan.c
   proto/stkr_recover_session.c
   proto/stkr_symbols.c
 )
@@ -56,6 +58,8 @@ set(STKR_FLUSH_SRCS
   flush/images.c
   flush/images_apple.c
   flush/images_linux.c
+  flush/log.c
+  flush/pmirror.c
   flush/segment.c
   flush/stacktable.c
   flush/timer.c

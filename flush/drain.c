@@ -384,77 +384,6 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
   return stack;
 }
 
-/* ---- the worker's mirror of a thread's known-payload table -------------
- * (common/stkr_ringfile.h, "Payloads"): the bytes of the latest
- * PAYLOAD_NEW record read for each slot, which PAYLOAD_KNOWN records
- * after it in the same ring repeat. Copied, not pointed to: the record's
- * ring space is handed back once its batch is written, while the slot's
- * known records may come much later. Worker only. */
-typedef struct stkr__pmirror {
-  /* Every mirror is on g_pmirrors too: the thread states that point to
-   * them are mmap'd, where LeakSanitizer does not look, and a process
-   * that ends without the worker's last pass still holds them. */
-  struct stkr__pmirror *next, *prev;
-  uint8_t *bytes[STKR__PKNOWN_SLOTS];
-  uint16_t len[STKR__PKNOWN_SLOTS]; /* 0: the slot's payload is unknown */
-  uint16_t cap[STKR__PKNOWN_SLOTS];
-} stkr__pmirror;
-
-static stkr__pmirror *g_pmirrors; /* worker only */
-
-static void pmirror_free(stkr__thread *t) {
-  stkr__pmirror *m = t->w_payloads;
-  if (m == NULL) return;
-  if (m->prev) m->prev->next = m->next;
-  else g_pmirrors = m->next;
-  if (m->next) m->next->prev = m->prev;
-  for (unsigned i = 0; i < STKR__PKNOWN_SLOTS; i++) free(m->bytes[i]);
-  free(m);
-  t->w_payloads = NULL;
-}
-
-/* The producer's table was cleared (new recording, fork): so is ours. The
- * buffers are kept for the slots' next payloads. */
-static void pmirror_check_stale(stkr__thread *t) {
-  if (!t->w_payloads_stale) return;
-  if (t->w_payloads != NULL)
-    memset(t->w_payloads->len, 0, sizeof t->w_payloads->len);
-  t->w_payloads_stale = false;
-}
-
-/* A PAYLOAD_NEW record's bytes become its slot's. Out of memory: the slot
- * is left unknown, and its PAYLOAD_KNOWN records are counted as dropped
- * (dropped_worker) until the producer sends the bytes again. */
-static void pmirror_learn(stkr__thread *t, unsigned slot, const uint8_t *p,
-                          uint16_t len) {
-  stkr__pmirror *m = t->w_payloads;
-  if (m == NULL) {
-    if ((m = t->w_payloads = calloc(1, sizeof *m)) == NULL) return;
-    m->next = g_pmirrors;
-    if (g_pmirrors) g_pmirrors->prev = m;
-    g_pmirrors = m;
-  }
-  m->len[slot] = 0;
-  if (m->cap[slot] < len) {
-    uint16_t cap = len < 32 ? 32 : len;
-    uint8_t *nb = realloc(m->bytes[slot], cap);
-    if (nb == NULL) return;
-    m->bytes[slot] = nb;
-    m->cap[slot] = cap;
-  }
-  memcpy(m->bytes[slot], p, len);
-  m->len[slot] = len;
-}
-
-/* The bytes a PAYLOAD_KNOWN record repeats; NULL when the mirror lacks
- * them (no memory when they came; or a ring not written by our rules). */
-static const uint8_t *pmirror_get(const stkr__thread *t, unsigned slot,
-                                  uint16_t len) {
-  const stkr__pmirror *m = t->w_payloads;
-  if (m == NULL || m->len[slot] == 0 || m->len[slot] != len) return NULL;
-  return m->bytes[slot];
-}
-
 static void add_record(stkr__worker *w, stkr__thread *t,
                        const stkr__record *r) {
   stkr__batchb *b = &w->bb;
@@ -462,9 +391,9 @@ static void add_record(stkr__worker *w, stkr__thread *t,
   const uint8_t *payload = stkr__record_payload(r);
 
   if (r->flags & STKR__REC_PAYLOAD_NEW) {
-    pmirror_learn(t, r->pslot, payload, r->payload_len);
+    stkr__pmirror_learn(t, r->pslot, payload, r->payload_len);
   } else if ((r->flags & STKR__REC_PAYLOAD_KNOWN) &&
-             (payload = pmirror_get(t, r->pslot, r->payload_len)) == NULL) {
+             (payload = stkr__pmirror_get(t, r->pslot, r->payload_len)) == NULL) {
     /* Its payload is not to be had: counted, never written without it.
      * Its stack (a full record) still teaches the stack mirror. */
     if (!stkr__record_known(r)) (void)full_record_stack(w, t, r);
@@ -578,7 +507,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   bool exited = atomic_load_explicit(&t->exited, memory_order_acquire) != 0;
   bool empty = true;
 
-  pmirror_check_stale(t);
+  stkr__pmirror_check_stale(t);
   if (t->ring.c) {
     empty = false;
     /* Past a leading wrap marker first: a producer's low-page reuse marker
@@ -641,7 +570,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
       (void)stkr__batch_add_thread(&w->bb, t->id, t->tid, name, true);
       t->w_defined_seg = w->epoch;
     }
-    pmirror_free(t);
+    stkr__pmirror_free(t);
     /* recorder/ moves the thread's counters to its retired totals under
      * its reap lock, so stats never lose them nor read unmapped memory. */
     stkr__thread_reap(t);
@@ -750,7 +679,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
     /* This worker reads no more records: live threads' payload mirrors
      * go (a next recording's worker starts from cleared tables). */
     for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
-      pmirror_free(t);
+      stkr__pmirror_free(t);
     stkr__seg_close(&w->seg); /* no cap after it: see write_batch */
   }
   /* Ring files for threads about to start, after the reaping above has

@@ -32,7 +32,7 @@
 #include "recorder/stkr_internal.h"
 #include "symbolize/symbolize.h"
 
-/* ---- logging (worker.c) ---------------------------------------------------
+/* ---- logging (log.c) ------------------------------------------------------
  * One line on stderr, prefixed "stackrec: ". Messages of the same `kind` are
  * rate-limited (the first one, then at most one per STKR__LOG_INTERVAL_S with
  * a count of what was suppressed) so a full disk does not flood the app's
@@ -48,6 +48,10 @@ enum {
 };
 void stkr__log(int kind, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Where notes go from now on: record's notice socket (STACKREC_NOTIFY), else
+ * descriptor 2 while it stays the file it is now. stkr_init calls it before
+ * any thread of the new recording can log. */
+void stkr__log_target_take(void);
 
 /* ---- config (config.c) --------------------------------------------------- */
 typedef struct stkr__fconfig {
@@ -373,6 +377,39 @@ void stkr__batch_finish(stkr__batchb *b);
 const char *stkr__symbolize_mode_name(stkr_symbolize_mode m);
 /* Is `path` under one of the colon-separated prefixes in `prefixes`? */
 bool stkr__app_path_match(const char *prefixes, const char *path);
+
+/* ---- the worker's mirror of a thread's known-payload table (pmirror.c) --
+ * (common/stkr_ringfile.h, "Payloads"): the bytes of the latest
+ * PAYLOAD_NEW record read for each slot, which PAYLOAD_KNOWN records
+ * after it in the same ring repeat. Copied, not pointed to: the record's
+ * ring space is handed back once its batch is written, while the slot's
+ * known records may come much later. Worker only. */
+typedef struct stkr__pmirror {
+  /* Every mirror is on g_pmirrors too: the thread states that point to
+   * them are mmap'd, where LeakSanitizer does not look, and a process
+   * that ends without the worker's last pass still holds them. */
+  struct stkr__pmirror *next, *prev;
+  uint8_t *bytes[STKR__PKNOWN_SLOTS];
+  uint16_t len[STKR__PKNOWN_SLOTS]; /* 0: the slot's payload is unknown */
+  uint16_t cap[STKR__PKNOWN_SLOTS];
+} stkr__pmirror;
+
+/* Forget t's mirror and its buffers (the thread state is reaped or reset). */
+void stkr__pmirror_free(stkr__thread *t);
+/* The producer's table was cleared (new recording, fork): so is ours. */
+void stkr__pmirror_check_stale(stkr__thread *t);
+/* A PAYLOAD_NEW record's bytes become its slot's (out of memory: the slot
+ * stays unknown). */
+void stkr__pmirror_learn(stkr__thread *t, unsigned slot, const uint8_t *p,
+                         uint16_t len);
+/* The bytes a PAYLOAD_KNOWN record repeats; NULL when the mirror lacks
+ * them (no memory when they came; or a ring not written by our rules). */
+static inline const uint8_t *stkr__pmirror_get(const stkr__thread *t,
+                                               unsigned slot, uint16_t len) {
+  const stkr__pmirror *m = t->w_payloads;
+  if (m == NULL || m->len[slot] == 0 || m->len[slot] != len) return NULL;
+  return m->bytes[slot];
+}
 
 /* ---- process name (batch.c) ---- */
 void stkr__process_name(char *buf, size_t len);

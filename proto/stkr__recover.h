@@ -1,6 +1,7 @@
 /*
  * stkr__recover.h: internals shared by stkr_recover.c (directory, names,
- * ring decoder) and stkr_recover_session.c (one dead session -> segment).
+ * ring decoder), stkr_recover_session.c (one dead session -> segment) and
+ * stkr_recover_scan.c (what its segments already hold).
  * Not public.
  */
 #ifndef STKR__RECOVER_H
@@ -66,16 +67,43 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n);
 /* A ring file its writer died creating (no magic yet): nothing in it. */
 bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len);
-/* After a dead session's recovered segment is durable: cut a frame torn by
- * its writer's death off the end of path (the pid's newest segment), at
- * off, the frame's start (stkr_recover.c). */
 /* Once session `sid` of `pid` (dead: we hold its lock) is recovered and
  * durable: remove its ring files rings[0..n), those it left half made in
  * the cache directory, and its session file. */
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
                             const stkr__rc_file *rings, size_t n);
+/* After a dead session's recovered segment is durable: cut a frame torn by
+ * its writer's death off the end of path (the pid's newest segment), at
+ * off, the frame's start (stkr_recover.c). */
 void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
                             uint32_t pid);
+
+/* ---- what the segments already hold (stkr_recover_scan.c) ---- */
+/* Filled by stkr__rc_scan_segments from the batches of session sid (set
+ * by the caller, with start_mono/start_wall) in the segments of its pid. */
+typedef struct stkr__rc_scan {
+  uint64_t sid, start_mono, start_wall;
+  stkr__idmap pos_map; /* thread id -> index in ends */
+  uint64_t *ends;
+  size_t n_ends, cap_ends;
+  uint32_t max_stack, first_seq;
+  uint64_t max_batch_seq;
+  uint64_t written, dropped_write_error, segments_deleted;
+  uint64_t ring_full, reentrant, other, c_ring_full, c_reentrant, c_other;
+  Stackrec__Batch *images;  /* latest batch of the session with images */
+  stkr_fmt_pballoc *images_alloc;
+  char *cur_path;
+  bool cur_match;
+  bool matched;  /* some batch of the session was seen */
+  bool newest;   /* reading the pid's newest segment */
+  char *torn;    /* that segment, when it ends inside a frame ... */
+  uint64_t torn_off; /* ... which starts here (stkr__rc_cut_torn_tail) */
+  int err;
+} stkr__rc_scan;
+/* Read pid's segments newest first until one holds a batch of s->sid.
+ * 0, or -errno (-ENOMEM). */
+int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s);
+void stkr__rc_scan_free(stkr__rc_scan *s);
 
 /* ---- known records (stkr_recover_known.c) ---- */
 typedef struct stkr__rck_stack {

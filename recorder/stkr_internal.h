@@ -72,10 +72,10 @@ uint64_t stkr__session_current(void);
  * thread or the worker (it changes only when a session opens). */
 const char *stkr__session_dir(void);
 /* open(path, flags | O_CLOEXEC, 0600) moved to a descriptor >= 1000 whose
- * identity (it is the file at path) was checked: see ringfile.c. The
+ * identity (it is the file at path) was checked: see cachedir.c. The
  * descriptor or -errno. */
 int stkr__open_high(const char *path, int flags);
-/* The session directory's shared cache (STKR_CACHE_DIR, ringfile.c): what
+/* The session directory's shared cache (STKR_CACHE_DIR, cachedir.c): what
  * processes of one recording share to start faster. Control thread or
  * worker; may allocate. A file's contents are untrusted: validate them.
  * read: the whole file `name` (at most max_bytes) into *out (malloc'd,

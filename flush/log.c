@@ -1,0 +1,99 @@
+/*
+ * log.c: the recorder's notes ("stackrec: ..."), rate-limited per kind, to
+ * record's notice socket or to the program's stderr while it is still the
+ * file it was at stkr_init (flush_internal.h). Split from worker.c, which
+ * calls stkr__log_target_take from stkr_init.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/stkr_io.h"
+#include "common/stkr_notify.h"
+#include "flush/flush_internal.h"
+
+#define STKR__LOG_INTERVAL_S 60
+
+/* Rate-limit state per kind. Plain atomics: racing loggers may both print
+ * or both suppress once, which is harmless. Relaxed: no data is published
+ * through them. */
+static _Atomic uint64_t g_log_last[STKR__LOG_KINDS];
+static _Atomic uint64_t g_log_suppressed[STKR__LOG_KINDS];
+
+/* Where notes go, taken by stkr_init (stkr__log_target_take) before any thread
+ * of this recording can log, and read by every logger after: record's
+ * notice socket when STACKREC_NOTIFY names one (the note then goes into
+ * record's summary, not the program's stderr), else descriptor 2 while it
+ * is still the file it was at stkr_init. A program that closes 2 and opens
+ * a file of its own there (daemons, `os.close(2)`) must never find our
+ * notes in it: a note we cannot place is dropped, which loses no event. */
+static char g_log_notify[108];
+static struct {
+  bool taken; /* by a stkr_init: before any, notes go to fd 2 as it is */
+  bool ok;    /* fd 2 was open then */
+  dev_t dev;
+  ino_t ino;
+} g_log_fd2;
+
+void stkr__log_target_take(void) {
+  const char *v = getenv("STACKREC_NOTIFY");
+  struct stat st;
+
+  snprintf(g_log_notify, sizeof g_log_notify, "%s", v ? v : "");
+  g_log_fd2.taken = true;
+  g_log_fd2.ok = fstat(STDERR_FILENO, &st) == 0;
+  g_log_fd2.dev = g_log_fd2.ok ? st.st_dev : 0;
+  g_log_fd2.ino = g_log_fd2.ok ? st.st_ino : 0;
+}
+
+/* May a note go to fd 2? Before any stkr_init (a configuration checked on
+ * its own), yes: there is no program's file to tell it from. */
+static bool log_fd2_unchanged(void) {
+  struct stat st;
+
+  if (!g_log_fd2.taken)
+    return true;
+  return g_log_fd2.ok && fstat(STDERR_FILENO, &st) == 0 &&
+         st.st_dev == g_log_fd2.dev && st.st_ino == g_log_fd2.ino;
+}
+
+void stkr__log(int kind, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  int n, prefix;
+  uint64_t now = stkr__clock_mono_ns() / 1000000000u + 1; /* never 0 */
+
+  if (kind < 0 || kind >= STKR__LOG_KINDS) kind = STKR__LOG_OTHER;
+  if (kind != STKR__LOG_CONFIG) {
+    uint64_t last = atomic_load_explicit(&g_log_last[kind], memory_order_relaxed);
+    if (last && now - last < STKR__LOG_INTERVAL_S) {
+      atomic_fetch_add_explicit(&g_log_suppressed[kind], 1, memory_order_relaxed);
+      return;
+    }
+    atomic_store_explicit(&g_log_last[kind], now, memory_order_relaxed);
+  }
+  n = prefix = snprintf(buf, sizeof buf, "stackrec: ");
+  va_start(ap, fmt);
+  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (n > (int)sizeof buf - 64) n = (int)sizeof buf - 64;
+  uint64_t sup = atomic_exchange_explicit(&g_log_suppressed[kind], 0,
+                                          memory_order_relaxed);
+  if (sup)
+    n += snprintf(buf + n, sizeof buf - (size_t)n,
+                  " (%llu similar messages suppressed)", (unsigned long long)sup);
+  /* To record without waiting (this may be the flush worker): a full
+   * queue falls back to stderr below. */
+  if (stkr_notify_send(g_log_notify, 0, buf + prefix, 0))
+    return;
+  if (!log_fd2_unchanged())
+    return;
+  buf[n++] = '\n';
+  /* stderr's fd directly: no stdio lock shared with the app, and nothing
+   * ever goes to stdout. */
+  (void)stkr_write_all(STDERR_FILENO, buf, (size_t)n);
+}
