@@ -495,6 +495,16 @@ static void test_bad_inputs(void **state) {
   assert_non_null(strstr(cr_err, "none.json: No such file"));
   assert_int_equal(cr_run("privacy-manifest --manifest '%s/none.plist' '%s'",
                           g_tmp, g_rec), 3);
+  /* A FIFO named as an input is refused at once, never opened: opening it
+   * waited for a writer forever (a QA note). */
+  snprintf(p, sizeof p, "%s/fifo.json", g_tmp);
+  (void)unlink(p);
+  assert_int_equal(mkfifo(p, 0600), 0);
+  snprintf(want, sizeof want, "%s: not a regular file", p);
+  expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
+  expect_usage(want, "compliance --module-map '%s' '%s'", p, g_rec);
+  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
+  (void)unlink(p);
   expect_usage("--format 'xml'", "compliance --format xml '%s'", g_rec);
 }
 

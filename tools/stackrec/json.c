@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_io.h"
 #include "tools/stackrec/json.h"
 
 typedef struct parser {
@@ -385,18 +386,16 @@ int stkr_text_file_read(const char *path, size_t max, char **out,
 
   *out = NULL;
   *len = 0;
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-    rc = -errno;
-    goto io_error;
+  /* Only a regular file is opened: a FIFO would wait for a writer, a
+   * device could be anything. */
+  if ((fd = stkr_open_regular(path, 0)) == -EINVAL) {
+    if (err != NULL)
+      snprintf(err, errlen, "%s: not a regular file", path);
+    return -EINVAL;
   }
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    rc = fstat(fd, &st) != 0 ? -errno : S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-    close(fd);
-    if (rc == -EINVAL) {
-      if (err != NULL)
-        snprintf(err, errlen, "%s: not a regular file", path);
-      return rc;
-    }
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    rc = fd < 0 ? fd : -errno;
+    if (fd >= 0) close(fd);
     goto io_error;
   }
   if ((uint64_t)st.st_size > max) {
