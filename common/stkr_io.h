@@ -16,7 +16,8 @@
  * -errno of the failed read with *got = bytes read before it.
  *
  * stkr_open_regular(path, flags): open path to read, only if it is a
- * regular file (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags).
+ * regular file (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags;
+ * flags may add O_NOFOLLOW, or O_RDWR where the file is also locked).
  * Paths come from recordings, debug directories and symbol cache
  * directories: a FIFO among them would block a plain open until a writer
  * came (forever), and opening a device can have effects of its own. So a

@@ -338,11 +338,14 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
       return 0; /* this directory's file was read already */
   if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
     return -ENOMEM;
-  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  /* Never a FIFO or device: opening a FIFO waited for a writer (QA). */
+  fd = stkr_open_regular(path, O_NOFOLLOW);
+  if (fd == -EINVAL)
+    stkr__warn(r, STKR_WARN_IO, path, -1, 0, "not a regular file; ignored");
+  else if (fd < 0 && fd != -ENOENT)
+    stkr__warn(r, STKR_WARN_IO, path, -1, 0, "cannot open: %s; marks "
+               "set with `stackrec mark` not read", strerror(-fd));
   if (fd < 0) {
-    if (errno != ENOENT)
-      stkr__warn(r, STKR_WARN_IO, path, -1, 0, "cannot open: %s; marks "
-                 "set with `stackrec mark` not read", strerror(errno));
     free(path);
     return 0;
   }
@@ -428,13 +431,23 @@ void stkr__marks_free(stkr_reader *r) {
  * makes it land whole at the end, never interleaved with another writer's
  * lines. @return 0 or -errno (-EIO for a short write). */
 static int append_whole(const char *path, const void *buf, size_t n) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+  /* O_NONBLOCK: a FIFO at path fails at once (ENXIO, no reader) or is
+   * refused below (ENXIO too), never waited on; on a regular file it
+   * changes nothing. */
+  int fd = open(path,
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+                    O_NONBLOCK | O_NOCTTY,
                 0600);
+  struct stat st;
   ssize_t w;
   int err = 0;
 
   if (fd < 0)
     return -errno;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -ENXIO; /* what the open says for a FIFO without a reader */
+  }
   do
     w = write(fd, buf, n);
   while (w < 0 && errno == EINTR);
@@ -498,8 +511,9 @@ int stkr_marks_copy(const char *from_dir, const char *to_dir) {
     err = -ENOMEM;
     goto out;
   }
-  if ((in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
-    err = errno == ENOENT ? 0 : -errno;
+  if ((in = stkr_open_regular(from, O_NOFOLLOW)) < 0) {
+    /* None, or not a regular file (the readers say so): nothing to copy. */
+    err = in == -ENOENT || in == -EINVAL ? 0 : in;
     goto out;
   }
   /* A read error keeps what was read before it. */

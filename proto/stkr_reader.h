@@ -487,8 +487,10 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * `dir` (created 0600 if missing), time-stamped now. The directory must
  * exist. Thread-safe.
  * @return 0; -EINVAL (name not a valid mark name, len over
- *         STKR_MARKS_MAX_PAYLOAD, NULL arguments); or the negative errno of
- *         the failed open/write (-ENOENT, -ENOTDIR, -EACCES, ...).
+ *         STKR_MARKS_MAX_PAYLOAD, NULL arguments); -ENXIO (the marks file
+ *         is not a regular file: never written, nor waited on); or the
+ *         negative errno of the failed open/write (-ENOENT, -ENOTDIR,
+ *         -EACCES, ...).
  */
 STKR_API int stkr_mark_append(const char *dir, const char *name, const void *payload,
                      size_t len);

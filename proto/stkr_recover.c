@@ -416,7 +416,7 @@ static bool remove_empty_ring(stkr__rc *rc, const stkr__rc_file *f) {
   bool empty;
 
   stkr__rc_path(rc, path, f->pid, f->sid, f->thread);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = stkr_open_regular(path, O_NOFOLLOW);
   if (fd < 0)
     return false;
   empty = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&

@@ -425,8 +425,9 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
   int fd, err;
 
   stkr__rc_path(b->rc, path, f->pid, f->sid, f->thread);
-  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-    stkr__rc_msg(b->rc, "%s: cannot open: %s", path, strerror(errno));
+  if ((fd = stkr_open_regular(path, 0)) < 0) { /* a FIFO would block */
+    stkr__rc_msg(b->rc, "%s: cannot open: %s", path,
+                 fd == -EINVAL ? "not a regular file" : strerror(-fd));
     b->rc->st->orphans++;
     return 0;
   }
@@ -574,10 +575,13 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   int fd, err;
 
   stkr__rc_path(rc, path, f->pid, f->sid, 0);
-  fd = open(path, (rc->opts.dry_run ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  /* Only a regular file: a FIFO named like a session file made verify's
+   * dry run wait for a writer forever. */
+  fd = stkr_open_regular(path, rc->opts.dry_run ? 0 : O_RDWR);
   if (fd < 0) {
-    if (errno != ENOENT) {
-      stkr__rc_msg(rc, "%s: cannot open: %s", path, strerror(errno));
+    if (fd != -ENOENT) {
+      stkr__rc_msg(rc, "%s: cannot open: %s", path,
+                   fd == -EINVAL ? "not a regular file" : strerror(-fd));
       rc->st->sessions_failed++;
     }
     return 0; /* ENOENT: recovered or closed meanwhile */

@@ -606,6 +606,21 @@ static void test_marks_file_damage(void **state) {
   stkr_reader_get_counts(r, &c);
   assert_int_equal(c.external_marks, 2);
   stkr_reader_free(r);
+
+  /* A FIFO as the marks file: named and skipped, never opened (the
+   * readers, and `stackrec record`'s summary, waited for a writer). */
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  memset(&log, 0, sizeof(log));
+  snprintf(log.path, sizeof(log.path), "%s", path);
+  assert_int_equal(stkr_reader_open(dir, &opts, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    assert_false(ev.is_mark && ev.thread_id == 0);
+  assert_int_equal(rc, 0);
+  assert_int_equal(log.n, 1);
+  assert_int_equal(log.other_path, 0);
+  stkr_reader_free(r);
+  assert_int_equal(stkr_mark_append(dir, "app.background", NULL, 0), -ENXIO);
 }
 
 /* ---- states ------------------------------------------------------------ */

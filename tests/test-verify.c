@@ -383,6 +383,11 @@ static void test_segment_names_that_are_not_files(void **state) {
     cr_expect(1, "unreadable segment", "report '%s'", d);
     assert_non_null(strstr(cr_err, bad));
     assert_non_null(strstr(cr_out, "# 9 events from 2 processes"));
+    /* symbolize reads segments itself: it waited forever on the FIFO. */
+    snprintf(seg, sizeof seg, "%s/sym", d);
+    cr_expect(1, bad, "symbolize -o '%s' '%s'", seg, d);
+    assert_int_equal(cr_run("verify '%s'", seg), 0);
+    cr_assert_has(cr_out, "\nintact: 1 process, 2 segments, 9 events\n");
   }
 
   /* A symbolic link to a segment elsewhere is that segment. */
@@ -395,6 +400,28 @@ static void test_segment_names_that_are_not_files(void **state) {
   assert_int_equal(cr_run("verify '%s'", d), 0);
   assert_string_equal(cr_err, "");
   cr_assert_has(cr_out, "\nintact: 1 process, 2 segments, 9 events\n");
+}
+
+/* FIFOs named like a session file and a ring file beside an intact
+ * recording (QA: verify's dry run of recovery opened the session FIFO and
+ * waited for a writer forever; recover too on the ring FIFO). The session
+ * is named as not recovered, its process's segments are still read. */
+static void test_ring_names_that_are_not_files(void **state) {
+  char d[4096], sess[4200], ring[4200];
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("verify-nf-ring"));
+  write_clean(d, FX_PID);
+  snprintf(sess, sizeof sess, "%s/stackrec-77-00000000000000ab.session", d);
+  snprintf(ring, sizeof ring, "%s/stackrec-77-00000000000000ab-1.ring", d);
+  assert_int_equal(mkfifo(sess, 0600), 0);
+  assert_int_equal(mkfifo(ring, 0600), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  cr_assert_has(cr_out, "not a regular file");
+  cr_assert_has(cr_out, sess);
+  cr_assert_has(cr_out, "process 4242 \"fixture\" in ");
+  assert_int_equal(cr_run("recover '%s'", d), 1);
+  cr_assert_has(cr_err, "not a regular file");
 }
 
 /* Recompress every frame of src without the content size in its header
@@ -505,6 +532,7 @@ int main(void) {
                test_newer_format_and_inconsistent,
                test_notes_and_foreign_files,
                test_segment_names_that_are_not_files,
+               test_ring_names_that_are_not_files,
                test_frames_without_content_size,
                test_no_recording_and_usage));
 }

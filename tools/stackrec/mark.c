@@ -80,7 +80,7 @@ int stkr_cli_mark(int argc, char **argv) {
   }
   if (err != 0) {
     fprintf(stderr, "stackrec mark: %s/%s: %s\n", dir, STKR_MARKS_FILE,
-            strerror(-err));
+            err == -ENXIO ? "not a regular file" : strerror(-err));
     return err == -EACCES || err == -EPERM || err == -EROFS ||
                    err == -ENOENT || err == -ENOTDIR
                ? STKR_CLI_NO_INPUT

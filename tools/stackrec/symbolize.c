@@ -35,6 +35,7 @@
 #include <zstd.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_io.h"
 #include "proto/stkr_format.h"
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
@@ -125,14 +126,16 @@ static int cmp_seg(const void *a, const void *b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* The whole segment file at path. -EINVAL: not a regular file, never
+ * opened (a FIFO named like a segment would wait for a writer). */
 static int read_file(const char *path, uint8_t **data, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = stkr_open_regular(path, 0);
   struct stat st;
   size_t off = 0;
 
   *data = NULL;
   *len = 0;
-  if (fd < 0) return -errno;
+  if (fd < 0) return fd;
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
@@ -361,7 +364,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   snprintf(in, sizeof in, "%s/%s", indir, name);
   if ((err = read_file(in, &data, &len)) < 0) {
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
-            strerror(-err));
+            err == -EINVAL ? "not a regular file" : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
     return err == -ENOMEM ? err : 0;
   }
