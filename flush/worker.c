@@ -76,7 +76,11 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static stkr__worker *g_state;
 static stkr_stats g_frozen;   /* the final stats of the last recording */
-static stkr__worker *g_inherited; /* a forked child's parent state (leaked) */
+/* A forked child's parent state (leaked), whose config its first event
+ * starts a worker with; passed on to the child's own children until then.
+ * g_inherited_ppid: the pid of the process that forked this one. */
+static stkr__worker *g_inherited;
+static uint32_t g_inherited_ppid;
 /* A worker whose session end ran out of time: its thread may still be
  * writing. Never joined on an exit path; stkr_init joins and frees it. */
 static stkr__worker *g_abandoned;
@@ -498,7 +502,14 @@ static void atfork_child(void) {
     __lsan_register_root_region((const void *)w->stack_lo,
                                 w->stack_hi - w->stack_lo);
 #endif
-  g_inherited = g_state;
+  /* A child that never started its worker keeps its parent's state for
+   * its own children (recorder/event.c keeps them pending too). */
+  if (g_state != NULL) {
+    g_inherited = g_state;
+    g_inherited_ppid = g_state->sess.pid;
+  } else if (g_inherited != NULL) {
+    g_inherited_ppid = (uint32_t)getppid();
+  }
   g_state = NULL;
   g_abandoned = NULL; /* its thread does not exist here */
   memset(&g_frozen, 0, sizeof g_frozen);
@@ -529,7 +540,7 @@ static void on_fork_child(void) {
   if (!parent) return;
   g_inherited = NULL;
   if ((err = stkr__config_dup(&parent->cfg, &cfg)) < 0) goto fail;
-  if ((err = worker_launch(&cfg, parent->sess.pid)) < 0) goto fail;
+  if ((err = worker_launch(&cfg, g_inherited_ppid)) < 0) goto fail;
   return;
 fail:
   /* recorder/ leaves the child off when we return without starting it. */

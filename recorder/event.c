@@ -61,7 +61,10 @@ static void stkr__atfork_child(void) {
   g_wake_arg = NULL;
   stkr__clock_forget_after_fork();
   stkr__threads_forget_after_fork();
-  if (state == STKR__RUNNING && g_on_fork != NULL)
+  /* A child that has not recorded yet (FORK_PENDING) passes follow mode
+   * on to its own children: a double-forked daemon's events were lost. */
+  if ((state == STKR__RUNNING || state == STKR__FORK_PENDING) &&
+      g_on_fork != NULL)
     atomic_store_explicit(&g_state, STKR__FORK_PENDING, memory_order_release);
   else
     atomic_store_explicit(&g_state, STKR__OFF, memory_order_release);

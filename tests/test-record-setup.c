@@ -467,6 +467,30 @@ static void test_closerange_keeps_session_lock(void **state) {
              cr_err);
 }
 
+/* A grandchild of a child that made no watched call records (QA: its
+ * events were lost without a word; so were a double-forked daemon's):
+ * follow mode passes on through a child still waiting for its first
+ * event, and the grandchild's parent is that child. */
+static void test_grandchild_of_silent_child(void **state) {
+  static const char grandchild_calls[] =
+      "import os, socket\n"
+      "if os.fork() == 0:\n"
+      "    if os.fork() == 0:\n"
+      "        [socket.gethostname() for _ in range(10)]\n"
+      "        os._exit(0)\n"
+      "    os.wait(); os._exit(0)\n"
+      "os.wait()";
+  const char *dir = fresh("grandchild");
+  (void)state;
+
+  if (!record_python3(dir, "/usr/bin/python3 -c '%s'", grandchild_calls))
+    return;
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+  cr_assert_has(cr_out, ", 10 events: intact\n");
+  assert_int_equal(cr_run("info '%s'", dir), 0);
+  cr_assert_has(cr_out, "(forked child)");
+}
+
 /* Processes CMD left running: one with a segment file (python3 records
  * an event, then sleeps on after sh has exited), one that has recorded
  * nothing yet. The file is left for 'stackrec symbolize', and the count
@@ -606,4 +630,4 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_worker_note_names_program,
              test_closerange_keeps_session_lock, test_fork_heavy_bounded,
              test_exec_heavy_names, test_live_file_left_unresolved,
-             test_side_by_side_starts)
+             test_side_by_side_starts, test_grandchild_of_silent_child)
