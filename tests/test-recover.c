@@ -741,6 +741,11 @@ static void test_cli(void **state) {
   assert_int_equal(cr_run("verify '%s'", dir), 4);
   assert_non_null(strstr(cr_out, "80 events of 1 dead writer still in ring "
                                  "files"));
+  /* merge copies segments only: it says what it left behind (exit 1). */
+  snprintf(path, sizeof path, "%s.merged", dir);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", path, dir), 1);
+  assert_non_null(strstr(cr_err, "80 events of 1 dead writer still in ring "
+                                 "files, not merged"));
   assert_int_equal(cr_run("recover --dry-run '%s'", dir), 4);
   assert_non_null(strstr(cr_out, "would recover 80 events of 1 dead"));
   assert_int_equal(cr_run("recover '%s'", dir), 0);

@@ -307,6 +307,14 @@ int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */
  * summary reads the directory). One line on stderr when something was
  * recovered or lost, unless quiet. */
 void stkr_cli_recover_after_record(const char *dir, bool quiet);
+/* The events that dead writers left in path's ring files (crash-proof
+ * rings), in no segment until `stackrec recover` writes them: a dry run of
+ * recovery, which writes nothing. @return how many sessions hold them (0:
+ * none, or path is no directory), their events in *events. message/arg:
+ * recovery's notes on damaged files (NULL: on stderr). recover.c. */
+uint64_t stkr_cli_rings_left(const char *path,
+                             void (*message)(void *arg, const char *line),
+                             void *arg, uint64_t *events);
 
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */

@@ -60,7 +60,9 @@ static const char merge_help[] =
     "image+offset, which matches within one build: run 'stackrec symbolize'\n"
     "on them first to match builds.\n"
     "\n"
-    "Damaged batches are left out and named on stderr (exit 1); the\n"
+    "Damaged batches are left out and named on stderr (exit 1), as are\n"
+    "events that dead writers left in an input's ring files (run 'stackrec\n"
+    "recover' on it first); the\n"
     "incomplete last batch of a recording still being written is left out\n"
     "quietly. OUT is created if missing; it must not be an input, nor hold\n"
     "segment files already: existing files are never overwritten. An OUT\n"
@@ -97,6 +99,7 @@ typedef struct merge_run {
   /* Totals. */
   uint64_t batches, rewritten, segments, bytes;
   uint64_t live; /* processes whose live tail was left out */
+  bool rings_left; /* an input has events in ring files, none merged */
 } merge_run;
 
 static void on_warning(void *arg, const stkr_warning *w) {
@@ -458,6 +461,21 @@ int stkr_cli_merge(int argc, char **argv) {
     goto out;
   }
 
+  /* Events dead writers left in an input's ring files are in no segment:
+   * merge copies segments, so say which input needs `recover` first (QA:
+   * they were left out without a word, and OUT can never get them). */
+  for (int i = optind; i < argc; i++) {
+    uint64_t events, sessions = stkr_cli_rings_left(argv[i], NULL, NULL,
+                                                    &events);
+    if (sessions == 0)
+      continue;
+    fprintf(stderr, "stackrec merge: %s: %llu event%s of %llu dead "
+            "writer%s still in ring files, not merged: run 'stackrec "
+            "recover %s' and merge again\n", argv[i],
+            (unsigned long long)events, events == 1 ? "" : "s",
+            (unsigned long long)sessions, sessions == 1 ? "" : "s", argv[i]);
+    m.rings_left = true;
+  }
   rc = stkr_cli_read_all(r, "merge", "merged", NULL, NULL, NULL);
   if (close_out(&m) != 0 && rc >= 0)
     rc = -EIO;
@@ -471,6 +489,8 @@ int stkr_cli_merge(int argc, char **argv) {
   }
   print_summary(&m, r, argc - optind);
   status = stkr_cli_finish("merge", r, STKR_CLI_OK);
+  if (m.rings_left && status == STKR_CLI_OK)
+    status = STKR_CLI_DATA_LOST;
 out:
   close_out(&m);
   stkr_reader_free(r);

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "proto/stkr_recover.h"
 #include "tools/stackrec/cli.h"
@@ -126,4 +127,20 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
             "ring files of %" PRIu64 " process session%s that ended without "
             "writing them\n", st.events, st.sessions_recovered,
             st.sessions_recovered == 1 ? "" : "s");
+}
+
+uint64_t stkr_cli_rings_left(const char *path,
+                             void (*message)(void *arg, const char *line),
+                             void *arg, uint64_t *events) {
+  stkr_recover_opts o = {.dry_run = true, .message = message,
+                         .message_arg = arg};
+  stkr_recover_stats st;
+  struct stat sb;
+
+  *events = 0;
+  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+      stkr_recover_dir(path, &o, &st) != 0)
+    return 0;
+  *events = st.events;
+  return st.sessions_recovered;
 }

@@ -396,20 +396,16 @@ static void ring_message(void *arg, const char *line) {
  * recover` (or `record`, or the next stkr_init) writes them out. Checked
  * without writing anything (a dry run works on read-only copies). */
 static void check_rings(verify_run *v, const char *path) {
-  stkr_recover_opts o = {.dry_run = true, .message = ring_message,
-                         .message_arg = v};
-  stkr_recover_stats st;
-  struct stat sb;
+  uint64_t events, sessions = stkr_cli_rings_left(path, ring_message, v,
+                                                  &events);
 
-  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
-      stkr_recover_dir(path, &o, &st) != 0 || st.sessions_recovered == 0)
+  if (sessions == 0)
     return;
   v->incomplete++;
   printf("incomplete: %s: %llu event%s of %llu dead writer%s still in ring "
          "files, in no segment yet: run 'stackrec recover %s'\n",
-         path, (unsigned long long)st.events, plural(st.events, "", "s"),
-         (unsigned long long)st.sessions_recovered,
-         plural(st.sessions_recovered, "", "s"), path);
+         path, (unsigned long long)events, plural(events, "", "s"),
+         (unsigned long long)sessions, plural(sessions, "", "s"), path);
 }
 
 int stkr_cli_verify(int argc, char **argv) {
