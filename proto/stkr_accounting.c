@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_pid.h"
 #include "common/stkr_ringfile.h"
 
 #include "proto/stkr__reader.h"
@@ -313,8 +314,7 @@ static void stkr__acct_sums(char *buf, size_t n, const stkr__session_acct *a,
 static bool stkr__session_live(const stkr__stream *st, uint64_t session_id) {
   char name[STKR_RINGFILE_NAME_MAX], path[4096];
 
-  if (session_id == 0 || st->dir == NULL || st->info.pid == 0 ||
-      (kill((pid_t)st->info.pid, 0) != 0 && errno != EPERM))
+  if (session_id == 0 || st->dir == NULL || !stkr_pid_alive(st->info.pid))
     return false;
   stkr_ringfile_name(name, st->info.pid, session_id, 0);
   if ((size_t)snprintf(path, sizeof path, "%s/%s", st->dir, name) >= sizeof path)

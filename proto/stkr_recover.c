@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/stkr_io.h"
+#include "common/stkr_pid.h"
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
 
@@ -436,8 +437,7 @@ static bool remove_empty_ring(stkr__rc *rc, const stkr__rc_file *f) {
    * file is still absent and the pid is gone (found in review). */
   char sess[STKR__RC_PATH_MAX];
   stkr__rc_path(rc, sess, f->pid, f->sid, 0);
-  if (access(sess, F_OK) == 0 || errno != ENOENT ||
-      kill((pid_t)f->pid, 0) == 0 || errno != ESRCH)
+  if (access(sess, F_OK) == 0 || errno != ENOENT || stkr_pid_alive(f->pid))
     return false;
   if (!rc->opts.dry_run && unlink(path) != 0)
     return false;
@@ -522,7 +522,7 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
   struct stat st;
   int fd;
 
-  if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return;
+  if (stkr_pid_alive(pid)) return;
   if ((fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) return;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       (uint64_t)st.st_size <= off) {

@@ -36,6 +36,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
+#include "common/stkr_pid.h"
 #include "proto/stkr_format.h"
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
@@ -493,11 +494,6 @@ static void run_free(sym_run *run) {
   free(run->dbuf);
 }
 
-/* Is the process that writes pid's files still alive? (Its files may
- * still grow: rewriting one in place would lose what it appends.) */
-static bool writer_alive(uint32_t pid) {
-  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
 
 /* Symbolize segs (sorted by pid, seq) of indir into outdir (ignored in
  * place) with one frame cache for all of them: each unique PC of an image
@@ -528,7 +524,9 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
        * images mapped alike. */
       run->new_proc = true;
     }
-    if (run->in_place && writer_alive(segs[i].pid)) {
+    /* A writer still running may append to its files: rewriting one in
+     * place would lose what it adds. */
+    if (run->in_place && stkr_pid_alive(segs[i].pid)) {
       run->live_files++;
       continue;
     }

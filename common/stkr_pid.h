@@ -1,0 +1,55 @@
+/*
+ * stkr_pid.h: is a recording's writer process still running? (libc only,
+ * header-only), for the readers' "still recording" wording, recovery's
+ * "its pid is gone" checks and symbolize's "its files may still grow".
+ *
+ * stkr_pid_alive(pid): kill(pid, 0) finds it (or finds it and is not
+ * allowed to signal it), and on Linux it is not a zombie. A zombie has
+ * closed every descriptor, released its session file's lock and will
+ * write nothing more, yet kill(2) finds it until its parent reaps it: a
+ * recording read in that window called its writer "still recording" and,
+ * a line later, a dead writer (QA). A pid reused by another process reads
+ * as alive: callers use this for wording and for leaving files alone,
+ * never for data.
+ * @return true while the process may still write.
+ * Thread-safety: as kill(2) and open(2).
+ */
+#ifndef STKR_COMMON_PID_H
+#define STKR_COMMON_PID_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static inline bool stkr_pid_alive(uint32_t pid) {
+  if (pid == 0 || pid > (uint32_t)INT_MAX) return false;
+  if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return false;
+#if defined(__linux__)
+  {
+    char path[32], buf[512];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return true;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return true;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold ") ", so the state follows the
+     * last ')'. */
+    for (ssize_t i = n - 1; i > 0; i--)
+      if (buf[i] == ')') return !(i + 2 < n && (buf[i + 2] == 'Z' ||
+                                               buf[i + 2] == 'X'));
+  }
+#endif
+  return true;
+}
+
+#endif /* STKR_COMMON_PID_H */
