@@ -157,6 +157,13 @@ static void test_usage(void **state) {
   assert_int_equal(cr_run("diff --module-map '%s' '%s' '%s'", missing, g_base,
                           g_base),
                    3);
+  /* An output that cannot be made or written is an output failure (1),
+   * named with its reason (QA: 3, the inputs' status; no reason). */
+  cr_expect(1, "cannot create", "diff -o '%s/x' '%s' '%s'", missing, g_base,
+            g_base);
+  cr_expect(1, "/dev/full: No space left on device",
+            "diff -o /dev/full '%s' '%s'", g_base, g_base);
+  cr_expect(1, "cannot create", "symbolize -o '%s/x' '%s'", missing, g_base);
   assert_int_equal(cr_run("diff --help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec diff"));
 }

@@ -341,17 +341,15 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
 
 /* Write the comparison in format to out_path (NULL: stdout). @return the
  * exit status: 1 when the gate fails (a sensitive path added, a side
- * damaged) or writing failed, 3 when out_path cannot be created. */
+ * damaged), or when out_path cannot be created or written (an output
+ * failure, as for the other commands: not 3, which names inputs). */
 static int write_result(const stkr_diff *d, const char *format,
                         const char *out_path) {
-  FILE *out = stdout;
+  FILE *out = stkr_cli_create("diff", out_path);
   int status = STKR_CLI_OK;
 
-  if (out_path != NULL && (out = fopen(out_path, "w")) == NULL) {
-    fprintf(stderr, "stackrec diff: cannot write %s: %s\n", out_path,
-            strerror(errno));
-    return STKR_CLI_NO_INPUT;
-  }
+  if (out == NULL)
+    return STKR_CLI_DATA_LOST;
   if (strcmp(format, "json") == 0)
     stkr_diff_put_json(out, d);
   else if (strcmp(format, "html") == 0)
@@ -362,10 +360,11 @@ static int write_result(const stkr_diff *d, const char *format,
       d->side[1].status != STKR_CLI_OK)
     status = STKR_CLI_DATA_LOST; /* 1: the gate fails */
   if (out != stdout) {
-    if (ferror(out) | (fclose(out) != 0)) {
-      fprintf(stderr, "stackrec diff: writing %s failed\n", out_path);
+    /* fclose's flush names the reason (ENOSPC on /dev/full); an earlier
+     * failed write leaves only ferror set. */
+    if (stkr_cli_close_output("diff", out_path, out,
+                              ferror(out) ? -EIO : 0) != 0)
       status = STKR_CLI_DATA_LOST;
-    }
   } else if (stkr_cli_flush("diff") != 0) {
     status = STKR_CLI_DATA_LOST;
   }

@@ -621,7 +621,7 @@ static int make_outdir(const char *indir, const char *outdir) {
   if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
             strerror(errno));
-    return STKR_CLI_NO_INPUT;
+    return STKR_CLI_DATA_LOST; /* an output failure: 3 names inputs */
   }
   if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
       a.st_ino == b.st_ino)
