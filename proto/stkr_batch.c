@@ -346,9 +346,43 @@ static int stkr__check_defs(const Stackrec__Batch *b, char *why, size_t len) {
   return 0;
 }
 
+/* A pid that exec'd another program has a session per image: its name
+ * becomes the chain, "bash > python3" (QA: a whole python3 run showed as
+ * "bash", the name of the image it was exec'd from). Bounded: a hostile
+ * file's headers cannot grow it past STKR__NAME_CHAIN_MAX. Cosmetic on
+ * failure (out of memory: the name stays). */
+#define STKR__NAME_CHAIN_MAX 256
+static void stkr__name_chain_add(stkr__stream *st, const char *next) {
+  const char *cur = st->process_name, *last;
+  size_t cur_len, next_len;
+  char *grown;
+
+  if (next == NULL || next[0] == '\0' || cur == NULL)
+    return;
+  last = strrchr(cur, '>');
+  last = last != NULL && last > cur && last[-1] == ' ' && last[1] == ' '
+             ? last + 2
+             : cur;
+  cur_len = strlen(cur);
+  next_len = strnlen(next, STKR__NAME_CHAIN_MAX);
+  if (strcmp(last, next) == 0 || cur_len + 3 + next_len > STKR__NAME_CHAIN_MAX)
+    return;
+  if ((grown = malloc(cur_len + 3 + next_len + 1)) == NULL)
+    return;
+  memcpy(grown, cur, cur_len);
+  memcpy(grown + cur_len, " > ", 3);
+  memcpy(grown + cur_len + 3, next, next_len);
+  grown[cur_len + 3 + next_len] = '\0';
+  free(st->process_name);
+  st->process_name = grown;
+  st->info.process_name = grown;
+}
+
 static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
                                const Stackrec__Header *h, const char *path,
                                uint64_t off, uint32_t file_seq) {
+  if (st->info.have_header && st->process_name != NULL)
+    stkr__name_chain_add(st, h->process_name);
   if (!st->info.have_header) {
     char *name = stkr__strdup0(h->process_name), *arch = stkr__strdup0(h->arch);
 

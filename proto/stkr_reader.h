@@ -192,7 +192,8 @@ typedef struct stkr_process_info {
   /* From the first Header read ("" / 0 until then): */
   bool have_header;
   uint32_t parent_pid;       /* non-zero: forked child (follow mode) */
-  const char *process_name;
+  const char *process_name;  /* a pid that exec'd other programs: their
+                                names in order, "bash > python3" */
   const char *arch;
   uint64_t start_mono_ns;    /* clock readings at stkr_init() */
   uint64_t start_wall_ns;

@@ -491,6 +491,24 @@ static void test_grandchild_of_silent_child(void **state) {
   cr_assert_has(cr_out, "(forked child)");
 }
 
+/* A pid that exec'd another program is named by the chain of its images
+ * (QA: bash's gethostname at start, then python3's five calls, all shown
+ * as "bash"); each event keeps the name it was recorded under. */
+static void test_exec_chain_named(void **state) {
+  static const char exec_python3[] =
+      "/bin/bash -c 'exec /usr/bin/python3 -c \"import socket\n"
+      "[socket.gethostname() for _ in range(5)]\"'";
+  const char *dir = fresh("execchain");
+  (void)state;
+
+  if (!record_python3(dir, "%s", exec_python3))
+    return;
+  assert_int_equal(cr_run("info '%s'", dir), 0);
+  cr_assert_has(cr_out, "\"bash > python3\"");
+  assert_int_equal(cr_run("report --by process '%s'", dir), 0);
+  cr_assert_has(cr_out, "  bash > python3 (pid ");
+}
+
 /* Processes CMD left running: one with a segment file (python3 records
  * an event, then sleeps on after sh has exited), one that has recorded
  * nothing yet. The file is left for 'stackrec symbolize', and the count
@@ -630,4 +648,5 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_worker_note_names_program,
              test_closerange_keeps_session_lock, test_fork_heavy_bounded,
              test_exec_heavy_names, test_live_file_left_unresolved,
-             test_side_by_side_starts, test_grandchild_of_silent_child)
+             test_side_by_side_starts, test_grandchild_of_silent_child,
+             test_exec_chain_named)
