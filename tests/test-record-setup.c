@@ -467,46 +467,48 @@ static void test_closerange_keeps_session_lock(void **state) {
              cr_err);
 }
 
-/* A grandchild of a child that made no watched call records (QA: its
- * events were lost without a word; so were a double-forked daemon's):
- * follow mode passes on through a child still waiting for its first
- * event, and the grandchild's parent is that child. */
-static void test_grandchild_of_silent_child(void **state) {
-  static const char grandchild_calls[] =
-      "import os, socket\n"
-      "if os.fork() == 0:\n"
-      "    if os.fork() == 0:\n"
-      "        [socket.gethostname() for _ in range(10)]\n"
-      "        os._exit(0)\n"
-      "    os.wait(); os._exit(0)\n"
-      "os.wait()";
-  const char *dir = fresh("grandchild");
+/* Process trees QA found misrecorded, each CMD with what two commands
+ * must then print:
+ * - a grandchild of a child that made no watched call records (its events
+ *   were lost without a word; so were a double-forked daemon's): follow
+ *   mode passes on through a child still waiting for its first event,
+ *   and the grandchild's parent is that child;
+ * - a pid that exec'd another program is named by its chain of images
+ *   (bash's gethostname at start, then python3's five calls, were all
+ *   shown as "bash"). */
+static void test_process_trees(void **state) {
+  static const struct {
+    const char *tag, *cmd;
+    struct {
+      const char *args, *want;
+    } check[2];
+  } trees[] = {
+      {"grandchild",
+       "/usr/bin/python3 -c 'import os, socket\n"
+       "if os.fork() == 0:\n"
+       "    if os.fork() == 0:\n"
+       "        [socket.gethostname() for _ in range(10)]\n"
+       "        os._exit(0)\n"
+       "    os.wait(); os._exit(0)\n"
+       "os.wait()'",
+       {{"verify", ", 10 events: intact\n"}, {"info", "(forked child)"}}},
+      {"execchain",
+       "/bin/bash -c 'exec /usr/bin/python3 -c \"import socket\n"
+       "[socket.gethostname() for _ in range(5)]\"'",
+       {{"info", "\"bash > python3\""},
+        {"report --by process", "  bash > python3 (pid "}}},
+  };
   (void)state;
 
-  if (!record_python3(dir, "/usr/bin/python3 -c '%s'", grandchild_calls))
-    return;
-  assert_int_equal(cr_run("verify '%s'", dir), 0);
-  cr_assert_has(cr_out, ", 10 events: intact\n");
-  assert_int_equal(cr_run("info '%s'", dir), 0);
-  cr_assert_has(cr_out, "(forked child)");
-}
-
-/* A pid that exec'd another program is named by the chain of its images
- * (QA: bash's gethostname at start, then python3's five calls, all shown
- * as "bash"); each event keeps the name it was recorded under. */
-static void test_exec_chain_named(void **state) {
-  static const char exec_python3[] =
-      "/bin/bash -c 'exec /usr/bin/python3 -c \"import socket\n"
-      "[socket.gethostname() for _ in range(5)]\"'";
-  const char *dir = fresh("execchain");
-  (void)state;
-
-  if (!record_python3(dir, "%s", exec_python3))
-    return;
-  assert_int_equal(cr_run("info '%s'", dir), 0);
-  cr_assert_has(cr_out, "\"bash > python3\"");
-  assert_int_equal(cr_run("report --by process '%s'", dir), 0);
-  cr_assert_has(cr_out, "  bash > python3 (pid ");
+  for (size_t i = 0; i < sizeof trees / sizeof trees[0]; i++) {
+    const char *dir = fresh(trees[i].tag);
+    if (!record_python3(dir, "%s", trees[i].cmd))
+      return;
+    for (size_t k = 0; k < 2; k++) {
+      assert_int_equal(cr_run("%s '%s'", trees[i].check[k].args, dir), 0);
+      cr_assert_has(cr_out, trees[i].check[k].want);
+    }
+  }
 }
 
 /* Processes CMD left running: one with a segment file (python3 records
@@ -648,5 +650,4 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_worker_note_names_program,
              test_closerange_keeps_session_lock, test_fork_heavy_bounded,
              test_exec_heavy_names, test_live_file_left_unresolved,
-             test_side_by_side_starts, test_grandchild_of_silent_child,
-             test_exec_chain_named)
+             test_side_by_side_starts, test_process_trees)
