@@ -147,7 +147,15 @@ static void test_bad_maps(void **state) {
              "m.json:1:38:", "\"images\" must be a string or an array");
   expect_bad("{\"modules\": [{\"name\": \"A\", \"symbols\": []}]}",
              "m.json:1:39:", "empty array for \"symbols\"");
-  expect_bad("{\"modulez\": []}", "m.json:1:13:", "unknown key: modulez");
+  expect_bad("{\"modulez\": []}", "m.json:1:13:",
+             "unknown or repeated key: modulez");
+  /* Repeated keys are refused, not decided by order (QA: the second
+   * "name" won, the first "modules" array). */
+  expect_bad("{\"modules\": [{\"name\": \"A\", \"images\": \"*\", "
+             "\"name\": \"B\"}]}", "m.json:1:51:",
+             "unknown or repeated key: name");
+  expect_bad("{\"modules\": [], \"modules\": []}", "m.json:1:28:",
+             "unknown or repeated key: modules");
   expect_bad("[]", "m.json:1:1:", "expected an object");
   expect_bad("{\"modules\": []} x", "m.json:1:17:", "text after");
   expect_bad("{\"modules\": [{\"name\": \"A\\q\"}]}", "m.json:1:26:",

@@ -474,6 +474,10 @@ static void test_bad_inputs(void **state) {
   snprintf(want, sizeof want, "%s:1:56: \"max_per_minute\" must be a number",
            p);
   expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
+  write_file(p, "{\"rules\": [], \"rules\": [{\"id\": \"x\", "
+                "\"sites\": \"*\"}]}");
+  snprintf(want, sizeof want, "%s:1:24: unknown or repeated key \"rules\"", p);
+  expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
   write_file(p, "{\"modules\": [{\"name\": \"A\", \"imagez\": [\"x\"]}]}");
   snprintf(want, sizeof want, "%s:1:38: unknown or repeated key: imagez", p);
   expect_usage(want, "compliance --module-map '%s' '%s'", p, g_rec);

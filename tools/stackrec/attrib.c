@@ -122,11 +122,10 @@ static int parse_entry(const char *name, const stkr_json *o, modmap_entry *e,
     const char *k = o->keys[i];
     const stkr_json *v = &o->items[i];
 
-    if (strcmp(k, "name") == 0) {
+    if (strcmp(k, "name") == 0 && e->name == NULL) {
       if (v->type != STKR_JSON_STRING || v->str[0] == '\0')
         return stkr_json_error(err, errlen, name, v,
                                "\"name\" must be a non-empty string");
-      free(e->name);
       if ((e->name = strdup(v->str)) == NULL)
         return -ENOMEM;
     } else if (strcmp(k, "images") == 0 && e->images == NULL) {
@@ -162,9 +161,10 @@ static int from_tree(const char *name, const stkr_json *root, void *obj,
     return stkr_json_error(err, errlen, name, root,
                            "expected an object {\"modules\": [...]}");
   for (i = 0; i < root->n; i++)
-    if (strcmp(root->keys[i], "modules") != 0)
+    if (strcmp(root->keys[i], "modules") != 0 ||
+        stkr_json_get(root, "modules") != &root->items[i])
       return stkr_json_error(err, errlen, name, &root->items[i],
-                             "unknown key: %s", root->keys[i]);
+                             "unknown or repeated key: %s", root->keys[i]);
   if ((mods = stkr_json_get(root, "modules")) == NULL)
     return stkr_json_error(err, errlen, name, root, "no \"modules\" array");
   if (mods->type != STKR_JSON_ARRAY)

@@ -117,10 +117,11 @@ static int from_tree(const char *file, const stkr_json *root, void *obj,
 
   if (root->type == STKR_JSON_OBJECT) {
     for (i = 0; i < root->n; i++)
-      if (strcmp(root->keys[i], "rules") != 0)
+      if (strcmp(root->keys[i], "rules") != 0 ||
+          stkr_json_get(root, "rules") != &root->items[i])
         return stkr_json_error(err, errlen, file, &root->items[i],
-                               "unknown key \"%s\" (known: rules)",
-                               root->keys[i]);
+                               "unknown or repeated key \"%s\" (known: "
+                               "rules)", root->keys[i]);
     if ((rules = stkr_json_get(root, "rules")) == NULL)
       return stkr_json_error(err, errlen, file, root, "no \"rules\" array");
   }
