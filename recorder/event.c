@@ -550,7 +550,12 @@ static const struct {
     {0, "success"},
     {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown has)"},
     {-EALREADY, "already recording"},
-    {-EAGAIN, "event dropped (ring full, or re-entered from a signal handler)"},
+    /* Two callers, two meanings (QA: a failed start under `ulimit -v`
+     * was reported as a dropped event). */
+    {-EAGAIN, "resource temporarily unavailable (stkr_event: the event was "
+              "dropped, ring full or re-entered from a signal handler; "
+              "stkr_init: no thread could be started, address space or "
+              "thread limit)"},
     {-ENOSPC, "no space (site table full, disk full, or the process's cap on "
               "ring memory reached)"},
     {-EINVAL, "invalid argument or configuration value"},
