@@ -378,6 +378,11 @@ int fx_std_write_live(const char *dir, uint32_t pid, size_t cut) {
 }
 
 int fx_clean_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
+  return fx_clean_encode_session(from, to, pid, 0, out);
+}
+
+int fx_clean_encode_session(int from, int to, uint32_t pid, uint64_t session,
+                            stkr_fmt_buf *out) {
   static const Stackrec__Counters clean = {
       .base = PROTOBUF_C_MESSAGE_INIT(&stackrec__counters__descriptor),
       .attempted = 9, .written = 8};
@@ -387,6 +392,7 @@ int fx_clean_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
     fx_batch b = fx_std[i];
 
     b.pid = pid;
+    b.session_id = session;
     b.drops = false;
     b.counters = false;
     if (b.last)

@@ -123,6 +123,9 @@ int fx_std_write_live(const char *dir, uint32_t pid, size_t cut);
  * carrying Counters that add up (attempted 9, written 8): a complete
  * recording. */
 int fx_clean_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out);
+/* The same with Header.session_id = session (fx_clean_encode: 0, none). */
+int fx_clean_encode_session(int from, int to, uint32_t pid, uint64_t session,
+                            stkr_fmt_buf *out);
 
 /* A fresh empty directory under $TEST_TMPDIR (or /tmp); static buffer. */
 const char *fx_tmpdir(const char *tag);

@@ -389,8 +389,10 @@ static void test_damaged_input(void **state) {
                                  "numbers)\n"));
 }
 
-/* A recording still being written: its last batch is cut off. Quiet,
- * status 0, and said at the top. */
+/* A recording whose last batch is cut off and whose writer does not run
+ * here (pid 4242): not LIVE (QA: a dead writer's torn file said so), but
+ * CUT OFF. Quiet, status 0, and said at the top. (The live case, a writer
+ * holding its session file's lock: test-verify.c.) */
 static void test_live_recording(void **state) {
   const char *d = fx_tmpdir("report-live");
   (void)state;
@@ -407,14 +409,17 @@ static void test_live_recording(void **state) {
                       "in missing segments)");
   assert_string_equal(cr_line(cr_out, 1),
                       "# 8 events from 1 process, 4 sites, 8 distinct stacks");
-  assert_non_null(strstr(cr_out, "\n# LIVE: 1 process is still being "
-                                 "written; the last, incomplete batch is not "
-                                 "counted\n"));
+  assert_non_null(strstr(cr_out, "\n# CUT OFF: 1 process's last batch ends "
+                                 "mid-write and is not counted; no writer "
+                                 "runs here (it stopped mid-batch, or the "
+                                 "files were copied while it wrote)\n"));
+  assert_null(strstr(cr_out, "LIVE"));
   assert_null(strstr(cr_out, "DAMAGED"));
   /* info says so too. */
   assert_int_equal(cr_run("info '%s'", d), 0);
   assert_string_equal(cr_err, "");
-  assert_non_null(strstr(cr_out, "\n  end:         still being written"));
+  assert_non_null(strstr(cr_out, "\n  end:         not clean: its last batch "
+                                 "ends mid-write"));
 }
 
 static void test_empty_and_missing_inputs(void **state) {

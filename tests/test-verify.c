@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "common/stkr_ringfile.h"
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/testlib.h"
@@ -175,11 +177,16 @@ static void test_truncated_before_a_later_segment(void **state) {
 /* The last segment of a process that has not ended, cut short: a
  * recording still being written (or a writer killed mid-batch). The cut
  * batch is a note, not damage; the missing clean end makes it incomplete:
- * exit 4. */
+ * exit 4. "Still being written" only while its writer runs (QA: a dead
+ * writer's torn file said so): pid 4242 runs no writer here; then the
+ * same files of this process, holding the session file's lock as a
+ * recorder does. */
 static void test_live_tail_is_incomplete(void **state) {
   const char *d = fx_tmpdir("verify-live");
-  char path[4200], p2[4200];
+  char path[4200], p2[4200], name[STKR_RINGFILE_NAME_MAX];
   size_t end3 = frame_end(3, 4);
+  uint32_t me = (uint32_t)getpid();
+  int fd;
   (void)state;
 
   write_seg(d, FX_PID, 1, 0, 3, 0, path, sizeof path);
@@ -196,10 +203,35 @@ static void test_live_tail_is_incomplete(void **state) {
                  "_exit, or its last segment is missing; 8 events read, no "
                  "counters read", p2);
   assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, INCOMPLETE, "
-                                 "still being written\n"));
+                                 "last batch cut off mid-write\n"));
   assert_string_equal(cr_line(cr_out, 4),
                       "INCOMPLETE: 1 finding in 1 of 1 process, 2 segments, "
                       "8 events read");
+
+  d = fx_tmpdir("verify-live-running");
+  for (int seg = 1; seg <= 2; seg++) {
+    stkr_fmt_buf buf = {0};
+    size_t cut = 0;
+    /* Segment 2: batch 3 whole, then 7 bytes of batch 4. */
+    assert_int_equal(fx_clean_encode_session(seg == 1 ? 0 : 3, seg == 1 ? 3 : 4,
+                                             me, 0x51, &buf), 0);
+    if (seg == 2) {
+      cut = buf.len + 7;
+      assert_int_equal(fx_clean_encode_session(4, 5, me, 0x51, &buf), 0);
+    }
+    snprintf(path, sizeof path, "%s/stackrec-%u-%06d.zst", d, (unsigned)me,
+             seg);
+    assert_int_equal(fx_write_file(path, buf.data, cut ? cut : buf.len), 0);
+    stkr_fmt_buf_free(&buf);
+  }
+  stkr_ringfile_name(name, me, 0x51, 0);
+  snprintf(path, sizeof path, "%s/%s", d, name);
+  assert_true((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+  assert_int_equal(flock(fd, LOCK_EX), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 4);
+  assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, INCOMPLETE, "
+                                 "still being written\n"));
+  close(fd);
 }
 
 /* Events whose ids have no definition: reported per batch, with offset. */

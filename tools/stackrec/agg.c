@@ -567,7 +567,8 @@ static void sum_processes(stkr_agg *a, const stkr_reader *r) {
     a->missing_batches += p->missing_batches;
     a->segments_deleted += p->segments_deleted;
     a->unresolved_events += p->unresolved_events;
-    a->live_processes += p->live_tail;
+    a->live_processes += p->live_tail && p->live_sessions > 0;
+    a->cut_processes += p->live_tail && p->live_sessions == 0;
     a->unsupported_processes += p->status != 0;
   }
 }

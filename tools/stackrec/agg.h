@@ -174,7 +174,11 @@ struct stkr_agg {
   uint64_t missing_batches;  /* gaps in batch numbers */
   uint64_t segments_deleted; /* older segments the disk cap deleted */
   uint64_t unresolved_events; /* events with an undefined id (site "?") */
-  size_t live_processes;     /* still being written (live_tail) */
+  size_t live_processes;     /* still being written (live_tail, and the
+                                writer runs: live_sessions) */
+  size_t cut_processes;      /* live_tail with no writer running here: it
+                                stopped mid-batch, or the files were copied
+                                while it wrote */
   size_t unsupported_processes; /* newer format: not read */
   stkr_agg_granularity granularity; /* the one it was built with */
   void *payloads_;           /* private: the payload table */

@@ -221,8 +221,11 @@ static int print_process(const stkr_reader *r, size_t i) {
            (unsigned)p->sessions);
   printf("  end:         %s\n",
          p->clean_end   ? "clean"
-         : p->live_tail ? "still being written (its last, incomplete batch "
-                          "is not read yet)"
+         : p->live_tail && p->live_sessions
+             ? "still being written (its last, incomplete batch is not read "
+               "yet)"
+         : p->live_tail ? "not clean: its last batch ends mid-write (not "
+                          "read), and no writer runs here"
                         : p->live_sessions
                             ? "not yet (still recording: the process is alive)"
                             : "not clean (the process died, or its last "

@@ -171,7 +171,10 @@ static int put_process(const stkr_reader *r, size_t i) {
   put_incomplete(p);
   put_u64s(files, sizeof files / sizeof files[0], false);
   printf(",\"end\":\"%s\",\"newer_format\":%s}",
-         p->clean_end ? "clean" : p->live_tail ? "live" : "not clean",
+         p->clean_end                    ? "clean"
+         : p->live_tail && p->live_sessions ? "live"
+         : p->live_tail                     ? "cut off"
+                                            : "not clean",
          p->status == -EPROTONOSUPPORT ? "true" : "false");
   return 0;
 }

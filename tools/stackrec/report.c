@@ -496,6 +496,13 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
     printf("# LIVE: %zu process%s still being written; the last, "
            "incomplete batch is not counted\n",
            a->live_processes, a->live_processes == 1 ? " is" : "es are");
+  /* The same cut without a running writer is no live recording (QA: a
+   * dead writer's torn file said LIVE). */
+  if (a->cut_processes)
+    printf("# CUT OFF: %zu process%s last batch ends mid-write and is not "
+           "counted; no writer runs here (it stopped mid-batch, or the files "
+           "were copied while it wrote)\n",
+           a->cut_processes, a->cut_processes == 1 ? "'s" : "es'");
   if (filtered) {
     fputs("# filters:", stdout);
     if (f->site_glob) {

@@ -271,7 +271,8 @@ static void print_process(verify_run *v, const stkr_process_info *p) {
   if (p->counters_overflow || p->accounting_mismatches)
     printf("%sinconsistent counters", sep);
   if (p->live_tail)
-    printf(", still being written");
+    printf(p->live_sessions ? ", still being written"
+                            : ", last batch cut off mid-write");
   putchar('\n');
   print_accounting(v, p);
 }
