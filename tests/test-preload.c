@@ -213,6 +213,9 @@ static void test_errors(void **state) {
   assert_int_equal(sh("'%s' record --categories files,camera -- true", g_bin),
                    2);
   assert_non_null(strstr(g_err, "category \"camera\" at offset 6"));
+  /* Given, but empty: refused like ",," (QA: it meant the default). */
+  assert_int_equal(sh("'%s' record --categories '' -- true", g_bin), 2);
+  assert_non_null(strstr(g_err, "--categories: no category given"));
   assert_int_equal(sh("'%s' record --depth 0 -- true", g_bin), 2);
   assert_non_null(strstr(g_err, "--depth"));
   assert_int_equal(sh("STACKREC_PRELOAD=/nonexistent/lib.so '%s' record -- "

@@ -737,6 +737,12 @@ int stkr_cli_record(int argc, char **argv) {
                                           "exclude each other");
   if (symcache != NULL && symcache[0] == '\0')
     return stkr_cli_usage_error("record", "--symcache: empty directory name");
+  /* Unset STACKREC_CATEGORIES means the default; an option given empty is
+   * a mistake, as an empty item in a list is. */
+  if (cats != NULL && cats[0] == '\0')
+    return stkr_cli_usage_error("record", "--categories: no category given "
+                                          "(leave the option out for the "
+                                          "default)");
   if (!no_symcache && symcache == NULL)
     symcache = stkr_symcache_dir(symcache_buf, sizeof symcache_buf);
   /* STACKREC_DIR is set below, once the directory exists. */
