@@ -77,6 +77,7 @@ let package = Package(
         "proto/stkr_format.c",
         "proto/stkr_frames.c",
         "proto/stkr_reader.c",
+        "proto/stkr_readutil.c",
         "proto/stkr_recover.c",
         "proto/stkr_recover_session.c",
         "proto/stkr_symbols.c",

@@ -42,6 +42,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_frames.c
   proto/stkr_marks.c
   proto/stkr_reader.c
+  proto/stkr_readutil.c
   proto/stkr_recover.c
   proto/stkr_recover_known.c
   proto/stkr_recover_scan.c
