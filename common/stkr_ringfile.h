@@ -195,6 +195,51 @@ typedef struct stkr_ringfile_full {
 #define STKR_RINGREC_KNOWN 4u /* no PCs: the slot's stack (see above) */
 #define STKR_RINGREC_PAYLOAD_NEW 8u    /* evicted payload key + bytes */
 #define STKR_RINGREC_PAYLOAD_KNOWN 16u /* no bytes: the pslot's payload */
+/* Most PCs a record carries (recorder/stackrec.h's STKR_MAX_DEPTH). */
+#define STKR_RINGREC_MAX_DEPTH 256u
+
+/* The rule a record's own fields meet, for every reader of a ring: the
+ * flush worker of the process writing it, and recovery from a dead
+ * writer's file. A ring is shared memory something else may have written
+ * (a child made by a raw fork system call, which glibc's atfork handlers
+ * never see, writes on in its parent's ring: the worker then copied a
+ * "depth" of 37 450 PCs out of the ring and crashed the app, QA). h: the
+ * record's header, whose size the caller has checked (>= the header, a
+ * multiple of 8, within what it may read) and whose site_id is not 0 (a
+ * wrap marker). *hdr: the size of its header (full or known). @return
+ * NULL, or why it is refused. */
+static inline const char *stkr_ringfile_record_check(
+    const stkr_ringfile_record *h, uint64_t *hdr) {
+  unsigned pflags =
+      h->flags & (STKR_RINGREC_PAYLOAD_NEW | STKR_RINGREC_PAYLOAD_KNOWN);
+  uint64_t pbytes = 0;
+  int known = (h->flags & STKR_RINGREC_KNOWN) != 0;
+
+  if (h->slot >= STKR_RINGFILE_KNOWN_SLOTS ||
+      h->pslot >= STKR_RINGFILE_PKNOWN_SLOTS ||
+      (h->flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
+                              STKR_RINGREC_STACK_TRUNCATED |
+                              STKR_RINGREC_KNOWN | STKR_RINGREC_PAYLOAD_NEW |
+                              STKR_RINGREC_PAYLOAD_KNOWN)) != 0)
+    return "bad record slot or flags";
+  /* A payload is either carried (NEW) or the slot's (KNOWN), never both;
+   * an empty one neither. */
+  if (pflags == (STKR_RINGREC_PAYLOAD_NEW | STKR_RINGREC_PAYLOAD_KNOWN) ||
+      (pflags != 0) != (h->payload_len != 0))
+    return "bad record payload flags";
+  if (pflags == STKR_RINGREC_PAYLOAD_NEW)
+    pbytes = 16u + h->payload_len;
+  else if (pflags == 0)
+    pbytes = h->payload_len;
+  *hdr = known ? sizeof(stkr_ringfile_record) : sizeof(stkr_ringfile_full);
+  if (known && h->depth != 0)
+    return "known record with PCs";
+  if (h->depth > STKR_RINGREC_MAX_DEPTH)
+    return "record with more PCs than a stack can have";
+  if (*hdr + 8u * (uint64_t)h->depth + pbytes > h->size)
+    return "record's PCs and payload do not fit its size";
+  return NULL;
+}
 
 /* The event clock's calibration (recorder/clock.c). Records' ts are
  * CLOCK_MONOTONIC nanoseconds when kind is STKR_CLOCK_MONO, else raw

@@ -489,6 +489,18 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
     n++;
   }
   stkr__ring_cursor_store(&t->ring, &cur);
+  if (cur.corrupt != 0) {
+    /* Records something else wrote over (stkr__ring_cursor_peek_slow):
+     * how many events they held is unknown; one is counted, and the
+     * recording's accounting no longer adds up, which verify names. */
+    stkr__log(STKR__LOG_OTHER, "thread %u: %llu bytes of its ring were not "
+              "records the recorder wrote (another process writing in it? a "
+              "child made by a raw fork system call does); skipped",
+              (unsigned)t->id, (unsigned long long)cur.corrupt);
+    pthread_mutex_lock(&w->stats_mu);
+    w->dropped_worker++;
+    pthread_mutex_unlock(&w->stats_mu);
+  }
   /* Relaxed atomic store: recorder/thread.c (stkr__counts_add) reads it on
    * any thread that asks for stats; we are its only writer. */
   __atomic_store_n(&t->w_consumed, t->w_consumed + n, __ATOMIC_RELAXED);

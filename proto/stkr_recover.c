@@ -111,10 +111,6 @@ static const char *ring_header(const uint8_t *data, uint64_t len,
 static const char *ring_record(const uint8_t *rec, uint64_t off,
                                uint64_t left, uint64_t ring_size,
                                stkr_ringfile_record *h, uint64_t *hdr) {
-  bool known;
-  uint64_t pbytes = 0;
-  unsigned pflags;
-
   /* off is a multiple of 8 and ring_size >= 64: 8 bytes are there. */
   memcpy(h, rec, 8);
   if (h->size < 8 || h->size % 8 != 0 || h->size > left ||
@@ -125,30 +121,7 @@ static const char *ring_record(const uint8_t *rec, uint64_t off,
   if (h->size < sizeof *h)
     return "record shorter than its header";
   memcpy(h, rec, sizeof *h);
-  pflags = h->flags & (STKR_RINGREC_PAYLOAD_NEW | STKR_RINGREC_PAYLOAD_KNOWN);
-  if (h->slot >= STKR_RINGFILE_KNOWN_SLOTS ||
-      h->pslot >= STKR_RINGFILE_PKNOWN_SLOTS ||
-      (h->flags & ~(unsigned)(STKR_RINGREC_PAYLOAD_TRUNCATED |
-                              STKR_RINGREC_STACK_TRUNCATED |
-                              STKR_RINGREC_KNOWN | STKR_RINGREC_PAYLOAD_NEW |
-                              STKR_RINGREC_PAYLOAD_KNOWN)) != 0)
-    return "bad record slot or flags";
-  /* A payload is either carried (NEW) or the slot's (KNOWN), never both;
-   * an empty one neither. */
-  if (pflags == (STKR_RINGREC_PAYLOAD_NEW | STKR_RINGREC_PAYLOAD_KNOWN) ||
-      (pflags != 0) != (h->payload_len != 0))
-    return "bad record payload flags";
-  if (pflags == STKR_RINGREC_PAYLOAD_NEW)
-    pbytes = 16u + h->payload_len;
-  else if (pflags == 0)
-    pbytes = h->payload_len;
-  known = (h->flags & STKR_RINGREC_KNOWN) != 0;
-  *hdr = known ? sizeof *h : sizeof(stkr_ringfile_full);
-  if (known && h->depth != 0)
-    return "known record with PCs";
-  if (*hdr + 8u * (uint64_t)h->depth + pbytes > h->size)
-    return "record's PCs and payload do not fit its size";
-  return NULL;
+  return stkr_ringfile_record_check(h, hdr);
 }
 
 /* Hand a checked record (h, header of hdr bytes) at pos to rec. */

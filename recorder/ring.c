@@ -170,11 +170,17 @@ const stkr__record *stkr__ring_cursor_peek_slow(const stkr__ring *r,
     if (head - pos > STKR__RING_PREFETCH_BYTES)
       __builtin_prefetch(r->buf + ((pos + STKR__RING_PREFETCH_BYTES) & r->mask));
     rec = (const stkr__record *)(r->buf + (pos & r->mask));
+    uint64_t hdr;
     if (rec->size < 8 || rec->size % 8 != 0 || rec->size > head - pos ||
-        (rec->site_id != 0 && rec->size < sizeof(stkr__record))) {
-      /* Cannot happen unless memory was scribbled on by the app. Skip what
-       * is there rather than read garbage; the producer carries on. */
-      assert(!"corrupt ring record");
+        (rec->site_id != 0 &&
+         (rec->size < sizeof(stkr__record) ||
+          stkr_ringfile_record_check((const stkr_ringfile_record *)rec,
+                                     &hdr) != NULL))) {
+      /* Memory something else wrote: the app, or a child made by a raw
+       * fork system call writing on in this ring. Skip what is there
+       * rather than read garbage (never abort: this runs in the app); the
+       * caller counts it, the producer carries on. */
+      cur->corrupt += head - pos;
       cur->pos = head;
       continue;
     }

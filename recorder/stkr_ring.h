@@ -171,6 +171,8 @@ _Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&
                        offsetof(stkr_ringfile_record, pslot) &&
                    sizeof(stkr__record_full) == sizeof(stkr_ringfile_full),
                "ring record layout");
+_Static_assert(STKR_RINGREC_MAX_DEPTH == STKR_MAX_DEPTH,
+               "the records' depth cap is the recorder's");
 
 /* A thread's handle on its ring: where the mapping is. Set when the ring
  * is mapped (attach, or a new session re-backing it while no producer and
@@ -278,11 +280,13 @@ const stkr__record *stkr__ring_peek(stkr__ring *r);
 typedef struct stkr__ring_cursor {
   uint64_t pos;  /* c_read of the run */
   uint64_t head; /* c_head of the run: the last head loaded */
+  uint64_t corrupt; /* bytes skipped at records that failed the checks */
 } stkr__ring_cursor;
 static inline void stkr__ring_cursor_load(const stkr__ring *r,
                                           stkr__ring_cursor *cur) {
   cur->pos = r->c->c_read;
   cur->head = r->c->c_head;
+  cur->corrupt = 0;
 }
 static inline void stkr__ring_cursor_store(stkr__ring *r,
                                            const stkr__ring_cursor *cur) {
@@ -294,7 +298,9 @@ static inline void stkr__ring_cursor_store(stkr__ring *r,
  * few lines early overlaps those transfers instead of waiting for each. */
 #define STKR__RING_PREFETCH_BYTES 512u
 /* stkr__ring_cursor_peek's slow path (ring.c): a head to reload, a wrap
- * marker to skip, or a record that fails the checks. */
+ * marker to skip, or a record that fails the checks (its size, then
+ * stkr_ringfile_record_check): the rest up to the head is skipped and
+ * counted in cur->corrupt, never read. */
 const stkr__record *stkr__ring_cursor_peek_slow(const stkr__ring *r,
                                                 stkr__ring_cursor *cur);
 /* The oldest unread record at cur (skipping wrap markers), or NULL.
@@ -311,8 +317,11 @@ stkr__ring_cursor_peek(const stkr__ring *r, stkr__ring_cursor *cur) {
     if (head - pos > STKR__RING_PREFETCH_BYTES)
       __builtin_prefetch(r->buf +
                          ((pos + STKR__RING_PREFETCH_BYTES) & r->mask));
+    uint64_t hdr;
     if (rec->site_id != 0 && rec->size >= sizeof(stkr__record) &&
-        rec->size % 8 == 0 && rec->size <= head - pos)
+        rec->size % 8 == 0 && rec->size <= head - pos &&
+        stkr_ringfile_record_check((const stkr_ringfile_record *)rec,
+                                   &hdr) == NULL)
       return rec;
   }
   return stkr__ring_cursor_peek_slow(r, cur);

@@ -118,13 +118,15 @@ static void test_shorter_commit_than_reserve(void **state) {
   const stkr__record *got;
   (void)state;
   assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
-  rec = stkr__ring_reserve(&r, 32 + 8 * 64);
+  rec = stkr__ring_reserve(&r, stkr__record_full_bytes(64, 0));
   assert_non_null(rec);
-  rec->size = 32 + 8 * 2;
+  /* A well-formed full record of 2 PCs (the readers check that its PCs
+   * fit its size). */
+  rec->size = stkr__record_full_bytes(2, 0);
   rec->site_id = 7;
   rec->depth = 2;
   stkr__ring_commit(&r, rec->size);
-  assert_int_equal(stkr__ring_used(&r), 48);
+  assert_int_equal(stkr__ring_used(&r), stkr__record_full_bytes(2, 0));
   got = stkr__ring_peek(&r);
   assert_int_equal(got->site_id, 7);
   stkr__ring_release(&r, got);
@@ -287,6 +289,48 @@ static void test_spsc_two_threads(void **state) {
   spsc_two_threads(64u << 10);
 }
 
+/* Records something else wrote (QA: a child made by a raw fork system call
+ * writes on in its parent's shared ring; the worker then copied a "depth"
+ * of 37 450 PCs and crashed the app, and a debug build aborted): each
+ * field a reader uses is checked, the rest up to the head is skipped and
+ * counted, never returned. Fails without stkr_ringfile_record_check. */
+static void test_records_written_by_another_are_skipped(void **state) {
+  static const struct {
+    uint16_t depth, payload_len;
+    uint8_t flags, slot;
+  } bad[] = {
+      {60000, 0, 0, 0},                          /* PCs past the record */
+      {0, 0, STKR__REC_KNOWN, 200},              /* slot out of the table */
+      {0, 0, 0x80, 0},                           /* unknown flag */
+      {3, 0, STKR__REC_KNOWN, 0},                /* known, with PCs */
+      {0, 9, STKR__REC_PAYLOAD_KNOWN | STKR__REC_PAYLOAD_NEW, 0},
+  };
+  (void)state;
+
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    stkr__ring r;
+    stkr__ring_cursor cur;
+    stkr__record *rec;
+
+    assert_int_equal(stkr__ring_init(&r, 4096, 0, 0, ""), 0);
+    assert_true(push(&r, 1, 2));
+    assert_true(push(&r, 2, 2));
+    rec = (stkr__record *)(void *)(r.buf + stkr__record_full_bytes(2, 0));
+    rec->depth = bad[i].depth;
+    rec->payload_len = bad[i].payload_len;
+    rec->flags = bad[i].flags;
+    rec->slot = bad[i].slot;
+    assert_true(push(&r, 3, 2)); /* behind the bad one: skipped too */
+    stkr__ring_cursor_load(&r, &cur);
+    check(stkr__ring_cursor_peek(&r, &cur), 1, 2);
+    stkr__ring_cursor_next(&cur, stkr__ring_cursor_peek(&r, &cur));
+    assert_null(stkr__ring_cursor_peek(&r, &cur));
+    assert_int_equal(cur.corrupt, 2 * stkr__record_full_bytes(2, 0));
+    stkr__ring_cursor_store(&r, &cur);
+    stkr__ring_free(&r);
+  }
+}
+
 TL_TEST_MAIN("ring", NULL, NULL, test_size_rounds_up_to_power_of_two,
              test_fifo_and_empty,
              test_full_ring_refuses_then_accepts_after_release,
@@ -294,4 +338,5 @@ TL_TEST_MAIN("ring", NULL, NULL, test_size_rounds_up_to_power_of_two,
              test_shorter_commit_than_reserve,
              test_empty_ring_reuses_low_pages,
              test_ring_behind_uses_upper_half, test_reuse_marker_leaves_half,
-             test_spsc_two_threads)
+             test_spsc_two_threads,
+             test_records_written_by_another_are_skipped)
