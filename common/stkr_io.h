@@ -10,6 +10,17 @@
  * On error an unknown prefix of the bytes may have been written.
  * Thread-safety: as write(2); async-signal-safe.
  *
+ * stkr_fsize_room(end): may this process make a file reach `end` bytes?
+ * A program may lower RLIMIT_FSIZE (QA: setrlimit to 2 KiB, then exit):
+ * growing a file past the soft limit raises SIGXFSZ, whose default action
+ * kills the process, in whichever thread wrote: the app's own at its exit,
+ * where the last pass runs. So the recorder asks first and takes the limit
+ * as a failure of its own (-EFBIG: the batch dropped and counted, the ring
+ * kept in memory). @return true when there is no limit or end is within.
+ * stkr_write_all_within(fd, p, n): stkr_write_all, or -EFBIG without
+ * writing when the file would pass the limit (its end: the offset, or the
+ * size for an O_APPEND descriptor). Thread-safety: as write(2).
+ *
  * stkr_pread_all(fd, p, n, off, &got): read n bytes at offset off into p,
  * going on after short reads and EINTR, up to the end of the file.
  * @return 0 with *got = bytes read (< n only at the end of the file), or
@@ -51,6 +62,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -98,6 +110,25 @@ static inline int stkr_write_all(int fd, const void *p, size_t n) {
     n -= (size_t)w;
   }
   return 0;
+}
+
+static inline bool stkr_fsize_room(uint64_t end) {
+  struct rlimit rl;
+  return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+         end <= (uint64_t)rl.rlim_cur;
+}
+
+static inline int stkr_write_all_within(int fd, const void *p, size_t n) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    off_t at = fl != -1 && (fl & O_APPEND) != 0
+                   ? (fstat(fd, &st) == 0 ? st.st_size : -1)
+                   : lseek(fd, 0, SEEK_CUR);
+    if (at < 0 || (uint64_t)at + n > (uint64_t)rl.rlim_cur) return -EFBIG;
+  }
+  return stkr_write_all(fd, p, n);
 }
 
 static inline int stkr_pread_all(int fd, void *p, size_t n, uint64_t off,

@@ -225,9 +225,16 @@ static void write_batch(stkr__worker *w, bool last) {
     w->dropped_write_error += n;
     w->write_errors++;
     pthread_mutex_unlock(&w->stats_mu);
+    /* Notes are rate-limited: this one speaks for its own batch, the
+     * counters (verify) for all of them. */
     stkr__log(err == -ENOMEM ? STKR__LOG_ENCODE : STKR__LOG_WRITE,
-              "cannot %s a segment file in %s: %s; %llu events dropped", what,
-              w->cfg.dir, strerror(-err), (unsigned long long)n);
+              "cannot %s a segment file in %s: %s; this batch's %llu events "
+              "dropped (every failed batch is counted: see verify)", what,
+              w->cfg.dir,
+              err == -EFBIG ? "over the program's file size limit "
+                              "(RLIMIT_FSIZE)"
+                            : strerror(-err),
+              (unsigned long long)n);
   }
   release_all();
   publish(w);

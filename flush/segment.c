@@ -95,7 +95,12 @@ static void close_current(stkr__segw *s, bool keep) {
   (void)close(s->fd); /* no retry on EINTR: Linux closes the fd anyway */
   s->fd = -1;
   if (keep && s->cur_bytes == 0) {
-    unlink_seq(s, s->seq); /* no whole frame: nothing for a reader */
+    /* No whole frame: nothing for a reader. Its number is free again and
+     * the next file takes it, so a batch that failed in a new file leaves
+     * no gap in the sequence (QA: "2 segments missing" after writes that
+     * RLIMIT_FSIZE refused, which lost batches, not files). */
+    unlink_seq(s, s->seq);
+    s->seq--;
     keep = false;
   }
   if (keep) s->cap_scan_due = true;
@@ -201,7 +206,9 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
   /* Right before the write: the batch took a while to build, and the app
    * may have taken the number meanwhile. */
   if (check_current(s) != 0) return -EBADF;
-  err = stkr_write_all(s->fd, data, len); /* write() returning 0: -EIO */
+  /* Within RLIMIT_FSIZE, or not at all (SIGXFSZ would kill the app:
+   * common/stkr_io.h): -EFBIG is a failed write like any other. */
+  err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
   if (err == 0) {
     s->cur_bytes += len;
     s->bytes += len;

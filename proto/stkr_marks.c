@@ -448,6 +448,10 @@ static int append_whole(const char *path, const void *buf, size_t n) {
     close(fd);
     return -ENXIO; /* what the open says for a FIFO without a reader */
   }
+  if (!stkr_fsize_room((uint64_t)st.st_size + n)) { /* no SIGXFSZ */
+    close(fd);
+    return -EFBIG;
+  }
   do
     w = write(fd, buf, n);
   while (w < 0 && errno == EINTR);

@@ -272,7 +272,7 @@ static int flush_batch(build *b, bool last) {
   B.counters = &K;
   b->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
-    err = stkr_write_all(b->fd, b->out.data, b->out.len);
+    err = stkr_write_all_within(b->fd, b->out.data, b->out.len);
   b->written_batches++;
 done:
   free(sp);

@@ -118,7 +118,7 @@ int stkr__cache_write(const char *name, const void *buf, size_t len) {
     fd = stkr__open_high(tmp, O_WRONLY | O_CREAT | O_EXCL);
   }
   if (fd < 0) return fd;
-  rc = stkr_write_all(fd, buf, len);
+  rc = stkr_write_all_within(fd, buf, len); /* no SIGXFSZ: stkr_io.h */
   if (close(fd) != 0 && rc == 0) rc = -errno;
   if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
   if (rc != 0) (void)unlink(tmp);

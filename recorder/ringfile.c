@@ -97,6 +97,10 @@ static _Atomic uint32_t g_file_no;
  * SIGBUS in the app. fallocate(2), not posix_fallocate(): no emulation
  * writing zeros, and a plain system call, safe in a signal handler. */
 static int reserve_file(int fd, size_t bytes) {
+  /* Past RLIMIT_FSIZE the kernel would raise SIGXFSZ in the app's thread
+   * (common/stkr_io.h): the thread keeps a ring in memory instead. */
+  if (!stkr_fsize_room(bytes))
+    return -EFBIG;
 #if defined(__linux__)
   if (fallocate(fd, 0, 0, (off_t)bytes) != 0)
     return -errno; /* ENOSPC, or EOPNOTSUPP: no crash-proof ring here */

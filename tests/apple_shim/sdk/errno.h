@@ -15,6 +15,7 @@ extern int *__error(void);
 #define EBUSY 16
 #define EINVAL 22
 #define EMFILE 24
+#define EFBIG 27
 #define ENOSPC 28
 #define EAGAIN 35
 #define EALREADY 37

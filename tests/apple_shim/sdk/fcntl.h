@@ -5,6 +5,7 @@
 #define O_WRONLY 0x0001
 #define O_RDWR 0x0002
 #define O_NONBLOCK 0x0004
+#define O_APPEND 0x0008
 #define O_NOFOLLOW 0x0100
 #define O_CREAT 0x0200
 #define O_TRUNC 0x0400

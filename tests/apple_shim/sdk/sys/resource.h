@@ -6,6 +6,7 @@ struct rlimit {
   rlim_t rlim_cur;
   rlim_t rlim_max;
 };
+#define RLIMIT_FSIZE 1
 #define RLIMIT_NOFILE 8
 #define RLIM_INFINITY (((rlim_t)1 << 63) - 1)
 int getrlimit(int resource, struct rlimit *rlp);
