@@ -714,6 +714,12 @@ pid_t fork(void) {
       st = start_settled();
     if (g_follow_forks && st == STKR__PL_START_PENDING)
       (void)stkr__pl_start_now();
+    /* A followed child that has not recorded yet starts too, for the
+     * same reason: its children's parent is then in the recording (QA:
+     * the middle of a fork chain was missing and the leaf's parent pid
+     * named no process of it). A no-op once it records. */
+    else if (g_followed_child)
+      (void)stkr_thread_attach();
     errno = saved;
   }
   return fn();

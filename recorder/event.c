@@ -154,7 +154,14 @@ static __attribute__((noinline)) int stkr__not_running(int state) {
 }
 
 int stkr_thread_attach(void) {
-  stkr__thread *t = stkr__tls;
+  stkr__thread *t;
+  int state = atomic_load_explicit(&g_state, memory_order_acquire);
+
+  /* A followed fork child not started yet starts here (stackrec.h), even
+   * with this thread's state inherited from the parent's. */
+  if (state == STKR__FORK_PENDING && stkr__not_running(state) != 0)
+    return -ENOTCONN;
+  t = stkr__tls;
 
   if (t == STKR__THREAD_IGNORED)
     return -EPERM;

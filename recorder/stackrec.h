@@ -335,7 +335,12 @@ STKR_API void stkr_images_changed(void);
  */
 STKR_API int stkr_event(stkr_site *site, const void *payload, size_t payload_len);
 
-/* Allocate the calling thread's ring and cache its stack bounds now. */
+/* Allocate the calling thread's ring and cache its stack bounds now. In a
+ * forked child that follows its parent (STKR_FORK_FOLLOW) and has not
+ * recorded yet, this starts the child's recording first, as its first
+ * event would: what the hook library does before such a child forks in
+ * turn, so that its own children's parent is in the recording.
+ * @return 0, or as stkr_event (-ENOTCONN: not recording). */
 STKR_API int stkr_thread_attach(void);
 
 /* Register a site now (stkr_event does it on first use).

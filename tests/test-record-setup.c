@@ -470,9 +470,9 @@ static void test_closerange_keeps_session_lock(void **state) {
 /* Process trees QA found misrecorded, each CMD with what two commands
  * must then print:
  * - a grandchild of a child that made no watched call records (its events
- *   were lost without a word; so were a double-forked daemon's): follow
- *   mode passes on through a child still waiting for its first event,
- *   and the grandchild's parent is that child;
+ *   were lost without a word; so were a double-forked daemon's), and the
+ *   child is in the recording too (0 events), as the grandchild's parent:
+ *   a followed child starts at its fork as a process does at its first;
  * - a pid that exec'd another program is named by its chain of images
  *   (bash's gethostname at start, then python3's five calls, were all
  *   shown as "bash"). */
@@ -491,7 +491,8 @@ static void test_process_trees(void **state) {
        "        os._exit(0)\n"
        "    os.wait(); os._exit(0)\n"
        "os.wait()'",
-       {{"verify", ", 10 events: intact\n"}, {"info", "(forked child)"}}},
+       {{"verify", "intact: 3 processes, 3 segments, 10 events\n"},
+        {"info", "(forked child)"}}},
       {"execchain",
        "/bin/bash -c 'exec /usr/bin/python3 -c \"import socket\n"
        "[socket.gethostname() for _ in range(5)]\"'",
