@@ -746,6 +746,12 @@ static void test_cli(void **state) {
   assert_int_equal(cr_run("merge -o '%s' '%s'", path, dir), 1);
   assert_non_null(strstr(cr_err, "80 events of 1 dead writer still in ring "
                                  "files, not merged"));
+  for (int k = 0; k < 3; k++) { /* report's header, info's end, export */
+    assert_int_equal(cr_run(k == 0 ? "report '%s'" : k == 1 ? "info '%s'"
+                                   : "export --format jsonl '%s'", dir), 0);
+    assert_non_null(strstr(k < 2 ? cr_out : cr_err, "80 events of 1 dead "
+                                   "writer"));
+  }
   assert_int_equal(cr_run("recover --dry-run '%s'", dir), 4);
   assert_non_null(strstr(cr_out, "would recover 80 events of 1 dead"));
   assert_int_equal(cr_run("recover '%s'", dir), 0);

@@ -315,6 +315,9 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet);
 uint64_t stkr_cli_rings_left(const char *path,
                              void (*message)(void *arg, const char *line),
                              void *arg, uint64_t *events);
+/* The same over the directories r reads (at most 64 distinct ones), their
+ * notes on damaged files dropped (verify names those). verify.c. */
+uint64_t stkr_cli_reader_rings_left(const stkr_reader *r, uint64_t *events);
 
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */

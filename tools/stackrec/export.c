@@ -274,7 +274,8 @@ static int output_close(output *o, bool ok) {
   return status;
 }
 
-/* Events the recorder dropped are in no export: say so, never silently. */
+/* Events the recorder dropped, or that are still in a dead writer's ring
+ * files, are in no export: say so, never silently. */
 static void note_drops(stkr_reader *r) {
   size_t i, n = stkr_reader_process_count(r);
   uint64_t drops = 0;
@@ -287,6 +288,14 @@ static void note_drops(stkr_reader *r) {
             "recorder (ring full, re-entered, write errors); they are not "
             "in the export\n",
             (unsigned long long)drops);
+  uint64_t events, sessions = stkr_cli_reader_rings_left(r, &events);
+  if (sessions > 0)
+    fprintf(stderr,
+            "stackrec export: note: %llu events of %llu dead writer%s are "
+            "still in ring files; they are not in the export (run 'stackrec "
+            "recover' first)\n",
+            (unsigned long long)events, (unsigned long long)sessions,
+            sessions == 1 ? "" : "s");
 }
 
 int stkr_cli_export(int argc, char **argv) {

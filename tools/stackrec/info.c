@@ -275,6 +275,13 @@ int stkr_cli_info(int argc, char **argv) {
   }
   if (n > 1 && !json)
     printf("\n%zu processes, %llu events\n", n, total);
+  if (!json) {
+    /* The findings no single process has (events still in dead writers'
+     * ring files), with the others, as report's header says them. */
+    char line[1024];
+    if (stkr_cli_incomplete_line(r, line, sizeof line) > 0)
+      printf("\n%s\n", line);
+  }
   status = stkr_cli_finish("info", r, STKR_CLI_OK);
   stkr_reader_free(r);
   return status;
