@@ -112,21 +112,29 @@ static inline int stkr_write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-static inline bool stkr_fsize_room(uint64_t end) {
+/* The soft RLIMIT_FSIZE into *lim; false when there is none. */
+static inline bool stkr_fsize_limit(uint64_t *lim) {
   struct rlimit rl;
-  return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-         end <= (uint64_t)rl.rlim_cur;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return false;
+  *lim = (uint64_t)rl.rlim_cur;
+  return true;
+}
+
+static inline bool stkr_fsize_room(uint64_t end) {
+  uint64_t lim;
+  return !stkr_fsize_limit(&lim) || end <= lim;
 }
 
 static inline int stkr_write_all_within(int fd, const void *p, size_t n) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+  uint64_t lim;
+  if (stkr_fsize_limit(&lim)) { /* only then the end is worth a syscall */
     struct stat st;
     int fl = fcntl(fd, F_GETFL);
     off_t at = fl != -1 && (fl & O_APPEND) != 0
                    ? (fstat(fd, &st) == 0 ? st.st_size : -1)
                    : lseek(fd, 0, SEEK_CUR);
-    if (at < 0 || (uint64_t)at + n > (uint64_t)rl.rlim_cur) return -EFBIG;
+    if (at < 0 || (uint64_t)at + n > lim) return -EFBIG;
   }
   return stkr_write_all(fd, p, n);
 }

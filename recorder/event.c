@@ -155,6 +155,8 @@ static __attribute__((noinline)) int stkr__not_running(int state) {
 
 int stkr_thread_attach(void) {
   stkr__thread *t;
+  /* Acquire: as in stkr_event, pairs with the release stores of g_state
+   * (start, the atfork child handler's FORK_PENDING). */
   int state = atomic_load_explicit(&g_state, memory_order_acquire);
 
   /* A followed fork child not started yet starts here (stackrec.h), even
