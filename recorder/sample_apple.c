@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "common/stkr_mach_regs.h"
 #include "recorder/sample.h"
 
 static pthread_mutex_t g_sleep_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -70,38 +71,9 @@ void stkr__splat_wake(_Atomic uint32_t *word) {
   pthread_mutex_unlock(&g_sleep_mu);
 }
 
-/* The interrupted PC and frame pointer of the suspended thread. */
-static int stkr__thread_regs(thread_act_t th, uint64_t *pc, uintptr_t *fp) {
-#if defined(__arm64__) || defined(__aarch64__)
-  arm_thread_state64_t st;
-  mach_msg_type_number_t n = ARM_THREAD_STATE64_COUNT;
-  if (thread_get_state(th, ARM_THREAD_STATE64, (thread_state_t)&st, &n) !=
-      KERN_SUCCESS)
-    return -ESRCH;
-  *pc = stkr__strip_pac((uint64_t)arm_thread_state64_get_pc(st));
-  *fp = (uintptr_t)stkr__strip_pac_data((uint64_t)arm_thread_state64_get_fp(st));
-  return 0;
-#elif defined(__x86_64__)
-  x86_thread_state64_t st;
-  mach_msg_type_number_t n = x86_THREAD_STATE64_COUNT;
-  if (thread_get_state(th, x86_THREAD_STATE64, (thread_state_t)&st, &n) !=
-      KERN_SUCCESS)
-    return -ESRCH;
-  *pc = st.__rip;
-  *fp = (uintptr_t)st.__rbp;
-  return 0;
-#else
-  (void)th;
-  *pc = 0;
-  *fp = 0;
-  return -ENOSYS;
-#endif
-}
-
 int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
   thread_act_t th = (thread_act_t)s->plat;
-  uint64_t pc;
-  uintptr_t fp;
+  stkr_mach_regs r;
   int err;
 
   (void)timeout_ms;
@@ -111,11 +83,11 @@ int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
     return -ESRCH;
   }
   /* From here to thread_resume: nothing that can take a lock. */
-  err = stkr__thread_regs(th, &pc, &fp);
+  err = stkr_mach_thread_regs(th, &r);
   if (err == 0 && atomic_load_explicit(&s->t->exited, memory_order_acquire))
     err = -ESRCH;
   if (err == 0)
-    stkr__sample_serve(s, pc, fp); /* walks, takes the mailbox, pushes */
+    stkr__sample_serve(s, r.pc, (uintptr_t)r.fp); /* walks, mailbox, push */
   (void)thread_resume(th);
   if (err != 0) {
     atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);

@@ -50,22 +50,8 @@
 #include <time.h>
 
 #include "common/stkr_fpwalk.h" /* STKR_ARCH_NAME */
+#include "common/stkr_mach_regs.h"
 #include "tools/stackrec/snapshot_backend.h"
-
-#if defined(__arm64e__) && defined(__has_include)
-#if __has_include(<ptrauth.h>)
-#include <ptrauth.h>
-#define STRIP(p) ((uint64_t)ptrauth_strip((void *)(uintptr_t)(p), \
-                                          ptrauth_key_asia))
-#endif
-#endif
-#ifndef STRIP
-#if defined(__arm64__)
-#define STRIP(p) ((uint64_t)(p) & 0x0000007FFFFFFFFFull) /* 39-bit user VA */
-#else
-#define STRIP(p) ((uint64_t)(p))
-#endif
-#endif
 
 const char *stkr_snap_arch(void) { return STKR_ARCH_NAME; }
 
@@ -76,36 +62,14 @@ static uint64_t now_ns(void) {
 }
 
 static int get_regs(thread_act_t th, stkr_snap_regs *r) {
-#if defined(__arm64__)
-  arm_thread_state64_t st;
-  mach_msg_type_number_t n = ARM_THREAD_STATE64_COUNT;
-  if (thread_get_state(th, ARM_THREAD_STATE64, (thread_state_t)&st, &n) !=
-      KERN_SUCCESS)
-    return -ESRCH;
-  /* The raw fields: the SDK's arm_thread_state64_get_pc() would
-   * authenticate with this process's keys, which did not sign them. */
-#if defined(__arm64e__)
-  r->pc = STRIP((uint64_t)(uintptr_t)st.__opaque_pc);
-  r->lr = STRIP((uint64_t)(uintptr_t)st.__opaque_lr);
-  r->fp = STRIP((uint64_t)(uintptr_t)st.__opaque_fp);
-  r->sp = STRIP((uint64_t)(uintptr_t)st.__opaque_sp);
-#else
-  r->pc = STRIP(st.__pc);
-  r->lr = STRIP(st.__lr);
-  r->fp = st.__fp;
-  r->sp = st.__sp;
-#endif
-#else
-  x86_thread_state64_t st;
-  mach_msg_type_number_t n = x86_THREAD_STATE64_COUNT;
-  if (thread_get_state(th, x86_THREAD_STATE64, (thread_state_t)&st, &n) !=
-      KERN_SUCCESS)
-    return -ESRCH;
-  r->pc = st.__rip;
-  r->sp = st.__rsp;
-  r->fp = st.__rbp;
-  r->lr = 0;
-#endif
+  stkr_mach_regs m;
+  int err = stkr_mach_thread_regs(th, &m);
+  if (err != 0)
+    return err;
+  r->pc = m.pc;
+  r->lr = m.lr;
+  r->fp = m.fp;
+  r->sp = m.sp;
   return 0;
 }
 
