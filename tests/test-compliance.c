@@ -487,11 +487,11 @@ static void test_bad_inputs(void **state) {
                 "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n"
                 "    <dict><key>NSPrivacyAccessedAPIType</key>"
                 "<string>x</strin></dict>\n");
-  snprintf(want, sizeof want, "%s:6: <string> closed by </strin>", p);
+  snprintf(want, sizeof want, "%s:6:63: <string> closed by </strin>", p);
   expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
   write_file(p, "<plist version=\"1.0\">\n<dict>\n<key>A</key>\n</dict>\n"
                 "</plist>\n");
-  snprintf(want, sizeof want, "%s:4: <key>A</key> has no value", p);
+  snprintf(want, sizeof want, "%s:4:1: <key>A</key> has no value", p);
   expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
   /* Files that cannot be opened: 3, naming them. */
   assert_int_equal(cr_run("compliance --policy '%s/none.json' '%s'", g_tmp,

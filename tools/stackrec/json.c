@@ -17,31 +17,12 @@
 #include "common/stkr_io.h"
 #include "tools/stackrec/json.h"
 
-typedef struct parser {
-  const char *p, *end;
-  unsigned line;
-  const char *line_start;
-  char *err;
-  size_t errlen;
-  int rc; /* first failure: -EINVAL or -ENOMEM */
-} parser;
+typedef stkr_scan parser;
+#define fail stkr_scan_fail
+#define nomem stkr_scan_nomem
 
 static unsigned col_of(const parser *ps, const char *at) {
   return (unsigned)(at - ps->line_start) + 1;
-}
-
-static int fail(parser *ps, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int fail(parser *ps, const char *fmt, ...) {
-  char pos[32];
-  va_list ap;
-  int rc;
-
-  snprintf(pos, sizeof pos, "%u:%u: ", ps->line, col_of(ps, ps->p));
-  va_start(ap, fmt);
-  rc = stkr_json_vfail(&ps->rc, ps->err, ps->errlen, pos, fmt, ap);
-  va_end(ap);
-  return rc;
 }
 
 stkr_json *stkr_json_append(stkr_json *v, size_t *cap, size_t *kcap,
@@ -56,40 +37,58 @@ stkr_json *stkr_json_append(stkr_json *v, size_t *cap, size_t *kcap,
   return &v->items[v->n++];
 }
 
-int stkr_json_vfail(int *rc, char *err, size_t errlen, const char *pos,
-                    const char *fmt, va_list ap) {
-  int k;
+/* The one failure message: "[NAME:]LINE:COL: <message>", if *rc is 0. */
+static int vfail_at(int *rc, char *err, size_t errlen, const char *name,
+                    unsigned line, unsigned col, const char *fmt, va_list ap) {
+  int k = 0;
 
   if (*rc != 0)
     return *rc;
   *rc = -EINVAL;
   if (err == NULL || errlen == 0)
     return *rc;
-  k = snprintf(err, errlen, "%s", pos);
-  if (k > 0 && (size_t)k < errlen)
+  if (name != NULL)
+    k = snprintf(err, errlen, "%s:", name);
+  if (k >= 0 && (size_t)k < errlen)
+    k += snprintf(err + k, errlen - (size_t)k, "%u:%u: ", line, col);
+  if (k >= 0 && (size_t)k < errlen)
     vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
   return *rc;
 }
 
-static int nomem(parser *ps) {
-  if (ps->rc == 0)
-    ps->rc = -ENOMEM;
-  if (ps->err != NULL && ps->errlen > 0)
-    snprintf(ps->err, ps->errlen, "out of memory");
-  return ps->rc;
+int stkr_scan_fail(stkr_scan *s, const char *fmt, ...) {
+  va_list ap;
+  int rc;
+
+  va_start(ap, fmt);
+  rc = vfail_at(&s->rc, s->err, s->errlen, s->name, s->line, col_of(s, s->p),
+                fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int stkr_scan_nomem(stkr_scan *s) {
+  if (s->rc != 0)
+    return s->rc;
+  s->rc = -ENOMEM;
+  if (s->err != NULL && s->errlen > 0)
+    snprintf(s->err, s->errlen, "%s%sout of memory", s->name ? s->name : "",
+             s->name ? ": " : "");
+  return s->rc;
+}
+
+void stkr_scan_advance(stkr_scan *s, size_t n) {
+  for (; n > 0 && s->p < s->end; n--, s->p++)
+    if (*s->p == '\n') {
+      s->line++;
+      s->line_start = s->p + 1;
+    }
 }
 
 static void skip_ws(parser *ps) {
-  while (ps->p < ps->end) {
-    char c = *ps->p;
-    if (c == '\n') {
-      ps->line++;
-      ps->line_start = ps->p + 1;
-    } else if (c != ' ' && c != '\t' && c != '\r') {
-      return;
-    }
-    ps->p++;
-  }
+  while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' ||
+                             *ps->p == '\r' || *ps->p == '\n'))
+    stkr_scan_advance(ps, 1);
 }
 
 static int hex4(parser *ps, unsigned *out) {
@@ -353,12 +352,10 @@ void stkr_json_free(stkr_json *v) {
 
 int stkr_json_parse(const char *text, size_t len, stkr_json **out, char *err,
                     size_t errlen) {
-  parser ps = {text, text + len, 1, text, err, errlen, 0};
+  parser ps = stkr_scan_start(NULL, text, len, err, errlen);
   stkr_json *v;
 
   *out = NULL;
-  if (err != NULL && errlen > 0)
-    err[0] = '\0';
   if (len > STKR_JSON_MAX_BYTES)
     return fail(&ps, "document over %u bytes", STKR_JSON_MAX_BYTES);
   if ((v = calloc(1, sizeof *v)) == NULL)
@@ -515,13 +512,11 @@ const char *stkr_json_type_name(stkr_json_type t) {
 
 int stkr_json_error(char *err, size_t errlen, const char *file,
                     const stkr_json *at, const char *fmt, ...) {
-  char pos[STKR_JSON_POS_MAX];
   va_list ap;
   int rc = 0;
 
-  snprintf(pos, sizeof pos, "%s:%u:%u: ", file, at->line, at->col);
   va_start(ap, fmt);
-  stkr_json_vfail(&rc, err, errlen, pos, fmt, ap);
+  vfail_at(&rc, err, errlen, file, at->line, at->col, fmt, ap);
   va_end(ap);
   return rc;
 }

@@ -88,14 +88,40 @@ const stkr_json *stkr_json_get(const stkr_json *obj, const char *key);
 /* The JSON type's name ("string", "object" ...) for messages. */
 const char *stkr_json_type_name(stkr_json_type t);
 
-/* The first failure of a parser (this JSON reader, the plist scanner) as
- * its message: if *rc is 0, set it to -EINVAL and write pos (where, as
- * the caller formatted it: "3:14: ") and fmt's message into err (cut to
- * errlen; nothing when err is NULL). A later failure keeps the first
- * failure's status and message. @return *rc. */
-#define STKR_JSON_POS_MAX 4200 /* a pos naming a file (PATH_MAX and more) */
-int stkr_json_vfail(int *rc, char *err, size_t errlen, const char *pos,
-                    const char *fmt, va_list ap);
+/* The text scanner under this JSON reader and the plist scanner
+ * (plist.c): where it stands, and the first failure.
+ * Thread-safety: one per parse. */
+typedef struct stkr_scan {
+  const char *p, *end;    /* the rest of the text */
+  unsigned line;          /* p's line, from 1 */
+  const char *line_start; /* the first byte of p's line (columns) */
+  const char *name;       /* prefixed to messages ("FILE:"), or NULL */
+  char *err;              /* the first failure's message; may be NULL */
+  size_t errlen;
+  int rc;                 /* the first failure: -EINVAL or -ENOMEM */
+} stkr_scan;
+
+/* A scanner at the start of text[0, len), messages named `name`. */
+static inline stkr_scan stkr_scan_start(const char *name, const char *text,
+                                        size_t len, char *err,
+                                        size_t errlen) {
+  stkr_scan s = {text, text + len, 1, text, name, err, errlen, 0};
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
+  return s;
+}
+
+/* Move n bytes on (not past the end), counting lines. */
+void stkr_scan_advance(stkr_scan *s, size_t n);
+
+/* The first failure (later ones keep it): s->rc = -EINVAL and err gets
+ * "[NAME:]LINE:COL: <message>" at s->p. @return s->rc. */
+int stkr_scan_fail(stkr_scan *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Out of memory (unless a failure came first): s->rc = -ENOMEM and err
+ * says so. @return s->rc. */
+int stkr_scan_nomem(stkr_scan *s);
 
 /* For a value that is well-formed JSON but wrong for the caller: err gets
  * "FILE:LINE:COL: <message>" with at's position. @return -EINVAL. */

@@ -1,7 +1,8 @@
 /*
  * plist.c: the XML property-list subset of privacy manifests (plist.h).
  * A hand-written scanner: tags, text and the few markup declarations a
- * plist holds. Errors name the line where the scanner stood.
+ * plist holds, on json.h's scanner (stkr_scan). Errors name the line and
+ * column where the scanner stood.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -13,40 +14,10 @@
 
 #include "tools/stackrec/plist.h"
 
-typedef struct scan {
-  const char *p, *end;
-  unsigned line;
-  const char *name;
-  char *err;
-  size_t errlen;
-  int rc;
-} scan;
-
-static int fail(scan *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int fail(scan *s, const char *fmt, ...) {
-  char pos[STKR_JSON_POS_MAX];
-  va_list ap;
-  int rc;
-
-  snprintf(pos, sizeof pos, "%s:%u: ", s->name, s->line);
-  va_start(ap, fmt);
-  rc = stkr_json_vfail(&s->rc, s->err, s->errlen, pos, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-static int nomem(scan *s) {
-  if (s->rc == 0)
-    s->rc = -ENOMEM;
-  return s->rc;
-}
-
-static void advance(scan *s, size_t n) {
-  for (; n > 0 && s->p < s->end; n--, s->p++)
-    if (*s->p == '\n')
-      s->line++;
-}
+typedef stkr_scan scan;
+#define fail stkr_scan_fail
+#define nomem stkr_scan_nomem
+#define advance stkr_scan_advance
 
 static bool starts(const scan *s, const char *lit) {
   size_t n = strlen(lit);
@@ -213,8 +184,6 @@ static int parse_items(scan *s, stkr_json *v, int depth) {
   for (;;) {
     char tag[32], *key = NULL;
     bool close, empty;
-    const char *save;
-    unsigned save_line;
 
     if (skip_between(s) != 0)
       return s->rc;
@@ -249,13 +218,8 @@ static int parse_items(scan *s, stkr_json *v, int depth) {
       free(key);
       return nomem(s);
     }
-    save = s->p;
-    save_line = s->line;
-    if (starts(s, "</")) {
-      s->p = save;
-      s->line = save_line;
+    if (starts(s, "</"))
       return fail(s, "<key>%s</key> has no value", key ? key : "");
-    }
     if (parse_value(s, &v->items[v->n - 1], depth + 1) != 0)
       return s->rc;
   }
@@ -266,6 +230,7 @@ static int parse_value(scan *s, stkr_json *v, int depth) {
   bool close, empty;
 
   v->line = s->line;
+  v->col = (unsigned)(s->p - s->line_start) + 1;
   if (read_tag(s, tag, sizeof tag, &close, &empty) != 0)
     return s->rc;
   if (close)
@@ -301,7 +266,7 @@ static int parse_value(scan *s, stkr_json *v, int depth) {
 
 int stkr_plist_parse(const char *name, const char *text, size_t len,
                      stkr_json **out, char *err, size_t errlen) {
-  scan s = {text, text + len, 1, name, err, errlen, 0};
+  scan s = stkr_scan_start(name, text, len, err, errlen);
   stkr_json *v;
   char tag[32];
   bool close, empty;
@@ -310,7 +275,7 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
   if (len > STKR_PLIST_MAX_BYTES)
     return fail(&s, "over %u bytes", STKR_PLIST_MAX_BYTES);
   if ((v = calloc(1, sizeof *v)) == NULL)
-    return -ENOMEM;
+    return nomem(&s);
   if (skip_misc(&s) == 0 && read_tag(&s, tag, sizeof tag, &close, &empty) == 0) {
     if (strcmp(tag, "plist") != 0 || close || empty)
       fail(&s, "expected <plist>, found <%s%s>", close ? "/" : "", tag);
@@ -324,8 +289,6 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
   }
   if (s.rc != 0) {
     stkr_json_free(v);
-    if (s.rc == -ENOMEM && err != NULL)
-      snprintf(err, errlen, "%s: out of memory", name);
     return s.rc;
   }
   *out = v;

@@ -6,7 +6,7 @@
  * XML declaration, a DOCTYPE and comments are skipped; the five named
  * entities and numeric character references are decoded. Anything else
  * (attributes on values, mixed content, other elements) is an error naming
- * the line. Bounded: files over STKR_PLIST_MAX_BYTES and nesting over
+ * the line and column. Bounded: files over STKR_PLIST_MAX_BYTES and nesting over
  * STKR_PLIST_MAX_DEPTH are refused.
  *
  * Thread-safety: a tree is immutable once parsed.
@@ -25,9 +25,9 @@
  * readers: stkr_json_get, stkr_json_free): <dict> is an OBJECT, <array>
  * an ARRAY, <true/> and <false/> a BOOL, <string> a STRING, and so are
  * <integer>, <real>, <date> and <data> (their text). Every node has the
- * line where its element starts; col is 0 (not tracked). */
+ * line and column where its element starts. */
 
-/* Read a file. err gets "PATH:LINE: what" (malformed) or "PATH: what".
+/* Read a file. err gets "PATH:LINE:COL: what" (malformed) or "PATH: what".
  * @return 0 (*out: the root value, stkr_json_free()), -EINVAL, -ENOMEM,
  *         or the negative errno of a file that cannot be read. */
 int stkr_plist_load(const char *path, stkr_json **out, char *err,
