@@ -73,6 +73,12 @@ static inline size_t stkr__map_probe(const stkr_map_slot *s, size_t cap,
   return i;
 }
 
+/* Mark all cap slots empty (key 0 and val 0: empty for both tables). */
+static inline void stkr__slots_clear(stkr_map_slot *s, size_t cap) {
+  if (cap != 0)
+    memset(s, 0, cap * sizeof *s);
+}
+
 /* The first empty slot of key's probe (an empty slot: key 0 for a
  * stkr_map, value 0 for a stkr_index, by_val). Since a stkr_map's keys are
  * unique, that is where stkr__map_probe finds the key once put there. */
@@ -226,8 +232,7 @@ static inline int stkr_map_next(const stkr_map *m, size_t *pos,
 
 /* Empty the map, keeping its memory for the next fill. */
 static inline void stkr_map_clear(stkr_map *m) {
-  if (m->cap != 0)
-    memset(m->slot, 0, m->cap * sizeof *m->slot);
+  stkr__slots_clear(m->slot, m->cap);
   m->n = 0;
   m->has_zero = 0;
 }
@@ -315,8 +320,7 @@ static inline int stkr_index_add(stkr_index *x, uint64_t h, size_t ix) {
 
 /* Empty the index, keeping its memory. */
 static inline void stkr_index_clear(stkr_index *x) {
-  if (x->cap != 0)
-    memset(x->slot, 0, x->cap * sizeof *x->slot);
+  stkr__slots_clear(x->slot, x->cap);
   x->n = 0;
 }
 

@@ -96,30 +96,30 @@ static __attribute__((noinline)) void exp_mid_c(stkr_site *s, int i) {
   __asm__ volatile("" ::: "memory");
 }
 
+/* One recording thread: n_a events through exp_mid_a at exp.read, then n_b
+ * through `mid_b` at `site_b`. A macro, not a function: the thread's main
+ * must stay the frame above exp_mid_a (an inline function would show as an
+ * inlined frame of its own once symbolized). */
+#define EXP_THREAD_RUN(name, tid, n_a, site_b, mid_b, n_b)                   \
+  do {                                                                       \
+    int i_;                                                                  \
+    pthread_setname_np(pthread_self(), (name));                             \
+    *(tid) = (uint64_t)syscall(SYS_gettid);                                  \
+    for (i_ = 0; i_ < (n_a); i_++)                                           \
+      exp_mid_a(&g_site_read, i_);                                           \
+    for (i_ = 0; i_ < (n_b); i_++)                                           \
+      mid_b((site_b), i_);                                                   \
+    __asm__ volatile("" ::: "memory");                                       \
+  } while (0)
+
 static void *exp_alpha_main(void *arg) {
-  int i;
-  (void)arg;
-  pthread_setname_np(pthread_self(), "exp-alpha");
-  g_tid_alpha = (uint64_t)syscall(SYS_gettid);
-  for (i = 0; i < 40; i++)
-    exp_mid_a(&g_site_read, i);
-  for (i = 0; i < 20; i++)
-    exp_mid_b(&g_site_write, i);
-  __asm__ volatile("" ::: "memory");
-  return NULL;
+  EXP_THREAD_RUN("exp-alpha", &g_tid_alpha, 40, &g_site_write, exp_mid_b, 20);
+  return arg;
 }
 
 static void *exp_beta_main(void *arg) {
-  int i;
-  (void)arg;
-  pthread_setname_np(pthread_self(), "exp-beta");
-  g_tid_beta = (uint64_t)syscall(SYS_gettid);
-  for (i = 0; i < 10; i++)
-    exp_mid_a(&g_site_read, i);
-  for (i = 0; i < 5; i++)
-    exp_mid_c(&g_site_odd, i);
-  __asm__ volatile("" ::: "memory");
-  return NULL;
+  EXP_THREAD_RUN("exp-beta", &g_tid_beta, 10, &g_site_odd, exp_mid_c, 5);
+  return arg;
 }
 
 /* Make g_tmp, find the tool, record the recording above into g_rec.

@@ -154,9 +154,26 @@ static void key_zero(void **state) {
   stkr_map_free(&m);
 }
 
-/* Keys whose mixed hashes end in 0xFFD, 0xFFE or 0xFFF: in a map of at
- * most 4096 slots they all start in the last three slots, so every probe
- * runs through other keys' slots and across the wrap to slot 0. */
+/* Put keys[i] = the key whose mixed hash is mixed(i), with vals[i], for
+ * i < n, then check that the map finds every one. */
+static void put_by_mixed_hash(stkr_map *m, uint64_t (*mixed)(size_t),
+                              uint64_t *keys, const uint64_t *vals, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    keys[i] = unmix64(mixed(i));
+    assert_true(stkr_mix64(keys[i]) == mixed(i));
+    assert_int_equal(stkr_map_put(m, keys[i], vals[i]), 0);
+  }
+  check_all(m, keys, vals, n);
+}
+
+/* Mixed hashes ending in 0xFFD, 0xFFE or 0xFFF: in a map of at most 4096
+ * slots they all start in the last three slots, so every probe runs
+ * through other keys' slots and across the wrap to slot 0. */
+static uint64_t ends_in_fff(size_t i) {
+  return ((uint64_t)(i + 1) << 12) | (0xFFF - (i % 3));
+}
+
 static void colliding_keys(void **state) {
   enum { N = 1500 };
   static uint64_t keys[N], vals[N];
@@ -164,15 +181,11 @@ static void colliding_keys(void **state) {
   size_t i;
 
   (void)state;
-  for (i = 0; i < N; i++) {
-    keys[i] = unmix64(((uint64_t)(i + 1) << 12) | (0xFFF - (i % 3)));
-    vals[i] = i;
-    assert_int_equal(stkr_map_put(&m, keys[i], vals[i]), 0);
-  }
-  check_all(&m, keys, vals, N);
   for (i = 0; i < N; i++)
-    assert_null(stkr_map_find(&m, unmix64(((uint64_t)(N + 1 + i) << 12) |
-                                          0xFFF)));
+    vals[i] = i;
+  put_by_mixed_hash(&m, ends_in_fff, keys, vals, N);
+  for (i = 0; i < N; i++)
+    assert_null(stkr_map_find(&m, unmix64(ends_in_fff(N + 3 * i))));
   stkr_map_free(&m);
 }
 
@@ -180,6 +193,8 @@ static void colliding_keys(void **state) {
  * so at every capacity every key starts its probe at slot 0. Lookups are
  * slow (linear) but every one must still be right, and absent keys of the
  * same shape must still end at an empty slot. */
+static uint64_t low_half_zero(size_t i) { return (uint64_t)(i + 1) << 32; }
+
 static void hostile_one_slot(void **state) {
   enum { N = 2000 };
   static uint64_t keys[N], vals[N];
@@ -187,19 +202,15 @@ static void hostile_one_slot(void **state) {
   size_t i;
 
   (void)state;
-  for (i = 0; i < N; i++) {
-    keys[i] = unmix64((uint64_t)(i + 1) << 32);
-    assert_int_equal(stkr_mix64(keys[i]) & (m.cap ? m.cap - 1 : 0), 0);
+  for (i = 0; i < N; i++)
     vals[i] = UINT64_MAX - i;
-    assert_int_equal(stkr_map_put(&m, keys[i], vals[i]), 0);
-  }
-  check_all(&m, keys, vals, N);
+  put_by_mixed_hash(&m, low_half_zero, keys, vals, N);
   for (i = 0; i < N; i += 3) { /* replace in the middle of the run */
     vals[i] = i;
     assert_int_equal(stkr_map_put(&m, keys[i], vals[i]), 0);
   }
   check_all(&m, keys, vals, N);
-  assert_null(stkr_map_find(&m, unmix64((uint64_t)(N + 1) << 32)));
+  assert_null(stkr_map_find(&m, unmix64(low_half_zero(N))));
   stkr_map_free(&m);
 }
 
