@@ -48,6 +48,11 @@ enum {
 };
 void stkr__log(int kind, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same for "this process records nothing" (err: a positive errno,
+ * why), never rate-limited: `stackrec record` then names the process in
+ * the recording as one that could not record (stkr_unrecorded_append). */
+void stkr__log_unrecorded(int err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Where notes go from now on: record's notice socket (STACKREC_NOTIFY), else
  * descriptor 2 while it stays the file it is now. stkr_init calls it before
  * any thread of the new recording can log. */

@@ -4,6 +4,7 @@
  * file it was at stkr_init (flush_internal.h). Split from worker.c, which
  * calls stkr__log_target_take from stkr_init.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,11 +62,33 @@ static bool log_fd2_unchanged(void) {
          st.st_dev == g_log_fd2.dev && st.st_ino == g_log_fd2.ino;
 }
 
-void stkr__log(int kind, const char *fmt, ...) {
+/* One note: to record's socket (with err: 0 for a note, else why the
+ * process records nothing), else to fd 2 if it is still ours. */
+static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
   char buf[512];
-  va_list ap;
   int n, prefix;
-  uint64_t now = stkr__clock_mono_ns() / 1000000000u + 1; /* never 0 */
+
+  n = prefix = snprintf(buf, sizeof buf, "stackrec: ");
+  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  if (n > (int)sizeof buf - 64) n = (int)sizeof buf - 64;
+  if (sup)
+    n += snprintf(buf + n, sizeof buf - (size_t)n,
+                  " (%llu similar messages suppressed)", (unsigned long long)sup);
+  /* To record without waiting (this may be the flush worker): a full
+   * queue falls back to stderr below. */
+  if (stkr_notify_send(g_log_notify, err, buf + prefix, 0))
+    return;
+  if (!log_fd2_unchanged())
+    return;
+  buf[n++] = '\n';
+  /* stderr's fd directly: no stdio lock shared with the app, and nothing
+   * ever goes to stdout. */
+  (void)stkr_write_all(STDERR_FILENO, buf, (size_t)n);
+}
+
+void stkr__log(int kind, const char *fmt, ...) {
+  va_list ap;
+  uint64_t sup, now = stkr__clock_mono_ns() / 1000000000u + 1; /* never 0 */
 
   if (kind < 0 || kind >= STKR__LOG_KINDS) kind = STKR__LOG_OTHER;
   if (kind != STKR__LOG_CONFIG) {
@@ -76,24 +99,17 @@ void stkr__log(int kind, const char *fmt, ...) {
     }
     atomic_store_explicit(&g_log_last[kind], now, memory_order_relaxed);
   }
-  n = prefix = snprintf(buf, sizeof buf, "stackrec: ");
+  sup = atomic_exchange_explicit(&g_log_suppressed[kind], 0,
+                                 memory_order_relaxed);
   va_start(ap, fmt);
-  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  log_send(0, fmt, ap, sup);
   va_end(ap);
-  if (n > (int)sizeof buf - 64) n = (int)sizeof buf - 64;
-  uint64_t sup = atomic_exchange_explicit(&g_log_suppressed[kind], 0,
-                                          memory_order_relaxed);
-  if (sup)
-    n += snprintf(buf + n, sizeof buf - (size_t)n,
-                  " (%llu similar messages suppressed)", (unsigned long long)sup);
-  /* To record without waiting (this may be the flush worker): a full
-   * queue falls back to stderr below. */
-  if (stkr_notify_send(g_log_notify, 0, buf + prefix, 0))
-    return;
-  if (!log_fd2_unchanged())
-    return;
-  buf[n++] = '\n';
-  /* stderr's fd directly: no stdio lock shared with the app, and nothing
-   * ever goes to stdout. */
-  (void)stkr_write_all(STDERR_FILENO, buf, (size_t)n);
+}
+
+void stkr__log_unrecorded(int err, const char *fmt, ...) {
+  va_list ap;
+
+  va_start(ap, fmt);
+  log_send(err > 0 ? err : EIO, fmt, ap, 0);
+  va_end(ap);
 }

@@ -544,8 +544,8 @@ static void on_fork_child(void) {
   return;
 fail:
   /* recorder/ leaves the child off when we return without starting it. */
-  stkr__log(STKR__LOG_OTHER, "cannot record in forked child %d: %s",
-            (int)getpid(), strerror(-err));
+  stkr__log_unrecorded(-err, "cannot record in forked child %d: %s",
+                       (int)getpid(), strerror(-err));
 }
 
 /* ---- the end of a session ------------------------------------------------ */

@@ -240,6 +240,10 @@ struct stkr_reader {
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
   size_t n_ext, cap_ext;
+  /* Processes that recorded nothing: the "u1" lines of the same files
+   * (stkr_marks.c); their strings owned. */
+  stkr_unrecorded_info *unrec;
+  size_t n_unrec, cap_unrec;
   const stkr__stream *ev_stream; /* the current event's stream and stack */
   const stkr__rd_stack *ev_stack; /* (NULL: none, or an unknown stack) */
 };

@@ -265,6 +265,77 @@ static int stkr__ext_cmp(const void *a, const void *b) {
   return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* Decode field [p, p + n) of a "u1" line ("-" or lower-case hex) into a
+ * new string. @return it, NULL for no memory; *why set when malformed. */
+static char *stkr__unhex(const char *p, size_t n, const char **why) {
+  char *out;
+  size_t i;
+
+  if (n == 1 && p[0] == '-')
+    n = 0;
+  else if (n == 0 || n % 2 != 0) {
+    *why = "a field is not \"-\" or lower-case hex";
+    return NULL;
+  }
+  for (i = 0; i < n; i++)
+    if (stkr__hexval((unsigned char)p[i]) < 0) {
+      *why = "a field is not lower-case hex";
+      return NULL;
+    }
+  if ((out = malloc(n / 2 + 1)) == NULL)
+    return NULL;
+  for (i = 0; i < n / 2; i++) {
+    out[i] = (char)(stkr__hexval(p[2 * i]) * 16 + stkr__hexval(p[2 * i + 1]));
+    if (out[i] == '\0')
+      out[i] = '?'; /* a C string: no NUL inside */
+  }
+  out[n / 2] = '\0';
+  return out;
+}
+
+/* A "u1 <pid> <name> <reason>" line [p, end) of marks file path into
+ * r->unrec. @return NULL, or why it is malformed; *nomem on -ENOMEM. */
+static const char *stkr__unrec_line(stkr_reader *r, const char *path,
+                                    const char *p, const char *end,
+                                    bool *nomem) {
+  const char *tok[4], *why = NULL;
+  size_t len[4], k = 0;
+  uint64_t pid;
+  stkr_unrecorded_info u;
+
+  while (k < 4 && p <= end) {
+    const char *sp = memchr(p, ' ', (size_t)(end - p));
+    tok[k] = p;
+    len[k++] = (size_t)((sp ? sp : end) - p);
+    if (sp == NULL)
+      break;
+    p = sp + 1;
+  }
+  if (k != 4 || tok[3] + len[3] != end)
+    return "not 4 space-separated fields (u1 pid name reason)";
+  if (stkr__parse_u64(tok[1], tok[1] + len[1], &pid) != 0 || pid > UINT32_MAX)
+    return "pid is not a decimal number";
+  memset(&u, 0, sizeof u);
+  u.pid = (uint32_t)pid;
+  u.name = stkr__unhex(tok[2], len[2], &why);
+  if (why == NULL && u.name != NULL)
+    u.reason = stkr__unhex(tok[3], len[3], &why);
+  if (why == NULL && u.reason != NULL)
+    u.path = strdup(path);
+  if (why == NULL && (u.path == NULL ||
+                      stkr__grow(&r->unrec, &r->cap_unrec, r->n_unrec + 1,
+                                 sizeof *r->unrec) != 0))
+    *nomem = true;
+  if (why != NULL || *nomem) {
+    free((char *)u.name);
+    free((char *)u.reason);
+    free((char *)u.path);
+    return why;
+  }
+  r->unrec[r->n_unrec++] = u;
+  return NULL;
+}
+
 /* Parse the text buf[0, len) of marks file `path` into r->ext. */
 static int stkr__marks_parse(stkr_reader *r, const char *path,
                              const struct stat *dst, const char *buf,
@@ -292,6 +363,18 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
       break;
     }
     memset(&m, 0, sizeof(m));
+    if (nl - (buf + off) >= 3 && memcmp(buf + off, "u1 ", 3) == 0) {
+      bool nomem = false;
+      why = stkr__unrec_line(r, path, buf + off, nl, &nomem);
+      if (nomem)
+        return -ENOMEM;
+      if (why != NULL)
+        stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
+                   "malformed line of a process that recorded nothing: %s; "
+                   "skipped", why);
+      off = (size_t)(nl - buf) + 1;
+      continue;
+    }
     why = stkr__parse_line(buf + off, nl, &m);
     if (why != NULL) {
       stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
@@ -423,6 +506,21 @@ void stkr__marks_free(stkr_reader *r) {
       free((char *)r->ext[i].path);
   }
   free(r->ext);
+  for (i = 0; i < r->n_unrec; i++) {
+    free((char *)r->unrec[i].name);
+    free((char *)r->unrec[i].reason);
+    free((char *)r->unrec[i].path);
+  }
+  free(r->unrec);
+}
+
+size_t stkr_reader_unrecorded_count(const stkr_reader *r) {
+  return r != NULL ? r->n_unrec : 0;
+}
+
+const stkr_unrecorded_info *stkr_reader_unrecorded(const stkr_reader *r,
+                                                   size_t i) {
+  return r != NULL && i < r->n_unrec ? &r->unrec[i] : NULL;
 }
 
 /* ---- writing ------------------------------------------------------------- */
@@ -501,6 +599,43 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
   err = append_whole(path, line, n);
   free(path);
   free(line);
+  return err;
+}
+
+/* s (cut to max bytes) as lower-case hex at out, or "-" when empty.
+ * @return the bytes written (out holds 2 * max + 1). */
+static size_t stkr__put_hex(char *out, const char *s, size_t max) {
+  static const char hex[] = "0123456789abcdef";
+  size_t i, n = strnlen(s, max);
+
+  if (n == 0) {
+    out[0] = '-';
+    return 1;
+  }
+  for (i = 0; i < n; i++) {
+    out[2 * i] = hex[(unsigned char)s[i] >> 4];
+    out[2 * i + 1] = hex[(unsigned char)s[i] & 15];
+  }
+  return 2 * n;
+}
+
+int stkr_unrecorded_append(const char *dir, uint32_t pid, const char *name,
+                           const char *reason) {
+  char line[32 + 2 * 255 + 2 * 1023], *path;
+  size_t n;
+  int err;
+
+  if (dir == NULL || name == NULL || reason == NULL)
+    return -EINVAL;
+  if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
+    return -ENOMEM;
+  n = (size_t)snprintf(line, sizeof line, "u1 %u ", (unsigned)pid);
+  n += stkr__put_hex(line + n, name, 255);
+  line[n++] = ' ';
+  n += stkr__put_hex(line + n, reason, 1023);
+  line[n++] = '\n';
+  err = append_whole(path, line, n);
+  free(path);
   return err;
 }
 

@@ -505,6 +505,45 @@ STKR_API int stkr_mark_append(const char *dir, const char *name, const void *pay
  */
 STKR_API int stkr_marks_copy(const char *from_dir, const char *to_dir);
 
+/* ---- processes that recorded nothing -------------------------------------
+ * `stackrec record` adds a line to its directory's marks file for each
+ * process of its tree that recorded nothing because it could not (its hook
+ * library or its recorder said why: no descriptor to spare, no permission
+ * to write the directory, a recorder that failed to start in a forked
+ * child):
+ *   u1 <pid> <name> <reason>\n
+ * name (the process's comm) and reason in lower-case hex, "-" when empty.
+ * Those processes' watched calls are in no file, so a recording that
+ * names any is incomplete (verify's status 4; the INCOMPLETE line of the
+ * other commands). Malformed lines are STKR_WARN_DAMAGED warnings and are
+ * skipped, as for marks; `stkr_marks_copy` carries them along. */
+typedef struct stkr_unrecorded_info {
+  uint32_t pid;
+  const char *name;   /* its name (comm); "" when not known */
+  const char *reason; /* why, in its own recorder's words */
+  const char *path;   /* the marks file that names it */
+} stkr_unrecorded_info;
+
+/* @return how many processes the marks files of the reader's directories
+ *         name as having recorded nothing (as read so far: every
+ *         directory's file is read when the directory is added). */
+STKR_API size_t stkr_reader_unrecorded_count(const stkr_reader *r);
+
+/* @return the i-th of them (valid until stkr_reader_free), or NULL when i
+ *         is not below stkr_reader_unrecorded_count(r). */
+STKR_API const stkr_unrecorded_info *stkr_reader_unrecorded(
+    const stkr_reader *r, size_t i);
+
+/*
+ * Append a "u1" line for process pid (name, reason: NUL-terminated, cut to
+ * 255 and 1023 bytes) to the marks file of directory dir (created 0600 if
+ * missing), in one write as stkr_mark_append. Thread-safe.
+ * @return 0, -EINVAL (NULL arguments), -ENXIO (not a regular file), or the
+ *         negative errno of the failed open/write.
+ */
+STKR_API int stkr_unrecorded_append(const char *dir, uint32_t pid,
+                                    const char *name, const char *reason);
+
 #ifdef __cplusplus
 }
 #endif

@@ -623,6 +623,62 @@ static void test_marks_file_damage(void **state) {
   assert_int_equal(stkr_mark_append(dir, "app.background", NULL, 0), -ENXIO);
 }
 
+/* Processes that could not record: record's "u1" lines in the marks file
+ * (stkr_unrecorded_append), read back by the reader, shown by verify and
+ * report as incomplete, carried by merge; malformed ones warned and
+ * skipped. Before, such a process was only in record's summary, and
+ * verify said "intact" (exit 0). */
+static void test_unrecorded_processes(void **state) {
+  char dir[4096], out[4200], path[4200];
+  const stkr_unrecorded_info *u;
+  warn_log log;
+  stkr_reader_opts opts = {.warn = collect, .warn_arg = &log};
+  stkr_reader *r;
+
+  (void)state;
+  memset(&log, 0, sizeof(log));
+  make_dir(dir, sizeof(dir), "unrec");
+  (void)record_in_child(dir);
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+  assert_int_equal(stkr_unrecorded_append(dir, 4242, "python3",
+                                          "cannot record in forked child"), 0);
+  assert_int_equal(stkr_unrecorded_append(dir, 7, "", "a b\nc"), 0);
+  assert_int_equal(stkr_unrecorded_append(NULL, 7, "", ""), -EINVAL);
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+  assert_non_null(strstr(cr_out, "incomplete: process 4242 (python3) "
+                                 "recorded nothing, unable to: cannot "
+                                 "record in forked child"));
+  assert_int_equal(cr_run("report '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "INCOMPLETE: 0 of 1 process: 2 processes "
+                                 "of the tree recorded nothing"));
+  snprintf(out, sizeof(out), "%s-merged", dir);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, dir), 0);
+  assert_int_equal(cr_run("verify '%s'", out), 4);
+  assert_non_null(strstr(cr_out, "process 4242 (python3) recorded nothing"));
+  assert_non_null(strstr(cr_out, "process 7 () recorded nothing"));
+  snprintf(path, sizeof(path), "%s/%s", dir, STKR_MARKS_FILE);
+  assert_int_equal(tl_append_file(path, "u1 8 - \n"          /* fields */
+                                        "u1 x - -\n"         /* pid */
+                                        "u1 9 4g -\n"),      /* hex */
+                   0);
+  assert_int_equal(stkr_mark_append(dir, "app.background", NULL, 0), 0);
+  snprintf(log.path, sizeof(log.path), "%s", path);
+  assert_int_equal(stkr_reader_open(dir, &opts, &r), 0);
+  assert_int_equal(stkr_reader_unrecorded_count(r), 2);
+  u = stkr_reader_unrecorded(r, 0);
+  assert_int_equal(u->pid, 4242);
+  assert_string_equal(u->name, "python3");
+  assert_string_equal(u->reason, "cannot record in forked child");
+  assert_string_equal(u->path, path);
+  u = stkr_reader_unrecorded(r, 1);
+  assert_string_equal(u->name, "");
+  assert_string_equal(u->reason, "a b\nc");
+  assert_null(stkr_reader_unrecorded(r, 2));
+  assert_int_equal(log.n, 3); /* the three malformed lines, nothing else */
+  assert_int_equal(log.other_path, 0);
+  stkr_reader_free(r);
+}
+
 /* ---- states ------------------------------------------------------------ */
 
 /* At ns, is the process in a state matching pattern? */
@@ -717,7 +773,7 @@ static int setup(void **state) {
 
 TL_TEST_MAIN("marks", setup, NULL, test_mark_in_process, test_cli_mark,
              test_tools_show_marks, test_mark_live_record,
-             test_marks_file_damage, test_states,
+             test_marks_file_damage, test_unrecorded_processes, test_states,
              /* Last: it fills the process's mark table (forked children of
               * the tests above inherit it). */
              test_mark_names)

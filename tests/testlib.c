@@ -127,13 +127,21 @@ void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap) {
   assert_true(out[0] != '\0');
 }
 
-int tl_write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
+static int write_mode(const char *path, const char *text, const char *mode) {
+  FILE *f = fopen(path, mode);
 
   if (f == NULL)
     return -1;
   fputs(text, f);
   return fclose(f) == 0 ? 0 : -1;
+}
+
+int tl_write_file(const char *path, const char *text) {
+  return write_mode(path, text, "w");
+}
+
+int tl_append_file(const char *path, const char *text) {
+  return write_mode(path, text, "a");
 }
 
 double tl_now_s(void) {

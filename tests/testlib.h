@@ -61,8 +61,10 @@ void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap);
 /* How many times needle (not empty) occurs in hay, not overlapping. */
 int tl_count(const char *hay, const char *needle);
 
-/* Write text to path (created or truncated). @return 0 or -1. */
+/* Write text to path (created or truncated; tl_append_file: appended).
+ * @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
+int tl_append_file(const char *path, const char *text);
 
 /* CLOCK_MONOTONIC in seconds. */
 double tl_now_s(void);

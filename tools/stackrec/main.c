@@ -250,13 +250,17 @@ static bool g_inputs_empty;
 
 bool stkr_cli_inputs_empty(void) { return g_inputs_empty; }
 
+/* A directory without any file of a process: empty, or only the marks
+ * file (`stackrec mark`; record names there the processes that could not
+ * record). */
 static bool empty_dir(const char *path) {
   DIR *d = opendir(path);
   const struct dirent *e;
   bool empty = d != NULL;
 
   while (empty && (e = readdir(d)) != NULL)
-    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strcmp(e->d_name, STKR_MARKS_FILE) == 0;
   if (d != NULL)
     closedir(d);
   return empty;
@@ -323,6 +327,12 @@ int stkr_cli_status(const stkr_reader *r) {
   if (c.data_lost > 0)
     return STKR_CLI_DATA_LOST;
   if (stkr_reader_process_count(r) == 0) {
+    if (g_inputs_empty && stkr_reader_unrecorded_count(r) != 0) {
+      fprintf(stderr, "stackrec: no process recorded anything, and %zu "
+                      "could not (INCOMPLETE; see 'stackrec verify')\n",
+              stkr_reader_unrecorded_count(r));
+      return STKR_CLI_OK;
+    }
     if (g_inputs_empty) {
       fprintf(stderr, "stackrec: an empty recording: no process made a "
                       "watched call\n");

@@ -487,8 +487,23 @@ int stkr_cli_merge(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  /* The inputs' marks files: marks set with `stackrec mark`, and the
+   * processes that could not record (without them OUT would look
+   * complete). Segments given as FILE have none. */
+  for (int i = optind; i < argc; i++) {
+    struct stat st;
+    int err = 0;
+    if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) &&
+        (err = stkr_marks_copy(argv[i], out)) != 0) {
+      fprintf(stderr, "stackrec merge: copying %s/%s: %s\n", argv[i],
+              STKR_MARKS_FILE, strerror(-err));
+      status = STKR_CLI_DATA_LOST;
+    }
+  }
   print_summary(&m, r, argc - optind);
-  status = stkr_cli_finish("merge", r, STKR_CLI_OK);
+  rc = stkr_cli_finish("merge", r, STKR_CLI_OK);
+  if (status == STKR_CLI_OK)
+    status = rc;
   if (m.rings_left && status == STKR_CLI_OK)
     status = STKR_CLI_DATA_LOST;
 out:

@@ -31,6 +31,7 @@ typedef struct stkr__rec_notices {
   stkr__rec_notice v[STKR__REC_MAX_NOTICES];
   size_t n;
   uint64_t more; /* notices beyond the table: counted only */
+  uint64_t more_unrecorded; /* of which from processes recording nothing */
   /* The STACKREC_NOTIFY name given to the tree ("": none). It also tells
    * which processes still running were started under this recording:
    * their environment holds it. */
@@ -44,6 +45,11 @@ typedef struct stkr__rec_notices {
  * still running (none: nothing). */
 int stkr__rec_notify_open(char *name, size_t cap);
 void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt);
+/* Name the processes in nt that recorded nothing (err != 0) in dir's marks
+ * file (stkr_unrecorded_append), so that every reader of the recording
+ * counts it incomplete, not only this summary. Those beyond the table are
+ * named with pid 0. A failure is said on stderr; nothing else changes. */
+void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt);
 void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
                           const char *dir);
 

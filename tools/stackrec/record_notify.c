@@ -72,6 +72,7 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
       continue; /* not ours */
     if (nt->n == STKR__REC_MAX_NOTICES) {
       nt->more++;
+      nt->more_unrecorded += atoi(err + 1) != 0;
       continue;
     }
     m = &nt->v[nt->n++];
@@ -81,6 +82,25 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
     snprintf(m->name, sizeof m->name, "%s", name);
     snprintf(m->what, sizeof m->what, "%s", what);
   }
+}
+
+void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
+  uint64_t k;
+  size_t i;
+  int err = 0;
+
+  for (i = 0; i < nt->n && err == 0; i++)
+    if (nt->v[i].err != 0)
+      err = stkr_unrecorded_append(dir, (uint32_t)nt->v[i].pid, nt->v[i].name,
+                                   nt->v[i].what);
+  for (k = 0; k < nt->more_unrecorded && err == 0; k++)
+    err = stkr_unrecorded_append(dir, 0, "",
+                                 "(not listed: more notices than record "
+                                 "keeps)");
+  if (err != 0)
+    fprintf(stderr, "stackrec record: cannot name the processes that "
+                    "recorded nothing in %s/%s: %s\n", dir, STKR_MARKS_FILE,
+            strerror(-err));
 }
 
 /* Whether process `pid`'s environment holds `var` ("NAME=value"): read

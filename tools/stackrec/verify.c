@@ -50,7 +50,9 @@ static const char verify_help[] =
     "alive, its session file there); segments missing from a\n"
     "session's sequence, or deleted by the disk cap; a recording directory\n"
     "recreated mid-run; a segment file without any batch; events attempted\n"
-    "but neither written nor counted. Batches recovered from the ring files\n"
+    "but neither written nor counted; a process of `stackrec record`'s\n"
+    "tree that could not record at all (named in the marks file). Batches\n"
+    "recovered from the ring files\n"
     "of a writer that died count as written: complete, with a note.\n"
     "\n"
     "Options:\n"
@@ -341,6 +343,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   sumbuf b = {buf, 0, len};
   const char *sep = " ";
   uint64_t ring_events, ring_sessions;
+  size_t unrec = stkr_reader_unrecorded_count(r);
+  const stkr_unrecorded_info *u0 = stkr_reader_unrecorded(r, 0);
 
   if (len == 0)
     return 0;
@@ -374,7 +378,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     unreadable += p->unreadable_segments;
     bad += dmg;
   }
-  if (np == 0 && ring_sessions == 0)
+  if (np == 0 && ring_sessions == 0 && unrec == 0)
     return 0;
   sum_add(&b, "INCOMPLETE: %zu of %zu process%s:", np, n, n == 1 ? "" : "es");
 #define SUM_ITEM(cond, ...)                                                   \
@@ -418,6 +422,9 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
            "files, not read (run 'stackrec recover')",
            (unsigned long long)ring_events, ring_events == 1 ? "" : "s",
            (unsigned long long)ring_sessions, ring_sessions == 1 ? "" : "s");
+  SUM_ITEM(unrec, "%zu process%s of the tree recorded nothing, unable to "
+           "(process %u (%s): %s)", unrec, unrec == 1 ? "" : "es",
+           (unsigned)u0->pid, u0->name, u0->reason);
 #undef SUM_ITEM
   return b.len;
 }
@@ -443,6 +450,23 @@ static void check_rings(verify_run *v, const char *path) {
          "files, in no segment yet: run 'stackrec recover %s'\n",
          path, (unsigned long long)events, plural(events, "", "s"),
          (unsigned long long)sessions, plural(sessions, "", "s"), path);
+}
+
+/* The processes that recorded nothing because they could not, as record
+ * named them in the marks file: their events are in no file. */
+static void check_unrecorded(verify_run *v, const stkr_reader *r) {
+  enum { SHOWN = 20 };
+  size_t i, n = stkr_reader_unrecorded_count(r);
+
+  for (i = 0; i < n && i < SHOWN; i++) {
+    const stkr_unrecorded_info *u = stkr_reader_unrecorded(r, i);
+    printf("incomplete: process %u (%s) recorded nothing, unable to: %s "
+           "(named in %s)\n", (unsigned)u->pid, u->name, u->reason, u->path);
+  }
+  if (n > SHOWN)
+    printf("incomplete: %zu more processes recorded nothing, unable to\n",
+           n - SHOWN);
+  v->incomplete += n;
 }
 
 int stkr_cli_verify(int argc, char **argv) {
@@ -481,7 +505,11 @@ int stkr_cli_verify(int argc, char **argv) {
   }
   for (i = (size_t)optind; i < (size_t)argc; i++)
     check_rings(&v, argv[i]);
-  if (n == 0 && stkr_cli_inputs_empty()) {
+  check_unrecorded(&v, r);
+  if (n == 0 && stkr_cli_inputs_empty() && v.incomplete != 0) {
+    printf("INCOMPLETE: 0 processes recorded anything, %llu finding%s\n",
+           (unsigned long long)v.incomplete, plural(v.incomplete, "", "s"));
+  } else if (n == 0 && stkr_cli_inputs_empty()) {
     /* record's directory when no process made a watched call: complete. */
     printf("intact: 0 processes, an empty recording (no process made a "
            "watched call)\n");
