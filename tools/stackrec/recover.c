@@ -77,12 +77,13 @@ int stkr_cli_recover(int argc, char **argv) {
       continue;
     }
     printf("%s: %s %" PRIu64 " events of %" PRIu64 " dead process session%s "
-           "(%" PRIu64 " ring files, %" PRIu64 " already written skipped) "
-           "into %" PRIu64 " segment%s",
+           "(%" PRIu64 " ring files, %" PRIu64 " already written skipped)",
            argv[i], o.dry_run ? "would recover" : "recovered", st.events,
            st.sessions_recovered, st.sessions_recovered == 1 ? "" : "s",
-           st.rings, st.duplicates, st.segments_written,
-           st.segments_written == 1 ? "" : "s");
+           st.rings, st.duplicates);
+    if (!o.dry_run) /* a dry run writes none: "into 0 segments" misled */
+      printf(" into %" PRIu64 " segment%s", st.segments_written,
+             st.segments_written == 1 ? "" : "s");
     if (st.empty_rings_removed)
       printf("; %" PRIu64 " empty ring file%s of ended sessions %s",
              st.empty_rings_removed, st.empty_rings_removed == 1 ? "" : "s",
