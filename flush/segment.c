@@ -24,8 +24,12 @@
  *    which say what it deleted and whether it ended, so a recording is
  *    never emptied silently (QA: a cap below one segment's size deleted
  *    every file). The directory may thus exceed the cap by one segment per
- *    process. Each process counts what it deleted; the worker enforces the
- *    cap before a batch's write, so that batch's counters include it.
+ *    process. A deleted segment leaves a 20-byte tombstone under its name
+ *    (cap_delete) saying which process's cap took it; a process counts in
+ *    its own counters the deletions of its own segments only, so each loss
+ *    is told once, for the process that had the events. The worker
+ *    enforces the cap before a batch's write, so that batch's counters
+ *    include it.
  * Nothing here blocks other than on the file system, and nothing aborts:
  * errors are returned to the worker, which drops the batch and counts it.
  */
@@ -272,6 +276,12 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode))
       continue;
+    /* A tombstone (or anything as small): deleting it frees nothing, and
+     * it tells readers what the cap took. Its bytes still count. */
+    if ((uint64_t)st.st_size <= STKR_FMT_TOMBSTONE_SIZE) {
+      *total += (uint64_t)st.st_size;
+      continue;
+    }
     if (stkr_grow((void **)&v, &cap, n + 1, sizeof *v) != 0) {
       free(v);
       closedir(d);
@@ -301,6 +311,40 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
   return v;
 }
 
+/* Delete segment `path` for the cap: its data go, a tombstone
+ * (proto/stkr_format.h) takes its name, written beside it under a name
+ * readers pass over and renamed over it, so a reader that has the file
+ * open reads it whole, and a reader that comes later learns that the cap
+ * took it, and which process's cap. Without room for the tombstone (a
+ * full disk: when the cap matters most) the file is simply removed.
+ * @return 0, -ENOENT (gone already) or another -errno. */
+static int cap_delete(const stkr__segw *s, const char *path,
+                      const capfile *f) {
+  uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+  char tmp[PATH_MAX];
+  struct stat st;
+  int fd, k, err = 0;
+
+  if (lstat(path, &st) != 0)
+    return -errno;
+  k = snprintf(tmp, sizeof tmp, "%s/.stackrec-tomb-%u-%u-%u", s->dir,
+               (unsigned)s->pid, (unsigned)f->pid, (unsigned)f->seq);
+  fd = k > 0 && (size_t)k < sizeof tmp && stkr_fsize_room(sizeof t)
+           ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                  0600)
+           : -1;
+  if (fd >= 0) {
+    stkr_fmt_tombstone(t, s->pid);
+    err = stkr_write_all(fd, t, sizeof t);
+    if (close(fd) != 0 && err == 0)
+      err = -errno;
+    if (err == 0 && rename(tmp, path) == 0)
+      return 0;
+    (void)unlink(tmp);
+  }
+  return unlink(path) == 0 ? 0 : -errno;
+}
+
 void stkr__seg_enforce_cap(stkr__segw *s) {
   size_t n = 0;
   uint64_t total;
@@ -328,15 +372,15 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
         continue;
       int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
       if (k < 0 || (size_t)k >= sizeof path) continue;
-      if (unlink(path) == 0) {
-        s->segments_deleted++;
+      int err = cap_delete(s, path, &v[i]);
+      if (err == 0 || err == -ENOENT) /* -ENOENT: another process did */
         total -= v[i].bytes;
-      } else if (errno == ENOENT) {
-        total -= v[i].bytes; /* another process deleted it first */
-      } else {
+      if (err == 0 && v[i].pid == s->pid)
+        s->segments_deleted++; /* ours: in our counters; another's: in
+                                  the tombstone it finds in its place */
+      else if (err != 0 && err != -ENOENT)
         stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,
-                  strerror(errno));
-      }
+                  strerror(-err));
     }
   }
   free(v);

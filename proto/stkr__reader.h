@@ -78,6 +78,8 @@ typedef struct stkr__file {
   bool had_batch; /* an intact batch of it was read (accounting: a file
                      without one is an empty segment, not a missing one) */
   bool had_recovered; /* ... and one of them was a Batch.recovered one */
+  bool tombstone;     /* the disk cap deleted it (stkr_fmt_is_tombstone) */
+  uint32_t cap_deleted_by; /* ... the pid whose cap did */
   /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
    * when it is not a regular file. Warned about (STKR_WARN_IO) when its
    * turn comes, counted in info.unreadable_segments, not as empty. */

@@ -61,8 +61,34 @@ static uint32_t stkr__empty_between(const stkr__stream *st, uint32_t lo,
 
   for (i = 0; i < st->n_files; i++)
     if (st->files[i].seq > lo && st->files[i].seq < hi &&
-        !st->files[i].had_batch)
+        !st->files[i].had_batch && !st->files[i].tombstone)
       n++;
+  return n;
+}
+
+/* Tombstones of st (segments the disk cap deleted) with a seq in (lo, hi):
+ * how many, how many of them this process's own cap left (*own), and the
+ * pid of the other process whose cap left the others (*other; 0: none,
+ * UINT32_MAX: several processes). */
+static uint32_t stkr__tombs_between(const stkr__stream *st, uint32_t lo,
+                                    uint32_t hi, uint32_t *own,
+                                    uint32_t *other) {
+  uint32_t n = 0;
+  size_t i;
+
+  *own = *other = 0;
+  for (i = 0; i < st->n_files; i++) {
+    const stkr__file *f = &st->files[i];
+    if (!f->tombstone || f->seq <= lo || f->seq >= hi)
+      continue;
+    n++;
+    if (f->cap_deleted_by == st->info.pid)
+      (*own)++;
+    else if (*other == 0)
+      *other = f->cap_deleted_by;
+    else if (*other != f->cap_deleted_by)
+      *other = UINT32_MAX;
+  }
   return n;
 }
 
@@ -214,21 +240,31 @@ static const char *stkr__sess_path(const stkr__stream *st, size_t file1) {
   return st->n_files ? st->files[0].path : st->dir;
 }
 
-/* The session's absent first segments: (deleted by the cap, missing). */
+/* The session's absent first segments: (deleted by the cap, missing), and
+ * the pid of another process whose cap deleted some (0: none). Deleted:
+ * the tombstones in the gap, and of the files that are gone altogether as
+ * many as the session's own counter says its cap deleted beyond its
+ * tombstones (recordings from before tombstones: the disk cap deletes the
+ * oldest segments, so the first ones). */
 static void stkr__first_gap(const stkr__stream *st, uint32_t *deleted,
-                            uint32_t *missing) {
+                            uint32_t *missing, uint32_t *by_other,
+                            bool *by_self) {
   const stkr__session_acct *a = &st->acct;
-  uint32_t gap = 0;
+  uint32_t absent = 0, tombs = 0, own = 0;
+  uint64_t own_left;
 
-  *deleted = *missing = 0;
+  *deleted = *missing = *by_other = 0;
   if (a->first_seq != 0 && a->min_seg > a->first_seq) {
-    gap = a->min_seg - a->first_seq;
-    gap -= stkr__empty_between(st, a->first_seq - 1, a->min_seg);
+    absent = a->min_seg - a->first_seq;
+    absent -= stkr__empty_between(st, a->first_seq - 1, a->min_seg);
+    tombs = stkr__tombs_between(st, a->first_seq - 1, a->min_seg, &own,
+                                by_other);
+    absent -= tombs;
   }
-  /* The disk cap deletes the oldest segments, so the first ones. */
-  *deleted = a->c.segments_deleted < gap ? (uint32_t)a->c.segments_deleted
-                                         : gap;
-  *missing = gap - *deleted;
+  own_left = a->c.segments_deleted > own ? a->c.segments_deleted - own : 0;
+  *deleted = tombs + (own_left < absent ? (uint32_t)own_left : absent);
+  *missing = tombs + absent - *deleted;
+  *by_self = *deleted > tombs - own;
 }
 
 /* Warn once per stream when the drop counters overflow when added up. */
@@ -268,13 +304,22 @@ static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
                                         const char *sid) {
   const stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
-  uint32_t cap_deleted, first_missing;
-  char why[64];
+  uint32_t cap_deleted, first_missing, by_other;
+  bool by_self;
+  char why[96];
 
-  stkr__first_gap(st, &cap_deleted, &first_missing);
+  stkr__first_gap(st, &cap_deleted, &first_missing, &by_other, &by_self);
+  /* Whose writes made the cap delete them (it is the directory's). */
+  if (by_other == UINT32_MAX)
+    snprintf(why, sizeof why, "deleted by the disk cap, when %sother "
+             "processes wrote", by_self ? "this and " : "");
+  else if (by_other)
+    snprintf(why, sizeof why, "deleted by the disk cap, when %sprocess %u "
+             "wrote", by_self ? "this process and " : "", (unsigned)by_other);
   if (cap_deleted)
     stkr__warn_first(r, st, sid, "", cap_deleted, a->first_seq,
-                     a->first_seq + cap_deleted - 1, "deleted by the disk cap");
+                     a->first_seq + cap_deleted - 1,
+                     by_other ? why : "deleted by the disk cap");
   if (first_missing) {
     snprintf(why, sizeof why, "missing (the session starts at segment %u)",
              (unsigned)a->first_seq);
@@ -466,8 +511,10 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
 
-    /* An unreadable one was reported as damage (stkr__unreadable). */
-    if (f->had_batch || f->unreadable || recovered_after(st, f->seq))
+    /* An unreadable one was reported as damage (stkr__unreadable); a
+     * tombstone is counted with its session's first segments. */
+    if (f->had_batch || f->unreadable || f->tombstone ||
+        recovered_after(st, f->seq))
       continue;
     in->empty_segments++;
     stkr__warn(r, STKR_WARN_INCOMPLETE, f->path, -1, in->pid,
@@ -478,6 +525,7 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   }
   in->incomplete = in->drops || in->unclean_sessions ||
                    in->segments_missing || in->segments_deleted ||
+                   in->segments_cap_deleted ||
                    in->dir_recreated || in->empty_segments ||
                    in->unreadable_segments ||
                    in->missing_batches || in->unaccounted;

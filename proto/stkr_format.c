@@ -71,6 +71,40 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq) {
   return 0;
 }
 
+static const char k_tomb_tag[8] = {'S', 'T', 'K', 'R', 'C', 'A', 'P', '1'};
+
+static void put_le32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+
+void stkr_fmt_tombstone(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
+                        uint32_t deleter_pid) {
+  put_le32(out, STKR_FMT_TOMBSTONE_MAGIC);
+  put_le32(out + 4, STKR_FMT_TOMBSTONE_SIZE - 8); /* the frame's payload */
+  memcpy(out + 8, k_tomb_tag, sizeof k_tomb_tag);
+  put_le32(out + 16, deleter_pid);
+}
+
+bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
+                           uint32_t *deleter_pid) {
+  if (len != STKR_FMT_TOMBSTONE_SIZE ||
+      get_le32(p) != STKR_FMT_TOMBSTONE_MAGIC ||
+      get_le32(p + 4) != STKR_FMT_TOMBSTONE_SIZE - 8 ||
+      memcmp(p + 8, k_tomb_tag, sizeof k_tomb_tag) != 0)
+    return false;
+  if (deleter_pid != NULL)
+    *deleter_pid = get_le32(p + 16);
+  return true;
+}
+
 int stkr_fmt_dir_has_segments(const char *dir) {
   struct dirent *de;
   DIR *d = opendir(dir);

@@ -65,6 +65,27 @@ int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq);
 int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
 
 /*
+ * A segment the disk cap deleted (flush/segment.c) is replaced by a
+ * tombstone, not removed: a file of STKR_FMT_TOMBSTONE_SIZE bytes holding
+ * one zstd skippable frame (so the file stays a valid zstd stream, empty)
+ * with magic STKR_FMT_TOMBSTONE_MAGIC and the payload "STKRCAP1" + the
+ * deleting process's pid (u32 little-endian). The reader then says which
+ * of a process's segments the cap took, and by whom, even when another
+ * process of the recording deleted them; a missing file stays missing.
+ */
+#define STKR_FMT_TOMBSTONE_MAGIC 0x184D2A5Au /* a zstd skippable magic */
+#define STKR_FMT_TOMBSTONE_SIZE 20u
+
+/* Write the tombstone of a segment deleted by process deleter_pid. */
+void stkr_fmt_tombstone(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
+                        uint32_t deleter_pid);
+
+/* @return true if p[0, len) is a whole tombstone (then *deleter_pid, if
+ *         not NULL, gets the pid it names). */
+bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
+                           uint32_t *deleter_pid);
+
+/*
  * Does dir hold a segment file (a name stkr_fmt_segment_parse() accepts)?
  * The commands that write a recording (record, merge, symbolize) refuse a
  * directory that does: their output would mix with it.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/stkr_hash.h"
+#include "common/stkr_io.h" /* stkr_pread_all */
 #include "common/stkr_ringfile.h" /* STKR_CACHE_DIR */
 #include "proto/stkr__reader.h"
 #include "proto/stkr__recover.h" /* stkr__rc_parse_name: ring/session files */
@@ -313,8 +314,10 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
       continue;
     if (strcmp(de->d_name, STKR_MARKS_FILE) == 0)
       continue; /* stkr__marks_load_dir reads it */
-    if (strcmp(de->d_name, STKR_CACHE_DIR) == 0)
-      continue; /* what the recording's processes share: no data */
+    if (strcmp(de->d_name, STKR_CACHE_DIR) == 0 ||
+        strncmp(de->d_name, ".stackrec-", 10) == 0)
+      continue; /* what the recording's processes share (the cache, a
+                   tombstone being written): no data */
     if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) {
       if (ignored++ == 0)
         snprintf(example, sizeof(example), "%s", de->d_name);
@@ -523,6 +526,21 @@ static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
              "unreadable segment (%s), not read", why);
 }
 
+/* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
+ * note who deleted it. */
+static bool stkr__tombstone_check(stkr_reader *r, stkr__file *f) {
+  uint8_t buf[STKR_FMT_TOMBSTONE_SIZE];
+  size_t got = 0;
+  uint32_t by;
+
+  if (stkr_pread_all(r->in.fd, buf, sizeof buf, 0, &got) != 0 ||
+      got != sizeof buf || !stkr_fmt_is_tombstone(buf, got, &by))
+    return false;
+  f->tombstone = true;
+  f->cap_deleted_by = by;
+  return true;
+}
+
 int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
   if (r == NULL || ev == NULL)
     return -EINVAL;
@@ -564,6 +582,12 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
         return r->hard_err = rc;
       if (rc != 0) {
         stkr__unreadable(r, st, f, rc);
+        r->cur_file++;
+        continue;
+      }
+      if (f->size == STKR_FMT_TOMBSTONE_SIZE && stkr__tombstone_check(r, f)) {
+        /* The disk cap's: counted by the accounting, not read. */
+        stkr__input_close(&r->in);
         r->cur_file++;
         continue;
       }

@@ -124,8 +124,11 @@ typedef enum stkr_warn_kind {
                                   not read, and that is not damage */
   STKR_WARN_INCOMPLETE         /* intact, but the recording is not
                                   complete: segments missing from a
-                                  session (deleted by the disk cap or
-                                  lost), a directory recreated mid-run, a
+                                  session (deleted by the disk cap: a
+                                  tombstone in its place names the
+                                  process whose writes made the cap take
+                                  it; or lost), a directory recreated
+                                  mid-run, a
                                   session without a clean end, events
                                   attempted but neither written nor counted
                                   (see "Accounting" below). data_lost is
@@ -230,7 +233,9 @@ typedef struct stkr_process_info {
                                 counters_overflow) */
   /* Counters of the last batch read of each session, summed: */
   uint64_t attempted;        /* Counters.attempted */
-  uint64_t segments_deleted; /* Counters.segments_deleted */
+  uint64_t segments_deleted; /* Counters.segments_deleted: its segments
+                                its own cap deleted (before tombstones:
+                                any process's its cap deleted) */
   uint32_t sessions;         /* recording sessions seen (see above) */
   uint64_t session_id;       /* Header.session_id of the last session read
                                 (0: written before session ids existed) */
@@ -258,13 +263,16 @@ typedef struct stkr_process_info {
                                 (Header.session_first_seq, segment_seq),
                                 not explained by segments_deleted */
   uint32_t segments_cap_deleted; /* of the absent ones, those the disk cap
-                                deleted (Counters.segments_deleted) */
+                                deleted: tombstones in their place (any
+                                process's cap), or its own
+                                Counters.segments_deleted */
   uint32_t dir_recreated;    /* segments whose Header.dir_recreated is set */
   uint32_t empty_segments;   /* segment files holding no batch at all
                                 (0 bytes, or no intact header): a writer
                                 that died before its first flush */
   bool incomplete;           /* any of: drops, unclean_sessions,
                                 segments_missing, segments_deleted,
+                                segments_cap_deleted,
                                 dir_recreated, empty_segments,
                                 unreadable_segments (also damage),
                                 missing_batches, unaccounted */
@@ -473,7 +481,8 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * pid, a mark name as in stkr_mark, the payload in lower-case hex or "-"
  * for none). Lines are appended with one write(2) to a file opened with
  * O_APPEND, so concurrent setters never interleave. Lines starting with
- * '#' are comments. The reader reads at most STKR_MARKS_MAX lines and
+ * '#' are comments; "u1" lines name processes that recorded nothing (see
+ * "processes that recorded nothing" below). The reader reads at most STKR_MARKS_MAX lines and
  * STKR_MARKS_MAX_BYTES bytes of it; a malformed line is a
  * STKR_WARN_DAMAGED warning naming the file and the line's offset, and is
  * skipped; a last line without its newline is being written (or its

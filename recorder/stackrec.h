@@ -229,7 +229,10 @@ typedef struct stkr_stats {
   uint64_t batches;        /* batches written */
   uint64_t bytes;          /* compressed bytes written */
   uint64_t segments;       /* segment files created */
-  uint64_t segments_deleted; /* removed to stay under disk_cap_bytes */
+  uint64_t segments_deleted; /* of this process's segments, deleted by the
+                                disk cap at its own writes (another
+                                process's it deletes leave a tombstone
+                                that tells their owner's readers) */
   uint64_t write_errors;   /* failed writes (each drops one batch) */
   uint64_t dropped_exit;   /* still in anonymous rings when exit_ms ran
                               out: lost (also in `dropped`) */

@@ -48,6 +48,8 @@ typedef struct sess {
   uint32_t gap_at, seq_gap;
   uint32_t recovered; /* segment whose batch is a recovered one */
   uint64_t attempted; /* non-zero: Counters.attempted, verbatim */
+  unsigned tomb;      /* bit k: segment k is the disk cap's tombstone, */
+  uint32_t tomb_by;   /* ... left by this process */
 } sess;
 
 static void write_sess(const char *d, const sess *s) {
@@ -67,6 +69,14 @@ static void write_sess(const char *d, const sess *s) {
 
     if (s->skip & (1u << k))
       continue;
+    if (s->tomb & (1u << k)) {
+      uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+      char path[4200];
+      stkr_fmt_tombstone(t, s->tomb_by);
+      snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID, k);
+      assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+      continue;
+    }
     c.base = init.base;
     c.attempted = s->attempted ? s->attempted
                                : EV_PER_BATCH * s->nseg + drops + s->extra;
@@ -161,6 +171,22 @@ static const acct_case g_cases[] = {
      4, "first segment", {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
       "segment 1..1 deleted by the disk cap\n"}},
+    /* The cap of another process of the recording deleted segment 1 and
+     * left its tombstone: said so, not "missing" (QA: the victim read
+     * "first segments missing", the deleter "deleted while recording"). */
+    {"test_disk_cap_of_another",
+     {.nseg = 3, .last = true, .tomb = 1u << 1, .tomb_by = 4400}, 4,
+     "missing (the session", {
+      "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
+      "segment 1..1 deleted by the disk cap, when process 4400 wrote\n",
+      ": 3 segments, 2 batches, 4 events: intact, INCOMPLETE\n"}},
+    /* Its own cap: the tombstone and its counter tell the same deletion
+     * once. */
+    {"test_disk_cap_tombstone",
+     {.nseg = 3, .last = true, .tomb = 1u << 1, .tomb_by = 4301,
+      .cnt = {.segments_deleted = 1}}, 4, "first segment", {
+      "segment 1..1 deleted by the disk cap\n",
+      "\nINCOMPLETE: "}},
     /* The directory was deleted mid-run: the recorder recreated it and
      * went on at segment 2. */
     {"test_recreated_directory", {WITHOUT_SEGMENT(1), .recreated = 2}, 4,
@@ -217,6 +243,27 @@ static void test_session(void **state) {
     assert_null(strstr(cr_out, c->absent));
 }
 
+/* `symbolize -o` and `merge -o` carry a tombstone over (before, OUT lost
+ * it, and verify of OUT said nothing of the cap). */
+static void test_outputs_keep_tombstones(void **state) {
+  static const char *const lines[] = {
+      "segment 1..1 deleted by the disk cap, when process 4400 wrote\n",
+      NULL};
+  const acct_case *c = &g_cases[6];
+  const char *d = fx_tmpdir("acct-symbolize");
+  char out[4200];
+  (void)state;
+
+  assert_string_equal(c->name, "test_disk_cap_of_another");
+  write_sess(d, &c->s);
+  for (int k = 0; k < 2; k++) {
+    snprintf(out, sizeof out, "%s-out%d", d, k);
+    assert_int_equal(cr_run("%s -o '%s' '%s'", k ? "merge" : "symbolize", out,
+                            d), 0);
+    expect(out, 4, lines);
+  }
+}
+
 /* A segment whose writer died in its first batch (a pool worker ended by
  * SIGTERM): header-less, not empty. */
 static void test_segment_without_batch(void **state) {
@@ -240,6 +287,7 @@ static void test_segment_without_batch(void **state) {
 int main(void) {
   return TL_RUN_GROUP("accounting", setup, NULL,
                       TL_TABLE(NULL, NULL, test_session, g_cases),
-                      TL_CASES(NULL, NULL, test_segment_without_batch),
+                      TL_CASES(NULL, NULL, test_segment_without_batch,
+                               test_outputs_keep_tombstones),
                       TL_TABLE(NULL, NULL, test_session, g_damaged));
 }

@@ -23,6 +23,7 @@
 
 #include "common/stkr_io.h"
 #include "flush/flush_internal.h"
+#include "proto/stkr_format.h"
 #include "tests/testlib.h"
 
 #define PID 777u
@@ -49,6 +50,32 @@ static int count_files(void) {
   while ((de = readdir(d))) n += de->d_name[0] != '.';
   closedir(d);
   return n;
+}
+
+/* Is segment (pid, seq) the disk cap's tombstone, left by process `by`? */
+static bool tomb_of(uint32_t pid, uint32_t seq, uint32_t by) {
+  char p[512];
+  uint8_t buf[64];
+  uint32_t who = 0;
+  ssize_t n;
+  int fd;
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
+  if ((fd = open(p, O_RDONLY)) < 0) return false;
+  n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n > 0 && stkr_fmt_is_tombstone(buf, (size_t)n, &who) && who == by;
+}
+
+/* A tombstone's temporary file still in the directory? */
+static bool temp_left(void) {
+  DIR *d = opendir(tl_dir);
+  struct dirent *de;
+  bool found = false;
+  if (!d) return false;
+  while ((de = readdir(d)))
+    found |= strncmp(de->d_name, ".stackrec-tomb", 14) == 0;
+  closedir(d);
+  return found;
 }
 
 /* What the worker does per batch: a new file when needed, one write. */
@@ -116,9 +143,8 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
   /* Files 1..5 of 200 bytes each were created; total must stay <= 500. */
   assert_int_equal(s.segments, 5);
   assert_int_equal(s.segments_deleted, 3);
-  assert_int_equal(file_size(1), -1);
-  assert_int_equal(file_size(2), -1);
-  assert_int_equal(file_size(3), -1);
+  for (uint32_t q = 1; q <= 3; q++) /* the data gone, a tombstone there */
+    assert_true(tomb_of(PID, q, PID));
   assert_int_equal(file_size(4), 200);
   assert_int_equal(file_size(5), 200);
 
@@ -169,15 +195,15 @@ static void test_disk_cap_keeps_every_newest(void **state) {
   other_file(PID + 1, 2, 200, 20); /* its newest: stays */
   assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 50), 0);
   for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
-  assert_int_equal(pid_file_size(PID + 1, 1), -1);
+  assert_true(tomb_of(PID + 1, 1, PID)); /* its loss, told by its file */
   assert_int_equal(pid_file_size(PID + 1, 2), 200);
-  assert_int_equal(s.segments_deleted, 1);
+  assert_int_equal(s.segments_deleted, 0); /* ours only */
   /* The worker's end: its last file closed, then the cap once more. */
   stkr__seg_close(&s);
   stkr__seg_enforce_cap(&s);
   assert_int_equal(file_size(1), 300);
   assert_int_equal(pid_file_size(PID + 1, 2), 200);
-  assert_int_equal(s.segments_deleted, 1);
+  assert_int_equal(s.segments_deleted, 0);
   stkr__seg_free(&s);
 
   /* Rotating files over a tiny cap: the older go, the newest stays, also
@@ -188,8 +214,14 @@ static void test_disk_cap_keeps_every_newest(void **state) {
   stkr__seg_enforce_cap(&s);
   assert_int_equal(s.seq, 5);
   assert_int_equal(file_size(5), 100);
-  for (uint32_t q = 1; q < 5; q++) assert_int_equal(file_size(q), -1);
+  for (uint32_t q = 1; q < 5; q++) assert_true(tomb_of(PID, q, PID));
   assert_int_equal(s.segments_deleted, 4); /* 1 (300 bytes) and 2..4 */
+  /* Tombstones are never deleted again (nothing to free), and no
+   * temporary file is left beside them. */
+  stkr__seg_enforce_cap(&s);
+  assert_int_equal(s.segments_deleted, 4);
+  assert_int_equal(count_files(), 7); /* ours 1..5, PID + 1's 1..2 */
+  assert_false(temp_left());
   stkr__seg_free(&s);
 }
 

@@ -15,11 +15,26 @@
 #include <zstd.h>
 
 #include "proto/stackrec.pb-c.h"
+#include "proto/stkr_format.h" /* tombstones */
 #include "proto/stkr_reader.h"
 #include "proto/stkr_recover.h"
 #include "tests/flush_util.h"
 
-/* Sorted seqs of dir's segment files of pid; returns the count. */
+/* Is dir/name the disk cap's tombstone (proto/stkr_format.h)? */
+static bool is_tombstone(const char *dir, const char *name) {
+  char path[4400];
+  uint8_t buf[STKR_FMT_TOMBSTONE_SIZE + 1];
+  size_t n = 0;
+  FILE *f;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if ((f = fopen(path, "rb")) == NULL) return false;
+  n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  return stkr_fmt_is_tombstone(buf, n, NULL);
+}
+
+/* Sorted seqs of dir's segment files of pid that hold data (not the disk
+ * cap's tombstones); returns the count. */
 size_t tf_segments(const char *dir, uint32_t pid, uint32_t *seqs, size_t max) {
   DIR *d = opendir(dir);
   struct dirent *de;
@@ -29,7 +44,8 @@ size_t tf_segments(const char *dir, uint32_t pid, uint32_t *seqs, size_t max) {
     unsigned p, s;
     int len = 0;
     if (sscanf(de->d_name, "stackrec-%u-%u.zst%n", &p, &s, &len) == 2 &&
-        de->d_name[len] == '\0' && p == pid && n < max)
+        de->d_name[len] == '\0' && p == pid && n < max &&
+        !is_tombstone(dir, de->d_name))
       seqs[n++] = s;
   }
   closedir(d);

@@ -184,11 +184,13 @@ static void test_recreated_directory(void **state) {
 #define CAP (300u << 10)
 #define SEG (16u << 10)
 
-static uint64_t dir_bytes(int *files) {
+/* Bytes of the segment files; *files: how many hold data (the others are
+ * the cap's tombstones, STKR_FMT_TOMBSTONE_SIZE bytes: *tombs). */
+static uint64_t dir_bytes_tombs(int *files, int *tombs) {
   DIR *d = opendir(tl_dir);
   struct dirent *de;
   uint64_t total = 0;
-  *files = 0;
+  *files = *tombs = 0;
   assert_non_null(d);
   while ((de = readdir(d))) {
     char p[4400];
@@ -197,11 +199,19 @@ static uint64_t dir_bytes(int *files) {
     snprintf(p, sizeof p, "%s/%s", tl_dir, de->d_name);
     if (stat(p, &s) == 0) {
       total += (uint64_t)s.st_size;
-      (*files)++;
+      if (s.st_size == 20) /* STKR_FMT_TOMBSTONE_SIZE */
+        (*tombs)++;
+      else
+        (*files)++;
     }
   }
   closedir(d);
   return total;
+}
+
+static uint64_t dir_bytes(int *files) {
+  int tombs;
+  return dir_bytes_tombs(files, &tombs);
 }
 
 /* What the processes of run_capped() did, by their stats. */
@@ -253,14 +263,17 @@ static capped run_capped(uint64_t seg, uint64_t cap, unsigned n) {
 
 /* Never silent: every process is still in the directory (its newest
  * segment, with its last counters), each session ended cleanly, and every
- * segment the cap deleted is counted in a surviving file's counters.
+ * segment the cap deleted is told for the process whose it was: a
+ * tombstone in its place, its own deletions also in its own counters,
+ * none "missing" (QA: another process's deletions read as "first segments
+ * missing", and the deleter's as "deleted while recording").
  * @return the events read. */
 static uint64_t check_capped(const capped *c, int files) {
   stkr_reader_opts o = {.lazy_frames = true};
   stkr_reader *r = NULL;
   stkr_event_view ev;
-  uint64_t events = 0, deleted = 0;
-  int rc;
+  uint64_t events = 0, deleted = 0, placed = 0;
+  int rc, data_files, tombs;
 
   assert_int_equal(stkr_reader_open(tl_dir, &o, &r), 0);
   while ((rc = stkr_reader_next(r, &ev)) == 1) events++;
@@ -269,11 +282,18 @@ static uint64_t check_capped(const capped *c, int files) {
   for (size_t i = 0; i < PROCS; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
     assert_int_equal(p->unclean_sessions, 0);
+    assert_int_equal(p->segments_missing, 0);
+    assert_true(p->segments_cap_deleted >= p->segments_deleted);
     deleted += p->segments_deleted;
+    placed += p->segments_cap_deleted;
   }
   stkr_reader_free(r);
-  assert_int_equal(c->segments - (uint64_t)files, c->deleted);
-  assert_int_equal(deleted, c->deleted);
+  (void)dir_bytes_tombs(&data_files, &tombs);
+  assert_int_equal(data_files, files);
+  assert_int_equal(c->segments - (uint64_t)files, (uint64_t)tombs);
+  assert_int_equal(placed, (uint64_t)tombs);
+  assert_int_equal(deleted, c->deleted); /* each its own */
+  assert_true(c->deleted <= (uint64_t)tombs);
   return events;
 }
 
@@ -282,10 +302,12 @@ static void test_disk_cap_whole_directory(void **state) {
   (void)state;
 
   capped c = run_capped(SEG, CAP, 1500); /* ~300 KB each */
-  uint64_t total = dir_bytes(&files);
+  int tombs;
+  uint64_t total = dir_bytes_tombs(&files, &tombs);
   fprintf(stderr, "disk cap %u bytes, %d processes: %llu bytes in %d files "
-          "left, %llu segments deleted\n", CAP, PROCS,
-          (unsigned long long)total, files, (unsigned long long)c.deleted);
+          "left, %d segments deleted (%llu of them by their own process)\n",
+          CAP, PROCS, (unsigned long long)total, files, tombs,
+          (unsigned long long)c.deleted);
   /* The cap is met but for each process's newest segment (and the batch
    * written after the last scan). */
   assert_true(total <= CAP + PROCS * (SEG + 8192));

@@ -25,6 +25,7 @@
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/agg_stacks.h"
+#include "tools/stackrec/cli.h" /* stkr_cli_cap_deleted */
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/hangs.h"
 #include "tools/stackrec/paytab.h"
@@ -565,7 +566,7 @@ static void sum_processes(stkr_agg *a, const stkr_reader *r) {
     a->drops_write_error += p->drops_write_error;
     a->damaged_batches += p->damaged_batches;
     a->missing_batches += p->missing_batches;
-    a->segments_deleted += p->segments_deleted;
+    a->segments_deleted += stkr_cli_cap_deleted(p);
     a->unresolved_events += p->unresolved_events;
     a->live_processes += p->live_tail && p->live_sessions > 0;
     a->cut_processes += p->live_tail && p->live_sessions == 0;

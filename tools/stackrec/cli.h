@@ -347,4 +347,13 @@ int stkr_cli_read_all(stkr_reader *r, const char *cmd, const char *what,
                       void (*on_event)(const stkr_event_view *ev, void *arg),
                       void *arg, uint64_t *events);
 
+/* Segments of process p the disk cap deleted: those its sessions'
+ * accounting placed (tombstones, whichever process's cap left them, and
+ * its own counter's), and any more its own counter says its cap deleted. */
+static inline uint64_t stkr_cli_cap_deleted(const stkr_process_info *p) {
+  return p->segments_deleted > p->segments_cap_deleted
+             ? p->segments_deleted
+             : p->segments_cap_deleted;
+}
+
 #endif

@@ -120,7 +120,7 @@ static void print_accounting(const stkr_process_info *p) {
   INFO_ITEM(p->segments_missing, "%u segment%s missing",
             (unsigned)p->segments_missing,
             p->segments_missing == 1 ? "" : "s");
-  INFO_ITEM(p->segments_deleted, "segments deleted by the disk cap");
+  INFO_ITEM(stkr_cli_cap_deleted(p), "segments deleted by the disk cap");
   INFO_ITEM(p->dir_recreated, "directory recreated");
   INFO_ITEM(p->empty_segments, "%u segment%s without any batch",
             (unsigned)p->empty_segments, p->empty_segments == 1 ? "" : "s");
@@ -195,9 +195,9 @@ static int print_process(const stkr_reader *r, size_t i) {
   print_accounting(p);
   printf("  segments:    %llu (seq %u-%u)", (unsigned long long)p->segments,
          (unsigned)p->first_seq, (unsigned)p->last_seq);
-  if (p->segments_deleted)
+  if (stkr_cli_cap_deleted(p))
     printf(", %llu older deleted by the disk cap",
-           (unsigned long long)p->segments_deleted);
+           (unsigned long long)stkr_cli_cap_deleted(p));
   printf("\n  batches:     %llu\n", (unsigned long long)p->batches);
   printf("  bytes:       %llu", (unsigned long long)p->compressed_bytes);
   if (p->events)

@@ -100,7 +100,7 @@ static void put_incomplete(const stkr_process_info *p) {
   REASON(p->live_sessions, "session still recording");
   REASON(p->unclean_sessions > p->live_sessions, "session without a clean end");
   REASON(p->segments_missing, "segments missing");
-  REASON(p->segments_deleted, "segments deleted by the disk cap");
+  REASON(stkr_cli_cap_deleted(p), "segments deleted by the disk cap");
   REASON(p->dir_recreated, "directory recreated");
   REASON(p->empty_segments, "segments without any batch");
   REASON(p->unreadable_segments, "segments unreadable");

@@ -24,6 +24,7 @@
  * are left out (and reported; exit 1), as is the incomplete last batch of
  * a recording still being written. Memory: one batch at a time.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -157,6 +158,84 @@ static void assign_pid(merge_run *m, size_t i, uint32_t pid) {
     p->out_pid = pid;
   }
   p->assigned = true;
+}
+
+/* (pid, reader process index) of one input directory's processes. */
+typedef struct pid_ix {
+  uint32_t pid;
+  size_t ix;
+} pid_ix;
+
+static int pid_ix_cmp(const void *a, const void *b) {
+  const pid_ix *x = a, *y = b;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Tombstone t (got bytes) of segment seq of input process ix, written
+ * into OUT under its output pid. @return 0 or -errno (said). */
+static int put_tombstone(const merge_run *m, size_t ix, uint32_t seq,
+                         const uint8_t *t, size_t got) {
+  char out[PATH_MAX], name[STKR_FMT_SEGMENT_NAME_MAX];
+  int fd, err = 0;
+
+  stkr_fmt_segment_name(name, sizeof name, m->procs[ix].out_pid, seq);
+  snprintf(out, sizeof out, "%s/%s", m->outdir, name);
+  fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 || (err = stkr_write_all(fd, t, got)) != 0) {
+    err = err ? err : -errno;
+    fprintf(stderr, "stackrec merge: cannot create %s: %s\n", out,
+            strerror(-err));
+  }
+  if (fd >= 0)
+    close(fd);
+  return err;
+}
+
+/* The disk cap's tombstones in input directory dir (segments the cap
+ * deleted) written into OUT under their processes' output pids, so OUT
+ * still says which segments the cap took, and at whose writes
+ * (proto/stkr_format.h). One listing of dir. @return 0 or -errno. */
+static int carry_tombstones(const merge_run *m, const stkr_reader *r,
+                            const char *dir) {
+  size_t n = 0, i, np = stkr_reader_process_count(r);
+  pid_ix *v = malloc((np ? np : 1) * sizeof *v), key, *hit;
+  struct dirent *de;
+  DIR *d;
+  int err = 0;
+
+  if (v == NULL)
+    return -ENOMEM;
+  for (i = 0; i < np && i < m->n_procs; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    if (p->dir != NULL && strcmp(p->dir, dir) == 0 && m->procs[i].assigned)
+      v[n++] = (pid_ix){p->pid, i};
+  }
+  qsort(v, n, sizeof *v, pid_ix_cmp);
+  if (n == 0 || (d = opendir(dir)) == NULL) {
+    free(v);
+    return 0;
+  }
+  while (err == 0 && (de = readdir(d)) != NULL) {
+    char in[PATH_MAX];
+    uint8_t t[STKR_FMT_TOMBSTONE_SIZE + 1];
+    uint32_t seq;
+    size_t got = 0;
+    int fd;
+
+    if (stkr_fmt_segment_parse(de->d_name, &key.pid, &seq) != 0 ||
+        (hit = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) == NULL)
+      continue;
+    snprintf(in, sizeof in, "%s/%s", dir, de->d_name);
+    if ((fd = stkr_open_regular(in, O_NOFOLLOW)) < 0)
+      continue;
+    (void)stkr_pread_all(fd, t, sizeof t, 0, &got);
+    close(fd);
+    if (stkr_fmt_is_tombstone(t, got, NULL))
+      err = put_tombstone(m, hit->ix, seq, t, got);
+  }
+  closedir(d);
+  free(v);
+  return err;
 }
 
 /* Start the output segment for input file b->path. */
@@ -487,6 +566,9 @@ int stkr_cli_merge(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  for (int i = optind; i < argc; i++)
+    if (carry_tombstones(&m, r, argv[i]) != 0)
+      status = STKR_CLI_DATA_LOST;
   /* The inputs' marks files: marks set with `stackrec mark`, and the
    * processes that could not record (without them OUT would look
    * complete). Segments given as FILE have none. */

@@ -170,6 +170,29 @@ static int write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* Is the frame at p (n bytes) a zstd skippable frame? */
+static bool skippable(const uint8_t *p, size_t n) {
+  uint32_t magic;
+  if (n < 8) return false;
+  magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+          (uint32_t)p[3] << 24;
+  return (magic & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+/* Append p[0, n) to run->out as it is. @return 0 or -ENOMEM. */
+static int out_append(sym_run *run, const uint8_t *p, size_t n) {
+  size_t need = run->out.len + n;
+  if (need > run->out.cap) {
+    uint8_t *nb = realloc(run->out.data, need);
+    if (!nb) return -ENOMEM;
+    run->out.data = nb;
+    run->out.cap = need;
+  }
+  memcpy(run->out.data + run->out.len, p, n);
+  run->out.len = need;
+  return 0;
+}
+
 /* Offset of the next zstd frame magic after `from`, or len. */
 static size_t next_magic(const uint8_t *p, size_t len, size_t from) {
   static const uint8_t magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
@@ -413,7 +436,18 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
 
   for (off = 0; off < len;) {
     size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off), end;
-    Stackrec__Batch *b = ZSTD_isError(cs) ? NULL : decode(run, data + off, cs);
+    Stackrec__Batch *b;
+    if (!ZSTD_isError(cs) && skippable(data + off, cs)) {
+      /* Not a batch, not damage (a tombstone of the disk cap, or another
+       * tool's): carried over as it is. */
+      if ((err = out_append(run, data + off, cs)) < 0) {
+        free(data);
+        return err;
+      }
+      off += cs;
+      continue;
+    }
+    b = ZSTD_isError(cs) ? NULL : decode(run, data + off, cs);
     if (!b) {
       /* Damaged or truncated: carried over as it is, up to the next frame
        * magic, where the reader will resync too. */
@@ -425,18 +459,10 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
               run->cmd, in, off, end - off);
       run->damaged++;
       run->status = STKR_CLI_DATA_LOST;
-      size_t need = run->out.len + (end - off);
-      if (need > run->out.cap) {
-        uint8_t *nb = realloc(run->out.data, need);
-        if (!nb) {
-          free(data);
-          return -ENOMEM;
-        }
-        run->out.data = nb;
-        run->out.cap = need;
+      if ((err = out_append(run, data + off, end - off)) < 0) {
+        free(data);
+        return err;
       }
-      memcpy(run->out.data + run->out.len, data + off, end - off);
-      run->out.len = need;
       off = end;
       continue;
     }

@@ -369,7 +369,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     unclean += p->unclean_sessions - p->live_sessions;
     live += p->live_sessions;
     missing += p->segments_missing;
-    capdel += p->segments_deleted;
+    capdel += stkr_cli_cap_deleted(p);
     recreated += p->dir_recreated;
     empty += p->empty_segments;
     batches += p->missing_batches;
