@@ -315,24 +315,26 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
  * (proto/stkr_format.h) takes its name, written beside it under a name
  * readers pass over and renamed over it, so a reader that has the file
  * open reads it whole, and a reader that comes later learns that the cap
- * took it, and which process's cap. Without room for the tombstone (a
- * full disk: when the cap matters most) the file is simply removed.
- * @return 0, -ENOENT (gone already) or another -errno. */
+ * took it, and at whose writes. Without room for the tombstone (a full
+ * disk: when the cap matters most) the file is simply removed.
+ * @return 0 (tombstone), 1 (removed without one), -ENOENT (gone already)
+ *         or another -errno. */
 static int cap_delete(const stkr__segw *s, const char *path,
                       const capfile *f) {
   uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
   char tmp[PATH_MAX];
   struct stat st;
-  int fd, k, err = 0;
+  int fd = -1, k, err = 0;
 
   if (lstat(path, &st) != 0)
     return -errno;
   k = snprintf(tmp, sizeof tmp, "%s/.stackrec-tomb-%u-%u-%u", s->dir,
                (unsigned)s->pid, (unsigned)f->pid, (unsigned)f->seq);
-  fd = k > 0 && (size_t)k < sizeof tmp && stkr_fsize_room(sizeof t)
-           ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                  0600)
-           : -1;
+  if (k > 0 && (size_t)k < sizeof tmp && stkr_fsize_room(sizeof t)) {
+    (void)unlink(tmp); /* one a crash of ours left (the name is ours) */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+              0600);
+  }
   if (fd >= 0) {
     stkr_fmt_tombstone(t, s->pid);
     err = stkr_write_all(fd, t, sizeof t);
@@ -342,7 +344,7 @@ static int cap_delete(const stkr__segw *s, const char *path,
       return 0;
     (void)unlink(tmp);
   }
-  return unlink(path) == 0 ? 0 : -errno;
+  return unlink(path) == 0 ? 1 : -errno;
 }
 
 void stkr__seg_enforce_cap(stkr__segw *s) {
@@ -373,12 +375,14 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
       int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
       if (k < 0 || (size_t)k >= sizeof path) continue;
       int err = cap_delete(s, path, &v[i]);
-      if (err == 0 || err == -ENOENT) /* -ENOENT: another process did */
+      if (err >= 0 || err == -ENOENT) /* -ENOENT: another process did */
         total -= v[i].bytes;
-      if (err == 0 && v[i].pid == s->pid)
-        s->segments_deleted++; /* ours: in our counters; another's: in
-                                  the tombstone it finds in its place */
-      else if (err != 0 && err != -ENOENT)
+      /* Ours: in our counters. Another's: told by the tombstone in its
+       * place; without one, in our counters as before tombstones, so the
+       * deletion is still said (as one of ours the reader cannot place). */
+      if (err == 1 || (err == 0 && v[i].pid == s->pid))
+        s->segments_deleted++;
+      else if (err < 0 && err != -ENOENT)
         stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,
                   strerror(-err));
     }

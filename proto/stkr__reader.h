@@ -80,6 +80,7 @@ typedef struct stkr__file {
   bool had_recovered; /* ... and one of them was a Batch.recovered one */
   bool tombstone;     /* the disk cap deleted it (stkr_fmt_is_tombstone) */
   uint32_t cap_deleted_by; /* ... the pid whose cap did */
+  bool tomb_counted;  /* ... and a session's first segments counted it */
   /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
    * when it is not a regular file. Warned about (STKR_WARN_IO) when its
    * turn comes, counted in info.unreadable_segments, not as empty. */
@@ -246,6 +247,15 @@ struct stkr_reader {
    * (stkr_marks.c); their strings owned. */
   stkr_unrecorded_info *unrec;
   size_t n_unrec, cap_unrec;
+  /* Directories whose marks file was read (a directory added twice is
+   * read once), with that file's path for the unrec entries (owned; NULL
+   * until its first "u1" line). */
+  struct stkr__marks_dir {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+  } *mdirs;
+  size_t n_mdirs, cap_mdirs;
   const stkr__stream *ev_stream; /* the current event's stream and stack */
   const stkr__rd_stack *ev_stack; /* (NULL: none, or an unknown stack) */
 };

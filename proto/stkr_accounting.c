@@ -70,7 +70,7 @@ static uint32_t stkr__empty_between(const stkr__stream *st, uint32_t lo,
  * how many, how many of them this process's own cap left (*own), and the
  * pid of the other process whose cap left the others (*other; 0: none,
  * UINT32_MAX: several processes). */
-static uint32_t stkr__tombs_between(const stkr__stream *st, uint32_t lo,
+static uint32_t stkr__tombs_between(stkr__stream *st, uint32_t lo,
                                     uint32_t hi, uint32_t *own,
                                     uint32_t *other) {
   uint32_t n = 0;
@@ -78,10 +78,11 @@ static uint32_t stkr__tombs_between(const stkr__stream *st, uint32_t lo,
 
   *own = *other = 0;
   for (i = 0; i < st->n_files; i++) {
-    const stkr__file *f = &st->files[i];
+    stkr__file *f = &st->files[i];
     if (!f->tombstone || f->seq <= lo || f->seq >= hi)
       continue;
     n++;
+    f->tomb_counted = true;
     if (f->cap_deleted_by == st->info.pid)
       (*own)++;
     else if (*other == 0)
@@ -246,7 +247,7 @@ static const char *stkr__sess_path(const stkr__stream *st, size_t file1) {
  * many as the session's own counter says its cap deleted beyond its
  * tombstones (recordings from before tombstones: the disk cap deletes the
  * oldest segments, so the first ones). */
-static void stkr__first_gap(const stkr__stream *st, uint32_t *deleted,
+static void stkr__first_gap(stkr__stream *st, uint32_t *deleted,
                             uint32_t *missing, uint32_t *by_other,
                             bool *by_self) {
   const stkr__session_acct *a = &st->acct;
@@ -255,11 +256,14 @@ static void stkr__first_gap(const stkr__stream *st, uint32_t *deleted,
 
   *deleted = *missing = *by_other = 0;
   if (a->first_seq != 0 && a->min_seg > a->first_seq) {
+    uint32_t empty = stkr__empty_between(st, a->first_seq - 1, a->min_seg);
     absent = a->min_seg - a->first_seq;
-    absent -= stkr__empty_between(st, a->first_seq - 1, a->min_seg);
     tombs = stkr__tombs_between(st, a->first_seq - 1, a->min_seg, &own,
                                 by_other);
-    absent -= tombs;
+    /* Saturating: a seq listed twice (one directory added twice while
+     * the cap renamed over a segment) must not wrap. */
+    absent = absent > empty ? absent - empty : 0;
+    absent = absent > tombs ? absent - tombs : 0;
   }
   own_left = a->c.segments_deleted > own ? a->c.segments_deleted - own : 0;
   *deleted = tombs + (own_left < absent ? (uint32_t)own_left : absent);
@@ -503,11 +507,47 @@ static bool recovered_after(const stkr__stream *st, uint32_t seq) {
   return false;
 }
 
+/* Tombstones no session's first segments counted (a whole earlier
+ * session, or every data file of the process, taken by the cap): counted
+ * and told here, so that no deletion goes unsaid. */
+static void stkr__acct_stray_tombs(stkr_reader *r, stkr__stream *st) {
+  uint32_t n = 0, lo = UINT32_MAX, hi = 0, by = 0;
+  const char *path = NULL;
+  size_t i;
+
+  for (i = 0; i < st->n_files; i++) {
+    const stkr__file *f = &st->files[i];
+    if (!f->tombstone || f->tomb_counted)
+      continue;
+    n++;
+    lo = f->seq < lo ? f->seq : lo;
+    hi = f->seq > hi ? f->seq : hi;
+    by = by == 0 || by == f->cap_deleted_by ? f->cap_deleted_by : UINT32_MAX;
+    path = path ? path : f->path;
+  }
+  if (n == 0)
+    return;
+  st->info.segments_cap_deleted += n;
+  if (by == UINT32_MAX)
+    stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, st->info.pid,
+               "process %u: %u segment%s among %u..%u deleted by the disk "
+               "cap, when other processes wrote",
+               (unsigned)st->info.pid, (unsigned)n, n == 1 ? "" : "s",
+               (unsigned)lo, (unsigned)hi);
+  else
+    stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, st->info.pid,
+               "process %u: %u segment%s among %u..%u deleted by the disk "
+               "cap, when process %u wrote",
+               (unsigned)st->info.pid, (unsigned)n, n == 1 ? "" : "s",
+               (unsigned)lo, (unsigned)hi, (unsigned)by);
+}
+
 void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   stkr_process_info *in = &st->info;
   size_t i;
 
   stkr__acct_end(r, st);
+  stkr__acct_stray_tombs(r, st);
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
 

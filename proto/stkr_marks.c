@@ -286,8 +286,9 @@ static char *stkr__unhex(const char *p, size_t n, const char **why) {
     return NULL;
   for (i = 0; i < n / 2; i++) {
     out[i] = (char)(stkr__hexval(p[2 * i]) * 16 + stkr__hexval(p[2 * i + 1]));
-    if (out[i] == '\0')
-      out[i] = '?'; /* a C string: no NUL inside */
+    if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+      out[i] = '?'; /* one line of plain text: no NUL, newline or escape
+                       (a forged "intact" line in verify's output) */
   }
   out[n / 2] = '\0';
   return out;
@@ -298,6 +299,7 @@ static char *stkr__unhex(const char *p, size_t n, const char **why) {
 static const char *stkr__unrec_line(stkr_reader *r, const char *path,
                                     const char *p, const char *end,
                                     bool *nomem) {
+  struct stkr__marks_dir *md = &r->mdirs[r->n_mdirs - 1];
   const char *tok[4], *why = NULL;
   size_t len[4], k = 0;
   uint64_t pid;
@@ -320,16 +322,18 @@ static const char *stkr__unrec_line(stkr_reader *r, const char *path,
   u.name = stkr__unhex(tok[2], len[2], &why);
   if (why == NULL && u.name != NULL)
     u.reason = stkr__unhex(tok[3], len[3], &why);
-  if (why == NULL && u.reason != NULL)
-    u.path = strdup(path);
-  if (why == NULL && (u.path == NULL ||
+  /* One copy of the path per file: a hostile file of short lines must not
+   * cost a path per line. */
+  if (why == NULL && u.reason != NULL && md->path == NULL)
+    md->path = strdup(path);
+  u.path = md->path;
+  if (why == NULL && (u.reason == NULL || u.path == NULL ||
                       stkr__grow(&r->unrec, &r->cap_unrec, r->n_unrec + 1,
                                  sizeof *r->unrec) != 0))
     *nomem = true;
   if (why != NULL || *nomem) {
     free((char *)u.name);
     free((char *)u.reason);
-    free((char *)u.path);
     return why;
   }
   r->unrec[r->n_unrec++] = u;
@@ -416,9 +420,14 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
   size_t len = 0, i;
   int fd, err = 0, rerr;
 
-  for (i = 0; i < r->n_ext; i++)
-    if (r->ext[i].dir_dev == dst->st_dev && r->ext[i].dir_ino == dst->st_ino)
+  for (i = 0; i < r->n_mdirs; i++)
+    if (r->mdirs[i].dev == dst->st_dev && r->mdirs[i].ino == dst->st_ino)
       return 0; /* this directory's file was read already */
+  if (stkr__grow(&r->mdirs, &r->cap_mdirs, r->n_mdirs + 1,
+                 sizeof *r->mdirs) != 0)
+    return -ENOMEM;
+  r->mdirs[r->n_mdirs++] = (struct stkr__marks_dir){dst->st_dev, dst->st_ino,
+                                                    NULL};
   if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
     return -ENOMEM;
   /* Never a FIFO or device: opening a FIFO waited for a writer (QA). */
@@ -509,9 +518,11 @@ void stkr__marks_free(stkr_reader *r) {
   for (i = 0; i < r->n_unrec; i++) {
     free((char *)r->unrec[i].name);
     free((char *)r->unrec[i].reason);
-    free((char *)r->unrec[i].path);
   }
   free(r->unrec);
+  for (i = 0; i < r->n_mdirs; i++)
+    free(r->mdirs[i].path);
+  free(r->mdirs);
 }
 
 size_t stkr_reader_unrecorded_count(const stkr_reader *r) {

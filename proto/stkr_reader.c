@@ -532,8 +532,12 @@ static bool stkr__tombstone_check(stkr_reader *r, stkr__file *f) {
   uint8_t buf[STKR_FMT_TOMBSTONE_SIZE];
   size_t got = 0;
   uint32_t by;
+  struct stat now;
 
-  if (stkr_pread_all(r->in.fd, buf, sizeof buf, 0, &got) != 0 ||
+  /* Its size now, not at listing: the cap may have replaced it since. */
+  if (fstat(r->in.fd, &now) != 0 ||
+      now.st_size != (off_t)STKR_FMT_TOMBSTONE_SIZE ||
+      stkr_pread_all(r->in.fd, buf, sizeof buf, 0, &got) != 0 ||
       got != sizeof buf || !stkr_fmt_is_tombstone(buf, got, &by))
     return false;
   f->tombstone = true;
@@ -585,7 +589,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
         r->cur_file++;
         continue;
       }
-      if (f->size == STKR_FMT_TOMBSTONE_SIZE && stkr__tombstone_check(r, f)) {
+      if (stkr__tombstone_check(r, f)) {
         /* The disk cap's: counted by the accounting, not read. */
         stkr__input_close(&r->in);
         r->cur_file++;

@@ -672,10 +672,19 @@ static void test_unrecorded_processes(void **state) {
   assert_string_equal(u->path, path);
   u = stkr_reader_unrecorded(r, 1);
   assert_string_equal(u->name, "");
-  assert_string_equal(u->reason, "a b\nc");
+  assert_string_equal(u->reason, "a b?c"); /* no control characters */
   assert_null(stkr_reader_unrecorded(r, 2));
   assert_int_equal(log.n, 3); /* the three malformed lines, nothing else */
   assert_int_equal(log.other_path, 0);
+  stkr_reader_free(r);
+  /* A directory added again (by another path to it) whose marks file
+   * holds only u1 lines (merge's OUT): read once. */
+  snprintf(out, sizeof(out), "%s-merged", dir);
+  snprintf(path, sizeof(path), "%s-merged/.", dir);
+  assert_int_equal(stkr_reader_create(&opts, &r), 0);
+  assert_int_equal(stkr_reader_add(r, out), 0);
+  (void)stkr_reader_add(r, path);
+  assert_int_equal(stkr_reader_unrecorded_count(r), 2);
   stkr_reader_free(r);
 }
 

@@ -198,7 +198,7 @@ static int put_tombstone(const merge_run *m, size_t ix, uint32_t seq,
 static int carry_tombstones(const merge_run *m, const stkr_reader *r,
                             const char *dir) {
   size_t n = 0, i, np = stkr_reader_process_count(r);
-  pid_ix *v = malloc((np ? np : 1) * sizeof *v), key, *hit;
+  pid_ix *v = malloc((np ? np : 1) * sizeof *v), key, *hit, *by;
   struct dirent *de;
   DIR *d;
   int err = 0;
@@ -230,8 +230,12 @@ static int carry_tombstones(const merge_run *m, const stkr_reader *r,
       continue;
     (void)stkr_pread_all(fd, t, sizeof t, 0, &got);
     close(fd);
-    if (stkr_fmt_is_tombstone(t, got, NULL))
-      err = put_tombstone(m, hit->ix, seq, t, got);
+    if (!stkr_fmt_is_tombstone(t, got, &key.pid))
+      continue;
+    /* The deleter under its name in OUT, if merge renumbered it. */
+    if ((by = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) != NULL)
+      stkr_fmt_tombstone(t, m->procs[by->ix].out_pid);
+    err = put_tombstone(m, hit->ix, seq, t, got);
   }
   closedir(d);
   free(v);

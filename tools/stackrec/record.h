@@ -48,7 +48,8 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt);
 /* Name the processes in nt that recorded nothing (err != 0) in dir's marks
  * file (stkr_unrecorded_append), so that every reader of the recording
  * counts it incomplete, not only this summary. Those beyond the table are
- * named with pid 0. A failure is said on stderr; nothing else changes. */
+ * one line with pid 0 that says how many. A failure is said on stderr;
+ * nothing else changes. */
 void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt);
 void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
                           const char *dir);

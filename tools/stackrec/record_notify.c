@@ -85,7 +85,6 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
 }
 
 void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
-  uint64_t k;
   size_t i;
   int err = 0;
 
@@ -93,10 +92,13 @@ void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
     if (nt->v[i].err != 0)
       err = stkr_unrecorded_append(dir, (uint32_t)nt->v[i].pid, nt->v[i].name,
                                    nt->v[i].what);
-  for (k = 0; k < nt->more_unrecorded && err == 0; k++)
-    err = stkr_unrecorded_append(dir, 0, "",
-                                 "(not listed: more notices than record "
-                                 "keeps)");
+  if (nt->more_unrecorded && err == 0) { /* one line, not one each */
+    char why[160];
+    snprintf(why, sizeof why, "%llu more processes recorded nothing (not "
+             "listed: more notices than record keeps)",
+             (unsigned long long)nt->more_unrecorded);
+    err = stkr_unrecorded_append(dir, 0, "", why);
+  }
   if (err != 0)
     fprintf(stderr, "stackrec record: cannot name the processes that "
                     "recorded nothing in %s/%s: %s\n", dir, STKR_MARKS_FILE,
