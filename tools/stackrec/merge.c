@@ -575,7 +575,8 @@ int stkr_cli_merge(int argc, char **argv) {
       status = STKR_CLI_DATA_LOST;
   /* The inputs' marks files: marks set with `stackrec mark`, and the
    * processes that could not record (without them OUT would look
-   * complete). Segments given as FILE have none. */
+   * complete). A segment given as FILE: its directory's marks file is
+   * not copied (not yet done; the rest of that directory is no input). */
   for (int i = optind; i < argc; i++) {
     struct stat st;
     int err = 0;
