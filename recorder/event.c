@@ -90,6 +90,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
                   rc->payload_max + STKR__PEVICTED_BYTES + 8);
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
+  stkr__threads_set_ring_floor(min_ring);
   pthread_once(&g_atfork_once, stkr__atfork_install);
   /* A producer of the previous session may have outlived its bounded
    * quiesce (an exit budget) and still be reading g_conf. */

@@ -435,15 +435,31 @@ void stkr__threads_set_ring_cap(uint64_t bytes);
  * relaxed load: cheap enough for every event of a capped thread. */
 bool stkr__threads_ring_room(size_t ring_bytes);
 /* Memory tiers (issue 18): the ring a thread attaching now gets, for the
- * configured `ring_bytes`, `live` bytes of rings and states already
- * charged and a cap of `cap`: the configured size while that ring fits
- * under half the cap, else a quarter of it but at least
- * STKR__RING_SMALL_BYTES (never more than configured). So 200 threads of
- * 256 KiB rings under the 32 MiB cap all record (62 big, the rest 64 KiB)
- * instead of the last ~80 being refused; a small ring still holds 2,730
- * events of a known stack. Pure (tests call it). */
+ * configured `ring_bytes`, the smallest ring `min_bytes` that holds four
+ * maximal records, `live` bytes of rings and states already charged and a
+ * cap of `cap` (never more than configured):
+ *   - the configured size while that ring fits under an eighth of the cap
+ *     (4 MiB by default: the first 15 threads with 256 KiB rings, where
+ *     an app's busiest threads usually are, keep the room for bursts and
+ *     the inproc worker's first-symbolization stall);
+ *   - else a quarter of it, at least STKR__RING_SMALL_BYTES, while that
+ *     fits under 7/32 of the cap (7 MiB: 44 threads more with 64 KiB, so
+ *     that 50 threads all have 64 KiB or more);
+ *   - else STKR__RING_TINY_BYTES (1,365 known-stack events), or min_bytes
+ *     rounded up to 2^n if larger.
+ * So 200 live threads hold at most ~12.5 MiB of rings and states (was
+ * ~24: the capacity bench's 200-thread RSS added 13-15 MB, was 22-23), and
+ * ~690 fit under the cap. With the second tier up to 6 MiB, the 50-thread
+ * run dropped 8,310 and 25,703 of 250,000 events with 16 KiB last-tier
+ * rings, 0 and 828 with 32 KiB ones; up to 7 MiB, 0-34. Pure (tests
+ * call it). */
 #define STKR__RING_SMALL_BYTES ((size_t)64 << 10)
-size_t stkr__ring_tier(size_t ring_bytes, uint64_t live, uint64_t cap);
+#define STKR__RING_TINY_BYTES ((size_t)32 << 10)
+size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
+                       uint64_t cap);
+/* Set the floor of the smallest tier (see stkr__ring_tier): before
+ * recording starts. */
+void stkr__threads_set_ring_floor(size_t min_bytes);
 /* Bytes of rings and states charged now (a snapshot; tests, stats). */
 uint64_t stkr__threads_ring_live(void);
 

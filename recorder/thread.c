@@ -45,6 +45,10 @@ static _Atomic uint64_t g_ring_live;
 /* 0: the default, max(STKR__RING_MEM_CAP, 8 rings of the configured size),
  * so that a large configured ring still serves a few threads. */
 static _Atomic uint64_t g_ring_cap;
+/* The smallest ring that holds four maximal records of this session's
+ * configuration (stkr__recorder_start sets it; relaxed: set before RUNNING
+ * is released to producers). The smallest tier never goes below it. */
+static _Atomic size_t g_ring_floor;
 
 static uint64_t ring_cap(uint64_t charge) {
   uint64_t cap = atomic_load_explicit(&g_ring_cap, memory_order_relaxed);
@@ -62,13 +66,21 @@ static uint64_t ring_charge(size_t ring_bytes) {
          ((sizeof(stkr__thread) + 4095u) & ~(size_t)4095u);
 }
 
-size_t stkr__ring_tier(size_t ring_bytes, uint64_t live, uint64_t cap) {
-  size_t small = ring_bytes / 4 > STKR__RING_SMALL_BYTES
-                     ? ring_bytes / 4
-                     : STKR__RING_SMALL_BYTES;
-  if (small >= ring_bytes || live + ring_charge(ring_bytes) <= cap / 2)
-    return ring_bytes;
-  return small;
+size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
+                       uint64_t cap) {
+  size_t mid = ring_bytes / 4 > STKR__RING_SMALL_BYTES ? ring_bytes / 4
+                                                       : STKR__RING_SMALL_BYTES;
+  size_t tiny = min_bytes > STKR__RING_TINY_BYTES ? stkr__ring_round(min_bytes)
+                                                  : STKR__RING_TINY_BYTES;
+  size_t want = ring_bytes;
+
+  if (live + ring_charge(ring_bytes) > cap / 8)
+    want = live + ring_charge(mid) <= cap / 32 * 7 ? mid : tiny;
+  return want < ring_bytes ? want : ring_bytes;
+}
+
+void stkr__threads_set_ring_floor(size_t min_bytes) {
+  atomic_store_explicit(&g_ring_floor, min_bytes, memory_order_relaxed);
 }
 
 uint64_t stkr__threads_ring_live(void) {
@@ -80,8 +92,8 @@ static size_t ring_for_new(size_t ring_bytes, uint64_t *charge,
                            uint64_t *cap) {
   *cap = ring_cap(ring_charge(ring_bytes)); /* of the configured size */
   ring_bytes = stkr__ring_tier(
-      ring_bytes, atomic_load_explicit(&g_ring_live, memory_order_relaxed),
-      *cap);
+      ring_bytes, atomic_load_explicit(&g_ring_floor, memory_order_relaxed),
+      atomic_load_explicit(&g_ring_live, memory_order_relaxed), *cap);
   *charge = ring_charge(ring_bytes);
   return ring_bytes;
 }
@@ -125,8 +137,8 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   stkr__tls = STKR__THREAD_ATTACHING;
   atomic_signal_fence(memory_order_seq_cst);
   uint64_t charge, cap;
-  /* Past half the cap, smaller rings (stkr__ring_tier): more threads
-   * record before any is refused. */
+  /* Past an eighth of the cap, smaller rings (stkr__ring_tier): more
+   * threads record, in less memory, before any is refused. */
   ring_bytes = ring_for_new(ring_bytes, &charge, &cap);
   if (atomic_fetch_add_explicit(&g_ring_live, charge, memory_order_relaxed) +
           charge >

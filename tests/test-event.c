@@ -427,8 +427,9 @@ static void test_ring_memory_cap(void **state) {
   assert_int_equal(c1.pushed - c0.pushed, 1);
 }
 
-/* Memory tiers: past half the cap a new thread gets a smaller ring (a
- * quarter, at least 64 KiB) instead of being refused at the cap. */
+/* Memory tiers (stkr__ring_tier): past an eighth of the cap a new thread
+ * gets a quarter-size ring (at least 64 KiB), past 7/32 a 32 KiB one (at
+ * least the floor), instead of being refused at the cap. */
 static void *tiered_thread(void *arg) {
   size_t *size = arg;
   if (stkr_event(&g_site_a, NULL, 0) == 0 && stkr__tls != NULL &&
@@ -437,28 +438,54 @@ static void *tiered_thread(void *arg) {
   return NULL;
 }
 
-static void test_ring_memory_tiers(void **state) {
-  const uint64_t mib = 1u << 20;
+static size_t tiered_ring(uint64_t cap) {
   pthread_t th;
   size_t size = 0;
-  (void)state;
-  assert_int_equal(stkr__ring_tier(256 << 10, 0, 32 * mib), 256 << 10);
-  assert_int_equal(stkr__ring_tier(256 << 10, 20 * mib, 32 * mib), 64 << 10);
-  assert_int_equal(stkr__ring_tier(64 << 10, 20 * mib, 32 * mib), 64 << 10);
-  assert_int_equal(stkr__ring_tier(1 << 20, 20 * mib, 32 * mib), 256 << 10);
-  assert_int_equal(stkr_thread_attach(), 0);
-  /* This test's rings are 1 MiB: with 1.5 MiB of room left, one does not
-   * fit under half the cap, a quarter of one fits under the cap. */
-  stkr__threads_set_ring_cap(stkr__threads_ring_live() + 3 * mib / 2);
+  stkr__threads_set_ring_cap(cap);
   assert_int_equal(pthread_create(&th, NULL, tiered_thread, &size), 0);
   assert_int_equal(pthread_join(th, NULL), 0);
   stkr__threads_set_ring_cap(0); /* the default */
-  assert_int_equal(size, 256 << 10);
-  /* Room under half the cap: the configured size. */
-  size = 0;
-  assert_int_equal(pthread_create(&th, NULL, tiered_thread, &size), 0);
-  assert_int_equal(pthread_join(th, NULL), 0);
-  assert_int_equal(size, 1 << 20);
+  return size;
+}
+
+static void test_ring_memory_tiers(void **state) {
+  const uint64_t mib = 1u << 20, kib = 1u << 10;
+  (void)state;
+  /* The default cap (32 MiB): 256 KiB rings up to 4 MiB, 64 KiB ones up
+   * to 7 MiB, then 32 KiB, or the floor rounded up to 2^n; never more than
+   * configured (the soak's 16 KiB, a tiny test ring). */
+  static const struct {
+    size_t ring, floor;
+    uint64_t live;
+    size_t want;
+  } tiers[] = {
+      {256 << 10, 4 << 10, 0, 256 << 10},
+      {256 << 10, 4 << 10, 3u << 20, 256 << 10},
+      {256 << 10, 4 << 10, (4u << 20) - (100 << 10), 64 << 10}, /* +264 KiB */
+      {256 << 10, 4 << 10, 5u << 20, 64 << 10},
+      {256 << 10, 4 << 10, 6u << 20, 64 << 10},
+      {256 << 10, 4 << 10, (7u << 20) - (50 << 10), 32 << 10}, /* +72 KiB */
+      {256 << 10, 4 << 10, 20u << 20, 32 << 10},
+      {256 << 10, 40 << 10, 20u << 20, 64 << 10},
+      {64 << 10, 4 << 10, 5u << 20, 64 << 10},
+      {64 << 10, 4 << 10, 20u << 20, 32 << 10},
+      {1 << 20, 4 << 10, 5u << 20, 256 << 10},
+      {16 << 10, 4 << 10, 20u << 20, 16 << 10},
+      {8 << 10, 4 << 10, 20u << 20, 8 << 10},
+  };
+  for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+    assert_int_equal(stkr__ring_tier(tiers[i].ring, tiers[i].floor,
+                                     tiers[i].live, 32 * mib),
+                     tiers[i].want);
+  /* Real threads (this test's rings are 1 MiB, depth 64). A cap six times
+   * (live + a 256 KiB charge) puts live past an eighth of it, a quarter
+   * ring under 7/32; twice that puts it past 7/32: the smallest tier. */
+  assert_int_equal(stkr_thread_attach(), 0);
+  uint64_t base = stkr__threads_ring_live() + (264 * kib);
+  assert_int_equal(tiered_ring(6 * base), 256 * kib);
+  assert_int_equal(tiered_ring(2 * base), 32 * kib);
+  /* Room under an eighth of the default cap: the configured size. */
+  assert_int_equal(tiered_ring(0), 1 * mib);
 }
 
 static void test_payload_truncated_at_limit(void **state) {
