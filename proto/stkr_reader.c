@@ -528,7 +528,8 @@ static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
 
 /* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
  * note who deleted it. */
-static bool stkr__tombstone_check(stkr_reader *r, stkr__file *f) {
+static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
+                                  stkr__file *f) {
   uint8_t buf[STKR_FMT_TOMBSTONE_SIZE];
   size_t got = 0;
   uint32_t by;
@@ -542,6 +543,10 @@ static bool stkr__tombstone_check(stkr_reader *r, stkr__file *f) {
     return false;
   f->tombstone = true;
   f->cap_deleted_by = by;
+  /* Not a segment of the process any more: the accounting counts it as
+   * deleted (segments_cap_deleted); its seq still closes the sequence. */
+  st->info.segments--;
+  st->info.compressed_bytes -= f->size;
   return true;
 }
 
@@ -589,7 +594,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
         r->cur_file++;
         continue;
       }
-      if (stkr__tombstone_check(r, f)) {
+      if (stkr__tombstone_check(r, st, f)) {
         /* The disk cap's: counted by the accounting, not read. */
         stkr__input_close(&r->in);
         r->cur_file++;

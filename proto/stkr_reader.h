@@ -277,7 +277,8 @@ typedef struct stkr_process_info {
                                 unreadable_segments (also damage),
                                 missing_batches, unaccounted */
   /* Files and batches: */
-  uint64_t segments;         /* segment files of this process */
+  uint64_t segments;         /* segment files of this process (once read:
+                                without the disk cap's tombstones) */
   uint32_t first_seq, last_seq; /* lowest and highest segment seq */
   uint64_t batches;          /* batches read intact */
   uint64_t compressed_bytes; /* total size of the segment files */
