@@ -656,6 +656,15 @@ static void test_unrecorded_processes(void **state) {
   assert_int_equal(cr_run("verify '%s'", out), 4);
   assert_non_null(strstr(cr_out, "process 4242 (python3) recorded nothing"));
   assert_non_null(strstr(cr_out, "process 7 () recorded nothing"));
+  /* A segment given as FILE brings its directory's marks file, as the
+   * reader reads it with the segment (merge dropped it: OUT verified 0). */
+  snprintf(out, sizeof(out), "%s-merged-file", dir);
+  assert_int_equal(cr_run("verify \"$(ls -d '%s'/stackrec-*.zst | head -1)\"",
+                          dir), 4);
+  assert_int_equal(cr_run("merge -o '%s' \"$(ls -d '%s'/stackrec-*.zst | "
+                          "head -1)\"", out, dir), 0);
+  assert_int_equal(cr_run("verify '%s'", out), 4);
+  assert_non_null(strstr(cr_out, "process 4242 (python3) recorded nothing"));
   snprintf(path, sizeof(path), "%s/%s", dir, STKR_MARKS_FILE);
   assert_int_equal(tl_append_file(path, "u1 8 - \n"          /* fields */
                                         "u1 x - -\n"         /* pid */

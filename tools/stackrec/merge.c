@@ -369,15 +369,14 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
 }
 
 /* The directory holding file `path` (as the reader takes it: the path up
- * to its last '/') into *st. @return 0 or -1. */
-static int stat_dir_of(const char *path, struct stat *st) {
+ * to its last '/') into dir (PATH_MAX bytes) and *st. @return 0 or -1. */
+static int stat_dir_of(const char *path, char *dir, struct stat *st) {
   const char *slash = strrchr(path, '/');
-  char dir[PATH_MAX];
 
   if (slash == NULL)
-    snprintf(dir, sizeof dir, ".");
+    snprintf(dir, PATH_MAX, ".");
   else
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) + (slash == path),
+    snprintf(dir, PATH_MAX, "%.*s", (int)(slash - path) + (slash == path),
              path);
   return stat(dir, st) == 0 ? 0 : -1;
 }
@@ -396,10 +395,11 @@ static int check_out(const char *out, char *const *in, int n) {
     return 0; /* created later: cannot be an input */
   if (!S_ISDIR(so.st_mode))
     return stkr_cli_usage_error("merge", "OUT '%s' is not a directory", out);
+  char dir[PATH_MAX];
   for (i = 0; i < n; i++) {
     if (stat(in[i], &si) != 0)
       continue; /* reported when the input is opened */
-    if (!S_ISDIR(si.st_mode) && stat_dir_of(in[i], &si) != 0)
+    if (!S_ISDIR(si.st_mode) && stat_dir_of(in[i], dir, &si) != 0)
       continue;
     if (same_inode(&si, &so))
       return stkr_cli_usage_error(
@@ -416,6 +416,7 @@ static int check_out(const char *out, char *const *in, int n) {
  * file, stat_dir_of). @return 0, or the usage status after printing why. */
 static int check_repeats(char *const *in, int n) {
   struct stat *st = calloc((size_t)n, sizeof *st), dir;
+  char dir_path[PATH_MAX];
   bool *ok = calloc((size_t)n, sizeof *ok);
   uint32_t pid, seq;
   int i, j, status = 0;
@@ -442,7 +443,7 @@ static int check_repeats(char *const *in, int n) {
     base = base ? base + 1 : in[j];
     if (status != 0 || S_ISDIR(st[j].st_mode) ||
         stkr_fmt_segment_parse(base, &pid, &seq) != 0 ||
-        stat_dir_of(in[j], &dir) != 0)
+        stat_dir_of(in[j], dir_path, &dir) != 0)
       continue;
     for (i = 0; i < n && status == 0; i++)
       if (ok[i] && S_ISDIR(st[i].st_mode) && same_inode(&st[i], &dir))
@@ -481,6 +482,49 @@ static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
            "batch was left out\n",
            (unsigned long long)m->live, m->live == 1 ? " was" : "es were",
            m->live == 1 ? "its" : "their");
+}
+
+
+/* The inputs' marks files into OUT's: marks set with `stackrec mark`, and
+ * the processes that could not record (without them OUT would look
+ * complete). A segment given as FILE brings its directory's, as the
+ * reader reads it with the segment; each directory once (by inode), so two
+ * segments of one directory do not double its lines.
+ * @return 0, or -1 after saying which copy failed. */
+static int copy_marks_files(char *const *in, int n, const char *out) {
+  struct stat *seen = calloc((size_t)n, sizeof(*seen));
+  char dir[PATH_MAX];
+  int n_seen = 0, status = 0;
+
+  if (seen == NULL) {
+    fprintf(stderr, "stackrec merge: copying marks files: %s\n",
+            strerror(ENOMEM));
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    struct stat st;
+    int err = 0, k;
+    if (stat(in[i], &st) != 0)
+      continue; /* the reader said so */
+    if (S_ISDIR(st.st_mode))
+      snprintf(dir, sizeof dir, "%s", in[i]);
+    else if (stat_dir_of(in[i], dir, &st) != 0)
+      err = -errno;
+    for (k = 0; err == 0 && k < n_seen; k++)
+      if (same_inode(&seen[k], &st))
+        break;
+    if (err == 0 && k == n_seen) {
+      seen[n_seen++] = st;
+      err = stkr_marks_copy(dir, out);
+    }
+    if (err != 0) {
+      fprintf(stderr, "stackrec merge: copying %s/%s: %s\n", dir,
+              STKR_MARKS_FILE, strerror(-err));
+      status = -1;
+    }
+  }
+  free(seen);
+  return status;
 }
 
 int stkr_cli_merge(int argc, char **argv) {
@@ -573,20 +617,8 @@ int stkr_cli_merge(int argc, char **argv) {
   for (int i = optind; i < argc; i++)
     if (carry_tombstones(&m, r, argv[i]) != 0)
       status = STKR_CLI_DATA_LOST;
-  /* The inputs' marks files: marks set with `stackrec mark`, and the
-   * processes that could not record (without them OUT would look
-   * complete). A segment given as FILE: its directory's marks file is
-   * not copied (not yet done; the rest of that directory is no input). */
-  for (int i = optind; i < argc; i++) {
-    struct stat st;
-    int err = 0;
-    if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) &&
-        (err = stkr_marks_copy(argv[i], out)) != 0) {
-      fprintf(stderr, "stackrec merge: copying %s/%s: %s\n", argv[i],
-              STKR_MARKS_FILE, strerror(-err));
-      status = STKR_CLI_DATA_LOST;
-    }
-  }
+  if (copy_marks_files(argv + optind, argc - optind, out) != 0)
+    status = STKR_CLI_DATA_LOST;
   print_summary(&m, r, argc - optind);
   rc = stkr_cli_finish("merge", r, STKR_CLI_OK);
   if (status == STKR_CLI_OK)
