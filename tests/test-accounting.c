@@ -260,6 +260,9 @@ static void test_outputs_keep_tombstones(void **state) {
   static const char *const lines[] = {
       "segment 1..1 deleted by the disk cap, when process 4400 wrote\n",
       NULL};
+  static const char *const whole[] = {
+      "process 4500: 2 segments among 1..2 deleted by the disk cap, when "
+      "process 4301 wrote\n", NULL};
   const acct_case *c = &g_cases[6];
   const char *d = fx_tmpdir("acct-symbolize");
   char out[4200];
@@ -267,11 +270,23 @@ static void test_outputs_keep_tombstones(void **state) {
 
   assert_string_equal(c->name, "test_disk_cap_of_another");
   write_sess(d, &c->s);
+  /* A process the cap took whole (two tombstones, no segment left): merge
+   * left it out, and OUT said nothing of it. */
+  for (uint32_t seq = 1; seq <= 2; seq++) {
+    uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+    char path[4200];
+    stkr_fmt_tombstone(t, 4301);
+    snprintf(path, sizeof path, "%s/stackrec-4500-00000%u.zst", d,
+             (unsigned)seq);
+    assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+  }
+  expect(d, 4, whole);
   for (int k = 0; k < 2; k++) {
     snprintf(out, sizeof out, "%s-out%d", d, k);
     assert_int_equal(cr_run("%s -o '%s' '%s'", k ? "merge" : "symbolize", out,
                             d), 0);
     expect(out, 4, lines);
+    expect(out, 4, whole);
   }
 }
 

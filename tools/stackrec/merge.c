@@ -194,8 +194,10 @@ static int put_tombstone(const merge_run *m, size_t ix, uint32_t seq,
 /* The disk cap's tombstones in input directory dir (segments the cap
  * deleted) written into OUT under their processes' output pids, so OUT
  * still says which segments the cap took, and at whose writes
- * (proto/stkr_format.h). One listing of dir. @return 0 or -errno. */
-static int carry_tombstones(const merge_run *m, const stkr_reader *r,
+ * (proto/stkr_format.h). A process of which merge copied no batch (the cap
+ * took all its segments) gets its output pid here. One listing of dir.
+ * @return 0 or -errno. */
+static int carry_tombstones(merge_run *m, const stkr_reader *r,
                             const char *dir) {
   size_t n = 0, i, np = stkr_reader_process_count(r);
   pid_ix *v = malloc((np ? np : 1) * sizeof *v), key, *hit, *by;
@@ -207,7 +209,7 @@ static int carry_tombstones(const merge_run *m, const stkr_reader *r,
     return -ENOMEM;
   for (i = 0; i < np && i < m->n_procs; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
-    if (p->dir != NULL && strcmp(p->dir, dir) == 0 && m->procs[i].assigned)
+    if (p->dir != NULL && strcmp(p->dir, dir) == 0)
       v[n++] = (pid_ix){p->pid, i};
   }
   qsort(v, n, sizeof *v, pid_ix_cmp);
@@ -232,9 +234,16 @@ static int carry_tombstones(const merge_run *m, const stkr_reader *r,
     close(fd);
     if (!stkr_fmt_is_tombstone(t, got, &key.pid))
       continue;
-    /* The deleter under its name in OUT, if merge renumbered it. */
-    if ((by = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) != NULL)
+    /* The deleter under its name in OUT, if merge renumbered it (one of
+     * which no batch was copied gets its name here, so a later tombstone
+     * of its own cannot name it otherwise). */
+    if ((by = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) != NULL) {
+      if (!m->procs[by->ix].assigned)
+        assign_pid(m, by->ix, by->pid);
       stkr_fmt_tombstone(t, m->procs[by->ix].out_pid);
+    }
+    if (!m->procs[hit->ix].assigned)
+      assign_pid(m, hit->ix, hit->pid);
     err = put_tombstone(m, hit->ix, seq, t, got);
   }
   closedir(d);
