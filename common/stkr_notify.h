@@ -10,10 +10,14 @@
  * whose descriptor 2 may by then be a file of the program's (after
  * close(2) and open), which a recorder must never write into.
  *
- * stkr_notify_send(name, err, msg, wait_ms): one datagram
- * "pid\tcomm\terr\tmsg" (tools/stackrec/record.c, notify_drain, parses
- * it; err 0: a note from a process that records, else the positive errno
- * of why it records nothing). The socket lives for this one call
+ * stkr_notify_send(name, err, msg, wait_ms): name is STACKREC_NOTIFY's
+ * value, "SOCKET/TOKEN"; one datagram "TOKEN\tpid\tcomm\terr\tmsg"
+ * (tools/stackrec/record_notify.c parses it; err 0: a note from a process
+ * that records, else the positive errno of why it records nothing). The
+ * token, random, is known only through the environment of the recorded
+ * tree: the socket's name is in /proc/net/unix for anyone to see, and
+ * without it any local user could name processes that "recorded nothing"
+ * in another's recording. The socket lives for this one call
  * (close-on-exec, closed before return); the send waits at most wait_ms
  * for room in record's queue (0: not at all).
  * @return true when record got it; false without a name, on other
@@ -62,14 +66,16 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
 #if defined(__linux__)
   struct sockaddr_un sa;
   struct timeval tv = {(time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000};
-  char dgram[600], comm[17] = "";
+  char dgram[640], comm[17] = "";
+  const char *token;
   size_t nlen;
   int n, fd, saved = errno;
   bool sent = false;
 
   if (name == NULL || name[0] == '\0' ||
-      (nlen = strlen(name)) + 1 > sizeof sa.sun_path)
+      (nlen = strcspn(name, "/")) + 1 > sizeof sa.sun_path)
     return false;
+  token = name[nlen] == '/' ? name + nlen + 1 : "";
   stkr_notify_comm(comm, sizeof comm);
   if (comm[0] == '\0') (void)prctl(PR_GET_NAME, comm, 0, 0, 0); /* no /proc */
   memset(&sa, 0, sizeof sa);
@@ -77,8 +83,8 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
   memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */
   fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
-    n = snprintf(dgram, sizeof dgram, "%d\t%s\t%d\t%s", (int)getpid(), comm,
-                 err < 0 ? -err : err, msg);
+    n = snprintf(dgram, sizeof dgram, "%.32s\t%d\t%s\t%d\t%s", token,
+                 (int)getpid(), comm, err < 0 ? -err : err, msg);
     if (n > (int)sizeof dgram - 1) n = (int)sizeof dgram - 1;
     if (wait_ms > 0)
       (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

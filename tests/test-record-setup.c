@@ -577,6 +577,40 @@ static void test_child_without_descriptors(void **state) {
   cr_assert_has(cr_out, "1 process of the tree recorded nothing");
 }
 
+/* Notices from outside the recorded tree: record's socket name is in
+ * /proc/net/unix for every local user to see, so a stranger sent
+ * "process 4242 recorded nothing" and record wrote it into the recording
+ * (verify 4). A notice must now carry the token that only the tree's
+ * environment holds; one in the old format and one with a wrong token are
+ * counted and ignored. */
+static void test_foreign_notices(void **state) {
+  const char *dir = fresh("foreign");
+  int rc;
+  (void)state;
+
+  rc = tl_sh(&cr_capture,
+             "(R='%s'; D='%s'; \"$R\" record -o \"$D\" -- /bin/sh -c "
+             "'while [ ! -e \"$0\" ]; do sleep 0.02; done; "
+             "cat /etc/hostname >/dev/null' \"$D.go\" & P=$!; N=; i=0; "
+             "while [ -z \"$N\" ] && [ $i -lt 1500 ]; do "
+             "N=$(grep -o \"@stackrec-record-$P-[0-9a-f]*\" /proc/net/unix "
+             "| head -1); i=$((i+1)); sleep 0.02; done; "
+             "/usr/bin/python3 -c 'import socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+             "for m in (b\"4242\\tevil\\t13\\tforged\",\n"
+             "          b\"0123456789abcdef\\t4243\\tevil\\t13\\tforged\"):\n"
+             "  s.sendto(m, \"\\0\" + sys.argv[1][1:])' \"$N\"; "
+             "touch \"$D.go\"; wait $P)",
+             cr_bin, dir);
+  if (rc != 0)
+    fail_msg("record: exit %d\n%s%s", rc, cr_out, cr_err);
+  cr_assert_has(cr_err, "2 notices without the recording's token ignored: "
+                        "not from the recorded tree");
+  if (strstr(cr_err, "4242") != NULL || strstr(cr_err, "4243") != NULL)
+    fail_msg("a forged notice was believed:\n%s", cr_err);
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+}
+
 /* Processes CMD left running: one with a segment file (python3 records
  * an event, then sleeps on after sh has exited), one that has recorded
  * nothing yet. The file is left for 'stackrec symbolize', and the count
@@ -717,4 +751,5 @@ TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
              test_closerange_keeps_session_lock, test_fork_heavy_bounded,
              test_exec_heavy_names, test_live_file_left_unresolved,
              test_side_by_side_starts, test_process_trees,
-             test_file_size_limit, test_child_without_descriptors)
+             test_file_size_limit, test_child_without_descriptors,
+             test_foreign_notices)

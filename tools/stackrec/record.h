@@ -32,9 +32,10 @@ typedef struct stkr__rec_notices {
   size_t n;
   uint64_t more; /* notices beyond the table: counted only */
   uint64_t more_unrecorded; /* of which from processes recording nothing */
-  /* The STACKREC_NOTIFY name given to the tree ("": none). It also tells
-   * which processes still running were started under this recording:
-   * their environment holds it. */
+  uint64_t foreign; /* datagrams without the token: not from the tree */
+  /* The STACKREC_NOTIFY value given to the tree, "NAME/TOKEN" ("": none).
+   * It also tells which processes still running were started under this
+   * recording: their environment holds it. */
   char tree[64];
 } stkr__rec_notices;
 

@@ -21,39 +21,52 @@
 #include "tools/stackrec/record.h"
 
 /* An abstract unix datagram socket the hooks of every process report to
- * when they cannot record (preload.c: init_failed); its name goes into
- * STACKREC_NOTIFY. Abstract names ignore file permissions: a process that
- * dropped its privileges can still send. @return the fd (close-on-exec,
- * non-blocking), or -1: then failures are said on the program's stderr
- * as without record, which is worse but not silent. */
+ * when they cannot record (preload.c: init_failed); "NAME/TOKEN" goes into
+ * STACKREC_NOTIFY (common/stkr_notify.h: a notice must carry the token).
+ * Abstract names ignore file permissions: a process that dropped its
+ * privileges can still send. @return the fd (close-on-exec, non-blocking),
+ * or -1: then failures are said on the program's stderr as without
+ * record, which is worse but not silent. */
 int stkr__rec_notify_open(char *name, size_t cap) {
   struct sockaddr_un sa;
-  unsigned rnd;
+  unsigned long long rnd[2];
   int fd, buf = 1 << 20;
   FILE *f = fopen("/dev/urandom", "re");
 
-  if (f == NULL || fread(&rnd, sizeof rnd, 1, f) != 1)
-    rnd = (unsigned)time(NULL);
+  if (f == NULL || fread(rnd, sizeof rnd, 1, f) != 1) {
+    /* No urandom: guessable, said once (a stranger could forge notices). */
+    fprintf(stderr, "stackrec record: no /dev/urandom: the notice channel's "
+                    "token is guessable\n");
+    rnd[0] = (unsigned long long)time(NULL);
+    rnd[1] = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ull ^ rnd[0];
+  }
   if (f != NULL)
     fclose(f);
-  snprintf(name, cap, "stackrec-record-%d-%08x", (int)getpid(), rnd);
+  snprintf(name, cap, "stackrec-record-%d-%08x/%016llx", (int)getpid(),
+           (unsigned)rnd[0], rnd[1]);
+  size_t nlen = strcspn(name, "/");
   if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
     return -1;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, name, strlen(name)); /* sun_path[0] = 0 */
+  memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0 */
   (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
   if (bind(fd, (struct sockaddr *)&sa,
-           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                       strlen(name))) != 0) {
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nlen)) !=
+      0) {
     close(fd);
     return -1;
   }
   return fd;
 }
 
-/* Read every queued notice: "pid\tname\terrno\twhat" (preload.c). */
+/* Read every queued notice: "token\tpid\tname\terrno\twhat"
+ * (common/stkr_notify.h). One without the tree's token is counted as
+ * foreign, not believed. */
 void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
+  const char *slash = strchr(nt->tree, '/');
+  const char *token = slash != NULL ? slash + 1 : "";
+  size_t tlen = strlen(token);
   char buf[1024];
   ssize_t n;
 
@@ -62,14 +75,17 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
   while ((n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT)) >= 0 ||
          errno == EINTR) {
     stkr__rec_notice *m;
-    char *name, *err, *what;
+    char *pid, *name, *err, *what;
     if (n < 0)
       continue;
     buf[n] = '\0';
-    if ((name = strchr(buf, '\t')) == NULL ||
+    if (tlen == 0 || strncmp(buf, token, tlen) != 0 || buf[tlen] != '\t' ||
+        (name = strchr((pid = buf + tlen + 1), '\t')) == NULL ||
         (err = strchr(name + 1, '\t')) == NULL ||
-        (what = strchr(err + 1, '\t')) == NULL)
-      continue; /* not ours */
+        (what = strchr(err + 1, '\t')) == NULL) {
+      nt->foreign++;
+      continue;
+    }
     if (nt->n == STKR__REC_MAX_NOTICES) {
       nt->more++;
       nt->more_unrecorded += atoi(err + 1) != 0;
@@ -77,7 +93,7 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
     }
     m = &nt->v[nt->n++];
     *name++ = *err++ = *what++ = '\0';
-    m->pid = atoi(buf);
+    m->pid = atoi(pid);
     m->err = atoi(err);
     snprintf(m->name, sizeof m->name, "%s", name);
     snprintf(m->what, sizeof m->what, "%s", what);

@@ -150,6 +150,10 @@ static void print_notices(FILE *f, const stkr__rec_notices *nt) {
   if (nt->more)
     fprintf(f, "%llu more notices (not listed)\n",
             (unsigned long long)nt->more);
+  if (nt->foreign)
+    fprintf(f, "%llu notice%s without the recording's token ignored: not "
+            "from the recorded tree\n", (unsigned long long)nt->foreign,
+            nt->foreign == 1 ? "" : "s");
 }
 
 void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
