@@ -76,7 +76,7 @@ void stkr__ring_free(stkr__ring *r) {
   if (r->c != NULL && !stkr__ringfile_keep(r->c, r->session)) {
     uint32_t file_no = r->c->meta.file_no; /* 0 in anonymous rings */
     munmap(r->c, ring_map_bytes(r));
-    stkr__ringfile_unlink(r->session, file_no);
+    stkr__ringfile_unlink(r->session, file_no, r->mask + 1);
   }
   r->c = NULL;
   r->buf = NULL;

@@ -89,6 +89,11 @@ static _Atomic uint64_t g_fallbacks;
  * indices as the worker left them are visible). An exchange claims a slot
  * whole, so there is no ABA. */
 static stkr__ring_ctl *_Atomic g_cache[STKR_RINGFILE_CACHE];
+/* The ring size of each slot's ring, stored (relaxed) after the put: only
+ * a hint, for prefill's count (it may not read a cached ring's header: a
+ * starting thread may take and unmap it meanwhile). Rings come in several
+ * sizes (stkr__ring_tier). */
+static _Atomic uint64_t g_cache_size[STKR_RINGFILE_CACHE];
 /* The <n> of the last ring file made in this session. */
 static _Atomic uint32_t g_file_no;
 
@@ -160,6 +165,16 @@ static void file_path(char *buf, uint64_t session, uint32_t thread) {
  * and `bytes` that a finished process left in the pool (ringpool.c; locked
  * first when `lock`), else a new, empty one. *pooled says which. @return
  * its descriptor, or -errno. */
+/* The pool kind of a ring file of ring_size bytes: one per size, so that
+ * a process never takes (or clears) a pooled ring of a size it does not
+ * want (rings come in several sizes: stkr__ring_tier). */
+#define STKR__RING_KIND_BYTES 32
+static const char *ring_kind(char *buf, uint64_t ring_size) {
+  snprintf(buf, STKR__RING_KIND_BYTES, "ring%lluk",
+           (unsigned long long)(ring_size >> 10));
+  return buf;
+}
+
 static int take_or_create(const char *kind, size_t bytes, bool lock,
                           const char *path, bool *pooled) {
   int fd = stkr__pool_take(g_sess.dir, kind, bytes, lock, path);
@@ -414,10 +429,12 @@ void stkr__session_close(bool leftovers) {
        * our mapping of it becomes private pages first, so nothing we do
        * later can write into a file another process may map. */
       uint32_t no = t->ring.c->meta.file_no;
+      char kind[STKR__RING_KIND_BYTES];
+      ring_kind(kind, t->ring.c->meta.ring_size);
       void *p = mmap(t->ring.c, ctl_bytes(t->ring.c), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       file_path(path, t->ring.session, no);
-      if (p == MAP_FAILED || !stkr__pool_put(g_sess.dir, "ring", path))
+      if (p == MAP_FAILED || !stkr__pool_put(g_sess.dir, kind, path))
         unlink(path);
     }
     t->ring.session = 0;
@@ -540,7 +557,8 @@ static int create_ring(uint64_t ring_size, stkr__ring_ctl **out) {
   /* A pooled file is sized and reserved already; its old header is
    * cleared below before anything reads it. */
   bool pooled;
-  fd = take_or_create("ring", bytes, false, tmp, &pooled);
+  char kind[STKR__RING_KIND_BYTES];
+  fd = take_or_create(ring_kind(kind, ring_size), bytes, false, tmp, &pooled);
   if (fd < 0)
     return fd;
   if (!pooled) {
@@ -626,20 +644,42 @@ void stkr__ringfile_prefill(void) {
   stkr__ringfile_leave();
 }
 
-static void prefill(void) {
-  uint64_t size = stkr__ring_round(g_sess.ring_bytes);
+/* Unmap a cached ring (owned: taken from its slot) and give its file to
+ * the pool, or unlink it. */
+static void cache_drop(stkr__ring_ctl *c) {
+  uint64_t sid = c->meta.session_id, size = c->meta.ring_size;
+  uint32_t no = c->meta.file_no;
+  munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
+  stkr__ringfile_unlink(sid, no, size);
+}
 
-  int have = 0;
-  for (int i = 0; i < STKR_RINGFILE_CACHE; i++)
-    have += atomic_load_explicit(&g_cache[i], memory_order_relaxed) != NULL;
+/* Rings of the size the next starting thread would get (stkr__ring_tier:
+ * past the first tiers, smaller ones), so that it finds one. */
+static void prefill(void) {
+  uint64_t size = stkr__ring_round(stkr__threads_next_ring(g_sess.ring_bytes));
+  int have = 0, free_slots = 0, other = -1;
+
+  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
+    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL)
+      free_slots++;
+    else if (atomic_load_explicit(&g_cache_size[i], memory_order_relaxed) == size)
+      have++;
+    else
+      other = i;
+  }
+  if (have < STKR_RINGFILE_PREFILL && free_slots == 0 && other >= 0) {
+    /* Full of other sizes: make room (one a pass is enough). */
+    stkr__ring_ctl *c = atomic_exchange_explicit(&g_cache[other], NULL,
+                                                 memory_order_acquire);
+    if (c != NULL)
+      cache_drop(c);
+  }
   for (; have < STKR_RINGFILE_PREFILL; have++) {
     stkr__ring_ctl *c;
     if (create_ring(size, &c) != 0)
       return; /* tried again next pass */
     if (!stkr__ringfile_keep(c, g_sess.session_id)) {
-      uint32_t no = c->meta.file_no;
-      munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
-      stkr__ringfile_unlink(g_sess.session_id, no);
+      cache_drop(c);
       return;
     }
   }
@@ -649,10 +689,17 @@ static size_t ctl_bytes(const stkr__ring_ctl *c) {
   return STKR_RINGFILE_HDR_BYTES + (size_t)c->meta.ring_size;
 }
 
+static bool cache_put(stkr__ring_ctl *c);
+
+/* A cached ring of ring_size bytes, or NULL. Rings of this session but
+ * another size stay cached for the threads that want them; only rings of
+ * another session (cannot be: the cache is cleared at close) go. */
 static stkr__ring_ctl *cache_take(uint64_t ring_size) {
   for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
     stkr__ring_ctl *c;
-    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL)
+    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL ||
+        atomic_load_explicit(&g_cache_size[i], memory_order_relaxed) !=
+            ring_size)
       continue;
     /* Acquire: pairs with the release CAS in stkr__ringfile_keep(). */
     c = atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
@@ -660,15 +707,12 @@ static stkr__ring_ctl *cache_take(uint64_t ring_size) {
       continue;
     if (c->meta.ring_size == ring_size && c->meta.session_id == g_sess.session_id)
       return c;
-    uint64_t sid = c->meta.session_id;
-    uint32_t no = c->meta.file_no;
-    munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
-    stkr__ringfile_unlink(sid, no);
+    /* The hint was stale (the slot changed hands since): back, or out. */
+    if (c->meta.session_id != g_sess.session_id || !cache_put(c))
+      cache_drop(c);
   }
   return NULL;
 }
-
-static bool cache_put(stkr__ring_ctl *c);
 
 bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
   stkr__ringfile_enter();
@@ -686,8 +730,13 @@ static bool cache_put(stkr__ring_ctl *c) {
     /* Release: the ring's indices, as we leave them, go with it. */
     if (atomic_compare_exchange_strong_explicit(&g_cache[i], &expected, c,
                                                 memory_order_release,
-                                                memory_order_relaxed))
+                                                memory_order_relaxed)) {
+      /* After the ring is in: a taker that sees the old hint skips it or
+       * finds the size mismatch on the ring it claimed (cache_take). */
+      atomic_store_explicit(&g_cache_size[i], c->meta.ring_size,
+                            memory_order_relaxed);
       return true;
+    }
   }
   return false;
 }
@@ -699,16 +748,18 @@ static void cache_clear(bool unlink_files) {
         atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
     if (c == NULL)
       continue;
-    uint64_t sid = c->meta.session_id;
+    uint64_t sid = c->meta.session_id, size = c->meta.ring_size;
     uint32_t no = c->meta.file_no;
     munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
     if (unlink_files)
-      stkr__ringfile_unlink(sid, no);
+      stkr__ringfile_unlink(sid, no, size);
   }
 }
 
-void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
+void stkr__ringfile_unlink(uint64_t session, uint32_t file_no,
+                           uint64_t ring_size) {
   char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
+  char kind[STKR__RING_KIND_BYTES];
 
   if (session == 0 || file_no == 0 || g_sess.dir_len == 0)
     return;
@@ -716,6 +767,6 @@ void stkr__ringfile_unlink(uint64_t session, uint32_t file_no) {
   /* g_sess.pid: the ring was made by this process (a forked child
    * privatizes its rings, so it never frees a parent's file). Every caller
    * has unmapped it: the next process may have it. */
-  if (!stkr__pool_put(g_sess.dir, "ring", path))
+  if (!stkr__pool_put(g_sess.dir, ring_kind(kind, ring_size), path))
     unlink(path);
 }

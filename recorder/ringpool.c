@@ -7,7 +7,9 @@
  * unlinked): on ext4 each create scans the inode table past every inode
  * deleted in the last seconds, so a tree of short processes paid more for
  * its files than for its events. A file that ends cleanly is renamed into
- * DIR/.stackrec-cache/pool-<kind>-<k> (k < STKR__POOL_SLOTS) instead, and
+ * DIR/.stackrec-cache/pool-<kind>-<k> (k < STKR__POOL_SLOTS; the kinds:
+ * "session", and "ring<KiB>k" for each ring size, since rings come in
+ * several: stkr__ring_tier) instead, and
  * the next process renames it back under its own name: no inode made or
  * freed, its blocks still reserved, its pages still in the page cache.
  *

@@ -133,8 +133,11 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
  * holds at least STKR_RINGFILE_PREFILL), so that starting threads need
  * not create files. */
 void stkr__ringfile_prefill(void);
-/* Unlink the ring file <n> = file_no of session. No-op for session 0. */
-void stkr__ringfile_unlink(uint64_t session, uint32_t file_no);
+/* Unlink the ring file <n> = file_no of session, a ring of ring_size
+ * bytes (its file goes to the pool of its size if there is room). No-op
+ * for session 0. */
+void stkr__ringfile_unlink(uint64_t session, uint32_t file_no,
+                           uint64_t ring_size);
 /* Keep an empty, released ring of the current session for the next thread
  * that starts (stkr__ringfile_map takes it). False: not kept (another
  * session, or the cache is full); the caller unmaps it. Worker. */
@@ -273,6 +276,9 @@ int stkr__membarrier(void);
  * producers must see (the state, a published set of unwind tables), call
  * it before loading their `busy`. */
 void stkr__producers_fence(void);
+/* Wake the flush worker for a pass now (the start's wake callback; none
+ * when not recording). Async-signal-safe. */
+void stkr__recorder_wake(void);
 
 /* The user virtual address bits of a pointer (what remains once a PAC or
  * a top-byte tag is cut off); the identity on x86_64. */
@@ -445,8 +451,11 @@ bool stkr__threads_ring_room(size_t ring_bytes);
  *   - else a quarter of it, at least STKR__RING_SMALL_BYTES, while that
  *     fits under 7/32 of the cap (7 MiB: 44 threads more with 64 KiB, so
  *     that 50 threads all have 64 KiB or more);
- *   - else STKR__RING_TINY_BYTES (1,365 known-stack events), or min_bytes
- *     rounded up to 2^n if larger.
+ *   - else a sixteenth of it, at least STKR__RING_TINY_BYTES (1,365
+ *     known-stack events), and at least min_bytes rounded up to 2^n.
+ * Each tier ends later if 4 of its rings would not fit (a large
+ * configured ring, e.g. 4 MiB: 4 of them, 4 of 1 MiB, then 256 KiB), at
+ * most at half and three quarters of the cap.
  * So 200 live threads hold at most ~12.5 MiB of rings and states (was
  * ~24: the capacity bench's 200-thread RSS added 13-15 MB, was 22-23), and
  * ~690 fit under the cap. With the second tier up to 6 MiB, the 50-thread
@@ -460,6 +469,10 @@ size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
 /* Set the floor of the smallest tier (see stkr__ring_tier): before
  * recording starts. */
 void stkr__threads_set_ring_floor(size_t min_bytes);
+/* The ring a thread attaching now would get for the configured
+ * ring_bytes (stkr__ring_tier at the current charge; the worker's prefill
+ * makes rings of that size). */
+size_t stkr__threads_next_ring(size_t ring_bytes);
 /* Bytes of rings and states charged now (a snapshot; tests, stats). */
 uint64_t stkr__threads_ring_live(void);
 

@@ -66,16 +66,24 @@ static uint64_t ring_charge(size_t ring_bytes) {
          ((sizeof(stkr__thread) + 4095u) & ~(size_t)4095u);
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
 size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
                        uint64_t cap) {
-  size_t mid = ring_bytes / 4 > STKR__RING_SMALL_BYTES ? ring_bytes / 4
-                                                       : STKR__RING_SMALL_BYTES;
-  size_t tiny = min_bytes > STKR__RING_TINY_BYTES ? stkr__ring_round(min_bytes)
-                                                  : STKR__RING_TINY_BYTES;
+  size_t mid = (size_t)max_u64(ring_bytes / 4, STKR__RING_SMALL_BYTES);
+  size_t tiny = (size_t)max_u64(max_u64(ring_bytes / 16, STKR__RING_TINY_BYTES),
+                                stkr__ring_round(min_bytes));
+  /* The tiers' ends: a share of the cap, or room for 4 rings of the tier
+   * if that is more (a large configured ring), within half and three
+   * quarters of the cap. */
+  uint64_t end1 = max_u64(cap / 8, min_u64(4 * ring_charge(ring_bytes), cap / 2));
+  uint64_t end2 = max_u64(cap / 32 * 7,
+                          min_u64(end1 + 4 * ring_charge(mid), cap / 4 * 3));
   size_t want = ring_bytes;
 
-  if (live + ring_charge(ring_bytes) > cap / 8)
-    want = live + ring_charge(mid) <= cap / 32 * 7 ? mid : tiny;
+  if (live + ring_charge(ring_bytes) > end1)
+    want = live + ring_charge(mid) <= end2 ? mid : tiny;
   return want < ring_bytes ? want : ring_bytes;
 }
 
@@ -98,6 +106,11 @@ static size_t ring_for_new(size_t ring_bytes, uint64_t *charge,
   return ring_bytes;
 }
 
+size_t stkr__threads_next_ring(size_t ring_bytes) {
+  uint64_t charge, cap;
+  return ring_for_new(ring_bytes, &charge, &cap);
+}
+
 bool stkr__threads_ring_room(size_t ring_bytes) {
   uint64_t charge, cap;
   (void)ring_for_new(ring_bytes, &charge, &cap);
@@ -108,6 +121,11 @@ static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
 static void stkr__thread_exit(void *arg) {
   stkr__thread *t = arg;
+  /* Past the first tier, an exited thread's ring is memory that new
+   * threads are tiered down (or refused) for until the worker reaps it:
+   * have it pass now (thread pools that churn). Read before `exited`. */
+  bool wake = atomic_load_explicit(&g_ring_live, memory_order_relaxed) >
+              ring_cap(t->ring_charge) / 8;
 
   stkr__thread_name(t->exit_name, sizeof t->exit_name);
   /* From here on this thread must never touch t again: the worker may
@@ -116,6 +134,8 @@ static void stkr__thread_exit(void *arg) {
   /* Release pairs with the worker's acquire load of `exited`: the name
    * above and every record committed before are visible to it. */
   atomic_store_explicit(&t->exited, 1, memory_order_release);
+  if (wake)
+    stkr__recorder_wake();
 }
 
 static void stkr__key_create(void) {

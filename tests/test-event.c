@@ -428,8 +428,8 @@ static void test_ring_memory_cap(void **state) {
 }
 
 /* Memory tiers (stkr__ring_tier): past an eighth of the cap a new thread
- * gets a quarter-size ring (at least 64 KiB), past 7/32 a 32 KiB one (at
- * least the floor), instead of being refused at the cap. */
+ * gets a quarter-size ring (at least 64 KiB), past 7/32 a sixteenth (at
+ * least 32 KiB and the floor), instead of being refused at the cap. */
 static void *tiered_thread(void *arg) {
   size_t *size = arg;
   if (stkr_event(&g_site_a, NULL, 0) == 0 && stkr__tls != NULL &&
@@ -438,10 +438,13 @@ static void *tiered_thread(void *arg) {
   return NULL;
 }
 
-static size_t tiered_ring(uint64_t cap) {
+/* The ring of a thread attaching under a cap of mult times the ring
+ * memory charged now (threads that exited may not be reaped yet) plus add
+ * bytes; mult 0: the default cap. */
+static size_t tiered_ring(uint64_t mult, uint64_t add) {
   pthread_t th;
   size_t size = 0;
-  stkr__threads_set_ring_cap(cap);
+  stkr__threads_set_ring_cap(mult * stkr__threads_ring_live() + add);
   assert_int_equal(pthread_create(&th, NULL, tiered_thread, &size), 0);
   assert_int_equal(pthread_join(th, NULL), 0);
   stkr__threads_set_ring_cap(0); /* the default */
@@ -452,8 +455,9 @@ static void test_ring_memory_tiers(void **state) {
   const uint64_t mib = 1u << 20, kib = 1u << 10;
   (void)state;
   /* The default cap (32 MiB): 256 KiB rings up to 4 MiB, 64 KiB ones up
-   * to 7 MiB, then 32 KiB, or the floor rounded up to 2^n; never more than
-   * configured (the soak's 16 KiB, a tiny test ring). */
+   * to 7 MiB, then 32 KiB (a sixteenth, at least 32 KiB), or the floor
+   * rounded up to 2^n; never more than configured (the soak's 16 KiB, a
+   * tiny test ring). */
   static const struct {
     size_t ring, floor;
     uint64_t live;
@@ -472,20 +476,29 @@ static void test_ring_memory_tiers(void **state) {
       {1 << 20, 4 << 10, 5u << 20, 256 << 10},
       {16 << 10, 4 << 10, 20u << 20, 16 << 10},
       {8 << 10, 4 << 10, 20u << 20, 8 << 10},
+      /* 4 MiB configured (the cap, 8 of them, is 32 MiB + 32 KiB): 4 rings
+       * of it, then 4 of 1 MiB, then a sixteenth. */
+      {4 << 20, 4 << 10, 12u << 20, 4 << 20},
+      {4 << 20, 4 << 10, 13u << 20, 1 << 20},
+      {4 << 20, 4 << 10, 19u << 20, 1 << 20},
+      {4 << 20, 4 << 10, 20u << 20, 256 << 10},
   };
   for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
     assert_int_equal(stkr__ring_tier(tiers[i].ring, tiers[i].floor,
-                                     tiers[i].live, 32 * mib),
+                                     tiers[i].live,
+                                     tiers[i].ring == 4 << 20
+                                         ? 8 * ((4u << 20) + 8192)
+                                         : 32 * mib),
                      tiers[i].want);
-  /* Real threads (this test's rings are 1 MiB, depth 64). A cap six times
-   * (live + a 256 KiB charge) puts live past an eighth of it, a quarter
-   * ring under 7/32; twice that puts it past 7/32: the smallest tier. */
+  /* Real threads (this test's rings are 1 MiB, depth 64). A cap of twice
+   * live + 1 MiB leaves no room for a 1 MiB ring under its half (the
+   * first tier's end at most), room for a quarter under three quarters;
+   * live + 300 KiB leaves room for a sixteenth only. */
   assert_int_equal(stkr_thread_attach(), 0);
-  uint64_t base = stkr__threads_ring_live() + (264 * kib);
-  assert_int_equal(tiered_ring(6 * base), 256 * kib);
-  assert_int_equal(tiered_ring(2 * base), 32 * kib);
+  assert_int_equal(tiered_ring(2, mib), 256 * kib);
+  assert_int_equal(tiered_ring(1, 300 * kib), 64 * kib);
   /* Room under an eighth of the default cap: the configured size. */
-  assert_int_equal(tiered_ring(0), 1 * mib);
+  assert_int_equal(tiered_ring(0, 0), 1 * mib);
 }
 
 static void test_payload_truncated_at_limit(void **state) {

@@ -588,6 +588,10 @@ static void test_foreign_notices(void **state) {
   int rc;
   (void)state;
 
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return;
+  }
   rc = tl_sh(&cr_capture,
              "(R='%s'; D='%s'; \"$R\" record -o \"$D\" -- /bin/sh -c "
              "'while [ ! -e \"$0\" ]; do sleep 0.02; done; "
@@ -600,13 +604,14 @@ static void test_foreign_notices(void **state) {
              "for m in (b\"4242\\tevil\\t13\\tforged\",\n"
              "          b\"0123456789abcdef\\t4243\\tevil\\t13\\tforged\"):\n"
              "  s.sendto(m, \"\\0\" + sys.argv[1][1:])' \"$N\"; "
-             "touch \"$D.go\"; wait $P)",
+             "touch \"$D.go\"; wait $P; s=$?; rm -f \"$D.go\"; exit $s)",
              cr_bin, dir);
   if (rc != 0)
     fail_msg("record: exit %d\n%s%s", rc, cr_out, cr_err);
   cr_assert_has(cr_err, "2 notices without the recording's token ignored: "
                         "not from the recorded tree");
-  if (strstr(cr_err, "4242") != NULL || strstr(cr_err, "4243") != NULL)
+  if (strstr(cr_err, "process 4242") != NULL ||
+      strstr(cr_err, "process 4243") != NULL)
     fail_msg("a forged notice was believed:\n%s", cr_err);
   assert_int_equal(cr_run("verify '%s'", dir), 0);
 }

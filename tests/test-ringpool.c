@@ -4,7 +4,7 @@
  * deleted by each.
  *
  *  - A clean end moves its ring and session file into DIR/.stackrec-cache
- *    (pool-ring-<k>, pool-session-<k>); the next process takes those very
+ *    (pool-ring<KiB>k-<k>, pool-session-<k>); the next process takes those very
  *    files (same inodes), and the recording reads back every event.
  *  - Crash-proofing holds with reused files: a process killed (SIGKILL)
  *    after taking them leaves exactly its unflushed events, which recovery
@@ -43,6 +43,10 @@
 
 STKR_SITE_DEFINE(g_site, "ringpool.test");
 
+/* The first pooled ring of 64 KiB (this file's processes' size): one pool
+ * per ring size (recorder/ringfile.c, ring_kind). */
+#define POOL_RING64K_0 "pool-ring64k-0"
+
 static ino_t ino_of(const char *name) {
   char p[2200];
   struct stat st;
@@ -58,24 +62,50 @@ static ino_t ino_of_suffix(const char *suffix) {
   return stat(p, &st) == 0 ? st.st_ino : 0;
 }
 
+/* Fork a process of the recording (1 h interval, rings of ring_bytes)
+ * with a pipe back: in the child (returns 0, recording started) *fd is
+ * the pipe's write end; in the parent (returns the pid) its read end. */
+static pid_t fork_recording(int *fd, size_t ring_bytes) {
+  int fds[2];
+  pid_t pid;
+
+  assert_int_equal(pipe(fds), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  close(fds[pid == 0 ? 0 : 1]);
+  *fd = fds[pid == 0 ? 1 : 0];
+  if (pid == 0) {
+    stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = ring_bytes};
+    cfg.dir = tl_dir;
+    if (stkr_init(&cfg) != 0) _exit(2);
+  }
+  return pid;
+}
+
+/* Parent: len bytes from the child's pipe into out, then its end: killed
+ * by SIGKILL if die, else exit status 0. */
+static void reap_child(pid_t pid, int fd, void *out, size_t len, bool die) {
+  int st;
+  assert_int_equal(read(fd, out, len), (ssize_t)len);
+  close(fd);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (die)
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("child exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 /* A process of the recording: events [first, first + n) (payload: the
  * number), then a flush and `more` events after it; killed by SIGKILL if
  * `die`, else a clean end. Reports the inodes of its session and ring
  * files through a pipe. */
 static void run_process(uint32_t first, uint32_t n, uint32_t more, bool die,
                         ino_t inos[2]) {
-  int fds[2], st;
-  pid_t pid;
+  int fd;
+  pid_t pid = fork_recording(&fd, 64 << 10);
 
-  assert_int_equal(pipe(fds), 0);
-  pid = fork();
-  assert_true(pid >= 0);
   if (pid == 0) {
-    stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 64 << 10};
     ino_t got[2];
-    close(fds[0]);
-    cfg.dir = tl_dir;
-    if (stkr_init(&cfg) != 0) _exit(2);
     for (uint32_t i = first; i < first + n; i++)
       if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
     if (stkr_flush() != 0) _exit(4);
@@ -83,19 +113,12 @@ static void run_process(uint32_t first, uint32_t n, uint32_t more, bool die,
       if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
     got[0] = ino_of_suffix(".session");
     got[1] = ino_of_suffix(".ring");
-    if (write(fds[1], got, sizeof got) != (ssize_t)sizeof got) _exit(5);
+    if (write(fd, got, sizeof got) != (ssize_t)sizeof got) _exit(5);
     if (die) raise(SIGKILL);
     if (stkr_shutdown() != 0) _exit(6);
     _exit(0);
   }
-  close(fds[1]);
-  assert_int_equal(read(fds[0], inos, 2 * sizeof(ino_t)), 2 * sizeof(ino_t));
-  close(fds[0]);
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  if (die)
-    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-  else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    fail_msg("child exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  reap_child(pid, fd, inos, 2 * sizeof(ino_t), die);
 }
 
 /* Every event number in [0, n) exactly once, nothing else. */
@@ -140,12 +163,12 @@ static void test_clean_end_pools_and_next_takes(void **state) {
   assert_int_equal(tl_count_files(tl_dir, ".session"), 0);
   assert_int_equal(tl_count_files(tl_dir, ".ring"), 0);
   sess = ino_of("pool-session-0");
-  ring = ino_of("pool-ring-0");
+  ring = ino_of(POOL_RING64K_0);
   assert_true(sess == first[0] && ring == first[1]);
 
   run_process(100, 50, 0, false, second);
   assert_true(second[0] == sess && second[1] == ring); /* taken, not made */
-  assert_true(ino_of("pool-session-0") == sess && ino_of("pool-ring-0") == ring);
+  assert_true(ino_of("pool-session-0") == sess && ino_of(POOL_RING64K_0) == ring);
   assert_events_exactly(150);
 }
 
@@ -186,7 +209,7 @@ static void test_garbage_in_the_pool_never_leaks(void **state) {
    * header and site slots of the session file, the ring's header and its
    * first records. */
   garble("pool-session-0", 4096 + 8 * 4097);
-  garble("pool-ring-0", 4096 + 8192);
+  garble(POOL_RING64K_0, 4096 + 8192);
   run_process(100, 50, 50, true, inos);
   assert_true(inos[1] != 0);
   recover_exact(50);
@@ -194,7 +217,7 @@ static void test_garbage_in_the_pool_never_leaks(void **state) {
 
   /* A pooled ring of another size is not used (and not kept). */
   run_process(200, 10, 0, false, inos);
-  snprintf(p, sizeof p, "%s/.stackrec-cache/pool-ring-0", tl_dir);
+  snprintf(p, sizeof p, "%s/.stackrec-cache/" POOL_RING64K_0, tl_dir);
   assert_int_equal(truncate(p, 8192), 0);
   run_process(210, 10, 10, true, inos);
   {
@@ -205,6 +228,111 @@ static void test_garbage_in_the_pool_never_leaks(void **state) {
   }
   recover_exact(10);
   assert_events_exactly(230);
+}
+
+/* ---- rings of several sizes (stkr__ring_tier) ---------------------------- */
+
+STKR_SITE_DEFINE(g_tier_site, "ringpool.tier");
+
+/* How many of this directory's ring files hold `mark` in their record area
+ * (a reused file keeps its old records past the ones written over them; a
+ * created one is zeros), and how many ring files there are. */
+static void rings_marked(const char *mark, int *marked, int *rings) {
+  char p[2400];
+  struct dirent *de;
+  DIR *d = opendir(tl_dir);
+  *marked = *rings = 0;
+  while (d != NULL && (de = readdir(d)) != NULL) {
+    size_t len = strlen(de->d_name), got = 0;
+    if (len < 5 || strcmp(de->d_name + len - 5, ".ring") != 0) continue;
+    snprintf(p, sizeof p, "%s/%s", tl_dir, de->d_name);
+    char *buf = tl_slurp_alloc(p, &got);
+    (*rings)++;
+    *marked += buf != NULL && memmem(buf, got, mark, strlen(mark)) != NULL;
+    free(buf);
+  }
+  if (d != NULL) closedir(d);
+}
+
+static pthread_barrier_t g_tier_bar;
+static const char *g_tier_mark;
+static int g_tier_n;
+
+/* Payloads differ (mark-00, mark-01...): a repeated one would be sent
+ * once and then by its slot only, and leave no text behind. */
+static void tier_events(void) {
+  for (int i = 0; i < g_tier_n; i++) {
+    char p[64];
+    int len = snprintf(p, sizeof p, "%s-%02d", g_tier_mark, i);
+    if (stkr_event(&g_tier_site, p, (size_t)len) != 0) _exit(3);
+  }
+}
+
+static void *tier_thread(void *arg) {
+  (void)arg;
+  tier_events();
+  pthread_barrier_wait(&g_tier_bar); /* all alive: main looks at the rings */
+  pthread_barrier_wait(&g_tier_bar);
+  return NULL;
+}
+
+/* A process with 1 MiB rings and 4 threads besides main: 3 rings of 1 MiB
+ * fit under the first tier (4 MiB), the 4th thread's is a quarter (the
+ * main thread keeps the ring size it had in this test's process). Each
+ * ring gets n events with payload `mark`; while all threads are alive,
+ * how many ring files hold `prev` (the previous process's mark) comes back
+ * through the pipe. A clean end pools the files. */
+static void run_tiered(const char *mark, int n, const char *prev,
+                       int res[2]) {
+  int fd;
+  pid_t pid = fork_recording(&fd, 1 << 20);
+
+  if (pid == 0) {
+    pthread_t th[4];
+    int got[2];
+    g_tier_mark = mark;
+    g_tier_n = n;
+    tier_events();
+    pthread_barrier_init(&g_tier_bar, NULL, 5);
+    for (int k = 0; k < 4; k++)
+      if (pthread_create(&th[k], NULL, tier_thread, NULL) != 0) _exit(4);
+    pthread_barrier_wait(&g_tier_bar);
+    rings_marked(prev, &got[0], &got[1]);
+    pthread_barrier_wait(&g_tier_bar);
+    for (int k = 0; k < 4; k++) pthread_join(th[k], NULL);
+    if (write(fd, got, sizeof got) != (ssize_t)sizeof got) _exit(5);
+    if (stkr_shutdown() != 0) _exit(6);
+    _exit(0);
+  }
+  reap_child(pid, fd, res, 2 * sizeof(int), false);
+}
+
+/* The pool keeps rings of each size apart: every ring of the next process
+ * is one of the first's files (its old records still in it). Before, the
+ * pool was one list, and a taker unlinked every file of another size it
+ * met on its way, so the next process created some of its rings anew. */
+static void test_rings_of_two_sizes_pooled(void **state) {
+  int first[2], second[2];
+  stkr_reader *r;
+  stkr_event_view ev;
+  int n = 0, rc;
+  (void)state;
+
+  /* The second writes fewer records than the first: the first's last
+   * ones stay in a reused file. */
+  run_tiered("first-process-mark", 40, "no-such-mark", first);
+  assert_int_equal(first[0], 0);
+  assert_int_equal(first[1], 5);
+  assert_int_equal(tl_count_files(tl_dir, ".ring"), 0);
+  run_tiered("second-process-mark", 20, "first-process-mark", second);
+  if (second[0] != second[1] || second[1] != 5)
+    fail_msg("%d of the second process's %d rings are the first's files",
+             second[0], second[1]);
+  assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) n++;
+  assert_int_equal(rc, 0);
+  stkr_reader_free(r);
+  assert_int_equal(n, 300); /* 5 threads x (40 + 20) */
 }
 
 /* ---- a session file is named only once locked and whole ---------------- */
@@ -278,4 +406,5 @@ TL_TEST_MAIN_EACH("ringpool", tl_make_dir, tl_rm_dir,
                   test_clean_end_pools_and_next_takes,
                   test_killed_after_taking_recovers_exactly,
                   test_garbage_in_the_pool_never_leaks,
-                  test_session_named_when_locked)
+                  test_session_named_when_locked,
+                  test_rings_of_two_sizes_pooled)
