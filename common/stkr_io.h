@@ -55,6 +55,14 @@
  * descriptor, fd itself if it is already there, or -EMFILE (fd closed)
  * when nothing at STKR_FD_MIN or above is free: then the recorder goes
  * without that file rather than take a number the program expects.
+ *
+ * stkr_open_regular_high(path, flags): stkr_open_regular, then
+ * stkr_fd_raise: for the files the symbolizer opens, which in an app's
+ * flush worker (inproc) stay open as long as the recording (libdw keeps
+ * the ELF and debug files it is given). At 3, the lowest free number, the
+ * executable's descriptor was the one an app that closes 3-9 and opens a
+ * file of its own got back, and the recorder's shutdown closed the app's
+ * file (QA, session 17).
  * Thread-safety: as fcntl(2).
  */
 #ifndef STKR_COMMON_IO_H
@@ -97,6 +105,13 @@ static inline int stkr_fd_raise(int fd) {
   if (high < 0) high = fcntl(fd, F_DUPFD_CLOEXEC, STKR_FD_MIN);
   (void)close(fd);
   return high < 0 ? -EMFILE : high;
+}
+
+static inline int stkr_open_regular(const char *path, int flags);
+
+static inline int stkr_open_regular_high(const char *path, int flags) {
+  int fd = stkr_open_regular(path, flags);
+  return fd < 0 ? fd : stkr_fd_raise(fd);
 }
 
 static inline int stkr_write_all(int fd, const void *p, size_t n) {

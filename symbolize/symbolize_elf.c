@@ -127,7 +127,7 @@ static bool fd_has_build_id(int fd, const uint8_t *bid, size_t len) {
 
 static int try_debug(const char *path, const uint8_t *bid, size_t len,
                      char **found) {
-  int fd = stkr_open_regular(path, 0);
+  int fd = stkr_open_regular_high(path, 0);
   if (fd < 0) return -1;
   /* A debug file by name must still be the one for this build. */
   if (len && !fd_has_build_id(fd, bid, len)) {
@@ -354,7 +354,7 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
   ssize_t len;
   Elf *e;
 
-  *fd = stkr_open_regular(path, 0);
+  *fd = stkr_open_regular_high(path, 0);
   if (*fd < 0) return BID_NOFILE;
   e = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
   if (!e || elf_kind(e) != ELF_K_ELF) {
@@ -480,7 +480,7 @@ static bool cache_open(stkr__symbe *be, mod *m) {
   /* A FIFO under the cache's name (a directory anyone may write into)
    * must not block this open forever, in the CLI's finish (its signals
    * held) or in an embedded app's flush: stkr_open_regular. */
-  if ((fd = stkr_open_regular(path, 0)) < 0) {
+  if ((fd = stkr_open_regular_high(path, 0)) < 0) {
     if (fd == -EINVAL) /* there, but no file to read */
       warnf(be, "symbol cache refused, reading the DWARF instead: %s: not a "
                 "regular file", path);

@@ -337,7 +337,7 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
   /* Mangled names live in the mapping (DWARF strings, the symbol table)
    * for the handle's life: demangle each once. */
   f->names.memo = true;
-  fd = stkr_open_regular(f->path, 0);
+  fd = stkr_open_regular_high(f->path, 0);
   if (fd < 0 || fstat(fd, &st) != 0) {
     rc = fd < 0 ? fd : -errno;
     snprintf(err, cap, "%s: %s", f->path,

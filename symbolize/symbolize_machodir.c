@@ -64,7 +64,7 @@ static int add(stkr__machodir *d, const uint8_t *uuid, int rank,
 
 /* Note the UUIDs of a file's slices, if it is Mach-O. */
 static int scan_file(stkr__machodir *d, const char *path) {
-  int fd = stkr_open_regular(path, O_NOFOLLOW), rc = 0;
+  int fd = stkr_open_regular_high(path, O_NOFOLLOW), rc = 0;
   uint8_t magic[8];
   struct stat st;
   stkr_macho_slice sl[STKR_MACHO_MAX_SLICES];

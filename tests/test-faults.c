@@ -611,6 +611,50 @@ static void test_thread_churn(void **state) {
   assert_true(st.dropped_other * 4 < st.attempted);
 }
 
+/* The descriptors below STKR_FD_MIN (10) open now, as a bit mask. */
+static unsigned low_fds(void) {
+  unsigned m = 0;
+  for (int fd = 3; fd < 10; fd++)
+    if (fcntl(fd, F_GETFD) != -1) m |= 1u << fd;
+  return m;
+}
+
+/* Inproc symbolization (the library's default) keeps the files libdw is
+ * given open for the whole recording: the executable was at 3, the
+ * lowest free number, so an app that closes 3-9 (a daemon) and opens a
+ * file of its own got 3 back, and stkr_shutdown closed the app's file
+ * (QA, session 17). Now they sit at the recorder's high numbers. */
+static void test_inproc_files_not_low(void **state) {
+  int st;
+  pid_t pid;
+  (void)state;
+
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    stkr_config cfg = {.dir = tl_dir, .symbolize = STKR_SYMBOLIZE_INPROC};
+    unsigned before = low_fds();
+    int fd;
+    unsetenv("STACKREC_SYMBOLIZE");
+    if (stkr_init(&cfg) != 0) _exit(2);
+    if (stkr_event(&g_site, "x", 1) != 0 || stkr_flush() != 0) _exit(3);
+    if (low_fds() != before) {
+      fprintf(stderr, "low descriptors 0x%x before, 0x%x after a flush\n",
+              before, low_fds());
+      _exit(4);
+    }
+    for (fd = 3; fd < 10; fd++) close(fd);
+    fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd != 3) _exit(5);
+    if (stkr_shutdown() != 0) _exit(6);
+    if (write(fd, "x", 1) != 1) _exit(7); /* still the app's */
+    _exit(0);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void) {
   /* Symbolization is not under test here and costs seconds per new image
    * under sanitizers (the forked children each start a worker). */
@@ -621,5 +665,6 @@ int main(void) {
                test_directory_read_only_mid_run, test_fd_exhaustion,
                test_sigkill_flushed_batches_readable,
                test_fork_while_rings_in_use,
-               test_shutdown_while_threads_record, test_thread_churn));
+               test_shutdown_while_threads_record, test_thread_churn,
+               test_inproc_files_not_low));
 }
