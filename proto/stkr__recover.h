@@ -35,7 +35,11 @@ typedef struct stkr__rc {
   size_t n_files, cap_files;
   stkr__rc_seg *segs;   /* segment files in dir */
   size_t n_segs, cap_segs;
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC, from opts.budget_ms; 0: none */
 } stkr__rc;
+
+/* Past the deadline (0: never)? */
+bool stkr__rc_expired(uint64_t deadline_ns);
 
 /* A dead session's session file, read whole. */
 typedef struct stkr__rc_sess {
@@ -96,6 +100,7 @@ typedef struct stkr__rc_scan {
   bool cur_match;
   bool matched;  /* some batch of the session was seen */
   bool newest;   /* reading the pid's newest segment */
+  uint64_t deadline_ns; /* stkr__rc's: a batch past it ends the scan */
   char *torn;    /* that segment, when it ends inside a frame ... */
   uint64_t torn_off; /* ... which starts here (stkr__rc_cut_torn_tail) */
   int err;
@@ -146,11 +151,22 @@ typedef struct stkr__rck {
   stkr__rck_pbytes *pseg;
   size_t n_pseg, cap_pseg;
   stkr_index pseg_ix;
+  /* The keys the session's rings may look up in its segments (every
+   * slot's key at a ring's tail, stkr__rck_want_ring): only those are kept
+   * from the segments, read newest first until all are found. Value 0:
+   * wanted, 1: found. */
+  stkr_map want_s, want_p;
+  size_t n_want, n_found;
+  uint64_t deadline_ns; /* stkr__rc's: a batch past it ends the reading */
 } stkr__rck;
 
 /* Before a ring's records: the slots' keys at its tail. data/len: the
  * whole ring file, whose header stkr_ring_parse accepted. */
 void stkr__rck_ring_begin(stkr__rck *k, const uint8_t *data, uint64_t len);
+/* Before any ring of the session is recovered, once per ring (same data):
+ * add its slots' keys at the tail to what the segments are read for.
+ * @return 0 or -ENOMEM. */
+int stkr__rck_want_ring(stkr__rck *k, const uint8_t *data, uint64_t len);
 /* A full record of the ring (r->pcs must stay valid for the ring). */
 void stkr__rck_full(stkr__rck *k, const stkr_ring_rec *r);
 /* The stack of known record r: 1 and *out (site_id, hash, pcs, depth,

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -418,6 +419,16 @@ static bool remove_empty_ring(stkr__rc *rc, const stkr__rc_file *f) {
   return true;
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool stkr__rc_expired(uint64_t deadline_ns) {
+  return deadline_ns != 0 && mono_ns() >= deadline_ns;
+}
+
 int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
                      stkr_recover_stats *out) {
   stkr__rc rc = {0};
@@ -435,6 +446,8 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
     return -ENAMETOOLONG;
   rc.dir = dir;
   rc.st = out;
+  if (rc.opts.budget_ms != 0)
+    rc.deadline_ns = mono_ns() + (uint64_t)rc.opts.budget_ms * 1000000u;
   if ((err = list_dir(&rc)) != 0)
     goto out;
   while (i < rc.n_files) {
@@ -453,6 +466,8 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
        * trust. */
       for (size_t k = i; k < j; k++)
         if (!remove_empty_ring(&rc, &rc.files[k])) out->orphans++;
+    } else if (stkr__rc_expired(rc.deadline_ns)) {
+      out->sessions_deferred++; /* not looked at: live or dead */
     } else if (rc.opts.max_sessions == 0 || done < rc.opts.max_sessions) {
       int r = stkr__rc_session(&rc, rc.files + i + 1, j - i - 1);
       if (r == 1)
@@ -460,6 +475,11 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
     }
     i = j;
   }
+  if (out->sessions_deferred != 0)
+    stkr__rc_msg(&rc, "%s: %llu session%s left in ring files after the %u ms "
+                 "budget (the next start, or `stackrec recover`, recovers "
+                 "them)", dir, (unsigned long long)out->sessions_deferred,
+                 out->sessions_deferred == 1 ? "" : "s", rc.opts.budget_ms);
 out:
   free(rc.files);
   free(rc.segs);

@@ -54,6 +54,13 @@ typedef struct stkr_recover_opts {
   /* Recover at most this many dead sessions (0: all). Bounds the work of
    * an embedded stkr_init(). */
   unsigned max_sessions;
+  /* Stop after about this many milliseconds (0: no limit), checked between
+   * batches read and rings recovered: a session cut short is written
+   * nothing, its files stay as they were (to be recovered later, by the
+   * next start or `stackrec recover`) and it counts in sessions_deferred.
+   * Bounds the time an embedded stkr_init() spends before the app goes on,
+   * whatever the size of the dead sessions' segments. */
+  unsigned budget_ms;
   /* Receives each problem as one line naming the file (and offset), e.g.
    * "DIR/stackrec-12-….ring: offset 8192: record size 7 is not a multiple
    * of 8; 4096 bytes lost". NULL: print "stackrec: " + line to stderr. */
@@ -66,6 +73,8 @@ typedef struct stkr_recover_stats {
   uint64_t sessions_dead;      /* writer gone: recovered, or tried */
   uint64_t sessions_recovered; /* written out (dry run: would be) */
   uint64_t sessions_failed;    /* could not be written out: files kept */
+  uint64_t sessions_deferred;  /* cut short by budget_ms: files kept, and
+                                  sessions not looked at once it ran out */
   uint64_t rings;              /* ring files read */
   uint64_t events;             /* events recovered (dry run: found) */
   uint64_t duplicates;         /* records skipped: already in a segment */

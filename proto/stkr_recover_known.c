@@ -35,6 +35,8 @@ void stkr__rck_free(stkr__rck *k) {
   for (size_t i = 0; i < k->n_pseg; i++) free(k->pseg[i].bytes);
   free(k->pseg);
   stkr_index_free(&k->pseg_ix);
+  stkr_map_free(&k->want_s);
+  stkr_map_free(&k->want_p);
   free(k->seg);
   free(k->seg_slots);
   free(k->cur_path);
@@ -98,6 +100,43 @@ void stkr__rck_payload_new(stkr__rck *k, const stkr_ring_rec *r) {
 
 /* ---- the session's segments' stacks and payloads, by key --------------- */
 
+/* A 128-bit key in the want maps: a collision only keeps one entry too
+ * many. Never 0 (stkr_map's empty key is fine, but one code path). */
+static uint64_t want_key(const uint64_t key[2]) {
+  uint64_t h = key[0] ^ stkr_mix64(key[1]);
+  return h ? h : 1;
+}
+
+static int want_add(stkr__rck *k, stkr_map *m, const uint64_t key[2]) {
+  uint64_t *v;
+  int rc;
+  if (key[0] == 0 && key[1] == 0) return 0; /* an empty slot */
+  if ((rc = stkr_map_add(m, want_key(key), &v)) < 0) return rc;
+  k->n_want += rc == 1; /* new */
+  return 0;
+}
+
+int stkr__rck_want_ring(stkr__rck *k, const uint8_t *data, uint64_t len) {
+  int err = 0;
+  stkr__rck_ring_begin(k, data, len);
+  for (unsigned i = 0; i < STKR_RINGFILE_KNOWN_SLOTS && err == 0; i++)
+    err = want_add(k, &k->want_s, k->pre[i]);
+  for (unsigned i = 0; i < STKR_RINGFILE_PKNOWN_SLOTS && err == 0; i++)
+    err = want_add(k, &k->want_p, k->ppre[i]);
+  return err;
+}
+
+/* Is key wanted? Marks it found the first time. */
+static bool wanted(stkr__rck *k, stkr_map *m, const uint64_t key[2]) {
+  uint64_t *v = stkr_map_find(m, want_key(key));
+  if (v == NULL) return false;
+  if (*v == 0) {
+    *v = 1;
+    k->n_found++;
+  }
+  return true;
+}
+
 static size_t pseg_find(const stkr__rck *k, const uint64_t key[2]) {
   size_t pos, ix;
   for (ix = stkr_index_first(&k->pseg_ix, key[0], &pos); ix != STKR_INDEX_NONE;
@@ -118,7 +157,8 @@ static int pseg_add_batch(stkr__rck *k, const Stackrec__Events *e) {
     off += len;
     if (len == 0 || len > 0xFFFF) continue;
     stkr_payload_key(p, len, key);
-    if (pseg_find(k, key) != STKR_INDEX_NONE) continue;
+    if (!wanted(k, &k->want_p, key) || pseg_find(k, key) != STKR_INDEX_NONE)
+      continue;
     if (stkr__grow(&k->pseg, &k->cap_pseg, k->n_pseg + 1, sizeof *k->pseg) != 0)
       return -ENOMEM;
     stkr__rck_pbytes *d = &k->pseg[k->n_pseg];
@@ -146,8 +186,8 @@ static int seg_add(stkr__rck *k, const Stackrec__StackDef *d) {
                                 d->truncated);
   size_t i;
 
-  if (d->n_pcs > 0xFFFF)
-    return 0; /* not one of ours */
+  if (d->n_pcs > 0xFFFF || !wanted(k, &k->want_s, (uint64_t[2]){d->hash, k1}))
+    return 0; /* not one of ours, or no ring looks it up */
   if ((k->n_seg + 1) * 2 > k->nseg_slots) {
     size_t ns = k->nseg_slots ? k->nseg_slots * 2 : 1024;
     uint32_t *sl = calloc(ns, sizeof *sl);
@@ -196,6 +236,8 @@ static int seg_batch(void *arg, const stkr_batch_view *v) {
   Stackrec__Batch *b;
   int err = 0;
 
+  if (stkr__rc_expired(k->deadline_ns))
+    return -ETIMEDOUT;
   stkr_fmt_pballoc_init(&pa, STKR_FMT_MAX_DECODED_BYTES);
   if ((b = stackrec__batch__unpack(&pa.pb, v->len, v->data)) == NULL)
     return 0; /* the reader validated it; out of memory here: skip */
@@ -216,20 +258,36 @@ static int seg_batch(void *arg, const stkr_batch_view *v) {
   return err;
 }
 
+static int seq_desc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Newest first, until every wanted key is found: a ring's slots hold
+ * stacks and payloads it sent lately, most often in the newest segment. */
 static int seg_load(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
   stkr_reader_opts o = {.warn = silent, .lazy_frames = true,
                         .batch = seg_batch, .batch_arg = k};
   char path[STKR__RC_PATH_MAX];
+  uint32_t *seqs = NULL;
+  size_t n = 0, cap = 0;
   int err = 0;
 
-  for (size_t i = 0; i < rc->n_segs && err >= 0; i++) {
+  for (size_t i = 0; i < rc->n_segs; i++) {
+    if (rc->segs[i].pid != pid) continue;
+    if (stkr__grow(&seqs, &cap, n + 1, sizeof *seqs) != 0) {
+      free(seqs);
+      return -ENOMEM;
+    }
+    seqs[n++] = rc->segs[i].seq;
+  }
+  if (n > 1) qsort(seqs, n, sizeof *seqs, seq_desc);
+  for (size_t i = 0; i < n && err >= 0 && k->n_found < k->n_want; i++) {
     char name[STKR_FMT_SEGMENT_NAME_MAX];
     stkr_reader *r = NULL;
     stkr_event_view ev;
 
-    if (rc->segs[i].pid != pid)
-      continue;
-    stkr_fmt_segment_name(name, sizeof name, pid, rc->segs[i].seq);
+    stkr_fmt_segment_name(name, sizeof name, pid, seqs[i]);
     snprintf(path, sizeof path, "%s/%s", rc->dir, name);
     if ((err = stkr_reader_create(&o, &r)) != 0)
       break;
@@ -237,10 +295,12 @@ static int seg_load(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
       while ((err = stkr_reader_next(r, &ev)) == 1) {
       }
     stkr_reader_free(r);
-    /* A damaged segment gives what it can; only memory is fatal. */
-    if (err != -ENOMEM)
+    /* A damaged segment gives what it can; only memory and the budget
+     * end the reading. */
+    if (err != -ENOMEM && err != -ETIMEDOUT)
       err = 0;
   }
+  free(seqs);
   return err;
 }
 

@@ -23,6 +23,10 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
 
   if (pa == NULL)
     return -ENOMEM;
+  if (stkr__rc_expired(s->deadline_ns)) {
+    free(pa);
+    return -ETIMEDOUT;
+  }
   stkr_fmt_pballoc_init(pa, STKR_FMT_MAX_DECODED_BYTES);
   b = stackrec__batch__unpack(&pa->pb, v->len, v->data);
   if (b == NULL) {

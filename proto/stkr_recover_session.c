@@ -507,6 +507,32 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
   return err;
 }
 
+/* What ring f's known records may look up in the segments (its slots' keys
+ * at the tail), before any ring is recovered: the segments are read once,
+ * for those keys only. A ring that cannot be read or parsed adds nothing
+ * (recover_ring says why). @return 0 or -ENOMEM. */
+static int want_ring(build *b, const stkr__rc_file *f) {
+  char path[STKR__RC_PATH_MAX];
+  stkr_ring_info info;
+  uint8_t *data = NULL;
+  uint64_t len = 0, dups, lost, bad_pos;
+  const char *why;
+  int fd, err;
+
+  stkr__rc_path(b->rc, path, f->pid, f->sid, f->thread);
+  if ((fd = stkr_open_regular(path, 0)) < 0) return 0;
+  err = stkr__rc_read_file(fd, STKR_RINGFILE_HDR_BYTES + STKR_RINGFILE_MAX_RING,
+                           &data, &len);
+  close(fd);
+  if (err != 0) return err == -ENOMEM ? err : 0;
+  if (!stkr__rc_ring_unset(data, len) &&
+      stkr_ring_parse(data, len, UINT64_MAX, &info, NULL, NULL, &dups, &lost,
+                      &bad_pos, &why) >= 0)
+    err = stkr__rck_want_ring(&b->known, data, len);
+  free(data);
+  return err;
+}
+
 static int fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int err = 0;
@@ -522,11 +548,21 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   int err = 0;
 
   b.known.sid = ss->h.session_id;
-  for (size_t i = 0; i < n && err == 0; i++) err = recover_ring(&b, &rings[i]);
+  b.known.deadline_ns = rc->deadline_ns;
+  for (size_t i = 0; i < n && err == 0; i++) err = want_ring(&b, &rings[i]);
+  for (size_t i = 0; i < n && err == 0; i++)
+    err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
+                                            : recover_ring(&b, &rings[i]);
   if (err == 0) err = flush_batch(&b, true);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
   if (err == 0 && b.fd >= 0) err = fsync_dir(rc->dir);
+  if (err == -ETIMEDOUT) { /* the budget: as if never started */
+    if (b.fd >= 0) unlink(b.path);
+    rc->st->sessions_deferred++;
+    build_free(&b);
+    return 0;
+  }
   if (err != 0) {
     if (b.fd >= 0) unlink(b.path);
     stkr__rc_msg(rc, "%s: cannot write the recovered segment: %s; ring files "
@@ -615,12 +651,15 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   sc.sid = f->sid;
   sc.start_mono = ss.h.start_mono_ns;
   sc.start_wall = ss.h.start_wall_ns;
+  sc.deadline_ns = rc->deadline_ns;
   err = stkr__rc_scan_segments(rc, f->pid, &sc);
   /* What the writer noted in the session file covers what the segments
    * read do not (older segments, or one the disk cap deleted). */
   if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
   sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
-  if (err != 0) {
+  if (err == -ETIMEDOUT) {
+    rc->st->sessions_deferred++; /* the budget: as if never started */
+  } else if (err != 0) {
     stkr__rc_msg(rc, "%s: cannot read the segments of pid %u: %s; session "
                  "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));
     rc->st->sessions_failed++;

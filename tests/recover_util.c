@@ -190,14 +190,14 @@ void run_child_die(char *dir, size_t cap, uint32_t n1, uint32_t n2,
   assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
-static void msg_cb(void *arg, const char *line) {
+void recover_msg_cb(void *arg, const char *line) {
   msgs *m = arg;
   m->n++;
   snprintf(m->last, sizeof m->last, "%s", line);
 }
 
 void recover(const char *dir, bool dry, stkr_recover_stats *st, msgs *m) {
-  stkr_recover_opts o = {.dry_run = dry, .message = msg_cb, .message_arg = m};
+  stkr_recover_opts o = {.dry_run = dry, .message = recover_msg_cb, .message_arg = m};
   memset(m, 0, sizeof *m);
   assert_int_equal(stkr_recover_dir(dir, &o, st), 0);
 }

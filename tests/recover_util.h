@@ -85,6 +85,8 @@ typedef struct msgs {
   char last[1024];
 } msgs;
 
+/* stkr_recover_opts.message for a msgs (arg): counts, keeps the last. */
+void recover_msg_cb(void *arg, const char *line);
 /* stkr_recover_dir on dir (dry: dry_run), its messages into m. */
 void recover(const char *dir, bool dry, stkr_recover_stats *st, msgs *m);
 
