@@ -105,6 +105,10 @@ typedef struct stkr__rc_scan {
   uint64_t torn_off; /* ... which starts here (stkr__rc_cut_torn_tail) */
   int err;
 } stkr__rc_scan;
+/* The seqs of pid's segment files in rc, newest first, into *out
+ * (malloc'd, the caller frees; NULL when none) and *n. 0 or -ENOMEM. */
+int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
+                       size_t *n);
 /* Read pid's segments newest first until one holds a batch of s->sid.
  * 0, or -errno (-ENOMEM). */
 int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s);

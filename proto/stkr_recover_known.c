@@ -258,30 +258,16 @@ static int seg_batch(void *arg, const stkr_batch_view *v) {
   return err;
 }
 
-static int seq_desc(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
 /* Newest first, until every wanted key is found: a ring's slots hold
  * stacks and payloads it sent lately, most often in the newest segment. */
 static int seg_load(stkr__rck *k, stkr__rc *rc, uint32_t pid) {
   stkr_reader_opts o = {.warn = silent, .lazy_frames = true,
                         .batch = seg_batch, .batch_arg = k};
   char path[STKR__RC_PATH_MAX];
-  uint32_t *seqs = NULL;
-  size_t n = 0, cap = 0;
-  int err = 0;
+  uint32_t *seqs;
+  size_t n;
+  int err = stkr__rc_seqs_desc(rc, pid, &seqs, &n);
 
-  for (size_t i = 0; i < rc->n_segs; i++) {
-    if (rc->segs[i].pid != pid) continue;
-    if (stkr__grow(&seqs, &cap, n + 1, sizeof *seqs) != 0) {
-      free(seqs);
-      return -ENOMEM;
-    }
-    seqs[n++] = rc->segs[i].seq;
-  }
-  if (n > 1) qsort(seqs, n, sizeof *seqs, seq_desc);
   for (size_t i = 0; i < n && err >= 0 && k->n_found < k->n_want; i++) {
     char name[STKR_FMT_SEGMENT_NAME_MAX];
     stkr_reader *r = NULL;

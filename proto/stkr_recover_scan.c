@@ -116,6 +116,27 @@ static int by_seq_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
+int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
+                       size_t *n_out) {
+  uint32_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+
+  *out = NULL;
+  *n_out = 0;
+  for (size_t i = 0; i < rc->n_segs; i++) {
+    if (rc->segs[i].pid != pid) continue;
+    if (stkr__grow(&seqs, &cap, n + 1, sizeof *seqs) != 0) {
+      free(seqs);
+      return -ENOMEM;
+    }
+    seqs[n++] = rc->segs[i].seq;
+  }
+  if (n > 1) qsort(seqs, n, sizeof *seqs, by_seq_desc);
+  *out = seqs;
+  *n_out = n;
+  return 0;
+}
+
 /* The session's newest segment is enough (bounded work, whatever the
  * recording's size): the worker releases ring space after every batch it
  * writes, so only the last batch written can be unreleased (RingPos), the
@@ -127,19 +148,10 @@ int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
   stkr_reader_opts o = {.warn = silent, .warn_arg = s, .lazy_frames = true,
                         .batch = scan_batch, .batch_arg = s};
   char path[STKR__RC_PATH_MAX];
-  uint32_t *seqs = NULL;
-  size_t n = 0, cap = 0;
-  int err = 0;
+  uint32_t *seqs;
+  size_t n;
+  int err = stkr__rc_seqs_desc(rc, pid, &seqs, &n);
 
-  for (size_t i = 0; i < rc->n_segs; i++) {
-    if (rc->segs[i].pid != pid) continue;
-    if (stkr__grow(&seqs, &cap, n + 1, sizeof *seqs) != 0) {
-      free(seqs);
-      return -ENOMEM;
-    }
-    seqs[n++] = rc->segs[i].seq;
-  }
-  if (n > 1) qsort(seqs, n, sizeof *seqs, by_seq_desc);
   for (size_t i = 0; i < n && !s->matched && err == 0; i++) {
     char name[STKR_FMT_SEGMENT_NAME_MAX];
     stkr_reader *r = NULL;
