@@ -7,6 +7,8 @@
  * inputs; usage errors; and a recording made by the recorder in a child
  * process of this test, whose function names must show.
  */
+#define _GNU_SOURCE
+#include <pthread.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -607,6 +609,35 @@ static void test_recorded_in_a_child(void **state) {
   assert_null(c); /* --app-only */
 }
 
+/* Three threads named "pool" making the same call: one row by thread (a
+ * pool's workers), named as several threads, not by the first one's tid
+ * (QA, session 17: "fair (tid 15604)" for three threads' events). */
+static void *pool_thread(void *arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "pool");
+  for (int i = 0; i < 5; i++)
+    rep_read_home();
+  return NULL;
+}
+
+static void pool_child(void) {
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++)
+    if (pthread_create(&th[i], NULL, pool_thread, NULL) != 0) _exit(9);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+}
+
+static void test_by_thread_pool(void **state) {
+  char dir[4096];
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fx_tmpdir("report-pool"));
+  rc_record_in_child(dir, (stkr_config){0}, pool_child);
+  assert_int_equal(cr_run("report --by thread '%s'", dir), 0);
+  cr_assert_has(cr_out, "pool (several threads) (environment.getenv: 15)");
+  assert_null(strstr(cr_out, "pool (tid "));
+}
+
 /* The same payload at one site again and again is one payload with its
  * count (paytab.c finds it by its bytes); equal bytes at another site are
  * that site's own; "a" and "a\0" differ. */
@@ -734,4 +765,5 @@ TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top,
              test_tree, test_tree_symbolized, test_filters, test_no_categories,
              test_html, test_damaged_input, test_live_recording,
              test_empty_and_missing_inputs, test_usage,
-             test_progress_only_on_a_terminal, test_recorded_in_a_child)
+             test_progress_only_on_a_terminal, test_recorded_in_a_child,
+             test_by_thread_pool)

@@ -264,6 +264,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
       continue;
     stkr__agg_reconcile((stkr_frame *)s->frames, b->tmp, (size_t)n);
     s->truncated = s->truncated || ev->stack_truncated;
+    s->several_tids = s->several_tids || (b->o->by_thread && s->tid != ev->tid);
     /* The reader goes process by process: a process not seen last is new
      * to this stack. */
     if (b->last_proc[k] != proc) {
