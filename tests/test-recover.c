@@ -201,6 +201,11 @@ static void test_kill_after_everything_flushed(void **state) {
 
   run_child_die(dir, sizeof dir, 300, 0, false);
   assert_int_equal(events_in_segments(dir), 300);
+  /* Before: nothing but the session's end to write (it said "0 events of
+   * 1 dead writer still in ring files"). */
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+  cr_assert_has(cr_out, "1 dead writer left ring files that hold no event, "
+                        "only what ends its session: run 'stackrec recover ");
   recover_whole(dir, 0, &st);
   assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
   while (stkr_reader_next(rd, &ev) == 1) {

@@ -446,10 +446,16 @@ static void check_rings(verify_run *v, const char *path) {
   if (sessions == 0)
     return;
   v->incomplete++;
-  printf("incomplete: %s: %llu event%s of %llu dead writer%s still in ring "
-         "files, in no segment yet: run 'stackrec recover %s'\n",
-         path, (unsigned long long)events, plural(events, "", "s"),
-         (unsigned long long)sessions, plural(sessions, "", "s"), path);
+  if (events == 0) /* only the final counters to write (QA: "0 events") */
+    printf("incomplete: %s: %llu dead writer%s left ring files that hold no "
+           "event, only what ends %s session: run 'stackrec recover %s'\n",
+           path, (unsigned long long)sessions, plural(sessions, "", "s"),
+           sessions == 1 ? "its" : "their", path);
+  else
+    printf("incomplete: %s: %llu event%s of %llu dead writer%s still in ring "
+           "files, in no segment yet: run 'stackrec recover %s'\n",
+           path, (unsigned long long)events, plural(events, "", "s"),
+           (unsigned long long)sessions, plural(sessions, "", "s"), path);
 }
 
 /* The processes that recorded nothing because they could not, as record
