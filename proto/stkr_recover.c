@@ -477,8 +477,9 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
   }
   if (out->sessions_deferred != 0)
     stkr__rc_msg(&rc, "%s: %llu session%s left in ring files after the %u ms "
-                 "budget (the next start, or `stackrec recover`, recovers "
-                 "them)", dir, (unsigned long long)out->sessions_deferred,
+                 "budget (a dead one is recovered by the next start, or by "
+                 "`stackrec recover`)", dir,
+                 (unsigned long long)out->sessions_deferred,
                  out->sessions_deferred == 1 ? "" : "s", rc.opts.budget_ms);
 out:
   free(rc.files);

@@ -100,8 +100,11 @@ void stkr__rck_payload_new(stkr__rck *k, const stkr_ring_rec *r) {
 
 /* ---- the session's segments' stacks and payloads, by key --------------- */
 
-/* A 128-bit key in the want maps: a collision only keeps one entry too
- * many. Never 0 (stkr_map's empty key is fine, but one code path). */
+/* A 128-bit key in the want maps, folded to 64 bits: a collision keeps an
+ * entry too many, or marks a wanted key found early (so the reading may
+ * stop before the segment that has it: that record is then unresolved,
+ * counted, never resolved wrongly, as lookups compare all 128 bits; at
+ * 2^-64 per pair). Never 0 (one code path in stkr_map). */
 static uint64_t want_key(const uint64_t key[2]) {
   uint64_t h = key[0] ^ stkr_mix64(key[1]);
   return h ? h : 1;

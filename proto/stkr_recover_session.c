@@ -545,11 +545,15 @@ static int fsync_dir(const char *dir) {
 static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *sc,
                          const stkr__rc_file *rings, size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
+  /* What a session cut short by the budget must not have counted. */
+  const stkr_recover_stats before = *rc->st;
   int err = 0;
 
   b.known.sid = ss->h.session_id;
   b.known.deadline_ns = rc->deadline_ns;
-  for (size_t i = 0; i < n && err == 0; i++) err = want_ring(&b, &rings[i]);
+  for (size_t i = 0; i < n && err == 0; i++)
+    err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
+                                            : want_ring(&b, &rings[i]);
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : recover_ring(&b, &rings[i]);
@@ -559,6 +563,7 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   if (err == 0 && b.fd >= 0) err = fsync_dir(rc->dir);
   if (err == -ETIMEDOUT) { /* the budget: as if never started */
     if (b.fd >= 0) unlink(b.path);
+    *rc->st = before; /* its rings' counts: again when it is recovered */
     rc->st->sessions_deferred++;
     build_free(&b);
     return 0;

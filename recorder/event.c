@@ -90,7 +90,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
                   rc->payload_max + STKR__PEVICTED_BYTES + 8);
   if (rc->ring_bytes < min_ring)
     return -EINVAL;
-  stkr__threads_set_ring_floor(min_ring);
+  stkr__threads_set_ring_conf(rc->ring_bytes, min_ring);
   pthread_once(&g_atfork_once, stkr__atfork_install);
   /* A producer of the previous session may have outlived its bounded
    * quiesce (an exit budget) and still be reading g_conf. */
@@ -112,10 +112,23 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   return 0;
 }
 
-void stkr__recorder_wake(void) {
-  stkr__wake_fn wake = g_wake;
-  if (wake != NULL)
-    wake(g_wake_arg); /* a semaphore post: async-signal-safe */
+void stkr__thread_wake(stkr__thread *t) {
+  /* Under t's busy flag, as an event's push: the Dekker pair with
+   * stkr__recorder_stop() makes sure the worker and its wake channel are
+   * still there (stop quiesces busy threads before they go), and g_wake
+   * is read after the acquire of RUNNING that publishes it. Inside an
+   * event (a signal handler's exit? never mind): no wake. */
+  if (atomic_load_explicit(&t->busy, memory_order_relaxed))
+    return;
+  atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
+    atomic_thread_fence(memory_order_seq_cst);
+  else
+    atomic_signal_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STKR__RUNNING &&
+      g_wake != NULL)
+    g_wake(g_wake_arg); /* a semaphore post: async-signal-safe */
+  atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 
 void stkr__producers_fence(void) {
@@ -533,14 +546,8 @@ again:
       stkr__count_dropped_other();
       return -EAGAIN;
     }
-    if ((err = stkr__thread_attach(g_conf.ring_bytes, &t)) != 0) {
+    if (stkr__thread_attach(g_conf.ring_bytes, &t) != 0) {
       stkr__count_dropped_other();
-      /* Refused at the cap: exited threads' rings may be what fills it,
-       * and the worker frees them only when it next passes (QA, session
-       * 17: 10,000 short-lived threads at 20 alive lost 78% of their
-       * events this way). Once, when the thread becomes capped. */
-      if (err == -ENOSPC)
-        stkr__recorder_wake();
       return -ENOMEM;
     }
   }

@@ -725,6 +725,8 @@ bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
 }
 
 static bool cache_put(stkr__ring_ctl *c) {
+  /* Before the CAS: once c is in, a taker may claim and unmap it. */
+  uint64_t size = c->meta.ring_size;
   for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
     stkr__ring_ctl *expected = NULL;
     /* Release: the ring's indices, as we leave them, go with it. */
@@ -733,8 +735,7 @@ static bool cache_put(stkr__ring_ctl *c) {
                                                 memory_order_relaxed)) {
       /* After the ring is in: a taker that sees the old hint skips it or
        * finds the size mismatch on the ring it claimed (cache_take). */
-      atomic_store_explicit(&g_cache_size[i], c->meta.ring_size,
-                            memory_order_relaxed);
+      atomic_store_explicit(&g_cache_size[i], size, memory_order_relaxed);
       return true;
     }
   }

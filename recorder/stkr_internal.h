@@ -276,9 +276,11 @@ int stkr__membarrier(void);
  * producers must see (the state, a published set of unwind tables), call
  * it before loading their `busy`. */
 void stkr__producers_fence(void);
-/* Wake the flush worker for a pass now (the start's wake callback; none
- * when not recording). Async-signal-safe. */
-void stkr__recorder_wake(void);
+/* Wake the flush worker for a pass now, on behalf of thread t (listed, not
+ * exited; not inside one of its events): nothing when not recording.
+ * Async-signal-safe. */
+struct stkr__thread;
+void stkr__thread_wake(struct stkr__thread *t);
 
 /* The user virtual address bits of a pointer (what remains once a PAC or
  * a top-byte tag is cut off); the identity on x86_64. */
@@ -466,9 +468,9 @@ bool stkr__threads_ring_room(size_t ring_bytes);
 #define STKR__RING_TINY_BYTES ((size_t)32 << 10)
 size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
                        uint64_t cap);
-/* Set the floor of the smallest tier (see stkr__ring_tier): before
- * recording starts. */
-void stkr__threads_set_ring_floor(size_t min_bytes);
+/* The configured ring size and the floor of the smallest tier (see
+ * stkr__ring_tier): before recording starts. */
+void stkr__threads_set_ring_conf(size_t ring_bytes, size_t min_bytes);
 /* The ring a thread attaching now would get for the configured
  * ring_bytes (stkr__ring_tier at the current charge; the worker's prefill
  * makes rings of that size). */

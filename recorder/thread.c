@@ -46,9 +46,10 @@ static _Atomic uint64_t g_ring_live;
  * so that a large configured ring still serves a few threads. */
 static _Atomic uint64_t g_ring_cap;
 /* The smallest ring that holds four maximal records of this session's
- * configuration (stkr__recorder_start sets it; relaxed: set before RUNNING
- * is released to producers). The smallest tier never goes below it. */
-static _Atomic size_t g_ring_floor;
+ * configuration, and the configured ring size (stkr__recorder_start sets
+ * them; relaxed: set before RUNNING is released to producers). The
+ * smallest tier never goes below the floor. */
+static _Atomic size_t g_ring_floor, g_ring_conf;
 
 static uint64_t ring_cap(uint64_t charge) {
   uint64_t cap = atomic_load_explicit(&g_ring_cap, memory_order_relaxed);
@@ -87,8 +88,9 @@ size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
   return want < ring_bytes ? want : ring_bytes;
 }
 
-void stkr__threads_set_ring_floor(size_t min_bytes) {
+void stkr__threads_set_ring_conf(size_t ring_bytes, size_t min_bytes) {
   atomic_store_explicit(&g_ring_floor, min_bytes, memory_order_relaxed);
+  atomic_store_explicit(&g_ring_conf, ring_bytes, memory_order_relaxed);
 }
 
 uint64_t stkr__threads_ring_live(void) {
@@ -121,12 +123,15 @@ static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
 static void stkr__thread_exit(void *arg) {
   stkr__thread *t = arg;
-  /* Past the first tier, an exited thread's ring is memory that new
-   * threads are tiered down (or refused) for until the worker reaps it:
-   * have it pass now (thread pools that churn). Read before `exited`. */
-  bool wake = atomic_load_explicit(&g_ring_live, memory_order_relaxed) >
-              ring_cap(t->ring_charge) / 8;
+  size_t conf = atomic_load_explicit(&g_ring_conf, memory_order_relaxed);
 
+  /* Past the first tier (a new thread would get less than the configured
+   * ring), an exited thread's ring is memory that new threads are tiered
+   * down or refused for until the worker reaps it: have it pass now
+   * (thread pools that churn: QA, session 17, 10,000 short-lived threads
+   * at 20 alive lost 78% of their events). While t is still listed. */
+  if (conf != 0 && stkr__threads_next_ring(conf) < conf)
+    stkr__thread_wake(t);
   stkr__thread_name(t->exit_name, sizeof t->exit_name);
   /* From here on this thread must never touch t again: the worker may
    * unmap it as soon as it sees `exited` and an empty ring. */
@@ -134,8 +139,6 @@ static void stkr__thread_exit(void *arg) {
   /* Release pairs with the worker's acquire load of `exited`: the name
    * above and every record committed before are visible to it. */
   atomic_store_explicit(&t->exited, 1, memory_order_release);
-  if (wake)
-    stkr__recorder_wake();
 }
 
 static void stkr__key_create(void) {

@@ -571,8 +571,8 @@ static void test_shutdown_while_threads_record(void **state) {
  * thread's ring is charged until the worker reaps it; with the default
  * 200 ms interval the charge of thousands of exited threads filled the
  * cap, and most new threads were refused (QA, session 17: 78,390 of
- * 100,000 events dropped as dropped_other). A refused thread, and a thread
- * exiting past the first tier, now wake the worker to reap. */
+ * 100,000 events dropped as dropped_other). A thread exiting past the
+ * first tier now wakes the worker to reap. */
 static atomic_int g_churn_bad;
 
 static void *churn_thread(void *arg) {

@@ -39,6 +39,7 @@
 #include "proto/stkr_reader.h"
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
+#include "common/stkr_ringfile.h"
 #include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_site, "ringpool.test");
@@ -232,107 +233,125 @@ static void test_garbage_in_the_pool_never_leaks(void **state) {
 
 /* ---- rings of several sizes (stkr__ring_tier) ---------------------------- */
 
-STKR_SITE_DEFINE(g_tier_site, "ringpool.tier");
-
-/* How many of this directory's ring files hold `mark` in their record area
- * (a reused file keeps its old records past the ones written over them; a
- * created one is zeros), and how many ring files there are. */
-static void rings_marked(const char *mark, int *marked, int *rings) {
+/* Up to cap inodes of the directory d's files whose name holds `part` and,
+ * when owned, whose ring header names an owner (a thread's ring, not one
+ * the worker made ahead); with born, each file's birth time (realtime ns,
+ * 0 where the file system keeps none). @return how many. */
+static size_t inodes_of(const char *d, const char *part, bool owned,
+                        ino_t *out, uint64_t *born, size_t cap) {
   char p[2400];
   struct dirent *de;
-  DIR *d = opendir(tl_dir);
-  *marked = *rings = 0;
-  while (d != NULL && (de = readdir(d)) != NULL) {
-    size_t len = strlen(de->d_name), got = 0;
-    if (len < 5 || strcmp(de->d_name + len - 5, ".ring") != 0) continue;
-    snprintf(p, sizeof p, "%s/%s", tl_dir, de->d_name);
-    char *buf = tl_slurp_alloc(p, &got);
-    (*rings)++;
-    *marked += buf != NULL && memmem(buf, got, mark, strlen(mark)) != NULL;
-    free(buf);
+  size_t n = 0;
+  DIR *dir = opendir(d);
+  while (dir != NULL && (de = readdir(dir)) != NULL && n < cap) {
+    stkr_ringfile_meta m;
+    struct stat st;
+    if (strstr(de->d_name, part) == NULL) continue;
+    snprintf(p, sizeof p, "%s/%s", d, de->d_name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 &&
+              (!owned || (pread(fd, &m, sizeof m, 0) == (ssize_t)sizeof m &&
+                          m.thread_id != 0));
+    struct statx sx;
+    if (ok && born != NULL)
+      born[n] = statx(fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 &&
+                        (sx.stx_mask & STATX_BTIME)
+                    ? (uint64_t)sx.stx_btime.tv_sec * 1000000000u +
+                          sx.stx_btime.tv_nsec
+                    : 0;
+    if (fd >= 0) close(fd);
+    if (ok) out[n++] = st.st_ino;
   }
-  if (d != NULL) closedir(d);
+  if (dir != NULL) closedir(dir);
+  return n;
 }
 
 static pthread_barrier_t g_tier_bar;
-static const char *g_tier_mark;
-static int g_tier_n;
-
-/* Payloads differ (mark-00, mark-01...): a repeated one would be sent
- * once and then by its slot only, and leave no text behind. */
-static void tier_events(void) {
-  for (int i = 0; i < g_tier_n; i++) {
-    char p[64];
-    int len = snprintf(p, sizeof p, "%s-%02d", g_tier_mark, i);
-    if (stkr_event(&g_tier_site, p, (size_t)len) != 0) _exit(3);
-  }
-}
 
 static void *tier_thread(void *arg) {
   (void)arg;
-  tier_events();
-  pthread_barrier_wait(&g_tier_bar); /* all alive: main looks at the rings */
+  if (stkr_event(&g_site, "tier", 4) != 0) _exit(3);
+  pthread_barrier_wait(&g_tier_bar); /* all alive: main lists the rings */
   pthread_barrier_wait(&g_tier_bar);
   return NULL;
 }
 
 /* A process with 1 MiB rings and 4 threads besides main: 3 rings of 1 MiB
  * fit under the first tier (4 MiB), the 4th thread's is a quarter (the
- * main thread keeps the ring size it had in this test's process). Each
- * ring gets n events with payload `mark`; while all threads are alive,
- * how many ring files hold `prev` (the previous process's mark) comes back
- * through the pipe. A clean end pools the files. */
-static void run_tiered(const char *mark, int n, const char *prev,
-                       int res[2]) {
+ * main thread keeps the ring size it had in this test's process). The
+ * inodes of the threads' rings, while all are alive, come back through
+ * the pipe (at most 8; their count first). A clean end pools the files. */
+static void run_tiered(ino_t *inos, uint64_t *born, size_t *n) {
   int fd;
   pid_t pid = fork_recording(&fd, 1 << 20);
 
   if (pid == 0) {
     pthread_t th[4];
-    int got[2];
-    g_tier_mark = mark;
-    g_tier_n = n;
-    tier_events();
+    ino_t got[9];
+    uint64_t b[8];
+    if (stkr_event(&g_site, "main", 4) != 0) _exit(3);
     pthread_barrier_init(&g_tier_bar, NULL, 5);
     for (int k = 0; k < 4; k++)
       if (pthread_create(&th[k], NULL, tier_thread, NULL) != 0) _exit(4);
     pthread_barrier_wait(&g_tier_bar);
-    rings_marked(prev, &got[0], &got[1]);
+    got[0] = (ino_t)inodes_of(tl_dir, ".ring", true, got + 1, b, 8);
     pthread_barrier_wait(&g_tier_bar);
     for (int k = 0; k < 4; k++) pthread_join(th[k], NULL);
-    if (write(fd, got, sizeof got) != (ssize_t)sizeof got) _exit(5);
+    if (write(fd, got, sizeof got) != (ssize_t)sizeof got ||
+        write(fd, b, sizeof b) != (ssize_t)sizeof b)
+      _exit(5);
     if (stkr_shutdown() != 0) _exit(6);
     _exit(0);
   }
-  reap_child(pid, fd, res, 2 * sizeof(int), false);
+  struct {
+    ino_t got[9];
+    uint64_t b[8];
+  } r;
+  reap_child(pid, fd, &r, sizeof r, false);
+  *n = (size_t)r.got[0];
+  memcpy(inos, r.got + 1, *n * sizeof *inos);
+  memcpy(born, r.b, *n * sizeof *born);
 }
 
-/* The pool keeps rings of each size apart: every ring of the next process
- * is one of the first's files (its old records still in it). Before, the
- * pool was one list, and a taker unlinked every file of another size it
- * met on its way, so the next process created some of its rings anew. */
+/* The pool keeps rings of each size apart: every thread of the next
+ * process takes a pooled file. Before, the pool was one list, and a taker
+ * unlinked every file of another size it met on its way, so the next
+ * process created some of its threads' rings anew. */
 static void test_rings_of_two_sizes_pooled(void **state) {
-  int first[2], second[2];
+  ino_t first[8], second[8], pool[64];
+  uint64_t b1[8], b2[8];
+  size_t n1, n2, np;
+  char cache[2200];
+  struct timespec between;
+  (void)state;
+
+  run_tiered(first, b1, &n1);
+  assert_int_equal(n1, 5);
+  snprintf(cache, sizeof cache, "%s/.stackrec-cache", tl_dir);
+  np = inodes_of(cache, "pool-ring", false, pool, NULL, 64);
+  usleep(20000);
+  clock_gettime(CLOCK_REALTIME, &between);
+  usleep(20000);
+  run_tiered(second, b2, &n2);
+  assert_int_equal(n2, 5);
+  /* Pooled: an inode of the pool, and (an inode number can be given again
+   * to a file created after an unlink) born before the second process. */
+  for (size_t j = 0; j < n2; j++) {
+    bool pooled = false;
+    for (size_t i = 0; i < np && !pooled; i++) pooled = pool[i] == second[j];
+    uint64_t t = (uint64_t)between.tv_sec * 1000000000u + between.tv_nsec;
+    if (!pooled || (b2[j] != 0 && b2[j] > t))
+      fail_msg("a ring of the second process (inode %lu) is not one of the "
+               "%zu pooled files", (unsigned long)second[j], np);
+  }
   stkr_reader *r;
   stkr_event_view ev;
   int n = 0, rc;
-  (void)state;
-
-  /* The second writes fewer records than the first: the first's last
-   * ones stay in a reused file. */
-  run_tiered("first-process-mark", 40, "no-such-mark", first);
-  assert_int_equal(first[0], 0);
-  assert_int_equal(first[1], 5);
-  assert_int_equal(tl_count_files(tl_dir, ".ring"), 0);
-  run_tiered("second-process-mark", 20, "first-process-mark", second);
-  if (second[0] != second[1] || second[1] != 5)
-    fail_msg("%d of the second process's %d rings are the first's files",
-             second[0], second[1]);
   assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
   while ((rc = stkr_reader_next(r, &ev)) == 1) n++;
   assert_int_equal(rc, 0);
   stkr_reader_free(r);
-  assert_int_equal(n, 300); /* 5 threads x (40 + 20) */
+  assert_int_equal(n, 10); /* 2 processes x 5 threads */
 }
 
 /* ---- a session file is named only once locked and whole ---------------- */
