@@ -40,6 +40,11 @@ typedef struct stkr__rc {
 
 /* Past the deadline (0: never)? */
 bool stkr__rc_expired(uint64_t deadline_ns);
+/* The budget's mark on session (pid, sid) (stkr_recover_opts.budget_ms):
+ * set (made), test, or clear (removed). Best effort. */
+void stkr__rc_defer_mark(const stkr__rc *rc, uint32_t pid, uint64_t sid);
+bool stkr__rc_defer_marked(const stkr__rc *rc, uint32_t pid, uint64_t sid);
+void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid);
 
 /* A dead session's session file, read whole. */
 typedef struct stkr__rc_sess {

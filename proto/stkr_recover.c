@@ -466,7 +466,9 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
        * trust. */
       for (size_t k = i; k < j; k++)
         if (!remove_empty_ring(&rc, &rc.files[k])) out->orphans++;
-    } else if (stkr__rc_expired(rc.deadline_ns)) {
+    } else if (stkr__rc_expired(rc.deadline_ns) ||
+               (rc.opts.budget_ms != 0 &&
+                stkr__rc_defer_marked(&rc, rc.files[i].pid, rc.files[i].sid))) {
       out->sessions_deferred++; /* not looked at: live or dead */
     } else if (rc.opts.max_sessions == 0 || done < rc.opts.max_sessions) {
       int r = stkr__rc_session(&rc, rc.files + i + 1, j - i - 1);
@@ -477,8 +479,8 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
   }
   if (out->sessions_deferred != 0)
     stkr__rc_msg(&rc, "%s: %llu session%s left in ring files after the %u ms "
-                 "budget (a dead one is recovered by the next start, or by "
-                 "`stackrec recover`)", dir,
+                 "budget, this run's or an earlier one's (`stackrec recover` "
+                 "recovers a dead one)", dir,
                  (unsigned long long)out->sessions_deferred,
                  out->sessions_deferred == 1 ? "" : "s", rc.opts.budget_ms);
 out:
@@ -570,6 +572,36 @@ static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
   closedir(d);
 }
 
+static bool defer_path(const stkr__rc *rc, char *path, size_t cap,
+                       uint32_t pid, uint64_t sid) {
+  return (size_t)snprintf(path, cap, "%s/%s/deferred-%u-%016llx", rc->dir,
+                          STKR_CACHE_DIR, (unsigned)pid,
+                          (unsigned long long)sid) < cap;
+}
+
+void stkr__rc_defer_mark(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
+  char path[STKR__RC_PATH_MAX], dir[STKR__RC_PATH_MAX];
+  int fd;
+  if (rc->opts.dry_run || !defer_path(rc, path, sizeof path, pid, sid)) return;
+  if ((size_t)snprintf(dir, sizeof dir, "%s/%s", rc->dir, STKR_CACHE_DIR) <
+      sizeof dir)
+    (void)mkdir(dir, 0700);
+  fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+}
+
+bool stkr__rc_defer_marked(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
+  char path[STKR__RC_PATH_MAX];
+  struct stat st;
+  return defer_path(rc, path, sizeof path, pid, sid) &&
+         lstat(path, &st) == 0;
+}
+
+void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
+  char path[STKR__RC_PATH_MAX];
+  if (defer_path(rc, path, sizeof path, pid, sid)) (void)unlink(path);
+}
+
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
                             const stkr__rc_file *rings, size_t n) {
   char path[STKR__RC_PATH_MAX];
@@ -581,6 +613,7 @@ void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
     unlink(path);
   }
   remove_new_rings(rc, pid, sid);
+  stkr__rc_defer_clear(rc, pid, sid);
   stkr__rc_path(rc, path, pid, sid, 0);
   unlink(path);
 }

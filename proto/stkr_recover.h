@@ -56,10 +56,13 @@ typedef struct stkr_recover_opts {
   unsigned max_sessions;
   /* Stop after about this many milliseconds (0: no limit), checked between
    * batches read and rings recovered: a session cut short is written
-   * nothing, its files stay as they were (to be recovered later, by the
-   * next start or `stackrec recover`) and it counts in sessions_deferred.
-   * Bounds the time an embedded stkr_init() spends before the app goes on,
-   * whatever the size of the dead sessions' segments. */
+   * nothing, its files stay as they were and it counts in
+   * sessions_deferred. It is also marked (DIR/.stackrec-cache/deferred-
+   * PID-SESSION), and later runs with a budget skip it (counted deferred)
+   * rather than spend their budget on it again: `stackrec recover` (no
+   * budget) recovers it and removes the mark. Bounds the time an embedded
+   * stkr_init() spends before the app goes on, whatever the size of the
+   * dead sessions' segments. */
   unsigned budget_ms;
   /* Receives each problem as one line naming the file (and offset), e.g.
    * "DIR/stackrec-12-….ring: offset 8192: record size 7 is not a multiple

@@ -565,6 +565,7 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
     if (b.fd >= 0) unlink(b.path);
     *rc->st = before; /* its rings' counts: again when it is recovered */
     rc->st->sessions_deferred++;
+    stkr__rc_defer_mark(rc, ss->h.pid, ss->h.session_id);
     build_free(&b);
     return 0;
   }
@@ -664,6 +665,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
   if (err == -ETIMEDOUT) {
     rc->st->sessions_deferred++; /* the budget: as if never started */
+    stkr__rc_defer_mark(rc, f->pid, f->sid);
   } else if (err != 0) {
     stkr__rc_msg(rc, "%s: cannot read the segments of pid %u: %s; session "
                  "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));

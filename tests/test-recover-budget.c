@@ -5,6 +5,7 @@
  * 2.9 s and 660 MB before the app went on).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -40,6 +41,17 @@ static void budget_body(void *arg) {
       _exit(91);
     if (i % 2000 == 1999 && i < 400000 && stkr_flush() != 0) _exit(92);
   }
+}
+
+/* The budget's marks (deferred-PID-SESSION) in the cache directory. */
+static int deferred_marks(const char *cache) {
+  DIR *d = opendir(cache);
+  struct dirent *e;
+  int n = 0;
+  while (d != NULL && (e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, "deferred-", 9) == 0;
+  if (d != NULL) closedir(d);
+  return n;
 }
 
 /* kB of the line `key` of /proc/self/status. */
@@ -115,6 +127,16 @@ static void test_budget_defers_whole_sessions(void **state) {
   assert_int_equal(tl_count_files(dir, ".ring"), rings);
   assert_int_equal(tl_count_files(dir, ".zst"), segs);
   assert_int_equal(events_in_segments(dir), written);
+  /* Marked: a later start with a budget does not spend it on the session
+   * again (each start of the app paid the budget anew). */
+  char cache[400];
+  snprintf(cache, sizeof cache, "%s/.stackrec-cache", dir);
+  assert_int_equal(deferred_marks(cache), 1);
+  o.budget_ms = 600000;
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.sessions_deferred, 1);
+  assert_int_equal(st.sessions_dead + st.sessions_recovered + st.events, 0);
+  assert_int_equal(tl_count_files(dir, ".ring"), rings);
   /* Memory: only the stacks and payloads the rings' slots held at their
    * tails are kept from the segments, not each of the distinct payloads. */
   long kb = recovery_peak_kb(dir, &st);
@@ -127,6 +149,7 @@ static void test_budget_defers_whole_sessions(void **state) {
   assert_int_equal(st.sessions_deferred, 0);
   assert_int_equal(st.unresolved_payloads, 0);
   assert_int_equal(events_in_segments(dir), written + st.events);
+  assert_int_equal(deferred_marks(cache), 0); /* gone with the session */
 }
 
 static int setup(void **state) {
