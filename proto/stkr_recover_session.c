@@ -414,6 +414,25 @@ static void build_free(build *b) {
   stkr_fmt_buf_free(&b->out);
 }
 
+/* Ring file f, whole, into *data (malloc'd) and *len; its path into path.
+ * @return 0, or -errno with *why "open" or "read" (-EINVAL on open: not a
+ * regular file, which is never opened: a FIFO would block). */
+static int read_ring(const stkr__rc *rc, const stkr__rc_file *f,
+                     char path[STKR__RC_PATH_MAX], uint8_t **data,
+                     uint64_t *len, const char **why) {
+  int fd, err;
+
+  stkr__rc_path(rc, path, f->pid, f->sid, f->thread);
+  *why = "open";
+  if ((fd = stkr_open_regular(path, 0)) < 0)
+    return fd;
+  *why = "read";
+  err = stkr__rc_read_file(fd, STKR_RINGFILE_HDR_BYTES + STKR_RINGFILE_MAX_RING,
+                           data, len);
+  close(fd);
+  return err;
+}
+
 /* Read one ring file and add its records past what the segments hold. */
 static int recover_ring(build *b, const stkr__rc_file *f) {
   char path[STKR__RC_PATH_MAX];
@@ -422,20 +441,12 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
   uint64_t len = 0, dups, lost, bad_pos, from = 0;
   const char *why;
   uint32_t idx;
-  int fd, err;
+  int err;
 
-  stkr__rc_path(b->rc, path, f->pid, f->sid, f->thread);
-  if ((fd = stkr_open_regular(path, 0)) < 0) { /* a FIFO would block */
-    stkr__rc_msg(b->rc, "%s: cannot open: %s", path,
-                 fd == -EINVAL ? "not a regular file" : strerror(-fd));
-    b->rc->st->orphans++;
-    return 0;
-  }
-  err = stkr__rc_read_file(fd, STKR_RINGFILE_HDR_BYTES + STKR_RINGFILE_MAX_RING,
-                           &data, &len);
-  close(fd);
-  if (err != 0) {
-    stkr__rc_msg(b->rc, "%s: cannot read: %s", path, strerror(-err));
+  if ((err = read_ring(b->rc, f, path, &data, &len, &why)) != 0) {
+    stkr__rc_msg(b->rc, "%s: cannot %s: %s", path, why,
+                 err == -EINVAL && why[0] == 'o' ? "not a regular file"
+                                                 : strerror(-err));
     b->rc->st->orphans++;
     return err == -ENOMEM ? err : 0;
   }
@@ -517,14 +528,10 @@ static int want_ring(build *b, const stkr__rc_file *f) {
   uint8_t *data = NULL;
   uint64_t len = 0, dups, lost, bad_pos;
   const char *why;
-  int fd, err;
+  int err;
 
-  stkr__rc_path(b->rc, path, f->pid, f->sid, f->thread);
-  if ((fd = stkr_open_regular(path, 0)) < 0) return 0;
-  err = stkr__rc_read_file(fd, STKR_RINGFILE_HDR_BYTES + STKR_RINGFILE_MAX_RING,
-                           &data, &len);
-  close(fd);
-  if (err != 0) return err == -ENOMEM ? err : 0;
+  if ((err = read_ring(b->rc, f, path, &data, &len, &why)) != 0)
+    return err == -ENOMEM ? err : 0;
   if (!stkr__rc_ring_unset(data, len) &&
       stkr_ring_parse(data, len, UINT64_MAX, &info, NULL, NULL, &dups, &lost,
                       &bad_pos, &why) >= 0)

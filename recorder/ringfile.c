@@ -161,10 +161,6 @@ static void file_path(char *buf, uint64_t session, uint32_t thread) {
   stkr_ringfile_name(buf + g_sess.dir_len + 1, g_sess.pid, session, thread);
 }
 
-/* The file at path for the session file or a ring file: a file of `kind`
- * and `bytes` that a finished process left in the pool (ringpool.c; locked
- * first when `lock`), else a new, empty one. *pooled says which. @return
- * its descriptor, or -errno. */
 /* The pool kind of a ring file of ring_size bytes: one per size, so that
  * a process never takes (or clears) a pooled ring of a size it does not
  * want (rings come in several sizes: stkr__ring_tier). */
@@ -175,6 +171,10 @@ static const char *ring_kind(char *buf, uint64_t ring_size) {
   return buf;
 }
 
+/* The file at path for the session file or a ring file: a file of `kind`
+ * and `bytes` that a finished process left in the pool (ringpool.c; locked
+ * first when `lock`), else a new, empty one. *pooled says which. @return
+ * its descriptor, or -errno. */
 static int take_or_create(const char *kind, size_t bytes, bool lock,
                           const char *path, bool *pooled) {
   int fd = stkr__pool_take(g_sess.dir, kind, bytes, lock, path);
@@ -749,11 +749,10 @@ static void cache_clear(bool unlink_files) {
         atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
     if (c == NULL)
       continue;
-    uint64_t sid = c->meta.session_id, size = c->meta.ring_size;
-    uint32_t no = c->meta.file_no;
-    munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
     if (unlink_files)
-      stkr__ringfile_unlink(sid, no, size);
+      cache_drop(c);
+    else
+      munmap(c, ctl_bytes(c));
   }
 }
 
