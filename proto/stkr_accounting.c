@@ -66,17 +66,53 @@ static uint32_t stkr__empty_between(const stkr__stream *st, uint32_t lo,
   return n;
 }
 
+/* The other processes whose disk cap deleted a process's segments: the
+ * first three pids met, and whether there were more. */
+typedef struct {
+  uint32_t pid[3];
+  uint32_t n;  /* pids kept, at most 3 */
+  bool more;   /* a fourth distinct pid was met */
+} stkr__deleters;
+
+static void stkr__deleters_add(stkr__deleters *d, uint32_t pid) {
+  uint32_t i;
+
+  for (i = 0; i < d->n; i++)
+    if (d->pid[i] == pid)
+      return;
+  if (d->n < 3)
+    d->pid[d->n++] = pid;
+  else
+    d->more = true;
+}
+
+/* "process 7", "processes 7 and 8", "processes 7, 8 and 9", "processes 7,
+ * 8, 9 and others" into buf (d->n >= 1). */
+static void stkr__deleters_name(const stkr__deleters *d, char *buf,
+                                size_t len) {
+  size_t o;
+  uint32_t i;
+
+  o = (size_t)snprintf(buf, len, "process%s %u", d->n > 1 ? "es" : "",
+                       (unsigned)d->pid[0]);
+  for (i = 1; i < d->n && o < len; i++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%u",
+                          i + 1 == d->n && !d->more ? " and " : ", ",
+                          (unsigned)d->pid[i]);
+  if (d->more && o < len)
+    snprintf(buf + o, len - o, " and others");
+}
+
 /* Tombstones of st (segments the disk cap deleted) with a seq in (lo, hi):
  * how many, how many of them this process's own cap left (*own), and the
- * pid of the other process whose cap left the others (*other; 0: none,
- * UINT32_MAX: several processes). */
+ * other processes whose caps left the others (*others). */
 static uint32_t stkr__tombs_between(stkr__stream *st, uint32_t lo,
                                     uint32_t hi, uint32_t *own,
-                                    uint32_t *other) {
+                                    stkr__deleters *others) {
   uint32_t n = 0;
   size_t i;
 
-  *own = *other = 0;
+  *own = 0;
   for (i = 0; i < st->n_files; i++) {
     stkr__file *f = &st->files[i];
     if (!f->tombstone || f->seq <= lo || f->seq >= hi)
@@ -85,10 +121,8 @@ static uint32_t stkr__tombs_between(stkr__stream *st, uint32_t lo,
     f->tomb_counted = true;
     if (f->cap_deleted_by == st->info.pid)
       (*own)++;
-    else if (*other == 0)
-      *other = f->cap_deleted_by;
-    else if (*other != f->cap_deleted_by)
-      *other = UINT32_MAX;
+    else
+      stkr__deleters_add(others, f->cap_deleted_by);
   }
   return n;
 }
@@ -248,18 +282,18 @@ static const char *stkr__sess_path(const stkr__stream *st, size_t file1) {
  * tombstones (recordings from before tombstones: the disk cap deletes the
  * oldest segments, so the first ones). */
 static void stkr__first_gap(stkr__stream *st, uint32_t *deleted,
-                            uint32_t *missing, uint32_t *by_other,
+                            uint32_t *missing, stkr__deleters *by_others,
                             bool *by_self) {
   const stkr__session_acct *a = &st->acct;
   uint32_t absent = 0, tombs = 0, own = 0;
   uint64_t own_left;
 
-  *deleted = *missing = *by_other = 0;
+  *deleted = *missing = 0;
   if (a->first_seq != 0 && a->min_seg > a->first_seq) {
     uint32_t empty = stkr__empty_between(st, a->first_seq - 1, a->min_seg);
     absent = a->min_seg - a->first_seq;
     tombs = stkr__tombs_between(st, a->first_seq - 1, a->min_seg, &own,
-                                by_other);
+                                by_others);
     /* Saturating: a seq listed twice (one directory added twice while
      * the cap renamed over a segment) must not wrap. */
     absent = absent > empty ? absent - empty : 0;
@@ -308,22 +342,22 @@ static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
                                         const char *sid) {
   const stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
-  uint32_t cap_deleted, first_missing, by_other;
+  stkr__deleters by_others = {{0}, 0, false};
+  uint32_t cap_deleted, first_missing;
   bool by_self;
-  char why[96];
+  char why[160], whom[96];
 
-  stkr__first_gap(st, &cap_deleted, &first_missing, &by_other, &by_self);
+  stkr__first_gap(st, &cap_deleted, &first_missing, &by_others, &by_self);
   /* Whose writes made the cap delete them (it is the directory's). */
-  if (by_other == UINT32_MAX)
-    snprintf(why, sizeof why, "deleted by the disk cap, when %sother "
-             "processes wrote", by_self ? "this and " : "");
-  else if (by_other)
-    snprintf(why, sizeof why, "deleted by the disk cap, when %sprocess %u "
-             "wrote", by_self ? "this process and " : "", (unsigned)by_other);
+  if (by_others.n > 0) {
+    stkr__deleters_name(&by_others, whom, sizeof whom);
+    snprintf(why, sizeof why, "deleted by the disk cap, when %s%s wrote",
+             by_self ? "this process and " : "", whom);
+  }
   if (cap_deleted)
     stkr__warn_first(r, st, sid, "", cap_deleted, a->first_seq,
                      a->first_seq + cap_deleted - 1,
-                     by_other ? why : "deleted by the disk cap");
+                     by_others.n > 0 ? why : "deleted by the disk cap");
   if (first_missing) {
     snprintf(why, sizeof why, "missing (the session starts at segment %u)",
              (unsigned)a->first_seq);
@@ -511,8 +545,10 @@ static bool recovered_after(const stkr__stream *st, uint32_t seq) {
  * session, or every data file of the process, taken by the cap): counted
  * and told here, so that no deletion goes unsaid. */
 static void stkr__acct_stray_tombs(stkr_reader *r, stkr__stream *st) {
-  uint32_t n = 0, lo = UINT32_MAX, hi = 0, by = 0;
+  stkr__deleters by = {{0}, 0, false};
+  uint32_t n = 0, lo = UINT32_MAX, hi = 0;
   const char *path = NULL;
+  char whom[96];
   size_t i;
 
   for (i = 0; i < st->n_files; i++) {
@@ -522,24 +558,18 @@ static void stkr__acct_stray_tombs(stkr_reader *r, stkr__stream *st) {
     n++;
     lo = f->seq < lo ? f->seq : lo;
     hi = f->seq > hi ? f->seq : hi;
-    by = by == 0 || by == f->cap_deleted_by ? f->cap_deleted_by : UINT32_MAX;
+    stkr__deleters_add(&by, f->cap_deleted_by);
     path = path ? path : f->path;
   }
   if (n == 0)
     return;
   st->info.segments_cap_deleted += n;
-  if (by == UINT32_MAX)
-    stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, st->info.pid,
-               "process %u: %u segment%s among %u..%u deleted by the disk "
-               "cap, when other processes wrote",
-               (unsigned)st->info.pid, (unsigned)n, n == 1 ? "" : "s",
-               (unsigned)lo, (unsigned)hi);
-  else
-    stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, st->info.pid,
-               "process %u: %u segment%s among %u..%u deleted by the disk "
-               "cap, when process %u wrote",
-               (unsigned)st->info.pid, (unsigned)n, n == 1 ? "" : "s",
-               (unsigned)lo, (unsigned)hi, (unsigned)by);
+  stkr__deleters_name(&by, whom, sizeof whom);
+  stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, st->info.pid,
+             "process %u: %u segment%s among %u..%u deleted by the disk "
+             "cap, when %s wrote",
+             (unsigned)st->info.pid, (unsigned)n, n == 1 ? "" : "s",
+             (unsigned)lo, (unsigned)hi, whom);
 }
 
 void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {

@@ -50,6 +50,7 @@ typedef struct sess {
   uint64_t attempted; /* non-zero: Counters.attempted, verbatim */
   unsigned tomb;      /* bit k: segment k is the disk cap's tombstone, */
   uint32_t tomb_by;   /* ... left by this process */
+  bool tomb_by_seq;   /* ... or tombstone k by process tomb_by + k */
   uint32_t stray;     /* a tombstone at this seq, past the session */
 } sess;
 
@@ -75,7 +76,7 @@ static void write_sess(const char *d, const sess *s) {
     if (s->tomb & (1u << k) || k == s->stray) {
       uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
       char path[4200];
-      stkr_fmt_tombstone(t, s->tomb_by);
+      stkr_fmt_tombstone(t, s->tomb_by + (s->tomb_by_seq ? k : 0));
       snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID, k);
       assert_int_equal(fx_write_file(path, t, sizeof t), 0);
       continue;
@@ -184,6 +185,18 @@ static const acct_case g_cases[] = {
       "segment 1..1 deleted by the disk cap, when process 4400 wrote\n",
       /* 2: a tombstone is not a segment of the process (it said 3). */
       ": 2 segments, 2 batches, 4 events: intact, INCOMPLETE\n"}},
+    /* Several other processes' caps: each is named (it said "when other
+     * processes wrote"), up to three. */
+    {"test_disk_cap_of_two_others",
+     {.nseg = 4, .last = true, .tomb = 3u << 1, .tomb_by = 4400,
+      .tomb_by_seq = true}, 4, "other processes", {
+      "segments 1..2 deleted by the disk cap, when processes 4401 and 4402 "
+      "wrote\n"}},
+    {"test_disk_cap_of_many_others",
+     {.nseg = 6, .last = true, .tomb = 15u << 1, .tomb_by = 4400,
+      .tomb_by_seq = true}, 4, "other processes", {
+      "segments 1..4 deleted by the disk cap, when processes 4401, 4402, "
+      "4403 and others wrote\n"}},
     /* Its own cap: the tombstone and its counter tell the same deletion
      * once. */
     {"test_disk_cap_tombstone",
