@@ -191,6 +191,11 @@ typedef struct stkr__input {
 } stkr__input;
 
 /* One line of a marks file (stkr_marks.c). */
+/* Pids lo..hi (both included): a mark line's scope (stkr_marks_scope.c). */
+typedef struct stkr__pid_range {
+  uint32_t lo, hi;
+} stkr__pid_range;
+
 typedef struct stkr__extmark {
   dev_t dir_dev;
   ino_t dir_ino;
@@ -203,6 +208,10 @@ typedef struct stkr__extmark {
                        first of them, path_owner) */
   bool path_owner;
   uint64_t offset;  /* byte offset of the line */
+  /* The line's pids= field (merge's), sorted, disjoint: the processes it
+   * belongs to. NULL: every process of its directory. Owned. */
+  stkr__pid_range *scope;
+  size_t n_scope;
 } stkr__extmark;
 
 struct stkr_reader {
@@ -367,6 +376,20 @@ int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id);
  * @return 0 or -ENOMEM (b unchanged). */
 int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b);
 void stkr__marks_free(stkr_reader *r);
+/* Fields of a marks-file line [p, end), split at single spaces into tok /
+ * len (max of them). @return how many, or max + 1 when there are more. */
+size_t stkr__marks_split(const char *p, const char *end, const char **tok,
+                         size_t *len, size_t max);
+/* Field [p, end) "pids=P[-Q][,...]" into *out (malloc'd, sorted, merged)
+ * and *n. @return NULL (*out NULL: no memory), or why it is malformed. */
+const char *stkr__scope_parse(const char *p, const char *end,
+                              stkr__pid_range **out, size_t *n);
+/* Is pid in the n sorted, disjoint ranges v? */
+bool stkr__scope_has(const stkr__pid_range *v, size_t n, uint32_t pid);
+/* Append buf[0..n) to the file at path (created 0600) in one write.
+ * @return 0 or -errno (-EIO: a short write; -ENXIO: not a regular file;
+ * -EFBIG: past RLIMIT_FSIZE). */
+int stkr__marks_append(const char *path, const void *buf, size_t n);
 
 /* Grow *arr (elements of `size` bytes) to hold at least `need`. */
 int stkr__grow(void *arr, size_t *cap, size_t need, size_t size);

@@ -199,22 +199,13 @@ static int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
 /* Parse one line [p, end) (no newline) into *m. @return NULL, or why not. */
 static const char *stkr__parse_line(const char *p, const char *end,
                                     stkr__extmark *m) {
-  const char *tok[6];
-  size_t len[6], k = 0, i;
+  const char *tok[7];
+  size_t len[7], k = stkr__marks_split(p, end, tok, len, 7), i;
   uint64_t pid;
 
-  while (k < 6 && p <= end) {
-    const char *sp = memchr(p, ' ', (size_t)(end - p));
-
-    tok[k] = p;
-    len[k] = (size_t)((sp ? sp : end) - p);
-    k++;
-    if (sp == NULL)
-      break;
-    p = sp + 1;
-  }
-  if (k != 6 || tok[5] + len[5] != end)
-    return "not 6 space-separated fields (m1 mono wall pid name payload)";
+  if (k != 6 && k != 7)
+    return "not 6 space-separated fields (m1 mono wall pid name payload), "
+           "and a seventh (pids=) in a merged recording";
   if (len[0] != 2 || memcmp(tok[0], "m1", 2) != 0)
     return "unknown line version (expected \"m1\")";
   if (stkr__parse_u64(tok[1], tok[1] + len[1], &m->ts_ns) != 0 ||
@@ -236,12 +227,25 @@ static const char *stkr__parse_line(const char *p, const char *end,
         return "payload is not lower-case hex";
     m->payload_len = len[5] / 2;
   }
-  if ((m->name = strndup(tok[4], len[4])) == NULL)
+  if (k == 7) {
+    const char *why = stkr__scope_parse(tok[6], tok[6] + len[6], &m->scope,
+                                        &m->n_scope);
+    if (why != NULL)
+      return why;
+    if (m->scope == NULL)
+      return NULL; /* the caller sees name == NULL: -ENOMEM */
+  }
+  if ((m->name = strndup(tok[4], len[4])) == NULL) {
+    free(m->scope);
+    m->scope = NULL;
     return NULL; /* the caller sees name == NULL: -ENOMEM */
+  }
   if (m->payload_len != 0) {
     if ((m->payload = malloc(m->payload_len)) == NULL) {
       free(m->name);
+      free(m->scope);
       m->name = NULL;
+      m->scope = NULL;
       return NULL;
     }
     for (i = 0; i < m->payload_len; i++)
@@ -390,12 +394,14 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
           0) {
         free(m.name);
         free(m.payload);
+        free(m.scope);
         return -ENOMEM;
       }
       if (*owned_path == NULL) {
         if ((*owned_path = strdup(path)) == NULL) {
           free(m.name);
           free(m.payload);
+          free(m.scope);
           return -ENOMEM;
         }
         m.path_owner = true;
@@ -479,7 +485,9 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
   for (j = st->ext_next; j < r->n_ext; j++) {
     const stkr__extmark *m = &r->ext[j];
 
-    if (m->dir_dev != st->dir_dev || m->dir_ino != st->dir_ino)
+    if (m->dir_dev != st->dir_dev || m->dir_ino != st->dir_ino ||
+        (m->scope != NULL &&
+         !stkr__scope_has(m->scope, m->n_scope, st->info.pid)))
       continue;
     st->ext_next = j + 1;
     memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
@@ -511,6 +519,7 @@ void stkr__marks_free(stkr_reader *r) {
   for (i = 0; i < r->n_ext; i++) {
     free(r->ext[i].name);
     free(r->ext[i].payload);
+    free(r->ext[i].scope);
     if (r->ext[i].path_owner)
       free((char *)r->ext[i].path);
   }
@@ -536,10 +545,9 @@ const stkr_unrecorded_info *stkr_reader_unrecorded(const stkr_reader *r,
 
 /* ---- writing ------------------------------------------------------------- */
 
-/* Append buf to the file at path (created 0600) in one write: O_APPEND
- * makes it land whole at the end, never interleaved with another writer's
- * lines. @return 0 or -errno (-EIO for a short write). */
-static int append_whole(const char *path, const void *buf, size_t n) {
+/* One write: O_APPEND makes it land whole at the end, never interleaved
+ * with another writer's lines. */
+int stkr__marks_append(const char *path, const void *buf, size_t n) {
   /* O_NONBLOCK: a FIFO at path fails at once (ENXIO, no reader) or is
    * refused below (ENXIO too), never waited on; on a regular file it
    * changes nothing. */
@@ -607,7 +615,7 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
     line[n++] = hex[((const uint8_t *)payload)[i] & 15];
   }
   line[n++] = '\n';
-  err = append_whole(path, line, n);
+  err = stkr__marks_append(path, line, n);
   free(path);
   free(line);
   return err;
@@ -645,7 +653,7 @@ int stkr_unrecorded_append(const char *dir, uint32_t pid, const char *name,
   line[n++] = ' ';
   n += stkr__put_hex(line + n, reason, 1023);
   line[n++] = '\n';
-  err = append_whole(path, line, n);
+  err = stkr__marks_append(path, line, n);
   free(path);
   return err;
 }
@@ -671,7 +679,7 @@ int stkr_marks_copy(const char *from_dir, const char *to_dir) {
   while (len > 0 && buf[len - 1] != '\n') /* a line being written */
     len--;
   if (len > 0)
-    err = append_whole(to, buf, len);
+    err = stkr__marks_append(to, buf, len);
 out:
   if (in >= 0)
     close(in);

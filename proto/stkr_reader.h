@@ -67,7 +67,9 @@
  *   come after a later event of another thread that went into the
  *   previous batch; order by ts_ns, which is exact.
  * - An external mark (`stackrec mark DIR ...`, a line of DIR/stackrec.marks,
- *   see stkr_mark_append): it belongs to every process recorded in DIR,
+ *   see stkr_mark_append): it belongs to every process recorded in DIR
+ *   (or, in a merged recording, to those its line names: see
+ *   stkr_marks_copy_scoped),
  *   and is handed out to each, before that process's first event, all of
  *   DIR's external marks in time order (a process that started after the
  *   mark still learns of it: its ts_ns says when). thread_id 0, tid = the
@@ -514,6 +516,27 @@ STKR_API int stkr_mark_append(const char *dir, const char *name, const void *pay
  *         of a failed open/read/write.
  */
 STKR_API int stkr_marks_copy(const char *from_dir, const char *to_dir);
+
+/* One process of a recording copied into another under a new pid. */
+typedef struct stkr_pid_map {
+  uint32_t from, to;
+} stkr_pid_map;
+
+/*
+ * As stkr_marks_copy, for a tool that puts several recordings' processes
+ * into one directory (`stackrec merge`): each mark line is written with the
+ * processes it belongs to (a seventh field, "pids=P[-Q][,...]", of the
+ * map's `to` pids: those whose `from` pid it belonged to in from_dir, i.e.
+ * all, or those of its own pids= field), so that readers of to_dir hand it
+ * to those processes only; a mark that belongs to none of them is left
+ * out. Other lines (processes that recorded nothing, comments) are copied
+ * as they are. map: from_dir's processes in to_dir, any order, not kept.
+ * Thread-safe.
+ * @return 0, -EINVAL (NULL arguments), -ENOMEM, or the negative errno of a
+ *         failed open/read/write.
+ */
+STKR_API int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
+                                    const stkr_pid_map *map, size_t n_map);
 
 /* ---- processes that recorded nothing -------------------------------------
  * `stackrec record` adds a line to its directory's marks file for each

@@ -121,6 +121,7 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out) {
     goto out;
   fx_header_init(&h, r->pid, r->name ? r->name : "symrec", r->start_ns,
                  SR_START_WALL);
+  h.parent_pid = r->parent_pid;
   b.header = &h;
   b.seq = 1;
   sr_images(r, img);

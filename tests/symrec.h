@@ -53,6 +53,7 @@ typedef struct sr_rec {
   size_t n_evs;
   bool last;              /* clean end */
   uint64_t ring_full;     /* a Drops message with this many, if not 0 */
+  uint32_t parent_pid;    /* the header's (0: not a forked child) */
 } sr_rec;
 
 #define SR_APP_IMAGE "/opt/app/bin/app"

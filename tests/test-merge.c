@@ -5,7 +5,8 @@
  * `report`; a pid taken twice (renumbered, headers rewritten, reads back
  * without a warning); intact batches copied byte for byte; damaged and
  * live inputs; a file not named as a segment; OUT refused when it is an
- * input or holds segments; usage.
+ * input or holds segments; usage; marks and parents that stay with their
+ * own input's processes.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -357,7 +358,141 @@ static void test_repeated_input(void **state) {
   assert_int_equal(read_out(out).events, 18);
 }
 
+/* Process pid of recording dir, read whole: its parent and its external
+ * marks (fails when dir has no such process). */
+typedef struct proc_seen {
+  uint32_t parent_pid;
+  uint64_t external_marks;
+} proc_seen;
+
+static proc_seen proc_in(const char *dir, uint32_t pid) {
+  readback rb;
+  stkr_reader_opts o = {.warn = count_warning, .warn_arg = &rb};
+  stkr_reader *r;
+  stkr_event_view ev;
+  proc_seen ps = {0, 0};
+  bool found = false;
+
+  assert_int_equal(stkr_reader_create(&o, &r), 0);
+  assert_int_equal(stkr_reader_add(r, dir), 0);
+  while (stkr_reader_next(r, &ev) == 1)
+    ;
+  for (size_t i = 0; i < stkr_reader_process_count(r); i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    if (p->pid == pid) {
+      ps = (proc_seen){p->parent_pid, p->external_marks};
+      found = true;
+    }
+  }
+  stkr_reader_free(r);
+  if (!found)
+    fail_msg("no process %u in %s", (unsigned)pid, dir);
+  return ps;
+}
+
+/* A mark set in one input stays with that input's processes (QA: OUT
+ * handed it to every process, and compliance saw consent in a run that
+ * never had it), also through a second merge that renumbers. */
+static void test_marks_stay_with_their_input(void **state) {
+  char d1[4096], d2[4096], d3[4096], out[4096], out2[4096], path[4200];
+  sr_rec a = k_rec(100, 0x400000), b = k_rec(200, 0x400000);
+  uint8_t text[4096];
+  size_t n;
+  (void)state;
+
+  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-marks1"));
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-marks2"));
+  snprintf(d3, sizeof d3, "%s", fx_tmpdir("merge-marks3"));
+  snprintf(out, sizeof out, "%s", out_path("merge-marks-out"));
+  snprintf(out2, sizeof out2, "%s", out_path("merge-marks-out2"));
+  assert_int_equal(sr_write(d1, &a), 0);
+  assert_int_equal(sr_write(d2, &b), 0);
+  assert_int_equal(sr_write(d3, &a), 0); /* pid 100 again */
+  assert_int_equal(cr_run("mark '%s' consent.granted", d1), 0);
+
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_int_equal(proc_in(out, 100).external_marks, 1);
+  assert_int_equal(proc_in(out, 200).external_marks, 0);
+  snprintf(path, sizeof path, "%s/stackrec.marks", out);
+  n = read_file(path, text, sizeof text - 1);
+  text[n] = '\0';
+  assert_non_null(strstr((char *)text, " consent.granted - pids=100\n"));
+
+  /* OUT's scoped line through a merge that renumbers d3's pid 100. */
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out2, out, d3), 0);
+  assert_int_equal(proc_in(out2, 100).external_marks, 1);
+  assert_int_equal(proc_in(out2, 200).external_marks, 0);
+  assert_int_equal(proc_in(out2, 10000000).external_marks, 0);
+  assert_int_equal(cr_run("verify '%s'", out2), 0);
+  if (strstr(cr_out, "intact: 3 processes, 3 segments, 12 events\n") ==
+      NULL)
+    fail_msg("verify said:\n%s", cr_out);
+}
+
+/* The reader's side of merge's scoped lines (a seventh field, pids=...): a
+ * mark goes to the processes it names only; a malformed scope is a warning
+ * and its line is skipped, as any malformed line. */
+static void test_scoped_mark_lines(void **state) {
+  char d[4096], path[4200];
+  sr_rec a = k_rec(40, 0x400000), b = k_rec(41, 0x400000);
+  const char *text = "m1 5 6 7 a.one - pids=40\n"  /* 40 */
+                     "m1 6 6 7 a.two - pids=1-3\n" /* none */
+                     "m1 7 6 7 a.three - pids=2,39-41,99\n" /* both */
+                     "m1 8 6 7 x - pids=\n"
+                     "m1 8 6 7 x - pids=0\n"
+                     "m1 8 6 7 x - pids=5-3\n"
+                     "m1 8 6 7 x - pids=1,,2\n"
+                     "m1 8 6 7 x - pids=4294967296\n"
+                     "m1 8 6 7 x - pids=1 2\n"
+                     "m1 8 6 7 x - pid=1\n";
+  readback rb;
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-scoped"));
+  assert_int_equal(sr_write(d, &a), 0);
+  assert_int_equal(sr_write(d, &b), 0);
+  snprintf(path, sizeof path, "%s/stackrec.marks", d);
+  assert_int_equal(fx_write_file(path, text, strlen(text)), 0);
+  assert_int_equal(proc_in(d, 40).external_marks, 2);
+  assert_int_equal(proc_in(d, 41).external_marks, 1);
+  rb = read_out(d);
+  assert_int_equal(rb.warnings, 7);
+  assert_int_equal(rb.events, 8 + 3); /* read_out counts marks too */
+}
+
+/* A forked child renumbered with its parent names the parent's new pid (QA:
+ * it named the other input's process that kept the pid); a child whose
+ * parent is not in its input, while another input has that pid, gets 0
+ * (unknown) rather than a stranger. */
+static void test_parent_follows_renumbering(void **state) {
+  char d1[4096], d2[4096], d3[4096], out[4096];
+  sr_rec parent = k_rec(300, 0x400000), child = k_rec(301, 0x400000);
+  sr_rec orphan = k_rec(401, 0x400000);
+  (void)state;
+
+  child.parent_pid = 300;
+  orphan.parent_pid = 300;
+  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-parent1"));
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-parent2"));
+  snprintf(d3, sizeof d3, "%s", fx_tmpdir("merge-parent3"));
+  snprintf(out, sizeof out, "%s", out_path("merge-parent-out"));
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(sr_write(i ? d2 : d1, &parent), 0);
+    assert_int_equal(sr_write(i ? d2 : d1, &child), 0);
+  }
+  assert_int_equal(sr_write(d3, &orphan), 0);
+
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s' '%s'", out, d1, d2, d3),
+                   0);
+  assert_int_equal(proc_in(out, 301).parent_pid, 300);
+  assert_int_equal(proc_in(out, 10000000).parent_pid, 0);
+  assert_int_equal(proc_in(out, 10000001).parent_pid, 10000000);
+  assert_int_equal(proc_in(out, 401).parent_pid, 0);
+  assert_int_equal(cr_run("verify '%s'", out), 0);
+}
+
 TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
              test_pid_taken_twice, test_damaged_input, test_live_input,
              test_file_not_named_as_a_segment, test_refusals,
-             test_repeated_input)
+             test_repeated_input, test_marks_stay_with_their_input,
+             test_scoped_mark_lines, test_parent_follows_renumbering)

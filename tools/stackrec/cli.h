@@ -340,8 +340,8 @@ void stkr_cli_progress_done(stkr_cli_progress *p);
 void stkr_cli_progress_pause(void);
 
 /* Read every event of r with a progress line ("stackrec <cmd>: N M events
- * <what>"), on_event (if not NULL) seeing each; their count in *events
- * (if not NULL).
+ * <what>"), on_event (if not NULL) seeing each (marks too); the count of
+ * events, marks not included, in *events (if not NULL).
  * @return 0 at the end, or stkr_reader_next's -errno. */
 int stkr_cli_read_all(stkr_reader *r, const char *cmd, const char *what,
                       void (*on_event)(const stkr_event_view *ev, void *arg),

@@ -80,12 +80,22 @@ static const char merge_help[] =
 typedef struct mproc {
   uint32_t out_pid;
   bool assigned, renumbered;
+  bool parent_known; /* out_parent, once worked out */
+  uint32_t out_parent;
 } mproc;
+
+/* (pid, reader process index) of the input processes. */
+typedef struct pid_ix {
+  uint32_t pid;
+  size_t ix;
+} pid_ix;
 
 typedef struct merge_run {
   const char *outdir;
+  const stkr_reader *r;
   mproc *procs; /* by reader process index */
   size_t n_procs;
+  pid_ix *by_pid; /* every input process, by pid (then index) */
   uint32_t next_pid; /* next synthetic pid to try */
   /* The output segment being written, and the input file it copies. */
   size_t cur_process;
@@ -160,15 +170,53 @@ static void assign_pid(merge_run *m, size_t i, uint32_t pid) {
   p->assigned = true;
 }
 
-/* (pid, reader process index) of one input directory's processes. */
-typedef struct pid_ix {
-  uint32_t pid;
-  size_t ix;
-} pid_ix;
-
 static int pid_ix_cmp(const void *a, const void *b) {
   const pid_ix *x = a, *y = b;
   return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* The pid in OUT of the parent (`parent`, as recorded) of process ix: the
+ * OUT pid of the process of ix's own input that had it; else `parent`
+ * itself, unless a process of another input has that pid (OUT would name
+ * the wrong process: then 0, unknown). QA: a renumbered child named the
+ * other input's process as its parent. */
+static uint32_t find_parent(merge_run *m, size_t ix, uint32_t parent) {
+  const char *dir = stkr_reader_process(m->r, ix)->dir;
+  pid_ix key = {parent, 0};
+  size_t lo = 0, hi = m->n_procs;
+
+  if (parent == 0)
+    return 0;
+  while (lo < hi) { /* the first entry with pid >= parent */
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->by_pid[mid].pid < key.pid)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == m->n_procs || m->by_pid[lo].pid != parent)
+    return pid_taken(m, parent) ? 0 : parent;
+  for (; lo < m->n_procs && m->by_pid[lo].pid == parent; lo++) {
+    size_t p = m->by_pid[lo].ix;
+    const char *pdir = stkr_reader_process(m->r, p)->dir;
+    if (pdir != NULL && dir != NULL && strcmp(pdir, dir) == 0) {
+      if (!m->procs[p].assigned)
+        assign_pid(m, p, parent);
+      return m->procs[p].out_pid;
+    }
+  }
+  return 0;
+}
+
+/* The same, worked out once per process (its parent is in every header). */
+static uint32_t out_parent(merge_run *m, size_t ix, uint32_t parent) {
+  mproc *p = &m->procs[ix];
+
+  if (!p->parent_known) {
+    p->out_parent = find_parent(m, ix, parent);
+    p->parent_known = true;
+  }
+  return parent == 0 ? 0 : p->out_parent;
 }
 
 /* Tombstone t (got bytes) of segment seq of input process ix, written
@@ -323,18 +371,24 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
   uint32_t seq = b->file_seq ? b->file_seq : 1;
   int err;
 
+  uint32_t parent;
+
   *done = false;
   m->pballoc.refused = false;
   batch = stackrec__batch__unpack(&m->pballoc.pb, b->len, b->data);
   if (batch == NULL) /* the reader decoded it: only memory can fail */
     return -ENOMEM;
+  parent = batch->header ? out_parent(m, b->process,
+                                      batch->header->parent_pid) : 0;
   if (batch->header == NULL ||
-      (batch->header->pid == pid && batch->header->segment_seq == seq)) {
+      (batch->header->pid == pid && batch->header->segment_seq == seq &&
+       batch->header->parent_pid == parent)) {
     stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
     return 0;
   }
   batch->header->pid = pid;
   batch->header->segment_seq = seq;
+  batch->header->parent_pid = parent;
   m->enc.len = 0;
   err = stkr_fmt_encode_batch(batch, m->cctx, 3, &m->enc);
   stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
@@ -368,7 +422,10 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
       return err;
   /* A file not named as a segment (seq 0) gets seq 1, so its header may
    * need the new seq even when its pid stays. */
-  if (p->renumbered || b->file_seq == 0)
+  if (p->renumbered || b->file_seq == 0 ||
+      out_parent(m, b->process, stkr_reader_process(m->r, b->process)
+                                    ->parent_pid) !=
+          stkr_reader_process(m->r, b->process)->parent_pid)
     if ((err = rewrite_header(m, b, &done)) != 0)
       return err;
   if (!done && (err = copy_frame(m, b)) != 0)
@@ -494,21 +551,49 @@ static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
 }
 
 
-/* The inputs' marks files into OUT's: marks set with `stackrec mark`, and
- * the processes that could not record (without them OUT would look
- * complete). A segment given as FILE brings its directory's, as the
- * reader reads it with the segment; each directory once (by inode), so two
- * segments of one directory do not double its lines.
+/* The processes read from directory dst (by inode; dirs[i]: process i's
+ * directory), each with its OUT pid, into map. @return how many. */
+static size_t dir_pid_map(const merge_run *m, const struct stat *dirs,
+                          const struct stat *dst, stkr_pid_map *map) {
+  size_t i, n = 0;
+
+  for (i = 0; i < m->n_procs; i++)
+    if (m->procs[i].assigned && dirs[i].st_ino != 0 &&
+        same_inode(&dirs[i], dst))
+      map[n++] = (stkr_pid_map){stkr_reader_process(m->r, i)->pid,
+                                m->procs[i].out_pid};
+  return n;
+}
+
+/* The inputs' marks files into OUT's: marks set with `stackrec mark`, each
+ * written for the processes of its own input only (a pids= field: QA, a
+ * consent mark of one run reached every run's processes, and compliance
+ * said "no findings" for a run that never saw consent), and the processes
+ * that could not record (without them OUT would look complete). A segment
+ * given as FILE brings its directory's, as the reader reads it with the
+ * segment; each directory once (by inode), so two segments of one
+ * directory do not double its lines.
  * @return 0, or -1 after saying which copy failed. */
-static int copy_marks_files(char *const *in, int n, const char *out) {
+static int copy_marks_files(const merge_run *m, char *const *in, int n,
+                            const char *out) {
   struct stat *seen = calloc((size_t)n, sizeof(*seen));
+  struct stat *dirs = calloc(m->n_procs ? m->n_procs : 1, sizeof(*dirs));
+  stkr_pid_map *map = malloc((m->n_procs ? m->n_procs : 1) * sizeof(*map));
   char dir[PATH_MAX];
   int n_seen = 0, status = 0;
 
-  if (seen == NULL) {
+  if (seen == NULL || dirs == NULL || map == NULL) {
     fprintf(stderr, "stackrec merge: copying marks files: %s\n",
             strerror(ENOMEM));
+    free(seen);
+    free(dirs);
+    free(map);
     return -1;
+  }
+  for (size_t i = 0; i < m->n_procs; i++) {
+    const char *d = stkr_reader_process(m->r, i)->dir;
+    if (d == NULL || stat(d, &dirs[i]) != 0)
+      dirs[i].st_ino = 0; /* gone since: none of its marks can be placed */
   }
   for (int i = 0; i < n; i++) {
     struct stat st;
@@ -524,7 +609,8 @@ static int copy_marks_files(char *const *in, int n, const char *out) {
         break;
     if (err == 0 && k == n_seen) {
       seen[n_seen++] = st;
-      err = stkr_marks_copy(dir, out);
+      err = stkr_marks_copy_scoped(dir, out, map,
+                                   dir_pid_map(m, dirs, &st, map));
     }
     if (err != 0) {
       fprintf(stderr, "stackrec merge: copying %s/%s: %s\n", dir,
@@ -533,6 +619,8 @@ static int copy_marks_files(char *const *in, int n, const char *out) {
     }
   }
   free(seen);
+  free(dirs);
+  free(map);
   return status;
 }
 
@@ -573,13 +661,18 @@ int stkr_cli_merge(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  m.r = r;
   m.n_procs = stkr_reader_process_count(r);
   m.procs = calloc(m.n_procs ? m.n_procs : 1, sizeof *m.procs);
-  if (m.procs == NULL) {
+  m.by_pid = malloc((m.n_procs ? m.n_procs : 1) * sizeof *m.by_pid);
+  if (m.procs == NULL || m.by_pid == NULL) {
     fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  for (size_t i = 0; i < m.n_procs; i++)
+    m.by_pid[i] = (pid_ix){stkr_reader_process(r, i)->pid, i};
+  qsort(m.by_pid, m.n_procs, sizeof *m.by_pid, pid_ix_cmp);
   if (mkdir(out, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec merge: cannot create %s: %s\n", out,
             strerror(errno));
@@ -626,7 +719,7 @@ int stkr_cli_merge(int argc, char **argv) {
   for (int i = optind; i < argc; i++)
     if (carry_tombstones(&m, r, argv[i]) != 0)
       status = STKR_CLI_DATA_LOST;
-  if (copy_marks_files(argv + optind, argc - optind, out) != 0)
+  if (copy_marks_files(&m, argv + optind, argc - optind, out) != 0)
     status = STKR_CLI_DATA_LOST;
   print_summary(&m, r, argc - optind);
   rc = stkr_cli_finish("merge", r, STKR_CLI_OK);
@@ -638,6 +731,7 @@ out:
   close_out(&m);
   stkr_reader_free(r);
   free(m.procs);
+  free(m.by_pid);
   free(m.chunk);
   ZSTD_freeCCtx(m.cctx);
   stkr_fmt_buf_free(&m.enc);

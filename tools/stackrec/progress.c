@@ -72,18 +72,19 @@ int stkr_cli_read_all(stkr_reader *r, const char *cmd, const char *what,
                       void *arg, uint64_t *events) {
   stkr_cli_progress prog;
   stkr_event_view ev;
-  uint64_t n = 0;
+  uint64_t n = 0, marks = 0;
   int rc;
 
   stkr_cli_progress_init(&prog, cmd);
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     if (on_event != NULL)
       on_event(&ev, arg);
+    marks += ev.is_mark;
     if ((++n & 0xFFFFF) == 0)
       stkr_cli_progress_update(&prog, n, what);
   }
   stkr_cli_progress_done(&prog);
-  if (events != NULL)
-    *events = n;
+  if (events != NULL) /* marks are not events (QA: verify counted them) */
+    *events = n - marks;
   return rc;
 }
