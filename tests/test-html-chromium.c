@@ -570,6 +570,62 @@ static void test_chromium_rare_stack_reachable(void **state) {
   free(dom);
 }
 
+/* 450 one-event stacks beside a big one: the "+450" list shows 200 and a
+ * link that lists 200 more, then the last 50 (it stopped at 200, with
+ * "zoom in to see them", where no zoom could show them). */
+static void test_chromium_all_rare_stacks_listed(void **state) {
+  enum { RARE = 450 };
+  static const stkr_frame big = {.function = "big_hook", .is_app = true};
+  static stkr_frame tiny[RARE];
+  static char names[RARE][16];
+  static stkr_agg_stack st[RARE + 1];
+  static const stkr_agg_stack *sp[RARE + 1];
+  stkr_agg_site site = {.name = "rare.site", .count = 1000000 + RARE,
+                        .stacks = sp, .n_stacks = RARE + 1};
+  stkr_agg a;
+  char *dom;
+  (void)state;
+
+  st[0] = (stkr_agg_stack){.site = "rare.site", .frames = &big,
+                           .n_frames = 1, .count = 1000000, .n_pids = 1};
+  sp[0] = &st[0];
+  for (int i = 0; i < RARE; i++) {
+    snprintf(names[i], sizeof names[i], "rare_%03d", i);
+    tiny[i] = (stkr_frame){.function = names[i], .is_app = true};
+    st[i + 1] = (stkr_agg_stack){.site = "rare.site", .frames = &tiny[i],
+                                 .n_frames = 1, .count = 1, .n_pids = 1};
+    sp[i + 1] = &st[i + 1];
+  }
+  memset(&a, 0, sizeof a);
+  a.sites = &site;
+  a.n_sites = 1;
+  a.stacks = st;
+  a.n_stacks = a.n_distinct = RARE + 1;
+  a.events = a.events_read = 1000000 + RARE;
+  dom = dom_after(&a, "rare450",
+        "var g = document.querySelector('#site-0 .flame');\n"
+        "g.querySelector('.fr.more').click();\n"
+        "var l = document.querySelector('.more-list'), seen = [];\n"
+        "for (var k = 0; k < 4; k++) {\n"
+        "  var p = null, as = l.querySelectorAll('a');\n"
+        "  for (var i = 0; i < as.length; i++) if (as[i]._page) p = as[i];\n"
+        "  seen.push(l.querySelectorAll('li').length + ':' +"
+        " (p && !p.hidden ? p.textContent : 'no link'));\n"
+        "  if (p && !p.hidden) p.click();\n"
+        "}\n"
+        "document.body.setAttribute('data-pages', seen.join('|'));\n"
+        "var last = null, as2 = l.querySelectorAll('li a');\n"
+        "for (var j = 0; j < as2.length; j++)"
+        " if (as2[j].textContent === 'rare_449') last = as2[j];\n"
+        "if (last) last.click();\n"
+        "document.body.setAttribute('data-last', location.hash);\n");
+  assert_has(dom, "data-pages=\"200:list 200 more (250 not listed yet)|"
+                  "400:list 50 more (50 not listed yet)|450:no link|"
+                  "450:no link\"");
+  assert_has(dom, "data-last=\"#site-0/rare_449\"");
+  free(dom);
+}
+
 /* The search box counts the events through matching frames; submitting it
  * shows the sandwich of the function across every site: its callers (the
  * nearest first) and its callees, down to the hook site. */
@@ -607,4 +663,5 @@ TL_TEST_MAIN("html in chromium", record_and_write, free_agg,
              test_chromium_hover_click_and_link,
              test_chromium_tooltip_locations,
              test_chromium_rare_stack_reachable,
+             test_chromium_all_rare_stacks_listed,
              test_chromium_search_and_sandwich, test_chromium_screenshot)
