@@ -491,8 +491,36 @@ static void test_parent_follows_renumbering(void **state) {
   assert_int_equal(cr_run("verify '%s'", out), 0);
 }
 
+/* `diff` of a run against the merge of it with a run three minutes later:
+ * the recording time is the runs' 6 s each, not the gap between them, so
+ * no rate changed (QA: every path's rate fell by 97%). */
+static void test_diff_of_merged_runs(void **state) {
+  static const sr_event slow[] = {{1, 1, 0},
+                                  {1, 1, 2000000000},
+                                  {1, 1, 2000000000},
+                                  {2, 1, 2000000000}};
+  char d1[4096], d2[4096], out[4096];
+  sr_rec a = k_rec(100, 0x400000), b = k_rec(100, 0x400000);
+  (void)state;
+
+  a.evs = b.evs = slow;
+  b.start_ns = a.start_ns + 180000000000ull;
+  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-diff1"));
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-diff2"));
+  snprintf(out, sizeof out, "%s", out_path("merge-diff-out"));
+  assert_int_equal(sr_write(d1, &a), 0);
+  assert_int_equal(sr_write(d2, &b), 0);
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_int_equal(cr_run("diff --min-count 1 '%s' '%s'", d1, out), 0);
+  if (strstr(cr_out, "RATE CHANGED: 0\n") == NULL)
+    fail_msg("diff said:\n%s", cr_out);
+  assert_non_null(strstr(cr_out, ": 4 events from 1 process, 0.1 min\n"));
+  assert_non_null(strstr(cr_out, ": 8 events from 2 processes, 0.2 min\n"));
+}
+
 TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
              test_pid_taken_twice, test_damaged_input, test_live_input,
              test_file_not_named_as_a_segment, test_refusals,
              test_repeated_input, test_marks_stay_with_their_input,
-             test_scoped_mark_lines, test_parent_follows_renumbering)
+             test_scoped_mark_lines, test_parent_follows_renumbering,
+             test_diff_of_merged_runs)

@@ -214,7 +214,9 @@ static const char diff_help[] =
     "\n"
     "Compare the call paths of two recordings (e.g. soak runs of two builds):\n"
     "the paths NEW adds, those gone in NEW, and those whose rate (events per\n"
-    "minute of recording time) changed beyond the threshold. A call path is\n"
+    "minute of recording time: how long any of its processes recorded, so a\n"
+    "merge of runs made hours apart counts the runs, not the hours between)\n"
+    "changed beyond the threshold. A call path is\n"
     "a site, the module responsible for the stack (its first frame outside\n"
     "the system's libraries) and the stack's frames, compared by function\n"
     "name and source file (base name), not by line or address, so that two\n"
@@ -237,13 +239,80 @@ static const char diff_help[] =
     "gate fails), or an input lost data (damaged: the comparison cannot be\n"
     "trusted); 2 usage; 3 an input cannot be opened.\n";
 
+/* One process's span on its machine's monotonic clock, and that boot's
+ * wall-clock time at mono 0 (0: not known), then the index of its boot
+ * among the recording's. */
+typedef struct span {
+  uint64_t boot, from, to;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+  const span *x = a, *y = b;
+
+  if (x->boot != y->boot)
+    return x->boot < y->boot ? -1 : 1;
+  return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* Two boots' wall-clock starts closer than this are one boot (the wall
+ * clock's adjustments move wall - mono by far less). */
+#define BOOT_SLACK_NS 2000000000ull
+
+/* The recording time of r in ns: how long at least one of its processes
+ * was recording, i.e. the union of the processes' spans (start, else first
+ * event, to last event), per machine boot, summed over boots. A merge of
+ * two runs made minutes apart counts their seconds, not the gap (QA: every
+ * path's rate fell by 97%); processes of other machines, whose clocks are
+ * unrelated, are never laid over each other. */
+static uint64_t recording_ns(const stkr_reader *r) {
+  size_t n = stkr_reader_process_count(r), k = 0, i;
+  span *v = malloc((n ? n : 1) * sizeof *v);
+  uint64_t total = 0, boot = 0, from = 0, to = 0, id = 0;
+
+  if (v == NULL)
+    return 0;
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    uint64_t origin = p->have_header && p->start_mono_ns ? p->start_mono_ns
+                                                         : p->first_ts_ns;
+    uint64_t b = p->start_wall_ns > p->start_mono_ns && p->start_mono_ns
+                     ? p->start_wall_ns - p->start_mono_ns
+                     : 0;
+    if (p->events != 0 && p->last_ts_ns > origin)
+      v[k++] = (span){b, origin, p->last_ts_ns};
+  }
+  /* Boots: a chain of wall-clock starts each within the slack of the
+   * previous; unknown ones (0) are one boot. Then spans by boot, start. */
+  qsort(v, k, sizeof *v, span_cmp);
+  for (i = 0; i < k; i++) {
+    if (i > 0 && (boot == 0 ? v[i].boot != 0
+                            : v[i].boot - boot > BOOT_SLACK_NS))
+      id++;
+    boot = v[i].boot;
+    v[i].boot = id;
+  }
+  qsort(v, k, sizeof *v, span_cmp);
+  for (i = 0; i < k; i++) {
+    if (i > 0 && v[i].boot == v[i - 1].boot && v[i].from <= to) {
+      to = v[i].to > to ? v[i].to : to; /* overlaps the run: extend it */
+      continue;
+    }
+    total += to - from;
+    from = v[i].from;
+    to = v[i].to;
+  }
+  total += to - from;
+  free(v);
+  return total;
+}
+
 /* Read one recording into its aggregation and side summary. */
 static int read_side(stkr_diff *d, int side, const char *input,
                      stkr_agg **agg) {
   static const stkr_agg_opts opts; /* every event, by function and line */
   stkr_reader *r;
-  uint64_t first = 0, last = 0;
-  size_t i, n;
+  uint64_t ns;
+  size_t n;
   int st, err;
 
   st = stkr_cli_open("diff", (char *const *)&input, 1, true, &r);
@@ -256,25 +325,12 @@ static int read_side(stkr_diff *d, int side, const char *input,
     return STKR_CLI_DATA_LOST;
   }
   n = stkr_reader_process_count(r);
-  for (i = 0; i < n; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, i);
-    uint64_t origin =
-        p->have_header && p->start_mono_ns ? p->start_mono_ns : p->first_ts_ns;
-
-    if (p->events == 0)
-      continue;
-    if (first == 0 || origin < first)
-      first = origin;
-    if (p->last_ts_ns > last)
-      last = p->last_ts_ns;
-  }
+  ns = recording_ns(r);
   d->side[side].input = input;
   d->side[side].events = (*agg)->events;
   d->side[side].processes = n;
-  d->side[side].minutes =
-      (last > first && last - first > 1000000000u ? (double)(last - first)
-                                                  : 1e9) /
-      60e9;
+  /* At least a second: a few events in a blink are no rate. */
+  d->side[side].minutes = (ns > 1000000000u ? (double)ns : 1e9) / 60e9;
   d->side[side].status = stkr_cli_status(r);
   stkr_reader_free(r);
   return 0;
