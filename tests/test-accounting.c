@@ -303,6 +303,22 @@ static void test_outputs_keep_tombstones(void **state) {
   }
 }
 
+/* Events still in the rings when the bounded exit's time ran out: report's
+ * DROPPED line names them (it listed four reasons, not exit, and its sum
+ * did not add up), as verify does. */
+static void test_exit_drops_in_report(void **state) {
+  const sess s = {.nseg = 2, .last = true, .cnt = {.dropped_exit = 3}};
+  const char *d = fx_tmpdir("acct-exit");
+  (void)state;
+
+  write_sess(d, &s);
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  if (strstr(cr_out, "# DROPPED: 3 events were lost by the recorder, not "
+                     "counted below (ring full 0, reentrant 0, other 0, "
+                     "write error 0, exit 3)\n") == NULL)
+    fail_msg("report said:\n%s", cr_out);
+}
+
 /* A segment whose writer died in its first batch (a pool worker ended by
  * SIGTERM): header-less, not empty. */
 static void test_segment_without_batch(void **state) {
@@ -327,6 +343,7 @@ int main(void) {
   return TL_RUN_GROUP("accounting", setup, NULL,
                       TL_TABLE(NULL, NULL, test_session, g_cases),
                       TL_CASES(NULL, NULL, test_segment_without_batch,
-                               test_outputs_keep_tombstones),
+                               test_outputs_keep_tombstones,
+                               test_exit_drops_in_report),
                       TL_TABLE(NULL, NULL, test_session, g_damaged));
 }

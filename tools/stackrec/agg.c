@@ -565,6 +565,7 @@ static void sum_processes(stkr_agg *a, const stkr_reader *r) {
     a->drops_reentrant += p->drops_reentrant;
     a->drops_other += p->drops_other;
     a->drops_write_error += p->drops_write_error;
+    a->drops_exit += p->drops_exit;
     a->damaged_batches += p->damaged_batches;
     a->missing_batches += p->missing_batches;
     a->segments_deleted += stkr_cli_cap_deleted(p);

@@ -168,7 +168,7 @@ struct stkr_agg {
   /* Lost by the recorder, summed over every process read (never
    * filtered: a drop has no site or stack). */
   uint64_t drops, drops_ring_full, drops_reentrant, drops_other,
-      drops_write_error;
+      drops_write_error, drops_exit;
   uint64_t damaged_batches; /* the reader's count, summed */
   size_t n_processes;
   void *strs_;              /* private: the interned strings */

@@ -306,6 +306,8 @@ static void put_drops(FILE *out, const stkr_agg *a) {
        a->drops_write_error},
       {"other", "e.g. two threads registering a site at once",
        a->drops_other},
+      {"exit", "still in the rings when the bounded exit's time ran out",
+       a->drops_exit},
   };
   char b1[32], b2[16];
   size_t i;

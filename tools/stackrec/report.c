@@ -475,12 +475,14 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
          a->n_distinct == 1 ? "" : "s");
   if (a->drops)
     printf("# DROPPED: %llu event%s lost by the recorder, not counted below "
-           "(ring full %llu, reentrant %llu, other %llu, write error %llu)\n",
+           "(ring full %llu, reentrant %llu, other %llu, write error %llu, "
+           "exit %llu)\n",
            (unsigned long long)a->drops, a->drops == 1 ? " was" : "s were",
            (unsigned long long)a->drops_ring_full,
            (unsigned long long)a->drops_reentrant,
            (unsigned long long)a->drops_other,
-           (unsigned long long)a->drops_write_error);
+           (unsigned long long)a->drops_write_error,
+           (unsigned long long)a->drops_exit);
   put_loss("DELETED", a->segments_deleted, "older segment file", "s",
            "deleted by the disk cap; their events are not counted");
   put_loss("DAMAGED", a->damaged_batches, "batch", "es",
