@@ -212,7 +212,7 @@ static void test_timeline(void **state) {
 
   for (i = 0; i < 76; i++) {
     if (i == 4 || i == 20 || i == 45 || i == 75)
-      p += sprintf(p, "\u2581");
+      p += sprintf(p, "\u2588"); /* a peak of 1: full */
     else
       *p++ = ' ';
   }
@@ -254,7 +254,7 @@ static void test_timeline_per_site(void **state) {
       for (k = 0; k < 4 && want[w].buckets[k] != (int)i; k++)
         ;
       if (k < 4)
-        p += sprintf(p, "\u2581");
+        p += sprintf(p, "\u2588"); /* a peak of 1: full */
       else
         *p++ = ' ';
     }

@@ -299,8 +299,11 @@ static void print_timeline(const stkr_agg *a, const stkr_agg_site *s,
          (double)peak * 1e9 / (double)a->timeline_bucket_ns, ind, "");
   for (i = 0; i < n; i++) {
     uint64_t v = s->timeline[i];
-    /* Any event at all shows: the smallest non-zero height is 1. */
-    size_t h = v == 0 ? 0 : 1 + (size_t)((v - 1) * 7 / (peak ? peak : 1));
+    /* Any event at all shows (height 1 at least), the peak is full (8):
+     * QA, the peak was drawn at 7 of 8, and a peak of 1 at the lowest. */
+    size_t h = v == 0      ? 0
+               : peak <= 1 ? 8
+                           : 1 + (size_t)((v - 1) * 7 / (peak - 1));
     fputs(bars[h], stdout);
   }
   fputs("|\n", stdout);
