@@ -193,8 +193,9 @@ static const char *report_of(const char *tag, const sr_rec *r,
   return d;
 }
 
-/* A tree: main reached at two lines (so no line on its node), a shared
- * mid with two callees. */
+/* A tree: main reached at two lines (two nodes, as in the stack lists; one
+ * node without a line under --granularity function), a shared mid with two
+ * callees; main's own calls beside its callee are "(here)". */
 static void test_tree(void **state) {
   static const char *const sites[] = {"s"};
   static const char *const threads[] = {"t"};
@@ -207,7 +208,7 @@ static void test_tree(void **state) {
   static const sr_frame fc[] = {{"c", "c.c", 3, false, true},
                                 {"main", "main.c", 20, false, true}};
   static const sr_stack st[] = {{1, fa, 3, false}, {1, fb, 3, false},
-                                {1, fc, 2, false}};
+                                {1, fc, 2, false}, {1, fb + 2, 1, false}};
   static const sr_event ev[] = {{1, 1, 0}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1},
                                 {3, 1, 1}, {3, 1, 1}};
   sr_rec r = {.pid = 7, .pc_base = 0x400000, .start_ns = 1, .sites = sites,
@@ -225,17 +226,37 @@ static void test_tree(void **state) {
       "nodes of their site\n"
       "\n"
       "s: 6 events, 100.00%, 3 stacks\n"
-      "   100.00%  6  main (main.c)\n"
+      "    66.67%  4  main (main.c:10)\n"
       "    66.67%  4    mid (mid.c:5)\n"
       "    50.00%  3      a (a.c:1)\n"
       "    16.67%  1      b (b.c:2)\n"
+      "    33.33%  2  main (main.c:20)\n"
       "    33.33%  2    c (c.c:3)\n");
   report_has("--tree --top 1", d,
-             "   100.00%  6  main (main.c)\n"
+             "    66.67%  4  main (main.c:10)\n"
              "    66.67%  4    mid (mid.c:5)\n"
              "    50.00%  3      a (a.c:1)\n"
              "    16.67%  1      ... 1 more\n"
-             "    33.33%  2    ... 1 more\n");
+             "    33.33%  2  ... 1 more\n");
+  report_has("--tree --granularity function", d,
+             "   100.00%  6  main (main.c)\n"
+             "    66.67%  4    mid (mid.c:5)\n"
+             "    50.00%  3      a (a.c:1)\n"
+             "    16.67%  1      b (b.c:2)\n"
+             "    33.33%  2    c (c.c:3)\n");
+  /* Two of main:10's events made by main itself (stack 4): beside its
+   * callee mid, a "(here)" line (they were in main's count only). */
+  r.n_stacks = 4;
+  r.evs = (const sr_event[]){{1, 1, 0}, {3, 1, 1}, {4, 1, 1}, {4, 1, 1}};
+  r.n_evs = 4;
+  d = report_of("report-tree-here", &r, "--tree");
+  if (strstr(cr_out, "    75.00%  3  main (main.c:10)\n"
+                     "    25.00%  1    mid (mid.c:5)\n"
+                     "    25.00%  1      a (a.c:1)\n"
+                     "    50.00%  2    (here)\n"
+                     "    25.00%  1  main (main.c:20)\n"
+                     "    25.00%  1    c (c.c:3)\n") == NULL)
+    fail_msg("no (here) in:\n%s", cr_out);
 }
 
 static void test_tree_symbolized(void **state) {

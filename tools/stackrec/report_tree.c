@@ -1,7 +1,10 @@
 /*
  * report_tree.c: `stackrec report --tree`: each site's stacks as a
  * caller -> callee tree, outermost frame first, each node with its events
- * and share of the site.
+ * and share of the site. Nodes are frames at the report's granularity (a
+ * function at two lines is two nodes by default, as in the stack lists);
+ * the events whose stacks end at a node that has callees are a "(here)"
+ * line under it, so that every event of a node is shown somewhere.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,21 +20,27 @@ static const stkr_frame *root_at(const stkr_agg_stack *k, size_t d) {
   return d < k->n_frames ? &k->frames[k->n_frames - 1 - d] : NULL;
 }
 
+/* The granularity of the tree being sorted (qsort has no argument). */
+static stkr_agg_granularity g_gran;
+
+/* Frame d of x against frame d of y at granularity g (a missing frame
+ * first): the order of the tree's nodes. */
 static int cmp_label_at(const stkr_agg_stack *x, const stkr_agg_stack *y,
-                        size_t d) {
+                        size_t d, stkr_agg_granularity g) {
   const stkr_frame *fx = root_at(x, d), *fy = root_at(y, d);
   char lx[1024], ly[1024];
 
   if (fx == NULL || fy == NULL)
     return (fx != NULL) - (fy != NULL);
-  if (fx->function != NULL && fy->function != NULL)
+  if (g == STKR_AGG_BY_FUNCTION && fx->function != NULL &&
+      fy->function != NULL)
     return fx->function == fy->function ? 0 /* interned by agg.c */
                                         : strcmp(fx->function, fy->function);
-  return strcmp(stkr_agg_frame_label(fx, lx, sizeof lx),
-                stkr_agg_frame_label(fy, ly, sizeof ly));
+  return strcmp(stkr_agg_frame_text(fx, g, lx, sizeof lx),
+                stkr_agg_frame_text(fy, g, ly, sizeof ly));
 }
 
-/* Root-first, label by label: equal call paths become neighbours. */
+/* Root-first, frame by frame: equal call paths become neighbours. */
 static int cmp_root_first(const void *pa, const void *pb) {
   const stkr_agg_stack *x = *(const stkr_agg_stack *const *)pa;
   const stkr_agg_stack *y = *(const stkr_agg_stack *const *)pb;
@@ -39,7 +48,7 @@ static int cmp_root_first(const void *pa, const void *pb) {
   int c;
 
   for (d = 0; d < x->n_frames || d < y->n_frames; d++)
-    if ((c = cmp_label_at(x, y, d)) != 0)
+    if ((c = cmp_label_at(x, y, d, g_gran)) != 0)
       return c;
   return 0;
 }
@@ -63,6 +72,7 @@ typedef struct tctx {
   int width; /* digits of site_count */
   int ind;
   size_t top;
+  stkr_agg_granularity gran;
 } tctx;
 
 /* The nodes at depth d for stacks [lo, hi) (which share frames 0..d-1).
@@ -70,17 +80,21 @@ typedef struct tctx {
 static int tree_level(const tctx *t, size_t lo, size_t hi, size_t d) {
   tgroup *g;
   size_t ng = 0, i, j, shown;
-  uint64_t rest = 0;
+  uint64_t rest = 0, here = 0;
   int err = 0;
 
   g = malloc((hi - lo) * sizeof *g);
   if (g == NULL)
     return -ENOMEM;
   for (i = lo; i < hi; i = j) {
-    for (j = i + 1; j < hi && cmp_label_at(t->v[i], t->v[j], d) == 0; j++)
+    for (j = i + 1;
+         j < hi && cmp_label_at(t->v[i], t->v[j], d, t->gran) == 0; j++)
       ;
-    if (root_at(t->v[i], d) == NULL && d > 0)
-      continue; /* stacks that end at the parent: counted there */
+    if (root_at(t->v[i], d) == NULL && d > 0) {
+      for (; i < j; i++) /* stacks that end at the parent: its "(here)" */
+        here += t->v[i]->count;
+      continue;
+    }
     g[ng].lo = i;
     g[ng].hi = j;
     g[ng].count = 0;
@@ -118,6 +132,11 @@ static int tree_level(const tctx *t, size_t lo, size_t hi, size_t d) {
            stkr__report_pct(rest, t->site_count), t->width, (unsigned long long)rest,
            (int)(2 * d), "", ng - shown);
   }
+  /* The parent's own calls, beside its callees (a leaf's are all its). */
+  if (here != 0 && ng != 0 && err == 0)
+    printf("%*s%7.2f%%  %*llu  %*s(here)\n", t->ind, "",
+           stkr__report_pct(here, t->site_count), t->width,
+           (unsigned long long)here, (int)(2 * d), "");
   free(g);
   return err;
 }
@@ -133,12 +152,14 @@ int stkr__report_tree(const stkr_agg_site *s, const report_opts *o, int ind) {
   if (t.v == NULL)
     return -ENOMEM;
   memcpy(t.v, s->stacks, s->n_stacks * sizeof *t.v);
+  g_gran = o->agg.granularity;
   qsort(t.v, s->n_stacks, sizeof *t.v, cmp_root_first);
   t.site_count = s->count;
   t.width = snprintf(digits, sizeof digits, "%llu",
                      (unsigned long long)s->count);
   t.ind = ind;
   t.top = o->top;
+  t.gran = o->agg.granularity;
   err = tree_level(&t, 0, s->n_stacks, 0);
   free(t.v);
   return err;
