@@ -236,10 +236,18 @@ static void test_damaged_and_empty(void **state) {
   empty = fx_tmpdir("cli-empty");
   assert_int_equal(cr_run("info '%s'", empty), 0);
   assert_non_null(strstr(cr_err, "an empty recording"));
+  /* symbolize too (it said "no segment files", exit 1): OUT is as empty,
+   * and reads as such. */
+  snprintf(src, sizeof(src), "%s-sym", empty);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", src, empty), 0);
+  assert_non_null(strstr(cr_out, "an empty recording (no process made a "
+                                 "watched call): nothing to symbolize"));
+  assert_int_equal(cr_run("verify '%s'", src), 0);
   snprintf(src, sizeof(src), "%s/notes.txt", empty);
   assert_int_equal(fx_write_file(src, "x", 1), 0);
   cr_expect(1, "no segment files", "info '%s'", empty);
   assert_non_null(strstr(cr_err, "no recording found"));
+  cr_expect(1, "no segment files", "symbolize '%s'", empty);
 }
 
 static void test_usage(void **state) {

@@ -148,6 +148,11 @@ int stkr_cli_status(const stkr_reader *r);
 /* Were the last stkr_cli_open's inputs all directories without a single
  * entry? (Not thread-safe: the CLI's one thread.) */
 bool stkr_cli_inputs_empty(void);
+/* Is path a directory without any file of a process: empty, or only the
+ * marks file (`stackrec mark`; record names there the processes that could
+ * not record)? An empty recording: every command reads it as such, exit 0
+ * (record's directory when no process made a watched call). */
+bool stkr_cli_dir_empty(const char *path);
 
 /* The one-line completeness summary of a reader that has been read
  * (verify.c): "INCOMPLETE: 1 of 2 processes: 14 events dropped (...); 1

@@ -250,10 +250,7 @@ static bool g_inputs_empty;
 
 bool stkr_cli_inputs_empty(void) { return g_inputs_empty; }
 
-/* A directory without any file of a process: empty, or only the marks
- * file (`stackrec mark`; record names there the processes that could not
- * record). */
-static bool empty_dir(const char *path) {
+bool stkr_cli_dir_empty(const char *path) {
   DIR *d = opendir(path);
   const struct dirent *e;
   bool empty = d != NULL;
@@ -299,7 +296,7 @@ int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
   *out = NULL;
   g_inputs_empty = n > 0;
   for (i = 0; i < n && g_inputs_empty; i++)
-    g_inputs_empty = empty_dir(paths[i]);
+    g_inputs_empty = stkr_cli_dir_empty(paths[i]);
   err = stkr_reader_create(opts, &r);
   if (err != 0) {
     fprintf(stderr, "stackrec %s: %s\n", cmd, strerror(-err));

@@ -688,6 +688,21 @@ int stkr_cli_symbolize(int argc, char **argv) {
             strerror(-err));
     return STKR_CLI_NO_INPUT;
   }
+  if (n_segs == 0 && stkr_cli_dir_empty(indir)) {
+    /* As every reader takes it (QA: exit 1 here, 0 elsewhere): OUT is an
+     * empty recording too, with the marks file if there is one. */
+    free(segs);
+    if ((err = make_outdir(indir, outdir)) != 0)
+      return err;
+    if (stkr_marks_copy(indir, outdir) != 0) {
+      fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir,
+              STKR_MARKS_FILE);
+      return STKR_CLI_DATA_LOST;
+    }
+    printf("an empty recording (no process made a watched call): nothing "
+           "to symbolize; written to %s\n", outdir);
+    return stkr_cli_flush("symbolize") != 0 ? STKR_CLI_DATA_LOST : STKR_CLI_OK;
+  }
   if (n_segs == 0) {
     fprintf(stderr, "stackrec symbolize: no segment files "
                     "(stackrec-<pid>-<seq>.zst) in %s\n", indir);
