@@ -254,6 +254,12 @@ static void test_usage(void **state) {
   (void)state;
 
   cr_expect(2, "missing command", "%s", ""); /* no command at all */
+  /* A one-value option given twice: refused (the last one won, silently);
+   * a repeatable one (--debug-dir, --sensitive) is not. */
+  cr_expect(2, "--from given twice", "report --from 1 --from 2 '%s'", rec);
+  cr_expect(2, "--format (-f) given twice",
+            "export --format folded -f jsonl '%s'", rec);
+  cr_expect(2, "--output (-o) given twice", "merge -o a -o b '%s'", rec);
   cr_expect(2, "unknown command 'frobnicate'", "frobnicate '%s'", rec);
   assert_int_equal(cr_run("--bogus"), 2);
   cr_expect(2, "stackrec dump: no DIR or FILE given", "dump");

@@ -64,6 +64,9 @@ typedef struct stkr_cli_opt {
 
 #define STKR_CLI_VALUE 1u /* the option takes a value (optarg) */
 #define STKR_CLI_SHORT 2u /* -key (a letter) is the option too */
+/* A value option that may be given more than once (each value counts):
+ * any other given twice is a usage error, not "the last one wins". */
+#define STKR_CLI_REPEAT 4u
 
 /* An option whose value is one of a few names (--format text|json|...):
  * stkr_cli_getopt stores the index of the name given in *index, or ends
@@ -101,6 +104,8 @@ typedef struct stkr_cli_getopt_state {
   const char *operands; /* "DIR or FILE": at least one is needed, or NULL */
   bool started;                  /* false before the first call */
   int status;                    /* the exit status with STKR_CLI_OPT_EXIT */
+  int seen[STKR_CLI_MAX_OPTS];   /* keys of the value options given so far */
+  int n_seen;
   /* Built from the tables at the first call: */
   char shortopts[3 * STKR_CLI_MAX_OPTS + 3];
   struct option longopts[STKR_CLI_MAX_OPTS + 1];
@@ -111,7 +116,8 @@ typedef struct stkr_cli_getopt_state {
 /* The next option of argv (getopt's state is reset on the first call).
  * Options whose row names a place (str, set), and s->choices, are stored
  * there and parsing goes on. 'h' (the help printed, stdout flushed), ':'
- * / '?' and a choice's unknown value (a usage error printed), and the end
+ * / '?', a choice's unknown value and a value option without
+ * STKR_CLI_REPEAT given twice (a usage error printed), and the end
  * of the options without an operand when s->operands says one is needed
  * ("no DIR or FILE given"), end the parsing: @return STKR_CLI_OPT_EXIT
  * with s->status the command's exit status. @return the option's key

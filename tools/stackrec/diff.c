@@ -347,7 +347,7 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
       {"format", O_FORMAT, STKR_CLI_VALUE, NULL, NULL},
       {"threshold", O_THRESHOLD, STKR_CLI_VALUE, NULL, NULL},
       {"min-count", O_MIN_COUNT, STKR_CLI_VALUE, NULL, NULL},
-      {"sensitive", O_SENSITIVE, STKR_CLI_VALUE, NULL, NULL},
+      {"sensitive", O_SENSITIVE, STKR_CLI_VALUE | STKR_CLI_REPEAT, NULL, NULL},
       {"module-map", O_MODMAP, STKR_CLI_VALUE, map_path, NULL},
       {NULL, 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, out_path, NULL},
       {0}};

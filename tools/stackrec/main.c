@@ -219,6 +219,25 @@ int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
     }
     row = c == -1 ? NULL : getopt_row(s, c);
     choice = c == -1 ? NULL : getopt_choice(s, c);
+    if (row != NULL && (row->flags & (STKR_CLI_VALUE | STKR_CLI_REPEAT)) ==
+                           STKR_CLI_VALUE) {
+      int k;
+      for (k = 0; k < s->n_seen && s->seen[k] != c; k++)
+        ;
+      if (k < s->n_seen) { /* QA: `--from 1 --from 2` took 2 silently */
+        char opt[64];
+        if (row->name != NULL && (row->flags & STKR_CLI_SHORT))
+          snprintf(opt, sizeof opt, "--%s (-%c)", row->name, c);
+        else if (row->name != NULL)
+          snprintf(opt, sizeof opt, "--%s", row->name);
+        else
+          snprintf(opt, sizeof opt, "-%c", c);
+        s->status = stkr_cli_usage_error(s->cmd, "%s given twice", opt);
+        return STKR_CLI_OPT_EXIT;
+      }
+      if (s->n_seen < STKR_CLI_MAX_OPTS)
+        s->seen[s->n_seen++] = c;
+    }
     if (choice != NULL) {
       char opt[64];
 

@@ -253,7 +253,7 @@ static int parse_args(snap_run *r, int argc, char **argv) {
       {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &r->outdir, NULL},
       {"count", 'n', STKR_CLI_VALUE, NULL, NULL},
       {"interval", 'i', STKR_CLI_VALUE, NULL, NULL},
-      {"debug-dir", 'd', STKR_CLI_VALUE, NULL, NULL},
+      {"debug-dir", 'd', STKR_CLI_VALUE | STKR_CLI_REPEAT, NULL, NULL},
       {"quiet", 'q', STKR_CLI_SHORT, NULL, &r->quiet},
       {"fast", 'f', 0, NULL, &r->fast},
       {"symcache", 'c', STKR_CLI_VALUE, &r->symcache_dir, NULL},

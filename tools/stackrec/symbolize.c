@@ -605,7 +605,8 @@ static int parse_args(int argc, char **argv, const char **dirs,
                       size_t *n_dirs, const char **outdir,
                       const char **symcache) {
   const stkr_cli_opt opts[] = {
-      {"debug-dir", 'd', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
+      {"debug-dir", 'd', STKR_CLI_SHORT | STKR_CLI_VALUE | STKR_CLI_REPEAT,
+       NULL, NULL},
       {"symcache", 'c', STKR_CLI_VALUE, symcache, NULL},
       {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, outdir, NULL},
       {0}};
