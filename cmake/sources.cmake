@@ -148,6 +148,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/main.c
   tools/stackrec/mark.c
   tools/stackrec/merge.c
+  tools/stackrec/merge_pids.c
   tools/stackrec/paytab.c
   tools/stackrec/plist.c
   tools/stackrec/policy.c

@@ -191,10 +191,20 @@ typedef struct stkr__input {
 } stkr__input;
 
 /* One line of a marks file (stkr_marks.c). */
-/* Pids lo..hi (both included): a mark line's scope (stkr_marks_scope.c). */
+/* Pids lo..hi (both included), of a scope line (stkr_marks_scope.c). */
 typedef struct stkr__pid_range {
   uint32_t lo, hi;
 } stkr__pid_range;
+
+/* The processes an "s1 pids=..." line of a marks file names: n sorted,
+ * disjoint ranges (owned by the reader's scopes list). */
+typedef struct stkr__scope {
+  stkr__pid_range *v;
+  size_t n;
+} stkr__scope;
+
+/* No process: the scope after a malformed scope line. */
+extern const stkr__scope stkr__scope_none;
 
 typedef struct stkr__extmark {
   dev_t dir_dev;
@@ -208,10 +218,9 @@ typedef struct stkr__extmark {
                        first of them, path_owner) */
   bool path_owner;
   uint64_t offset;  /* byte offset of the line */
-  /* The line's pids= field (merge's), sorted, disjoint: the processes it
-   * belongs to. NULL: every process of its directory. Owned. */
-  stkr__pid_range *scope;
-  size_t n_scope;
+  /* The scope the line stands in (merge's "s1" lines): the processes it
+   * belongs to. NULL: every process of its directory. Not owned. */
+  const stkr__scope *scope;
 } stkr__extmark;
 
 struct stkr_reader {
@@ -252,6 +261,8 @@ struct stkr_reader {
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
   size_t n_ext, cap_ext;
+  stkr__scope **scopes; /* of the marks files' scope lines, owned */
+  size_t n_scopes, cap_scopes;
   /* Processes that recorded nothing: the "u1" lines of the same files
    * (stkr_marks.c); their strings owned. */
   stkr_unrecorded_info *unrec;
@@ -378,14 +389,15 @@ int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b);
 void stkr__marks_free(stkr_reader *r);
 /* Fields of a marks-file line [p, end), split at single spaces into tok /
  * len (max of them). @return how many, or max + 1 when there are more. */
-size_t stkr__marks_split(const char *p, const char *end, const char **tok,
-                         size_t *len, size_t max);
-/* Field [p, end) "pids=P[-Q][,...]" into *out (malloc'd, sorted, merged)
- * and *n. @return NULL (*out NULL: no memory), or why it is malformed. */
-const char *stkr__scope_parse(const char *p, const char *end,
-                              stkr__pid_range **out, size_t *n);
-/* Is pid in the n sorted, disjoint ranges v? */
-bool stkr__scope_has(const stkr__pid_range *v, size_t n, uint32_t pid);
+/* Scope line [p, end) ("s1 -" or "s1 pids=..."), for the marks after it
+ * in its file: *cur = NULL (the whole directory) or the scope (kept in
+ * r->scopes). @return NULL, or why it is malformed (*cur then no process,
+ * &stkr__scope_none); *nomem on -ENOMEM. */
+const char *stkr__marks_scope_line(stkr_reader *r, const char *p,
+                                   const char *end, const stkr__scope **cur,
+                                   bool *nomem);
+/* Is pid in scope s? */
+bool stkr__scope_has(const stkr__scope *s, uint32_t pid);
 /* Append buf[0..n) to the file at path (created 0600) in one write.
  * @return 0 or -errno (-EIO: a short write; -ENXIO: not a regular file;
  * -EFBIG: past RLIMIT_FSIZE). */

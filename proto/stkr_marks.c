@@ -199,13 +199,22 @@ static int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
 /* Parse one line [p, end) (no newline) into *m. @return NULL, or why not. */
 static const char *stkr__parse_line(const char *p, const char *end,
                                     stkr__extmark *m) {
-  const char *tok[7];
-  size_t len[7], k = stkr__marks_split(p, end, tok, len, 7), i;
+  const char *tok[6];
+  size_t len[6], k = 0, i;
   uint64_t pid;
 
-  if (k != 6 && k != 7)
-    return "not 6 space-separated fields (m1 mono wall pid name payload), "
-           "and a seventh (pids=) in a merged recording";
+  while (k < 6 && p <= end) {
+    const char *sp = memchr(p, ' ', (size_t)(end - p));
+
+    tok[k] = p;
+    len[k] = (size_t)((sp ? sp : end) - p);
+    k++;
+    if (sp == NULL)
+      break;
+    p = sp + 1;
+  }
+  if (k != 6 || tok[5] + len[5] != end)
+    return "not 6 space-separated fields (m1 mono wall pid name payload)";
   if (len[0] != 2 || memcmp(tok[0], "m1", 2) != 0)
     return "unknown line version (expected \"m1\")";
   if (stkr__parse_u64(tok[1], tok[1] + len[1], &m->ts_ns) != 0 ||
@@ -227,25 +236,12 @@ static const char *stkr__parse_line(const char *p, const char *end,
         return "payload is not lower-case hex";
     m->payload_len = len[5] / 2;
   }
-  if (k == 7) {
-    const char *why = stkr__scope_parse(tok[6], tok[6] + len[6], &m->scope,
-                                        &m->n_scope);
-    if (why != NULL)
-      return why;
-    if (m->scope == NULL)
-      return NULL; /* the caller sees name == NULL: -ENOMEM */
-  }
-  if ((m->name = strndup(tok[4], len[4])) == NULL) {
-    free(m->scope);
-    m->scope = NULL;
+  if ((m->name = strndup(tok[4], len[4])) == NULL)
     return NULL; /* the caller sees name == NULL: -ENOMEM */
-  }
   if (m->payload_len != 0) {
     if ((m->payload = malloc(m->payload_len)) == NULL) {
       free(m->name);
-      free(m->scope);
       m->name = NULL;
-      m->scope = NULL;
       return NULL;
     }
     for (i = 0; i < m->payload_len; i++)
@@ -348,6 +344,7 @@ static const char *stkr__unrec_line(stkr_reader *r, const char *path,
 static int stkr__marks_parse(stkr_reader *r, const char *path,
                              const struct stat *dst, const char *buf,
                              size_t len, const char **owned_path) {
+  const stkr__scope *scope = NULL; /* of the last "s1" line: none yet */
   size_t off = 0, lines = 0;
 
   while (off < len) {
@@ -371,15 +368,23 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
       break;
     }
     memset(&m, 0, sizeof(m));
-    if (nl - (buf + off) >= 3 && memcmp(buf + off, "u1 ", 3) == 0) {
-      bool nomem = false;
-      why = stkr__unrec_line(r, path, buf + off, nl, &nomem);
+    /* "u1": a process that recorded nothing; "s1": the scope of the
+     * marks after it (stkr_marks_scope.c). */
+    if (nl - (buf + off) >= 3 && (memcmp(buf + off, "u1 ", 3) == 0 ||
+                                  memcmp(buf + off, "s1 ", 3) == 0)) {
+      bool nomem = false, unrec = buf[off] == 'u';
+      why = unrec ? stkr__unrec_line(r, path, buf + off, nl, &nomem)
+                  : stkr__marks_scope_line(r, buf + off, nl, &scope, &nomem);
       if (nomem)
         return -ENOMEM;
       if (why != NULL)
-        stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
-                   "malformed line of a process that recorded nothing: %s; "
-                   "skipped", why);
+        stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0, "%s: %s; %s",
+                   unrec ? "malformed line of a process that recorded "
+                           "nothing"
+                         : "malformed scope line",
+                   why, unrec ? "skipped"
+                              : "the marks up to the next scope line are "
+                                "skipped");
       off = (size_t)(nl - buf) + 1;
       continue;
     }
@@ -394,14 +399,12 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
           0) {
         free(m.name);
         free(m.payload);
-        free(m.scope);
         return -ENOMEM;
       }
       if (*owned_path == NULL) {
         if ((*owned_path = strdup(path)) == NULL) {
           free(m.name);
           free(m.payload);
-          free(m.scope);
           return -ENOMEM;
         }
         m.path_owner = true;
@@ -410,6 +413,7 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
       m.dir_dev = dst->st_dev;
       m.dir_ino = dst->st_ino;
       m.offset = off;
+      m.scope = scope;
       r->ext[r->n_ext++] = m;
       r->counts.external_marks++;
     }
@@ -486,8 +490,7 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
     const stkr__extmark *m = &r->ext[j];
 
     if (m->dir_dev != st->dir_dev || m->dir_ino != st->dir_ino ||
-        (m->scope != NULL &&
-         !stkr__scope_has(m->scope, m->n_scope, st->info.pid)))
+        (m->scope != NULL && !stkr__scope_has(m->scope, st->info.pid)))
       continue;
     st->ext_next = j + 1;
     memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
@@ -519,11 +522,15 @@ void stkr__marks_free(stkr_reader *r) {
   for (i = 0; i < r->n_ext; i++) {
     free(r->ext[i].name);
     free(r->ext[i].payload);
-    free(r->ext[i].scope);
     if (r->ext[i].path_owner)
       free((char *)r->ext[i].path);
   }
   free(r->ext);
+  for (i = 0; i < r->n_scopes; i++) {
+    free(r->scopes[i]->v);
+    free(r->scopes[i]);
+  }
+  free(r->scopes);
   for (i = 0; i < r->n_unrec; i++) {
     free((char *)r->unrec[i].name);
     free((char *)r->unrec[i].reason);

@@ -1,18 +1,21 @@
 /*
- * stkr_marks_scope.c: which processes a line of the marks file belongs to.
+ * stkr_marks_scope.c: which processes the marks of a marks file belong to.
  *
  * A mark line of `stackrec mark` belongs to every process recorded in its
  * directory. `stackrec merge` puts several directories' processes into one,
- * so it writes each input's mark lines with a seventh field naming the
- * processes (OUT's pids) of that input:
+ * so it writes each input's mark lines inside a scope: a line
  *
- *   m1 <mono> <wall> <setter pid> <name> <payload> pids=<P|P-Q>[,<P|P-Q>...]
+ *   s1 pids=<P|P-Q>[,<P|P-Q>...]
  *
- * Without it, a consent mark of one run would reach every other run's
- * processes in OUT (QA: compliance then said "no findings" for a run that
- * never saw consent). The field is parsed here for the reader
- * (stkr__scope_parse, stkr__scope_has) and written here for merge
- * (stkr_marks_copy_scoped), so writer and reader are one.
+ * before them names the processes (OUT's pids) of that input, and "s1 -"
+ * after them returns to the whole directory (for `stackrec mark OUT ...`
+ * later). A scope is written once per input, not per mark, so the file
+ * grows with the marks plus the processes, not their product. Without it,
+ * a consent mark of one run reached every other run's processes in OUT
+ * (QA: compliance then said "no findings" for a run that never saw
+ * consent). Parsed here for the reader (stkr__marks_scope_line) and
+ * written here for merge (stkr_marks_copy_scoped): writer and reader are
+ * one.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,22 +29,7 @@
 #include "common/stkr_io.h"
 #include "proto/stkr__reader.h"
 
-size_t stkr__marks_split(const char *p, const char *end, const char **tok,
-                         size_t *len, size_t max) {
-  size_t k = 0;
-
-  while (k < max && p <= end) {
-    const char *sp = memchr(p, ' ', (size_t)(end - p));
-
-    tok[k] = p;
-    len[k] = (size_t)((sp ? sp : end) - p);
-    k++;
-    if (sp == NULL)
-      return tok[k - 1] + len[k - 1] == end ? k : max + 1;
-    p = sp + 1;
-  }
-  return max + 1; /* more fields than max (or none) */
-}
+const stkr__scope stkr__scope_none = {NULL, 0};
 
 /* A decimal pid at *p (1 to 2^32 - 1), *p moved past it. @return 0 or -1. */
 static int parse_pid(const char **p, const char *end, uint32_t *out) {
@@ -81,7 +69,9 @@ static size_t ranges_normalize(stkr__pid_range *v, size_t n) {
   return o + 1;
 }
 
-const char *stkr__scope_parse(const char *p, const char *end,
+/* "pids=P[-Q][,...]" at [p, end) into *out (malloc'd, normalized), *n.
+ * @return NULL (*out NULL: no memory), or why it is malformed. */
+static const char *parse_pids(const char *p, const char *end,
                               stkr__pid_range **out, size_t *n) {
   stkr__pid_range *v = NULL;
   size_t cap = 0, k = 0;
@@ -89,15 +79,15 @@ const char *stkr__scope_parse(const char *p, const char *end,
   *out = NULL;
   *n = 0;
   if (end - p < 6 || memcmp(p, "pids=", 5) != 0)
-    return "the seventh field is not pids=P[-Q][,...]";
+    return "not \"s1 -\" or \"s1 pids=P[-Q][,...]\"";
   for (p += 5;; p++) {
     stkr__pid_range r;
 
     if (parse_pid(&p, end, &r.lo) != 0)
       break;
     r.hi = r.lo;
-    if (p < end && *p == '-' && (++p, parse_pid(&p, end, &r.hi) != 0 ||
-                                 r.hi < r.lo))
+    if (p < end && *p == '-' &&
+        (++p, parse_pid(&p, end, &r.hi) != 0 || r.hi < r.lo))
       break;
     if (stkr_grow((void **)&v, &cap, k + 1, sizeof *v) != 0) {
       free(v);
@@ -113,20 +103,68 @@ const char *stkr__scope_parse(const char *p, const char *end,
       break;
   }
   free(v);
-  return "the seventh field is not pids=P[-Q][,...] (decimal pids above 0)";
+  return "not \"s1 -\" or \"s1 pids=P[-Q][,...]\" (decimal pids above 0, "
+         "ranges low-high)";
 }
 
-bool stkr__scope_has(const stkr__pid_range *v, size_t n, uint32_t pid) {
-  size_t lo = 0, hi = n;
+/* Line [p, end) starting "s1 ": *all (the whole directory) or the ranges.
+ * @return NULL (v NULL and !*all: no memory), or why it is malformed. */
+static const char *parse_scope(const char *p, const char *end,
+                               stkr__pid_range **v, size_t *n, bool *all) {
+  p += 3;
+  *all = end - p == 1 && *p == '-';
+  *v = NULL;
+  *n = 0;
+  return *all ? NULL : parse_pids(p, end, v, n);
+}
+
+const char *stkr__marks_scope_line(stkr_reader *r, const char *p,
+                                   const char *end, const stkr__scope **cur,
+                                   bool *nomem) {
+  stkr__scope *sc;
+  stkr__pid_range *v;
+  size_t n;
+  bool all;
+  const char *why = parse_scope(p, end, &v, &n, &all);
+
+  if (why != NULL) {
+    *cur = &stkr__scope_none; /* no one, rather than someone else */
+    return why;
+  }
+  if (all) {
+    *cur = NULL;
+    return NULL;
+  }
+  if (v == NULL) {
+    *nomem = true;
+    return NULL;
+  }
+  sc = malloc(sizeof *sc);
+  if (sc == NULL || stkr__grow(&r->scopes, &r->cap_scopes, r->n_scopes + 1,
+                               sizeof *r->scopes) != 0) {
+    free(v);
+    free(sc);
+    *nomem = true;
+    return NULL;
+  }
+  sc->v = v;
+  sc->n = n;
+  r->scopes[r->n_scopes++] = sc;
+  *cur = sc;
+  return NULL;
+}
+
+bool stkr__scope_has(const stkr__scope *s, uint32_t pid) {
+  size_t lo = 0, hi = s->n;
 
   while (lo < hi) { /* the first range whose hi >= pid */
     size_t mid = lo + (hi - lo) / 2;
-    if (v[mid].hi < pid)
+    if (s->v[mid].hi < pid)
       lo = mid + 1;
     else
       hi = mid;
   }
-  return lo < n && v[lo].lo <= pid;
+  return lo < s->n && s->v[lo].lo <= pid;
 }
 
 /* ---- merge's copy --------------------------------------------------------- */
@@ -146,64 +184,71 @@ static void put(outbuf *o, const char *s, size_t n) {
   o->len += n;
 }
 
-static int map_from_cmp(const void *a, const void *b) {
-  const stkr_pid_map *x = a, *y = b;
+/* Where a copy stands: the input's scope at this line, and OUT's. */
+typedef struct {
+  const stkr_pid_map *map;
+  size_t n_map;
+  stkr__pid_range *in, *tmp; /* the input's scope (NULL: all); scratch */
+  size_t n_in;
+  bool in_none;              /* a malformed scope line: no one */
+  outbuf field;              /* OUT's scope of the input's, "s1 pids=..." */
+  bool field_due;            /* the input's scope changed since */
+  bool out_scoped;           /* OUT's file is inside a scope of ours */
+  outbuf *written;           /* the scope line last written, or len 0 */
+} copy_state;
 
-  return x->from < y->from ? -1 : x->from > y->from;
-}
-
-/* Line [p, end) (a mark line: "m1 " and 6 or 7 fields) into o with the
- * scope OUT gives it: the pids map sends its processes to (those of its own
- * scope, when it has one). Nothing when none of them is in OUT. */
-static void put_scoped(outbuf *o, const char *p, const char *end,
-                       const stkr_pid_map *map, size_t n_map,
-                       stkr__pid_range *tmp) {
-  const char *tok[7];
-  size_t len[7], k = stkr__marks_split(p, end, tok, len, 7), n = 0, i;
-  stkr__pid_range *scope = NULL;
-  size_t n_scope = 0;
+/* OUT's scope line for the input's current scope (c->field): the map's
+ * `to` pids whose `from` pid it holds. Length 0: none of them. */
+static void out_scope(copy_state *c) {
+  size_t i, n = 0;
   char num[32];
 
-  if (k == 7) {
-    const char *why = stkr__scope_parse(tok[6], tok[6] + len[6], &scope,
-                                        &n_scope);
-    if (why == NULL && scope == NULL) {
-      o->nomem = true;
-      return;
-    }
-    if (why != NULL)
-      k = 0; /* malformed: copied as it is, and readers say so, as before */
-  }
-  if (k != 6 && k != 7) {
-    put(o, p, (size_t)(end - p));
-    put(o, "\n", 1);
+  c->field.len = 0;
+  c->field_due = false;
+  if (c->in_none)
     return;
+  for (i = 0; i < c->n_map; i++) {
+    stkr__scope s = {c->in, c->n_in};
+    if (c->in == NULL || stkr__scope_has(&s, c->map[i].from))
+      c->tmp[n++] = (stkr__pid_range){c->map[i].to, c->map[i].to};
   }
-  for (i = 0; i < n_map; i++)
-    if (k == 6 || stkr__scope_has(scope, n_scope, map[i].from))
-      tmp[n++] = (stkr__pid_range){map[i].to, map[i].to};
-  free(scope);
-  n = ranges_normalize(tmp, n);
-  if (n == 0)
-    return; /* a mark of no process of OUT */
-  put(o, p, (size_t)(tok[5] + len[5] - p));
+  n = ranges_normalize(c->tmp, n);
   for (i = 0; i < n; i++) {
-    int w = tmp[i].lo == tmp[i].hi
-                ? snprintf(num, sizeof num, "%s%u", i ? "," : " pids=",
-                           (unsigned)tmp[i].lo)
-                : snprintf(num, sizeof num, "%s%u-%u", i ? "," : " pids=",
-                           (unsigned)tmp[i].lo, (unsigned)tmp[i].hi);
-    put(o, num, (size_t)w);
+    int w = c->tmp[i].lo == c->tmp[i].hi
+                ? snprintf(num, sizeof num, "%s%u", i ? "," : "s1 pids=",
+                           (unsigned)c->tmp[i].lo)
+                : snprintf(num, sizeof num, "%s%u-%u", i ? "," : "s1 pids=",
+                           (unsigned)c->tmp[i].lo, (unsigned)c->tmp[i].hi);
+    put(&c->field, num, (size_t)w);
   }
-  put(o, "\n", 1);
+  put(&c->field, "\n", 1);
+}
+
+/* Mark line [p, end] (its newline included) into o, inside OUT's scope of
+ * the input's: a scope line first when it is not the one written last;
+ * nothing when the mark belongs to no process of OUT. */
+static void put_mark(outbuf *o, copy_state *c, const char *p,
+                     const char *nl) {
+  if (c->field_due)
+    out_scope(c);
+  if (c->field.len <= 1) /* "\n" alone: no process */
+    return;
+  if (c->written->len != c->field.len ||
+      memcmp(c->written->p, c->field.p, c->field.len) != 0) {
+    put(o, c->field.p, c->field.len);
+    c->written->len = 0;
+    put(c->written, c->field.p, c->field.len);
+    c->out_scoped = true;
+  }
+  put(o, p, (size_t)(nl + 1 - p));
 }
 
 int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
                            const stkr_pid_map *map, size_t n_map) {
   char *from = NULL, *to = NULL, *buf = NULL;
-  stkr_pid_map *m = NULL;
-  stkr__pid_range *tmp = NULL;
-  outbuf o = {0};
+  outbuf o = {0}, written = {0};
+  copy_state c = {.map = map, .n_map = n_map, .field_due = true,
+                  .written = &written};
   size_t len = 0, off = 0;
   int in = -1, err = 0;
 
@@ -212,8 +257,7 @@ int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
   if (asprintf(&from, "%s/%s", from_dir, STKR_MARKS_FILE) < 0 ||
       asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0 ||
       (buf = malloc(STKR_MARKS_MAX_BYTES)) == NULL ||
-      (m = malloc((n_map ? n_map : 1) * sizeof *m)) == NULL ||
-      (tmp = malloc((n_map ? n_map : 1) * sizeof *tmp)) == NULL) {
+      (c.tmp = malloc((n_map ? n_map : 1) * sizeof *c.tmp)) == NULL) {
     err = -ENOMEM;
     goto out;
   }
@@ -222,23 +266,32 @@ int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
     err = in == -ENOENT || in == -EINVAL ? 0 : in;
     goto out;
   }
-  if (n_map != 0)
-    memcpy(m, map, n_map * sizeof *m);
-  qsort(m, n_map, sizeof *m, map_from_cmp);
-  /* A read error keeps what was read before it. */
+  /* A read error keeps what was read before it, as stkr_marks_copy. */
   (void)stkr_pread_all(in, buf, STKR_MARKS_MAX_BYTES, 0, &len);
-  while (off < len) {
-    char *nl = memchr(buf + off, '\n', len - off);
+  while (off < len && !o.nomem && !c.field.nomem && !written.nomem) {
+    char *p = buf + off, *nl = memchr(p, '\n', len - off);
+    bool all;
 
     if (nl == NULL)
       break; /* a line being written */
-    if (nl - (buf + off) >= 3 && memcmp(buf + off, "m1 ", 3) == 0)
-      put_scoped(&o, buf + off, nl, m, n_map, tmp);
-    else /* comments, "u1" lines (pids outside any process), the rest */
-      put(&o, buf + off, (size_t)(nl + 1 - (buf + off)));
     off = (size_t)(nl - buf) + 1;
+    if (nl - p >= 3 && memcmp(p, "s1 ", 3) == 0) {
+      free(c.in);
+      c.in_none = parse_scope(p, nl, &c.in, &c.n_in, &all) != NULL;
+      if (!c.in_none && !all && c.in == NULL) {
+        o.nomem = true;
+        break;
+      }
+      c.field_due = true;
+    } else if (nl - p >= 3 && memcmp(p, "m1 ", 3) == 0) {
+      put_mark(&o, &c, p, nl);
+    } else { /* comments, "u1" lines (pids outside any process), the rest */
+      put(&o, p, (size_t)(nl + 1 - p));
+    }
   }
-  if (o.nomem)
+  if (c.out_scoped)
+    put(&o, "s1 -\n", 5); /* later lines: the whole directory again */
+  if (o.nomem || c.field.nomem || written.nomem)
     err = -ENOMEM;
   else if (o.len > 0)
     err = stkr__marks_append(to, o.p, o.len);
@@ -246,8 +299,10 @@ out:
   if (in >= 0)
     close(in);
   free(o.p);
-  free(tmp);
-  free(m);
+  free(written.p);
+  free(c.field.p);
+  free(c.in);
+  free(c.tmp);
   free(buf);
   free(from);
   free(to);

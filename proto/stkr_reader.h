@@ -68,8 +68,8 @@
  *   previous batch; order by ts_ns, which is exact.
  * - An external mark (`stackrec mark DIR ...`, a line of DIR/stackrec.marks,
  *   see stkr_mark_append): it belongs to every process recorded in DIR
- *   (or, in a merged recording, to those its line names: see
- *   stkr_marks_copy_scoped),
+ *   (or, in a merged recording, to those of its input: the scope lines
+ *   of the marks file, below),
  *   and is handed out to each, before that process's first event, all of
  *   DIR's external marks in time order (a process that started after the
  *   mark still learns of it: its ts_ns says when). thread_id 0, tid = the
@@ -393,7 +393,8 @@ typedef struct stkr_reader_counts {
   uint64_t warnings;         /* warnings emitted */
   uint64_t data_lost;        /* of which data_lost was true */
   uint64_t external_marks;   /* lines read from marks files (each is
-                                delivered once per process of its dir) */
+                                delivered once per process of its dir,
+                                or of its scope: "s1" lines) */
 } stkr_reader_counts;
 
 /*
@@ -485,7 +486,16 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * for none). Lines are appended with one write(2) to a file opened with
  * O_APPEND, so concurrent setters never interleave. Lines starting with
  * '#' are comments; "u1" lines name processes that recorded nothing (see
- * "processes that recorded nothing" below). The reader reads at most STKR_MARKS_MAX lines and
+ * "processes that recorded nothing" below). A scope line, written by
+ * stkr_marks_copy_scoped (`stackrec merge`),
+ *   s1 pids=<P|P-Q>[,<P|P-Q>...]\n   or   s1 -\n
+ * gives the mark lines after it in the file to the processes with those
+ * pids only (decimal, above 0, ranges low-high), until the next scope
+ * line; "s1 -" (and the start of the file) gives them to every process of
+ * the directory. A malformed scope line gives the marks after it to no
+ * process (warned). Readers without scope lines (0.3.0 from before
+ * 2026-12-03) warn about each as malformed and hand its marks to every
+ * process of the directory. The reader reads at most STKR_MARKS_MAX lines and
  * STKR_MARKS_MAX_BYTES bytes of it; a malformed line is a
  * STKR_WARN_DAMAGED warning naming the file and the line's offset, and is
  * skipped; a last line without its newline is being written (or its
@@ -524,16 +534,17 @@ typedef struct stkr_pid_map {
 
 /*
  * As stkr_marks_copy, for a tool that puts several recordings' processes
- * into one directory (`stackrec merge`): each mark line is written with the
- * processes it belongs to (a seventh field, "pids=P[-Q][,...]", of the
- * map's `to` pids: those whose `from` pid it belonged to in from_dir, i.e.
- * all, or those of its own pids= field), so that readers of to_dir hand it
- * to those processes only; a mark that belongs to none of them is left
- * out. Other lines (processes that recorded nothing, comments) are copied
- * as they are. map: from_dir's processes in to_dir, any order, not kept.
- * Thread-safe.
+ * into one directory (`stackrec merge`): the mark lines are written inside
+ * a scope line naming the processes they belong to in to_dir (the map's
+ * `to` pids whose `from` pid was in their scope in from_dir: every one of
+ * from_dir's, or those of from_dir's own scope lines), then "s1 -"; a mark
+ * that belongs to none of them is left out. A scope line is written where
+ * the scope changes, not per mark. Other lines (processes that recorded
+ * nothing, comments) are copied as they are. map: from_dir's processes in
+ * to_dir, any order, not kept. A read error keeps what was read before it
+ * (as stkr_marks_copy). Thread-safe.
  * @return 0, -EINVAL (NULL arguments), -ENOMEM, or the negative errno of a
- *         failed open/read/write.
+ *         failed open/write.
  */
 STKR_API int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
                                     const stkr_pid_map *map, size_t n_map);

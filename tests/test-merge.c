@@ -416,7 +416,9 @@ static void test_marks_stay_with_their_input(void **state) {
   snprintf(path, sizeof path, "%s/stackrec.marks", out);
   n = read_file(path, text, sizeof text - 1);
   text[n] = '\0';
-  assert_non_null(strstr((char *)text, " consent.granted - pids=100\n"));
+  if (strstr((char *)text, "s1 pids=100\nm1 ") == NULL ||
+      strstr((char *)text, " consent.granted -\ns1 -\n") == NULL)
+    fail_msg("OUT's marks file:\n%s", (char *)text);
 
   /* OUT's scoped line through a merge that renumbers d3's pid 100. */
   assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out2, out, d3), 0);
@@ -429,22 +431,26 @@ static void test_marks_stay_with_their_input(void **state) {
     fail_msg("verify said:\n%s", cr_out);
 }
 
-/* The reader's side of merge's scoped lines (a seventh field, pids=...): a
- * mark goes to the processes it names only; a malformed scope is a warning
- * and its line is skipped, as any malformed line. */
-static void test_scoped_mark_lines(void **state) {
+/* The reader's side of merge's scope lines ("s1 pids=..." before marks,
+ * "s1 -" after): a mark goes to the processes its scope names only; a
+ * malformed scope line is a warning and gives the marks after it to no
+ * process (never to the wrong ones) until the next scope line. */
+static void test_scope_lines(void **state) {
   char d[4096], path[4200];
   sr_rec a = k_rec(40, 0x400000), b = k_rec(41, 0x400000);
-  const char *text = "m1 5 6 7 a.one - pids=40\n"  /* 40 */
-                     "m1 6 6 7 a.two - pids=1-3\n" /* none */
-                     "m1 7 6 7 a.three - pids=2,39-41,99\n" /* both */
-                     "m1 8 6 7 x - pids=\n"
-                     "m1 8 6 7 x - pids=0\n"
-                     "m1 8 6 7 x - pids=5-3\n"
-                     "m1 8 6 7 x - pids=1,,2\n"
-                     "m1 8 6 7 x - pids=4294967296\n"
-                     "m1 8 6 7 x - pids=1 2\n"
-                     "m1 8 6 7 x - pid=1\n";
+  const char *text = "m1 4 6 7 a.all -\n"           /* both */
+                     "s1 pids=40\n"
+                     "m1 5 6 7 a.one -\n"           /* 40 */
+                     "s1 pids=1-3\n"
+                     "m1 6 6 7 a.two -\n"           /* none */
+                     "s1 pids=2,39-41,99\n"
+                     "m1 7 6 7 a.three -\n"         /* both */
+                     "s1 pids=0\n"                  /* malformed: */
+                     "m1 8 6 7 a.none -\n"          /* none */
+                     "s1 pids=\ns1 pids=5-3\ns1 pids=1,,2\n"
+                     "s1 pids=4294967296\ns1 pids=1 2\ns1 pid=1\n"
+                     "s1 -\n"
+                     "m1 9 6 7 a.end -\n";          /* both */
   readback rb;
   (void)state;
 
@@ -453,11 +459,11 @@ static void test_scoped_mark_lines(void **state) {
   assert_int_equal(sr_write(d, &b), 0);
   snprintf(path, sizeof path, "%s/stackrec.marks", d);
   assert_int_equal(fx_write_file(path, text, strlen(text)), 0);
-  assert_int_equal(proc_in(d, 40).external_marks, 2);
-  assert_int_equal(proc_in(d, 41).external_marks, 1);
+  assert_int_equal(proc_in(d, 40).external_marks, 4);
+  assert_int_equal(proc_in(d, 41).external_marks, 3);
   rb = read_out(d);
   assert_int_equal(rb.warnings, 7);
-  assert_int_equal(rb.events, 8 + 3); /* read_out counts marks too */
+  assert_int_equal(rb.events, 8 + 7); /* read_out counts marks too */
 }
 
 /* A forked child renumbered with its parent names the parent's new pid (QA:
@@ -491,6 +497,75 @@ static void test_parent_follows_renumbering(void **state) {
   assert_int_equal(cr_run("verify '%s'", out), 0);
 }
 
+/* Review of the parent fix: a child read before its parent (a lower pid)
+ * does not take the parent's pid out of turn (the first input keeps 500);
+ * a parent in a file not named as a segment, and files named by two
+ * paths to one directory, are still the same input. */
+static void test_parent_corner_cases(void **state) {
+  char d4[4096], d5[4096], out[4096], out2[4096], a[4300], b[4300];
+  sr_rec p500 = k_rec(500, 0x400000), c301 = k_rec(301, 0x400000);
+  sr_rec p300 = k_rec(300, 0x400000), c302 = k_rec(302, 0x400000);
+  (void)state;
+
+  c301.parent_pid = 500;
+  c302.parent_pid = 300;
+  snprintf(d4, sizeof d4, "%s", fx_tmpdir("merge-parent4"));
+  assert_int_equal(sr_write(d4, &p500), 0);
+  snprintf(d5, sizeof d5, "%s", fx_tmpdir("merge-parent5"));
+  assert_int_equal(sr_write(d5, &p500), 0);
+  assert_int_equal(sr_write(d5, &c301), 0);
+  snprintf(out, sizeof out, "%s", out_path("merge-parent45"));
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d4, d5), 0);
+  cr_assert_text(cr_line(cr_out, 0),
+                 "process 500 of %s written as process 10000000 (pid 500 "
+                 "was taken)", d5);
+  assert_int_equal(proc_in(out, 301).parent_pid, 10000000);
+
+  /* d4: the parent's segment renamed (pid from its Header), the child
+   * named through "/./". */
+  assert_int_equal(sr_write(d4, &p300), 0);
+  assert_int_equal(sr_write(d4, &c302), 0);
+  snprintf(a, sizeof a, "%s/stackrec-300-000001.zst", d4);
+  snprintf(b, sizeof b, "%s/parent.zst", d4);
+  assert_int_equal(rename(a, b), 0);
+  snprintf(a, sizeof a, "%s/./stackrec-302-000001.zst", d4);
+  snprintf(out2, sizeof out2, "%s", out_path("merge-parent-file"));
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out2, b, a), 0);
+  assert_int_equal(proc_in(out2, 302).parent_pid, 300);
+}
+
+/* A scope line is written once per input, not once per mark: 200
+ * processes with scattered pids and 500 marks add one line of pids (the
+ * file grew with marks x processes: 12,000 marks of 1,500 processes made
+ * 90 MB, past what a reader reads). */
+static void test_scope_written_once(void **state) {
+  char d[4096], out[4096], path[4200], line[128];
+  struct stat in_st, out_st;
+  FILE *f;
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-many-marks"));
+  snprintf(out, sizeof out, "%s", out_path("merge-many-marks-out"));
+  for (uint32_t pid = 2; pid <= 400; pid += 2) {
+    sr_rec r = k_rec(pid, 0x400000);
+    assert_int_equal(sr_write(d, &r), 0);
+  }
+  snprintf(path, sizeof path, "%s/stackrec.marks", d);
+  assert_non_null(f = fopen(path, "w"));
+  for (int i = 0; i < 500; i++) {
+    snprintf(line, sizeof line, "m1 %d 6 7 screen.s%d -\n", 1000 + i, i);
+    fputs(line, f);
+  }
+  fclose(f);
+  assert_int_equal(stat(path, &in_st), 0);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 0);
+  snprintf(path, sizeof path, "%s/stackrec.marks", out);
+  assert_int_equal(stat(path, &out_st), 0);
+  /* 200 pids of up to 4 digits: ~1 KB of scope line. */
+  assert_true(out_st.st_size < in_st.st_size + 1200);
+  assert_int_equal(proc_in(out, 400).external_marks, 500);
+}
+
 /* `diff` of a run against the merge of it with a run three minutes later:
  * the recording time is the runs' 6 s each, not the gap between them, so
  * no rate changed (QA: every path's rate fell by 97%). */
@@ -522,5 +597,6 @@ TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
              test_pid_taken_twice, test_damaged_input, test_live_input,
              test_file_not_named_as_a_segment, test_refusals,
              test_repeated_input, test_marks_stay_with_their_input,
-             test_scoped_mark_lines, test_parent_follows_renumbering,
+             test_scope_lines, test_parent_follows_renumbering,
+             test_parent_corner_cases, test_scope_written_once,
              test_diff_of_merged_runs)

@@ -38,8 +38,8 @@
 #include "common/stkr_io.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/merge_pids.h"
 
-#define MERGE_PID_BASE 10000000u
 #define COPY_CHUNK (1u << 20)
 
 static const char merge_help[] =
@@ -76,27 +76,9 @@ static const char merge_help[] =
     "  -h, --help        this help\n"
     "\n";
 
-/* One input process as written to OUT. */
-typedef struct mproc {
-  uint32_t out_pid;
-  bool assigned, renumbered;
-  bool parent_known; /* out_parent, once worked out */
-  uint32_t out_parent;
-} mproc;
-
-/* (pid, reader process index) of the input processes. */
-typedef struct pid_ix {
-  uint32_t pid;
-  size_t ix;
-} pid_ix;
-
 typedef struct merge_run {
   const char *outdir;
-  const stkr_reader *r;
-  mproc *procs; /* by reader process index */
-  size_t n_procs;
-  pid_ix *by_pid; /* every input process, by pid (then index) */
-  uint32_t next_pid; /* next synthetic pid to try */
+  stkr__mpids pids; /* each input process's pid in OUT */
   /* The output segment being written, and the input file it copies. */
   size_t cur_process;
   char cur_in[PATH_MAX];
@@ -146,87 +128,14 @@ static int close_out(merge_run *m) {
   return err;
 }
 
-static bool pid_taken(const merge_run *m, uint32_t pid) {
-  size_t i;
-
-  for (i = 0; i < m->n_procs; i++)
-    if (m->procs[i].assigned && m->procs[i].out_pid == pid)
-      return true;
-  return false;
-}
-
-/* The pid process `i` (recorded as `pid`) gets in OUT. */
-static void assign_pid(merge_run *m, size_t i, uint32_t pid) {
-  mproc *p = &m->procs[i];
-
-  if (pid == 0 || pid_taken(m, pid)) {
-    while (pid_taken(m, m->next_pid))
-      m->next_pid++;
-    p->out_pid = m->next_pid++;
-    p->renumbered = true;
-  } else {
-    p->out_pid = pid;
-  }
-  p->assigned = true;
-}
-
-static int pid_ix_cmp(const void *a, const void *b) {
-  const pid_ix *x = a, *y = b;
-  return x->pid < y->pid ? -1 : x->pid > y->pid;
-}
-
-/* The pid in OUT of the parent (`parent`, as recorded) of process ix: the
- * OUT pid of the process of ix's own input that had it; else `parent`
- * itself, unless a process of another input has that pid (OUT would name
- * the wrong process: then 0, unknown). QA: a renumbered child named the
- * other input's process as its parent. */
-static uint32_t find_parent(merge_run *m, size_t ix, uint32_t parent) {
-  const char *dir = stkr_reader_process(m->r, ix)->dir;
-  pid_ix key = {parent, 0};
-  size_t lo = 0, hi = m->n_procs;
-
-  if (parent == 0)
-    return 0;
-  while (lo < hi) { /* the first entry with pid >= parent */
-    size_t mid = lo + (hi - lo) / 2;
-    if (m->by_pid[mid].pid < key.pid)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == m->n_procs || m->by_pid[lo].pid != parent)
-    return pid_taken(m, parent) ? 0 : parent;
-  for (; lo < m->n_procs && m->by_pid[lo].pid == parent; lo++) {
-    size_t p = m->by_pid[lo].ix;
-    const char *pdir = stkr_reader_process(m->r, p)->dir;
-    if (pdir != NULL && dir != NULL && strcmp(pdir, dir) == 0) {
-      if (!m->procs[p].assigned)
-        assign_pid(m, p, parent);
-      return m->procs[p].out_pid;
-    }
-  }
-  return 0;
-}
-
-/* The same, worked out once per process (its parent is in every header). */
-static uint32_t out_parent(merge_run *m, size_t ix, uint32_t parent) {
-  mproc *p = &m->procs[ix];
-
-  if (!p->parent_known) {
-    p->out_parent = find_parent(m, ix, parent);
-    p->parent_known = true;
-  }
-  return parent == 0 ? 0 : p->out_parent;
-}
-
 /* Tombstone t (got bytes) of segment seq of input process ix, written
  * into OUT under its output pid. @return 0 or -errno (said). */
-static int put_tombstone(const merge_run *m, size_t ix, uint32_t seq,
+static int put_tombstone(merge_run *m, size_t ix, uint32_t seq,
                          const uint8_t *t, size_t got) {
   char out[PATH_MAX], name[STKR_FMT_SEGMENT_NAME_MAX];
   int fd, err = 0;
 
-  stkr_fmt_segment_name(name, sizeof name, m->procs[ix].out_pid, seq);
+  stkr_fmt_segment_name(name, sizeof name, m->pids.p[ix].out_pid, seq);
   snprintf(out, sizeof out, "%s/%s", m->outdir, name);
   fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 || (err = stkr_write_all(fd, t, got)) != 0) {
@@ -236,7 +145,20 @@ static int put_tombstone(const merge_run *m, size_t ix, uint32_t seq,
   }
   if (fd >= 0)
     close(fd);
+  if (err == 0)
+    m->pids.p[ix].wrote = true;
   return err;
+}
+
+/* (pid, reader process index) of one input directory's processes. */
+typedef struct pid_ix {
+  uint32_t pid;
+  size_t ix;
+} pid_ix;
+
+static int pid_ix_cmp(const void *a, const void *b) {
+  const pid_ix *x = a, *y = b;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
 /* The disk cap's tombstones in input directory dir (segments the cap
@@ -247,17 +169,18 @@ static int put_tombstone(const merge_run *m, size_t ix, uint32_t seq,
  * @return 0 or -errno. */
 static int carry_tombstones(merge_run *m, const stkr_reader *r,
                             const char *dir) {
-  size_t n = 0, i, np = stkr_reader_process_count(r);
+  size_t n = 0, i, np = m->pids.n;
   pid_ix *v = malloc((np ? np : 1) * sizeof *v), key, *hit, *by;
   struct dirent *de;
+  struct stat st;
   DIR *d;
   int err = 0;
 
   if (v == NULL)
     return -ENOMEM;
-  for (i = 0; i < np && i < m->n_procs; i++) {
+  for (i = 0; i < np && stat(dir, &st) == 0; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
-    if (p->dir != NULL && strcmp(p->dir, dir) == 0)
+    if (m->pids.p[i].ino == st.st_ino && m->pids.p[i].dev == st.st_dev)
       v[n++] = (pid_ix){p->pid, i};
   }
   qsort(v, n, sizeof *v, pid_ix_cmp);
@@ -286,13 +209,12 @@ static int carry_tombstones(merge_run *m, const stkr_reader *r,
      * which no batch was copied gets its name here, so a later tombstone
      * of its own cannot name it otherwise). */
     if ((by = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) != NULL) {
-      if (!m->procs[by->ix].assigned)
-        assign_pid(m, by->ix, by->pid);
-      stkr_fmt_tombstone(t, m->procs[by->ix].out_pid);
+      if ((err = stkr__mpids_assign(&m->pids, by->ix, by->pid)) != 0)
+        break;
+      stkr_fmt_tombstone(t, m->pids.p[by->ix].out_pid);
     }
-    if (!m->procs[hit->ix].assigned)
-      assign_pid(m, hit->ix, hit->pid);
-    err = put_tombstone(m, hit->ix, seq, t, got);
+    if ((err = stkr__mpids_assign(&m->pids, hit->ix, hit->pid)) == 0)
+      err = put_tombstone(m, hit->ix, seq, t, got);
   }
   closedir(d);
   free(v);
@@ -307,7 +229,8 @@ static int open_out(merge_run *m, const stkr_batch_view *b) {
 
   if ((err = close_out(m)) != 0)
     return err;
-  stkr_fmt_segment_name(name, sizeof name, m->procs[b->process].out_pid, seq);
+  stkr_fmt_segment_name(name, sizeof name, m->pids.p[b->process].out_pid,
+                        seq);
   snprintf(m->out_path, sizeof m->out_path, "%s/%s", m->outdir, name);
   /* O_EXCL: never overwrite (two input files of one process cannot map
    * to one name: a process's files have distinct seqs). */
@@ -367,19 +290,18 @@ static int copy_frame(merge_run *m, const stkr_batch_view *b) {
 static int rewrite_header(merge_run *m, const stkr_batch_view *b,
                           bool *done) {
   Stackrec__Batch *batch;
-  uint32_t pid = m->procs[b->process].out_pid;
-  uint32_t seq = b->file_seq ? b->file_seq : 1;
+  uint32_t pid = m->pids.p[b->process].out_pid;
+  uint32_t seq = b->file_seq ? b->file_seq : 1, parent;
   int err;
-
-  uint32_t parent;
 
   *done = false;
   m->pballoc.refused = false;
   batch = stackrec__batch__unpack(&m->pballoc.pb, b->len, b->data);
   if (batch == NULL) /* the reader decoded it: only memory can fail */
     return -ENOMEM;
-  parent = batch->header ? out_parent(m, b->process,
-                                      batch->header->parent_pid) : 0;
+  parent = batch->header ? stkr__mpids_parent(&m->pids, b->process,
+                                              batch->header->parent_pid)
+                         : 0;
   if (batch->header == NULL ||
       (batch->header->pid == pid && batch->header->segment_seq == seq &&
        batch->header->parent_pid == parent)) {
@@ -407,29 +329,28 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
 
 static int on_batch(void *arg, const stkr_batch_view *b) {
   merge_run *m = arg;
-  const mproc *p;
+  const stkr__mproc *p;
   bool done = false;
   int err;
 
-  if (b->process >= m->n_procs)
+  if (b->process >= m->pids.n)
     return -EINVAL; /* cannot happen: the count is fixed while reading */
-  if (!m->procs[b->process].assigned)
-    assign_pid(m, b->process, b->pid);
-  p = &m->procs[b->process];
+  if ((err = stkr__mpids_assign(&m->pids, b->process, b->pid)) != 0)
+    return err;
+  p = &m->pids.p[b->process];
   if (m->out_fd < 0 || m->cur_process != b->process ||
       strcmp(m->cur_in, b->path) != 0)
     if ((err = open_out(m, b)) != 0)
       return err;
-  /* A file not named as a segment (seq 0) gets seq 1, so its header may
-   * need the new seq even when its pid stays. */
-  if (p->renumbered || b->file_seq == 0 ||
-      out_parent(m, b->process, stkr_reader_process(m->r, b->process)
-                                    ->parent_pid) !=
-          stkr_reader_process(m->r, b->process)->parent_pid)
+  /* The Header changes with the pid, with the seq of a file not named as
+   * a segment (it gets 1), and with a parent merge renumbered or must not
+   * name (a Header is in a segment's first batch: decoded to see). */
+  if (p->renumbered || b->file_seq == 0 || b->offset == 0)
     if ((err = rewrite_header(m, b, &done)) != 0)
       return err;
   if (!done && (err = copy_frame(m, b)) != 0)
     return err;
+  m->pids.p[b->process].wrote = true;
   m->batches++;
   return 0;
 }
@@ -525,19 +446,19 @@ static int check_repeats(char *const *in, int n) {
 static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
   size_t i;
 
-  for (i = 0; i < m->n_procs; i++) {
+  for (i = 0; i < m->pids.n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
-    if (m->procs[i].renumbered) {
+    if (m->pids.p[i].renumbered && m->pids.p[i].wrote) {
       printf("process %u of ", (unsigned)p->pid);
       stkr_cli_put_escaped(stdout, (const uint8_t *)p->dir, strlen(p->dir));
       printf(" written as process %u (pid %u was taken)\n",
-             (unsigned)m->procs[i].out_pid, (unsigned)p->pid);
+             (unsigned)m->pids.p[i].out_pid, (unsigned)p->pid);
     }
   }
   printf("merged %d input%s: %zu process%s, %llu segment%s, %llu batch%s "
          "(%llu bytes) into ",
-         inputs, inputs == 1 ? "" : "s", m->n_procs,
-         m->n_procs == 1 ? "" : "es", (unsigned long long)m->segments,
+         inputs, inputs == 1 ? "" : "s", m->pids.n,
+         m->pids.n == 1 ? "" : "es", (unsigned long long)m->segments,
          m->segments == 1 ? "" : "s", (unsigned long long)m->batches,
          m->batches == 1 ? "" : "es", (unsigned long long)m->bytes);
   stkr_cli_put_escaped(stdout, (const uint8_t *)m->outdir,
@@ -550,24 +471,9 @@ static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
            m->live == 1 ? "its" : "their");
 }
 
-
-/* The processes read from directory dst (by inode; dirs[i]: process i's
- * directory), each with its OUT pid, into map. @return how many. */
-static size_t dir_pid_map(const merge_run *m, const struct stat *dirs,
-                          const struct stat *dst, stkr_pid_map *map) {
-  size_t i, n = 0;
-
-  for (i = 0; i < m->n_procs; i++)
-    if (m->procs[i].assigned && dirs[i].st_ino != 0 &&
-        same_inode(&dirs[i], dst))
-      map[n++] = (stkr_pid_map){stkr_reader_process(m->r, i)->pid,
-                                m->procs[i].out_pid};
-  return n;
-}
-
 /* The inputs' marks files into OUT's: marks set with `stackrec mark`, each
- * written for the processes of its own input only (a pids= field: QA, a
- * consent mark of one run reached every run's processes, and compliance
+ * written inside a scope line naming the processes of its own input (QA:
+ * a consent mark of one run reached every run's processes, and compliance
  * said "no findings" for a run that never saw consent), and the processes
  * that could not record (without them OUT would look complete). A segment
  * given as FILE brings its directory's, as the reader reads it with the
@@ -577,23 +483,16 @@ static size_t dir_pid_map(const merge_run *m, const struct stat *dirs,
 static int copy_marks_files(const merge_run *m, char *const *in, int n,
                             const char *out) {
   struct stat *seen = calloc((size_t)n, sizeof(*seen));
-  struct stat *dirs = calloc(m->n_procs ? m->n_procs : 1, sizeof(*dirs));
-  stkr_pid_map *map = malloc((m->n_procs ? m->n_procs : 1) * sizeof(*map));
+  stkr_pid_map *map = malloc((m->pids.n ? m->pids.n : 1) * sizeof(*map));
   char dir[PATH_MAX];
   int n_seen = 0, status = 0;
 
-  if (seen == NULL || dirs == NULL || map == NULL) {
+  if (seen == NULL || map == NULL) {
     fprintf(stderr, "stackrec merge: copying marks files: %s\n",
             strerror(ENOMEM));
     free(seen);
-    free(dirs);
     free(map);
     return -1;
-  }
-  for (size_t i = 0; i < m->n_procs; i++) {
-    const char *d = stkr_reader_process(m->r, i)->dir;
-    if (d == NULL || stat(d, &dirs[i]) != 0)
-      dirs[i].st_ino = 0; /* gone since: none of its marks can be placed */
   }
   for (int i = 0; i < n; i++) {
     struct stat st;
@@ -609,8 +508,9 @@ static int copy_marks_files(const merge_run *m, char *const *in, int n,
         break;
     if (err == 0 && k == n_seen) {
       seen[n_seen++] = st;
-      err = stkr_marks_copy_scoped(dir, out, map,
-                                   dir_pid_map(m, dirs, &st, map));
+      err = stkr_marks_copy_scoped(
+          dir, out, map, stkr__mpids_of_dir(&m->pids, st.st_dev, st.st_ino,
+                                            map));
     }
     if (err != 0) {
       fprintf(stderr, "stackrec merge: copying %s/%s: %s\n", dir,
@@ -619,7 +519,6 @@ static int copy_marks_files(const merge_run *m, char *const *in, int n,
     }
   }
   free(seen);
-  free(dirs);
   free(map);
   return status;
 }
@@ -650,8 +549,7 @@ int stkr_cli_merge(int argc, char **argv) {
   memset(&m, 0, sizeof m);
   m.outdir = out;
   m.in_fd = m.out_fd = -1;
-  m.next_pid = MERGE_PID_BASE;
-  stkr_fmt_pballoc_init(&m.pballoc, STKR_FMT_MAX_DECODED_BYTES);
+    stkr_fmt_pballoc_init(&m.pballoc, STKR_FMT_MAX_DECODED_BYTES);
   if ((status = stkr_cli_open_opts("merge", &opts, argv + optind,
                                    argc - optind, &r)) != 0)
     goto out;
@@ -661,18 +559,11 @@ int stkr_cli_merge(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
-  m.r = r;
-  m.n_procs = stkr_reader_process_count(r);
-  m.procs = calloc(m.n_procs ? m.n_procs : 1, sizeof *m.procs);
-  m.by_pid = malloc((m.n_procs ? m.n_procs : 1) * sizeof *m.by_pid);
-  if (m.procs == NULL || m.by_pid == NULL) {
+  if (stkr__mpids_init(&m.pids, r) != 0) {
     fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
-  for (size_t i = 0; i < m.n_procs; i++)
-    m.by_pid[i] = (pid_ix){stkr_reader_process(r, i)->pid, i};
-  qsort(m.by_pid, m.n_procs, sizeof *m.by_pid, pid_ix_cmp);
   if (mkdir(out, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec merge: cannot create %s: %s\n", out,
             strerror(errno));
@@ -730,8 +621,7 @@ int stkr_cli_merge(int argc, char **argv) {
 out:
   close_out(&m);
   stkr_reader_free(r);
-  free(m.procs);
-  free(m.by_pid);
+  stkr__mpids_free(&m.pids);
   free(m.chunk);
   ZSTD_freeCCtx(m.cctx);
   stkr_fmt_buf_free(&m.enc);

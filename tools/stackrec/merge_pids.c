@@ -1,0 +1,140 @@
+/*
+ * merge_pids.c: the pids of `stackrec merge`'s output (merge_pids.h).
+ */
+#include "tools/stackrec/merge_pids.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static bool taken(const stkr__mpids *m, uint32_t pid) {
+  return stkr_map_find(&m->taken, pid) != NULL;
+}
+
+int stkr__mpids_assign(stkr__mpids *m, size_t ix, uint32_t pid) {
+  stkr__mproc *p = &m->p[ix];
+  uint32_t out = pid;
+
+  if (p->assigned)
+    return 0;
+  if (pid == 0 || taken(m, pid)) {
+    while (taken(m, m->next_pid))
+      m->next_pid++;
+    out = m->next_pid++;
+  }
+  if (stkr_map_put(&m->taken, out, 1) != 0)
+    return -ENOMEM;
+  p->out_pid = out;
+  p->renumbered = out != pid;
+  p->assigned = true;
+  return 0;
+}
+
+static const stkr__mpids *g_sort; /* for qsort's comparison: one thread */
+
+static int by_pid(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  uint32_t px = stkr_reader_process(g_sort->r, x)->pid;
+  uint32_t py = stkr_reader_process(g_sort->r, y)->pid;
+
+  if (px != py)
+    return px < py ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+int stkr__mpids_init(stkr__mpids *m, const stkr_reader *r) {
+  size_t i;
+
+  memset(m, 0, sizeof *m);
+  m->r = r;
+  m->n = stkr_reader_process_count(r);
+  m->next_pid = STKR__MERGE_PID_BASE;
+  m->p = calloc(m->n ? m->n : 1, sizeof *m->p);
+  m->order = malloc((m->n ? m->n : 1) * sizeof *m->order);
+  m->unnamed = malloc((m->n ? m->n : 1) * sizeof *m->unnamed);
+  if (m->p == NULL || m->order == NULL || m->unnamed == NULL)
+    return -ENOMEM;
+  for (i = 0; i < m->n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    struct stat st;
+
+    if (p->dir != NULL && stat(p->dir, &st) == 0) {
+      m->p[i].dev = st.st_dev;
+      m->p[i].ino = st.st_ino;
+    }
+    if (p->pid != 0)
+      m->order[m->n_order++] = (uint32_t)i;
+    else
+      m->unnamed[m->n_unnamed++] = (uint32_t)i;
+  }
+  /* The reader's order is by pid, then input: taking the pids in it now
+   * is what taking them batch by batch did, and a parent's pid is known
+   * before any child of it is written. */
+  for (i = 0; i < m->n_order; i++)
+    if (stkr__mpids_assign(m, m->order[i],
+                           stkr_reader_process(r, m->order[i])->pid) != 0)
+      return -ENOMEM;
+  g_sort = m;
+  qsort(m->order, m->n_order, sizeof *m->order, by_pid);
+  g_sort = NULL;
+  return 0;
+}
+
+void stkr__mpids_free(stkr__mpids *m) {
+  free(m->p);
+  free(m->order);
+  free(m->unnamed);
+  stkr_map_free(&m->taken);
+  memset(m, 0, sizeof *m);
+}
+
+static bool same_dir(const stkr__mproc *a, const stkr__mproc *b) {
+  return a->ino != 0 && a->dev == b->dev && a->ino == b->ino;
+}
+
+uint32_t stkr__mpids_parent(const stkr__mpids *m, size_t ix,
+                            uint32_t parent) {
+  size_t lo = 0, hi = m->n_order, i;
+  bool elsewhere = false;
+
+  if (parent == 0)
+    return 0;
+  while (lo < hi) { /* the first named process with pid >= parent */
+    size_t mid = lo + (hi - lo) / 2;
+    if (stkr_reader_process(m->r, m->order[mid])->pid < parent)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (; lo < m->n_order &&
+         stkr_reader_process(m->r, m->order[lo])->pid == parent;
+       lo++) {
+    if (same_dir(&m->p[m->order[lo]], &m->p[ix]))
+      return m->p[m->order[lo]].out_pid;
+    elsewhere = true;
+  }
+  /* Files not named as segments: their pid is their Header's (rare;
+   * read first, as pid 0 sorts first, so known by now). */
+  for (i = 0; i < m->n_unnamed; i++) {
+    uint32_t u = m->unnamed[i];
+    if (!m->p[u].assigned || stkr_reader_process(m->r, u)->pid != parent)
+      continue;
+    if (same_dir(&m->p[u], &m->p[ix]))
+      return m->p[u].out_pid;
+    elsewhere = true;
+  }
+  return elsewhere || taken(m, parent) ? 0 : parent;
+}
+
+size_t stkr__mpids_of_dir(const stkr__mpids *m, dev_t dev, ino_t ino,
+                          stkr_pid_map *map) {
+  stkr__mproc d = {.dev = dev, .ino = ino};
+  size_t i, n = 0;
+
+  for (i = 0; i < m->n; i++)
+    if (m->p[i].wrote && same_dir(&m->p[i], &d))
+      map[n++] = (stkr_pid_map){stkr_reader_process(m->r, i)->pid,
+                                m->p[i].out_pid};
+  return n;
+}
