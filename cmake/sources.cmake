@@ -113,6 +113,7 @@ set(STKR_PRELOAD_SRCS
   preload/hooks_net.c
   preload/hooks_signal.c
   preload/hooks_stat.c
+  preload/hooks_thread.c
   preload/preload.c
   preload/sites.c
 )

@@ -201,7 +201,8 @@ void stkr__pl_register_file_sites(void); /* hooks_files.c */
   X(statfs) X(statfs64) X(fstatfs) X(fstatfs64) X(statvfs) X(statvfs64)        \
   X(fstatvfs) X(fstatvfs64) X(dlopen) X(dlclose) X(fork) X(fcntl)          \
   X(fcntl64)                                                                   \
-  X(sigaction) X(signal) X(bsd_signal) X(sysv_signal)
+  X(sigaction) X(signal) X(bsd_signal) X(sysv_signal)                      \
+  X(pthread_setname_np) X(prctl)
 
 enum {
 #define STKR__PL_ENUM(name) STKR__PL_R_##name,

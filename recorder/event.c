@@ -173,6 +173,19 @@ static __attribute__((noinline)) int stkr__not_running(int state) {
   return stkr__recorder_running() ? 0 : -ENOTCONN;
 }
 
+void stkr_thread_renamed(void) {
+  stkr__thread *t = stkr__tls;
+
+  /* Only a state of a running recorder, and not from inside an event (a
+   * signal handler that renames its thread): that event still pushes into
+   * t, which must not be handed to the worker under it. */
+  if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX ||
+      atomic_load_explicit(&t->busy, memory_order_relaxed) ||
+      !stkr__recorder_running())
+    return;
+  stkr__thread_renamed(t);
+}
+
 int stkr_thread_attach(void) {
   stkr__thread *t;
   /* Acquire: as in stkr_event, pairs with the release stores of g_state

@@ -346,6 +346,18 @@ STKR_API int stkr_event(stkr_site *site, const void *payload, size_t payload_len
  * @return 0, or as stkr_event (-ENOTCONN: not recording). */
 STKR_API int stkr_thread_attach(void);
 
+/* The calling thread renamed itself (pthread_setname_np, prctl
+ * PR_SET_NAME): its later events carry the new name, its earlier ones keep
+ * the name they were made under (in the files, the renamed thread is a
+ * new thread of the same tid). The hook library behind `stackrec record`
+ * calls it from its pthread_setname_np and prctl; an app that embeds the
+ * recorder and renames threads calls it after the rename (a thread renamed
+ * by another thread keeps its old name until it renames itself or exits).
+ * Cheap when nothing changed (the name is read and compared); otherwise the
+ * thread's ring is handed over as an exiting thread's is. Thread-safe; not
+ * async-signal-safe; does nothing when not recording. */
+STKR_API void stkr_thread_renamed(void);
+
 /* Register a site now (stkr_event does it on first use).
  * @return 0, -ENOSPC past STKR_MAX_SITES, -EINVAL for a NULL/empty name. */
 STKR_API int stkr_site_register(stkr_site *site);

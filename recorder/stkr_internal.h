@@ -428,6 +428,13 @@ extern __thread stkr__thread *stkr__tls;
  * first event. */
 void stkr__thread_ignore(void);
 
+/* The calling thread, whose state is t (attached, outside any event), may
+ * have renamed itself: if its name changed, retire t as at its exit (its
+ * events so far keep the name they were made under) so that its next
+ * event attaches a state under the new name. Not async-signal-safe
+ * (pthread_setspecific). */
+void stkr__thread_renamed(stkr__thread *t);
+
 /* Allocate and register the calling thread's state (first event).
  * -ENOSPC (and stkr__tls = STKR__THREAD_CAPPED) when the ring would pass
  * the process-wide cap on ring memory (stkr__threads_ring_cap). */

@@ -121,8 +121,11 @@ bool stkr__threads_ring_room(size_t ring_bytes) {
 }
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
-static void stkr__thread_exit(void *arg) {
-  stkr__thread *t = arg;
+/* Hand the calling thread's state t over to the worker as an exited
+ * thread's: its last records are written, its ring reaped, under the name
+ * in exit_name; the thread then holds `after` (DEAD at its exit, NULL
+ * after a rename: its next event attaches a new state). */
+static void stkr__thread_retire(stkr__thread *t, stkr__thread *after) {
   size_t conf = atomic_load_explicit(&g_ring_conf, memory_order_relaxed);
 
   /* Past the first tier (a new thread would get less than the configured
@@ -132,13 +135,33 @@ static void stkr__thread_exit(void *arg) {
    * at 20 alive lost 78% of their events). While t is still listed. */
   if (conf != 0 && stkr__threads_next_ring(conf) < conf)
     stkr__thread_wake(t);
-  stkr__thread_name(t->exit_name, sizeof t->exit_name);
   /* From here on this thread must never touch t again: the worker may
    * unmap it as soon as it sees `exited` and an empty ring. */
-  stkr__tls = STKR__THREAD_DEAD;
+  stkr__tls = after;
   /* Release pairs with the worker's acquire load of `exited`: the name
-   * above and every record committed before are visible to it. */
+   * and every record committed before are visible to it. */
   atomic_store_explicit(&t->exited, 1, memory_order_release);
+}
+
+static void stkr__thread_exit(void *arg) {
+  stkr__thread *t = arg;
+
+  stkr__thread_name(t->exit_name, sizeof t->exit_name);
+  stkr__thread_retire(t, STKR__THREAD_DEAD);
+}
+
+void stkr__thread_renamed(stkr__thread *t) {
+  char now[sizeof t->name];
+
+  stkr__thread_name(now, sizeof now);
+  if (strncmp(now, t->name, sizeof now) == 0)
+    return;
+  /* Its events so far under the name they were made under; the next one
+   * attaches a state of the new name (a new thread id in the files). */
+  memcpy(t->exit_name, t->name, sizeof t->exit_name);
+  if (g_key != (pthread_key_t)-1)
+    pthread_setspecific(g_key, NULL); /* no exit for t: it is retired */
+  stkr__thread_retire(t, NULL);
 }
 
 static void stkr__key_create(void) {

@@ -67,6 +67,7 @@ typedef struct ev {
   size_t n_pcs;
   bool stack_truncated;
   uint64_t tid;
+  char thread_name[32];
 } ev;
 
 typedef struct rec {
@@ -101,6 +102,8 @@ static __attribute__((unused)) void rec_load(rec *out, const char *dir) {
       memcpy(e->pcs, v.pcs, (v.n_pcs < 4 ? v.n_pcs : 4) * sizeof(uint64_t));
     e->stack_truncated = v.stack_truncated;
     e->tid = v.tid;
+    snprintf(e->thread_name, sizeof e->thread_name, "%s",
+             v.thread_name ? v.thread_name : "");
   }
   assert_int_equal(rc, 0);
 }

@@ -72,6 +72,40 @@ static void test_signal_stress(void **state) {
   rec_free(&r);
 }
 
+/* A thread that renames itself (pthread_setname_np, then prctl): each
+ * event under the name it was made under (QA: all under the first name).
+ * Not under TSan: its runtime intercepts both calls itself, and the hook
+ * library leaves them to it there. */
+static void test_thread_renamed(void **state) {
+  static const struct {
+    const char *name;
+    size_t n;
+  } want[] = {{"alpha", 3}, {"beta", 4}, {"gamma", 2}};
+  const char *dir = fresh("rename");
+  rec r;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  skip();
+#endif
+  assert_int_equal(record(dir, "-q", "threads", "rename"), 0);
+  rec_load(&r, dir);
+  assert_int_equal(r.n, 9);
+  for (size_t w = 0; w < 3; w++) {
+    size_t n = 0;
+    for (size_t i = 0; i < r.n; i++) {
+      n += strcmp(r.evs[i].thread_name, want[w].name) == 0;
+      assert_int_equal(r.evs[i].tid, r.evs[0].tid); /* one thread */
+    }
+    if (n != want[w].n)
+      fail_msg("%zu events of thread \"%s\", want %zu", n, want[w].name,
+               want[w].n);
+  }
+  assert_int_equal(stkr_reader_process(r.r, 0)->drops, 0);
+  rec_free(&r);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
+}
+
 /* Record `forker MODE` into dir; it must print "MODE ok". Skipped under
  * TSan: a forked child starts its own flush worker, and TSan does not
  * support threads started after a multi-threaded fork (as in test-record). */
@@ -378,6 +412,7 @@ static void test_altstack_handler(void **state) {
 }
 
 TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
+             test_thread_renamed,
              test_fork_exec, test_quiet_parent_is_followed,
              test_fork_during_start, test_failed_exec_unstarted_child,
              test_first_event_in_handler, test_small_stacks,

@@ -310,13 +310,74 @@ static void test_fork_disable_child_writes_nothing(void **state) {
   assert_int_equal(count_dir_events(dir, NULL), 1);
 }
 
+/* Threads that rename themselves between bursts of events
+ * (stkr_thread_renamed after each rename): every event is written under
+ * the name it was made under, and the accounting adds up across the
+ * retired states (4 threads x 50 names x 20 events). */
+#define RENAMES 50
+#define PER_NAME 20
+static void *rename_worker(void *arg) {
+  int k = (int)(intptr_t)arg;
+  char name[16];
+
+  for (int r = 0; r < RENAMES; r++) {
+    snprintf(name, sizeof name, "rn%d-%d", k, r);
+    pthread_setname_np(pthread_self(), name);
+    stkr_thread_renamed();
+    stkr_thread_renamed(); /* no change: nothing */
+    for (int i = 0; i < PER_NAME; i++)
+      while (stkr_event(g_sites[k], name, strlen(name)) == -EAGAIN)
+        usleep(100);
+  }
+  return NULL;
+}
+
+static void test_renamed_threads(void **state) {
+  char dir[4200];
+  stkr_config cfg;
+  stkr_stats st;
+  pthread_t th[THREADS];
+  stkr_reader *r;
+  stkr_event_view ev;
+  uint64_t n = 0, wrong = 0;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s/renamed", tl_dir);
+  cfg = (stkr_config){.dir = dir, .flush_interval_ms = 5};
+  assert_int_equal(stkr_init(&cfg), 0);
+  for (intptr_t k = 0; k < THREADS; k++)
+    assert_int_equal(pthread_create(&th[k], NULL, rename_worker, (void *)k),
+                     0);
+  for (int k = 0; k < THREADS; k++)
+    pthread_join(th[k], NULL);
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.attempted, st.written + st.dropped);
+  assert_int_equal(stkr_shutdown(), 0);
+
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1) {
+    n++;
+    /* The payload is the name the thread had when it made the event. */
+    wrong += ev.thread_name == NULL ||
+             strlen(ev.thread_name) != ev.payload_len ||
+             memcmp(ev.thread_name, ev.payload, ev.payload_len) != 0;
+  }
+  assert_int_equal(n, (uint64_t)THREADS * RENAMES * PER_NAME);
+  assert_int_equal(wrong, 0);
+  assert_int_equal(stkr_reader_process(r, 0)->threads,
+                   (uint64_t)THREADS * RENAMES);
+  stkr_reader_free(r);
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "record", tl_make_dir, NULL,
       TL_CASES(NULL, stop_recorder, test_threads_known_chains_read_back_exactly,
                test_tiny_ring_drops_are_counted_everywhere,
                test_fork_follow_child_writes_own_files,
-               test_fork_disable_child_writes_nothing));
+               test_fork_disable_child_writes_nothing,
+               test_renamed_threads));
 }
 
 /* A failed assertion must not leave the recorder running for the next

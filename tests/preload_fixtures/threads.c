@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,26 @@ static int small_stacks(size_t bytes) {
   return 0;
 }
 
+/* rename: a thread named "alpha" reads HOME 3 times, renames itself
+ * "beta" (pthread_setname_np) and reads it 4 times, then "gamma" (prctl)
+ * and 2 times. */
+static void fx_read_home(int n) {
+  for (int i = 0; i < n; i++)
+    if (getenv("HOME") == NULL)
+      g_failed = 1;
+}
+
+static void *fx_rename_body(void *arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "alpha");
+  fx_read_home(3);
+  pthread_setname_np(pthread_self(), "beta");
+  fx_read_home(4);
+  prctl(PR_SET_NAME, "gamma", 0, 0, 0);
+  fx_read_home(2);
+  return NULL;
+}
+
 NOINLINE static void fx_altstack_handler(int sig) {
   (void)sig;
   if (getenv("HOME") == NULL) g_failed = 1;
@@ -184,6 +205,14 @@ int main(int argc, char **argv) {
   snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
   if (argc == 2 && strcmp(argv[1], "altstack") == 0)
     return fx_altstack_main();
+  if (argc == 2 && strcmp(argv[1], "rename") == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, fx_rename_body, NULL);
+    pthread_join(t, NULL);
+    if (g_failed) return 3;
+    printf("ok\n");
+    return 0;
+  }
   if (argc == 3 && strcmp(argv[1], "smallstack") == 0)
     return small_stacks(strtoul(argv[2], NULL, 0));
   if (argc == 2 && strcmp(argv[1], "mallocsig") == 0) {
@@ -226,6 +255,6 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: threads threads|sigstress\n");
+  fprintf(stderr, "usage: threads threads|sigstress|rename|...\n");
   return 2;
 }
