@@ -398,6 +398,11 @@ const char *stkr__marks_scope_line(stkr_reader *r, const char *p,
                                    bool *nomem);
 /* Is pid in scope s? */
 bool stkr__scope_has(const stkr__scope *s, uint32_t pid);
+/* The whole lines of dir's marks file (at most STKR_MARKS_MAX_BYTES) into
+ * *buf (malloc'd, STKR_MARKS_MAX_BYTES; the caller frees it, also on
+ * error) and *len (0: none, or not a regular file). A read error keeps
+ * what was read before it. @return 0, -ENOMEM or the -errno of the open. */
+int stkr__marks_read(const char *dir, char **buf, size_t *len);
 /* Append buf[0..n) to the file at path (created 0600) in one write.
  * @return 0 or -errno (-EIO: a short write; -ENXIO: not a regular file;
  * -EFBIG: past RLIMIT_FSIZE). */

@@ -665,33 +665,44 @@ int stkr_unrecorded_append(const char *dir, uint32_t pid, const char *name,
   return err;
 }
 
-int stkr_marks_copy(const char *from_dir, const char *to_dir) {
-  char *from = NULL, *to = NULL, *buf = NULL;
-  size_t len = 0;
-  int in = -1, err = 0;
+int stkr__marks_read(const char *dir, char **buf, size_t *len) {
+  char *path = NULL;
+  int in, err = 0;
 
-  if (asprintf(&from, "%s/%s", from_dir, STKR_MARKS_FILE) < 0 ||
-      asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0 ||
-      (buf = malloc(STKR_MARKS_MAX_BYTES)) == NULL) {
-    err = -ENOMEM;
-    goto out;
+  *len = 0;
+  *buf = NULL;
+  if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
+    return -ENOMEM;
+  if ((*buf = malloc(STKR_MARKS_MAX_BYTES)) == NULL) {
+    free(path);
+    return -ENOMEM;
   }
-  if ((in = stkr_open_regular(from, O_NOFOLLOW)) < 0) {
-    /* None, or not a regular file (the readers say so): nothing to copy. */
+  if ((in = stkr_open_regular(path, O_NOFOLLOW)) < 0) {
+    /* None, or not a regular file (the readers say so): nothing. */
     err = in == -ENOENT || in == -EINVAL ? 0 : in;
-    goto out;
-  }
-  /* A read error keeps what was read before it. */
-  (void)stkr_pread_all(in, buf, STKR_MARKS_MAX_BYTES, 0, &len);
-  while (len > 0 && buf[len - 1] != '\n') /* a line being written */
-    len--;
-  if (len > 0)
-    err = stkr__marks_append(to, buf, len);
-out:
-  if (in >= 0)
+  } else {
+    /* A read error keeps what was read before it. */
+    (void)stkr_pread_all(in, *buf, STKR_MARKS_MAX_BYTES, 0, len);
     close(in);
+  }
+  while (*len > 0 && (*buf)[*len - 1] != '\n') /* a line being written */
+    (*len)--;
+  free(path);
+  return err;
+}
+
+int stkr_marks_copy(const char *from_dir, const char *to_dir) {
+  char *to = NULL, *buf = NULL;
+  size_t len;
+  int err = stkr__marks_read(from_dir, &buf, &len);
+
+  if (err == 0 && len > 0) {
+    if (asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0)
+      err = -ENOMEM;
+    else
+      err = stkr__marks_append(to, buf, len);
+  }
   free(buf);
-  free(from);
   free(to);
   return err;
 }

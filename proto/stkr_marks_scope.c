@@ -19,14 +19,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/stkr_grow.h"
-#include "common/stkr_io.h"
 #include "proto/stkr__reader.h"
 
 const stkr__scope stkr__scope_none = {NULL, 0};
@@ -245,36 +242,26 @@ static void put_mark(outbuf *o, copy_state *c, const char *p,
 
 int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
                            const stkr_pid_map *map, size_t n_map) {
-  char *from = NULL, *to = NULL, *buf = NULL;
+  char *to = NULL, *buf = NULL;
   outbuf o = {0}, written = {0};
   copy_state c = {.map = map, .n_map = n_map, .field_due = true,
                   .written = &written};
   size_t len = 0, off = 0;
-  int in = -1, err = 0;
+  int err;
 
   if (from_dir == NULL || to_dir == NULL || (map == NULL && n_map != 0))
     return -EINVAL;
-  if (asprintf(&from, "%s/%s", from_dir, STKR_MARKS_FILE) < 0 ||
-      asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0 ||
-      (buf = malloc(STKR_MARKS_MAX_BYTES)) == NULL ||
-      (c.tmp = malloc((n_map ? n_map : 1) * sizeof *c.tmp)) == NULL) {
+  if ((err = stkr__marks_read(from_dir, &buf, &len)) != 0 || len == 0)
+    goto out;
+  if ((c.tmp = malloc((n_map ? n_map : 1) * sizeof *c.tmp)) == NULL) {
     err = -ENOMEM;
     goto out;
   }
-  if ((in = stkr_open_regular(from, O_NOFOLLOW)) < 0) {
-    /* None, or not a regular file (the readers say so): nothing to copy. */
-    err = in == -ENOENT || in == -EINVAL ? 0 : in;
-    goto out;
-  }
-  /* A read error keeps what was read before it, as stkr_marks_copy. */
-  (void)stkr_pread_all(in, buf, STKR_MARKS_MAX_BYTES, 0, &len);
   while (off < len && !o.nomem && !c.field.nomem && !written.nomem) {
     char *p = buf + off, *nl = memchr(p, '\n', len - off);
     bool all;
 
-    if (nl == NULL)
-      break; /* a line being written */
-    off = (size_t)(nl - buf) + 1;
+    off = (size_t)(nl - buf) + 1; /* stkr__marks_read: whole lines */
     if (nl - p >= 3 && memcmp(p, "s1 ", 3) == 0) {
       free(c.in);
       c.in_none = parse_scope(p, nl, &c.in, &c.n_in, &all) != NULL;
@@ -293,18 +280,17 @@ int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
     put(&o, "s1 -\n", 5); /* later lines: the whole directory again */
   if (o.nomem || c.field.nomem || written.nomem)
     err = -ENOMEM;
+  else if (o.len > 0 && asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0)
+    err = -ENOMEM;
   else if (o.len > 0)
     err = stkr__marks_append(to, o.p, o.len);
 out:
-  if (in >= 0)
-    close(in);
   free(o.p);
   free(written.p);
   free(c.field.p);
   free(c.in);
   free(c.tmp);
   free(buf);
-  free(from);
   free(to);
   return err;
 }

@@ -118,6 +118,23 @@ static sr_rec k_rec(uint32_t pid, uint64_t base) {
   return r;
 }
 
+/* r1 and r2 written into fresh directories d1 and d2 (tag-1, tag-2), then
+ * `merge -o out d1 d2` (out: tag-out, not created before); its status. */
+static int merge_two(char *d1, const sr_rec *r1, char *d2, const sr_rec *r2,
+                     char *out, const char *tag) {
+  char t[64];
+
+  snprintf(t, sizeof t, "%s-1", tag);
+  snprintf(d1, 4096, "%s", fx_tmpdir(t));
+  assert_int_equal(sr_write(d1, r1), 0);
+  snprintf(t, sizeof t, "%s-2", tag);
+  snprintf(d2, 4096, "%s", fx_tmpdir(t));
+  assert_int_equal(sr_write(d2, r2), 0);
+  snprintf(t, sizeof t, "%s-out", tag);
+  snprintf(out, 4096, "%s", out_path(t));
+  return cr_run("merge -o '%s' '%s' '%s'", out, d1, d2);
+}
+
 /* Two builds of one program on two devices: other pids, other addresses,
  * the same functions. */
 static void test_two_builds_add_up_and_merge_by_frames(void **state) {
@@ -126,13 +143,7 @@ static void test_two_builds_add_up_and_merge_by_frames(void **state) {
   readback rb;
   (void)state;
 
-  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-b1"));
-  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-b2"));
-  snprintf(out, sizeof out, "%s", out_path("merge-b-out"));
-  assert_int_equal(sr_write(d1, &r1), 0);
-  assert_int_equal(sr_write(d2, &r2), 0);
-
-  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_int_equal(merge_two(d1, &r1, d2, &r2, out, "merge-b"), 0);
   assert_string_equal(cr_err, "");
   assert_non_null(strstr(cr_out, "merged 2 inputs: 2 processes, 2 segments, "
                                  "2 batches ("));
@@ -580,12 +591,7 @@ static void test_diff_of_merged_runs(void **state) {
 
   a.evs = b.evs = slow;
   b.start_ns = a.start_ns + 180000000000ull;
-  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-diff1"));
-  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-diff2"));
-  snprintf(out, sizeof out, "%s", out_path("merge-diff-out"));
-  assert_int_equal(sr_write(d1, &a), 0);
-  assert_int_equal(sr_write(d2, &b), 0);
-  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_int_equal(merge_two(d1, &a, d2, &b, out, "merge-diff"), 0);
   assert_int_equal(cr_run("diff --min-count 1 '%s' '%s'", d1, out), 0);
   if (strstr(cr_out, "RATE CHANGED: 0\n") == NULL)
     fail_msg("diff said:\n%s", cr_out);
