@@ -267,17 +267,54 @@ static void count_thread(stkr__worker *w, uint32_t id) {
   }
 }
 
-/* The ThreadDef of a live thread, once per epoch. `name` is written only
- * at attach, before the thread was published (acquire chain through the
- * registry head), so reading it here is race-free; a rename after attach
- * shows up in the exited=true ThreadDef, built from `exit_name`. */
+/* The thread id of t's events: a new one per rename applied. */
+static uint32_t event_thread_id(const stkr__thread *t) {
+  return t->w_ev_id ? t->w_ev_id : t->id;
+}
+
+/* The ThreadDef of a live thread, once per epoch (and after each rename
+ * applied). `name` is written only at attach (or at a start, with no
+ * worker running), before the thread was published (acquire chain through
+ * the registry head), so reading it here is race-free; after a rename,
+ * the worker's own copy of the name told. */
 static void define_thread(stkr__worker *w, stkr__thread *t) {
   if (t->w_defined_seg == w->epoch) return;
   char name[sizeof t->name];
-  memcpy(name, t->name, sizeof name);
+  memcpy(name, t->w_ev_id ? t->w_name : t->name, sizeof name);
   name[sizeof name - 1] = '\0';
-  if (stkr__batch_add_thread(&w->bb, t->id, t->tid, name, false) == 0)
+  if (stkr__batch_add_thread(&w->bb, event_thread_id(t), t->tid, name,
+                             false) == 0)
     t->w_defined_seg = w->epoch;
+}
+
+/* The renames t told that take effect at or before ring position pos (a
+ * record's): each gives its later events a new thread id and name, and
+ * its slot back to the thread. */
+static void apply_renames(stkr__thread *t, uint64_t pos) {
+  /* Acquire: pairs with stkr_thread_renamed's release of rn_count. */
+  uint32_t n = atomic_load_explicit(&t->rn_count, memory_order_acquire);
+
+  if (!t->w_rn_lost_said &&
+      atomic_load_explicit(&t->rn_lost, memory_order_relaxed) != 0) {
+    t->w_rn_lost_said = true;
+    stkr__log(STKR__LOG_OTHER, "thread %u (tid %llu) renamed itself more "
+              "than %d times between two passes of the worker: some of its "
+              "events carry an earlier name", (unsigned)t->id,
+              (unsigned long long)t->tid, STKR__RENAMES);
+  }
+  while (t->w_rn_applied != n) {
+    const uint32_t k = t->w_rn_applied % STKR__RENAMES;
+    if (t->rn[k].pos > pos)
+      break;
+    memcpy(t->w_name, t->rn[k].name, sizeof t->w_name);
+    t->w_name[sizeof t->w_name - 1] = '\0';
+    t->w_ev_id = stkr__threads_new_id();
+    t->w_defined_seg = 0; /* defined anew, under the new id */
+    t->w_rn_applied++;
+    /* Release: the slot is read; the thread may reuse it. */
+    atomic_store_explicit(&t->w_rn_done, t->w_rn_applied,
+                          memory_order_release);
+  }
 }
 
 /* A new image list: mark the app's images (the main executable, listed
@@ -431,7 +468,7 @@ static void add_record(stkr__worker *w, stkr__thread *t,
       s->epoch = w->epoch;
   }
   if (stkr__batch_add_event(b, stkr_clock_to_ns(&w->clk, r->ts_ns), site,
-                            t->id, stack,
+                            event_thread_id(t), stack,
                             payload, r->payload_len,
                             (r->flags & STKR__REC_PAYLOAD_TRUNCATED) != 0) != 0) {
     pthread_mutex_lock(&w->stats_mu);
@@ -489,6 +526,11 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
       write_batch(w, false);
       batch_begin(w);
     }
+    /* A rename told before this record's commit is seen now (rn_count is
+     * released before the head that published the record). */
+    if (atomic_load_explicit(&t->rn_count, memory_order_relaxed) !=
+        t->w_rn_applied)
+      apply_renames(t, cur.pos);
     add_record(w, t, r);
     /* After add_record copied it; the space is released after the
      * batch's write (release_all). */
@@ -586,7 +628,10 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
      * events dropped before any definition) needs no final ThreadDef. */
     if (t->w_defined_seg != 0) {
       maybe_write_full(w);
-      (void)stkr__batch_add_thread(&w->bb, t->id, t->tid, name, true);
+      /* Renames after its last record: its end under its last name. */
+      apply_renames(t, UINT64_MAX);
+      (void)stkr__batch_add_thread(&w->bb, event_thread_id(t), t->tid, name,
+                                   true);
       t->w_defined_seg = w->epoch;
     }
     stkr__pmirror_free(t);

@@ -175,15 +175,50 @@ static __attribute__((noinline)) int stkr__not_running(int state) {
 
 void stkr_thread_renamed(void) {
   stkr__thread *t = stkr__tls;
+  char now[sizeof t->cur_name] = {0}; /* compared whole, as cur_name */
+  int state;
 
-  /* Only a state of a running recorder, and not from inside an event (a
-   * signal handler that renames its thread): that event still pushes into
-   * t, which must not be handed to the worker under it. */
-  if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX ||
-      atomic_load_explicit(&t->busy, memory_order_relaxed) ||
-      !stkr__recorder_running())
+  if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX)
+    return; /* no state yet: its first event reads the name */
+  state = atomic_load_explicit(&g_state, memory_order_acquire);
+  if (state == STKR__FORK_PENDING) {
+    /* A followed fork child before its start: its only thread, no
+     * worker; the start names the state after cur_name. */
+    stkr__thread_name(now, sizeof now);
+    memcpy(t->cur_name, now, sizeof now);
     return;
-  stkr__thread_renamed(t);
+  }
+  /* Under busy, as an event: inside an event (a signal handler renaming
+   * its thread) it is left alone; a start waits for it (cur_name). */
+  if (atomic_load_explicit(&t->busy, memory_order_relaxed))
+    return;
+  atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
+    atomic_thread_fence(memory_order_seq_cst);
+  else
+    atomic_signal_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STKR__RUNNING) {
+    stkr__thread_name(now, sizeof now);
+    if (memcmp(now, t->cur_name, sizeof now) != 0) {
+      uint32_t n = atomic_load_explicit(&t->rn_count, memory_order_relaxed);
+      /* Acquire: the worker has copied the slot it gives back. A full
+       * queue (the worker behind by STKR__RENAMES renames): this one is
+       * not told, and the events until the next keep the last name told. */
+      if (n - atomic_load_explicit(&t->w_rn_done, memory_order_acquire) <
+          STKR__RENAMES) {
+        t->rn[n % STKR__RENAMES].pos =
+            t->ring.c != NULL
+                ? atomic_load_explicit(&t->ring.c->head, memory_order_relaxed)
+                : 0;
+        memcpy(t->rn[n % STKR__RENAMES].name, now, sizeof now);
+        memcpy(t->cur_name, now, sizeof now);
+        atomic_store_explicit(&t->rn_count, n + 1, memory_order_release);
+      } else {
+        atomic_fetch_add_explicit(&t->rn_lost, 1, memory_order_relaxed);
+      }
+    }
+  }
+  atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 
 int stkr_thread_attach(void) {

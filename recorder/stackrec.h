@@ -348,14 +348,19 @@ STKR_API int stkr_thread_attach(void);
 
 /* The calling thread renamed itself (pthread_setname_np, prctl
  * PR_SET_NAME): its later events carry the new name, its earlier ones keep
- * the name they were made under (in the files, the renamed thread is a
- * new thread of the same tid). The hook library behind `stackrec record`
- * calls it from its pthread_setname_np and prctl; an app that embeds the
- * recorder and renames threads calls it after the rename (a thread renamed
- * by another thread keeps its old name until it renames itself or exits).
- * Cheap when nothing changed (the name is read and compared); otherwise the
- * thread's ring is handed over as an exiting thread's is. Thread-safe; not
- * async-signal-safe; does nothing when not recording. */
+ * the name they were made under (in the files, a new thread id of the same
+ * tid from the rename on). The hook library behind `stackrec record` calls
+ * it from its pthread_setname_np and prctl; an app that embeds the
+ * recorder and renames threads calls it after the rename. Not told apart:
+ * a thread renamed by another thread (until it renames itself), renames
+ * between stkr_shutdown and stkr_init (the next session names the thread
+ * as it is then), and more than 8 renames of one thread between two passes
+ * of the worker (the later ones keep the 8th's name until the next; a
+ * note says so).
+ * Cost: the name is read and compared; a change writes a small queue in
+ * the thread's state, which the worker reads. Thread-safe; async-signal-
+ * safe (inside an event, a signal handler's rename is not told); does
+ * nothing when not recording. */
 STKR_API void stkr_thread_renamed(void);
 
 /* Register a site now (stkr_event does it on first use).

@@ -331,6 +331,9 @@ const char *stkr__arch_name(void);
 #define STKR__THREAD_LINE STKR__CACHE_LINE
 #endif
 
+/* Renames a thread may tell before the worker applies them (see rn). */
+#define STKR__RENAMES 8
+
 typedef struct stkr__thread {
   stkr__ring ring;
 
@@ -378,6 +381,27 @@ typedef struct stkr__thread {
    * been renamed since attach; a separate field keeps the worker's reads
    * of `name` race-free). */
   char exit_name[32];
+  /* Renames the thread told (stkr_thread_renamed), a queue of
+   * STKR__RENAMES: the thread writes rn[rn_count % STKR__RENAMES] (the
+   * ring position from which its records carry the new name, and the
+   * name), then rn_count (release). The worker, after reading a record,
+   * loads rn_count (acquire: a rename told before the record's commit is
+   * seen with it), applies those at or before the record, and stores
+   * w_rn_done (release), which the thread loads (acquire) before it
+   * reuses a slot. Both are reset at start (no producer, no worker). */
+  struct {
+    uint64_t pos;
+    char name[32];
+  } rn[STKR__RENAMES];
+  _Atomic uint32_t rn_count;
+  _Atomic uint32_t w_rn_done;
+  /* Renames not told (the queue full): written by the thread (relaxed),
+   * read by the worker, which says so once per thread. */
+  _Atomic uint32_t rn_lost;
+  /* The thread's name as last told (its attach name until a rename):
+   * written by the thread under `busy`, read at start, which waits for
+   * every thread to be idle, to name the thread anew. */
+  char cur_name[32];
 
   /* Worker-only bookkeeping (flush/ owns these). */
   _Alignas(STKR__THREAD_LINE) uint64_t w_consumed;
@@ -388,6 +412,12 @@ typedef struct stkr__thread {
   uint64_t ring_charge;
   uint64_t w_reported_full, w_reported_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
+  /* Renames applied (w_rn_done's value); the thread id of the events since
+   * the last one (a new id per rename; 0: none yet, `id`) and their name. */
+  uint32_t w_rn_applied;
+  bool w_rn_lost_said;
+  uint32_t w_ev_id;
+  char w_name[32];
   /* The worker's mirror of the ring's known-stack table: the stack id
    * (flush/'s table) of the latest full record read for each slot; 0: none
    * (or no memory for it: its known records get stack id 0). Cleared with
@@ -411,6 +441,10 @@ typedef struct stkr__thread {
 _Static_assert(offsetof(stkr__thread, id) / STKR__THREAD_LINE !=
                    offsetof(stkr__thread, busy) / STKR__THREAD_LINE,
                "stkr__thread.id shares the producer's cache line");
+
+/* A new recorder thread id (>= 1), as attach takes: for a thread's events
+ * after it renamed itself (flush/). Any thread. */
+uint32_t stkr__threads_new_id(void);
 
 /* Sentinels in stkr__tls besides NULL (not attached yet). */
 #define STKR__THREAD_DEAD ((stkr__thread *)1)

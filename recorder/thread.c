@@ -121,11 +121,8 @@ bool stkr__threads_ring_room(size_t ring_bytes) {
 }
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
-/* Hand the calling thread's state t over to the worker as an exited
- * thread's: its last records are written, its ring reaped, under the name
- * in exit_name; the thread then holds `after` (DEAD at its exit, NULL
- * after a rename: its next event attaches a new state). */
-static void stkr__thread_retire(stkr__thread *t, stkr__thread *after) {
+static void stkr__thread_exit(void *arg) {
+  stkr__thread *t = arg;
   size_t conf = atomic_load_explicit(&g_ring_conf, memory_order_relaxed);
 
   /* Past the first tier (a new thread would get less than the configured
@@ -135,33 +132,13 @@ static void stkr__thread_retire(stkr__thread *t, stkr__thread *after) {
    * at 20 alive lost 78% of their events). While t is still listed. */
   if (conf != 0 && stkr__threads_next_ring(conf) < conf)
     stkr__thread_wake(t);
+  stkr__thread_name(t->exit_name, sizeof t->exit_name);
   /* From here on this thread must never touch t again: the worker may
    * unmap it as soon as it sees `exited` and an empty ring. */
-  stkr__tls = after;
+  stkr__tls = STKR__THREAD_DEAD;
   /* Release pairs with the worker's acquire load of `exited`: the name
-   * and every record committed before are visible to it. */
+   * above and every record committed before are visible to it. */
   atomic_store_explicit(&t->exited, 1, memory_order_release);
-}
-
-static void stkr__thread_exit(void *arg) {
-  stkr__thread *t = arg;
-
-  stkr__thread_name(t->exit_name, sizeof t->exit_name);
-  stkr__thread_retire(t, STKR__THREAD_DEAD);
-}
-
-void stkr__thread_renamed(stkr__thread *t) {
-  char now[sizeof t->name];
-
-  stkr__thread_name(now, sizeof now);
-  if (strncmp(now, t->name, sizeof now) == 0)
-    return;
-  /* Its events so far under the name they were made under; the next one
-   * attaches a state of the new name (a new thread id in the files). */
-  memcpy(t->exit_name, t->name, sizeof t->exit_name);
-  if (g_key != (pthread_key_t)-1)
-    pthread_setspecific(g_key, NULL); /* no exit for t: it is retired */
-  stkr__thread_retire(t, NULL);
 }
 
 static void stkr__key_create(void) {
@@ -206,6 +183,7 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   t->tid = stkr__os_tid();
   t->id = atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
   stkr__thread_name(t->name, sizeof t->name);
+  memcpy(t->cur_name, t->name, sizeof t->cur_name);
   /* A file of the current session when there is one (the id is used up
    * even if this fails: ids are never reused). From here until t is in the
    * list, a session close waits for us (stkr__ringfile_enter). */
@@ -236,6 +214,10 @@ int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
   atomic_fetch_add_explicit(&g_attached, 1, memory_order_relaxed);
   *out = t;
   return 0;
+}
+
+uint32_t stkr__threads_new_id(void) {
+  return atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
 }
 
 void stkr__thread_ignore(void) {
@@ -438,6 +420,15 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->dropped_reentrant, 0, memory_order_relaxed);
     t->w_consumed = t->w_reported_full = t->w_reported_reentrant = 0;
     t->w_defined_seg = 0;
+    /* Named as it is now (renamed between sessions, or in a forked child
+     * before its start: stkr_thread_renamed), its renames applied. */
+    memcpy(t->name, t->cur_name, sizeof t->name);
+    t->name[sizeof t->name - 1] = '\0';
+    atomic_store_explicit(&t->rn_count, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->w_rn_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->rn_lost, 0, memory_order_relaxed);
+    t->w_rn_applied = t->w_ev_id = 0;
+    t->w_rn_lost_said = false;
     if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0)
       reback(t, ring_bytes);
     /* A new worker knows no stack: the producer's table (reset below)

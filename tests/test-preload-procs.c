@@ -104,6 +104,19 @@ static void test_thread_renamed(void **state) {
   assert_int_equal(stkr_reader_process(r.r, 0)->drops, 0);
   rec_free(&r);
   assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
+
+  /* A followed fork child renaming itself before its first event: its
+   * events under its own name (its parent's before: review). */
+  dir = fresh("forkrename");
+  assert_int_equal(record(dir, "-q", "threads", "forkrename"), 0);
+  rec_load(&r, dir);
+  assert_int_equal(r.n, 6);
+  for (size_t i = 0; i < r.n; i++)
+    assert_string_equal(
+        r.evs[i].thread_name,
+        stkr_reader_process(r.r, r.evs[i].proc)->parent_pid == 0 ? "parent"
+                                                                  : "child");
+  rec_free(&r);
 }
 
 /* Record `forker MODE` into dir; it must print "MODE ok". Skipped under

@@ -328,6 +328,10 @@ static void *rename_worker(void *arg) {
     for (int i = 0; i < PER_NAME; i++)
       while (stkr_event(g_sites[k], name, strlen(name)) == -EAGAIN)
         usleep(100);
+    /* At most STKR__RENAMES renames a thread between two passes of the
+     * worker are told apart (stackrec.h): a pass every few renames. */
+    if (r % 4 == 3)
+      stkr_flush();
   }
   return NULL;
 }

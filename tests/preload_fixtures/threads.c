@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/preload_fixtures/fixture_home.h"
@@ -205,6 +206,23 @@ int main(int argc, char **argv) {
   snprintf(g_alarm_path, sizeof g_alarm_path, "%s/.ssh/from-alarm", home);
   if (argc == 2 && strcmp(argv[1], "altstack") == 0)
     return fx_altstack_main();
+  if (argc == 2 && strcmp(argv[1], "forkrename") == 0) {
+    /* A followed fork child that renames itself before its first event
+     * (review: it recorded under its parent's name). */
+    pid_t pid;
+    int st = 0;
+    prctl(PR_SET_NAME, "parent", 0, 0, 0);
+    fx_read_home(1);
+    if ((pid = fork()) == 0) {
+      prctl(PR_SET_NAME, "child", 0, 0, 0);
+      fx_read_home(5);
+      _exit(g_failed ? 3 : 0);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0 || g_failed)
+      return 3;
+    printf("ok\n");
+    return 0;
+  }
   if (argc == 2 && strcmp(argv[1], "rename") == 0) {
     pthread_t t;
     pthread_create(&t, NULL, fx_rename_body, NULL);
