@@ -243,6 +243,14 @@ static void test_damaged_and_empty(void **state) {
   assert_non_null(strstr(cr_out, "an empty recording (no process made a "
                                  "watched call): nothing to symbolize"));
   assert_int_equal(cr_run("verify '%s'", src), 0);
+  /* Again into the same OUT, with a mark: refused (it appended the marks
+   * a second time: review). */
+  assert_int_equal(cr_run("mark '%s' consent.granted", empty), 0);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", src, empty), 0);
+  cr_expect(2, "already holds stackrec.marks", "symbolize -o '%s' '%s'", src,
+            empty);
+  snprintf(src, sizeof(src), "%s/stackrec.marks", empty);
+  assert_int_equal(unlink(src), 0);
   snprintf(src, sizeof(src), "%s/notes.txt", empty);
   assert_int_equal(fx_write_file(src, "x", 1), 0);
   cr_expect(1, "no segment files", "info '%s'", empty);

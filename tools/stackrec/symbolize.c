@@ -695,6 +695,13 @@ int stkr_cli_symbolize(int argc, char **argv) {
     free(segs);
     if ((err = make_outdir(indir, outdir)) != 0)
       return err;
+    char marks[PATH_MAX + sizeof STKR_MARKS_FILE + 1];
+    snprintf(marks, sizeof marks, "%s/%s", outdir, STKR_MARKS_FILE);
+    if (access(marks, F_OK) == 0) /* a second run would double its lines */
+      return stkr_cli_usage_error("symbolize",
+                                  "OUT '%s' already holds %s; give an "
+                                  "empty or new directory", outdir,
+                                  STKR_MARKS_FILE);
     if (stkr_marks_copy(indir, outdir) != 0) {
       fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir,
               STKR_MARKS_FILE);
