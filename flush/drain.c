@@ -538,6 +538,11 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
     n++;
   }
   stkr__ring_cursor_store(&t->ring, &cur);
+  /* Renames told at or before the read position, with no record after
+   * them yet: applied now, so that the queue empties every pass. */
+  if (atomic_load_explicit(&t->rn_count, memory_order_relaxed) !=
+      t->w_rn_applied)
+    apply_renames(t, cur.pos);
   if (cur.corrupt != 0) {
     /* Records something else wrote over (stkr__ring_cursor_peek_slow):
      * how many events they held is unknown; one is counted, and the
@@ -621,15 +626,15 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
    * file goes with it, and must not while a crash could still need it. */
   if (exited && empty && !(t->ring.c && stkr__ring_pending(&t->ring))) {
     char name[sizeof t->exit_name];
-    /* Final name, written before `exited` was released (acquired above). */
-    memcpy(name, t->exit_name, sizeof name);
+    /* Final name, written before `exited` was released (acquired above);
+     * after a rename applied, the name of the id its events carry (a
+     * rename after its last record changes nothing then). */
+    memcpy(name, t->w_ev_id ? t->w_name : t->exit_name, sizeof name);
     name[sizeof name - 1] = '\0';
     /* A thread that never recorded (attached ahead of time, or all its
      * events dropped before any definition) needs no final ThreadDef. */
     if (t->w_defined_seg != 0) {
       maybe_write_full(w);
-      /* Renames after its last record: its end under its last name. */
-      apply_renames(t, UINT64_MAX);
       (void)stkr__batch_add_thread(&w->bb, event_thread_id(t), t->tid, name,
                                    true);
       t->w_defined_seg = w->epoch;

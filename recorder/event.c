@@ -180,16 +180,9 @@ void stkr_thread_renamed(void) {
 
   if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX)
     return; /* no state yet: its first event reads the name */
-  state = atomic_load_explicit(&g_state, memory_order_acquire);
-  if (state == STKR__FORK_PENDING) {
-    /* A followed fork child before its start: its only thread, no
-     * worker; the start names the state after cur_name. */
-    stkr__thread_name(now, sizeof now);
-    memcpy(t->cur_name, now, sizeof now);
-    return;
-  }
   /* Under busy, as an event: inside an event (a signal handler renaming
-   * its thread) it is left alone; a start waits for it (cur_name). */
+   * its thread) it is left alone; a start waits for it before it reads
+   * cur_name (stkr__threads_wait_idle), or is seen as STARTING here. */
   if (atomic_load_explicit(&t->busy, memory_order_relaxed))
     return;
   atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
@@ -197,27 +190,36 @@ void stkr_thread_renamed(void) {
     atomic_thread_fence(memory_order_seq_cst);
   else
     atomic_signal_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&g_state, memory_order_acquire) == STKR__RUNNING) {
-    stkr__thread_name(now, sizeof now);
-    if (memcmp(now, t->cur_name, sizeof now) != 0) {
-      uint32_t n = atomic_load_explicit(&t->rn_count, memory_order_relaxed);
-      /* Acquire: the worker has copied the slot it gives back. A full
-       * queue (the worker behind by STKR__RENAMES renames): this one is
-       * not told, and the events until the next keep the last name told. */
-      if (n - atomic_load_explicit(&t->w_rn_done, memory_order_acquire) <
-          STKR__RENAMES) {
-        t->rn[n % STKR__RENAMES].pos =
-            t->ring.c != NULL
-                ? atomic_load_explicit(&t->ring.c->head, memory_order_relaxed)
-                : 0;
-        memcpy(t->rn[n % STKR__RENAMES].name, now, sizeof now);
-        memcpy(t->cur_name, now, sizeof now);
-        atomic_store_explicit(&t->rn_count, n + 1, memory_order_release);
-      } else {
-        atomic_fetch_add_explicit(&t->rn_lost, 1, memory_order_relaxed);
-      }
+  state = atomic_load_explicit(&g_state, memory_order_acquire);
+  stkr__thread_name(now, sizeof now);
+  if (memcmp(now, t->cur_name, sizeof now) == 0) {
+    /* nothing changed */
+  } else if (state == STKR__OFF || state == STKR__FORK_PENDING) {
+    /* No worker (between sessions, or a followed fork child before its
+     * start): the next start names the state after cur_name. */
+    memcpy(t->cur_name, now, sizeof now);
+  } else if (state == STKR__RUNNING) {
+    uint32_t n = atomic_load_explicit(&t->rn_count, memory_order_relaxed);
+    /* Acquire: the worker has copied the slot it gives back. A full
+     * queue (the worker behind by STKR__RENAMES renames): this one is
+     * not told, and the events until the next keep the last name told. */
+    if (n - atomic_load_explicit(&t->w_rn_done, memory_order_acquire) <
+        STKR__RENAMES) {
+      t->rn[n % STKR__RENAMES].pos =
+          t->ring.c != NULL
+              ? atomic_load_explicit(&t->ring.c->head, memory_order_relaxed)
+              : 0;
+      memcpy(t->rn[n % STKR__RENAMES].name, now, sizeof now);
+      memcpy(t->cur_name, now, sizeof now);
+      /* The ring file names the thread for recovery after a crash: its
+       * unflushed records are most likely the latest name's. */
+      if (t->ring.c != NULL)
+        memcpy(t->ring.c->meta.name, now, sizeof t->ring.c->meta.name);
+      atomic_store_explicit(&t->rn_count, n + 1, memory_order_release);
+    } else {
+      atomic_fetch_add_explicit(&t->rn_lost, 1, memory_order_relaxed);
     }
-  }
+  } /* STARTING: the start reads the name it has now */
   atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 

@@ -352,9 +352,9 @@ STKR_API int stkr_thread_attach(void);
  * tid from the rename on). The hook library behind `stackrec record` calls
  * it from its pthread_setname_np and prctl; an app that embeds the
  * recorder and renames threads calls it after the rename. Not told apart:
- * a thread renamed by another thread (until it renames itself), renames
- * between stkr_shutdown and stkr_init (the next session names the thread
- * as it is then), and more than 8 renames of one thread between two passes
+ * a thread renamed by another thread (until it renames itself), events
+ * recovered after a crash (under the thread's last name), and more than 8
+ * renames of one thread between two passes
  * of the worker (the later ones keep the 8th's name until the next; a
  * note says so).
  * Cost: the name is read and compared; a change writes a small queue in

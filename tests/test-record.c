@@ -374,6 +374,67 @@ static void test_renamed_threads(void **state) {
   stkr_reader_free(r);
 }
 
+/* The name of the one event of dir whose payload is `payload`. */
+static void expect_named(const char *dir, const char *payload,
+                         const char *name) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  int found = 0;
+
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1)
+    if (!ev.is_mark && ev.payload_len == strlen(payload) &&
+        memcmp(ev.payload, payload, ev.payload_len) == 0) {
+      found++;
+      if (ev.thread_name == NULL || strcmp(ev.thread_name, name) != 0)
+        fail_msg("event \"%s\" under \"%s\", want \"%s\"", payload,
+                 ev.thread_name ? ev.thread_name : "(null)", name);
+    }
+  stkr_reader_free(r);
+  assert_int_equal(found, 1);
+}
+
+/* Review of the rename queue: renames with no event between them, more
+ * than the queue holds but a pass of the worker after each, are all told
+ * (the queue emptied only when a later record was read); a rename while
+ * not recording names the thread in the next session. */
+static void *rename_corners(void *arg) {
+  const char *dir = arg;
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 60000};
+  char name[16];
+
+  pthread_setname_np(pthread_self(), "c0");
+  assert_int_equal(stkr_init(&cfg), 0);
+  assert_int_equal(stkr_event(g_sites[0], "first", 5), 0);
+  for (int i = 1; i <= 12; i++) {
+    snprintf(name, sizeof name, "c%d", i);
+    pthread_setname_np(pthread_self(), name);
+    stkr_thread_renamed();
+    assert_int_equal(stkr_flush(), 0);
+  }
+  assert_int_equal(stkr_event(g_sites[0], "after12", 7), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  pthread_setname_np(pthread_self(), "between");
+  stkr_thread_renamed(); /* not recording */
+  assert_int_equal(stkr_init(&cfg), 0);
+  assert_int_equal(stkr_event(g_sites[0], "second", 6), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  return NULL;
+}
+
+static void test_rename_corner_cases(void **state) {
+  char dir[4200];
+  pthread_t th;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s/rename-corners", tl_dir);
+  assert_int_equal(pthread_create(&th, NULL, rename_corners, dir), 0);
+  pthread_join(th, NULL);
+  expect_named(dir, "first", "c0");
+  expect_named(dir, "after12", "c12");
+  expect_named(dir, "second", "between");
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "record", tl_make_dir, NULL,
@@ -381,7 +442,7 @@ int main(void) {
                test_tiny_ring_drops_are_counted_everywhere,
                test_fork_follow_child_writes_own_files,
                test_fork_disable_child_writes_nothing,
-               test_renamed_threads));
+               test_renamed_threads, test_rename_corner_cases));
 }
 
 /* A failed assertion must not leave the recorder running for the next
