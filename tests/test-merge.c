@@ -575,6 +575,20 @@ static void test_scope_written_once(void **state) {
   /* 200 pids of up to 4 digits: ~1 KB of scope line. */
   assert_true(out_st.st_size < in_st.st_size + 1200);
   assert_int_equal(proc_in(out, 400).external_marks, 500);
+
+  /* Two inputs whose marks together pass what a reader reads: said, exit
+   * 1 (merge exited 0 and readers later ignored the tail: review). */
+  snprintf(path, sizeof path, "%s/stackrec.marks", d);
+  assert_non_null(f = fopen(path, "w"));
+  for (int i = 0; i < 60000; i++)
+    fprintf(f, "m1 %d 6 7 screen.s -\n", 1000 + i);
+  fclose(f);
+  snprintf(path, sizeof path, "%s-2", d);
+  assert_int_equal(mkdir(path, 0700), 0);
+  assert_int_equal(tl_system("cp -a '%s/.' '%s/'", d, path), 0);
+  snprintf(out, sizeof out, "%s", out_path("merge-too-many-marks"));
+  cr_expect(1, "what readers read", "merge -o '%s' '%s' '%s'", out, d,
+            path);
 }
 
 /* `diff` of a run against the merge of it with a run three minutes later:

@@ -523,6 +523,30 @@ static int copy_marks_files(const merge_run *m, char *const *in, int n,
   return status;
 }
 
+/* OUT's marks file past what a reader reads (STKR_MARKS_MAX lines or
+ * STKR_MARKS_MAX_BYTES: several inputs with many marks each): said, as
+ * the marks past it are lost to every reader. @return 0, or -1 if so. */
+static int check_marks_size(const char *out) {
+  char path[PATH_MAX];
+  unsigned long long lines = 0;
+  struct stat st;
+  FILE *f;
+  int c;
+
+  snprintf(path, sizeof path, "%s/%s", out, STKR_MARKS_FILE);
+  if (stat(path, &st) != 0 || (f = fopen(path, "re")) == NULL)
+    return 0;
+  while ((c = getc(f)) != EOF && lines <= STKR_MARKS_MAX)
+    lines += c == '\n';
+  fclose(f);
+  if ((uint64_t)st.st_size <= STKR_MARKS_MAX_BYTES && lines <= STKR_MARKS_MAX)
+    return 0;
+  fprintf(stderr, "stackrec merge: %s: more than %d lines or %u MiB, what "
+          "readers read: the marks past that are ignored by every reader\n",
+          path, STKR_MARKS_MAX, (unsigned)(STKR_MARKS_MAX_BYTES >> 20));
+  return -1;
+}
+
 int stkr_cli_merge(int argc, char **argv) {
   const char *out = NULL;
   const stkr_cli_opt options[] = {
@@ -610,7 +634,8 @@ int stkr_cli_merge(int argc, char **argv) {
   for (int i = optind; i < argc; i++)
     if (carry_tombstones(&m, r, argv[i]) != 0)
       status = STKR_CLI_DATA_LOST;
-  if (copy_marks_files(&m, argv + optind, argc - optind, out) != 0)
+  if (copy_marks_files(&m, argv + optind, argc - optind, out) != 0 ||
+      check_marks_size(out) != 0)
     status = STKR_CLI_DATA_LOST;
   print_summary(&m, r, argc - optind);
   rc = stkr_cli_finish("merge", r, STKR_CLI_OK);
