@@ -112,21 +112,32 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   return 0;
 }
 
-void stkr__thread_wake(stkr__thread *t) {
-  /* Under t's busy flag, as an event's push: the Dekker pair with
-   * stkr__recorder_stop() makes sure the worker and its wake channel are
-   * still there (stop quiesces busy threads before they go), and g_wake
-   * is read after the acquire of RUNNING that publishes it. Inside an
-   * event (a signal handler's exit? never mind): no wake. */
+/* Take t's busy flag outside an event, as an event's push does (the
+ * Dekker pair with stkr__recorder_stop(), explained in stkr_event): stop
+ * quiesces busy threads before the worker goes, and a start waits for them
+ * (stkr__threads_wait_idle). @return the recorder's state (acquire), or -1
+ * when t is busy already (inside an event: a signal handler), the flag
+ * then not taken. The caller clears busy (release) when done. */
+static int stkr__busy_enter(stkr__thread *t) {
   if (atomic_load_explicit(&t->busy, memory_order_relaxed))
-    return;
+    return -1;
   atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
   if (atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
     atomic_thread_fence(memory_order_seq_cst);
   else
     atomic_signal_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&g_state, memory_order_acquire) == STKR__RUNNING &&
-      g_wake != NULL)
+  return atomic_load_explicit(&g_state, memory_order_acquire);
+}
+
+void stkr__thread_wake(stkr__thread *t) {
+  /* Under busy, the worker and its wake channel are still there, and
+   * g_wake is read after the acquire of RUNNING that publishes it. Inside
+   * an event (a signal handler's exit? never mind): no wake. */
+  int state = stkr__busy_enter(t);
+
+  if (state < 0)
+    return;
+  if (state == STKR__RUNNING && g_wake != NULL)
     g_wake(g_wake_arg); /* a semaphore post: async-signal-safe */
   atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
@@ -180,17 +191,11 @@ void stkr_thread_renamed(void) {
 
   if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX)
     return; /* no state yet: its first event reads the name */
-  /* Under busy, as an event: inside an event (a signal handler renaming
-   * its thread) it is left alone; a start waits for it before it reads
-   * cur_name (stkr__threads_wait_idle), or is seen as STARTING here. */
-  if (atomic_load_explicit(&t->busy, memory_order_relaxed))
+  /* Under busy: inside an event (a signal handler renaming its thread)
+   * it is left alone; a start waits for it before it reads cur_name, or
+   * is seen as STARTING here. */
+  if ((state = stkr__busy_enter(t)) < 0)
     return;
-  atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-  if (atomic_load_explicit(&g_producer_fence, memory_order_relaxed))
-    atomic_thread_fence(memory_order_seq_cst);
-  else
-    atomic_signal_fence(memory_order_seq_cst);
-  state = atomic_load_explicit(&g_state, memory_order_acquire);
   stkr__thread_name(now, sizeof now);
   if (memcmp(now, t->cur_name, sizeof now) == 0) {
     /* nothing changed */
