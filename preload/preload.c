@@ -58,6 +58,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -304,13 +305,32 @@ static int init_with_room(const stkr_config *cfg) {
   return call.err;
 }
 
+/* The recorder holds two or three descriptors while it records (the
+ * segment, the session file's lock, the worker's event descriptors), at
+ * stkr_fd_floor() or above but never below 10. A program that set its soft
+ * RLIMIT_NOFILE this low counts on the few numbers it left itself (python3
+ * under `ulimit -n 12` failed with EMFILE in 2 of 3 recorded runs, never
+ * plain): below this limit the process is not recorded, and record names
+ * it as a process that recorded nothing, and why. An app that embeds the
+ * recorder decides for itself (stkr_init does not check). */
+#define STKR__PL_MIN_NOFILE 64
+
 /* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller, after check_setup. @return stkr_init's result. */
+ * Guarded by the caller, after check_setup. @return stkr_init's result,
+ * or -EMFILE under a soft RLIMIT_NOFILE below STKR__PL_MIN_NOFILE. */
 static int start_recording(void) {
   stkr_config cfg;
+  struct rlimit rl;
   const char *v;
   int err;
 
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < STKR__PL_MIN_NOFILE) {
+    stkr__pl_note(-EMFILE, "not recorded: its descriptor limit "
+                  "(RLIMIT_NOFILE %llu) is below %d, and the recorder's "
+                  "descriptors would take numbers the program counts on",
+                  (unsigned long long)rl.rlim_cur, STKR__PL_MIN_NOFILE);
+    return -EMFILE;
+  }
   memset(&cfg, 0, sizeof cfg);
   /* A struct field wins over the environment: set ours only where the
    * user said nothing. */

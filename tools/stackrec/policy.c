@@ -151,11 +151,6 @@ static void policy_free(void *obj) { stkr_policy_free(obj); }
 static const stkr_json_doc_type policy_doc = {
     sizeof(stkr_policy), from_tree, policy_free};
 
-int stkr_policy_parse(const char *name, const char *text, size_t len,
-                      stkr_policy **out, char *err, size_t errlen) {
-  return stkr_json_read_doc(&policy_doc, name, text, len, out, err, errlen);
-}
-
 int stkr_policy_load(const char *path, stkr_policy **out, char *err,
                      size_t errlen) {
   return stkr_json_read_doc(&policy_doc, path, NULL, 0, out, err, errlen);

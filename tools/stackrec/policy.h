@@ -64,10 +64,6 @@ typedef struct stkr_policy {
 int stkr_policy_load(const char *path, stkr_policy **out, char *err,
                      size_t errlen);
 
-/* The same from memory; name is used in messages. */
-int stkr_policy_parse(const char *name, const char *text, size_t len,
-                      stkr_policy **out, char *err, size_t errlen);
-
 void stkr_policy_free(stkr_policy *p); /* NULL accepted */
 
 /* Does rule r select events at this site from this module? */

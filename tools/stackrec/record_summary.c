@@ -206,10 +206,16 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
   print_notices(f, nt);
   stkr__rec_print_live(f, nt, dir);
   if (n_proc == 0) {
-    fprintf(f, "no process recorded anything: none made a watched call "
-               "(a process writes nothing until its first), or the hook "
-               "library was not loaded (static and setuid programs ignore "
-               "LD_PRELOAD)\n");
+    bool unable = nt->more_unrecorded != 0;
+    for (i = 0; i < nt->n && !unable; i++)
+      unable = nt->v[i].err != 0;
+    if (unable) /* said above, with the reasons: no guessing */
+      fprintf(f, "no process recorded anything\n");
+    else
+      fprintf(f, "no process recorded anything: none made a watched call "
+                 "(a process writes nothing until its first), or the hook "
+                 "library was not loaded (static and setuid programs ignore "
+                 "LD_PRELOAD)\n");
     goto out;
   }
   if (a->n_sites != 0 && (v = malloc(a->n_sites * sizeof *v)) == NULL) {
