@@ -136,16 +136,65 @@ int stkr_thread_self(stkr_thread_handle *out) {
   return 0;
 }
 
-/* The thread's exit (TLS destructor): no request may be in flight once the
- * slot is released, so block the signal, say we are going (Dekker with the
- * claim in stkr__sample_request), and wait out a request under way:
- * bounded, a sampler withdraws by its timeout; one that outlives 250 ms
- * leaves the slot unused for good rather than make this exit wait. */
-static void stkr__slot_exit(void *arg) {
-  stkr__sslot *s = arg;
+void stkr__sslot_answer(stkr__sslot *s) {
+  uint32_t expect = STKR__REQ_RUNNING;
+
+  /* Release (seq_cst) pairs with the sampler's acquire load of DONE: the
+   * answer; seq_cst also with its store of `waiting` (Dekker, below). */
+  if (!atomic_compare_exchange_strong_explicit(&s->req, &expect,
+                                               STKR__REQ_DONE,
+                                               memory_order_seq_cst,
+                                               memory_order_relaxed)) {
+    atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);
+    return; /* abandoned: nobody waits */
+  }
+  /* seq_cst: pairs with the sampler's seq_cst store of `waiting` before
+   * its last look at `req`. A sampler still spinning sees DONE by itself:
+   * no futex wake (a syscall) on the target. The slot is static: waking it
+   * after the sampler moved on is harmless. */
+  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst))
+    stkr__splat_wake(&s->req);
+}
+
+/* No sample of this thread from here on: the signal blocked (no handler
+ * runs on this thread any more), `dead` said (Dekker with the claim in
+ * stkr__sample_request: a later request gets -ESRCH), and a request whose
+ * signal was sent already, which no handler will take now, answered
+ * -ESRCH at once (QA: the sampler waited out its whole timeout and then
+ * found the signal blocked, -EDEADLK; or the handler, in the exit, got
+ * -ENOTCONN or -EAGAIN from a state being torn down). On Apple no request
+ * waits in REQUESTED (the sampler serves it itself, checking `exited`).
+ * Idempotent: the recorder's exit calls it first, the slot's exit again. */
+static void stkr__slot_going(stkr__sslot *s) {
+  uint32_t expect = STKR__REQ_REQUESTED;
 
   stkr__splat_unregister(s);
   atomic_store_explicit(&s->dead, 1, memory_order_seq_cst);
+  /* Acquire pairs with the sampler's release store of REQUESTED. */
+  if (atomic_compare_exchange_strong_explicit(&s->req, &expect,
+                                              STKR__REQ_RUNNING,
+                                              memory_order_acquire,
+                                              memory_order_relaxed)) {
+    s->n = 0;
+    s->result = -ESRCH;
+    stkr__sslot_answer(s);
+  }
+}
+
+void stkr__sample_going(void) {
+  if (g_self != NULL)
+    stkr__slot_going(g_self);
+}
+
+/* The thread's exit (TLS destructor): no request may be in flight once the
+ * slot is released, so say we are going (stkr__slot_going), and wait out a
+ * request under way: bounded, a sampler withdraws by its timeout; one that
+ * outlives 250 ms leaves the slot unused for good rather than make this
+ * exit wait. */
+static void stkr__slot_exit(void *arg) {
+  stkr__sslot *s = arg;
+
+  stkr__slot_going(s);
   for (unsigned i = 0; i < 250; i++) {
     if (atomic_load_explicit(&s->req, memory_order_seq_cst) ==
         STKR__REQ_IDLE)

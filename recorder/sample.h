@@ -151,6 +151,10 @@ uint64_t stkr__sslot_handle(const stkr__sslot *s);
  * on the target (Linux: its signal handler) or on the sampler while the
  * target is suspended (Apple). Async-signal-safe, lock-free. */
 void stkr__sample_serve(stkr__sslot *s, uint64_t pc, uintptr_t fp);
+/* The answer is in s (result, n, pcs): RUNNING -> DONE, waking a sampler
+ * that sleeps on it; a request the sampler abandoned meanwhile is ended
+ * (IDLE) instead. On the target thread: its signal handler, or its exit. */
+void stkr__sslot_answer(stkr__sslot *s);
 /* Push what the mailbox holds, if anything, into s->t's ring. here/here_n:
  * the stack to record the recovery with (NULL: walk the caller's). */
 void stkr__sample_take_mail(stkr__sslot *s, const uint64_t *here,

@@ -95,22 +95,7 @@ static void stkr__sample_handler(int sig, siginfo_t *si, void *ucv) {
   (void)uc;
 #endif
   stkr__sample_serve(s, pc, fp);
-  expect = STKR__REQ_RUNNING;
-  /* Release (seq_cst) pairs with the sampler's acquire load of DONE: the
-   * answer; seq_cst also with its store of `waiting` (Dekker, below). */
-  if (!atomic_compare_exchange_strong_explicit(&s->req, &expect,
-                                               STKR__REQ_DONE,
-                                               memory_order_seq_cst,
-                                               memory_order_relaxed)) {
-    atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);
-    goto out; /* abandoned: nobody waits */
-  }
-  /* seq_cst: pairs with the sampler's seq_cst store of `waiting` before
-   * its last look at `req`. A sampler still spinning sees DONE by itself:
-   * no futex wake (a syscall) on the target. The slot is static: waking it
-   * after the sampler moved on is harmless. */
-  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst))
-    stkr__splat_wake(&s->req);
+  stkr__sslot_answer(s);
 out:
   errno = saved;
 }
@@ -281,9 +266,19 @@ int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
     s->blocked = false;
   }
   s->sender_pid = pid;
-  /* Release: the request fields (mode, site, payload, sender_pid) for the
-   * handler. */
-  atomic_store_explicit(&s->req, STKR__REQ_REQUESTED, memory_order_release);
+  /* seq_cst (a release at least: the request fields, mode, site, payload,
+   * sender_pid, for the handler), then `dead` again: a thread that began
+   * its exit after our claim answers only a request it sees REQUESTED
+   * (stkr__slot_going); one that went in between would leave this one
+   * to its timeout. */
+  atomic_store_explicit(&s->req, STKR__REQ_REQUESTED, memory_order_seq_cst);
+  expect = STKR__REQ_REQUESTED;
+  if (atomic_load_explicit(&s->dead, memory_order_seq_cst) &&
+      atomic_compare_exchange_strong_explicit(&s->req, &expect,
+                                              STKR__REQ_IDLE,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return -ESRCH;
   if (syscall(SYS_tgkill, pid, (pid_t)s->os_tid, g_sig) != 0) {
     int e = errno;
     atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);
@@ -299,7 +294,9 @@ int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
     /* Withdrawn before the handler took it. Why was it not taken? */
-    if (syscall(SYS_tgkill, pid, (pid_t)s->os_tid, 0) != 0 && errno == ESRCH)
+    if (atomic_load_explicit(&s->dead, memory_order_seq_cst) ||
+        (syscall(SYS_tgkill, pid, (pid_t)s->os_tid, 0) != 0 &&
+         errno == ESRCH))
       return -ESRCH;
     if (stkr__tid_blocks(s->os_tid)) {
       s->blocked = true;

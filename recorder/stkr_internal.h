@@ -698,5 +698,9 @@ int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
 /* Stop the watchdog, if one runs (stkr_shutdown and _for_exit call it
  * before recording stops). Bounded: see watchdog.c. */
 void stkr__watchdog_stop_for_shutdown(bool for_exit);
+/* The calling thread is exiting (its recorder state's TLS destructor):
+ * it can no longer be sampled, and a sample sent to it already is
+ * answered -ESRCH. Nothing for a thread never registered. */
+void stkr__sample_going(void);
 
 #endif /* STKR_INTERNAL_H */

@@ -125,6 +125,9 @@ static void stkr__thread_exit(void *arg) {
   stkr__thread *t = arg;
   size_t conf = atomic_load_explicit(&g_ring_conf, memory_order_relaxed);
 
+  /* First: a sample's handler from here on would meet a state being torn
+   * down (busy under the wake below: -EAGAIN; gone: -ENOTCONN). */
+  stkr__sample_going();
   /* Past the first tier (a new thread would get less than the configured
    * ring), an exited thread's ring is memory that new threads are tiered
    * down or refused for until the worker reaps it: have it pass now
