@@ -40,8 +40,14 @@ static void fake_thread(stkr_snap_thread *t, size_t len) {
   t->regs.pc = 0x401000;
 }
 
+/* Images with no file, only executable ranges: where a PC may be. */
+static stkr_snap_map g_code_range = {0x400000, 0x600000};
+static stkr_snap_map g_everywhere = {0, UINT64_MAX};
+static const stkr_snap_images g_code = {.xmaps = &g_code_range,
+                                        .n_xmaps = 1};
+
 static void test_unwind_exact_chain(void **state) {
-  stkr_snap_images none = {0};
+  const stkr_snap_images none = g_code;
   stkr_snap_thread t;
   (void)state;
   fake_thread(&t, 4096);
@@ -73,6 +79,14 @@ static void test_unwind_exact_chain(void **state) {
   put64(&t, FAKE_SP + 0x208, FAKE_SP + 0x40);
   stkr_snap_unwind(&none, &t);
   assert_int_equal(t.n_pcs, 2);
+  /* A return address outside all code (a heap address: QA) too. */
+  put64(&t, FAKE_SP + 0x208, 0x7000000);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 2);
+  put64(&t, FAKE_SP + 0x208, 0x5ffff8);
+  stkr_snap_unwind(&none, &t);
+  assert_int_equal(t.n_pcs, 3);
+  assert_int_equal(t.pcs[2], 0x5ffff8);
   free(t.stack);
 }
 
@@ -118,9 +132,20 @@ static void test_unwind_stale_epilogue_rule(void **state) {
   put64(&t, FAKE_SP + 0x100, 0);
   put64(&t, FAKE_SP + 0x108, 0x1234567);
   stkr_snap_unwind(&im, &t);
-  assert_true(t.n_pcs >= 3);
+  assert_int_equal(t.n_pcs, 2);
   assert_int_equal(t.pcs[0], (uint64_t)(uintptr_t)snap_epilogue_ret);
   assert_int_equal(t.pcs[1], ra1); /* without the rule: 0x1234567 here */
+  /* 0x1234567, the caller's frame record's, is in no mapping of ours: the
+   * walk ends there. Made executable, it is the next frame. */
+  stkr_snap_map *keep = im.xmaps;
+  size_t keep_n = im.n_xmaps;
+  im.xmaps = &g_everywhere;
+  im.n_xmaps = 1;
+  stkr_snap_unwind(&im, &t);
+  im.xmaps = keep;
+  im.n_xmaps = keep_n;
+  assert_true(t.n_pcs >= 3);
+  assert_int_equal(t.pcs[1], ra1);
   assert_int_equal(t.pcs[2], 0x1234567);
   free(t.stack);
   stkr_snap_images_free(&im);
@@ -133,7 +158,7 @@ static void test_unwind_stale_epilogue_rule(void **state) {
 #endif
 
 static void test_unwind_depth_bound(void **state) {
-  stkr_snap_images none = {0};
+  const stkr_snap_images none = g_code;
   stkr_snap_thread t;
   (void)state;
   fake_thread(&t, 300 * 16 + 64);
@@ -152,7 +177,8 @@ static void test_unwind_depth_bound(void **state) {
  * and reads only the copy (ASan would see any other read: the copy is
  * its own heap block). */
 static void test_unwind_random_copies(void **state) {
-  stkr_snap_images none = {0};
+  /* Every address executable: the walk's other bounds are under test. */
+  const stkr_snap_images none = {.xmaps = &g_everywhere, .n_xmaps = 1};
   uint64_t x = 0x9E3779B97F4A7C15ull;
   unsigned long frames = 0;
   (void)state;

@@ -306,14 +306,15 @@ static int parse_args(snap_run *r, int argc, char **argv) {
   return 0;
 }
 
-/* SIGINT, SIGTERM, SIGHUP during a series: finish the snapshot under way
- * (each thread's stop holds these signals anyway), close the recording
- * cleanly, then die of the signal as the caller expects. */
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT and the like (STKR_SNAP_END_SIGNALS)
+ * during a series: finish the snapshot under way (each thread's stop holds
+ * these signals anyway), close the recording cleanly, then die of the
+ * signal as the caller expects. */
 static volatile sig_atomic_t g_signal;
 static void on_signal(int sig) { g_signal = sig; }
 
 static void catch_signals(bool on) {
-  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  static const int sigs[] = {STKR_SNAP_END_SIGNALS};
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on ? on_signal : SIG_DFL;

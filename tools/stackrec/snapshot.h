@@ -38,8 +38,10 @@ typedef struct stkr_snap_image {
 typedef struct stkr_snap_images {
   stkr_snap_image *v;
   size_t n;
-  stkr_snap_map *maps;
+  stkr_snap_map *maps;   /* readable ranges: where stacks may be */
   size_t n_maps, cap_maps;
+  stkr_snap_map *xmaps;  /* executable ranges: where a PC may be */
+  size_t n_xmaps, cap_xmaps;
 } stkr_snap_images;
 
 /* The image list and mappings of pid (snapshot_images.c). Files are
@@ -50,6 +52,9 @@ typedef struct stkr_snap_images {
 int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
                           char *err, size_t err_cap);
 void stkr_snap_images_free(stkr_snap_images *im);
+/* Is pc inside an executable mapping (a file's text, JIT code, the
+ * vdso)? */
+bool stkr_snap_executable(const stkr_snap_images *im, uint64_t pc);
 /* The image holding pc, or NULL. */
 const stkr_snap_image *stkr_snap_image_of(const stkr_snap_images *im,
                                           uint64_t pc);
@@ -75,12 +80,17 @@ int stkr_snap_writer_open(const char *dir, uint32_t pid,
                           stkr_snap_writer **out, char *err, size_t cap);
 /* One snapshot as one batch: fr[i] is s->threads[i]'s stack; defs the
  * StringDefs/FrameDefs emitted for them (epoch 1: the whole file). last:
- * the final batch (a clean end). @return 0 or -errno. */
+ * the final batch (a clean end; else close writes one). @return 0 or
+ * -errno. */
 int stkr_snap_writer_add(stkr_snap_writer *w, const stkr_snap *s,
                          const stkr_snap_frames *fr,
                          const stkr_snap_images *im,
                          const stkr__symdefs *defs, bool last);
-/* fsync, close and free (NULL accepted). @return 0 or -errno. */
+/* End the recording, fsync, close and free (NULL accepted): a series that
+ * ended before its last snapshot (a signal, the target's exit) gets an
+ * end batch of its own, so that verify sees a clean end; a file that got
+ * no batch at all (the first snapshot failed) is removed. @return 0 or
+ * -errno. */
 int stkr_snap_writer_close(stkr_snap_writer *w);
 const char *stkr_snap_writer_path(const stkr_snap_writer *w);
 

@@ -106,17 +106,12 @@ static void thread_meta(thread_act_t th, stkr_snap_thread *t) {
 }
 
 static void hold_signals(sigset_t *old) {
+  /* SIGTSTP: a ^Z would stop us with a thread stopped */
+  static const int sigs[] = {STKR_SNAP_END_SIGNALS, SIGTSTP};
   sigset_t hold;
   sigemptyset(&hold);
-  sigaddset(&hold, SIGINT);
-  sigaddset(&hold, SIGTERM);
-  sigaddset(&hold, SIGHUP);
-  sigaddset(&hold, SIGQUIT);
-  sigaddset(&hold, SIGPIPE);
-  sigaddset(&hold, SIGUSR1);
-  sigaddset(&hold, SIGUSR2);
-  sigaddset(&hold, SIGALRM);
-  sigaddset(&hold, SIGTSTP); /* a ^Z would stop us with a thread stopped */
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaddset(&hold, sigs[i]);
   sigprocmask(SIG_BLOCK, &hold, old);
 }
 

@@ -49,15 +49,14 @@ static bool parse_line(char *s, mapline *m) {
   return true;
 }
 
-static int add_map(stkr_snap_images *im, uint64_t lo, uint64_t hi,
-                   size_t *cap) {
-  if (im->n_maps > 0 && im->maps[im->n_maps - 1].hi == lo) {
-    im->maps[im->n_maps - 1].hi = hi; /* adjacent: one range */
+static int add_map(stkr_snap_map **v, size_t *n, size_t *cap, uint64_t lo,
+                   uint64_t hi) {
+  if (*n > 0 && (*v)[*n - 1].hi == lo) {
+    (*v)[*n - 1].hi = hi; /* adjacent: one range */
     return 0;
   }
-  if (stkr_grow((void **)&im->maps, cap, im->n_maps + 1, sizeof *im->maps))
-    return -ENOMEM;
-  im->maps[im->n_maps++] = (stkr_snap_map){lo, hi};
+  if (stkr_grow((void **)v, cap, *n + 1, sizeof **v)) return -ENOMEM;
+  (*v)[(*n)++] = (stkr_snap_map){lo, hi};
   return 0;
 }
 
@@ -169,7 +168,7 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
   if (with_images) {
     memset(im, 0, sizeof *im);
   } else {
-    im->n_maps = 0; /* keep the array */
+    im->n_maps = im->n_xmaps = 0; /* keep the arrays */
     cap_map = im->maps ? im->cap_maps : 0;
   }
   elf_version(EV_CURRENT);
@@ -184,7 +183,10 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
   while (rc == 0 && getline(&line, &line_cap, f) > 0) {
     mapline m;
     if (!parse_line(line, &m)) continue;
-    if (m.perms[0] == 'r') rc = add_map(im, m.lo, m.hi, &cap_map);
+    if (m.perms[0] == 'r')
+      rc = add_map(&im->maps, &im->n_maps, &cap_map, m.lo, m.hi);
+    if (rc == 0 && m.perms[2] == 'x') /* files, JIT code, the vdso */
+      rc = add_map(&im->xmaps, &im->n_xmaps, &im->cap_xmaps, m.lo, m.hi);
     if (rc == 0 && with_images && m.perms[2] == 'x' && m.path[0] == '/') {
       rc = add_exec(pid, im, &m, &cap_img, first);
       first = false;
@@ -213,7 +215,18 @@ void stkr_snap_images_free(stkr_snap_images *im) {
   }
   free(im->v);
   free(im->maps);
+  free(im->xmaps);
   memset(im, 0, sizeof *im);
+}
+
+bool stkr_snap_executable(const stkr_snap_images *im, uint64_t pc) {
+  size_t lo = 0, hi = im->n_xmaps;
+  while (lo < hi) { /* the first range that ends above pc */
+    size_t mid = lo + (hi - lo) / 2;
+    if (im->xmaps[mid].hi <= pc) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < im->n_xmaps && im->xmaps[lo].lo <= pc;
 }
 
 const stkr_snap_image *stkr_snap_image_of(const stkr_snap_images *im,

@@ -213,8 +213,7 @@ static int read_and_detach(pid_t pid, const stkr_snap_map *maps,
 
 static void hold_signals(sigset_t *old) {
   sigset_t hold;
-  static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE,
-                             SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
+  static const int sigs[] = {STKR_SNAP_END_SIGNALS, SIGCHLD};
   sigemptyset(&hold);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaddset(&hold, sigs[i]);
@@ -313,6 +312,30 @@ typedef struct capture {
   size_t err_cap;
 } capture;
 
+/* The pid tracing thread tid of pid (a debugger, strace), 0 if none or
+ * unknown; its name into comm. A thread has one tracer at a time: its
+ * PTRACE_SEIZE then fails with EPERM, which is not a permission. */
+static pid_t tracer_of(pid_t pid, pid_t tid, char *comm, size_t cap) {
+  char path[96], st[4096] = "", *p;
+  pid_t tracer = 0;
+  snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, st, sizeof st - 1);
+  close(fd);
+  st[n > 0 ? n : 0] = '\0';
+  if ((p = strstr(st, "\nTracerPid:")) != NULL) tracer = (pid_t)atoi(p + 11);
+  comm[0] = '\0';
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)tracer);
+  if (tracer > 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+    n = read(fd, comm, cap - 1);
+    close(fd);
+    comm[n > 0 ? n : 0] = '\0';
+    if ((p = strchr(comm, '\n')) != NULL) *p = '\0';
+  }
+  return tracer > 0 ? tracer : 0;
+}
+
 /* Seize and interrupt the next thread. @return 0, 1 none left, or an
  * error (err filled). */
 static int start_next(capture *c) {
@@ -338,6 +361,15 @@ static int start_next(capture *c) {
       if (e == EPERM && process_exiting(c->pid))
         return fail(c->err, c->err_cap, -ESRCH,
                     "process %d exited during the snapshot", (int)c->pid);
+      char comm[64];
+      pid_t tracer = e == EPERM ? tracer_of(c->pid, t->tid, comm, sizeof comm)
+                                : 0;
+      if (tracer != 0) /* QA: it said "permission denied" under strace */
+        return fail(c->err, c->err_cap, -EBUSY,
+                    "process %d: thread %d is traced by process %d (%s) "
+                    "already: a thread has one tracer at a time (a debugger "
+                    "or strace); snapshot it once that one detaches",
+                    (int)c->pid, (int)t->tid, (int)tracer, comm);
       return fail(c->err, c->err_cap, e == EPERM ? -EPERM : -e,
                   "process %d: cannot trace thread %d: %s%s", (int)c->pid,
                   (int)t->tid, strerror(e),

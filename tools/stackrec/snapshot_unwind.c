@@ -220,6 +220,10 @@ void stkr_snap_unwind(const stkr_snap_images *im, stkr_snap_thread *t) {
     if (r == 0) break;
     if (r < 0 && (last || !fp_step(&u, &last))) break;
     if (!stkr_fp_pc_ok(u.pc, u.lo, span)) break;
+    /* A return address outside all code is a frame pointer register
+     * holding something else (QA: a thread just after clone3 showed a
+     * heap address as its caller): the chain ends there. */
+    if (!stkr_snap_executable(im, u.pc)) break;
     if (t->n_pcs == STKR_SNAP_MAX_DEPTH) {
       t->truncated = true;
       break;

@@ -45,7 +45,7 @@ struct stkr_snap_writer {
   int fd;
   uint32_t pid, seq;
   uint64_t session_id, batches, written;
-  bool header_done;
+  bool header_done, ended;
   /* Threads by tid -> ThreadDef id. */
   uint64_t *tids;
   size_t n_tids, cap_tids;
@@ -308,6 +308,7 @@ int stkr_snap_writer_add(stkr_snap_writer *w, const stkr_snap *s,
       (err = stkr_write_all(w->fd, w->out.data, w->out.len)) == 0) {
     w->written += b.n_ev;
     w->header_done = true;
+    w->ended = last;
   }
 out:
   free(imgs);
@@ -316,10 +317,30 @@ out:
   return err;
 }
 
+/* The end of a series that stopped before its last snapshot: a batch of
+ * no events, the totals, marked last. */
+static int write_end(stkr_snap_writer *w) {
+  Stackrec__Batch B = STACKREC__BATCH__INIT;
+  Stackrec__Counters K = STACKREC__COUNTERS__INIT;
+  int err;
+
+  B.seq = ++w->batches;
+  K.written = K.attempted = w->written;
+  B.counters = &K;
+  B.last = true;
+  w->out.len = 0;
+  if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &w->out)) == 0)
+    err = stkr_write_all(w->fd, w->out.data, w->out.len);
+  return err;
+}
+
 int stkr_snap_writer_close(stkr_snap_writer *w) {
   int err = 0;
   if (!w) return 0;
-  if (w->fd >= 0 && (fsync(w->fd) != 0 || close(w->fd) != 0)) err = -errno;
+  if (w->fd >= 0 && w->header_done && !w->ended) err = write_end(w);
+  if (w->fd >= 0 && (fsync(w->fd) != 0 || close(w->fd) != 0) && err == 0)
+    err = -errno;
+  if (w->fd >= 0 && !w->header_done) (void)unlink(w->path); /* no batch */
   for (size_t i = 0; i < w->n_stacks; i++) free(w->stacks[i].pcs);
   free(w->stacks);
   free(w->tab);

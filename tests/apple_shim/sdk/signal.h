@@ -15,6 +15,8 @@ typedef unsigned int sigset_t;
 #define SIGTSTP 18
 #define SIGUSR1 30
 #define SIGUSR2 31
+#define SIGVTALRM 26
+#define SIGPROF 27
 #define SIG_BLOCK 1
 #define SIG_UNBLOCK 2
 #define SIG_SETMASK 3
