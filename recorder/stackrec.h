@@ -478,7 +478,9 @@ STKR_API int stkr_thread_sample(stkr_thread_handle target, stkr_site *site,
 
 /* Counters of sampling and of the watchdog since the process started. */
 typedef struct stkr_sample_stats {
-  uint64_t requested;  /* requests sent (stkr_thread_sample and watchdog) */
+  uint64_t requested;  /* samples asked for (stkr_thread_sample, watchdog),
+                        * those refused before any signal too (-EBUSY,
+                        * -EALREADY, -ESRCH) */
   uint64_t recorded;   /* samples pushed into the target's ring */
   uint64_t walked;     /* watchdog samples taken (compared, not pushed) */
   uint64_t timed_out;  /* -ETIMEDOUT */

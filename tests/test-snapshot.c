@@ -433,6 +433,40 @@ static void test_traced_already(void **state) {
   fixture_expect_ok(&f);
 }
 
+/* A thread that calls itself "nl\nx": its whole name, escaped in the text
+ * (one line a thread) and in JSON (QA: it was cut to "nl"). */
+static void test_thread_name_with_newline(void **state) {
+  int in[2];
+  char line[64];
+  (void)state;
+  if (access("/usr/bin/python3", X_OK) != 0) skip();
+  assert_int_equal(pipe(in), 0);
+  pid_t c = fork();
+  if (c == 0) {
+    dup2(in[1], 1);
+    close(in[0]);
+    execl("/usr/bin/python3", "python3", "-c",
+          "import ctypes, sys, time\n"
+          "ctypes.CDLL(None).prctl(15, b'nl\\nx', 0, 0, 0)\n"
+          "print('ready'); sys.stdout.flush(); time.sleep(30)",
+          (char *)NULL);
+    _exit(127);
+  }
+  close(in[1]);
+  ssize_t k = read(in[0], line, sizeof line - 1);
+  line[k > 0 ? k : 0] = '\0';
+  if (strstr(line, "ready") != NULL) {
+    assert_int_equal(cr_run("snapshot -q %d", (int)c), 0);
+    cr_assert_has(cr_out, "(nl\\x0ax): stopped");
+    assert_int_equal(cr_run("snapshot -q --json %d", (int)c), 0);
+    cr_assert_has(cr_out, "\"name\": \"nl\\nx\"");
+  }
+  kill(c, SIGKILL);
+  waitpid(c, NULL, 0);
+  close(in[0]);
+  assert_non_null(strstr(line, "ready"));
+}
+
 /* Is any thread of pid stopped (t, T) or traced? */
 static bool any_stopped(pid_t pid, char *why, size_t cap) {
   char path[128];
@@ -725,7 +759,7 @@ int main(void) {
       TL_CASES(NULL, teardown, test_every_chain_target_unharmed,
                test_json_parses, test_output_dir_is_a_recording,
                test_no_such_process, test_permission_denied,
-               test_traced_already,
+               test_traced_already, test_thread_name_with_newline,
                test_signal_never_leaves_target_stopped,
                test_process_exits_during_series, test_threads_vanishing));
 #endif

@@ -178,8 +178,11 @@ static void put_thread(const snap_run *r, const stkr_snap_images *im,
            "\"frames\": [",
            t->stop_ns / 1e3, t->held_ns / 1e3, t->truncated ? "true" : "false");
   } else {
-    printf("TID %d (%s): stopped %.1f us (held %.1f us)\n", (int)t->tid,
-           t->name, t->stop_ns / 1e3, t->held_ns / 1e3);
+    /* Escaped as dump prints names: a thread may call itself "a\nb" */
+    printf("TID %d (", (int)t->tid);
+    stkr_cli_put_escaped(stdout, (const uint8_t *)t->name, strlen(t->name));
+    printf("): stopped %.1f us (held %.1f us)\n", t->stop_ns / 1e3,
+           t->held_ns / 1e3);
   }
   for (unsigned k = 0; k < t->n_pcs && at < n_ids; k++) {
     size_t n = 1;
@@ -227,8 +230,9 @@ static int emit(snap_run *r, const stkr_snap_images *im, stkr_snap *s,
       printf(", \"wall_us\": %.1f, \"max_stop_us\": %.1f, \"threads\": [",
              s->wall_time_ns / 1e3, s->max_stop_ns / 1e3);
     } else {
-      printf("PID %d (%s): %zu threads\n", (int)s->pid, s->comm,
-             s->n_threads);
+      printf("PID %d (", (int)s->pid);
+      stkr_cli_put_escaped(stdout, (const uint8_t *)s->comm, strlen(s->comm));
+      printf("): %zu threads\n", s->n_threads);
     }
     for (size_t i = 0; i < s->n_threads; i++)
       put_thread(r, im, &s->threads[i], fr[i].frames, fr[i].n_frames, i == 0);

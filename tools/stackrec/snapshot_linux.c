@@ -68,13 +68,16 @@ static uint64_t now_ns(clockid_t c) {
 
 const char *stkr_snap_arch(void) { return STKR_ARCH_NAME; }
 
-static void read_comm(const char *path, char *buf, size_t cap) {
+/* A small /proc file (a comm, a stat line) into buf, without the newline
+ * the kernel ends it with; a newline inside (a thread may name itself
+ * "a\nb") is kept (QA: the name was cut at it). */
+static void read_proc_text(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
   if (fd >= 0) close(fd);
   if (n < 0) n = 0;
+  if (n > 0 && buf[n - 1] == '\n') n--;
   buf[n] = '\0';
-  buf[strcspn(buf, "\n")] = '\0';
 }
 
 /* The thread ids of pid, from /proc/PID/task. */
@@ -261,7 +264,7 @@ static bool process_alive(pid_t pid) {
     char path[96], st[256] = "", *p;
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid,
              (int)tids[i]);
-    read_comm(path, st, sizeof st);
+    read_proc_text(path, st, sizeof st);
     /* "tid (comm) S ...": the comm may hold ')': look after the last. */
     p = strrchr(st, ')');
     alive = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
@@ -274,7 +277,7 @@ static bool process_alive(pid_t pid) {
 static bool thread_exited(pid_t pid, pid_t tid) {
   char path[96], st[256] = "", *p;
   snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-  read_comm(path, st, sizeof st);
+  read_proc_text(path, st, sizeof st);
   p = strrchr(st, ')');
   return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }
@@ -316,24 +319,16 @@ typedef struct capture {
  * unknown; its name into comm. A thread has one tracer at a time: its
  * PTRACE_SEIZE then fails with EPERM, which is not a permission. */
 static pid_t tracer_of(pid_t pid, pid_t tid, char *comm, size_t cap) {
-  char path[96], st[4096] = "", *p;
+  char path[96], st[4096], *p;
   pid_t tracer = 0;
   snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, st, sizeof st - 1);
-  close(fd);
-  st[n > 0 ? n : 0] = '\0';
+  read_proc_text(path, st, sizeof st);
   if ((p = strstr(st, "\nTracerPid:")) != NULL) tracer = (pid_t)atoi(p + 11);
   comm[0] = '\0';
+  if (tracer <= 0) return 0;
   snprintf(path, sizeof path, "/proc/%d/comm", (int)tracer);
-  if (tracer > 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-    n = read(fd, comm, cap - 1);
-    close(fd);
-    comm[n > 0 ? n : 0] = '\0';
-    if ((p = strchr(comm, '\n')) != NULL) *p = '\0';
-  }
-  return tracer > 0 ? tracer : 0;
+  read_proc_text(path, comm, cap);
+  return tracer;
 }
 
 /* Seize and interrupt the next thread. @return 0, 1 none left, or an
@@ -494,7 +489,7 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
   out->mono_ns = now_ns(CLOCK_MONOTONIC);
   out->wall_ns = now_ns(CLOCK_REALTIME);
   snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-  read_comm(path, out->comm, sizeof out->comm);
+  read_proc_text(path, out->comm, sizeof out->comm);
   if ((rc = list_tasks(pid, &tids, &n)) != 0 || n == 0) {
     free(tids);
     if (rc == 0 || rc == -ESRCH)
@@ -517,7 +512,7 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
     out->threads[i].tid = tids[i];
     snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid,
              (int)tids[i]);
-    read_comm(path, out->threads[i].name, sizeof out->threads[i].name);
+    read_proc_text(path, out->threads[i].name, sizeof out->threads[i].name);
   }
   free(tids);
   /* Catchable signals wait until every thread is let go (see the top). */
