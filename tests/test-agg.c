@@ -32,6 +32,7 @@
 #include "tests/record_chain.h"
 #include "tests/testlib.h"
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/breakdown.h"
 
 static void quiet(void *arg, const stkr_warning *w) {
   (void)arg;
@@ -486,6 +487,33 @@ static void test_by_thread(void **state) {
   assert_int_equal(s->stacks[0]->tid, 1001);
   assert_int_equal(s->stacks[1]->count, 1);
   assert_int_equal(s->stacks[2]->count, 1);
+  assert_false(s->stacks[0]->several_tids);
+  stkr_agg_free(a);
+}
+
+/* Two processes whose threads have the same tids (containers, pid
+ * namespaces): one row by thread name, but named as several threads, not
+ * by a tid that is true of one process only. */
+static void test_by_thread_same_tid_two_processes(void **state) {
+  const stkr_agg_opts o = {.by_thread = true};
+  char d1[4096];
+  const char *dirs[2];
+  stkr_agg *a;
+  stkr_agg_row *rows;
+  size_t n, i;
+  (void)state;
+
+  snprintf(d1, sizeof d1, "%s", sr_std_dir("agg-tid1", 100, 0x400000));
+  dirs[0] = d1;
+  dirs[1] = sr_std_dir("agg-tid2", 200, 0x400000);
+  assert_int_equal(agg_paths(dirs, 2, &o, &a), 0);
+  assert_int_equal(site(a, "files.open")->stacks[0]->count, 6);
+  assert_true(site(a, "files.open")->stacks[0]->several_tids);
+  assert_int_equal(stkr_agg_breakdown(a, STKR_BY_THREAD, &rows, &n), 0);
+  for (i = 0; i < n && strncmp(rows[i].key, "main ", 5) != 0; i++) {}
+  assert_true(i < n);
+  assert_string_equal(rows[i].key, "main (several threads)");
+  stkr_agg_rows_free(rows, n);
   stkr_agg_free(a);
 }
 
@@ -582,4 +610,5 @@ TL_TEST_MAIN("agg", NULL, NULL, test_std_sites_stacks_and_drops,
              test_window_event_before_first,
              test_symbolized_labels_and_app_only, test_builds_merge_by_frames,
              test_merged_lines_that_differ_are_dropped, test_by_thread,
+             test_by_thread_same_tid_two_processes,
              test_empty_and_bad_arguments, test_recorded_by_two_processes)

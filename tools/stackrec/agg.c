@@ -264,7 +264,11 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
       continue;
     stkr__agg_reconcile((stkr_frame *)s->frames, b->tmp, (size_t)n);
     s->truncated = s->truncated || ev->stack_truncated;
-    s->several_tids = s->several_tids || (b->o->by_thread && s->tid != ev->tid);
+    /* A tid names a thread within its process only: the same tid in two
+     * processes (containers, pid namespaces, merged recordings) is two. */
+    s->several_tids = s->several_tids ||
+                      (b->o->by_thread &&
+                       (s->tid != ev->tid || s->tid_pid != ev->pid));
     /* The reader goes process by process: a process not seen last is new
      * to this stack. */
     if (b->last_proc[k] != proc) {
@@ -320,6 +324,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     s->payload_len = x.payload_len;
   }
   s->tid = b->o->by_thread ? ev->tid : 0;
+  s->tid_pid = b->o->by_thread ? ev->pid : 0;
   s->n_pids = 1;
   s->truncated = ev->stack_truncated;
   b->hashes[i] = h;

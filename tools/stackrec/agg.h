@@ -87,8 +87,10 @@ typedef struct stkr_agg_stack {
   uint64_t tid;            /* by_thread: its OS thread id (of the first
                               thread seen, when several threads of that
                               name merged) */
+  uint32_t tid_pid;        /* by_thread: the process of that tid */
   bool several_tids;       /* by_thread: events of more than one thread
-                              of that name (then tid names one of them) */
+                              of that name (then tid names one of them);
+                              one tid in two processes is two threads */
   /* Innermost first; strings owned by the agg. pc and offset are those of
    * the first occurrence; file/line/column are cleared where merged
    * occurrences disagree (another call site in the function, another

@@ -84,7 +84,8 @@ static char *thread_label(const keyed *v, size_t i, size_t e) {
   bool one = true;
   char *out = NULL;
   for (size_t k = i; k < e && one; k++)
-    one = !v[k].s->several_tids && v[k].s->tid == v[i].s->tid;
+    one = !v[k].s->several_tids && v[k].s->tid == v[i].s->tid &&
+          v[k].s->tid_pid == v[i].s->tid_pid;
   if (one ? asprintf(&out, "%s (tid %llu)", v[i].key,
                      (unsigned long long)v[i].s->tid) < 0
           : asprintf(&out, "%s (several threads)", v[i].key) < 0)
