@@ -31,16 +31,34 @@ int stkr__mpids_assign(stkr__mpids *m, size_t ix, uint32_t pid) {
   return 0;
 }
 
-static const stkr__mpids *g_sort; /* for qsort's comparison: one thread */
+typedef struct pid_ix {
+  uint32_t pid, ix;
+} pid_ix;
 
 static int by_pid(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  uint32_t px = stkr_reader_process(g_sort->r, x)->pid;
-  uint32_t py = stkr_reader_process(g_sort->r, y)->pid;
+  const pid_ix *x = a, *y = b;
 
-  if (px != py)
-    return px < py ? -1 : 1;
-  return x < y ? -1 : x > y;
+  if (x->pid != y->pid)
+    return x->pid < y->pid ? -1 : 1;
+  return x->ix < y->ix ? -1 : x->ix > y->ix;
+}
+
+/* m->order by pid, then index (for stkr__mpids_parent's binary search).
+ * @return 0 or -ENOMEM. */
+static int sort_order(stkr__mpids *m) {
+  pid_ix *v = malloc((m->n_order ? m->n_order : 1) * sizeof *v);
+  size_t i;
+
+  if (v == NULL)
+    return -ENOMEM;
+  for (i = 0; i < m->n_order; i++)
+    v[i] = (pid_ix){stkr_reader_process(m->r, m->order[i])->pid,
+                    m->order[i]};
+  qsort(v, m->n_order, sizeof *v, by_pid);
+  for (i = 0; i < m->n_order; i++)
+    m->order[i] = v[i].ix;
+  free(v);
+  return 0;
 }
 
 int stkr__mpids_init(stkr__mpids *m, const stkr_reader *r) {
@@ -75,10 +93,7 @@ int stkr__mpids_init(stkr__mpids *m, const stkr_reader *r) {
     if (stkr__mpids_assign(m, m->order[i],
                            stkr_reader_process(r, m->order[i])->pid) != 0)
       return -ENOMEM;
-  g_sort = m;
-  qsort(m->order, m->n_order, sizeof *m->order, by_pid);
-  g_sort = NULL;
-  return 0;
+  return sort_order(m);
 }
 
 void stkr__mpids_free(stkr__mpids *m) {
