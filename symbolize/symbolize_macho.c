@@ -23,6 +23,7 @@
 #include <elf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libelf.h>
 #include <stdio.h>
@@ -286,12 +287,50 @@ static int open_macho(stkr__symfile *f, int fd, size_t len, const char *arch,
   return index_syms(f);
 }
 
-/* A .dSYM directory: its Contents/Resources/DWARF/<one file>. */
-static char *dsym_file(const char *dir) {
+/* The one regular file in DWARF directory p (dot files passed over), or
+ * NULL with err saying there is none or naming the several. */
+static char *only_dwarf_file(const char *dir, const char *p, char *err,
+                             size_t cap) {
+  DIR *d = opendir(p);
+  struct dirent *e;
+  char first[4096 + 256] = "", names[512] = "";
+  size_t n = 0, used = 0;
+
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    char q[4096 + 256];
+    struct stat st;
+    if (e->d_name[0] == '.') continue;
+    snprintf(q, sizeof q, "%s/%s", p, e->d_name);
+    if (stat(q, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (n++ == 0) snprintf(first, sizeof first, "%s", q);
+    if (used < sizeof names - 1) {
+      int k = snprintf(names + used, sizeof names - used, "%s%s",
+                       used ? ", " : "", e->d_name);
+      used += k > 0 ? (size_t)k : 0;
+    }
+  }
+  if (d != NULL) closedir(d);
+  if (n == 1) return strdup(first);
+  if (n == 0)
+    snprintf(err, cap, "%s: a .dSYM bundle whose Contents/Resources/DWARF "
+             "holds no file", dir);
+  else
+    snprintf(err, cap, "%s: a .dSYM bundle with %zu DWARF files (%s): name "
+             "the one to use (%s/<file>)", dir, n, names, p);
+  return NULL;
+}
+
+/* A .dSYM directory: its Contents/Resources/DWARF/<name> (the bundle's
+ * name), else the one file there. NULL: err says why. */
+static char *dsym_file(const char *dir, char *err, size_t cap) {
   char p[4096];
   snprintf(p, sizeof p, "%s/Contents/Resources/DWARF", dir);
   int dfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return NULL;
+  if (dfd < 0) {
+    snprintf(err, cap, "%s: not a file, nor a .dSYM bundle with "
+             "Contents/Resources/DWARF/<name>", dir);
+    return NULL;
+  }
   close(dfd);
   const char *base = strrchr(dir, '/');
   base = base ? base + 1 : dir;
@@ -310,7 +349,9 @@ static char *dsym_file(const char *dir) {
     }
     if (access(q, R_OK) == 0) return strdup(q);
   }
-  return NULL;
+  /* Another name (a renamed bundle; QA: two files in one bundle gave "not
+   * a .dSYM bundle"). */
+  return only_dwarf_file(dir, p, err, cap);
 }
 
 int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
@@ -323,15 +364,14 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
   *out = NULL;
   if (!f) return -ENOMEM;
   (void)elf_version(EV_CURRENT);
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    f->path = dsym_file(path);
-  else
-    f->path = strdup(path);
-  if (!f->path) {
-    snprintf(err, cap, "%s: not a file, nor a .dSYM bundle with "
-             "Contents/Resources/DWARF/<name>", path);
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if ((f->path = dsym_file(path, err, cap)) == NULL) {
+      free(f);
+      return -ENOENT;
+    }
+  } else if ((f->path = strdup(path)) == NULL) {
     free(f);
-    return -ENOENT;
+    return -ENOMEM;
   }
   f->info.path = f->path;
   /* Mangled names live in the mapping (DWARF strings, the symbol table)

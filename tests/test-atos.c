@@ -172,6 +172,21 @@ static void test_errors(void **state) {
                          "DWARF/App-arm64' > '%s/cut' && '%s' atos -o '%s/cut' "
                          "0x1", mt_fx, mt_tmp, mt_tool, mt_tmp), 3);
   assert_non_null(strstr(mt_err, "/cut: offset "));
+  /* A bundle of another name than its DWARF file: that one file. Two
+   * files in it: both named, and how to choose (QA: "not ... a .dSYM
+   * bundle"). */
+  assert_int_equal(mt_sh("d='%s/Renamed.dSYM/Contents/Resources/DWARF' && "
+                         "mkdir -p \"$d\" && cp '%s/Objc-arm64.dSYM/Contents/"
+                         "Resources/DWARF/Objc-arm64' \"$d/\" && '%s' atos -o "
+                         "'%s/Renamed.dSYM' 0x4000", mt_tmp, mt_fx, mt_tool,
+                         mt_tmp), 0);
+  assert_non_null(strstr(mt_out, "-[Probe bump:] (in Objc-arm64)"));
+  assert_int_equal(mt_sh("cp '%s/App-arm64' '%s/Renamed.dSYM/Contents/"
+                         "Resources/DWARF/' && '%s' atos -o '%s/Renamed.dSYM' "
+                         "0x4000", mt_fx, mt_tmp, mt_tool, mt_tmp), 3);
+  assert_non_null(strstr(mt_err, "with 2 DWARF files ("));
+  assert_non_null(strstr(mt_err, "Objc-arm64"));
+  assert_non_null(strstr(mt_err, "App-arm64"));
 }
 
 /* Swift: a real binary from swiftc (ELF, the same mangling as on Apple
