@@ -210,14 +210,41 @@ static const char *real_env(const char *name) {
 
 /* ---- start / stop --------------------------------------------------------- */
 
+/* The recorder holds two or three descriptors while it records (the
+ * segment, the session file's lock, the worker's event descriptors), at
+ * stkr_fd_floor() or above but never below 10. A program started under a
+ * soft RLIMIT_NOFILE this low counts on the few numbers it has (python3
+ * under `ulimit -n 12` failed with EMFILE in 2 of 3 recorded runs, never
+ * plain): below it the process is not recorded. Decided here, as the
+ * program starts: its descriptors are still free, so the note reaches
+ * record (a socket) or the stderr the program was given; at its first
+ * event the table may be full (review: the note then fell back into the
+ * program's stderr). A forked child follows its parent, and the note says
+ * so; a limit lowered later by the program itself does not stop a
+ * recording (its first event starts as before). An app that embeds the
+ * recorder decides for itself (stkr_init does not check). */
+#define STKR__PL_MIN_NOFILE 64
+
 /* What must fail before the program runs, not at its first event (the
  * constructor): a malformed STACKREC_* value, a directory this process may
- * not write into. @return 0 or the error, reported. (Unused by the
- * benchmark's backtrace() variant, which records nothing.) */
+ * not write into, a descriptor limit below STKR__PL_MIN_NOFILE. @return 0
+ * or the error, reported. (Unused by the benchmark's backtrace() variant,
+ * which records nothing.) */
 static __attribute__((unused)) int check_setup(void) {
+  struct rlimit rl;
   char why[256];
   const char *v;
   int err;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+      rl.rlim_cur < STKR__PL_MIN_NOFILE) {
+    stkr__pl_note(-EMFILE, "not recorded, nor its forked children: its "
+                  "descriptor limit (RLIMIT_NOFILE %llu) is below %d, and "
+                  "the recorder's descriptors would take numbers the "
+                  "program counts on", (unsigned long long)rl.rlim_cur,
+                  STKR__PL_MIN_NOFILE);
+    return -EMFILE;
+  }
 
   /* The recorder's own parse first, so that a bad value is reported here
    * (to record, or on stderr) with its name, not printed by stkr_init. */
@@ -305,32 +332,13 @@ static int init_with_room(const stkr_config *cfg) {
   return call.err;
 }
 
-/* The recorder holds two or three descriptors while it records (the
- * segment, the session file's lock, the worker's event descriptors), at
- * stkr_fd_floor() or above but never below 10. A program that set its soft
- * RLIMIT_NOFILE this low counts on the few numbers it left itself (python3
- * under `ulimit -n 12` failed with EMFILE in 2 of 3 recorded runs, never
- * plain): below this limit the process is not recorded, and record names
- * it as a process that recorded nothing, and why. An app that embeds the
- * recorder decides for itself (stkr_init does not check). */
-#define STKR__PL_MIN_NOFILE 64
-
 /* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller, after check_setup. @return stkr_init's result,
- * or -EMFILE under a soft RLIMIT_NOFILE below STKR__PL_MIN_NOFILE. */
+ * Guarded by the caller, after check_setup. @return stkr_init's result. */
 static int start_recording(void) {
   stkr_config cfg;
-  struct rlimit rl;
   const char *v;
   int err;
 
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < STKR__PL_MIN_NOFILE) {
-    stkr__pl_note(-EMFILE, "not recorded: its descriptor limit "
-                  "(RLIMIT_NOFILE %llu) is below %d, and the recorder's "
-                  "descriptors would take numbers the program counts on",
-                  (unsigned long long)rl.rlim_cur, STKR__PL_MIN_NOFILE);
-    return -EMFILE;
-  }
   memset(&cfg, 0, sizeof cfg);
   /* A struct field wins over the environment: set ours only where the
    * user said nothing. */

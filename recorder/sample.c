@@ -169,12 +169,17 @@ static void stkr__slot_going(stkr__sslot *s) {
   uint32_t expect = STKR__REQ_REQUESTED;
 
   stkr__splat_unregister(s);
+  /* seq_cst store of `dead`, then seq_cst read of `req` (the CAS, also on
+   * failure): the Dekker pair with the sampler's seq_cst store of
+   * REQUESTED then load of `dead` (stkr__splat_deliver), and with the
+   * claim's CAS then load of `dead` (stkr__sample_request). One of us sees
+   * the other: we REQUESTED, or it `dead`. Success also acquires the
+   * request's fields. */
   atomic_store_explicit(&s->dead, 1, memory_order_seq_cst);
-  /* Acquire pairs with the sampler's release store of REQUESTED. */
   if (atomic_compare_exchange_strong_explicit(&s->req, &expect,
                                               STKR__REQ_RUNNING,
-                                              memory_order_acquire,
-                                              memory_order_relaxed)) {
+                                              memory_order_seq_cst,
+                                              memory_order_seq_cst)) {
     s->n = 0;
     s->result = -ESRCH;
     stkr__sslot_answer(s);

@@ -478,9 +478,10 @@ STKR_API int stkr_thread_sample(stkr_thread_handle target, stkr_site *site,
 
 /* Counters of sampling and of the watchdog since the process started. */
 typedef struct stkr_sample_stats {
-  uint64_t requested;  /* samples asked for (stkr_thread_sample, watchdog),
-                        * those refused before any signal too (-EBUSY,
-                        * -EALREADY, -ESRCH) */
+  uint64_t requested;  /* samples asked of a live handle (stkr_thread_sample,
+                        * watchdog), those then refused before any signal
+                        * too (-EBUSY, -EALREADY, -ESRCH for a thread found
+                        * exiting); a stale handle counts in exited only */
   uint64_t recorded;   /* samples pushed into the target's ring */
   uint64_t walked;     /* watchdog samples taken (compared, not pushed) */
   uint64_t timed_out;  /* -ETIMEDOUT */

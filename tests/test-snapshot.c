@@ -537,6 +537,10 @@ static void test_signal_never_leaves_target_stopped(void **state) {
       int nul = open("/dev/null", O_WRONLY);
       struct rlimit no_core = {0, 0};
       setrlimit(RLIMIT_CORE, &no_core); /* SIGQUIT */
+      /* stackrec leaves a signal ignored as it found it (a test runner
+       * may ignore SIGPIPE): here each must be its default. */
+      for (int k = 0; k < n_sigs; k++)
+        if (sigs[k] != SIGKILL) signal(sigs[k], SIG_DFL);
       snprintf(pid, sizeof pid, "%d", (int)f.pid);
       dup2(nul, 1);
       dup2(nul, 2);
@@ -557,7 +561,10 @@ static void test_signal_never_leaves_target_stopped(void **state) {
       fprintf(stderr, "after signal %d: %s\n", sig, why);
       fail();
     }
-    if (sig != SIGKILL && cr_run("verify '%s'", dir) != 0)
+    /* No directory: the signal came before stackrec set its handlers
+     * (a slow start) and ended it before anything was made. */
+    if (sig != SIGKILL && access(dir, F_OK) == 0 &&
+        cr_run("verify '%s'", dir) != 0)
       fail_msg("after signal %d (round %d): verify: %s", sig, round, cr_out);
   }
   fixture_expect_ok(&f);

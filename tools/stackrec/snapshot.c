@@ -319,12 +319,17 @@ static void on_signal(int sig) { g_signal = sig; }
 
 static void catch_signals(bool on) {
   static const int sigs[] = {STKR_SNAP_END_SIGNALS};
-  struct sigaction sa;
+  struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on ? on_signal : SIG_DFL;
   sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    /* A signal ignored by whoever started us (nohup, `trap '' PIPE`)
+     * stays ignored: it would not have ended us (review). */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue;
     sigaction(sigs[i], &sa, NULL);
+  }
 }
 
 static int cmp_u64(const void *a, const void *b) {

@@ -106,8 +106,7 @@ static void thread_meta(thread_act_t th, stkr_snap_thread *t) {
 }
 
 static void hold_signals(sigset_t *old) {
-  /* SIGTSTP: a ^Z would stop us with a thread stopped */
-  static const int sigs[] = {STKR_SNAP_END_SIGNALS, SIGTSTP};
+  static const int sigs[] = {STKR_SNAP_HELD_SIGNALS};
   sigset_t hold;
   sigemptyset(&hold);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)

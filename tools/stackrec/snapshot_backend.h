@@ -24,6 +24,9 @@
 #define STKR_SNAP_END_SIGNALS                                              \
   SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM,    \
       SIGVTALRM, SIGPROF
+/* Held while a thread is stopped: those, and SIGTSTP (a ^Z would stop
+ * stackrec with a thread of the target stopped). */
+#define STKR_SNAP_HELD_SIGNALS STKR_SNAP_END_SIGNALS, SIGTSTP
 
 /* Most PCs kept per thread (the recorder's STKR_MAX_DEPTH). */
 #define STKR_SNAP_MAX_DEPTH 256

@@ -22,11 +22,13 @@
  *
  * Never leaving the target stopped: a thread is seized only once it is
  * interrupted, and let go as soon as it is read (a seized thread that has
- * not stopped cannot be detached, so none is seized ahead). SIGINT,
- * SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1/2 and SIGALRM are blocked
- * while threads are captured, so they take effect (default action:
- * stackrec ends; snapshot.c's handler ends a series) only once every
- * thread is let go; SIGCHLD too: the wait for a stop sleeps on it. If
+ * not stopped cannot be detached, so none is seized ahead). The signals
+ * that end stackrec (STKR_SNAP_END_SIGNALS: SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT, SIGPIPE, SIGUSR1/2, SIGALRM, SIGVTALRM, SIGPROF) and SIGTSTP
+ * (a ^Z would stop stackrec with a thread stopped) are blocked while
+ * threads are captured, so they take effect (snapshot.c's handler ends a
+ * series) only once every thread is let go; SIGCHLD too: the wait for a
+ * stop sleeps on it. If
  * stackrec dies anyway (SIGKILL, a crash) the kernel detaches every tracee
  * and they run on: PTRACE_SEIZE never sends SIGSTOP, so nothing is left
  * pending. A signal that arrives for the target during its stop (a
@@ -216,7 +218,7 @@ static int read_and_detach(pid_t pid, const stkr_snap_map *maps,
 
 static void hold_signals(sigset_t *old) {
   sigset_t hold;
-  static const int sigs[] = {STKR_SNAP_END_SIGNALS, SIGCHLD};
+  static const int sigs[] = {STKR_SNAP_HELD_SIGNALS, SIGCHLD};
   sigemptyset(&hold);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaddset(&hold, sigs[i]);

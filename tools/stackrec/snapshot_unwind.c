@@ -223,7 +223,7 @@ void stkr_snap_unwind(const stkr_snap_images *im, stkr_snap_thread *t) {
     /* A return address outside all code is a frame pointer register
      * holding something else (QA: a thread just after clone3 showed a
      * heap address as its caller): the chain ends there. */
-    if (!stkr_snap_executable(im, u.pc)) break;
+    if (!stkr_snap_executable(im, u.pc - 1)) break; /* its call: - 1 */
     if (t->n_pcs == STKR_SNAP_MAX_DEPTH) {
       t->truncated = true;
       break;
