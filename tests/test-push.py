@@ -419,6 +419,7 @@ def single_server(recs):
     # new_paths: exactly b2's (site, path) pairs that b1 (recorded earlier)
     # does not have, with b2's counts.
     s1, s2 = sql_stacks(s, "b1"), sql_stacks(s, "b2")
+    s1s2 = {"b1": s1, "b2": s2}
     want = {k: v for k, v in s2.items() if k not in s1}
     got = {}
     for line in (answers.get("new_paths") or "").splitlines():
@@ -429,6 +430,16 @@ def single_server(recs):
     check("docs: top_paths covers both builds",
           answers.get("top_paths") and "b1\t" in answers["top_paths"] and "b2\t" in answers["top_paths"],
           answers.get("top_paths"))
+    # One row per call path, with all of its events (QA: one row per stack
+    # id, so one path of 5 events came back as 5 rows of 1).
+    seen, bad = set(), []
+    for line in (answers.get("top_paths") or "").splitlines():
+        build, site, path, n, _ = line.split("\t")
+        key = (build, site, path.replace(" <- ", " | "))
+        if key in seen or s1s2[build].get(key[1:]) != int(n):
+            bad.append((key, n, s1s2[build].get(key[1:])))
+        seen.add(key)
+    check("docs: top_paths has one row per call path, its events = export's", seen and not bad, bad)
 
     before = table_counts(s)
     r1 = push(s, "--device", "d1", "--build", "b1", a)
@@ -443,6 +454,7 @@ def single_server(recs):
                   s.query(q.replace("_all", "")) == answers[name])
 
     consent_case(s, recs["consent"], qs["before_consent"])
+    mark_case(s, recs["consent"])
     corrupt_case(s, recs["big"])
     kill_case(s, recs["big"])
     credentials_case(s, a)
@@ -472,6 +484,75 @@ def consent_case(s, d, query):
     total = sum(int(r[1]) for r in rows)
     check("consent: before_consent = export's identifier reads before the mark",
           total == want and 0 < want < len(ident), (total, want, len(ident), rows))
+
+
+def mark_case(s, d):
+    """A `stackrec mark` after a push, then a push again: no event twice,
+    the new mark in; the build is the first image's build-id, not
+    "unknown", and the recording keeps its id (QA: an external mark took
+    ordinal 0 and moved every event by one, and set the build to
+    "unknown")."""
+    c = os.path.join(TMP, "markpush")
+    shutil.rmtree(c, ignore_errors=True)
+    shutil.copytree(d, c)
+    r = push(s, "--create-schema", "--database", "markdb", "--device", "d8", c)
+    check("mark: first push exits 0", r.returncode == 0, r.stderr)
+    builds = s.rows("SELECT build FROM markdb.recordings")
+    check("mark: the build is a build-id, not unknown",
+          len(builds) == 1 and re.fullmatch(r"[0-9a-f]{16,}", builds[0][0]), builds)
+    n_ev = s.count("SELECT count() FROM markdb.events")
+    n_marks = s.count("SELECT count() FROM markdb.marks")
+    m = stackrec("mark", c, "app.background")
+    check("mark: stackrec mark exits 0", m.returncode == 0, m.stderr)
+    r = push(s, "--database", "markdb", "--device", "d8", c)
+    check("mark: second push sends no event, the new mark",
+          r.returncode == 0 and " 0 events pushed" in r.stderr and
+          re.search(r"marks: [1-9]\d* pushed", r.stderr), r.stderr)
+    s.query("OPTIMIZE TABLE markdb.events FINAL")
+    check("mark: the events are there once",
+          s.count("SELECT count() FROM markdb.events") == n_ev and n_ev > 0,
+          (n_ev, s.count("SELECT count() FROM markdb.events")))
+    got = s.rows("SELECT DISTINCT name FROM markdb.marks ORDER BY name")
+    check("mark: both marks are there", got == [["app.background"], ["consent.granted"]] and
+          s.count("SELECT count() FROM markdb.marks") > n_marks, got)
+    check("mark: one recording, the same build",
+          s.rows("SELECT build FROM markdb.recordings") == builds, builds)
+
+
+def fake_server_case():
+    """A server that answers 200 to everything (a proxy's page, another
+    service on the port) is not taken for ClickHouse (QA: "51 events
+    pushed", exit 0, nothing stored)."""
+    import http.server
+    import threading
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def reply(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            if n:
+                self.rfile.read(n)
+            body = b"<html>Welcome to nginx!</html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        do_GET = do_POST = reply
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    url = "http://127.0.0.1:%d" % srv.server_address[1]
+    try:
+        for extra in ([], ["--create-schema"]):
+            r = stackrec("push", "--url", url, "--retries", "0", *extra, TMP)
+            check("fake server%s: exit 1, said" % (" " + extra[0] if extra else ""),
+                  r.returncode == 1 and "does not answer as ClickHouse" in r.stderr and
+                  "events pushed" not in r.stderr, (r.returncode, r.stderr))
+    finally:
+        srv.shutdown()
 
 
 def corrupt_case(s, a):
@@ -625,6 +706,7 @@ def main():
     t0 = time.time()
     try:
         usage_cases()
+        fake_server_case()
         recs = {"a": record("recA", SCRIPT_A), "b": record("recB", SCRIPT_B),
                 "big": record("recBig", SCRIPT_BIG),
                 "consent": record("recConsent", SCRIPT_CONSENT, args=True)}

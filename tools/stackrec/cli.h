@@ -329,6 +329,11 @@ uint64_t stkr_cli_rings_left(const char *path,
 /* The same over the directories r reads (at most 64 distinct ones), their
  * notes on damaged files dropped (verify names those). verify.c. */
 uint64_t stkr_cli_reader_rings_left(const stkr_reader *r, uint64_t *events);
+/* Events the recorder dropped, or still in a dead writer's ring files,
+ * are in no output of cmd (export, push): said on stderr ("stackrec CMD:
+ * note: ... they are not in WHERE"), never silently. verify.c. */
+void stkr_cli_note_left_out(const stkr_reader *r, const char *cmd,
+                            const char *where);
 
 /* A progress line on stderr for work over about a second, only when
  * stderr is a terminal (progress.c). Not thread-safe (one command runs). */

@@ -274,30 +274,6 @@ static int output_close(output *o, bool ok) {
   return status;
 }
 
-/* Events the recorder dropped, or that are still in a dead writer's ring
- * files, are in no export: say so, never silently. */
-static void note_drops(stkr_reader *r) {
-  size_t i, n = stkr_reader_process_count(r);
-  uint64_t drops = 0;
-
-  for (i = 0; i < n; i++)
-    drops += stkr_reader_process(r, i)->drops;
-  if (drops > 0)
-    fprintf(stderr,
-            "stackrec export: note: %llu events were dropped by the "
-            "recorder (ring full, re-entered, write errors); they are not "
-            "in the export\n",
-            (unsigned long long)drops);
-  uint64_t events, sessions = stkr_cli_reader_rings_left(r, &events);
-  if (sessions > 0)
-    fprintf(stderr,
-            "stackrec export: note: %llu events of %llu dead writer%s are "
-            "still in ring files; they are not in the export (run 'stackrec "
-            "recover' first)\n",
-            (unsigned long long)events, (unsigned long long)sessions,
-            sessions == 1 ? "" : "s");
-}
-
 int stkr_cli_export(int argc, char **argv) {
   const char *format = NULL, *out_path = NULL;
   const stkr_cli_opt opts[] = {
@@ -360,7 +336,7 @@ int stkr_cli_export(int argc, char **argv) {
    * event, and the exit status says that data was lost. */
   if (output_close(&out, true) != 0)
     status = STKR_CLI_DATA_LOST;
-  note_drops(x.r);
+  stkr_cli_note_left_out(x.r, "export", "the export");
   stkr_reader_free(x.r);
   return status;
 }

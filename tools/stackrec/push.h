@@ -82,6 +82,13 @@ const char *stkr__ch_shown_url(const stkr__ch *c);
  * in *resp (may be NULL). @return the failure kind. */
 stkr__ch_fail stkr__ch_query(stkr__ch *c, const char *sql, stkr__buf *resp);
 
+/* Is it ClickHouse that answers? A query whose answer only a SQL server
+ * computes (a proxy's page, or any server that says 200 to everything,
+ * made push report success while nothing was stored: QA). @return
+ * STKR_CH_OK, the query's failure, or STKR_CH_SERVER (error says what
+ * came back). */
+stkr__ch_fail stkr__ch_check(stkr__ch *c);
+
 /* Fills buf (cap > 0) with the next bytes of an INSERT body. @return the
  * number of bytes (0: the body is complete), or a negative errno that
  * aborts the request (STKR_CH_LOCAL). */

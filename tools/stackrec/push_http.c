@@ -269,6 +269,27 @@ stkr__ch_fail stkr__ch_query(stkr__ch *c, const char *sql, stkr__buf *resp) {
   return f;
 }
 
+stkr__ch_fail stkr__ch_check(stkr__ch *c) {
+  static const char want[] = "stackrec-1048576\n";
+  stkr__buf resp = {0};
+  stkr__ch_fail f = stkr__ch_query(
+      c, "SELECT concat('stackrec-', toString(1024 * 1024)) FORMAT "
+         "TabSeparated", &resp);
+  if (f == STKR_CH_OK &&
+      (resp.len != sizeof want - 1 || memcmp(resp.p, want, resp.len) != 0)) {
+    size_t n = resp.len > 60 ? 60 : resp.len;
+    for (size_t i = 0; i < n; i++)
+      if (resp.p[i] < 0x20 || resp.p[i] >= 0x7f) resp.p[i] = '.';
+    snprintf(c->err, sizeof c->err, "%s does not answer as ClickHouse does "
+             "(another service on that port, or a proxy's page?): a test "
+             "query gave \"%.*s\"%s", c->shown, (int)n,
+             n ? (const char *)resp.p : "", resp.len > n ? "..." : "");
+    f = STKR_CH_SERVER;
+  }
+  stkr__buf_free(&resp);
+  return f;
+}
+
 /* Pull more rows from the producer into c->raw. @return bytes, 0 at the
  * end of the body, or -1 (producer failed). */
 static long pull(stkr__ch *c) {

@@ -331,6 +331,28 @@ uint64_t stkr_cli_reader_rings_left(const stkr_reader *r, uint64_t *events) {
   return sessions;
 }
 
+void stkr_cli_note_left_out(const stkr_reader *r, const char *cmd,
+                            const char *where) {
+  size_t i, n = stkr_reader_process_count(r);
+  uint64_t drops = 0;
+
+  for (i = 0; i < n; i++)
+    drops += stkr_reader_process(r, i)->drops;
+  if (drops > 0)
+    fprintf(stderr,
+            "stackrec %s: note: %llu events were dropped by the recorder "
+            "(ring full, re-entered, write errors); they are not in %s\n",
+            cmd, (unsigned long long)drops, where);
+  uint64_t events, sessions = stkr_cli_reader_rings_left(r, &events);
+  if (sessions > 0)
+    fprintf(stderr,
+            "stackrec %s: note: %llu events of %llu dead writer%s are still "
+            "in ring files; they are not in %s (run 'stackrec recover' "
+            "first)\n",
+            cmd, (unsigned long long)events, (unsigned long long)sessions,
+            sessions == 1 ? "" : "s", where);
+}
+
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   stkr_process_info sum; /* the drops by reason, summed */
   char reasons[STKR_CLI_DROP_REASONS_MAX];
