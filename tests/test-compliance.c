@@ -422,10 +422,32 @@ static void test_privacy_manifest(void **state) {
   assert_int_equal(cr_run("privacy-manifest --per-module '%s' -o /dev/null '%s'",
                           man, g_rec), 0);
   assert_int_equal(python(k_per_module_check, man), 0);
+  {
+    /* Two modules whose names make one file name: two files, and a note
+     * (QA: the second replaced the first, exit 0, no word). */
+    char map[700], dir[700], path[800];
+    snprintf(map, sizeof map, "%s/clash.json", g_tmp);
+    write_file(map, "{\"modules\": [\n"
+                    " {\"name\": \"Acme SDK\", \"images\": [\"libacme*\"]},\n"
+                    " {\"name\": \"Acme_SDK\", \"images\": "
+                    "[\"compliance_app*\"]}\n]}\n");
+    snprintf(dir, sizeof dir, "%s/clash", g_tmp);
+    assert_int_equal(cr_run("privacy-manifest --module-map '%s' --per-module "
+                            "'%s' -o /dev/null '%s'", map, dir, g_rec), 0);
+    cr_assert_has(cr_err, "another module's name makes the same file name");
+    snprintf(path, sizeof path, "%s/Acme_SDK.xcprivacy", dir);
+    assert_int_equal(access(path, R_OK), 0);
+    snprintf(path, sizeof path, "%s/Acme_SDK-2.xcprivacy", dir);
+    assert_int_equal(access(path, R_OK), 0);
+  }
   snprintf(man, sizeof man, "%s/app.xcprivacy", g_tmp);
-  /* The draft is a manifest that declares what was used. */
+  /* The draft declares what was used, but leaves the reasons to a person:
+   * given back as it is, it is refused (QA: it passed). */
   assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", draft, g_rec),
-                   0);
+                   1);
+  cr_assert_has(cr_err, "declared without a reason: "
+                        "NSPrivacyAccessedAPICategoryDiskSpace");
+  assert_null(strstr(cr_err, "used but not declared"));
   write_manifest(man, partial, 2);
   assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", man, g_rec),
                    1);
@@ -493,6 +515,28 @@ static void test_bad_inputs(void **state) {
                 "</plist>\n");
   snprintf(want, sizeof want, "%s:4:1: <key>A</key> has no value", p);
   expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
+  /* QA, against plistlib: a key twice (which one counts differs between
+   * readers), a NUL byte (not XML) are refused; a byte order mark is
+   * not. */
+  write_file(p, "<plist version=\"1.0\">\n<dict>\n<key>A</key><true/>\n"
+                "<key>A</key><false/>\n</dict>\n</plist>\n");
+  snprintf(want, sizeof want, "%s:5:8: <key>A</key> twice", p);
+  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
+  {
+    static const char nul[] = "<plist version=\"1.0\">\n<dict>\n<key>A</key>"
+                              "<string>a\0b</string>\n</dict>\n</plist>\n";
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(nul, 1, sizeof nul - 1, f), sizeof nul - 1);
+    assert_int_equal(fclose(f), 0);
+  }
+  snprintf(want, sizeof want, "%s:3:22: a control character (0x00)", p);
+  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
+  write_file(p, "\xef\xbb\xbf<?xml version=\"1.0\"?>\n<plist version=\"1.0\">"
+                "<dict></dict></plist>\n");
+  assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", p, g_rec),
+                   1); /* read: it declares nothing of what was used */
+  cr_assert_has(cr_err, "used but not declared");
   /* Files that cannot be opened: 3, naming them. */
   assert_int_equal(cr_run("compliance --policy '%s/none.json' '%s'", g_tmp,
                           g_rec), 3);

@@ -97,8 +97,16 @@ static int read_text(scan *s, char **out) {
   const char *q = s->p;
   char *o, *buf;
 
-  while (q < s->end && *q != '<')
+  while (q < s->end && *q != '<') {
+    /* XML allows no control character but tab, newline and return (QA: a
+     * NUL inside <string> was read, where plistlib refuses the file). */
+    if ((unsigned char)*q < 0x20 && *q != '\t' && *q != '\n' && *q != '\r') {
+      advance(s, (size_t)(q - s->p));
+      return fail(s, "a control character (0x%02x), not allowed in XML",
+                  (unsigned char)*q);
+    }
     q++;
+  }
   if ((buf = malloc((size_t)(q - s->p) + 1)) == NULL)
     return nomem(s);
   o = buf;
@@ -174,6 +182,31 @@ static int skip_between(scan *s) {
 
 static int parse_value(scan *s, stkr_json *v, int depth);
 
+static int cmp_key(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The same key twice in dict v: which one counts differs between readers
+ * (plistlib the last, this reader the first: QA), so neither is taken.
+ * Sorted, not compared pairwise: a hostile dict may hold many keys. */
+static int check_keys(scan *s, const stkr_json *v) {
+  char **k;
+  int rc = 0;
+
+  if (v->n < 2)
+    return 0;
+  if ((k = malloc(v->n * sizeof *k)) == NULL)
+    return nomem(s);
+  memcpy(k, v->keys, v->n * sizeof *k);
+  qsort(k, v->n, sizeof *k, cmp_key);
+  for (size_t i = 1; i < v->n && rc == 0; i++)
+    if (strcmp(k[i - 1], k[i]) == 0)
+      rc = fail(s, "<key>%s</key> twice in the <dict> that ends here",
+                k[i]);
+  free(k);
+  return rc;
+}
+
 /* <dict>...</dict> or <array>...</array>, after the opening tag. */
 static int parse_items(scan *s, stkr_json *v, int depth) {
   const bool dict = v->type == STKR_JSON_OBJECT;
@@ -192,7 +225,7 @@ static int parse_items(scan *s, stkr_json *v, int depth) {
         return s->rc;
       if (strcmp(tag, dict ? "dict" : "array") != 0)
         return fail(s, "</%s> closes <%s>", tag, dict ? "dict" : "array");
-      return 0;
+      return dict ? check_keys(s, v) : 0;
     }
     if (s->p >= s->end)
       return fail(s, "unterminated <%s>", dict ? "dict" : "array");
@@ -276,6 +309,8 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
     return fail(&s, "over %u bytes", STKR_PLIST_MAX_BYTES);
   if ((v = calloc(1, sizeof *v)) == NULL)
     return nomem(&s);
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+    advance(&s, 3); /* a UTF-8 byte order mark (Xcode may write one) */
   if (skip_misc(&s) == 0 && read_tag(&s, tag, sizeof tag, &close, &empty) == 0) {
     if (strcmp(tag, "plist") != 0 || close || empty)
       fail(&s, "expected <plist>, found <%s%s>", close ? "/" : "", tag);

@@ -148,15 +148,16 @@ static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
   return 0;
 }
 
-/* The categories the manifest declares (declared[k]); unknown types are
- * noted on stderr. @return 0 or 2 after a message (wrong shape). */
+/* The categories the manifest declares (declared[k]), and those declared
+ * with at least one reason (reasoned[k]); unknown types are noted on
+ * stderr. @return 0 or 2 after a message (wrong shape). */
 static int declared_categories(const char *path, const stkr_json *root,
-                               bool *declared) {
+                               bool *declared, bool *reasoned) {
   const stkr_json *types = stkr_json_get(root, "NSPrivacyAccessedAPITypes");
   size_t i;
 
   for (i = 0; i < stkr_reason_category_count; i++)
-    declared[i] = false;
+    declared[i] = reasoned[i] = false;
   if (root->type != STKR_JSON_OBJECT) {
     fprintf(stderr, "stackrec privacy-manifest: %s:%u: the plist's value "
             "must be a <dict>\n", path, root->line);
@@ -180,23 +181,38 @@ static int declared_categories(const char *path, const stkr_json *root,
               "<string>\n", path, types->items[i].line);
       return STKR_CLI_USAGE;
     }
-    if ((rc = stkr_reason_by_type(t->str)) == NULL)
+    const stkr_json *why = stkr_json_get(&types->items[i],
+                                         "NSPrivacyAccessedAPITypeReasons");
+    if ((rc = stkr_reason_by_type(t->str)) == NULL) {
       fprintf(stderr, "stackrec privacy-manifest: %s:%u: note: unknown "
               "category \"%s\"\n", path, t->line, t->str);
-    else
-      declared[rc - stkr_reason_categories] = true;
+      continue;
+    }
+    declared[rc - stkr_reason_categories] = true;
+    if (why != NULL && why->type == STKR_JSON_ARRAY && why->n > 0)
+      reasoned[rc - stkr_reason_categories] = true;
   }
   return 0;
 }
 
-/* Compare used with declared: @return 0, or 1 (used, not declared). */
+/* Compare used with declared: @return 0, or 1 (used, not declared; or
+ * declared without a reason). */
 static int check_manifest(const char *path, const stkr_comp *c,
                           const int *cat_of, const bool *used,
-                          const bool *declared) {
+                          const bool *declared, const bool *reasoned) {
   size_t k, i, missing = 0;
 
   for (k = 0; k < stkr_reason_category_count; k++) {
     const stkr_reason_category *rc = &stkr_reason_categories[k];
+    /* The draft this command writes leaves the reasons to a person: given
+     * back unfinished, it passed (QA). App Store Connect refuses it. */
+    if (declared[k] && !reasoned[k]) {
+      missing++;
+      fprintf(stderr, "stackrec privacy-manifest: %s: declared without a "
+              "reason: %s (its NSPrivacyAccessedAPITypeReasons is empty or "
+              "missing; App Store Connect refuses that: choose the reasons "
+              "that apply)\n", path, rc->type);
+    }
     if (used[k] && !declared[k]) {
       missing++;
       fprintf(stderr, "stackrec privacy-manifest: %s: used but not "
@@ -214,21 +230,58 @@ static int check_manifest(const char *path, const stkr_comp *c,
   return missing ? STKR_CLI_FINDINGS : 0;
 }
 
+/* path = DIR/<module, cleaned>.xcprivacy, made unique among the n paths
+ * already written (QA: "Acme SDK" and "Acme_SDK" both made
+ * Acme_SDK.xcprivacy, and the second silently replaced the first): a
+ * second one gets "-2", and so on, with a note. */
+static void draft_path(char *path, size_t cap, const char *dir,
+                       const char *module, char (*done)[4096], size_t n) {
+  char base[4096], *p;
+  size_t k = 0, j;
+  const char *m;
+
+  for (m = module, p = base; *m && p < base + sizeof base - 32; m++)
+    *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
+            *m == '_') ? *m : '_';
+  *p = '\0';
+  for (unsigned dup = 1;; dup++) {
+    if (dup == 1)
+      snprintf(path, cap, "%s/%s.xcprivacy", dir, base);
+    else
+      snprintf(path, cap, "%s/%s-%u.xcprivacy", dir, base, dup);
+    for (j = 0; j < n && strcmp(done[j], path) != 0; j++) {}
+    if (j == n)
+      break;
+    k = dup;
+  }
+  if (k > 0)
+    fprintf(stderr, "stackrec privacy-manifest: note: module \"%s\" is "
+            "written to %s: another module's name makes the same file "
+            "name\n", module, path);
+}
+
 /* --per-module DIR: a draft per module that used any category.
  * @return 0 or an exit status after a message. */
 static int write_per_module(const char *dir, const stkr_comp *c,
                             const int *cat_of) {
-  size_t i, j, k;
+  char (*done)[4096] = calloc(c->n_groups + 1, sizeof *done);
+  size_t i, j, n_done = 0;
+  int status = 0;
 
+  if (done == NULL) {
+    fprintf(stderr, "stackrec privacy-manifest: %s\n", strerror(ENOMEM));
+    return STKR_CLI_DATA_LOST;
+  }
   if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec privacy-manifest: cannot create %s: %s\n", dir,
             strerror(errno));
+    free(done);
     return STKR_CLI_DATA_LOST;
   }
-  for (i = 0; i < c->n_groups; i++) {
+  for (i = 0; i < c->n_groups && status == 0; i++) {
     const char *m = c->groups[i].module;
     bool used[MAX_CATS] = {false}, first = true;
-    char path[4096], *p;
+    char *path = done[n_done];
     FILE *f;
     int err;
 
@@ -242,18 +295,18 @@ static int write_per_module(const char *dir, const stkr_comp *c,
     for (j = i; j < c->n_groups; j++)
       if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
         used[cat_of[j]] = true;
-    k = (size_t)snprintf(path, sizeof path, "%s/", dir);
-    for (p = path + k; *m && p < path + sizeof path - 12; m++)
-      *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
-              *m == '_') ? *m : '_';
-    strcpy(p, ".xcprivacy");
-    if ((f = stkr_cli_create("privacy-manifest", path)) == NULL)
-      return STKR_CLI_DATA_LOST;
-    err = write_draft(f, c, cat_of, used, c->groups[i].module);
+    draft_path(path, sizeof done[0], dir, m, done, n_done);
+    n_done++;
+    if ((f = stkr_cli_create("privacy-manifest", path)) == NULL) {
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
+    err = write_draft(f, c, cat_of, used, m);
     if (stkr_cli_close_output("privacy-manifest", path, f, err) != 0)
-      return STKR_CLI_DATA_LOST;
+      status = STKR_CLI_DATA_LOST;
   }
-  return 0;
+  free(done);
+  return status;
 }
 
 static int parse_args(int argc, char **argv, stkr_comp_opts *o,
@@ -277,7 +330,7 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
 int stkr_cli_privacy_manifest(int argc, char **argv) {
   const char *manifest = NULL, *map_path = NULL, *output = NULL,
              *per_module = NULL;
-  bool used[MAX_CATS], declared[MAX_CATS];
+  bool used[MAX_CATS], declared[MAX_CATS], reasoned[MAX_CATS];
   stkr_json *plist = NULL;
   stkr_modmap *map = NULL;
   stkr_reader *r = NULL;
@@ -296,7 +349,8 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
       (err = stkr_plist_load(manifest, &plist, msg, sizeof msg)) != 0)
     return stkr_cli_load_error("privacy-manifest", "manifest", msg, err);
   if (manifest != NULL &&
-      (status = declared_categories(manifest, plist, declared)) != 0)
+      (status = declared_categories(manifest, plist, declared, reasoned)) !=
+          0)
     goto out;
   if (map_path != NULL &&
       (err = stkr_modmap_load(map_path, &map, msg, sizeof msg)) != 0) {
@@ -332,7 +386,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     goto out;
   status = stkr_cli_status(r);
   if (manifest != NULL &&
-      check_manifest(manifest, c, cat_of, used, declared) != 0)
+      check_manifest(manifest, c, cat_of, used, declared, reasoned) != 0)
     status = STKR_CLI_FINDINGS;
 out:
   free(cat_of);
