@@ -30,6 +30,7 @@ struct stkr__ch {
   char shown[256]; /* scheme://host:port, for messages */
   char err[1024];  /* last failure, redacted */
   char errbuf[CURL_ERROR_SIZE];
+  bool quick;       /* the next request is stkr__ch_check's */
   /* One INSERT body in flight: */
   stkr__ch_producer produce;
   void *arg;
@@ -234,7 +235,12 @@ static void setup(stkr__ch *c, const char *url, stkr__buf *resp) {
    * (offered over https by default) does not have. */
   k_curl.easy_setopt(c->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   k_curl.easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, 10L);
-  if (c->o.timeout_s > 0)
+  /* The check's query is answered at once by any ClickHouse: a server that
+   * accepts and never answers costs 30 s an attempt there, not --timeout
+   * (QA: up to an hour with the defaults). */
+  if (c->quick && (c->o.timeout_s == 0 || c->o.timeout_s > 30))
+    k_curl.easy_setopt(c->curl, CURLOPT_TIMEOUT, 30L);
+  else if (c->o.timeout_s > 0)
     k_curl.easy_setopt(c->curl, CURLOPT_TIMEOUT, c->o.timeout_s);
   k_curl.easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
   k_curl.easy_setopt(c->curl, CURLOPT_WRITEDATA, resp);
@@ -272,9 +278,12 @@ stkr__ch_fail stkr__ch_query(stkr__ch *c, const char *sql, stkr__buf *resp) {
 stkr__ch_fail stkr__ch_check(stkr__ch *c) {
   static const char want[] = "stackrec-1048576\n";
   stkr__buf resp = {0};
-  stkr__ch_fail f = stkr__ch_query(
-      c, "SELECT concat('stackrec-', toString(1024 * 1024)) FORMAT "
-         "TabSeparated", &resp);
+  stkr__ch_fail f;
+
+  c->quick = true;
+  f = stkr__ch_query(c, "SELECT concat('stackrec-', toString(1024 * 1024)) "
+                        "FORMAT TabSeparated", &resp);
+  c->quick = false;
   if (f == STKR_CH_OK &&
       (resp.len != sizeof want - 1 || memcmp(resp.p, want, resp.len) != 0)) {
     size_t n = resp.len > 60 ? 60 : resp.len;
