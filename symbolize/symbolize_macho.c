@@ -309,7 +309,11 @@ static char *only_dwarf_file(const char *dir, const char *p, char *err,
       used += k > 0 ? (size_t)k : 0;
     }
   }
-  if (d != NULL) closedir(d);
+  if (d == NULL) {
+    snprintf(err, cap, "%s: cannot read %s: %s", dir, p, strerror(errno));
+    return NULL;
+  }
+  closedir(d);
   if (n == 1) return strdup(first);
   if (n == 0)
     snprintf(err, cap, "%s: a .dSYM bundle whose Contents/Resources/DWARF "

@@ -268,7 +268,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
      * processes (containers, pid namespaces, merged recordings) is two. */
     s->several_tids = s->several_tids ||
                       (b->o->by_thread &&
-                       (s->tid != ev->tid || s->tid_pid != ev->pid));
+                       (s->tid != ev->tid || s->tid_proc != proc));
     /* The reader goes process by process: a process not seen last is new
      * to this stack. */
     if (b->last_proc[k] != proc) {
@@ -324,7 +324,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     s->payload_len = x.payload_len;
   }
   s->tid = b->o->by_thread ? ev->tid : 0;
-  s->tid_pid = b->o->by_thread ? ev->pid : 0;
+  s->tid_proc = b->o->by_thread ? proc : 0;
   s->n_pids = 1;
   s->truncated = ev->stack_truncated;
   b->hashes[i] = h;

@@ -87,7 +87,9 @@ typedef struct stkr_agg_stack {
   uint64_t tid;            /* by_thread: its OS thread id (of the first
                               thread seen, when several threads of that
                               name merged) */
-  uint32_t tid_pid;        /* by_thread: the process of that tid */
+  uint32_t tid_proc;       /* by_thread: the process of that tid (reader
+                              index + 1: two processes of one pid, in two
+                              containers, are two) */
   bool several_tids;       /* by_thread: events of more than one thread
                               of that name (then tid names one of them);
                               one tid in two processes is two threads */

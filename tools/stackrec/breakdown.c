@@ -85,7 +85,7 @@ static char *thread_label(const keyed *v, size_t i, size_t e) {
   char *out = NULL;
   for (size_t k = i; k < e && one; k++)
     one = !v[k].s->several_tids && v[k].s->tid == v[i].s->tid &&
-          v[k].s->tid_pid == v[i].s->tid_pid;
+          v[k].s->tid_proc == v[i].s->tid_proc;
   if (one ? asprintf(&out, "%s (tid %llu)", v[i].key,
                      (unsigned long long)v[i].s->tid) < 0
           : asprintf(&out, "%s (several threads)", v[i].key) < 0)

@@ -136,7 +136,8 @@ static int read_text(scan *s, char **out) {
         bool hex = s->p + 2 < q && s->p[2] == 'x';
         cp = strtoul(s->p + (hex ? 3 : 2), &endp, hex ? 16 : 10);
         if (endp >= q || *endp != ';' || cp == 0 || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp < 0xE000)) {
+            (cp >= 0xD800 && cp < 0xE000) || cp == 0xFFFE || cp == 0xFFFF ||
+            (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r')) {
           free(buf);
           return fail(s, "bad character reference");
         }

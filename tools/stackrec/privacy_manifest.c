@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "tools/stackrec/cli.h"
@@ -244,12 +245,15 @@ static void draft_path(char *path, size_t cap, const char *dir,
     *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
             *m == '_') ? *m : '_';
   *p = '\0';
-  for (unsigned dup = 1;; dup++) {
+  /* At most n names are taken: n + 1 tries find a free one, unless the
+   * path is cut at cap (then the last try is used). Compared without case:
+   * macOS volumes are case-insensitive ("AcmeKit", "acmekit": review). */
+  for (unsigned dup = 1; dup <= n + 1; dup++) {
     if (dup == 1)
       snprintf(path, cap, "%s/%s.xcprivacy", dir, base);
     else
       snprintf(path, cap, "%s/%s-%u.xcprivacy", dir, base, dup);
-    for (j = 0; j < n && strcmp(done[j], path) != 0; j++) {}
+    for (j = 0; j < n && strcasecmp(done[j], path) != 0; j++) {}
     if (j == n)
       break;
     k = dup;

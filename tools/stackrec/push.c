@@ -78,7 +78,7 @@ typedef struct pass {
   char build[160], device[160], recording[80];
   bool have_id;
   range *done;          /* committed ranges, sorted by (pid, first) */
-  size_t n_done, cap_done, cur;
+  size_t n_done, cap_done;
   bool summary_done;    /* the summary row covers summary_events */
   uint64_t summary_events;
   /* reading */
@@ -96,7 +96,8 @@ typedef struct pass {
   /* results */
   uint64_t sent, skipped, committed_chunks; /* events */
   uint64_t sent_marks, skipped_marks;
-  uint64_t sent_before; /* sent by earlier passes (skipped in this one) */
+  uint64_t sent_before, sent_marks_before; /* by earlier passes (skipped
+                                               in this one) */
   uint64_t warned, warn_seen; /* warnings printed by earlier passes */
 } pass;
 
@@ -129,16 +130,17 @@ static const char *table(const pass *p, const char *t, char *buf,
 
 /* ---- identity ---- */
 
-/* From reader r (NULL: nothing known), which has read its first batch. */
-static void set_ids_from(pass *p, stkr_reader *r) {
-  const stkr_process_info *pi = r ? stkr_reader_process(r, 0) : NULL;
+/* From process proc of reader r (NULL: nothing known), whose first batch
+ * r has read. */
+static void set_ids_from(pass *p, stkr_reader *r, size_t proc) {
+  const stkr_process_info *pi = r ? stkr_reader_process(r, proc) : NULL;
   const stkr_image_info *im;
   size_t n = 0;
   uint64_t h = STKR_HASH_SEED, v[4] = {0};
 
   if (p->o->build != NULL) {
     snprintf(p->build, sizeof p->build, "%s", p->o->build);
-  } else if (pi != NULL && stkr_reader_images(r, 0, &im, &n) == 0 &&
+  } else if (pi != NULL && stkr_reader_images(r, proc, &im, &n) == 0 &&
              n > 0 && im[0].build_id_len > 0) {
     size_t k, l = im[0].build_id_len > 64 ? 64 : im[0].build_id_len;
     for (k = 0; k < l; k++)
@@ -187,13 +189,21 @@ static void set_ids(pass *p) {
   stkr_reader_opts ro = {.warn = no_warn, .lazy_frames = true};
   stkr_reader *r = NULL;
   stkr_event_view ev;
+  size_t proc = 0; /* that of the first event: a process with external
+                      marks only (its segment empty) has no header */
 
   if (stkr_reader_create(&ro, &r) == 0 && stkr_reader_add(r, p->dir) == 0)
-    while (stkr_reader_next(r, &ev) > 0 && ev.is_mark && ev.thread_id == 0) {
+    while (stkr_reader_next(r, &ev) > 0) {
+      if (!(ev.is_mark && ev.thread_id == 0)) {
+        proc = ev.process;
+        break;
+      }
     }
-  set_ids_from(p, r);
+  set_ids_from(p, r, proc);
   stkr_reader_free(r);
 }
+
+static void merge_done(pass *p);
 
 /* Which ranges of this recording are in already. */
 static stkr__ch_fail load_done(pass *p) {
@@ -234,22 +244,44 @@ static stkr__ch_fail load_done(pass *p) {
     s = s ? s + 1 : NULL;
   }
   stkr__buf_free(&resp);
+  merge_done(p);
   return f;
 }
 
-/* Is (pid, n) committed? Events come in (pid, n) order (processes by
- * ascending pid), so one cursor; should they not, it starts over. */
-static bool is_done(pass *p, uint32_t pid, uint64_t n) {
-  if (p->cur > 0 && (p->done[p->cur - 1].pid > pid ||
-                     (p->done[p->cur - 1].pid == pid &&
-                      p->done[p->cur - 1].first > n)))
-    p->cur = 0;
-  while (p->cur < p->n_done &&
-         (p->done[p->cur].pid < pid ||
-          (p->done[p->cur].pid == pid && p->done[p->cur].last <= n)))
-    p->cur++;
-  return p->cur < p->n_done && p->done[p->cur].pid == pid &&
-         p->done[p->cur].first <= n;
+/* The committed ranges (sorted by pid, first) with overlapping and
+ * adjacent ones of a pid merged: a chunk sent again (the window of
+ * fleet.md) has its ranges twice. */
+static void merge_done(pass *p) {
+  size_t o = 0;
+
+  for (size_t i = 0; i < p->n_done; i++) {
+    range *l = o ? &p->done[o - 1] : NULL;
+    if (l != NULL && l->pid == p->done[i].pid && p->done[i].first <= l->last) {
+      if (p->done[i].last > l->last)
+        l->last = p->done[i].last;
+    } else {
+      p->done[o++] = p->done[i];
+    }
+  }
+  p->n_done = o;
+}
+
+/* Is (pid, n) committed? A binary search: a process's ordinals do not
+ * come in one rising run (its external marks, from EXT_MARK_ORD, come
+ * before its events, from 0), and a cursor that assumed they did sent a
+ * process's events again (review). */
+static bool is_done(const pass *p, uint32_t pid, uint64_t n) {
+  size_t lo = 0, hi = p->n_done;
+
+  while (lo < hi) { /* the first range after (pid, n) */
+    size_t mid = lo + (hi - lo) / 2;
+    const range *r = &p->done[mid];
+    if (r->pid < pid || (r->pid == pid && r->first <= n))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > 0 && p->done[lo - 1].pid == pid && n < p->done[lo - 1].last;
 }
 
 /* ---- the events body ---- */
@@ -549,6 +581,7 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
   p->warn_seen = 0;
   p->skipped = p->skipped_marks = 0;
   p->sent_before = p->sent;
+  p->sent_marks_before = p->sent_marks;
   if ((err = stkr_reader_create(&ro, &p->r)) != 0 ||
       (err = stkr__dims_create(&p->dims)) != 0) {
     *status = STKR_CLI_DATA_LOST;
@@ -597,7 +630,7 @@ static void pass_reset(pass *p) {
   p->dims = NULL;
   p->have_ev = p->eof = false;
   p->read_err = 0;
-  p->n_done = p->cur = 0;
+  p->n_done = 0;
   p->summary_done = false;
   p->summary_events = 0;
   p->total = p->n = 0;
@@ -658,13 +691,16 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
      * pushed, 1600000 already there"). Marks are not events. */
     uint64_t there = p.skipped > p.sent_before ? p.skipped - p.sent_before
                                                : 0;
+    uint64_t marks_there = p.skipped_marks > p.sent_marks_before
+                               ? p.skipped_marks - p.sent_marks_before
+                               : 0;
     fprintf(stderr,
             "stackrec push: %s: recording %s (device %s, build %s): %" PRIu64
             " events pushed, %" PRIu64 " already there",
             dir, p.recording, p.device, p.build, p.sent, there);
     if (p.sent_marks || p.skipped_marks)
       fprintf(stderr, "; marks: %" PRIu64 " pushed, %" PRIu64
-              " already there", p.sent_marks, p.skipped_marks);
+              " already there", p.sent_marks, marks_there);
     fputc('\n', stderr);
   }
 out:
