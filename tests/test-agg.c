@@ -515,6 +515,12 @@ static void test_by_thread_same_tid_two_processes(void **state) {
   assert_string_equal(rows[i].key, "main (several threads)");
   stkr_agg_rows_free(rows, n);
   stkr_agg_free(a);
+  /* The same pid too (pid 1 in two containers): still two processes. */
+  dirs[1] = sr_std_dir("agg-tid3", 100, 0x400000);
+  assert_int_equal(agg_paths(dirs, 2, &o, &a), 0);
+  assert_int_equal(site(a, "files.open")->stacks[0]->count, 6);
+  assert_true(site(a, "files.open")->stacks[0]->several_tids);
+  stkr_agg_free(a);
 }
 
 static void test_empty_and_bad_arguments(void **state) {
