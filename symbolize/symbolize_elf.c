@@ -626,10 +626,11 @@ static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
   int line = 0, col = 0;
   size_t n;
 
-  if (!cudie && (be->offline || be->full_paths)) {
+  if (!cudie) {
     /* No .debug_aranges (clang, swiftc): the CU from the CU DIEs' own
-     * ranges. Only in the tools for now: the recorder's answers stay what
-     * they were (a candidate for inproc too). */
+     * ranges, in the tools and in the recording process alike (QA: an
+     * embedded Swift app got no file:line nor inlined frames where
+     * `stackrec symbolize` of the same stacks had them). */
     bias = m->dwbias;
     if (!stkr__dw_cu_of(&m->ix, a - bias, &own) ||
         !stkr__dw_find_subprogram(&m->ix, &own, a - bias, &sub))

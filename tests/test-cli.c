@@ -118,12 +118,13 @@ static void test_dump_text(void **state) {
                   /* A negative delta, and non-printable bytes as \xNN. */
                   "2000000700 privacy.clipboard.read 4243(worker-1) "
                   "\"\\x00\\x01bin\\xff\\x7f\\x1b\" "
-                  "stack=0x403000,0x403010,0x403020,0x403030",
+                  "stack=0x403000,0x403010,0x403020,0x403030 [truncated]",
                   "2000010005 file.open 4242(main) \"abcdefgh\"[truncated] "
                   "stack=0x401000,0x401100,0x401200");
   assert_string_equal(cr_line(cr_out, 6),
                       "2000100000 net.connect 4242(main) \"q\\\"b\\\\s\\x0a\""
-                      " stack=0x403000,0x403010,0x403020,0x403030");
+                      " stack=0x403000,0x403010,0x403020,0x403030 "
+                      "[truncated]");
 
   assert_int_equal(cr_run("dump --limit 2 '%s'", rec), 0);
   assert_int_equal(cr_count_lines(cr_out), 2);

@@ -154,16 +154,18 @@ static void assert_has(const char *text, const char *want) {
 }
 
 /* ---- folded ------------------------------------------------------------------- */
-/* The exact-label checks below use --granularity function: a build with
+/* The recording's max_depth is 3: every stack was cut, and says so with a
+ * "[truncated]" frame under its site.
+ * The exact-label checks below use --granularity function: a build with
  * debug info (the sanitizer configurations are -c dbg) adds " file:line"
  * to every frame at the default granularity (test-export-pprof checks
  * that default). */
 
 static const char folded_all[] =
-    "exp.read;exp_alpha_main;exp_mid_a;exp_hook 40\n"
-    "exp.read;exp_beta_main;exp_mid_a;exp_hook 10\n"
-    "exp.write;exp_alpha_main;exp_mid_b;exp_hook 20\n"
-    "exp:odd name;exp_beta_main;exp_mid_c;exp_hook 5\n";
+    "exp.read;[truncated];exp_alpha_main;exp_mid_a;exp_hook 40\n"
+    "exp.read;[truncated];exp_beta_main;exp_mid_a;exp_hook 10\n"
+    "exp.write;[truncated];exp_alpha_main;exp_mid_b;exp_hook 20\n"
+    "exp:odd name;[truncated];exp_beta_main;exp_mid_c;exp_hook 5\n";
 
 static void test_folded_exact_lines(void **state) {
   (void)state;
@@ -197,28 +199,28 @@ static void test_folded_filters(void **state) {
       sh("'%s' export --format folded --granularity function --site 'exp.r*' '%s'", g_tool, g_rec),
       0);
   assert_string_equal(g_out,
-                      "exp.read;exp_alpha_main;exp_mid_a;exp_hook 40\n"
-                      "exp.read;exp_beta_main;exp_mid_a;exp_hook 10\n");
+                      "exp.read;[truncated];exp_alpha_main;exp_mid_a;exp_hook 40\n"
+                      "exp.read;[truncated];exp_beta_main;exp_mid_a;exp_hook 10\n");
   assert_int_equal(sh("'%s' export --format folded --granularity function --thread exp-beta '%s'",
                       g_tool, g_rec),
                    0);
   assert_string_equal(g_out,
-                      "exp.read;exp_beta_main;exp_mid_a;exp_hook 10\n"
-                      "exp:odd name;exp_beta_main;exp_mid_c;exp_hook 5\n");
+                      "exp.read;[truncated];exp_beta_main;exp_mid_a;exp_hook 10\n"
+                      "exp:odd name;[truncated];exp_beta_main;exp_mid_c;exp_hook 5\n");
   assert_int_equal(sh("'%s' export --format folded --granularity function --thread %llu '%s'",
                       g_tool, (unsigned long long)g_tid_alpha, g_rec),
                    0);
   assert_string_equal(g_out,
-                      "exp.read;exp_alpha_main;exp_mid_a;exp_hook 40\n"
-                      "exp.write;exp_alpha_main;exp_mid_b;exp_hook 20\n");
+                      "exp.read;[truncated];exp_alpha_main;exp_mid_a;exp_hook 40\n"
+                      "exp.write;[truncated];exp_alpha_main;exp_mid_b;exp_hook 20\n");
   /* Beta ran 0.5 s after alpha, just after the process started
    * recording. */
   assert_int_equal(sh("'%s' export --format folded --granularity function --from 0.25 '%s'", g_tool,
                       g_rec),
                    0);
   assert_string_equal(g_out,
-                      "exp.read;exp_beta_main;exp_mid_a;exp_hook 10\n"
-                      "exp:odd name;exp_beta_main;exp_mid_c;exp_hook 5\n");
+                      "exp.read;[truncated];exp_beta_main;exp_mid_a;exp_hook 10\n"
+                      "exp:odd name;[truncated];exp_beta_main;exp_mid_c;exp_hook 5\n");
 }
 
 /* ---- jsonl ---------------------------------------------------------------- */

@@ -18,11 +18,14 @@ static const char dump_help[] =
     "order: processes by pid, then segments, then batches.\n"
     "\n"
     "Text lines:\n"
-    "  TS_NS SITE TID(THREAD) PAYLOAD stack=0xPC,0xPC,...\n"
+    "  TS_NS SITE TID(THREAD) PAYLOAD stack=0xPC,0xPC,... [truncated]\n"
     "  TS_NS is CLOCK_MONOTONIC ns of the recording process; PAYLOAD is\n"
     "  \"...\" with '\"' and '\\' backslash-escaped and other non-printable\n"
     "  bytes as \\xNN, followed by [truncated] if the recorder cut it, or -\n"
-    "  for none; undefined sites, threads and stacks print as ?.\n"
+    "  for none; undefined sites, threads and stacks print as ?. A PC\n"
+    "  written a0x... is a Swift async resume function (an awaiting caller);\n"
+    "  [truncated]: the walk stopped at the recorder's max depth, the\n"
+    "  outermost callers are missing.\n"
     "\n"
     "Options:\n"
     "  --json      one JSON object per line instead, with the keys ts_ns,\n"
@@ -147,6 +150,8 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
     if (ev->n_pcs && !shown)
       putc('-', f);
   }
+  if (ev->stack_truncated) /* the walk stopped at max_depth (QA) */
+    fputs(" [truncated]", f);
   putc('\n', f);
   if (o->frames)
     text_frames(f, o, ev);

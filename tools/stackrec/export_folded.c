@@ -8,7 +8,10 @@
  * rest at ';', so a name may hold spaces but not ';' (written as ':', as
  * stackcollapse-perf.pl does) nor a line break or other control character
  * (written as '?'). Lines are sorted, and lines that became equal through
- * that replacement are added up, so the output is canonical.
+ * that replacement are added up, so the output is canonical. A stack the
+ * walk cut at max_depth has a frame "[truncated]" between the site and its
+ * outermost frame: the root of what follows is not the program's (QA: it
+ * looked like a whole stack).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -71,6 +74,8 @@ int stkr__export_folded(stkr__export *x) {
       break;
     }
     put_name(m, s->site);
+    if (s->truncated)
+      fputs(";[truncated]", m);
     for (k = s->n_frames; k-- > 0;) {
       putc(';', m);
       put_name(m, stkr_agg_frame_text(&s->frames[k], a->granularity, label,

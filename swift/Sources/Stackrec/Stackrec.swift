@@ -17,9 +17,10 @@
 // `event(payload:)`: no lock, no allocation (a payload String may still be
 // copied to make it contiguous UTF-8).
 //
-// Stacks. The first recorded PC is in the Stackrec function that called
-// stkr_event (event(_:payload:) or Site.event(payload:)); the app's own
-// frames follow. In Swift async code the recorder follows the task's
+// Stacks. The first recorded PCs are Stackrec's own: 2 to 5 frames between
+// stkr_event and event(_:payload:) or Site.event(payload:) (record,
+// String.withUTF8 and its closure, a forwarder; how many depends on the
+// build and on the payload: QA); the app's own frames follow. In Swift async code the recorder follows the task's
 // async context chain (README, "Swift concurrency"): build with
 // `-Xfrontend -swift-async-frame-pointer=always` to get the awaiting callers.
 //
