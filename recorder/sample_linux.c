@@ -272,19 +272,26 @@ int stkr__splat_deliver(stkr__sslot *s, unsigned timeout_ms) {
    * (stkr__slot_going); one that went in between would leave this one
    * to its timeout. */
   atomic_store_explicit(&s->req, STKR__REQ_REQUESTED, memory_order_seq_cst);
-  expect = STKR__REQ_REQUESTED;
-  if (atomic_load_explicit(&s->dead, memory_order_seq_cst) &&
-      atomic_compare_exchange_strong_explicit(&s->req, &expect,
-                                              STKR__REQ_IDLE,
-                                              memory_order_acq_rel,
-                                              memory_order_acquire))
-    return -ESRCH;
-  if (syscall(SYS_tgkill, pid, (pid_t)s->os_tid, g_sig) != 0) {
+  if (atomic_load_explicit(&s->dead, memory_order_seq_cst)) {
+    expect = STKR__REQ_REQUESTED;
+    if (atomic_compare_exchange_strong_explicit(&s->req, &expect,
+                                                STKR__REQ_IDLE,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      return -ESRCH;
+    /* else the exit took it (RUNNING): its answer, -ESRCH, comes at once;
+     * no signal to a thread that blocks it now */
+  } else if (syscall(SYS_tgkill, pid, (pid_t)s->os_tid, g_sig) != 0) {
     int e = errno;
-    atomic_store_explicit(&s->req, STKR__REQ_IDLE, memory_order_release);
+    expect = STKR__REQ_REQUESTED;
     /* EAGAIN: the queue of pending real-time signals is full, so they are
-     * not being taken. */
-    return e == ESRCH ? -ESRCH : e == EAGAIN ? -EDEADLK : -e;
+     * not being taken. A CAS, not a store: the thread's exit may have
+     * taken the request meanwhile, and then answers it. */
+    if (atomic_compare_exchange_strong_explicit(&s->req, &expect,
+                                                STKR__REQ_IDLE,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      return e == ESRCH ? -ESRCH : e == EAGAIN ? -EDEADLK : -e;
   }
   if (stkr__wait_done(s, stkr__now() + (uint64_t)timeout_ms * 1000000u))
     return 0;
