@@ -337,10 +337,12 @@ static int write_end(stkr_snap_writer *w) {
 int stkr_snap_writer_close(stkr_snap_writer *w) {
   int err = 0;
   if (!w) return 0;
-  if (w->fd >= 0 && w->header_done && !w->ended) err = write_end(w);
-  if (w->fd >= 0 && (fsync(w->fd) != 0 || close(w->fd) != 0) && err == 0)
-    err = -errno;
-  if (w->fd >= 0 && !w->header_done) (void)unlink(w->path); /* no batch */
+  if (w->fd >= 0) {
+    if (w->header_done && !w->ended) err = write_end(w);
+    if (fsync(w->fd) != 0 && err == 0) err = -errno;
+    if (close(w->fd) != 0 && err == 0) err = -errno; /* closed either way */
+    if (!w->header_done) (void)unlink(w->path); /* no batch */
+  }
   for (size_t i = 0; i < w->n_stacks; i++) free(w->stacks[i].pcs);
   free(w->stacks);
   free(w->tab);
