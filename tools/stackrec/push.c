@@ -189,17 +189,14 @@ static void set_ids(pass *p) {
   stkr_reader_opts ro = {.warn = no_warn, .lazy_frames = true};
   stkr_reader *r = NULL;
   stkr_event_view ev;
-  size_t proc = 0; /* that of the first event: a process with external
-                      marks only (its segment empty) has no header */
 
+  /* Process 0 as before (a recording pushed by an earlier version keeps
+   * its id): by the first event that is not an external mark, its first
+   * batch, if it has one, has been read. */
   if (stkr_reader_create(&ro, &r) == 0 && stkr_reader_add(r, p->dir) == 0)
-    while (stkr_reader_next(r, &ev) > 0) {
-      if (!(ev.is_mark && ev.thread_id == 0)) {
-        proc = ev.process;
-        break;
-      }
+    while (stkr_reader_next(r, &ev) > 0 && ev.is_mark && ev.thread_id == 0) {
     }
-  set_ids_from(p, r, proc);
+  set_ids_from(p, r, 0);
   stkr_reader_free(r);
 }
 
