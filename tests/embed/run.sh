@@ -70,6 +70,15 @@ fi
 echo "== 1. source lists and generated code"
 sub python3 "$repo/cmake/check_sources.py" "$repo"
 sub "$repo/swift/generate.sh" --check
+# A C target of a Swift package gets swift/CStackrec/include on its path:
+# the two public headers under the names the CMake install gives them.
+printf '#include <stackrec/stackrec.h>\n#include <stackrec/stkr_reader.h>\nint f(void) { return stkr_version() != 0; }\n' >"$tmp/inc.c"
+if quiet "the package's C headers" cc -fsyntax-only -Wall -Werror \
+    -I "$repo/swift/CStackrec/include" "$tmp/inc.c"; then
+  ok "<stackrec/stackrec.h> and <stackrec/stkr_reader.h> through the package's include directory"
+else
+  bad "the package's C headers"
+fi
 
 echo "== 2. clean CMake build and install"
 prefix="$tmp/prefix"
