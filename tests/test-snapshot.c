@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <errno.h>
@@ -619,6 +620,57 @@ static void test_process_exits_during_series(void **state) {
   assert_int_equal(tl_rm_rf(dir), 0);
 }
 
+/* A process whose main thread called pthread_exit while another runs on:
+ * its /proc/PID/maps and root read as empty, and the snapshot said "it
+ * has exited" (QA); now the live thread's own /proc entries serve, and its
+ * stack is whole (read through its tid: the leader has no memory left). */
+static __attribute__((noinline)) void zl_sleeper_inner(int fd) {
+  char c;
+  (void)!read(fd, &c, 1); /* until the test closes the pipe */
+  __asm__ volatile("" ::: "memory");
+}
+
+static void *zl_sleeper(void *arg) {
+  zl_sleeper_inner((int)(intptr_t)arg);
+  __asm__ volatile("" ::: "memory");
+  return NULL;
+}
+
+static void test_main_thread_exited(void **state) {
+  int hold[2], ready[2];
+  char c;
+  (void)state;
+  assert_int_equal(pipe(hold), 0);
+  assert_int_equal(pipe(ready), 0);
+  pid_t p = fork();
+  if (p == 0) {
+    pthread_t th;
+    close(hold[1]);
+    if (pthread_create(&th, NULL, zl_sleeper, (void *)(intptr_t)hold[0]) != 0)
+      _exit(9);
+    (void)!write(ready[1], "r", 1);
+    pthread_exit(NULL);
+  }
+  close(hold[0]);
+  close(ready[1]);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  /* Until the leader is a zombie (its state Z), bounded. */
+  for (int i = 0; i < 500; i++) {
+    char path[64], st[512] = "", *q;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+    tl_slurp(path, st, sizeof st);
+    if ((q = strrchr(st, ')')) != NULL && q[2] == 'Z') break;
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  }
+  int rc = cr_run("snapshot %d", (int)p);
+  close(hold[1]); /* the thread returns, the process ends */
+  close(ready[0]);
+  waitpid(p, NULL, 0);
+  if (rc != 0 || strstr(cr_out, "zl_sleeper_inner") == NULL)
+    fail_msg("snapshot: exit %d: %s\n%s", rc, cr_out, cr_err);
+  cr_assert_has(cr_out, "zl_sleeper_inner", "zl_sleeper");
+}
+
 /* Threads that come and go all the time: some vanish between the listing
  * and their stop; they are skipped, the snapshot succeeds. */
 static void test_threads_vanishing(void **state) {
@@ -628,7 +680,7 @@ static void test_threads_vanishing(void **state) {
   assert_int_equal(cr_run("snapshot --count 40 --interval 0 %d", (int)f.pid),
                    0);
   assert_non_null(strstr(cr_out, "snap_poll_inner"));
-  if (strstr(cr_err, "exited during the snapshot (skipped)"))
+  if (strstr(cr_err, "had exited (skipped"))
     fprintf(stderr, "test-snapshot: vanished threads seen and skipped\n");
   fixture_expect_ok(&f);
 }
@@ -767,6 +819,7 @@ int main(void) {
                test_json_parses, test_output_dir_is_a_recording,
                test_no_such_process, test_permission_denied,
                test_traced_already, test_thread_name_with_newline,
+               test_main_thread_exited,
                test_signal_never_leaves_target_stopped,
                test_process_exits_during_series, test_threads_vanishing));
 #endif

@@ -366,7 +366,8 @@ static void stats_add(snap_stats *st, const stkr_snap *s) {
 static void stats_print(const snap_run *r, snap_stats *st, unsigned taken) {
   if (st->vanished)
     fprintf(stderr, "stackrec snapshot: note: %" PRIu64 " thread%s of "
-            "process %d exited during the snapshot (skipped)\n",
+            "process %d had exited (skipped: a main thread that called "
+            "pthread_exit, or a thread that ended during the snapshot)\n",
             st->vanished, st->vanished == 1 ? "" : "s", (int)r->pid);
   if (r->quiet || st->n == 0) return;
   qsort(st->stops, st->n, sizeof *st->stops, cmp_u64);

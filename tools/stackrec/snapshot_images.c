@@ -13,6 +13,7 @@
  * thread's stop.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -89,12 +90,13 @@ static void read_build_id(Elf *elf, stkr_snap_image *img) {
 /* Open the image's file and find its bias from the mapping m (executable,
  * file offset m->off). Without a readable ELF file the image keeps a
  * bias of m->lo - m->off (right for every shared object linked at 0). */
-static void open_file(pid_t pid, const mapline *m, stkr_snap_image *img) {
-  char path[PATH_MAX + 32];
+static void open_file(const char *base, const mapline *m,
+                      stkr_snap_image *img) {
+  char path[PATH_MAX + 64];
   size_t n = 0;
   img->sym.load_address = m->lo - m->off;
   img->fd = -1;
-  snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, img->path);
+  snprintf(path, sizeof path, "%s/root%s", base, img->path);
   img->fd = open(path, O_RDONLY | O_CLOEXEC);
   if (img->fd < 0) return;
   Elf *elf = elf_begin(img->fd, ELF_C_READ_MMAP, NULL);
@@ -124,8 +126,8 @@ static void open_file(pid_t pid, const mapline *m, stkr_snap_image *img) {
 
 /* The executable mapping m of a file: a new image, or more text of the
  * last one (a file maps its text once, but be lenient). */
-static int add_exec(pid_t pid, stkr_snap_images *im, const mapline *m,
-                    size_t *cap, bool first) {
+static int add_exec(const char *base, stkr_snap_images *im,
+                    const mapline *m, size_t *cap, bool first) {
   stkr_snap_image *img;
   const char *p = m->path;
   size_t len = strlen(p);
@@ -153,13 +155,53 @@ static int add_exec(pid_t pid, stkr_snap_images *im, const mapline *m,
   img->sym.text_start = m->lo;
   img->sym.text_end = m->hi;
   img->sym.app = first; /* the main executable maps first */
-  open_file(pid, m, img);
+  open_file(base, m, img);
   return 0;
+}
+
+/* The maps file of pid, opened, with the /proc directory it is in into
+ * base: /proc/PID, or, when the main thread has exited (pthread_exit:
+ * a zombie whose maps and root read as empty while other threads run on),
+ * /proc/PID/task/TID of a thread that still has them (QA: "it has
+ * exited"). NULL: errno says why. */
+static FILE *open_maps(pid_t pid, char *base, size_t cap) {
+  char path[96];
+  FILE *f;
+  DIR *d;
+  struct dirent *e;
+  int c;
+
+  snprintf(base, cap, "/proc/%d", (int)pid);
+  snprintf(path, sizeof path, "%s/maps", base);
+  if ((f = fopen(path, "re")) == NULL || (c = fgetc(f)) != EOF) {
+    if (f) ungetc(c, f);
+    return f;
+  }
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  if ((d = opendir(path)) == NULL)
+    return f; /* empty: said by the caller */
+  while ((e = readdir(d)) != NULL) {
+    FILE *t;
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    snprintf(base, cap, "/proc/%d/task/%.20s", (int)pid, e->d_name);
+    snprintf(path, sizeof path, "%s/maps", base);
+    if ((t = fopen(path, "re")) == NULL) continue;
+    if ((c = fgetc(t)) != EOF) {
+      ungetc(c, t);
+      fclose(f);
+      closedir(d);
+      return t;
+    }
+    fclose(t);
+  }
+  closedir(d);
+  snprintf(base, cap, "/proc/%d", (int)pid);
+  return f;
 }
 
 int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
                           char *err, size_t err_cap) {
-  char path[64], *line = NULL;
+  char base[96], *line = NULL;
   size_t line_cap = 0, cap_img = 0, cap_map = 0;
   bool first = true;
   int rc = 0;
@@ -172,12 +214,11 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
     cap_map = im->maps ? im->cap_maps : 0;
   }
   elf_version(EV_CURRENT);
-  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-  f = fopen(path, "re");
+  f = open_maps(pid, base, sizeof base);
   if (!f) {
     rc = -errno;
-    snprintf(err, err_cap, "process %d: cannot read %s: %s", (int)pid, path,
-             strerror(errno));
+    snprintf(err, err_cap, "process %d: cannot read %s/maps: %s", (int)pid,
+             base, strerror(errno));
     return rc == -ENOENT ? -ESRCH : rc;
   }
   while (rc == 0 && getline(&line, &line_cap, f) > 0) {
@@ -188,12 +229,19 @@ int stkr_snap_images_read(pid_t pid, stkr_snap_images *im, bool with_images,
     if (rc == 0 && m.perms[2] == 'x') /* files, JIT code, the vdso */
       rc = add_map(&im->xmaps, &im->n_xmaps, &im->cap_xmaps, m.lo, m.hi);
     if (rc == 0 && with_images && m.perms[2] == 'x' && m.path[0] == '/') {
-      rc = add_exec(pid, im, &m, &cap_img, first);
+      rc = add_exec(base, im, &m, &cap_img, first);
       first = false;
     }
   }
   free(line);
   fclose(f);
+  /* Each image's build-id pointer into its own array, now that im->v is
+   * where it stays: taken while the array still grew, it pointed into the
+   * block realloc had freed (a zombie leader's process showed every frame
+   * as ?? with a "build-id mismatch" made of path bytes). */
+  for (size_t i = 0; with_images && i < im->n; i++)
+    if (im->v[i].sym.build_id_len > 0)
+      im->v[i].sym.build_id = im->v[i].build_id;
   im->cap_maps = cap_map;
   if (rc == 0 && im->n_maps == 0) /* maps of a zombie, or not ours to read */
     rc = -ESRCH;

@@ -187,7 +187,7 @@ static int wait_any(uint64_t deadline_ns, stop_event *ev) {
 
 /* Read a stopped thread and let it go at once. scratch holds
  * STKR_SNAP_STACK_MAX bytes; the copy stays there (the caller moves it). */
-static int read_and_detach(pid_t pid, const stkr_snap_map *maps,
+static int read_and_detach(const stkr_snap_map *maps,
                            size_t n_maps, stkr_snap_thread *t, int sig,
                            uint64_t t_int, uint8_t *scratch) {
   uint64_t t1 = now_ns(CLOCK_MONOTONIC), t2, end;
@@ -200,8 +200,11 @@ static int read_and_detach(pid_t pid, const stkr_snap_map *maps,
       end = t->regs.sp + STKR_SNAP_STACK_MAX;
     local = (struct iovec){scratch, (size_t)(end - t->regs.sp)};
     remote = (struct iovec){(void *)(uintptr_t)t->regs.sp, local.iov_len};
-    /* A short read stops at the first unreadable page: keep what came. */
-    got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    /* A short read stops at the first unreadable page: keep what came.
+     * Through the thread's own id: a leader that called pthread_exit has
+     * no memory to read through its pid any more (the stacks were cut to
+     * their first frame). */
+    got = process_vm_readv(t->tid, &local, 1, &remote, 1, 0);
     if (got < 0) got = 0;
   }
   /* Let go at once; a signal meant for the thread goes with it. */
@@ -398,7 +401,7 @@ static int on_event(capture *c, const stop_event *ev) {
   size_t i = c->slot_of[f];
   stkr_snap_thread *t = &c->out->threads[i];
   int e = ev->gone ? -ESRCH
-                   : read_and_detach(c->pid, c->maps, c->n_maps, t, ev->sig,
+                   : read_and_detach(c->maps, c->n_maps, t, ev->sig,
                                      c->t_int[f], c->scratch);
   c->in_flight--;
   c->t_int[f] = c->t_int[c->in_flight];
