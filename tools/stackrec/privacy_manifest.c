@@ -236,7 +236,7 @@ static int check_manifest(const char *path, const stkr_comp *c,
  * Acme_SDK.xcprivacy, and the second silently replaced the first): a
  * second one gets "-2", and so on, with a note. */
 static void draft_path(char *path, size_t cap, const char *dir,
-                       const char *module, char (*done)[4096], size_t n) {
+                       const char *module, char *const *done, size_t n) {
   char base[4096], *p;
   size_t k = 0, j;
   const char *m;
@@ -268,7 +268,8 @@ static void draft_path(char *path, size_t cap, const char *dir,
  * @return 0 or an exit status after a message. */
 static int write_per_module(const char *dir, const stkr_comp *c,
                             const int *cat_of) {
-  char (*done)[4096] = calloc(c->n_groups + 1, sizeof *done);
+  /* The paths written so far: one per module, not per group. */
+  char **done = calloc(c->n_groups + 1, sizeof *done);
   size_t i, j, n_done = 0;
   int status = 0;
 
@@ -285,7 +286,7 @@ static int write_per_module(const char *dir, const stkr_comp *c,
   for (i = 0; i < c->n_groups && status == 0; i++) {
     const char *m = c->groups[i].module;
     bool used[MAX_CATS] = {false}, first = true;
-    char *path = done[n_done];
+    char path[4096];
     FILE *f;
     int err;
 
@@ -299,7 +300,12 @@ static int write_per_module(const char *dir, const stkr_comp *c,
     for (j = i; j < c->n_groups; j++)
       if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
         used[cat_of[j]] = true;
-    draft_path(path, sizeof done[0], dir, m, done, n_done);
+    draft_path(path, sizeof path, dir, m, done, n_done);
+    if ((done[n_done] = strdup(path)) == NULL) {
+      fprintf(stderr, "stackrec privacy-manifest: %s\n", strerror(ENOMEM));
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
     n_done++;
     if ((f = stkr_cli_create("privacy-manifest", path)) == NULL) {
       status = STKR_CLI_DATA_LOST;
@@ -309,6 +315,8 @@ static int write_per_module(const char *dir, const stkr_comp *c,
     if (stkr_cli_close_output("privacy-manifest", path, f, err) != 0)
       status = STKR_CLI_DATA_LOST;
   }
+  for (i = 0; i < n_done; i++)
+    free(done[i]);
   free(done);
   return status;
 }
