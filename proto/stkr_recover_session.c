@@ -433,6 +433,54 @@ static int read_ring(const stkr__rc *rc, const stkr__rc_file *f,
   return err;
 }
 
+/* Ring file f, read whole, with its header checked against its name: the
+ * file's identity must match before any record of it is used. The records
+ * are the thread's that owns the ring now (thread_id; file_no is the first
+ * owner's). With `loud`, a file that cannot be read or does not match is
+ * said and counted as an orphan (recover_ring; want_ring stays quiet, so
+ * each file is said once).
+ * @return 1 with *data (malloc'd), *len and *info set; 0 when the file
+ * holds nothing to use; or -ENOMEM. */
+static int load_ring(build *b, const stkr__rc_file *f, bool loud,
+                     char path[STKR__RC_PATH_MAX], uint8_t **data,
+                     uint64_t *len, stkr_ring_info *info) {
+  uint64_t dups, lost, bad_pos;
+  const char *why;
+  int err;
+
+  if ((err = read_ring(b->rc, f, path, data, len, &why)) != 0) {
+    if (loud) {
+      stkr__rc_msg(b->rc, "%s: cannot %s: %s", path, why,
+                   err == -EINVAL && why[0] == 'o' ? "not a regular file"
+                                                   : strerror(-err));
+      b->rc->st->orphans++;
+    }
+    return err == -ENOMEM ? err : 0;
+  }
+  if (stkr__rc_ring_unset(*data, *len)) /* died creating it: empty */
+    goto nothing;
+  /* The header alone first. */
+  err = stkr_ring_parse(*data, *len, UINT64_MAX, info, NULL, NULL, &dups,
+                        &lost, &bad_pos, &why);
+  if (err == 0 && info->thread_id == 0 && info->head == info->tail &&
+      info->file_no == f->thread)
+    goto nothing; /* made ahead, never owned: nothing in it */
+  if (err < 0 || info->file_no != f->thread || info->session_id != f->sid ||
+      info->pid != f->pid || info->thread_id == 0) {
+    if (loud) {
+      stkr__rc_msg(b->rc, "%s: offset 0: %s; file ignored", path,
+                   err < 0 ? why : "header does not match the file name");
+      b->rc->st->orphans++;
+    }
+    goto nothing;
+  }
+  return 1;
+nothing:
+  free(*data);
+  *data = NULL;
+  return 0;
+}
+
 /* Read one ring file and add its records past what the segments hold. */
 static int recover_ring(build *b, const stkr__rc_file *f) {
   char path[STKR__RC_PATH_MAX];
@@ -443,35 +491,8 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
   uint32_t idx;
   int err;
 
-  if ((err = read_ring(b->rc, f, path, &data, &len, &why)) != 0) {
-    stkr__rc_msg(b->rc, "%s: cannot %s: %s", path, why,
-                 err == -EINVAL && why[0] == 'o' ? "not a regular file"
-                                                 : strerror(-err));
-    b->rc->st->orphans++;
-    return err == -ENOMEM ? err : 0;
-  }
-  if (stkr__rc_ring_unset(data, len)) { /* died creating it: empty */
-    free(data);
-    return 0;
-  }
-  /* The file's identity must match its name before any record of it is
-   * used: parse the header alone first. The records are the thread's that
-   * owns the ring now (thread_id; file_no is the first owner's). */
-  err = stkr_ring_parse(data, len, UINT64_MAX, &info, NULL, NULL, &dups, &lost,
-                        &bad_pos, &why);
-  if (err == 0 && info.thread_id == 0 && info.head == info.tail &&
-      info.file_no == f->thread) {
-    free(data); /* made ahead, never owned: nothing in it */
-    return 0;
-  }
-  if (err < 0 || info.file_no != f->thread || info.session_id != f->sid ||
-      info.pid != f->pid || info.thread_id == 0) {
-    stkr__rc_msg(b->rc, "%s: offset 0: %s; file ignored", path,
-                 err < 0 ? why : "header does not match the file name");
-    b->rc->st->orphans++;
-    free(data);
-    return 0;
-  }
+  if ((err = load_ring(b, f, true, path, &data, &len, &info)) <= 0)
+    return err;
   if (stkr__idmap_get(&b->sc->pos_map, info.thread_id, &idx))
     from = b->sc->ends[idx];
   b->rc->st->rings++;
@@ -520,22 +541,18 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
 
 /* What ring f's known records may look up in the segments (its slots' keys
  * at the tail), before any ring is recovered: the segments are read once,
- * for those keys only. A ring that cannot be read or parsed adds nothing
+ * for those keys only. A ring that load_ring refuses adds nothing
  * (recover_ring says why). @return 0 or -ENOMEM. */
 static int want_ring(build *b, const stkr__rc_file *f) {
   char path[STKR__RC_PATH_MAX];
   stkr_ring_info info;
   uint8_t *data = NULL;
-  uint64_t len = 0, dups, lost, bad_pos;
-  const char *why;
+  uint64_t len = 0;
   int err;
 
-  if ((err = read_ring(b->rc, f, path, &data, &len, &why)) != 0)
-    return err == -ENOMEM ? err : 0;
-  if (!stkr__rc_ring_unset(data, len) &&
-      stkr_ring_parse(data, len, UINT64_MAX, &info, NULL, NULL, &dups, &lost,
-                      &bad_pos, &why) >= 0)
-    err = stkr__rck_want_ring(&b->known, data, len);
+  if ((err = load_ring(b, f, false, path, &data, &len, &info)) <= 0)
+    return err;
+  err = stkr__rck_want_ring(&b->known, data, len);
   free(data);
   return err;
 }
