@@ -10,15 +10,10 @@
 __attribute__((visibility("default"))) extern const stkr__sym_dl_api
     stkr__sym_dl_v1;
 
+#define ENTRY(name) .name = stkr__##name,
+
 const stkr__sym_dl_api stkr__sym_dl_v1 = {
     .magic = STKR__SYM_DL_MAGIC,
     .size = sizeof(stkr__sym_dl_api),
-    .symbe_create = stkr__symbe_create,
-    .symc_create = stkr__symc_create,
-    .symc_free = stkr__symc_free,
-    .symc_set_images = stkr__symc_set_images,
-    .symc_stack = stkr__symc_stack,
-    .symc_emit = stkr__symc_emit,
-    .symdefs_reset = stkr__symdefs_reset,
-    .symdefs_free = stkr__symdefs_free,
+    STKR__SYM_DL_FUNCS(ENTRY)
 };

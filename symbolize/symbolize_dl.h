@@ -29,19 +29,19 @@
 /* Bump with any change of this table or of the types it passes. */
 #define STKR__SYM_DL_MAGIC 0x53594d3144ull /* "SYM1D" */
 
+/* The module's functions, in one list: the table's fields below take
+ * their types from the declarations in symbolize.h (so the two cannot
+ * drift apart), and symbolize_dl.c fills the table from the same list. */
+#define STKR__SYM_DL_FUNCS(X)                                                \
+  X(symbe_create) X(symc_create) X(symc_free) X(symc_set_images)             \
+  X(symc_stack) X(symc_emit) X(symdefs_reset) X(symdefs_free)
+
+#define STKR__SYM_DL_FIELD(name) __typeof__(stkr__##name) *name;
+
 typedef struct stkr__sym_dl_api {
   uint64_t magic; /* STKR__SYM_DL_MAGIC */
   uint32_t size;  /* sizeof(stkr__sym_dl_api) of the module's build */
-  int (*symbe_create)(const stkr__symbe_opts *opts, stkr__symbe **out);
-  int (*symc_create)(stkr__symbe *be, stkr__symc **out);
-  void (*symc_free)(stkr__symc *c);
-  int (*symc_set_images)(stkr__symc *c, const stkr__symimg *imgs, size_t n);
-  int (*symc_stack)(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
-                    const uint32_t **frames, uint32_t *n_frames);
-  int (*symc_emit)(stkr__symc *c, const uint32_t *frames, uint32_t n_frames,
-                   uint32_t epoch, stkr__symdefs *out);
-  void (*symdefs_reset)(stkr__symdefs *d);
-  void (*symdefs_free)(stkr__symdefs *d);
+  STKR__SYM_DL_FUNCS(STKR__SYM_DL_FIELD)
 } stkr__sym_dl_api;
 
 #endif /* STKR_SYMBOLIZE_DL_H */
