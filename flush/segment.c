@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "common/stkr_io.h"
@@ -250,11 +251,11 @@ typedef struct capfile {
 
 static int cap_older(const void *a, const void *b) {
   const capfile *x = a, *y = b;
-  if (x->mtime_s != y->mtime_s) return x->mtime_s < y->mtime_s ? -1 : 1;
-  if (x->mtime_ns != y->mtime_ns) return x->mtime_ns < y->mtime_ns ? -1 : 1;
+  int c = stkr_cmp_i64(x->mtime_s, y->mtime_s);
+  if (c == 0) c = stkr_cmp_i64(x->mtime_ns, y->mtime_ns);
   /* Same time (timestamps are coarse): by name, i.e. pid then seq. */
-  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
+  if (c == 0) c = stkr_cmp_u64(x->pid, y->pid);
+  return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
 }
 
 /* Every segment in the directory but our current one; *total gets the bytes

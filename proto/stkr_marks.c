@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_io.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
@@ -253,16 +254,13 @@ static const char *stkr__parse_line(const char *p, const char *end,
 
 static int stkr__ext_cmp(const void *a, const void *b) {
   const stkr__extmark *x = a, *y = b;
+  int c = stkr_cmp_u64(x->dir_dev, y->dir_dev);
 
-  if (x->dir_dev != y->dir_dev)
-    return x->dir_dev < y->dir_dev ? -1 : 1;
-  if (x->dir_ino != y->dir_ino)
-    return x->dir_ino < y->dir_ino ? -1 : 1;
-  if (x->ts_ns != y->ts_ns)
-    return x->ts_ns < y->ts_ns ? -1 : 1;
-  if (x->path != y->path)
-    return x->path < y->path ? -1 : 1;
-  return x->offset < y->offset ? -1 : x->offset > y->offset;
+  if (c == 0) c = stkr_cmp_u64(x->dir_ino, y->dir_ino);
+  if (c == 0) c = stkr_cmp_u64(x->ts_ns, y->ts_ns);
+  /* One marks file's lines together, in file order (path is shared). */
+  if (c == 0) c = stkr_cmp_u64((uintptr_t)x->path, (uintptr_t)y->path);
+  return c != 0 ? c : stkr_cmp_u64(x->offset, y->offset);
 }
 
 /* Decode field [p, p + n) of a "u1" line ("-" or lower-case hex) into a

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "proto/stkr__reader.h"
 
@@ -45,7 +46,7 @@ static int parse_pid(const char **p, const char *end, uint32_t *out) {
 static int range_cmp(const void *a, const void *b) {
   const stkr__pid_range *x = a, *y = b;
 
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
+  return stkr_cmp_u64(x->lo, y->lo);
 }
 
 /* Sort v and merge ranges that overlap or touch. @return the new count. */

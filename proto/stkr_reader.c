@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_io.h" /* stkr_pread_all */
 #include "common/stkr_ringfile.h" /* STKR_CACHE_DIR */
@@ -166,9 +167,9 @@ static int stkr__stream_cmp(const void *a, const void *b) {
   const stkr__stream *x = *(const stkr__stream *const *)a;
   const stkr__stream *y = *(const stkr__stream *const *)b;
 
-  if (x->info.pid != y->info.pid)
-    return x->info.pid < y->info.pid ? -1 : 1;
-  return x->order < y->order ? -1 : x->order > y->order;
+  int c = stkr_cmp_u64(x->info.pid, y->info.pid);
+
+  return c != 0 ? c : stkr_cmp_u64(x->order, y->order);
 }
 
 /* The stream for (dir, pid), created if missing (anon: always a new one).

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_io.h"
 #include "common/stkr_pid.h"
 #include "common/stkr_ringfile.h"
@@ -329,11 +330,9 @@ int stkr__rc_read_file(int fd, uint64_t max, uint8_t **data, uint64_t *len) {
 
 static int cmp_sess(const void *a, const void *b) {
   const stkr__rc_file *x = a, *y = b;
-  if (x->pid != y->pid)
-    return x->pid < y->pid ? -1 : 1;
-  if (x->sid != y->sid)
-    return x->sid < y->sid ? -1 : 1;
-  return x->thread < y->thread ? -1 : x->thread > y->thread;
+  int c = stkr_cmp_u64(x->pid, y->pid);
+  if (c == 0) c = stkr_cmp_u64(x->sid, y->sid);
+  return c != 0 ? c : stkr_cmp_u64(x->thread, y->thread);
 }
 
 static int list_dir(stkr__rc *rc) {

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "symbolize/symbolize.h"
 
 /* Exported by libobjc (declared in its private objc-internal.h); the
@@ -87,7 +88,7 @@ void stkr__symbe_free(stkr__symbe *be) {
 
 static int cmp_img(const void *a, const void *b) {
   const stkr__symimg *x = a, *y = b;
-  return x->text_start < y->text_start ? -1 : x->text_start > y->text_start;
+  return stkr_cmp_u64(x->text_start, y->text_start);
 }
 
 int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,

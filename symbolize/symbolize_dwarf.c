@@ -16,6 +16,7 @@
  */
 #if !defined(__APPLE__)
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "symbolize/symbolize_dwarf.h"
 
@@ -62,7 +63,7 @@ void stkr__dwidx_free(stkr__dwidx *ix) {
 
 static int cmp_curange(const void *a, const void *b) {
   const stkr__dwcurange *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
+  return stkr_cmp_u64(x->lo, y->lo);
 }
 
 static void build_cu_ranges(stkr__dwidx *ix) {
@@ -204,7 +205,7 @@ static void collect(growr *g, Dwarf_Die *parent, int depth) {
 
 static int cmp_range(const void *a, const void *b) {
   const stkr__dwfn *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+  return stkr_cmp_u64(x->lo, y->lo);
 }
 
 static stkr__dwcu *cu_index(stkr__dwidx *ix, Dwarf_Die *cudie) {

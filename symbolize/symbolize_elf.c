@@ -44,6 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_io.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -557,8 +558,8 @@ static bool mod_open(stkr__symbe *be, mod *m) {
 
 static int cmp_sym(const void *a, const void *b) {
   const stkr__symspan *x = a, *y = b;
-  if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
-  return x->hi > y->hi ? -1 : x->hi < y->hi ? 1 : 0; /* larger first */
+  int c = stkr_cmp_u64(x->lo, y->lo);
+  return c != 0 ? c : stkr_cmp_u64(y->hi, x->hi); /* larger first */
 }
 
 int stkr__dwfl_func_syms(struct Dwfl_Module *mod, stkr__symspan **out,

@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_io.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
@@ -152,7 +153,7 @@ static void add_sym(void *arg, const char *name, uint64_t addr, uint8_t sect) {
 
 static int cmp_msym(const void *a, const void *b) {
   const msym *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
+  return stkr_cmp_u64(x->lo, y->lo);
 }
 
 /* Sorted by address; each symbol ends where the next begins, or at the end

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "symbolize/symcache_walk.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -486,12 +487,12 @@ void stkr__wk_sort(uint64_t *v, size_t n) {
 
 static int cmp_sub(const void *a, const void *b) {
   const wk_sub *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+  return stkr_cmp_u64(x->lo, y->lo);
 }
 
 int stkr__wk_cmp_curange(const void *a, const void *b) {
   const wk_curange *x = a, *y = b;
-  return x->lo < y->lo ? -1 : x->lo > y->lo;
+  return stkr_cmp_u64(x->lo, y->lo);
 }
 
 static void read_lines(walk *w, wk_cu *cu) {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "unwind/unwind.h"
 
@@ -541,10 +542,10 @@ static void do_fde(uw_build *b, uint64_t off, const uint8_t *body, const uint8_t
 
 static int cmp_ent(const void *pa, const void *pb) {
   const uw_ent *a = pa, *b = pb;
-  if (a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
+  int c = stkr_cmp_u64(a->pc, b->pc);
   /* At one address an FDE's end sorts first, so the next FDE's row wins. */
-  if ((a->row == ROW_END) != (b->row == ROW_END)) return a->row == ROW_END ? -1 : 1;
-  return a->seq < b->seq ? -1 : a->seq > b->seq;
+  if (c == 0) c = stkr_cmp_u64(b->row == ROW_END, a->row == ROW_END);
+  return c != 0 ? c : stkr_cmp_u64(a->seq, b->seq);
 }
 
 /* Sort the entries by address. Each FDE's entries are already in order
@@ -558,8 +559,8 @@ typedef struct uw_group {
 
 static int cmp_group(const void *pa, const void *pb) {
   const uw_group *a = pa, *b = pb;
-  if (a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
-  return a->start < b->start ? -1 : a->start > b->start;
+  int c = stkr_cmp_u64(a->pc, b->pc);
+  return c != 0 ? c : stkr_cmp_u64(a->start, b->start);
 }
 
 static int sort_entries(uw_rows *r) {

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "unwind/unwind.h"
@@ -257,7 +258,7 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *arg) {
 
 static int cmp_table(const void *pa, const void *pb) {
   const stkr__uw_table *a = *(stkr__uw_table *const *)pa, *b = *(stkr__uw_table *const *)pb;
-  return a->lo < b->lo ? -1 : a->lo > b->lo;
+  return stkr_cmp_u64(a->lo, b->lo);
 }
 
 static _Atomic uint64_t g_set_gen; /* the last gen handed out */

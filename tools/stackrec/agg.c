@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
@@ -99,7 +100,7 @@ static int img_by_start(const void *pa, const void *pb) {
   const stkr_image_info *x = *(const stkr_image_info *const *)pa;
   const stkr_image_info *y = *(const stkr_image_info *const *)pb;
 
-  return x->text_start < y->text_start ? -1 : x->text_start > y->text_start;
+  return stkr_cmp_u64(x->text_start, y->text_start);
 }
 
 /* The image of process `process` whose text holds pc, or NULL. With

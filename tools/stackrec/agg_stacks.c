@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg_stacks.h"
@@ -71,17 +72,13 @@ static int cmp_extra(const stkr_frame *x, const stkr_frame *y,
   if (x->file != y->file &&
       (c = strcmp(x->file ? x->file : "", y->file ? y->file : "")) != 0)
     return c;
-  if (x->line != y->line)
-    return x->line < y->line ? -1 : 1;
-  if (g == STKR_AGG_BY_ADDRESS) {
-    uint64_t ax = x->image ? x->offset : x->pc, ay = y->image ? y->offset : y->pc;
-    if (x->image != y->image &&
-        (c = strcmp(x->image ? x->image : "", y->image ? y->image : "")) != 0)
-      return c;
-    if (ax != ay)
-      return ax < ay ? -1 : 1;
-  }
-  return 0;
+  if ((c = stkr_cmp_u64(x->line, y->line)) != 0 || g != STKR_AGG_BY_ADDRESS)
+    return c;
+  if (x->image != y->image &&
+      (c = strcmp(x->image ? x->image : "", y->image ? y->image : "")) != 0)
+    return c;
+  return stkr_cmp_u64(x->image ? x->offset : x->pc,
+                      y->image ? y->offset : y->pc);
 }
 
 int stkr__agg_cmp_frames(const stkr_frame *x, size_t nx, const stkr_frame *y,
@@ -139,8 +136,8 @@ static int stack_order(const void *pa, const void *pb) {
 
   if (x->site != y->site && (c = strcmp(x->site, y->site)) != 0)
     return c;
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
+  if ((c = stkr_cmp_u64(y->count, x->count)) != 0)
+    return c;
   if (x->thread != y->thread &&
       (c = strcmp(x->thread ? x->thread : "", y->thread ? y->thread : "")))
     return c;
@@ -148,15 +145,14 @@ static int stack_order(const void *pa, const void *pb) {
   if ((c = stkr__agg_cmp_frames(x->frames, x->n_frames, y->frames, y->n_frames,
                       STKR_AGG_BY_ADDRESS)) != 0)
     return c;
-  return x->tid < y->tid ? -1 : x->tid > y->tid;
+  return stkr_cmp_u64(x->tid, y->tid);
 }
 
 static int site_order(const void *pa, const void *pb) {
   const stkr_agg_site *x = pa, *y = pb;
+  int c = stkr_cmp_u64(y->count, x->count);
 
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return strcmp(x->name, y->name);
+  return c != 0 ? c : strcmp(x->name, y->name);
 }
 
 int stkr__agg_group_sites(stkr_agg *a) {
@@ -214,8 +210,8 @@ static int content_order(const void *pa, const void *pb) {
   const by_content *x = pa, *y = pb;
   int c;
 
-  if (x->h != y->h)
-    return x->h < y->h ? -1 : 1;
+  if ((c = stkr_cmp_u64(x->h, y->h)) != 0)
+    return c;
   if (x->s->site != y->s->site && (c = strcmp(x->s->site, y->s->site)) != 0)
     return c;
   return stkr__agg_cmp_frames(x->s->frames, x->s->n_frames, y->s->frames,

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
+
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/cli.h"
@@ -101,9 +103,8 @@ static int by_key_then_site(const void *pa, const void *pb) {
 
 static int by_count(const void *pa, const void *pb) {
   const stkr_agg_row *x = pa, *y = pb;
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return strcmp(x->key, y->key);
+  int c = stkr_cmp_u64(y->count, x->count);
+  return c != 0 ? c : strcmp(x->key, y->key);
 }
 
 int stkr_agg_breakdown(const stkr_agg *a, stkr_agg_by by, stkr_agg_row **rows,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
@@ -353,11 +354,8 @@ static int group_order(const void *pa, const void *pb) {
   const stkr_comp_group *y = &g_sort_groups[*(const size_t *)pb];
   int c = strcmp(x->site, y->site);
 
-  if (c != 0)
-    return c;
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return strcmp(x->module, y->module);
+  if (c == 0) c = stkr_cmp_u64(y->count, x->count);
+  return c != 0 ? c : strcmp(x->module, y->module);
 }
 
 static bool rule_broken(const stkr_rule *r, const rule_state *s) {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/attrib.h"
@@ -133,16 +134,10 @@ static int by_weight(const void *x, const void *y) {
                        *b = *(stkr_diff_path *const *)y;
   uint64_t ca = a->count[1] ? a->count[1] : a->count[0];
   uint64_t cb = b->count[1] ? b->count[1] : b->count[0];
-  size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
-  int c;
+  int c = stkr_cmp_u64(b->sensitive, a->sensitive);
 
-  if (a->sensitive != b->sensitive)
-    return a->sensitive ? -1 : 1;
-  if (ca != cb)
-    return ca > cb ? -1 : 1;
-  if ((c = memcmp(a->key, b->key, n)) != 0)
-    return c;
-  return a->key_len < b->key_len ? -1 : a->key_len > b->key_len;
+  if (c == 0) c = stkr_cmp_u64(cb, ca);
+  return c != 0 ? c : stkr_cmp_bytes(a->key, a->key_len, b->key, b->key_len);
 }
 
 /* The largest relative change first. */
@@ -249,10 +244,9 @@ typedef struct span {
 
 static int span_cmp(const void *a, const void *b) {
   const span *x = a, *y = b;
+  int c = stkr_cmp_u64(x->boot, y->boot);
 
-  if (x->boot != y->boot)
-    return x->boot < y->boot ? -1 : 1;
-  return x->from < y->from ? -1 : x->from > y->from;
+  return c != 0 ? c : stkr_cmp_u64(x->from, y->from);
 }
 
 /* Two boots' wall-clock starts closer than this are one boot (the wall

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/hangs.h"
@@ -145,7 +146,7 @@ static int by_samples(const void *pa, const void *pb) {
   const by_stack *a = pa, *b = pb;
   if (a->samples != b->samples)
     return a->samples < b->samples ? 1 : -1;
-  return a->stack < b->stack ? -1 : a->stack > b->stack;
+  return stkr_cmp_u64(a->stack, b->stack);
 }
 
 static void put_secs(uint64_t ms) { printf("%.2f s", (double)ms / 1000.0); }

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/stkr_cmp.h"
+
 #include "tools/stackrec/cli.h"
 
 static const char info_help[] =
@@ -48,13 +50,10 @@ static void put_wall(uint64_t wall_ns) {
 
 static int by_events_desc(const void *a, const void *b) {
   const stkr_site_info *x = a, *y = b;
-  int c;
+  int c = stkr_cmp_u64(y->events, x->events);
 
-  if (x->events != y->events)
-    return x->events > y->events ? -1 : 1;
-  if ((c = strcmp(x->name, y->name)) != 0)
-    return c;
-  return x->id < y->id ? -1 : x->id > y->id;
+  if (c == 0) c = strcmp(x->name, y->name);
+  return c != 0 ? c : stkr_cmp_u64(x->id, y->id);
 }
 
 static int print_sites(const stkr_reader *r, size_t i) {

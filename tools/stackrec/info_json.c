@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
+
 #include "tools/stackrec/cli.h"
 
 static void put_u64(const char *key, uint64_t v, bool comma) {
@@ -53,9 +55,9 @@ static void put_u64s(const u64_member *m, size_t n, bool opens_object) {
 static int by_events_desc(const void *a, const void *b) {
   const stkr_site_info *x = a, *y = b;
 
-  if (x->events != y->events)
-    return x->events > y->events ? -1 : 1;
-  return strcmp(x->name, y->name);
+  int c = stkr_cmp_u64(y->events, x->events);
+
+  return c != 0 ? c : strcmp(x->name, y->name);
 }
 
 static int put_sites(const stkr_reader *r, size_t i) {

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_io.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
@@ -158,7 +159,7 @@ typedef struct pid_ix {
 
 static int pid_ix_cmp(const void *a, const void *b) {
   const pid_ix *x = a, *y = b;
-  return x->pid < y->pid ? -1 : x->pid > y->pid;
+  return stkr_cmp_u64(x->pid, y->pid);
 }
 
 /* The disk cap's tombstones in input directory dir (segments the cap

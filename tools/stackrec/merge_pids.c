@@ -1,6 +1,8 @@
 /*
  * merge_pids.c: the pids of `stackrec merge`'s output (merge_pids.h).
  */
+#include "common/stkr_cmp.h"
+
 #include "tools/stackrec/merge_pids.h"
 
 #include <errno.h>
@@ -37,10 +39,9 @@ typedef struct pid_ix {
 
 static int by_pid(const void *a, const void *b) {
   const pid_ix *x = a, *y = b;
+  int c = stkr_cmp_u64(x->pid, y->pid);
 
-  if (x->pid != y->pid)
-    return x->pid < y->pid ? -1 : 1;
-  return x->ix < y->ix ? -1 : x->ix > y->ix;
+  return c != 0 ? c : stkr_cmp_u64(x->ix, y->ix);
 }
 
 /* m->order by pid, then index (for stkr__mpids_parent's binary search).

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
@@ -116,14 +117,9 @@ int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
 
 static int by_count(const void *pa, const void *pb) {
   const stkr_agg_payload *x = pa, *y = pb;
-  size_t n = x->len < y->len ? x->len : y->len;
-  int c;
+  int c = stkr_cmp_u64(y->count, x->count); /* most first */
 
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  if ((c = memcmp(x->data, y->data, n)) != 0)
-    return c;
-  return x->len < y->len ? -1 : x->len > y->len;
+  return c != 0 ? c : stkr_cmp_bytes(x->data, x->len, y->data, y->len);
 }
 
 /* The site's entry, or NULL when it has none. */

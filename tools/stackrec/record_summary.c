@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
+
 #include "preload/match.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
@@ -41,13 +43,10 @@ static unsigned category_of(const char *site) {
 static int by_category_then_events(const void *x, const void *y) {
   const stkr_agg_site *a = *(const stkr_agg_site *const *)x;
   const stkr_agg_site *b = *(const stkr_agg_site *const *)y;
-  unsigned ca = category_of(a->name), cb = category_of(b->name);
+  int c = stkr_cmp_u64(category_of(a->name), category_of(b->name));
 
-  if (ca != cb)
-    return ca < cb ? -1 : 1;
-  if (a->count != b->count)
-    return a->count > b->count ? -1 : 1;
-  return strcmp(a->name, b->name);
+  if (c == 0) c = stkr_cmp_u64(b->count, a->count);
+  return c != 0 ? c : strcmp(a->name, b->name);
 }
 
 static void print_site(FILE *f, const stkr_agg_site *a) {

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
+
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/breakdown.h"
@@ -191,16 +193,11 @@ static sort_key g_sort;
 
 static int cat_order(const void *pa, const void *pb) {
   const category *x = pa, *y = pb;
-  size_t n = x->len < y->len ? x->len : y->len;
-  int c;
+  int c = 0;
 
-  if (g_sort == SORT_STACKS && x->stacks != y->stacks)
-    return x->stacks > y->stacks ? -1 : 1;
-  if (g_sort != SORT_NAME && x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  if ((c = memcmp(x->name, y->name, n)) != 0)
-    return c;
-  return x->len < y->len ? -1 : x->len > y->len;
+  if (g_sort == SORT_STACKS) c = stkr_cmp_u64(y->stacks, x->stacks);
+  if (c == 0 && g_sort != SORT_NAME) c = stkr_cmp_u64(y->count, x->count);
+  return c != 0 ? c : stkr_cmp_bytes(x->name, x->len, y->name, y->len);
 }
 
 /* Sites ordered by category (in no particular order yet), then as the agg
@@ -334,12 +331,11 @@ static int print_site(const stkr_agg *a, const stkr_agg_site *s,
 /* Sites in --sort order (the agg ranks them by events, then name). */
 static int site_order(const void *pa, const void *pb) {
   const stkr_agg_site *x = pa, *y = pb;
+  int c = 0;
 
-  if (g_sort == SORT_STACKS && x->n_stacks != y->n_stacks)
-    return x->n_stacks > y->n_stacks ? -1 : 1;
-  if (g_sort != SORT_NAME && x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return strcmp(x->name, y->name);
+  if (g_sort == SORT_STACKS) c = stkr_cmp_u64(y->n_stacks, x->n_stacks);
+  if (c == 0 && g_sort != SORT_NAME) c = stkr_cmp_u64(y->count, x->count);
+  return c != 0 ? c : strcmp(x->name, y->name);
 }
 
 /* --by: one table of events per key instead of the sites. */

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
+
 #include "tools/stackrec/report.h"
 
 /* ---- tree: caller -> callee ------------------------------------------------ */
@@ -60,10 +62,9 @@ typedef struct tgroup {
 
 static int group_order(const void *pa, const void *pb) {
   const tgroup *x = pa, *y = pb;
+  int c = stkr_cmp_u64(y->count, x->count);
 
-  if (x->count != y->count)
-    return x->count > y->count ? -1 : 1;
-  return x->lo < y->lo ? -1 : x->lo > y->lo; /* label order */
+  return c != 0 ? c : stkr_cmp_u64(x->lo, y->lo); /* label order */
 }
 
 typedef struct tctx {

@@ -34,6 +34,7 @@
 
 #include <zstd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "common/stkr_pid.h"
@@ -123,8 +124,8 @@ static void warn_cb(void *arg, const char *why) {
 
 static int cmp_seg(const void *a, const void *b) {
   const segf *x = a, *y = b;
-  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
+  int c = stkr_cmp_u64(x->pid, y->pid);
+  return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
 }
 
 /* The whole segment file at path. -EINVAL: not a regular file, never
