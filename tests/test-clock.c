@@ -177,12 +177,22 @@ static void session_cal(const char *dir, bool fresh, stkr_clock_cal *cal) {
  * a later session and a forked child from the process's own. A file whose
  * rate is 10% off, or damaged, is not used: the process calibrates anew
  * (its own first anchor). Every calibration converts right. */
+/* In a forked child (tl_run_child): 0 if its calibration is the counter's
+ * of its parent's file f, else 1. */
+static int forked_cal_is_parents(void *arg) {
+  const stkr__clock_file *f = arg;
+  stkr_clock_cal c;
+
+  stkr__clock_setup(true);
+  (void)stkr__clock_cal_get(&c, UINT32_MAX);
+  return c.kind == STKR_CLOCK_COUNTER && c.t0 == f->t0 ? 0 : 1;
+}
+
 static void test_calibration_reused_in_a_recording(void **state) {
   char dir[256];
   const char *t = getenv("TEST_TMPDIR");
   stkr_clock_cal first, cal;
   stkr__clock_file f, bad;
-  int st;
   (void)state;
 
   stkr__clock_setup(true);
@@ -208,16 +218,7 @@ static void test_calibration_reused_in_a_recording(void **state) {
   session_cal(dir, false, &cal); /* a later session: its own */
   assert_true(cal.t0 == f.t0);
 
-  pid_t pid = fork(); /* a forked child: its parent's */
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    stkr_clock_cal c;
-    stkr__clock_setup(true);
-    (void)stkr__clock_cal_get(&c, UINT32_MAX);
-    _exit(c.kind == STKR_CLOCK_COUNTER && c.t0 == f.t0 ? 0 : 1);
-  }
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  tl_run_child(forked_cal_is_parents, &f); /* a forked child: its parent's */
 
   /* A rate 10% off (another machine's file), correctly sealed. */
   bad = f;

@@ -264,24 +264,22 @@ static void test_inlined_lines_and_mapping(void **state) {
  * before the program it ran), and pprof named the profile after it
  * ("File: dash"): the first mapping is now a process's with events. Here a
  * forked child of this test records nothing, then the fixture records. */
+/* The forked child (tl_run_child): it records into dir and no event. */
+static int record_nothing(void *dir) {
+  stkr_config cfg;
+
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = dir;
+  cfg.symbolize = STKR_SYMBOLIZE_NONE;
+  return stkr_init(&cfg) == 0 && stkr_shutdown() == 0 ? 0 : 1;
+}
+
 static void test_first_mapping_has_events(void **state) {
   const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *dir = tmp_path("idlefirst");
-  stkr_config cfg;
-  pid_t pid;
-  int st;
   (void)state;
 
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    memset(&cfg, 0, sizeof cfg);
-    cfg.dir = dir;
-    cfg.symbolize = STKR_SYMBOLIZE_NONE;
-    _exit(stkr_init(&cfg) == 0 && stkr_shutdown() == 0 ? 0 : 1);
-  }
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  tl_run_child(record_nothing, (void *)dir);
   assert_int_equal(sh("'%s' info '%s'", g_tool, dir), 0);
   assert_non_null(strstr(g_out, "export-pprof")); /* its images are there */
   assert_int_equal(sh("STACKREC_DIR='%s' '%s/%s/tests/symfixture/symfixture'",

@@ -624,35 +624,31 @@ static unsigned low_fds(void) {
  * lowest free number, so an app that closes 3-9 (a daemon) and opens a
  * file of its own got 3 back, and stkr_shutdown closed the app's file
  * (QA, session 17). Now they sit at the recorder's high numbers. */
-static void test_inproc_files_not_low(void **state) {
-  int st;
-  pid_t pid;
-  (void)state;
-
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    stkr_config cfg = {.dir = tl_dir, .symbolize = STKR_SYMBOLIZE_INPROC};
-    unsigned before = low_fds();
-    int fd;
-    unsetenv("STACKREC_SYMBOLIZE");
-    if (stkr_init(&cfg) != 0) _exit(2);
-    if (stkr_event(&g_site, "x", 1) != 0 || stkr_flush() != 0) _exit(3);
-    if (low_fds() != before) {
-      fprintf(stderr, "low descriptors 0x%x before, 0x%x after a flush\n",
-              before, low_fds());
-      _exit(4);
-    }
-    for (fd = 3; fd < 10; fd++) close(fd);
-    fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (fd != 3) _exit(5);
-    if (stkr_shutdown() != 0) _exit(6);
-    if (write(fd, "x", 1) != 1) _exit(7); /* still the app's */
-    _exit(0);
+/* The forked child (tl_run_child): 0, or which check failed (2-7). */
+static int inproc_files_child(void *arg) {
+  stkr_config cfg = {.dir = tl_dir, .symbolize = STKR_SYMBOLIZE_INPROC};
+  unsigned before = low_fds();
+  int fd;
+  (void)arg;
+  unsetenv("STACKREC_SYMBOLIZE");
+  if (stkr_init(&cfg) != 0) return 2;
+  if (stkr_event(&g_site, "x", 1) != 0 || stkr_flush() != 0) return 3;
+  if (low_fds() != before) {
+    fprintf(stderr, "low descriptors 0x%x before, 0x%x after a flush\n",
+            before, low_fds());
+    return 4;
   }
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
+  for (fd = 3; fd < 10; fd++) close(fd);
+  fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (fd != 3) return 5;
+  if (stkr_shutdown() != 0) return 6;
+  if (write(fd, "x", 1) != 1) return 7; /* still the app's */
+  return 0;
+}
+
+static void test_inproc_files_not_low(void **state) {
+  (void)state;
+  tl_run_child(inproc_files_child, NULL);
 }
 
 int main(void) {

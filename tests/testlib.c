@@ -230,6 +230,18 @@ void tl_asan_runtime(char *out, size_t cap) {
   dl_iterate_phdr(tl_find_asan, &rt);
 }
 
+void tl_run_child(int (*body)(void *arg), void *arg) {
+  pid_t pid = fork();
+  int st = 0;
+
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(body(arg));
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("child %d: status %#x, expected exit 0", (int)pid, st);
+}
+
 int tl_system(const char *fmt, ...) {
   char cmd[16384];
   va_list ap;

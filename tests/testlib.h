@@ -108,6 +108,13 @@ const char *tl_runfile(char *buf, size_t cap, const char *rel);
 int tl_hook_paths(const char *tag, char *bin, size_t bin_cap, char *lib,
                   size_t lib_cap, char *tmp, size_t tmp_cap);
 
+/* Run body(arg) in a forked child that ends with _exit(what body
+ * returned): no exit handlers and no cmocka state unwinding in the child
+ * (under TSan a child that returns may never end), and the status is the
+ * body's own. Fails the test unless the fork worked and the child exited
+ * 0 (its status is printed). */
+void tl_run_child(int (*body)(void *arg), void *arg);
+
 /* The path of the ASan runtime loaded in this process ("" if none): it
  * must come first in LD_PRELOAD of a program our ASan-built hooks go into. */
 void tl_asan_runtime(char *out, size_t cap);
