@@ -403,28 +403,56 @@ record_python3(const char *dir, const char *fmt, ...) {
   return true;
 }
 
-/* A note of the flush worker names the program, not the worker's thread:
- * python3 records one event (recording starts), lets the worker write it,
- * closes every descriptor above 2 (the segment file's among them),
- * records another and sleeps through worker passes (20 ms apart: the last
- * pass, at exit, may run on the main thread); the worker's note
- * ("descriptor N of ... was closed") reaches the summary as "(python3)"
- * (it said "(stackrec-flush)": the sender took the calling thread's
- * name). */
-static void test_worker_note_names_program(void **state) {
-  const char *dir = fresh("notename");
-  (void)state;
+/* A python3 program recorded into fresh(tag) whose summary (record's
+ * stderr) must hold each of has (up to a NULL) and not lacks (if set). */
+typedef struct summary_case {
+  const char *name, *tag, *cmd, *has[5], *lacks;
+} summary_case;
 
-  if (!record_python3(dir, "env STACKREC_FLUSH_MS=20 /usr/bin/python3 -c "
-                           "'import os, time; "
-                           "os.open(\"/etc/passwd\", os.O_RDONLY); "
-                           "time.sleep(0.2); os.closerange(3, 1 << 16); "
-                           "os.open(\"/etc/passwd\", os.O_RDONLY); "
-                           "time.sleep(0.5)'"))
+static const summary_case g_summaries[] = {
+    /* A note of the flush worker names the program, not the worker's
+     * thread: python3 records one event (recording starts), lets the
+     * worker write it, closes every descriptor above 2 (the segment file's
+     * among them), records another and sleeps through worker passes (20 ms
+     * apart: the last pass, at exit, may run on the main thread); the
+     * worker's note ("descriptor N of ... was closed") reaches the summary
+     * as "(python3)" (it said "(stackrec-flush)": the sender took the
+     * calling thread's name). */
+    {"test_worker_note_names_program", "notename",
+     "env STACKREC_FLUSH_MS=20 /usr/bin/python3 -c "
+     "'import os, time; os.open(\"/etc/passwd\", os.O_RDONLY); "
+     "time.sleep(0.2); os.closerange(3, 1 << 16); "
+     "os.open(\"/etc/passwd\", os.O_RDONLY); time.sleep(0.5)'",
+     {"(python3): descriptor "}, "stackrec-flush"},
+    /* Processes CMD left running: one with a segment file (python3 records
+     * an event, then sleeps on after sh has exited), one that has recorded
+     * nothing yet. The file is left for 'stackrec symbolize', and the
+     * count reads "1 segment file ... was" (it read "1 segment files ...
+     * were"); both processes are named as still running (the second went
+     * unmentioned: no file of it to find). */
+    {"test_live_file_left_unresolved", "live",
+     "/bin/sh -c '/usr/bin/python3 -c \"import os, time; "
+     "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
+     "time.sleep(3)\" >/dev/null 2>&1 & "
+     "/usr/bin/python3 -c \"import time; time.sleep(3)\" >/dev/null 2>&1 & "
+     "sleep 1; exit 0'",
+     {"stackrec record: 1 segment file of processes still "
+      "running was left unresolved",
+      "2 processes started under the recording are still running: ",
+      " (python3), ", " (python3); what they record from now on"},
+     NULL},
+};
+
+static void test_summary_says(void **state) {
+  const summary_case *c = *state;
+  const char *dir = fresh(c->tag);
+
+  if (!record_python3(dir, "%s", c->cmd))
     return;
-  if (strstr(cr_err, "(python3): descriptor ") == NULL)
-    fail_msg("no note naming python3:\n%.3000s", cr_err);
-  assert_null(strstr(cr_err, "stackrec-flush"));
+  for (const char *const *h = c->has; *h != NULL; h++)
+    cr_assert_has(cr_err, *h);
+  if (c->lacks != NULL)
+    assert_null(strstr(cr_err, c->lacks));
 }
 
 /* closerange takes the session file's descriptor, not its lock: on Linux
@@ -670,34 +698,6 @@ static void test_foreign_notices(void **state) {
   assert_int_equal(cr_run("verify '%s'", dir), 0);
 }
 
-/* Processes CMD left running: one with a segment file (python3 records
- * an event, then sleeps on after sh has exited), one that has recorded
- * nothing yet. The file is left for 'stackrec symbolize', and the count
- * reads "1 segment file ... was" (it read "1 segment files ... were");
- * both processes are named as still running (the second went unmentioned:
- * no file of it to find). */
-static void test_live_file_left_unresolved(void **state) {
-  const char *dir = fresh("live");
-  (void)state;
-
-  if (!record_python3(dir, "/bin/sh -c '/usr/bin/python3 -c "
-                           "\"import os, time; "
-                           "os.open(\\\"/etc/passwd\\\", os.O_RDONLY); "
-                           "time.sleep(3)\" >/dev/null 2>&1 & "
-                           "/usr/bin/python3 -c \"import time; "
-                           "time.sleep(3)\" >/dev/null 2>&1 & sleep 1; "
-                           "exit 0'"))
-    return;
-  if (strstr(cr_err, "stackrec record: 1 segment file of processes still "
-                     "running was left unresolved") == NULL)
-    fail_msg("no singular count of live files:\n%.3000s", cr_err);
-  if (strstr(cr_err, "2 processes started under the recording are still "
-                     "running: ") == NULL ||
-      strstr(cr_err, " (python3), ") == NULL ||
-      strstr(cr_err, " (python3); what they record from now on") == NULL)
-    fail_msg("no line naming both running python3s:\n%.3000s", cr_err);
-}
-
 /* Processes starting side by side (xargs -P8): each recovers what dead
  * processes left in the directory as it starts, and found a neighbour's
  * session file right after its creation, empty and not yet locked: it
@@ -802,14 +802,16 @@ static void test_exec_heavy_names(void **state) {
   assert_null(strstr(cr_out, "all_apis+0x"));
 }
 
-TL_TEST_MAIN("record-setup", setup, NULL, test_bad_dir, test_bad_env,
-             test_signals, test_signals_after_end,
-             test_runuser_child_reported,
-             test_grandchild_bad_env_reported, test_notify_fallback,
-             test_worker_note_names_program,
-             test_closerange_keeps_session_lock, test_fork_heavy_bounded,
-             test_exec_heavy_names, test_live_file_left_unresolved,
-             test_side_by_side_starts, test_process_trees,
-             test_file_size_limit, test_small_descriptor_limit,
-             test_child_without_descriptors,
-             test_foreign_notices)
+int main(void) {
+  return TL_RUN_GROUP(
+      "record-setup", setup, NULL,
+      TL_CASES(NULL, NULL, test_bad_dir, test_bad_env, test_signals,
+               test_signals_after_end, test_runuser_child_reported,
+               test_grandchild_bad_env_reported, test_notify_fallback,
+               test_closerange_keeps_session_lock, test_fork_heavy_bounded,
+               test_exec_heavy_names, test_side_by_side_starts,
+               test_process_trees, test_file_size_limit,
+               test_small_descriptor_limit, test_child_without_descriptors,
+               test_foreign_notices),
+      TL_TABLE(NULL, NULL, test_summary_says, g_summaries));
+}
