@@ -478,50 +478,60 @@ static void expect_usage(const char *want, const char *fmt, ...) {
              rc, cr_err, want);
 }
 
+/* Files stackrec refuses with exit 2, naming where and why: the file
+ * (in g_tmp), its text, "LINE:COL: why" and the options that read it. */
+static const struct bad_file {
+  const char *name, *text, *where_why, *opts[2];
+} g_bad_files[] = {
+    {"bad.json",
+     "{\"rules\": [\n  {\"id\": \"x\", \"sites\": \"a.*\",}\n]}\n",
+     "2:30: expected a string key", {"compliance --policy"}},
+    {"bad.json",
+     "{\"rules\": [\n  {\"id\": \"x\", \"sites\": \"a.*\",\n"
+     "   \"before_consent\": \"consent.granted\"}]}\n",
+     "3:22: unknown or repeated key \"before_consent\"",
+     {"compliance --policy"}},
+    {"bad.json",
+     "{\"rules\": [{\"id\": \"x\", \"sites\": \"a\", "
+     "\"max_per_minute\": -1}]}",
+     "1:56: \"max_per_minute\" must be a number", {"compliance --policy"}},
+    {"bad.json",
+     "{\"rules\": [], \"rules\": [{\"id\": \"x\", \"sites\": \"*\"}]}",
+     "1:24: unknown or repeated key \"rules\"", {"compliance --policy"}},
+    {"bad.json", "{\"modules\": [{\"name\": \"A\", \"imagez\": [\"x\"]}]}",
+     "1:38: unknown or repeated key: imagez",
+     {"compliance --module-map", "privacy-manifest --module-map"}},
+    {"bad.xcprivacy",
+     "<?xml version=\"1.0\"?>\n<plist version=\"1.0\">\n<dict>\n"
+     "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n"
+     "    <dict><key>NSPrivacyAccessedAPIType</key>"
+     "<string>x</strin></dict>\n",
+     "6:63: <string> closed by </strin>", {"privacy-manifest --manifest"}},
+    {"bad.xcprivacy",
+     "<plist version=\"1.0\">\n<dict>\n<key>A</key>\n</dict>\n</plist>\n",
+     "4:1: <key>A</key> has no value", {"privacy-manifest --manifest"}},
+    /* QA, against plistlib: a key twice (which one counts differs between
+     * readers) is refused. */
+    {"bad.xcprivacy",
+     "<plist version=\"1.0\">\n<dict>\n<key>A</key><true/>\n"
+     "<key>A</key><false/>\n</dict>\n</plist>\n",
+     "5:8: <key>A</key> twice", {"privacy-manifest --manifest"}},
+};
+
 static void test_bad_inputs(void **state) {
   char p[700], want[800];
   (void)state;
 
-  snprintf(p, sizeof p, "%s/bad.json", g_tmp);
-  write_file(p, "{\"rules\": [\n  {\"id\": \"x\", \"sites\": \"a.*\",}\n]}\n");
-  snprintf(want, sizeof want, "%s:2:30: expected a string key", p);
-  expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
-  write_file(p, "{\"rules\": [\n  {\"id\": \"x\", \"sites\": \"a.*\",\n"
-                "   \"before_consent\": \"consent.granted\"}]}\n");
-  snprintf(want, sizeof want, "%s:3:22: unknown or repeated key "
-           "\"before_consent\"", p);
-  expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
-  write_file(p, "{\"rules\": [{\"id\": \"x\", \"sites\": \"a\", "
-                "\"max_per_minute\": -1}]}");
-  snprintf(want, sizeof want, "%s:1:56: \"max_per_minute\" must be a number",
-           p);
-  expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
-  write_file(p, "{\"rules\": [], \"rules\": [{\"id\": \"x\", "
-                "\"sites\": \"*\"}]}");
-  snprintf(want, sizeof want, "%s:1:24: unknown or repeated key \"rules\"", p);
-  expect_usage(want, "compliance --policy '%s' '%s'", p, g_rec);
-  write_file(p, "{\"modules\": [{\"name\": \"A\", \"imagez\": [\"x\"]}]}");
-  snprintf(want, sizeof want, "%s:1:38: unknown or repeated key: imagez", p);
-  expect_usage(want, "compliance --module-map '%s' '%s'", p, g_rec);
-  expect_usage(want, "privacy-manifest --module-map '%s' '%s'", p, g_rec);
-  snprintf(p, sizeof p, "%s/bad.xcprivacy", g_tmp);
-  write_file(p, "<?xml version=\"1.0\"?>\n<plist version=\"1.0\">\n<dict>\n"
-                "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n"
-                "    <dict><key>NSPrivacyAccessedAPIType</key>"
-                "<string>x</strin></dict>\n");
-  snprintf(want, sizeof want, "%s:6:63: <string> closed by </strin>", p);
-  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
-  write_file(p, "<plist version=\"1.0\">\n<dict>\n<key>A</key>\n</dict>\n"
-                "</plist>\n");
-  snprintf(want, sizeof want, "%s:4:1: <key>A</key> has no value", p);
-  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
-  /* QA, against plistlib: a key twice (which one counts differs between
-   * readers), a NUL byte (not XML) are refused; a byte order mark is
-   * not. */
-  write_file(p, "<plist version=\"1.0\">\n<dict>\n<key>A</key><true/>\n"
-                "<key>A</key><false/>\n</dict>\n</plist>\n");
-  snprintf(want, sizeof want, "%s:5:8: <key>A</key> twice", p);
-  expect_usage(want, "privacy-manifest --manifest '%s' '%s'", p, g_rec);
+  for (size_t i = 0; i < sizeof g_bad_files / sizeof g_bad_files[0]; i++) {
+    const struct bad_file *b = &g_bad_files[i];
+    snprintf(p, sizeof p, "%s/%s", g_tmp, b->name);
+    write_file(p, b->text);
+    snprintf(want, sizeof want, "%s:%s", p, b->where_why);
+    for (size_t k = 0; k < 2 && b->opts[k] != NULL; k++)
+      expect_usage(want, "%s '%s' '%s'", b->opts[k], p, g_rec);
+  }
+  /* QA, against plistlib: a NUL byte (not XML) is refused; a byte order
+   * mark is not. p: bad.xcprivacy, the table's last file. */
   {
     static const char nul[] = "<plist version=\"1.0\">\n<dict>\n<key>A</key>"
                               "<string>a\0b</string>\n</dict>\n</plist>\n";
