@@ -111,17 +111,25 @@ static void *setter_thread(void *arg) {
  * records 100 events, then the setter sets the mark, then "other" records
  * 100 events after it: without the reader handing a batch's marks out
  * first, those 100 would come before the mark. */
-static void child_record(const char *dir, const char *outfile) {
+typedef struct child_paths {
+  const char *dir;    /* the recording */
+  char outfile[4200]; /* the child's child_out */
+} child_paths;
+
+/* The forked child (tl_run_child): 0, or 10/11 if the recorder or its
+ * outfile could not be made. */
+static int child_record(void *arg) {
+  const child_paths *paths = arg;
   stkr_config cfg = {0};
   child_out o = {0};
   pthread_t th, setter;
   FILE *f;
 
-  cfg.dir = dir;
+  cfg.dir = paths->dir;
   cfg.symbolize = STKR_SYMBOLIZE_NONE;
   cfg.flush_interval_ms = 60000; /* one batch: stkr_flush below */
   if (stkr_init(&cfg) != 0)
-    _exit(10);
+    return 10;
   pthread_create(&setter, NULL, setter_thread, &o);
   while (!__atomic_load_n(&g_attached, __ATOMIC_ACQUIRE))
     usleep(100);
@@ -134,29 +142,21 @@ static void child_record(const char *dir, const char *outfile) {
   (void)stkr_mark("app.background", NULL, 0);
   stkr_flush();
   stkr_shutdown();
-  f = fopen(outfile, "wb");
+  f = fopen(paths->outfile, "wb");
   if (f == NULL || fwrite(&o, sizeof(o), 1, f) != 1)
-    _exit(11);
+    return 11;
   fclose(f);
-  _exit(0);
+  return 0;
 }
 
 static child_out record_in_child(const char *dir) {
-  char outfile[4200];
+  child_paths paths = {.dir = dir};
   child_out o;
-  pid_t pid;
-  int st;
   FILE *f;
 
-  snprintf(outfile, sizeof(outfile), "%s.out", dir);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0)
-    child_record(dir, outfile);
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
-  f = fopen(outfile, "rb");
+  snprintf(paths.outfile, sizeof(paths.outfile), "%s.out", dir);
+  tl_run_child(child_record, &paths);
+  f = fopen(paths.outfile, "rb");
   assert_non_null(f);
   assert_int_equal(fread(&o, sizeof(o), 1, f), 1);
   fclose(f);
