@@ -403,10 +403,9 @@ record_python3(const char *dir, const char *fmt, ...) {
   return true;
 }
 
-/* A python3 program recorded into fresh(tag) whose summary (record's
- * stderr) must hold each of has (up to a NULL) and not lacks (if set). */
+/* python3 CMD recorded into fresh(tag): its summary holds has[], not lacks. */
 typedef struct summary_case {
-  const char *name, *tag, *cmd, *has[5], *lacks;
+  const char *name, *tag, *cmd, *has[5], *lacks; /* lacks: or NULL */
 } summary_case;
 
 static const summary_case g_summaries[] = {
@@ -446,7 +445,6 @@ static const summary_case g_summaries[] = {
 static void test_summary_says(void **state) {
   const summary_case *c = *state;
   const char *dir = fresh(c->tag);
-
   if (!record_python3(dir, "%s", c->cmd))
     return;
   for (const char *const *h = c->has; *h != NULL; h++)
