@@ -171,12 +171,6 @@ static void session_cal(const char *dir, bool fresh, stkr_clock_cal *cal) {
   assert_int_equal(stkr_shutdown(), 0);
 }
 
-/* Issue 9: the 0.2 ms calibration spin is paid once per recording. The
- * first process stores its anchor and rate; a later one (exec'd: no
- * calibration of its own) completes its calibration from that anchor;
- * a later session and a forked child from the process's own. A file whose
- * rate is 10% off, or damaged, is not used: the process calibrates anew
- * (its own first anchor). Every calibration converts right. */
 /* In a forked child (tl_run_child): 0 if its calibration is the counter's
  * of its parent's file f, else 1. */
 static int forked_cal_is_parents(void *arg) {
@@ -188,6 +182,12 @@ static int forked_cal_is_parents(void *arg) {
   return c.kind == STKR_CLOCK_COUNTER && c.t0 == f->t0 ? 0 : 1;
 }
 
+/* Issue 9: the 0.2 ms calibration spin is paid once per recording. The
+ * first process stores its anchor and rate; a later one (exec'd: no
+ * calibration of its own) completes its calibration from that anchor;
+ * a later session and a forked child from the process's own. A file whose
+ * rate is 10% off, or damaged, is not used: the process calibrates anew
+ * (its own first anchor). Every calibration converts right. */
 static void test_calibration_reused_in_a_recording(void **state) {
   char dir[256];
   const char *t = getenv("TEST_TMPDIR");

@@ -260,10 +260,6 @@ static void test_inlined_lines_and_mapping(void **state) {
   assert_non_null(strstr(g_out, "\nMappings\n1: 0x"));
 }
 
-/* A process that recorded no event came first (the lower pid: a shell
- * before the program it ran), and pprof named the profile after it
- * ("File: dash"): the first mapping is now a process's with events. Here a
- * forked child of this test records nothing, then the fixture records. */
 /* The forked child (tl_run_child): it records into dir and no event. */
 static int record_nothing(void *dir) {
   stkr_config cfg;
@@ -274,6 +270,10 @@ static int record_nothing(void *dir) {
   return stkr_init(&cfg) == 0 && stkr_shutdown() == 0 ? 0 : 1;
 }
 
+/* A process that recorded no event came first (the lower pid: a shell
+ * before the program it ran), and pprof named the profile after it
+ * ("File: dash"): the first mapping is now a process's with events. Here a
+ * forked child of this test records nothing, then the fixture records. */
 static void test_first_mapping_has_events(void **state) {
   const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
   const char *dir = tmp_path("idlefirst");

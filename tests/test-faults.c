@@ -619,11 +619,6 @@ static unsigned low_fds(void) {
   return m;
 }
 
-/* Inproc symbolization (the library's default) keeps the files libdw is
- * given open for the whole recording: the executable was at 3, the
- * lowest free number, so an app that closes 3-9 (a daemon) and opens a
- * file of its own got 3 back, and stkr_shutdown closed the app's file
- * (QA, session 17). Now they sit at the recorder's high numbers. */
 /* The forked child (tl_run_child): 0, or which check failed (2-7). */
 static int inproc_files_child(void *arg) {
   stkr_config cfg = {.dir = tl_dir, .symbolize = STKR_SYMBOLIZE_INPROC};
@@ -646,6 +641,11 @@ static int inproc_files_child(void *arg) {
   return 0;
 }
 
+/* Inproc symbolization (the library's default) keeps the files libdw is
+ * given open for the whole recording: the executable was at 3, the
+ * lowest free number, so an app that closes 3-9 (a daemon) and opens a
+ * file of its own got 3 back, and stkr_shutdown closed the app's file
+ * (QA, session 17). Now they sit at the recorder's high numbers. */
 static void test_inproc_files_not_low(void **state) {
   (void)state;
   tl_run_child(inproc_files_child, NULL);
