@@ -323,6 +323,9 @@ static void put_html_stack(FILE *f, const stkr_agg_stack *s) {
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
   static const char *const html_sep[3] = {"<tr class=\"finding\"><td>",
                                           "</td><td>", "</td><td>"};
+  static const char *const group_cols[] = {
+      "site",   "module",   "=events",          "=first (s)", "=last (s)",
+      "=peak/s", "=peak/min", "=before consent", "=background"};
   size_t i;
 
   fprintf(f, "<section id=\"compliance\"><h2>Compliance</h2>\n"
@@ -332,9 +335,9 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
           c->consent_processes, c->processes_with_events,
           STKR_COMP_CONSENT_MARK);
   if (c->n_findings > 0) {
-    fputs("<table id=\"findings\"><thead><tr><th>rule</th><th>site</th>"
-          "<th>module</th><th>events</th><th>first (s)</th><th>condition"
-          "</th><th>stack</th></tr></thead><tbody>\n", f);
+    static const char *const cols[] = {"rule", "site", "module", "=events",
+                                       "=first (s)", "condition", "stack"};
+    STKR_HTML_TABLE_OPEN(f, "id=\"findings\"", cols);
     for (i = 0; i < c->n_findings; i++) {
       const stkr_comp_finding *x = &c->findings[i];
       const stkr_comp_group *g = &c->groups[x->group];
@@ -354,12 +357,9 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
       put_html_stack(f, stack_at(c, x->stack));
       fputs("</td></tr>\n", f);
     }
-    fputs("</tbody></table>\n", f);
+    stkr_html_table_close(f);
   }
-  fputs("<table id=\"compliance-groups\"><thead><tr><th>site</th><th>module"
-        "</th><th>events</th><th>first (s)</th><th>last (s)</th><th>peak/s"
-        "</th><th>peak/min</th><th>before consent</th><th>background</th>"
-        "</tr></thead><tbody>\n", f);
+  STKR_HTML_TABLE_OPEN(f, "id=\"compliance-groups\"", group_cols);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
     fputs("<tr><td>", f);
@@ -373,5 +373,6 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
             g->count, g->first_s, g->last_s, g->peak_per_second,
             g->peak_per_minute, g->before_consent, g->background);
   }
-  fputs("</tbody></table></section>\n", f);
+  stkr_html_table_close(f);
+  fputs("</section>\n", f);
 }

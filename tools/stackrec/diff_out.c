@@ -185,15 +185,17 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
 
 static void html_table(FILE *f, const char *title, const char *cls,
                        stkr_diff_path *const *v, size_t n) {
+  static const char *const cols[] = {
+      "site",     "module",   "=base events", "=new events",
+      "=base /min", "=new /min", "call path (innermost first)"};
+  char attrs[64];
   size_t i;
 
   fprintf(f, "<h2>%s: %zu</h2>\n", title, n);
   if (n == 0)
     return;
-  fprintf(f, "<table class=\"%s\"><tr><th>site</th><th>module</th>"
-             "<th>base events</th><th>new events</th><th>base /min</th>"
-             "<th>new /min</th><th>call path (innermost first)</th></tr>\n",
-          cls);
+  snprintf(attrs, sizeof attrs, "class=\"%s\"", cls);
+  STKR_HTML_TABLE_OPEN(f, attrs, cols);
   for (i = 0; i < n; i++) {
     const stkr_diff_path *p = v[i];
 
@@ -208,7 +210,7 @@ static void html_table(FILE *f, const char *title, const char *cls,
     put_frames(f, p, &html_markup);
     fputs("</ol></td></tr>\n", f);
   }
-  fputs("</table>\n", f);
+  stkr_html_table_close(f);
 }
 
 void stkr_diff_put_html(FILE *f, const stkr_diff *d) {

@@ -79,6 +79,18 @@ static void put_html(FILE *out, const char *s);
 
 void stkr_html_put_text(FILE *out, const char *s) { put_html(out, s); }
 
+void stkr_html_table_open(FILE *out, const char *attrs,
+                          const char *const *cols, size_t n_cols) {
+  fprintf(out, "<table%s%s><thead><tr>", attrs && *attrs ? " " : "",
+          attrs ? attrs : "");
+  for (size_t i = 0; i < n_cols; i++)
+    fprintf(out, cols[i][0] == '=' ? "<th class=\"num\">%s</th>" : "<th>%s</th>",
+            cols[i] + (cols[i][0] == '='));
+  fputs("</tr></thead><tbody>\n", out);
+}
+
+void stkr_html_table_close(FILE *out) { fputs("</tbody></table>\n", out); }
+
 static void put_html(FILE *out, const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   size_t n = s ? strlen(s) : 0, i = 0, k;
@@ -323,14 +335,14 @@ static void put_drops(FILE *out, const stkr_agg *a) {
             "events captured) and are missing from this report.</p>\n",
             fmt_count(a->drops, b1),
             fmt_pct(a->drops, a->drops + a->events_read, b2));
-    fputs("<table><thead><tr><th>Cause</th><th class=\"num\">Dropped "
-          "events</th><th></th></tr></thead><tbody>\n", out);
+    static const char *const cols[] = {"Cause", "=Dropped events", ""};
+    STKR_HTML_TABLE_OPEN(out, NULL, cols);
     for (i = 0; i < sizeof causes / sizeof causes[0]; i++) {
       fprintf(out, "<tr><td>%s</td><td class=\"num\">%s</td><td>%s</td>"
               "</tr>\n", causes[i].cause, fmt_count(causes[i].n, b1),
               causes[i].why);
     }
-    fputs("</tbody></table>\n", out);
+    stkr_html_table_close(out);
   }
   if (a->damaged_batches > 0)
     fprintf(out, "<p>%s damaged or truncated batch%s could not be read: "
@@ -342,6 +354,8 @@ static void put_drops(FILE *out, const stkr_agg *a) {
 }
 
 static void put_site_table(FILE *out, const stkr_agg *a) {
+  static const char *const site_cols[] = {"=#", "Site", "=Events",
+                                          "=% of total", "=Stacks", ""};
   char b1[32], b2[16], b3[32];
   size_t i;
 
@@ -350,10 +364,7 @@ static void put_site_table(FILE *out, const stkr_agg *a) {
     fputs("<p>No events in this report.</p></section>\n", out);
     return;
   }
-  fputs("<table class=\"sites\"><thead><tr><th class=\"num\">#</th>"
-        "<th>Site</th><th class=\"num\">Events</th><th class=\"num\">% of "
-        "total</th><th class=\"num\">Stacks</th><th></th></tr></thead>"
-        "<tbody>\n", out);
+  STKR_HTML_TABLE_OPEN(out, "class=\"sites\"", site_cols);
   for (i = 0; i < a->n_sites; i++) {
     const stkr_agg_site *s = &a->sites[i];
     double w = a->events ? 100.0 * (double)s->count / (double)a->events : 0;
@@ -366,7 +377,8 @@ static void put_site_table(FILE *out, const stkr_agg *a) {
             fmt_count(s->count, b1), fmt_pct(s->count, a->events, b2),
             fmt_count(s->n_stacks, b3), w);
   }
-  fputs("</tbody></table></section>\n", out);
+  stkr_html_table_close(out);
+  fputs("</section>\n", out);
 }
 
 /* Payloads shown per site, most frequent first; the rest on one line. */
@@ -382,12 +394,12 @@ static void put_payloads(FILE *out, const stkr_agg_site *s) {
 
   if (s->payload_events == 0)
     return;
+  static const char *const cols[] = {"=Events", "=% of site", "Payload"};
   fprintf(out, "<details class=\"payloads\"><summary>Payloads: %zu%s "
-          "distinct, in %s of its events</summary>\n<table class=\"pl\">"
-          "<tr><th class=\"num\">Events</th><th class=\"num\">%% of site"
-          "</th><th>Payload</th></tr>\n",
+          "distinct, in %s of its events</summary>\n",
           n, s->more_payload_events ? "+" : "",
           fmt_count(s->payload_events, b1));
+  STKR_HTML_TABLE_OPEN(out, "class=\"pl\"", cols);
   if (n > STKR__HTML_PAYLOADS)
     n = STKR__HTML_PAYLOADS;
   for (i = 0; i < n; i++) {
@@ -413,7 +425,8 @@ static void put_payloads(FILE *out, const stkr_agg_site *s) {
             fmt_count(s->payload_events - shown, b1),
             fmt_pct(s->payload_events - shown, s->count, b2),
             s->n_payloads - n, s->more_payload_events ? "+" : "");
-  fputs("</table></details>\n", out);
+  stkr_html_table_close(out);
+  fputs("</details>\n", out);
 }
 
 static void put_flame_sections(FILE *out, const stkr_agg *a) {

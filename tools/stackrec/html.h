@@ -32,4 +32,18 @@ int stkr_html_write_sections(FILE *out, const stkr_agg *a, const char *title,
  * of their value. NULL writes nothing. */
 void stkr_html_put_text(FILE *out, const char *s);
 
+/* The start of a table of the tool's own pages: `<table ATTRS>` (ATTRS
+ * NULL or "" for none), a header row with a <th> per column, and
+ * `<tbody>`; the rows and stkr_html_table_close follow. A column name
+ * starting with '=' is a number column ('=' dropped, class "num": right-
+ * aligned). Names and ATTRS are written as they are: the tool's own text,
+ * never a recording's. */
+void stkr_html_table_open(FILE *out, const char *attrs,
+                          const char *const *cols, size_t n_cols);
+#define STKR_HTML_TABLE_OPEN(out, attrs, cols)                               \
+  stkr_html_table_open((out), (attrs), (cols), sizeof(cols) / sizeof *(cols))
+
+/* `</tbody></table>`. */
+void stkr_html_table_close(FILE *out);
+
 #endif /* STKR_HTML_H */
