@@ -26,6 +26,11 @@ static inline int stkr_cmp_i64(int64_t a, int64_t b) {
   return (a > b) - (a < b);
 }
 
+/* qsort/bsearch comparator of an array of uint64_t, ascending. */
+static inline int stkr_qsort_u64(const void *a, const void *b) {
+  return stkr_cmp_u64(*(const uint64_t *)a, *(const uint64_t *)b);
+}
+
 /* Byte strings (keys, names, payloads of known length): the common prefix
  * as memcmp orders it, then the shorter first. NULL is fine with length 0.
  * @return <0, 0 or >0. */

@@ -39,13 +39,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_io.h"
 #include "symbolize/symbolize_dwarf.h"
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* The module's function symbols as the backend takes them, cut into spans
  * that do not overlap, each with the backend's answer
@@ -67,7 +63,7 @@ static int flat_syms(Dwfl_Module *m, stkr__symspan **out, size_t *n_out) {
     pts[np++] = s[i].lo;
     pts[np++] = s[i].hi;
   }
-  qsort(pts, np, sizeof *pts, cmp_u64);
+  qsort(pts, np, sizeof *pts, stkr_qsort_u64);
   for (size_t i = 0; i + 1 < np; i++) {
     if (pts[i] == pts[i + 1]) continue;
     const char *name = stkr__symspan_find(s, ns, pts[i]);

@@ -436,11 +436,6 @@ static const unsigned char *walk_children(walk *w, Dwarf_Die *parent, int db,
   }
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Sort n addresses: LSD radix, 16 bits per pass (8 below 64 Ki
  * addresses: a streamed CU's batch), passes whose digit is the same in
  * every address skipped (addresses of one __TEXT share their high bits);
@@ -458,7 +453,7 @@ void stkr__wk_sort(uint64_t *v, size_t n) {
   uint64_t all_or = 0, all_and = ~0ull;
   if (!count) {
     free(tmp);
-    qsort(v, n, sizeof *v, cmp_u64);
+    qsort(v, n, sizeof *v, stkr_qsort_u64);
     return;
   }
   stkr__huge_hint(tmp, n * sizeof *tmp);

@@ -33,31 +33,21 @@ int stkr__mpids_assign(stkr__mpids *m, size_t ix, uint32_t pid) {
   return 0;
 }
 
-typedef struct pid_ix {
-  uint32_t pid, ix;
-} pid_ix;
-
-static int by_pid(const void *a, const void *b) {
-  const pid_ix *x = a, *y = b;
-  int c = stkr_cmp_u64(x->pid, y->pid);
-
-  return c != 0 ? c : stkr_cmp_u64(x->ix, y->ix);
-}
-
-/* m->order by pid, then index (for stkr__mpids_parent's binary search).
+/* m->order by pid, then index (for stkr__mpids_parent's binary search):
+ * each as one key, pid << 32 | index, so one integer sort does both.
  * @return 0 or -ENOMEM. */
 static int sort_order(stkr__mpids *m) {
-  pid_ix *v = malloc((m->n_order ? m->n_order : 1) * sizeof *v);
+  uint64_t *v = malloc((m->n_order ? m->n_order : 1) * sizeof *v);
   size_t i;
 
   if (v == NULL)
     return -ENOMEM;
   for (i = 0; i < m->n_order; i++)
-    v[i] = (pid_ix){stkr_reader_process(m->r, m->order[i])->pid,
-                    m->order[i]};
-  qsort(v, m->n_order, sizeof *v, by_pid);
+    v[i] = (uint64_t)stkr_reader_process(m->r, m->order[i])->pid << 32 |
+           m->order[i];
+  qsort(v, m->n_order, sizeof *v, stkr_qsort_u64);
   for (i = 0; i < m->n_order; i++)
-    m->order[i] = v[i].ix;
+    m->order[i] = (uint32_t)v[i];
   free(v);
   return 0;
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/push.h"
@@ -170,11 +171,6 @@ int stkr__evblock_add(stkr__evblock *b, const stkr__ev_row *row) {
   return 0;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* A counting sort of the rows by their site's rank: stable, O(rows). */
 int stkr__evblock_seal(stkr__evblock *b) {
   size_t i, *start;
@@ -195,10 +191,10 @@ int stkr__evblock_seal(stkr__evblock *b) {
     return -ENOMEM;
   }
   memcpy(sorted, b->sites, b->n_sites * sizeof *sorted);
-  qsort(sorted, b->n_sites, sizeof *sorted, cmp_u64);
+  qsort(sorted, b->n_sites, sizeof *sorted, stkr_qsort_u64);
   for (i = 0; i < b->n_sites; i++) { /* bucket -> rank, by lookup */
     uint64_t *r = bsearch(&b->sites[i], sorted, b->n_sites, sizeof *sorted,
-                          cmp_u64);
+                          stkr_qsort_u64);
     rank[i] = (uint32_t)(r - sorted);
   }
   for (i = 0; i < b->rows; i++) /* rows per rank, then where each starts */

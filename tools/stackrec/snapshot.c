@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/cli.h"
@@ -332,11 +333,6 @@ static void catch_signals(bool on) {
   }
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 typedef struct snap_stats {
   uint64_t *stops, *helds; /* every thread's, every snapshot */
   size_t n, cap, cap_h;
@@ -370,8 +366,8 @@ static void stats_print(const snap_run *r, snap_stats *st, unsigned taken) {
             "pthread_exit, or a thread that ended during the snapshot)\n",
             st->vanished, st->vanished == 1 ? "" : "s", (int)r->pid);
   if (r->quiet || st->n == 0) return;
-  qsort(st->stops, st->n, sizeof *st->stops, cmp_u64);
-  qsort(st->helds, st->n, sizeof *st->helds, cmp_u64);
+  qsort(st->stops, st->n, sizeof *st->stops, stkr_qsort_u64);
+  qsort(st->helds, st->n, sizeof *st->helds, stkr_qsort_u64);
   fprintf(stderr, "stackrec snapshot: process %d: %u snapshot%s, %.2f ms "
           "each; each thread stopped %.1f us median, %.1f us at most "
           "(thread %d; from the interrupt to the detach); held %.1f us "
