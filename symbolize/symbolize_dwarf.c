@@ -50,15 +50,13 @@ typedef struct growr {
 } growr;
 
 void stkr__dwidx_free(stkr__dwidx *ix) {
+  Dwarf *dw = ix->dw; /* not the index's: it stays */
+
   for (size_t i = 0; i < ix->n_cus; i++) free(ix->cus[i].r);
   free(ix->cus);
-  ix->cus = NULL;
-  ix->n_cus = ix->cap_cus = 0;
   free(ix->ranges);
-  ix->ranges = NULL;
-  ix->n_ranges = 0;
-  ix->ranges_built = false;
-  ix->hit_valid = false;
+  memset(ix, 0, sizeof *ix);
+  ix->dw = dw;
 }
 
 static int cmp_curange(const void *a, const void *b) {
