@@ -498,6 +498,12 @@ static const struct bad_file {
     {"bad.json",
      "{\"rules\": [], \"rules\": [{\"id\": \"x\", \"sites\": \"*\"}]}",
      "1:24: unknown or repeated key \"rules\"", {"compliance --policy"}},
+    /* A byte order mark is passed over, and line 1's columns count from
+     * after it; a byte that is not text is shown as \xNN, not raw. */
+    {"bad.json", "\xef\xbb\xbf{\"rules\": 5}", "1:11: expected {\"rules\"",
+     {"compliance --policy"}},
+    {"bad.json", "{\"rules\": [\xc3]}", "1:12: unexpected byte \\xc3",
+     {"compliance --policy", "compliance --module-map"}},
     {"bad.json", "{\"modules\": [{\"name\": \"A\", \"imagez\": [\"x\"]}]}",
      "1:38: unknown or repeated key: imagez",
      {"compliance --module-map", "privacy-manifest --module-map"}},
@@ -516,6 +522,10 @@ static const struct bad_file {
      "<plist version=\"1.0\">\n<dict>\n<key>A</key><true/>\n"
      "<key>A</key><false/>\n</dict>\n</plist>\n",
      "5:8: <key>A</key> twice", {"privacy-manifest --manifest"}},
+    /* After a byte order mark, line 1's columns are an editor's (it was
+     * counted: 3 columns off). The table's last file: p below. */
+    {"bad.xcprivacy", "\xef\xbb\xbf<plist><dict><key>A</key></dict></plist>\n",
+     "1:26: <key>A</key> has no value", {"privacy-manifest --manifest"}},
 };
 
 static void test_bad_inputs(void **state) {

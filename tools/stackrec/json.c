@@ -21,6 +21,14 @@ typedef stkr_scan parser;
 #define fail stkr_scan_fail
 #define nomem stkr_scan_nomem
 
+/* The byte at p, printable or as \xNN (never raw: a stray byte of UTF-8
+ * would garble the message). */
+static int unexpected(parser *ps) {
+  unsigned char c = (unsigned char)*ps->p;
+  return c > ' ' && c < 0x7f ? fail(ps, "unexpected character '%c'", c)
+                             : fail(ps, "unexpected byte \\x%02x", c);
+}
+
 static unsigned col_of(const parser *ps, const char *at) {
   return (unsigned)(at - ps->line_start) + 1;
 }
@@ -270,7 +278,7 @@ static int parse_literal(parser *ps, const char *word) {
   size_t n = strlen(word);
 
   if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0)
-    return fail(ps, "unexpected character '%c'", *ps->p);
+    return unexpected(ps);
   ps->p += n;
   return 0;
 }
@@ -283,7 +291,7 @@ static int parse_number(parser *ps, stkr_json *v) {
   if (q < ps->end && *q == '-')
     q++;
   if (q >= ps->end || *q < '0' || *q > '9')
-    return fail(ps, "unexpected character '%c'", *ps->p);
+    return unexpected(ps);
   while (q < ps->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' ||
                          *q == 'E' || *q == '+' || *q == '-'))
     q++;

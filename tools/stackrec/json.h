@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #define STKR_JSON_MAX_BYTES (16u << 20)
 #define STKR_JSON_MAX_DEPTH 64
@@ -101,11 +102,16 @@ typedef struct stkr_scan {
   int rc;                 /* the first failure: -EINVAL or -ENOMEM */
 } stkr_scan;
 
-/* A scanner at the start of text[0, len), messages named `name`. */
+/* A scanner at the start of text[0, len), messages named `name`. A UTF-8
+ * byte order mark is passed over (editors on Windows and Xcode may write
+ * one; RFC 8259 lets a reader ignore it): invisible in an editor, so line
+ * 1's columns count from after it. */
 static inline stkr_scan stkr_scan_start(const char *name, const char *text,
                                         size_t len, char *err,
                                         size_t errlen) {
   stkr_scan s = {text, text + len, 1, text, name, err, errlen, 0};
+  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+    s.p = s.line_start = text + 3;
   if (err != NULL && errlen > 0)
     err[0] = '\0';
   return s;

@@ -310,8 +310,6 @@ int stkr_plist_parse(const char *name, const char *text, size_t len,
     return fail(&s, "over %u bytes", STKR_PLIST_MAX_BYTES);
   if ((v = calloc(1, sizeof *v)) == NULL)
     return nomem(&s);
-  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
-    advance(&s, 3); /* a UTF-8 byte order mark (Xcode may write one) */
   if (skip_misc(&s) == 0 && read_tag(&s, tag, sizeof tag, &close, &empty) == 0) {
     if (strcmp(tag, "plist") != 0 || close || empty)
       fail(&s, "expected <plist>, found <%s%s>", close ? "/" : "", tag);
