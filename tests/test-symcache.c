@@ -279,6 +279,29 @@ static void test_cache_not_an_input(void **state) {
   assert_string_equal(before, after);
 }
 
+/* A .dSYM bundle holding two DWARF files (a merged bundle): `symcache
+ * build` of the bundle converts both, each under its own UUID (it took the
+ * one named after the bundle and said nothing of the other). */
+static void test_bundle_with_two_files(void **state) {
+  char u_app[64], u_d5[64], out[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  uuid_of("App", "arm64", u_app);
+  uuid_of("D5-arm64", "arm64", u_d5);
+  snprintf(out, sizeof out, "%s/two-caches", mt_tmp);
+  assert_int_equal(
+      mt_sh("rm -rf '%s/Two.dSYM' '%s' && mkdir -p '%s/Two.dSYM/Contents/"
+            "Resources/DWARF' && cp '%s/App.dSYM/Contents/Resources/DWARF/App'"
+            " '%s/Two.dSYM/Contents/Resources/DWARF/Two' && cp '%s/D5-arm64."
+            "dSYM/Contents/Resources/DWARF/D5-arm64' '%s/Two.dSYM/Contents/"
+            "Resources/DWARF/' && '%s' symcache build '%s/Two.dSYM' -o '%s'",
+            mt_tmp, out, mt_tmp, mt_fx, mt_tmp, mt_fx, mt_tmp, mt_tool, mt_tmp,
+            out),
+      0);
+  assert_int_equal(mt_sh("test -s '%s/%s.stkrsym' && test -s '%s/%s.stkrsym'",
+                         out, u_app, out, u_d5), 0);
+}
+
 static void test_atos_symcache_dir(void **state) {
   char a[4096];
   (void)state;
@@ -352,6 +375,6 @@ static void test_damaged_refused(void **state) {
 
 MT_TEST_MAIN("symcache", 6, 12, setup, test_equal_to_llvm_symbolizer,
              test_equal_to_dwarf_path, test_walk_modes_same_file,
-             test_cache_not_an_input,
+             test_cache_not_an_input, test_bundle_with_two_files,
              test_atos_symcache_dir, test_wrong_build_not_used,
              test_damaged_refused)

@@ -8,6 +8,7 @@
  * `stackrec snapshot --symcache DIR` uses.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -28,7 +29,8 @@ static const char symcache_help[] =
     "DIR/<UUID>.stkrsym: sorted address ranges, each with its function,\n"
     "file:line:column and inline chain, over interned strings; mapped and\n"
     "checked whole on load (docs/SYMCACHE.md). One file per slice of a\n"
-    "universal input (only ARCH's with -arch). 'stackrec symbolize\n"
+    "universal input (only ARCH's with -arch); a .dSYM bundle holding\n"
+    "several DWARF files gives each one's. 'stackrec symbolize\n"
     "--debug-dir DIR' and 'stackrec atos --symcache DIR' (or -o FILE) use a\n"
     "cache whose UUID matches, before any dSYM; the answers are the same.\n"
     "An ELF file (a program or shared library with a GNU build-id) gives\n"
@@ -96,8 +98,65 @@ static int build_one(stkr__symfile *f, const char *dir) {
   return 0;
 }
 
-int stkr_cli_symcache(int argc, char **argv) {
+/* Input `in` into caches in dir: a file, or one slice (arch) of it, or
+ * each known slice of a universal file. @return 0 or STKR_CLI_* bits. */
+static int build_input(const char *in, const char *arch, const char *dir) {
   static const char *const archs[] = {"arm64", "arm64e", "x86_64"};
+  stkr__symfile *f;
+  char err[1024];
+  int rc = stkr__symfile_open(in, arch, NULL, &f, err, sizeof err);
+  int status = 0, got = 0;
+
+  if (rc == 0) {
+    status = build_one(f, dir);
+    stkr__symfile_free(f);
+    return status;
+  }
+  if (!arch && rc == -ENOENT && strstr(err, "universal file")) {
+    for (size_t k = 0; k < sizeof archs / sizeof archs[0]; k++) {
+      if (stkr__symfile_open(in, archs[k], NULL, &f, err, sizeof err) != 0)
+        continue;
+      status |= build_one(f, dir);
+      stkr__symfile_free(f);
+      got++;
+    }
+    if (got) return status;
+  }
+  fprintf(stderr, "stackrec symcache: %s\n", err);
+  return rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+}
+
+/* A .dSYM bundle whose Contents/Resources/DWARF holds several files (a
+ * merged bundle): each is a build of its own, so each is converted (the
+ * symbolizer, given the bundle, would take the one of the bundle's name,
+ * or refuse). Anything else: build_input. */
+static int build_bundle(const char *in, const char *arch, const char *dir) {
+  char dw[4096], path[4096 + 256];
+  struct dirent *e;
+  DIR *d;
+  size_t n = 0;
+  int status = 0;
+
+  snprintf(dw, sizeof dw, "%s/Contents/Resources/DWARF", in);
+  if ((d = opendir(dw)) == NULL)
+    return build_input(in, arch, dir);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1 && n < 2) break; /* one file: the symbolizer's choice */
+    rewinddir(d);
+    while ((e = readdir(d)) != NULL) {
+      struct stat st;
+      if (e->d_name[0] == '.') continue;
+      snprintf(path, sizeof path, "%s/%s", dw, e->d_name);
+      if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (pass == 0) n++;
+      else status |= build_input(path, arch, dir);
+    }
+  }
+  closedir(d);
+  return n < 2 ? build_input(in, arch, dir) : status;
+}
+
+int stkr_cli_symcache(int argc, char **argv) {
   const char *dir = NULL, *arch = NULL;
   const stkr_cli_opt opts[] = {
       {NULL, 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, &dir, NULL},
@@ -126,29 +185,8 @@ int stkr_cli_symcache(int argc, char **argv) {
     return STKR_CLI_DATA_LOST;
   }
   stkr__demangle_swift_enable();
-  for (int i = optind; i < argc; i++) {
-    stkr__symfile *f;
-    char err[1024];
-    int rc = stkr__symfile_open(argv[i], arch, NULL, &f, err, sizeof err), got = 0;
-    if (rc == 0) {
-      status |= build_one(f, dir);
-      stkr__symfile_free(f);
-      continue;
-    }
-    if (!arch && rc == -ENOENT && strstr(err, "universal file")) {
-      /* Every slice. */
-      for (size_t k = 0; k < sizeof archs / sizeof archs[0]; k++) {
-        if (stkr__symfile_open(argv[i], archs[k], NULL, &f, err, sizeof err) != 0)
-          continue;
-        status |= build_one(f, dir);
-        stkr__symfile_free(f);
-        got++;
-      }
-      if (got) continue;
-    }
-    fprintf(stderr, "stackrec symcache: %s\n", err);
-    status |= rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
-  }
+  for (int i = optind; i < argc; i++)
+    status |= build_bundle(argv[i], arch, dir);
   stkr_cli_swift_note(stderr, "symcache", " in the caches");
   if (stkr_cli_flush("symcache") != 0) return STKR_CLI_DATA_LOST;
   /* Mixed failures: the most serious (3 over 1) is not knowable from an
