@@ -88,6 +88,7 @@ let package = Package(
         "flush/batch.c",
         "flush/config.c",
         "flush/drain.c",
+        "flush/drain_pass.c",
         "flush/fd.c",
         "flush/images.c",
         "flush/images_apple.c",

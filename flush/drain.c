@@ -646,28 +646,6 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
   }
 }
 
-/* ---- the exit deadline ---------------------------------------------------
- * The one place that decides how an ending session spends its budget (see
- * worker.h). Relaxed loads: stop_by_ns is a plain value stored before the
- * wake that made this pass run (and re-read every record,
- * so a pass already running when the end was requested picks it up). */
-
-bool stkr__drain_past_deadline(stkr__worker *w) {
-  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
-  return stop != 0 && stkr__clock_mono_ns() >= stop;
-}
-
-bool stkr__drain_may_symbolize(stkr__worker *w) {
-  /* Once the session is ending, no new resolution starts: one can cost
-   * ~50-100 ms (the first stack into libc loads its debug info), the whole
-   * default budget, and cannot be interrupted; a worker caught in it would
-   * miss the end and lose every event still in the rings. Stacks first
-   * seen now keep their PCs and the image list (`stackrec symbolize`
-   * resolves them later); a program that flushes before it ends (or runs
-   * longer than a flush interval) has its stacks resolved by then. */
-  return atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) == 0;
-}
-
 /* The final pass: what the rings still hold (pushed but never consumed)
  * when the exit's deadline stopped the drain. In a ring file (crash-proof
  * rings) it is not lost: the file stays, and recovery writes it out later
@@ -695,6 +673,37 @@ static void count_left_at_exit(stkr__worker *w) {
   pthread_mutex_unlock(&w->stats_mu);
 }
 
+/* Something to read in any ring? */
+static bool rings_unread(void) {
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
+    if (t->ring.c && stkr__ring_unread(&t->ring) != 0) return true;
+  return false;
+}
+
+/* A segment to write into before any record is read. Read first, a batch
+ * that then finds no descriptor for its segment is dropped (EMFILE: the
+ * app filled its table, often after closing ours, then ran on or ended;
+ * QA: python3 lost its 300 events, and the files counted none of them).
+ * Left unread, the records wait in the rings for a pass that can open one,
+ * or, if the process ends first, for recovery from the ring files
+ * (count_left_at_exit: pending_recovery). Other errors (ENOSPC, EACCES)
+ * are left to write_batch, which drops and counts: they last, and the
+ * rings would only fill. So is a stkr_flush's pass (w->barrier): its
+ * caller is told (-EIO) and the counters add up when it returns.
+ * @return false when the pass must not read. */
+static bool segment_ready(stkr__worker *w) {
+  int err;
+
+  if (w->seg.fd >= 0 || w->barrier || !rings_unread()) return true;
+  if ((err = stkr__seg_open_next(&w->seg)) != -EMFILE && err != -ENFILE)
+    return true;
+  stkr__log(STKR__LOG_WRITE, "cannot open a segment file in %s: %s; the "
+            "events wait in the rings (a later pass writes them, or "
+            "recovery if the process ends first)", w->cfg.dir,
+            strerror(-err));
+  return false;
+}
+
 void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__thread *t, *next;
   int err;
@@ -718,7 +727,8 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__clock_recal(&w->clk);
   batch_begin(w);
   w->pressure_now = false;
-  for (t = stkr__threads_first(); t; t = next) {
+  bool read = segment_ready(w);
+  for (t = read ? stkr__threads_first() : NULL; t; t = next) {
     /* Past an exit's deadline, not even the bookkeeping of the remaining
      * threads (reaping unmaps, which is slow with many threads running):
      * what their rings hold is counted by count_left_at_exit. */
@@ -730,7 +740,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__counts c;
   stkr__threads_counts(&c);
   uint64_t other = c.dropped_other;
-  if (other != w->other_reported) {
+  if (read && other != w->other_reported) {
     maybe_write_full(w);
     if (stkr__batch_add_drops(&w->bb, 0, 0, 0, other - w->other_reported) == 0)
       w->other_reported = other;
@@ -740,7 +750,8 @@ void stkr__drain_all(stkr__worker *w, bool last) {
    * A changed image list alone is worth a batch (symbolization of later
    * events needs it, and a crash may leave no later batch). */
   if (last) count_left_at_exit(w);
-  if (last || stkr__batch_nonempty(&w->bb) || w->imgs.gen != w->imgs_gen_sent)
+  if (last || (read && (stkr__batch_nonempty(&w->bb) ||
+                        w->imgs.gen != w->imgs_gen_sent)))
     write_batch(w, last);
   else
     release_all(); /* read since the last write: wrap markers only */
@@ -764,62 +775,4 @@ void stkr__drain_all(stkr__worker *w, bool last) {
 void stkr__drain_first_batch(stkr__worker *w) {
   batch_begin(w);
   write_batch(w, false);
-}
-
-bool stkr__drain_rings_settled(void) {
-  /* No lock: only the worker removes threads from the registry, and it has
-   * ended; the reap lock could be held by the very thread whose signal
-   * handler is exiting. A producer that outlived the exit's quiesce is
-   * still `busy` (the recorder is stopped, so none can start): its record
-   * may land after our check, and only the ring file can keep it. */
-  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
-    /* Acquire: pairs with the release store that ends an event, as in
-     * stkr__threads_quiesce(), so a finished push shows in the ring. */
-    if (atomic_load_explicit(&t->busy, memory_order_acquire)) return false;
-    if (t->ring.c != NULL &&
-        (stkr__ring_unread(&t->ring) != 0 || stkr__ring_pending(&t->ring)))
-      return false;
-  }
-  return true;
-}
-
-bool stkr__drain_claim(stkr__worker *w) {
-  int free_ = STKR__PASS_FREE;
-  return atomic_compare_exchange_strong_explicit(
-      &w->pass_owner, &free_, STKR__PASS_WORKER, memory_order_acq_rel,
-      memory_order_acquire);
-}
-
-void stkr__drain_unclaim(stkr__worker *w) {
-  /* Release: this pass's writes, before a taking-over caller's reads. */
-  atomic_store_explicit(&w->pass_owner, STKR__PASS_FREE, memory_order_release);
-}
-
-bool stkr__drain_take_over(stkr__worker *w) {
-  int free_ = STKR__PASS_FREE;
-  stkr__req *list;
-
-  if (!atomic_compare_exchange_strong_explicit(
-          &w->pass_owner, &free_, STKR__PASS_CALLER, memory_order_acq_rel,
-          memory_order_acquire))
-    return false;
-  pthread_mutex_lock(&w->req_mu);
-  w->end_requested = true;
-  list = w->req_head;
-  w->req_head = NULL;
-  w->req_tail = &w->req_head;
-  pthread_mutex_unlock(&w->req_mu);
-  /* The worker's own start (the symbolizer) may not have run: this pass
-   * then records PCs only, as offline mode does. */
-  if (w->cfg.set.symbolize == STKR_SYMBOLIZE_INPROC && w->symc == NULL)
-    w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;
-  stkr__drain_all(w, true);
-  pthread_mutex_lock(&w->req_mu);
-  for (stkr__req *r = list; r; r = r->next) r->done = true;
-  w->ended = true;
-  pthread_cond_broadcast(&w->req_cv);
-  pthread_mutex_unlock(&w->req_mu);
-  /* The parked worker wakes, fails its claim and leaves. */
-  stkr__wake_post(&w->wake);
-  return true;
 }

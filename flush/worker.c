@@ -229,7 +229,9 @@ static void *worker_main(void *arg) {
       continue;
     }
     /* A timeout, a producer or a flush: one pass serves them all. */
+    w->barrier = list != NULL;
     stkr__drain_all(w, false);
+    w->barrier = false;
     if (list) {
       answer(w, list, w->io_error ? -EIO : 0);
       w->io_error = false;

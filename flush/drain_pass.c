@@ -1,0 +1,89 @@
+/*
+ * drain_pass.c: who runs a drain pass, and the end's budget (worker.h).
+ * The worker runs every pass, unless an exit takes the last one over
+ * (stkr__drain_take_over) from a parked worker; the passes themselves are
+ * drain.c's. Split from drain.c, which reads the rings.
+ */
+#include <stdatomic.h>
+
+#include "flush/worker.h"
+
+/* ---- the exit deadline ---------------------------------------------------
+ * The one place that decides how an ending session spends its budget (see
+ * worker.h). Relaxed loads: stop_by_ns is a plain value stored before the
+ * wake that made this pass run (and re-read every record,
+ * so a pass already running when the end was requested picks it up). */
+
+bool stkr__drain_past_deadline(stkr__worker *w) {
+  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
+  return stop != 0 && stkr__clock_mono_ns() >= stop;
+}
+
+bool stkr__drain_may_symbolize(stkr__worker *w) {
+  /* Once the session is ending, no new resolution starts: one can cost
+   * ~50-100 ms (the first stack into libc loads its debug info), the whole
+   * default budget, and cannot be interrupted; a worker caught in it would
+   * miss the end and lose every event still in the rings. Stacks first
+   * seen now keep their PCs and the image list (`stackrec symbolize`
+   * resolves them later); a program that flushes before it ends (or runs
+   * longer than a flush interval) has its stacks resolved by then. */
+  return atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) == 0;
+}
+
+bool stkr__drain_rings_settled(void) {
+  /* No lock: only the worker removes threads from the registry, and it has
+   * ended; the reap lock could be held by the very thread whose signal
+   * handler is exiting. A producer that outlived the exit's quiesce is
+   * still `busy` (the recorder is stopped, so none can start): its record
+   * may land after our check, and only the ring file can keep it. */
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    /* Acquire: pairs with the release store that ends an event, as in
+     * stkr__threads_quiesce(), so a finished push shows in the ring. */
+    if (atomic_load_explicit(&t->busy, memory_order_acquire)) return false;
+    if (t->ring.c != NULL &&
+        (stkr__ring_unread(&t->ring) != 0 || stkr__ring_pending(&t->ring)))
+      return false;
+  }
+  return true;
+}
+
+bool stkr__drain_claim(stkr__worker *w) {
+  int free_ = STKR__PASS_FREE;
+  return atomic_compare_exchange_strong_explicit(
+      &w->pass_owner, &free_, STKR__PASS_WORKER, memory_order_acq_rel,
+      memory_order_acquire);
+}
+
+void stkr__drain_unclaim(stkr__worker *w) {
+  /* Release: this pass's writes, before a taking-over caller's reads. */
+  atomic_store_explicit(&w->pass_owner, STKR__PASS_FREE, memory_order_release);
+}
+
+bool stkr__drain_take_over(stkr__worker *w) {
+  int free_ = STKR__PASS_FREE;
+  stkr__req *list;
+
+  if (!atomic_compare_exchange_strong_explicit(
+          &w->pass_owner, &free_, STKR__PASS_CALLER, memory_order_acq_rel,
+          memory_order_acquire))
+    return false;
+  pthread_mutex_lock(&w->req_mu);
+  w->end_requested = true;
+  list = w->req_head;
+  w->req_head = NULL;
+  w->req_tail = &w->req_head;
+  pthread_mutex_unlock(&w->req_mu);
+  /* The worker's own start (the symbolizer) may not have run: this pass
+   * then records PCs only, as offline mode does. */
+  if (w->cfg.set.symbolize == STKR_SYMBOLIZE_INPROC && w->symc == NULL)
+    w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;
+  stkr__drain_all(w, true);
+  pthread_mutex_lock(&w->req_mu);
+  for (stkr__req *r = list; r; r = r->next) r->done = true;
+  w->ended = true;
+  pthread_cond_broadcast(&w->req_cv);
+  pthread_mutex_unlock(&w->req_mu);
+  /* The parked worker wakes, fails its claim and leaves. */
+  stkr__wake_post(&w->wake);
+  return true;
+}
