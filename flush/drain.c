@@ -673,10 +673,12 @@ static void count_left_at_exit(stkr__worker *w) {
   pthread_mutex_unlock(&w->stats_mu);
 }
 
-/* Something to read in any ring? */
+/* A record to read in any ring? (Past leading wrap markers, as
+ * drain_thread reads: markers alone write no batch, and a segment opened
+ * for them would stay empty.) */
 static bool rings_unread(void) {
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
-    if (t->ring.c && stkr__ring_unread(&t->ring) != 0) return true;
+    if (t->ring.c && stkr__ring_peek(&t->ring) != NULL) return true;
   return false;
 }
 
