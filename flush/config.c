@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,13 @@
 
 #include "common/stkr_symcache_dir.h"
 #include "flush/flush_internal.h"
+
+#if defined(__APPLE__)
+#include <crt_externs.h> /* a dylib reaches environ through this */
+#define environ (*_NSGetEnviron())
+#else
+extern char **environ;
+#endif
 
 /* Smallest ring we hand to recorder/, which requires room for four maximal
  * records (max_depth PCs and a payload_max payload; records never split
@@ -85,8 +93,51 @@ static int parse_uint(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* The STACKREC_* variables stkr_config_freeze_env took: "NAME=VALUE"
+ * strings, NULL-terminated, in one block; NULL until then. Set once
+ * (release, by the CAS), never changed or freed, so a reader (acquire)
+ * may keep what it found. */
+static _Atomic(char **) g_frozen_env;
+
+int stkr_config_freeze_env(void) {
+  static const char prefix[] = "STACKREC_";
+  size_t n = 0, bytes = 0, k = 0;
+  char **v, **e, **none = NULL, *p;
+
+  for (e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, prefix, sizeof prefix - 1) == 0) {
+      n++;
+      bytes += strlen(*e) + 1;
+    }
+  if ((v = malloc((n + 1) * sizeof *v + bytes)) == NULL) return -ENOMEM;
+  p = (char *)(v + n + 1);
+  for (e = environ; e != NULL && *e != NULL && k < n; e++)
+    if (strncmp(*e, prefix, sizeof prefix - 1) == 0) {
+      size_t len = strlen(*e) + 1;
+      memcpy(p, *e, len);
+      v[k++] = p;
+      p += len;
+    }
+  v[k] = NULL;
+  if (!atomic_compare_exchange_strong_explicit(&g_frozen_env, &none, v,
+                                               memory_order_acq_rel,
+                                               memory_order_acquire))
+    free(v); /* frozen already: the first copy stays */
+  return 0;
+}
+
+const char *stkr_config_env(const char *name) {
+  char **v = atomic_load_explicit(&g_frozen_env, memory_order_acquire);
+  size_t n = strlen(name);
+
+  if (v == NULL) return getenv(name);
+  for (; *v != NULL; v++)
+    if (strncmp(*v, name, n) == 0 && (*v)[n] == '=') return *v + n + 1;
+  return NULL;
+}
+
 static const char *env(const char *name) {
-  const char *v = getenv(name);
+  const char *v = stkr_config_env(name);
   return (v && *v) ? v : NULL;
 }
 

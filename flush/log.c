@@ -41,7 +41,7 @@ static struct {
 } g_log_fd2;
 
 void stkr__log_target_take(void) {
-  const char *v = getenv("STACKREC_NOTIFY");
+  const char *v = stkr_config_env("STACKREC_NOTIFY");
   struct stat st;
 
   snprintf(g_log_notify, sizeof g_log_notify, "%s", v ? v : "");

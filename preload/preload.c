@@ -201,10 +201,15 @@ static char *env_scan(const char *name) {
   return NULL;
 }
 
-/* libc's getenv, for our own configuration reads. */
+/* libc's getenv, for our own configuration reads; a STACKREC_* variable
+ * as the constructor saw it (stkr_config_freeze_env in configure): QA, a
+ * program that cleared its environment before its first watched call was
+ * recorded into ./stackrec-out of its own working directory, and record
+ * said no process recorded anything. */
 static const char *real_env(const char *name) {
   char *(*fn)(const char *) =
       (char *(*)(const char *))stkr__pl_real(STKR__PL_R_getenv);
+  if (strncmp(name, "STACKREC_", 9) == 0) return stkr_config_env(name);
   return fn != NULL ? fn(name) : env_scan(name);
 }
 
@@ -518,6 +523,9 @@ static int configure(char *err, size_t err_len) {
   find_self();
   for (i = 0; i < STKR__PL_R_COUNT; i++)
     (void)stkr__pl_real(i);
+  /* The settings the process was started with, kept for its first event
+   * (and its forked children's), whatever it does to its environment. */
+  (void)stkr_config_freeze_env();
   stkr__pl_pid = getpid();
   (void)pthread_atfork(atfork_prepare, NULL, atfork_child);
   if (stkr__pl_parse_categories(real_env("STACKREC_CATEGORIES"), &cats, err,

@@ -420,6 +420,22 @@ stkr_mark(const char *name, const void *payload, size_t payload_len) {
  *         NUL-terminated when len > 0), or -ENOMEM. */
 STKR_API int stkr_config_check_env(char *why, size_t len);
 
+/* Take the STACKREC_* variables as they are now: from then on stkr_init()
+ * (and stkr_config_check_env, stkr_config_env) read this copy, not the
+ * environment. For a recorder whose settings are checked long before it
+ * starts (stackrec's hook library: checked at load, started at the
+ * process's first event), so that a program that clears or rewrites its
+ * environment meanwhile (clearenv, os.environ.clear()) is recorded as it
+ * was told. Once per process (a later call keeps the first copy, a forked
+ * child inherits it). Call it before other threads use the recorder.
+ * @return 0, or -ENOMEM (then the environment is read as before). */
+STKR_API int stkr_config_freeze_env(void);
+
+/* The value of STACKREC_* variable `name` as stkr_init() reads it: the
+ * frozen copy once stkr_config_freeze_env() ran, else getenv(name). NULL
+ * when unset. Thread-safe (the copy is never changed or freed). */
+STKR_API const char *stkr_config_env(const char *name);
+
 /* ---- Sampling another thread of this process; the hang watchdog --------
  * (recorder/sample.c, sample_linux.c, sample_apple.c, watchdog.c)
  *

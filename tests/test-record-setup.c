@@ -423,6 +423,17 @@ static const summary_case g_summaries[] = {
      "time.sleep(0.2); os.closerange(3, 1 << 16); "
      "os.open(\"/etc/passwd\", os.O_RDONLY); time.sleep(0.5)'",
      {"(python3): descriptor "}, "stackrec-flush"},
+    /* A program that clears its environment before its first watched
+     * call is recorded as record started it (the hook library keeps the
+     * STACKREC_* values it checked at load): it was recorded into
+     * ./stackrec-out of its own working directory, and the summary said
+     * no process recorded anything (QA, session 20). */
+    {"test_cleared_environment", "clearenv",
+     "/bin/sh -c 'mkdir -p \"$TEST_TMPDIR/clearenv\" && "
+     "cd \"$TEST_TMPDIR/clearenv\" && /usr/bin/python3 -c \"import os, "
+     "socket; os.environ.clear(); socket.gethostname()\"; "
+     "test ! -e stackrec-out || echo left stackrec-out >&2'",
+     {"(1 with events)", "    gethostname "}, "stackrec-out"},
     /* Processes CMD left running: one with a segment file (python3 records
      * an event, then sleeps on after sh has exited), one that has recorded
      * nothing yet. The file is left for 'stackrec symbolize', and the
