@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "flush/flush_internal.h"
+#include "flush/worker.h"
 #include "symbolize/symbolize_dl.h"
 
 /* The loaded table, set once by load_module() and never unloaded. Release
@@ -59,14 +60,24 @@ static const stkr__sym_dl_api *load_module(void) {
               "offline", STKR__SYM_DL_FILE);
     return NULL;
   }
-  if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+  /* No fork while the module loads (the loader-scan lock, which fork's
+   * prepare handler takes): a child forked mid-dlopen inherits a module
+   * half relocated, which its own dlopen then returns as loaded; its
+   * worker called through the table's unrelocated pointers and the child
+   * died of SIGSEGV (QA, session 20: 1-3 of 40 forks right after a first
+   * event, in-process symbolization). */
+  stkr__loader_scan_begin();
+  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  t = h != NULL ? (const stkr__sym_dl_api *)dlsym(h, STKR__SYM_DL_SYMBOL)
+                : NULL;
+  stkr__loader_scan_end();
+  if (h == NULL) {
     const char *why = dlerror();
     stkr__log(STKR__LOG_OTHER, "symbolize: cannot load %s: %s; recording "
               "offline (stackrec symbolize resolves the stacks later)", path,
               why ? why : "unknown error");
     return NULL;
   }
-  t = (const stkr__sym_dl_api *)dlsym(h, STKR__SYM_DL_SYMBOL);
   if (t == NULL || t->magic != STKR__SYM_DL_MAGIC ||
       t->size != sizeof(stkr__sym_dl_api)) {
     stkr__log(STKR__LOG_OTHER, "symbolize: %s is from another build (no "
