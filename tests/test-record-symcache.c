@@ -217,11 +217,17 @@ static void test_damaged_cache(void **state) {
   record_once(opts, report, sizeof report);
   err_has(one, true); /* the warning names the file */
   if (g_report[0][0] != '\0') assert_string_equal(report, g_report[0]);
-  /* Written anew: the third run takes every image from caches again. */
+  /* Written anew: the third run takes every image from caches again. (At
+   * least n caches, not exactly: a first run that passed the fill's 2 s
+   * budget, under ASan on a loaded machine, left an image for a later
+   * run to fill: 3 after 2, clean-clone CI of session 20.) */
   record_once(opts, report, sizeof report);
   err_has("answered from symbol caches in", true);
   err_has("warning", false);
-  assert_int_equal(count_caches(cdir), n);
+  assert_true(count_caches(cdir) >= n);
+  struct stat st;
+  assert_int_equal(stat(one, &st), 0);
+  assert_true(st.st_size > 36); /* not the garbage written above */
 }
 
 /* No "*.tmp.*" left in dir (a fill's temporary files). */
