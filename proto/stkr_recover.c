@@ -617,6 +617,26 @@ void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
   unlink(path);
 }
 
+int stkr_recover_lock_dir(const char *dir) {
+  char path[PATH_MAX];
+  int fd;
+
+  if (dir == NULL) return -EINVAL;
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
+      sizeof path - sizeof "/record.lock")
+    return -ENAMETOOLONG;
+  if (mkdir(path, 0700) != 0 && errno != EEXIST) return -errno;
+  strcat(path, "/record.lock");
+  fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno == EWOULDBLOCK ? -EWOULDBLOCK : -errno;
+    close(fd);
+    return err;
+  }
+  return fd;
+}
+
 int stkr_recover_remove_cache(const char *dir) {
   char path[PATH_MAX];
   struct dirent *e;

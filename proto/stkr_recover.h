@@ -123,6 +123,20 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
 int stkr_recover_remove_cache(const char *dir);
 
 /*
+ * The lock of the one `stackrec record` writing into `dir`
+ * (DIR/.stackrec-cache/record.lock, flock): recording starts at a
+ * process's first event, so until then a second record into the same
+ * directory saw no segment and went ahead, and each summary counted the
+ * other's processes (QA, session 20). Held by an open descriptor
+ * (close-on-exec): released by close() or the holder's death; the file
+ * goes with the cache (stkr_recover_remove_cache).
+ * @return a descriptor to keep open; -EWOULDBLOCK when another process
+ *         holds it; or -errno (the cache directory or the file cannot be
+ *         made).
+ */
+int stkr_recover_lock_dir(const char *dir);
+
+/*
  * One ring file's records, for tools and fuzzing: parse `data` (`len`
  * bytes, a whole ring file) and call `rec` for each record at or after
  * `from` (free-running offset; records below are counted in *dups), in

@@ -97,6 +97,28 @@ static void test_bad_dir(void **state) {
   assert_true(S_ISREG((stat(file, &st), st.st_mode)));
 }
 
+/* A second record into a directory another record is recording into, its
+ * command not yet at its first watched call: refused, exit 3, naming the
+ * directory (it went ahead: no segment yet, and each summary counted the
+ * other's processes; QA, session 20). Once the first has ended, a record
+ * into it goes ahead (no recording was made: sleep makes no watched
+ * call). */
+static void test_second_record_refused(void **state) {
+  const char *dir = fresh("twice");
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) skip();
+  assert_int_equal(
+      cr_run("record -q -o '%s' -- /bin/sleep 2 & { sleep 0.5; '%s' record "
+             "-q -o '%s' -- /bin/true; echo second=$?; wait; }",
+             dir, cr_bin, dir),
+      0);
+  cr_assert_has(cr_out, "second=3");
+  cr_assert_has(cr_err, "another stackrec record is recording into it");
+  /* The lock went with the first record (and its cache directory). */
+  assert_int_equal(cr_run("record -q -o '%s' -- /bin/true", dir), 0);
+}
+
 /* `stackrec record` with name=value in its environment: exit 2, saying
  * both, before it runs the command (mark is not created) or makes its
  * directory; without the value the same command runs (not under TSan:
@@ -814,7 +836,8 @@ static void test_exec_heavy_names(void **state) {
 int main(void) {
   return TL_RUN_GROUP(
       "record-setup", setup, NULL,
-      TL_CASES(NULL, NULL, test_bad_dir, test_bad_env, test_signals,
+      TL_CASES(NULL, NULL, test_bad_dir, test_second_record_refused,
+               test_bad_env, test_signals,
                test_signals_after_end, test_runuser_child_reported,
                test_grandchild_bad_env_reported, test_notify_fallback,
                test_closerange_keeps_session_lock, test_fork_heavy_bounded,

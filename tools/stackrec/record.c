@@ -50,6 +50,7 @@
 #include "common/stkr_mkdir.h"
 #include "preload/match.h"
 #include "proto/stkr_format.h"
+#include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
@@ -270,6 +271,18 @@ static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
         return REC_BAD_DIR;
       }
     }
+  }
+  /* One record per directory: held until record exits (close-on-exec, so
+   * never the command's). Recording starts at a first event, so a second
+   * record found no segment yet and went ahead. */
+  if ((err = stkr_recover_lock_dir(name)) < 0) {
+    if (err == -EWOULDBLOCK)
+      rec_error("-o %s: another stackrec record is recording into it; "
+                "choose another directory", name);
+    else
+      rec_error("%s: cannot lock it for this recording: %s", name,
+                strerror(-err));
+    return REC_BAD_DIR;
   }
   /* Absolute: processes of the tree may change directory. */
   if (realpath(name, out) == NULL || strlen(out) >= cap) {
