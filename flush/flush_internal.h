@@ -157,6 +157,13 @@ typedef struct stkr__images {
   bool scanned;
 } stkr__images;
 
+/* Around every scan of the loaded images (dl_iterate_phdr: the image list,
+ * the unwind tables) and the symbolizer module's dlopen (sym_dl.c), so
+ * that no fork starts in the middle of one: the child would inherit the
+ * loader's list lock held, or a module half relocated (timer.c). */
+void stkr__loader_scan_begin(void);
+void stkr__loader_scan_end(void);
+
 /* Rescan if the loader's image set may have changed. 0 or -errno (the old
  * list is kept on error). */
 int stkr__images_refresh(stkr__images *im);

@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "flush/flush_internal.h"
-#include "flush/worker.h"
 #include "symbolize/symbolize_dl.h"
 
 /* The loaded table, set once by load_module() and never unloaded. Release

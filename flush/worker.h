@@ -165,11 +165,7 @@ void stkr__drain_all(stkr__worker *w, bool last);
  * its ring files can be symbolized. A failure is counted and logged like
  * any batch's. */
 void stkr__drain_first_batch(stkr__worker *w);
-/* Around every scan of the loaded images (dl_iterate_phdr: the image list,
- * the unwind tables), so that no fork starts in the middle of one: the
- * child would inherit the loader's list lock held (worker.c). */
-void stkr__loader_scan_begin(void);
-void stkr__loader_scan_end(void);
+/* stkr__loader_scan_begin/end: flush_internal.h. */
 /* pthread_atfork handlers for that lock (worker.c registers them). */
 void stkr__loader_scan_atfork_prepare(void);
 void stkr__loader_scan_atfork_parent(void);

@@ -42,6 +42,12 @@ static void uuid_of(const char *name, const char *arch, char out[64]) {
   fclose(f);
 }
 
+/* The arm64 UUIDs of the two fixtures the caches are built from. */
+static void app_and_d5_uuids(char app[64], char d5[64]) {
+  uuid_of("App", "arm64", app);
+  uuid_of("D5-arm64", "arm64", d5);
+}
+
 static int setup(void **state) {
   (void)state;
   if (mt_state != 0) return 0;
@@ -286,8 +292,7 @@ static void test_bundle_with_two_files(void **state) {
   char u_app[64], u_d5[64], out[4200];
   (void)state;
   MT_SKIP_IF_NO_FIXTURES();
-  uuid_of("App", "arm64", u_app);
-  uuid_of("D5-arm64", "arm64", u_d5);
+  app_and_d5_uuids(u_app, u_d5);
   snprintf(out, sizeof out, "%s/two-caches", mt_tmp);
   assert_int_equal(
       mt_sh("rm -rf '%s/Two.dSYM' '%s' && mkdir -p '%s/Two.dSYM/Contents/"
@@ -323,8 +328,7 @@ static void test_wrong_build_not_used(void **state) {
   char u_app[64], u_d5[64], a[4096];
   (void)state;
   MT_SKIP_IF_NO_FIXTURES();
-  uuid_of("App", "arm64", u_app);
-  uuid_of("D5-arm64", "arm64", u_d5);
+  app_and_d5_uuids(u_app, u_d5);
   assert_int_equal(mt_sh("'%s' atos -o '%s/App.dSYM' -arch arm64 -i 0x100004100",
                          mt_tool, mt_fx), 0);
   snprintf(a, sizeof a, "%s", mt_out);
