@@ -427,7 +427,7 @@ record_python3(const char *dir, const char *fmt, ...) {
 
 /* python3 CMD recorded into fresh(tag): its summary holds has[], not lacks. */
 typedef struct summary_case {
-  const char *name, *tag, *cmd, *has[5], *lacks; /* lacks: or NULL */
+  const char *name, *tag, *cmd, *has[6], *lacks; /* lacks: or NULL */
 } summary_case;
 
 static const summary_case g_summaries[] = {
@@ -469,7 +469,7 @@ static const summary_case g_summaries[] = {
      "/usr/bin/python3 -c \"import time; time.sleep(3)\" >/dev/null 2>&1 & "
      "sleep 1; exit 0'",
      {"stackrec record: 1 segment file of processes still "
-      "running was left unresolved",
+      "running (process ", ") was left unresolved",
       "2 processes started under the recording are still running: ",
       " (python3), ", " (python3); what they record from now on"},
      NULL},

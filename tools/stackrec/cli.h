@@ -289,6 +289,7 @@ int stkr_cli_snapshot(int argc, char **argv); /* snapshot.c */
 typedef struct stkr_cli_sym_stats {
   uint64_t files;      /* segment files rewritten with frames */
   uint64_t live_files; /* left alone: their writer is still running */
+  uint32_t live_pid;   /* the writer of the first of them */
   uint64_t resolved;   /* unique PCs resolved (one cache for all files) */
   uint64_t damaged;    /* damaged batches carried over unsymbolized */
   uint64_t from_symcache; /* images answered from a symbol cache */

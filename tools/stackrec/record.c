@@ -611,10 +611,13 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
               "'stackrec symbolize' can resolve it later",
               dir, strerror(-err));
   else if (symbolize && st.live_files && !quiet)
+    /* Naming one writer: it may end before the summary's list of the
+     * processes still running (QA, session 20). */
     fprintf(stderr, "stackrec record: %llu segment file%s of processes still "
-                    "running %s left unresolved ('stackrec symbolize -o OUT "
-                    "DIR' resolves %s once they end)\n",
+                    "running (process %u%s) %s left unresolved ('stackrec "
+                    "symbolize -o OUT DIR' resolves %s once they end)\n",
             (unsigned long long)st.live_files, st.live_files == 1 ? "" : "s",
+            (unsigned)st.live_pid, st.live_files == 1 ? "" : ", ...",
             st.live_files == 1 ? "was" : "were",
             st.live_files == 1 ? "it" : "them");
   if (symbolize && !quiet && st.from_symcache)

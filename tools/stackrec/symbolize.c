@@ -89,6 +89,7 @@ static const char symbolize_help[] =
 typedef struct segf {
   char *name;
   uint32_t pid, seq;
+  bool waited; /* in place: its writer was running (run_segments) */
 } segf;
 
 typedef struct sym_run {
@@ -102,6 +103,7 @@ typedef struct sym_run {
   size_t dbuf_cap;
   uint32_t epoch;
   uint64_t files, batches, stacks, damaged, copied_files, live_files;
+  uint32_t live_pid; /* the writer of the first file left (in place) */
   int status;
   bool in_place;  /* rewrite each file where it is (stackrec record) */
   bool new_proc;  /* no image list seen yet for the current process */
@@ -503,6 +505,7 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
     }
     (*out)[*n].pid = pid;
     (*out)[*n].seq = seq;
+    (*out)[*n].waited = false;
     (*n)++;
   }
   closedir(d);
@@ -528,7 +531,7 @@ static void run_free(sym_run *run) {
  * mapping stays the same from process to process (forked children).
  * @return 0, or -errno (hard: out of memory, a file not written). */
 static int run_segments(sym_run *run, const char *indir, const char *outdir,
-                        const segf *segs, size_t n_segs, const char **dirs,
+                        segf *segs, size_t n_segs, const char **dirs,
                         size_t n_dirs) {
   stkr__symbe *be = NULL;
   stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
@@ -544,20 +547,29 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
     fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
     return -ENOMEM;
   }
-  for (size_t i = 0; i < n_segs; i++) {
-    if (i == 0 || segs[i].pid != segs[i - 1].pid) {
+  /* Two passes in place: a writer still running may append to its files
+   * (rewriting one would lose what it adds), so its files wait; those
+   * whose writer ended meanwhile (python's forkserver ends just after the
+   * program) are done in the second, and only the rest are "left
+   * unresolved" (QA, session 20: the summary counted one such file but
+   * named no process as still running). */
+  for (int pass = 0; pass < (run->in_place ? 2 : 1); pass++) {
+    uint32_t last_pid = 0;
+    for (size_t i = 0; i < n_segs; i++) {
+      if (pass == 1 && !segs[i].waited) continue;
+      if (run->in_place && stkr_pid_alive(segs[i].pid)) {
+        segs[i].waited = true;
+        if (pass == 1 && run->live_files++ == 0) /* left unresolved */
+          run->live_pid = segs[i].pid;
+        continue;
+      }
       /* Another process: its PCs mean other things until its image list
-       * (in its first batch) is set; the backend keeps the symbols of
-       * images mapped alike. */
-      run->new_proc = true;
+       * (in each segment's first batch) is set; the backend keeps the
+       * symbols of images mapped alike. */
+      if (segs[i].pid != last_pid) run->new_proc = true;
+      last_pid = segs[i].pid;
+      if ((err = do_file(run, indir, outdir, segs[i].name)) < 0) return err;
     }
-    /* A writer still running may append to its files: rewriting one in
-     * place would lose what it adds. */
-    if (run->in_place && stkr_pid_alive(segs[i].pid)) {
-      run->live_files++;
-      continue;
-    }
-    if ((err = do_file(run, indir, outdir, segs[i].name)) < 0) return err;
   }
   return 0;
 }
@@ -589,6 +601,7 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
     }
   st->files = err == 0 ? run.n_pending : 0;
   st->live_files = run.live_files;
+  st->live_pid = run.live_pid;
   st->resolved = run.c ? stkr__symc_resolved(run.c) : 0;
   st->damaged = run.damaged;
   st->from_symcache = run.c ? stkr__symbe_cached(run.be) : 0;
