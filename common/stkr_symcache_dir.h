@@ -20,8 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline const char *stkr_symcache_dir(char *buf, size_t cap) {
-  const char *own = getenv("STACKREC_SYMCACHE");
+/* The same, with STACKREC_SYMCACHE's value given (own: NULL when unset):
+ * the recorder passes the value frozen at the hook library's load
+ * (stkr_config_env), so that "none" holds in a program that cleared its
+ * environment. */
+static inline const char *stkr_symcache_dir_own(char *buf, size_t cap,
+                                                const char *own) {
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   int n;
 
@@ -36,6 +40,10 @@ static inline const char *stkr_symcache_dir(char *buf, size_t cap) {
     return NULL;
   }
   return n < 0 || (size_t)n >= cap ? NULL : buf;
+}
+
+static inline const char *stkr_symcache_dir(char *buf, size_t cap) {
+  return stkr_symcache_dir_own(buf, cap, getenv("STACKREC_SYMCACHE"));
 }
 
 #endif /* STKR_COMMON_SYMCACHE_DIR_H */

@@ -384,7 +384,8 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
    * directory that does not exist or holds no cache for an image is no
    * error: that image's DWARF is read as before. */
   if (c.set.symbolize == STKR_SYMBOLIZE_INPROC &&
-      stkr_symcache_dir(cache_dir, sizeof cache_dir) != NULL &&
+      stkr_symcache_dir_own(cache_dir, sizeof cache_dir,
+                            stkr_config_env("STACKREC_SYMCACHE")) != NULL &&
       (err = absolute_dup(cache_dir, &c.symcache_dir)) < 0) {
     stkr__config_free(&c);
     return err;

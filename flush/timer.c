@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 #include "flush/worker.h"
 
@@ -171,10 +172,27 @@ void stkr__loader_scan_end(void) {
   pthread_mutex_unlock(&g_scan_mu);
 }
 
+/* How long a fork waits for a scan (or the symbolizer module's dlopen)
+ * to end. Bounded: the worker's dlopen waits for the loader's own lock,
+ * which a thread forking from inside a library's constructor holds (it
+ * runs under dlopen): waiting on for ever would hang the app. Past it the
+ * fork goes ahead, its child at the old risk (a loader lock held, a
+ * module half loaded), never the parent hung. */
+#define SCAN_FORK_WAIT_MS 2000
+
 void stkr__loader_scan_atfork_prepare(void) {
-  g_scan_taken = !t_scanning;
-  if (g_scan_taken)
-    pthread_mutex_lock(&g_scan_mu);
+  g_scan_taken = false;
+  if (t_scanning) return;
+  /* Steps of 50 us: a scan takes tens of microseconds, so a fork that
+   * meets one waits about as long as a blocking lock would. */
+  for (int step = 0; step < SCAN_FORK_WAIT_MS * 20; step++) {
+    struct timespec tick = {0, 50000};
+    if (pthread_mutex_trylock(&g_scan_mu) == 0) {
+      g_scan_taken = true;
+      return;
+    }
+    nanosleep(&tick, NULL);
+  }
 }
 
 void stkr__loader_scan_atfork_parent(void) {

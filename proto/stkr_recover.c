@@ -617,16 +617,19 @@ void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
   unlink(path);
 }
 
+/* record's lock in the cache directory (stkr_recover_lock_dir). */
+#define LOCK_FILE "record.lock"
+
 int stkr_recover_lock_dir(const char *dir) {
   char path[PATH_MAX];
   int fd;
 
   if (dir == NULL) return -EINVAL;
   if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
-      sizeof path - sizeof "/record.lock")
+      sizeof path - sizeof "/" LOCK_FILE)
     return -ENAMETOOLONG;
   if (mkdir(path, 0700) != 0 && errno != EEXIST) return -errno;
-  strcat(path, "/record.lock");
+  strcat(path, "/" LOCK_FILE);
   fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -640,6 +643,7 @@ int stkr_recover_lock_dir(const char *dir) {
 int stkr_recover_remove_cache(const char *dir) {
   char path[PATH_MAX];
   struct dirent *e;
+  bool locked = false;
   DIR *d;
   int fd, err = 0;
 
@@ -656,6 +660,10 @@ int stkr_recover_remove_cache(const char *dir) {
   }
   while ((e = readdir(d)) != NULL) {
     struct stat st;
+    if (strcmp(e->d_name, LOCK_FILE) == 0) {
+      locked = true; /* record's, until its very end */
+      continue;
+    }
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode))
       continue; /* ".", "..", anything not ours to remove */
@@ -663,7 +671,23 @@ int stkr_recover_remove_cache(const char *dir) {
       err = -errno;
   }
   closedir(d);
-  if (rmdir(path) != 0 && err == 0 && errno != ENOENT)
+  if (rmdir(path) != 0 && err == 0 && errno != ENOENT &&
+      !(locked && errno == ENOTEMPTY))
     err = -errno;
   return err;
+}
+
+void stkr_recover_unlock_dir(const char *dir, int fd) {
+  char path[PATH_MAX];
+
+  if (fd < 0 || dir == NULL) return;
+  /* Unlinked before the close: a record that takes the lock after us
+   * makes a new file, never ours. */
+  if ((size_t)snprintf(path, sizeof path, "%s/%s/%s", dir, STKR_CACHE_DIR,
+                       LOCK_FILE) < sizeof path)
+    (void)unlink(path);
+  close(fd);
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) <
+      sizeof path)
+    (void)rmdir(path); /* only if empty */
 }

@@ -117,7 +117,9 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
  * (DIR/.stackrec-cache: unwind tables by build-id, the clock's anchor; see
  * common/stkr_ringfile.h). Not recording data: `stackrec record` removes
  * it once its command has ended. Only regular files directly inside it are
- * removed, then the directory. A process still running may recreate it.
+ * removed, then the directory; record's lock (record.lock) stays, for
+ * stkr_recover_unlock_dir at record's very end (the directory then stays
+ * too). A process still running may recreate it.
  * @return 0 (also when there is none), or -errno of the first failure.
  */
 int stkr_recover_remove_cache(const char *dir);
@@ -135,6 +137,10 @@ int stkr_recover_remove_cache(const char *dir);
  *         made).
  */
 int stkr_recover_lock_dir(const char *dir);
+
+/* Release the lock stkr_recover_lock_dir gave (fd; -1: none), removing
+ * its file and then the cache directory if that is empty. */
+void stkr_recover_unlock_dir(const char *dir, int fd);
 
 /*
  * One ring file's records, for tools and fuzzing: parse `data` (`len`

@@ -305,6 +305,20 @@ static void test_bundle_with_two_files(void **state) {
       0);
   assert_int_equal(mt_sh("test -s '%s/%s.stkrsym' && test -s '%s/%s.stkrsym'",
                          out, u_app, out, u_d5), 0);
+  /* -arch: the files that have the slice (App's x86_64, not D5-arm64,
+   * which has none: no error for it); an error only if none has it. */
+  assert_int_equal(mt_sh("'%s' symcache build -arch x86_64 '%s/Two.dSYM' "
+                         "-o '%s'", mt_tool, mt_tmp, out), 0);
+  assert_string_equal(mt_err, "");
+  assert_int_equal(
+      mt_sh("d='%s/D5twice.dSYM/Contents/Resources/DWARF' && rm -rf '%s/"
+            "D5twice.dSYM' && mkdir -p \"$d\" && cp '%s/D5-arm64.dSYM/Contents/"
+            "Resources/DWARF/D5-arm64' \"$d/a\" && cp \"$d/a\" \"$d/b\" && "
+            "'%s' symcache build -arch x86_64 '%s/D5twice.dSYM' -o '%s'",
+            mt_tmp, mt_tmp, mt_fx, mt_tool, mt_tmp, out),
+      3);
+  assert_non_null(strstr(mt_err, "none of its 2 DWARF files has a x86_64 "
+                                 "slice"));
 }
 
 static void test_atos_symcache_dir(void **state) {

@@ -223,6 +223,9 @@ static int dir_usable(const char *dir) {
   return 0;
 }
 
+/* The directory's lock (stkr_recover_lock_dir), or < 0: none. */
+static int g_dir_lock = -1;
+
 /* Create the recording directory (default name from cmd); absolute path
  * in out. @return 0 or REC_BAD_DIR after printing why. */
 static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
@@ -272,18 +275,17 @@ static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
       }
     }
   }
-  /* One record per directory: held until record exits (close-on-exec, so
-   * never the command's). Recording starts at a first event, so a second
-   * record found no segment yet and went ahead. */
-  if ((err = stkr_recover_lock_dir(name)) < 0) {
-    if (err == -EWOULDBLOCK)
-      rec_error("-o %s: another stackrec record is recording into it; "
-                "choose another directory", name);
-    else
-      rec_error("%s: cannot lock it for this recording: %s", name,
-                strerror(-err));
+  /* One record per directory: held until record's very end (close-on-
+   * exec, so never the command's). Recording starts at a first event, so a
+   * second record found no segment yet and went ahead. A file system
+   * without locks (ENOLCK, ENOSYS: NFS without lockd, some FUSE) records
+   * as before, unlocked. */
+  if ((err = stkr_recover_lock_dir(name)) == -EWOULDBLOCK) {
+    rec_error("-o %s: another stackrec record is recording into it; "
+              "choose another directory", name);
     return REC_BAD_DIR;
   }
+  g_dir_lock = err;
   /* Absolute: processes of the tree may change directory. */
   if (realpath(name, out) == NULL || strlen(out) >= cap) {
     rec_error("%s: %s", name, strerror(errno));
@@ -787,7 +789,9 @@ int stkr_cli_record(int argc, char **argv) {
     snprintf(nt.tree, sizeof nt.tree, "%s", notify);
   if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0) {
     /* CMD never ran (126, 127): no recording, so no directory of ours
-     * left behind (rmdir: only if still empty). */
+     * left behind (rmdir: only if still empty, once the lock is gone). */
+    stkr_recover_unlock_dir(dir, g_dir_lock);
+    g_dir_lock = -1;
     if (made) (void)rmdir(dir);
     goto out;
   }
@@ -805,6 +809,7 @@ int stkr_cli_record(int argc, char **argv) {
   }
   stkr_cli_symcache_todo_free(&todo);
 out:
+  stkr_recover_unlock_dir(dir, g_dir_lock);
   if (nfd >= 0)
     close(nfd);
   return rc;

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,8 +100,11 @@ static int build_one(stkr__symfile *f, const char *dir) {
 }
 
 /* Input `in` into caches in dir: a file, or one slice (arch) of it, or
- * each known slice of a universal file. @return 0 or STKR_CLI_* bits. */
-static int build_input(const char *in, const char *arch, const char *dir) {
+ * each known slice of a universal file. *no_slice (may be NULL): set, and
+ * nothing said, when the file lacks arch's slice (one file of a bundle).
+ * @return 0 or STKR_CLI_* bits. */
+static int build_input(const char *in, const char *arch, const char *dir,
+                       bool *no_slice) {
   static const char *const archs[] = {"arm64", "arm64e", "x86_64"};
   stkr__symfile *f;
   char err[1024];
@@ -122,6 +126,10 @@ static int build_input(const char *in, const char *arch, const char *dir) {
     }
     if (got) return status;
   }
+  if (no_slice != NULL && arch != NULL && strstr(err, " slice (it has: ")) {
+    *no_slice = true;
+    return 0;
+  }
   fprintf(stderr, "stackrec symcache: %s\n", err);
   return rc == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
 }
@@ -129,17 +137,18 @@ static int build_input(const char *in, const char *arch, const char *dir) {
 /* A .dSYM bundle whose Contents/Resources/DWARF holds several files (a
  * merged bundle): each is a build of its own, so each is converted (the
  * symbolizer, given the bundle, would take the one of the bundle's name,
- * or refuse). Anything else: build_input. */
+ * or refuse); with -arch, the files that have that slice, and an error
+ * only if none has. Anything else: build_input. */
 static int build_bundle(const char *in, const char *arch, const char *dir) {
   char dw[4096], path[4096 + 256];
   struct dirent *e;
   DIR *d;
-  size_t n = 0;
+  size_t n = 0, lacking = 0;
   int status = 0;
 
   snprintf(dw, sizeof dw, "%s/Contents/Resources/DWARF", in);
   if ((d = opendir(dw)) == NULL)
-    return build_input(in, arch, dir);
+    return build_input(in, arch, dir, NULL);
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1 && n < 2) break; /* one file: the symbolizer's choice */
     rewinddir(d);
@@ -148,12 +157,20 @@ static int build_bundle(const char *in, const char *arch, const char *dir) {
       if (e->d_name[0] == '.') continue;
       snprintf(path, sizeof path, "%s/%s", dw, e->d_name);
       if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      bool no_slice = false;
       if (pass == 0) n++;
-      else status |= build_input(path, arch, dir);
+      else status |= build_input(path, arch, dir, &no_slice);
+      lacking += no_slice;
     }
   }
   closedir(d);
-  return n < 2 ? build_input(in, arch, dir) : status;
+  if (n < 2) return build_input(in, arch, dir, NULL);
+  if (lacking == n) {
+    fprintf(stderr, "stackrec symcache: %s: none of its %zu DWARF files has "
+            "a %s slice\n", in, n, arch);
+    status |= STKR_CLI_NO_INPUT;
+  }
+  return status;
 }
 
 int stkr_cli_symcache(int argc, char **argv) {
