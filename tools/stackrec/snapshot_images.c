@@ -165,14 +165,14 @@ static int add_exec(const char *base, stkr_snap_images *im,
  * /proc/PID/task/TID of a thread that still has them (QA: "it has
  * exited"). NULL: errno says why. */
 static FILE *open_maps(pid_t pid, char *base, size_t cap) {
-  char path[96];
+  char path[128]; /* base is at most "/proc/PID/task/TID": under 64 */
   FILE *f;
   DIR *d;
   struct dirent *e;
   int c;
 
   snprintf(base, cap, "/proc/%d", (int)pid);
-  snprintf(path, sizeof path, "%s/maps", base);
+  snprintf(path, sizeof path, "%.96s/maps", base);
   if ((f = fopen(path, "re")) == NULL || (c = fgetc(f)) != EOF) {
     if (f) ungetc(c, f);
     return f;
@@ -184,7 +184,7 @@ static FILE *open_maps(pid_t pid, char *base, size_t cap) {
     FILE *t;
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     snprintf(base, cap, "/proc/%d/task/%.20s", (int)pid, e->d_name);
-    snprintf(path, sizeof path, "%s/maps", base);
+    snprintf(path, sizeof path, "%.96s/maps", base);
     if ((t = fopen(path, "re")) == NULL) continue;
     if ((c = fgetc(t)) != EOF) {
       ungetc(c, t);
