@@ -8,6 +8,7 @@
  *   stkr__timer_light). Worker thread only, but for the hint.
  * - The scan lock: every dl_iterate_phdr of ours holds it, and fork's
  *   prepare handler takes it (worker.c registers the handlers).
+ * - ASan builds: fork waits for the worker's allocations (worker.h).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -209,3 +210,50 @@ void stkr__loader_scan_atfork_child(void) {
   if (g_scan_taken)
     pthread_mutex_unlock(&g_scan_mu);
 }
+
+/* ---- fork vs the worker's allocations (ASan builds; worker.h) -------------
+ * A Dekker pair, sequentially consistent on both sides: prepare stores
+ * g_fork_pending, then reads g_worker_busy; a worker stores (adds to)
+ * g_worker_busy, then reads g_fork_pending. At least one of them sees the
+ * other's store, so no worker starts work unseen while a fork goes ahead.
+ * g_worker_busy counts threads, not workers: a worker being abandoned may
+ * still be ending beside its successor. */
+#if defined(__SANITIZE_ADDRESS__)
+static atomic_int g_fork_pending; /* prepare: 1; parent, child: 0 */
+static atomic_int g_worker_busy;  /* the worker (and its starter) */
+
+void stkr__asan_fork_started(void) { atomic_fetch_add(&g_worker_busy, 1); }
+void stkr__asan_fork_start_failed(void) { atomic_fetch_sub(&g_worker_busy, 1); }
+void stkr__asan_fork_idle(void) { atomic_fetch_sub(&g_worker_busy, 1); }
+
+void stkr__asan_fork_busy(void) {
+  for (;;) {
+    atomic_fetch_add(&g_worker_busy, 1);
+    if (atomic_load(&g_fork_pending) == 0) return;
+    atomic_fetch_sub(&g_worker_busy, 1);
+    /* Not for ever: the parent and child handlers end a pending fork;
+     * a prepare that gave up (its 2 s) still forks and ends it. */
+    while (atomic_load(&g_fork_pending) != 0) {
+      struct timespec tick = {0, 50000};
+      nanosleep(&tick, NULL);
+    }
+  }
+}
+
+void stkr__asan_fork_atfork_prepare(void) {
+  atomic_store(&g_fork_pending, 1);
+  for (int step = 0; step < SCAN_FORK_WAIT_MS * 20; step++) {
+    struct timespec tick = {0, 50000};
+    if (atomic_load(&g_worker_busy) == 0) return;
+    nanosleep(&tick, NULL);
+  }
+}
+
+void stkr__asan_fork_atfork_parent(void) { atomic_store(&g_fork_pending, 0); }
+
+/* The child has no worker thread (worker.c forgets them). */
+void stkr__asan_fork_atfork_child(void) {
+  atomic_store(&g_worker_busy, 0);
+  atomic_store(&g_fork_pending, 0);
+}
+#endif

@@ -198,7 +198,11 @@ static void *worker_main(void *arg) {
     stkr__req *list;
     bool end;
 
+    /* Busy (ASan builds: a fork may wait for it, worker.h) from our start
+     * (worker_start) to each wait, and from each wake on. */
+    stkr__asan_fork_idle();
     int woke = stkr__wake_wait(&w->wake, tm.next_tick);
+    stkr__asan_fork_busy();
     if (!stkr__drain_claim(w)) goto taken_over;
     pthread_mutex_lock(&w->req_mu);
     list = w->req_head;
@@ -209,6 +213,7 @@ static void *worker_main(void *arg) {
 
     if (end) {
       stkr__drain_all(w, true);
+      stkr__asan_fork_idle();
       /* Flushes that raced with the end see it as their barrier. `ended`
        * is our last touch of w: once the ending caller (or a later
        * stkr_init) sees it, it may free w. */
@@ -242,6 +247,7 @@ static void *worker_main(void *arg) {
 
 taken_over:
   /* An exiting caller ended the session on its own thread. */
+  stkr__asan_fork_idle();
   pthread_mutex_lock(&w->req_mu);
   w->thread_done = true;
   pthread_cond_broadcast(&w->req_cv);
@@ -426,10 +432,12 @@ static int worker_start(stkr__worker *w) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   atomic_store_explicit(&g_wake_target, w, memory_order_seq_cst);
+  stkr__asan_fork_started();
   err = pthread_create(&w->thread, &attr, worker_main, w);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   if (err) {
+    stkr__asan_fork_start_failed();
     wake_disarm();
     return -err;
   }
@@ -536,6 +544,12 @@ static void atfork_child_scan(void) {
 static void register_atfork(void) {
   (void)pthread_atfork(stkr__loader_scan_atfork_prepare,
                        stkr__loader_scan_atfork_parent, atfork_child_scan);
+#if defined(__SANITIZE_ADDRESS__)
+  /* Registered last, its prepare runs first (worker.h). */
+  (void)pthread_atfork(stkr__asan_fork_atfork_prepare,
+                       stkr__asan_fork_atfork_parent,
+                       stkr__asan_fork_atfork_child);
+#endif
 }
 
 /* Follow mode: called by recorder/ from the child's first event, before

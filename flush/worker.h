@@ -171,6 +171,38 @@ void stkr__loader_scan_atfork_prepare(void);
 void stkr__loader_scan_atfork_parent(void);
 void stkr__loader_scan_atfork_child(void);
 
+/* ---- fork vs the worker's allocations: ASan builds only (timer.c) ---------
+ * GCC 12's AddressSanitizer does not lock its allocator around fork: a
+ * child forked while the worker allocates inherits a size-class lock held
+ * by a thread it does not have, and hangs at its next allocation of that
+ * class or in LeakSanitizer's check at exit (seen: a recorded child's
+ * fresh start, 9 of 600 runs of //tests:preload-procs' failexec case under
+ * load). So in ASan builds the worker says when it may allocate (busy) and
+ * fork's prepare handler waits (at most 2 s) until it does not; a worker
+ * about to start work while a fork is pending waits for its end. glibc's
+ * malloc is fork-safe: elsewhere these are empty.
+ * - stkr__asan_fork_started: the starting thread, before pthread_create
+ *   (the new thread allocates before worker_main runs); _start_failed
+ *   undoes it.
+ * - stkr__asan_fork_busy / _idle: the worker, around its work.
+ * - stkr__asan_fork_atfork_*: worker.c registers them after the scan
+ *   lock's, so that prepare waits for the worker before taking the scan
+ *   lock (a worker's pass may need that lock). */
+#if defined(__SANITIZE_ADDRESS__)
+void stkr__asan_fork_started(void);
+void stkr__asan_fork_start_failed(void);
+void stkr__asan_fork_busy(void);
+void stkr__asan_fork_idle(void);
+void stkr__asan_fork_atfork_prepare(void);
+void stkr__asan_fork_atfork_parent(void);
+void stkr__asan_fork_atfork_child(void);
+#else
+static inline void stkr__asan_fork_started(void) {}
+static inline void stkr__asan_fork_start_failed(void) {}
+static inline void stkr__asan_fork_busy(void) {}
+static inline void stkr__asan_fork_idle(void) {}
+#endif
+
 /* ---- the worker's timer (timer.c) ------------------------------------------
  * Worker thread only, but for stkr__timer_hint (any thread). */
 typedef struct stkr__timer {
