@@ -36,6 +36,25 @@
  *                     after the batch holding it went through write(2)
  *                     (or was counted lost), so [tail, head) is exactly
  *                     what the segments may lack.
+ *   [384, 416)        drops: four u64 (since session 21; zero in older
+ *                     files, which then tell nothing here). drops_full and
+ *                     drops_reentrant: the events the ring's current owner
+ *                     dropped (ring full; a signal handler interrupting an
+ *                     event) since it took the ring, written by that
+ *                     thread (and its handlers). counted_full and
+ *                     counted_reentrant: how many of those the Counters of
+ *                     the session's latest written batch include, written
+ *                     by the flush worker after that batch's write(2). So
+ *                     drops - counted is what a writer that died dropped
+ *                     after its last batch: recovery adds it to the
+ *                     session's drops (it was lost before: QA, session 21,
+ *                     189 000 ring-full drops of a SIGKILLed app gone, and
+ *                     verify called the recording complete). A death
+ *                     between a batch's write and the worker's store of
+ *                     counted counts that batch's new drops twice (too
+ *                     many, never too few). Zeroed, all four, when the ring
+ *                     gets a new owner; the worker reaps an owner only once
+ *                     counted equals drops.
  *   [1024, 3072)      the known-stack table: STKR_RINGFILE_KNOWN_SLOTS
  *                     entries of two u64 (the stack key, see below), by
  *                     slot; {0, 0} = empty. Written by the producer only,
@@ -131,6 +150,7 @@
 
 #define STKR_RINGFILE_HEAD_OFF 256u
 #define STKR_RINGFILE_TAIL_OFF 320u
+#define STKR_RINGFILE_DROPS_OFF 384u
 #define STKR_RINGFILE_KNOWN_OFF 1024u
 #define STKR_RINGFILE_KNOWN_SLOTS 128u /* power of two, <= 256 */
 #define STKR_RINGFILE_PKNOWN_OFF 3072u
@@ -307,6 +327,14 @@ typedef struct stkr_sessfile_hdr {
    * files' ts with it. */
   stkr_clock_cal clock[2];
   uint32_t clock_idx;
+  /* Since session 21 (zero in older files): the session's drops that no
+   * ring holds (stkr_stats.dropped_other: no site id, no ring), counted
+   * by the thread that drops (atomic add), and how many of them the
+   * Counters of the latest written batch include (the flush worker, after
+   * that batch's write). As in a ring file's drops (above): recovery adds
+   * drops_other - counted_other. */
+  uint64_t drops_other;
+  uint64_t counted_other;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,

@@ -53,7 +53,7 @@ static void batch_begin(stkr__worker *w) {
 static void fill_counters(stkr__worker *w, Stackrec__Counters *c) {
   stkr_stats st;
   pthread_mutex_lock(&w->stats_mu);
-  stkr__stats_compute(w, &st);
+  stkr__stats_compute_mark(w, &st);
   pthread_mutex_unlock(&w->stats_mu);
   c->attempted = st.attempted;
   c->written = st.written;
@@ -166,7 +166,7 @@ static void write_batch(stkr__worker *w, bool last) {
     b->clock.mono_ns = stkr__clock_mono_ns();
     b->clock.wall_ns = stkr__clock_wall_ns();
     B->clock = &b->clock;
-    fill_counters(w, &b->counters);
+    fill_counters(w, &b->counters); /* notes the drops they count */
     B->counters = &b->counters;
 
     w->out.len = 0;
@@ -213,6 +213,10 @@ static void write_batch(stkr__worker *w, bool last) {
     w->written += n;
     w->batches++;
     pthread_mutex_unlock(&w->stats_mu);
+    /* Its counters are on disk: the ring files' drops they count are no
+     * longer recovery's to add (common/stkr_ringfile.h, "drops"). */
+    stkr__threads_drops_commit();
+    w->drops_uncommitted = false;
   } else {
     /* The batch is lost, and with it the definitions it carried: start a
      * new epoch and a new file (the current one may hold a torn frame), so
@@ -221,6 +225,7 @@ static void write_batch(stkr__worker *w, bool last) {
     w->epoch = stkr__new_epoch();
     w->seg_first = true;
     w->io_error = true;
+    w->drops_uncommitted = true;
     pthread_mutex_lock(&w->stats_mu);
     w->dropped_write_error += n;
     w->write_errors++;
@@ -624,7 +629,11 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
 
   /* Reaped only once its last records are written and released: its ring
    * file goes with it, and must not while a crash could still need it. */
-  if (exited && empty && !(t->ring.c && stkr__ring_pending(&t->ring))) {
+  /* And once a written batch counts its drops (the ring's file then owes
+   * recovery nothing), unless writes fail: then its counters go to the
+   * retired totals that a later batch counts, and the file is settled. */
+  if (exited && empty && !(t->ring.c && stkr__ring_pending(&t->ring)) &&
+      (stkr__thread_drops_counted(t) || w->drops_uncommitted)) {
     char name[sizeof t->exit_name];
     /* Final name, written before `exited` was released (acquired above);
      * after a rename applied, the name of the id its events carry (a
@@ -639,6 +648,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
                                    true);
       t->w_defined_seg = w->epoch;
     }
+    stkr__thread_drops_settle(t);
     stkr__pmirror_free(t);
     /* recorder/ moves the thread's counters to its retired totals under
      * its reap lock, so stats never lose them nor read unmapped memory. */

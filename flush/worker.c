@@ -120,12 +120,10 @@ static void wake_disarm(void) {
 
 /* ---- stats ------------------------------------------------------------ */
 
-void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
-  stkr__counts c;
-  /* The producers' counters, reaped threads included, summed by recorder/
-   * under its reap lock (so never from an unmapped thread). Recorder start
-   * zeroed them: they count since stkr_init. */
-  stkr__threads_counts(&c);
+/* The stats from the producers' counters c (recorder/) and w's own. */
+static void stats_from(stkr__worker *w, const stkr__counts *cp,
+                       stkr_stats *o) {
+  const stkr__counts c = *cp;
   memset(o, 0, sizeof *o);
   o->dropped_ring_full = c.dropped_ring_full;
   o->dropped_reentrant = c.dropped_reentrant;
@@ -147,6 +145,21 @@ void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
   o->segments = w->segments;
   o->segments_deleted = w->segments_deleted;
   o->write_errors = w->write_errors;
+}
+
+void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
+  stkr__counts c;
+  /* The producers' counters, reaped threads included, summed by recorder/
+   * under its reap lock (so never from an unmapped thread). Recorder start
+   * zeroed them: they count since stkr_init. */
+  stkr__threads_counts(&c);
+  stats_from(w, &c, o);
+}
+
+void stkr__stats_compute_mark(stkr__worker *w, stkr_stats *o) {
+  stkr__counts c;
+  stkr__threads_counts_mark(&c);
+  stats_from(w, &c, o);
 }
 
 int stkr_stats_get(stkr_stats *out) {

@@ -109,6 +109,10 @@ typedef struct stkr__worker {
   uint32_t site_epoch[STKR_MAX_SITES + 1];
   uint64_t batch_seq;
   bool io_error;          /* a batch failed since the last stkr_flush */
+  /* The latest batch's write failed (worker thread only): exited threads
+   * are reaped without waiting for a written batch to count their drops
+   * (drain.c, drain_thread). */
+  bool drops_uncommitted;
   /* This pass serves a stkr_flush (worker thread only): a barrier must
    * end with every event written or dropped and counted, so it reads the
    * rings even when no segment can be opened (drain.c, segment_ready). */
@@ -273,5 +277,8 @@ bool stkr__drain_may_symbolize(stkr__worker *w);
 
 /* worker.c; caller holds w->stats_mu. */
 void stkr__stats_compute(stkr__worker *w, stkr_stats *out);
+/* The same for a batch's Counters (worker only): the producers' drops it
+ * reads are noted for stkr__threads_drops_commit. */
+void stkr__stats_compute_mark(stkr__worker *w, stkr_stats *out);
 
 #endif /* STKR_FLUSH_WORKER_H */

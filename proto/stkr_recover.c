@@ -101,6 +101,11 @@ static const char *ring_header(const uint8_t *data, uint64_t len,
   info->ring_size = m->ring_size;
   info->head = head;
   info->tail = tail;
+  /* Any values: recovery adds drops - counted only where it is positive. */
+  info->drops_full = rd64(data + STKR_RINGFILE_DROPS_OFF);
+  info->drops_reentrant = rd64(data + STKR_RINGFILE_DROPS_OFF + 8);
+  info->counted_full = rd64(data + STKR_RINGFILE_DROPS_OFF + 16);
+  info->counted_reentrant = rd64(data + STKR_RINGFILE_DROPS_OFF + 24);
   if (tail > head || head - tail > m->ring_size || tail % 8 != 0 ||
       head % 8 != 0)
     return "head and tail indices disagree";

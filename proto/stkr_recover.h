@@ -100,6 +100,10 @@ typedef struct stkr_recover_stats {
    * truncated): a PAYLOAD_KNOWN record (common/stkr_ringfile.h,
    * "Payloads") whose bytes were only in a segment that is gone. */
   uint64_t unresolved_payloads;
+  /* Events the dead writers dropped after their last batch (ring full, a
+   * signal handler's, no ring or site: the ring and session files' drops
+   * beyond what a written batch counts), added to their drops. */
+  uint64_t drops_found;
 } stkr_recover_stats;
 
 /*
@@ -184,6 +188,9 @@ typedef struct stkr_ring_info {
   uint64_t os_tid;
   char name[32];
   uint64_t ring_size, head, tail;
+  /* The owner's drops, and how many a written batch counts (common/
+   * stkr_ringfile.h, "drops"; 0 in files of writers before session 21). */
+  uint64_t drops_full, drops_reentrant, counted_full, counted_reentrant;
 } stkr_ring_info;
 
 int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,

@@ -79,6 +79,13 @@ typedef struct build {
   Stackrec__RingPos *done;
   size_t n_done, cap_done;
   size_t first_stack;   /* stacks[first_stack..] are new in this batch */
+  /* Drops the writer made after its last batch (the ring and session
+   * files' drops beyond what a written batch counts): the session's so
+   * far, which every batch's Counters include; and the current ring's,
+   * which its batch carries as Drops (x_pending). */
+  uint64_t x_full, x_reentrant, x_other;
+  Stackrec__Drops x_ring;
+  bool x_pending;
   size_t est;
   stkr_fmt_buf out;
   int err;
@@ -155,15 +162,16 @@ static int open_segment(build *b) {
 /* Totals as they stand once a batch is read: what the dead writer wrote,
  * its drops as far as its batches told, and what recovery adds
  * (attempted == written + dropped + recovered). */
-static void counters(const stkr__rc_scan *sc, uint64_t recovered,
-                     Stackrec__Counters *K) {
+static void counters(const build *b, Stackrec__Counters *K) {
+  const stkr__rc_scan *sc = b->sc;
   K->written = sc->written;
   K->dropped_write_error = sc->dropped_write_error;
   K->segments_deleted = sc->segments_deleted;
-  K->dropped_ring_full = max64(sc->ring_full, sc->c_ring_full);
-  K->dropped_reentrant = max64(sc->reentrant, sc->c_reentrant);
-  K->dropped_other = max64(sc->other, sc->c_other);
-  K->recovered = recovered;
+  K->dropped_ring_full = max64(sc->ring_full, sc->c_ring_full) + b->x_full;
+  K->dropped_reentrant =
+      max64(sc->reentrant, sc->c_reentrant) + b->x_reentrant;
+  K->dropped_other = max64(sc->other, sc->c_other) + b->x_other;
+  K->recovered = b->recovered_total;
   K->attempted = K->written + K->dropped_write_error + K->dropped_ring_full +
                  K->dropped_reentrant + K->dropped_other + K->recovered;
 }
@@ -184,11 +192,12 @@ static int flush_batch(build *b, bool last) {
   Stackrec__SiteDef **sp = NULL;
   Stackrec__StackDef *sd = NULL, **sdp = NULL;
   Stackrec__RingPos **dp = NULL;
+  Stackrec__Drops *xp = &b->x_ring;
   size_t n_new = b->n_stacks - b->first_stack;
   const stkr__rc_scan *sc = b->sc;
   int err = 0;
 
-  if (b->n == 0 && !(last && b->written_batches == 0)) {
+  if (b->n == 0 && !b->x_pending && !(last && b->written_batches == 0)) {
     b->thread_pending = false; /* nothing to add: no ThreadDef either */
     return 0;
   }
@@ -268,7 +277,11 @@ static int flush_batch(build *b, bool last) {
     B.n_ring_pos = b->n_done;
     B.ring_pos = dp;
   }
-  counters(sc, b->recovered_total, &K);
+  if (b->x_pending) {
+    B.n_drops = 1;
+    B.drops = &xp;
+  }
+  counters(b, &K);
   B.counters = &K;
   b->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
@@ -283,6 +296,7 @@ done:
   b->n = b->n_ptrunc = b->pdata_len = b->n_sites = 0;
   b->any_payload = b->any_unsited = false;
   b->thread_pending = false;
+  b->x_pending = false;
   b->first_stack = b->n_stacks;
   b->est = 0;
   return err;
@@ -481,6 +495,26 @@ nothing:
   return 0;
 }
 
+/* What the ring's owner dropped after the writer's last batch (common/
+ * stkr_ringfile.h, "drops"): the session's drops, and a Drops of the
+ * ring's thread in its batch. */
+static void ring_drops(build *b, const stkr_ring_info *info) {
+  uint64_t full = info->drops_full > info->counted_full
+                      ? info->drops_full - info->counted_full : 0;
+  uint64_t reent = info->drops_reentrant > info->counted_reentrant
+                       ? info->drops_reentrant - info->counted_reentrant : 0;
+
+  if (full == 0 && reent == 0) return;
+  b->x_full += full;
+  b->x_reentrant += reent;
+  b->rc->st->drops_found += full + reent;
+  stackrec__drops__init(&b->x_ring);
+  b->x_ring.thread_id = info->thread_id;
+  b->x_ring.ring_full = full;
+  b->x_ring.reentrant = reent;
+  b->x_pending = true;
+}
+
 /* Read one ring file and add its records past what the segments hold. */
 static int recover_ring(build *b, const stkr__rc_file *f) {
   char path[STKR__RC_PATH_MAX];
@@ -533,6 +567,7 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
     b->rc->st->lost_bytes += lost;
     err = 0;
   }
+  if (err == 0) ring_drops(b, &info);
   /* One ring per batch tail: RingPos of this ring goes with its records. */
   if (err == 0) err = flush_batch(b, false);
   free(data);
@@ -575,6 +610,11 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
 
   b.known.sid = ss->h.session_id;
   b.known.deadline_ns = rc->deadline_ns;
+  /* Drops with no ring (session file; 0 in older files). */
+  if (ss->h.drops_other > ss->h.counted_other) {
+    b.x_other = ss->h.drops_other - ss->h.counted_other;
+    rc->st->drops_found += b.x_other;
+  }
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : want_ring(&b, &rings[i]);

@@ -478,6 +478,11 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
       return -ENOTCONN;
     /* Atomic RMW: nested handlers may race on this counter. */
     atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
+    /* The ring file's copy (recovery): the interrupted event may be the
+     * thread's first, its ring not made yet (then none to count in). */
+    stkr__ring_ctl *rc = t->ring.c;
+    if (rc != NULL)
+      atomic_fetch_add_explicit(&rc->drops_reentrant, 1, memory_order_release);
     return -EAGAIN;
   }
   atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
@@ -526,10 +531,12 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     /* Single writer: only the thread holding `busy` gets here, so a
      * load and a store suffice (no locked RMW on the hot path). */
     /* Release: see pushed below. */
-    atomic_store_explicit(
-        &t->dropped_ring_full,
-        atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed) + 1,
-        memory_order_release);
+    uint64_t full =
+        atomic_load_explicit(&t->dropped_ring_full, memory_order_relaxed) + 1;
+    atomic_store_explicit(&t->dropped_ring_full, full, memory_order_release);
+    /* And in the ring file, for recovery if the process dies before the
+     * worker counts it (common/stkr_ringfile.h, "drops"). */
+    atomic_store_explicit(&t->ring.c->drops_full, full, memory_order_release);
     goto drop_unbusy;
   }
   /* The timestamp (ticks or ns: clock.c) before the walk, not after: rdtsc

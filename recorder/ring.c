@@ -247,4 +247,5 @@ void stkr__ring_reset(stkr__ring *r) {
   /* The worker that reads on knows none of the stacks sent so far. */
   memset(c->known, 0, sizeof c->known);
   memset(c->pknown, 0, sizeof c->pknown);
+  stkr__ring_drops_clear(c);
 }

@@ -371,6 +371,20 @@ void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
   __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
 }
 
+void stkr__session_drop_other(void) {
+  /* Any thread; the map is unmapped only after the worker's end and once
+   * no producer runs (close). */
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  if (h != NULL)
+    __atomic_fetch_add(&h->drops_other, 1, __ATOMIC_RELAXED);
+}
+
+void stkr__session_drops_commit(uint64_t counted_other) {
+  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+  if (h != NULL)
+    __atomic_store_n(&h->counted_other, counted_other, __ATOMIC_RELAXED);
+}
+
 void stkr__session_clock(const stkr_clock_cal *cal) {
   /* Worker (or the start, before any producer), while the session is
    * open. The slot not in use first, then the index: recovery after a
@@ -624,6 +638,7 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
   /* The new owner has sent no stack yet (its worker state is fresh). */
   memset(c->known, 0, sizeof c->known);
   memset(c->pknown, 0, sizeof c->pknown);
+  stkr__ring_drops_clear(c); /* the new owner has dropped nothing */
   c->meta.thread_id = thread_id;
   c->meta.os_tid = os_tid;
   copy_str(c->meta.name, sizeof c->meta.name, name);

@@ -61,6 +61,12 @@ bool stkr__session_check(void);
 /* Worker, before each batch's write: the highest stack id and Batch.seq
  * used so far, into the session file (see stkr_sessfile_hdr). */
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
+/* The session file's drops_other (stkr_sessfile_hdr): add one (any
+ * thread, with stkr__count_dropped_other); store counted_other (worker,
+ * after a batch's write: stkr__threads_drops_commit). No-ops without a
+ * session file. */
+void stkr__session_drop_other(void);
+void stkr__session_drops_commit(uint64_t counted_other);
 /* The event clock's calibration, into the session file (see
  * stkr_sessfile_hdr.clock). Worker, or the start. No-op without session. */
 void stkr__session_clock(const stkr_clock_cal *cal);
@@ -411,6 +417,10 @@ typedef struct stkr__thread {
    * attach, given back when reaped. */
   uint64_t ring_charge;
   uint64_t w_reported_full, w_reported_reentrant;
+  /* The ring's drops as stkr__threads_drops_mark saw them, before the
+   * counters of the batch being written were read: its counted_* once
+   * that batch is written (stkr__threads_drops_commit). */
+  uint64_t w_cnt_full, w_cnt_reentrant;
   uint32_t w_defined_seg;  /* segment in which ThreadDef was last emitted */
   /* Renames applied (w_rn_done's value); the thread id of the events since
    * the last one (a new id per rename; 0: none yet, `id`) and their name. */
@@ -529,6 +539,21 @@ typedef struct stkr__counts {
 /* Sum of every thread's producer counters, reaped threads included. Any
  * thread; takes the reap lock (never called on the hot path). */
 void stkr__threads_counts(stkr__counts *out);
+/* The ring files' drops for recovery (common/stkr_ringfile.h, "drops").
+ * Worker only. stkr__threads_counts_mark: stkr__threads_counts for a
+ * batch's counters, noting each thread's drops (and dropped_other) as it
+ * reads them. _commit: after that batch was written: the noted values
+ * become the rings' (and the session file's) counted.
+ * stkr__thread_drops_counted: whether t's ring file tells no drop that a
+ * written batch does not count (true without a ring); the worker reaps
+ * only such a thread, so that a ring handed on from it owes nothing.
+ * stkr__thread_drops_settle: counted = drops, for a thread reaped
+ * regardless (its counters go to the retired totals, which every later
+ * batch counts). */
+void stkr__threads_counts_mark(stkr__counts *out);
+void stkr__threads_drops_commit(void);
+bool stkr__thread_drops_counted(const stkr__thread *t);
+void stkr__thread_drops_settle(stkr__thread *t);
 void stkr__count_dropped_other(void);
 /* Zero counters and empty rings (recorder start; no producer active).
  * Threads whose ring is not a file of the current session get a new one

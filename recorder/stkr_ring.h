@@ -139,14 +139,26 @@ typedef struct stkr__ring_ctl {
   uint64_t c_head;
   uint64_t c_read;
 
+  /* Drops (common/stkr_ringfile.h, [384, 416)): the owner's, written by
+   * it (drops_full: its single writer, a load and a store; reentrant: an
+   * atomic add, nested handlers race), each equal to the thread's own
+   * counter of the same name since both start at 0 when the ring gets
+   * its owner; and how many of them the latest written batch counted,
+   * written by the worker after the write (stkr__threads_counts_commit).
+   * Read by recovery after the process died, and by the worker's reap
+   * test. A line of their own: written only when events drop. */
+  _Alignas(STKR__CACHE_LINE) _Atomic uint64_t drops_full;
+  _Atomic uint64_t drops_reentrant;
+  _Atomic uint64_t counted_full;
+  _Atomic uint64_t counted_reentrant;
+
   /* The known-stack table (common/stkr_ringfile.h, "Records"): the key of
    * the stack whose full record each slot last carried. Written by the
    * producer only (after the commit of that record), read by the producer
    * and, after the process died, by recovery; cleared (no producer
    * active) when the ring is reset or gets a new owner. The worker never
    * reads it: it follows the records in ring order instead. */
-  _Alignas(STKR__CACHE_LINE) uint8_t pad1[STKR_RINGFILE_KNOWN_OFF -
-                                          STKR_RINGFILE_TAIL_OFF - 64];
+  uint8_t pad1[STKR_RINGFILE_KNOWN_OFF - STKR_RINGFILE_DROPS_OFF - 32];
   uint64_t known[STKR__KNOWN_SLOTS][2];
   /* The known-payload table: the same rules, payload keys by pslot. */
   uint64_t pknown[STKR__PKNOWN_SLOTS][2];
@@ -156,6 +168,8 @@ _Static_assert(offsetof(stkr__ring_ctl, head) == STKR_RINGFILE_HEAD_OFF,
                "ring file head offset");
 _Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
                "ring file tail offset");
+_Static_assert(offsetof(stkr__ring_ctl, drops_full) == STKR_RINGFILE_DROPS_OFF,
+               "ring file drops offset");
 _Static_assert(offsetof(stkr__ring_ctl, known) == STKR_RINGFILE_KNOWN_OFF,
                "ring file known-stack table offset");
 _Static_assert(offsetof(stkr__ring_ctl, pknown) == STKR_RINGFILE_PKNOWN_OFF,
@@ -264,6 +278,14 @@ static inline void stkr__ring_commit(stkr__ring *r, uint32_t size) {
    * that sees this head also sees every byte of the record (and of a wrap
    * marker written before it). */
   atomic_store_explicit(&c->head, c->p_start + size, memory_order_release);
+}
+/* The ring's drop counters (a new owner, or a reset: no producer active,
+ * its thread's own counters 0 too). */
+static inline void stkr__ring_drops_clear(stkr__ring_ctl *c) {
+  atomic_store_explicit(&c->drops_full, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->drops_reentrant, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->counted_full, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->counted_reentrant, 0, memory_order_relaxed);
 }
 /* Consumer: the oldest unread record, or NULL when none. Stays valid until
  * its space is released. */

@@ -297,6 +297,71 @@ void stkr__threads_counts(stkr__counts *out) {
 
 void stkr__count_dropped_other(void) {
   atomic_fetch_add_explicit(&g_dropped_other, 1, memory_order_relaxed);
+  stkr__session_drop_other();
+}
+
+/* ---- drops in the ring files, for recovery --------------------------------
+ * A ring's drops equal its thread's counters (the producer stores the same
+ * count in both: event.c), and the session file's drops_other equals
+ * g_dropped_other (both start at 0 with the session, and are added to
+ * together): so the values a batch's counters read are what they count of
+ * the files' drops, exactly. */
+static uint64_t g_other_noted; /* worker only */
+
+void stkr__threads_counts_mark(stkr__counts *out) {
+  pthread_mutex_lock(&g_reap_lock);
+  *out = g_retired;
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    stkr__counts one = {0};
+    stkr__counts_add(&one, t);
+    t->w_cnt_full = one.dropped_ring_full;
+    t->w_cnt_reentrant = one.dropped_reentrant;
+    out->pushed += one.pushed;
+    out->dropped_ring_full += one.dropped_ring_full;
+    out->dropped_reentrant += one.dropped_reentrant;
+  }
+  pthread_mutex_unlock(&g_reap_lock);
+  out->dropped_other = g_other_noted =
+      atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
+  out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
+}
+
+void stkr__threads_drops_commit(void) {
+  /* Worker only, like the reaps that change the list: no lock needed to
+   * walk it here (as release_all in flush/drain.c). */
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    stkr__ring_ctl *c = t->ring.c;
+    if (c == NULL) continue;
+    atomic_store_explicit(&c->counted_full, t->w_cnt_full,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->counted_reentrant, t->w_cnt_reentrant,
+                          memory_order_relaxed);
+  }
+  stkr__session_drops_commit(g_other_noted);
+}
+
+bool stkr__thread_drops_counted(const stkr__thread *t) {
+  const stkr__ring_ctl *c = t->ring.c;
+  /* >=: a handler's drop before the thread had a ring is in its counter,
+   * and so counted, but not in the ring's drops. */
+  return c == NULL ||
+         (atomic_load_explicit(&c->counted_full, memory_order_relaxed) >=
+              atomic_load_explicit(&c->drops_full, memory_order_relaxed) &&
+          atomic_load_explicit(&c->counted_reentrant, memory_order_relaxed) >=
+              atomic_load_explicit(&c->drops_reentrant, memory_order_relaxed));
+}
+
+void stkr__thread_drops_settle(stkr__thread *t) {
+  stkr__ring_ctl *c = t->ring.c;
+  if (c == NULL) return;
+  atomic_store_explicit(
+      &c->counted_full,
+      atomic_load_explicit(&c->drops_full, memory_order_relaxed),
+      memory_order_relaxed);
+  atomic_store_explicit(
+      &c->counted_reentrant,
+      atomic_load_explicit(&c->drops_reentrant, memory_order_relaxed),
+      memory_order_relaxed);
 }
 
 /* The back-off of the waits below (for a thread to leave stkr_event(), for

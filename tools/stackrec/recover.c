@@ -84,6 +84,10 @@ int stkr_cli_recover(int argc, char **argv) {
     if (!o.dry_run) /* a dry run writes none: "into 0 segments" misled */
       printf(" into %" PRIu64 " segment%s", st.segments_written,
              st.segments_written == 1 ? "" : "s");
+    if (st.drops_found)
+      printf("; %" PRIu64 " event%s they dropped after their last batch %s "
+             "counted", st.drops_found, st.drops_found == 1 ? "" : "s",
+             o.dry_run ? "would be" : "now");
     if (st.empty_rings_removed)
       printf("; %" PRIu64 " empty ring file%s of ended sessions %s",
              st.empty_rings_removed, st.empty_rings_removed == 1 ? "" : "s",
@@ -128,6 +132,11 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
             "ring files of %" PRIu64 " process session%s that ended without "
             "writing them\n", st.events, st.sessions_recovered,
             st.sessions_recovered == 1 ? "" : "s");
+  if (st.drops_found > 0)
+    fprintf(stderr, "stackrec record: %" PRIu64 " event%s dropped by "
+            "processes that ended without writing their counters, now "
+            "counted (see 'stackrec verify')\n", st.drops_found,
+            st.drops_found == 1 ? "" : "s");
 }
 
 uint64_t stkr_cli_rings_left(const char *path,
