@@ -141,6 +141,18 @@ if quiet "headers (C99)" cc -std=c99 -pedantic -Wall -Wextra -Werror -c "$tmp/hd
 else
   bad "the installed headers do not compile alone"
 fi
+# The same build installed to another prefix than the configured one: its
+# stackrec.pc finds its own tree (prefix from ${pcfiledir}; QA, session 21:
+# it named the configured prefix's include directory).
+if quiet "cmake install --prefix" cmake --install "$tmp/build" --prefix "$tmp/prefix2" &&
+   quiet "headers (moved prefix)" cc -std=c99 -c "$tmp/hdr.c" -o "$tmp/hdr2.o" \
+     $(PKG_CONFIG_PATH="$tmp/prefix2/lib/pkgconfig" pkg-config --cflags stackrec) &&
+   [ "$(cd "$(PKG_CONFIG_PATH="$tmp/prefix2/lib/pkgconfig" pkg-config --variable=includedir stackrec)" && pwd -P)" = \
+     "$(cd "$tmp/prefix2/include" && pwd -P)" ]; then
+  ok "stackrec.pc is relocatable: installed with --prefix elsewhere, it names that tree"
+else
+  bad "stackrec.pc of a tree installed with --prefix elsewhere does not name that tree"
+fi
 app="$tmp/record_events"
 # shellcheck disable=SC2046
 if quiet "cc (pkg-config)" cc -Wall -Wextra -Werror -g -O1 -fno-omit-frame-pointer \
