@@ -539,8 +539,10 @@ typedef struct stkr_pid_map {
  * `to` pids whose `from` pid was in their scope in from_dir: every one of
  * from_dir's, or those of from_dir's own scope lines), then "s1 -"; a mark
  * that belongs to none of them is left out. A scope line is written where
- * the scope changes, not per mark. Other lines (processes that recorded
- * nothing, comments) are copied as they are. map: from_dir's processes in
+ * the scope changes, not per mark. A process that recorded nothing ("u1"
+ * line) gets the map's pid for it if the map has it (it recorded before
+ * it could not), else keeps its own. Other lines (comments) are copied as
+ * they are. map: from_dir's processes in
  * to_dir, any order, not kept. A read error keeps what was read before it
  * (as stkr_marks_copy). Thread-safe.
  * @return 0, -EINVAL (NULL arguments), -ENOMEM, or the negative errno of a

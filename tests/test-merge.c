@@ -187,6 +187,11 @@ static void test_pid_taken_twice(void **state) {
   snprintf(out, sizeof out, "%s", out_path("merge-p-out"));
   assert_int_equal(fx_std_write(d1, FX_PID), 0);
   assert_int_equal(fx_std_write(d2, FX_PID), 0);
+  /* d2's process could not record on (an exec'd image refused): its "u1"
+   * line goes with it under its new pid (QA, session 21: OUT kept 4242,
+   * which there is d1's process). */
+  assert_int_equal(stkr_unrecorded_append(d2, FX_PID, "fixture",
+                                          "exec refused"), 0);
 
   assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
   assert_string_equal(cr_err, "");
@@ -206,6 +211,9 @@ static void test_pid_taken_twice(void **state) {
   assert_int_equal(rb.pids[1], 10000000);
   assert_true(rb.clean[0] && rb.clean[1]);
   assert_int_equal(cr_run("verify '%s'", out), 4); /* its drops */
+  assert_non_null(strstr(cr_out, "process 10000000 (fixture) recorded "
+                                 "nothing"));
+  assert_null(strstr(cr_out, "process 4242 (fixture) recorded nothing"));
   assert_int_equal(cr_run("report '%s'", out), 0);
   assert_non_null(strstr(cr_out, "# 18 events from 2 processes, 4 sites, 9 "
                                  "distinct stacks\n"
