@@ -41,6 +41,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_format.c
   proto/stkr_frames.c
   proto/stkr_marks.c
+  proto/stkr_marks_running.c
   proto/stkr_marks_scope.c
   proto/stkr_reader.c
   proto/stkr_readutil.c

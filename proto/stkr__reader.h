@@ -267,6 +267,10 @@ struct stkr_reader {
    * (stkr_marks.c); their strings owned. */
   stkr_unrecorded_info *unrec;
   size_t n_unrec, cap_unrec;
+  /* Processes still running when record ended: the "r1" lines
+   * (stkr_marks_running.c); their names owned. */
+  stkr_running_info *running;
+  size_t n_running, cap_running;
   /* Directories whose marks file was read (a directory added twice is
    * read once), with that file's path for the unrec entries (owned; NULL
    * until its first "u1" line). */
@@ -387,8 +391,24 @@ int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id);
  * @return 0 or -ENOMEM (b unchanged). */
 int stkr__marks_first(const stkr__stream *st, Stackrec__Batch *b);
 void stkr__marks_free(stkr_reader *r);
+/* Parse a decimal u64 token [p, end). @return 0 or -1. */
+int stkr__parse_u64(const char *p, const char *end, uint64_t *out);
+/* Decode field [p, p + n) of a "u1"/"r1" line ("-" or lower-case hex) into
+ * a new string (control characters as '?'). @return it, NULL for no
+ * memory; *why set (and NULL returned) when malformed. */
+char *stkr__unhex(const char *p, size_t n, const char **why);
+/* s (at most max bytes) as lower-case hex, "-" when empty, into out
+ * (2 * max + 1 bytes). @return the bytes written. */
+size_t stkr__put_hex(char *out, const char *s, size_t max);
+/* An "r1" line [p, end) of marks file path into r->running
+ * (stkr_marks_running.c). @return NULL, or why it is malformed; *nomem on
+ * -ENOMEM. */
+const char *stkr__running_line(stkr_reader *r, const char *path,
+                               const char *p, const char *end, bool *nomem);
 /* Fields of a marks-file line [p, end), split at single spaces into tok /
  * len (max of them). @return how many, or max + 1 when there are more. */
+size_t stkr__marks_fields(const char *p, const char *end, const char **tok,
+                          size_t *len, size_t max);
 /* Scope line [p, end) ("s1 -" or "s1 pids=..."), for the marks after it
  * in its file: *cur = NULL (the whole directory) or the scope (kept in
  * r->scopes). @return NULL, or why it is malformed (*cur then no process,

@@ -182,8 +182,7 @@ static int stkr__hexval(int c) {
   return -1;
 }
 
-/* Parse a decimal u64 token [p, end). @return 0 or -1. */
-static int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
+int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
   uint64_t v = 0;
 
   if (p == end || end - p > 20)
@@ -201,20 +200,10 @@ static int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
 static const char *stkr__parse_line(const char *p, const char *end,
                                     stkr__extmark *m) {
   const char *tok[6];
-  size_t len[6], k = 0, i;
+  size_t len[6], i;
   uint64_t pid;
 
-  while (k < 6 && p <= end) {
-    const char *sp = memchr(p, ' ', (size_t)(end - p));
-
-    tok[k] = p;
-    len[k] = (size_t)((sp ? sp : end) - p);
-    k++;
-    if (sp == NULL)
-      break;
-    p = sp + 1;
-  }
-  if (k != 6 || tok[5] + len[5] != end)
+  if (stkr__marks_fields(p, end, tok, len, 6) != 6)
     return "not 6 space-separated fields (m1 mono wall pid name payload)";
   if (len[0] != 2 || memcmp(tok[0], "m1", 2) != 0)
     return "unknown line version (expected \"m1\")";
@@ -265,7 +254,7 @@ static int stkr__ext_cmp(const void *a, const void *b) {
 
 /* Decode field [p, p + n) of a "u1" line ("-" or lower-case hex) into a
  * new string. @return it, NULL for no memory; *why set when malformed. */
-static char *stkr__unhex(const char *p, size_t n, const char **why) {
+char *stkr__unhex(const char *p, size_t n, const char **why) {
   char *out;
   size_t i;
 
@@ -294,24 +283,32 @@ static char *stkr__unhex(const char *p, size_t n, const char **why) {
 
 /* A "u1 <pid> <name> <reason>" line [p, end) of marks file path into
  * r->unrec. @return NULL, or why it is malformed; *nomem on -ENOMEM. */
+size_t stkr__marks_fields(const char *p, const char *end, const char **tok,
+                          size_t *len, size_t max) {
+  size_t k = 0;
+
+  for (;;) {
+    const char *sp = memchr(p, ' ', (size_t)(end - p));
+    if (k == max)
+      return max + 1;
+    tok[k] = p;
+    len[k++] = (size_t)((sp ? sp : end) - p);
+    if (sp == NULL)
+      return k;
+    p = sp + 1;
+  }
+}
+
 static const char *stkr__unrec_line(stkr_reader *r, const char *path,
                                     const char *p, const char *end,
                                     bool *nomem) {
   struct stkr__marks_dir *md = &r->mdirs[r->n_mdirs - 1];
   const char *tok[4], *why = NULL;
-  size_t len[4], k = 0;
+  size_t len[4];
   uint64_t pid;
   stkr_unrecorded_info u;
 
-  while (k < 4 && p <= end) {
-    const char *sp = memchr(p, ' ', (size_t)(end - p));
-    tok[k] = p;
-    len[k++] = (size_t)((sp ? sp : end) - p);
-    if (sp == NULL)
-      break;
-    p = sp + 1;
-  }
-  if (k != 4 || tok[3] + len[3] != end)
+  if (stkr__marks_fields(p, end, tok, len, 4) != 4)
     return "not 4 space-separated fields (u1 pid name reason)";
   if (stkr__parse_u64(tok[1], tok[1] + len[1], &pid) != 0 || pid > UINT32_MAX)
     return "pid is not a decimal number";
@@ -366,6 +363,20 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
       break;
     }
     memset(&m, 0, sizeof(m));
+    /* "r1": a process still running when record ended
+     * (stkr_marks_running.c). */
+    if (nl - (buf + off) >= 3 && memcmp(buf + off, "r1 ", 3) == 0) {
+      bool nomem = false;
+      why = stkr__running_line(r, path, buf + off, nl, &nomem);
+      if (nomem)
+        return -ENOMEM;
+      if (why != NULL)
+        stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
+                   "malformed line of a process still running: %s; skipped",
+                   why);
+      off = (size_t)(nl - buf) + 1;
+      continue;
+    }
     /* "u1": a process that recorded nothing; "s1": the scope of the
      * marks after it (stkr_marks_scope.c). */
     if (nl - (buf + off) >= 3 && (memcmp(buf + off, "u1 ", 3) == 0 ||
@@ -534,6 +545,9 @@ void stkr__marks_free(stkr_reader *r) {
     free((char *)r->unrec[i].reason);
   }
   free(r->unrec);
+  for (i = 0; i < r->n_running; i++)
+    free((char *)r->running[i].name);
+  free(r->running);
   for (i = 0; i < r->n_mdirs; i++)
     free(r->mdirs[i].path);
   free(r->mdirs);
@@ -628,7 +642,7 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
 
 /* s (cut to max bytes) as lower-case hex at out, or "-" when empty.
  * @return the bytes written (out holds 2 * max + 1). */
-static size_t stkr__put_hex(char *out, const char *s, size_t max) {
+size_t stkr__put_hex(char *out, const char *s, size_t max) {
   static const char hex[] = "0123456789abcdef";
   size_t i, n = strnlen(s, max);
 

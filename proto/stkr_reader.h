@@ -590,6 +590,49 @@ STKR_API const stkr_unrecorded_info *stkr_reader_unrecorded(
 STKR_API int stkr_unrecorded_append(const char *dir, uint32_t pid,
                                     const char *name, const char *reason);
 
+/* ---- processes still running when `stackrec record` ended ------------------
+ * A process of the recorded tree that outlives `record` (a daemon, a job
+ * left in the background) may record on into the directory after record's
+ * summary; until it ends, the recording is not complete. `record` adds a
+ * line for each to the marks file:
+ *   r1 <pid> <boot id> <start time> <name>\n
+ * boot id: /proc/sys/kernel/random/boot_id without its dashes (32
+ * lower-case hex digits); start time: field 22 of /proc/<pid>/stat (clock
+ * ticks since boot); name (comm) in lower-case hex, "-" when empty. A
+ * reader tells whether each is alive now: the same boot, and a process of
+ * that pid that started at that time (never another process that got the
+ * pid since). On another machine or after a reboot it cannot tell (Linux
+ * only; elsewhere likewise). Malformed lines are STKR_WARN_DAMAGED warnings
+ * and are skipped. */
+typedef struct stkr_running_info {
+  uint32_t pid;
+  const char *name;  /* its name (comm) as record saw it; "" if unknown */
+  bool alive;        /* still running now (this machine, this boot) */
+  bool other_boot;   /* written on another boot or machine: unknown */
+  const char *path;  /* the marks file that names it */
+} stkr_running_info;
+
+/* @return how many processes the marks files of the reader's directories
+ *         name as running when record ended (alive or not now). */
+STKR_API size_t stkr_reader_running_count(const stkr_reader *r);
+
+/* @return the i-th of them (valid until stkr_reader_free), or NULL when i
+ *         is not below stkr_reader_running_count(r). */
+STKR_API const stkr_running_info *stkr_reader_running(const stkr_reader *r,
+                                                      size_t i);
+
+/*
+ * Append an "r1" line for live process pid (name: NUL-terminated, cut to
+ * 255 bytes) to the marks file of directory dir, with its boot id and
+ * start time read from /proc, in one write as stkr_mark_append.
+ * Thread-safe.
+ * @return 0, -EINVAL (NULL arguments), -ESRCH (no such process), -ENOSYS
+ *         (not Linux), -ENXIO (not a regular file), or the negative errno
+ *         of the failed open/read/write.
+ */
+STKR_API int stkr_running_append(const char *dir, uint32_t pid,
+                                 const char *name);
+
 #ifdef __cplusplus
 }
 #endif

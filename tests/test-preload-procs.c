@@ -325,6 +325,49 @@ static void test_fork_during_start(void **state) {
   rec_free(&r);
 }
 
+/* A daemon of the recorded tree outlives record: record notes it in the
+ * marks file ("r1"), and verify calls the recording incomplete while it
+ * runs (QA, session 21: verify said intact, exit 0, and later the
+ * directory held the daemon's events too), complete once it ended with
+ * its events written. */
+static void test_daemon_outlives_record(void **state) {
+  const char *dir = fresh("daemon");
+  char go[2200], proc[64], path[4200];
+  const char *at;
+  unsigned d;
+  rec r;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
+  skip();
+#endif
+  snprintf(go, sizeof go, "%s/daemon-go", g_tmp);
+  (void)unlink(go);
+  assert_int_equal(sh("'%s' record -q -o '%s' -- '%s/forker' daemon '%s'",
+                      g_bin, dir, g_fx_dir, go),
+                   0);
+  assert_non_null(at = strstr(g_out, "daemon "));
+  d = (unsigned)strtoul(at + 7, NULL, 10);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+  snprintf(path, sizeof path, "process %u (forker) of the recorded tree is "
+           "still running", d);
+  if (strstr(g_out, path) == NULL)
+    fail_msg("verify while the daemon runs:\n%s", g_out);
+  assert_int_equal(sh("'%s' report '%s' | head -3", g_bin, dir), 0);
+  assert_non_null(strstr(g_out, "still running since record ended"));
+
+  assert_int_equal(tl_write_file(go, "go\n"), 0);
+  snprintf(proc, sizeof proc, "/proc/%u", d);
+  for (int i = 0; i < 3000 && access(proc, F_OK) == 0; i++) usleep(10000);
+  assert_int_equal(access(proc, F_OK), -1);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
+  snprintf(path, sizeof path, "%s/.ssh/child-fork", g_home);
+  rec_load(&r, dir);
+  assert_int_equal(count(&r, d, "files.open", path), 1);
+  rec_free(&r);
+}
+
 /* A followed child that records nothing before an exec that fails: its
  * exec hook ended its follow mode, and its events after the failed exec
  * were lost, uncounted (the child was absent from the recording). It now
@@ -452,6 +495,6 @@ TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
              test_thread_renamed,
              test_fork_exec, test_quiet_parent_is_followed,
              test_fork_during_start, test_fork_while_symbolizer_loads,
-             test_failed_exec_unstarted_child,
+             test_failed_exec_unstarted_child, test_daemon_outlives_record,
              test_first_event_in_handler, test_small_stacks,
              test_altstack_handler)

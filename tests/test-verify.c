@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "common/stkr_ringfile.h"
+#include "proto/stkr_reader.h"
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/testlib.h"
@@ -555,6 +556,61 @@ static void test_no_recording_and_usage(void **state) {
   cr_assert_has(cr_out, "Usage: stackrec verify", "Exit status:");
 }
 
+/* "r1" lines (stkr_reader.h: processes still running when record
+ * ended): this very process (alive: incomplete, 4), a line of its pid with
+ * another start time (a later process got the pid: nothing said), one of
+ * another boot (a note), and malformed ones (warned, skipped). */
+static void test_running_processes(void **state) {
+  const char *d = fx_tmpdir("verify-running");
+  char path[4200], line[256];
+  (void)state;
+
+  assert_int_equal(write_clean(d, FX_PID), 0);
+  assert_int_equal(stkr_running_append(d, (uint32_t)getpid(), "tester"), 0);
+  assert_int_equal(stkr_running_append(d, 0x7fffffffu, "x"), -ESRCH);
+  assert_int_equal(stkr_running_append(NULL, 1, "x"), -EINVAL);
+  assert_int_equal(cr_run("verify '%s'", d), 4);
+  snprintf(line, sizeof line, "incomplete: process %u (tester) of the "
+           "recorded tree is still running since stackrec record ended",
+           (unsigned)getpid());
+  cr_assert_has(cr_out, line);
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  cr_assert_has(cr_out, "still running since record ended, which may "
+                        "record more (process ");
+
+  put_file(d, STKR_MARKS_FILE, "", 0);
+  snprintf(path, sizeof path, "%s/%s", d, STKR_MARKS_FILE);
+  snprintf(line, sizeof line, "r1 %u 0123456789abcdef0123456789abcdef 1 "
+           "61\n", (unsigned)getpid());
+  assert_int_equal(tl_append_file(path, line), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  cr_assert_has(cr_out, "note: process ", " (a) was still running when "
+                "stackrec record ended, on another boot or machine");
+  /* The same pid and boot, another start time: not this process. */
+  {
+    char boot[64] = "", hex[33];
+    size_t n = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    assert_non_null(f);
+    assert_non_null(fgets(boot, sizeof boot, f));
+    fclose(f);
+    for (const char *q = boot; *q != '\0' && *q != '\n' && n < 32; q++)
+      if (*q != '-') hex[n++] = *q;
+    hex[n] = '\0';
+    snprintf(line, sizeof line, "r1 %u %s 1 74\n", (unsigned)getpid(), hex);
+  }
+  put_file(d, STKR_MARKS_FILE, line, strlen(line));
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_null(strstr(cr_out, "still running"));
+  snprintf(line, sizeof line, "r1 12 - 1 -\nr1 x 0123456789abcdef0123456789"
+           "abcdef 1 -\nr1 1\n");
+  put_file(d, STKR_MARKS_FILE, line, strlen(line));
+  assert_int_equal(cr_run("verify '%s' 2>&1", d), 1);
+  cr_assert_has(cr_out, "boot id is not 32 lower-case hex digits",
+                "pid is not a decimal number",
+                "not 5 space-separated fields");
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "verify", setup, NULL, TL_TABLE(NULL, NULL, test_whole_output, g_whole),
@@ -566,5 +622,5 @@ int main(void) {
                test_segment_names_that_are_not_files,
                test_ring_names_that_are_not_files,
                test_frames_without_content_size,
-               test_no_recording_and_usage));
+               test_no_recording_and_usage, test_running_processes));
 }

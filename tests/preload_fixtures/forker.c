@@ -34,6 +34,11 @@
  * D us after both left a barrier, forks; the child fx_child_fork then
  * _exit(0). The fork must not wait out the start's 2 s bound (a trial
  * whose fork took 1 s or more fails). Prints "rN PID" and "racefork ok".
+ *
+ * forker daemon GO: the parent records (fx_parent_before), forks a daemon
+ * (setsid, its output to /dev/null) and returns at once; the daemon waits
+ * for the file GO to exist (at most 30 s), then fx_child_fork (open
+ * ~/.ssh/child-fork) and exit(0). Prints "daemon PID" and "daemon ok".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -232,6 +237,22 @@ int main(int argc, char **argv) {
       fx_exec_missing_then_record();
     }
     return finish(wait_ok(pid, "f1"), "failexec");
+  }
+  if (argc == 3 && strcmp(argv[1], "daemon") == 0) {
+    fx_parent_before();
+    pid = fork();
+    if (pid == 0) {
+      int null = open("/dev/null", O_RDWR);
+      (void)setsid();
+      if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(3);
+      for (int i = 0; i < 3000 && access(argv[2], F_OK) != 0; i++)
+        usleep(10000);
+      fx_child_fork();
+      exit(0);
+    }
+    if (pid < 0) return 3;
+    printf("daemon %d\n", (int)pid);
+    return finish(1, "daemon");
   }
   if (argc == 3 && strcmp(argv[1], "racefork1") == 0)
     return race_fork_once(strtol(argv[2], NULL, 10));

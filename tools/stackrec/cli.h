@@ -166,6 +166,10 @@ bool stkr_cli_dir_empty(const char *path);
  * damaged, written into buf (cut to len). report and report --html show it
  * at the top. @return its length, 0 (buf "") when complete and intact. */
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
+/* How many processes the marks files name as still running since record
+ * ended and alive now; *first (if first is not NULL) the first of them. */
+size_t stkr_cli_running_alive(const stkr_reader *r,
+                              const stkr_running_info **first);
 
 /* How p's dropped events split by reason, as verify, info and the
  * completeness line say it: "ring full N, reentrant N, other N, write

@@ -607,6 +607,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
    * and summarized. */
   stkr_cli_recover_after_record(dir, quiet);
   stkr__rec_unrecorded_write(dir, nt);
+  stkr__rec_running_write(dir, nt);
   if (symbolize && (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir,
                                                       todo, &st)) < 0)
     rec_error("symbolizing %s failed (%s): the summary shows image+offset; "

@@ -54,6 +54,10 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt);
 void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt);
 void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
                           const char *dir);
+/* The same processes into dir's marks file ("r1" lines, stkr_reader.h),
+ * so that verify can tell a recording that may still grow. A failure is
+ * said on stderr. */
+void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt);
 
 /* Read dir and print the summary on f, with the processes in nt.
  * Best effort: a reading problem is reported, never changes the exit

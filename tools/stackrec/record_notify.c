@@ -145,16 +145,19 @@ static bool environ_has(const char *pid, const char *var) {
  * that CMD has ended (a daemon, a job put in the background): whatever
  * they record from now on is in no summary, and their files stay
  * unresolved. Found by their environment (STACKREC_NOTIFY, unique to this
- * run), so even those that have not recorded anything yet are named. */
-void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
-                          const char *dir) {
-  char var[96], pids[LIVE_LISTED][16], names[LIVE_LISTED][17];
+ * run), so even those that have not recorded anything yet are named.
+ * fn(arg, pid, name) for each; @return how many. */
+static size_t live_each(const stkr__rec_notices *nt,
+                        void (*fn)(void *arg, const char *pid,
+                                   const char *name),
+                        void *arg) {
+  char var[96], name[17];
   size_t n = 0;
   struct dirent *de;
   DIR *d;
 
   if (nt->tree[0] == '\0' || (d = opendir("/proc")) == NULL)
-    return;
+    return 0;
   snprintf(var, sizeof var, "STACKREC_NOTIFY=%s", nt->tree);
   while ((de = readdir(d)) != NULL) {
     char path[sizeof de->d_name + 16];
@@ -163,26 +166,46 @@ void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
         atoll(de->d_name) == (long long)getpid() ||
         !environ_has(de->d_name, var))
       continue;
-    if (n < LIVE_LISTED) {
-      snprintf(pids[n], sizeof pids[n], "%.15s", de->d_name);
-      snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
-      names[n][0] = '\0';
-      if ((cf = fopen(path, "re")) != NULL) {
-        if (fgets(names[n], sizeof names[n], cf) != NULL)
-          names[n][strcspn(names[n], "\n")] = '\0';
-        fclose(cf);
-      }
+    snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
+    name[0] = '\0';
+    if ((cf = fopen(path, "re")) != NULL) {
+      if (fgets(name, sizeof name, cf) != NULL)
+        name[strcspn(name, "\n")] = '\0';
+      fclose(cf);
     }
+    fn(arg, de->d_name, name);
     n++;
   }
   closedir(d);
+  return n;
+}
+
+typedef struct live_list {
+  char pids[LIVE_LISTED][16], names[LIVE_LISTED][17];
+  size_t n;
+} live_list;
+
+static void live_keep(void *arg, const char *pid, const char *name) {
+  live_list *l = arg;
+  if (l->n < LIVE_LISTED) {
+    snprintf(l->pids[l->n], sizeof l->pids[l->n], "%.15s", pid);
+    snprintf(l->names[l->n], sizeof l->names[l->n], "%s", name);
+    l->n++;
+  }
+}
+
+void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
+                          const char *dir) {
+  live_list l = {.n = 0};
+  size_t n = live_each(nt, live_keep, &l);
+
   if (n == 0)
     return;
   fprintf(f, "%zu process%s started under the recording %s still running:",
           n, n == 1 ? "" : "es", n == 1 ? "is" : "are");
-  for (size_t i = 0; i < n && i < LIVE_LISTED; i++) {
-    fprintf(f, "%s %s (", i ? "," : "", pids[i]);
-    stkr_cli_put_escaped(f, (const uint8_t *)names[i], strlen(names[i]));
+  for (size_t i = 0; i < l.n; i++) {
+    fprintf(f, "%s %s (", i ? "," : "", l.pids[i]);
+    stkr_cli_put_escaped(f, (const uint8_t *)l.names[i], strlen(l.names[i]));
     fputc(')', f);
   }
   if (n > LIVE_LISTED)
@@ -191,4 +214,29 @@ void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
           n == 1 ? "it records" : "they record");
   stkr_cli_put_escaped(f, (const uint8_t *)dir, strlen(dir));
   fprintf(f, " again once %s\n", n == 1 ? "it ends" : "they end");
+}
+
+typedef struct live_note {
+  const char *dir;
+  int err;
+} live_note;
+
+static void live_write(void *arg, const char *pid, const char *name) {
+  live_note *w = arg;
+  int err = stkr_running_append(w->dir, (uint32_t)strtoul(pid, NULL, 10),
+                                name);
+  /* -ESRCH: it ended meanwhile, nothing to say. */
+  if (err != 0 && err != -ESRCH && w->err == 0)
+    w->err = err;
+}
+
+void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt) {
+  live_note w = {dir, 0};
+
+  (void)live_each(nt, live_write, &w);
+  if (w.err != 0)
+    fprintf(stderr, "stackrec record: cannot note the processes still "
+                    "running in %s/%s: %s (verify cannot tell that the "
+                    "recording may still grow)\n",
+            dir, STKR_MARKS_FILE, strerror(-w.err));
 }
