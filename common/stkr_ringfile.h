@@ -51,10 +51,12 @@
  *                     189 000 ring-full drops of a SIGKILLed app gone, and
  *                     verify called the recording complete). A death
  *                     between a batch's write and the worker's store of
- *                     counted counts that batch's new drops twice (too
- *                     many, never too few). Zeroed, all four, when the ring
- *                     gets a new owner; the worker reaps an owner only once
- *                     counted equals drops.
+ *                     counted counts that batch's new drops twice. When
+ *                     the worker reaps the owner (its thread ended), what
+ *                     counted lacks moves to the session file's retired
+ *                     drops (below) and counted = drops: the ring is handed
+ *                     on owing nothing. Zeroed, all four, when the ring gets
+ *                     a new owner.
  *   [1024, 3072)      the known-stack table: STKR_RINGFILE_KNOWN_SLOTS
  *                     entries of two u64 (the stack key, see below), by
  *                     slot; {0, 0} = empty. Written by the producer only,
@@ -335,6 +337,11 @@ typedef struct stkr_sessfile_hdr {
    * drops_other - counted_other. */
   uint64_t drops_other;
   uint64_t counted_other;
+  /* The same for the drops of reaped threads that no written batch
+   * counted when their ring was handed on (ring full, reentrant): added by
+   * the worker at the reap, counted after a batch's write. */
+  uint64_t retired_full, retired_reentrant;
+  uint64_t counted_retired_full, counted_retired_reentrant;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,

@@ -216,7 +216,6 @@ static void write_batch(stkr__worker *w, bool last) {
     /* Its counters are on disk: the ring files' drops they count are no
      * longer recovery's to add (common/stkr_ringfile.h, "drops"). */
     stkr__threads_drops_commit();
-    w->drops_uncommitted = false;
   } else {
     /* The batch is lost, and with it the definitions it carried: start a
      * new epoch and a new file (the current one may hold a torn frame), so
@@ -225,7 +224,6 @@ static void write_batch(stkr__worker *w, bool last) {
     w->epoch = stkr__new_epoch();
     w->seg_first = true;
     w->io_error = true;
-    w->drops_uncommitted = true;
     pthread_mutex_lock(&w->stats_mu);
     w->dropped_write_error += n;
     w->write_errors++;
@@ -629,11 +627,7 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
 
   /* Reaped only once its last records are written and released: its ring
    * file goes with it, and must not while a crash could still need it. */
-  /* And once a written batch counts its drops (the ring's file then owes
-   * recovery nothing), unless writes fail: then its counters go to the
-   * retired totals that a later batch counts, and the file is settled. */
-  if (exited && empty && !(t->ring.c && stkr__ring_pending(&t->ring)) &&
-      (stkr__thread_drops_counted(t) || w->drops_uncommitted)) {
+  if (exited && empty && !(t->ring.c && stkr__ring_pending(&t->ring))) {
     char name[sizeof t->exit_name];
     /* Final name, written before `exited` was released (acquired above);
      * after a rename applied, the name of the id its events carry (a
@@ -648,6 +642,8 @@ static void drain_thread(stkr__worker *w, stkr__thread *t) {
                                    true);
       t->w_defined_seg = w->epoch;
     }
+    /* Its drops no written batch counts yet move to the session file's
+     * retired drops, so that the ring can be handed on owing nothing. */
     stkr__thread_drops_settle(t);
     stkr__pmirror_free(t);
     /* recorder/ moves the thread's counters to its retired totals under

@@ -218,11 +218,11 @@ void stkr__loader_scan_atfork_child(void) {
  * other's store, so no worker starts work unseen while a fork goes ahead.
  * g_worker_busy counts threads, not workers: a worker being abandoned may
  * still be ending beside its successor. */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(STKR__ASAN_FORK)
 static atomic_int g_fork_pending; /* prepare: 1; parent, child: 0 */
 static atomic_int g_worker_busy;  /* the worker (and its starter) */
 
-void stkr__asan_fork_started(void) { atomic_fetch_add(&g_worker_busy, 1); }
+void stkr__asan_fork_started(void) { stkr__asan_fork_busy(); }
 void stkr__asan_fork_start_failed(void) { atomic_fetch_sub(&g_worker_busy, 1); }
 void stkr__asan_fork_idle(void) { atomic_fetch_sub(&g_worker_busy, 1); }
 
@@ -241,11 +241,21 @@ void stkr__asan_fork_busy(void) {
 }
 
 void stkr__asan_fork_atfork_prepare(void) {
+  struct timespec now;
+  uint64_t until;
+
   atomic_store(&g_fork_pending, 1);
-  for (int step = 0; step < SCAN_FORK_WAIT_MS * 20; step++) {
+  /* A deadline, not a count of sleeps: on a loaded machine each 50 us
+   * sleep takes far longer. */
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  until = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec +
+          (uint64_t)SCAN_FORK_WAIT_MS * 1000000u;
+  while (atomic_load(&g_worker_busy) != 0) {
     struct timespec tick = {0, 50000};
-    if (atomic_load(&g_worker_busy) == 0) return;
     nanosleep(&tick, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec >= until)
+      return;
   }
 }
 

@@ -557,7 +557,7 @@ static void atfork_child_scan(void) {
 static void register_atfork(void) {
   (void)pthread_atfork(stkr__loader_scan_atfork_prepare,
                        stkr__loader_scan_atfork_parent, atfork_child_scan);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(STKR__ASAN_FORK)
   /* Registered last, its prepare runs first (worker.h). */
   (void)pthread_atfork(stkr__asan_fork_atfork_prepare,
                        stkr__asan_fork_atfork_parent,

@@ -109,10 +109,6 @@ typedef struct stkr__worker {
   uint32_t site_epoch[STKR_MAX_SITES + 1];
   uint64_t batch_seq;
   bool io_error;          /* a batch failed since the last stkr_flush */
-  /* The latest batch's write failed (worker thread only): exited threads
-   * are reaped without waiting for a written batch to count their drops
-   * (drain.c, drain_thread). */
-  bool drops_uncommitted;
   /* This pass serves a stkr_flush (worker thread only): a barrier must
    * end with every event written or dropped and counted, so it reads the
    * rings even when no segment can be opened (drain.c, segment_ready). */
@@ -186,13 +182,20 @@ void stkr__loader_scan_atfork_child(void);
  * about to start work while a fork is pending waits for its end. glibc's
  * malloc is fork-safe: elsewhere these are empty.
  * - stkr__asan_fork_started: the starting thread, before pthread_create
- *   (the new thread allocates before worker_main runs); _start_failed
- *   undoes it.
+ *   (the new thread allocates before worker_main runs; waits out a
+ *   pending fork like _busy); _start_failed undoes it.
  * - stkr__asan_fork_busy / _idle: the worker, around its work.
  * - stkr__asan_fork_atfork_*: worker.c registers them after the scan
  *   lock's, so that prepare waits for the worker before taking the scan
  *   lock (a worker's pass may need that lock). */
 #if defined(__SANITIZE_ADDRESS__)
+#define STKR__ASAN_FORK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) /* clang: no __SANITIZE_ADDRESS__ */
+#define STKR__ASAN_FORK 1
+#endif
+#endif
+#if defined(STKR__ASAN_FORK)
 void stkr__asan_fork_started(void);
 void stkr__asan_fork_start_failed(void);
 void stkr__asan_fork_busy(void);

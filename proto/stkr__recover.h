@@ -104,6 +104,10 @@ typedef struct stkr__rc_scan {
   char *cur_path;
   bool cur_match;
   bool matched;  /* some batch of the session was seen */
+  /* A recovered batch of the session was seen: an earlier recovery wrote
+   * its segment and died before removing the files (their drops it
+   * counted already). */
+  bool recovered_before;
   bool newest;   /* reading the pid's newest segment */
   uint64_t deadline_ns; /* stkr__rc's: a batch past it ends the scan */
   char *torn;    /* that segment, when it ends inside a frame ... */

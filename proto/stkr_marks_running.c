@@ -68,11 +68,12 @@ static int start_time(uint32_t pid, uint64_t *out) {
   fclose(f);
   buf[n] = '\0';
   /* After the name, which may hold spaces and parentheses: its last ')'.
-   * Then fields 3..: state is 3, start time 22. */
+   * p is then at the space before field 3 (state); each step moves it to
+   * the space before the next field, up to the one before field 22. */
   if ((p = strrchr(buf, ')')) == NULL)
     return -EIO;
   p++;
-  for (int field = 2; field < 22; field++) {
+  for (int field = 3; field < 22; field++) {
     if ((p = strchr(p + 1, ' ')) == NULL)
       return -EIO;
   }
@@ -109,10 +110,24 @@ const char *stkr__running_line(stkr_reader *r, const char *path,
       *nomem = true;
     return why;
   }
-  if (boot_id(boot) != 0 || memcmp(boot, tok[2], BOOT_ID_HEX) != 0)
+  if (boot_id(boot) != 0 || memcmp(boot, tok[2], BOOT_ID_HEX) != 0) {
     u.other_boot = true;
-  else
-    u.alive = start_time(u.pid, &now_start) == 0 && now_start == start;
+  } else {
+    int err = start_time(u.pid, &now_start);
+    /* Unreadable (/proc with hidepid, another user's process): cannot
+     * tell, as on another machine; never "ended". */
+    u.other_boot = err != 0 && err != -ESRCH;
+    u.alive = err == 0 && now_start == start;
+  }
+  /* One line per process: merged copies of one run name it twice. */
+  for (size_t i = 0; i < r->n_running; i++)
+    if (r->running[i].pid == u.pid && r->running[i].start == start &&
+        memcmp(r->running[i].boot, tok[2], BOOT_ID_HEX) == 0) {
+      free((char *)u.name);
+      return NULL;
+    }
+  u.start = start;
+  memcpy(u.boot, tok[2], BOOT_ID_HEX);
   /* One copy of the path per file, shared with its "u1" lines. */
   if (md->path == NULL)
     md->path = strdup(path);

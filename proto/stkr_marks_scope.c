@@ -241,12 +241,13 @@ static void put_mark(outbuf *o, copy_state *c, const char *p,
   put(o, p, (size_t)(nl + 1 - p));
 }
 
-/* A "u1 <pid> ..." or "r1 <pid> ..." line [p, nl] under the pid the map
- * gives it in OUT: a process that recorded something before it could
- * record no more (an exec'd image refused), or before record ended, is in
- * the map, and merge may have renumbered it (QA, session 21: OUT named the
- * old pid twice and the new one never). A pid the map does not hold (the
- * process recorded nothing) keeps its number. */
+/* A "u1 <pid> ..." line [p, nl] under the pid the map gives it in OUT: a
+ * process that recorded something before it could record no more (an
+ * exec'd image refused) is in the map, and merge may have renumbered it
+ * (QA, session 21: OUT named the old pid twice and the new one never). A
+ * pid the map does not hold (the process recorded nothing at all) keeps
+ * its number. ("r1" lines keep theirs: a reader tests that pid's
+ * liveness in /proc.) */
 static void put_unrecorded(outbuf *o, const copy_state *c, const char *p,
                            const char *nl) {
   const char *q = p + 3, *end;
@@ -258,8 +259,7 @@ static void put_unrecorded(outbuf *o, const copy_state *c, const char *p,
   if (end > q && end < nl && *end == ' ')
     for (size_t i = 0; i < c->n_map; i++)
       if (c->map[i].from == pid) {
-        int n = snprintf(num, sizeof num, "%.2s %u", p,
-                         (unsigned)c->map[i].to);
+        int n = snprintf(num, sizeof num, "u1 %u", (unsigned)c->map[i].to);
         put(o, num, (size_t)n);
         put(o, end, (size_t)(nl + 1 - end));
         return;
@@ -299,8 +299,7 @@ int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
       c.field_due = true;
     } else if (nl - p >= 3 && memcmp(p, "m1 ", 3) == 0) {
       put_mark(&o, &c, p, nl);
-    } else if (nl - p >= 3 && (memcmp(p, "u1 ", 3) == 0 ||
-                               memcmp(p, "r1 ", 3) == 0)) {
+    } else if (nl - p >= 3 && memcmp(p, "u1 ", 3) == 0) {
       put_unrecorded(&o, &c, p, nl);
     } else { /* comments, the rest */
       put(&o, p, (size_t)(nl + 1 - p));

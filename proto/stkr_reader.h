@@ -541,8 +541,8 @@ typedef struct stkr_pid_map {
  * that belongs to none of them is left out. A scope line is written where
  * the scope changes, not per mark. A process that recorded nothing ("u1"
  * line) gets the map's pid for it if the map has it (it recorded before
- * it could not), else keeps its own. Other lines (comments) are copied as
- * they are. map: from_dir's processes in
+ * it could not), else keeps its own. Other lines ("r1", comments) are
+ * copied as they are. map: from_dir's processes in
  * to_dir, any order, not kept. A read error keeps what was read before it
  * (as stkr_marks_copy). Thread-safe.
  * @return 0, -EINVAL (NULL arguments), -ENOMEM, or the negative errno of a
@@ -602,14 +602,21 @@ STKR_API int stkr_unrecorded_append(const char *dir, uint32_t pid,
  * reader tells whether each is alive now: the same boot, and a process of
  * that pid that started at that time (never another process that got the
  * pid since). On another machine or after a reboot it cannot tell (Linux
- * only; elsewhere likewise). Malformed lines are STKR_WARN_DAMAGED warnings
- * and are skipped. */
+ * only; elsewhere likewise), nor where /proc does not show it. A line
+ * naming the same process as an earlier one (merged copies of one run) is
+ * read once. `merge` copies the lines as they are: the pid is the system's,
+ * the one liveness is tested with, even where merge renumbered the
+ * process's files. Malformed lines are STKR_WARN_DAMAGED warnings and are
+ * skipped. */
 typedef struct stkr_running_info {
   uint32_t pid;
   const char *name;  /* its name (comm) as record saw it; "" if unknown */
   bool alive;        /* still running now (this machine, this boot) */
-  bool other_boot;   /* written on another boot or machine: unknown */
+  bool other_boot;   /* cannot tell: written on another boot or machine,
+                        or its /proc entry cannot be read */
   const char *path;  /* the marks file that names it */
+  uint64_t start;    /* its start time, as written */
+  char boot[32];     /* its boot id, as written (not NUL-terminated) */
 } stkr_running_info;
 
 /* @return how many processes the marks files of the reader's directories

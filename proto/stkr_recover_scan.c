@@ -49,6 +49,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
   }
   if (s->cur_match) {
     s->matched = true;
+    s->recovered_before |= b->recovered;
     if (b->header != NULL && b->header->session_first_seq != 0)
       s->first_seq = b->header->session_first_seq;
     uint64_t n_events = b->events ? b->events->n_thread_id : 0;

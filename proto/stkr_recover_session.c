@@ -27,6 +27,9 @@
 #define STKR__RC_BATCH_BYTES (8u << 20)
 
 static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t sat64(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
+}
 
 /* ---- building and writing (steps 4, 5) -------------------------------- */
 
@@ -167,13 +170,17 @@ static void counters(const build *b, Stackrec__Counters *K) {
   K->written = sc->written;
   K->dropped_write_error = sc->dropped_write_error;
   K->segments_deleted = sc->segments_deleted;
-  K->dropped_ring_full = max64(sc->ring_full, sc->c_ring_full) + b->x_full;
+  /* Saturating: the files' counters are hostile input (a reader calls
+   * counters that do not add up damage; they must not wrap into sense). */
+  K->dropped_ring_full = sat64(max64(sc->ring_full, sc->c_ring_full),
+                               b->x_full);
   K->dropped_reentrant =
-      max64(sc->reentrant, sc->c_reentrant) + b->x_reentrant;
-  K->dropped_other = max64(sc->other, sc->c_other) + b->x_other;
+      sat64(max64(sc->reentrant, sc->c_reentrant), b->x_reentrant);
+  K->dropped_other = sat64(max64(sc->other, sc->c_other), b->x_other);
   K->recovered = b->recovered_total;
-  K->attempted = K->written + K->dropped_write_error + K->dropped_ring_full +
-                 K->dropped_reentrant + K->dropped_other + K->recovered;
+  K->attempted = sat64(sat64(sat64(K->written, K->dropped_write_error),
+                             sat64(K->dropped_ring_full, K->dropped_reentrant)),
+                       sat64(K->dropped_other, K->recovered));
 }
 
 /* Encode and write the open batch (nothing in a dry run). `last`: the
@@ -504,10 +511,12 @@ static void ring_drops(build *b, const stkr_ring_info *info) {
   uint64_t reent = info->drops_reentrant > info->counted_reentrant
                        ? info->drops_reentrant - info->counted_reentrant : 0;
 
-  if (full == 0 && reent == 0) return;
-  b->x_full += full;
-  b->x_reentrant += reent;
-  b->rc->st->drops_found += full + reent;
+  /* An earlier recovery of this session died after writing its segment
+   * (the files were not removed): its batches count these already. */
+  if ((full == 0 && reent == 0) || b->sc->recovered_before) return;
+  b->x_full = sat64(b->x_full, full);
+  b->x_reentrant = sat64(b->x_reentrant, reent);
+  b->rc->st->drops_found = sat64(b->rc->st->drops_found, sat64(full, reent));
   stackrec__drops__init(&b->x_ring);
   b->x_ring.thread_id = info->thread_id;
   b->x_ring.ring_full = full;
@@ -610,10 +619,23 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
 
   b.known.sid = ss->h.session_id;
   b.known.deadline_ns = rc->deadline_ns;
-  /* Drops with no ring (session file; 0 in older files). */
-  if (ss->h.drops_other > ss->h.counted_other) {
-    b.x_other = ss->h.drops_other - ss->h.counted_other;
-    rc->st->drops_found += b.x_other;
+  /* Drops that no ring holds: of no ring or site, and of reaped threads
+   * (the session file; 0 in older files). Not again after an earlier
+   * recovery's segment (ring_drops). */
+  if (!sc->recovered_before) {
+    const stkr_sessfile_hdr *h = &ss->h;
+    uint64_t x[3] = {h->drops_other > h->counted_other
+                         ? h->drops_other - h->counted_other : 0,
+                     h->retired_full > h->counted_retired_full
+                         ? h->retired_full - h->counted_retired_full : 0,
+                     h->retired_reentrant > h->counted_retired_reentrant
+                         ? h->retired_reentrant - h->counted_retired_reentrant
+                         : 0};
+    b.x_other = x[0];
+    b.x_full = x[1];
+    b.x_reentrant = x[2];
+    rc->st->drops_found =
+        sat64(rc->st->drops_found, sat64(x[0], sat64(x[1], x[2])));
   }
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT

@@ -478,8 +478,9 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
       return -ENOTCONN;
     /* Atomic RMW: nested handlers may race on this counter. */
     atomic_fetch_add_explicit(&t->dropped_reentrant, 1, memory_order_relaxed);
-    /* The ring file's copy (recovery): the interrupted event may be the
-     * thread's first, its ring not made yet (then none to count in). */
+    /* The ring file's copy (recovery). A thread's ring is made before
+     * its state is published (a handler in the middle of that counts an
+     * "other" drop instead), so c is set here; checked all the same. */
     stkr__ring_ctl *rc = t->ring.c;
     if (rc != NULL)
       atomic_fetch_add_explicit(&rc->drops_reentrant, 1, memory_order_release);

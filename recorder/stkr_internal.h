@@ -61,12 +61,22 @@ bool stkr__session_check(void);
 /* Worker, before each batch's write: the highest stack id and Batch.seq
  * used so far, into the session file (see stkr_sessfile_hdr). */
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
-/* The session file's drops_other (stkr_sessfile_hdr): add one (any
- * thread, with stkr__count_dropped_other); store counted_other (worker,
- * after a batch's write: stkr__threads_drops_commit). No-ops without a
- * session file. */
+/* The session file's drops (stkr_sessfile_hdr: drops_other, retired_*),
+ * as a batch's counters read them (stkr__threads_counts_mark). */
+typedef struct stkr__sess_drops {
+  uint64_t other, retired_full, retired_reentrant;
+} stkr__sess_drops;
+/* drops_other: add one (any thread, with stkr__count_dropped_other).
+ * _retire: add a reaped thread's drops that no written batch counted
+ * (worker). _note: read retired_* into *out (worker). _commit: store the
+ * noted values as counted_* (worker, after that batch's write). _reset:
+ * zero them all (the start, no producer active). No-ops without a session
+ * file. */
 void stkr__session_drop_other(void);
-void stkr__session_drops_commit(uint64_t counted_other);
+void stkr__session_drops_retire(uint64_t full, uint64_t reentrant);
+void stkr__session_drops_note(stkr__sess_drops *out);
+void stkr__session_drops_commit(const stkr__sess_drops *noted);
+void stkr__session_drops_reset(void);
 /* The event clock's calibration, into the session file (see
  * stkr_sessfile_hdr.clock). Worker, or the start. No-op without session. */
 void stkr__session_clock(const stkr_clock_cal *cal);
@@ -544,15 +554,11 @@ void stkr__threads_counts(stkr__counts *out);
  * batch's counters, noting each thread's drops (and dropped_other) as it
  * reads them. _commit: after that batch was written: the noted values
  * become the rings' (and the session file's) counted.
- * stkr__thread_drops_counted: whether t's ring file tells no drop that a
- * written batch does not count (true without a ring); the worker reaps
- * only such a thread, so that a ring handed on from it owes nothing.
- * stkr__thread_drops_settle: counted = drops, for a thread reaped
- * regardless (its counters go to the retired totals, which every later
- * batch counts). */
+ * stkr__thread_drops_settle: for the thread about to be reaped: what its
+ * ring's counted lacks goes to the session file's retired drops, and
+ * counted = drops, so that the ring is handed on owing nothing (worker). */
 void stkr__threads_counts_mark(stkr__counts *out);
 void stkr__threads_drops_commit(void);
-bool stkr__thread_drops_counted(const stkr__thread *t);
 void stkr__thread_drops_settle(stkr__thread *t);
 void stkr__count_dropped_other(void);
 /* Zero counters and empty rings (recorder start; no producer active).

@@ -144,9 +144,10 @@ typedef struct stkr__ring_ctl {
    * atomic add, nested handlers race), each equal to the thread's own
    * counter of the same name since both start at 0 when the ring gets
    * its owner; and how many of them the latest written batch counted,
-   * written by the worker after the write (stkr__threads_counts_commit).
-   * Read by recovery after the process died, and by the worker's reap
-   * test. A line of their own: written only when events drop. */
+   * written by the worker after the write, and only when that changed
+   * (stkr__threads_drops_commit), and at the owner's reap
+   * (stkr__thread_drops_settle). Read by recovery after the process died.
+   * A line of their own: written only when events drop, and after. */
   _Alignas(STKR__CACHE_LINE) _Atomic uint64_t drops_full;
   _Atomic uint64_t drops_reentrant;
   _Atomic uint64_t counted_full;

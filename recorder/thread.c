@@ -302,15 +302,19 @@ void stkr__count_dropped_other(void) {
 
 /* ---- drops in the ring files, for recovery --------------------------------
  * A ring's drops equal its thread's counters (the producer stores the same
- * count in both: event.c), and the session file's drops_other equals
- * g_dropped_other (both start at 0 with the session, and are added to
- * together): so the values a batch's counters read are what they count of
- * the files' drops, exactly. */
-static uint64_t g_other_noted; /* worker only */
+ * count in both: event.c); the session file's drops_other equals
+ * g_dropped_other (both rebased to 0 at the start, added to together);
+ * its retired drops are what reaped threads' rings had not had counted,
+ * which g_retired's totals include. So the values a batch's counters read
+ * are what they count of the files' drops, exactly (common/
+ * stkr_ringfile.h, "drops"). */
+static stkr__sess_drops g_sess_noted; /* worker only */
 
 void stkr__threads_counts_mark(stkr__counts *out) {
   pthread_mutex_lock(&g_reap_lock);
   *out = g_retired;
+  /* Under the reap lock, as g_retired: a reap moves both together. */
+  stkr__session_drops_note(&g_sess_noted);
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     stkr__counts one = {0};
     stkr__counts_add(&one, t);
@@ -321,9 +325,17 @@ void stkr__threads_counts_mark(stkr__counts *out) {
     out->dropped_reentrant += one.dropped_reentrant;
   }
   pthread_mutex_unlock(&g_reap_lock);
-  out->dropped_other = g_other_noted =
+  out->dropped_other = g_sess_noted.other =
       atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
   out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
+}
+
+/* Store v into *field unless it holds it already: the drops line is the
+ * producer's too (it writes there when its ring is full), and a store per
+ * batch would pull the line away from it for nothing. */
+static void store_if_new(_Atomic uint64_t *field, uint64_t v) {
+  if (atomic_load_explicit(field, memory_order_relaxed) != v)
+    atomic_store_explicit(field, v, memory_order_relaxed);
 }
 
 void stkr__threads_drops_commit(void) {
@@ -332,36 +344,27 @@ void stkr__threads_drops_commit(void) {
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     stkr__ring_ctl *c = t->ring.c;
     if (c == NULL) continue;
-    atomic_store_explicit(&c->counted_full, t->w_cnt_full,
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->counted_reentrant, t->w_cnt_reentrant,
-                          memory_order_relaxed);
+    store_if_new(&c->counted_full, t->w_cnt_full);
+    store_if_new(&c->counted_reentrant, t->w_cnt_reentrant);
   }
-  stkr__session_drops_commit(g_other_noted);
-}
-
-bool stkr__thread_drops_counted(const stkr__thread *t) {
-  const stkr__ring_ctl *c = t->ring.c;
-  /* >=: a handler's drop before the thread had a ring is in its counter,
-   * and so counted, but not in the ring's drops. */
-  return c == NULL ||
-         (atomic_load_explicit(&c->counted_full, memory_order_relaxed) >=
-              atomic_load_explicit(&c->drops_full, memory_order_relaxed) &&
-          atomic_load_explicit(&c->counted_reentrant, memory_order_relaxed) >=
-              atomic_load_explicit(&c->drops_reentrant, memory_order_relaxed));
+  stkr__session_drops_commit(&g_sess_noted);
 }
 
 void stkr__thread_drops_settle(stkr__thread *t) {
   stkr__ring_ctl *c = t->ring.c;
+  uint64_t full, reent, cf, cr;
+
   if (c == NULL) return;
-  atomic_store_explicit(
-      &c->counted_full,
-      atomic_load_explicit(&c->drops_full, memory_order_relaxed),
-      memory_order_relaxed);
-  atomic_store_explicit(
-      &c->counted_reentrant,
-      atomic_load_explicit(&c->drops_reentrant, memory_order_relaxed),
-      memory_order_relaxed);
+  full = atomic_load_explicit(&c->drops_full, memory_order_relaxed);
+  reent = atomic_load_explicit(&c->drops_reentrant, memory_order_relaxed);
+  cf = atomic_load_explicit(&c->counted_full, memory_order_relaxed);
+  cr = atomic_load_explicit(&c->counted_reentrant, memory_order_relaxed);
+  /* Worker only, as mark and commit: none of them runs between this and
+   * the reap that moves the thread's counters to g_retired. */
+  stkr__session_drops_retire(full > cf ? full - cf : 0,
+                             reent > cr ? reent - cr : 0);
+  atomic_store_explicit(&c->counted_full, full, memory_order_relaxed);
+  atomic_store_explicit(&c->counted_reentrant, reent, memory_order_relaxed);
 }
 
 /* The back-off of the waits below (for a thread to leave stkr_event(), for
@@ -506,6 +509,7 @@ void stkr__threads_reset_counts(void) {
     t->w_payloads_stale = true;
   }
   atomic_store_explicit(&g_dropped_other, 0, memory_order_relaxed);
+  stkr__session_drops_reset(); /* with g_dropped_other and g_retired */
   atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
     atomic_fetch_add_explicit(&g_attached, 1, memory_order_relaxed);

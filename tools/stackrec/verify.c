@@ -521,26 +521,24 @@ size_t stkr_cli_running_alive(const stkr_reader *r,
  * what they recorded is in the directory like any process's. */
 static void check_running(verify_run *v, const stkr_reader *r) {
   enum { SHOWN = 20 };
-  size_t i, shown = 0, n = stkr_reader_running_count(r);
+  size_t i, alive = 0, noted = 0, n = stkr_reader_running_count(r);
 
   for (i = 0; i < n; i++) {
     const stkr_running_info *u = stkr_reader_running(r, i);
-    if (u->alive) {
-      v->incomplete++;
-      if (shown++ < SHOWN)
-        printf("incomplete: process %u (%s) of the recorded tree is still "
-               "running since stackrec record ended: it may record more "
-               "(named in %s)\n", (unsigned)u->pid, u->name, u->path);
-    } else if (u->other_boot && shown++ < SHOWN) {
+    if (u->alive && alive++ < SHOWN)
+      printf("incomplete: process %u (%s) of the recorded tree is still "
+             "running since stackrec record ended: it may record more "
+             "(named in %s)\n", (unsigned)u->pid, u->name, u->path);
+    else if (u->other_boot && noted++ < SHOWN)
       printf("note: process %u (%s) was still running when stackrec record "
-             "ended, on another boot or machine: whether it recorded more "
-             "cannot be told here (named in %s)\n", (unsigned)u->pid,
-             u->name, u->path);
-    }
+             "ended; whether it still is cannot be told here (another boot "
+             "or machine, or its /proc entry unreadable; named in %s)\n",
+             (unsigned)u->pid, u->name, u->path);
   }
-  if (shown > SHOWN)
-    printf("incomplete: %zu more processes of the recorded tree may still "
-           "be running\n", shown - SHOWN);
+  if (alive > SHOWN)
+    printf("incomplete: %zu more processes of the recorded tree are still "
+           "running\n", alive - SHOWN);
+  v->incomplete += alive;
 }
 
 int stkr_cli_verify(int argc, char **argv) {
