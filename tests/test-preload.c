@@ -288,6 +288,29 @@ static void test_privacy_probe(void **state) {
   rec_free(&r);
 }
 
+/* A statically linked CMD (Debian's ldconfig is static-pie): the hooks
+ * cannot load into it. record says so in the marks file, and verify calls
+ * the recording incomplete (QA, session 21: a static Go program's 4 000
+ * reads of ~/.ssh went unrecorded, and verify said intact). */
+static void test_static_cmd_named(void **state) {
+  const char *dir = fresh("static");
+  (void)state;
+
+  if (access("/sbin/ldconfig", X_OK) != 0)
+    skip();
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /sbin/ldconfig -p", g_bin,
+                      dir),
+                   0);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+  assert_non_null(strstr(g_out, "(ldconfig) recorded nothing, unable to: "
+                                "/sbin/ldconfig is statically linked"));
+  /* A dynamic one is not named. */
+  dir = fresh("dynamic");
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /bin/true", g_bin, dir), 0);
+  assert_null(strstr(g_err, "statically linked"));
+}
+
 TL_TEST_MAIN("preload", setup, NULL, test_all_apis, test_exit_status,
              test_categories_and_depth, test_default_dir_and_discovery,
-             test_errors, test_bad_config, test_privacy_probe)
+             test_errors, test_bad_config, test_privacy_probe,
+             test_static_cmd_named)

@@ -490,6 +490,8 @@ static int run(char **argv, const char *preload, int nfd,
     k = read(fds[0], &err, sizeof err);
   while (k < 0 && errno == EINTR);
   close(fds[0]);
+  if (k == 0) /* exec'd: a static program has no hooks */
+    stkr__rec_note_static(argv[0], (int)pid, nt);
   for (;;) {
     w = waitpid(pid, status, WNOHANG);
     if (w == pid) {

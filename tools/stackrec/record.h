@@ -58,6 +58,10 @@ void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
  * so that verify can tell a recording that may still grow. A failure is
  * said on stderr. */
 void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt);
+/* If cmd (as execvp finds it) is a statically linked ELF program, which
+ * LD_PRELOAD cannot reach, a notice for process pid saying so: it recorded
+ * nothing (record_notify.c). */
+void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt);
 
 /* Read dir and print the summary on f, with the processes in nt.
  * Best effort: a reading problem is reported, never changes the exit
