@@ -619,10 +619,20 @@ static const char *sym_name(stkr__symbe *be, const char *n, size_t slot) {
   return stkr__dw_sym_name(&be->names, n, slot);
 }
 
+/* The CU libdw finds for address a (module addresses) through
+ * .debug_aranges, if its own ranges hold a: a cgo Go binary's aranges list
+ * only its gcc-compiled C units, and libdw then answered a C unit for
+ * every Go function (QA, session 21: main.main at gcc_mmap.c:37, where
+ * `go tool addr2line` says main.go:10). NULL: none, or a wrong one. */
+static Dwarf_Die *cu_covering(mod *m, uint64_t a, Dwarf_Addr *bias) {
+  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, bias);
+  return cudie != NULL && dwarf_haspc(cudie, a - *bias) > 0 ? cudie : NULL;
+}
+
 static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
                             stkr__symres *out, size_t max) {
   Dwarf_Addr bias;
-  Dwarf_Die *cudie = dwfl_module_addrdie(m->m, a, &bias), sub, own;
+  Dwarf_Die *cudie = cu_covering(m, a, &bias), sub, own;
   const char *file = NULL;
   int line = 0, col = 0;
   size_t n;
@@ -684,8 +694,12 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
     Dwfl_Line *l;
     int line = 0, col = 0;
     const char *file = NULL;
+    Dwarf_Addr bias;
     if (!s) return 0;
-    if (m->dw && (l = dwfl_module_getsrc(m->m, a)))
+    /* The line through the same check (dwfl_module_getsrc looks its CU up
+     * through .debug_aranges too). */
+    if (m->dw && cu_covering(m, a, &bias) != NULL &&
+        (l = dwfl_module_getsrc(m->m, a)))
       file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
     out[0] = (stkr__symres){sym_name(be, s, 0), file,
                             line > 0 ? (uint32_t)line : 0,

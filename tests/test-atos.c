@@ -231,6 +231,44 @@ static void test_swift(void **state) {
   assert_non_null(strstr(mt_err, "Swift names left mangled"));
 }
 
+/* A Go program with C code of its own (cgo): its .debug_aranges lists only
+ * the gcc-compiled C units, and libdw's lookup through it gave every Go
+ * function a C unit's file:line (QA, session 21: main.main at
+ * gcc_mmap.c:37). main.main + 5 is in main.go, as `go tool addr2line`
+ * says. */
+static void test_go_cgo(void **state) {
+  const char *go = "/usr/bin/go";
+  (void)state;
+  if (access(go, X_OK) != 0) {
+    fprintf(stderr, "SKIP: no Go toolchain (tools/install-deps.sh --tests "
+                    "installs golang-go)\n");
+    skip();
+  }
+  assert_int_equal(mt_sh(
+      "mkdir -p '%s/gocgo' && cd '%s/gocgo' && cat > main.go <<'EOF'\n"
+      "package main\n\n"
+      "/*\n#include <stdlib.h>\n"
+      "static int probe(void) { return getenv(\"HOME\") != NULL; }\n*/\n"
+      "import \"C\"\nimport \"fmt\"\n\n"
+      "func main() {\n\tn := 0\n\tfor i := 0; i < 10; i++ {\n"
+      "\t\tn += int(C.probe())\n\t}\n\tfmt.Println(n)\n}\n"
+      "EOF\n"
+      "printf 'module gocgo\\ngo 1.19\\n' > go.mod && "
+      "HOME=\"$PWD\" GOCACHE=\"$PWD/cache\" GOPATH=\"$PWD/path\" "
+      "GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=1 "
+      "CC=gcc %s build -o prog . && "
+      "HOME=\"$PWD\" GOCACHE=\"$PWD/cache\" %s tool nm prog | "
+      "awk '$3 == \"main.main\" {print $1}'",
+      mt_tmp, mt_tmp, go, go), 0);
+  unsigned long long a = strtoull(mt_out, NULL, 16);
+  assert_true(a != 0);
+  assert_int_equal(mt_sh("cd '%s/gocgo' && '%s' atos -o prog 0x%llx", mt_tmp,
+                         mt_tool, a + 5), 0);
+  if (strstr(mt_out, "main.main (in prog) (main.go:") == NULL)
+    fail_msg("atos of main.main + 5: %s", mt_out);
+}
+
 MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
              test_thin_and_dwarf5, test_symbol_table_only, test_objc, test_elf,
-             test_load_address, test_json_and_arch, test_errors, test_swift)
+             test_load_address, test_json_and_arch, test_errors, test_swift,
+             test_go_cgo)
