@@ -217,6 +217,38 @@ static stkr__uw_table *table_published(const stkr__uw_src *src, uint64_t key) {
   return NULL;
 }
 
+/* A key for an image without a build-id, from its file: "nobuildid" then
+ * a hash of its device, inode, size and modification time and of where
+ * its .eh_frame is. Without one, such an image's table was built again by
+ * every process of a recording (QA, session 21: rustc's 147 MiB
+ * librustc_driver, ~0.7 s in each rustc of a cargo build). The stored
+ * table's header checks the .eh_frame's place and size again. A file
+ * rewritten in place with the same size and time within a recording (what
+ * make's rules miss too) would get a stale table. @return false when the
+ * file cannot be named or stat'ed (the main program: no name). */
+static bool file_key(const struct dl_phdr_info *info, const stkr__uw_src *src,
+                     uint8_t out[24]) {
+  struct stat st;
+  uint64_t v[7], h1, h2;
+
+  if (info->dlpi_name == NULL || info->dlpi_name[0] != '/' ||
+      stat(info->dlpi_name, &st) != 0)
+    return false;
+  v[0] = (uint64_t)st.st_dev;
+  v[1] = (uint64_t)st.st_ino;
+  v[2] = (uint64_t)st.st_size;
+  v[3] = (uint64_t)st.st_mtim.tv_sec;
+  v[4] = (uint64_t)st.st_mtim.tv_nsec;
+  v[5] = src->eh_frame_vaddr - (uint64_t)src->base;
+  v[6] = (uint64_t)src->eh_frame_len;
+  h1 = stkr_hash_bytes(0x6e6f6275696c6469ull, v, sizeof v);
+  h2 = stkr_hash_bytes(0x6b65796f66696c65ull, v, sizeof v);
+  memcpy(out, "nobuildi", 8);
+  memcpy(out + 8, &h1, 8);
+  memcpy(out + 16, &h2, 8);
+  return true;
+}
+
 /* stkr__uw_table_fn: the published set's table of the image, else its
  * stored table, else a build (stored). */
 static int table_cached(void *arg, const struct dl_phdr_info *info,
@@ -229,8 +261,13 @@ static int table_cached(void *arg, const struct dl_phdr_info *info,
   stkr__uw_table *t;
   int rc;
 
-  if (!stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, &id, &id_len))
-    return stkr__unwind_table_build(src, out, st);
+  uint8_t file_id[24];
+  if (!stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, &id, &id_len)) {
+    if (!file_key(info, src, file_id))
+      return stkr__unwind_table_build(src, out, st);
+    id = file_id;
+    id_len = sizeof file_id;
+  }
   key = stkr_mix64(stkr_hash_bytes(id_len, id, id_len)) | 1; /* 0: none */
   if ((t = table_published(src, key)) != NULL) {
     *out = stkr__unwind_table_share(t);

@@ -326,6 +326,38 @@ static void test_record_builds_each_table_once(void **state) {
   assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
 }
 
+/* An image without a build-id (libomitfp_nobid.so, linked
+ * --build-id=none) is cached under a key from its file: the second
+ * process that loads it reads its table (QA, session 21: rustc's
+ * librustc_driver, which has none, was built again by every rustc of a
+ * cargo build, ~0.7 s each). */
+static void test_image_without_build_id_cached(void **state) {
+  char dir[4096], lib[4300];
+  unsigned images, cached, rejected, cached1;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* as above: sh cannot host the TSan runtime */
+#endif
+  snprintf(dir, sizeof dir, "%s", fresh("nobid"));
+  snprintf(lib, sizeof lib, "%s/libomitfp_nobid.so", g_fx_dir);
+  if (sh("%s'%s' record -q -o '%s' -- sh -c \"hostname >/dev/null && "
+         "'%s/omitfp' dlopen '%s' 1 && '%s/omitfp' dlopen '%s' 1\"",
+         SANITIZED ? "ASAN_OPTIONS=detect_leaks=0 " : "", g_bin, dir, g_fx_dir,
+         lib, g_fx_dir, lib) != 0)
+    fail_msg("record failed: %s", g_err);
+  if (sh("'%s' info --json '%s'", g_bin, dir) != 0) fail_msg("info: %s", g_err);
+  if (!unwind_of(g_out, "omitfp", 0, &images, &cached1, &rejected) ||
+      !unwind_of(g_out, "omitfp", 1, &images, &cached, &rejected))
+    fail_msg("no unwind figures for the two omitfp: %s", g_out);
+  /* The second reads every table, the library's among them; the first
+   * built the library's (more than the first could read). */
+  if (cached != images || cached1 >= cached)
+    fail_msg("omitfp: %u then %u of %u tables from the cache", cached1,
+             cached, images);
+  assert_int_equal(rejected, 0);
+}
+
 /* Flip one byte in the middle of every *.uwt file of dir's cache.
  * @return how many files. */
 static unsigned damage_tables(const char *dir) {
@@ -401,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_hostile_arrays_are_refused),
       cmocka_unit_test(test_record_builds_each_table_once),
       cmocka_unit_test(test_damaged_cache_is_rebuilt),
+      cmocka_unit_test(test_image_without_build_id_cached),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
