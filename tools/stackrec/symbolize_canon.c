@@ -63,7 +63,8 @@ static stkr__canon_img *canon_add(stkr__canon *k, const Stackrec__Image *im,
   c = &k->img[k->n_img];
   memset(c, 0, sizeof *c);
   if (!(c->path = strdup(im->path ? im->path : ""))) return NULL;
-  memcpy(c->build_id, im->build_id.data, im->build_id.len);
+  if (im->build_id.len != 0) /* no build-id: data may be NULL */
+    memcpy(c->build_id, im->build_id.data, im->build_id.len);
   c->build_id_len = im->build_id.len;
   c->load = im->load_address;
   c->base = k->next_base;
