@@ -105,9 +105,11 @@ typedef struct stkr__rc_scan {
   bool cur_match;
   bool matched;  /* some batch of the session was seen */
   /* A recovered batch of the session was seen: an earlier recovery wrote
-   * its segment and died before removing the files (their drops it
-   * counted already). */
+   * (some of) its segment and died before removing the files. Its first
+   * batch counted the session file's drops; its Drops name the threads
+   * whose rings' drops it counted (recovered_drops: thread id -> 1). */
   bool recovered_before;
+  stkr__idmap recovered_drops;
   bool newest;   /* reading the pid's newest segment */
   uint64_t deadline_ns; /* stkr__rc's: a batch past it ends the scan */
   char *torn;    /* that segment, when it ends inside a frame ... */

@@ -72,6 +72,9 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
         s->max_stack = b->stacks[i]->id;
     s->max_batch_seq = max64(s->max_batch_seq, b->seq);
     for (size_t i = 0; i < b->n_drops; i++) {
+      if (b->recovered &&
+          stkr__idmap_put(&s->recovered_drops, b->drops[i]->thread_id, 1) != 0)
+        s->err = -ENOMEM;
       s->ring_full += b->drops[i]->ring_full;
       s->reentrant += b->drops[i]->reentrant;
       s->other += b->drops[i]->other;
@@ -176,6 +179,7 @@ int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
 
 void stkr__rc_scan_free(stkr__rc_scan *s) {
   stkr__idmap_free(&s->pos_map);
+  stkr__idmap_free(&s->recovered_drops);
   free(s->ends);
   if (s->images != NULL) {
     stackrec__batch__free_unpacked(s->images, &s->images_alloc->pb);

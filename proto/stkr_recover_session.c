@@ -511,9 +511,13 @@ static void ring_drops(build *b, const stkr_ring_info *info) {
   uint64_t reent = info->drops_reentrant > info->counted_reentrant
                        ? info->drops_reentrant - info->counted_reentrant : 0;
 
-  /* An earlier recovery of this session died after writing its segment
-   * (the files were not removed): its batches count these already. */
-  if ((full == 0 && reent == 0) || b->sc->recovered_before) return;
+  uint32_t seen;
+
+  /* An earlier recovery of this session died after writing (part of) its
+   * segment, this ring's batch among it: it counted these already. */
+  if ((full == 0 && reent == 0) ||
+      stkr__idmap_get(&b->sc->recovered_drops, info->thread_id, &seen))
+    return;
   b->x_full = sat64(b->x_full, full);
   b->x_reentrant = sat64(b->x_reentrant, reent);
   b->rc->st->drops_found = sat64(b->rc->st->drops_found, sat64(full, reent));

@@ -313,7 +313,9 @@ static stkr__sess_drops g_sess_noted; /* worker only */
 void stkr__threads_counts_mark(stkr__counts *out) {
   pthread_mutex_lock(&g_reap_lock);
   *out = g_retired;
-  /* Under the reap lock, as g_retired: a reap moves both together. */
+  /* Mark, settle, reap and commit all run in the drain pass's owner (the
+   * worker, or an exiting thread that took the pass over): the retired
+   * drops read here are those of exactly the threads g_retired holds. */
   stkr__session_drops_note(&g_sess_noted);
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     stkr__counts one = {0};
@@ -359,8 +361,8 @@ void stkr__thread_drops_settle(stkr__thread *t) {
   reent = atomic_load_explicit(&c->drops_reentrant, memory_order_relaxed);
   cf = atomic_load_explicit(&c->counted_full, memory_order_relaxed);
   cr = atomic_load_explicit(&c->counted_reentrant, memory_order_relaxed);
-  /* Worker only, as mark and commit: none of them runs between this and
-   * the reap that moves the thread's counters to g_retired. */
+  /* The pass's owner, as mark and commit: none of them runs between this
+   * and the reap that moves the thread's counters to g_retired. */
   stkr__session_drops_retire(full > cf ? full - cf : 0,
                              reent > cr ? reent - cr : 0);
   atomic_store_explicit(&c->counted_full, full, memory_order_relaxed);

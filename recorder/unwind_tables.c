@@ -217,36 +217,29 @@ static stkr__uw_table *table_published(const stkr__uw_src *src, uint64_t key) {
   return NULL;
 }
 
-/* A key for an image without a build-id, from its file: "nobuildid" then
- * a hash of its device, inode, size and modification time and of where
- * its .eh_frame is. Without one, such an image's table was built again by
- * every process of a recording (QA, session 21: rustc's 147 MiB
- * librustc_driver, ~0.7 s in each rustc of a cargo build). The stored
- * table's header checks the .eh_frame's place and size again. A file
- * rewritten in place with the same size and time within a recording (what
- * make's rules miss too) would get a stale table. @return false when the
- * file cannot be named or stat'ed (the main program: no name). */
-static bool file_key(const struct dl_phdr_info *info, const stkr__uw_src *src,
-                     uint8_t out[24]) {
-  struct stat st;
-  uint64_t v[7], h1, h2;
+/* A key for an image without a build-id, from what its table is a
+ * function of: its .eh_frame bytes (read from the mapping, ~1 ms for
+ * 6 MiB), their place and length, the .eh_frame_hdr's place and the
+ * architecture ("nobuildi" and two hashes of them). Without one, such an
+ * image's table was built again by every process of a recording (QA,
+ * session 21: rustc's 147 MiB librustc_driver, ~0.7 s in each rustc of a
+ * cargo build). Not from the file's name and times: the path may name
+ * another file than the one mapped (replaced, a symlink moved), and equal
+ * times are common (cp -p, reproducible builds; review). A new hash
+ * function in a later version only misses the cache. */
+static void content_key(const stkr__uw_src *src, uint8_t out[24]) {
+  uint64_t v[4] = {src->eh_frame_vaddr - (uint64_t)src->base,
+                   (uint64_t)src->eh_frame_len,
+                   src->data_base ? src->data_base - (uint64_t)src->base : 0,
+                   (uint64_t)src->arch};
+  uint64_t h1 = stkr_hash_bytes(0x6e6f6275696c6469ull, v, sizeof v);
+  uint64_t h2 = stkr_hash_bytes(0x6b65796f66696c65ull, v, sizeof v);
 
-  if (info->dlpi_name == NULL || info->dlpi_name[0] != '/' ||
-      stat(info->dlpi_name, &st) != 0)
-    return false;
-  v[0] = (uint64_t)st.st_dev;
-  v[1] = (uint64_t)st.st_ino;
-  v[2] = (uint64_t)st.st_size;
-  v[3] = (uint64_t)st.st_mtim.tv_sec;
-  v[4] = (uint64_t)st.st_mtim.tv_nsec;
-  v[5] = src->eh_frame_vaddr - (uint64_t)src->base;
-  v[6] = (uint64_t)src->eh_frame_len;
-  h1 = stkr_hash_bytes(0x6e6f6275696c6469ull, v, sizeof v);
-  h2 = stkr_hash_bytes(0x6b65796f66696c65ull, v, sizeof v);
+  h1 = stkr_hash_bytes(h1, src->eh_frame, src->eh_frame_len);
+  h2 = stkr_hash_bytes(stkr_mix64(h2), src->eh_frame, src->eh_frame_len);
   memcpy(out, "nobuildi", 8);
   memcpy(out + 8, &h1, 8);
   memcpy(out + 16, &h2, 8);
-  return true;
 }
 
 /* stkr__uw_table_fn: the published set's table of the image, else its
@@ -261,12 +254,11 @@ static int table_cached(void *arg, const struct dl_phdr_info *info,
   stkr__uw_table *t;
   int rc;
 
-  uint8_t file_id[24];
+  uint8_t content_id[24];
   if (!stkr_elf_image_build_id(info, STKR__UW_BUILD_ID_MAX, &id, &id_len)) {
-    if (!file_key(info, src, file_id))
-      return stkr__unwind_table_build(src, out, st);
-    id = file_id;
-    id_len = sizeof file_id;
+    content_key(src, content_id);
+    id = content_id;
+    id_len = sizeof content_id;
   }
   key = stkr_mix64(stkr_hash_bytes(id_len, id, id_len)) | 1; /* 0: none */
   if ((t = table_published(src, key)) != NULL) {

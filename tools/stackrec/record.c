@@ -804,6 +804,7 @@ int stkr_cli_record(int argc, char **argv) {
     rc = 128 + WTERMSIG(status);
   else
     rc = REC_FAILED;
+  stkr__rec_static_settle(dir, &nt); /* its files, if any, are there now */
   test_hold();
   {
     after_cmd a = {argv[optind], dir, status, quiet, offline, symcache,

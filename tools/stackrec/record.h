@@ -18,6 +18,7 @@ typedef struct stkr__rec_notice {
   int err;        /* why it records nothing: errno value; 0: a note */
   char name[17];  /* the process's name (comm) */
   char what[512]; /* why, in the library's words */
+  bool static_cmd; /* record's own notice: CMD is statically linked */
 } stkr__rec_notice;
 
 #define STKR__REC_MAX_NOTICES 64
@@ -62,6 +63,10 @@ void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt);
  * LD_PRELOAD cannot reach, a notice for process pid saying so: it recorded
  * nothing (record_notify.c). */
 void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt);
+/* After CMD ended: a static CMD that exec'd a dynamic program under its
+ * pid (gosu, su-exec) recorded after all: its notice becomes a note (err
+ * 0) that its calls before the exec were not recorded. */
+void stkr__rec_static_settle(const char *dir, stkr__rec_notices *nt);
 
 /* Read dir and print the summary on f, with the processes in nt.
  * Best effort: a reading problem is reported, never changes the exit

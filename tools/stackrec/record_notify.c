@@ -272,7 +272,8 @@ static bool path_of(const char *cmd, char *out, size_t cap) {
   return false;
 }
 
-/* Whether path is an ELF executable with no program interpreter. */
+/* Whether path is an ELF executable with no program interpreter. (The
+ * dynamic loader has none either, but honours LD_PRELOAD: is_loader.) */
 static bool static_elf(const char *path) {
   unsigned char h[64];
   Elf64_Ehdr e;
@@ -303,12 +304,37 @@ static bool static_elf(const char *path) {
   return loads && (e.e_type == ET_EXEC || e.e_type == ET_DYN);
 }
 
+/* Whether path is the dynamic loader (the interpreter of our own binary,
+ * or a file of the same identity). */
+static bool is_loader(const char *path) {
+  struct stat a, b;
+  char interp[256] = "";
+  Elf64_Ehdr e;
+  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+  if (fd < 0)
+    return false;
+  if (pread(fd, &e, sizeof e, 0) == (ssize_t)sizeof e)
+    for (unsigned i = 0; i < e.e_phnum && i < 256 && interp[0] == '\0'; i++) {
+      Elf64_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(e.e_phoff + (uint64_t)i * sizeof ph)) !=
+          (ssize_t)sizeof ph)
+        break;
+      if (ph.p_type == PT_INTERP && ph.p_filesz < sizeof interp &&
+          pread(fd, interp, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+        interp[0] = '\0';
+    }
+  close(fd);
+  return interp[0] != '\0' && stat(interp, &a) == 0 && stat(path, &b) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   char path[4096];
   const char *base;
   stkr__rec_notice *m;
 
-  if (!path_of(cmd, path, sizeof path) || !static_elf(path))
+  if (!path_of(cmd, path, sizeof path) || !static_elf(path) || is_loader(path))
     return;
   if (nt->n == STKR__REC_MAX_NOTICES) {
     nt->more++;
@@ -319,10 +345,34 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   memset(m, 0, sizeof *m);
   m->pid = pid;
   m->err = ENOEXEC;
+  m->static_cmd = true;
   base = strrchr(path, '/');
   snprintf(m->name, sizeof m->name, "%.16s", base != NULL ? base + 1 : path);
   snprintf(m->what, sizeof m->what, "%.300s is statically linked (no dynamic "
            "loader), so LD_PRELOAD cannot load the hooks into it: its own "
            "calls are not recorded (its dynamically linked children are)",
            path);
+}
+
+void stkr__rec_static_settle(const char *dir, stkr__rec_notices *nt) {
+  for (size_t i = 0; i < nt->n; i++) {
+    stkr__rec_notice *m = &nt->v[i];
+    char prefix[32];
+    struct dirent *de;
+    DIR *d;
+    bool recorded = false;
+
+    if (!m->static_cmd || (d = opendir(dir)) == NULL)
+      continue;
+    snprintf(prefix, sizeof prefix, "stackrec-%d-", m->pid);
+    while (!recorded && (de = readdir(d)) != NULL)
+      recorded = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    if (!recorded)
+      continue;
+    m->err = 0;
+    snprintf(m->what, sizeof m->what, "statically linked, it ran without "
+             "the hooks until it exec'd a program that has them: its own "
+             "calls before that exec are not recorded");
+  }
 }
