@@ -241,21 +241,15 @@ void stkr__asan_fork_busy(void) {
 }
 
 void stkr__asan_fork_atfork_prepare(void) {
-  struct timespec now;
   uint64_t until;
 
   atomic_store(&g_fork_pending, 1);
   /* A deadline, not a count of sleeps: on a loaded machine each 50 us
    * sleep takes far longer. */
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  until = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec +
-          (uint64_t)SCAN_FORK_WAIT_MS * 1000000u;
-  while (atomic_load(&g_worker_busy) != 0) {
+  until = stkr__clock_mono_ns() + (uint64_t)SCAN_FORK_WAIT_MS * 1000000u;
+  while (atomic_load(&g_worker_busy) != 0 && stkr__clock_mono_ns() < until) {
     struct timespec tick = {0, 50000};
     nanosleep(&tick, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec >= until)
-      return;
   }
 }
 

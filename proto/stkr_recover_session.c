@@ -30,6 +30,8 @@ static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static uint64_t sat64(uint64_t a, uint64_t b) {
   return a + b < a ? UINT64_MAX : a + b;
 }
+/* a - b, or 0: a file's drops beyond what it says was counted. */
+static uint64_t beyond(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 /* ---- building and writing (steps 4, 5) -------------------------------- */
 
@@ -506,11 +508,8 @@ nothing:
  * stkr_ringfile.h, "drops"): the session's drops, and a Drops of the
  * ring's thread in its batch. */
 static void ring_drops(build *b, const stkr_ring_info *info) {
-  uint64_t full = info->drops_full > info->counted_full
-                      ? info->drops_full - info->counted_full : 0;
-  uint64_t reent = info->drops_reentrant > info->counted_reentrant
-                       ? info->drops_reentrant - info->counted_reentrant : 0;
-
+  uint64_t full = beyond(info->drops_full, info->counted_full);
+  uint64_t reent = beyond(info->drops_reentrant, info->counted_reentrant);
   uint32_t seen;
 
   /* An earlier recovery of this session died after writing (part of) its
@@ -628,18 +627,11 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
    * recovery's segment (ring_drops). */
   if (!sc->recovered_before) {
     const stkr_sessfile_hdr *h = &ss->h;
-    uint64_t x[3] = {h->drops_other > h->counted_other
-                         ? h->drops_other - h->counted_other : 0,
-                     h->retired_full > h->counted_retired_full
-                         ? h->retired_full - h->counted_retired_full : 0,
-                     h->retired_reentrant > h->counted_retired_reentrant
-                         ? h->retired_reentrant - h->counted_retired_reentrant
-                         : 0};
-    b.x_other = x[0];
-    b.x_full = x[1];
-    b.x_reentrant = x[2];
-    rc->st->drops_found =
-        sat64(rc->st->drops_found, sat64(x[0], sat64(x[1], x[2])));
+    b.x_other = beyond(h->drops_other, h->counted_other);
+    b.x_full = beyond(h->retired_full, h->counted_retired_full);
+    b.x_reentrant = beyond(h->retired_reentrant, h->counted_retired_reentrant);
+    rc->st->drops_found = sat64(
+        rc->st->drops_found, sat64(b.x_other, sat64(b.x_full, b.x_reentrant)));
   }
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT

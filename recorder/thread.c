@@ -308,7 +308,7 @@ void stkr__count_dropped_other(void) {
  * which g_retired's totals include. So the values a batch's counters read
  * are what they count of the files' drops, exactly (common/
  * stkr_ringfile.h, "drops"). */
-static stkr__sess_drops g_sess_noted; /* worker only */
+static stkr__sess_drops g_sess_noted; /* the drain pass's owner only */
 
 void stkr__threads_counts_mark(stkr__counts *out) {
   pthread_mutex_lock(&g_reap_lock);
@@ -341,8 +341,8 @@ static void store_if_new(_Atomic uint64_t *field, uint64_t v) {
 }
 
 void stkr__threads_drops_commit(void) {
-  /* Worker only, like the reaps that change the list: no lock needed to
-   * walk it here (as release_all in flush/drain.c). */
+  /* The pass's owner, as the reaps that change the list: no lock needed
+   * to walk it here (as release_all in flush/drain.c). */
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     stkr__ring_ctl *c = t->ring.c;
     if (c == NULL) continue;

@@ -272,61 +272,56 @@ static bool path_of(const char *cmd, char *out, size_t cap) {
   return false;
 }
 
-/* Whether path is an ELF executable with no program interpreter. (The
- * dynamic loader has none either, but honours LD_PRELOAD: is_loader.) */
-static bool static_elf(const char *path) {
-  unsigned char h[64];
+/* The program headers of ELF64 file path: its interpreter's path into
+ * interp (cap bytes; "" when none), whether it has a PT_LOAD, its type.
+ * @return false when path is not a readable ELF64 file (a script, 32-bit:
+ * not judged). */
+static bool elf_interp(const char *path, char *interp, size_t cap,
+                       bool *loads, unsigned *type) {
   Elf64_Ehdr e;
-  bool loads = false;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
+  bool ok;
 
+  interp[0] = '\0';
+  *loads = false;
   if (fd < 0)
     return false;
-  if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h ||
-      memcmp(h, ELFMAG, SELFMAG) != 0 || h[EI_CLASS] != ELFCLASS64) {
-    close(fd);
-    return false; /* a script, or 32-bit: not judged */
-  }
-  memcpy(&e, h, sizeof e);
-  for (unsigned i = 0; i < e.e_phnum && i < 256; i++) {
+  ok = pread(fd, &e, sizeof e, 0) == (ssize_t)sizeof e &&
+       memcmp(e.e_ident, ELFMAG, SELFMAG) == 0 &&
+       e.e_ident[EI_CLASS] == ELFCLASS64 && e.e_phentsize == sizeof(Elf64_Phdr);
+  for (unsigned i = 0; ok && i < e.e_phnum && i < 256; i++) {
     Elf64_Phdr ph;
-    if (e.e_phentsize != sizeof ph ||
-        pread(fd, &ph, sizeof ph, (off_t)(e.e_phoff + (uint64_t)i * sizeof ph)) !=
-            (ssize_t)sizeof ph)
+    if (pread(fd, &ph, sizeof ph, (off_t)(e.e_phoff + (uint64_t)i * sizeof ph)) !=
+        (ssize_t)sizeof ph)
       break;
-    if (ph.p_type == PT_INTERP) {
-      close(fd);
-      return false;
-    }
-    loads |= ph.p_type == PT_LOAD;
+    *loads |= ph.p_type == PT_LOAD;
+    if (ph.p_type == PT_INTERP && ph.p_filesz < cap &&
+        pread(fd, interp, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz)
+      interp[ph.p_filesz] = '\0';
+    else if (ph.p_type == PT_INTERP)
+      snprintf(interp, cap, "?"); /* one it names, unreadable: not static */
   }
   close(fd);
-  return loads && (e.e_type == ET_EXEC || e.e_type == ET_DYN);
+  *type = ok ? e.e_type : 0;
+  return ok;
 }
 
-/* Whether path is the dynamic loader (the interpreter of our own binary,
- * or a file of the same identity). */
-static bool is_loader(const char *path) {
+/* Whether path is an ELF executable with no program interpreter, other
+ * than the dynamic loader itself (it has none either, but honours
+ * LD_PRELOAD: `record -- /lib64/ld-linux-x86-64.so.2 PROG`), which is
+ * the interpreter our own binary names. */
+static bool static_elf(const char *path) {
+  char interp[256], ours[256];
   struct stat a, b;
-  char interp[256] = "";
-  Elf64_Ehdr e;
-  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  unsigned type;
+  bool loads;
 
-  if (fd < 0)
+  if (!elf_interp(path, interp, sizeof interp, &loads, &type) ||
+      interp[0] != '\0' || !loads || (type != ET_EXEC && type != ET_DYN))
     return false;
-  if (pread(fd, &e, sizeof e, 0) == (ssize_t)sizeof e)
-    for (unsigned i = 0; i < e.e_phnum && i < 256 && interp[0] == '\0'; i++) {
-      Elf64_Phdr ph;
-      if (pread(fd, &ph, sizeof ph, (off_t)(e.e_phoff + (uint64_t)i * sizeof ph)) !=
-          (ssize_t)sizeof ph)
-        break;
-      if (ph.p_type == PT_INTERP && ph.p_filesz < sizeof interp &&
-          pread(fd, interp, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
-        interp[0] = '\0';
-    }
-  close(fd);
-  return interp[0] != '\0' && stat(interp, &a) == 0 && stat(path, &b) == 0 &&
-         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  return !(elf_interp("/proc/self/exe", ours, sizeof ours, &loads, &type) &&
+           ours[0] != '\0' && stat(ours, &a) == 0 && stat(path, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino);
 }
 
 void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
@@ -334,7 +329,7 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   const char *base;
   stkr__rec_notice *m;
 
-  if (!path_of(cmd, path, sizeof path) || !static_elf(path) || is_loader(path))
+  if (!path_of(cmd, path, sizeof path) || !static_elf(path))
     return;
   if (nt->n == STKR__REC_MAX_NOTICES) {
     nt->more++;
