@@ -383,19 +383,28 @@ static void drops_body(void *arg) {
   out->other = st.dropped_other;
 }
 
-/* The recording of dir read back: its one process's figures. */
-static void check_drops(const char *dir, const drop_stats *ds, int run,
+/* The recording of dir read back: its one process's figures, never fewer
+ * drops than the app counted; more only by the new drops of a batch
+ * whose write the kill caught before the worker noted it (README,
+ * "Crash-proof rings": a CI run saw 476 too many in 1 of 5 kills, the
+ * kill landing during the write of the burst's last batch). @return
+ * whether they were exact. */
+static bool check_drops(const char *dir, const drop_stats *ds, int run,
                         uint64_t found) {
   const stkr_process_info *p;
   stkr_reader *rd = NULL;
   stkr_event_view ev;
+  bool exact;
 
   assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
   while (stkr_reader_next(rd, &ev) == 1) {
   }
   p = stkr_reader_process(rd, 0);
-  if (p->attempted != ds->attempted || p->drops_ring_full != ds->ring_full ||
-      p->drops_other != ds->other)
+  exact = p->attempted == ds->attempted &&
+          p->drops_ring_full == ds->ring_full && p->drops_other == ds->other;
+  if (p->drops_ring_full < ds->ring_full || p->drops_other < ds->other ||
+      p->attempted - ds->attempted != (p->drops_ring_full - ds->ring_full) +
+                                         (p->drops_other - ds->other))
     fail_msg("run %d: the recording says attempted %llu, ring full %llu, "
              "other %llu; the app said %llu, %llu, %llu (recovery found "
              "%llu drops)", run, (unsigned long long)p->attempted,
@@ -406,6 +415,7 @@ static void check_drops(const char *dir, const drop_stats *ds, int run,
              (unsigned long long)ds->other, (unsigned long long)found);
   assert_int_equal(p->events + p->drops, p->attempted);
   stkr_reader_free(rd);
+  return exact;
 }
 
 /* QA (session 21): drops after the writer's last batch lived in its memory
@@ -421,6 +431,7 @@ static void test_drops_survive_kill(void **state) {
   (void)state;
   drop_stats *ds = mmap(NULL, sizeof *ds, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int exact = 0;
   assert_true(ds != MAP_FAILED);
   for (int run = 0; run < 5; run++) {
     const stkr_config cfg = {.ring_bytes = 4096};
@@ -439,15 +450,17 @@ static void test_drops_survive_kill(void **state) {
     assert_true(ds->ring_full > 10000); /* 4 KiB hold ~150 records */
     assert_int_equal(ds->other, 7);
     assert_int_equal(r.st.sessions_recovered, 1);
-    check_drops(r.dir, ds, run, r.st.drops_found);
+    exact += check_drops(r.dir, ds, run, r.st.drops_found);
     if (run == 0) {
       assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir),
                        0);
       recover(r.dir, false, &r.st, &r.ms);
       assert_int_equal(r.st.drops_found, 0);
-      check_drops(r.dir, ds, run, r.st.drops_found);
+      (void)check_drops(r.dir, ds, run, r.st.drops_found);
     }
   }
+  /* The kill lands during a write now and then, not every time. */
+  assert_true(exact >= 1);
   munmap(ds, sizeof *ds);
 }
 
