@@ -57,6 +57,7 @@ let package = Package(
         "recorder/cachedir.c",
         "recorder/ringfile.c",
         "recorder/ringpool.c",
+        "recorder/session_drops.c",
         "recorder/site.c",
         "recorder/thread.c",
         "recorder/walk.c",

@@ -19,6 +19,7 @@ set(STKR_RECORDER_SRCS
   recorder/sample.c
   recorder/sample_apple.c
   recorder/sample_linux.c
+  recorder/session_drops.c
   recorder/site.c
   recorder/thread.c
   recorder/unwind_tables.c

@@ -49,14 +49,25 @@
  *                     after its last batch: recovery adds it to the
  *                     session's drops (it was lost before: QA, session 21,
  *                     189 000 ring-full drops of a SIGKILLed app gone, and
- *                     verify called the recording complete). A death
- *                     between a batch's write and the worker's store of
- *                     counted counts that batch's new drops twice. When
+ *                     verify called the recording complete). When
  *                     the worker reaps the owner (its thread ended), what
  *                     counted lacks moves to the session file's retired
  *                     drops (below) and counted = drops: the ring is handed
  *                     on owing nothing. Zeroed, all four, when the ring gets
  *                     a new owner.
+ *   [448, 472)        pending (since session 22; zero in older files):
+ *                     pend_seq, pend_full, pend_reentrant, u64. What the
+ *                     Counters of batch pend_seq count of this ring's
+ *                     drops, stored by the flush worker before that
+ *                     batch's write (pend_seq 0 first, then the values,
+ *                     then pend_seq), and only when they differ from
+ *                     counted. Recovery takes them as counted when it
+ *                     finds batch pend_seq (or a later one) of the session
+ *                     in the segments: a death between the write and the
+ *                     store of counted would otherwise count that batch's
+ *                     new drops twice (a CI run: 476 too many in 1 of 5
+ *                     kills right after a burst). pend_seq 0: none. Zeroed
+ *                     with the drops, and pend_seq at the owner's reap.
  *   [1024, 3072)      the known-stack table: STKR_RINGFILE_KNOWN_SLOTS
  *                     entries of two u64 (the stack key, see below), by
  *                     slot; {0, 0} = empty. Written by the producer only,
@@ -153,6 +164,7 @@
 #define STKR_RINGFILE_HEAD_OFF 256u
 #define STKR_RINGFILE_TAIL_OFF 320u
 #define STKR_RINGFILE_DROPS_OFF 384u
+#define STKR_RINGFILE_PEND_OFF 448u
 #define STKR_RINGFILE_KNOWN_OFF 1024u
 #define STKR_RINGFILE_KNOWN_SLOTS 128u /* power of two, <= 256 */
 #define STKR_RINGFILE_PKNOWN_OFF 3072u
@@ -342,6 +354,13 @@ typedef struct stkr_sessfile_hdr {
    * the worker at the reap, counted after a batch's write. */
   uint64_t retired_full, retired_reentrant;
   uint64_t counted_retired_full, counted_retired_reentrant;
+  /* Since session 22 (zero in older files): the counted_* values of the
+   * three above that batch pend_seq's Counters count, stored by the flush
+   * worker before that batch's write, as a ring file's pending drops
+   * (above, [448, 472)): recovery takes them as counted when it finds
+   * batch pend_seq or a later one. pend_seq 0: none. */
+  uint64_t pend_seq;
+  uint64_t pend_other, pend_retired_full, pend_retired_reentrant;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,

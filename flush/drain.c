@@ -168,6 +168,9 @@ static void write_batch(stkr__worker *w, bool last) {
     B->clock = &b->clock;
     fill_counters(w, &b->counters); /* notes the drops they count */
     B->counters = &b->counters;
+    /* Before the write: a death after it, before the commit below, must
+     * not leave recovery to count this batch's new drops again. */
+    stkr__threads_drops_pend(B->seq);
 
     w->out.len = 0;
     what = "encode";

@@ -106,6 +106,9 @@ static const char *ring_header(const uint8_t *data, uint64_t len,
   info->drops_reentrant = rd64(data + STKR_RINGFILE_DROPS_OFF + 8);
   info->counted_full = rd64(data + STKR_RINGFILE_DROPS_OFF + 16);
   info->counted_reentrant = rd64(data + STKR_RINGFILE_DROPS_OFF + 24);
+  info->pend_seq = rd64(data + STKR_RINGFILE_PEND_OFF);
+  info->pend_full = rd64(data + STKR_RINGFILE_PEND_OFF + 8);
+  info->pend_reentrant = rd64(data + STKR_RINGFILE_PEND_OFF + 16);
   if (tail > head || head - tail > m->ring_size || tail % 8 != 0 ||
       head % 8 != 0)
     return "head and tail indices disagree";

@@ -191,6 +191,9 @@ typedef struct stkr_ring_info {
   /* The owner's drops, and how many a written batch counts (common/
    * stkr_ringfile.h, "drops"; 0 in files of writers before session 21). */
   uint64_t drops_full, drops_reentrant, counted_full, counted_reentrant;
+  /* What batch pend_seq counts, stored before its write (0: none; 0 in
+   * files of writers before session 22). */
+  uint64_t pend_seq, pend_full, pend_reentrant;
 } stkr_ring_info;
 
 int stkr_ring_parse(const uint8_t *data, uint64_t len, uint64_t from,

@@ -504,12 +504,24 @@ nothing:
   return 0;
 }
 
+/* Whether batch seq, whose pending drops a ring or session file holds,
+ * reached the segments (common/stkr_ringfile.h, "pending"). */
+static bool written_pending(const stkr__rc_scan *sc, uint64_t seq) {
+  return seq != 0 && sc->found_batch_seq >= seq;
+}
+
 /* What the ring's owner dropped after the writer's last batch (common/
  * stkr_ringfile.h, "drops"): the session's drops, and a Drops of the
  * ring's thread in its batch. */
 static void ring_drops(build *b, const stkr_ring_info *info) {
-  uint64_t full = beyond(info->drops_full, info->counted_full);
-  uint64_t reent = beyond(info->drops_reentrant, info->counted_reentrant);
+  /* Pending values of a batch the segments hold are what it counted:
+   * the writer died before it stored them as counted. */
+  bool written = written_pending(b->sc, info->pend_seq);
+  uint64_t full = beyond(info->drops_full, written ? info->pend_full
+                                                   : info->counted_full);
+  uint64_t reent = beyond(info->drops_reentrant,
+                          written ? info->pend_reentrant
+                                  : info->counted_reentrant);
   uint32_t seen;
 
   /* An earlier recovery of this session died after writing (part of) its
@@ -627,9 +639,14 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
    * recovery's segment (ring_drops). */
   if (!sc->recovered_before) {
     const stkr_sessfile_hdr *h = &ss->h;
-    b.x_other = beyond(h->drops_other, h->counted_other);
-    b.x_full = beyond(h->retired_full, h->counted_retired_full);
-    b.x_reentrant = beyond(h->retired_reentrant, h->counted_retired_reentrant);
+    bool written = written_pending(sc, h->pend_seq);
+    b.x_other = beyond(h->drops_other,
+                       written ? h->pend_other : h->counted_other);
+    b.x_full = beyond(h->retired_full,
+                      written ? h->pend_retired_full : h->counted_retired_full);
+    b.x_reentrant = beyond(h->retired_reentrant,
+                           written ? h->pend_retired_reentrant
+                                   : h->counted_retired_reentrant);
     rc->st->drops_found = sat64(
         rc->st->drops_found, sat64(b.x_other, sat64(b.x_full, b.x_reentrant)));
   }
@@ -744,6 +761,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   /* What the writer noted in the session file covers what the segments
    * read do not (older segments, or one the disk cap deleted). */
   if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
+  sc.found_batch_seq = sc.max_batch_seq;
   sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
   if (err == -ETIMEDOUT) {
     rc->st->sessions_deferred++; /* the budget: as if never started */

@@ -371,55 +371,8 @@ void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq) {
   __atomic_store_n(&h->max_batch_seq, batch_seq, __ATOMIC_RELAXED);
 }
 
-void stkr__session_drop_other(void) {
-  /* Any thread; the map is unmapped only after the worker's end and once
-   * no producer runs (close). */
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  if (h != NULL)
-    __atomic_fetch_add(&h->drops_other, 1, __ATOMIC_RELAXED);
-}
-
-void stkr__session_drops_retire(uint64_t full, uint64_t reentrant) {
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  if (h == NULL || (full == 0 && reentrant == 0))
-    return;
-  /* Worker only: plain adds, relaxed (read by recovery after we died). */
-  __atomic_store_n(&h->retired_full, h->retired_full + full, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->retired_reentrant, h->retired_reentrant + reentrant,
-                   __ATOMIC_RELAXED);
-}
-
-void stkr__session_drops_note(stkr__sess_drops *out) {
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  out->retired_full = h ? __atomic_load_n(&h->retired_full, __ATOMIC_RELAXED) : 0;
-  out->retired_reentrant =
-      h ? __atomic_load_n(&h->retired_reentrant, __ATOMIC_RELAXED) : 0;
-}
-
-void stkr__session_drops_commit(const stkr__sess_drops *noted) {
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  if (h == NULL)
-    return;
-  __atomic_store_n(&h->counted_other, noted->other, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_retired_full, noted->retired_full,
-                   __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_retired_reentrant, noted->retired_reentrant,
-                   __ATOMIC_RELAXED);
-}
-
-void stkr__session_drops_reset(void) {
-  /* At the start, no producer active: the file's counters start with
-   * g_dropped_other and g_retired (a new session's file is zero anyway;
-   * this rebases one a drop reached between its open and this reset). */
-  stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
-  if (h == NULL)
-    return;
-  __atomic_store_n(&h->drops_other, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_other, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->retired_full, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->retired_reentrant, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_retired_full, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_retired_reentrant, 0, __ATOMIC_RELAXED);
+stkr_sessfile_hdr *stkr__session_hdr(void) {
+  return atomic_load_explicit(&g_map, memory_order_acquire);
 }
 
 void stkr__session_clock(const stkr_clock_cal *cal) {

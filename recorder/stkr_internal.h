@@ -58,25 +58,31 @@ void stkr__session_close(bool leftovers);
  * may have closed or replaced it)? If not, lock again through a new one.
  * Returns false when the session had to be given up. */
 bool stkr__session_check(void);
-/* Worker, before each batch's write: the highest stack id and Batch.seq
- * used so far, into the session file (see stkr_sessfile_hdr). */
+/* Worker, after each batch's write or failed attempt: the highest stack id
+ * and Batch.seq used so far, into the session file (see stkr_sessfile_hdr). */
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
 /* The session file's drops (stkr_sessfile_hdr: drops_other, retired_*),
  * as a batch's counters read them (stkr__threads_counts_mark). */
 typedef struct stkr__sess_drops {
   uint64_t other, retired_full, retired_reentrant;
 } stkr__sess_drops;
-/* drops_other: add one (any thread, with stkr__count_dropped_other).
- * _retire: add a reaped thread's drops that no written batch counted
- * (worker). _note: read retired_* into *out (worker). _commit: store the
- * noted values as counted_* (worker, after that batch's write). _reset:
- * zero them all (the start, no producer active). No-ops without a session
- * file. */
+/* In session_drops.c. drops_other: add one (any thread, with
+ * stkr__count_dropped_other). _retire: add a reaped thread's drops that
+ * no written batch counted (worker). _note: read retired_* into *out
+ * (worker). _pend: store the noted values as pending for batch seq, where
+ * they differ from counted_* (worker, before that batch's write;
+ * common/stkr_ringfile.h, "pending"). _commit: store the noted values as
+ * counted_* (worker, after that batch's write). _reset: zero them all
+ * (the start, no producer active). No-ops without a session file. */
 void stkr__session_drop_other(void);
 void stkr__session_drops_retire(uint64_t full, uint64_t reentrant);
 void stkr__session_drops_note(stkr__sess_drops *out);
+void stkr__session_drops_pend(const stkr__sess_drops *noted, uint64_t seq);
 void stkr__session_drops_commit(const stkr__sess_drops *noted);
 void stkr__session_drops_reset(void);
+/* The session file's header as mapped (acquire), NULL when no session is
+ * open. Valid while the worker runs (ringfile.c unmaps it only after). */
+stkr_sessfile_hdr *stkr__session_hdr(void);
 /* The event clock's calibration, into the session file (see
  * stkr_sessfile_hdr.clock). Worker, or the start. No-op without session. */
 void stkr__session_clock(const stkr_clock_cal *cal);
@@ -427,7 +433,7 @@ typedef struct stkr__thread {
    * attach, given back when reaped. */
   uint64_t ring_charge;
   uint64_t w_reported_full, w_reported_reentrant;
-  /* The ring's drops as stkr__threads_drops_mark saw them, before the
+  /* The ring's drops as stkr__threads_counts_mark saw them, before the
    * counters of the batch being written were read: its counted_* once
    * that batch is written (stkr__threads_drops_commit). */
   uint64_t w_cnt_full, w_cnt_reentrant;
@@ -552,12 +558,16 @@ void stkr__threads_counts(stkr__counts *out);
 /* The ring files' drops for recovery (common/stkr_ringfile.h, "drops").
  * Worker only. stkr__threads_counts_mark: stkr__threads_counts for a
  * batch's counters, noting each thread's drops (and dropped_other) as it
- * reads them. _commit: after that batch was written: the noted values
- * become the rings' (and the session file's) counted.
+ * reads them. _pend(seq): before the write of that batch, seq: the noted
+ * values, where they differ from counted, become the rings' (and the
+ * session file's) pending drops of seq, which recovery takes as counted
+ * when it finds that batch. _commit: after that batch was written: the
+ * noted values become the rings' (and the session file's) counted.
  * stkr__thread_drops_settle: for the thread about to be reaped: what its
  * ring's counted lacks goes to the session file's retired drops, and
  * counted = drops, so that the ring is handed on owing nothing (worker). */
 void stkr__threads_counts_mark(stkr__counts *out);
+void stkr__threads_drops_pend(uint64_t seq);
 void stkr__threads_drops_commit(void);
 void stkr__thread_drops_settle(stkr__thread *t);
 void stkr__count_dropped_other(void);

@@ -153,13 +153,22 @@ typedef struct stkr__ring_ctl {
   _Atomic uint64_t counted_full;
   _Atomic uint64_t counted_reentrant;
 
+  /* Pending drops (common/stkr_ringfile.h, [448, 472)): what the batch
+   * pend_seq counts, stored by the worker before its write, when it
+   * differs from counted (stkr__threads_drops_pend); pend_seq 0 at the
+   * owner's reap. A line apart from the producer's drops: the worker's
+   * stores here never pull that line from the producer. */
+  _Alignas(STKR__CACHE_LINE) _Atomic uint64_t pend_seq;
+  _Atomic uint64_t pend_full;
+  _Atomic uint64_t pend_reentrant;
+
   /* The known-stack table (common/stkr_ringfile.h, "Records"): the key of
    * the stack whose full record each slot last carried. Written by the
    * producer only (after the commit of that record), read by the producer
    * and, after the process died, by recovery; cleared (no producer
    * active) when the ring is reset or gets a new owner. The worker never
    * reads it: it follows the records in ring order instead. */
-  uint8_t pad1[STKR_RINGFILE_KNOWN_OFF - STKR_RINGFILE_DROPS_OFF - 32];
+  uint8_t pad1[STKR_RINGFILE_KNOWN_OFF - STKR_RINGFILE_PEND_OFF - 24];
   uint64_t known[STKR__KNOWN_SLOTS][2];
   /* The known-payload table: the same rules, payload keys by pslot. */
   uint64_t pknown[STKR__PKNOWN_SLOTS][2];
@@ -171,6 +180,8 @@ _Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
                "ring file tail offset");
 _Static_assert(offsetof(stkr__ring_ctl, drops_full) == STKR_RINGFILE_DROPS_OFF,
                "ring file drops offset");
+_Static_assert(offsetof(stkr__ring_ctl, pend_seq) == STKR_RINGFILE_PEND_OFF,
+               "ring file pending drops offset");
 _Static_assert(offsetof(stkr__ring_ctl, known) == STKR_RINGFILE_KNOWN_OFF,
                "ring file known-stack table offset");
 _Static_assert(offsetof(stkr__ring_ctl, pknown) == STKR_RINGFILE_PKNOWN_OFF,
@@ -280,6 +291,22 @@ static inline void stkr__ring_commit(stkr__ring *r, uint32_t size) {
    * marker written before it). */
   atomic_store_explicit(&c->head, c->p_start + size, memory_order_release);
 }
+/* A pending-drops record (common/stkr_ringfile.h, "pending"): *seq 0,
+ * then the values, then seq, so that a death in between leaves 0 (none)
+ * or a complete record. Release: the stores stay in this order (a process
+ * that dies leaves every store it made in the page cache). c may be
+ * NULL. The flush pass's owner only. */
+static inline void stkr__pending_store(_Atomic uint64_t *seq_field,
+                                       uint64_t seq, _Atomic uint64_t *a,
+                                       uint64_t va, _Atomic uint64_t *b,
+                                       uint64_t vb, _Atomic uint64_t *c,
+                                       uint64_t vc) {
+  atomic_store_explicit(seq_field, 0, memory_order_relaxed);
+  atomic_store_explicit(a, va, memory_order_release);
+  atomic_store_explicit(b, vb, memory_order_release);
+  if (c != NULL) atomic_store_explicit(c, vc, memory_order_release);
+  atomic_store_explicit(seq_field, seq, memory_order_release);
+}
 /* The ring's drop counters (a new owner, or a reset: no producer active,
  * its thread's own counters 0 too). */
 static inline void stkr__ring_drops_clear(stkr__ring_ctl *c) {
@@ -287,6 +314,9 @@ static inline void stkr__ring_drops_clear(stkr__ring_ctl *c) {
   atomic_store_explicit(&c->drops_reentrant, 0, memory_order_relaxed);
   atomic_store_explicit(&c->counted_full, 0, memory_order_relaxed);
   atomic_store_explicit(&c->counted_reentrant, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->pend_seq, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->pend_full, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->pend_reentrant, 0, memory_order_relaxed);
 }
 /* Consumer: the oldest unread record, or NULL when none. Stays valid until
  * its space is released. */

@@ -340,6 +340,24 @@ static void store_if_new(_Atomic uint64_t *field, uint64_t v) {
     atomic_store_explicit(field, v, memory_order_relaxed);
 }
 
+void stkr__threads_drops_pend(uint64_t seq) {
+  /* The pass's owner, between mark and the write (as commit). Only rings
+   * whose counted changes: the others' counted holds whether or not the
+   * batch reaches the disk. */
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    stkr__ring_ctl *c = t->ring.c;
+    if (c == NULL ||
+        (atomic_load_explicit(&c->counted_full, memory_order_relaxed) ==
+             t->w_cnt_full &&
+         atomic_load_explicit(&c->counted_reentrant, memory_order_relaxed) ==
+             t->w_cnt_reentrant))
+      continue;
+    stkr__pending_store(&c->pend_seq, seq, &c->pend_full, t->w_cnt_full,
+                        &c->pend_reentrant, t->w_cnt_reentrant, NULL, 0);
+  }
+  stkr__session_drops_pend(&g_sess_noted, seq);
+}
+
 void stkr__threads_drops_commit(void) {
   /* The pass's owner, as the reaps that change the list: no lock needed
    * to walk it here (as release_all in flush/drain.c). */
@@ -363,6 +381,8 @@ void stkr__thread_drops_settle(stkr__thread *t) {
   cr = atomic_load_explicit(&c->counted_reentrant, memory_order_relaxed);
   /* The pass's owner, as mark and commit: none of them runs between this
    * and the reap that moves the thread's counters to g_retired. */
+  /* No pending values: what no batch counted is the retired drops' now. */
+  atomic_store_explicit(&c->pend_seq, 0, memory_order_relaxed);
   stkr__session_drops_retire(full > cf ? full - cf : 0,
                              reent > cr ? reent - cr : 0);
   atomic_store_explicit(&c->counted_full, full, memory_order_relaxed);

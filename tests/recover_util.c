@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "tests/recover_util.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -179,6 +180,29 @@ static void die_body(void *arg) {
       }
     }
   }
+}
+
+int flush_then_unnote_drops(void) {
+  stkr__ring_ctl *c = stkr__tls->ring.c;
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  uint64_t full, reent, other, rfull, rreent;
+  int rc;
+
+  if (c == NULL || h == NULL) return -EINVAL;
+  full = atomic_load(&c->counted_full);
+  reent = atomic_load(&c->counted_reentrant);
+  /* Atomic: the worker may be writing a batch of the burst meanwhile (what
+   * it counted is below the flush's batch's pending values either way). */
+  other = __atomic_load_n(&h->counted_other, __ATOMIC_RELAXED);
+  rfull = __atomic_load_n(&h->counted_retired_full, __ATOMIC_RELAXED);
+  rreent = __atomic_load_n(&h->counted_retired_reentrant, __ATOMIC_RELAXED);
+  if ((rc = stkr_flush()) != 0) return rc;
+  atomic_store(&c->counted_full, full);
+  atomic_store(&c->counted_reentrant, reent);
+  __atomic_store_n(&h->counted_other, other, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_retired_full, rfull, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_retired_reentrant, rreent, __ATOMIC_RELAXED);
+  return 0;
 }
 
 void run_child_die(char *dir, size_t cap, uint32_t n1, uint32_t n2,

@@ -60,6 +60,12 @@ uint64_t events_in_segments(const char *dir);
 /* Record the sequence numbers from..from+n-1 (exit 91 when one fails). */
 void record_seq(uint32_t from, uint32_t n);
 
+/* stkr_flush(), then the calling thread's ring file and the session file
+ * get back the counted drops they had before it, as if the process died
+ * between the flushed batch's write(2) and the worker's note of what it
+ * counted (common/stkr_ringfile.h, "pending"). @return stkr_flush's. */
+int flush_then_unnote_drops(void);
+
 /* Fork: the child starts recording with cfg (exit 90 if it cannot), runs
  * body(arg) and dies by SIGKILL, leaving its ring files behind; the parent
  * waits for it. @return the child's wait status. */

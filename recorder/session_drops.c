@@ -1,0 +1,86 @@
+/*
+ * session_drops.c: the session file's drop counters, for recovery
+ * (common/stkr_ringfile.h, stkr_sessfile_hdr: drops_other, retired_*,
+ * counted_*, pend_*). The ring files' own are in thread.c, next to the
+ * thread counters they equal.
+ *
+ * The header's mapping (stkr__session_hdr) stays mapped while the worker
+ * runs and while any producer may drop: close unmaps it only after the
+ * worker's end and once no producer runs (ringfile.c).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/stkr_ringfile.h"
+#include "recorder/stkr_internal.h"
+
+void stkr__session_drop_other(void) {
+  /* Any thread; the map is unmapped only after the worker's end and once
+   * no producer runs (close). */
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h != NULL)
+    __atomic_fetch_add(&h->drops_other, 1, __ATOMIC_RELAXED);
+}
+
+void stkr__session_drops_retire(uint64_t full, uint64_t reentrant) {
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h == NULL || (full == 0 && reentrant == 0))
+    return;
+  /* Worker only: plain adds, relaxed (read by recovery after we died). */
+  __atomic_store_n(&h->retired_full, h->retired_full + full, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->retired_reentrant, h->retired_reentrant + reentrant,
+                   __ATOMIC_RELAXED);
+}
+
+void stkr__session_drops_note(stkr__sess_drops *out) {
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  out->retired_full = h ? __atomic_load_n(&h->retired_full, __ATOMIC_RELAXED) : 0;
+  out->retired_reentrant =
+      h ? __atomic_load_n(&h->retired_reentrant, __ATOMIC_RELAXED) : 0;
+}
+
+void stkr__session_drops_commit(const stkr__sess_drops *noted) {
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h == NULL)
+    return;
+  __atomic_store_n(&h->counted_other, noted->other, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_retired_full, noted->retired_full,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_retired_reentrant, noted->retired_reentrant,
+                   __ATOMIC_RELAXED);
+}
+
+void stkr__session_drops_pend(const stkr__sess_drops *noted, uint64_t seq) {
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h == NULL ||
+      (__atomic_load_n(&h->counted_other, __ATOMIC_RELAXED) == noted->other &&
+       __atomic_load_n(&h->counted_retired_full, __ATOMIC_RELAXED) ==
+           noted->retired_full &&
+       __atomic_load_n(&h->counted_retired_reentrant, __ATOMIC_RELAXED) ==
+           noted->retired_reentrant))
+    return;
+  /* Worker only, before the write of batch seq (common/stkr_ringfile.h,
+   * "pending"). */
+  stkr__pending_store((_Atomic uint64_t *)&h->pend_seq, seq,
+                      (_Atomic uint64_t *)&h->pend_other, noted->other,
+                      (_Atomic uint64_t *)&h->pend_retired_full,
+                      noted->retired_full,
+                      (_Atomic uint64_t *)&h->pend_retired_reentrant,
+                      noted->retired_reentrant);
+}
+
+void stkr__session_drops_reset(void) {
+  /* At the start, no producer active: the file's counters start with
+   * g_dropped_other and g_retired (a new session's file is zero anyway;
+   * this rebases one a drop reached between its open and this reset). */
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h == NULL)
+    return;
+  __atomic_store_n(&h->drops_other, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_other, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->retired_full, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->retired_reentrant, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_retired_full, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->counted_retired_reentrant, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->pend_seq, 0, __ATOMIC_RELAXED);
+}
