@@ -56,19 +56,11 @@
 #include "tools/stackrec/record.h"
 #include "tools/stackrec/symcache_dir.h"
 
-#define REC_USAGE STKR_CLI_USAGE  /* 2: usage, malformed STACKREC_* value */
-#define REC_BAD_DIR STKR_CLI_NO_INPUT /* 3: the directory cannot be used */
-#define REC_FAILED 125     /* stackrec record itself failed */
-#define REC_CANNOT_EXEC 126
-#define REC_NOT_FOUND 127
-
-#define PRELOAD_NAME "libstackrec_preload.so"
-
 static const char record_help[] =
     "Usage: stackrec record [-o DIR] [--depth N] [--categories LIST] [-q]\n"
     "                       [--symcache CDIR | --no-symcache] [--] CMD [ARGS...]\n"
     "\n"
-    "Run CMD with the privacy hooks preloaded (" PRELOAD_NAME ") and\n"
+    "Run CMD with the privacy hooks preloaded (" STKR__REC_PRELOAD_NAME ") and\n"
     "record the call stack of every sensitive libc call it makes, in every\n"
     "process of its tree; then print a summary on stderr: events per\n"
     "category and API, the payloads (paths, addresses, names), distinct\n"
@@ -140,244 +132,6 @@ static const char record_help[] =
     "  126  CMD cannot be executed\n"
     "  127  CMD was not found\n";
 
-static int rec_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int rec_error(const char *fmt, ...) {
-  va_list ap;
-
-  fputs("stackrec record: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  return REC_FAILED;
-}
-
-/* ---- setup ----------------------------------------------------------------- */
-
-static bool is_file(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The hook library, as an absolute path in out. @return 0 or REC_FAILED
- * after printing why. */
-static int find_preload(char *out, size_t cap) {
-  /* The first: Bazel's runfiles of //tools:stackrec (a data dependency,
-   * so `bazel build //tools:stackrec` brings the library along). */
-  static const char *const rel[] = {"stackrec.runfiles/stackrec/preload/" PRELOAD_NAME,
-                                    "../preload/" PRELOAD_NAME, PRELOAD_NAME,
-                                    "../lib/stackrec/" PRELOAD_NAME};
-  const char *env = getenv("STACKREC_PRELOAD");
-  /* Static (called once, before any thread): ~25 KB that a program
-   * started with `ulimit -s 32` does not have on its stack (record died of
-   * SIGSEGV here). */
-  static char exe[PATH_MAX], cand[PATH_MAX + 64], tried[4 * (PATH_MAX + 64)];
-  char *slash;
-  size_t i;
-
-  if (env != NULL && env[0] != '\0') {
-    if (!is_file(env) || realpath(env, out) == NULL)
-      return rec_error("STACKREC_PRELOAD=%s: %s", env,
-                       errno ? strerror(errno) : "not a regular file");
-    return 0;
-  }
-  tried[0] = '\0';
-  if (realpath("/proc/self/exe", exe) == NULL)
-    return rec_error("cannot find %s: /proc/self/exe: %s; set "
-                     "STACKREC_PRELOAD",
-                     PRELOAD_NAME, strerror(errno));
-  slash = strrchr(exe, '/');
-  if (slash != NULL)
-    *slash = '\0';
-  for (i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-    snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-    if (is_file(cand) && realpath(cand, out) != NULL && strlen(out) < cap)
-      return 0;
-    snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s",
-             i ? ", " : "", cand);
-  }
-  return rec_error("cannot find %s (tried %s); build "
-                   "//preload:%s or set STACKREC_PRELOAD",
-                   PRELOAD_NAME, tried, PRELOAD_NAME);
-}
-
-/* Can we (and so the command, which runs as we do) create files in dir?
- * Tried, not guessed from mode bits: a read-only file system or an ACL
- * answers too. @return 0 or -errno. */
-static int dir_usable(const char *dir) {
-  char probe[PATH_MAX];
-  struct stat st;
-  int fd;
-
-  if (stat(dir, &st) != 0)
-    return -errno;
-  if (!S_ISDIR(st.st_mode))
-    return -ENOTDIR;
-  if ((size_t)snprintf(probe, sizeof probe, "%s/.stackrec-probe-XXXXXX",
-                       dir) >= sizeof probe)
-    return -ENAMETOOLONG;
-  if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
-    return -errno;
-  close(fd);
-  (void)unlink(probe);
-  return 0;
-}
-
-/* The directory's lock (stkr_recover_lock_dir), or < 0: none. */
-static int g_dir_lock = -1;
-
-/* Create the recording directory (default name from cmd); absolute path
- * in out. @return 0 or REC_BAD_DIR after printing why. */
-static int make_dir(const char *opt, const char *cmd, char *out, size_t cap) {
-  char name[PATH_MAX], base[64];
-  const char *b = strrchr(cmd, '/');
-  size_t n = 0;
-  int err;
-
-  if (opt != NULL) {
-    if ((err = stkr_mkdir_p(opt, 0700)) < 0 || (err = dir_usable(opt)) < 0) {
-      rec_error("-o %s: cannot use it as the recording directory: %s", opt,
-                strerror(-err));
-      return REC_BAD_DIR;
-    }
-    if (stkr_fmt_dir_has_segments(opt) == 1) {
-      rec_error("-o %s: already holds a recording (stackrec-*.zst); "
-                "choose another directory, or remove it",
-                opt);
-      return REC_BAD_DIR;
-    }
-    snprintf(name, sizeof name, "%s", opt);
-  } else {
-    time_t now = time(NULL);
-    struct tm tm;
-    char stamp[32];
-    unsigned k;
-
-    /* The command's base name, reduced to characters safe in a path. */
-    for (b = b ? b + 1 : cmd; *b != '\0' && n < sizeof base - 1; b++)
-      base[n++] = (strchr("-_.", *b) || (*b >= '0' && *b <= '9') ||
-                   (*b >= 'a' && *b <= 'z') || (*b >= 'A' && *b <= 'Z'))
-                      ? *b
-                      : '_';
-    base[n] = '\0';
-    localtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    for (k = 1;; k++) {
-      if (k == 1)
-        snprintf(name, sizeof name, "stackrec-%s-%s", base, stamp);
-      else
-        snprintf(name, sizeof name, "stackrec-%s-%s-%u", base, stamp, k);
-      if (mkdir(name, 0700) == 0)
-        break;
-      if (errno != EEXIST || k == 100) {
-        rec_error("cannot create directory %s: %s", name, strerror(errno));
-        return REC_BAD_DIR;
-      }
-    }
-  }
-  /* One record per directory: held until record's very end (close-on-
-   * exec, so never the command's). Recording starts at a first event, so a
-   * second record found no segment yet and went ahead. A file system
-   * without locks (ENOLCK, ENOSYS: NFS without lockd, some FUSE) records
-   * as before, unlocked. */
-  if ((err = stkr_recover_lock_dir(name)) == -EWOULDBLOCK) {
-    rec_error("-o %s: another stackrec record is recording into it; "
-              "choose another directory", name);
-    return REC_BAD_DIR;
-  }
-  g_dir_lock = err;
-  /* Absolute: processes of the tree may change directory. */
-  if (realpath(name, out) == NULL || strlen(out) >= cap) {
-    rec_error("%s: %s", name, strerror(errno));
-    return REC_BAD_DIR;
-  }
-  return 0;
-}
-
-/* Every STACKREC_* value the hooks will read, checked with the parsers
- * they use (the recorder's stkr_config_check_env; preload/match.c for the
- * categories and watched names), so that a bad value stops us before the
- * command runs instead of leaving it unrecorded. `opt` names the option
- * that set a variable, if one did. @return 0 or REC_USAGE after printing. */
-static int check_env(const char *cats_opt) {
-  static stkr__pl_names names; /* large; only parsed, never used */
-  char why[512];
-  unsigned mask;
-  int err;
-
-  if ((err = stkr_config_check_env(why, sizeof why)) != 0) {
-    rec_error("%s", err == -EINVAL ? why : stkr_strerror(err));
-    return REC_USAGE;
-  }
-  if (stkr__pl_parse_categories(getenv("STACKREC_CATEGORIES"), &mask, why,
-                                sizeof why) != 0) {
-    if (cats_opt != NULL)
-      stkr_cli_usage_error("record", "--categories: %s", why);
-    else
-      rec_error("invalid STACKREC_CATEGORIES=\"%s\": %s",
-                getenv("STACKREC_CATEGORIES"), why);
-    return REC_USAGE;
-  }
-  if (stkr__pl_names_parse(getenv("STACKREC_ENV_NAMES"), &names, why,
-                           sizeof why) != 0) {
-    rec_error("invalid STACKREC_ENV_NAMES=\"%s\": %s",
-              getenv("STACKREC_ENV_NAMES"), why);
-    return REC_USAGE;
-  }
-  return 0;
-}
-
-/* ---- run ------------------------------------------------------------------ */
-
-/* Is this LD_PRELOAD entry a sanitizer runtime? Those must come first in
- * the initial library list (ASan refuses to run otherwise). */
-static bool is_sanitizer_runtime(const char *entry, size_t len) {
-  static const char *const k[] = {"libasan", "libtsan", "liblsan",
-                                  "libubsan", "libhwasan", "libclang_rt."};
-  const char *b = entry;
-  size_t i;
-
-  for (i = 0; i < len; i++)
-    if (entry[i] == '/')
-      b = entry + i + 1;
-  for (i = 0; i < sizeof k / sizeof k[0]; i++)
-    if ((size_t)(entry + len - b) >= strlen(k[i]) &&
-        strncmp(b, k[i], strlen(k[i])) == 0)
-      return true;
-  return false;
-}
-
-/* The child's LD_PRELOAD: the hooks first, so the app's calls reach them
- * directly (a hook in front of ours would shift the first recorded frame),
- * then whatever the user preloads; but sanitizer runtimes from the user's
- * list before everything. Entries are separated by ':' or ' ', as ld.so
- * reads them. @return a malloc'd string, or NULL. */
-static char *preload_list(const char *ours, const char *old) {
-  size_t cap = strlen(ours) + (old ? strlen(old) : 0) + 2, n = 0, pass;
-  char *out = malloc(cap);
-
-  if (out == NULL)
-    return NULL;
-  out[0] = '\0';
-  for (pass = 0; pass < 3; pass++) {
-    const char *p = old ? old : "";
-    if (pass == 1) {
-      n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ":" : "", ours);
-      continue;
-    }
-    while (*p != '\0') {
-      size_t len = strcspn(p, ": ");
-      if (len != 0 && is_sanitizer_runtime(p, len) == (pass == 0))
-        n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? ":" : "",
-                              (int)len, p);
-      p += len;
-      if (*p != '\0')
-        p++;
-    }
-  }
-  return out;
-}
-
 /* ---- signals and notices ------------------------------------------------ */
 
 static const int k_forwarded[] = {SIGTERM, SIGHUP, SIGINT,
@@ -430,7 +184,7 @@ static int run(char **argv, const char *preload, int nfd,
   /* The child reports a failed exec through a close-on-exec pipe: EOF
    * means the exec succeeded. */
   if (pipe2(fds, O_CLOEXEC) != 0)
-    return rec_error("pipe: %s", strerror(errno));
+    return stkr__rec_error("pipe: %s", strerror(errno));
   sigemptyset(&block);
   for (i = 0; i < N_FORWARDED; i++)
     sigaddset(&block, k_forwarded[i]);
@@ -450,7 +204,7 @@ static int run(char **argv, const char *preload, int nfd,
   fflush(NULL);
   pid = fork();
   if (pid == 0) {
-    char *lp = preload_list(preload, getenv("LD_PRELOAD"));
+    char *lp = stkr__rec_preload_list(preload, getenv("LD_PRELOAD"));
 
     /* The command gets the dispositions and mask we were given. */
     for (i = 0; i < N_FORWARDED; i++)
@@ -466,10 +220,10 @@ static int run(char **argv, const char *preload, int nfd,
     }
     k = write(fds[1], &err, sizeof err);
     (void)k;
-    _exit(err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC);
+    _exit(err == ENOENT ? STKR__REC_NOT_FOUND : STKR__REC_CANNOT_EXEC);
   }
   if (pid < 0) {
-    rc = rec_error("fork: %s", strerror(errno));
+    rc = stkr__rec_error("fork: %s", strerror(errno));
     close(fds[0]);
     close(fds[1]);
     goto out;
@@ -503,7 +257,7 @@ static int run(char **argv, const char *preload, int nfd,
       break;
     }
     if (w < 0 && errno != EINTR) {
-      rc = rec_error("waitpid: %s", strerror(errno));
+      rc = stkr__rec_error("waitpid: %s", strerror(errno));
       goto out;
     }
     if (w == 0 && ppoll(&pfd, nfd >= 0 ? 1 : 0, NULL, &waitmask) > 0)
@@ -511,8 +265,8 @@ static int run(char **argv, const char *preload, int nfd,
   }
   stkr__rec_notify_drain(nfd, nt);
   if (k == (ssize_t)sizeof err) {
-    rec_error("cannot run %s: %s", argv[0], strerror(err));
-    rc = err == ENOENT ? REC_NOT_FOUND : REC_CANNOT_EXEC;
+    stkr__rec_error("cannot run %s: %s", argv[0], strerror(err));
+    rc = err == ENOENT ? STKR__REC_NOT_FOUND : STKR__REC_CANNOT_EXEC;
   }
 out:
   /* The forwarded signals stay blocked (and forward() installed) until we
@@ -612,7 +366,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
   stkr__rec_running_write(dir, nt);
   if (symbolize && (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir,
                                                       todo, &st)) < 0)
-    rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
+    stkr__rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
               "'stackrec symbolize' can resolve it later",
               dir, strerror(-err));
   else if (symbolize && st.live_files && !quiet)
@@ -709,7 +463,7 @@ static void after_cmd_with_room(after_cmd *a) {
 int stkr_cli_record(int argc, char **argv) {
   static stkr__rec_notices nt; /* large; one record per process */
   /* Static for the same reason as nt: a small `ulimit -s` (see
-   * find_preload). */
+   * stkr__rec_find_preload). */
   static char preload[PATH_MAX], dir[PATH_MAX], symcache_buf[PATH_MAX];
   const char *out_opt = NULL, *depth = NULL, *cats = NULL, *symcache = NULL;
   char notify[64];
@@ -727,12 +481,12 @@ int stkr_cli_record(int argc, char **argv) {
   /* in_order: stop at CMD, so its own options stay its own. */
   stkr_cli_getopt_state gopt = {.cmd = "record", .opts = opts,
                                 .help = {record_help}, .in_order = true};
-  int c, rc, status, nfd;
+  int c, rc, status, nfd, dir_lock = -1;
 
   while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
     case STKR_CLI_OPT_EXIT: /* record's own failure is 125, not 1 */
-      return gopt.status == STKR_CLI_DATA_LOST ? REC_FAILED : gopt.status;
+      return gopt.status == STKR_CLI_DATA_LOST ? STKR__REC_FAILED : gopt.status;
     case 'o':
       out_opt = optarg;
       if (out_opt[0] == '\0')
@@ -769,22 +523,22 @@ int stkr_cli_record(int argc, char **argv) {
     symcache = stkr_symcache_dir(symcache_buf, sizeof symcache_buf);
   /* STACKREC_DIR is set below, once the directory exists. */
   if (set_env(NULL, depth, cats, NULL, &offline) != 0)
-    return rec_error("setenv: %s", strerror(errno));
-  if ((rc = check_env(cats)) != 0)
+    return stkr__rec_error("setenv: %s", strerror(errno));
+  if ((rc = stkr__rec_check_env(cats)) != 0)
     return rc;
-  if ((rc = find_preload(preload, sizeof preload)) != 0)
+  if ((rc = stkr__rec_find_preload(preload, sizeof preload)) != 0)
     return rc;
   if (strchr(preload, ':') != NULL || strchr(preload, ' ') != NULL)
-    return rec_error("the hook library path %s contains ':' or ' ', which "
-                     "LD_PRELOAD cannot express",
-                     preload);
+    return stkr__rec_error("the hook library path %s contains ':' or ' ', "
+                           "which LD_PRELOAD cannot express", preload);
   struct stat before;
   bool made = out_opt == NULL || stat(out_opt, &before) != 0;
-  if ((rc = make_dir(out_opt, argv[optind], dir, sizeof dir)) != 0)
+  if ((rc = stkr__rec_make_dir(out_opt, argv[optind], dir, sizeof dir,
+                                &dir_lock)) != 0)
     return rc;
   nfd = stkr__rec_notify_open(notify, sizeof notify);
   if (set_env(dir, NULL, NULL, nfd >= 0 ? notify : NULL, NULL) != 0) {
-    rc = rec_error("setenv: %s", strerror(errno));
+    rc = stkr__rec_error("setenv: %s", strerror(errno));
     goto out;
   }
   memset(&nt, 0, sizeof nt);
@@ -793,8 +547,8 @@ int stkr_cli_record(int argc, char **argv) {
   if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0) {
     /* CMD never ran (126, 127): no recording, so no directory of ours
      * left behind (rmdir: only if still empty, once the lock is gone). */
-    stkr_recover_unlock_dir(dir, g_dir_lock);
-    g_dir_lock = -1;
+    stkr_recover_unlock_dir(dir, dir_lock);
+    dir_lock = -1;
     if (made) (void)rmdir(dir);
     goto out;
   }
@@ -803,7 +557,7 @@ int stkr_cli_record(int argc, char **argv) {
   else if (WIFSIGNALED(status))
     rc = 128 + WTERMSIG(status);
   else
-    rc = REC_FAILED;
+    rc = STKR__REC_FAILED;
   stkr__rec_static_settle(dir, &nt); /* its files, if any, are there now */
   test_hold();
   {
@@ -813,7 +567,7 @@ int stkr_cli_record(int argc, char **argv) {
   }
   stkr_cli_symcache_todo_free(&todo);
 out:
-  stkr_recover_unlock_dir(dir, g_dir_lock);
+  stkr_recover_unlock_dir(dir, dir_lock);
   if (nfd >= 0)
     close(nfd);
   return rc;

@@ -8,6 +8,44 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* ---- setup (record_setup.c) ---- */
+
+/* record's exit statuses of its own (record_help lists them all). */
+#define STKR__REC_USAGE STKR_CLI_USAGE /* 2: usage, malformed STACKREC_* */
+#define STKR__REC_BAD_DIR STKR_CLI_NO_INPUT /* 3: the directory is unusable */
+#define STKR__REC_FAILED 125 /* stackrec record itself failed */
+#define STKR__REC_CANNOT_EXEC 126
+#define STKR__REC_NOT_FOUND 127
+
+#define STKR__REC_PRELOAD_NAME "libstackrec_preload.so"
+
+/* "stackrec record: " and the message on stderr. @return STKR__REC_FAILED. */
+int stkr__rec_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The hook library, as an absolute path in out (cap bytes): from
+ * $STACKREC_PRELOAD, else next to the stackrec binary. @return 0 or
+ * STKR__REC_FAILED after printing why. */
+int stkr__rec_find_preload(char *out, size_t cap);
+/* Create the recording directory (opt: -o's value, or NULL: a name made
+ * from cmd) and lock it (*lock: stkr_recover_lock_dir's descriptor, < 0:
+ * none; the caller unlocks); its absolute path into out (cap bytes).
+ * @return 0 or STKR__REC_BAD_DIR after printing why. */
+int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
+                       size_t cap, int *lock);
+/* Every STACKREC_* value the hooks will read, checked with the parsers
+ * they use (the recorder's stkr_config_check_env; preload/match.c for the
+ * categories and watched names), so that a bad value stops record before
+ * the command runs instead of leaving it unrecorded. cats_opt: the
+ * --categories value, if given. @return 0 or STKR__REC_USAGE after
+ * printing. */
+int stkr__rec_check_env(const char *cats_opt);
+/* The child's LD_PRELOAD: the hooks (ours) first, so the app's calls
+ * reach them directly (a hook in front of ours would shift the first
+ * recorded frame), then whatever old preloads; but sanitizer runtimes
+ * from old before everything. Entries are separated by ':' or ' ', as
+ * ld.so reads them. @return a malloc'd string (the caller frees), or
+ * NULL. */
+char *stkr__rec_preload_list(const char *ours, const char *old);
+
 /* A notice from a recorded process through the STACKREC_NOTIFY socket
  * (common/stkr_notify.h): one that records nothing, as its hook library
  * reported it (preload.c, init_failed), or a note of its recorder

@@ -1,0 +1,244 @@
+/*
+ * record_setup.c: what `stackrec record` checks and prepares before the
+ * command runs (record.c runs it): the hook library, the recording
+ * directory and its lock, the STACKREC_* values, the child's LD_PRELOAD.
+ * Setup is loud: each failure is printed (naming the path or variable)
+ * and returned as record's exit status, and the command never runs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/stkr_mkdir.h"
+#include "preload/match.h"
+#include "proto/stkr_format.h"
+#include "proto/stkr_recover.h"
+#include "recorder/stackrec.h"
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/record.h"
+
+int stkr__rec_error(const char *fmt, ...) {
+  va_list ap;
+
+  fputs("stackrec record: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return STKR__REC_FAILED;
+}
+
+static bool is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int stkr__rec_find_preload(char *out, size_t cap) {
+  /* The first: Bazel's runfiles of //tools:stackrec (a data dependency,
+   * so `bazel build //tools:stackrec` brings the library along). */
+  static const char *const rel[] = {"stackrec.runfiles/stackrec/preload/" STKR__REC_PRELOAD_NAME,
+                                    "../preload/" STKR__REC_PRELOAD_NAME, STKR__REC_PRELOAD_NAME,
+                                    "../lib/stackrec/" STKR__REC_PRELOAD_NAME};
+  const char *env = getenv("STACKREC_PRELOAD");
+  /* Static (called once, before any thread): ~25 KB that a program
+   * started with `ulimit -s 32` does not have on its stack (record died of
+   * SIGSEGV here). */
+  static char exe[PATH_MAX], cand[PATH_MAX + 64], tried[4 * (PATH_MAX + 64)];
+  char *slash;
+  size_t i;
+
+  if (env != NULL && env[0] != '\0') {
+    if (!is_file(env) || realpath(env, out) == NULL)
+      return stkr__rec_error("STACKREC_PRELOAD=%s: %s", env,
+                       errno ? strerror(errno) : "not a regular file");
+    return 0;
+  }
+  tried[0] = '\0';
+  if (realpath("/proc/self/exe", exe) == NULL)
+    return stkr__rec_error("cannot find %s: /proc/self/exe: %s; set "
+                     "STACKREC_PRELOAD",
+                     STKR__REC_PRELOAD_NAME, strerror(errno));
+  slash = strrchr(exe, '/');
+  if (slash != NULL)
+    *slash = '\0';
+  for (i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+    if (is_file(cand) && realpath(cand, out) != NULL && strlen(out) < cap)
+      return 0;
+    snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s",
+             i ? ", " : "", cand);
+  }
+  return stkr__rec_error("cannot find %s (tried %s); build "
+                   "//preload:%s or set STACKREC_PRELOAD",
+                   STKR__REC_PRELOAD_NAME, tried, STKR__REC_PRELOAD_NAME);
+}
+
+/* Can we (and so the command, which runs as we do) create files in dir?
+ * Tried, not guessed from mode bits: a read-only file system or an ACL
+ * answers too. @return 0 or -errno. */
+static int dir_usable(const char *dir) {
+  char probe[PATH_MAX];
+  struct stat st;
+  int fd;
+
+  if (stat(dir, &st) != 0)
+    return -errno;
+  if (!S_ISDIR(st.st_mode))
+    return -ENOTDIR;
+  if ((size_t)snprintf(probe, sizeof probe, "%s/.stackrec-probe-XXXXXX",
+                       dir) >= sizeof probe)
+    return -ENAMETOOLONG;
+  if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
+    return -errno;
+  close(fd);
+  (void)unlink(probe);
+  return 0;
+}
+
+int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
+                       size_t cap, int *lock) {
+  char name[PATH_MAX], base[64];
+  const char *b = strrchr(cmd, '/');
+  size_t n = 0;
+  int err;
+
+  if (opt != NULL) {
+    if ((err = stkr_mkdir_p(opt, 0700)) < 0 || (err = dir_usable(opt)) < 0) {
+      stkr__rec_error("-o %s: cannot use it as the recording directory: %s", opt,
+                strerror(-err));
+      return STKR__REC_BAD_DIR;
+    }
+    if (stkr_fmt_dir_has_segments(opt) == 1) {
+      stkr__rec_error("-o %s: already holds a recording (stackrec-*.zst); "
+                "choose another directory, or remove it",
+                opt);
+      return STKR__REC_BAD_DIR;
+    }
+    snprintf(name, sizeof name, "%s", opt);
+  } else {
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32];
+    unsigned k;
+
+    /* The command's base name, reduced to characters safe in a path. */
+    for (b = b ? b + 1 : cmd; *b != '\0' && n < sizeof base - 1; b++)
+      base[n++] = (strchr("-_.", *b) || (*b >= '0' && *b <= '9') ||
+                   (*b >= 'a' && *b <= 'z') || (*b >= 'A' && *b <= 'Z'))
+                      ? *b
+                      : '_';
+    base[n] = '\0';
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    for (k = 1;; k++) {
+      if (k == 1)
+        snprintf(name, sizeof name, "stackrec-%s-%s", base, stamp);
+      else
+        snprintf(name, sizeof name, "stackrec-%s-%s-%u", base, stamp, k);
+      if (mkdir(name, 0700) == 0)
+        break;
+      if (errno != EEXIST || k == 100) {
+        stkr__rec_error("cannot create directory %s: %s", name, strerror(errno));
+        return STKR__REC_BAD_DIR;
+      }
+    }
+  }
+  /* One record per directory: held until record's very end (close-on-
+   * exec, so never the command's). Recording starts at a first event, so a
+   * second record found no segment yet and went ahead. A file system
+   * without locks (ENOLCK, ENOSYS: NFS without lockd, some FUSE) records
+   * as before, unlocked. */
+  if ((err = stkr_recover_lock_dir(name)) == -EWOULDBLOCK) {
+    stkr__rec_error("-o %s: another stackrec record is recording into it; "
+              "choose another directory", name);
+    return STKR__REC_BAD_DIR;
+  }
+  *lock = err;
+  /* Absolute: processes of the tree may change directory. */
+  if (realpath(name, out) == NULL || strlen(out) >= cap) {
+    stkr__rec_error("%s: %s", name, strerror(errno));
+    return STKR__REC_BAD_DIR;
+  }
+  return 0;
+}
+
+int stkr__rec_check_env(const char *cats_opt) {
+  static stkr__pl_names names; /* large; only parsed, never used */
+  char why[512];
+  unsigned mask;
+  int err;
+
+  if ((err = stkr_config_check_env(why, sizeof why)) != 0) {
+    stkr__rec_error("%s", err == -EINVAL ? why : stkr_strerror(err));
+    return STKR__REC_USAGE;
+  }
+  if (stkr__pl_parse_categories(getenv("STACKREC_CATEGORIES"), &mask, why,
+                                sizeof why) != 0) {
+    if (cats_opt != NULL)
+      stkr_cli_usage_error("record", "--categories: %s", why);
+    else
+      stkr__rec_error("invalid STACKREC_CATEGORIES=\"%s\": %s",
+                getenv("STACKREC_CATEGORIES"), why);
+    return STKR__REC_USAGE;
+  }
+  if (stkr__pl_names_parse(getenv("STACKREC_ENV_NAMES"), &names, why,
+                           sizeof why) != 0) {
+    stkr__rec_error("invalid STACKREC_ENV_NAMES=\"%s\": %s",
+              getenv("STACKREC_ENV_NAMES"), why);
+    return STKR__REC_USAGE;
+  }
+  return 0;
+}
+
+/* Is this LD_PRELOAD entry a sanitizer runtime? Those must come first in
+ * the initial library list (ASan refuses to run otherwise). */
+static bool is_sanitizer_runtime(const char *entry, size_t len) {
+  static const char *const k[] = {"libasan", "libtsan", "liblsan",
+                                  "libubsan", "libhwasan", "libclang_rt."};
+  const char *b = entry;
+  size_t i;
+
+  for (i = 0; i < len; i++)
+    if (entry[i] == '/')
+      b = entry + i + 1;
+  for (i = 0; i < sizeof k / sizeof k[0]; i++)
+    if ((size_t)(entry + len - b) >= strlen(k[i]) &&
+        strncmp(b, k[i], strlen(k[i])) == 0)
+      return true;
+  return false;
+}
+
+char *stkr__rec_preload_list(const char *ours, const char *old) {
+  size_t cap = strlen(ours) + (old ? strlen(old) : 0) + 2, n = 0, pass;
+  char *out = malloc(cap);
+
+  if (out == NULL)
+    return NULL;
+  out[0] = '\0';
+  for (pass = 0; pass < 3; pass++) {
+    const char *p = old ? old : "";
+    if (pass == 1) {
+      n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ":" : "", ours);
+      continue;
+    }
+    while (*p != '\0') {
+      size_t len = strcspn(p, ": ");
+      if (len != 0 && is_sanitizer_runtime(p, len) == (pass == 0))
+        n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? ":" : "",
+                              (int)len, p);
+      p += len;
+      if (*p != '\0')
+        p++;
+    }
+  }
+  return out;
+}
