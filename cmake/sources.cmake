@@ -112,6 +112,7 @@ set(STKR_PRELOAD_MATCH_SRCS
 # //preload:libstackrec_preload.so
 set(STKR_PRELOAD_SRCS
   preload/hooks_dl.c
+  preload/hooks_exec.c
   preload/hooks_files.c
   preload/hooks_net.c
   preload/hooks_signal.c

@@ -112,6 +112,15 @@ static inline bool stkr__pl_want(unsigned c) {
  * hook calls stkr_event() from its own frame: hence always_inline. */
 #define STKR__PL_SKIP_FRAMES 1
 
+/* Before an exec (hooks_exec.c): end this image's recording cleanly
+ * (bounded, as every end of a process image). @return 1 if it was
+ * recording or following, for stkr__pl_exec_failed. errno kept. */
+int stkr__pl_pre_exec(void);
+/* The exec failed (returned): with was = stkr__pl_pre_exec()'s, the next
+ * event starts recording again (a process that had not started is still
+ * pending). */
+void stkr__pl_exec_failed(int was);
+
 /* Start recording for the event the calling hook is about to record, if
  * the start is still pending (preload.c). @return true if recording now.
  * Never inlined: it runs once per process. */

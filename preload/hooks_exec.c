@@ -1,0 +1,108 @@
+/*
+ * hooks_exec.c: the exec family (execve, execvpe, execv, execvp, fexecve,
+ * execl, execlp, execle). Each ends this image's recording cleanly
+ * before the exec (stkr__pl_pre_exec, preload.c) and, if the exec fails
+ * and returns, lets the next event start recording again with errno
+ * kept. Nothing is recorded here: an exec is not a watched call.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "preload/preload.h"
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+/* Every exec hook: close the recording, exec through the real function,
+ * and if the exec failed (it returned), record on with errno kept. `real`
+ * says which function and so which of path/fd/envp it takes. Static and
+ * called directly: execl and friends must reach this code, not whatever
+ * `execve` the dynamic linker would bind a call from this library to. */
+static int exec_via(int real, const char *path, int fd, char *const argv[],
+                    char *const envp[]) {
+  void *fn = (void *)stkr__pl_real(real);
+  int was, r;
+
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  was = stkr__pl_pre_exec();
+  switch (real) {
+  case STKR__PL_R_execv:
+  case STKR__PL_R_execvp:
+    r = ((execv_fn)fn)(path, argv);
+    break;
+  case STKR__PL_R_fexecve:
+    r = ((fexecve_fn)fn)(fd, argv, envp);
+    break;
+  default: /* execve, execvpe */
+    r = ((execve_fn)fn)(path, argv, envp);
+    break;
+  }
+  stkr__pl_exec_failed(was);
+  return r;
+}
+
+int execve(const char *path, char *const argv[], char *const envp[]) {
+  return exec_via(STKR__PL_R_execve, path, -1, argv, envp);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  return exec_via(STKR__PL_R_execvpe, file, -1, argv, envp);
+}
+
+int execv(const char *path, char *const argv[]) {
+  return exec_via(STKR__PL_R_execv, path, -1, argv, NULL);
+}
+
+int execvp(const char *file, char *const argv[]) {
+  return exec_via(STKR__PL_R_execvp, file, -1, argv, NULL);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[]) {
+  return exec_via(STKR__PL_R_fexecve, NULL, fd, argv, envp);
+}
+
+/* execl, execlp, execle: glibc's versions call its internal execve, which
+ * no hook sees; collect the arguments and go through our execv/execvp/
+ * execve instead. argv lives on our stack (alloca, as in glibc), so this is
+ * a macro that expands into each hook's body, not a function: the array
+ * must live in the hook's own frame. with_env: an envp follows the NULL
+ * (execle). */
+#define STKR__PL_EXEC_LIST(real, file, arg0, with_env)                         \
+  do {                                                                         \
+    va_list ap_;                                                               \
+    size_t n_ = 1, i_;                                                         \
+    char **argv_;                                                              \
+    char *const *envp_ = NULL;                                                 \
+    va_start(ap_, arg0);                                                       \
+    while (va_arg(ap_, const char *) != NULL)                                  \
+      n_++;                                                                    \
+    va_end(ap_);                                                               \
+    argv_ = __builtin_alloca((n_ + 1) * sizeof(char *));                       \
+    argv_[0] = (char *)arg0;                                                   \
+    va_start(ap_, arg0);                                                       \
+    for (i_ = 1; i_ <= n_; i_++)                                               \
+      argv_[i_] = va_arg(ap_, char *); /* argv_[n_] gets the NULL */           \
+    if (with_env)                                                              \
+      envp_ = va_arg(ap_, char *const *);                                      \
+    va_end(ap_);                                                               \
+    return exec_via(real, file, -1, argv_, envp_);                             \
+  } while (0)
+
+int execl(const char *path, const char *arg, ...) {
+  STKR__PL_EXEC_LIST(STKR__PL_R_execv, path, arg, false);
+}
+
+int execlp(const char *file, const char *arg, ...) {
+  STKR__PL_EXEC_LIST(STKR__PL_R_execvp, file, arg, false);
+}
+
+int execle(const char *path, const char *arg, ...) {
+  STKR__PL_EXEC_LIST(STKR__PL_R_execve, path, arg, true);
+}
