@@ -375,6 +375,12 @@ _Static_assert(STKR_RINGFILE_PKNOWN_OFF >=
                    STKR_RINGFILE_PKNOWN_OFF + 16u * STKR_RINGFILE_PKNOWN_SLOTS <=
                        STKR_RINGFILE_HDR_BYTES,
                "known-payload table overlaps");
+/* The drop fields are u64s in a row, drops_other first, pend_retired_
+ * reentrant last: the recorder resets them as one range. */
+_Static_assert(offsetof(stkr_sessfile_hdr, pend_retired_reentrant) -
+                       offsetof(stkr_sessfile_hdr, drops_other) ==
+                   9 * sizeof(uint64_t),
+               "session drop fields in a row");
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,
                "session header too big");
 

@@ -9,6 +9,7 @@
  * worker's end and once no producer runs (ringfile.c).
  */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/stkr_ringfile.h"
@@ -76,11 +77,10 @@ void stkr__session_drops_reset(void) {
   stkr_sessfile_hdr *h = stkr__session_hdr();
   if (h == NULL)
     return;
-  __atomic_store_n(&h->drops_other, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_other, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->retired_full, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->retired_reentrant, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_retired_full, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->counted_retired_reentrant, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->pend_seq, 0, __ATOMIC_RELAXED);
+  /* Every drop field, drops_other through pend_retired_reentrant: u64s in
+   * a row (stkr_sessfile_hdr), so a field added among them is reset too.
+   * Atomic stores, as every other access to them. */
+  for (size_t off = offsetof(stkr_sessfile_hdr, drops_other);
+       off < offsetof(stkr_sessfile_hdr, pend_retired_reentrant) + 8; off += 8)
+    __atomic_store_n((uint64_t *)((char *)h + off), 0, __ATOMIC_RELAXED);
 }

@@ -174,18 +174,17 @@ typedef struct stkr__ring_ctl {
   uint64_t pknown[STKR__PKNOWN_SLOTS][2];
 } stkr__ring_ctl;
 
-_Static_assert(offsetof(stkr__ring_ctl, head) == STKR_RINGFILE_HEAD_OFF,
-               "ring file head offset");
-_Static_assert(offsetof(stkr__ring_ctl, tail) == STKR_RINGFILE_TAIL_OFF,
-               "ring file tail offset");
-_Static_assert(offsetof(stkr__ring_ctl, drops_full) == STKR_RINGFILE_DROPS_OFF,
-               "ring file drops offset");
-_Static_assert(offsetof(stkr__ring_ctl, pend_seq) == STKR_RINGFILE_PEND_OFF,
-               "ring file pending drops offset");
-_Static_assert(offsetof(stkr__ring_ctl, known) == STKR_RINGFILE_KNOWN_OFF,
-               "ring file known-stack table offset");
-_Static_assert(offsetof(stkr__ring_ctl, pknown) == STKR_RINGFILE_PKNOWN_OFF,
-               "ring file known-payload table offset");
+/* The control page is the ring file's header: each field at its offset. */
+#define STKR__RING_AT(field, off)                                              \
+  _Static_assert(offsetof(stkr__ring_ctl, field) == (off),                     \
+                 "ring file offset of " #field)
+STKR__RING_AT(head, STKR_RINGFILE_HEAD_OFF);
+STKR__RING_AT(tail, STKR_RINGFILE_TAIL_OFF);
+STKR__RING_AT(drops_full, STKR_RINGFILE_DROPS_OFF);
+STKR__RING_AT(pend_seq, STKR_RINGFILE_PEND_OFF);
+STKR__RING_AT(known, STKR_RINGFILE_KNOWN_OFF);
+STKR__RING_AT(pknown, STKR_RINGFILE_PKNOWN_OFF);
+#undef STKR__RING_AT
 _Static_assert(sizeof(stkr__ring_ctl) <= STKR_RINGFILE_HDR_BYTES,
                "ring control page");
 _Static_assert(sizeof(stkr__record) == sizeof(stkr_ringfile_record) &&

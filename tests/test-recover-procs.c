@@ -445,10 +445,7 @@ static void kill_with_drops(recovery *r, drop_stats *ds, void (*body)(void *),
  * files are put back after the recovery, as if it had died after writing
  * its segment (review): a second recovery must not add the drops again. */
 static void test_drops_survive_kill(void **state) {
-  (void)state;
-  drop_stats *ds = mmap(NULL, sizeof *ds, PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(ds != MAP_FAILED);
+  drop_stats *ds = *state;
   for (int run = 0; run < 5; run++) {
     recovery r;
     kill_with_drops(&r, ds, drops_body, run, run == 0);
@@ -460,7 +457,6 @@ static void test_drops_survive_kill(void **state) {
       check_drops(r.dir, ds, run, r.st.drops_found);
     }
   }
-  munmap(ds, sizeof *ds);
 }
 
 /* The drops of test_drops_survive_kill, then a flush whose batch counts
@@ -480,15 +476,24 @@ static void drops_unnoted_body(void *arg) {
  * every time: the figures are the app's own, exactly (before the fix: 7
  * "other" drops read back as 14, and the burst's last drops twice). */
 static void test_drops_unnoted_batch(void **state) {
-  (void)state;
-  drop_stats *ds = mmap(NULL, sizeof *ds, PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  assert_true(ds != MAP_FAILED);
   for (int run = 0; run < 3; run++) {
     recovery r;
-    kill_with_drops(&r, ds, drops_unnoted_body, run, false);
+    kill_with_drops(&r, *state, drops_unnoted_body, run, false);
   }
-  munmap(ds, sizeof *ds);
+}
+
+/* The drop tests' shared memory: the child's stkr_stats, for the parent. */
+static int drops_setup(void **state) {
+  drop_stats *ds = mmap(NULL, sizeof *ds, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (ds == MAP_FAILED) return -1;
+  *state = ds;
+  return 0;
+}
+
+static int drops_teardown(void **state) {
+  munmap(*state, sizeof(drop_stats));
+  return 0;
 }
 
 static int setup(void **state) {
@@ -497,9 +502,14 @@ static int setup(void **state) {
   return 0;
 }
 
-TL_TEST_MAIN("recover-procs", setup, NULL, test_ring_reuse,
-             test_child_outlives_parent, test_fork_disable, test_fork_follow,
-             test_sigkill_random_moments,
-             test_killed_before_first_pass_keeps_images,
-             test_live_session_is_still_recording, test_drops_survive_kill,
-             test_drops_unnoted_batch)
+int main(void) {
+  return TL_RUN_GROUP(
+      "recover-procs", setup, NULL,
+      TL_CASES(NULL, NULL, test_ring_reuse, test_child_outlives_parent,
+               test_fork_disable, test_fork_follow,
+               test_sigkill_random_moments,
+               test_killed_before_first_pass_keeps_images,
+               test_live_session_is_still_recording),
+      TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
+               test_drops_unnoted_batch));
+}
