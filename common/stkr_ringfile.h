@@ -361,6 +361,14 @@ typedef struct stkr_sessfile_hdr {
    * batch pend_seq or a later one. pend_seq 0: none. */
   uint64_t pend_seq;
   uint64_t pend_other, pend_retired_full, pend_retired_reentrant;
+  /* Since session 22 (zero in older files): the events of batches that
+   * could not be written (stkr_stats.dropped_write_error, cumulative),
+   * stored by the flush worker at each failure. Their records are released
+   * from the rings and the count lived in its memory only: a kill before
+   * the next written batch lost them from the accounting (attempted read
+   * back without them, verify complete). Recovery takes the larger of
+   * this and the segments' Counters. */
+  uint64_t dropped_write_error;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,
@@ -375,11 +383,11 @@ _Static_assert(STKR_RINGFILE_PKNOWN_OFF >=
                    STKR_RINGFILE_PKNOWN_OFF + 16u * STKR_RINGFILE_PKNOWN_SLOTS <=
                        STKR_RINGFILE_HDR_BYTES,
                "known-payload table overlaps");
-/* The drop fields are u64s in a row, drops_other first, pend_retired_
- * reentrant last: the recorder resets them as one range. */
-_Static_assert(offsetof(stkr_sessfile_hdr, pend_retired_reentrant) -
+/* The drop fields are u64s in a row, drops_other first,
+ * dropped_write_error last: the recorder resets them as one range. */
+_Static_assert(offsetof(stkr_sessfile_hdr, dropped_write_error) -
                        offsetof(stkr_sessfile_hdr, drops_other) ==
-                   9 * sizeof(uint64_t),
+                   10 * sizeof(uint64_t),
                "session drop fields in a row");
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,
                "session header too big");

@@ -121,6 +121,7 @@ static void keep_unwritten(stkr__worker *w) {
   pthread_mutex_lock(&w->stats_mu);
   w->dropped_write_error += lost;
   pthread_mutex_unlock(&w->stats_mu);
+  stkr__session_write_errors(w->dropped_write_error);
   publish(w);
 }
 
@@ -231,6 +232,9 @@ static void write_batch(stkr__worker *w, bool last) {
     w->dropped_write_error += n;
     w->write_errors++;
     pthread_mutex_unlock(&w->stats_mu);
+    /* The batch's records are released below: this count is all that is
+     * left of them, and it must outlive a kill. */
+    stkr__session_write_errors(w->dropped_write_error);
     /* Notes are rate-limited: this one speaks for its own batch, the
      * counters (verify) for all of them. */
     stkr__log(err == -ENOMEM ? STKR__LOG_ENCODE : STKR__LOG_WRITE,

@@ -170,7 +170,10 @@ static int open_segment(build *b) {
 static void counters(const build *b, Stackrec__Counters *K) {
   const stkr__rc_scan *sc = b->sc;
   K->written = sc->written;
-  K->dropped_write_error = sc->dropped_write_error;
+  /* Cumulative both: the session file's is the latest (failed batches
+   * after the last written one), the Counters' what batches told. */
+  K->dropped_write_error =
+      max64(sc->dropped_write_error, b->ss->h.dropped_write_error);
   K->segments_deleted = sc->segments_deleted;
   /* Saturating: the files' counters are hostile input (a reader calls
    * counters that do not add up damage; they must not wrap into sense). */
@@ -650,6 +653,10 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
     rc->st->drops_found = sat64(
         rc->st->drops_found, sat64(b.x_other, sat64(b.x_full, b.x_reentrant)));
   }
+  /* Failed batches after the last written one (counters() takes it). */
+  rc->st->drops_found = sat64(
+      rc->st->drops_found,
+      beyond(ss->h.dropped_write_error, sc->dropped_write_error));
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : want_ring(&b, &rings[i]);

@@ -1,7 +1,7 @@
 /*
  * session_drops.c: the session file's drop counters, for recovery
  * (common/stkr_ringfile.h, stkr_sessfile_hdr: drops_other, retired_*,
- * counted_*, pend_*). The ring files' own are in thread.c, next to the
+ * counted_*, pend_*, dropped_write_error). The ring files' own are in thread.c, next to the
  * thread counters they equal.
  *
  * The header's mapping (stkr__session_hdr) stays mapped while the worker
@@ -70,6 +70,12 @@ void stkr__session_drops_pend(const stkr__sess_drops *noted, uint64_t seq) {
                       noted->retired_reentrant);
 }
 
+void stkr__session_write_errors(uint64_t total) {
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  /* Worker only; relaxed: read by recovery after we died. */
+  if (h != NULL) __atomic_store_n(&h->dropped_write_error, total, __ATOMIC_RELAXED);
+}
+
 void stkr__session_drops_reset(void) {
   /* At the start, no producer active: the file's counters start with
    * g_dropped_other and g_retired (a new session's file is zero anyway;
@@ -77,10 +83,10 @@ void stkr__session_drops_reset(void) {
   stkr_sessfile_hdr *h = stkr__session_hdr();
   if (h == NULL)
     return;
-  /* Every drop field, drops_other through pend_retired_reentrant: u64s in
-   * a row (stkr_sessfile_hdr), so a field added among them is reset too.
+  /* Every drop field, drops_other through dropped_write_error: u64s in a
+   * row (stkr_sessfile_hdr), so a field added among them is reset too.
    * Atomic stores, as every other access to them. */
   for (size_t off = offsetof(stkr_sessfile_hdr, drops_other);
-       off < offsetof(stkr_sessfile_hdr, pend_retired_reentrant) + 8; off += 8)
+       off < offsetof(stkr_sessfile_hdr, dropped_write_error) + 8; off += 8)
     __atomic_store_n((uint64_t *)((char *)h + off), 0, __ATOMIC_RELAXED);
 }

@@ -80,6 +80,9 @@ void stkr__session_drops_note(stkr__sess_drops *out);
 void stkr__session_drops_pend(const stkr__sess_drops *noted, uint64_t seq);
 void stkr__session_drops_commit(const stkr__sess_drops *noted);
 void stkr__session_drops_reset(void);
+/* The worker's dropped_write_error (cumulative since the start) into the
+ * session file, at each failed batch (worker). No-op without a session. */
+void stkr__session_write_errors(uint64_t total);
 /* The session file's header as mapped (acquire), NULL when no session is
  * open. Valid while the worker runs (ringfile.c unmaps it only after). */
 stkr_sessfile_hdr *stkr__session_hdr(void);

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -361,7 +363,7 @@ static void test_live_session_is_still_recording(void **state) {
 
 /* What the child's own stkr_stats said before it was killed. */
 typedef struct drop_stats {
-  uint64_t attempted, ring_full, other;
+  uint64_t attempted, ring_full, other, write_error;
 } drop_stats;
 
 /* A burst into a small ring after one written batch, and events at a site
@@ -496,6 +498,66 @@ static int drops_teardown(void **state) {
   return 0;
 }
 
+/* After one written batch, the segment may not grow (RLIMIT_FSIZE): the
+ * next batch's write fails, its 50 events dropped for the write error and
+ * released from the ring; then SIGKILL before any batch is written. */
+static void write_error_body(void *arg) {
+  drop_stats *out = arg;
+  struct rlimit rl = {1, RLIM_INFINITY};
+  stkr_stats st;
+
+  record_seq(0, 10);
+  if (stkr_flush() != 0) _exit(91);
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
+  rl.rlim_cur = 1;
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
+  record_seq(10, 50);
+  if (stkr_flush() != -EIO) _exit(93);
+  if (stkr_stats_get(&st) != 0) _exit(94);
+  out->attempted = st.attempted;
+  out->write_error = st.dropped_write_error;
+}
+
+/* QA-style (session 22): the events of a batch that failed to write are
+ * released from the rings and counted, but the count lived in the
+ * worker's memory only: killed before its next written batch, the app read
+ * back "attempted 10, write errors 0" where it had counted 60 and 50, and
+ * verify called that complete. The session file now carries the count
+ * (stkr_sessfile_hdr.dropped_write_error); recovery takes it. Twice: the
+ * second recovery (files put back) adds nothing. */
+static void test_write_errors_survive_kill(void **state) {
+  drop_stats *ds = *state;
+  const stkr_process_info *p;
+  stkr_reader *rd = NULL;
+  stkr_event_view ev;
+  recovery r;
+
+  memset(ds, 0, sizeof *ds);
+  assert_true(WIFSIGNALED(run_killed_child_in_new_dir(
+      r.dir, sizeof r.dir, (stkr_config){0}, write_error_body, ds)));
+  assert_int_equal(ds->attempted, 60);
+  assert_int_equal(ds->write_error, 50);
+  assert_int_equal(tl_system("mkdir '%s.bak' && cp -p '%s'/*.session "
+                             "'%s.bak'/",
+                             r.dir, r.dir, r.dir),
+                   0);
+  for (int round = 0; round < 2; round++) {
+    if (round == 1)
+      assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir), 0);
+    recover(r.dir, false, &r.st, &r.ms);
+    assert_int_equal(r.st.sessions_recovered, 1);
+    assert_int_equal(r.st.drops_found, round == 0 ? 50 : 0);
+    assert_int_equal(stkr_reader_open(r.dir, NULL, &rd), 0);
+    while (stkr_reader_next(rd, &ev) == 1) {
+    }
+    p = stkr_reader_process(rd, 0);
+    assert_int_equal(p->attempted, 60);
+    assert_int_equal(p->drops_write_error, 50);
+    assert_int_equal(p->events, 10);
+    stkr_reader_free(rd);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(recover_setup("recover-procs"), 0);
@@ -511,5 +573,5 @@ int main(void) {
                test_killed_before_first_pass_keeps_images,
                test_live_session_is_still_recording),
       TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
-               test_drops_unnoted_batch));
+               test_drops_unnoted_batch, test_write_errors_survive_kill));
 }
