@@ -232,9 +232,6 @@ static void write_batch(stkr__worker *w, bool last) {
     w->dropped_write_error += n;
     w->write_errors++;
     pthread_mutex_unlock(&w->stats_mu);
-    /* The batch's records are released below: this count is all that is
-     * left of them, and it must outlive a kill. */
-    stkr__session_write_errors(w->dropped_write_error);
     /* Notes are rate-limited: this one speaks for its own batch, the
      * counters (verify) for all of them. */
     stkr__log(err == -ENOMEM ? STKR__LOG_ENCODE : STKR__LOG_WRITE,
@@ -245,6 +242,12 @@ static void write_batch(stkr__worker *w, bool last) {
                               "(RLIMIT_FSIZE)"
                             : strerror(-err),
               (unsigned long long)n);
+    /* The batch's records are released next: this count is all that will
+     * be left of them, and it must outlive a kill. Right before the
+     * release, nothing between (the note above may block on a full pipe):
+     * a kill between the two counts the batch twice, as lost and as
+     * recovered, never not at all (review, session 22). */
+    stkr__session_write_errors(w->dropped_write_error);
   }
   release_all();
   publish(w);

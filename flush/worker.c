@@ -775,8 +775,11 @@ int stkr_shutdown(void) {
   freeze_stats(w);
   pthread_join(w->thread, NULL);
   /* The final drain wrote everything (the files go), or records stayed in
-   * the rings (the files stay for recovery). */
-  stkr__session_close(stkr__threads_rings_leftover());
+   * the rings, or the final batch, with the session's last counters, could
+   * not be written (keep_for_recovery): the files stay for recovery, which
+   * writes them (QA, session 22: a disk full at the end lost the counters
+   * of every failed batch for good, the files pooled). */
+  stkr__session_close(stkr__threads_rings_leftover() || w->keep_for_recovery);
   worker_free(w);
   return 0;
 }
@@ -789,10 +792,12 @@ int stkr_shutdown_for_exit(void) {
   stkr__watchdog_stop_for_shutdown(true); /* bounded: see watchdog.c */
   ended = end_session(w, true);
   freeze_stats(w);
-  /* Everything written: the files go now (no malloc, a few unlinks), as
-   * stkr_shutdown does. Else they stay for recovery. */
+  /* Everything read: the files go now (no malloc, a few unlinks), as
+   * stkr_shutdown does, unless the final batch could not be written (they
+   * stay, marked, for recovery to write the final counters). Else they
+   * stay for recovery as they are. */
   if (ended && g_frozen.pending_recovery == 0 && stkr__drain_rings_settled())
-    stkr__session_close(false);
+    stkr__session_close(w->keep_for_recovery);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */

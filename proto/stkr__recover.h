@@ -97,10 +97,11 @@ typedef struct stkr__rc_scan {
   size_t n_ends, cap_ends;
   uint32_t max_stack, first_seq;
   uint64_t max_batch_seq;
-  /* The highest Batch.seq of the session in the segments themselves
-   * (max_batch_seq becomes the session file's note too): a writer's
-   * pending drops of a batch at or below it are counted (stkr_ringfile.h,
-   * "pending"). */
+  /* The highest Batch.seq of the writer's own batches (not recovered
+   * ones) of the session in the segments read: a writer's pending drops
+   * of a batch at or below it are counted (stkr_ringfile.h, "pending").
+   * When only an earlier recovery's segment was read it is 0, and the
+   * counted values apply: never too few. */
   uint64_t found_batch_seq;
   uint64_t written, dropped_write_error, segments_deleted;
   uint64_t ring_full, reentrant, other, c_ring_full, c_reentrant, c_other;

@@ -71,6 +71,10 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       if (b->stacks[i]->id > s->max_stack)
         s->max_stack = b->stacks[i]->id;
     s->max_batch_seq = max64(s->max_batch_seq, b->seq);
+    /* The writer's own batches only: an earlier recovery numbers its
+     * batches after the writer's note, past a pending batch the writer
+     * never wrote (review, session 22). */
+    if (!b->recovered) s->found_batch_seq = max64(s->found_batch_seq, b->seq);
     for (size_t i = 0; i < b->n_drops; i++) {
       if (b->recovered &&
           stkr__idmap_put(&s->recovered_drops, b->drops[i]->thread_id, 1) != 0)

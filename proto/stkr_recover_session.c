@@ -520,10 +520,12 @@ static void ring_drops(build *b, const stkr_ring_info *info) {
   /* Pending values of a batch the segments hold are what it counted:
    * the writer died before it stored them as counted. */
   bool written = written_pending(b->sc, info->pend_seq);
-  uint64_t full = beyond(info->drops_full, written ? info->pend_full
-                                                   : info->counted_full);
+  uint64_t full = beyond(info->drops_full,
+                         written ? max64(info->pend_full, info->counted_full)
+                                 : info->counted_full);
   uint64_t reent = beyond(info->drops_reentrant,
-                          written ? info->pend_reentrant
+                          written ? max64(info->pend_reentrant,
+                                          info->counted_reentrant)
                                   : info->counted_reentrant);
   uint32_t seen;
 
@@ -643,12 +645,17 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   if (!sc->recovered_before) {
     const stkr_sessfile_hdr *h = &ss->h;
     bool written = written_pending(sc, h->pend_seq);
+    /* Pending values only ever raise what counts as counted. */
     b.x_other = beyond(h->drops_other,
-                       written ? h->pend_other : h->counted_other);
+                       written ? max64(h->pend_other, h->counted_other)
+                               : h->counted_other);
     b.x_full = beyond(h->retired_full,
-                      written ? h->pend_retired_full : h->counted_retired_full);
+                      written ? max64(h->pend_retired_full,
+                                      h->counted_retired_full)
+                              : h->counted_retired_full);
     b.x_reentrant = beyond(h->retired_reentrant,
-                           written ? h->pend_retired_reentrant
+                           written ? max64(h->pend_retired_reentrant,
+                                           h->counted_retired_reentrant)
                                    : h->counted_retired_reentrant);
     rc->st->drops_found = sat64(
         rc->st->drops_found, sat64(b.x_other, sat64(b.x_full, b.x_reentrant)));
@@ -768,7 +775,6 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   /* What the writer noted in the session file covers what the segments
    * read do not (older segments, or one the disk cap deleted). */
   if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
-  sc.found_batch_seq = sc.max_batch_seq;
   sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
   if (err == -ETIMEDOUT) {
     rc->st->sessions_deferred++; /* the budget: as if never started */

@@ -58,8 +58,9 @@ void stkr__session_close(bool leftovers);
  * may have closed or replaced it)? If not, lock again through a new one.
  * Returns false when the session had to be given up. */
 bool stkr__session_check(void);
-/* Worker, after each batch's write or failed attempt: the highest stack id
- * and Batch.seq used so far, into the session file (see stkr_sessfile_hdr). */
+/* Worker, after each batch's write or failed attempt (not a failure at the
+ * session's end, whose number recovery's batch takes): the highest stack
+ * id and Batch.seq used so far, into the session file (see stkr_sessfile_hdr). */
 void stkr__session_note(uint32_t max_stack_id, uint64_t batch_seq);
 /* The session file's drops (stkr_sessfile_hdr: drops_other, retired_*),
  * as a batch's counters read them (stkr__threads_counts_mark). */

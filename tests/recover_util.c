@@ -205,6 +205,29 @@ int flush_then_unnote_drops(void) {
   return 0;
 }
 
+void pend_unwritten_drops(void) {
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  uint64_t seq;
+
+  if (h == NULL) _exit(95);
+  seq = __atomic_load_n(&h->max_batch_seq, __ATOMIC_RELAXED) + 1;
+  for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
+    stkr__ring_ctl *c = t->ring.c;
+    if (c == NULL || t->ring.session == 0) continue;
+    stkr__pending_store(&c->pend_seq, seq, &c->pend_full,
+                        atomic_load(&c->drops_full), &c->pend_reentrant,
+                        atomic_load(&c->drops_reentrant), NULL, 0);
+  }
+  stkr__pending_store(
+      (_Atomic uint64_t *)&h->pend_seq, seq,
+      (_Atomic uint64_t *)&h->pend_other,
+      __atomic_load_n(&h->drops_other, __ATOMIC_RELAXED),
+      (_Atomic uint64_t *)&h->pend_retired_full,
+      __atomic_load_n(&h->retired_full, __ATOMIC_RELAXED),
+      (_Atomic uint64_t *)&h->pend_retired_reentrant,
+      __atomic_load_n(&h->retired_reentrant, __ATOMIC_RELAXED));
+}
+
 void run_child_die(char *dir, size_t cap, uint32_t n1, uint32_t n2,
                    bool rewind) {
   stkr_config cfg = {.ring_bytes = 256 << 10};

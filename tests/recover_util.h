@@ -66,6 +66,12 @@ void record_seq(uint32_t from, uint32_t n);
  * counted (common/stkr_ringfile.h, "pending"). @return stkr_flush's. */
 int flush_then_unnote_drops(void);
 
+/* Every ring file of this process and the session file get pending drops
+ * (common/stkr_ringfile.h, "pending") for a batch numbered one past the
+ * session's last, counting every drop so far: as if the process died
+ * after the worker stored them and before that batch reached the disk. */
+void pend_unwritten_drops(void);
+
 /* Fork: the child starts recording with cfg (exit 90 if it cannot), runs
  * body(arg) and dies by SIGKILL, leaving its ring files behind; the parent
  * waits for it. @return the child's wait status. */
