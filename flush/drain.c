@@ -195,6 +195,7 @@ static void write_batch(stkr__worker *w, bool last) {
      * gap, nothing lost). */
     w->batch_seq--;
     w->keep_for_recovery = true;
+    w->write_err = err;
     stkr__log(STKR__LOG_WRITE, "cannot %s a segment file in %s: %s; the "
               "unwritten events stay in the ring files for recovery", what,
               w->cfg.dir, strerror(-err));
@@ -228,6 +229,7 @@ static void write_batch(stkr__worker *w, bool last) {
     w->epoch = stkr__new_epoch();
     w->seg_first = true;
     w->io_error = true;
+    w->write_err = err;
     pthread_mutex_lock(&w->stats_mu);
     w->dropped_write_error += n;
     w->write_errors++;

@@ -45,6 +45,14 @@ void stkr__log_target_take(void) {
   struct stat st;
 
   snprintf(g_log_notify, sizeof g_log_notify, "%s", v ? v : "");
+  /* A new recording (a forked child's own, too) starts with no note held
+   * back: a child inherited its parent's times, and its first notes went
+   * unsaid for a minute (QA, session 22: of a tree on a full disk only the
+   * parent's notes reached record). */
+  for (int k = 0; k < STKR__LOG_KINDS; k++) {
+    atomic_store_explicit(&g_log_last[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&g_log_suppressed[k], 0, memory_order_relaxed);
+  }
   g_log_fd2.taken = true;
   g_log_fd2.ok = fstat(STDERR_FILENO, &st) == 0;
   g_log_fd2.dev = g_log_fd2.ok ? st.st_dev : 0;

@@ -109,6 +109,7 @@ typedef struct stkr__worker {
   uint32_t site_epoch[STKR_MAX_SITES + 1];
   uint64_t batch_seq;
   bool io_error;          /* a batch failed since the last stkr_flush */
+  int write_err;          /* the last failed batch's -errno (0: none) */
   /* This pass serves a stkr_flush (worker thread only): a barrier must
    * end with every event written or dropped and counted, so it reads the
    * rings even when no segment can be opened (drain.c, segment_ready). */

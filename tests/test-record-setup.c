@@ -357,6 +357,32 @@ static void test_runuser_child_reported(void **state) {
   assert_null(strstr(cr_err, "stackrec: preload"));
 }
 
+/* QA (session 22): a tree on a full disk. No file could be written, not
+ * even the session file, and record said "none made a watched call",
+ * verify "intact" (exit 0), where every call was lost. A file size limit of
+ * 0 does the same: now the process is named as one that recorded nothing,
+ * and why, and verify exits 4. */
+static void test_nothing_reached_the_disk(void **state) {
+  const char *dir = fresh("fsize0");
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
+    fprintf(stderr, "skipped: the hooks cannot be preloaded into /bin/sh "
+                    "under TSan\n");
+    return;
+  }
+  assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c 'ulimit -f 0; exec "
+                          "/usr/bin/python3 -c \"import socket\n"
+                          "for _ in range(100): socket.gethostname()\"'",
+                          dir),
+                   0); /* no output: the limit holds for its stdout too */
+  if (strstr(cr_err, "(python3) recorded nothing: none of its 100 events "
+                     "reached") == NULL ||
+      strstr(cr_err, "RLIMIT_FSIZE") == NULL)
+    fail_msg("the lost events are not said:\n%s", cr_err);
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+}
+
 static void test_grandchild_bad_env_reported(void **state) {
   const char *dir = fresh("grand");
   (void)state;
@@ -837,7 +863,7 @@ int main(void) {
   return TL_RUN_GROUP(
       "record-setup", setup, NULL,
       TL_CASES(NULL, NULL, test_bad_dir, test_second_record_refused,
-               test_bad_env, test_signals,
+               test_bad_env, test_signals, test_nothing_reached_the_disk,
                test_signals_after_end, test_runuser_child_reported,
                test_grandchild_bad_env_reported, test_notify_fallback,
                test_closerange_keeps_session_lock, test_fork_heavy_bounded,
