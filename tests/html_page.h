@@ -127,6 +127,7 @@ static __attribute__((unused)) void hand_agg(stkr_agg *a) {
   a->n_stacks = a->n_distinct = 3;
   a->events_read = a->events = 4001;
   a->n_processes = 2;
+  a->n_processes_with_events = 2;
 }
 
 #endif

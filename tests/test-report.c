@@ -101,7 +101,7 @@ static const char k_std_report[] =
     "        fixture+0x1100\n"
     "        fixture+0x1200\n"
     "    payloads: 1 distinct, in 1 of its events\n"
-    "             1   50.00%  \"abcdefgh\"\n"
+    "             1   50.00%  \"abcdefgh\"...\n"
     "\n"
     "late: 1 event, 11.11%, 1 site\n"
     "  late.site: 1 event, 11.11%, 1 stack\n"

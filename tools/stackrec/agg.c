@@ -94,6 +94,10 @@ typedef struct builder {
     size_t process;
   } *mfiles;
   size_t n_mfiles, cap_mfiles;
+  /* A bit by process index: an event of it passed the filters (for
+   * a->n_processes_with_events). */
+  uint8_t *proc_counted;
+  size_t proc_counted_bytes;
 } builder;
 
 static int img_by_start(const void *pa, const void *pb) {
@@ -378,7 +382,7 @@ static int count_payload(builder *b, size_t merged,
   if (ev->payload_len == 0)
     return 0;
   return stkr__paytab_add(b->pay, b->a->stacks[merged].site, ev->payload,
-                          ev->payload_len);
+                          ev->payload_len, ev->payload_truncated);
 }
 
 /* A level-1 key matches the event: same ids, and with by_payload the same
@@ -640,6 +644,12 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     if (pass == 0)
       continue;
     b.a->events++;
+    if ((pass = stkr_bit_set(&b.proc_counted, &b.proc_counted_bytes,
+                             (uint32_t)ev.process)) < 0) {
+      err = pass;
+      break;
+    }
+    b.a->n_processes_with_events += (size_t)pass;
     if ((err = count_event(&b, r, &ev, &merged)) != 0)
       break;
     if (b.o->on_event != NULL &&
@@ -668,6 +678,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.tmp);
   free(b.img_sorted);
   free(b.mfiles);
+  free(b.proc_counted);
   /* The strings live as long as the aggregation: park the table in it. */
   if (err == 0 && (b.a->strs_ = malloc(sizeof b.strs)) == NULL)
     err = -ENOMEM;

@@ -116,6 +116,7 @@ typedef struct stkr_agg_payload {
   const uint8_t *data;     /* owned by the agg */
   size_t len;
   uint64_t count;
+  bool truncated;          /* cut at payload_max: data is a prefix */
 } stkr_agg_payload;
 
 /* A site and its stacks, most frequent first (ties in a fixed order: by
@@ -175,6 +176,7 @@ struct stkr_agg {
       drops_write_error, drops_exit;
   uint64_t damaged_batches; /* the reader's count, summed */
   size_t n_processes;
+  size_t n_processes_with_events; /* with an event that passed the filters */
   void *strs_;              /* private: the interned strings */
   /* Also summed over the processes (stkr_process_info): */
   uint64_t missing_batches;  /* gaps in batch numbers */

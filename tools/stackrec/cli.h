@@ -335,8 +335,10 @@ uint64_t stkr_cli_rings_left(const char *path,
  * notes on damaged files dropped (verify names those). verify.c. */
 uint64_t stkr_cli_reader_rings_left(const stkr_reader *r, uint64_t *events);
 /* Events the recorder dropped, or still in a dead writer's ring files,
- * are in no output of cmd (export, push): said on stderr ("stackrec CMD:
- * note: ... they are not in WHERE"), never silently. verify.c. */
+ * are in no output of cmd (export, push, dump, privacy-manifest): said on
+ * stderr ("stackrec CMD: note: ... they are not in WHERE"), never
+ * silently; and so is anything else that makes the recording incomplete
+ * or damaged (stkr_cli_incomplete_line). verify.c. */
 void stkr_cli_note_left_out(const stkr_reader *r, const char *cmd,
                             const char *where);
 

@@ -100,10 +100,12 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
 
 void stkr_comp_free(stkr_comp *c); /* NULL accepted */
 
-/* Outputs (compliance_out.c), to f. @return 0 or -errno (write error). */
+/* Outputs (compliance_out.c), to f. banner: the recording's INCOMPLETE
+ * line, or "" (JUnit: a test suite "recording" whose one case errs with
+ * it, so that a CI gate sees it). @return 0 or -errno (write error). */
 int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner);
 int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner);
-int stkr_comp_write_junit(FILE *f, const stkr_comp *c);
+int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner);
 /* The compliance section of the HTML report (html.c calls it). */
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c);
 

@@ -261,17 +261,28 @@ static void put_junit_failure(FILE *f, const stkr_comp *c,
   fputs("</failure>\n", f);
 }
 
-int stkr_comp_write_junit(FILE *f, const stkr_comp *c) {
+int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner) {
   static const char *const junit_sep[3] = {
       "    <testcase classname=\"stackrec.compliance.", "\" name=\"", " from "};
   const stkr_policy *p = c->policy;
   size_t r, i, tests = 0;
+  bool incomplete = banner != NULL && banner[0] != '\0';
 
   for (r = 0; p != NULL && r < p->n_rules; r++)
     tests += c->rule_groups[r] ? c->rule_groups[r] : 1;
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<testsuites name=\"stackrec compliance\" tests=\"%zu\" "
-          "failures=\"%zu\" errors=\"0\">\n", tests, c->n_findings);
+          "failures=\"%zu\" errors=\"%d\">\n", tests + incomplete,
+          c->n_findings, incomplete);
+  /* The rules below judged what was read: an incomplete recording is an
+   * error of its own, not a pass (QA, session 22). */
+  if (incomplete) {
+    fputs("  <testsuite name=\"recording\" tests=\"1\" failures=\"0\" "
+          "errors=\"1\">\n    <testcase classname=\"stackrec.compliance\" "
+          "name=\"recording complete\">\n      <error message=\"", f);
+    put_xml(f, banner);
+    fputs("\"/>\n    </testcase>\n  </testsuite>\n", f);
+  }
   for (r = 0; p != NULL && r < p->n_rules; r++) {
     const stkr_rule *rule = &p->rules[r];
     size_t fails = 0;

@@ -327,6 +327,8 @@ static int read_side(stkr_diff *d, int side, const char *input,
   /* At least a second: a few events in a blink are no rate. */
   d->side[side].minutes = (ns > 1000000000u ? (double)ns : 1e9) / 60e9;
   d->side[side].status = stkr_cli_status(r);
+  stkr_cli_incomplete_line(r, d->side[side].incomplete,
+                           sizeof d->side[side].incomplete);
   stkr_reader_free(r);
   return 0;
 }

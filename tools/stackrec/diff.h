@@ -47,6 +47,11 @@ typedef struct stkr_diff_side {
   size_t processes;
   double minutes;           /* recording time */
   int status;               /* stkr_cli_status of its reader */
+  /* Its INCOMPLETE line (stkr_cli_incomplete_line), "" when complete: a
+   * side that lost events shows paths as gone or changed in rate that are
+   * not (QA, session 22: a cut-off NEW gave 5 "gone", 5 "changed" and
+   * PASS). */
+  char incomplete[512];
 } stkr_diff_side;
 
 typedef struct stkr_diff {

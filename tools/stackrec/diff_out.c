@@ -95,9 +95,20 @@ static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
   put_frames(f, p, &text_markup);
 }
 
+/* " (but BASE/NEW is INCOMPLETE: ...)" after the gate's verdict, if so. */
+static bool any_incomplete(const stkr_diff *d) {
+  return d->side[0].incomplete[0] != '\0' || d->side[1].incomplete[0] != '\0';
+}
+
+static const char incomplete_gate[] =
+    " (an input is INCOMPLETE: paths may be missing or their rates wrong)";
+
 void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   size_t i;
 
+  for (i = 0; i < 2; i++)
+    if (d->side[i].incomplete[0] != '\0')
+      fprintf(f, "# %s %s\n", i ? "NEW" : "BASE", d->side[i].incomplete);
   put_inputs(f, d, &text_markup);
   fprintf(f, "\n\nNEW PATHS: %zu (%zu to a sensitive site)\n", d->n_added,
           d->n_added_sensitive);
@@ -110,10 +121,12 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   for (i = 0; i < d->n_changed; i++)
     text_path(f, '~', d->changed[i]);
   if (d->n_added_sensitive > 0)
-    fprintf(f, "\nFAIL: NEW adds %zu path%s to a sensitive site\n",
-            d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s");
+    fprintf(f, "\nFAIL: NEW adds %zu path%s to a sensitive site%s\n",
+            d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s",
+            any_incomplete(d) ? incomplete_gate : "");
   else
-    fputs("\nPASS: no new path to a sensitive site\n", f);
+    fprintf(f, "\nPASS: no new path to a sensitive site%s\n",
+            any_incomplete(d) ? incomplete_gate : "");
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -160,9 +173,13 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
     stkr_cli_put_json_str(f, d->side[i].input);
     fprintf(f,
             ",\"events\":%" PRIu64 ",\"processes\":%zu,\"minutes\":%.6g,"
-            "\"intact\":%s}",
+            "\"intact\":%s,\"complete\":%s",
             d->side[i].events, d->side[i].processes, d->side[i].minutes,
-            d->side[i].status == 0 ? "true" : "false");
+            d->side[i].status == 0 ? "true" : "false",
+            d->side[i].incomplete[0] == '\0' ? "true" : "false");
+    if (d->side[i].incomplete[0] != '\0')
+      stkr_cli_put_json_member(f, ",", "incomplete", d->side[i].incomplete);
+    fputs("}", f);
   }
   fprintf(f, ",\n\"threshold_pct\":%g,\"min_count\":%" PRIu64 ",\"sensitive\":[",
           d->threshold_pct, d->min_count);
@@ -226,14 +243,21 @@ void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
         f);
   put_inputs(f, d, &html_markup);
   fputs("</li>\n</ul>\n", f);
+  for (size_t i = 0; i < 2; i++)
+    if (d->side[i].incomplete[0] != '\0') {
+      fprintf(f, "<p class=\"gate fail\">%s ", i ? "NEW" : "BASE");
+      stkr_html_put_text(f, d->side[i].incomplete);
+      fputs("</p>\n", f);
+    }
   if (d->n_added_sensitive > 0)
     fprintf(f, "<p class=\"gate fail\" id=\"gate\">FAIL: NEW adds %zu path%s "
-               "to a sensitive site</p>\n",
-            d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s");
+               "to a sensitive site%s</p>\n",
+            d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s",
+            any_incomplete(d) ? incomplete_gate : "");
   else
-    fputs("<p class=\"gate pass\" id=\"gate\">PASS: no new path to a "
-          "sensitive site</p>\n",
-          f);
+    fprintf(f, "<p class=\"gate pass\" id=\"gate\">PASS: no new path to a "
+               "sensitive site%s</p>\n",
+            any_incomplete(d) ? incomplete_gate : "");
   html_table(f, "New paths", "added", d->added, d->n_added);
   html_table(f, "Gone paths", "gone", d->gone, d->n_gone);
   html_table(f, "Rate changed", "changed", d->changed, d->n_changed);

@@ -234,6 +234,8 @@ int stkr_cli_dump(int argc, char **argv) {
     fprintf(stderr, "stackrec dump: reading failed: %s\n", strerror(-rc));
     status = STKR_CLI_DATA_LOST;
   }
+  if (rc == 0) /* read to the end (not cut by --limit) */
+    stkr_cli_note_left_out(r, "dump", "the dump");
   status = stkr_cli_finish("dump", r, status);
   free(scratch);
   stkr_reader_free(r);

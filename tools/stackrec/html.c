@@ -292,13 +292,15 @@ static void put_marks(FILE *out, const stkr_agg *a) {
 
 static void put_summary(FILE *out, const stkr_agg *a) {
   char b1[32], b2[32], b3[32];
+  /* Filtered: the processes the events shown came from (report.c). */
+  size_t np = a->events != a->events_read ? a->n_processes_with_events
+                                          : a->n_processes;
 
   fprintf(out, "<p class=\"summary\">%s events at %s site%s, %s distinct "
           "stack%s, from %zu process%s",
           fmt_count(a->events, b1), fmt_count(a->n_sites, b2),
           a->n_sites == 1 ? "" : "s", fmt_count(a->n_distinct, b3),
-          a->n_distinct == 1 ? "" : "s", a->n_processes,
-          a->n_processes == 1 ? "" : "es");
+          a->n_distinct == 1 ? "" : "s", np, np == 1 ? "" : "es");
   if (a->events != a->events_read)
     fprintf(out, " (%s of the %s events read passed the filters)",
             fmt_count(a->events, b1), fmt_count(a->events_read, b2));
@@ -414,6 +416,9 @@ static void put_payloads(FILE *out, const stkr_agg_site *s) {
             "<td class=\"name\">", fmt_count(p->count, b1),
             fmt_pct(p->count, s->count, b2));
     stkr_html_put_text(out, esc);
+    if (p->truncated) /* a prefix: cut at payload_max (report.c) */
+      fputs("<span class=\"trunc\" title=\"cut at payload_max: the "
+            "rest was not recorded\">\u2026</span>", out);
     fputs("</td></tr>\n", out);
     free(esc);
     esc = NULL;

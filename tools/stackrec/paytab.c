@@ -22,6 +22,7 @@ typedef struct pent {
   uint8_t *data;
   size_t len;
   uint64_t count;
+  bool truncated;
 } pent;
 
 typedef struct sent {
@@ -81,8 +82,8 @@ static sent *site_entry(stkr__paytab *t, const char *site) {
 }
 
 int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
-                     size_t n) {
-  uint64_t h = hash_payload(site, p, n);
+                     size_t n, bool truncated) {
+  uint64_t h = hash_payload(site, p, n) ^ truncated;
   sent *se = site_entry(t, site);
   size_t pos, i;
 
@@ -92,7 +93,7 @@ int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
   for (i = stkr_index_first(&t->pay_ix, h, &pos); i != STKR_INDEX_NONE;
        i = stkr_index_next(&t->pay_ix, h, &pos))
     if (t->p[i].site == site && t->p[i].len == n &&
-        memcmp(t->p[i].data, p, n) == 0) {
+        t->p[i].truncated == truncated && memcmp(t->p[i].data, p, n) == 0) {
       t->p[i].count++;
       return 0;
     }
@@ -110,6 +111,7 @@ int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
   t->p[i].site = site;
   t->p[i].len = n;
   t->p[i].count = 1;
+  t->p[i].truncated = truncated;
   (void)stkr_index_add(&t->pay_ix, h, t->pn++); /* reserved above */
   se->distinct++;
   return 0;
@@ -146,7 +148,8 @@ int stkr__paytab_attach(stkr__paytab *t, stkr_agg_site *sites, size_t n) {
     sent *se;
     if ((se = site_find(t, pe->site)) == NULL)
       continue;
-    se->list[se->fill++] = (stkr_agg_payload){pe->data, pe->len, pe->count};
+    se->list[se->fill++] =
+        (stkr_agg_payload){pe->data, pe->len, pe->count, pe->truncated};
   }
   for (i = 0; i < n; i++) {
     sent *se = site_find(t, sites[i].name);

@@ -10,6 +10,7 @@
 #ifndef STKR_PAYTAB_H
 #define STKR_PAYTAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,9 +24,11 @@ stkr__paytab *stkr__paytab_create(void);
 void stkr__paytab_free(stkr__paytab *t);
 
 /* Count one event at `site` (an interned pointer: equal names, equal
- * pointers) with payload p[0..n), n > 0. @return 0 or -ENOMEM. */
+ * pointers) with payload p[0..n), n > 0, `truncated` if it was cut at
+ * payload_max (a row of its own: the bytes are only a prefix).
+ * @return 0 or -ENOMEM. */
 int stkr__paytab_add(stkr__paytab *t, const char *site, const uint8_t *p,
-                     size_t n);
+                     size_t n, bool truncated);
 
 /* Fill each site's payloads (most events first), n_payloads,
  * more_payload_events and payload_events. The lists stay owned by t.

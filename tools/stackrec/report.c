@@ -232,7 +232,8 @@ static void print_payloads(const stkr_agg_site *s, const report_opts *o,
     printf("%*s%8llu  %6.2f%%  \"", ind + 2, "", (unsigned long long)p->count,
            stkr__report_pct(p->count, s->count));
     stkr_cli_put_escaped(stdout, p->data, p->len);
-    fputs("\"\n", stdout);
+    /* As --by payload marks it (breakdown.c): only a prefix was kept. */
+    fputs(p->truncated ? "\"...\n" : "\"\n", stdout);
     shown += p->count;
   }
   if (shown < s->payload_events)
@@ -469,8 +470,11 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
 
   printf("# ");
   stkr__report_put_events(a->events);
+  /* Filtered: the processes the events shown came from (QA, session 22:
+   * "36 events from 2 processes", all of one). */
+  size_t np = filtered ? a->n_processes_with_events : a->n_processes;
   printf(" from %zu process%s, %zu site%s, %zu distinct stack%s\n",
-         a->n_processes, a->n_processes == 1 ? "" : "es", a->n_sites,
+         np, np == 1 ? "" : "es", a->n_sites,
          a->n_sites == 1 ? "" : "s", a->n_distinct,
          a->n_distinct == 1 ? "" : "s");
   if (a->drops)

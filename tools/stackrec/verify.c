@@ -351,6 +351,15 @@ void stkr_cli_note_left_out(const stkr_reader *r, const char *cmd,
             "first)\n",
             cmd, (unsigned long long)events, (unsigned long long)sessions,
             sessions == 1 ? "" : "s", where);
+  /* The rest of what verify would call incomplete or damaged (a batch cut
+   * off, a missing segment, a session without a clean end, ...): QA,
+   * session 22, export, dump and privacy-manifest said nothing of a
+   * recording verify called incomplete. */
+  char line[1024];
+  if (stkr_cli_incomplete_line(r, line, sizeof line) > 0)
+    fprintf(stderr, "stackrec %s: note: the recording is %s; %s may lack "
+            "what it lost ('stackrec verify' names it)\n",
+            cmd, line, where);
 }
 
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
