@@ -435,6 +435,19 @@ static void test_tools_show_marks(void **state) {
   assert_int_equal(tl_count(cr_out, "consent.revoked (stackrec mark)"), 1);
   assert_int_equal(tl_count(cr_out, " consent.granted (pid "), 2);
   {
+    /* In time order (QA, session 22: kept by process, 1.5 s was listed
+     * before 1.0 s). */
+    const char *p = strstr(cr_out, "# marks (not counted as events): 6: ");
+    double prev = -1, t;
+    p += strlen("# marks (not counted as events): 6: ");
+    for (int k = 0; k < 6; k++) {
+      assert_int_equal(sscanf(p, "%lf", &t), 1);
+      assert_true(t >= prev);
+      prev = t;
+      if (k < 5) assert_non_null(p = strstr(p, ", ") + 2);
+    }
+  }
+  {
     /* A row under each timeline: '^' in the buckets holding a mark. */
     const char *row = strstr(cr_out, "  marks\n"), *bol = row;
 
@@ -444,6 +457,10 @@ static void test_tools_show_marks(void **state) {
     assert_non_null(memchr(bol, '^', (size_t)(row - bol)));
   }
   assert_null(strstr(cr_out, "consent.granted:"));
+  /* compliance counts them as report does: a `stackrec mark` mark once,
+   * not once per process (it said 8). */
+  assert_int_equal(cr_run("compliance --format json '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "\"marks\":6"));
   /* folded: 402 events, no mark. */
   assert_int_equal(cr_run("export --format folded '%s'", dir), 0);
   assert_null(strstr(cr_out, "consent"));

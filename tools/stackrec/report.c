@@ -463,6 +463,12 @@ static void put_loss(const char *tag, unsigned long long n, const char *noun,
     printf("# %s: %llu %s%s %s\n", tag, n, noun, n == 1 ? "" : plural, what);
 }
 
+/* Is mark a earlier than b (its time after its process's start; then by
+ * pid, a fixed order)? */
+static bool mark_before(const stkr_agg_mark *a, const stkr_agg_mark *b) {
+  return a->t_ns != b->t_ns ? a->t_ns < b->t_ns : a->pid < b->pid;
+}
+
 static void print_header(const stkr_agg *a, const report_opts *o) {
   const stkr_agg_opts *f = &o->agg;
   bool filtered = f->site_glob || f->thread_glob || f->from_s > 0 ||
@@ -536,18 +542,29 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            (unsigned long long)a->events_read);
   }
   if (a->marks_read) {
-    /* Marks are the events' context, never counted as events. */
+    /* Marks are the events' context, never counted as events. The first
+     * ten in time (they are kept by process: QA, session 22, found 1.5 s
+     * listed before 1.0 s). */
     size_t i, shown = a->n_marks < 10 ? a->n_marks : 10;
+    const stkr_agg_mark *first[10];
     printf("# marks (not counted as events): %llu", (unsigned long long)a->marks_read);
+    for (i = 0; i < a->n_marks; i++) {
+      const stkr_agg_mark *m = &a->marks[i];
+      size_t k = i < shown ? i : shown;
+      if (k == shown && !mark_before(m, first[shown - 1])) continue;
+      if (k == shown) k--;
+      for (; k > 0 && mark_before(m, first[k - 1]); k--) first[k] = first[k - 1];
+      first[k] = m;
+    }
     for (i = 0; i < shown; i++) {
       printf("%s", i ? ", " : ": ");
-      put_seconds((double)a->marks[i].t_ns / 1e9);
+      put_seconds((double)first[i]->t_ns / 1e9);
       printf(" s ");
-      stkr__report_put_str(a->marks[i].name);
-      if (a->marks[i].external)
+      stkr__report_put_str(first[i]->name);
+      if (first[i]->external)
         printf(" (stackrec mark)");
       else
-        printf(" (pid %u)", (unsigned)a->marks[i].pid);
+        printf(" (pid %u)", (unsigned)first[i]->pid);
     }
     if (a->n_marks > shown || a->marks_not_kept)
       printf(", ...");
