@@ -238,6 +238,11 @@ static void test_tree(void **state) {
              "    50.00%  3      a (a.c:1)\n"
              "    16.67%  1      ... 1 more\n"
              "    33.33%  2  ... 1 more\n");
+  /* --granularity address: named frames show their address, which is
+   * what tells such stacks apart (QA, session 22). */
+  assert_int_equal(cr_run("report --granularity address '%s'", d), 0);
+  assert_non_null(strstr(cr_out, "      mid (mid.c:5) [app+0x110]\n"));
+  assert_non_null(strstr(cr_out, "      mid (mid.c:5) [app+0x210]\n"));
   report_has("--tree --granularity function", d,
              "   100.00%  6  main (main.c)\n"
              "    66.67%  4    mid (mid.c:5)\n"

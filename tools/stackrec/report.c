@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "common/stkr_cmp.h"
 
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/attrib.h" /* stkr_attrib_base_name */
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/breakdown.h"
 #include "tools/stackrec/filter.h"
@@ -115,7 +117,7 @@ double stkr__report_pct(uint64_t part, uint64_t whole) {
 /* One frame: FUNCTION (FILE:LINE), IMAGE+0xOFF or 0xPC; file and line
  * only if show_file / show_line. */
 void stkr__report_put_frame(const stkr_frame *f, bool show_file,
-                            bool show_line, bool inlined) {
+                            bool show_line, bool inlined, bool show_addr) {
   if (f->function != NULL) {
     stkr__report_put_str(f->function);
     if (show_file && f->file != NULL) {
@@ -128,6 +130,16 @@ void stkr__report_put_frame(const stkr_frame *f, bool show_file,
   } else {
     char label[1024];
     stkr__report_put_str(stkr_agg_frame_label(f, label, sizeof label));
+  }
+  /* --granularity address: what tells two merged stacks apart (QA,
+   * session 22: two stacks printed alike). An unnamed frame's label is its
+   * address already. */
+  if (show_addr && f->function != NULL) {
+    if (f->image != NULL)
+      printf(" [%s+0x%" PRIx64 "]", stkr_attrib_base_name(f->image),
+             f->offset);
+    else
+      printf(" [0x%" PRIx64 "]", f->pc);
   }
   if (inlined)
     fputs(" [inlined]", stdout);
@@ -158,7 +170,8 @@ static void print_stacks(const stkr_agg_site *s, const report_opts *o,
       printf("%*s(no stack)\n", ind + 4, "");
     for (f = 0; f < k->n_frames; f++) {
       printf("%*s", ind + 4, "");
-      stkr__report_put_frame(&k->frames[f], true, true, k->frames[f].inlined);
+      stkr__report_put_frame(&k->frames[f], true, true, k->frames[f].inlined,
+                             o->agg.granularity == STKR_AGG_BY_ADDRESS);
       putchar('\n');
     }
   }

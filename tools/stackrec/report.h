@@ -29,9 +29,10 @@ void stkr__report_put_str(const char *s);         /* escaped */
 void stkr__report_put_events(uint64_t n);         /* "N event(s)" */
 double stkr__report_pct(uint64_t part, uint64_t whole);
 /* One frame: FUNCTION (FILE:LINE), IMAGE+0xOFF or 0xPC; file and line
- * only if show_file / show_line. */
+ * only if show_file / show_line; show_addr (--granularity address): a
+ * named frame's [IMAGE+0xOFF] too. */
 void stkr__report_put_frame(const stkr_frame *f, bool show_file,
-                            bool show_line, bool inlined);
+                            bool show_line, bool inlined, bool show_addr);
 
 /* --tree: a caller->callee tree of the site's stacks (report_tree.c).
  * @return 0 or -ENOMEM. */

@@ -122,7 +122,8 @@ static int tree_level(const tctx *t, size_t lo, size_t hi, size_t d) {
       same_line = same_line && o->line == f->line;
       inlined = inlined && o->inlined;
     }
-    stkr__report_put_frame(f, same_file, same_line, inlined);
+    stkr__report_put_frame(f, same_file, same_line, inlined,
+                           t->gran == STKR_AGG_BY_ADDRESS);
     putchar('\n');
     err = tree_level(t, g[i].lo, g[i].hi, d + 1);
   }
