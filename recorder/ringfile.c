@@ -60,6 +60,7 @@ static struct {
   ino_t lock_ino;
   size_t map_bytes;
   size_t ring_bytes;
+  uint64_t disk_cap;        /* the directory's cap (0: none): the pool's */
   bool lost;                /* the lock was lost and could not be re-taken */
   bool lock_by_map;         /* the lock's descriptor is gone, the lock held
                                by the header's mapping (Linux) */
@@ -155,6 +156,18 @@ uint64_t stkr__ringfile_fallbacks(void) {
 }
 
 /* dir + "/" + the file's base name into buf (STKR__DIR_PATH_BYTES). */
+/* How many files of `bytes` each the pool may keep of one kind: an eighth
+ * of the directory's cap for each, at most STKR__POOL_SLOTS. The cap counts
+ * segments only; pooled files were beyond it (QA, session 22: a directory
+ * capped at 1 MiB held 3.4 MiB of pooled rings), and on a small disk they
+ * take the room the final counters need. */
+static unsigned pool_slots(size_t bytes) {
+  uint64_t n;
+  if (g_sess.disk_cap == 0 || bytes == 0) return STKR__POOL_SLOTS;
+  n = g_sess.disk_cap / 8 / bytes;
+  return n < STKR__POOL_SLOTS ? (unsigned)n : STKR__POOL_SLOTS;
+}
+
 static void file_path(char *buf, uint64_t session, uint32_t thread) {
   memcpy(buf, g_sess.dir, g_sess.dir_len);
   buf[g_sess.dir_len] = '/';
@@ -232,6 +245,7 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   g_sess.pid = tmpl->pid;
   g_sess.session_id = tmpl->session_id;
   g_sess.ring_bytes = (size_t)tmpl->ring_bytes;
+  g_sess.disk_cap = tmpl->disk_cap_bytes;
   g_sess.lost = false;
   g_sess.lock_by_map = false;
   atomic_store_explicit(&g_file_no, 0, memory_order_relaxed);
@@ -435,10 +449,12 @@ void stkr__session_close(bool leftovers) {
       uint32_t no = t->ring.c->meta.file_no;
       char kind[STKR__RING_KIND_BYTES];
       ring_kind(kind, t->ring.c->meta.ring_size);
-      void *p = mmap(t->ring.c, ctl_bytes(t->ring.c), PROT_READ | PROT_WRITE,
+      size_t bytes = ctl_bytes(t->ring.c); /* the header, before it goes */
+      void *p = mmap(t->ring.c, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       file_path(path, t->ring.session, no);
-      if (p == MAP_FAILED || !stkr__pool_put(g_sess.dir, kind, path))
+      if (p == MAP_FAILED ||
+          !stkr__pool_put(g_sess.dir, kind, path, pool_slots(bytes)))
         unlink(path);
     }
     t->ring.session = 0;
@@ -459,7 +475,8 @@ void stkr__session_close(bool leftovers) {
     /* Unmapped before it is pooled; still locked and named until then. */
     bool unmapped = unmap_header(h);
     file_path(path, g_sess.session_id, 0);
-    if (!unmapped || !stkr__pool_put(g_sess.dir, "session", path))
+    if (!unmapped || !stkr__pool_put(g_sess.dir, "session", path,
+                                     pool_slots(sess_file_bytes())))
       unlink(path);
   }
   stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
@@ -772,6 +789,7 @@ void stkr__ringfile_unlink(uint64_t session, uint32_t file_no,
   /* g_sess.pid: the ring was made by this process (a forked child
    * privatizes its rings, so it never frees a parent's file). Every caller
    * has unmapped it: the next process may have it. */
-  if (!stkr__pool_put(g_sess.dir, ring_kind(kind, ring_size), path))
+  if (!stkr__pool_put(g_sess.dir, ring_kind(kind, ring_size), path,
+                      pool_slots(STKR_RINGFILE_HDR_BYTES + ring_size)))
     unlink(path);
 }

@@ -44,7 +44,6 @@
 #include "common/stkr_ringfile.h"
 #include "recorder/stkr_internal.h"
 
-#define STKR__POOL_SLOTS 16
 
 #if defined(__linux__) && defined(RENAME_NOREPLACE)
 
@@ -117,12 +116,14 @@ int stkr__pool_take(const char *dir, const char *kind, size_t bytes,
   return -ENOENT;
 }
 
-bool stkr__pool_put(const char *dir, const char *kind, const char *path) {
+bool stkr__pool_put(const char *dir, const char *kind, const char *path,
+                    unsigned slots) {
   char dst[STKR__DIR_PATH_BYTES(strlen(dir))];
   bool made = false;
 
   if (!atomic_load_explicit(&g_pool_ok, memory_order_relaxed)) return false;
-  for (unsigned k = 0; k < STKR__POOL_SLOTS; k++) {
+  if (slots > STKR__POOL_SLOTS) slots = STKR__POOL_SLOTS;
+  for (unsigned k = 0; k < slots; k++) {
     if (slot_path(dst, sizeof dst, dir, kind, k) != 0) return false;
     if (renameat2(AT_FDCWD, path, AT_FDCWD, dst, RENAME_NOREPLACE) == 0)
       return true;
@@ -152,8 +153,9 @@ int stkr__pool_take(const char *dir, const char *kind, size_t bytes,
   return -ENOSYS;
 }
 
-bool stkr__pool_put(const char *dir, const char *kind, const char *path) {
-  (void)dir, (void)kind, (void)path;
+bool stkr__pool_put(const char *dir, const char *kind, const char *path,
+                    unsigned slots) {
+  (void)dir, (void)kind, (void)path, (void)slots;
   return false;
 }
 

@@ -120,12 +120,17 @@ int stkr__cache_open(const char *name);
  * `kind` ("ring", "session") and exactly `bytes` to path (locked first
  * with flock when `lock`), @return its descriptor (high, close-on-exec)
  * or -ENOENT (none), -EEXIST (path exists), -ENOSYS (no pool here); the
- * caller clears its header. put: move the file at path into the pool;
- * nothing of ours may map it any more. @return false if it was not moved
- * (pool full, no support): the caller unlinks it. */
+ * caller clears its header. put: move the file at path into the pool's
+ * first `slots` of the kind; nothing of ours may map it any more.
+ * @return false if it was not moved (those full, no support): the caller
+ * unlinks it. */
 int stkr__pool_take(const char *dir, const char *kind, size_t bytes, bool lock,
                     const char *path);
-bool stkr__pool_put(const char *dir, const char *kind, const char *path);
+bool stkr__pool_put(const char *dir, const char *kind, const char *path,
+                    unsigned slots);
+/* The most files of one kind the pool keeps; put uses the first `slots`
+ * (at most this) of them. */
+#define STKR__POOL_SLOTS 16
 /* Bytes of a path under a recording directory of dir_len bytes: the
  * directory, "/" STKR_CACHE_DIR "/", a prefix ("new-", "pool-") and a file
  * name of at most STKR_RINGFILE_NAME_MAX bytes with its NUL. Path buffers

@@ -428,9 +428,67 @@ static void test_session_named_when_locked(void **state) {
              "without ring files", got, unproofed);
 }
 
+static void *four_events(void *arg) {
+  for (uint32_t i = 0; i < 4; i++)
+    if (stkr_event(&g_site, &i, sizeof i) != 0) return arg;
+  return NULL;
+}
+
+/* Entries of dir named pool-*. */
+static int count_pooled(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (d == NULL) return 0; /* no cache directory: nothing pooled */
+  while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, "pool-", 5) == 0;
+  closedir(d);
+  return n;
+}
+
+/* A process whose 8 threads each recorded into a ring of their own, with
+ * disk_cap_bytes = cap, ending cleanly: @return how many files the pool
+ * then holds. */
+static int pooled_after(uint64_t cap) {
+  char cache[4200];
+  pid_t pid = fork();
+  int st;
+
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    stkr_config cfg = {.flush_interval_ms = 3600000, .ring_bytes = 64 << 10,
+                       .disk_cap_bytes = cap};
+    pthread_t th[8];
+    cfg.dir = tl_dir;
+    if (stkr_init(&cfg) != 0) _exit(2);
+    for (int i = 0; i < 8; i++)
+      if (pthread_create(&th[i], NULL, four_events, NULL) != 0) _exit(3);
+    for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
+    if (stkr_shutdown() != 0) _exit(4);
+    _exit(0);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  snprintf(cache, sizeof cache, "%s/.stackrec-cache", tl_dir);
+  return count_pooled(cache);
+}
+
+/* QA (session 22): pooled files are beyond the directory's cap (it counts
+ * segments): a directory capped at 1 MiB held 3.4 MiB of them. A kind now
+ * keeps at most an eighth of the cap: with 256 KiB none (68 KiB a ring,
+ * the session file larger still); with 4 MiB 7 rings of 68 KiB (8 made). */
+static void test_pool_within_the_cap(void **state) {
+  int n;
+  (void)state;
+
+  assert_int_equal(pooled_after(256 << 10), 0);
+  n = pooled_after(4u << 20);
+  if (n < 1 || n > 8) /* 7 rings, and the session file if it fits */
+    fail_msg("%d files pooled under a 4 MiB cap", n);
+}
+
 TL_TEST_MAIN_EACH("ringpool", tl_make_dir, tl_rm_dir,
                   test_clean_end_pools_and_next_takes,
                   test_killed_after_taking_recovers_exactly,
                   test_garbage_in_the_pool_never_leaks,
                   test_session_named_when_locked,
-                  test_rings_of_two_sizes_pooled)
+                  test_rings_of_two_sizes_pooled, test_pool_within_the_cap)
