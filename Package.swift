@@ -99,6 +99,7 @@ let package = Package(
         "flush/pmirror.c",
         "flush/segment.c",
         "flush/stacktable.c",
+        "flush/stats.c",
         "flush/timer.c",
         "flush/wake_apple.c",
         "flush/wake_linux.c",

@@ -67,6 +67,7 @@ set(STKR_FLUSH_SRCS
   flush/pmirror.c
   flush/segment.c
   flush/stacktable.c
+  flush/stats.c
   flush/timer.c
   flush/wake_apple.c
   flush/wake_linux.c

@@ -118,49 +118,7 @@ static void wake_disarm(void) {
     sched_yield();
 }
 
-/* ---- stats ------------------------------------------------------------ */
-
-/* The stats from the producers' counters c (recorder/) and w's own. */
-static void stats_from(stkr__worker *w, const stkr__counts *cp,
-                       stkr_stats *o) {
-  const stkr__counts c = *cp;
-  memset(o, 0, sizeof *o);
-  o->dropped_ring_full = c.dropped_ring_full;
-  o->dropped_reentrant = c.dropped_reentrant;
-  o->dropped_other = c.dropped_other + w->dropped_worker;
-  o->dropped_write_error = w->dropped_write_error;
-  o->dropped_exit = w->dropped_exit;
-  o->pending_recovery = w->pending_recovery;
-  o->dropped = o->dropped_ring_full + o->dropped_reentrant +
-               o->dropped_write_error + o->dropped_other + o->dropped_exit;
-  /* dropped_worker events were pushed: they are in c.pushed already. */
-  o->attempted = c.pushed + c.dropped_ring_full + c.dropped_reentrant +
-                 c.dropped_other;
-  o->written = w->written;
-  o->stacks = w->stacks_count;
-  o->sites = stkr__site_count();
-  o->threads = w->threads;
-  o->batches = w->batches;
-  o->bytes = w->bytes;
-  o->segments = w->segments;
-  o->segments_deleted = w->segments_deleted;
-  o->write_errors = w->write_errors;
-}
-
-void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
-  stkr__counts c;
-  /* The producers' counters, reaped threads included, summed by recorder/
-   * under its reap lock (so never from an unmapped thread). Recorder start
-   * zeroed them: they count since stkr_init. */
-  stkr__threads_counts(&c);
-  stats_from(w, &c, o);
-}
-
-void stkr__stats_compute_mark(stkr__worker *w, stkr_stats *o) {
-  stkr__counts c;
-  stkr__threads_counts_mark(&c);
-  stats_from(w, &c, o);
-}
+/* ---- stats (computed in stats.c) ------------------------------------- */
 
 int stkr_stats_get(stkr_stats *out) {
   if (!out) return -EINVAL;
