@@ -1,0 +1,58 @@
+/*
+ * record_env.h: the environment of the tests that run `stackrec record`
+ * with the built hook library (test-record-setup.c, test-record-signals.c;
+ * test-only, included by one file of each test).
+ */
+#ifndef STKR_TESTS_RECORD_ENV_H
+#define STKR_TESTS_RECORD_ENV_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "tests/cli_run.h"
+#include "tests/testlib.h"
+
+#if defined(__SANITIZE_THREAD__)
+/* The TSan runtime cannot be preloaded into /bin/sh and friends (see
+ * test-preload.c): the tests that run real programs with the hooks skip. */
+#define HOOKS_IN_SYSTEM_PROGRAMS 0
+#else
+#define HOOKS_IN_SYSTEM_PROGRAMS 1
+#endif
+
+static char g_tmp[2048], g_lib[4096];
+
+/* A fresh directory name under g_tmp (not created). */
+#define fresh(tag) tl_fresh(g_tmp, (tag))
+
+#if defined(__SANITIZE_ADDRESS__)
+static char g_san_rt[1024];
+#endif
+
+/* The group's setup: the built tool (cr_setup), the hook library named in
+ * STACKREC_PRELOAD, g_tmp = $TEST_TMPDIR/<sub>, no STACKREC_DIR, _NOTIFY or
+ * LD_PRELOAD of the caller's (under ASan, LD_PRELOAD the ASan runtime: the
+ * hooks are built with it). @return 0 or -1. */
+static int record_env_setup(const char *sub) {
+  const char *tmp = getenv("TEST_TMPDIR");
+
+  if (cr_setup() != 0)
+    return -1;
+  tl_runfile(g_lib, sizeof g_lib, "preload/libstackrec_preload.so");
+  snprintf(g_tmp, sizeof g_tmp, "%.2000s/%s", tmp ? tmp : "/tmp", sub);
+  mkdir(g_tmp, 0700);
+  setenv("STACKREC_PRELOAD", g_lib, 1);
+  unsetenv("STACKREC_DIR");
+  unsetenv("STACKREC_NOTIFY");
+  unsetenv("LD_PRELOAD");
+#if defined(__SANITIZE_ADDRESS__)
+  tl_asan_runtime(g_san_rt, sizeof g_san_rt);
+  if (g_san_rt[0] == '\0')
+    return -1;
+  setenv("LD_PRELOAD", g_san_rt, 1);
+#endif
+  return 0;
+}
+
+#endif
