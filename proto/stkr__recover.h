@@ -106,10 +106,16 @@ typedef struct stkr__rc_scan {
   uint64_t written, dropped_write_error, segments_deleted;
   uint64_t ring_full, reentrant, other, c_ring_full, c_reentrant, c_other;
   Stackrec__Batch *images;  /* latest batch of the session with images */
+  size_t images_seg, cur_seg; /* the scan's index of its segment, of the
+                                 one being read (0: the newest) */
   stkr_fmt_pballoc *images_alloc;
   char *cur_path;
   bool cur_match;
   bool matched;  /* some batch of the session was seen */
+  /* A batch of the writer's own (not recovered) was seen: the scan goes
+   * on past recovered segments until then, since each recovery that died
+   * before removing its inputs left one, with where it ended. */
+  bool writer_matched;
   /* A recovered batch of the session was seen: an earlier recovery wrote
    * (some of) its segment and died before removing the files. Its first
    * batch counted the session file's drops; its Drops name the threads

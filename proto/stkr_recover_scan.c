@@ -74,7 +74,10 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
     /* The writer's own batches only: an earlier recovery numbers its
      * batches after the writer's note, past a pending batch the writer
      * never wrote (review, session 22). */
-    if (!b->recovered) s->found_batch_seq = max64(s->found_batch_seq, b->seq);
+    if (!b->recovered) {
+      s->found_batch_seq = max64(s->found_batch_seq, b->seq);
+      s->writer_matched = true;
+    }
     for (size_t i = 0; i < b->n_drops; i++) {
       if (b->recovered &&
           stkr__idmap_put(&s->recovered_drops, b->drops[i]->thread_id, 1) != 0)
@@ -93,7 +96,10 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->c_reentrant = max64(s->c_reentrant, c->dropped_reentrant);
       s->c_other = max64(s->c_other, c->dropped_other);
     }
-    if (b->n_images > 0) {
+    /* The newest segment's latest: segments are read newest first, the
+     * batches of each in order. */
+    if (b->n_images > 0 && (s->images == NULL || s->images_seg == s->cur_seg)) {
+      s->images_seg = s->cur_seg;
       if (s->images != NULL) {
         stackrec__batch__free_unpacked(s->images, &s->images_alloc->pb);
         free(s->images_alloc);
@@ -145,13 +151,18 @@ int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
   return 0;
 }
 
-/* The session's newest segment is enough (bounded work, whatever the
- * recording's size): the worker releases ring space after every batch it
- * writes, so only the last batch written can be unreleased (RingPos), the
- * last batch carries the totals (Counters), and the session file notes
- * the highest stack id and Batch.seq. Segments of this pid are read
- * newest first until one holds a batch of the session (a later session of
- * a recycled pid, or a torn newest file, is skipped). */
+/* The session's newest segment of its writer is enough (bounded work,
+ * whatever the recording's size): the worker releases ring space after
+ * every batch it writes, so only the last batch written can be unreleased
+ * (RingPos), the last batch carries the totals (Counters), and the session
+ * file notes the highest stack id and Batch.seq. Segments of this pid are
+ * read newest first until one holds a batch of the writer's own (a later
+ * session of a recycled pid, or a torn newest file, is skipped); every
+ * recovered segment newer than it is read on the way: each earlier
+ * recovery that died before removing its inputs left one, with where it
+ * ended (QA, session 22: stopping at the newest recovered one read events
+ * of an older one again). A session whose writer wrote no batch has all
+ * of its pid's segments read. */
 int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
   stkr_reader_opts o = {.warn = silent, .warn_arg = s, .lazy_frames = true,
                         .batch = scan_batch, .batch_arg = s};
@@ -160,7 +171,7 @@ int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
   size_t n;
   int err = stkr__rc_seqs_desc(rc, pid, &seqs, &n);
 
-  for (size_t i = 0; i < n && !s->matched && err == 0; i++) {
+  for (size_t i = 0; i < n && !s->writer_matched && err == 0; i++) {
     char name[STKR_FMT_SEGMENT_NAME_MAX];
     stkr_reader *r = NULL;
     stkr_event_view ev;
@@ -169,6 +180,7 @@ int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
     snprintf(path, sizeof path, "%s/%s", rc->dir, name);
     if ((err = stkr_reader_create(&o, &r)) != 0) break;
     s->newest = i == 0;
+    s->cur_seg = i;
     if (stkr_reader_add(r, path) == 0) /* gone meanwhile: next one */
       while ((err = stkr_reader_next(r, &ev)) == 1) {
       }

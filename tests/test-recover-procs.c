@@ -674,6 +674,31 @@ static void test_pending_batch_unwritten(void **state) {
   check_drops(r.dir, ds, 1, r.st.drops_found);
 }
 
+/* QA (session 22): a crash loop, each start's recovery itself killed now
+ * and then, read some events two and three times (more than the process
+ * ever recorded, its drops twice). The scan stopped at the newest segment
+ * of the session, an earlier recovery's, and missed where the recovery
+ * before it had ended. Here: a recovery that died after its first ring's
+ * batch, then one that died after writing the rest (its inputs put back
+ * each time), then a last one: exact. */
+static void test_recovery_killed_twice(void **state) {
+  drop_stats *ds = *state;
+  recovery r;
+
+  kill_in_new_dir(&r, ds, (stkr_config){.ring_bytes = 4096}, two_rings_body);
+  assert_int_equal(tl_system("mkdir '%s.bak' && cp -p '%s'/*.ring "
+                             "'%s'/*.session '%s.bak'/",
+                             r.dir, r.dir, r.dir, r.dir),
+                   0);
+  recover(r.dir, false, &r.st, &r.ms);
+  cut_newest_after_first_frame(r.dir);
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir), 0);
+    recover(r.dir, false, &r.st, &r.ms);
+  }
+  check_drops(r.dir, ds, 0, r.st.drops_found);
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(recover_setup("recover-procs"), 0);
@@ -690,5 +715,6 @@ int main(void) {
                test_live_session_is_still_recording),
       TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
                test_drops_unnoted_batch, test_write_errors_survive_kill,
-               test_final_batch_unwritten, test_pending_batch_unwritten));
+               test_final_batch_unwritten, test_pending_batch_unwritten,
+               test_recovery_killed_twice));
 }
