@@ -104,6 +104,7 @@ typedef struct stkr__rc_scan {
    * counted values apply: never too few. */
   uint64_t found_batch_seq;
   uint64_t written, dropped_write_error, segments_deleted;
+  uint64_t recovered_events; /* in the recovered batches read */
   uint64_t ring_full, reentrant, other, c_ring_full, c_reentrant, c_other;
   Stackrec__Batch *images;  /* latest batch of the session with images */
   size_t images_seg, cur_seg; /* the scan's index of its segment, of the

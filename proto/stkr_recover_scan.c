@@ -86,9 +86,12 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->reentrant += b->drops[i]->reentrant;
       s->other += b->drops[i]->other;
     }
+    /* Events an earlier recovery wrote: recovered, not written (their
+     * batches' Counters say written 0). */
+    if (b->recovered) s->recovered_events += n_events;
     if (b->counters != NULL) {
       const Stackrec__Counters *c = b->counters;
-      s->written = max64(s->written, c->written + n_events);
+      if (!b->recovered) s->written = max64(s->written, c->written + n_events);
       s->dropped_write_error = max64(s->dropped_write_error,
                                      c->dropped_write_error);
       s->segments_deleted = max64(s->segments_deleted, c->segments_deleted);

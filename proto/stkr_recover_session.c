@@ -182,7 +182,10 @@ static void counters(const build *b, Stackrec__Counters *K) {
   K->dropped_reentrant =
       sat64(max64(sc->reentrant, sc->c_reentrant), b->x_reentrant);
   K->dropped_other = sat64(max64(sc->other, sc->c_other), b->x_other);
-  K->recovered = b->recovered_total;
+  /* The session's, earlier recoveries' included (QA, session 22: a
+   * recovery after one that died counted only its own, and attempted came
+   * out below written + dropped + recovered). */
+  K->recovered = sat64(sc->recovered_events, b->recovered_total);
   K->attempted = sat64(sat64(sat64(K->written, K->dropped_write_error),
                              sat64(K->dropped_ring_full, K->dropped_reentrant)),
                        sat64(K->dropped_other, K->recovered));
