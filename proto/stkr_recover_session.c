@@ -687,6 +687,9 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   }
   if (err != 0) {
     if (b.fd >= 0) unlink(b.path);
+    /* Nothing written: its drops are not counted anywhere yet (QA,
+     * session 22: "... now counted" on a full disk). */
+    rc->st->drops_found = before.drops_found;
     stkr__rc_msg(rc, "%s: cannot write the recovered segment: %s; ring files "
                  "kept", b.fd >= 0 ? b.path : rc->dir, strerror(-err));
     rc->st->sessions_failed++;
