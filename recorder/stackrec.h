@@ -332,7 +332,11 @@ STKR_API void stkr_images_changed(void);
  * signal handler that interrupted an event on the same thread is dropped and
  * counted (dropped_reentrant), never corrupts the ring.
  *
- * @return 0 if recorded, -EAGAIN if dropped (ring full or re-entered),
+ * @return 0 if recorded, -EAGAIN if dropped (ring full or re-entered,
+ *         counted as dropped_ring_full / dropped_reentrant; or no ring for
+ *         this thread: the process's ring memory used up by live threads,
+ *         the thread exiting, or its first event interrupted by a signal
+ *         handler of its own, counted as dropped_other),
  *         -ENOTCONN if not recording, -ENOMEM if no ring could be allocated,
  *         -EPERM on the recorder's own worker thread (never recorded).
  */
