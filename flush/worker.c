@@ -756,9 +756,10 @@ int stkr_shutdown(void) {
    * not be written (keep_for_recovery): the files stay for recovery, which
    * writes them (QA, session 22: a disk full at the end lost the counters
    * of every failed batch for good, the files pooled). */
-  stkr__session_close(stkr__threads_rings_leftover() || w->keep_for_recovery);
+  bool unwritten = w->keep_for_recovery;
+  stkr__session_close(stkr__threads_rings_leftover() || unwritten);
   worker_free(w);
-  return 0;
+  return unwritten ? -EIO : 0;
 }
 
 int stkr_shutdown_for_exit(void) {
@@ -780,5 +781,5 @@ int stkr_shutdown_for_exit(void) {
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */
   abandon(w, ended);
-  return ended ? 0 : -ETIMEDOUT;
+  return !ended ? -ETIMEDOUT : w->keep_for_recovery ? -EIO : 0;
 }

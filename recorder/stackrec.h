@@ -269,7 +269,11 @@ STKR_API int stkr_init(const stkr_config *cfg);
  * 2 s, for one still inside an event to leave it), but its time grows
  * with what the rings hold (and with symbol loading in inproc mode):
  * when the process is about to end, use stkr_shutdown_for_exit() instead.
- * @return 0, or -ENOTCONN when not recording.
+ * @return 0, -ENOTCONN when not recording, or -EIO when the last batch
+ *         could not be written (a full disk): recording has stopped all
+ *         the same, and what that batch held (events, the final counters)
+ *         stays in the directory's ring and session files for recovery
+ *         (`stackrec recover`, `stackrec record`, the next stkr_init).
  */
 STKR_API int stkr_shutdown(void);
 
@@ -289,7 +293,8 @@ STKR_API int stkr_shutdown(void);
  * @return 0; -ENOTCONN when not recording; -ETIMEDOUT when the worker could
  *         not even write the last batch in time (a CPU starved by the app's
  *         busy threads, a write stuck on a slow disk): recording has stopped
- *         and the call returned on time, and the session lacks its end mark.
+ *         and the call returned on time, and the session lacks its end mark;
+ *         -EIO when the last batch could not be written (as stkr_shutdown).
  */
 STKR_API int stkr_shutdown_for_exit(void);
 
