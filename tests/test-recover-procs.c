@@ -386,6 +386,20 @@ static void drops_body(void *arg) {
   out->other = st.dropped_other;
 }
 
+/* A copy of dir's ring and session files in DIR.bak, to put back after a
+ * recovery as if it had died before removing them. */
+static void save_inputs(const char *dir) {
+  assert_int_equal(tl_system("mkdir '%s.bak' && for f in '%s'/*.ring "
+                             "'%s'/*.session; do [ ! -e \"$f\" ] || "
+                             "cp -p \"$f\" '%s.bak'/ || exit 1; done",
+                             dir, dir, dir, dir),
+                   0);
+}
+
+static void put_inputs_back(const char *dir) {
+  assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", dir, dir), 0);
+}
+
 /* The figures of dir's one process, every event read (numbers only: its
  * strings went with the reader). */
 static stkr_process_info read_process(const char *dir) {
@@ -440,10 +454,7 @@ static void kill_with_drops(recovery *r, drop_stats *ds, void (*body)(void *),
                             int run, bool backup) {
   kill_in_new_dir(r, ds, (stkr_config){.ring_bytes = 4096}, body);
   if (backup)
-    assert_int_equal(tl_system("mkdir '%s.bak' && cp -p '%s'/*.ring "
-                               "'%s'/*.session '%s.bak'/",
-                               r->dir, r->dir, r->dir, r->dir),
-                     0);
+    save_inputs(r->dir);
   recover(r->dir, false, &r->st, &r->ms);
   assert_int_equal(ds->attempted, 20017);
   /* 4 KiB hold ~150 records: most of the burst drops (fewer under TSan,
@@ -469,8 +480,7 @@ static void test_drops_survive_kill(void **state) {
     recovery r;
     kill_with_drops(&r, ds, drops_body, run, run == 0);
     if (run == 0) {
-      assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir),
-                       0);
+      put_inputs_back(r.dir);
       recover(r.dir, false, &r.st, &r.ms);
       assert_int_equal(r.st.drops_found, 0);
       check_drops(r.dir, ds, run, r.st.drops_found);
@@ -557,13 +567,10 @@ static void test_write_errors_survive_kill(void **state) {
   kill_in_new_dir(&r, ds, (stkr_config){0}, write_error_body);
   assert_int_equal(ds->attempted, 60);
   assert_int_equal(ds->write_error, 50);
-  assert_int_equal(tl_system("mkdir '%s.bak' && cp -p '%s'/*.session "
-                             "'%s.bak'/",
-                             r.dir, r.dir, r.dir),
-                   0);
+  save_inputs(r.dir);
   for (int round = 0; round < 2; round++) {
     if (round == 1)
-      assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir), 0);
+      put_inputs_back(r.dir);
     recover(r.dir, false, &r.st, &r.ms);
     assert_int_equal(r.st.sessions_recovered, 1);
     assert_int_equal(r.st.drops_found, round == 0 ? 50 : 0);
@@ -666,15 +673,12 @@ static void test_pending_batch_unwritten(void **state) {
 
   kill_in_new_dir(&r, ds, (stkr_config){.ring_bytes = 4096}, two_rings_body);
   assert_true(ds->ring_full > 1000);
-  assert_int_equal(tl_system("mkdir '%s.bak' && cp -p '%s'/*.ring "
-                             "'%s'/*.session '%s.bak'/",
-                             r.dir, r.dir, r.dir, r.dir),
-                   0);
+  save_inputs(r.dir);
   recover(r.dir, false, &r.st, &r.ms);
   check_drops(r.dir, ds, 0, r.st.drops_found);
   /* As if that recovery died after its first ring's batch. */
   cut_newest_after_first_frame(r.dir);
-  assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir), 0);
+  put_inputs_back(r.dir);
   recover(r.dir, false, &r.st, &r.ms);
   check_drops(r.dir, ds, 1, r.st.drops_found);
 }
@@ -696,14 +700,11 @@ static void test_recovery_killed_twice(void **state) {
     g_flush_first = run == 0;
     kill_in_new_dir(&r, ds, (stkr_config){.ring_bytes = 4096},
                     two_rings_body);
-    assert_int_equal(tl_system("mkdir '%s.bak' && cp -p '%s'/*.ring "
-                               "'%s'/*.session '%s.bak'/",
-                               r.dir, r.dir, r.dir, r.dir),
-                     0);
+    save_inputs(r.dir);
     recover(r.dir, false, &r.st, &r.ms);
     cut_newest_after_first_frame(r.dir);
     for (int round = 0; round < 2; round++) {
-      assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", r.dir, r.dir), 0);
+      put_inputs_back(r.dir);
       recover(r.dir, false, &r.st, &r.ms);
     }
     { char c[4400]; snprintf(c, sizeof c, "for f in '%s'/*.zst; do echo $f; %s/tools/stackrec info --json $f | grep -o '\"accounting\":{[^}]*}'; done >&2", r.dir, getenv("TEST_SRCDIR") ? "." : "."); (void)system(c); }
