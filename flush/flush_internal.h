@@ -57,6 +57,9 @@ void stkr__log_unrecorded(int err, const char *fmt, ...)
  * descriptor 2 while it stays the file it is now. stkr_init calls it before
  * any thread of the new recording can log. */
 void stkr__log_target_take(void);
+/* Forget the rate limits (no note held back): stkr__log_target_take, and
+ * fork's child handler (a follow-mode child's own notes). */
+void stkr__log_limits_reset(void);
 
 /* ---- config (config.c) --------------------------------------------------- */
 typedef struct stkr__fconfig {

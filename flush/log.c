@@ -40,19 +40,23 @@ static struct {
   ino_t ino;
 } g_log_fd2;
 
+void stkr__log_limits_reset(void) {
+  /* A new recording, or a forked child (its own notes), starts with no note
+   * held back: a child inherited its parent's times, and its first notes
+   * went unsaid for a minute (QA, session 22: of a tree on a full disk only
+   * the parent's notes reached record). */
+  for (int k = 0; k < STKR__LOG_KINDS; k++) {
+    atomic_store_explicit(&g_log_last[k], 0, memory_order_relaxed);
+    atomic_store_explicit(&g_log_suppressed[k], 0, memory_order_relaxed);
+  }
+}
+
 void stkr__log_target_take(void) {
   const char *v = stkr_config_env("STACKREC_NOTIFY");
   struct stat st;
 
   snprintf(g_log_notify, sizeof g_log_notify, "%s", v ? v : "");
-  /* A new recording (a forked child's own, too) starts with no note held
-   * back: a child inherited its parent's times, and its first notes went
-   * unsaid for a minute (QA, session 22: of a tree on a full disk only the
-   * parent's notes reached record). */
-  for (int k = 0; k < STKR__LOG_KINDS; k++) {
-    atomic_store_explicit(&g_log_last[k], 0, memory_order_relaxed);
-    atomic_store_explicit(&g_log_suppressed[k], 0, memory_order_relaxed);
-  }
+  stkr__log_limits_reset();
   g_log_fd2.taken = true;
   g_log_fd2.ok = fstat(STDERR_FILENO, &st) == 0;
   g_log_fd2.dev = g_log_fd2.ok ? st.st_dev : 0;

@@ -82,8 +82,9 @@ bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len);
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
                             const stkr__rc_file *rings, size_t n);
 /* After a dead session's recovered segment is durable: cut a frame torn by
- * its writer's death off the end of path (the pid's newest segment), at
- * off, the frame's start (stkr_recover.c). */
+ * its writer's death (or an earlier recovery's) off the end of path, a
+ * segment of the session's pid, at off, the frame's start
+ * (stkr_recover.c). */
 void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
                             uint32_t pid);
 
@@ -123,17 +124,21 @@ typedef struct stkr__rc_scan {
    * whose rings' drops it counted (recovered_drops: thread id -> 1). */
   bool recovered_before;
   stkr__idmap recovered_drops;
-  bool newest;   /* reading the pid's newest segment */
   uint64_t deadline_ns; /* stkr__rc's: a batch past it ends the scan */
-  char *torn;    /* that segment, when it ends inside a frame ... */
-  uint64_t torn_off; /* ... which starts here (stkr__rc_cut_torn_tail) */
+  /* Segments read that end inside a frame (the newest, the writer's death
+   * mid-write(2); an older one, an earlier recovery's), and where that
+   * frame starts (stkr__rc_cut_torn_tail); at most four. */
+  char *torn[4];
+  uint64_t torn_off[4];
+  size_t n_torn;
   int err;
 } stkr__rc_scan;
 /* The seqs of pid's segment files in rc, newest first, into *out
  * (malloc'd, the caller frees; NULL when none) and *n. 0 or -ENOMEM. */
 int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
                        size_t *n);
-/* Read pid's segments newest first until one holds a batch of s->sid.
+/* Read pid's segments newest first until one holds a batch of s->sid
+ * written by its writer (stkr_recover_scan.c says why).
  * 0, or -errno (-ENOMEM). */
 int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s);
 void stkr__rc_scan_free(stkr__rc_scan *s);

@@ -86,12 +86,14 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->reentrant += b->drops[i]->reentrant;
       s->other += b->drops[i]->other;
     }
-    /* Events an earlier recovery wrote: recovered, not written (their
-     * batches' Counters say written 0). */
+    /* Events an earlier recovery wrote: recovered, not written (its
+     * batches' Counters.written is the writer's written, which stands even
+     * where the writer's own segments are gone: review, session 22). */
     if (b->recovered) s->recovered_events += n_events;
     if (b->counters != NULL) {
       const Stackrec__Counters *c = b->counters;
-      if (!b->recovered) s->written = max64(s->written, c->written + n_events);
+      s->written = max64(s->written,
+                         b->recovered ? c->written : c->written + n_events);
       s->dropped_write_error = max64(s->dropped_write_error,
                                      c->dropped_write_error);
       s->segments_deleted = max64(s->segments_deleted, c->segments_deleted);
@@ -119,13 +121,18 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
   return 0;
 }
 
-/* Quiet, but notes a frame cut off at the end of the newest segment (the
- * reader's STKR_WARN_LIVE_TAIL: the writer died inside its write(2)). */
+/* Quiet, but notes a frame cut off at the end of a segment (the reader's
+ * STKR_WARN_LIVE_TAIL: its writer died inside its write(2)). */
 static void silent(void *arg, const stkr_warning *w) {
   stkr__rc_scan *s = arg;
-  if (w->kind == STKR_WARN_LIVE_TAIL && s->newest && s->torn == NULL &&
-      w->offset >= 0 && (s->torn = strdup(w->path)) != NULL)
-    s->torn_off = (uint64_t)w->offset;
+  /* Any segment read, not only the newest: a recovery killed mid-write
+   * leaves its fragment under the next one's segment, which reads as
+   * damage once a later recovery cuts only its own newest (review,
+   * session 22). */
+  if (w->kind == STKR_WARN_LIVE_TAIL && w->offset >= 0 &&
+      s->n_torn < sizeof s->torn / sizeof s->torn[0] &&
+      (s->torn[s->n_torn] = strdup(w->path)) != NULL)
+    s->torn_off[s->n_torn++] = (uint64_t)w->offset;
 }
 
 static int by_seq_desc(const void *a, const void *b) {
@@ -165,7 +172,8 @@ int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
  * recovery that died before removing its inputs left one, with where it
  * ended (QA, session 22: stopping at the newest recovered one read events
  * of an older one again). A session whose writer wrote no batch has all
- * of its pid's segments read. */
+ * of its pid's segments read: a start's budget may not reach its end, and
+ * defers it once (marked), for `stackrec recover` or `record`. */
 int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
   stkr_reader_opts o = {.warn = silent, .warn_arg = s, .lazy_frames = true,
                         .batch = scan_batch, .batch_arg = s};
@@ -182,7 +190,6 @@ int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s) {
     stkr_fmt_segment_name(name, sizeof name, pid, seqs[i]);
     snprintf(path, sizeof path, "%s/%s", rc->dir, name);
     if ((err = stkr_reader_create(&o, &r)) != 0) break;
-    s->newest = i == 0;
     s->cur_seg = i;
     if (stkr_reader_add(r, path) == 0) /* gone meanwhile: next one */
       while ((err = stkr_reader_next(r, &ev)) == 1) {
@@ -205,5 +212,5 @@ void stkr__rc_scan_free(stkr__rc_scan *s) {
     free(s->images_alloc);
   }
   free(s->cur_path);
-  free(s->torn);
+  for (size_t i = 0; i < s->n_torn; i++) free(s->torn[i]);
 }

@@ -715,8 +715,8 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   if (!b.dry) {
     /* The torn frame's events were never released from the rings: they
      * are in the segment just written, and the fragment can go. */
-    if (sc->torn != NULL)
-      stkr__rc_cut_torn_tail(rc, sc->torn, sc->torn_off, ss->h.pid);
+    for (size_t i = 0; i < sc->n_torn; i++)
+      stkr__rc_cut_torn_tail(rc, sc->torn[i], sc->torn_off[i], ss->h.pid);
     /* The segment is durable: the inputs may go. */
     stkr__rc_remove_inputs(rc, ss->h.pid, ss->h.session_id, rings, n);
   }

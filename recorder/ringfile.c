@@ -155,9 +155,9 @@ uint64_t stkr__ringfile_fallbacks(void) {
   return atomic_load_explicit(&g_fallbacks, memory_order_relaxed);
 }
 
-/* dir + "/" + the file's base name into buf (STKR__DIR_PATH_BYTES). */
-/* How many files of `bytes` each the pool may keep of one kind: an eighth
- * of the directory's cap for each, at most STKR__POOL_SLOTS. The cap counts
+/* How many files of `bytes` each the pool may keep of one kind (one per
+ * ring size, and the session files): an eighth of the directory's cap for
+ * each, at most STKR__POOL_SLOTS. The cap counts
  * segments only; pooled files were beyond it (QA, session 22: a directory
  * capped at 1 MiB held 3.4 MiB of pooled rings), and on a small disk they
  * take the room the final counters need. */
@@ -168,6 +168,7 @@ static unsigned pool_slots(size_t bytes) {
   return n < STKR__POOL_SLOTS ? (unsigned)n : STKR__POOL_SLOTS;
 }
 
+/* dir + "/" + the file's base name into buf (STKR__DIR_PATH_BYTES). */
 static void file_path(char *buf, uint64_t session, uint32_t thread) {
   memcpy(buf, g_sess.dir, g_sess.dir_len);
   buf[g_sess.dir_len] = '/';

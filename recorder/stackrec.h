@@ -273,7 +273,9 @@ STKR_API int stkr_init(const stkr_config *cfg);
  *         could not be written (a full disk): recording has stopped all
  *         the same, and what that batch held (events, the final counters)
  *         stays in the directory's ring and session files for recovery
- *         (`stackrec recover`, `stackrec record`, the next stkr_init).
+ *         (`stackrec recover`, `stackrec record`, the next stkr_init);
+ *         without a session file (rings in memory: one could not be made)
+ *         its events are lost, counted as dropped_write_error.
  */
 STKR_API int stkr_shutdown(void);
 

@@ -217,7 +217,7 @@ static void test_damaged_and_empty(void **state) {
   assert_int_equal(cr_run("dump '%s'", d), 0);
   assert_int_equal(cr_count_lines(cr_out), 5);
   assert_non_null(strstr(cr_err, "stackrec dump: note: the recording is "
-                                 "INCOMPLETE: 1 of 1 process: 1 session "
+                                 "INCOMPLETE: 1 of 1 process (pid 4242): 1 session "
                                  "without a clean end"));
   assert_int_equal(cr_run("info '%s'", d), 0);
   assert_non_null(strstr(cr_out, "\n  damaged:     0 batches\n"));
@@ -237,7 +237,8 @@ static void test_damaged_and_empty(void **state) {
   /* The warning first, then the notes (the recording is incomplete). */
   assert_int_equal(strncmp(cr_err, want, strlen(want)), 0);
   assert_non_null(strstr(cr_err, "note: the recording is INCOMPLETE: 1 of 1 "
-                                 "process: 1 damaged (1 batch lost)"));
+                                 "process (pid 4242): 1 damaged (1 batch "
+                                 "lost)"));
   assert_int_equal(cr_run("info '%s'", d), 1);
   assert_non_null(strstr(cr_out, "\n  damaged:     1 batch\n"));
 

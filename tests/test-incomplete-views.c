@@ -61,7 +61,7 @@ static void test_notes_on_stderr(void **state) {
 
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     assert_int_equal(cr_run("%s '%s' > /dev/null", cmds[i], g_cut), 0);
-    if (strstr(cr_err, "note: the recording is INCOMPLETE: 1 of 1 process:") ==
+    if (strstr(cr_err, "note: the recording is INCOMPLETE: 1 of 1 process (pid 4242):") ==
             NULL ||
         strstr(cr_err, "1 session without a clean end") == NULL)
       fail_msg("%s said nothing of the cut batch: \"%s\"", cmds[i], cr_err);
@@ -77,7 +77,7 @@ static void test_diff(void **state) {
   (void)state;
   assert_int_equal(cr_run("diff '%s' '%s'", g_clean, g_cut), 0);
   assert_null(strstr(cr_out, "# BASE INCOMPLETE"));
-  if (strstr(cr_out, "# NEW INCOMPLETE: 1 of 1 process:") == NULL ||
+  if (strstr(cr_out, "# NEW INCOMPLETE: 1 of 1 process (pid 4242):") == NULL ||
       strstr(cr_out, "1 session without a clean end") == NULL)
     fail_msg("diff's text: \"%s\"", cr_out);
   assert_non_null(strstr(cr_out, "PASS: no new path to a sensitive site (an "
@@ -99,8 +99,8 @@ static void test_compliance(void **state) {
   assert_int_equal(cr_run("compliance --format junit '%s'", g_two), 0);
   assert_non_null(strstr(cr_out, "tests=\"1\" failures=\"0\" errors=\"1\">"));
   if (strstr(cr_out, "name=\"recording complete\">\n      <error "
-                     "message=\"INCOMPLETE: 2 of 2 processes: 14 events "
-                     "dropped") == NULL)
+                     "message=\"INCOMPLETE: 2 of 2 processes (pids 4242, "
+                     "4343): 14 events dropped") == NULL)
     fail_msg("JUnit: \"%s\"", cr_out);
   assert_int_equal(cr_run("compliance '%s'", g_two), 0);
   assert_non_null(strstr(cr_out, "before-consent and background figures "

@@ -707,7 +707,6 @@ static void test_recovery_killed_twice(void **state) {
       put_inputs_back(r.dir);
       recover(r.dir, false, &r.st, &r.ms);
     }
-    { char c[4400]; snprintf(c, sizeof c, "for f in '%s'/*.zst; do echo $f; %s/tools/stackrec info --json $f | grep -o '\"accounting\":{[^}]*}'; done >&2", r.dir, getenv("TEST_SRCDIR") ? "." : "."); (void)system(c); }
     check_drops(r.dir, ds, run, r.st.drops_found);
   }
   g_flush_first = true;

@@ -69,7 +69,7 @@ static int setup(void **state) {
   "        fixture+0x3030\n"
 
 static const char k_std_report[] =
-    "# INCOMPLETE: 1 of 1 process: 14 events dropped (ring full 6, "
+    "# INCOMPLETE: 1 of 1 process (pid 4242): 14 events dropped (ring full 6, "
     "reentrant 2, other 4, write error 2, exit 0)\n"
     "# 9 events from 1 process, 4 sites, 9 distinct stacks\n"
     "# DROPPED: 14 events were lost by the recorder, not counted below "
@@ -335,7 +335,7 @@ static void test_no_categories(void **state) {
   report_of("report-nocat", &r, "");
   assert_string_equal(
       cr_out,
-      "# INCOMPLETE: 1 of 1 process: 1 event dropped (ring full 1, "
+      "# INCOMPLETE: 1 of 1 process (pid 8): 1 event dropped (ring full 1, "
       "reentrant 0, other 0, write error 0, exit 0)\n"
       "# 3 events from 1 process, 2 sites, 2 distinct stacks\n"
       "# DROPPED: 1 event was lost by the recorder, not counted below (ring "
@@ -371,7 +371,7 @@ static void test_html(void **state) {
   assert_int_equal(cr_run("report --html '%s' '%s'", path, g_std), 0);
   tl_slurp(path, html, sizeof html);
   assert_non_null(strstr(html, "</h1>\n<p class=\"incomplete\" role=\"alert\">"
-                               "<strong>INCOMPLETE: 1 of 1 process: 14 events "
+                               "<strong>INCOMPLETE: 1 of 1 process (pid 4242): 14 events "
                                "dropped (ring full 6, reentrant 2, other 4, "
                                "write error 2, exit 0)</strong></p>\n"));
   /* An unwritable place: a clear error, status 1. */
@@ -402,7 +402,7 @@ static void test_damaged_input(void **state) {
   assert_memory_equal(cr_err, want, strlen(want));
   /* Said first: damaged, and what else is missing. */
   assert_string_equal(cr_line(cr_out, 0),
-                      "# INCOMPLETE: 1 of 1 process: 1 damaged (1 batch "
+                      "# INCOMPLETE: 1 of 1 process (pid 4242): 1 damaged (1 batch "
                       "lost); 8 events dropped (ring full 3, reentrant 1, "
                       "other 2, write error 2, exit 0); 1 session without a "
                       "clean end (killed, crashed or _exit); 88 events "
@@ -430,7 +430,7 @@ static void test_live_recording(void **state) {
   assert_int_equal(cr_run("report '%s'", d), 0);
   assert_string_equal(cr_err, "");
   assert_string_equal(cr_line(cr_out, 0),
-                      "# INCOMPLETE: 1 of 1 process: 8 events dropped (ring "
+                      "# INCOMPLETE: 1 of 1 process (pid 4242): 8 events dropped (ring "
                       "full 3, reentrant 1, other 2, write error 2, exit 0); "
                       "1 session without a clean end (killed, crashed or "
                       "_exit); 84 events unaccounted for (never written, or "
@@ -474,7 +474,8 @@ static void test_empty_and_missing_inputs(void **state) {
   assert_int_equal(fx_std_write(d, FX_PID), 0);
   assert_int_equal(cr_run("report '%s'", d), 0);
   cr_assert_lines(cr_out, 0,
-                  "# INCOMPLETE: 2 of 2 processes: 14 events dropped (ring "
+                  "# INCOMPLETE: 2 of 2 processes (pids 5, 4242): 14 events "
+                  "dropped (ring "
                   "full 6, reentrant 2, other 4, write error 2, exit 0); 1 "
                   "segment without any batch",
                   "# 9 events from 2 processes, 4 sites, 9 distinct stacks");

@@ -608,6 +608,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (b.a == NULL)
     return -ENOMEM;
   b.a->granularity = b.o->granularity;
+  b.a->filtered = b.o->site_glob || b.o->thread_glob || b.o->from_s > 0 ||
+                  b.o->to_s > 0 || b.o->app_only;
   b.pay = stkr__paytab_create();
   b.tl = stkr__timeline_create();
   b.a->payloads_ = b.pay;

@@ -177,6 +177,8 @@ struct stkr_agg {
   uint64_t damaged_batches; /* the reader's count, summed */
   size_t n_processes;
   size_t n_processes_with_events; /* with an event that passed the filters */
+  bool filtered;             /* built with a filter (site, thread, time,
+                                app-only): counts are of what passed */
   void *strs_;              /* private: the interned strings */
   /* Also summed over the processes (stkr_process_info): */
   uint64_t missing_batches;  /* gaps in batch numbers */

@@ -51,7 +51,7 @@ typedef struct stkr_diff_side {
    * side that lost events shows paths as gone or changed in rate that are
    * not (QA, session 22: a cut-off NEW gave 5 "gone", 5 "changed" and
    * PASS). */
-  char incomplete[512];
+  char incomplete[1024]; /* as stkr_cli_incomplete_line's callers size it */
 } stkr_diff_side;
 
 typedef struct stkr_diff {

@@ -293,8 +293,7 @@ static void put_marks(FILE *out, const stkr_agg *a) {
 static void put_summary(FILE *out, const stkr_agg *a) {
   char b1[32], b2[32], b3[32];
   /* Filtered: the processes the events shown came from (report.c). */
-  size_t np = a->events != a->events_read ? a->n_processes_with_events
-                                          : a->n_processes;
+  size_t np = a->filtered ? a->n_processes_with_events : a->n_processes;
 
   fprintf(out, "<p class=\"summary\">%s events at %s site%s, %s distinct "
           "stack%s, from %zu process%s",

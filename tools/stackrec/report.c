@@ -476,8 +476,9 @@ static void put_loss(const char *tag, unsigned long long n, const char *noun,
     printf("# %s: %llu %s%s %s\n", tag, n, noun, n == 1 ? "" : plural, what);
 }
 
-/* Is mark a earlier than b (its time after its process's start; then by
- * pid, a fixed order)? */
+/* Does mark a come before b in the list: by the time shown (after its
+ * process's start, as every time of report is; across processes that
+ * started apart it is not the recording clock's order), then by pid? */
 static bool mark_before(const stkr_agg_mark *a, const stkr_agg_mark *b) {
   return a->t_ns != b->t_ns ? a->t_ns < b->t_ns : a->pid < b->pid;
 }
@@ -491,7 +492,7 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
   stkr__report_put_events(a->events);
   /* Filtered: the processes the events shown came from (QA, session 22:
    * "36 events from 2 processes", all of one). */
-  size_t np = filtered ? a->n_processes_with_events : a->n_processes;
+  size_t np = a->filtered ? a->n_processes_with_events : a->n_processes;
   printf(" from %zu process%s, %zu site%s, %zu distinct stack%s\n",
          np, np == 1 ? "" : "es", a->n_sites,
          a->n_sites == 1 ? "" : "s", a->n_distinct,
@@ -556,8 +557,8 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
   }
   if (a->marks_read) {
     /* Marks are the events' context, never counted as events. The first
-     * ten in time (they are kept by process: QA, session 22, found 1.5 s
-     * listed before 1.0 s). */
+     * ten by the time shown (they are kept by process: QA, session 22,
+     * found 1.5 s listed before 1.0 s). */
     size_t i, shown = a->n_marks < 10 ? a->n_marks : 10;
     const stkr_agg_mark *first[10];
     printf("# marks (not counted as events): %llu", (unsigned long long)a->marks_read);

@@ -371,6 +371,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
   uint64_t unreadable = 0;
   size_t i, n = stkr_reader_process_count(r), np = 0;
+  uint32_t first_pids[3] = {0, 0, 0};
   sumbuf b = {buf, 0, len};
   const char *sep = " ";
   uint64_t ring_events, ring_sessions;
@@ -410,10 +411,17 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     damaged += p->damaged_batches;
     unreadable += p->unreadable_segments;
     bad += dmg;
+    if (np <= 3) first_pids[np - 1] = p->pid;
   }
   if (np == 0 && ring_sessions == 0 && unrec == 0 && running == 0)
     return 0;
-  sum_add(&b, "INCOMPLETE: %zu of %zu process%s:", np, n, n == 1 ? "" : "es");
+  sum_add(&b, "INCOMPLETE: %zu of %zu process%s", np, n, n == 1 ? "" : "es");
+  /* Which (QA, session 22: report's line named neither file nor process;
+   * verify's per-process lines do). */
+  for (i = 0; i < np && i < 3; i++)
+    sum_add(&b, "%s%u", i ? ", " : np == 1 ? " (pid " : " (pids ",
+            (unsigned)first_pids[i]);
+  sum_add(&b, "%s:", np > 3 ? ", ...)" : np ? ")" : "");
 #define SUM_ITEM(cond, ...)                                                   \
   do {                                                                        \
     if (cond) {                                                               \

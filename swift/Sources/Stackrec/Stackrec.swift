@@ -120,6 +120,9 @@ public enum Stackrec {
   public static func flush() throws { try check(stkr_flush()) }
 
   /// Stop recording: drain, write and close everything (stkr_shutdown).
+  /// Throws EIO when the last batch could not be written (a full disk):
+  /// recording has stopped all the same, and stkr_shutdown's header says
+  /// where that batch's events are; calling stop() again throws ENOTCONN.
   /// Throws -ENOTCONN when not recording.
   public static func stop() throws { try check(stkr_shutdown()) }
 
