@@ -161,10 +161,12 @@ bool stkr_cli_inputs_empty(void);
 bool stkr_cli_dir_empty(const char *path);
 
 /* The one-line completeness summary of a reader that has been read
- * (verify.c): "INCOMPLETE: 1 of 2 processes: 14 events dropped (...); 1
- * session without a clean end ..." when any process is incomplete or
- * damaged, written into buf (cut to len). report and report --html show it
- * at the top. @return its length, 0 (buf "") when complete and intact. */
+ * (verify.c): "INCOMPLETE: 1 of 2 processes (pid 4242): 14 events dropped
+ * (...); 1 session without a clean end ..." (up to three pids) when any
+ * process is incomplete or damaged, written into buf (cut to len). report
+ * and report --html show it at the top; export, dump, privacy-manifest,
+ * diff and compliance too. @return its length, 0 (buf "") when complete
+ * and intact. */
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 /* How many processes the marks files name as still running since record
  * ended and alive now; *first (if first is not NULL) the first of them. */
