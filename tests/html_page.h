@@ -101,8 +101,8 @@ static stkr_agg_site g_sites[2];
  * and the tooltip lists every location merged in (the default, by line,
  * is checked in test_site_table_and_data). */
 static const stkr_agg_payload k_payloads[] = {
-    {(const uint8_t *)"/home/u/.ssh/known_hosts", 24, 2999},
-    {(const uint8_t *)"</td><script>x\n", 15, 1000},
+    {(const uint8_t *)"/home/u/.ssh/known_hosts", 24, 2999, false},
+    {(const uint8_t *)"</td><script>x\n", 15, 1000, false},
 };
 
 static __attribute__((unused)) void hand_agg(stkr_agg *a) {

@@ -34,6 +34,7 @@
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "tests/recover_util.h"
+#include "tools/stackrec/agg.h"
 #include "tests/testlib.h"
 
 /* fork: in follow mode the child records into its own session (its ring
@@ -511,6 +512,34 @@ static void test_drops_unnoted_batch(void **state) {
   }
 }
 
+/* QA (session 22): a process recording in-process is killed; recovery
+ * writes its last events with raw PCs only, and one call path read back as
+ * two stacks (its frames, and image+offset), which `diff` called a new
+ * path. The aggregation now gives a raw PC the frames an earlier,
+ * symbolized stack of the same process gave the same image and offset
+ * (tools/stackrec/agg_learn.h): one stack, with its function names. */
+static void test_recovered_stack_merges_with_its_frames(void **state) {
+  char dir[4096];
+  stkr_reader *r = NULL;
+  stkr_agg *a = NULL;
+  (void)state;
+
+  run_child_die(dir, sizeof dir, 50, 50, false);
+  recover(dir, false, &(stkr_recover_stats){0}, &(msgs){0});
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  assert_int_equal(stkr_agg_build(r, NULL, NULL, NULL, &a), 0);
+  assert_int_equal(a->events, 100);
+  if (a->n_distinct != 1 || a->stacks[0].n_frames == 0 ||
+      a->stacks[0].frames[0].function == NULL)
+    fail_msg("%zu stacks, the first %s", a->n_distinct,
+             a->n_distinct && a->stacks[0].n_frames &&
+                     a->stacks[0].frames[0].function
+                 ? a->stacks[0].frames[0].function
+                 : "unnamed");
+  stkr_agg_free(a);
+  stkr_reader_free(r);
+}
+
 /* The drop tests' shared memory: the child's stkr_stats, for the parent. */
 static int drops_setup(void **state) {
   drop_stats *ds = mmap(NULL, sizeof *ds, PROT_READ | PROT_WRITE,
@@ -725,7 +754,8 @@ int main(void) {
                test_fork_disable, test_fork_follow,
                test_sigkill_random_moments,
                test_killed_before_first_pass_keeps_images,
-               test_live_session_is_still_recording),
+               test_live_session_is_still_recording,
+               test_recovered_stack_merges_with_its_frames),
       TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
                test_drops_unnoted_batch, test_write_errors_survive_kill,
                test_final_batch_unwritten, test_pending_batch_unwritten,

@@ -25,6 +25,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/agg_learn.h"
 #include "tools/stackrec/agg_stacks.h"
 #include "tools/stackrec/cli.h" /* stkr_cli_cap_deleted */
 #include "tools/stackrec/filter.h"
@@ -98,6 +99,11 @@ typedef struct builder {
    * a->n_processes_with_events). */
   uint8_t *proc_counted;
   size_t proc_counted_bytes;
+  /* Frames by (process, image, offset), from symbolized stacks, for the
+   * unsymbolized ones (agg_learn.h); b->borrow holds one stack's. */
+  stkr__learned learned;
+  stkr_frame *borrow;
+  size_t borrow_cap;
 } builder;
 
 static int img_by_start(const void *pa, const void *pb) {
@@ -144,12 +150,60 @@ static const stkr_image_info *image_of(builder *b, stkr_reader *r,
   return pc <= im->text_end ? im : NULL;
 }
 
+/* Frames f[0..n) (interned) into b->tmp, --app-only applied: the app's
+ * frames, or, with none, the innermost PC's. f may be b->tmp itself.
+ * @return the number kept. */
+static long keep_frames(builder *b, const stkr_frame *f, size_t n) {
+  size_t i, k = 0, keep = 0;
+
+  if (!b->o->app_only) {
+    if (f != b->tmp) memcpy(b->tmp, f, n * sizeof *f);
+    return (long)n;
+  }
+  for (i = 0; i < n; i++)
+    keep += f[i].is_app;
+  for (i = 0; i < n; i++) {
+    if (keep > 0 && !f[i].is_app)
+      continue;
+    b->tmp[k++] = f[i];
+    if (keep == 0 && !f[i].inlined)
+      break; /* no app frame at all: keep the innermost PC's frames */
+  }
+  return (long)k;
+}
+
+/* The raw frames in b->tmp[0..n) (one per PC, placed in images) with the
+ * frames this process's symbolized stacks gave each of them, into
+ * b->borrow (agg_learn.h: a recovered stack of an in-process recording).
+ * @return their number, 0 when some PC was never resolved, or -ENOMEM. */
+static long borrow_frames(builder *b, size_t process, size_t n) {
+  size_t m = 0, i, c;
+
+  for (i = 0; i < n; i++)
+    if (stkr__learned_find(&b->learned, process, b->tmp[i].image,
+                           b->tmp[i].offset, b->tmp[i].async, &c) == NULL)
+      return 0;
+    else
+      m += c;
+  if (stkr_grow((void **)&b->borrow, &b->borrow_cap, m, sizeof *b->borrow) != 0)
+    return -ENOMEM;
+  for (i = 0, m = 0; i < n; i++) {
+    const stkr_frame *f = stkr__learned_find(
+        &b->learned, process, b->tmp[i].image, b->tmp[i].offset,
+        b->tmp[i].async, &c);
+    memcpy(&b->borrow[m], f, c * sizeof *f);
+    m += c;
+  }
+  return (long)m;
+}
+
 /* The current event's frames (app-only applied) into b->tmp.
  * @return the number of frames, or -ENOMEM. */
 static long take_frames(builder *b, stkr_reader *r,
                         const stkr_event_view *ev) {
   const stkr_frame *f;
-  size_t n, i, k = 0, keep = 0;
+  size_t n, i;
+  long m;
 
   if (stkr_reader_frames(r, &f, &n) != 0)
     return -ENOMEM;
@@ -157,10 +211,11 @@ static long take_frames(builder *b, stkr_reader *r,
            sizeof *b->tmp) != 0)
     return -ENOMEM;
   if (n == 0) {
-    /* Unsymbolized (offline/none mode): one frame per PC, placed in its
-     * image when the recording's image list has it, so the label
-     * (image+offset) is the same in every process and run of a build.
-     * Whether a frame is the app's is not known: --app-only keeps all. */
+    /* Unsymbolized (offline/none mode, or recovered): one frame per PC,
+     * placed in its image when the recording's image list has it, so the
+     * label (image+offset) is the same in every process and run of a
+     * build. Whether a frame is the app's is not known: --app-only keeps
+     * all. */
     for (i = 0; i < ev->n_pcs; i++) {
       /* An async resume PC carries a marker bit: the address is below. */
       const uint64_t pc = ev->pcs[i] & ~STKR_PC_ASYNC;
@@ -177,26 +232,24 @@ static long take_frames(builder *b, stkr_reader *r,
         c->offset = pc - im->load_address;
       }
     }
-    return (long)ev->n_pcs;
+    /* Every PC resolved in an earlier stack of this process: its frames. */
+    if ((m = borrow_frames(b, ev->process, ev->n_pcs)) < 0)
+      return m;
+    return m > 0 ? keep_frames(b, b->borrow, (size_t)m) : (long)ev->n_pcs;
   }
-  if (b->o->app_only)
-    for (i = 0; i < n; i++)
-      keep += f[i].is_app;
   for (i = 0; i < n; i++) {
     stkr_frame c = f[i];
-    if (b->o->app_only && keep > 0 && !c.is_app)
-      continue;
     c.function = stkr__strtab_intern(&b->strs, c.function);
     c.file = stkr__strtab_intern(&b->strs, c.file);
     c.image = stkr__strtab_intern(&b->strs, c.image);
     if ((f[i].function && !c.function) || (f[i].file && !c.file) ||
         (f[i].image && !c.image))
       return -ENOMEM;
-    b->tmp[k++] = c;
-    if (b->o->app_only && keep == 0 && !c.inlined)
-      break; /* no app frame at all: keep the innermost PC's frames */
+    b->tmp[i] = c;
   }
-  return (long)k;
+  if (stkr__learn_frames(&b->learned, ev->process, b->tmp, n) != 0)
+    return -ENOMEM;
+  return keep_frames(b, b->tmp, n);
 }
 
 /* Put a->stacks[idx] into the content index. */
@@ -681,6 +734,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.img_sorted);
   free(b.mfiles);
   free(b.proc_counted);
+  stkr__learned_free(&b.learned);
+  free(b.borrow);
   /* The strings live as long as the aggregation: park the table in it. */
   if (err == 0 && (b.a->strs_ = malloc(sizeof b.strs)) == NULL)
     err = -ENOMEM;
