@@ -235,7 +235,13 @@ static long take_frames(builder *b, stkr_reader *r,
     /* Every PC resolved in an earlier stack of this process: its frames. */
     if ((m = borrow_frames(b, ev->process, ev->n_pcs)) < 0)
       return m;
-    return m > 0 ? keep_frames(b, b->borrow, (size_t)m) : (long)ev->n_pcs;
+    if (m == 0)
+      return (long)ev->n_pcs;
+    /* More frames than PCs where calls were inlined. */
+    if (stkr_grow((void **)&b->tmp, &b->tmp_cap, (size_t)m,
+                  sizeof *b->tmp) != 0)
+      return -ENOMEM;
+    return keep_frames(b, b->borrow, (size_t)m);
   }
   for (i = 0; i < n; i++) {
     stkr_frame c = f[i];
