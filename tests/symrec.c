@@ -157,10 +157,15 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out) {
   b.n_threads = r->n_threads;
   b.stacks = kdp;
   b.n_stacks = r->n_stacks;
-  b.frames = t->fdp;
-  b.n_frames = t->n_frames;
-  b.strings = t->xdp;
-  b.n_strings = t->n_str;
+  if (r->raw) /* PCs only */
+    for (i = 0; i < r->n_stacks; i++) kd[i].n_frames = 0;
+  else {
+    b.frames = t->fdp;
+    b.n_frames = t->n_frames;
+    b.strings = t->xdp;
+    b.n_strings = t->n_str;
+  }
+  b.recovered = r->recovered;
   for (i = 0; i < r->n_evs; i++) {
     evs[i].delta = r->evs[i].delta;
     evs[i].stack = r->evs[i].stack;
@@ -196,7 +201,8 @@ int sr_write(const char *dir, const sr_rec *r) {
   int err = sr_encode(r, &buf);
 
   if (err == 0)
-    err = stkr_fmt_segment_name(name, sizeof name, r->pid, 1);
+    err = stkr_fmt_segment_name(name, sizeof name, r->pid,
+                                r->seq ? r->seq : 1);
   if (err == 0) {
     snprintf(path, sizeof path, "%s/%s", dir, name);
     err = fx_write_file(path, buf.data, buf.len);

@@ -54,6 +54,10 @@ typedef struct sr_rec {
   bool last;              /* clean end */
   uint64_t ring_full;     /* a Drops message with this many, if not 0 */
   uint32_t parent_pid;    /* the header's (0: not a forked child) */
+  /* The same stacks with their PCs only (an offline or recovered batch:
+   * no frames), as segment `seq` (0: 1), marked recovered if so. */
+  bool raw, recovered;
+  uint32_t seq;
 } sr_rec;
 
 #define SR_APP_IMAGE "/opt/app/bin/app"

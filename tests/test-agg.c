@@ -393,6 +393,43 @@ static void test_symbolized_labels_and_app_only(void **state) {
   stkr_agg_free(a);
 }
 
+/* A process's symbolized batch, then its recovered one with the same
+ * stacks as PCs only (tools/stackrec/agg_learn.h): each raw stack takes
+ * the frames the symbolized ones gave its PCs, inlined ones included
+ * (more frames than PCs), and merges with them; --app-only applies as to
+ * symbolized stacks. */
+static void test_recovered_raw_stacks_take_learned_frames(void **state) {
+  const char *d = sr_std_dir("agg-learn", 100, 0x400000);
+  sr_rec raw = sr_std(100, 0x400000);
+  stkr_agg_opts o = {.app_only = true};
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  (void)state;
+
+  assert_non_null(d);
+  raw.raw = raw.recovered = true;
+  raw.seq = 2;
+  assert_int_equal(sr_write(d, &raw), 0);
+  a = agg_dir(d, NULL);
+  assert_int_equal(a->events, 16);
+  s = site(a, "files.open");
+  assert_int_equal(s->n_stacks, 2);
+  assert_int_equal(s->stacks[0]->count, 8);
+  assert_string_equal(labels(s->stacks[0]),
+                      "open_config;libc_wrapper;load;main");
+  assert_true(s->stacks[0]->frames[2].inlined);
+  /* The unknown app frame stays an image+offset, as in the symbolized. */
+  assert_string_equal(labels(site(a, "network.connect")->stacks[0]),
+                      "app+0x400;main");
+  assert_int_equal(site(a, "network.connect")->n_stacks, 1);
+  stkr_agg_free(a);
+  a = agg_dir(d, &o);
+  assert_string_equal(labels(site(a, "files.open")->stacks[0]),
+                      "open_config;load;main");
+  assert_int_equal(site(a, "files.open")->stacks[0]->count, 8);
+  stkr_agg_free(a);
+}
+
 /* Two builds: other addresses, same functions. By frames they are one
  * program: the stacks merge and their counts add up. */
 static void test_builds_merge_by_frames(void **state) {
@@ -614,7 +651,9 @@ TL_TEST_MAIN("agg", NULL, NULL, test_std_sites_stacks_and_drops,
              test_two_processes_add_up, test_sessions_do_not_share_ids,
              test_one_stack_id_at_two_sites, test_filters,
              test_window_event_before_first,
-             test_symbolized_labels_and_app_only, test_builds_merge_by_frames,
+             test_symbolized_labels_and_app_only,
+             test_recovered_raw_stacks_take_learned_frames,
+             test_builds_merge_by_frames,
              test_merged_lines_that_differ_are_dropped, test_by_thread,
              test_by_thread_same_tid_two_processes,
              test_empty_and_bad_arguments, test_recorded_by_two_processes)
