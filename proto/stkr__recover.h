@@ -113,7 +113,6 @@ typedef struct stkr__rc_scan {
   stkr_fmt_pballoc *images_alloc;
   char *cur_path;
   bool cur_match;
-  bool matched;  /* some batch of the session was seen */
   /* A batch of the writer's own (not recovered) was seen: the scan goes
    * on past recovered segments until then, since each recovery that died
    * before removing its inputs left one, with where it ended. */

@@ -48,7 +48,6 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->first_seq = h->segment_seq;
   }
   if (s->cur_match) {
-    s->matched = true;
     s->recovered_before |= b->recovered;
     if (b->header != NULL && b->header->session_first_seq != 0)
       s->first_seq = b->header->session_first_seq;

@@ -516,6 +516,14 @@ static bool written_pending(const stkr__rc_scan *sc, uint64_t seq) {
   return seq != 0 && sc->found_batch_seq >= seq;
 }
 
+/* A file's drops beyond what the writer's batches count: counted, or, when
+ * the pending batch is `written`, its pending value (which only ever
+ * raises what counts as counted). */
+static uint64_t uncounted(uint64_t drops, uint64_t counted, bool written,
+                          uint64_t pend) {
+  return beyond(drops, written ? max64(pend, counted) : counted);
+}
+
 /* What the ring's owner dropped after the writer's last batch (common/
  * stkr_ringfile.h, "drops"): the session's drops, and a Drops of the
  * ring's thread in its batch. */
@@ -523,13 +531,10 @@ static void ring_drops(build *b, const stkr_ring_info *info) {
   /* Pending values of a batch the segments hold are what it counted:
    * the writer died before it stored them as counted. */
   bool written = written_pending(b->sc, info->pend_seq);
-  uint64_t full = beyond(info->drops_full,
-                         written ? max64(info->pend_full, info->counted_full)
-                                 : info->counted_full);
-  uint64_t reent = beyond(info->drops_reentrant,
-                          written ? max64(info->pend_reentrant,
-                                          info->counted_reentrant)
-                                  : info->counted_reentrant);
+  uint64_t full = uncounted(info->drops_full, info->counted_full, written,
+                            info->pend_full);
+  uint64_t reent = uncounted(info->drops_reentrant, info->counted_reentrant,
+                             written, info->pend_reentrant);
   uint32_t seen;
 
   /* An earlier recovery of this session died after writing (part of) its
@@ -648,18 +653,13 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   if (!sc->recovered_before) {
     const stkr_sessfile_hdr *h = &ss->h;
     bool written = written_pending(sc, h->pend_seq);
-    /* Pending values only ever raise what counts as counted. */
-    b.x_other = beyond(h->drops_other,
-                       written ? max64(h->pend_other, h->counted_other)
-                               : h->counted_other);
-    b.x_full = beyond(h->retired_full,
-                      written ? max64(h->pend_retired_full,
-                                      h->counted_retired_full)
-                              : h->counted_retired_full);
-    b.x_reentrant = beyond(h->retired_reentrant,
-                           written ? max64(h->pend_retired_reentrant,
-                                           h->counted_retired_reentrant)
-                                   : h->counted_retired_reentrant);
+    b.x_other = uncounted(h->drops_other, h->counted_other, written,
+                          h->pend_other);
+    b.x_full = uncounted(h->retired_full, h->counted_retired_full, written,
+                         h->pend_retired_full);
+    b.x_reentrant = uncounted(h->retired_reentrant,
+                              h->counted_retired_reentrant, written,
+                              h->pend_retired_reentrant);
     rc->st->drops_found = sat64(
         rc->st->drops_found, sat64(b.x_other, sat64(b.x_full, b.x_reentrant)));
   }

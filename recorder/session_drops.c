@@ -1,8 +1,8 @@
 /*
  * session_drops.c: the session file's drop counters, for recovery
  * (common/stkr_ringfile.h, stkr_sessfile_hdr: drops_other, retired_*,
- * counted_*, pend_*, dropped_write_error). The ring files' own are in thread.c, next to the
- * thread counters they equal.
+ * counted_*, pend_*, dropped_write_error). The ring files' own are in
+ * thread.c, next to the thread counters they equal.
  *
  * The header's mapping (stkr__session_hdr) stays mapped while the worker
  * runs and while any producer may drop: close unmaps it only after the

@@ -179,18 +179,15 @@ static long keep_frames(builder *b, const stkr_frame *f, size_t n) {
 static long borrow_frames(builder *b, size_t process, size_t n) {
   size_t m = 0, i, c;
 
-  for (i = 0; i < n; i++)
-    if (stkr__learned_find(&b->learned, process, b->tmp[i].image,
-                           b->tmp[i].offset, b->tmp[i].async, &c) == NULL)
-      return 0;
-    else
-      m += c;
-  if (stkr_grow((void **)&b->borrow, &b->borrow_cap, m, sizeof *b->borrow) != 0)
-    return -ENOMEM;
-  for (i = 0, m = 0; i < n; i++) {
+  for (i = 0; i < n; i++) {
     const stkr_frame *f = stkr__learned_find(
         &b->learned, process, b->tmp[i].image, b->tmp[i].offset,
         b->tmp[i].async, &c);
+    if (f == NULL)
+      return 0;
+    if (stkr_grow((void **)&b->borrow, &b->borrow_cap, m + c,
+                  sizeof *b->borrow) != 0)
+      return -ENOMEM;
     memcpy(&b->borrow[m], f, c * sizeof *f);
     m += c;
   }
