@@ -39,13 +39,6 @@ static uint8_t *g_ring, *g_sess;
 static size_t g_ring_len, g_sess_len;
 #define N_EVENTS 200
 
-static void spit(const char *path, const uint8_t *p, size_t len) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  assert_true(fd >= 0);
-  assert_int_equal(write(fd, p, len), (ssize_t)len);
-  close(fd);
-}
-
 static int count_rec(void *arg, const stkr_ring_rec *r) {
   (void)r;
   ++*(uint64_t *)arg;
@@ -259,11 +252,12 @@ static void recover_variant(const char *which, const uint8_t *data, size_t len,
   snprintf(dir, sizeof dir, "%s/v%d", g_root, ++n);
   assert_int_equal(mkdir(dir, 0700), 0);
   snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
-  spit(path, strcmp(which, "ring") == 0 ? data : g_ring,
-       strcmp(which, "ring") == 0 ? len : g_ring_len);
+  bool ring = strcmp(which, "ring") == 0, sess = strcmp(which, "session") == 0;
+  assert_int_equal(
+      tl_write_bytes(path, ring ? data : g_ring, ring ? len : g_ring_len), 0);
   snprintf(path, sizeof path, "%s/%s", dir, g_sess_name);
-  spit(path, strcmp(which, "session") == 0 ? data : g_sess,
-       strcmp(which, "session") == 0 ? len : g_sess_len);
+  assert_int_equal(
+      tl_write_bytes(path, sess ? data : g_sess, sess ? len : g_sess_len), 0);
   memset(m, 0, sizeof *m);
   m->named = true;
   assert_int_equal(stkr_recover_dir(dir, &o, st), 0);
@@ -307,10 +301,10 @@ static void test_recover_huge_sparse(void **state) {
   snprintf(dir, sizeof dir, "%s/huge", g_root);
   assert_int_equal(mkdir(dir, 0700), 0);
   snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
-  spit(path, g_ring, g_ring_len);
+  assert_int_equal(tl_write_bytes(path, g_ring, g_ring_len), 0);
   assert_int_equal(truncate(path, (off_t)3 << 30), 0);
   snprintf(path, sizeof path, "%s/%s", dir, g_sess_name);
-  spit(path, g_sess, g_sess_len);
+  assert_int_equal(tl_write_bytes(path, g_sess, g_sess_len), 0);
   assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
   assert_int_equal(st.events, 0);
   assert_int_equal(st.orphans, 1);
@@ -333,7 +327,7 @@ static void ring_alone(const char *name, const uint8_t *ring, size_t len,
   snprintf(dir, sizeof dir, "%s/%s", g_root, name);
   assert_int_equal(mkdir(dir, 0700), 0);
   snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
-  spit(path, ring, len);
+  assert_int_equal(tl_write_bytes(path, ring, len), 0);
   assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
   assert_int_equal(st.orphans, orphans);
   assert_int_equal(st.empty_rings_removed, removed);

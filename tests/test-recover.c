@@ -443,15 +443,6 @@ static char *dead_session_ring(char *dir, size_t cap, char *prefix,
   return ring;
 }
 
-/* path created (it must not exist yet) with data[0..len). */
-static void create_file(const char *path, const void *data, size_t len) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-  assert_true(fd >= 0);
-  assert_int_equal(write(fd, data, len), (ssize_t)len);
-  close(fd);
-}
-
 /* Recovery of dead_session_ring's directory with made-up ring files in it
  * (in dir or cache): dry, as verify runs it, it removes nothing; neither
  * run says anything or counts an orphan; the real one writes the session's
@@ -492,7 +483,7 @@ static void test_ring_file_never_set_up(void **state) {
   for (int i = 0; i < 2; i++) {
     memset(ring, 0, i == 0 ? 8 : len);
     snprintf(other, sizeof other, "%s-%d.ring", pre, 98 + i);
-    create_file(other, ring, len);
+    assert_int_equal(tl_write_bytes(other, ring, len), 0);
   }
   free(ring);
   snprintf(cache, sizeof cache, "%s/" STKR_CACHE_DIR, dir);
@@ -523,7 +514,7 @@ static void test_ring_file_being_made(void **state) {
   snprintf(f[1], sizeof f[1], "%s-99.ring", pre);    /* claimed, not cleared */
   snprintf(f[2], sizeof f[2], "%s7-5.ring", pre);    /* another session's */
   for (int i = 0; i < 3; i++)
-    create_file(f[i], ring, i > 0 ? len : 0);
+    assert_int_equal(tl_write_bytes(f[i], ring, i > 0 ? len : 0), 0);
   free(ring);
   assert_int_equal(tl_count_files(cache, ".ring"), 3);
   recover_quietly(dir, cache);

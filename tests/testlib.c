@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -142,6 +143,14 @@ int tl_write_file(const char *path, const char *text) {
 
 int tl_append_file(const char *path, const char *text) {
   return write_mode(path, text, "a");
+}
+
+int tl_write_bytes(const char *path, const void *data, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ssize_t k = fd < 0 ? -1 : write(fd, data, len);
+
+  if (fd >= 0 && close(fd) != 0) return -1;
+  return k == (ssize_t)len ? 0 : -1;
 }
 
 double tl_now_s(void) {

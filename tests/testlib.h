@@ -65,6 +65,8 @@ int tl_count(const char *hay, const char *needle);
  * @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
 int tl_append_file(const char *path, const char *text);
+/* Write data[0..len) to path, created or truncated; @return 0 or -1. */
+int tl_write_bytes(const char *path, const void *data, size_t len);
 
 /* CLOCK_MONOTONIC in seconds. */
 double tl_now_s(void);
