@@ -206,6 +206,7 @@ typedef struct stkr__segw {
   uint64_t fd_dev, fd_ino; /* its identity at open (fd.c) */
   uint32_t seq;            /* seq of the current (or the last opened) file */
   uint64_t cur_bytes;      /* bytes of good frames in the current file */
+  uint64_t max_frame;      /* the largest frame written (RLIMIT_FSIZE) */
   /* The disk cap scans the directory when a segment of ours closed or
    * we wrote cap/16 bytes since the last scan (not per batch). */
   bool cap_scan_due;
@@ -223,7 +224,9 @@ typedef struct stkr__segw {
 int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
                    uint64_t segment_bytes, uint64_t disk_cap_bytes);
 /* True when the next batch must start a new segment file: none open, the
- * current one reached segment_bytes, or it was unlinked behind our back. */
+ * current one reached segment_bytes, or it was unlinked behind our back, or
+ * under RLIMIT_FSIZE a frame twice the largest so far would pass the limit
+ * (a batch refused there would be lost: it was built for that file). */
 bool stkr__seg_need_new(stkr__segw *s);
 /* Close the current file (if any) and keep it for the disk cap. */
 void stkr__seg_close(stkr__segw *s);

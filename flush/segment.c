@@ -12,7 +12,9 @@
  *    number (never close, truncate or write it: it is the app's now), note
  *    it once, and the next batch opens a new file;
  *  - a file is closed as soon as it reaches segment_bytes, so a closed
- *    segment is complete on disk while the app still runs;
+ *    segment is complete on disk while the app still runs; under
+ *    RLIMIT_FSIZE, also before a batch that could pass the limit (twice
+ *    the largest frame so far), since a refused batch is lost;
  *  - after a failed write the file is cut back to its last whole frame (best
  *    effort) and closed: later batches go to a new, clean file; a file with
  *    no whole frame is removed;
@@ -45,7 +47,6 @@
 
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
-#include "common/stkr_io.h"
 #include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
 #include "flush/flush_internal.h"
@@ -106,6 +107,7 @@ static void close_current(stkr__segw *s, bool keep) {
      * RLIMIT_FSIZE refused, which lost batches, not files). */
     unlink_seq(s, s->seq);
     s->seq--;
+    s->segments--; /* stkr_stats.segments: files that hold a batch */
     keep = false;
   }
   if (keep) s->cap_scan_due = true;
@@ -143,8 +145,12 @@ static int check_current(stkr__segw *s) {
 }
 
 bool stkr__seg_need_new(stkr__segw *s) {
+  uint64_t lim;
+
   if (s->fd < 0) return true;
-  if (s->cur_bytes >= s->segment_bytes) {
+  if (s->cur_bytes >= s->segment_bytes ||
+      (s->cur_bytes > 0 && stkr_fsize_limit(&lim) &&
+       s->cur_bytes + 2 * s->max_frame > lim)) {
     close_current(s, true);
     return true;
   }
@@ -215,6 +221,7 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
    * common/stkr_io.h): -EFBIG is a failed write like any other. */
   err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
   if (err == 0) {
+    if (len > s->max_frame) s->max_frame = len;
     s->cur_bytes += len;
     s->bytes += len;
     s->bytes_since_scan += len;

@@ -228,7 +228,7 @@ typedef struct stkr_stats {
   uint64_t threads;        /* threads that recorded at least one event */
   uint64_t batches;        /* batches written */
   uint64_t bytes;          /* compressed bytes written */
-  uint64_t segments;       /* segment files created */
+  uint64_t segments;       /* segment files created that hold a batch */
   uint64_t segments_deleted; /* of this process's segments, deleted by the
                                 disk cap at its own writes (another
                                 process's it deletes leave a tombstone
