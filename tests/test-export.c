@@ -80,7 +80,8 @@ static const char chrome_check[] =
     "  key = (e['pid'], e['tid'])\n"
     "  if key not in tname: bad('no thread_name for %r' % (key,))\n"
     "  if e['pid'] not in pname: bad('no process_name for %d' % e['pid'])\n"
-    "  counts[(tname.get(key, '?'), e['name'])] += 1\n"
+    "  a = e.get('args', {})\n"
+    "  counts[(a.get('thread') or tname.get(key, '?'), e['name'])] += 1\n"
     "  if 'sf' in e:\n"
     "    if str(e['sf']) not in sf: bad('sf %r does not exist' % e['sf']); "
     "continue\n"
@@ -427,6 +428,37 @@ static void test_input_and_output_errors(void **state) {
 
 /* A damaged segment: a warning naming the file and offset, exit 1, and an
  * export of every intact event that still loads. */
+static void *renaming_main(void *arg) {
+  pthread_setname_np(pthread_self(), "ren-1");
+  for (int i = 0; i < 3; i++) exp_mid_a(&g_site_read, i);
+  pthread_setname_np(pthread_self(), "ren-2");
+  stkr_thread_renamed();
+  for (int i = 0; i < 4; i++) exp_mid_a(&g_site_read, i);
+  return arg;
+}
+
+/* A thread that renamed itself: its track keeps the first name (one
+ * thread_name per track), its later events say the new one in
+ * args.thread, which the checker counts them under (QA, session 22: all 7
+ * showed as ren-1, where report --by thread had ren-1 3 and ren-2 4). */
+static void test_chrome_renamed_thread(void **state) {
+  stkr_config cfg = {.dir = tmp_path("renamed"), .flush_interval_ms = 20};
+  pthread_t th;
+  (void)state;
+
+  assert_int_equal(stkr_init(&cfg), 0);
+  assert_int_equal(pthread_create(&th, NULL, renaming_main, NULL), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(sh("'%s' export --format chrome -o '%s' '%s'", g_tool,
+                      tmp_path("ren.json"), tmp_path("renamed")), 0);
+  if (check("chrome_check.py", tmp_path("ren.json")) != 0)
+    fail_msg("invalid trace:\n%s%s", g_out, g_err);
+  assert_has(g_out, "event\tren-1\texp.read\t3\n");
+  assert_has(g_out, "event\tren-2\texp.read\t4\n");
+  assert_int_equal(checker_total(), 7);
+}
+
 static void test_damaged_input_still_exports(void **state) {
   const char *dir = tmp_path("damaged");
   char seg[1400];
@@ -465,4 +497,4 @@ TL_TEST_MAIN("export", setup, NULL, test_folded_exact_lines,
              test_chrome_trace_is_valid,
              test_filters_keep_the_same_events_everywhere,
              test_usage_errors_and_help, test_input_and_output_errors,
-             test_damaged_input_still_exports)
+             test_chrome_renamed_thread, test_damaged_input_still_exports)

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_hash.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h"
 
@@ -75,10 +76,15 @@ static void sep(chrome *c) {
   c->first_event_out = true;
 }
 
-/* Metadata events naming the process and the thread, once each. */
+/* Metadata events naming the process and the thread, once each. A track
+ * keeps the name its thread had first (a thread_name event names the
+ * whole track): @return 1 when ev's thread is named otherwise now (it
+ * renamed itself: put_event then says its name in the event's args; QA,
+ * session 22: 12 events of a thread renamed from wk-1 to wk-2 all showed
+ * as wk-1), 0, or -ENOMEM. */
 static int name_tracks(chrome *c, const stkr_event_view *ev) {
   char key[64];
-  uint64_t v = 0;
+  uint64_t v = 0, name_hash;
   int rc, len;
 
   len = snprintf(key, sizeof key, "p%u", (unsigned)ev->pid);
@@ -100,21 +106,23 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
   }
   len = snprintf(key, sizeof key, "t%u:%llu", (unsigned)ev->pid,
                  (unsigned long long)ev->tid);
+  name_hash = stkr_hash_bytes(STKR_HASH_SEED, ev->thread_name,
+                              strlen(ev->thread_name));
+  v = name_hash;
   if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
     return rc;
-  if (rc == 0) {
-    const char *tn = ev->thread_name;
-    sep(c);
-    fprintf(c->out,
-            "{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
-            "\"tid\":%llu,\"args\":{\"name\":",
-            (unsigned)ev->pid, (unsigned long long)ev->tid);
-    if (tn[0] != '\0' && strcmp(tn, "?") != 0)
-      stkr_cli_put_json_str(c->out, tn);
-    else
-      fprintf(c->out, "\"tid %llu\"", (unsigned long long)ev->tid);
-    fputs("}}", c->out);
-  }
+  if (rc == 1)
+    return v != name_hash;
+  sep(c);
+  fprintf(c->out,
+          "{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
+          "\"tid\":%llu,\"args\":{\"name\":",
+          (unsigned)ev->pid, (unsigned long long)ev->tid);
+  if (ev->thread_name[0] != '\0' && strcmp(ev->thread_name, "?") != 0)
+    stkr_cli_put_json_str(c->out, ev->thread_name);
+  else
+    fprintf(c->out, "\"tid %llu\"", (unsigned long long)ev->tid);
+  fputs("}}", c->out);
   return 0;
 }
 
@@ -255,12 +263,13 @@ static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
 
 static int put_event(chrome *c, const stkr_event_view *ev) {
   const cached *e = NULL;
-  bool any_arg = false;
+  bool any_arg = false, renamed;
   long idx;
   int rc;
 
-  if ((rc = name_tracks(c, ev)) != 0)
+  if ((rc = name_tracks(c, ev)) < 0)
     return rc;
+  renamed = rc == 1;
   if (ev->n_pcs > 0) {
     if ((idx = stack_entry(c, ev)) < 0)
       return (int)idx;
@@ -270,7 +279,13 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
   if (e != NULL && e->sf != 0)
     fprintf(c->out, ",\"sf\":%llu", (unsigned long long)e->sf);
   fputs(",\"args\":{", c->out);
+  if (renamed) {
+    stkr_cli_put_json_member(c->out, "", "thread", ev->thread_name);
+    any_arg = true;
+  }
   if (ev->payload_len > 0 || ev->payload_truncated) {
+    if (any_arg)
+      putc(',', c->out);
     fputs("\"payload\":", c->out);
     stkr_cli_put_json_bytes(c->out, ev->payload, ev->payload_len);
     if (ev->payload_truncated)
