@@ -382,7 +382,7 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
  * @return 0 or -ENOMEM. */
 int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id);
 /* A stack (id) was defined at site site_id: note it if that is a mark's.
- * @return 0 or -ENOMEM. */
+ * @return 1 when it is a mark's, 0 when not, or -ENOMEM. */
 int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id);
 /* Reorder the event columns of batch b (validated, its definitions
  * applied) so that its marks come first, each column consistently (time

@@ -74,6 +74,7 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
   stkr_site_info *s;
   uint32_t idx;
   char *name;
+  int err;
 
   if (d->id == 0) {
     stkr__bad_id(r, st, path, off, "site");
@@ -103,8 +104,11 @@ static int stkr__apply_site(stkr_reader *r, stkr__stream *st,
     return -ENOMEM;
   s->name = name;
   s->defined = true;
-  st->info.sites++;
-  return stkr__marks_site(st, s, d->id);
+  if ((err = stkr__marks_site(st, s, d->id)) != 0)
+    return err;
+  if (!s->is_mark) /* marks are counted apart (stkr_process_info) */
+    st->info.sites++;
+  return 0;
 }
 
 static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
@@ -170,9 +174,12 @@ static int stkr__apply_stack(stkr_reader *r, stkr__stream *st,
     return -ENOMEM;
   }
   st->n_stacks++;
+  if (st->n_mark_ids != 0 && d->site_id != 0) {
+    int m = stkr__marks_stack(st, d->id, d->site_id);
+    if (m != 0) /* -ENOMEM, or a mark's stack: not counted among stacks */
+      return m < 0 ? m : 0;
+  }
   st->info.stacks++;
-  if (st->n_mark_ids != 0 && d->site_id != 0)
-    return stkr__marks_stack(st, d->id, d->site_id);
   return 0;
 }
 

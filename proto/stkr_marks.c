@@ -56,17 +56,19 @@ int stkr__marks_site(stkr__stream *st, stkr_site_info *s, uint32_t id) {
 #define STKR__MAX_MARK_STACKS 64
 
 int stkr__marks_stack(stkr__stream *st, uint32_t id, uint32_t site_id) {
-  if (!stkr__is_mark_id(st, site_id) || st->many_mark_stacks)
+  if (!stkr__is_mark_id(st, site_id))
     return 0;
+  if (st->many_mark_stacks)
+    return 1;
   if (st->n_mark_stacks >= STKR__MAX_MARK_STACKS) {
     st->many_mark_stacks = true;
-    return 0;
+    return 1;
   }
   if (stkr__grow(&st->mark_stacks, &st->cap_mark_stacks,
                  st->n_mark_stacks + 1, sizeof(*st->mark_stacks)) != 0)
     return -ENOMEM;
   st->mark_stacks[st->n_mark_stacks++] = id;
-  return 0;
+  return 1;
 }
 
 /* Is event i of e a mark? By its site column, else by its stack: a few

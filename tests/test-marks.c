@@ -277,6 +277,10 @@ static void test_mark_in_process(void **state) {
   assert_int_equal(p->marks, 2);
   assert_int_equal(p->external_marks, 0);
   assert_false(p->incomplete);
+  /* test.before, test.after, test.setter: one stack each (info said 5
+   * sites and 5 stacks, the marks' among them). */
+  assert_int_equal(p->sites, 3);
+  assert_int_equal(p->stacks, 3);
   assert_int_equal(stkr_reader_sites(r, 0, &sites, &n_sites), 0);
   for (i = 0; i < n_sites; i++)
     if (sites[i].is_mark && strcmp(sites[i].name, "consent.granted") == 0) {
