@@ -36,6 +36,9 @@
  *
  * Usage: record_overhead [--rounds N] [--summary] [--stackrec PATH]
  *   PATH defaults to ../stackrec next to this binary (bazel-bin/tools/).
+ *   The workloads, their recordings and the symbol caches go in a
+ *   directory under $TMPDIR (default /tmp): the file system is part of
+ *   what a recorded process pays (it creates files).
  * Prints the table and a PASS/MISS line; exits 0 either way.
  */
 #define _GNU_SOURCE
@@ -184,7 +187,7 @@ static double median(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-  char self[PATH_MAX], bin[PATH_MAX + 32], root[] = "/tmp/stkr-recbench-XXXXXX";
+  char self[PATH_MAX], bin[PATH_MAX + 32], root[PATH_MAX / 2];
   char proj[PATH_MAX], script[PATH_MAX], recdir[PATH_MAX + 32];
   const char *bin_opt = NULL;
   int rounds = 5;
@@ -241,7 +244,16 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (mkdtemp(root) == NULL) return 1;
+  /* $TMPDIR: the file system matters (every recorded process creates
+   * files; a journal-less ext4 scans for a free inode at each create). */
+  snprintf(root, sizeof root, "%s/stkr-recbench-XXXXXX",
+           getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp");
+  if (mkdtemp(root) == NULL) {
+    fprintf(stderr, "record_overhead: cannot create %s: %s\n", root,
+            strerror(errno));
+    return 1;
+  }
+  printf("record_overhead: working directory %s\n", root);
   generate(root);
   snprintf(cache_dir, sizeof cache_dir, "%s/symcache", root);
   if (setenv("STACKREC_SYMCACHE", cache_dir, 1) != 0) return 1;
