@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "recorder/stackrec.h" /* STKR_VERSION_* */
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/testlib.h"
@@ -293,6 +294,14 @@ static void test_usage(void **state) {
   assert_int_equal(cr_run("--help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec COMMAND"));
   assert_non_null(strstr(cr_out, "Exit status:"));
+  for (int i = 0; i < 2; i++) { /* the tool's version and its library's */
+    char want[64];
+    snprintf(want, sizeof want, "stackrec %d.%d.%d (library %d.%d.%d)\n",
+             STKR_VERSION_MAJOR, STKR_VERSION_MINOR, STKR_VERSION_PATCH,
+             STKR_VERSION_MAJOR, STKR_VERSION_MINOR, STKR_VERSION_PATCH);
+    assert_int_equal(cr_run(i ? "-V" : "--version"), 0);
+    assert_string_equal(cr_out, want);
+  }
   assert_int_equal(cr_run("info --help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec info"));
   assert_int_equal(cr_run("dump -h"), 0);

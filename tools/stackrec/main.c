@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "symbolize/symbolize.h" /* stkr__demangle_swift_missed */
+#include "recorder/stackrec.h" /* stkr_version */
 #include "tools/stackrec/cli.h"
 
 const char stkr_cli_exit_help[] =
@@ -79,7 +80,8 @@ static void put_usage(void) {
   for (i = 0; i < N_COMMANDS; i++)
     printf("  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
   fputs("\n"
-        "Run 'stackrec COMMAND --help' for the options of a command.\n"
+        "Run 'stackrec COMMAND --help' for the options of a command,\n"
+        "'stackrec --version' for the version.\n"
         "Warnings about damaged input go to stderr, naming file and offset.\n"
         "\n",
         stdout);
@@ -417,6 +419,15 @@ int main(int argc, char **argv) {
     put_usage();
     fputs(stkr_cli_exit_help, stdout);
     return stkr_cli_flush("help");
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+    /* The tool's and the library's it runs with (the hook library and
+     * libstackrec.so of an install are built with it). */
+    unsigned v = stkr_version();
+    printf("stackrec %d.%d.%d (library %u.%u.%u)\n", STKR_VERSION_MAJOR,
+           STKR_VERSION_MINOR, STKR_VERSION_PATCH, (v >> 16) & 0xff,
+           (v >> 8) & 0xff, v & 0xff);
+    return stkr_cli_flush("--version");
   }
   for (size_t i = 0; i < N_COMMANDS; i++)
     if (strcmp(cmd, k_commands[i].name) == 0)
