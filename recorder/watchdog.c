@@ -210,6 +210,12 @@ static void *stkr__wd_main(void *arg) {
     }
     stkr__wd_sample(now);
   }
+  /* A tick since the last look ended the hang: recovered, though the stop
+   * came before the next look (QA, session 23: a stop within an interval
+   * of the recovery made it "not recovered", its length short). */
+  b = atomic_load_explicit(&s->beat, memory_order_relaxed);
+  if (g_hang.active && (b != last_beat || (b & 1u)))
+    stkr__wd_end_hang(stkr__clock_mono_ns(), true);
   /* Stopping inside a hang: its current run is recorded (no recovery). The
    * target takes it now through one more request (its handler takes the
    * mailbox; a target blocked in stkr_watchdog_stop's join answers too),

@@ -301,6 +301,37 @@ static void test_exit_stops_watchdog(void **state) {
   sf_stop(&th, NULL);
 }
 
+/* A hang the thread ticked its way out of right before the stop, with no
+ * look of the watchdog between the tick and the stop (its interval is
+ * 200 ms): recovered, its length the whole block (QA, session 23: "not
+ * recovered" whenever the stop came within an interval of the tick). */
+static void test_recovered_right_before_stop(void **state) {
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  int recovered = 0;
+  long ms = -1;
+
+  (void)state;
+  assert_int_equal(start_rec(), 0);
+  stkr_watchdog_opts o = {0, 100, 200};
+  assert_int_equal(stkr_watchdog_start(&o), 0);
+  stkr_watchdog_tick();
+  wd_block_a(700); /* looked at 200, 400, 600 ms: a hang */
+  stkr_watchdog_tick();
+  assert_int_equal(stkr_watchdog_stop(), 0);
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_reader_open(g_dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1)
+    if (strcmp(ev.site, "watchdog.recovered") == 0) {
+      recovered++;
+      ms = field(&ev, "ms");
+    }
+  stkr_reader_free(r);
+  assert_int_equal(recovered, 1);
+  assert_true(ms >= 600); /* from the last tick before the block */
+}
+
 static void test_not_recording(void **state) {
   (void)state;
   assert_int_equal(stkr_watchdog_start(NULL), -ENOTCONN);
@@ -309,4 +340,5 @@ static void test_not_recording(void **state) {
 
 TL_TEST_MAIN("watchdog", NULL, NULL, test_not_recording,
              test_one_second_block_is_one_hang, test_idle_is_not_a_hang,
-             test_stop_inside_a_hang, test_exit_stops_watchdog)
+             test_stop_inside_a_hang, test_recovered_right_before_stop,
+             test_exit_stops_watchdog)
