@@ -125,6 +125,12 @@ static void keep_unwritten(stkr__worker *w) {
   publish(w);
 }
 
+/* Why a batch could not be written, for a note. */
+static const char *write_error_why(int err) {
+  return err == -EFBIG ? "over the program's file size limit (RLIMIT_FSIZE)"
+                       : strerror(-err);
+}
+
 /* Encode and write the open batch. Never fails from the caller's view: a
  * batch that cannot be written is dropped and counted, or, once the
  * session ends, left in the ring files (keep_for_recovery). */
@@ -196,9 +202,15 @@ static void write_batch(stkr__worker *w, bool last) {
     w->batch_seq--;
     w->keep_for_recovery = true;
     w->write_err = err;
-    stkr__log(STKR__LOG_WRITE, "cannot %s a segment file in %s: %s; the "
-              "unwritten events stay in the ring files for recovery", what,
-              w->cfg.dir, strerror(-err));
+    /* Rings in memory (no session file) die with the process, counted by
+     * keep_unwritten (QA, session 23: "stay in the ring files" of none). */
+    stkr__log(STKR__LOG_WRITE, "cannot %s a segment file in %s: %s; %s", what,
+              w->cfg.dir, write_error_why(err),
+              stkr__session_current() != 0
+                  ? "the unwritten events stay in the ring files for "
+                    "recovery"
+                  : "the unwritten events are lost (its rings are in "
+                    "memory: there is no session file)");
     pthread_mutex_lock(&w->stats_mu);
     w->write_errors++;
     pthread_mutex_unlock(&w->stats_mu);
@@ -239,11 +251,7 @@ static void write_batch(stkr__worker *w, bool last) {
     stkr__log(err == -ENOMEM ? STKR__LOG_ENCODE : STKR__LOG_WRITE,
               "cannot %s a segment file in %s: %s; this batch's %llu events "
               "dropped (every failed batch is counted: see verify)", what,
-              w->cfg.dir,
-              err == -EFBIG ? "over the program's file size limit "
-                              "(RLIMIT_FSIZE)"
-                            : strerror(-err),
-              (unsigned long long)n);
+              w->cfg.dir, write_error_why(err), (unsigned long long)n);
     /* The batch's records are released next: this count is all that will
      * be left of them, and it must outlive a kill. Right before the
      * release, nothing between (the note above may block on a full pipe):

@@ -725,13 +725,15 @@ static int no_session(void) {
 }
 
 /* A session whose accounting reaches no file: no session file (its rings
- * anonymous), no batch ever written, the final one failed too. Nothing on
+ * anonymous), no event ever written, the final batch failed too. Nothing on
  * disk would tell of its events: a `stackrec record` of a tree on a full
  * disk said "none made a watched call", verify complete, where 120 000
  * calls were lost (QA, session 22). Named as a process that recorded
  * nothing, and why. Before the session file closes. */
 static void note_nothing_on_disk(const stkr__worker *w) {
-  if (!w->keep_for_recovery || w->batches != 0 ||
+  /* written, not batches: a first batch of definitions alone may have
+   * fit (QA, session 23: `ulimit -f 2`). */
+  if (!w->keep_for_recovery || g_frozen.written != 0 ||
       stkr__session_current() != 0 || g_frozen.attempted == 0)
     return;
   stkr__log_unrecorded(-w->write_err,

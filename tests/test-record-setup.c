@@ -197,6 +197,7 @@ static int notes_of_python3s(const char *err) {
 
 static void test_nothing_reached_the_disk(void **state) {
   const char *dir = fresh("fsize0");
+  int rc;
   (void)state;
 
   if (!HOOKS_IN_SYSTEM_PROGRAMS) {
@@ -207,15 +208,15 @@ static void test_nothing_reached_the_disk(void **state) {
   /* No output: the limit holds for its stdout too. */
   /* A forked child too, whose notes are its own: it inherited its parent's
    * rate limits, and its notes went unsaid (review, session 22). */
-  int rc = cr_run("record -o '%s' -- /bin/sh -c 'ulimit -f 0; exec "
-                  "/usr/bin/python3 -c \"import os, socket, time\n"
-                  "for _ in range(100): socket.gethostname()\n"
-                  "time.sleep(0.6)\n" /* its worker's first write failed */
-                  "if os.fork() == 0:\n"
-                  "  for _ in range(50): socket.gethostname()\n"
-                  "  os._exit(0)\n"
-                  "os.wait()\"'",
-                  dir);
+  rc = cr_run("record -o '%s' -- /bin/sh -c 'ulimit -f 0; exec "
+              "/usr/bin/python3 -c \"import os, socket, time\n"
+              "for _ in range(100): socket.gethostname()\n"
+              "time.sleep(0.6)\n" /* its worker's first write failed */
+              "if os.fork() == 0:\n"
+              "  for _ in range(50): socket.gethostname()\n"
+              "  os._exit(0)\n"
+              "os.wait()\"'",
+              dir);
   /* (Under ASan, python3 with the sanitizer runtime preloaded exits 1.) */
   if (rc != 0 && !SANITIZED) fail_msg("record exit %d:\n%s", rc, cr_err);
   if (strstr(cr_err, "(python3) recorded nothing: none of its 100 events "
@@ -225,6 +226,25 @@ static void test_nothing_reached_the_disk(void **state) {
       strstr(cr_err, "RLIMIT_FSIZE") == NULL ||
       notes_of_python3s(cr_err) < 2)
     fail_msg("the lost events are not said:\n%s", cr_err);
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+
+  /* 2 KiB, set by bash (its own session file made before): no session
+   * file for python3 (rings in memory), a first batch of definitions
+   * fits, the events' do not (QA, session 23: the note said
+   * they "stay in the ring files", there were none, and verify said
+   * "attempted 0 ... adds up": 2000 events counted nowhere). */
+  dir = fresh("fsize2");
+  rc = cr_run("record -o '%s' -- /bin/bash -c 'ulimit -f 2; "
+              "/usr/bin/python3 -c \"import ctypes\n"
+              "g = ctypes.CDLL(None).getenv\n"
+              "for _ in range(2000): g(b\\\"HOME\\\")\"; exit $?'",
+              dir);
+  if (rc != 0 && !SANITIZED) fail_msg("record exit %d:\n%s", rc, cr_err);
+  if (strstr(cr_err, "no session file") == NULL ||
+      strstr(cr_err, "(python3) recorded nothing: none of its 2000 events "
+                     "reached") == NULL)
+    fail_msg("the lost events are not said:\n%s", cr_err);
+  assert_null(strstr(cr_err, "stay in the ring files"));
   assert_int_equal(cr_run("verify '%s'", dir), 4);
 }
 
