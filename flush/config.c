@@ -291,6 +291,13 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
     else return bad_env("STACKREC_SYMBOLIZE", v,
                         "expected \"inproc\", \"offline\" or \"none\"");
   }
+  /* Read by the sampler at its first use: refused here, where stkr_init
+   * and record's check say so (QA, session 23: accepted, and only
+   * stkr_thread_self failed later, silently). */
+  if ((v = env("STACKREC_SAMPLE_SIGNAL")) != NULL &&
+      stkr__sample_signal_parse(v) < 0)
+    return bad_env("STACKREC_SAMPLE_SIGNAL", v,
+                   "expected N, RTMIN+N or RTMAX-N, a real-time signal");
   return 0;
 }
 

@@ -45,6 +45,11 @@ static pthread_cond_t g_sleep_cv = PTHREAD_COND_INITIALIZER;
 
 int stkr__splat_setup(void) { return 0; }
 
+int stkr__sample_signal_parse(const char *v) {
+  (void)v;
+  return 0;
+}
+
 int stkr__splat_register(stkr__sslot *s) {
   s->os_tid = stkr__os_tid();
   /* The port is owned by the pthread: no reference taken or dropped. */

@@ -101,7 +101,7 @@ out:
 }
 
 /* STACKREC_SAMPLE_SIGNAL: N, RTMIN+N or RTMAX-N, inside [SIGRTMIN, SIGRTMAX]. */
-static int stkr__parse_signal(const char *v) {
+int stkr__sample_signal_parse(const char *v) {
   char *end;
   long n, base = 0, dir = 1;
 
@@ -139,7 +139,7 @@ int stkr__splat_setup(void) {
   struct sigaction old, sa;
   int sig = SIGRTMAX - 7;
 
-  if (v != NULL && *v != '\0' && (sig = stkr__parse_signal(v)) < 0)
+  if (v != NULL && *v != '\0' && (sig = stkr__sample_signal_parse(v)) < 0)
     return -EINVAL;
   if (sigaction(sig, NULL, &old) != 0)
     return -errno;

@@ -180,6 +180,12 @@ uint64_t stkr__ringfile_fallbacks(void);
  * one place session ids come from. */
 uint64_t stkr__session_id_new(void);
 
+/* STACKREC_SAMPLE_SIGNAL's value v (sample_linux.c: N, RTMIN+N or
+ * RTMAX-N within the real-time signals): the signal, or -EINVAL. Apple
+ * samples without a signal: any value, 0. For stkr_init's check of the
+ * environment, which refuses what the sampler would. */
+int stkr__sample_signal_parse(const char *v);
+
 /* ---- hash (walk.c; the key's second half: common/stkr_hash.h) ---- */
 uint64_t stkr__hash_pcs(const uint64_t *pcs, unsigned n);
 

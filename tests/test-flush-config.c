@@ -26,7 +26,7 @@ static const char *const k_vars[] = {
     "STACKREC_SKIP",         "STACKREC_FLUSH_MS",       "STACKREC_SEGMENT_BYTES",
     "STACKREC_DISK_CAP_BYTES", "STACKREC_PAYLOAD_MAX",  "STACKREC_FORK",
     "STACKREC_EXIT_MS",      "STACKREC_UNWIND",         "STACKREC_SYMCACHE",
-    "STACKREC_SYMBOLIZE",    "XDG_CACHE_HOME"};
+    "STACKREC_SYMBOLIZE",    "STACKREC_SAMPLE_SIGNAL", "XDG_CACHE_HOME"};
 
 static int clear_env(void **state) {
   (void)state;
