@@ -302,6 +302,18 @@ static void test_usage(void **state) {
     assert_int_equal(cr_run(i ? "-V" : "--version"), 0);
     assert_string_equal(cr_out, want);
   }
+  /* push: a password never as an argument, nor printed: an abbreviation
+   * of --password-file is refused, its value unsaid (QA, session 23:
+   * `--password S3cretPW` was taken for --password-file and the error
+   * named the "file"). */
+  const char *pw[] = {"--password S3cretPW", "--pass=S3cretPW",
+                      "--password-fil S3cretPW"};
+  for (size_t i = 0; i < sizeof pw / sizeof pw[0]; i++) {
+    assert_int_equal(cr_run("push --url http://127.0.0.1:1 %s '%s'", pw[i],
+                            rec), 2);
+    assert_non_null(strstr(cr_err, "unknown option '--pass"));
+    assert_null(strstr(cr_err, "S3cretPW"));
+  }
   assert_int_equal(cr_run("info --help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec info"));
   assert_int_equal(cr_run("dump -h"), 0);

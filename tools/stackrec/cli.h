@@ -57,7 +57,7 @@ int stkr_cli_bad_option(const char *cmd, int c, char *const *argv);
 typedef struct stkr_cli_opt {
   const char *name; /* --name (unique prefixes too), NULL: -key only */
   int key;          /* what stkr_cli_getopt returns for it */
-  unsigned flags;   /* STKR_CLI_VALUE, STKR_CLI_SHORT */
+  unsigned flags;   /* STKR_CLI_VALUE, STKR_CLI_SHORT, ... below */
   const char **str; /* non-NULL: the value is stored here, key not returned */
   bool *set;        /* non-NULL: *set = true, key not returned */
 } stkr_cli_opt;
@@ -67,6 +67,10 @@ typedef struct stkr_cli_opt {
 /* A value option that may be given more than once (each value counts):
  * any other given twice is a usage error, not "the last one wins". */
 #define STKR_CLI_REPEAT 4u
+/* Only the whole --name: an abbreviation is refused as unknown, its value
+ * unsaid (push's --password-file: `--password SECRET`, clickhouse-client's
+ * spelling, was taken for it and the secret printed as a file name). */
+#define STKR_CLI_EXACT 8u
 
 /* An option whose value is one of a few names (--format text|json|...):
  * stkr_cli_getopt stores the index of the name given in *index, or ends

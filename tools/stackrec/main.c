@@ -189,6 +189,26 @@ static const stkr_cli_opt *getopt_row(const stkr_cli_getopt_state *s, int c) {
   return NULL;
 }
 
+/* Was row (STKR_CLI_EXACT) given by an abbreviation of its name? The
+ * element that named it is the last one getopt took ("--name=value",
+ * "-kvalue") or the one before its value. @return the name typed (after
+ * "--", *len bytes of it, the value left out), or NULL when it was whole
+ * or a short option. */
+static const char *getopt_abbreviated(const stkr_cli_opt *row, char **argv,
+                                      int *len) {
+  const char *e = argv[optind - 1];
+
+  if (row->name == NULL || !(row->flags & STKR_CLI_EXACT))
+    return NULL;
+  if ((row->flags & STKR_CLI_VALUE) && optind >= 2 &&
+      !(optarg > e && optarg <= e + strlen(e)))
+    e = argv[optind - 2];
+  if (strncmp(e, "--", 2) != 0)
+    return NULL;
+  *len = (int)strcspn(e + 2, "=");
+  return strlen(row->name) == (size_t)*len ? NULL : e + 2;
+}
+
 int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
   const stkr_cli_choice *choice;
   const stkr_cli_opt *row;
@@ -221,6 +241,13 @@ int stkr_cli_getopt(stkr_cli_getopt_state *s, int argc, char **argv) {
     }
     row = c == -1 ? NULL : getopt_row(s, c);
     choice = c == -1 ? NULL : getopt_choice(s, c);
+    int len;
+    const char *typed = row ? getopt_abbreviated(row, argv, &len) : NULL;
+    if (typed != NULL) {
+      s->status = stkr_cli_usage_error(s->cmd, "unknown option '--%.*s'",
+                                       len, typed);
+      return STKR_CLI_OPT_EXIT;
+    }
     if (row != NULL && (row->flags & (STKR_CLI_VALUE | STKR_CLI_REPEAT)) ==
                            STKR_CLI_VALUE) {
       int k;

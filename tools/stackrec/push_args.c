@@ -165,7 +165,7 @@ static int parse_options(int argc, char **argv, stkr__push_opts *o,
       {"cluster", 'C', V, &o->cluster, NULL},
       {"print-schema", 'P', 0, NULL, &o->print_schema},
       {"user", 'u', V, &o->ch.user, NULL},
-      {"password-file", 'p', V, pwfile, NULL},
+      {"password-file", 'p', V | STKR_CLI_EXACT, pwfile, NULL},
       {"quiet", 'q', STKR_CLI_SHORT, NULL, &o->quiet},
       /* checked below */
       {"compress", 'z', V, NULL, NULL},
