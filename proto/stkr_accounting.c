@@ -182,8 +182,11 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
   size_t i;
 
   st->files[file_index].had_batch = true;
-  if (a->first_file == 0)
+  if (a->first_file == 0) {
     a->first_file = file_index + 1;
+    a->first_counted = b->counters != NULL && !b->recovered;
+    a->first_written = a->first_counted ? b->counters->written : 0;
+  }
   a->last_file = file_index + 1;
   if (b->recovered) {
     st->files[file_index].had_recovered = true;
@@ -337,9 +340,10 @@ static void stkr__warn_first(stkr_reader *r, const stkr__stream *st,
 }
 
 /* Name the session's absent first segments and count them into the
- * process. @return how many are absent (deleted by the cap or missing). */
+ * process. @return how many are absent (deleted by the cap or missing),
+ * *by_cap of them by the cap, when the cap took all of them (else 0). */
 static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
-                                        const char *sid) {
+                                        const char *sid, uint32_t *by_cap) {
   const stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
   stkr__deleters by_others = {{0}, 0, false};
@@ -366,6 +370,7 @@ static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
   }
   in->segments_cap_deleted += cap_deleted;
   in->segments_missing += first_missing + a->gap_middle;
+  *by_cap = first_missing == 0 ? cap_deleted : 0;
   return cap_deleted + first_missing;
 }
 
@@ -483,7 +488,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
   char sid[48];
-  uint32_t absent_first;
+  uint32_t absent_first, by_cap;
   uint64_t d[5], dropped = 0, accounted;
   bool ovf = false, whole, recovered_end;
   int i;
@@ -492,13 +497,25 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
     return;
   stkr__session_name(st, sid, sizeof(sid));
   stkr__warn_overflow(r, st, sid);
-  absent_first = stkr__account_first_gap(r, st, sid);
+  absent_first = stkr__account_first_gap(r, st, sid, &by_cap);
 
   stkr__sess_drops(a, d);
   for (i = 0; i < 5; i++)
     dropped = stkr__add_sat(dropped, d[i], &ovf);
   accounted = stkr__add_sat(stkr__add_sat(a->read, dropped, &ovf),
                             a->recovered, &ovf);
+  /* The cap took the session's first segments, and nothing else of it is
+   * absent: the batches numbered before the first one read, and the
+   * events that batch's Counters say were written before it, are the
+   * cap's, not "missing" or "neither read nor counted" (QA, session 23:
+   * one deletion told three ways). */
+  if (by_cap > 0 && a->first_counted) {
+    in->missing_batches -= a->lead_missing;
+    in->cap_deleted_batches += a->lead_missing;
+    in->cap_deleted_events += a->first_written;
+    accounted = stkr__add_sat(accounted, a->first_written, &ovf);
+    absent_first -= by_cap; /* known: the counters must add up */
+  }
   in->written += a->read;
   in->recovered += a->recovered;
   in->recovered_batches += a->recovered_batches;

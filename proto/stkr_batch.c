@@ -422,8 +422,10 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
   /* Batches are numbered from 1 in each session: a session whose first
    * batch read is numbered 4 lost its first three (a deleted or emptied
    * first segment, or the disk cap). */
-  if (!st->have_batch_seq && b->seq > 1)
+  if (!st->have_batch_seq && b->seq > 1) {
     in->missing_batches += b->seq - 1;
+    st->acct.lead_missing = b->seq - 1;
+  }
   if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
     st->have_batch_seq = true;
     st->last_batch_seq = b->seq;

@@ -308,6 +308,12 @@ typedef struct stkr_process_info {
    * that cannot be opened (no permission). Damage: each is a
    * STKR_WARN_IO warning naming it. Counted in segments. */
   uint32_t unreadable_segments;
+  /* Of the segments deleted by the disk cap (segments_cap_deleted): the
+   * events and batches they held, known from the Counters of the first
+   * batch after them when they were a session's first segments and
+   * nothing else of it is absent. Counted apart from unaccounted and
+   * missing_batches: attempted = written + drops + recovered + these. */
+  uint64_t cap_deleted_events, cap_deleted_batches;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

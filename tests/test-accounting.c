@@ -204,6 +204,18 @@ static const acct_case g_cases[] = {
       .cnt = {.segments_deleted = 1}}, 4, "first segment", {
       "segment 1..1 deleted by the disk cap\n",
       "\nINCOMPLETE: "}},
+    /* What the cap deleted is known from the first batch after it (its
+     * Counters.written, its number): told once, as the cap's, not also
+     * as events "neither read nor counted" and batches "missing" (QA,
+     * session 23: one deletion told three ways). */
+    {"test_disk_cap_accounted",
+     {.nseg = 4, .last = true, .tomb = 3u << 1, .tomb_by = 4301,
+      .cnt = {.segments_deleted = 2}}, 4, "missing", {
+      "segments 1..2 deleted by the disk cap\n",
+      "  accounting: attempted 8, written 4, dropped 0 (ring full 0, "
+      "reentrant 0, other 0, write error 0, exit 0), recovered 0, in "
+      "segments the disk cap deleted 4: adds up\n",
+      "\nINCOMPLETE: 1 finding in 1 of 1 process"}},
     /* A tombstone no session's first segments explain (QA review: such
      * deletions went unsaid, and verify could say intact). */
     {"test_disk_cap_stray_tombstone",

@@ -635,6 +635,7 @@ static void sum_processes(stkr_agg *a, const stkr_reader *r) {
     a->damaged_batches += p->damaged_batches;
     a->missing_batches += p->missing_batches;
     a->segments_deleted += stkr_cli_cap_deleted(p);
+    a->cap_deleted_events += p->cap_deleted_events;
     a->unresolved_events += p->unresolved_events;
     a->live_processes += p->live_tail && p->live_sessions > 0;
     a->cut_processes += p->live_tail && p->live_sessions == 0;

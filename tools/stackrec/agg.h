@@ -183,6 +183,7 @@ struct stkr_agg {
   /* Also summed over the processes (stkr_process_info): */
   uint64_t missing_batches;  /* gaps in batch numbers */
   uint64_t segments_deleted; /* older segments the disk cap deleted */
+  uint64_t cap_deleted_events; /* the events they held, when known */
   uint64_t unresolved_events; /* events with an undefined id (site "?") */
   size_t live_processes;     /* still being written (live_tail, and the
                                 writer runs: live_sessions) */

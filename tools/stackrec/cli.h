@@ -385,4 +385,15 @@ static inline uint64_t stkr_cli_cap_deleted(const stkr_process_info *p) {
              : p->segments_cap_deleted;
 }
 
+/* " (N events)" of segments the disk cap deleted, for a line that names
+ * them (stkr_process_info.cap_deleted_events, summed), or "" for 0: into
+ * buf. */
+static inline const char *stkr_cli_cap_events(uint64_t n, char *buf,
+                                              size_t len) {
+  if (n == 0) return "";
+  snprintf(buf, len, " (%llu event%s)", (unsigned long long)n,
+           n == 1 ? "" : "s");
+  return buf;
+}
+
 #endif

@@ -89,6 +89,9 @@ static void print_accounting(const stkr_process_info *p) {
          "recovered %llu",
          (unsigned long long)p->attempted, (unsigned long long)p->written,
          (unsigned long long)p->drops, (unsigned long long)p->recovered);
+  if (p->cap_deleted_events)
+    printf(" + in segments the disk cap deleted %llu",
+           (unsigned long long)p->cap_deleted_events);
   if (p->counters_overflow)
     printf(": COUNTERS OVERFLOW (damaged)\n");
   else if (p->accounting_mismatches)

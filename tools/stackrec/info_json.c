@@ -12,10 +12,12 @@
  *     "drops": {"ring_full", "reentrant", "other", "write_error", "exit",
  *       "total"},
  *     "accounting": {"attempted", "written", "dropped", "recovered",
- *       "unaccounted", "adds_up"},
+ *       "unaccounted", "cap_deleted" (events in segments the disk cap
+ *       deleted, when known), "adds_up"},
  *     "complete", "incomplete": [reasons...],
  *     "segments", "first_seq", "last_seq", "segments_deleted", "batches",
  *     "compressed_bytes", "damaged_batches", "missing_batches",
+ *     "cap_deleted_batches",
  *     "unreadable_segments",
  *     "end": "clean" | "live" | "not clean", "newer_format"}],
  *   "processes_count", "events"}
@@ -137,13 +139,15 @@ static int put_process(const stkr_reader *r, size_t i) {
   const u64_member accounting[] = {
       {"attempted", p->attempted}, {"written", p->written},
       {"dropped", p->drops},       {"recovered", p->recovered},
-      {"unaccounted", p->unaccounted}};
+      {"unaccounted", p->unaccounted},
+      {"cap_deleted", p->cap_deleted_events}};
   const u64_member files[] = {
       {"segments", p->segments},   {"first_seq", p->first_seq},
       {"last_seq", p->last_seq},   {"segments_deleted", p->segments_deleted},
       {"batches", p->batches},     {"compressed_bytes", p->compressed_bytes},
       {"damaged_batches", p->damaged_batches},
       {"missing_batches", p->missing_batches},
+      {"cap_deleted_batches", p->cap_deleted_batches},
       {"unreadable_segments", p->unreadable_segments}};
 
   printf("{\"pid\":%u,\"name\":", (unsigned)p->pid);

@@ -507,8 +507,12 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            (unsigned long long)a->drops_other,
            (unsigned long long)a->drops_write_error,
            (unsigned long long)a->drops_exit);
+  char deleted[96], n_events[48];
+  snprintf(deleted, sizeof deleted, "deleted by the disk cap%s; their events "
+           "are not counted", stkr_cli_cap_events(a->cap_deleted_events,
+                                                  n_events, sizeof n_events));
   put_loss("DELETED", a->segments_deleted, "older segment file", "s",
-           "deleted by the disk cap; their events are not counted");
+           deleted);
   put_loss("DAMAGED", a->damaged_batches, "batch", "es",
            "could not be read (named on stderr); their events are not "
            "counted");

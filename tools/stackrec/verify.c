@@ -179,7 +179,8 @@ const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
   return buf;
 }
 
-/* The process's accounting: attempted == written + dropped + recovered. */
+/* The process's accounting: attempted == written + dropped + recovered
+ * (+ what the disk cap deleted, when known). */
 static void print_accounting(verify_run *v, const stkr_process_info *p) {
   char reasons[STKR_CLI_DROP_REASONS_MAX], why[256];
 
@@ -193,6 +194,9 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
          (unsigned long long)p->attempted, (unsigned long long)p->written,
          (unsigned long long)p->drops, reasons,
          (unsigned long long)p->recovered);
+  if (p->cap_deleted_events)
+    printf(", in segments the disk cap deleted %llu",
+           (unsigned long long)p->cap_deleted_events);
   if (p->counters_overflow)
     printf(": COUNTERS OVERFLOW\n");
   else if (p->accounting_mismatches)
@@ -367,6 +371,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   char reasons[STKR_CLI_DROP_REASONS_MAX];
   uint64_t drops = 0;
   uint64_t unclean = 0, live = 0, missing = 0, capdel = 0, recreated = 0;
+  uint64_t capdel_events = 0;
+  char events_buf[48];
   uint64_t empty = 0;
   uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
   uint64_t unreadable = 0;
@@ -404,6 +410,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     live += p->live_sessions;
     missing += p->segments_missing;
     capdel += stkr_cli_cap_deleted(p);
+    capdel_events += p->cap_deleted_events;
     recreated += p->dir_recreated;
     empty += p->empty_segments;
     batches += p->missing_batches;
@@ -451,8 +458,9 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
            (unsigned long long)unaccounted, unaccounted == 1 ? "" : "s");
   SUM_ITEM(missing, "%llu segment%s missing", (unsigned long long)missing,
            missing == 1 ? "" : "s");
-  SUM_ITEM(capdel, "%llu segment%s deleted by the disk cap",
-           (unsigned long long)capdel, capdel == 1 ? "" : "s");
+  SUM_ITEM(capdel, "%llu segment%s deleted by the disk cap%s",
+           (unsigned long long)capdel, capdel == 1 ? "" : "s",
+           stkr_cli_cap_events(capdel_events, events_buf, sizeof events_buf));
   SUM_ITEM(recreated, "recording directory recreated %llu time%s",
            (unsigned long long)recreated, recreated == 1 ? "" : "s");
   SUM_ITEM(empty, "%llu segment%s without any batch",
