@@ -55,9 +55,10 @@ static const char atos_help[] =
     "\n"
     "Environment: STACKREC_SWIFT_RUNTIME=/path/to/libswiftCore.so\n"
     "\n"
-    "Exit status: 0 every address read (symbols found or not), 2 usage\n"
-    "error or a bad address, 3 the file cannot be opened or read (no such\n"
-    "slice, malformed: the message names the file and offset).\n";
+    "Exit status: 0 every address read (symbols found or not), 1 the\n"
+    "output could not be written, 2 usage error or a bad address, 3 the\n"
+    "file cannot be opened or read (no such slice, malformed: the message\n"
+    "names the file and offset).\n";
 
 typedef struct atos_opts {
   bool inlines, json, have_load;
