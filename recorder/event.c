@@ -508,6 +508,10 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
 
   site_id = stkr__site_id(site);
   if (__builtin_expect(site_id == 0, 0)) {
+    if (stkr__site_refused(site)) { /* the app's misuse: no event */
+      atomic_store_explicit(&t->busy, 0, memory_order_release);
+      return -EINVAL;
+    }
     stkr__count_dropped_other();
     goto drop_unbusy;
   }
@@ -587,6 +591,8 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
   int state, err;
   stkr__thread *t;
 
+  if (__builtin_expect(site == NULL, 0))
+    return -EINVAL; /* QA, session 23: SIGSEGV while recording */
 again:
   t = stkr__tls;
   if (__builtin_expect((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX, 0)) {

@@ -87,7 +87,7 @@ int stkr_mark_site(const char *name, stkr_site **out) {
   slot->site.id = 0;
   /* Registered now, by the one thread creating it, so that the first mark
    * is never the event dropped by a first-use race (stkr_site_register). */
-  err = stkr_site_register(&slot->site);
+  err = stkr__site_register_mark(&slot->site);
   if (err != 0) {
     pthread_mutex_unlock(&g_marks_lock);
     return err;

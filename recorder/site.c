@@ -5,23 +5,35 @@
  * async-signal-safe and takes no lock after a thread's first event: the
  * site's id word goes 0 -> CLAIMING -> id by compare-and-swap. A signal
  * handler (or another thread) that finds CLAIMING drops its one event
- * rather than wait. Sites are never unregistered: they are static objects
- * that live as long as the process.
+ * rather than wait. Sites are never unregistered. The recorder keeps a
+ * copy of each name, never the caller's struct: a site defined in a
+ * library the app dlclose'd is gone (QA, session 23: the worker, the next
+ * registration and the next stkr_init read its name and died of SIGSEGV).
  */
 #include <errno.h>
 #include <string.h>
 
+#include "common/stkr_mark.h"
 #include "recorder/stkr_internal.h"
 
 #define STKR__SITE_CLAIMING 0xFFFFFFFFu
 #define STKR__SITE_FULL 0xFFFFFFFEu /* table was full: never retried */
+#define STKR__SITE_INVALID 0xFFFFFFFDu /* a name reserved for marks */
 
-/* g_sites[id] for id in 1..g_site_next. A slot is written (relaxed) before
- * the release store of its site's id word; whoever learns the id through
- * an acquire chain (the producer via site->id, the worker via the ring
- * record that carries the id) then sees the slot. A slot may still be NULL
- * for an id being registered right now; readers skip it. */
-static stkr_site *_Atomic g_sites[STKR_MAX_SITES + 1];
+/* The names of g_site_names, bump-allocated for the life of the process
+ * (untouched pages cost nothing); full, a new site gets -ENOSPC as past
+ * STKR_MAX_SITES. */
+#define STKR__SITE_NAMES_BYTES (1u << 20)
+static char g_names[STKR__SITE_NAMES_BYTES];
+static _Atomic uint32_t g_names_used;
+
+/* g_site_names[id] for id in 1..g_site_next: the site's name (in g_names).
+ * A slot is written (relaxed) before the release store of its site's id
+ * word; whoever learns the id through an acquire chain (the producer via
+ * site->id, the worker via the ring record that carries the id) then sees
+ * the slot. A slot may still be NULL for an id being registered right now;
+ * readers skip it. */
+static const char *_Atomic g_site_names[STKR_MAX_SITES + 1];
 /* Ids handed out so far (fetch_add; the value is the highest id). */
 static _Atomic uint32_t g_site_next;
 
@@ -30,14 +42,33 @@ static uint32_t stkr__site_find(const char *name) {
   uint32_t i;
 
   for (i = 1; i <= n; i++) {
-    stkr_site *s = atomic_load_explicit(&g_sites[i], memory_order_relaxed);
-    if (s != NULL && strcmp(s->name, name) == 0)
+    const char *s =
+        atomic_load_explicit(&g_site_names[i], memory_order_relaxed);
+    if (s != NULL && strcmp(s, name) == 0)
       return i;
   }
   return 0;
 }
 
-int stkr_site_register(stkr_site *site) {
+/* A copy of name in g_names, or NULL when it is full. Lock-free (an
+ * atomic RMW claims the bytes), async-signal-safe. */
+static const char *stkr__site_name_copy(const char *name) {
+  size_t len = strlen(name) + 1;
+  uint32_t off;
+
+  if (len > STKR__SITE_NAMES_BYTES)
+    return NULL;
+  off = atomic_fetch_add_explicit(&g_names_used, (uint32_t)len,
+                                  memory_order_relaxed);
+  if ((uint64_t)off + len > STKR__SITE_NAMES_BYTES)
+    return NULL; /* the counter stays past the end: every later one fails */
+  memcpy(g_names + off, name, len);
+  return g_names + off;
+}
+
+/* stkr_site_register, and for mark.c's sites (mark = true) the reserved
+ * "mark:" names too. */
+static int stkr__site_claim(stkr_site *site, bool mark) {
   uint32_t id, expected = 0;
 
   if (site == NULL || site->name == NULL || site->name[0] == '\0')
@@ -48,32 +79,49 @@ int stkr_site_register(stkr_site *site) {
     return -EAGAIN;
   if (id == STKR__SITE_FULL)
     return -ENOSPC;
+  if (id == STKR__SITE_INVALID)
+    return -EINVAL;
   if (id != 0)
     return 0;
   if (!__atomic_compare_exchange_n(&site->id, &expected, STKR__SITE_CLAIMING,
                                    false, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
     return expected == STKR__SITE_CLAIMING ? -EAGAIN
            : expected == STKR__SITE_FULL  ? -ENOSPC
+           : expected == STKR__SITE_INVALID ? -EINVAL
                                           : 0;
+  /* "mark:" names are the marks' (common/stkr_mark.h): a site of the app
+   * named so would be read as a mark (QA, session 23: a forged
+   * "mark:consent.granted" turned "before consent 1" into 0). */
+  if (!mark && stkr_mark_from_site(site->name) != NULL) {
+    __atomic_store_n(&site->id, STKR__SITE_INVALID, __ATOMIC_RELEASE);
+    return -EINVAL;
+  }
 
   /* Two static sites with one name (a macro expanded in two places) share
    * an id, so reports group by name without extra work. */
   id = stkr__site_find(site->name);
   if (id == 0) {
+    const char *name = stkr__site_name_copy(site->name);
     id = atomic_fetch_add_explicit(&g_site_next, 1, memory_order_relaxed) + 1;
-    if (id > STKR_MAX_SITES) {
+    if (id > STKR_MAX_SITES || name == NULL) {
       atomic_fetch_sub_explicit(&g_site_next, 1, memory_order_relaxed);
       __atomic_store_n(&site->id, STKR__SITE_FULL, __ATOMIC_RELEASE);
       return -ENOSPC;
     }
-    atomic_store_explicit(&g_sites[id], site, memory_order_relaxed);
+    atomic_store_explicit(&g_site_names[id], name, memory_order_relaxed);
     /* Into the session file, so that recovery can name the site: a
      * memcpy into a mapping, no system call. */
-    stkr__session_site_added(id, site->name);
+    stkr__session_site_added(id, name);
   }
   /* Pairs with the acquire loads above and in stkr_event(). */
   __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
   return 0;
+}
+
+int stkr_site_register(stkr_site *site) { return stkr__site_claim(site, false); }
+
+int stkr__site_register_mark(stkr_site *site) {
+  return stkr__site_claim(site, true);
 }
 
 /* How long an event waits for another thread's registration of its site:
@@ -87,7 +135,7 @@ int stkr_site_register(stkr_site *site) {
 uint32_t stkr__site_id(stkr_site *site) {
   uint32_t id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
 
-  if (id != 0 && id < STKR__SITE_FULL)
+  if (id != 0 && id < STKR__SITE_INVALID)
     return id;
   for (unsigned spin = 0; stkr_site_register(site) == -EAGAIN; spin++) {
     if (spin == STKR__SITE_WAIT_SPINS)
@@ -95,7 +143,11 @@ uint32_t stkr__site_id(stkr_site *site) {
     stkr__cpu_relax();
   }
   id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
-  return id < STKR__SITE_FULL ? id : 0;
+  return id < STKR__SITE_INVALID ? id : 0;
+}
+
+bool stkr__site_refused(const stkr_site *site) {
+  return __atomic_load_n(&site->id, __ATOMIC_RELAXED) == STKR__SITE_INVALID;
 }
 
 uint32_t stkr__site_count(void) {
@@ -104,11 +156,8 @@ uint32_t stkr__site_count(void) {
 }
 
 const char *stkr__site_name(uint32_t id) {
-  stkr_site *s;
-
   if (id == 0 || id > stkr__site_count())
     return NULL;
-  /* Relaxed is enough: see the comment at g_sites. */
-  s = atomic_load_explicit(&g_sites[id], memory_order_relaxed);
-  return s != NULL ? s->name : NULL;
+  /* Relaxed is enough: see the comment at g_site_names. */
+  return atomic_load_explicit(&g_site_names[id], memory_order_relaxed);
 }

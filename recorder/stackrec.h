@@ -192,9 +192,10 @@ static inline void stkr_config_init(stkr_config *cfg) {
 
 /*
  * A hook site: a name such as "privacy.clipboard.read", registered once.
- * Declare sites statically (STKR_SITE_DEFINE or the STKR_EVENT macro); the
- * recorder keeps a pointer to the site for the life of the process, so a
- * site must never be freed or moved. Fields are private.
+ * Declare sites statically (STKR_SITE_DEFINE or the STKR_EVENT macro). The
+ * recorder keeps a copy of the name, so a site may go with a library the
+ * app unloads (dlclose) once no thread records at it; a site must not move
+ * while it is in use. Fields are private.
  */
 typedef struct stkr_site {
   const char *name;
@@ -345,7 +346,9 @@ STKR_API void stkr_images_changed(void);
  *         the thread exiting, or its first event interrupted by a signal
  *         handler of its own, counted as dropped_other),
  *         -ENOTCONN if not recording, -ENOMEM if no ring could be allocated,
- *         -EPERM on the recorder's own worker thread (never recorded).
+ *         -EPERM on the recorder's own worker thread (never recorded),
+ *         -EINVAL for a NULL site or one whose name stkr_site_register
+ *         refuses (not counted: no event).
  */
 STKR_API int stkr_event(stkr_site *site, const void *payload, size_t payload_len);
 
@@ -375,7 +378,9 @@ STKR_API int stkr_thread_attach(void);
 STKR_API void stkr_thread_renamed(void);
 
 /* Register a site now (stkr_event does it on first use).
- * @return 0, -ENOSPC past STKR_MAX_SITES, -EINVAL for a NULL/empty name. */
+ * @return 0, -ENOSPC past STKR_MAX_SITES (or 1 MiB of names), -EINVAL for
+ *         a NULL/empty name or one beginning with "mark:" (reserved for
+ *         marks: stkr_mark). */
 STKR_API int stkr_site_register(stkr_site *site);
 
 /* ---- marks (issue 13) ----------------------------------------------------

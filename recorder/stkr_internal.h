@@ -613,10 +613,18 @@ void stkr__threads_wait_idle(void);
 
 /* ---- sites (site.c) ---- */
 /* The site's id, registering it on first use; 0 if it cannot be had now
- * (being registered by an interrupted context, or the table is full). */
+ * (being registered by an interrupted context, the table is full, or its
+ * name is refused: stkr__site_refused). */
 uint32_t stkr__site_id(stkr_site *site);
+/* Was the site's name refused for good (a "mark:" name of the app's)? */
+bool stkr__site_refused(const stkr_site *site);
+/* stkr_site_register for mark.c's own sites, whose "mark:" names the
+ * public one refuses. */
+int stkr__site_register_mark(stkr_site *site);
 uint32_t stkr__site_count(void);             /* ids are 1..count */
-const char *stkr__site_name(uint32_t id);    /* NULL if unknown */
+/* The recorder's copy of the name (the site's struct may be gone with a
+ * dlclose'd library); NULL if unknown. */
+const char *stkr__site_name(uint32_t id);
 
 /* ---- control (event.c) --------------------------------------------------- */
 typedef struct stkr__rconf {

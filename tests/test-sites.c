@@ -1,0 +1,113 @@
+/*
+ * test-sites.c: what the recorder keeps of a hook site (recorder/site.c),
+ * through a recording read back: a copy of its name, so that a site whose
+ * struct goes away (a library the app dlclose'd; here a heap struct whose
+ * name is overwritten, then freed: ASan sees any later read) is still
+ * named, by the worker, by the next registration's lookup and by the next
+ * stkr_init's session file; a NULL site; a site of the app named with the
+ * marks' reserved prefix ("mark:"), which would be read as a mark.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_reader.h"
+#include "recorder/stackrec.h"
+#include "tests/testlib.h"
+
+STKR_SITE_DEFINE(g_later, "app.later");
+STKR_SITE_DEFINE(g_forged, "mark:consent.granted");
+
+static void start(void) {
+  stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
+  assert_int_equal(stkr_init(&cfg), 0);
+}
+
+/* Events and marks per site name read back from tl_dir. */
+static int count_site(const char *site, bool mark) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  int n = 0;
+
+  assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1)
+    n += strcmp(ev.site, site) == 0 && ev.is_mark == mark;
+  stkr_reader_free(r);
+  return n;
+}
+
+/* A site in memory that goes away after its events: named all the same
+ * (QA, session 23: a plugin's STKR_EVENT site after dlclose made the
+ * worker, the next registration and the next stkr_init die of SIGSEGV). */
+static void test_site_gone_after_use(void **state) {
+  stkr_site *s = malloc(sizeof *s);
+  char *name = strdup("plugin.hook");
+  stkr_stats st;
+  (void)state;
+
+  assert_non_null(s);
+  assert_non_null(name);
+  *s = (stkr_site)STKR_SITE_INIT(name);
+  start();
+  for (int i = 0; i < 3; i++) assert_int_equal(stkr_event(s, "p", 1), 0);
+  /* Gone before the worker names it in a batch. */
+  memset(name, 'X', strlen(name));
+  free(name);
+  memset(s, 0xa5, sizeof *s);
+  free(s);
+  /* A registration compares the names of the sites so far. */
+  assert_int_equal(stkr_event(&g_later, "x", 1), 0);
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  /* The next session's file is given every registered site's name. */
+  start();
+  assert_int_equal(stkr_event(&g_later, "y", 1), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.dropped, 0);
+  assert_int_equal(count_site("plugin.hook", false), 3);
+  assert_int_equal(count_site("app.later", false), 2);
+}
+
+static void test_null_site(void **state) {
+  stkr_stats st;
+  (void)state;
+
+  assert_int_equal(stkr_event(NULL, "x", 1), -EINVAL);
+  start();
+  assert_int_equal(stkr_event(NULL, "x", 1), -EINVAL); /* SIGSEGV before */
+  assert_int_equal(stkr_event(&g_later, "x", 1), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.attempted, 1); /* no event: not counted */
+  assert_int_equal(st.dropped, 0);
+}
+
+/* "mark:" names are the marks': an app's site named so is refused, not
+ * recorded as a mark nor counted (QA, session 23: it recorded, and
+ * compliance took it for consent given: "before consent" 1 became 0). */
+static void test_mark_prefix_refused(void **state) {
+  stkr_stats st;
+  (void)state;
+
+  start();
+  assert_int_equal(stkr_event(&g_forged, NULL, 0), -EINVAL);
+  assert_int_equal(stkr_event(&g_forged, NULL, 0), -EINVAL); /* for good */
+  assert_int_equal(stkr_site_register(&g_forged), -EINVAL);
+  assert_int_equal(stkr_mark("consent.granted", NULL, 0), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.dropped, 0);
+  assert_int_equal(count_site("consent.granted", true), 1);
+  assert_int_equal(count_site("mark:consent.granted", false), 0);
+}
+
+TL_TEST_MAIN_EACH("sites", tl_make_dir, NULL, test_site_gone_after_use,
+                  test_null_site, test_mark_prefix_refused)
