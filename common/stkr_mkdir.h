@@ -4,9 +4,12 @@
  * directories of the CLI.
  *
  * stkr_mkdir_p(path, mode): create path and every missing parent with
- * mode (before the umask). A trailing '/' is ignored. A component that a
- * racing creator made first is fine; the last one must end up a
- * directory.
+ * mode exactly: the umask may remove the owner's own bits (0177 left a
+ * recording directory 0600 that its owner could not enter: QA, session
+ * 23), so each directory this call made gets mode again, through a
+ * descriptor of it (never a symbolic link put in its place). A trailing
+ * '/' is ignored. A component that a racing creator made first is fine
+ * (its mode is its creator's); the last one must end up a directory.
  * @return 0, -EINVAL (empty path), -ENAMETOOLONG (PATH_MAX or more),
  * -ENOTDIR (path exists and is not a directory), or -errno of the mkdir
  * or stat that failed.
@@ -16,10 +19,25 @@
 #define STKR_COMMON_MKDIR_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
+
+/* mkdir(dir, mode), then mode again past the umask if it made it.
+ * @return 0 made, 1 already there, or -errno. */
+static inline int stkr__mkdir_mode(const char *dir, mode_t mode) {
+  int fd;
+  if (mkdir(dir, mode) != 0) return errno == EEXIST ? 1 : -errno;
+  fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fchmod(fd, mode);
+    (void)close(fd);
+  }
+  return 0;
+}
 
 static inline int stkr_mkdir_p(const char *path, mode_t mode) {
   char buf[PATH_MAX];
@@ -36,14 +54,12 @@ static inline int stkr_mkdir_p(const char *path, mode_t mode) {
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;
     *p = '\0';
-    if (mkdir(buf, mode) != 0 && errno != EEXIST) {
-      int e = errno;
-      *p = '/';
-      return -e;
-    }
+    int rc = stkr__mkdir_mode(buf, mode);
     *p = '/';
+    if (rc < 0) return rc;
   }
-  if (mkdir(buf, mode) != 0 && errno != EEXIST) return -errno;
+  int rc = stkr__mkdir_mode(buf, mode);
+  if (rc < 0) return rc;
   if (stat(buf, &st) != 0) return -errno;
   return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }

@@ -332,6 +332,17 @@ static void test_mkdir_p_mode_0700(void **state) {
   snprintf(path, sizeof path, "%s/a", base);
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0700);
+  /* A umask that takes the owner's bits: the mode all the same (QA,
+   * session 23: 0600, a directory its owner could not enter). */
+  umask(0177);
+  snprintf(path, sizeof path, "%s/u/v", base);
+  assert_int_equal(stkr_mkdir_p(path, 0700), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+  snprintf(path, sizeof path, "%s/u", base);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+  umask(0);
   /* Existing: fine. A file in the way: -ENOTDIR / -EEXIST. */
   snprintf(path, sizeof path, "%s/a/b", base);
   assert_int_equal(stkr_mkdir_p(path, 0700), 0);
