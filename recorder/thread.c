@@ -153,7 +153,21 @@ static size_t stkr__state_bytes(void) {
   return (sizeof(stkr__thread) + 4095u) & ~(size_t)4095u;
 }
 
+static int thread_attach(size_t ring_bytes, stkr__thread **out);
+
 int stkr__thread_attach(size_t ring_bytes, stkr__thread **out) {
+  int cs, err;
+
+  /* Not cancelled half-way: the ring file's open is a cancellation point,
+   * and a thread cancelled there left a descriptor and a half-made ring
+   * file for good (QA, session 23). */
+  (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+  err = thread_attach(ring_bytes, out);
+  (void)pthread_setcancelstate(cs, NULL);
+  return err;
+}
+
+static int thread_attach(size_t ring_bytes, stkr__thread **out) {
   stkr__thread *t;
   stkr__thread *old;
   int err;

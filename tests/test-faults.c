@@ -650,6 +650,60 @@ static void test_inproc_files_not_low(void **state) {
   tl_run_child(inproc_files_child, NULL);
 }
 
+/* All open descriptors. */
+static int open_fds(void) {
+  int n = 0;
+  for (int fd = 0; fd < 65536; fd++) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+static _Atomic int g_cancel_sent;
+
+/* Its first event with a cancel pending: the attach's file opens are
+ * cancellation points. */
+static void *cancelled_thread(void *arg) {
+  int *rc = arg;
+  (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+  while (!atomic_load(&g_cancel_sent)) usleep(1000);
+  (void)pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+  *rc = stkr_event(&g_site, "c", 1);
+  pthread_testcancel();
+  return NULL;
+}
+
+/* A thread cancelled in its first event: the attach ends (cancellation
+ * held off), the event is recorded, the thread is cancelled after it.
+ * Before: cancelled inside the ring file's open, it left a descriptor and
+ * a half-made ring file for good (QA, session 23: 13-56 descriptors
+ * after shutdown instead of 5). */
+static void test_thread_cancelled_in_first_event(void **state) {
+  stkr_config cfg = {.dir = tl_dir};
+  stkr_stats st;
+  int before = open_fds(), rc = -1000;
+  void *ret;
+  pthread_t th;
+  char cache[400];
+  (void)state;
+
+  assert_int_equal(stkr_init(&cfg), 0);
+  for (int i = 0; i < 5; i++) {
+    atomic_store(&g_cancel_sent, 0);
+    assert_int_equal(pthread_create(&th, NULL, cancelled_thread, &rc), 0);
+    assert_int_equal(pthread_cancel(th), 0);
+    atomic_store(&g_cancel_sent, 1);
+    assert_int_equal(pthread_join(th, &ret), 0);
+    assert_ptr_equal(ret, PTHREAD_CANCELED);
+    assert_int_equal(rc, 0);
+  }
+  assert_int_equal(stkr_flush(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.written, 5);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(open_fds(), before);
+  snprintf(cache, sizeof cache, "%s/.stackrec-cache", tl_dir);
+  assert_true(tl_count_files(cache, ".ring") <= 0); /* pool-*: no suffix */
+}
+
 int main(void) {
   /* Symbolization is not under test here and costs seconds per new image
    * under sanitizers (the forked children each start a worker). */
@@ -661,5 +715,6 @@ int main(void) {
                test_sigkill_flushed_batches_readable,
                test_fork_while_rings_in_use,
                test_shutdown_while_threads_record, test_thread_churn,
+               test_thread_cancelled_in_first_event,
                test_inproc_files_not_low));
 }
