@@ -497,22 +497,38 @@ bool stkr__threads_wait_events_left(unsigned max_ms) {
  * is empty or about to be discarded (start: no producer, no consumer). */
 static void reback(stkr__thread *t, size_t ring_bytes) {
   stkr__ring fresh = {0};
-  uint64_t session = stkr__session_current();
+  uint64_t session = stkr__session_current(), charge, cap;
 
   if (session == 0 || t->ring.session == session || ring_bytes == 0)
     return;
-  /* A thread given a smaller ring (stkr__ring_tier) keeps its size: its
-   * charge against the cap was for that one. */
-  if (t->ring.c != NULL && stkr__ring_size(&t->ring) < ring_bytes)
+  /* The size this session's configuration gives a thread now (its tier),
+   * charged anew: a thread living across sessions kept the size of the
+   * first one's, so a new session's larger rings never reached it (QA,
+   * session 23: ~90% dropped as ring full with 16 MiB configured). Over
+   * the cap, it keeps its size and charge. */
+  atomic_fetch_sub_explicit(&g_ring_live, t->ring_charge, memory_order_relaxed);
+  ring_bytes = ring_for_new(ring_bytes, &charge, &cap);
+  if (atomic_fetch_add_explicit(&g_ring_live, charge, memory_order_relaxed) +
+          charge > cap && t->ring.c != NULL) {
+    atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
     ring_bytes = stkr__ring_size(&t->ring);
+    charge = t->ring_charge;
+    atomic_fetch_add_explicit(&g_ring_live, charge, memory_order_relaxed);
+  }
   if (stkr__ring_init(&fresh, ring_bytes, t->id, t->tid, t->name) != 0 ||
       fresh.session == 0) {
     if (fresh.c != NULL && fresh.session == 0)
       stkr__ring_free(&fresh);
-    return; /* keep the old ring: recording goes on, not crash-proof */
+    /* keep the old ring (and its charge): recording goes on, not
+     * crash-proof */
+    atomic_fetch_sub_explicit(&g_ring_live, charge, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_ring_live, t->ring_charge,
+                              memory_order_relaxed);
+    return;
   }
   stkr__ring_free(&t->ring);
   t->ring = fresh;
+  t->ring_charge = charge;
 }
 
 void stkr__threads_reset_counts(void) {

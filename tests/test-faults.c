@@ -45,6 +45,7 @@
 
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
+#include "recorder/stkr_internal.h" /* a thread's ring size */
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
 
@@ -704,6 +705,26 @@ static void test_thread_cancelled_in_first_event(void **state) {
   assert_true(tl_count_files(cache, ".ring") <= 0); /* pool-*: no suffix */
 }
 
+/* A thread living across sessions gets each session's ring size: it kept
+ * the first one's (QA, session 23: with 16 MiB configured anew, a thread
+ * of the first session dropped ~90% as ring full). Both ways. */
+static void test_ring_size_follows_the_session(void **state) {
+  static const size_t sizes[] = {256u << 10, 4u << 20, 256u << 10};
+  (void)state;
+
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    stkr_config cfg = {.dir = tl_dir, .ring_bytes = sizes[i]};
+    assert_int_equal(stkr_init(&cfg), 0);
+    assert_int_equal(stkr_event(&g_site, "r", 1), 0);
+    assert_true((uintptr_t)stkr__tls > STKR__THREAD_SENTINEL_MAX);
+    if (stkr__ring_size(&stkr__tls->ring) != sizes[i])
+      fail_msg("session %zu: a %llu-byte ring, configured %zu", i,
+               (unsigned long long)stkr__ring_size(&stkr__tls->ring),
+               sizes[i]);
+    assert_int_equal(stkr_shutdown(), 0);
+  }
+}
+
 int main(void) {
   /* Symbolization is not under test here and costs seconds per new image
    * under sanitizers (the forked children each start a worker). */
@@ -716,5 +737,6 @@ int main(void) {
                test_fork_while_rings_in_use,
                test_shutdown_while_threads_record, test_thread_churn,
                test_thread_cancelled_in_first_event,
+               test_ring_size_follows_the_session,
                test_inproc_files_not_low));
 }
