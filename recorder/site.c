@@ -28,11 +28,11 @@ static char g_names[STKR__SITE_NAMES_BYTES];
 static _Atomic uint32_t g_names_used;
 
 /* g_site_names[id] for id in 1..g_site_next: the site's name (in g_names).
- * A slot is written (relaxed) before the release store of its site's id
- * word; whoever learns the id through an acquire chain (the producer via
- * site->id, the worker via the ring record that carries the id) then sees
- * the slot. A slot may still be NULL for an id being registered right now;
- * readers skip it. */
+ * Release store after the name's bytes are copied, acquire loads by every
+ * reader: a registration scans the slots with no other ordering (the
+ * worker also learns the id through the ring record's acquire chain). A
+ * slot may still be NULL for an id being registered right now; readers
+ * skip it. */
 static const char *_Atomic g_site_names[STKR_MAX_SITES + 1];
 /* Ids handed out so far (fetch_add; the value is the highest id). */
 static _Atomic uint32_t g_site_next;
@@ -42,8 +42,9 @@ static uint32_t stkr__site_find(const char *name) {
   uint32_t i;
 
   for (i = 1; i <= n; i++) {
+    /* Acquire: pairs with the release store of the slot. */
     const char *s =
-        atomic_load_explicit(&g_site_names[i], memory_order_relaxed);
+        atomic_load_explicit(&g_site_names[i], memory_order_acquire);
     if (s != NULL && strcmp(s, name) == 0)
       return i;
   }
@@ -108,7 +109,8 @@ static int stkr__site_claim(stkr_site *site, bool mark) {
       __atomic_store_n(&site->id, STKR__SITE_FULL, __ATOMIC_RELEASE);
       return -ENOSPC;
     }
-    atomic_store_explicit(&g_site_names[id], name, memory_order_relaxed);
+    /* Release: the name's bytes before the slot (see g_site_names). */
+    atomic_store_explicit(&g_site_names[id], name, memory_order_release);
     /* Into the session file, so that recovery can name the site: a
      * memcpy into a mapping, no system call. */
     stkr__session_site_added(id, name);
@@ -158,6 +160,6 @@ uint32_t stkr__site_count(void) {
 const char *stkr__site_name(uint32_t id) {
   if (id == 0 || id > stkr__site_count())
     return NULL;
-  /* Relaxed is enough: see the comment at g_site_names. */
-  return atomic_load_explicit(&g_site_names[id], memory_order_relaxed);
+  /* Acquire: pairs with the release store of the slot. */
+  return atomic_load_explicit(&g_site_names[id], memory_order_acquire);
 }

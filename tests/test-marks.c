@@ -170,6 +170,7 @@ typedef struct seen {
   size_t plen;
   uint64_t pc0, pc1;
   size_t n_pcs;
+  uint32_t stack_id;
 } seen;
 
 #define MAX_SEEN 1024
@@ -195,6 +196,7 @@ static size_t read_all(const char *dir, seen *out, stkr_reader **keep) {
     out[n].n_pcs = ev.n_pcs;
     out[n].pc0 = ev.n_pcs > 0 ? ev.pcs[0] : 0;
     out[n].pc1 = ev.n_pcs > 1 ? ev.pcs[1] : 0;
+    out[n].stack_id = ev.stack_id;
     n++;
   }
   assert_int_equal(rc, 0);
@@ -277,10 +279,20 @@ static void test_mark_in_process(void **state) {
   assert_int_equal(p->marks, 2);
   assert_int_equal(p->external_marks, 0);
   assert_false(p->incomplete);
-  /* test.before, test.after, test.setter: one stack each (info said 5
-   * sites and 5 stacks, the marks' among them). */
+  /* test.before, test.after, test.setter; the stacks of their events, as
+   * many as the build makes (one each, or more under TSan): info counted
+   * the marks' sites and stacks among them. */
   assert_int_equal(p->sites, 3);
-  assert_int_equal(p->stacks, 3);
+  {
+    size_t stacks = 0;
+    for (i = 0; i < n; i++) {
+      bool again = g_seen[i].is_mark;
+      for (size_t j = 0; j < i && !again; j++)
+        again = !g_seen[j].is_mark && g_seen[j].stack_id == g_seen[i].stack_id;
+      stacks += !again;
+    }
+    assert_int_equal(p->stacks, stacks);
+  }
   assert_int_equal(stkr_reader_sites(r, 0, &sites, &n_sites), 0);
   for (i = 0; i < n_sites; i++)
     if (sites[i].is_mark && strcmp(sites[i].name, "consent.granted") == 0) {
