@@ -95,6 +95,7 @@ let package = Package(
         "flush/images.c",
         "flush/images_apple.c",
         "flush/images_linux.c",
+        "flush/lifecycle.c",
         "flush/log.c",
         "flush/pmirror.c",
         "flush/segment.c",

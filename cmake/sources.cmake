@@ -63,6 +63,7 @@ set(STKR_FLUSH_SRCS
   flush/images.c
   flush/images_apple.c
   flush/images_linux.c
+  flush/lifecycle.c
   flush/log.c
   flush/pmirror.c
   flush/segment.c

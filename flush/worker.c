@@ -72,7 +72,7 @@
 /* ---- global state ----------------------------------------------------- */
 
 /* g_mu protects g_state, g_frozen and g_inherited against stkr_stats_get;
- * init/flush/shutdown do not race each other (stackrec.h). */
+ * init/flush/shutdown never race each other (lifecycle.c). */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static stkr__worker *g_state;
 static stkr_stats g_frozen;   /* the final stats of the last recording */
@@ -506,6 +506,7 @@ static void atfork_child(void) {
   atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_mu, &fresh, sizeof fresh);
+  stkr__life_atfork_child();
 }
 
 static void atfork_child_scan(void) {
@@ -682,9 +683,9 @@ static void reap_abandoned(void) {
   worker_free(w);
 }
 
-/* ---- public API ------------------------------------------------------- */
+/* ---- the public API's bodies (lifecycle.c calls them, one at a time) -- */
 
-int stkr_init(const stkr_config *in) {
+int stkr__life_init(const stkr_config *in) {
   stkr__fconfig cfg;
   int err;
 
@@ -708,7 +709,7 @@ int stkr_init(const stkr_config *in) {
  * worker counters and (by our own program order) every `pushed` increment
  * that preceded this call.
  */
-int stkr_flush(void) {
+int stkr__life_flush(void) {
   stkr__worker *w = g_state;
   if (!w) return -ENOTCONN;
   return request_flush(w);
@@ -744,7 +745,7 @@ static void note_nothing_on_disk(const stkr__worker *w) {
                            : strerror(-w->write_err));
 }
 
-int stkr_shutdown(void) {
+int stkr__life_shutdown(void) {
   stkr__worker *w = g_state;
 
   if (!w) return no_session();
@@ -765,7 +766,7 @@ int stkr_shutdown(void) {
   return unwritten ? -EIO : 0;
 }
 
-int stkr_shutdown_for_exit(void) {
+int stkr__life_shutdown_for_exit(void) {
   stkr__worker *w = g_state;
   bool ended;
 

@@ -281,6 +281,15 @@ bool stkr__drain_may_symbolize(stkr__worker *w);
 
 /* worker.c; caller holds w->stats_mu. */
 void stkr__stats_compute(stkr__worker *w, stkr_stats *out);
+
+/* ---- lifecycle.c: stkr_init, stkr_flush, stkr_shutdown and
+ * stkr_shutdown_for_exit, one at a time, around these bodies (worker.c). */
+int stkr__life_init(const stkr_config *in);
+int stkr__life_flush(void);
+int stkr__life_shutdown(void);
+int stkr__life_shutdown_for_exit(void);
+/* In fork's child: the lock fresh (its holder is another thread, gone). */
+void stkr__life_atfork_child(void);
 /* The same for a batch's Counters (worker only): the producers' drops it
  * reads are noted for stkr__threads_drops_commit. */
 void stkr__stats_compute_mark(stkr__worker *w, stkr_stats *out);

@@ -15,8 +15,10 @@
  *
  * Thread-safety: stkr_event() may be called from any thread, at any time,
  * including from signal handlers (see its comment). stkr_init(),
- * stkr_shutdown() and stkr_flush() must not race with each other; call them
- * from one controlling thread.
+ * stkr_flush(), stkr_shutdown() and stkr_shutdown_for_exit() run one at a
+ * time (a lock: called together from two threads, one waits, then gets
+ * -EALREADY or -ENOTCONN as it would after the other); call them from one
+ * controlling thread all the same.
  */
 #ifndef STACKREC_H
 #define STACKREC_H
@@ -297,7 +299,9 @@ STKR_API int stkr_shutdown(void);
  *         not even write the last batch in time (a CPU starved by the app's
  *         busy threads, a write stuck on a slow disk): recording has stopped
  *         and the call returned on time, and the session lacks its end mark;
- *         -EIO when the last batch could not be written (as stkr_shutdown).
+ *         -EIO when the last batch could not be written (as stkr_shutdown);
+ *         -EBUSY when another stkr_ control call held the session for
+ *         100 ms (the process ends with its events in the ring files).
  */
 STKR_API int stkr_shutdown_for_exit(void);
 
