@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,6 +124,43 @@ static bool counts_match(const stkr__images *im, const counts *c) {
   return im->scanned && c->have && c->adds == im->adds && c->subs == im->subs;
 }
 
+/* The file mapped at addr, from /proc/self/maps: the kernel's absolute
+ * path. @return a malloc'd copy, or NULL. */
+static char *mapped_path(uint64_t addr) {
+  FILE *f = fopen("/proc/self/maps", "re");
+  char line[PATH_MAX + 128], *out = NULL;
+
+  if (f == NULL) return NULL;
+  while (out == NULL && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long lo, hi;
+    int at = 0;
+    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &at) != 2 ||
+        at == 0 || addr < lo || addr >= hi || line[at] != '/')
+      continue;
+    line[strcspn(line, "\n")] = '\0';
+    out = strdup(line + at);
+  }
+  fclose(f);
+  return out;
+}
+
+/* A library loaded by a relative path (dlopen("./plugin.so")) is named so
+ * by the loader, and nothing could open it by that name later, from
+ * another directory (QA, session 23: its frames stayed image+offset in
+ * inproc mode, and for `record`'s symbolization): named by the file the
+ * kernel mapped there instead. */
+static void absolute_paths(scan *sc) {
+  for (size_t i = 1; i < sc->n; i++) {
+    Stackrec__Image *im = &sc->imgs[i];
+    char *abs;
+    if (im->path[0] == '\0' || im->path[0] == '/' || im->text_start == 0 ||
+        (abs = mapped_path(im->text_start)) == NULL)
+      continue;
+    free(im->path);
+    im->path = abs;
+  }
+}
+
 bool stkr__images_stale(const stkr__images *im) {
   counts c = {0, 0, false};
   dl_iterate_phdr(read_counts, &c);
@@ -142,6 +180,7 @@ int stkr__images_refresh(stkr__images *im) {
     stkr__images_free_list(sc.imgs, sc.n);
     return sc.err;
   }
+  absolute_paths(&sc);
   /* A dlopen between the two iterations is caught by the next refresh:
    * the counters we store are the ones read before the scan. */
   im->adds = c.adds;

@@ -474,6 +474,14 @@ static void test_dlopen_plugin_and_app_paths(void **state) {
   assert_int_equal(sh("'%s' dump --frames --app-only '%s' | grep -c plugin_entry",
                       g_tool, dir), 0);
   assert_int_equal(atoi(g_out), 1);
+  /* Loaded by a relative path (dlopen("./symplugin") in its directory):
+   * named by the file the kernel mapped, so it is resolved (QA, session
+   * 23: its frames stayed image+offset). */
+  char pre[4200];
+  mkpath(dir, sizeof dir, "plugin-relative");
+  snprintf(pre, sizeof pre, "cd '%s' && ", pdir);
+  run_fixture_after(pre, g_fixture, "SYMFIXTURE_PLUGIN=./symplugin", dir);
+  check_plugin(dir, false);
 }
 
 /* Flip the first byte of the GNU build-id of the ELF file at path. */
