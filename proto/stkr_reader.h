@@ -375,7 +375,9 @@ typedef struct stkr_event_view {
   uint32_t stack_id;
   const uint64_t *pcs;       /* innermost first; NULL if n_pcs == 0 */
   size_t n_pcs;              /* 0 if the stack is undefined */
-  bool stack_truncated;      /* the walk stopped at max_depth */
+  bool stack_truncated;      /* the walk stopped at max_depth, or could
+                                not go on: the event was made off the
+                                thread's stack (a coroutine's) */
   const uint8_t *payload;    /* NULL if payload_len == 0 */
   size_t payload_len;
   bool payload_truncated;    /* cut at payload_max when recorded */

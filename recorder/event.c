@@ -413,6 +413,34 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
 #define STKR__EVENT_WALK stkr__walk_keyed
 #endif
 
+/* An event whose frame is not on the thread's stack (fp outside
+ * [stack_lo, stack_hi), so the walk stored nothing): on the alternate
+ * signal stack a handler runs on (SA_ONSTACK, as crash handlers do), or on
+ * a stack of the app's own (a coroutine's: makecontext). The first is
+ * walked within that stack's bounds (one system call, on this path only);
+ * the other cannot be walked safely, so the stack is marked truncated,
+ * not left empty as if whole (QA, session 23: "stack":[], verify intact).
+ * @return the PCs stored (0: none). */
+static __attribute__((noinline, cold)) unsigned
+stkr__walk_off_stack(const stkr__thread *t, uint64_t *pcs, uintptr_t fp,
+                     uint64_t *hash, uint64_t *fold2, bool *truncated) {
+  stack_t ss;
+  unsigned depth = 0;
+
+  if (fp >= t->stack_lo && fp < t->stack_hi)
+    return 0; /* on its stack: nothing to walk (skip_frames took it all) */
+  if (t->stack_hi != 0 && /* bounds unknown: no system call per event */
+      sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
+      fp >= (uintptr_t)ss.ss_sp && fp < (uintptr_t)ss.ss_sp + ss.ss_size)
+    depth = stkr__walk_keyed(fp, (uintptr_t)ss.ss_sp,
+                             (uintptr_t)ss.ss_sp + ss.ss_size,
+                             g_conf.skip_frames, pcs, g_conf.max_depth, hash,
+                             fold2, truncated);
+  if (depth == 0)
+    *truncated = true;
+  return depth;
+}
+
 /* The event's stack into pcs (the reserved record's PC area), with its
  * hash h1 and the stack key's fold: walked from `fp` with frame pointers,
  * or with the unwind tables `uw_set` (room reserved for the frames that
@@ -437,9 +465,13 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
   if (__builtin_expect(uw_set != NULL, 0)) /* folds both hashes as it walks */
     return stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
                              g_conf.max_depth, hash, fold2, truncated);
-  if (given == NULL) /* inlined where allowed: recorder/walk_body.h */
-    return STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
-                            pcs, g_conf.max_depth, hash, fold2, truncated);
+  if (given == NULL) { /* inlined where allowed: recorder/walk_body.h */
+    depth = STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+                             pcs, g_conf.max_depth, hash, fold2, truncated);
+    if (__builtin_expect(depth == 0, 0))
+      depth = stkr__walk_off_stack(t, pcs, fp, hash, fold2, truncated);
+    return depth;
+  }
   *truncated = given_n > g_conf.max_depth;
   depth = *truncated ? g_conf.max_depth : given_n;
   memcpy(pcs, given, 8u * depth);

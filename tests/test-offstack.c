@@ -1,0 +1,114 @@
+/*
+ * test-offstack.c: events made off the thread's own stack, read back: in a
+ * signal handler running on an alternate signal stack (SA_ONSTACK, as crash
+ * handlers run), the handler's frames, walked within that stack; on a stack
+ * of the app's own (a makecontext coroutine's), which cannot be walked
+ * safely, an empty stack marked truncated. Before, both were empty stacks
+ * that looked whole (QA, session 23).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <cmocka.h>
+
+#include "proto/stkr_reader.h"
+#include "recorder/stackrec.h"
+#include "tests/testlib.h"
+
+STKR_SITE_DEFINE(g_alt, "offstack.altstack");
+STKR_SITE_DEFINE(g_coro, "offstack.coroutine");
+
+static volatile int g_rc = -1000;
+
+static __attribute__((noinline)) void on_usr1(int sig) {
+  (void)sig;
+  g_rc = stkr_event(&g_alt, NULL, 0);
+  __asm__ volatile("" ::: "memory");
+}
+
+static ucontext_t g_main_uc, g_coro_uc;
+
+static __attribute__((noinline)) void coro_body(void) {
+  g_rc = stkr_event(&g_coro, NULL, 0);
+  __asm__ volatile("" ::: "memory");
+}
+
+/* The one event at site: its PCs (n) and whether it is marked truncated. */
+static void read_event(const char *site, size_t *n, bool *truncated) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  int found = 0;
+
+  assert_int_equal(stkr_reader_open(tl_dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1)
+    if (strcmp(ev.site, site) == 0) {
+      found++;
+      *n = ev.n_pcs;
+      *truncated = ev.stack_truncated;
+    }
+  stkr_reader_free(r);
+  assert_int_equal(found, 1);
+}
+
+static void record(void (*body)(void)) {
+  stkr_config cfg = {.dir = tl_dir, .symbolize = STKR_SYMBOLIZE_NONE};
+  assert_int_equal(stkr_init(&cfg), 0);
+  assert_int_equal(stkr_thread_attach(), 0); /* bounds of this thread */
+  body();
+  assert_int_equal(g_rc, 0);
+  assert_int_equal(stkr_shutdown(), 0);
+}
+
+static void raise_on_altstack(void) {
+  static char stack[64 << 10];
+  stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_ONSTACK;
+  assert_int_equal(sigaltstack(&ss, NULL), 0);
+  assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
+  raise(SIGUSR1);
+  ss.ss_flags = SS_DISABLE;
+  assert_int_equal(sigaltstack(&ss, NULL), 0);
+}
+
+static void run_coroutine(void) {
+  static char stack[64 << 10];
+  assert_int_equal(getcontext(&g_coro_uc), 0);
+  g_coro_uc.uc_stack.ss_sp = stack;
+  g_coro_uc.uc_stack.ss_size = sizeof stack;
+  g_coro_uc.uc_link = &g_main_uc;
+  makecontext(&g_coro_uc, coro_body, 0);
+  assert_int_equal(swapcontext(&g_main_uc, &g_coro_uc), 0);
+}
+
+static void test_alternate_signal_stack(void **state) {
+  size_t n = 0;
+  bool truncated = true;
+  (void)state;
+  record(raise_on_altstack);
+  read_event("offstack.altstack", &n, &truncated);
+  assert_true(n >= 1); /* on_usr1 at least (0 before) */
+}
+
+static void test_coroutine_stack(void **state) {
+  size_t n = 99;
+  bool truncated = false;
+  (void)state;
+  record(run_coroutine);
+  read_event("offstack.coroutine", &n, &truncated);
+  assert_int_equal(n, 0);
+  assert_true(truncated); /* not a whole stack (false before) */
+}
+
+TL_TEST_MAIN_EACH("offstack", tl_make_dir, NULL, test_alternate_signal_stack,
+                  test_coroutine_stack)
