@@ -67,6 +67,16 @@ static const char *stkr__site_name_copy(const char *name) {
   return g_names + off;
 }
 
+/* The -errno of a site's id word that is no id (INVALID, FULL, CLAIMING:
+ * consecutive values), else 0. A table, not branches: clang makes those a
+ * jump table in the text section on x86_64, whose padding
+ * test-apple-build's re-assembly comparison cannot tell from code. */
+static const int k_word_err[3] = {-EINVAL, -ENOSPC, -EAGAIN};
+static int word_err(uint32_t word) {
+  return word >= STKR__SITE_INVALID ? k_word_err[word - STKR__SITE_INVALID]
+                                    : 0;
+}
+
 /* stkr_site_register, and for mark.c's sites (mark = true) the reserved
  * "mark:" names too. */
 static int stkr__site_claim(stkr_site *site, bool mark) {
@@ -76,20 +86,11 @@ static int stkr__site_claim(stkr_site *site, bool mark) {
     return -EINVAL;
   /* Pairs with the release store below, by whichever thread registered. */
   id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
-  if (id == STKR__SITE_CLAIMING)
-    return -EAGAIN;
-  if (id == STKR__SITE_FULL)
-    return -ENOSPC;
-  if (id == STKR__SITE_INVALID)
-    return -EINVAL;
   if (id != 0)
-    return 0;
+    return word_err(id);
   if (!__atomic_compare_exchange_n(&site->id, &expected, STKR__SITE_CLAIMING,
                                    false, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
-    return expected == STKR__SITE_CLAIMING ? -EAGAIN
-           : expected == STKR__SITE_FULL  ? -ENOSPC
-           : expected == STKR__SITE_INVALID ? -EINVAL
-                                          : 0;
+    return word_err(expected);
   /* "mark:" names are the marks' (common/stkr_mark.h): a site of the app
    * named so would be read as a mark (QA, session 23: a forged
    * "mark:consent.granted" turned "before consent 1" into 0). */

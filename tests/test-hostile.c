@@ -229,16 +229,20 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
-/* On the alternate stack: outside the bounds, no PCs. */
+/* On the alternate stack: walked within its bounds (the handler's frames;
+ * the guard pages around it fault on any read past them). */
 static uint32_t g_storm_sig_id;
 static void check_alt_record(const stkr__record *rec) {
-  if (rec->site_id == g_storm_sig_id)
-    assert_int_equal(rec->depth, 0);
+  /* A stack sent before comes as its hash alone (STKR__REC_KNOWN). */
+  if (rec->site_id == g_storm_sig_id && !(rec->flags & STKR__REC_KNOWN))
+    assert_true(rec->depth >= 1);
 }
 
 /* The alternate stack lies outside the thread's stack bounds: events from
- * it are recorded with no PCs rather than walked. A storm of them while
- * the thread records too: every attempt accounted for. */
+ * it are walked within the alternate stack's own (sigaltstack), never past
+ * them: it has guard pages on both sides (before session 23 they were
+ * recorded with no PCs). A storm of them while the thread records too:
+ * every attempt accounted for. */
 static void test_sigaltstack_handler_events(void **state) {
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   struct sigaction sa;
@@ -276,7 +280,7 @@ static void test_sigaltstack_handler_events(void **state) {
   rec = stkr__ring_peek(rh_ring());
   assert_non_null(rec);
   assert_int_equal(rec->site_id, sig_id);
-  assert_int_equal(rec->depth, 0);
+  assert_true(rec->depth >= 1);
   assert_int_equal(rec->payload_len, 3);
   stkr__ring_release(rh_ring(), rec);
 

@@ -49,6 +49,10 @@ int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                    void *(*start)(void *), void *arg);
 int pthread_join(pthread_t thread, void **value);
 int pthread_detach(pthread_t thread);
+/* recorder/thread.c: a thread's attach is not cancelled half-way. */
+#define PTHREAD_CANCEL_ENABLE 0x01
+#define PTHREAD_CANCEL_DISABLE 0x00
+int pthread_setcancelstate(int state, int *old);
 int pthread_cond_broadcast(pthread_cond_t *c);
 int pthread_cond_timedwait_relative_np(pthread_cond_t *c, pthread_mutex_t *m,
                                        const struct timespec *reltime);

@@ -26,4 +26,14 @@ int sigprocmask(int how, const sigset_t *restrict set, sigset_t *restrict oset);
 int kill(pid_t pid, int sig);
 int sigfillset(sigset_t *set);
 int pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
+/* recorder/event.c: an event on the alternate signal stack. Darwin's
+ * struct __darwin_sigaltstack. */
+typedef struct {
+  void *ss_sp;
+  __SIZE_TYPE__ ss_size;
+  int ss_flags;
+} stack_t;
+#define SS_ONSTACK 0x0001
+#define SS_DISABLE 0x0004
+int sigaltstack(const stack_t *restrict ss, stack_t *restrict old);
 #endif
