@@ -10,6 +10,12 @@
  * one of the others on its own thread: it only tries the lock, for at
  * most STKR__LIFE_EXIT_WAIT_MS, and otherwise returns -EBUSY without
  * touching the session (its events stay in the ring files for recovery).
+ * A forked child's first event starts its session (worker.c,
+ * on_fork_child) under the lock too, only trying it (it may be a signal
+ * handler's event). The lock is made fresh in fork's child, by a handler
+ * registered when the library loads: a fork while another thread held
+ * it, before any stkr_init, left the child's first stkr_init blocked
+ * (review, session 23).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,10 +28,18 @@
 
 static pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void stkr__life_atfork_child(void) {
+static void life_atfork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_life_mu, &fresh, sizeof fresh);
 }
+
+__attribute__((constructor)) static void life_register(void) {
+  (void)pthread_atfork(NULL, NULL, life_atfork_child);
+}
+
+bool stkr__life_trylock(void) { return pthread_mutex_trylock(&g_life_mu) == 0; }
+
+void stkr__life_unlock(void) { pthread_mutex_unlock(&g_life_mu); }
 
 int stkr_init(const stkr_config *in) {
   pthread_mutex_lock(&g_life_mu);

@@ -506,7 +506,6 @@ static void atfork_child(void) {
   atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_mu, &fresh, sizeof fresh);
-  stkr__life_atfork_child();
 }
 
 static void atfork_child_scan(void) {
@@ -534,11 +533,15 @@ static void on_fork_child(void) {
   int err;
 
   if (!parent) return;
+  /* One control call at a time (lifecycle.c), only tried: this may be a
+   * signal handler's event. Busy: another thread of the child is in
+   * stkr_init or stkr_shutdown, which decides for it. */
+  if (!stkr__life_trylock()) return;
   g_inherited = NULL;
-  if ((err = stkr__config_dup(&parent->cfg, &cfg)) < 0) goto fail;
-  if ((err = worker_launch(&cfg, g_inherited_ppid)) < 0) goto fail;
-  return;
-fail:
+  err = stkr__config_dup(&parent->cfg, &cfg);
+  if (err == 0) err = worker_launch(&cfg, g_inherited_ppid);
+  stkr__life_unlock();
+  if (err == 0) return;
   /* recorder/ leaves the child off when we return without starting it. */
   stkr__log_unrecorded(-err, "cannot record in forked child %d: %s",
                        (int)getpid(), strerror(-err));

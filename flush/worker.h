@@ -288,8 +288,9 @@ int stkr__life_init(const stkr_config *in);
 int stkr__life_flush(void);
 int stkr__life_shutdown(void);
 int stkr__life_shutdown_for_exit(void);
-/* In fork's child: the lock fresh (its holder is another thread, gone). */
-void stkr__life_atfork_child(void);
+/* The lock, for a forked child's start (on_fork_child): only tried. */
+bool stkr__life_trylock(void);
+void stkr__life_unlock(void);
 /* The same for a batch's Counters (worker only): the producers' drops it
  * reads are noted for stkr__threads_drops_commit. */
 void stkr__stats_compute_mark(stkr__worker *w, stkr_stats *out);

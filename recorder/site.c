@@ -52,17 +52,18 @@ static uint32_t stkr__site_find(const char *name) {
 }
 
 /* A copy of name in g_names, or NULL when it is full. Lock-free (an
- * atomic RMW claims the bytes), async-signal-safe. */
+ * compare-and-swap claims the bytes, never past the end, so the counter
+ * cannot wrap however many copies are refused), async-signal-safe. */
 static const char *stkr__site_name_copy(const char *name) {
   size_t len = strlen(name) + 1;
-  uint32_t off;
+  uint32_t off = atomic_load_explicit(&g_names_used, memory_order_relaxed);
 
-  if (len > STKR__SITE_NAMES_BYTES)
-    return NULL;
-  off = atomic_fetch_add_explicit(&g_names_used, (uint32_t)len,
-                                  memory_order_relaxed);
-  if ((uint64_t)off + len > STKR__SITE_NAMES_BYTES)
-    return NULL; /* the counter stays past the end: every later one fails */
+  do {
+    if ((uint64_t)off + len > STKR__SITE_NAMES_BYTES)
+      return NULL;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &g_names_used, &off, off + (uint32_t)len, memory_order_relaxed,
+      memory_order_relaxed));
   memcpy(g_names + off, name, len);
   return g_names + off;
 }
@@ -103,10 +104,17 @@ static int stkr__site_claim(stkr_site *site, bool mark) {
    * an id, so reports group by name without extra work. */
   id = stkr__site_find(site->name);
   if (id == 0) {
-    const char *name = stkr__site_name_copy(site->name);
-    id = atomic_fetch_add_explicit(&g_site_next, 1, memory_order_relaxed) + 1;
-    if (id > STKR_MAX_SITES || name == NULL) {
-      atomic_fetch_sub_explicit(&g_site_next, 1, memory_order_relaxed);
+    /* The id first, never given back (stkr__site_count clamps): taking
+     * one back could hide a slot another thread published meanwhile with
+     * a higher id (review, session 23). A name that does not fit leaves
+     * its id's slot empty, which readers skip. */
+    const char *name = NULL;
+    id = STKR_MAX_SITES + 1; /* full: the counter goes no further (wrap) */
+    if (atomic_load_explicit(&g_site_next, memory_order_relaxed) <
+        STKR_MAX_SITES)
+      id = atomic_fetch_add_explicit(&g_site_next, 1, memory_order_relaxed) + 1;
+    if (id > STKR_MAX_SITES ||
+        (name = stkr__site_name_copy(site->name)) == NULL) {
       __atomic_store_n(&site->id, STKR__SITE_FULL, __ATOMIC_RELEASE);
       return -ENOSPC;
     }
