@@ -102,11 +102,12 @@ typedef struct stkr__session_acct {
   uint64_t damaged_before; /* info.damaged_batches at the session start */
   uint64_t missing_before; /* info.missing_batches at the session start */
   /* The session's first batch read: its Counters.written (the events of
-   * the batches before it), if it carried Counters and was not recovered;
-   * and the batches numbered before it. What the disk cap took when the
+   * the batches before it), if it carried Counters, was not recovered and
+   * no damaged frame came before it; its Counters.dropped_write_error; and
+   * the batches numbered before it. What the disk cap took when the
    * session's absent first segments are all its deletions. */
   bool first_counted;
-  uint64_t first_written, lead_missing;
+  uint64_t first_written, first_write_errors, lead_missing;
 } stkr__session_acct;
 
 /* One recording stream: the segments of one pid in one directory. */

@@ -184,8 +184,11 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
   st->files[file_index].had_batch = true;
   if (a->first_file == 0) {
     a->first_file = file_index + 1;
-    a->first_counted = b->counters != NULL && !b->recovered;
+    a->first_counted = b->counters != NULL && !b->recovered &&
+                       st->info.damaged_batches == a->damaged_before;
     a->first_written = a->first_counted ? b->counters->written : 0;
+    a->first_write_errors =
+        a->first_counted ? b->counters->dropped_write_error : 0;
   }
   a->last_file = file_index + 1;
   if (b->recovered) {
@@ -509,9 +512,16 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
    * events that batch's Counters say were written before it, are the
    * cap's, not "missing" or "neither read nor counted" (QA, session 23:
    * one deletion told three ways). */
-  if (by_cap > 0 && a->first_counted) {
-    in->missing_batches -= a->lead_missing;
-    in->cap_deleted_batches += a->lead_missing;
+  /* Only when that batch is the first thing after the deleted range: in
+   * the segment right after it, no damaged frame before it (review,
+   * session 23: else damage or a segment without a batch would pass for
+   * the cap's). Failed writes keep their numbers: with any before it, the
+   * gap in numbers is not all the cap's, so it stays "missing". */
+  if (by_cap > 0 && a->first_counted && a->min_seg == a->first_seq + by_cap) {
+    if (a->first_write_errors == 0) {
+      in->missing_batches -= a->lead_missing;
+      in->cap_deleted_batches += a->lead_missing;
+    }
     in->cap_deleted_events += a->first_written;
     accounted = stkr__add_sat(accounted, a->first_written, &ovf);
     absent_first -= by_cap; /* known: the counters must add up */

@@ -216,6 +216,17 @@ static const acct_case g_cases[] = {
       "reentrant 0, other 0, write error 0, exit 0), recovered 0, in "
       "segments the disk cap deleted 4: adds up\n",
       "\nINCOMPLETE: 1 finding in 1 of 1 process"}},
+    /* The same with failed writes before the first batch read: the events
+     * are still the cap's (write errors are counted apart), but the gap in
+     * batch numbers is not all the cap's: it stays "missing" (review,
+     * session 23). */
+    {"test_disk_cap_accounted_write_errors",
+     {.nseg = 4, .last = true, .tomb = 3u << 1, .tomb_by = 4301,
+      .cnt = {.segments_deleted = 2, .dropped_write_error = 5},
+      .gap_at = 3, .seq_gap = 2}, 4, NULL, {
+      "segments 1..2 deleted by the disk cap\n",
+      "recovered 0, in segments the disk cap deleted 4: adds up\n",
+      "incomplete: process 4301: 4 batches missing"}},
     /* A tombstone no session's first segments explain (QA review: such
      * deletions went unsaid, and verify could say intact). */
     {"test_disk_cap_stray_tombstone",
