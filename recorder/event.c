@@ -417,10 +417,18 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
  * [stack_lo, stack_hi), so the walk stored nothing): on the alternate
  * signal stack a handler runs on (SA_ONSTACK, as crash handlers do), or on
  * a stack of the app's own (a coroutine's: makecontext). The first is
- * walked within that stack's bounds (one system call, on this path only);
- * the other cannot be walked safely, so the stack is marked truncated,
- * not left empty as if whole (QA, session 23: "stack":[], verify intact).
+ * walked within that stack's bounds (one system call, on this path only),
+ * up to the handler's outermost frame; the other cannot be walked safely.
+ * Either way the stack is marked truncated (the interrupted code's frames,
+ * or all of them, are missing), never left as if whole (QA, session 23:
+ * "stack":[], verify intact). A thread whose events keep coming from
+ * stacks of its own (a coroutine runtime) stops asking after
+ * STKR__OFFSTACK_ASKS answers that it is not on its alternate stack:
+ * marked truncated at once, no system call per event (review). SS_AUTODISARM
+ * stacks say SS_DISABLE inside the handler: marked truncated too.
  * @return the PCs stored (0: none). */
+#define STKR__OFFSTACK_ASKS 16
+static __thread unsigned t_offstack_misses;
 static __attribute__((noinline, cold)) unsigned
 stkr__walk_off_stack(const stkr__thread *t, uint64_t *pcs, uintptr_t fp,
                      uint64_t *hash, uint64_t *fold2, bool *truncated) {
@@ -429,15 +437,20 @@ stkr__walk_off_stack(const stkr__thread *t, uint64_t *pcs, uintptr_t fp,
 
   if (fp >= t->stack_lo && fp < t->stack_hi)
     return 0; /* on its stack: nothing to walk (skip_frames took it all) */
-  if (t->stack_hi != 0 && /* bounds unknown: no system call per event */
-      sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
-      fp >= (uintptr_t)ss.ss_sp && fp < (uintptr_t)ss.ss_sp + ss.ss_size)
-    depth = stkr__walk_keyed(fp, (uintptr_t)ss.ss_sp,
-                             (uintptr_t)ss.ss_sp + ss.ss_size,
-                             g_conf.skip_frames, pcs, g_conf.max_depth, hash,
-                             fold2, truncated);
-  if (depth == 0)
-    *truncated = true;
+  *truncated = true;
+  if (t->stack_hi == 0 || t_offstack_misses >= STKR__OFFSTACK_ASKS ||
+      sigaltstack(NULL, &ss) != 0)
+    return 0; /* bounds unknown, or no more asking */
+  if (!(ss.ss_flags & SS_ONSTACK) || fp < (uintptr_t)ss.ss_sp ||
+      fp >= (uintptr_t)ss.ss_sp + ss.ss_size) {
+    t_offstack_misses++;
+    return 0;
+  }
+  depth = stkr__walk_keyed(fp, (uintptr_t)ss.ss_sp,
+                           (uintptr_t)ss.ss_sp + ss.ss_size,
+                           g_conf.skip_frames, pcs, g_conf.max_depth, hash,
+                           fold2, truncated);
+  *truncated = true;
   return depth;
 }
 
@@ -462,9 +475,13 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
     if (stkr__pcs_any_async(pcs, depth))
       return depth;
   }
-  if (__builtin_expect(uw_set != NULL, 0)) /* folds both hashes as it walks */
-    return stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
-                             g_conf.max_depth, hash, fold2, truncated);
+  if (__builtin_expect(uw_set != NULL, 0)) { /* folds both hashes as it walks */
+    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+                              g_conf.max_depth, hash, fold2, truncated);
+    if (__builtin_expect(depth == 0, 0))
+      depth = stkr__walk_off_stack(t, pcs, fp, hash, fold2, truncated);
+    return depth;
+  }
   if (given == NULL) { /* inlined where allowed: recorder/walk_body.h */
     depth = STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
                              pcs, g_conf.max_depth, hash, fold2, truncated);

@@ -4,7 +4,8 @@
  * handlers run), the handler's frames, walked within that stack; on a stack
  * of the app's own (a makecontext coroutine's), which cannot be walked
  * safely, an empty stack marked truncated. Before, both were empty stacks
- * that looked whole (QA, session 23).
+ * that looked whole (QA, session 23). Both walks: frame pointers and the
+ * unwind tables (`stackrec record`'s).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -58,8 +59,10 @@ static void read_event(const char *site, size_t *n, bool *truncated) {
   assert_int_equal(found, 1);
 }
 
-static void record(void (*body)(void)) {
-  stkr_config cfg = {.dir = tl_dir, .symbolize = STKR_SYMBOLIZE_NONE};
+static void record(void (*body)(void), stkr_unwind_mode unwind) {
+  stkr_config cfg = {.size = sizeof cfg, .dir = tl_dir,
+                     .symbolize = STKR_SYMBOLIZE_NONE, .unwind = unwind};
+  tl_rm_rf(tl_dir);
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(stkr_thread_attach(), 0); /* bounds of this thread */
   body();
@@ -91,23 +94,30 @@ static void run_coroutine(void) {
   assert_int_equal(swapcontext(&g_main_uc, &g_coro_uc), 0);
 }
 
+static const stkr_unwind_mode k_walks[] = {STKR_UNWIND_FP, STKR_UNWIND_TABLES};
+
 static void test_alternate_signal_stack(void **state) {
-  size_t n = 0;
-  bool truncated = true;
   (void)state;
-  record(raise_on_altstack);
-  read_event("offstack.altstack", &n, &truncated);
-  assert_true(n >= 1); /* on_usr1 at least (0 before) */
+  for (size_t i = 0; i < 2; i++) {
+    size_t n = 0;
+    bool truncated = false;
+    record(raise_on_altstack, k_walks[i]);
+    read_event("offstack.altstack", &n, &truncated);
+    assert_true(n >= 1);    /* on_usr1 at least (0 before) */
+    assert_true(truncated); /* the interrupted code's frames are not in */
+  }
 }
 
 static void test_coroutine_stack(void **state) {
-  size_t n = 99;
-  bool truncated = false;
   (void)state;
-  record(run_coroutine);
-  read_event("offstack.coroutine", &n, &truncated);
-  assert_int_equal(n, 0);
-  assert_true(truncated); /* not a whole stack (false before) */
+  for (size_t i = 0; i < 2; i++) {
+    size_t n = 99;
+    bool truncated = false;
+    record(run_coroutine, k_walks[i]);
+    read_event("offstack.coroutine", &n, &truncated);
+    assert_int_equal(n, 0);
+    assert_true(truncated); /* not a whole stack (false before) */
+  }
 }
 
 TL_TEST_MAIN_EACH("offstack", tl_make_dir, NULL, test_alternate_signal_stack,
