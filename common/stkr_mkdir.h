@@ -4,12 +4,14 @@
  * directories of the CLI.
  *
  * stkr_mkdir_p(path, mode): create path and every missing parent with
- * mode exactly: the umask may remove the owner's own bits (0177 left a
- * recording directory 0600 that its owner could not enter: QA, session
- * 23), so each directory this call made gets mode again, through a
- * descriptor of it (never a symbolic link put in its place). A trailing
- * '/' is ignored. A component that a racing creator made first is fine
- * (its mode is its creator's); the last one must end up a directory.
+ * mode less the umask, but the owner's bits of mode kept: a umask may take
+ * them (0177 left a recording directory 0600 that its owner could not
+ * enter: QA, session 23), so each directory this call made gets them back
+ * (only those: the umask's say over the others stays; review). The chmod
+ * is of what lstat found there, a directory of ours, never a symbolic
+ * link put in its place. A trailing '/' is ignored. A component that a
+ * racing creator made first is fine (its mode is its creator's); the last
+ * one must end up a directory.
  * @return 0, -EINVAL (empty path), -ENAMETOOLONG (PATH_MAX or more),
  * -ENOTDIR (path exists and is not a directory), or -errno of the mkdir
  * or stat that failed.
@@ -19,23 +21,21 @@
 #define STKR_COMMON_MKDIR_H
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-/* mkdir(dir, mode), then mode again past the umask if it made it.
- * @return 0 made, 1 already there, or -errno. */
+/* mkdir(dir, mode), then the owner's bits of mode back if the umask took
+ * any. @return 0 made, 1 already there, or -errno. */
 static inline int stkr__mkdir_mode(const char *dir, mode_t mode) {
-  int fd;
+  struct stat st;
   if (mkdir(dir, mode) != 0) return errno == EEXIST ? 1 : -errno;
-  fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0) {
-    (void)fchmod(fd, mode);
-    (void)close(fd);
-  }
+  if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+      st.st_uid == geteuid() &&
+      (st.st_mode & mode & S_IRWXU) != (mode & S_IRWXU))
+    (void)chmod(dir, (st.st_mode & 07777) | (mode & S_IRWXU));
   return 0;
 }
 

@@ -206,7 +206,8 @@ typedef struct stkr__segw {
   uint64_t fd_dev, fd_ino; /* its identity at open (fd.c) */
   uint32_t seq;            /* seq of the current (or the last opened) file */
   uint64_t cur_bytes;      /* bytes of good frames in the current file */
-  uint64_t max_frame;      /* the largest frame written (RLIMIT_FSIZE) */
+  uint64_t max_frame;      /* the largest frame written after a file's
+                              first (RLIMIT_FSIZE) */
   /* The disk cap scans the directory when a segment of ours closed or
    * we wrote cap/16 bytes since the last scan (not per batch). */
   bool cap_scan_due;

@@ -124,41 +124,48 @@ static bool counts_match(const stkr__images *im, const counts *c) {
   return im->scanned && c->have && c->adds == im->adds && c->subs == im->subs;
 }
 
-/* The file mapped at addr, from /proc/self/maps: the kernel's absolute
- * path. @return a malloc'd copy, or NULL. */
-static char *mapped_path(uint64_t addr) {
-  FILE *f = fopen("/proc/self/maps", "re");
-  char line[PATH_MAX + 128], *out = NULL;
-
-  if (f == NULL) return NULL;
-  while (out == NULL && fgets(line, sizeof line, f) != NULL) {
-    unsigned long long lo, hi;
-    int at = 0;
-    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &at) != 2 ||
-        at == 0 || addr < lo || addr >= hi || line[at] != '/')
-      continue;
-    line[strcspn(line, "\n")] = '\0';
-    out = strdup(line + at);
-  }
-  fclose(f);
-  return out;
+/* Is image i named by a relative path (the loader keeps dlopen's)? */
+static bool relative_name(const Stackrec__Image *im) {
+  return im->path[0] != '\0' && im->path[0] != '/' && im->text_start != 0;
 }
 
 /* A library loaded by a relative path (dlopen("./plugin.so")) is named so
  * by the loader, and nothing could open it by that name later, from
  * another directory (QA, session 23: its frames stayed image+offset in
  * inproc mode, and for `record`'s symbolization): named by the file the
- * kernel mapped there instead. */
+ * kernel mapped there instead, from one read of /proc/self/maps (a
+ * " (deleted)" mark dropped; a path with a newline, which the kernel
+ * writes as \012, is left as the loader named it). */
 static void absolute_paths(scan *sc) {
-  for (size_t i = 1; i < sc->n; i++) {
-    Stackrec__Image *im = &sc->imgs[i];
-    char *abs;
-    if (im->path[0] == '\0' || im->path[0] == '/' || im->text_start == 0 ||
-        (abs = mapped_path(im->text_start)) == NULL)
+  char line[PATH_MAX + 128];
+  size_t i, left = 0;
+  FILE *f;
+
+  for (i = 1; i < sc->n; i++) left += relative_name(&sc->imgs[i]);
+  if (left == 0 || (f = fopen("/proc/self/maps", "re")) == NULL) return;
+  while (left > 0 && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long lo, hi;
+    int at = 0;
+    char *path, *del;
+    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &at) != 2 ||
+        at == 0 || line[at] != '/' || strstr(line + at, "\\012") != NULL)
       continue;
-    free(im->path);
-    im->path = abs;
+    path = line + at;
+    path[strcspn(path, "\n")] = '\0';
+    if ((del = strstr(path, " (deleted)")) != NULL && del[10] == '\0')
+      *del = '\0';
+    for (i = 1; i < sc->n; i++) {
+      Stackrec__Image *im = &sc->imgs[i];
+      char *abs;
+      if (!relative_name(im) || im->text_start < lo || im->text_start >= hi ||
+          (abs = strdup(path)) == NULL)
+        continue;
+      free(im->path);
+      im->path = abs;
+      left--;
+    }
   }
+  fclose(f);
 }
 
 bool stkr__images_stale(const stkr__images *im) {

@@ -221,7 +221,9 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
    * common/stkr_io.h): -EFBIG is a failed write like any other. */
   err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
   if (err == 0) {
-    if (len > s->max_frame) s->max_frame = len;
+    /* Not a file's first frame: it carries the Header, the image list and
+     * every definition again, and would make every file end early. */
+    if (s->cur_bytes > 0 && len > s->max_frame) s->max_frame = len;
     s->cur_bytes += len;
     s->bytes += len;
     s->bytes_since_scan += len;

@@ -312,7 +312,9 @@ int stkr_thread_sample(stkr_thread_handle target, stkr_site *site,
   stkr__sslot *s;
   uint32_t gen;
 
-  if (site == NULL)
+  /* A site whose name stkr_site_register refuses ("mark:..."): refused
+   * here, before the target is signalled (review, session 23). */
+  if (site == NULL || stkr_site_register(site) == -EINVAL)
     return -EINVAL;
   if (!stkr__recorder_running())
     return -ENOTCONN;

@@ -301,7 +301,8 @@ STKR_API int stkr_shutdown(void);
  *         and the call returned on time, and the session lacks its end mark;
  *         -EIO when the last batch could not be written (as stkr_shutdown);
  *         -EBUSY when another stkr_ control call held the session for
- *         100 ms (the process ends with its events in the ring files).
+ *         100 ms, a wait on top of exit_ms (the process ends with its
+ *         events in the ring files).
  */
 STKR_API int stkr_shutdown_for_exit(void);
 
@@ -504,9 +505,10 @@ STKR_API int stkr_thread_self(stkr_thread_handle *out);
  *         starved); -EDEADLK the thread blocks the sampling signal; -ESRCH
  *         the thread exited (or an unknown handle); -EBUSY the app has a
  *         handler on the signal; -EALREADY another sample of this target
- *         is under way; -EINVAL the calling thread is the target, or a NULL
- *         site; -ENOTCONN not recording. Every outcome is counted
- *         (stkr_sample_stats_get).
+ *         is under way; -EINVAL the calling thread is the target, a NULL
+ *         site or one whose name is refused ("mark:...": stkr_site_register);
+ *         -ENOTCONN not recording. Every outcome but -EINVAL and -ENOTCONN
+ *         (no sample was asked) is counted (stkr_sample_stats_get).
  */
 STKR_API int stkr_thread_sample(stkr_thread_handle target, stkr_site *site,
                        const void *payload, size_t payload_len,

@@ -342,6 +342,12 @@ static void test_mkdir_p_mode_0700(void **state) {
   snprintf(path, sizeof path, "%s/u", base);
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0700);
+  /* Only the owner's: umask 077 on 0755 leaves 0700, not 0755. */
+  umask(077);
+  snprintf(path, sizeof path, "%s/w", base);
+  assert_int_equal(stkr_mkdir_p(path, 0755), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
   umask(0);
   /* Existing: fine. A file in the way: -ENOTDIR / -EEXIST. */
   snprintf(path, sizeof path, "%s/a/b", base);

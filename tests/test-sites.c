@@ -8,6 +8,7 @@
  * marks' reserved prefix ("mark:"), which would be read as a mark.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -24,6 +26,7 @@
 
 STKR_SITE_DEFINE(g_later, "app.later");
 STKR_SITE_DEFINE(g_forged, "mark:consent.granted");
+STKR_SITE_DEFINE(g_forged_sample, "mark:app.background");
 
 static void start(void) {
   stkr_config cfg = {.dir = tl_dir, .flush_interval_ms = 3600000};
@@ -109,5 +112,39 @@ static void test_mark_prefix_refused(void **state) {
   assert_int_equal(count_site("mark:consent.granted", false), 0);
 }
 
+static _Atomic int g_target_state; /* 1 registered, 2 may go */
+static stkr_thread_handle g_target;
+
+static void *sample_target(void *arg) {
+  (void)arg;
+  if (stkr_thread_self(&g_target) == 0) g_target_state = 1;
+  else g_target_state = -1;
+  while (g_target_state != 2) usleep(1000);
+  return NULL;
+}
+
+/* stkr_thread_sample at a refused site: -EINVAL, the target never
+ * signalled, nothing counted (review, session 23: it was signalled and
+ * its answer counted under no outcome). */
+static void test_sample_at_refused_site(void **state) {
+  stkr_sample_stats before, after;
+  pthread_t th;
+  (void)state;
+
+  start();
+  assert_int_equal(pthread_create(&th, NULL, sample_target, NULL), 0);
+  while (g_target_state == 0) usleep(1000);
+  assert_int_equal(g_target_state, 1);
+  assert_int_equal(stkr_sample_stats_get(&before), 0);
+  assert_int_equal(stkr_thread_sample(g_target, &g_forged_sample, NULL, 0, 0),
+                   -EINVAL);
+  assert_int_equal(stkr_sample_stats_get(&after), 0);
+  assert_memory_equal(&before, &after, sizeof before);
+  g_target_state = 2;
+  pthread_join(th, NULL);
+  assert_int_equal(stkr_shutdown(), 0);
+}
+
 TL_TEST_MAIN_EACH("sites", tl_make_dir, NULL, test_site_gone_after_use,
-                  test_null_site, test_mark_prefix_refused)
+                  test_null_site, test_mark_prefix_refused,
+                  test_sample_at_refused_site)
