@@ -317,38 +317,37 @@ static void test_parse_size(void **state) {
   assert_int_equal(stkr__parse_size("+1", &v), -EINVAL);
 }
 
+/* Under umask `mask`, stkr_mkdir_p(base/sub, mode): sub and its first
+ * component are directories of mode `want`. */
+static void mkdir_expect(const char *base, const char *sub, mode_t mask,
+                         mode_t mode, mode_t want) {
+  char path[256];
+  struct stat st;
+
+  umask(mask);
+  snprintf(path, sizeof path, "%s/%s", base, sub);
+  assert_int_equal(stkr_mkdir_p(path, mode), 0);
+  for (int k = 0; k < 2; k++) {
+    if (k == 1) *strchr(path + strlen(base) + 1, '/') = '\0';
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    if ((st.st_mode & 0777) != want)
+      fail_msg("%s: mode %o, want %o", path, st.st_mode & 0777, want);
+  }
+  umask(0);
+}
+
 static void test_mkdir_p_mode_0700(void **state) {
   (void)state;
   char base[] = "/tmp/stkr-mk-XXXXXX", path[256];
-  struct stat st;
   mode_t old = umask(0);
   assert_non_null(mkdtemp(base));
-  snprintf(path, sizeof path, "%s/a/b/c/", base);
-  assert_int_equal(stkr_mkdir_p(path, 0700), 0);
-  snprintf(path, sizeof path, "%s/a/b/c", base);
-  assert_int_equal(stat(path, &st), 0);
-  assert_true(S_ISDIR(st.st_mode));
-  assert_int_equal(st.st_mode & 0777, 0700);
-  snprintf(path, sizeof path, "%s/a", base);
-  assert_int_equal(stat(path, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0700);
+  mkdir_expect(base, "a/b/c/", 0, 0700, 0700);
   /* A umask that takes the owner's bits: the mode all the same (QA,
    * session 23: 0600, a directory its owner could not enter). */
-  umask(0177);
-  snprintf(path, sizeof path, "%s/u/v", base);
-  assert_int_equal(stkr_mkdir_p(path, 0700), 0);
-  assert_int_equal(stat(path, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0700);
-  snprintf(path, sizeof path, "%s/u", base);
-  assert_int_equal(stat(path, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0700);
+  mkdir_expect(base, "u/v", 0177, 0700, 0700);
   /* Only the owner's: umask 077 on 0755 leaves 0700, not 0755. */
-  umask(077);
-  snprintf(path, sizeof path, "%s/w", base);
-  assert_int_equal(stkr_mkdir_p(path, 0755), 0);
-  assert_int_equal(stat(path, &st), 0);
-  assert_int_equal(st.st_mode & 0777, 0700);
-  umask(0);
+  mkdir_expect(base, "w/x", 077, 0755, 0700);
   /* Existing: fine. A file in the way: -ENOTDIR / -EEXIST. */
   snprintf(path, sizeof path, "%s/a/b", base);
   assert_int_equal(stkr_mkdir_p(path, 0700), 0);

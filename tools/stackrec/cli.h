@@ -177,6 +177,17 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len);
 size_t stkr_cli_running_alive(const stkr_reader *r,
                               const stkr_running_info **first);
 
+/* The end of a process's accounting line, after its figures (info and
+ * verify, each in its words): " <cap> N" for the events the disk cap
+ * deleted, then the verdict, newline included. verdict[]: counters
+ * overflow, they do not add up, N not accounted for (a format with one
+ * %llu), no counters recorded, adds up. */
+typedef struct stkr_cli_acct_words {
+  const char *cap, *verdict[5];
+} stkr_cli_acct_words;
+void stkr_cli_put_accounting_end(const stkr_process_info *p,
+                                 const stkr_cli_acct_words *w);
+
 /* How p's dropped events split by reason, as verify, info and the
  * completeness line say it: "ring full N, reentrant N, other N, write
  * error N, exit N" (verify.c), in buf (STKR_CLI_DROP_REASONS_MAX bytes

@@ -89,20 +89,12 @@ static void print_accounting(const stkr_process_info *p) {
          "recovered %llu",
          (unsigned long long)p->attempted, (unsigned long long)p->written,
          (unsigned long long)p->drops, (unsigned long long)p->recovered);
-  if (p->cap_deleted_events)
-    printf(" + in segments the disk cap deleted %llu",
-           (unsigned long long)p->cap_deleted_events);
-  if (p->counters_overflow)
-    printf(": COUNTERS OVERFLOW (damaged)\n");
-  else if (p->accounting_mismatches)
-    printf(": DOES NOT ADD UP (inconsistent counters)\n");
-  else if (p->unaccounted)
-    printf(" + %llu not accounted for\n",
-           (unsigned long long)p->unaccounted);
-  else if (p->attempted == 0 && p->written != 0)
-    printf(" (no counters recorded)\n");
-  else
-    printf("\n");
+  static const stkr_cli_acct_words words = {
+      " + in segments the disk cap deleted",
+      {": COUNTERS OVERFLOW (damaged)\n",
+       ": DOES NOT ADD UP (inconsistent counters)\n",
+       " + %llu not accounted for\n", " (no counters recorded)\n", "\n"}};
+  stkr_cli_put_accounting_end(p, &words);
   printf("  complete:    %s", p->incomplete ? "NO: " : "yes");
 #define INFO_ITEM(cond, ...)                                                  \
   do {                                                                        \

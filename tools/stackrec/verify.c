@@ -166,6 +166,22 @@ static void put_incomplete(verify_run *v, uint32_t pid, uint64_t n,
          (unsigned long long)n, noun, plural(n, "", many), what);
 }
 
+void stkr_cli_put_accounting_end(const stkr_process_info *p,
+                                 const stkr_cli_acct_words *w) {
+  if (p->cap_deleted_events)
+    printf("%s %llu", w->cap, (unsigned long long)p->cap_deleted_events);
+  if (p->counters_overflow)
+    fputs(w->verdict[0], stdout);
+  else if (p->accounting_mismatches)
+    fputs(w->verdict[1], stdout);
+  else if (p->unaccounted)
+    printf(w->verdict[2], (unsigned long long)p->unaccounted);
+  else if (p->attempted == 0 && p->written != 0)
+    fputs(w->verdict[3], stdout);
+  else
+    fputs(w->verdict[4], stdout);
+}
+
 const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
                                   size_t len) {
   snprintf(buf, len,
@@ -194,19 +210,12 @@ static void print_accounting(verify_run *v, const stkr_process_info *p) {
          (unsigned long long)p->attempted, (unsigned long long)p->written,
          (unsigned long long)p->drops, reasons,
          (unsigned long long)p->recovered);
-  if (p->cap_deleted_events)
-    printf(", in segments the disk cap deleted %llu",
-           (unsigned long long)p->cap_deleted_events);
-  if (p->counters_overflow)
-    printf(": COUNTERS OVERFLOW\n");
-  else if (p->accounting_mismatches)
-    printf(": DOES NOT ADD UP\n");
-  else if (p->unaccounted)
-    printf(": %llu not accounted for\n", (unsigned long long)p->unaccounted);
-  else if (p->attempted == 0 && p->written != 0)
-    printf(" (no counters recorded)\n");
-  else
-    printf(": adds up\n");
+  static const stkr_cli_acct_words words = {
+      ", in segments the disk cap deleted",
+      {": COUNTERS OVERFLOW\n", ": DOES NOT ADD UP\n",
+       ": %llu not accounted for\n", " (no counters recorded)\n",
+       ": adds up\n"}};
+  stkr_cli_put_accounting_end(p, &words);
   snprintf(why, sizeof why, "dropped by the recorder (%s)", reasons);
   put_incomplete(v, p->pid, p->drops, "event", "s", why);
   put_incomplete(v, p->pid, p->missing_batches, "batch", "es",
