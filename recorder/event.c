@@ -428,7 +428,10 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
  * stacks say SS_DISABLE inside the handler: marked truncated too.
  * @return the PCs stored (0: none). */
 #define STKR__OFFSTACK_ASKS 16
-static __thread unsigned t_offstack_misses;
+/* initial-exec, as stkr__tls: read in signal handlers, where a lazily
+ * allocated TLS block would call malloc. */
+static __thread unsigned t_offstack_misses
+    __attribute__((tls_model("initial-exec")));
 static __attribute__((noinline, cold)) unsigned
 stkr__walk_off_stack(const stkr__thread *t, uint64_t *pcs, uintptr_t fp,
                      uint64_t *hash, uint64_t *fold2, bool *truncated) {
