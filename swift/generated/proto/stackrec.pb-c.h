@@ -261,7 +261,8 @@ struct  Stackrec__StackDef
    */
   uint64_t hash;
   /*
-   * the walk stopped at max_depth
+   * The walk stopped at max_depth, or could not go on (the event's frame
+   * was off the thread's stack: a coroutine's; since session 23).
    */
   protobuf_c_boolean truncated;
   /*
