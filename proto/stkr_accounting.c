@@ -511,12 +511,12 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
    * absent: the batches numbered before the first one read, and the
    * events that batch's Counters say were written before it, are the
    * cap's, not "missing" or "neither read nor counted" (QA, session 23:
-   * one deletion told three ways). */
-  /* Only when that batch is the first thing after the deleted range: in
-   * the segment right after it, no damaged frame before it (review,
-   * session 23: else damage or a segment without a batch would pass for
-   * the cap's). Failed writes keep their numbers: with any before it, the
-   * gap in numbers is not all the cap's, so it stays "missing". */
+   * one deletion told three ways). Only when that batch is the first thing
+   * after the deleted range: in the segment right after it, no damaged
+   * frame before it (review: else damage or a segment without a batch
+   * would pass for the cap's). Failed writes keep their numbers: with any
+   * before it, the gap in numbers is not all the cap's; it stays
+   * "missing". */
   if (by_cap > 0 && a->first_counted && a->min_seg == a->first_seq + by_cap) {
     if (a->first_write_errors == 0) {
       in->missing_batches -= a->lead_missing;

@@ -51,7 +51,7 @@ static uint32_t stkr__site_find(const char *name) {
   return 0;
 }
 
-/* A copy of name in g_names, or NULL when it is full. Lock-free (an
+/* A copy of name in g_names, or NULL when it is full. Lock-free (a
  * compare-and-swap claims the bytes, never past the end, so the counter
  * cannot wrap however many copies are refused), async-signal-safe. */
 static const char *stkr__site_name_copy(const char *name) {
