@@ -46,6 +46,10 @@ static inline int stkr_mkdir_p(const char *path, mode_t mode) {
 
   if (len == 0) return -EINVAL;
   if (len >= sizeof buf) return -ENAMETOOLONG;
+  /* Most calls find the directory there (every recorded process of a
+   * recording, every start of an app): one stat instead of a mkdir for
+   * each component. A directory found is not chmod'ed below either. */
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
   memcpy(buf, path, len + 1);
   while (len > 1 && buf[len - 1] == '/') buf[--len] = '\0';
 

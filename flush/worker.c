@@ -345,8 +345,12 @@ static int worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   }
   /* Absolute from here on: the app may chdir() later, and segment paths
    * are rebuilt for every new file (a dirfd would not survive the
-   * directory being removed and recreated). */
-  char *abs = realpath(w->cfg.dir, NULL);
+   * directory being removed and recreated). A forked child's is its
+   * parent's, resolved already: realpath would cost it a system call for
+   * every component. */
+  char *abs = parent_pid != 0 && w->cfg.dir[0] == '/'
+                  ? NULL
+                  : realpath(w->cfg.dir, NULL);
   if (abs) {
     free(w->cfg.dir);
     w->cfg.dir = abs;
