@@ -373,11 +373,13 @@ typedef struct stkr_event_view {
   uint64_t tid;              /* OS thread id; 0 if undefined */
   const char *thread_name;   /* "" if none; "?" if undefined */
   uint32_t stack_id;
-  const uint64_t *pcs;       /* innermost first; NULL if n_pcs == 0 */
+  const uint64_t *pcs;       /* innermost first, each to be looked up at
+                                pcs[i] - 1 (StackDef.pcs); NULL if
+                                n_pcs == 0 */
   size_t n_pcs;              /* 0 if the stack is undefined */
   bool stack_truncated;      /* the walk stopped at max_depth, or could
-                                not go on: the event was made off the
-                                thread's stack (a coroutine's) */
+                                not go on (StackDef.truncated): outer
+                                callers are missing */
   const uint8_t *payload;    /* NULL if payload_len == 0 */
   size_t payload_len;
   bool payload_truncated;    /* cut at payload_max when recorded */

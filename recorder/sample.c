@@ -337,12 +337,13 @@ void stkr__sample_serve(stkr__sslot *s, uint64_t pc, uintptr_t fp) {
   bool truncated;
   unsigned n = 0;
 
-  /* The interrupted PC itself first (not a return address: symbolizers
-   * look up PC - 1, which is inside the same function but for a PC at a
-   * function's very first byte), then the caller chain. */
+  /* The interrupted PC itself first, then the caller chain. It is not a
+   * return address, and every reader looks a PC up at PC - 1 (StackDef.pcs:
+   * at a function's first byte that is the function before it, elsewhere
+   * the instruction before, often another line): stored + 1. */
   pc = stkr__strip_pac(pc);
   if (pc != 0)
-    s->pcs[n++] = pc;
+    s->pcs[n++] = pc + 1;
   n += stkr__walk(fp, s->stack_lo, s->stack_hi, 0, s->pcs + n,
                   STKR_MAX_DEPTH - n, &h, &truncated);
   s->n = n;

@@ -121,7 +121,7 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
   /* The hashes are folded during the walk, from the first frame kept
    * (the walk's loads hide their multiplies; with a memo that holds they
    * come from the memo). */
-  stkr__uw_fold fold = {drop, 0, 0};
+  stkr__uw_fold fold = {drop, 0, 0, false};
 
   stkr__uw_capture(&regs);
   /* One more than wanted tells a truncated stack from one that ends at
@@ -129,7 +129,7 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
   n = stkr__unwind_walk_folded((const stkr__uw_set *)set, t->uw_cache, &regs,
                                t->stack_lo, t->stack_hi, pcs, max + drop + 1,
                                &fold, NULL);
-  *truncated = false;
+  *truncated = fold.cut;
   if (n <= drop)
     return walk_tables_rehash(pcs, 0, hash, fold2);
   n -= drop;

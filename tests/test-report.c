@@ -62,7 +62,7 @@ static int setup(void **state) {
   "        fixture+0x1000\n"                                               \
   "        fixture+0x1100\n"                                               \
   "        fixture+0x1200\n"                                               \
-  "    1 event, 33.33%, walk stopped at max depth:\n"                      \
+  "    1 event, 33.33%, stack cut short (outer callers missing):\n"                      \
   "        fixture+0x3000\n"                                               \
   "        fixture+0x3010\n"                                               \
   "        fixture+0x3020\n"                                               \
@@ -171,7 +171,7 @@ static void test_symbolized_flat(void **state) {
       "        __libc_open\n"
       "        __libc_start\n"
       "  files.stat: 1 event, 12.50%, 1 stack\n"
-      "    1 event, 100.00%, walk stopped at max depth:\n"
+      "    1 event, 100.00%, stack cut short (outer callers missing):\n"
       "        stat_it (app/stat.c:7)\n"
       "        main (app/main.c:44)\n"
       "\n"

@@ -343,6 +343,8 @@ typedef struct stkr__uw_fold {
   unsigned from; /* in: fold pcs[from .. n) (the recorder drops its own frames) */
   uint64_t h1;   /* out: stkr_stack_hash_step over them from STKR_STACK_HASH_SEED (not finalized) */
   uint64_t h2;   /* out: stkr_stack_key2_step over them from STKR_KEY2_SEED */
+  bool cut;      /* out (set to true only): the walk stopped before the
+                    stack's end (a frame in an image loaded a moment ago) */
 } stkr__uw_fold;
 
 /* Walk the stack from regs: pcs[0] = regs->pc, then each caller's return

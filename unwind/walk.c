@@ -317,6 +317,18 @@ UW_INLINE void uw_put(uw_walk *w, uintptr_t pc, const bool folding) {
   w->pcs[w->n++] = pc;
 }
 
+/* The last pc put is exact, not a return address: store it + 1 (see the
+ * signal frame in walk_body), its step in the folds redone. A signal
+ * frame is rare; the common path pays nothing for it. */
+static void mark_exact(uw_walk *w, const bool folding) {
+  uint64_t pc;
+  if (w->n == 0) return;
+  pc = w->pcs[w->n - 1]++;
+  if (!folding || w->n <= w->from) return;
+  w->h1 = stkr_stack_hash_step(stkr_stack_hash_unstep(w->h1, pc), pc + 1);
+  w->h2 = stkr_stack_key2_step(stkr_stack_key2_unstep(w->h2, pc), pc + 1);
+}
+
 /* Use the memo for this walk if it holds (sets the state after the last
  * transition that held: pc, sp, fp, n, the folds; @return 1, or 2 when
  * all of it held and the memo's walk ended there: at a STOP row, which
@@ -554,6 +566,7 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
   unsigned fb = 0;
   int memo;
   bool first = true, rec_any = false, stopped = false;
+  uintptr_t exact = 0; /* 1 right after a signal frame: see there */
   bool sp_known = true; /* false after an aarch64 FP step: the caller's sp is not fp + 16 there */
 
   cache = cache_sync(cache, set, hi);
@@ -574,7 +587,8 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
     uint32_t row;
     unsigned kind;
 
-    uw_put(&w, w.pc, folding);
+    uw_put(&w, w.pc + exact, folding);
+    exact = 0;
     /* The fast loop, also for a first frame (its entry is tagged: the row
      * at pc itself), unless its pc is not code (then the tag could match
      * another pc's entry). */
@@ -604,15 +618,23 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
     if (sp_known && (row == STKR__UW_SIGNAL ||
                      (kind == STKR__UW_FALLBACK && !first && is_sigtramp(set, w.pc)))) {
       w.rec = false;
+      /* Neither the trampoline's pc (the kernel "returns" to its first
+       * byte) nor the interrupted one is a return address, yet every
+       * reader looks a pc up at pc - 1 (StackDef.pcs): both are stored
+       * + 1, as Apple's thread_stack_async_pcs stores its exact pcs. */
+      mark_exact(&w, folding);
       if (!signal_step(&w.pc, &w.sp, &w.fp, &w.lr, lo, hi)) break;
       first = true; /* the pc is where the thread was, not a return address */
+      exact = 1;
       continue;
     }
     if (kind == STKR__UW_FALLBACK) {
       /* In an image loaded a moment ago (no table yet), fp may belong to
        * an older frame: stop rather than skip callers (unwind.h). */
-      if (loads_pending() && stkr__unwind_set_find(set, first ? w.pc : w.pc - 1) == NULL)
+      if (loads_pending() && stkr__unwind_set_find(set, first ? w.pc : w.pc - 1) == NULL) {
+        if (folding) fold->cut = true; /* callers missing: not the stack's end */
         break;
+      }
       /* The frame-pointer record {caller's fp, return address} at fp. */
       fb++;
       w.rec = false;

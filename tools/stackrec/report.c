@@ -164,7 +164,7 @@ static void print_stacks(const stkr_agg_site *s, const report_opts *o,
     if (k->n_pids > 1)
       printf(", in %u processes", (unsigned)k->n_pids);
     if (k->truncated)
-      fputs(", walk stopped at max depth", stdout);
+      fputs(", stack cut short (outer callers missing)", stdout);
     fputs(":\n", stdout);
     if (k->n_frames == 0)
       printf("%*s(no stack)\n", ind + 4, "");

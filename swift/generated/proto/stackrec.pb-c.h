@@ -244,7 +244,13 @@ struct  Stackrec__StackDef
   /*
    * Return addresses, innermost (the hook site's caller) first, with
    * pointer-authentication bits already stripped. Absolute addresses in the
-   * recording process; see Image for mapping them to files.
+   * recording process; see Image for mapping them to files. Readers look a
+   * PC up at PC - 1 (the call instruction). Where the recorder's own walk
+   * met a PC that is not a return address but where a thread was (the
+   * first PC of stkr_thread_sample's stack; with unwind tables, the frame a
+   * signal interrupted and the signal trampoline's), it stores PC + 1
+   * (since session 24), so that the same rule finds that instruction.
+   * (`stackrec snapshot` writes its stacks' frames resolved already.)
    * Bit 63 set (no user-space address has it): a Swift async resume
    * address, recorded from the task's async context chain where the walk
    * met a Swift async frame (saved fp tagged 0b0001 in bits 63:60). The
@@ -262,7 +268,9 @@ struct  Stackrec__StackDef
   uint64_t hash;
   /*
    * The walk stopped at max_depth, or could not go on (the event's frame
-   * was off the thread's stack: a coroutine's; since session 23).
+   * was off the thread's stack: a coroutine's, or a handler's alternate
+   * signal stack, since session 23; a frame in a library loaded a moment
+   * before, not yet in the unwind tables, since session 24).
    */
   protobuf_c_boolean truncated;
   /*
