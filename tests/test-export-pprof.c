@@ -133,12 +133,15 @@ static void test_traces_show_whole_stacks_and_labels(void **state) {
   export_top("traces.pb.gz", "");
   assert_int_equal(pprof("-traces '%s'", tmp_path("traces.pb.gz")), 0);
   /* Each payload is its own sample (labels site, thread, payload,
-   * process, pid), so equal stacks with other payloads never merge. */
+   * process, pid), so equal stacks with other payloads never merge. The
+   * recording's max_depth is 3: each stack was cut, and its label says so
+   * (QA, session 24: nothing marked the cut in pprof). */
   snprintf(want, sizeof want,
            "      site:  exp.write\n"
            "    thread:  exp-alpha\n"
            "   payload:  p7\n"
            "   process:  export-pprof\n"
+           "stack_truncated:  true\n"
            "       pid:  %d\n"
            "         1   exp_hook\n"
            "             exp_mid_b\n"
@@ -152,6 +155,7 @@ static void test_traces_show_whole_stacks_and_labels(void **state) {
            "    thread:  exp-beta\n"
            "   payload:  p4\n"
            "   process:  export-pprof\n"
+           "stack_truncated:  true\n"
            "       pid:  %d\n"
            "         1   exp_hook\n"
            "             exp_mid_c\n"
@@ -168,6 +172,7 @@ static void test_traces_show_whole_stacks_and_labels(void **state) {
   assert_non_null(strstr(g_out, "15.0 (20.00%): exp-beta\n"));
   assert_non_null(strstr(g_out, " payload: Total 75"));
   assert_non_null(strstr(g_out, " process: Total 75"));
+  assert_non_null(strstr(g_out, " stack_truncated: Total 75"));
   assert_non_null(strstr(g_out, "75.0 (  100%): export-pprof\n"));
 }
 

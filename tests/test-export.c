@@ -286,6 +286,14 @@ static void test_chrome_trace_is_valid(void **state) {
    * come 0.5 s after alpha's first. */
   tl_slurp(tmp_path("t.json"), g_out, sizeof g_out);
   assert_null(strstr(g_out, "\"ts\":-"));
+  /* max_depth 3: every event's stack was cut, and says so in its args
+   * (QA, session 24: nothing marked the cut in the trace). */
+  {
+    size_t cut = 0;
+    for (const char *q = g_out; (q = strstr(q, "\"stack_truncated\":true")); q++)
+      cut++;
+    assert_int_equal(cut, 75);
+  }
   {
     const char *a = strstr(g_out, "{\"name\":\"exp.read\"");
     const char *b = strstr(g_out, "{\"name\":\"exp;odd name\"");

@@ -101,7 +101,7 @@ typedef struct stkr_agg_stack {
   size_t n_frames;
   uint64_t count;          /* events */
   uint32_t n_pids;         /* distinct processes it was seen in */
-  bool truncated;          /* the walk stopped at max_depth (some events) */
+  bool truncated;          /* the walk was cut short (some events) */
   /* by_process: the process (else 0 and NULL). */
   uint32_t pid;
   const char *process;

@@ -292,6 +292,12 @@ static int put_event(chrome *c, const stkr_event_view *ev) {
       fputs(",\"payload_truncated\":true", c->out);
     any_arg = true;
   }
+  if (ev->stack_truncated) { /* folded's "[truncated]" frame, jsonl's key */
+    if (any_arg)
+      putc(',', c->out);
+    fputs("\"stack_truncated\":true", c->out);
+    any_arg = true;
+  }
   if (e != NULL && e->args_stack != NULL) {
     if (any_arg)
       putc(',', c->out);

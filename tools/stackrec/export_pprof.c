@@ -346,8 +346,10 @@ static int write_gz(pb_profile *prof, FILE *f) {
 
 /* ---- the profile ----------------------------------------------------------- */
 
-/* Labels per sample: site, thread, pid, process and payload. */
-#define N_LABELS 5
+/* Labels per sample: site, thread, pid, process, payload and, for a stack
+ * the walk cut short, stack_truncated = "true" (folded's "[truncated]"
+ * frame; pprof -traces and -tagfocus show it). */
+#define N_LABELS 6
 
 /* The string-table index of a stack's payload as escaped text. */
 static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
@@ -372,7 +374,7 @@ static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
 
 /* The string ids of the label keys (pprof labels every sample with them). */
 typedef struct label_keys {
-  int64_t site, thread, pid, process, payload;
+  int64_t site, thread, pid, process, payload, truncated;
 } label_keys;
 
 /* Stack s as sample sm: one Location per PC, leaf first, into ids (from
@@ -417,6 +419,10 @@ static int add_sample(pp *p, const stkr_agg_stack *s, const label_keys *k,
     if ((lb[nl].str = payload_str(p, s)) < 0)
       return -1;
     lb[nl++].key = k->payload;
+  }
+  if (s->truncated) {
+    lb[nl].key = k->truncated;
+    lb[nl++].str = str(p, "true");
   }
   sm->label = calloc(nl, sizeof *sm->label);
   if (sm->label == NULL)
@@ -493,6 +499,7 @@ static int build_and_write(pp *p) {
   keys.pid = str(p, "pid");
   keys.process = str(p, "process");
   keys.payload = str(p, "payload");
+  keys.truncated = str(p, "stack_truncated");
   for (i = 0; i < a->n_stacks; i++)
     n_ids += a->stacks[i].n_frames;
   samples = calloc(a->n_stacks + 1, sizeof *samples);
