@@ -417,8 +417,10 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
  * [stack_lo, stack_hi), so the walk stored nothing): on the alternate
  * signal stack a handler runs on (SA_ONSTACK, as crash handlers do), or on
  * a stack of the app's own (a coroutine's: makecontext). The first is
- * walked within that stack's bounds (one system call, on this path only),
- * up to the handler's outermost frame; the other cannot be walked safely.
+ * walked the same way (frame pointers, or unwind tables: a handler built
+ * without frame pointers kept only its innermost frame before, QA session
+ * 24) within that stack's bounds (one system call, on this path only), up
+ * to the handler's outermost frame; the other cannot be walked safely.
  * Either way the stack is marked truncated (the interrupted code's frames,
  * or all of them, are missing), never left as if whole (QA, session 23:
  * "stack":[], verify intact). A thread whose events keep coming from
@@ -426,35 +428,34 @@ static inline __attribute__((always_inline)) void stkr__record_finish(stkr__thre
  * STKR__OFFSTACK_ASKS answers that it is not on its alternate stack:
  * marked truncated at once, no system call per event (review). SS_AUTODISARM
  * stacks say SS_DISABLE inside the handler: marked truncated too.
- * @return the PCs stored (0: none). */
+ * @return true with the alternate stack's bounds in [*lo, *hi) when the
+ * event is on it. */
 #define STKR__OFFSTACK_ASKS 16
 /* initial-exec, as stkr__tls: read in signal handlers, where a lazily
  * allocated TLS block would call malloc. */
 static __thread unsigned t_offstack_misses
     __attribute__((tls_model("initial-exec")));
-static __attribute__((noinline, cold)) unsigned
-stkr__walk_off_stack(const stkr__thread *t, uint64_t *pcs, uintptr_t fp,
-                     uint64_t *hash, uint64_t *fold2, bool *truncated) {
+static __attribute__((noinline, cold)) bool
+stkr__altstack_bounds(const stkr__thread *t, uintptr_t fp, uintptr_t *lo,
+                      uintptr_t *hi) {
   stack_t ss;
-  unsigned depth = 0;
 
-  if (fp >= t->stack_lo && fp < t->stack_hi)
-    return 0; /* on its stack: nothing to walk (skip_frames took it all) */
-  *truncated = true;
   if (t->stack_hi == 0 || t_offstack_misses >= STKR__OFFSTACK_ASKS ||
       sigaltstack(NULL, &ss) != 0)
-    return 0; /* bounds unknown, or no more asking */
+    return false; /* bounds unknown, or no more asking */
   if (!(ss.ss_flags & SS_ONSTACK) || fp < (uintptr_t)ss.ss_sp ||
       fp >= (uintptr_t)ss.ss_sp + ss.ss_size) {
     t_offstack_misses++;
-    return 0;
+    return false;
   }
-  depth = stkr__walk_keyed(fp, (uintptr_t)ss.ss_sp,
-                           (uintptr_t)ss.ss_sp + ss.ss_size,
-                           g_conf.skip_frames, pcs, g_conf.max_depth, hash,
-                           fold2, truncated);
-  *truncated = true;
-  return depth;
+  *lo = (uintptr_t)ss.ss_sp;
+  *hi = (uintptr_t)ss.ss_sp + ss.ss_size;
+  return true;
+}
+
+/* fp (stkr_event's frame) is not on the thread's own stack. */
+static inline bool stkr__off_stack(const stkr__thread *t, uintptr_t fp) {
+  return fp < t->stack_lo || fp >= t->stack_hi;
 }
 
 /* The event's stack into pcs (the reserved record's PC area), with its
@@ -467,6 +468,7 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
                 const uint64_t *given, unsigned given_n, const void *uw_set,
                 uint64_t *hash, uint64_t *fold2, bool *truncated) {
   unsigned depth;
+  uintptr_t lo, hi;
 
   if (__builtin_expect(uw_set != NULL, 0) &&
       __atomic_load_n(&stkr__uw_swift_async, __ATOMIC_RELAXED)) {
@@ -480,16 +482,27 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
   }
   if (__builtin_expect(uw_set != NULL, 0)) { /* folds both hashes as it walks */
     depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
-                              g_conf.max_depth, hash, fold2, truncated);
-    if (__builtin_expect(depth == 0, 0))
-      depth = stkr__walk_off_stack(t, pcs, fp, hash, fold2, truncated);
+                              g_conf.max_depth, hash, fold2, truncated,
+                              t->stack_lo, t->stack_hi);
+    if (__builtin_expect(depth == 0, 0) && stkr__off_stack(t, fp)) {
+      /* (called from here, so that it drops the same frames) */
+      if (stkr__altstack_bounds(t, fp, &lo, &hi))
+        depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+                                  g_conf.max_depth, hash, fold2, truncated,
+                                  lo, hi);
+      *truncated = true;
+    }
     return depth;
   }
   if (given == NULL) { /* inlined where allowed: recorder/walk_body.h */
     depth = STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
                              pcs, g_conf.max_depth, hash, fold2, truncated);
-    if (__builtin_expect(depth == 0, 0))
-      depth = stkr__walk_off_stack(t, pcs, fp, hash, fold2, truncated);
+    if (__builtin_expect(depth == 0, 0) && stkr__off_stack(t, fp)) {
+      if (stkr__altstack_bounds(t, fp, &lo, &hi))
+        depth = stkr__walk_keyed(fp, lo, hi, g_conf.skip_frames, pcs,
+                                 g_conf.max_depth, hash, fold2, truncated);
+      *truncated = true;
+    }
     return depth;
   }
   *truncated = given_n > g_conf.max_depth;

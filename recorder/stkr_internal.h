@@ -675,14 +675,17 @@ const void *stkr__unwind_tables_current(void);
 /* Walk the calling event's stack with `set` (from
  * stkr__unwind_tables_current in the same event): up to max PCs of the
  * hook's caller chain, after skipping `skip`, into pcs, which must have
- * room for max + skip + STKR__UW_EXTRA. Called only from stkr_event
- * (stkr__push inlined): the frames it drops are its own and stkr_event's.
- * @return the PCs stored; *hash: stkr__hash_pcs of them, *fold2: the
- * stack key's second half unfinished (as stkr__walk_keyed gives them,
- * folded during the walk); *truncated: more frames were left. */
+ * room for max + skip + STKR__UW_EXTRA, within the stack [lo, hi) (the
+ * thread's, or the alternate signal stack a handler runs on). Called only
+ * from stkr_event (stkr__push inlined): the frames it drops are its own and
+ * stkr_event's. @return the PCs stored; *hash: stkr__hash_pcs of them,
+ * *fold2: the stack key's second half unfinished (as stkr__walk_keyed
+ * gives them, folded during the walk); *truncated: more frames were left,
+ * or the walk could not go on. */
 unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
                            uint64_t *pcs, unsigned max, uint64_t *hash,
-                           uint64_t *fold2, bool *truncated);
+                           uint64_t *fold2, bool *truncated, uintptr_t lo,
+                           uintptr_t hi);
 /* What a table update built. */
 typedef struct stkr__unwind_update {
   uint32_t images, failed; /* tables built; images left to frame pointers */

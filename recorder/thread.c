@@ -552,8 +552,13 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->rn_lost, 0, memory_order_relaxed);
     t->w_rn_applied = t->w_ev_id = 0;
     t->w_rn_lost_said = false;
-    if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0)
+    if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0) {
       reback(t, ring_bytes);
+      /* Attached in a session that walked with frame pointers: its row
+       * cache now, or it would keep doing so (test-offstack). */
+      if (stkr__unwind_wanted && t->uw_cache == NULL)
+        (void)stkr__uw_cache_alloc(t);
+    }
     /* A new worker knows no stack: the producer's table (reset below)
      * and the worker's mirror start empty together. */
     stkr__ring_reset(&t->ring);

@@ -115,7 +115,8 @@ static unsigned walk_tables_rehash(const uint64_t *pcs, unsigned n,
 __attribute__((noinline)) unsigned
 stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
                   uint64_t *pcs, unsigned max, uint64_t *hash,
-                  uint64_t *fold2, bool *truncated) {
+                  uint64_t *fold2, bool *truncated, uintptr_t lo,
+                  uintptr_t hi) {
   stkr__uw_regs regs;
   unsigned drop = STKR__UW_OWN_FRAMES + skip, n;
   /* The hashes are folded during the walk, from the first frame kept
@@ -127,8 +128,7 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
   /* One more than wanted tells a truncated stack from one that ends at
    * exactly max frames. pcs has room for max + skip + STKR__UW_EXTRA. */
   n = stkr__unwind_walk_folded((const stkr__uw_set *)set, t->uw_cache, &regs,
-                               t->stack_lo, t->stack_hi, pcs, max + drop + 1,
-                               &fold, NULL);
+                               lo, hi, pcs, max + drop + 1, &fold, NULL);
   *truncated = fold.cut;
   if (n <= drop)
     return walk_tables_rehash(pcs, 0, hash, fold2);
@@ -138,7 +138,7 @@ stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
    * compact rows describe wrongly (libffi's trampolines) led there. The
    * frame-pointer walk's rule: the stack ends before it. */
   for (unsigned i = 0; i < n && i <= max; i++)
-    if (pcs[i] >= t->stack_lo && pcs[i] < t->stack_hi)
+    if (pcs[i] >= lo && pcs[i] < hi)
       return walk_tables_rehash(pcs, i, hash, fold2);
   if (n > max) { /* the one frame past max leaves the hashes */
     *truncated = true;
@@ -403,8 +403,9 @@ uint64_t stkr__unwind_loads_open(uint64_t hinted) {
 const void *stkr__unwind_tables_current(void) { return NULL; }
 unsigned stkr__walk_tables(stkr__thread *t, const void *set, unsigned skip,
                            uint64_t *pcs, unsigned max, uint64_t *hash,
-                           uint64_t *fold2, bool *truncated) {
-  (void)t, (void)set, (void)skip, (void)pcs, (void)max;
+                           uint64_t *fold2, bool *truncated, uintptr_t lo,
+                           uintptr_t hi) {
+  (void)t, (void)set, (void)skip, (void)pcs, (void)max, (void)lo, (void)hi;
   *hash = stkr__hash_pcs(pcs, 0);
   *fold2 = STKR_KEY2_SEED;
   *truncated = false;

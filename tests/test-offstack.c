@@ -5,7 +5,9 @@
  * of the app's own (a makecontext coroutine's), which cannot be walked
  * safely, an empty stack marked truncated. Before, both were empty stacks
  * that looked whole (QA, session 23). Both walks: frame pointers and the
- * unwind tables (`stackrec record`'s).
+ * unwind tables (`stackrec record`'s); with the tables, a handler whose
+ * code has no frame pointers is walked whole (QA, session 24: the
+ * frame-pointer walk there kept its innermost frame alone).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
+#include "tests/hostile_fixtures/hostile.h"
 #include "tests/testlib.h"
 
 STKR_SITE_DEFINE(g_alt, "offstack.altstack");
@@ -32,6 +35,14 @@ static volatile int g_rc = -1000;
 static __attribute__((noinline)) void on_usr1(int sig) {
   (void)sig;
   g_rc = stkr_event(&g_alt, NULL, 0);
+  __asm__ volatile("" ::: "memory");
+}
+
+/* Into code built without frame pointers (tests/hostile_fixtures), whose
+ * rbp / x29 carry data at the event. */
+static __attribute__((noinline)) void on_usr1_nofp(int sig) {
+  (void)sig;
+  g_rc = hostile_nofp_pressure(7);
   __asm__ volatile("" ::: "memory");
 }
 
@@ -70,12 +81,12 @@ static void record(void (*body)(void), stkr_unwind_mode unwind) {
   assert_int_equal(stkr_shutdown(), 0);
 }
 
-static void raise_on_altstack(void) {
+static void raise_with(void (*handler)(int)) {
   static char stack[64 << 10];
   stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack};
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
+  sa.sa_handler = handler;
   sa.sa_flags = SA_ONSTACK;
   assert_int_equal(sigaltstack(&ss, NULL), 0);
   assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
@@ -83,6 +94,9 @@ static void raise_on_altstack(void) {
   ss.ss_flags = SS_DISABLE;
   assert_int_equal(sigaltstack(&ss, NULL), 0);
 }
+
+static void raise_on_altstack(void) { raise_with(on_usr1); }
+static void raise_on_altstack_nofp(void) { raise_with(on_usr1_nofp); }
 
 static void run_coroutine(void) {
   static char stack[64 << 10];
@@ -117,10 +131,23 @@ static void test_alternate_signal_stack(void **state) {
   expect_offstack(raise_on_altstack, "offstack.altstack", 1, 1000);
 }
 
+/* hostile_nofp_pressure, on_usr1_nofp, the trampoline: the tables walk
+ * them within the alternate stack (1 PC before: the frame-pointer walk
+ * that stood in for them stopped at the data in rbp). */
+static void test_handler_without_frame_pointers(void **state) {
+  size_t n = 0;
+  bool truncated = false;
+  (void)state;
+  record(raise_on_altstack_nofp, STKR_UNWIND_TABLES);
+  read_event("hostile.nofp", &n, &truncated);
+  if (n < 3 || !truncated)
+    fail_msg("%zu PCs, truncated %d", n, truncated);
+}
+
 static void test_coroutine_stack(void **state) {
   (void)state;
   expect_offstack(run_coroutine, "offstack.coroutine", 0, 0);
 }
 
 TL_TEST_MAIN_EACH("offstack", tl_make_dir, NULL, test_alternate_signal_stack,
-                  test_coroutine_stack)
+                  test_handler_without_frame_pointers, test_coroutine_stack)
