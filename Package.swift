@@ -87,6 +87,7 @@ let package = Package(
         "proto/stkr_marks_scope.c",
         "proto/stkr_recover_known.c",
         "proto/stkr_recover_scan.c",
+        "flush/alone.c",
         "flush/batch.c",
         "flush/config.c",
         "flush/drain.c",

@@ -55,6 +55,7 @@ set(STKR_PROTO_SRCS
 
 # //flush:core
 set(STKR_FLUSH_SRCS
+  flush/alone.c
   flush/batch.c
   flush/config.c
   flush/drain.c

@@ -189,6 +189,17 @@ void stkr__images_install(stkr__images *im, Stackrec__Image *imgs, size_t n,
  * short, but the app may closerange() and reuse a low number meanwhile,
  * and our closedir() must not close its file. NULL with errno set. */
 DIR *stkr__opendir_high(const char *path);
+
+/* alone.c: the app's threads have all ended, only the recorder's are left
+ * (Linux; false elsewhere); *status: the main thread's exit status.
+ * Worker thread, every STKR__ALONE_CHECK_NS at most. stkr__end_if_alone:
+ * then end the session (stkr_shutdown_for_exit) and the process with a
+ * status of the main thread's own, or @return true: the worker's thread
+ * returns (glibc's exit(0) at the last thread's end). Either way the
+ * process ends as it would have unrecorded. The caller holds no pass. */
+#define STKR__ALONE_CHECK_NS 200000000u /* 0.2 s: the default flush interval */
+bool stkr__app_threads_gone(int *status);
+bool stkr__end_if_alone(void);
 /* fd's identity (device, inode), remembered at open. 0 or -errno. */
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Is fd still the file whose identity we remembered? 0 (and *st filled),

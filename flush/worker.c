@@ -110,13 +110,38 @@ void stkr_images_changed(void) {
   wake_fn(NULL);
 }
 
-/* Bounded by construction: a post is a few instructions and a syscall that
- * never blocks, so inflight drops to 0 within microseconds. */
-static void wake_disarm(void) {
+/* A post is a few instructions and a syscall that never blocks, so
+ * inflight drops to 0 within microseconds, unless a producer left wake_fn
+ * without its decrement: a signal handler that longjmp'd out of its
+ * interrupted event, an asynchronous cancel. That count never drops (QA,
+ * session 24: an exit spun here at 100% CPU for good), so the wait ends
+ * after STKR__WAKE_SETTLE_NS. @return false then: a post may be under way
+ * still, and the caller keeps the worker (its semaphore) allocated for
+ * good (worker_free). What was left counts as lost from then on
+ * (g_wake_lost: later ends wait only for counts above it). */
+#define STKR__WAKE_SETTLE_NS 100000000u /* 100 ms */
+static unsigned g_wake_lost; /* control calls only (lifecycle.c) */
+static bool wake_disarm(void) {
+  uint64_t give_up = 0;
+  unsigned n;
   atomic_store_explicit(&g_wake_target, NULL, memory_order_seq_cst);
-  while (atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst) != 0)
+  while ((n = atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst)) >
+         g_wake_lost) {
+    uint64_t now = stkr__clock_mono_ns();
+    if (give_up == 0) {
+      give_up = now + STKR__WAKE_SETTLE_NS;
+    } else if (now >= give_up) {
+      g_wake_lost = n;
+      return false;
+    }
     sched_yield();
+  }
+  return true;
 }
+
+/* Workers kept for good because a wake may still post to them (reachable,
+ * so not a leak to LeakSanitizer); the next one replaces the last. */
+static stkr__worker *g_wake_kept;
 
 /* ---- stats (computed in stats.c) ------------------------------------- */
 
@@ -165,6 +190,7 @@ static void *worker_main(void *arg) {
   stkr__drain_start_symbolizer(w);
   stkr__timer_init(w, &tm, stkr__clock_mono_ns());
   stkr__drain_unclaim(w);
+  uint64_t alone_at = stkr__clock_mono_ns() + STKR__ALONE_CHECK_NS;
   for (;;) {
     stkr__req *list;
     bool end;
@@ -172,7 +198,9 @@ static void *worker_main(void *arg) {
     /* Busy (ASan builds: a fork may wait for it, worker.h) from our start
      * (worker_start) to each wait, and from each wake on. */
     stkr__asan_fork_idle();
-    int woke = stkr__wake_wait(&w->wake, tm.next_tick);
+    int woke = stkr__wake_wait(&w->wake, tm.next_tick < alone_at
+                                             ? tm.next_tick
+                                             : alone_at);
     stkr__asan_fork_busy();
     if (!stkr__drain_claim(w)) goto taken_over;
     pthread_mutex_lock(&w->req_mu);
@@ -182,6 +210,19 @@ static void *worker_main(void *arg) {
     end = w->end_requested;
     pthread_mutex_unlock(&w->req_mu);
 
+    if (woke == -ETIMEDOUT && list == NULL && !end) {
+      uint64_t now = stkr__clock_mono_ns();
+      if (now >= alone_at) { /* alone.c */
+        alone_at = now + STKR__ALONE_CHECK_NS;
+        stkr__drain_unclaim(w);
+        if (stkr__end_if_alone()) goto taken_over; /* ended on this thread */
+        if (!stkr__drain_claim(w)) goto taken_over;
+      }
+      if (now < tm.next_tick) { /* that wake was the check's alone */
+        stkr__drain_unclaim(w);
+        continue;
+      }
+    }
     if (end) {
       stkr__drain_all(w, true);
       stkr__asan_fork_idle();
@@ -251,6 +292,10 @@ static void worker_free(stkr__worker *w) {
   /* Failure paths: no ring holds anything worth keeping (no-op after
    * stkr_shutdown closed the session). */
   stkr__session_close(false);
+  if (w->wake_unsettled) { /* its semaphore stays: wake_disarm */
+    g_wake_kept = w;
+    return;
+  }
   stkr__seg_free(&w->seg);
   stkr__stacktab_free(&w->stacks);
   stkr__batch_free(&w->bb);
@@ -413,7 +458,7 @@ static int worker_start(stkr__worker *w) {
   pthread_attr_destroy(&attr);
   if (err) {
     stkr__asan_fork_start_failed();
-    wake_disarm();
+    w->wake_unsettled = !wake_disarm();
     return -err;
   }
   return 0;
@@ -508,6 +553,7 @@ static void atfork_child(void) {
   memset(&g_frozen, 0, sizeof g_frozen);
   atomic_store_explicit(&g_wake_target, NULL, memory_order_relaxed);
   atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
+  g_wake_lost = 0;
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_mu, &fresh, sizeof fresh);
 }
@@ -587,7 +633,7 @@ static bool end_session(stkr__worker *w, bool bounded) {
    * every event that will be recorded. */
   stkr__recorder_stop();
   stkr__threads_quiesce(quiesce_ms);
-  wake_disarm();
+  w->wake_unsettled = !wake_disarm();
   if (bounded && (w->taken_over = stkr__drain_take_over(w))) return true;
 
   pthread_mutex_lock(&w->req_mu);

@@ -121,6 +121,16 @@ __attribute__((constructor)) static void stkr__walk_init(void) {
   void *fn = dlsym(RTLD_DEFAULT, "swift_task_getCurrent");
   memcpy(&g_current_task, &fn, sizeof fn); /* object -> function pointer */
 #if defined(__linux__)
+  /* Not found (no Swift): glibc keeps the error in a buffer of this
+   * thread's, freed at its end, but not at the main thread's pthread_exit;
+   * LeakSanitizer then called it a leak of ours. The second dlerror() frees
+   * it (and nothing of the app's is pending this early). */
+  if (fn == NULL) {
+    (void)dlerror();
+    (void)dlerror();
+  }
+#endif
+#if defined(__linux__)
   {
     const char *execfn = (const char *)getauxval(AT_EXECFN);
     if (execfn != NULL)

@@ -1,0 +1,125 @@
+/*
+ * alone.c: has every thread of the app ended, leaving only ours (Linux)?
+ *
+ * glibc ends a process when its last thread returns or calls pthread_exit
+ * (that thread then calls exit(0)). The flush worker is a thread too, so a
+ * main thread that ends with pthread_exit once its threads are done, or a
+ * program whose single thread ends with a raw SYS_exit (all that seccomp's
+ * strict mode allows), left the process running for good with nothing in
+ * it but the recorder (QA, session 24: killed after 10 s, where the plain
+ * run exits in 55 ms). The worker asks at its idle wakes (worker.c, every
+ * STKR__ALONE_CHECK_NS at most): the main thread a zombie (its state in
+ * /proc/self/stat, one read), then no task alive in /proc/self/task but
+ * the calling thread and the recorder's watchdog ("stkr-watchdog"). It
+ * then ends the session, and the process as it would have ended
+ * unrecorded: a main thread that ended with a status of its own (a raw
+ * SYS_exit(3): the kernel would have ended the process with it, running
+ * nothing more) by exit_group with that status; otherwise (pthread_exit)
+ * by returning from its thread, which glibc treats as any thread's end:
+ * the last one calls exit(0), atexit handlers and all, as the app's last
+ * thread would have.
+ *
+ * Elsewhere (Apple platforms: a process ends when its main thread returns
+ * from main, whatever other threads do) nothing is asked.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flush/flush_internal.h"
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+
+/* Read a /proc stat file into buf (NUL-terminated). @return the text after
+ * the comm's closing parenthesis (" S ppid ..."), or NULL. comm (16
+ * bytes) gets the name, if asked. */
+static const char *read_stat(const char *path, char *buf, size_t cap,
+                             char *comm) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+  char *open_p, *close_p;
+
+  if (fd < 0) return NULL;
+  n = read(fd, buf, cap - 1);
+  (void)close(fd);
+  if (n <= 0) return NULL;
+  buf[n] = '\0';
+  if ((open_p = strchr(buf, '(')) == NULL ||
+      (close_p = strrchr(buf, ')')) == NULL || close_p < open_p)
+    return NULL;
+  if (comm != NULL) {
+    size_t len = (size_t)(close_p - open_p - 1);
+    if (len > 15) len = 15;
+    memcpy(comm, open_p + 1, len);
+    comm[len] = '\0';
+  }
+  return close_p + 1;
+}
+
+/* The state letter of a stat text (after the comm). */
+static char state_of(const char *rest) {
+  return rest[0] == ' ' ? rest[1] : '\0';
+}
+
+/* Field `k` (1-based as in proc(5); k > 2) of a stat text after the comm,
+ * as a number; -1 if absent. */
+static long long field_of(const char *rest, int k) {
+  int f = 2;
+  for (const char *s = rest; *s != '\0'; s++)
+    if (*s == ' ' && ++f == k) return strtoll(s + 1, NULL, 10);
+  return -1;
+}
+
+bool stkr__app_threads_gone(int *status) {
+  char buf[1024], path[64], comm[16];
+  const char *rest = read_stat("/proc/self/stat", buf, sizeof buf, NULL);
+  long self = syscall(SYS_gettid);
+  long long code;
+  DIR *d;
+  struct dirent *de;
+  bool alive = false;
+
+  if (rest == NULL || state_of(rest) != 'Z') return false;
+  /* The main thread's status as waitpid(2) gives it (exit_code, field 52,
+   * since Linux 3.5): 0 after pthread_exit. */
+  code = field_of(rest, 52);
+  *status = code > 0 && (code & 0x7f) == 0 ? (int)((code >> 8) & 0xff) : 0;
+  if ((d = stkr__opendir_high("/proc/self/task")) == NULL) return false;
+  while (!alive && (de = readdir(d)) != NULL) {
+    long tid = strtol(de->d_name, NULL, 10);
+    if (tid <= 0 || tid == self || tid == (long)getpid()) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    if ((rest = read_stat(path, buf, sizeof buf, comm)) == NULL) continue;
+    char st = state_of(rest);
+    if (st != 'Z' && st != 'X' && strcmp(comm, "stkr-watchdog") != 0)
+      alive = true; /* a thread of the app's (or one starting) */
+  }
+  closedir(d);
+  return !alive;
+}
+
+#else
+
+bool stkr__app_threads_gone(int *status) {
+  (void)status;
+  return false;
+}
+
+#endif
+
+bool stkr__end_if_alone(void) {
+  int status = 0;
+  if (!stkr__app_threads_gone(&status)) return false;
+  /* No note: the process ends as it does unrecorded. */
+  (void)stkr_shutdown_for_exit();
+#if defined(__linux__)
+  if (status != 0) syscall(SYS_exit_group, status);
+#endif
+  return true;
+}

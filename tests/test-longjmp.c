@@ -1,0 +1,79 @@
+/*
+ * test-longjmp.c: an app's signal handler that leaves the recorder's code
+ * by siglongjmp (a timer handler that jumps back to a checkpoint, as
+ * interpreters and coroutine libraries do). A producer's wake of the flush
+ * worker (stkr_images_changed here; any event's wake alike) counts itself
+ * in flight until its post is done; a jump out of it leaves that count up
+ * for good, and every session end waited for it to drop, spinning at 100%
+ * CPU at the app's exit forever (QA, session 24: 2 of 20 runs of a 1 ms
+ * SIGALRM handler under load). The end now waits at most ~100 ms for it
+ * and keeps the worker allocated; later ends wait for new counts only.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "recorder/stackrec.h"
+#include "tests/testlib.h"
+
+static sigjmp_buf g_back;
+static volatile sig_atomic_t g_jumps;
+
+static void jump_back(int sig) {
+  (void)sig;
+  g_jumps++;
+  siglongjmp(g_back, 1);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wakes interrupted by a 50 us timer whose handler jumps out, 3000 times
+ * (most of a wake is its post's system call: many jumps leave one); then
+ * two session ends, each bounded. Before: the first never returned (the
+ * test's timeout). */
+static void test_wake_left_by_longjmp(void **state) {
+  stkr_config cfg = {.size = sizeof cfg, .dir = tl_dir,
+                     .symbolize = STKR_SYMBOLIZE_NONE};
+  struct sigaction sa, old_sa;
+  struct itimerval it = {{0, 50}, {0, 50}}, off = {{0, 0}, {0, 0}};
+  (void)state;
+
+  assert_int_equal(stkr_init(&cfg), 0);
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = jump_back; /* no SA_RESTART, no SA_NODEFER: siglongjmp
+                                restores the mask saved below */
+  assert_int_equal(sigaction(SIGALRM, &sa, &old_sa), 0);
+  g_jumps = 0;
+  (void)sigsetjmp(g_back, 1);
+  if (g_jumps == 0)
+    assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+  while (g_jumps < 3000)
+    stkr_images_changed();
+  assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
+  assert_int_equal(sigaction(SIGALRM, &old_sa, NULL), 0);
+
+  for (int round = 0; round < 2; round++) {
+    double t0 = now_s();
+    if (round == 1)
+      assert_int_equal(stkr_init(&cfg), 0);
+    stkr_images_changed();
+    assert_int_equal(stkr_shutdown(), 0);
+    /* ~0.1 s when a count was left; 30 s: a loaded machine's margin. */
+    assert_true(now_s() - t0 < 30.0);
+  }
+}
+
+TL_TEST_MAIN_EACH("longjmp", tl_make_dir, NULL, test_wake_left_by_longjmp)
