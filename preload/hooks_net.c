@@ -99,7 +99,7 @@ int ioctl(int fd, unsigned long request, ...) {
      * its bytes object's data, 1-aligned), which the kernel accepts. */
     const char *ifname = arg;
 
-    if (ifname != NULL) {
+    if (!stkr__pl_unreadable(ifname)) { /* else the call fails: EFAULT */
       size_t k = strnlen(ifname, IFNAMSIZ);
       memcpy(payload + n, ifname, k);
       n += k;
@@ -122,7 +122,7 @@ static size_t format_inet(const struct sockaddr *sa, socklen_t len, char *buf,
   char digits[6];
   int d = 0;
 
-  if (sa == NULL || len < (socklen_t)sizeof(sa_family_t))
+  if (stkr__pl_unreadable(sa) || len < (socklen_t)sizeof(sa_family_t))
     return 0;
   if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
     const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
@@ -183,13 +183,13 @@ int getaddrinfo(const char *node, const char *service,
     char payload[STKR_MAX_PAYLOAD + 1];
     size_t n = 0, k;
 
-    if (node != NULL) {
+    if (!stkr__pl_unreadable(node)) {
       k = strnlen(node, sizeof payload - 2);
       memcpy(payload, node, k);
       n = k;
     }
     payload[n++] = ':';
-    if (service != NULL) {
+    if (!stkr__pl_unreadable(service)) {
       k = strnlen(service, sizeof payload - n);
       memcpy(payload + n, service, k);
       n += k;

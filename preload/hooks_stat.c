@@ -54,6 +54,8 @@ int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st,
     if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_REASONS) &&             \
         !stkr__pl_from_self(__builtin_return_address(0))) {                    \
       const char *p_ = (path);                                                 \
+      if (stkr__pl_unreadable(p_)) /* the call fails with EFAULT */           \
+        p_ = NULL;                                                             \
       stkr__pl_record(&stkr__pl_site_##site, p_, p_ != NULL ? strlen(p_) : 0); \
     }                                                                          \
   } while (0)

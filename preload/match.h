@@ -72,6 +72,17 @@ typedef struct stkr__pl_paths {
  * STKR__PL_HOME_MAX is ignored (/home/<user> and /root still match). */
 void stkr__pl_paths_init(stkr__pl_paths *p, const char *home);
 
+/* A pointer the app passed that cannot be read: NULL, or in the first
+ * page, which the kernel never maps (mmap_min_addr). The call itself then
+ * fails with EFAULT, so a hook must not read it first (QA, session 24:
+ * open((char *)8, ...) and connect(fd, (void *)8, 16) died of SIGSEGV
+ * under the recorder, and returned EFAULT plainly). A bad pointer
+ * elsewhere (an unmapped page) still faults in the hook: telling it apart
+ * would cost a system call per event. */
+static inline bool stkr__pl_unreadable(const void *p) {
+  return (uintptr_t)p < 4096u;
+}
+
 /* Slow part of stkr__pl_path_class: the first-byte filter passed. */
 unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
 
@@ -85,7 +96,7 @@ static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
                                            const char *path) {
   unsigned char c;
 
-  if (path == NULL || path[0] != '/')
+  if (stkr__pl_unreadable(path) || path[0] != '/')
     return STKR__PL_PATH_NONE;
   c = (unsigned char)path[1];
   if (!(p->first[c >> 6] & (1ull << (c & 63))))

@@ -132,6 +132,16 @@ static void test_exit_status(void **state) {
   assert_string_equal(g_err, ""); /* -q: no summary */
 }
 
+/* NULL and (void *)8 where a path or an address goes: every hooked call
+ * fails with EFAULT under the recorder too, as plainly (SIGSEGV in the
+ * hooks before: QA, session 24). All categories: stat's hook too. */
+static void test_unreadable_arguments(void **state) {
+  (void)state;
+  if (record(fresh("badptr"), "-q --categories all", "all_apis", "badptr") !=
+      0)
+    fail_msg("badptr: %s", g_err);
+}
+
 static void test_categories_and_depth(void **state) {
   const char *dir = fresh("cats");
   rec r;
@@ -323,6 +333,7 @@ static void test_static_cmd_named(void **state) {
 }
 
 TL_TEST_MAIN("preload", setup, NULL, test_all_apis, test_exit_status,
+             test_unreadable_arguments,
              test_categories_and_depth, test_default_dir_and_discovery,
              test_errors, test_bad_config, test_privacy_probe,
              test_static_cmd_named)

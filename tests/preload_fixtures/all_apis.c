@@ -11,6 +11,10 @@
  *                    and "checks ok"; exits 0, or 3 naming a failed check.
  *   all_apis exit N  one event, then exit(N)
  *   all_apis kill N  one event, then raise(N) with the default action
+ *   all_apis badptr  hooked calls given NULL or (void *)8 where a path or
+ *                    an address goes: each fails with EFAULT, as plainly
+ *                    (QA, session 24: SIGSEGV in the hooks); prints
+ *                    "badptr ok", exits 0, or 3 naming a failed check
  *
  * $HOME must hold .ssh/id_fixture (the test creates it). The test expects
  * STACKREC_ENV_NAMES=HOME,STKR_FIXTURE_* and finds every fx_ function's
@@ -347,8 +351,44 @@ NOINLINE static int run_all(void) {
   return g_failed;
 }
 
+/* Each call fails with EFAULT (fopen: NULL, EFAULT), nothing read. */
+static int run_badptr(void) {
+  const char *bad[] = {NULL, (const char *)8};
+  struct stat st;
+  for (size_t i = 0; i < 2; i++) {
+    const char *p = bad[i];
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    errno = 0;
+    check(open(p, O_RDONLY) == -1 && errno == EFAULT, "open: EFAULT");
+    errno = 0;
+    check(openat(AT_FDCWD, p, O_RDONLY) == -1 && errno == EFAULT,
+          "openat: EFAULT");
+    errno = 0;
+    check(fopen(p, "r") == NULL && errno == EFAULT, "fopen: EFAULT");
+    errno = 0;
+    check(stat(p, &st) == -1 && errno == EFAULT, "stat: EFAULT");
+    errno = 0;
+    check(connect(s, (const struct sockaddr *)(const void *)p, 16) == -1 &&
+              errno == EFAULT,
+          "connect: EFAULT");
+    if (p != NULL) { /* (NULL names no interface: another error) */
+      errno = 0;
+      check(ioctl(s, SIOCGIFHWADDR, (void *)p) == -1 && errno == EFAULT,
+            "ioctl SIOCGIFHWADDR: EFAULT");
+    }
+    close_if(s);
+  }
+  return g_failed;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
+  if (argc >= 2 && strcmp(argv[1], "badptr") == 0) {
+    if (run_badptr() != 0)
+      return 3;
+    printf("badptr ok\n");
+    return 0;
+  }
   if (argc >= 2 && strcmp(argv[1], "all") == 0) {
     if (run_all() != 0)
       return 3;
