@@ -132,7 +132,7 @@ static void test_exit_status(void **state) {
   assert_string_equal(g_err, ""); /* -q: no summary */
 }
 
-/* NULL and (void *)8 where a path or an address goes: every hooked call
+/* (void *)8 and 4095 where a path or an address goes: every hooked call
  * fails with EFAULT under the recorder too, as plainly (SIGSEGV in the
  * hooks before: QA, session 24). All categories: stat's hook too. */
 static void test_unreadable_arguments(void **state) {
