@@ -137,6 +137,14 @@ static void test_exit_status(void **state) {
  * hooks before: QA, session 24). All categories: stat's hook too. */
 static void test_unreadable_arguments(void **state) {
   (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* The sanitizers' own interceptors read the path first (ASan's fopen:
+   * SIGSEGV in internal_strlen, with no hook library at all). */
+  fprintf(stderr, "skipped under a sanitizer: its interceptors read the "
+          "argument\n");
+  skip();
+  return;
+#endif
   if (record(fresh("badptr"), "-q --categories all", "all_apis", "badptr") !=
       0)
     fail_msg("badptr: %s", g_err);
