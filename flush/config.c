@@ -383,6 +383,13 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out) {
 
   c.dir = strdup(dir);
   if (!c.dir) return -ENOMEM;
+  {
+    struct stat root;
+    if (stat("/", &root) == 0) {
+      c.root_dev = (uint64_t)root.st_dev;
+      c.root_ino = (uint64_t)root.st_ino;
+    }
+  }
   if ((v = env("STACKREC_APP_PATHS")) != NULL && !(c.app_paths = strdup(v))) {
     free(c.dir);
     return -ENOMEM;

@@ -73,6 +73,10 @@ typedef struct stkr__fconfig {
   /* malloc'd: the symbol cache directory of inproc symbolization
    * (common/stkr_symcache_dir.h), or NULL: none. */
   char *symcache_dir;
+  /* The root directory's identity when the session started (0, 0: not
+   * known), so that a forked child that changed its root (chroot) does not
+   * record into another directory of the same path inside it (worker.c). */
+  uint64_t root_dev, root_ino;
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"

@@ -574,6 +574,17 @@ static void register_atfork(void) {
 #endif
 }
 
+/* The root directory is not the one the session started under: a child
+ * that chroot'ed (a daemon's privilege-separated child) would find the
+ * recording's path inside its jail, and make and fill a directory there
+ * (QA, session 24: 33 files in the jail). Not recorded then. */
+static bool root_changed(const stkr__fconfig *cfg) {
+  struct stat root;
+  if (cfg->root_dev == 0 && cfg->root_ino == 0) return false;
+  return stat("/", &root) != 0 || (uint64_t)root.st_dev != cfg->root_dev ||
+         (uint64_t)root.st_ino != cfg->root_ino;
+}
+
 /* Follow mode: called by recorder/ from the child's first event, before
  * that event is pushed (recorder/ then records it if we started it).
  * Starts a fresh worker with the parent's config. */
@@ -589,12 +600,21 @@ static void on_fork_child(void) {
   if (!stkr__life_trylock()) return;
   g_inherited = NULL;
   err = stkr__config_dup(&parent->cfg, &cfg);
+  if (err == 0 && root_changed(&cfg)) {
+    stkr__config_free(&cfg);
+    err = -EXDEV;
+  }
   if (err == 0) err = worker_launch(&cfg, g_inherited_ppid);
   stkr__life_unlock();
   if (err == 0) return;
   /* recorder/ leaves the child off when we return without starting it. */
-  stkr__log_unrecorded(-err, "cannot record in forked child %d: %s",
-                       (int)getpid(), strerror(-err));
+  if (err == -EXDEV)
+    stkr__log_unrecorded(-err, "not recorded: forked child %d changed its "
+                         "root directory (chroot), which hides the "
+                         "recording's", (int)getpid());
+  else
+    stkr__log_unrecorded(-err, "cannot record in forked child %d: %s",
+                         (int)getpid(), strerror(-err));
 }
 
 /* ---- the end of a session ------------------------------------------------ */

@@ -59,6 +59,7 @@
 #include <strings.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -225,10 +226,18 @@ static const char *real_env(const char *name) {
  * record (a socket) or the stderr the program was given; at its first
  * event the table may be full (review: the note then fell back into the
  * program's stderr). A forked child follows its parent, and the note says
- * so; a limit lowered later by the program itself does not stop a
- * recording (its first event starts as before). An app that embeds the
+ * so. A limit the program lowers itself before its first watched call
+ * stops the start then (start_changed; with a note, which may then find
+ * no descriptor for record's socket); lowered once recording runs, the
+ * recorder's descriptors are above it already. An app that embeds the
  * recorder decides for itself (stkr_init does not check). */
 #define STKR__PL_MIN_NOFILE 64
+
+/* The root directory check_setup saw (chroot: start_changed). Written by
+ * the constructor, read at the first event's start. */
+static dev_t g_root_dev;
+static ino_t g_root_ino;
+static bool g_root_known;
 
 /* What must fail before the program runs, not at its first event (the
  * constructor): a malformed STACKREC_* value, a directory this process may
@@ -237,10 +246,16 @@ static const char *real_env(const char *name) {
  * which records nothing.) */
 static __attribute__((unused)) int check_setup(void) {
   struct rlimit rl;
+  struct stat root;
   char why[256];
   const char *v;
   int err;
 
+  if (stat("/", &root) == 0) {
+    g_root_dev = root.st_dev;
+    g_root_ino = root.st_ino;
+    g_root_known = true;
+  }
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
       rl.rlim_cur < STKR__PL_MIN_NOFILE) {
     stkr__pl_note(-EMFILE, "not recorded, nor its forked children: its "
@@ -339,11 +354,41 @@ static int init_with_room(const stkr_config *cfg) {
 
 /* stkr_init() with the library's defaults; attach the calling thread.
  * Guarded by the caller, after check_setup. @return stkr_init's result. */
+/* What the program changed between its start (check_setup) and its first
+ * watched call, which starts the recording (QA, session 24): a descriptor
+ * limit lowered below STKR__PL_MIN_NOFILE (the recorder's descriptors then
+ * took numbers it counted on: EMFILE after 10 opens of its 12), or its
+ * root directory (chroot: the recording's path then named a directory
+ * inside the jail, made and filled there). Not recorded then, with the
+ * note. @return 0 or the error. */
+static int start_changed(void) {
+  struct rlimit rl;
+  struct stat root;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+      rl.rlim_cur < STKR__PL_MIN_NOFILE) {
+    stkr__pl_note(-EMFILE, "not recorded: it lowered its descriptor limit "
+                  "(RLIMIT_NOFILE %llu) below %d before its first watched "
+                  "call", (unsigned long long)rl.rlim_cur,
+                  STKR__PL_MIN_NOFILE);
+    return -EMFILE;
+  }
+  if (g_root_known && (stat("/", &root) != 0 || root.st_dev != g_root_dev ||
+                       root.st_ino != g_root_ino)) {
+    stkr__pl_note(-EXDEV, "not recorded: it changed its root directory "
+                  "(chroot) before its first watched call, which hides the "
+                  "recording's");
+    return -EXDEV;
+  }
+  return 0;
+}
+
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
   int err;
 
+  if ((err = start_changed()) != 0) return err;
   memset(&cfg, 0, sizeof cfg);
   /* A struct field wins over the environment: set ours only where the
    * user said nothing. */

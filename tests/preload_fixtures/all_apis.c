@@ -15,6 +15,11 @@
  *                    an address goes: each fails with EFAULT, as plainly
  *                    (QA, session 24: SIGSEGV in the hooks); prints
  *                    "badptr ok", exits 0, or 3 naming a failed check
+ *   all_apis lowfd   RLIMIT_NOFILE down to 16, one event, then opens
+ *                    /dev/null until EMFILE: prints "opened N"
+ *   all_apis chroot DIR [child]  chroot(DIR), then one event (with
+ *                    "child": one event first, then a forked child does
+ *                    the chroot and its event); exits 0
  *
  * $HOME must hold .ssh/id_fixture (the test creates it). The test expects
  * STACKREC_ENV_NAMES=HOME,STKR_FIXTURE_* and finds every fx_ function's
@@ -30,15 +35,18 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -380,8 +388,38 @@ static int run_badptr(void) {
   return g_failed;
 }
 
+/* The descriptors the program gets under a limit it set itself. */
+static int run_lowfd(void) {
+  struct rlimit rl = {16, 16};
+  int n = 0;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
+  fx_uname();
+  while (open("/dev/null", O_RDONLY) >= 0) n++;
+  printf("opened %d\n", n);
+  return 0;
+}
+
+static int run_chroot(const char *dir, bool child) {
+  pid_t p = 0;
+  int st = 0;
+  if (child) {
+    fx_uname(); /* the parent records */
+    if ((p = fork()) < 0) return 3;
+  }
+  if (p == 0) {
+    if (chroot(dir) != 0 || chdir("/") != 0) _exit(4);
+    fx_uname();
+    if (child) _exit(0);
+    return 0;
+  }
+  return waitpid(p, &st, 0) == p && st == 0 ? 0 : 5;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
+  if (argc >= 2 && strcmp(argv[1], "lowfd") == 0) return run_lowfd();
+  if (argc >= 3 && strcmp(argv[1], "chroot") == 0)
+    return run_chroot(argv[2], argc >= 4);
   if (argc >= 2 && strcmp(argv[1], "badptr") == 0) {
     if (run_badptr() != 0)
       return 3;
