@@ -58,6 +58,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -360,11 +361,19 @@ static int init_with_room(const stkr_config *cfg) {
  * took numbers it counted on: EMFILE after 10 opens of its 12), or its
  * root directory (chroot: the recording's path then named a directory
  * inside the jail, made and filled there). Not recorded then, with the
- * note. @return 0 or the error. */
+ * note; nor when this thread may not read the time-stamp counter (see
+ * stkr__pl_before_sandbox; inherited from the thread that made it, and
+ * through exec). @return 0 or the error. */
 static int start_changed(void) {
   struct rlimit rl;
   struct stat root;
+  int tsc = 0;
 
+  if (prctl(PR_GET_TSC, &tsc, 0, 0, 0) == 0 && tsc == PR_TSC_SIGSEGV) {
+    stkr__pl_note(-EPERM, "not recorded: it may not read the time-stamp "
+                  "counter (PR_SET_TSC), which the clock needs");
+    return -EPERM;
+  }
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
       rl.rlim_cur < STKR__PL_MIN_NOFILE) {
     stkr__pl_note(-EMFILE, "not recorded: it lowered its descriptor limit "
@@ -530,6 +539,38 @@ static void atfork_child(void) {
 }
 
 static void atfork_child_done(void) { stkr__pl_guard--; }
+
+static void end_once(void);
+
+/* A thread that forbids itself rdtsc (PR_SET_TSC) crashes at its next
+ * event: the recorder's clock reads the counter, and so does the vDSO's
+ * clock_gettime; in seccomp's strict mode (which forbids it too) any of
+ * the recorder's system calls kills the process (QA, session 24: SIGSEGV,
+ * SIGKILL). Recording ends first, with a note; one not started yet never
+ * starts, nor under a seccomp filter, which may forbid what the start
+ * does (open, mmap: SIGSYS). A filter installed once recording runs is
+ * left alone (an event makes no system call but the worker's wake), and
+ * so is seccomp(2) itself, which glibc does not wrap (libseccomp calls it
+ * with syscall()). */
+void stkr__pl_before_sandbox(const char *what, bool strict) {
+  int st = STKR__PL_START_PENDING;
+
+  if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
+      stkr__pl_guard || getpid() != stkr__pl_pid)
+    return;
+  if (atomic_compare_exchange_strong_explicit(
+          &stkr__pl.start, &st, STKR__PL_START_NONE, memory_order_acq_rel,
+          memory_order_acquire)) {
+    stkr__pl_note(-EPERM, "not recorded: it called %s before its first "
+                  "watched call", what);
+    return;
+  }
+  if (!strict) return;
+  /* (err 0: a note of a process that did record) */
+  stkr__pl_note(0, "recording stopped: the program called %s; its later "
+                "watched calls are not recorded", what);
+  end_once();
+}
 
 /* Once per process image; see g_end_state. The caller checked ready, the
  * pid and (except the destructor) the guard. */

@@ -126,6 +126,12 @@ void stkr__pl_exec_failed(int was);
  * Never inlined: it runs once per process. */
 bool stkr__pl_start_now(void) __attribute__((noinline, cold));
 
+/* The calling thread is about to forbid itself the time-stamp counter
+ * (prctl PR_SET_TSC, PR_TSC_SIGSEGV) or enter seccomp (PR_SET_SECCOMP;
+ * `strict`: its strict mode). Recording stops first where it would no
+ * longer work (preload.c); the caller then makes the call. */
+void stkr__pl_before_sandbox(const char *what, bool strict);
+
 /* The pid this image's recorder state belongs to (preload.c): written by
  * the constructor and the atfork child handler, read by the hooks that
  * must not act in a vfork child (which sees its parent's value). */

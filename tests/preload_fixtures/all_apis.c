@@ -20,6 +20,10 @@
  *   all_apis chroot DIR [child]  chroot(DIR), then one event (with
  *                    "child": one event first, then a forked child does
  *                    the chroot and its event); exits 0
+ *   all_apis notsc [first]  PR_SET_TSC(PR_TSC_SIGSEGV), then one event
+ *                    ("first": one event before too); x86_64; exits 0
+ *   all_apis strict  one event, then seccomp's strict mode: writes
+ *                    "strict ok" and ends by SYS_exit(0), all it allows
  *
  * $HOME must hold .ssh/id_fixture (the test creates it). The test expects
  * STACKREC_ENV_NAMES=HOME,STKR_FIXTURE_* and finds every fx_ function's
@@ -40,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -415,9 +420,31 @@ static int run_chroot(const char *dir, bool child) {
   return waitpid(p, &st, 0) == p && st == 0 ? 0 : 5;
 }
 
+/* The thread forbids itself what the recorder's clock reads (QA, session
+ * 24: SIGSEGV at the next event, SIGKILL in strict mode). */
+static int run_sandboxed(bool strict, bool first) {
+  if (first || strict) fx_uname();
+  if (strict) {
+    static const char ok[] = "strict ok\n";
+    if (prctl(PR_SET_SECCOMP, 1 /* SECCOMP_MODE_STRICT */, 0, 0, 0) != 0)
+      return 3;
+    if (write(1, ok, sizeof ok - 1) < 0) syscall(SYS_exit, 4);
+    syscall(SYS_exit, 0);
+  }
+#if defined(__x86_64__)
+  if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) != 0) return 3;
+#endif
+  fx_uname();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (argc >= 2 && strcmp(argv[1], "lowfd") == 0) return run_lowfd();
+  if (argc >= 2 && strcmp(argv[1], "notsc") == 0)
+    return run_sandboxed(false, argc >= 3);
+  if (argc >= 2 && strcmp(argv[1], "strict") == 0)
+    return run_sandboxed(true, true);
   if (argc >= 3 && strcmp(argv[1], "chroot") == 0)
     return run_chroot(argv[2], argc >= 4);
   if (argc >= 2 && strcmp(argv[1], "badptr") == 0) {
