@@ -296,80 +296,15 @@ const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot) {
   return d ? d : n;
 }
 
-static bool is_cplusplus(Dwarf_Die *die) {
-  Dwarf_Die cu;
-  if (dwarf_diecu(die, &cu, NULL, NULL) == NULL) return false;
-  int lang = dwarf_srclang(&cu);
-  return lang == DW_LANG_C_plus_plus || lang == DW_LANG_C_plus_plus_03 ||
-         lang == DW_LANG_C_plus_plus_11 || lang == DW_LANG_C_plus_plus_14;
-}
-
-char *stkr__dw_scoped_name(Dwarf_Die *die, const char *name) {
-  Dwarf_Die decl = *die, next, *scopes = NULL;
-  Dwarf_Attribute at;
-  char *out = NULL;
-  size_t len = 0;
-  FILE *m;
-  int n, i;
-
-  if (name == NULL || !is_cplusplus(die)) return NULL;
-  /* The declaration: an inlined call's abstract origin, a definition's
-   * in-class declaration (as dwarf_attr_integrate goes, a few steps). */
-  for (i = 0; i < 8; i++) {
-    if (dwarf_formref_die(dwarf_attr(&decl, DW_AT_abstract_origin, &at), &next) == NULL &&
-        dwarf_formref_die(dwarf_attr(&decl, DW_AT_specification, &at), &next) == NULL)
-      break;
-    decl = next;
-  }
-  if ((n = dwarf_getscopes_die(&decl, &scopes)) <= 1) { /* [0]: decl itself */
-    free(scopes);
-    return NULL;
-  }
-  /* scopes[n - 1] is the CU; the ones between it and decl, outermost
-   * first, must all be named namespaces (or anonymous ones), classes,
-   * structs or unions: not a function (its local class, a lambda's
-   * closure type), nor an unnamed class. */
-  for (i = n - 2; i >= 1; i--) {
-    int tag = dwarf_tag(&scopes[i]);
-    bool named = dwarf_diename(&scopes[i]) != NULL;
-    if (!(tag == DW_TAG_namespace ||
-          ((tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
-            tag == DW_TAG_union_type) && named)))
-      break;
-  }
-  if (i >= 1 || n < 3 || (m = open_memstream(&out, &len)) == NULL) {
-    free(scopes);
-    return NULL;
-  }
-  for (i = n - 2; i >= 1; i--) {
-    const char *s = dwarf_diename(&scopes[i]);
-    fprintf(m, "%s::", s ? s : "(anonymous namespace)");
-  }
-  fputs(name, m);
-  free(scopes);
-  if (fclose(m) != 0) {
-    free(out);
-    return NULL;
-  }
-  return out;
-}
-
 /* A DIE's function name: the demangled linkage name, else DW_AT_name
- * (following abstract_origin/specification), in C++ with its scopes
- * (stkr__dw_scoped_name). Stored in nb's slot. */
+ * (following abstract_origin/specification). Stored in nb's slot. */
 static const char *die_name(stkr__dwnames *nb, Dwarf_Die *die, size_t slot) {
   Dwarf_Attribute at;
   const char *ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
-  char *q;
   if (!ln)
     ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
   if (ln) return stkr__dw_sym_name(nb, ln, slot);
-  const char *name = dwarf_diename(die);
-  if ((q = stkr__dw_scoped_name(die, name)) == NULL) return name;
-  free(nb->buf[slot]); /* the slot's buffer takes it over */
-  nb->buf[slot] = q;
-  nb->cap[slot] = strlen(q) + 1;
-  return q;
+  return dwarf_diename(die);
 }
 
 bool stkr__dw_is_scope(int tag) {

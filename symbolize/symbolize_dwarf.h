@@ -135,17 +135,6 @@ const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
 /* A symbol name demangled into nb's slot (C++, Swift), else itself. */
 const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
 
-/* C++ only: the name of function DIE `die` that has no linkage name, with
- * the namespaces and classes its declaration sits in ("std::for_each<..>",
- * "Holder<int>::call<..>"): GCC gives some template instances no linkage
- * name, and DW_AT_name alone made Holder<int>::call and Holder<long>::call
- * one function (QA, session 24). name: its DW_AT_name. @return a malloc'd
- * string (the caller frees it), or NULL: not a C++ CU, no named scope
- * around it, an unnamed class or a function on the way (a lambda's, a
- * local class's: the name alone stands), or out of memory. Costs a walk
- * of the CU's DIEs up to it (dwarf_getscopes_die). */
-char *stkr__dw_scoped_name(Dwarf_Die *die, const char *name);
-
 /* Load the scope tree of subprogram `sub` (kept until another is loaded)
  * when the previous lookup was in `sub` too. @return false when it was
  * not, or when out of memory: the caller walks the DIEs. */

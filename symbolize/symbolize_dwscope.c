@@ -37,7 +37,6 @@ struct stkr__dwscope_node {
   bool has_call_file;
   const char *linkage; /* mangled linkage name (libdw's), or NULL */
   const char *name;    /* DW_AT_name (libdw's), or NULL */
-  char *scoped;        /* owned: stkr__dw_scoped_name, or NULL */
   Dwarf_Word call_file;
   uint32_t call_line, call_col;
 };
@@ -83,7 +82,6 @@ static uint32_t add_node(stkr__dwscope *s, Dwarf_Die *die, bool inlined) {
     nd->linkage =
         dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
   nd->name = nd->linkage ? NULL : dwarf_diename(die);
-  nd->scoped = nd->linkage ? NULL : stkr__dw_scoped_name(die, nd->name);
   if (inlined) {
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &v) == 0) {
       nd->call_file = v;
@@ -116,10 +114,6 @@ static bool add_children(stkr__dwscope *s, Dwarf_Die *parent, uint32_t pi,
   return true;
 }
 
-static void free_names(stkr__dwscope *s) {
-  for (size_t i = 0; i < s->n_nodes; i++) free(s->nodes[i].scoped);
-}
-
 bool stkr__dwscope_load(stkr__dwscope *s, Dwarf_Die *sub) {
   Dwarf_Off off = dwarf_dieoffset(sub);
   if (s->valid && s->sub == off) return true;
@@ -131,7 +125,6 @@ bool stkr__dwscope_load(stkr__dwscope *s, Dwarf_Die *sub) {
     return false;
   }
   s->valid = false;
-  free_names(s);
   s->n_nodes = s->n_ranges = 0;
   if (add_node(s, sub, false) == NONE || !add_children(s, sub, 0, 0))
     return false; /* the caller walks the DIEs instead */
@@ -169,8 +162,7 @@ const stkr__dwscope_node *stkr__dwscope_root(const stkr__dwscope *s) {
 
 const char *stkr__dwscope_name(stkr__dwnames *nb, const stkr__dwscope_node *nd,
                                size_t slot) {
-  if (nd->linkage) return stkr__dw_sym_name(nb, nd->linkage, slot);
-  return nd->scoped ? nd->scoped : nd->name;
+  return nd->linkage ? stkr__dw_sym_name(nb, nd->linkage, slot) : nd->name;
 }
 
 bool stkr__dwscope_call(const stkr__dwscope_node *nd, Dwarf_Word *file,
@@ -182,7 +174,6 @@ bool stkr__dwscope_call(const stkr__dwscope_node *nd, Dwarf_Word *file,
 }
 
 void stkr__dwscope_free(stkr__dwscope *s) {
-  free_names(s);
   free(s->nodes);
   free(s->ranges);
   memset(s, 0, sizeof *s);

@@ -189,13 +189,7 @@ static uint32_t die_name_of(walk *w, Dwarf_Die *die) {
       dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
   if (!ln)
     ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
-  if (ln) return sym_id(w, ln);
-  const char *name = dwarf_diename(die);
-  char *q = stkr__dw_scoped_name(die, name); /* C++: with its scopes */
-  if (q == NULL) return name_id(w, name);
-  uint32_t id = intern(w, q); /* (name_id keys libdw's strings by address) */
-  free(q);
-  return id;
+  return ln ? sym_id(w, ln) : name_id(w, dwarf_diename(die));
 }
 
 /* A file name of this CU joined to comp_dir once (high half) and twice. */

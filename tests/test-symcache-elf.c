@@ -33,7 +33,6 @@
 #include "tests/testlib.h"
 
 static char g_tmp[4096], g_fixture[4096], g_fixture_g[4096], g_tool[4096];
-static char g_scoped[4096];
 static const char *const g_libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
 /* The executable segments' span, as symcache_elf.c takes it. */
@@ -165,44 +164,6 @@ static bool libc_debug_present(void) {
   return access(p, R_OK) == 0;
 }
 
-/* C++ functions without a linkage name are named with their scopes, by
- * the DWARF and by the cache alike (QA, session 24: shop::Holder<int>::call
- * and shop::Holder<long>::call both read "call<main()::<lambda()> >"). */
-static void test_cxx_scoped_names(void **state) {
-  stkr__symbe_opts o = {.offline = true};
-  stkr__symbe *be;
-  uint64_t lo, hi;
-  uint8_t id[32];
-  bool removed;
-  unsigned seen_int = 0, seen_long = 0, bare = 0;
-  int n = stkr__symelf_build_id(g_scoped, id, sizeof id);
-  (void)state;
-
-  assert_true(compare(g_scoped, false, 1) > 10);
-  assert_true(n > 0);
-  text_span(g_scoped, &lo, &hi);
-  stkr__symimg im = {.path = g_scoped, .text_start = lo, .text_end = hi,
-                     .build_id = id, .build_id_len = (size_t)n};
-  assert_int_equal(stkr__symbe_create(&o, &be), 0);
-  assert_int_equal(stkr__symbe_set_images(be, &im, 1, &removed), 0);
-  for (uint64_t a = lo; a < hi; a++) {
-    stkr__symres r[STKR__SYM_MAX_INLINE];
-    const stkr__symimg *img;
-    size_t k, nr = stkr__symbe_resolve(be, a + 1, &img, r, STKR__SYM_MAX_INLINE);
-    for (k = 0; k < nr; k++) {
-      const char *f = r[k].function ? r[k].function : "";
-      seen_int += strncmp(f, "shop::Holder<int>::call<", 24) == 0;
-      seen_long += strncmp(f, "shop::Holder<long int>::call<", 29) == 0;
-      bare += strncmp(f, "call<", 5) == 0;
-    }
-  }
-  stkr__symbe_free(be);
-  print_message("Holder<int>::call at %u addresses, Holder<long int>::call "
-                "at %u, a bare call<...> at %u\n", seen_int, seen_long, bare);
-  assert_true(seen_int > 0 && seen_long > 0);
-  assert_int_equal(bare, 0);
-}
-
 static void test_libc_equal(void **state) {
   (void)state;
   if (!libc_debug_present()) {
@@ -308,10 +269,8 @@ int main(void) {
   tl_runfile(g_fixture, sizeof g_fixture, "tests/snapshot_fixture");
   tl_runfile(g_tool, sizeof g_tool, "tools/stackrec");
   tl_runfile(g_fixture_g, sizeof g_fixture_g, "tests/symcache_elf_fixture");
-  tl_runfile(g_scoped, sizeof g_scoped, "tests/scoped_names_fixture");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fixture_equal),
-      cmocka_unit_test(test_cxx_scoped_names),
       cmocka_unit_test(test_libc_equal),
       cmocka_unit_test(test_cli),
       cmocka_unit_test(test_symbolize_uses_cache),
