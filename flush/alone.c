@@ -12,12 +12,13 @@
  * /proc/self/stat, one read), then no task alive in /proc/self/task but
  * the calling thread and the recorder's watchdog ("stkr-watchdog"). It
  * then ends the session, and the process as it would have ended
- * unrecorded: a main thread that ended with a status of its own (a raw
- * SYS_exit(3): the kernel would have ended the process with it, running
- * nothing more) by exit_group with that status; otherwise (pthread_exit)
- * by returning from its thread, which glibc treats as any thread's end:
- * the last one calls exit(0), atexit handlers and all, as the app's last
- * thread would have.
+ * unrecorded: a main thread that ended last with a status of its own (a
+ * raw SYS_exit(3): the kernel would have ended the process with it,
+ * running nothing more) by exit_group with that status; otherwise
+ * (pthread_exit) by returning from its thread, which glibc treats as any
+ * thread's end: the last one calls exit(0), atexit handlers and all, as
+ * the app's last thread would have. Not known, so not kept: the status of
+ * another thread that ended last by a raw SYS_exit (0 instead).
  *
  * Elsewhere (Apple platforms: a process ends when its main thread returns
  * from main, whatever other threads do) nothing is asked.
@@ -76,20 +77,42 @@ static long long field_of(const char *rest, int k) {
   return -1;
 }
 
+/* Worker thread only. The recorder's own threads the last scan saw (the
+ * worker, the watchdog), and whether the main thread is taken to have
+ * ended last (then its status is the process's): unless a look saw app
+ * threads alive after it had ended. Between two looks (0.2 s) the order
+ * is not seen. */
+static long g_ours = 1;
+static bool g_main_was_last = true;
+
 bool stkr__app_threads_gone(int *status) {
   char buf[1024], path[64], comm[16];
   const char *rest = read_stat("/proc/self/stat", buf, sizeof buf, NULL);
-  long self = syscall(SYS_gettid);
-  long long code;
+  long self = syscall(SYS_gettid), ours = 1;
+  long long code, n;
   DIR *d;
   struct dirent *de;
   bool alive = false;
 
-  if (rest == NULL || state_of(rest) != 'Z') return false;
+  if (rest == NULL) return false;
+  /* num_threads (field 20) counts a zombie main thread too. */
+  n = field_of(rest, 20);
+  if (state_of(rest) != 'Z') {
+    g_main_was_last = true;
+    return false;
+  }
+  if (n > 1 + g_ours) { /* more than main and ours: the app's, alive */
+    g_main_was_last = false;
+    return false;
+  }
   /* The main thread's status as waitpid(2) gives it (exit_code, field 52,
-   * since Linux 3.5): 0 after pthread_exit. */
+   * since Linux 3.5): 0 after pthread_exit. The process's only if the main
+   * thread ended last; otherwise the last one's, which is gone: 0, glibc's
+   * exit(0) when that thread was one of its own. */
   code = field_of(rest, 52);
-  *status = code > 0 && (code & 0x7f) == 0 ? (int)((code >> 8) & 0xff) : 0;
+  *status = g_main_was_last && code > 0 && (code & 0x7f) == 0
+                ? (int)((code >> 8) & 0xff)
+                : 0;
   if ((d = stkr__opendir_high("/proc/self/task")) == NULL) return false;
   while (!alive && (de = readdir(d)) != NULL) {
     long tid = strtol(de->d_name, NULL, 10);
@@ -97,11 +120,23 @@ bool stkr__app_threads_gone(int *status) {
     snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
     if ((rest = read_stat(path, buf, sizeof buf, comm)) == NULL) continue;
     char st = state_of(rest);
-    if (st != 'Z' && st != 'X' && strcmp(comm, "stkr-watchdog") != 0)
+    if (st == 'Z' || st == 'X') continue;
+    if (strcmp(comm, "stkr-watchdog") == 0)
+      ours++;
+    else
       alive = true; /* a thread of the app's (or one starting) */
   }
   closedir(d);
-  return !alive;
+  if (alive) {
+    g_main_was_last = false;
+    return false;
+  }
+  g_ours = ours;
+  /* A thread made, or one that ended, while the list was read (review: an
+   * app thread that started another and ended between the listing and its
+   * stat): the count, read again, says so. */
+  rest = read_stat("/proc/self/stat", buf, sizeof buf, NULL);
+  return rest != NULL && field_of(rest, 20) == 1 + ours;
 }
 
 #else

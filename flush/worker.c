@@ -116,31 +116,27 @@ void stkr_images_changed(void) {
  * interrupted event, an asynchronous cancel. That count never drops (QA,
  * session 24: an exit spun here at 100% CPU for good), so the wait ends
  * after STKR__WAKE_SETTLE_NS. @return false then: a post may be under way
- * still, and the caller keeps the worker (its semaphore) allocated for
- * good (worker_free). What was left counts as lost from then on
- * (g_wake_lost: later ends wait only for counts above it). */
+ * still (a producer only descheduled there posts later), and the caller
+ * keeps the worker (its semaphore) allocated for good (worker_free). A
+ * count that never drops makes every later end wait so and keep its
+ * worker too: never a free that a late post could follow (review). */
 #define STKR__WAKE_SETTLE_NS 100000000u /* 100 ms */
-static unsigned g_wake_lost; /* control calls only (lifecycle.c) */
 static bool wake_disarm(void) {
   uint64_t give_up = 0;
-  unsigned n;
   atomic_store_explicit(&g_wake_target, NULL, memory_order_seq_cst);
-  while ((n = atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst)) >
-         g_wake_lost) {
+  while (atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst) != 0) {
     uint64_t now = stkr__clock_mono_ns();
-    if (give_up == 0) {
+    if (give_up == 0)
       give_up = now + STKR__WAKE_SETTLE_NS;
-    } else if (now >= give_up) {
-      g_wake_lost = n;
+    else if (now >= give_up)
       return false;
-    }
     sched_yield();
   }
   return true;
 }
 
-/* Workers kept for good because a wake may still post to them (reachable,
- * so not a leak to LeakSanitizer); the next one replaces the last. */
+/* Workers kept for good because a wake may still post to them, chained
+ * (reachable: not a leak to LeakSanitizer). Control calls only. */
 static stkr__worker *g_wake_kept;
 
 /* ---- stats (computed in stats.c) ------------------------------------- */
@@ -293,6 +289,7 @@ static void worker_free(stkr__worker *w) {
    * stkr_shutdown closed the session). */
   stkr__session_close(false);
   if (w->wake_unsettled) { /* its semaphore stays: wake_disarm */
+    w->kept_next = g_wake_kept;
     g_wake_kept = w;
     return;
   }
@@ -553,7 +550,6 @@ static void atfork_child(void) {
   memset(&g_frozen, 0, sizeof g_frozen);
   atomic_store_explicit(&g_wake_target, NULL, memory_order_relaxed);
   atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
-  g_wake_lost = 0;
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_mu, &fresh, sizeof fresh);
 }

@@ -78,6 +78,7 @@ typedef struct stkr__worker {
   bool taken_over; /* the ending caller's own note for abandon() */
   bool wake_unsettled; /* a producer's wake count never settled: w is
                           never freed (worker.c, wake_disarm) */
+  struct stkr__worker *kept_next; /* the chain of such workers */
   /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none).
    * Written once by the ending caller, before it stops
    * the recorder; read by the worker per record, relaxed: a pass that

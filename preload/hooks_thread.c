@@ -54,9 +54,12 @@ int prctl(int option, ...) {
   for (int i = 0; i < 4; i++)
     a[i] = va_arg(ap, unsigned long);
   va_end(ap);
+#if defined(__x86_64__) /* (elsewhere PR_SET_TSC fails: EINVAL) */
   if (option == PR_SET_TSC && a[0] == PR_TSC_SIGSEGV)
     stkr__pl_before_sandbox("prctl(PR_SET_TSC, PR_TSC_SIGSEGV)", true);
-  else if (option == PR_SET_SECCOMP)
+  else
+#endif
+  if (option == PR_SET_SECCOMP)
     stkr__pl_before_sandbox("prctl(PR_SET_SECCOMP)", a[0] == 1 /* strict */);
   rc = fn != NULL ? fn(option, a[0], a[1], a[2], a[3])
                   : (int)syscall(SYS_prctl, option, a[0], a[1], a[2], a[3]);

@@ -445,15 +445,20 @@ static _Atomic int g_end_state;
  * and a thread that kept them waiting longer (descheduled) costs their
  * events at most, counted by no one only if the start fails. */
 bool stkr__pl_start_now(void) {
-  int expected = STKR__PL_START_PENDING, err;
+  int expected = STKR__PL_START_PENDING, err, cancel_state;
 
   if (atomic_load_explicit(&stkr__pl.start, memory_order_acquire) ==
           STKR__PL_START_NONE ||
       getpid() != stkr__pl_pid) /* a vfork child shares our memory: never */
     return false;
+  /* No cancellation from before the state is BUSY (an asynchronous one
+   * would otherwise end the thread right after taking it) until after it
+   * is released: see below. */
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   if (!atomic_compare_exchange_strong_explicit(
           &stkr__pl.start, &expected, STKR__PL_START_BUSY,
           memory_order_acq_rel, memory_order_acquire)) {
+    pthread_setcancelstate(cancel_state, NULL);
     for (int i = 0; i < 2000 && atomic_load_explicit(
                                     &stkr__pl.start, memory_order_acquire) ==
                                     STKR__PL_START_BUSY;
@@ -472,10 +477,8 @@ bool stkr__pl_start_now(void) {
    * session 24: a thread cancelled there, 8.8 s against 20 ms plainly). A
    * pending cancel acts at the thread's next cancellation point after. */
   sigset_t all, old;
-  int cancel_state;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   stkr__pl_guard++;
   err = start_recording();
   stkr__pl_guard--;
@@ -563,6 +566,21 @@ void stkr__pl_before_sandbox(const char *what, bool strict) {
           memory_order_acquire)) {
     stkr__pl_note(-EPERM, "not recorded: it called %s before its first "
                   "watched call", what);
+    return;
+  }
+  if (!strict && g_followed_child) {
+    /* A forked child of a recording process starts at its first event
+     * too (flush/worker.c, follow mode), under the filter then: its follow
+     * mode ends here, or its recording if it started (review). */
+    stkr__pl_guard++;
+    bool was = stkr_shutdown_for_exit() != -ENOTCONN;
+    stkr__pl_guard--;
+    if (was)
+      stkr__pl_note(0, "recording stopped: the program called %s; its "
+                    "later watched calls are not recorded", what);
+    else
+      stkr__pl_note(-EPERM, "not recorded: it called %s before its first "
+                    "watched call", what);
     return;
   }
   if (!strict) return;

@@ -7,7 +7,8 @@
  * for good, and every session end waited for it to drop, spinning at 100%
  * CPU at the app's exit forever (QA, session 24: 2 of 20 runs of a 1 ms
  * SIGALRM handler under load). The end now waits at most ~100 ms for it
- * and keeps the worker allocated; later ends wait for new counts only.
+ * and keeps the worker allocated; so does every later end while the count
+ * stays up (a late post must never reach a freed worker).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>

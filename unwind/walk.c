@@ -567,6 +567,7 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
   int memo;
   bool first = true, rec_any = false, stopped = false;
   uintptr_t exact = 0; /* 1 right after a signal frame: see there */
+  unsigned exact_n = 0; /* w.n after that frame's put */
   bool sp_known = true; /* false after an aarch64 FP step: the caller's sp is not fp + 16 there */
 
   cache = cache_sync(cache, set, hi);
@@ -588,6 +589,7 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
     unsigned kind;
 
     uw_put(&w, w.pc + exact, folding);
+    if (exact) exact_n = w.n;
     exact = 0;
     /* The fast loop, also for a first frame (its entry is tagged: the row
      * at pc itself), unless its pc is not code (then the tag could match
@@ -622,7 +624,8 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
        * byte) nor the interrupted one is a return address, yet every
        * reader looks a pc up at pc - 1 (StackDef.pcs): both are stored
        * + 1, as Apple's thread_stack_async_pcs stores its exact pcs. */
-      mark_exact(&w, folding);
+      if (w.n != exact_n) /* (a signal at the trampoline: stored + 1 once) */
+        mark_exact(&w, folding);
       if (!signal_step(&w.pc, &w.sp, &w.fp, &w.lr, lo, hi)) break;
       first = true; /* the pc is where the thread was, not a return address */
       exact = 1;
