@@ -105,6 +105,7 @@ let package = Package(
         "flush/timer.c",
         "flush/wake_apple.c",
         "flush/wake_linux.c",
+        "flush/wake_target.c",
         "flush/worker.c",
         "symbolize/symcache.c",
         "symbolize/symcache_build.c",

@@ -73,6 +73,7 @@ set(STKR_FLUSH_SRCS
   flush/timer.c
   flush/wake_apple.c
   flush/wake_linux.c
+  flush/wake_target.c
   flush/worker.c
 )
 
@@ -115,6 +116,7 @@ set(STKR_PRELOAD_MATCH_SRCS
 # //preload:libstackrec_preload.so
 set(STKR_PRELOAD_SRCS
   preload/hooks_dl.c
+  preload/hooks_env.c
   preload/hooks_exec.c
   preload/hooks_files.c
   preload/hooks_net.c

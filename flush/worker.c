@@ -86,59 +86,6 @@ static uint32_t g_inherited_ppid;
 static stkr__worker *g_abandoned;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
-/* The producers' wake target. wake_fn does inc(inflight); load(target);
- * post; dec(inflight). Shutdown does store(target, NULL); wait until
- * inflight == 0; only then may the worker (and its semaphore) be freed.
- * Both sides are seq_cst (a Dekker pair): either the producer sees NULL, or
- * shutdown sees its inflight count and waits for the post to finish. */
-static _Atomic(stkr__worker *) g_wake_target;
-static _Atomic unsigned g_wake_inflight;
-
-static void wake_fn(void *arg) {
-  (void)arg;
-  atomic_fetch_add_explicit(&g_wake_inflight, 1, memory_order_seq_cst);
-  stkr__worker *w = atomic_load_explicit(&g_wake_target, memory_order_seq_cst);
-  if (w) stkr__wake_post(&w->wake);
-  /* Release: pairs with the seq_cst load in wake_disarm; the post above is
-   * complete before shutdown may free the semaphore. */
-  atomic_fetch_sub_explicit(&g_wake_inflight, 1, memory_order_release);
-}
-
-void stkr_images_changed(void) {
-  stkr__unwind_loads_hint(); /* before the hint: the worker reads it after */
-  stkr__timer_hint();
-  wake_fn(NULL);
-}
-
-/* A post is a few instructions and a syscall that never blocks, so
- * inflight drops to 0 within microseconds, unless a producer left wake_fn
- * without its decrement: a signal handler that longjmp'd out of its
- * interrupted event, an asynchronous cancel. That count never drops (QA,
- * session 24: an exit spun here at 100% CPU for good), so the wait ends
- * after STKR__WAKE_SETTLE_NS. @return false then: a post may be under way
- * still (a producer only descheduled there posts later), and the caller
- * keeps the worker (its semaphore) allocated for good (worker_free). A
- * count that never drops makes every later end wait so and keep its
- * worker too: never a free that a late post could follow (review). */
-#define STKR__WAKE_SETTLE_NS 100000000u /* 100 ms */
-static bool wake_disarm(void) {
-  uint64_t give_up = 0;
-  atomic_store_explicit(&g_wake_target, NULL, memory_order_seq_cst);
-  while (atomic_load_explicit(&g_wake_inflight, memory_order_seq_cst) != 0) {
-    uint64_t now = stkr__clock_mono_ns();
-    if (give_up == 0)
-      give_up = now + STKR__WAKE_SETTLE_NS;
-    else if (now >= give_up)
-      return false;
-    sched_yield();
-  }
-  return true;
-}
-
-/* Workers kept for good because a wake may still post to them, chained
- * (reachable: not a leak to LeakSanitizer). Control calls only. */
-static stkr__worker *g_wake_kept;
-
 /* ---- stats (computed in stats.c) ------------------------------------- */
 
 int stkr_stats_get(stkr_stats *out) {
@@ -288,9 +235,8 @@ static void worker_free(stkr__worker *w) {
   /* Failure paths: no ring holds anything worth keeping (no-op after
    * stkr_shutdown closed the session). */
   stkr__session_close(false);
-  if (w->wake_unsettled) { /* its semaphore stays: wake_disarm */
-    w->kept_next = g_wake_kept;
-    g_wake_kept = w;
+  if (w->wake_unsettled) { /* its semaphore stays: stkr__wake_disarm */
+    stkr__wake_keep(w);
     return;
   }
   stkr__seg_free(&w->seg);
@@ -448,14 +394,14 @@ static int worker_start(stkr__worker *w) {
     (void)pthread_attr_setstacksize(&attr, STKR__WORKER_STACK_MIN);
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  atomic_store_explicit(&g_wake_target, w, memory_order_seq_cst);
+  stkr__wake_arm(w);
   stkr__asan_fork_started();
   err = pthread_create(&w->thread, &attr, worker_main, w);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   if (err) {
     stkr__asan_fork_start_failed();
-    w->wake_unsettled = !wake_disarm();
+    w->wake_unsettled = !stkr__wake_disarm();
     return -err;
   }
   return 0;
@@ -483,7 +429,7 @@ static int start_recorder(stkr__worker *w) {
    * event can be pushed. */
   stkr__drain_first_batch(w);
   return stkr__recorder_start(
-      &rc, wake_fn, NULL,
+      &rc, stkr__wake_worker, NULL,
       w->cfg.set.fork_mode == STKR_FORK_FOLLOW ? on_fork_child : NULL);
 }
 
@@ -548,8 +494,7 @@ static void atfork_child(void) {
   g_state = NULL;
   g_abandoned = NULL; /* its thread does not exist here */
   memset(&g_frozen, 0, sizeof g_frozen);
-  atomic_store_explicit(&g_wake_target, NULL, memory_order_relaxed);
-  atomic_store_explicit(&g_wake_inflight, 0, memory_order_relaxed);
+  stkr__wake_forget_after_fork();
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_mu, &fresh, sizeof fresh);
 }
@@ -649,7 +594,7 @@ static bool end_session(stkr__worker *w, bool bounded) {
    * every event that will be recorded. */
   stkr__recorder_stop();
   stkr__threads_quiesce(quiesce_ms);
-  w->wake_unsettled = !wake_disarm();
+  w->wake_unsettled = !stkr__wake_disarm();
   if (bounded && (w->taken_over = stkr__drain_take_over(w))) return true;
 
   pthread_mutex_lock(&w->req_mu);

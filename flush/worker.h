@@ -77,7 +77,7 @@ typedef struct stkr__worker {
   _Atomic int pass_owner;
   bool taken_over; /* the ending caller's own note for abandon() */
   bool wake_unsettled; /* a producer's wake count never settled: w is
-                          never freed (worker.c, wake_disarm) */
+                          never freed (wake_target.c) */
   struct stkr__worker *kept_next; /* the chain of such workers */
   /* The end-of-session drain deadline (CLOCK_MONOTONIC ns; 0: none).
    * Written once by the ending caller, before it stops
@@ -231,6 +231,19 @@ typedef struct stkr__timer {
 } stkr__timer;
 /* The first pass one interval after `now`. */
 void stkr__timer_init(const stkr__worker *w, stkr__timer *tm, uint64_t now);
+/* wake_target.c: the worker producers' wakes post to. Control calls
+ * (lifecycle.c) but for stkr__wake_worker (any thread,
+ * async-signal-safe). stkr__wake_arm(w): wakes post to w from now on.
+ * stkr__wake_worker: the recorder's wake callback. stkr__wake_disarm: none any more; @return
+ * true once no wake is in flight, false after ~100 ms of waiting (a count
+ * that may never drop: then w must stay allocated, stkr__wake_keep).
+ * stkr__wake_forget_after_fork: the atfork child's reset. */
+void stkr__wake_arm(stkr__worker *w);
+void stkr__wake_worker(void *arg);
+bool stkr__wake_disarm(void);
+void stkr__wake_keep(stkr__worker *w);
+void stkr__wake_forget_after_fork(void);
+
 /* stkr_images_changed's flag (the caller then posts the wake). */
 void stkr__timer_hint(void);
 /* Take the hint if set: the loader is watched from `now`. @return whether

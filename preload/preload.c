@@ -192,17 +192,6 @@ void *stkr__pl_resolve(int idx) {
   return p;
 }
 
-/* getenv for when libc's cannot be had (resolution re-entered). */
-static char *env_scan(const char *name) {
-  size_t n = strlen(name);
-  char **e;
-
-  for (e = environ; e != NULL && *e != NULL; e++)
-    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-      return *e + n + 1;
-  return NULL;
-}
-
 /* libc's getenv, for our own configuration reads; a STACKREC_* variable
  * as the constructor saw it (stkr_config_freeze_env in configure): QA, a
  * program that cleared its environment before its first watched call was
@@ -212,7 +201,7 @@ static const char *real_env(const char *name) {
   char *(*fn)(const char *) =
       (char *(*)(const char *))stkr__pl_real(STKR__PL_R_getenv);
   if (strncmp(name, "STACKREC_", 9) == 0) return stkr_config_env(name);
-  return fn != NULL ? fn(name) : env_scan(name);
+  return fn != NULL ? fn(name) : stkr__pl_env_scan(name);
 }
 
 /* ---- start / stop --------------------------------------------------------- */
@@ -799,36 +788,6 @@ static _Noreturn void exit_via(int real, int status) {
 void _exit(int status) { exit_via(STKR__PL_R__exit, status); }
 
 void _Exit(int status) { exit_via(STKR__PL_R__Exit, status); }
-
-/* ---- environment ---------------------------------------------------------- */
-
-/* getenv and secure_getenv: record a watched name, then @return libc's
- * function, NULL if it cannot be had. always_inline: the event must be
- * recorded from the hook's own frame (skip_frames 1, see stkr__pl_record). */
-typedef char *(*getenv_fn)(const char *);
-
-static inline __attribute__((always_inline)) getenv_fn
-env_event(int real, stkr_site *site, const char *name) {
-  if (stkr__pl_ready() && stkr__pl_want(STKR__PL_CAT_ENVIRONMENT) &&
-      stkr__pl_names_match(&stkr__pl.names, name))
-    stkr__pl_record(site, name, strlen(name));
-  return (getenv_fn)stkr__pl_real(real);
-}
-
-char *getenv(const char *name) {
-  getenv_fn fn = env_event(STKR__PL_R_getenv, &stkr__pl_site_getenv, name);
-
-  return fn != NULL ? fn(name) : env_scan(name);
-}
-
-char *secure_getenv(const char *name) {
-  getenv_fn fn =
-      env_event(STKR__PL_R_secure_getenv, &stkr__pl_site_secure_getenv, name);
-
-  if (fn != NULL)
-    return fn(name);
-  return getauxval(AT_SECURE) ? NULL : env_scan(name);
-}
 
 #if defined(__SANITIZE_THREAD__)
 /* TSan builds only (the test suite's tsan phase): the sanitizer's hook for

@@ -132,6 +132,9 @@ bool stkr__pl_start_now(void) __attribute__((noinline, cold));
  * longer work (preload.c); the caller then makes the call. */
 void stkr__pl_before_sandbox(const char *what, bool strict);
 
+/* getenv without libc's (hooks_env.c): a scan of environ. */
+char *stkr__pl_env_scan(const char *name);
+
 /* The pid this image's recorder state belongs to (preload.c): written by
  * the constructor and the atfork child handler, read by the hooks that
  * must not act in a vfork child (which sees its parent's value). */

@@ -94,7 +94,7 @@ __attribute__((noinline)) static void leaf(void *arg) {
   uwc_capture(r);
   regs = (stkr__uw_regs){r[0], r[1], r[2], r[3]};
   if (s->cache != NULL) { /* as the recorder walks: the hashes folded */
-    stkr__uw_fold fold = {s->fold_from, 0, 0};
+    stkr__uw_fold fold = {s->fold_from, 0, 0, false};
     s->n_ours = stkr__unwind_walk_folded(s->set, s->cache, &regs, s->lo, s->hi, s->ours, MAXF,
                                          &fold, &s->fallbacks);
     s->fold_bad += !fold_ok(&fold, s->ours, s->n_ours);
@@ -699,7 +699,7 @@ static void test_hostile_stacks(void **state) {
     /* Twice with the cache (the second walk takes the fast loop wherever
      * the first filled it), once without. */
     uint64_t again[64];
-    stkr__uw_fold fold = {round % 4, 0, 0};
+    stkr__uw_fold fold = {round % 4, 0, 0, false};
     unsigned n = stkr__unwind_walk(g_set, &r, lo, hi, pcs, 64, NULL);
     assert_true(n >= 1 && n <= 64);
     memset(again, 0xA5, sizeof again); /* every PC written, pcs[0] too */

@@ -102,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(memcmp(again, pcs, n * sizeof pcs[0]) == 0);
     /* Folded as the recorder walks: the same PCs, and the hashes of them. */
     {
-      stkr__uw_fold fold = {i % 3, 0, 0};
+      stkr__uw_fold fold = {i % 3, 0, 0, false};
       uint64_t h1 = STKR_STACK_HASH_SEED, h2 = STKR_KEY2_SEED;
       unsigned k;
       FZ_CHECK(stkr__unwind_walk_folded(&set, &cache, &r, lo, hi, again, 32, &fold, NULL) == n);

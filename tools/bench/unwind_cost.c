@@ -91,7 +91,7 @@ _Static_assert(sizeof(stkr__uw_regs) == 4 * sizeof(uintptr_t), "uwc_capture writ
 static inline __attribute__((always_inline)) unsigned
 walk_and_hash(const stkr__uw_regs *regs, stkr__uw_cache *cache) {
   uint64_t pcs[MAX_PCS];
-  stkr__uw_fold fold = {0, 0, 0};
+  stkr__uw_fold fold = {0, 0, 0, false};
   unsigned n = stkr__unwind_walk_folded(g_set, cache, regs, g_lo, g_hi, pcs,
                                         MAX_PCS, &fold, NULL);
   g_sink = stkr_stack_hash_final(fold.h1, n) ^ fold.h2;
