@@ -342,8 +342,6 @@ static int init_with_room(const stkr_config *cfg) {
   return call.err;
 }
 
-/* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller, after check_setup. @return stkr_init's result. */
 /* What the program changed between its start (check_setup) and its first
  * watched call, which starts the recording (QA, session 24): a descriptor
  * limit lowered below STKR__PL_MIN_NOFILE (the recorder's descriptors then
@@ -381,6 +379,8 @@ static int start_changed(void) {
   return 0;
 }
 
+/* stkr_init() with the library's defaults; attach the calling thread.
+ * Guarded by the caller, after check_setup. @return stkr_init's result. */
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
@@ -532,8 +532,6 @@ static void atfork_child(void) {
 
 static void atfork_child_done(void) { stkr__pl_guard--; }
 
-static void end_once(void);
-
 /* A thread that forbids itself rdtsc (PR_SET_TSC) crashes at its next
  * event: the recorder's clock reads the counter, and so does the vDSO's
  * clock_gettime; in seccomp's strict mode (which forbids it too) any of
@@ -546,6 +544,7 @@ static void end_once(void);
  * with syscall()). */
 void stkr__pl_before_sandbox(const char *what, bool strict) {
   int st = STKR__PL_START_PENDING;
+  bool was;
 
   if (!atomic_load_explicit(&stkr__pl.ready, memory_order_acquire) ||
       stkr__pl_guard || getpid() != stkr__pl_pid)
@@ -553,30 +552,23 @@ void stkr__pl_before_sandbox(const char *what, bool strict) {
   if (atomic_compare_exchange_strong_explicit(
           &stkr__pl.start, &st, STKR__PL_START_NONE, memory_order_acq_rel,
           memory_order_acquire)) {
+    was = false; /* never to start */
+  } else if (!strict && !g_followed_child) {
+    return; /* a filter once recording runs: left alone */
+  } else {
+    /* Ends the recording, or the follow mode of a forked child that has
+     * not recorded yet (flush/worker.c: it would start at its first
+     * event, under the filter then; review). */
+    stkr__pl_guard++;
+    was = stkr_shutdown_for_exit() != -ENOTCONN;
+    stkr__pl_guard--;
+  }
+  if (was) /* (err 0: a note of a process that did record) */
+    stkr__pl_note(0, "recording stopped: the program called %s; its later "
+                  "watched calls are not recorded", what);
+  else
     stkr__pl_note(-EPERM, "not recorded: it called %s before its first "
                   "watched call", what);
-    return;
-  }
-  if (!strict && g_followed_child) {
-    /* A forked child of a recording process starts at its first event
-     * too (flush/worker.c, follow mode), under the filter then: its follow
-     * mode ends here, or its recording if it started (review). */
-    stkr__pl_guard++;
-    bool was = stkr_shutdown_for_exit() != -ENOTCONN;
-    stkr__pl_guard--;
-    if (was)
-      stkr__pl_note(0, "recording stopped: the program called %s; its "
-                    "later watched calls are not recorded", what);
-    else
-      stkr__pl_note(-EPERM, "not recorded: it called %s before its first "
-                    "watched call", what);
-    return;
-  }
-  if (!strict) return;
-  /* (err 0: a note of a process that did record) */
-  stkr__pl_note(0, "recording stopped: the program called %s; its later "
-                "watched calls are not recorded", what);
-  end_once();
 }
 
 /* Once per process image; see g_end_state. The caller checked ready, the

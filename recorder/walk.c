@@ -129,8 +129,6 @@ __attribute__((constructor)) static void stkr__walk_init(void) {
     (void)dlerror();
     (void)dlerror();
   }
-#endif
-#if defined(__linux__)
   {
     const char *execfn = (const char *)getauxval(AT_EXECFN);
     if (execfn != NULL)
