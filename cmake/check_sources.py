@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check that the CMake and SwiftPM source lists match the Bazel BUILD files.
+"""Check that the CMake, SwiftPM and aarch64 source lists match the BUILD files.
 
     cmake/check_sources.py [REPO]     (default: the repository of this file)
 
@@ -8,7 +8,9 @@ same .c files again (SwiftPM cannot read BUILD files). This evaluates each
 BUILD file involved as Starlark-compatible Python with stub rules (glob() is
 a real glob in the package directory), takes the .c files of the Bazel
 targets below, and compares them with the matching CMake variable and with
-Package.swift's CStackrec sources. Generated files (protoc-c, the report
+Package.swift's CStackrec sources, and the hook library's preload/*.c files
+with the ones tests/aarch64/preload.sh compiles (it lists them by name: a
+missing one is a hook the aarch64 run never loads). Generated files (protoc-c, the report
 assets) are not in srcs as .c files of the source tree, so they are not
 compared.
 
@@ -39,6 +41,11 @@ CMAKE_VARS = {
     "STKR_CLI_SRCS": [("tools", "stackrec"), ("tools", "stackrec_lib"),
                       ("tools", "snapshot_walk")],
 }
+# tests/aarch64/preload.sh builds the hook library from these packages'
+# files by name (the other packages by glob).
+AARCH64_PRELOAD = [("preload", "libstackrec_preload.so"), ("preload", "match")]
+AARCH64_SCRIPT = os.path.join("tests", "aarch64", "preload.sh")
+
 # Package.swift's C target is the embeddable library: //:stackrec, i.e.
 # //flush (:core and the symbolizer) with what it depends on.
 SWIFT_TARGETS = [("recorder", "recorder"), ("unwind", "unwind"), ("proto", "proto"),
@@ -102,12 +109,17 @@ def bazel_c_files(repo, targets, cache):
     return files
 
 
-def cmake_lists(repo):
-    path = os.path.join(repo, "cmake", "sources.cmake")
+def read_text(path):
     try:
-        text = open(path).read()
+        with open(path) as f:
+            return f.read()
     except OSError as e:
         raise BuildError(f"{path}: {e}")
+
+
+def cmake_lists(repo):
+    path = os.path.join(repo, "cmake", "sources.cmake")
+    text = read_text(path)
     text = re.sub(r"#[^\n]*", "", text)
     return {m.group(1): set(m.group(2).split())
             for m in re.finditer(r"set\(\s*(\w+)\s+([^)]*)\)", text)}
@@ -116,15 +128,25 @@ def cmake_lists(repo):
 def swift_sources(repo):
     """The quoted .c paths between the BEGIN/END markers of Package.swift."""
     path = os.path.join(repo, "Package.swift")
-    try:
-        text = open(path).read()
-    except OSError as e:
-        raise BuildError(f"{path}: {e}")
+    text = read_text(path)
     m = re.search(r"// BEGIN sources.*?\n(.*?)// END sources", text, re.S)
     if not m:
         raise BuildError(f"{path}: no '// BEGIN sources' ... '// END sources'")
     return {s for s in re.findall(r'"([^"]+\.c)"', m.group(1))
             if not s.startswith("swift/")}
+
+
+def aarch64_preload_sources(repo):
+    """The preload/*.c files named in the hook library's compile command of
+    tests/aarch64/preload.sh (from its -o .../libstackrec_preload.so to the
+    version script)."""
+    path = os.path.join(repo, AARCH64_SCRIPT)
+    text = read_text(path)
+    m = re.search(r"libstackrec_preload\.so\"(.*?)--version-script", text, re.S)
+    if not m:
+        raise BuildError(f"{path}: no hook library command "
+                         "(-o .../libstackrec_preload.so ... --version-script)")
+    return set(re.findall(r"preload/\w+\.c", m.group(1)))
 
 
 def compare(label, want, have, where, fmt):
@@ -149,7 +171,7 @@ def main(argv):
     repo = argv[1] if len(argv) == 2 else os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))
     cache = {}
-    passed = failed = 0
+    results = []  # one bool per list compared
     try:
         lists = cmake_lists(repo)
         for var, targets in CMAKE_VARS.items():
@@ -157,26 +179,25 @@ def main(argv):
             have = lists.get(var)
             if have is None:
                 print(f"FAIL: cmake/sources.cmake: no set({var} ...)")
-                failed += 1
+                results.append(False)
                 continue
             label = f"{var} = " + " + ".join(f"//{p}:{n}" for p, n in targets)
-            if compare(label, want, have, "cmake/sources.cmake", str):
-                passed += 1
-            else:
-                failed += 1
+            results.append(compare(label, want, have, "cmake/sources.cmake", str))
         want = bazel_c_files(repo, SWIFT_TARGETS, cache)
-        if compare("Package.swift CStackrec = //:stackrec", want,
-                   swift_sources(repo), "Package.swift",
-                   lambda f: f'"{f}",'):
-            passed += 1
-        else:
-            failed += 1
+        results.append(compare("Package.swift CStackrec = //:stackrec", want,
+                               swift_sources(repo), "Package.swift",
+                               lambda f: f'"{f}",'))
+        want = {f for f in bazel_c_files(repo, AARCH64_PRELOAD, cache)
+                if f.startswith("preload/")}
+        results.append(compare(f"{AARCH64_SCRIPT} hook library = //preload:"
+                               "libstackrec_preload.so + //preload:match", want,
+                               aarch64_preload_sources(repo), AARCH64_SCRIPT, str))
     except BuildError as e:
         print(f"check_sources: {e}", file=sys.stderr)
-        print(f"{passed} passed, {failed + 1} failed")
+        print(f"{results.count(True)} passed, {results.count(False) + 1} failed")
         return 2
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    print(f"{results.count(True)} passed, {results.count(False)} failed")
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

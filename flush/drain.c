@@ -131,6 +131,73 @@ static const char *write_error_why(int err) {
                        : strerror(-err);
 }
 
+/* The open batch as a segment's next frame: its header and images where
+ * due, clock, counters, encoded and written (the segment opened first if
+ * none is). @return 0, or a negative errno with *what the step that
+ * failed. */
+static int put_batch(stkr__worker *w, const char **what) {
+  stkr__batchb *b = &w->bb;
+  Stackrec__Batch *B = &b->batch;
+  int err = 0;
+
+  *what = "open";
+  if (w->seg.fd < 0 && (err = stkr__seg_open_next(&w->seg)) != 0) return err;
+  if (w->seg_first) {
+    Stackrec__Header *h = &b->header;
+    stkr_fmt_header_from_session(h, &b->config, &w->sess);
+    h->segment_seq = w->seg.seq;
+    h->session_first_seq = w->session_first_seq;
+    h->dir_recreated = w->seg.dir_recreated;
+    h->unwind_tables = w->uw_have ? &w->uw_pb : NULL;
+    B->header = h;
+  }
+  if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
+    B->n_images = w->imgs.n;
+    B->images = w->imgs.ptrs;
+  }
+  /* The cap before the write: this batch's counters count its deletions
+   * (after the last batch they would be on no disk). */
+  stkr__seg_enforce_cap(&w->seg);
+  publish(w);
+  /* Back to back, so a reader can map mono timestamps to wall time. */
+  b->clock.mono_ns = stkr__clock_mono_ns();
+  b->clock.wall_ns = stkr__clock_wall_ns();
+  B->clock = &b->clock;
+  fill_counters(w, &b->counters); /* notes the drops they count */
+  B->counters = &b->counters;
+  /* Before the write: a death after it, before the commit in write_batch,
+   * must not leave recovery to count this batch's new drops again. */
+  stkr__threads_drops_pend(B->seq);
+
+  w->out.len = 0;
+  *what = "encode";
+  if ((err = stkr_fmt_encode_batch(B, w->cctx, STKR__ZSTD_LEVEL, &w->out)) != 0)
+    return err;
+  *what = "write";
+  return stkr__seg_write(&w->seg, w->out.data, w->out.len);
+}
+
+/* The session is ending (an exit's drain, or the last batch) and its batch
+ * failed: the batch's records stay in the ring files (its number is not
+ * used: no gap, nothing lost), and so do every later batch's. */
+static void end_keeping_rings(stkr__worker *w, int err, const char *what) {
+  w->batch_seq--;
+  w->keep_for_recovery = true;
+  w->write_err = err;
+  /* Rings in memory (no session file) die with the process, counted by
+   * keep_unwritten (QA, session 23: "stay in the ring files" of none). */
+  stkr__log(STKR__LOG_WRITE, "cannot %s a segment file in %s: %s; %s", what,
+            w->cfg.dir, write_error_why(err),
+            stkr__session_current() != 0
+                ? "the unwritten events stay in the ring files for recovery"
+                : "the unwritten events are lost (its rings are in memory: "
+                  "there is no session file)");
+  pthread_mutex_lock(&w->stats_mu);
+  w->write_errors++;
+  pthread_mutex_unlock(&w->stats_mu);
+  keep_unwritten(w);
+}
+
 /* Encode and write the open batch. Never fails from the caller's view: a
  * batch that cannot be written is dropped and counted, or, once the
  * session ends, left in the ring files (keep_for_recovery). */
@@ -138,8 +205,8 @@ static void write_batch(stkr__worker *w, bool last) {
   stkr__batchb *b = &w->bb;
   Stackrec__Batch *B = &b->batch;
   uint64_t n = b->n;
-  int err = 0;
-  const char *what = "open";
+  const char *what;
+  int err;
 
   if (w->keep_for_recovery) { /* an earlier batch of this end failed */
     keep_unwritten(w);
@@ -149,44 +216,7 @@ static void write_batch(stkr__worker *w, bool last) {
   stkr__batch_finish(b);
   B->seq = ++w->batch_seq; /* failed batches keep their number: gaps show */
   B->last = last;
-
-  if (w->seg.fd < 0) err = stkr__seg_open_next(&w->seg);
-  if (err == 0) {
-    if (w->seg_first) {
-      Stackrec__Header *h = &b->header;
-      stkr_fmt_header_from_session(h, &b->config, &w->sess);
-      h->segment_seq = w->seg.seq;
-      h->session_first_seq = w->session_first_seq;
-      h->dir_recreated = w->seg.dir_recreated;
-      h->unwind_tables = w->uw_have ? &w->uw_pb : NULL;
-      B->header = h;
-    }
-    if (w->seg_first || w->imgs.gen != w->imgs_gen_sent) {
-      B->n_images = w->imgs.n;
-      B->images = w->imgs.ptrs;
-    }
-    /* The cap before the write: this batch's counters count its deletions
-     * (after the last batch they would be on no disk). */
-    stkr__seg_enforce_cap(&w->seg);
-    publish(w);
-    /* Back to back, so a reader can map mono timestamps to wall time. */
-    b->clock.mono_ns = stkr__clock_mono_ns();
-    b->clock.wall_ns = stkr__clock_wall_ns();
-    B->clock = &b->clock;
-    fill_counters(w, &b->counters); /* notes the drops they count */
-    B->counters = &b->counters;
-    /* Before the write: a death after it, before the commit below, must
-     * not leave recovery to count this batch's new drops again. */
-    stkr__threads_drops_pend(B->seq);
-
-    w->out.len = 0;
-    what = "encode";
-    err = stkr_fmt_encode_batch(B, w->cctx, STKR__ZSTD_LEVEL, &w->out);
-    if (err == 0) {
-      what = "write";
-      err = stkr__seg_write(&w->seg, w->out.data, w->out.len);
-    }
-  }
+  err = put_batch(w, &what);
 
   /* For recovery: its batches continue after these. After the attempt,
    * not before: a death between a note of seq N and N's write left a gap
@@ -196,25 +226,7 @@ static void write_batch(stkr__worker *w, bool last) {
    * failed write is noted too, so its gap stays (it lost events). */
   if (err != 0 &&
       (last || atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed))) {
-    /* The session is ending (an exit's drain, or the last batch): the
-     * batch's records stay in the ring files (its number is not used: no
-     * gap, nothing lost). */
-    w->batch_seq--;
-    w->keep_for_recovery = true;
-    w->write_err = err;
-    /* Rings in memory (no session file) die with the process, counted by
-     * keep_unwritten (QA, session 23: "stay in the ring files" of none). */
-    stkr__log(STKR__LOG_WRITE, "cannot %s a segment file in %s: %s; %s", what,
-              w->cfg.dir, write_error_why(err),
-              stkr__session_current() != 0
-                  ? "the unwritten events stay in the ring files for "
-                    "recovery"
-                  : "the unwritten events are lost (its rings are in "
-                    "memory: there is no session file)");
-    pthread_mutex_lock(&w->stats_mu);
-    w->write_errors++;
-    pthread_mutex_unlock(&w->stats_mu);
-    keep_unwritten(w);
+    end_keeping_rings(w, err, what);
     return;
   }
   stkr__session_note((uint32_t)w->stacks.count, B->seq);
@@ -340,93 +352,6 @@ static void apply_renames(stkr__thread *t, uint64_t pos) {
   }
 }
 
-/* A new image list: mark the app's images (the main executable, listed
- * first, and those under STACKREC_APP_PATHS) and hand the list to the
- * symbolizer, before any stack of this pass is resolved. */
-static void images_changed(stkr__worker *w) {
-  stkr__symimg *si = NULL;
-  if (w->imgs.gen == w->imgs_gen_app) return;
-  w->imgs_gen_app = w->imgs.gen;
-  for (size_t i = 0; i < w->imgs.n; i++) {
-    Stackrec__Image *im = &w->imgs.imgs[i];
-    im->app = i == 0 || stkr__app_path_match(w->cfg.app_paths, im->path);
-  }
-  if (!w->symc) return;
-  if (w->imgs.n && !(si = calloc(w->imgs.n, sizeof *si))) goto fail;
-  for (size_t i = 0; i < w->imgs.n; i++) {
-    const Stackrec__Image *im = &w->imgs.imgs[i];
-    si[i] = (stkr__symimg){im->path, im->load_address, im->text_start,
-                           im->text_end, im->build_id.data, im->build_id.len,
-                           im->app};
-  }
-  if (stkr__symc_set_images(w->symc, si, w->imgs.n) < 0) goto fail;
-  free(si);
-  return;
-fail:
-  free(si);
-  w->imgs_gen_app = 0; /* try again next pass */
-  stkr__log(STKR__LOG_OTHER, "symbolize: out of memory for the image list");
-}
-
-void stkr__drain_unwind_tables(stkr__worker *w) {
-  stkr__unwind_update u;
-  int err;
-
-  if (w->cfg.set.unwind != STKR_UNWIND_TABLES ||
-      (w->imgs_gen_unwind != 0 && w->imgs_gen_unwind == w->imgs.gen))
-    return;
-  /* Tried once per image list: a failure leaves the frame-pointer walk
-   * (or the previous tables) until the list changes again. */
-  w->imgs_gen_unwind = w->imgs.gen ? w->imgs.gen : 1;
-  if ((err = stkr__unwind_tables_update(&u)) < 0) {
-    stkr__log(STKR__LOG_OTHER, "unwind tables: %s; stacks are walked with "
-              "frame pointers", err == -ENOSYS ? "not supported here"
-                                                : strerror(-err));
-    return;
-  }
-  if (u.kept_old)
-    stkr__log(STKR__LOG_OTHER, "unwind tables: a thread stayed inside one "
-              "event for over %u ms; the replaced tables are kept",
-              STKR__UW_GRACE_MS);
-  stackrec__unwind_tables__init(&w->uw_pb);
-  w->uw_pb.images = u.images;
-  w->uw_pb.images_failed = u.failed;
-  w->uw_pb.images_without_cfi = u.without_cfi;
-  w->uw_pb.rows = u.rows;
-  w->uw_pb.rows_fallback = u.rows_fallback;
-  w->uw_pb.table_bytes = u.table_bytes;
-  w->uw_pb.images_cached = u.cache_loaded;
-  w->uw_pb.cache_rejected = u.cache_rejected;
-  w->uw_have = true;
-}
-
-/* The symbolizer's notes (an image whose file cannot be used): rate-limited
- * like every other message of ours. */
-static void sym_warn(void *arg, const char *why) {
-  (void)arg;
-  stkr__log(STKR__LOG_OTHER, "symbolize: %s", why);
-}
-
-void stkr__drain_start_symbolizer(stkr__worker *w) {
-  stkr__symbe *be = NULL;
-  stkr__symbe_opts so = {.warn = sym_warn, .symcache_dir = w->cfg.symcache_dir};
-  if (w->cfg.set.symbolize != STKR_SYMBOLIZE_INPROC) return;
-  if (stkr__symbe_create(&so, &be) == 0) (void)stkr__symc_create(be, &w->symc);
-  if (w->symc == NULL) w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;
-}
-
-/* The frames of a stack new to the recording: the only place the worker
- * does symbol work (each unique PC once, in the symbolizer's cache). */
-static void symbolize_stack(stkr__worker *w, stkr__stack *s) {
-  int err = stkr__symc_stack(w->symc, s->pcs, s->depth, &s->frames,
-                             &s->n_frames);
-  if (err < 0) {
-    s->frames = NULL;
-    s->n_frames = 0; /* the stack keeps its PCs only */
-    stkr__log(STKR__LOG_OTHER, "symbolize: %s", strerror(-err));
-  }
-}
-
 /* The stack id of a full record (interned, symbolized and defined in
  * this epoch if new), which becomes its slot's stack in t's mirror. */
 static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
@@ -447,7 +372,7 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
    * it is not skipped: bursts want offline mode (`stackrec record`'s
    * default), where the worker never symbolizes. */
   if (stack > known && w->symc && stkr__drain_may_symbolize(w))
-    symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
+    stkr__drain_symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
   return stack;
 }
 
@@ -743,7 +668,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   stkr__loader_scan_end();
   if (err < 0)
     stkr__log(STKR__LOG_OTHER, "cannot list loaded images: %s", strerror(-err));
-  images_changed(w);
+  stkr__drain_images_changed(w);
   if (!stkr__session_check())
     stkr__log(STKR__LOG_OTHER, "lost the lock on the session file in %s (a "
               "descriptor closed by the program?); new threads' rings are "

@@ -255,8 +255,16 @@ void stkr__timer_after_pass(const stkr__worker *w, stkr__timer *tm, uint64_t now
  * due (the next look is scheduled), false when one is. */
 bool stkr__timer_light(const stkr__worker *w, stkr__timer *tm);
 /* STKR_UNWIND_TABLES: build and publish unwind tables when the image list
- * changed since the last build (drain.c). */
+ * changed since the last build (drain_images.c). */
 void stkr__drain_unwind_tables(stkr__worker *w);
+/* A new image list (its gen not seen yet): mark the app's images (the main
+ * executable, listed first, and those under STACKREC_APP_PATHS) and hand
+ * the list to the symbolizer, before any stack of the pass is resolved
+ * (drain_images.c). */
+void stkr__drain_images_changed(stkr__worker *w);
+/* Inproc mode: s's frames, resolved once (each unique PC once, in the
+ * symbolizer's cache); on failure s keeps its PCs only (drain_images.c). */
+void stkr__drain_symbolize_stack(stkr__worker *w, stkr__stack *s);
 /* In an ending session: has the drain deadline passed? (false otherwise) */
 bool stkr__drain_past_deadline(stkr__worker *w);
 /* Does ring r put the worker under pressure, `pressured` being the last

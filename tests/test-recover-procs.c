@@ -582,6 +582,15 @@ static void check_write_errors(const char *dir) {
   assert_int_equal(p.events, 10);
 }
 
+/* A child runs body (write_error_body first) into a new directory and
+ * dies by SIGKILL: 60 events attempted, 50 lost to write errors. */
+static void kill_with_write_errors(recovery *r, drop_stats *ds,
+                                   void (*body)(void *)) {
+  kill_in_new_dir(r, ds, (stkr_config){0}, body);
+  assert_int_equal(ds->attempted, 60);
+  assert_int_equal(ds->write_error, 50);
+}
+
 /* QA-style (session 22): the events of a batch that failed to write are
  * released from the rings and counted, but the count lived in the
  * worker's memory only: killed before its next written batch, the app read
@@ -593,9 +602,7 @@ static void test_write_errors_survive_kill(void **state) {
   drop_stats *ds = *state;
   recovery r;
 
-  kill_in_new_dir(&r, ds, (stkr_config){0}, write_error_body);
-  assert_int_equal(ds->attempted, 60);
-  assert_int_equal(ds->write_error, 50);
+  kill_with_write_errors(&r, ds, write_error_body);
   save_inputs(r.dir);
   for (int round = 0; round < 2; round++) {
     if (round == 1)
@@ -625,9 +632,7 @@ static void test_final_batch_unwritten(void **state) {
   drop_stats *ds = *state;
   recovery r;
 
-  kill_in_new_dir(&r, ds, (stkr_config){0}, write_error_shutdown_body);
-  assert_int_equal(ds->attempted, 60);
-  assert_int_equal(ds->write_error, 50);
+  kill_with_write_errors(&r, ds, write_error_shutdown_body);
   recover(r.dir, false, &r.st, &r.ms);
   assert_int_equal(r.st.sessions_recovered, 1);
   check_write_errors(r.dir);

@@ -43,7 +43,8 @@ omitfp=(-O2 -fomit-frame-pointer -fno-optimize-sibling-calls -fno-inline)
 if ! "$cc" "${flags[@]}" "${pl[@]}" -shared -o "$d/bin/libstackrec_preload.so" \
      preload/hooks_dl.c preload/hooks_env.c preload/hooks_exec.c preload/hooks_files.c \
      preload/hooks_net.c \
-     preload/hooks_signal.c preload/hooks_stat.c preload/preload.c \
+     preload/hooks_signal.c preload/hooks_stat.c preload/hooks_thread.c \
+     preload/preload.c \
      preload/sites.c \
      preload/match.c recorder/*.c \
      unwind/*.c flush/*.c proto/*.c "$out/gen/proto/stackrec.pb-c.c" \

@@ -186,6 +186,65 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The medians of t[workload][mode][round] beside the cold runs, and the
+ * verdict. */
+static void print_table(double t[3][3][MAX_ROUNDS], const double cold[3],
+                        const char *const names[3], int rounds) {
+  printf("%-24s %8s %10s %7s %10s %7s %8s %7s\n", "workload", "plain s",
+         "recorded s", "ratio", "hooks s", "ratio", "cold s", "ratio");
+  double worst = 0;
+  for (int w = 0; w < 3; w++) {
+    double p = median(t[w][0], rounds), q = median(t[w][1], rounds);
+    double h = median(t[w][2], rounds);
+    printf("%-24s %8.3f %10.3f %6.2fx %10.3f %6.2fx %8.3f %6.2fx\n", names[w],
+           p, q, q / p, h, h / p, cold[w], cold[w] / p);
+    if (q / p > worst) worst = q / p;
+  }
+  printf("(recorded: stackrec record -q, symbolizing at the end from symbol "
+         "caches; hooks: LD_PRELOAD alone, offline, tables, no record; cold: one "
+         "recorded run on an empty symbol cache directory, which it fills)\n");
+  printf("worst ratio %.2fx (target <= 1.30x): %s\n", worst,
+         worst <= 1.3 ? "PASS" : "MISS");
+}
+
+/* This program (self, for --forks), the stackrec binary (bin: --stackrec
+ * PATH, else ../stackrec next to this one) and the hook library (g_lib).
+ * @return 0, or 1 with a message. */
+static int locate(const char *bin_opt, char self[PATH_MAX], char *bin,
+                  size_t bin_len) {
+  if (realpath("/proc/self/exe", self) == NULL) return 1;
+  if (bin_opt != NULL) {
+    snprintf(bin, bin_len, "%s", bin_opt);
+  } else {
+    char *slash;
+    snprintf(bin, bin_len, "%s", self);
+    slash = strrchr(bin, '/');
+    *slash = '\0';
+    slash = strrchr(bin, '/');
+    snprintf(slash, bin_len - (size_t)(slash - bin), "/stackrec");
+  }
+  if (access(bin, X_OK) != 0) {
+    fprintf(stderr, "no stackrec at %s (--stackrec PATH)\n", bin);
+    return 1;
+  }
+  {
+    /* bazel-bin/tools/stackrec -> bazel-bin/preload/ */
+    char tmp[PATH_MAX + 32], *slash;
+    snprintf(tmp, sizeof tmp, "%s", bin);
+    slash = strrchr(tmp, '/');
+    if (slash) *slash = '\0';
+    snprintf(g_lib, sizeof g_lib, "%s/../preload/libstackrec_preload.so",
+             slash ? tmp : ".");
+    if (getenv("STACKREC_PRELOAD")) snprintf(g_lib, sizeof g_lib, "%s",
+                                             getenv("STACKREC_PRELOAD"));
+    if (access(g_lib, R_OK) != 0) {
+      fprintf(stderr, "no hook library at %s (set STACKREC_PRELOAD)\n", g_lib);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char self[PATH_MAX], bin[PATH_MAX + 32], root[PATH_MAX / 2];
   char proj[PATH_MAX], script[PATH_MAX], recdir[PATH_MAX + 32];
@@ -214,36 +273,7 @@ int main(int argc, char **argv) {
     }
   }
   if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 5;
-  if (realpath("/proc/self/exe", self) == NULL) return 1;
-  if (bin_opt != NULL) {
-    snprintf(bin, sizeof bin, "%s", bin_opt);
-  } else {
-    char *slash;
-    snprintf(bin, sizeof bin, "%s", self);
-    slash = strrchr(bin, '/');
-    *slash = '\0';
-    slash = strrchr(bin, '/');
-    snprintf(slash, sizeof bin - (size_t)(slash - bin), "/stackrec");
-  }
-  if (access(bin, X_OK) != 0) {
-    fprintf(stderr, "no stackrec at %s (--stackrec PATH)\n", bin);
-    return 1;
-  }
-  {
-    /* bazel-bin/tools/stackrec -> bazel-bin/preload/ */
-    char tmp[PATH_MAX + 32], *slash;
-    snprintf(tmp, sizeof tmp, "%s", bin);
-    slash = strrchr(tmp, '/');
-    if (slash) *slash = '\0';
-    snprintf(g_lib, sizeof g_lib, "%s/../preload/libstackrec_preload.so",
-             slash ? tmp : ".");
-    if (getenv("STACKREC_PRELOAD")) snprintf(g_lib, sizeof g_lib, "%s",
-                                             getenv("STACKREC_PRELOAD"));
-    if (access(g_lib, R_OK) != 0) {
-      fprintf(stderr, "no hook library at %s (set STACKREC_PRELOAD)\n", g_lib);
-      return 1;
-    }
-  }
+  if (locate(bin_opt, self, bin, sizeof bin) != 0) return 1;
   /* $TMPDIR: the file system matters (every recorded process creates
    * files; a journal-less ext4 scans for a free inode at each create). */
   snprintf(root, sizeof root, "%s/stkr-recbench-XXXXXX",
@@ -305,21 +335,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  printf("%-24s %8s %10s %7s %10s %7s %8s %7s\n", "workload", "plain s",
-         "recorded s", "ratio", "hooks s", "ratio", "cold s", "ratio");
-  double worst = 0;
-  for (int w = 0; w < 3; w++) {
-    double p = median(t[w][0], rounds), q = median(t[w][1], rounds);
-    double h = median(t[w][2], rounds);
-    printf("%-24s %8.3f %10.3f %6.2fx %10.3f %6.2fx %8.3f %6.2fx\n", names[w],
-           p, q, q / p, h, h / p, cold[w], cold[w] / p);
-    if (q / p > worst) worst = q / p;
-  }
-  printf("(recorded: stackrec record -q, symbolizing at the end from symbol "
-         "caches; hooks: LD_PRELOAD alone, offline, tables, no record; cold: one "
-         "recorded run on an empty symbol cache directory, which it fills)\n");
-  printf("worst ratio %.2fx (target <= 1.30x): %s\n", worst,
-         worst <= 1.3 ? "PASS" : "MISS");
+  print_table(t, cold, names, rounds);
   sh("rm -rf '%s'", root);
   return 0;
 }
