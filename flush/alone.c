@@ -35,7 +35,10 @@
 #include "flush/flush_internal.h"
 
 #if defined(__linux__)
+#include <sys/stat.h>
 #include <sys/syscall.h>
+
+#include "common/stkr_io.h"
 
 /* Read a /proc stat file into buf (NUL-terminated). @return the text after
  * the comm's closing parenthesis (" S ppid ..."), or NULL. comm (16
@@ -63,6 +66,62 @@ static const char *read_stat(const char *path, char *buf, size_t cap,
   return close_p + 1;
 }
 
+/* /proc/self/stat, kept open from the first look on (raised, close-on-exec),
+ * so that the look every 0.2 s opens nothing: a descriptor opened, even
+ * for a moment, at the lowest free number can take the one an app
+ * thread's open() is about to get (its `close(0); open(...)` expecting 0).
+ * Checked by identity before each read (the app may have closed it or put
+ * a file of its own at the number: forgotten, never closed); a forked
+ * child's copy names the parent's file: closed there, and opened anew.
+ * Worker thread only. */
+static int g_stat_fd = -1;
+static pid_t g_stat_pid;
+static uint64_t g_stat_dev, g_stat_ino;
+
+static int self_stat_fd(void) {
+  struct stat st;
+  bool ours = g_stat_fd >= 0 &&
+              stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0;
+  int fd;
+
+  if (ours && g_stat_pid == getpid()) return g_stat_fd;
+  if (ours) (void)close(g_stat_fd); /* the parent's, inherited by fork */
+  g_stat_fd = -1;
+  g_stat_pid = getpid();
+  if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0 ||
+      (fd = stkr_fd_raise(fd)) < 0)
+    return -1;
+  if (stkr__fd_identity(fd, &g_stat_dev, &g_stat_ino) != 0) {
+    (void)close(fd);
+    return -1;
+  }
+  return g_stat_fd = fd;
+}
+
+void stkr__alone_close(void) {
+  struct stat st;
+  if (g_stat_fd >= 0 && g_stat_pid == getpid() &&
+      stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0)
+    (void)close(g_stat_fd);
+  g_stat_fd = -1;
+}
+
+/* The process's stat, read again from offset 0 of the kept descriptor
+ * (proc(5) files are made anew at each read from 0). @return as
+ * read_stat. */
+static const char *read_self_stat(char *buf, size_t cap) {
+  int fd = self_stat_fd();
+  ssize_t n;
+  char *close_p;
+
+  if (fd < 0) return NULL;
+  n = pread(fd, buf, cap - 1, 0);
+  if (n <= 0) return NULL;
+  buf[n] = '\0';
+  close_p = strrchr(buf, ')');
+  return close_p != NULL ? close_p + 1 : NULL;
+}
+
 /* The state letter of a stat text (after the comm). */
 static char state_of(const char *rest) {
   return rest[0] == ' ' ? rest[1] : '\0';
@@ -87,7 +146,7 @@ static bool g_main_was_last = true;
 
 bool stkr__app_threads_gone(int *status) {
   char buf[1024], path[64], comm[16];
-  const char *rest = read_stat("/proc/self/stat", buf, sizeof buf, NULL);
+  const char *rest = read_self_stat(buf, sizeof buf);
   long self = syscall(SYS_gettid), ours = 1;
   long long code, n;
   DIR *d;
@@ -135,11 +194,13 @@ bool stkr__app_threads_gone(int *status) {
   /* A thread made, or one that ended, while the list was read (review: an
    * app thread that started another and ended between the listing and its
    * stat): the count, read again, says so. */
-  rest = read_stat("/proc/self/stat", buf, sizeof buf, NULL);
+  rest = read_self_stat(buf, sizeof buf);
   return rest != NULL && field_of(rest, 20) == 1 + ours;
 }
 
 #else
+
+void stkr__alone_close(void) {}
 
 bool stkr__app_threads_gone(int *status) {
   (void)status;

@@ -204,6 +204,9 @@ DIR *stkr__opendir_high(const char *path);
 #define STKR__ALONE_CHECK_NS 200000000u /* 0.2 s: the default flush interval */
 bool stkr__app_threads_gone(int *status);
 bool stkr__end_if_alone(void);
+/* Close the /proc/self/stat descriptor the looks keep (a session's end on
+ * the worker thread). */
+void stkr__alone_close(void);
 /* fd's identity (device, inode), remembered at open. 0 or -errno. */
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Is fd still the file whose identity we remembered? 0 (and *st filled),

@@ -168,6 +168,7 @@ static void *worker_main(void *arg) {
     }
     if (end) {
       stkr__drain_all(w, true);
+      stkr__alone_close();
       stkr__asan_fork_idle();
       /* Flushes that raced with the end see it as their barrier. `ended`
        * is our last touch of w: once the ending caller (or a later

@@ -145,6 +145,47 @@ static void check(const char *tag, const char *script, const char *file,
   }
 }
 
+/* The flush worker's look every 0.2 s at whether the app's threads are
+ * all gone (flush/alone.c) read /proc/self/stat through a descriptor it
+ * opened each time at the lowest free number: a number an app thread's
+ * own open() could be expecting at that moment. It keeps one now, raised
+ * above the floor (960 under RLIMIT_NOFILE 1024). A Python program that
+ * records (a watched open), idles for 1 s (5 looks), then lists its own
+ * descriptors naming its stat file: one, at 960 or above (before: none,
+ * each look's closed again). */
+static void test_idle_looks_keep_their_descriptor(void **state) {
+  static const char script[] =
+      "/usr/bin/python3 -c '\n"
+      "import os, time\n"
+      "open(\"/etc/passwd\").read()\n"
+      "time.sleep(1.0)\n"
+      "me, fds = \"/proc/%d/stat\" % os.getpid(), []\n"
+      "for f in os.listdir(\"/proc/self/fd\"):\n"
+      "  try:\n"
+      "    if os.readlink(\"/proc/self/fd/\" + f) == me: fds.append(int(f))\n"
+      "  except OSError: pass\n"
+      "print(len(fds), min(fds or [0]) >= 960)'\n";
+  char cwd[2300], dir[2300];
+  result r;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  fprintf(stderr, "TSan: the hooks cannot run in Python: skipped\n");
+  skip();
+#endif
+  snprintf(cwd, sizeof cwd, "%s/statfd-plain", g_tmp);
+  run(cwd, NULL, script, "none", &r);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.out, "0 False\n");
+  snprintf(cwd, sizeof cwd, "%s/statfd", g_tmp);
+  snprintf(dir, sizeof dir, "%s/statfd.rec", g_tmp);
+  run(cwd, dir, script, "none", &r);
+  if (r.status != 0 || strcmp(r.out, "1 True\n") != 0)
+    fail_msg("status %d, stdout \"%s\" (want \"1 True\": one descriptor "
+             "of the stat file, at 960 or above)\nstderr: %s",
+             r.status, r.out, r.err);
+}
+
 /* A child that records (cat opens a watched file), so every run has
  * events before and after whatever the script does. */
 #define EVENT "cat /etc/passwd >/dev/null; "
@@ -424,7 +465,8 @@ TL_TEST_MAIN("fds", setup, NULL, test_fd3_to_file, test_fd4_dup_of_stdout,
              test_flock_fd9, test_python_closerange, test_python_dup2_over_all,
              test_python_file_at_fd2, test_low_descriptor_limit,
              test_exec_onto_recorder_fds,
-             test_subshell_after_exec_onto_recorder_fds)
+             test_subshell_after_exec_onto_recorder_fds,
+             test_idle_looks_keep_their_descriptor)
 #else
 TL_TEST_MAIN("fds-emfile", setup, NULL, test_python_emfile_at_exit,
              test_python_emfile_then_sleep, test_python_emfile_for_a_while)
