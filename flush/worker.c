@@ -23,19 +23,18 @@
  *   out producers mid-event (at most 100 ms), then let the worker drain,
  *   symbolize and write everything the rings hold, and join it.
  * - stkr_shutdown_for_exit (the preload library's exit, _exit and exec
- *   paths) is bounded by exit_ms instead: set the worker's drain deadline (stop_by_ns, half the
- *   budget: the other half is for encoding and writing on a CPU the app's
- *   busy threads may leave little of), stop accepting events, wait out
- *   producers mid-event for at most a quarter of the budget, then ask the
- *   worker to end and wait for it until the whole budget is spent. The
- *   worker leaves what it could not drain in the rings: in ring files it
- *   is kept for recovery (pending_recovery), in anonymous rings it is
- *   lost (dropped_exit; drain.c). A worker that still has not
- *   answered (a write stuck on a slow disk) is abandoned: detached, never
- *   waited for on an exit path; stkr_init waits for it and frees it before
- *   starting anew. An ended worker is joined but not freed (the process is
- *   about to end: free could wait on a malloc lock held by the thread an
- *   _exit from a signal handler interrupted).
+ *   paths) is bounded by exit_ms instead: the worker's drain deadline
+ *   (stop_by_ns) at half the budget (the other half is for encoding and
+ *   writing on a CPU the app's busy threads may leave little of), producers
+ *   mid-event waited out for at most a quarter, then the worker asked to
+ *   end and waited for until the whole budget is spent. What it could not
+ *   drain stays in the rings: kept for recovery in ring files
+ *   (pending_recovery), lost in anonymous rings (dropped_exit; drain.c). A
+ *   worker that has not answered (a write stuck on a slow disk) is
+ *   abandoned: detached, never waited for on an exit path; stkr_init waits
+ *   for it and frees it. An ended worker is joined but not freed (free
+ *   could wait on a malloc lock held by the thread an _exit from a signal
+ *   handler interrupted).
  * - Producers never block on the worker: if it falls behind, rings fill and
  *   events are dropped and counted by recorder/.
  * - Stats: the worker's counters and the reaping of exited threads are

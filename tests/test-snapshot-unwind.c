@@ -157,6 +157,41 @@ static void test_unwind_stale_epilogue_rule(void **state) {
 }
 #endif
 
+/* A thread stopped in a lazy PLT entry (test-unwind.c, test_plt_entry):
+ * the CFI's expression on rip (rsp + 8, + 8 past the entry's push) is
+ * evaluated; before, it was not understood and the frame-pointer rule
+ * lost the caller (test-snapshot under TSan: "#0 ?? (snapshot_fixture+
+ * 0x10a0) #1 snap_busy_outer", snap_busy_inner missing). */
+static void test_unwind_plt_entry(void **state) {
+#if defined(__x86_64__)
+  stkr_snap_images im;
+  stkr_snap_thread t;
+  char err[512];
+  uintptr_t plt;
+  size_t size;
+  uint64_t ra1 = (uint64_t)(uintptr_t)&fake_thread + 24;
+  (void)state;
+  assert_int_equal(tl_exe_section(".plt", &plt, &size), 0);
+  assert_true(size >= 32);
+  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  for (unsigned at = 0; at < 16; at += 15) { /* before and after the push */
+    fake_thread(&t, 4096);
+    t.regs.pc = plt + 16 + at; /* the first entry after PLT0 */
+    t.regs.fp = 0;
+    put64(&t, FAKE_SP + (at < 11 ? 0 : 8), ra1);
+    stkr_snap_unwind(&im, &t);
+    assert_true(t.n_pcs >= 2);
+    assert_int_equal(t.pcs[0], plt + 16 + at);
+    assert_int_equal(t.pcs[1], ra1);
+    free(t.stack);
+  }
+  stkr_snap_images_free(&im);
+#else
+  (void)state;
+  skip(); /* the lazy PLT's CFA expression is x86_64's */
+#endif
+}
+
 static void test_unwind_depth_bound(void **state) {
   const stkr_snap_images none = g_code;
   stkr_snap_thread t;
@@ -209,5 +244,6 @@ int main(void) {
   return TL_RUN_GROUP(
       "snapshot-unwind", NULL, NULL,
       TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
-               test_unwind_stale_epilogue_rule, test_unwind_random_copies));
+               test_unwind_stale_epilogue_rule, test_unwind_plt_entry,
+               test_unwind_random_copies));
 }

@@ -7,6 +7,7 @@
 #include "tests/testlib.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -364,4 +365,38 @@ out:
   free(names);
   free(tests);
   return status;
+}
+
+static int main_bias(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  *(uintptr_t *)arg = (uintptr_t)info->dlpi_addr;
+  return 1; /* the main program comes first */
+}
+
+int tl_exe_section(const char *name, uintptr_t *addr, size_t *size) {
+  size_t len = 0;
+  char *f = tl_slurp_alloc("/proc/self/exe", &len);
+  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+  const Elf64_Shdr *sh;
+  uintptr_t bias = 0;
+  int rc = -1;
+
+  if (f == NULL || len < sizeof *eh || eh->e_shoff > len ||
+      eh->e_shnum > (len - eh->e_shoff) / sizeof *sh ||
+      eh->e_shstrndx >= eh->e_shnum)
+    goto out;
+  sh = (const Elf64_Shdr *)(f + eh->e_shoff);
+  dl_iterate_phdr(main_bias, &bias);
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    size_t at = sh[eh->e_shstrndx].sh_offset + sh[i].sh_name;
+    if (at + strlen(name) + 1 <= len && strcmp(f + at, name) == 0) {
+      *addr = bias + (uintptr_t)sh[i].sh_addr;
+      *size = (size_t)sh[i].sh_size;
+      rc = 0;
+      break;
+    }
+  }
+out:
+  free(f);
+  return rc;
 }

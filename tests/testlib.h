@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Built with --config=asan or --config=tsan? Timing bounds and the
  * programs a sanitizer runtime can be preloaded into depend on it. */
@@ -120,6 +121,11 @@ void tl_run_child(int (*body)(void *arg), void *arg);
 /* The path of the ASan runtime loaded in this process ("" if none): it
  * must come first in LD_PRELOAD of a program our ASan-built hooks go into. */
 void tl_asan_runtime(char *out, size_t cap);
+
+/* The run-time address and size of section `name` (".plt") of this
+ * executable, from /proc/self/exe's section headers and the main
+ * program's load bias (ELF64). @return 0, or -1 (no such section). */
+int tl_exe_section(const char *name, uintptr_t *addr, size_t *size);
 
 /* ---- main() of a cmocka test file ----
  *

@@ -141,7 +141,8 @@ typedef struct uw_rule {
 } uw_rule;
 
 typedef struct uw_state {
-  bool cfa_expr;    /* DW_CFA_def_cfa_expression: not expressible */
+  bool cfa_expr;    /* DW_CFA_def_cfa_expression: not expressible, */
+  uint8_t plt_k;    /* unless an x86_64 lazy PLT's: its K + 1 (plt_expr_k) */
   uint64_t cfa_reg;
   int64_t cfa_off;
   uw_rule ra, fp;
@@ -205,7 +206,11 @@ static uint32_t make_row(const uw_ctx *x, const uw_cie *cie, const uw_state *s) 
 
   if (cie->signal) return STKR__UW_SIGNAL; /* the kernel's frame layout: the walk knows it */
   if (s->ra.how == R_UNDEF) return STKR__UW_STOP;
-  if (s->cfa_expr) return STKR__UW_FALLBACK;
+  if (s->cfa_expr)
+    return s->plt_k != 0 && s->ra.how == R_OFFSET && s->ra.off == -8 &&
+                   (s->fp.how == R_SAME || s->fp.how == R_UNDEF)
+               ? STKR__UW_PLT(s->plt_k - 1u)
+               : STKR__UW_FALLBACK;
   if (s->cfa_reg == x->reg_sp) kind = STKR__UW_SP;
   else if (s->cfa_reg == x->reg_fp) kind = STKR__UW_FP;
   else return STKR__UW_FALLBACK;
@@ -244,6 +249,21 @@ static uw_rule init_rule(const uw_ctx *x, const uw_cie *cie, uint64_t reg) {
   return reg == cie->ra_reg ? cie->init.ra : reg == x->reg_fp ? cie->init.fp : (uw_rule){R_SAME, 0};
 }
 
+/* The CFA expression GNU ld writes for the entries of an x86_64 lazy
+ * .plt: CFA = rsp + 8, plus 8 from byte K of each 16-byte entry on (after
+ * its push): DW_OP_breg7 8, DW_OP_breg16 0, DW_OP_lit15, DW_OP_and,
+ * DW_OP_litK, DW_OP_ge, DW_OP_lit3, DW_OP_shl, DW_OP_plus (K = 11 for the
+ * classic entry, 10 with IBT, 5 with BND). @return K + 1, or 0 for any
+ * other expression. */
+static uint8_t plt_expr_k(const uint8_t *e, uint64_t n) {
+  static const uint8_t want[11] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a,
+                                   0x30, 0x2a, 0x33, 0x24, 0x22};
+  if (n != sizeof want || e[6] < 0x30 || e[6] > 0x3f) return 0;
+  for (unsigned i = 0; i < sizeof want; i++)
+    if (i != 6 && e[i] != want[i]) return 0;
+  return (uint8_t)(e[6] - 0x30 + 1);
+}
+
 /* One CFA instruction (op, already read) that sets a register's rule or
  * the CFA rule in *s: the extended opcodes other than the advances and the
  * state stack. @return 1 done, 0 an opcode this is not for, -1 malformed
@@ -279,7 +299,7 @@ static int cfa_rule_op(const uw_ctx *x, const uw_cie *cie, uw_cur *c,
     break;
   case 0x0c: /* def_cfa */
     if (!rd_uleb(c, &a) || !rd_uleb(c, &b)) return -1;
-    s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = (int64_t)b;
+    s->cfa_expr = false; s->plt_k = 0; s->cfa_reg = a; s->cfa_off = (int64_t)b;
     break;
   case 0x0d: /* def_cfa_register */
     if (!rd_uleb(c, &a)) return -1;
@@ -290,7 +310,9 @@ static int cfa_rule_op(const uw_ctx *x, const uw_cie *cie, uw_cur *c,
     s->cfa_off = (int64_t)a;
     break;
   case 0x0f: /* def_cfa_expression */
-    if (!rd_uleb(c, &a) || !skip(c, a)) return -1;
+    if (!rd_uleb(c, &a) || (uint64_t)(c->end - c->p) < a) return -1;
+    s->plt_k = x->src->arch == STKR__UW_X86_64 ? plt_expr_k(c->p, a) : 0;
+    c->p += a;
     s->cfa_expr = true;
     break;
   case 0x10: case 0x16: /* expression, val_expression */
@@ -303,7 +325,7 @@ static int cfa_rule_op(const uw_ctx *x, const uw_cie *cie, uw_cur *c,
     break;
   case 0x12: /* def_cfa_sf */
     if (!rd_uleb(c, &a) || !rd_sleb(c, &sa)) return -1;
-    s->cfa_expr = false; s->cfa_reg = a; s->cfa_off = scaled(sa, cie->data_align);
+    s->cfa_expr = false; s->plt_k = 0; s->cfa_reg = a; s->cfa_off = scaled(sa, cie->data_align);
     break;
   case 0x13: /* def_cfa_offset_sf */
     if (!rd_sleb(c, &sa)) return -1;

@@ -54,6 +54,14 @@ extern "C" {
  * FALLBACK kind with a non-zero field, so a walker that does not know it
  * falls back to the frame pointer. */
 #define STKR__UW_SIGNAL STKR__UW_ROW(STKR__UW_FALLBACK, 1, 0, 0)
+/* An x86_64 lazy PLT entry (build.c, plt_expr_k): CFA = sp + 8, plus 8
+ * from byte k (0..15) of the pc's 16-byte entry on; the return address at
+ * CFA - 8, fp untouched. Only a first frame (a pc where the thread was)
+ * can be in one: nothing calls from a PLT. FALLBACK for walkers that do
+ * not know it, as STKR__UW_SIGNAL. */
+#define STKR__UW_PLT(k) STKR__UW_ROW(STKR__UW_FALLBACK, 2, (k), 0)
+#define STKR__UW_IS_PLT(r) (((r) & ~(0xFu << 17)) == STKR__UW_PLT(0))
+#define STKR__UW_PLT_K(r) STKR__UW_FP_SLOT(r)
 #define STKR__UW_CFA_MAX 0x7FFFu
 #define STKR__UW_FP_SLOT_MAX 0xFFu
 #define STKR__UW_RA_SLOT_MAX 0x7Fu

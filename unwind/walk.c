@@ -631,7 +631,15 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
       exact = 1;
       continue;
     }
-    if (kind == STKR__UW_FALLBACK) {
+    if (first && sp_known && STKR__UW_IS_PLT(row)) {
+      /* Stopped in a PLT entry (unwind.h): the return address is on top
+       * of the stack, or under the entry's push. */
+      uintptr_t cfa = w.sp + 8 + ((w.pc & 15u) >= STKR__UW_PLT_K(row) ? 8 : 0);
+      w.rec = false;
+      if (!word_ok(cfa - 8, lo, hi)) break;
+      ra = *(const uintptr_t *)(cfa - 8);
+      w.sp = cfa;
+    } else if (kind == STKR__UW_FALLBACK) {
       /* In an image loaded a moment ago (no table yet), fp may belong to
        * an older frame: stop rather than skip callers (unwind.h). */
       if (loads_pending() && stkr__unwind_set_find(set, first ? w.pc : w.pc - 1) == NULL) {

@@ -33,9 +33,10 @@
 #include "tools/stackrec/snapshot.h"
 
 #if defined(__aarch64__)
-enum { REG_FP = 29, REG_LR = 30, REG_SP = 31 };
+enum { REG_FP = 29, REG_LR = 30, REG_SP = 31, REG_PC = -1 };
 #else
-enum { REG_FP = 6, REG_SP = 7, REG_LR = -1 };
+/* rip (16): the CFA expression of a lazy PLT entry reads it (below). */
+enum { REG_FP = 6, REG_SP = 7, REG_LR = -1, REG_PC = 16 };
 #endif
 
 typedef struct ustate {
@@ -55,11 +56,34 @@ static bool reg_value(const ustate *u, int reg, uint64_t *v) {
   if (reg == REG_SP) *v = u->sp;
   else if (reg == REG_FP) *v = u->fp;
   else if (reg == REG_LR && u->have_lr) *v = u->lr;
+  else if (reg == REG_PC) *v = u->pc;
   else return false;
   return true;
 }
 
-/* Evaluate a CFI expression (the plain forms compilers emit). *is_value:
+/* a OP b for the binary operators of CFI expressions (the comparisons
+ * signed, as DWARF says). @return false: not one of them. */
+static bool binary_op(uint8_t op, uint64_t a, uint64_t b, uint64_t *out) {
+  int64_t sa = (int64_t)a, sb = (int64_t)b;
+  switch (op) {
+  case DW_OP_plus: *out = a + b; return true;
+  case DW_OP_minus: *out = a - b; return true;
+  case DW_OP_and: *out = a & b; return true;
+  case DW_OP_or: *out = a | b; return true;
+  case DW_OP_shl: *out = b < 64 ? a << b : 0; return true;
+  case DW_OP_shr: *out = b < 64 ? a >> b : 0; return true;
+  case DW_OP_ge: *out = sa >= sb; return true;
+  case DW_OP_gt: *out = sa > sb; return true;
+  case DW_OP_le: *out = sa <= sb; return true;
+  case DW_OP_lt: *out = sa < sb; return true;
+  case DW_OP_eq: *out = sa == sb; return true;
+  case DW_OP_ne: *out = sa != sb; return true;
+  default: return false;
+  }
+}
+
+/* Evaluate a CFI expression (the plain forms compilers emit, and the lazy
+ * PLT's: rsp + 8 + (((rip & 15) >= 11) << 3), GNU ld's). *is_value:
  * the result is the register's value (DW_OP_stack_value, DW_OP_regN),
  * not the address where it was saved. @return false: not understood. */
 static bool eval(const ustate *u, const Dwarf_Op *ops, size_t n,
@@ -105,12 +129,6 @@ static bool eval(const ustate *u, const Dwarf_Op *ops, size_t n,
         if (sp < 1) return false;
         st[sp - 1] += ops[i].number;
         break;
-      case DW_OP_plus:
-      case DW_OP_minus:
-        if (sp < 2) return false;
-        sp--;
-        st[sp - 1] = a == DW_OP_plus ? st[sp - 1] + st[sp] : st[sp - 1] - st[sp];
-        break;
       case DW_OP_deref:
         if (sp < 1 || !load(u, st[sp - 1], &st[sp - 1])) return false;
         break;
@@ -118,7 +136,9 @@ static bool eval(const ustate *u, const Dwarf_Op *ops, size_t n,
         *is_value = true;
         break;
       default:
-        return false;
+        if (sp < 2 || !binary_op(a, st[sp - 2], st[sp - 1], &st[sp - 2]))
+          return false;
+        sp--;
       }
     }
   }
