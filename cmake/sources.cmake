@@ -161,6 +161,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/mark.c
   tools/stackrec/merge.c
   tools/stackrec/merge_pids.c
+  tools/stackrec/output_check.c
   tools/stackrec/paytab.c
   tools/stackrec/plist.c
   tools/stackrec/policy.c

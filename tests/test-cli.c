@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -326,5 +327,47 @@ static void test_usage(void **state) {
   assert_string_equal(cr_out, ""); /* nothing printed before the error */
 }
 
+/* QA (session 25): `export -o REC/stackrec-P-000001.zst REC` exited 0 with
+ * the segment overwritten by the export (verify: DAMAGED); report --html,
+ * compliance, privacy-manifest and diff too. Every command that writes a
+ * file refuses (2) an output that is an input, or a recording's file name
+ * in an input directory, and an empty one; the segment stays as it was. A
+ * foreign name in the directory (readers note and skip it) is fine. */
+static void test_output_onto_input(void **state) {
+  static const char *const cmds[] = {
+      "export --format jsonl -o", "report --html", "compliance -o",
+      "privacy-manifest -o", "diff -o"};
+  char seg[4300], fresh[4300], out[4400];
+  size_t len0, len1;
+  (void)state;
+
+  snprintf(seg, sizeof seg, "%s/stackrec-%d-000001.zst", rec, FX_PID);
+  snprintf(fresh, sizeof fresh, "%s/stackrec-99-000001.zst", rec);
+  free(tl_slurp_alloc(seg, &len0));
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    bool diff = strncmp(cmds[i], "diff", 4) == 0;
+    const char *opt = strchr(cmds[i], ' ') + 1;
+    opt = strrchr(opt, ' ') ? strrchr(opt, ' ') + 1 : opt;
+    cr_expect(2, "is the same file as the input", "%s '%s' '%s'%s%s", cmds[i],
+              seg, seg, diff ? " " : "", diff ? rec : "");
+    cr_expect(2, "is a file of the input", "%s '%s' '%s'%s%s", cmds[i], seg,
+              rec, diff ? " " : "", diff ? rec : "");
+    cr_expect(2, "is a file of the input", "%s '%s' '%s'%s%s", cmds[i], fresh,
+              rec, diff ? " " : "", diff ? rec : "");
+    snprintf(out, sizeof out, "%s: empty file name", opt);
+    cr_expect(2, out, "%s '' '%s'%s%s", cmds[i], rec, diff ? " " : "",
+              diff ? rec : "");
+  }
+  free(tl_slurp_alloc(seg, &len1));
+  assert_int_equal(len1, len0);
+  assert_int_equal(access(fresh, F_OK), -1);
+  /* Beside them, under a name no reader takes: written. */
+  snprintf(out, sizeof out, "%s/export.jsonl", rec);
+  assert_int_not_equal(cr_run("export --format jsonl -o '%s' '%s'", out, rec), 2);
+  assert_int_equal(access(out, F_OK), 0);
+  unlink(out);
+}
+
 TL_TEST_MAIN("cli", setup, NULL, test_info, test_info_json, test_dump_text,
-             test_dump_json, test_json_utf8, test_damaged_and_empty, test_usage)
+             test_dump_json, test_json_utf8, test_damaged_and_empty, test_usage,
+             test_output_onto_input)

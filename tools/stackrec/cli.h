@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "proto/stkr_reader.h"
 
@@ -202,6 +203,18 @@ int stkr_cli_flush(const char *cmd);
  * found), if any were: "stackrec CMD: note: N Swift name(s) left mangled
  * WHERE: ...". f is stdout for commands whose report is their output. */
 void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where);
+
+/* Refuse an output (option opt, e.g. "-o") that would destroy an input:
+ * empty, the same file as an input, or a recording's file name (segment,
+ * .session, .ring) in an input directory (output_check.c). NULL and "-"
+ * (stdout) pass. @return 0, or STKR_CLI_USAGE after printing why. */
+int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
+                          char *const *inputs, int n);
+/* The directory holding file `path` (as the reader takes it: the path up
+ * to its last '/') into dir (PATH_MAX bytes) and *st. @return 0 or -1. */
+int stkr_cli_stat_dir_of(const char *path, char *dir, struct stat *st);
+/* The same file: device and inode. */
+bool stkr_cli_same_inode(const struct stat *a, const struct stat *b);
 
 /* A command's output file: path created (truncated) for writing, or stdout
  * when path is NULL. @return the stream, or NULL after printing "stackrec

@@ -127,6 +127,9 @@ int stkr_cli_compliance(int argc, char **argv) {
   status = parse_args(argc, argv, &o, &policy_path, &map_path, &fmt, &output);
   if (status >= 0)
     return status;
+  if ((status = stkr_cli_check_output("compliance", "-o", output,
+                                      argv + optind, argc - optind)) != 0)
+    return status;
   if ((status = load_inputs(policy_path, map_path, &pol, &map)) != 0)
     goto out;
   o.policy = pol;

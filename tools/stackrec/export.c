@@ -310,6 +310,9 @@ int stkr_cli_export(int argc, char **argv) {
         "export", "%s output is binary: give -o FILE or redirect stdout",
         format);
 
+  if ((status = stkr_cli_check_output("export", "-o", out_path, argv + optind,
+                                      argc - optind)) != 0)
+    return status;
   status = stkr_cli_open("export", argv + optind, argc - optind,
                          formats[fi].lazy_frames, &x.r);
   if (status != 0)

@@ -356,23 +356,6 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
   return 0;
 }
 
-/* The directory holding file `path` (as the reader takes it: the path up
- * to its last '/') into dir (PATH_MAX bytes) and *st. @return 0 or -1. */
-static int stat_dir_of(const char *path, char *dir, struct stat *st) {
-  const char *slash = strrchr(path, '/');
-
-  if (slash == NULL)
-    snprintf(dir, PATH_MAX, ".");
-  else
-    snprintf(dir, PATH_MAX, "%.*s", (int)(slash - path) + (slash == path),
-             path);
-  return stat(dir, st) == 0 ? 0 : -1;
-}
-
-static bool same_inode(const struct stat *a, const struct stat *b) {
-  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-}
-
 /* Refuse OUT if it is an input, or the directory of an input file.
  * @return 0, or the usage status after printing why. */
 static int check_out(const char *out, char *const *in, int n) {
@@ -387,9 +370,9 @@ static int check_out(const char *out, char *const *in, int n) {
   for (i = 0; i < n; i++) {
     if (stat(in[i], &si) != 0)
       continue; /* reported when the input is opened */
-    if (!S_ISDIR(si.st_mode) && stat_dir_of(in[i], dir, &si) != 0)
+    if (!S_ISDIR(si.st_mode) && stkr_cli_stat_dir_of(in[i], dir, &si) != 0)
       continue;
-    if (same_inode(&si, &so))
+    if (stkr_cli_same_inode(&si, &so))
       return stkr_cli_usage_error(
           "merge", "OUT '%s' is the input '%s' (or holds it): write the "
           "merge to a new directory", out, in[i]);
@@ -423,7 +406,7 @@ static int check_repeats(char *const *in, int n) {
     if (!ok[j])
       continue;
     for (i = 0; i < j && status == 0; i++)
-      if (ok[i] && same_inode(&st[i], &st[j]))
+      if (ok[i] && stkr_cli_same_inode(&st[i], &st[j]))
         status = stkr_cli_usage_error(
             "merge", "'%s' is the input '%s' again (the same %s): give each "
             "input once", in[j], in[i],
@@ -431,10 +414,10 @@ static int check_repeats(char *const *in, int n) {
     base = base ? base + 1 : in[j];
     if (status != 0 || S_ISDIR(st[j].st_mode) ||
         stkr_fmt_segment_parse(base, &pid, &seq) != 0 ||
-        stat_dir_of(in[j], dir_path, &dir) != 0)
+        stkr_cli_stat_dir_of(in[j], dir_path, &dir) != 0)
       continue;
     for (i = 0; i < n && status == 0; i++)
-      if (ok[i] && S_ISDIR(st[i].st_mode) && same_inode(&st[i], &dir))
+      if (ok[i] && S_ISDIR(st[i].st_mode) && stkr_cli_same_inode(&st[i], &dir))
         status = stkr_cli_usage_error(
             "merge", "'%s' is a segment file of the input '%s': give each "
             "input once", in[j], in[i]);
@@ -502,10 +485,10 @@ static int copy_marks_files(const merge_run *m, char *const *in, int n,
       continue; /* the reader said so */
     if (S_ISDIR(st.st_mode))
       snprintf(dir, sizeof dir, "%s", in[i]);
-    else if (stat_dir_of(in[i], dir, &st) != 0)
+    else if (stkr_cli_stat_dir_of(in[i], dir, &st) != 0)
       err = -errno;
     for (k = 0; err == 0 && k < n_seen; k++)
-      if (same_inode(&seen[k], &st))
+      if (stkr_cli_same_inode(&seen[k], &st))
         break;
     if (err == 0 && k == n_seen) {
       seen[n_seen++] = st;

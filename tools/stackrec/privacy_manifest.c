@@ -356,6 +356,9 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   if ((status = parse_args(argc, argv, &o, &manifest, &map_path, &output,
                            &per_module)) >= 0)
     return status;
+  if ((status = stkr_cli_check_output("privacy-manifest", "-o", output,
+                                      argv + optind, argc - optind)) != 0)
+    return status;
   /* The inputs a person wrote first: a typo fails fast, before reading. */
   if (manifest != NULL &&
       (err = stkr_plist_load(manifest, &plist, msg, sizeof msg)) != 0)

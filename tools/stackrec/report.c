@@ -682,6 +682,9 @@ int stkr_cli_report(int argc, char **argv) {
     return status;
   g_sort = o.sort;
   stkr_agg_by_opts(o.by, &o.agg);
+  if ((status = stkr_cli_check_output("report", "--html", o.html,
+                                      argv + optind, argc - optind)) != 0)
+    return status;
   status = stkr_cli_open("report", argv + optind, argc - optind, true, &r);
   if (status != 0)
     return status;
