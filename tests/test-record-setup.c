@@ -637,17 +637,27 @@ static void test_side_by_side_starts(void **state) {
   }
   for (int i = 0; i < 3; i++) {
     char tag[32];
+    char dir[4200];
     snprintf(tag, sizeof tag, "sidebyside%d", i);
+    snprintf(dir, sizeof dir, "%s", fresh(tag));
     /* ASAN_OPTIONS: hostname's own leak fails LeakSanitizer's exit check
      * (xargs then exits 123) when the ASan runtime is preloaded. */
     int rc = cr_run("record -o '%s' -- env ASAN_OPTIONS=detect_leaks=0 "
                     "/bin/sh -c 'seq 1 120 | xargs -P8 -n1 /bin/sh -c "
                     "\"hostname >/dev/null\"'",
-                    fresh(tag));
-    if (rc != 0 || strstr(cr_err, "session") != NULL ||
+                    dir);
+    /* The defect's notes only: on a loaded machine (CI, 2026-12-05, ASan)
+     * a process's start may rightly say that its recovery ran out of its
+     * 200 ms budget with sessions left (exits whose drain ran out of time
+     * leave their rings for recovery; record's end recovers them all). */
+    if (rc != 0 ||
+        strstr(cr_err, "shorter than a session file header") != NULL ||
+        strstr(cr_err, "cannot create a session file") != NULL ||
         strstr(cr_err, "crash-proof") != NULL ||
-        strstr(cr_err, "recovery") != NULL)
+        (strstr(cr_err, "recovery") != NULL &&
+         strstr(cr_err, "after the 200 ms budget") == NULL))
       fail_msg("run %d: status %d\n%.3000s", i, rc, cr_err);
+    assert_int_equal(cr_run("verify '%s'", dir), 0);
   }
 }
 
