@@ -81,6 +81,10 @@ typedef struct stkr__file {
   bool tombstone;     /* the disk cap deleted it (stkr_fmt_is_tombstone) */
   uint32_t cap_deleted_by; /* ... the pid whose cap did */
   bool tomb_counted;  /* ... and a session's first segments counted it */
+  /* Its Header names another segment file of the recording (pid and
+   * segment number) than its own name: a copy of that file. Its batches
+   * are not read, each counted as damaged (stkr_batch.c, stkr__misnamed). */
+  bool misnamed;
   /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
    * when it is not a regular file. Warned about (STKR_WARN_IO) when its
    * turn comes, counted in info.unreadable_segments, not as empty. */
@@ -330,6 +334,10 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 /* Drop the current batch. */
 void stkr__batch_release(stkr_reader *r);
 void stkr__stream_free(stkr__stream *st);
+/* Is there a segment file named (pid, seq) in st's directory? (The
+ * reader's own files: those added with it.) */
+bool stkr__segment_named(const stkr_reader *r, const stkr__stream *st,
+                         uint32_t pid, uint32_t seq);
 
 /* stkr_accounting.c: per-session accounting (see "Accounting" in
  * stkr_reader.h). Start a session (after the previous one ended). */

@@ -172,27 +172,51 @@ static int stkr__stream_cmp(const void *a, const void *b) {
   return c != 0 ? c : stkr_cmp_u64(x->order, y->order);
 }
 
+/* The stream of the directory (dev, ino) for pid, or NULL. */
+static stkr__stream *stkr__stream_find(const stkr_reader *r, dev_t dev,
+                                       ino_t ino, uint32_t pid,
+                                       uint64_t *probes) {
+  size_t i;
+
+  if (r->stream_tab_cap == 0) return NULL;
+  for (i = stkr__stream_hash(dev, ino, pid, r->stream_tab_cap);
+       r->stream_tab[i] != NULL; i = (i + 1) & (r->stream_tab_cap - 1)) {
+    stkr__stream *st = r->stream_tab[i];
+    (*probes)++;
+    if (!st->anon && st->info.pid == pid && st->dir_dev == dev &&
+        st->dir_ino == ino)
+      return st;
+  }
+  return NULL;
+}
+
+bool stkr__segment_named(const stkr_reader *r, const stkr__stream *st,
+                         uint32_t pid, uint32_t seq) {
+  uint64_t probes = 0;
+  const stkr__stream *o = stkr__stream_find(r, st->dir_dev, st->dir_ino, pid,
+                                            &probes);
+  size_t lo = 0, hi = o != NULL ? o->n_files : 0;
+
+  while (lo < hi) { /* files sorted by seq (stkr__stream_add_file) */
+    size_t mid = lo + (hi - lo) / 2;
+    if (o->files[mid].seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < (o != NULL ? o->n_files : 0) && o->files[lo].seq == seq &&
+         !o->files[lo].tombstone;
+}
+
 /* The stream for (dir, pid), created if missing (anon: always a new one).
  * New streams are appended: stkr__streams_sort() puts them in order. */
 static int stkr__stream_get(stkr_reader *r, const char *dir,
                             const struct stat *dst, uint32_t pid, bool anon,
                             stkr__stream **out) {
   stkr__stream *st;
-  size_t i;
 
-  for (i = r->stream_tab_cap && !anon
-               ? stkr__stream_hash(dst->st_dev, dst->st_ino, pid,
-                                   r->stream_tab_cap)
-               : 0;
-       r->stream_tab_cap && !anon && r->stream_tab[i] != NULL;
-       i = (i + 1) & (r->stream_tab_cap - 1)) {
-    st = r->stream_tab[i];
-    r->stream_probes++;
-    if (!st->anon && st->info.pid == pid && st->dir_dev == dst->st_dev &&
-        st->dir_ino == dst->st_ino) {
-      *out = st;
-      return 0;
-    }
+  if (!anon && (st = stkr__stream_find(r, dst->st_dev, dst->st_ino, pid,
+                                       &r->stream_probes)) != NULL) {
+    *out = st;
+    return 0;
   }
   if (stkr__grow(&r->streams, &r->cap_streams, r->n_streams + 1,
                  sizeof(*r->streams)) != 0)

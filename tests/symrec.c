@@ -122,6 +122,7 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out) {
   fx_header_init(&h, r->pid, r->name ? r->name : "symrec", r->start_ns,
                  SR_START_WALL);
   h.parent_pid = r->parent_pid;
+  h.segment_seq = r->seq ? r->seq : 1; /* as sr_write names the file */
   b.header = &h;
   b.seq = 1;
   sr_images(r, img);
