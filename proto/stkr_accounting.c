@@ -219,6 +219,7 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
     a->c.dropped_other = c->dropped_other;
     a->c.dropped_exit = c->dropped_exit;
     a->c.recovered = c->recovered;
+    a->c.recovery_lost_bytes = c->recovery_lost_bytes;
   }
 }
 
@@ -501,6 +502,19 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
     return;
   stkr__session_name(st, sid, sizeof(sid));
   stkr__warn_overflow(r, st, sid);
+  if (a->have_counters && a->c.recovery_lost_bytes > 0) {
+    /* QA (session 25): the recovered batch's counters add up without the
+     * records recovery could not read, so the session passed for intact
+     * and complete. Damage: counted as one batch's worth. */
+    in->damaged_batches++;
+    stkr__warn(r, STKR_WARN_DAMAGED,
+               st->files[a->last_file - 1].path, -1, in->pid,
+               "process %u %s: recovery found %llu bytes of the dead "
+               "writer's ring records damaged; the events in them are lost "
+               "(how many is not known)",
+               (unsigned)in->pid, sid,
+               (unsigned long long)a->c.recovery_lost_bytes);
+  }
   absent_first = stkr__account_first_gap(r, st, sid, &by_cap);
 
   stkr__sess_drops(a, d);

@@ -99,6 +99,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       s->c_ring_full = max64(s->c_ring_full, c->dropped_ring_full);
       s->c_reentrant = max64(s->c_reentrant, c->dropped_reentrant);
       s->c_other = max64(s->c_other, c->dropped_other);
+      s->c_lost_bytes = max64(s->c_lost_bytes, c->recovery_lost_bytes);
     }
     /* The newest segment's latest: segments are read newest first, the
      * batches of each in order. */

@@ -52,6 +52,7 @@ typedef struct build {
   uint32_t seq;         /* its <seq> */
   char path[STKR__RC_PATH_MAX];
   uint64_t batch_seq, recovered_total, written_batches;
+  uint64_t lost_bytes;  /* of damaged ring records, this recovery's */
   /* stacks of this recovery, open addressing on (hash, site) */
   rstack *stacks;
   size_t n_stacks, cap_stacks;
@@ -186,6 +187,8 @@ static void counters(const build *b, Stackrec__Counters *K) {
    * recovery after one that died counted only its own, and attempted came
    * out below written + dropped + recovered). */
   K->recovered = sat64(sc->recovered_events, b->recovered_total);
+  /* An earlier recovery of the session read the same damaged stretch. */
+  K->recovery_lost_bytes = max64(sc->c_lost_bytes, b->lost_bytes);
   K->attempted = sat64(sat64(sat64(K->written, K->dropped_write_error),
                              sat64(K->dropped_ring_full, K->dropped_reentrant)),
                        sat64(K->dropped_other, K->recovered));
@@ -602,6 +605,7 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
                  " bytes of records lost", path, bad_pos, why, lost);
     b->rc->st->damaged_rings++;
     b->rc->st->lost_bytes += lost;
+    b->lost_bytes = sat64(b->lost_bytes, lost);
     err = 0;
   }
   if (err == 0) ring_drops(b, &info);

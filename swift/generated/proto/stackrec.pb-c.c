@@ -1931,7 +1931,7 @@ const ProtobufCMessageDescriptor stackrec__drops__descriptor =
   (ProtobufCMessageInit) stackrec__drops__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[9] =
+static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[10] =
 {
   {
     "attempted",
@@ -2041,6 +2041,18 @@ static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[9] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "recovery_lost_bytes",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Counters, recovery_lost_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__counters__field_indices_by_name[] = {
   0,   /* field[0] = attempted */
@@ -2050,13 +2062,14 @@ static const unsigned stackrec__counters__field_indices_by_name[] = {
   4,   /* field[4] = dropped_ring_full */
   2,   /* field[2] = dropped_write_error */
   8,   /* field[8] = recovered */
+  9,   /* field[9] = recovery_lost_bytes */
   3,   /* field[3] = segments_deleted */
   1,   /* field[1] = written */
 };
 static const ProtobufCIntRange stackrec__counters__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor stackrec__counters__descriptor =
 {
@@ -2066,7 +2079,7 @@ const ProtobufCMessageDescriptor stackrec__counters__descriptor =
   "Stackrec__Counters",
   "stackrec",
   sizeof(Stackrec__Counters),
-  9,
+  10,
   stackrec__counters__field_descriptors,
   stackrec__counters__field_indices_by_name,
   1,  stackrec__counters__number_ranges,

@@ -526,10 +526,17 @@ struct  Stackrec__Counters
    * session (or a dead writer of the same directory) left behind.
    */
   uint64_t recovered;
+  /*
+   * Bytes of a dead writer's ring records that recovery found damaged and
+   * could not read: the events in them are lost, how many is not known. A
+   * reader counts the session damaged (one batch's worth) when non-zero.
+   * Cumulative over the session's recoveries, as `recovered`.
+   */
+  uint64_t recovery_lost_bytes;
 };
 #define STACKREC__COUNTERS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__counters__descriptor) \
-    , 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
