@@ -81,10 +81,11 @@ typedef struct stkr__file {
   bool tombstone;     /* the disk cap deleted it (stkr_fmt_is_tombstone) */
   uint32_t cap_deleted_by; /* ... the pid whose cap did */
   bool tomb_counted;  /* ... and a session's first segments counted it */
-  /* Its Header names another segment file of the recording (pid and
-   * segment number) than its own name: a copy of that file. Its batches
-   * are not read, each counted as damaged (stkr_batch.c, stkr__misnamed). */
-  bool misnamed;
+  /* Damage as a whole, said once, not read: its Header names another
+   * segment file of the recording (pid and number) than its own name, a
+   * copy of that file (its batches each counted as damaged: stkr_batch.c,
+   * stkr__misnamed); or a damaged tombstone (stkr__tombstone_check). */
+  bool damaged_whole;
   /* 0, or why it cannot be read: the -errno of its stat or open, -EINVAL
    * when it is not a regular file. Warned about (STKR_WARN_IO) when its
    * turn comes, counted in info.unreadable_segments, not as empty. */

@@ -62,7 +62,7 @@ static uint32_t stkr__empty_between(const stkr__stream *st, uint32_t lo,
   for (i = 0; i < st->n_files; i++)
     if (st->files[i].seq > lo && st->files[i].seq < hi &&
         !st->files[i].had_batch && !st->files[i].tombstone &&
-        !st->files[i].misnamed)
+        !st->files[i].damaged_whole)
       n++;
   return n;
 }
@@ -623,10 +623,11 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
 
-    /* An unreadable or misnamed one was reported as damage
-     * (stkr__unreadable, stkr__misnamed); a tombstone is counted with its
+    /* An unreadable or damaged_whole one was reported as damage
+     * (stkr__unreadable, stkr__misnamed, stkr__tombstone_check); a
+     * tombstone is counted with its
      * session's first segments. */
-    if (f->had_batch || f->unreadable || f->misnamed || f->tombstone ||
+    if (f->had_batch || f->unreadable || f->damaged_whole || f->tombstone ||
         recovered_after(st, f->seq))
       continue;
     in->empty_segments++;

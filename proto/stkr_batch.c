@@ -375,7 +375,7 @@ static bool stkr__misnamed(stkr_reader *r, stkr__stream *st,
 
   if (!pid_differs && !seq_differs) return false;
   if (!st->anon && stkr__segment_named(r, st, h->pid, h->segment_seq)) {
-    st->files[r->cur_file].misnamed = true;
+    st->files[r->cur_file].damaged_whole = true;
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
                "header says process %u, segment %u: a copy of that "
                "segment's file, not read (its events would be counted "
@@ -582,7 +582,7 @@ int stkr__batch_load(stkr_reader *r, stkr__stream *st, const char *path,
     return STKR__BATCH_SKIPPED;
   }
 
-  if (st->files[r->cur_file].misnamed ||
+  if (st->files[r->cur_file].damaged_whole ||
       (b->header != NULL &&
        stkr__misnamed(r, st, b->header, path, off, file_seq))) {
     st->info.damaged_batches++;

@@ -552,7 +552,11 @@ static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
 }
 
 /* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
- * note who deleted it. */
+ * note who deleted it. A file of a tombstone's size and skippable magic
+ * that is not a whole one is a damaged tombstone (QA, session 25: one
+ * flipped byte of "STKRCAP1" made it a foreign frame, and the segment
+ * "held no intact batch", incomplete rather than damaged): damage, said,
+ * and not read either. */
 static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
                                   stkr__file *f) {
   uint8_t buf[STKR_FMT_TOMBSTONE_SIZE];
@@ -564,8 +568,19 @@ static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
   if (fstat(r->in.fd, &now) != 0 ||
       now.st_size != (off_t)STKR_FMT_TOMBSTONE_SIZE ||
       stkr_pread_all(r->in.fd, buf, sizeof buf, 0, &got) != 0 ||
-      got != sizeof buf || !stkr_fmt_is_tombstone(buf, got, &by))
+      got != sizeof buf)
     return false;
+  if (!stkr_fmt_is_tombstone(buf, got, &by)) {
+    uint32_t magic = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 |
+                     (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 24;
+    if (magic != STKR_FMT_TOMBSTONE_MAGIC) return false;
+    f->damaged_whole = true;
+    st->info.damaged_batches++;
+    stkr__warn(r, STKR_WARN_DAMAGED, f->path, 0, st->info.pid,
+               "a damaged tombstone of the disk cap (a segment it deleted; "
+               "which process deleted it is not known)");
+    return true;
+  }
   f->tombstone = true;
   f->cap_deleted_by = by;
   /* Not a segment of the process any more: the accounting counts it as

@@ -326,6 +326,33 @@ static void test_outputs_keep_tombstones(void **state) {
   }
 }
 
+/* QA (session 25): one byte flipped in a tombstone's "STKRCAP1" made it a
+ * foreign skippable frame: verify said "segment 1 holds no intact batch:
+ * its writer ended before its first flush completed", exit 4. Damage now,
+ * named, exit 1; the intact tombstone beside it still counts as the cap's. */
+static void test_damaged_tombstone(void **state) {
+  static const char *const lines[] = {
+      "stackrec-4500-000001.zst: offset 0: a damaged tombstone of the disk "
+      "cap", "DAMAGED (1 batch lost)", NULL};
+  const char *d = fx_tmpdir("acct-badtomb");
+  (void)state;
+
+  write_sess(d, &g_cases[6].s);
+  for (uint32_t seq = 1; seq <= 2; seq++) {
+    uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+    char path[4200];
+    stkr_fmt_tombstone(t, 4301);
+    if (seq == 1) t[10] ^= 0x41; /* inside "STKRCAP1" */
+    snprintf(path, sizeof path, "%s/stackrec-4500-00000%u.zst", d,
+             (unsigned)seq);
+    assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+  }
+  expect(d, 1, lines);
+  if (strstr(cr_out, "holds no intact batch") != NULL)
+    fail_msg("the damaged tombstone was taken for an empty segment:\n%s",
+             cr_out);
+}
+
 /* Events still in the rings when the bounded exit's time ran out: report's
  * DROPPED line names them (it listed four reasons, not exit, and its sum
  * did not add up), as verify does. */
@@ -367,6 +394,7 @@ int main(void) {
                       TL_TABLE(NULL, NULL, test_session, g_cases),
                       TL_CASES(NULL, NULL, test_segment_without_batch,
                                test_outputs_keep_tombstones,
+                               test_damaged_tombstone,
                                test_exit_drops_in_report),
                       TL_TABLE(NULL, NULL, test_session, g_damaged));
 }
