@@ -496,6 +496,8 @@ static void test_usage(void **state) {
   cr_expect(2, "--top 'x' is not a count", "report --top x '%s'", g_std);
   assert_int_equal(cr_run("report --top -1 '%s'", g_std), 2);
   assert_int_equal(cr_run("report --from -1 '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --from 0x10 '%s'", g_std), 2);
+  assert_int_equal(cr_run("report --to ' 1' '%s'", g_std), 2);
   assert_int_equal(cr_run("report --to 0 '%s'", g_std), 2);
   cr_expect(2, "--to 1 is not after --from 2",
             "report --from 2 --to 1 '%s'", g_std);

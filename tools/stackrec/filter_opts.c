@@ -3,10 +3,12 @@
  * filter.h), parsed in one place so that their spelling, checks and help
  * cannot drift apart between commands.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/filter.h"
@@ -36,10 +38,14 @@ const stkr_cli_opt stkr__filter_opts[] = {
     {"granularity", STKR__OPT_GRANULARITY, STKR_CLI_VALUE, NULL, NULL},
     {0}};
 
+/* Decimal seconds only: strtod also takes hex ("0x10" was 16 s: QA,
+ * session 25) and leading blanks. */
 static int parse_seconds(const char *s, double *out) {
   char *end;
   double v;
 
+  if (strpbrk(s, "xX") != NULL || isspace((unsigned char)s[0]))
+    return -1;
   errno = 0;
   v = strtod(s, &end);
   if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0)
