@@ -72,6 +72,7 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq) {
 }
 
 static const char k_tomb_tag[8] = {'S', 'T', 'K', 'R', 'C', 'A', 'P', '1'};
+static const char k_lost_tag[8] = {'S', 'T', 'K', 'R', 'L', 'O', 'S', '1'};
 
 static void put_le32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)v;
@@ -103,6 +104,19 @@ bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
   if (deleter_pid != NULL)
     *deleter_pid = get_le32(p + 16);
   return true;
+}
+
+void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
+                          uint32_t writer_pid) {
+  stkr_fmt_tombstone(out, writer_pid);
+  memcpy(out + 8, k_lost_tag, sizeof k_lost_tag);
+}
+
+bool stkr_fmt_is_lost_marker(const uint8_t *p, size_t len) {
+  return len == STKR_FMT_TOMBSTONE_SIZE &&
+         get_le32(p) == STKR_FMT_TOMBSTONE_MAGIC &&
+         get_le32(p + 4) == STKR_FMT_TOMBSTONE_SIZE - 8 &&
+         memcmp(p + 8, k_lost_tag, sizeof k_lost_tag) == 0;
 }
 
 int stkr_fmt_dir_has_segments(const char *dir) {

@@ -85,6 +85,15 @@ void stkr_fmt_tombstone(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
 bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
                            uint32_t *deleter_pid);
 
+/* The same frame with the payload "STKRLOS1" + a pid: a segment `stackrec
+ * merge` could not read (a FIFO, a file without read permission under a
+ * segment's name), written into its output in the segment's place so that
+ * the loss stays visible there (QA, session 25: the merged recording
+ * verified intact, the process gone). A reader reports it as damage. */
+void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
+                          uint32_t writer_pid);
+bool stkr_fmt_is_lost_marker(const uint8_t *p, size_t len);
+
 /*
  * Does dir hold a segment file (a name stkr_fmt_segment_parse() accepts)?
  * The commands that write a recording (record, merge, symbolize) refuse a

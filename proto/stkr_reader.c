@@ -577,8 +577,11 @@ static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
     f->damaged_whole = true;
     st->info.damaged_batches++;
     stkr__warn(r, STKR_WARN_DAMAGED, f->path, 0, st->info.pid,
-               "a damaged tombstone of the disk cap (a segment it deleted; "
-               "which process deleted it is not known)");
+               stkr_fmt_is_lost_marker(buf, got)
+                   ? "a segment lost before this recording was made: "
+                     "`stackrec merge` could not read it in its input"
+                   : "a damaged tombstone of the disk cap (a segment it "
+                     "deleted; which process deleted it is not known)");
     return true;
   }
   f->tombstone = true;

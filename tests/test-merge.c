@@ -255,6 +255,26 @@ static void test_damaged_input(void **state) {
   assert_non_null(strstr(cr_out, "1 batch missing"));
 }
 
+/* A segment merge cannot read (a FIFO under a segment's name: the only
+ * file of pid 5555): OUT keeps a marker in its place, and verify of OUT
+ * names the loss (QA, session 25: OUT verified intact, pid 5555 gone). */
+static void test_unreadable_segment_stays_lost(void **state) {
+  char d[4096], out[4096], fifo[4200];
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-fifo"));
+  snprintf(out, sizeof out, "%s", out_path("merge-fifo-out"));
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  snprintf(fifo, sizeof fifo, "%s/stackrec-5555-000001.zst", d);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
+  assert_non_null(strstr(cr_err, "a FIFO, not a regular file"));
+  assert_int_equal(cr_run("verify '%s'", out), 1);
+  cr_assert_has(cr_out, "stackrec-5555-000001.zst: offset 0: a segment lost "
+                        "before this recording was made",
+                "\nDAMAGED: ");
+}
+
 /* A recording still being written: its incomplete last batch is left out
  * quietly; OUT holds everything before it. */
 static void test_live_input(void **state) {
@@ -622,6 +642,7 @@ static void test_diff_of_merged_runs(void **state) {
 }
 
 TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
+             test_unreadable_segment_stays_lost,
              test_pid_taken_twice, test_damaged_input, test_live_input,
              test_file_not_named_as_a_segment, test_refusals,
              test_repeated_input, test_marks_stay_with_their_input,

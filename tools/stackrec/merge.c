@@ -200,8 +200,18 @@ static int carry_tombstones(merge_run *m, const stkr_reader *r,
         (hit = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) == NULL)
       continue;
     snprintf(in, sizeof in, "%s/%s", dir, de->d_name);
-    if ((fd = stkr_open_regular(in, O_NOFOLLOW)) < 0)
+    if ((fd = stkr_open_regular(in, O_NOFOLLOW)) < 0) {
+      /* Unreadable (the reader said so): its place in OUT says it too. A
+       * symbolic link is followed by the reader: not this one's to mark. */
+      struct stat ls;
+      if (lstat(in, &ls) == 0 && S_ISLNK(ls.st_mode) && stat(in, &ls) == 0)
+        continue;
+      if ((err = stkr__mpids_assign(&m->pids, hit->ix, hit->pid)) != 0)
+        break;
+      stkr_fmt_lost_marker(t, (uint32_t)getpid());
+      err = put_tombstone(m, hit->ix, seq, t, STKR_FMT_TOMBSTONE_SIZE);
       continue;
+    }
     (void)stkr_pread_all(fd, t, sizeof t, 0, &got);
     close(fd);
     if (!stkr_fmt_is_tombstone(t, got, &key.pid))
