@@ -138,6 +138,17 @@ static void test_dump_text(void **state) {
   /* A segment file given directly. */
   assert_int_equal(cr_run("dump '%s/stackrec-4242-000002.zst'", rec), 0);
   assert_int_equal(cr_count_lines(cr_out), 3);
+  /* The filters every command takes (QA, session 25: dump refused them,
+   * though the README says every command applies the same filter). */
+  assert_int_equal(cr_run("dump --site 'net.*' '%s'", rec), 0);
+  assert_int_equal(cr_count_lines(cr_out), 3);
+  assert_int_equal(tl_count(cr_out, " net.connect "), 3);
+  assert_int_equal(cr_run("dump --site 'net.*' --limit 1 '%s'", rec), 0);
+  assert_int_equal(cr_count_lines(cr_out), 1);
+  assert_int_equal(tl_count(cr_out, " net.connect "), 1);
+  assert_int_equal(cr_run("dump --from 1000 '%s'", rec), 0);
+  assert_string_equal(cr_out, "");
+  assert_int_equal(cr_run("dump --from 2 --to 1 '%s'", rec), 2);
 }
 
 static void test_dump_json(void **state) {

@@ -9,9 +9,10 @@
 
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h"
+#include "tools/stackrec/filter.h"
 
 static const char dump_help[] =
-    "Usage: stackrec dump [--json] [--frames] [--app-only] [--limit N]\n"
+    "Usage: stackrec dump [--json] [--frames] [--limit N] [FILTERS]\n"
     "                     DIR|FILE...\n"
     "\n"
     "Print every event of the recordings, one line each, in recording\n"
@@ -47,13 +48,16 @@ static const char dump_help[] =
     "                \"    FUNCTION (FILE:LINE)\" ([inlined] for a call\n"
     "              inlined at that PC), or \"    IMAGE+0xOFFSET\" when the\n"
     "              function is unknown\n"
-    "  --app-only  keep only the app's frames (the main executable and\n"
-    "              images under STACKREC_APP_PATHS when recorded), and\n"
-    "              only their PCs in stack=; stacks without frames are\n"
-    "              printed whole\n"
     "  -n, --limit N\n"
-    "              stop after N events\n"
+    "              stop after N events (of those the filters keep)\n"
     "  -h, --help  this help\n"
+    "\n"
+    "Filters (the same as every other command's; --granularity changes\n"
+    "nothing here):\n";
+
+static const char dump_help_more[] =
+    "  With --app-only, stack= shows only the app's PCs too; a stack\n"
+    "  without frames is printed whole.\n"
     "\n";
 
 typedef struct dump_opts {
@@ -196,17 +200,21 @@ int stkr_cli_dump(int argc, char **argv) {
   const stkr_cli_opt opts[] = {
       {"json", 'j', 0, NULL, &o.json},
       {"frames", 'f', 0, NULL, &o.frames},
-      {"app-only", 'a', 0, NULL, &o.app_only},
       {"limit", 'n', STKR_CLI_SHORT | STKR_CLI_VALUE, NULL, NULL},
       {0}};
-  stkr_cli_getopt_state gopt = {.cmd = "dump", .opts = opts,
-                                .help = {dump_help, stkr_cli_exit_help},
-                                .operands = "DIR or FILE"};
+  stkr_cli_getopt_state gopt = {
+      .cmd = "dump", .opts = opts, .more_opts = stkr__filter_opts,
+      .help = {dump_help, stkr__filter_help, dump_help_more,
+               stkr_cli_exit_help},
+      .operands = "DIR or FILE"};
+  stkr_agg_opts filt;
+  stkr__filter f;
   stkr_reader *r;
   stkr_event_view ev;
   int c, rc = 0, status;
 
-  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
+  memset(&filt, 0, sizeof filt);
+  while ((c = stkr__filter_getopt(&gopt, argc, argv, &filt)) != -1) {
     switch (c) {
     case STKR_CLI_OPT_EXIT:
       return gopt.status;
@@ -218,12 +226,28 @@ int stkr_cli_dump(int argc, char **argv) {
       break;
     }
   }
+  /* QA (session 25): the README says every command filters alike; dump
+   * refused --site and --from. */
+  if ((status = stkr__filter_args_end("dump", &filt, argc)) >= 0)
+    return status;
+  o.app_only = filt.app_only;
   status = stkr_cli_open("dump", argv + optind, argc - optind, false, &r);
   if (status != 0)
     return status;
+  if (stkr__filter_init(&f, &filt) != 0) { /* checked above: cannot fail */
+    stkr_reader_free(r);
+    return STKR_CLI_USAGE;
+  }
 
   while (!(o.limited && printed >= o.limit) &&
          (rc = stkr_reader_next(r, &ev)) == 1) {
+    int keep = stkr__filter_pass(&f, &ev);
+    if (keep < 0) {
+      rc = keep;
+      break;
+    }
+    if (keep == 0)
+      continue;
     if (o.json) {
       if (dump_json(stdout, &o, &ev, &scratch, &scratch_cap) != 0) {
         rc = -ENOMEM;
@@ -241,6 +265,7 @@ int stkr_cli_dump(int argc, char **argv) {
   if (rc == 0) /* read to the end (not cut by --limit) */
     stkr_cli_note_left_out(r, "dump", "the dump");
   status = stkr_cli_finish("dump", r, status);
+  stkr__filter_free(&f);
   free(scratch);
   stkr_reader_free(r);
   return status;
