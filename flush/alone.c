@@ -67,13 +67,15 @@ static const char *read_stat(const char *path, char *buf, size_t cap,
 }
 
 /* /proc/self/stat, kept open from the first look on (raised, close-on-exec),
- * so that the look every 0.2 s opens nothing: a descriptor opened, even
+ * so that the look every 0.2 s opens nothing while the main thread lives
+ * (once it is a zombie, the task list is read too): a descriptor opened, even
  * for a moment, at the lowest free number can take the one an app
  * thread's open() is about to get (its `close(0); open(...)` expecting 0).
  * Checked by identity before each read (the app may have closed it or put
  * a file of its own at the number: forgotten, never closed); a forked
- * child's copy names the parent's file: closed there, and opened anew.
- * Worker thread only. */
+ * child's copy names the parent's file: closed by the atfork handler
+ * (stkr__alone_forget_after_fork), the child's own opened at its first
+ * look. Worker thread only, but for that handler. */
 static int g_stat_fd = -1;
 static pid_t g_stat_pid;
 static uint64_t g_stat_dev, g_stat_ino;
@@ -101,6 +103,16 @@ static int self_stat_fd(void) {
 void stkr__alone_close(void) {
   struct stat st;
   if (g_stat_fd >= 0 && g_stat_pid == getpid() &&
+      stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0)
+    (void)close(g_stat_fd);
+  g_stat_fd = -1;
+}
+
+void stkr__alone_forget_after_fork(void) {
+  struct stat st;
+  /* (A fork between the open and its store here leaves that one
+   * descriptor, close-on-exec, in the child: not worth a lock.) */
+  if (g_stat_fd >= 0 &&
       stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0)
     (void)close(g_stat_fd);
   g_stat_fd = -1;
@@ -201,6 +213,7 @@ bool stkr__app_threads_gone(int *status) {
 #else
 
 void stkr__alone_close(void) {}
+void stkr__alone_forget_after_fork(void) {}
 
 bool stkr__app_threads_gone(int *status) {
   (void)status;

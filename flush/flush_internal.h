@@ -207,6 +207,9 @@ bool stkr__end_if_alone(void);
 /* Close the /proc/self/stat descriptor the looks keep (a session's end on
  * the worker thread). */
 void stkr__alone_close(void);
+/* In a forked child (atfork, async-signal-safe: fstat and close): close
+ * the inherited one, the parent's, once checked to be still ours. */
+void stkr__alone_forget_after_fork(void);
 /* fd's identity (device, inode), remembered at open. 0 or -errno. */
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Is fd still the file whose identity we remembered? 0 (and *st filled),

@@ -335,10 +335,11 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
 /* Drop the current batch. */
 void stkr__batch_release(stkr_reader *r);
 void stkr__stream_free(stkr__stream *st);
-/* Is there a segment file named (pid, seq) in st's directory? (The
- * reader's own files: those added with it.) */
-bool stkr__segment_named(const stkr_reader *r, const stkr__stream *st,
-                         uint32_t pid, uint32_t seq);
+/* Is the current file of st (open in r->in) a copy of the segment file
+ * named (pid, seq) in st's directory (one of the reader's files)? The same
+ * size, and the same bytes at its start. */
+bool stkr__segment_copy_of(const stkr_reader *r, const stkr__stream *st,
+                           uint32_t pid, uint32_t seq);
 
 /* stkr_accounting.c: per-session accounting (see "Accounting" in
  * stkr_reader.h). Start a session (after the previous one ended). */

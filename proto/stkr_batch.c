@@ -360,21 +360,23 @@ static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
 }
 
 /* Is the current file a copy of another segment file? Its header h names
- * (pid, segment) other than its file name, and a file of that name is in
- * the recording too: counting both counted its events twice (QA, session
- * 25: a segment copied under another number gave 1457 events where the
- * program made 1201, with report and export exiting 0). Then it is damage,
- * said once, and the caller skips every batch of the file. Otherwise (a
- * file renamed, or written by a foreign tool) the difference is said once
- * and the file read under its name. */
+ * (pid, segment) other than its file name, and the file of that name in
+ * the recording holds the same bytes: counting both counted its events
+ * twice (QA, session 25: a segment copied under another number gave 1457
+ * events where the program made 1201, with report and export exiting 0).
+ * Then it is damage, said once, and the caller skips every batch of the
+ * file. Otherwise (a file renamed, two names swapped, a foreign tool's
+ * file) the difference is said once and the file read under its name. In
+ * a file not named as a segment (anon), a second pid is said too. */
 static bool stkr__misnamed(stkr_reader *r, stkr__stream *st,
                            const Stackrec__Header *h, const char *path,
                            uint64_t off, uint32_t file_seq) {
-  bool pid_differs = !st->anon && h->pid != st->info.pid;
+  bool pid_differs = st->anon ? st->info.pid != 0 && h->pid != st->info.pid
+                              : h->pid != st->info.pid;
   bool seq_differs = file_seq != 0 && h->segment_seq != file_seq;
 
   if (!pid_differs && !seq_differs) return false;
-  if (!st->anon && stkr__segment_named(r, st, h->pid, h->segment_seq)) {
+  if (!st->anon && stkr__segment_copy_of(r, st, h->pid, h->segment_seq)) {
     st->files[r->cur_file].damaged_whole = true;
     stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, st->info.pid,
                "header says process %u, segment %u: a copy of that "

@@ -190,20 +190,50 @@ static stkr__stream *stkr__stream_find(const stkr_reader *r, dev_t dev,
   return NULL;
 }
 
-bool stkr__segment_named(const stkr_reader *r, const stkr__stream *st,
-                         uint32_t pid, uint32_t seq) {
+/* Do two open files hold the same bytes? Both of size bytes; the first
+ * STKR__COPY_CMP_BYTES are compared (a copy made with cp is identical; two
+ * segments of one process differ in their first batch's Header already,
+ * its segment number at least). */
+#define STKR__COPY_CMP_BYTES 65536u
+static bool stkr__same_start(int a, int b, uint64_t size) {
+  uint8_t *x, *y;
+  size_t n = size < STKR__COPY_CMP_BYTES ? (size_t)size : STKR__COPY_CMP_BYTES;
+  size_t ga = 0, gb = 0;
+  bool same;
+
+  if ((x = malloc(2 * (n ? n : 1))) == NULL) return false;
+  y = x + n;
+  same = stkr_pread_all(a, x, n, 0, &ga) == 0 && ga == n &&
+         stkr_pread_all(b, y, n, 0, &gb) == 0 && gb == n &&
+         memcmp(x, y, n) == 0;
+  free(x);
+  return same;
+}
+
+bool stkr__segment_copy_of(const stkr_reader *r, const stkr__stream *st,
+                           uint32_t pid, uint32_t seq) {
   uint64_t probes = 0;
   const stkr__stream *o = stkr__stream_find(r, st->dir_dev, st->dir_ino, pid,
                                             &probes);
+  const stkr__file *cur = &st->files[r->cur_file], *f;
   size_t lo = 0, hi = o != NULL ? o->n_files : 0;
+  struct stat now;
+  bool same;
+  int fd;
 
   while (lo < hi) { /* files sorted by seq (stkr__stream_add_file) */
     size_t mid = lo + (hi - lo) / 2;
     if (o->files[mid].seq < seq) lo = mid + 1;
     else hi = mid;
   }
-  return lo < (o != NULL ? o->n_files : 0) && o->files[lo].seq == seq &&
-         !o->files[lo].tombstone;
+  if (o == NULL || lo >= o->n_files || (f = &o->files[lo])->seq != seq ||
+      f == cur || f->unreadable || f->size != cur->size ||
+      fstat(r->in.fd, &now) != 0 || (uint64_t)now.st_size != cur->size)
+    return false;
+  if ((fd = stkr_open_regular(f->path, 0)) < 0) return false;
+  same = stkr__same_start(r->in.fd, fd, cur->size);
+  close(fd);
+  return same;
 }
 
 /* The stream for (dir, pid), created if missing (anon: always a new one).

@@ -187,7 +187,8 @@ static void counters(const build *b, Stackrec__Counters *K) {
    * recovery after one that died counted only its own, and attempted came
    * out below written + dropped + recovered). */
   K->recovered = sat64(sc->recovered_events, b->recovered_total);
-  /* An earlier recovery of the session read the same damaged stretch. */
+  /* The largest, not a sum: an earlier recovery of the session read the
+   * same rings, and so the same damaged stretch (stackrec.proto). */
   K->recovery_lost_bytes = max64(sc->c_lost_bytes, b->lost_bytes);
   K->attempted = sat64(sat64(sat64(K->written, K->dropped_write_error),
                              sat64(K->dropped_ring_full, K->dropped_reentrant)),

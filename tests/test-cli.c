@@ -369,6 +369,18 @@ static void test_output_onto_input(void **state) {
     cr_expect(2, out, "%s '' '%s'%s%s", cmds[i], rec, diff ? " " : "",
               diff ? rec : "");
   }
+  /* Review (session 25): the marks file the reader takes from the
+   * directory, a file beside an input file (the same recording), and an
+   * input given by option. */
+  cr_expect(2, "is a file of the input", "export --format folded -o "
+            "'%s/stackrec.marks' '%s'", rec, rec);
+  snprintf(out, sizeof out, "%s/stackrec-%d-000002.zst", rec, FX_PID);
+  cr_expect(2, "is a file of the recording of the input",
+            "export --format folded -o '%s' '%s'", out, seg);
+  snprintf(out, sizeof out, "%s.policy", rec);
+  assert_int_equal(tl_write_file(out, "{}"), 0);
+  cr_expect(2, "is the same file as the input", "compliance --policy '%s' "
+            "-o '%s' '%s'", out, out, rec);
   free(tl_slurp_alloc(seg, &len1));
   assert_int_equal(len1, len0);
   assert_int_equal(access(fresh, F_OK), -1);

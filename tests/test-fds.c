@@ -152,7 +152,8 @@ static void check(const char *tag, const char *script, const char *file,
  * above the floor (960 under RLIMIT_NOFILE 1024). A Python program that
  * records (a watched open), idles for 1 s (5 looks), then lists its own
  * descriptors naming its stat file: one, at 960 or above (before: none,
- * each look's closed again). */
+ * each look's closed again); then forks, and the child holds none naming
+ * the parent's (review, session 25: it kept it until exec). */
 static void test_idle_looks_keep_their_descriptor(void **state) {
   static const char script[] =
       "/usr/bin/python3 -c '\n"
@@ -164,7 +165,17 @@ static void test_idle_looks_keep_their_descriptor(void **state) {
       "  try:\n"
       "    if os.readlink(\"/proc/self/fd/\" + f) == me: fds.append(int(f))\n"
       "  except OSError: pass\n"
-      "print(len(fds), min(fds or [0]) >= 960)'\n";
+      "print(len(fds), min(fds or [0]) >= 960, flush=True)\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "  dad = \"/proc/%d/stat\" % os.getppid()\n"
+      "  n = 0\n"
+      "  for f in os.listdir(\"/proc/self/fd\"):\n"
+      "    try: n += os.readlink(\"/proc/self/fd/\" + f) == dad\n"
+      "    except OSError: pass\n"
+      "  print(\"child\", n, flush=True)\n"
+      "  os._exit(0)\n"
+      "os.waitpid(pid, 0)'\n";
   char cwd[2300], dir[2300];
   result r;
   (void)state;
@@ -176,13 +187,14 @@ static void test_idle_looks_keep_their_descriptor(void **state) {
   snprintf(cwd, sizeof cwd, "%s/statfd-plain", g_tmp);
   run(cwd, NULL, script, "none", &r);
   assert_int_equal(r.status, 0);
-  assert_string_equal(r.out, "0 False\n");
+  assert_string_equal(r.out, "0 False\nchild 0\n");
   snprintf(cwd, sizeof cwd, "%s/statfd", g_tmp);
   snprintf(dir, sizeof dir, "%s/statfd.rec", g_tmp);
   run(cwd, dir, script, "none", &r);
-  if (r.status != 0 || strcmp(r.out, "1 True\n") != 0)
+  if (r.status != 0 || strcmp(r.out, "1 True\nchild 0\n") != 0)
     fail_msg("status %d, stdout \"%s\" (want \"1 True\": one descriptor "
-             "of the stat file, at 960 or above)\nstderr: %s",
+             "of the stat file, at 960 or above; \"child 0\": none of the "
+             "parent's in a forked child)\nstderr: %s",
              r.status, r.out, r.err);
 }
 

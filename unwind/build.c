@@ -304,10 +304,12 @@ static int cfa_rule_op(const uw_ctx *x, const uw_cie *cie, uw_cur *c,
   case 0x0d: /* def_cfa_register */
     if (!rd_uleb(c, &a)) return -1;
     s->cfa_reg = a;
+    s->plt_k = 0; /* (after an expression: malformed, FALLBACK) */
     break;
   case 0x0e: /* def_cfa_offset */
     if (!rd_uleb(c, &a)) return -1;
     s->cfa_off = (int64_t)a;
+    s->plt_k = 0;
     break;
   case 0x0f: /* def_cfa_expression */
     if (!rd_uleb(c, &a) || (uint64_t)(c->end - c->p) < a) return -1;
@@ -330,6 +332,7 @@ static int cfa_rule_op(const uw_ctx *x, const uw_cie *cie, uw_cur *c,
   case 0x13: /* def_cfa_offset_sf */
     if (!rd_sleb(c, &sa)) return -1;
     s->cfa_off = scaled(sa, cie->data_align);
+    s->plt_k = 0;
     break;
   case 0x14: case 0x15: /* val_offset(_sf): the register's value, not a slot */
     if (!rd_uleb(c, &a)) return -1;

@@ -1,8 +1,9 @@
 /*
  * store.c: built unwind tables to bytes and back (uw_store.h), for the
  * per-build-id cache of a recording. Knows the table layout of
- * STKR__UW_TABLE_FORMAT 1 (build.c's assemble): a new layout must bump
- * the constant and teach this file, or the build stops here.
+ * STKR__UW_TABLE_FORMAT 2 (build.c's assemble; 2 has format 1's layout,
+ * with the lazy PLT's rows, which tables of format 1 lack): a new layout
+ * must bump the constant and teach this file, or the build stops here.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -11,8 +12,8 @@
 
 #include "unwind/uw_store.h"
 
-#if STKR__UW_TABLE_FORMAT != 1
-#error "store.c encodes format 1 (palette, off, block, idx): update it for the new table layout"
+#if STKR__UW_TABLE_FORMAT != 2
+#error "store.c encodes format 2 (palette, off, block, idx): update it for the new table layout"
 #endif
 
 #define K1 0x9E3779B97F4A7C15ull

@@ -83,7 +83,7 @@ typedef enum stkr__uw_arch {
  * recording, unwind/store.c) carry it: bump it with any change to the
  * layout, the row encoding or the builder's output for the same input, so
  * that files of the old layout are rebuilt rather than used. */
-#define STKR__UW_TABLE_FORMAT 1u
+#define STKR__UW_TABLE_FORMAT 2u /* 2: STKR__UW_PLT rows (session 25) */
 
 /* What a build saw. Every count is of rows or FDEs in the input. */
 typedef struct stkr__uw_stats {

@@ -206,8 +206,10 @@ void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where);
 
 /* Refuse an output (option opt, e.g. "-o") that would destroy an input:
  * empty, the same file as an input, or a recording's file name (segment,
- * .session, .ring) in an input directory (output_check.c). NULL and "-"
- * (stdout) pass. @return 0, or STKR_CLI_USAGE after printing why. */
+ * .session, .ring, the marks file) in an input directory or the directory
+ * of an input file (output_check.c). inputs[i] may be NULL (an optional
+ * input file not given). NULL and "-" (stdout: stkr_cli_create) pass.
+ * @return 0, or STKR_CLI_USAGE after printing why. */
 int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
                           char *const *inputs, int n);
 /* The directory holding file `path` (as the reader takes it: the path up
@@ -217,7 +219,7 @@ int stkr_cli_stat_dir_of(const char *path, char *dir, struct stat *st);
 bool stkr_cli_same_inode(const struct stat *a, const struct stat *b);
 
 /* A command's output file: path created (truncated) for writing, or stdout
- * when path is NULL. @return the stream, or NULL after printing "stackrec
+ * when path is NULL or "-". @return the stream, or NULL after printing "stackrec
  * <cmd>: cannot create <path>: <why>". */
 FILE *stkr_cli_create(const char *cmd, const char *path);
 

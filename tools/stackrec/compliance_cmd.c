@@ -127,8 +127,11 @@ int stkr_cli_compliance(int argc, char **argv) {
   status = parse_args(argc, argv, &o, &policy_path, &map_path, &fmt, &output);
   if (status >= 0)
     return status;
+  char *opt_in[] = {(char *)policy_path, (char *)map_path};
   if ((status = stkr_cli_check_output("compliance", "-o", output,
-                                      argv + optind, argc - optind)) != 0)
+                                      argv + optind, argc - optind)) != 0 ||
+      (status = stkr_cli_check_output("compliance", "-o", output, opt_in,
+                                      2)) != 0)
     return status;
   if ((status = load_inputs(policy_path, map_path, &pol, &map)) != 0)
     goto out;

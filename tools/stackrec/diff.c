@@ -441,8 +441,10 @@ int stkr_cli_diff(int argc, char **argv) {
   if ((status = parse_args(argc, argv, &d, &format, &out_path, &map_path)) >=
       0)
     goto done;
+  char *opt_in[] = {(char *)map_path};
   if ((status = stkr_cli_check_output("diff", "-o", out_path, argv + optind,
-                                      argc - optind)) != 0)
+                                      argc - optind)) != 0 ||
+      (status = stkr_cli_check_output("diff", "-o", out_path, opt_in, 1)) != 0)
     goto done;
   if (map_path != NULL &&
       (err = stkr_modmap_load(map_path, &map, why, sizeof why)) != 0) {

@@ -408,7 +408,7 @@ void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where) {
 }
 
 FILE *stkr_cli_create(const char *cmd, const char *path) {
-  FILE *f = path != NULL ? fopen(path, "w") : stdout;
+  FILE *f = path != NULL && strcmp(path, "-") != 0 ? fopen(path, "w") : stdout;
 
   if (f == NULL)
     fprintf(stderr, "stackrec %s: cannot create %s: %s\n", cmd, path,

@@ -356,8 +356,11 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   if ((status = parse_args(argc, argv, &o, &manifest, &map_path, &output,
                            &per_module)) >= 0)
     return status;
+  char *opt_in[] = {(char *)manifest, (char *)map_path};
   if ((status = stkr_cli_check_output("privacy-manifest", "-o", output,
-                                      argv + optind, argc - optind)) != 0)
+                                      argv + optind, argc - optind)) != 0 ||
+      (status = stkr_cli_check_output("privacy-manifest", "-o", output,
+                                      opt_in, 2)) != 0)
     return status;
   /* The inputs a person wrote first: a typo fails fast, before reading. */
   if (manifest != NULL &&

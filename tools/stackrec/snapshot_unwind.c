@@ -56,7 +56,7 @@ static bool reg_value(const ustate *u, int reg, uint64_t *v) {
   if (reg == REG_SP) *v = u->sp;
   else if (reg == REG_FP) *v = u->fp;
   else if (reg == REG_LR && u->have_lr) *v = u->lr;
-  else if (reg == REG_PC) *v = u->pc;
+  else if (REG_PC >= 0 && reg == REG_PC) *v = u->pc;
   else return false;
   return true;
 }
@@ -157,7 +157,8 @@ static int caller_reg(const ustate *u, Dwarf_Frame *fr, int reg, uint64_t *v) {
   if (dwarf_frame_register(fr, reg, mem, &ops, &n) != 0) return -1;
   if (n == 0) {
     if (ops == mem) return 0;             /* undefined */
-    return reg_value(u, reg, v) ? 1 : -1; /* same value */
+    /* same value (never rip's: only expressions read the frame's pc) */
+    return reg != REG_PC && reg_value(u, reg, v) ? 1 : -1;
   }
   if (!eval(u, ops, n, &x, &is_value)) return -1;
   if (is_value) {

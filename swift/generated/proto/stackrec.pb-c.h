@@ -530,7 +530,8 @@ struct  Stackrec__Counters
    * Bytes of a dead writer's ring records that recovery found damaged and
    * could not read: the events in them are lost, how many is not known. A
    * reader counts the session damaged (one batch's worth) when non-zero.
-   * Cumulative over the session's recoveries, as `recovered`.
+   * The largest any recovery of the session found: each one re-reads the
+   * rings an earlier one left, and so the same damaged stretch.
    */
   uint64_t recovery_lost_bytes;
 };
