@@ -338,6 +338,24 @@ static void test_usage(void **state) {
   assert_string_equal(cr_out, ""); /* nothing printed before the error */
 }
 
+/* A warning names its path, and a path may hold a newline: each warning
+ * stays one line, the newline written \x0a (QA, session 25: a directory
+ * named with one split the warning in two). As verify's lines. */
+static void test_warning_one_line(void **state) {
+  char dir[4200];
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s-line\nbreak", rec);
+  assert_int_equal(tl_system("rm -rf '%s' && cp -r '%s' '%s' && "
+                             "echo x > '%s/foreign'", dir, rec, dir, dir), 0);
+  assert_int_equal(cr_run("dump '%s'", dir), 0);
+  assert_non_null(strstr(cr_err, "-line\\x0abreak: ignored 1 entry"));
+  assert_null(strstr(cr_err, "\nbreak")); /* no line starts in the name */
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+  assert_non_null(strstr(cr_out, "note: "));
+  assert_null(strstr(cr_out, "-line\nbreak"));
+}
+
 /* QA (session 25): `export -o REC/stackrec-P-000001.zst REC` exited 0 with
  * the segment overwritten by the export (verify: DAMAGED); report --html,
  * compliance, privacy-manifest and diff too. Every command that writes a
@@ -393,4 +411,4 @@ static void test_output_onto_input(void **state) {
 
 TL_TEST_MAIN("cli", setup, NULL, test_info, test_info_json, test_dump_text,
              test_dump_json, test_json_utf8, test_damaged_and_empty, test_usage,
-             test_output_onto_input)
+             test_output_onto_input, test_warning_one_line)

@@ -32,6 +32,23 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n) {
   }
 }
 
+void stkr_cli_put_line(FILE *f, const char *prefix, const char *msg,
+                       const char *suffix) {
+  fputs(prefix, f);
+  for (const uint8_t *p = (const uint8_t *)msg; *p != '\0'; p++) {
+    if (*p >= 0x20 && *p != 0x7f) {
+      putc(*p, f);
+    } else {
+      putc('\\', f);
+      putc('x', f);
+      putc(stkr__hex[*p >> 4], f);
+      putc(stkr__hex[*p & 15], f);
+    }
+  }
+  fputs(suffix, f);
+  putc('\n', f);
+}
+
 /* Length of the valid UTF-8 sequence at p (n bytes left), or 0 if the
  * bytes there are not one (RFC 3629: no overlong forms, no surrogates,
  * nothing above U+10FFFF). */

@@ -325,7 +325,7 @@ static void stkr__cli_warn(void *arg, const stkr_warning *w) {
     return;
   stkr_cli_progress_pause();
   fflush(stdout);
-  fprintf(stderr, "stackrec: warning: %s\n", w->message);
+  stkr_cli_put_line(stderr, "stackrec: warning: ", w->message, "");
 }
 
 int stkr_cli_open(const char *cmd, char *const *paths, int n,

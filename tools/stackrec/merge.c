@@ -109,8 +109,8 @@ static void on_warning(void *arg, const stkr_warning *w) {
     return;
   stkr_cli_progress_pause();
   fflush(stdout);
-  fprintf(stderr, "stackrec merge: warning: %s%s\n", w->message,
-          w->data_lost ? " (not merged)" : "");
+  stkr_cli_put_line(stderr, "stackrec merge: warning: ", w->message,
+                    w->data_lost ? " (not merged)" : "");
 }
 
 static int close_out(merge_run *m) {

@@ -109,7 +109,7 @@ static void push_warn(void *arg, const stkr_warning *w) {
   if (++p->warn_seen <= p->warned)
     return;
   p->warned = p->warn_seen;
-  fprintf(stderr, "stackrec: warning: %s\n", w->message);
+  stkr_cli_put_line(stderr, "stackrec: warning: ", w->message, "");
 }
 
 static void fail_msg_ch(const pass *p, const stkr__ch *ch, const char *what) {

@@ -120,7 +120,7 @@ static void count_warning(void *arg, const stkr_warning *w) {
   if (w->kind == STKR_WARN_EMPTY_FILE || w->kind == STKR_WARN_NO_SEGMENTS)
     return;
   s->warnings++;
-  fprintf(stderr, "stackrec record: warning: %s\n", w->message);
+  stkr_cli_put_line(stderr, "stackrec record: warning: ", w->message, "");
 }
 
 /* A message from another process: printable as it is, control bytes as

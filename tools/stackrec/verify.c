@@ -90,12 +90,13 @@ static void on_warning(void *arg, const stkr_warning *w) {
      * STKR_WARN_INCOMPLETE at the process's end): a dead writer's empty
      * first segment whose rings were recovered loses nothing. */
     v->notes++;
-    printf("note: %s: a segment without any batch (its writer ended before "
-           "its first flush, or has just started)\n", w->message);
+    stkr_cli_put_line(stdout, "note: ", w->message,
+                      ": a segment without any batch (its writer ended "
+                      "before its first flush, or has just started)");
     return;
   case STKR_WARN_INCOMPLETE:
     v->incomplete++;
-    printf("incomplete: %s\n", w->message);
+    stkr_cli_put_line(stdout, "incomplete: ", w->message, "");
     return;
   case STKR_WARN_NO_SEGMENTS:
     if (stkr_cli_inputs_empty())
@@ -104,15 +105,15 @@ static void on_warning(void *arg, const stkr_warning *w) {
   case STKR_WARN_IGNORED_FILES:
   case STKR_WARN_LIVE_TAIL:
     v->notes++;
-    printf("note: %s\n", w->message);
+    stkr_cli_put_line(stdout, "note: ", w->message, "");
     return;
   case STKR_WARN_INCONSISTENT:
     v->problems++;
-    printf("inconsistent: %s\n", w->message);
+    stkr_cli_put_line(stdout, "inconsistent: ", w->message, "");
     return;
   default:
     v->problems++;
-    printf("damaged: %s\n", w->message);
+    stkr_cli_put_line(stdout, "damaged: ", w->message, "");
     return;
   }
 }
