@@ -69,6 +69,7 @@ let package = Package(
         "recorder/ownfd.c",
         "recorder/clock.c",
         "recorder/unwind_tables.c",
+        "unwind/assemble.c",
         "unwind/build.c",
         "unwind/image.c",
         "unwind/store.c",

@@ -29,6 +29,7 @@ set(STKR_RECORDER_SRCS
 
 # //unwind:unwind
 set(STKR_UNWIND_SRCS
+  unwind/assemble.c
   unwind/build.c
   unwind/image.c
   unwind/store.c

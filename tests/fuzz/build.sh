@@ -91,7 +91,8 @@ for t in frames batch cli macho symcache ring; do
 done
 # The unwind table builder and walk (unwind/, libc only).
 uw=()
-for src in unwind/build.c unwind/image.c unwind/store.c unwind/walk.c; do
+for src in unwind/assemble.c unwind/build.c unwind/image.c unwind/store.c \
+    unwind/walk.c; do
   obj="$out/obj/uw_$(basename "${src%.c}").o"
   "$cc" "${cflags[@]}" -c "$src" -o "$obj" || exit 1
   uw+=("$obj")
