@@ -40,18 +40,12 @@
 
 #include "common/stkr_io.h"
 
-/* Read a /proc stat file into buf (NUL-terminated). @return the text after
- * the comm's closing parenthesis (" S ppid ..."), or NULL. comm (16
- * bytes) gets the name, if asked. */
-static const char *read_stat(const char *path, char *buf, size_t cap,
-                             char *comm) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n;
+/* The n bytes of a /proc stat file read into buf (cap bytes): NUL-
+ * terminated. @return the text after the comm's closing parenthesis
+ * (" S ppid ..."), or NULL. comm (16 bytes) gets the name, if asked. */
+static const char *parse_stat(char *buf, ssize_t n, char *comm) {
   char *open_p, *close_p;
 
-  if (fd < 0) return NULL;
-  n = read(fd, buf, cap - 1);
-  (void)close(fd);
   if (n <= 0) return NULL;
   buf[n] = '\0';
   if ((open_p = strchr(buf, '(')) == NULL ||
@@ -66,30 +60,39 @@ static const char *read_stat(const char *path, char *buf, size_t cap,
   return close_p + 1;
 }
 
+/* A thread's stat file, opened for the one read (see parse_stat). */
+static const char *read_stat(const char *path, char *buf, size_t cap,
+                             char *comm) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n;
+
+  if (fd < 0) return NULL;
+  n = read(fd, buf, cap - 1);
+  (void)close(fd);
+  return parse_stat(buf, n, comm);
+}
+
 /* /proc/self/stat, kept open from the first look on (raised, close-on-exec),
  * so that the look every 0.2 s opens nothing while the main thread lives
  * (once it is a zombie, the task list is read too): a descriptor opened, even
  * for a moment, at the lowest free number can take the one an app
  * thread's open() is about to get (its `close(0); open(...)` expecting 0).
  * Checked by identity before each read (the app may have closed it or put
- * a file of its own at the number: forgotten, never closed); a forked
- * child's copy names the parent's file: closed by the atfork handler
- * (stkr__alone_forget_after_fork), the child's own opened at its first
- * look. Worker thread only, but for that handler. */
+ * a file of its own at the number: forgotten, never closed). A forked
+ * child's copy names the parent's file: the atfork handler closes it
+ * (stkr__alone_close), and the child opens its own at its first look.
+ * Worker thread only, but for that handler. */
 static int g_stat_fd = -1;
-static pid_t g_stat_pid;
 static uint64_t g_stat_dev, g_stat_ino;
 
 static int self_stat_fd(void) {
   struct stat st;
-  bool ours = g_stat_fd >= 0 &&
-              stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0;
   int fd;
 
-  if (ours && g_stat_pid == getpid()) return g_stat_fd;
-  if (ours) (void)close(g_stat_fd); /* the parent's, inherited by fork */
-  g_stat_fd = -1;
-  g_stat_pid = getpid();
+  if (g_stat_fd >= 0 &&
+      stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0)
+    return g_stat_fd;
+  g_stat_fd = -1; /* closed or replaced by the app: not ours to close */
   if ((fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC)) < 0 ||
       (fd = stkr_fd_raise(fd)) < 0)
     return -1;
@@ -102,15 +105,7 @@ static int self_stat_fd(void) {
 
 void stkr__alone_close(void) {
   struct stat st;
-  if (g_stat_fd >= 0 && g_stat_pid == getpid() &&
-      stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0)
-    (void)close(g_stat_fd);
-  g_stat_fd = -1;
-}
-
-void stkr__alone_forget_after_fork(void) {
-  struct stat st;
-  /* (A fork between the open and its store here leaves that one
+  /* (A fork between the open and its store above leaves that one
    * descriptor, close-on-exec, in the child: not worth a lock.) */
   if (g_stat_fd >= 0 &&
       stkr__fd_check(g_stat_fd, g_stat_dev, g_stat_ino, &st) == 0)
@@ -119,19 +114,10 @@ void stkr__alone_forget_after_fork(void) {
 }
 
 /* The process's stat, read again from offset 0 of the kept descriptor
- * (proc(5) files are made anew at each read from 0). @return as
- * read_stat. */
+ * (proc(5) files are made anew at each read from 0). */
 static const char *read_self_stat(char *buf, size_t cap) {
   int fd = self_stat_fd();
-  ssize_t n;
-  char *close_p;
-
-  if (fd < 0) return NULL;
-  n = pread(fd, buf, cap - 1, 0);
-  if (n <= 0) return NULL;
-  buf[n] = '\0';
-  close_p = strrchr(buf, ')');
-  return close_p != NULL ? close_p + 1 : NULL;
+  return fd < 0 ? NULL : parse_stat(buf, pread(fd, buf, cap - 1, 0), NULL);
 }
 
 /* The state letter of a stat text (after the comm). */
@@ -213,7 +199,6 @@ bool stkr__app_threads_gone(int *status) {
 #else
 
 void stkr__alone_close(void) {}
-void stkr__alone_forget_after_fork(void) {}
 
 bool stkr__app_threads_gone(int *status) {
   (void)status;

@@ -204,12 +204,10 @@ DIR *stkr__opendir_high(const char *path);
 #define STKR__ALONE_CHECK_NS 200000000u /* 0.2 s: the default flush interval */
 bool stkr__app_threads_gone(int *status);
 bool stkr__end_if_alone(void);
-/* Close the /proc/self/stat descriptor the looks keep (a session's end on
- * the worker thread). */
+/* Close the /proc/self/stat descriptor the looks keep, once checked to be
+ * still ours: at a session's end on the worker thread, and in a forked
+ * child (the atfork handler: fstat and close are async-signal-safe). */
 void stkr__alone_close(void);
-/* In a forked child (atfork, async-signal-safe: fstat and close): close
- * the inherited one, the parent's, once checked to be still ours. */
-void stkr__alone_forget_after_fork(void);
 /* fd's identity (device, inode), remembered at open. 0 or -errno. */
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Is fd still the file whose identity we remembered? 0 (and *st filled),

@@ -472,7 +472,7 @@ static int worker_launch(stkr__fconfig *cfg, uint32_t parent_pid) {
 static void atfork_child(void) {
   stkr__worker *w = g_state ? g_state : g_abandoned;
   if (w) stkr__seg_forget_inherited(&w->seg);
-  stkr__alone_forget_after_fork(); /* the parent's /proc/<ppid>/stat */
+  stkr__alone_close(); /* the parent's /proc/<ppid>/stat */
   stkr__log_limits_reset(); /* its notes are its own (review, session 22) */
 #if defined(__SANITIZE_ADDRESS__)
   /* The parent's worker may have been in the middle of building something

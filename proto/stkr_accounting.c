@@ -625,8 +625,7 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
 
     /* An unreadable or damaged_whole one was reported as damage
      * (stkr__unreadable, stkr__misnamed, stkr__tombstone_check); a
-     * tombstone is counted with its
-     * session's first segments. */
+     * tombstone is counted with its session's first segments. */
     if (f->had_batch || f->unreadable || f->damaged_whole || f->tombstone ||
         recovered_after(st, f->seq))
       continue;

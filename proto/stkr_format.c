@@ -94,12 +94,20 @@ void stkr_fmt_tombstone(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
   put_le32(out + 16, deleter_pid);
 }
 
+bool stkr_fmt_is_marker_frame(const uint8_t *p, size_t len) {
+  return len >= 4 && get_le32(p) == STKR_FMT_TOMBSTONE_MAGIC;
+}
+
+/* A whole marker (tombstone or lost) with payload tag. */
+static bool marker_is(const uint8_t *p, size_t len, const char tag[8]) {
+  return len == STKR_FMT_TOMBSTONE_SIZE && stkr_fmt_is_marker_frame(p, len) &&
+         get_le32(p + 4) == STKR_FMT_TOMBSTONE_SIZE - 8 &&
+         memcmp(p + 8, tag, 8) == 0;
+}
+
 bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
                            uint32_t *deleter_pid) {
-  if (len != STKR_FMT_TOMBSTONE_SIZE ||
-      get_le32(p) != STKR_FMT_TOMBSTONE_MAGIC ||
-      get_le32(p + 4) != STKR_FMT_TOMBSTONE_SIZE - 8 ||
-      memcmp(p + 8, k_tomb_tag, sizeof k_tomb_tag) != 0)
+  if (!marker_is(p, len, k_tomb_tag))
     return false;
   if (deleter_pid != NULL)
     *deleter_pid = get_le32(p + 16);
@@ -113,10 +121,7 @@ void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
 }
 
 bool stkr_fmt_is_lost_marker(const uint8_t *p, size_t len) {
-  return len == STKR_FMT_TOMBSTONE_SIZE &&
-         get_le32(p) == STKR_FMT_TOMBSTONE_MAGIC &&
-         get_le32(p + 4) == STKR_FMT_TOMBSTONE_SIZE - 8 &&
-         memcmp(p + 8, k_lost_tag, sizeof k_lost_tag) == 0;
+  return marker_is(p, len, k_lost_tag);
 }
 
 int stkr_fmt_dir_has_segments(const char *dir) {

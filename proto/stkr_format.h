@@ -93,6 +93,8 @@ bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
 void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
                           uint32_t writer_pid);
 bool stkr_fmt_is_lost_marker(const uint8_t *p, size_t len);
+/* Does p start with the markers' skippable magic (whole or damaged)? */
+bool stkr_fmt_is_marker_frame(const uint8_t *p, size_t len);
 
 /*
  * Does dir hold a segment file (a name stkr_fmt_segment_parse() accepts)?

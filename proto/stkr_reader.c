@@ -601,9 +601,7 @@ static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
       got != sizeof buf)
     return false;
   if (!stkr_fmt_is_tombstone(buf, got, &by)) {
-    uint32_t magic = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 |
-                     (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 24;
-    if (magic != STKR_FMT_TOMBSTONE_MAGIC) return false;
+    if (!stkr_fmt_is_marker_frame(buf, got)) return false;
     f->damaged_whole = true;
     st->info.damaged_batches++;
     stkr__warn(r, STKR_WARN_DAMAGED, f->path, 0, st->info.pid,

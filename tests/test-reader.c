@@ -494,7 +494,7 @@ static void test_inconsistent(void **state) {
   ru_read_path(&rd, dir);
   assert_int_equal(rd.n, 9);
   assert_true(rd.log.n >= 1);
-  for (size_t i = 0; i < rd.log.n; i++)
+  for (int i = 0; i < (int)rd.log.n; i++)
     assert_int_not_equal(rd.log.w[i].kind, STKR_WARN_DAMAGED);
   stkr_reader_free(rd.r);
 
