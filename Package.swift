@@ -109,6 +109,7 @@ let package = Package(
         "flush/wake_linux.c",
         "flush/wake_target.c",
         "flush/worker.c",
+        "flush/worker_create.c",
         "symbolize/symcache.c",
         "symbolize/symcache_build.c",
         "symbolize/symcache_stream.c",

@@ -77,6 +77,7 @@ set(STKR_FLUSH_SRCS
   flush/wake_linux.c
   flush/wake_target.c
   flush/worker.c
+  flush/worker_create.c
 )
 
 # //flush:flush_dl (the preload library's: the symbolizer loaded on demand)

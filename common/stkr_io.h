@@ -64,6 +64,11 @@
  * file of its own got back, and the recorder's shutdown closed the app's
  * file (QA, session 17).
  * Thread-safety: as fcntl(2).
+ *
+ * stkr_fsync_dir(dir): make the names created, renamed or removed in dir
+ * durable (recovery's segments, symbolize's renames). A file system that
+ * cannot sync a directory (EINVAL) is not an error.
+ * @return 0 or -errno of the open or the fsync. Thread-safety: as open(2).
  */
 #ifndef STKR_COMMON_IO_H
 #define STKR_COMMON_IO_H
@@ -191,6 +196,14 @@ static inline int stkr_open_regular(const char *path, int flags) {
     err = -errno;
   else
     return fd;
+  close(fd);
+  return err;
+}
+
+static inline int stkr_fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
+  if (fd < 0) return -errno;
+  if (fsync(fd) != 0 && errno != EINVAL) err = -errno;
   close(fd);
   return err;
 }

@@ -195,6 +195,27 @@ static void counters(const build *b, Stackrec__Counters *K) {
                        sat64(K->dropped_other, K->recovered));
 }
 
+/* The open batch's event columns, pointing into b. */
+static void events_of(build *b, Stackrec__Events *E) {
+  E->base_ts_ns = b->base_ts;
+  E->n_ts_delta_ns = E->n_thread_id = E->n_stack_id = b->n;
+  E->ts_delta_ns = b->ts_delta;
+  E->thread_id = b->thread_id;
+  E->stack_id = b->stack_id;
+  if (b->any_payload) {
+    E->n_payload_len = b->n;
+    E->payload_len = b->payload_len;
+    E->payload_data.len = b->pdata_len;
+    E->payload_data.data = b->pdata;
+  }
+  E->n_payload_truncated = b->n_ptrunc;
+  E->payload_truncated = b->ptrunc;
+  if (b->any_unsited) { /* their sites cannot follow from a stack */
+    E->n_site_id = b->n;
+    E->site_id = b->site_col;
+  }
+}
+
 /* Encode and write the open batch (nothing in a dry run). `last`: the
  * session's final batch, written even without events if no batch was (its
  * counters are the final accounting: without them, a writer that died with
@@ -269,23 +290,7 @@ static int flush_batch(build *b, bool last) {
   B.n_stacks = n_new;
   B.stacks = sdp;
   if (b->n > 0) {
-    E.base_ts_ns = b->base_ts;
-    E.n_ts_delta_ns = E.n_thread_id = E.n_stack_id = b->n;
-    E.ts_delta_ns = b->ts_delta;
-    E.thread_id = b->thread_id;
-    E.stack_id = b->stack_id;
-    if (b->any_payload) {
-      E.n_payload_len = b->n;
-      E.payload_len = b->payload_len;
-      E.payload_data.len = b->pdata_len;
-      E.payload_data.data = b->pdata;
-    }
-    E.n_payload_truncated = b->n_ptrunc;
-    E.payload_truncated = b->ptrunc;
-    if (b->any_unsited) { /* their sites cannot follow from a stack */
-      E.n_site_id = b->n;
-      E.site_id = b->site_col;
-    }
+    events_of(b, &E);
     B.events = &E;
     P.thread_id = b->cur_thread;
     P.end = b->cur_end;
@@ -634,15 +639,6 @@ static int want_ring(build *b, const stkr__rc_file *f) {
   return err;
 }
 
-static int fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int err = 0;
-  if (fd < 0) return -errno;
-  if (fsync(fd) != 0 && errno != EINVAL) err = -errno;
-  close(fd);
-  return err;
-}
-
 static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *sc,
                          const stkr__rc_file *rings, size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
@@ -681,7 +677,7 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   if (err == 0) err = flush_batch(&b, true);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
-  if (err == 0 && b.fd >= 0) err = fsync_dir(rc->dir);
+  if (err == 0 && b.fd >= 0) err = stkr_fsync_dir(rc->dir);
   if (err == -ETIMEDOUT) { /* the budget: as if never started */
     if (b.fd >= 0) unlink(b.path);
     *rc->st = before; /* its rings' counts: again when it is recovered */

@@ -82,8 +82,8 @@ static uint64_t anchor(uint64_t *t, uint64_t *ns) {
 /* The best anchor of a few tries (the one with the closest clock reads:
  * a preemption between them would widen its error). */
 static void good_anchor(uint64_t *t, uint64_t *ns) {
-  uint64_t best = UINT64_MAX;
-  for (int i = 0; i < 5; i++) {
+  uint64_t best = anchor(t, ns);
+  for (int i = 1; i < 5; i++) {
     uint64_t tt, nn, w = anchor(&tt, &nn);
     if (w < best) {
       best = w;

@@ -361,15 +361,62 @@ static void test_oracle_getaddrinfo(void **state) {
 static const char *const gdb_specs[GDB_WALKS] = {"3:0",  "12:3", "6:5",  "0:1",
                                                  "7:4",  "4:8",  "2:12", "20:6"};
 
+/* The gdb script: break in uwg_stop, and at each of the GDB_WALKS stops
+ * print every physical frame's pc as "@pc 0x... SIGTRAMP". Physical frames
+ * only: gdb shows each function inlined at a pc as a frame of its own with
+ * the same pc (glibc's msort_with_tmp, qsort), and adds "tail call frames"
+ * it infers from DWARF call-site entries (a pthread_kill that jumped to
+ * __pthread_kill_implementation) that are not on the stack. */
+static void write_gdb_script(const char *script) {
+  char cmd[4096];
+  size_t at = (size_t)snprintf(cmd, sizeof cmd,
+                               "set disable-randomization off\nset backtrace past-main on\n"
+                               "set pagination off\nhandle SIGUSR2 nostop noprint pass\n"
+                               "break uwg_stop\npython\ndef uwg_frames():\n"
+                               "    f = gdb.newest_frame()\n    while f is not None:\n"
+                               "        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):\n"
+                               "            print('@pc %%#x %%d' %% (f.pc(), f.type() == gdb.SIGTRAMP_FRAME))\n"
+                               "        f = f.older()\nend\nrun\nbt\n");
+  for (unsigned k = 0; k < GDB_WALKS; k++)
+    at += (size_t)snprintf(cmd + at, sizeof cmd - at, "python uwg_frames()\ncontinue\n");
+  assert_true(at < sizeof cmd);
+  assert_int_equal(tl_write_file(script, cmd), 0);
+}
+
+/* gdb's frames in its output: "@pc 0x..." lines, a block per breakpoint
+ * hit, into theirs[hit][]. The trampoline's pc and the one it interrupted
+ * are exact: ours hold them + 1 (StackDef.pcs), and so do these. */
+static void parse_gdb_frames(char *out, uint64_t (*theirs)[MAXF],
+                             unsigned *n_theirs) {
+  char *p, *save = NULL;
+  int blk = -1, sig = 0, after_sig = 0;
+
+  for (p = strtok_r(out, "\n", &save); p != NULL; p = strtok_r(NULL, "\n", &save)) {
+    unsigned long long v;
+    if (strncmp(p, "Breakpoint 1, ", 14) == 0) {
+      blk++;
+      after_sig = 0;
+      assert_true(blk < GDB_WALKS);
+    } else if (blk >= 0 && sscanf(p, "@pc %llx %d", &v, &sig) == 2 &&
+               n_theirs[blk] < MAXF) {
+      theirs[blk][n_theirs[blk]++] = v + (sig || after_sig);
+      after_sig = sig;
+    } else if (blk == 0 && p[0] == '#') {
+      fprintf(stderr, "  gdb: %.150s\n", p); /* the first backtrace, for the log */
+    }
+  }
+  assert_int_equal(blk + 1, GDB_WALKS);
+}
+
 static void test_oracle_gdb(void **state) {
   enum { CAP = 1 << 17 };
   const char *tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
   char bin[4096], pcs_path[4096], script[4096], cmd[8192], line[4096], *out = malloc(CAP), *err = malloc(CAP);
-  char *ours_text, *p, *save = NULL;
+  char *ours_text;
   tl_capture c = {out, CAP, err, CAP, NULL, false, -1};
   static uint64_t theirs[GDB_WALKS][MAXF];
   unsigned n_theirs[GDB_WALKS] = {0}, k, i, walks = 0, frames = 0;
-  int blk = -1, st, sig = 0, after_sig = 0;
+  int st;
   FILE *f;
   (void)state;
 
@@ -388,25 +435,7 @@ static void test_oracle_gdb(void **state) {
   tl_runfile(bin, sizeof bin, "tests/unwind_gdb_chain");
   snprintf(pcs_path, sizeof pcs_path, "%s/gdb_chain.pcs", tmp);
   snprintf(script, sizeof script, "%s/gdb_chain.gdb", tmp);
-  /* Physical frames only: gdb shows each function inlined at a pc as a
-   * frame of its own with the same pc (glibc's msort_with_tmp, qsort), and
-   * adds "tail call frames" it infers from DWARF call-site entries (a
-   * pthread_kill that jumped to __pthread_kill_implementation) that are
-   * not on the stack. */
-  {
-    size_t at = (size_t)snprintf(cmd, sizeof cmd,
-                                 "set disable-randomization off\nset backtrace past-main on\n"
-                                 "set pagination off\nhandle SIGUSR2 nostop noprint pass\n"
-                                 "break uwg_stop\npython\ndef uwg_frames():\n"
-                                 "    f = gdb.newest_frame()\n    while f is not None:\n"
-                                 "        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):\n"
-                                 "            print('@pc %%#x %%d' %% (f.pc(), f.type() == gdb.SIGTRAMP_FRAME))\n"
-                                 "        f = f.older()\nend\nrun\nbt\n");
-    for (k = 0; k < GDB_WALKS; k++)
-      at += (size_t)snprintf(cmd + at, sizeof cmd - at, "python uwg_frames()\ncontinue\n");
-    assert_true(at < sizeof cmd);
-    assert_int_equal(tl_write_file(script, cmd), 0);
-  }
+  write_gdb_script(script);
   {
     size_t at = (size_t)snprintf(cmd, sizeof cmd, "timeout 300 gdb -q -nx -batch -x '%s' --args '%s' '%s'",
                                  script, bin, pcs_path);
@@ -431,24 +460,7 @@ static void test_oracle_gdb(void **state) {
   }
   if (st != 0) fprintf(stderr, "gdb exited %d:\n%.4000s\n%.4000s\n", st, out, err);
   assert_int_equal(st, 0);
-  /* gdb's frames: "@pc 0x..." lines, a block per breakpoint hit. */
-  for (p = strtok_r(out, "\n", &save); p != NULL; p = strtok_r(NULL, "\n", &save)) {
-    unsigned long long v;
-    if (strncmp(p, "Breakpoint 1, ", 14) == 0) {
-      blk++;
-      after_sig = 0;
-      assert_true(blk < GDB_WALKS);
-    } else if (blk >= 0 && sscanf(p, "@pc %llx %d", &v, &sig) == 2 &&
-               n_theirs[blk] < MAXF) {
-      /* The trampoline's pc and the one it interrupted are exact: ours
-       * hold them + 1 (StackDef.pcs). */
-      theirs[blk][n_theirs[blk]++] = v + (sig || after_sig);
-      after_sig = sig;
-    } else if (blk == 0 && p[0] == '#') {
-      fprintf(stderr, "  gdb: %.150s\n", p); /* the first backtrace, for the log */
-    }
-  }
-  assert_int_equal(blk + 1, GDB_WALKS);
+  parse_gdb_frames(out, theirs, n_theirs);
   ours_text = tl_slurp_alloc(pcs_path, NULL);
   f = fmemopen(ours_text, strlen(ours_text), "r");
   assert_non_null(f);

@@ -199,6 +199,50 @@ fx_exec_missing_then_record(void) {
   exit(0);
 }
 
+/* "daemon FILE": a child in a session of its own, its output on
+ * /dev/null, records its event once FILE exists (up to 30 s), long after
+ * this parent exited. */
+static int daemon_child_waits_for(const char *file) {
+  pid_t pid;
+
+  fx_parent_before();
+  pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    (void)setsid();
+    if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(3);
+    for (int i = 0; i < 3000 && access(file, F_OK) != 0; i++)
+      usleep(10000);
+    fx_child_fork();
+    exit(0);
+  }
+  if (pid < 0) return 3;
+  printf("daemon %d\n", (int)pid);
+  return finish(1, "daemon");
+}
+
+/* "racefork": 12 trials of race_fork_once, each in a fresh process, the
+ * fork 0 to 1.65 ms after the other thread's first event began. */
+static int race_forks(void) {
+  int ok = 1;
+
+  if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)
+    return 3;
+  for (int i = 0; i < 12; i++) {
+    char name[8], delay[16];
+    pid_t pid;
+    snprintf(name, sizeof name, "r%d", i);
+    snprintf(delay, sizeof delay, "%d", i * 150);
+    pid = fork();
+    if (pid == 0) {
+      execl(g_self, "forker", "racefork1", delay, (char *)NULL);
+      _exit(127);
+    }
+    ok &= wait_ok(pid, name);
+  }
+  return finish(ok, "racefork");
+}
+
 int main(int argc, char **argv) {
   pid_t pid;
   static int ok = 1; /* static: survives vfork's shared stack */
@@ -238,40 +282,12 @@ int main(int argc, char **argv) {
     }
     return finish(wait_ok(pid, "f1"), "failexec");
   }
-  if (argc == 3 && strcmp(argv[1], "daemon") == 0) {
-    fx_parent_before();
-    pid = fork();
-    if (pid == 0) {
-      int null = open("/dev/null", O_RDWR);
-      (void)setsid();
-      if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(3);
-      for (int i = 0; i < 3000 && access(argv[2], F_OK) != 0; i++)
-        usleep(10000);
-      fx_child_fork();
-      exit(0);
-    }
-    if (pid < 0) return 3;
-    printf("daemon %d\n", (int)pid);
-    return finish(1, "daemon");
-  }
+  if (argc == 3 && strcmp(argv[1], "daemon") == 0)
+    return daemon_child_waits_for(argv[2]);
   if (argc == 3 && strcmp(argv[1], "racefork1") == 0)
     return race_fork_once(strtol(argv[2], NULL, 10));
-  if (argc == 2 && strcmp(argv[1], "racefork") == 0) {
-    if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)
-      return 3;
-    for (int i = 0; i < 12; i++) {
-      char name[8], delay[16];
-      snprintf(name, sizeof name, "r%d", i);
-      snprintf(delay, sizeof delay, "%d", i * 150);
-      pid = fork();
-      if (pid == 0) {
-        execl(g_self, "forker", "racefork1", delay, (char *)NULL);
-        _exit(127);
-      }
-      ok &= wait_ok(pid, name);
-    }
-    return finish(ok, "racefork");
-  }
+  if (argc == 2 && strcmp(argv[1], "racefork") == 0)
+    return race_forks();
   if (argc != 2 || strcmp(argv[1], "tree") != 0) {
     fprintf(stderr, "usage: forker tree|quiet|failexec|racefork\n");
     return 2;

@@ -331,11 +331,10 @@ static int pending_add(sym_run *run, const char *name) {
  * their temporary files are removed). */
 static int pending_commit(sym_run *run, const char *dir) {
   char path[PATH_MAX], tmp[PATH_MAX + 16];
-  int err = 0, dfd;
+  int err = 0;
   size_t i;
 
   if (run->n_pending == 0) return 0;
-  dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   for (i = 0; i < run->n_pending; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, run->pending[i]);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, run->pending[i]);
@@ -347,10 +346,7 @@ static int pending_commit(sym_run *run, const char *dir) {
     if (err < 0) (void)unlink(tmp);
   }
   /* The renames themselves: durable with the directory. */
-  if (dfd >= 0) {
-    if (err == 0 && fsync(dfd) != 0) err = -errno;
-    close(dfd);
-  }
+  if (err == 0) err = stkr_fsync_dir(dir);
   return err;
 }
 

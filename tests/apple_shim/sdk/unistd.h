@@ -7,6 +7,7 @@ int close(int fd);
 int unlink(const char *path);
 pid_t getpid(void);
 int ftruncate(int fd, off_t length);
+int fsync(int fd);
 ssize_t pread(int fd, void *buf, size_t n, off_t off); /* ringfile.c's cache */
 ssize_t write(int fd, const void *buf, size_t n);
 #define SEEK_CUR 1
