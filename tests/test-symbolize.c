@@ -553,6 +553,27 @@ static void test_fifo_in_place_of_files(void **state) {
   check_recording(out, "fifo-app", false, NULL);
 }
 
+/* A segment symbolize cannot read (a FIFO under a segment's name): OUT
+ * holds a "lost" marker in its place, so that verify of OUT says damaged
+ * (it said intact, exit 0, the process gone), and the readable process
+ * is symbolized as ever. */
+static void test_unreadable_segment_marked_lost(void **state) {
+  char dir[4200], out[4200];
+  (void)state;
+  mkpath(dir, sizeof dir, "lost-rec");
+  mkpath(out, sizeof out, "lost-sym");
+  run_fixture(g_fixture, "STACKREC_SYMBOLIZE=offline", dir);
+  assert_int_equal(sh("mkfifo '%s/stackrec-4242-000001.zst'", dir), 0);
+  assert_int_equal(sh("timeout -s KILL 120 '%s' symbolize -o '%s' '%s'",
+                      g_tool, out, dir), 1);
+  assert_non_null(strstr(g_err, "stackrec-4242-000001.zst: not a regular file"));
+  assert_int_equal(sh("'%s' verify '%s'", g_tool, out), 1);
+  assert_non_null(strstr(g_out, "stackrec-4242-000001.zst: offset 0: a "
+                                "segment lost before this recording was made"));
+  assert_int_equal(sh("rm '%s/stackrec-4242-000001.zst'", out), 0);
+  assert_int_equal(check_recording(out, "symfixture", true, NULL), 2002);
+}
+
 /* The same for the separate debug file that libdw's callback looks for by
  * .gnu_debuglink (stkr__find_debuginfo, in every libdwfl user of ours):
  * `symcache build` of a binary whose debug file in .debug/ is a FIFO ends
@@ -621,5 +642,6 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_symcache_fifo, test_inproc_small_default_stack,
              test_inproc_stripped_debuglink,
              test_mismatched_binary, test_fifo_in_place_of_files,
+               test_unreadable_segment_marked_lost,
              test_fifo_debuglink, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths)

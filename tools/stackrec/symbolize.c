@@ -375,6 +375,21 @@ static int write_out(sym_run *run, const char *dir, const char *name) {
   return err;
 }
 
+/* An input segment that could not be read: its place in OUT holds merge's
+ * "lost" marker, so that every reader of OUT reports the loss (QA,
+ * session 25: OUT verified intact, the process gone, with only symbolize's
+ * exit status to tell). In place, the unreadable file itself stays. */
+static int put_lost_marker(sym_run *run, const char *outdir,
+                           const char *name) {
+  uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+  int err;
+
+  stkr_fmt_lost_marker(t, (uint32_t)getpid());
+  run->out.len = 0;
+  if ((err = out_append(run, t, sizeof t)) < 0) return err;
+  return write_out(run, outdir, name);
+}
+
 /* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
 static int do_file(sym_run *run, const char *indir, const char *outdir,
                    const char *name) {
@@ -389,7 +404,8 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
             err == -EINVAL ? "not a regular file" : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
-    return err == -ENOMEM ? err : 0;
+    if (err == -ENOMEM) return err;
+    return run->in_place ? 0 : put_lost_marker(run, outdir, name);
   }
   run->files++;
   run->epoch++; /* a new output segment: define everything again */
