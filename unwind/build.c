@@ -22,62 +22,8 @@
 #include <string.h>
 
 #include "common/stkr_grow.h"
+#include "unwind/uw_read.h"
 #include "unwind/uw_rows.h"
-
-/* ---- bounds-checked reads ------------------------------------------------ */
-typedef struct uw_cur {
-  const uint8_t *p, *end;
-} uw_cur;
-
-static bool rd_u8(uw_cur *c, uint8_t *v) {
-  if (c->p >= c->end) return false;
-  *v = *c->p++;
-  return true;
-}
-
-static bool rd_n(uw_cur *c, unsigned n, uint64_t *v) { /* little endian */
-  uint64_t x = 0;
-  unsigned i;
-  if ((size_t)(c->end - c->p) < n) return false;
-  for (i = 0; i < n; i++) x |= (uint64_t)c->p[i] << (8 * i);
-  c->p += n;
-  *v = x;
-  return true;
-}
-
-/* The LEB128 groups of one number: *v the value (bits past 64 dropped),
- * *shift how many bits were read, *last the last byte (its 0x40 is the
- * sign of a signed number). */
-static bool rd_leb(uw_cur *c, uint64_t *v, unsigned *shift, uint8_t *last) {
-  uint64_t x = 0;
-  unsigned sh = 0;
-  uint8_t b;
-  do {
-    if (!rd_u8(c, &b)) return false;
-    if (sh < 64) x |= (uint64_t)(b & 0x7f) << sh;
-    sh += 7;
-  } while (b & 0x80);
-  *v = x;
-  *shift = sh;
-  *last = b;
-  return true;
-}
-
-static bool rd_uleb(uw_cur *c, uint64_t *v) {
-  unsigned shift;
-  uint8_t last;
-  return rd_leb(c, v, &shift, &last);
-}
-
-static bool rd_sleb(uw_cur *c, int64_t *v) {
-  uint64_t x;
-  unsigned shift;
-  uint8_t last;
-  if (!rd_leb(c, &x, &shift, &last)) return false;
-  if (shift < 64 && (last & 0x40)) x |= ~(uint64_t)0 << shift;
-  *v = (int64_t)x;
-  return true;
-}
 
 static bool skip(uw_cur *c, uint64_t n) {
   if ((uint64_t)(c->end - c->p) < n) return false;
@@ -85,46 +31,18 @@ static bool skip(uw_cur *c, uint64_t n) {
   return true;
 }
 
-/* ---- DW_EH_PE pointer encodings ------------------------------------------ */
-#define PE_OMIT 0xff
-#define PE_INDIRECT 0x80
-
+/* ---- DW_EH_PE pointer encodings (uw_read.h) ------------------------------ */
 typedef struct uw_ctx {
   const stkr__uw_src *src;
   unsigned reg_sp, reg_fp;
 } uw_ctx;
 
-/* Decode one encoded pointer at c. pcrel is relative to the field's own
- * address in the image; datarel to src->data_base. textrel/funcrel/aligned
- * and indirect are refused (never emitted for FDE addresses by GNU tools;
- * indirect would mean loading through an input pointer). */
+/* One encoded pointer at c: pcrel is relative to the field's own address
+ * in the image, datarel to src->data_base (refused where there is none). */
 static bool rd_enc(const uw_ctx *x, uw_cur *c, uint8_t enc, uint64_t *v) {
   uint64_t field = x->src->eh_frame_vaddr + (uint64_t)(c->p - x->src->eh_frame);
-  uint64_t u;
-  int64_t s;
-
-  if (enc == PE_OMIT) return false;
-  switch (enc & 0x0f) {
-  case 0x00: if (!rd_n(c, 8, &u)) return false; break;
-  case 0x01: if (!rd_uleb(c, &u)) return false; break;
-  case 0x02: if (!rd_n(c, 2, &u)) return false; break;
-  case 0x03: if (!rd_n(c, 4, &u)) return false; break;
-  case 0x04: if (!rd_n(c, 8, &u)) return false; break;
-  case 0x09: if (!rd_sleb(c, &s)) return false; u = (uint64_t)s; break;
-  case 0x0a: if (!rd_n(c, 2, &u)) return false; u = (uint64_t)(int64_t)(int16_t)u; break;
-  case 0x0b: if (!rd_n(c, 4, &u)) return false; u = (uint64_t)(int64_t)(int32_t)u; break;
-  case 0x0c: if (!rd_n(c, 8, &u)) return false; break;
-  default: return false;
-  }
-  if (enc & PE_INDIRECT) return false;
-  switch (enc & 0x70) {
-  case 0x00: break;
-  case 0x10: u += field; break;
-  case 0x30: if (x->src->data_base == 0) return false; u += x->src->data_base; break;
-  default: return false;
-  }
-  *v = u;
-  return true;
+  if ((enc & 0x70) == UW_PE_DATAREL && x->src->data_base == 0) return false;
+  return uw_rd_pointer(c, enc, field, x->src->data_base, v);
 }
 
 /* Skip an encoded value (personality pointer): its size only. */
@@ -438,7 +356,7 @@ static bool parse_cie(const uw_ctx *x, uint64_t off, uw_cie *cie) {
   memset(cie, 0, sizeof *cie);
   cie->off = off + 1;
   cie->fde_enc = 0; /* absptr */
-  cie->lsda_enc = PE_OMIT;
+  cie->lsda_enc = UW_PE_OMIT;
   if (!rd_n(&c, 4, &len) || len == 0 || len == 0xffffffffu) return false; /* 64-bit CFI: not produced for ELF64 by GNU tools */
   if (len > (uint64_t)(c.end - c.p)) return false;
   c.end = c.p + len;

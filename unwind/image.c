@@ -25,37 +25,20 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "unwind/unwind.h"
-
-#define PE_OMIT 0xff
+#include "unwind/uw_read.h"
 
 /* .eh_frame_hdr: version 1, eh_frame_ptr_enc, fde_count_enc, table_enc,
- * then eh_frame_ptr. GNU ld writes pcrel|sdata4 (0x1b); udata4/sdata4/
- * udata8/absptr, absolute or pcrel, are accepted. */
+ * then eh_frame_ptr, an encoded pointer (GNU ld writes pcrel|sdata4, 0x1b)
+ * whose pcrel is relative to itself, at hdr + 4, and datarel to the hdr. */
 int stkr__unwind_parse_hdr(const uint8_t *hdr, size_t len, uint64_t hdr_vaddr,
                            uint64_t *eh_frame_vaddr) {
-  uint8_t enc;
-  uint64_t v = 0;
-  unsigned sz, i;
+  uw_cur c;
 
   if (hdr == NULL || len < 8 || hdr[0] != 1) return -EINVAL;
-  enc = hdr[1];
-  if (enc == PE_OMIT) return -EINVAL;
-  switch (enc & 0x0f) {
-  case 0x00: case 0x04: case 0x0c: sz = 8; break;
-  case 0x03: case 0x0b: sz = 4; break;
-  default: return -EINVAL;
-  }
-  if (len < 4 + sz) return -EINVAL;
-  for (i = 0; i < sz; i++) v |= (uint64_t)hdr[4 + i] << (8 * i);
-  if ((enc & 0x0f) == 0x0b) v = (uint64_t)(int64_t)(int32_t)v;
-  switch (enc & 0xf0) {
-  case 0x00: break;
-  case 0x10: v += hdr_vaddr + 4; break;
-  case 0x30: v += hdr_vaddr; break; /* datarel: relative to the hdr itself */
-  default: return -EINVAL;
-  }
-  *eh_frame_vaddr = v;
-  return 0;
+  c = (uw_cur){hdr + 4, hdr + len};
+  return uw_rd_pointer(&c, hdr[1], hdr_vaddr + 4, hdr_vaddr, eh_frame_vaddr)
+             ? 0
+             : -EINVAL;
 }
 
 int stkr__unwind_src_loaded(const struct dl_phdr_info *info, stkr__uw_src *src) {
