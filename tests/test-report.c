@@ -433,8 +433,9 @@ static void test_live_recording(void **state) {
                       "# INCOMPLETE: 1 of 1 process (pid 4242): 8 events dropped (ring "
                       "full 3, reentrant 1, other 2, write error 2, exit 0); "
                       "1 session without a clean end (killed, crashed or "
-                      "_exit); 84 events unaccounted for (never written, or "
-                      "in missing segments)");
+                      "_exit); 1 last batch cut off mid-write, not counted; "
+                      "84 events unaccounted for (never written, or in "
+                      "missing segments)");
   assert_string_equal(cr_line(cr_out, 1),
                       "# 8 events from 1 process, 4 sites, 8 distinct stacks");
   assert_non_null(strstr(cr_out, "\n# CUT OFF: 1 process's last batch ends "
