@@ -141,6 +141,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/compliance.c
   tools/stackrec/compliance_cmd.c
   tools/stackrec/compliance_out.c
+  tools/stackrec/compliance_rules.c
   tools/stackrec/diff.c
   tools/stackrec/diff_out.c
   tools/stackrec/dump.c

@@ -369,7 +369,13 @@ typedef struct stkr_sessfile_hdr {
    * back without them, verify complete). Recovery takes the larger of
    * this and the segments' Counters. */
   uint64_t dropped_write_error;
+  /* Since session 26 (zero in older files): stkr_config.watched, NUL-
+   * terminated (STKR_WATCHED_MAX bytes), the Header's `watched`. */
+  char watched[128];
 } stkr_sessfile_hdr;
+
+_Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,
+               "session header overlaps the site slots");
 
 _Static_assert(sizeof(stkr_ringfile_meta) <= STKR_RINGFILE_HEAD_OFF,
                "ring meta overlaps head");

@@ -303,6 +303,31 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
 
 /* The caller's struct over the environment: set fields win (*dir: the
  * caller's string). @return 0, or -EINVAL after logging which field. */
+/* stkr_config.watched into c->watched: category names ([a-z0-9_-]) and
+ * commas, shorter than STKR_WATCHED_MAX. The struct's pointer is not kept
+ * (c->set.watched stays NULL): the caller's string may go after init. */
+static int watched_from_struct(const char *w, stkr__fconfig *c) {
+  size_t i;
+
+  if (w == NULL) return 0;
+  for (i = 0; w[i] != '\0'; i++) {
+    char ch = w[i];
+    if (i + 1 >= sizeof c->watched) {
+      stkr__log(STKR__LOG_CONFIG, "invalid stkr_config.watched: longer than "
+                "%d bytes", STKR_WATCHED_MAX - 1);
+      return -EINVAL;
+    }
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+          ch == '-' || ch == ',')) {
+      stkr__log(STKR__LOG_CONFIG, "invalid stkr_config.watched: byte %zu is "
+                "not one of [a-z0-9_-,]", i);
+      return -EINVAL;
+    }
+  }
+  memcpy(c->watched, w, i + 1);
+  return 0;
+}
+
 static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
                               const char **dir) {
   if (in->dir) {
@@ -342,7 +367,7 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
        "expected STKR_UNWIND_FP or STKR_UNWIND_TABLES");
   TAKE(exit_ms, in->exit_ms <= STKR__MAX_EXIT_MS, "above one minute");
 #undef TAKE
-  return 0;
+  return watched_from_struct(in->watched, c);
 }
 
 /* path made absolute against the working directory now (the worker opens
@@ -457,8 +482,10 @@ void stkr__config_free(stkr__fconfig *c) {
 
 /* The names fit their fields: arch and mode names are short, process_name
  * is as long as stkr__process_name's buffer. */
-void stkr__session_template(const stkr_config *set, uint32_t parent_pid,
+void stkr__session_template(const stkr__fconfig *cfg, uint32_t parent_pid,
                             stkr_sessfile_hdr *s) {
+  const stkr_config *set = &cfg->set;
+
   memset(s, 0, sizeof *s);
   s->pid = (uint32_t)getpid();
   s->parent_pid = parent_pid;
@@ -477,4 +504,5 @@ void stkr__session_template(const stkr_config *set, uint32_t parent_pid,
   s->skip_frames = set->skip_frames;
   s->flush_interval_ms = set->flush_interval_ms;
   s->payload_max = set->payload_max;
+  memcpy(s->watched, cfg->watched, sizeof s->watched);
 }

@@ -28,6 +28,7 @@
 
 #include "common/stkr_arena.h"
 #include "proto/stackrec.pb-c.h"
+#include "proto/stkr_format.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
 #include "symbolize/symbolize.h"
@@ -77,6 +78,8 @@ typedef struct stkr__fconfig {
    * known), so that a forked child that changed its root (chroot) does not
    * record into another directory of the same path inside it (worker.c). */
   uint64_t root_dev, root_ino;
+  /* stkr_config.watched, copied and checked ("" when not said). */
+  char watched[STKR_WATCHED_MAX];
 } stkr__fconfig;
 
 #define STKR__DEFAULT_DIR "stackrec-out"
@@ -115,7 +118,10 @@ void stkr__config_free(stkr__fconfig *c);
  * fork), when (now), a new session id, and the settings. The worker keeps it (worker.h, sess):
  * it is the template of the session file (stkr__session_open) and of every
  * segment's Header (stkr_fmt_header_from_session), which so say the same. */
-void stkr__session_template(const stkr_config *set, uint32_t parent_pid,
+_Static_assert(sizeof(((stkr_sessfile_hdr *)0)->watched) == STKR_WATCHED_MAX &&
+                   STKR_FMT_WATCHED_MAX == STKR_WATCHED_MAX,
+               "the session file and the Header hold stkr_config.watched");
+void stkr__session_template(const stkr__fconfig *cfg, uint32_t parent_pid,
                             stkr_sessfile_hdr *s);
 /* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
 int stkr__parse_size(const char *s, uint64_t *out);

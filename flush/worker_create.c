@@ -84,7 +84,7 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   cfg->app_paths = NULL;
   cfg->symcache_dir = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
-  stkr__session_template(&w->cfg.set, parent_pid, &w->sess);
+  stkr__session_template(&w->cfg, parent_pid, &w->sess);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);

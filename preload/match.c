@@ -36,6 +36,22 @@ const char *stkr__pl_cat_name(unsigned c) {
   return c < STKR__PL_CAT_COUNT ? k_cat_names[c] : NULL;
 }
 
+size_t stkr__pl_cat_list(unsigned mask, char *buf, size_t len) {
+  size_t at = 0;
+  unsigned c;
+
+  if (len == 0) return 0;
+  buf[0] = '\0';
+  for (c = 0; c < STKR__PL_CAT_COUNT; c++) {
+    size_t n = strlen(k_cat_names[c]) + (at != 0);
+    if (!(mask & STKR__PL_CAT_BIT(c))) continue;
+    if (at + n >= len) return 0;
+    snprintf(buf + at, len - at, "%s%s", at != 0 ? "," : "", k_cat_names[c]);
+    at += n;
+  }
+  return at;
+}
+
 /* ---- paths ------------------------------------------------------------------ */
 
 enum {

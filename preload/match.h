@@ -42,6 +42,12 @@ enum {
 /* "identifiers", "network", ... for category c (NULL if out of range). */
 const char *stkr__pl_cat_name(unsigned c);
 
+/* The names of mask's categories in table order, comma-separated
+ * ("identifiers,network,files"): what the recording says it watched
+ * (stkr_config.watched). @return the length written, or 0 (buf "") when
+ * it does not fit len. */
+size_t stkr__pl_cat_list(unsigned mask, char *buf, size_t len);
+
 /*
  * Parse a category list: "all", or names separated by commas
  * ("files,network"). NULL or "" means STKR__PL_CAT_DEFAULT.

@@ -386,8 +386,15 @@ static int start_recording(void) {
   const char *v;
   int err;
 
+  char watched[STKR_WATCHED_MAX];
+
   if ((err = start_changed()) != 0) return err;
-  memset(&cfg, 0, sizeof cfg);
+  stkr_config_init(&cfg);
+  /* The recording says which categories it watched: an analysis can then
+   * tell a category not called from one not recorded (QA, session 26: a
+   * policy over `reasons`, off by default, passed as clean). */
+  if (stkr__pl_cat_list(stkr__pl.cats, watched, sizeof watched) > 0)
+    cfg.watched = watched;
   /* A struct field wins over the environment: set ours only where the
    * user said nothing. */
   v = real_env("STACKREC_SKIP");

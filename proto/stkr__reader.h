@@ -124,6 +124,8 @@ typedef struct stkr__stream {
   bool anon;              /* one file not named as a segment */
   size_t order;           /* creation order: ties in the pid sort */
   char *process_name, *arch;
+  char *watched;          /* info.watched when not "" */
+  bool watched_mixed;     /* Headers disagreed: info.watched stays "" */
 
   stkr__file *files; /* sorted by seq */
   size_t n_files, cap_files;

@@ -312,9 +312,33 @@ static void stkr__name_chain_add(stkr__stream *st, const char *next) {
   st->info.process_name = grown;
 }
 
+/* Header.watched into st->info.watched: the first Header's, kept while
+ * every later Header says the same; one that says another thing (or a
+ * value past STKR_FMT_WATCHED_MAX, or no memory) makes it "" for good:
+ * then anything may have been watched. */
+static void stkr__apply_watched(stkr__stream *st, const char *w, bool first) {
+  if (w == NULL) w = "";
+  if (st->watched_mixed) return;
+  if (first) {
+    if (w[0] == '\0') return;
+    if (strnlen(w, STKR_FMT_WATCHED_MAX) < STKR_FMT_WATCHED_MAX &&
+        (st->watched = strdup(w)) != NULL)
+      st->info.watched = st->watched;
+    else
+      st->watched_mixed = true;
+    return;
+  }
+  if (strcmp(st->watched != NULL ? st->watched : "", w) == 0) return;
+  st->watched_mixed = true;
+  free(st->watched);
+  st->watched = NULL;
+  st->info.watched = "";
+}
+
 static void stkr__apply_header(stkr_reader *r, stkr__stream *st,
                                const Stackrec__Header *h, const char *path,
                                uint64_t off) {
+  stkr__apply_watched(st, h->watched, !st->info.have_header);
   if (st->info.have_header && st->process_name != NULL)
     stkr__name_chain_add(st, h->process_name);
   if (!st->info.have_header) {
@@ -787,5 +811,6 @@ void stkr__stream_free(stkr__stream *st) {
   free(st->dir);
   free(st->process_name);
   free(st->arch);
+  free(st->watched);
   free(st);
 }

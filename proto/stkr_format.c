@@ -414,6 +414,7 @@ void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
   H->session_id = s->session_id;
   H->arch = (char *)s->arch;
   H->parent_pid = s->parent_pid;
+  H->watched = (char *)s->watched;
   C->ring_bytes = s->ring_bytes;
   C->max_depth = s->max_depth;
   C->skip_frames = s->skip_frames;

@@ -76,6 +76,11 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
 #define STKR_FMT_TOMBSTONE_MAGIC 0x184D2A5Au /* a zstd skippable magic */
 #define STKR_FMT_TOMBSTONE_SIZE 20u
 
+/* Header.watched's bound, with its NUL: the recorder's STKR_WATCHED_MAX
+ * (stackrec.h) and the session file's field (stkr_ringfile.h). A reader
+ * takes a longer value as "not said". */
+#define STKR_FMT_WATCHED_MAX 128
+
 /* Write the tombstone of a segment deleted by process deleter_pid. */
 void stkr_fmt_tombstone(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
                         uint32_t deleter_pid);

@@ -260,6 +260,7 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
   st->info.dir = st->dir;
   st->info.process_name = "";
   st->info.arch = "";
+  st->info.watched = "";
   st->dir_dev = dst->st_dev;
   st->dir_ino = dst->st_ino;
   st->anon = anon;

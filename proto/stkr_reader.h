@@ -314,6 +314,12 @@ typedef struct stkr_process_info {
    * nothing else of it is absent. Counted apart from unaccounted and
    * missing_batches: attempted = written + drops + recovered + these. */
   uint64_t cap_deleted_events, cap_deleted_batches;
+  /* Header.watched: the categories of sites the process watched
+   * ("identifiers,network,..."; stkr_config.watched), from the first
+   * Header that says it; "" when none does, or when two of its Headers
+   * (a pid that exec'd) say different things: then anything may have been
+   * watched. */
+  const char *watched;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

@@ -233,6 +233,7 @@ const char *stkr__rc_sess_check(stkr__rc_sess *s, const uint8_t *data, uint64_t 
   s->h.process_name[sizeof h->process_name - 1] = '\0';
   s->h.arch[sizeof h->arch - 1] = '\0';
   s->h.symbolize[sizeof h->symbolize - 1] = '\0';
+  s->h.watched[sizeof h->watched - 1] = '\0';
   return NULL;
 }
 

@@ -90,6 +90,7 @@ extern "C" {
 /* Limits that bound every buffer on the hot path. */
 #define STKR_MAX_DEPTH 256        /* hard cap on max_depth */
 #define STKR_MAX_SITES 4096       /* distinct hook sites per process */
+#define STKR_WATCHED_MAX 128      /* stkr_config.watched, with its NUL */
 #define STKR_MAX_PAYLOAD 4096     /* hard cap on payload_max */
 
 /* What a forked child does with the recorder it inherited. The child never
@@ -176,6 +177,16 @@ typedef struct stkr_config {
   stkr_symbolize_mode symbolize;
   unsigned exit_ms; /* added in 0.2; the end of the 0.3 layout */
   stkr_unwind_mode unwind; /* added after 0.3 (set `size` to use it) */
+  /* What this process watches: the categories of its sites, the part of a
+   * site's name before its first '.', comma-separated ("identifiers,
+   * network,files"), at most STKR_WATCHED_MAX - 1 bytes of [a-z0-9_-] and
+   * ','. Written into every segment's Header, so that an analysis can tell
+   * a category not called from one not watched (`stackrec compliance`
+   * names a rule over a category no process watched as not checked).
+   * NULL or "": not said (the analyses then assume anything may have been
+   * watched). Copied at stkr_init(). The hook library sets its
+   * STACKREC_CATEGORIES. Added after 0.3 (set `size` to use it). */
+  const char *watched;
   /* New fields go here, at the end only (see "ABI rules"). */
 } stkr_config;
 

@@ -194,6 +194,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     h.session_id = fb->session_id;
     h.session_first_seq = fb->session_first_seq;
     h.dir_recreated = fb->dir_recreated;
+    if (fb->watched != NULL) h.watched = (char *)fb->watched;
     cfg.max_depth = 64;
     cfg.payload_max = 8;
     h.config = &cfg;

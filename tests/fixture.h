@@ -65,6 +65,7 @@ typedef struct fx_batch {
    * (sites, threads and stacks alike), so ids mean something else. */
   uint64_t start_shift;
   uint32_t rotate;
+  const char *watched; /* Header.watched; NULL: none */
 } fx_batch;
 
 /* The fx table index that id `id` refers to under `rotate` (n entries). */

@@ -326,7 +326,7 @@ static const char k_junit_check[] =
     " 'background-location': [('network.connect from libacme_sdk.so', True)],\n"
     " 'too-often': [('identifiers.open from libacme_sdk.so', True),\n"
     "               ('identifiers.uname from compliance_app', False)],\n"
-    " 'pay-disk': [('no matching events', False)]}\n"
+    " 'pay-disk': [('modules seen', False), ('no matching events', False)]}\n"
     "assert got == want, got\n";
 
 static void test_junit(void **state) {
@@ -687,7 +687,74 @@ static void test_text_more_frames(void **state) {
   }
 }
 
+/* A rule the recording could not show events of (QA, session 26: both
+ * passed, "no findings", exit 0): one over a category no process watched
+ * (the fixture records identifiers, network and reasons) is NOT CHECKED,
+ * an error everywhere and exit 1; one whose modules match no module seen
+ * is a warning. privacy-manifest of a recording without `reasons` says it
+ * cannot list the required-reason APIs, and exits 1. */
+static void test_rules_not_seen(void **state) {
+  char pol[700], rec[700];
+  stkr_json *doc = NULL;
+  const stkr_json *notes;
+  char err[256];
+  (void)state;
+
+  snprintf(pol, sizeof pol, "%s/unseen.json", g_tmp);
+  write_file(pol, "{\"rules\": [\n"
+                  " {\"id\": \"files\", \"sites\": \"files.*\"},\n"
+                  " {\"id\": \"mixed\", \"sites\": [\"reasons.*\", "
+                  "\"devices.open\", \"devices.fopen\"]},\n"
+                  " {\"id\": \"typo\", \"sites\": \"identifiers.*\", "
+                  "\"modules\": \"AcmeSdk\"},\n"
+                  " {\"id\": \"any-open\", \"sites\": \"*.open\"}\n]}\n");
+  assert_int_equal(cr_run("info '%s'", g_rec), 0);
+  cr_assert_has(cr_out, "  watched:     identifiers,network,reasons (sites of "
+                        "other categories were not recorded)\n");
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", pol, g_rec), 1);
+  cr_assert_has(cr_out,
+                "# NOT CHECKED: rule files: no process watched category "
+                "files, so its events there could not be recorded",
+                "# NOT CHECKED: rule mixed: no process watched category "
+                "devices, so",
+                "# WARNING: rule typo: its modules patterns match no module "
+                "of the events read (", "libacme_sdk.so",
+                "[any-open] identifiers.open from libacme_sdk.so: any call: "
+                "43 events");
+  assert_null(strstr(cr_out, "rule any-open:"));
+  cr_assert_has(cr_err, "stackrec compliance: error: rule files not checked: ",
+                "stackrec compliance: warning: rule typo may match nothing: ");
+  assert_int_equal(cr_run("compliance --format json --policy '%s' '%s'", pol,
+                          g_rec), 1);
+  assert_int_equal(stkr_json_parse(cr_out, strlen(cr_out), &doc, err,
+                                   sizeof err), 0);
+  notes = stkr_json_get(doc, "rule_notes");
+  assert_non_null(notes);
+  assert_int_equal(notes->n, 3);
+  assert_string_equal(stkr_json_get(&notes->items[0], "rule")->str, "files");
+  assert_false(stkr_json_get(&notes->items[0], "checked")->b);
+  assert_true(stkr_json_get(&notes->items[2], "checked")->b);
+  stkr_json_free(doc);
+  assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s'", pol,
+                          g_rec), 1);
+  /* mixed's reasons.* were watched: its three groups are findings. */
+  cr_assert_has(cr_out, "failures=\"4\" errors=\"2\">",
+                "name=\"sites recorded\">\n      <error message=\"no "
+                "process watched category files",
+                "name=\"modules seen\">\n      <skipped message=");
+
+  /* A recording of the files category only: no required-reason API. */
+  snprintf(rec, sizeof rec, "%s/rec-files", g_tmp);
+  san_preload(true);
+  assert_int_equal(cr_run("record -q -c files -o '%s' -- /bin/sh -c 'cat "
+                          "/etc/passwd > /dev/null'", rec), 0);
+  san_preload(false);
+  assert_int_equal(cr_run("privacy-manifest -o /dev/null '%s'", rec), 1);
+  cr_assert_has(cr_err, "error: no process of the recording watched category "
+                        "reasons (the required-reason APIs)");
+}
+
 TL_TEST_MAIN("compliance", setup, NULL, test_rate, test_counts_and_findings,
              test_module_map, test_no_policy_no_findings, test_junit, test_html,
              test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork,
-             test_text_more_frames)
+             test_text_more_frames, test_rules_not_seen)

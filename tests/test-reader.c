@@ -589,6 +589,37 @@ static void test_sessions(void **state) {
   stkr_fmt_buf_free(&buf);
 }
 
+/* Header.watched: a process's info says what its first Header says, as
+ * long as its later Headers (another session, an exec'd image) say the
+ * same; when they differ it says "" (anything may have been watched). */
+static void test_watched(void **state) {
+  static const char *const first[3] = {"identifiers,files", "a,b", NULL};
+  static const char *const second[3] = {"identifiers,files", "a", NULL};
+  const char *d = fx_tmpdir("watched");
+  stkr_fmt_buf buf = {0};
+  ru_reading rd;
+  (void)state;
+
+  for (uint32_t i = 0; i < 3; i++)
+    for (uint32_t seq = 1; seq <= 2; seq++) {
+      const fx_batch b = {.seq = 1, .header = true, .pid = 60 + i,
+                          .segment_seq = seq, .session_id = 100 + seq,
+                          .session_first_seq = seq, .last = true,
+                          .start_shift = 1000 * seq,
+                          .watched = seq == 1 ? first[i] : second[i]};
+      assert_int_equal(fx_encode(&b, &buf), 0);
+      assert_int_equal(fx_write_segment(d, 60 + i, seq, &buf), 0);
+    }
+  ru_read_path(&rd, d);
+  assert_int_equal(stkr_reader_process_count(rd.r), 3);
+  assert_string_equal(stkr_reader_process(rd.r, 0)->watched,
+                      "identifiers,files");
+  assert_string_equal(stkr_reader_process(rd.r, 1)->watched, "");
+  assert_string_equal(stkr_reader_process(rd.r, 2)->watched, "");
+  stkr_reader_free(rd.r);
+  stkr_fmt_buf_free(&buf);
+}
+
 /* Adding a directory of N processes costs O(N) (issue 9: a scan of every
  * stream per file made 32 k process files take 1.94 s): counted in slots
  * probed, not timed. And they come out in pid order. */
@@ -634,4 +665,5 @@ TL_TEST_MAIN("reader", NULL, NULL, test_many_processes_linear,
              test_roundtrip_dir, test_files_and_duplicates,
              test_dir_pids_and_other_files, test_unreadable_segments,
              test_no_input, test_unknown_ids,
-             test_newer_version, test_inconsistent, test_sessions)
+             test_newer_version, test_inconsistent, test_sessions,
+             test_watched)

@@ -89,7 +89,7 @@ const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
     if (first == NULL)
       first = img;
   }
-  return first ? stkr_attrib_base_name(first) : "?";
+  return first ? stkr_attrib_base_name(first) : STKR_ATTRIB_NO_MODULE;
 }
 
 /* ---- module maps ----------------------------------------------------------- */

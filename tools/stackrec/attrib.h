@@ -66,9 +66,13 @@ int stkr_modmap_parse(const char *name, const char *text, size_t len,
 /* Free a map. NULL is accepted. */
 void stkr_modmap_free(stkr_modmap *m);
 
+/* The module of a stack no frame of which is in a known image. */
+#define STKR_ATTRIB_NO_MODULE "?"
+
 /* The module of a stack (frames innermost first; see above). map may be
  * NULL (image base names). @return a string inside the frames' image
- * strings or inside the map (valid as long as they are), or "?". */
+ * strings or inside the map (valid as long as they are), or
+ * STKR_ATTRIB_NO_MODULE. */
 const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
                                size_t n);
 

@@ -546,5 +546,10 @@ void stkr_comp_free(stkr_comp *c) {
   free(c->groups);
   free(c->findings);
   free(c->rule_groups);
+  if (c->rule_notes != NULL)
+    for (size_t i = 0; c->policy != NULL && i < c->policy->n_rules; i++)
+      free(c->rule_notes[i]);
+  free(c->rule_notes);
+  free(c->rule_unchecked);
   free(c);
 }

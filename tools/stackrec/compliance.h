@@ -89,6 +89,14 @@ typedef struct stkr_comp {
   size_t consent_processes;    /* processes with a consent.granted mark */
   size_t processes_with_events;
   bool marks_supported;        /* this build reads marks (states.h) */
+  /* stkr_comp_check_rules (compliance_rules.c), per rule (policy order):
+   * why it could not check all of the recording, or NULL; unchecked: the
+   * note says it could not see its sites at all (an error, exit 1), else
+   * it is a warning. */
+  char **rule_notes;
+  bool *rule_unchecked;
+  size_t n_unchecked;
+  uint64_t unattributed;       /* events of module STKR_ATTRIB_NO_MODULE */
 } stkr_comp;
 
 /* Read every event of r and build the answers.
@@ -99,6 +107,17 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
                     void *progress_arg, stkr_comp **out);
 
 void stkr_comp_free(stkr_comp *c); /* NULL accepted */
+
+/* After stkr_comp_build: the rules the recording could not show events of
+ * (rule_notes, rule_unchecked), and the events without a module
+ * (unattributed). r: the reader c was built from. @return 0 or -ENOMEM. */
+int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r);
+
+/* Could a process of r have recorded sites of category cat (len bytes:
+ * the part of a site name before its first '.')? True when one watched it
+ * (stkr_process_info.watched), when one did not say what it watched, and
+ * when r has no process. */
+bool stkr_comp_category_watched(stkr_reader *r, const char *cat, size_t len);
 
 /* Outputs (compliance_out.c), to f. banner: the recording's INCOMPLETE
  * line, or "" (JUnit: a test suite "recording" whose one case errs with

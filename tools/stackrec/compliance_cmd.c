@@ -110,6 +110,23 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
   return stkr__filter_parse(&gopt, argc, argv, &o->agg);
 }
 
+/* What compliance_rules.c found, on stderr too: the output may go to a
+ * file or a CI dashboard nobody opens when the gate passes. */
+static void warn_rules(const stkr_comp *c) {
+  size_t i;
+
+  for (i = 0; c->policy != NULL && i < c->policy->n_rules; i++)
+    if (c->rule_notes[i] != NULL) {
+      fprintf(stderr, "stackrec compliance: %s: rule ",
+              c->rule_unchecked[i] ? "error" : "warning");
+      stkr_cli_put_escaped(stderr, (const uint8_t *)c->policy->rules[i].id,
+                           strlen(c->policy->rules[i].id));
+      fprintf(stderr, " %s: %s\n",
+              c->rule_unchecked[i] ? "not checked" : "may match nothing",
+              c->rule_notes[i]);
+    }
+}
+
 int stkr_cli_compliance(int argc, char **argv) {
   const char *policy_path = NULL, *map_path = NULL, *output = NULL;
   int fmt = FMT_TEXT;
@@ -156,6 +173,12 @@ int stkr_cli_compliance(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  if ((err = stkr_comp_check_rules(c, r)) != 0) {
+    fprintf(stderr, "stackrec compliance: %s\n", strerror(-err));
+    status = STKR_CLI_DATA_LOST;
+    goto out;
+  }
+  warn_rules(c);
   /* Consent and background come from marks, and a mark can be in what
    * was lost: with its segment gone, every event read as before consent
    * (QA, session 22: "before consent" 201 where 78 were, a background rule
@@ -172,7 +195,7 @@ int stkr_cli_compliance(int argc, char **argv) {
   if ((status = stkr_cli_close_output("compliance", output, f, err)) != 0)
     goto out;
   status = stkr_cli_status(r);
-  if (c->n_findings > 0)
+  if (c->n_findings > 0 || c->n_unchecked > 0)
     status = STKR_CLI_FINDINGS;
 out:
   stkr_comp_free(c);

@@ -52,6 +52,23 @@ static void put_finding_names(FILE *f, put_fn put, const char *const sep[3],
   put(f, g->module);
 }
 
+/* Each rule note (compliance_rules.c): sep[0] before a rule not checked,
+ * sep[1] before a warning, then the rule's id, sep[2], the note escaped
+ * by put, and sep[3]. */
+static void put_rule_notes(FILE *f, const stkr_comp *c, put_fn put,
+                           const char *const sep[4]) {
+  size_t i;
+
+  for (i = 0; c->rule_notes != NULL && i < c->policy->n_rules; i++)
+    if (c->rule_notes[i] != NULL) {
+      fputs(sep[c->rule_unchecked[i] ? 0 : 1], f);
+      put(f, c->policy->rules[i].id);
+      fputs(sep[2], f);
+      put(f, c->rule_notes[i]);
+      fputs(sep[3], f);
+    }
+}
+
 /* What a finding means, in words ("before consent.granted", ...). */
 static void put_condition(FILE *f, const stkr_rule *r) {
   const char *sep = "";
@@ -96,10 +113,18 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
 
 int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
   static const char *const text_sep[3] = {"  [", "] ", " from "};
+  static const char *const text_notes[4] = {"# NOT CHECKED: rule ",
+                                            "# WARNING: rule ", ": ", "\n"};
   size_t i;
 
   if (banner != NULL && banner[0] != '\0')
     fprintf(f, "# %s\n", banner);
+  put_rule_notes(f, c, put_str, text_notes);
+  if (c->unattributed > 0)
+    fprintf(f, "# UNATTRIBUTED: %" PRIu64 " event%s without a module (no "
+            "frame in a known image: a library unloaded before the "
+            "recording listed it?); no modules pattern selects them\n",
+            c->unattributed, c->unattributed == 1 ? "" : "s");
   fprintf(f, "# %" PRIu64 " events, %zu (site, module) pairs, %" PRIu64
           " marks; %zu of %zu processes with events saw %s%s\n",
           c->agg->events, c->n_groups, c->marks, c->consent_processes,
@@ -127,7 +152,11 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
     put_stack_text(f, stack_at(c, g->example), "      ", 3);
   }
   if (c->n_findings == 0) {
-    fputs("\nno findings\n", f);
+    if (c->n_unchecked > 0)
+      fprintf(f, "\nno findings, but %zu rule%s not checked (above)\n",
+              c->n_unchecked, c->n_unchecked == 1 ? "" : "s");
+    else
+      fputs("\nno findings\n", f);
     return done(f);
   }
   fprintf(f, "\n%zu finding%s:\n", c->n_findings, c->n_findings == 1 ? "" : "s");
@@ -173,6 +202,26 @@ static void put_stack_json(FILE *f, const stkr_agg_stack *s) {
   putc(']', f);
 }
 
+/* "unattributed":N,"rule_notes":[{"rule","checked","why"}...], then the
+ * groups' opening. checked false: the rule could not see its sites. */
+static void put_rule_notes_json(FILE *f, const stkr_comp *c) {
+  const char *sep = "";
+  size_t i;
+
+  fprintf(f, "\"unattributed\":%" PRIu64 ",\"rule_notes\":[",
+          c->unattributed);
+  for (i = 0; c->rule_notes != NULL && i < c->policy->n_rules; i++)
+    if (c->rule_notes[i] != NULL) {
+      stkr_cli_put_json_member(f, *sep ? ",{" : "{", "rule",
+                               c->policy->rules[i].id);
+      fprintf(f, ",\"checked\":%s", c->rule_unchecked[i] ? "false" : "true");
+      stkr_cli_put_json_member(f, ",", "why", c->rule_notes[i]);
+      putc('}', f);
+      sep = ",";
+    }
+  fputs("],\n\"groups\":[", f);
+}
+
 int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
   size_t i;
 
@@ -183,9 +232,10 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
     fputs("null", f);
   fprintf(f, ",\"events\":%" PRIu64 ",\"marks\":%" PRIu64
           ",\"processes_with_events\":%zu,\"consent_processes\":%zu,"
-          "\"marks_supported\":%s,\n\"groups\":[",
+          "\"marks_supported\":%s,",
           c->agg->events, c->marks, c->processes_with_events,
           c->consent_processes, c->marks_supported ? "true" : "false");
+  put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
     stkr_cli_put_json_member(f, i ? ",\n{" : "\n{", "site", g->site);
@@ -269,11 +319,12 @@ int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner) {
   bool incomplete = banner != NULL && banner[0] != '\0';
 
   for (r = 0; p != NULL && r < p->n_rules; r++)
-    tests += c->rule_groups[r] ? c->rule_groups[r] : 1;
+    tests += (c->rule_groups[r] ? c->rule_groups[r] : 1) +
+             (c->rule_notes[r] != NULL);
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<testsuites name=\"stackrec compliance\" tests=\"%zu\" "
-          "failures=\"%zu\" errors=\"%d\">\n", tests + incomplete,
-          c->n_findings, incomplete);
+          "failures=\"%zu\" errors=\"%zu\">\n", tests + incomplete,
+          c->n_findings, incomplete + c->n_unchecked);
   /* The rules below judged what was read: an incomplete recording is an
    * error of its own, not a pass (QA, session 22). */
   if (incomplete) {
@@ -291,8 +342,20 @@ int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner) {
       fails += c->findings[i].rule == rule;
     fputs("  <testsuite name=\"", f);
     put_xml(f, rule->id);
-    fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\">\n",
-            c->rule_groups[r] ? c->rule_groups[r] : 1, fails);
+    fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%d\">\n",
+            (c->rule_groups[r] ? c->rule_groups[r] : 1) +
+                (c->rule_notes[r] != NULL),
+            fails, c->rule_unchecked[r] ? 1 : 0);
+    /* A rule that could not see its sites errs (its pass would be
+     * untrue); one whose modules match nothing is skipped, said why. */
+    if (c->rule_notes[r] != NULL) {
+      fprintf(f, "    <testcase classname=\"stackrec.compliance\" "
+              "name=\"%s\">\n      <%s message=\"",
+              c->rule_unchecked[r] ? "sites recorded" : "modules seen",
+              c->rule_unchecked[r] ? "error" : "skipped");
+      put_xml(f, c->rule_notes[r]);
+      fputs("\"/>\n    </testcase>\n", f);
+    }
     if (c->rule_groups[r] == 0)
       fputs("    <testcase classname=\"stackrec.compliance\" "
             "name=\"no matching events\"/>\n", f);
@@ -334,6 +397,9 @@ static void put_html_stack(FILE *f, const stkr_agg_stack *s) {
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
   static const char *const html_sep[3] = {"<tr class=\"finding\"><td>",
                                           "</td><td>", "</td><td>"};
+  static const char *const html_notes[4] = {
+      "<p class=\"incomplete\">Not checked: rule ", "<p>Warning: rule ", ": ",
+      "</p>\n"};
   static const char *const group_cols[] = {
       "site",   "module",   "=events",          "=first (s)", "=last (s)",
       "=peak/s", "=peak/min", "=before consent", "=background"};
@@ -345,6 +411,11 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
           c->n_findings, c->n_findings == 1 ? "" : "s", c->marks,
           c->consent_processes, c->processes_with_events,
           STKR_COMP_CONSENT_MARK);
+  put_rule_notes(f, c, stkr_html_put_text, html_notes);
+  if (c->unattributed > 0)
+    fprintf(f, "<p>%" PRIu64 " event%s without a module (no frame in a known "
+            "image); no modules pattern selects them.</p>\n",
+            c->unattributed, c->unattributed == 1 ? "" : "s");
   if (c->n_findings > 0) {
     static const char *const cols[] = {"rule", "site", "module", "=events",
                                        "=first (s)", "condition", "stack"};

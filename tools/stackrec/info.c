@@ -148,6 +148,11 @@ static int print_process(const stkr_reader *r, size_t i) {
   putchar('\n');
   if (p->parent_pid)
     printf("  parent pid:  %u (forked child)\n", (unsigned)p->parent_pid);
+  if (p->watched[0] != '\0') {
+    printf("  watched:     ");
+    put_name(p->watched);
+    printf(" (sites of other categories were not recorded)\n");
+  }
   if (p->unwind_tables)
     printf("  unwind:      tables for %u images (%u without .eh_frame, %u "
            "unusable: frame pointers there), %llu rows (%llu fall back to "

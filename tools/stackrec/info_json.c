@@ -2,7 +2,8 @@
  * info_json.c: `stackrec info --json`: the summary of every process as one
  * JSON document, for scripts and dashboards (jq, DuckDB's read_json):
  *
- *   {"processes": [{"pid", "name", "arch", "directory", "parent_pid",
+ *   {"processes": [{"pid", "name", "arch", "directory", "watched" (the
+ *     categories it watched, comma-separated; "" when not said), "parent_pid",
  *     "sessions", "session_id" (hex string), "unwind" (when the process
  *     walked with unwind tables: {"images", "images_failed",
  *     "images_without_cfi", "rows", "rows_fallback", "images_cached",
@@ -154,6 +155,7 @@ static int put_process(const stkr_reader *r, size_t i) {
   stkr_cli_put_json_str(stdout, p->have_header ? p->process_name : "");
   stkr_cli_put_json_member(stdout, ",", "arch", p->arch ? p->arch : "");
   stkr_cli_put_json_member(stdout, ",", "directory", p->dir ? p->dir : "");
+  stkr_cli_put_json_member(stdout, ",", "watched", p->watched);
   printf(",\"parent_pid\":%u,\"sessions\":%u,\"session_id\":\"%016" PRIx64
          "\"",
          (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);

@@ -129,7 +129,7 @@ static void put_category(FILE *f, const stkr_comp *c, const int *cat_of,
 }
 
 static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
-                       const bool *used, const char *module) {
+                       const bool *used, const char *module, bool unwatched) {
   size_t k;
 
   fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -137,8 +137,13 @@ static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
         "\"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n"
         "<!-- Draft by stackrec privacy-manifest: the required-reason API\n"
         "     categories this recording used. Fill in each category's\n"
-        "     NSPrivacyAccessedAPITypeReasons before shipping. -->\n"
-        "<plist version=\"1.0\">\n<dict>\n"
+        "     NSPrivacyAccessedAPITypeReasons before shipping. -->\n", f);
+  if (unwatched) /* no "--" inside: XML comments may not hold it */
+    fputs("<!-- INCOMPLETE: no process of the recording watched category\n"
+          "     " STKR_REASONS_CATEGORY ": the categories below may not be all the "
+          "app uses.\n     Record with stackrec record -c ...,"
+          STKR_REASONS_CATEGORY " -->\n", f);
+  fputs("<plist version=\"1.0\">\n<dict>\n"
         "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n", f);
   for (k = 0; k < stkr_reason_category_count; k++)
     if (used[k])
@@ -267,7 +272,7 @@ static void draft_path(char *path, size_t cap, const char *dir,
 /* --per-module DIR: a draft per module that used any category.
  * @return 0 or an exit status after a message. */
 static int write_per_module(const char *dir, const stkr_comp *c,
-                            const int *cat_of) {
+                            const int *cat_of, bool unwatched) {
   /* The paths written so far: one per module, not per group. */
   char **done = calloc(c->n_groups + 1, sizeof *done);
   size_t i, j, n_done = 0;
@@ -311,7 +316,7 @@ static int write_per_module(const char *dir, const stkr_comp *c,
       status = STKR_CLI_DATA_LOST;
       break;
     }
-    err = write_draft(f, c, cat_of, used, m);
+    err = write_draft(f, c, cat_of, used, m, unwatched);
     if (stkr_cli_close_output("privacy-manifest", path, f, err) != 0)
       status = STKR_CLI_DATA_LOST;
   }
@@ -349,6 +354,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   stkr_comp *c = NULL;
   stkr_comp_opts o;
   int *cat_of = NULL, status, err;
+  bool unwatched = false;
   char msg[512];
   FILE *f = stdout;
 
@@ -387,6 +393,17 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     status = err == -EINVAL ? STKR_CLI_USAGE : STKR_CLI_DATA_LOST;
     goto out;
   }
+  /* The hook library records `reasons` only when asked (off by default):
+   * a recording without it cannot show a category, and its draft and
+   * check would pass empty (QA, session 26). Said, and exit 1. */
+  unwatched = !stkr_comp_category_watched(r, STKR_REASONS_CATEGORY,
+                                          strlen(STKR_REASONS_CATEGORY));
+  if (unwatched)
+    fprintf(stderr, "stackrec privacy-manifest: error: no process of the "
+            "recording watched category " STKR_REASONS_CATEGORY " (the "
+            "required-reason APIs): the draft and the manifest's check "
+            "cannot list what it used (stackrec record --categories "
+            "...," STKR_REASONS_CATEGORY ")\n");
   if ((cat_of = calloc(c->n_groups + 1, sizeof *cat_of)) == NULL) {
     status = STKR_CLI_DATA_LOST;
     goto out;
@@ -396,19 +413,20 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
-  err = write_draft(f, c, cat_of, used, NULL);
+  err = write_draft(f, c, cat_of, used, NULL, unwatched);
   if ((status = stkr_cli_close_output("privacy-manifest", output, f, err)) != 0)
     goto out;
   if (per_module != NULL &&
-      (status = write_per_module(per_module, c, cat_of)) != 0)
+      (status = write_per_module(per_module, c, cat_of, unwatched)) != 0)
     goto out;
   /* A category whose events were lost is missing from the draft and the
    * check (QA, session 22): said, never silently. */
   stkr_cli_note_left_out(r, "privacy-manifest", "the draft (and --manifest's "
                          "check)");
   status = stkr_cli_status(r);
-  if (manifest != NULL &&
-      check_manifest(manifest, c, cat_of, used, declared, reasoned) != 0)
+  if ((manifest != NULL &&
+       check_manifest(manifest, c, cat_of, used, declared, reasoned) != 0) ||
+      unwatched)
     status = STKR_CLI_FINDINGS;
 out:
   free(cat_of);

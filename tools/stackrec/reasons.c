@@ -8,7 +8,7 @@
 
 #include "tools/stackrec/reasons.h"
 
-#define SITE_PREFIX "reasons."
+#define SITE_PREFIX STKR_REASONS_CATEGORY "."
 
 static const char *const file_timestamp[] = {
     /* libc: hooked on Linux (preload/hooks_stat.c) */

@@ -17,6 +17,10 @@
 
 #include <stddef.h>
 
+/* The category of all their sites (the part before the '.'): what a
+ * recording must have watched (stkr_process_info.watched) to show them. */
+#define STKR_REASONS_CATEGORY "reasons"
+
 typedef struct stkr_reason_category {
   const char *type;     /* NSPrivacyAccessedAPICategoryFileTimestamp ... */
   const char *short_name; /* "FileTimestamp" */

@@ -682,7 +682,7 @@ void   stackrec__batch__free_unpacked
   assert(message->base.descriptor == &stackrec__batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[13] =
+static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[14] =
 {
   {
     "format_version",
@@ -840,6 +840,18 @@ static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[13] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "watched",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, watched),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__header__field_indices_by_name[] = {
   7,   /* field[7] = arch */
@@ -855,11 +867,12 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
   3,   /* field[3] = start_mono_ns */
   4,   /* field[4] = start_wall_ns */
   12,   /* field[12] = unwind_tables */
+  13,   /* field[13] = watched */
 };
 static const ProtobufCIntRange stackrec__header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor stackrec__header__descriptor =
 {
@@ -869,7 +882,7 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   "Stackrec__Header",
   "stackrec",
   sizeof(Stackrec__Header),
-  13,
+  14,
   stackrec__header__field_descriptors,
   stackrec__header__field_indices_by_name,
   1,  stackrec__header__number_ranges,

@@ -103,10 +103,18 @@ struct  Stackrec__Header
    * tables, docs/UNWIND.md): what the tables it walks with cover.
    */
   Stackrec__UnwindTables *unwind_tables;
+  /*
+   * What the process watched (stkr_config.watched): the categories of its
+   * sites, the part of a site name before its first '.', comma-separated,
+   * e.g. "identifiers,network,files,devices,environment" (the hook
+   * library's STACKREC_CATEGORIES). A site of another category could not
+   * have been recorded. Empty: not said (anything may have been watched).
+   */
+  char *watched;
 };
 #define STACKREC__HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__header__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string }
 
 
 /*

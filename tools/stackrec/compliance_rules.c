@@ -1,0 +1,152 @@
+/*
+ * compliance_rules.c: what a policy's rules could not see in a recording
+ * (compliance.h, stkr_comp_check_rules). A rule that selects nothing
+ * passes, and that pass is only true when the recording could have shown
+ * the events. Two ways it could not (QA, session 26, both "no findings",
+ * exit 0):
+ *
+ * - Its sites belong to a category no process watched: the hook library
+ *   records only STACKREC_CATEGORIES (`reasons` is off by default), and
+ *   each process's Header says which (stkr_process_info.watched). A
+ *   site's category is its name before the first '.'; a glob whose part
+ *   before its first '.' is a plain name ("reasons.*") names one. Such a
+ *   rule is NOT CHECKED: an error in every output and exit 1.
+ * - Its modules globs match no module of the events read: a typo, or an
+ *   image name where a module map named the SDK ("libads*" for "AdsSDK").
+ *   A warning: a policy may name SDKs this app does not have.
+ *
+ * Events without a module (no frame in a known image: a library unloaded
+ * before the recording listed it) are counted apart: no modules glob can
+ * select them.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/stackrec/cli.h"
+#include "tools/stackrec/compliance.h"
+
+/* The category a site glob names, as its length (0: none or not plain). */
+static size_t glob_category(const char *g) {
+  size_t i;
+
+  for (i = 0; g[i] != '\0' && g[i] != '.'; i++)
+    if (!((g[i] >= 'a' && g[i] <= 'z') || (g[i] >= '0' && g[i] <= '9') ||
+          g[i] == '_' || g[i] == '-'))
+      return 0;
+  return g[i] == '.' ? i : 0;
+}
+
+/* Is cat (len bytes) in the comma-separated list? */
+static bool in_list(const char *list, const char *cat, size_t len) {
+  const char *p = list;
+
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    if (n == len && strncmp(p, cat, len) == 0) return true;
+    p += n + (p[n] == ',');
+  }
+  return false;
+}
+
+bool stkr_comp_category_watched(stkr_reader *r, const char *cat, size_t len) {
+  size_t i, n = stkr_reader_process_count(r);
+
+  for (i = 0; i < n; i++) {
+    const char *w = stkr_reader_process(r, i)->watched;
+    if (w[0] == '\0' || in_list(w, cat, len)) return true;
+  }
+  return n == 0;
+}
+
+/* The categories of rule's site globs that no process watched, into b. */
+static bool unwatched_sites(stkr_reader *r, const stkr_rule *rule,
+                            stkr_cli_buf *b, size_t *n_out) {
+  size_t i, j, n = 0;
+
+  for (i = 0; i < rule->n_sites; i++) {
+    const char *g = rule->sites[i];
+    size_t len = glob_category(g);
+    bool again = false;
+
+    if (len == 0 || stkr_comp_category_watched(r, g, len)) continue;
+    for (j = 0; j < i && !again; j++) /* each category once */
+      again = glob_category(rule->sites[j]) == len &&
+              strncmp(rule->sites[j], g, len) == 0;
+    if (again) continue;
+    if (n++) stkr_cli_buf_puts(b, ", ");
+    stkr_cli_buf_put(b, g, len);
+  }
+  *n_out = n;
+  return n > 0;
+}
+
+/* Does any group's module match one of rule's modules globs? */
+static bool modules_seen(const stkr_comp *c, const stkr_rule *rule) {
+  size_t i, j;
+
+  for (i = 0; i < c->n_groups; i++)
+    for (j = 0; j < rule->n_modules; j++)
+      if (fnmatch(rule->modules[j], c->groups[i].module, 0) == 0) return true;
+  return false;
+}
+
+/* Up to 6 distinct modules of the events read, for the warning. */
+static void list_modules(const stkr_comp *c, stkr_cli_buf *b) {
+  size_t i, j, n = 0;
+
+  for (i = 0; i < c->n_groups && n <= 6; i++) {
+    const char *m = c->groups[i].module;
+    bool again = false;
+    for (j = 0; j < i && !again; j++) again = strcmp(c->groups[j].module, m) == 0;
+    if (again) continue;
+    if (n++ > 0) stkr_cli_buf_puts(b, ", ");
+    stkr_cli_buf_puts(b, n == 7 ? "..." : m);
+  }
+  if (n == 0) stkr_cli_buf_puts(b, "none");
+}
+
+int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
+  const stkr_policy *p = c->policy;
+  size_t i;
+
+  for (i = 0; i < c->n_groups; i++)
+    if (strcmp(c->groups[i].module, STKR_ATTRIB_NO_MODULE) == 0)
+      c->unattributed += c->groups[i].count;
+  if (p == NULL || p->n_rules == 0) return 0;
+  if ((c->rule_notes = calloc(p->n_rules, sizeof *c->rule_notes)) == NULL ||
+      (c->rule_unchecked = calloc(p->n_rules, sizeof *c->rule_unchecked)) ==
+          NULL)
+    return -ENOMEM;
+  for (i = 0; i < p->n_rules; i++) {
+    const stkr_rule *rule = &p->rules[i];
+    stkr_cli_buf b = {0}, cats = {0};
+    size_t n_cats = 0;
+
+    if (unwatched_sites(r, rule, &cats, &n_cats)) {
+      stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
+                                        : "no process watched categories ");
+      stkr_cli_buf_put(&b, cats.p, cats.len);
+      stkr_cli_buf_puts(&b, ", so its events there could not be recorded "
+                        "(stackrec record --categories)");
+      c->rule_unchecked[i] = true;
+      c->n_unchecked++;
+    } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
+      stkr_cli_buf_puts(&b, "its modules patterns match no module of the "
+                        "events read (");
+      list_modules(c, &b);
+      stkr_cli_buf_puts(&b, ")");
+    }
+    stkr_cli_buf_free(&cats);
+    if (b.len == 0 && b.err == 0) continue;
+    stkr_cli_buf_put(&b, "", 1); /* the NUL */
+    if (b.err != 0) {
+      stkr_cli_buf_free(&b);
+      return -ENOMEM;
+    }
+    c->rule_notes[i] = b.p; /* owned by c now */
+  }
+  return 0;
+}
