@@ -185,7 +185,11 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
   st->files[file_index].had_batch = true;
   if (a->first_file == 0) {
     a->first_file = file_index + 1;
-    a->first_counted = b->counters != NULL && !b->recovered &&
+    /* A recovered batch counts too: its Counters.written is what the dead
+     * writer wrote, all before it (recovery writes after the writer's
+     * last segment), so when it is the first batch read the cap took the
+     * rest (QA, session 26: they read "neither read nor counted"). */
+    a->first_counted = b->counters != NULL &&
                        st->info.damaged_batches == a->damaged_before;
     a->first_written = a->first_counted ? b->counters->written : 0;
     a->first_write_errors =

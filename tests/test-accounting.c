@@ -252,6 +252,19 @@ static const acct_case g_cases[] = {
       "session 000000005e551011: 7 events attempted but neither read nor "
       "counted as dropped (attempted 11, written 4, dropped 0, recovered "
       "0)\n"}},
+    /* Killed and recovered, then another process's cap deleted every
+     * segment the writer wrote, leaving the recovered one: its Counters
+     * say what was written before it, all in the cap's segments (QA,
+     * session 26: "4 neither read nor counted", "no clean end", batches
+     * "missing"). */
+    {"test_recovered_after_cap",
+     {.nseg = 3, .recovered = 3, .tomb = 3u << 1, .tomb_by = 4400}, 4,
+     "neither read", {
+      "segments 1..2 deleted by the disk cap, when process 4400 wrote\n",
+      "  accounting: attempted 6, written 0, dropped 0 (ring full 0, "
+      "reentrant 0, other 0, write error 0, exit 0), recovered 2, in "
+      "segments the disk cap deleted 4: adds up\n",
+      "\nINCOMPLETE: 1 finding in 1 of 1 process"}},
     /* Killed, but recovery wrote its unflushed events out: complete, with
      * a note (exit 0). */
     {"test_recovered", {.nseg = 3, .recovered = 3}, 0, NULL, {
