@@ -713,7 +713,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
      * go (a next recording's worker starts from cleared tables). */
     for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
       stkr__pmirror_free(t);
-    stkr__seg_close(&w->seg); /* no cap after it: see write_batch */
+    stkr__seg_close_final(&w->seg); /* no cap after it: see write_batch */
   }
   /* Ring files for threads about to start, after the reaping above has
    * handed its rings on (reusing them costs no file operation at all).

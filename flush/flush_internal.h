@@ -230,6 +230,8 @@ typedef struct stkr__segw {
   int fd;                  /* current segment (high, close-on-exec), or -1 */
   uint64_t fd_dev, fd_ino; /* its identity at open (fd.c) */
   uint32_t seq;            /* seq of the current (or the last opened) file */
+  uint32_t prior_seq;      /* the highest seq of our pid before this session
+                              (an earlier process's): its files are not ours */
   uint64_t cur_bytes;      /* bytes of good frames in the current file */
   uint64_t max_frame;      /* the largest frame written after a file's
                               first (RLIMIT_FSIZE) */
@@ -254,6 +256,9 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
  * under RLIMIT_FSIZE a frame twice the largest so far would pass the limit
  * (a batch refused there would be lost: it was built for that file). */
 bool stkr__seg_need_new(stkr__segw *s);
+/* Close the session's last file as its final segment (read-only,
+ * STKR_FMT_SEGMENT_FINAL_MODE: the disk cap keeps its counters). */
+void stkr__seg_close_final(stkr__segw *s);
 /* Close the current file (if any) and keep it for the disk cap. */
 void stkr__seg_close(stkr__segw *s);
 /* Open the next segment file (recreating the directory if it vanished).

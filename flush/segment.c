@@ -25,10 +25,13 @@
  *    or another's, open or closed): it holds that process's last counters,
  *    which say what it deleted and whether it ended, so a recording is
  *    never emptied silently (QA: a cap below one segment's size deleted
- *    every file). The directory may thus exceed the cap by one segment per
- *    process. A deleted segment leaves a 20-byte tombstone under its name
+ *    every file), nor a session's final segment (read-only,
+ *    STKR_FMT_SEGMENT_FINAL_MODE: an earlier session of a recycled pid
+ *    keeps its counters). The directory may thus exceed the cap by one
+ *    segment per process and session. A deleted segment leaves a 20-byte tombstone under its name
  *    (cap_delete) saying which process's cap took it; a process counts in
- *    its own counters the deletions of its own segments only, so each loss
+ *    its own counters the deletions of its own session's segments only
+ *    (not an earlier session's of the same pid), so each loss
  *    is told once, for the process that had the events. The worker
  *    enforces the cap before a batch's write, so that batch's counters
  *    include it.
@@ -60,6 +63,28 @@ static int seg_path(const stkr__segw *s, uint32_t seq, char *buf, size_t len) {
   return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
+/* Make fd's file a session's final segment (STKR_FMT_SEGMENT_FINAL_MODE):
+ * the cap keeps it. Best effort: without it the file is only deletable. */
+static void mark_final_fd(int fd) {
+  (void)fchmod(fd, STKR_FMT_SEGMENT_FINAL_MODE);
+}
+
+/* The same for our pid's segment seq, by name: a regular file above a
+ * tombstone's size only (never a link's target). */
+static void mark_final_seq(const stkr__segw *s, uint32_t seq) {
+  char path[PATH_MAX];
+  struct stat st;
+  int fd;
+
+  if (seg_path(s, seq, path, sizeof path) != 0) return;
+  fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      (uint64_t)st.st_size > STKR_FMT_TOMBSTONE_SIZE)
+    mark_final_fd(fd);
+  close(fd);
+}
+
 int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
                    uint64_t segment_bytes, uint64_t disk_cap_bytes) {
   DIR *d;
@@ -84,6 +109,11 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
       s->seq = q;
   }
   closedir(d);
+  s->prior_seq = s->seq;
+  /* That file is the newest of an earlier session of our pid, which has
+   * ended (the pid is ours): its final counters are kept from the cap
+   * from now on, as a clean end would have marked them. */
+  if (s->seq > 0) mark_final_seq(s, s->seq);
   return 0;
 }
 
@@ -161,6 +191,12 @@ bool stkr__seg_need_new(stkr__segw *s) {
 }
 
 void stkr__seg_close(stkr__segw *s) { close_current(s, true); }
+
+void stkr__seg_close_final(stkr__segw *s) {
+  if (s->fd >= 0 && s->cur_bytes > 0 && check_current(s) == 0)
+    mark_final_fd(s->fd);
+  close_current(s, true);
+}
 
 int stkr__seg_open_next(stkr__segw *s) {
   char path[PATH_MAX];
@@ -255,7 +291,9 @@ typedef struct capfile {
   uint32_t pid, seq;
   uint64_t bytes;
   int64_t mtime_s, mtime_ns;
-  bool newest_of_pid; /* holds that process's last counters: kept */
+  /* Kept: a pid's newest file (that process's last counters), or a
+   * session's final segment (STKR_FMT_SEGMENT_FINAL_MODE). */
+  bool kept;
 } capfile;
 
 static int cap_older(const void *a, const void *b) {
@@ -305,7 +343,7 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
                        .mtime_s = st.st_mtim.tv_sec,
                        .mtime_ns = st.st_mtim.tv_nsec,
 #endif
-                       .newest_of_pid = false};
+                       .kept = (st.st_mode & S_IWUSR) == 0};
     *total += (uint64_t)st.st_size;
   }
   closedir(d);
@@ -315,7 +353,7 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     bool newest = v[i].pid != s->pid || s->fd < 0;
     for (size_t j = 0; j < n && newest; j++)
       if (v[j].pid == v[i].pid && v[j].seq > v[i].seq) newest = false;
-    v[i].newest_of_pid = newest;
+    v[i].kept |= newest;
   }
   *n_out = n;
   return v;
@@ -379,7 +417,7 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
     qsort(v, n, sizeof *v, cap_older);
     for (size_t i = 0; i < n && total > s->disk_cap_bytes; i++) {
       char path[PATH_MAX], name[64];
-      if (v[i].newest_of_pid) continue;
+      if (v[i].kept) continue;
       if (stkr_fmt_segment_name(name, sizeof name, v[i].pid, v[i].seq) < 0)
         continue;
       int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
@@ -390,7 +428,8 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
       /* Ours: in our counters. Another's: told by the tombstone in its
        * place; without one, in our counters as before tombstones, so the
        * deletion is still said (as one of ours the reader cannot place). */
-      if (err == 1 || (err == 0 && v[i].pid == s->pid))
+      if (err == 1 || (err == 0 && v[i].pid == s->pid &&
+                       v[i].seq > s->prior_seq))
         s->segments_deleted++;
       else if (err < 0 && err != -ENOENT)
         stkr__log(STKR__LOG_UNLINK, "cannot delete %s: %s", path,

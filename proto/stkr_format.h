@@ -65,6 +65,19 @@ int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq);
 int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
 
 /*
+ * The mode of a session's last segment, the one holding its final
+ * Counters: read-only, where segments are written 0600. The disk cap
+ * (flush/segment.c) never deletes a segment without the owner's write
+ * bit, so every session keeps the counters that say what it wrote,
+ * dropped and lost, not only each pid's newest (QA, session 26: an app
+ * restarted as pid 1 in a container lost whole earlier sessions to the
+ * cap, their events in no count). Set by the writer at a clean end, by
+ * recovery on the segment it writes for a dead session, and by the next
+ * session of the same pid on the newest segment a dead one left.
+ */
+#define STKR_FMT_SEGMENT_FINAL_MODE 0400
+
+/*
  * A segment the disk cap deleted (flush/segment.c) is replaced by a
  * tombstone, not removed: a file of STKR_FMT_TOMBSTONE_SIZE bytes holding
  * one zstd skippable frame (so the file stays a valid zstd stream, empty)

@@ -676,6 +676,8 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
                                             : recover_ring(&b, &rings[i]);
   if (err == 0) err = flush_batch(&b, true);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
+  if (err == 0 && b.fd >= 0) /* the session's final segment: cap-proof */
+    (void)fchmod(b.fd, STKR_FMT_SEGMENT_FINAL_MODE);
   if (b.fd >= 0 && close(b.fd) != 0 && err == 0) err = -errno;
   if (err == 0 && b.fd >= 0) err = stkr_fsync_dir(rc->dir);
   if (err == -ETIMEDOUT) { /* the budget: as if never started */

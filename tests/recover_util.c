@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "tests/recover_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 #include "recorder/stkr_internal.h"
 #include "tests/testlib.h"
@@ -241,6 +243,25 @@ void recover_msg_cb(void *arg, const char *line) {
   msgs *m = arg;
   m->n++;
   snprintf(m->last, sizeof m->last, "%s", line);
+}
+
+int final_segments(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  int n = 0;
+
+  assert_non_null(d);
+  while ((de = readdir(d)) != NULL) {
+    char path[4400];
+    struct stat st;
+    if (stkr_fmt_segment_parse(de->d_name, NULL, NULL) != 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (stat(path, &st) == 0 && (st.st_mode & 0777) ==
+                                    STKR_FMT_SEGMENT_FINAL_MODE)
+      n++;
+  }
+  closedir(d);
+  return n;
 }
 
 void recover(const char *dir, bool dry, stkr_recover_stats *st, msgs *m) {

@@ -336,7 +336,54 @@ static void test_disk_cap_below_one_segment(void **state) {
   check_capped(&c, files);
 }
 
+/* One pid, several sessions (an app restarted as pid 1 in a container, or
+ * stkr_init again): the cap never takes a session's final segment (made
+ * read-only at its end), so every session keeps the counters that say
+ * what it wrote and what the cap took (QA, session 26: 5 sessions, 3
+ * deleted whole, their 900 000 events in no count), and a session counts
+ * in its own counters only its own segments' deletions. */
+static void test_disk_cap_keeps_each_session(void **state) {
+  enum { SESSIONS = 4, N = 150 };
+  stkr_reader_opts o = {.lazy_frames = true};
+  const stkr_process_info *p;
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  uint64_t attempted = 0, deleted = 0, events_read = 0;
+  int rc, files, tombs;
+  (void)state;
+
+  for (int k = 0; k < SESSIONS; k++) {
+    stkr_config cfg = small_cfg(4096);
+    stkr_stats st;
+    cfg.disk_cap_bytes = 2000;
+    assert_int_equal(stkr_init(&cfg), 0);
+    events(N, 200, 7u + (unsigned)k); /* ~30 KB: several segments */
+    assert_int_equal(stkr_shutdown(), 0);
+    assert_int_equal(stkr_stats_get(&st), 0);
+    attempted += st.attempted;
+    deleted += st.segments_deleted;
+    assert_true(st.segments_deleted < st.segments); /* its own only */
+  }
+  (void)dir_bytes_tombs(&files, &tombs);
+  assert_int_equal(files, SESSIONS); /* each session's final segment */
+  assert_int_equal(deleted, (uint64_t)tombs);
+  assert_int_equal(stkr_reader_open(tl_dir, &o, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) events_read++;
+  assert_int_equal(rc, 0);
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  p = stkr_reader_process(r, 0);
+  assert_int_equal(p->sessions, SESSIONS);
+  assert_int_equal(p->unclean_sessions, 0);
+  assert_int_equal(p->attempted, attempted);
+  assert_int_equal(p->accounting_mismatches, 0);
+  assert_int_equal(p->segments_missing, 0);
+  assert_int_equal(p->segments_cap_deleted, (uint32_t)tombs);
+  assert_true(events_read < attempted);
+  stkr_reader_free(r);
+}
+
 TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,
                   test_follow_child_new_session, test_recreated_directory,
                   test_disk_cap_whole_directory,
-                  test_disk_cap_below_one_segment)
+                  test_disk_cap_below_one_segment,
+                  test_disk_cap_keeps_each_session)

@@ -364,7 +364,12 @@ static int write_out(sym_run *run, const char *dir, const char *name) {
                       O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
     err = -errno;
   else {
+    struct stat orig;
     err = write_all(fd, run->out.data, run->out.len);
+    /* In place, a session's final segment stays one (the disk cap of a
+     * later writer into this directory keeps it: stkr_format.h). */
+    if (run->in_place && stat(path, &orig) == 0 && !(orig.st_mode & S_IWUSR))
+      (void)fchmod(fd, STKR_FMT_SEGMENT_FINAL_MODE);
     if (close(fd) != 0 && err == 0) err = -errno;
     if (err == 0 && run->in_place) err = pending_add(run, name);
     if (err < 0 && run->in_place) (void)unlink(tmp);
