@@ -256,7 +256,7 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
  * under RLIMIT_FSIZE a frame twice the largest so far would pass the limit
  * (a batch refused there would be lost: it was built for that file). */
 bool stkr__seg_need_new(stkr__segw *s);
-/* Close the session's last file as its final segment (read-only,
+/* Close the session's last file as its final segment (marked by its mode,
  * STKR_FMT_SEGMENT_FINAL_MODE: the disk cap keeps its counters). */
 void stkr__seg_close_final(stkr__segw *s);
 /* Close the current file (if any) and keep it for the disk cap. */

@@ -25,7 +25,7 @@
  *    or another's, open or closed): it holds that process's last counters,
  *    which say what it deleted and whether it ended, so a recording is
  *    never emptied silently (QA: a cap below one segment's size deleted
- *    every file), nor a session's final segment (read-only,
+ *    every file), nor a session's final segment (marked by mode,
  *    STKR_FMT_SEGMENT_FINAL_MODE: an earlier session of a recycled pid
  *    keeps its counters). The directory may thus exceed the cap by one
  *    segment per process and session. A deleted segment leaves a 20-byte tombstone under its name
@@ -343,7 +343,7 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
                        .mtime_s = st.st_mtim.tv_sec,
                        .mtime_ns = st.st_mtim.tv_nsec,
 #endif
-                       .kept = (st.st_mode & S_IWUSR) == 0};
+                       .kept = STKR_FMT_SEGMENT_IS_FINAL(st.st_mode)};
     *total += (uint64_t)st.st_size;
   }
   closedir(d);

@@ -256,8 +256,7 @@ int final_segments(const char *dir) {
     struct stat st;
     if (stkr_fmt_segment_parse(de->d_name, NULL, NULL) != 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    if (stat(path, &st) == 0 && (st.st_mode & 0777) ==
-                                    STKR_FMT_SEGMENT_FINAL_MODE)
+    if (stat(path, &st) == 0 && STKR_FMT_SEGMENT_IS_FINAL(st.st_mode))
       n++;
   }
   closedir(d);

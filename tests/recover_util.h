@@ -101,8 +101,8 @@ typedef struct msgs {
 void recover_msg_cb(void *arg, const char *line);
 /* stkr_recover_dir on dir (dry: dry_run), its messages into m. */
 void recover(const char *dir, bool dry, stkr_recover_stats *st, msgs *m);
-/* Segment files of dir marked as a session's final one (read-only,
- * STKR_FMT_SEGMENT_FINAL_MODE). */
+/* Segment files of dir marked as a session's final one (by mode,
+ * STKR_FMT_SEGMENT_IS_FINAL). */
 int final_segments(const char *dir);
 
 /* A killed child's recording and its recovery. */

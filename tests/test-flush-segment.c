@@ -208,7 +208,7 @@ static void test_disk_cap_keeps_every_newest(void **state) {
 
   /* Rotating files over a tiny cap, in a second session of the same pid:
    * the older go, the newest stays, also once closed; so does the first
-   * session's final file 1 (marked read-only by this session's start: it
+   * session's final file 1 (marked final by this session's start: it
    * holds that session's counters), whose deletion this session would
    * not have counted as its own. */
   assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 100, 50), 0);

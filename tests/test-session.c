@@ -338,7 +338,7 @@ static void test_disk_cap_below_one_segment(void **state) {
 
 /* One pid, several sessions (an app restarted as pid 1 in a container, or
  * stkr_init again): the cap never takes a session's final segment (made
- * read-only at its end), so every session keeps the counters that say
+ * final, by its mode, at its end), so every session keeps the counters that say
  * what it wrote and what the cap took (QA, session 26: 5 sessions, 3
  * deleted whole, their 900 000 events in no count), and a session counts
  * in its own counters only its own segments' deletions. */

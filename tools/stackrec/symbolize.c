@@ -368,7 +368,7 @@ static int write_out(sym_run *run, const char *dir, const char *name) {
     err = write_all(fd, run->out.data, run->out.len);
     /* In place, a session's final segment stays one (the disk cap of a
      * later writer into this directory keeps it: stkr_format.h). */
-    if (run->in_place && stat(path, &orig) == 0 && !(orig.st_mode & S_IWUSR))
+    if (run->in_place && stat(path, &orig) == 0 && STKR_FMT_SEGMENT_IS_FINAL(orig.st_mode))
       (void)fchmod(fd, STKR_FMT_SEGMENT_FINAL_MODE);
     if (close(fd) != 0 && err == 0) err = -errno;
     if (err == 0 && run->in_place) err = pending_add(run, name);
