@@ -305,6 +305,13 @@ static inline uint64_t stkr_clock_to_ns(const stkr_clock_cal *c, uint64_t ts) {
 #define STKR_SESS_RUNNING 0u
 #define STKR_SESS_ENDED_LEFTOVERS 2u /* ended with records left in rings */
 
+/* The settings a session file, Header.config (stackrec.proto's Config)
+ * and stkr_config all carry under these names: one list, for the copies
+ * between them (flush/config.c, proto/stkr_format.c). */
+#define STKR_SESS_CONFIG_FIELDS(X)                                             \
+  X(ring_bytes) X(segment_bytes) X(disk_cap_bytes) X(max_depth)                \
+  X(skip_frames) X(flush_interval_ms) X(payload_max)
+
 typedef struct stkr_sessfile_hdr {
   char magic[8];        /* STKR_SESSFILE_MAGIC */
   uint32_t version;     /* STKR_SESSFILE_VERSION */

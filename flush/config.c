@@ -497,12 +497,8 @@ void stkr__session_template(const stkr__fconfig *cfg, uint32_t parent_pid,
   snprintf(s->arch, sizeof s->arch, "%s", stkr__arch_name());
   snprintf(s->symbolize, sizeof s->symbolize, "%s",
            stkr__symbolize_mode_name(set->symbolize));
-  s->ring_bytes = set->ring_bytes;
-  s->segment_bytes = set->segment_bytes;
-  s->disk_cap_bytes = set->disk_cap_bytes;
-  s->max_depth = set->max_depth;
-  s->skip_frames = set->skip_frames;
-  s->flush_interval_ms = set->flush_interval_ms;
-  s->payload_max = set->payload_max;
+#define STKR__COPY(f) s->f = set->f;
+  STKR_SESS_CONFIG_FIELDS(STKR__COPY)
+#undef STKR__COPY
   memcpy(s->watched, cfg->watched, sizeof s->watched);
 }

@@ -415,13 +415,9 @@ void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
   H->arch = (char *)s->arch;
   H->parent_pid = s->parent_pid;
   H->watched = (char *)s->watched;
-  C->ring_bytes = s->ring_bytes;
-  C->max_depth = s->max_depth;
-  C->skip_frames = s->skip_frames;
-  C->flush_interval_ms = s->flush_interval_ms;
-  C->segment_bytes = s->segment_bytes;
-  C->disk_cap_bytes = s->disk_cap_bytes;
-  C->payload_max = s->payload_max;
+#define STKR__COPY(f) C->f = s->f;
+  STKR_SESS_CONFIG_FIELDS(STKR__COPY)
+#undef STKR__COPY
   C->symbolize = (char *)s->symbolize;
   H->config = C;
 }
