@@ -301,8 +301,6 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
   return 0;
 }
 
-/* The caller's struct over the environment: set fields win (*dir: the
- * caller's string). @return 0, or -EINVAL after logging which field. */
 /* stkr_config.watched into c->watched: category names ([a-z0-9_-]) and
  * commas, shorter than STKR_WATCHED_MAX. The struct's pointer is not kept
  * (c->set.watched stays NULL): the caller's string may go after init. */
@@ -328,6 +326,8 @@ static int watched_from_struct(const char *w, stkr__fconfig *c) {
   return 0;
 }
 
+/* The caller's struct over the environment: set fields win (*dir: the
+ * caller's string). @return 0, or -EINVAL after logging which field. */
 static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
                               const char **dir) {
   if (in->dir) {

@@ -232,6 +232,9 @@ typedef struct stkr__segw {
   uint32_t seq;            /* seq of the current (or the last opened) file */
   uint32_t prior_seq;      /* the highest seq of our pid before this session
                               (an earlier process's): its files are not ours */
+  bool marks_off;          /* the file system does not keep a segment's mode
+                              (our 0600 file read back executable): sessions'
+                              final segments are neither marked nor kept */
   uint64_t cur_bytes;      /* bytes of good frames in the current file */
   uint64_t max_frame;      /* the largest frame written after a file's
                               first (RLIMIT_FSIZE) */

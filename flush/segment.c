@@ -27,8 +27,12 @@
  *    never emptied silently (QA: a cap below one segment's size deleted
  *    every file), nor a session's final segment (marked by mode,
  *    STKR_FMT_SEGMENT_FINAL_MODE: an earlier session of a recycled pid
- *    keeps its counters). The directory may thus exceed the cap by one
- *    segment per process and session. A deleted segment leaves a 20-byte tombstone under its name
+ *    keeps its counters): the last 4, more while they hold at most half
+ *    the cap (keep_recent_finals), and where the file system keeps modes (on
+ *    vfat, CIFS, WSL's drvfs every file reads as executable: the first
+ *    file's mode tells, marks_off). The directory may thus exceed the
+ *    cap by one segment per process, and 4 segments or half the cap in
+ *    sessions' final segments. A deleted segment leaves a 20-byte tombstone under its name
  *    (cap_delete) saying which process's cap took it; a process counts in
  *    its own counters the deletions of its own session's segments only
  *    (not an earlier session's of the same pid), so each loss
@@ -65,8 +69,8 @@ static int seg_path(const stkr__segw *s, uint32_t seq, char *buf, size_t len) {
 
 /* Make fd's file a session's final segment (STKR_FMT_SEGMENT_FINAL_MODE):
  * the cap keeps it. Best effort: without it the file is only deletable. */
-static void mark_final_fd(int fd) {
-  (void)fchmod(fd, STKR_FMT_SEGMENT_FINAL_MODE);
+static void mark_final_fd(const stkr__segw *s, int fd) {
+  if (!s->marks_off) (void)fchmod(fd, STKR_FMT_SEGMENT_FINAL_MODE);
 }
 
 /* The same for our pid's segment seq, by name: a regular file above a
@@ -81,7 +85,7 @@ static void mark_final_seq(const stkr__segw *s, uint32_t seq) {
   if (fd < 0) return;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
       (uint64_t)st.st_size > STKR_FMT_TOMBSTONE_SIZE)
-    mark_final_fd(fd);
+    mark_final_fd(s, fd);
   close(fd);
 }
 
@@ -194,7 +198,7 @@ void stkr__seg_close(stkr__segw *s) { close_current(s, true); }
 
 void stkr__seg_close_final(stkr__segw *s) {
   if (s->fd >= 0 && s->cur_bytes > 0 && check_current(s) == 0)
-    mark_final_fd(s->fd);
+    mark_final_fd(s, s->fd);
   close_current(s, true);
 }
 
@@ -222,6 +226,11 @@ int stkr__seg_open_next(stkr__segw *s) {
       }
       s->fd = fd;
       stkr__fd_own(STKR__OWN_SEGMENT, fd, s->fd_dev, s->fd_ino);
+      if (s->segments == 0) { /* once: does the mode say what we set? */
+        struct stat st;
+        s->marks_off = fstat(fd, &st) != 0 ||
+                       STKR_FMT_SEGMENT_IS_FINAL(st.st_mode);
+      }
       s->seq = seq;
       s->cur_bytes = 0;
       s->segments++;
@@ -291,9 +300,8 @@ typedef struct capfile {
   uint32_t pid, seq;
   uint64_t bytes;
   int64_t mtime_s, mtime_ns;
-  /* Kept: a pid's newest file (that process's last counters), or a
-   * session's final segment (STKR_FMT_SEGMENT_FINAL_MODE). */
-  bool kept;
+  bool newest; /* a pid's newest file: that process's last counters */
+  bool final;  /* a session's final segment (STKR_FMT_SEGMENT_IS_FINAL) */
 } capfile;
 
 static int cap_older(const void *a, const void *b) {
@@ -343,7 +351,8 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
                        .mtime_s = st.st_mtim.tv_sec,
                        .mtime_ns = st.st_mtim.tv_nsec,
 #endif
-                       .kept = STKR_FMT_SEGMENT_IS_FINAL(st.st_mode)};
+                       .final = !s->marks_off &&
+                                STKR_FMT_SEGMENT_IS_FINAL(st.st_mode)};
     *total += (uint64_t)st.st_size;
   }
   closedir(d);
@@ -353,7 +362,7 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     bool newest = v[i].pid != s->pid || s->fd < 0;
     for (size_t j = 0; j < n && newest; j++)
       if (v[j].pid == v[i].pid && v[j].seq > v[i].seq) newest = false;
-    v[i].kept |= newest;
+    v[i].newest = newest;
   }
   *n_out = n;
   return v;
@@ -395,6 +404,25 @@ static int cap_delete(const stkr__segw *s, const char *path,
   return unlink(path) == 0 ? 1 : -errno;
 }
 
+/* Sessions' final segments are kept newest first: always the last
+ * STKR__FINALS_KEPT, more while they hold at most `budget` bytes
+ * together; older ones may go as any segment (their loss then told by
+ * tombstones, as before they were kept): a pid restarted without end (a
+ * crashing container app, a long exec chain) must not fill the directory
+ * with them, nor make the cap take every other file (review, session 26).
+ * v: oldest first. */
+#define STKR__FINALS_KEPT 4
+static void keep_recent_finals(capfile *v, size_t n, uint64_t budget) {
+  uint64_t held = 0;
+  unsigned count = 0;
+
+  for (size_t i = n; i-- > 0;)
+    if (v[i].final && !v[i].newest) {
+      held += v[i].bytes;
+      v[i].final = ++count <= STKR__FINALS_KEPT || held <= budget;
+    }
+}
+
 void stkr__seg_enforce_cap(stkr__segw *s) {
   size_t n = 0;
   uint64_t total;
@@ -415,9 +443,10 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   if (!(v = cap_scan(s, &n, &total))) return;
   if (total > s->disk_cap_bytes) {
     qsort(v, n, sizeof *v, cap_older);
+    keep_recent_finals(v, n, s->disk_cap_bytes / 2);
     for (size_t i = 0; i < n && total > s->disk_cap_bytes; i++) {
       char path[PATH_MAX], name[64];
-      if (v[i].kept) continue;
+      if (v[i].newest || v[i].final) continue;
       if (stkr_fmt_segment_name(name, sizeof name, v[i].pid, v[i].seq) < 0)
         continue;
       int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);

@@ -68,14 +68,16 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
  * The mode of a session's last segment, the one holding its final
  * Counters: the owner's execute bit added to the 0600 segments are written
  * with (a mark only: read-only, the natural one, made `rm -r` ask about
- * every such file). The disk cap (flush/segment.c) never deletes a
- * segment with that bit, so every session keeps the counters that say
- * what it wrote,
- * dropped and lost, not only each pid's newest (QA, session 26: an app
- * restarted as pid 1 in a container lost whole earlier sessions to the
- * cap, their events in no count). Set by the writer at a clean end, by
- * recovery on the segment it writes for a dead session, and by the next
- * session of the same pid on the newest segment a dead one left.
+ * every such file). The disk cap (flush/segment.c) passes over a segment
+ * with that bit, within a bound (the 4 latest, more within half the cap),
+ * so sessions keep the counters that say what they wrote, dropped and
+ * lost, not only each pid's newest (QA, session 26: an app restarted as
+ * pid 1 in a container lost whole earlier sessions to the cap, their
+ * events in no count). Set by the writer at a clean end, by recovery on
+ * the segment it writes for a dead session, and by the next session of
+ * the same pid on the newest segment a dead one left. Where the file
+ * system shows every file executable (vfat, CIFS, WSL's drvfs), the
+ * writer notices at its first file and neither sets nor trusts the mark.
  */
 #define STKR_FMT_SEGMENT_FINAL_MODE 0700
 #define STKR_FMT_SEGMENT_IS_FINAL(st_mode) (((st_mode) & 0100) != 0)

@@ -754,7 +754,37 @@ static void test_rules_not_seen(void **state) {
                         "reasons (the required-reason APIs)");
 }
 
+/* A category whose events were read was recorded, whatever the Header's
+ * watched says (review, session 26: NOT CHECKED over data it held). */
+static void test_watched_or_read(void **state) {
+  static const uint32_t s2[] = {1, 2}, one[] = {1};
+  static const fx_ev ev[] = {{0, 1, 1, 1, NULL, 0, false},
+                             {10, 2, 1, 1, NULL, 0, false}};
+  const fx_batch b = {.seq = 1, .header = true, .pid = 77, .segment_seq = 1,
+                      .sites = s2, .n_sites = 2, .threads = one,
+                      .n_threads = 1, .stacks = one, .n_stacks = 1,
+                      .base_ts = 1000, .evs = ev, .n_evs = 2, .last = true,
+                      .watched = "net"};
+  const char *d = fx_tmpdir("compliance-watched");
+  char pol[700];
+  stkr_fmt_buf buf = {0};
+  (void)state;
+
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  assert_int_equal(fx_write_segment(d, 77, 1, &buf), 0);
+  stkr_fmt_buf_free(&buf);
+  snprintf(pol, sizeof pol, "%s/watched.json", g_tmp);
+  write_file(pol, "[{\"id\": \"clip\", \"sites\": \"privacy.*\"},\n"
+                  " {\"id\": \"files\", \"sites\": \"file.*\"}]\n");
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", pol, d), 1);
+  cr_assert_has(cr_out, "# NOT CHECKED: rule files: no process watched "
+                        "category file,",
+                "[clip] privacy.clipboard.read from ");
+  assert_null(strstr(cr_out, "rule clip:"));
+}
+
 TL_TEST_MAIN("compliance", setup, NULL, test_rate, test_counts_and_findings,
              test_module_map, test_no_policy_no_findings, test_junit, test_html,
              test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork,
-             test_text_more_frames, test_rules_not_seen)
+             test_text_more_frames, test_rules_not_seen,
+             test_watched_or_read)

@@ -380,6 +380,19 @@ static void test_disk_cap_keeps_each_session(void **state) {
   assert_int_equal(p->segments_cap_deleted, (uint32_t)tombs);
   assert_true(events_read < attempted);
   stkr_reader_free(r);
+
+  /* Three sessions more: the 4 latest final segments stay, the oldest
+   * ones go as any segment (a pid restarted without end must not fill
+   * the directory with them; review, session 26). */
+  for (int k = 0; k < 3; k++) {
+    stkr_config cfg = small_cfg(4096);
+    cfg.disk_cap_bytes = 2000;
+    assert_int_equal(stkr_init(&cfg), 0);
+    events(N, 200, 70u + (unsigned)k);
+    assert_int_equal(stkr_shutdown(), 0);
+  }
+  (void)dir_bytes_tombs(&files, &tombs);
+  assert_int_equal(files, 5); /* the newest, and 4 sessions' final ones */
 }
 
 TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,

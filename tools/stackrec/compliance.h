@@ -113,11 +113,13 @@ void stkr_comp_free(stkr_comp *c); /* NULL accepted */
  * (unattributed). r: the reader c was built from. @return 0 or -ENOMEM. */
 int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r);
 
-/* Could a process of r have recorded sites of category cat (len bytes:
- * the part of a site name before its first '.')? True when one watched it
+/* Could the recording c was built from (r) hold events at sites of
+ * category cat (len bytes: the part of a site name before its first '.')?
+ * True when c read such events, when a process watched it
  * (stkr_process_info.watched), when one did not say what it watched, and
  * when r has no process. */
-bool stkr_comp_category_watched(stkr_reader *r, const char *cat, size_t len);
+bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
+                                const char *cat, size_t len);
 
 /* Outputs (compliance_out.c), to f. banner: the recording's INCOMPLETE
  * line, or "" (JUnit: a test suite "recording" whose one case errs with

@@ -123,7 +123,8 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
   if (c->unattributed > 0)
     fprintf(f, "# UNATTRIBUTED: %" PRIu64 " event%s without a module (no "
             "frame in a known image: a library unloaded before the "
-            "recording listed it?); no modules pattern selects them\n",
+            "recording listed it, or no frame at all); no modules pattern "
+            "selects them\n",
             c->unattributed, c->unattributed == 1 ? "" : "s");
   fprintf(f, "# %" PRIu64 " events, %zu (site, module) pairs, %" PRIu64
           " marks; %zu of %zu processes with events saw %s%s\n",

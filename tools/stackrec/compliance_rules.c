@@ -51,7 +51,14 @@ static bool in_list(const char *list, const char *cat, size_t len) {
   return false;
 }
 
-bool stkr_comp_category_watched(stkr_reader *r, const char *cat, size_t len) {
+bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
+                                const char *cat, size_t len) {
+  /* Events of it were read: whatever the Headers say (review, session 26:
+   * an app whose watched named other categories), it was recorded. */
+  for (size_t g = 0; g < c->n_groups; g++)
+    if (strncmp(c->groups[g].site, cat, len) == 0 &&
+        c->groups[g].site[len] == '.')
+      return true;
   size_t i, n = stkr_reader_process_count(r);
 
   for (i = 0; i < n; i++) {
@@ -62,7 +69,8 @@ bool stkr_comp_category_watched(stkr_reader *r, const char *cat, size_t len) {
 }
 
 /* The categories of rule's site globs that no process watched, into b. */
-static bool unwatched_sites(stkr_reader *r, const stkr_rule *rule,
+static bool unwatched_sites(const stkr_comp *c, stkr_reader *r,
+                            const stkr_rule *rule,
                             stkr_cli_buf *b, size_t *n_out) {
   size_t i, j, n = 0;
 
@@ -71,7 +79,7 @@ static bool unwatched_sites(stkr_reader *r, const stkr_rule *rule,
     size_t len = glob_category(g);
     bool again = false;
 
-    if (len == 0 || stkr_comp_category_watched(r, g, len)) continue;
+    if (len == 0 || stkr_comp_category_watched(c, r, g, len)) continue;
     for (j = 0; j < i && !again; j++) /* each category once */
       again = glob_category(rule->sites[j]) == len &&
               strncmp(rule->sites[j], g, len) == 0;
@@ -125,7 +133,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
     stkr_cli_buf b = {0}, cats = {0};
     size_t n_cats = 0;
 
-    if (unwatched_sites(r, rule, &cats, &n_cats)) {
+    if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
       stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
                                         : "no process watched categories ");
       stkr_cli_buf_put(&b, cats.p, cats.len);

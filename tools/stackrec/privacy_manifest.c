@@ -396,7 +396,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   /* The hook library records `reasons` only when asked (off by default):
    * a recording without it cannot show a category, and its draft and
    * check would pass empty (QA, session 26). Said, and exit 1. */
-  unwatched = !stkr_comp_category_watched(r, STKR_REASONS_CATEGORY,
+  unwatched = !stkr_comp_category_watched(c, r, STKR_REASONS_CATEGORY,
                                           strlen(STKR_REASONS_CATEGORY));
   if (unwatched)
     fprintf(stderr, "stackrec privacy-manifest: error: no process of the "

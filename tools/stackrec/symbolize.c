@@ -409,8 +409,10 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
             err == -EINVAL ? "not a regular file" : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
-    if (err == -ENOMEM) return err;
-    return run->in_place ? 0 : put_lost_marker(run, outdir, name);
+    if (err == -ENOMEM || run->in_place) return err == -ENOMEM ? err : 0;
+    /* Said by write_out when it fails; the other files go on. */
+    err = put_lost_marker(run, outdir, name);
+    return err == -ENOMEM ? err : 0;
   }
   run->files++;
   run->epoch++; /* a new output segment: define everything again */
