@@ -76,6 +76,7 @@ let package = Package(
         "unwind/walk.c",
         "proto/stkr_accounting.c",
         "proto/stkr_batch.c",
+        "proto/stkr_header.c",
         "proto/stkr_format.c",
         "proto/stkr_frames.c",
         "proto/stkr_reader.c",

@@ -40,6 +40,7 @@ set(STKR_UNWIND_SRCS
 set(STKR_PROTO_SRCS
   proto/stkr_accounting.c
   proto/stkr_batch.c
+  proto/stkr_header.c
   proto/stkr_format.c
   proto/stkr_frames.c
   proto/stkr_marks.c
@@ -127,6 +128,7 @@ set(STKR_PRELOAD_SRCS
   preload/hooks_stat.c
   preload/hooks_thread.c
   preload/preload.c
+  preload/sanitizer.c
   preload/sites.c
 )
 

@@ -321,6 +321,12 @@ void stkr__input_close(stkr__input *in);
  *         -ENOMEM. */
 int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off);
 
+/* stkr_header.c: a batch's Header into st->info (and the session's
+ * accounting, stkr__acct_header). */
+void stkr__apply_header(stkr_reader *r, stkr__stream *st,
+                        const Stackrec__Header *h, const char *path,
+                        uint64_t off);
+
 /* stkr_batch.c */
 #define STKR__BATCH_OK 1
 #define STKR__BATCH_SKIPPED 0     /* damaged: warned, nothing to deliver */

@@ -44,7 +44,7 @@ if ! "$cc" "${flags[@]}" "${pl[@]}" -shared -o "$d/bin/libstackrec_preload.so" \
      preload/hooks_dl.c preload/hooks_env.c preload/hooks_exec.c preload/hooks_files.c \
      preload/hooks_net.c \
      preload/hooks_signal.c preload/hooks_stat.c preload/hooks_thread.c \
-     preload/preload.c \
+     preload/preload.c preload/sanitizer.c \
      preload/sites.c \
      preload/match.c recorder/*.c \
      unwind/*.c flush/*.c proto/*.c "$out/gen/proto/stackrec.pb-c.c" \

@@ -376,18 +376,64 @@ void stkr_cli_note_left_out(const stkr_reader *r, const char *cmd,
             cmd, line, where);
 }
 
+/* The incomplete and damaged processes of r, summed for the line. */
+typedef struct inc_sums {
+  stkr_process_info sum; /* the drops by reason */
+  uint64_t drops, unclean, live, missing, capdel, capdel_events, recreated;
+  uint64_t empty, batches, unaccounted, damaged, bad, unreadable;
+  uint64_t unresolved, cut;
+  size_t np;
+  uint32_t first_pids[3];
+} inc_sums;
+
+/* @return how many processes were summed into *t. */
+static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
+  size_t i, np, n = stkr_reader_process_count(r);
+
+  memset(t, 0, sizeof *t);
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
+               p->counters_overflow || p->accounting_mismatches ||
+               p->unreadable_segments;
+
+    if (!p->incomplete && !dmg)
+      continue;
+    np = ++t->np;
+    t->drops += p->drops;
+    t->sum.drops_ring_full += p->drops_ring_full;
+    t->sum.drops_reentrant += p->drops_reentrant;
+    t->sum.drops_other += p->drops_other;
+    t->sum.drops_write_error += p->drops_write_error;
+    t->sum.drops_exit += p->drops_exit;
+    t->unclean += p->unclean_sessions - p->live_sessions;
+    t->live += p->live_sessions;
+    t->missing += p->segments_missing;
+    t->capdel += stkr_cli_cap_deleted(p);
+    t->capdel_events += p->cap_deleted_events;
+    t->recreated += p->dir_recreated;
+    t->empty += p->empty_segments;
+    t->batches += p->missing_batches;
+    t->unaccounted += p->unaccounted;
+    t->damaged += p->damaged_batches;
+    t->unreadable += p->unreadable_segments;
+    t->unresolved += p->unresolved_events;
+    /* A last batch cut off mid-write with no writer left to finish it
+     * (report's "CUT OFF"): its events are not counted (QA, session 26:
+     * compliance said "no findings" of a recording whose one batch of
+     * 3 000 events was cut, naming only the unclean end). */
+    t->cut += p->live_tail && p->live_sessions == 0;
+    t->bad += dmg;
+    if (np <= 3) t->first_pids[np - 1] = p->pid;
+  }
+  return t->np;
+}
+
 size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
-  stkr_process_info sum; /* the drops by reason, summed */
   char reasons[STKR_CLI_DROP_REASONS_MAX];
-  uint64_t drops = 0;
-  uint64_t unclean = 0, live = 0, missing = 0, capdel = 0, recreated = 0;
-  uint64_t capdel_events = 0;
   char events_buf[48];
-  uint64_t empty = 0;
-  uint64_t batches = 0, unaccounted = 0, damaged = 0, bad = 0;
-  uint64_t unreadable = 0, unresolved = 0, cut = 0;
-  size_t i, n = stkr_reader_process_count(r), np = 0;
-  uint32_t first_pids[3] = {0, 0, 0};
+  size_t i, n = stkr_reader_process_count(r), np;
+  inc_sums t;
   sumbuf b = {buf, 0, len};
   const char *sep = " ";
   uint64_t ring_events, ring_sessions;
@@ -400,42 +446,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     return 0;
   ring_sessions = stkr_cli_reader_rings_left(r, &ring_events);
   buf[0] = '\0';
-  memset(&sum, 0, sizeof sum);
-  for (i = 0; i < n; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, i);
-    bool dmg = p->damaged_batches || p->unresolved_events || p->status ||
-               p->counters_overflow || p->accounting_mismatches ||
-               p->unreadable_segments;
-
-    if (!p->incomplete && !dmg)
-      continue;
-    np++;
-    drops += p->drops;
-    sum.drops_ring_full += p->drops_ring_full;
-    sum.drops_reentrant += p->drops_reentrant;
-    sum.drops_other += p->drops_other;
-    sum.drops_write_error += p->drops_write_error;
-    sum.drops_exit += p->drops_exit;
-    unclean += p->unclean_sessions - p->live_sessions;
-    live += p->live_sessions;
-    missing += p->segments_missing;
-    capdel += stkr_cli_cap_deleted(p);
-    capdel_events += p->cap_deleted_events;
-    recreated += p->dir_recreated;
-    empty += p->empty_segments;
-    batches += p->missing_batches;
-    unaccounted += p->unaccounted;
-    damaged += p->damaged_batches;
-    unreadable += p->unreadable_segments;
-    unresolved += p->unresolved_events;
-    /* A last batch cut off mid-write with no writer left to finish it
-     * (report's "CUT OFF"): its events are not counted (QA, session 26:
-     * compliance said "no findings" of a recording whose one batch of
-     * 3 000 events was cut, naming only the unclean end). */
-    cut += p->live_tail && p->live_sessions == 0;
-    bad += dmg;
-    if (np <= 3) first_pids[np - 1] = p->pid;
-  }
+  np = sum_incomplete(r, &t);
   if (np == 0 && ring_sessions == 0 && unrec == 0 && running == 0)
     return 0;
   sum_add(&b, "INCOMPLETE: %zu of %zu process%s", np, n, n == 1 ? "" : "es");
@@ -443,7 +454,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
    * verify's per-process lines do). */
   for (i = 0; i < np && i < 3; i++)
     sum_add(&b, "%s%u", i ? ", " : np == 1 ? " (pid " : " (pids ",
-            (unsigned)first_pids[i]);
+            (unsigned)t.first_pids[i]);
   sum_add(&b, "%s:", np > 3 ? ", ...)" : np ? ")" : "");
 #define SUM_ITEM(cond, ...)                                                   \
   do {                                                                        \
@@ -453,43 +464,43 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
       sep = "; ";                                                             \
     }                                                                         \
   } while (0)
-  SUM_ITEM(bad, "%llu damaged (%llu batch%s lost", (unsigned long long)bad,
-           (unsigned long long)damaged, damaged == 1 ? "" : "es");
-  if (bad && unreadable)
-    sum_add(&b, ", %llu segment%s unreadable", (unsigned long long)unreadable,
-            unreadable == 1 ? "" : "s");
+  SUM_ITEM(t.bad, "%llu damaged (%llu batch%s lost", (unsigned long long)t.bad,
+           (unsigned long long)t.damaged, t.damaged == 1 ? "" : "es");
+  if (t.bad && t.unreadable)
+    sum_add(&b, ", %llu segment%s unreadable", (unsigned long long)t.unreadable,
+            t.unreadable == 1 ? "" : "s");
   /* Events read whose site, thread or stack was defined in what was lost:
    * no rule or filter on sites can select them. */
-  if (bad && unresolved)
-    sum_add(&b, ", %llu event%s unresolved", (unsigned long long)unresolved,
-            unresolved == 1 ? "" : "s");
-  if (bad)
+  if (t.bad && t.unresolved)
+    sum_add(&b, ", %llu event%s unresolved", (unsigned long long)t.unresolved,
+            t.unresolved == 1 ? "" : "s");
+  if (t.bad)
     sum_add(&b, ")");
-  SUM_ITEM(drops, "%llu event%s dropped (%s)", (unsigned long long)drops,
-           drops == 1 ? "" : "s",
-           stkr_cli_drop_reasons(&sum, reasons, sizeof reasons));
-  SUM_ITEM(live, "%llu session%s still recording (the process is alive)",
-           (unsigned long long)live, live == 1 ? "" : "s");
-  SUM_ITEM(unclean, "%llu session%s without a clean end (killed, crashed "
-           "or _exit)", (unsigned long long)unclean,
-           unclean == 1 ? "" : "s");
-  SUM_ITEM(cut, "%llu last batch%s cut off mid-write, not counted",
-           (unsigned long long)cut, cut == 1 ? "" : "es");
-  SUM_ITEM(unaccounted,
+  SUM_ITEM(t.drops, "%llu event%s dropped (%s)", (unsigned long long)t.drops,
+           t.drops == 1 ? "" : "s",
+           stkr_cli_drop_reasons(&t.sum, reasons, sizeof reasons));
+  SUM_ITEM(t.live, "%llu session%s still recording (the process is alive)",
+           (unsigned long long)t.live, t.live == 1 ? "" : "s");
+  SUM_ITEM(t.unclean, "%llu session%s without a clean end (killed, crashed "
+           "or _exit)", (unsigned long long)t.unclean,
+           t.unclean == 1 ? "" : "s");
+  SUM_ITEM(t.cut, "%llu last batch%s cut off mid-write, not counted",
+           (unsigned long long)t.cut, t.cut == 1 ? "" : "es");
+  SUM_ITEM(t.unaccounted,
            "%llu event%s unaccounted for (never written, or in missing "
            "segments)",
-           (unsigned long long)unaccounted, unaccounted == 1 ? "" : "s");
-  SUM_ITEM(missing, "%llu segment%s missing", (unsigned long long)missing,
-           missing == 1 ? "" : "s");
-  SUM_ITEM(capdel, "%llu segment%s deleted by the disk cap%s",
-           (unsigned long long)capdel, capdel == 1 ? "" : "s",
-           stkr_cli_cap_events(capdel_events, events_buf, sizeof events_buf));
-  SUM_ITEM(recreated, "recording directory recreated %llu time%s",
-           (unsigned long long)recreated, recreated == 1 ? "" : "s");
-  SUM_ITEM(empty, "%llu segment%s without any batch",
-           (unsigned long long)empty, empty == 1 ? "" : "s");
-  SUM_ITEM(batches, "%llu batch%s missing", (unsigned long long)batches,
-           batches == 1 ? "" : "es");
+           (unsigned long long)t.unaccounted, t.unaccounted == 1 ? "" : "s");
+  SUM_ITEM(t.missing, "%llu segment%s missing", (unsigned long long)t.missing,
+           t.missing == 1 ? "" : "s");
+  SUM_ITEM(t.capdel, "%llu segment%s deleted by the disk cap%s",
+           (unsigned long long)t.capdel, t.capdel == 1 ? "" : "s",
+           stkr_cli_cap_events(t.capdel_events, events_buf, sizeof events_buf));
+  SUM_ITEM(t.recreated, "recording directory recreated %llu time%s",
+           (unsigned long long)t.recreated, t.recreated == 1 ? "" : "s");
+  SUM_ITEM(t.empty, "%llu segment%s without any batch",
+           (unsigned long long)t.empty, t.empty == 1 ? "" : "s");
+  SUM_ITEM(t.batches, "%llu batch%s missing", (unsigned long long)t.batches,
+           t.batches == 1 ? "" : "es");
   SUM_ITEM(ring_sessions, "%llu event%s of %llu dead writer%s still in ring "
            "files, not read (run 'stackrec recover')",
            (unsigned long long)ring_events, ring_events == 1 ? "" : "s",

@@ -1,0 +1,113 @@
+/*
+ * stkr_header.c: what a batch's Header tells the reader of its process
+ * (stkr_process_info): its name (a chain across exec), what it watched,
+ * when it started, its unwind tables, and the session's accounting
+ * (stkr__acct_header). Split from stkr_batch.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/stkr__reader.h"
+
+/* A pid that exec'd another program has a session per image: its name
+ * becomes the chain, "bash > python3" (QA: a whole python3 run showed as
+ * "bash", the name of the image it was exec'd from). Bounded: a hostile
+ * file's headers cannot grow it past STKR__NAME_CHAIN_MAX. Cosmetic on
+ * failure (out of memory: the name stays). */
+#define STKR__NAME_CHAIN_MAX 256
+static void stkr__name_chain_add(stkr__stream *st, const char *next) {
+  const char *cur = st->process_name, *last;
+  size_t cur_len, next_len;
+  char *grown;
+
+  if (next == NULL || next[0] == '\0' || cur == NULL)
+    return;
+  last = strrchr(cur, '>');
+  last = last != NULL && last > cur && last[-1] == ' ' && last[1] == ' '
+             ? last + 2
+             : cur;
+  cur_len = strlen(cur);
+  next_len = strnlen(next, STKR__NAME_CHAIN_MAX);
+  if (strcmp(last, next) == 0 || cur_len + 3 + next_len > STKR__NAME_CHAIN_MAX)
+    return;
+  if ((grown = malloc(cur_len + 3 + next_len + 1)) == NULL)
+    return;
+  memcpy(grown, cur, cur_len);
+  memcpy(grown + cur_len, " > ", 3);
+  memcpy(grown + cur_len + 3, next, next_len);
+  grown[cur_len + 3 + next_len] = '\0';
+  free(st->process_name);
+  st->process_name = grown;
+  st->info.process_name = grown;
+}
+
+/* Header.watched into st->info.watched: the first Header's, kept while
+ * every later Header says the same; one that says another thing (or a
+ * value past STKR_FMT_WATCHED_MAX, or no memory) makes it "" for good:
+ * then anything may have been watched. */
+static void stkr__apply_watched(stkr__stream *st, const char *w, bool first) {
+  if (w == NULL) w = "";
+  if (st->watched_mixed) return;
+  if (first) {
+    if (w[0] == '\0') return;
+    if (strnlen(w, STKR_FMT_WATCHED_MAX) < STKR_FMT_WATCHED_MAX &&
+        (st->watched = strdup(w)) != NULL)
+      st->info.watched = st->watched;
+    else
+      st->watched_mixed = true;
+    return;
+  }
+  if (strcmp(st->watched != NULL ? st->watched : "", w) == 0) return;
+  st->watched_mixed = true;
+  free(st->watched);
+  st->watched = NULL;
+  st->info.watched = "";
+}
+
+void stkr__apply_header(stkr_reader *r, stkr__stream *st,
+                        const Stackrec__Header *h, const char *path,
+                        uint64_t off) {
+  stkr__apply_watched(st, h->watched, !st->info.have_header);
+  if (st->info.have_header && st->process_name != NULL)
+    stkr__name_chain_add(st, h->process_name);
+  if (!st->info.have_header) {
+    char *name = stkr__strdup0(h->process_name), *arch = stkr__strdup0(h->arch);
+
+    if (name == NULL || arch == NULL) { /* cosmetic: stay with "" */
+      free(name);
+      free(arch);
+    } else {
+      st->process_name = name;
+      st->arch = arch;
+      st->info.process_name = name;
+      st->info.arch = arch;
+    }
+    st->info.have_header = true;
+    st->info.parent_pid = h->parent_pid;
+    st->info.start_mono_ns = h->start_mono_ns;
+    st->info.start_wall_ns = h->start_wall_ns;
+  }
+  if (h->unwind_tables != NULL) {
+    st->info.unwind_tables = true;
+    st->info.unwind_images = h->unwind_tables->images;
+    st->info.unwind_images_failed = h->unwind_tables->images_failed;
+    st->info.unwind_images_without_cfi = h->unwind_tables->images_without_cfi;
+    st->info.unwind_rows = h->unwind_tables->rows;
+    st->info.unwind_rows_fallback = h->unwind_tables->rows_fallback;
+    st->info.unwind_images_cached = h->unwind_tables->images_cached;
+    st->info.unwind_cache_rejected = h->unwind_tables->cache_rejected;
+  }
+  stkr__acct_header(r, st, h, path, off);
+  if (!st->have_session) {
+    st->have_session = true;
+    st->sess_mono = h->start_mono_ns;
+    st->sess_wall = h->start_wall_ns;
+    if (!st->have_sync && h->start_wall_ns != 0) {
+      st->have_sync = true;
+      st->sync_mono = h->start_mono_ns;
+      st->sync_wall = h->start_wall_ns;
+    }
+  }
+  if (st->anon && st->info.pid == 0)
+    st->info.pid = h->pid; /* (a named file's pid is its name's: stkr__misnamed) */
+}
