@@ -17,6 +17,15 @@
 #include "common/stkr_map.h"
 #include "symbolize/symbolize.h"
 
+/* Is the ELF file open on fd whole: its program and section header tables
+ * and every section with contents in the file within its size? A file cut
+ * short (a copy or download interrupted) still reads as ELF and yields
+ * fewer symbols or none, without a word (QA, session 26: `symcache build`
+ * wrote an empty cache that then hid the real debug info; atos printed
+ * bare addresses, exit 0). @return 0, -ENOEXEC (not ELF at all), or
+ * -EINVAL with why (what lies past the end) in why. */
+int stkr__elf_whole(int fd, char *why, size_t cap);
+
 /* ---- separate debug files ----------------------------------------------
  * libdwfl's find_debuginfo callback, for every libdwfl user of ours (the
  * ELF backend in every mode, the symbol cache build): what

@@ -114,6 +114,56 @@ static void hex(char *out, size_t cap, const uint8_t *p, size_t n) {
   for (i = 0; i < n && 2 * i + 2 < cap; i++) sprintf(out + 2 * i, "%02x", p[i]);
 }
 
+/* ---- whole files ---------------------------------------------------------- */
+
+int stkr__elf_whole(int fd, char *why, size_t cap) {
+  struct stat st;
+  GElf_Ehdr eh;
+  Elf_Scn *scn = NULL;
+  size_t shnum = 0;
+  uint64_t size;
+  Elf *e;
+  int rc = -EINVAL;
+
+  if (fstat(fd, &st) != 0) return -errno;
+  size = (uint64_t)st.st_size;
+  (void)elf_version(EV_CURRENT);
+  e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  if (e == NULL || elf_kind(e) != ELF_K_ELF || gelf_getehdr(e, &eh) == NULL) {
+    snprintf(why, cap, "not an ELF file");
+    rc = -ENOEXEC;
+  } else if (eh.e_phnum != 0 &&
+           (eh.e_phoff > size ||
+            (uint64_t)eh.e_phnum * eh.e_phentsize > size - eh.e_phoff))
+    snprintf(why, cap, "its program headers end past its %llu bytes", (unsigned long long)size);
+  /* The header's own count (libelf counts no section of a table outside
+   * the file); 0 with a table: extended numbering, section 0 holds it. */
+  else if ((shnum = eh.e_shnum) == 0 && eh.e_shoff != 0 &&
+           elf_getshdrnum(e, &shnum) != 0)
+    snprintf(why, cap, "its section count lies past its end");
+  else if (eh.e_shoff != 0 &&
+           (eh.e_shoff > size ||
+            (uint64_t)(shnum ? shnum : 1) * eh.e_shentsize >
+                size - eh.e_shoff))
+    snprintf(why, cap, "its section headers end past its %llu bytes", (unsigned long long)size);
+  else {
+    rc = 0;
+    while ((scn = elf_nextscn(e, scn)) != NULL) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type == SHT_NOBITS)
+        continue;
+      if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) {
+        snprintf(why, cap, "section %zu ends past its %llu bytes",
+                 elf_ndxscn(scn), (unsigned long long)size);
+        rc = -EINVAL;
+        break;
+      }
+    }
+  }
+  if (e != NULL) elf_end(e);
+  return rc;
+}
+
 /* ---- separate debug files, locally only ---------------------------------- */
 
 /* Does the ELF file open on fd carry build-id (bid, len)? */
@@ -128,8 +178,13 @@ static bool fd_has_build_id(int fd, const uint8_t *bid, size_t len) {
 
 static int try_debug(const char *path, const uint8_t *bid, size_t len,
                      char **found) {
+  char why[128];
   int fd = stkr_open_regular_high(path, 0);
   if (fd < 0) return -1;
+  if (stkr__elf_whole(fd, why, sizeof why) != 0) { /* not this one */
+    close(fd);
+    return -1;
+  }
   /* A debug file by name must still be the one for this build. */
   if (len && !fd_has_build_id(fd, bid, len)) {
     close(fd);
@@ -344,7 +399,7 @@ nomem:
 
 /* ---- opening a module ---------------------------------------------------- */
 
-typedef enum { BID_MATCH, BID_NOFILE, BID_MISMATCH, BID_NONE } bidres;
+typedef enum { BID_MATCH, BID_NOFILE, BID_MISMATCH, BID_NONE, BID_CUT } bidres;
 
 /* Open `path` and compare its build-id with the image's. On BID_MATCH (or
  * BID_NONE when the image has no build-id to compare) *fd is the open
@@ -357,6 +412,11 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
 
   *fd = stkr_open_regular_high(path, 0);
   if (*fd < 0) return BID_NOFILE;
+  switch (stkr__elf_whole(*fd, got, got_cap)) { /* why, in got */
+  case 0: break;
+  case -ENOEXEC: close(*fd); return BID_NOFILE; /* (a Mach-O file) */
+  default: close(*fd); return BID_CUT;
+  }
   e = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
   if (!e || elf_kind(e) != ELF_K_ELF) {
     if (e) elf_end(e);
@@ -403,6 +463,7 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
       r = check_file(m, path, &fd, got, sizeof got);
       if (r == BID_MATCH) goto ok;
       if (r == BID_NONE) close(fd); /* by name without build-id: no proof */
+      if (r == BID_CUT) warnf(be, "%s: cut short: %s; not used", path, got);
       if (r == BID_MISMATCH && !mism[0])
         snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
     }
@@ -411,6 +472,11 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
     r = check_file(m, m->img.path, &fd, got, sizeof got);
     snprintf(path, sizeof path, "%s", m->img.path);
     if (r == BID_MATCH) goto ok;
+    if (r == BID_CUT) {
+      warnf(be, "%s: cut short: %s; its frames keep image+offset",
+            m->img.path, got);
+      return -1;
+    }
     if (r == BID_NONE) {
       /* No build-id recorded: the recording process's own mapped file is
        * what it ran; after the fact there is no way to tell. */

@@ -405,6 +405,13 @@ int stkr__symfile_open(const char *path, const char *arch, const uint8_t *uuid,
         rc = -ENOENT;
       }
     }
+  } else if (memcmp(magic, ELFMAG, SELFMAG) == 0 &&
+             (rc = stkr__elf_whole(fd, err, cap)) != 0) {
+    /* Cut short: say what lies past the end (the backend would only find
+     * it unusable, or answer bare addresses from what is left). */
+    char why[128];
+    snprintf(why, sizeof why, "%s", err);
+    snprintf(err, cap, "%s: an ELF file cut short: %s", f->path, why);
   } else {
     /* ELF: the backend, with this one file as its only image at bias 0
      * (it reads only absolute paths; no build-id to check: the user named

@@ -178,6 +178,15 @@ int stkr__symelf_walk(const char *path, const stkr__symwalk_ops *ops,
              fd == -EINVAL ? "not a regular file" : strerror(-fd));
     return fd;
   }
+  {
+    char why[128];
+    if ((rc = stkr__elf_whole(fd, why, sizeof why)) != 0) {
+      snprintf(err, cap, rc == -ENOEXEC ? "%s: %s" : "%s: an ELF file cut "
+               "short: %s", path, why);
+      close(fd);
+      return -EINVAL;
+    }
+  }
   if (!(dwfl = dwfl_begin(&cb))) {
     close(fd);
     snprintf(err, cap, "%s: out of memory", path);

@@ -110,6 +110,29 @@ static void test_elf(void **state) {
   assert_int_equal(compare(obj, "-", "--elf-symtab-files"), 0);
 }
 
+/* An ELF file cut short (a copy or download interrupted) is named as such,
+ * exit 3, by atos and by symcache build (QA, session 26: atos printed bare
+ * addresses, exit 0; symcache build wrote an empty cache, exit 0, that then
+ * hid the real debug info). */
+static void test_elf_cut_short(void **state) {
+  (void)state;
+  for (int i = 0; i < 3; i++) {
+    static const char *const keep[] = {"64", "1000", "-100"};
+    /* In a subshell: mt_sh sends the command's stdout to its capture. */
+    assert_int_equal(mt_sh("(f='%s/tests/symfixture/symfixture' n=%s; "
+                           "[ $n -lt 0 ] && n=$(( $(stat -c %%s \"$f\") + n )); "
+                           "head -c $n \"$f\" > '%s/elfcut')", mt_src, keep[i],
+                           mt_tmp), 0);
+    assert_int_equal(mt_sh("'%s' atos -o '%s/elfcut' 0x1000", mt_tool, mt_tmp),
+                       3);
+    if (strstr(mt_err, "/elfcut: an ELF file cut short: ") == NULL)
+      fail_msg("atos of %s bytes: \"%s\"", keep[i], mt_err);
+    assert_int_equal(mt_sh("'%s' symcache build '%s/elfcut' -o '%s/elfcut.d'",
+                           mt_tool, mt_tmp, mt_tmp), 3);
+    assert_non_null(strstr(mt_err, "an ELF file cut short: "));
+  }
+}
+
 /* -l: an address in a process that loaded the image elsewhere. */
 static void test_load_address(void **state) {
   char a[256], b[256];
@@ -269,6 +292,6 @@ static void test_go_cgo(void **state) {
 }
 
 MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
-             test_thin_and_dwarf5, test_symbol_table_only, test_objc, test_elf,
+             test_thin_and_dwarf5, test_symbol_table_only, test_objc, test_elf, test_elf_cut_short,
              test_load_address, test_json_and_arch, test_errors, test_swift,
              test_go_cgo)

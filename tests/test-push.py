@@ -652,6 +652,11 @@ def credentials_case(s, a):
     r = stackrec("push", "--url", "http://pusher:%s@127.0.0.1:%d" % (pw, s.http), a)
     check("credentials in --url: refused without echoing them",
           r.returncode == 2 and pw not in r.stderr, r.stderr)
+    fifo = os.path.join(TMP, "pw-fifo")
+    os.mkfifo(fifo, 0o600)
+    r = push(s, "--user", "pusher", "--password-file", fifo, a)
+    check("password file a FIFO: refused at once, exit 2 (it waited forever: QA, session 26)",
+          r.returncode == 2 and "not a regular file" in r.stderr, r.stderr)
 
 
 def two_shards(recs, answers, single_counts):

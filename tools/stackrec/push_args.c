@@ -75,7 +75,9 @@ static int read_password(const char *file, char *buf, size_t len,
     *out = getenv("STACKREC_CH_PASSWORD");
     return 0;
   }
-  fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  /* O_NONBLOCK: a FIFO would block the open until a writer came (QA,
+   * session 26: forever); it is refused below as not a regular file. */
+  fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0 || fstat(fd, &st) != 0) {
     fprintf(stderr, "stackrec push: --password-file %s: %s\n", file,
             strerror(errno));
