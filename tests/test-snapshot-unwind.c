@@ -192,6 +192,58 @@ static void test_unwind_plt_entry(void **state) {
 #endif
 }
 
+#if defined(__x86_64__)
+/* A signal trampoline's CFI as glibc's __restore_rt has it: the CFA an
+ * expression (*(rsp + 16)), rip saved at the address of an expression
+ * (rsp + 24: DW_CFA_expression, which libdw hands out with
+ * DW_OP_call_frame_cfa in front). */
+__asm__(".text\n"
+        ".globl snap_sigtramp\n"
+        ".type snap_sigtramp, @function\n"
+        "snap_sigtramp:\n"
+        ".cfi_startproc\n"
+        ".cfi_signal_frame\n"
+        ".cfi_escape 0x0f, 3, 0x77, 16, 0x06\n" /* def_cfa_expression */
+        ".cfi_escape 0x10, 16, 2, 0x77, 24\n"   /* rip: expression */
+        "nop\n"
+        ".globl snap_sigtramp_at\n"
+        "snap_sigtramp_at:\n"
+        "nop\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size snap_sigtramp, .-snap_sigtramp\n");
+extern char snap_sigtramp_at[];
+#endif
+
+/* A thread in a signal handler: the step through the trampoline reaches
+ * the interrupted frame (QA, session 26: the evaluator wanted exactly one
+ * value on its stack, so the step failed and the frame-pointer rule
+ * skipped the interrupted frames, or the walk ended there). */
+static void test_unwind_signal_trampoline(void **state) {
+#if defined(__x86_64__)
+  stkr_snap_images im;
+  stkr_snap_thread t;
+  char err[512];
+  uint64_t interrupted = (uint64_t)(uintptr_t)&fake_thread + 24;
+  (void)state;
+  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  fake_thread(&t, 4096);
+  t.regs.pc = (uint64_t)(uintptr_t)snap_sigtramp_at;
+  t.regs.fp = 0;
+  put64(&t, FAKE_SP + 16, FAKE_SP + 0x200); /* the interrupted rsp */
+  put64(&t, FAKE_SP + 24, interrupted);     /* its rip */
+  stkr_snap_unwind(&im, &t);
+  assert_true(t.n_pcs >= 2);
+  assert_int_equal(t.pcs[0], (uint64_t)(uintptr_t)snap_sigtramp_at);
+  assert_int_equal(t.pcs[1], interrupted);
+  free(t.stack);
+  stkr_snap_images_free(&im);
+#else
+  (void)state;
+  skip(); /* the hand-written trampoline is x86_64 */
+#endif
+}
+
 static void test_unwind_depth_bound(void **state) {
   const stkr_snap_images none = g_code;
   stkr_snap_thread t;
@@ -245,5 +297,6 @@ int main(void) {
       "snapshot-unwind", NULL, NULL,
       TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
                test_unwind_stale_epilogue_rule, test_unwind_plt_entry,
+               test_unwind_signal_trampoline,
                test_unwind_random_copies));
 }

@@ -142,8 +142,13 @@ static bool eval(const ustate *u, const Dwarf_Op *ops, size_t n,
       }
     }
   }
-  if (sp != 1) return false;
-  *out = st[0];
+  /* The result is the top of the stack (DWARF 2.5.1): libdw puts
+   * DW_OP_call_frame_cfa in front of a DW_CFA_expression rule, so a signal
+   * trampoline's return-address rule leaves the CFA below its result
+   * (QA, session 26: the walk stopped at the trampoline, or went on by
+   * frame pointers past the interrupted frames). */
+  if (sp < 1) return false;
+  *out = st[sp - 1];
   return true;
 }
 
