@@ -244,6 +244,29 @@ static void test_unwind_signal_trampoline(void **state) {
 #endif
 }
 
+/* A chain that leads above the copy: truncated when the stack goes on
+ * past the copy (stack_cut: the 256 KiB window), complete when the copy
+ * is the whole stack (QA, session 26: 101 frames of 8 KiB gave 33,
+ * "truncated": false). */
+static void test_unwind_past_the_copy(void **state) {
+  const stkr_snap_images none = g_code;
+  stkr_snap_thread t;
+  (void)state;
+  for (int cut = 0; cut < 2; cut++) {
+    fake_thread(&t, 4096);
+    t.stack_cut = cut;
+    t.regs.fp = FAKE_SP + 0x100;
+    put64(&t, FAKE_SP + 0x100, FAKE_SP + 0x800);
+    put64(&t, FAKE_SP + 0x108, 0x402010);
+    put64(&t, FAKE_SP + 0x800, FAKE_SP + 4096 + 0x100); /* above the copy */
+    put64(&t, FAKE_SP + 0x808, 0x402020);
+    stkr_snap_unwind(&none, &t);
+    assert_int_equal(t.n_pcs, 3);
+    assert_int_equal(t.truncated, cut == 1);
+    free(t.stack);
+  }
+}
+
 static void test_unwind_depth_bound(void **state) {
   const stkr_snap_images none = g_code;
   stkr_snap_thread t;
@@ -297,6 +320,6 @@ int main(void) {
       "snapshot-unwind", NULL, NULL,
       TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
                test_unwind_stale_epilogue_rule, test_unwind_plt_entry,
-               test_unwind_signal_trampoline,
+               test_unwind_signal_trampoline, test_unwind_past_the_copy,
                test_unwind_random_copies));
 }

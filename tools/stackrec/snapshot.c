@@ -193,7 +193,11 @@ static void put_thread(const snap_run *r, const stkr_snap_images *im,
     at += n;
   }
   if (r->json) fputs("]}", stdout);
-  else if (t->truncated) puts("... (more frames: depth limit)");
+  else if (t->truncated)
+    printf("... (more frames: %s)\n", t->n_pcs == STKR_SNAP_MAX_DEPTH
+                                           ? "depth limit"
+                                           : "past the 256 KiB of stack "
+                                             "copied");
 }
 
 /* Symbolize (and record) one snapshot, and print it. */

@@ -166,6 +166,8 @@ int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
     t1 = now_ns();
     e = get_regs(list[i], &t->regs);
     if (e == 0) t->stack_len = read_stack(task, t->regs.sp, scratch);
+    /* A full window: the region may go on past it (snapshot_backend.h). */
+    t->stack_cut = t->stack_len == STKR_SNAP_STACK_MAX;
     thread_resume(list[i]);
     t->stop_ns = now_ns() - t0;
     t->held_ns = now_ns() - t1;

@@ -31,7 +31,7 @@
 /* Most PCs kept per thread (the recorder's STKR_MAX_DEPTH). */
 #define STKR_SNAP_MAX_DEPTH 256
 /* Most stack bytes copied per thread from its stack pointer up. */
-#define STKR_SNAP_STACK_MAX (256u << 10)
+#define STKR_SNAP_STACK_MAX (256u << 10) /* snapshot.c says "256 KiB" */
 
 /* What the backend read of one thread while it was stopped. */
 typedef struct stkr_snap_regs {
@@ -45,6 +45,9 @@ typedef struct stkr_snap_thread {
   stkr_snap_regs regs;
   uint8_t *stack;     /* copy of [regs.sp, regs.sp + stack_len); owned */
   uint64_t stack_len;
+  bool stack_cut;     /* the stack's mapping goes on past the copy (it is
+                         at most STKR_SNAP_STACK_MAX): a walk that runs
+                         out of it is truncated */
   /* How long the thread was stopped, bounded from both sides: stop_ns
    * from the interrupt to the end of the detach (includes the time the
    * thread took to reach its stop: an upper bound), held_ns from the stop

@@ -196,7 +196,8 @@ static int read_and_detach(const stkr_snap_map *maps,
   if (err == 0) {
     struct iovec local, remote;
     end = stack_end(maps, n_maps, t->regs.sp);
-    if (end - t->regs.sp > STKR_SNAP_STACK_MAX)
+    t->stack_cut = end - t->regs.sp > STKR_SNAP_STACK_MAX;
+    if (t->stack_cut)
       end = t->regs.sp + STKR_SNAP_STACK_MAX;
     local = (struct iovec){scratch, (size_t)(end - t->regs.sp)};
     remote = (struct iovec){(void *)(uintptr_t)t->regs.sp, local.iov_len};

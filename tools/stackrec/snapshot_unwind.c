@@ -44,9 +44,12 @@ typedef struct ustate {
   uint64_t lo, hi; /* the copy covers [lo, hi) of the target */
   uint64_t pc, sp, fp, lr, cfa;
   bool have_lr, have_cfa;
+  bool past_end; /* a read above the copy was refused */
 } ustate;
 
-static bool load(const ustate *u, uint64_t addr, uint64_t *v) {
+static bool load(ustate *u, uint64_t addr, uint64_t *v) {
+  if (addr >= u->lo && (u->hi - u->lo < 8 || addr > u->hi - 8))
+    u->past_end = true;
   if (addr < u->lo || addr > u->hi - 8 || u->hi - u->lo < 8) return false;
   memcpy(v, u->t->stack + (addr - u->lo), 8);
   return true;
@@ -86,7 +89,7 @@ static bool binary_op(uint8_t op, uint64_t a, uint64_t b, uint64_t *out) {
  * PLT's: rsp + 8 + (((rip & 15) >= 11) << 3), GNU ld's). *is_value:
  * the result is the register's value (DW_OP_stack_value, DW_OP_regN),
  * not the address where it was saved. @return false: not understood. */
-static bool eval(const ustate *u, const Dwarf_Op *ops, size_t n,
+static bool eval(ustate *u, const Dwarf_Op *ops, size_t n,
                  uint64_t *out, bool *is_value) {
   uint64_t st[8];
   size_t sp = 0;
@@ -154,7 +157,7 @@ static bool eval(const ustate *u, const Dwarf_Op *ops, size_t n,
 
 /* The caller's value of register reg by the frame's rule. @return 1 value
  * in *v, 0 undefined (outermost), -1 not understood or not readable. */
-static int caller_reg(const ustate *u, Dwarf_Frame *fr, int reg, uint64_t *v) {
+static int caller_reg(ustate *u, Dwarf_Frame *fr, int reg, uint64_t *v) {
   Dwarf_Op mem[3], *ops = NULL;
   size_t n = 0;
   uint64_t x;
@@ -220,9 +223,14 @@ out:
  * when the chain ends. */
 static int fp_step(ustate *u, bool *last) {
   uint64_t next, ra;
+  if (u->fp > u->sp && u->hi - u->lo >= STKR_FP_RECORD &&
+      u->fp > u->hi - STKR_FP_RECORD)
+    u->past_end = true; /* a record above the copy */
   if (!stkr_fp_record_ok(u->fp, u->lo, u->hi) || u->fp < u->sp) return 0;
   if (!load(u, u->fp, &next) || !load(u, u->fp + 8, &ra)) return 0;
   *last = stkr_fp_last(next, u->fp, u->hi - STKR_FP_RECORD);
+  if (*last && next > u->fp && next > u->hi - STKR_FP_RECORD)
+    u->past_end = true; /* the next record lies above the copy */
   u->pc = ra;
   u->sp = u->fp + STKR_FP_RECORD;
   u->fp = next;
@@ -256,4 +264,8 @@ void stkr_snap_unwind(const stkr_snap_images *im, stkr_snap_thread *t) {
     }
     t->pcs[t->n_pcs++] = u.pc;
   }
+  /* The walk needed what lies above the copy, and the stack goes on
+   * there: cut, not complete (QA, session 26: 101 frames of 8 KiB gave 33,
+   * "truncated": false). */
+  if (u.past_end && t->stack_cut) t->truncated = true;
 }
