@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -267,6 +269,36 @@ static void test_unwind_past_the_copy(void **state) {
   }
 }
 
+/* The executable mapped again elsewhere (node maps its text again on huge
+ * pages): two images of one file, and the libraries between are still
+ * theirs (QA, session 26: one range from the lowest mapping to the highest
+ * named libc's and a dlopen'd library's PCs as the executable's). */
+static void test_images_mapped_twice(void **state) {
+  stkr_snap_images im;
+  const stkr_snap_image *exe, *again, *lib;
+  char err[512];
+  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  void *map;
+  (void)state;
+  assert_true(fd >= 0);
+  map = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+  close(fd);
+  assert_true(map != MAP_FAILED);
+  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  exe = stkr_snap_image_of(&im, (uint64_t)(uintptr_t)&fake_thread);
+  again = stkr_snap_image_of(&im, (uint64_t)(uintptr_t)map);
+  lib = stkr_snap_image_of(&im, (uint64_t)(uintptr_t)&getpid);
+  assert_non_null(exe);
+  assert_non_null(again);
+  assert_non_null(lib);
+  assert_true(exe != again);
+  assert_string_equal(exe->path, again->path);
+  assert_true(lib != exe && lib != again);
+  assert_string_not_equal(lib->path, exe->path); /* libc (or a sanitizer's) */
+  stkr_snap_images_free(&im);
+  munmap(map, 4096);
+}
+
 static void test_unwind_depth_bound(void **state) {
   const stkr_snap_images none = g_code;
   stkr_snap_thread t;
@@ -321,5 +353,6 @@ int main(void) {
       TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
                test_unwind_stale_epilogue_rule, test_unwind_plt_entry,
                test_unwind_signal_trampoline, test_unwind_past_the_copy,
+               test_images_mapped_twice,
                test_unwind_random_copies));
 }

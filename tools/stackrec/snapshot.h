@@ -33,6 +33,8 @@ typedef struct stkr_snap_image {
   void *elf;        /* Elf * (libelf) of the file, or NULL */
   void *cfi;        /* Dwarf_CFI * of its .eh_frame, or NULL */
   int fd;
+  uint64_t map_bias; /* lo - file offset of its first executable mapping:
+                        a mapping of the file placed alike is more of it */
 } stkr_snap_image;
 
 typedef struct stkr_snap_images {

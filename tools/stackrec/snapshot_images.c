@@ -124,8 +124,12 @@ static void open_file(const char *base, const mapline *m,
   img->cfi = dwarf_getcfi_elf(elf); /* NULL: no .eh_frame (fp walk only) */
 }
 
-/* The executable mapping m of a file: a new image, or more text of the
- * last one (a file maps its text once, but be lenient). */
+/* The executable mapping m of a file: more text of an image of that file
+ * placed alike (the same address - offset), else an image of its own. A
+ * file mapped twice elsewhere (node maps its text again, on huge pages)
+ * is two images: one range from the lowest to the highest took in every
+ * library, anonymous JIT code and the stack between, named as the
+ * executable (QA, session 26). */
 static int add_exec(const char *base, stkr_snap_images *im,
                     const mapline *m, size_t *cap, bool first) {
   stkr_snap_image *img;
@@ -138,7 +142,10 @@ static int add_exec(const char *base, stkr_snap_images *im,
     len -= sizeof deleted - 1;
   for (size_t i = 0; i < im->n; i++) {
     img = &im->v[i];
-    if (strlen(img->path) == len && memcmp(img->path, p, len) == 0) {
+    if (strlen(img->path) == len && memcmp(img->path, p, len) == 0)
+      first = first || img->sym.app; /* the executable mapped again */
+    if (strlen(img->path) == len && memcmp(img->path, p, len) == 0 &&
+        img->map_bias == m->lo - m->off) {
       if (m->hi > img->sym.text_end) img->sym.text_end = m->hi;
       if (m->lo < img->sym.text_start) img->sym.text_start = m->lo;
       return 0;
@@ -155,6 +162,7 @@ static int add_exec(const char *base, stkr_snap_images *im,
   img->sym.text_start = m->lo;
   img->sym.text_end = m->hi;
   img->sym.app = first; /* the main executable maps first */
+  img->map_bias = m->lo - m->off;
   open_file(base, m, img);
   return 0;
 }
