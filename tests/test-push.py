@@ -512,7 +512,12 @@ def mark_case(s, d):
           s.count("SELECT count() FROM markdb.marks") == n_marks, r.stderr)
     m = stackrec("mark", c, "app.background")
     check("mark: stackrec mark exits 0", m.returncode == 0, m.stderr)
+    summary = {t: s.count("SELECT count() FROM markdb.%s" % t)
+               for t in ("processes", "images", "sites", "drops")}
     r = push(s, "--database", "markdb", "--device", "d8", c)
+    again = {t: s.count("SELECT count() FROM markdb.%s" % t) for t in summary}
+    check("mark: the summary's rows are not sent again, even before a merge "
+          "(QA, session 26: all four were)", again == summary, (summary, again))
     check("mark: second push sends no event, the new mark",
           r.returncode == 0 and " 0 events pushed" in r.stderr and
           re.search(r"marks: [1-9]\d* pushed", r.stderr), r.stderr)

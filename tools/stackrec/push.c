@@ -81,6 +81,10 @@ typedef struct pass {
   size_t n_done, cap_done;
   bool summary_done;    /* the summary row covers summary_events */
   uint64_t summary_events;
+  /* Events read but external marks (`stackrec mark`): what the summary's
+   * rows (images, sites, processes, drops) describe. A new mark changes
+   * none of them (QA, session 26: each one sent all four again). */
+  uint64_t summary_total;
   /* reading */
   stkr_event_view ev;
   bool have_ev, eof;
@@ -301,8 +305,12 @@ static int next_event(pass *p) {
     p->next_n = 0;
     p->next_ext = EXT_MARK_ORD;
   }
-  p->n = p->ev.is_mark && p->ev.thread_id == 0 ? p->next_ext++ /* external */
-                                               : p->next_n++;
+  if (p->ev.is_mark && p->ev.thread_id == 0) {
+    p->n = p->next_ext++; /* external */
+  } else {
+    p->n = p->next_n++;
+    p->summary_total++;
+  }
   p->total++;
   p->have_ev = true;
   return 1;
@@ -549,9 +557,9 @@ static stkr__ch_fail send_recording(pass *p) {
 static stkr__ch_fail send_summary(pass *p) {
   stkr__buf im = {0}, si = {0}, pr = {0}, dr = {0};
   stkr__ch_fail f = STKR_CH_LOCAL;
-  range all = {SUMMARY_PID, 0, p->total};
+  range all = {SUMMARY_PID, 0, p->summary_total};
 
-  if (p->summary_done && p->summary_events == p->total)
+  if (p->summary_done && p->summary_events == p->summary_total)
     return STKR_CH_OK;
   if (stkr__rows_summary(p->r, &p->id, &im, &si, &pr, &dr) == 0 &&
       (f = insert_mem(p, "images", stkr__cols_images, &im)) == STKR_CH_OK &&
@@ -630,7 +638,7 @@ static void pass_reset(pass *p) {
   p->n_done = 0;
   p->summary_done = false;
   p->summary_events = 0;
-  p->total = p->n = 0;
+  p->total = p->n = p->summary_total = 0;
   p->proc = 0;
 }
 
