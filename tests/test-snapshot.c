@@ -604,6 +604,23 @@ static void test_threads_vanishing(void **state) {
   fixture_expect_ok(&f);
 }
 
+/* A series across an exec stops there, saying so (QA, session 26: the
+ * later snapshots were one unnamed PC each, filed under the old name, exit
+ * 0). The target: sh, which sleeps 2 s and then execs sleep. */
+static void test_series_across_exec(void **state) {
+  (void)state;
+  pid_t c = fork();
+  if (c == 0) {
+    execl("/bin/sh", "sh", "-c", "sleep 2; exec sleep 30", (char *)NULL);
+    _exit(127);
+  }
+  assert_true(c > 0);
+  int rc = cr_run("snapshot -q --count 12 --interval 500 %d", (int)c);
+  kill(c, SIGKILL);
+  waitpid(c, NULL, 0);
+  if (rc != 3 || strstr(cr_err, "exec'd another program (after ") == NULL)
+    fail_msg("exit %d: %s", rc, cr_err);
+}
 
 int main(void) {
   return TL_RUN_GROUP(
@@ -614,5 +631,6 @@ int main(void) {
                test_traced_already, test_thread_name_with_newline,
                test_main_thread_exited,
                test_signal_never_leaves_target_stopped,
-               test_process_exits_during_series, test_threads_vanishing));
+               test_process_exits_during_series, test_threads_vanishing,
+               test_series_across_exec));
 }

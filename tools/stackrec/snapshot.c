@@ -435,10 +435,20 @@ static int setup(snap_run *r, stkr_snap_images *im) {
   return 0;
 }
 
+/* Did the process exec another program since `id` was read? Its image
+ * list, read once per run, would then name nothing right (QA, session 26:
+ * a series across an exec filed one-PC stacks under the old name). */
+static bool execd(pid_t pid, const uint8_t *id, int id_len) {
+  uint8_t now[1024];
+  int n = stkr_snap_exec_id(pid, now, sizeof now);
+  return id_len > 0 && n > 0 && (n != id_len || memcmp(now, id, (size_t)n) != 0);
+}
+
 static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
                       unsigned *taken) {
   char err[600];
-  int rc = 0;
+  uint8_t id[1024];
+  int rc = 0, id_len = stkr_snap_exec_id(r->pid, id, sizeof id);
 
   for (unsigned i = 0; i < r->count && rc == 0 && !g_signal; i++) {
     stkr_snap s;
@@ -448,6 +458,13 @@ static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
                             (long)(r->interval_ms % 1000) * 1000000L};
       while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !g_signal) {}
       if (g_signal) break;
+      if (execd(r->pid, id, id_len)) {
+        fflush(stdout);
+        fprintf(stderr, "stackrec snapshot: process %d exec'd another "
+                "program (after %u snapshot%s): its images were read for "
+                "the first; stopping\n", (int)r->pid, i, i == 1 ? "" : "s");
+        return STKR_CLI_NO_INPUT;
+      }
       /* New threads have new stacks: their bounds come from the maps. */
       stkr_snap_images_read(r->pid, im, false, err, sizeof err);
     }

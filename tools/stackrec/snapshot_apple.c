@@ -92,6 +92,13 @@ static uint64_t read_stack(task_t task, uint64_t sp, uint8_t *buf) {
   return got;
 }
 
+int stkr_snap_exec_id(pid_t pid, uint8_t *buf, size_t cap) {
+  (void)pid;
+  (void)buf;
+  (void)cap;
+  return 0; /* not checked on Apple platforms */
+}
+
 static void thread_meta(thread_act_t th, stkr_snap_thread *t) {
   thread_identifier_info_data_t id;
   thread_extended_info_data_t ext;

@@ -87,6 +87,12 @@ typedef struct stkr_snap {
  * microseconds of each stop).
  * @return 0; -ESRCH (no such process, or it exited meanwhile), -EPERM
  *         (not allowed to trace it), -ENOMEM, -EIO; err says which. */
+/* What identifies pid's program image, into buf (cap bytes): an exec
+ * changes it (Linux: /proc/PID/auxv, whose entry point and random-bytes
+ * address an exec renews). @return its length, 0 when the platform has
+ * none (no check), or a negative errno. */
+int stkr_snap_exec_id(pid_t pid, uint8_t *buf, size_t cap);
+
 int stkr_snap_take(pid_t pid, const stkr_snap_map *maps, size_t n_maps,
                    stkr_snap *out, char *err, size_t err_cap);
 void stkr_snap_free(stkr_snap *s);

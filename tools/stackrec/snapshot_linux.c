@@ -220,6 +220,23 @@ static int read_and_detach(const stkr_snap_map *maps,
   return err;
 }
 
+int stkr_snap_exec_id(pid_t pid, uint8_t *buf, size_t cap) {
+  char path[64];
+  size_t len = 0;
+  int fd;
+
+  snprintf(path, sizeof path, "/proc/%d/auxv", (int)pid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return -errno;
+  while (len < cap) {
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  close(fd);
+  return (int)len;
+}
+
 static void hold_signals(sigset_t *old) {
   sigset_t hold;
   static const int sigs[] = {STKR_SNAP_HELD_SIGNALS, SIGCHLD};
