@@ -32,8 +32,9 @@
  *    vfat, CIFS, WSL's drvfs every file reads as executable: the first
  *    file's mode tells, marks_off). The directory may thus exceed the
  *    cap by one segment per process, and 4 segments or half the cap in
- *    sessions' final segments. A deleted segment leaves a 20-byte tombstone under its name
- *    (cap_delete) saying which process's cap took it; a process counts in
+ *    sessions' final segments. A deleted segment leaves a 20-byte
+ *    tombstone under its name (cap_delete) saying which process's cap
+ *    took it; a process counts in
  *    its own counters the deletions of its own session's segments only
  *    (not an earlier session's of the same pid), so each loss
  *    is told once, for the process that had the events. The worker
