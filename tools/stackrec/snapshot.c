@@ -106,6 +106,10 @@ typedef struct snap_run {
   size_t cap_frames;
   stkr__symdefs defs; /* this snapshot's new ones (for the writer) */
   unsigned notes;
+  /* The program image the images were read from (stkr_snap_exec_id), read
+   * before them: an exec after it is seen at the next snapshot. */
+  uint8_t exec_id[1024];
+  int exec_id_len;
 } snap_run;
 
 static void sym_warn(void *arg, const char *why) {
@@ -399,6 +403,7 @@ static int setup(snap_run *r, stkr_snap_images *im) {
             (int)r->pid);
     return STKR_CLI_NO_INPUT;
   }
+  r->exec_id_len = stkr_snap_exec_id(r->pid, r->exec_id, sizeof r->exec_id);
   if ((e = stkr_snap_images_read(r->pid, im, true, err, sizeof err)) != 0) {
     if (e == -EACCES || e == -EPERM)
       fprintf(stderr, "stackrec snapshot: process %d: permission denied: "
@@ -447,8 +452,7 @@ static bool execd(pid_t pid, const uint8_t *id, int id_len) {
 static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
                       unsigned *taken) {
   char err[600];
-  uint8_t id[1024];
-  int rc = 0, id_len = stkr_snap_exec_id(r->pid, id, sizeof id);
+  int rc = 0;
 
   for (unsigned i = 0; i < r->count && rc == 0 && !g_signal; i++) {
     stkr_snap s;
@@ -458,16 +462,16 @@ static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
                             (long)(r->interval_ms % 1000) * 1000000L};
       while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !g_signal) {}
       if (g_signal) break;
-      if (execd(r->pid, id, id_len)) {
-        fflush(stdout);
-        fprintf(stderr, "stackrec snapshot: process %d exec'd another "
-                "program (after %u snapshot%s): its images were read for "
-                "the first; stopping\n", (int)r->pid, i, i == 1 ? "" : "s");
-        return STKR_CLI_NO_INPUT;
-      }
-      /* New threads have new stacks: their bounds come from the maps. */
-      stkr_snap_images_read(r->pid, im, false, err, sizeof err);
     }
+    if (execd(r->pid, r->exec_id, r->exec_id_len)) {
+      fflush(stdout);
+      fprintf(stderr, "stackrec snapshot: process %d exec'd another program "
+              "(after %u snapshot%s): its images were read before; "
+              "stopping\n", (int)r->pid, i, i == 1 ? "" : "s");
+      return STKR_CLI_NO_INPUT;
+    }
+    /* New threads have new stacks: their bounds come from the maps. */
+    if (i > 0) stkr_snap_images_read(r->pid, im, false, err, sizeof err);
     e = stkr_snap_take(r->pid, im->maps, im->n_maps, &s, err, sizeof err);
     if (e != 0) {
       fflush(stdout);
