@@ -168,6 +168,9 @@ void stkr__symfile_prefetch(const stkr__symfile *f, uint64_t addr, int step);
 typedef struct stkr__symcache_stats {
   uint64_t ranges, frames, string_bytes, file_bytes;
   uint64_t dwarf_bytes; /* of the source's __DWARF sections */
+  /* "" or a separate debug file found for it but not used, and why (cut
+   * short): its DWARF is then missing from the cache (for a warning). */
+  char debug_not_used[600];
 } stkr__symcache_stats;
 /* Write the cache of `f` (a Mach-O symfile, or an ELF file: its DWARF
  * and symbols as the ELF backend reads them, symcache_elf.c) to `path`

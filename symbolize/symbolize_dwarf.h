@@ -43,6 +43,10 @@ int stkr__elf_whole(int fd, char *why, size_t cap);
 typedef struct stkr__debug_dirs {
   char **dirs;
   size_t n;
+  /* NULL, or where the first debug file found but not used (cut short) is
+   * named, with why: `symcache build` warns of it. */
+  char *not_used;
+  size_t not_used_cap;
 } stkr__debug_dirs;
 int stkr__find_debuginfo(Dwfl_Module *mod, void **userdata,
                          const char *modname, Dwarf_Addr base,
@@ -265,6 +269,7 @@ typedef struct stkr__symelf_out {
   uint64_t lo, hi; /* the executable segments' span (file addresses) */
   uint64_t dwarf_bytes; /* of the .debug_ sections, as stored */
   bool has_dwarf;
+  char debug_not_used[600]; /* as stkr__symcache_stats' */
 } stkr__symelf_out;
 
 /* stkr__dw_walk over the ELF file at path, its DWARF found as the ELF

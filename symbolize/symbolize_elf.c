@@ -176,12 +176,15 @@ static bool fd_has_build_id(int fd, const uint8_t *bid, size_t len) {
   return ok;
 }
 
-static int try_debug(const char *path, const uint8_t *bid, size_t len,
-                     char **found) {
+static int try_debug(const stkr__debug_dirs *dd, const char *path,
+                     const uint8_t *bid, size_t len, char **found) {
   char why[128];
   int fd = stkr_open_regular_high(path, 0);
   if (fd < 0) return -1;
   if (stkr__elf_whole(fd, why, sizeof why) != 0) { /* not this one */
+    if (dd != NULL && dd->not_used != NULL && dd->not_used[0] == '\0')
+      snprintf(dd->not_used, dd->not_used_cap, "%s: cut short: %s", path,
+               why);
     close(fd);
     return -1;
   }
@@ -216,7 +219,7 @@ int stkr__find_debuginfo(Dwfl_Module *mod, void **userdata,
   for (size_t i = 0; len > 1 && fd < 0 && i <= n_dirs; i++) {
     snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug",
              i < n_dirs ? dd->dirs[i] : "/usr/lib/debug", hexid, hexid + 2);
-    fd = try_debug(path, bits, (size_t)len, out);
+    fd = try_debug(dd, path, bits, (size_t)len, out);
   }
   for (size_t k = 0; fd < 0 && debuglink_file && k < 3 + n_dirs; k++) {
     if (k < 2)
@@ -227,7 +230,7 @@ int stkr__find_debuginfo(Dwfl_Module *mod, void **userdata,
                k - 2 < n_dirs ? dd->dirs[k - 2] : "/usr/lib/debug", dir,
                debuglink_file);
     if (file_name && strcmp(path, file_name) == 0) continue; /* itself */
-    fd = try_debug(path, bits, len > 0 ? (size_t)len : 0, out);
+    fd = try_debug(dd, path, bits, len > 0 ? (size_t)len : 0, out);
   }
   return fd;
 }

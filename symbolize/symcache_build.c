@@ -528,6 +528,8 @@ int stkr__symcache_write(stkr__symfile *f, const char *path,
   st->string_bytes = b.strs.n;
   st->file_bytes = size;
   st->dwarf_bytes = is_elf ? elf.dwarf_bytes : stkr__symfile_dwarf_bytes(f);
+  snprintf(st->debug_not_used, sizeof st->debug_not_used, "%s",
+           is_elf ? elf.debug_not_used : "");
 out:
   out_abort(&out); /* (nothing left when finished) */
   free(b.ranges.p);

@@ -163,6 +163,8 @@ int stkr__symelf_walk(const char *path, const stkr__symwalk_ops *ops,
   Dwarf_Addr dwbias = 0;
   stkr__symspan *spans = NULL;
   size_t n_spans = 0;
+  stkr__debug_dirs dd = {.not_used = out->debug_not_used,
+                         .not_used_cap = sizeof out->debug_not_used};
   Dwfl *dwfl = NULL;
   Dwfl_Module *m;
   Dwarf *dw;
@@ -217,6 +219,12 @@ int stkr__symelf_walk(const char *path, const stkr__symwalk_ops *ops,
              bias ? " at its link-time address" : "");
     rc = -ENOTSUP;
     goto out;
+  }
+  {
+    /* The debug file search may name a file it did not use. */
+    void **slot = NULL;
+    dwfl_module_info(m, &slot, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (slot != NULL) *slot = &dd;
   }
   dw = dwfl_module_getdwarf(m, &dwbias); /* NULL: symbols only */
   if (dw && dwbias != 0) {

@@ -131,6 +131,19 @@ static void test_elf_cut_short(void **state) {
                            mt_tool, mt_tmp, mt_tmp), 3);
     assert_non_null(strstr(mt_err, "an ELF file cut short: "));
   }
+  /* A stripped binary whose separate debug file (by .gnu_debuglink) is
+   * cut short: a cache of its symbol table, and a warning naming the
+   * debug file (it was skipped without a word). */
+  assert_int_equal(mt_sh("(cd '%s' && cp '%s/tests/symfixture/symfixture' s && "
+                         "chmod u+w s && objcopy --only-keep-debug s s.debug && "
+                         "objcopy --strip-debug --add-gnu-debuglink=s.debug s && "
+                         "head -c 3000 s.debug > s.cut && mv s.cut s.debug)",
+                         mt_tmp, mt_src), 0);
+  assert_int_equal(mt_sh("'%s' symcache build '%s/s' -o '%s/s.d'", mt_tool,
+                         mt_tmp, mt_tmp), 0);
+  if (strstr(mt_err, "its separate debug file was not used (") == NULL ||
+      strstr(mt_err, "s.debug: cut short: ") == NULL)
+    fail_msg("symcache build: \"%s\"", mt_err);
 }
 
 /* -l: an address in a process that loaded the image elsewhere. */

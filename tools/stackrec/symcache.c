@@ -89,6 +89,10 @@ static int build_one(stkr__symfile *f, const char *dir) {
     return rc == -ENOTSUP ? STKR_CLI_NO_INPUT : STKR_CLI_DATA_LOST;
   }
   dt = now() - t0;
+  if (st.debug_not_used[0] != '\0')
+    fprintf(stderr, "stackrec symcache: warning: %s: its separate debug file "
+            "was not used (%s): the cache holds the symbol table's names "
+            "only\n", info.path, st.debug_not_used);
   printf("%s (%s, %s): %llu ranges, %llu frames, %llu bytes of strings; "
          "%.1f MB of DWARF -> %.1f MB in %.2f s (%.1f MB of DWARF/s)\n",
          path, info.path, info.arch ? info.arch : "?",
