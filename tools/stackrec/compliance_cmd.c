@@ -121,9 +121,12 @@ static void warn_rules(const stkr_comp *c) {
               c->rule_unchecked[i] ? "error" : "warning");
       stkr_cli_put_escaped(stderr, (const uint8_t *)c->policy->rules[i].id,
                            strlen(c->policy->rules[i].id));
-      fprintf(stderr, " %s: %s\n",
-              c->rule_unchecked[i] ? "not checked" : "may match nothing",
-              c->rule_notes[i]);
+      fprintf(stderr, " %s: ",
+              c->rule_unchecked[i] ? "not checked" : "may match nothing");
+      /* The note lists module names, which come from the recording. */
+      stkr_cli_put_escaped(stderr, (const uint8_t *)c->rule_notes[i],
+                           strlen(c->rule_notes[i]));
+      fputc('\n', stderr);
     }
 }
 
