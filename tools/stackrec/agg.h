@@ -120,7 +120,7 @@ typedef struct stkr_agg_payload {
 } stkr_agg_payload;
 
 /* A site and its stacks, most frequent first (ties in a fixed order: by
- * thread, then frame labels). */
+ * thread, then frames: bare PCs, names, then image+offset). */
 typedef struct stkr_agg_site {
   const char *name;
   uint64_t count;
