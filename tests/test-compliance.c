@@ -439,6 +439,16 @@ static void test_privacy_manifest(void **state) {
     assert_int_equal(access(path, R_OK), 0);
     snprintf(path, sizeof path, "%s/Acme_SDK-2.xcprivacy", dir);
     assert_int_equal(access(path, R_OK), 0);
+    /* A name longer than a file name may be: cut, suffix kept (QA,
+     * session 27: "File name too long", exit 1). */
+    char text[600];
+    snprintf(text, sizeof text, "{\"modules\": [{\"name\": \"%0300d\", "
+             "\"images\": [\"libacme*\"]}]}\n", 7);
+    write_file(map, text);
+    assert_int_equal(cr_run("privacy-manifest --module-map '%s' --per-module "
+                            "'%s' -o /dev/null '%s'", map, dir, g_rec), 0);
+    snprintf(path, sizeof path, "%s/%0230d.xcprivacy", dir, 0);
+    assert_int_equal(access(path, R_OK), 0);
   }
   snprintf(man, sizeof man, "%s/app.xcprivacy", g_tmp);
   /* The draft declares what was used, but leaves the reasons to a person:

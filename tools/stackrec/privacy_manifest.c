@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,10 +244,23 @@ static int check_manifest(const char *path, const stkr_comp *c,
 static void draft_path(char *path, size_t cap, const char *dir,
                        const char *module, char *const *done, size_t n) {
   char base[4096], *p;
-  size_t k = 0, j;
+  size_t k = 0, j, room = sizeof base, dl = strlen(dir);
   const char *m;
+  int w;
 
-  for (m = module, p = base; *m && p < base + sizeof base - 32; m++)
+  /* Room for DIR, '/', "-N" and ".xcprivacy" in cap: a long module name
+   * is cut, never the suffix; a DIR that leaves no room for a name is
+   * the caller's to say. */
+  if (cap < dl + 40) {
+    path[0] = '\0';
+    return;
+  }
+  if (cap - dl - 32 < room)
+    room = cap - dl - 32;
+  if (room > NAME_MAX - 24) /* a file name's own limit (QA, session 27: a
+                               long module name failed to be created) */
+    room = NAME_MAX - 24;
+  for (m = module, p = base; *m && p < base + room - 1; m++)
     *p++ = (isalnum((unsigned char)*m) || *m == '.' || *m == '-' ||
             *m == '_') ? *m : '_';
   *p = '\0';
@@ -255,9 +269,11 @@ static void draft_path(char *path, size_t cap, const char *dir,
    * macOS volumes are case-insensitive ("AcmeKit", "acmekit": review). */
   for (unsigned dup = 1; dup <= n + 1; dup++) {
     if (dup == 1)
-      snprintf(path, cap, "%s/%s.xcprivacy", dir, base);
+      w = snprintf(path, cap, "%s/%s.xcprivacy", dir, base);
     else
-      snprintf(path, cap, "%s/%s-%u.xcprivacy", dir, base, dup);
+      w = snprintf(path, cap, "%s/%s-%u.xcprivacy", dir, base, dup);
+    if (w < 0 || (size_t)w >= cap)
+      path[0] = '\0'; /* cannot be: room was made above */
     for (j = 0; j < n && strcasecmp(done[j], path) != 0; j++) {}
     if (j == n)
       break;
@@ -306,6 +322,12 @@ static int write_per_module(const char *dir, const stkr_comp *c,
       if (cat_of[j] >= 0 && strcmp(c->groups[j].module, m) == 0)
         used[cat_of[j]] = true;
     draft_path(path, sizeof path, dir, m, done, n_done);
+    if (path[0] == '\0') {
+      fprintf(stderr, "stackrec privacy-manifest: --per-module %s: a path "
+              "too long for the drafts' file names\n", dir);
+      status = STKR_CLI_USAGE;
+      break;
+    }
     if ((done[n_done] = strdup(path)) == NULL) {
       fprintf(stderr, "stackrec privacy-manifest: %s\n", strerror(ENOMEM));
       status = STKR_CLI_DATA_LOST;

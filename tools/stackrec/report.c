@@ -507,7 +507,7 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            (unsigned long long)a->drops_other,
            (unsigned long long)a->drops_write_error,
            (unsigned long long)a->drops_exit);
-  char deleted[96], n_events[48];
+  char deleted[128], n_events[48];
   snprintf(deleted, sizeof deleted, "deleted by the disk cap%s; their events "
            "are not counted", stkr_cli_cap_events(a->cap_deleted_events,
                                                   n_events, sizeof n_events));
