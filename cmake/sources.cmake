@@ -135,6 +135,7 @@ set(STKR_PRELOAD_SRCS
 # //tools:stackrec and //tools:stackrec_lib (plus the generated pprof and report assets)
 set(STKR_CLI_SRCS
   tools/stackrec/agg.c
+  tools/stackrec/agg_framelist.c
   tools/stackrec/agg_learn.c
   tools/stackrec/agg_stacks.c
   tools/stackrec/atos.c

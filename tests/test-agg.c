@@ -528,6 +528,57 @@ static void test_by_thread(void **state) {
   stkr_agg_free(a);
 }
 
+/* The stack of one site kept apart by thread (or process, or payload)
+ * shares one frame list (QA, session 26: a copy each, 1.1 GB for one
+ * stack's million payloads); a change that one of them alone takes is
+ * made on a copy of its own, never on the other's frames. */
+static void test_shared_frames_copied_on_change(void **state) {
+  static const sr_frame other[] = {
+      {"open_config", "app/config.c", 12, false, true},
+      {"libc_wrapper", NULL, 0, false, false},
+      {"load", "app/load.c", 31, true, true},
+      {"main", "app/main.c", 40, false, true},
+  };
+  static const sr_event on_main[] = {{1, 1, 0}};
+  const stkr_agg_opts o = {.by_thread = true,
+                           .granularity = STKR_AGG_BY_FUNCTION};
+  sr_rec r1 = sr_std(100, 0x400000), r2 = sr_std(200, 0x800000);
+  sr_stack st[4];
+  const char *dirs[2];
+  char keep[4096];
+  const stkr_agg_site *s;
+  stkr_agg *a;
+  (void)state;
+
+  snprintf(keep, sizeof keep, "%s", fx_tmpdir("agg-share1"));
+  assert_int_equal(sr_write(keep, &r1), 0);
+  dirs[0] = keep;
+  assert_int_equal(agg_paths(dirs, 1, &o, &a), 0);
+  s = site(a, "files.open");
+  assert_int_equal(s->n_stacks, 3);
+  assert_string_equal(s->stacks[1]->thread, "io");
+  assert_int_equal(s->stacks[1]->n_frames, 4);
+  assert_ptr_equal(s->stacks[0]->frames, s->stacks[1]->frames);
+  stkr_agg_free(a);
+  /* Another build reaches load from line 31, on main only. */
+  memcpy(st, r1.stacks, sizeof st);
+  st[0].f = other;
+  r2.stacks = st;
+  r2.evs = on_main;
+  r2.n_evs = 1;
+  dirs[1] = fx_tmpdir("agg-share2");
+  assert_int_equal(sr_write(dirs[1], &r2), 0);
+  assert_int_equal(agg_paths(dirs, 2, &o, &a), 0);
+  s = site(a, "files.open");
+  assert_int_equal(s->stacks[0]->count, 4);
+  assert_string_equal(s->stacks[0]->thread, "main");
+  assert_int_equal(s->stacks[0]->frames[2].line, 0);
+  assert_string_equal(s->stacks[1]->thread, "io");
+  assert_int_equal(s->stacks[1]->frames[2].line, 30);
+  assert_int_equal(s->stacks[1]->frames[0].line, 12);
+  stkr_agg_free(a);
+}
+
 /* Two processes whose threads have the same tids (containers, pid
  * namespaces): one row by thread name, but named as several threads, not
  * by a tid that is true of one process only. */
@@ -655,5 +706,6 @@ TL_TEST_MAIN("agg", NULL, NULL, test_std_sites_stacks_and_drops,
              test_recovered_raw_stacks_take_learned_frames,
              test_builds_merge_by_frames,
              test_merged_lines_that_differ_are_dropped, test_by_thread,
+             test_shared_frames_copied_on_change,
              test_by_thread_same_tid_two_processes,
              test_empty_and_bad_arguments, test_recorded_by_two_processes)

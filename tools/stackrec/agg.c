@@ -25,6 +25,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/agg_framelist.h"
 #include "tools/stackrec/agg_learn.h"
 #include "tools/stackrec/agg_stacks.h"
 #include "tools/stackrec/cli.h" /* stkr_cli_cap_deleted */
@@ -75,6 +76,8 @@ typedef struct builder {
    * its site's timeline counters, and whether its site is the watchdog's. */
   uint64_t **tl_of;
   bool *hangs_of;
+  size_t *list_of;     /* a->stacks[i]'s frame list (agg_framelist.h) */
+  stkr__framelists *fl; /* == a->framelists_ */
   size_t *cslot;       /* index + 1 into a->stacks; 0 = empty */
   size_t cslot_cap;
   stkr_frame *tmp;     /* the frames of the key being added */
@@ -323,7 +326,13 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
         stkr__agg_cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
                              b->o->granularity) != 0)
       continue;
-    stkr__agg_reconcile((stkr_frame *)s->frames, b->tmp, (size_t)n);
+    if (stkr__agg_reconcile_needed(s->frames, b->tmp, (size_t)n)) {
+      /* Changed for this stack alone: a list others share is copied. */
+      if (stkr__framelists_own(b->fl, &b->list_of[k]) != 0)
+        return -ENOMEM;
+      s->frames = b->fl->lists[b->list_of[k]].v;
+      stkr__agg_reconcile(b->fl->lists[b->list_of[k]].v, b->tmp, (size_t)n);
+    }
     s->truncated = s->truncated || ev->stack_truncated;
     /* A tid names a thread within its process only: the same tid in two
      * processes (containers, pid namespaces, merged recordings) is two. */
@@ -344,6 +353,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     size_t cap = b->stack_cap;
     uint64_t *nh, **nt;
     uint32_t *nl;
+    size_t *nf;
     bool *nb;
 
     if (stkr_grow((void **)&a->stacks, &cap, i + 1, sizeof *a->stacks) != 0 ||
@@ -359,17 +369,17 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     if ((nb = realloc(b->hangs_of, cap * sizeof *nb)) == NULL)
       return -ENOMEM;
     b->hangs_of = nb;
+    if ((nf = realloc(b->list_of, cap * sizeof *nf)) == NULL)
+      return -ENOMEM;
+    b->list_of = nf;
     b->stack_cap = cap;
   }
   s = &a->stacks[i];
   memset(s, 0, sizeof *s);
-  if (n > 0) {
-    stkr_frame *f = malloc((size_t)n * sizeof *f);
-    if (f == NULL)
-      return -ENOMEM;
-    memcpy(f, b->tmp, (size_t)n * sizeof *f);
-    s->frames = f;
-  }
+  if ((b->list_of[i] = stkr__framelists_get(b->fl, b->tmp, (size_t)n)) ==
+      (size_t)-1)
+    return -ENOMEM;
+  s->frames = b->fl->lists[b->list_of[i]].v;
   s->n_frames = (size_t)n;
   s->site = site;
   s->thread = thread;
@@ -672,10 +682,12 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   b.a->payloads_ = b.pay;
   b.a->timeline_ = b.tl;
   b.a->hangs_ = stkr__hangs_create();
-  if (b.pay == NULL || b.tl == NULL || b.a->hangs_ == NULL) {
+  b.a->framelists_ = b.fl = calloc(1, sizeof *b.fl);
+  if (b.pay == NULL || b.tl == NULL || b.a->hangs_ == NULL || b.fl == NULL) {
     stkr_agg_free(b.a);
     return -ENOMEM;
   }
+  b.fl->share = b.o->by_thread || b.o->by_process || b.o->by_payload;
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     size_t merged;
@@ -733,6 +745,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.last_proc);
   free(b.tl_of);
   free(b.hangs_of);
+  free(b.list_of);
   free(b.cslot);
   free(b.tmp);
   free(b.img_sorted);
@@ -760,10 +773,10 @@ void stkr_agg_free(stkr_agg *a) {
     return;
   for (i = 0; i < a->n_sites; i++)
     free(a->sites[i].stacks);
-  for (i = 0; i < a->n_stacks; i++) {
-    free((void *)a->stacks[i].frames);
+  for (i = 0; i < a->n_stacks; i++)
     free((void *)a->stacks[i].payload);
-  }
+  stkr__framelists_free(a->framelists_);
+  free(a->framelists_);
   free(a->marks);
   stkr__paytab_free(a->payloads_);
   stkr__timeline_free(a->timeline_);

@@ -180,6 +180,8 @@ struct stkr_agg {
   bool filtered;             /* built with a filter (site, thread, time,
                                 app-only): counts are of what passed */
   void *strs_;              /* private: the interned strings */
+  void *framelists_;        /* private: the stacks' frames, a list shared by
+                               stacks of equal frames (agg_framelist.h) */
   /* Also summed over the processes (stkr_process_info): */
   uint64_t missing_batches;  /* gaps in batch numbers */
   uint64_t segments_deleted; /* older segments the disk cap deleted */

@@ -146,21 +146,39 @@ int stkr__agg_cmp_frames(const stkr_frame *x, size_t nx, const stkr_frame *y,
 /* Occurrences merged into one stack may place a frame's function at other
  * lines (another call site in it, another build): never show a line that
  * is not true of every event. */
-void stkr__agg_reconcile(stkr_frame *keep, const stkr_frame *other, size_t n) {
+static void reconcile_one(stkr_frame *keep, const stkr_frame *other) {
+  if (keep->file != other->file) {
+    keep->file = NULL;
+    keep->line = keep->column = 0;
+  } else if (keep->line != other->line) {
+    keep->line = keep->column = 0;
+  } else if (keep->column != other->column) {
+    keep->column = 0;
+  }
+  keep->inlined = keep->inlined && other->inlined;
+  keep->is_app = keep->is_app || other->is_app;
+}
+
+bool stkr__agg_reconcile_needed(const stkr_frame *keep,
+                                const stkr_frame *other, size_t n) {
   size_t i;
 
   for (i = 0; i < n; i++) {
-    if (keep[i].file != other[i].file) {
-      keep[i].file = NULL;
-      keep[i].line = keep[i].column = 0;
-    } else if (keep[i].line != other[i].line) {
-      keep[i].line = keep[i].column = 0;
-    } else if (keep[i].column != other[i].column) {
-      keep[i].column = 0;
-    }
-    keep[i].inlined = keep[i].inlined && other[i].inlined;
-    keep[i].is_app = keep[i].is_app || other[i].is_app;
+    stkr_frame t = keep[i];
+    reconcile_one(&t, &other[i]);
+    if (t.file != keep[i].file || t.line != keep[i].line ||
+        t.column != keep[i].column || t.inlined != keep[i].inlined ||
+        t.is_app != keep[i].is_app)
+      return true;
   }
+  return false;
+}
+
+void stkr__agg_reconcile(stkr_frame *keep, const stkr_frame *other, size_t n) {
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    reconcile_one(&keep[i], &other[i]);
 }
 
 /* ---- the end: sites, in order ------------------------------------------- */

@@ -46,6 +46,10 @@ int stkr__agg_cmp_frames(const stkr_frame *x, size_t nx, const stkr_frame *y,
  * file, line or column that differs is dropped. */
 void stkr__agg_reconcile(stkr_frame *keep, const stkr_frame *other, size_t n);
 
+/* @return whether stkr__agg_reconcile(keep, other, n) would change keep. */
+bool stkr__agg_reconcile_needed(const stkr_frame *keep,
+                                const stkr_frame *other, size_t n);
+
 /* Group a->stacks by site into a->sites, each site's stacks in a total
  * order, the sites most events first. @return 0 or -ENOMEM. */
 int stkr__agg_group_sites(stkr_agg *a);
