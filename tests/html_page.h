@@ -102,7 +102,7 @@ static stkr_agg_site g_sites[2];
  * is checked in test_site_table_and_data). */
 static const stkr_agg_payload k_payloads[] = {
     {(const uint8_t *)"/home/u/.ssh/known_hosts", 24, 2999, false},
-    {(const uint8_t *)"</td><script>x\n", 15, 1000, false},
+    {(const uint8_t *)"</td><script>x\n\xe2\x82\xac\\\xff", 20, 1000, false},
 };
 
 static __attribute__((unused)) void hand_agg(stkr_agg *a) {

@@ -381,8 +381,50 @@ static void test_drops_noted_and_empty_profile(void **state) {
   assert_non_null(strstr(g_out, "of 0 total"));
 }
 
+/* Labels are the recorded text (UTF-8, quotes, backslashes) with only
+ * control and invalid bytes as \xNN; a pid that two recordings share gets
+ * a "recording" label (QA, session 27: the payload label was report's
+ * escaped text, so -tagfocus on a path with "\u20ac" matched nothing; a
+ * newline in a thread name split `pprof -tags`). */
+static void test_labels_are_recorded_text(void **state) {
+  static const char euro[] = "/home/u/\xe2\x82\xac-euro.txt";
+  static const char quoted[] = "back\\slash \"q\"";
+  char a[1200], b[1200];
+  pid_t child;
+  int st;
+  (void)state;
+
+  snprintf(a, sizeof a, "%s", tmp_path("odd-a"));
+  snprintf(b, sizeof b, "%s", tmp_path("odd-b"));
+  if ((child = fork()) == 0) {
+    stkr_config cfg = {.dir = a, .max_depth = 3};
+    pthread_setname_np(pthread_self(), "ev\nil\x01");
+    if (stkr_init(&cfg) != 0)
+      _exit(2);
+    stkr_event(&g_site_read, euro, strlen(euro));
+    stkr_event(&g_site_read, quoted, strlen(quoted));
+    _exit(stkr_shutdown() != 0);
+  }
+  assert_int_equal(waitpid(child, &st, 0), child);
+  assert_int_equal(st, 0);
+  assert_int_equal(sh("cp -a '%s' '%s' && '%s' export --format pprof -o '%s' "
+                      "'%s' '%s'", a, b, g_tool, tmp_path("odd.pb.gz"), a, b),
+                   0);
+  assert_int_equal(pprof("-tags '%s'", tmp_path("odd.pb.gz")), 0);
+  assert_non_null(strstr(g_out, "2.0 (50.00%): /home/u/\xe2\x82\xac-euro.txt\n"));
+  assert_non_null(strstr(g_out, "2.0 (50.00%): back\\slash \"q\"\n"));
+  assert_non_null(strstr(g_out, "4.0 (  100%): ev\\x0ail\\x01\n"));
+  assert_non_null(strstr(g_out, " recording: Total 4"));
+  assert_non_null(strstr(g_out, "odd-a\n"));
+  assert_non_null(strstr(g_out, "odd-b\n"));
+  assert_int_equal(pprof("-tagfocus='payload=.*\xe2\x82\xac-euro' -top '%s'",
+                         tmp_path("odd.pb.gz")), 0);
+  assert_non_null(strstr(g_out, "accounting for 2, 50.00% of 4 total"));
+}
+
 TL_TEST_MAIN("export-pprof", setup, NULL, test_top_counts_per_function,
              test_traces_show_whole_stacks_and_labels, test_filters,
              test_inlined_lines_and_mapping, test_first_mapping_has_events,
              test_fixture_folded_and_app_only,
-             test_drops_noted_and_empty_profile)
+             test_drops_noted_and_empty_profile,
+             test_labels_are_recorded_text)

@@ -500,9 +500,39 @@ static void test_damaged_input_still_exports(void **state) {
   assert_true(checker_total() >= 0 && checker_total() <= 75);
 }
 
+/* Two recordings whose processes have one pid (two containers, devices
+ * or runs; here a copy): two processes everywhere, told apart by their
+ * directory (QA, session 27: one row in --by process, one chrome track). */
+static void test_same_pid_two_recordings(void **state) {
+  char copy[1200], want[1400];
+  (void)state;
+
+  snprintf(copy, sizeof copy, "%s", tmp_path("rec-copy"));
+  assert_int_equal(sh("cp -a '%s' '%s' && '%s' report --by process '%s' '%s'",
+                      g_rec, copy, g_tool, g_rec, copy), 0);
+  assert_has(g_out, "process: 2 distinct");
+  snprintf(want, sizeof want, "(pid %d, %s) (exp.read: 50)", (int)getpid(),
+           copy);
+  assert_has(g_out, want);
+  snprintf(want, sizeof want, "(pid %d, %s) (exp.read: 50)", (int)getpid(),
+           g_rec);
+  assert_has(g_out, want);
+  assert_int_equal(sh("'%s' export --format chrome -o '%s' '%s' '%s'", g_tool,
+                      tmp_path("two.json"), g_rec, copy), 0);
+  if (check("chrome_check.py", tmp_path("two.json")) != 0)
+    fail_msg("invalid trace:\n%s%s", g_out, g_err);
+  assert_has(g_out, "total\t150\n");
+  tl_slurp(tmp_path("two.json"), g_out, sizeof g_out);
+  assert_int_equal(tl_count(g_out, "\"name\":\"process_name\""), 2);
+  snprintf(want, sizeof want, "\"pid\":%d,", (int)getpid());
+  assert_has(g_out, want);
+  assert_has(g_out, "\"pid\":4194305,");
+}
+
 TL_TEST_MAIN("export", setup, NULL, test_folded_exact_lines,
              test_folded_filters, test_jsonl_is_dump_json_and_parses,
              test_chrome_trace_is_valid,
              test_filters_keep_the_same_events_everywhere,
              test_usage_errors_and_help, test_input_and_output_errors,
-             test_chrome_renamed_thread, test_damaged_input_still_exports)
+             test_chrome_renamed_thread, test_damaged_input_still_exports,
+             test_same_pid_two_recordings)

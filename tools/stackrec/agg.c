@@ -24,6 +24,7 @@
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "common/stkr_map.h"
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/agg_framelist.h"
 #include "tools/stackrec/agg_learn.h"
@@ -78,6 +79,8 @@ typedef struct builder {
   bool *hangs_of;
   size_t *list_of;     /* a->stacks[i]'s frame list (agg_framelist.h) */
   stkr__framelists *fl; /* == a->framelists_ */
+  stkr_map pids;        /* by_process: pid -> processes of that pid */
+  bool pids_counted;
   size_t *cslot;       /* index + 1 into a->stacks; 0 = empty */
   size_t cslot_cap;
   stkr_frame *tmp;     /* the frames of the key being added */
@@ -286,6 +289,27 @@ static int cslot_put(builder *b, size_t idx) {
   return 0;
 }
 
+/* Is pid the pid of more than one process of the reader (read once: the
+ * reader knows its processes before the first event)? @return 1, 0, or
+ * -ENOMEM. */
+static int pid_shared(builder *b, stkr_reader *r, uint32_t pid) {
+  uint64_t *v;
+  size_t i, n = stkr_reader_process_count(r);
+
+  if (!b->pids_counted) {
+    for (i = 0; i < n; i++) {
+      const stkr_process_info *p = stkr_reader_process(r, i);
+      int err = stkr_map_add(&b->pids, p->pid, &v);
+      if (err < 0)
+        return err;
+      (*v)++;
+    }
+    b->pids_counted = true;
+  }
+  v = stkr_map_find(&b->pids, pid);
+  return v != NULL && *v > 1;
+}
+
 /* The merged stack (index) with the current event's content, made if new.
  * Runs once per new level-1 key, not per event. */
 static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
@@ -305,8 +329,11 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     return -ENOMEM;
   if (b->o->by_process) {
     const char *name = ev->proc->process_name ? ev->proc->process_name : "";
+    int shared = pid_shared(b, r, ev->pid);
     x.pid = ev->pid;
-    if ((x.process = stkr__strtab_intern(&b->strs, name)) == NULL)
+    if (shared < 0 || (x.process = stkr__strtab_intern(&b->strs, name)) == NULL ||
+        (shared && ev->proc->dir != NULL &&
+         (x.process_dir = stkr__strtab_intern(&b->strs, ev->proc->dir)) == NULL))
       return -ENOMEM;
   }
   if (b->o->by_payload) {
@@ -385,6 +412,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   s->thread = thread;
   s->pid = x.pid;
   s->process = x.process;
+  s->process_dir = x.process_dir;
   s->payload_truncated = x.payload_truncated;
   if (x.payload_len > 0) {
     uint8_t *copy = malloc(x.payload_len);
@@ -746,6 +774,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.tl_of);
   free(b.hangs_of);
   free(b.list_of);
+  stkr_map_free(&b.pids);
   free(b.cslot);
   free(b.tmp);
   free(b.img_sorted);

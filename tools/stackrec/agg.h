@@ -105,6 +105,10 @@ typedef struct stkr_agg_stack {
   /* by_process: the process (else 0 and NULL). */
   uint32_t pid;
   const char *process;
+  /* by_process: its recording directory when another process read has
+   * the same pid (two containers, devices or runs: QA, session 27, their
+   * rows were one), else NULL. */
+  const char *process_dir;
   /* by_payload: the payload (else NULL, 0). Owned by the agg. */
   const uint8_t *payload;
   size_t payload_len;

@@ -85,6 +85,7 @@ static uint64_t hash_frame(uint64_t h, const stkr_frame *f,
 
 bool stkr__agg_extra_equal(const stkr_agg_stack *s, const stkr__agg_extra *k) {
   return s->pid == k->pid && s->process == k->process &&
+         s->process_dir == k->process_dir &&
          s->payload_len == k->payload_len &&
          s->payload_truncated == k->payload_truncated &&
          (k->payload_len == 0 ||
@@ -101,6 +102,8 @@ uint64_t stkr__agg_content_hash(const char *site, const char *thread,
   if (thread != NULL)
     h = stkr_hash_bytes(h, thread, strlen(thread) + 1);
   h = stkr_hash_bytes(h, &x->pid, sizeof x->pid);
+  if (x->process_dir != NULL)
+    h = stkr_hash_bytes(h, x->process_dir, strlen(x->process_dir) + 1);
   if (x->payload_len > 0)
     h = stkr_hash_bytes(h, x->payload, x->payload_len);
   for (i = 0; i < n; i++)
@@ -282,6 +285,7 @@ int stkr__agg_count_distinct(stkr_agg *a) {
   for (i = 0; i < a->n_stacks; i++) {
     const stkr_agg_stack *s = &a->stacks[i];
     if (s->thread != NULL || s->process != NULL || s->pid != 0 ||
+        s->process_dir != NULL ||
         s->payload_len != 0 || s->payload_truncated)
       break;
   }

@@ -23,6 +23,7 @@
 typedef struct stkr__agg_extra {
   uint32_t pid;
   const char *process;
+  const char *process_dir; /* interned; see stkr_agg_stack.process_dir */
   const uint8_t *payload;
   size_t payload_len;
   bool payload_truncated;

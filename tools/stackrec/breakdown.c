@@ -49,7 +49,13 @@ static char *key_of(const stkr_agg_stack *s, stkr_agg_by by) {
   case STKR_BY_PROCESS:
     name = s->process && s->process[0] ? s->process : "?";
     stkr_cli_put_escaped(m, (const uint8_t *)name, strlen(name));
-    fprintf(m, " (pid %u)", (unsigned)s->pid);
+    fprintf(m, " (pid %u", (unsigned)s->pid);
+    if (s->process_dir != NULL) { /* another process has its pid */
+      fputs(", ", m);
+      stkr_cli_put_escaped(m, (const uint8_t *)s->process_dir,
+                           strlen(s->process_dir));
+    }
+    putc(')', m);
     break;
   case STKR_BY_PAYLOAD:
     if (s->payload_len == 0) {

@@ -247,6 +247,12 @@ void stkr_cli_put_line(FILE *f, const char *prefix, const char *msg,
  * backslash, every other byte as \xNN. */
 void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
 
+/* Bytes as text for viewers that take UTF-8 (pprof labels, the HTML
+ * page): valid UTF-8 and printable ASCII as they are (a path with "\u20ac"
+ * or a quote reads and matches as recorded; QA, session 27), control
+ * bytes and bytes of no valid UTF-8 sequence as \xNN. */
+void stkr_cli_put_text(FILE *f, const uint8_t *p, size_t n);
+
 /* Bytes as the inside of a JSON string: '"', '\\' and control characters
  * escaped, valid UTF-8 copied, every byte of invalid UTF-8 as \u00XX. */
 void stkr_cli_put_json(FILE *f, const uint8_t *p, size_t n);

@@ -82,6 +82,27 @@ static size_t stkr__utf8_len(const uint8_t *p, size_t n) {
   return len;
 }
 
+void stkr_cli_put_text(FILE *f, const uint8_t *p, size_t n) {
+  size_t i = 0, u;
+
+  while (i < n) {
+    uint8_t c = p[i];
+    if (c >= 0x20 && c < 0x7f) {
+      putc(c, f);
+      i++;
+    } else if (c >= 0x80 && (u = stkr__utf8_len(p + i, n - i)) > 0) {
+      fwrite(p + i, 1, u, f);
+      i += u;
+    } else {
+      putc('\\', f);
+      putc('x', f);
+      putc(stkr__hex[c >> 4], f);
+      putc(stkr__hex[c & 15], f);
+      i++;
+    }
+  }
+}
+
 /* JSON's two-character escapes (RFC 8259, section 7): the letter after
  * the backslash, or 0 when c has none. */
 static char stkr__json_short(uint8_t c) {

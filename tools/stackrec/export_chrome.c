@@ -64,6 +64,10 @@ typedef struct chrome {
   stkr_frame *scratch;    /* --app-only selection */
   size_t cap_scratch;
   bool first_event_out;   /* the first traceEvents element is written */
+  /* track_pid: the last process seen and its track's pid, and the next
+   * pid for a process whose own an earlier one took. */
+  size_t last_process;
+  uint32_t last_pid, next_pid;
 } chrome;
 
 static const char *base_name(const char *p) {
@@ -76,6 +80,38 @@ static void sep(chrome *c) {
   c->first_event_out = true;
 }
 
+/* The pid of ev's process track: its own, unless another process of the
+ * reader (another directory: two containers, devices or runs; QA, session
+ * 27: their events shared one track) took it first; then a pid above any
+ * Linux pid (PID_MAX_LIMIT is 2^22), its process named with its directory
+ * (*renumbered). @return it, or 0 when out of memory. */
+static uint32_t track_pid(chrome *c, const stkr_event_view *ev,
+                          bool *renumbered) {
+  char key[64];
+  uint64_t v = (uint64_t)ev->process + 1;
+  int len, rc;
+
+  *renumbered = false;
+  if (c->last_pid != 0 && c->last_process == ev->process)
+    return c->last_pid;
+  len = snprintf(key, sizeof key, "q%u", (unsigned)ev->pid);
+  if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
+    return 0;
+  c->last_process = ev->process;
+  c->last_pid = ev->pid;
+  if (v != (uint64_t)ev->process + 1) { /* another process's pid */
+    len = snprintf(key, sizeof key, "x%zu", ev->process);
+    v = c->next_pid ? c->next_pid : (1u << 22) + 1;
+    if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
+      return 0;
+    if (rc == 0)
+      c->next_pid = (uint32_t)v + 1;
+    c->last_pid = (uint32_t)v;
+    *renumbered = true;
+  }
+  return c->last_pid;
+}
+
 /* Metadata events naming the process and the thread, once each. A track
  * keeps the name its thread had first (a thread_name event names the
  * whole track): @return 1 when ev's thread is named otherwise now (it
@@ -86,8 +122,12 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
   char key[64];
   uint64_t v = 0, name_hash;
   int rc, len;
+  bool renumbered;
+  uint32_t pid = track_pid(c, ev, &renumbered);
 
-  len = snprintf(key, sizeof key, "p%u", (unsigned)ev->pid);
+  if (pid == 0)
+    return -ENOMEM;
+  len = snprintf(key, sizeof key, "p%u", (unsigned)pid);
   if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
     return rc;
   if (rc == 0) {
@@ -96,15 +136,27 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
     fprintf(c->out,
             "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
             "\"tid\":%u,\"args\":{\"name\":",
-            (unsigned)ev->pid, (unsigned)ev->pid);
-    if (pn != NULL && pn[0] != '\0') {
+            (unsigned)pid, (unsigned)pid);
+    if (renumbered) {
+      char *name = NULL;
+      size_t nlen = 0;
+      FILE *m = open_memstream(&name, &nlen);
+      if (m == NULL)
+        return -ENOMEM;
+      fprintf(m, "%s (pid %u, %s)", pn != NULL && pn[0] ? pn : "?",
+              (unsigned)ev->pid, ev->proc->dir ? ev->proc->dir : "?");
+      if (fclose(m) != 0)
+        return -ENOMEM;
+      stkr_cli_put_json_str(c->out, name);
+      free(name);
+    } else if (pn != NULL && pn[0] != '\0') {
       stkr_cli_put_json_str(c->out, pn);
     } else {
-      fprintf(c->out, "\"pid %u\"", (unsigned)ev->pid);
+      fprintf(c->out, "\"pid %u\"", (unsigned)pid);
     }
     fputs("}}", c->out);
   }
-  len = snprintf(key, sizeof key, "t%u:%llu", (unsigned)ev->pid,
+  len = snprintf(key, sizeof key, "t%u:%llu", (unsigned)pid,
                  (unsigned long long)ev->tid);
   name_hash = stkr_hash_bytes(STKR_HASH_SEED, ev->thread_name,
                               strlen(ev->thread_name));
@@ -117,7 +169,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
   fprintf(c->out,
           "{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
           "\"tid\":%llu,\"args\":{\"name\":",
-          (unsigned)ev->pid, (unsigned long long)ev->tid);
+          (unsigned)pid, (unsigned long long)ev->tid);
   if (ev->thread_name[0] != '\0' && strcmp(ev->thread_name, "?") != 0)
     stkr_cli_put_json_str(c->out, ev->thread_name);
   else
@@ -256,8 +308,12 @@ static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
   stkr_cli_put_json_str(c->out, ev->site);
   fprintf(c->out, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"%c\",\"ts\":", cat,
           scope);
+  bool renumbered;
+  uint32_t pid = track_pid(c, ev, &renumbered);
+
   put_us(c->out, ev->ts_ns);
-  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu", (unsigned)ev->pid,
+  fprintf(c->out, ",\"pid\":%u,\"tid\":%llu",
+          (unsigned)(pid ? pid : ev->pid), /* 0: out of memory */
           (unsigned long long)ev->tid);
 }
 

@@ -6,9 +6,11 @@
  * Built from the aggregation (agg.h) by stack and thread:
  *   - one Sample per distinct (site, thread, process, payload, stack):
  *     value = events, sample type events/count, string labels "site",
- *     "thread", "process" and "payload" (escaped as `report` prints it,
- *     "..." after a cut one), numeric label "pid", so processes and
- *     payloads never merge silently and `pprof -tagfocus` can pick them;
+ *     "thread", "process", "payload" ("..." after a cut one; all as
+ *     UTF-8 text, control and invalid bytes as \xNN) and "recording" (the
+ *     directory, for a pid two processes read share), numeric label
+ *     "pid", so processes and payloads never merge silently and
+ *     `pprof -tagfocus` can pick them;
  *   - one Location per distinct PC (image, offset and what it resolved
  *     to), listed leaf first in Sample.location_id; the calls inlined at a
  *     PC are extra Line entries, innermost first, the function containing
@@ -346,13 +348,16 @@ static int write_gz(pb_profile *prof, FILE *f) {
 
 /* ---- the profile ----------------------------------------------------------- */
 
-/* Labels per sample: site, thread, pid, process, payload and, for a stack
- * the walk cut short, stack_truncated = "true" (folded's "[truncated]"
- * frame; pprof -traces and -tagfocus show it). */
-#define N_LABELS 6
+/* Labels per sample: site, thread, pid, process, recording (the directory,
+ * when two processes read have one pid), payload and, for a stack the
+ * walk cut short, stack_truncated = "true" (folded's "[truncated]" frame;
+ * pprof -traces and -tagfocus show it). */
+#define N_LABELS 7
 
-/* The string-table index of a stack's payload as escaped text. */
-static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
+/* The string-table index of bytes as a label's text (stkr_cli_put_text:
+ * UTF-8 as recorded, control and invalid bytes as \xNN), "..." after a
+ * cut payload; -1 when out of memory. */
+static int64_t text_str(pp *p, const void *bytes, size_t n, bool cut) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
@@ -360,8 +365,8 @@ static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
 
   if (m == NULL)
     return -1;
-  stkr_cli_put_escaped(m, s->payload, s->payload_len);
-  if (s->payload_truncated)
+  stkr_cli_put_text(m, bytes, n);
+  if (cut)
     fputs("...", m);
   if (fclose(m) != 0 || buf == NULL) {
     free(buf);
@@ -372,9 +377,19 @@ static int64_t payload_str(pp *p, const stkr_agg_stack *s) {
   return id;
 }
 
+/* A name (site, thread, process, directory) as a label's text: most are
+ * printable ASCII already, taken without a copy. */
+static int64_t name_str(pp *p, const char *name) {
+  const unsigned char *c;
+
+  for (c = (const unsigned char *)name; *c >= 0x20 && *c < 0x7f; c++)
+    ;
+  return *c == '\0' ? str(p, name) : text_str(p, name, strlen(name), false);
+}
+
 /* The string ids of the label keys (pprof labels every sample with them). */
 typedef struct label_keys {
-  int64_t site, thread, pid, process, payload, truncated;
+  int64_t site, thread, pid, process, recording, payload, truncated;
 } label_keys;
 
 /* Stack s as sample sm: one Location per PC, leaf first, into ids (from
@@ -405,18 +420,32 @@ static int add_sample(pp *p, const stkr_agg_stack *s, const label_keys *k,
   sm->n_value = 1;
   for (l = 0; l < N_LABELS; l++)
     perftools__profiles__label__init(&lb[l]);
+  /* pprof's strings are UTF-8 text: names and payloads as recorded but
+   * for control bytes and invalid UTF-8 (\xNN), so a newline in a thread
+   * name cannot split `pprof -tags` and -tagfocus matches a path's own
+   * text (QA, session 27). */
+  const char *site = s->site[0] ? s->site : "?";
+  const char *thread = s->thread && s->thread[0] ? s->thread : "?";
+  const char *process = s->process && s->process[0] ? s->process : "?";
   lb[nl].key = k->site;
-  lb[nl++].str = str(p, s->site[0] ? s->site : "?");
+  if ((lb[nl++].str = name_str(p, site)) < 0)
+    return -1;
   lb[nl].key = k->thread;
-  lb[nl++].str = str(p, s->thread && s->thread[0] ? s->thread : "?");
+  if ((lb[nl++].str = name_str(p, thread)) < 0)
+    return -1;
   lb[nl].key = k->pid;
   lb[nl++].num = s->pid;
   lb[nl].key = k->process;
-  lb[nl++].str = str(p, s->process && s->process[0] ? s->process : "?");
+  if ((lb[nl++].str = name_str(p, process)) < 0)
+    return -1;
+  if (s->process_dir != NULL) { /* another process has its pid */
+    lb[nl].key = k->recording;
+    if ((lb[nl++].str = name_str(p, s->process_dir)) < 0)
+      return -1;
+  }
   if (s->payload_len > 0) {
-    /* pprof's strings are text: the payload escaped as `report` shows
-     * it, so a binary payload cannot break a viewer. */
-    if ((lb[nl].str = payload_str(p, s)) < 0)
+    if ((lb[nl].str = text_str(p, s->payload, s->payload_len,
+                               s->payload_truncated)) < 0)
       return -1;
     lb[nl++].key = k->payload;
   }
@@ -498,6 +527,7 @@ static int build_and_write(pp *p) {
   keys.thread = str(p, "thread");
   keys.pid = str(p, "pid");
   keys.process = str(p, "process");
+  keys.recording = str(p, "recording");
   keys.payload = str(p, "payload");
   keys.truncated = str(p, "stack_truncated");
   for (i = 0; i < a->n_stacks; i++)

@@ -408,7 +408,7 @@ static void put_payloads(FILE *out, const stkr_agg_site *s) {
     FILE *m = open_memstream(&esc, &len);
     if (m == NULL)
       break;
-    stkr_cli_put_escaped(m, p->data, p->len);
+    stkr_cli_put_text(m, p->data, p->len);
     if (fclose(m) != 0)
       break;
     fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
