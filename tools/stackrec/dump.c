@@ -49,7 +49,8 @@ static const char dump_help[] =
     "              inlined at that PC), or \"    IMAGE+0xOFFSET\" when the\n"
     "              function is unknown\n"
     "  -n, --limit N\n"
-    "              stop after N events (of those the filters keep)\n"
+    "              stop after N events (of those the filters keep); a\n"
+    "              note on stderr says the rest was not read, nor checked\n"
     "  -h, --help  this help\n"
     "\n"
     "Filters (the same as every other command's; --granularity changes\n"
@@ -257,6 +258,8 @@ int stkr_cli_dump(int argc, char **argv) {
       dump_text(stdout, &o, &ev);
     printed++;
   }
+  if (rc == 1) /* cut by --limit: anything left? */
+    rc = stkr_reader_next(r, &ev);
   if (rc < 0) {
     fflush(stdout);
     fprintf(stderr, "stackrec dump: reading failed: %s\n", strerror(-rc));
@@ -264,6 +267,12 @@ int stkr_cli_dump(int argc, char **argv) {
   }
   if (rc == 0) /* read to the end (not cut by --limit) */
     stkr_cli_note_left_out(r, "dump", "the dump");
+  else if (rc == 1) /* cut by --limit: the accounting was not reached */
+    fprintf(stderr, "stackrec dump: stopped after --limit %llu event%s: the "
+            "rest of the recording was not read, so whether it is complete "
+            "(drops, missing or damaged parts) is not known here: 'stackrec "
+            "verify' tells\n", (unsigned long long)o.limit,
+            o.limit == 1 ? "" : "s");
   status = stkr_cli_finish("dump", r, status);
   stkr__filter_free(&f);
   free(scratch);
