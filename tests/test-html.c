@@ -107,6 +107,14 @@ static void test_site_table_and_data(void **state) {
                 "[\"ui_refresh\",\"\",2,\"app\"],\n[\"read_contacts\","
                 "\"src/contacts.c:43\",3,\"app\"]");
   free(p);
+  /* A stack the walk cut short hangs from a "[truncated]" root (QA,
+   * session 27: its outermost kept frame was drawn as a root). */
+  g_stacks[1].truncated = true;
+  p = page_of(&g_a, "t");
+  assert_has(p, "\"stacks\":[[3000,0,1,2],[1000,3,0,4,5]]}");
+  assert_has(p, "[\"[truncated]\",\"\",");
+  free(p);
+  g_stacks[1].truncated = false;
   /* By line (the default): a box is a function at one line, so the two
    * calls of read_contacts are two boxes. */
   g_a.granularity = STKR_AGG_BY_LINE;

@@ -262,6 +262,17 @@ static void test_tree(void **state) {
                      "    25.00%  1  main (main.c:20)\n"
                      "    25.00%  1    c (c.c:3)\n") == NULL)
     fail_msg("no (here) in:\n%s", cr_out);
+  /* A stack the walk cut short hangs from "[truncated]", not from its
+   * outermost kept frame as if that were an entry point (QA, session 27). */
+  r.stacks = (const sr_stack[]){{1, fa, 3, false}, {1, fc, 2, true}};
+  r.n_stacks = 2;
+  r.evs = (const sr_event[]){{1, 1, 0}, {2, 1, 1}};
+  r.n_evs = 2;
+  d = report_of("report-tree-cut", &r, "--tree");
+  if (strstr(cr_out, "    50.00%  1  [truncated]\n"
+                     "    50.00%  1    main (main.c:20)\n"
+                     "    50.00%  1      c (c.c:3)\n") == NULL)
+    fail_msg("no [truncated] root in:\n%s", cr_out);
 }
 
 static void test_tree_symbolized(void **state) {

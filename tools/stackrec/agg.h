@@ -224,6 +224,11 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
 /* Free an aggregation. NULL is accepted. */
 void stkr_agg_free(stkr_agg *a);
 
+/* The frame a view puts above the outermost kept frame of a stack the
+ * walk cut short (stkr_agg_stack.truncated): "[truncated]", as folded's
+ * frame, so that frame is never drawn as a thread's entry point. */
+extern const stkr_frame stkr_agg_cut_frame;
+
 /* A frame's label as used for merging and display: the function name,
  * else "image+0xoffset" (image base name), else "0xPC". Writes into buf
  * (always NUL-terminated) and returns buf. */

@@ -8,6 +8,8 @@
 
 #include "tools/stackrec/agg.h"
 
+const stkr_frame stkr_agg_cut_frame = {.function = "[truncated]"};
+
 const char *stkr_agg_frame_label(const stkr_frame *f, char *buf, size_t len) {
   if (f->function != NULL) {
     snprintf(buf, len, "%s", f->function);

@@ -499,7 +499,17 @@ static int put_data(FILE *out, const stkr_agg *a) {
     for (j = 0; j < s->n_stacks && err == 0; j++) {
       const stkr_agg_stack *st = s->stacks[j];
       fprintf(out, "%s[%" PRIu64, j ? "," : "", st->count);
-      /* The agg's frames are innermost first; the tree wants root first. */
+      /* The agg's frames are innermost first; the tree wants root first,
+       * and a stack cut short its "[truncated]" root (QA, session 27: its
+       * outermost kept frame was drawn as a root with no caller). */
+      if (st->truncated && st->n_frames > 0) {
+        int64_t idx = ftab_get(&t, &stkr_agg_cut_frame);
+        if (idx < 0) {
+          err = (int)idx;
+          break;
+        }
+        fprintf(out, ",%" PRId64, idx);
+      }
       for (k = st->n_frames; k-- > 0;) {
         int64_t idx = ftab_get(&t, &st->frames[k]);
         if (idx < 0) {

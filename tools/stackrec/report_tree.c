@@ -17,9 +17,22 @@
 
 /* ---- tree: caller -> callee ------------------------------------------------ */
 
+/* Frames of k in the tree: a stack the walk cut short has
+ * stkr_agg_cut_frame above its outermost kept frame (QA, session 27: that
+ * frame was drawn as a root, beside _start). */
+static size_t tree_depth(const stkr_agg_stack *k) {
+  return k->n_frames + (k->truncated && k->n_frames > 0);
+}
+
 /* Frame d of k counted from the outermost, or NULL past its end. */
 static const stkr_frame *root_at(const stkr_agg_stack *k, size_t d) {
-  return d < k->n_frames ? &k->frames[k->n_frames - 1 - d] : NULL;
+  size_t n = tree_depth(k);
+
+  if (d >= n)
+    return NULL;
+  if (n > k->n_frames && d == 0)
+    return &stkr_agg_cut_frame;
+  return &k->frames[n - 1 - d];
 }
 
 /* The granularity of the tree being sorted (qsort has no argument). */
@@ -49,7 +62,7 @@ static int cmp_root_first(const void *pa, const void *pb) {
   size_t d;
   int c;
 
-  for (d = 0; d < x->n_frames || d < y->n_frames; d++)
+  for (d = 0; d < tree_depth(x) || d < tree_depth(y); d++)
     if ((c = cmp_label_at(x, y, d, g_gran)) != 0)
       return c;
   return 0;
