@@ -220,6 +220,18 @@ static void test_pid_taken_twice(void **state) {
                                  "# DROPPED: 28 events were lost"));
   assert_int_equal(cr_run("info '%s'", out), 0);
   assert_non_null(strstr(cr_out, "\nprocess 10000000 \"fixture\" (x86_64)\n"));
+  /* OUT (4242 and 10000000) first, then a third 4242: that one gets a pid
+   * no input has; OUT's own keep theirs (QA, session 27: it took 10000000
+   * and renumbered OUT's). */
+  {
+    char out2[4096];
+    snprintf(out2, sizeof out2, "%s", out_path("merge-p-out2"));
+    assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out2, out, d1), 0);
+    cr_assert_text(cr_line(cr_out, 0),
+                   "process 4242 of %s written as process 10000001 (pid "
+                   "4242 was taken)", d1);
+    assert_null(strstr(cr_out, "10000000 of"));
+  }
 }
 
 /* Damaged input: the damage is named and left out (status 1), every

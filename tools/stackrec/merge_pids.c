@@ -21,7 +21,10 @@ int stkr__mpids_assign(stkr__mpids *m, size_t ix, uint32_t pid) {
   if (p->assigned)
     return 0;
   if (pid == 0 || taken(m, pid)) {
-    while (taken(m, m->next_pid))
+    /* Never a pid a named process has and may still keep (QA, session
+     * 27: a synthetic 10000000 given first renumbered an input's own
+     * process 10000000, read later). */
+    while (taken(m, m->next_pid) || stkr_map_find(&m->named, m->next_pid))
       m->next_pid++;
     out = m->next_pid++;
   }
@@ -72,9 +75,11 @@ int stkr__mpids_init(stkr__mpids *m, const stkr_reader *r) {
       m->p[i].dev = st.st_dev;
       m->p[i].ino = st.st_ino;
     }
-    if (p->pid != 0)
+    if (p->pid != 0) {
       m->order[m->n_order++] = (uint32_t)i;
-    else
+      if (stkr_map_put(&m->named, p->pid, 1) != 0)
+        return -ENOMEM;
+    } else
       m->unnamed[m->n_unnamed++] = (uint32_t)i;
   }
   /* The reader's order is by pid, then input: taking the pids in it now
@@ -92,6 +97,7 @@ void stkr__mpids_free(stkr__mpids *m) {
   free(m->order);
   free(m->unnamed);
   stkr_map_free(&m->taken);
+  stkr_map_free(&m->named);
   memset(m, 0, sizeof *m);
 }
 

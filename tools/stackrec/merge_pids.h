@@ -4,7 +4,7 @@
  *
  * A process keeps its pid unless a process read before it (the reader's
  * order: by pid, then by input) took it; it then gets a synthetic pid from
- * 10000000 up. Processes whose file names give their pid get theirs at
+ * 10000000 up that no input process has. Processes whose file names give their pid get theirs at
  * stkr__mpids_init, in that order; a file not named as a segment has pid 0
  * until its first Header is read, and gets its pid then
  * (stkr__mpids_assign). Not thread-safe: the CLI's one thread.
@@ -40,6 +40,7 @@ typedef struct stkr__mpids {
   uint32_t *unnamed;   /* indices of the others */
   size_t n_unnamed;
   stkr_map taken;      /* pids given in OUT */
+  stkr_map named;      /* pids of the processes named by their files */
   uint32_t next_pid;   /* next synthetic pid to try */
 } stkr__mpids;
 
