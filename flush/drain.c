@@ -371,8 +371,11 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
    * unsymbolized for good (a reader keeps a stack's first definition), so
    * it is not skipped: bursts want offline mode (`stackrec record`'s
    * default), where the worker never symbolizes. */
-  if (stack > known && w->symc && stkr__drain_may_symbolize(w))
-    stkr__drain_symbolize_stack(w, stkr__stacktab_get(&w->stacks, stack));
+  if (stack > known && w->symc) {
+    stkr__stack *s = stkr__stacktab_get(&w->stacks, stack);
+    if (stkr__drain_may_symbolize(w, s))
+      stkr__drain_symbolize_stack(w, s);
+  }
   return stack;
 }
 

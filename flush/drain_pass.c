@@ -19,15 +19,26 @@ bool stkr__drain_past_deadline(stkr__worker *w) {
   return stop != 0 && stkr__clock_mono_ns() >= stop;
 }
 
-bool stkr__drain_may_symbolize(stkr__worker *w) {
-  /* Once the session is ending, no new resolution starts: one can cost
-   * ~50-100 ms (the first stack into libc loads its debug info), the whole
-   * default budget, and cannot be interrupted; a worker caught in it would
-   * miss the end and lose every event still in the rings. Stacks first
-   * seen now keep their PCs and the image list (`stackrec symbolize`
-   * resolves them later); a program that flushes before it ends (or runs
-   * longer than a flush interval) has its stacks resolved by then. */
-  return atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) == 0;
+/* Time an ending session must have left to start a resolution that loads
+ * nothing (lookups in an image already open: a new compile unit's index
+ * is the most it builds, well under this). */
+#define STKR__END_RESOLVE_SPARE_NS 10000000u /* 10 ms */
+
+bool stkr__drain_may_symbolize(stkr__worker *w, const stkr__stack *s) {
+  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
+
+  if (stop == 0)
+    return true;
+  /* The session is ending: a resolution that loads an image's debug info
+   * can cost ~50-100 ms (the first stack into libc), the whole default
+   * budget, and cannot be interrupted; a worker caught in it would miss
+   * the end and lose every event still in the rings. So only a stack
+   * whose PCs are cached or in images already open is resolved, with
+   * time to spare (QA, session 27: a program's last call, in its own
+   * already-open executable, was written image+offset). Others keep
+   * their PCs and the image list: `stackrec symbolize` resolves them. */
+  return stkr__clock_mono_ns() + STKR__END_RESOLVE_SPARE_NS < stop &&
+         stkr__symc_ready(w->symc, s->pcs, s->depth);
 }
 
 bool stkr__drain_rings_settled(void) {

@@ -112,6 +112,11 @@ int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
   return api()->symc_stack(c, pcs, n_pcs, frames, n_frames);
 }
 
+bool stkr__symc_ready(const stkr__symc *c, const uint64_t *pcs,
+                      size_t n_pcs) {
+  return api()->symc_ready(c, pcs, n_pcs);
+}
+
 int stkr__symc_emit(stkr__symc *c, const uint32_t *frames, uint32_t n_frames,
                     uint32_t epoch, stkr__symdefs *out) {
   return api()->symc_emit(c, frames, n_frames, epoch, out);

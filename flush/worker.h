@@ -300,8 +300,9 @@ bool stkr__drain_take_over(stkr__worker *w);
  * `stackrec record` to read and delete. */
 bool stkr__drain_rings_settled(void);
 
-/* In an ending session: may a new stack still be symbolized now? */
-bool stkr__drain_may_symbolize(stkr__worker *w);
+/* May new stack s be symbolized now (always, unless the session is
+ * ending: then only if that loads nothing and time is left)? */
+bool stkr__drain_may_symbolize(stkr__worker *w, const stkr__stack *s);
 
 /* worker.c; caller holds w->stats_mu. */
 void stkr__stats_compute(stkr__worker *w, stkr_stats *out);

@@ -417,6 +417,17 @@ int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
   return 0;
 }
 
+bool stkr__symc_ready(const stkr__symc *c, const uint64_t *pcs,
+                      size_t n_pcs) {
+  for (size_t i = 0; i < n_pcs; i++) {
+    const uint64_t pc = pcs[i] & ~STKR_PC_ASYNC;
+    if (stkr_map_find(&c->pcs, pcs[i]) == NULL &&
+        !(c->be && stkr__symbe_opened(c->be, pc + ((pcs[i] & STKR_PC_ASYNC) != 0))))
+      return false;
+  }
+  return true;
+}
+
 /* ---- emission ------------------------------------------------------------ */
 
 void stkr__symdefs_reset(stkr__symdefs *d) {

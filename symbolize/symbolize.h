@@ -117,6 +117,11 @@ size_t stkr__symbe_cached(const stkr__symbe *be);
 size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
                            const stkr__symimg **img, stkr__symres *out,
                            size_t max);
+/* Is pc in no image, or in one the backend has opened already (its file
+ * found, its symbols or debug info loaded)? Then resolving it costs
+ * lookups only, never a load: what the flush worker may still do while a
+ * session ends (flush/drain_pass.c). */
+bool stkr__symbe_opened(const stkr__symbe *be, uint64_t pc);
 
 /* ---- one file by itself: Mach-O (and dSYMs), or ELF (symbolize_macho.c) -- */
 /* Used by `stackrec atos` and, for images recorded on Apple platforms
@@ -270,6 +275,9 @@ int stkr__symc_set_images(stkr__symc *c, const stkr__symimg *imgs, size_t n);
  * @return 0 or -ENOMEM. */
 int stkr__symc_stack(stkr__symc *c, const uint64_t *pcs, size_t n_pcs,
                      const uint32_t **frames, uint32_t *n_frames);
+/* Would stkr__symc_stack on these PCs load nothing: is each one cached,
+ * or in an image already opened (stkr__symbe_opened)? */
+bool stkr__symc_ready(const stkr__symc *c, const uint64_t *pcs, size_t n_pcs);
 /* Append to `out` the StringDefs and FrameDefs of `frames` not yet emitted
  * in `epoch`, and mark them emitted. The messages live in the cache: they
  * stay valid while the cache does. @return 0 or -ENOMEM. */

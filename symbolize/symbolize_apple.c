@@ -174,6 +174,12 @@ static const char *via_dladdr(stkr__symbe *be, uint64_t a) {
   return be->name;
 }
 
+bool stkr__symbe_opened(const stkr__symbe *be, uint64_t pc) {
+  (void)be; /* dladdr and _NSCallStackArray read the loaded images */
+  (void)pc;
+  return true;
+}
+
 size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
                            const stkr__symimg **img, stkr__symres *out,
                            size_t max) {

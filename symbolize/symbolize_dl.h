@@ -27,14 +27,14 @@
 #define STKR__SYM_DL_FILE "libstackrec_symbolize.so"
 #define STKR__SYM_DL_SYMBOL "stkr__sym_dl_v1"
 /* Bump with any change of this table or of the types it passes. */
-#define STKR__SYM_DL_MAGIC 0x53594d3144ull /* "SYM1D" */
+#define STKR__SYM_DL_MAGIC 0x53594d3145ull /* "SYM1E" */
 
 /* The module's functions, in one list: the table's fields below take
  * their types from the declarations in symbolize.h (so the two cannot
  * drift apart), and symbolize_dl.c fills the table from the same list. */
 #define STKR__SYM_DL_FUNCS(X)                                                \
   X(symbe_create) X(symc_create) X(symc_free) X(symc_set_images)             \
-  X(symc_stack) X(symc_emit) X(symdefs_reset) X(symdefs_free)
+  X(symc_stack) X(symc_ready) X(symc_emit) X(symdefs_reset) X(symdefs_free)
 
 #define STKR__SYM_DL_FIELD(name) __typeof__(stkr__##name) *name;
 

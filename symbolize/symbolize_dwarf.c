@@ -1,6 +1,6 @@
 /*
- * symbolize_dwarf.c: DWARF lookups shared by the ELF and Mach-O backends
- * (see symbolize_dwarf.h).
+ * symbolize_dwarf.c: DWARF lookups shared by the ELF and Mach-O backends,
+ * and the check that an ELF file is whole (see symbolize_dwarf.h).
  *
  * Why our own per-CU index of subprogram ranges: libdw's dwarf_getscopes
  * would walk every top-level DIE of the CU, including whole C++
@@ -26,7 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 struct stkr__dwfn {
   Dwarf_Addr lo, hi; /* DWARF addresses */
@@ -436,6 +440,56 @@ int stkr__grow_big(void **p, size_t *cap, size_t need, size_t size) {
   size_t old = *cap;
   int rc = stkr_grow(p, cap, need, size);
   if (rc == 0 && *cap != old) stkr__huge_hint(*p, *cap * size);
+  return rc;
+}
+
+/* ---- whole files (symbolize_dwarf.h) ------------------------------------- */
+
+int stkr__elf_whole(int fd, char *why, size_t cap) {
+  struct stat st;
+  GElf_Ehdr eh;
+  Elf_Scn *scn = NULL;
+  size_t shnum = 0;
+  uint64_t size;
+  Elf *e;
+  int rc = -EINVAL;
+
+  if (fstat(fd, &st) != 0) return -errno;
+  size = (uint64_t)st.st_size;
+  (void)elf_version(EV_CURRENT);
+  e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  if (e == NULL || elf_kind(e) != ELF_K_ELF || gelf_getehdr(e, &eh) == NULL) {
+    snprintf(why, cap, "not an ELF file");
+    rc = -ENOEXEC;
+  } else if (eh.e_phnum != 0 &&
+           (eh.e_phoff > size ||
+            (uint64_t)eh.e_phnum * eh.e_phentsize > size - eh.e_phoff))
+    snprintf(why, cap, "its program headers end past its %llu bytes", (unsigned long long)size);
+  /* The header's own count (libelf counts no section of a table outside
+   * the file); 0 with a table: extended numbering, section 0 holds it. */
+  else if ((shnum = eh.e_shnum) == 0 && eh.e_shoff != 0 &&
+           elf_getshdrnum(e, &shnum) != 0)
+    snprintf(why, cap, "its section count lies past its end");
+  else if (eh.e_shoff != 0 &&
+           (eh.e_shoff > size ||
+            (uint64_t)(shnum ? shnum : 1) * eh.e_shentsize >
+                size - eh.e_shoff))
+    snprintf(why, cap, "its section headers end past its %llu bytes", (unsigned long long)size);
+  else {
+    rc = 0;
+    while ((scn = elf_nextscn(e, scn)) != NULL) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type == SHT_NOBITS)
+        continue;
+      if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) {
+        snprintf(why, cap, "section %zu ends past its %llu bytes",
+                 elf_ndxscn(scn), (unsigned long long)size);
+        rc = -EINVAL;
+        break;
+      }
+    }
+  }
+  if (e != NULL) elf_end(e);
   return rc;
 }
 

@@ -114,56 +114,6 @@ static void hex(char *out, size_t cap, const uint8_t *p, size_t n) {
   for (i = 0; i < n && 2 * i + 2 < cap; i++) sprintf(out + 2 * i, "%02x", p[i]);
 }
 
-/* ---- whole files ---------------------------------------------------------- */
-
-int stkr__elf_whole(int fd, char *why, size_t cap) {
-  struct stat st;
-  GElf_Ehdr eh;
-  Elf_Scn *scn = NULL;
-  size_t shnum = 0;
-  uint64_t size;
-  Elf *e;
-  int rc = -EINVAL;
-
-  if (fstat(fd, &st) != 0) return -errno;
-  size = (uint64_t)st.st_size;
-  (void)elf_version(EV_CURRENT);
-  e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-  if (e == NULL || elf_kind(e) != ELF_K_ELF || gelf_getehdr(e, &eh) == NULL) {
-    snprintf(why, cap, "not an ELF file");
-    rc = -ENOEXEC;
-  } else if (eh.e_phnum != 0 &&
-           (eh.e_phoff > size ||
-            (uint64_t)eh.e_phnum * eh.e_phentsize > size - eh.e_phoff))
-    snprintf(why, cap, "its program headers end past its %llu bytes", (unsigned long long)size);
-  /* The header's own count (libelf counts no section of a table outside
-   * the file); 0 with a table: extended numbering, section 0 holds it. */
-  else if ((shnum = eh.e_shnum) == 0 && eh.e_shoff != 0 &&
-           elf_getshdrnum(e, &shnum) != 0)
-    snprintf(why, cap, "its section count lies past its end");
-  else if (eh.e_shoff != 0 &&
-           (eh.e_shoff > size ||
-            (uint64_t)(shnum ? shnum : 1) * eh.e_shentsize >
-                size - eh.e_shoff))
-    snprintf(why, cap, "its section headers end past its %llu bytes", (unsigned long long)size);
-  else {
-    rc = 0;
-    while ((scn = elf_nextscn(e, scn)) != NULL) {
-      GElf_Shdr sh;
-      if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type == SHT_NOBITS)
-        continue;
-      if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) {
-        snprintf(why, cap, "section %zu ends past its %llu bytes",
-                 elf_ndxscn(scn), (unsigned long long)size);
-        rc = -EINVAL;
-        break;
-      }
-    }
-  }
-  if (e != NULL) elf_end(e);
-  return rc;
-}
-
 /* ---- separate debug files, locally only ---------------------------------- */
 
 /* Does the ELF file open on fd carry build-id (bid, len)? */
@@ -733,22 +683,32 @@ static size_t resolve_dwarf(stkr__symbe *be, mod *m, uint64_t a,
   return n;
 }
 
-size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
-                           const stkr__symimg **img, stkr__symres *out,
-                           size_t max) {
-  uint64_t a = pc - 1; /* a return address: the call is just before it */
-  size_t lo = 0, hi = be->n, n = 0;
-  mod *m;
-
-  *img = NULL;
-  if (max == 0 || pc == 0) return 0;
+/* The module whose text holds address a, or NULL. */
+static mod *mod_at(const stkr__symbe *be, uint64_t a) {
+  size_t lo = 0, hi = be->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (be->mods[mid]->img.text_start <= a) lo = mid + 1;
     else hi = mid;
   }
-  if (lo == 0 || a >= be->mods[lo - 1]->img.text_end) return 0;
-  m = be->mods[lo - 1];
+  return lo == 0 || a >= be->mods[lo - 1]->img.text_end ? NULL
+                                                        : be->mods[lo - 1];
+}
+
+bool stkr__symbe_opened(const stkr__symbe *be, uint64_t pc) {
+  const mod *m = pc ? mod_at(be, pc - 1) : NULL;
+  return m == NULL || m->tried;
+}
+
+size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
+                           const stkr__symimg **img, stkr__symres *out,
+                           size_t max) {
+  uint64_t a = pc - 1; /* a return address: the call is just before it */
+  size_t n = 0;
+  mod *m;
+
+  *img = NULL;
+  if (max == 0 || pc == 0 || (m = mod_at(be, a)) == NULL) return 0;
   *img = &m->img;
   if (!mod_open(be, m)) return 0;
   if (m->mf) /* Mach-O: the file's address = PC - load address + __TEXT */

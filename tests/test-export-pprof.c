@@ -306,7 +306,7 @@ static void test_fixture_folded_and_app_only(void **state) {
 
   /* By default a frame is its function, file and line. */
   assert_int_equal(sh("'%s' export --format folded '%s'", g_tool, dir), 0);
-  assert_has_line_suffix(";main fixture_main.c:74;chains fixture_main.c:21;"
+  assert_has_line_suffix(";main fixture_main.c:86;chains fixture_main.c:23;"
                          "run_c fixture_c.c:27;static_mid fixture_c.c:22;"
                          "outer_c fixture_c.c:17;inlined_helper "
                          "fixture_c.c:12 1001");

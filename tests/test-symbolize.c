@@ -484,6 +484,55 @@ static void test_dlopen_plugin_and_app_paths(void **state) {
   check_plugin(dir, false);
 }
 
+/* The frames of the one event at `site` in dir: its innermost function,
+ * or "" when it has none (PCs only). */
+static void late_function(const char *dir, const char *site, char *fn,
+                          size_t cap) {
+  stkr_reader *r;
+  stkr_event_view ev;
+  int found = 0;
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  while (stkr_reader_next(r, &ev) == 1) {
+    if (strcmp(ev.site, site) != 0) continue;
+    found++;
+    snprintf(fn, cap, "%s", ev.n_frames && ev.frames[0].function
+                                ? ev.frames[0].function : "");
+  }
+  stkr_reader_free(r);
+  assert_int_equal(found, 1);
+}
+
+/* A stack first seen as the session ends (QA, session 27: written with
+ * PCs only, and `symbolize` copied such a file as it was):
+ *  - in an image already open, the worker still resolves it;
+ *  - in one never resolved before (a plugin's), it keeps its PCs, and
+ *    `symbolize` resolves just those stacks of the otherwise symbolized
+ *    file. A long flush interval: no pass between the event and the end. */
+static void test_stacks_first_seen_at_the_end(void **state) {
+  char dir[4200], out[4200], env[8400], fn[256];
+  (void)state;
+  mkpath(dir, sizeof dir, "late-main");
+  run_fixture(g_fixture, "STACKREC_FLUSH_MS=60000 SYMFIXTURE_LATE=main", dir);
+  late_function(dir, "sym.late", fn, sizeof fn);
+  assert_string_equal(fn, "late_call");
+  mkpath(dir, sizeof dir, "late-plugin");
+  mkpath(out, sizeof out, "late-plugin-sym");
+  snprintf(env, sizeof env, "STACKREC_FLUSH_MS=60000 SYMFIXTURE_LATE='%s'",
+           g_plugin);
+  run_fixture(g_fixture, env, dir);
+  late_function(dir, "sym.plugin", fn, sizeof fn);
+  assert_string_equal(fn, "");
+  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
+  assert_non_null(strstr(g_out, "only those were resolved"));
+  check_plugin(out, false);
+  /* The file's own frames are still there, and read without a warning. */
+  assert_int_equal(sh("'%s' verify '%s' && '%s' dump --frames '%s' | "
+                      "grep -c '^    inlined_helper '", g_tool, out, g_tool,
+                      out), 0);
+  assert_int_equal(atoi(g_out), 1001);
+  assert_string_equal(g_err, "");
+}
+
 /* Flip the first byte of the GNU build-id of the ELF file at path. */
 static void flip_build_id(const char *path) {
   uint8_t id[64], *data;
@@ -642,6 +691,7 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_symcache_fifo, test_inproc_small_default_stack,
              test_inproc_stripped_debuglink,
              test_mismatched_binary, test_fifo_in_place_of_files,
-               test_unreadable_segment_marked_lost,
+             test_unreadable_segment_marked_lost,
              test_fifo_debuglink, test_dump_frames_and_app_only,
-             test_dlopen_plugin_and_app_paths)
+             test_dlopen_plugin_and_app_paths,
+             test_stacks_first_seen_at_the_end)

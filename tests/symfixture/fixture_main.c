@@ -10,7 +10,9 @@
  * Exit status 0, or 1 when recording failed. */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "recorder/stackrec.h"
 #include "symbolize/symbolize.h"
@@ -31,7 +33,7 @@ static __attribute__((noinline)) void plugin_cb(int i) {
 /* SYMFIXTURE_PLUGIN=path: dlopen it, record one event through it, flush
  * while it is loaded, dlclose it and flush again (the image list changes
  * twice). @return 0, or 1 on failure. */
-static int plugin_round(const char *path) {
+static int plugin_round(const char *path, bool late) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   void (*entry)(void (*)(int), int, volatile int *);
   if (!h) {
@@ -44,9 +46,19 @@ static int plugin_round(const char *path) {
     return 1;
   }
   entry(plugin_cb, 7, &g_line[L_PLUGIN]);
+  if (late) return 0; /* first seen as the session ends; stays loaded */
   if (stkr_flush() != 0) return 1;
   dlclose(h);
   return stkr_flush() != 0;
+}
+
+/* SYMFIXTURE_LATE=main: one event of a new stack in this program, right
+ * before stkr_shutdown_for_exit (run with a long flush interval: no pass
+ * between);
+ * SYMFIXTURE_LATE=PATH: the plugin's, its image never resolved before. */
+static __attribute__((noinline)) void late_call(void) {
+  STKR_EVENT("sym.late", "late", 4);
+  __asm__ volatile("" ::: "memory");
 }
 
 /* Print the resolver's count after a flush barrier. */
@@ -75,9 +87,18 @@ int main(void) {
     if (i == g_first && report()) return 1;
   }
   if (report()) return 1;
-  if (getenv("SYMFIXTURE_PLUGIN") && plugin_round(getenv("SYMFIXTURE_PLUGIN")))
+  if (getenv("SYMFIXTURE_PLUGIN") &&
+      plugin_round(getenv("SYMFIXTURE_PLUGIN"), false))
     return 1;
-  stkr_shutdown();
+  const char *late = getenv("SYMFIXTURE_LATE");
+  if (late != NULL && strcmp(late, "main") == 0)
+    late_call();
+  else if (late != NULL && plugin_round(late, true))
+    return 1;
+  if (late != NULL)
+    stkr_shutdown_for_exit(); /* as at exit: the end's budget applies */
+  else
+    stkr_shutdown();
   for (int k = 0; k < L_COUNT; k++) printf("line %d %d\n", k, g_line[k]);
   return 0;
 }

@@ -42,6 +42,7 @@
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/symbolize_canon.h"
+#include "tools/stackrec/symbolize_mixed.h"
 #include "tools/stackrec/symcache_dir.h"
 
 static const char symbolize_help[] =
@@ -114,6 +115,9 @@ typedef struct sym_run {
   char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
   size_t n_pending, cap_pending;
   stkr__canon canon; /* one image list for every process */
+  bool mixed; /* the file has frames: only its bare stacks are resolved,
+                 their definitions moved (symbolize_mixed.h) */
+  uint64_t mixed_files;
 } sym_run;
 
 static void warn_cb(void *arg, const char *why) {
@@ -158,18 +162,6 @@ static int read_file(const char *path, uint8_t **data, size_t *len) {
   }
   close(fd);
   *len = off;
-  return 0;
-}
-
-static int write_all(int fd, const void *p, size_t n) {
-  const uint8_t *b = p;
-  while (n) {
-    ssize_t k = write(fd, b, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return -errno;
-    b += k;
-    n -= (size_t)k;
-  }
   return 0;
 }
 
@@ -218,13 +210,6 @@ static Stackrec__Batch *decode(sym_run *run, const uint8_t *p, size_t csize) {
   return stackrec__batch__unpack(&run->pballoc.pb, b.len, run->dbuf);
 }
 
-static bool has_frames(const Stackrec__Batch *b) {
-  if (b->n_frames || b->n_strings) return true;
-  for (size_t i = 0; i < b->n_stacks; i++)
-    if (b->stacks[i]->n_frames) return true;
-  return false;
-}
-
 /* Pass the union of canonical images (symbolize_canon.h) to the cache. */
 static int canon_publish(sym_run *run) {
   const stkr__canon *k = &run->canon;
@@ -242,9 +227,12 @@ static int canon_publish(sym_run *run) {
   return err;
 }
 
-/* Add frames to one decoded batch and encode it into run->out. */
+/* Add frames to one decoded batch and encode it into run->out (in a
+ * mixed file, to its bare stacks only, with moved ids). */
 static int rewrite(sym_run *run, Stackrec__Batch *b) {
   stkr__symdefs defs = {0};
+  stkr__sym_moved mv = {0};
+  bool *ours; /* the stacks given frames here */
   int err = 0;
   size_t i;
 
@@ -266,6 +254,8 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
     stkr__canon_unknown_process(&run->canon);
     run->new_proc = false;
   }
+  if ((ours = calloc(b->n_stacks + 1, sizeof *ours)) == NULL)
+    return -ENOMEM;
   for (i = 0; i < b->n_stacks && err == 0; i++) {
     Stackrec__StackDef *d = b->stacks[i];
     const uint64_t *pcs = stkr__canon_pcs(&run->canon, d->pcs, d->n_pcs);
@@ -275,32 +265,42 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
      * stack: the walk found no frame inside the thread's stack) has no
      * frame to resolve. Taken for "out of memory" below, it failed the
      * whole recording's resolution. */
-    if (d->n_pcs == 0) continue;
+    if (d->n_pcs == 0 || (run->mixed && d->n_frames > 0)) continue;
     if (!pcs)
       err = -ENOMEM;
     else if ((err = stkr__symc_stack(run->c, pcs, d->n_pcs, &fr, &nf)) == 0 &&
         (err = stkr__symc_emit(run->c, fr, nf, run->epoch, &defs)) == 0) {
-      d->frames = (uint32_t *)fr; /* the cache's: unhooked before freeing */
+      if (run->mixed && (fr = stkr__sym_move_frames(&mv, fr, nf)) == NULL) {
+        err = -ENOMEM;
+        break;
+      }
+      d->frames = (uint32_t *)fr; /* the cache's (or mv's): unhooked below */
       d->n_frames = nf;
+      ours[i] = true;
       run->stacks++;
     }
   }
-  if (err == 0) {
+  if (err == 0 && run->mixed) {
+    err = stkr__sym_encode_mixed(b, &defs, &mv, run->cctx, &run->out);
+  } else if (err == 0) { /* b's own are none: only ours */
     b->strings = defs.strings;
     b->n_strings = defs.n_strings;
     b->frames = defs.frames;
     b->n_frames = defs.n_frames;
     err = stkr_fmt_encode_batch(b, run->cctx, 3, &run->out);
+    /* The added memory is not protobuf-c's: keep free_unpacked off it. */
+    b->strings = NULL;
+    b->n_strings = 0;
+    b->frames = NULL;
+    b->n_frames = 0;
   }
-  /* The added memory is not protobuf-c's: keep free_unpacked off it. */
-  b->strings = NULL;
-  b->n_strings = 0;
-  b->frames = NULL;
-  b->n_frames = 0;
   for (i = 0; i < b->n_stacks; i++) {
+    if (!ours[i]) continue; /* a mixed file's own frames stay its own */
     b->stacks[i]->frames = NULL;
     b->stacks[i]->n_frames = 0;
   }
+  free(ours);
+  stkr__sym_moved_free(&mv);
   stkr__symdefs_free(&defs);
   return err;
 }
@@ -365,7 +365,7 @@ static int write_out(sym_run *run, const char *dir, const char *name) {
     err = -errno;
   else {
     struct stat orig;
-    err = write_all(fd, run->out.data, run->out.len);
+    err = stkr_write_all(fd, run->out.data, run->out.len);
     /* In place, a session's final segment stays one (the disk cap of a
      * later writer into this directory keeps it: stkr_format.h). */
     if (run->in_place && stat(path, &orig) == 0 && STKR_FMT_SEGMENT_IS_FINAL(orig.st_mode))
@@ -401,7 +401,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   char in[PATH_MAX];
   uint8_t *data;
   size_t len, off = 0;
-  bool already = false, stacks = false;
+  bool already = false, stacks = false, bare = false;
   int err;
 
   snprintf(in, sizeof in, "%s/%s", indir, name);
@@ -419,17 +419,25 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   run->out.len = 0;
 
   /* A file that already has frames (inproc, or symbolized before) is
-   * copied as it is: new ids could clash with its own. */
-  for (off = 0; off < len && !already;) {
+   * copied as it is, unless some of its stacks have none (first seen as
+   * the recording ended): then only those are resolved (mixed). */
+  run->mixed = false;
+  for (off = 0; off < len;) {
     size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off);
     if (ZSTD_isError(cs)) break;
     Stackrec__Batch *b = decode(run, data + off, cs);
     if (b) {
-      already = has_frames(b);
+      already |= stkr__sym_has_frames(b);
+      bare |= stkr__sym_has_bare_stack(b);
       stacks |= b->n_stacks != 0;
       stackrec__batch__free_unpacked(b, &run->pballoc.pb);
     }
     off += cs;
+  }
+  if (already && bare) {
+    already = false;
+    run->mixed = true;
+    run->mixed_files++;
   }
   /* In place, a file without stacks has nothing to gain (each segment
    * carries its own image list: the next file does not need this one). */
@@ -774,6 +782,11 @@ int stkr_cli_symbolize(int argc, char **argv) {
            (unsigned long long)run.copied_files,
            run.copied_files == 1 ? "" : "s",
            run.copied_files == 1 ? "was" : "were");
+  if (run.mixed_files)
+    printf("%llu file%s had frames but for stacks first seen as the "
+           "recording ended: only those were resolved\n",
+           (unsigned long long)run.mixed_files,
+           run.mixed_files == 1 ? "" : "s");
   stkr_cli_swift_note(stdout, "symbolize", "");
   err = run.status;
   if (stkr_marks_copy(indir, outdir) != 0) { /* `stackrec mark`'s marks */

@@ -1,0 +1,69 @@
+/*
+ * symbolize_mixed.h: `stackrec symbolize` on a segment that already has
+ * frames for some stacks but not for others (an in-process recording
+ * whose last stacks were first seen as it ended: the worker does not
+ * start a resolution then, flush/drain_pass.c). Split out of symbolize.c,
+ * its only user.
+ *
+ * Such a file was copied as it was ("already had frames"), so those
+ * stacks stayed image+offset for good (QA, session 27). Now only they are
+ * resolved; the StringDefs and FrameDefs added for them take ids from
+ * STKR__SYM_MIXED_ID_BASE up, which the recorder's own ids (counted from
+ * 1 per session, one per distinct frame or string) never reach, so the
+ * two cannot clash in the session's id space (the reader keeps a
+ * session's definitions across its segments).
+ *
+ * Thread-safety: none.
+ */
+#ifndef STKR_SYMBOLIZE_MIXED_H
+#define STKR_SYMBOLIZE_MIXED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zstd.h>
+
+#include "proto/stackrec.pb-c.h"
+#include "proto/stkr_format.h"
+#include "symbolize/symbolize.h"
+
+#define STKR__SYM_MIXED_ID_BASE 0x80000000u
+
+/* @return whether batch b defines frames (StringDefs, FrameDefs or a
+ * StackDef's frames). */
+bool stkr__sym_has_frames(const Stackrec__Batch *b);
+
+/* @return whether batch b defines a stack of PCs without its frames. */
+bool stkr__sym_has_bare_stack(const Stackrec__Batch *b);
+
+/* Copies, owned by the holder, of definitions moved to the mixed id
+ * range. */
+typedef struct stkr__sym_moved {
+  Stackrec__StringDef *strings, **string_ptrs;
+  Stackrec__FrameDef *frames, **frame_ptrs;
+  size_t n_strings, n_frames;
+  uint32_t **stack_frames; /* per stack moved: its frame ids, moved */
+  size_t n_stacks, cap_stacks;
+} stkr__sym_moved;
+
+/* Into m: d's StringDefs and FrameDefs with their ids (and the string ids
+ * a frame names) moved up by STKR__SYM_MIXED_ID_BASE.
+ * @return 0 or -ENOMEM (m freed). */
+int stkr__sym_move_defs(const stkr__symdefs *d, stkr__sym_moved *m);
+
+/* A copy of the n frame ids fr moved up likewise, kept in m (freed with
+ * it). @return the copy, or NULL when out of memory. */
+uint32_t *stkr__sym_move_frames(stkr__sym_moved *m, const uint32_t *fr,
+                                uint32_t n);
+
+void stkr__sym_moved_free(stkr__sym_moved *m);
+
+/* Encode batch b (level 3) into out with its own definitions and, after
+ * them, defs moved into m (stkr__sym_move_defs); b is as it was after.
+ * @return 0, -ENOMEM or stkr_fmt_encode_batch's error. */
+int stkr__sym_encode_mixed(Stackrec__Batch *b, const stkr__symdefs *defs,
+                           stkr__sym_moved *m, ZSTD_CCtx *cctx,
+                           stkr_fmt_buf *out);
+
+#endif /* STKR_SYMBOLIZE_MIXED_H */
