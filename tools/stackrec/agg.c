@@ -84,6 +84,7 @@ typedef struct builder {
   size_t *cslot;       /* index + 1 into a->stacks; 0 = empty */
   size_t cslot_cap;
   stkr_frame *tmp;     /* the frames of the key being added */
+  bool tmp_bare;       /* made from its PCs (stkr_agg_stack.bare) */
   size_t tmp_cap;
   stkr__filter filt;  /* --site, --thread, --from/--to (filter.h) */
   stkr__paytab *pay;  /* payloads per site (paytab.h) */
@@ -208,6 +209,7 @@ static long take_frames(builder *b, stkr_reader *r,
   size_t n, i;
   long m;
 
+  b->tmp_bare = false;
   if (stkr_reader_frames(r, &f, &n) != 0)
     return -ENOMEM;
   if (stkr_grow((void **)&b->tmp, &b->tmp_cap, n ? n : ev->n_pcs,
@@ -238,8 +240,10 @@ static long take_frames(builder *b, stkr_reader *r,
     /* Every PC resolved in an earlier stack of this process: its frames. */
     if ((m = borrow_frames(b, ev->process, ev->n_pcs)) < 0)
       return m;
-    if (m == 0)
+    if (m == 0) {
+      b->tmp_bare = ev->n_pcs > 0;
       return (long)ev->n_pcs;
+    }
     /* More frames than PCs where calls were inlined. */
     if (stkr_grow((void **)&b->tmp, &b->tmp_cap, (size_t)m,
                   sizeof *b->tmp) != 0)
@@ -426,6 +430,7 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   s->tid_proc = b->o->by_thread ? proc : 0;
   s->n_pids = 1;
   s->truncated = ev->stack_truncated;
+  s->bare = b->tmp_bare;
   b->hashes[i] = h;
   b->last_proc[i] = proc;
   b->tl_of[i] = NULL;
@@ -679,6 +684,11 @@ static void sum_processes(stkr_agg *a, const stkr_reader *r) {
     a->cut_processes += p->live_tail && p->live_sessions == 0;
     a->unsupported_processes += p->status != 0;
   }
+  for (i = 0; i < a->n_stacks; i++)
+    if (a->stacks[i].bare) {
+      a->bare_events += a->stacks[i].count;
+      a->bare_stacks++;
+    }
 }
 
 int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,

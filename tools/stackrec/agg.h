@@ -102,6 +102,9 @@ typedef struct stkr_agg_stack {
   uint64_t count;          /* events */
   uint32_t n_pids;         /* distinct processes it was seen in */
   bool truncated;          /* the walk was cut short (some events) */
+  bool bare;               /* its frames were made from its PCs: the
+                              recording never resolved it (offline mode,
+                              or first seen as the session ended) */
   /* by_process: the process (else 0 and NULL). */
   uint32_t pid;
   const char *process;
@@ -191,6 +194,8 @@ struct stkr_agg {
   uint64_t segments_deleted; /* older segments the disk cap deleted */
   uint64_t cap_deleted_events; /* the events they held, when known */
   uint64_t unresolved_events; /* events with an undefined id (site "?") */
+  uint64_t bare_events;      /* events of bare stacks (stkr_agg_stack.bare) */
+  size_t bare_stacks;
   size_t live_processes;     /* still being written (live_tail, and the
                                 writer runs: live_sessions) */
   size_t cut_processes;      /* live_tail with no writer running here: it

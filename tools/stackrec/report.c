@@ -522,6 +522,12 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            "refer to undefined sites, threads or stacks (shown as \"?\")");
   put_loss("NOT READ", a->unsupported_processes, "process", "es",
            "recorded in a newer format version");
+  if (a->bare_events) /* not a loss: what `stackrec symbolize` can add */
+    printf("# NOT SYMBOLIZED: %llu event%s of %zu stack%s with PCs only "
+           "(image+offset: recorded offline, or first seen as the recording "
+           "ended); 'stackrec symbolize' names them\n",
+           (unsigned long long)a->bare_events, a->bare_events == 1 ? "" : "s",
+           a->bare_stacks, a->bare_stacks == 1 ? "" : "s");
   if (a->live_processes)
     printf("# LIVE: %zu process%s still being written; the last, "
            "incomplete batch is not counted\n",
