@@ -189,6 +189,14 @@ cr_assert_text(const char *got, const char *fmt, ...) {
   assert_string_equal(got, want);
 }
 
+/* `stackrec report ARGS REC` exits 0, and its output holds want. */
+static __attribute__((unused)) void cr_report_has(const char *args,
+                                                  const char *rec,
+                                                  const char *want) {
+  assert_int_equal(cr_run("report %s '%s'", args, rec), 0);
+  cr_assert_has(cr_out, want);
+}
+
 static __attribute__((unused)) int cr_count_lines(const char *s) {
   int n = 0;
 

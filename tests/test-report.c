@@ -123,17 +123,11 @@ static void test_std_whole_output(void **state) {
   assert_string_equal(cr_out, k_std_report);
 }
 
-/* `stackrec report ARGS REC` exits 0, and its output holds want. */
-static void report_has(const char *args, const char *rec, const char *want) {
-  assert_int_equal(cr_run("report %s '%s'", args, rec), 0);
-  cr_assert_has(cr_out, want);
-}
-
 /* --top 1: the first stack of each site, then one line for the rest. */
 static void test_top(void **state) {
   (void)state;
 
-  report_has("--top 1", g_std,
+  cr_report_has("--top 1", g_std,
              "  net.connect: 3 events, 33.33%, 3 stacks\n"
              "    1 event, 33.33%:\n"
              "        0x7f0000002000\n"
@@ -235,7 +229,7 @@ static void test_tree(void **state) {
       "    16.67%  1      b (b.c:2)\n"
       "    33.33%  2  main (main.c:20)\n"
       "    33.33%  2    c (c.c:3)\n");
-  report_has("--tree --top 1", d,
+  cr_report_has("--tree --top 1", d,
              "    66.67%  4  main (main.c:10)\n"
              "    66.67%  4    mid (mid.c:5)\n"
              "    50.00%  3      a (a.c:1)\n"
@@ -246,7 +240,7 @@ static void test_tree(void **state) {
   assert_int_equal(cr_run("report --granularity address '%s'", d), 0);
   assert_non_null(strstr(cr_out, "      mid (mid.c:5) [app+0x110]\n"));
   assert_non_null(strstr(cr_out, "      mid (mid.c:5) [app+0x210]\n"));
-  report_has("--tree --granularity function", d,
+  cr_report_has("--tree --granularity function", d,
              "   100.00%  6  main (main.c)\n"
              "    66.67%  4    mid (mid.c:5)\n"
              "    50.00%  3      a (a.c:1)\n"
@@ -281,7 +275,7 @@ static void test_tree(void **state) {
 static void test_tree_symbolized(void **state) {
   (void)state;
 
-  report_has("--tree --site 'files.*'", g_sym,
+  cr_report_has("--tree --site 'files.*'", g_sym,
              "  files.open: 5 events, 83.33%, 2 stacks\n"
              "      80.00%  4  main (app/main.c:40)\n"
              "      80.00%  4    load (app/load.c:30) [inlined]\n"
@@ -330,7 +324,7 @@ static void test_filters(void **state) {
                                  "        __libc_open\n"
                                  "  files.stat"));
 
-  report_has("--site nothing", g_sym, "\n# no event matches the filters\n");
+  cr_report_has("--site nothing", g_sym, "\n# no event matches the filters\n");
 }
 
 /* Site names without a category prefix: no category level. */
@@ -682,131 +676,8 @@ static void test_by_thread_pool(void **state) {
   assert_null(strstr(cr_out, "pool (tid "));
 }
 
-/* The same payload at one site again and again is one payload with its
- * count (paytab.c finds it by its bytes); equal bytes at another site are
- * that site's own; "a" and "a\0" differ. */
-static void test_repeated_payloads(void **state) {
-  static const uint32_t sites[] = {1, 2}, threads[] = {1}, stacks[] = {1, 2};
-  static const struct {
-    uint32_t site;
-    const char *p;
-    uint32_t len;
-  } k[] = {{1, "a", 1}, {1, "bb", 2}, {1, "a", 1}, {2, "a", 1},
-           {1, "a", 1}, {1, "bb", 2}, {1, "a\0", 2}};
-  fx_ev evs[sizeof k / sizeof k[0]];
-  const char *d = fx_tmpdir("report-paydup");
-  stkr_fmt_buf buf = {0};
-  size_t i;
-  (void)state;
-
-  for (i = 0; i < sizeof k / sizeof k[0]; i++)
-    evs[i] = (fx_ev){.delta = 1000, .site = k[i].site, .thread = 1,
-                     .stack = k[i].site, .payload = k[i].p,
-                     .plen = k[i].len};
-  fx_batch b = {.seq = 1, .header = true, .pid = FX_PID, .segment_seq = 1,
-                .sites = sites, .n_sites = 2, .threads = threads,
-                .n_threads = 1, .stacks = stacks, .n_stacks = 2,
-                .base_ts = FX_START_MONO, .evs = evs,
-                .n_evs = sizeof k / sizeof k[0], .last = true};
-  assert_int_equal(fx_encode(&b, &buf), 0);
-  assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
-  stkr_fmt_buf_free(&buf);
-
-  assert_int_equal(cr_run("report '%s'", d), 0);
-  if (strstr(cr_out, "    payloads: 3 distinct, in 6 of its events\n"
-                     "             3   50.00%  \"a\"\n"
-                     "             2   33.33%  \"bb\"\n"
-                     "             1   16.67%  \"a\\x00\"\n") == NULL ||
-      strstr(cr_out, "    payloads: 1 distinct, in 1 of its events\n"
-                     "             1  100.00%  \"a\"\n") == NULL)
-    fail_msg("payload counts wrong in:\n%s", cr_out);
-}
-
-/* --by: events per thread, process, payload or module, most first, each
- * with its stacks, sites and most frequent site; --sort re-ranks. */
-static void test_by_and_sort(void **state) {
-  (void)state;
-
-  report_has("--by thread", g_std,
-             "\nthread: 3 distinct\n"
-             "      events        %  stacks  sites  key (most frequent "
-             "site)\n"
-             "           4   44.44%       4      3  main (tid 4242) "
-             "(file.open: 2)\n"
-             "           3   33.33%       3      2  worker-1 (tid 4243) "
-             "(net.connect: 2)\n"
-             "           2   22.22%       2      2  ? (tid 5000) (late.site: "
-             "1)\n");
-  report_has("--by process", g_std,
-             "           9  100.00%       9      4  "
-             "fixture (pid 4242) (net.connect: 3)\n");
-  report_has("--by payload --top 2", g_std,
-             "\npayload: 8 distinct\n"
-             "      events        %  stacks  sites  key (most frequent "
-             "site)\n"
-             "           2   22.22%       2      2  (no payload) "
-             "(file.open: 1)\n"
-             "           1   11.11%       1      1  "
-             "\"\\x00\\x01bin\\xff\\x7f\\x1b\" (privacy.clipboard.read: 1)\n"
-             "           6   66.67%  ... 6 more\n");
-  report_has("--by module", g_std, "  fixture (net.connect: 2)\n");
-  report_has("--by thread --sort name", g_std,
-             "  ? (tid 5000) (late.site: 1)\n"
-             "           4   44.44%       4      3  main");
-  /* Sites by name: file, late, net, privacy. */
-  assert_int_equal(cr_run("report --sort name '%s'", g_std), 0);
-  {
-    const char *f = strstr(cr_out, "\nfile: "), *l = strstr(cr_out, "\nlate: ");
-    const char *n = strstr(cr_out, "\nnet: "), *p = strstr(cr_out, "\nprivacy: ");
-    assert_true(f && l && n && p && f < l && l < n && n < p);
-  }
-  assert_int_equal(cr_run("report --by nope '%s'", g_std), 2);
-  assert_int_equal(cr_run("report --sort nope '%s'", g_std), 2);
-  assert_int_equal(cr_run("report --by module --tree '%s'", g_std), 2);
-}
-
-/* "N distinct stacks" is one number in every view (QA: --by process
- * printed the stacks summed over processes, 17 where report said 4): two
- * processes, one stack each, seen on two threads with two payloads. Split
- * by thread, process or payload, that is still one stack; the rows count
- * their own. */
-static void test_by_keeps_the_distinct_stacks(void **state) {
-  static const uint32_t sites[] = {1}, threads[] = {1, 2}, stacks[] = {1};
-  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false},
-                              {1000, 1, 2, 1, "b", 1, false}};
-  static const char *const by[] = {"", "--by thread", "--by process",
-                                   "--by payload", "--by module"};
-  const char *d = fx_tmpdir("report-by-stacks");
-  stkr_fmt_buf buf = {0};
-  uint32_t pid;
-  size_t i;
-  (void)state;
-
-  for (pid = 10; pid <= 11; pid++) {
-    fx_batch b = {.seq = 1, .header = true, .pid = pid, .segment_seq = 1,
-                  .sites = sites, .n_sites = 1, .threads = threads,
-                  .n_threads = 2, .stacks = stacks, .n_stacks = 1,
-                  .base_ts = FX_START_MONO, .evs = evs, .n_evs = 2,
-                  .last = true};
-    assert_int_equal(fx_encode(&b, &buf), 0);
-    assert_int_equal(fx_write_segment(d, pid, 1, &buf), 0);
-  }
-  stkr_fmt_buf_free(&buf);
-  for (i = 0; i < sizeof by / sizeof by[0]; i++)
-    report_has(by[i], d, "# 4 events from 2 processes, 1 site, 1 distinct "
-                         "stack\n");
-  report_has("--by process", d,
-             "           2   50.00%       1      1  fixture (pid 10) "
-             "(privacy.clipboard.read: 2)\n");
-  /* Both processes' "main" is tid 4242: two threads, not one tid. */
-  report_has("--by thread", d,
-             "           2   50.00%       1      1  main (several threads) "
-             "(privacy.clipboard.read: 2)\n");
-}
-
 TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top,
-             test_by_and_sort, test_by_keeps_the_distinct_stacks,
-             test_repeated_payloads, test_symbolized_flat,
+             test_symbolized_flat,
              test_tree, test_tree_symbolized, test_filters, test_no_categories,
              test_html, test_damaged_input, test_live_recording,
              test_empty_and_missing_inputs, test_usage,
