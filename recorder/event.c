@@ -244,16 +244,23 @@ int stkr_thread_attach(void) {
     return -EPERM;
   if (t == STKR__THREAD_DEAD || t == STKR__THREAD_ATTACHING)
     return -EAGAIN;
+  /* Not recording: -ENOTCONN, also for a thread still attached from the
+   * session before (QA, session 27: 0 after stkr_shutdown). */
+  if (!stkr__recorder_running())
+    return -ENOTCONN;
   if (t == STKR__THREAD_CAPPED) {
     if (!stkr__threads_ring_room(g_conf.ring_bytes))
-      return -ENOSPC;
+      return -EAGAIN; /* as stkr_event: ring memory used up */
     stkr__tls = t = NULL; /* room again: try */
   }
   if (t != NULL)
     return 0;
-  if (!stkr__recorder_running())
-    return -ENOTCONN;
-  return stkr__thread_attach(g_conf.ring_bytes, &t);
+  {
+    const int e0 = errno; /* as stkr_event: the app's errno kept */
+    int err = stkr__thread_attach(g_conf.ring_bytes, &t);
+    errno = e0;
+    return err == -ENOSPC ? -EAGAIN : err;
+  }
 }
 
 /* The known-stack and known-payload tables are two-way set associative:
@@ -565,10 +572,11 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     atomic_signal_fence(memory_order_seq_cst);
   state = atomic_load_explicit(&g_state, memory_order_acquire);
   if (__builtin_expect(state != STKR__RUNNING, 0)) {
+    const int e0 = errno; /* a forked child's start makes files */
     atomic_store_explicit(&t->busy, 0, memory_order_release);
-    if (stkr__not_running(state) != 0)
-      return -ENOTCONN;
-    return 1;
+    const int nr = stkr__not_running(state);
+    errno = e0;
+    return nr != 0 ? -ENOTCONN : 1;
   }
 
   site_id = stkr__site_id(site);
@@ -661,11 +669,17 @@ __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
 again:
   t = stkr__tls;
   if (__builtin_expect((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX, 0)) {
+    /* The slow path makes system calls (a forked child's start, a
+     * thread's ring from the pool: renames that may fail): the app's
+     * errno is kept across them (QA, session 27: ENOENT after a thread's
+     * first event; the README promises errno is never set). */
+    const int e0 = errno;
     if (t == STKR__THREAD_IGNORED)
       return -EPERM; /* the recorder's own thread: not an app event */
     state = atomic_load_explicit(&g_state, memory_order_acquire);
     if (state != STKR__RUNNING) {
       err = stkr__not_running(state);
+      errno = e0;
       if (err != 0)
         return err;
       goto again; /* a forked child just started recording */
@@ -680,9 +694,13 @@ again:
       stkr__count_dropped_other();
       return -EAGAIN;
     }
-    if (stkr__thread_attach(g_conf.ring_bytes, &t) != 0) {
+    err = stkr__thread_attach(g_conf.ring_bytes, &t);
+    errno = e0;
+    if (err != 0) {
       stkr__count_dropped_other();
-      return -ENOMEM;
+      /* The process's ring memory used up (-ENOSPC): -EAGAIN, as the
+       * header says (QA, session 27: -ENOMEM); else out of memory. */
+      return err == -ENOSPC ? -EAGAIN : -ENOMEM;
     }
   }
   err = stkr__push(t, site, payload, payload_len,

@@ -18,7 +18,7 @@
 
 #define STKR__SITE_CLAIMING 0xFFFFFFFFu
 #define STKR__SITE_FULL 0xFFFFFFFEu /* table was full: never retried */
-#define STKR__SITE_INVALID 0xFFFFFFFDu /* a name reserved for marks */
+#define STKR__SITE_INVALID 0xFFFFFFFDu /* refused: no name, or a mark's */
 
 /* The names of g_site_names, bump-allocated for the life of the process
  * (untouched pages cost nothing); full, a new site gets -ENOSPC as past
@@ -83,8 +83,18 @@ static int word_err(uint32_t word) {
 static int stkr__site_claim(stkr_site *site, bool mark) {
   uint32_t id, expected = 0;
 
-  if (site == NULL || site->name == NULL || site->name[0] == '\0')
+  if (site == NULL)
     return -EINVAL;
+  if (site->name == NULL || site->name[0] == '\0') {
+    /* Refused for good, so stkr_event says -EINVAL and counts nothing
+     * (QA, session 27: -EAGAIN, counted as dropped_other). A word that is
+     * no id yet, or INVALID already; a claim in flight is its own. */
+    uint32_t zero = 0;
+    (void)__atomic_compare_exchange_n(&site->id, &zero, STKR__SITE_INVALID,
+                                      false, __ATOMIC_RELEASE,
+                                      __ATOMIC_RELAXED);
+    return -EINVAL;
+  }
   /* Pairs with the release store below, by whichever thread registered. */
   id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
   if (id != 0)

@@ -4,8 +4,9 @@
  * struct goes away (a library the app dlclose'd; here a heap struct whose
  * name is overwritten, then freed: ASan sees any later read) is still
  * named, by the worker, by the next registration's lookup and by the next
- * stkr_init's session file; a NULL site; a site of the app named with the
- * marks' reserved prefix ("mark:"), which would be read as a mark.
+ * stkr_init's session file; a NULL site, and one with no name; a site of
+ * the app named with the marks' reserved prefix ("mark:"), which would be
+ * read as a mark; the app's errno across a thread's first event.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -145,6 +146,51 @@ static void test_sample_at_refused_site(void **state) {
   assert_int_equal(stkr_shutdown(), 0);
 }
 
+/* A site with a NULL or empty name: refused as the header says, -EINVAL
+ * and no event (QA, session 27: -EAGAIN, counted in dropped_other, and
+ * verify called the recording incomplete). */
+static void test_nameless_site_refused(void **state) {
+  static stkr_site nameless = {0}, empty = {.name = ""};
+  stkr_stats st;
+  (void)state;
+
+  start();
+  for (int i = 0; i < 2; i++) { /* for good */
+    assert_int_equal(stkr_event(&nameless, "x", 1), -EINVAL);
+    assert_int_equal(stkr_event(&empty, "x", 1), -EINVAL);
+  }
+  assert_int_equal(stkr_site_register(&empty), -EINVAL);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.attempted, 0);
+  assert_int_equal(st.dropped, 0);
+}
+
+/* A thread's first event takes a ring from the pool (renames that fail on
+ * empty slots) and leaves the app's errno as it was; after stkr_shutdown
+ * an attached thread's stkr_thread_attach says -ENOTCONN (QA, session 27:
+ * errno ENOENT; 0). */
+static void *first_event_errno(void *arg) {
+  errno = 4242;
+  *(int *)arg = stkr_event(&g_later, NULL, 0) == 0 ? errno : -1;
+  return NULL;
+}
+
+static void test_first_event_keeps_errno(void **state) {
+  pthread_t th;
+  int seen = 0;
+  (void)state;
+
+  start();
+  assert_int_equal(pthread_create(&th, NULL, first_event_errno, &seen), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(seen, 4242);
+  assert_int_equal(stkr_thread_attach(), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_thread_attach(), -ENOTCONN);
+}
+
 TL_TEST_MAIN_EACH("sites", tl_make_dir, NULL, test_site_gone_after_use,
                   test_null_site, test_mark_prefix_refused,
-                  test_sample_at_refused_site)
+                  test_sample_at_refused_site, test_nameless_site_refused,
+                  test_first_event_keeps_errno)
