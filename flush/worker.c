@@ -630,16 +630,18 @@ int stkr__life_shutdown(void) {
    * writes them (QA, session 22: a disk full at the end lost the counters
    * of every failed batch for good, the files pooled). */
   bool unwritten = w->keep_for_recovery;
-  stkr__session_close(stkr__threads_rings_leftover() || unwritten);
+  stkr__session_close(stkr__threads_rings_leftover() || unwritten, 0);
   stkr__worker_free(w);
   return unwritten ? -EIO : 0;
 }
 
 int stkr__life_shutdown_for_exit(void) {
   stkr__worker *w = g_state;
+  uint64_t until;
   bool ended;
 
   if (!w) return no_session();
+  until = stkr__clock_mono_ns() + (uint64_t)w->cfg.set.exit_ms * 1000000u;
   stkr__watchdog_stop_for_shutdown(true); /* bounded: see watchdog.c */
   ended = end_session(w, true);
   freeze_stats(w);
@@ -649,7 +651,7 @@ int stkr__life_shutdown_for_exit(void) {
    * stay, marked, for recovery to write the final counters). Else they
    * stay for recovery as they are. */
   if (ended && g_frozen.pending_recovery == 0 && stkr__drain_rings_settled())
-    stkr__session_close(w->keep_for_recovery);
+    stkr__session_close(w->keep_for_recovery, until);
   /* Not freed: the process is ending (free could wait on a malloc lock held
    * by the thread this call interrupted). stkr_init frees it if the process
    * goes on after all. */

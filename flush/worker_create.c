@@ -16,7 +16,7 @@
 void stkr__worker_free(stkr__worker *w) {
   /* Failure paths: no ring holds anything worth keeping (no-op after
    * stkr_shutdown closed the session). */
-  stkr__session_close(false);
+  stkr__session_close(false, 0);
   if (w->wake_unsettled) { /* its semaphore stays: stkr__wake_disarm */
     stkr__wake_keep(w);
     return;

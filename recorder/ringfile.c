@@ -238,7 +238,7 @@ int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl) {
   struct stat st;
   int fd, err;
 
-  stkr__session_close(false); /* a session left open (cannot happen) */
+  stkr__session_close(false, 0); /* a session left open (cannot happen) */
   if (dir_len + 1 + STKR_RINGFILE_NAME_MAX > sizeof g_sess.dir)
     return -ENAMETOOLONG;
   memcpy(g_sess.dir, dir, dir_len + 1);
@@ -417,17 +417,21 @@ void stkr__ringfile_leave(void) {
  * on a slow disk; or this very thread, when close runs in a signal handler
  * that interrupted its attach), after which such a ring's file may stay
  * behind, as an orphan readers count. */
-static void wait_ring_makers(void) {
+static void wait_ring_makers(uint64_t until_ns) {
   for (int i = 0; i < 100; i++) {
     /* Acquire: pairs with the release decrement in attach_end. */
     if (atomic_load_explicit(&g_ring_makers, memory_order_acquire) == 0)
       return;
+    if (until_ns != 0 && stkr__clock_mono_ns() >= until_ns)
+      return; /* an exit's deadline first */
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
 }
 
-void stkr__session_close(bool leftovers) {
+void stkr__session_close(bool leftovers, uint64_t until_ns) {
+  bool pool_full = false; /* every pool slot taken, or past until_ns: the
+                             rest of the rings are unlinked */
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
   char path[STKR__DIR_PATH_BYTES(g_sess.dir_len)];
 
@@ -436,14 +440,24 @@ void stkr__session_close(bool leftovers) {
   /* seq_cst: the other half of the Dekker pairs in site_added and
    * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
-  wait_ring_makers();
+  wait_ring_makers(until_ns);
   /* No producer or consumer runs (after the worker's final drain): the
    * rings may change hands. Their files go with the session (or stay, all
-   * of them, for recovery); the mappings keep working until re-backed. */
+   * of them, for recovery); the mappings keep working until re-backed.
+   * Past an exit's deadline the rest are only unlinked (QA, session 27:
+   * 680 threads' rings took 33 times exit_ms, each re-backed and trying
+   * every pool slot); left behind, empty, they would read as a dead
+   * writer's for recovery to end. */
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     if (t->ring.c == NULL || t->ring.session != g_sess.session_id)
       continue;
-    if (!leftovers) {
+    if (!leftovers && !pool_full && until_ns != 0 &&
+        stkr__clock_mono_ns() >= until_ns)
+      pool_full = true; /* hurry: unlink only (no re-backing needed) */
+    if (!leftovers && pool_full) {
+      file_path(path, t->ring.session, t->ring.c->meta.file_no);
+      unlink(path); /* our mapping goes on over the unlinked file */
+    } else if (!leftovers) {
       /* Emptied, it goes to the pool for the next process (ringpool.c):
        * our mapping of it becomes private pages first, so nothing we do
        * later can write into a file another process may map. */
@@ -455,8 +469,11 @@ void stkr__session_close(bool leftovers) {
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       file_path(path, t->ring.session, no);
       if (p == MAP_FAILED ||
-          !stkr__pool_put(g_sess.dir, kind, path, pool_slots(bytes)))
+          !stkr__pool_put(g_sess.dir, kind, path, pool_slots(bytes))) {
+        pool_full = p != MAP_FAILED; /* the rest: unlinked (one kind of
+                                        ring per process) */
         unlink(path);
+      }
     }
     t->ring.session = 0;
   }

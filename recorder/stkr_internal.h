@@ -51,9 +51,11 @@ void stkr__fd_own(unsigned slot, int fd, uint64_t dev, uint64_t ino);
 int stkr__session_open(const char *dir, const stkr_sessfile_hdr *tmpl);
 /* End the session. `leftovers`: records stay in ring files (a bounded exit
  * ran out of time): keep every file for recovery. Otherwise unlink the
- * session file; ring files of live threads are unlinked and their rings
- * keep working from the unlinked mappings until re-backed or freed. */
-void stkr__session_close(bool leftovers);
+ * session file; ring files of live threads are unlinked (or pooled) and
+ * their rings keep working from the unlinked mappings until re-backed or
+ * freed. until_ns (CLOCK_MONOTONIC; 0: none): an exit's deadline, past
+ * which the remaining ring files are only unlinked (not pooled). */
+void stkr__session_close(bool leftovers, uint64_t until_ns);
 /* Worker, once per drain pass: is the lock descriptor still ours (the app
  * may have closed or replaced it)? If not, lock again through a new one.
  * Returns false when the session had to be given up. */
