@@ -41,6 +41,7 @@
 #include "proto/stkr_format.h"
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/json.h" /* stkr_text_file_read */
 #include "tools/stackrec/symbolize_canon.h"
 #include "tools/stackrec/symbolize_mixed.h"
 #include "tools/stackrec/symcache_dir.h"
@@ -132,37 +133,6 @@ static int cmp_seg(const void *a, const void *b) {
   const segf *x = a, *y = b;
   int c = stkr_cmp_u64(x->pid, y->pid);
   return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
-}
-
-/* The whole segment file at path. -EINVAL: not a regular file, never
- * opened (a FIFO named like a segment would wait for a writer). */
-static int read_file(const char *path, uint8_t **data, size_t *len) {
-  int fd = stkr_open_regular(path, 0);
-  struct stat st;
-  size_t off = 0;
-
-  *data = NULL;
-  *len = 0;
-  if (fd < 0) return fd;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return -e;
-  }
-  *data = malloc(st.st_size ? (size_t)st.st_size : 1);
-  if (!*data) {
-    close(fd);
-    return -ENOMEM;
-  }
-  while (off < (size_t)st.st_size) {
-    ssize_t n = read(fd, *data + off, (size_t)st.st_size - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break; /* shrank meanwhile: take what is there */
-    off += (size_t)n;
-  }
-  close(fd);
-  *len = off;
-  return 0;
 }
 
 /* Is the frame at p (n bytes) a zstd skippable frame? */
@@ -401,11 +371,14 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   char in[PATH_MAX];
   uint8_t *data;
   size_t len, off = 0;
-  bool already = false, stacks = false, bare = false;
+  bool already = false, stacks = false, bare = false, inproc = false;
   int err;
 
   snprintf(in, sizeof in, "%s/%s", indir, name);
-  if ((err = read_file(in, &data, &len)) < 0) {
+  /* The whole file, a regular one only (-EINVAL: a FIFO named like a
+   * segment would wait for a writer): read once, written once. */
+  if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
+                                 0)) < 0) {
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
             err == -EINVAL ? "not a regular file" : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
@@ -420,7 +393,8 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
 
   /* A file that already has frames (inproc, or symbolized before) is
    * copied as it is, unless some of its stacks have none (first seen as
-   * the recording ended): then only those are resolved (mixed). */
+   * the recording ended, or recovered): then only those are resolved
+   * (mixed). */
   run->mixed = false;
   for (off = 0; off < len;) {
     size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off);
@@ -429,12 +403,17 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     if (b) {
       already |= stkr__sym_has_frames(b);
       bare |= stkr__sym_has_bare_stack(b);
+      inproc |= stkr__sym_inproc(b);
       stacks |= b->n_stacks != 0;
       stackrec__batch__free_unpacked(b, &run->pballoc.pb);
     }
     off += cs;
   }
-  if (already && bare) {
+  /* An in-process session's ids are the recorder's in every segment of
+   * it, also one whose stacks all lack frames (a last segment of stacks
+   * first seen at the end, a recovered one): ours go above them there too,
+   * or the reader would keep the recorder's frame of the same id. */
+  if (bare && (already || inproc)) {
     already = false;
     run->mixed = true;
     run->mixed_files++;

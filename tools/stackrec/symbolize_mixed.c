@@ -22,6 +22,12 @@ bool stkr__sym_has_bare_stack(const Stackrec__Batch *b) {
   return false;
 }
 
+bool stkr__sym_inproc(const Stackrec__Batch *b) {
+  return b->header != NULL && b->header->config != NULL &&
+         b->header->config->symbolize != NULL &&
+         strcmp(b->header->config->symbolize, "inproc") == 0;
+}
+
 static uint32_t moved(uint32_t id) {
   return id == 0 ? 0 : id + STKR__SYM_MIXED_ID_BASE; /* 0: none */
 }

@@ -37,6 +37,10 @@ bool stkr__sym_has_frames(const Stackrec__Batch *b);
 /* @return whether batch b defines a stack of PCs without its frames. */
 bool stkr__sym_has_bare_stack(const Stackrec__Batch *b);
 
+/* @return whether batch b's Header says the session symbolized in-process
+ * (Config.symbolize "inproc"): its ids are the recorder's. */
+bool stkr__sym_inproc(const Stackrec__Batch *b);
+
 /* Copies, owned by the holder, of definitions moved to the mixed id
  * range. */
 typedef struct stkr__sym_moved {
