@@ -610,7 +610,7 @@ int main(int argc, char **argv) {
          (unsigned long long)x.pushed);
   print_ring_capacity();
   stkr__recorder_stop();
-  stkr__session_close(false); /* unlinks the ring and session files */
+  stkr__session_close(false, 0); /* unlinks the ring and session files */
   rmdir(sdir);
   return 0;
 }
