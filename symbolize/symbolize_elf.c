@@ -724,12 +724,19 @@ size_t stkr__symbe_resolve(stkr__symbe *be, uint64_t pc,
     int line = 0, col = 0;
     const char *file = NULL;
     Dwarf_Addr bias;
+    Dwarf_Die own;
     if (!s) return 0;
     /* The line through the same check (dwfl_module_getsrc looks its CU up
-     * through .debug_aranges too). */
+     * through .debug_aranges too); without those (swiftc), from the CU its
+     * own ranges name: a Swift closure's subprogram is nested in its
+     * parent's, which the index skips, and had no line (QA, session 27;
+     * its symbol cache, built from the line table, had it). */
     if (m->dw && cu_covering(m, a, &bias) != NULL &&
         (l = dwfl_module_getsrc(m->m, a)))
       file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
+    else if (m->dw && stkr__dw_cu_of(&m->ix, a - m->dwbias, &own))
+      file = stkr__dw_line(&be->names, &own, a - m->dwbias, be->full_paths,
+                           &line, &col);
     out[0] = (stkr__symres){sym_name(be, s, 0), file,
                             line > 0 ? (uint32_t)line : 0,
                             col > 0 ? (uint32_t)col : 0, false};

@@ -54,14 +54,19 @@ import json, sys
 site = sys.argv[1]
 want = ["AsyncChain.asyncLevel3(", "AsyncChain.asyncLevel2(",
         "AsyncChain.asyncLevel1(", "AsyncChain.main()"]
-good = total = lined = 0
+good = total = lined = closure = 0
 shown = False
 for line in sys.stdin:
     ev = json.loads(line)
     if ev["site"] != site:
         continue
-    total += 1
     fr = [f for f in ev.get("frames", []) if not f["inlined"]]
+    if ev.get("payload") == "USER": # viaClosure: its closure at its line
+        closure += any("closure #1" in (f["function"] or "") and
+                       (f.get("file") or "").endswith("AsyncChain.swift") and
+                       f.get("line", 0) > 0 for f in fr)
+        continue
+    total += 1
     names = [(f["function"] or "") for f in fr]
     sync = [n for f, n in zip(fr, names) if not f.get("async")]
     asyn = [n for f, n in zip(fr, names) if f.get("async")]
@@ -84,7 +89,7 @@ for line in sys.stdin:
         for f in fr:
             print("   ", f["function"], "[async]" if f.get("async") else "",
                   file=sys.stderr)
-print(good, total, lined)
+print(good, total, lined, closure)
 ' "$2"
 }
 
@@ -106,10 +111,15 @@ verdict() { # what good total lined
 if "$swiftc" "${flags[@]}" tests/swift_fixtures/AsyncChain.swift \
     -o "$tmp/chain" >"$tmp/build-a.log" 2>&1; then
   rm -rf "$tmp/rec-a"
-  if STACKREC_PRELOAD=$PWD/preload/libstackrec_preload.so STACKREC_ENV_NAMES=HOME \
+  if STACKREC_PRELOAD=$PWD/preload/libstackrec_preload.so STACKREC_ENV_NAMES=HOME,USER \
       "$tool" record -o "$tmp/rec-a" -- "$tmp/chain" "$events" >"$tmp/run-a.log" 2>&1; then
-    read -r good total lined < <(check "$tmp/rec-a" environment.getenv)
+    read -r good total lined closure < <(check "$tmp/rec-a" environment.getenv)
     verdict "stackrec record" "${good:-0}" "${total:-0}" "${lined:-0}"
+    if [ "${closure:-0}" -eq 1 ]; then
+      ok "stackrec record: the closure's file:line"
+    else
+      bad "stackrec record: the closure's file:line (AsyncChain.swift) missing"
+    fi
   else
     bad "stackrec record exited $?: $(tail -n 5 "$tmp/run-a.log")"
   fi
@@ -127,7 +137,7 @@ elif "$swiftc" "${flags[@]}" -DEMBEDDED -I tests/swift_fixtures/StackrecC \
     -o "$tmp/chain-embed" >"$tmp/build-b.log" 2>&1; then
   rm -rf "$tmp/rec-b"
   if STACKREC_DIR=$tmp/rec-b "$tmp/chain-embed" "$events" >"$tmp/run-b.log" 2>&1; then
-    read -r good total lined < <(check "$tmp/rec-b" swift.async.leaf)
+    read -r good total lined _ < <(check "$tmp/rec-b" swift.async.leaf)
     verdict "embedded" "${good:-0}" "${total:-0}" "${lined:-0}"
   else
     bad "embedded run exited $?: $(tail -n 5 "$tmp/run-b.log")"

@@ -43,6 +43,13 @@ import StackrecC
   return r + 1
 }
 
+// A closure calling getenv("USER"): swiftc nests its DWARF subprogram in
+// its parent's, and it had no file:line from DWARF (QA, session 27).
+@inline(never) func viaClosure() -> Int {
+  let f: () -> Int = { getenv("USER") == nil ? 0 : 1 }
+  return f()
+}
+
 @main struct AsyncChain {
   static func main() async {
     var n = 200
@@ -53,6 +60,7 @@ import StackrecC
     for i in 0..<n {
       sum &+= await asyncLevel1(i)
     }
+    sum &+= viaClosure()
 #if EMBEDDED
     stkr_swift_done()
 #endif

@@ -762,8 +762,9 @@ int stkr_cli_symbolize(int argc, char **argv) {
            run.copied_files == 1 ? "" : "s",
            run.copied_files == 1 ? "was" : "were");
   if (run.mixed_files)
-    printf("%llu file%s had frames but for stacks first seen as the "
-           "recording ended: only those were resolved\n",
+    printf("%llu file%s of an in-process recording had stacks without "
+           "frames (first seen as it ended, or recovered): only those were "
+           "resolved\n",
            (unsigned long long)run.mixed_files,
            run.mixed_files == 1 ? "" : "s");
   stkr_cli_swift_note(stdout, "symbolize", "");
