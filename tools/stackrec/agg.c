@@ -29,7 +29,6 @@
 #include "tools/stackrec/agg_framelist.h"
 #include "tools/stackrec/agg_learn.h"
 #include "tools/stackrec/agg_stacks.h"
-#include "tools/stackrec/cli.h" /* stkr_cli_cap_deleted */
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/hangs.h"
 #include "tools/stackrec/paytab.h"
@@ -59,6 +58,18 @@ typedef struct dense_key {
   size_t merged; /* index + 1 into a->stacks; 0 = empty */
 } dense_key;
 
+/* What the builder keeps per merged stack, beside a->stacks[i]. */
+typedef struct stack_aux {
+  uint64_t hash;       /* its content hash */
+  /* Looked up once when the stack is made rather than per event (the
+   * per-event site lookups were a sixth of report's time): its site's
+   * timeline counters, and whether its site is the watchdog's. */
+  uint64_t *tl;
+  size_t list;         /* its frame list (agg_framelist.h) */
+  uint32_t last_proc;  /* process + 1 it was last seen in */
+  bool hangs;
+} stack_aux;
+
 typedef struct builder {
   const stkr_agg_opts *o;
   stkr_agg *a;
@@ -70,14 +81,7 @@ typedef struct builder {
   size_t dense_cap;
   /* Level 2: every distinct stack (a->stacks), indexed by content. */
   size_t stack_cap;
-  uint64_t *hashes;    /* content hash of a->stacks[i] */
-  uint32_t *last_proc; /* process + 1 a->stacks[i] was last seen in */
-  /* Per a->stacks[i], looked up once when it is made rather than per
-   * event (the per-event site lookups were a sixth of report's time):
-   * its site's timeline counters, and whether its site is the watchdog's. */
-  uint64_t **tl_of;
-  bool *hangs_of;
-  size_t *list_of;     /* a->stacks[i]'s frame list (agg_framelist.h) */
+  stack_aux *aux;      /* per a->stacks[i] (stack_cap of them) */
   stkr__framelists *fl; /* == a->framelists_ */
   stkr_map pids;        /* by_process: pid -> processes of that pid */
   bool pids_counted;
@@ -277,7 +281,7 @@ static int cslot_put(builder *b, size_t idx) {
     for (k = 0; k < b->cslot_cap; k++) {
       if (b->cslot[k] == 0)
         continue;
-      for (i = b->hashes[b->cslot[k] - 1] & (ncap - 1); ns[i] != 0;
+      for (i = b->aux[b->cslot[k] - 1].hash & (ncap - 1); ns[i] != 0;
            i = (i + 1) & (ncap - 1))
         ;
       ns[i] = b->cslot[k];
@@ -286,7 +290,7 @@ static int cslot_put(builder *b, size_t idx) {
     b->cslot = ns;
     b->cslot_cap = ncap;
   }
-  for (i = b->hashes[idx] & (b->cslot_cap - 1); b->cslot[i] != 0;
+  for (i = b->aux[idx].hash & (b->cslot_cap - 1); b->cslot[i] != 0;
        i = (i + 1) & (b->cslot_cap - 1))
     ;
   b->cslot[i] = idx + 1;
@@ -352,17 +356,17 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
     size_t k = b->cslot[i] - 1;
 
     s = &a->stacks[k];
-    if (b->hashes[k] != h || s->site != site || s->thread != thread ||
+    if (b->aux[k].hash != h || s->site != site || s->thread != thread ||
         s->n_frames != (size_t)n || !stkr__agg_extra_equal(s, &x) ||
         stkr__agg_cmp_frames(s->frames, s->n_frames, b->tmp, (size_t)n,
                              b->o->granularity) != 0)
       continue;
     if (stkr__agg_reconcile_needed(s->frames, b->tmp, (size_t)n)) {
       /* Changed for this stack alone: a list others share is copied. */
-      if (stkr__framelists_own(b->fl, &b->list_of[k]) != 0)
+      if (stkr__framelists_own(b->fl, &b->aux[k].list) != 0)
         return -ENOMEM;
-      s->frames = b->fl->lists[b->list_of[k]].v;
-      stkr__agg_reconcile(b->fl->lists[b->list_of[k]].v, b->tmp, (size_t)n);
+      s->frames = b->fl->lists[b->aux[k].list].v;
+      stkr__agg_reconcile(b->fl->lists[b->aux[k].list].v, b->tmp, (size_t)n);
     }
     s->truncated = s->truncated || ev->stack_truncated;
     /* A tid names a thread within its process only: the same tid in two
@@ -372,8 +376,8 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
                        (s->tid != ev->tid || s->tid_proc != proc));
     /* The reader goes process by process: a process not seen last is new
      * to this stack. */
-    if (b->last_proc[k] != proc) {
-      b->last_proc[k] = proc;
+    if (b->aux[k].last_proc != proc) {
+      b->aux[k].last_proc = proc;
       s->n_pids++;
     }
     *out = k;
@@ -382,35 +386,20 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   i = a->n_stacks;
   if (i + 1 > b->stack_cap) {
     size_t cap = b->stack_cap;
-    uint64_t *nh, **nt;
-    uint32_t *nl;
-    size_t *nf;
-    bool *nb;
+    stack_aux *na;
 
     if (stkr_grow((void **)&a->stacks, &cap, i + 1, sizeof *a->stacks) != 0 ||
-        (nh = realloc(b->hashes, cap * sizeof *nh)) == NULL)
+        (na = realloc(b->aux, cap * sizeof *na)) == NULL)
       return -ENOMEM;
-    b->hashes = nh;
-    if ((nl = realloc(b->last_proc, cap * sizeof *nl)) == NULL)
-      return -ENOMEM;
-    b->last_proc = nl;
-    if ((nt = realloc(b->tl_of, cap * sizeof *nt)) == NULL)
-      return -ENOMEM;
-    b->tl_of = nt;
-    if ((nb = realloc(b->hangs_of, cap * sizeof *nb)) == NULL)
-      return -ENOMEM;
-    b->hangs_of = nb;
-    if ((nf = realloc(b->list_of, cap * sizeof *nf)) == NULL)
-      return -ENOMEM;
-    b->list_of = nf;
+    b->aux = na;
     b->stack_cap = cap;
   }
   s = &a->stacks[i];
   memset(s, 0, sizeof *s);
-  if ((b->list_of[i] = stkr__framelists_get(b->fl, b->tmp, (size_t)n)) ==
+  if ((b->aux[i].list = stkr__framelists_get(b->fl, b->tmp, (size_t)n)) ==
       (size_t)-1)
     return -ENOMEM;
-  s->frames = b->fl->lists[b->list_of[i]].v;
+  s->frames = b->fl->lists[b->aux[i].list].v;
   s->n_frames = (size_t)n;
   s->site = site;
   s->thread = thread;
@@ -431,12 +420,12 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   s->n_pids = 1;
   s->truncated = ev->stack_truncated;
   s->bare = b->tmp_bare;
-  b->hashes[i] = h;
-  b->last_proc[i] = proc;
-  b->tl_of[i] = NULL;
-  b->hangs_of[i] = stkr__hangs_site(site);
+  b->aux[i].hash = h;
+  b->aux[i].last_proc = proc;
+  b->aux[i].tl = NULL;
+  b->aux[i].hangs = stkr__hangs_site(site);
   if (!b->o->no_site_details &&
-      (b->tl_of[i] = stkr__timeline_counters(b->tl, site)) == NULL)
+      (b->aux[i].tl = stkr__timeline_counters(b->tl, site)) == NULL)
     return -ENOMEM;
   a->n_stacks++;
   if (cslot_put(b, i) != 0)
@@ -474,8 +463,8 @@ static int count_payload(builder *b, size_t merged,
     return 0;
   origin = stkr__filter_origin(&b->filt, ev);
   t_ns = ev->ts_ns > origin ? ev->ts_ns - origin : 0;
-  stkr__timeline_count(b->tl, b->tl_of[merged], t_ns);
-  if (b->hangs_of[merged] && /* the watchdog's site (hangs.c) */
+  stkr__timeline_count(b->tl, b->aux[merged].tl, t_ns);
+  if (b->aux[merged].hangs && /* the watchdog's site (hangs.c) */
       (err = stkr__hangs_add(b->a->hangs_, ev, merged, t_ns)) != 0)
     return err;
   if (ev->payload_len == 0)
@@ -654,42 +643,6 @@ static int stkr__agg_mark(builder *b, const stkr_event_view *ev) {
   return 0;
 }
 
-static void sum_processes(stkr_agg *a, const stkr_reader *r) {
-  size_t i;
-
-  for (i = 0; i < a->n_marks; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, a->marks[i].process);
-    uint64_t origin = p == NULL                                 ? 0
-                      : p->have_header && p->start_mono_ns != 0 ? p->start_mono_ns
-                                                                : p->first_ts_ns;
-
-    a->marks[i].t_ns = a->marks[i].ts_ns > origin ? a->marks[i].ts_ns - origin : 0;
-  }
-
-  a->n_processes = stkr_reader_process_count(r);
-  for (i = 0; i < a->n_processes; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, i);
-    a->drops += p->drops;
-    a->drops_ring_full += p->drops_ring_full;
-    a->drops_reentrant += p->drops_reentrant;
-    a->drops_other += p->drops_other;
-    a->drops_write_error += p->drops_write_error;
-    a->drops_exit += p->drops_exit;
-    a->damaged_batches += p->damaged_batches;
-    a->missing_batches += p->missing_batches;
-    a->segments_deleted += stkr_cli_cap_deleted(p);
-    a->cap_deleted_events += p->cap_deleted_events;
-    a->unresolved_events += p->unresolved_events;
-    a->live_processes += p->live_tail && p->live_sessions > 0;
-    a->cut_processes += p->live_tail && p->live_sessions == 0;
-    a->unsupported_processes += p->status != 0;
-  }
-  for (i = 0; i < a->n_stacks; i++)
-    if (a->stacks[i].bare) {
-      a->bare_events += a->stacks[i].count;
-      a->bare_stacks++;
-    }
-}
 
 int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
                    void (*progress)(uint64_t events, void *arg),
@@ -776,14 +729,10 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (err == 0)
     stkr__timeline_attach(b.tl, b.a);
   if (err == 0)
-    sum_processes(b.a, r);
+    stkr__agg_sum_processes(b.a, r);
   new_process(&b, SIZE_MAX); /* frees level 1 */
   stkr__filter_free(&b.filt);
-  free(b.hashes);
-  free(b.last_proc);
-  free(b.tl_of);
-  free(b.hangs_of);
-  free(b.list_of);
+  free(b.aux);
   stkr_map_free(&b.pids);
   free(b.cslot);
   free(b.tmp);

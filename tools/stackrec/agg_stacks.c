@@ -1,7 +1,8 @@
 /*
  * agg_stacks.c: the content of a merged stack (hash, comparison at a
- * granularity, reconciling occurrences) and the final order of stacks and
- * sites (see agg_stacks.h; agg.c builds the aggregation with them).
+ * granularity, reconciling occurrences), the final order of stacks and
+ * sites, and the totals (see agg_stacks.h; agg.c builds the aggregation
+ * with them).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/agg_stacks.h"
+#include "tools/stackrec/cli.h" /* stkr_cli_cap_deleted */
 
 /* ---- content: hash and comparison ----------------------------------------- */
 
@@ -251,6 +253,45 @@ int stkr__agg_group_sites(stkr_agg *a) {
 nomem:
   free(all);
   return -ENOMEM;
+}
+
+/* ---- the totals: drops and losses over the processes, bare stacks -------- */
+
+void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r) {
+  size_t i;
+
+  for (i = 0; i < a->n_marks; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, a->marks[i].process);
+    uint64_t origin = p == NULL                                 ? 0
+                      : p->have_header && p->start_mono_ns != 0 ? p->start_mono_ns
+                                                                : p->first_ts_ns;
+
+    a->marks[i].t_ns = a->marks[i].ts_ns > origin ? a->marks[i].ts_ns - origin : 0;
+  }
+
+  a->n_processes = stkr_reader_process_count(r);
+  for (i = 0; i < a->n_processes; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    a->drops += p->drops;
+    a->drops_ring_full += p->drops_ring_full;
+    a->drops_reentrant += p->drops_reentrant;
+    a->drops_other += p->drops_other;
+    a->drops_write_error += p->drops_write_error;
+    a->drops_exit += p->drops_exit;
+    a->damaged_batches += p->damaged_batches;
+    a->missing_batches += p->missing_batches;
+    a->segments_deleted += stkr_cli_cap_deleted(p);
+    a->cap_deleted_events += p->cap_deleted_events;
+    a->unresolved_events += p->unresolved_events;
+    a->live_processes += p->live_tail && p->live_sessions > 0;
+    a->cut_processes += p->live_tail && p->live_sessions == 0;
+    a->unsupported_processes += p->status != 0;
+  }
+  for (i = 0; i < a->n_stacks; i++)
+    if (a->stacks[i].bare) {
+      a->bare_events += a->stacks[i].count;
+      a->bare_stacks++;
+    }
 }
 
 /* ---- the count of distinct stacks ----------------------------------------- */

@@ -55,6 +55,11 @@ bool stkr__agg_reconcile_needed(const stkr_frame *keep,
  * order, the sites most events first. @return 0 or -ENOMEM. */
 int stkr__agg_group_sites(stkr_agg *a);
 
+/* The totals over r's processes (drops, losses, live and cut ones) and
+ * the events of bare stacks into a; marks' times from their process's
+ * start. After the last event. */
+void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r);
+
 /* Set a->n_distinct: a->stacks counted by site and frames at
  * a->granularity alone (copies kept apart by thread, process or payload
  * count once). @return 0 or -ENOMEM. */
