@@ -236,8 +236,8 @@ int stkr_cli_close_output(const char *cmd, const char *path, FILE *f,
 int stkr_cli_finish(const char *cmd, const stkr_reader *r, int status);
 
 /* One line of a message (a reader's warning: it names paths, which may
- * hold a newline or escape bytes): prefix, msg with its control bytes as
- * \xNN (UTF-8 and everything else as is), suffix, "\n". So one warning
+ * hold a newline or escape bytes): prefix, msg as stkr_cli_put_text
+ * writes it (control and invalid bytes as \xNN), suffix, "\n". So one warning
  * stays one line (QA, session 25: a directory named with a newline split
  * one in two). */
 void stkr_cli_put_line(FILE *f, const char *prefix, const char *msg,

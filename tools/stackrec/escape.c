@@ -35,16 +35,7 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n) {
 void stkr_cli_put_line(FILE *f, const char *prefix, const char *msg,
                        const char *suffix) {
   fputs(prefix, f);
-  for (const uint8_t *p = (const uint8_t *)msg; *p != '\0'; p++) {
-    if (*p >= 0x20 && *p != 0x7f) {
-      putc(*p, f);
-    } else {
-      putc('\\', f);
-      putc('x', f);
-      putc(stkr__hex[*p >> 4], f);
-      putc(stkr__hex[*p & 15], f);
-    }
-  }
+  stkr_cli_put_text(f, (const uint8_t *)msg, strlen(msg));
   fputs(suffix, f);
   putc('\n', f);
 }

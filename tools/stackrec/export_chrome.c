@@ -83,15 +83,13 @@ static void sep(chrome *c) {
 /* The pid of ev's process track: its own, unless another process of the
  * reader (another directory: two containers, devices or runs; QA, session
  * 27: their events shared one track) took it first; then a pid above any
- * Linux pid (PID_MAX_LIMIT is 2^22), its process named with its directory
- * (*renumbered). @return it, or 0 when out of memory. */
-static uint32_t track_pid(chrome *c, const stkr_event_view *ev,
-                          bool *renumbered) {
+ * Linux pid (PID_MAX_LIMIT is 2^22), its process named with its directory.
+ * @return it, or 0 when out of memory. */
+static uint32_t track_pid(chrome *c, const stkr_event_view *ev) {
   char key[64];
   uint64_t v = (uint64_t)ev->process + 1;
   int len, rc;
 
-  *renumbered = false;
   if (c->last_pid != 0 && c->last_process == ev->process)
     return c->last_pid;
   len = snprintf(key, sizeof key, "q%u", (unsigned)ev->pid);
@@ -107,7 +105,6 @@ static uint32_t track_pid(chrome *c, const stkr_event_view *ev,
     if (rc == 0)
       c->next_pid = (uint32_t)v + 1;
     c->last_pid = (uint32_t)v;
-    *renumbered = true;
   }
   return c->last_pid;
 }
@@ -122,8 +119,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
   char key[64];
   uint64_t v = 0, name_hash;
   int rc, len;
-  bool renumbered;
-  uint32_t pid = track_pid(c, ev, &renumbered);
+  uint32_t pid = track_pid(c, ev);
 
   if (pid == 0)
     return -ENOMEM;
@@ -137,7 +133,7 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
             "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
             "\"tid\":%u,\"args\":{\"name\":",
             (unsigned)pid, (unsigned)pid);
-    if (renumbered) {
+    if (pid != ev->pid) { /* renumbered: said with its directory */
       char *name = NULL;
       size_t nlen = 0;
       FILE *m = open_memstream(&name, &nlen);
@@ -308,8 +304,7 @@ static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
   stkr_cli_put_json_str(c->out, ev->site);
   fprintf(c->out, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"%c\",\"ts\":", cat,
           scope);
-  bool renumbered;
-  uint32_t pid = track_pid(c, ev, &renumbered);
+  uint32_t pid = track_pid(c, ev);
 
   put_us(c->out, ev->ts_ns);
   fprintf(c->out, ",\"pid\":%u,\"tid\":%llu",
