@@ -1,7 +1,7 @@
 /*
  * recover_util.c: what the recovery tests (test-recover.c,
- * test-recover-procs.c) share: scratch directories, children that record
- * and die by SIGKILL, recovery with its messages collected, and reading a
+ * test-recover-procs.c, test-recover-drops.c) share: scratch directories,
+ * children that record and die by SIGKILL, recovery with its messages collected, and reading a
  * recovered directory back (tests/recover_util.h).
  */
 #define _GNU_SOURCE

@@ -1,11 +1,11 @@
 /*
  * test-recover-procs.c: crash-proof rings across processes and threads
- * (test-recover.c has the rest; helpers: recover_util.h). A child that
- * forks (follow and disable modes) or outlives its recording parent, rings
+ * (test-recover.c has the rest; the drops of a killed app:
+ * test-recover-drops.c; helpers: recover_util.h). A child that forks
+ * (follow and disable modes) or outlives its recording parent, rings
  * handed from exited threads to new ones, and a 4-thread program SIGKILLed
  * at 20 random moments: after recovery, every event the processes accepted
- * is read back exactly once; and the drops of a killed app are counted as
- * it counted them.
+ * is read back exactly once.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -14,21 +14,17 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <zstd.h>
 
 #include "proto/stkr_reader.h"
 #include "proto/stkr_recover.h"
@@ -37,6 +33,7 @@
 #include "tests/recover_util.h"
 #include "tools/stackrec/agg.h"
 #include "tests/testlib.h"
+
 
 /* fork: in follow mode the child records into its own session (its ring
  * must not write into the parent's file), in disable mode it records
@@ -364,156 +361,6 @@ static void test_live_session_is_still_recording(void **state) {
   close(pfd[1]);
 }
 
-/* What the child's own stkr_stats said before it was killed. */
-typedef struct drop_stats {
-  uint64_t attempted, ring_full, other, write_error;
-} drop_stats;
-
-/* A burst into a small ring after one written batch, and events at a site
- * with no name (dropped: "other"); then SIGKILL, the worker never told of
- * most drops (its passes an hour apart; the ring's half-full wake writes a
- * batch now and then). */
-static void drops_body(void *arg) {
-  drop_stats *out = arg;
-  stkr_stats st;
-
-  record_seq(0, 10);
-  if (stkr_flush() != 0) _exit(91);
-  for (uint32_t i = 0; i < 20000; i++) (void)stkr_event(&g_site, &i, 4);
-  /* Seven drops of no ring (a site the table had no room for, a thread
-   * over the ring memory cap...), as those events count them; a nameless
-   * site did before it became a refusal (session 27). */
-  for (uint32_t i = 0; i < 7; i++) stkr__count_dropped_other();
-  if (stkr_stats_get(&st) != 0) _exit(92);
-  out->attempted = st.attempted;
-  out->ring_full = st.dropped_ring_full;
-  out->other = st.dropped_other;
-}
-
-/* A copy of dir's ring and session files in DIR.bak, to put back after a
- * recovery as if it had died before removing them. */
-static void save_inputs(const char *dir) {
-  assert_int_equal(tl_system("mkdir '%s.bak' && for f in '%s'/*.ring "
-                             "'%s'/*.session; do [ ! -e \"$f\" ] || "
-                             "cp -p \"$f\" '%s.bak'/ || exit 1; done",
-                             dir, dir, dir, dir),
-                   0);
-}
-
-static void put_inputs_back(const char *dir) {
-  assert_int_equal(tl_system("cp -p '%s.bak'/* '%s'/", dir, dir), 0);
-}
-
-/* The figures of dir's one process, every event read (numbers only: its
- * strings went with the reader). */
-static stkr_process_info read_process(const char *dir) {
-  stkr_process_info info;
-  stkr_reader *rd = NULL;
-  stkr_event_view ev;
-
-  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
-  while (stkr_reader_next(rd, &ev) == 1) {
-  }
-  assert_non_null(stkr_reader_process(rd, 0));
-  info = *stkr_reader_process(rd, 0);
-  stkr_reader_free(rd);
-  return info;
-}
-
-/* The recording of dir read back: its one process's figures equal what
- * the app counted, exactly. */
-static void check_drops(const char *dir, const drop_stats *ds, int run,
-                        uint64_t found) {
-  const stkr_process_info info = read_process(dir), *p = &info;
-  if (p->attempted != ds->attempted || p->drops_ring_full != ds->ring_full ||
-      p->drops_other != ds->other)
-    fail_msg("run %d: the recording says attempted %llu, ring full %llu, "
-             "other %llu; the app said %llu, %llu, %llu (recovery found "
-             "%llu drops)", run, (unsigned long long)p->attempted,
-             (unsigned long long)p->drops_ring_full,
-             (unsigned long long)p->drops_other,
-             (unsigned long long)ds->attempted,
-             (unsigned long long)ds->ring_full,
-             (unsigned long long)ds->other, (unsigned long long)found);
-  assert_int_equal(p->events + p->drops, p->attempted);
-  /* The last Counters' recovered is the session's, earlier recoveries'
-   * included (QA, session 22: each recovery counted its own only). */
-  assert_int_equal(p->counters_recovered, p->recovered);
-}
-
-/* A child runs body with cfg into a new directory (into r->dir), its
- * stkr_stats into *ds (zeroed first, shared memory), and dies by SIGKILL. */
-static void kill_in_new_dir(recovery *r, drop_stats *ds, stkr_config cfg,
-                            void (*body)(void *)) {
-  memset(ds, 0, sizeof *ds);
-  assert_true(WIFSIGNALED(
-      run_killed_child_in_new_dir(r->dir, sizeof r->dir, cfg, body, ds)));
-}
-
-/* A child runs body (drops_body, then maybe more) into a 4 KiB ring in a
- * new directory (into r->dir) and dies by SIGKILL; with `backup`, its
- * ring and session files are copied to DIR.bak; then recovery, and the
- * figures checked against the app's own (in *ds, shared memory). */
-static void kill_with_drops(recovery *r, drop_stats *ds, void (*body)(void *),
-                            int run, bool backup) {
-  kill_in_new_dir(r, ds, (stkr_config){.ring_bytes = 4096}, body);
-  if (backup)
-    save_inputs(r->dir);
-  recover(r->dir, false, &r->st, &r->ms);
-  assert_int_equal(ds->attempted, 20017);
-  /* 4 KiB hold ~150 records: most of the burst drops (fewer under TSan,
-   * whose producer is slow enough for the worker to keep up more). */
-  assert_true(ds->ring_full > 1000);
-  assert_int_equal(ds->other, 7);
-  assert_int_equal(r->st.sessions_recovered, 1);
-  check_drops(r->dir, ds, run, r->st.drops_found);
-}
-
-/* QA (session 21): drops after the writer's last batch lived in its memory
- * only. An app that dropped ~189 000 of 200 000 events (ring full) and was
- * killed read back "attempted 10 896, dropped 0: adds up", and verify said
- * complete. The ring and session files now carry the drops for recovery
- * (common/stkr_ringfile.h, "drops"): the recording's accounting equals the
- * app's own, exactly, in each of 5 runs (even when a kill lands during a
- * write: test_drops_unnoted_batch). In the first, the ring and session
- * files are put back after the recovery, as if it had died after writing
- * its segment (review): a second recovery must not add the drops again. */
-static void test_drops_survive_kill(void **state) {
-  drop_stats *ds = *state;
-  for (int run = 0; run < 5; run++) {
-    recovery r;
-    kill_with_drops(&r, ds, drops_body, run, run == 0);
-    if (run == 0) {
-      put_inputs_back(r.dir);
-      recover(r.dir, false, &r.st, &r.ms);
-      assert_int_equal(r.st.drops_found, 0);
-      check_drops(r.dir, ds, run, r.st.drops_found);
-    }
-  }
-}
-
-/* The drops of test_drops_survive_kill, then a flush whose batch counts
- * them all, and a death between its write and the worker's note of what
- * it counted (flush_then_unnote_drops). */
-static void drops_unnoted_body(void *arg) {
-  drops_body(arg);
-  if (flush_then_unnote_drops() != 0) _exit(93);
-}
-
-/* A CI run (session 21): test_drops_survive_kill counted 476 ring-full
- * drops twice in 1 of 5 kills, the kill landing between the write of the
- * burst's last batch and the worker's note of what it counted. The worker
- * now stores what a batch counts before its write, with the batch's
- * number (common/stkr_ringfile.h, "pending"): recovery, finding that
- * batch, counts nothing twice. Here the death comes at that very point,
- * every time: the figures are the app's own, exactly (before the fix: 7
- * "other" drops read back as 14, and the burst's last drops twice). */
-static void test_drops_unnoted_batch(void **state) {
-  for (int run = 0; run < 3; run++) {
-    recovery r;
-    kill_with_drops(&r, *state, drops_unnoted_body, run, false);
-  }
-}
 
 /* QA (session 22): a process recording in-process is killed; recovery
  * writes its last events with raw PCs only, and one call path read back as
@@ -543,225 +390,6 @@ static void test_recovered_stack_merges_with_its_frames(void **state) {
   stkr_reader_free(r);
 }
 
-/* The drop tests' shared memory: the child's stkr_stats, for the parent. */
-static int drops_setup(void **state) {
-  drop_stats *ds = mmap(NULL, sizeof *ds, PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (ds == MAP_FAILED) return -1;
-  *state = ds;
-  return 0;
-}
-
-static int drops_teardown(void **state) {
-  munmap(*state, sizeof(drop_stats));
-  return 0;
-}
-
-/* After one written batch, the segment may not grow (RLIMIT_FSIZE): the
- * next batch's write fails, its 50 events dropped for the write error and
- * released from the ring; then SIGKILL before any batch is written. */
-static void write_error_body(void *arg) {
-  drop_stats *out = arg;
-  struct rlimit rl = {1, RLIM_INFINITY};
-  stkr_stats st;
-
-  record_seq(0, 10);
-  if (stkr_flush() != 0) _exit(91);
-  if (getrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
-  rl.rlim_cur = 1;
-  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
-  record_seq(10, 50);
-  if (stkr_flush() != -EIO) _exit(93);
-  if (stkr_stats_get(&st) != 0) _exit(94);
-  out->attempted = st.attempted;
-  out->write_error = st.dropped_write_error;
-}
-
-/* dir read back: write_error_body's figures (10 written, 50 lost). */
-static void check_write_errors(const char *dir) {
-  const stkr_process_info p = read_process(dir);
-  assert_int_equal(p.attempted, 60);
-  assert_int_equal(p.drops_write_error, 50);
-  assert_int_equal(p.events, 10);
-}
-
-/* A child runs body (write_error_body first) into a new directory and
- * dies by SIGKILL: 60 events attempted, 50 lost to write errors. */
-static void kill_with_write_errors(recovery *r, drop_stats *ds,
-                                   void (*body)(void *)) {
-  kill_in_new_dir(r, ds, (stkr_config){0}, body);
-  assert_int_equal(ds->attempted, 60);
-  assert_int_equal(ds->write_error, 50);
-}
-
-/* QA-style (session 22): the events of a batch that failed to write are
- * released from the rings and counted, but the count lived in the
- * worker's memory only: killed before its next written batch, the app read
- * back "attempted 10, write errors 0" where it had counted 60 and 50, and
- * verify called that complete. The session file now carries the count
- * (stkr_sessfile_hdr.dropped_write_error); recovery takes it. Twice: the
- * second recovery (files put back) adds nothing. */
-static void test_write_errors_survive_kill(void **state) {
-  drop_stats *ds = *state;
-  recovery r;
-
-  kill_with_write_errors(&r, ds, write_error_body);
-  save_inputs(r.dir);
-  for (int round = 0; round < 2; round++) {
-    if (round == 1)
-      put_inputs_back(r.dir);
-    recover(r.dir, false, &r.st, &r.ms);
-    assert_int_equal(r.st.sessions_recovered, 1);
-    assert_int_equal(r.st.drops_found, round == 0 ? 50 : 0);
-    check_write_errors(r.dir);
-  }
-}
-
-/* write_error_body, then a clean stkr_shutdown whose final batch fails
- * too (the limit still holds): -EIO, as stackrec.h says. */
-static void write_error_shutdown_body(void *arg) {
-  write_error_body(arg);
-  if (stkr_shutdown() != -EIO) _exit(97);
-}
-
-/* QA (session 22): a disk that filled up and stayed full to the end. The
- * app ended cleanly, but its final batch could not be written, and the
- * session and ring files went to the pool as after a clean end: the
- * counters of every failed batch were lost for good, the recording said
- * attempted 10 where the app had counted 60, and `recover` found nothing.
- * Now the files stay, marked ended, and recovery writes the final
- * counters. */
-static void test_final_batch_unwritten(void **state) {
-  drop_stats *ds = *state;
-  recovery r;
-
-  kill_with_write_errors(&r, ds, write_error_shutdown_body);
-  recover(r.dir, false, &r.st, &r.ms);
-  assert_int_equal(r.st.sessions_recovered, 1);
-  check_write_errors(r.dir);
-}
-
-/* Two threads burst into small rings (both drop), the second waiting
- * alive; then pending drops are stored for a batch never written
- * (pend_unwritten_drops), and SIGKILL. */
-typedef struct two_rings {
-  drop_stats *ds;
-  int go[2], done[2];
-} two_rings;
-
-static void *second_ring(void *arg) {
-  two_rings *tr = arg;
-  char c;
-  for (uint32_t i = 0; i < 5000; i++) (void)stkr_event(&g_site, &i, 4);
-  if (write(tr->done[1], "x", 1) != 1) _exit(96);
-  (void)read(tr->go[0], &c, 1); /* stays alive (and its ring owned) */
-  return NULL;
-}
-
-static bool g_flush_first = true; /* two_rings_body writes a batch first */
-
-static void two_rings_body(void *arg) {
-  two_rings tr = {.ds = arg};
-  stkr_stats st;
-  pthread_t t;
-  char c;
-
-  record_seq(0, 10);
-  if (g_flush_first && stkr_flush() != 0) _exit(91);
-  if (pipe(tr.go) != 0 || pipe(tr.done) != 0) _exit(92);
-  if (pthread_create(&t, NULL, second_ring, &tr) != 0) _exit(93);
-  if (read(tr.done[0], &c, 1) != 1) _exit(94);
-  for (uint32_t i = 0; i < 5000; i++) (void)stkr_event(&g_site, &i, 4);
-  if (stkr_stats_get(&st) != 0) _exit(95);
-  pend_unwritten_drops();
-  tr.ds->attempted = st.attempted;
-  tr.ds->ring_full = st.dropped_ring_full;
-  tr.ds->other = st.dropped_other;
-}
-
-/* The newest segment of dir, cut after its first zstd frame. @return
- * false, leaving it whole, if it holds one frame only. */
-static bool cut_newest_after_first_frame(const char *dir) {
-  char cmd[2400], path[2200];
-  FILE *f;
-  snprintf(cmd, sizeof cmd, "ls '%s'/stackrec-*.zst | sort | tail -1", dir);
-  assert_non_null(f = popen(cmd, "r"));
-  assert_non_null(fgets(path, sizeof path, f));
-  pclose(f);
-  path[strcspn(path, "\n")] = '\0';
-  size_t len;
-  char *data = tl_slurp_alloc(path, &len);
-  assert_non_null(data);
-  size_t first = ZSTD_findFrameCompressedSize(data, len);
-  assert_false(ZSTD_isError(first));
-  bool more = first < len;
-  if (more) assert_int_equal(truncate(path, (off_t)first), 0);
-  free(data);
-  return more;
-}
-
-/* two_rings_body killed, its inputs saved and recovered (exact), and the
- * recovery's segment cut after its first ring's batch, as if it died
- * there. The case needs both rings to give the recovery a batch: the
- * worker may still run a pass between pend_unwritten_drops and the
- * SIGKILL (its 1 ms cadence after a burst; more likely on a slow or
- * loaded machine, TSan's), writing the second ring's pending batch
- * itself. Then the recovery has one batch only and the case is run
- * again (CI, 2026-12-05: one such run under TSan). */
-static void kill_two_rings_recover_and_cut(recovery *r, drop_stats *ds) {
-  for (int attempt = 0; attempt < 20; attempt++) {
-    kill_in_new_dir(r, ds, (stkr_config){.ring_bytes = 4096}, two_rings_body);
-    assert_true(ds->ring_full > 1000);
-    save_inputs(r->dir);
-    recover(r->dir, false, &r->st, &r->ms);
-    check_drops(r->dir, ds, 0, r->st.drops_found);
-    if (cut_newest_after_first_frame(r->dir)) return;
-    fprintf(stderr, "recover-procs: the worker wrote the second ring's "
-                    "pending batch before the kill; the case again\n");
-  }
-  fail_msg("in 20 runs the recovery never wrote more than one batch");
-}
-
-/* Review (session 22): a recovery numbers its batches after the writer's
- * note, so its own batch could carry the very number of a pending batch
- * the writer never wrote; a second recovery (the first died after its
- * first ring's batch) took that pending batch as written, its pending
- * drops as counted, and added too few. Pending values count only when a
- * batch of the writer's own holds their number. Both recoveries: exact. */
-static void test_pending_batch_unwritten(void **state) {
-  drop_stats *ds = *state;
-  recovery r;
-
-  kill_two_rings_recover_and_cut(&r, ds);
-  put_inputs_back(r.dir);
-  recover(r.dir, false, &r.st, &r.ms);
-  check_drops(r.dir, ds, 1, r.st.drops_found);
-}
-
-/* QA (session 22): a crash loop, each start's recovery itself killed now
- * and then, read some events two and three times (more than the process
- * ever recorded, its drops twice). The scan stopped at the newest segment
- * of the session, an earlier recovery's, and missed where the recovery
- * before it had ended. Here: a recovery that died after its first ring's
- * batch, then one that died after writing the rest (its inputs put back
- * each time), then a last one: exact. */
-static void test_recovery_killed_twice(void **state) {
-  drop_stats *ds = *state;
-
-  /* With a batch of the writer's own, and without (the recoveries' counters
-   * alone: attempted came out below written + dropped + recovered). */
-  for (int run = 0; run < 2; run++) {
-    recovery r;
-    g_flush_first = run == 0;
-    kill_two_rings_recover_and_cut(&r, ds);
-    for (int round = 0; round < 2; round++) {
-      put_inputs_back(r.dir);
-      recover(r.dir, false, &r.st, &r.ms);
-    }
-    check_drops(r.dir, ds, run, r.st.drops_found);
-  }
-  g_flush_first = true;
-}
 
 static int setup(void **state) {
   (void)state;
@@ -777,9 +405,5 @@ int main(void) {
                test_sigkill_random_moments,
                test_killed_before_first_pass_keeps_images,
                test_live_session_is_still_recording,
-               test_recovered_stack_merges_with_its_frames),
-      TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
-               test_drops_unnoted_batch, test_write_errors_survive_kill,
-               test_final_batch_unwritten, test_pending_batch_unwritten,
-               test_recovery_killed_twice));
+               test_recovered_stack_merges_with_its_frames));
 }
