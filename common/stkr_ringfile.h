@@ -353,7 +353,12 @@ typedef struct stkr_sessfile_hdr {
    * by the thread that drops (atomic add), and how many of them the
    * Counters of the latest written batch include (the flush worker, after
    * that batch's write). As in a ring file's drops (above): recovery adds
-   * drops_other - counted_other. */
+   * drops_other - counted_other. Since session 28, drops_other also has
+   * the flush worker's own drops (records it read but could not hold, the
+   * rest of stkr_stats.dropped_other), added right before their records
+   * are released from the rings (until then recovery reads the records
+   * themselves), and counted_other is the Counters' dropped_other, both
+   * kinds: before, a kill before the next written batch lost them. */
   uint64_t drops_other;
   uint64_t counted_other;
   /* The same for the drops of reaped threads that no written batch

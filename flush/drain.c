@@ -95,6 +95,20 @@ static void release_all(void) {
     }
 }
 
+/* The worker's drops (records read but not held: dropped_worker) since the
+ * last call, into the session file's drops_other, right before a release:
+ * once released, their records are gone from the rings, and without this
+ * a kill before the next written batch lost them from the accounting (QA,
+ * session 27: 59 147 events under `ulimit -v`). Until the release,
+ * recovery reads the records themselves. The drain pass's owner. */
+static void file_worker_drops(stkr__worker *w) {
+  uint64_t d = w->dropped_worker; /* written by the pass's owner only */
+  if (d != w->dropped_worker_filed) {
+    stkr__session_drops_worker(d - w->dropped_worker_filed);
+    w->dropped_worker_filed = d;
+  }
+}
+
 /* A batch of a session that is ending could not be written (its segment
  * cannot be opened: EMFILE after the app filled its descriptor table,
  * ENOSPC...): released, the records of ring files would be lost with
@@ -243,7 +257,13 @@ static void write_batch(stkr__worker *w, bool last) {
     w->batches++;
     pthread_mutex_unlock(&w->stats_mu);
     /* Its counters are on disk: the ring files' drops they count are no
-     * longer recovery's to add (common/stkr_ringfile.h, "drops"). */
+     * longer recovery's to add (common/stkr_ringfile.h, "drops"). The
+     * worker's drops first: this batch counts them, and the commit makes
+     * that its counted_other (a death between the write and this leaves
+     * drops_other short of the pending count by them, which can hide as
+     * many producer drops of the write's few microseconds; the reverse
+     * order would count them twice). */
+    file_worker_drops(w);
     stkr__threads_drops_commit();
   } else {
     /* The batch is lost, and with it the definitions it carried: start a
@@ -270,6 +290,7 @@ static void write_batch(stkr__worker *w, bool last) {
      * a kill between the two counts the batch twice, as lost and as
      * recovered, never not at all (review, session 22). */
     stkr__session_write_errors(w->dropped_write_error);
+    file_worker_drops(w);
   }
   release_all();
   publish(w);
@@ -709,8 +730,12 @@ void stkr__drain_all(stkr__worker *w, bool last) {
   if (last || (read && (stkr__batch_nonempty(&w->bb) ||
                         w->imgs.gen != w->imgs_gen_sent)))
     write_batch(w, last);
-  else
-    release_all(); /* read since the last write: wrap markers only */
+  else {
+    /* Read since the last write: wrap markers, or records the worker
+     * dropped (the next batch's counters count them). */
+    file_worker_drops(w);
+    release_all();
+  }
   if (last) {
     /* This worker reads no more records: live threads' payload mirrors
      * go (a next recording's worker starts from cleared tables). */

@@ -45,6 +45,8 @@ void stkr__stats_compute(stkr__worker *w, stkr_stats *o) {
 
 void stkr__stats_compute_mark(stkr__worker *w, stkr_stats *o) {
   stkr__counts c;
-  stkr__threads_counts_mark(&c);
+  /* The batch's dropped_other counts the worker's drops too: so does
+   * what the session file notes as counted (stkr__threads_counts_mark). */
+  stkr__threads_counts_mark(&c, w->dropped_worker);
   stats_from(w, &c, o);
 }

@@ -122,6 +122,9 @@ typedef struct stkr__worker {
    * more is written. */
   bool keep_for_recovery;
   uint64_t other_reported; /* counts.dropped_other in the last Drops */
+  /* dropped_worker as the session file has it (drain.c, file_worker_drops;
+   * the drain pass's owner only). */
+  uint64_t dropped_worker_filed;
   uint8_t *thread_seen;   /* bitmap by thread id: counted in stats.threads */
   size_t thread_seen_bytes;
 

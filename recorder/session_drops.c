@@ -23,6 +23,13 @@ void stkr__session_drop_other(void) {
     __atomic_fetch_add(&h->drops_other, 1, __ATOMIC_RELAXED);
 }
 
+void stkr__session_drops_worker(uint64_t n) {
+  /* The worker, while producers may add (an atomic add, as theirs). */
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h != NULL && n != 0)
+    __atomic_fetch_add(&h->drops_other, n, __ATOMIC_RELAXED);
+}
+
 void stkr__session_drops_retire(uint64_t full, uint64_t reentrant) {
   stkr_sessfile_hdr *h = stkr__session_hdr();
   if (h == NULL || (full == 0 && reentrant == 0))

@@ -75,9 +75,14 @@ typedef struct stkr__sess_drops {
  * (worker). _pend: store the noted values as pending for batch seq, where
  * they differ from counted_* (worker, before that batch's write;
  * common/stkr_ringfile.h, "pending"). _commit: store the noted values as
- * counted_* (worker, after that batch's write). _reset: zero them all
- * (the start, no producer active). No-ops without a session file. */
+ * counted_* (worker, after that batch's write). _worker: add n of the
+ * flush worker's drops (records it read but could not hold) to
+ * drops_other, right before the release of their records (the worker; a
+ * batch's dropped_other counts them, so counted_other does too). _reset:
+ * zero them all (the start, no producer active). No-ops without a session
+ * file. */
 void stkr__session_drop_other(void);
+void stkr__session_drops_worker(uint64_t n);
 void stkr__session_drops_retire(uint64_t full, uint64_t reentrant);
 void stkr__session_drops_note(stkr__sess_drops *out);
 void stkr__session_drops_pend(const stkr__sess_drops *noted, uint64_t seq);
@@ -580,10 +585,12 @@ void stkr__threads_counts(stkr__counts *out);
  * session file's) pending drops of seq, which recovery takes as counted
  * when it finds that batch. _commit: after that batch was written: the
  * noted values become the rings' (and the session file's) counted.
+ * worker_drops: the flush worker's own drops (stkr_stats.dropped_other
+ * beyond the producers'), which the batch's dropped_other counts too.
  * stkr__thread_drops_settle: for the thread about to be reaped: what its
  * ring's counted lacks goes to the session file's retired drops, and
  * counted = drops, so that the ring is handed on owing nothing (worker). */
-void stkr__threads_counts_mark(stkr__counts *out);
+void stkr__threads_counts_mark(stkr__counts *out, uint64_t worker_drops);
 void stkr__threads_drops_pend(uint64_t seq);
 void stkr__threads_drops_commit(void);
 void stkr__thread_drops_settle(stkr__thread *t);

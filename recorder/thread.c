@@ -317,14 +317,16 @@ void stkr__count_dropped_other(void) {
 /* ---- drops in the ring files, for recovery --------------------------------
  * A ring's drops equal its thread's counters (the producer stores the same
  * count in both: event.c); the session file's drops_other equals
- * g_dropped_other (both rebased to 0 at the start, added to together);
+ * g_dropped_other (both rebased to 0 at the start, added to together)
+ * plus the flush worker's drops of records it released
+ * (stkr__session_drops_worker), as a batch's dropped_other counts both;
  * its retired drops are what reaped threads' rings had not had counted,
  * which g_retired's totals include. So the values a batch's counters read
  * are what they count of the files' drops, exactly (common/
  * stkr_ringfile.h, "drops"). */
 static stkr__sess_drops g_sess_noted; /* the drain pass's owner only */
 
-void stkr__threads_counts_mark(stkr__counts *out) {
+void stkr__threads_counts_mark(stkr__counts *out, uint64_t worker_drops) {
   pthread_mutex_lock(&g_reap_lock);
   *out = g_retired;
   /* Mark, settle, reap and commit all run in the drain pass's owner (the
@@ -341,8 +343,12 @@ void stkr__threads_counts_mark(stkr__counts *out) {
     out->dropped_reentrant += one.dropped_reentrant;
   }
   pthread_mutex_unlock(&g_reap_lock);
-  out->dropped_other = g_sess_noted.other =
+  out->dropped_other =
       atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
+  /* The session file's drops_other has the worker's drops of released
+   * records too (stkr__session_drops_worker): counted is what the
+   * batch's dropped_other says, both kinds. */
+  g_sess_noted.other = out->dropped_other + worker_drops;
   out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
 }
 

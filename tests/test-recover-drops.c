@@ -283,6 +283,69 @@ static void test_final_batch_unwritten(void **state) {
   check_write_errors(r.dir);
 }
 
+/* Events the flush worker reads but cannot hold (stkr_stats.dropped_other:
+ * its `dropped_worker`, e.g. a payload it has no memory to keep) are
+ * released from the ring like written ones. Here the worker's copy of the
+ * thread's payloads is lost as when its realloc fails (the same path:
+ * marked stale, emptied at the next pass), so each event that refers to
+ * its known payload is dropped by the worker: 20 in a batch that then
+ * fails to write (RLIMIT_FSIZE, with 5 events of a new payload), 7 in a
+ * pass whose batch is left empty and not written. */
+static void worker_drops_body(void *arg) {
+  drop_stats *out = arg;
+  struct rlimit rl;
+  stkr_stats st;
+
+  for (int i = 0; i < 10; i++) (void)stkr_event(&g_site, "pp", 2);
+  if (stkr_flush() != 0) _exit(91);
+  stkr__tls->w_payloads_stale = true; /* the worker is idle: flushed */
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
+  rl.rlim_cur = 1;
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
+  for (int i = 0; i < 20; i++) (void)stkr_event(&g_site, "pp", 2);
+  for (int i = 0; i < 5; i++) (void)stkr_event(&g_site, "qq", 2);
+  if (stkr_flush() != -EIO) _exit(93);
+  for (int i = 0; i < 7; i++) (void)stkr_event(&g_site, "pp", 2);
+  (void)stkr_flush();
+  if (stkr_stats_get(&st) != 0) _exit(94);
+  out->attempted = st.attempted;
+  out->ring_full = st.dropped_ring_full;
+  out->other = st.dropped_other;
+  out->write_error = st.dropped_write_error;
+}
+
+/* QA (session 27): the worker's drops lived in its memory only. With
+ * `ulimit -v` tight enough that its batches failed, an app killed (or
+ * whose final batch failed) read back without them: 59 147 events of
+ * attempted gone, and verify said the accounting adds up. The session
+ * file now carries the drops of released records that no written batch
+ * counts (its drops_other). Twice: the second recovery (files put back)
+ * adds nothing. */
+static void test_worker_drops_survive_kill(void **state) {
+  drop_stats *ds = *state;
+  recovery r;
+
+  kill_in_new_dir(&r, ds, (stkr_config){0}, worker_drops_body);
+  assert_int_equal(ds->attempted, 42);
+  assert_int_equal(ds->other, 27);
+  assert_int_equal(ds->write_error, 5);
+  save_inputs(r.dir);
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) put_inputs_back(r.dir);
+    recover(r.dir, false, &r.st, &r.ms);
+    assert_int_equal(r.st.sessions_recovered, 1);
+    const stkr_process_info p = read_process(r.dir);
+    if (p.attempted != 42 || p.drops_other != 27 ||
+        p.drops_write_error != 5 || p.events != 10)
+      fail_msg("round %d: the recording says attempted %llu, other %llu, "
+               "write errors %llu, events %llu; the app said 42, 27, 5, 10",
+               round, (unsigned long long)p.attempted,
+               (unsigned long long)p.drops_other,
+               (unsigned long long)p.drops_write_error,
+               (unsigned long long)p.events);
+  }
+}
+
 /* Two threads burst into small rings (both drop), the second waiting
  * alive; then pending drops are stored for a batch never written
  * (pend_unwritten_drops), and SIGKILL. */
@@ -416,6 +479,6 @@ int main(void) {
       "recover-drops", setup, NULL,
       TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
                test_drops_unnoted_batch, test_write_errors_survive_kill,
-               test_final_batch_unwritten, test_pending_batch_unwritten,
-               test_recovery_killed_twice));
+               test_final_batch_unwritten, test_worker_drops_survive_kill,
+               test_pending_batch_unwritten, test_recovery_killed_twice));
 }
