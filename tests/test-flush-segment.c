@@ -89,19 +89,23 @@ static int put(stkr__segw *s, size_t len) {
   return err;
 }
 
-static void test_names_modes_and_older_files(void **state) {
-  (void)state;
-  stkr__segw s;
+/* A file of our pid numbered seq, holding "old". */
+static void put_old_file(uint32_t pid, uint32_t seq) {
   char p[512];
-  /* A file of an earlier process with our pid, and another pid's file. */
-  snprintf(p, sizeof p, "%s/stackrec-%u-000003.zst", tl_dir, PID);
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
   int fd = open(p, O_CREAT | O_WRONLY, 0600);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, "old", 3), 3);
   close(fd);
-  snprintf(p, sizeof p, "%s/stackrec-%u-000009.zst", tl_dir, PID + 1);
-  fd = open(p, O_CREAT | O_WRONLY, 0600);
-  close(fd);
+}
+
+static void test_names_modes_and_older_files(void **state) {
+  (void)state;
+  stkr__segw s;
+  /* Files of an earlier process with our pid (numbered from 1, as the cap
+   * leaves a tombstone where it deletes), and another pid's file. */
+  for (uint32_t seq = 1; seq <= 3; seq++) put_old_file(PID, seq);
+  put_old_file(PID + 1, 9);
 
   mode_t old = umask(0);
   assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 1 << 20), 0);
@@ -115,6 +119,24 @@ static void test_names_modes_and_older_files(void **state) {
   assert_int_equal(s.segments, 1);
   stkr__seg_free(&s);
   assert_int_equal(file_size(4), 100);
+}
+
+/* An earlier process's files whose first was deleted by hand: the
+ * directory is not listed (seg_init looks at our first name only, so
+ * that N processes do not list it N times), and ours go around them:
+ * 1, 2, then 4, the old 3 untouched. */
+static void test_older_files_without_their_first(void **state) {
+  (void)state;
+  stkr__segw s;
+  put_old_file(PID, 3);
+  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 100, 1 << 20), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
+  assert_int_equal(s.seq, 4);
+  assert_int_equal(file_size(1), 100);
+  assert_int_equal(file_size(2), 100);
+  assert_int_equal(file_size(3), 3);
+  assert_int_equal(file_size(4), 100);
+  stkr__seg_free(&s);
 }
 
 static void test_rotation(void **state) {
@@ -409,7 +431,8 @@ static int cleanup(void **state) {
 }
 
 TL_TEST_MAIN_EACH("flush-segment", tl_make_dir, cleanup,
-                  test_names_modes_and_older_files, test_rotation,
+                  test_names_modes_and_older_files,
+                  test_older_files_without_their_first, test_rotation,
                   test_disk_cap_deletes_oldest_never_current,
                   test_disk_cap_keeps_every_newest,
                   test_fsize_limit_error_then_recovery,
