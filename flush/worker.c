@@ -226,13 +226,15 @@ static int request_flush(stkr__worker *w) {
   return r.result;
 }
 
-/* The worker's smallest stack. A thread made with default attributes gets
- * the size of RLIMIT_STACK (`ulimit -s 64`: 64 KiB) or of the app's
- * pthread_setattr_default_np, and the worker's inproc symbolization runs
- * libdw, whose line-table reader (dwarf_getsrclines) keeps ~150 KiB of
- * arrays on its stack for libc's table: the app died of SIGSEGV in the
- * worker. Address space only; pages never touched cost no memory. */
-#define STKR__WORKER_STACK_MIN ((size_t)2 << 20)
+/* The worker's stack, always this size. A thread made with default
+ * attributes gets the size of RLIMIT_STACK (`ulimit -s 64`: 64 KiB) or of
+ * the app's pthread_setattr_default_np, and the worker's inproc
+ * symbolization runs libdw, whose line-table reader (dwarf_getsrclines)
+ * keeps ~150 KiB of arrays on its stack for libc's table: the app died of
+ * SIGSEGV in the worker. Not more either: pages never touched cost no
+ * memory, but their address space counts in RLIMIT_AS (the default 8 MiB
+ * took that much from a program under `ulimit -v`; QA, session 28). */
+#define STKR__WORKER_STACK ((size_t)2 << 20)
 
 /* Start the worker thread with every signal blocked: the app's handlers
  * must never run on our thread (and a handler calling stkr_event there
@@ -240,12 +242,9 @@ static int request_flush(stkr__worker *w) {
 static int worker_start(stkr__worker *w) {
   sigset_t all, old;
   pthread_attr_t attr;
-  size_t size = 0;
   int err;
   if ((err = pthread_attr_init(&attr)) != 0) return -err;
-  if (pthread_attr_getstacksize(&attr, &size) != 0 ||
-      size < STKR__WORKER_STACK_MIN)
-    (void)pthread_attr_setstacksize(&attr, STKR__WORKER_STACK_MIN);
+  (void)pthread_attr_setstacksize(&attr, STKR__WORKER_STACK);
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   stkr__wake_arm(w);
