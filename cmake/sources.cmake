@@ -120,6 +120,7 @@ set(STKR_PRELOAD_MATCH_SRCS
 # //preload:libstackrec_preload.so
 set(STKR_PRELOAD_SRCS
   preload/hooks_dl.c
+  preload/exec_escape.c
   preload/hooks_env.c
   preload/hooks_exec.c
   preload/hooks_files.c

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,12 +26,26 @@ typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 static int exec_via(int real, const char *path, int fd, char *const argv[],
                     char *const envp[]) {
   void *fn = (void *)stkr__pl_real(real);
-  int was, r;
+  char target[PATH_MAX];
+  const char *why;
+  int was, r, saved = errno;
 
   if (fn == NULL) {
     errno = ENOSYS;
     return -1;
   }
+  /* Not for our own execs (the guard). A vfork child's (posix_spawn's)
+   * too: the note only reads our state, and goes out on a socket of its
+   * own (the descriptor table is not shared). */
+  if (!stkr__pl_guard &&
+      (why = stkr__pl_exec_escapes(
+           path, fd, real == STKR__PL_R_execvp || real == STKR__PL_R_execvpe,
+           real == STKR__PL_R_execv || real == STKR__PL_R_execvp ? NULL
+                                                                  : envp,
+           target, sizeof target)) != NULL)
+    stkr__pl_note(-EPERM, "its exec of %s starts a program the hooks are "
+                  "not in (%s): what it does is not recorded", target, why);
+  errno = saved;
   was = stkr__pl_pre_exec();
   switch (real) {
   case STKR__PL_R_execv:

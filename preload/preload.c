@@ -128,6 +128,11 @@ static bool g_follow_forks;
  * by atfork_child): its first event starts its recording; an exec, even a
  * failed one, ends that follow mode (pre_exec, exec_failed). */
 static bool g_followed_child;
+/* This image's start failed because the process had called
+ * unshare(CLONE_NEWPID) (start_recording): no thread can be made then, but
+ * its forked children, in the new namespace, can; they start as processes
+ * of their own (atfork_child). */
+static bool g_start_failed_newpid;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -152,9 +157,7 @@ static void say(const char *fmt, ...) {
  * its queue, or, without one (preloaded by hand), say it on stderr. Under
  * record nothing goes into the program's streams. */
 static const char *real_env(const char *name);
-static void stkr__pl_note(int err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void stkr__pl_note(int err, const char *fmt, ...) {
+void stkr__pl_note(int err, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   int saved = errno;
@@ -204,6 +207,8 @@ static const char *real_env(const char *name) {
   return fn != NULL ? fn(name) : stkr__pl_env_scan(name);
 }
 
+const char *stkr__pl_env(const char *name) { return real_env(name); }
+
 /* ---- start / stop --------------------------------------------------------- */
 
 /* The recorder holds two or three descriptors while it records (the
@@ -223,6 +228,14 @@ static const char *real_env(const char *name) {
  * recorder decides for itself (stkr_init does not check). */
 #define STKR__PL_MIN_NOFILE 64
 
+/* The least stack limit (RLIMIT_STACK) a process records with: below it
+ * the constructor's own checks (paths of PATH_MAX) overflowed the main
+ * thread's stack (`ulimit -s 16`: /bin/true died of SIGSEGV; QA, session
+ * 28). Between it and STKR__PL_MAIN_ROOM_LIMIT the start runs on a helper
+ * thread of its own size (init_with_room). */
+#define STKR__PL_MIN_STACK_KIB 64
+#define STKR__PL_MAIN_ROOM_LIMIT ((rlim_t)1 << 20)
+
 /* The root directory check_setup saw (chroot: start_changed). Written by
  * the constructor, read at the first event's start. */
 static dev_t g_root_dev;
@@ -231,7 +244,11 @@ static bool g_root_known;
 
 /* What must fail before the program runs, not at its first event (the
  * constructor): a malformed STACKREC_* value, a directory this process may
- * not write into, a descriptor limit below STKR__PL_MIN_NOFILE. @return 0
+ * not write into or that it lost (STACKREC_DIR removed from the environment
+ * of a process of `record`'s tree: the default directory, in its working
+ * directory, would be made among the program's files; QA, session 28), a
+ * descriptor limit below STKR__PL_MIN_NOFILE, a stack limit below
+ * STKR__PL_MIN_STACK_KIB (checked first: the others need stack). @return 0
  * or the error, reported. (Unused by the benchmark's backtrace() variant,
  * which records nothing.) */
 static __attribute__((unused)) int check_setup(void) {
@@ -241,6 +258,15 @@ static __attribute__((unused)) int check_setup(void) {
   const char *v;
   int err;
 
+  if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < (rlim_t)STKR__PL_MIN_STACK_KIB << 10) {
+    stkr__pl_note(-ENOMEM, "not recorded, nor its forked children: its "
+                  "stack limit (RLIMIT_STACK %llu KiB) is below %d KiB, "
+                  "too little for the recorder's start",
+                  (unsigned long long)(rl.rlim_cur >> 10),
+                  STKR__PL_MIN_STACK_KIB);
+    return -ENOMEM;
+  }
   if (stat("/", &root) == 0) {
     g_root_dev = root.st_dev;
     g_root_ino = root.st_ino;
@@ -268,7 +294,15 @@ static __attribute__((unused)) int check_setup(void) {
    * reported to record rather than by stkr_init on the app's stderr.
    * AT_EACCESS: the effective ids, which are what creating a file uses. */
   v = real_env("STACKREC_NOTIFY");
-  if (v != NULL && v[0] != '\0' && (v = real_env("STACKREC_DIR")) != NULL &&
+  if (v != NULL && v[0] != '\0' &&
+      ((v = real_env("STACKREC_DIR")) == NULL || v[0] == '\0')) {
+    stkr__pl_note(-EINVAL, "not recorded, nor its forked children: "
+                  "STACKREC_DIR was removed from its environment (by the "
+                  "program that started it), so the recording directory "
+                  "is not known");
+    return -EINVAL;
+  }
+  if (v != NULL && v[0] != '\0' &&
       faccessat(AT_FDCWD, v, W_OK | X_OK, AT_EACCESS) != 0) {
     err = -errno;
     stkr__pl_note(err, "cannot write the recording directory %s: %s", v,
@@ -289,8 +323,9 @@ static __attribute__((unused)) int check_setup(void) {
 #define STKR__PL_START_ROOM ((uintptr_t)256 << 10)
 
 /* The bytes of stack below this frame on this thread; UINTPTR_MAX when
- * unknown or the main thread's (then the start runs here, as before). The
- * main thread's stack grows on demand up to RLIMIT_STACK (8 MiB unless
+ * unknown or the main thread's (then the start runs here, as before), 0
+ * for the main thread under a stack limit below STKR__PL_MAIN_ROOM_LIMIT.
+ * The main thread's stack grows on demand up to RLIMIT_STACK (8 MiB unless
  * set lower), and for it pthread_getattr_np parses /proc/self/maps, which
  * every process that records would pay at its start. */
 static uintptr_t stack_room(void) {
@@ -299,7 +334,17 @@ static uintptr_t stack_room(void) {
   size_t size = 0;
   uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 
-  if ((pid_t)syscall(SYS_gettid) == getpid()) return UINTPTR_MAX;
+  if ((pid_t)syscall(SYS_gettid) == getpid()) {
+    /* The main thread: a stack limit under 1 MiB (above the constructor's
+     * least) leaves too little for a start deep in the program (`ulimit
+     * -s 32`: cat died of SIGSEGV in its first open's start). */
+    struct rlimit rl;
+    return getrlimit(RLIMIT_STACK, &rl) == 0 &&
+                   rl.rlim_cur != RLIM_INFINITY &&
+                   rl.rlim_cur < STKR__PL_MAIN_ROOM_LIMIT
+               ? 0
+               : UINTPTR_MAX;
+  }
   if (pthread_getattr_np(pthread_self(), &attr) != 0) return UINTPTR_MAX;
   int err = pthread_attr_getstack(&attr, &lo, &size);
   pthread_attr_destroy(&attr);
@@ -381,6 +426,19 @@ static int start_changed(void) {
 
 /* stkr_init() with the library's defaults; attach the calling thread.
  * Guarded by the caller, after check_setup. @return stkr_init's result. */
+/* Did this process call unshare(CLONE_NEWPID): do its children go to
+ * another pid namespace than its own? (Then pthread_create fails with
+ * EINVAL: CLONE_THREAD needs the two to be one.) Until its first child is
+ * made, the new namespace's link does not resolve (ENOENT). False when
+ * /proc cannot tell. */
+static bool pid_ns_unshared(void) {
+  struct stat own, children;
+  if (stat("/proc/self/ns/pid", &own) != 0) return false;
+  if (stat("/proc/self/ns/pid_for_children", &children) != 0)
+    return errno == ENOENT;
+  return own.st_ino != children.st_ino || own.st_dev != children.st_dev;
+}
+
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
@@ -404,6 +462,15 @@ static int start_recording(void) {
   if (v == NULL || v[0] == '\0')
     cfg.fork_mode = STKR_FORK_FOLLOW;
   err = init_with_room(&cfg);
+  if (err == -EINVAL && pid_ns_unshared()) {
+    /* pthread_create's EINVAL: not a setting (QA, session 28). */
+    g_start_failed_newpid = true;
+    stkr__pl_note(err, "not recorded: it called unshare(CLONE_NEWPID) "
+                  "before its first watched call, after which a process "
+                  "can make no thread, and the recorder needs one (its "
+                  "forked children, in the new namespace, are recorded)");
+    return err;
+  }
   if (err != 0) {
     stkr__pl_note(err, "cannot start recording in pid %d: %s", (int)getpid(),
                 stkr_strerror(err));
@@ -519,6 +586,13 @@ static void atfork_child(void) {
       g_follow_forks && atomic_load_explicit(&stkr__pl.start,
                                              memory_order_relaxed) ==
                             STKR__PL_START_NONE;
+  if (g_follow_forks && g_start_failed_newpid) {
+    /* In the namespace its parent could not record in: a process of its
+     * own, started at its first event. */
+    g_start_failed_newpid = g_followed_child = false;
+    atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
+                          memory_order_relaxed);
+  }
   /* Still pending: the child starts at its own first event, as a process
    * of its own, if forks are followed. A start that outlasted
    * atfork_prepare's wait: this child does not record. */

@@ -116,6 +116,21 @@ static inline bool stkr__pl_want(unsigned c) {
  * (bounded, as every end of a process image). @return 1 if it was
  * recording or following, for stkr__pl_exec_failed. errno kept. */
 int stkr__pl_pre_exec(void);
+/* Will the image an exec starts run without the hooks (exec_escape.c)?
+ * Under `stackrec record` only. file (search: looked up in PATH as execvp
+ * does) or fd is what the exec runs, envp its environment (NULL: ours);
+ * target gets the file's name. @return why, or NULL (it will have them,
+ * not under record, or the exec will fail: no such executable file). */
+const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
+                                  char *const envp[], char *target,
+                                  size_t cap);
+/* A note to `stackrec record` (or stderr without it), errno kept; err != 0
+ * names a process that records nothing (verify: incomplete). preload.c. */
+void stkr__pl_note(int err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A variable of our environment as the constructor saw it (STACKREC_*) or
+ * as libc's getenv has it now. preload.c. */
+const char *stkr__pl_env(const char *name);
 /* The exec failed (returned): with was = stkr__pl_pre_exec()'s, the next
  * event starts recording again (a process that had not started is still
  * pending). */

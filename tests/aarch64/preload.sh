@@ -41,7 +41,8 @@ omitfp=(-O2 -fomit-frame-pointer -fno-optimize-sibling-calls -fno-inline)
 # (with sym_dl.c: the symbolizer is loaded on demand, not linked), the
 # format; only the hooks exported.
 if ! "$cc" "${flags[@]}" "${pl[@]}" -shared -o "$d/bin/libstackrec_preload.so" \
-     preload/hooks_dl.c preload/hooks_env.c preload/hooks_exec.c preload/hooks_files.c \
+     preload/exec_escape.c preload/hooks_dl.c preload/hooks_env.c \
+     preload/hooks_exec.c preload/hooks_files.c \
      preload/hooks_net.c \
      preload/hooks_signal.c preload/hooks_stat.c preload/hooks_thread.c \
      preload/preload.c preload/sanitizer.c \

@@ -35,6 +35,11 @@
  * _exit(0). The fork must not wait out the start's 2 s bound (a trial
  * whose fork took 1 s or more fails). Prints "rN PID" and "racefork ok".
  *
+ * forker newpid: unshare(CLONE_NEWPID) (exit 4 when not permitted), then
+ * fx_parent_before (its start fails: no thread can be made now) and a
+ * fork; the child, pid 1 of the new namespace, fx_child_fork, _exit(0).
+ * Prints "n1 PID" (the parent's view) and "newpid ok".
+ *
  * forker daemon GO: the parent records (fx_parent_before), forks a daemon
  * (setsid, its output to /dev/null) and returns at once; the daemon waits
  * for the file GO to exist (at most 30 s), then fx_child_fork (open
@@ -45,6 +50,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +288,16 @@ int main(int argc, char **argv) {
     }
     return finish(wait_ok(pid, "f1"), "failexec");
   }
+  if (argc == 2 && strcmp(argv[1], "newpid") == 0) {
+    if (unshare(CLONE_NEWPID) != 0) return 4;
+    fx_parent_before();
+    pid = fork();
+    if (pid == 0) {
+      fx_child_fork();
+      _exit(0);
+    }
+    return finish(wait_ok(pid, "n1"), "newpid");
+  }
   if (argc == 3 && strcmp(argv[1], "daemon") == 0)
     return daemon_child_waits_for(argv[2]);
   if (argc == 3 && strcmp(argv[1], "racefork1") == 0)
@@ -289,7 +305,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "racefork") == 0)
     return race_forks();
   if (argc != 2 || strcmp(argv[1], "tree") != 0) {
-    fprintf(stderr, "usage: forker tree|quiet|failexec|racefork\n");
+    fprintf(stderr, "usage: forker tree|quiet|failexec|racefork|newpid\n");
     return 2;
   }
   if (readlink("/proc/self/exe", g_self, sizeof g_self - 1) < 0)

@@ -199,6 +199,9 @@ const char *stkr_cli_drop_reasons(const stkr_process_info *p, char *buf,
 
 /* Flush stdout; @return 0, or 1 after printing an error if writing failed. */
 int stkr_cli_flush(const char *cmd);
+/* The stack limit the user gave, back in place: record's child, before it
+ * execs the command (main raised ours: see main.c). Async-signal-safe. */
+void stkr_cli_stack_limit_restore(void);
 /* The note, on f, that Swift names were left mangled (no libswiftCore.so
  * found), if any were: "stackrec CMD: note: N Swift name(s) left mangled
  * WHERE: ...". f is stdout for commands whose report is their output. */

@@ -10,6 +10,9 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include "symbolize/symbolize.h" /* stkr__demangle_swift_missed */
 #include "recorder/stackrec.h" /* stkr_version */
@@ -435,7 +438,83 @@ int stkr_cli_finish(const char *cmd, const stkr_reader *r, int status) {
   return status;
 }
 
+/* The stack limit (RLIMIT_STACK) main found, while it is raised. */
+static struct rlimit g_user_stack;
+static bool g_stack_raised;
+
+/* The commands keep paths (PATH_MAX) and tables on the stack: under
+ * `ulimit -s 16` `stackrec record` died of SIGSEGV before it ran anything
+ * (QA, session 28). The soft limit goes up to 8 MiB where the hard one
+ * allows (the main thread's stack grows against the limit of the moment;
+ * record gives the command the user's limit back). @return false when it
+ * stays below 1 MiB: bash's `ulimit -s` sets the hard limit too. */
+#define STKR__CLI_STACK ((rlim_t)8 << 20)
+#define STKR__CLI_STACK_LEAST ((rlim_t)1 << 20)
+static bool stack_limit_raise(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur >= STKR__CLI_STACK)
+    return true;
+  g_user_stack = rl;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > STKR__CLI_STACK
+                    ? STKR__CLI_STACK
+                    : rl.rlim_max;
+  if (rl.rlim_cur > g_user_stack.rlim_cur && setrlimit(RLIMIT_STACK, &rl) == 0)
+    g_stack_raised = true;
+  return (g_stack_raised ? rl.rlim_cur : g_user_stack.rlim_cur) >=
+         STKR__CLI_STACK_LEAST;
+}
+
+void stkr_cli_stack_limit_restore(void) {
+  if (g_stack_raised) (void)setrlimit(RLIMIT_STACK, &g_user_stack);
+}
+
+static int run_command(int argc, char **argv);
+
+/* Otherwise the command runs on a thread of an 8 MiB stack (a mapping,
+ * not bound by RLIMIT_STACK), main waiting with every signal blocked, so
+ * that the process's signals reach the command's thread as they would
+ * the main thread. */
+typedef struct big_stack_call {
+  int argc;
+  char **argv;
+  sigset_t mask;
+  int rc;
+} big_stack_call;
+
+static void *on_big_stack(void *arg) {
+  big_stack_call *c = arg;
+  pthread_sigmask(SIG_SETMASK, &c->mask, NULL);
+  c->rc = run_command(c->argc, c->argv);
+  return NULL;
+}
+
+static int run_on_big_stack(int argc, char **argv) {
+  big_stack_call c = {argc, argv, {{0}}, 0};
+  pthread_attr_t attr;
+  pthread_t t;
+  sigset_t all;
+
+  sigfillset(&all);
+  if (pthread_attr_init(&attr) != 0) return run_command(argc, argv);
+  (void)pthread_attr_setstacksize(&attr, STKR__CLI_STACK);
+  pthread_sigmask(SIG_BLOCK, &all, &c.mask); /* the thread's, until it runs */
+  int err = pthread_create(&t, &attr, on_big_stack, &c);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    pthread_sigmask(SIG_SETMASK, &c.mask, NULL);
+    return run_command(argc, argv);
+  }
+  (void)pthread_join(t, NULL);
+  return c.rc;
+}
+
 int main(int argc, char **argv) {
+  return stack_limit_raise() ? run_command(argc, argv)
+                             : run_on_big_stack(argc, argv);
+}
+
+static int run_command(int argc, char **argv) {
   const char *cmd;
 
   if (argc < 2)

@@ -211,6 +211,7 @@ static int run(char **argv, const char *preload, int nfd,
       sigaction(k_forwarded[i], &old[i], NULL);
     sigaction(SIGCHLD, &old_chld, NULL);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    stkr_cli_stack_limit_restore();
     close(fds[0]);
     if (lp == NULL || setenv("LD_PRELOAD", lp, 1) != 0) {
       err = errno;

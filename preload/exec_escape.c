@@ -1,0 +1,117 @@
+/*
+ * exec_escape.c: does an exec start an image that the hooks will not be
+ * in? Under `stackrec record` such a program's watched calls are nobody's
+ * to record, and a recording that said nothing of it looked complete (QA,
+ * session 28: `env -i cat /etc/shadow`, `env -u LD_PRELOAD`, a set-user-ID
+ * or file-capability copy of cat: 0 of their opens recorded, verify 0).
+ * The exec hooks (hooks_exec.c) ask before the real exec; the answer is
+ * told to record as a process that records nothing (verify: incomplete).
+ * Only when the exec will run a file (found, executable), so that a failed
+ * exec tells nothing.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "preload/preload.h"
+
+extern char **environ;
+
+/* NAME's value in envp (NULL: not there). */
+static const char *env_in(char *const envp[], const char *name) {
+  size_t n = strlen(name);
+  for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
+    if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=')
+      return envp[i] + n + 1;
+  return NULL;
+}
+
+/* The file name of this library (its last path component). */
+static const char *our_name(void) {
+  static char name[NAME_MAX + 1];
+  Dl_info info;
+  if (name[0] == '\0' && dladdr((void *)our_name, &info) != 0 &&
+      info.dli_fname != NULL) {
+    const char *slash = strrchr(info.dli_fname, '/');
+    snprintf(name, sizeof name, "%s", slash ? slash + 1 : info.dli_fname);
+  }
+  return name;
+}
+
+/* Does an LD_PRELOAD value name a file of our name (ld.so splits it at
+ * colons and spaces)? */
+static bool preload_has_ours(const char *v) {
+  const char *ours = our_name();
+  size_t n = strlen(ours);
+  if (v == NULL || n == 0) return v != NULL; /* our name unknown: assume so */
+  while (*v != '\0') {
+    size_t len = strcspn(v, ": ");
+    const char *base = v + len;
+    while (base > v && base[-1] != '/') base--;
+    if ((size_t)(v + len - base) == n && memcmp(base, ours, n) == 0)
+      return true;
+    v += len;
+    v += strspn(v, ": ");
+  }
+  return false;
+}
+
+/* The file an execvp of `file` runs, as glibc looks for it: a name with a
+ * slash as it is, else the first executable PATH entry (PATH from the
+ * caller's environment, "/bin:/usr/bin" without one). @return false if
+ * none: the exec will fail. */
+static bool which(const char *file, char *out, size_t cap) {
+  const char *path;
+
+  if (strchr(file, '/') != NULL) {
+    snprintf(out, cap, "%s", file);
+    return access(out, X_OK) == 0;
+  }
+  if ((path = env_in(environ, "PATH")) == NULL) path = "/bin:/usr/bin";
+  while (true) {
+    size_t len = strcspn(path, ":");
+    int k = len == 0 ? snprintf(out, cap, "%s", file)
+                     : snprintf(out, cap, "%.*s/%s", (int)len, path, file);
+    if (k > 0 && (size_t)k < cap && access(out, X_OK) == 0) return true;
+    if (path[len] == '\0') return false;
+    path += len + 1;
+  }
+}
+
+const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
+                                  char *const envp[], char *target,
+                                  size_t cap) {
+  struct stat st;
+  const char *notify = stkr__pl_env("STACKREC_NOTIFY");
+
+  if (notify == NULL || notify[0] == '\0') return NULL; /* not under record */
+  if (fd >= 0) {
+    snprintf(target, cap, "descriptor %d", fd);
+    if (fstat(fd, &st) != 0) return NULL;
+  } else if (search ? !which(file, target, cap)
+                    : (snprintf(target, cap, "%s", file),
+                       access(target, X_OK) != 0 || stat(target, &st) != 0)) {
+    return NULL;
+  } else if (search && stat(target, &st) != 0) {
+    return NULL;
+  }
+  if (envp == NULL) envp = environ;
+  if (!preload_has_ours(env_in(envp, "LD_PRELOAD")))
+    return "LD_PRELOAD, which loads the hooks, is not in the environment "
+           "it is given";
+  if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+      ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+    return "it is a set-user-ID or set-group-ID program, for which the "
+           "loader ignores LD_PRELOAD";
+  if (fd < 0 && getxattr(target, "security.capability", NULL, 0) >= 0)
+    return "it has file capabilities, for which the loader ignores "
+           "LD_PRELOAD";
+  return NULL;
+}
