@@ -131,6 +131,7 @@ set(STKR_PRELOAD_SRCS
   preload/preload.c
   preload/sanitizer.c
   preload/sites.c
+  preload/start_room.c
 )
 
 # //tools:stackrec and //tools:stackrec_lib (plus the generated pprof and report assets)

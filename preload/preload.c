@@ -231,10 +231,9 @@ const char *stkr__pl_env(const char *name) { return real_env(name); }
 /* The least stack limit (RLIMIT_STACK) a process records with: below it
  * the constructor's own checks (paths of PATH_MAX) overflowed the main
  * thread's stack (`ulimit -s 16`: /bin/true died of SIGSEGV; QA, session
- * 28). Between it and STKR__PL_MAIN_ROOM_LIMIT the start runs on a helper
- * thread of its own size (init_with_room). */
+ * 28). Above it, a start short of stack runs on a helper thread of its
+ * own size (start_room.c). */
 #define STKR__PL_MIN_STACK_KIB 64
-#define STKR__PL_MAIN_ROOM_LIMIT ((rlim_t)1 << 20)
 
 /* The root directory check_setup saw (chroot: start_changed). Written by
  * the constructor, read at the first event's start. */
@@ -314,79 +313,6 @@ static __attribute__((unused)) int check_setup(void) {
   return 0;
 }
 
-/* stkr_init's work needs tens of KiB of stack (paths, the image list, the
- * worker's setup), more than a thread made with a small stack has left:
- * a first event on a PTHREAD_STACK_MIN (16 KiB) thread died of SIGSEGV in
- * the start. Below this much room the start runs on a helper thread of a
- * default stack, this one waiting for it (signals stay blocked there as
- * here: the helper inherits the mask). */
-#define STKR__PL_START_ROOM ((uintptr_t)256 << 10)
-
-/* The bytes of stack below this frame on this thread; UINTPTR_MAX when
- * unknown or the main thread's (then the start runs here, as before), 0
- * for the main thread under a stack limit below STKR__PL_MAIN_ROOM_LIMIT.
- * The main thread's stack grows on demand up to RLIMIT_STACK (8 MiB unless
- * set lower), and for it pthread_getattr_np parses /proc/self/maps, which
- * every process that records would pay at its start. */
-static uintptr_t stack_room(void) {
-  pthread_attr_t attr;
-  void *lo = NULL;
-  size_t size = 0;
-  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-
-  if ((pid_t)syscall(SYS_gettid) == getpid()) {
-    /* The main thread: a stack limit under 1 MiB (above the constructor's
-     * least) leaves too little for a start deep in the program (`ulimit
-     * -s 32`: cat died of SIGSEGV in its first open's start). */
-    struct rlimit rl;
-    return getrlimit(RLIMIT_STACK, &rl) == 0 &&
-                   rl.rlim_cur != RLIM_INFINITY &&
-                   rl.rlim_cur < STKR__PL_MAIN_ROOM_LIMIT
-               ? 0
-               : UINTPTR_MAX;
-  }
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return UINTPTR_MAX;
-  int err = pthread_attr_getstack(&attr, &lo, &size);
-  pthread_attr_destroy(&attr);
-  if (err != 0 || here < (uintptr_t)lo || here - (uintptr_t)lo > size)
-    return UINTPTR_MAX;
-  return here - (uintptr_t)lo;
-}
-
-typedef struct init_call {
-  const stkr_config *cfg;
-  int err;
-} init_call;
-
-static void *init_on_helper(void *arg) {
-  init_call *c = arg;
-  c->err = stkr_init(c->cfg);
-  return NULL;
-}
-
-/* stkr_init(cfg) here, or on a helper thread when this one is short of
- * stack. @return its result, or -errno if the helper could not run. */
-static int init_with_room(const stkr_config *cfg) {
-  init_call call = {cfg, 0};
-  pthread_t helper;
-  pthread_attr_t attr;
-  size_t size = 0;
-  int err;
-
-  if (stack_room() >= STKR__PL_START_ROOM) return stkr_init(cfg);
-  /* Sized: with default attributes the helper would get RLIMIT_STACK's
-   * size, as short as this thread's under `ulimit -s 64`. */
-  if ((err = pthread_attr_init(&attr)) != 0) return -err;
-  if (pthread_attr_getstacksize(&attr, &size) != 0 ||
-      size < 4 * STKR__PL_START_ROOM)
-    (void)pthread_attr_setstacksize(&attr, 4 * STKR__PL_START_ROOM);
-  err = pthread_create(&helper, &attr, init_on_helper, &call);
-  pthread_attr_destroy(&attr);
-  if (err != 0) return -err;
-  (void)pthread_join(helper, NULL);
-  return call.err;
-}
-
 /* What the program changed between its start (check_setup) and its first
  * watched call, which starts the recording (QA, session 24): a descriptor
  * limit lowered below STKR__PL_MIN_NOFILE (the recorder's descriptors then
@@ -424,8 +350,6 @@ static int start_changed(void) {
   return 0;
 }
 
-/* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller, after check_setup. @return stkr_init's result. */
 /* Did this process call unshare(CLONE_NEWPID): do its children go to
  * another pid namespace than its own? (Then pthread_create fails with
  * EINVAL: CLONE_THREAD needs the two to be one.) Until its first child is
@@ -439,6 +363,8 @@ static bool pid_ns_unshared(void) {
   return own.st_ino != children.st_ino || own.st_dev != children.st_dev;
 }
 
+/* stkr_init() with the library's defaults; attach the calling thread.
+ * Guarded by the caller, after check_setup. @return stkr_init's result. */
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
@@ -461,7 +387,7 @@ static int start_recording(void) {
   v = real_env("STACKREC_FORK");
   if (v == NULL || v[0] == '\0')
     cfg.fork_mode = STKR_FORK_FOLLOW;
-  err = init_with_room(&cfg);
+  err = stkr__pl_init_with_room(&cfg);
   if (err == -EINVAL && pid_ns_unshared()) {
     /* pthread_create's EINVAL: not a setting (QA, session 28). */
     g_start_failed_newpid = true;

@@ -116,6 +116,10 @@ static inline bool stkr__pl_want(unsigned c) {
  * (bounded, as every end of a process image). @return 1 if it was
  * recording or following, for stkr__pl_exec_failed. errno kept. */
 int stkr__pl_pre_exec(void);
+/* stkr_init(cfg) on this thread, or on a helper thread of a sized stack
+ * when this one is short of it (start_room.c). @return its result, or
+ * -errno if the helper could not run. */
+int stkr__pl_init_with_room(const stkr_config *cfg);
 /* Will the image an exec starts run without the hooks (exec_escape.c)?
  * Under `stackrec record` only. file (search: looked up in PATH as execvp
  * does) or fd is what the exec runs, envp its environment (NULL: ours);
