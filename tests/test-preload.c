@@ -467,9 +467,63 @@ static void test_exec_without_hooks_named(void **state) {
                                 "program"));
 }
 
+/* QA (session 28): a process of the tree whose environment lost
+ * STACKREC_DIR (`env -u`) made the default ./stackrec-out in its working
+ * directory, among the program's files, and verify said complete; under
+ * `ulimit -s 16` the hooks' constructor died of SIGSEGV, cat under 32 KiB
+ * in its start (and `stackrec record` itself under 20). Now each is a
+ * process that recorded nothing, with its reason; and a limit under 1 MiB
+ * (96 KiB) still records, the main thread's start on a helper thread. */
+static void test_lost_dir_and_small_stack(void **state) {
+  char cwd[4200], made[4300];
+  const char *dir = fresh("lostdir");
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* /bin/sh cannot host the TSan-built hooks */
+#endif
+  snprintf(cwd, sizeof cwd, "%s", fresh("lostdir-cwd"));
+  assert_int_equal(mkdir(cwd, 0700), 0);
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /bin/sh -c 'cd %s && env -u "
+                      "STACKREC_DIR cat /etc/shadow >/dev/null; echo rc=$?'",
+                      g_bin, dir, cwd), 0);
+  assert_string_equal(g_out, "rc=0\n");
+  assert_non_null(strstr(g_err, "(cat) recorded nothing: not recorded, nor "
+                                "its forked children: STACKREC_DIR was "
+                                "removed"));
+  snprintf(made, sizeof made, "%s/stackrec-out", cwd);
+  assert_int_equal(access(made, F_OK), -1);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+
+  /* 32 KiB: plain cat runs (the environment's strings count in the
+   * limit, so less is not safe for it either); recorded, it died. */
+  dir = fresh("smallstack");
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /bin/sh -c 'ulimit -s 32 && "
+                      "cat /etc/shadow >/dev/null; echo rc=$?'", g_bin, dir),
+                   0);
+  assert_string_equal(g_out, "rc=0\n");
+  assert_non_null(strstr(g_err, "(cat) recorded nothing: not recorded, nor "
+                                "its forked children: its stack limit "
+                                "(RLIMIT_STACK 32 KiB) is below 64 KiB"));
+  dir = fresh("stack96k");
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /bin/sh -c 'ulimit -s 96 && "
+                      "cat /etc/shadow >/dev/null; echo rc=$?'", g_bin, dir),
+                   0);
+  assert_string_equal(g_out, "rc=0\n");
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
+  /* record itself under the limit (its command runs on a thread of its
+   * own stack), the program's limit as given. Not in sanitizer builds:
+   * their runtime's own start needs more. */
+  if (SANITIZED) return;
+  assert_int_equal(sh("ulimit -s 20 && '%s' record -q -o '%s' -- /bin/sh -c "
+                      "'ulimit -s'", g_bin, fresh("stack20rec")), 0);
+  assert_string_equal(g_out, "20\n");
+}
+
 TL_TEST_MAIN("preload", setup, NULL, test_all_apis, test_exit_status,
              test_unreadable_arguments, test_program_changed_its_setup,
              test_program_sandboxes_itself,
              test_categories_and_depth, test_default_dir_and_discovery,
              test_errors, test_bad_config, test_privacy_probe,
-             test_static_cmd_named, test_exec_without_hooks_named)
+             test_static_cmd_named, test_exec_without_hooks_named,
+             test_lost_dir_and_small_stack)
