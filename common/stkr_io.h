@@ -69,6 +69,12 @@
  * durable (recovery's segments, symbolize's renames). A file system that
  * cannot sync a directory (EINVAL) is not an error.
  * @return 0 or -errno of the open or the fsync. Thread-safety: as open(2).
+ *
+ * stkr_fd_dir(fd, out, cap): the directory the file open at fd is in now,
+ * absolute, into out: where a directory renamed since the file was opened
+ * went (recorder/ringfile.c: the session's files at its end). Linux
+ * (/proc/self/fd); elsewhere, and for a file deleted since (no links) or
+ * a name longer than cap, false. Thread-safety: as readlink(2).
  */
 #ifndef STKR_COMMON_IO_H
 #define STKR_COMMON_IO_H
@@ -78,6 +84,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -206,6 +213,28 @@ static inline int stkr_fsync_dir(const char *dir) {
   if (fsync(fd) != 0 && errno != EINVAL) err = -errno;
   close(fd);
   return err;
+}
+
+static inline bool stkr_fd_dir(int fd, char *out, size_t cap) {
+#if defined(__linux__)
+  char link[32];
+  struct stat st;
+  ssize_t n;
+  size_t len;
+
+  if (cap < 2 || fstat(fd, &st) != 0 || st.st_nlink == 0) return false;
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  n = readlink(link, out, cap - 1);
+  if (n <= 0 || (size_t)n >= cap - 1 || out[0] != '/') return false;
+  for (len = (size_t)n; len > 0 && out[len - 1] != '/'; len--) {
+  }
+  if (len <= 1) return false; /* a file in / itself: not ours */
+  out[len - 1] = '\0';
+  return true;
+#else
+  (void)fd, (void)out, (void)cap;
+  return false;
+#endif
 }
 
 #endif /* STKR_COMMON_IO_H */

@@ -29,6 +29,9 @@ typedef struct stkr__rc_seg {
 
 typedef struct stkr__rc {
   const char *dir;
+  /* dir's identity when it was listed: a recovered segment goes only into
+   * that directory, not one made under its name since (stkr__rc_same_dir). */
+  uint64_t dir_dev, dir_ino;
   stkr_recover_opts opts;
   stkr_recover_stats *st;
   stkr__rc_file *files; /* ring and session files, sorted */
@@ -38,6 +41,10 @@ typedef struct stkr__rc {
   uint64_t deadline_ns; /* CLOCK_MONOTONIC, from opts.budget_ms; 0: none */
 } stkr__rc;
 
+/* Is rc->dir still the directory that was listed? A recovery whose
+ * directory was deleted and made again by a new recording wrote the dead
+ * session's segment into the new one (QA, session 28). */
+bool stkr__rc_same_dir(const stkr__rc *rc);
 /* Past the deadline (0: never)? */
 bool stkr__rc_expired(uint64_t deadline_ns);
 /* The budget's mark on session (pid, sid) (stkr_recover_opts.budget_ms):

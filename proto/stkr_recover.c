@@ -344,13 +344,24 @@ static int cmp_sess(const void *a, const void *b) {
   return c != 0 ? c : stkr_cmp_u64(x->thread, y->thread);
 }
 
+bool stkr__rc_same_dir(const stkr__rc *rc) {
+  struct stat st;
+  return stat(rc->dir, &st) == 0 && (uint64_t)st.st_dev == rc->dir_dev &&
+         (uint64_t)st.st_ino == rc->dir_ino;
+}
+
 static int list_dir(stkr__rc *rc) {
   DIR *d = opendir(rc->dir);
   struct dirent *e;
+  struct stat st;
   int err = 0;
 
   if (d == NULL)
     return -errno;
+  if (fstat(dirfd(d), &st) == 0) {
+    rc->dir_dev = (uint64_t)st.st_dev;
+    rc->dir_ino = (uint64_t)st.st_ino;
+  }
   while ((e = readdir(d)) != NULL) {
     stkr__rc_file f = {0};
     uint32_t spid, sseq;

@@ -150,6 +150,7 @@ static int open_segment(build *b) {
   for (size_t i = 0; i < b->rc->n_segs; i++)
     if (b->rc->segs[i].pid == pid && b->rc->segs[i].seq > seq)
       seq = b->rc->segs[i].seq;
+  if (!stkr__rc_same_dir(b->rc)) return -ESTALE;
   for (int tries = 0; tries < 1000; tries++) {
     if (seq == UINT32_MAX) return -EOVERFLOW;
     seq++;
@@ -694,7 +695,10 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
      * session 22: "... now counted" on a full disk). */
     rc->st->drops_found = before.drops_found;
     stkr__rc_msg(rc, "%s: cannot write the recovered segment: %s; ring files "
-                 "kept", b.fd >= 0 ? b.path : rc->dir, strerror(-err));
+                 "kept", b.fd >= 0 ? b.path : rc->dir,
+                 err == -ESTALE ? "the directory was replaced while "
+                                  "recovering (deleted and made again)"
+                                : strerror(-err));
     rc->st->sessions_failed++;
     build_free(&b);
     return 0;

@@ -429,7 +429,31 @@ static void wait_ring_makers(uint64_t until_ns) {
   }
 }
 
+/* The recording directory may have been renamed while we recorded (QA,
+ * session 28: `mv DIR DIR.moved` mid-run left a cleanly ended session's
+ * ring and session files in DIR.moved, which verify then took for a dead
+ * writer's): our files are where the session file is now. */
+static void follow_renamed_dir(void) {
+  char now[sizeof g_sess.dir];
+  struct stat st;
+  if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
+      st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino &&
+      stkr_fd_dir(g_sess.lock_fd, now, sizeof now - STKR_RINGFILE_NAME_MAX)) {
+    g_sess.dir_len = strlen(now);
+    memcpy(g_sess.dir, now, g_sess.dir_len + 1);
+  }
+}
+
+static void close_files(bool leftovers, uint64_t until_ns);
+
 void stkr__session_close(bool leftovers, uint64_t until_ns) {
+  if (atomic_load_explicit(&g_map, memory_order_acquire) == NULL) return;
+  follow_renamed_dir();
+  close_files(leftovers, until_ns);
+}
+
+/* stkr__session_close, its paths sized for the directory's name. */
+static void close_files(bool leftovers, uint64_t until_ns) {
   bool pool_full = false; /* every pool slot taken, or past until_ns: the
                              rest of the rings are unlinked */
   stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);

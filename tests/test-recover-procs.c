@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,6 +392,46 @@ static void test_recovered_stack_merges_with_its_frames(void **state) {
 }
 
 
+/* A child records 20 events and dies. */
+static void twenty_body(void *arg) {
+  (void)arg;
+  record_seq(0, 20);
+}
+
+/* recover's message callback: the first problem it reports (the ring
+ * file made unusable below), and the directory is replaced under it, as
+ * by `rm -rf DIR` and a new recording started in DIR. */
+static void replace_dir_on_message(void *arg, const char *line) {
+  const char *dir = arg;
+  (void)line;
+  if (tl_rm_rf(dir) != 0 || mkdir(dir, 0700) != 0) fail_msg("replace %s", dir);
+}
+
+/* QA (session 28): `stackrec recover DIR` ran while DIR was deleted and a
+ * new app began recording into a new DIR; the old recovery wrote the dead
+ * session's segment into the new recording, whose verify then found a
+ * foreign process. A recovered segment now goes only into the directory
+ * that was listed. */
+static void test_directory_replaced_while_recovering(void **state) {
+  char dir[4096], cmd[4300];
+  stkr_recover_opts o = {.message = replace_dir_on_message};
+  stkr_recover_stats st;
+  (void)state;
+
+  assert_true(WIFSIGNALED(run_killed_child_in_new_dir(
+      dir, sizeof dir, (stkr_config){0}, twenty_body, NULL)));
+  /* The ring's header names another pid: recovery reports the file (and
+   * so calls the callback) before it writes the session's segment. */
+  snprintf(cmd, sizeof cmd, "for f in '%s'/*.ring; do printf '\\377\\377' | "
+           "dd of=\"$f\" bs=1 seek=32 conv=notrunc status=none; done", dir);
+  assert_int_equal(tl_system("%s", cmd), 0);
+  o.message_arg = dir;
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.sessions_recovered, 0);
+  assert_int_equal(st.sessions_failed, 1);
+  assert_int_equal(tl_count_files(dir, ".zst"), 0); /* the new one: empty */
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(recover_setup("recover-procs"), 0);
@@ -405,5 +446,6 @@ int main(void) {
                test_sigkill_random_moments,
                test_killed_before_first_pass_keeps_images,
                test_live_session_is_still_recording,
-               test_recovered_stack_merges_with_its_frames));
+               test_recovered_stack_merges_with_its_frames,
+               test_directory_replaced_while_recovering));
 }

@@ -486,9 +486,45 @@ static void test_pool_within_the_cap(void **state) {
     fail_msg("%d files pooled under a 4 MiB cap", n);
 }
 
+/* QA (session 28): the recording directory renamed while the app ran
+ * (`mv DIR DIR.moved`). Its clean end looked for its ring and session
+ * files under the old name, so they stayed in DIR.moved and verify took
+ * them for a dead writer's. The session follows its file: nothing of it
+ * is left, and the moved directory reads back every event. */
+static void test_directory_renamed_while_recording(void **state) {
+  char moved[2200], c;
+  int fd, go[2], st;
+  pid_t pid;
+  (void)state;
+
+  assert_int_equal(pipe(go), 0);
+  pid = fork_recording(&fd, 64 << 10);
+  snprintf(moved, sizeof moved, "%s.moved", tl_dir);
+  if (pid == 0) {
+    for (uint32_t i = 0; i < 100; i++)
+      if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
+    if (write(fd, "e", 1) != 1 || read(go[0], &c, 1) != 1) _exit(4);
+    if (stkr_shutdown() != 0) _exit(6); /* renamed by now */
+    _exit(0);
+  }
+  assert_int_equal(read(fd, &c, 1), 1); /* its events are in */
+  assert_int_equal(rename(tl_dir, moved), 0);
+  assert_int_equal(write(go[1], "r", 1), 1);
+  close(fd);
+  close(go[0]);
+  close(go[1]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(tl_count_files(moved, ".session"), 0);
+  assert_int_equal(tl_count_files(moved, ".ring"), 0);
+  assert_int_equal(rename(moved, tl_dir), 0); /* for the reader and cleanup */
+  assert_events_exactly(100);
+}
+
 TL_TEST_MAIN_EACH("ringpool", tl_make_dir, tl_rm_dir,
                   test_clean_end_pools_and_next_takes,
                   test_killed_after_taking_recovers_exactly,
                   test_garbage_in_the_pool_never_leaks,
                   test_session_named_when_locked,
-                  test_rings_of_two_sizes_pooled, test_pool_within_the_cap)
+                  test_rings_of_two_sizes_pooled, test_pool_within_the_cap,
+                  test_directory_renamed_while_recording)

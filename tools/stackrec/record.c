@@ -357,14 +357,24 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
                    stkr_cli_symcache_todo *todo,
                    const stkr__rec_notices *nt) {
   stkr_cli_sym_stats st;
+  struct stat dst;
   int err;
 
-  /* Dead writers' ring files (crash-proof rings) are recovered first,
-   * after the command was reaped and before the recording is symbolized
-   * and summarized. */
-  stkr_cli_recover_after_record(dir, quiet);
-  stkr__rec_unrecorded_write(dir, nt);
-  stkr__rec_running_write(dir, nt);
+  /* Moved or deleted while the command ran (the processes' files went
+   * with it, or into a directory they made again under the name): said
+   * plainly, not as a failure to symbolize (QA, session 28). */
+  if (stat(dir, &dst) != 0 && errno == ENOENT) {
+    stkr__rec_error("the recording directory %s is gone (moved or deleted "
+                    "while %s ran?)", dir, cmd);
+    symbolize = false;
+  } else {
+    /* Dead writers' ring files (crash-proof rings) are recovered first,
+     * after the command was reaped and before the recording is
+     * symbolized and summarized. */
+    stkr_cli_recover_after_record(dir, quiet);
+    stkr__rec_unrecorded_write(dir, nt);
+    stkr__rec_running_write(dir, nt);
+  }
   if (symbolize && (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir,
                                                       todo, &st)) < 0)
     stkr__rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
