@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -85,6 +86,17 @@ static bool which(const char *file, char *out, size_t cap) {
   }
 }
 
+/* Does the file start with "#!"? Linux ignores the set-user-ID bit of a
+ * script: its interpreter runs with the hooks. */
+static bool is_script(const char *path, int fd) {
+  char magic[2] = {0, 0};
+  int own = fd < 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  bool yes = (fd >= 0 ? pread(fd, magic, 2, 0) : read(own, magic, 2)) == 2 &&
+             magic[0] == '#' && magic[1] == '!';
+  if (own >= 0) close(own);
+  return yes;
+}
+
 const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
                                   char *const envp[], char *target,
                                   size_t cap) {
@@ -106,8 +118,9 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
   if (!preload_has_ours(env_in(envp, "LD_PRELOAD")))
     return "LD_PRELOAD, which loads the hooks, is not in the environment "
            "it is given";
-  if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
-      ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+  if ((((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+       ((st.st_mode & S_ISGID) && st.st_gid != getegid())) &&
+      !is_script(target, fd))
     return "it is a set-user-ID or set-group-ID program, for which the "
            "loader ignores LD_PRELOAD";
   if (fd < 0 && getxattr(target, "security.capability", NULL, 0) >= 0)
