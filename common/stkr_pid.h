@@ -13,6 +13,12 @@
  * never for data.
  * @return true while the process may still write.
  * Thread-safety: as kill(2) and open(2).
+ *
+ * stkr_pid_start_time(pid, out): field 22 of /proc/<pid>/stat, the
+ * process's start in clock ticks since boot: what tells a process from a
+ * later one of the same pid, and one started before a moment from one
+ * after. @return 0, -ESRCH (no such process), -EIO (unreadable), or
+ * -ENOSYS (not Linux). Thread-safety: as open(2).
  */
 #ifndef STKR_COMMON_PID_H
 #define STKR_COMMON_PID_H
@@ -24,6 +30,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -50,6 +58,38 @@ static inline bool stkr_pid_alive(uint32_t pid) {
   }
 #endif
   return true;
+}
+
+static inline int stkr_pid_start_time(uint32_t pid, uint64_t *out) {
+#if defined(__linux__)
+  char path[32], buf[1024], *end;
+  const char *p;
+  ssize_t n;
+  int fd;
+
+  snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return errno == ENOENT ? -ESRCH : -EIO;
+  n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -EIO;
+  buf[n] = '\0';
+  /* After the name, which may hold spaces and parentheses: its last ')'.
+   * p is then at the space before field 3 (state); each step moves it to
+   * the space before the next field, up to the one before field 22. */
+  if ((p = strrchr(buf, ')')) == NULL) return -EIO;
+  p++;
+  for (int field = 3; field < 22; field++)
+    if ((p = strchr(p + 1, ' ')) == NULL) return -EIO;
+  if (p[1] < '0' || p[1] > '9') return -EIO;
+  errno = 0;
+  *out = strtoull(p + 1, &end, 10);
+  return errno == 0 && (*end == ' ' || *end == '\0') ? 0 : -EIO;
+#else
+  (void)pid;
+  (void)out;
+  return -ENOSYS;
+#endif
 }
 
 #endif /* STKR_COMMON_PID_H */

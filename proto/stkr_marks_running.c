@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_pid.h"
 #include "proto/stkr__reader.h"
 
 #define BOOT_ID_HEX 32
@@ -52,39 +53,6 @@ static int boot_id(char out[BOOT_ID_HEX + 1]) {
 #endif
 }
 
-/* Field 22 of /proc/<pid>/stat (start time, clock ticks since boot).
- * @return 0, -ESRCH (no such process), or -EIO (unreadable). */
-static int start_time(uint32_t pid, uint64_t *out) {
-#if defined(__linux__)
-  char path[32], buf[1024];
-  size_t n;
-  const char *p;
-  FILE *f;
-
-  snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
-  if ((f = fopen(path, "re")) == NULL)
-    return errno == ENOENT ? -ESRCH : -EIO;
-  n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  /* After the name, which may hold spaces and parentheses: its last ')'.
-   * p is then at the space before field 3 (state); each step moves it to
-   * the space before the next field, up to the one before field 22. */
-  if ((p = strrchr(buf, ')')) == NULL)
-    return -EIO;
-  p++;
-  for (int field = 3; field < 22; field++) {
-    if ((p = strchr(p + 1, ' ')) == NULL)
-      return -EIO;
-  }
-  const char *end = p + 1 + strspn(p + 1, "0123456789");
-  return stkr__parse_u64(p + 1, end, out) == 0 ? 0 : -EIO;
-#else
-  (void)pid;
-  (void)out;
-  return -ENOSYS;
-#endif
-}
 
 const char *stkr__running_line(stkr_reader *r, const char *path,
                                const char *p, const char *end, bool *nomem) {
@@ -113,7 +81,7 @@ const char *stkr__running_line(stkr_reader *r, const char *path,
   if (boot_id(boot) != 0 || memcmp(boot, tok[2], BOOT_ID_HEX) != 0) {
     u.other_boot = true;
   } else {
-    int err = start_time(u.pid, &now_start);
+    int err = stkr_pid_start_time(u.pid, &now_start);
     /* Unreadable (/proc with hidepid, another user's process): cannot
      * tell, as on another machine; never "ended". */
     u.other_boot = err != 0 && err != -ESRCH;
@@ -159,7 +127,7 @@ int stkr_running_append(const char *dir, uint32_t pid, const char *name) {
 
   if (dir == NULL || name == NULL)
     return -EINVAL;
-  if ((err = start_time(pid, &start)) != 0)
+  if ((err = stkr_pid_start_time(pid, &start)) != 0)
     return err;
   if (boot_id(boot) != 0)
     return -EIO;

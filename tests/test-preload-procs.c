@@ -359,6 +359,16 @@ static void test_fork_during_start(void **state) {
   rec_free(&r);
 }
 
+/* Let forker's daemon d go (the file go), and wait (30 s at most) until
+ * it has ended. */
+static void release_daemon(const char *go, unsigned d) {
+  char proc[64];
+  assert_int_equal(tl_write_file(go, "go\n"), 0);
+  snprintf(proc, sizeof proc, "/proc/%u", d);
+  for (int i = 0; i < 3000 && access(proc, F_OK) == 0; i++) usleep(10000);
+  assert_int_equal(access(proc, F_OK), -1);
+}
+
 /* A daemon of the recorded tree outlives record: record notes it in the
  * marks file ("r1"), and verify calls the recording incomplete while it
  * runs (QA, session 21: verify said intact, exit 0, and later the
@@ -366,7 +376,7 @@ static void test_fork_during_start(void **state) {
  * its events written. */
 static void test_daemon_outlives_record(void **state) {
   const char *dir = fresh("daemon");
-  char go[2200], proc[64], path[4200];
+  char go[2200], path[4200];
   const char *at;
   unsigned d;
   rec r;
@@ -391,15 +401,42 @@ static void test_daemon_outlives_record(void **state) {
   assert_int_equal(sh("'%s' report '%s' | head -3", g_bin, dir), 0);
   assert_non_null(strstr(g_out, "still running since record ended"));
 
-  assert_int_equal(tl_write_file(go, "go\n"), 0);
-  snprintf(proc, sizeof proc, "/proc/%u", d);
-  for (int i = 0; i < 3000 && access(proc, F_OK) == 0; i++) usleep(10000);
-  assert_int_equal(access(proc, F_OK), -1);
+  release_daemon(go, d);
   assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
   snprintf(path, sizeof path, "%s/.ssh/child-fork", g_home);
   rec_load(&r, dir);
   assert_int_equal(count(&r, d, "files.open", path), 1);
   rec_free(&r);
+}
+
+/* QA (session 28): a daemon started with `env -u STACKREC_NOTIFY` (the
+ * variable that marks the processes of record's tree) records into the
+ * directory all the same, but record's end did not find it running:
+ * verify said complete, then the recording grew. It is found by its
+ * STACKREC_DIR too (only if it started after record: not the shell the
+ * user exported it in). */
+static void test_daemon_without_notify_found(void **state) {
+  const char *dir = fresh("daemon-nonotify");
+  char go[2200];
+  const char *at;
+  unsigned d;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* as test_daemon_outlives_record */
+#endif
+  snprintf(go, sizeof go, "%s/daemon-nonotify-go", g_tmp);
+  (void)unlink(go);
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /usr/bin/env -u "
+                      "STACKREC_NOTIFY '%s/forker' daemon '%s'",
+                      g_bin, dir, g_fx_dir, go),
+                   0);
+  assert_non_null(at = strstr(g_out, "daemon "));
+  d = (unsigned)strtoul(at + 7, NULL, 10);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+  assert_non_null(strstr(g_out, "still running"));
+  release_daemon(go, d);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 0);
 }
 
 /* A followed child that records nothing before an exec that fails: its
@@ -533,4 +570,5 @@ TL_TEST_MAIN("preload-procs", setup, NULL, test_threads, test_signal_stress,
              test_fork_during_start, test_fork_while_symbolizer_loads,
              test_failed_exec_unstarted_child, test_daemon_outlives_record,
              test_first_event_in_handler, test_small_stacks,
-             test_altstack_handler, test_unshared_pid_namespace)
+             test_altstack_handler, test_unshared_pid_namespace,
+             test_daemon_without_notify_found)

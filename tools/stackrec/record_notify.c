@@ -9,6 +9,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_pid.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
 
@@ -124,19 +126,21 @@ void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
             strerror(-err));
 }
 
-/* Whether process `pid`'s environment holds `var` ("NAME=value"): read
- * entry by entry, whatever its size. No permission, or gone: false. */
-static bool environ_has(const char *pid, const char *var) {
+/* Whether process `pid`'s environment holds `var` (1) or else `var2` (2)
+ * ("NAME=value"): read entry by entry, whatever its size. No permission,
+ * or gone: 0. */
+static int environ_has(const char *pid, const char *var, const char *var2) {
   char path[300], *entry = NULL; /* pid: a /proc entry name */
   size_t cap = 0;
-  bool found = false;
+  int found = 0;
   FILE *fp;
 
   snprintf(path, sizeof path, "/proc/%s/environ", pid);
   if ((fp = fopen(path, "re")) == NULL)
-    return false;
-  while (!found && getdelim(&entry, &cap, '\0', fp) > 0)
-    found = strcmp(entry, var) == 0;
+    return 0;
+  while (found != 1 && getdelim(&entry, &cap, '\0', fp) > 0)
+    if (strcmp(entry, var) == 0) found = 1;
+    else if (strcmp(entry, var2) == 0) found = 2;
   free(entry);
   fclose(fp);
   return found;
@@ -148,26 +152,40 @@ static bool environ_has(const char *pid, const char *var) {
  * that CMD has ended (a daemon, a job put in the background): whatever
  * they record from now on is in no summary, and their files stay
  * unresolved. Found by their environment (STACKREC_NOTIFY, unique to this
- * run), so even those that have not recorded anything yet are named.
- * fn(arg, pid, name) for each; @return how many. */
-static size_t live_each(const stkr__rec_notices *nt,
+ * run, or STACKREC_DIR naming dir: a daemon started with `env -u
+ * STACKREC_NOTIFY` records there too; QA, session 28), so even those that
+ * have not recorded anything yet are named. fn(arg, pid, name) for each;
+ * @return how many. */
+static size_t live_each(const stkr__rec_notices *nt, const char *dir,
                         void (*fn)(void *arg, const char *pid,
                                    const char *name),
                         void *arg) {
-  char var[96], name[17];
+  char var[96], var2[PATH_MAX + 16], name[17];
+  uint64_t ours = 0, theirs;
   size_t n = 0;
   struct dirent *de;
   DIR *d;
 
   if (nt->tree[0] == '\0' || (d = opendir("/proc")) == NULL)
     return 0;
+  (void)stkr_pid_start_time((uint32_t)getpid(), &ours);
   snprintf(var, sizeof var, "STACKREC_NOTIFY=%s", nt->tree);
+  snprintf(var2, sizeof var2, "STACKREC_DIR=%s", dir);
   while ((de = readdir(d)) != NULL) {
     char path[sizeof de->d_name + 16];
     FILE *cf;
+    int how;
     if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
         atoll(de->d_name) == (long long)getpid() ||
-        !environ_has(de->d_name, var))
+        (how = environ_has(de->d_name, var, var2)) == 0)
+      continue;
+    /* By STACKREC_DIR alone: only a process started since record was
+     * (a shell that exported the variable before is not of the tree). */
+    if (how == 2 && (ours == 0 ||
+                     stkr_pid_start_time((uint32_t)strtoul(de->d_name, NULL,
+                                                           10),
+                                         &theirs) != 0 ||
+                     theirs < ours))
       continue;
     snprintf(path, sizeof path, "/proc/%s/comm", de->d_name);
     name[0] = '\0';
@@ -200,7 +218,7 @@ static void live_keep(void *arg, const char *pid, const char *name) {
 void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
                           const char *dir) {
   live_list l = {.n = 0};
-  size_t n = live_each(nt, live_keep, &l);
+  size_t n = live_each(nt, dir, live_keep, &l);
 
   if (n == 0)
     return;
@@ -236,7 +254,7 @@ static void live_write(void *arg, const char *pid, const char *name) {
 void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt) {
   live_note w = {dir, 0};
 
-  (void)live_each(nt, live_write, &w);
+  (void)live_each(nt, dir, live_write, &w);
   if (w.err != 0)
     fprintf(stderr, "stackrec record: cannot note the processes still "
                     "running in %s/%s: %s (verify cannot tell that the "
