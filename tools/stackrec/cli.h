@@ -352,7 +352,10 @@ struct stkr_cli_symcache_todo; /* symcache_dir.h */
 /* Symbolize every offline-mode segment file of dir where it is (symbolize.c;
  * `stackrec record` after the command ended): each file is rewritten to a
  * temporary file, synced and renamed over the original; files that have
- * frames already, or whose process still runs, are left alone. Warnings
+ * frames already, or whose process still runs, are left alone: running
+ * (n_running pids) names the processes of the recorded tree still running
+ * (record's own list: a pid alone may be another program's since; QA,
+ * session 28). Warnings
  * go to stderr as "stackrec record: warning: ..." unless quiet (record -q
  * prints nothing of its own into the program's stderr but failures).
  * symcache_dir (NULL: none): images with a cache there are answered from
@@ -363,6 +366,7 @@ struct stkr_cli_symcache_todo; /* symcache_dir.h */
 int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
                                 const char *symcache_dir,
                                 struct stkr_cli_symcache_todo *todo,
+                                const uint32_t *running, size_t n_running,
                                 stkr_cli_sym_stats *st);
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
 int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */

@@ -358,6 +358,8 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
                    const stkr__rec_notices *nt) {
   stkr_cli_sym_stats st;
   struct stat dst;
+  uint32_t *running = NULL;
+  size_t n_running = 0;
   int err;
 
   /* Moved or deleted while the command ran (the processes' files went
@@ -373,10 +375,11 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
      * symbolized and summarized. */
     stkr_cli_recover_after_record(dir, quiet);
     stkr__rec_unrecorded_write(dir, nt);
-    stkr__rec_running_write(dir, nt);
+    n_running = stkr__rec_running_write(dir, nt, &running);
   }
-  if (symbolize && (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir,
-                                                      todo, &st)) < 0)
+  if (symbolize &&
+      (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir, todo,
+                                         running, n_running, &st)) < 0)
     stkr__rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
               "'stackrec symbolize' can resolve it later",
               dir, strerror(-err));
@@ -390,6 +393,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
             (unsigned)st.live_pid, st.live_files == 1 ? "" : ", ...",
             st.live_files == 1 ? "was" : "were",
             st.live_files == 1 ? "it" : "them");
+  free(running);
   if (symbolize && !quiet && st.from_symcache)
     fprintf(stderr, "stackrec record: %llu image%s answered from symbol "
                     "caches in %s\n", (unsigned long long)st.from_symcache,

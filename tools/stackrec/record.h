@@ -95,8 +95,10 @@ void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
                           const char *dir);
 /* The same processes into dir's marks file ("r1" lines, stkr_reader.h),
  * so that verify can tell a recording that may still grow. A failure is
- * said on stderr. */
-void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt);
+ * said on stderr. @return how many were written, their pids in *pids
+ * (malloc'd, the caller frees; NULL when none). */
+size_t stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt,
+                               uint32_t **pids);
 /* If cmd (as execvp finds it) is a statically linked ELF program, which
  * LD_PRELOAD cannot reach, a notice for process pid saying so: it recorded
  * nothing (record_notify.c). */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_pid.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
@@ -240,26 +241,36 @@ void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
 typedef struct live_note {
   const char *dir;
   int err;
+  uint32_t *pids; /* every one written, for symbolize: its files wait */
+  size_t n, cap;
 } live_note;
 
 static void live_write(void *arg, const char *pid, const char *name) {
   live_note *w = arg;
-  int err = stkr_running_append(w->dir, (uint32_t)strtoul(pid, NULL, 10),
-                                name);
+  uint32_t p = (uint32_t)strtoul(pid, NULL, 10);
+  int err = stkr_running_append(w->dir, p, name);
+  /* Out of memory: not kept, its files then resolved while it may still
+   * write (as before session 28 any live pid was spared). */
+  if (err == 0 && stkr_grow((void **)&w->pids, &w->cap, w->n + 1,
+                            sizeof *w->pids) == 0)
+    w->pids[w->n++] = p;
   /* -ESRCH: it ended meanwhile, nothing to say. */
   if (err != 0 && err != -ESRCH && w->err == 0)
     w->err = err;
 }
 
-void stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt) {
-  live_note w = {dir, 0};
+size_t stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt,
+                               uint32_t **pids) {
+  live_note w = {dir, 0, NULL, 0, 0};
 
   (void)live_each(nt, dir, live_write, &w);
+  *pids = w.pids;
   if (w.err != 0)
     fprintf(stderr, "stackrec record: cannot note the processes still "
                     "running in %s/%s: %s (verify cannot tell that the "
                     "recording may still grow)\n",
             dir, STKR_MARKS_FILE, strerror(-w.err));
+  return w.n;
 }
 
 /* ---- a statically linked CMD ---------------------------------------------
