@@ -482,6 +482,53 @@ static void test_marks_stay_with_their_input(void **state) {
     fail_msg("verify said:\n%s", cr_out);
 }
 
+/* QA (session 28): after a merge of two inputs marked once each,
+ * `report` showed one mark: a `stackrec mark` mark was kept from the first
+ * process that read its marks file only, and OUT's one file scopes each
+ * input's marks to that input's processes. Each mark now counts once, by
+ * its file, time and name. */
+static void test_both_inputs_marks_reported(void **state) {
+  char d1[4096], d2[4096], out[4096];
+  sr_rec a = k_rec(100, 0x400000), b = k_rec(200, 0x400000);
+  (void)state;
+
+  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-bothmarks1"));
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-bothmarks2"));
+  snprintf(out, sizeof out, "%s", out_path("merge-bothmarks-out"));
+  assert_int_equal(sr_write(d1, &a), 0);
+  assert_int_equal(sr_write(d2, &b), 0);
+  assert_int_equal(cr_run("mark '%s' consent.granted", d1), 0);
+  assert_int_equal(cr_run("mark '%s' app.background", d2), 0);
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);
+  assert_int_equal(cr_run("report '%s'", out), 0);
+  cr_assert_has(cr_out, "# marks (not counted as events): 2:");
+  cr_assert_has(cr_out, "consent.granted (stackrec mark)");
+  cr_assert_has(cr_out, "app.background (stackrec mark)");
+}
+
+/* QA (session 28): a `stackrec mark` mark set 5 s into a recording read
+ * "0 s" in `report` when a process of a lower pid started after it: the
+ * mark's time counted from the first process that read it (pid order), and
+ * a negative time became 0. It counts from the earliest process it
+ * reached now. */
+static void test_mark_time_from_earliest_process(void **state) {
+  char d[4096], path[4200];
+  sr_rec late = k_rec(100, 0x400000), early = k_rec(200, 0x400000);
+  static const char line[] = "m1 6000000000 1700000005000000000 1 "
+                             "app.background -\n";
+  (void)state;
+
+  late.start_ns = 11000000000ull; /* pid 100 starts 10 s after pid 200 */
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-marktime"));
+  assert_int_equal(sr_write(d, &late), 0);
+  assert_int_equal(sr_write(d, &early), 0);
+  snprintf(path, sizeof path, "%s/stackrec.marks", d);
+  assert_int_equal(fx_write_file(path, line, sizeof line - 1), 0);
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  cr_assert_has(cr_out, "# marks (not counted as events): 1: 5 s "
+                        "app.background (stackrec mark)");
+}
+
 /* The reader's side of merge's scope lines ("s1 pids=..." before marks,
  * "s1 -" after): a mark goes to the processes its scope names only; a
  * malformed scope line is a warning and gives the marks after it to no
@@ -658,6 +705,8 @@ TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
              test_pid_taken_twice, test_damaged_input, test_live_input,
              test_file_not_named_as_a_segment, test_refusals,
              test_repeated_input, test_marks_stay_with_their_input,
+             test_both_inputs_marks_reported,
+             test_mark_time_from_earliest_process,
              test_scope_lines, test_parent_follows_renumbering,
              test_parent_corner_cases, test_scope_written_once,
              test_diff_of_merged_runs)

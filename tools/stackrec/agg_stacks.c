@@ -257,15 +257,18 @@ nomem:
 
 /* ---- the totals: drops and losses over the processes, bare stacks -------- */
 
+uint64_t stkr__agg_process_origin(const stkr_reader *r, size_t i) {
+  const stkr_process_info *p = stkr_reader_process(r, i);
+  return p == NULL                                 ? 0
+         : p->have_header && p->start_mono_ns != 0 ? p->start_mono_ns
+                                                   : p->first_ts_ns;
+}
+
 void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r) {
   size_t i;
 
   for (i = 0; i < a->n_marks; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, a->marks[i].process);
-    uint64_t origin = p == NULL                                 ? 0
-                      : p->have_header && p->start_mono_ns != 0 ? p->start_mono_ns
-                                                                : p->first_ts_ns;
-
+    uint64_t origin = stkr__agg_process_origin(r, a->marks[i].process);
     a->marks[i].t_ns = a->marks[i].ts_ns > origin ? a->marks[i].ts_ns - origin : 0;
   }
 

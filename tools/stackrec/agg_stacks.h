@@ -59,6 +59,9 @@ int stkr__agg_group_sites(stkr_agg *a);
  * the events of bare stacks into a; marks' times from their process's
  * start. After the last event. */
 void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r);
+/* Where process i's times count from: its first stkr_init (the Header's
+ * start), else its first event. */
+uint64_t stkr__agg_process_origin(const stkr_reader *r, size_t i);
 
 /* Set a->n_distinct: a->stacks counted by site and frames at
  * a->granularity alone (copies kept apart by thread, process or payload
