@@ -164,6 +164,8 @@ int stkr_diff_compare(stkr_diff *d) {
   d->changed = calloc(d->n_paths + 1, sizeof(*d->changed));
   if (d->added == NULL || d->gone == NULL || d->changed == NULL)
     return -ENOMEM;
+  d->rates_unknown =
+      d->side[0].cap_segments != 0 || d->side[1].cap_segments != 0;
   for (i = 0; i < d->n_paths; i++) {
     stkr_diff_path *p = &d->paths[i];
     int s;
@@ -176,7 +178,8 @@ int stkr_diff_compare(stkr_diff *d) {
       d->n_added_sensitive += p->sensitive;
     } else if (p->count[1] == 0) {
       d->gone[d->n_gone++] = p;
-    } else if ((p->count[0] >= d->min_count || p->count[1] >= d->min_count) &&
+    } else if (!d->rates_unknown &&
+               (p->count[0] >= d->min_count || p->count[1] >= d->min_count) &&
                (p->per_min[1] - p->per_min[0] >
                     d->threshold_pct / 100 * p->per_min[0] ||
                 p->per_min[0] - p->per_min[1] >
@@ -212,7 +215,8 @@ static const char diff_help[] =
     "minute of recording time: how long any of its processes recorded, so a\n"
     "merge of runs made hours apart counts the runs, not the hours between;\n"
     "under one second counts as one second: compare runs of seconds or more)\n"
-    "changed beyond the threshold. A call path is\n"
+    "changed beyond the threshold (not compared when a side lost segments\n"
+    "to the disk cap: their times are unknown). A call path is\n"
     "a site, the module responsible for the stack (its first frame outside\n"
     "the system's libraries) and the stack's frames, compared by function\n"
     "name and source file (base name), not by line or address, so that two\n"
@@ -327,6 +331,8 @@ static int read_side(stkr_diff *d, int side, const char *input,
   /* At least a second: a few events in a blink are no rate. */
   d->side[side].minutes = (ns > 1000000000u ? (double)ns : 1e9) / 60e9;
   d->side[side].status = stkr_cli_status(r);
+  d->side[side].cap_segments = (*agg)->segments_deleted;
+  d->side[side].cap_events = (*agg)->cap_deleted_events;
   stkr_cli_incomplete_line(r, d->side[side].incomplete,
                            sizeof d->side[side].incomplete);
   stkr_reader_free(r);

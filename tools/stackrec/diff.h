@@ -52,6 +52,11 @@ typedef struct stkr_diff_side {
    * not (QA, session 22: a cut-off NEW gave 5 "gone", 5 "changed" and
    * PASS). */
   char incomplete[1024]; /* as stkr_cli_incomplete_line's callers size it */
+  /* Segments (and their events) the disk cap deleted: their paths and
+   * times are unknown, so no rate of this side is right (QA, session 28:
+   * a capped run's rates read 70% below an uncapped one's of the same
+   * work): rates are then not compared (stkr_diff.rates_unknown). */
+  uint64_t cap_segments, cap_events;
 } stkr_diff_side;
 
 typedef struct stkr_diff {
@@ -62,6 +67,7 @@ typedef struct stkr_diff {
   /* Results, sorted for output (pointers into paths): */
   stkr_diff_path **added, **gone, **changed;
   size_t n_added, n_gone, n_changed, n_added_sensitive;
+  bool rates_unknown;       /* a side lost segments to the disk cap */
   /* Options: */
   double threshold_pct;     /* --threshold (default 50) */
   uint64_t min_count;       /* --min-count (default 5) */

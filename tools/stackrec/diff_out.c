@@ -100,6 +100,23 @@ static bool any_incomplete(const stkr_diff *d) {
   return d->side[0].incomplete[0] != '\0' || d->side[1].incomplete[0] != '\0';
 }
 
+/* Why no rate was compared (stkr_diff.rates_unknown), into buf. */
+static const char *rates_unknown_why(const stkr_diff *d, char *buf,
+                                     size_t cap) {
+  size_t n = 0;
+  for (int i = 0; i < 2; i++)
+    if (d->side[i].cap_segments != 0 && n < cap)
+      n += (size_t)snprintf(buf + n, cap - n,
+                            "%s%s lost %llu segments (%llu events) to the "
+                            "disk cap", n ? "; " : "", i ? "NEW" : "BASE",
+                            (unsigned long long)d->side[i].cap_segments,
+                            (unsigned long long)d->side[i].cap_events);
+  if (n < cap)
+    snprintf(buf + n, cap - n, ", whose times are unknown: rates over its "
+             "recording time would be wrong");
+  return buf;
+}
+
 static const char incomplete_gate[] =
     " (an input is INCOMPLETE: paths may be missing or their rates wrong)";
 
@@ -114,10 +131,20 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
           d->n_added_sensitive);
   for (i = 0; i < d->n_added; i++)
     text_path(f, '+', d->added[i]);
-  fprintf(f, "\nGONE PATHS: %zu\n", d->n_gone);
+  fprintf(f, "\nGONE PATHS: %zu%s\n", d->n_gone,
+          d->side[1].cap_segments != 0 && d->n_gone != 0
+              ? " (NEW lost segments to the disk cap: a gone path may be in "
+                "them)"
+              : "");
   for (i = 0; i < d->n_gone; i++)
     text_path(f, '-', d->gone[i]);
-  fprintf(f, "\nRATE CHANGED: %zu\n", d->n_changed);
+  if (d->rates_unknown) {
+    char why[400];
+    fprintf(f, "\nRATE CHANGED: not compared (%s)\n",
+            rates_unknown_why(d, why, sizeof why));
+  } else {
+    fprintf(f, "\nRATE CHANGED: %zu\n", d->n_changed);
+  }
   for (i = 0; i < d->n_changed; i++)
     text_path(f, '~', d->changed[i]);
   if (d->n_added_sensitive > 0)
@@ -191,6 +218,11 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
   json_list(f, "added", d->added, d->n_added);
   json_list(f, "gone", d->gone, d->n_gone);
   json_list(f, "changed", d->changed, d->n_changed);
+  if (d->rates_unknown) {
+    char why[400];
+    stkr_cli_put_json_member(f, ",\n", "rates_not_compared",
+                             rates_unknown_why(d, why, sizeof why));
+  }
   fprintf(f,
           ",\n\"summary\":{\"added\":%zu,\"added_sensitive\":%zu,\"gone\":%zu,"
           "\"changed\":%zu},\n\"gate\":\"%s\"}\n",
@@ -260,6 +292,13 @@ void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
             any_incomplete(d) ? incomplete_gate : "");
   html_table(f, "New paths", "added", d->added, d->n_added);
   html_table(f, "Gone paths", "gone", d->gone, d->n_gone);
-  html_table(f, "Rate changed", "changed", d->changed, d->n_changed);
+  if (d->rates_unknown) {
+    char why[400];
+    fputs("<p class=\"incomplete\">Rates not compared: ", f);
+    stkr_html_put_text(f, rates_unknown_why(d, why, sizeof why));
+    fputs("</p>\n", f);
+  } else {
+    html_table(f, "Rate changed", "changed", d->changed, d->n_changed);
+  }
   fputs("</body></html>\n", f);
 }
