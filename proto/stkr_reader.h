@@ -320,6 +320,12 @@ typedef struct stkr_process_info {
    * (a pid that exec'd) say different things: then anything may have been
    * watched. */
   const char *watched;
+  /* Set before its first event is delivered: its earliest segment is a
+   * tombstone of the disk cap (a file of STKR_FMT_TOMBSTONE_SIZE bytes or
+   * less) or its first file is numbered above 1: what it recorded first,
+   * marks included, is gone, so a mark's absence before an event proves
+   * nothing (compliance: "not judged"). Since session 28. */
+  bool head_lost;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

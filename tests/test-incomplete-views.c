@@ -28,6 +28,8 @@
 static char g_two[4096];   /* std (4242, incomplete) + clean 3-4 (4343) */
 static char g_clean[4096]; /* clean 0-5 (4242): complete */
 static char g_cut[4096];   /* std, its last batch cut mid-write */
+static char g_capped[4096]; /* clean 3-5 (4242) after its segment 1's
+                               tombstone: the head the disk cap deleted */
 
 static int write_clean(const char *dir, int from, int to, uint32_t pid) {
   stkr_fmt_buf buf = {0};
@@ -47,7 +49,43 @@ static int setup(void **state) {
       write_clean(g_clean, 0, 5, 4242) != 0 ||
       fx_std_write_live(g_cut, 4242, 10) != 0)
     return -1;
+  snprintf(g_capped, sizeof g_capped, "%s", fx_tmpdir("views-capped"));
+  {
+    stkr_fmt_buf buf = {0};
+    uint8_t tomb[STKR_FMT_TOMBSTONE_SIZE];
+    char path[4300];
+    int err = fx_clean_encode(3, 5, 4242, &buf);
+    if (err == 0) err = fx_write_segment(g_capped, 4242, 2, &buf);
+    stkr_fmt_buf_free(&buf);
+    stkr_fmt_tombstone(tomb, 4242);
+    snprintf(path, sizeof path, "%s/stackrec-4242-000001.zst", g_capped);
+    if (err != 0 || fx_write_file(path, tomb, sizeof tomb) != 0) return -1;
+  }
   return 0;
+}
+
+/* QA (session 28): a process whose earliest segments the disk cap deleted
+ * had its consent mark deleted with them, and compliance called every
+ * later event "before consent", a finding (exit 1). What a rule on marks
+ * cannot know is now "not judged", said in text and JSON; no finding. */
+static void test_compliance_of_a_capped_head(void **state) {
+  static const char policy[] =
+      "{\"rules\": [{\"id\": \"before-consent\", \"sites\": \"*\", "
+      "\"before_mark\": \"consent.granted\"}]}\n";
+  char path[4300];
+  (void)state;
+
+  snprintf(path, sizeof path, "%s/policy.json", g_capped);
+  assert_int_equal(fx_write_file(path, policy, sizeof policy - 1), 0);
+  if (cr_run("compliance --policy '%s' '%s'", path, g_capped) != 0)
+    fail_msg("compliance: %s\n%s", cr_out, cr_err);
+  cr_assert_has(cr_out, "of 1 process whose earliest segments the disk cap "
+                        "deleted were not judged by rules on marks",
+                "before consent 0", "\nno findings\n");
+  assert_int_equal(cr_run("compliance --format json --policy '%s' '%s'", path,
+                          g_capped),
+                   0);
+  cr_assert_has(cr_out, "\"unjudged_processes\":1,", "\"findings\":[]");
 }
 
 /* "INCOMPLETE" said on stderr by export (each format), dump and
@@ -157,7 +195,8 @@ static void test_truncated_payload_in_html(void **state) {
   assert_non_null(strstr(cr_out, "abcdefgh<span class=\"trunc\""));
 }
 
-TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr, test_diff,
+TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
+             test_compliance_of_a_capped_head, test_diff,
              test_unresolved_named,
              test_compliance, test_filtered_process_count,
              test_truncated_payload_in_html)

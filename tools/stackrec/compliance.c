@@ -78,7 +78,12 @@ typedef struct builder {
   rule_state *rs;           /* per group: n_rules of them */
   size_t group_cap;
   stkr_index group_ix;      /* hash of (site, module) -> group */
+  const stkr_reader *r;
   size_t cur_process;
+  /* The current process's earliest segments were deleted by the disk cap:
+   * what its marks were before its first kept event is unknown. */
+  bool proc_head_lost;
+  bool proc_unjudged;       /* ... and an event of it was not judged */
   bool proc_marks;          /* the current process has marks */
   bool proc_consent;        /* ... a consent.granted among them */
   bool proc_events;
@@ -192,12 +197,16 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack) {
 /* The process read so far is done (its marks are all in). */
 static void end_process(builder *b) {
   b->c->consent_processes += b->proc_events && b->proc_consent;
+  b->c->unjudged_processes += b->proc_unjudged;
 }
 
 static void new_process(builder *b, const stkr_event_view *ev) {
+  const stkr_process_info *p = stkr_reader_process(b->r, ev->process);
   end_process(b);
   b->cur_process = ev->process;
   b->proc_marks = b->proc_consent = b->proc_events = false;
+  b->proc_head_lost = p != NULL && p->head_lost;
+  b->proc_unjudged = false;
 #if HAVE_STATES
   stkr_states_reset(b->states);
   b->version++;
@@ -260,22 +269,27 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
 }
 #endif
 
-/* Does this event pass rule ri's conditions (before_mark, in_state)? */
-static bool selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
-                     const void *snap) {
+/* Does this event pass rule ri's conditions (before_mark, in_state)?
+ * @return 1 yes, 0 no, -1 unknown: a process whose head the disk cap
+ * deleted, before its first kept mark of what the rule asks about (the
+ * mark it asks about not seen yet; for a state, no mark at all yet). */
+static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
+                    const void *snap) {
   (void)snap;
   (void)ts;
   (void)ri;
   if (r->before_mark == NULL && r->in_state == NULL)
-    return true;
+    return 1;
   if (!b->proc_marks)
-    return r->in_state == NULL; /* before every mark, in no state */
+    return b->proc_head_lost ? -1 : r->in_state == NULL;
 #if HAVE_STATES
   if (r->before_mark != NULL && seen(b, &b->rule_seen[ri], r->before_mark, ts))
-    return false;
+    return 0;
+  if (b->proc_head_lost && r->before_mark != NULL)
+    return -1; /* not seen in what is left: maybe in what went */
   if (r->in_state != NULL && !in_state(b, &b->rule_in[ri], snap, r->in_state))
-    return false;
-  return true;
+    return 0;
+  return 1;
 #else
   return r->in_state == NULL;
 #endif
@@ -290,6 +304,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   stkr_comp_group *g;
   group_state *gs;
   uint64_t rules;
+  bool unjudged;
   long gi;
 
   if (ev->process != b->cur_process)
@@ -316,12 +331,16 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     g->n_pids++;
   }
   rate_add(&gs->per_s, &gs->per_min, &gs->rate_proc, proc, ts);
+  /* Before consent is unknown too in a process whose head went, until its
+   * consent.granted is seen in what is left. */
+  unjudged = b->proc_head_lost && !b->proc_consent;
   if (!b->proc_marks) {
-    g->before_consent++;
+    g->before_consent += !b->proc_head_lost;
   } else {
 #if HAVE_STATES
     snap = stkr_states_at(b->states, ts);
-    g->before_consent += !seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts);
+    g->before_consent += !seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts) &&
+                         !b->proc_head_lost;
     g->background += in_state(b, &b->background, snap,
                               STKR_COMP_BACKGROUND_STATE);
 #endif
@@ -331,7 +350,12 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     const stkr_rule *rule = &b->o->policy->rules[r];
     rule_state *rs = &b->rs[(size_t)gi * b->n_rules + r];
 
-    if (!selected(b, r, rule, ts, snap))
+    int sel = selected(b, r, rule, ts, snap);
+    if (sel < 0) {
+      unjudged = true;
+      continue;
+    }
+    if (sel == 0)
       continue;
     if (rs->count == 0 || ts < rs->first_ts) {
       rs->first_ts = ts;
@@ -340,6 +364,10 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     rs->count++;
     if (rs->rate != NULL)
       rate_add(&rs->rate[0], &rs->rate[1], &rs->rate_proc, proc, ts);
+  }
+  if (unjudged) {
+    b->c->unjudged++;
+    b->proc_unjudged = true;
   }
   return 0;
 }
@@ -485,6 +513,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   *out = NULL;
   memset(&b, 0, sizeof b);
   b.o = o;
+  b.r = r;
   b.cur_process = SIZE_MAX;
   b.n_rules = o->policy != NULL ? o->policy->n_rules : 0;
   if (b.n_rules > STKR_POLICY_MAX_RULES)

@@ -109,6 +109,19 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
             s->n_frames - max == 1 ? "" : "s");
 }
 
+/* The events no rule on marks could judge (stkr_comp.unjudged), as a line
+ * of text or an HTML paragraph. */
+static void put_unjudged(FILE *f, const stkr_comp *c, bool html) {
+  if (c->unjudged == 0) return;
+  fprintf(f, "%s%" PRIu64 " event%s of %zu process%s whose earliest segments "
+          "the disk cap deleted were not judged by rules on marks, nor "
+          "counted before consent or in background: a mark of theirs may "
+          "have been deleted%s",
+          html ? "<p class=\"incomplete\">" : "\n", c->unjudged,
+          c->unjudged == 1 ? "" : "s", c->unjudged_processes,
+          c->unjudged_processes == 1 ? "" : "es", html ? "</p>\n" : "\n");
+}
+
 /* ---- text -------------------------------------------------------------------- */
 
 int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
@@ -152,6 +165,7 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
             g->before_consent, g->background);
     put_stack_text(f, stack_at(c, g->example), "      ", 3);
   }
+  put_unjudged(f, c, false);
   if (c->n_findings == 0) {
     if (c->n_unchecked > 0)
       fprintf(f, "\nno findings, but %zu rule%s not checked (above)\n",
@@ -233,9 +247,11 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
     fputs("null", f);
   fprintf(f, ",\"events\":%" PRIu64 ",\"marks\":%" PRIu64
           ",\"processes_with_events\":%zu,\"consent_processes\":%zu,"
-          "\"marks_supported\":%s,",
+          "\"marks_supported\":%s,\"unjudged\":%" PRIu64
+          ",\"unjudged_processes\":%zu,",
           c->agg->events, c->marks, c->processes_with_events,
-          c->consent_processes, c->marks_supported ? "true" : "false");
+          c->consent_processes, c->marks_supported ? "true" : "false",
+          c->unjudged, c->unjudged_processes);
   put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
@@ -413,6 +429,7 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
           c->consent_processes, c->processes_with_events,
           STKR_COMP_CONSENT_MARK);
   put_rule_notes(f, c, stkr_html_put_text, html_notes);
+  put_unjudged(f, c, true);
   if (c->unattributed > 0)
     fprintf(f, "<p>%" PRIu64 " event%s without a module (no frame in a known "
             "image); no modules pattern selects them.</p>\n",
