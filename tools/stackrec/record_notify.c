@@ -249,10 +249,11 @@ static void live_write(void *arg, const char *pid, const char *name) {
   live_note *w = arg;
   uint32_t p = (uint32_t)strtoul(pid, NULL, 10);
   int err = stkr_running_append(w->dir, p, name);
-  /* Out of memory: not kept, its files then resolved while it may still
-   * write (as before session 28 any live pid was spared). */
-  if (err == 0 && stkr_grow((void **)&w->pids, &w->cap, w->n + 1,
-                            sizeof *w->pids) == 0)
+  /* Kept whether or not its line could be written (its files may still
+   * grow either way); not when it ended meanwhile. Out of memory: not
+   * kept, its files then resolved while it may still write. */
+  if (err != -ESRCH && stkr_grow((void **)&w->pids, &w->cap, w->n + 1,
+                                 sizeof *w->pids) == 0)
     w->pids[w->n++] = p;
   /* -ESRCH: it ended meanwhile, nothing to say. */
   if (err != 0 && err != -ESRCH && w->err == 0)
