@@ -130,8 +130,9 @@ lost:
   return false;
 }
 
-/* One sample of a hung thread: extend the run or start a new one. */
-static void stkr__wd_sample(uint64_t now) {
+/* One sample of a hung thread: extend the run or start a new one. beat:
+ * the heartbeat the look that found it hung read. */
+static void stkr__wd_sample(uint64_t now, uint64_t beat) {
   static uint64_t pcs[STKR_MAX_DEPTH];
   unsigned n = 0;
   uint64_t hash = 0, ms;
@@ -147,6 +148,13 @@ static void stkr__wd_sample(uint64_t now) {
   }
   if (err != 0)
     return; /* timed out: try again next round */
+  /* A beat between the look and the signal: the sample is of what the
+   * thread does after the hang (a CI run under ASan on a loaded machine:
+   * the hang's stack was the tick loop's sleep); the next look ends the
+   * hang. Relaxed: the sample's completion (sample.c, acquire) orders
+   * this load after the handler, which ran after any earlier beat. */
+  if (atomic_load_explicit(&g_wd.s->beat, memory_order_relaxed) != beat)
+    return;
   stkr__sample_count(STKR__SC_HANG_SAMPLES);
   g_hang.samples++;
   ms = (now - g_hang.start_ns) / 1000000u;
@@ -208,7 +216,7 @@ static void *stkr__wd_main(void *arg) {
       g_hang.start_ns = last_change;
       stkr__sample_count(STKR__SC_HANGS);
     }
-    stkr__wd_sample(now);
+    stkr__wd_sample(now, b);
   }
   /* A tick since the last look ended the hang: recovered, though the stop
    * came before the next look (QA, session 23: a stop within an interval
