@@ -21,18 +21,10 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/stkr_which.h"
 #include "preload/preload.h"
 
 extern char **environ;
-
-/* NAME's value in envp (NULL: not there). */
-static const char *env_in(char *const envp[], const char *name) {
-  size_t n = strlen(name);
-  for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
-    if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=')
-      return envp[i] + n + 1;
-  return NULL;
-}
 
 /* The file name of this library (its last path component). */
 static const char *our_name(void) {
@@ -64,28 +56,6 @@ static bool preload_has_ours(const char *v) {
   return false;
 }
 
-/* The file an execvp of `file` runs, as glibc looks for it: a name with a
- * slash as it is, else the first executable PATH entry (PATH from the
- * caller's environment, "/bin:/usr/bin" without one). @return false if
- * none: the exec will fail. */
-static bool which(const char *file, char *out, size_t cap) {
-  const char *path;
-
-  if (strchr(file, '/') != NULL) {
-    snprintf(out, cap, "%s", file);
-    return access(out, X_OK) == 0;
-  }
-  if ((path = env_in(environ, "PATH")) == NULL) path = "/bin:/usr/bin";
-  while (true) {
-    size_t len = strcspn(path, ":");
-    int k = len == 0 ? snprintf(out, cap, "%s", file)
-                     : snprintf(out, cap, "%.*s/%s", (int)len, path, file);
-    if (k > 0 && (size_t)k < cap && access(out, X_OK) == 0) return true;
-    if (path[len] == '\0') return false;
-    path += len + 1;
-  }
-}
-
 /* Does the file start with "#!"? Linux ignores the set-user-ID bit of a
  * script: its interpreter runs with the hooks. */
 static bool is_script(const char *path, int fd) {
@@ -107,15 +77,14 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
   if (fd >= 0) {
     snprintf(target, cap, "descriptor %d", fd);
     if (fstat(fd, &st) != 0) return NULL;
-  } else if (search ? !which(file, target, cap)
-                    : (snprintf(target, cap, "%s", file),
-                       access(target, X_OK) != 0 || stat(target, &st) != 0)) {
-    return NULL;
-  } else if (search && stat(target, &st) != 0) {
+  } else if (!(search ? stkr_which(file, stkr__pl_env_in(environ, "PATH"),
+                                    target, cap)
+                      : (size_t)snprintf(target, cap, "%s", file) < cap) ||
+             access(target, X_OK) != 0 || stat(target, &st) != 0) {
     return NULL;
   }
   if (envp == NULL) envp = environ;
-  if (!preload_has_ours(env_in(envp, "LD_PRELOAD")))
+  if (!preload_has_ours(stkr__pl_env_in(envp, "LD_PRELOAD")))
     return "LD_PRELOAD, which loads the hooks, is not in the environment "
            "it is given";
   if ((((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||

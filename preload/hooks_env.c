@@ -12,15 +12,18 @@
 
 #include "preload/preload.h"
 
-/* getenv for when libc's cannot be had (resolution re-entered). */
-char *stkr__pl_env_scan(const char *name) {
+char *stkr__pl_env_in(char *const envp[], const char *name) {
   size_t n = strlen(name);
-  char **e;
 
-  for (e = environ; e != NULL && *e != NULL; e++)
+  for (char *const *e = envp; e != NULL && *e != NULL; e++)
     if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
       return *e + n + 1;
   return NULL;
+}
+
+/* getenv for when libc's cannot be had (resolution re-entered). */
+char *stkr__pl_env_scan(const char *name) {
+  return stkr__pl_env_in(environ, name);
 }
 
 /* getenv and secure_getenv: record a watched name, then @return libc's

@@ -153,6 +153,9 @@ void stkr__pl_before_sandbox(const char *what, bool strict);
 
 /* getenv without libc's (hooks_env.c): a scan of environ. */
 char *stkr__pl_env_scan(const char *name);
+/* NAME's value in the environment array envp (NULL: not there, or no
+ * array). hooks_env.c; stkr__pl_env_scan is it over environ. */
+char *stkr__pl_env_in(char *const envp[], const char *name);
 
 /* The pid this image's recorder state belongs to (preload.c): written by
  * the constructor and the atfork child handler, read by the hooks that

@@ -23,6 +23,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_pid.h"
+#include "common/stkr_which.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
 
@@ -281,26 +282,6 @@ size_t stkr__rec_running_write(const char *dir, const stkr__rec_notices *nt,
  * read ~/.ssh 2 000 times, verify said intact). Its dynamically linked
  * children are recorded as usual. */
 
-/* The file execvp would run for cmd, into out. @return false if none. */
-static bool path_of(const char *cmd, char *out, size_t cap) {
-  const char *p = getenv("PATH"), *end;
-  struct stat st;
-
-  if (strchr(cmd, '/') != NULL) {
-    snprintf(out, cap, "%s", cmd);
-    return true;
-  }
-  for (p = p != NULL ? p : "/bin:/usr/bin"; *p != '\0'; p = *end ? end + 1 : end) {
-    end = strchr(p, ':');
-    end = end != NULL ? end : p + strlen(p);
-    if ((size_t)snprintf(out, cap, "%.*s%s%s", (int)(end - p), p,
-                         end > p ? "/" : "", cmd) >= cap)
-      continue;
-    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
-      return true;
-  }
-  return false;
-}
 
 /* The program headers of ELF64 file path: its interpreter's path into
  * interp (cap bytes; "" when none), whether it has a PT_LOAD, its type.
@@ -359,7 +340,8 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   const char *base;
   stkr__rec_notice *m;
 
-  if (!path_of(cmd, path, sizeof path) || !static_elf(path))
+  if (!stkr_which(cmd, getenv("PATH"), path, sizeof path) ||
+      !static_elf(path))
     return;
   if (nt->n == STKR__REC_MAX_NOTICES) {
     nt->more++;
