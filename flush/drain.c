@@ -478,6 +478,14 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
    * stkr__ring_cursor_load): stored back before anything that reads it,
    * i.e. before a batch's write (its ring_pos and release) and on return. */
   stkr__ring_cursor_load(&t->ring, &cur);
+  /* Records read keep their space until their batch is written (see the
+   * top): a producer that refills the ring while a long run reads it finds
+   * it full of records already read, and drops. So once half the ring is
+   * read and held, the batch is written and the space handed back (one
+   * thread looping on a hooked call, producers part D, 3 s runs
+   * interleaved: median 1.53% dropped -> 0.98%). */
+  uint64_t held_from = stkr__ring_tail(&t->ring);
+  const uint64_t held_max = stkr__ring_size(&t->ring) / 2;
   for (;;) {
     if ((r = stkr__ring_cursor_peek(&t->ring, &cur)) == NULL) {
       empty = true;
@@ -493,10 +501,11 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
     }
     if (seen >= budget || stkr__drain_past_deadline(w)) break;
     seen += r->size;
-    if (batch_wants_write(w)) {
+    if (batch_wants_write(w) || cur.pos - held_from >= held_max) {
       stkr__ring_cursor_store(&t->ring, &cur);
       write_batch(w, false);
       batch_begin(w);
+      held_from = cur.pos; /* released (or kept for recovery at an end) */
     }
     /* A rename told before this record's commit is seen now (rn_count is
      * released before the head that published the record). */

@@ -401,6 +401,11 @@ static inline bool stkr__ring_pending(const stkr__ring *r) {
   return r->c->c_read !=
          atomic_load_explicit(&r->c->tail, memory_order_relaxed);
 }
+/* Consumer: the release position, below which everything is handed back
+ * (relaxed: the consumer is tail's only writer). */
+static inline uint64_t stkr__ring_tail(const stkr__ring *r) {
+  return atomic_load_explicit(&r->c->tail, memory_order_relaxed);
+}
 /* head - tail: bytes not yet released. Either side (a snapshot). */
 uint64_t stkr__ring_used(const stkr__ring *r);
 /* Consumer: head - c_read, bytes not yet read. */
