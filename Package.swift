@@ -55,6 +55,7 @@ let package = Package(
         "recorder/platform_linux.c",
         "recorder/ring.c",
         "recorder/cachedir.c",
+        "recorder/ringcache.c",
         "recorder/ringfile.c",
         "recorder/ringpool.c",
         "recorder/session_drops.c",

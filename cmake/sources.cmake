@@ -14,6 +14,7 @@ set(STKR_RECORDER_SRCS
   recorder/platform_apple.c
   recorder/platform_linux.c
   recorder/ring.c
+  recorder/ringcache.c
   recorder/ringfile.c
   recorder/ringpool.c
   recorder/sample.c

@@ -84,17 +84,6 @@ static _Atomic int g_map_users;
  * and kept rings, in 1 of 60). */
 static _Atomic int g_ring_makers;
 static _Atomic uint64_t g_fallbacks;
-/* Rings of exited threads of the current session, empty and released,
- * mapped, for the next thread to start. The worker puts (CAS NULL -> ring,
- * release), starting threads take (exchange -> NULL, acquire: the ring's
- * indices as the worker left them are visible). An exchange claims a slot
- * whole, so there is no ABA. */
-static stkr__ring_ctl *_Atomic g_cache[STKR_RINGFILE_CACHE];
-/* The ring size of each slot's ring, stored (relaxed) after the put: only
- * a hint, for prefill's count (it may not read a cached ring's header: a
- * starting thread may take and unmap it meanwhile). Rings come in several
- * sizes (stkr__ring_tier). */
-static _Atomic uint64_t g_cache_size[STKR_RINGFILE_CACHE];
 /* The <n> of the last ring file made in this session. */
 static _Atomic uint32_t g_file_no;
 
@@ -119,9 +108,6 @@ static int reserve_file(int fd, size_t bytes) {
 }
 
 static void store_site(stkr_sessfile_hdr *h, uint32_t id, const char *name);
-static stkr__ring_ctl *cache_take(uint64_t ring_size);
-static void cache_clear(bool unlink_files);
-static size_t ctl_bytes(const stkr__ring_ctl *c);
 
 uint64_t stkr__session_id_new(void) {
   uint64_t id = 0;
@@ -488,7 +474,7 @@ static void close_files(bool leftovers, uint64_t until_ns) {
       uint32_t no = t->ring.c->meta.file_no;
       char kind[STKR__RING_KIND_BYTES];
       ring_kind(kind, t->ring.c->meta.ring_size);
-      size_t bytes = ctl_bytes(t->ring.c); /* the header, before it goes */
+      size_t bytes = stkr__ringcache_bytes(t->ring.c); /* the header, before it goes */
       void *p = mmap(t->ring.c, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
       file_path(path, t->ring.session, no);
@@ -502,7 +488,7 @@ static void close_files(bool leftovers, uint64_t until_ns) {
     t->ring.session = 0;
   }
   /* Cached rings are empty: never worth recovering. */
-  cache_clear(true);
+  stkr__ringcache_clear(true);
   if (leftovers) {
     /* Recovery takes it from here once our lock is gone. */
     h->state = STKR_SESS_ENDED_LEFTOVERS;
@@ -588,7 +574,7 @@ void stkr__session_forget_after_fork(void) {
   atomic_store_explicit(&g_map, NULL, memory_order_relaxed);
   if (h != NULL)
     munmap(h, g_sess.map_bytes);
-  cache_clear(false); /* the parent's files: unmap ours, keep theirs */
+  stkr__ringcache_clear(false); /* the parent's files: unmap ours, keep theirs */
   stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
   if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
       st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino)
@@ -674,7 +660,7 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
     return -ENOENT;
   /* A ring made ahead by the worker, or left by an exited thread: no file
    * to create on the program's thread. */
-  c = cache_take(ring_size);
+  c = stkr__ringcache_take(ring_size, g_sess.session_id);
   if (c == NULL && (err = create_ring(ring_size, &c)) != 0) {
     atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
     return err;
@@ -708,74 +694,21 @@ void stkr__ringfile_prefill(void) {
   stkr__ringfile_leave();
 }
 
-/* Unmap a cached ring (owned: taken from its slot) and give its file to
- * the pool, or unlink it. */
-static void cache_drop(stkr__ring_ctl *c) {
-  uint64_t sid = c->meta.session_id, size = c->meta.ring_size;
-  uint32_t no = c->meta.file_no;
-  munmap(c, ctl_bytes(c)); /* before its file may go to the pool */
-  stkr__ringfile_unlink(sid, no, size);
-}
-
 /* Rings of the size the next starting thread would get (stkr__ring_tier:
  * past the first tiers, smaller ones), so that it finds one. */
 static void prefill(void) {
   uint64_t size = stkr__ring_round(stkr__threads_next_ring(g_sess.ring_bytes));
-  int have = 0, free_slots = 0, other = -1;
 
-  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
-    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL)
-      free_slots++;
-    else if (atomic_load_explicit(&g_cache_size[i], memory_order_relaxed) == size)
-      have++;
-    else
-      other = i;
-  }
-  if (have < STKR_RINGFILE_PREFILL && free_slots == 0 && other >= 0) {
-    /* Full of other sizes: make room (one a pass is enough). */
-    stkr__ring_ctl *c = atomic_exchange_explicit(&g_cache[other], NULL,
-                                                 memory_order_acquire);
-    if (c != NULL)
-      cache_drop(c);
-  }
-  for (; have < STKR_RINGFILE_PREFILL; have++) {
+  for (int more = stkr__ringcache_wanted(size, STKR_RINGFILE_PREFILL);
+       more > 0; more--) {
     stkr__ring_ctl *c;
     if (create_ring(size, &c) != 0)
       return; /* tried again next pass */
     if (!stkr__ringfile_keep(c, g_sess.session_id)) {
-      cache_drop(c);
+      stkr__ringcache_drop(c);
       return;
     }
   }
-}
-
-static size_t ctl_bytes(const stkr__ring_ctl *c) {
-  return STKR_RINGFILE_HDR_BYTES + (size_t)c->meta.ring_size;
-}
-
-static bool cache_put(stkr__ring_ctl *c);
-
-/* A cached ring of ring_size bytes, or NULL. Rings of this session but
- * another size stay cached for the threads that want them; only rings of
- * another session (cannot be: the cache is cleared at close) go. */
-static stkr__ring_ctl *cache_take(uint64_t ring_size) {
-  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
-    stkr__ring_ctl *c;
-    if (atomic_load_explicit(&g_cache[i], memory_order_relaxed) == NULL ||
-        atomic_load_explicit(&g_cache_size[i], memory_order_relaxed) !=
-            ring_size)
-      continue;
-    /* Acquire: pairs with the release CAS in stkr__ringfile_keep(). */
-    c = atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
-    if (c == NULL)
-      continue;
-    if (c->meta.ring_size == ring_size && c->meta.session_id == g_sess.session_id)
-      return c;
-    /* The hint was stale (the slot changed hands since): back, or out. */
-    if (c->meta.session_id != g_sess.session_id || !cache_put(c))
-      cache_drop(c);
-  }
-  return NULL;
 }
 
 bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
@@ -783,41 +716,9 @@ bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session) {
   /* seq_cst: see g_ring_makers. */
   bool kept = session != 0 &&
               atomic_load_explicit(&g_map, memory_order_seq_cst) != NULL &&
-              session == g_sess.session_id && cache_put(c);
+              session == g_sess.session_id && stkr__ringcache_put(c);
   stkr__ringfile_leave();
   return kept;
-}
-
-static bool cache_put(stkr__ring_ctl *c) {
-  /* Before the CAS: once c is in, a taker may claim and unmap it. */
-  uint64_t size = c->meta.ring_size;
-  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
-    stkr__ring_ctl *expected = NULL;
-    /* Release: the ring's indices, as we leave them, go with it. */
-    if (atomic_compare_exchange_strong_explicit(&g_cache[i], &expected, c,
-                                                memory_order_release,
-                                                memory_order_relaxed)) {
-      /* After the ring is in: a taker that sees the old hint skips it or
-       * finds the size mismatch on the ring it claimed (cache_take). */
-      atomic_store_explicit(&g_cache_size[i], size, memory_order_relaxed);
-      return true;
-    }
-  }
-  return false;
-}
-
-/* Empty the cache: unmap every ring, and unlink its file if asked. */
-static void cache_clear(bool unlink_files) {
-  for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
-    stkr__ring_ctl *c =
-        atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
-    if (c == NULL)
-      continue;
-    if (unlink_files)
-      cache_drop(c);
-    else
-      munmap(c, ctl_bytes(c));
-  }
 }
 
 void stkr__ringfile_unlink(uint64_t session, uint32_t file_no,

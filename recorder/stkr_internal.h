@@ -183,6 +183,27 @@ bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session);
 /* Rings that had to fall back to anonymous memory (no session file, or
  * creating the file failed). Monotone; relaxed. */
 uint64_t stkr__ringfile_fallbacks(void);
+/* The ring cache (ringcache.c): rings of the current session, empty,
+ * released and mapped, for threads about to start. The worker puts (rings
+ * of exited threads, rings made ahead); any starting thread takes. */
+/* The bytes of c's mapping (header page + ring). */
+size_t stkr__ringcache_bytes(const stkr__ring_ctl *c);
+/* A cached ring of ring_size bytes of session `session`, now the caller's,
+ * or NULL. Any thread. */
+stkr__ring_ctl *stkr__ringcache_take(uint64_t ring_size, uint64_t session);
+/* Put c into a free slot: false if none (c stays the caller's). Use
+ * stkr__ringfile_keep, which checks the session first. */
+bool stkr__ringcache_put(stkr__ring_ctl *c);
+/* Unmap a ring the caller owns and give its file to the pool (or unlink
+ * it). */
+void stkr__ringcache_drop(stkr__ring_ctl *c);
+/* Empty the cache: unmap every ring, and unlink (or pool) its file if
+ * asked. */
+void stkr__ringcache_clear(bool unlink_files);
+/* How many rings of `size` to make so that `want` are cached (at most the
+ * free slots; when none is free, one ring of another size is dropped to
+ * make room, one a call). Worker (prefill). */
+int stkr__ringcache_wanted(uint64_t size, int want);
 /* A fresh random non-zero session id (getrandom, else clock and pid). The
  * one place session ids come from. */
 uint64_t stkr__session_id_new(void);
