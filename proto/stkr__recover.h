@@ -17,6 +17,19 @@
 
 #define STKR__RC_PATH_MAX 4096
 
+/* Counter arithmetic of the scan and the session's rebuild: the larger;
+ * a sum that sticks at UINT64_MAX (hostile counters must not wrap); a - b
+ * or 0 (a file's drops beyond what it says was counted). */
+static inline uint64_t stkr__rc_max(uint64_t a, uint64_t b) {
+  return a > b ? a : b;
+}
+static inline uint64_t stkr__rc_sat(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
+}
+static inline uint64_t stkr__rc_beyond(uint64_t a, uint64_t b) {
+  return a > b ? a - b : 0;
+}
+
 typedef struct stkr__rc_file {
   uint32_t pid;
   uint64_t sid;
@@ -149,6 +162,20 @@ int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
  * 0, or -errno (-ENOMEM). */
 int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s);
 void stkr__rc_scan_free(stkr__rc_scan *s);
+/* Whether batch seq, whose pending drops a ring or session file holds,
+ * reached the segments (common/stkr_ringfile.h, "pending"). */
+static inline bool stkr__rc_written_pending(const stkr__rc_scan *sc,
+                                            uint64_t seq) {
+  return seq != 0 && sc->found_batch_seq >= seq;
+}
+/* A file's drops beyond what the writer's batches count: counted, or, when
+ * the pending batch is `written`, its pending value (which only ever
+ * raises what counts as counted). */
+static inline uint64_t stkr__rc_uncounted(uint64_t drops, uint64_t counted,
+                                          bool written, uint64_t pend) {
+  return stkr__rc_beyond(drops,
+                         written ? stkr__rc_max(pend, counted) : counted);
+}
 
 /* ---- known records (stkr_recover_known.c) ---- */
 typedef struct stkr__rck_stack {

@@ -12,9 +12,6 @@
 #include "common/stkr_grow.h"
 #include "proto/stkr__recover.h"
 
-
-static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
 static int scan_batch(void *arg, const stkr_batch_view *v) {
   stkr__rc_scan *s = arg;
   stkr_fmt_pballoc *pa = malloc(sizeof *pa);
@@ -56,7 +53,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
       const Stackrec__RingPos *p = b->ring_pos[i];
       uint32_t idx;
       if (stkr__idmap_get(&s->pos_map, p->thread_id, &idx)) {
-        s->ends[idx] = max64(s->ends[idx], p->end);
+        s->ends[idx] = stkr__rc_max(s->ends[idx], p->end);
       } else if (stkr__grow(&s->ends, &s->cap_ends, s->n_ends + 1,
                             sizeof *s->ends) == 0 &&
                  stkr__idmap_put(&s->pos_map, p->thread_id,
@@ -69,12 +66,12 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
     for (size_t i = 0; i < b->n_stacks; i++)
       if (b->stacks[i]->id > s->max_stack)
         s->max_stack = b->stacks[i]->id;
-    s->max_batch_seq = max64(s->max_batch_seq, b->seq);
+    s->max_batch_seq = stkr__rc_max(s->max_batch_seq, b->seq);
     /* The writer's own batches only: an earlier recovery numbers its
      * batches after the writer's note, past a pending batch the writer
      * never wrote (review, session 22). */
     if (!b->recovered) {
-      s->found_batch_seq = max64(s->found_batch_seq, b->seq);
+      s->found_batch_seq = stkr__rc_max(s->found_batch_seq, b->seq);
       s->writer_matched = true;
     }
     for (size_t i = 0; i < b->n_drops; i++) {
@@ -91,15 +88,16 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
     if (b->recovered) s->recovered_events += n_events;
     if (b->counters != NULL) {
       const Stackrec__Counters *c = b->counters;
-      s->written = max64(s->written,
+      s->written = stkr__rc_max(s->written,
                          b->recovered ? c->written : c->written + n_events);
-      s->dropped_write_error = max64(s->dropped_write_error,
+      s->dropped_write_error = stkr__rc_max(s->dropped_write_error,
                                      c->dropped_write_error);
-      s->segments_deleted = max64(s->segments_deleted, c->segments_deleted);
-      s->c_ring_full = max64(s->c_ring_full, c->dropped_ring_full);
-      s->c_reentrant = max64(s->c_reentrant, c->dropped_reentrant);
-      s->c_other = max64(s->c_other, c->dropped_other);
-      s->c_lost_bytes = max64(s->c_lost_bytes, c->recovery_lost_bytes);
+      s->segments_deleted =
+          stkr__rc_max(s->segments_deleted, c->segments_deleted);
+      s->c_ring_full = stkr__rc_max(s->c_ring_full, c->dropped_ring_full);
+      s->c_reentrant = stkr__rc_max(s->c_reentrant, c->dropped_reentrant);
+      s->c_other = stkr__rc_max(s->c_other, c->dropped_other);
+      s->c_lost_bytes = stkr__rc_max(s->c_lost_bytes, c->recovery_lost_bytes);
     }
     /* The newest segment's latest: segments are read newest first, the
      * batches of each in order. */

@@ -26,13 +26,6 @@
 #define STKR__RC_BATCH_EVENTS 65536u
 #define STKR__RC_BATCH_BYTES (8u << 20)
 
-static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static uint64_t sat64(uint64_t a, uint64_t b) {
-  return a + b < a ? UINT64_MAX : a + b;
-}
-/* a - b, or 0: a file's drops beyond what it says was counted. */
-static uint64_t beyond(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
-
 /* ---- building and writing (steps 4, 5) -------------------------------- */
 
 typedef struct rstack {
@@ -175,25 +168,29 @@ static void counters(const build *b, Stackrec__Counters *K) {
   /* Cumulative both: the session file's is the latest (failed batches
    * after the last written one), the Counters' what batches told. */
   K->dropped_write_error =
-      max64(sc->dropped_write_error, b->ss->h.dropped_write_error);
+      stkr__rc_max(sc->dropped_write_error, b->ss->h.dropped_write_error);
   K->segments_deleted = sc->segments_deleted;
   /* Saturating: the files' counters are hostile input (a reader calls
    * counters that do not add up damage; they must not wrap into sense). */
-  K->dropped_ring_full = sat64(max64(sc->ring_full, sc->c_ring_full),
+  K->dropped_ring_full =
+      stkr__rc_sat(stkr__rc_max(sc->ring_full, sc->c_ring_full),
                                b->x_full);
   K->dropped_reentrant =
-      sat64(max64(sc->reentrant, sc->c_reentrant), b->x_reentrant);
-  K->dropped_other = sat64(max64(sc->other, sc->c_other), b->x_other);
+      stkr__rc_sat(stkr__rc_max(sc->reentrant, sc->c_reentrant),
+                   b->x_reentrant);
+  K->dropped_other =
+      stkr__rc_sat(stkr__rc_max(sc->other, sc->c_other), b->x_other);
   /* The session's, earlier recoveries' included (QA, session 22: a
    * recovery after one that died counted only its own, and attempted came
    * out below written + dropped + recovered). */
-  K->recovered = sat64(sc->recovered_events, b->recovered_total);
+  K->recovered = stkr__rc_sat(sc->recovered_events, b->recovered_total);
   /* The largest, not a sum: an earlier recovery of the session read the
    * same rings, and so the same damaged stretch (stackrec.proto). */
-  K->recovery_lost_bytes = max64(sc->c_lost_bytes, b->lost_bytes);
-  K->attempted = sat64(sat64(sat64(K->written, K->dropped_write_error),
-                             sat64(K->dropped_ring_full, K->dropped_reentrant)),
-                       sat64(K->dropped_other, K->recovered));
+  K->recovery_lost_bytes = stkr__rc_max(sc->c_lost_bytes, b->lost_bytes);
+  K->attempted = stkr__rc_sat(
+      stkr__rc_sat(stkr__rc_sat(K->written, K->dropped_write_error),
+                   stkr__rc_sat(K->dropped_ring_full, K->dropped_reentrant)),
+      stkr__rc_sat(K->dropped_other, K->recovered));
 }
 
 /* The open batch's event columns, pointing into b. */
@@ -520,31 +517,18 @@ nothing:
   return 0;
 }
 
-/* Whether batch seq, whose pending drops a ring or session file holds,
- * reached the segments (common/stkr_ringfile.h, "pending"). */
-static bool written_pending(const stkr__rc_scan *sc, uint64_t seq) {
-  return seq != 0 && sc->found_batch_seq >= seq;
-}
-
-/* A file's drops beyond what the writer's batches count: counted, or, when
- * the pending batch is `written`, its pending value (which only ever
- * raises what counts as counted). */
-static uint64_t uncounted(uint64_t drops, uint64_t counted, bool written,
-                          uint64_t pend) {
-  return beyond(drops, written ? max64(pend, counted) : counted);
-}
-
 /* What the ring's owner dropped after the writer's last batch (common/
  * stkr_ringfile.h, "drops"): the session's drops, and a Drops of the
  * ring's thread in its batch. */
 static void ring_drops(build *b, const stkr_ring_info *info) {
   /* Pending values of a batch the segments hold are what it counted:
    * the writer died before it stored them as counted. */
-  bool written = written_pending(b->sc, info->pend_seq);
-  uint64_t full = uncounted(info->drops_full, info->counted_full, written,
-                            info->pend_full);
-  uint64_t reent = uncounted(info->drops_reentrant, info->counted_reentrant,
-                             written, info->pend_reentrant);
+  bool written = stkr__rc_written_pending(b->sc, info->pend_seq);
+  uint64_t full = stkr__rc_uncounted(info->drops_full, info->counted_full,
+                                     written, info->pend_full);
+  uint64_t reent =
+      stkr__rc_uncounted(info->drops_reentrant, info->counted_reentrant,
+                         written, info->pend_reentrant);
   uint32_t seen;
 
   /* An earlier recovery of this session died after writing (part of) its
@@ -552,9 +536,10 @@ static void ring_drops(build *b, const stkr_ring_info *info) {
   if ((full == 0 && reent == 0) ||
       stkr__idmap_get(&b->sc->recovered_drops, info->thread_id, &seen))
     return;
-  b->x_full = sat64(b->x_full, full);
-  b->x_reentrant = sat64(b->x_reentrant, reent);
-  b->rc->st->drops_found = sat64(b->rc->st->drops_found, sat64(full, reent));
+  b->x_full = stkr__rc_sat(b->x_full, full);
+  b->x_reentrant = stkr__rc_sat(b->x_reentrant, reent);
+  b->rc->st->drops_found =
+      stkr__rc_sat(b->rc->st->drops_found, stkr__rc_sat(full, reent));
   stackrec__drops__init(&b->x_ring);
   b->x_ring.thread_id = info->thread_id;
   b->x_ring.ring_full = full;
@@ -612,7 +597,7 @@ static int recover_ring(build *b, const stkr__rc_file *f) {
                  " bytes of records lost", path, bad_pos, why, lost);
     b->rc->st->damaged_rings++;
     b->rc->st->lost_bytes += lost;
-    b->lost_bytes = sat64(b->lost_bytes, lost);
+    b->lost_bytes = stkr__rc_sat(b->lost_bytes, lost);
     err = 0;
   }
   if (err == 0) ring_drops(b, &info);
@@ -654,21 +639,22 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
    * recovery's segment (ring_drops). */
   if (!sc->recovered_before) {
     const stkr_sessfile_hdr *h = &ss->h;
-    bool written = written_pending(sc, h->pend_seq);
-    b.x_other = uncounted(h->drops_other, h->counted_other, written,
-                          h->pend_other);
-    b.x_full = uncounted(h->retired_full, h->counted_retired_full, written,
-                         h->pend_retired_full);
-    b.x_reentrant = uncounted(h->retired_reentrant,
-                              h->counted_retired_reentrant, written,
-                              h->pend_retired_reentrant);
-    rc->st->drops_found = sat64(
-        rc->st->drops_found, sat64(b.x_other, sat64(b.x_full, b.x_reentrant)));
+    bool written = stkr__rc_written_pending(sc, h->pend_seq);
+    b.x_other = stkr__rc_uncounted(h->drops_other, h->counted_other,
+                                   written, h->pend_other);
+    b.x_full = stkr__rc_uncounted(h->retired_full, h->counted_retired_full,
+                                  written, h->pend_retired_full);
+    b.x_reentrant = stkr__rc_uncounted(h->retired_reentrant,
+                                       h->counted_retired_reentrant, written,
+                                       h->pend_retired_reentrant);
+    rc->st->drops_found = stkr__rc_sat(
+        rc->st->drops_found,
+        stkr__rc_sat(b.x_other, stkr__rc_sat(b.x_full, b.x_reentrant)));
   }
   /* Failed batches after the last written one (counters() takes it). */
-  rc->st->drops_found = sat64(
+  rc->st->drops_found = stkr__rc_sat(
       rc->st->drops_found,
-      beyond(ss->h.dropped_write_error, sc->dropped_write_error));
+      stkr__rc_beyond(ss->h.dropped_write_error, sc->dropped_write_error));
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : want_ring(&b, &rings[i]);
@@ -788,7 +774,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
   /* What the writer noted in the session file covers what the segments
    * read do not (older segments, or one the disk cap deleted). */
   if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
-  sc.max_batch_seq = max64(sc.max_batch_seq, ss.h.max_batch_seq);
+  sc.max_batch_seq = stkr__rc_max(sc.max_batch_seq, ss.h.max_batch_seq);
   if (err == -ETIMEDOUT) {
     rc->st->sessions_deferred++; /* the budget: as if never started */
     stkr__rc_defer_mark(rc, f->pid, f->sid);
