@@ -18,13 +18,14 @@
  * Payloads likewise ("Payloads" there): a payload the thread's payload
  * table holds is sent as its slot, without bytes.
  */
-#include "common/stkr_hash.h"
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
+#include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
 #include "recorder/walk_body.h"
 
@@ -70,8 +71,32 @@ static void stkr__atfork_child(void) {
     atomic_store_explicit(&g_state, STKR__OFF, memory_order_release);
 }
 
+/* Keep the image that holds this code mapped for the rest of the process.
+ * Every thread that recorded carries a thread-exit callback into it (the
+ * pthread key destructors of thread.c and sample.c, which no key delete
+ * could retract from threads that are running), so a host that dlcloses a
+ * plugin embedding the recorder, through its own copy or through a
+ * libstackrec.so only the plugin needed, unmapped that code under them:
+ * the next such thread to end jumped into nothing (QA, session 29:
+ * SIGSEGV in __nptl_deallocate_tsd). RTLD_NOLOAD | RTLD_NODELETE loads
+ * nothing: it marks the image found, and the host's dlclose then leaves
+ * it mapped (for the main executable it changes nothing). A failure
+ * leaves the image as it was. */
+static void stkr__pin_image(void) {
+  Dl_info di;
+
+  /* The name as the image was loaded (a relative one too: the loader
+   * matches it among the loaded images first). */
+  if (dladdr((void *)stkr__pin_image, &di) != 0 && di.dli_fname != NULL &&
+      di.dli_fname[0] != '\0')
+    (void)dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+/* Once per process, at its first start (a control thread, never a hook's:
+ * dlopen takes the loader's lock). */
 static void stkr__atfork_install(void) {
   pthread_atfork(NULL, NULL, stkr__atfork_child);
+  stkr__pin_image();
 }
 
 int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
