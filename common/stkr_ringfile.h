@@ -173,9 +173,11 @@
 #define STKR_RINGFILE_MAX_RING ((uint64_t)1 << 30) /* the writer's limit */
 
 /* Rings kept mapped for threads about to start: exited threads' rings (up
- * to CACHE), and rings made ahead by the worker (up to PREFILL: each costs
- * a ring's size of disk, in every recording process). */
-#define STKR_RINGFILE_CACHE 32
+ * to CACHE, and CACHE_BYTES of mappings in all), and rings made ahead by
+ * the worker (up to PREFILL: each costs a ring's size of disk, in every
+ * recording process). */
+#define STKR_RINGFILE_CACHE 128
+#define STKR_RINGFILE_CACHE_BYTES ((uint64_t)8 << 20)
 #define STKR_RINGFILE_PREFILL 4
 
 #define STKR_SESSFILE_HDR_BYTES 4096u

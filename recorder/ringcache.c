@@ -30,6 +30,14 @@ static stkr__ring_ctl *_Atomic g_cache[STKR_RINGFILE_CACHE];
  * before it is claimed: a starting thread may take and unmap it
  * meanwhile). Rings come in several sizes (stkr__ring_tier). */
 static _Atomic uint64_t g_cache_size[STKR_RINGFILE_CACHE];
+/* The bytes of the mappings the slots hold: added (relaxed) before a put's
+ * CAS, taken back after a take's exchange or a failed put, so it never
+ * reads low. A cached ring is memory no thread is charged for (the cap of
+ * thread.c): this keeps it within STKR_RINGFILE_CACHE_BYTES. A thread
+ * pool that churns hands its exited threads' rings to new threads through
+ * here: with 32 slots, 64 threads alive at a time sent half their rings to
+ * be unlinked while new ones were made (QA, session 29). */
+static _Atomic uint64_t g_cache_bytes;
 
 size_t stkr__ringcache_bytes(const stkr__ring_ctl *c) {
   return STKR_RINGFILE_HDR_BYTES + (size_t)c->meta.ring_size;
@@ -44,7 +52,12 @@ void stkr__ringcache_drop(stkr__ring_ctl *c) {
 
 bool stkr__ringcache_put(stkr__ring_ctl *c) {
   /* Before the CAS: once c is in, a taker may claim and unmap it. */
-  uint64_t size = c->meta.ring_size;
+  uint64_t size = c->meta.ring_size, bytes = stkr__ringcache_bytes(c);
+  if (atomic_fetch_add_explicit(&g_cache_bytes, bytes, memory_order_relaxed) +
+          bytes > STKR_RINGFILE_CACHE_BYTES) {
+    atomic_fetch_sub_explicit(&g_cache_bytes, bytes, memory_order_relaxed);
+    return false;
+  }
   for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
     stkr__ring_ctl *expected = NULL;
     /* Release: the ring's indices, as we leave them, go with it. */
@@ -57,7 +70,16 @@ bool stkr__ringcache_put(stkr__ring_ctl *c) {
       return true;
     }
   }
+  atomic_fetch_sub_explicit(&g_cache_bytes, bytes, memory_order_relaxed);
   return false;
+}
+
+/* A ring taken out of its slot: its bytes leave the cache's count. */
+static stkr__ring_ctl *taken(stkr__ring_ctl *c) {
+  if (c != NULL)
+    atomic_fetch_sub_explicit(&g_cache_bytes, stkr__ringcache_bytes(c),
+                              memory_order_relaxed);
+  return c;
 }
 
 /* Rings of this session but another size stay cached for the threads
@@ -71,7 +93,7 @@ stkr__ring_ctl *stkr__ringcache_take(uint64_t ring_size, uint64_t session) {
             ring_size)
       continue;
     /* Acquire: pairs with the release CAS in stkr__ringcache_put(). */
-    c = atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
+    c = taken(atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire));
     if (c == NULL)
       continue;
     if (c->meta.ring_size == ring_size && c->meta.session_id == session)
@@ -96,8 +118,8 @@ int stkr__ringcache_wanted(uint64_t size, int want) {
   }
   if (have < want && free_slots == 0 && other >= 0) {
     /* Full of other sizes: make room (one a pass is enough). */
-    stkr__ring_ctl *c = atomic_exchange_explicit(&g_cache[other], NULL,
-                                                 memory_order_acquire);
+    stkr__ring_ctl *c = taken(atomic_exchange_explicit(
+        &g_cache[other], NULL, memory_order_acquire));
     if (c != NULL) {
       stkr__ringcache_drop(c);
       free_slots++;
@@ -108,8 +130,8 @@ int stkr__ringcache_wanted(uint64_t size, int want) {
 
 void stkr__ringcache_clear(bool unlink_files) {
   for (int i = 0; i < STKR_RINGFILE_CACHE; i++) {
-    stkr__ring_ctl *c =
-        atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire);
+    stkr__ring_ctl *c = taken(
+        atomic_exchange_explicit(&g_cache[i], NULL, memory_order_acquire));
     if (c == NULL)
       continue;
     if (unlink_files)

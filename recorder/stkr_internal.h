@@ -485,6 +485,10 @@ typedef struct stkr__thread {
    * the last one (a new id per rename; 0: none yet, `id`) and their name. */
   uint32_t w_rn_applied;
   bool w_rn_lost_said;
+  /* Exited, every record read and its final ThreadDef in the batch being
+   * built: reaped once that batch is written and the ring released (the
+   * same pass, flush/drain.c). */
+  bool w_reap_after_write;
   uint32_t w_ev_id;
   char w_name[32];
   /* The worker's mirror of the ring's known-stack table: the stack id
@@ -631,8 +635,12 @@ void stkr__threads_forget_after_fork(void);
  * iterating; new threads are seen on the next pass. */
 stkr__thread *stkr__threads_first(void);
 stkr__thread *stkr__threads_next(stkr__thread *t);
-/* Unlink an exited, fully drained thread and free it. Worker only. */
-void stkr__thread_reap(stkr__thread *t);
+/* Unlink an exited, fully drained thread and free it. Worker only.
+ * `prev`: the thread before t in the registry if the caller knows it (an
+ * iteration's last unreaped thread), else NULL: without it the unlink
+ * walks the list from its head, which made reaping thousands of exited
+ * threads quadratic. */
+void stkr__thread_reap(stkr__thread *t, stkr__thread *prev);
 /* Wait until no thread is inside stkr_event(), at most max_ms in all. */
 void stkr__threads_quiesce(unsigned max_ms);
 /* Wait, unbounded, until no thread is inside stkr_event(): a new

@@ -271,7 +271,7 @@ static void stkr__counts_add(stkr__counts *acc, const stkr__thread *t) {
       atomic_load_explicit(&t->dropped_reentrant, memory_order_relaxed);
 }
 
-void stkr__thread_reap(stkr__thread *t) {
+void stkr__thread_reap(stkr__thread *t, stkr__thread *prev) {
   stkr__thread *next = atomic_load_explicit(&t->next, memory_order_relaxed);
   stkr__thread *expected = t;
 
@@ -282,8 +282,12 @@ void stkr__thread_reap(stkr__thread *t) {
           &g_head, &expected, next, memory_order_acq_rel,
           memory_order_acquire)) {
     /* Not the head: producers never modify non-head links, so the
-     * predecessor's link is ours to rewrite. */
-    stkr__thread *p = expected;
+     * predecessor's link is ours to rewrite. The caller's prev, when it
+     * still links to t (only the worker unlinks), else a walk. */
+    stkr__thread *p =
+        prev != NULL && atomic_load_explicit(&prev->next, memory_order_relaxed) == t
+            ? prev
+            : expected;
     while (p != NULL && atomic_load_explicit(&p->next, memory_order_relaxed) != t)
       p = atomic_load_explicit(&p->next, memory_order_relaxed);
     if (p != NULL)

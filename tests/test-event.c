@@ -678,7 +678,7 @@ static void test_thread_exit_keeps_records_until_reaped(void **state) {
     n++;
   }
   assert_int_equal(n, 5);
-  stkr__thread_reap(t);
+  stkr__thread_reap(t, NULL);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
     assert_ptr_not_equal(t, g_worker_state);
 }

@@ -357,7 +357,7 @@ static void run_thread(thr_run *t, pthread_attr_t *attr) {
     n++;
   }
   assert_int_equal(n, t->events);
-  stkr__thread_reap(t->state);
+  stkr__thread_reap(t->state, NULL);
 }
 
 static int body_events(thr_run *t) {
