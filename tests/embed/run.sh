@@ -195,9 +195,13 @@ for link in shared static; do
     bad "find_package(stackrec) $link"
   fi
 done
-if ldd "$tmp/fp-shared/record_events" 2>/dev/null | grep -q "libstackrec.so.$want_so => $prefix"; then
+fp_ldd=$(ldd "$tmp/fp-shared/record_events" 2>&1)
+if printf '%s\n' "$fp_ldd" | grep -q "libstackrec.so.$want_so => $prefix"; then
   ok "the shared build loads libstackrec.so.$want_so from the prefix"
 else
+  # What ldd said, for the log (seen once, under heavy load, in session 29's
+  # CI; not reproduced alone).
+  printf '%s\n' "$fp_ldd" | sed 's/^/  ldd: /'
   bad "the shared build does not load the installed libstackrec.so"
 fi
 if ldd "$tmp/fp-static/record_events" 2>/dev/null | grep -q libstackrec; then
