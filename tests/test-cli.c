@@ -141,6 +141,8 @@ static void test_dump_text(void **state) {
   assert_null(strstr(cr_err, "stopped after"));
   assert_int_equal(cr_run("dump -n 0 '%s'", rec), 0);
   assert_string_equal(cr_out, "");
+  /* It says so too (QA, session 29: nothing at all). */
+  cr_assert_has(cr_err, "stopped after --limit 0 events");
   /* A segment file given directly. */
   assert_int_equal(cr_run("dump '%s/stackrec-4242-000002.zst'", rec), 0);
   assert_int_equal(cr_count_lines(cr_out), 3);

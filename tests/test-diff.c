@@ -123,6 +123,14 @@ static void test_capped_side(void **state) {
   assert_int_equal(cr_run("diff --format json '%s' '%s'", g_base, g_capped),
                    0);
   cr_assert_has(cr_out, "\"rates_not_compared\":\"NEW lost ");
+  /* Nor printed for its new and gone paths (QA, session 29: rates ~10x
+   * too low next to "not compared"): "?" in text and HTML, null in JSON;
+   * the other side's stay. */
+  assert_int_equal(cr_run("diff '%s' '%s'", g_capped, g_extra), 1);
+  cr_assert_has(cr_out, "0 -> 20 events, ? -> 1200 per min");
+  assert_int_equal(cr_run("diff --format json '%s' '%s'", g_capped, g_extra),
+                   1);
+  cr_assert_has(cr_out, "\"base_per_min\":null,\"new_per_min\":1200");
   assert_int_equal(cr_run("diff '%s' '%s'", g_base, g_base3), 0);
   assert_null(strstr(cr_out, "not compared"));
 }

@@ -232,6 +232,20 @@ static void test_live_tail_is_incomplete(void **state) {
   assert_int_equal(cr_run("verify '%s'", d), 4);
   assert_non_null(strstr(cr_out, " 4 batches, 8 events: intact, INCOMPLETE, "
                                  "still being written\n"));
+  /* Alive with no batch being written (segment 2 ends whole): info says
+   * "not yet", and its JSON "live" (it said "not clean", the word for a
+   * process that died: QA, session 29). */
+  {
+    stkr_fmt_buf buf = {0};
+    assert_int_equal(fx_clean_encode_session(3, 4, me, 0x51, &buf), 0);
+    snprintf(p2, sizeof p2, "%s/stackrec-%u-%06d.zst", d, (unsigned)me, 2);
+    assert_int_equal(fx_write_file(p2, buf.data, buf.len), 0);
+    stkr_fmt_buf_free(&buf);
+  }
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  assert_non_null(strstr(cr_out, "end:         not yet (still recording"));
+  assert_int_equal(cr_run("info --json '%s'", d), 0);
+  assert_non_null(strstr(cr_out, "\"end\":\"live\""));
   close(fd);
 }
 

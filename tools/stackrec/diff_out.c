@@ -82,16 +82,32 @@ static void put_inputs(FILE *f, const stkr_diff *d, const markup *m) {
   }
 }
 
+/* Side s's rate of p into buf (4 digits; JSON: 6), or "?" (JSON: null)
+ * when that side lost
+ * segments to the disk cap: its events over a recording time that counts
+ * the deleted segments' would read far too low (QA, session 29: ~10x,
+ * printed next to "not compared"). */
+static const char *rate(const stkr_diff *d, const stkr_diff_path *p, int s,
+                        bool json, char *buf, size_t len) {
+  if (d->side[s].cap_segments != 0)
+    return json ? "null" : "?";
+  snprintf(buf, len, "%.*g", json ? 6 : 4, p->per_min[s]);
+  return buf;
+}
+
 /* ---- text ------------------------------------------------------------------ */
 
-static void text_path(FILE *f, char sign, const stkr_diff_path *p) {
+static void text_path(FILE *f, const stkr_diff *d, char sign,
+                      const stkr_diff_path *p) {
+  char r0[32], r1[32];
   fprintf(f, "  %c ", sign);
   text_str(f, p->site);
   fputs(p->sensitive ? " [sensitive]" : "", f);
   fputs(" module ", f);
   text_str(f, p->module);
-  fprintf(f, ": %" PRIu64 " -> %" PRIu64 " events, %.4g -> %.4g per min\n",
-          p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
+  fprintf(f, ": %" PRIu64 " -> %" PRIu64 " events, %s -> %s per min\n",
+          p->count[0], p->count[1], rate(d, p, 0, false, r0, sizeof r0),
+          rate(d, p, 1, false, r1, sizeof r1));
   put_frames(f, p, &text_markup);
 }
 
@@ -130,14 +146,14 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   fprintf(f, "\n\nNEW PATHS: %zu (%zu to a sensitive site)\n", d->n_added,
           d->n_added_sensitive);
   for (i = 0; i < d->n_added; i++)
-    text_path(f, '+', d->added[i]);
+    text_path(f, d, '+', d->added[i]);
   fprintf(f, "\nGONE PATHS: %zu%s\n", d->n_gone,
           d->side[1].cap_segments != 0 && d->n_gone != 0
               ? " (NEW lost segments to the disk cap: a gone path may be in "
                 "them)"
               : "");
   for (i = 0; i < d->n_gone; i++)
-    text_path(f, '-', d->gone[i]);
+    text_path(f, d, '-', d->gone[i]);
   if (d->rates_unknown) {
     char why[400];
     fprintf(f, "\nRATE CHANGED: not compared (%s)\n",
@@ -146,7 +162,7 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
     fprintf(f, "\nRATE CHANGED: %zu\n", d->n_changed);
   }
   for (i = 0; i < d->n_changed; i++)
-    text_path(f, '~', d->changed[i]);
+    text_path(f, d, '~', d->changed[i]);
   if (d->n_added_sensitive > 0)
     fprintf(f, "\nFAIL: NEW adds %zu path%s to a sensitive site%s\n",
             d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s",
@@ -158,16 +174,19 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
+static void json_path(FILE *f, const stkr_diff *d, const stkr_diff_path *p,
+                      bool first) {
+  char r0[32], r1[32];
   size_t i;
 
   stkr_cli_put_json_member(f, first ? "\n  {" : ",\n  {", "site", p->site);
   stkr_cli_put_json_member(f, ",", "module", p->module);
   fprintf(f,
           ",\"sensitive\":%s,\"base_count\":%" PRIu64 ",\"new_count\":%" PRIu64
-          ",\"base_per_min\":%.6g,\"new_per_min\":%.6g,\"frames\":[",
+          ",\"base_per_min\":%s,\"new_per_min\":%s,\"frames\":[",
           p->sensitive ? "true" : "false", p->count[0], p->count[1],
-          p->per_min[0], p->per_min[1]);
+          rate(d, p, 0, true, r0, sizeof r0),
+          rate(d, p, 1, true, r1, sizeof r1));
   for (i = 0; i < p->n_frames; i++) {
     const stkr_frame *fr = &p->frames[i];
 
@@ -181,13 +200,13 @@ static void json_path(FILE *f, const stkr_diff_path *p, bool first) {
   fputs("]}", f);
 }
 
-static void json_list(FILE *f, const char *name, stkr_diff_path *const *v,
-                      size_t n) {
+static void json_list(FILE *f, const stkr_diff *d, const char *name,
+                      stkr_diff_path *const *v, size_t n) {
   size_t i;
 
   fprintf(f, ",\n\"%s\":[", name);
   for (i = 0; i < n; i++)
-    json_path(f, v[i], i == 0);
+    json_path(f, d, v[i], i == 0);
   fputs(n ? "\n]" : "]", f);
 }
 
@@ -215,9 +234,9 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
     stkr_cli_put_json_str(f, d->sensitive[i]);
   }
   fputs("]", f);
-  json_list(f, "added", d->added, d->n_added);
-  json_list(f, "gone", d->gone, d->n_gone);
-  json_list(f, "changed", d->changed, d->n_changed);
+  json_list(f, d, "added", d->added, d->n_added);
+  json_list(f, d, "gone", d->gone, d->n_gone);
+  json_list(f, d, "changed", d->changed, d->n_changed);
   if (d->rates_unknown) {
     char why[400];
     stkr_cli_put_json_member(f, ",\n", "rates_not_compared",
@@ -232,8 +251,8 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
 
 /* ---- HTML ------------------------------------------------------------------ */
 
-static void html_table(FILE *f, const char *title, const char *cls,
-                       stkr_diff_path *const *v, size_t n) {
+static void html_table(FILE *f, const stkr_diff *d, const char *title,
+                       const char *cls, stkr_diff_path *const *v, size_t n) {
   static const char *const cols[] = {
       "site",     "module",   "=base events", "=new events",
       "=base /min", "=new /min", "call path (innermost first)"};
@@ -252,10 +271,12 @@ static void html_table(FILE *f, const char *title, const char *cls,
     stkr_html_put_text(f, p->site);
     fputs("</td><td>", f);
     stkr_html_put_text(f, p->module);
+    char r0[32], r1[32];
     fprintf(f,
             "</td><td>%" PRIu64 "</td><td>%" PRIu64
-            "</td><td>%.4g</td><td>%.4g</td><td><ol>",
-            p->count[0], p->count[1], p->per_min[0], p->per_min[1]);
+            "</td><td>%s</td><td>%s</td><td><ol>",
+            p->count[0], p->count[1], rate(d, p, 0, false, r0, sizeof r0),
+            rate(d, p, 1, false, r1, sizeof r1));
     put_frames(f, p, &html_markup);
     fputs("</ol></td></tr>\n", f);
   }
@@ -290,15 +311,15 @@ void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
     fprintf(f, "<p class=\"gate pass\" id=\"gate\">PASS: no new path to a "
                "sensitive site%s</p>\n",
             any_incomplete(d) ? incomplete_gate : "");
-  html_table(f, "New paths", "added", d->added, d->n_added);
-  html_table(f, "Gone paths", "gone", d->gone, d->n_gone);
+  html_table(f, d, "New paths", "added", d->added, d->n_added);
+  html_table(f, d, "Gone paths", "gone", d->gone, d->n_gone);
   if (d->rates_unknown) {
     char why[400];
     fputs("<p class=\"incomplete\">Rates not compared: ", f);
     stkr_html_put_text(f, rates_unknown_why(d, why, sizeof why));
     fputs("</p>\n", f);
   } else {
-    html_table(f, "Rate changed", "changed", d->changed, d->n_changed);
+    html_table(f, d, "Rate changed", "changed", d->changed, d->n_changed);
   }
   fputs("</body></html>\n", f);
 }

@@ -212,7 +212,10 @@ int stkr_cli_dump(int argc, char **argv) {
   stkr__filter f;
   stkr_reader *r;
   stkr_event_view ev;
-  int c, rc = 0, status;
+  /* 1: as if an event were read; --limit 0 reads none, and must still
+   * reach the "stopped after --limit" note (QA, session 29: it printed
+   * nothing and said nothing). */
+  int c, rc = 1, status;
 
   memset(&filt, 0, sizeof filt);
   while ((c = stkr__filter_getopt(&gopt, argc, argv, &filt)) != -1) {

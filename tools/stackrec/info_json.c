@@ -20,7 +20,7 @@
  *     "compressed_bytes", "damaged_batches", "missing_batches",
  *     "cap_deleted_batches",
  *     "unreadable_segments",
- *     "end": "clean" | "live" | "not clean", "newer_format"}],
+ *     "end": "clean" | "live" | "cut off" | "not clean", "newer_format"}],
  *   "processes_count", "events"}
  *
  * Names are JSON strings (invalid UTF-8 as \u00XX, see stkr_cli_put_json);
@@ -179,10 +179,13 @@ static int put_process(const stkr_reader *r, size_t i) {
   put_incomplete(p);
   put_u64s(files, sizeof files / sizeof files[0], false);
   printf(",\"end\":\"%s\",\"newer_format\":%s}",
-         p->clean_end                    ? "clean"
-         : p->live_tail && p->live_sessions ? "live"
-         : p->live_tail                     ? "cut off"
-                                            : "not clean",
+         /* "live" with or without a batch being written (the text's
+          * "still being written" and "not yet"; QA, session 29: a live
+          * process without one was "not clean"). */
+         p->clean_end       ? "clean"
+         : p->live_sessions ? "live"
+         : p->live_tail     ? "cut off"
+                            : "not clean",
          p->status == -EPROTONOSUPPORT ? "true" : "false");
   return 0;
 }
