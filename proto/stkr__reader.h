@@ -292,6 +292,7 @@ struct stkr_reader {
     dev_t dev;
     ino_t ino;
     char *path;
+    stkr__idmap unrec_pids; /* pid -> index in unrec, for this file */
   } *mdirs;
   size_t n_mdirs, cap_mdirs;
   const stkr__stream *ev_stream; /* the current event's stream and stack */

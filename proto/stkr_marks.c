@@ -333,6 +333,37 @@ static const char *stkr__unrec_line(stkr_reader *r, const char *path,
     free((char *)u.reason);
     return why;
   }
+  /* A pid the file named already: the same process after an exec (a line
+   * per program it ran), one process, its names chained as a process's
+   * are ("sh > git"; QA, session 29: counted twice). A pid reused by
+   * another process in one recording is counted once too. */
+  uint32_t at;
+  if (stkr__idmap_get(&md->unrec_pids, u.pid, &at)) {
+    stkr_unrecorded_info *o = &r->unrec[at];
+    char *chain = NULL;
+    size_t olen = strlen(o->name);
+    /* Bounded: a hostile file's lines of one pid must not grow it without
+     * end (the chain stops at ~200 bytes, marked " > ..."). */
+    bool full = olen >= 200;
+    if (!(full && olen >= 6 && strcmp(o->name + olen - 6, " > ...") == 0) &&
+        strcmp(o->name, u.name) != 0 && u.name[0] != '\0') {
+      if (asprintf(&chain, "%s > %s", o->name, full ? "..." : u.name) < 0)
+        *nomem = true;
+      else {
+        free((char *)o->name);
+        o->name = chain;
+      }
+    }
+    free((char *)u.name);
+    free((char *)u.reason);
+    return NULL;
+  }
+  if (stkr__idmap_put(&md->unrec_pids, u.pid, (uint32_t)r->n_unrec) != 0) {
+    *nomem = true;
+    free((char *)u.name);
+    free((char *)u.reason);
+    return NULL;
+  }
   r->unrec[r->n_unrec++] = u;
   return NULL;
 }
@@ -447,8 +478,8 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
   if (stkr__grow(&r->mdirs, &r->cap_mdirs, r->n_mdirs + 1,
                  sizeof *r->mdirs) != 0)
     return -ENOMEM;
-  r->mdirs[r->n_mdirs++] = (struct stkr__marks_dir){dst->st_dev, dst->st_ino,
-                                                    NULL};
+  r->mdirs[r->n_mdirs++] = (struct stkr__marks_dir){.dev = dst->st_dev,
+                                                    .ino = dst->st_ino};
   if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
     return -ENOMEM;
   /* Never a FIFO or device: opening a FIFO waited for a writer (QA). */
@@ -550,8 +581,10 @@ void stkr__marks_free(stkr_reader *r) {
   for (i = 0; i < r->n_running; i++)
     free((char *)r->running[i].name);
   free(r->running);
-  for (i = 0; i < r->n_mdirs; i++)
+  for (i = 0; i < r->n_mdirs; i++) {
     free(r->mdirs[i].path);
+    stkr__idmap_free(&r->mdirs[i].unrec_pids);
+  }
   free(r->mdirs);
 }
 

@@ -728,6 +728,44 @@ static void test_unrecorded_processes(void **state) {
   stkr_reader_free(r);
 }
 
+/* A process that could not record and then exec'd has a u1 line per
+ * program it ran, under one pid: one process, named as its chain (QA,
+ * session 29: "2 processes of the tree recorded nothing" for one). A
+ * hostile file's lines of one pid do not grow the name without end. */
+static void test_unrecorded_exec_counted_once(void **state) {
+  char dir[4096], path[4200];
+  const stkr_unrecorded_info *u;
+  stkr_reader *r;
+
+  (void)state;
+  make_dir(dir, sizeof(dir), "unrec-exec");
+  (void)record_in_child(dir);
+  assert_int_equal(stkr_unrecorded_append(dir, 55, "sh", "no room"), 0);
+  assert_int_equal(stkr_unrecorded_append(dir, 56, "cat", "no room"), 0);
+  assert_int_equal(stkr_unrecorded_append(dir, 55, "git", "no room"), 0);
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  assert_int_equal(stkr_reader_unrecorded_count(r), 2);
+  u = stkr_reader_unrecorded(r, 0);
+  assert_int_equal(u->pid, 55);
+  assert_string_equal(u->name, "sh > git");
+  stkr_reader_free(r);
+  assert_int_equal(cr_run("report '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "2 processes of the tree recorded nothing"));
+  assert_int_equal(cr_run("info --json '%s'", dir), 0);
+  assert_non_null(strstr(cr_out, "\"complete\":false,"));
+  assert_non_null(strstr(cr_out, "\"unrecorded_processes\":2}"));
+  for (int i = 0; i < 500; i++)
+    assert_int_equal(stkr_unrecorded_append(dir, 55, i % 2 ? "a" : "b", "x"),
+                     0);
+  assert_int_equal(stkr_reader_open(dir, NULL, &r), 0);
+  assert_int_equal(stkr_reader_unrecorded_count(r), 2);
+  u = stkr_reader_unrecorded(r, 0);
+  assert_true(strlen(u->name) < 256);
+  snprintf(path, sizeof(path), "%s", u->name);
+  assert_non_null(strstr(path, " > ..."));
+  stkr_reader_free(r);
+}
+
 static int setup(void **state) {
   const char *t = getenv("TEST_TMPDIR");
 
@@ -738,6 +776,7 @@ static int setup(void **state) {
 }
 
 TL_TEST_MAIN("marks", setup, NULL, test_mark_in_process, test_cli_mark,
+             test_unrecorded_exec_counted_once,
              test_tools_show_marks, test_mark_live_record,
              test_marks_file_damage, test_unrecorded_processes,
              /* Last: it fills the process's mark table (forked children of

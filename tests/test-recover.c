@@ -752,6 +752,11 @@ static void test_cli(void **state) {
                      k >= 3);
     cr_assert_has(k < 2 ? cr_out : cr_err, "80 events of 1 dead writer");
   }
+  /* And info --json, as the recording's own fields (QA, session 29: no
+   * field said it, every process "complete": true). */
+  assert_int_equal(cr_run("info --json '%s'", dir), 0);
+  cr_assert_has(cr_out, "\"complete\":false,\"incomplete\":\"INCOMPLETE: ",
+                "\"ring_files\":{\"sessions\":1,\"events\":80}");
   assert_int_equal(cr_run("recover --dry-run '%s'", dir), 4);
   assert_non_null(strstr(cr_out, "would recover 80 events of 1 dead"));
   assert_null(strstr(cr_out, " segment")); /* was "into 0 segments" */

@@ -28,6 +28,7 @@
 #include "tools/stackrec/agg.h"
 #include "tools/stackrec/agg_framelist.h"
 #include "tools/stackrec/agg_learn.h"
+#include "tools/stackrec/agg_marks.h"
 #include "tools/stackrec/agg_stacks.h"
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/hangs.h"
@@ -99,12 +100,7 @@ typedef struct builder {
   const stkr_image_info *img_of;
   const stkr_image_info **img_sorted;
   size_t img_cap;
-  /* The `stackrec mark` marks kept, by (marks file, time, name): such a
-   * mark reaches every process of its directory (or merge's scope), and
-   * is kept once (ext_index: hash -> index in ext_path/a->marks). */
-  stkr_index ext_index;
-  const char **ext_path; /* by mark index; NULL for a process's own */
-  size_t cap_ext_path;
+  stkr__agg_marks marks; /* the marks kept (agg_marks.h) */
   /* A bit by process index: an event of it passed the filters (for
    * a->n_processes_with_events). */
   uint8_t *proc_counted;
@@ -596,73 +592,6 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
 
 /* ---- build ---------------------------------------------------------------- */
 
-/* Keep a mark for the timelines (its t_ns is set by sum_processes, once
- * its process's origin is known: a `stackrec mark` mark comes before the
- * process's Header is read). */
-/* A `stackrec mark` mark seen already (the same file, time and name) from
- * another process: kept once, under the process that started first, so
- * that its time counts from the recording's start. Before (QA, session
- * 28) it was kept from the first process that read its file's marks only:
- * after a merge, whose file scopes its marks to each input's processes,
- * every other input's marks were dropped, and a mark read first by a
- * process that started after it showed at "0 s". @return true if seen. */
-static bool external_seen(builder *b, stkr_reader *r, const stkr_event_view *ev,
-                          const char *name, uint64_t h) {
-  size_t pos;
-  for (size_t i = stkr_index_first(&b->ext_index, h, &pos);
-       i != STKR_INDEX_NONE; i = stkr_index_next(&b->ext_index, h, &pos)) {
-    stkr_agg_mark *m = &b->a->marks[i];
-    if (b->ext_path[i] != ev->path || m->ts_ns != ev->ts_ns || m->name != name)
-      continue;
-    if (stkr__agg_process_origin(r, ev->process) <
-        stkr__agg_process_origin(r, m->process)) {
-      m->process = ev->process;
-      m->pid = ev->pid;
-    }
-    return true;
-  }
-  return false;
-}
-
-static int stkr__agg_mark(builder *b, stkr_reader *r,
-                          const stkr_event_view *ev) {
-  stkr_agg *a = b->a;
-  stkr_agg_mark *m;
-  bool external = ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved;
-  const char *name;
-  uint64_t h = 0;
-
-  if ((name = stkr__strtab_intern(&b->strs, ev->site)) == NULL)
-    return -ENOMEM;
-  if (external) {
-    h = stkr_mix64((uint64_t)(uintptr_t)ev->path ^ ev->ts_ns ^
-                   stkr_mix64((uint64_t)(uintptr_t)name));
-    if (external_seen(b, r, ev, name, h)) return 0;
-  }
-  a->marks_read++;
-  if (a->n_marks >= STKR_AGG_MAX_MARKS) {
-    a->marks_not_kept++;
-    return 0;
-  }
-  if (stkr_grow((void **)&a->marks, &a->cap_marks, a->n_marks + 1,
-                sizeof(*a->marks)) != 0)
-    return -ENOMEM;
-  if (stkr_grow((void **)&b->ext_path, &b->cap_ext_path, a->n_marks + 1,
-                sizeof(*b->ext_path)) != 0 ||
-      (external && stkr_index_add(&b->ext_index, h, a->n_marks) != 0))
-    return -ENOMEM;
-  b->ext_path[a->n_marks] = external ? ev->path : NULL;
-  m = &a->marks[a->n_marks++];
-  m->name = name;
-  m->ts_ns = ev->ts_ns;
-  m->t_ns = 0;
-  m->process = ev->process;
-  m->pid = ev->pid;
-  m->external = external;
-  return 0;
-}
-
-
 int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
                    void (*progress)(uint64_t events, void *arg),
                    void *progress_arg, stkr_agg **out) {
@@ -703,12 +632,14 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     size_t merged;
     int pass;
 
-    if (ev.process != b.cur_process)
+    if (ev.process != b.cur_process) {
+      stkr__agg_marks_resolve(&b.marks, b.a, r, b.cur_process);
       new_process(&b, ev.process);
+    }
     if (ev.is_mark) {
       /* Not an event: no count, stack or payload row (the timelines show
        * marks apart, stkr_agg.marks). */
-      if ((err = stkr__agg_mark(&b, r, &ev)) != 0)
+      if ((err = stkr__agg_marks_add(&b.marks, b.a, &b.strs, &ev)) != 0)
         break;
       if (b.o->on_event != NULL &&
           (err = b.o->on_event(b.o->on_event_arg, b.a, &ev, STKR_AGG_MARK)) != 0)
@@ -747,8 +678,10 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     err = stkr__paytab_attach(b.pay, b.a->sites, b.a->n_sites);
   if (err == 0)
     stkr__timeline_attach(b.tl, b.a);
-  if (err == 0)
+  if (err == 0) {
+    stkr__agg_marks_resolve(&b.marks, b.a, r, b.cur_process);
     stkr__agg_sum_processes(b.a, r);
+  }
   new_process(&b, SIZE_MAX); /* frees level 1 */
   stkr__filter_free(&b.filt);
   free(b.aux);
@@ -756,8 +689,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.cslot);
   free(b.tmp);
   free(b.img_sorted);
-  stkr_index_free(&b.ext_index);
-  free(b.ext_path);
+  stkr__agg_marks_free(&b.marks);
   free(b.proc_counted);
   stkr__learned_free(&b.learned);
   free(b.borrow);

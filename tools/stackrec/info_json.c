@@ -21,7 +21,12 @@
  *     "cap_deleted_batches",
  *     "unreadable_segments",
  *     "end": "clean" | "live" | "cut off" | "not clean", "newer_format"}],
- *   "processes_count", "events"}
+ *   "processes_count", "events",
+ *   the recording as a whole: "complete" (false when anything makes it
+ *   incomplete, a process's finding or not), "incomplete" (the INCOMPLETE
+ *   line the text views print, or null), "ring_files" ({"sessions",
+ *   "events"}: what dead writers left in ring files, not in any segment),
+ *   "unrecorded_processes" (processes of the tree that recorded nothing)}
  *
  * Names are JSON strings (invalid UTF-8 as \u00XX, see stkr_cli_put_json);
  * numbers are exact integers (64-bit counters may exceed what a double
@@ -199,6 +204,18 @@ int stkr__info_json(const stkr_reader *r, uint64_t events) {
     if (put_process(r, i) != 0)
       return -ENOMEM;
   }
-  printf("],\n\"processes_count\":%zu,\"events\":%" PRIu64 "}\n", n, events);
+  printf("],\n\"processes_count\":%zu,\"events\":%" PRIu64, n, events);
+  /* What no single process has (QA, session 29: processes that recorded
+   * nothing and events in ring files were in every text view but here,
+   * and every process said "complete": true). */
+  char line[1024];
+  uint64_t ring_events, ring_sessions =
+      stkr_cli_reader_rings_left(r, &ring_events);
+  bool incomplete = stkr_cli_incomplete_line(r, line, sizeof line) > 0;
+  printf(",\n\"complete\":%s,\"incomplete\":", incomplete ? "false" : "true");
+  stkr_cli_put_json_str(stdout, incomplete ? line : NULL);
+  printf(",\"ring_files\":{\"sessions\":%" PRIu64 ",\"events\":%" PRIu64
+         "},\"unrecorded_processes\":%zu}\n",
+         ring_sessions, ring_events, stkr_reader_unrecorded_count(r));
   return 0;
 }
