@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/stkr_map.h"
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 
@@ -139,6 +140,10 @@ typedef struct stkr__stream {
   stkr__rd_stack *stacks;
   size_t n_stacks, cap_stacks;
   stkr__idmap stack_map;
+  /* The contents (PCs and site) of the stacks counted in info.stacks, for
+   * the life of the stream: ids restart in every session and recovered
+   * segment, a stack's content does not. */
+  stkr_map stack_keys;
   stkr_image_info *images; /* paths and build ids owned */
   size_t n_images, cap_images;
   char **strings;          /* StringDefs of the session, owned */

@@ -515,6 +515,7 @@ static void stkr__stream_trim(stkr__stream *st) {
   st->stacks = NULL;
   st->n_stacks = st->cap_stacks = 0;
   stkr__idmap_free(&st->stack_map);
+  stkr_map_free(&st->stack_keys);
   free(st->frames);
   free(st->frame_ids);
   st->frames = NULL;

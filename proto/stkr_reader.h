@@ -221,9 +221,10 @@ typedef struct stkr_process_info {
   uint64_t last_ts_ns;       /* largest event time */
   uint64_t first_wall_ns;    /* wall-clock time of first_ts_ns */
   uint64_t unresolved_events; /* events with an undefined id */
-  /* Distinct definitions seen (sites by name across sessions; threads
-   * and stacks summed over sessions), marks' sites and stacks not among
-   * them (marks are counted apart): */
+  /* Distinct definitions seen (sites by name and stacks by content, PCs
+   * and site, across sessions and recovered segments; threads summed over
+   * sessions), marks' sites and stacks not among them (marks are counted
+   * apart): */
   uint64_t sites, threads, stacks;
   /* Events lost by the recorder, summed over sessions. Per session and
    * reason, the larger of the Drops summed over the batches read and the

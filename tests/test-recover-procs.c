@@ -432,6 +432,36 @@ static void test_directory_replaced_while_recovering(void **state) {
   assert_int_equal(tl_count_files(dir, ".zst"), 0); /* the new one: empty */
 }
 
+/* A recovered segment defines its stacks again, under its own ids, after
+ * the flushed segment's: still the same stacks, counted once in the
+ * process's distinct stacks (QA, session 29: info counted them twice). */
+static void test_recovered_stacks_counted_once(void **state) {
+  char dir[300];
+  stkr_recover_stats st;
+  stkr_reader *rd;
+  stkr_event_view ev;
+  uint64_t keys[64];
+  size_t n_keys = 0;
+  msgs ms;
+  (void)state;
+
+  run_child_die(dir, sizeof dir, 300, 80, false);
+  recover(dir, false, &st, &ms);
+  assert_int_equal(st.events, 80);
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &ev) == 1) {
+    uint64_t k = ev.site_id * 0x9E3779B97F4A7C15ull;
+    for (size_t j = 0; j < ev.n_pcs; j++)
+      k = (k ^ ev.pcs[j]) * 0x100000001B3ull;
+    size_t j = 0;
+    while (j < n_keys && keys[j] != k) j++;
+    if (j == n_keys && n_keys < 64) keys[n_keys++] = k;
+  }
+  assert_true(n_keys >= 1);
+  assert_int_equal(stkr_reader_process(rd, 0)->stacks, n_keys);
+  stkr_reader_free(rd);
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(recover_setup("recover-procs"), 0);
@@ -447,5 +477,6 @@ int main(void) {
                test_killed_before_first_pass_keeps_images,
                test_live_session_is_still_recording,
                test_recovered_stack_merges_with_its_frames,
-               test_directory_replaced_while_recovering));
+               test_directory_replaced_while_recovering,
+               test_recovered_stacks_counted_once));
 }
