@@ -185,7 +185,8 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     return err;
   b.seq = fb->seq;
   if (fb->header) {
-    fx_header_init(&h, fb->pid ? fb->pid : FX_PID, "fixture",
+    fx_header_init(&h, fb->pid ? fb->pid : FX_PID,
+                   fb->process_name ? fb->process_name : "fixture",
                    FX_START_MONO + fb->start_shift,
                    FX_START_WALL + fb->start_shift);
     if (fb->format_version)

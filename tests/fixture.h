@@ -66,6 +66,7 @@ typedef struct fx_batch {
   uint64_t start_shift;
   uint32_t rotate;
   const char *watched; /* Header.watched; NULL: none */
+  const char *process_name; /* Header.process_name; NULL: "fixture" */
 } fx_batch;
 
 /* The fx table index that id `id` refers to under `rotate` (n entries). */

@@ -331,10 +331,14 @@ static int merged_stack(builder *b, stkr_reader *r, const stkr_event_view *ev,
   if (b->o->by_thread && (thread = stkr__strtab_intern(&b->strs, ev->thread_name)) == NULL)
     return -ENOMEM;
   if (b->o->by_process) {
-    const char *name = ev->proc->process_name ? ev->proc->process_name : "";
+    /* The process by its reader index, named at the end: its name as read
+     * so far changes at an exec ("bash", then "bash > git"), and named so
+     * here one process made two rows (QA, session 29). */
+    char key[32];
     int shared = pid_shared(b, r, ev->pid);
+    snprintf(key, sizeof key, "%c%zu", STKR__AGG_PROC_KEY, ev->process);
     x.pid = ev->pid;
-    if (shared < 0 || (x.process = stkr__strtab_intern(&b->strs, name)) == NULL ||
+    if (shared < 0 || (x.process = stkr__strtab_intern(&b->strs, key)) == NULL ||
         (shared && ev->proc->dir != NULL &&
          (x.process_dir = stkr__strtab_intern(&b->strs, ev->proc->dir)) == NULL))
       return -ENOMEM;
@@ -670,6 +674,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   }
   if (err == 0 && rc < 0)
     err = rc;
+  if (err == 0 && b.o->by_process)
+    err = stkr__agg_name_processes(b.a, r, &b.strs);
   if (err == 0)
     err = stkr__agg_group_sites(b.a);
   if (err == 0)

@@ -264,6 +264,22 @@ uint64_t stkr__agg_process_origin(const stkr_reader *r, size_t i) {
                                                    : p->first_ts_ns;
 }
 
+int stkr__agg_name_processes(stkr_agg *a, const stkr_reader *r,
+                             stkr__strtab *strs) {
+  for (size_t i = 0; i < a->n_stacks; i++) {
+    stkr_agg_stack *s = &a->stacks[i];
+    const stkr_process_info *p;
+    if (s->process == NULL || s->process[0] != STKR__AGG_PROC_KEY)
+      continue;
+    p = stkr_reader_process(r, (size_t)strtoull(s->process + 1, NULL, 10));
+    if ((s->process = stkr__strtab_intern(
+             strs, p != NULL && p->process_name ? p->process_name : "")) ==
+        NULL)
+      return -ENOMEM;
+  }
+  return 0;
+}
+
 void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r) {
   size_t i;
 

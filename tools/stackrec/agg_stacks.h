@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "tools/stackrec/agg.h"
+#include "tools/stackrec/strtab.h"
 
 /* What, besides site, thread and frames, keeps stacks apart: the process
  * (by_process) and the payload (by_payload). */
@@ -62,6 +63,13 @@ void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r);
 /* Where process i's times count from: its first stkr_init (the Header's
  * start), else its first event. */
 uint64_t stkr__agg_process_origin(const stkr_reader *r, size_t i);
+/* by_process: while events are read, a stack's process is the key
+ * STKR__AGG_PROC_KEY followed by the reader index in decimal; once every
+ * event is read, its final name (stkr_process_info.process_name, the
+ * chain of an exec'd process). @return 0 or -ENOMEM. */
+#define STKR__AGG_PROC_KEY '\x01'
+int stkr__agg_name_processes(stkr_agg *a, const stkr_reader *r,
+                             stkr__strtab *strs);
 
 /* Set a->n_distinct: a->stacks counted by site and frames at
  * a->granularity alone (copies kept apart by thread, process or payload
