@@ -4,6 +4,10 @@
  */
 #include "preload/preload.h"
 
+/* The recorder looks for this (recorder/event.c, stkr__pin_image): the
+ * hook library is never unloaded, so it needs no RTLD_NODELETE mark. */
+const char stkr__hook_library_image = 1;
+
 #define STKR__PL_SITE_DEF(name, str)                                           \
   stkr_site stkr__pl_site_##name = STKR_SITE_INIT(str);
 STKR__PL_SITES(STKR__PL_SITE_DEF)

@@ -82,8 +82,23 @@ static void stkr__atfork_child(void) {
  * nothing: it marks the image found, and the host's dlclose then leaves
  * it mapped (for the main executable it changes nothing). A failure
  * leaves the image as it was. */
+/* Defined by the hook library only (preload/sites.c), which the loader
+ * loads at start-up and never unloads: no pin there. Run as the loader's
+ * own program (`ld.so PROGRAM`), the dlopen below made glibc allocate what
+ * it never frees, and LeakSanitizer then failed the recorded program. A
+ * weak reference within one image: the hook library exports no stkr_
+ * symbol, so another copy of the recorder never binds to it. */
+#if defined(__linux__) /* the hook library is Linux's (LD_PRELOAD) */
+extern const char stkr__hook_library_image __attribute__((weak));
+#endif
+
 static void stkr__pin_image(void) {
   Dl_info di;
+
+#if defined(__linux__)
+  if (&stkr__hook_library_image != NULL)
+    return;
+#endif
 
   /* The name as the image was loaded (a relative one too: the loader
    * matches it among the loaded images first). */
