@@ -544,18 +544,6 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   return empty;
 }
 
-/* Free an exited thread whose every record is written and released;
- * prev: the thread before it in the registry, or NULL. */
-static void reap(stkr__thread *t, stkr__thread *prev) {
-  /* Its drops no written batch counts yet move to the session file's
-   * retired drops, so that the ring can be handed on owing nothing. */
-  stkr__thread_drops_settle(t);
-  stkr__pmirror_free(t);
-  /* recorder/ moves the thread's counters to its retired totals under
-   * its reap lock, so stats never lose them nor read unmapped memory. */
-  stkr__thread_reap(t, prev);
-}
-
 /* Drain t's ring; prev is the thread before t in the registry (NULL: t
  * may be the head). @return true when t was reaped (freed). */
 static bool drain_thread(stkr__worker *w, stkr__thread *t, stkr__thread *prev) {
@@ -621,8 +609,8 @@ static bool drain_thread(stkr__worker *w, stkr__thread *t, stkr__thread *prev) {
    * this batch; the thread is reaped once its last records are written
    * and released (its ring file goes with it, and must not while a crash
    * could still need it): now if they are, else after this pass's write
-   * (reap_written). A thread pool that churns has its exited threads'
-   * rings charged against the ring memory cap until they are reaped;
+   * (stkr__drain_reap_written). A thread pool that churns has its exited
+   * threads' rings charged against the ring memory cap until reaped;
    * reaped a pass later, 64 alive threads left 800 unreaped, and new ones
    * found no ring (QA, session 29: 31% of 30,000 events dropped). */
   if (exited && empty && !t->w_reap_after_write) {
@@ -644,29 +632,10 @@ static bool drain_thread(stkr__worker *w, stkr__thread *t, stkr__thread *prev) {
     w->reap_marked = true;
   }
   if (t->w_reap_after_write && !(t->ring.c && stkr__ring_pending(&t->ring))) {
-    reap(t, prev);
+    stkr__drain_reap(t, prev);
     return true;
   }
   return false;
-}
-
-/* Reap the threads drain_thread marked whose records this pass's write
- * released. */
-static void reap_written(stkr__worker *w) {
-  stkr__thread *t, *next, *prev = NULL;
-
-  w->reap_marked = false;
-  for (t = stkr__threads_first(); t; t = next) {
-    next = stkr__threads_next(t);
-    if (!t->w_reap_after_write) {
-      prev = t;
-    } else if (t->ring.c && stkr__ring_pending(&t->ring)) {
-      w->reap_marked = true; /* kept (a failed end): not this time */
-      prev = t;
-    } else {
-      reap(t, prev);
-    }
-  }
 }
 
 /* The final pass: what the rings still hold (pushed but never consumed)
@@ -784,7 +753,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
     file_worker_drops(w);
     release_all();
   }
-  if (!last && w->reap_marked) reap_written(w);
+  if (!last && w->reap_marked) stkr__drain_reap_written(w);
   if (last) {
     /* This worker reads no more records: live threads' payload mirrors
      * go (a next recording's worker starts from cleared tables). */

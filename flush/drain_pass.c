@@ -1,5 +1,6 @@
 /*
- * drain_pass.c: who runs a drain pass, and the end's budget (worker.h).
+ * drain_pass.c: who runs a drain pass, the end's budget, and the reaping
+ * of exited threads (worker.h).
  * The worker runs every pass, unless an exit takes the last one over
  * (stkr__drain_take_over) from a parked worker; the passes themselves are
  * drain.c's. Split from drain.c, which reads the rings.
@@ -97,4 +98,33 @@ bool stkr__drain_take_over(stkr__worker *w) {
   /* The parked worker wakes, fails its claim and leaves. */
   stkr__wake_post(&w->wake);
   return true;
+}
+
+/* ---- reaping exited threads ---------------------------------------------- */
+
+void stkr__drain_reap(stkr__thread *t, stkr__thread *prev) {
+  /* Its drops no written batch counts yet move to the session file's
+   * retired drops, so that the ring can be handed on owing nothing. */
+  stkr__thread_drops_settle(t);
+  stkr__pmirror_free(t);
+  /* recorder/ moves the thread's counters to its retired totals under
+   * its reap lock, so stats never lose them nor read unmapped memory. */
+  stkr__thread_reap(t, prev);
+}
+
+void stkr__drain_reap_written(stkr__worker *w) {
+  stkr__thread *t, *next, *prev = NULL;
+
+  w->reap_marked = false;
+  for (t = stkr__threads_first(); t; t = next) {
+    next = stkr__threads_next(t);
+    if (!t->w_reap_after_write) {
+      prev = t;
+    } else if (t->ring.c && stkr__ring_pending(&t->ring)) {
+      w->reap_marked = true; /* kept (a failed end): not this time */
+      prev = t;
+    } else {
+      stkr__drain_reap(t, prev);
+    }
+  }
 }

@@ -305,6 +305,12 @@ bool stkr__drain_take_over(stkr__worker *w);
  * instead of leaving each process's ~0.5 MB to the next stkr_init or to
  * `stackrec record` to read and delete. */
 bool stkr__drain_rings_settled(void);
+/* Free exited thread t, whose every record is written and released; prev:
+ * the thread before it in the registry, or NULL (drain_pass.c). */
+void stkr__drain_reap(stkr__thread *t, stkr__thread *prev);
+/* Reap the threads drain.c marked (w_reap_after_write) whose records this
+ * pass's write released. */
+void stkr__drain_reap_written(stkr__worker *w);
 
 /* May new stack s be symbolized now (always, unless the session is
  * ending: then only if that loads nothing and time is left)? */

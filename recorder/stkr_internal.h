@@ -184,25 +184,20 @@ bool stkr__ringfile_keep(stkr__ring_ctl *c, uint64_t session);
  * creating the file failed). Monotone; relaxed. */
 uint64_t stkr__ringfile_fallbacks(void);
 /* The ring cache (ringcache.c): rings of the current session, empty,
- * released and mapped, for threads about to start. The worker puts (rings
- * of exited threads, rings made ahead); any starting thread takes. */
-/* The bytes of c's mapping (header page + ring). */
+ * released and mapped, for threads about to start; the worker puts, any
+ * starting thread takes. _bytes: c's mapping (header page + ring). _take:
+ * a cached ring of ring_size bytes of `session`, now the caller's, or
+ * NULL. _put: into a free slot, false if none (use stkr__ringfile_keep,
+ * which checks the session). _drop: unmap an owned ring, its file to the
+ * pool or unlinked. _clear: every ring unmapped, its file unlinked (or
+ * pooled) if asked. _wanted: how many rings of `size` to make so that
+ * `want` are cached (at most the free slots; with none free, one ring of
+ * another size is dropped, one a call; worker). */
 size_t stkr__ringcache_bytes(const stkr__ring_ctl *c);
-/* A cached ring of ring_size bytes of session `session`, now the caller's,
- * or NULL. Any thread. */
 stkr__ring_ctl *stkr__ringcache_take(uint64_t ring_size, uint64_t session);
-/* Put c into a free slot: false if none (c stays the caller's). Use
- * stkr__ringfile_keep, which checks the session first. */
 bool stkr__ringcache_put(stkr__ring_ctl *c);
-/* Unmap a ring the caller owns and give its file to the pool (or unlink
- * it). */
 void stkr__ringcache_drop(stkr__ring_ctl *c);
-/* Empty the cache: unmap every ring, and unlink (or pool) its file if
- * asked. */
 void stkr__ringcache_clear(bool unlink_files);
-/* How many rings of `size` to make so that `want` are cached (at most the
- * free slots; when none is free, one ring of another size is dropped to
- * make room, one a call). Worker (prefill). */
 int stkr__ringcache_wanted(uint64_t size, int want);
 /* A fresh random non-zero session id (getrandom, else clock and pid). The
  * one place session ids come from. */
@@ -635,11 +630,9 @@ void stkr__threads_forget_after_fork(void);
  * iterating; new threads are seen on the next pass. */
 stkr__thread *stkr__threads_first(void);
 stkr__thread *stkr__threads_next(stkr__thread *t);
-/* Unlink an exited, fully drained thread and free it. Worker only.
- * `prev`: the thread before t in the registry if the caller knows it (an
- * iteration's last unreaped thread), else NULL: without it the unlink
- * walks the list from its head, which made reaping thousands of exited
- * threads quadratic. */
+/* Unlink an exited, fully drained thread and free it. Worker only. prev:
+ * the thread before t in the registry, or NULL: the unlink then walks the
+ * list from its head (quadratic over thousands of exited threads). */
 void stkr__thread_reap(stkr__thread *t, stkr__thread *prev);
 /* Wait until no thread is inside stkr_event(), at most max_ms in all. */
 void stkr__threads_quiesce(unsigned max_ms);

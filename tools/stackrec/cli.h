@@ -384,6 +384,12 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet);
 uint64_t stkr_cli_rings_left(const char *path,
                              void (*message)(void *arg, const char *line),
                              void *arg, uint64_t *events);
+/* For commands that write segments only (merge, symbolize): say on stderr
+ * that dir's dead writers left events in ring files which are `where` (as
+ * "not merged", "not in OUT"), and what to run. @return whether there are
+ * any. recover.c. */
+bool stkr_cli_rings_left_said(const char *cmd, const char *dir,
+                              const char *where);
 /* The same over the directories r reads (at most 64 distinct ones), their
  * notes on damaged files dropped (verify names those). verify.c. */
 uint64_t stkr_cli_reader_rings_left(const stkr_reader *r, uint64_t *events);

@@ -603,18 +603,9 @@ int stkr_cli_merge(int argc, char **argv) {
   /* Events dead writers left in an input's ring files are in no segment:
    * merge copies segments, so say which input needs `recover` first (QA:
    * they were left out without a word, and OUT can never get them). */
-  for (int i = optind; i < argc; i++) {
-    uint64_t events, sessions = stkr_cli_rings_left(argv[i], NULL, NULL,
-                                                    &events);
-    if (sessions == 0)
-      continue;
-    fprintf(stderr, "stackrec merge: %s: %llu event%s of %llu dead "
-            "writer%s still in ring files, not merged: run 'stackrec "
-            "recover %s' and merge again\n", argv[i],
-            (unsigned long long)events, events == 1 ? "" : "s",
-            (unsigned long long)sessions, sessions == 1 ? "" : "s", argv[i]);
-    m.rings_left = true;
-  }
+  for (int i = optind; i < argc; i++)
+    if (stkr_cli_rings_left_said("merge", argv[i], "merged"))
+      m.rings_left = true;
   rc = stkr_cli_read_all(r, "merge", "merged", NULL, NULL, NULL);
   if (close_out(&m) != 0 && rc >= 0)
     rc = -EIO;

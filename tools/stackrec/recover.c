@@ -154,3 +154,15 @@ uint64_t stkr_cli_rings_left(const char *path,
   *events = st.events;
   return st.sessions_recovered;
 }
+
+bool stkr_cli_rings_left_said(const char *cmd, const char *dir,
+                              const char *where) {
+  uint64_t events, sessions = stkr_cli_rings_left(dir, NULL, NULL, &events);
+  if (sessions != 0)
+    fprintf(stderr, "stackrec %s: %s: %llu event%s of %llu dead writer%s "
+            "still in ring files, not %s: run 'stackrec recover %s' and %s "
+            "again\n", cmd, dir, (unsigned long long)events,
+            events == 1 ? "" : "s", (unsigned long long)sessions,
+            sessions == 1 ? "" : "s", where, dir, cmd);
+  return sessions != 0;
+}

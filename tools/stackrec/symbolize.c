@@ -787,20 +787,13 @@ int stkr_cli_symbolize(int argc, char **argv) {
            run.mixed_files == 1 ? "" : "s");
   stkr_cli_swift_note(stdout, "symbolize", "");
   err = run.status;
-  /* Events dead writers left in DIR's ring files are in no segment, and
-   * OUT gets segments only: say so, as merge does (QA, session 29: exit 0
-   * without a word, and `verify OUT` no longer knew of them). */
-  uint64_t ring_events, ring_sessions =
-      stkr_cli_rings_left(indir, NULL, NULL, &ring_events);
-  if (ring_sessions != 0) {
-    fprintf(stderr, "stackrec symbolize: %s: %llu event%s of %llu dead "
-            "writer%s still in ring files, not in %s: run 'stackrec recover "
-            "%s' and symbolize again\n", indir,
-            (unsigned long long)ring_events, ring_events == 1 ? "" : "s",
-            (unsigned long long)ring_sessions, ring_sessions == 1 ? "" : "s",
-            outdir, indir);
-    if (err == STKR_CLI_OK) err = STKR_CLI_DATA_LOST;
-  }
+  /* Dead writers' events in DIR's ring files are in no segment, nor in OUT
+   * (QA, session 29: exit 0 without a word). */
+  char where[PATH_MAX + 8];
+  snprintf(where, sizeof where, "in %s", outdir);
+  if (stkr_cli_rings_left_said("symbolize", indir, where) &&
+      err == STKR_CLI_OK)
+    err = STKR_CLI_DATA_LOST;
   if (stkr_marks_copy(indir, outdir) != 0) { /* `stackrec mark`'s marks */
     fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir, STKR_MARKS_FILE);
     err = STKR_CLI_DATA_LOST;
