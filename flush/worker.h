@@ -147,8 +147,8 @@ typedef struct stkr__worker {
    * every 1 ms, instead of the configured interval: worker.c, the
    * adaptive timer). */
   bool pressure, pressure_now;
-  /* A thread was marked to be reaped after this pass's write (drain.c,
-   * reap_written; worker thread only). */
+  /* A thread was marked to be reaped after this pass's write (drain.c
+   * marks, stkr__drain_reap_written reaps; worker thread only). */
   bool reap_marked;
   /* The event clock's calibration (recorder/clock.c): the start's, then
    * refined at every pass; converts records' ts. Worker thread only. */

@@ -71,6 +71,16 @@ static void stkr__atfork_child(void) {
     atomic_store_explicit(&g_state, STKR__OFF, memory_order_release);
 }
 
+/* Defined by the hook library only (preload/sites.c), which the loader
+ * loads at start-up and never unloads: no pin there. Run as the loader's
+ * own program (`ld.so PROGRAM`), the dlopen below made glibc allocate what
+ * it never frees, and LeakSanitizer then failed the recorded program. A
+ * weak reference within one image: the hook library exports no stkr_
+ * symbol, so another copy of the recorder never binds to it. */
+#if defined(__linux__) /* the hook library is Linux's (LD_PRELOAD) */
+extern const char stkr__hook_library_image __attribute__((weak));
+#endif
+
 /* Keep the image that holds this code mapped for the rest of the process.
  * Every thread that recorded carries a thread-exit callback into it (the
  * pthread key destructors of thread.c and sample.c, which no key delete
@@ -82,16 +92,6 @@ static void stkr__atfork_child(void) {
  * nothing: it marks the image found, and the host's dlclose then leaves
  * it mapped (for the main executable it changes nothing). A failure
  * leaves the image as it was. */
-/* Defined by the hook library only (preload/sites.c), which the loader
- * loads at start-up and never unloads: no pin there. Run as the loader's
- * own program (`ld.so PROGRAM`), the dlopen below made glibc allocate what
- * it never frees, and LeakSanitizer then failed the recorded program. A
- * weak reference within one image: the hook library exports no stkr_
- * symbol, so another copy of the recorder never binds to it. */
-#if defined(__linux__) /* the hook library is Linux's (LD_PRELOAD) */
-extern const char stkr__hook_library_image __attribute__((weak));
-#endif
-
 static void stkr__pin_image(void) {
   Dl_info di;
 
