@@ -7,7 +7,9 @@
  * from 16 so that n appends cost O(n). Overflow of the byte count is
  * refused, never wrapped.
  * @return 0, or -ENOMEM with *p and *cap unchanged.
- * And stkr_bit_set, the one growing bitmap ("seen this id before?").
+ * And stkr_bit_set, the one growing bitmap ("seen this id before?"), and
+ * STKR_FREE_EACH, the one loop that frees what each element of an array
+ * owns.
  */
 #ifndef STKR_COMMON_GROW_H
 #define STKR_COMMON_GROW_H
@@ -59,5 +61,15 @@ static inline int stkr_bit_set(uint8_t **bits, size_t *bytes, uint32_t id) {
   (*bits)[byte] |= (uint8_t)(1u << (id % 8));
   return 1;
 }
+
+/* STKR_FREE_EACH(arr, n, field): free() the `field` pointer of each of
+ * the n elements of arr, for the arrays whose elements own one allocation
+ * each (the array itself is the caller's to free after). arr may be NULL
+ * when n is 0; a const field is freed through a cast, as its owner may. */
+#define STKR_FREE_EACH(arr, n, field)                                     \
+  do {                                                                    \
+    for (size_t stkr_i_ = 0; stkr_i_ < (size_t)(n); stkr_i_++)            \
+      free((void *)(arr)[stkr_i_].field);                                 \
+  } while (0)
 
 #endif /* STKR_COMMON_GROW_H */

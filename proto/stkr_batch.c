@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
 #include "common/stkr_mark.h"
@@ -417,8 +418,7 @@ static void stkr__session_reset(stkr__stream *st) {
   stkr__idmap_free(&st->site_map);
   st->sites_before = st->n_sites;
   stkr__idmap_free(&st->thread_map);
-  for (i = 0; i < st->n_threads; i++)
-    free(st->threads[i].name);
+  STKR_FREE_EACH(st->threads, st->n_threads, name);
   st->n_threads = 0;
   stkr__idmap_free(&st->stack_map);
   for (i = 0; i < st->n_stacks; i++) {
@@ -693,8 +693,7 @@ void stkr__stream_free(stkr__stream *st) {
 
   if (st == NULL)
     return;
-  for (i = 0; i < st->n_files; i++)
-    free(st->files[i].path);
+  STKR_FREE_EACH(st->files, st->n_files, path);
   free(st->files);
   for (i = 0; i < st->n_sites; i++)
     if (st->sites[i].defined)
@@ -703,8 +702,7 @@ void stkr__stream_free(stkr__stream *st) {
   free(st->mark_ids);
   free(st->mark_stacks);
   stkr__idmap_free(&st->site_map);
-  for (i = 0; i < st->n_threads; i++)
-    free(st->threads[i].name);
+  STKR_FREE_EACH(st->threads, st->n_threads, name);
   free(st->threads);
   stkr__idmap_free(&st->thread_map);
   for (i = 0; i < st->n_stacks; i++) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/stkr_cmp.h"
+#include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
@@ -578,8 +579,7 @@ void stkr__marks_free(stkr_reader *r) {
     free((char *)r->unrec[i].reason);
   }
   free(r->unrec);
-  for (i = 0; i < r->n_running; i++)
-    free((char *)r->running[i].name);
+  STKR_FREE_EACH(r->running, r->n_running, name);
   free(r->running);
   for (i = 0; i < r->n_mdirs; i++) {
     free(r->mdirs[i].path);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/stkr_cmp.h"
+#include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_io.h" /* stkr_pread_all */
 #include "common/stkr_ringfile.h" /* STKR_CACHE_DIR */
@@ -501,8 +502,7 @@ static void stkr__shrink(void *arr, size_t *cap, size_t n, size_t size) {
 static void stkr__stream_trim(stkr__stream *st) {
   size_t i;
 
-  for (i = 0; i < st->n_threads; i++)
-    free(st->threads[i].name);
+  STKR_FREE_EACH(st->threads, st->n_threads, name);
   free(st->threads);
   st->threads = NULL;
   st->n_threads = st->cap_threads = 0;

@@ -31,8 +31,8 @@
 #include "proto/stkr__recover.h"
 
 void stkr__rck_free(stkr__rck *k) {
-  for (size_t i = 0; i < k->n_seg; i++) free(k->seg[i].pcs);
-  for (size_t i = 0; i < k->n_pseg; i++) free(k->pseg[i].bytes);
+  STKR_FREE_EACH(k->seg, k->n_seg, pcs);
+  STKR_FREE_EACH(k->pseg, k->n_pseg, bytes);
   free(k->pseg);
   stkr_index_free(&k->pseg_ix);
   stkr_map_free(&k->want_s);

@@ -431,7 +431,7 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
 }
 
 static void build_free(build *b) {
-  for (size_t i = 0; i < b->n_stacks; i++) free(b->stacks[i].pcs);
+  STKR_FREE_EACH(b->stacks, b->n_stacks, pcs);
   for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
   free(b->stacks);
   free(b->slots);

@@ -56,7 +56,7 @@ typedef struct growr {
 void stkr__dwidx_free(stkr__dwidx *ix) {
   Dwarf *dw = ix->dw; /* not the index's: it stays */
 
-  for (size_t i = 0; i < ix->n_cus; i++) free(ix->cus[i].r);
+  STKR_FREE_EACH(ix->cus, ix->n_cus, r);
   free(ix->cus);
   free(ix->ranges);
   memset(ix, 0, sizeof *ix);

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "macho/macho.h"
 #include "symbolize/symbolize.h"
@@ -154,7 +155,7 @@ int stkr__machodir_scan(const char *const *dirs, size_t n,
 
 void stkr__machodir_free(stkr__machodir *d) {
   if (!d) return;
-  for (size_t i = 0; i < d->n; i++) free(d->e[i].path);
+  STKR_FREE_EACH(d->e, d->n, path);
   free(d->e);
   free(d);
 }

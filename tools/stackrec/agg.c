@@ -713,14 +713,10 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
 }
 
 void stkr_agg_free(stkr_agg *a) {
-  size_t i;
-
   if (a == NULL)
     return;
-  for (i = 0; i < a->n_sites; i++)
-    free(a->sites[i].stacks);
-  for (i = 0; i < a->n_stacks; i++)
-    free((void *)a->stacks[i].payload);
+  STKR_FREE_EACH(a->sites, a->n_sites, stacks);
+  STKR_FREE_EACH(a->stacks, a->n_stacks, payload);
   stkr__framelists_free(a->framelists_);
   free(a->framelists_);
   free(a->marks);

@@ -104,12 +104,9 @@ int stkr__framelists_own(stkr__framelists *t, size_t *idx) {
 }
 
 void stkr__framelists_free(stkr__framelists *t) {
-  size_t i;
-
   if (t == NULL)
     return;
-  for (i = 0; i < t->n; i++)
-    free(t->lists[i].v);
+  STKR_FREE_EACH(t->lists, t->n, v);
   free(t->lists);
   stkr_index_free(&t->by_hash);
   memset(t, 0, sizeof *t);

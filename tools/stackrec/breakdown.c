@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/stkr_cmp.h"
+#include "common/stkr_grow.h"
 
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/breakdown.h"
@@ -164,8 +165,7 @@ int stkr_agg_breakdown(const stkr_agg *a, stkr_agg_by by, stkr_agg_row **rows,
       }
     }
   }
-  for (i = 0; i < a->n_stacks; i++)
-    free(v[i].key);
+  STKR_FREE_EACH(v, a->n_stacks, key);
   free(v);
   qsort(out, nr, sizeof *out, by_count);
   *rows = out;
@@ -173,19 +173,15 @@ int stkr_agg_breakdown(const stkr_agg *a, stkr_agg_by by, stkr_agg_row **rows,
   return 0;
 nomem:
   if (v != NULL)
-    for (i = 0; i < a->n_stacks; i++)
-      free(v[i].key);
+    STKR_FREE_EACH(v, a->n_stacks, key);
   free(v);
   stkr_agg_rows_free(out, nr);
   return -ENOMEM;
 }
 
 void stkr_agg_rows_free(stkr_agg_row *rows, size_t n) {
-  size_t i;
-
   if (rows == NULL)
     return;
-  for (i = 0; i < n; i++)
-    free(rows[i].key);
+  STKR_FREE_EACH(rows, n, key);
   free(rows);
 }

@@ -507,7 +507,6 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
                     void *progress_arg, stkr_comp **out) {
   stkr_agg_opts ao;
   builder b;
-  size_t i;
   int err;
 
   *out = NULL;
@@ -553,8 +552,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   free(b.stack_group);
   free(b.gs);
   if (b.rs != NULL)
-    for (i = 0; i < b.c->n_groups * b.n_rules; i++)
-      free(b.rs[i].rate);
+    STKR_FREE_EACH(b.rs, b.c->n_groups * b.n_rules, rate);
   free(b.rs);
   stkr_index_free(&b.group_ix);
   if (err != 0) {

@@ -194,10 +194,7 @@ int stkr_diff_compare(stkr_diff *d) {
 }
 
 void stkr_diff_free(stkr_diff *d) {
-  size_t i;
-
-  for (i = 0; i < d->n_paths; i++)
-    free((void *)d->paths[i].key);
+  STKR_FREE_EACH(d->paths, d->n_paths, key);
   free(d->paths);
   stkr_index_free(&d->path_ix);
   free(d->added);

@@ -175,10 +175,7 @@ int stkr__map_get(const stkr__map *m, const void *key, size_t len,
 }
 
 void stkr__map_free(stkr__map *m) {
-  size_t i;
-
-  for (i = 0; i < m->n; i++)
-    free(m->v[i].key);
+  STKR_FREE_EACH(m->v, m->n, key);
   free(m->v);
   stkr_index_free(&m->ix);
   memset(m, 0, sizeof *m);

@@ -403,7 +403,6 @@ int stkr__export_chrome(stkr__export *x) {
   stkr__filter filt;
   stkr_event_view ev;
   uint64_t read = 0;
-  size_t i;
   int rc, err = 0;
 
   memset(&c, 0, sizeof c);
@@ -435,8 +434,7 @@ int stkr__export_chrome(stkr__export *x) {
     err = rc;
   if (err == 0)
     put_tail(&c, x->events_out);
-  for (i = 0; i < c.n_cache; i++)
-    free(c.cache[i].args_stack);
+  STKR_FREE_EACH(c.cache, c.n_cache, args_stack);
   free(c.cache);
   free(c.nodes);
   free(c.pcframes);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "tools/stackrec/export.h"
 
 typedef struct line {
@@ -100,8 +101,7 @@ int stkr__export_folded(stkr__export *x) {
     }
     x->events_out = a->events;
   }
-  for (i = 0; i < n; i++)
-    free(lines[i].stack);
+  STKR_FREE_EACH(lines, n, stack);
   free(lines);
   stkr_agg_free(a);
   return err;

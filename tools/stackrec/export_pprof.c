@@ -512,7 +512,7 @@ static int build_and_write(pp *p) {
   uint64_t *ids = NULL;
   int64_t *values = NULL, comments[2];
   label_keys keys;
-  size_t i, k, n_ids = 0;
+  size_t i, n_ids = 0;
   int err = -ENOMEM;
 
   /* string_table[0] must be "" (str() maps "" and NULL to it). */
@@ -593,8 +593,7 @@ static int build_and_write(pp *p) {
 
 out:
   if (samples != NULL)
-    for (k = 0; k < a->n_stacks; k++)
-      free(samples[k].label);
+    STKR_FREE_EACH(samples, a->n_stacks, label);
   free(samples);
   free(samplep);
   free(labels);

@@ -44,8 +44,7 @@ stkr__hangs *stkr__hangs_create(void) { return calloc(1, sizeof(stkr__hangs)); }
 void stkr__hangs_free(stkr__hangs *h) {
   if (h == NULL)
     return;
-  for (size_t i = 0; i < h->n; i++)
-    free(h->v[i].runs);
+  STKR_FREE_EACH(h->v, h->n, runs);
   free(h->v);
   free(h);
 }

@@ -255,10 +255,7 @@ static int64_t ftab_get(ftab *t, const stkr_frame *f) {
 }
 
 static void ftab_free(ftab *t) {
-  size_t i;
-
-  for (i = 0; i < t->n; i++)
-    free(t->v[i].label);
+  STKR_FREE_EACH(t->v, t->n, label);
   free(t->v);
   stkr_index_free(&t->ix);
 }

@@ -51,15 +51,11 @@ stkr__paytab *stkr__paytab_create(void) {
 }
 
 void stkr__paytab_free(stkr__paytab *t) {
-  size_t i;
-
   if (t == NULL)
     return;
-  for (i = 0; i < t->pn; i++)
-    free(t->p[i].data);
+  STKR_FREE_EACH(t->p, t->pn, data);
   stkr_index_free(&t->pay_ix);
-  for (i = 0; i < t->sn; i++)
-    free(t->s[i].list);
+  STKR_FREE_EACH(t->s, t->sn, list);
   free(t->p);
   free(t->s);
   stkr_map_free(&t->site_ix);

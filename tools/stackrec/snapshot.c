@@ -31,7 +31,7 @@
  * same way, with malloc'd threads and stack copies: one free for both. */
 void stkr_snap_free(stkr_snap *s) {
   if (!s) return;
-  for (size_t i = 0; i < s->n_threads; i++) free(s->threads[i].stack);
+  STKR_FREE_EACH(s->threads, s->n_threads, stack);
   free(s->threads);
   memset(s, 0, sizeof *s);
 }

@@ -343,7 +343,7 @@ int stkr_snap_writer_close(stkr_snap_writer *w) {
     if (close(w->fd) != 0 && err == 0) err = -errno; /* closed either way */
     if (!w->header_done) (void)unlink(w->path); /* no batch */
   }
-  for (size_t i = 0; i < w->n_stacks; i++) free(w->stacks[i].pcs);
+  STKR_FREE_EACH(w->stacks, w->n_stacks, pcs);
   free(w->stacks);
   free(w->tab);
   free(w->tids);

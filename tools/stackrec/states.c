@@ -67,10 +67,7 @@ int stkr_states_create(stkr_states **out) {
 }
 
 void stkr_states_reset(stkr_states *s) {
-  size_t i;
-
-  for (i = 0; i < s->n_names; i++)
-    free(s->names[i].name);
+  STKR_FREE_EACH(s->names, s->n_names, name);
   s->n_names = 0;
   s->n = 0;
   s->cursor = 0;

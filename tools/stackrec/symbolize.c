@@ -631,7 +631,7 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   st->from_symcache = run.c ? stkr__symbe_cached(run.be) : 0;
   if (todo != NULL && run.c != NULL) stkr_cli_symcache_take(run.be, todo);
   run_free(&run);
-  for (i = 0; i < n_segs; i++) free(segs[i].name);
+  STKR_FREE_EACH(segs, n_segs, name);
   free(segs);
   return err;
 }
@@ -700,7 +700,7 @@ static int make_outdir(const char *indir, const char *outdir) {
 
 int stkr_cli_symbolize(int argc, char **argv) {
   const char *dirs[MAX_DIRS];
-  size_t n_dirs = 0, n_segs = 0, i;
+  size_t n_dirs = 0, n_segs = 0;
   char outbuf[PATH_MAX], *indir;
   const char *outdir = NULL, *symcache = NULL;
   segf *segs = NULL;
@@ -802,7 +802,7 @@ int stkr_cli_symbolize(int argc, char **argv) {
 out_run:
   run_free(&run);
 out_segs:
-  for (i = 0; i < n_segs; i++) free(segs[i].name);
+  STKR_FREE_EACH(segs, n_segs, name);
   free(segs);
   return err;
 }

@@ -151,7 +151,7 @@ const uint64_t *stkr__canon_pcs(stkr__canon *k, const uint64_t *pcs, size_t n) {
 }
 
 void stkr__canon_free(stkr__canon *k) {
-  for (size_t i = 0; i < k->n_img; i++) free(k->img[i].path);
+  STKR_FREE_EACH(k->img, k->n_img, path);
   free(k->img);
   free(k->map);
   free(k->pcs);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/stkr_grow.h"
 #include "common/stkr_mkdir.h"
 #include "common/stkr_symcache_dir.h"
 #include "tools/stackrec/symcache_dir.h"
@@ -76,7 +77,7 @@ void stkr_cli_symcache_take(stkr__symbe *be, stkr_cli_symcache_todo *t) {
 }
 
 void stkr_cli_symcache_todo_free(stkr_cli_symcache_todo *t) {
-  for (size_t i = 0; i < t->n; i++) free(t->v[i].file);
+  STKR_FREE_EACH(t->v, t->n, file);
   free(t->v);
   memset(t, 0, sizeof *t);
 }
