@@ -98,6 +98,17 @@ bool stkr_fmt_is_marker_frame(const uint8_t *p, size_t len) {
   return len >= 4 && get_le32(p) == STKR_FMT_TOMBSTONE_MAGIC;
 }
 
+bool stkr_fmt_is_skippable(const uint8_t *p, size_t len) {
+  return len >= 4 && (get_le32(p) & ZSTD_MAGIC_SKIPPABLE_MASK) ==
+                         ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+size_t stkr_fmt_next_frame_magic(const uint8_t *p, size_t len, size_t from) {
+  for (size_t i = from; i + 4 <= len; i++)
+    if (get_le32(p + i) == ZSTD_MAGICNUMBER) return i;
+  return len;
+}
+
 /* A whole marker (tombstone or lost) with payload tag. */
 static bool marker_is(const uint8_t *p, size_t len, const char tag[8]) {
   return len == STKR_FMT_TOMBSTONE_SIZE && stkr_fmt_is_marker_frame(p, len) &&
@@ -392,6 +403,14 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
     return ZSTD_getErrorCode(zret) == ZSTD_error_memory_allocation ? -ENOMEM
                                                                    : -EIO;
   out->len += zret;
+  return 0;
+}
+
+int stkr_fmt_buf_append(stkr_fmt_buf *b, const void *p, size_t n) {
+  int err = stkr__buf_reserve(b, n);
+  if (err != 0) return err;
+  if (n) memcpy(b->data + b->len, p, n);
+  b->len += n;
   return 0;
 }
 

@@ -118,6 +118,11 @@ void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
 bool stkr_fmt_is_lost_marker(const uint8_t *p, size_t len);
 /* Does p start with the markers' skippable magic (whole or damaged)? */
 bool stkr_fmt_is_marker_frame(const uint8_t *p, size_t len);
+/* Does p (len bytes) start with any zstd skippable frame's magic? */
+bool stkr_fmt_is_skippable(const uint8_t *p, size_t len);
+/* The offset of the next zstd frame magic in p[from, len), or len: where
+ * a copy of a damaged file goes on after a frame that does not decode. */
+size_t stkr_fmt_next_frame_magic(const uint8_t *p, size_t len, size_t from);
 
 /*
  * Does dir hold a segment file (a name stkr_fmt_segment_parse() accepts)?
@@ -163,6 +168,9 @@ int stkr_fmt_encode_batch(const Stackrec__Batch *batch, ZSTD_CCtx *cctx,
  */
 size_t stkr_fmt_events_packed_max(const Stackrec__Events *e);
 size_t stkr_fmt_events_pack(const Stackrec__Events *e, uint8_t *out);
+
+/* Append p[0, n) to b as it is. @return 0, or -ENOMEM with b unchanged. */
+int stkr_fmt_buf_append(stkr_fmt_buf *b, const void *p, size_t n);
 
 /* Free b's memory and zero it. NULL is accepted. */
 void stkr_fmt_buf_free(stkr_fmt_buf *b);

@@ -139,37 +139,6 @@ static int cmp_seg(const void *a, const void *b) {
   return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
 }
 
-/* Is the frame at p (n bytes) a zstd skippable frame? */
-static bool skippable(const uint8_t *p, size_t n) {
-  uint32_t magic;
-  if (n < 8) return false;
-  magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-          (uint32_t)p[3] << 24;
-  return (magic & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
-}
-
-/* Append p[0, n) to run->out as it is. @return 0 or -ENOMEM. */
-static int out_append(sym_run *run, const uint8_t *p, size_t n) {
-  size_t need = run->out.len + n;
-  if (need > run->out.cap) {
-    uint8_t *nb = realloc(run->out.data, need);
-    if (!nb) return -ENOMEM;
-    run->out.data = nb;
-    run->out.cap = need;
-  }
-  memcpy(run->out.data + run->out.len, p, n);
-  run->out.len = need;
-  return 0;
-}
-
-/* Offset of the next zstd frame magic after `from`, or len. */
-static size_t next_magic(const uint8_t *p, size_t len, size_t from) {
-  static const uint8_t magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
-  for (size_t i = from; i + 4 <= len; i++)
-    if (memcmp(p + i, magic, 4) == 0) return i;
-  return len;
-}
-
 /* Decode the frame at p (csize bytes). @return the Batch, or NULL. The
  * reader's rule (stkr_fmt_decode_frame): a frame without a content size is
  * fine, one without a checksum is not, so symbolize and verify agree. */
@@ -365,7 +334,7 @@ static int put_lost_marker(sym_run *run, const char *outdir,
 
   stkr_fmt_lost_marker(t, (uint32_t)getpid());
   run->out.len = 0;
-  if ((err = out_append(run, t, sizeof t)) < 0) return err;
+  if ((err = stkr_fmt_buf_append(&run->out, t, sizeof t)) < 0) return err;
   return write_out(run, outdir, name);
 }
 
@@ -450,10 +419,10 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   for (off = 0; off < len;) {
     size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off), end;
     Stackrec__Batch *b;
-    if (!ZSTD_isError(cs) && skippable(data + off, cs)) {
+    if (!ZSTD_isError(cs) && stkr_fmt_is_skippable(data + off, cs)) {
       /* Not a batch, not damage (a tombstone of the disk cap, or another
        * tool's): carried over as it is. */
-      if ((err = out_append(run, data + off, cs)) < 0) {
+      if ((err = stkr_fmt_buf_append(&run->out, data + off, cs)) < 0) {
         free(data);
         return err;
       }
@@ -464,7 +433,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     if (!b) {
       /* Damaged or truncated: carried over as it is, up to the next frame
        * magic, where the reader will resync too. */
-      end = next_magic(data, len, off + 1);
+      end = stkr_fmt_next_frame_magic(data, len, off + 1);
       fflush(stdout);
       fprintf(stderr,
               "stackrec %s: warning: %s: offset %zu: damaged or "
@@ -472,7 +441,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
               run->cmd, in, off, end - off);
       run->damaged++;
       run->status = STKR_CLI_DATA_LOST;
-      if ((err = out_append(run, data + off, end - off)) < 0) {
+      if ((err = stkr_fmt_buf_append(&run->out, data + off, end - off)) < 0) {
         free(data);
         return err;
       }
