@@ -115,7 +115,18 @@ static void test_all_apis(void **state) {
     fprintf(stderr, "%s", g_err);
     fail_msg("summary without function names (above)");
   }
+  assert_null(strstr(g_err, "[cut short]")); /* whole stacks */
   rec_free(&r);
+}
+
+/* A stack cut at the depth limit says so in the summary, as in report and
+ * folded (QA, session 30: "... (64 frames)" read as a whole stack). */
+static void test_summary_marks_cut_stacks(void **state) {
+  (void)state;
+  int rc = record(fresh("cut"), "--depth 2", "all_apis", "all");
+  if (rc != 0) fail_msg("record exited %d:\n%s", rc, g_err);
+  if (strstr(g_err, "[cut short]") == NULL)
+    fail_msg("no stack of the summary marked cut:\n%s", g_err);
 }
 
 /* ---- status, options, errors ---------------------------------------------- */
@@ -533,7 +544,8 @@ static void test_lost_dir_and_small_stack(void **state) {
   assert_string_equal(g_out, "64\n");
 }
 
-TL_TEST_MAIN("preload", setup, NULL, test_all_apis, test_exit_status,
+TL_TEST_MAIN("preload", setup, NULL, test_all_apis,
+             test_summary_marks_cut_stacks, test_exit_status,
              test_unreadable_arguments, test_program_changed_its_setup,
              test_program_sandboxes_itself,
              test_categories_and_depth, test_default_dir_and_discovery,

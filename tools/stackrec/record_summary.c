@@ -109,6 +109,10 @@ static void print_top_stack(FILE *f, const stkr_agg_site *a) {
     fprintf(f, " < ... (%zu frames)", top->n_frames);
   if (top->n_frames == 0)
     fputs(" (no frames)", f);
+  /* As report and folded mark it: callers are missing, not the stack's
+   * end (QA, session 30: "(64 frames)" read as a whole stack). */
+  if (top->truncated)
+    fputs(" [cut short]", f);
   fputc('\n', f);
 }
 
