@@ -91,7 +91,7 @@ bool stkr__drain_take_over(stkr__worker *w) {
     w->cfg.set.symbolize = STKR_SYMBOLIZE_OFFLINE;
   stkr__drain_all(w, true);
   pthread_mutex_lock(&w->req_mu);
-  for (stkr__req *r = list; r; r = r->next) r->done = true;
+  stkr__req_answer(list, 0);
   w->ended = true;
   pthread_cond_broadcast(&w->req_cv);
   pthread_mutex_unlock(&w->req_mu);

@@ -55,6 +55,24 @@ int stkr_flush(void) {
   return err;
 }
 
+int stkr_flush_timeout(unsigned timeout_ms) {
+  const uint64_t give_up =
+      stkr__clock_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+  struct timespec ms = {0, 1000000};
+  int err;
+
+  /* Only tried, as the exit does: the caller may be inside a control call
+   * of its own (a dlclose reached from stkr_shutdown) or wait on a thread
+   * that is; the deadline holds either way. */
+  while (pthread_mutex_trylock(&g_life_mu) != 0) {
+    if (stkr__clock_mono_ns() >= give_up) return -ETIMEDOUT;
+    nanosleep(&ms, NULL);
+  }
+  err = stkr__life_flush_until(give_up);
+  pthread_mutex_unlock(&g_life_mu);
+  return err;
+}
+
 int stkr_shutdown(void) {
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_shutdown();

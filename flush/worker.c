@@ -101,14 +101,23 @@ int stkr_stats_get(stkr_stats *out) {
 
 /* ---- the worker thread --------------------------------------------------- */
 
+void stkr__req_answer(stkr__req *list, int result) {
+  for (stkr__req *r = list, *next; r; r = next) {
+    next = r->next; /* before a free */
+    if (r->abandoned) {
+      free(r);
+      continue;
+    }
+    r->result = result;
+    r->done = true;
+  }
+}
+
 /* Answer every request of `list` (after the stats were published: the
  * caller's lock of req_mu orders its stkr_stats_get after our updates). */
 static void answer(stkr__worker *w, stkr__req *list, int result) {
   pthread_mutex_lock(&w->req_mu);
-  for (stkr__req *r = list; r; r = r->next) {
-    r->result = result;
-    r->done = true;
-  }
+  stkr__req_answer(list, result);
   pthread_cond_broadcast(&w->req_cv);
   pthread_mutex_unlock(&w->req_mu);
 }
@@ -171,7 +180,7 @@ static void *worker_main(void *arg) {
        * is our last touch of w: once the ending caller (or a later
        * stkr_init) sees it, it may free w. */
       pthread_mutex_lock(&w->req_mu);
-      for (stkr__req *r = list; r; r = r->next) r->done = true;
+      stkr__req_answer(list, 0);
       w->ended = true;
       w->thread_done = true;
       pthread_cond_broadcast(&w->req_cv);
@@ -208,22 +217,60 @@ taken_over:
   return NULL;
 }
 
-/* Send a flush request and wait for its answer (unbounded: a barrier). */
-static int request_flush(stkr__worker *w) {
-  stkr__req r = {.result = 0, .done = false, .next = NULL};
+/* One wait on req_cv (req_mu held) of at most 5 ms, and not past the
+ * CLOCK_MONOTONIC deadline give_up. pthread_cond_timedwait measures
+ * CLOCK_REALTIME unless told otherwise; our condvar is created plain
+ * (portable to Apple), so the callers wait in short slices against the
+ * monotonic deadline: a wall-clock jump then cannot stretch the wait. */
+static void req_wait_slice(stkr__worker *w, uint64_t now, uint64_t give_up) {
+  uint64_t slice = give_up - now < 5000000u ? give_up - now : 5000000u;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)slice;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  (void)pthread_cond_timedwait(&w->req_cv, &w->req_mu, &ts);
+}
+
+/* Send a flush request and wait for its answer: a barrier, unbounded when
+ * give_up is 0, else until that CLOCK_MONOTONIC deadline (then -ETIMEDOUT;
+ * the worker still serves the request later). A flush on the worker's own
+ * thread (the hook library's dlclose, reached from the worker's dlclose of
+ * a module) could never be answered: -EDEADLK. */
+static int request_flush(stkr__worker *w, uint64_t give_up) {
+  stkr__req own = {.result = 0}, *r = &own;
+  int result;
+  if (stkr__tls == STKR__THREAD_IGNORED) return -EDEADLK;
+  if (give_up != 0 && (r = calloc(1, sizeof *r)) == NULL) return -ENOMEM;
   pthread_mutex_lock(&w->req_mu);
   if (w->ended || w->end_requested) {
     pthread_mutex_unlock(&w->req_mu);
+    if (r != &own) free(r);
     return -ENOTCONN;
   }
-  *w->req_tail = &r;
-  w->req_tail = &r.next;
+  *w->req_tail = r;
+  w->req_tail = &r->next;
   pthread_mutex_unlock(&w->req_mu);
   stkr__wake_post(&w->wake);
   pthread_mutex_lock(&w->req_mu);
-  while (!r.done) pthread_cond_wait(&w->req_cv, &w->req_mu);
+  while (!r->done) {
+    uint64_t now = give_up != 0 ? stkr__clock_mono_ns() : 0;
+    if (give_up == 0)
+      pthread_cond_wait(&w->req_cv, &w->req_mu);
+    else if (now < give_up)
+      req_wait_slice(w, now, give_up);
+    else
+      break;
+  }
+  result = r->done ? r->result : -ETIMEDOUT;
+  if (r != &own && !r->done)
+    r->abandoned = true; /* the worker's answer frees it */
+  else if (r != &own)
+    free(r);
   pthread_mutex_unlock(&w->req_mu);
-  return r.result;
+  return result;
 }
 
 /* The worker's stack, always this size. A thread made with default
@@ -427,7 +474,6 @@ static bool end_session(stkr__worker *w, bool bounded) {
   uint64_t start = stkr__clock_mono_ns(), give_up = start + budget;
   unsigned quiesce_ms =
       w->cfg.set.exit_ms / 4 < 100 ? w->cfg.set.exit_ms / 4 : 100;
-  struct timespec ts;
   bool ended;
 
   /* The deadline first: a drain pass already running reads it per record
@@ -456,23 +502,13 @@ static bool end_session(stkr__worker *w, bool bounded) {
   pthread_mutex_unlock(&w->req_mu);
   stkr__wake_post(&w->wake);
 
-  /* pthread_cond_timedwait measures CLOCK_REALTIME unless told otherwise;
-   * our condvar is created plain (portable to Apple), so wait in short
-   * slices against the monotonic deadline: a wall-clock jump then cannot
-   * stretch the exit. */
+  /* In slices against the monotonic deadline (req_wait_slice). */
   pthread_mutex_lock(&w->req_mu);
   while (!bounded && !w->ended) pthread_cond_wait(&w->req_cv, &w->req_mu);
   while (!w->ended) {
     uint64_t now = stkr__clock_mono_ns();
     if (now >= give_up) break;
-    uint64_t slice = give_up - now < 5000000u ? give_up - now : 5000000u;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)slice;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    (void)pthread_cond_timedwait(&w->req_cv, &w->req_mu, &ts);
+    req_wait_slice(w, now, give_up);
   }
   ended = w->ended;
   pthread_mutex_unlock(&w->req_mu);
@@ -580,7 +616,13 @@ int stkr__life_init(const stkr_config *in) {
 int stkr__life_flush(void) {
   stkr__worker *w = g_state;
   if (!w) return -ENOTCONN;
-  return request_flush(w);
+  return request_flush(w, 0);
+}
+
+int stkr__life_flush_until(uint64_t deadline_ns) {
+  stkr__worker *w = g_state;
+  if (!w) return -ENOTCONN;
+  return request_flush(w, deadline_ns ? deadline_ns : 1);
 }
 
 /* Shared by stkr_shutdown and stkr_shutdown_for_exit: with no worker in

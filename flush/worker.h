@@ -23,14 +23,22 @@
  * pays, and what decides whether it keeps up with a burst. */
 #define STKR__ZSTD_LEVEL 1
 
-/* A flush request, on the caller's stack; the caller blocks on req_cv until
- * the worker sets `done`. (The end of a session is not a queued request:
- * its caller may stop waiting at its deadline, see end_requested.) */
+/* A flush request; the caller blocks on req_cv until the worker sets
+ * `done`. stkr_flush's is on its stack. stkr_flush_timeout's is allocated:
+ * a caller that stops waiting at its deadline sets `abandoned` (under
+ * req_mu) and leaves it to the worker, whose answer frees it
+ * (stkr__req_answer). (The end of a session is not a queued request: its
+ * caller may stop waiting at its deadline, see end_requested.) */
 typedef struct stkr__req {
   int result;
   bool done;
+  bool abandoned;
   struct stkr__req *next;
 } stkr__req;
+
+/* Answer every request of `list` with `result`: done, or freed if its
+ * caller abandoned it. The caller holds req_mu and broadcasts req_cv. */
+void stkr__req_answer(stkr__req *list, int result);
 
 typedef struct stkr__worker {
   stkr__fconfig cfg;
@@ -334,6 +342,8 @@ void stkr__worker_free(stkr__worker *w);
  * stkr_shutdown_for_exit, one at a time, around these bodies (worker.c). */
 int stkr__life_init(const stkr_config *in);
 int stkr__life_flush(void);
+/* stkr_flush_timeout's wait, until the CLOCK_MONOTONIC deadline (ns). */
+int stkr__life_flush_until(uint64_t deadline_ns);
 int stkr__life_shutdown(void);
 int stkr__life_shutdown_for_exit(void);
 /* The lock, for a forked child's start (on_fork_child): only tried. */

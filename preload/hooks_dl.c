@@ -17,12 +17,14 @@
  * stack. The hint comes before the load; the worker's passes every 1 ms
  * until the image list changes (worker.c) find the image once it is listed.
  *
- * dlclose's caller does not matter: a plain wrapper, hint after the call.
+ * dlclose's caller does not matter: a plain wrapper, the rings drained
+ * before the call (drain_before_unload), the hint after it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
+#include <unistd.h>
 
 #include "preload/preload.h"
 
@@ -99,12 +101,35 @@ __asm__(".text\n"
         ".size dlopen, .-dlopen\n");
 #endif
 
+/* At most this long before each dlclose (stkr_flush_timeout). */
+#define STKR__PL_UNLOAD_FLUSH_MS 100
+
+/* Before an unload: the rings drained and their stacks defined while the
+ * library is still listed. The worker resolves a record's PCs against the
+ * images of the moment it reads it, so a record of the library's frames
+ * read after the unload lost its names, or took those of a library loaded
+ * at the same address next (QA, session 29: two plugins loaded in turn at
+ * one address, each closed right after its calls: all of the first one's
+ * events named as the second's functions in some runs, unnamed in the
+ * others; verify said intact). Not on the recorder's own calls (the
+ * guard), nor in a vfork child, which shares the parent's recorder. */
+static void drain_before_unload(void) {
+  if (!stkr__pl_ready() || stkr__pl_guard || getpid() != stkr__pl_pid)
+    return;
+  stkr__pl_guard++;
+  (void)stkr_flush_timeout(STKR__PL_UNLOAD_FLUSH_MS);
+  stkr__pl_guard--;
+}
+
 int dlclose(void *handle) {
   int (*real)(void *) = (int (*)(void *))stkr__pl_real(STKR__PL_R_dlclose);
   int rc, saved;
 
   if (real == NULL)
     return 0; /* resolution re-entered (see above): the handle stays open */
+  saved = errno;
+  drain_before_unload();
+  errno = saved;
   rc = real(handle);
   saved = errno;
   stkr_images_changed();

@@ -324,6 +324,22 @@ STKR_API int stkr_shutdown_for_exit(void);
  */
 STKR_API int stkr_flush(void);
 
+/*
+ * stkr_flush, waiting at most timeout_ms: for a caller with a deadline (an
+ * app sent to the background, a host about to dlclose a library whose
+ * frames its threads just recorded: a stack is resolved against the images
+ * of the moment the worker reads it, so one read after the unload loses
+ * its names, or takes those of a library loaded at the same address next).
+ * The hook library behind `stackrec record` calls it from dlclose (before
+ * the unload, 100 ms at most). On -ETIMEDOUT the worker still writes those
+ * events, later. Not from a signal handler.
+ * @return 0, -ENOTCONN if not recording, -EIO if a batch failed to write,
+ *         -ETIMEDOUT, -EDEADLK on the recorder's own threads (the flush
+ *         worker: it would wait for itself), -ENOMEM. Added in 0.3 (session
+ *         30): a library built before it lacks the symbol.
+ */
+STKR_API int stkr_flush_timeout(unsigned timeout_ms);
+
 /* Fill *out with the current counters. Cheap; may be called any time. */
 STKR_API int stkr_stats_get(stkr_stats *out);
 

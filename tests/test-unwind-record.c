@@ -257,6 +257,61 @@ static void test_unloaded_library_still_named(void **state) {
   assert_int_equal(events, 1);
 }
 
+/* The function among the first three frames of v that is one of the
+ * swap libraries' inner functions, or NULL. */
+static const char *swap_inner(const stkr_event_view *v) {
+  for (size_t k = 0; k < v->n_frames && k < 3; k++) {
+    const char *f = v->frames[k].function;
+    if (f != NULL && (strcmp(f, "lib_inner") == 0 ||
+                      strcmp(f, "other_inner") == 0))
+      return f;
+  }
+  return NULL;
+}
+
+/* Two libraries loaded in turn, the second where the first was, each
+ * called 50 times right before its dlclose with no pass of the worker
+ * between (`dlfresh LIB swap LIB2`): every event names its own library's
+ * function, as the hook's dlclose drains the rings before the unload.
+ * Before, the first library's events were read after it was gone: named
+ * as the second's functions, or not at all (QA, session 29; fails
+ * without drain_before_unload, preload/hooks_dl.c). */
+static void test_library_swapped_at_one_address(void **state) {
+  char dir[4096], args[8400];
+  stkr_reader *rd;
+  stkr_event_view v;
+  size_t a = 0, b = 0, other = 0, n = 0;
+  (void)state;
+
+  snprintf(args, sizeof args, "'%s/libomitfp_lib.so' swap '%s/libomitfp_other.so'",
+           g_fx_dir, g_fx_dir);
+  snprintf(dir, sizeof dir, "%s", fresh("swap"));
+  /* No timed pass: only the hooks' own drains and hints bring one. */
+  setenv("STACKREC_FLUSH_MS", "600000", 1);
+  int rc = record(dir, "-q", "dlfresh", args);
+  unsetenv("STACKREC_FLUSH_MS");
+  assert_int_equal(rc, 0);
+  print_message("dlfresh: %s", strstr(g_out, "swap: ") ? strstr(g_out, "swap: ")
+                                                       : "no swap line\n");
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &v) == 1) {
+    const char *f;
+    if (strcmp(v.site, "identifiers.gethostname") != 0)
+      continue;
+    f = swap_inner(&v);
+    /* The first 50 are the first library's (one thread, in order). */
+    if (f != NULL && strcmp(f, n < 50 ? "lib_inner" : "other_inner") == 0)
+      n < 50 ? a++ : b++;
+    else
+      other++;
+    n++;
+  }
+  stkr_reader_free(rd);
+  if (a != 50 || b != 50)
+    fail_msg("lib_inner named %zu of the first 50 events, other_inner %zu "
+             "of the last 50; %zu named otherwise or not at all", a, b, other);
+}
+
 /* [start, end) of a .dynsym function of a file (nm -D -S), or false. */
 static bool dynsym_range(const char *file, const char *fn, uint64_t *start,
                          uint64_t *end) {
@@ -323,4 +378,5 @@ TL_TEST_MAIN("unwind-record", setup, NULL,
              test_dlopen_tells_the_worker,
              test_fresh_library_never_skips_callers,
              test_unloaded_library_still_named,
+             test_library_swapped_at_one_address,
              test_python_reaches_interpreter_entry)

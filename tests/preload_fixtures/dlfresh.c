@@ -9,11 +9,20 @@
  *                       300 ms more: the worker's next pass lists the
  *                       images without LIB, in the batch that carries
  *                       the call's stack
+ *   dlfresh LIB swap LIB2
+ *                       LIB's chain 50 times, 300 ms after its load (the
+ *                       worker's watch of the loader over), then at once
+ *                       dlclose; LIB2 (the same code under other names:
+ *                       other_keep_outer -> other_inner) loaded, at LIB's
+ *                       address if the kernel reuses it, and called the
+ *                       same way. Prints "swap: same address" or "swap:
+ *                       another address".
  *
  * lib_keep_outer and lib_inner leave fp as main set it, so a walk that
  * falls back to the frame-pointer record in lib_inner reads main's record
  * and skips lib_keep_outer and main: a wrong stack that looks whole.
  */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,7 +33,35 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+typedef int (*chain_fn)(void);
+
+/* Load lib, take sym, wait out the worker's watch, call it 50 times and
+ * unload at once. @return where it was loaded, or NULL. */
+static void *call_and_unload(const char *lib, const char *sym) {
+  Dl_info info;
+  void *h = dlopen(lib, RTLD_NOW), *base = NULL;
+  chain_fn f = h ? (chain_fn)dlsym(h, sym) : NULL;
+  if (f == NULL || dladdr((void *)f, &info) == 0) {
+    fprintf(stderr, "dlfresh: %s: %s\n", lib, dlerror());
+    return NULL;
+  }
+  base = info.dli_fbase;
+  sleep_ms(300);
+  for (int i = 0; i < 50; i++) (void)f();
+  dlclose(h);
+  return base;
+}
+
+static int swap(const char *lib, const char *lib2) {
+  void *a = call_and_unload(lib, "lib_keep_outer");
+  void *b = a ? call_and_unload(lib2, "other_keep_outer") : NULL;
+  if (b == NULL) return 1;
+  printf("swap: %s address\n", a == b ? "same" : "another");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[2], "swap") == 0) return swap(argv[1], argv[3]);
   int close_it = argc == 3 && strcmp(argv[2], "close") == 0;
   void *h = argc == 2 || close_it ? dlopen(argv[1], RTLD_NOW) : NULL;
   int (*outer)(void) = h ? (int (*)(void))dlsym(h, "lib_keep_outer") : NULL;

@@ -119,6 +119,14 @@ public enum Stackrec {
   /// Barrier: returns once every event recorded before it is on disk.
   public static func flush() throws { try check(stkr_flush()) }
 
+  /// flush(), waiting at most `milliseconds` (stkr_flush_timeout): before
+  /// the app is suspended, or before dlclose of a library whose frames its
+  /// threads just recorded. Throws ETIMEDOUT past the deadline (the events
+  /// are still written, later).
+  public static func flush(timeoutMilliseconds milliseconds: UInt32) throws {
+    try check(stkr_flush_timeout(milliseconds))
+  }
+
   /// Stop recording: drain, write and close everything (stkr_shutdown).
   /// Throws EIO when the last batch could not be written (a full disk):
   /// recording has stopped all the same, and stkr_shutdown's header says
