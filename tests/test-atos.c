@@ -73,6 +73,27 @@ static void test_symbol_table_only(void **state) {
   assert_non_null(strstr(mt_err, "has no DWARF"));
 }
 
+/* 400,000 names at one address (aliases, as identical-code folding
+ * leaves them): indexed in one pass over them. Each looked past all the
+ * others before, ~50 s here (QA, session 30); bounded loosely. */
+static void test_many_aliases(void **state) {
+  char obj[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  snprintf(obj, sizeof obj, "%s/aliases-arm64", mt_fx);
+  assert_int_equal(mt_sh("python3 '%s/tests/apple/aliases.py' '%s/App-arm64' "
+                         "'%s' 400000", mt_src, mt_fx, obj), 0);
+  double t0 = tl_now_s();
+  assert_int_equal(mt_sh("timeout 120 '%s' atos -o '%s' 0x100004000", mt_tool,
+                         obj), 0);
+  double took = tl_now_s() - t0;
+  if (strstr(mt_out, "alias") == NULL) /* (its "_" dropped, as atos does) */
+    fail_msg("no alias named: %s%s", mt_out, mt_err);
+  if (took > 20.0)
+    fail_msg("atos took %.1f s over 400,000 aliases", took);
+  remove(obj);
+}
+
 /* Objective-C names as they are, from the dSYM and from the symbol
  * table alone. */
 static void test_objc(void **state) {
@@ -305,6 +326,6 @@ static void test_go_cgo(void **state) {
 }
 
 MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
-             test_thin_and_dwarf5, test_symbol_table_only, test_objc, test_elf, test_elf_cut_short,
-             test_load_address, test_json_and_arch, test_errors, test_swift,
-             test_go_cgo)
+             test_thin_and_dwarf5, test_symbol_table_only, test_many_aliases,
+             test_objc, test_elf, test_elf_cut_short, test_load_address,
+             test_json_and_arch, test_errors, test_swift, test_go_cgo)
