@@ -221,6 +221,52 @@ static void test_fresh_library_never_skips_callers(void **state) {
                 "whole\n", cut, whole);
 }
 
+/* A library built without unwind tables and without frame pointers,
+ * called from a program that keeps them (`dlfresh LIB late`): at its
+ * frames the walk has no row, and the frame-pointer register still holds
+ * main's record, which would skip lib_keep_outer and main and read as a
+ * whole stack (QA, session 30: ne_leaf < app_b < main for ne_leaf <
+ * ne_mid < ne_top < app_a < app_b < main). The stack goes on through
+ * lib_keep_outer, or stops after lib_inner marked cut; fails without
+ * fp_record_skips (unwind/walk.c). */
+static void test_library_without_tables_never_skips(void **state) {
+  char dir[4096], args[4200];
+  rec r;
+  stkr_event_view v;
+  stkr_reader *rd;
+  size_t events = 0;
+  (void)state;
+
+  snprintf(args, sizeof args, "'%s/libomitfp_noeh.so' late", g_fx_dir);
+  snprintf(dir, sizeof dir, "%s", fresh("noeh"));
+  assert_int_equal(record(dir, "-q", "dlfresh", args), 0);
+  rec_load(&r, dir);
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &v) == 1) {
+    if (strcmp(v.site, "identifiers.gethostname") != 0)
+      continue;
+    events++;
+    size_t k = 0; /* lib_inner: first, or after a sanitizer's interceptor */
+    while (k < 2 && k < v.n_pcs &&
+           !pc_in(&r, v.process, v.pcs[k], "libomitfp_noeh.so", "lib_inner"))
+      k++;
+    if (k == 2 || k == v.n_pcs)
+      fail_msg("lib_inner is not among the first frames");
+    if (k + 1 == v.n_pcs) {
+      if (!v.stack_truncated)
+        fail_msg("the stack ends at lib_inner, not marked cut");
+    } else if (!pc_in(&r, v.process, v.pcs[k + 1], "libomitfp_noeh.so",
+                      "lib_keep_outer")) {
+      fail_msg("after lib_inner the stack goes on (%zu PCs) but not through "
+               "lib_keep_outer: callers skipped, %s", v.n_pcs,
+               v.stack_truncated ? "marked cut" : "not marked");
+    }
+  }
+  stkr_reader_free(rd);
+  rec_free(&r);
+  assert_int_equal(events, 1);
+}
+
 /* A library loaded, called and unloaded between two of the worker's
  * passes' batches: the batch that defines the call's stack carries the
  * image list from after the dlclose. `stackrec record` still names the
@@ -377,6 +423,7 @@ TL_TEST_MAIN("unwind-record", setup, NULL,
              test_fp_walk_stops_there, test_dlopen_image_gets_a_table,
              test_dlopen_tells_the_worker,
              test_fresh_library_never_skips_callers,
+             test_library_without_tables_never_skips,
              test_unloaded_library_still_named,
              test_library_swapped_at_one_address,
              test_python_reaches_interpreter_entry)

@@ -89,6 +89,41 @@ static inline uint32_t row_at(const stkr__uw_set *set, const stkr__uw_table **t,
   return *t != NULL ? stkr__unwind_table_find(*t, at) : STKR__UW_FALLBACK;
 }
 
+/* How many words above sp fp_record_skips looks at. */
+#define UW_SKIP_SCAN_WORDS 64
+
+/* Would the frame-pointer record at fp skip frames? For a pc no table row
+ * covers (code built without unwind tables, assembly without CFI, a JIT
+ * stub): if its function keeps no frame pointer, fp is an older frame's
+ * and its record silently drops the frames between (QA, session 30:
+ * ne_leaf < app_b < main for ne_leaf < ne_mid < ne_top < app_a < app_b <
+ * main). Their return addresses lie between sp and that record: a word
+ * there that returns into code a table covers (the byte before it has a
+ * row) says frames would be skipped. Only the first UW_SKIP_SCAN_WORDS
+ * words are looked at, where a skipped frame's return address usually is
+ * (a frameless leaf's is at sp itself); the slow path of a rare frame. A
+ * stale return address in a frame that does keep fp (its uninitialized
+ * locals) gives a false "cut": a shorter stack, marked, never a wrong one. */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize_address)
+/* It reads any word of the frames it looks at, ASan's redzones among them
+ * (only their values: nothing is read outside the thread's stack). */
+__attribute__((no_sanitize_address))
+#endif
+#endif
+static bool fp_record_skips(const stkr__uw_set *set, uintptr_t sp, uintptr_t fp,
+                            uintptr_t lo, uintptr_t hi) {
+  const stkr__uw_table *t = NULL;
+  uintptr_t a = (sp + 7) & ~(uintptr_t)7, end = fp;
+  if (end - a > UW_SKIP_SCAN_WORDS * 8) end = a + UW_SKIP_SCAN_WORDS * 8;
+  for (; a < end && word_ok(a, lo, hi); a += 8) {
+    uintptr_t v = *(const uintptr_t *)a;
+    if (v - 1 >= UW_ADDR_MAX) continue;
+    if (row_at(set, &t, v - 1) != STKR__UW_FALLBACK) return true;
+  }
+  return false;
+}
+
 /* Cache key (a return address, or a first frame's pc | UW_FIRST_KEY) with
  * its row: "fast" when the row is SP-based with the return address (and
  * fp, if saved) in 8-aligned slots in [sp, CFA - 8] and a positive CFA
@@ -614,6 +649,7 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
       stopped = true;
       break;
     }
+    const bool no_row = kind == STKR__UW_FALLBACK; /* (not a guess for sp) */
     if (kind == STKR__UW_SP && !sp_known) kind = STKR__UW_FALLBACK;
     /* (With the sp unknown, after an aarch64 FP step, the frame is not
      * found: the FP record below is the best left.) */
@@ -649,7 +685,17 @@ UW_INLINE unsigned walk_body(const stkr__uw_set *set, stkr__uw_cache *cache,
       /* The frame-pointer record {caller's fp, return address} at fp. */
       fb++;
       w.rec = false;
-      if (w.fp < w.sp || !word_ok(w.fp, lo, hi) || !word_ok(w.fp + 8, lo, hi)) break;
+      if (w.fp < w.sp || !word_ok(w.fp, lo, hi) || !word_ok(w.fp + 8, lo, hi)) {
+        /* 0 is the outermost frame's mark; any other value that is not a
+         * record on this stack (a frameless function's scratch, ASan's
+         * fake stack) leaves its callers unknown. */
+        if (folding && w.fp != 0 && no_row) fold->cut = true;
+        break;
+      }
+      if (no_row && sp_known && fp_record_skips(set, w.sp, w.fp, lo, hi)) {
+        if (folding) fold->cut = true; /* callers missing: not the stack's end */
+        break;
+      }
       ra = *(const uintptr_t *)(w.fp + 8);
       w.sp = w.fp + 16;
       w.fp = *(const uintptr_t *)w.fp;

@@ -9,6 +9,9 @@
  *                       300 ms more: the worker's next pass lists the
  *                       images without LIB, in the batch that carries
  *                       the call's stack
+ *   dlfresh LIB late    the chain once, 300 ms after the load (the worker's
+ *                       watch of the loader over): for a library built
+ *                       without unwind tables, which never gets one
  *   dlfresh LIB swap LIB2
  *                       LIB's chain 50 times, 300 ms after its load (the
  *                       worker's watch of the loader over), then at once
@@ -62,6 +65,13 @@ static int swap(const char *lib, const char *lib2) {
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[2], "swap") == 0) return swap(argv[1], argv[3]);
+  if (argc == 3 && strcmp(argv[2], "late") == 0) {
+    void *lh = dlopen(argv[1], RTLD_NOW);
+    chain_fn f = lh ? (chain_fn)dlsym(lh, "lib_keep_outer") : NULL;
+    if (f == NULL) return 2;
+    sleep_ms(300);
+    return f() == 1 ? 0 : 1;
+  }
   int close_it = argc == 3 && strcmp(argv[2], "close") == 0;
   void *h = argc == 2 || close_it ? dlopen(argv[1], RTLD_NOW) : NULL;
   int (*outer)(void) = h ? (int (*)(void))dlsym(h, "lib_keep_outer") : NULL;
