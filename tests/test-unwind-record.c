@@ -160,6 +160,57 @@ static void test_dlopen_tells_the_worker(void **state) {
                        "2 s after the load");
 }
 
+/* `dlfresh LIB [mode]` recorded, LIB a build of omitfp_lib.c: its one
+ * gethostname event's stack must go on from lib_inner through
+ * lib_keep_outer and main, or stop after lib_inner marked cut; never
+ * follow a stale frame-pointer record past them (*cut or *whole counts
+ * it). `run` names the run in messages. */
+static void dlfresh_never_skips(const char *lib, const char *mode, int run,
+                                size_t *cut, size_t *whole) {
+  char dir[4096], args[4200];
+  rec r;
+  stkr_event_view v;
+  stkr_reader *rd;
+  size_t events = 0;
+
+  snprintf(args, sizeof args, "'%s/%s' %s", g_fx_dir, lib, mode);
+  snprintf(dir, sizeof dir, "%s", fresh("dlfresh"));
+  assert_int_equal(record(dir, "-q", "dlfresh", args), 0);
+  rec_load(&r, dir);
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &v) == 1) {
+    if (strcmp(v.site, "identifiers.gethostname") != 0)
+      continue;
+    events++;
+    /* lib_inner's frame: the first, or the second after a sanitizer's
+     * interceptor (preload_run.h, app_pc). */
+    size_t k = 0;
+    while (k < 2 && k < v.n_pcs && !pc_in(&r, v.process, v.pcs[k], lib, "lib_inner"))
+      k++;
+    if (k == 2 || k == v.n_pcs)
+      fail_msg("%s run %d: lib_inner is not among the first frames", lib, run);
+    if (v.n_pcs == k + 1) {
+      /* Its callers are missing: the stack says so (QA, session 24: one
+       * frame, stack_truncated false, as if whole). */
+      if (!v.stack_truncated)
+        fail_msg("%s run %d: a stack that ends at lib_inner is not marked "
+                 "truncated", lib, run);
+      (*cut)++;
+    } else if (v.n_pcs >= k + 3 &&
+               pc_in(&r, v.process, v.pcs[k + 1], lib, "lib_keep_outer") &&
+               pc_in(&r, v.process, v.pcs[k + 2], "dlfresh", "main")) {
+      (*whole)++;
+    } else {
+      fail_msg("%s run %d: after lib_inner the stack goes on (%zu PCs, %s) "
+               "but not through lib_keep_outer and main: callers skipped",
+               lib, run, v.n_pcs, v.stack_truncated ? "marked cut" : "unmarked");
+    }
+  }
+  stkr_reader_free(rd);
+  rec_free(&r);
+  assert_int_equal(events, 1);
+}
+
 /* A library built without frame pointers, called the moment it is
  * loaded (before the worker can have built its table) from a program with
  * frame pointers: the walk may stop in it, or (table built meanwhile) go
@@ -168,55 +219,11 @@ static void test_dlopen_tells_the_worker(void **state) {
  * of 2 000 events of a dlopen loop found by a QA pass: unwind.h,
  * stkr__uw_loads_*). */
 static void test_fresh_library_never_skips_callers(void **state) {
-  char dir[4096], args[4200];
   size_t cut = 0, whole = 0;
   (void)state;
 
-  snprintf(args, sizeof args, "'%s/libomitfp_lib.so'", g_fx_dir);
-  for (int run = 0; run < 8; run++) {
-    rec r;
-    stkr_event_view v;
-    stkr_reader *rd;
-    size_t events = 0;
-
-    snprintf(dir, sizeof dir, "%s", fresh("dlfresh"));
-    assert_int_equal(record(dir, "-q", "dlfresh", args), 0);
-    rec_load(&r, dir);
-    assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
-    while (stkr_reader_next(rd, &v) == 1) {
-      if (strcmp(v.site, "identifiers.gethostname") != 0)
-        continue;
-      events++;
-      /* lib_inner's frame: the first, or the second after a sanitizer's
-       * interceptor (preload_run.h, app_pc). */
-      size_t k = 0;
-      while (k < 2 && k < v.n_pcs &&
-             !pc_in(&r, v.process, v.pcs[k], "libomitfp_lib.so", "lib_inner"))
-        k++;
-      if (k == 2 || k == v.n_pcs)
-        fail_msg("run %d: lib_inner is not among the first frames", run);
-      if (v.n_pcs == k + 1) {
-        /* Its callers are missing: the stack says so (QA, session 24:
-         * one frame, stack_truncated false, as if whole). */
-        if (!v.stack_truncated)
-          fail_msg("run %d: a stack cut in the new library is not marked "
-                   "truncated", run);
-        cut++;
-      } else if (v.n_pcs >= k + 3 &&
-                 pc_in(&r, v.process, v.pcs[k + 1], "libomitfp_lib.so",
-                       "lib_keep_outer") &&
-                 pc_in(&r, v.process, v.pcs[k + 2], "dlfresh", "main")) {
-        whole++;
-      } else {
-        fail_msg("run %d: after lib_inner the stack goes on (%zu PCs) but "
-                 "not through lib_keep_outer and main: callers skipped",
-                 run, v.n_pcs);
-      }
-    }
-    stkr_reader_free(rd);
-    rec_free(&r);
-    assert_int_equal(events, 1);
-  }
+  for (int run = 0; run < 8; run++)
+    dlfresh_never_skips("libomitfp_lib.so", "", run, &cut, &whole);
   print_message("dlfresh: %zu of 8 stacks stopped in the new library, %zu "
                 "whole\n", cut, whole);
 }
@@ -226,45 +233,13 @@ static void test_fresh_library_never_skips_callers(void **state) {
  * frames the walk has no row, and the frame-pointer register still holds
  * main's record, which would skip lib_keep_outer and main and read as a
  * whole stack (QA, session 30: ne_leaf < app_b < main for ne_leaf <
- * ne_mid < ne_top < app_a < app_b < main). The stack goes on through
- * lib_keep_outer, or stops after lib_inner marked cut; fails without
- * fp_record_skips (unwind/walk.c). */
+ * ne_mid < ne_top < app_a < app_b < main); fails without fp_record_skips
+ * (unwind/walk.c). */
 static void test_library_without_tables_never_skips(void **state) {
-  char dir[4096], args[4200];
-  rec r;
-  stkr_event_view v;
-  stkr_reader *rd;
-  size_t events = 0;
+  size_t cut = 0, whole = 0;
   (void)state;
 
-  snprintf(args, sizeof args, "'%s/libomitfp_noeh.so' late", g_fx_dir);
-  snprintf(dir, sizeof dir, "%s", fresh("noeh"));
-  assert_int_equal(record(dir, "-q", "dlfresh", args), 0);
-  rec_load(&r, dir);
-  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
-  while (stkr_reader_next(rd, &v) == 1) {
-    if (strcmp(v.site, "identifiers.gethostname") != 0)
-      continue;
-    events++;
-    size_t k = 0; /* lib_inner: first, or after a sanitizer's interceptor */
-    while (k < 2 && k < v.n_pcs &&
-           !pc_in(&r, v.process, v.pcs[k], "libomitfp_noeh.so", "lib_inner"))
-      k++;
-    if (k == 2 || k == v.n_pcs)
-      fail_msg("lib_inner is not among the first frames");
-    if (k + 1 == v.n_pcs) {
-      if (!v.stack_truncated)
-        fail_msg("the stack ends at lib_inner, not marked cut");
-    } else if (!pc_in(&r, v.process, v.pcs[k + 1], "libomitfp_noeh.so",
-                      "lib_keep_outer")) {
-      fail_msg("after lib_inner the stack goes on (%zu PCs) but not through "
-               "lib_keep_outer: callers skipped, %s", v.n_pcs,
-               v.stack_truncated ? "marked cut" : "not marked");
-    }
-  }
-  stkr_reader_free(rd);
-  rec_free(&r);
-  assert_int_equal(events, 1);
+  dlfresh_never_skips("libomitfp_noeh.so", "late", 0, &cut, &whole);
 }
 
 /* A library loaded, called and unloaded between two of the worker's
