@@ -5,7 +5,7 @@
 // `Stackrec` (swift/Sources/Stackrec). Bazel stays the primary build.
 //
 //   swift build && swift test          (Linux: tested here)
-//   .package(url: "<this repository>", branch: "main") in an app
+//   .package(url: "<this repository>", from: "0.3.0") in an app
 //
 // Dependencies. Linux: zstd, protobuf-c and elfutils' libdw/libelf from the
 // system, found through pkg-config (Debian: libzstd-dev libprotobuf-c-dev
@@ -133,11 +133,13 @@ let package = Package(
         // Sources include "recorder/...", "proto/stackrec.pb-c.h", ...
         .headerSearchPath("."),
         .headerSearchPath("swift/generated"),
-        // The walk reads our own frame record (recorder/BUILD's copts).
-        // Apple's arm64 ABI keeps frame pointers anyway; on Linux this is
-        // an unsafe flag, which SwiftPM accepts from a root package or a
-        // local/branch dependency (not from one pinned by version).
-        .unsafeFlags(["-fno-omit-frame-pointer"], .when(platforms: [.linux])),
+        // No -fno-omit-frame-pointer (recorder/BUILD's copts): the walk
+        // starts at stkr_event's own frame record, which the compiler keeps
+        // whatever the flags (stkr_event takes __builtin_frame_address(0)),
+        // and no other function of this target is on an app's stack
+        // (stkr_mark is inline). An unsafeFlags setting, even one for
+        // Linux only, made SwiftPM refuse the package as a dependency
+        // pinned by version, on every platform (QA, session 30).
       ],
       linkerSettings: [
         .linkedLibrary("dl", .when(platforms: [.linux])),

@@ -21,7 +21,9 @@
 #  5. libstackrec.so exports exactly the STKR_API functions
 #     (tests/embed/check_exports.sh, nm -D);
 #  6. `swift build && swift test` of Package.swift (skipped, saying so,
-#     where /opt/swift is absent: STKR_SWIFT names another swift).
+#     where /opt/swift is absent: STKR_SWIFT names another swift), and an
+#     app that depends on it pinned by version (`from:`, as apps pin a
+#     release: SwiftPM refuses that for a package with unsafe flags).
 #
 # Needs: cmake, pkg-config, cc, protoc-c, the -dev packages of
 # tools/install-deps.sh. Uses a temporary directory, removed at the end
@@ -233,6 +235,30 @@ else
     fi
   else
     bad "swift build"
+  fi
+  # 6b. As an app depends on a release: pinned by version, which SwiftPM
+  # refuses for a package with unsafe build flags, on every platform (QA,
+  # session 30: `from: "0.3.0"` failed).
+  t0=$SECONDS
+  pin="$tmp/pinned"
+  mkdir -p "$pin/app/Sources/App"
+  cp -R "$repo" "$pin/repo" # (what git tracks: see above)
+  ver=$(sed -n 's/^#define STKR_VERSION_STRING "\(.*\)"/\1/p' "$repo/recorder/stackrec.h")
+  printf '%s\n' '// swift-tools-version:5.9' 'import PackageDescription' \
+    'let package = Package(name: "App",' \
+    "  dependencies: [.package(url: \"file://$pin/repo\", from: \"$ver\")]," \
+    '  targets: [.executableTarget(name: "App",' \
+    '    dependencies: [.product(name: "Stackrec", package: "repo")],' \
+    '    path: "Sources/App")])' > "$pin/app/Package.swift"
+  echo 'import Stackrec; print(Stackrec.version)' > "$pin/app/Sources/App/main.swift"
+  if (cd "$pin/repo" && git init -q && git add -A &&
+      git -c user.email=embed@test -c user.name=embed commit -qm release &&
+      git tag "$ver") >/dev/null 2>&1 &&
+     (cd "$pin/app" && quiet "swift build (pinned)" "$swift" build) &&
+     [ "$(cd "$pin/app" && .build/debug/App)" = "$ver" ]; then
+    ok "an app pinned to $ver builds and runs ($((SECONDS - t0)) s)"
+  else
+    bad "an app depending on the package pinned by version (from: \"$ver\")"
   fi
 fi
 
