@@ -34,7 +34,9 @@
 #include "symbolize/symbolize_dwarf.h"
 
 #define MAX_DEPTH 8         /* dir/X.xcarchive/dSYMs/X.dSYM/Contents/... */
-#define MAX_FILES 200000u   /* bounds the walk of a huge directory */
+#define MAX_FILES 200000u   /* bounds the walk of each --debug-dir */
+#define MAX_DAMAGED 4       /* damaged Mach-O files named in a warning */
+#define MAX_VISITED 4096    /* directories, for links that loop */
 
 typedef struct uent {
   uint8_t uuid[16];
@@ -45,8 +47,26 @@ typedef struct uent {
 struct stkr__machodir {
   uent *e;
   size_t n, cap;
-  size_t files;
+  size_t files;     /* entries looked at, all dirs */
+  size_t dir_files; /* ... in the --debug-dir being walked */
+  /* A Mach-O file that could not be read may be the one an image lacks:
+   * the warning names the first few (QA, session 30: a dSYM cut in half
+   * gave "no dSYM found", the file never named). */
+  char *damaged[MAX_DAMAGED];
+  size_t n_damaged;
+  /* The first --debug-dir whose walk stopped at MAX_FILES (said too). */
+  char *cut;
+  /* Directories walked (device, inode): links are followed, once. */
+  struct { dev_t dev; ino_t ino; } visited[MAX_VISITED];
+  size_t n_visited;
 };
+
+/* Note a Mach-O file that does not parse, with why. */
+static void note_damaged(stkr__machodir *d, const char *path, const char *err) {
+  char *m;
+  if (d->n_damaged == MAX_DAMAGED) return;
+  if (asprintf(&m, "%s (%s)", path, err) >= 0) d->damaged[d->n_damaged++] = m;
+}
 
 static int add(stkr__machodir *d, const uint8_t *uuid, int rank,
                const char *path) {
@@ -65,7 +85,7 @@ static int add(stkr__machodir *d, const uint8_t *uuid, int rank,
 
 /* Note the UUIDs of a file's slices, if it is Mach-O. */
 static int scan_file(stkr__machodir *d, const char *path) {
-  int fd = stkr_open_regular_high(path, O_NOFOLLOW), rc = 0;
+  int fd = stkr_open_regular_high(path, 0), rc = 0; /* (walk: regular) */
   uint8_t magic[8];
   struct stat st;
   stkr_macho_slice sl[STKR_MACHO_MAX_SLICES];
@@ -100,12 +120,16 @@ static int scan_file(stkr__machodir *d, const char *path) {
   close(fd);
   if (map == MAP_FAILED) return 0;
   if (stkr_macho_slices(map, (size_t)st.st_size, sl, STKR_MACHO_MAX_SLICES,
-                        &n, err, sizeof err) == 0)
+                        &n, err, sizeof err) != 0)
+    note_damaged(d, path, err);
+  else
     for (size_t i = 0; i < n && rc == 0; i++) {
       stkr_macho_image im;
       if (stkr_macho_parse(map, (size_t)st.st_size, &sl[i], &im, err,
-                           sizeof err) != 0)
-        continue; /* malformed: skipped here, named if it is ever asked for */
+                           sizeof err) != 0) {
+        note_damaged(d, path, err); /* named when an image finds nothing */
+        continue;
+      }
       if (im.has_uuid)
         rc = add(d, im.uuid,
                  stkr_macho_section_find(&im, "__DWARF", "__debug_info") ? 1 : 0,
@@ -116,21 +140,40 @@ static int scan_file(stkr__machodir *d, const char *path) {
   return rc;
 }
 
+/* Has the directory st been walked? Else note it (false). A directory
+ * past the table is walked again: bounded by MAX_DEPTH and MAX_FILES. */
+static bool visited(stkr__machodir *d, const struct stat *st) {
+  for (size_t i = 0; i < d->n_visited; i++)
+    if (d->visited[i].dev == st->st_dev && d->visited[i].ino == st->st_ino)
+      return true;
+  if (d->n_visited < MAX_VISITED) {
+    d->visited[d->n_visited].dev = st->st_dev;
+    d->visited[d->n_visited++].ino = st->st_ino;
+  }
+  return false;
+}
+
+/* Symbolic links are followed (a folder of links to dSYMs is common: QA,
+ * session 30), each directory once (a link to an ancestor would loop). */
 static int walk(stkr__machodir *d, const char *dir, int depth) {
   DIR *dp;
   struct dirent *de;
+  struct stat st;
   int rc = 0;
-  if (depth > MAX_DEPTH || !(dp = opendir(dir))) return 0;
-  while (rc == 0 && d->files < MAX_FILES && (de = readdir(dp)) != NULL) {
+  if (depth > MAX_DEPTH || stat(dir, &st) != 0 || visited(d, &st) ||
+      !(dp = opendir(dir)))
+    return 0;
+  while (rc == 0 && (de = readdir(dp)) != NULL) {
     char p[4096];
-    struct stat st;
     if (de->d_name[0] == '.' &&
         (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
       continue;
+    if (d->dir_files >= MAX_FILES) break; /* said by the caller */
     if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= sizeof p)
       continue;
-    if (lstat(p, &st) != 0) continue; /* symlinks: not followed (loops) */
+    if (stat(p, &st) != 0) continue; /* (a dangling link) */
     d->files++;
+    d->dir_files++;
     if (S_ISDIR(st.st_mode)) rc = walk(d, p, depth + 1);
     else if (S_ISREG(st.st_mode)) rc = scan_file(d, p);
   }
@@ -144,7 +187,13 @@ int stkr__machodir_scan(const char *const *dirs, size_t n,
   int rc = 0;
   *out = NULL;
   if (!d) return -ENOMEM;
-  for (size_t i = 0; i < n && rc == 0; i++) rc = walk(d, dirs[i], 0);
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    d->dir_files = 0;
+    rc = walk(d, dirs[i], 0);
+    if (rc == 0 && d->dir_files >= MAX_FILES && !d->cut &&
+        !(d->cut = strdup(dirs[i])))
+      rc = -ENOMEM;
+  }
   if (rc < 0) {
     stkr__machodir_free(d);
     return rc;
@@ -156,6 +205,8 @@ int stkr__machodir_scan(const char *const *dirs, size_t n,
 void stkr__machodir_free(stkr__machodir *d) {
   if (!d) return;
   STKR_FREE_EACH(d->e, d->n, path);
+  for (size_t i = 0; i < d->n_damaged; i++) free(d->damaged[i]);
+  free(d->cut);
   free(d->e);
   free(d);
 }
@@ -199,9 +250,18 @@ int stkr__machodir_open(stkr__machodir *d, const char *image_path,
     }
   /* The caller tries ELF files with this id next and uses this message
    * if none matches either. */
-  snprintf(why, cap, "no dSYM or Mach-O file with UUID %s (nor an ELF file "
-           "with that build-id) found%s", want,
-           d && d->files ? " in the debug dirs" : " (give --debug-dir)");
+  int w = snprintf(why, cap, "no dSYM or Mach-O file with UUID %s (nor an "
+                   "ELF file with that build-id) found%s", want,
+                   d && d->files ? " in the debug dirs" : " (give --debug-dir)");
+  size_t used = w > 0 && (size_t)w < cap ? (size_t)w : cap ? cap - 1 : 0;
+  for (size_t i = 0; d && i < d->n_damaged && used + 1 < cap; i++) {
+    w = snprintf(why + used, cap - used, "%s%s", i ? "; " :
+                 "; Mach-O files that could not be read: ", d->damaged[i]);
+    used += w > 0 && (size_t)w < cap - used ? (size_t)w : cap - used - 1;
+  }
+  if (d && d->cut && used + 1 < cap)
+    snprintf(why + used, cap - used, "; the walk of %s stopped after %u "
+             "entries, the rest not looked at", d->cut, MAX_FILES);
   return -ENOENT;
 }
 

@@ -380,6 +380,39 @@ static void test_xcarchive_and_binary_only(void **state) {
   }
 }
 
+/* What the walk of --debug-dir takes and says (QA, session 30): dSYMs
+ * behind symbolic links are found (a link to an ancestor walked once);
+ * a Mach-O file that does not parse (a dSYM cut in half) is named in the
+ * warning of the image that found nothing, with why (before: "no dSYM
+ * found" alone, and linked dSYMs ignored: fails without). */
+static void test_debug_dirs_said(void **state) {
+  char out[4200];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("rm -rf '%s/links' && mkdir -p '%s/links' && "
+                         "ln -s '%s/App.dSYM' '%s/links/App.dSYM' && "
+                         "ln -s .. '%s/links/up'", mt_tmp, mt_tmp, mt_fx,
+                         mt_tmp, mt_tmp), 0);
+  snprintf(out, sizeof out, "%s/out-links", mt_tmp);
+  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/links' -o '%s' '%s'",
+                         mt_tool, mt_tmp, out, g_dir), 0);
+  check_image(out, 0, false);
+  check_image(out, 4, false);
+  /* D5-arm64's dSYM cut in half: image 3 keeps its offsets, named why. */
+  assert_int_equal(mt_sh("rm -rf '%s/cut' && mkdir -p '%s/cut' && "
+                         "cp -R '%s/D5-arm64.dSYM' '%s/cut/' && f='%s/cut/"
+                         "D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64' && "
+                         "truncate -s $(($(stat -c %%s \"$f\") / 2)) \"$f\"",
+                         mt_tmp, mt_tmp, mt_fx, mt_tmp, mt_tmp), 0);
+  snprintf(out, sizeof out, "%s/out-cut", mt_tmp);
+  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/cut' -o '%s' '%s'",
+                         mt_tool, mt_tmp, out, g_dir), 0);
+  check_image(out, 3, true);
+  if (strstr(mt_err, "Mach-O files that could not be read: ") == NULL ||
+      strstr(mt_err, "cut/D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64 (") == NULL)
+    fail_msg("the damaged dSYM is not named: %s", mt_err);
+}
+
 /* Symbol caches only (stackrec symcache build): the same answers. */
 static void test_symbol_caches_only(void **state) {
   char out[4200];
@@ -437,4 +470,4 @@ static void test_recorded_path(void **state) {
 
 MT_TEST_MAIN("symbolize-apple", 6, 12, setup, test_recorded_path,
              test_dsyms_by_uuid, test_xcarchive_and_binary_only,
-             test_symbol_caches_only)
+             test_debug_dirs_said, test_symbol_caches_only)
