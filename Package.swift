@@ -60,6 +60,7 @@ let package = Package(
         "recorder/ringpool.c",
         "recorder/session_drops.c",
         "recorder/site.c",
+        "recorder/strerror.c",
         "recorder/thread.c",
         "recorder/walk.c",
         "recorder/sample.c",

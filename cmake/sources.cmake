@@ -22,6 +22,7 @@ set(STKR_RECORDER_SRCS
   recorder/sample_linux.c
   recorder/session_drops.c
   recorder/site.c
+  recorder/strerror.c
   recorder/thread.c
   recorder/unwind_tables.c
   recorder/walk.c

@@ -511,7 +511,7 @@ static inline bool stkr__off_stack(const stkr__thread *t, uintptr_t fp) {
  * walk drops), or copied from `given`. Inlined into stkr__push, so that a
  * table walk is called from stkr_event itself (it drops that frame). */
 static inline __attribute__((always_inline)) unsigned
-stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
+stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp, unsigned skip,
                 const uint64_t *given, unsigned given_n, const void *uw_set,
                 uint64_t *hash, uint64_t *fold2, bool *truncated) {
   unsigned depth;
@@ -522,19 +522,19 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
     /* Swift async chains: only the frame-pointer walk follows them; it is
      * kept when it went through one. */
     depth = stkr__walk_keyed(fp, t->stack_lo, t->stack_hi,
-                             g_conf.skip_frames, pcs, g_conf.max_depth, hash,
+                             skip, pcs, g_conf.max_depth, hash,
                              fold2, truncated);
     if (stkr__pcs_any_async(pcs, depth))
       return depth;
   }
   if (__builtin_expect(uw_set != NULL, 0)) { /* folds both hashes as it walks */
-    depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+    depth = stkr__walk_tables(t, uw_set, skip, pcs,
                               g_conf.max_depth, hash, fold2, truncated,
                               t->stack_lo, t->stack_hi);
     if (__builtin_expect(depth == 0, 0) && stkr__off_stack(t, fp)) {
       /* (called from here, so that it drops the same frames) */
       if (stkr__altstack_bounds(t, fp, &lo, &hi))
-        depth = stkr__walk_tables(t, uw_set, g_conf.skip_frames, pcs,
+        depth = stkr__walk_tables(t, uw_set, skip, pcs,
                                   g_conf.max_depth, hash, fold2, truncated,
                                   lo, hi);
       *truncated = true;
@@ -542,11 +542,11 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
     return depth;
   }
   if (given == NULL) { /* inlined where allowed: recorder/walk_body.h */
-    depth = STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, g_conf.skip_frames,
+    depth = STKR__EVENT_WALK(fp, t->stack_lo, t->stack_hi, skip,
                              pcs, g_conf.max_depth, hash, fold2, truncated);
     if (__builtin_expect(depth == 0, 0) && stkr__off_stack(t, fp)) {
       if (stkr__altstack_bounds(t, fp, &lo, &hi))
-        depth = stkr__walk_keyed(fp, lo, hi, g_conf.skip_frames, pcs,
+        depth = stkr__walk_keyed(fp, lo, hi, skip, pcs,
                                  g_conf.max_depth, hash, fold2, truncated);
       *truncated = true;
     }
@@ -570,8 +570,8 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp,
  * recording (stkr_event retries). */
 static inline __attribute__((always_inline)) int
 stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
-           size_t payload_len, uintptr_t fp, const uint64_t *given,
-           unsigned given_n) {
+           size_t payload_len, uintptr_t fp, unsigned skip,
+           const uint64_t *given, unsigned given_n) {
   int state;
   stkr__record *rec;
   uint32_t site_id, max_bytes;
@@ -642,7 +642,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     uw_set = stkr__unwind_tables_current();
   max_bytes = stkr__record_full_bytes(
       g_conf.max_depth +
-          (uw_set != NULL ? g_conf.skip_frames + STKR__UW_EXTRA : 0),
+          (uw_set != NULL ? skip + STKR__UW_EXTRA : 0),
       payload_len ? payload_len + STKR__PEVICTED_BYTES : 0);
   rec = stkr__ring_reserve(&t->ring, max_bytes);
   if (__builtin_expect(rec == NULL, 0)) {
@@ -663,7 +663,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
    * walk's few tens of ns, well inside the conversion's error. */
   rec->ts_ns = stkr__clock_event();
   depth = stkr__push_walk(t, (uint64_t *)(void *)((stkr__record_full *)(void *)rec + 1),
-                          fp, given, given_n, uw_set, &hash, &fold2,
+                          fp, skip, given, given_n, uw_set, &hash, &fold2,
                           &stack_truncated);
   if (stack_truncated)
     flags |= STKR__REC_STACK_TRUNCATED;
@@ -699,8 +699,11 @@ drop_unbusy:
   return -EAGAIN;
 }
 
-__attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
-                                         size_t payload_len) {
+/* stkr_event's and stkr_event_skip's body, inlined into each with its own
+ * frame (fp), where the walk starts. */
+static inline __attribute__((always_inline)) int
+stkr__event(stkr_site *site, const void *payload, size_t payload_len,
+            unsigned skip, uintptr_t fp) {
   int state, err;
   stkr__thread *t;
 
@@ -743,11 +746,29 @@ again:
       return err == -ENOSPC ? -EAGAIN : -ENOMEM;
     }
   }
-  err = stkr__push(t, site, payload, payload_len,
-                   (uintptr_t)__builtin_frame_address(0), NULL, 0);
+  err = stkr__push(t, site, payload, payload_len, fp, skip, NULL, 0);
   if (__builtin_expect(err == 1, 0))
     goto again;
   return err;
+}
+
+__attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
+                                         size_t payload_len) {
+  return stkr__event(site, payload, payload_len, g_conf.skip_frames,
+                     (uintptr_t)__builtin_frame_address(0));
+}
+
+__attribute__((noinline)) int stkr_event_skip(stkr_site *site,
+                                              const void *payload,
+                                              size_t payload_len,
+                                              unsigned skip) {
+  /* Bounded as the config's own (flush/config.c): a walk skips at most
+   * STKR_MAX_DEPTH frames. */
+  unsigned total =
+      g_conf.skip_frames + (skip < STKR_MAX_DEPTH ? skip : STKR_MAX_DEPTH);
+  return stkr__event(site, payload, payload_len,
+                     total < STKR_MAX_DEPTH ? total : STKR_MAX_DEPTH,
+                     (uintptr_t)__builtin_frame_address(0));
 }
 
 int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
@@ -756,45 +777,7 @@ int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
     t = stkr__tls;
   if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX)
     return t == STKR__THREAD_IGNORED ? -EPERM : -ENOTCONN;
-  int err = stkr__push(t, site, payload, payload_len, 0, pcs, n);
+  int err = stkr__push(t, site, payload, payload_len, 0, g_conf.skip_frames,
+                       pcs, n);
   return err == 1 ? -ENOTCONN : err;
-}
-
-/* The recorder's own texts; anything else is strerror's. A table rather
- * than a switch: clang makes a switch of this size a jump table in the text
- * section on x86_64, whose trailing padding test-apple-build's re-assembly
- * comparison cannot tell from code once the table's size changes. */
-static const struct {
-  int err;
-  const char *text;
-} k_errors[] = {
-    {0, "success"},
-    {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown has)"},
-    {-EALREADY, "already recording"},
-    /* Two callers, two meanings (QA: a failed start under `ulimit -v`
-     * was reported as a dropped event). */
-    {-EAGAIN, "resource temporarily unavailable (stkr_event: the event was "
-              "dropped, ring full or re-entered from a signal handler; "
-              "stkr_init: no thread could be started, address space or "
-              "thread limit)"},
-    {-ENOSPC, "no space (site table full, disk full, or the process's cap on "
-              "ring memory reached)"},
-    {-EINVAL, "invalid argument or configuration value"},
-    {-EPERM, "not recorded: the recorder's own thread"},
-    {-E2BIG, "stkr_config sets a field this library version does not know "
-             "(stkr_config.size)"},
-    /* Sampling another thread (sample.c) */
-    {-ESRCH, "no such thread (not registered with stkr_thread_self, or "
-             "exited)"},
-    {-ETIMEDOUT, "timed out (the thread did not answer the sampling request)"},
-    {-EDEADLK, "the thread blocks the sampling signal"},
-    {-EBUSY, "the sampling signal has another handler (see "
-             "STACKREC_SAMPLE_SIGNAL)"},
-};
-
-const char *stkr_strerror(int err) {
-  for (size_t i = 0; i < sizeof k_errors / sizeof k_errors[0]; i++)
-    if (k_errors[i].err == err)
-      return k_errors[i].text;
-  return err < 0 ? strerror(-err) : "unknown error";
 }

@@ -384,6 +384,18 @@ STKR_API void stkr_images_changed(void);
  */
 STKR_API int stkr_event(stkr_site *site, const void *payload, size_t payload_len);
 
+/*
+ * stkr_event, leaving out `skip` more innermost frames than the config's
+ * skip_frames: for a language binding whose own functions stand between
+ * the app's hook and the recorder (the Swift API passes 1, its public
+ * function), so that skip_frames counts the app's wrapper frames alone,
+ * the same for hooks written in C and through the binding. At most
+ * STKR_MAX_DEPTH frames are skipped in all. Added in 0.3 (session 30).
+ * @return as stkr_event.
+ */
+STKR_API int stkr_event_skip(stkr_site *site, const void *payload,
+                             size_t payload_len, unsigned skip);
+
 /* Allocate the calling thread's ring and cache its stack bounds now. In a
  * forked child that follows its parent (STKR_FORK_FOLLOW) and has not
  * recorded yet, this starts the child's recording first, as its first

@@ -17,10 +17,14 @@
 // `event(payload:)`: no lock, no allocation (a payload String may still be
 // copied to make it contiguous UTF-8).
 //
-// Stacks. The first recorded PCs are Stackrec's own: 2 to 5 frames between
-// stkr_event and event(_:payload:) or Site.event(payload:) (record,
-// String.withUTF8 and its closure, a forwarder; how many depends on the
-// build and on the payload: QA); the app's own frames follow. In Swift async code the recorder follows the task's
+// Stacks. Stackrec's own frame is never recorded: event(_:payload:),
+// Site.event(payload:) and mark(_:payload:) call the recorder from their
+// own frame (never inlined, no closure in between) and have it skip that
+// one frame (stkr_event_skip), so the first PC is their caller's and
+// Options.skipFrames counts the app's wrapper frames alone, as it does for
+// a hook written in C (QA, session 30: 2 to 5 frames of ours came first,
+// their number varying with the build and the payload, and `stackrec
+// compliance` blamed the app, not the SDK that made the call). In Swift async code the recorder follows the task's
 // async context chain (README, "Swift concurrency"): build with
 // `-Xfrontend -swift-async-frame-pointer=always` to get the awaiting callers.
 //
@@ -97,23 +101,26 @@ public enum Stackrec {
   /// Record one event at the site named `name` (e.g. "privacy.location.get")
   /// with an optional payload (cut at payload_max). Never throws: an event
   /// is recorded, or dropped and counted. @return false if not recorded
-  /// (not recording, ring full, ...).
-  @discardableResult
-  public static func event(_ name: StaticString, payload: String? = nil) -> Bool {
+  /// (not recording, ring full, ...). The stack starts at the caller;
+  /// `skip` leaves out that many more of the app's own frames, beyond
+  /// Options.skipFrames (a hook reached through thunks of its own).
+  @inline(never) @discardableResult
+  public static func event(_ name: StaticString, payload: String? = nil,
+                           skip: UInt32 = 0) -> Bool {
     let site = SiteTable.shared.site(name)
-    return record(site, payload)
+    return emit(site, payload, skip)
   }
 
   /// Record mark `name` (1 to 64 bytes of [A-Za-z0-9._-]) with an optional
   /// payload, with the caller's stack. Throws StackrecError for an invalid
   /// name (-EINVAL) or past STKR_MAX_MARKS names (-ENOSPC); @return false
   /// if not recorded (not recording, ring full: dropped and counted).
-  @discardableResult
+  @inline(never) @discardableResult
   public static func mark(_ name: String, payload: String? = nil) throws -> Bool {
     var site: UnsafeMutablePointer<stkr_site>? = nil
     try check(stkr_mark_site(name, &site))
     guard let s = site else { return false }
-    return record(s, payload)
+    return emit(s, payload, 0)
   }
 
   /// Barrier: returns once every event recorded before it is on disk.
@@ -149,7 +156,10 @@ public enum Stackrec {
     public init(_ name: StaticString) { raw = makeSite(name) }
     /// As `Stackrec.event`, for this site.
     @discardableResult
-    public func event(payload: String? = nil) -> Bool { record(raw, payload) }
+    @inline(never)
+    public func event(payload: String? = nil, skip: UInt32 = 0) -> Bool {
+      emit(raw, payload, skip)
+    }
   }
 
   private static func check(_ err: Int32) throws {
@@ -157,9 +167,18 @@ public enum Stackrec {
   }
 }
 
-private func record(_ site: UnsafeMutablePointer<stkr_site>, _ payload: String?) -> Bool {
-  guard var p = payload else { return stkr_event(site, nil, 0) == 0 }
-  return p.withUTF8 { stkr_event(site, $0.baseAddress, $0.count) == 0 }
+/// The recorder called from the frame this is inlined into (always, also
+/// at -Onone: @_transparent, where @inline(__always) leaves a frame of its
+/// own), leaving that frame and `skip` more out. The payload goes as a C
+/// string of its UTF-8 (an implicit conversion made in that frame, no
+/// closure: every closure was a frame of ours on top of the stack, their
+/// number varying with the build).
+@_transparent
+private func emit(_ site: UnsafeMutablePointer<stkr_site>, _ payload: String?,
+                  _ skip: UInt32) -> Bool {
+  let extra = 1 &+ min(skip, UInt32(STKR_MAX_DEPTH))
+  guard let p = payload else { return stkr_event_skip(site, nil, 0, extra) == 0 }
+  return stkr_event_skip(site, p, p.utf8.count, extra) == 0
 }
 
 /// A site for `name`, allocated for the life of the process: the recorder

@@ -125,6 +125,55 @@ final class StackrecTests: XCTestCase {
     XCTAssertEqual(rb.warnings, 0)
   }
 
+  /// The first frame of a stack is the caller of Stackrec's function (it
+  /// leaves its own out, stkr_event_skip), and `skip` leaves out more of
+  /// the app's; before, 2 to 5 frames of Stackrec's came first (QA,
+  /// session 30: `stackrec compliance` blamed the app for an SDK's call).
+  func testStackStartsAtTheCaller() throws {
+    let dir = try tempDir()
+    var opts = Stackrec.Options()
+    opts.symbolize = .inProcess  // frames named as the app's DWARF says
+    try Stackrec.start(directory: dir, options: opts)
+    StackrecTests.hookOuter()
+    try Stackrec.flush()
+    try Stackrec.stop()
+    var r: OpaquePointer? = nil
+    XCTAssertEqual(stkr_reader_open(dir, nil, &r), 0)
+    guard let reader = r else { return }
+    defer { stkr_reader_free(reader) }
+    var ev = stkr_event_view()
+    var names: [String: [String]] = [:]
+    while stkr_reader_next(reader, &ev) == 1 {
+      names[String(cString: ev.site)] = (0..<Int(ev.n_frames)).map {
+        ev.frames[$0].function.map { String(cString: $0) } ?? "?"
+      }
+    }
+    for site in ["test.event", "test.site", "test.mark"] {
+      XCTAssertTrue(names[site]?.first?.contains("hookInner") ?? false,
+                    "\(site): first frame \(names[site]?.first ?? "none")")
+    }
+    // skip 1: the same callers, hookInner's own frame left out (a release
+    // build may call it through a thunk of the same name: compared whole).
+    XCTAssertEqual(names["test.skip"], names["test.event"].map { Array($0.dropFirst()) })
+  }
+
+  static let testSite = Stackrec.Site("test.site")
+
+  @inline(never) static func hookOuter() {
+    hookInner()
+    blackHole()
+  }
+
+  @inline(never) static func hookInner() {
+    Stackrec.event("test.event", payload: "p")
+    testSite.event()
+    _ = try? Stackrec.mark("test.mark")
+    Stackrec.event("test.skip", skip: 1)
+    blackHole()
+  }
+
+  @inline(never) static func blackHole() {}
+
   /// Errors come back as the C API's errno values, with its text.
   func testErrors() throws {
     XCTAssertThrowsError(try Stackrec.stop()) { e in

@@ -1,0 +1,48 @@
+/*
+ * strerror.c: stkr_strerror, the recorder's texts for its error codes
+ * (recorder/stackrec.h), apart from the hot path in event.c.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "recorder/stackrec.h"
+
+/* The recorder's own texts; anything else is strerror's. A table rather
+ * than a switch: clang makes a switch of this size a jump table in the text
+ * section on x86_64, whose trailing padding test-apple-build's re-assembly
+ * comparison cannot tell from code once the table's size changes. */
+static const struct {
+  int err;
+  const char *text;
+} k_errors[] = {
+    {0, "success"},
+    {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown has)"},
+    {-EALREADY, "already recording"},
+    /* Two callers, two meanings (QA: a failed start under `ulimit -v`
+     * was reported as a dropped event). */
+    {-EAGAIN, "resource temporarily unavailable (stkr_event: the event was "
+              "dropped, ring full or re-entered from a signal handler; "
+              "stkr_init: no thread could be started, address space or "
+              "thread limit)"},
+    {-ENOSPC, "no space (site table full, disk full, or the process's cap on "
+              "ring memory reached)"},
+    {-EINVAL, "invalid argument or configuration value"},
+    {-EPERM, "not recorded: the recorder's own thread"},
+    {-E2BIG, "stkr_config sets a field this library version does not know "
+             "(stkr_config.size)"},
+    /* Sampling another thread (sample.c) */
+    {-ESRCH, "no such thread (not registered with stkr_thread_self, or "
+             "exited)"},
+    {-ETIMEDOUT, "timed out (the thread did not answer the sampling request)"},
+    {-EDEADLK, "the thread blocks the sampling signal"},
+    {-EBUSY, "the sampling signal has another handler (see "
+             "STACKREC_SAMPLE_SIGNAL)"},
+};
+
+const char *stkr_strerror(int err) {
+  for (size_t i = 0; i < sizeof k_errors / sizeof k_errors[0]; i++)
+    if (k_errors[i].err == err)
+      return k_errors[i].text;
+  return err < 0 ? strerror(-err) : "unknown error";
+}
