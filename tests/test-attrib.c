@@ -77,7 +77,7 @@ static const char map_text[] =
     "{\"modules\": [\n"
     "  {\"name\": \"AcmeAnalytics\", \"images\": [\"libacme*.so\"],\n"
     "   \"symbols\": [\"acme_\"]},\n"
-    "  {\"name\": \"PaySDK\", \"symbols\": [\"pay_sdk_\", \"PSK\"]},\n"
+    "  {\"name\": \"PaySDK\", \"symbols\": [\"pay_sdk_\", \"PSK\", \"PaySDK.\"]},\n"
     "  {\"name\": \"Vendor\", \"images\": [\"/opt/vendor/*\"]},\n"
     "  {\"name\": \"Shadowed\", \"symbols\": [\"acme_\"]}\n"
     "]}\n";
@@ -107,6 +107,31 @@ static void test_module_map(void **state) {
   assert_string_equal(stkr_attrib_module(m, stat_acme, 1), "AcmeAnalytics");
   assert_string_equal(stkr_attrib_module(m, objc, 1), "PaySDK");
   assert_string_equal(stkr_attrib_module(m, vendor, 1), "Vendor");
+  /* Swift names as the demangler writes them, the module in the middle
+   * (QA, session 30: none matched "PaySDK."; fails without). */
+  static const char *const swift[] = {
+      "PaySDK.Wallet.read() -> ()",
+      "static PaySDK.Wallet.readClipboard() -> ()",
+      "closure #1 () -> () in static PaySDK.Wallet.read() -> ()",
+      "closure #2 (Swift.Int) -> Swift.Bool in closure #1 () -> () in "
+      "PaySDK.Wallet.read() -> ()",
+      "(2) await resume partial function for PaySDK.Wallet.load() async -> ()",
+      "@objc PaySDK.Wallet.read() -> ()",
+      "merged PaySDK.Wallet.read() -> ()",
+      "function signature specialization <Arg[0] = Dead> of static "
+      "PaySDK.Wallet.read() -> ()",
+      "generic specialization <Swift.Int> of PaySDK.Box.get() -> A",
+      "(extension in PaySDK):Swift.String.paySDKValue.getter : Swift.Int",
+      "implicit closure #1 () -> Swift.String in PaySDK.Wallet.read() -> ()"};
+  for (size_t i = 0; i < sizeof swift / sizeof swift[0]; i++) {
+    stkr_frame sw[] = {fr(swift[i], "/opt/app/bin/App")};
+    if (strcmp(stkr_attrib_module(m, sw, 1), "PaySDK") != 0)
+      fail_msg("\"%s\" not claimed by PaySDK.", swift[i]);
+  }
+  /* Not the module's: a closure in the app, a parameter that names it. */
+  stkr_frame host[] = {fr("closure #1 (PaySDK.Wallet) -> () in App.main() -> ()",
+                          "/opt/app/bin/App")};
+  assert_string_equal(stkr_attrib_module(m, host, 1), "App");
   /* The responsible frame is the first non-system one: the app's own
    * function, although an SDK function called it. */
   assert_string_equal(stkr_attrib_module(m, app, 3), "app");

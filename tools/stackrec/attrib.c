@@ -51,14 +51,75 @@ bool stkr_attrib_system_image(const char *path) {
   return false;
 }
 
+/* Past `from`, the first `word` outside <...> and (...): where a Swift
+ * name's subject starts after "closure #1 () -> () in " or
+ * "function signature specialization <Arg[0] = Dead> of ". NULL: none. */
+static const char *after_word(const char *from, const char *word) {
+  size_t n = strlen(word);
+  int depth = 0;
+  for (const char *p = from; *p; p++) {
+    if (*p == '<' || *p == '(' || *p == '[') depth++;
+    else if ((*p == '>' || *p == ')' || *p == ']') && depth > 0) depth--;
+    else if (depth == 0 && strncmp(p, word, n) == 0) return p + n;
+  }
+  return NULL;
+}
+
+/* What a demangled Swift name is about, for prefix matching: the swift
+ * demangler puts its decorations first ("static PaySDK.PaySDK.f()",
+ * "closure #1 () -> () in PaySDK.f()", "(1) await resume partial function
+ * for PaySDK.f()", "merged ", "@objc ", specializations, thunks), so a
+ * map's natural prefix, the module ("PaySDK."), matched none of them
+ * (QA, session 30). "(extension in M):T.f" is M's: written as "M.T.f"
+ * into buf. Other names come back as they are. */
+static const char *swift_subject(const char *fn, char *buf, size_t cap) {
+  static const char *const lead[] = {
+      "static ", "@objc ", "@nonobjc ", "merged ", "specialized ",
+      /* (not "protocol witness for P.f in conformance T": T's module's) */
+      "partial apply forwarder for ", "dispatch thunk of ",
+      "await resume partial function for ",
+      "suspend resume partial function for ", "async function pointer to ",
+      "outlined variable #0 of ", "variable initialization expression of "};
+  static const char *const of_lead[] = {
+      "function signature specialization ", "generic specialization ",
+      "generic partial specialization "};
+  for (int round = 0; fn != NULL && round < 16; round++) {
+    const char *next = NULL;
+    for (size_t i = 0; !next && i < sizeof lead / sizeof *lead; i++)
+      if (has_prefix(fn, lead[i])) next = fn + strlen(lead[i]);
+    for (size_t i = 0; !next && i < sizeof of_lead / sizeof *of_lead; i++)
+      if (has_prefix(fn, of_lead[i]))
+        next = after_word(fn + strlen(of_lead[i]), " of ");
+    if (!next && fn[0] == '(' && fn[1] >= '0' && fn[1] <= '9') {
+      /* "(2) await resume partial function for " */
+      const char *p = strchr(fn, ')');
+      if (p != NULL && p[1] == ' ') next = p + 2;
+    }
+    if (!next && (has_prefix(fn, "closure #") ||
+                  has_prefix(fn, "implicit closure #")))
+      next = after_word(fn, " in ");
+    if (!next && has_prefix(fn, "(extension in ")) {
+      const char *m = fn + strlen("(extension in "), *e = strstr(m, "):");
+      if (e != NULL && e > m &&
+          snprintf(buf, cap, "%.*s.%s", (int)(e - m), m, e + 2) < (int)cap)
+        return buf;
+    }
+    if (!next) return fn;
+    fn = next;
+  }
+  return fn;
+}
+
 /* The map entry claiming frame f, or NULL. */
 static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
   const char *b = stkr_attrib_base_name(f->image), *fn = f->function;
+  char ext[512];
   size_t i, k;
 
   /* An Objective-C method's prefix is its class's: "-[PSKDevice id]". */
   if (fn != NULL && (fn[0] == '-' || fn[0] == '+') && fn[1] == '[')
     fn += 2;
+  const char *subject = swift_subject(fn, ext, sizeof ext);
 
   for (i = 0; i < m->n; i++) {
     const modmap_entry *e = &m->v[i];
@@ -67,7 +128,7 @@ static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
           fnmatch(e->images[k], b, 0) == 0)
         return e;
     for (k = 0; fn != NULL && k < e->n_symbols; k++)
-      if (has_prefix(fn, e->symbols[k]))
+      if (has_prefix(fn, e->symbols[k]) || has_prefix(subject, e->symbols[k]))
         return e;
   }
   return NULL;
