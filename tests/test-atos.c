@@ -94,6 +94,26 @@ static void test_many_aliases(void **state) {
   remove(obj);
 }
 
+/* A function of size 0 (an assembly stub without .size, as glibc's
+ * signal trampoline __restore_rt) names its first byte, in a gap between
+ * sized functions only (QA, session 30: the trampoline of a handler's
+ * stack was "libc.so.6+0x3c051"; fails without). */
+static void test_elf_zero_size_stub(void **state) {
+  (void)state;
+  assert_int_equal(mt_sh(
+      "cd '%s' && printf '%%s\\n' 'int main(void) { return 0; }' "
+      "'__asm__(\".text\\n.globl zero_stub\\n.type zero_stub, @function\\n"
+      "zero_stub:\\n nop\\n ret\\n\");' > zs.c && "
+      "cc -O0 -o zs zs.c && nm zs | awk '$3 == \"zero_stub\" {print $1}'",
+      mt_tmp), 0);
+  unsigned long long a = strtoull(mt_out, NULL, 16);
+  assert_true(a != 0);
+  assert_int_equal(mt_sh("cd '%s' && '%s' atos -o zs 0x%llx", mt_tmp, mt_tool,
+                         a), 0);
+  if (strncmp(mt_out, "zero_stub (in zs)", 17) != 0)
+    fail_msg("atos of zero_stub: %s", mt_out);
+}
+
 /* Objective-C names as they are, from the dSYM and from the symbol
  * table alone. */
 static void test_objc(void **state) {
@@ -327,5 +347,6 @@ static void test_go_cgo(void **state) {
 
 MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
              test_thin_and_dwarf5, test_symbol_table_only, test_many_aliases,
-             test_objc, test_elf, test_elf_cut_short, test_load_address,
-             test_json_and_arch, test_errors, test_swift, test_go_cgo)
+             test_objc, test_elf, test_elf_zero_size_stub, test_elf_cut_short,
+             test_load_address, test_json_and_arch, test_errors, test_swift,
+             test_go_cgo)
