@@ -320,7 +320,9 @@ STKR_API int stkr_shutdown_for_exit(void);
 /*
  * Barrier: returns once every event recorded (by any thread) before the call
  * is in a batch on disk, or was dropped and counted.
- * @return 0, -ENOTCONN if not recording, -EIO if a batch failed to write.
+ * @return 0, -ENOTCONN if not recording, -EIO if a batch failed to write,
+ *         -EDEADLK on the recorder's own threads (the flush worker would
+ *         wait for itself).
  */
 STKR_API int stkr_flush(void);
 
