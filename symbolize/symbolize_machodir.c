@@ -243,9 +243,21 @@ int stkr__machodir_open(stkr__machodir *d, const char *image_path,
   }
   for (size_t i = 0; d && i < d->n; i++)
     if (strcmp(base_of(d->e[i].path), base_of(image_path)) == 0) {
-      stkr_macho_uuid_str(d->e[i].uuid, got);
-      snprintf(why, cap, "UUID mismatch: recorded %s, but %s has UUID %s",
-               want, d->e[i].path, got);
+      /* Every slice's UUID of that file (a universal file has several:
+       * QA, session 30, named only its first, another architecture's). */
+      char uuids[4 * 40] = "";
+      size_t n_uuids = 0, used = 0;
+      for (size_t k = i; k < d->n && n_uuids < 4; k++) {
+        if (strcmp(d->e[k].path, d->e[i].path) != 0) continue;
+        stkr_macho_uuid_str(d->e[k].uuid, got);
+        int w = snprintf(uuids + used, sizeof uuids - used, "%s%s",
+                         n_uuids ? ", " : "", got);
+        if (w < 0 || (size_t)w >= sizeof uuids - used) break;
+        used += (size_t)w;
+        n_uuids++;
+      }
+      snprintf(why, cap, "UUID mismatch: recorded %s, but %s has UUID%s %s",
+               want, d->e[i].path, n_uuids > 1 ? "s" : "", uuids);
       return -ENOENT;
     }
   /* The caller tries ELF files with this id next and uses this message

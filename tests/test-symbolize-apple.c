@@ -411,6 +411,23 @@ static void test_debug_dirs_said(void **state) {
   if (strstr(mt_err, "Mach-O files that could not be read: ") == NULL ||
       strstr(mt_err, "cut/D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64 (") == NULL)
     fail_msg("the damaged dSYM is not named: %s", mt_err);
+  /* An image recorded as "App" with a UUID no slice of the universal App
+   * has: the mismatch names all three slices' UUIDs (only the first, another
+   * architecture's, before). */
+  char dir[4200];
+  img one = g_arm[0];
+  one.path = "/private/var/containers/Bundle/Application/X/App.app/App";
+  one.uuid[0] ^= 0xff;
+  snprintf(dir, sizeof dir, "%s/rec-uni", mt_tmp);
+  snprintf(out, sizeof out, "%s/out-uni", mt_tmp);
+  write_rec(dir, 302, "arm64", &one, 1, g_pcs + g_first[0], 10);
+  assert_int_equal(mt_sh("rm -rf '%s/uni' && mkdir -p '%s/uni' && cp '%s/App' "
+                         "'%s/uni/'", mt_tmp, mt_tmp, mt_fx, mt_tmp), 0);
+  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/uni' -o '%s' '%s'",
+                         mt_tool, mt_tmp, out, dir), 0);
+  const char *u = strstr(mt_err, "uni/App has UUIDs ");
+  if (u == NULL || strchr(u, ',') == NULL || strchr(strchr(u, ',') + 1, ',') == NULL)
+    fail_msg("not every slice's UUID named: %s", mt_err);
 }
 
 /* Symbol caches only (stackrec symcache build): the same answers. */
