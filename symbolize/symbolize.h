@@ -29,6 +29,11 @@
  * containing function. */
 #define STKR__SYM_MAX_INLINE 16
 
+/* Bits of a user-space address on Apple arm64 (47); the bits above are
+ * pointer authentication's on arm64e (atos clears them). Not Linux
+ * aarch64's: its user space may use bit 47. */
+#define STKR__USER_VA_BITS 47
+
 /* One image to resolve PCs in. Strings and bytes are borrowed for the
  * duration of stkr__symbe_set_images() only (the backend copies). The
  * addresses may be moved from the recorded ones by one delta (`stackrec

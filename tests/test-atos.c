@@ -94,6 +94,24 @@ static void test_many_aliases(void **state) {
   remove(obj);
 }
 
+/* A pointer-authenticated arm64e address (bits above 47 set, as an LR
+ * from lldb or a crash report has them): answered as the plain address,
+ * and said (QA, session 30: printed back as is; fails without). */
+static void test_pac_address(void **state) {
+  char want[1024];
+  (void)state;
+  MT_SKIP_IF_NO_FIXTURES();
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App' -arch arm64e 0x1000042c0",
+                         mt_tool, mt_fx), 0);
+  snprintf(want, sizeof want, "%s", mt_out);
+  assert_non_null(strstr(want, " (in App)"));
+  assert_int_equal(mt_sh("'%s' atos -o '%s/App' -arch arm64e 0x002a0001000042c0",
+                         mt_tool, mt_fx), 0);
+  assert_string_equal(mt_out, want);
+  assert_non_null(strstr(mt_err, "0x002a0001000042c0: bits above bit 46 "
+                                 "cleared (pointer authentication): 0x1000042c0"));
+}
+
 /* A function of size 0 (an assembly stub without .size, as glibc's
  * signal trampoline __restore_rt) names its first byte, in a gap between
  * sized functions only (QA, session 30: the trampoline of a handler's
@@ -348,5 +366,6 @@ static void test_go_cgo(void **state) {
 MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
              test_thin_and_dwarf5, test_symbol_table_only, test_many_aliases,
              test_objc, test_elf, test_elf_zero_size_stub, test_elf_cut_short,
-             test_load_address, test_json_and_arch, test_errors, test_swift,
+             test_load_address, test_json_and_arch, test_pac_address,
+             test_errors, test_swift,
              test_go_cgo)

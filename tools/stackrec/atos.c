@@ -44,6 +44,8 @@ static const char atos_help[] =
     "                   file's load bias): ADDRESS - LOAD + __TEXT vmaddr is\n"
     "                   looked up. Without -l addresses are the file's own.\n"
     "  -arch ARCH       the slice of a universal file: arm64, arm64e, x86_64\n"
+    "                   (an arm64 slice: an address's bits above bit 46,\n"
+    "                   pointer authentication's, are cleared, and said)\n"
     "  -i               also print the inlined calls, innermost first\n"
     "  --symcache DIR   use DIR/<UUID>.stkrsym (stackrec symcache build) when\n"
     "                   it holds this build; -o FILE.stkrsym works too\n"
@@ -62,6 +64,7 @@ static const char atos_help[] =
 
 typedef struct atos_opts {
   bool inlines, json, have_load;
+  bool strip_pac; /* an Apple arm64 slice: pointer authentication's bits */
   uint64_t load, text_vmaddr;
   const char *image; /* basename shown "(in image)" */
   stkr_cli_buf out;  /* one address's answer, reused */
@@ -148,6 +151,16 @@ typedef struct atos_addr {
 static void addr_parse(const atos_opts *o, atos_addr *x) {
   x->a = 0;
   x->ok = parse_addr(x->text, &x->a) == 0;
+  if (x->ok && o->strip_pac && (x->a >> STKR__USER_VA_BITS) != 0) {
+    /* A pointer-authenticated address (an arm64e LR from lldb or a crash
+     * report): the bits above a user-space address's 47 cleared, and
+     * said (QA, session 30: answered with the address as is, no word). */
+    uint64_t plain = x->a & ((UINT64_C(1) << STKR__USER_VA_BITS) - 1);
+    fprintf(stderr, "stackrec atos: %s: bits above bit %d cleared (pointer "
+            "authentication): 0x%llx\n", x->text, STKR__USER_VA_BITS - 1,
+            (unsigned long long)plain);
+    x->a = plain;
+  }
   x->look = o->have_load ? x->a - o->load + o->text_vmaddr : x->a;
   x->in_img = x->ok && (!o->have_load || x->a >= o->load);
 }
@@ -355,6 +368,7 @@ int stkr_cli_atos(int argc, char **argv) {
   if (cache_dir && info.macho && info.has_uuid)
     use_cache(cache_dir, &f, &info);
   o.text_vmaddr = info.text_vmaddr;
+  o.strip_pac = info.macho && info.arch && strncmp(info.arch, "arm64", 5) == 0;
   if (info.macho && !info.has_dwarf)
     fprintf(stderr, "stackrec atos: note: %s has no DWARF (no dSYM): function "
                     "names only, from its symbol table\n", info.path);
