@@ -300,15 +300,94 @@ const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot) {
   return d ? d : n;
 }
 
+static bool cxx_cu(Dwarf_Die *die) {
+  Dwarf_Die cu;
+  if (dwarf_diecu(die, &cu, NULL, NULL) == NULL) return false;
+  switch (dwarf_srclang(&cu)) {
+  case DW_LANG_C_plus_plus:
+  case DW_LANG_C_plus_plus_03:
+  case DW_LANG_C_plus_plus_11:
+  case DW_LANG_C_plus_plus_14:
+  case DW_LANG_ObjC_plus_plus:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Append s (n bytes) to nb's slot buffer at *len. @return false: no memory. */
+static bool slot_put(stkr__dwnames *nb, size_t slot, size_t *len,
+                     const char *s, size_t n) {
+  if (stkr__grow_big((void **)&nb->buf[slot], &nb->cap[slot], *len + n + 1, 1))
+    return false;
+  memcpy(nb->buf[slot] + *len, s, n);
+  *len += n;
+  nb->buf[slot][*len] = '\0';
+  return true;
+}
+
+const char *stkr__dw_plain_name(stkr__dwnames *nb, Dwarf_Die *die,
+                                size_t slot) {
+  const char *name = dwarf_diename(die);
+  Dwarf_Attribute at;
+  Dwarf_Die cur = *die, decl, *scopes = NULL;
+  bool declared = false;
+  size_t len = 0;
+  int n;
+
+  if (name == NULL) return NULL;
+  /* The DIE that carries the name, past abstract_origin (an inlined or
+   * concrete copy) and specification (a definition of a declaration). */
+  for (int hop = 0; hop < 8 && !dwarf_hasattr(&cur, DW_AT_name); hop++) {
+    bool spec = !dwarf_attr(&cur, DW_AT_abstract_origin, &at);
+    if ((spec && !dwarf_attr(&cur, DW_AT_specification, &at)) ||
+        dwarf_formref_die(&at, &decl) == NULL)
+      return name;
+    declared |= spec;
+    cur = decl;
+  }
+  /* Only a member declared in its class or namespace: what the scopes
+   * add; dwarf_getscopes_die walks the CU up to the DIE. */
+  if (!declared || !cxx_cu(&cur) || (n = dwarf_getscopes_die(&cur, &scopes)) <= 1) {
+    free(scopes);
+    return name;
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    const char *part;
+    switch (dwarf_tag(&scopes[i])) {
+    case DW_TAG_namespace:
+      part = dwarf_diename(&scopes[i]);
+      if (part == NULL) part = "(anonymous namespace)";
+      break;
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+      part = dwarf_diename(&scopes[i]);
+      break;
+    default:
+      part = NULL;
+    }
+    if (part != NULL && (!slot_put(nb, slot, &len, part, strlen(part)) ||
+                         !slot_put(nb, slot, &len, "::", 2))) {
+      free(scopes);
+      return name;
+    }
+  }
+  free(scopes);
+  if (len == 0 || !slot_put(nb, slot, &len, name, strlen(name))) return name;
+  return nb->buf[slot];
+}
+
 /* A DIE's function name: the demangled linkage name, else DW_AT_name
- * (following abstract_origin/specification). Stored in nb's slot. */
+ * (following abstract_origin/specification) with its C++ scopes
+ * (stkr__dw_plain_name). Stored in nb's slot. */
 static const char *die_name(stkr__dwnames *nb, Dwarf_Die *die, size_t slot) {
   Dwarf_Attribute at;
   const char *ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
   if (!ln)
     ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
   if (ln) return stkr__dw_sym_name(nb, ln, slot);
-  return dwarf_diename(die);
+  return stkr__dw_plain_name(nb, die, slot);
 }
 
 bool stkr__dw_is_scope(int tag) {

@@ -147,6 +147,13 @@ const char *stkr__dw_full_path(stkr__dwnames *nb, Dwarf_Die *cudie,
 
 /* A symbol name demangled into nb's slot (C++, Swift), else itself. */
 const char *stkr__dw_sym_name(stkr__dwnames *nb, const char *n, size_t slot);
+/* The name of a function DIE without a linkage name: DW_AT_name, and for a
+ * C++ member defined from its declaration (DW_AT_specification) the
+ * declaration's namespaces and classes before it: GCC gives no linkage
+ * name to what has internal linkage, so `(anonymous namespace)::Camera::
+ * read()` and `Contacts::read()` were both "read" (QA, session 30). In nb's
+ * slot, or a string of the DWARF; NULL: no name. */
+const char *stkr__dw_plain_name(stkr__dwnames *nb, Dwarf_Die *die, size_t slot);
 
 /* Load the scope tree of subprogram `sub` (kept until another is loaded)
  * when the previous lookup was in `sub` too. @return false when it was

@@ -36,7 +36,7 @@ struct stkr__dwscope_node {
   bool inlined;       /* DW_TAG_inlined_subroutine (a frame) */
   bool has_call_file;
   const char *linkage; /* mangled linkage name (libdw's), or NULL */
-  const char *name;    /* DW_AT_name (libdw's), or NULL */
+  Dwarf_Die die;       /* without a linkage name: named from it */
   Dwarf_Word call_file;
   uint32_t call_line, call_col;
 };
@@ -81,7 +81,7 @@ static uint32_t add_node(stkr__dwscope *s, Dwarf_Die *die, bool inlined) {
   if (!nd->linkage)
     nd->linkage =
         dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
-  nd->name = nd->linkage ? NULL : dwarf_diename(die);
+  if (!nd->linkage) nd->die = *die; /* (stkr__dw_plain_name, when asked) */
   if (inlined) {
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &at), &v) == 0) {
       nd->call_file = v;
@@ -162,7 +162,9 @@ const stkr__dwscope_node *stkr__dwscope_root(const stkr__dwscope *s) {
 
 const char *stkr__dwscope_name(stkr__dwnames *nb, const stkr__dwscope_node *nd,
                                size_t slot) {
-  return nd->linkage ? stkr__dw_sym_name(nb, nd->linkage, slot) : nd->name;
+  Dwarf_Die die = nd->die;
+  return nd->linkage ? stkr__dw_sym_name(nb, nd->linkage, slot)
+                     : stkr__dw_plain_name(nb, &die, slot);
 }
 
 bool stkr__dwscope_call(const stkr__dwscope_node *nd, Dwarf_Word *file,

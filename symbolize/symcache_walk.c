@@ -189,7 +189,10 @@ static uint32_t die_name_of(walk *w, Dwarf_Die *die) {
       dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &at));
   if (!ln)
     ln = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
-  return ln ? sym_id(w, ln) : name_id(w, dwarf_diename(die));
+  if (ln) return sym_id(w, ln);
+  /* (A name of the DWARF by its address; one made with scopes by value.) */
+  const char *n = stkr__dw_plain_name(&w->nb, die, 0);
+  return n == dwarf_diename(die) ? name_id(w, n) : intern(w, n);
 }
 
 /* A file name of this CU joined to comp_dir once (high half) and twice. */

@@ -94,6 +94,44 @@ static void test_many_aliases(void **state) {
   remove(obj);
 }
 
+/* C++ members with internal linkage (a class in an anonymous namespace),
+ * which GCC gives no linkage name: named with their namespaces and
+ * classes from the DWARF, by the DWARF path and from a symbol cache alike
+ * (QA, session 30: both were "read", one stack under --granularity
+ * function; fails without). */
+static void test_cxx_without_linkage_names(void **state) {
+  const char *const fns[2] = {"_ZN12_GLOBAL__N_16Camera4readEv",
+                              "_ZN12_GLOBAL__N_18Contacts4readEv"};
+  const char *const want[2] = {"(anonymous namespace)::Camera::read (in ",
+                               "(anonymous namespace)::Contacts::read (in "};
+  (void)state;
+  assert_int_equal(mt_sh(
+      "cd '%s' && printf '%%s\\n' '#include <cstdlib>' 'volatile int sink;' "
+      "'namespace {' "
+      "'struct Camera { __attribute__((noinline)) static void read() { sink += "
+      "getenv(\"A\") != nullptr; } };' "
+      "'struct Contacts { __attribute__((noinline)) static void read() { sink "
+      "+= getenv(\"B\") != nullptr; } };' '}' "
+      "'int main() { Camera::read(); Contacts::read(); return 0; }' > anon.cc "
+      "&& g++ -g -O0 -o anon anon.cc && rm -rf anon-cache && "
+      "'%s' symcache build anon -o anon-cache >/dev/null", mt_tmp, mt_tool), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(mt_sh("cd '%s' && nm anon | awk '$3 == \"%s\" {print $1}'",
+                           mt_tmp, fns[i]), 0);
+    unsigned long long a = strtoull(mt_out, NULL, 16);
+    assert_true(a != 0);
+    /* + 8: inside the function (atos looks an address up as it is); from
+     * the DWARF, then from the cache */
+    for (int c = 0; c < 2; c++) {
+      assert_int_equal(mt_sh("cd '%s' && '%s' atos -o %s 0x%llx", mt_tmp,
+                             mt_tool, c ? "anon-cache/*.stkrsym" : "anon",
+                             a + 8), 0);
+      if (strncmp(mt_out, want[i], strlen(want[i])) != 0)
+        fail_msg("%s (%s): %s", fns[i], c ? "cache" : "DWARF", mt_out);
+    }
+  }
+}
+
 /* A pointer-authenticated arm64e address (bits above 47 set, as an LR
  * from lldb or a crash report has them): answered as the plain address,
  * and said (QA, session 30: printed back as is; fails without). */
@@ -365,7 +403,7 @@ static void test_go_cgo(void **state) {
 
 MT_TEST_MAIN("atos", 6, 12, NULL, test_universal_dsym_every_slice,
              test_thin_and_dwarf5, test_symbol_table_only, test_many_aliases,
-             test_objc, test_elf, test_elf_zero_size_stub, test_elf_cut_short,
+             test_objc, test_elf, test_elf_zero_size_stub,
+             test_cxx_without_linkage_names, test_elf_cut_short,
              test_load_address, test_json_and_arch, test_pac_address,
-             test_errors, test_swift,
-             test_go_cgo)
+             test_errors, test_swift, test_go_cgo)
