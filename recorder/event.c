@@ -570,7 +570,7 @@ stkr__push_walk(stkr__thread *t, uint64_t *pcs, uintptr_t fp, unsigned skip,
  * recording (stkr_event retries). */
 static inline __attribute__((always_inline)) int
 stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
-           size_t payload_len, uintptr_t fp, unsigned skip,
+           size_t payload_len, uintptr_t fp, unsigned extra_skip,
            const uint64_t *given, unsigned given_n) {
   int state;
   stkr__record *rec;
@@ -619,6 +619,12 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     return nr != 0 ? -ENOTCONN : 1;
   }
 
+  /* g_conf is read once RUNNING was seen (the acquire load above: the
+   * start's writes happen before), never before (TSan: a race with a
+   * start, when stkr_event_skip read skip_frames first). */
+  const unsigned skip = g_conf.skip_frames + extra_skip < STKR_MAX_DEPTH
+                            ? g_conf.skip_frames + extra_skip
+                            : STKR_MAX_DEPTH;
   site_id = stkr__site_id(site);
   if (__builtin_expect(site_id == 0, 0)) {
     if (stkr__site_refused(site)) { /* the app's misuse: no event */
@@ -703,7 +709,7 @@ drop_unbusy:
  * frame (fp), where the walk starts. */
 static inline __attribute__((always_inline)) int
 stkr__event(stkr_site *site, const void *payload, size_t payload_len,
-            unsigned skip, uintptr_t fp) {
+            unsigned extra_skip, uintptr_t fp) {
   int state, err;
   stkr__thread *t;
 
@@ -746,7 +752,7 @@ again:
       return err == -ENOSPC ? -EAGAIN : -ENOMEM;
     }
   }
-  err = stkr__push(t, site, payload, payload_len, fp, skip, NULL, 0);
+  err = stkr__push(t, site, payload, payload_len, fp, extra_skip, NULL, 0);
   if (__builtin_expect(err == 1, 0))
     goto again;
   return err;
@@ -754,7 +760,7 @@ again:
 
 __attribute__((noinline)) int stkr_event(stkr_site *site, const void *payload,
                                          size_t payload_len) {
-  return stkr__event(site, payload, payload_len, g_conf.skip_frames,
+  return stkr__event(site, payload, payload_len, 0,
                      (uintptr_t)__builtin_frame_address(0));
 }
 
@@ -762,12 +768,10 @@ __attribute__((noinline)) int stkr_event_skip(stkr_site *site,
                                               const void *payload,
                                               size_t payload_len,
                                               unsigned skip) {
-  /* Bounded as the config's own (flush/config.c): a walk skips at most
-   * STKR_MAX_DEPTH frames. */
-  unsigned total =
-      g_conf.skip_frames + (skip < STKR_MAX_DEPTH ? skip : STKR_MAX_DEPTH);
+  /* (skip_frames added after the state check, in stkr__push; a walk skips
+   * at most STKR_MAX_DEPTH frames) */
   return stkr__event(site, payload, payload_len,
-                     total < STKR_MAX_DEPTH ? total : STKR_MAX_DEPTH,
+                     skip < STKR_MAX_DEPTH ? skip : STKR_MAX_DEPTH,
                      (uintptr_t)__builtin_frame_address(0));
 }
 
@@ -777,7 +781,6 @@ int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
     t = stkr__tls;
   if ((uintptr_t)t <= STKR__THREAD_SENTINEL_MAX)
     return t == STKR__THREAD_IGNORED ? -EPERM : -ENOTCONN;
-  int err = stkr__push(t, site, payload, payload_len, 0, g_conf.skip_frames,
-                       pcs, n);
+  int err = stkr__push(t, site, payload, payload_len, 0, 0, pcs, n);
   return err == 1 ? -ENOTCONN : err;
 }
