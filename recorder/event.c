@@ -622,9 +622,12 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
   /* g_conf is read once RUNNING was seen (the acquire load above: the
    * start's writes happen before), never before (TSan: a race with a
    * start, when stkr_event_skip read skip_frames first). */
-  const unsigned skip = g_conf.skip_frames + extra_skip < STKR_MAX_DEPTH
-                            ? g_conf.skip_frames + extra_skip
-                            : STKR_MAX_DEPTH;
+  const unsigned skip =
+      extra_skip == 0 /* stkr_event's: a constant, folded */
+          ? g_conf.skip_frames
+          : g_conf.skip_frames + extra_skip < STKR_MAX_DEPTH
+                ? g_conf.skip_frames + extra_skip
+                : STKR_MAX_DEPTH;
   site_id = stkr__site_id(site);
   if (__builtin_expect(site_id == 0, 0)) {
     if (stkr__site_refused(site)) { /* the app's misuse: no event */
