@@ -48,7 +48,13 @@ int stkr_init(const stkr_config *in) {
   return err;
 }
 
+/* A flush on the recorder's own thread (the worker's dlclose of a module
+ * reaching the hook library's) would wait for itself: refused before the
+ * session's lock, which the thread waiting on the worker may hold. */
+static bool own_thread(void) { return stkr__tls == STKR__THREAD_IGNORED; }
+
 int stkr_flush(void) {
+  if (own_thread()) return -EDEADLK;
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_flush();
   pthread_mutex_unlock(&g_life_mu);
@@ -61,6 +67,7 @@ int stkr_flush_timeout(unsigned timeout_ms) {
   struct timespec ms = {0, 1000000};
   int err;
 
+  if (own_thread()) return -EDEADLK;
   /* Only tried, as the exit does: the caller may be inside a control call
    * of its own (a dlclose reached from stkr_shutdown) or wait on a thread
    * that is; the deadline holds either way. */

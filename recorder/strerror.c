@@ -34,8 +34,13 @@ static const struct {
     /* Sampling another thread (sample.c) */
     {-ESRCH, "no such thread (not registered with stkr_thread_self, or "
              "exited)"},
-    {-ETIMEDOUT, "timed out (the thread did not answer the sampling request)"},
-    {-EDEADLK, "the thread blocks the sampling signal"},
+    /* Two callers each, two meanings (as -EAGAIN above). */
+    {-ETIMEDOUT, "timed out (stkr_thread_sample: the thread did not answer "
+                 "the sampling request; stkr_flush_timeout: the deadline "
+                 "passed, the events are written later)"},
+    {-EDEADLK, "would wait for itself (stkr_thread_sample: the thread blocks "
+               "the sampling signal; stkr_flush: called on the recorder's "
+               "own thread)"},
     {-EBUSY, "the sampling signal has another handler (see "
              "STACKREC_SAMPLE_SIGNAL)"},
 };
