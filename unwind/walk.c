@@ -114,11 +114,16 @@ __attribute__((no_sanitize_address))
 static bool fp_record_skips(const stkr__uw_set *set, uintptr_t sp, uintptr_t fp,
                             uintptr_t lo, uintptr_t hi) {
   const stkr__uw_table *t = NULL;
-  uintptr_t a = (sp + 7) & ~(uintptr_t)7, end = fp;
+  uintptr_t a = (sp + 7) & ~(uintptr_t)7, end = fp, code_lo, code_hi;
+  if (set == NULL || set->n == 0) return false;
+  /* Where any table's rows are (tables ascending, apart): a word outside
+   * (a small integer, most pointers) costs no search. */
+  code_lo = set->tables[0]->lo;
+  code_hi = set->tables[set->n - 1]->hi;
   if (end - a > UW_SKIP_SCAN_WORDS * 8) end = a + UW_SKIP_SCAN_WORDS * 8;
   for (; a < end && word_ok(a, lo, hi); a += 8) {
     uintptr_t v = *(const uintptr_t *)a;
-    if (v - 1 >= UW_ADDR_MAX) continue;
+    if (v - 1 < code_lo || v - 1 >= code_hi) continue;
     if (row_at(set, &t, v - 1) != STKR__UW_FALLBACK) return true;
   }
   return false;
