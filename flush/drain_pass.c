@@ -11,14 +11,7 @@
 
 /* ---- the exit deadline ---------------------------------------------------
  * The one place that decides how an ending session spends its budget (see
- * worker.h). Relaxed loads: stop_by_ns is a plain value stored before the
- * wake that made this pass run (and re-read every record,
- * so a pass already running when the end was requested picks it up). */
-
-bool stkr__drain_past_deadline(stkr__worker *w) {
-  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
-  return stop != 0 && stkr__clock_mono_ns() >= stop;
-}
+ * worker.h; stkr__drain_past_deadline is inline there). */
 
 /* Time an ending session must have left to start a resolution that loads
  * nothing (lookups in an image already open: a new compile unit's index

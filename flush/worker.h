@@ -279,8 +279,15 @@ void stkr__drain_images_changed(stkr__worker *w);
 /* Inproc mode: s's frames, resolved once (each unique PC once, in the
  * symbolizer's cache); on failure s keeps its PCs only (drain_images.c). */
 void stkr__drain_symbolize_stack(stkr__worker *w, stkr__stack *s);
-/* In an ending session: has the drain deadline passed? (false otherwise) */
-bool stkr__drain_past_deadline(stkr__worker *w);
+/* In an ending session: has the drain deadline passed? (false otherwise)
+ * Inline: the drain asks before every record. Relaxed load: stop_by_ns is
+ * a plain value stored before the wake that made this pass run (and
+ * re-read every record, so a pass already running when the end was
+ * requested picks it up); the clock is read only in an ending session. */
+static inline bool stkr__drain_past_deadline(stkr__worker *w) {
+  uint64_t stop = atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed);
+  return stop != 0 && stkr__clock_mono_ns() >= stop;
+}
 /* Does ring r put the worker under pressure, `pressured` being the last
  * pass's verdict (stkr__worker.pressure)? An eighth of the ring unread to
  * enter, a sixty-fourth to stay (drain.c). Consumer side. */
