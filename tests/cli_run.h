@@ -165,15 +165,8 @@ static __attribute__((unused)) void cr__assert_lines(const char *s, int first,
 }
 
 /* Assert that each of the texts given occurs in s: cr_assert_has(cr_out,
- * "a", "b"). The first missing one is named, with s. */
-#define cr_assert_has(s, ...)                                                 \
-  cr__assert_has(s, (const char *const[]){__VA_ARGS__, NULL})
-static __attribute__((unused)) void cr__assert_has(const char *s,
-                                                   const char *const *texts) {
-  for (; *texts != NULL; texts++)
-    if (strstr(s, *texts) == NULL)
-      fail_msg("no \"%s\" in:\n%s", *texts, s);
-}
+ * "a", "b"). The first missing one is named, with s (tests/testlib.h). */
+#define cr_assert_has(s, ...) tl_assert_has(s, __VA_ARGS__)
 
 /* Assert that got (cr_out, a cr_line) is exactly the text of fmt (printf):
  * the expected output with the test's paths filled in. Needs <cmocka.h>

@@ -113,8 +113,7 @@ static void test_top_counts_per_function(void **state) {
   assert_int_equal(fread(magic, 1, 2, f), 2);
   fclose(f);
   assert_true(magic[0] == 0x1f && magic[1] == 0x8b); /* gzip */
-  assert_non_null(strstr(g_out, "Type: events\n"));
-  assert_non_null(strstr(g_out, "of 75 total"));
+  tl_assert_has(g_out, "Type: events\n", "of 75 total");
   assert_top("exp_hook", 75, 75);
   assert_top("exp_mid_a", 0, 50);
   assert_top("exp_mid_b", 0, 20);
@@ -163,17 +162,18 @@ static void test_traces_show_whole_stacks_and_labels(void **state) {
            (int)getpid());
   assert_non_null(strstr(g_out, want));
   assert_int_equal(pprof("-tags '%s'", tmp_path("traces.pb.gz")), 0);
-  assert_non_null(strstr(g_out, " site: Total 75"));
-  assert_non_null(strstr(g_out, "50.0 (66.67%): exp.read\n"));
-  assert_non_null(strstr(g_out, "20.0 (26.67%): exp.write\n"));
-  assert_non_null(strstr(g_out, "5.0 ( 6.67%): exp;odd name\n"));
-  assert_non_null(strstr(g_out, " thread: Total 75"));
-  assert_non_null(strstr(g_out, "60.0 (80.00%): exp-alpha\n"));
-  assert_non_null(strstr(g_out, "15.0 (20.00%): exp-beta\n"));
-  assert_non_null(strstr(g_out, " payload: Total 75"));
-  assert_non_null(strstr(g_out, " process: Total 75"));
-  assert_non_null(strstr(g_out, " stack_truncated: Total 75"));
-  assert_non_null(strstr(g_out, "75.0 (  100%): export-pprof\n"));
+  tl_assert_has(g_out,
+                " site: Total 75",
+                "50.0 (66.67%): exp.read\n",
+                "20.0 (26.67%): exp.write\n",
+                "5.0 ( 6.67%): exp;odd name\n",
+                " thread: Total 75",
+                "60.0 (80.00%): exp-alpha\n",
+                "15.0 (20.00%): exp-beta\n",
+                " payload: Total 75",
+                " process: Total 75",
+                " stack_truncated: Total 75",
+                "75.0 (  100%): export-pprof\n");
 }
 
 static void test_filters(void **state) {
@@ -411,12 +411,13 @@ static void test_labels_are_recorded_text(void **state) {
                       "'%s' '%s'", a, b, g_tool, tmp_path("odd.pb.gz"), a, b),
                    0);
   assert_int_equal(pprof("-tags '%s'", tmp_path("odd.pb.gz")), 0);
-  assert_non_null(strstr(g_out, "2.0 (50.00%): /home/u/\xe2\x82\xac-euro.txt\n"));
-  assert_non_null(strstr(g_out, "2.0 (50.00%): back\\slash \"q\"\n"));
-  assert_non_null(strstr(g_out, "4.0 (  100%): ev\\x0ail\\x01\n"));
-  assert_non_null(strstr(g_out, " recording: Total 4"));
-  assert_non_null(strstr(g_out, "odd-a\n"));
-  assert_non_null(strstr(g_out, "odd-b\n"));
+  tl_assert_has(g_out,
+                "2.0 (50.00%): /home/u/\xe2\x82\xac-euro.txt\n",
+                "2.0 (50.00%): back\\slash \"q\"\n",
+                "4.0 (  100%): ev\\x0ail\\x01\n",
+                " recording: Total 4",
+                "odd-a\n",
+                "odd-b\n");
   assert_int_equal(pprof("-tagfocus='payload=.*\xe2\x82\xac-euro' -top '%s'",
                          tmp_path("odd.pb.gz")), 0);
   assert_non_null(strstr(g_out, "accounting for 2, 50.00% of 4 total"));

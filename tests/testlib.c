@@ -272,6 +272,12 @@ int tl_count(const char *hay, const char *needle) {
   return n;
 }
 
+void tl__assert_has(const char *s, const char *const *texts) {
+  for (; *texts != NULL; texts++)
+    if (strstr(s, *texts) == NULL)
+      fail_msg("no \"%s\" in:\n%s", *texts, s);
+}
+
 /* How many names the comma-separated list holds (as the preprocessor
  * spells #__VA_ARGS__: "a, b, c"); each is cut out in place (list is a
  * copy) and the first cap of them put into out. */

@@ -62,6 +62,12 @@ void tl_find_file(const char *dir, const char *suffix, char *out, size_t cap);
 /* How many times needle (not empty) occurs in hay, not overlapping. */
 int tl_count(const char *hay, const char *needle);
 
+/* Assert that each of the texts given occurs in s: tl_assert_has(out,
+ * "a", "b"). The first missing one is named, with s. */
+#define tl_assert_has(s, ...)                                                 \
+  tl__assert_has(s, (const char *const[]){__VA_ARGS__, NULL})
+void tl__assert_has(const char *s, const char *const *texts);
+
 /* Write text to path (created or truncated; tl_append_file: appended).
  * @return 0 or -1. */
 int tl_write_file(const char *path, const char *text);
