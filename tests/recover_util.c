@@ -1,8 +1,8 @@
 /*
- * recover_util.c: what the recovery tests (test-recover.c,
- * test-recover-procs.c, test-recover-drops.c) share: scratch directories,
- * children that record and die by SIGKILL, recovery with its messages collected, and reading a
- * recovered directory back (tests/recover_util.h).
+ * recover_util.c: what the recovery tests (test-recover*.c) share:
+ * scratch directories, children that record and die by SIGKILL, recovery
+ * with its messages collected, and reading a recovered directory back
+ * (tests/recover_util.h).
  */
 #define _GNU_SOURCE
 #include "tests/recover_util.h"
@@ -35,6 +35,12 @@ static int g_dirs;
 
 int recover_setup(const char *tag) {
   return tl_mkdtemp(g_root, sizeof g_root, tag);
+}
+
+int recover_group_setup(void **state) {
+  (void)state;
+  assert_int_equal(recover_setup(tl_group()), 0);
+  return 0;
 }
 
 void new_dir(char *out, size_t cap) {

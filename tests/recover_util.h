@@ -20,6 +20,9 @@ extern stkr_site g_site;
 
 /* The group's scratch root (tl_mkdtemp). @return 0 or -1. */
 int recover_setup(const char *tag);
+/* A cmocka group setup: recover_setup named after the running group
+ * (tl_group), failing the group if the root cannot be made. */
+int recover_group_setup(void **state);
 
 /* A new empty directory under the root, its path into out. */
 void new_dir(char *out, size_t cap);

@@ -152,9 +152,4 @@ static void test_budget_defers_whole_sessions(void **state) {
   assert_int_equal(deferred_marks(cache), 0); /* gone with the session */
 }
 
-static int setup(void **state) {
-  (void)state;
-  return recover_setup("recover-budget");
-}
-
-TL_TEST_MAIN("recover-budget", setup, NULL, test_budget_defers_whole_sessions)
+TL_TEST_MAIN("recover-budget", recover_group_setup, NULL, test_budget_defers_whole_sessions)

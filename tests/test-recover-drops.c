@@ -468,15 +468,9 @@ static void test_recovery_killed_twice(void **state) {
   g_flush_first = true;
 }
 
-static int setup(void **state) {
-  (void)state;
-  assert_int_equal(recover_setup("recover-drops"), 0);
-  return 0;
-}
-
 int main(void) {
   return TL_RUN_GROUP(
-      "recover-drops", setup, NULL,
+      "recover-drops", recover_group_setup, NULL,
       TL_CASES(drops_setup, drops_teardown, test_drops_survive_kill,
                test_drops_unnoted_batch, test_write_errors_survive_kill,
                test_final_batch_unwritten, test_worker_drops_survive_kill,

@@ -462,21 +462,11 @@ static void test_recovered_stacks_counted_once(void **state) {
   stkr_reader_free(rd);
 }
 
-static int setup(void **state) {
-  (void)state;
-  assert_int_equal(recover_setup("recover-procs"), 0);
-  return 0;
-}
-
-int main(void) {
-  return TL_RUN_GROUP(
-      "recover-procs", setup, NULL,
-      TL_CASES(NULL, NULL, test_ring_reuse, test_child_outlives_parent,
-               test_fork_disable, test_fork_follow,
-               test_sigkill_random_moments,
-               test_killed_before_first_pass_keeps_images,
-               test_live_session_is_still_recording,
-               test_recovered_stack_merges_with_its_frames,
-               test_directory_replaced_while_recovering,
-               test_recovered_stacks_counted_once));
-}
+TL_TEST_MAIN("recover-procs", recover_group_setup, NULL, test_ring_reuse,
+             test_child_outlives_parent, test_fork_disable, test_fork_follow,
+             test_sigkill_random_moments,
+             test_killed_before_first_pass_keeps_images,
+             test_live_session_is_still_recording,
+             test_recovered_stack_merges_with_its_frames,
+             test_directory_replaced_while_recovering,
+             test_recovered_stacks_counted_once)

@@ -791,10 +791,8 @@ static void test_cli(void **state) {
 }
 
 static int setup(void **state) {
-  (void)state;
   if (cr_setup() != 0) return -1;
-  assert_int_equal(recover_setup("recover"), 0);
-  return 0;
+  return recover_group_setup(state);
 }
 
 TL_TEST_MAIN("recover", setup, NULL, test_ring_file_layout,

@@ -313,6 +313,8 @@ int tl_rm_dir(void **state) {
   return tl_rm_rf(tl_dir);
 }
 
+const char *tl_group(void) { return g_group; }
+
 int tl_run_group(const char *group, tl_fixture_fn group_setup,
                  tl_fixture_fn group_teardown, const tl_cases *runs) {
   size_t total = 0, nruns = 0, n = 0;

@@ -52,6 +52,10 @@ extern char tl_dir[256];
 int tl_make_dir(void **state);
 int tl_rm_dir(void **state);
 
+/* The name of the group tl_run_group runs ("test" outside one): the tag of
+ * a group's scratch directory. */
+const char *tl_group(void);
+
 /* How many entries of dir end in suffix (longer than it). */
 int tl_count_files(const char *dir, const char *suffix);
 
