@@ -42,6 +42,26 @@ static void fake_thread(stkr_snap_thread *t, size_t len) {
   t->regs.pc = 0x401000;
 }
 
+/* A fake thread of a 4 KiB copy, stopped at pc. */
+static void fake_thread_at(stkr_snap_thread *t, uint64_t pc) {
+  fake_thread(t, 4096);
+  t->regs.pc = pc;
+}
+
+/* A return address into a C function with frame pointers (this file's):
+ * its CFI says CFA = rbp + 16 after the prologue. */
+#define RA_IN_C ((uint64_t)(uintptr_t)&fake_thread + 24)
+
+/* The images of this process (`stackrec snapshot` of itself), into im. */
+static void own_images(stkr_snap_images *im) {
+  char err[512];
+  int rc = stkr_snap_images_read(getpid(), im, true, err, sizeof err);
+
+  if (rc != 0)
+    print_error("images: %s\n", err);
+  assert_int_equal(rc, 0);
+}
+
 /* Images with no file, only executable ranges: where a PC may be. */
 static stkr_snap_map g_code_range = {0x400000, 0x600000};
 static stkr_snap_map g_everywhere = {0, UINT64_MAX};
@@ -121,22 +141,17 @@ extern char snap_epilogue_ret[];
 static void test_unwind_stale_epilogue_rule(void **state) {
   stkr_snap_images im;
   stkr_snap_thread t;
-  char err[512];
-  /* A return address into a C function with frame pointers: its CFI says
-   * CFA = rbp + 16 after the prologue. */
-  uint64_t ra1 = (uint64_t)(uintptr_t)&fake_thread + 24;
   (void)state;
-  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
-  fake_thread(&t, 4096);
-  t.regs.pc = (uint64_t)(uintptr_t)snap_epilogue_ret;
-  put64(&t, FAKE_SP, ra1);                     /* [rsp]: the return address */
+  own_images(&im);
+  fake_thread_at(&t, (uint64_t)(uintptr_t)snap_epilogue_ret);
+  put64(&t, FAKE_SP, RA_IN_C);                 /* [rsp]: the return address */
   t.regs.fp = FAKE_SP + 0x100;                 /* the caller's frame record */
   put64(&t, FAKE_SP + 0x100, 0);
   put64(&t, FAKE_SP + 0x108, 0x1234567);
   stkr_snap_unwind(&im, &t);
   assert_int_equal(t.n_pcs, 2);
   assert_int_equal(t.pcs[0], (uint64_t)(uintptr_t)snap_epilogue_ret);
-  assert_int_equal(t.pcs[1], ra1); /* without the rule: 0x1234567 here */
+  assert_int_equal(t.pcs[1], RA_IN_C); /* without the rule: 0x1234567 here */
   /* 0x1234567, the caller's frame record's, is in no mapping of ours: the
    * walk ends there. Made executable, it is the next frame. */
   stkr_snap_map *keep = im.xmaps;
@@ -147,7 +162,7 @@ static void test_unwind_stale_epilogue_rule(void **state) {
   im.xmaps = keep;
   im.n_xmaps = keep_n;
   assert_true(t.n_pcs >= 3);
-  assert_int_equal(t.pcs[1], ra1);
+  assert_int_equal(t.pcs[1], RA_IN_C);
   assert_int_equal(t.pcs[2], 0x1234567);
   free(t.stack);
   stkr_snap_images_free(&im);
@@ -168,23 +183,20 @@ static void test_unwind_plt_entry(void **state) {
 #if defined(__x86_64__)
   stkr_snap_images im;
   stkr_snap_thread t;
-  char err[512];
   uintptr_t plt;
   size_t size;
-  uint64_t ra1 = (uint64_t)(uintptr_t)&fake_thread + 24;
   (void)state;
   assert_int_equal(tl_exe_section(".plt", &plt, &size), 0);
   assert_true(size >= 32);
-  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  own_images(&im);
   for (unsigned at = 0; at < 16; at += 15) { /* before and after the push */
-    fake_thread(&t, 4096);
-    t.regs.pc = plt + 16 + at; /* the first entry after PLT0 */
+    fake_thread_at(&t, plt + 16 + at); /* the first entry after PLT0 */
     t.regs.fp = 0;
-    put64(&t, FAKE_SP + (at < 11 ? 0 : 8), ra1);
+    put64(&t, FAKE_SP + (at < 11 ? 0 : 8), RA_IN_C);
     stkr_snap_unwind(&im, &t);
     assert_true(t.n_pcs >= 2);
     assert_int_equal(t.pcs[0], plt + 16 + at);
-    assert_int_equal(t.pcs[1], ra1);
+    assert_int_equal(t.pcs[1], RA_IN_C);
     free(t.stack);
   }
   stkr_snap_images_free(&im);
@@ -225,19 +237,16 @@ static void test_unwind_signal_trampoline(void **state) {
 #if defined(__x86_64__)
   stkr_snap_images im;
   stkr_snap_thread t;
-  char err[512];
-  uint64_t interrupted = (uint64_t)(uintptr_t)&fake_thread + 24;
   (void)state;
-  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
-  fake_thread(&t, 4096);
-  t.regs.pc = (uint64_t)(uintptr_t)snap_sigtramp_at;
+  own_images(&im);
+  fake_thread_at(&t, (uint64_t)(uintptr_t)snap_sigtramp_at);
   t.regs.fp = 0;
   put64(&t, FAKE_SP + 16, FAKE_SP + 0x200); /* the interrupted rsp */
-  put64(&t, FAKE_SP + 24, interrupted);     /* its rip */
+  put64(&t, FAKE_SP + 24, RA_IN_C);         /* its rip */
   stkr_snap_unwind(&im, &t);
   assert_true(t.n_pcs >= 2);
   assert_int_equal(t.pcs[0], (uint64_t)(uintptr_t)snap_sigtramp_at);
-  assert_int_equal(t.pcs[1], interrupted);
+  assert_int_equal(t.pcs[1], RA_IN_C); /* the interrupted */
   free(t.stack);
   stkr_snap_images_free(&im);
 #else
@@ -276,7 +285,6 @@ static void test_unwind_past_the_copy(void **state) {
 static void test_images_mapped_twice(void **state) {
   stkr_snap_images im;
   const stkr_snap_image *exe, *again, *lib;
-  char err[512];
   int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   void *map;
   (void)state;
@@ -284,7 +292,7 @@ static void test_images_mapped_twice(void **state) {
   map = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
   close(fd);
   assert_true(map != MAP_FAILED);
-  assert_int_equal(stkr_snap_images_read(getpid(), &im, true, err, sizeof err), 0);
+  own_images(&im);
   exe = stkr_snap_image_of(&im, (uint64_t)(uintptr_t)&fake_thread);
   again = stkr_snap_image_of(&im, (uint64_t)(uintptr_t)map);
   lib = stkr_snap_image_of(&im, (uint64_t)(uintptr_t)&getpid);
