@@ -430,10 +430,48 @@ static void test_recovered_raw_stacks_take_learned_frames(void **state) {
   stkr_agg_free(a);
 }
 
+/* ---- two builds (tests/symrec.h) ---------------------------------------- */
+
+/* r1 and r2 written into fresh directories tag1 and tag2: dirs[0] (its
+ * path kept in keep, past fx_tmpdir's next call) and dirs[1]. */
+static void write_two(const char *dirs[2], char *keep, size_t cap,
+                      const char *tag1, const sr_rec *r1, const char *tag2,
+                      const sr_rec *r2) {
+  const char *d = sr_dir(tag1, r1);
+
+  assert_non_null(d);
+  snprintf(keep, cap, "%s", d);
+  dirs[0] = keep;
+  dirs[1] = sr_dir(tag2, r2);
+  assert_non_null(dirs[1]);
+}
+
+/* Another build, sr_std(200, 0x800000), whose files.open stack (its
+ * first) reaches open_config from another line: load calls it from
+ * app/load.c:31 (the standard's: 30), main is at main_file:40. Its frames
+ * go into f, its stacks into st. */
+static sr_rec other_build(sr_stack st[4], sr_frame f[4],
+                          const char *main_file) {
+  static const sr_frame from_31[] = {
+      {"open_config", "app/config.c", 12, false, true},
+      {"libc_wrapper", NULL, 0, false, false},
+      {"load", "app/load.c", 31, true, true},
+      {"main", NULL, 40, false, true},
+  };
+  sr_rec r = sr_std(200, 0x800000);
+
+  memcpy(f, from_31, sizeof from_31);
+  f[3].file = main_file;
+  memcpy(st, r.stacks, 4 * sizeof *st);
+  st[0].f = f;
+  r.stacks = st;
+  return r;
+}
+
 /* Two builds: other addresses, same functions. By frames they are one
  * program: the stacks merge and their counts add up. */
 static void test_builds_merge_by_frames(void **state) {
-  const char *d1 = fx_tmpdir("agg-build1"), *d2, *dirs[2];
+  const char *dirs[2];
   char keep[4096];
   sr_rec r1 = sr_std(100, 0x400000), r2 = sr_std(200, 0x7f1234000000ull);
   const stkr_agg_site *s;
@@ -441,12 +479,7 @@ static void test_builds_merge_by_frames(void **state) {
   size_t i;
   (void)state;
 
-  snprintf(keep, sizeof keep, "%s", d1);
-  assert_int_equal(sr_write(keep, &r1), 0);
-  d2 = fx_tmpdir("agg-build2");
-  assert_int_equal(sr_write(d2, &r2), 0);
-  dirs[0] = keep;
-  dirs[1] = d2;
+  write_two(dirs, keep, sizeof keep, "agg-build1", &r1, "agg-build2", &r2);
   assert_int_equal(agg_paths(dirs, 2, NULL, &a), 0);
   assert_int_equal(a->events, 16);
   assert_int_equal(a->n_stacks, 4);
@@ -463,29 +496,18 @@ static void test_builds_merge_by_frames(void **state) {
 /* The same functions reached from other lines: still one stack, but no
  * line is shown that is not true of every event. */
 static void test_merged_lines_that_differ_are_dropped(void **state) {
-  static const sr_frame other[] = {
-      {"open_config", "app/config.c", 12, false, true},
-      {"libc_wrapper", NULL, 0, false, false},
-      {"load", "app/load.c", 31, true, true},
-      {"main", "app/main2.c", 40, false, true},
-  };
   sr_stack st[4];
-  const char *d1 = fx_tmpdir("agg-line1"), *dirs[2];
+  sr_frame f[4];
+  const char *dirs[2];
   char keep[4096];
-  sr_rec r1 = sr_std(100, 0x400000), r2 = sr_std(200, 0x800000);
+  sr_rec r1 = sr_std(100, 0x400000),
+         r2 = other_build(st, f, "app/main2.c");
   const stkr_agg_stack *k;
   stkr_agg_opts o = {.granularity = STKR_AGG_BY_FUNCTION};
   stkr_agg *a;
   (void)state;
 
-  memcpy(st, r1.stacks, sizeof st);
-  st[0].f = other;
-  r2.stacks = st;
-  snprintf(keep, sizeof keep, "%s", d1);
-  assert_int_equal(sr_write(keep, &r1), 0);
-  dirs[0] = keep;
-  dirs[1] = fx_tmpdir("agg-line2");
-  assert_int_equal(sr_write(dirs[1], &r2), 0);
+  write_two(dirs, keep, sizeof keep, "agg-line1", &r1, "agg-line2", &r2);
   /* By function: one stack, lines kept only where they agree. */
   assert_int_equal(agg_paths(dirs, 2, &o, &a), 0);
   k = site(a, "files.open")->stacks[0];
@@ -533,26 +555,22 @@ static void test_by_thread(void **state) {
  * stack's million payloads); a change that one of them alone takes is
  * made on a copy of its own, never on the other's frames. */
 static void test_shared_frames_copied_on_change(void **state) {
-  static const sr_frame other[] = {
-      {"open_config", "app/config.c", 12, false, true},
-      {"libc_wrapper", NULL, 0, false, false},
-      {"load", "app/load.c", 31, true, true},
-      {"main", "app/main.c", 40, false, true},
-  };
   static const sr_event on_main[] = {{1, 1, 0}};
   const stkr_agg_opts o = {.by_thread = true,
                            .granularity = STKR_AGG_BY_FUNCTION};
-  sr_rec r1 = sr_std(100, 0x400000), r2 = sr_std(200, 0x800000);
   sr_stack st[4];
+  sr_frame f[4];
+  /* Another build reaches load from line 31, on main only. */
+  sr_rec r1 = sr_std(100, 0x400000), r2 = other_build(st, f, "app/main.c");
   const char *dirs[2];
   char keep[4096];
   const stkr_agg_site *s;
   stkr_agg *a;
   (void)state;
 
-  snprintf(keep, sizeof keep, "%s", fx_tmpdir("agg-share1"));
-  assert_int_equal(sr_write(keep, &r1), 0);
-  dirs[0] = keep;
+  r2.evs = on_main;
+  r2.n_evs = 1;
+  write_two(dirs, keep, sizeof keep, "agg-share1", &r1, "agg-share2", &r2);
   assert_int_equal(agg_paths(dirs, 1, &o, &a), 0);
   s = site(a, "files.open");
   assert_int_equal(s->n_stacks, 3);
@@ -560,14 +578,7 @@ static void test_shared_frames_copied_on_change(void **state) {
   assert_int_equal(s->stacks[1]->n_frames, 4);
   assert_ptr_equal(s->stacks[0]->frames, s->stacks[1]->frames);
   stkr_agg_free(a);
-  /* Another build reaches load from line 31, on main only. */
-  memcpy(st, r1.stacks, sizeof st);
-  st[0].f = other;
-  r2.stacks = st;
-  r2.evs = on_main;
-  r2.n_evs = 1;
-  dirs[1] = fx_tmpdir("agg-share2");
-  assert_int_equal(sr_write(dirs[1], &r2), 0);
+  /* With the other build. */
   assert_int_equal(agg_paths(dirs, 2, &o, &a), 0);
   s = site(a, "files.open");
   assert_int_equal(s->stacks[0]->count, 4);
