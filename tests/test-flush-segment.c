@@ -28,11 +28,25 @@
 
 #define PID 777u
 
-static off_t file_size(uint32_t seq) {
+static off_t pid_file_size(uint32_t pid, uint32_t seq) {
   char p[512];
   struct stat st;
-  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, PID, seq);
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
   return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+static off_t file_size(uint32_t seq) { return pid_file_size(PID, seq); }
+
+/* Our files 1, 2, ... have the sizes given, in order (-1: no such file). */
+#define assert_file_sizes(...)                                         \
+  assert_sizes_((const off_t[]){__VA_ARGS__},                          \
+                sizeof((const off_t[]){__VA_ARGS__}) / sizeof(off_t))
+static void assert_sizes_(const off_t *want, uint32_t n) {
+  for (uint32_t seq = 1; seq <= n; seq++) {
+    if (file_size(seq) != want[seq - 1])
+      print_error("file %u:\n", seq);
+    assert_int_equal(file_size(seq), want[seq - 1]);
+  }
 }
 
 static mode_t file_mode(uint32_t seq) {
@@ -89,6 +103,15 @@ static int put(stkr__segw *s, size_t len) {
   return err;
 }
 
+/* Segments of segment_bytes under a disk cap of cap_bytes (seg_init),
+ * then n frames of 100 bytes put. */
+static void start_and_put(stkr__segw *s, uint64_t segment_bytes,
+                          uint64_t cap_bytes, int n) {
+  assert_int_equal(stkr__seg_init(s, tl_dir, PID, segment_bytes, cap_bytes),
+                   0);
+  for (int i = 0; i < n; i++) assert_int_equal(put(s, 100), 0);
+}
+
 /* A file of our pid numbered seq, holding "old". */
 static void put_old_file(uint32_t pid, uint32_t seq) {
   char p[512];
@@ -129,27 +152,19 @@ static void test_older_files_without_their_first(void **state) {
   (void)state;
   stkr__segw s;
   put_old_file(PID, 3);
-  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 100, 1 << 20), 0);
-  for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
+  start_and_put(&s, 100, 1 << 20, 3);
   assert_int_equal(s.seq, 4);
-  assert_int_equal(file_size(1), 100);
-  assert_int_equal(file_size(2), 100);
-  assert_int_equal(file_size(3), 3);
-  assert_int_equal(file_size(4), 100);
+  assert_file_sizes(100, 100, 3, 100);
   stkr__seg_free(&s);
 }
 
 static void test_rotation(void **state) {
   (void)state;
   stkr__segw s;
-  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 250, 1 << 20), 0);
-  for (int i = 0; i < 10; i++) assert_int_equal(put(&s, 100), 0);
+  start_and_put(&s, 250, 1 << 20, 10);
   /* 3 frames reach 250: files of 300, 300, 300, 100. */
   assert_int_equal(s.segments, 4);
-  assert_int_equal(file_size(1), 300);
-  assert_int_equal(file_size(2), 300);
-  assert_int_equal(file_size(3), 300);
-  assert_int_equal(file_size(4), 100);
+  assert_file_sizes(300, 300, 300, 100);
   assert_int_equal(s.bytes, 1000);
   stkr__seg_free(&s);
   assert_int_equal(count_files(), 4);
@@ -160,8 +175,7 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
   stkr__segw s;
   /* Segments of 200 bytes, cap 500: at most the current file plus the
    * closed ones that fit stay. */
-  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 200, 500), 0);
-  for (int i = 0; i < 10; i++) assert_int_equal(put(&s, 100), 0);
+  start_and_put(&s, 200, 500, 10);
   /* Files 1..5 of 200 bytes each were created; total must stay <= 500. */
   assert_int_equal(s.segments, 5);
   assert_int_equal(s.segments_deleted, 3);
@@ -174,8 +188,7 @@ static void test_disk_cap_deletes_oldest_never_current(void **state) {
   stkr__seg_free(&s);
   assert_int_equal(tl_rm_rf(tl_dir), 0);
   tl_make_dir(NULL);
-  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 50), 0);
-  for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
+  start_and_put(&s, 1000, 50, 3);
   assert_int_equal(file_size(1), 300);
   assert_int_equal(s.segments_deleted, 0);
   stkr__seg_free(&s);
@@ -197,13 +210,6 @@ static void other_file(uint32_t pid, uint32_t seq, size_t len, int age) {
   close(fd);
 }
 
-static off_t pid_file_size(uint32_t pid, uint32_t seq) {
-  char p[512];
-  struct stat st;
-  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seq);
-  return stat(p, &st) == 0 ? st.st_size : -1;
-}
-
 /* The newest segment of every process holds its last counters (what it
  * deleted, how its session ended): the cap never deletes it, whatever the
  * cap. QA: a cap below one segment's size left an empty directory that
@@ -215,8 +221,7 @@ static void test_disk_cap_keeps_every_newest(void **state) {
   stkr__segw s;
   other_file(PID + 1, 1, 200, 30); /* older: may go */
   other_file(PID + 1, 2, 200, 20); /* its newest: stays */
-  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 1000, 50), 0);
-  for (int i = 0; i < 3; i++) assert_int_equal(put(&s, 100), 0);
+  start_and_put(&s, 1000, 50, 3);
   assert_true(tomb_of(PID + 1, 1, PID)); /* its loss, told by its file */
   assert_int_equal(pid_file_size(PID + 1, 2), 200);
   assert_int_equal(s.segments_deleted, 0); /* ours only */
@@ -233,8 +238,7 @@ static void test_disk_cap_keeps_every_newest(void **state) {
    * session's final file 1 (marked final by this session's start: it
    * holds that session's counters), whose deletion this session would
    * not have counted as its own. */
-  assert_int_equal(stkr__seg_init(&s, tl_dir, PID, 100, 50), 0);
-  for (int i = 0; i < 4; i++) assert_int_equal(put(&s, 100), 0);
+  start_and_put(&s, 100, 50, 4);
   stkr__seg_close(&s);
   stkr__seg_enforce_cap(&s);
   assert_int_equal(s.seq, 5);
