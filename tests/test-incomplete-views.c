@@ -88,6 +88,18 @@ static void test_compliance_of_a_capped_head(void **state) {
   cr_assert_has(cr_out, "\"unjudged_processes\":1,", "\"findings\":[]");
 }
 
+/* info --json counts the segments the disk cap deleted as info's text and
+ * verify do: a tombstone (any process's cap leaves one) counts, not only
+ * the process's own counter (QA, session 31: "segments_deleted": 0 in
+ * JSON where the text said 5). */
+static void test_info_json_counts_tombstones(void **state) {
+  (void)state;
+  assert_int_equal(cr_run("info '%s'", g_capped), 0);
+  cr_assert_has(cr_out, "1 older deleted by the disk cap");
+  assert_int_equal(cr_run("info --json '%s'", g_capped), 0);
+  cr_assert_has(cr_out, "\"segments_deleted\":1,");
+}
+
 /* "INCOMPLETE" said on stderr by export (each format), dump and
  * privacy-manifest, for the cut recording; nothing for the complete one. */
 static void test_notes_on_stderr(void **state) {
@@ -196,6 +208,7 @@ static void test_truncated_payload_in_html(void **state) {
 }
 
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
+             test_info_json_counts_tombstones,
              test_compliance_of_a_capped_head, test_diff,
              test_unresolved_named,
              test_compliance, test_filtered_process_count,

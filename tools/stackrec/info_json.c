@@ -149,7 +149,10 @@ static int put_process(const stkr_reader *r, size_t i) {
       {"cap_deleted", p->cap_deleted_events}};
   const u64_member files[] = {
       {"segments", p->segments},   {"first_seq", p->first_seq},
-      {"last_seq", p->last_seq},   {"segments_deleted", p->segments_deleted},
+      {"last_seq", p->last_seq},
+      /* As info's text and verify count them (QA, session 31: another
+       * process's cap deleting them showed 0 here): */
+      {"segments_deleted", stkr_cli_cap_deleted(p)},
       {"batches", p->batches},     {"compressed_bytes", p->compressed_bytes},
       {"damaged_batches", p->damaged_batches},
       {"missing_batches", p->missing_batches},
