@@ -85,7 +85,10 @@ const char *stkr__running_line(stkr_reader *r, const char *path,
     /* Unreadable (/proc with hidepid, another user's process): cannot
      * tell, as on another machine; never "ended". */
     u.other_boot = err != 0 && err != -ESRCH;
-    u.alive = err == 0 && now_start == start;
+    /* And not a zombie: one nobody reaped yet has ended, its files are
+     * closed (QA, session 31: a grandchild whose parent exec'd `sleep`
+     * was "still running" for as long as the sleep lasted). */
+    u.alive = err == 0 && now_start == start && stkr_pid_alive(u.pid);
   }
   /* One line per process: merged copies of one run name it twice. */
   for (size_t i = 0; i < r->n_running; i++)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -654,6 +655,26 @@ static void test_running_processes(void **state) {
                 "not 5 space-separated fields");
 }
 
+/* An "r1" process that has ended but is not reaped yet (a zombie: its
+ * parent exec'd something that never waits) records nothing more: not
+ * "still running" (QA, session 31). */
+static void test_running_zombie(void **state) {
+  const char *d = fx_tmpdir("verify-zombie");
+  siginfo_t info;
+  pid_t c;
+  (void)state;
+
+  assert_int_equal(write_clean(d, FX_PID), 0);
+  if ((c = fork()) == 0) _exit(0);
+  assert_true(c > 0);
+  /* Ended, left unreaped (WNOWAIT) until the end of the test. */
+  assert_int_equal(waitid(P_PID, (id_t)c, &info, WEXITED | WNOWAIT), 0);
+  assert_int_equal(stkr_running_append(d, (uint32_t)c, "zombie"), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  assert_null(strstr(cr_out, "still running"));
+  assert_int_equal(waitpid(c, NULL, 0), c);
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "verify", setup, NULL, TL_TABLE(NULL, NULL, test_whole_output, g_whole),
@@ -661,7 +682,7 @@ int main(void) {
                test_truncated_before_a_later_segment,
                test_live_tail_is_incomplete, test_undefined_ids,
                test_newer_format_and_inconsistent,
-               test_notes_and_foreign_files,
+               test_notes_and_foreign_files, test_running_zombie,
                test_segment_names_that_are_not_files,
                test_ring_names_that_are_not_files,
                test_frames_without_content_size,
