@@ -305,6 +305,11 @@ static inline uint64_t stkr_clock_to_ns(const stkr_clock_cal *c, uint64_t ts) {
 
 /* Session states (stkr_sessfile_hdr.state). */
 #define STKR_SESS_RUNNING 0u
+/* Since session 31: ended with everything written (its last batch is in a
+ * segment), set before its files go. Files left in this state are ones the
+ * writer could not remove (it dropped its privileges after its start, QA
+ * session 31): recovery removes them, with nothing to recover. */
+#define STKR_SESS_ENDED_CLEAN 1u
 #define STKR_SESS_ENDED_LEFTOVERS 2u /* ended with records left in rings */
 
 /* The settings a session file, Header.config (stackrec.proto's Config)

@@ -138,6 +138,10 @@ typedef struct stkr__rc_scan {
    * on past recovered segments until then, since each recovery that died
    * before removing its inputs left one, with where it ended. */
   bool writer_matched;
+  /* Of those, one ended the session (Batch.last): with the session file's
+   * STKR_SESS_ENDED_CLEAN, the proof that its files hold nothing to
+   * recover (either alone could be a bit flipped). */
+  bool writer_last;
   /* A recovered batch of the session was seen: an earlier recovery wrote
    * (some of) its segment and died before removing the files. Its first
    * batch counted the session file's drops; its Drops name the threads

@@ -74,6 +74,10 @@ typedef struct stkr_recover_opts {
 typedef struct stkr_recover_stats {
   uint64_t sessions_live;      /* writer alive (lock held): left alone */
   uint64_t sessions_dead;      /* writer gone: recovered, or tried */
+  /* Sessions whose writer ended with everything written but could not
+   * remove its files (it dropped its privileges after its start): not
+   * dead, nothing to recover; removed (dry run: would be). */
+  uint64_t sessions_ended_clean;
   uint64_t sessions_recovered; /* written out (dry run: would be) */
   uint64_t sessions_failed;    /* could not be written out: files kept */
   uint64_t sessions_deferred;  /* cut short by budget_ms: files kept, and

@@ -73,6 +73,7 @@ static int scan_batch(void *arg, const stkr_batch_view *v) {
     if (!b->recovered) {
       s->found_batch_seq = stkr__rc_max(s->found_batch_seq, b->seq);
       s->writer_matched = true;
+      s->writer_last |= b->last;
     }
     for (size_t i = 0; i < b->n_drops; i++) {
       if (b->recovered &&

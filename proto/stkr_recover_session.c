@@ -755,11 +755,11 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
     close(fd);
     return 0;
   }
-  rc->st->sessions_dead++;
   err = stkr__rc_read_file(fd, STKR__RC_MAX_SESSFILE, &data, &len);
   if (err != 0 || (why = stkr__rc_sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
     stkr__rc_msg(rc, "%s: offset 0: %s; session not recovered", path,
                  err != 0 ? strerror(-err) : why);
+    rc->st->sessions_dead++;
     rc->st->orphans += 1 + n;
     rc->st->sessions_failed++;
     free(data);
@@ -775,6 +775,18 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
    * read do not (older segments, or one the disk cap deleted). */
   if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
   sc.max_batch_seq = stkr__rc_max(sc.max_batch_seq, ss.h.max_batch_seq);
+  if (err == 0 && ss.h.state == STKR_SESS_ENDED_CLEAN && sc.writer_last) {
+    /* Not a dead writer: one that ended with everything written (its last
+     * batch is there), and could not remove its files. */
+    rc->st->sessions_ended_clean++;
+    if (!rc->opts.dry_run)
+      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n);
+    stkr__rc_scan_free(&sc);
+    free(data);
+    close(fd);
+    return 0;
+  }
+  rc->st->sessions_dead++;
   if (err == -ETIMEDOUT) {
     rc->st->sessions_deferred++; /* the budget: as if never started */
     stkr__rc_defer_mark(rc, f->pid, f->sid);

@@ -451,6 +451,12 @@ static void close_files(bool leftovers, uint64_t until_ns) {
    * ringfile_map. */
   atomic_store_explicit(&g_map, NULL, memory_order_seq_cst);
   wait_ring_makers(until_ns);
+  /* Everything is written: said before any file goes, so that files this
+   * process cannot remove (an unlink or rename refused: a process that
+   * dropped its privileges after its start) never read as a dead
+   * writer's; recovery removes them. */
+  if (!leftovers)
+    h->state = STKR_SESS_ENDED_CLEAN;
   /* No producer or consumer runs (after the worker's final drain): the
    * rings may change hands. Their files go with the session (or stay, all
    * of them, for recovery); the mappings keep working until re-backed.

@@ -521,10 +521,52 @@ static void test_directory_renamed_while_recording(void **state) {
   assert_events_exactly(100);
 }
 
+/* A process that drops its privileges after its start (a server's
+ * worker: root at its start, then nobody) ends cleanly, everything
+ * written, but may not remove its session and ring files from the
+ * directory root made: they stay, marked ended, and are not a dead
+ * writer's: recovery removes them and writes nothing (QA, session 31:
+ * verify called it "a writer that died", its recovery "complete thanks to
+ * recovery"). Root only. */
+static void test_clean_end_without_permission(void **state) {
+  stkr_recover_stats st;
+  ino_t inos[2];
+  int fd;
+  pid_t pid;
+  (void)state;
+
+  if (geteuid() != 0)
+    skip();
+  pid = fork_recording(&fd, 64 << 10);
+  if (pid == 0) {
+    for (uint32_t i = 0; i < 100; i++)
+      if (stkr_event(&g_site, &i, sizeof i) != 0) _exit(3);
+    if (stkr_flush() != 0) _exit(4);
+    inos[0] = ino_of_suffix(".session"); /* while it may list tl_dir */
+    inos[1] = ino_of_suffix(".ring");
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(7);
+    if (write(fd, inos, sizeof inos) != (ssize_t)sizeof inos) _exit(5);
+    if (stkr_shutdown() != 0) _exit(6);
+    _exit(0);
+  }
+  reap_child(pid, fd, inos, sizeof inos, false);
+  assert_int_equal(tl_count_files(tl_dir, ".session"), 1); /* refused */
+  assert_int_equal(stkr_recover_dir(tl_dir, &(stkr_recover_opts){.dry_run = true}, &st), 0);
+  assert_int_equal(st.sessions_ended_clean, 1);
+  assert_int_equal(st.sessions_dead + st.sessions_recovered + st.events, 0);
+  assert_int_equal(stkr_recover_dir(tl_dir, NULL, &st), 0);
+  assert_int_equal(st.sessions_ended_clean, 1);
+  assert_int_equal(st.sessions_recovered + st.segments_written, 0);
+  assert_int_equal(tl_count_files(tl_dir, ".session"), 0);
+  assert_int_equal(tl_count_files(tl_dir, ".ring"), 0);
+  assert_events_exactly(100);
+}
+
 TL_TEST_MAIN_EACH("ringpool", tl_make_dir, tl_rm_dir,
                   test_clean_end_pools_and_next_takes,
                   test_killed_after_taking_recovers_exactly,
                   test_garbage_in_the_pool_never_leaks,
                   test_session_named_when_locked,
                   test_rings_of_two_sizes_pooled, test_pool_within_the_cap,
-                  test_directory_renamed_while_recording)
+                  test_directory_renamed_while_recording,
+                  test_clean_end_without_permission)

@@ -92,6 +92,12 @@ int stkr_cli_recover(int argc, char **argv) {
       printf("; %" PRIu64 " empty ring file%s of ended sessions %s",
              st.empty_rings_removed, st.empty_rings_removed == 1 ? "" : "s",
              o.dry_run ? "would be removed" : "removed");
+    if (st.sessions_ended_clean)
+      printf("; the files of %" PRIu64 " session%s that ended with "
+             "everything written (not allowed to remove them: privileges "
+             "dropped?) %s", st.sessions_ended_clean,
+             st.sessions_ended_clean == 1 ? "" : "s",
+             o.dry_run ? "would be removed" : "removed");
     if (st.sessions_live)
       printf("; %" PRIu64 " session%s still recording, left alone",
              st.sessions_live, st.sessions_live == 1 ? "" : "s");
