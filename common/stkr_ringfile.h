@@ -391,6 +391,13 @@ typedef struct stkr_sessfile_hdr {
   /* Since session 26 (zero in older files): stkr_config.watched, NUL-
    * terminated (STKR_WATCHED_MAX bytes), the Header's `watched`. */
   char watched[128];
+  /* Since session 31 (zero in older files): threads of the session whose
+   * ring is in memory, because no ring file could be made for them (a full
+   * disk, no descriptor): added (atomic) by the thread that falls back.
+   * What such a ring holds unflushed dies with a killed process, and
+   * nothing counts it: recovery says so (Counters.memory_rings_lost). */
+  uint32_t memory_rings;
+  uint32_t reserved_31;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

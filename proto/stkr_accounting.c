@@ -224,6 +224,7 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
     a->c.dropped_exit = c->dropped_exit;
     a->c.recovered = c->recovered;
     a->c.recovery_lost_bytes = c->recovery_lost_bytes;
+    a->c.memory_rings_lost = c->memory_rings_lost;
   }
 }
 
@@ -519,6 +520,21 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
                (unsigned)in->pid, sid,
                (unsigned long long)a->c.recovery_lost_bytes);
   }
+  if (a->have_counters && a->c.memory_rings_lost > 0) {
+    /* QA (session 31): a writer killed on a full disk had a thread's ring
+     * in memory; its unflushed events vanished and the counters added up
+     * without them. */
+    in->memory_rings_lost += a->c.memory_rings_lost;
+    stkr__warn(r, STKR_WARN_INCOMPLETE,
+               st->files[a->last_file - 1].path, -1, in->pid,
+               "process %u %s: it died with %u thread%s recording into "
+               "memory (no ring file could be made for %s): what %s not "
+               "flushed is lost, how many events is not known",
+               (unsigned)in->pid, sid, (unsigned)a->c.memory_rings_lost,
+               a->c.memory_rings_lost == 1 ? "" : "s",
+               a->c.memory_rings_lost == 1 ? "it" : "them",
+               a->c.memory_rings_lost == 1 ? "it had" : "they had");
+  }
   absent_first = stkr__account_first_gap(r, st, sid, &by_cap);
 
   stkr__sess_drops(a, d);
@@ -645,5 +661,6 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
                    in->segments_cap_deleted ||
                    in->dir_recreated || in->empty_segments ||
                    in->unreadable_segments ||
-                   in->missing_batches || in->unaccounted;
+                   in->missing_batches || in->unaccounted ||
+                   in->memory_rings_lost;
 }

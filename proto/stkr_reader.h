@@ -279,7 +279,8 @@ typedef struct stkr_process_info {
                                 segments_cap_deleted,
                                 dir_recreated, empty_segments,
                                 unreadable_segments (also damage),
-                                missing_batches, unaccounted */
+                                missing_batches, unaccounted,
+                                memory_rings_lost */
   /* Files and batches: */
   uint64_t segments;         /* segment files of this process (once read:
                                 without the disk cap's tombstones) */
@@ -327,6 +328,11 @@ typedef struct stkr_process_info {
    * marks included, is gone, so a mark's absence before an event proves
    * nothing (compliance: "not judged"). Since session 28. */
   bool head_lost;
+  /* Threads that recorded into memory (no ring file could be made for
+   * them) in sessions whose writer died: what they had not flushed is
+   * lost, how many events is not known (Counters.memory_rings_lost, set
+   * by recovery). Incomplete when non-zero. Since session 31. */
+  uint32_t memory_rings_lost;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

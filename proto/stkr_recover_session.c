@@ -187,6 +187,9 @@ static void counters(const build *b, Stackrec__Counters *K) {
   /* The largest, not a sum: an earlier recovery of the session read the
    * same rings, and so the same damaged stretch (stackrec.proto). */
   K->recovery_lost_bytes = stkr__rc_max(sc->c_lost_bytes, b->lost_bytes);
+  /* Threads whose rings were in memory: nothing of them is in the ring
+   * files, and a death lost what they had not flushed (stackrec.proto). */
+  K->memory_rings_lost = b->ss->h.memory_rings;
   K->attempted = stkr__rc_sat(
       stkr__rc_sat(stkr__rc_sat(K->written, K->dropped_write_error),
                    stkr__rc_sat(K->dropped_ring_full, K->dropped_reentrant)),

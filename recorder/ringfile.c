@@ -669,6 +669,13 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
   c = stkr__ringcache_take(ring_size, g_sess.session_id);
   if (c == NULL && (err = create_ring(ring_size, &c)) != 0) {
     atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
+    /* The thread records into memory from now on: said in the session
+     * file for recovery, since a kill loses what that ring holds with
+     * nothing left to count it (QA, session 31). The caller is between
+     * stkr__ringfile_enter and _leave, so the header stays mapped. */
+    stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+    if (h != NULL)
+      __atomic_fetch_add(&h->memory_rings, 1, __ATOMIC_RELAXED);
     return err;
   }
   /* Empty and released: tail == head, nothing in it is anyone's. The

@@ -123,6 +123,9 @@ static void print_accounting(const stkr_process_info *p) {
             p->unreadable_segments == 1 ? "" : "s");
   INFO_ITEM(p->missing_batches, "batches missing");
   INFO_ITEM(p->unaccounted, "events unaccounted for");
+  INFO_ITEM(p->memory_rings_lost, "died with %u ring%s in memory",
+            (unsigned)p->memory_rings_lost,
+            p->memory_rings_lost == 1 ? "" : "s");
 #undef INFO_ITEM
   if (p->recovered_batches)
     printf("%s(%llu events recovered from a dead writer's rings)",

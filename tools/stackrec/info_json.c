@@ -116,6 +116,7 @@ static void put_incomplete(const stkr_process_info *p) {
   REASON(p->unreadable_segments, "segments unreadable");
   REASON(p->missing_batches, "batches missing");
   REASON(p->unaccounted, "events unaccounted for");
+  REASON(p->memory_rings_lost, "died with rings in memory");
 #undef REASON
   putchar(']');
 }

@@ -1944,7 +1944,7 @@ const ProtobufCMessageDescriptor stackrec__drops__descriptor =
   (ProtobufCMessageInit) stackrec__drops__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[10] =
+static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[11] =
 {
   {
     "attempted",
@@ -2066,6 +2066,18 @@ static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[10] 
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "memory_rings_lost",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Counters, memory_rings_lost),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__counters__field_indices_by_name[] = {
   0,   /* field[0] = attempted */
@@ -2074,6 +2086,7 @@ static const unsigned stackrec__counters__field_indices_by_name[] = {
   5,   /* field[5] = dropped_reentrant */
   4,   /* field[4] = dropped_ring_full */
   2,   /* field[2] = dropped_write_error */
+  10,   /* field[10] = memory_rings_lost */
   8,   /* field[8] = recovered */
   9,   /* field[9] = recovery_lost_bytes */
   3,   /* field[3] = segments_deleted */
@@ -2082,7 +2095,7 @@ static const unsigned stackrec__counters__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__counters__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor stackrec__counters__descriptor =
 {
@@ -2092,7 +2105,7 @@ const ProtobufCMessageDescriptor stackrec__counters__descriptor =
   "Stackrec__Counters",
   "stackrec",
   sizeof(Stackrec__Counters),
-  10,
+  11,
   stackrec__counters__field_descriptors,
   stackrec__counters__field_indices_by_name,
   1,  stackrec__counters__number_ranges,

@@ -542,10 +542,18 @@ struct  Stackrec__Counters
    * rings an earlier one left, and so the same damaged stretch.
    */
   uint64_t recovery_lost_bytes;
+  /*
+   * Threads of a dead writer whose rings were in memory, not in ring files
+   * (none could be made: a full disk, no descriptor): what they held
+   * unflushed died with the process, how many events is not known. Set by
+   * recovery from the session file (since session 31). A reader counts the
+   * session incomplete when non-zero.
+   */
+  uint32_t memory_rings_lost;
 };
 #define STACKREC__COUNTERS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__counters__descriptor) \
-    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
