@@ -205,6 +205,14 @@ static void *worker_main(void *arg) {
     }
     stkr__timer_after_pass(w, &tm, stkr__clock_mono_ns());
     stkr__drain_unclaim(w);
+    /* Dead sessions now and then, between passes, never under pressure
+     * (stkr__worker_recover). Unclaimed: an exit that comes meanwhile
+     * takes the drain over at once. */
+    uint64_t now = stkr__clock_mono_ns();
+    if (!w->pressure && now >= w->recover_at) {
+      stkr__worker_recover(w, STKR__RECOVER_PASS_MS);
+      w->recover_at = stkr__clock_mono_ns() + STKR__RECOVER_EVERY_NS;
+    }
   }
 
 taken_over:
