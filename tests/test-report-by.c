@@ -177,6 +177,11 @@ static void test_by_process_after_exec(void **state) {
   cr_report_has("--by process", d,
                 "           2  100.00%       1      1  sh > git (pid 12) "
                 "(privacy.clipboard.read: 2)\n");
+  /* The chrome trace names its track so too (QA, session 31: "sh", the
+   * name when its first event was written). */
+  assert_int_equal(cr_run("export --format chrome '%s'", d), 0);
+  cr_assert_has(cr_out, "\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,"
+                        "\"pid\":12,\"tid\":12,\"args\":{\"name\":\"sh > git\"}}");
 }
 
 TL_TEST_MAIN("report-by", setup, NULL, test_by_and_sort,

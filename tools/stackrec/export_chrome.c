@@ -49,6 +49,13 @@ typedef struct cached {
   char *args_stack;      /* "\"stack\":[...]" or NULL */
 } cached;
 
+/* A process's track: its pid in the trace (renumbered when an earlier
+ * process took its own), and the reader's index of the process. */
+typedef struct track_proc {
+  uint32_t pid;
+  size_t process;
+} track_proc;
+
 typedef struct chrome {
   stkr__export *x;
   FILE *out;
@@ -68,6 +75,8 @@ typedef struct chrome {
    * pid for a process whose own an earlier one took. */
   size_t last_process;
   uint32_t last_pid, next_pid;
+  track_proc *procs;      /* the process tracks, in order seen */
+  size_t n_procs, cap_procs;
 } chrome;
 
 static const char *base_name(const char *p) {
@@ -127,30 +136,12 @@ static int name_tracks(chrome *c, const stkr_event_view *ev) {
   if ((rc = stkr__map_put(&c->tracks, key, (size_t)len, &v, NULL)) < 0)
     return rc;
   if (rc == 0) {
-    const char *pn = ev->proc->process_name;
-    sep(c);
-    fprintf(c->out,
-            "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
-            "\"tid\":%u,\"args\":{\"name\":",
-            (unsigned)pid, (unsigned)pid);
-    if (pid != ev->pid) { /* renumbered: said with its directory */
-      char *name = NULL;
-      size_t nlen = 0;
-      FILE *m = open_memstream(&name, &nlen);
-      if (m == NULL)
-        return -ENOMEM;
-      fprintf(m, "%s (pid %u, %s)", pn != NULL && pn[0] ? pn : "?",
-              (unsigned)ev->pid, ev->proc->dir ? ev->proc->dir : "?");
-      if (fclose(m) != 0)
-        return -ENOMEM;
-      stkr_cli_put_json_str(c->out, name);
-      free(name);
-    } else if (pn != NULL && pn[0] != '\0') {
-      stkr_cli_put_json_str(c->out, pn);
-    } else {
-      fprintf(c->out, "\"pid %u\"", (unsigned)pid);
-    }
-    fputs("}}", c->out);
+    /* Named after the last event (put_process_names): a pid that exec'd
+     * has its later programs' names only once their segments are read. */
+    if (stkr_grow((void **)&c->procs, &c->cap_procs, c->n_procs + 1,
+                  sizeof *c->procs) != 0)
+      return -ENOMEM;
+    c->procs[c->n_procs++] = (track_proc){pid, ev->process};
   }
   len = snprintf(key, sizeof key, "t%u:%llu", (unsigned)pid,
                  (unsigned long long)ev->tid);
@@ -370,6 +361,44 @@ static void put_mark(chrome *c, const stkr_event_view *ev) {
   fputs("}}", c->out);
 }
 
+/* The process_name metadata of every process track, with the names the
+ * reader gives once everything is read: a pid that exec'd is "app > exe"
+ * as in info, report and pprof (QA, session 31: its first program's name
+ * only). A renumbered one is said with its own pid and directory. */
+static int put_process_names(chrome *c) {
+  for (size_t i = 0; i < c->n_procs; i++) {
+    const stkr_process_info *p =
+        stkr_reader_process(c->x->r, c->procs[i].process);
+    const char *pn = p != NULL ? p->process_name : NULL;
+    uint32_t pid = c->procs[i].pid;
+
+    sep(c);
+    fprintf(c->out,
+            "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":%u,"
+            "\"tid\":%u,\"args\":{\"name\":",
+            (unsigned)pid, (unsigned)pid);
+    if (p != NULL && pid != p->pid) { /* renumbered: said with its directory */
+      char *name = NULL;
+      size_t nlen = 0;
+      FILE *m = open_memstream(&name, &nlen);
+      if (m == NULL)
+        return -ENOMEM;
+      fprintf(m, "%s (pid %u, %s)", pn != NULL && pn[0] ? pn : "?",
+              (unsigned)p->pid, p->dir ? p->dir : "?");
+      if (fclose(m) != 0)
+        return -ENOMEM;
+      stkr_cli_put_json_str(c->out, name);
+      free(name);
+    } else if (pn != NULL && pn[0] != '\0') {
+      stkr_cli_put_json_str(c->out, pn);
+    } else {
+      fprintf(c->out, "\"pid %u\"", (unsigned)pid);
+    }
+    fputs("}}", c->out);
+  }
+  return 0;
+}
+
 static void put_tail(chrome *c, uint64_t events) {
   size_t i, np = stkr_reader_process_count(c->x->r);
   uint64_t drops = 0, wall = 0;
@@ -433,9 +462,12 @@ int stkr__export_chrome(stkr__export *x) {
   if (err == 0 && rc < 0)
     err = rc;
   if (err == 0)
+    err = put_process_names(&c);
+  if (err == 0)
     put_tail(&c, x->events_out);
   STKR_FREE_EACH(c.cache, c.n_cache, args_stack);
   free(c.cache);
+  free(c.procs);
   free(c.nodes);
   free(c.pcframes);
   free(c.scratch);
