@@ -409,6 +409,36 @@ static void test_repeated_input(void **state) {
   assert_int_equal(read_out(out).events, 18);
 }
 
+/* Two copies of one recording (a device's directory pulled twice, or
+ * OUT merged again with one of its inputs): the same session of the same
+ * pid in two inputs. Merged, every event counted twice and verify said
+ * intact (QA, session 31); refused, nothing written. */
+static void test_copies_of_one_recording(void **state) {
+  static const uint32_t sites[] = {1}, threads[] = {1}, stacks[] = {1};
+  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false}};
+  const fx_batch b = {.seq = 1, .header = true, .pid = 12, .segment_seq = 1,
+                      .sites = sites, .n_sites = 1, .threads = threads,
+                      .n_threads = 1, .stacks = stacks, .n_stacks = 1,
+                      .base_ts = FX_START_MONO, .evs = evs, .n_evs = 1,
+                      .last = true, .session_id = 0x5eed};
+  char d[4096], copy[4096], out[4096];
+  stkr_fmt_buf buf = {0};
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-copy"));
+  snprintf(copy, sizeof copy, "%s", fx_tmpdir("merge-copy-2"));
+  snprintf(out, sizeof out, "%s", out_path("merge-copy-out"));
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  assert_int_equal(fx_write_segment(d, 12, 1, &buf), 0);
+  assert_int_equal(fx_encode(&b, &buf), 0);
+  assert_int_equal(fx_write_segment(copy, 12, 1, &buf), 0);
+  stkr_fmt_buf_free(&buf);
+  cr_expect(2, "hold the same recording session 0000000000005eed of pid 12",
+            "merge -o '%s' '%s' '%s'", out, d, copy);
+  assert_non_null(strstr(cr_err, copy));
+  assert_int_equal(access(out, F_OK), -1); /* made, then removed */
+}
+
 /* Process pid of recording dir, read whole: its parent and its external
  * marks (fails when dir has no such process). */
 typedef struct proc_seen {
@@ -713,7 +743,8 @@ TL_TEST_MAIN("merge", setup, NULL, test_two_builds_add_up_and_merge_by_frames,
              test_unreadable_segment_stays_lost,
              test_pid_taken_twice, test_damaged_input, test_live_input,
              test_file_not_named_as_a_segment, test_refusals,
-             test_repeated_input, test_marks_stay_with_their_input,
+             test_repeated_input, test_copies_of_one_recording,
+             test_marks_stay_with_their_input,
              test_both_inputs_marks_reported,
              test_mark_time_from_earliest_process,
              test_scope_lines, test_parent_follows_renumbering,

@@ -39,6 +39,7 @@
 #include "common/stkr_io.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/export.h" /* stkr__map */
 #include "tools/stackrec/merge_pids.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -71,7 +72,10 @@ static const char merge_help[] =
     "segment files already: existing files are never overwritten. An OUT\n"
     "that cannot be created or written is an output failure: exit 1.\n"
     "Each input is given once: one named again (by any path to it, or a\n"
-    "segment file of an input directory) is a usage error (exit 2).\n"
+    "segment file of an input directory) is a usage error (exit 2), and so\n"
+    "are two copies of one recording (one recording session of a process\n"
+    "in two inputs: a device's directory pulled twice), found while\n"
+    "merging: what was written of OUT is removed.\n"
     "\n"
     "Options:\n"
     "  -o, --output OUT  the directory to write (required)\n"
@@ -95,6 +99,12 @@ typedef struct merge_run {
   uint64_t batches, rewritten, segments, bytes;
   uint64_t live; /* processes whose live tail was left out */
   bool rings_left; /* an input has events in ring files, none merged */
+  /* (Header.session_id, pid) -> the input process that holds it: a second
+   * process holding a session is a copy of the same recording (dup_*). */
+  stkr__map sessions;
+  size_t dup_first, dup_second;
+  uint64_t dup_sid;
+  uint32_t dup_pid;
 } merge_run;
 
 static void on_warning(void *arg, const stkr_warning *w) {
@@ -297,6 +307,30 @@ static int copy_frame(merge_run *m, const stkr_batch_view *b) {
   return 0;
 }
 
+/* A session is one process's in one recording: found in a second input
+ * process, the inputs are copies of one recording (a device's directory
+ * pulled twice), and merging both would count its events twice (QA,
+ * session 31: 2 000 events of a run that made 1 000, verify intact).
+ * @return 0, or -EEXIST with dup_* set (the caller refuses the inputs). */
+static int check_session(merge_run *m, const stkr_batch_view *b,
+                         const Stackrec__Header *h) {
+  uint8_t key[12];
+  uint64_t first = b->process;
+  int rc;
+
+  memcpy(key, &h->session_id, 8);
+  memcpy(key + 8, &b->pid, 4);
+  if ((rc = stkr__map_put(&m->sessions, key, sizeof key, &first, NULL)) < 0)
+    return rc;
+  if (rc == 0 || first == b->process)
+    return 0;
+  m->dup_first = (size_t)first;
+  m->dup_second = b->process;
+  m->dup_sid = h->session_id;
+  m->dup_pid = b->pid;
+  return -EEXIST;
+}
+
 /* Decode the batch; if it has a Header that must change, encode it again
  * with the new pid and seq. *done: whether it was written. */
 static int rewrite_header(merge_run *m, const stkr_batch_view *b,
@@ -311,6 +345,11 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
   batch = stackrec__batch__unpack(&m->pballoc.pb, b->len, b->data);
   if (batch == NULL) /* the reader decoded it: only memory can fail */
     return -ENOMEM;
+  if (batch->header != NULL && batch->header->session_id != 0 &&
+      (err = check_session(m, b, batch->header)) != 0) {
+    stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
+    return err;
+  }
   parent = batch->header ? stkr__mpids_parent(&m->pids, b->process,
                                               batch->header->parent_pid)
                          : 0;
@@ -542,6 +581,30 @@ static int check_marks_size(const char *out) {
   return -1;
 }
 
+/* Two inputs hold one session (check_session): nothing of OUT is kept
+ * (it held no segment before: its segment files are all ours), and the
+ * usage status. */
+static int refuse_copies(const merge_run *m, const stkr_reader *r,
+                         bool made_out) {
+  const stkr_process_info *a = stkr_reader_process(r, m->dup_first);
+  const stkr_process_info *b = stkr_reader_process(r, m->dup_second);
+  DIR *d = opendir(m->outdir);
+  struct dirent *e;
+  uint32_t pid, seq;
+
+  while (d != NULL && (e = readdir(d)) != NULL)
+    if (stkr_fmt_segment_parse(e->d_name, &pid, &seq) == 0)
+      (void)unlinkat(dirfd(d), e->d_name, 0);
+  if (d != NULL) closedir(d);
+  if (made_out) (void)rmdir(m->outdir);
+  return stkr_cli_usage_error(
+      "merge", "'%s' and '%s' hold the same recording session %016llx of "
+      "pid %u: copies of one recording? Give each recording once (nothing "
+      "was merged)", a != NULL && a->dir ? a->dir : "?",
+      b != NULL && b->dir ? b->dir : "?", (unsigned long long)m->dup_sid,
+      (unsigned)m->dup_pid);
+}
+
 int stkr_cli_merge(int argc, char **argv) {
   const char *out = NULL;
   const stkr_cli_opt options[] = {
@@ -583,7 +646,8 @@ int stkr_cli_merge(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
-  if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+  bool made_out = mkdir(out, 0700) == 0;
+  if (!made_out && errno != EEXIST) {
     fprintf(stderr, "stackrec merge: cannot create %s: %s\n", out,
             strerror(errno));
     status = STKR_CLI_DATA_LOST; /* output, not input: see cli.h */
@@ -609,6 +673,10 @@ int stkr_cli_merge(int argc, char **argv) {
   rc = stkr_cli_read_all(r, "merge", "merged", NULL, NULL, NULL);
   if (close_out(&m) != 0 && rc >= 0)
     rc = -EIO;
+  if (rc == -EEXIST && m.dup_sid != 0) {
+    status = refuse_copies(&m, r, made_out);
+    goto out;
+  }
   if (rc < 0) {
     /* on_batch said what failed, unless the reader did (memory). */
     if (rc == -ENOMEM)
@@ -633,6 +701,7 @@ out:
   close_out(&m);
   stkr_reader_free(r);
   stkr__mpids_free(&m.pids);
+  stkr__map_free(&m.sessions);
   free(m.chunk);
   ZSTD_freeCCtx(m.cctx);
   stkr_fmt_buf_free(&m.enc);
