@@ -456,7 +456,12 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   np = sum_incomplete(r, &t);
   if (np == 0 && ring_sessions == 0 && unrec == 0 && running == 0)
     return 0;
-  sum_add(&b, "INCOMPLETE: %zu of %zu process%s", np, n, n == 1 ? "" : "es");
+  /* "0 of 14 processes" read as a contradiction when only the tree's
+   * processes that recorded nothing made it incomplete (QA, session 31). */
+  if (np > 0)
+    sum_add(&b, "INCOMPLETE: %zu of %zu process%s", np, n, n == 1 ? "" : "es");
+  else
+    sum_add(&b, "INCOMPLETE");
   /* Which (QA, session 22: report's line named neither file nor process;
    * verify's per-process lines do). */
   for (i = 0; i < np && i < 3; i++)
