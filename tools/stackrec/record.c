@@ -144,8 +144,9 @@ static const char *const k_forwarded_name[] = {"SIGTERM", "SIGHUP", "SIGINT",
  * by forward() (a signal handler on our one thread). */
 static volatile sig_atomic_t g_child;
 /* Written by forward(), read by run(): a signal that came before g_child
- * was known, and the last signal forwarded (for the summary). */
-static volatile sig_atomic_t g_pending, g_forwarded;
+ * was known; and how many of each were forwarded (for the summary: QA,
+ * session 31, HUP twice then TERM was said as "passed signal 15"). */
+static volatile sig_atomic_t g_pending, g_forwarded_n[N_FORWARDED];
 
 static void forward(int sig, siginfo_t *si, void *uc) {
   int saved = errno;
@@ -156,7 +157,9 @@ static void forward(int sig, siginfo_t *si, void *uc) {
   if ((sig == SIGINT || sig == SIGQUIT) && si != NULL &&
       si->si_code == SI_KERNEL)
     return;
-  g_forwarded = sig;
+  for (size_t i = 0; i < N_FORWARDED; i++)
+    if (k_forwarded[i] == sig) /* all signals are blocked in here */
+      g_forwarded_n[i] = g_forwarded_n[i] + 1;
   if (g_child > 0)
     (void)kill((pid_t)g_child, sig);
   else
@@ -200,7 +203,9 @@ static int run(char **argv, const char *preload, int nfd,
   chld.sa_handler = on_sigchld;
   sigaction(SIGCHLD, &chld, &old_chld);
   g_child = 0;
-  g_pending = g_forwarded = 0;
+  g_pending = 0;
+  for (i = 0; i < N_FORWARDED; i++)
+    g_forwarded_n[i] = 0;
   fflush(NULL);
   pid = fork();
   if (pid == 0) {
@@ -404,9 +409,16 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
               nt->v[i].name, stkr__rec_notice_text(&nt->v[i]), nt->v[i].what);
     return;
   }
-  if (g_forwarded != 0)
-    fprintf(stderr, "stackrec record: passed signal %d (%s) on to %s\n",
-            (int)g_forwarded, strsignal(g_forwarded), cmd);
+  const char *sep = "stackrec record: passed ";
+  for (size_t i = 0; i < N_FORWARDED; i++)
+    if (g_forwarded_n[i] > 0) {
+      fprintf(stderr, "%s%s", sep, k_forwarded_name[i]);
+      if (g_forwarded_n[i] > 1)
+        fprintf(stderr, " (%d times)", (int)g_forwarded_n[i]);
+      sep = ", ";
+    }
+  if (sep[0] == ',')
+    fprintf(stderr, " on to %s\n", cmd);
   if (WIFSIGNALED(status))
     fprintf(stderr, "stackrec record: %s was killed by signal %d (%s)\n",
             cmd, WTERMSIG(status), strsignal(WTERMSIG(status)));
