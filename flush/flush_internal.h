@@ -248,7 +248,15 @@ typedef struct stkr__segw {
   /* Counters (the worker copies them into the stats). */
   uint64_t segments, segments_deleted, write_errors, bytes;
   uint64_t fds_lost; /* current files whose descriptor the app took */
+  /* The last file closed with a whole frame in it (0: none), and its
+   * identity: where stkr__seg_append_last writes once no file is open. */
+  uint32_t last_seq;
+  uint64_t last_dev, last_ino;
 } stkr__segw;
+
+/* Bytes of disk each segment keeps past its end (segment.c). A batch of
+ * counters alone, the session's last, is ~150 bytes. */
+#define STKR__SEG_RESERVE 4096u
 
 /* `dir` must outlive the writer. Scans dir for older files of this pid so
  * that a recycled pid never overwrites them. */
@@ -264,6 +272,13 @@ bool stkr__seg_need_new(stkr__segw *s);
 void stkr__seg_close_final(stkr__segw *s);
 /* Close the current file (if any) and keep it for the disk cap. */
 void stkr__seg_close(stkr__segw *s);
+/* Append data (one whole frame: the session's last counters) to the
+ * current file, or, with none open (a failed write closed it), to the
+ * last file closed with a whole frame, reopened if it is still the same
+ * file, into the room kept past its end (STKR__SEG_RESERVE), and mark it
+ * the session's final segment. @return 0 or a negative errno (-ENOENT:
+ * no such file; -ESTALE: another file under its name). */
+int stkr__seg_append_last(stkr__segw *s, const void *data, size_t len);
 /* Open the next segment file (recreating the directory if it vanished).
  * 0 or -errno. */
 int stkr__seg_open_next(stkr__segw *s);

@@ -18,6 +18,10 @@
  *  - after a failed write the file is cut back to its last whole frame (best
  *    effort) and closed: later batches go to a new, clean file; a file with
  *    no whole frame is removed;
+ *  - a segment keeps STKR__SEG_RESERVE bytes of disk past its end
+ *    (fallocate, FALLOC_FL_KEEP_SIZE: readers see the file as it is; Linux
+ *    only), taken again after each write, so that on a full disk the
+ *    session's last counters still fit (stkr__seg_append_last);
  *  - a file unlinked behind our back (directory removed) is abandoned, and
  *    the directory is recreated when the next file is opened;
  *  - the disk cap is for the whole directory: every process's segments
@@ -43,6 +47,9 @@
  * Nothing here blocks other than on the file system, and nothing aborts:
  * errors are returned to the worker, which drops the batch and counts it.
  */
+#if defined(__linux__)
+#define _GNU_SOURCE /* fallocate, FALLOC_FL_KEEP_SIZE */
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,6 +73,50 @@ static int seg_path(const stkr__segw *s, uint32_t seq, char *buf, size_t len) {
   if (err < 0) return err;
   int n = snprintf(buf, len, "%s/%s", s->dir, name);
   return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+/* Disk for the next `len` bytes of the current file and STKR__SEG_RESERVE
+ * more past them, kept for the session's last counters. Allocated before
+ * a batch's write, so that a write never eats the reserve: on a full disk
+ * the batch fails whole (-ENOSPC, nothing written) and the room for the
+ * last counters stays. Not counted in the file's size (FALLOC_FL_KEEP_SIZE),
+ * so neither readers nor the disk cap see it. @return 0, or -ENOSPC; any
+ * other failure (no fallocate here: tmpfs before Linux 3.5, NFS, Apple) is
+ * 0, and the write goes ahead as before, with no reserve. */
+static int reserve_tail(const stkr__segw *s, size_t len) {
+#if defined(__linux__)
+  if (s->fd >= 0 &&
+      fallocate(s->fd, FALLOC_FL_KEEP_SIZE, (off_t)s->cur_bytes,
+                (off_t)(len + STKR__SEG_RESERVE)) != 0 &&
+      errno == ENOSPC)
+    return -ENOSPC;
+#else
+  (void)s;
+  (void)len;
+#endif
+  return 0;
+}
+
+/* The file closed last (last_seq) gives its reserve back: a new file has
+ * one now. Only that file (its identity: not a tombstone or a rewrite put
+ * under its name), cut to its own size, which frees what lies past it. */
+static void release_last_reserve(const stkr__segw *s) {
+#if defined(__linux__)
+  char path[PATH_MAX];
+  struct stat st;
+  int fd;
+
+  if (s->last_seq == 0 || seg_path(s, s->last_seq, path, sizeof path) != 0)
+    return;
+  fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == s->last_dev &&
+      (uint64_t)st.st_ino == s->last_ino && S_ISREG(st.st_mode))
+    (void)ftruncate(fd, st.st_size);
+  (void)close(fd);
+#else
+  (void)s;
+#endif
 }
 
 /* Make fd's file a session's final segment (STKR_FMT_SEGMENT_FINAL_MODE):
@@ -157,7 +208,13 @@ static void close_current(stkr__segw *s, bool keep) {
     s->segments--; /* stkr_stats.segments: files that hold a batch */
     keep = false;
   }
-  if (keep) s->cap_scan_due = true;
+  if (keep) {
+    s->cap_scan_due = true;
+    /* What stkr__seg_append_last may write to once it is closed. */
+    s->last_seq = s->seq;
+    s->last_dev = s->fd_dev;
+    s->last_ino = s->fd_ino;
+  }
   s->cur_bytes = 0;
 }
 
@@ -210,8 +267,11 @@ bool stkr__seg_need_new(stkr__segw *s) {
 void stkr__seg_close(stkr__segw *s) { close_current(s, true); }
 
 void stkr__seg_close_final(stkr__segw *s) {
-  if (s->fd >= 0 && s->cur_bytes > 0 && check_current(s) == 0)
+  if (s->fd >= 0 && s->cur_bytes > 0 && check_current(s) == 0) {
     mark_final_fd(s, s->fd);
+    /* The last counters are written: the reserve goes back. */
+    (void)ftruncate(s->fd, (off_t)s->cur_bytes);
+  }
   close_current(s, true);
 }
 
@@ -246,6 +306,9 @@ int stkr__seg_open_next(stkr__segw *s) {
       }
       s->seq = seq;
       s->cur_bytes = 0;
+      /* The new file's reserve first; then the one before gives its own
+       * back (a segment rotation costs two more system calls). */
+      if (reserve_tail(s, 0) == 0) release_last_reserve(s);
       s->segments++;
       if (made_dir) s->dir_recreated = true;
       return 0;
@@ -276,8 +339,10 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
    * may have taken the number meanwhile. */
   if (check_current(s) != 0) return -EBADF;
   /* Within RLIMIT_FSIZE, or not at all (SIGXFSZ would kill the app:
-   * common/stkr_io.h): -EFBIG is a failed write like any other. */
-  err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
+   * common/stkr_io.h): -EFBIG is a failed write like any other. And only
+   * with the reserve kept past it (reserve_tail). */
+  if ((err = reserve_tail(s, len)) == 0)
+    err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
   if (err == 0) {
     /* Not a file's first frame: it carries the Header, the image list and
      * every definition again, and would make every file end early. */
@@ -303,7 +368,39 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
   if (ftruncate(s->fd, (off_t)s->cur_bytes) != 0) {
     /* Best effort: the reader stops at the torn frame. */
   }
+  /* The cut freed the reserve with the torn bytes: taken again at once,
+   * while that space is still free. */
+  (void)reserve_tail(s, 0);
   close_current(s, true);
+  return err;
+}
+
+int stkr__seg_append_last(stkr__segw *s, const void *data, size_t len) {
+  char path[PATH_MAX];
+  struct stat st;
+  int fd, err;
+
+  if (s->fd >= 0) return stkr__seg_write(s, data, len);
+  if (s->last_seq == 0) return -ENOENT;
+  if ((err = seg_path(s, s->last_seq, path, sizeof path)) < 0) return err;
+  /* O_NONBLOCK: a FIFO put under its name must not hang us here. */
+  fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  if ((fd = stkr_fd_raise(fd)) < 0) return fd; /* never a low number */
+  /* The file we closed, not one put under its name since. */
+  if (fstat(fd, &st) != 0) {
+    err = -errno;
+  } else if ((uint64_t)st.st_dev != s->last_dev ||
+             (uint64_t)st.st_ino != s->last_ino) {
+    err = -ESTALE;
+  } else if ((err = stkr_write_all_within(fd, data, len)) == 0) {
+    s->bytes += len;
+    mark_final_fd(s, fd); /* the session's final segment after all */
+    (void)ftruncate(fd, st.st_size + (off_t)len); /* the rest of the reserve */
+  } else {
+    (void)ftruncate(fd, st.st_size); /* no torn frame left behind */
+  }
+  (void)close(fd);
   return err;
 }
 

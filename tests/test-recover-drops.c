@@ -506,6 +506,61 @@ static void test_memory_ring_of_a_killed_writer(void **state) {
   stkr_reader_free(rd);
 }
 
+/* A process with no session file (none could be made: over RLIMIT_FSIZE
+ * here, a full disk in the QA's run) whose last batch cannot be written
+ * has no recovery to write its end: its final counters alone go into the
+ * room its last segment keeps, so the events it lost are counted and its
+ * end is clean (QA, session 31: read back as killed, attempted 19 001 of
+ * 20 000, "adds up"). */
+static void test_last_counters_without_a_session_file(void **state) {
+  const struct rlimit lim = {100u << 10, 100u << 10};
+  char dir[300];
+  pid_t p;
+  int st;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  if ((p = fork()) == 0) {
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                       .ring_bytes = 1u << 20};
+    uint8_t pay[100];
+    signal(SIGXFSZ, SIG_IGN);
+    /* The session file (~300 KB) cannot be made; segments of up to
+     * 100 KB can. */
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(93);
+    if (stkr_init(&cfg) != 0) _exit(90);
+    record_seq(0, 10);
+    if (stkr_flush() != 0) _exit(91);
+    /* 2 000 events with distinct, incompressible payloads: one last batch
+     * of ~200 KB, refused in any file. */
+    srand(7);
+    for (uint32_t i = 0; i < 2000; i++) {
+      for (size_t k = 0; k < sizeof pay; k++) pay[k] = (uint8_t)rand();
+      if (stkr_event(&g_site, pay, sizeof pay) != 0) _exit(92);
+    }
+    _exit(stkr_shutdown() == -EIO ? 0 : 94);
+  }
+  assert_true(p > 0);
+  assert_int_equal(waitpid(p, &st, 0), p);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(tl_count_files(dir, ".session"), 0);
+
+  stkr_reader *rd;
+  stkr_event_view ev;
+  assert_int_equal(stkr_reader_create(NULL, &rd), 0);
+  assert_int_equal(stkr_reader_add(rd, dir), 0);
+  while (stkr_reader_next(rd, &ev) == 1) {
+  }
+  const stkr_process_info *pi = stkr_reader_process(rd, 0);
+  assert_int_equal(pi->events, 10);
+  assert_int_equal(pi->attempted, 2010);
+  assert_int_equal(pi->drops_write_error, 2000);
+  assert_true(pi->clean_end);
+  assert_int_equal(pi->unaccounted, 0);
+  stkr_reader_free(rd);
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "recover-drops", recover_group_setup, NULL,
@@ -513,5 +568,6 @@ int main(void) {
                test_drops_unnoted_batch, test_write_errors_survive_kill,
                test_final_batch_unwritten, test_worker_drops_survive_kill,
                test_pending_batch_unwritten, test_recovery_killed_twice,
-               test_memory_ring_of_a_killed_writer));
+               test_memory_ring_of_a_killed_writer,
+               test_last_counters_without_a_session_file));
 }
