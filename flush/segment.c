@@ -85,6 +85,14 @@ static int seg_path(const stkr__segw *s, uint32_t seq, char *buf, size_t len) {
  * 0, and the write goes ahead as before, with no reserve. */
 static int reserve_tail(const stkr__segw *s, size_t len) {
 #if defined(__linux__)
+  /* Never past RLIMIT_FSIZE: tmpfs raises SIGXFSZ for an fallocate there,
+   * even one that keeps the size (tried by hand). The worker thread
+   * blocks every signal, but an exit's last drain may run on the app's
+   * thread (worker.c), where it would kill the app. Under such a limit
+   * there is no reserve. (No test: the worker's drain cannot be made to
+   * run on the app's thread on demand.) */
+  if (!stkr_fsize_room(s->cur_bytes + len + STKR__SEG_RESERVE))
+    return 0;
   if (s->fd >= 0 &&
       fallocate(s->fd, FALLOC_FL_KEEP_SIZE, (off_t)s->cur_bytes,
                 (off_t)(len + STKR__SEG_RESERVE)) != 0 &&
