@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_reader.h"
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/testlib.h"
@@ -142,6 +143,26 @@ static void test_diff(void **state) {
   assert_null(strstr(cr_out, "INCOMPLETE"));
 }
 
+/* A recording with no process at all (only a process that could not
+ * record: a static program) checks no rule: NOT CHECKED, exit 1, never
+ * "no findings" (QA, session 31: every rule passed, exit 0). */
+static void test_compliance_of_no_process(void **state) {
+  static const char policy[] =
+      "{\"rules\": [{\"id\": \"no-ids\", \"sites\": \"identifiers.*\"}]}\n";
+  const char *d = fx_tmpdir("views-none");
+  char path[4300];
+  (void)state;
+
+  assert_int_equal(stkr_unrecorded_append(d, 77, "app", "statically linked"),
+                   0);
+  snprintf(path, sizeof path, "%s/policy.json", d);
+  assert_int_equal(fx_write_file(path, policy, sizeof policy - 1), 0);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s' 2>&1", path, d), 1);
+  cr_assert_has(cr_out, "# NOT CHECKED: rule no-ids: the recording holds "
+                        "no process",
+                "no findings, but 1 rule not checked");
+}
+
 /* compliance: JUnit gets a failing "recording complete" case (errors="1");
  * the text says the consent and background figures assume no lost mark. */
 static void test_compliance(void **state) {
@@ -208,7 +229,7 @@ static void test_truncated_payload_in_html(void **state) {
 }
 
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
-             test_info_json_counts_tombstones,
+             test_info_json_counts_tombstones, test_compliance_of_no_process,
              test_compliance_of_a_capped_head, test_diff,
              test_unresolved_named,
              test_compliance, test_filtered_process_count,

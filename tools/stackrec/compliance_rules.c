@@ -65,7 +65,9 @@ bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
     const char *w = stkr_reader_process(r, i)->watched;
     if (w[0] == '\0' || in_list(w, cat, len)) return true;
   }
-  return n == 0;
+  /* No process at all watched nothing (QA, session 31: a static program
+   * the hooks cannot enter, or a wrong -o, passed every rule). */
+  return false;
 }
 
 /* The categories of rule's site globs that no process watched, into b. */
@@ -133,7 +135,13 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
     stkr_cli_buf b = {0}, cats = {0};
     size_t n_cats = 0;
 
-    if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
+    if (stkr_reader_process_count(r) == 0) {
+      stkr_cli_buf_puts(&b, "the recording holds no process: nothing was "
+                        "recorded (a static program the hooks cannot "
+                        "enter, or another directory?)");
+      c->rule_unchecked[i] = true;
+      c->n_unchecked++;
+    } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
       stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
                                         : "no process watched categories ");
       stkr_cli_buf_put(&b, cats.p, cats.len);
