@@ -353,6 +353,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     int sel = selected(b, r, rule, ts, snap);
     if (sel < 0) {
       unjudged = true;
+      b->c->rule_unjudged[r]++;
       continue;
     }
     if (sel == 0)
@@ -522,7 +523,10 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   b.c->marks_supported = HAVE_STATES;
   b.c->policy = o->policy;
   if (b.n_rules > 0 &&
-      (b.c->rule_groups = calloc(b.n_rules, sizeof *b.c->rule_groups)) == NULL)
+      ((b.c->rule_groups = calloc(b.n_rules, sizeof *b.c->rule_groups)) ==
+           NULL ||
+       (b.c->rule_unjudged = calloc(b.n_rules, sizeof *b.c->rule_unjudged)) ==
+           NULL))
     err = -ENOMEM;
   else
     err = 0;
@@ -578,5 +582,7 @@ void stkr_comp_free(stkr_comp *c) {
       free(c->rule_notes[i]);
   free(c->rule_notes);
   free(c->rule_unchecked);
+  free(c->rule_unjudged_why);
+  free(c->rule_unjudged);
   free(c);
 }

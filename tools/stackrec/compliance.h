@@ -95,6 +95,7 @@ typedef struct stkr_comp {
    * it is a warning. */
   char **rule_notes;
   bool *rule_unchecked;
+  bool *rule_unjudged_why; /* unchecked for its unjudged events (below) */
   size_t n_unchecked;
   uint64_t unattributed;       /* events of module STKR_ATTRIB_NO_MODULE */
   /* Events that rules on marks (before_mark, in_state) and the
@@ -105,6 +106,11 @@ typedef struct stkr_comp {
    * after consent read "before consent", a finding, exit 1). */
   uint64_t unjudged;
   size_t unjudged_processes;
+  /* Per rule (policy order): its events it could not judge so. A rule
+   * with any is not checked (stkr_comp_check_rules): its pass would be
+   * untrue (QA, session 31: "no findings", exit 0, JUnit green, with
+   * 2 212 events before the only consent mark left out). */
+  uint64_t *rule_unjudged;
 } stkr_comp;
 
 /* Read every event of r and build the answers.
@@ -124,8 +130,8 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r);
 /* Could the recording c was built from (r) hold events at sites of
  * category cat (len bytes: the part of a site name before its first '.')?
  * True when c read such events, when a process watched it
- * (stkr_process_info.watched), when one did not say what it watched, and
- * when r has no process. */
+ * (stkr_process_info.watched), and when one did not say what it watched;
+ * false when r has no process. */
 bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
                                 const char *cat, size_t len);
 

@@ -128,7 +128,9 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
   if (p == NULL || p->n_rules == 0) return 0;
   if ((c->rule_notes = calloc(p->n_rules, sizeof *c->rule_notes)) == NULL ||
       (c->rule_unchecked = calloc(p->n_rules, sizeof *c->rule_unchecked)) ==
-          NULL)
+          NULL ||
+      (c->rule_unjudged_why =
+           calloc(p->n_rules, sizeof *c->rule_unjudged_why)) == NULL)
     return -ENOMEM;
   for (i = 0; i < p->n_rules; i++) {
     const stkr_rule *rule = &p->rules[i];
@@ -148,6 +150,16 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       stkr_cli_buf_puts(&b, ", so its events there could not be recorded "
                         "(stackrec record --categories)");
       c->rule_unchecked[i] = true;
+      c->n_unchecked++;
+    } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
+      char n[24];
+      snprintf(n, sizeof n, "%llu", (unsigned long long)c->rule_unjudged[i]);
+      stkr_cli_buf_puts(&b, n);
+      stkr_cli_buf_puts(&b, " of its events, in processes whose earliest segments the disk "
+                        "cap deleted, could not be judged: the mark it asks "
+                        "about may have gone with them");
+      c->rule_unchecked[i] = true;
+      c->rule_unjudged_why[i] = true;
       c->n_unchecked++;
     } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
       stkr_cli_buf_puts(&b, "its modules patterns match no module of the "
