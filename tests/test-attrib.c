@@ -46,6 +46,14 @@ static void test_system_images(void **state) {
   assert_false(stkr_attrib_system_image("/opt/app/libacme_sdk.so"));
   assert_false(stkr_attrib_system_image("/usr/local/lib/libfoo.so"));
   assert_false(stkr_attrib_system_image("/library/libcrypto.so")); /* not /lib/ */
+  /* QA (session 31): a path that leaves /usr/lib (an rpath of
+   * "/usr/lib/../../opt/ads"), and a library named libc-something, are
+   * not the system's; glibc's own libc-2.36.so is. */
+  assert_false(stkr_attrib_system_image("/usr/lib/../../opt/ads/libads.so"));
+  assert_false(stkr_attrib_system_image("/usr/lib/./../opt/ads/libads.so"));
+  assert_true(stkr_attrib_system_image("/opt/../usr/lib/libz.so.1"));
+  assert_false(stkr_attrib_system_image("/opt/app/libc-client.so.2007"));
+  assert_true(stkr_attrib_system_image("/opt/glibc/libc-2.36.so"));
   assert_false(stkr_attrib_system_image("/var/containers/Bundle/Application/X/App.app/Frameworks/Acme.framework/Acme"));
 }
 
@@ -79,7 +87,8 @@ static const char map_text[] =
     "   \"symbols\": [\"acme_\"]},\n"
     "  {\"name\": \"PaySDK\", \"symbols\": [\"pay_sdk_\", \"PSK\", \"PaySDK.\"]},\n"
     "  {\"name\": \"Vendor\", \"images\": [\"/opt/vendor/*\"]},\n"
-    "  {\"name\": \"Shadowed\", \"symbols\": [\"acme_\"]}\n"
+    "  {\"name\": \"Shadowed\", \"symbols\": [\"acme_\"]},\n"
+    "  {\"name\": \"Packaged\", \"images\": [\"/usr/lib/packaged/*\"]}\n"
     "]}\n";
 
 static void test_module_map(void **state) {
@@ -107,6 +116,19 @@ static void test_module_map(void **state) {
   assert_string_equal(stkr_attrib_module(m, stat_acme, 1), "AcmeAnalytics");
   assert_string_equal(stkr_attrib_module(m, objc, 1), "PaySDK");
   assert_string_equal(stkr_attrib_module(m, vendor, 1), "Vendor");
+  /* An app packaged under /usr/lib/<app>/ (Debian's Electron apps,
+   * Firefox): a map that names its images makes them a module (QA,
+   * session 31: the system's, skipped, its calls blamed on no SDK). A
+   * symbol prefix never makes a system frame a module. */
+  {
+    stkr_frame pk[] = {fr("getenv", "/lib/x86_64-linux-gnu/libc.so.6"),
+                       fr("pk_call", "/usr/lib/packaged/libpk.so"),
+                       fr("main", "/usr/lib/packaged/app")};
+    stkr_frame sys_sym[] = {fr("acme_in_libc", "/lib/x86_64-linux-gnu/libc.so.6"),
+                            fr("main", "/opt/app/bin/app")};
+    assert_string_equal(stkr_attrib_module(m, pk, 3), "Packaged");
+    assert_string_equal(stkr_attrib_module(m, sys_sym, 2), "app");
+  }
   /* Swift names as the demangler writes them, the module in the middle
    * (QA, session 30: none matched "PaySDK."; fails without). */
   static const char *const swift[] = {

@@ -33,22 +33,63 @@ const char *stkr_attrib_base_name(const char *path) {
   return b ? b + 1 : path;
 }
 
+/* path with "." and ".." components taken out, as the loader's rpath
+ * "/usr/lib/../../opt/ads" leads out of /usr/lib (QA, session 31: such an
+ * SDK counted as the system's); into buf. Lexical only: no link is
+ * followed. @return buf, or path itself when it has neither or is too
+ * long. */
+static const char *lexical_path(const char *path, char *buf, size_t cap) {
+  size_t n = 0;
+  const char *p = path;
+
+  if (path[0] != '/' || (strstr(path, "/./") == NULL &&
+                         strstr(path, "/../") == NULL))
+    return path;
+  while (*p != '\0') {
+    const char *e;
+    size_t len;
+    while (*p == '/') p++;
+    if (*p == '\0') break;
+    e = strchr(p, '/');
+    len = e != NULL ? (size_t)(e - p) : strlen(p);
+    if (len == 1 && p[0] == '.') {
+      /* nothing */
+    } else if (len == 2 && p[0] == '.' && p[1] == '.') {
+      while (n > 0 && buf[n - 1] != '/') n--;
+      if (n > 0) n--; /* the '/' before it */
+    } else {
+      if (n + 1 + len + 1 > cap) return path;
+      buf[n++] = '/';
+      memcpy(buf + n, p, len);
+      n += len;
+    }
+    p += len;
+  }
+  if (n == 0) buf[n++] = '/';
+  buf[n] = '\0';
+  return buf;
+}
+
 bool stkr_attrib_system_image(const char *path) {
   /* /usr/lib/ and /System/ are Apple's too. */
   static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/",
                                      "/usr/lib64/", "/System/"};
   static const char *const names[] = {"ld-linux", "ld-musl", "libc.so",
-                                      "libc-", "libstackrec_preload"};
+                                      "libstackrec_preload"};
+  char buf[4096];
   const char *b = stkr_attrib_base_name(path);
+  const char *real = lexical_path(path, buf, sizeof buf);
   size_t i;
 
   for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
-    if (has_prefix(path, dirs[i]))
+    if (has_prefix(real, dirs[i]))
       return true;
   for (i = 0; i < sizeof names / sizeof names[0]; i++)
     if (has_prefix(b, names[i]))
       return true;
-  return false;
+  /* glibc's own file, "libc-2.31.so": not any "libc-" (libc-client.so is
+   * the UW IMAP library an app may ship). */
+  return has_prefix(b, "libc-") && b[5] >= '0' && b[5] <= '9';
 }
 
 /* Past `from`, the first `word` outside <...> and (...): where a Swift
@@ -111,6 +152,16 @@ static const char *swift_subject(const char *fn, char *buf, size_t cap) {
 }
 
 /* The map entry claiming frame f, or NULL. */
+/* Does one of e's image globs match the image (its path, or its name b)? */
+static bool names_image(const modmap_entry *e, const char *image,
+                        const char *b) {
+  for (size_t k = 0; k < e->n_images; k++)
+    if (fnmatch(e->images[k], image, 0) == 0 ||
+        fnmatch(e->images[k], b, 0) == 0)
+      return true;
+  return false;
+}
+
 static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
   const char *b = stkr_attrib_base_name(f->image), *fn = f->function;
   char ext[512];
@@ -123,14 +174,24 @@ static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
 
   for (i = 0; i < m->n; i++) {
     const modmap_entry *e = &m->v[i];
-    for (k = 0; k < e->n_images; k++)
-      if (fnmatch(e->images[k], f->image, 0) == 0 ||
-          fnmatch(e->images[k], b, 0) == 0)
-        return e;
+    if (names_image(e, f->image, b))
+      return e;
     for (k = 0; fn != NULL && k < e->n_symbols; k++)
       if (has_prefix(fn, e->symbols[k]) || has_prefix(subject, e->symbols[k]))
         return e;
   }
+  return NULL;
+}
+
+/* claim() by image globs only: a system image is a module only when a map
+ * names its file, never by a symbol prefix (libc's own names). */
+static const modmap_entry *claim_image(const stkr_modmap *m,
+                                       const stkr_frame *f) {
+  const char *b = stkr_attrib_base_name(f->image);
+
+  for (size_t i = 0; i < m->n; i++)
+    if (names_image(&m->v[i], f->image, b))
+      return &m->v[i];
   return NULL;
 }
 
@@ -147,6 +208,12 @@ const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
       const modmap_entry *e = map != NULL ? claim(map, &f[i]) : NULL;
       return e != NULL ? e->name : stkr_attrib_base_name(img);
     }
+    /* A system directory's image a map names by image: the map knows
+     * better (an app packaged under /usr/lib/<app>/, as Debian's Electron
+     * apps and Firefox are; QA, session 31). */
+    const modmap_entry *e = map != NULL ? claim_image(map, &f[i]) : NULL;
+    if (e != NULL)
+      return e->name;
     if (first == NULL)
       first = img;
   }
