@@ -70,25 +70,38 @@ bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
   return false;
 }
 
-/* The categories of rule's site globs that no process watched, into b. */
+/* The categories of rule's site globs that no process watched, into b:
+ * the first UNWATCHED_SHOWN, each once, then "and more". Compared with the
+ * ones listed only, not with every glob before (QA, session 31: 500 000
+ * globs ran for minutes). */
+#define UNWATCHED_SHOWN 8
 static bool unwatched_sites(const stkr_comp *c, stkr_reader *r,
                             const stkr_rule *rule,
                             stkr_cli_buf *b, size_t *n_out) {
+  const char *shown[UNWATCHED_SHOWN];
+  size_t shown_len[UNWATCHED_SHOWN];
   size_t i, j, n = 0;
+  bool more = false;
 
   for (i = 0; i < rule->n_sites; i++) {
     const char *g = rule->sites[i];
     size_t len = glob_category(g);
     bool again = false;
 
-    if (len == 0 || stkr_comp_category_watched(c, r, g, len)) continue;
-    for (j = 0; j < i && !again; j++) /* each category once */
-      again = glob_category(rule->sites[j]) == len &&
-              strncmp(rule->sites[j], g, len) == 0;
-    if (again) continue;
-    if (n++) stkr_cli_buf_puts(b, ", ");
+    if (len == 0) continue;
+    for (j = 0; j < n && !again; j++) /* each category once */
+      again = shown_len[j] == len && strncmp(shown[j], g, len) == 0;
+    if (again || stkr_comp_category_watched(c, r, g, len)) continue;
+    if (n == UNWATCHED_SHOWN) {
+      more = true;
+      continue;
+    }
+    if (n > 0) stkr_cli_buf_puts(b, ", ");
     stkr_cli_buf_put(b, g, len);
+    shown[n] = g;
+    shown_len[n++] = len;
   }
+  if (more) stkr_cli_buf_puts(b, " and more");
   *n_out = n;
   return n > 0;
 }
