@@ -32,17 +32,14 @@ int __open64_2(const char *path, int flags);
 int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
 
-#define SITES(api)                                                             \
-  {                                                                            \
-    [STKR__PL_CAT_IDENTIFIERS] = STKR_SITE_INIT("identifiers." api),           \
-    [STKR__PL_CAT_FILES] = STKR_SITE_INIT("files." api),                       \
-    [STKR__PL_CAT_DEVICES] = STKR_SITE_INIT("devices." api),                   \
-  }
+#define SITE_AT(cat, name) [cat] = STKR_SITE_INIT(name),
+#define SITES(api) {STKR__PL_FILE_SITES(SITE_AT, api)}
 /* Indexed by category; the network and environment slots stay unused. */
 static stkr_site g_open[STKR__PL_CAT_COUNT] = SITES("open");
 static stkr_site g_openat[STKR__PL_CAT_COUNT] = SITES("openat");
 static stkr_site g_fopen[STKR__PL_CAT_COUNT] = SITES("fopen");
 #undef SITES
+#undef SITE_AT
 
 void stkr__pl_register_file_sites(void) {
   static const unsigned cats[] = {STKR__PL_CAT_IDENTIFIERS, STKR__PL_CAT_FILES,

@@ -316,3 +316,19 @@ int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
   *mask = m;
   return 0;
 }
+
+/* ---- sites --------------------------------------------------------------- */
+
+#define KNOWN_NAME(sym, name) name,
+#define KNOWN_FILE_NAME(cat, name) name,
+#define KNOWN_FILE_API(api) STKR__PL_FILE_SITES(KNOWN_FILE_NAME, api)
+static const char *const g_known_sites[] = {
+    STKR__PL_SITES(KNOWN_NAME) STKR__PL_FILE_APIS(KNOWN_FILE_API)};
+#undef KNOWN_NAME
+#undef KNOWN_FILE_NAME
+#undef KNOWN_FILE_API
+
+const char *stkr__pl_known_site(size_t i) {
+  return i < sizeof g_known_sites / sizeof g_known_sites[0] ? g_known_sites[i]
+                                                            : NULL;
+}

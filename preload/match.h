@@ -57,6 +57,44 @@ size_t stkr__pl_cat_list(unsigned mask, char *buf, size_t len);
 int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
                               size_t errlen);
 
+/* ---- sites --------------------------------------------------------------- */
+
+/* Every site of the hook library that has one category: (name, site name).
+ * The file hooks' sites, one per category of the path, are hooks_files.c's
+ * g_open/g_openat/g_fopen. A site name is "<category>.<api>" (match.h). */
+#define STKR__PL_SITES(X)                                                      \
+  X(getenv, "environment.getenv")                                              \
+  X(secure_getenv, "environment.secure_getenv")                                \
+  X(gethostname, "identifiers.gethostname")                                    \
+  X(uname, "identifiers.uname")                                                \
+  X(getifaddrs, "identifiers.getifaddrs")                                      \
+  X(ioctl, "identifiers.ioctl")                                                \
+  X(connect, "network.connect")                                                \
+  X(getaddrinfo, "network.getaddrinfo")                                        \
+  X(stat, "reasons.stat")                                                      \
+  X(fstat, "reasons.fstat")                                                    \
+  X(lstat, "reasons.lstat")                                                    \
+  X(fstatat, "reasons.fstatat")                                                \
+  X(statx, "reasons.statx")                                                    \
+  X(statfs, "reasons.statfs")                                                  \
+  X(fstatfs, "reasons.fstatfs")                                                \
+  X(statvfs, "reasons.statvfs")                                                \
+  X(fstatvfs, "reasons.fstatvfs")
+
+/* The file hooks' sites (hooks_files.c): each API once per category a
+ * path can have, X(category, site name). */
+#define STKR__PL_FILE_SITES(X, api)                                            \
+  X(STKR__PL_CAT_IDENTIFIERS, "identifiers." api)                              \
+  X(STKR__PL_CAT_FILES, "files." api)                                          \
+  X(STKR__PL_CAT_DEVICES, "devices." api)
+#define STKR__PL_FILE_APIS(X) X("open") X("openat") X("fopen")
+
+/* The name of every site the hook library records, by index from 0 (the
+ * two tables above); NULL past the last. For `compliance`: a policy's
+ * site pattern that matches none of them, in one of the hook library's
+ * categories, is likely a typo. */
+const char *stkr__pl_known_site(size_t i);
+
 /* ---- sensitive paths ----------------------------------------------------- */
 
 /* What a path is, as the category that records it (+1), or 0 for "not

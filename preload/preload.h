@@ -190,27 +190,7 @@ stkr__pl_record(stkr_site *site, const void *payload, size_t len) {
 
 /* ---- sites ---------------------------------------------------------------- */
 
-/* Every site of the hook library that has one category: (name, site name).
- * The file hooks' sites, one per category of the path, are hooks_files.c's
- * g_open/g_openat/g_fopen. A site name is "<category>.<api>" (match.h). */
-#define STKR__PL_SITES(X)                                                      \
-  X(getenv, "environment.getenv")                                              \
-  X(secure_getenv, "environment.secure_getenv")                                \
-  X(gethostname, "identifiers.gethostname")                                    \
-  X(uname, "identifiers.uname")                                                \
-  X(getifaddrs, "identifiers.getifaddrs")                                      \
-  X(ioctl, "identifiers.ioctl")                                                \
-  X(connect, "network.connect")                                                \
-  X(getaddrinfo, "network.getaddrinfo")                                        \
-  X(stat, "reasons.stat")                                                      \
-  X(fstat, "reasons.fstat")                                                    \
-  X(lstat, "reasons.lstat")                                                    \
-  X(fstatat, "reasons.fstatat")                                                \
-  X(statx, "reasons.statx")                                                    \
-  X(statfs, "reasons.statfs")                                                  \
-  X(fstatfs, "reasons.fstatfs")                                                \
-  X(statvfs, "reasons.statvfs")                                                \
-  X(fstatvfs, "reasons.fstatvfs")
+/* The sites: match.h's STKR__PL_SITES and STKR__PL_FILE_SITES. */
 
 /* stkr__pl_site_getenv, ... (sites.c). Hidden: the hooks address them
  * PC-relative, with no GOT load on the hot path. */

@@ -508,6 +508,13 @@ static const struct bad_file {
     {"bad.json",
      "{\"rules\": [], \"rules\": [{\"id\": \"x\", \"sites\": \"*\"}]}",
      "1:24: unknown or repeated key \"rules\"", {"compliance --policy"}},
+    /* A state outside the table never holds: the rule passed in silence
+     * (QA, session 31). */
+    {"bad.json",
+     "{\"rules\": [{\"id\": \"x\", \"sites\": \"a.*\", "
+     "\"in_state\": \"app.backgrond\"}]}",
+     "1:52: \"in_state\": \"app.backgrond\" is no state",
+     {"compliance --policy"}},
     /* A byte order mark is passed over, and line 1's columns count from
      * after it; a byte that is not text is shown as \xNN, not raw. */
     {"bad.json", "\xef\xbb\xbf{\"rules\": 5}", "1:11: expected {\"rules\"",

@@ -175,40 +175,6 @@ static void test_compliance_of_no_process(void **state) {
                 "no findings, but 1 rule not checked");
 }
 
-/* Unwatched categories are named up to 8, then "and more": each glob was
- * compared with every glob before it (QA, session 31: a policy of 500 000
- * globs ran for minutes). The process watched "network" only. */
-static void test_compliance_unwatched_named_up_to_8(void **state) {
-  static const uint32_t sites[] = {1}, threads[] = {1}, stacks[] = {1};
-  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false}};
-  const fx_batch b = {.seq = 1, .header = true, .pid = 31, .segment_seq = 1,
-                      .sites = sites, .n_sites = 1, .threads = threads,
-                      .n_threads = 1, .stacks = stacks, .n_stacks = 1,
-                      .base_ts = FX_START_MONO, .evs = evs, .n_evs = 1,
-                      .last = true, .session_id = 31, .watched = "network"};
-  const char *d = fx_tmpdir("views-watched");
-  char policy[1024], path[4300];
-  stkr_fmt_buf buf = {0};
-  size_t n = 0;
-  (void)state;
-
-  assert_int_equal(fx_encode(&b, &buf), 0);
-  assert_int_equal(fx_write_segment(d, 31, 1, &buf), 0);
-  stkr_fmt_buf_free(&buf);
-
-  n += (size_t)snprintf(policy + n, sizeof policy - n,
-                        "{\"rules\": [{\"id\": \"r\", \"sites\": [");
-  for (int i = 0; i < 10; i++)
-    n += (size_t)snprintf(policy + n, sizeof policy - n, "%s\"c%d.*\"",
-                          i ? ", " : "", i);
-  n += (size_t)snprintf(policy + n, sizeof policy - n, "]}]}\n");
-  snprintf(path, sizeof path, "%s/policy-many.json", d);
-  assert_int_equal(fx_write_file(path, policy, n), 0);
-  assert_int_equal(cr_run("compliance --policy '%s' '%s' 2>&1", path, d), 1);
-  cr_assert_has(cr_out, "no process watched categories c0, c1, c2, c3, c4, "
-                        "c5, c6, c7 and more,");
-}
-
 /* compliance: JUnit gets a failing "recording complete" case (errors="1");
  * the text says the consent and background figures assume no lost mark. */
 static void test_compliance(void **state) {
@@ -276,7 +242,6 @@ static void test_truncated_payload_in_html(void **state) {
 
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
              test_info_json_counts_tombstones, test_compliance_of_no_process,
-             test_compliance_unwatched_named_up_to_8,
              test_compliance_of_a_capped_head, test_diff,
              test_unresolved_named,
              test_compliance, test_filtered_process_count,

@@ -582,7 +582,7 @@ void stkr_comp_free(stkr_comp *c) {
       free(c->rule_notes[i]);
   free(c->rule_notes);
   free(c->rule_unchecked);
-  free(c->rule_unjudged_why);
+  free(c->rule_case);
   free(c->rule_unjudged);
   free(c);
 }

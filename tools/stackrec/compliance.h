@@ -95,7 +95,9 @@ typedef struct stkr_comp {
    * it is a warning. */
   char **rule_notes;
   bool *rule_unchecked;
-  bool *rule_unjudged_why; /* unchecked for its unjudged events (below) */
+  /* Per rule with a note: its JUnit case ("sites recorded", "events
+   * judged", "sites known", "modules seen"; static strings). */
+  const char **rule_case;
   size_t n_unchecked;
   uint64_t unattributed;       /* events of module STKR_ATTRIB_NO_MODULE */
   /* Events that rules on marks (before_mark, in_state) and the

@@ -368,9 +368,7 @@ int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner) {
     if (c->rule_notes[r] != NULL) {
       fprintf(f, "    <testcase classname=\"stackrec.compliance\" "
               "name=\"%s\">\n      <%s message=\"",
-              c->rule_unjudged_why[r] ? "events judged"
-              : c->rule_unchecked[r]  ? "sites recorded"
-                                      : "modules seen",
+              c->rule_case[r],
               c->rule_unchecked[r] ? "error" : "skipped");
       put_xml(f, c->rule_notes[r]);
       fputs("\"/>\n    </testcase>\n", f);

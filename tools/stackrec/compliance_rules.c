@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "preload/match.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/compliance.h"
 
@@ -106,6 +108,44 @@ static bool unwatched_sites(const stkr_comp *c, stkr_reader *r,
   return n > 0;
 }
 
+/* A site pattern of rule's, in one of the hook library's categories, that
+ * matches no site it records nor any site of the events read: a typo, as
+ * likely as not (QA, session 31: "identifiers.hostname" for
+ * identifiers.gethostname selected nothing and passed in silence). An
+ * app's own sites may be named anything, so a warning. The first such
+ * pattern into b. */
+static bool unknown_sites(const stkr_comp *c, const stkr_rule *rule,
+                          stkr_cli_buf *b) {
+  for (size_t i = 0; i < rule->n_sites; i++) {
+    const char *g = rule->sites[i], *name, *dot = strchr(g, '.');
+    size_t len = dot != NULL ? (size_t)(dot - g) : 0, k, n;
+    bool ours = false, known = false;
+
+    /* Its category, in any case ("Identifiers.*" is a typo too). */
+    for (unsigned cat = 0; len > 0 && cat < STKR__PL_CAT_COUNT && !ours; cat++)
+      ours = strlen(stkr__pl_cat_name(cat)) == len &&
+             strncasecmp(stkr__pl_cat_name(cat), g, len) == 0;
+    if (!ours) continue;
+    for (k = 0; !known && (name = stkr__pl_known_site(k)) != NULL; k++)
+      known = fnmatch(g, name, 0) == 0;
+    for (k = 0; !known && k < c->n_groups; k++)
+      known = fnmatch(g, c->groups[k].site, 0) == 0;
+    if (known) continue;
+    stkr_cli_buf_puts(b, "its sites pattern ");
+    stkr_cli_buf_puts(b, g);
+    stkr_cli_buf_puts(b, " matches no site the hook library records, nor "
+                      "any of the events read (its sites in that category: ");
+    for (k = n = 0; (name = stkr__pl_known_site(k)) != NULL; k++) {
+      if (strncasecmp(name, g, len) != 0 || name[len] != '.') continue;
+      if (n++ > 0) stkr_cli_buf_puts(b, ", ");
+      stkr_cli_buf_puts(b, name);
+    }
+    stkr_cli_buf_puts(b, ")");
+    return true;
+  }
+  return false;
+}
+
 /* Does any group's module match one of rule's modules globs? */
 static bool modules_seen(const stkr_comp *c, const stkr_rule *rule) {
   size_t i, j;
@@ -142,8 +182,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
   if ((c->rule_notes = calloc(p->n_rules, sizeof *c->rule_notes)) == NULL ||
       (c->rule_unchecked = calloc(p->n_rules, sizeof *c->rule_unchecked)) ==
           NULL ||
-      (c->rule_unjudged_why =
-           calloc(p->n_rules, sizeof *c->rule_unjudged_why)) == NULL)
+      (c->rule_case = calloc(p->n_rules, sizeof *c->rule_case)) == NULL)
     return -ENOMEM;
   for (i = 0; i < p->n_rules; i++) {
     const stkr_rule *rule = &p->rules[i];
@@ -154,6 +193,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       stkr_cli_buf_puts(&b, "the recording holds no process: nothing was "
                         "recorded (a static program the hooks cannot "
                         "enter, or another directory?)");
+      c->rule_case[i] = "sites recorded";
       c->rule_unchecked[i] = true;
       c->n_unchecked++;
     } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
@@ -162,6 +202,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       stkr_cli_buf_put(&b, cats.p, cats.len);
       stkr_cli_buf_puts(&b, ", so its events there could not be recorded "
                         "(stackrec record --categories)");
+      c->rule_case[i] = "sites recorded";
       c->rule_unchecked[i] = true;
       c->n_unchecked++;
     } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
@@ -171,14 +212,17 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       stkr_cli_buf_puts(&b, " of its events, in processes whose earliest segments the disk "
                         "cap deleted, could not be judged: the mark it asks "
                         "about may have gone with them");
+      c->rule_case[i] = "events judged";
       c->rule_unchecked[i] = true;
-      c->rule_unjudged_why[i] = true;
       c->n_unchecked++;
+    } else if (unknown_sites(c, rule, &b)) {
+      c->rule_case[i] = "sites known";
     } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
       stkr_cli_buf_puts(&b, "its modules patterns match no module of the "
                         "events read (");
       list_modules(c, &b);
       stkr_cli_buf_puts(&b, ")");
+      c->rule_case[i] = "modules seen";
     }
     stkr_cli_buf_free(&cats);
     if (b.len == 0 && b.err == 0) continue;

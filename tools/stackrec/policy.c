@@ -12,6 +12,7 @@
 
 #include "tools/stackrec/json.h"
 #include "tools/stackrec/policy.h"
+#include "tools/stackrec/states.h"
 
 static void rule_free(stkr_rule *r) {
   free(r->id);
@@ -60,6 +61,7 @@ static int limit(const stkr_json *v, const char *what, const char *file,
 
 static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
                       char *err, size_t errlen) {
+  const stkr_json *state = NULL;
   size_t i;
   int rc = 0;
 
@@ -82,8 +84,10 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
                              &r->n_modules, err, errlen);
     else if (strcmp(k, "before_mark") == 0 && r->before_mark == NULL)
       rc = one_string(v, "\"before_mark\"", file, &r->before_mark, err, errlen);
-    else if (strcmp(k, "in_state") == 0 && r->in_state == NULL)
+    else if (strcmp(k, "in_state") == 0 && r->in_state == NULL) {
       rc = one_string(v, "\"in_state\"", file, &r->in_state, err, errlen);
+      state = v;
+    }
     else if (strcmp(k, "max_per_second") == 0 && r->max_per_second < 0)
       rc = limit(v, "\"max_per_second\"", file, &r->max_per_second, err,
                  errlen);
@@ -105,6 +109,13 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
   if (r->sites == NULL)
     return stkr_json_error(err, errlen, file, o,
                            "rule \"%s\" needs \"sites\"", r->id);
+  /* A state outside the table never holds: the rule would select nothing
+   * and pass, whatever the recording (QA, session 31: a typo). */
+  if (r->in_state != NULL && !stkr_states_is_state(r->in_state))
+    return stkr_json_error(err, errlen, file, state,
+                           "\"in_state\": \"%s\" is no state (states: "
+                           "consent.granted, app.background, screen.NAME)",
+                           r->in_state);
   return 0;
 }
 

@@ -31,6 +31,17 @@ static const stkr__state_row g_rows[STKR_STATE_KINDS] = {
     {"screen.", NULL, true},
 };
 
+bool stkr_states_is_state(const char *name) {
+  for (size_t i = 0; i < STKR_STATE_KINDS; i++) {
+    const stkr__state_row *r = &g_rows[i];
+    if (r->family ? strncmp(name, r->start, strlen(r->start)) == 0 &&
+                        name[strlen(r->start)] != '\0'
+                  : strcmp(name, r->start) == 0)
+      return true;
+  }
+  return false;
+}
+
 typedef struct stkr__hmark {
   uint64_t ts;
   const char *name; /* interned */

@@ -47,6 +47,11 @@ typedef struct stkr_state_snap {
 
 typedef struct stkr_states stkr_states;
 
+/* Is name a state of the table (a row's start mark, or a family's prefix
+ * with a name after it: "screen.Checkout")? A policy's in_state that is
+ * not can never hold (QA, session 31: "app.backgrond" passed in silence). */
+bool stkr_states_is_state(const char *name);
+
 /* @return 0 or -ENOMEM; *out owned by the caller (stkr_states_free). */
 int stkr_states_create(stkr_states **out);
 void stkr_states_free(stkr_states *s); /* NULL accepted */
