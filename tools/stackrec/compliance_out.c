@@ -310,8 +310,8 @@ static void put_junit_failure(FILE *f, const stkr_comp *c,
   char msg[512], buf[FRAME_TEXT];
   size_t i;
 
-  snprintf(msg, sizeof msg, "%" PRIu64 " events, first at %.3f s", x->count,
-           x->first_s);
+  snprintf(msg, sizeof msg, "%" PRIu64 " event%s, first at %.3f s", x->count,
+           x->count == 1 ? "" : "s", x->first_s);
   fputs("      <failure type=\"", f);
   put_xml(f, x->rule->id);
   fputs("\" message=\"", f);

@@ -396,7 +396,9 @@ int stkr_text_file_read(const char *path, size_t max, char **out,
   if ((fd = stkr_open_regular(path, 0)) == -EINVAL) {
     if (err != NULL)
       snprintf(err, errlen, "%s: not a regular file", path);
-    return -EINVAL;
+    /* Cannot be opened as one: exit 3 as for a missing file, not 2, which
+     * says its text is malformed (QA, session 31: a directory). */
+    return -ENXIO;
   }
   if (fd < 0 || fstat(fd, &st) != 0) {
     rc = fd < 0 ? fd : -errno;
