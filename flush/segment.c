@@ -388,7 +388,10 @@ int stkr__seg_append_last(stkr__segw *s, const void *data, size_t len) {
   struct stat st;
   int fd, err;
 
-  if (s->fd >= 0) return stkr__seg_write(s, data, len);
+  if (s->fd >= 0 && s->cur_bytes > 0) return stkr__seg_write(s, data, len);
+  /* A file opened for a batch that never reached it holds no Header: a
+   * batch of counters cannot be its first frame. It goes (no frame). */
+  if (s->fd >= 0) close_current(s, true);
   if (s->last_seq == 0) return -ENOENT;
   if ((err = seg_path(s, s->last_seq, path, sizeof path)) < 0) return err;
   /* O_NONBLOCK: a FIFO put under its name must not hang us here. */
