@@ -204,17 +204,7 @@ static void *worker_main(void *arg) {
       w->io_error = false;
     }
     stkr__timer_after_pass(w, &tm, stkr__clock_mono_ns());
-    /* Dead sessions now and then, between passes, never under pressure
-     * (stkr__worker_recover). Decided while the drain is ours (pressure
-     * is the drain's: an exit that takes it over writes it; TSan), done
-     * unclaimed: an exit that comes meanwhile takes the drain over at
-     * once. recover_at is this thread's alone. */
-    bool recover = !w->pressure && stkr__clock_mono_ns() >= w->recover_at;
     stkr__drain_unclaim(w);
-    if (recover) {
-      stkr__worker_recover(w, STKR__RECOVER_PASS_MS);
-      w->recover_at = stkr__clock_mono_ns() + STKR__RECOVER_EVERY_NS;
-    }
   }
 
 taken_over:

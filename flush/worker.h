@@ -148,9 +148,6 @@ typedef struct stkr__worker {
    * stats_mu): every one is in written, dropped_write_error, dropped_worker
    * or the batch being built. */
   uint64_t consumed;
-  /* When the next recovery of the directory's dead sessions is due
-   * (stkr__worker_recover; CLOCK_MONOTONIC ns; worker thread only). */
-  uint64_t recover_at;
   /* Set by a drain pass that found some ring at least an eighth full,
    * or a sixty-fourth when the pass before was pressured
    * (stkr__drain_under_pressure; worker thread only): pressure_now from
@@ -347,18 +344,6 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
                         stkr__worker **out);
 /* Free everything but the thread (never started, or joined). */
 void stkr__worker_free(stkr__worker *w);
-/* Recover the directory's dead sessions (at most 8, within budget_ms;
- * proto/stkr_recover.h), its notes logged. At a start
- * (STKR__RECOVER_START_MS), and every STKR__RECOVER_EVERY_NS in a process
- * that keeps recording, between passes (STKR__RECOVER_PASS_MS): a
- * supervisor whose workers are killed now and then kept every dead
- * worker's ring and session files (~565 KB each) until `record` ended,
- * past any disk cap (QA, session 31: 33 MB in 4 minutes, capped at 1 MiB).
- * Worker thread, or the starting thread before it exists. */
-#define STKR__RECOVER_START_MS 200u
-#define STKR__RECOVER_PASS_MS 50u
-#define STKR__RECOVER_EVERY_NS 10000000000u /* 10 s */
-void stkr__worker_recover(stkr__worker *w, unsigned budget_ms);
 
 /* ---- lifecycle.c: stkr_init, stkr_flush, stkr_shutdown and
  * stkr_shutdown_for_exit, one at a time, around these bodies (worker.c). */

@@ -43,16 +43,16 @@ static void recover_note(void *arg, const char *line) {
 }
 
 /* The embedded case of crash-proof rings: sessions that died in this
- * directory (the previous run, SIGKILLed or crashed) are written out at
- * a start, and then now and then by a process that keeps recording
- * (worker.c). Bounded and never fatal: a few sessions each time, and at
- * most budget_ms; what is left stays in its ring files for the next time
- * or `stackrec recover` (a session whose segments held millions of
- * distinct payloads kept an app's start for 3.6 s and 660 MB: QA, session
- * 17). */
-void stkr__worker_recover(stkr__worker *w, unsigned budget_ms) {
+ * directory (the previous run, SIGKILLed or crashed) are written out now.
+ * Bounded and never fatal: a few sessions per start, and at most
+ * STKR__RECOVER_BUDGET_MS of the app's stkr_init(); what is left stays in
+ * its ring files for the next start or `stackrec recover` (a session whose
+ * segments held millions of distinct payloads kept an app's start for
+ * 3.6 s and 660 MB: QA, session 17). */
+#define STKR__RECOVER_BUDGET_MS 200
+static void recover_dir(stkr__worker *w) {
   stkr_recover_opts o = {.max_sessions = 8,
-                         .budget_ms = budget_ms,
+                         .budget_ms = STKR__RECOVER_BUDGET_MS,
                          .message = recover_note};
   stkr_recover_stats st;
   int err = stkr_recover_dir(w->cfg.dir, &o, &st);
@@ -126,7 +126,7 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   /* Before our own segments: a dead session of a recycled pid gets its
    * recovered segment first, and ours continue after it. Not in a forked
    * child (follow mode): its parent, alive, did it at its own start. */
-  if (parent_pid == 0) stkr__worker_recover(w, STKR__RECOVER_START_MS);
+  if (parent_pid == 0) recover_dir(w);
   if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->sess.pid,
                             w->cfg.set.segment_bytes,
                             w->cfg.set.disk_cap_bytes)) < 0)
@@ -139,7 +139,6 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
     goto fail;
   }
   w->session_first_seq = w->seg.seq;
-  w->recover_at = stkr__clock_mono_ns() + STKR__RECOVER_EVERY_NS;
   open_session(w);
   stkr__loader_scan_begin();
   (void)stkr__images_refresh(&w->imgs);

@@ -7,6 +7,7 @@
  * line. Split from test-record-setup.c.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -228,5 +229,72 @@ static void test_signals_after_end(void **state) {
   late_signal_case(SIGHUP, fx);
 }
 
+/* Session files in dir of the pids listed (one a line) in pids_file. */
+static int sessions_of(const char *dir, const char *pids_file) {
+  char pids[256] = "", want[64];
+  int n = 0;
+
+  tl_slurp(pids_file, pids, sizeof pids);
+  for (char *p = pids, *e; (e = strchr(p, '\n')) != NULL; p = e + 1) {
+    *e = '\0';
+    snprintf(want, sizeof want, "stackrec-%s-", p);
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+      n += strncmp(de->d_name, want, strlen(want)) == 0 &&
+           strstr(de->d_name, ".session") != NULL;
+    if (d != NULL) closedir(d);
+  }
+  return n;
+}
+
+/* record recovers its directory's dead sessions while CMD runs (every
+ * 10 s), not only at CMD's end: a supervisor whose workers die by SIGKILL
+ * kept every dead worker's ring and session files until then, past any
+ * disk cap (QA, session 31). Two python3 children record one open each
+ * and kill themselves; CMD then waits for our word. Within 30 s (10 s
+ * expected) their session files are gone while CMD still runs; after,
+ * every event is read back, complete. */
+static void test_dead_sessions_recovered_during_the_run(void **state) {
+  const char *dir = fresh("dead");
+  char err[4300], script[9000], pids[4300], stop[4300];
+  pid_t pid;
+  int st, left = -1;
+  double t0;
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
+    fprintf(stderr, "skipped under TSan: the hooks cannot run in python3\n");
+    return;
+  }
+  snprintf(err, sizeof err, "%s.err", dir);
+  snprintf(pids, sizeof pids, "%s.pids", dir);
+  snprintf(stop, sizeof stop, "%s.stop", dir);
+  snprintf(script, sizeof script,
+           "for i in 1 2; do python3 -c \"import os; "
+           "open('/etc/passwd').read(); "
+           "open('%s', 'a').write('%%d\\n' %% os.getpid()); "
+           "os.kill(os.getpid(), 9)\"; done; "
+           "while [ ! -e '%s' ]; do sleep 0.1; done",
+           pids, stop);
+  pid = cr_record_bg(dir, err, false, NULL,
+                     (const char *const[]){"sh", "-c", script, NULL});
+  t0 = tl_now_s();
+  for (;;) {
+    char got[256] = "";
+    tl_slurp(pids, got, sizeof got);
+    if (tl_count(got, "\n") >= 2 || tl_now_s() - t0 > 30) break;
+    usleep(50000);
+  }
+  t0 = tl_now_s();
+  while (tl_now_s() - t0 < 30 && (left = sessions_of(dir, pids)) != 0)
+    usleep(100000);
+  assert_int_equal(tl_write_file(stop, ""), 0);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(left, 0);
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+}
+
 TL_TEST_MAIN("record-signals", setup, NULL, test_signals, test_signals_all_named,
-             test_signals_after_end)
+             test_signals_after_end,
+             test_dead_sessions_recovered_during_the_run)

@@ -462,61 +462,6 @@ static void test_recovered_stacks_counted_once(void **state) {
   stkr_reader_free(rd);
 }
 
-/* A process that keeps recording recovers the directory's dead sessions
- * now and then (every 10 s, flush/worker.h STKR__RECOVER_EVERY_NS), not
- * only at its start: a supervisor whose workers die by SIGKILL kept each
- * one's ring and session files (~565 KB) until `record` ended, past any
- * disk cap (QA, session 31: 33 MB in 4 minutes, capped at 1 MiB). Here
- * sessions die after the recording process started; within 30 s (10 s
- * expected) only its own session file is left, and every event of theirs
- * is in a segment. */
-static void test_dead_sessions_recovered_while_recording(void **state) {
-  char dir[300];
-  stkr_config cfg = {.flush_interval_ms = 100};
-  int go[2], stop[2];
-  char c;
-  pid_t p;
-  (void)state;
-
-  new_dir(dir, sizeof dir);
-  cfg.dir = dir;
-  assert_int_equal(pipe(go), 0);
-  assert_int_equal(pipe(stop), 0);
-  if ((p = fork()) == 0) {
-    close(stop[1]);
-    if (stkr_init(&cfg) != 0) _exit(90);
-    record_seq(1000, 1);
-    if (write(go[1], "r", 1) != 1) _exit(91);
-    /* Recording on until told: a read that returns at the parent's word
-     * (or its end). */
-    if (read(stop[0], &c, 1) < 0) _exit(92);
-    record_seq(1001, 1);
-    _exit(stkr_shutdown() == 0 ? 0 : 93);
-  }
-  close(stop[0]);
-  assert_int_equal(read(go[0], &c, 1), 1);
-  for (int i = 0; i < 3; i++)
-    assert_true(WIFSIGNALED(run_killed_child(&cfg, twenty_body, NULL)));
-  /* Each killed child's start recovered the one before it: the last is
-   * dead and left, beside the recording process's own. */
-  int left = tl_count_files(dir, ".session");
-  assert_int_equal(left, 2);
-  for (int i = 0; i < 300 && left > 1; i++) {
-    usleep(100000);
-    left = tl_count_files(dir, ".session");
-  }
-  assert_int_equal(write(stop[1], "s", 1), 1);
-  int st;
-  assert_int_equal(waitpid(p, &st, 0), p);
-  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  assert_int_equal(left, 1);
-  assert_int_equal(tl_count_files(dir, ".ring"), 0);
-  assert_int_equal(events_in_segments(dir), 3 * 20 + 2);
-  close(go[0]);
-  close(go[1]);
-  close(stop[1]);
-}
-
 TL_TEST_MAIN("recover-procs", recover_group_setup, NULL, test_ring_reuse,
              test_child_outlives_parent, test_fork_disable, test_fork_follow,
              test_sigkill_random_moments,
@@ -524,5 +469,4 @@ TL_TEST_MAIN("recover-procs", recover_group_setup, NULL, test_ring_reuse,
              test_live_session_is_still_recording,
              test_recovered_stack_merges_with_its_frames,
              test_directory_replaced_while_recovering,
-             test_recovered_stacks_counted_once,
-             test_dead_sessions_recovered_while_recording)
+             test_recovered_stacks_counted_once)

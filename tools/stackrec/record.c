@@ -169,12 +169,38 @@ static void forward(int sig, siginfo_t *si, void *uc) {
 
 static void on_sigchld(int sig) { (void)sig; /* wakes ppoll */ }
 
+/* While CMD runs, record recovers the dead sessions of its directory every
+ * RECOVER_EVERY_S: a supervisor whose workers are killed kept each dead
+ * worker's ring and session files (~0.5 MB) until CMD ended, past any
+ * disk cap (QA, session 31: 33 MB in 4 minutes under a 1 MiB cap). Here,
+ * in record's own process, not in the recorded ones: no descriptor, lock
+ * or delay of theirs is touched (a review found all three when a recorded
+ * process's flush worker did it). No budget, so nothing is marked
+ * deferred; at most 8 sessions a round; live sessions are skipped (their
+ * locks). Notes are left to the recovery at CMD's end. */
+#define RECOVER_EVERY_S 10
+static void quiet_note(void *arg, const char *line) {
+  (void)arg;
+  (void)line;
+}
+static void recover_now(const char *dir) {
+  stkr_recover_opts o = {.max_sessions = 8, .message = quiet_note};
+  stkr_recover_stats st;
+  (void)stkr_recover_dir(dir, &o, &st);
+}
+
+static time_t mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
+
 /* Run argv with the hooks (LD_PRELOAD set in the child only; the rest of
  * the STACKREC_* environment is ours already). Signals sent to us are
  * forwarded to the command; notices are collected while it runs (the
  * socket's queue is short). @return 0 with its wait status in *status, or
  * an exit code (125, 126, 127) after printing why. */
-static int run(char **argv, const char *preload, int nfd,
+static int run(char **argv, const char *preload, const char *dir, int nfd,
                stkr__rec_notices *nt, int *status) {
   struct sigaction act, old[N_FORWARDED], chld, old_chld;
   sigset_t block, oldmask, waitmask;
@@ -252,6 +278,7 @@ static int run(char **argv, const char *preload, int nfd,
   close(fds[0]);
   if (k == 0) /* exec'd: a static program has no hooks */
     stkr__rec_note_static(argv[0], (int)pid, nt);
+  time_t recover_at = mono_s() + RECOVER_EVERY_S;
   for (;;) {
     w = waitpid(pid, status, WNOHANG);
     if (w == pid) {
@@ -266,8 +293,16 @@ static int run(char **argv, const char *preload, int nfd,
       rc = stkr__rec_error("waitpid: %s", strerror(errno));
       goto out;
     }
-    if (w == 0 && ppoll(&pfd, nfd >= 0 ? 1 : 0, NULL, &waitmask) > 0)
-      stkr__rec_notify_drain(nfd, nt);
+    if (w == 0) {
+      time_t now = mono_s();
+      struct timespec left = {recover_at > now ? recover_at - now : 0, 0};
+      if (ppoll(&pfd, nfd >= 0 ? 1 : 0, &left, &waitmask) > 0)
+        stkr__rec_notify_drain(nfd, nt);
+      if (mono_s() >= recover_at) {
+        recover_now(dir);
+        recover_at = mono_s() + RECOVER_EVERY_S;
+      }
+    }
   }
   stkr__rec_notify_drain(nfd, nt);
   if (k == (ssize_t)sizeof err) {
@@ -571,7 +606,7 @@ int stkr_cli_record(int argc, char **argv) {
   memset(&nt, 0, sizeof nt);
   if (nfd >= 0)
     snprintf(nt.tree, sizeof nt.tree, "%s", notify);
-  if ((rc = run(argv + optind, preload, nfd, &nt, &status)) != 0) {
+  if ((rc = run(argv + optind, preload, dir, nfd, &nt, &status)) != 0) {
     /* CMD never ran (126, 127): no recording, so no directory of ours
      * left behind (rmdir: only if still empty, once the lock is gone). */
     stkr_recover_unlock_dir(dir, dir_lock);
