@@ -108,5 +108,23 @@ static void test_typo_in_sites_warned(void **state) {
   assert_null(strstr(cr_out, "WARNING"));
 }
 
+/* in_state globs that can match a state are policies like any other
+ * (review, session 31: the new check refused "app.*" as malformed). */
+static void test_in_state_globs_accepted(void **state) {
+  static const char *const ok[] = {"app.*", "*", "consent.*", "screen.Check*",
+                                   "scr*", "screen.Checkout"};
+  char text[256], path[4300];
+  (void)state;
+
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    snprintf(text, sizeof text,
+             "{\"rules\": [{\"id\": \"x\", \"sites\": \"network.*\", "
+             "\"in_state\": \"%s\"}]}\n", ok[i]);
+    put_policy("glob.json", text, path, sizeof path);
+    if (cr_run("compliance --policy '%s' '%s'", path, g_dir) != 0)
+      fail_msg("in_state %s: %s%s", ok[i], cr_out, cr_err);
+  }
+}
+
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
-             test_typo_in_sites_warned)
+             test_typo_in_sites_warned, test_in_state_globs_accepted)

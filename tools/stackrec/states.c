@@ -32,8 +32,21 @@ static const stkr__state_row g_rows[STKR_STATE_KINDS] = {
 };
 
 bool stkr_states_is_state(const char *name) {
+  /* A glob ("app.*", "*", "screen.Check*"): one that can match some
+   * state: a row's start mark, or, for a family, any name whose literal
+   * part before the first wildcard agrees with the family's prefix. */
+  const size_t lit = strcspn(name, "*?[");
+  const bool glob = name[lit] != '\0';
+
   for (size_t i = 0; i < STKR_STATE_KINDS; i++) {
     const stkr__state_row *r = &g_rows[i];
+    if (glob) {
+      size_t pl = strlen(r->start);
+      if (r->family ? strncmp(name, r->start, lit < pl ? lit : pl) == 0
+                    : fnmatch(name, r->start, 0) == 0)
+        return true;
+      continue;
+    }
     if (r->family ? strncmp(name, r->start, strlen(r->start)) == 0 &&
                         name[strlen(r->start)] != '\0'
                   : strcmp(name, r->start) == 0)
