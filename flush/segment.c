@@ -279,6 +279,9 @@ void stkr__seg_close_final(stkr__segw *s) {
     mark_final_fd(s, s->fd);
     /* The last counters are written: the reserve goes back. */
     (void)ftruncate(s->fd, (off_t)s->cur_bytes);
+  } else if (s->fd < 0) {
+    /* Closed already (the last batch filled it): its reserve too. */
+    release_last_reserve(s);
   }
   close_current(s, true);
 }
@@ -339,18 +342,12 @@ int stkr__seg_open_next(stkr__segw *s) {
   return -EEXIST;
 }
 
-int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
-  int err;
-
-  if (s->fd < 0) return -EBADF;
-  /* Right before the write: the batch took a while to build, and the app
-   * may have taken the number meanwhile. */
-  if (check_current(s) != 0) return -EBADF;
+/* One frame into the current file, s's counts kept. @return 0 or the
+ * write's negative errno (the file as it was: nothing cut). */
+static int write_frame(stkr__segw *s, const void *data, size_t len) {
   /* Within RLIMIT_FSIZE, or not at all (SIGXFSZ would kill the app:
-   * common/stkr_io.h): -EFBIG is a failed write like any other. And only
-   * with the reserve kept past it (reserve_tail). */
-  if ((err = reserve_tail(s, len)) == 0)
-    err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
+   * common/stkr_io.h): -EFBIG is a failed write like any other. */
+  int err = stkr_write_all_within(s->fd, data, len); /* write() 0: -EIO */
   if (err == 0) {
     /* Not a file's first frame: it carries the Header, the image list and
      * every definition again, and would make every file end early. */
@@ -358,8 +355,25 @@ int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
     s->cur_bytes += len;
     s->bytes += len;
     s->bytes_since_scan += len;
-    return 0;
   }
+  return err;
+}
+
+int stkr__seg_write(stkr__segw *s, const void *data, size_t len) {
+  int err;
+
+  if (s->fd < 0) return -EBADF;
+  /* Right before the write: the batch took a while to build, and the app
+   * may have taken the number meanwhile. */
+  if (check_current(s) != 0) return -EBADF;
+  /* Only with the reserve kept past it (reserve_tail): refused, nothing
+   * is written, and the file, closed, keeps its reserve as it was (a cut
+   * would give it away to whoever asks next; review). */
+  if ((err = reserve_tail(s, len)) != 0) {
+    close_current(s, true);
+    return err;
+  }
+  if ((err = write_frame(s, data, len)) == 0) return 0;
   /* Whose descriptor failed? If the app closed or replaced it during the
    * write, cutting it back would truncate the app's file: forget it. */
   {
@@ -388,7 +402,16 @@ int stkr__seg_append_last(stkr__segw *s, const void *data, size_t len) {
   struct stat st;
   int fd, err;
 
-  if (s->fd >= 0 && s->cur_bytes > 0) return stkr__seg_write(s, data, len);
+  /* Into the reserve the file kept: not reserve_tail, which would ask for
+   * more (review). */
+  if (s->fd >= 0 && s->cur_bytes > 0 && check_current(s) == 0) {
+    if ((err = write_frame(s, data, len)) == 0) {
+      mark_final_fd(s, s->fd);
+      return 0;
+    }
+    (void)ftruncate(s->fd, (off_t)s->cur_bytes); /* no torn frame */
+    return err;
+  }
   /* A file opened for a batch that never reached it holds no Header: a
    * batch of counters cannot be its first frame. It goes (no frame). */
   if (s->fd >= 0) close_current(s, true);

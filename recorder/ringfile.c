@@ -671,11 +671,16 @@ int stkr__ringfile_map(uint64_t ring_size, uint32_t thread_id, uint64_t os_tid,
     atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
     /* The thread records into memory from now on: said in the session
      * file for recovery, since a kill loses what that ring holds with
-     * nothing left to count it (QA, session 31). The caller is between
-     * stkr__ringfile_enter and _leave, so the header stays mapped. */
-    stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_acquire);
+     * nothing left to count it (QA, session 31). As a site's name is
+     * stored (stkr__session_site_added): the close unmaps the header only
+     * once no one uses it (a ring maker's wait is bounded, this is not;
+     * review). */
+    atomic_fetch_add_explicit(&g_map_users, 1, memory_order_seq_cst);
+    stkr_sessfile_hdr *h = atomic_load_explicit(&g_map, memory_order_seq_cst);
     if (h != NULL)
       __atomic_fetch_add(&h->memory_rings, 1, __ATOMIC_RELAXED);
+    /* Release: our store into the mapping comes before close's unmap. */
+    atomic_fetch_sub_explicit(&g_map_users, 1, memory_order_release);
     return err;
   }
   /* Empty and released: tail == head, nothing in it is anyone's. The

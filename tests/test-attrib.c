@@ -54,6 +54,10 @@ static void test_system_images(void **state) {
   assert_true(stkr_attrib_system_image("/opt/../usr/lib/libz.so.1"));
   assert_false(stkr_attrib_system_image("/opt/app/libc-client.so.2007"));
   assert_true(stkr_attrib_system_image("/opt/glibc/libc-2.36.so"));
+  /* A trailing "..", and "//" (review, session 31). */
+  assert_false(stkr_attrib_system_image("/usr/lib/.."));
+  assert_false(stkr_attrib_system_image("/usr/lib/x/../../opt/a.so"));
+  assert_true(stkr_attrib_system_image("/usr//lib/libz.so.1"));
   assert_false(stkr_attrib_system_image("/var/containers/Bundle/Application/X/App.app/Frameworks/Acme.framework/Acme"));
 }
 
@@ -126,8 +130,14 @@ static void test_module_map(void **state) {
                        fr("main", "/usr/lib/packaged/app")};
     stkr_frame sys_sym[] = {fr("acme_in_libc", "/lib/x86_64-linux-gnu/libc.so.6"),
                             fr("main", "/opt/app/bin/app")};
+    /* libc, the loader and the hook library stay the system's even when
+     * a map's broad glob names them (review: "*.so" took every event). */
+    stkr_frame in_pk[] = {fr("getenv", "/usr/lib/packaged/libc.so.6"),
+                          fr("pk_call", "/usr/lib/packaged/libpk.so")};
     assert_string_equal(stkr_attrib_module(m, pk, 3), "Packaged");
     assert_string_equal(stkr_attrib_module(m, sys_sym, 2), "app");
+    assert_string_equal(stkr_attrib_module(m, in_pk, 2), "Packaged");
+    assert_string_equal(stkr_attrib_module(m, in_pk, 1), "libc.so.6");
   }
   /* Swift names as the demangler writes them, the module in the middle
    * (QA, session 30: none matched "PaySDK."; fails without). */

@@ -5,7 +5,7 @@
  * pattern in one of the hook library's categories that names no site it
  * records (a typo: a warning, the exit unchanged). On recordings written
  * with the fixture encoder (tests/fixture.h), one process that watched
- * "identifiers" and "network".
+ * "identifiers", "network" and "reasons".
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -21,7 +21,7 @@
 #include "tests/fixture.h"
 #include "tests/testlib.h"
 
-static char g_dir[4096]; /* one process (31): identifiers, network */
+static char g_dir[4096]; /* one process (31): identifiers, network, reasons */
 
 static int setup(void **state) {
   static const uint32_t sites[] = {1}, threads[] = {1}, stacks[] = {1};
@@ -31,7 +31,7 @@ static int setup(void **state) {
                       .n_threads = 1, .stacks = stacks, .n_stacks = 1,
                       .base_ts = FX_START_MONO, .evs = evs, .n_evs = 1,
                       .last = true, .session_id = 31,
-                      .watched = "identifiers,network"};
+                      .watched = "identifiers,network,reasons"};
   stkr_fmt_buf buf = {0};
   int err;
   (void)state;
@@ -106,6 +106,14 @@ static void test_typo_in_sites_warned(void **state) {
              path, sizeof path);
   assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_dir), 0);
   assert_null(strstr(cr_out, "WARNING"));
+  /* An iOS app's own required-reason site (reasons.h) is no typo either
+   * (review, session 31). */
+  put_policy("ios.json",
+             "{\"rules\": [{\"id\": \"ud\", \"sites\": "
+             "\"reasons.NSUserDefaults\"}]}\n",
+             path, sizeof path);
+  (void)cr_run("compliance --policy '%s' '%s'", path, g_dir);
+  assert_null(strstr(cr_out, "# WARNING"));
 }
 
 /* in_state globs that can match a state are policies like any other

@@ -36,14 +36,21 @@ const char *stkr_attrib_base_name(const char *path) {
 /* path with "." and ".." components taken out, as the loader's rpath
  * "/usr/lib/../../opt/ads" leads out of /usr/lib (QA, session 31: such an
  * SDK counted as the system's); into buf. Lexical only: no link is
- * followed. @return buf, or path itself when it has neither or is too
- * long. */
+ * followed. @return buf, path itself when it has none of them, or NULL
+ * when it is too long to take apart (then not the system's: a wrong
+ * "system" hides an SDK, a wrong "not" only shows a library). */
 static const char *lexical_path(const char *path, char *buf, size_t cap) {
   size_t n = 0;
   const char *p = path;
 
-  if (path[0] != '/' || (strstr(path, "/./") == NULL &&
-                         strstr(path, "/../") == NULL))
+  size_t pl = strlen(path);
+
+  /* Any "." or ".." component (at the end too: "/usr/lib/..") or "//". */
+  if (path[0] != '/' ||
+      (strstr(path, "/./") == NULL && strstr(path, "/../") == NULL &&
+       strstr(path, "//") == NULL &&
+       !(pl >= 2 && strcmp(path + pl - 2, "/.") == 0) &&
+       !(pl >= 3 && strcmp(path + pl - 3, "/..") == 0)))
     return path;
   while (*p != '\0') {
     const char *e;
@@ -58,7 +65,7 @@ static const char *lexical_path(const char *path, char *buf, size_t cap) {
       while (n > 0 && buf[n - 1] != '/') n--;
       if (n > 0) n--; /* the '/' before it */
     } else {
-      if (n + 1 + len + 1 > cap) return path;
+      if (n + 1 + len + 1 > cap) return NULL; /* too long to tell */
       buf[n++] = '/';
       memcpy(buf + n, p, len);
       n += len;
@@ -70,26 +77,33 @@ static const char *lexical_path(const char *path, char *buf, size_t cap) {
   return buf;
 }
 
-bool stkr_attrib_system_image(const char *path) {
-  /* /usr/lib/ and /System/ are Apple's too. */
-  static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/",
-                                     "/usr/lib64/", "/System/"};
+/* The loader, libc and the hook library, by file name, wherever they are:
+ * never an SDK's, whatever a map says (review, session 31: "*.so" claimed
+ * them, and every event went to that module). */
+static bool system_by_name(const char *path) {
   static const char *const names[] = {"ld-linux", "ld-musl", "libc.so",
                                       "libstackrec_preload"};
-  char buf[4096];
   const char *b = stkr_attrib_base_name(path);
-  const char *real = lexical_path(path, buf, sizeof buf);
-  size_t i;
 
-  for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
-    if (has_prefix(real, dirs[i]))
-      return true;
-  for (i = 0; i < sizeof names / sizeof names[0]; i++)
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (has_prefix(b, names[i]))
       return true;
   /* glibc's own file, "libc-2.31.so": not any "libc-" (libc-client.so is
    * the UW IMAP library an app may ship). */
   return has_prefix(b, "libc-") && b[5] >= '0' && b[5] <= '9';
+}
+
+bool stkr_attrib_system_image(const char *path) {
+  /* /usr/lib/ and /System/ are Apple's too. */
+  static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/",
+                                     "/usr/lib64/", "/System/"};
+  char buf[4096];
+  const char *real = lexical_path(path, buf, sizeof buf);
+
+  for (size_t i = 0; real != NULL && i < sizeof dirs / sizeof dirs[0]; i++)
+    if (has_prefix(real, dirs[i]))
+      return true;
+  return system_by_name(path);
 }
 
 /* Past `from`, the first `word` outside <...> and (...): where a Swift
@@ -211,7 +225,8 @@ const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
     /* A system directory's image a map names by image: the map knows
      * better (an app packaged under /usr/lib/<app>/, as Debian's Electron
      * apps and Firefox are; QA, session 31). */
-    const modmap_entry *e = map != NULL ? claim_image(map, &f[i]) : NULL;
+    const modmap_entry *e =
+        map != NULL && !system_by_name(img) ? claim_image(map, &f[i]) : NULL;
     if (e != NULL)
       return e->name;
     if (first == NULL)

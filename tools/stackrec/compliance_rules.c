@@ -29,6 +29,7 @@
 #include "preload/match.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/compliance.h"
+#include "tools/stackrec/reasons.h"
 
 /* The category a site glob names, as its length (0: none or not plain). */
 static size_t glob_category(const char *g) {
@@ -128,6 +129,15 @@ static bool unknown_sites(const stkr_comp *c, const stkr_rule *rule,
     if (!ours) continue;
     for (k = 0; !known && (name = stkr__pl_known_site(k)) != NULL; k++)
       known = fnmatch(g, name, 0) == 0;
+    /* And the required-reason APIs an iOS app's own hooks record as
+     * reasons.<api> (reasons.h; review: reasons.NSUserDefaults warned). */
+    for (k = 0; !known && k < stkr_reason_category_count; k++)
+      for (const char *const *a = stkr_reason_categories[k].apis;
+           !known && *a != NULL; a++) {
+        char site[128];
+        snprintf(site, sizeof site, STKR_REASONS_CATEGORY ".%s", *a);
+        known = fnmatch(g, site, 0) == 0;
+      }
     for (k = 0; !known && k < c->n_groups; k++)
       known = fnmatch(g, c->groups[k].site, 0) == 0;
     if (known) continue;

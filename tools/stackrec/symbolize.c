@@ -348,12 +348,12 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   int err;
 
   snprintf(in, sizeof in, "%s/%s", indir, name);
-  /* The whole file, a regular one only (-EINVAL: a FIFO named like a
+  /* The whole file, a regular one only (-ENXIO: a FIFO named like a
    * segment would wait for a writer): read once, written once. */
   if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
                                  0)) < 0) {
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
-            err == -EINVAL ? "not a regular file" : strerror(-err));
+            err == -ENXIO ? "not a regular file" : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
     if (err == -ENOMEM || run->in_place) return err == -ENOMEM ? err : 0;
     /* Said by write_out when it fails; the other files go on. */
