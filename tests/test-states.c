@@ -96,4 +96,34 @@ static void test_states(void **state) {
   assert_int_equal(role, STKR_MARK_OTHER);
 }
 
-TL_TEST_MAIN("states", NULL, NULL, test_states)
+/* Which names are states, globs included, and whether a mark of a state's
+ * row was seen: what compliance asks of a process whose head is gone
+ * before it can judge an in_state rule (review, session 31). */
+static void test_rows_and_names(void **state) {
+  stkr_states *s;
+  (void)state;
+
+  assert_true(stkr_states_is_state("app.background"));
+  assert_true(stkr_states_is_state("app.*"));
+  assert_true(stkr_states_is_state("*"));
+  assert_true(stkr_states_is_state("screen.Checkout"));
+  assert_true(stkr_states_is_state("screen.Check*"));
+  assert_true(stkr_states_is_state("scr*"));
+  assert_false(stkr_states_is_state("app.backgrond"));
+  assert_false(stkr_states_is_state("app.foreground")); /* an end, no state */
+  assert_false(stkr_states_is_state("screen."));
+  assert_int_equal(stkr_states_create(&s), 0);
+  assert_int_equal(stkr_states_mark(s, 10, "consent.granted"), 0);
+  assert_false(stkr_states_row_seen(s, "app.background", 20));
+  assert_true(stkr_states_row_seen(s, "consent.*", 20));
+  assert_int_equal(stkr_states_mark(s, 30, "app.foreground"), 0);
+  assert_false(stkr_states_row_seen(s, "app.background", 25));
+  assert_true(stkr_states_row_seen(s, "app.background", 40));
+  assert_true(stkr_states_row_seen(s, "app.*", 40));
+  assert_false(stkr_states_row_seen(s, "screen.Check*", 40));
+  assert_int_equal(stkr_states_mark(s, 50, "screen.Home"), 0);
+  assert_true(stkr_states_row_seen(s, "screen.Check*", 60));
+  stkr_states_free(s);
+}
+
+TL_TEST_MAIN("states", NULL, NULL, test_states, test_rows_and_names)

@@ -287,6 +287,12 @@ static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
     return 0;
   if (b->proc_head_lost && r->before_mark != NULL)
     return -1; /* not seen in what is left: maybe in what went */
+  /* Nor whether it was in the state before a mark of that state's row
+   * (its start may have gone with the head; review, session 31: judged
+   * "not in state", the rule passed). */
+  if (b->proc_head_lost && r->in_state != NULL &&
+      !stkr_states_row_seen(b->states, r->in_state, ts))
+    return -1;
   if (r->in_state != NULL && !in_state(b, &b->rule_in[ri], snap, r->in_state))
     return 0;
   return 1;

@@ -31,27 +31,22 @@ static const stkr__state_row g_rows[STKR_STATE_KINDS] = {
     {"screen.", NULL, true},
 };
 
-bool stkr_states_is_state(const char *name) {
-  /* A glob ("app.*", "*", "screen.Check*"): one that can match some
-   * state: a row's start mark, or, for a family, any name whose literal
-   * part before the first wildcard agrees with the family's prefix. */
-  const size_t lit = strcspn(name, "*?[");
-  const bool glob = name[lit] != '\0';
+/* Can state (a name or a glob: "app.*", "screen.Check*") name a state of
+ * row? A family's states are its prefix and a name: a glob agrees with it
+ * when its literal part before the first wildcard does. */
+static bool names_row(const char *state, const stkr__state_row *row) {
+  const size_t lit = strcspn(state, "*?["), pl = strlen(row->start);
 
-  for (size_t i = 0; i < STKR_STATE_KINDS; i++) {
-    const stkr__state_row *r = &g_rows[i];
-    if (glob) {
-      size_t pl = strlen(r->start);
-      if (r->family ? strncmp(name, r->start, lit < pl ? lit : pl) == 0
-                    : fnmatch(name, r->start, 0) == 0)
-        return true;
-      continue;
-    }
-    if (r->family ? strncmp(name, r->start, strlen(r->start)) == 0 &&
-                        name[strlen(r->start)] != '\0'
-                  : strcmp(name, r->start) == 0)
+  if (!row->family)
+    return fnmatch(state, row->start, 0) == 0;
+  return strncmp(state, row->start, lit < pl ? lit : pl) == 0 &&
+         (state[lit] != '\0' || lit > pl);
+}
+
+bool stkr_states_is_state(const char *name) {
+  for (size_t i = 0; i < STKR_STATE_KINDS; i++)
+    if (names_row(name, &g_rows[i]))
       return true;
-  }
   return false;
 }
 
@@ -225,6 +220,21 @@ bool stkr_states_seen(const stkr_states *s, const char *glob, uint64_t ts) {
   for (i = 0; i < s->n_names; i++)
     if (s->names[i].first_ts <= ts && stkr__match(glob, s->names[i].name))
       return true;
+  return false;
+}
+
+bool stkr_states_row_seen(const stkr_states *s, const char *state,
+                          uint64_t ts) {
+  for (size_t i = 0; i < s->n_names; i++) {
+    stkr_mark_role role;
+    int r;
+    if (s->names[i].first_ts > ts ||
+        (r = stkr_states_row(s->names[i].name, &role)) < 0)
+      continue;
+    /* A mark of a row that state can name, start or end. */
+    if (names_row(state, &g_rows[r]))
+      return true;
+  }
   return false;
 }
 

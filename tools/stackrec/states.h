@@ -52,6 +52,13 @@ typedef struct stkr_states stkr_states;
  * not can never hold (QA, session 31: "app.backgrond" passed in silence). */
 bool stkr_states_is_state(const char *name);
 
+/* Has a mark of a row that state (a name or glob) can name been seen at or
+ * before ts: its start or its end? Before one, a process whose earliest
+ * segments are gone cannot tell whether it was in that state (its start
+ * may have gone with them). */
+bool stkr_states_row_seen(const stkr_states *s, const char *state,
+                          uint64_t ts);
+
 /* @return 0 or -ENOMEM; *out owned by the caller (stkr_states_free). */
 int stkr_states_create(stkr_states **out);
 void stkr_states_free(stkr_states *s); /* NULL accepted */
