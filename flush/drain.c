@@ -50,7 +50,7 @@ static void batch_begin(stkr__worker *w) {
   stkr__batch_reset(&w->bb);
 }
 
-static void fill_counters(stkr__worker *w, Stackrec__Counters *c) {
+void stkr__drain_fill_counters(stkr__worker *w, Stackrec__Counters *c) {
   stkr_stats st;
   pthread_mutex_lock(&w->stats_mu);
   stkr__stats_compute_mark(w, &st);
@@ -177,7 +177,7 @@ static int put_batch(stkr__worker *w, const char **what) {
   b->clock.mono_ns = stkr__clock_mono_ns();
   b->clock.wall_ns = stkr__clock_wall_ns();
   B->clock = &b->clock;
-  fill_counters(w, &b->counters); /* notes the drops they count */
+  stkr__drain_fill_counters(w, &b->counters); /* notes the drops they count */
   B->counters = &b->counters;
   /* Before the write: a death after it, before the commit in write_batch,
    * must not leave recovery to count this batch's new drops again. */
@@ -212,41 +212,6 @@ static void end_keeping_rings(stkr__worker *w, int err, const char *what) {
   keep_unwritten(w);
 }
 
-/* The session's last batch could not be written, and no session file lets
- * recovery write its end (its rings were in memory): its final counters
- * alone, no event, into the room its last segment keeps past its end
- * (stkr__seg_append_last), so that what it lost is on disk. Before, it
- * read back as killed and short of the events it lost (QA, session 31:
- * 19 001 of 20 000 on a full disk, "adds up"). The failed batch's events
- * are counted already (keep_unwritten). */
-static void put_last_counters(stkr__worker *w) {
-  stkr__batchb *b = &w->bb;
-  Stackrec__Batch *B = &b->batch;
-
-  if (stkr__session_current() != 0)
-    return; /* recovery writes the end from the ring files */
-  stkr__batch_reset(b);
-  stkr__batch_finish(b);
-  B->seq = ++w->batch_seq;
-  B->last = true;
-  b->clock.mono_ns = stkr__clock_mono_ns();
-  b->clock.wall_ns = stkr__clock_wall_ns();
-  B->clock = &b->clock;
-  fill_counters(w, &b->counters);
-  B->counters = &b->counters;
-  w->out.len = 0;
-  if (stkr_fmt_encode_batch(B, w->cctx, STKR__ZSTD_LEVEL, &w->out) != 0 ||
-      stkr__seg_append_last(&w->seg, w->out.data, w->out.len) != 0) {
-    w->batch_seq--;
-    return;
-  }
-  pthread_mutex_lock(&w->stats_mu);
-  w->batches++;
-  pthread_mutex_unlock(&w->stats_mu);
-  stkr__log(STKR__LOG_WRITE, "wrote the session's final counters into the "
-            "room kept at the end of its last segment in %s", w->cfg.dir);
-}
-
 /* Encode and write the open batch. Never fails from the caller's view: a
  * batch that cannot be written is dropped and counted, or, once the
  * session ends, left in the ring files (keep_for_recovery). */
@@ -259,7 +224,7 @@ static void write_batch(stkr__worker *w, bool last) {
 
   if (w->keep_for_recovery) { /* an earlier batch of this end failed */
     keep_unwritten(w);
-    if (last) put_last_counters(w);
+    if (last) stkr__drain_put_last_counters(w);
     return;
   }
   add_ring_pos(w);
@@ -277,7 +242,7 @@ static void write_batch(stkr__worker *w, bool last) {
   if (err != 0 &&
       (last || atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed))) {
     end_keeping_rings(w, err, what);
-    if (last) put_last_counters(w);
+    if (last) stkr__drain_put_last_counters(w);
     return;
   }
   stkr__session_note((uint32_t)w->stacks.count, B->seq);

@@ -1,6 +1,7 @@
 /*
- * drain_pass.c: who runs a drain pass, the end's budget, and the reaping
- * of exited threads (worker.h).
+ * drain_pass.c: who runs a drain pass, the end's budget, the reaping of
+ * exited threads, and an end's last counters with no session file
+ * (worker.h).
  * The worker runs every pass, unless an exit takes the last one over
  * (stkr__drain_take_over) from a parked worker; the passes themselves are
  * drain.c's. Split from drain.c, which reads the rings.
@@ -120,4 +121,41 @@ void stkr__drain_reap_written(stkr__worker *w) {
       stkr__drain_reap(t, prev);
     }
   }
+}
+
+/* ---- the last counters, with no session file ----------------------------- */
+
+/* The session's last batch could not be written, and no session file lets
+ * recovery write its end (its rings were in memory): its final counters
+ * alone, no event, into the room its last segment keeps past its end
+ * (stkr__seg_append_last), so that what it lost is on disk. Before, it
+ * read back as killed and short of the events it lost (QA, session 31:
+ * 19 001 of 20 000 on a full disk, "adds up"). The failed batch's events
+ * are counted already (keep_unwritten). */
+void stkr__drain_put_last_counters(stkr__worker *w) {
+  stkr__batchb *b = &w->bb;
+  Stackrec__Batch *B = &b->batch;
+
+  if (stkr__session_current() != 0)
+    return; /* recovery writes the end from the ring files */
+  stkr__batch_reset(b);
+  stkr__batch_finish(b);
+  B->seq = ++w->batch_seq;
+  B->last = true;
+  b->clock.mono_ns = stkr__clock_mono_ns();
+  b->clock.wall_ns = stkr__clock_wall_ns();
+  B->clock = &b->clock;
+  stkr__drain_fill_counters(w, &b->counters);
+  B->counters = &b->counters;
+  w->out.len = 0;
+  if (stkr_fmt_encode_batch(B, w->cctx, STKR__ZSTD_LEVEL, &w->out) != 0 ||
+      stkr__seg_append_last(&w->seg, w->out.data, w->out.len) != 0) {
+    w->batch_seq--;
+    return;
+  }
+  pthread_mutex_lock(&w->stats_mu);
+  w->batches++;
+  pthread_mutex_unlock(&w->stats_mu);
+  stkr__log(STKR__LOG_WRITE, "wrote the session's final counters into the "
+            "room kept at the end of its last segment in %s", w->cfg.dir);
 }

@@ -279,6 +279,14 @@ void stkr__drain_images_changed(stkr__worker *w);
 /* Inproc mode: s's frames, resolved once (each unique PC once, in the
  * symbolizer's cache); on failure s keeps its PCs only (drain_images.c). */
 void stkr__drain_symbolize_stack(stkr__worker *w, stkr__stack *s);
+/* The session's counters into c (drain.c; they note the drops they
+ * count). Worker thread, or the thread that took the drain over. */
+void stkr__drain_fill_counters(stkr__worker *w, Stackrec__Counters *c);
+/* The session's last batch failed and no session file lets recovery write
+ * its end: its final counters alone, into the room its last segment keeps
+ * (drain_pass.c). */
+void stkr__drain_put_last_counters(stkr__worker *w);
+
 /* In an ending session: has the drain deadline passed? (false otherwise)
  * Inline: the drain asks before every record. Relaxed load: stop_by_ns is
  * a plain value stored before the wake that made this pass run (and

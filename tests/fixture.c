@@ -344,6 +344,26 @@ int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
   return err;
 }
 
+int fx_write_one(const char *dir, const fx_one *o) {
+  static const uint32_t sites[] = {1}, threads[] = {1}, stacks[] = {1};
+  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false}};
+  const uint32_t seq = o->segment_seq ? o->segment_seq : 1;
+  const fx_batch b = {.seq = 1, .header = true, .pid = o->pid,
+                      .segment_seq = seq, .sites = sites, .n_sites = 1,
+                      .threads = threads, .n_threads = 1, .stacks = stacks,
+                      .n_stacks = 1, .base_ts = FX_START_MONO + o->shift,
+                      .evs = evs, .n_evs = 1, .last = true,
+                      .session_id = o->session_id, .start_shift = o->shift,
+                      .watched = o->watched, .process_name = o->process_name};
+  stkr_fmt_buf buf = {0};
+  int err = fx_encode(&b, &buf);
+
+  if (err == 0)
+    err = fx_write_segment(dir, o->pid, seq, &buf);
+  stkr_fmt_buf_free(&buf);
+  return err;
+}
+
 int fx_std_write(const char *dir, uint32_t pid) {
   stkr_fmt_buf buf = {0};
   int err;

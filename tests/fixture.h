@@ -107,6 +107,20 @@ typedef struct fx_expect {
   int batch;    /* 0-based index in the standard recording */
 } fx_expect;
 
+/* A segment of one batch, ended (last), holding one event at site 1,
+ * thread 1, stack 1 of the fx tables: what the tests of whole-recording
+ * answers write when one event is all they need. */
+typedef struct fx_one {
+  uint32_t pid;
+  uint64_t session_id;
+  uint32_t segment_seq;       /* 0: 1 */
+  uint64_t shift;             /* the start and the event this much later */
+  const char *watched;        /* Header.watched; NULL: none */
+  const char *process_name;   /* NULL: "fixture" */
+} fx_one;
+/* Write it as dir/stackrec-<pid>-<seq>.zst. @return 0 or a negative errno. */
+int fx_write_one(const char *dir, const fx_one *o);
+
 /* The standard recording: segment 1 with batches 0..2 (3 batches), segment
  * 2 with batches 3..4 (definitions repeated; batch 4 is `last`). */
 #define FX_STD_BATCHES 5

@@ -580,26 +580,7 @@ static void test_bad_inputs(void **state) {
   assert_non_null(strstr(cr_err, "none.json: No such file"));
   assert_int_equal(cr_run("privacy-manifest --manifest '%s/none.plist' '%s'",
                           g_tmp, g_rec), 3);
-  /* A FIFO named as an input is refused at once, never opened: opening it
-   * waited for a writer forever (a QA note). */
-  snprintf(p, sizeof p, "%s/fifo.json", g_tmp);
-  (void)unlink(p);
-  assert_int_equal(mkfifo(p, 0600), 0);
-  snprintf(want, sizeof want, "%s: not a regular file", p);
-  {
-    static const char *const opts[] = {"compliance --policy",
-                                       "compliance --module-map",
-                                       "privacy-manifest --manifest"};
-    /* A FIFO and a directory cannot be opened as files: 3, as a missing
-     * one (2 before: "malformed"; QA, session 31). */
-    for (size_t k = 0; k < 3; k++) {
-      assert_int_equal(cr_run("%s '%s' '%s'", opts[k], p, g_rec), 3);
-      cr_assert_has(cr_err, want);
-      assert_int_equal(cr_run("%s '%s' '%s'", opts[k], g_tmp, g_rec), 3);
-      cr_assert_has(cr_err, "not a regular file");
-    }
-  }
-  (void)unlink(p);
+  /* A FIFO or a directory named as an input: test-compliance-rules.c. */
   expect_usage("--format 'xml'", "compliance --format xml '%s'", g_rec);
 }
 

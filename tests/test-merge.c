@@ -414,25 +414,15 @@ static void test_repeated_input(void **state) {
  * pid in two inputs. Merged, every event counted twice and verify said
  * intact (QA, session 31); refused, nothing written. */
 static void test_copies_of_one_recording(void **state) {
-  static const uint32_t sites[] = {1}, threads[] = {1}, stacks[] = {1};
-  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false}};
-  const fx_batch b = {.seq = 1, .header = true, .pid = 12, .segment_seq = 1,
-                      .sites = sites, .n_sites = 1, .threads = threads,
-                      .n_threads = 1, .stacks = stacks, .n_stacks = 1,
-                      .base_ts = FX_START_MONO, .evs = evs, .n_evs = 1,
-                      .last = true, .session_id = 0x5eed};
+  const fx_one one = {.pid = 12, .session_id = 0x5eed};
   char d[4096], copy[4096], out[4096];
-  stkr_fmt_buf buf = {0};
   (void)state;
 
   snprintf(d, sizeof d, "%s", fx_tmpdir("merge-copy"));
   snprintf(copy, sizeof copy, "%s", fx_tmpdir("merge-copy-2"));
   snprintf(out, sizeof out, "%s", out_path("merge-copy-out"));
-  assert_int_equal(fx_encode(&b, &buf), 0);
-  assert_int_equal(fx_write_segment(d, 12, 1, &buf), 0);
-  assert_int_equal(fx_encode(&b, &buf), 0);
-  assert_int_equal(fx_write_segment(copy, 12, 1, &buf), 0);
-  stkr_fmt_buf_free(&buf);
+  assert_int_equal(fx_write_one(d, &one), 0);
+  assert_int_equal(fx_write_one(copy, &one), 0);
   cr_expect(2, "hold the same recording session 0000000000005eed of pid 12",
             "merge -o '%s' '%s' '%s'", out, d, copy);
   assert_non_null(strstr(cr_err, copy));

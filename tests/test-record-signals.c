@@ -59,6 +59,18 @@ static const char *sig_name(int sig) {
        : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "?";
 }
 
+/* Wait (bounded) until record (pid) runs comm as its child. */
+static void wait_child_runs(pid_t pid, const char *comm) {
+  double t0 = tl_now_s();
+  while (!child_runs(pid, comm)) {
+    if (tl_now_s() - t0 > 30) {
+      kill(pid, SIGKILL);
+      fail_msg("the program never started");
+    }
+    usleep(20000);
+  }
+}
+
 /* record -- sleep 60 in the background; once sleep runs, send sig to
  * record only. record must pass it on, wait, print its summary and exit
  * 128+sig. (sleep makes no watched call: it writes no file, which is why
@@ -66,24 +78,13 @@ static const char *sig_name(int sig) {
 static void signal_case(int sig) {
   const char *dir = fresh("sig");
   char err[4300];
-  double t0;
   pid_t pid;
   int st;
 
   snprintf(err, sizeof err, "%s.err", dir);
   pid = cr_record_bg(dir, err, false, NULL,
                      (const char *const[]){"sleep", "60", NULL});
-  /* Wait (bounded) for the program to run. */
-  t0 = tl_now_s();
-  for (;;) {
-    if (child_runs(pid, "sleep"))
-      break;
-    if (tl_now_s() - t0 > 30) {
-      kill(pid, SIGKILL);
-      fail_msg("the program never started");
-    }
-    usleep(20000);
-  }
+  wait_child_runs(pid, "sleep");
   assert_int_equal(kill(pid, sig), 0);
   assert_int_equal(waitpid(pid, &st, 0), pid);
   tl_slurp(err, cr_err, sizeof cr_err);
@@ -105,7 +106,6 @@ static void test_signals_all_named(void **state) {
   char err[4300];
   pid_t pid;
   int st;
-  double t0;
   (void)state;
 
   if (!HOOKS_IN_SYSTEM_PROGRAMS) {
@@ -116,14 +116,7 @@ static void test_signals_all_named(void **state) {
   pid = cr_record_bg(dir, err, false, NULL,
                      (const char *const[]){"sh", "-c",
                                            "trap '' HUP; exec sleep 60", NULL});
-  t0 = tl_now_s();
-  while (!child_runs(pid, "sleep")) {
-    if (tl_now_s() - t0 > 30) {
-      kill(pid, SIGKILL);
-      fail_msg("the program never started");
-    }
-    usleep(20000);
-  }
+  wait_child_runs(pid, "sleep");
   assert_int_equal(kill(pid, SIGHUP), 0);
   usleep(100000);
   assert_int_equal(kill(pid, SIGHUP), 0);
@@ -231,7 +224,7 @@ static void test_signals_after_end(void **state) {
 
 /* Session files in dir of the pids listed (one a line) in pids_file. */
 static int sessions_of(const char *dir, const char *pids_file) {
-  char pids[256] = "", want[64];
+  char pids[256] = "", want[300];
   int n = 0;
 
   tl_slurp(pids_file, pids, sizeof pids);

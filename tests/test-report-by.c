@@ -155,24 +155,16 @@ static void test_by_keeps_the_distinct_stacks(void **state) {
  * row of --by process, named as the process is ("sh > git"): named as it
  * was at each event, it made two rows and "2 distinct" (QA, session 29). */
 static void test_by_process_after_exec(void **state) {
-  static const uint32_t sites[] = {1}, threads[] = {1}, stacks[] = {1};
-  static const fx_ev evs[] = {{1000, 1, 1, 1, "a", 1, false}};
   const char *d = fx_tmpdir("report-by-exec");
-  stkr_fmt_buf buf = {0};
   (void)state;
 
-  for (uint32_t k = 0; k < 2; k++) {
-    fx_batch b = {.seq = 1, .header = true, .pid = 12, .segment_seq = k + 1,
-                  .sites = sites, .n_sites = 1, .threads = threads,
-                  .n_threads = 1, .stacks = stacks, .n_stacks = 1,
-                  .base_ts = FX_START_MONO + k * 1000000000ull, .evs = evs,
-                  .n_evs = 1, .last = true, .session_id = k + 1,
-                  .start_shift = k * 1000000000ull,
-                  .process_name = k ? "git" : "sh"};
-    assert_int_equal(fx_encode(&b, &buf), 0);
-    assert_int_equal(fx_write_segment(d, 12, k + 1, &buf), 0);
-  }
-  stkr_fmt_buf_free(&buf);
+  for (uint32_t k = 0; k < 2; k++)
+    assert_int_equal(
+        fx_write_one(d, &(fx_one){.pid = 12, .session_id = k + 1,
+                                  .segment_seq = k + 1,
+                                  .shift = k * 1000000000ull,
+                                  .process_name = k ? "git" : "sh"}),
+        0);
   cr_report_has("--by process", d, "\nprocess: 1 distinct\n");
   cr_report_has("--by process", d,
                 "           2  100.00%       1      1  sh > git (pid 12) "

@@ -199,40 +199,45 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
     stkr_cli_buf b = {0}, cats = {0};
     size_t n_cats = 0;
 
+    const char *junit = NULL; /* the note's JUnit case */
+    bool unchecked = true;      /* an error, exit 1; else a warning */
+
     if (stkr_reader_process_count(r) == 0) {
       stkr_cli_buf_puts(&b, "the recording holds no process: nothing was "
                         "recorded (a static program the hooks cannot "
                         "enter, or another directory?)");
-      c->rule_case[i] = "sites recorded";
-      c->rule_unchecked[i] = true;
-      c->n_unchecked++;
+      junit = "sites recorded";
     } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
       stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
                                         : "no process watched categories ");
       stkr_cli_buf_put(&b, cats.p, cats.len);
       stkr_cli_buf_puts(&b, ", so its events there could not be recorded "
                         "(stackrec record --categories)");
-      c->rule_case[i] = "sites recorded";
-      c->rule_unchecked[i] = true;
-      c->n_unchecked++;
+      junit = "sites recorded";
     } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
       char n[24];
       snprintf(n, sizeof n, "%llu", (unsigned long long)c->rule_unjudged[i]);
       stkr_cli_buf_puts(&b, n);
-      stkr_cli_buf_puts(&b, " of its events, in processes whose earliest segments the disk "
-                        "cap deleted, could not be judged: the mark it asks "
-                        "about may have gone with them");
-      c->rule_case[i] = "events judged";
-      c->rule_unchecked[i] = true;
-      c->n_unchecked++;
+      stkr_cli_buf_puts(&b, " of its events, in processes whose earliest "
+                        "segments the disk cap deleted, could not be "
+                        "judged: the mark it asks about may have gone with "
+                        "them");
+      junit = "events judged";
     } else if (unknown_sites(c, rule, &b)) {
-      c->rule_case[i] = "sites known";
+      junit = "sites known";
+      unchecked = false;
     } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
       stkr_cli_buf_puts(&b, "its modules patterns match no module of the "
                         "events read (");
       list_modules(c, &b);
       stkr_cli_buf_puts(&b, ")");
-      c->rule_case[i] = "modules seen";
+      junit = "modules seen";
+      unchecked = false;
+    }
+    if (junit != NULL) {
+      c->rule_case[i] = junit;
+      c->rule_unchecked[i] = unchecked;
+      c->n_unchecked += unchecked;
     }
     stkr_cli_buf_free(&cats);
     if (b.len == 0 && b.err == 0) continue;
