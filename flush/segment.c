@@ -20,8 +20,10 @@
  *    no whole frame is removed;
  *  - a segment keeps STKR__SEG_RESERVE bytes of disk past its end
  *    (fallocate, FALLOC_FL_KEEP_SIZE: readers see the file as it is; Linux
- *    only), taken again after each write, so that on a full disk the
- *    session's last counters still fit (stkr__seg_append_last);
+ *    only), taken with each batch's room before its write, so that on a
+ *    full disk the session's last counters still fit
+ *    (stkr__seg_append_last); given back at a clean end and when the next
+ *    file has its own;
  *  - a file unlinked behind our back (directory removed) is abandoned, and
  *    the directory is recreated when the next file is opened;
  *  - the disk cap is for the whole directory: every process's segments

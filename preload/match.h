@@ -61,7 +61,8 @@ int stkr__pl_parse_categories(const char *s, unsigned *mask, char *err,
 
 /* Every site of the hook library that has one category: (name, site name).
  * The file hooks' sites, one per category of the path, are hooks_files.c's
- * g_open/g_openat/g_fopen. A site name is "<category>.<api>" (match.h). */
+ * g_open/g_openat/g_fopen (STKR__PL_FILE_SITES below). A site name is
+ * "<category>.<api>". */
 #define STKR__PL_SITES(X)                                                      \
   X(getenv, "environment.getenv")                                              \
   X(secure_getenv, "environment.secure_getenv")                                \

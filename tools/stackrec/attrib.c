@@ -40,10 +40,9 @@ const char *stkr_attrib_base_name(const char *path) {
  * when it is too long to take apart (then not the system's: a wrong
  * "system" hides an SDK, a wrong "not" only shows a library). */
 static const char *lexical_path(const char *path, char *buf, size_t cap) {
-  size_t n = 0;
+  const size_t pl = strlen(path);
   const char *p = path;
-
-  size_t pl = strlen(path);
+  size_t n = 0;
 
   /* Any "." or ".." component (at the end too: "/usr/lib/..") or "//". */
   if (path[0] != '/' ||

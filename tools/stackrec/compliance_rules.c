@@ -68,8 +68,8 @@ bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
     const char *w = stkr_reader_process(r, i)->watched;
     if (w[0] == '\0' || in_list(w, cat, len)) return true;
   }
-  /* No process at all watched nothing (QA, session 31: a static program
-   * the hooks cannot enter, or a wrong -o, passed every rule). */
+  /* With no process, nothing was watched (QA, session 31: a static
+   * program the hooks cannot enter, or a wrong -o, passed every rule). */
   return false;
 }
 

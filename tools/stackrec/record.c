@@ -175,16 +175,20 @@ static void on_sigchld(int sig) { (void)sig; /* wakes ppoll */ }
  * disk cap (QA, session 31: 33 MB in 4 minutes under a 1 MiB cap). Here,
  * in record's own process, not in the recorded ones: no descriptor, lock
  * or delay of theirs is touched (a review found all three when a recorded
- * process's flush worker did it). No budget, so nothing is marked
- * deferred; at most 8 sessions a round; live sessions are skipped (their
- * locks). Notes are left to the recovery at CMD's end. */
+ * process's flush worker did it). At most 8 sessions and RECOVER_BUDGET_MS
+ * a round, so that the processes' notices keep being read (a queue left
+ * full sends their notes to the program's stderr): a larger session is
+ * marked deferred and left to the unbounded recovery at CMD's end. Live
+ * sessions are skipped (their locks). Notes are left to that recovery too. */
 #define RECOVER_EVERY_S 10
+#define RECOVER_BUDGET_MS 100
 static void quiet_note(void *arg, const char *line) {
   (void)arg;
   (void)line;
 }
 static void recover_now(const char *dir) {
-  stkr_recover_opts o = {.max_sessions = 8, .message = quiet_note};
+  stkr_recover_opts o = {.max_sessions = 8, .budget_ms = RECOVER_BUDGET_MS,
+                         .message = quiet_note};
   stkr_recover_stats st;
   (void)stkr_recover_dir(dir, &o, &st);
 }
