@@ -201,6 +201,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/snapshot_unwind.c
   tools/stackrec/snapshot_write.c
   tools/stackrec/states.c
+  tools/stackrec/inherit.c
   tools/stackrec/strtab.c
   tools/stackrec/symbolize.c
   tools/stackrec/symbolize_canon.c

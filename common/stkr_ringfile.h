@@ -397,7 +397,10 @@ typedef struct stkr_sessfile_hdr {
    * What such a ring holds unflushed dies with a killed process, and
    * nothing counts it: recovery says so (Counters.memory_rings_lost). */
   uint32_t memory_rings;
-  uint32_t reserved_31;
+  /* Since session 32 (zero in older files): Header.forked_from_pid and
+   * Header.fork_mono_ns of a followed fork child, set at its start. */
+  uint32_t forked_from_pid;
+  uint64_t fork_mono_ns;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

@@ -482,13 +482,18 @@ void stkr__config_free(stkr__fconfig *c) {
 
 /* The names fit their fields: arch and mode names are short, process_name
  * is as long as stkr__process_name's buffer. */
-void stkr__session_template(const stkr__fconfig *cfg, uint32_t parent_pid,
+void stkr__session_template(const stkr__fconfig *cfg,
+                            const stkr__fork_origin *origin,
                             stkr_sessfile_hdr *s) {
   const stkr_config *set = &cfg->set;
 
   memset(s, 0, sizeof *s);
   s->pid = (uint32_t)getpid();
-  s->parent_pid = parent_pid;
+  if (origin != NULL) {
+    s->parent_pid = origin->parent_pid;
+    s->forked_from_pid = origin->forked_from_pid;
+    s->fork_mono_ns = origin->fork_mono_ns;
+  }
   s->start_mono_ns = stkr__clock_mono_ns();
   s->start_wall_ns = stkr__clock_wall_ns();
   /* One id for the session's segments and its ring files (ringfile.c). */

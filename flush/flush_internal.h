@@ -113,15 +113,27 @@ int stkr__config_build(const stkr_config *in, stkr__fconfig *out);
  * 0 or -ENOMEM (dst holds nothing to free then). */
 int stkr__config_dup(const stkr__fconfig *src, stkr__fconfig *dst);
 void stkr__config_free(stkr__fconfig *c);
+/* Where a followed fork child came from (all 0 for stkr_init's session):
+ * the Header's parent_pid, forked_from_pid and fork_mono_ns
+ * (proto/stackrec.proto). */
+typedef struct stkr__fork_origin {
+  uint32_t parent_pid;      /* the process that forked this one */
+  uint32_t forked_from_pid; /* the recording process whose memory (and
+                               marks) it copied: parent_pid, or, through a
+                               child that never recorded, its ancestor */
+  uint64_t fork_mono_ns;    /* CLOCK_MONOTONIC of that copy */
+} stkr__fork_origin;
+
 /* A new session's description from the resolved settings (an fconfig's
- * set): who (this process, parent_pid: 0 or the parent of a followed
- * fork), when (now), a new session id, and the settings. The worker keeps it (worker.h, sess):
+ * set): who (this process; `origin`, NULL or a followed fork's), when
+ * (now), a new session id, and the settings. The worker keeps it (worker.h, sess):
  * it is the template of the session file (stkr__session_open) and of every
  * segment's Header (stkr_fmt_header_from_session), which so say the same. */
 _Static_assert(sizeof(((stkr_sessfile_hdr *)0)->watched) == STKR_WATCHED_MAX &&
                    STKR_FMT_WATCHED_MAX == STKR_WATCHED_MAX,
                "the session file and the Header hold stkr_config.watched");
-void stkr__session_template(const stkr__fconfig *cfg, uint32_t parent_pid,
+void stkr__session_template(const stkr__fconfig *cfg,
+                            const stkr__fork_origin *origin,
                             stkr_sessfile_hdr *s);
 /* Parse "123", "64K", "1M", "2G" (binary multiples). 0 or -EINVAL. */
 int stkr__parse_size(const char *s, uint64_t *out);

@@ -75,9 +75,10 @@ static stkr__worker *g_state;
 static stkr_stats g_frozen;   /* the final stats of the last recording */
 /* A forked child's parent state (leaked), whose config its first event
  * starts a worker with; passed on to the child's own children until then.
- * g_inherited_ppid: the pid of the process that forked this one. */
+ * g_origin: where this process came from (its Header's parent_pid,
+ * forked_from_pid and fork_mono_ns). */
 static stkr__worker *g_inherited;
-static uint32_t g_inherited_ppid;
+static stkr__fork_origin g_origin;
 /* A worker whose session end ran out of time: its thread may still be
  * writing. Never joined on an exit path; stkr_init joins and frees it. */
 static stkr__worker *g_abandoned;
@@ -338,11 +339,12 @@ static int start_recorder(stkr__worker *w) {
  * thread, then the worker published in g_state. On failure nothing of it
  * is left: its first batch is discarded (not a session that recorded
  * nothing) and producers that saw RUNNING for a moment are waited out. */
-static int worker_launch(stkr__fconfig *cfg, uint32_t parent_pid) {
+static int worker_launch(stkr__fconfig *cfg,
+                         const stkr__fork_origin *origin) {
   stkr__worker *w;
   int err;
 
-  if ((err = stkr__worker_create(cfg, parent_pid, &w)) < 0) return err;
+  if ((err = stkr__worker_create(cfg, origin, &w)) < 0) return err;
   if ((err = start_recorder(w)) < 0) {
     stkr__seg_discard(&w->seg); /* its first batch only */
     stkr__worker_free(w);
@@ -362,6 +364,19 @@ static int worker_launch(stkr__fconfig *cfg, uint32_t parent_pid) {
 }
 
 /* ---- fork ------------------------------------------------------------- */
+
+/* The fork's time, taken by the forking thread before the copy of the
+ * memory: a mark the parent sets once fork() returned to it is later
+ * (in the child's handler it was not: the child may run long after the
+ * parent went on; ASan, test-inherit). Thread-local, for threads that fork
+ * at once; initial-exec: no lazy allocation in a fork handler. */
+static __thread uint64_t t_fork_ns __attribute__((tls_model("initial-exec")));
+
+static void atfork_prepare_scan(void) {
+  /* clock_gettime: async-signal-safe, as fork's handlers must be. */
+  t_fork_ns = stkr__clock_mono_ns();
+  stkr__loader_scan_atfork_prepare();
+}
 
 /* Runs in the child right after fork, with only the forking thread alive.
  * Forget (leak) the parent's worker: its mutexes may be held by threads
@@ -388,9 +403,12 @@ static void atfork_child(void) {
    * its own children (recorder/event.c keeps them pending too). */
   if (g_state != NULL) {
     g_inherited = g_state;
-    g_inherited_ppid = g_state->sess.pid;
+    g_origin.parent_pid = g_origin.forked_from_pid = g_state->sess.pid;
+    g_origin.fork_mono_ns = t_fork_ns;
   } else if (g_inherited != NULL) {
-    g_inherited_ppid = (uint32_t)getppid();
+    /* Its parent never recorded, so set no mark: the marks are still
+     * those of the ancestor at that first fork (g_origin's other two). */
+    g_origin.parent_pid = (uint32_t)getppid();
   }
   g_state = NULL;
   g_abandoned = NULL; /* its thread does not exist here */
@@ -406,8 +424,8 @@ static void atfork_child_scan(void) {
 }
 
 static void register_atfork(void) {
-  (void)pthread_atfork(stkr__loader_scan_atfork_prepare,
-                       stkr__loader_scan_atfork_parent, atfork_child_scan);
+  (void)pthread_atfork(atfork_prepare_scan, stkr__loader_scan_atfork_parent,
+                       atfork_child_scan);
 #if defined(STKR__ASAN_FORK)
   /* Registered last, its prepare runs first (worker.h). */
   (void)pthread_atfork(stkr__asan_fork_atfork_prepare,
@@ -446,7 +464,7 @@ static void on_fork_child(void) {
     stkr__config_free(&cfg);
     err = -EXDEV;
   }
-  if (err == 0) err = worker_launch(&cfg, g_inherited_ppid);
+  if (err == 0) err = worker_launch(&cfg, &g_origin);
   stkr__life_unlock();
   if (err == 0) return;
   /* recorder/ leaves the child off when we return without starting it. */
@@ -599,7 +617,7 @@ int stkr__life_init(const stkr_config *in) {
   stkr__log_target_take(); /* no worker of ours runs now: none logs meanwhile */
   g_inherited = NULL; /* an explicit init in a child replaces follow mode */
   if ((err = stkr__config_build(in, &cfg)) < 0) return err;
-  return worker_launch(&cfg, 0);
+  return worker_launch(&cfg, NULL);
 }
 
 /*

@@ -70,7 +70,7 @@ static void open_session(stkr__worker *w) {
               "are not crash-proof", w->cfg.dir, strerror(-err));
 }
 
-int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
+int stkr__worker_create(stkr__fconfig *cfg, const stkr__fork_origin *origin,
                         stkr__worker **out) {
   stkr__worker *w = calloc(1, sizeof *w);
   int err;
@@ -84,7 +84,7 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   cfg->app_paths = NULL;
   cfg->symcache_dir = NULL;
   w->seg.fd = -1; /* worker_free may run before stkr__seg_init: not fd 0 */
-  stkr__session_template(&w->cfg, parent_pid, &w->sess);
+  stkr__session_template(&w->cfg, origin, &w->sess);
   pthread_mutex_init(&w->req_mu, NULL);
   pthread_cond_init(&w->req_cv, NULL);
   pthread_mutex_init(&w->stats_mu, NULL);
@@ -116,7 +116,7 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
    * directory being removed and recreated). A forked child's is its
    * parent's, resolved already: realpath would cost it a system call for
    * every component. */
-  char *abs = parent_pid != 0 && w->cfg.dir[0] == '/'
+  char *abs = origin != NULL && w->cfg.dir[0] == '/'
                   ? NULL
                   : realpath(w->cfg.dir, NULL);
   if (abs) {
@@ -126,7 +126,7 @@ int stkr__worker_create(stkr__fconfig *cfg, uint32_t parent_pid,
   /* Before our own segments: a dead session of a recycled pid gets its
    * recovered segment first, and ours continue after it. Not in a forked
    * child (follow mode): its parent, alive, did it at its own start. */
-  if (parent_pid == 0) recover_dir(w);
+  if (origin == NULL) recover_dir(w);
   if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->sess.pid,
                             w->cfg.set.segment_bytes,
                             w->cfg.set.disk_cap_bytes)) < 0)

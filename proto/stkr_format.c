@@ -433,6 +433,8 @@ void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
   H->session_id = s->session_id;
   H->arch = (char *)s->arch;
   H->parent_pid = s->parent_pid;
+  H->forked_from_pid = s->forked_from_pid;
+  H->fork_mono_ns = s->fork_mono_ns;
   H->watched = (char *)s->watched;
 #define STKR__COPY(f) C->f = s->f;
   STKR_SESS_CONFIG_FIELDS(STKR__COPY)

@@ -197,6 +197,12 @@ typedef struct stkr_process_info {
   /* From the first Header read ("" / 0 until then): */
   bool have_header;
   uint32_t parent_pid;       /* non-zero: forked child (follow mode) */
+  /* A forked child: the recording process whose memory it copied, and
+   * when (Header.forked_from_pid, fork_mono_ns): it starts with that
+   * process's marks up to fork_mono_ns. 0: not said (not a forked child,
+   * or an older writer). */
+  uint32_t forked_from_pid;
+  uint64_t fork_mono_ns;
   const char *process_name;  /* a pid that exec'd other programs: their
                                 names in order, "bash > python3" */
   const char *arch;

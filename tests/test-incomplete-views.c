@@ -99,6 +99,17 @@ static void test_compliance_of_a_capped_head(void **state) {
                    1);
   cr_assert_has(cr_out, "name=\"events judged\">\n      <error message=\"3 of "
                         "its events");
+
+  /* A typo in the same rule is said as well (review, session 31: hidden
+   * behind the note). */
+  static const char typo[] =
+      "{\"rules\": [{\"id\": \"r\", \"sites\": [\"*\", \"identifiers.hostname\"], "
+      "\"before_mark\": \"consent.granted\"}]}\n";
+  assert_int_equal(fx_write_file(path, typo, sizeof typo - 1), 0);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_capped), 1);
+  cr_assert_has(cr_out, "could not be judged: the mark it asks about may have "
+                        "gone with them; and its sites pattern "
+                        "identifiers.hostname matches no site");
 }
 
 /* info --json counts the segments the disk cap deleted as info's text and

@@ -161,6 +161,12 @@ typedef struct stkr_agg_mark {
   bool external;           /* set with `stackrec mark` (no thread/stack) */
 } stkr_agg_mark;
 
+/* Set with `stackrec mark` (delivered to every process of its directory),
+ * not by the process: no thread, no stack. */
+static inline bool stkr_agg_mark_external(const stkr_event_view *ev) {
+  return ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved;
+}
+
 #define STKR_AGG_MAX_MARKS 100000 /* kept; later ones only counted */
 
 #define STKR_AGG_MAX_PAYLOADS 4096

@@ -41,7 +41,7 @@ static int seen_again(stkr__agg_marks *m, stkr_agg *a,
 
 int stkr__agg_marks_add(stkr__agg_marks *m, stkr_agg *a, stkr__strtab *strs,
                         const stkr_event_view *ev) {
-  bool external = ev->thread_id == 0 && ev->n_pcs == 0 && !ev->unresolved;
+  bool external = stkr_agg_mark_external(ev);
   const char *name;
   stkr_agg_mark *k;
   uint64_t h = 0;

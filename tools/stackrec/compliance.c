@@ -7,8 +7,9 @@
  * the group's counters and rate windows are updated, and each rule that
  * selects the group (a bit mask, computed once per group) tests its
  * conditions. Marks go to the states tracker of the process being read
- * (states.h, reset at each new process); events of a process without
- * marks skip the state queries.
+ * (states.h, reset at each new process, then given the marks a forked
+ * child inherited: inherit.h); events of a process without marks skip
+ * the state queries.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include "tools/stackrec/rate.h"
 
 #if __has_include("tools/stackrec/states.h")
+#include "tools/stackrec/inherit.h"
 #include "tools/stackrec/states.h"
 #define HAVE_STATES 1
 #else
@@ -80,7 +82,8 @@ typedef struct builder {
   stkr_index group_ix;      /* hash of (site, module) -> group */
   const stkr_reader *r;
   size_t cur_process;
-  /* The current process's earliest segments were deleted by the disk cap:
+  /* The current process's earliest segments were deleted by the disk cap,
+   * or it is a forked child whose origin's marks are not known (inherit.h):
    * what its marks were before its first kept event is unknown. */
   bool proc_head_lost;
   bool proc_unjudged;       /* ... and an event of it was not judged */
@@ -89,6 +92,7 @@ typedef struct builder {
   bool proc_events;
 #if HAVE_STATES
   stkr_states *states;
+  stkr_inherit *inherit;
   uint64_t version;         /* + 1 at every mark and process */
   seen_cache consent;       /* consent.granted seen */
   state_cache background;   /* in app.background */
@@ -195,22 +199,41 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack) {
 /* ---- per process ------------------------------------------------------------- */
 
 /* The process read so far is done (its marks are all in). */
-static void end_process(builder *b) {
+static int end_process(builder *b) {
   b->c->consent_processes += b->proc_events && b->proc_consent;
   b->c->unjudged_processes += b->proc_unjudged;
+#if HAVE_STATES
+  return stkr_inherit_end(b->inherit, b->proc_head_lost);
+#else
+  return 0;
+#endif
 }
 
-static void new_process(builder *b, const stkr_event_view *ev) {
+static int new_process(builder *b, const stkr_event_view *ev) {
   const stkr_process_info *p = stkr_reader_process(b->r, ev->process);
-  end_process(b);
+  int err = end_process(b);
+
   b->cur_process = ev->process;
   b->proc_marks = b->proc_consent = b->proc_events = false;
   b->proc_head_lost = p != NULL && p->head_lost;
   b->proc_unjudged = false;
 #if HAVE_STATES
+  stkr_inherit_from from;
   stkr_states_reset(b->states);
   b->version++;
+  if (err == 0)
+    err = stkr_inherit_begin(b->inherit, b->r, ev->process, b->states, &from);
+  if (err != 0)
+    return err;
+  if (from == STKR_INHERIT_UNKNOWN || from == STKR_INHERIT_HEAD_LOST)
+    b->proc_head_lost = true;
+  b->c->unknown_origin_processes += from == STKR_INHERIT_UNKNOWN;
+  b->proc_marks = stkr_states_count(b->states) > 0;
+  b->proc_consent =
+      b->proc_marks &&
+      stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX);
 #endif
+  return err;
 }
 
 /* The windows of the last process are closed before another's events
@@ -261,10 +284,16 @@ static bool in_state(builder *b, state_cache *c, const stkr_state_snap *snap,
 }
 
 static int on_mark(builder *b, const stkr_event_view *ev) {
+  int err;
+
   b->version++;
   b->proc_marks = true;
   if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
     b->proc_consent = true;
+  /* A `stackrec mark` mark reaches the process's children by itself. */
+  if (!stkr_agg_mark_external(ev) &&
+      (err = stkr_inherit_mark(b->inherit, ev->ts_ns, ev->site)) != 0)
+    return err;
   return stkr_states_mark(b->states, ev->ts_ns, ev->site);
 }
 #endif
@@ -313,8 +342,8 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   bool unjudged;
   long gi;
 
-  if (ev->process != b->cur_process)
-    new_process(b, ev);
+  if (ev->process != b->cur_process && (gi = new_process(b, ev)) != 0)
+    return (int)gi;
 #if HAVE_STATES
   if (stack == STKR_AGG_MARK)
     return on_mark(b, ev);
@@ -539,6 +568,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
 #if HAVE_STATES
   if (err == 0)
     err = stkr_states_create(&b.states);
+  if (err == 0)
+    err = stkr_inherit_create(&b.inherit);
   if (err == 0 && b.n_rules > 0 &&
       ((b.rule_seen = calloc(b.n_rules, sizeof *b.rule_seen)) == NULL ||
        (b.rule_in = calloc(b.n_rules, sizeof *b.rule_in)) == NULL))
@@ -550,12 +581,14 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   ao.on_event_arg = &b;
   if (err == 0)
     err = stkr_agg_build(r, &ao, progress, progress_arg, &b.c->agg);
-  end_process(&b);
+  if (end_process(&b) != 0 && err == 0)
+    err = -ENOMEM;
   find_origin(b.c, r);
   if (err == 0)
     err = finish(&b);
 #if HAVE_STATES
   stkr_states_free(b.states);
+  stkr_inherit_free(b.inherit);
   free(b.rule_seen);
   free(b.rule_in);
 #endif

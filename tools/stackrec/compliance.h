@@ -20,7 +20,9 @@
  * Marks and states (states.h): "before consent" is before the first mark
  * consent.granted of the event's process; "background" is while the
  * state app.background is active. A process without marks counts every
- * event before consent and none in the background.
+ * event before consent and none in the background. A forked child starts
+ * with the marks of the process it was forked from, up to the fork
+ * (inherit.h).
  *
  * Thread-safety: none; build and read on one thread.
  */
@@ -108,6 +110,10 @@ typedef struct stkr_comp {
    * after consent read "before consent", a finding, exit 1). */
   uint64_t unjudged;
   size_t unjudged_processes;
+  /* Of the processes read: forked children whose origin's marks are not
+   * known (inherit.h: not in the recording, or pids wrapped), judged as
+   * above. */
+  size_t unknown_origin_processes;
   /* Per rule (policy order): its events it could not judge so. A rule
    * with any is not checked (stkr_comp_check_rules): its pass would be
    * untrue (QA, session 31: "no findings", exit 0, JUnit green, with

@@ -222,6 +222,19 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
                         "segments the disk cap deleted, could not be "
                         "judged: the mark it asks about may have gone with "
                         "them");
+      if (c->unknown_origin_processes > 0)
+        stkr_cli_buf_puts(&b, " (or in forked children of a process the "
+                          "recording does not hold, whose marks they "
+                          "started with)");
+      /* A typo in the same rule is said too, not hidden behind this
+       * (review, session 31). */
+      stkr_cli_buf typo = {0};
+      if (unknown_sites(c, rule, &typo)) {
+        stkr_cli_buf_puts(&b, "; and ");
+        stkr_cli_buf_put(&b, typo.p, typo.len);
+      }
+      if (typo.err != 0) b.err = typo.err;
+      stkr_cli_buf_free(&typo);
       junit = "events judged";
     } else if (unknown_sites(c, rule, &b)) {
       junit = "sites known";

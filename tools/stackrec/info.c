@@ -151,6 +151,10 @@ static int print_process(const stkr_reader *r, size_t i) {
   putchar('\n');
   if (p->parent_pid)
     printf("  parent pid:  %u (forked child)\n", (unsigned)p->parent_pid);
+  /* Through a child that never recorded, the marks come from further up. */
+  if (p->fork_mono_ns != 0 && p->forked_from_pid != p->parent_pid)
+    printf("  marks from:  pid %u (as at its fork)\n",
+           (unsigned)p->forked_from_pid);
   if (p->watched[0] != '\0') {
     printf("  watched:     ");
     put_name(p->watched);

@@ -4,6 +4,8 @@
  *
  *   {"processes": [{"pid", "name", "arch", "directory", "watched" (the
  *     categories it watched, comma-separated; "" when not said), "parent_pid",
+ *     "forked_from_pid", "fork_mono_ns" (a forked child: whose marks it
+ *     started with, and when; 0: not said),
  *     "sessions", "session_id" (hex string), "unwind" (when the process
  *     walked with unwind tables: {"images", "images_failed",
  *     "images_without_cfi", "rows", "rows_fallback", "images_cached",
@@ -165,9 +167,10 @@ static int put_process(const stkr_reader *r, size_t i) {
   stkr_cli_put_json_member(stdout, ",", "arch", p->arch ? p->arch : "");
   stkr_cli_put_json_member(stdout, ",", "directory", p->dir ? p->dir : "");
   stkr_cli_put_json_member(stdout, ",", "watched", p->watched);
-  printf(",\"parent_pid\":%u,\"sessions\":%u,\"session_id\":\"%016" PRIx64
-         "\"",
-         (unsigned)p->parent_pid, (unsigned)p->sessions, p->session_id);
+  printf(",\"parent_pid\":%u,\"forked_from_pid\":%u,\"fork_mono_ns\":%" PRIu64
+         ",\"sessions\":%u,\"session_id\":\"%016" PRIx64 "\"",
+         (unsigned)p->parent_pid, (unsigned)p->forked_from_pid,
+         p->fork_mono_ns, (unsigned)p->sessions, p->session_id);
   if (p->unwind_tables) {
     fputs(",\"unwind\":{", stdout);
     put_u64s(unwind, sizeof unwind / sizeof unwind[0], true);

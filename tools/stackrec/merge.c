@@ -337,7 +337,7 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
                           bool *done) {
   Stackrec__Batch *batch;
   uint32_t pid = m->pids.p[b->process].out_pid;
-  uint32_t seq = b->file_seq ? b->file_seq : 1, parent;
+  uint32_t seq = b->file_seq ? b->file_seq : 1, parent = 0, from = 0;
   int err;
 
   *done = false;
@@ -350,18 +350,25 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
     stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
     return err;
   }
-  parent = batch->header ? stkr__mpids_parent(&m->pids, b->process,
-                                              batch->header->parent_pid)
-                         : 0;
+  if (batch->header != NULL) {
+    parent = stkr__mpids_parent(&m->pids, b->process,
+                                batch->header->parent_pid);
+    /* 0 where that process is not known under its pid in OUT: the child's
+     * inherited marks are then unknown, which readers say. */
+    from = stkr__mpids_parent(&m->pids, b->process,
+                              batch->header->forked_from_pid);
+  }
   if (batch->header == NULL ||
       (batch->header->pid == pid && batch->header->segment_seq == seq &&
-       batch->header->parent_pid == parent)) {
+       batch->header->parent_pid == parent &&
+       batch->header->forked_from_pid == from)) {
     stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
     return 0;
   }
   batch->header->pid = pid;
   batch->header->segment_seq = seq;
   batch->header->parent_pid = parent;
+  batch->header->forked_from_pid = from;
   m->enc.len = 0;
   err = stkr_fmt_encode_batch(batch, m->cctx, 3, &m->enc);
   stackrec__batch__free_unpacked(batch, &m->pballoc.pb);

@@ -238,6 +238,8 @@ bool stkr_states_row_seen(const stkr_states *s, const char *state,
   return false;
 }
 
+size_t stkr_states_count(const stkr_states *s) { return s->n; }
+
 uint64_t stkr_states_overflow(const stkr_states *s) { return s->overflow; }
 
 int stkr_states_row(const char *name, stkr_mark_role *role) {

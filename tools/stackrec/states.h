@@ -82,6 +82,9 @@ bool stkr_state_snap_in(const stkr_state_snap *snap, const char *glob);
  * granted before this event": stkr_states_seen(s, "consent.granted", ts)). */
 bool stkr_states_seen(const stkr_states *s, const char *glob, uint64_t ts_ns);
 
+/* Marks held (since the last reset). */
+size_t stkr_states_count(const stkr_states *s);
+
 /* Marks ignored past STKR_STATES_MAX_MARKS since the last reset. */
 uint64_t stkr_states_overflow(const stkr_states *s);
 

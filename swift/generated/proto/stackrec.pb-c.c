@@ -682,7 +682,7 @@ void   stackrec__batch__free_unpacked
   assert(message->base.descriptor == &stackrec__batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[14] =
+static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[16] =
 {
   {
     "format_version",
@@ -852,11 +852,37 @@ static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[14] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "forked_from_pid",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, forked_from_pid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fork_mono_ns",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, fork_mono_ns),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__header__field_indices_by_name[] = {
   7,   /* field[7] = arch */
   6,   /* field[6] = config */
   11,   /* field[11] = dir_recreated */
+  15,   /* field[15] = fork_mono_ns */
+  14,   /* field[14] = forked_from_pid */
   0,   /* field[0] = format_version */
   8,   /* field[8] = parent_pid */
   1,   /* field[1] = pid */
@@ -872,7 +898,7 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor stackrec__header__descriptor =
 {
@@ -882,7 +908,7 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   "Stackrec__Header",
   "stackrec",
   sizeof(Stackrec__Header),
-  14,
+  16,
   stackrec__header__field_descriptors,
   stackrec__header__field_indices_by_name,
   1,  stackrec__header__number_ranges,

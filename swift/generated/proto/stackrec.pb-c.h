@@ -111,10 +111,22 @@ struct  Stackrec__Header
    * have been recorded. Empty: not said (anything may have been watched).
    */
   char *watched;
+  /*
+   * A forked child (follow mode) starts with a copy of the memory of the
+   * recording process it was forked from, and so with the marks that
+   * process had set by then (consent granted, in the background...):
+   * forked_from_pid is that process (parent_pid, or, for a child of a
+   * child that never recorded, the nearest ancestor that did) and
+   * fork_mono_ns the CLOCK_MONOTONIC time of the copy (the fork from it).
+   * Readers give the child that process's marks up to fork_mono_ns. 0: not
+   * a forked child, or written before these fields existed.
+   */
+  uint32_t forked_from_pid;
+  uint64_t fork_mono_ns;
 };
 #define STACKREC__HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__header__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*

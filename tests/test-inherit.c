@@ -1,0 +1,339 @@
+/*
+ * test-inherit.c: the marks a forked child starts with (QA, session 31:
+ * a child forked after consent.granted counted all of its events "before
+ * consent", a finding that was not true).
+ *
+ * Real recordings: a test process embeds the recorder (follow mode), marks
+ * and forks; `compliance`'s library (tools/stackrec/compliance.h) reads
+ * them back.
+ * - after consent, a fork: the child's events are after consent; the
+ *   child's Header names its origin and the fork time (after the mark);
+ * - a fork, then consent in the parent: the child's are before it;
+ * - a grandchild through a child that never recorded: its origin is the
+ *   grandparent (parent_pid is still its parent);
+ * - app.background, a fork: the child's events are in the background;
+ * - the origin's files gone: the child's events are not judged (as for a
+ *   process whose earliest segments are gone), never "before consent".
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "recorder/stackrec.h"
+#include "tests/cli_run.h"
+#include "tests/reader_util.h"
+#include "tests/testlib.h"
+#include "tools/stackrec/compliance.h"
+
+static char g_tmp[2048];
+
+typedef enum scenario {
+  CONSENT_THEN_FORK,
+  FORK_THEN_CONSENT,
+  GRANDCHILD,
+  BACKGROUND_THEN_FORK
+} scenario;
+
+static __attribute__((noinline)) void sdk_call(void) {
+  STKR_EVENT("identifiers.probe", "x", 1);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void wait_ok(pid_t p) {
+  int st;
+  if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    _exit(9);
+}
+
+/* A child that records n events and ends. */
+static void child_events(int n) {
+  for (int i = 0; i < n; i++)
+    sdk_call();
+  _exit(stkr_shutdown() == 0 ? 0 : 8);
+}
+
+/* The recording process: its events, marks and forks by scenario. Runs in
+ * a process of its own (the recorder is process-wide). */
+static int record(const char *dir, scenario s) {
+  stkr_config cfg;
+  int go[2];
+  char b;
+  pid_t c, g;
+
+  stkr_config_init(&cfg);
+  cfg.dir = dir;
+  cfg.fork_mode = STKR_FORK_FOLLOW;
+  if (stkr_init(&cfg) != 0 || pipe(go) != 0)
+    return 2;
+  switch (s) {
+  case CONSENT_THEN_FORK: /* 1 before, 1 + 2 after */
+    sdk_call();
+    stkr_mark("consent.granted", NULL, 0);
+    sdk_call();
+    if ((c = fork()) == 0)
+      child_events(2);
+    wait_ok(c);
+    break;
+  case FORK_THEN_CONSENT: /* the child's 2 before, forked before it */
+    if ((c = fork()) == 0) {
+      if (read(go[0], &b, 1) != 1)
+        _exit(7);
+      child_events(2);
+    }
+    sdk_call();
+    stkr_mark("consent.granted", NULL, 0);
+    sdk_call();
+    if (write(go[1], "g", 1) != 1)
+      return 3;
+    wait_ok(c);
+    break;
+  case GRANDCHILD: /* the middle child records nothing */
+    sdk_call();
+    stkr_mark("consent.granted", NULL, 0);
+    if ((c = fork()) == 0) {
+      if ((g = fork()) == 0)
+        child_events(2);
+      wait_ok(g);
+      _exit(0);
+    }
+    wait_ok(c);
+    break;
+  case BACKGROUND_THEN_FORK: /* the child's 2 in the background */
+    stkr_mark("app.background", NULL, 0);
+    if ((c = fork()) == 0)
+      child_events(2);
+    wait_ok(c);
+    stkr_mark("app.foreground", NULL, 0);
+    sdk_call();
+    break;
+  }
+  return stkr_shutdown() == 0 ? 0 : 4;
+}
+
+/* A fresh directory `name` recorded by scenario s; *parent: the pid of
+ * the process that ran it. */
+static void make_recording(char *dir, size_t cap, const char *name,
+                           scenario s, pid_t *parent) {
+  int st;
+
+#if defined(__SANITIZE_THREAD__)
+  /* Follow mode starts a worker thread in the child, and TSan starts no
+   * thread after a multi-threaded fork (as test-session.c). */
+  fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
+  skip();
+#endif
+  snprintf(dir, cap, "%s/%s", g_tmp, name);
+  assert_int_equal(tl_rm_rf(dir), 0);
+  *parent = fork();
+  assert_true(*parent >= 0);
+  if (*parent == 0)
+    _exit(record(dir, s));
+  assert_int_equal(waitpid(*parent, &st, 0), *parent);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+typedef struct counts {
+  uint64_t events, before_consent, background, unjudged;
+  size_t unknown_origin;
+} counts;
+
+static counts comp_counts(const char *dir) {
+  ru_log log = {0};
+  stkr_reader *r = ru_open(dir, &log);
+  stkr_comp_opts o;
+  stkr_comp *c = NULL;
+  counts k = {0};
+
+  assert_non_null(r);
+  memset(&o, 0, sizeof o);
+  assert_int_equal(stkr_comp_build(r, &o, NULL, NULL, &c), 0);
+  for (size_t i = 0; i < c->n_groups; i++) {
+    if (strcmp(c->groups[i].site, "identifiers.probe") != 0)
+      continue;
+    k.events += c->groups[i].count;
+    k.before_consent += c->groups[i].before_consent;
+    k.background += c->groups[i].background;
+  }
+  k.unjudged = c->unjudged;
+  k.unknown_origin = c->unknown_origin_processes;
+  stkr_comp_free(c);
+  stkr_reader_free(r);
+  return k;
+}
+
+/* Read r to its end (the process infos are complete then). */
+static void read_all(stkr_reader *r) {
+  stkr_event_view ev;
+  while (stkr_reader_next(r, &ev) == 1)
+    ;
+}
+
+/* The process of r with pid (r read to its end). */
+static const stkr_process_info *process_of(stkr_reader *r, uint32_t pid) {
+  size_t i;
+
+  read_all(r);
+  for (i = 0; i < stkr_reader_process_count(r); i++)
+    if (stkr_reader_process(r, i)->pid == pid)
+      return stkr_reader_process(r, i);
+  return NULL;
+}
+
+/* make_recording, then comp_counts of it. */
+static counts recorded(char *dir, size_t cap, const char *name, scenario s,
+                       pid_t *parent) {
+  make_recording(dir, cap, name, s, parent);
+  return comp_counts(dir);
+}
+
+static void test_consent_then_fork(void **state) {
+  char dir[4096];
+  ru_log log = {0};
+  stkr_reader *r;
+  const stkr_process_info *p, *child = NULL;
+  pid_t parent;
+  counts k;
+  (void)state;
+
+  k = recorded(dir, sizeof dir, "consent-fork", CONSENT_THEN_FORK, &parent);
+  assert_int_equal(k.events, 4);
+  assert_int_equal(k.before_consent, 1); /* was 3: the child's 2 too */
+  assert_int_equal(k.unjudged, 0);
+
+  /* The child's Header: its origin and when. */
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  p = process_of(r, (uint32_t)parent);
+  assert_non_null(p);
+  assert_int_equal(p->fork_mono_ns, 0);
+  for (size_t i = 0; i < stkr_reader_process_count(r); i++)
+    if (stkr_reader_process(r, i)->pid != (uint32_t)parent)
+      child = stkr_reader_process(r, i);
+  assert_non_null(child);
+  assert_int_equal(child->parent_pid, parent);
+  assert_int_equal(child->forked_from_pid, parent);
+  assert_true(child->fork_mono_ns > p->start_mono_ns);
+  assert_true(child->fork_mono_ns <= child->start_mono_ns);
+  stkr_reader_free(r);
+}
+
+static void test_fork_then_consent(void **state) {
+  char dir[4096];
+  pid_t parent;
+  counts k;
+  (void)state;
+
+  k = recorded(dir, sizeof dir, "fork-consent", FORK_THEN_CONSENT, &parent);
+  assert_int_equal(k.events, 4);
+  assert_int_equal(k.before_consent, 3); /* the parent's first, the child's */
+  assert_int_equal(k.unjudged, 0);
+}
+
+static void test_grandchild(void **state) {
+  char dir[4096], want[128];
+  ru_log log = {0};
+  stkr_reader *r;
+  const stkr_process_info *g = NULL;
+  pid_t parent;
+  counts k;
+  (void)state;
+
+  k = recorded(dir, sizeof dir, "grandchild", GRANDCHILD, &parent);
+  assert_int_equal(k.events, 3);
+  assert_int_equal(k.before_consent, 1);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  read_all(r);
+  assert_int_equal(stkr_reader_process_count(r), 2); /* the middle: none */
+  for (size_t i = 0; i < 2; i++)
+    if (stkr_reader_process(r, i)->pid != (uint32_t)parent)
+      g = stkr_reader_process(r, i);
+  assert_non_null(g);
+  assert_int_equal(g->forked_from_pid, parent);
+  assert_true(g->parent_pid != 0 && g->parent_pid != (uint32_t)parent);
+  stkr_reader_free(r);
+  /* info says where its marks came from. */
+  snprintf(want, sizeof want, "  marks from:  pid %d (as at its fork)\n",
+           (int)parent);
+  assert_int_equal(cr_run("info '%s'", dir), 0);
+  cr_assert_has(cr_out, want);
+  snprintf(want, sizeof want, "\"forked_from_pid\":%d,\"fork_mono_ns\":",
+           (int)parent);
+  assert_int_equal(cr_run("info --json '%s'", dir), 0);
+  cr_assert_has(cr_out, want);
+}
+
+static void test_background_then_fork(void **state) {
+  char dir[4096];
+  pid_t parent;
+  counts k;
+  (void)state;
+
+  k = recorded(dir, sizeof dir, "background", BACKGROUND_THEN_FORK, &parent);
+  assert_int_equal(k.events, 3);
+  assert_int_equal(k.background, 2); /* was 0 */
+  assert_int_equal(k.before_consent, 3);
+}
+
+/* The parent's segments removed: what the child started with is unknown. */
+static void test_origin_missing(void **state) {
+  char dir[4096], path[4400], prefix[64];
+  DIR *d;
+  struct dirent *e;
+  pid_t parent;
+  int removed = 0;
+  counts k;
+  (void)state;
+
+  make_recording(dir, sizeof dir, "origin-gone", CONSENT_THEN_FORK, &parent);
+  snprintf(prefix, sizeof prefix, "stackrec-%d-", (int)parent);
+  assert_non_null(d = opendir(dir));
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      assert_int_equal(unlink(path), 0);
+      removed++;
+    }
+  closedir(d);
+  assert_true(removed > 0);
+  k = comp_counts(dir);
+  assert_int_equal(k.events, 2);
+  assert_int_equal(k.before_consent, 0); /* not judged: not "before" */
+  assert_int_equal(k.unjudged, 2);
+  assert_int_equal(k.unknown_origin, 1);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (cr_setup() != 0)
+    return -1;
+  return tl_mkdtemp(g_tmp, sizeof g_tmp, "inherit");
+}
+
+static int teardown(void **state) {
+  (void)state;
+  return tl_rm_rf(g_tmp);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_consent_then_fork),
+      cmocka_unit_test(test_fork_then_consent),
+      cmocka_unit_test(test_grandchild),
+      cmocka_unit_test(test_background_then_fork),
+      cmocka_unit_test(test_origin_missing),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

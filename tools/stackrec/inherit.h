@@ -1,0 +1,66 @@
+/*
+ * inherit.h: the marks a forked child starts with.
+ *
+ * A process forked in follow mode starts as a copy of the memory of the
+ * recording process it was forked from, so with what that process had
+ * marked by then: consent granted before the fork is granted in the child
+ * too (QA, session 31: a child forked after consent.granted counted all
+ * of its events "before consent", a finding). The child's Header says
+ * from which process and when (stkr_process_info.forked_from_pid,
+ * fork_mono_ns); this gives it that process's marks up to then, its own
+ * inherited ones included (a chain of forks).
+ *
+ * Use with a states tracker (states.h), which holds one process's marks,
+ * while reading processes in the reader's order: stkr_inherit_begin at each
+ * process's first event (after the previous one's stkr_inherit_end), then
+ * stkr_inherit_mark for each of its own marks. The reader visits processes
+ * in ascending pid order, so a parent is read before its children but
+ * where pids wrapped around: such a child, and one whose parent is not in
+ * the recording, gets STKR_INHERIT_UNKNOWN (its marks before its own are
+ * not known: judge as for a process whose earliest segments are gone).
+ *
+ * Memory: the own marks of every process read so far that had some (names
+ * are the reader's, not copied: valid while the reader is), and a few
+ * words a process. Thread-safety: none.
+ */
+#ifndef STKR_INHERIT_H
+#define STKR_INHERIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/stkr_reader.h"
+#include "tools/stackrec/states.h"
+
+typedef struct stkr_inherit stkr_inherit;
+
+/* What stkr_inherit_begin found. */
+typedef enum stkr_inherit_from {
+  STKR_INHERIT_NONE = 0, /* not a forked child (or an older writer) */
+  STKR_INHERIT_KNOWN,    /* a forked child: its origin's marks are fed */
+  STKR_INHERIT_UNKNOWN,  /* a forked child whose origin was not read */
+  STKR_INHERIT_HEAD_LOST /* known, but the origin's own earliest marks
+                            are unknown (its head was lost, or its own
+                            origin unknown) */
+} stkr_inherit_from;
+
+/* @return 0 or -ENOMEM; *out owned by the caller (stkr_inherit_free). */
+int stkr_inherit_create(stkr_inherit **out);
+void stkr_inherit_free(stkr_inherit *h); /* NULL accepted */
+
+/* Process `process` of r begins: the marks it inherited are added to
+ * `states` (reset by the caller before). *from says what was found.
+ * @return 0 or -ENOMEM. */
+int stkr_inherit_begin(stkr_inherit *h, const stkr_reader *r, size_t process,
+                       stkr_states *states, stkr_inherit_from *from);
+
+/* A mark the current process set itself (not a `stackrec mark` one, which
+ * reaches its children directly). @return 0 or -ENOMEM. */
+int stkr_inherit_mark(stkr_inherit *h, uint64_t ts_ns, const char *name);
+
+/* The current process is read. head_lost: its marks before the earliest
+ * read are unknown (then so are its children's). @return 0 or -ENOMEM. */
+int stkr_inherit_end(stkr_inherit *h, bool head_lost);
+
+#endif /* STKR_INHERIT_H */
