@@ -662,5 +662,5 @@ void stkr__acct_stream_done(stkr_reader *r, stkr__stream *st) {
                    in->dir_recreated || in->empty_segments ||
                    in->unreadable_segments ||
                    in->missing_batches || in->unaccounted ||
-                   in->memory_rings_lost;
+                   in->memory_rings_lost || in->stacks_lost;
 }

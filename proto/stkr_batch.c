@@ -599,6 +599,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->payload_truncated = false;
   ev->unresolved = false;
   ev->site_undefined = ev->thread_undefined = ev->stack_undefined = false;
+  ev->stack_lost = false;
   ev->frames = NULL;
   ev->n_frames = 0;
   /* Unsigned wrap-around adds a negative delta correctly. */
@@ -635,6 +636,10 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
     r->ev_stack = NULL;
     ev->unresolved = true;
     ev->stack_undefined = true;
+    /* Recovery writes stack 0 for an event it kept without its stack (its
+     * definition went with a failed write or a deleted segment: QA,
+     * session 31, "damaged" after a full disk). Lost, not damage. */
+    ev->stack_lost = ev->stack_id == 0 && r->batch->recovered;
   }
 
   /* Site 0 (no column and an unknown stack) counts under "?" like any
@@ -682,7 +687,9 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
       info->last_ts_ns = ev->ts_ns;
     info->events++;
   }
-  if (ev->unresolved)
+  if (ev->stack_lost && !ev->site_undefined && !ev->thread_undefined)
+    info->stacks_lost++;
+  else if (ev->unresolved)
     info->unresolved_events++;
   r->ev_idx++;
   return 0;

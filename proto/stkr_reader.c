@@ -550,6 +550,16 @@ static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
                (unsigned)st->info.pid,
                (unsigned long long)st->info.unresolved_events,
                st->info.unresolved_events == 1 ? "" : "s");
+  if (st->info.stacks_lost)
+    stkr__warn(r, STKR_WARN_INCOMPLETE,
+               st->n_files ? st->files[0].path : st->dir, -1, st->info.pid,
+               "process %u: %llu event%s recovered without %s stack (sent "
+               "once, in a batch that is gone: a failed write or a deleted "
+               "segment; shown as \"?\")",
+               (unsigned)st->info.pid,
+               (unsigned long long)st->info.stacks_lost,
+               st->info.stacks_lost == 1 ? "" : "s",
+               st->info.stacks_lost == 1 ? "its" : "their");
   stkr__stream_trim(st);
 }
 

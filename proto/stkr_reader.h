@@ -226,7 +226,8 @@ typedef struct stkr_process_info {
   uint64_t first_ts_ns;      /* smallest event time (0: no events) */
   uint64_t last_ts_ns;       /* largest event time */
   uint64_t first_wall_ns;    /* wall-clock time of first_ts_ns */
-  uint64_t unresolved_events; /* events with an undefined id */
+  uint64_t unresolved_events; /* events with an undefined id (damage;
+                                 stack_lost ones are not counted here) */
   /* Distinct definitions seen (sites by name and stacks by content, PCs
    * and site, across sessions and recovered segments; threads summed over
    * sessions), marks' sites and stacks not among them (marks are counted
@@ -339,6 +340,10 @@ typedef struct stkr_process_info {
    * lost, how many events is not known (Counters.memory_rings_lost, set
    * by recovery). Incomplete when non-zero. Since session 31. */
   uint32_t memory_rings_lost;
+  /* Events recovered without their stack (stkr_event_view.stack_lost):
+   * its only definition was in a batch whose write failed or in a segment
+   * that is gone. Incomplete when non-zero. Since session 32. */
+  uint64_t stacks_lost;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0
@@ -415,6 +420,13 @@ typedef struct stkr_event_view {
                                 tool keying state by id should key these
                                 as one "unknown" (e.g. id 0): a file may
                                 hold any number of distinct bogus ids */
+  bool stack_lost;           /* stack_undefined, and said to be lost, not
+                                damage: stack 0 of a recovered batch, an
+                                event recovery kept without its stack,
+                                whose only definition was in a batch that
+                                is gone (a failed write, a deleted
+                                segment). Counted in stacks_lost, not in
+                                unresolved_events. Since session 32. */
   const char *path;          /* segment file of the event */
   uint64_t batch_offset;     /* byte offset of its batch in that file */
   /* Symbolized frames of the stack, innermost first (at least one per PC);

@@ -30,6 +30,7 @@
 #include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "recorder/stkr_internal.h"
+#include "tests/cli_run.h"
 #include "tests/recover_util.h"
 #include "tests/testlib.h"
 
@@ -199,19 +200,26 @@ static int drops_teardown(void **state) {
   return 0;
 }
 
-/* After one written batch, the segment may not grow (RLIMIT_FSIZE): the
- * next batch's write fails, its 50 events dropped for the write error and
- * released from the ring; then SIGKILL before any batch is written. */
-static void write_error_body(void *arg) {
-  drop_stats *out = arg;
-  struct rlimit rl = {1, RLIM_INFINITY};
-  stkr_stats st;
+/* 10 events in a written batch; then the segment may not grow
+ * (RLIMIT_FSIZE): every later write fails. */
+static void ten_written_then_no_room(void) {
+  struct rlimit rl;
 
   record_seq(0, 10);
   if (stkr_flush() != 0) _exit(91);
   if (getrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
   rl.rlim_cur = 1;
   if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(92);
+}
+
+/* ten_written_then_no_room: the next batch's write fails, its 50 events
+ * dropped for the write error and released from the ring; then SIGKILL
+ * before any batch is written. */
+static void write_error_body(void *arg) {
+  drop_stats *out = arg;
+  stkr_stats st;
+
+  ten_written_then_no_room();
   record_seq(10, 50);
   if (stkr_flush() != -EIO) _exit(93);
   if (stkr_stats_get(&st) != 0) _exit(94);
@@ -561,6 +569,69 @@ static void test_last_counters_without_a_session_file(void **state) {
   stkr_reader_free(rd);
 }
 
+/* One call site: every event of it has one stack. */
+static __attribute__((noinline)) void lost_stack_events(uint32_t from,
+                                                        uint32_t n) {
+  for (uint32_t i = from; i < from + n; i++) {
+    (void)stkr_event(&g_site, &i, 4);
+    __asm__ volatile("" ::: "memory");
+  }
+}
+
+/* A stack sent once, in a batch whose write failed (RLIMIT_FSIZE: its 20
+ * events dropped for the write error), then recorded as hash-only records:
+ * 500 more that fail too, through a 4 KiB ring that so wraps over the
+ * full record (recovery would read its PCs from the ring file otherwise),
+ * and 30 the worker never reads; SIGKILL: recovery has no definition for
+ * those 30. */
+static void lost_stack_body(void *arg) {
+  drop_stats *out = arg;
+  stkr_stats st;
+
+  ten_written_then_no_room();
+  /* One call site (its return address is in the stack): 20, then 10 x
+   * 50 flushed, then 30 left in the ring. */
+  for (uint32_t k = 0; k < 12; k++) {
+    lost_stack_events(k == 0 ? 100 : k < 11 ? 1000 + 50 * k : 200,
+                      k == 0 ? 20 : k < 11 ? 50 : 30);
+    if (k < 11 && stkr_flush() != -EIO) _exit(93);
+  }
+  if (stkr_stats_get(&st) != 0) _exit(94);
+  out->attempted = st.attempted;
+  out->write_error = st.dropped_write_error;
+}
+
+/* QA, session 31 (F8): after a full disk, the events recovered from a
+ * dead writer's ring came back with stack "?" and verify called the
+ * recording damaged, though nothing was: their stack's only definition was
+ * in a batch whose write had failed. They are kept, counted as lost
+ * stacks (stkr_process_info.stacks_lost), incomplete, not damage. */
+static void test_stack_lost_with_a_failed_write(void **state) {
+  drop_stats *ds = *state;
+  recovery r;
+  stkr_process_info p;
+
+  kill_in_new_dir(&r, ds,
+                  (stkr_config){.ring_bytes = 4096,
+                                .flush_interval_ms = 3600000},
+                  lost_stack_body);
+  assert_int_equal(ds->attempted, 560);
+  assert_int_equal(ds->write_error, 520);
+  recover(r.dir, false, &r.st, &r.ms);
+  assert_int_equal(r.st.sessions_recovered, 1);
+  p = read_process(r.dir);
+  assert_int_equal(p.attempted, 560);
+  assert_int_equal(p.events, 40);
+  assert_int_equal(p.recovered, 30);
+  assert_int_equal(p.stacks_lost, 30);
+  assert_int_equal(p.unresolved_events, 0); /* was 30: "damaged" */
+  assert_true(p.incomplete);
+  /* verify: incomplete (4), naming them; not damaged (1). */
+  assert_int_equal(cr_setup(), 0);
+  assert_int_equal(cr_run("verify '%s'", r.dir), 4);
+  cr_assert_has(cr_out, "30 events recovered without their stack");
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "recover-drops", recover_group_setup, NULL,
@@ -569,5 +640,6 @@ int main(void) {
                test_final_batch_unwritten, test_worker_drops_survive_kill,
                test_pending_batch_unwritten, test_recovery_killed_twice,
                test_memory_ring_of_a_killed_writer,
-               test_last_counters_without_a_session_file));
+               test_last_counters_without_a_session_file,
+               test_stack_lost_with_a_failed_write));
 }

@@ -126,6 +126,9 @@ static void print_accounting(const stkr_process_info *p) {
   INFO_ITEM(p->memory_rings_lost, "died with %u ring%s in memory",
             (unsigned)p->memory_rings_lost,
             p->memory_rings_lost == 1 ? "" : "s");
+  INFO_ITEM(p->stacks_lost, "%llu event%s recovered without %s stack",
+            (unsigned long long)p->stacks_lost, p->stacks_lost == 1 ? "" : "s",
+            p->stacks_lost == 1 ? "its" : "their");
 #undef INFO_ITEM
   if (p->recovered_batches)
     printf("%s(%llu events recovered from a dead writer's rings)",

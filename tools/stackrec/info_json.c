@@ -119,6 +119,7 @@ static void put_incomplete(const stkr_process_info *p) {
   REASON(p->missing_batches, "batches missing");
   REASON(p->unaccounted, "events unaccounted for");
   REASON(p->memory_rings_lost, "died with rings in memory");
+  REASON(p->stacks_lost, "events recovered without their stack");
 #undef REASON
   putchar(']');
 }

@@ -148,7 +148,10 @@ static void on_unresolved(verify_run *v, const stkr_event_view *ev) {
 
 /* Each event read (stkr_cli_read_all): the unresolved ones are reported. */
 static void check_event(const stkr_event_view *ev, void *arg) {
-  if (ev->unresolved)
+  /* A stack recovery could not keep is lost, not damage: counted and
+   * said by the reader (stkr_process_info.stacks_lost). */
+  if (ev->unresolved &&
+      !(ev->stack_lost && !ev->site_undefined && !ev->thread_undefined))
     on_unresolved(arg, ev);
 }
 
@@ -387,7 +390,7 @@ typedef struct inc_sums {
   stkr_process_info sum; /* the drops by reason */
   uint64_t drops, unclean, live, missing, capdel, capdel_events, recreated;
   uint64_t empty, batches, unaccounted, damaged, bad, unreadable;
-  uint64_t unresolved, cut, memory_rings;
+  uint64_t unresolved, cut, memory_rings, stacks_lost;
   size_t np;
   uint32_t first_pids[3];
 } inc_sums;
@@ -425,6 +428,7 @@ static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
     t->unreadable += p->unreadable_segments;
     t->unresolved += p->unresolved_events;
     t->memory_rings += p->memory_rings_lost;
+    t->stacks_lost += p->stacks_lost;
     /* A last batch cut off mid-write with no writer left to finish it
      * (report's "CUT OFF"): its events are not counted (QA, session 26:
      * compliance said "no findings" of a recording whose one batch of
@@ -506,6 +510,9 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
            "the process died (what was not flushed is lost, how much is "
            "not known)", (unsigned long long)t.memory_rings,
            t.memory_rings == 1 ? "" : "s");
+  SUM_ITEM(t.stacks_lost, "%llu event%s recovered without %s stack (sent "
+           "once, in a batch that is gone)", (unsigned long long)t.stacks_lost,
+           t.stacks_lost == 1 ? "" : "s", t.stacks_lost == 1 ? "its" : "their");
   SUM_ITEM(t.missing, "%llu segment%s missing", (unsigned long long)t.missing,
            t.missing == 1 ? "" : "s");
   SUM_ITEM(t.capdel, "%llu segment%s deleted by the disk cap%s",
