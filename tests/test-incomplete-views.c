@@ -184,6 +184,12 @@ static void test_compliance_of_no_process(void **state) {
   cr_assert_has(cr_out, "# NOT CHECKED: rule no-ids: the recording holds "
                         "no process",
                 "no findings, but 1 rule not checked");
+  /* privacy-manifest says the same, not "no process watched reasons"
+   * (review, session 31). */
+  assert_int_equal(cr_run("privacy-manifest '%s'", d), 1);
+  cr_assert_has(cr_err, "error: the recording holds no process");
+  cr_assert_has(cr_out, "<!-- INCOMPLETE: the recording holds no process");
+  assert_null(strstr(cr_err, "watched category"));
 }
 
 /* compliance: JUnit gets a failing "recording complete" case (errors="1");

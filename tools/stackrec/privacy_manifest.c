@@ -129,8 +129,11 @@ static void put_category(FILE *f, const stkr_comp *c, const int *cat_of,
           "    </dict>\n", rc->type);
 }
 
+/* unwatched: no process watched `reasons`; empty: there is no process at
+ * all (which says more). */
 static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
-                       const bool *used, const char *module, bool unwatched) {
+                       const bool *used, const char *module, bool unwatched,
+                       bool empty) {
   size_t k;
 
   fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -139,7 +142,10 @@ static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
         "<!-- Draft by stackrec privacy-manifest: the required-reason API\n"
         "     categories this recording used. Fill in each category's\n"
         "     NSPrivacyAccessedAPITypeReasons before shipping. -->\n", f);
-  if (unwatched) /* no "--" inside: XML comments may not hold it */
+  if (empty)
+    fputs("<!-- INCOMPLETE: the recording holds no process: nothing was\n"
+          "     recorded. -->\n", f);
+  else if (unwatched) /* no "--" inside: XML comments may not hold it */
     fputs("<!-- INCOMPLETE: no process of the recording watched category\n"
           "     " STKR_REASONS_CATEGORY ": the categories below may not be all the "
           "app uses.\n     Record with stackrec record -c ...,"
@@ -338,7 +344,7 @@ static int write_per_module(const char *dir, const stkr_comp *c,
       status = STKR_CLI_DATA_LOST;
       break;
     }
-    err = write_draft(f, c, cat_of, used, m, unwatched);
+    err = write_draft(f, c, cat_of, used, m, unwatched, false);
     if (stkr_cli_close_output("privacy-manifest", path, f, err) != 0)
       status = STKR_CLI_DATA_LOST;
   }
@@ -376,7 +382,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   stkr_comp *c = NULL;
   stkr_comp_opts o;
   int *cat_of = NULL, status, err;
-  bool unwatched = false;
+  bool unwatched = false, empty;
   char msg[512];
   FILE *f = stdout;
 
@@ -420,7 +426,13 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
    * check would pass empty (QA, session 26). Said, and exit 1. */
   unwatched = !stkr_comp_category_watched(c, r, STKR_REASONS_CATEGORY,
                                           strlen(STKR_REASONS_CATEGORY));
-  if (unwatched)
+  /* No process at all: that, not "unwatched" (review, session 31). */
+  empty = stkr_reader_process_count(r) == 0;
+  if (empty)
+    fprintf(stderr, "stackrec privacy-manifest: error: the recording holds "
+            "no process: nothing was recorded (a static program the hooks "
+            "cannot enter, or another directory?)\n");
+  else if (unwatched)
     fprintf(stderr, "stackrec privacy-manifest: error: no process of the "
             "recording watched category " STKR_REASONS_CATEGORY " (the "
             "required-reason APIs): the draft and the manifest's check "
@@ -435,7 +447,7 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
-  err = write_draft(f, c, cat_of, used, NULL, unwatched);
+  err = write_draft(f, c, cat_of, used, NULL, unwatched, empty);
   if ((status = stkr_cli_close_output("privacy-manifest", output, f, err)) != 0)
     goto out;
   if (per_module != NULL &&
