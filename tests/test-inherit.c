@@ -229,16 +229,24 @@ static void test_consent_then_fork(void **state) {
   stkr_reader_free(r);
 }
 
-static void test_fork_then_consent(void **state) {
+/* Scenario s recorded into name: events, before consent, in background,
+ * none unjudged. */
+static void expect_counts(const char *name, scenario s, uint64_t events,
+                          uint64_t before, uint64_t background) {
   char dir[4096];
   pid_t parent;
-  counts k;
-  (void)state;
+  counts k = recorded(dir, sizeof dir, name, s, &parent);
 
-  k = recorded(dir, sizeof dir, "fork-consent", FORK_THEN_CONSENT, &parent);
-  assert_int_equal(k.events, 4);
-  assert_int_equal(k.before_consent, 3); /* the parent's first, the child's */
+  assert_int_equal(k.events, events);
+  assert_int_equal(k.before_consent, before);
+  assert_int_equal(k.background, background);
   assert_int_equal(k.unjudged, 0);
+}
+
+/* The parent's first event and the child's two (forked before consent). */
+static void test_fork_then_consent(void **state) {
+  (void)state;
+  expect_counts("fork-consent", FORK_THEN_CONSENT, 4, 3, 0);
 }
 
 static void test_grandchild(void **state) {
@@ -275,16 +283,10 @@ static void test_grandchild(void **state) {
   cr_assert_has(cr_out, want);
 }
 
+/* The child's 2 in the background (0 before); no consent anywhere. */
 static void test_background_then_fork(void **state) {
-  char dir[4096];
-  pid_t parent;
-  counts k;
   (void)state;
-
-  k = recorded(dir, sizeof dir, "background", BACKGROUND_THEN_FORK, &parent);
-  assert_int_equal(k.events, 3);
-  assert_int_equal(k.background, 2); /* was 0 */
-  assert_int_equal(k.before_consent, 3);
+  expect_counts("background", BACKGROUND_THEN_FORK, 3, 3, 2);
 }
 
 /* The parent's segments removed: what the child started with is unknown. */
