@@ -227,6 +227,14 @@ static void test_consent_then_fork(void **state) {
   assert_true(child->fork_mono_ns > p->start_mono_ns);
   assert_true(child->fork_mono_ns <= child->start_mono_ns);
   stkr_reader_free(r);
+
+  /* A `stackrec mark` mark, handed out before each process's first
+   * segment is read, changes none of it (QA, session 32: the child then
+   * lost what it inherited, 3 before consent). */
+  assert_int_equal(cr_run("mark '%s' screen.Settings", dir), 0);
+  k = comp_counts(dir);
+  assert_int_equal(k.before_consent, 1);
+  assert_int_equal(k.unjudged, 0);
 }
 
 /* Scenario s recorded into name: events, before consent, in background,

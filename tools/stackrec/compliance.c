@@ -88,6 +88,8 @@ typedef struct builder {
   bool proc_head_lost;
   bool proc_unjudged;       /* ... and an event of it was not judged */
   bool proc_marks;          /* the current process has marks */
+  bool proc_inherit_due;    /* ... and its inherited ones are not loaded:
+                               its Header is not read yet (inherit.h) */
   bool proc_consent;        /* ... a consent.granted among them */
   bool proc_events;
 #if HAVE_STATES
@@ -209,6 +211,33 @@ static int end_process(builder *b) {
 #endif
 }
 
+#if HAVE_STATES
+/* The current process's inherited marks, once its Header is read (its
+ * `stackrec mark` marks come before: they are in the tracker already). */
+static int load_inherited(builder *b, const stkr_process_info *p) {
+  stkr_inherit_from from;
+  int err;
+
+  if (p == NULL || !p->have_header)
+    return 0; /* not yet */
+  b->proc_inherit_due = false;
+  if ((err = stkr_inherit_load(b->inherit, b->r, b->states, &from)) != 0)
+    return err;
+  if (from == STKR_INHERIT_NONE)
+    return 0;
+  b->version++;
+  if (from == STKR_INHERIT_UNKNOWN || from == STKR_INHERIT_HEAD_LOST)
+    b->proc_head_lost = true;
+  b->c->unknown_origin_processes += from == STKR_INHERIT_UNKNOWN;
+  b->proc_marks = stkr_states_count(b->states) > 0;
+  b->proc_consent =
+      b->proc_consent ||
+      (b->proc_marks &&
+       stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX));
+  return 0;
+}
+#endif
+
 static int new_process(builder *b, const stkr_event_view *ev) {
   const stkr_process_info *p = stkr_reader_process(b->r, ev->process);
   int err = end_process(b);
@@ -218,20 +247,12 @@ static int new_process(builder *b, const stkr_event_view *ev) {
   b->proc_head_lost = p != NULL && p->head_lost;
   b->proc_unjudged = false;
 #if HAVE_STATES
-  stkr_inherit_from from;
   stkr_states_reset(b->states);
   b->version++;
+  stkr_inherit_begin(b->inherit, ev->process);
+  b->proc_inherit_due = true;
   if (err == 0)
-    err = stkr_inherit_begin(b->inherit, b->r, ev->process, b->states, &from);
-  if (err != 0)
-    return err;
-  if (from == STKR_INHERIT_UNKNOWN || from == STKR_INHERIT_HEAD_LOST)
-    b->proc_head_lost = true;
-  b->c->unknown_origin_processes += from == STKR_INHERIT_UNKNOWN;
-  b->proc_marks = stkr_states_count(b->states) > 0;
-  b->proc_consent =
-      b->proc_marks &&
-      stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX);
+    err = load_inherited(b, p);
 #endif
   return err;
 }
@@ -344,6 +365,10 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
 
   if (ev->process != b->cur_process && (gi = new_process(b, ev)) != 0)
     return (int)gi;
+#if HAVE_STATES
+  if (b->proc_inherit_due && (gi = load_inherited(b, ev->proc)) != 0)
+    return (int)gi;
+#endif
 #if HAVE_STATES
   if (stack == STKR_AGG_MARK)
     return on_mark(b, ev);

@@ -135,8 +135,17 @@ static int feed_chain(stkr_inherit *h, size_t e, uint64_t until,
   return 0;
 }
 
-int stkr_inherit_begin(stkr_inherit *h, const stkr_reader *r, size_t process,
-                       stkr_states *states, stkr_inherit_from *from) {
+void stkr_inherit_begin(stkr_inherit *h, size_t process) {
+  h->active = true;
+  h->cur_process = process;
+  h->cur_origin = 0;
+  h->cur_fork_ns = 0;
+  h->cur_first = h->n_marks;
+}
+
+int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
+                      stkr_states *states, stkr_inherit_from *from) {
+  const size_t process = h->cur_process;
   const stkr_process_info *p = stkr_reader_process(r, process);
   size_t origin;
   uint64_t *v;
@@ -144,12 +153,7 @@ int stkr_inherit_begin(stkr_inherit *h, const stkr_reader *r, size_t process,
   int err;
 
   *from = STKR_INHERIT_NONE;
-  h->active = true;
-  h->cur_process = process;
-  h->cur_origin = 0;
-  h->cur_fork_ns = 0;
-  h->cur_first = h->n_marks;
-  if (p == NULL || p->fork_mono_ns == 0)
+  if (!h->active || p == NULL || p->fork_mono_ns == 0)
     return 0;
   *from = STKR_INHERIT_UNKNOWN;
   if (p->forked_from_pid == 0) /* merge could not place it */

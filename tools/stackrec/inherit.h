@@ -12,8 +12,12 @@
  *
  * Use with a states tracker (states.h), which holds one process's marks,
  * while reading processes in the reader's order: stkr_inherit_begin at each
- * process's first event (after the previous one's stkr_inherit_end), then
- * stkr_inherit_mark for each of its own marks. The reader visits processes
+ * process's first event (after the previous one's stkr_inherit_end),
+ * stkr_inherit_load once its Header is read (stkr_process_info.have_header:
+ * a `stackrec mark` mark is handed out before the process's first segment
+ * is opened; QA, session 32: loading then found no fork time and gave the
+ * child nothing), then stkr_inherit_mark for each of its own marks. The
+ * reader visits processes
  * in ascending pid order, so a parent is read before its children but
  * where pids wrapped around: such a child, and one whose parent is not in
  * the recording, gets STKR_INHERIT_UNKNOWN (its marks before its own are
@@ -49,11 +53,15 @@ typedef enum stkr_inherit_from {
 int stkr_inherit_create(stkr_inherit **out);
 void stkr_inherit_free(stkr_inherit *h); /* NULL accepted */
 
-/* Process `process` of r begins: the marks it inherited are added to
- * `states` (reset by the caller before). *from says what was found.
+/* Process `process` of a reader begins. */
+void stkr_inherit_begin(stkr_inherit *h, size_t process);
+
+/* The marks the current process inherited are added to `states` (its
+ * marks so far, in any order: the tracker orders by time); call once,
+ * when its Header is read. *from says what was found.
  * @return 0 or -ENOMEM. */
-int stkr_inherit_begin(stkr_inherit *h, const stkr_reader *r, size_t process,
-                       stkr_states *states, stkr_inherit_from *from);
+int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
+                      stkr_states *states, stkr_inherit_from *from);
 
 /* A mark the current process set itself (not a `stackrec mark` one, which
  * reaches its children directly). @return 0 or -ENOMEM. */
