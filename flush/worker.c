@@ -368,13 +368,20 @@ static int worker_launch(stkr__fconfig *cfg,
 /* The fork's time, taken by the forking thread before the copy of the
  * memory: a mark the parent sets once fork() returned to it is later
  * (in the child's handler it was not: the child may run long after the
- * parent went on; ASan, test-inherit). Thread-local, for threads that fork
- * at once; initial-exec: no lazy allocation in a fork handler. */
-static __thread uint64_t t_fork_ns __attribute__((tls_model("initial-exec")));
+ * parent went on; ASan, test-inherit). Written by the prepare handler,
+ * read by the child handler of the same fork: glibc runs one fork's
+ * handlers at a time (its atfork lock is held from prepare to the parent
+ * and child handlers), so two threads forking at once do not mix their
+ * times; relaxed atomics keep TSan, which does not see that lock, quiet.
+ * Not a thread-local: an initial-exec __thread here made UBSan report a
+ * misaligned stkr__tls in every forked child of the ASan build (the hook
+ * library's TLS block; not understood, session 32). */
+static _Atomic uint64_t g_fork_ns;
 
 static void atfork_prepare_scan(void) {
   /* clock_gettime: async-signal-safe, as fork's handlers must be. */
-  t_fork_ns = stkr__clock_mono_ns();
+  atomic_store_explicit(&g_fork_ns, stkr__clock_mono_ns(),
+                        memory_order_relaxed);
   stkr__loader_scan_atfork_prepare();
 }
 
@@ -404,7 +411,8 @@ static void atfork_child(void) {
   if (g_state != NULL) {
     g_inherited = g_state;
     g_origin.parent_pid = g_origin.forked_from_pid = g_state->sess.pid;
-    g_origin.fork_mono_ns = t_fork_ns;
+    g_origin.fork_mono_ns =
+        atomic_load_explicit(&g_fork_ns, memory_order_relaxed);
   } else if (g_inherited != NULL) {
     /* Its parent never recorded, so set no mark: the marks are still
      * those of the ancestor at that first fork (g_origin's other two). */
