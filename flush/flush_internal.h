@@ -122,6 +122,10 @@ typedef struct stkr__fork_origin {
                                marks) it copied: parent_pid, or, through a
                                child that never recorded, its ancestor */
   uint64_t fork_mono_ns;    /* CLOCK_MONOTONIC of that copy */
+  /* The follow-mode start itself: the parent's settings, its directory
+   * resolved and recovered already. False for a followed child's own
+   * stkr_init (its settings, its directory), which is still a copy. */
+  bool follow_start;
 } stkr__fork_origin;
 
 /* A new session's description from the resolved settings (an fconfig's

@@ -76,7 +76,9 @@ static stkr_stats g_frozen;   /* the final stats of the last recording */
 /* A forked child's parent state (leaked), whose config its first event
  * starts a worker with; passed on to the child's own children until then.
  * g_origin: where this process came from (its Header's parent_pid,
- * forked_from_pid and fork_mono_ns). */
+ * forked_from_pid and fork_mono_ns). Both written by the fork's child
+ * handler (only the forking thread exists then) and read by the start
+ * that follows, on_fork_child or stkr_init, under the lifecycle lock. */
 static stkr__worker *g_inherited;
 static stkr__fork_origin g_origin;
 /* A worker whose session end ran out of time: its thread may still be
@@ -472,6 +474,7 @@ static void on_fork_child(void) {
     stkr__config_free(&cfg);
     err = -EXDEV;
   }
+  g_origin.follow_start = true;
   if (err == 0) err = worker_launch(&cfg, &g_origin);
   stkr__life_unlock();
   if (err == 0) return;
@@ -623,9 +626,14 @@ int stkr__life_init(const stkr_config *in) {
   if (g_state) return -EALREADY;
   reap_abandoned();
   stkr__log_target_take(); /* no worker of ours runs now: none logs meanwhile */
-  g_inherited = NULL; /* an explicit init in a child replaces follow mode */
+  /* An explicit init in a followed child replaces follow mode, but the
+   * child is still a copy of its parent: its Header says so (review,
+   * session 32: it started with none of its parent's marks). */
+  const bool copy = g_inherited != NULL;
+  g_inherited = NULL;
+  g_origin.follow_start = false;
   if ((err = stkr__config_build(in, &cfg)) < 0) return err;
-  return worker_launch(&cfg, NULL);
+  return worker_launch(&cfg, copy ? &g_origin : NULL);
 }
 
 /*

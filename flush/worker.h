@@ -344,8 +344,9 @@ void stkr__stats_compute(stkr__worker *w, stkr_stats *out);
 
 /* ---- worker_create.c: a worker built without its thread, and freed. */
 /* Build a worker: its wake, stack table, the directory (created, made
- * absolute), the dead sessions there recovered (origin NULL: not a forked
- * child), its first segment file open and its session file.
+ * absolute), the dead sessions there recovered (but at a follow-mode
+ * start: origin->follow_start), its first segment file open and its
+ * session file.
  * Takes ownership of cfg's strings (dir, app_paths, symcache_dir), on
  * failure too. @return 0 and *out, or a negative errno (logged). */
 int stkr__worker_create(stkr__fconfig *cfg, const stkr__fork_origin *origin,

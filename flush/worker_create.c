@@ -116,7 +116,8 @@ int stkr__worker_create(stkr__fconfig *cfg, const stkr__fork_origin *origin,
    * directory being removed and recreated). A forked child's is its
    * parent's, resolved already: realpath would cost it a system call for
    * every component. */
-  char *abs = origin != NULL && w->cfg.dir[0] == '/'
+  const bool follow = origin != NULL && origin->follow_start;
+  char *abs = follow && w->cfg.dir[0] == '/'
                   ? NULL
                   : realpath(w->cfg.dir, NULL);
   if (abs) {
@@ -126,7 +127,7 @@ int stkr__worker_create(stkr__fconfig *cfg, const stkr__fork_origin *origin,
   /* Before our own segments: a dead session of a recycled pid gets its
    * recovered segment first, and ours continue after it. Not in a forked
    * child (follow mode): its parent, alive, did it at its own start. */
-  if (origin == NULL) recover_dir(w);
+  if (!follow) recover_dir(w);
   if ((err = stkr__seg_init(&w->seg, w->cfg.dir, w->sess.pid,
                             w->cfg.set.segment_bytes,
                             w->cfg.set.disk_cap_bytes)) < 0)

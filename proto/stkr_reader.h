@@ -197,12 +197,6 @@ typedef struct stkr_process_info {
   /* From the first Header read ("" / 0 until then): */
   bool have_header;
   uint32_t parent_pid;       /* non-zero: forked child (follow mode) */
-  /* A forked child: the recording process whose memory it copied, and
-   * when (Header.forked_from_pid, fork_mono_ns): it starts with that
-   * process's marks up to fork_mono_ns. 0: not said (not a forked child,
-   * or an older writer). */
-  uint32_t forked_from_pid;
-  uint64_t fork_mono_ns;
   const char *process_name;  /* a pid that exec'd other programs: their
                                 names in order, "bash > python3" */
   const char *arch;
@@ -344,6 +338,13 @@ typedef struct stkr_process_info {
    * its only definition was in a batch whose write failed or in a segment
    * that is gone. Incomplete when non-zero. Since session 32. */
   uint64_t stacks_lost;
+  /* From the first Header read: a forked child's origin, the recording
+   * process whose memory it copied, and when (Header.forked_from_pid,
+   * fork_mono_ns): it starts with that process's marks up to then. 0:
+   * not said (not a forked child, or an older writer); forked_from_pid 0
+   * with a time: merge could not place the origin. Since session 32. */
+  uint32_t forked_from_pid;
+  uint64_t fork_mono_ns;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

@@ -42,11 +42,18 @@ typedef enum scenario {
   CONSENT_THEN_FORK,
   FORK_THEN_CONSENT,
   GRANDCHILD,
-  BACKGROUND_THEN_FORK
+  BACKGROUND_THEN_FORK,
+  CHAIN_MIDDLE_OTHER_SITE,
+  CHILD_OWN_INIT
 } scenario;
 
 static __attribute__((noinline)) void sdk_call(void) {
   STKR_EVENT("identifiers.probe", "x", 1);
+  __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void net_call(void) {
+  STKR_EVENT("network.connect", "y", 1);
   __asm__ volatile("" ::: "memory");
 }
 
@@ -109,6 +116,28 @@ static int record(const char *dir, scenario s) {
     }
     wait_ok(c);
     break;
+  case CHILD_OWN_INIT: /* the child starts recording with stkr_init */
+    sdk_call();
+    stkr_mark("consent.granted", NULL, 0);
+    if ((c = fork()) == 0) {
+      if (stkr_init(&cfg) != 0)
+        _exit(6);
+      child_events(2);
+    }
+    wait_ok(c);
+    break;
+  case CHAIN_MIDDLE_OTHER_SITE: /* the middle records network.* only */
+    sdk_call();
+    stkr_mark("consent.granted", NULL, 0);
+    if ((c = fork()) == 0) {
+      net_call();
+      if ((g = fork()) == 0)
+        child_events(2);
+      wait_ok(g);
+      _exit(stkr_shutdown() == 0 ? 0 : 8);
+    }
+    wait_ok(c);
+    break;
   case BACKGROUND_THEN_FORK: /* the child's 2 in the background */
     stkr_mark("app.background", NULL, 0);
     if ((c = fork()) == 0)
@@ -149,7 +178,8 @@ typedef struct counts {
   size_t unknown_origin;
 } counts;
 
-static counts comp_counts(const char *dir) {
+/* compliance of dir, its events at sites matching site_glob (NULL: all). */
+static counts comp_counts_of(const char *dir, const char *site_glob) {
   ru_log log = {0};
   stkr_reader *r = ru_open(dir, &log);
   stkr_comp_opts o;
@@ -158,6 +188,7 @@ static counts comp_counts(const char *dir) {
 
   assert_non_null(r);
   memset(&o, 0, sizeof o);
+  o.agg.site_glob = site_glob;
   assert_int_equal(stkr_comp_build(r, &o, NULL, NULL, &c), 0);
   for (size_t i = 0; i < c->n_groups; i++) {
     if (strcmp(c->groups[i].site, "identifiers.probe") != 0)
@@ -172,6 +203,8 @@ static counts comp_counts(const char *dir) {
   stkr_reader_free(r);
   return k;
 }
+
+static counts comp_counts(const char *dir) { return comp_counts_of(dir, NULL); }
 
 /* Read r to its end (the process infos are complete then). */
 static void read_all(stkr_reader *r) {
@@ -251,6 +284,14 @@ static void expect_counts(const char *name, scenario s, uint64_t events,
   assert_int_equal(k.unjudged, 0);
 }
 
+/* A followed child that starts recording with its own stkr_init is still
+ * a copy of its parent: after consent (review, session 32: 2 more before
+ * consent). */
+static void test_child_own_init(void **state) {
+  (void)state;
+  expect_counts("child-init", CHILD_OWN_INIT, 3, 1, 0);
+}
+
 /* The parent's first event and the child's two (forked before consent). */
 static void test_fork_then_consent(void **state) {
   (void)state;
@@ -295,6 +336,25 @@ static void test_grandchild(void **state) {
 static void test_background_then_fork(void **state) {
   (void)state;
   expect_counts("background", BACKGROUND_THEN_FORK, 3, 3, 2);
+}
+
+/* A grandchild whose middle process recorded only network.* events and no
+ * mark, read with a filter on identifiers.*: the middle process is never
+ * visited, and still links the grandchild to the consent before it
+ * (review, session 32: 2 more before consent). */
+static void test_chain_through_a_filtered_process(void **state) {
+  char dir[4096];
+  pid_t parent;
+  counts k;
+  (void)state;
+
+  make_recording(dir, sizeof dir, "chain", CHAIN_MIDDLE_OTHER_SITE, &parent);
+  k = comp_counts_of(dir, "identifiers.*");
+  assert_int_equal(k.events, 3);
+  assert_int_equal(k.before_consent, 1);
+  assert_int_equal(k.unjudged, 0);
+  k = comp_counts(dir); /* unfiltered, the same */
+  assert_int_equal(k.before_consent, 1);
 }
 
 /* The parent's segments removed: what the child started with is unknown. */
@@ -343,6 +403,8 @@ int main(void) {
       cmocka_unit_test(test_fork_then_consent),
       cmocka_unit_test(test_grandchild),
       cmocka_unit_test(test_background_then_fork),
+      cmocka_unit_test(test_chain_through_a_filtered_process),
+      cmocka_unit_test(test_child_own_init),
       cmocka_unit_test(test_origin_missing),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -205,7 +205,7 @@ static int end_process(builder *b) {
   b->c->consent_processes += b->proc_events && b->proc_consent;
   b->c->unjudged_processes += b->proc_unjudged;
 #if HAVE_STATES
-  return stkr_inherit_end(b->inherit, b->proc_head_lost);
+  return stkr_inherit_end(b->inherit);
 #else
   return 0;
 #endif

@@ -122,8 +122,9 @@ static void put_unjudged(FILE *f, const stkr_comp *c, bool html) {
           html ? "<p class=\"incomplete\">" : "\n", c->unjudged,
           c->unjudged == 1 ? "" : "s", c->unjudged_processes,
           c->unjudged_processes == 1 ? "" : "es",
-          forked > 0 ? " (or that were forked from a process this recording "
-                       "does not hold, whose marks they started with)"
+          forked > 0 ? " (or that were forked from a process not read "
+                       "before them, whose marks they started with: not in "
+                       "the recording, or renumbered by merge)"
                      : "",
           forked > 0 ? ", or not be in the recording" : "",
           html ? "</p>\n" : "\n");

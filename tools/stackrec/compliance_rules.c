@@ -223,9 +223,9 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
                         "judged: the mark it asks about may have gone with "
                         "them");
       if (c->unknown_origin_processes > 0)
-        stkr_cli_buf_puts(&b, " (or in forked children of a process the "
-                          "recording does not hold, whose marks they "
-                          "started with)");
+        stkr_cli_buf_puts(&b, " (or in forked children of a process not "
+                          "read before them, whose marks they started "
+                          "with)");
       /* A typo in the same rule is said too, not hidden behind this
        * (review, session 31). */
       stkr_cli_buf typo = {0};

@@ -155,7 +155,9 @@ static int print_process(const stkr_reader *r, size_t i) {
   if (p->parent_pid)
     printf("  parent pid:  %u (forked child)\n", (unsigned)p->parent_pid);
   /* Through a child that never recorded, the marks come from further up. */
-  if (p->fork_mono_ns != 0 && p->forked_from_pid != p->parent_pid)
+  if (p->fork_mono_ns != 0 && p->forked_from_pid == 0)
+    printf("  marks from:  unknown (its origin was not placed by merge)\n");
+  else if (p->fork_mono_ns != 0 && p->forked_from_pid != p->parent_pid)
     printf("  marks from:  pid %u (as at its fork)\n",
            (unsigned)p->forked_from_pid);
   if (p->watched[0] != '\0') {

@@ -1,12 +1,16 @@
 /*
  * inherit.c: the marks a forked child starts with (inherit.h).
  *
- * Each process read that matters to a child (own marks, an origin of its
- * own, or a lost head) leaves an entry: its own marks (a range of one
- * array: a process's marks arrive together) and its origin's entry with
- * the fork time. A child's inheritance is its origin's chain walked up,
- * each entry's marks taken up to the earliest fork below it, fed oldest
- * entry first (the tracker sorts by time; in order, it appends).
+ * The links come from the reader's process summaries (each Header's
+ * forked_from_pid and fork_mono_ns, its head_lost and its count of own
+ * marks), so that a process the filters or its lack of marks kept from
+ * being visited still links a grandchild to its origin (review, session
+ * 32). What this module keeps is each visited process's own marks (a range
+ * of one array: a process's marks arrive together). A child's inheritance
+ * is its chain of origins walked up, each one's marks taken up to the
+ * earliest fork below it, fed oldest origin first (the tracker sorts by
+ * time; in order, it appends). An origin whose own marks are not all here
+ * (filtered out, over the cap) makes the inheritance unknown.
  */
 #include "tools/stackrec/inherit.h"
 
@@ -18,21 +22,24 @@
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
 
+/* Bounds on what a recording can make this keep and do: marks kept for
+ * children (16 bytes each), and origins walked for one child. Past them,
+ * the child's inheritance is unknown. */
+#define STKR__INHERIT_MAX_MARKS 1000000u
+#define STKR__INHERIT_MAX_DEPTH 64u
+
 typedef struct inh_mark {
   uint64_t ts;
   const char *name; /* the reader's */
 } inh_mark;
 
 typedef struct inh_proc {
-  size_t origin;    /* index + 1 of its origin's entry; 0: none */
-  uint64_t fork_ns; /* when it copied its origin's memory */
   size_t first, n;  /* its own marks: marks[first, first + n) */
-  bool head_lost;   /* its marks before those read are unknown */
 } inh_proc;
 
 typedef struct inh_link {
-  size_t entry;
-  uint64_t until;
+  size_t process;   /* reader index of an origin */
+  uint64_t until;   /* its marks up to this time */
 } inh_link;
 
 struct stkr_inherit {
@@ -43,12 +50,11 @@ struct stkr_inherit {
   stkr_map by_process;   /* reader index -> procs index + 1 */
   stkr_map by_pid;       /* hash of (dir, pid) -> reader index + 1 */
   bool pids_indexed;
-  inh_link *chain;       /* scratch of stkr_inherit_begin */
+  inh_link *chain;       /* scratch of stkr_inherit_load */
   size_t cap_chain;
   /* The process being read. */
-  bool active;
-  size_t cur_process, cur_origin, cur_first;
-  uint64_t cur_fork_ns;
+  bool active, over;     /* over: its own marks passed the cap */
+  size_t cur_process, cur_first;
 };
 
 int stkr_inherit_create(stkr_inherit **out) {
@@ -103,81 +109,95 @@ static int find_process(stkr_inherit *h, const stkr_reader *r,
   return 0;
 }
 
-/* Feed the marks of entry e's chain (e first: its origin's, up to the fork
- * from it, and so on) at or before `until` into s. *lost: an entry of the
- * chain lost its head. */
-static int feed_chain(stkr_inherit *h, size_t e, uint64_t until,
-                      stkr_states *s, bool *lost) {
-  size_t n = 0, i, k;
-  int err;
+/* The chain of origins of process `process` (not included) into
+ * h->chain, nearest first, each with the time its marks count up to.
+ * @return STKR_INHERIT_KNOWN, _HEAD_LOST (an origin's earliest marks are
+ * unknown), _UNKNOWN (an origin not in the recording, not read yet, or
+ * whose own marks are not all here; a chain too long), or -ENOMEM. */
+static int walk_chain(stkr_inherit *h, const stkr_reader *r, size_t process,
+                      size_t *n_out) {
+  const stkr_process_info *p = stkr_reader_process(r, process);
+  uint64_t until = p->fork_mono_ns;
+  int verdict = STKR_INHERIT_KNOWN, err;
+  size_t n = 0, o;
+  uint64_t *v;
 
-  *lost = false;
-  for (; e != 0; e = h->procs[e - 1].origin) {
-    const inh_proc *p = &h->procs[e - 1];
+  *n_out = 0;
+  while (p->fork_mono_ns != 0) {
+    if (n == STKR__INHERIT_MAX_DEPTH || p->forked_from_pid == 0)
+      return STKR_INHERIT_UNKNOWN; /* too deep; merge could not place it */
+    if ((err = find_process(h, r, p->dir, p->forked_from_pid, &o)) != 0)
+      return err;
+    /* Not in the recording, or read after the child (pids wrapped, or
+     * renumbered by merge): its marks are not known yet. */
+    if (o == SIZE_MAX || o >= h->cur_process)
+      return STKR_INHERIT_UNKNOWN;
+    p = stkr_reader_process(r, o);
+    v = stkr_map_find(&h->by_process, o);
+    if ((v == NULL ? 0 : h->procs[*v - 1].n) != p->marks)
+      return STKR_INHERIT_UNKNOWN; /* some filtered out, or over the cap */
+    if (p->head_lost)
+      verdict = STKR_INHERIT_HEAD_LOST;
     if (stkr_grow((void **)&h->chain, &h->cap_chain, n + 1,
                   sizeof(*h->chain)) != 0)
       return -ENOMEM;
-    h->chain[n].entry = e - 1;
+    h->chain[n].process = o;
     h->chain[n++].until = until;
-    *lost |= p->head_lost;
-    if (p->origin != 0 && p->fork_ns < until)
-      until = p->fork_ns;
+    if (p->fork_mono_ns != 0 && p->fork_mono_ns < until)
+      until = p->fork_mono_ns;
+    *n_out = n;
   }
-  while (n-- > 0) { /* the oldest ancestor first */
-    const inh_proc *p = &h->procs[h->chain[n].entry];
-    for (i = 0; i < p->n; i++) {
-      k = p->first + i;
+  return verdict;
+}
+
+void stkr_inherit_begin(stkr_inherit *h, size_t process) {
+  if (h == NULL)
+    return;
+  h->active = true;
+  h->over = false;
+  h->cur_process = process;
+  h->cur_first = h->n_marks;
+}
+
+int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
+                      stkr_states *states, stkr_inherit_from *from) {
+  const stkr_process_info *p;
+  size_t n, i, k;
+  uint64_t *v;
+  int verdict, err;
+
+  *from = STKR_INHERIT_NONE;
+  if (h == NULL || !h->active ||
+      (p = stkr_reader_process(r, h->cur_process)) == NULL ||
+      p->fork_mono_ns == 0)
+    return 0;
+  if ((verdict = walk_chain(h, r, h->cur_process, &n)) < 0)
+    return verdict;
+  *from = (stkr_inherit_from)verdict;
+  if (verdict == STKR_INHERIT_UNKNOWN)
+    return 0;
+  while (n-- > 0) { /* the oldest origin first */
+    if ((v = stkr_map_find(&h->by_process, h->chain[n].process)) == NULL)
+      continue; /* no marks of its own */
+    const inh_proc *e = &h->procs[*v - 1];
+    for (i = 0; i < e->n; i++) {
+      k = e->first + i;
       if (h->marks[k].ts <= h->chain[n].until &&
-          (err = stkr_states_mark(s, h->marks[k].ts, h->marks[k].name)) != 0)
+          (err = stkr_states_mark(states, h->marks[k].ts, h->marks[k].name)) !=
+              0)
         return err;
     }
   }
   return 0;
 }
 
-void stkr_inherit_begin(stkr_inherit *h, size_t process) {
-  h->active = true;
-  h->cur_process = process;
-  h->cur_origin = 0;
-  h->cur_fork_ns = 0;
-  h->cur_first = h->n_marks;
-}
-
-int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
-                      stkr_states *states, stkr_inherit_from *from) {
-  const size_t process = h->cur_process;
-  const stkr_process_info *p = stkr_reader_process(r, process);
-  size_t origin;
-  uint64_t *v;
-  bool lost;
-  int err;
-
-  *from = STKR_INHERIT_NONE;
-  if (!h->active || p == NULL || p->fork_mono_ns == 0)
-    return 0;
-  *from = STKR_INHERIT_UNKNOWN;
-  if (p->forked_from_pid == 0) /* merge could not place it */
-    return 0;
-  if ((err = find_process(h, r, p->dir, p->forked_from_pid, &origin)) != 0)
-    return err;
-  if (origin == SIZE_MAX || origin >= process)
-    return 0; /* not in the recording, or not read yet (pids wrapped) */
-  *from = STKR_INHERIT_KNOWN;
-  if ((v = stkr_map_find(&h->by_process, origin)) == NULL)
-    return 0; /* read: it had no marks */
-  h->cur_origin = (size_t)*v;
-  h->cur_fork_ns = p->fork_mono_ns;
-  if ((err = feed_chain(h, h->cur_origin, p->fork_mono_ns, states, &lost)) !=
-      0)
-    return err;
-  if (lost)
-    *from = STKR_INHERIT_HEAD_LOST;
-  return 0;
-}
-
 int stkr_inherit_mark(stkr_inherit *h, uint64_t ts_ns, const char *name) {
-  if (!h->active)
+  if (h == NULL || !h->active || h->over)
     return 0;
+  if (h->n_marks >= STKR__INHERIT_MAX_MARKS) {
+    h->over = true; /* its children: unknown (walk_chain's count check) */
+    return 0;
+  }
   if (stkr_grow((void **)&h->marks, &h->cap_marks, h->n_marks + 1,
                 sizeof(*h->marks)) != 0)
     return -ENOMEM;
@@ -186,25 +206,22 @@ int stkr_inherit_mark(stkr_inherit *h, uint64_t ts_ns, const char *name) {
   return 0;
 }
 
-int stkr_inherit_end(stkr_inherit *h, bool head_lost) {
+int stkr_inherit_end(stkr_inherit *h) {
   size_t own;
   inh_proc *e;
 
-  if (!h->active)
+  if (h == NULL || !h->active)
     return 0;
   h->active = false;
   own = h->n_marks - h->cur_first;
-  if (own == 0 && h->cur_origin == 0 && !head_lost)
-    return 0; /* nothing a child of it could inherit */
+  if (own == 0)
+    return 0; /* nothing of its own a child of it could inherit */
   if (stkr_grow((void **)&h->procs, &h->cap_procs, h->n_procs + 1,
                 sizeof(*h->procs)) != 0 ||
       stkr_map_put(&h->by_process, h->cur_process, h->n_procs + 1) != 0)
     return -ENOMEM;
   e = &h->procs[h->n_procs++];
-  e->origin = h->cur_origin;
-  e->fork_ns = h->cur_fork_ns;
   e->first = h->cur_first;
   e->n = own;
-  e->head_lost = head_lost;
   return 0;
 }

@@ -17,15 +17,17 @@
  * a `stackrec mark` mark is handed out before the process's first segment
  * is opened; QA, session 32: loading then found no fork time and gave the
  * child nothing), then stkr_inherit_mark for each of its own marks. The
- * reader visits processes
- * in ascending pid order, so a parent is read before its children but
- * where pids wrapped around: such a child, and one whose parent is not in
- * the recording, gets STKR_INHERIT_UNKNOWN (its marks before its own are
- * not known: judge as for a process whose earliest segments are gone).
+ * reader visits processes in ascending pid order, so a parent is read
+ * before its children but where pids wrapped around or merge renumbered
+ * it: such a child, one whose origin is not in the recording, and one
+ * whose origin's marks were not all seen (a filter left some out) gets
+ * STKR_INHERIT_UNKNOWN (its marks before its own are not known: judge as
+ * for a process whose earliest segments are gone).
  *
  * Memory: the own marks of every process read so far that had some (names
- * are the reader's, not copied: valid while the reader is), and a few
- * words a process. Thread-safety: none.
+ * are the reader's, not copied: valid while the reader is), at most
+ * 1,000,000 in all; a few words a process. Time: a child's chain of
+ * origins, at most 64 deep, and their marks. Thread-safety: none.
  */
 #ifndef STKR_INHERIT_H
 #define STKR_INHERIT_H
@@ -44,9 +46,8 @@ typedef enum stkr_inherit_from {
   STKR_INHERIT_NONE = 0, /* not a forked child (or an older writer) */
   STKR_INHERIT_KNOWN,    /* a forked child: its origin's marks are fed */
   STKR_INHERIT_UNKNOWN,  /* a forked child whose origin was not read */
-  STKR_INHERIT_HEAD_LOST /* known, but the origin's own earliest marks
-                            are unknown (its head was lost, or its own
-                            origin unknown) */
+  STKR_INHERIT_HEAD_LOST /* known, but an origin's earliest marks are
+                            unknown (the disk cap took its head) */
 } stkr_inherit_from;
 
 /* @return 0 or -ENOMEM; *out owned by the caller (stkr_inherit_free). */
@@ -67,8 +68,8 @@ int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
  * reaches its children directly). @return 0 or -ENOMEM. */
 int stkr_inherit_mark(stkr_inherit *h, uint64_t ts_ns, const char *name);
 
-/* The current process is read. head_lost: its marks before the earliest
- * read are unknown (then so are its children's). @return 0 or -ENOMEM. */
-int stkr_inherit_end(stkr_inherit *h, bool head_lost);
+/* The current process is read: its own marks are kept for its children.
+ * @return 0 or -ENOMEM. h may be NULL (then every call does nothing). */
+int stkr_inherit_end(stkr_inherit *h);
 
 #endif /* STKR_INHERIT_H */
