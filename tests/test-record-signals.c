@@ -288,6 +288,44 @@ static void test_dead_sessions_recovered_during_the_run(void **state) {
   assert_int_equal(cr_run("verify '%s'", dir), 0);
 }
 
+/* A child whose writes all fail (its own RLIMIT_FSIZE 0: no session
+ * file, no segment) and which is then SIGKILLed leaves no file: record,
+ * which its notes reached, names it in the recording (QA, session 32: on
+ * a full disk such a worker vanished from every view, verify naming
+ * only its parent's missing batch). */
+static void test_killed_before_anything_was_written(void **state) {
+  const char *dir = fresh("killed-nothing-written");
+  char want[64];
+  int rc;
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return;
+  }
+  rc = cr_run("record -o '%s' -- /usr/bin/python3 -c \"import os, resource, "
+              "signal, socket, time\n"
+              "socket.gethostname()\n"
+              "p = os.fork()\n"
+              "if p == 0:\n"
+              "  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "  resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))\n"
+              "  for _ in range(100): socket.gethostname()\n"
+              "  time.sleep(0.6)\n" /* its worker's write failed */
+              "  os.kill(os.getpid(), signal.SIGKILL)\n"
+              "print(p, flush=True)\n"
+              "os.waitpid(p, 0)\n"
+              "socket.gethostname()\"",
+              dir);
+  if (rc != 0 && !SANITIZED) fail_msg("record exit %d:\n%s", rc, cr_err);
+  snprintf(want, sizeof want, "process %ld (python3)", strtol(cr_out, NULL, 10));
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+  if (strstr(cr_out, want) == NULL ||
+      strstr(cr_out, "its events were lost, how many is not known") == NULL)
+    fail_msg("the killed child is not named (%s):\n%s", want, cr_out);
+}
+
 TL_TEST_MAIN("record-signals", setup, NULL, test_signals, test_signals_all_named,
              test_signals_after_end,
-             test_dead_sessions_recovered_during_the_run)
+             test_dead_sessions_recovered_during_the_run,
+             test_killed_before_anything_was_written)

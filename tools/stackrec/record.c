@@ -419,6 +419,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
      * symbolized and summarized. */
     stkr_cli_recover_after_record(dir, quiet);
     stkr__rec_unrecorded_write(dir, nt);
+    stkr__rec_vanished_write(dir, nt);
     n_running = stkr__rec_running_write(dir, nt, &running);
   }
   if (symbolize &&

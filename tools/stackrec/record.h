@@ -91,6 +91,13 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt);
  * one line with pid 0 that says how many. A failure is said on stderr;
  * nothing else changes. */
 void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt);
+/* Name the processes in nt that recorded (their notes, err 0, say why
+ * writing failed: a full disk) and then ended, without a segment of
+ * theirs in dir, in dir's marks file as stkr__rec_unrecorded_write does:
+ * killed before anything reached the disk, their events are gone with no
+ * count (QA, session 32: a worker SIGKILLed on a full disk vanished from
+ * every view). After the recovery of dead writers. */
+void stkr__rec_vanished_write(const char *dir, const stkr__rec_notices *nt);
 void stkr__rec_print_live(FILE *f, const stkr__rec_notices *nt,
                           const char *dir);
 /* The same processes into dir's marks file ("r1" lines, stkr_reader.h),

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_pid.h"
 #include "common/stkr_which.h"
@@ -125,6 +126,68 @@ void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
   if (err != 0)
     fprintf(stderr, "stackrec record: cannot name the processes that "
                     "recorded nothing in %s/%s: %s\n", dir, STKR_MARKS_FILE,
+            strerror(-err));
+}
+
+/* The pids of dir's segment files (tombstones too), sorted, into *out
+ * (malloc'd; NULL when none). @return how many, or 0 on any failure. */
+static size_t segment_pids(const char *dir, uint64_t **out) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t n = 0, cap = 0;
+  unsigned pid;
+  int k;
+
+  *out = NULL;
+  if (d == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL) {
+    if (sscanf(e->d_name, "stackrec-%u-%*u.zs%n", &pid, &k) != 1 || k <= 0)
+      continue;
+    if (stkr_grow((void **)out, &cap, n + 1, sizeof **out) != 0)
+      break;
+    (*out)[n++] = pid;
+  }
+  closedir(d);
+  if (n > 0)
+    qsort(*out, n, sizeof **out, stkr_qsort_u64);
+  return n;
+}
+
+void stkr__rec_vanished_write(const char *dir, const stkr__rec_notices *nt) {
+  uint64_t *segs = NULL, key;
+  size_t n_segs = 0, i, j;
+  bool scanned = false;
+  int err = 0;
+
+  for (i = 0; i < nt->n && err == 0; i++) {
+    const stkr__rec_notice *m = &nt->v[i];
+    char why[768];
+    bool again = false;
+
+    if (m->err != 0 || m->pid <= 0 || stkr_pid_alive((uint32_t)m->pid))
+      continue; /* named already (unrecorded), or may still write */
+    for (j = 0; j < i && !again; j++)
+      again = nt->v[j].pid == m->pid;
+    if (again)
+      continue;
+    if (!scanned) {
+      n_segs = segment_pids(dir, &segs);
+      scanned = true;
+    }
+    key = (uint64_t)m->pid;
+    if (n_segs > 0 &&
+        bsearch(&key, segs, n_segs, sizeof *segs, stkr_qsort_u64) != NULL)
+      continue;
+    snprintf(why, sizeof why, "its events were lost, how many is not known: "
+             "it ended before any of its segments reached the disk (its "
+             "note: %s)", m->what);
+    err = stkr_unrecorded_append(dir, (uint32_t)m->pid, m->name, why);
+  }
+  free(segs);
+  if (err != 0)
+    fprintf(stderr, "stackrec record: cannot name the processes that left "
+                    "nothing in %s/%s: %s\n", dir, STKR_MARKS_FILE,
             strerror(-err));
 }
 
