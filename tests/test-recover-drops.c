@@ -514,6 +514,46 @@ static void test_memory_ring_of_a_killed_writer(void **state) {
   stkr_reader_free(rd);
 }
 
+/* The same thread in memory, in a process that ends with stkr_shutdown
+ * whose last batch cannot be written (-EIO: its files stay for recovery):
+ * the final drain emptied the ring, nothing died with it (QA, session 32:
+ * "died with 1 ring in memory, how many events is not known", though the
+ * accounting was exact). */
+static void test_memory_ring_of_a_clean_end(void **state) {
+  const struct rlimit lim = {512u << 10, 512u << 10}, none = {1, 1};
+  char dir[300];
+  stkr_recover_stats rs;
+  msgs ms;
+  pid_t p;
+  int st;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  if ((p = fork()) == 0) {
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                       .ring_bytes = 1u << 20};
+    signal(SIGXFSZ, SIG_IGN);
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(93);
+    if (stkr_init(&cfg) != 0) _exit(90);
+    record_seq(0, 50);
+    if (stkr_flush() != 0) _exit(91);
+    record_seq(50, 30);
+    if (setrlimit(RLIMIT_FSIZE, &none) != 0) _exit(93);
+    _exit(stkr_shutdown() == -EIO ? 0 : 94);
+  }
+  assert_true(p > 0);
+  assert_int_equal(waitpid(p, &st, 0), p);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  recover(dir, false, &rs, &ms);
+  assert_int_equal(rs.sessions_recovered, 1);
+  stkr_process_info info = read_process(dir);
+  assert_int_equal(info.events, 50);
+  assert_int_equal(info.attempted, 80);
+  assert_int_equal(info.drops_write_error, 30);
+  assert_int_equal(info.memory_rings_lost, 0); /* was 1 */
+}
+
 /* A process with no session file (none could be made: over RLIMIT_FSIZE
  * here, a full disk in the QA's run) whose last batch cannot be written
  * has no recovery to write its end: its final counters alone go into the
@@ -640,6 +680,7 @@ int main(void) {
                test_final_batch_unwritten, test_worker_drops_survive_kill,
                test_pending_batch_unwritten, test_recovery_killed_twice,
                test_memory_ring_of_a_killed_writer,
+               test_memory_ring_of_a_clean_end,
                test_last_counters_without_a_session_file,
                test_stack_lost_with_a_failed_write));
 }
