@@ -104,6 +104,23 @@ static void test_typo_in_sites_warned(void **state) {
              path, sizeof path);
   (void)cr_run("compliance --policy '%s' '%s'", path, g_dir);
   assert_null(strstr(cr_out, "# WARNING"));
+
+  /* A typo beside an unwatched category, and beside a modules pattern that
+   * matches nothing: each said (review, session 32: the first note hid
+   * the other). */
+  put_policy("both.json",
+             "{\"rules\": [{\"id\": \"dev\", \"sites\": [\"devices.*\", "
+             "\"identifiers.hostname\"]},\n"
+             "  {\"id\": \"mod\", \"sites\": \"identifiers.hostname\", "
+             "\"modules\": \"libnosuch*\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_dir), 1);
+  cr_assert_has(cr_out, "(stackrec record --categories); and its sites "
+                        "pattern identifiers.hostname matches no site",
+                "# WARNING: rule mod: its sites pattern identifiers.hostname "
+                "matches no site",
+                "; and its modules patterns match no module of the events "
+                "read");
 }
 
 /* in_state globs that can match a state are policies like any other

@@ -181,6 +181,23 @@ static void list_modules(const stkr_comp *c, stkr_cli_buf *b) {
   if (n == 0) stkr_cli_buf_puts(b, "none");
 }
 
+/* "its modules patterns match no module of the events read (...)". */
+static void put_modules_note(const stkr_comp *c, stkr_cli_buf *b) {
+  stkr_cli_buf_puts(b, "its modules patterns match no module of the "
+                    "events read (");
+  list_modules(c, b);
+  stkr_cli_buf_puts(b, ")");
+}
+
+/* Note `more` (NULL: none) after b's: "; and " between them. */
+static void append_note(stkr_cli_buf *b, const stkr_cli_buf *more) {
+  if (more == NULL || more->len == 0)
+    return;
+  if (b->len > 0)
+    stkr_cli_buf_puts(b, "; and ");
+  stkr_cli_buf_put(b, more->p, more->len);
+}
+
 int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
   const stkr_policy *p = c->policy;
   size_t i;
@@ -196,8 +213,12 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
     return -ENOMEM;
   for (i = 0; i < p->n_rules; i++) {
     const stkr_rule *rule = &p->rules[i];
-    stkr_cli_buf b = {0}, cats = {0};
+    stkr_cli_buf b = {0}, cats = {0}, typo = {0};
     size_t n_cats = 0;
+    /* A typo is said beside any other note, never hidden behind it
+     * (review, sessions 31 and 32). */
+    const bool typo_seen = stkr_reader_process_count(r) > 0 &&
+                           unknown_sites(c, rule, &typo);
 
     const char *junit = NULL; /* the note's JUnit case */
     bool unchecked = true;      /* an error, exit 1; else a warning */
@@ -213,6 +234,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       stkr_cli_buf_put(&b, cats.p, cats.len);
       stkr_cli_buf_puts(&b, ", so its events there could not be recorded "
                         "(stackrec record --categories)");
+      append_note(&b, typo_seen ? &typo : NULL);
       junit = "sites recorded";
     } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
       char n[24];
@@ -226,27 +248,23 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
         stkr_cli_buf_puts(&b, " (or in forked children of a process not "
                           "read before them, whose marks they started "
                           "with)");
-      /* A typo in the same rule is said too, not hidden behind this
-       * (review, session 31). */
-      stkr_cli_buf typo = {0};
-      if (unknown_sites(c, rule, &typo)) {
-        stkr_cli_buf_puts(&b, "; and ");
-        stkr_cli_buf_put(&b, typo.p, typo.len);
-      }
-      if (typo.err != 0) b.err = typo.err;
-      stkr_cli_buf_free(&typo);
+      append_note(&b, typo_seen ? &typo : NULL);
       junit = "events judged";
-    } else if (unknown_sites(c, rule, &b)) {
+    } else if (typo_seen) {
+      append_note(&b, &typo);
+      if (rule->n_modules > 0 && !modules_seen(c, rule)) {
+        stkr_cli_buf_puts(&b, "; and ");
+        put_modules_note(c, &b);
+      }
       junit = "sites known";
       unchecked = false;
     } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
-      stkr_cli_buf_puts(&b, "its modules patterns match no module of the "
-                        "events read (");
-      list_modules(c, &b);
-      stkr_cli_buf_puts(&b, ")");
+      put_modules_note(c, &b);
       junit = "modules seen";
       unchecked = false;
     }
+    if (typo.err != 0) b.err = typo.err;
+    stkr_cli_buf_free(&typo);
     if (junit != NULL) {
       c->rule_case[i] = junit;
       c->rule_unchecked[i] = unchecked;

@@ -27,6 +27,9 @@
  * the child's inheritance is unknown. */
 #define STKR__INHERIT_MAX_MARKS 1000000u
 #define STKR__INHERIT_MAX_DEPTH 64u
+/* Marks looked at over all children: a parent of many marks and many
+ * children (or a hostile file) costs marks x children. */
+#define STKR__INHERIT_MAX_WORK 20000000u
 
 typedef struct inh_mark {
   uint64_t ts;
@@ -55,6 +58,7 @@ struct stkr_inherit {
   /* The process being read. */
   bool active, over;     /* over: its own marks passed the cap */
   size_t cur_process, cur_first;
+  uint64_t work;         /* marks looked at so far (MAX_WORK) */
 };
 
 int stkr_inherit_create(stkr_inherit **out) {
@@ -176,6 +180,15 @@ int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
   *from = (stkr_inherit_from)verdict;
   if (verdict == STKR_INHERIT_UNKNOWN)
     return 0;
+  uint64_t work = 0;
+  for (i = 0; i < n; i++)
+    if ((v = stkr_map_find(&h->by_process, h->chain[i].process)) != NULL)
+      work += h->procs[*v - 1].n;
+  if (h->work + work > STKR__INHERIT_MAX_WORK) {
+    *from = STKR_INHERIT_UNKNOWN;
+    return 0;
+  }
+  h->work += work;
   while (n-- > 0) { /* the oldest origin first */
     if ((v = stkr_map_find(&h->by_process, h->chain[n].process)) == NULL)
       continue; /* no marks of its own */

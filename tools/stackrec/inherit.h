@@ -27,7 +27,9 @@
  * Memory: the own marks of every process read so far that had some (names
  * are the reader's, not copied: valid while the reader is), at most
  * 1,000,000 in all; a few words a process. Time: a child's chain of
- * origins, at most 64 deep, and their marks. Thread-safety: none.
+ * origins, at most 64 deep, and their marks, at most 20,000,000 marks
+ * over all children (past that, children are unknown). Thread-safety:
+ * none.
  */
 #ifndef STKR_INHERIT_H
 #define STKR_INHERIT_H
