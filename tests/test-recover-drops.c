@@ -514,6 +514,16 @@ static void test_memory_ring_of_a_killed_writer(void **state) {
   stkr_reader_free(rd);
 }
 
+/* In a forked child: recording into dir (1 MiB rings, flushes the
+ * caller's) under RLIMIT_FSIZE lim, SIGXFSZ ignored. */
+static void start_under_fsize(const char *dir, const struct rlimit *lim) {
+  stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                     .ring_bytes = 1u << 20};
+  signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, lim) != 0) _exit(93);
+  if (stkr_init(&cfg) != 0) _exit(90);
+}
+
 /* The same thread in memory, in a process that ends with stkr_shutdown
  * whose last batch cannot be written (-EIO: its files stay for recovery):
  * the final drain emptied the ring, nothing died with it (QA, session 32:
@@ -530,11 +540,7 @@ static void test_memory_ring_of_a_clean_end(void **state) {
 
   new_dir(dir, sizeof dir);
   if ((p = fork()) == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                       .ring_bytes = 1u << 20};
-    signal(SIGXFSZ, SIG_IGN);
-    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(93);
-    if (stkr_init(&cfg) != 0) _exit(90);
+    start_under_fsize(dir, &lim);
     record_seq(0, 50);
     if (stkr_flush() != 0) _exit(91);
     record_seq(50, 30);
@@ -569,14 +575,10 @@ static void test_last_counters_without_a_session_file(void **state) {
 
   new_dir(dir, sizeof dir);
   if ((p = fork()) == 0) {
-    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
-                       .ring_bytes = 1u << 20};
     uint8_t pay[100];
-    signal(SIGXFSZ, SIG_IGN);
     /* The session file (~300 KB) cannot be made; segments of up to
      * 100 KB can. */
-    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(93);
-    if (stkr_init(&cfg) != 0) _exit(90);
+    start_under_fsize(dir, &lim);
     record_seq(0, 10);
     if (stkr_flush() != 0) _exit(91);
     /* 2 000 events with distinct, incompressible payloads: one last batch
