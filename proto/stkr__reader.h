@@ -170,7 +170,7 @@ typedef struct stkr__stream {
   stkr__session_acct acct;   /* the current session's accounting */
   /* Ended sessions' counters, banked (stkr_accounting.c): */
   uint64_t base_attempted, base_deleted, base_crec;
-  uint64_t base_rf, base_re, base_other, base_we, base_exit;
+  uint64_t base_rf, base_re, base_other, base_we, base_exit, base_marks;
   size_t sites_before;       /* sites entries of earlier sessions */
   /* Marks (stkr_marks.c): ids of the current session's mark sites (few:
    * a linear scan), and how far this stream has got through the reader's

@@ -225,6 +225,7 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
     a->c.recovered = c->recovered;
     a->c.recovery_lost_bytes = c->recovery_lost_bytes;
     a->c.memory_rings_lost = c->memory_rings_lost;
+    a->c.marks_dropped = c->marks_dropped;
   }
 }
 
@@ -258,6 +259,7 @@ static bool stkr__publish(stkr__stream *st) {
   in->segments_deleted =
       stkr__add_sat(st->base_deleted, a->c.segments_deleted, &ovf);
   in->counters_recovered = stkr__add_sat(st->base_crec, a->c.recovered, &ovf);
+  in->marks_dropped = stkr__add_sat(st->base_marks, a->c.marks_dropped, &ovf);
   in->counters_overflow = ovf;
   return ovf;
 }
@@ -587,6 +589,7 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
   st->base_other = in->drops_other;
   st->base_we = in->drops_write_error;
   st->base_exit = in->drops_exit;
+  st->base_marks = in->marks_dropped;
   stkr__acct_begin(st);
 }
 

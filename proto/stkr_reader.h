@@ -345,6 +345,11 @@ typedef struct stkr_process_info {
    * with a time: merge could not place the origin. Since session 32. */
   uint32_t forked_from_pid;
   uint64_t fork_mono_ns;
+  /* Marks the process set whose event was dropped (Counters.marks_dropped,
+   * summed over sessions; a ring full, a re-entered event). Updated as
+   * batches are read: an event read after it grew came after a mark no
+   * reader saw. Since session 32. */
+  uint64_t marks_dropped;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

@@ -144,6 +144,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
   stkr__threads_reset_counts();
+  stkr__marks_dropped_reset();
   atomic_store_explicit(&g_producer_fence, stkr__membarrier_register() != 0,
                         memory_order_relaxed);
   /* Release: g_conf and the callbacks are visible to every producer that
@@ -596,6 +597,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     stkr__ring_ctl *rc = t->ring.c;
     if (rc != NULL)
       atomic_fetch_add_explicit(&rc->drops_reentrant, 1, memory_order_release);
+    stkr__mark_drop_note(site);
     return -EAGAIN;
   }
   atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
@@ -664,6 +666,7 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     /* And in the ring file, for recovery if the process dies before the
      * worker counts it (common/stkr_ringfile.h, "drops"). */
     atomic_store_explicit(&t->ring.c->drops_full, full, memory_order_release);
+    stkr__mark_drop_note(site);
     goto drop_unbusy;
   }
   /* The timestamp (ticks or ns: clock.c) before the walk, not after: rdtsc
@@ -744,12 +747,14 @@ again:
        * signal handler interrupted this thread's first event. CAPPED:
        * the process's ring memory is used up by live threads. */
       stkr__count_dropped_other();
+      stkr__mark_drop_note(site);
       return -EAGAIN;
     }
     err = stkr__thread_attach(g_conf.ring_bytes, &t);
     errno = e0;
     if (err != 0) {
       stkr__count_dropped_other();
+      stkr__mark_drop_note(site);
       /* The process's ring memory used up (-ENOSPC): -EAGAIN, as the
        * header says (QA, session 27: -ENOMEM); else out of memory. */
       return err == -ENOSPC ? -EAGAIN : -ENOMEM;

@@ -87,6 +87,9 @@ typedef struct builder {
    * what its marks were before its first kept event is unknown. */
   bool proc_head_lost;
   bool proc_unjudged;       /* ... and an event of it was not judged */
+  /* The current process dropped a mark before the event being read
+   * (stkr_process_info.marks_dropped): what was true since is unknown. */
+  bool proc_marks_lost;
   bool proc_marks;          /* the current process has marks */
   bool proc_inherit_due;    /* ... and its inherited ones are not loaded:
                                its Header is not read yet (inherit.h) */
@@ -245,7 +248,8 @@ static int new_process(builder *b, const stkr_event_view *ev) {
   b->cur_process = ev->process;
   b->proc_marks = b->proc_consent = b->proc_events = false;
   b->proc_head_lost = p != NULL && p->head_lost;
-  b->proc_unjudged = false;
+  b->c->head_lost_processes += b->proc_head_lost;
+  b->proc_unjudged = b->proc_marks_lost = false;
 #if HAVE_STATES
   stkr_states_reset(b->states);
   b->version++;
@@ -322,21 +326,26 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
 /* Does this event pass rule ri's conditions (before_mark, in_state)?
  * @return 1 yes, 0 no, -1 unknown: a process whose head the disk cap
  * deleted, before its first kept mark of what the rule asks about (the
- * mark it asks about not seen yet; for a state, no mark at all yet). */
+ * mark it asks about not seen yet; for a state, no mark at all yet); or
+ * after a mark it dropped (then a state is never known, and a mark asked
+ * about only once seen). */
 static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
                     const void *snap) {
+  const bool lost = b->proc_head_lost || b->proc_marks_lost;
   (void)snap;
   (void)ts;
   (void)ri;
   if (r->before_mark == NULL && r->in_state == NULL)
     return 1;
   if (!b->proc_marks)
-    return b->proc_head_lost ? -1 : r->in_state == NULL;
+    return lost ? -1 : r->in_state == NULL;
 #if HAVE_STATES
   if (r->before_mark != NULL && seen(b, &b->rule_seen[ri], r->before_mark, ts))
     return 0;
-  if (b->proc_head_lost && r->before_mark != NULL)
+  if (lost && r->before_mark != NULL)
     return -1; /* not seen in what is left: maybe in what went */
+  if (b->proc_marks_lost && r->in_state != NULL)
+    return -1; /* the dropped mark may have started or ended it */
   /* Nor whether it was in the state before a mark of that state's row
    * (its start may have gone with the head; review, session 31: judged
    * "not in state", the rule passed). */
@@ -392,17 +401,26 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   }
   rate_add(&gs->per_s, &gs->per_min, &gs->rate_proc, proc, ts);
   /* Before consent is unknown too in a process whose head went, until its
-   * consent.granted is seen in what is left. */
+   * consent.granted is seen in what is left; and after a dropped mark,
+   * until then, as the background is. */
+  if (ev->proc != NULL && ev->proc->marks_dropped > 0 && !b->proc_marks_lost) {
+    b->proc_marks_lost = true;
+    b->c->marks_lost_processes++;
+  }
   unjudged = b->proc_head_lost && !b->proc_consent;
   if (!b->proc_marks) {
-    g->before_consent += !b->proc_head_lost;
+    g->before_consent += !b->proc_head_lost && !b->proc_marks_lost;
+    unjudged |= b->proc_marks_lost;
   } else {
 #if HAVE_STATES
     snap = stkr_states_at(b->states, ts);
-    g->before_consent += !seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts) &&
-                         !b->proc_head_lost;
-    g->background += in_state(b, &b->background, snap,
-                              STKR_COMP_BACKGROUND_STATE);
+    const bool after = seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts);
+    g->before_consent += !after && !b->proc_head_lost && !b->proc_marks_lost;
+    if (b->proc_marks_lost)
+      unjudged = true; /* its background, at least, is not known */
+    else
+      g->background += in_state(b, &b->background, snap,
+                                STKR_COMP_BACKGROUND_STATE);
 #endif
   }
   for (rules = gs->rules; rules != 0; rules &= rules - 1) {
@@ -649,4 +667,23 @@ void stkr_comp_free(stkr_comp *c) {
   free(c->rule_case);
   free(c->rule_unjudged);
   free(c);
+}
+
+const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap) {
+  const char *sep = "";
+  size_t n = 0;
+
+  buf[0] = '\0';
+#define WHY_ADD(cond, text)                                                   \
+  if ((cond) && n < cap)                                                      \
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s", sep, text), sep = ", or "
+  WHY_ADD(c->head_lost_processes > 0 ||
+              (c->unknown_origin_processes == 0 && c->marks_lost_processes == 0),
+          "whose earliest segments the disk cap deleted");
+  WHY_ADD(c->unknown_origin_processes > 0,
+          "forked from a process not read before them (whose marks they "
+          "started with: not in the recording, or renumbered by merge)");
+  WHY_ADD(c->marks_lost_processes > 0, "that dropped a mark (a full ring)");
+#undef WHY_ADD
+  return buf;
 }

@@ -114,6 +114,13 @@ typedef struct stkr_comp {
    * known (inherit.h: not in the recording, or pids wrapped), judged as
    * above. */
   size_t unknown_origin_processes;
+  /* Of the processes read: those that dropped a mark (a full ring:
+   * stkr_process_info.marks_dropped); their events from then on are not
+   * judged by rules on marks, nor counted before consent or in
+   * background (QA, session 32: a dropped app.foreground made every later
+   * event "in the background", 3 findings). */
+  size_t marks_lost_processes;
+  size_t head_lost_processes; /* ... whose earliest segments are gone */
   /* Per rule (policy order): its events it could not judge so. A rule
    * with any is not checked (stkr_comp_check_rules): its pass would be
    * untrue (QA, session 31: "no findings", exit 0, JUnit green, with
@@ -151,5 +158,11 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner);
 int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner);
 /* The compliance section of the HTML report (html.c calls it). */
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c);
+
+/* Why events went unjudged (stkr_comp.unjudged), as words that follow
+ * "processes": "whose earliest segments the disk cap deleted, or ...".
+ * @return buf. */
+#define STKR_COMP_WHY_MAX 256
+const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap);
 
 #endif /* STKR_COMPLIANCE_H */

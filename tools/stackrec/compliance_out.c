@@ -112,21 +112,16 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
 /* The events no rule on marks could judge (stkr_comp.unjudged), as a line
  * of text or an HTML paragraph. */
 static void put_unjudged(FILE *f, const stkr_comp *c, bool html) {
-  const size_t forked = c->unknown_origin_processes;
+  char why[STKR_COMP_WHY_MAX];
 
   if (c->unjudged == 0) return;
-  fprintf(f, "%s%" PRIu64 " event%s of %zu process%s whose earliest segments "
-          "the disk cap deleted%s were not judged by rules on marks, nor "
-          "counted before consent or in background: a mark of theirs may "
-          "have been deleted%s%s",
+  fprintf(f, "%s%" PRIu64 " event%s of %zu process%s %s were not judged by "
+          "rules on marks, nor counted before consent or in background: a "
+          "mark of theirs may have been lost%s",
           html ? "<p class=\"incomplete\">" : "\n", c->unjudged,
           c->unjudged == 1 ? "" : "s", c->unjudged_processes,
           c->unjudged_processes == 1 ? "" : "es",
-          forked > 0 ? " (or that were forked from a process not read "
-                       "before them, whose marks they started with: not in "
-                       "the recording, or renumbered by merge)"
-                     : "",
-          forked > 0 ? ", or not be in the recording" : "",
+          stkr_comp_unjudged_why(c, why, sizeof why),
           html ? "</p>\n" : "\n");
 }
 
@@ -256,10 +251,12 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
   fprintf(f, ",\"events\":%" PRIu64 ",\"marks\":%" PRIu64
           ",\"processes_with_events\":%zu,\"consent_processes\":%zu,"
           "\"marks_supported\":%s,\"unjudged\":%" PRIu64
-          ",\"unjudged_processes\":%zu,\"unknown_origin_processes\":%zu,",
+          ",\"unjudged_processes\":%zu,\"unknown_origin_processes\":%zu,"
+          "\"marks_lost_processes\":%zu,",
           c->agg->events, c->marks, c->processes_with_events,
           c->consent_processes, c->marks_supported ? "true" : "false",
-          c->unjudged, c->unjudged_processes, c->unknown_origin_processes);
+          c->unjudged, c->unjudged_processes, c->unknown_origin_processes,
+          c->marks_lost_processes);
   put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];

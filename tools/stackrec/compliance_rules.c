@@ -239,15 +239,12 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
     } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
       char n[24];
       snprintf(n, sizeof n, "%llu", (unsigned long long)c->rule_unjudged[i]);
+      char why[STKR_COMP_WHY_MAX];
       stkr_cli_buf_puts(&b, n);
-      stkr_cli_buf_puts(&b, " of its events, in processes whose earliest "
-                        "segments the disk cap deleted, could not be "
-                        "judged: the mark it asks about may have gone with "
-                        "them");
-      if (c->unknown_origin_processes > 0)
-        stkr_cli_buf_puts(&b, " (or in forked children of a process not "
-                          "read before them, whose marks they started "
-                          "with)");
+      stkr_cli_buf_puts(&b, " of its events, in processes ");
+      stkr_cli_buf_puts(&b, stkr_comp_unjudged_why(c, why, sizeof why));
+      stkr_cli_buf_puts(&b, ", could not be judged: the mark it asks about "
+                        "may have gone with them");
       append_note(&b, typo_seen ? &typo : NULL);
       junit = "events judged";
     } else if (typo_seen) {

@@ -1970,7 +1970,7 @@ const ProtobufCMessageDescriptor stackrec__drops__descriptor =
   (ProtobufCMessageInit) stackrec__drops__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[11] =
+static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[12] =
 {
   {
     "attempted",
@@ -2104,6 +2104,18 @@ static const ProtobufCFieldDescriptor stackrec__counters__field_descriptors[11] 
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "marks_dropped",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Counters, marks_dropped),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__counters__field_indices_by_name[] = {
   0,   /* field[0] = attempted */
@@ -2112,6 +2124,7 @@ static const unsigned stackrec__counters__field_indices_by_name[] = {
   5,   /* field[5] = dropped_reentrant */
   4,   /* field[4] = dropped_ring_full */
   2,   /* field[2] = dropped_write_error */
+  11,   /* field[11] = marks_dropped */
   10,   /* field[10] = memory_rings_lost */
   8,   /* field[8] = recovered */
   9,   /* field[9] = recovery_lost_bytes */
@@ -2121,7 +2134,7 @@ static const unsigned stackrec__counters__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__counters__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor stackrec__counters__descriptor =
 {
@@ -2131,7 +2144,7 @@ const ProtobufCMessageDescriptor stackrec__counters__descriptor =
   "Stackrec__Counters",
   "stackrec",
   sizeof(Stackrec__Counters),
-  11,
+  12,
   stackrec__counters__field_descriptors,
   stackrec__counters__field_indices_by_name,
   1,  stackrec__counters__number_ranges,

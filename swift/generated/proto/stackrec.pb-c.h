@@ -562,10 +562,17 @@ struct  Stackrec__Counters
    * session incomplete when non-zero.
    */
   uint32_t memory_rings_lost;
+  /*
+   * Of the dropped events (ring full, re-entered): those of marks
+   * (stkr_mark), since the session's start. A reader cannot tell what was
+   * true after a mark it never saw: compliance leaves the events after
+   * the count grew unjudged by rules on marks (since session 32).
+   */
+  uint64_t marks_dropped;
 };
 #define STACKREC__COUNTERS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__counters__descriptor) \
-    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
