@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 
 #include "recorder/stackrec.h"
 #include "tests/cli_run.h"
+#include "tests/fixture.h"
 #include "tests/reader_util.h"
 #include "tests/testlib.h"
 #include "tools/stackrec/compliance.h"
@@ -357,6 +359,47 @@ static void test_chain_through_a_filtered_process(void **state) {
   assert_int_equal(k.before_consent, 1);
 }
 
+/* The number after "key": in JSON text s, past its first "from" (NULL:
+ * from the start); -1 if none. */
+static long long json_num(const char *s, const char *from, const char *key) {
+  char k[64];
+  const char *p = from != NULL ? strstr(s, from) : s;
+
+  snprintf(k, sizeof k, "\"%s\":", key);
+  if (p == NULL || (p = strstr(p, k)) == NULL)
+    return -1;
+  return strtoll(p + strlen(k), NULL, 10);
+}
+
+/* A parent that merge renumbered (its pid taken by the other input's
+ * process) is read after its child, which kept its pid: compliance reads
+ * the recording once more and judges the child (QA, session 32: 2 events
+ * "not judged", 1 process of unknown origin). */
+static void test_merge_renumbered_parent(void **state) {
+  char dir[4096], other[4096], out[4096];
+  pid_t parent;
+  (void)state;
+
+  make_recording(dir, sizeof dir, "renumbered", CONSENT_THEN_FORK, &parent);
+  snprintf(other, sizeof other, "%s/renumbered-other", g_tmp);
+  snprintf(out, sizeof out, "%s/renumbered-out", g_tmp);
+  assert_int_equal(tl_rm_rf(other), 0);
+  assert_int_equal(tl_rm_rf(out), 0);
+  assert_int_equal(mkdir(other, 0700), 0);
+  /* Another recording's process holds the parent's pid; listed first, it
+   * keeps it. */
+  assert_int_equal(fx_write_one(other, &(fx_one){.pid = (uint32_t)parent,
+                                                 .session_id = 0x5eed}),
+                   0);
+  assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, other, dir), 0);
+  assert_int_equal(cr_run("compliance --format json '%s'", out), 0);
+  if (json_num(cr_out, NULL, "unjudged") != 0 ||
+      json_num(cr_out, NULL, "unknown_origin_processes") != 0 ||
+      json_num(cr_out, "\"site\":\"identifiers.probe\"", "before_consent") !=
+          1)
+    fail_msg("the child is not judged after consent:\n%s", cr_out);
+}
+
 /* The parent's segments removed: what the child started with is unknown. */
 static void test_origin_missing(void **state) {
   char dir[4096], path[4400], prefix[64];
@@ -405,6 +448,7 @@ int main(void) {
       cmocka_unit_test(test_background_then_fork),
       cmocka_unit_test(test_chain_through_a_filtered_process),
       cmocka_unit_test(test_child_own_init),
+      cmocka_unit_test(test_merge_renumbered_parent),
       cmocka_unit_test(test_origin_missing),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -612,7 +612,9 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   if (err == 0)
     err = stkr_states_create(&b.states);
   if (err == 0)
-    err = stkr_inherit_create(&b.inherit);
+    err = o->inherit != NULL ? 0 : stkr_inherit_create(&b.inherit);
+  if (o->inherit != NULL)
+    b.inherit = o->inherit;
   if (err == 0 && b.n_rules > 0 &&
       ((b.rule_seen = calloc(b.n_rules, sizeof *b.rule_seen)) == NULL ||
        (b.rule_in = calloc(b.n_rules, sizeof *b.rule_in)) == NULL))
@@ -631,7 +633,12 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     err = finish(&b);
 #if HAVE_STATES
   stkr_states_free(b.states);
-  stkr_inherit_free(b.inherit);
+  if (o->inherit == NULL && err == 0) {
+    b.c->later_origins = stkr_inherit_later_origins(b.inherit);
+    b.c->inherit = b.inherit; /* for a second read */
+  } else if (o->inherit == NULL) {
+    stkr_inherit_free(b.inherit);
+  }
   free(b.rule_seen);
   free(b.rule_in);
 #endif
@@ -652,9 +659,18 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   return 0;
 }
 
+struct stkr_inherit *stkr_comp_take_inherit(stkr_comp *c) {
+  struct stkr_inherit *h = c->inherit;
+  c->inherit = NULL;
+  return h;
+}
+
 void stkr_comp_free(stkr_comp *c) {
   if (c == NULL)
     return;
+#if HAVE_STATES
+  stkr_inherit_free(c->inherit);
+#endif
   stkr_agg_free(c->agg);
   free(c->groups);
   free(c->findings);

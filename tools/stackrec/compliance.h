@@ -46,6 +46,11 @@ typedef struct stkr_comp_opts {
                                   compliance's own) */
   const stkr_modmap *modmap;   /* NULL: modules are image base names */
   const stkr_policy *policy;   /* NULL: no rules */
+  /* NULL: a first read. A second read of the same recording passes the
+   * first's (stkr_comp_take_inherit, then stkr_inherit_complete): its
+   * children whose origin is read after them are judged (inherit.h). Not
+   * owned. */
+  struct stkr_inherit *inherit;
 } stkr_comp_opts;
 
 /* One (site, module) pair. */
@@ -121,6 +126,11 @@ typedef struct stkr_comp {
    * event "in the background", 3 findings). */
   size_t marks_lost_processes;
   size_t head_lost_processes; /* ... whose earliest segments are gone */
+  /* Forked children whose origin is read after them (inherit.h): a
+   * second read, with stkr_comp_take_inherit's table completed, can
+   * judge them. */
+  size_t later_origins;
+  struct stkr_inherit *inherit; /* the first read's, owned (or NULL) */
   /* Per rule (policy order): its events it could not judge so. A rule
    * with any is not checked (stkr_comp_check_rules): its pass would be
    * untrue (QA, session 31: "no findings", exit 0, JUnit green, with
@@ -158,6 +168,10 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner);
 int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner);
 /* The compliance section of the HTML report (html.c calls it). */
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c);
+
+/* The inheritance table of a first read, for a second one; the caller
+ * owns it (stkr_inherit_free). NULL when none. */
+struct stkr_inherit *stkr_comp_take_inherit(stkr_comp *c);
 
 /* Why events went unjudged (stkr_comp.unjudged), as words that follow
  * "processes": "whose earliest segments the disk cap deleted, or ...".

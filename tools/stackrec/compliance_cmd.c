@@ -19,6 +19,7 @@
 #include "tools/stackrec/compliance.h"
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/html.h"
+#include "tools/stackrec/inherit.h"
 
 static const char help[] =
     "Usage: stackrec compliance [--policy FILE] [--module-map FILE]\n"
@@ -92,6 +93,37 @@ static int write_out(FILE *f, const stkr_comp *c, int fmt,
 
 /* Parse the options into *o (and the rest). @return -1 to go on, else the
  * exit status. */
+static void quiet_warn(void *arg, const stkr_warning *w) {
+  (void)arg;
+  (void)w;
+}
+
+/* Forked children whose origin was read after them (a parent that merge
+ * renumbered, pids that wrapped) were left unjudged: read the recording
+ * once more, with the first read's table of every process's marks, and
+ * judge them (QA, session 32). The first read said its warnings; this one
+ * is quiet. *r and *c are replaced. @return 0 or a negative errno. */
+static int read_again(char *const *paths, int n, stkr_comp_opts *o,
+                      stkr_reader **r, stkr_comp **c) {
+  stkr_reader_opts ro = {.warn = quiet_warn, .lazy_frames = true};
+  stkr_inherit *h = stkr_comp_take_inherit(*c);
+  int err = stkr_inherit_complete(h, *r);
+
+  stkr_comp_free(*c);
+  *c = NULL;
+  stkr_reader_free(*r);
+  *r = NULL;
+  if (err == 0 && stkr_cli_open_opts("compliance", &ro, paths, n, r) != 0)
+    err = -EIO;
+  if (err == 0) {
+    o->inherit = h;
+    err = stkr_comp_build(*r, o, NULL, NULL, c);
+    o->inherit = NULL;
+  }
+  stkr_inherit_free(h);
+  return err;
+}
+
 static int parse_args(int argc, char **argv, stkr_comp_opts *o,
                       const char **policy, const char **map, int *fmt,
                       const char **output) {
@@ -165,6 +197,8 @@ int stkr_cli_compliance(int argc, char **argv) {
   stkr_cli_progress_init(&prog, "compliance");
   err = stkr_comp_build(r, &o, stkr_cli_progress_cb, &prog, &c);
   stkr_cli_progress_done(&prog);
+  if (err == 0 && c->later_origins > 0)
+    err = read_again(argv + optind, argc - optind, &o, &r, &c);
   if (err == -EINVAL) {
     status = stkr_cli_usage_error("compliance",
                                   "invalid pattern in --site or --thread");

@@ -21,6 +21,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
+#include "tools/stackrec/strtab.h"
 
 /* Bounds on what a recording can make this keep and do: marks kept for
  * children (16 bytes each), and origins walked for one child. Past them,
@@ -33,7 +34,7 @@
 
 typedef struct inh_mark {
   uint64_t ts;
-  const char *name; /* the reader's */
+  const char *name; /* interned in strs: outlives the reader */
 } inh_mark;
 
 typedef struct inh_proc {
@@ -46,6 +47,7 @@ typedef struct inh_link {
 } inh_link;
 
 struct stkr_inherit {
+  stkr__strtab strs;     /* mark names (a second read has its own reader) */
   inh_mark *marks;
   size_t n_marks, cap_marks;
   inh_proc *procs;
@@ -59,6 +61,10 @@ struct stkr_inherit {
   bool active, over;     /* over: its own marks passed the cap */
   size_t cur_process, cur_first;
   uint64_t work;         /* marks looked at so far (MAX_WORK) */
+  size_t later;          /* children whose origin was read after them */
+  /* After stkr_inherit_complete: the first read's links of every process
+   * (reader index), for a second read; NULL before. */
+  struct inh_link_info *links;
 };
 
 int stkr_inherit_create(stkr_inherit **out) {
@@ -69,6 +75,8 @@ int stkr_inherit_create(stkr_inherit **out) {
 void stkr_inherit_free(stkr_inherit *h) {
   if (h == NULL)
     return;
+  stkr__strtab_free(&h->strs);
+  free(h->links);
   free(h->marks);
   free(h->procs);
   free(h->chain);
@@ -113,6 +121,43 @@ static int find_process(stkr_inherit *h, const stkr_reader *r,
   return 0;
 }
 
+/* What the walk needs of one process: its origin (reader index), when it
+ * was forked from it, whether its own earliest marks are unknown, and
+ * whether all its own marks are here. From the reader's summary while
+ * reading; in a second read, from the first read's (links[]), which knows
+ * processes this read has not reached. */
+typedef struct inh_link_info {
+  bool forked;      /* a forked child (it has an origin, maybe unknown) */
+  size_t origin;    /* SIZE_MAX: not in the recording, or not placed */
+  uint64_t fork_ns;
+  bool head_lost;
+  bool marks_all;   /* every own mark of it is in h->marks */
+} inh_link_info;
+
+static int link_of(stkr_inherit *h, const stkr_reader *r, size_t i,
+                   inh_link_info *out) {
+  const stkr_process_info *p;
+  uint64_t *v;
+  int err;
+
+  if (h->links != NULL) {
+    *out = h->links[i];
+    return 0;
+  }
+  p = stkr_reader_process(r, i);
+  out->forked = p->fork_mono_ns != 0;
+  out->fork_ns = p->fork_mono_ns;
+  out->head_lost = p->head_lost;
+  out->origin = SIZE_MAX;
+  v = stkr_map_find(&h->by_process, i);
+  out->marks_all = (v == NULL ? 0 : h->procs[*v - 1].n) == p->marks;
+  if (out->forked && p->forked_from_pid != 0 &&
+      (err = find_process(h, r, p->dir, p->forked_from_pid, &out->origin)) !=
+          0)
+    return err;
+  return 0;
+}
+
 /* The chain of origins of process `process` (not included) into
  * h->chain, nearest first, each with the time its marks count up to.
  * @return STKR_INHERIT_KNOWN, _HEAD_LOST (an origin's earliest marks are
@@ -120,35 +165,38 @@ static int find_process(stkr_inherit *h, const stkr_reader *r,
  * whose own marks are not all here; a chain too long), or -ENOMEM. */
 static int walk_chain(stkr_inherit *h, const stkr_reader *r, size_t process,
                       size_t *n_out) {
-  const stkr_process_info *p = stkr_reader_process(r, process);
-  uint64_t until = p->fork_mono_ns;
+  inh_link_info lk;
+  uint64_t until;
   int verdict = STKR_INHERIT_KNOWN, err;
   size_t n = 0, o;
-  uint64_t *v;
 
   *n_out = 0;
-  while (p->fork_mono_ns != 0) {
-    if (n == STKR__INHERIT_MAX_DEPTH || p->forked_from_pid == 0)
-      return STKR_INHERIT_UNKNOWN; /* too deep; merge could not place it */
-    if ((err = find_process(h, r, p->dir, p->forked_from_pid, &o)) != 0)
-      return err;
-    /* Not in the recording, or read after the child (pids wrapped, or
-     * renumbered by merge): its marks are not known yet. */
-    if (o == SIZE_MAX || o >= h->cur_process)
+  if ((err = link_of(h, r, process, &lk)) != 0)
+    return err;
+  until = lk.fork_ns;
+  while (lk.forked) {
+    if (n == STKR__INHERIT_MAX_DEPTH || lk.origin == SIZE_MAX)
+      return STKR_INHERIT_UNKNOWN; /* too deep; not in it, not placed */
+    o = lk.origin;
+    /* Read after the child (pids wrapped, or renumbered by merge): its
+     * marks are not known yet, in a first read. */
+    if (o >= h->cur_process && h->links == NULL) {
+      h->later++;
       return STKR_INHERIT_UNKNOWN;
-    p = stkr_reader_process(r, o);
-    v = stkr_map_find(&h->by_process, o);
-    if ((v == NULL ? 0 : h->procs[*v - 1].n) != p->marks)
+    }
+    if ((err = link_of(h, r, o, &lk)) != 0)
+      return err;
+    if (!lk.marks_all)
       return STKR_INHERIT_UNKNOWN; /* some filtered out, or over the cap */
-    if (p->head_lost)
+    if (lk.head_lost)
       verdict = STKR_INHERIT_HEAD_LOST;
     if (stkr_grow((void **)&h->chain, &h->cap_chain, n + 1,
                   sizeof(*h->chain)) != 0)
       return -ENOMEM;
     h->chain[n].process = o;
     h->chain[n++].until = until;
-    if (p->fork_mono_ns != 0 && p->fork_mono_ns < until)
-      until = p->fork_mono_ns;
+    if (lk.forked && lk.fork_ns < until)
+      until = lk.fork_ns;
     *n_out = n;
   }
   return verdict;
@@ -204,15 +252,42 @@ int stkr_inherit_load(stkr_inherit *h, const stkr_reader *r,
   return 0;
 }
 
+size_t stkr_inherit_later_origins(const stkr_inherit *h) {
+  return h != NULL ? h->later : 0;
+}
+
+int stkr_inherit_complete(stkr_inherit *h, const stkr_reader *r) {
+  size_t i, n = stkr_reader_process_count(r);
+  int err;
+
+  inh_link_info *links;
+
+  if (h == NULL || h->links != NULL)
+    return 0;
+  if ((links = calloc(n ? n : 1, sizeof *links)) == NULL)
+    return -ENOMEM;
+  for (i = 0; i < n; i++) /* from r: h->links is set only after */
+    if ((err = link_of(h, r, i, &links[i])) != 0) {
+      free(links);
+      return err;
+    }
+  h->links = links;
+  h->active = false;
+  h->work = 0;
+  h->later = 0;
+  return 0;
+}
+
 int stkr_inherit_mark(stkr_inherit *h, uint64_t ts_ns, const char *name) {
-  if (h == NULL || !h->active || h->over)
+  if (h == NULL || !h->active || h->over || h->links != NULL)
     return 0;
   if (h->n_marks >= STKR__INHERIT_MAX_MARKS) {
     h->over = true; /* its children: unknown (walk_chain's count check) */
     return 0;
   }
   if (stkr_grow((void **)&h->marks, &h->cap_marks, h->n_marks + 1,
-                sizeof(*h->marks)) != 0)
+                sizeof(*h->marks)) != 0 ||
+      (name = stkr__strtab_intern(&h->strs, name)) == NULL)
     return -ENOMEM;
   h->marks[h->n_marks].ts = ts_ns;
   h->marks[h->n_marks++].name = name;
@@ -223,7 +298,7 @@ int stkr_inherit_end(stkr_inherit *h) {
   size_t own;
   inh_proc *e;
 
-  if (h == NULL || !h->active)
+  if (h == NULL || !h->active || h->links != NULL)
     return 0;
   h->active = false;
   own = h->n_marks - h->cur_first;

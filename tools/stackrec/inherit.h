@@ -25,7 +25,7 @@
  * for a process whose earliest segments are gone).
  *
  * Memory: the own marks of every process read so far that had some (names
- * are the reader's, not copied: valid while the reader is), at most
+ * interned: a second read may use another reader), at most
  * 1,000,000 in all; a few words a process. Time: a child's chain of
  * origins, at most 64 deep, and their marks, at most 20,000,000 marks
  * over all children (past that, children are unknown). Thread-safety:
@@ -54,6 +54,17 @@ typedef enum stkr_inherit_from {
 
 /* @return 0 or -ENOMEM; *out owned by the caller (stkr_inherit_free). */
 int stkr_inherit_create(stkr_inherit **out);
+
+/* Children whose origin is read after them (pids wrapped, or renumbered by
+ * merge) were unknown. A whole read keeps the own marks of every process:
+ * stkr_inherit_complete then makes h answer for any origin in a second
+ * read of the same recording, and keep nothing more (QA, session 32:
+ * a merge that renumbered a parent left its children unjudged). r: the
+ * first read's reader, read to its end (its summaries are complete).
+ * @return (later_origins) how many children had an origin read after
+ * them; (complete) 0 or -ENOMEM. */
+size_t stkr_inherit_later_origins(const stkr_inherit *h);
+int stkr_inherit_complete(stkr_inherit *h, const stkr_reader *r);
 void stkr_inherit_free(stkr_inherit *h); /* NULL accepted */
 
 /* Process `process` of a reader begins. */
