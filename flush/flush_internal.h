@@ -124,7 +124,9 @@ typedef struct stkr__fork_origin {
   uint64_t fork_mono_ns;    /* CLOCK_MONOTONIC of that copy */
   /* The follow-mode start itself: the parent's settings, its directory
    * resolved and recovered already. False for a followed child's own
-   * stkr_init (its settings, its directory), which is still a copy. */
+   * stkr_init (its settings, its directory), which is still a copy. Set
+   * by the starter (worker.c, lifecycle lock held); read by
+   * stkr__worker_create. */
   bool follow_start;
 } stkr__fork_origin;
 

@@ -78,7 +78,8 @@ static stkr_stats g_frozen;   /* the final stats of the last recording */
  * g_origin: where this process came from (its Header's parent_pid,
  * forked_from_pid and fork_mono_ns). Both written by the fork's child
  * handler (only the forking thread exists then) and read by the start
- * that follows, on_fork_child or stkr_init, under the lifecycle lock. */
+ * that follows, on_fork_child or stkr_init, under the lifecycle lock,
+ * which also set g_origin.follow_start. */
 static stkr__worker *g_inherited;
 static stkr__fork_origin g_origin;
 /* A worker whose session end ran out of time: its thread may still be
@@ -373,18 +374,21 @@ static int worker_launch(stkr__fconfig *cfg,
  * parent went on; ASan, test-inherit). Written by the prepare handler,
  * read by the child handler of the same fork: glibc runs one fork's
  * handlers at a time (its atfork lock is held from prepare to the parent
- * and child handlers), so two threads forking at once do not mix their
- * times; relaxed atomics keep TSan, which does not see that lock, quiet.
+ * and child handlers: glibc >= 2.28, musl, bionic, Apple's libc), so two
+ * threads forking at once do not mix their times; relaxed atomics keep
+ * TSan, which does not see that lock, quiet.
  * Not a thread-local: an initial-exec __thread here made UBSan report a
  * misaligned stkr__tls in every forked child of the ASan build (the hook
  * library's TLS block; not understood, session 32). */
 static _Atomic uint64_t g_fork_ns;
 
 static void atfork_prepare_scan(void) {
-  /* clock_gettime: async-signal-safe, as fork's handlers must be. */
+  /* After the scan lock, whose wait can last a scan: a mark set meanwhile
+   * is in the copy. clock_gettime: async-signal-safe, as fork's handlers
+   * must be. */
+  stkr__loader_scan_atfork_prepare();
   atomic_store_explicit(&g_fork_ns, stkr__clock_mono_ns(),
                         memory_order_relaxed);
-  stkr__loader_scan_atfork_prepare();
 }
 
 /* Runs in the child right after fork, with only the forking thread alive.

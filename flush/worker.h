@@ -116,6 +116,11 @@ typedef struct stkr__worker {
    * segment file and after any failed batch, so every segment carries the
    * definitions its events use even when an earlier batch was lost. */
   uint32_t epoch;
+  /* stkr__marks_dropped() when the session began (worker_create): the
+   * process-wide count runs on across sessions and into forked children,
+   * which copy it; the Counters say this session's. Written once, before
+   * the thread starts; read by it. */
+  uint64_t marks_dropped_base;
   bool seg_first;         /* the next batch starts a segment: Header+images */
   uint32_t site_epoch[STKR_MAX_SITES + 1];
   uint64_t batch_seq;

@@ -98,6 +98,7 @@ int stkr__worker_create(stkr__fconfig *cfg, const stkr__fork_origin *origin,
   }
   w->req_tail = &w->req_head;
   w->epoch = stkr__new_epoch();
+  w->marks_dropped_base = stkr__marks_dropped();
   w->seg_first = true;
   stkr__batch_init(&w->bb);
 

@@ -144,7 +144,6 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   g_wake_arg = wake_arg;
   g_on_fork = on_fork_child;
   stkr__threads_reset_counts();
-  stkr__marks_dropped_reset();
   atomic_store_explicit(&g_producer_fence, stkr__membarrier_register() != 0,
                         memory_order_relaxed);
   /* Release: g_conf and the callbacks are visible to every producer that

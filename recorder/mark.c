@@ -103,20 +103,18 @@ int stkr_mark_site(const char *name, stkr_site **out) {
  * it by the marks before it (QA, session 32: a dropped app.foreground left
  * every later event "in the background"). Added to by any producer, on its
  * drop path only (relaxed: a count); read by the flush worker into each
- * batch's Counters.marks_dropped; zeroed at recorder start, when no
- * producer records. */
+ * batch's Counters.marks_dropped, less its session's start value (the
+ * count runs on across sessions, and a forked child copies it). */
 static _Atomic uint64_t g_marks_dropped;
 
 void stkr__mark_drop_note(const stkr_site *site) {
-  if (site->name != NULL &&
-      strncmp(site->name, STKR_MARK_PREFIX, STKR_MARK_PREFIX_LEN) == 0)
+  /* One of g_marks' sites (mark.c makes every mark's): not an app's site
+   * named "mark:...", which is refused. */
+  const char *p = (const char *)site, *lo = (const char *)g_marks;
+  if (p >= lo && p < lo + sizeof g_marks)
     atomic_fetch_add_explicit(&g_marks_dropped, 1, memory_order_relaxed);
 }
 
 uint64_t stkr__marks_dropped(void) {
   return atomic_load_explicit(&g_marks_dropped, memory_order_relaxed);
-}
-
-void stkr__marks_dropped_reset(void) {
-  atomic_store_explicit(&g_marks_dropped, 0, memory_order_relaxed);
 }

@@ -655,7 +655,6 @@ int stkr__site_register_mark(stkr_site *site);
 /* mark.c: dropped marks (Counters.marks_dropped); see g_marks_dropped. */
 void stkr__mark_drop_note(const stkr_site *site);
 uint64_t stkr__marks_dropped(void);
-void stkr__marks_dropped_reset(void);
 uint32_t stkr__site_count(void);             /* ids are 1..count */
 /* The recorder's copy of the name (the site's struct may be gone with a
  * dlclose'd library); NULL if unknown. */

@@ -207,6 +207,7 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack) {
 static int end_process(builder *b) {
   b->c->consent_processes += b->proc_events && b->proc_consent;
   b->c->unjudged_processes += b->proc_unjudged;
+  b->c->head_lost_processes += b->proc_unjudged && b->proc_head_lost;
 #if HAVE_STATES
   return stkr_inherit_end(b->inherit);
 #else
@@ -231,6 +232,10 @@ static int load_inherited(builder *b, const stkr_process_info *p) {
   b->version++;
   if (from == STKR_INHERIT_UNKNOWN || from == STKR_INHERIT_HEAD_LOST)
     b->proc_head_lost = true;
+  if (from == STKR_INHERIT_MARKS_LOST && !b->proc_marks_lost) {
+    b->proc_marks_lost = true; /* from its start */
+    b->c->marks_lost_processes++;
+  }
   b->c->unknown_origin_processes += from == STKR_INHERIT_UNKNOWN;
   b->proc_marks = stkr_states_count(b->states) > 0;
   b->proc_consent =
@@ -248,7 +253,6 @@ static int new_process(builder *b, const stkr_event_view *ev) {
   b->cur_process = ev->process;
   b->proc_marks = b->proc_consent = b->proc_events = false;
   b->proc_head_lost = p != NULL && p->head_lost;
-  b->c->head_lost_processes += b->proc_head_lost;
   b->proc_unjudged = b->proc_marks_lost = false;
 #if HAVE_STATES
   stkr_states_reset(b->states);
@@ -633,12 +637,11 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     err = finish(&b);
 #if HAVE_STATES
   stkr_states_free(b.states);
-  if (o->inherit == NULL && err == 0) {
-    b.c->later_origins = stkr_inherit_later_origins(b.inherit);
+  if (o->inherit == NULL && err == 0 &&
+      (b.c->later_origins = stkr_inherit_later_origins(b.inherit)) > 0)
     b.c->inherit = b.inherit; /* for a second read */
-  } else if (o->inherit == NULL) {
+  else if (o->inherit == NULL)
     stkr_inherit_free(b.inherit);
-  }
   free(b.rule_seen);
   free(b.rule_in);
 #endif
@@ -686,20 +689,21 @@ void stkr_comp_free(stkr_comp *c) {
 }
 
 const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap) {
-  const char *sep = "";
+  static const char *const text[3] = {
+      "whose earliest segments the disk cap deleted",
+      "forked from a process not in the recording (whose marks they "
+      "started with)",
+      "that dropped a mark, or whose origin did (a full ring)"};
+  const bool why[3] = {
+      c->head_lost_processes > 0 ||
+          (c->unknown_origin_processes == 0 && c->marks_lost_processes == 0),
+      c->unknown_origin_processes > 0, c->marks_lost_processes > 0};
   size_t n = 0;
 
   buf[0] = '\0';
-#define WHY_ADD(cond, text)                                                   \
-  if ((cond) && n < cap)                                                      \
-    n += (size_t)snprintf(buf + n, cap - n, "%s%s", sep, text), sep = ", or "
-  WHY_ADD(c->head_lost_processes > 0 ||
-              (c->unknown_origin_processes == 0 && c->marks_lost_processes == 0),
-          "whose earliest segments the disk cap deleted");
-  WHY_ADD(c->unknown_origin_processes > 0,
-          "forked from a process not read before them (whose marks they "
-          "started with: not in the recording, or renumbered by merge)");
-  WHY_ADD(c->marks_lost_processes > 0, "that dropped a mark (a full ring)");
-#undef WHY_ADD
+  for (int i = 0; i < 3; i++)
+    if (why[i] && n < cap)
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", or " : "",
+                            text[i]);
   return buf;
 }

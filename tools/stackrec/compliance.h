@@ -125,12 +125,14 @@ typedef struct stkr_comp {
    * background (QA, session 32: a dropped app.foreground made every later
    * event "in the background", 3 findings). */
   size_t marks_lost_processes;
-  size_t head_lost_processes; /* ... whose earliest segments are gone */
+  size_t head_lost_processes; /* ... with events unjudged, whose earliest
+                                 segments (or an origin's) are gone */
   /* Forked children whose origin is read after them (inherit.h): a
    * second read, with stkr_comp_take_inherit's table completed, can
    * judge them. */
   size_t later_origins;
-  struct stkr_inherit *inherit; /* the first read's, owned (or NULL) */
+  struct stkr_inherit *inherit; /* the first read's, owned, when
+                                   later_origins > 0 (else NULL) */
   /* Per rule (policy order): its events it could not judge so. A rule
    * with any is not checked (stkr_comp_check_rules): its pass would be
    * untrue (QA, session 31: "no findings", exit 0, JUnit green, with

@@ -65,6 +65,7 @@ struct stkr_inherit {
   /* After stkr_inherit_complete: the first read's links of every process
    * (reader index), for a second read; NULL before. */
   struct inh_link_info *links;
+  size_t n_links;
 };
 
 int stkr_inherit_create(stkr_inherit **out) {
@@ -127,10 +128,12 @@ static int find_process(stkr_inherit *h, const stkr_reader *r,
  * reading; in a second read, from the first read's (links[]), which knows
  * processes this read has not reached. */
 typedef struct inh_link_info {
+  uint32_t pid;     /* who it is (a second read checks it is the same) */
   bool forked;      /* a forked child (it has an origin, maybe unknown) */
   size_t origin;    /* SIZE_MAX: not in the recording, or not placed */
   uint64_t fork_ns;
   bool head_lost;
+  bool marks_dropped; /* it dropped a mark (when, not known) */
   bool marks_all;   /* every own mark of it is in h->marks */
 } inh_link_info;
 
@@ -140,11 +143,21 @@ static int link_of(stkr_inherit *h, const stkr_reader *r, size_t i,
   uint64_t *v;
   int err;
 
+  p = stkr_reader_process(r, i);
   if (h->links != NULL) {
-    *out = h->links[i];
+    /* The same process at the same index, or the recording changed
+     * between the reads (a live one): then nothing is known of it. */
+    if (i < h->n_links && p != NULL && h->links[i].pid == p->pid) {
+      *out = h->links[i];
+    } else {
+      memset(out, 0, sizeof *out);
+      out->forked = true;
+      out->origin = SIZE_MAX;
+    }
     return 0;
   }
-  p = stkr_reader_process(r, i);
+  out->pid = p->pid;
+  out->marks_dropped = p->marks_dropped > 0;
   out->forked = p->fork_mono_ns != 0;
   out->fork_ns = p->fork_mono_ns;
   out->head_lost = p->head_lost;
@@ -161,8 +174,10 @@ static int link_of(stkr_inherit *h, const stkr_reader *r, size_t i,
 /* The chain of origins of process `process` (not included) into
  * h->chain, nearest first, each with the time its marks count up to.
  * @return STKR_INHERIT_KNOWN, _HEAD_LOST (an origin's earliest marks are
- * unknown), _UNKNOWN (an origin not in the recording, not read yet, or
- * whose own marks are not all here; a chain too long), or -ENOMEM. */
+ * unknown), _MARKS_LOST (an origin dropped a mark), _UNKNOWN (an origin
+ * not in the recording, not read yet, or whose own marks are not all
+ * here; a chain too long; the recording changed between two reads), or
+ * -ENOMEM. */
 static int walk_chain(stkr_inherit *h, const stkr_reader *r, size_t process,
                       size_t *n_out) {
   inh_link_info lk;
@@ -187,9 +202,14 @@ static int walk_chain(stkr_inherit *h, const stkr_reader *r, size_t process,
     if ((err = link_of(h, r, o, &lk)) != 0)
       return err;
     if (!lk.marks_all)
-      return STKR_INHERIT_UNKNOWN; /* some filtered out, or over the cap */
-    if (lk.head_lost)
+      return STKR_INHERIT_UNKNOWN; /* over the cap */
+    if (lk.head_lost && verdict == STKR_INHERIT_KNOWN)
       verdict = STKR_INHERIT_HEAD_LOST;
+    /* A mark it dropped may have been before the fork (review, session
+     * 32: a child forked after a dropped app.foreground was "in the
+     * background"). */
+    if (lk.marks_dropped)
+      verdict = STKR_INHERIT_MARKS_LOST;
     if (stkr_grow((void **)&h->chain, &h->cap_chain, n + 1,
                   sizeof(*h->chain)) != 0)
       return -ENOMEM;
@@ -272,6 +292,7 @@ int stkr_inherit_complete(stkr_inherit *h, const stkr_reader *r) {
       return err;
     }
   h->links = links;
+  h->n_links = n;
   h->active = false;
   h->work = 0;
   h->later = 0;

@@ -19,8 +19,8 @@
  * child nothing), then stkr_inherit_mark for each of its own marks. The
  * reader visits processes in ascending pid order, so a parent is read
  * before its children but where pids wrapped around or merge renumbered
- * it: such a child, one whose origin is not in the recording, and one
- * whose origin's marks were not all seen (a filter left some out) gets
+ * it (stkr_inherit_complete makes a second read know them): such a
+ * child, and one whose origin is not in the recording, gets
  * STKR_INHERIT_UNKNOWN (its marks before its own are not known: judge as
  * for a process whose earliest segments are gone).
  *
@@ -48,8 +48,10 @@ typedef enum stkr_inherit_from {
   STKR_INHERIT_NONE = 0, /* not a forked child (or an older writer) */
   STKR_INHERIT_KNOWN,    /* a forked child: its origin's marks are fed */
   STKR_INHERIT_UNKNOWN,  /* a forked child whose origin was not read */
-  STKR_INHERIT_HEAD_LOST /* known, but an origin's earliest marks are
-                            unknown (the disk cap took its head) */
+  STKR_INHERIT_HEAD_LOST, /* known, but an origin's earliest marks are
+                             unknown (the disk cap took its head) */
+  STKR_INHERIT_MARKS_LOST /* known, but an origin dropped a mark (a full
+                             ring), maybe before the fork */
 } stkr_inherit_from;
 
 /* @return 0 or -ENOMEM; *out owned by the caller (stkr_inherit_free). */

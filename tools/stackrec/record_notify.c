@@ -25,6 +25,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_pid.h"
 #include "common/stkr_which.h"
+#include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
 
@@ -129,62 +130,99 @@ void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
             strerror(-err));
 }
 
-/* The pids of dir's segment files (tombstones too), sorted, into *out
- * (malloc'd; NULL when none). @return how many, or 0 on any failure. */
-static size_t segment_pids(const char *dir, uint64_t **out) {
+/* The pid of a file of a process in a recording directory: a segment
+ * (tombstones too), or a ring or session file left for recovery. */
+static bool file_pid(const char *name, uint32_t *pid) {
+  size_t len = strlen(name);
+
+  if (stkr_fmt_segment_parse(name, pid, NULL) == 0)
+    return true;
+  if (strncmp(name, "stackrec-", 9) != 0 ||
+      !((len > 8 && strcmp(name + len - 8, ".session") == 0) ||
+        (len > 5 && strcmp(name + len - 5, ".ring") == 0)))
+    return false;
+  *pid = (uint32_t)strtoul(name + 9, NULL, 10);
+  return true;
+}
+
+/* The pids of dir's files of processes (file_pid), sorted, into *out
+ * (malloc'd). @return how many, or -1 when dir could not be read whole
+ * (then no process may be said to have left nothing). */
+static ssize_t file_pids(const char *dir, uint64_t **out) {
   DIR *d = opendir(dir);
   struct dirent *e;
   size_t n = 0, cap = 0;
-  unsigned pid;
-  int k;
+  uint32_t pid;
 
   *out = NULL;
   if (d == NULL)
-    return 0;
+    return -1;
   while ((e = readdir(d)) != NULL) {
-    if (sscanf(e->d_name, "stackrec-%u-%*u.zs%n", &pid, &k) != 1 || k <= 0)
+    if (!file_pid(e->d_name, &pid))
       continue;
-    if (stkr_grow((void **)out, &cap, n + 1, sizeof **out) != 0)
-      break;
+    if (stkr_grow((void **)out, &cap, n + 1, sizeof **out) != 0) {
+      closedir(d);
+      return -1;
+    }
     (*out)[n++] = pid;
   }
   closedir(d);
   if (n > 0)
     qsort(*out, n, sizeof **out, stkr_qsort_u64);
-  return n;
+  return (ssize_t)n;
+}
+
+/* Did a notice of nt say that process pid records nothing (err != 0)? */
+static bool named_unrecorded(const stkr__rec_notices *nt, int pid) {
+  for (size_t i = 0; i < nt->n; i++)
+    if (nt->v[i].pid == pid && nt->v[i].err != 0)
+      return true;
+  return false;
 }
 
 void stkr__rec_vanished_write(const char *dir, const stkr__rec_notices *nt) {
-  uint64_t *segs = NULL, key;
-  size_t n_segs = 0, i, j;
+  uint64_t *pids = NULL, key;
+  ssize_t n_pids = 0;
+  size_t i, j;
   bool scanned = false;
   int err = 0;
+  /* The notes name the directory as the processes resolved it. */
+  char *real = realpath(dir, NULL);
+  const char *where = real != NULL ? real : dir;
 
   for (i = 0; i < nt->n && err == 0; i++) {
     const stkr__rec_notice *m = &nt->v[i];
     char why[768];
     bool again = false;
 
-    if (m->err != 0 || m->pid <= 0 || stkr_pid_alive((uint32_t)m->pid))
-      continue; /* named already (unrecorded), or may still write */
+    /* A note about writing into this directory (a followed child's own
+     * stkr_init may record elsewhere), from a process that is gone and
+     * was not named already as one that records nothing. */
+    if (m->err != 0 || m->pid <= 0 || strstr(m->what, where) == NULL ||
+        stkr_pid_alive((uint32_t)m->pid) || named_unrecorded(nt, m->pid))
+      continue;
     for (j = 0; j < i && !again; j++)
       again = nt->v[j].pid == m->pid;
     if (again)
       continue;
     if (!scanned) {
-      n_segs = segment_pids(dir, &segs);
+      n_pids = file_pids(dir, &pids);
       scanned = true;
     }
+    if (n_pids < 0)
+      break; /* unreadable: no one is said to have left nothing */
     key = (uint64_t)m->pid;
-    if (n_segs > 0 &&
-        bsearch(&key, segs, n_segs, sizeof *segs, stkr_qsort_u64) != NULL)
+    if (n_pids > 0 &&
+        bsearch(&key, pids, (size_t)n_pids, sizeof *pids, stkr_qsort_u64) !=
+            NULL)
       continue;
     snprintf(why, sizeof why, "its events were lost, how many is not known: "
              "it ended before any of its segments reached the disk (its "
              "note: %s)", m->what);
     err = stkr_unrecorded_append(dir, (uint32_t)m->pid, m->name, why);
   }
-  free(segs);
+  free(pids);
+  free(real);
   if (err != 0)
     fprintf(stderr, "stackrec record: cannot name the processes that left "
                     "nothing in %s/%s: %s\n", dir, STKR_MARKS_FILE,

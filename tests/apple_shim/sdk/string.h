@@ -5,7 +5,6 @@
 void *memcpy(void *restrict dst, const void *restrict src, size_t n);
 void *memset(void *b, int c, size_t len);
 int strcmp(const char *s1, const char *s2);
-int strncmp(const char *s1, const char *s2, size_t n); /* recorder/mark.c */
 int memcmp(const void *a, const void *b, size_t n); /* recorder/clock.c */
 size_t strlen(const char *s);
 size_t strnlen(const char *s, size_t maxlen);
