@@ -246,7 +246,6 @@ static void test_nothing_reached_the_disk(void **state) {
     fail_msg("the lost events are not said:\n%s", cr_err);
   assert_null(strstr(cr_err, "stay in the ring files"));
   assert_int_equal(cr_run("verify '%s'", dir), 4);
-
 }
 
 static void test_grandchild_bad_env_reported(void **state) {

@@ -91,8 +91,7 @@ static int write_out(FILE *f, const stkr_comp *c, int fmt,
   }
 }
 
-/* Parse the options into *o (and the rest). @return -1 to go on, else the
- * exit status. */
+/* The second read's warnings: the first said them. */
 static void quiet_warn(void *arg, const stkr_warning *w) {
   (void)arg;
   (void)w;
@@ -124,6 +123,8 @@ static int read_again(char *const *paths, int n, stkr_comp_opts *o,
   return err;
 }
 
+/* Parse the options into *o (and the rest). @return -1 to go on, else the
+ * exit status. */
 static int parse_args(int argc, char **argv, stkr_comp_opts *o,
                       const char **policy, const char **map, int *fmt,
                       const char **output) {

@@ -278,9 +278,8 @@ size_t stkr_inherit_later_origins(const stkr_inherit *h) {
 
 int stkr_inherit_complete(stkr_inherit *h, const stkr_reader *r) {
   size_t i, n = stkr_reader_process_count(r);
-  int err;
-
   inh_link_info *links;
+  int err;
 
   if (h == NULL || h->links != NULL)
     return 0;
