@@ -665,7 +665,9 @@ stkr__push(stkr__thread *t, stkr_site *site, const void *payload,
     /* And in the ring file, for recovery if the process dies before the
      * worker counts it (common/stkr_ringfile.h, "drops"). */
     atomic_store_explicit(&t->ring.c->drops_full, full, memory_order_release);
-    stkr__mark_drop_note(site);
+    /* By id: the site pointer need not live on past the id (the keyed
+     * walk below is short of registers). */
+    stkr__mark_drop_note_id(site_id);
     goto drop_unbusy;
   }
   /* The timestamp (ticks or ns: clock.c) before the walk, not after: rdtsc

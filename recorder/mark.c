@@ -115,6 +115,11 @@ void stkr__mark_drop_note(const stkr_site *site) {
     atomic_fetch_add_explicit(&g_marks_dropped, 1, memory_order_relaxed);
 }
 
+void stkr__mark_drop_note_id(uint32_t site_id) {
+  if (stkr__site_is_mark(site_id))
+    atomic_fetch_add_explicit(&g_marks_dropped, 1, memory_order_relaxed);
+}
+
 uint64_t stkr__marks_dropped(void) {
   return atomic_load_explicit(&g_marks_dropped, memory_order_relaxed);
 }

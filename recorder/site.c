@@ -78,6 +78,17 @@ static int word_err(uint32_t word) {
                                     : 0;
 }
 
+/* Bit id: site id `id` is a mark's (only mark.c claims "mark:" names).
+ * Set (relaxed OR) before the id is published with release; read by a
+ * producer's drop path for an id it acquired, so it sees the bit. */
+static _Atomic uint64_t g_mark_ids[(STKR_MAX_SITES + 1 + 63) / 64];
+
+bool stkr__site_is_mark(uint32_t id) {
+  return id <= STKR_MAX_SITES &&
+         (atomic_load_explicit(&g_mark_ids[id / 64], memory_order_relaxed) >>
+          (id % 64)) & 1;
+}
+
 /* stkr_site_register, and for mark.c's sites (mark = true) the reserved
  * "mark:" names too. */
 static int stkr__site_claim(stkr_site *site, bool mark) {
@@ -134,6 +145,9 @@ static int stkr__site_claim(stkr_site *site, bool mark) {
      * memcpy into a mapping, no system call. */
     stkr__session_site_added(id, name);
   }
+  if (mark)
+    atomic_fetch_or_explicit(&g_mark_ids[id / 64], 1ull << (id % 64),
+                             memory_order_relaxed);
   /* Pairs with the acquire loads above and in stkr_event(). */
   __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
   return 0;

@@ -566,13 +566,8 @@ bool stkr__threads_ring_room(size_t ring_bytes);
  *     known-stack events), and at least min_bytes rounded up to 2^n.
  * Each tier ends later if 4 of its rings would not fit (a large
  * configured ring, e.g. 4 MiB: 4 of them, 4 of 1 MiB, then 256 KiB), at
- * most at half and three quarters of the cap.
- * So 200 live threads hold at most ~12.5 MiB of rings and states (was
- * ~24: the capacity bench's 200-thread RSS added 13-15 MB, was 22-23), and
- * ~690 fit under the cap. With the second tier up to 6 MiB, the 50-thread
- * run dropped 8,310 and 25,703 of 250,000 events with 16 KiB last-tier
- * rings, 0 and 828 with 32 KiB ones; up to 7 MiB, 0-34. Pure (tests
- * call it). */
+ * most at half and three quarters of the cap. Pure (tests call it); the
+ * figures behind the tiers are at its definition (thread.c). */
 #define STKR__RING_SMALL_BYTES ((size_t)64 << 10)
 #define STKR__RING_TINY_BYTES ((size_t)32 << 10)
 size_t stkr__ring_tier(size_t ring_bytes, size_t min_bytes, uint64_t live,
@@ -649,11 +644,13 @@ void stkr__threads_wait_idle(void);
 uint32_t stkr__site_id(stkr_site *site);
 /* Was the site's name refused for good (a "mark:" name of the app's)? */
 bool stkr__site_refused(const stkr_site *site);
-/* stkr_site_register for mark.c's own sites, whose "mark:" names the
- * public one refuses. */
+/* stkr_site_register for mark.c's own sites ("mark:" names). */
 int stkr__site_register_mark(stkr_site *site);
-/* mark.c: dropped marks (Counters.marks_dropped); see g_marks_dropped. */
+/* Dropped marks (mark.c's g_marks_dropped), by site or id; site.c knows
+ * the marks' ids. */
 void stkr__mark_drop_note(const stkr_site *site);
+void stkr__mark_drop_note_id(uint32_t site_id);
+bool stkr__site_is_mark(uint32_t id);
 uint64_t stkr__marks_dropped(void);
 uint32_t stkr__site_count(void);             /* ids are 1..count */
 /* The recorder's copy of the name (the site's struct may be gone with a
