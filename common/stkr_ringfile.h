@@ -401,6 +401,11 @@ typedef struct stkr_sessfile_hdr {
    * Header.fork_mono_ns of a followed fork child, set at its start. */
   uint32_t forked_from_pid;
   uint64_t fork_mono_ns;
+  /* Since session 32 (zero in older files): marks of this session whose
+   * event was refused (Counters.marks_dropped), added (atomic) by the
+   * thread that dropped it: a kill before the next batch loses the
+   * worker's count, not this one (recovery writes it). */
+  uint64_t marks_dropped;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

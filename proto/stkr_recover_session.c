@@ -190,6 +190,7 @@ static void counters(const build *b, Stackrec__Counters *K) {
   /* Threads whose rings were in memory: nothing of them is in the ring
    * files, and a death lost what they had not flushed (stackrec.proto). */
   K->memory_rings_lost = b->ss->h.memory_rings;
+  K->marks_dropped = b->ss->h.marks_dropped; /* the session's, all told */
   K->attempted = stkr__rc_sat(
       stkr__rc_sat(stkr__rc_sat(K->written, K->dropped_write_error),
                    stkr__rc_sat(K->dropped_ring_full, K->dropped_reentrant)),

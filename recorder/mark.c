@@ -107,17 +107,24 @@ int stkr_mark_site(const char *name, stkr_site **out) {
  * count runs on across sessions, and a forked child copies it). */
 static _Atomic uint64_t g_marks_dropped;
 
+/* In memory for the worker's Counters, and in the session file for
+ * recovery after a kill. */
+static void count_drop(void) {
+  atomic_fetch_add_explicit(&g_marks_dropped, 1, memory_order_relaxed);
+  stkr__session_mark_dropped();
+}
+
 void stkr__mark_drop_note(const stkr_site *site) {
   /* One of g_marks' sites (mark.c makes every mark's): not an app's site
    * named "mark:...", which is refused. */
   const char *p = (const char *)site, *lo = (const char *)g_marks;
   if (p >= lo && p < lo + sizeof g_marks)
-    atomic_fetch_add_explicit(&g_marks_dropped, 1, memory_order_relaxed);
+    count_drop();
 }
 
 void stkr__mark_drop_note_id(uint32_t site_id) {
   if (stkr__site_is_mark(site_id))
-    atomic_fetch_add_explicit(&g_marks_dropped, 1, memory_order_relaxed);
+    count_drop();
 }
 
 uint64_t stkr__marks_dropped(void) {

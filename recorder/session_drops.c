@@ -23,6 +23,13 @@ void stkr__session_drop_other(void) {
     __atomic_fetch_add(&h->drops_other, 1, __ATOMIC_RELAXED);
 }
 
+void stkr__session_mark_dropped(void) {
+  /* As stkr__session_drop_other: any thread. */
+  stkr_sessfile_hdr *h = stkr__session_hdr();
+  if (h != NULL)
+    __atomic_fetch_add(&h->marks_dropped, 1, __ATOMIC_RELAXED);
+}
+
 void stkr__session_drops_worker(uint64_t n) {
   /* The worker, while producers may add (an atomic add, as theirs). */
   stkr_sessfile_hdr *h = stkr__session_hdr();

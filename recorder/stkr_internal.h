@@ -82,6 +82,7 @@ typedef struct stkr__sess_drops {
  * zero them all (the start, no producer active). No-ops without a session
  * file. */
 void stkr__session_drop_other(void);
+void stkr__session_mark_dropped(void);
 void stkr__session_drops_worker(uint64_t n);
 void stkr__session_drops_retire(uint64_t full, uint64_t reentrant);
 void stkr__session_drops_note(stkr__sess_drops *out);

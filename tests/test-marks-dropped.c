@@ -23,12 +23,15 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "flush/worker.h"
+#include "proto/stkr_recover.h"
 #include "recorder/stackrec.h"
 #include "tests/reader_util.h"
 #include "tests/testlib.h"
@@ -105,4 +108,47 @@ static void test_dropped_mark(void **state) {
   stkr_reader_free(r);
 }
 
-TL_TEST_MAIN("marks-dropped", tl_make_dir, tl_rm_dir, test_dropped_mark)
+/* The same drop in a process killed before its next batch: the count is
+ * in its session file, and recovery writes it. */
+static void test_dropped_mark_of_a_killed_process(void **state) {
+  char dir[512];
+  stkr_recover_stats rs;
+  ru_log log = {0};
+  stkr_reader *r;
+  stkr_event_view ev;
+  pid_t pid;
+  int st;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s/killed", tl_dir);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  if ((pid = fork()) == 0) {
+    stkr_config cfg = {.dir = dir, .ring_bytes = 4096,
+                       .flush_interval_ms = 3600 * 1000,
+                       .symbolize = STKR_SYMBOLIZE_NONE};
+    int n = 0;
+    if (stkr_init(&cfg) != 0 || stkr_mark("app.background", NULL, 0) != 0 ||
+        stkr_flush() != 0)
+      _exit(2);
+    stkr__loader_scan_begin(); /* the worker never writes again */
+    while (sdk_call() == 0 && n++ < 100000)
+      ;
+    if (stkr_mark("app.foreground", NULL, 0) != -EAGAIN)
+      _exit(3);
+    kill(getpid(), SIGKILL);
+    _exit(4);
+  }
+  assert_true(pid > 0);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFSIGNALED(st));
+  assert_int_equal(stkr_recover_dir(dir, NULL, &rs), 0);
+  assert_int_equal(rs.sessions_recovered, 1);
+  assert_non_null(r = ru_open(dir, &log));
+  while (stkr_reader_next(r, &ev) == 1)
+    ;
+  assert_int_equal(stkr_reader_process(r, 0)->marks_dropped, 1); /* was 0 */
+  stkr_reader_free(r);
+}
+
+TL_TEST_MAIN("marks-dropped", tl_make_dir, tl_rm_dir, test_dropped_mark,
+             test_dropped_mark_of_a_killed_process)
