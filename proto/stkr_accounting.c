@@ -225,7 +225,8 @@ void stkr__acct_batch(stkr__stream *st, const Stackrec__Batch *b,
     a->c.recovered = c->recovered;
     a->c.recovery_lost_bytes = c->recovery_lost_bytes;
     a->c.memory_rings_lost = c->memory_rings_lost;
-    /* A recovered batch carries none: the largest the session said. */
+    /* The largest the session said: a recovered batch carries the
+     * session file's count, which a second recovery writes again. */
     a->c.marks_dropped = stkr__max(a->c.marks_dropped, c->marks_dropped);
   }
 }

@@ -325,7 +325,22 @@ void stkr__session_site_added(uint32_t id, const char *name) {
   atomic_fetch_sub_explicit(&g_map_users, 1, memory_order_release);
 }
 
-/* Unmap the session header once no site registration is using it; a
+void stkr__session_add_u64(size_t off, uint64_t n) {
+  stkr_sessfile_hdr *h;
+
+  /* As a site's name: a thread with no ring holds no `busy`, so the
+   * close's quiesce does not wait for it; g_map_users does (review,
+   * session 32: the add could land after the unmap). */
+  atomic_fetch_add_explicit(&g_map_users, 1, memory_order_seq_cst);
+  h = atomic_load_explicit(&g_map, memory_order_seq_cst);
+  if (h != NULL)
+    __atomic_fetch_add((uint64_t *)(void *)((char *)h + off), n,
+                       __ATOMIC_RELAXED);
+  atomic_fetch_sub_explicit(&g_map_users, 1, memory_order_release);
+}
+
+/* Unmap the session header once no site registration (nor a count, nor a
+ * ring maker's note) is using it; a
  * registration stuck for a second (a thread stopped in a debugger) keeps
  * the mapping alive forever rather than fault. Control thread.
  * @return whether it was unmapped. */

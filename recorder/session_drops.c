@@ -5,8 +5,8 @@
  * thread.c, next to the thread counters they equal.
  *
  * The header's mapping (stkr__session_hdr) stays mapped while the worker
- * runs and while any producer may drop: close unmaps it only after the
- * worker's end and once no producer runs (ringfile.c).
+ * runs; close unmaps it after the worker's end, once no producer holding
+ * `busy` runs and no stkr__session_add_u64 is in flight (ringfile.c).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,18 +16,13 @@
 #include "recorder/stkr_internal.h"
 
 void stkr__session_drop_other(void) {
-  /* Any thread; the map is unmapped only after the worker's end and once
-   * no producer runs (close). */
-  stkr_sessfile_hdr *h = stkr__session_hdr();
-  if (h != NULL)
-    __atomic_fetch_add(&h->drops_other, 1, __ATOMIC_RELAXED);
+  /* Any thread, with or without a ring (then no `busy` holds the close
+   * off): through ringfile.c's guard of the mapping. */
+  stkr__session_add_u64(offsetof(stkr_sessfile_hdr, drops_other), 1);
 }
 
 void stkr__session_mark_dropped(void) {
-  /* As stkr__session_drop_other: any thread. */
-  stkr_sessfile_hdr *h = stkr__session_hdr();
-  if (h != NULL)
-    __atomic_fetch_add(&h->marks_dropped, 1, __ATOMIC_RELAXED);
+  stkr__session_add_u64(offsetof(stkr_sessfile_hdr, marks_dropped), 1);
 }
 
 void stkr__session_drops_worker(uint64_t n) {

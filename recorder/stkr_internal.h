@@ -79,10 +79,12 @@ typedef struct stkr__sess_drops {
  * flush worker's drops (records it read but could not hold) to
  * drops_other, right before the release of their records (the worker; a
  * batch's dropped_other counts them, so counted_other does too). _reset:
- * zero them all (the start, no producer active). No-ops without a session
- * file. */
+ * zero them all (the start, no producer active). mark_dropped: add one
+ * (any thread). No-ops without a session file. add_u64 (ringfile.c): add
+ * n at byte off of the header, any thread, never after the unmap. */
 void stkr__session_drop_other(void);
 void stkr__session_mark_dropped(void);
+void stkr__session_add_u64(size_t off, uint64_t n);
 void stkr__session_drops_worker(uint64_t n);
 void stkr__session_drops_retire(uint64_t full, uint64_t reentrant);
 void stkr__session_drops_note(stkr__sess_drops *out);
@@ -647,8 +649,7 @@ uint32_t stkr__site_id(stkr_site *site);
 bool stkr__site_refused(const stkr_site *site);
 /* stkr_site_register for mark.c's own sites ("mark:" names). */
 int stkr__site_register_mark(stkr_site *site);
-/* Dropped marks (mark.c's g_marks_dropped), by site or id; site.c knows
- * the marks' ids. */
+/* Dropped marks (mark.c's g_marks_dropped), by site or id (site.c's). */
 void stkr__mark_drop_note(const stkr_site *site);
 void stkr__mark_drop_note_id(uint32_t site_id);
 bool stkr__site_is_mark(uint32_t id);
