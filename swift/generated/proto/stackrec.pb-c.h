@@ -563,8 +563,9 @@ struct  Stackrec__Counters
    */
   uint32_t memory_rings_lost;
   /*
-   * Of the dropped events (ring full, re-entered): those of marks
-   * (stkr_mark), since the session's start. A reader cannot tell what was
+   * Of the dropped events (ring full, re-entered, no ring): those of
+   * marks (stkr_mark), since the session's start; recovery writes the
+   * session file's count. A reader cannot tell what was
    * true after a mark it never saw: compliance leaves the events after
    * the count grew unjudged by rules on marks (since session 32).
    */
