@@ -687,7 +687,11 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
       info->last_ts_ns = ev->ts_ns;
     info->events++;
   }
-  if (ev->stack_lost && !ev->site_undefined && !ev->thread_undefined)
+  /* Lost only when the stack alone is missing: an undefined site or
+   * thread beside it is damage. */
+  if (ev->stack_lost && (ev->site_undefined || ev->thread_undefined))
+    ev->stack_lost = false;
+  if (ev->stack_lost)
     info->stacks_lost++;
   else if (ev->unresolved)
     info->unresolved_events++;

@@ -426,7 +426,8 @@ typedef struct stkr_event_view {
                                 tool keying state by id should key these
                                 as one "unknown" (e.g. id 0): a file may
                                 hold any number of distinct bogus ids */
-  bool stack_lost;           /* stack_undefined, and said to be lost, not
+  bool stack_lost;           /* stack_undefined (site and thread defined),
+                                and said to be lost, not
                                 damage: stack 0 of a recovered batch, an
                                 event recovery kept without its stack,
                                 whose only definition was in a batch that

@@ -98,13 +98,14 @@ int stkr_mark_site(const char *name, stkr_site **out) {
   return 0;
 }
 
-/* Marks whose event was refused (a full ring, a re-entered event): a
- * reader that does not know a mark was lost would judge the events after
- * it by the marks before it (QA, session 32: a dropped app.foreground left
- * every later event "in the background"). Added to by any producer, on its
- * drop path only (relaxed: a count); read by the flush worker into each
- * batch's Counters.marks_dropped, less its session's start value (the
- * count runs on across sessions, and a forked child copies it). */
+/* Marks whose event was refused (a full ring, a re-entered event, no
+ * ring): a reader that does not know a mark was lost would judge the
+ * events after it by the marks before it (QA, session 32: a dropped
+ * app.foreground left every later event "in the background"). Added to by
+ * any producer, on its drop path only (relaxed: a count); read by the
+ * flush worker into each batch's Counters.marks_dropped, less its
+ * session's start value (the count runs on across sessions, and a forked
+ * child copies it). */
 static _Atomic uint64_t g_marks_dropped;
 
 /* In memory for the worker's Counters, and in the session file for
@@ -114,17 +115,16 @@ static void count_drop(void) {
   stkr__session_mark_dropped();
 }
 
-void stkr__mark_drop_note(const stkr_site *site) {
-  /* One of g_marks' sites (mark.c makes every mark's): not an app's site
-   * named "mark:...", which is refused. */
-  const char *p = (const char *)site, *lo = (const char *)g_marks;
-  if (p >= lo && p < lo + sizeof g_marks)
-    count_drop();
-}
-
 void stkr__mark_drop_note_id(uint32_t site_id) {
   if (stkr__site_is_mark(site_id))
     count_drop();
+}
+
+void stkr__mark_drop_note(const stkr_site *site) {
+  /* A mark's site is registered before its first event (stkr_mark_site):
+   * its id is there to acquire. An id word that is no id (invalid, full)
+   * is above STKR_MAX_SITES: no mark. */
+  stkr__mark_drop_note_id(__atomic_load_n(&site->id, __ATOMIC_ACQUIRE));
 }
 
 uint64_t stkr__marks_dropped(void) {

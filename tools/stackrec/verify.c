@@ -150,8 +150,7 @@ static void on_unresolved(verify_run *v, const stkr_event_view *ev) {
 static void check_event(const stkr_event_view *ev, void *arg) {
   /* A stack recovery could not keep is lost, not damage: counted and
    * said by the reader (stkr_process_info.stacks_lost). */
-  if (ev->unresolved &&
-      !(ev->stack_lost && !ev->site_undefined && !ev->thread_undefined))
+  if (ev->unresolved && !ev->stack_lost)
     on_unresolved(arg, ev);
 }
 
