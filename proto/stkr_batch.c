@@ -395,6 +395,13 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
   if (!st->have_batch_seq && b->seq > 1) {
     in->missing_batches += b->seq - 1;
     st->acct.lead_missing = b->seq - 1;
+    /* The process's first batches, read before any other: its Header
+     * (whether it was forked, and from whom) and any mark in them are
+     * gone, as with a first segment gone (a damaged first frame, a failed
+     * first write; review, session 33: a forked child's events counted
+     * "before consent"). Before this batch's events are delivered. */
+    if (in->batches == 0)
+      in->head_lost = true;
   }
   if (b->seq != 0 && (!st->have_batch_seq || b->seq > st->last_batch_seq)) {
     st->have_batch_seq = true;

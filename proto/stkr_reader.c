@@ -658,7 +658,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
     stkr__batch_release(r);
 
     if (r->in.fd < 0 && r->cur_file == 0 && st->n_files != 0)
-      st->info.head_lost = st->files[0].seq > 1 ||
+      st->info.head_lost |= st->files[0].seq > 1 ||
                            st->files[0].size <= STKR_FMT_TOMBSTONE_SIZE;
     /* A stream's external marks come before its first event. */
     if (r->in.fd < 0 && r->cur_file == 0 && r->n_ext != 0 &&

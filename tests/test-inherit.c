@@ -13,7 +13,9 @@
  *   grandparent (parent_pid is still its parent);
  * - app.background, a fork: the child's events are in the background;
  * - the origin's files gone: the child's events are not judged (as for a
- *   process whose earliest segments are gone), never "before consent".
+ *   process whose earliest segments are gone), never "before consent";
+ * - the child's first batch (its Header) damaged: its events are not
+ *   judged either.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -46,7 +48,8 @@ typedef enum scenario {
   GRANDCHILD,
   BACKGROUND_THEN_FORK,
   CHAIN_MIDDLE_OTHER_SITE,
-  CHILD_OWN_INIT
+  CHILD_OWN_INIT,
+  CONSENT_THEN_FORK_BATCHES
 } scenario;
 
 static __attribute__((noinline)) void sdk_call(void) {
@@ -115,6 +118,17 @@ static int record(const char *dir, scenario s) {
         child_events(2);
       wait_ok(g);
       _exit(0);
+    }
+    wait_ok(c);
+    break;
+  case CONSENT_THEN_FORK_BATCHES: /* the child's 3 in 3 batches */
+    sdk_call();
+    stkr_mark("consent.granted", NULL, 0);
+    if ((c = fork()) == 0) {
+      for (int i = 0; i < 3; i++)
+        if (sdk_call(), stkr_flush() != 0)
+          _exit(5);
+      child_events(0);
     }
     wait_ok(c);
     break;
@@ -428,6 +442,62 @@ static void test_origin_missing(void **state) {
   assert_int_equal(k.unknown_origin, 1);
 }
 
+/* The child's first batch, which holds its Header, damaged: the reader
+ * skips to its second, so whether and from whom it was forked is not
+ * known, nor its marks in that batch; its events are not judged (review,
+ * session 33: 3 more "before consent"). */
+static void test_child_first_batch_damaged(void **state) {
+  static const unsigned char magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  char dir[4096], path[4400], prefix[64];
+  unsigned char *seg;
+  size_t len, second = 0;
+  ru_log log = {0};
+  stkr_reader *r;
+  const stkr_process_info *child = NULL;
+  DIR *d;
+  struct dirent *e;
+  pid_t parent;
+  counts k;
+  (void)state;
+
+  make_recording(dir, sizeof dir, "first-batch", CONSENT_THEN_FORK_BATCHES,
+                 &parent);
+  snprintf(prefix, sizeof prefix, "stackrec-%d-", (int)parent);
+  path[0] = '\0';
+  assert_non_null(d = opendir(dir));
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, "stackrec-", 9) == 0 &&
+        strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+  closedir(d);
+  assert_non_null(seg = (unsigned char *)tl_slurp_alloc(path, &len));
+  for (size_t i = 4; i + 4 <= len && second == 0; i++)
+    if (memcmp(seg + i, magic, 4) == 0)
+      second = i;
+  assert_true(second > 64); /* the child's first batch: its first frame */
+  seg[second / 2] ^= 0xff;  /* in its compressed block */
+  assert_int_equal(tl_write_bytes(path, seg, len), 0);
+  free(seg);
+
+  /* The Header's batch holds the image list, the first event the next:
+   * the child's 3 are all read, and none judged. */
+  k = comp_counts(dir);
+  assert_int_equal(k.events, 4);
+  assert_int_equal(k.before_consent, 1);
+  assert_int_equal(k.unjudged, 3);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  read_all(r);
+  for (size_t i = 0; i < stkr_reader_process_count(r); i++)
+    if (stkr_reader_process(r, i)->pid != (uint32_t)parent)
+      child = stkr_reader_process(r, i);
+  assert_non_null(child);
+  assert_true(child->head_lost);
+  assert_false(child->have_header);
+  assert_int_equal(child->damaged_batches, 1);
+  stkr_reader_free(r);
+}
+
 static int setup(void **state) {
   (void)state;
   if (cr_setup() != 0)
@@ -450,6 +520,7 @@ int main(void) {
       cmocka_unit_test(test_child_own_init),
       cmocka_unit_test(test_merge_renumbered_parent),
       cmocka_unit_test(test_origin_missing),
+      cmocka_unit_test(test_child_first_batch_damaged),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

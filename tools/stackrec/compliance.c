@@ -378,11 +378,13 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
 
   if (ev->process != b->cur_process && (gi = new_process(b, ev)) != 0)
     return (int)gi;
+  /* Its first batches found lost once the first one left is read, after
+   * the marks `stackrec mark` gave it (stkr_process_info.head_lost). */
+  if (ev->proc != NULL && ev->proc->head_lost)
+    b->proc_head_lost = true;
 #if HAVE_STATES
   if (b->proc_inherit_due && (gi = load_inherited(b, ev->proc)) != 0)
     return (int)gi;
-#endif
-#if HAVE_STATES
   if (stack == STKR_AGG_MARK)
     return on_mark(b, ev);
 #endif
@@ -690,7 +692,8 @@ void stkr_comp_free(stkr_comp *c) {
 
 const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap) {
   static const char *const text[3] = {
-      "whose earliest segments the disk cap deleted",
+      "whose earliest segments the disk cap deleted (or whose first "
+      "batches are lost: damaged, or never written)",
       "forked from a process not in the recording (whose marks they "
       "started with)",
       "that dropped a mark, or whose origin did (a full ring)"};

@@ -109,7 +109,8 @@ typedef struct stkr_comp {
   uint64_t unattributed;       /* events of module STKR_ATTRIB_NO_MODULE */
   /* Events that rules on marks (before_mark, in_state) and the
    * before-consent and background figures could not judge: of processes
-   * whose earliest segments the disk cap deleted, before any mark of the
+   * whose earliest segments the disk cap deleted (or first batches are
+   * lost: damaged, never written), before any mark of the
    * kind they ask about in what is left (a consent.granted may have been
    * in the deleted part; QA, session 28: a capped soak's 36 866 events
    * after consent read "before consent", a finding, exit 1). */
@@ -178,7 +179,7 @@ struct stkr_inherit *stkr_comp_take_inherit(stkr_comp *c);
 /* Why events went unjudged (stkr_comp.unjudged), as words that follow
  * "processes": "whose earliest segments the disk cap deleted, or ...".
  * @return buf. */
-#define STKR_COMP_WHY_MAX 256
+#define STKR_COMP_WHY_MAX 512
 const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap);
 
 #endif /* STKR_COMPLIANCE_H */
