@@ -582,6 +582,12 @@ static void test_bad_inputs(void **state) {
                           g_tmp, g_rec), 3);
   /* A FIFO or a directory named as an input: test-compliance-rules.c. */
   expect_usage("--format 'xml'", "compliance --format xml '%s'", g_rec);
+  /* Frames dropped before attribution blamed an SDK's calls on the app
+   * (QA, session 33): refused where a module is blamed. */
+  expect_usage("--app-only does not apply", "compliance --app-only '%s'",
+               g_rec);
+  expect_usage("--app-only does not apply",
+               "privacy-manifest --app-only '%s'", g_rec);
 }
 
 /* ---- the stat hooks in forked children ---------------------------------------- */

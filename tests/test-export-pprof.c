@@ -381,11 +381,12 @@ static void test_drops_noted_and_empty_profile(void **state) {
   assert_non_null(strstr(g_out, "of 0 total"));
 }
 
-/* Labels are the recorded text (UTF-8, quotes, backslashes) with only
- * control and invalid bytes as \xNN; a pid that two recordings share gets
- * a "recording" label (QA, session 27: the payload label was report's
- * escaped text, so -tagfocus on a path with "\u20ac" matched nothing; a
- * newline in a thread name split `pprof -tags`). */
+/* Labels are the recorded text (UTF-8, quotes) with only control and
+ * invalid bytes as \xNN and a backslash doubled; a pid that two recordings
+ * share gets a "recording" label (QA, session 27: the payload label was
+ * report's escaped text, so -tagfocus on a path with "\u20ac" matched
+ * nothing; a newline in a thread name split `pprof -tags`. Session 33: the
+ * byte 0xff and the text "\xff" were one label). */
 static void test_labels_are_recorded_text(void **state) {
   static const char euro[] = "/home/u/\xe2\x82\xac-euro.txt";
   static const char quoted[] = "back\\slash \"q\"";
@@ -403,6 +404,8 @@ static void test_labels_are_recorded_text(void **state) {
       _exit(2);
     stkr_event(&g_site_read, euro, strlen(euro));
     stkr_event(&g_site_read, quoted, strlen(quoted));
+    stkr_event(&g_site_read, "\xff", 1);
+    stkr_event(&g_site_read, "\\xff", 4);
     _exit(stkr_shutdown() != 0);
   }
   assert_int_equal(waitpid(child, &st, 0), child);
@@ -412,15 +415,17 @@ static void test_labels_are_recorded_text(void **state) {
                    0);
   assert_int_equal(pprof("-tags '%s'", tmp_path("odd.pb.gz")), 0);
   tl_assert_has(g_out,
-                "2.0 (50.00%): /home/u/\xe2\x82\xac-euro.txt\n",
-                "2.0 (50.00%): back\\slash \"q\"\n",
-                "4.0 (  100%): ev\\x0ail\\x01\n",
-                " recording: Total 4",
+                "2.0 (25.00%): /home/u/\xe2\x82\xac-euro.txt\n",
+                "2.0 (25.00%): back\\\\slash \"q\"\n",
+                "2.0 (25.00%): \\xff\n",
+                "2.0 (25.00%): \\\\xff\n",
+                "8.0 (  100%): ev\\x0ail\\x01\n",
+                " recording: Total 8",
                 "odd-a\n",
                 "odd-b\n");
   assert_int_equal(pprof("-tagfocus='payload=.*\xe2\x82\xac-euro' -top '%s'",
                          tmp_path("odd.pb.gz")), 0);
-  assert_non_null(strstr(g_out, "accounting for 2, 50.00% of 4 total"));
+  assert_non_null(strstr(g_out, "accounting for 2, 25.00% of 8 total"));
 }
 
 TL_TEST_MAIN("export-pprof", setup, NULL, test_top_counts_per_function,

@@ -124,14 +124,15 @@ static void test_site_table_and_data(void **state) {
   assert_has(p, "[\"read_contacts contacts.c:43\",\"src/contacts.c:43\",3,"
                 "\"app\"]");
   assert_has(p, "\"events\":4001");
-  /* The payload table: escaped twice over (bytes, then HTML); UTF-8 and
-   * a backslash as recorded (QA, session 27: shown as \xe2\x82\xac). */
+  /* The payload table: escaped twice over (bytes, then HTML); UTF-8 as
+   * recorded (QA, session 27: shown as \xe2\x82\xac), a backslash doubled
+   * (session 33: the text "\xff" read as the byte 0xff). */
   assert_has(p, "<summary>Payloads: 2+ distinct, in 4,000 of its events"
                 "</summary>");
   assert_has(p, "<td class=\"num\">2,999</td><td class=\"num\">75.0%</td>"
                 "<td class=\"name\">/home/u/.ssh/known_hosts</td>");
   assert_has(p, "<td class=\"name\">&lt;/td&gt;&lt;script&gt;x\\x0a"
-                "\xe2\x82\xac\\\\xff</td>");
+                "\xe2\x82\xac\\\\\\xff</td>"); /* '\\' then 0xff */
   assert_has(p, "<td class=\"num\">1</td><td class=\"num\">&lt;0.1%</td>"
                 "<td>(0+ other payloads)</td>");
   assert_self_contained(p);

@@ -431,6 +431,11 @@ static void test_tools_show_marks(void **state) {
   assert_int_equal(tl_count(cr_out, "(stackrec mark) \"who=harness\" stack=-"),
                    2);
   assert_int_equal(tl_count(cr_out, "\n"), 2 * (201 + 4));
+  /* --limit counts events, not marks (QA, session 33: --site X --limit 3
+   * printed 3 marks and no event of X). */
+  assert_int_equal(cr_run("dump --site 'nothing.*' --limit 3 '%s'", dir), 0);
+  assert_int_equal(tl_count(cr_out, "\n"), 8);
+  assert_null(strstr(cr_err, "stopped after --limit"));
   /* dump --json and export jsonl: "kind":"mark" on marks only. */
   assert_int_equal(cr_run("dump --json '%s'", dir), 0);
   assert_int_equal(tl_count(cr_out, "\"kind\":\"mark\""), 8);

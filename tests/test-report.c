@@ -512,6 +512,8 @@ static void test_usage(void **state) {
             "report --from 2 --to 1 '%s'", g_std);
   assert_int_equal(cr_run("report --bogus '%s'", g_std), 2);
   cr_expect(2, "needs a value", "report --site");
+  cr_expect(2, "--by module does not go with --app-only",
+            "report --by module --app-only '%s'", g_std);
   assert_int_equal(cr_run("report --help"), 0);
   assert_non_null(strstr(cr_out, "Usage: stackrec report"));
   assert_non_null(strstr(cr_out, "Exit status:"));

@@ -252,8 +252,10 @@ void stkr_cli_put_escaped(FILE *f, const uint8_t *p, size_t n);
 
 /* Bytes as text for viewers that take UTF-8 (pprof labels, the HTML
  * page): valid UTF-8 and printable ASCII as they are (a path with "\u20ac"
- * or a quote reads and matches as recorded; QA, session 27), control
- * bytes and bytes of no valid UTF-8 sequence as \xNN. */
+ * or a quote reads and matches as recorded; QA, session 27), but '\\'
+ * doubled, control bytes and bytes of no valid UTF-8 sequence as \xNN:
+ * two different byte strings never print the same (QA, session 33: the
+ * byte 0xff and the text "\xff" were one pprof label). */
 void stkr_cli_put_text(FILE *f, const uint8_t *p, size_t n);
 
 /* Bytes as the inside of a JSON string: '"', '\\' and control characters

@@ -140,7 +140,7 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       .cmd = "compliance", .opts = opts, .more_opts = stkr__filter_opts,
       .choices = choices, .help = {help, stkr__filter_help, help_exit}};
 
-  return stkr__filter_parse(&gopt, argc, argv, &o->agg);
+  return stkr__filter_parse_whole_stacks(&gopt, argc, argv, &o->agg);
 }
 
 /* What compliance_rules.c found, on stderr too: the output may go to a

@@ -259,7 +259,9 @@ int stkr_cli_dump(int argc, char **argv) {
       }
     } else
       dump_text(stdout, &o, &ev);
-    printed++;
+    /* Marks are context, not events (QA, session 33: --site X --limit 3
+     * printed 3 marks and no event of X). */
+    printed += !ev.is_mark;
   }
   if (rc == 1) /* cut by --limit: anything left? */
     rc = stkr_reader_next(r, &ev);

@@ -78,7 +78,11 @@ void stkr_cli_put_text(FILE *f, const uint8_t *p, size_t n) {
 
   while (i < n) {
     uint8_t c = p[i];
-    if (c >= 0x20 && c < 0x7f) {
+    if (c == '\\') { /* so that the text "\xff" is not the byte 0xff */
+      putc('\\', f);
+      putc('\\', f);
+      i++;
+    } else if (c >= 0x20 && c < 0x7f) {
       putc(c, f);
       i++;
     } else if (c >= 0x80 && (u = stkr__utf8_len(p + i, n - i)) > 0) {

@@ -99,4 +99,11 @@ int stkr__filter_args_end(const char *cmd, const stkr_agg_opts *o, int argc);
 int stkr__filter_parse(stkr_cli_getopt_state *s, int argc, char **argv,
                        stkr_agg_opts *o);
 
+/* stkr__filter_parse for a command that blames a call on a module of its
+ * stack (compliance, privacy-manifest): --app-only, which drops frames
+ * before the stack reaches it, is refused (QA, session 33: an SDK's calls
+ * were blamed on the app, and a rule against the SDK passed). */
+int stkr__filter_parse_whole_stacks(stkr_cli_getopt_state *s, int argc,
+                                    char **argv, stkr_agg_opts *o);
+
 #endif /* STKR_FILTER_H */

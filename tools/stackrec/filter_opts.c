@@ -135,3 +135,16 @@ int stkr__filter_parse(stkr_cli_getopt_state *s, int argc, char **argv,
       return s->status;
   return stkr__filter_args_end(s->cmd, o, argc);
 }
+
+int stkr__filter_parse_whole_stacks(stkr_cli_getopt_state *s, int argc,
+                                    char **argv, stkr_agg_opts *o) {
+  int status = stkr__filter_parse(s, argc, argv, o);
+
+  if (status < 0 && o->app_only)
+    return stkr_cli_usage_error(
+        s->cmd, "--app-only does not apply: a call is attributed to the "
+                "first module of its whole stack that is not the system's, "
+                "and without the frames it drops the call would be blamed "
+                "on the app ('report --app-only' shows the app's frames)");
+  return status;
+}

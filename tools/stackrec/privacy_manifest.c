@@ -369,7 +369,7 @@ static int parse_args(int argc, char **argv, stkr_comp_opts *o,
       .more_opts = stkr__filter_opts,
       .help = {help, stkr__filter_help, help_exit}};
 
-  return stkr__filter_parse(&gopt, argc, argv, &o->agg);
+  return stkr__filter_parse_whole_stacks(&gopt, argc, argv, &o->agg);
 }
 
 int stkr_cli_privacy_manifest(int argc, char **argv) {

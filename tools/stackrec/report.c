@@ -671,6 +671,12 @@ static int parse_args(int argc, char **argv, report_opts *o) {
   if (o->by != STKR_BY_SITE && (o->tree || o->html != NULL))
     return stkr_cli_usage_error("report", "--by goes with neither --tree "
                                           "nor --html");
+  /* A module is its whole stack's (attrib.h): without the frames
+   * --app-only drops, every call is the app's (QA, session 33). */
+  if (o->by == STKR_BY_MODULE && o->agg.app_only)
+    return stkr_cli_usage_error("report", "--by module does not go with "
+                                          "--app-only: a call's module is "
+                                          "found on its whole stack");
   return -1;
 }
 
