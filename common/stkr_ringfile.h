@@ -406,6 +406,9 @@ typedef struct stkr_sessfile_hdr {
    * thread that dropped it: a kill before the next batch loses the
    * worker's count, not this one (recovery writes it). */
   uint64_t marks_dropped;
+  /* Since session 33 (zero in older files): Header.process_start, set at
+   * the session's start. */
+  uint64_t process_start;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

@@ -196,9 +196,28 @@ bool stkr__app_threads_gone(int *status) {
   return rest != NULL && field_of(rest, 20) == 1 + ours;
 }
 
+/* The process's start time in clock ticks after boot (proc(5), stat field
+ * 22): the same after an exec and a stkr_init run again, another for a
+ * process that took a pid once used by another (a container's pid 1
+ * restarted). Header.process_start. 0 when unknown. Once a session, at its
+ * start, as /proc/self/comm is read then: one read, the descriptor not
+ * kept (kept from the start, the looks' one sat at a number bash's `exec
+ * 960>f` takes, and bash lost its file: test-fds.c). */
+uint64_t stkr__process_start(void) {
+  char buf[1024];
+  const char *rest = read_stat("/proc/self/stat", buf, sizeof buf, NULL);
+  long long v = rest != NULL ? field_of(rest, 22) : -1;
+
+  return v > 0 ? (uint64_t)v : 0;
+}
+
 #else
 
 void stkr__alone_close(void) {}
+
+/* Apple: kinfo_proc's p_starttime would be the same (sysctl KERN_PROC_PID);
+ * not built, as nothing of flush/ is compiled for Apple here. */
+uint64_t stkr__process_start(void) { return 0; }
 
 bool stkr__app_threads_gone(int *status) {
   (void)status;

@@ -496,6 +496,7 @@ void stkr__session_template(const stkr__fconfig *cfg,
   }
   s->start_mono_ns = stkr__clock_mono_ns();
   s->start_wall_ns = stkr__clock_wall_ns();
+  s->process_start = stkr__process_start();
   /* One id for the session's segments and its ring files (ringfile.c). */
   s->session_id = stkr__session_id_new();
   stkr__process_name(s->process_name, sizeof s->process_name);

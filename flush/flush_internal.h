@@ -232,6 +232,9 @@ bool stkr__end_if_alone(void);
  * still ours: at a session's end on the worker thread, and in a forked
  * child (the atfork handler: fstat and close are async-signal-safe). */
 void stkr__alone_close(void);
+/* alone.c: Header.process_start, this process's start time as the OS
+ * keeps it (Linux: ticks after boot); 0 when unknown. */
+uint64_t stkr__process_start(void);
 /* fd's identity (device, inode), remembered at open. 0 or -errno. */
 int stkr__fd_identity(int fd, uint64_t *dev, uint64_t *ino);
 /* Is fd still the file whose identity we remembered? 0 (and *st filled),

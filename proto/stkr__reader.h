@@ -161,6 +161,8 @@ typedef struct stkr__stream {
 
   /* The current recording session (see stkr_reader.h). */
   bool have_session;         /* a Header of this session was read */
+  uint64_t proc_start;       /* Header.process_start of the current
+                                instance (0: not known yet) */
   uint64_t sess_mono, sess_wall; /* its start times */
   bool sess_clean;           /* its last=true batch was read */
   size_t clean_file;         /* index + 1 of the file where sess_clean

@@ -435,6 +435,7 @@ void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
   H->parent_pid = s->parent_pid;
   H->forked_from_pid = s->forked_from_pid;
   H->fork_mono_ns = s->fork_mono_ns;
+  H->process_start = s->process_start;
   H->watched = (char *)s->watched;
 #define STKR__COPY(f) C->f = s->f;
   STKR_SESS_CONFIG_FIELDS(STKR__COPY)

@@ -64,6 +64,26 @@ static void stkr__apply_watched(stkr__stream *st, const char *w, bool first) {
   st->info.watched = "";
 }
 
+/* Another process with this pid (stkr_process_info.instances): a start
+ * time that differs from the current instance's. Unknown times (0) never
+ * begin one: an older writer's sessions stay one process, as before. */
+static void stkr__apply_instance(stkr__stream *st, const Stackrec__Header *h) {
+  stkr_process_info *in = &st->info;
+
+  if (in->instances != 0 &&
+      (h->process_start == 0 || st->proc_start == 0 ||
+       h->process_start == st->proc_start)) {
+    if (st->proc_start == 0)
+      st->proc_start = h->process_start;
+    return;
+  }
+  in->instances++;
+  st->proc_start = h->process_start;
+  in->instance_start_mono_ns = h->start_mono_ns;
+  in->instance_forked_from_pid = h->forked_from_pid;
+  in->instance_fork_mono_ns = h->fork_mono_ns;
+}
+
 void stkr__apply_header(stkr_reader *r, stkr__stream *st,
                         const Stackrec__Header *h, const char *path,
                         uint64_t off) {
@@ -89,6 +109,7 @@ void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     st->info.start_mono_ns = h->start_mono_ns;
     st->info.start_wall_ns = h->start_wall_ns;
   }
+  stkr__apply_instance(st, h);
   if (h->unwind_tables != NULL) {
     st->info.unwind_tables = true;
     st->info.unwind_images = h->unwind_tables->images;

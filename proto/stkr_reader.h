@@ -353,6 +353,24 @@ typedef struct stkr_process_info {
    * batches are read: an event read after it grew came after a mark no
    * reader saw. Since session 32. */
   uint64_t marks_dropped;
+  /* Processes that held this pid, as read so far (Header.process_start,
+   * since session 33): 1 for one process (its exec'd images and stkr_init
+   * run again included), more when the pid was used again by another
+   * process (a container's pid 1 restarted), each from the Header whose
+   * start time differs from the one before (in clock ticks on Linux: a
+   * pid taken again within 10 ms is not told apart); 0 before any
+   * Header. A new
+   * one begins before the events of its first batch are delivered, so a
+   * tool keeping per-process state (marks) starts afresh when it grows.
+   * The summary (events, sites, times) stays the pid's. */
+  uint32_t instances;
+  /* The current instance's first Header: its start, and the process it
+   * was forked from (Header.forked_from_pid, fork_mono_ns; 0: none). The
+   * first instance's are start_mono_ns, forked_from_pid and fork_mono_ns
+   * above. */
+  uint64_t instance_start_mono_ns;
+  uint32_t instance_forked_from_pid;
+  uint64_t instance_fork_mono_ns;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -498,6 +499,88 @@ static void test_child_first_batch_damaged(void **state) {
   stkr_reader_free(r);
 }
 
+/* One launch of an app as pid 1 of a pid namespace of its own (a
+ * container's app), into dir: consent and 1 event, or 5 events without.
+ * @return 0, 1 when no namespace can be made here (not root), else -1. */
+static int launch_as_pid1(const char *dir, bool consent) {
+  pid_t c = fork();
+  int st;
+
+  if (c < 0)
+    return -1;
+  if (c == 0) {
+    pid_t g;
+    if (unshare(CLONE_NEWPID) != 0)
+      _exit(errno == EPERM || errno == EINVAL ? 77 : 2);
+    if ((g = fork()) == 0) {
+      stkr_config cfg;
+      stkr_config_init(&cfg);
+      cfg.dir = dir;
+      if (getpid() != 1 || stkr_init(&cfg) != 0)
+        _exit(3);
+      if (consent)
+        stkr_mark("consent.granted", NULL, 0);
+      for (int i = 0; i < (consent ? 1 : 5); i++)
+        sdk_call();
+      _exit(stkr_shutdown() == 0 ? 0 : 4);
+    }
+    if (g < 0 || waitpid(g, &st, 0) != g)
+      _exit(5);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 6);
+  }
+  if (waitpid(c, &st, 0) != c || !WIFEXITED(st))
+    return -1;
+  return WEXITSTATUS(st) == 77 ? 1 : WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* An app restarted as a container's pid 1, into one directory: the second
+ * launch's events are its own process's, before any consent (QA, session
+ * 33: judged by the first launch's consent.granted, "no findings"). A
+ * `stackrec mark` set after the second launch started is its too. */
+static void test_pid_reused(void **state) {
+  char dir[4096];
+  ru_log log = {0};
+  stkr_reader *r;
+  counts k;
+  int rc;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  /* The sanitizers' runtimes and a process that is pid 1: not tried. */
+  fprintf(stderr, "sanitizers: pid namespaces not tried: skipped\n");
+  skip();
+#endif
+  snprintf(dir, sizeof dir, "%s/pid1", g_tmp);
+  assert_int_equal(tl_rm_rf(dir), 0);
+  if ((rc = launch_as_pid1(dir, true)) == 1) {
+    fprintf(stderr, "no pid namespace here (not root?): skipped\n");
+    skip();
+  }
+  assert_int_equal(rc, 0);
+  /* Start times are in clock ticks (10 ms): two launches within one tick
+   * would be one process (a container's restart takes longer). */
+  usleep(30000);
+  assert_int_equal(launch_as_pid1(dir, false), 0);
+  k = comp_counts(dir);
+  assert_int_equal(k.events, 6);
+  assert_int_equal(k.before_consent, 5); /* was 0 */
+  assert_int_equal(k.unjudged, 0);
+  r = ru_open(dir, &log);
+  assert_non_null(r);
+  read_all(r);
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  assert_int_equal(stkr_reader_process(r, 0)->pid, 1);
+  assert_int_equal(stkr_reader_process(r, 0)->instances, 2);
+  stkr_reader_free(r);
+  assert_int_equal(cr_run("info '%s'", dir), 0);
+  cr_assert_has(cr_out, "  sessions:    2, of 2 processes that held this "
+                        "pid in turn (the pid was used again)\n");
+  /* A harness's consent now: after the second launch's events. */
+  assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
+  k = comp_counts(dir);
+  assert_int_equal(k.before_consent, 5); /* its events came before it */
+}
+
 static int setup(void **state) {
   (void)state;
   if (cr_setup() != 0)
@@ -521,6 +604,7 @@ int main(void) {
       cmocka_unit_test(test_merge_renumbered_parent),
       cmocka_unit_test(test_origin_missing),
       cmocka_unit_test(test_child_first_batch_damaged),
+      cmocka_unit_test(test_pid_reused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

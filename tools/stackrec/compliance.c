@@ -95,7 +95,12 @@ typedef struct builder {
                                its Header is not read yet (inherit.h) */
   bool proc_consent;        /* ... a consent.granted among them */
   bool proc_events;
+  uint32_t proc_instance;   /* stkr_process_info.instances it is at */
 #if HAVE_STATES
+  /* The current pid's `stackrec mark` marks (names copied): a process
+   * that takes the pid again starts with those set after its start. */
+  struct ext_mark { uint64_t ts; char *name; } *ext;
+  size_t n_ext, cap_ext;
   stkr_states *states;
   stkr_inherit *inherit;
   uint64_t version;         /* + 1 at every mark and process */
@@ -246,6 +251,57 @@ static int load_inherited(builder *b, const stkr_process_info *p) {
 }
 #endif
 
+#if HAVE_STATES
+static void ext_forget(builder *b) {
+  for (size_t i = 0; i < b->n_ext; i++)
+    free(b->ext[i].name);
+  b->n_ext = 0;
+}
+
+static int ext_keep(builder *b, const stkr_event_view *ev) {
+  char *name;
+
+  if (stkr_grow((void **)&b->ext, &b->cap_ext, b->n_ext + 1,
+                sizeof *b->ext) != 0 ||
+      (name = strdup(ev->site)) == NULL)
+    return -ENOMEM;
+  b->ext[b->n_ext++] = (struct ext_mark){ev->ts_ns, name};
+  return 0;
+}
+#endif
+
+/* The pid was taken by another process (stkr_process_info.instances;
+ * QA, session 33: a restarted container app's events were judged by the
+ * marks of the launch before it, "after consent"). Counted as a process
+ * of its own; its marks start with the `stackrec mark` ones set after its
+ * start. One forked from another is not followed: not judged. */
+static int new_instance(builder *b, const stkr_process_info *p) {
+  b->c->consent_processes += b->proc_events && b->proc_consent;
+  b->c->unjudged_processes += b->proc_unjudged;
+  b->c->head_lost_processes += b->proc_unjudged && b->proc_head_lost;
+  b->proc_instance = p->instances;
+  b->proc_marks = b->proc_consent = b->proc_events = false;
+  b->proc_head_lost = b->proc_unjudged = b->proc_marks_lost = false;
+#if HAVE_STATES
+  stkr_states_reset(b->states);
+  b->version++;
+  b->proc_inherit_due = false;
+  if (p->instance_forked_from_pid != 0) {
+    b->proc_head_lost = true;
+    b->c->unknown_origin_processes++;
+  }
+  for (size_t i = 0; i < b->n_ext; i++)
+    if (b->ext[i].ts >= p->instance_start_mono_ns) {
+      int err = stkr_states_mark(b->states, b->ext[i].ts, b->ext[i].name);
+      if (err != 0)
+        return err;
+      b->proc_marks = true;
+      b->proc_consent |= strcmp(b->ext[i].name, STKR_COMP_CONSENT_MARK) == 0;
+    }
+#endif
+  return 0;
+}
+
 static int new_process(builder *b, const stkr_event_view *ev) {
   const stkr_process_info *p = stkr_reader_process(b->r, ev->process);
   int err = end_process(b);
@@ -254,7 +310,9 @@ static int new_process(builder *b, const stkr_event_view *ev) {
   b->proc_marks = b->proc_consent = b->proc_events = false;
   b->proc_head_lost = p != NULL && p->head_lost;
   b->proc_unjudged = b->proc_marks_lost = false;
+  b->proc_instance = p != NULL && p->instances > 1 ? p->instances : 1;
 #if HAVE_STATES
+  ext_forget(b);
   stkr_states_reset(b->states);
   b->version++;
   stkr_inherit_begin(b->inherit, ev->process);
@@ -320,8 +378,9 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
   if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
     b->proc_consent = true;
   /* A `stackrec mark` mark reaches the process's children by itself. */
-  if (!stkr_agg_mark_external(ev) &&
-      (err = stkr_inherit_mark(b->inherit, ev->ts_ns, ev->site)) != 0)
+  if (stkr_agg_mark_external(ev) ? (err = ext_keep(b, ev)) != 0
+                                 : (err = stkr_inherit_mark(
+                                        b->inherit, ev->ts_ns, ev->site)) != 0)
     return err;
   return stkr_states_mark(b->states, ev->ts_ns, ev->site);
 }
@@ -380,7 +439,10 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     return (int)gi;
   /* Its first batches found lost once the first one left is read, after
    * the marks `stackrec mark` gave it (stkr_process_info.head_lost). */
-  if (ev->proc != NULL && ev->proc->head_lost)
+  if (ev->proc != NULL && ev->proc->instances > b->proc_instance &&
+      (gi = new_instance(b, ev->proc)) != 0)
+    return (int)gi;
+  if (ev->proc != NULL && ev->proc->head_lost && ev->proc->instances <= 1)
     b->proc_head_lost = true;
 #if HAVE_STATES
   if (b->proc_inherit_due && (gi = load_inherited(b, ev->proc)) != 0)
@@ -638,6 +700,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   if (err == 0)
     err = finish(&b);
 #if HAVE_STATES
+  ext_forget(&b);
+  free(b.ext);
   stkr_states_free(b.states);
   if (o->inherit == NULL && err == 0 &&
       (b.c->later_origins = stkr_inherit_later_origins(b.inherit)) > 0)

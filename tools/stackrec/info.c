@@ -226,7 +226,11 @@ static int print_process(const stkr_reader *r, size_t i) {
     printf("  missing:     %llu batch%s (gaps in batch numbers)\n",
            (unsigned long long)p->missing_batches,
            p->missing_batches == 1 ? "" : "es");
-  if (p->sessions > 1)
+  if (p->instances > 1) /* told by their start times (session 33) */
+    printf("  sessions:    %u, of %u processes that held this pid in turn "
+           "(the pid was used again)\n",
+           (unsigned)p->sessions, (unsigned)p->instances);
+  else if (p->sessions > 1)
     printf("  sessions:    %u (stkr_init() ran again, or the pid was "
            "reused)\n",
            (unsigned)p->sessions);

@@ -6,7 +6,9 @@
  *     categories it watched, comma-separated; "" when not said), "parent_pid",
  *     "forked_from_pid", "fork_mono_ns" (a forked child: whose marks it
  *     started with, and when; 0: not said),
- *     "sessions", "session_id" (hex string), "unwind" (when the process
+ *     "sessions", "instances" (processes that held the pid in turn, told
+ *     by their start times; 0: no Header read), "session_id" (hex string),
+ *     "unwind" (when the process
  *     walked with unwind tables: {"images", "images_failed",
  *     "images_without_cfi", "rows", "rows_fallback", "images_cached",
  *     "cache_rejected"}), "start_wall_ns", "first_wall_ns", "duration_ns",
@@ -169,9 +171,11 @@ static int put_process(const stkr_reader *r, size_t i) {
   stkr_cli_put_json_member(stdout, ",", "directory", p->dir ? p->dir : "");
   stkr_cli_put_json_member(stdout, ",", "watched", p->watched);
   printf(",\"parent_pid\":%u,\"forked_from_pid\":%u,\"fork_mono_ns\":%" PRIu64
-         ",\"sessions\":%u,\"session_id\":\"%016" PRIx64 "\"",
+         ",\"sessions\":%u,\"instances\":%u,\"session_id\":\"%016" PRIx64
+         "\"",
          (unsigned)p->parent_pid, (unsigned)p->forked_from_pid,
-         p->fork_mono_ns, (unsigned)p->sessions, p->session_id);
+         p->fork_mono_ns, (unsigned)p->sessions, (unsigned)p->instances,
+         p->session_id);
   if (p->unwind_tables) {
     fputs(",\"unwind\":{", stdout);
     put_u64s(unwind, sizeof unwind / sizeof unwind[0], true);

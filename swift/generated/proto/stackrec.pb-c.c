@@ -682,7 +682,7 @@ void   stackrec__batch__free_unpacked
   assert(message->base.descriptor == &stackrec__batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[16] =
+static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[17] =
 {
   {
     "format_version",
@@ -876,6 +876,18 @@ static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[16] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "process_start",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, process_start),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__header__field_indices_by_name[] = {
   7,   /* field[7] = arch */
@@ -887,6 +899,7 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
   8,   /* field[8] = parent_pid */
   1,   /* field[1] = pid */
   2,   /* field[2] = process_name */
+  16,   /* field[16] = process_start */
   5,   /* field[5] = segment_seq */
   10,   /* field[10] = session_first_seq */
   9,   /* field[9] = session_id */
@@ -898,7 +911,7 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 17 }
 };
 const ProtobufCMessageDescriptor stackrec__header__descriptor =
 {
@@ -908,7 +921,7 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   "Stackrec__Header",
   "stackrec",
   sizeof(Stackrec__Header),
-  16,
+  17,
   stackrec__header__field_descriptors,
   stackrec__header__field_indices_by_name,
   1,  stackrec__header__number_ranges,

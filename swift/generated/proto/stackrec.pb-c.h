@@ -123,10 +123,21 @@ struct  Stackrec__Header
    */
   uint32_t forked_from_pid;
   uint64_t fork_mono_ns;
+  /*
+   * Since session 33: when the process started as the OS keeps it, the
+   * same across exec and a second stkr_init() (Linux: /proc/self/stat's
+   * starttime, clock ticks after boot). Two sessions of one pid with
+   * different values are two processes: the pid was used again (an app
+   * restarted as a container's pid 1). Readers then count another process
+   * instance (stkr_process_info.instances), whose marks are its own. 0:
+   * unknown (another platform, an older writer). Linux counts in clock
+   * ticks (10 ms): a pid taken again within one tick is not told apart.
+   */
+  uint64_t process_start;
 };
 #define STACKREC__HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__header__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /*
