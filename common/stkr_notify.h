@@ -106,4 +106,61 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
 #endif
 }
 
+/* The marks file of a recording directory: proto/stkr_reader.h's
+ * STKR_MARKS_FILE, the same name (test-record-setup.c's
+ * test_notify_fallback reads a line written here back with the reader). */
+#define STKR_NOTIFY_MARKS_FILE "stackrec.marks"
+
+/* A process that records nothing, and whose notice cannot reach record
+ * (record gone, its queue full, no descriptor left for a socket), says so
+ * in the recording itself, as record would have: a "u1" line appended to
+ * dir's marks file (proto/stkr_marks.c: pid, then its name and the reason
+ * in lower-case hex, "-" when empty), so that readers name it and verify
+ * calls the recording incomplete (QA, session 33: such notes went into the
+ * program's stderr instead). Only into a directory that exists; one
+ * write(2) of the whole line, O_APPEND. @return whether it was written.
+ * Thread-safety: any thread; errno is preserved. */
+static inline bool stkr_notify_unrecorded_line(const char *dir,
+                                               const char *msg) {
+#if defined(__linux__)
+  static const char hex[] = "0123456789abcdef";
+  char path[4096], line[32 + 2 * 16 + 2 * 511 + 2], comm[17] = "";
+  const char *fields[2];
+  size_t n;
+  int fd, saved = errno;
+  bool ok = false;
+
+  if (dir == NULL || dir[0] == '\0' || msg == NULL ||
+      (size_t)snprintf(path, sizeof path, "%s/%s", dir,
+                       STKR_NOTIFY_MARKS_FILE) >= sizeof path)
+    return false;
+  stkr_notify_comm(comm, sizeof comm);
+  fields[0] = comm;
+  fields[1] = msg;
+  n = (size_t)snprintf(line, sizeof line, "u1 %d", (int)getpid());
+  for (int f = 0; f < 2; f++) {
+    size_t len = strnlen(fields[f], f == 0 ? 16 : 511);
+    line[n++] = ' ';
+    if (len == 0) line[n++] = '-';
+    for (size_t i = 0; i < len; i++) {
+      line[n++] = hex[(unsigned char)fields[f][i] >> 4];
+      line[n++] = hex[(unsigned char)fields[f][i] & 15];
+    }
+  }
+  line[n++] = '\n';
+  fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+            0600);
+  if (fd >= 0) {
+    ok = write(fd, line, n) == (ssize_t)n;
+    close(fd);
+  }
+  errno = saved;
+  return ok;
+#else
+  (void)dir;
+  (void)msg;
+  return false;
+#endif
+}
+
 #endif /* STKR_COMMON_NOTIFY_H */

@@ -90,6 +90,16 @@ static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
    * queue falls back to stderr below. */
   if (stkr_notify_send(g_log_notify, err, buf + prefix, 0))
     return;
+  /* Under record, never the program's stderr, whatever became of record
+   * (gone, its queue full, no descriptor left for a socket): QA, session
+   * 33: a full descriptor table put these lines into the program's
+   * stderr, and a dead pipe there killed it by SIGPIPE. */
+  if (g_log_notify[0] != '\0') {
+    if (err != 0) /* it records nothing: said in the recording */
+      (void)stkr_notify_unrecorded_line(stkr_config_env("STACKREC_DIR"),
+                                        buf + prefix);
+    return;
+  }
   if (!log_fd2_unchanged())
     return;
   buf[n++] = '\n';

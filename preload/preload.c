@@ -165,10 +165,18 @@ void stkr__pl_note(int err, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  /* record gone (or its queue full for 200 ms): not silently. */
-  if (!stkr_notify_send(real_env("STACKREC_NOTIFY"), err < 0 ? -err : err, msg,
-                        200))
+  /* Under record, never on the program's stderr, even when the note
+   * cannot reach it (record gone, its queue full for 200 ms, no descriptor
+   * left for a socket): QA, session 33, a full descriptor table put it
+   * there, and a dead pipe killed the program by SIGPIPE; a daemon that
+   * outlived record wrote it into its log. Preloaded by hand: stderr. */
+  const char *notify = real_env("STACKREC_NOTIFY");
+  if (stkr_notify_send(notify, err < 0 ? -err : err, msg, 200))
+    ;
+  else if (notify == NULL || notify[0] == '\0')
     say("%s", msg);
+  else if (err != 0)
+    (void)stkr_notify_unrecorded_line(real_env("STACKREC_DIR"), msg);
   errno = saved;
 }
 

@@ -110,7 +110,8 @@ static void stkr__pin_image(void) {
 /* Once per process, at its first start (a control thread, never a hook's:
  * dlopen takes the loader's lock). */
 static void stkr__atfork_install(void) {
-  pthread_atfork(NULL, NULL, stkr__atfork_child);
+  pthread_atfork(stkr__threads_atfork_prepare, stkr__threads_atfork_parent,
+                 stkr__atfork_child);
   stkr__pin_image();
 }
 
@@ -134,7 +135,7 @@ int stkr__recorder_start(const stkr__rconf *rc, stkr__wake_fn wake,
   pthread_once(&g_atfork_once, stkr__atfork_install);
   /* A producer of the previous session may have outlived its bounded
    * quiesce (an exit budget) and still be reading g_conf. */
-  stkr__threads_wait_idle();
+  stkr__threads_wait_idle(2000); /* as stkr_shutdown's wait */
   /* The session's clock, before RUNNING is released to producers. */
   stkr__clock_setup(true);
   g_conf = *rc;

@@ -613,6 +613,11 @@ void stkr__session_forget_after_fork(void) {
   atomic_store_explicit(&g_map, NULL, memory_order_relaxed);
   if (h != NULL)
     munmap(h, g_sess.map_bytes);
+  /* Threads of the parent caught inside a ring's making or a use of the
+   * map do not exist here: nobody is (QA, session 33: the child's
+   * shutdown waited 0.1-1.7 s for them, and then left its map). */
+  atomic_store_explicit(&g_map_users, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_ring_makers, 0, memory_order_relaxed);
   stkr__ringcache_clear(false); /* the parent's files: unmap ours, keep theirs */
   stkr__fd_own(STKR__OWN_SESSION, -1, 0, 0);
   if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&

@@ -53,6 +53,7 @@ static void stkr__sample_atfork_child(void) {
     atomic_store_explicit(&g_self->mail, STKR__MAIL_EMPTY, memory_order_relaxed);
     g_self->os_tid = stkr__os_tid();
   }
+  stkr__watchdog_forget_after_fork();
 }
 
 static void stkr__sample_once(void) {
@@ -95,6 +96,10 @@ int stkr_thread_self(stkr_thread_handle *out) {
   if (out == NULL)
     return -EINVAL;
   if (g_self != NULL) {
+    /* A forked child that does not record keeps the slot, not the
+     * recording (QA, session 33: 0 and a handle no sample took). */
+    if (!stkr__recorder_running())
+      return -ENOTCONN;
     *out = stkr__sslot_handle(g_self);
     return 0;
   }

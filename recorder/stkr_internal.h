@@ -483,6 +483,11 @@ typedef struct stkr__thread {
    * the last one (a new id per rename; 0: none yet, `id`) and their name. */
   uint32_t w_rn_applied;
   bool w_rn_lost_said;
+  /* Still inside stkr_event() when a session started, past the start's
+   * wait (a longjmp out of an event, a handler that blocks): its ring and
+   * tables are left as they are, since its push may still go on. Written
+   * and read by the starting control call, under the reap lock. */
+  bool stuck_at_start;
   /* Exited, every record read and its final ThreadDef in the batch being
    * built: reaped once that batch is written and the ring released (the
    * same pass, flush/drain.c). */
@@ -634,11 +639,19 @@ stkr__thread *stkr__threads_next(stkr__thread *t);
 void stkr__thread_reap(stkr__thread *t, stkr__thread *prev);
 /* Wait until no thread is inside stkr_event(), at most max_ms in all. */
 void stkr__threads_quiesce(unsigned max_ms);
-/* Wait, unbounded, until no thread is inside stkr_event(): a new
+/* Wait until no thread is inside stkr_event(), for at most max_ms: a new
  * recording (stkr__recorder_start) rewrites the configuration those events
- * read. Not for exit paths: a producer of the previous session that
- * outlived that session's bounded quiesce is still finishing its event. */
-void stkr__threads_wait_idle(void);
+ * read. A thread still inside past it (a longjmp out of an event leaves
+ * its guard set for good; a signal handler that blocks) is marked
+ * stuck_at_start, and the start leaves its ring alone (QA, session 33:
+ * stkr_init waited for ever). Not for exit paths. */
+void stkr__threads_wait_idle(unsigned max_ms);
+/* fork's prepare and parent handlers: the reap lock is held across the
+ * fork, so that no child is made in the middle of a ring's swap (QA,
+ * session 33: a child forked while stkr_init ran on another thread died
+ * in its atfork handler). Bounded: past 2 s the fork goes ahead. */
+void stkr__threads_atfork_prepare(void);
+void stkr__threads_atfork_parent(void);
 
 /* ---- sites (site.c) ---- */
 /* The site's id, registering it on first use; 0 if it cannot be had now
@@ -798,6 +811,8 @@ int stkr__record_stack(stkr__thread *t, stkr_site *site, const uint64_t *pcs,
 /* Stop the watchdog, if one runs (stkr_shutdown and _for_exit call it
  * before recording stops). Bounded: see watchdog.c. */
 void stkr__watchdog_stop_for_shutdown(bool for_exit);
+/* In a forked child (sample.c's atfork handler): no watchdog runs here. */
+void stkr__watchdog_forget_after_fork(void);
 /* The calling thread is exiting (its recorder state's TLS destructor):
  * it can no longer be sampled, and a sample sent to it already is
  * answered -ESRCH. Nothing for a thread never registered. */

@@ -2,6 +2,7 @@
  * strerror.c: stkr_strerror, the recorder's texts for its error codes
  * (recorder/stackrec.h), apart from the hot path in event.c.
  */
+#define _GNU_SOURCE /* strerrordesc_np */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -49,5 +50,18 @@ const char *stkr_strerror(int err) {
   for (size_t i = 0; i < sizeof k_errors / sizeof k_errors[0]; i++)
     if (k_errors[i].err == err)
       return k_errors[i].text;
-  return err < 0 ? strerror(-err) : "unknown error";
+  /* Static text only: strerror's for a number it does not know is a
+   * per-thread buffer that its next call frees (QA, session 33: the first
+   * of two texts in one printf was freed memory), and -INT_MIN overflows. */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+  const char *text = err < 0 && err > -4096 ? strerrordesc_np(-err) : NULL;
+  return text != NULL ? text : "unknown error";
+#else
+  /* Elsewhere (Apple's libc) a known number's text is static. */
+#if defined(ELAST)
+  return err < 0 && err >= -ELAST ? strerror(-err) : "unknown error";
+#else
+  return err < 0 && err > -256 ? strerror(-err) : "unknown error";
+#endif
+#endif
 }

@@ -428,20 +428,48 @@ static void pause_briefly(void) {
   nanosleep(&ts, NULL);
 }
 
-void stkr__threads_wait_idle(void) {
+void stkr__threads_wait_idle(unsigned max_ms) {
   stkr__thread *t;
+  uint64_t until = stkr__clock_mono_ns() + (uint64_t)max_ms * 1000000u;
 
   pthread_mutex_lock(&g_reap_lock);
-  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
+  for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     /* Acquire: pairs with the release store that ends an event, so the
      * event's reads of the old configuration happen before our writes.
      * Not the caller's own thread: a forked child in follow mode starts
      * its recording from inside its first event. */
     while (t != stkr__tls &&
-           atomic_load_explicit(&t->busy, memory_order_acquire)) {
+           atomic_load_explicit(&t->busy, memory_order_acquire) &&
+           stkr__clock_mono_ns() < until)
       pause_briefly();
-    }
+    t->stuck_at_start =
+        t != stkr__tls && atomic_load_explicit(&t->busy, memory_order_acquire);
+  }
   pthread_mutex_unlock(&g_reap_lock);
+}
+
+/* Whether the prepare handler took the reap lock. Forks with atfork
+ * handlers run one at a time (glibc holds its atfork lock from prepare to
+ * parent/child). */
+static bool g_reap_fork_taken;
+
+void stkr__threads_atfork_prepare(void) {
+  uint64_t until = stkr__clock_mono_ns() + 2000000000u;
+
+  /* Tried, not waited for: a fork from a signal handler that interrupted
+   * this thread's own hold would wait for itself. */
+  g_reap_fork_taken = false;
+  while (pthread_mutex_trylock(&g_reap_lock) != 0) {
+    if (stkr__clock_mono_ns() >= until)
+      return;
+    pause_briefly();
+  }
+  g_reap_fork_taken = true;
+}
+
+void stkr__threads_atfork_parent(void) {
+  if (g_reap_fork_taken)
+    pthread_mutex_unlock(&g_reap_lock);
 }
 
 void stkr__threads_quiesce(unsigned max_ms) {
@@ -573,6 +601,8 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->rn_lost, 0, memory_order_relaxed);
     t->w_rn_applied = t->w_ev_id = 0;
     t->w_rn_lost_said = false;
+    if (t->stuck_at_start)
+      continue; /* its push may go on: ring and tables left alone */
     if (atomic_load_explicit(&t->exited, memory_order_acquire) == 0) {
       reback(t, ring_bytes);
       /* Attached in a session that walked with frame pointers: its row
@@ -600,9 +630,13 @@ void stkr__threads_forget_after_fork(void) {
 
   /* Only the forking thread exists in the child; the others' states are
    * ours to unmap. munmap is async-signal-safe, as an atfork child handler
-   * requires. The reap lock may have been held by the parent's worker at
-   * fork time: re-initialize it rather than take it. */
-  pthread_mutex_init(&g_reap_lock, NULL);
+   * requires. The reap lock: ours, taken by the prepare handler (released
+   * here, the same thread), or, when that gave up, held by a thread that
+   * does not exist here (re-initialized). */
+  if (g_reap_fork_taken)
+    pthread_mutex_unlock(&g_reap_lock);
+  else
+    pthread_mutex_init(&g_reap_lock, NULL);
   stkr__session_forget_after_fork();
   for (t = atomic_load_explicit(&g_head, memory_order_relaxed); t != NULL;
        t = next) {

@@ -323,6 +323,12 @@ static int stkr__wd_stop(bool for_exit) {
 
 int stkr_watchdog_stop(void) { return stkr__wd_stop(false); }
 
+void stkr__watchdog_forget_after_fork(void) {
+  /* Its thread is the parent's: nothing runs here to stop or join (QA,
+   * session 33: stkr_watchdog_stop joined it, and returned 0). */
+  g_wd.running = false;
+}
+
 void stkr__watchdog_stop_for_shutdown(bool for_exit) {
   (void)stkr__wd_stop(for_exit);
 }

@@ -6,6 +6,7 @@
  * refused with -E2BIG when one is set, and only `size` bytes are read. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,5 +118,22 @@ static void test_reads_only_size(void **state) {
   munmap(m, 2 * (size_t)page);
 }
 
+/* Any int gets static text (QA, session 33: an unknown code's text was
+ * strerror's buffer, freed by the next call; INT_MIN was negated). */
+static void test_strerror_texts_are_static(void **state) {
+  const char *a = stkr_strerror(-99999), *b;
+  char keep[64];
+  (void)state;
+
+  snprintf(keep, sizeof keep, "%s", a);
+  b = stkr_strerror(-99998);
+  assert_string_equal(a, keep); /* still readable, unchanged */
+  assert_string_equal(b, "unknown error");
+  assert_string_equal(stkr_strerror(INT_MIN), "unknown error");
+  assert_string_equal(stkr_strerror(12345), "unknown error");
+  assert_non_null(strstr(stkr_strerror(-ENOENT), "No such file"));
+}
+
 TL_TEST_MAIN("api", NULL, NULL, test_version, test_config_init, test_size_rules,
-             test_newer_caller, test_reads_only_size)
+             test_newer_caller, test_reads_only_size,
+             test_strerror_texts_are_static)

@@ -327,6 +327,33 @@ static void test_low_descriptor_limit(void **state) {
         "own", "3\n3\n", false);
 }
 
+/* A limit below the recorder's floor, with a pipe's ends taking the
+ * descriptors the notice socket would get: the reason ("recorded
+ * nothing") went into the program's own stderr (QA, session 33; a dead
+ * pipe there killed the program by SIGPIPE). Now it goes to record, or
+ * into the recording: the program's stderr stays empty. */
+static void test_floor_note_not_in_program_stderr(void **state) {
+  static const char script[] =
+      "(ulimit -n 5; exec 2>prog.err; /bin/cat /etc/hostname | "
+      "/usr/bin/wc -c >/dev/null); echo ok\n";
+  char cwd[2300], dir[2300];
+  result r;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  fprintf(stderr, "TSan: the hooks cannot run in bash: skipped\n");
+  skip();
+#endif
+  for (int i = 0; i < 3; i++) {
+    snprintf(cwd, sizeof cwd, "%s/floor-%d", g_tmp, i);
+    snprintf(dir, sizeof dir, "%s/floor-%d.rec", g_tmp, i);
+    run(cwd, dir, script, "prog.err", &r);
+    if (r.status != 0 || strcmp(r.out, "ok\n") != 0 || r.file[0] != '\0')
+      fail_msg("run %d: status %d, stdout \"%s\", the program's stderr "
+               "\"%s\"", i, r.status, r.out, r.file);
+  }
+}
+
 #endif /* !STKR_FDS_EMFILE */
 
 #ifdef STKR_FDS_EMFILE /* tests/BUILD: fds-emfile */
@@ -478,7 +505,8 @@ TL_TEST_MAIN("fds", setup, NULL, test_fd3_to_file, test_fd4_dup_of_stdout,
              test_python_file_at_fd2, test_low_descriptor_limit,
              test_exec_onto_recorder_fds,
              test_subshell_after_exec_onto_recorder_fds,
-             test_idle_looks_keep_their_descriptor)
+             test_idle_looks_keep_their_descriptor,
+             test_floor_note_not_in_program_stderr)
 #else
 TL_TEST_MAIN("fds-emfile", setup, NULL, test_python_emfile_at_exit,
              test_python_emfile_then_sleep, test_python_emfile_for_a_while)

@@ -325,7 +325,31 @@ static void test_killed_before_anything_was_written(void **state) {
     fail_msg("the killed child is not named (%s):\n%s", want, cr_out);
 }
 
+/* SIGPIPE: record's summary written into a pipe whose reader is gone
+ * (`record ... 2>&1 | head -1`) killed record, and the pipeline's status
+ * was 141, not CMD's (QA, session 33). */
+static void test_summary_into_a_closed_pipe(void **state) {
+  char dir[4200], sh[4300];
+  FILE *f;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fresh("pipe"));
+  snprintf(sh, sizeof sh, "%s.sh", dir);
+  assert_non_null(f = fopen(sh, "w"));
+  fprintf(f,
+          "'%s' record -o '%s' -- /bin/bash -c 'echo \"$HOME\"; sleep 0.2; "
+          "exit 5' 2>&1 | head -1 >/dev/null\n"
+          "exit ${PIPESTATUS[0]}\n",
+          cr_bin, dir);
+  fclose(f);
+  for (int i = 0; i < 3; i++) {
+    tl_rm_rf(dir);
+    assert_int_equal(tl_system("/bin/bash '%s'", sh), 5); /* was 141 */
+  }
+}
+
 TL_TEST_MAIN("record-signals", setup, NULL, test_signals, test_signals_all_named,
              test_signals_after_end,
              test_dead_sessions_recovered_during_the_run,
-             test_killed_before_anything_was_written)
+             test_killed_before_anything_was_written,
+             test_summary_into_a_closed_pipe)

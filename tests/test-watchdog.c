@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -340,7 +341,36 @@ static void test_not_recording(void **state) {
   stkr_watchdog_tick(); /* harmless */
 }
 
+/* A forked child that does not record (the default fork mode): neither a
+ * registration nor a watchdog is its (QA, session 33: 0 from both, and a
+ * join of the parent's watchdog thread). */
+static void test_child_does_not_record(void **state) {
+  stkr_thread_handle h;
+  pid_t c;
+  int st;
+
+  (void)state;
+  assert_int_equal(start_rec(), 0);
+  assert_int_equal(stkr_watchdog_start(NULL), 0);
+  if ((c = fork()) == 0) {
+    int self = stkr_thread_self(&h), stop = stkr_watchdog_stop();
+    if (self != -ENOTCONN || stop != -ENOTCONN) {
+      fprintf(stderr, "child: stkr_thread_self %d, stkr_watchdog_stop %d\n",
+              self, stop);
+      _exit(1);
+    }
+    _exit(0);
+  }
+  assert_true(c > 0);
+  assert_int_equal(waitpid(c, &st, 0), c);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  assert_int_equal(stkr_thread_self(&h), 0); /* the parent's are its own */
+  assert_int_equal(stkr_watchdog_stop(), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+}
+
 TL_TEST_MAIN("watchdog", NULL, NULL, test_not_recording,
              test_one_second_block_is_one_hang, test_idle_is_not_a_hang,
              test_stop_inside_a_hang, test_recovered_right_before_stop,
-             test_exit_stops_watchdog)
+             test_exit_stops_watchdog, test_child_does_not_record)

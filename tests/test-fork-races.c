@@ -1,0 +1,109 @@
+/*
+ * test-fork-races.c: fork() while other threads of the app use the
+ * recorder (QA, session 33). A child forked while another thread ran
+ * stkr_init again, its threads' rings being swapped (reback, under the
+ * reap lock), died of SIGSEGV in the recorder's atfork child handler,
+ * which unmapped a ring the parent had just unmapped: 1 child in ~60-1400
+ * forks with 11 recording threads. fork's prepare handler now takes the
+ * reap lock. A stress of up to 4 s. QA's program, the same loops linked
+ * with the CMake-built library, lost a child in 82-207 forks without the
+ * fix, every run; this Bazel build of the test did not show it in 4 s
+ * (-c fastbuild or opt, ~2 000 forks): it guards the path, and says how
+ * many forks and sessions it saw, but has not been seen to fail.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "recorder/stackrec.h"
+#include "tests/testlib.h"
+
+STKR_SITE_DEFINE(g_site, "fork.race");
+
+static _Atomic int g_stop, g_inits, g_init_err;
+
+static void *recording(void *arg) {
+  (void)arg;
+  while (!atomic_load(&g_stop)) {
+    (void)stkr_event(&g_site, "r", 1);
+    usleep(100);
+  }
+  return NULL;
+}
+
+static void *reinit(void *arg) {
+  stkr_config cfg;
+  (void)arg;
+  stkr_config_init(&cfg);
+  cfg.dir = tl_dir;
+  cfg.symbolize = STKR_SYMBOLIZE_NONE;
+  while (!atomic_load(&g_stop)) {
+    int err = stkr_init(&cfg);
+    if (err == 0) {
+      atomic_fetch_add(&g_inits, 1);
+      usleep(50);
+      (void)stkr_shutdown();
+    } else {
+      atomic_store(&g_init_err, err);
+    }
+  }
+  return NULL;
+}
+
+static void test_fork_while_another_thread_starts(void **state) {
+  enum { RECORDERS = 11 };
+  pthread_t rec[RECORDERS], ctl;
+  struct timespec t0, t;
+  int forks = 0, killed = 0, sig = 0;
+  (void)state;
+
+#if defined(__SANITIZE_THREAD__)
+  /* TSan's runtime and forks of a multi-threaded process: not tried. */
+  fprintf(stderr, "TSan: forks beside threads not tried: skipped\n");
+  skip();
+#endif
+  atomic_store(&g_stop, 0);
+  for (int i = 0; i < RECORDERS; i++)
+    assert_int_equal(pthread_create(&rec[i], NULL, recording, NULL), 0);
+  assert_int_equal(pthread_create(&ctl, NULL, reinit, NULL), 0);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    int st;
+    pid_t c = fork();
+    if (c == 0)
+      _exit(0);
+    assert_true(c > 0);
+    assert_int_equal(waitpid(c, &st, 0), c);
+    forks++;
+    if (WIFSIGNALED(st)) {
+      killed++;
+      sig = WTERMSIG(st);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while (t.tv_sec - t0.tv_sec < 4 && killed == 0);
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < RECORDERS; i++)
+    pthread_join(rec[i], NULL);
+  pthread_join(ctl, NULL);
+  (void)stkr_shutdown();
+  fprintf(stderr, "%d forks, %d sessions started (last error %d)\n", forks,
+          atomic_load(&g_inits), atomic_load(&g_init_err));
+  if (killed != 0)
+    fail_msg("%d of %d children killed by signal %d", killed, forks, sig);
+  assert_true(forks > 0);
+}
+
+TL_TEST_MAIN_EACH("fork-races", tl_make_dir, tl_rm_dir,
+                  test_fork_while_another_thread_starts)
