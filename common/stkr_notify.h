@@ -61,12 +61,16 @@ static inline void stkr_notify_comm(char *buf, size_t len) {
 }
 #endif
 
-static inline bool stkr_notify_send(const char *name, int err, const char *msg,
-                                    unsigned wait_ms) {
+/* stkr_notify_send for another process: `pid` and `comm` (NULL: this
+ * process, its name from /proc) are the ones named, e.g. a child that a
+ * posix_spawn starts outside the hooks. */
+static inline bool stkr_notify_send_as(const char *name, long pid,
+                                       const char *comm, int err,
+                                       const char *msg, unsigned wait_ms) {
 #if defined(__linux__)
   struct sockaddr_un sa;
   struct timeval tv = {(time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000};
-  char dgram[640], comm[17] = "";
+  char dgram[640], own[17] = "";
   const char *token;
   size_t nlen;
   int n, fd, saved = errno;
@@ -76,15 +80,18 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
       (nlen = strcspn(name, "/")) + 1 > sizeof sa.sun_path)
     return false;
   token = name[nlen] == '/' ? name + nlen + 1 : "";
-  stkr_notify_comm(comm, sizeof comm);
-  if (comm[0] == '\0') (void)prctl(PR_GET_NAME, comm, 0, 0, 0); /* no /proc */
+  if (comm == NULL) {
+    stkr_notify_comm(own, sizeof own);
+    if (own[0] == '\0') (void)prctl(PR_GET_NAME, own, 0, 0, 0); /* no /proc */
+    comm = own;
+  }
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */
   fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
-    n = snprintf(dgram, sizeof dgram, "%.32s\t%d\t%s\t%d\t%s", token,
-                 (int)getpid(), comm, err < 0 ? -err : err, msg);
+    n = snprintf(dgram, sizeof dgram, "%.32s\t%ld\t%.16s\t%d\t%s", token, pid,
+                 comm, err < 0 ? -err : err, msg);
     if (n > (int)sizeof dgram - 1) n = (int)sizeof dgram - 1;
     if (wait_ms > 0)
       (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -99,11 +106,18 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
   return sent;
 #else
   (void)name;
+  (void)pid;
+  (void)comm;
   (void)err;
   (void)msg;
   (void)wait_ms;
   return false;
 #endif
+}
+
+static inline bool stkr_notify_send(const char *name, int err, const char *msg,
+                                    unsigned wait_ms) {
+  return stkr_notify_send_as(name, (long)getpid(), NULL, err, msg, wait_ms);
 }
 
 /* The marks file of a recording directory: proto/stkr_reader.h's
@@ -118,13 +132,15 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
  * in lower-case hex, "-" when empty), so that readers name it and verify
  * calls the recording incomplete (QA, session 33: such notes went into the
  * program's stderr instead). Only into a directory that exists; one
- * write(2) of the whole line, O_APPEND. @return whether it was written.
+ * write(2) of the whole line, O_APPEND. pid and comm (NULL: this
+ * process's name) as stkr_notify_send_as. @return whether it was written.
  * Thread-safety: any thread; errno is preserved. */
-static inline bool stkr_notify_unrecorded_line(const char *dir,
+static inline bool stkr_notify_unrecorded_line(const char *dir, long pid,
+                                               const char *comm,
                                                const char *msg) {
 #if defined(__linux__)
   static const char hex[] = "0123456789abcdef";
-  char path[4096], line[32 + 2 * 16 + 2 * 511 + 2], comm[17] = "";
+  char path[4096], line[32 + 2 * 16 + 2 * 511 + 2], own[17] = "";
   const char *fields[2];
   size_t n;
   int fd, saved = errno;
@@ -134,10 +150,13 @@ static inline bool stkr_notify_unrecorded_line(const char *dir,
       (size_t)snprintf(path, sizeof path, "%s/%s", dir,
                        STKR_NOTIFY_MARKS_FILE) >= sizeof path)
     return false;
-  stkr_notify_comm(comm, sizeof comm);
+  if (comm == NULL) {
+    stkr_notify_comm(own, sizeof own);
+    comm = own;
+  }
   fields[0] = comm;
   fields[1] = msg;
-  n = (size_t)snprintf(line, sizeof line, "u1 %d", (int)getpid());
+  n = (size_t)snprintf(line, sizeof line, "u1 %ld", pid);
   for (int f = 0; f < 2; f++) {
     size_t len = strnlen(fields[f], f == 0 ? 16 : 511);
     line[n++] = ' ';
@@ -158,6 +177,8 @@ static inline bool stkr_notify_unrecorded_line(const char *dir,
   return ok;
 #else
   (void)dir;
+  (void)pid;
+  (void)comm;
   (void)msg;
   return false;
 #endif

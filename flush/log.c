@@ -97,7 +97,7 @@ static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
   if (g_log_notify[0] != '\0') {
     if (err != 0) /* it records nothing: said in the recording */
       (void)stkr_notify_unrecorded_line(stkr_config_env("STACKREC_DIR"),
-                                        buf + prefix);
+                                        (long)getpid(), NULL, buf + prefix);
     return;
   }
   if (!log_fd2_unchanged())

@@ -1,6 +1,6 @@
 /*
  * hooks_exec.c: the exec family (execve, execvpe, execv, execvp, fexecve,
- * execl, execlp, execle). Each ends this image's recording cleanly
+ * execl, execlp, execle), and posix_spawn/posix_spawnp (a note only). Each ends this image's recording cleanly
  * before the exec (stkr__pl_pre_exec, preload.c) and, if the exec fails
  * and returns, lets the next event start recording again with errno
  * kept. Nothing is recorded here: an exec is not a watched call.
@@ -10,7 +10,10 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <spawn.h>
 #include <stddef.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "preload/preload.h"
 
@@ -109,6 +112,61 @@ int fexecve(int fd, char *const argv[], char *const envp[]) {
     va_end(ap_);                                                               \
     return exec_via(real, file, -1, argv_, envp_);                             \
   } while (0)
+
+/* posix_spawn, posix_spawnp: glibc's start the child with its internal
+ * execve, which no hook sees, so a child given an environment without the
+ * hooks (Python's os.posix_spawn(..., {}), Rust's Command::env_clear,
+ * system() after unsetenv("LD_PRELOAD")) ran unrecorded, unnamed (QA,
+ * session 33). The same check as an exec's; the note names the child,
+ * after the spawn gave its pid (this process records on). */
+typedef int (*spawn_fn)(pid_t *, const char *,
+                        const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[],
+                        char *const[]);
+
+static int spawn_via(int real, pid_t *pid, const char *file,
+                     const posix_spawn_file_actions_t *fa,
+                     const posix_spawnattr_t *attr, char *const argv[],
+                     char *const envp[]) {
+  spawn_fn fn = (spawn_fn)stkr__pl_real(real);
+  char target[PATH_MAX];
+  const char *why = NULL, *base;
+  pid_t child;
+  int r, saved = errno;
+
+  if (fn == NULL)
+    return ENOSYS;
+  if (!stkr__pl_guard)
+    why = stkr__pl_exec_escapes(file, -1, real == STKR__PL_R_posix_spawnp,
+                                envp, target, sizeof target);
+  errno = saved;
+  r = fn(&child, file, fa, attr, argv, envp);
+  if (pid != NULL)
+    *pid = child;
+  if (r == 0 && why != NULL) {
+    base = strrchr(target, '/');
+    stkr__pl_note_child((long)child, base != NULL ? base + 1 : target,
+                        "started by posix_spawn from %d, %s, a program the "
+                        "hooks are not in (%s): what it does is not recorded",
+                        (int)getpid(), target, why);
+  }
+  errno = saved;
+  return r;
+}
+
+int posix_spawn(pid_t *pid, const char *path,
+                const posix_spawn_file_actions_t *fa,
+                const posix_spawnattr_t *attr, char *const argv[],
+                char *const envp[]) {
+  return spawn_via(STKR__PL_R_posix_spawn, pid, path, fa, attr, argv, envp);
+}
+
+int posix_spawnp(pid_t *pid, const char *file,
+                 const posix_spawn_file_actions_t *fa,
+                 const posix_spawnattr_t *attr, char *const argv[],
+                 char *const envp[]) {
+  return spawn_via(STKR__PL_R_posix_spawnp, pid, file, fa, attr, argv, envp);
+}
 
 int execl(const char *path, const char *arg, ...) {
   STKR__PL_EXEC_LIST(STKR__PL_R_execv, path, arg, false);

@@ -176,7 +176,23 @@ void stkr__pl_note(int err, const char *fmt, ...) {
   else if (notify == NULL || notify[0] == '\0')
     say("%s", msg);
   else if (err != 0)
-    (void)stkr_notify_unrecorded_line(real_env("STACKREC_DIR"), msg);
+    (void)stkr_notify_unrecorded_line(real_env("STACKREC_DIR"),
+                                      (long)getpid(), NULL, msg);
+  errno = saved;
+}
+
+void stkr__pl_note_child(long pid, const char *comm, const char *fmt, ...) {
+  const char *notify = real_env("STACKREC_NOTIFY");
+  char msg[512];
+  va_list ap;
+  int saved = errno;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!stkr_notify_send_as(notify, pid, comm, EPERM, msg, 200))
+    (void)stkr_notify_unrecorded_line(real_env("STACKREC_DIR"), pid, comm,
+                                      msg);
   errno = saved;
 }
 

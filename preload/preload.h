@@ -132,6 +132,11 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
  * names a process that records nothing (verify: incomplete). preload.c. */
 void stkr__pl_note(int err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same for another process that records nothing (a child that a
+ * posix_spawn started outside the hooks), named by pid and comm. Under
+ * record only; preload.c. */
+void stkr__pl_note_child(long pid, const char *comm, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* A variable of our environment as the constructor saw it (STACKREC_*) or
  * as libc's getenv has it now. preload.c. */
 const char *stkr__pl_env(const char *name);
@@ -215,6 +220,7 @@ void stkr__pl_register_file_sites(void); /* hooks_files.c */
   X(__gethostname_chk) X(uname) X(getifaddrs) X(ioctl) X(connect)              \
   X(getaddrinfo) X(getenv) X(secure_getenv)                                    \
   X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(_exit) X(_Exit)    \
+  X(posix_spawn) X(posix_spawnp)                                               \
   X(stat) X(stat64) X(lstat) X(lstat64) X(fstat) X(fstat64) X(fstatat)         \
   X(fstatat64) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64)               \
   X(__fxstat) X(__fxstat64) X(__fxstatat) X(__fxstatat64) X(statx)             \

@@ -488,6 +488,35 @@ static void test_exec_without_hooks_named(void **state) {
   assert_null(strstr(g_err, "hooks are not in"));
 }
 
+/* QA (session 33): a child that posix_spawn starts with an environment
+ * without the hooks (Python's os.posix_spawn(..., {}); Rust's env_clear;
+ * system() after unsetenv) ran unrecorded, unnamed, verify 0: glibc's
+ * spawn calls its own execve, which no hook sees. The spawn hook names the
+ * child; one that keeps the environment tells nothing. */
+static void test_spawn_without_hooks_named(void **state) {
+  const char *dir = fresh("spawn");
+  (void)state;
+
+  if (access("/usr/bin/python3", X_OK) != 0) skip();
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* the TSan runtime cannot be preloaded into Python */
+#endif
+  assert_int_equal(
+      sh("'%s' record -q -o '%s' -- /usr/bin/python3 -c 'import os\n"
+         "for env in ({}, dict(os.environ)):\n"
+         "  os.waitpid(os.posix_spawn(\"/bin/cat\", [\"cat\", "
+         "\"/etc/hostname\"], env), 0)' >/dev/null",
+         g_bin, dir),
+      0);
+  if (strstr(g_err, "(cat) recorded nothing: started by posix_spawn from ") ==
+          NULL ||
+      strstr(g_err, "/bin/cat, a program the hooks are not in (LD_PRELOAD") ==
+          NULL)
+    fail_msg("the spawned child is not named:\n%s", g_err);
+  assert_int_equal(tl_count(g_err, "started by posix_spawn"), 1);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+}
+
 /* QA (session 28): a process of the tree whose environment lost
  * STACKREC_DIR (`env -u`) made the default ./stackrec-out in its working
  * directory, among the program's files, and verify said complete; under
@@ -551,4 +580,5 @@ TL_TEST_MAIN("preload", setup, NULL, test_all_apis,
              test_categories_and_depth, test_default_dir_and_discovery,
              test_errors, test_bad_config, test_privacy_probe,
              test_static_cmd_named, test_exec_without_hooks_named,
+             test_spawn_without_hooks_named,
              test_lost_dir_and_small_stack)
