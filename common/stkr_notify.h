@@ -34,9 +34,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
+
 #if defined(__linux__)
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -167,10 +170,19 @@ static inline bool stkr_notify_unrecorded_line(const char *dir, long pid,
     }
   }
   line[n++] = '\n';
-  fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+  /* As proto/stkr_marks.c appends: a FIFO there is refused, never waited
+   * on (O_NONBLOCK, then not a regular file); a line past the program's
+   * RLIMIT_FSIZE is not written, since the write would raise SIGXFSZ in
+   * the app (review, session 33). */
+  fd = open(path,
+            O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                O_NONBLOCK | O_NOCTTY,
             0600);
   if (fd >= 0) {
-    ok = write(fd, line, n) == (ssize_t)n;
+    struct stat st;
+    ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+         stkr_fsize_room((uint64_t)st.st_size + n) &&
+         write(fd, line, n) == (ssize_t)n;
     close(fd);
   }
   errno = saved;

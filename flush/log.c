@@ -86,8 +86,8 @@ static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
   if (sup)
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   " (%llu similar messages suppressed)", (unsigned long long)sup);
-  /* To record without waiting (this may be the flush worker): a full
-   * queue falls back to stderr below. */
+  /* To record without waiting (this may be the flush worker); when that
+   * fails under record, nothing goes to stderr (below). */
   if (stkr_notify_send(g_log_notify, err, buf + prefix, 0))
     return;
   /* Under record, never the program's stderr, whatever became of record

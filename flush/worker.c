@@ -389,6 +389,16 @@ static void atfork_prepare_scan(void) {
   stkr__loader_scan_atfork_prepare();
   atomic_store_explicit(&g_fork_ns, stkr__clock_mono_ns(),
                         memory_order_relaxed);
+  /* The reap lock last: the worker takes it inside a scan (a table's
+   * rebuild waits for events), never the other way round (review, session
+   * 33: taken first, a fork and a pass each held what the other wanted).
+   * The child's handler (recorder/) releases it. */
+  stkr__threads_atfork_prepare();
+}
+
+static void atfork_parent_scan(void) {
+  stkr__threads_atfork_parent();
+  stkr__loader_scan_atfork_parent();
 }
 
 /* Runs in the child right after fork, with only the forking thread alive.
@@ -438,7 +448,7 @@ static void atfork_child_scan(void) {
 }
 
 static void register_atfork(void) {
-  (void)pthread_atfork(atfork_prepare_scan, stkr__loader_scan_atfork_parent,
+  (void)pthread_atfork(atfork_prepare_scan, atfork_parent_scan,
                        atfork_child_scan);
 #if defined(STKR__ASAN_FORK)
   /* Registered last, its prepare runs first (worker.h). */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/stkr_notify.h"
 #include "preload/preload.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
@@ -113,6 +114,23 @@ int fexecve(int fd, char *const argv[], char *const envp[]) {
     return exec_via(real, file, -1, argv_, envp_);                             \
   } while (0)
 
+/* A note that names a child which records nothing (under record only):
+ * to record, or, out of its reach, as a "u1" line in the recording. */
+static void note_child(long pid, const char *comm, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note_child(long pid, const char *comm, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!stkr_notify_send_as(stkr__pl_env("STACKREC_NOTIFY"), pid, comm, EPERM,
+                           msg, 200))
+    (void)stkr_notify_unrecorded_line(stkr__pl_env("STACKREC_DIR"), pid,
+                                      comm, msg);
+}
+
 /* posix_spawn, posix_spawnp: glibc's start the child with its internal
  * execve, which no hook sees, so a child given an environment without the
  * hooks (Python's os.posix_spawn(..., {}), Rust's Command::env_clear,
@@ -145,7 +163,7 @@ static int spawn_via(int real, pid_t *pid, const char *file,
     *pid = child;
   if (r == 0 && why != NULL) {
     base = strrchr(target, '/');
-    stkr__pl_note_child((long)child, base != NULL ? base + 1 : target,
+    note_child((long)child, base != NULL ? base + 1 : target,
                         "started by posix_spawn from %d, %s, a program the "
                         "hooks are not in (%s): what it does is not recorded",
                         (int)getpid(), target, why);

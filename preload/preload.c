@@ -13,22 +13,18 @@
  *   is then the app's caller) and fork mode "follow", each unless its
  *   STACKREC_* variable is set. A process that makes no watched call
  *   writes nothing.
- * - destructor: stkr_shutdown_for_exit(), so the last events land and the
- *   session ends cleanly, within STACKREC_EXIT_MS (stackrec.h); the worker
- *   is not freed (the process is ending: freeing the symbolizer's debug
- *   info would only add to the exit, on a thread that may be starved of CPU
- *   by the app's own busy threads; what it holds stays reachable). glibc runs it from _dl_fini, after every atexit handler
- *   and after the program's own destructors: their hooked calls are still
- *   recorded. Calls made later (by libraries finalized after us) go
- *   straight to libc: the recorder answers -ENOTCONN.
+ * - destructor: stkr_shutdown_for_exit() within STACKREC_EXIT_MS; the
+ *   worker is not freed (freeing the symbolizer's debug info would only
+ *   add to the exit). Run from _dl_fini, after atexit handlers and the
+ *   program's destructors (their hooked calls are recorded); libraries
+ *   finalized after us reach libc directly (-ENOTCONN).
  * - fork: the recorder follows (fork mode "follow"): a child's first event
  *   starts its own worker and files, in the same directory (the child of a
  *   process that has not started yet starts as a process of its own). A
  *   child that records nothing writes nothing.
- * - exec (execve and friends, hooks_exec.c): a process that is recording
- *   ends its session first (stkr_shutdown_for_exit, bounded by
- *   STACKREC_EXIT_MS; its files end cleanly); the new image's constructor
- *   starts again, same pid, as a new session. If the exec fails, the next event starts recording again.
+ * - exec (execve and friends, hooks_exec.c): a recording process ends its
+ *   session first (stkr_shutdown_for_exit); the new image starts again,
+ *   same pid, a new session. A failed exec: the next event starts again.
  * - _exit/_Exit: skip exit handlers and destructors, so the hook ends the
  *   session first with stkr_shutdown_for_exit(): recording stops (the
  *   threads that keep running until exit_group get -ENOTCONN at once), what
@@ -165,34 +161,17 @@ void stkr__pl_note(int err, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  /* Under record, never on the program's stderr, even when the note
-   * cannot reach it (record gone, its queue full for 200 ms, no descriptor
-   * left for a socket): QA, session 33, a full descriptor table put it
-   * there, and a dead pipe killed the program by SIGPIPE; a daemon that
-   * outlived record wrote it into its log. Preloaded by hand: stderr. */
+  /* Under record never on the program's stderr, even when the note
+   * cannot reach it (QA, session 33: a full descriptor table put it there;
+   * a dead pipe there killed the program). Preloaded by hand: stderr. */
   const char *notify = real_env("STACKREC_NOTIFY");
   if (stkr_notify_send(notify, err < 0 ? -err : err, msg, 200))
     ;
   else if (notify == NULL || notify[0] == '\0')
     say("%s", msg);
-  else if (err != 0)
+  else if (err != 0) /* into the recording, as record would have */
     (void)stkr_notify_unrecorded_line(real_env("STACKREC_DIR"),
                                       (long)getpid(), NULL, msg);
-  errno = saved;
-}
-
-void stkr__pl_note_child(long pid, const char *comm, const char *fmt, ...) {
-  const char *notify = real_env("STACKREC_NOTIFY");
-  char msg[512];
-  va_list ap;
-  int saved = errno;
-
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (!stkr_notify_send_as(notify, pid, comm, EPERM, msg, 200))
-    (void)stkr_notify_unrecorded_line(real_env("STACKREC_DIR"), pid, comm,
-                                      msg);
   errno = saved;
 }
 
@@ -524,7 +503,7 @@ static int start_settled(void) {
  * for forks that do not come through it and for a start taken in between
  * (STACKREC_FORK=disable only: a followed fork starts first), and runs its
  * 2 s if that start has registered the worker's handlers, whose prepare
- * (run before this one) holds the loader-scan lock the start needs. */
+ * (run before this one) holds the scan and reap locks the start needs. */
 static void atfork_prepare(void) { (void)start_settled(); }
 
 static void atfork_child(void) {

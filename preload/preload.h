@@ -132,11 +132,7 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
  * names a process that records nothing (verify: incomplete). preload.c. */
 void stkr__pl_note(int err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* The same for another process that records nothing (a child that a
- * posix_spawn started outside the hooks), named by pid and comm. Under
- * record only; preload.c. */
-void stkr__pl_note_child(long pid, const char *comm, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+
 /* A variable of our environment as the constructor saw it (STACKREC_*) or
  * as libc's getenv has it now. preload.c. */
 const char *stkr__pl_env(const char *name);

@@ -324,8 +324,25 @@ static stkr__fres stkr__frame_read(stkr_reader *r, const char **reason) {
 static int stkr__scan_magic(stkr__input *in, uint64_t from, uint64_t *at) {
   stkr__in_seek(in, from);
   for (;;) {
-    size_t avail = stkr__in_fill(in, in->cap), i;
-    const uint8_t *p = in->buf + in->pos;
+    size_t avail, i;
+    const uint8_t *p;
+
+#if defined(SEEK_DATA)
+    /* A hole is never written data (writers only append; a reserve is
+     * fallocated zeros): jump over it instead of reading its zeros (QA,
+     * session 33: a 16 GiB sparse file, 0 bytes on disk, took every reader
+     * 23-39 s). The 3 bytes kept from the last buffer are in the hole too
+     * when one starts there. */
+    if (in->len - in->pos < 4) {
+      off_t cur = (off_t)stkr__in_tell(in), data = lseek(in->fd, cur, SEEK_DATA);
+      if (data < 0 && errno == ENXIO)
+        return 0; /* nothing but hole to the end */
+      if (data > cur)
+        stkr__in_seek(in, (uint64_t)data);
+    }
+#endif
+    avail = stkr__in_fill(in, in->cap);
+    p = in->buf + in->pos;
 
     if (avail < 4)
       return 0;

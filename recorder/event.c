@@ -110,8 +110,10 @@ static void stkr__pin_image(void) {
 /* Once per process, at its first start (a control thread, never a hook's:
  * dlopen takes the loader's lock). */
 static void stkr__atfork_install(void) {
-  pthread_atfork(stkr__threads_atfork_prepare, stkr__threads_atfork_parent,
-                 stkr__atfork_child);
+  /* The reap lock is held across a fork by flush/'s handlers, after its
+   * scan lock (stkr__threads_atfork_prepare); this child handler releases
+   * it (stkr__threads_forget_after_fork). */
+  pthread_atfork(NULL, NULL, stkr__atfork_child);
   stkr__pin_image();
 }
 

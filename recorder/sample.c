@@ -97,9 +97,10 @@ int stkr_thread_self(stkr_thread_handle *out) {
     return -EINVAL;
   if (g_self != NULL) {
     /* A forked child that does not record keeps the slot, not the
-     * recording (QA, session 33: 0 and a handle no sample took). */
-    if (!stkr__recorder_running())
-      return -ENOTCONN;
+     * recording (QA, session 33: 0 and a handle no sample took); one in
+     * follow mode starts its recording here, as an attach does. */
+    if (!stkr__recorder_running() && (err = stkr_thread_attach()) != 0)
+      return err;
     *out = stkr__sslot_handle(g_self);
     return 0;
   }

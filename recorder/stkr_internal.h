@@ -646,10 +646,13 @@ void stkr__threads_quiesce(unsigned max_ms);
  * stuck_at_start, and the start leaves its ring alone (QA, session 33:
  * stkr_init waited for ever). Not for exit paths. */
 void stkr__threads_wait_idle(unsigned max_ms);
-/* fork's prepare and parent handlers: the reap lock is held across the
- * fork, so that no child is made in the middle of a ring's swap (QA,
- * session 33: a child forked while stkr_init ran on another thread died
- * in its atfork handler). Bounded: past 2 s the fork goes ahead. */
+/* For fork's prepare and parent handlers (flush/worker.c's, after the
+ * loader scan lock: the order the worker takes them in): the reap lock is
+ * held across the fork, so that no child is made in the middle of a ring's
+ * swap (QA, session 33: a child forked while stkr_init ran on another
+ * thread died in its atfork handler). Bounded: past 2 s the fork goes
+ * ahead; at once when this thread holds it (a fork from a signal handler
+ * that interrupted the holder). */
 void stkr__threads_atfork_prepare(void);
 void stkr__threads_atfork_parent(void);
 

@@ -2,7 +2,7 @@
  * strerror.c: stkr_strerror, the recorder's texts for its error codes
  * (recorder/stackrec.h), apart from the hot path in event.c.
  */
-#define _GNU_SOURCE /* strerrordesc_np */
+#define _GNU_SOURCE /* strerror_r's GNU form */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -53,9 +53,13 @@ const char *stkr_strerror(int err) {
   /* Static text only: strerror's for a number it does not know is a
    * per-thread buffer that its next call frees (QA, session 33: the first
    * of two texts in one printf was freed memory), and -INT_MIN overflows. */
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
-  const char *text = err < 0 && err > -4096 ? strerrordesc_np(-err) : NULL;
-  return text != NULL ? text : "unknown error";
+#if defined(__GLIBC__)
+  /* GNU strerror_r: a known number's static text, else buf (filled with
+   * "Unknown error N", cut to its size): then ours. */
+  char buf[1];
+  const char *text =
+      err < 0 && err > -4096 ? strerror_r(-err, buf, sizeof buf) : buf;
+  return text != buf ? text : "unknown error";
 #else
   /* Elsewhere (Apple's libc) a known number's text is static. */
 #if defined(ELAST)

@@ -37,6 +37,27 @@ static _Atomic uint64_t g_dropped_other;
 /* Totals of reaped threads, so counts survive reaping. Under g_reap_lock. */
 static stkr__counts g_retired;
 static pthread_mutex_t g_reap_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Its holder (set after taking it, cleared before letting it go), for
+ * fork's prepare handler: a fork from a signal handler that interrupted
+ * the holder must not wait for itself. Read by that handler only. */
+static _Atomic bool g_reap_held;
+static _Atomic(pthread_t) g_reap_owner;
+
+static void reap_took(void) {
+  atomic_store_explicit(&g_reap_owner, pthread_self(), memory_order_relaxed);
+  atomic_store_explicit(&g_reap_held, true, memory_order_release);
+}
+
+static void reap_lock(void) {
+  pthread_mutex_lock(&g_reap_lock);
+  reap_took();
+}
+
+static void reap_unlock(void) {
+  atomic_store_explicit(&g_reap_held, false, memory_order_relaxed);
+  pthread_mutex_unlock(&g_reap_lock);
+}
+
 static pthread_key_t g_key;
 /* Ring memory (rings + states) of attached, not yet reaped threads, and
  * its cap: any thread adds at attach (relaxed RMW: a budget, nothing is
@@ -281,7 +302,7 @@ void stkr__thread_reap(stkr__thread *t, stkr__thread *prev) {
   stkr__thread *next = atomic_load_explicit(&t->next, memory_order_relaxed);
   stkr__thread *expected = t;
 
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   stkr__counts_add(&g_retired, t);
   /* t at the head: swing the head, unless a producer just pushed. */
   if (!atomic_compare_exchange_strong_explicit(
@@ -299,7 +320,7 @@ void stkr__thread_reap(stkr__thread *t, stkr__thread *prev) {
     if (p != NULL)
       atomic_store_explicit(&p->next, next, memory_order_release);
   }
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
   atomic_fetch_sub_explicit(&g_ring_live, t->ring_charge, memory_order_relaxed);
   stkr__ring_free(&t->ring);
   stkr__uw_cache_free(t);
@@ -309,11 +330,11 @@ void stkr__thread_reap(stkr__thread *t, stkr__thread *prev) {
 void stkr__threads_counts(stkr__counts *out) {
   stkr__thread *t;
 
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   *out = g_retired;
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
     stkr__counts_add(out, t);
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
   out->dropped_other =
       atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
   out->threads = atomic_load_explicit(&g_attached, memory_order_relaxed);
@@ -337,7 +358,7 @@ void stkr__count_dropped_other(void) {
 static stkr__sess_drops g_sess_noted; /* the drain pass's owner only */
 
 void stkr__threads_counts_mark(stkr__counts *out, uint64_t worker_drops) {
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   *out = g_retired;
   /* Mark, settle, reap and commit all run in the drain pass's owner (the
    * worker, or an exiting thread that took the pass over): the retired
@@ -352,7 +373,7 @@ void stkr__threads_counts_mark(stkr__counts *out, uint64_t worker_drops) {
     out->dropped_ring_full += one.dropped_ring_full;
     out->dropped_reentrant += one.dropped_reentrant;
   }
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
   out->dropped_other =
       atomic_load_explicit(&g_dropped_other, memory_order_relaxed);
   /* The session file's drops_other has the worker's drops of released
@@ -432,7 +453,7 @@ void stkr__threads_wait_idle(unsigned max_ms) {
   stkr__thread *t;
   uint64_t until = stkr__clock_mono_ns() + (uint64_t)max_ms * 1000000u;
 
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     /* Acquire: pairs with the release store that ends an event, so the
      * event's reads of the old configuration happen before our writes.
@@ -445,7 +466,7 @@ void stkr__threads_wait_idle(unsigned max_ms) {
     t->stuck_at_start =
         t != stkr__tls && atomic_load_explicit(&t->busy, memory_order_acquire);
   }
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
 }
 
 /* Whether the prepare handler took the reap lock. Forks with atfork
@@ -456,9 +477,13 @@ static bool g_reap_fork_taken;
 void stkr__threads_atfork_prepare(void) {
   uint64_t until = stkr__clock_mono_ns() + 2000000000u;
 
-  /* Tried, not waited for: a fork from a signal handler that interrupted
-   * this thread's own hold would wait for itself. */
+  /* Tried, not waited for, and not at all from a signal handler that
+   * interrupted this thread's own hold: it would wait for itself. */
   g_reap_fork_taken = false;
+  if (atomic_load_explicit(&g_reap_held, memory_order_acquire) &&
+      pthread_equal(atomic_load_explicit(&g_reap_owner, memory_order_relaxed),
+                    pthread_self()))
+    return;
   while (pthread_mutex_trylock(&g_reap_lock) != 0) {
     if (stkr__clock_mono_ns() >= until)
       return;
@@ -489,6 +514,7 @@ void stkr__threads_quiesce(unsigned max_ms) {
       return; /* the final drain then simply sees fewer late events */
     pause_briefly();
   }
+  reap_took();
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     /* Not the calling thread's own: it is here, so no event of it can
      * move on while we wait (one it left by longjmp never ends: QA,
@@ -502,7 +528,7 @@ void stkr__threads_quiesce(unsigned max_ms) {
       pause_briefly();
     }
   }
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
 }
 
 bool stkr__threads_wait_events_left(unsigned max_ms) {
@@ -511,7 +537,7 @@ bool stkr__threads_wait_events_left(unsigned max_ms) {
   bool all = true;
 
   /* Worker only, never on the stop path: the reap lock is the worker's. */
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   for (t = stkr__threads_first(); t != NULL && all; t = stkr__threads_next(t)) {
     /* A thread's events run one after another (a nested one from a signal
      * handler drops before it walks), so once it is seen outside an event,
@@ -538,7 +564,7 @@ bool stkr__threads_wait_events_left(unsigned max_ms) {
       sched_yield();
     }
   }
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
   return all;
 }
 
@@ -584,7 +610,7 @@ void stkr__threads_reset_counts(void) {
   stkr__thread *t;
   size_t ring_bytes = stkr__session_ring_bytes();
 
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   memset(&g_retired, 0, sizeof g_retired);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
     atomic_store_explicit(&t->pushed, 0, memory_order_relaxed);
@@ -621,7 +647,7 @@ void stkr__threads_reset_counts(void) {
   atomic_store_explicit(&g_attached, 0, memory_order_relaxed);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t))
     atomic_fetch_add_explicit(&g_attached, 1, memory_order_relaxed);
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
 }
 
 void stkr__threads_forget_after_fork(void) {
@@ -637,6 +663,7 @@ void stkr__threads_forget_after_fork(void) {
     pthread_mutex_unlock(&g_reap_lock);
   else
     pthread_mutex_init(&g_reap_lock, NULL);
+  atomic_store_explicit(&g_reap_held, false, memory_order_relaxed);
   stkr__session_forget_after_fork();
   for (t = atomic_load_explicit(&g_head, memory_order_relaxed); t != NULL;
        t = next) {
@@ -694,11 +721,11 @@ void stkr__threads_forget_after_fork(void) {
 bool stkr__threads_rings_leftover(void) {
   bool left = false;
 
-  pthread_mutex_lock(&g_reap_lock);
+  reap_lock();
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t))
     if (t->ring.c != NULL &&
         (stkr__ring_unread(&t->ring) != 0 || stkr__ring_pending(&t->ring)))
       left = true;
-  pthread_mutex_unlock(&g_reap_lock);
+  reap_unlock();
   return left;
 }

@@ -96,6 +96,7 @@ typedef struct builder {
   bool proc_consent;        /* ... a consent.granted among them */
   bool proc_events;
   uint32_t proc_instance;   /* stkr_process_info.instances it is at */
+  uint64_t proc_drops_base; /* marks_dropped when that instance began */
 #if HAVE_STATES
   /* The current pid's `stackrec mark` marks (names copied): a process
    * that takes the pid again starts with those set after its start. */
@@ -280,6 +281,7 @@ static int new_instance(builder *b, const stkr_process_info *p) {
   b->c->unjudged_processes += b->proc_unjudged;
   b->c->head_lost_processes += b->proc_unjudged && b->proc_head_lost;
   b->proc_instance = p->instances;
+  b->proc_drops_base = p->marks_dropped; /* the earlier launches' */
   b->proc_marks = b->proc_consent = b->proc_events = false;
   b->proc_head_lost = b->proc_unjudged = b->proc_marks_lost = false;
 #if HAVE_STATES
@@ -311,6 +313,7 @@ static int new_process(builder *b, const stkr_event_view *ev) {
   b->proc_head_lost = p != NULL && p->head_lost;
   b->proc_unjudged = b->proc_marks_lost = false;
   b->proc_instance = p != NULL && p->instances > 1 ? p->instances : 1;
+  b->proc_drops_base = 0;
 #if HAVE_STATES
   ext_forget(b);
   stkr_states_reset(b->states);
@@ -437,11 +440,11 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
 
   if (ev->process != b->cur_process && (gi = new_process(b, ev)) != 0)
     return (int)gi;
-  /* Its first batches found lost once the first one left is read, after
-   * the marks `stackrec mark` gave it (stkr_process_info.head_lost). */
   if (ev->proc != NULL && ev->proc->instances > b->proc_instance &&
       (gi = new_instance(b, ev->proc)) != 0)
     return (int)gi;
+  /* Its first batches found lost once the first one left is read, after
+   * the marks `stackrec mark` gave it (stkr_process_info.head_lost). */
   if (ev->proc != NULL && ev->proc->head_lost && ev->proc->instances <= 1)
     b->proc_head_lost = true;
 #if HAVE_STATES
@@ -471,7 +474,8 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   /* Before consent is unknown too in a process whose head went, until its
    * consent.granted is seen in what is left; and after a dropped mark,
    * until then, as the background is. */
-  if (ev->proc != NULL && ev->proc->marks_dropped > 0 && !b->proc_marks_lost) {
+  if (ev->proc != NULL && ev->proc->marks_dropped > b->proc_drops_base &&
+      !b->proc_marks_lost) {
     b->proc_marks_lost = true;
     b->c->marks_lost_processes++;
   }

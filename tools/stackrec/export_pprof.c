@@ -355,7 +355,8 @@ static int write_gz(pb_profile *prof, FILE *f) {
 #define N_LABELS 7
 
 /* The string-table index of bytes as a label's text (stkr_cli_put_text:
- * UTF-8 as recorded, control and invalid bytes as \xNN), "..." after a
+ * UTF-8 as recorded, a backslash doubled, control and invalid bytes as
+ * \xNN), "..." after a
  * cut payload; -1 when out of memory. */
 static int64_t text_str(pp *p, const void *bytes, size_t n, bool cut) {
   char *buf = NULL;

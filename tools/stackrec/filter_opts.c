@@ -25,6 +25,8 @@ const char stkr__filter_help[] =
     "  --app-only        keep only the app's own frames (its executable and\n"
     "                    STACKREC_APP_PATHS); a stack without any keeps its\n"
     "                    innermost frame; unsymbolized stacks are kept whole\n"
+    "                    (not for compliance, privacy-manifest or report\n"
+    "                    --by module: a call's module is its whole stack's)\n"
     "  --granularity line|function|address\n"
     "                    what makes two frames the same when stacks are\n"
     "                    merged: function, file and line (default); the\n"

@@ -135,6 +135,7 @@ typedef struct inh_link_info {
   bool head_lost;
   bool marks_dropped; /* it dropped a mark (when, not known) */
   bool marks_all;   /* every own mark of it is in h->marks */
+  bool reused;      /* its pid held more than one process in turn */
 } inh_link_info;
 
 static int link_of(stkr_inherit *h, const stkr_reader *r, size_t i,
@@ -161,6 +162,7 @@ static int link_of(stkr_inherit *h, const stkr_reader *r, size_t i,
   out->forked = p->fork_mono_ns != 0;
   out->fork_ns = p->fork_mono_ns;
   out->head_lost = p->head_lost;
+  out->reused = p->instances > 1;
   out->origin = SIZE_MAX;
   v = stkr_map_find(&h->by_process, i);
   out->marks_all = (v == NULL ? 0 : h->procs[*v - 1].n) == p->marks;
@@ -203,6 +205,11 @@ static int walk_chain(stkr_inherit *h, const stkr_reader *r, size_t process,
       return err;
     if (!lk.marks_all)
       return STKR_INHERIT_UNKNOWN; /* over the cap */
+    /* Its marks are those of every process that held the pid, which the
+     * tracker does not tell apart (review, session 33: a later launch's
+     * child got the earlier launch's consent). */
+    if (lk.reused)
+      return STKR_INHERIT_UNKNOWN;
     if (lk.head_lost && verdict == STKR_INHERIT_KNOWN)
       verdict = STKR_INHERIT_HEAD_LOST;
     /* A mark it dropped may have been before the fork (review, session

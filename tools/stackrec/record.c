@@ -266,11 +266,7 @@ static int run(char **argv, const char *preload, const char *dir, int nfd,
   }
   g_child = pid;
   close(fds[1]);
-  /* Ours only (CMD has its own disposition): a summary written into a
-   * pipe whose reader is gone (`record ... 2>&1 | head -1`) fails with
-   * EPIPE instead of killing record, whose status is CMD's (QA, session
-   * 33: 141). */
-  signal(SIGPIPE, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN); /* a summary into a gone reader: CMD's status */
   /* SIGCHLD stays blocked but in ppoll: no wake-up is lost between the
    * waitpid and the wait. */
   waitmask = oldmask;

@@ -31,6 +31,7 @@ typedef struct {
 #define PTHREAD_MUTEX_INITIALIZER {0x32AAABA7, {0}}
 #define PTHREAD_ONCE_INIT {0x30B1BCBA, {0}}
 pthread_t pthread_self(void);
+int pthread_equal(pthread_t, pthread_t);
 int pthread_key_create(pthread_key_t *key, void (*destructor)(void *));
 int pthread_setspecific(pthread_key_t key, const void *value);
 void *pthread_getspecific(pthread_key_t key);
