@@ -166,6 +166,40 @@ static inline int stkr_write_all_within(int fd, const void *p, size_t n) {
   return stkr_write_all(fd, p, n);
 }
 
+/* Append buf[0, n) to the regular file path (created 0600) in one
+ * write: O_APPEND lands it whole at the end, never interleaved with another
+ * writer's lines. A FIFO there fails at once or is refused (O_NONBLOCK,
+ * then not a regular file: -ENXIO, what the open says for a FIFO without a
+ * reader), never waited on; a line past RLIMIT_FSIZE is refused (-EFBIG),
+ * never raising SIGXFSZ. @return 0 or -errno. */
+static inline int stkr_append_line(const char *path, const void *buf,
+                                   size_t n) {
+  int fd = open(path,
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+                    O_NONBLOCK | O_NOCTTY,
+                0600);
+  struct stat st;
+  ssize_t w;
+  int err = 0;
+
+  if (fd < 0) return -errno;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -ENXIO;
+  }
+  if (!stkr_fsize_room((uint64_t)st.st_size + n)) {
+    close(fd);
+    return -EFBIG;
+  }
+  do w = write(fd, buf, n); while (w < 0 && errno == EINTR);
+  if (w < 0)
+    err = -errno;
+  else if ((size_t)w != n)
+    err = -EIO;
+  if (close(fd) != 0 && err == 0) err = -errno;
+  return err;
+}
+
 static inline int stkr_pread_all(int fd, void *p, size_t n, uint64_t off,
                                  size_t *got) {
   unsigned char *c = (unsigned char *)p;

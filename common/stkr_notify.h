@@ -39,7 +39,6 @@
 #if defined(__linux__)
 #include <fcntl.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -128,26 +127,48 @@ static inline bool stkr_notify_send(const char *name, int err, const char *msg,
  * test_notify_fallback reads a line written here back with the reader). */
 #define STKR_NOTIFY_MARKS_FILE "stackrec.marks"
 
+/* A marks file's "u1" line (proto/stkr_marks.c reads it): "u1 <pid>
+ * <name> <reason>\n", name and reason in lower-case hex ("-" when empty),
+ * at most name_max and reason_max of their bytes. out holds at least
+ * 32 + 2 * (name_max + reason_max) bytes. @return its length. */
+static inline size_t stkr_notify_u1_line(char *out, long pid,
+                                         const char *name, size_t name_max,
+                                         const char *reason,
+                                         size_t reason_max) {
+  static const char hex[] = "0123456789abcdef";
+  const char *fields[2] = {name, reason};
+  const size_t max[2] = {name_max, reason_max};
+  size_t n = (size_t)snprintf(out, 24, "u1 %ld", pid);
+
+  for (int f = 0; f < 2; f++) {
+    size_t len = strnlen(fields[f], max[f]);
+    out[n++] = ' ';
+    if (len == 0) out[n++] = '-';
+    for (size_t i = 0; i < len; i++) {
+      out[n++] = hex[(unsigned char)fields[f][i] >> 4];
+      out[n++] = hex[(unsigned char)fields[f][i] & 15];
+    }
+  }
+  out[n++] = '\n';
+  return n;
+}
+
 /* A process that records nothing, and whose notice cannot reach record
  * (record gone, its queue full, no descriptor left for a socket), says so
  * in the recording itself, as record would have: a "u1" line appended to
- * dir's marks file (proto/stkr_marks.c: pid, then its name and the reason
- * in lower-case hex, "-" when empty), so that readers name it and verify
- * calls the recording incomplete (QA, session 33: such notes went into the
- * program's stderr instead). Only into a directory that exists; one
- * write(2) of the whole line, O_APPEND. pid and comm (NULL: this
- * process's name) as stkr_notify_send_as. @return whether it was written.
- * Thread-safety: any thread; errno is preserved. */
+ * dir's marks file (stkr_append_line: a FIFO or a line past RLIMIT_FSIZE
+ * refused; review, session 33), so that readers name it and verify calls
+ * the recording incomplete (QA, session 33: such notes went into the
+ * program's stderr instead). pid and comm (NULL: this process's name) as
+ * stkr_notify_send_as. @return whether it was written. Thread-safety: any
+ * thread; errno is preserved. */
 static inline bool stkr_notify_unrecorded_line(const char *dir, long pid,
                                                const char *comm,
                                                const char *msg) {
 #if defined(__linux__)
-  static const char hex[] = "0123456789abcdef";
-  char path[4096], line[32 + 2 * 16 + 2 * 511 + 2], own[17] = "";
-  const char *fields[2];
-  size_t n;
-  int fd, saved = errno;
-  bool ok = false;
+  char path[4096], line[32 + 2 * 16 + 2 * 511], own[17] = "";
+  int saved = errno;
+  bool ok;
 
   if (dir == NULL || dir[0] == '\0' || msg == NULL ||
       (size_t)snprintf(path, sizeof path, "%s/%s", dir,
@@ -157,34 +178,9 @@ static inline bool stkr_notify_unrecorded_line(const char *dir, long pid,
     stkr_notify_comm(own, sizeof own);
     comm = own;
   }
-  fields[0] = comm;
-  fields[1] = msg;
-  n = (size_t)snprintf(line, sizeof line, "u1 %ld", pid);
-  for (int f = 0; f < 2; f++) {
-    size_t len = strnlen(fields[f], f == 0 ? 16 : 511);
-    line[n++] = ' ';
-    if (len == 0) line[n++] = '-';
-    for (size_t i = 0; i < len; i++) {
-      line[n++] = hex[(unsigned char)fields[f][i] >> 4];
-      line[n++] = hex[(unsigned char)fields[f][i] & 15];
-    }
-  }
-  line[n++] = '\n';
-  /* As proto/stkr_marks.c appends: a FIFO there is refused, never waited
-   * on (O_NONBLOCK, then not a regular file); a line past the program's
-   * RLIMIT_FSIZE is not written, since the write would raise SIGXFSZ in
-   * the app (review, session 33). */
-  fd = open(path,
-            O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-                O_NONBLOCK | O_NOCTTY,
-            0600);
-  if (fd >= 0) {
-    struct stat st;
-    ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-         stkr_fsize_room((uint64_t)st.st_size + n) &&
-         write(fd, line, n) == (ssize_t)n;
-    close(fd);
-  }
+  ok = stkr_append_line(path, line,
+                        stkr_notify_u1_line(line, pid, comm, 16, msg, 511)) ==
+       0;
   errno = saved;
   return ok;
 #else

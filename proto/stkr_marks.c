@@ -20,6 +20,7 @@
 
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
+#include "common/stkr_notify.h"
 #include "common/stkr_io.h"
 #include "common/stkr_mark.h"
 #include "proto/stkr__reader.h"
@@ -599,40 +600,8 @@ const stkr_unrecorded_info *stkr_reader_unrecorded(const stkr_reader *r,
 
 /* ---- writing ------------------------------------------------------------- */
 
-/* One write: O_APPEND makes it land whole at the end, never interleaved
- * with another writer's lines. */
 int stkr__marks_append(const char *path, const void *buf, size_t n) {
-  /* O_NONBLOCK: a FIFO at path fails at once (ENXIO, no reader) or is
-   * refused below (ENXIO too), never waited on; on a regular file it
-   * changes nothing. */
-  int fd = open(path,
-                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-                    O_NONBLOCK | O_NOCTTY,
-                0600);
-  struct stat st;
-  ssize_t w;
-  int err = 0;
-
-  if (fd < 0)
-    return -errno;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return -ENXIO; /* what the open says for a FIFO without a reader */
-  }
-  if (!stkr_fsize_room((uint64_t)st.st_size + n)) { /* no SIGXFSZ */
-    close(fd);
-    return -EFBIG;
-  }
-  do
-    w = write(fd, buf, n);
-  while (w < 0 && errno == EINTR);
-  if (w < 0)
-    err = -errno;
-  else if ((size_t)w != n)
-    err = -EIO;
-  if (close(fd) != 0 && err == 0)
-    err = -errno;
-  return err;
+  return stkr_append_line(path, buf, n);
 }
 
 int stkr_mark_append(const char *dir, const char *name, const void *payload,
@@ -702,11 +671,7 @@ int stkr_unrecorded_append(const char *dir, uint32_t pid, const char *name,
     return -EINVAL;
   if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
     return -ENOMEM;
-  n = (size_t)snprintf(line, sizeof line, "u1 %u ", (unsigned)pid);
-  n += stkr__put_hex(line + n, name, 255);
-  line[n++] = ' ';
-  n += stkr__put_hex(line + n, reason, 1023);
-  line[n++] = '\n';
+  n = stkr_notify_u1_line(line, (long)pid, name, 255, reason, 1023);
   err = stkr__marks_append(path, line, n);
   free(path);
   return err;

@@ -6,6 +6,7 @@ extern int *__error(void);
 #define EPERM 1
 #define ENOENT 2
 #define ESRCH 3
+#define ENXIO 6
 #define E2BIG 7
 #define EINTR 4
 #define EIO 5
