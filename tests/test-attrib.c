@@ -77,12 +77,12 @@ static void test_default_by_image(void **state) {
   stkr_frame app[] = {fr("getenv", "/work/preload/libstackrec_preload.so"),
                       fr("main", "/opt/app/bin/app")};
   (void)state;
-  assert_string_equal(stkr_attrib_module(NULL, s, 5), "libacme_sdk.so");
-  assert_string_equal(stkr_attrib_module(NULL, s + 4, 1), "app");
-  assert_string_equal(stkr_attrib_module(NULL, app, 2), "app");
-  assert_string_equal(stkr_attrib_module(NULL, sys_only, 2), "libc.so.6");
-  assert_string_equal(stkr_attrib_module(NULL, none, 1), "?");
-  assert_string_equal(stkr_attrib_module(NULL, NULL, 0), "?");
+  assert_string_equal(stkr_attrib_module(NULL, s, 5, NULL), "libacme_sdk.so");
+  assert_string_equal(stkr_attrib_module(NULL, s + 4, 1, NULL), "app");
+  assert_string_equal(stkr_attrib_module(NULL, app, 2, NULL), "app");
+  assert_string_equal(stkr_attrib_module(NULL, sys_only, 2, NULL), "libc.so.6");
+  assert_string_equal(stkr_attrib_module(NULL, none, 1, NULL), "?");
+  assert_string_equal(stkr_attrib_module(NULL, NULL, 0, NULL), "?");
 }
 
 static const char map_text[] =
@@ -114,12 +114,33 @@ static void test_module_map(void **state) {
   (void)state;
   assert_int_equal(stkr_modmap_parse("map.json", map_text, sizeof map_text - 1,
                                      &m, err, sizeof err), 0);
-  assert_string_equal(stkr_attrib_module(m, dyn, 3), "AcmeAnalytics");
-  assert_string_equal(stkr_attrib_module(m, stat_pay, 3), "PaySDK");
+  assert_string_equal(stkr_attrib_module(m, dyn, 3, NULL), "AcmeAnalytics");
+  assert_string_equal(stkr_attrib_module(m, stat_pay, 3, NULL), "PaySDK");
   /* The first entry that claims a frame wins ("Shadowed" never does). */
-  assert_string_equal(stkr_attrib_module(m, stat_acme, 1), "AcmeAnalytics");
-  assert_string_equal(stkr_attrib_module(m, objc, 1), "PaySDK");
-  assert_string_equal(stkr_attrib_module(m, vendor, 1), "Vendor");
+  assert_string_equal(stkr_attrib_module(m, stat_acme, 1, NULL), "AcmeAnalytics");
+  assert_string_equal(stkr_attrib_module(m, objc, 1, NULL), "PaySDK");
+  assert_string_equal(stkr_attrib_module(m, vendor, 1, NULL), "Vendor");
+  /* Unsymbolized (QA, session 33): the app's own frame without a name is
+   * "app", and said to be a guess, as a frame the map claims by image
+   * after entries with symbol prefixes is; the first entry's image claim
+   * is sure, and so is any named frame. */
+  {
+    stkr_frame bare_app[] = {fr(NULL, "/lib/x86_64-linux-gnu/libc.so.6"),
+                             fr(NULL, "/opt/app/bin/app")};
+    stkr_frame bare_acme[] = {fr(NULL, "/opt/app/lib/libacme_sdk.so")};
+    bool unnamed = false;
+    assert_string_equal(stkr_attrib_module(m, bare_app, 2, &unnamed), "app");
+    assert_true(unnamed);
+    assert_string_equal(stkr_attrib_module(m, vendor, 1, &unnamed), "Vendor");
+    assert_true(unnamed);
+    assert_string_equal(stkr_attrib_module(m, bare_acme, 1, &unnamed),
+                        "AcmeAnalytics");
+    assert_false(unnamed);
+    assert_string_equal(stkr_attrib_module(m, app, 3, &unnamed), "app");
+    assert_false(unnamed);
+    assert_string_equal(stkr_attrib_module(NULL, bare_app, 2, &unnamed), "app");
+    assert_false(unnamed);
+  }
   /* An app packaged under /usr/lib/<app>/ (Debian's Electron apps,
    * Firefox): a map that names its images makes them a module (QA,
    * session 31: the system's, skipped, its calls blamed on no SDK). A
@@ -134,10 +155,10 @@ static void test_module_map(void **state) {
      * a map's broad glob names them (review: "*.so" took every event). */
     stkr_frame in_pk[] = {fr("getenv", "/usr/lib/packaged/libc.so.6"),
                           fr("pk_call", "/usr/lib/packaged/libpk.so")};
-    assert_string_equal(stkr_attrib_module(m, pk, 3), "Packaged");
-    assert_string_equal(stkr_attrib_module(m, sys_sym, 2), "app");
-    assert_string_equal(stkr_attrib_module(m, in_pk, 2), "Packaged");
-    assert_string_equal(stkr_attrib_module(m, in_pk, 1), "libc.so.6");
+    assert_string_equal(stkr_attrib_module(m, pk, 3, NULL), "Packaged");
+    assert_string_equal(stkr_attrib_module(m, sys_sym, 2, NULL), "app");
+    assert_string_equal(stkr_attrib_module(m, in_pk, 2, NULL), "Packaged");
+    assert_string_equal(stkr_attrib_module(m, in_pk, 1, NULL), "libc.so.6");
   }
   /* Swift names as the demangler writes them, the module in the middle
    * (QA, session 30: none matched "PaySDK."; fails without). */
@@ -157,16 +178,16 @@ static void test_module_map(void **state) {
       "implicit closure #1 () -> Swift.String in PaySDK.Wallet.read() -> ()"};
   for (size_t i = 0; i < sizeof swift / sizeof swift[0]; i++) {
     stkr_frame sw[] = {fr(swift[i], "/opt/app/bin/App")};
-    if (strcmp(stkr_attrib_module(m, sw, 1), "PaySDK") != 0)
+    if (strcmp(stkr_attrib_module(m, sw, 1, NULL), "PaySDK") != 0)
       fail_msg("\"%s\" not claimed by PaySDK.", swift[i]);
   }
   /* Not the module's: a closure in the app, a parameter that names it. */
   stkr_frame host[] = {fr("closure #1 (PaySDK.Wallet) -> () in App.main() -> ()",
                           "/opt/app/bin/App")};
-  assert_string_equal(stkr_attrib_module(m, host, 1), "App");
+  assert_string_equal(stkr_attrib_module(m, host, 1, NULL), "App");
   /* The responsible frame is the first non-system one: the app's own
    * function, although an SDK function called it. */
-  assert_string_equal(stkr_attrib_module(m, app, 3), "app");
+  assert_string_equal(stkr_attrib_module(m, app, 3, NULL), "app");
   stkr_modmap_free(m);
   stkr_modmap_free(NULL);
 }

@@ -4,7 +4,8 @@
  * REPEAT times a tick: argv[2], default 1) and every other tick connects
  * (network.connect); built with -DEXTRA_PATH it also reads the device id
  * each tick (identifiers.device_id, through phone_home): exactly one call
- * path more. Usage: app DIR [REPEAT]
+ * path more. Usage: app DIR [REPEAT [offline]]; "offline": PCs and image
+ * lists only (STKR_SYMBOLIZE_OFFLINE; tests/test-unsymbolized.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,9 @@ int main(int argc, char **argv) {
     return 2;
   memset(&cfg, 0, sizeof cfg);
   cfg.dir = argv[1];
-  cfg.symbolize = STKR_SYMBOLIZE_INPROC;
+  cfg.symbolize = argc > 3 && strcmp(argv[3], "offline") == 0
+                      ? STKR_SYMBOLIZE_OFFLINE
+                      : STKR_SYMBOLIZE_INPROC;
   if (stkr_init(&cfg) != 0)
     return 3;
   for (i = 0; i < 20; i++) {

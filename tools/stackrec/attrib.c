@@ -175,7 +175,11 @@ static bool names_image(const modmap_entry *e, const char *image,
   return false;
 }
 
-static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
+/* The entry that claims frame f, or NULL. *unnamed: f has no function
+ * name and an entry with symbol prefixes came before the claim (or there
+ * was none), so a prefix might have claimed f had it been symbolized. */
+static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f,
+                                 bool *unnamed) {
   const char *b = stkr_attrib_base_name(f->image), *fn = f->function;
   char ext[512];
   size_t i, k;
@@ -192,6 +196,7 @@ static const modmap_entry *claim(const stkr_modmap *m, const stkr_frame *f) {
     for (k = 0; fn != NULL && k < e->n_symbols; k++)
       if (has_prefix(fn, e->symbols[k]) || has_prefix(subject, e->symbols[k]))
         return e;
+    *unnamed |= fn == NULL && e->n_symbols > 0;
   }
   return NULL;
 }
@@ -209,16 +214,20 @@ static const modmap_entry *claim_image(const stkr_modmap *m,
 }
 
 const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
-                               size_t n) {
+                               size_t n, bool *unnamed) {
   const char *first = NULL;
+  bool ignored;
   size_t i;
 
+  if (unnamed == NULL)
+    unnamed = &ignored;
+  *unnamed = false;
   for (i = 0; i < n; i++) {
     const char *img = f[i].image;
     if (img == NULL)
       continue;
     if (!stkr_attrib_system_image(img)) {
-      const modmap_entry *e = map != NULL ? claim(map, &f[i]) : NULL;
+      const modmap_entry *e = map != NULL ? claim(map, &f[i], unnamed) : NULL;
       return e != NULL ? e->name : stkr_attrib_base_name(img);
     }
     /* A system directory's image a map names by image: the map knows

@@ -70,10 +70,14 @@ void stkr_modmap_free(stkr_modmap *m);
 #define STKR_ATTRIB_NO_MODULE "?"
 
 /* The module of a stack (frames innermost first; see above). map may be
- * NULL (image base names). @return a string inside the frames' image
- * strings or inside the map (valid as long as they are), or
- * STKR_ATTRIB_NO_MODULE. */
+ * NULL (image base names). *unnamed (if not NULL) is set when the frame
+ * that decided has no function name (an unsymbolized stack) and the map
+ * has symbol prefixes that come before the entry that claimed it, or no
+ * entry did: symbolized, the stack might belong to another module (QA,
+ * session 33: an SDK linked into the app, recorded offline, was "app").
+ * @return a string inside the frames' image strings or inside the map
+ * (valid as long as they are), or STKR_ATTRIB_NO_MODULE. */
 const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
-                               size_t n);
+                               size_t n, bool *unnamed);
 
 #endif /* STKR_ATTRIB_H */

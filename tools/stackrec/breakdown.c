@@ -27,7 +27,7 @@ void stkr_agg_by_opts(stkr_agg_by by, stkr_agg_opts *o) {
 }
 
 const char *stkr_agg_stack_module(const stkr_agg_stack *s) {
-  return stkr_attrib_module(NULL, s->frames, s->n_frames);
+  return stkr_attrib_module(NULL, s->frames, s->n_frames, NULL);
 }
 
 /* The printable key of stack s under `by`: names and payloads escaped as

@@ -35,6 +35,10 @@
 
 #define NS_PER_S 1000000000ull
 
+/* In builder.stack_group: the stack's module is a guess, its frames
+ * unnamed (stkr_attrib_module's unnamed). Groups number far below it. */
+#define STACK_UNNAMED 0x80000000u
+
 /* Per (group, rule) while reading. */
 typedef struct rule_state {
   uint64_t count;
@@ -50,6 +54,9 @@ typedef struct group_state {
   uint32_t rate_proc;       /* process + 1 the windows belong to */
   uint32_t last_proc;       /* process + 1 last seen (n_pids) */
   uint64_t rules;           /* bit r: rule r selects this group */
+  /* bit r: rule r has modules and its sites match this group's: an
+   * unsymbolized stack here might have been its module's (unnamed). */
+  uint64_t rules_by_site;
 } group_state;
 
 /* Answers of the states tracker, kept while no mark arrives (`version`
@@ -74,7 +81,8 @@ typedef struct builder {
   const stkr_comp_opts *o;
   stkr_comp *c;
   size_t n_rules;
-  uint32_t *stack_group;    /* per agg stack: group + 1, 0 unknown */
+  uint32_t *stack_group;    /* per agg stack: group + 1, 0 unknown; ORed
+                               with STACK_UNNAMED */
   size_t stack_group_cap;
   group_state *gs;          /* per group */
   rule_state *rs;           /* per group: n_rules of them */
@@ -157,6 +165,8 @@ static int group_add(builder *b, const char *site, const char *module,
   for (r = 0; r < b->n_rules; r++) {
     const stkr_rule *rule = &b->o->policy->rules[r];
     rule_state *s = &b->rs[gi * b->n_rules + r];
+    if (rule->n_modules > 0 && stkr_rule_matches_site(rule, site))
+      g->rules_by_site |= 1ull << r;
     if (!stkr_rule_matches(rule, site, module))
       continue;
     g->rules |= 1ull << r;
@@ -170,16 +180,27 @@ static int group_add(builder *b, const char *site, const char *module,
   return 0;
 }
 
-/* The group of agg stack `stack` (made on first sight). */
-static long group_of(builder *b, const stkr_agg *a, size_t stack) {
+/* The group of agg stack `stack` known so far, or -1. */
+static long known_group(const builder *b, size_t stack) {
+  if (stack >= b->stack_group_cap || b->stack_group[stack] == 0)
+    return -1;
+  return (long)(b->stack_group[stack] & ~STACK_UNNAMED) - 1;
+}
+
+/* The group of agg stack `stack` (made on first sight); *unnamed: its
+ * module is a guess (STACK_UNNAMED). */
+static long group_of(builder *b, const stkr_agg *a, size_t stack,
+                     bool *unnamed) {
   const stkr_agg_stack *s = &a->stacks[stack];
   const char *module;
   size_t pos, gi;
   uint64_t h;
   int err;
 
-  if (stack < b->stack_group_cap && b->stack_group[stack] != 0)
-    return (long)b->stack_group[stack] - 1;
+  if ((gi = (size_t)known_group(b, stack)) != (size_t)-1) {
+    *unnamed = (b->stack_group[stack] & STACK_UNNAMED) != 0;
+    return (long)gi;
+  }
   if (stack >= b->stack_group_cap) {
     size_t old = b->stack_group_cap;
     if (stkr_grow((void **)&b->stack_group, &b->stack_group_cap, stack + 1,
@@ -188,7 +209,7 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack) {
     memset(b->stack_group + old, 0,
            (b->stack_group_cap - old) * sizeof *b->stack_group);
   }
-  module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames);
+  module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames, unnamed);
   if (stkr_index_reserve(&b->group_ix, b->c->n_groups + 1) != 0)
     return -ENOMEM;
   h = group_hash(s->site, module);
@@ -200,10 +221,12 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack) {
   }
   if (gi == STKR_INDEX_NONE) {
     gi = b->c->n_groups;
+    if (gi + 1 >= STACK_UNNAMED)
+      return -E2BIG;
     if ((err = group_add(b, s->site, module, h)) != 0)
       return err;
   }
-  b->stack_group[stack] = (uint32_t)gi + 1;
+  b->stack_group[stack] = ((uint32_t)gi + 1) | (*unnamed ? STACK_UNNAMED : 0);
   return (long)gi;
 }
 
@@ -435,7 +458,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   stkr_comp_group *g;
   group_state *gs;
   uint64_t rules;
-  bool unjudged;
+  bool unjudged, unnamed;
   long gi;
 
   if (ev->process != b->cur_process && (gi = new_process(b, ev)) != 0)
@@ -453,7 +476,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   if (stack == STKR_AGG_MARK)
     return on_mark(b, ev);
 #endif
-  if ((gi = group_of(b, a, stack)) < 0)
+  if ((gi = group_of(b, a, stack, &unnamed)) < 0)
     return (int)gi;
   g = &b->c->groups[gi];
   gs = &b->gs[gi];
@@ -471,6 +494,11 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     g->n_pids++;
   }
   rate_add(&gs->per_s, &gs->per_min, &gs->rate_proc, proc, ts);
+  if (unnamed) {
+    b->c->unnamed++;
+    for (rules = gs->rules_by_site; rules != 0; rules &= rules - 1)
+      b->c->rule_unnamed[__builtin_ctzll(rules)]++;
+  }
   /* Before consent is unknown too in a process whose head went, until its
    * consent.granted is seen in what is left; and after a dropped mark,
    * until then, as the background is. */
@@ -574,10 +602,11 @@ static int finish(builder *b) {
   int err = -ENOMEM;
 
   for (i = 0; i < a->n_stacks && i < b->stack_group_cap; i++) {
+    const long gi = known_group(b, i);
     stkr_comp_group *g;
-    if (b->stack_group[i] == 0)
+    if (gi < 0)
       continue;
-    g = &c->groups[b->stack_group[i] - 1];
+    g = &c->groups[gi];
     if (g->n_stacks == 0 || a->stacks[i].count > a->stacks[g->example].count)
       g->example = i;
     g->n_stacks++;
@@ -676,6 +705,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
       ((b.c->rule_groups = calloc(b.n_rules, sizeof *b.c->rule_groups)) ==
            NULL ||
        (b.c->rule_unjudged = calloc(b.n_rules, sizeof *b.c->rule_unjudged)) ==
+           NULL ||
+       (b.c->rule_unnamed = calloc(b.n_rules, sizeof *b.c->rule_unnamed)) ==
            NULL))
     err = -ENOMEM;
   else
@@ -755,26 +786,6 @@ void stkr_comp_free(stkr_comp *c) {
   free(c->rule_unchecked);
   free(c->rule_case);
   free(c->rule_unjudged);
+  free(c->rule_unnamed);
   free(c);
-}
-
-const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap) {
-  static const char *const text[3] = {
-      "whose earliest segments the disk cap deleted (or whose first "
-      "batches are lost: damaged, or never written)",
-      "forked from a process not in the recording (whose marks they "
-      "started with)",
-      "that dropped a mark, or whose origin did (a full ring)"};
-  const bool why[3] = {
-      c->head_lost_processes > 0 ||
-          (c->unknown_origin_processes == 0 && c->marks_lost_processes == 0),
-      c->unknown_origin_processes > 0, c->marks_lost_processes > 0};
-  size_t n = 0;
-
-  buf[0] = '\0';
-  for (int i = 0; i < 3; i++)
-    if (why[i] && n < cap)
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", or " : "",
-                            text[i]);
-  return buf;
 }

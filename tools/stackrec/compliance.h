@@ -139,6 +139,14 @@ typedef struct stkr_comp {
    * untrue (QA, session 31: "no findings", exit 0, JUnit green, with
    * 2 212 events before the only consent mark left out). */
   uint64_t *rule_unjudged;
+  /* Events whose module is a guess: their stacks were not symbolized
+   * (offline, recovered, a daemon `record` left) and the module map's
+   * symbol prefixes could not be tried (stkr_attrib_module's unnamed;
+   * QA, session 33: an SDK linked into the app passed a rule against
+   * it, exit 0). Per rule (policy order): those of its sites, for a rule
+   * with modules; a rule with any is not checked. */
+  uint64_t unnamed;
+  uint64_t *rule_unnamed;
 } stkr_comp;
 
 /* Read every event of r and build the answers.

@@ -109,6 +109,27 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
             s->n_frames - max == 1 ? "" : "s");
 }
 
+const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap) {
+  static const char *const text[3] = {
+      "whose earliest segments the disk cap deleted (or whose first "
+      "batches are lost: damaged, or never written)",
+      "forked from a process not in the recording (whose marks they "
+      "started with)",
+      "that dropped a mark, or whose origin did (a full ring)"};
+  const bool why[3] = {
+      c->head_lost_processes > 0 ||
+          (c->unknown_origin_processes == 0 && c->marks_lost_processes == 0),
+      c->unknown_origin_processes > 0, c->marks_lost_processes > 0};
+  size_t n = 0;
+
+  buf[0] = '\0';
+  for (int i = 0; i < 3; i++)
+    if (why[i] && n < cap)
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", or " : "",
+                            text[i]);
+  return buf;
+}
+
 /* The events no rule on marks could judge (stkr_comp.unjudged), as a line
  * of text or an HTML paragraph. */
 static void put_unjudged(FILE *f, const stkr_comp *c, bool html) {
@@ -123,6 +144,18 @@ static void put_unjudged(FILE *f, const stkr_comp *c, bool html) {
           c->unjudged_processes == 1 ? "" : "es",
           stkr_comp_unjudged_why(c, why, sizeof why),
           html ? "</p>\n" : "\n");
+}
+
+/* The events whose module is a guess (stkr_comp.unnamed), as a line of
+ * text or an HTML paragraph. */
+static void put_unnamed(FILE *f, const stkr_comp *c, bool html) {
+  if (c->unnamed == 0) return;
+  fprintf(f, "%s%" PRIu64 " event%s with stacks never symbolized (PCs only: "
+          "recorded offline, recovered, or left by record): the module "
+          "map's symbol prefixes could not name their module; 'stackrec "
+          "symbolize' names them%s",
+          html ? "<p class=\"incomplete\">" : "# NOT SYMBOLIZED: ",
+          c->unnamed, c->unnamed == 1 ? "" : "s", html ? ".</p>\n" : "\n");
 }
 
 /* ---- text -------------------------------------------------------------------- */
@@ -142,6 +175,7 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
             "recording listed it, or no frame at all); no modules pattern "
             "selects them\n",
             c->unattributed, c->unattributed == 1 ? "" : "s");
+  put_unnamed(f, c, false);
   fprintf(f, "# %" PRIu64 " events, %zu (site, module) pairs, %" PRIu64
           " marks; %zu of %zu processes with events saw %s%s\n",
           c->agg->events, c->n_groups, c->marks, c->consent_processes,
@@ -252,11 +286,11 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
           ",\"processes_with_events\":%zu,\"consent_processes\":%zu,"
           "\"marks_supported\":%s,\"unjudged\":%" PRIu64
           ",\"unjudged_processes\":%zu,\"unknown_origin_processes\":%zu,"
-          "\"marks_lost_processes\":%zu,",
+          "\"marks_lost_processes\":%zu,\"unnamed\":%" PRIu64 ",",
           c->agg->events, c->marks, c->processes_with_events,
           c->consent_processes, c->marks_supported ? "true" : "false",
           c->unjudged, c->unjudged_processes, c->unknown_origin_processes,
-          c->marks_lost_processes);
+          c->marks_lost_processes, c->unnamed);
   put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
@@ -435,6 +469,7 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
           STKR_COMP_CONSENT_MARK);
   put_rule_notes(f, c, stkr_html_put_text, html_notes);
   put_unjudged(f, c, true);
+  put_unnamed(f, c, true);
   if (c->unattributed > 0)
     fprintf(f, "<p>%" PRIu64 " event%s without a module (no frame in a known "
             "image); no modules pattern selects them.</p>\n",

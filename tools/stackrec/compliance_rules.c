@@ -2,7 +2,7 @@
  * compliance_rules.c: what a policy's rules could not see in a recording
  * (compliance.h, stkr_comp_check_rules). A rule that selects nothing
  * passes, and that pass is only true when the recording could have shown
- * the events. Two ways it could not (QA, session 26, both "no findings",
+ * the events. Three ways it could not (QA, session 26, both "no findings",
  * exit 0):
  *
  * - Its sites belong to a category no process watched: the hook library
@@ -14,6 +14,11 @@
  * - Its modules globs match no module of the events read: a typo, or an
  *   image name where a module map named the SDK ("libads*" for "AdsSDK").
  *   A warning: a policy may name SDKs this app does not have.
+ *
+ * - Its sites' events have stacks never symbolized (offline, recovered)
+ *   and a module map's symbol prefixes could have claimed them: which
+ *   module made them is a guess (QA, session 33: an SDK linked into the
+ *   app, recorded offline, passed a rule against it). NOT CHECKED too.
  *
  * Events without a module (no frame in a known image: a library unloaded
  * before the recording listed it) are counted apart: no modules glob can
@@ -247,6 +252,16 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
                         "may have gone with them");
       append_note(&b, typo_seen ? &typo : NULL);
       junit = "events judged";
+    } else if (c->rule_unnamed != NULL && c->rule_unnamed[i] > 0) {
+      char n[24];
+      snprintf(n, sizeof n, "%llu", (unsigned long long)c->rule_unnamed[i]);
+      stkr_cli_buf_puts(&b, n);
+      stkr_cli_buf_puts(&b, " of its events have stacks never symbolized, "
+                        "so the module map's symbol prefixes could not say "
+                        "which module made them: run 'stackrec symbolize' "
+                        "on the recording first");
+      append_note(&b, typo_seen ? &typo : NULL);
+      junit = "stacks symbolized";
     } else if (typo_seen) {
       append_note(&b, &typo);
       if (rule->n_modules > 0 && !modules_seen(c, rule)) {

@@ -100,7 +100,7 @@ int stkr_diff_add(stkr_diff *d, int side, const stkr_agg *a,
 
   for (i = 0; i < a->n_stacks && err == 0; i++) {
     const stkr_agg_stack *s = &a->stacks[i];
-    const char *module = stkr_attrib_module(map, s->frames, s->n_frames);
+    const char *module = stkr_attrib_module(map, s->frames, s->n_frames, NULL);
     stkr_diff_path *p;
 
     if ((err = path_key(s, module, &key, &cap, &len)) != 0)
@@ -330,6 +330,7 @@ static int read_side(stkr_diff *d, int side, const char *input,
   d->side[side].status = stkr_cli_status(r);
   d->side[side].cap_segments = (*agg)->segments_deleted;
   d->side[side].cap_events = (*agg)->cap_deleted_events;
+  d->side[side].bare_events = (*agg)->bare_events;
   stkr_cli_incomplete_line(r, d->side[side].incomplete,
                            sizeof d->side[side].incomplete);
   stkr_reader_free(r);

@@ -57,6 +57,9 @@ typedef struct stkr_diff_side {
    * a capped run's rates read 70% below an uncapped one's of the same
    * work): rates are then not compared (stkr_diff.rates_unknown). */
   uint64_t cap_segments, cap_events;
+  /* Events whose stacks were never symbolized (stkr_agg.bare_events): a
+   * path of them matches only image+offset of the same build. */
+  uint64_t bare_events;
 } stkr_diff_side;
 
 typedef struct stkr_diff {

@@ -176,8 +176,12 @@ static bool any_glob(char *const *globs, size_t n, const char *s) {
   return false;
 }
 
+bool stkr_rule_matches_site(const stkr_rule *r, const char *site) {
+  return any_glob(r->sites, r->n_sites, site);
+}
+
 bool stkr_rule_matches(const stkr_rule *r, const char *site,
                        const char *module) {
-  return any_glob(r->sites, r->n_sites, site) &&
+  return stkr_rule_matches_site(r, site) &&
          (r->n_modules == 0 || any_glob(r->modules, r->n_modules, module));
 }

@@ -70,6 +70,9 @@ void stkr_policy_free(stkr_policy *p); /* NULL accepted */
 bool stkr_rule_matches(const stkr_rule *r, const char *site,
                        const char *module);
 
+/* Does one of rule r's sites globs match this site (its modules aside)? */
+bool stkr_rule_matches_site(const stkr_rule *r, const char *site);
+
 /* Does rule r have a rate limit (then it is broken only by rates)? */
 static inline bool stkr_rule_has_rate(const stkr_rule *r) {
   return r->max_per_second >= 0 || r->max_per_minute >= 0;

@@ -62,7 +62,9 @@ static const char help[] =
 
 static const char help_exit[] =
     "Exit status: 0 every used category declared (or no --manifest), 1 a\n"
-    "category used but not declared (or data lost), 2 usage error or a\n"
+    "category used but not declared (or data lost, or --per-module with\n"
+    "stacks never symbolized, whose module a map's symbol prefixes could\n"
+    "not name), 2 usage error or a\n"
     "malformed manifest or module map, 3 an input cannot be opened.\n";
 
 /* "--" may not appear in an XML comment. */
@@ -458,6 +460,18 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   stkr_cli_note_left_out(r, "privacy-manifest", "the draft (and --manifest's "
                          "check)");
   status = stkr_cli_status(r);
+  /* Drafts per module of stacks never symbolized: a map's symbol
+   * prefixes could not name their module, so an SDK linked into the app
+   * gives its use to the app's draft (QA, session 33, as compliance). */
+  if (per_module != NULL && c->unnamed > 0) {
+    fprintf(stderr, "stackrec privacy-manifest: error: %llu event%s have "
+            "stacks never symbolized: the module map's symbol prefixes "
+            "could not name their module, so --per-module's drafts may "
+            "give an SDK's use to another module ('stackrec symbolize' "
+            "first)\n", (unsigned long long)c->unnamed,
+            c->unnamed == 1 ? "" : "s");
+    status = STKR_CLI_FINDINGS;
+  }
   if ((manifest != NULL &&
        check_manifest(manifest, c, cat_of, used, declared, reasoned) != 0) ||
       unwatched)
