@@ -42,6 +42,7 @@ set(STKR_UNWIND_SRCS
 set(STKR_PROTO_SRCS
   proto/stkr_accounting.c
   proto/stkr_batch.c
+  proto/stkr_copies.c
   proto/stkr_header.c
   proto/stkr_format.c
   proto/stkr_frames.c

@@ -501,6 +501,20 @@ STKR_API int stkr_reader_create(const stkr_reader_opts *opts, stkr_reader **out)
  */
 STKR_API int stkr_reader_add(stkr_reader *r, const char *path);
 
+/* Are two of the inputs added copies of one recording? Processes of one
+ * pid in two directories whose first Headers name the same session
+ * (Header.session_id: one stkr_init's) are: a device's directory pulled
+ * twice, or a merge's OUT beside one of its inputs. Reading both would
+ * count every event of that session twice; `stackrec` refuses such
+ * inputs. Only processes whose pid another directory also has are
+ * looked at (each through its first batch, read here). Must be called
+ * before the first stkr_reader_next().
+ * @return 1 with *first and *second (process indices, first < second)
+ *         and *session_id set; 0 when there are none; -EBUSY (reading
+ *         has started), -EINVAL (a NULL argument), or -ENOMEM. */
+STKR_API int stkr_reader_find_copies(stkr_reader *r, size_t *first,
+                                     size_t *second, uint64_t *session_id);
+
 /* stkr_reader_create() + stkr_reader_add(path). On error *out is NULL. */
 STKR_API int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
                      stkr_reader **out);

@@ -140,7 +140,9 @@ int stkr_cli_load_error(const char *cmd, const char *what, const char *msg,
 /* Create a reader (warnings to stderr as "stackrec: warning: ...") and add
  * every path. lazy_frames: see stkr_reader_opts (commands that aggregate,
  * or need no frames, pass true). @return 0, or an exit status (3 for an
- * input that cannot be opened, 1 out of memory) after printing the error. */
+ * input that cannot be opened, 2 for two inputs that are copies of one
+ * recording (stkr_reader_find_copies), 1 out of memory) after printing
+ * the error. */
 int stkr_cli_open(const char *cmd, char *const *paths, int n,
                   bool lazy_frames, stkr_reader **out);
 

@@ -331,6 +331,30 @@ static void stkr__cli_warn(void *arg, const stkr_warning *w) {
   stkr_cli_put_line(stderr, "stackrec: warning: ", w->message, "");
 }
 
+/* Two inputs that are copies of one recording (stkr_reader_find_copies)
+ * are refused, as merge refuses them: every event of theirs would count
+ * twice (QA, session 33: every reader did, verify said intact).
+ * @return 0, or the exit status (usage; out of memory). */
+static int refuse_copies(const char *cmd, stkr_reader *r) {
+  size_t a, b;
+  uint64_t sid;
+  int rc = stkr_reader_find_copies(r, &a, &b, &sid);
+
+  if (rc == 0)
+    return 0;
+  if (rc < 0) {
+    fprintf(stderr, "stackrec %s: %s\n", cmd, strerror(-rc));
+    return STKR_CLI_DATA_LOST;
+  }
+  const stkr_process_info *pa = stkr_reader_process(r, a),
+                          *pb = stkr_reader_process(r, b);
+  return stkr_cli_usage_error(
+      cmd, "'%s' and '%s' hold the same recording session %016llx of pid "
+      "%u: copies of one recording? Give each recording once (nothing was "
+      "read)", pa->dir, pb->dir, (unsigned long long)sid,
+      (unsigned)pa->pid);
+}
+
 int stkr_cli_open(const char *cmd, char *const *paths, int n,
                   bool lazy_frames, stkr_reader **out) {
   stkr_reader_opts opts = {.warn = stkr__cli_warn, .warn_arg = NULL,
@@ -363,6 +387,10 @@ int stkr_cli_open_opts(const char *cmd, const stkr_reader_opts *opts,
       stkr_reader_free(r);
       return err == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
     }
+  }
+  if (n > 1 && (err = refuse_copies(cmd, r)) != 0) {
+    stkr_reader_free(r);
+    return err;
   }
   *out = r;
   return 0;
