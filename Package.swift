@@ -78,6 +78,7 @@ let package = Package(
         "unwind/walk.c",
         "proto/stkr_accounting.c",
         "proto/stkr_batch.c",
+        "proto/stkr_copies.c",
         "proto/stkr_header.c",
         "proto/stkr_format.c",
         "proto/stkr_frames.c",
