@@ -87,6 +87,14 @@ static inline bool stkr_notify_send_as(const char *name, long pid,
     if (own[0] == '\0') (void)prctl(PR_GET_NAME, own, 0, 0, 0); /* no /proc */
     comm = own;
   }
+  /* The datagram's fields are split at TABs: a name may hold any byte
+   * but NUL (prctl PR_SET_NAME), so control bytes go as '?' (QA, session
+   * 33: a TAB in the name made its tail the errno field). */
+  if (comm != own)
+    snprintf(own, sizeof own, "%s", comm);
+  for (char *c = own; *c != '\0'; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  comm = own;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   memcpy(sa.sun_path + 1, name, nlen); /* sun_path[0] = 0: abstract */

@@ -444,10 +444,8 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
     fprintf(stderr, "stackrec record: %llu image%s answered from symbol "
                     "caches in %s\n", (unsigned long long)st.from_symcache,
             st.from_symcache == 1 ? "" : "s", symcache_dir);
-  if (quiet) {
-    for (size_t i = 0; i < nt->n; i++)
-      fprintf(stderr, "stackrec record: process %d (%s%s%s\n", nt->v[i].pid,
-              nt->v[i].name, stkr__rec_notice_text(&nt->v[i]), nt->v[i].what);
+  if (quiet) { /* the notices only, all of them said (QA, session 33) */
+    stkr__rec_print_notices(stderr, nt, "stackrec record: ");
     return;
   }
   const char *sep = "stackrec record: passed ";

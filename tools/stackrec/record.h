@@ -115,6 +115,13 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt);
  * 0) that its calls before the exec were not recorded. */
 void stkr__rec_static_settle(const char *dir, stkr__rec_notices *nt);
 
+/* The notices in nt on f, a line each, each line after prefix: the
+ * processes that recorded nothing with their reasons, the notes of those
+ * that did, how many more came than were kept, and foreign ones. Names
+ * and texts escaped (a TAB, a newline in a process name). */
+void stkr__rec_print_notices(FILE *f, const stkr__rec_notices *nt,
+                             const char *prefix);
+
 /* Read dir and print the summary on f, with the processes in nt.
  * Best effort: a reading problem is reported, never changes the exit
  * status (that is the command's). */

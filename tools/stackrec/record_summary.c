@@ -137,26 +137,27 @@ static void put_text(FILE *f, const char *s) {
       fputc(*s, f);
 }
 
-/* The processes that recorded nothing, with their reasons, and the notes
- * of those that did (stkr__rec_notice_text). */
-static void print_notices(FILE *f, const stkr__rec_notices *nt) {
+void stkr__rec_print_notices(FILE *f, const stkr__rec_notices *nt,
+                             const char *prefix) {
   size_t i;
 
   for (i = 0; i < nt->n; i++) {
     const stkr__rec_notice *m = &nt->v[i];
-    fprintf(f, "process %d (", m->pid);
+    fprintf(f, "%sprocess %d (", prefix, m->pid);
     stkr_cli_put_escaped(f, (const uint8_t *)m->name, strlen(m->name));
     fputs(stkr__rec_notice_text(m), f);
     put_text(f, m->what);
     fputc('\n', f);
   }
   if (nt->more)
-    fprintf(f, "%llu more notices (not listed)\n",
-            (unsigned long long)nt->more);
+    fprintf(f, "%s%llu more notices (not listed%s)\n", prefix,
+            (unsigned long long)nt->more,
+            nt->more_unrecorded ? "; verify names how many processes "
+                                  "recorded nothing" : "");
   if (nt->foreign)
-    fprintf(f, "%llu notice%s without the recording's token ignored: not "
-            "from the recorded tree\n", (unsigned long long)nt->foreign,
-            nt->foreign == 1 ? "" : "s");
+    fprintf(f, "%s%llu notice%s without the recording's token ignored: not "
+            "from the recorded tree\n", prefix,
+            (unsigned long long)nt->foreign, nt->foreign == 1 ? "" : "s");
 }
 
 void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
@@ -179,7 +180,7 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
   if ((rc = stkr_reader_open(dir, &opts, &r)) != 0) {
     fprintf(f, "stackrec record: cannot read the recording: %s\n",
             strerror(-rc));
-    print_notices(f, nt);
+    stkr__rec_print_notices(f, nt, "");
     return;
   }
   if ((rc = stkr_agg_build(r, NULL, NULL, NULL, &a)) != 0) {
@@ -206,7 +207,7 @@ void stkr__record_summary(const char *dir, const stkr__rec_notices *nt,
             (unsigned long long)a->marks_read);
   if (stkr_cli_incomplete_line(r, line, sizeof line) > 0)
     fprintf(f, "%s\n", line);
-  print_notices(f, nt);
+  stkr__rec_print_notices(f, nt, "");
   stkr__rec_print_live(f, nt, dir);
   if (n_proc == 0) {
     bool unable = nt->more_unrecorded != 0;
