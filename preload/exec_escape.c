@@ -21,6 +21,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/stkr_elfkind.h"
 #include "common/stkr_which.h"
 #include "preload/preload.h"
 
@@ -38,22 +39,46 @@ static const char *our_name(void) {
   return name;
 }
 
-/* Does an LD_PRELOAD value name a file of our name (ld.so splits it at
- * colons and spaces)? */
-static bool preload_has_ours(const char *v) {
+size_t stkr__pl_preload_ours(const char *v, const char **at) {
   const char *ours = our_name();
   size_t n = strlen(ours);
-  if (v == NULL || n == 0) return v != NULL; /* our name unknown: assume so */
+  *at = NULL;
+  if (v == NULL || n == 0) return 0;
   while (*v != '\0') {
     size_t len = strcspn(v, ": ");
     const char *base = v + len;
     while (base > v && base[-1] != '/') base--;
-    if ((size_t)(v + len - base) == n && memcmp(base, ours, n) == 0)
-      return true;
+    if ((size_t)(v + len - base) == n && memcmp(base, ours, n) == 0) {
+      *at = v;
+      return len;
+    }
     v += len;
     v += strspn(v, ": ");
   }
-  return false;
+  return 0;
+}
+
+/* Does an LD_PRELOAD value name a file of our name (ld.so splits it at
+ * colons and spaces)? Our name unknown: assume so. */
+static bool preload_has_ours(const char *v) {
+  const char *at;
+  return stkr__pl_preload_ours(v, &at) != 0 ||
+         (v != NULL && our_name()[0] == '\0');
+}
+
+/* Can the hook library LD_PRELOAD names (v) be opened by this process
+ * now? After chroot(2), or a change of credentials, the loader of the
+ * program exec'd would fail to, and say so in its stderr. */
+static bool preload_readable(const char *v) {
+  char path[PATH_MAX];
+  const char *at;
+  size_t len = stkr__pl_preload_ours(v, &at);
+
+  if (len == 0 || len >= sizeof path || memchr(at, '/', len) == NULL)
+    return true; /* by name only: the loader's search, not judged */
+  memcpy(path, at, len);
+  path[len] = '\0';
+  return access(path, R_OK) == 0;
 }
 
 /* Does the file start with "#!"? Linux ignores the set-user-ID bit of a
@@ -69,10 +94,12 @@ static bool is_script(const char *path, int fd) {
 
 const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
                                   char *const envp[], char *target,
-                                  size_t cap) {
+                                  size_t cap, bool *strip) {
   struct stat st;
-  const char *notify = stkr__pl_env("STACKREC_NOTIFY");
+  const char *notify = stkr__pl_env("STACKREC_NOTIFY"), *lp;
+  stkr_elf_kind kind;
 
+  *strip = false;
   if (notify == NULL || notify[0] == '\0') return NULL; /* not under record */
   if (fd >= 0) {
     snprintf(target, cap, "descriptor %d", fd);
@@ -84,9 +111,29 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
     return NULL;
   }
   if (envp == NULL) envp = environ;
-  if (!preload_has_ours(stkr__pl_env_in(envp, "LD_PRELOAD")))
+  lp = stkr__pl_env_in(envp, "LD_PRELOAD");
+  if (!preload_has_ours(lp))
     return "LD_PRELOAD, which loads the hooks, is not in the environment "
            "it is given";
+  /* The loader would print its error into the program's stderr: the
+   * library goes out of its LD_PRELOAD (strip), and with it out of the
+   * programs it starts (QA, session 33: a 32-bit program; a chroot). */
+  if (!is_script(target, fd) &&
+      (kind = stkr_elf_kind_of(fd, target)) != STKR_ELF_OURS) {
+    *strip = true;
+    return kind == STKR_ELF_OTHER_CLASS
+               ? "it is a program of the other ELF class (32-bit beside "
+                 "this 64-bit hook library, or the reverse), which cannot "
+                 "load the hooks; nor do the programs it starts"
+               : "it is a program for another machine, which cannot load "
+                 "the hooks; nor do the programs it starts";
+  }
+  if (!preload_readable(lp)) {
+    *strip = true;
+    return "the hook library LD_PRELOAD names cannot be opened from this "
+           "process (a chroot, or credentials that cannot read it); nor "
+           "is it in the programs that one starts";
+  }
   if ((((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
        ((st.st_mode & S_ISGID) && st.st_gid != getegid())) &&
       !is_script(target, fd))

@@ -3,7 +3,10 @@
  * execl, execlp, execle), and posix_spawn/posix_spawnp (a note only). Each ends this image's recording cleanly
  * before the exec (stkr__pl_pre_exec, preload.c) and, if the exec fails
  * and returns, lets the next event start recording again with errno
- * kept. Nothing is recorded here: an exec is not a watched call.
+ * kept. Nothing is recorded here: an exec is not a watched call. A
+ * program whose loader cannot load this library (another ELF class; a
+ * chroot without it) gets an environment without it (env_strip), so that
+ * its loader has nothing to complain of into its stderr.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,6 +15,7 @@
 #include <stdbool.h>
 #include <spawn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,6 +25,55 @@
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+extern char **environ;
+
+/* At most this many variables in an environment stripped (exec_via): its
+ * copy lives on the stack, which a vfork child shares with its parent. */
+#define STRIP_MAX_VARS 4096
+
+/* The sizes env_strip needs for src: its variables (@return; SIZE_MAX
+ * when over STRIP_MAX_VARS or its LD_PRELOAD over 64 KiB: not stripped)
+ * and its "LD_PRELOAD=..." entry's length (*lp_len). */
+static size_t strip_sizes(char *const src[], size_t *lp_len) {
+  size_t n = 0;
+
+  *lp_len = 0;
+  while (src != NULL && src[n] != NULL && n <= STRIP_MAX_VARS) {
+    if (strncmp(src[n], "LD_PRELOAD=", 11) == 0) *lp_len = strlen(src[n]);
+    n++;
+  }
+  return src == NULL || n > STRIP_MAX_VARS || *lp_len >= 65536 ? SIZE_MAX
+                                                               : n;
+}
+
+/* src without this library in its LD_PRELOAD (a variable left empty goes),
+ * into out (as many pointers as src has, plus the NULL) and lp (the new
+ * "LD_PRELOAD=..." text, at least as long as src's). */
+static void env_strip(char *const src[], char **out, char *lp) {
+  size_t k = 0;
+
+  for (size_t i = 0; src[i] != NULL; i++) {
+    const char *at, *v = src[i] + 11;
+    size_t len;
+    if (strncmp(src[i], "LD_PRELOAD=", 11) != 0 ||
+        (len = stkr__pl_preload_ours(v, &at)) == 0) {
+      out[k++] = src[i];
+      continue;
+    }
+    /* v minus [at, at + len) and the separators after it. */
+    const char *rest = at + len;
+    rest += strspn(rest, ": ");
+    size_t head = (size_t)(at - v), tail = strlen(rest);
+    if (head + tail == 0)
+      continue; /* nothing else was preloaded */
+    memcpy(lp, "LD_PRELOAD=", 11);
+    memcpy(lp + 11, v, head);
+    memcpy(lp + 11 + head, rest, tail + 1);
+    out[k++] = lp;
+  }
+  out[k] = NULL;
+}
 
 /* Every exec hook: close the recording, exec through the real function,
  * and if the exec failed (it returned), record on with errno kept. `real`
@@ -32,6 +85,7 @@ static int exec_via(int real, const char *path, int fd, char *const argv[],
   void *fn = (void *)stkr__pl_real(real);
   char target[PATH_MAX];
   const char *why;
+  bool strip = false;
   int was, r, saved = errno;
 
   if (fn == NULL) {
@@ -46,9 +100,28 @@ static int exec_via(int real, const char *path, int fd, char *const argv[],
            path, fd, real == STKR__PL_R_execvp || real == STKR__PL_R_execvpe,
            real == STKR__PL_R_execv || real == STKR__PL_R_execvp ? NULL
                                                                   : envp,
-           target, sizeof target)) != NULL)
+           target, sizeof target, &strip)) != NULL)
     stkr__pl_note(-EPERM, "its exec of %s starts a program the hooks are "
                   "not in (%s): what it does is not recorded", target, why);
+  if (strip) { /* the program's environment without us: an envp exec */
+    char *const *src = envp != NULL && real != STKR__PL_R_execv &&
+                               real != STKR__PL_R_execvp
+                           ? envp
+                           : environ;
+    size_t lp_len, n = strip_sizes(src, &lp_len);
+    if (n != SIZE_MAX) {
+      char **out = __builtin_alloca((n + 1) * sizeof *out);
+      char *lp = __builtin_alloca(lp_len + 1);
+      env_strip(src, out, lp);
+      envp = out;
+      if (real == STKR__PL_R_execv) real = STKR__PL_R_execve;
+      if (real == STKR__PL_R_execvp) real = STKR__PL_R_execvpe;
+      if ((fn = (void *)stkr__pl_real(real)) == NULL) {
+        errno = ENOSYS;
+        return -1;
+      }
+    }
+  }
   errno = saved;
   was = stkr__pl_pre_exec();
   switch (real) {
@@ -154,9 +227,19 @@ static int spawn_via(int real, pid_t *pid, const char *file,
 
   if (fn == NULL)
     return ENOSYS;
+  bool strip = false;
   if (!stkr__pl_guard)
     why = stkr__pl_exec_escapes(file, -1, real == STKR__PL_R_posix_spawnp,
-                                envp, target, sizeof target);
+                                envp, target, sizeof target, &strip);
+  if (strip) { /* as exec_via */
+    size_t lp_len, n = strip_sizes(envp, &lp_len);
+    if (n != SIZE_MAX) {
+      char **out = __builtin_alloca((n + 1) * sizeof *out);
+      char *lp = __builtin_alloca(lp_len + 1);
+      env_strip(envp, out, lp);
+      envp = out;
+    }
+  }
   errno = saved;
   r = fn(&child, file, fa, attr, argv, envp);
   if (pid != NULL)

@@ -123,11 +123,17 @@ int stkr__pl_init_with_room(const stkr_config *cfg);
 /* Will the image an exec starts run without the hooks (exec_escape.c)?
  * Under `stackrec record` only. file (search: looked up in PATH as execvp
  * does) or fd is what the exec runs, envp its environment (NULL: ours);
- * target gets the file's name. @return why, or NULL (it will have them,
- * not under record, or the exec will fail: no such executable file). */
+ * target gets the file's name. *strip: the hook library must leave its
+ * LD_PRELOAD (stkr__pl_env_strip), since its loader cannot load it and
+ * would say so in the program's stderr (another ELF class; a chroot).
+ * @return why, or NULL (it will have them, not under record, or the exec
+ * will fail: no such executable file). */
 const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
                                   char *const envp[], char *target,
-                                  size_t cap);
+                                  size_t cap, bool *strip);
+/* Where an LD_PRELOAD value v names a file of this library's name: *at
+ * and @return its length (0, *at NULL: nowhere). exec_escape.c. */
+size_t stkr__pl_preload_ours(const char *v, const char **at);
 /* A note to `stackrec record` (or stderr without it), errno kept; err != 0
  * names a process that records nothing (verify: incomplete). preload.c. */
 void stkr__pl_note(int err, const char *fmt, ...)

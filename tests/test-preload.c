@@ -488,6 +488,67 @@ static void test_exec_without_hooks_named(void **state) {
   assert_null(strstr(g_err, "hooks are not in"));
 }
 
+/* QA (session 33): a program whose loader cannot load the hook library
+ * (a 32-bit one; one exec'd into a chroot without it) ran unrecorded with
+ * "ERROR: ld.so: object ... cannot be preloaded ...: ignored." in its
+ * stderr, and verify said 0. Now record (for CMD) and the exec hook (for
+ * what a process execs) leave the library out of its LD_PRELOAD and name
+ * it; its stderr is its own. The 32-bit program is built here against
+ * the i386 libc (libc6-i386), without startup files. */
+static void test_programs_that_cannot_load_the_hooks(void **state) {
+  char m32[4200], jail[4200];
+  (void)state;
+
+#if SANITIZED
+  /* The sanitizer runtime in LD_PRELOAD has the same trouble, ours aside. */
+  (void)m32, (void)jail;
+  skip();
+#endif
+  snprintf(m32, sizeof m32, "%s/m32", g_tmp);
+  if (access("/lib/ld-linux.so.2", X_OK) != 0 ||
+      sh("printf 'int uname(void *); int puts(const char *); void exit(int);\n"
+         "void _start(void) { char u[400]; uname(u); puts(\"hello32\"); "
+         "exit(3); }\n' > '%s.c' && cc -m32 -fno-pie -no-pie -nostartfiles "
+         "-nostdlib -o '%s' '%s.c' /usr/lib32/libc.so.6 "
+         "-Wl,-dynamic-linker,/lib/ld-linux.so.2", m32, m32, m32) != 0) {
+    fprintf(stderr, "skipped: no i386 runtime to build against: %s\n", g_err);
+    skip();
+  }
+  for (int as_child = 0; as_child < 2; as_child++) {
+    const char *dir = fresh("m32");
+    assert_int_equal(as_child ? sh("'%s' record -q -o '%s' -- /bin/sh -c "
+                                   "'exec %s'", g_bin, dir, m32)
+                              : sh("'%s' record -q -o '%s' -- '%s'", g_bin,
+                                   dir, m32),
+                     3);
+    assert_string_equal(g_out, "hello32\n");
+    if (strstr(g_err, "ld.so") != NULL ||
+        strstr(g_err, "recorded nothing") == NULL ||
+        strstr(g_err, "the other ELF class") == NULL)
+      fail_msg("%s: %s", as_child ? "exec'd" : "CMD", g_err);
+    assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+  }
+  /* A chroot without the library (root only): dash and what it needs. */
+  if (geteuid() != 0 || access("/usr/sbin/chroot", X_OK) != 0) return;
+  snprintf(jail, sizeof jail, "%s/jail", g_tmp);
+  assert_int_equal(sh("mkdir -p '%s/bin' && cp /bin/dash '%s/bin/' && "
+                      "for l in $(ldd /bin/dash | grep -o '/[^ ]*'); do "
+                      "mkdir -p \"%s$(dirname $l)\" && cp -L $l \"%s$l\"; done",
+                      jail, jail, jail, jail),
+                   0);
+  const char *dir = fresh("chroot");
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /bin/sh -c \"/usr/sbin/chroot "
+                      "'%s' /bin/dash -c 'echo in-jail; exit 4' "
+                      "2>'%s/jail.err'\"", g_bin, dir, jail, g_tmp),
+                   4);
+  assert_string_equal(g_out, "in-jail\n");
+  assert_non_null(strstr(g_err, "cannot be opened from this process (a "
+                                "chroot"));
+  assert_int_equal(sh("cat '%s/jail.err'", g_tmp), 0);
+  assert_string_equal(g_out, ""); /* the loader's error went there */
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+}
+
 /* QA (session 33): a child that posix_spawn starts with an environment
  * without the hooks (Python's os.posix_spawn(..., {}); Rust's env_clear;
  * system() after unsetenv) ran unrecorded, unnamed, verify 0: glibc's
@@ -581,4 +642,5 @@ TL_TEST_MAIN("preload", setup, NULL, test_all_apis,
              test_errors, test_bad_config, test_privacy_probe,
              test_static_cmd_named, test_exec_without_hooks_named,
              test_spawn_without_hooks_named,
+             test_programs_that_cannot_load_the_hooks,
              test_lost_dir_and_small_stack)

@@ -37,6 +37,7 @@ test_pkgs=(
                                     # llvm-symbolizer-14 as the oracle (clang: the Swift toolchain's, /opt/swift)
   elfutils gdb                      # tools/bench/snapshot_vs.sh: eu-stack -p and gdb 'thread apply all bt',
                                     # the contenders of `stackrec snapshot` (issue 12)
+  libc6-i386                        # tests/test-preload.c: a 32-bit program under record
 )
 
 if [ "${1:-}" = "--tests" ]; then

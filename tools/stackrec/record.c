@@ -47,7 +47,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_elfkind.h"
 #include "common/stkr_mkdir.h"
+#include "common/stkr_which.h"
 #include "preload/match.h"
 #include "proto/stkr_format.h"
 #include "proto/stkr_recover.h"
@@ -199,6 +201,34 @@ static time_t mono_s(void) {
   return ts.tv_sec;
 }
 
+/* In run()'s child: exec argv with the hooks in LD_PRELOAD, or tell the
+ * parent through fd why not (the errno), and _exit. */
+static __attribute__((noreturn)) void exec_cmd(char **argv,
+                                               const char *preload, int fd) {
+  char *lp = stkr__rec_preload_list(preload, getenv("LD_PRELOAD"));
+  char exe[4096];
+  int err;
+  ssize_t k;
+
+  stkr_cli_stack_limit_restore();
+  /* A program whose loader cannot load the hooks (another ELF class)
+   * runs without them, or its loader says so in its stderr (QA, session
+   * 33); stkr__rec_note_static names it. */
+  if (stkr_which(argv[0], getenv("PATH"), exe, sizeof exe) &&
+      stkr_elf_kind_of(-1, exe) != STKR_ELF_OURS) {
+    execvp(argv[0], argv);
+    err = errno;
+  } else if (lp == NULL || setenv("LD_PRELOAD", lp, 1) != 0) {
+    err = errno;
+  } else {
+    execvp(argv[0], argv);
+    err = errno;
+  }
+  k = write(fd, &err, sizeof err);
+  (void)k;
+  _exit(err == ENOENT ? STKR__REC_NOT_FOUND : STKR__REC_CANNOT_EXEC);
+}
+
 /* Run argv with the hooks (LD_PRELOAD set in the child only; the rest of
  * the STACKREC_* environment is ours already). Signals sent to us are
  * forwarded to the command; notices are collected while it runs (the
@@ -239,24 +269,13 @@ static int run(char **argv, const char *preload, const char *dir, int nfd,
   fflush(NULL);
   pid = fork();
   if (pid == 0) {
-    char *lp = stkr__rec_preload_list(preload, getenv("LD_PRELOAD"));
-
     /* The command gets the dispositions and mask we were given. */
     for (i = 0; i < N_FORWARDED; i++)
       sigaction(k_forwarded[i], &old[i], NULL);
     sigaction(SIGCHLD, &old_chld, NULL);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
-    stkr_cli_stack_limit_restore();
     close(fds[0]);
-    if (lp == NULL || setenv("LD_PRELOAD", lp, 1) != 0) {
-      err = errno;
-    } else {
-      execvp(argv[0], argv);
-      err = errno;
-    }
-    k = write(fds[1], &err, sizeof err);
-    (void)k;
-    _exit(err == ENOENT ? STKR__REC_NOT_FOUND : STKR__REC_CANNOT_EXEC);
+    exec_cmd(argv, preload, fds[1]);
   }
   if (pid < 0) {
     rc = stkr__rec_error("fork: %s", strerror(errno));

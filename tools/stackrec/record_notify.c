@@ -24,6 +24,7 @@
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_pid.h"
+#include "common/stkr_elfkind.h"
 #include "common/stkr_which.h"
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
@@ -440,9 +441,11 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   char path[4096];
   const char *base;
   stkr__rec_notice *m;
+  stkr_elf_kind kind;
 
   if (!stkr_which(cmd, getenv("PATH"), path, sizeof path) ||
-      !static_elf(path))
+      ((kind = stkr_elf_kind_of(-1, path)) == STKR_ELF_OURS &&
+       !static_elf(path)))
     return;
   if (nt->n == STKR__REC_MAX_NOTICES) {
     nt->more++;
@@ -453,13 +456,21 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   memset(m, 0, sizeof *m);
   m->pid = pid;
   m->err = ENOEXEC;
-  m->static_cmd = true;
+  m->static_cmd = kind == STKR_ELF_OURS;
   base = strrchr(path, '/');
   snprintf(m->name, sizeof m->name, "%.16s", base != NULL ? base + 1 : path);
-  snprintf(m->what, sizeof m->what, "%.300s is statically linked (no dynamic "
-           "loader), so LD_PRELOAD cannot load the hooks into it: its own "
-           "calls are not recorded (its dynamically linked children are)",
-           path);
+  if (kind != STKR_ELF_OURS) /* run without the hooks in LD_PRELOAD */
+    snprintf(m->what, sizeof m->what, "%.300s is a program of %s, which "
+             "cannot load the hook library: neither its calls nor those of "
+             "the programs it starts are recorded", path,
+             kind == STKR_ELF_OTHER_CLASS ? "the other ELF class (32-bit "
+                                            "beside 64-bit, or the reverse)"
+                                          : "another machine");
+  else
+    snprintf(m->what, sizeof m->what, "%.300s is statically linked (no "
+             "dynamic loader), so LD_PRELOAD cannot load the hooks into it: "
+             "its own calls are not recorded (its dynamically linked "
+             "children are)", path);
 }
 
 void stkr__rec_static_settle(const char *dir, stkr__rec_notices *nt) {
