@@ -133,6 +133,7 @@ set(STKR_PRELOAD_SRCS
   preload/hooks_thread.c
   preload/preload.c
   preload/sanitizer.c
+  preload/setup_check.c
   preload/sites.c
   preload/start_room.c
 )

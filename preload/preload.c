@@ -6,8 +6,9 @@
  *   program, since a preloaded library is initialized right after its own
  *   dependencies): resolve every real function, read STACKREC_CATEGORIES,
  *   STACKREC_ENV_NAMES and HOME, and check the recorder's STACKREC_*
- *   values and the directory (check_setup). Recording starts at the
- *   process's first event ("Start at the first event" below): stkr_init()
+ *   values and the directory (stkr__pl_check_setup, setup_check.c).
+ *   Recording starts at the process's first event ("Start at the first
+ *   event" below): stkr_init()
  *   from the environment (STACKREC_DIR, STACKREC_DEPTH, ...), with two
  *   defaults of our own: skip_frames 1 (the hook's own frame; the first PC
  *   is then the app's caller) and fork mode "follow", each unless its
@@ -117,7 +118,7 @@ static __thread int t_resolving __attribute__((tls_model("initial-exec")));
  * and _exit hooks. A vfork child sees its parent's value. */
 pid_t stkr__pl_pid;
 
-/* STACKREC_FORK is not "disable" (check_setup; fork copies it). */
+/* STACKREC_FORK is not "disable" (stkr__pl_check_setup; fork copies it). */
 static bool g_follow_forks;
 
 /* This image is a followed fork child of a process that had started (set
@@ -214,160 +215,9 @@ const char *stkr__pl_env(const char *name) { return real_env(name); }
 
 /* ---- start / stop --------------------------------------------------------- */
 
-/* The recorder holds two or three descriptors while it records (the
- * segment, the session file's lock, the worker's event descriptors), at
- * stkr_fd_floor() or above but never below 10. A program started under a
- * soft RLIMIT_NOFILE this low counts on the few numbers it has (python3
- * under `ulimit -n 12` failed with EMFILE in 2 of 3 recorded runs, never
- * plain): below it the process is not recorded. Decided here, as the
- * program starts: its descriptors are still free, so the note reaches
- * record (a socket) or the stderr the program was given; at its first
- * event the table may be full (review: the note then fell back into the
- * program's stderr). A forked child follows its parent, and the note says
- * so. A limit the program lowers itself before its first watched call
- * stops the start then (start_changed; with a note, which may then find
- * no descriptor for record's socket); lowered once recording runs, the
- * recorder's descriptors are above it already. An app that embeds the
- * recorder decides for itself (stkr_init does not check). */
-#define STKR__PL_MIN_NOFILE 64
-
-/* The least stack limit (RLIMIT_STACK) a process records with: below it
- * the constructor's own checks (paths of PATH_MAX) overflowed the main
- * thread's stack (`ulimit -s 16`: /bin/true died of SIGSEGV; QA, session
- * 28). Above it, a start short of stack runs on a helper thread of its
- * own size (start_room.c). */
-#define STKR__PL_MIN_STACK_KIB 64
-
-/* The root directory check_setup saw (chroot: start_changed). Written by
- * the constructor, read at the first event's start. */
-static dev_t g_root_dev;
-static ino_t g_root_ino;
-static bool g_root_known;
-
-/* What must fail before the program runs, not at its first event (the
- * constructor): a malformed STACKREC_* value, a directory this process may
- * not write into or that it lost (STACKREC_DIR removed from the environment
- * of a process of `record`'s tree: the default directory, in its working
- * directory, would be made among the program's files; QA, session 28), a
- * descriptor limit below STKR__PL_MIN_NOFILE, a stack limit below
- * STKR__PL_MIN_STACK_KIB (checked first: the others need stack). @return 0
- * or the error, reported. (Unused by the benchmark's backtrace() variant,
- * which records nothing.) */
-static __attribute__((unused)) int check_setup(void) {
-  struct rlimit rl;
-  struct stat root;
-  char why[256];
-  const char *v;
-  int err;
-
-  if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-      rl.rlim_cur < (rlim_t)STKR__PL_MIN_STACK_KIB << 10) {
-    stkr__pl_note(-ENOMEM, "not recorded, nor its forked children: its "
-                  "stack limit (RLIMIT_STACK %llu KiB) is below %d KiB, "
-                  "too little for the recorder's start",
-                  (unsigned long long)(rl.rlim_cur >> 10),
-                  STKR__PL_MIN_STACK_KIB);
-    return -ENOMEM;
-  }
-  if (stat("/", &root) == 0) {
-    g_root_dev = root.st_dev;
-    g_root_ino = root.st_ino;
-    g_root_known = true;
-  }
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-      rl.rlim_cur < STKR__PL_MIN_NOFILE) {
-    stkr__pl_note(-EMFILE, "not recorded, nor its forked children: its "
-                  "descriptor limit (RLIMIT_NOFILE %llu) is below %d, and "
-                  "the recorder's descriptors would take numbers the "
-                  "program counts on", (unsigned long long)rl.rlim_cur,
-                  STKR__PL_MIN_NOFILE);
-    return -EMFILE;
-  }
-
-  /* The recorder's own parse first, so that a bad value is reported here
-   * (to record, or on stderr) with its name, not printed by stkr_init. */
-  if ((err = stkr_config_check_env(why, sizeof why)) != 0) {
-    stkr__pl_note(err, "cannot start recording in pid %d: %s", (int)getpid(),
-                err == -EINVAL ? why : stkr_strerror(err));
-    return err;
-  }
-  /* Under record the directory exists already (record made it): one that
-   * this process may not write into (it dropped its privileges) is
-   * reported to record rather than by stkr_init on the app's stderr.
-   * AT_EACCESS: the effective ids, which are what creating a file uses. */
-  v = real_env("STACKREC_NOTIFY");
-  if (v != NULL && v[0] != '\0' &&
-      ((v = real_env("STACKREC_DIR")) == NULL || v[0] == '\0')) {
-    stkr__pl_note(-EINVAL, "not recorded, nor its forked children: "
-                  "STACKREC_DIR was removed from its environment (by the "
-                  "program that started it), so the recording directory "
-                  "is not known");
-    return -EINVAL;
-  }
-  if (v != NULL && v[0] != '\0' &&
-      faccessat(AT_FDCWD, v, W_OK | X_OK, AT_EACCESS) != 0) {
-    err = -errno;
-    stkr__pl_note(err, "cannot write the recording directory %s: %s", v,
-                strerror(-err));
-    return err;
-  }
-  v = real_env("STACKREC_FORK");
-  g_follow_forks = v == NULL || strcasecmp(v, "disable") != 0;
-  return 0;
-}
-
-/* What the program changed between its start (check_setup) and its first
- * watched call, which starts the recording (QA, session 24): a descriptor
- * limit lowered below STKR__PL_MIN_NOFILE (the recorder's descriptors then
- * took numbers it counted on: EMFILE after 10 opens of its 12), or its
- * root directory (chroot: the recording's path then named a directory
- * inside the jail, made and filled there). Not recorded then, with the
- * note; nor when this thread may not read the time-stamp counter (see
- * stkr__pl_before_sandbox; inherited from the thread that made it, and
- * through exec). @return 0 or the error. */
-static int start_changed(void) {
-  struct rlimit rl;
-  struct stat root;
-  int tsc = 0;
-
-  if (prctl(PR_GET_TSC, &tsc, 0, 0, 0) == 0 && tsc == PR_TSC_SIGSEGV) {
-    stkr__pl_note(-EPERM, "not recorded: it may not read the time-stamp "
-                  "counter (PR_SET_TSC), which the clock needs");
-    return -EPERM;
-  }
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-      rl.rlim_cur < STKR__PL_MIN_NOFILE) {
-    stkr__pl_note(-EMFILE, "not recorded: it lowered its descriptor limit "
-                  "(RLIMIT_NOFILE %llu) below %d before its first watched "
-                  "call", (unsigned long long)rl.rlim_cur,
-                  STKR__PL_MIN_NOFILE);
-    return -EMFILE;
-  }
-  if (g_root_known && (stat("/", &root) != 0 || root.st_dev != g_root_dev ||
-                       root.st_ino != g_root_ino)) {
-    stkr__pl_note(-EXDEV, "not recorded: it changed its root directory "
-                  "(chroot) before its first watched call, which hides the "
-                  "recording's");
-    return -EXDEV;
-  }
-  return 0;
-}
-
-/* Did this process call unshare(CLONE_NEWPID): do its children go to
- * another pid namespace than its own? (Then pthread_create fails with
- * EINVAL: CLONE_THREAD needs the two to be one.) Until its first child is
- * made, the new namespace's link does not resolve (ENOENT). False when
- * /proc cannot tell. */
-static bool pid_ns_unshared(void) {
-  struct stat own, children;
-  if (stat("/proc/self/ns/pid", &own) != 0) return false;
-  if (stat("/proc/self/ns/pid_for_children", &children) != 0)
-    return errno == ENOENT;
-  return own.st_ino != children.st_ino || own.st_dev != children.st_dev;
-}
-
 /* stkr_init() with the library's defaults; attach the calling thread.
- * Guarded by the caller, after check_setup. @return stkr_init's result. */
+ * Guarded by the caller, after stkr__pl_check_setup. @return stkr_init's
+ * result. */
 static int start_recording(void) {
   stkr_config cfg;
   const char *v;
@@ -375,7 +225,7 @@ static int start_recording(void) {
 
   char watched[STKR_WATCHED_MAX];
 
-  if ((err = start_changed()) != 0) return err;
+  if ((err = stkr__pl_start_changed()) != 0) return err;
   stkr_config_init(&cfg);
   /* The recording says which categories it watched: an analysis can then
    * tell a category not called from one not recorded (QA, session 26: a
@@ -391,7 +241,7 @@ static int start_recording(void) {
   if (v == NULL || v[0] == '\0')
     cfg.fork_mode = STKR_FORK_FOLLOW;
   err = stkr__pl_init_with_room(&cfg);
-  if (err == -EINVAL && pid_ns_unshared()) {
+  if (err == -EINVAL && stkr__pl_pid_ns_unshared()) {
     /* pthread_create's EINVAL: not a setting (QA, session 28). */
     g_start_failed_newpid = true;
     stkr__pl_note(err, "not recorded: it called unshare(CLONE_NEWPID) "
@@ -418,9 +268,10 @@ static _Atomic int g_end_state;
 
 /* ---- Start at the first event ----------------------------------------------
  *
- * The constructor checks the setup (check_setup) but starts nothing: the
- * process's first event starts recording (stkr__pl_start_now, from the hook
- * that records it), as a forked child's first event already did. Most
+ * The constructor checks the setup (stkr__pl_check_setup) but starts
+ * nothing: the process's first event starts recording (stkr__pl_start_now,
+ * from the hook that records it), as a forked child's first event already
+ * did. Most
  * processes of a build or a shell script make no watched call at all
  * (`make -j2` of a C project: gcc, cc1, as, collect2, ld, 0 events each),
  * and an eager start cost each of them ~1.5 ms of CPU and a segment, a
@@ -519,8 +370,8 @@ static void atfork_child(void) {
   if (g_followed_child && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
       rl.rlim_cur < STKR__PL_MIN_NOFILE) {
     /* Its parent lowered the limit after its own start: this child's
-     * start would take numbers it counts on, as check_setup says of a
-     * process (QA, session 28: a child at 20 could open 15, not 17). The
+     * start would take numbers it counts on, as stkr__pl_check_setup says
+     * of a process (QA, session 28: a child at 20 could open 15, not 17). The
      * hooks stand aside in it. */
     g_followed_child = false;
     atomic_store_explicit(&stkr__pl.ready, 0, memory_order_relaxed);
@@ -669,7 +520,7 @@ __attribute__((constructor)) static void stkr__pl_ctor(void) {
   /* Every site now: see stkr__pl_register_sites. Sites are written into
    * the recording only when they record an event. */
   stkr__pl_register_sites();
-  if (check_setup() == 0) {
+  if (stkr__pl_check_setup(&g_follow_forks) == 0) {
     atomic_store_explicit(&stkr__pl.start, STKR__PL_START_PENDING,
                           memory_order_relaxed);
     /* Release: pairs with the acquire load in stkr__pl_enabled(); the

@@ -120,6 +120,42 @@ int stkr__pl_pre_exec(void);
  * when this one is short of it (start_room.c). @return its result, or
  * -errno if the helper could not run. */
 int stkr__pl_init_with_room(const stkr_config *cfg);
+/* The recorder holds two or three descriptors while it records (the
+ * segment, the session file's lock, the worker's event descriptors), at
+ * stkr_fd_floor() or above but never below 10. A program started under a
+ * soft RLIMIT_NOFILE this low counts on the few numbers it has (python3
+ * under `ulimit -n 12` failed with EMFILE in 2 of 3 recorded runs, never
+ * plain): below it the process is not recorded. Decided here, as the
+ * program starts: its descriptors are still free, so the note reaches
+ * record (a socket) or the stderr the program was given; at its first
+ * event the table may be full (review: the note then fell back into the
+ * program's stderr). A forked child follows its parent, and the note says
+ * so. A limit the program lowers itself before its first watched call
+ * stops the start then (start_changed; with a note, which may then find
+ * no descriptor for record's socket); lowered once recording runs, the
+ * recorder's descriptors are above it already. An app that embeds the
+ * recorder decides for itself (stkr_init does not check). */
+#define STKR__PL_MIN_NOFILE 64
+
+/* The least stack limit (RLIMIT_STACK) a process records with: below it
+ * the constructor's own checks (paths of PATH_MAX) overflowed the main
+ * thread's stack (`ulimit -s 16`: /bin/true died of SIGSEGV; QA, session
+ * 28). Above it, a start short of stack runs on a helper thread of its
+ * own size (start_room.c). */
+#define STKR__PL_MIN_STACK_KIB 64
+
+/* setup_check.c. The constructor's check: a malformed STACKREC_* value,
+ * a directory this process may not write (or that it lost), limits below
+ * the above. *follow_forks: STACKREC_FORK is not "disable". @return 0 or
+ * the error, noted. */
+int stkr__pl_check_setup(bool *follow_forks);
+/* At the first event: what the program changed since its start (a lower
+ * descriptor limit, its root directory, the time-stamp counter denied).
+ * @return 0 or the error, noted. */
+int stkr__pl_start_changed(void);
+/* Did this process unshare(CLONE_NEWPID) (its threads cannot be made)? */
+bool stkr__pl_pid_ns_unshared(void);
+
 /* Will the image an exec starts run without the hooks (exec_escape.c)?
  * Under `stackrec record` only. file (search: looked up in PATH as execvp
  * does) or fd is what the exec runs, envp its environment (NULL: ours);

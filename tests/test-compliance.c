@@ -1,7 +1,7 @@
 /*
  * test-compliance.c: `stackrec compliance` and `stackrec privacy-manifest`
- * (issue 13) on a real recording, the stat hooks under them, and the
- * sliding-window peak rate.
+ * (issue 13) on a real recording, and the stat hooks under them (the
+ * sliding-window peak rate: test-rate.c).
  *
  * The fixture app (tests/compliance_fixtures/app.c) and its "SDK"
  * (libacme_sdk.so) run under `stackrec record`; the test sets
@@ -40,7 +40,6 @@
 #include "tests/flush_util.h"
 #include "tests/testlib.h"
 #include "tools/stackrec/json.h"
-#include "tools/stackrec/rate.h"
 
 static char g_tmp[512], g_rec[600], g_ctl[600], g_app[4096], g_policy[600],
     g_map[600], g_san_rt[1024];
@@ -617,71 +616,6 @@ static void test_stat_hooks_fork(void **state) {
   assert_non_null(strstr(cr_out, "reasons.stat"));
 }
 
-/* ---- the peak rate ----------------------------------------------------------- */
-
-#define MS 1000000ull
-#define SEC 1000000000ull
-
-static void test_rate(void **state) {
-  stkr_rate r;
-  uint64_t i;
-  (void)state;
-
-  /* 40 events 10 ms apart: 40 in a second. */
-  stkr_rate_init(&r, SEC);
-  for (i = 0; i < 40; i++)
-    stkr_rate_add(&r, 5 * SEC + i * 10 * MS);
-  stkr_rate_finish(&r);
-  assert_int_equal(r.peak, 40);
-  assert_int_equal(r.late, 0);
-
-  /* 2 per second for 100 s: peak 2/s, 120/min (windows on 1/32 steps). */
-  stkr_rate_init(&r, SEC);
-  {
-    stkr_rate m;
-    stkr_rate_init(&m, 60 * SEC);
-    for (i = 0; i < 200; i++) {
-      stkr_rate_add(&r, 1000 * SEC + i * 500 * MS);
-      stkr_rate_add(&m, 1000 * SEC + i * 500 * MS);
-    }
-    stkr_rate_finish(&r);
-    stkr_rate_finish(&m);
-    assert_int_equal(r.peak, 2);
-    assert_int_equal(m.peak, 120);
-  }
-
-  /* Out of order within a window (two threads drained one after the
-   * other): all counted in the peak. */
-  stkr_rate_init(&r, SEC);
-  for (i = 0; i < 10; i++)
-    stkr_rate_add(&r, 10 * SEC + 400 * MS + i * MS);
-  for (i = 0; i < 10; i++)
-    stkr_rate_add(&r, 10 * SEC + 100 * MS + i * MS);
-  stkr_rate_finish(&r);
-  assert_int_equal(r.peak, 20);
-
-  /* An event older than a closed window is late, not in the peak. */
-  stkr_rate_init(&r, SEC);
-  stkr_rate_add(&r, 100 * SEC);
-  stkr_rate_add(&r, 105 * SEC);
-  stkr_rate_add(&r, 100 * SEC + 1);
-  stkr_rate_finish(&r);
-  assert_int_equal(r.late, 1);
-  assert_int_equal(r.peak, 1);
-
-  /* Two bursts a long pause apart; finish and reuse (a new process). */
-  stkr_rate_init(&r, SEC);
-  for (i = 0; i < 5; i++)
-    stkr_rate_add(&r, SEC + i);
-  for (i = 0; i < 7; i++)
-    stkr_rate_add(&r, 3600 * SEC + i);
-  stkr_rate_finish(&r);
-  for (i = 0; i < 3; i++)
-    stkr_rate_add(&r, 2 * SEC + i);
-  stkr_rate_finish(&r);
-  assert_int_equal(r.peak, 7);
-}
-
 /* The text output cuts a stack at 3 lines and says how many frames it
  * left out: the standard recording's 4-frame stack leaves 1 ("... 1 more
  * frame", not "frames"). */
@@ -802,7 +736,7 @@ static void test_watched_or_read(void **state) {
   assert_null(strstr(cr_out, "rule clip:"));
 }
 
-TL_TEST_MAIN("compliance", setup, NULL, test_rate, test_counts_and_findings,
+TL_TEST_MAIN("compliance", setup, NULL, test_counts_and_findings,
              test_module_map, test_no_policy_no_findings, test_junit, test_html,
              test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork,
              test_text_more_frames, test_rules_not_seen,
