@@ -45,7 +45,7 @@ if ! "$cc" "${flags[@]}" "${pl[@]}" -shared -o "$d/bin/libstackrec_preload.so" \
      preload/hooks_exec.c preload/hooks_files.c \
      preload/hooks_net.c \
      preload/hooks_signal.c preload/hooks_stat.c preload/hooks_thread.c \
-     preload/preload.c preload/sanitizer.c \
+     preload/preload.c preload/sanitizer.c preload/setup_check.c \
      preload/sites.c preload/start_room.c \
      preload/match.c recorder/*.c \
      unwind/*.c flush/*.c proto/*.c "$out/gen/proto/stackrec.pb-c.c" \
