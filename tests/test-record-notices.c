@@ -3,7 +3,8 @@
  * processes of its tree (QA, session 33): `-q` says how many it did not
  * list, as the full summary does; a process name with a TAB is named,
  * escaped, and its notice is still one of a process that recorded
- * nothing; a note about a long recording path keeps its reason.
+ * nothing; a note about a long recording path keeps its reason; notices
+ * from outside the recorded tree are not believed.
  * Processes that record nothing are made with a malformed
  * STACKREC_RING_BYTES (each says "cannot start recording").
  */
@@ -115,5 +116,45 @@ static void test_long_path_keeps_the_reason(void **state) {
     fail_msg("%.3000s", cr_err);
 }
 
+/* Notices from outside the recorded tree: record's socket name is in
+ * /proc/net/unix for every local user to see, so a stranger sent
+ * "process 4242 recorded nothing" and record wrote it into the recording
+ * (verify 4). A notice must now carry the token that only the tree's
+ * environment holds; one in the old format and one with a wrong token are
+ * counted and ignored. */
+static void test_foreign_notices(void **state) {
+  const char *dir = fresh("foreign");
+  int rc;
+  (void)state;
+
+  if (!HOOKS_IN_SYSTEM_PROGRAMS || access("/usr/bin/python3", X_OK) != 0) {
+    fprintf(stderr, "skipped: no hooks in system programs, or no python3\n");
+    return;
+  }
+  rc = tl_sh(&cr_capture,
+             "(R='%s'; D='%s'; \"$R\" record -o \"$D\" -- /bin/sh -c "
+             "'while [ ! -e \"$0\" ]; do sleep 0.02; done; "
+             "cat /etc/hostname >/dev/null' \"$D.go\" & P=$!; N=; i=0; "
+             "while [ -z \"$N\" ] && [ $i -lt 1500 ]; do "
+             "N=$(grep -o \"@stackrec-record-$P-[0-9a-f]*\" /proc/net/unix "
+             "| head -1); i=$((i+1)); sleep 0.02; done; "
+             "/usr/bin/python3 -c 'import socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+             "for m in (b\"4242\\tevil\\t13\\tforged\",\n"
+             "          b\"0123456789abcdef\\t4243\\tevil\\t13\\tforged\"):\n"
+             "  s.sendto(m, \"\\0\" + sys.argv[1][1:])' \"$N\"; "
+             "touch \"$D.go\"; wait $P; s=$?; rm -f \"$D.go\"; exit $s)",
+             cr_bin, dir);
+  if (rc != 0)
+    fail_msg("record: exit %d\n%s%s", rc, cr_out, cr_err);
+  cr_assert_has(cr_err, "2 notices without the recording's token ignored: "
+                        "not from the recorded tree");
+  if (strstr(cr_err, "process 4242") != NULL ||
+      strstr(cr_err, "process 4243") != NULL)
+    fail_msg("a forged notice was believed:\n%s", cr_err);
+  assert_int_equal(cr_run("verify '%s'", dir), 0);
+}
+
 TL_TEST_MAIN("record-notices", setup, NULL, test_quiet_says_how_many_more,
-             test_tab_in_a_process_name, test_long_path_keeps_the_reason)
+             test_tab_in_a_process_name, test_long_path_keeps_the_reason,
+             test_foreign_notices)

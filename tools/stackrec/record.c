@@ -129,7 +129,9 @@ static const char record_help[] =
     "  CMD's exit status, or 128+N if CMD was killed by signal N;\n"
     "  when CMD was not run:\n"
     "  2    usage error, or a malformed STACKREC_* value (named on stderr)\n"
-    "  3    the recording directory cannot be created or used (-o)\n"
+    "  3    the recording directory cannot be created or used (-o): a\n"
+    "       file, no permission, a read-only or full file system (a\n"
+    "       block is written there first)\n"
     "  125  stackrec record itself failed (no hook library, fork failed)\n"
     "  126  CMD cannot be executed\n"
     "  127  CMD was not found\n";

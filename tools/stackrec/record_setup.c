@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
 #include "preload/match.h"
 #include "proto/stkr_format.h"
@@ -82,13 +83,17 @@ int stkr__rec_find_preload(char *out, size_t cap) {
                    STKR__REC_PRELOAD_NAME, tried, STKR__REC_PRELOAD_NAME);
 }
 
-/* Can we (and so the command, which runs as we do) create files in dir?
- * Tried, not guessed from mode bits: a read-only file system or an ACL
- * answers too. @return 0 or -errno. */
+/* Can we (and so the command, which runs as we do) create files in dir
+ * and write into them? Tried, not guessed from mode bits: a read-only file
+ * system or an ACL answers too, and a full one (a block written: QA,
+ * session 33, a recording made on a full file system held an empty marks
+ * file and no segment, and verify called it complete). @return 0 or
+ * -errno. */
 static int dir_usable(const char *dir) {
+  static const char block[4096];
   char probe[PATH_MAX];
   struct stat st;
-  int fd;
+  int fd, err = 0;
 
   if (stat(dir, &st) != 0)
     return -errno;
@@ -99,9 +104,10 @@ static int dir_usable(const char *dir) {
     return -ENAMETOOLONG;
   if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
     return -errno;
+  err = stkr_write_all(fd, block, sizeof block);
   close(fd);
   (void)unlink(probe);
-  return 0;
+  return err;
 }
 
 int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
@@ -112,9 +118,12 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
   int err;
 
   if (opt != NULL) {
+    struct stat pre;
+    const bool existed = stat(opt, &pre) == 0;
     if ((err = stkr_mkdir_p(opt, 0700)) < 0 || (err = dir_usable(opt)) < 0) {
       stkr__rec_error("-o %s: cannot use it as the recording directory: %s", opt,
                 strerror(-err));
+      if (!existed) (void)rmdir(opt); /* ours, and empty: not left behind */
       return STKR__REC_BAD_DIR;
     }
     if (stkr_fmt_dir_has_segments(opt) == 1) {
@@ -144,8 +153,15 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
         snprintf(name, sizeof name, "stackrec-%s-%s", base, stamp);
       else
         snprintf(name, sizeof name, "stackrec-%s-%s-%u", base, stamp, k);
-      if (mkdir(name, 0700) == 0)
+      if (mkdir(name, 0700) == 0) {
+        if ((err = dir_usable(name)) < 0) {
+          stkr__rec_error("cannot use directory %s: %s", name,
+                          strerror(-err));
+          (void)rmdir(name);
+          return STKR__REC_BAD_DIR;
+        }
         break;
+      }
       if (errno != EEXIST || k == 100) {
         stkr__rec_error("cannot create directory %s: %s", name, strerror(errno));
         return STKR__REC_BAD_DIR;
