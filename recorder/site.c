@@ -78,6 +78,48 @@ static int word_err(uint32_t word) {
                                     : 0;
 }
 
+/* The sites whose claim is in flight (their word CLAIMING or about to
+ * be): written by each claimer (a free slot taken by compare-and-swap
+ * before its word goes CLAIMING, given back once the word holds the
+ * outcome), read by a fork's child (stkr__sites_after_fork), in which no
+ * claimer runs on: its thread was not copied, and the site stayed
+ * CLAIMING for good, each of its events dropped after a spin of
+ * milliseconds (QA, session 33). More claims at once than slots go
+ * unlisted: their site stays claiming in a child forked meanwhile. */
+#define STKR__CLAIM_SLOTS 16
+static stkr_site *_Atomic g_claims[STKR__CLAIM_SLOTS];
+
+/* A free slot of g_claims for site, or -1. seq_cst: a fork's child must
+ * find the slot whenever it finds the word CLAIMING (the word's CAS is
+ * ordered after this one). */
+static int stkr__claim_slot(stkr_site *site) {
+  for (int i = 0; i < STKR__CLAIM_SLOTS; i++) {
+    stkr_site *none = NULL;
+    if (atomic_load_explicit(&g_claims[i], memory_order_relaxed) == NULL &&
+        atomic_compare_exchange_strong(&g_claims[i], &none, site))
+      return i;
+  }
+  return -1;
+}
+
+static void stkr__claim_done(int slot) {
+  if (slot >= 0)
+    atomic_store_explicit(&g_claims[slot], NULL, memory_order_release);
+}
+
+void stkr__sites_after_fork(void) {
+  for (int i = 0; i < STKR__CLAIM_SLOTS; i++) {
+    stkr_site *site = atomic_load_explicit(&g_claims[i], memory_order_relaxed);
+    uint32_t claiming = STKR__SITE_CLAIMING;
+    if (site == NULL)
+      continue;
+    /* Its claimer is gone: 0 again, for this process to claim anew. */
+    (void)__atomic_compare_exchange_n(&site->id, &claiming, 0, false,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    atomic_store_explicit(&g_claims[i], NULL, memory_order_relaxed);
+  }
+}
+
 /* Bit id: site id `id` is a mark's (only mark.c claims "mark:" names).
  * Set (relaxed OR) before the id is published with release; read by a
  * producer's drop path for an id it acquired, so it sees the bit. */
@@ -89,10 +131,13 @@ bool stkr__site_is_mark(uint32_t id) {
           (id % 64)) & 1;
 }
 
+static int stkr__site_claimed(stkr_site *site, bool mark);
+
 /* stkr_site_register, and for mark.c's sites (mark = true) the reserved
  * "mark:" names too. */
 static int stkr__site_claim(stkr_site *site, bool mark) {
   uint32_t id, expected = 0;
+  int slot, rc;
 
   if (site == NULL)
     return -EINVAL;
@@ -110,9 +155,21 @@ static int stkr__site_claim(stkr_site *site, bool mark) {
   id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
   if (id != 0)
     return word_err(id);
+  slot = stkr__claim_slot(site);
   if (!__atomic_compare_exchange_n(&site->id, &expected, STKR__SITE_CLAIMING,
-                                   false, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+                                   false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+    stkr__claim_done(slot);
     return word_err(expected);
+  }
+  rc = stkr__site_claimed(site, mark);
+  stkr__claim_done(slot);
+  return rc;
+}
+
+/* The rest of a claim: site's word is CLAIMING, ours to set. */
+static int stkr__site_claimed(stkr_site *site, bool mark) {
+  uint32_t id;
+
   /* "mark:" names are the marks' (common/stkr_mark.h): a site of the app
    * named so would be read as a mark (QA, session 23: a forged
    * "mark:consent.granted" turned "before consent 1" into 0). */

@@ -661,6 +661,10 @@ void stkr__threads_atfork_parent(void);
  * (being registered by an interrupted context, the table is full, or its
  * name is refused: stkr__site_refused). */
 uint32_t stkr__site_id(stkr_site *site);
+/* In a fork's child (its atfork handler): sites whose claim was in flight
+ * in another thread of the parent are unclaimed again, that thread being
+ * gone (site.c, g_claims). */
+void stkr__sites_after_fork(void);
 /* Was the site's name refused for good (a "mark:" name of the app's)? */
 bool stkr__site_refused(const stkr_site *site);
 /* stkr_site_register for mark.c's own sites ("mark:" names). */
