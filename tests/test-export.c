@@ -501,15 +501,29 @@ static void test_damaged_input_still_exports(void **state) {
 }
 
 /* Two recordings whose processes have one pid (two containers, devices
- * or runs; here a copy): two processes everywhere, told apart by their
- * directory (QA, session 27: one row in --by process, one chrome track). */
+ * or runs; here this process records the same work again, into another
+ * directory: a copy would be refused, test-copies.c): two processes
+ * everywhere, told apart by their directory (QA, session 27: one row in
+ * --by process, one chrome track). */
 static void test_same_pid_two_recordings(void **state) {
   char copy[1200], want[1400];
+  stkr_config cfg;
+  pthread_t th;
   (void)state;
 
-  snprintf(copy, sizeof copy, "%s", tmp_path("rec-copy"));
-  assert_int_equal(sh("cp -a '%s' '%s' && '%s' report --by process '%s' '%s'",
-                      g_rec, copy, g_tool, g_rec, copy), 0);
+  snprintf(copy, sizeof copy, "%s", tmp_path("rec-again"));
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = copy;
+  cfg.max_depth = 3;
+  cfg.symbolize = STKR_SYMBOLIZE_INPROC;
+  assert_int_equal(stkr_init(&cfg), 0);
+  pthread_create(&th, NULL, exp_alpha_main, NULL);
+  pthread_join(th, NULL);
+  pthread_create(&th, NULL, exp_beta_main, NULL);
+  pthread_join(th, NULL);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(sh("'%s' report --by process '%s' '%s'", g_tool, g_rec,
+                      copy), 0);
   assert_has(g_out, "process: 2 distinct");
   snprintf(want, sizeof want, "(pid %d, %s) (exp.read: 50)", (int)getpid(),
            copy);
@@ -527,6 +541,20 @@ static void test_same_pid_two_recordings(void **state) {
   snprintf(want, sizeof want, "\"pid\":%d,", (int)getpid());
   assert_has(g_out, want);
   assert_has(g_out, "\"pid\":4194305,");
+  /* jsonl and dump --json: a "recording" key, only then (QA, session 33:
+   * none, so GROUP BY pid merged the two). */
+  assert_int_equal(sh("'%s' export --format jsonl '%s' '%s'", g_tool, g_rec,
+                      copy), 0);
+  snprintf(want, sizeof want, "\"pid\":%d,\"recording\":\"%s\",",
+           (int)getpid(), copy);
+  assert_has(g_out, want);
+  snprintf(want, sizeof want, "\"pid\":%d,\"recording\":\"%s\",",
+           (int)getpid(), g_rec);
+  assert_has(g_out, want);
+  assert_int_equal(sh("'%s' dump --json '%s' '%s'", g_tool, g_rec, copy), 0);
+  assert_has(g_out, want);
+  assert_int_equal(sh("'%s' export --format jsonl '%s'", g_tool, g_rec), 0);
+  assert_null(strstr(g_out, "\"recording\""));
 }
 
 TL_TEST_MAIN("export", setup, NULL, test_folded_exact_lines,

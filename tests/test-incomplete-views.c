@@ -145,6 +145,19 @@ static void test_notes_on_stderr(void **state) {
     if (strstr(cr_err, "INCOMPLETE") != NULL)
       fail_msg("%s on a complete recording: \"%s\"", cmds[i], cr_err);
   }
+  /* And in the files that carry the recorder's drops: chrome's otherData,
+   * a pprof comment (QA, session 33: "6000 events of 6000 read", a
+   * quarter of the run deleted by the disk cap). */
+  assert_int_equal(cr_run("export --format chrome '%s'", g_cut), 0);
+  cr_assert_has(cr_out, "\"incomplete\":\"INCOMPLETE: 1 of 1 process (pid "
+                        "4242):");
+  assert_int_equal(cr_run("export --format chrome '%s'", g_clean), 0);
+  assert_null(strstr(cr_out, "\"incomplete\""));
+  assert_int_equal(cr_run("export --format pprof -o - '%s' | gzip -dc | "
+                          "grep -a -c 'INCOMPLETE: 1 of 1 process (pid 4242)'",
+                          g_cut),
+                   0);
+  cr_assert_has(cr_out, "1\n");
 }
 
 /* diff: the incomplete side named at the top, the gate's verdict

@@ -309,7 +309,13 @@ void stkr_cli_buf_free(stkr_cli_buf *b);
  * when none is the app's). */
 void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
                              bool app_only, const stkr_frame *fr,
-                             size_t n_fr);
+                             size_t n_fr, const stkr_reader *r);
+/* The directory of process `process` of r when another process of r has
+ * its pid (two recordings of pid 1 containers or devices), else NULL: the
+ * key that tells them apart, as report's "(pid N, DIR)", chrome's tracks
+ * and pprof's recording label do (QA, session 33: jsonl had none).
+ * Processes are sorted by pid: a neighbour's is compared. O(1). */
+const char *stkr_cli_shared_pid_dir(const stkr_reader *r, size_t process);
 
 /* A stream that zstd-compresses into raw (one frame, checksum on) and
  * closes raw when it is closed (zst_out.c). @return the stream, or NULL

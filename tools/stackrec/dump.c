@@ -169,14 +169,15 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
 /* The shared JSON form (json_event.c), with --app-only's frames chosen as
  * every other command chooses them (stkr__app_frames). */
 static int dump_json(FILE *f, const dump_opts *o, const stkr_event_view *ev,
-                     stkr_frame **scratch, size_t *scratch_cap) {
+                     const stkr_reader *r, stkr_frame **scratch,
+                     size_t *scratch_cap) {
   const stkr_frame *fr;
   size_t n_fr;
 
   if (stkr__app_frames(ev->frames, ev->n_frames, o->app_only, scratch,
                        scratch_cap, &fr, &n_fr) != 0)
     return -ENOMEM;
-  stkr_cli_put_event_json(f, ev, o->app_only, fr, n_fr);
+  stkr_cli_put_event_json(f, ev, o->app_only, fr, n_fr, r);
   return 0;
 }
 
@@ -253,7 +254,7 @@ int stkr_cli_dump(int argc, char **argv) {
     if (keep == 0)
       continue;
     if (o.json) {
-      if (dump_json(stdout, &o, &ev, &scratch, &scratch_cap) != 0) {
+      if (dump_json(stdout, &o, &ev, r, &scratch, &scratch_cap) != 0) {
         rc = -ENOMEM;
         break;
       }

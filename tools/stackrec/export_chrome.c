@@ -422,9 +422,14 @@ static void put_tail(chrome *c, uint64_t events) {
   fprintf(c->out,
           "},\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"generator\":"
           "\"stackrec export\",\"events\":%llu,\"dropped_events\":%llu,"
-          "\"first_wall_ns\":%llu}}\n",
+          "\"first_wall_ns\":%llu",
           (unsigned long long)events, (unsigned long long)drops,
           (unsigned long long)wall);
+  /* What else the recording lost, as the pprof comment says it. */
+  char line[1024];
+  if (stkr_cli_incomplete_line(c->x->r, line, sizeof line) > 0)
+    stkr_cli_put_json_member(c->out, ",", "incomplete", line);
+  fputs("}}\n", c->out);
 }
 
 int stkr__export_chrome(stkr__export *x) {

@@ -42,7 +42,7 @@ int stkr__export_jsonl(stkr__export *x) {
                            &scratch, &scratch_cap, &fr, &n_fr);
     if (err != 0)
       break;
-    stkr_cli_put_event_json(x->out, &ev, x->filt.app_only, fr, n_fr);
+    stkr_cli_put_event_json(x->out, &ev, x->filt.app_only, fr, n_fr, x->r);
     x->events_out += !ev.is_mark; /* a mark is printed, kind "mark" */
   }
   if (err == 0 && rc < 0)

@@ -464,13 +464,14 @@ static int add_sample(pp *p, const stkr_agg_stack *s, const label_keys *k,
 }
 
 /* The profile's time span (wall clock) and comments (what was exported,
- * what the recorder dropped), over every process read. comments has room
- * for 2. */
+ * what the recorder dropped, and the recording's INCOMPLETE line: the
+ * file goes to a ticket without the stderr that said it; QA, session 33),
+ * over every process read. comments has room for 3. */
 static void span_and_comments(pp *p, pb_profile *prof, int64_t *comments) {
   stkr_reader *r = p->x->r;
   size_t i, n_proc = stkr_reader_process_count(r);
   uint64_t first_wall = 0, last_wall = 0, drops = 0;
-  char note[256];
+  char note[1024];
 
   for (i = 0; i < n_proc; i++) {
     const stkr_process_info *pi = stkr_reader_process(r, i);
@@ -498,6 +499,8 @@ static void span_and_comments(pp *p, pb_profile *prof, int64_t *comments) {
              (unsigned long long)drops);
     comments[prof->n_comment++] = str(p, note);
   }
+  if (stkr_cli_incomplete_line(r, note, sizeof note) > 0)
+    comments[prof->n_comment++] = str(p, note);
 }
 
 static int build_and_write(pp *p) {
@@ -511,7 +514,7 @@ static int build_and_write(pp *p) {
   pb_location **locp = NULL;
   pb_function **fnp = NULL;
   uint64_t *ids = NULL;
-  int64_t *values = NULL, comments[2];
+  int64_t *values = NULL, comments[3];
   label_keys keys;
   size_t i, n_ids = 0;
   int err = -ENOMEM;

@@ -66,11 +66,31 @@ static void put_stack(FILE *f, const stkr_event_view *ev, bool app_only) {
     fprintf(f, ",\"async_from\":%ld", async_from);
 }
 
+const char *stkr_cli_shared_pid_dir(const stkr_reader *r, size_t process) {
+  const stkr_process_info *p = stkr_reader_process(r, process), *q;
+  if (p == NULL)
+    return NULL;
+  if ((process > 0 && (q = stkr_reader_process(r, process - 1)) != NULL &&
+       q->pid == p->pid) ||
+      ((q = stkr_reader_process(r, process + 1)) != NULL && q->pid == p->pid))
+    return p->dir;
+  return NULL;
+}
+
 void stkr_cli_put_event_json(FILE *f, const stkr_event_view *ev,
                              bool app_only, const stkr_frame *fr,
-                             size_t n_fr) {
-  fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,\"site\":",
-          (unsigned long long)ev->ts_ns, (unsigned)ev->pid);
+                             size_t n_fr, const stkr_reader *r) {
+  const char *rec = r != NULL ? stkr_cli_shared_pid_dir(r, ev->process) : NULL;
+
+  fprintf(f, "{\"ts_ns\":%llu,\"pid\":%u,", (unsigned long long)ev->ts_ns,
+          (unsigned)ev->pid);
+  /* Only when another input has the pid: earlier consumers see no new key
+   * elsewhere. */
+  if (rec != NULL) {
+    stkr_cli_put_json_member(f, "", "recording", rec);
+    putc(',', f);
+  }
+  fputs("\"site\":", f);
   stkr_cli_put_json_str(f, ev->site);
   /* Only on marks ("site" is then the mark's name): earlier consumers see
    * no new key on events. "external": set with `stackrec mark`. */
