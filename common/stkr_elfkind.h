@@ -25,8 +25,9 @@
 #endif
 
 typedef enum stkr_elf_kind {
-  STKR_ELF_OURS = 0,      /* ours, or not ELF at all (a script: judged by
-                             its interpreter when that runs) */
+  STKR_ELF_OURS = 0,      /* ours, or not ELF at all (a script is not
+                             judged: a 32-bit interpreter of one still
+                             meets the hook library in LD_PRELOAD) */
   STKR_ELF_OTHER_CLASS,   /* 32-bit beside 64-bit, or the reverse */
   STKR_ELF_OTHER_MACHINE  /* another byte order or e_machine */
 } stkr_elf_kind;

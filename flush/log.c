@@ -75,8 +75,6 @@ static bool log_fd2_unchanged(void) {
          st.st_dev == g_log_fd2.dev && st.st_ino == g_log_fd2.ino;
 }
 
-/* One note: to record's socket (with err: 0 for a note, else why the
- * process records nothing), else to fd 2 if it is still ours. */
 /* text (len bytes) into out (cap bytes, terminated): whole when it fits,
  * else its head, "...", and its tail, where a note's reason is ("cannot
  * create a session file in PATH: File too large"; QA, session 33: a
@@ -95,6 +93,8 @@ static int log_squeeze(char *out, size_t cap, const char *text, size_t len) {
   return (int)cap - 1;
 }
 
+/* One note: to record's socket (with err: 0 for a note, else why the
+ * process records nothing), else to fd 2 if it is still ours. */
 static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
   char buf[512], text[4096 + 512]; /* a PATH_MAX path and its reason */
   int n, prefix, len;

@@ -78,7 +78,8 @@ static bool preload_readable(const char *v) {
     return true; /* by name only: the loader's search, not judged */
   memcpy(path, at, len);
   path[len] = '\0';
-  return access(path, R_OK) == 0;
+  /* The effective ids: the loader opens the library with them. */
+  return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0;
 }
 
 /* Does the file start with "#!"? Linux ignores the set-user-ID bit of a

@@ -28,49 +28,61 @@ typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
 extern char **environ;
 
-/* At most this many variables in an environment stripped (exec_via): its
- * copy lives on the stack, which a vfork child shares with its parent. */
-#define STRIP_MAX_VARS 4096
+/* At most this many variables, and bytes of LD_PRELOAD entries, in an
+ * environment stripped (exec_via): its copy lives on the stack, which a
+ * vfork child shares with its parent (review, session 34: 96 KiB was too
+ * much for a small thread stack). More: not stripped. */
+#define STRIP_MAX_VARS 2048
+#define STRIP_MAX_BYTES 8192
 
 /* The sizes env_strip needs for src: its variables (@return; SIZE_MAX
- * when over STRIP_MAX_VARS or its LD_PRELOAD over 64 KiB: not stripped)
- * and its "LD_PRELOAD=..." entry's length (*lp_len). */
+ * when over the limits above: not stripped) and the bytes of all its
+ * "LD_PRELOAD=..." entries, each with its NUL (*lp_len: a hand-made
+ * environment may hold several; review, session 34). */
 static size_t strip_sizes(char *const src[], size_t *lp_len) {
   size_t n = 0;
 
   *lp_len = 0;
   while (src != NULL && src[n] != NULL && n <= STRIP_MAX_VARS) {
-    if (strncmp(src[n], "LD_PRELOAD=", 11) == 0) *lp_len = strlen(src[n]);
+    if (strncmp(src[n], "LD_PRELOAD=", 11) == 0)
+      *lp_len += strnlen(src[n], STRIP_MAX_BYTES) + 1;
     n++;
   }
-  return src == NULL || n > STRIP_MAX_VARS || *lp_len >= 65536 ? SIZE_MAX
-                                                               : n;
+  return src == NULL || n > STRIP_MAX_VARS || *lp_len > STRIP_MAX_BYTES
+             ? SIZE_MAX
+             : n;
 }
 
-/* src without this library in its LD_PRELOAD (a variable left empty goes),
- * into out (as many pointers as src has, plus the NULL) and lp (the new
- * "LD_PRELOAD=..." text, at least as long as src's). */
+/* src without this library in its LD_PRELOAD entries (every mention; an
+ * entry left with nothing else goes), into out (as many pointers as src
+ * has, plus the NULL) and lp (strip_sizes' *lp_len bytes: each entry
+ * rewritten gets its own part). */
 static void env_strip(char *const src[], char **out, char *lp) {
   size_t k = 0;
 
   for (size_t i = 0; src[i] != NULL; i++) {
-    const char *at, *v = src[i] + 11;
+    const char *at, *cur = src[i] + 11;
     size_t len;
     if (strncmp(src[i], "LD_PRELOAD=", 11) != 0 ||
-        (len = stkr__pl_preload_ours(v, &at)) == 0) {
+        stkr__pl_preload_ours(cur, &at) == 0) {
       out[k++] = src[i];
       continue;
     }
-    /* v minus [at, at + len) and the separators after it. */
-    const char *rest = at + len;
-    rest += strspn(rest, ": ");
-    size_t head = (size_t)(at - v), tail = strlen(rest);
-    if (head + tail == 0)
-      continue; /* nothing else was preloaded */
+    char *w = lp + 11, *entry = lp;
     memcpy(lp, "LD_PRELOAD=", 11);
-    memcpy(lp + 11, v, head);
-    memcpy(lp + 11 + head, rest, tail + 1);
-    out[k++] = lp;
+    /* What precedes each mention of ours, then what follows the last. */
+    while ((len = stkr__pl_preload_ours(cur, &at)) != 0) {
+      memcpy(w, cur, (size_t)(at - cur));
+      w += at - cur;
+      cur = at + len;
+      cur += strspn(cur, ": ");
+    }
+    len = strlen(cur);
+    memcpy(w, cur, len + 1);
+    w += len + 1;
+    lp = w; /* the next entry's part */
+    if (entry[11 + strspn(entry + 11, ": ")] != '\0')
+      out[k++] = entry; /* else nothing else was preloaded: it goes */
   }
   out[k] = NULL;
 }

@@ -160,7 +160,7 @@ bool stkr__pl_pid_ns_unshared(void);
  * Under `stackrec record` only. file (search: looked up in PATH as execvp
  * does) or fd is what the exec runs, envp its environment (NULL: ours);
  * target gets the file's name. *strip: the hook library must leave its
- * LD_PRELOAD (stkr__pl_env_strip), since its loader cannot load it and
+ * LD_PRELOAD (hooks_exec.c's env_strip), since its loader cannot load it and
  * would say so in the program's stderr (another ELF class; a chroot).
  * @return why, or NULL (it will have them, not under record, or the exec
  * will fail: no such executable file). */

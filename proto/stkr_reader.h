@@ -507,7 +507,10 @@ STKR_API int stkr_reader_add(stkr_reader *r, const char *path);
  * twice, or a merge's OUT beside one of its inputs. Reading both would
  * count every event of that session twice; `stackrec` refuses such
  * inputs. Only processes whose pid another directory also has are
- * looked at (each through its first batch, read here). Must be called
+ * looked at (each through its first batch, read here), and only the
+ * first session of each: a process merge renumbered (a pid two of its
+ * inputs shared), or a copy that lost its first session to the disk cap
+ * while an older one of the same pid was kept, is not found. Must be called
  * before the first stkr_reader_next().
  * @return 1 with *first and *second (process indices, first < second)
  *         and *session_id set; 0 when there are none; -EBUSY (reading

@@ -210,6 +210,9 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
            (b->stack_group_cap - old) * sizeof *b->stack_group);
   }
   module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames, unnamed);
+  /* Only a stack never symbolized: one resolved without a name (a
+   * stripped binary, JIT code) would stay so (review, session 34). */
+  *unnamed = *unnamed && s->bare;
   if (stkr_index_reserve(&b->group_ix, b->c->n_groups + 1) != 0)
     return -ENOMEM;
   h = group_hash(s->site, module);

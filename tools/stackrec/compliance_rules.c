@@ -2,8 +2,8 @@
  * compliance_rules.c: what a policy's rules could not see in a recording
  * (compliance.h, stkr_comp_check_rules). A rule that selects nothing
  * passes, and that pass is only true when the recording could have shown
- * the events. Three ways it could not (QA, session 26, both "no findings",
- * exit 0):
+ * the events. Three ways it could not (each passed, "no findings", exit 0,
+ * before: QA, sessions 26 and 33):
  *
  * - Its sites belong to a category no process watched: the hook library
  *   records only STACKREC_CATEGORIES (`reasons` is off by default), and

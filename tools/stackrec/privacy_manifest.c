@@ -452,6 +452,20 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   err = write_draft(f, c, cat_of, used, NULL, unwatched, empty);
   if ((status = stkr_cli_close_output("privacy-manifest", output, f, err)) != 0)
     goto out;
+  /* Drafts per module of stacks never symbolized: a map's symbol
+   * prefixes could not name their module, so an SDK linked into the app
+   * would give its use to the app's draft (QA, session 33, as
+   * compliance): none written, and exit 1. */
+  if (per_module != NULL && c->unnamed > 0) {
+    fprintf(stderr, "stackrec privacy-manifest: error: %llu event%s have "
+            "stacks never symbolized: the module map's symbol prefixes "
+            "could not name their module, so --per-module's drafts would "
+            "give an SDK's use to another module; none written ('stackrec "
+            "symbolize' first)\n", (unsigned long long)c->unnamed,
+            c->unnamed == 1 ? "" : "s");
+    status = STKR_CLI_FINDINGS;
+    goto out;
+  }
   if (per_module != NULL &&
       (status = write_per_module(per_module, c, cat_of, unwatched)) != 0)
     goto out;
@@ -460,18 +474,6 @@ int stkr_cli_privacy_manifest(int argc, char **argv) {
   stkr_cli_note_left_out(r, "privacy-manifest", "the draft (and --manifest's "
                          "check)");
   status = stkr_cli_status(r);
-  /* Drafts per module of stacks never symbolized: a map's symbol
-   * prefixes could not name their module, so an SDK linked into the app
-   * gives its use to the app's draft (QA, session 33, as compliance). */
-  if (per_module != NULL && c->unnamed > 0) {
-    fprintf(stderr, "stackrec privacy-manifest: error: %llu event%s have "
-            "stacks never symbolized: the module map's symbol prefixes "
-            "could not name their module, so --per-module's drafts may "
-            "give an SDK's use to another module ('stackrec symbolize' "
-            "first)\n", (unsigned long long)c->unnamed,
-            c->unnamed == 1 ? "" : "s");
-    status = STKR_CLI_FINDINGS;
-  }
   if ((manifest != NULL &&
        check_manifest(manifest, c, cat_of, used, declared, reasoned) != 0) ||
       unwatched)
