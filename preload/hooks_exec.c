@@ -87,6 +87,21 @@ static void env_strip(char *const src[], char **out, char *lp) {
   out[k] = NULL;
 }
 
+/* envp_var = src (an environment) without this library (env_strip), in
+ * the calling function's stack frame: a macro, since alloca's memory is
+ * the caller's. stripped: whether it was (not over the limits). */
+#define STKR__PL_STRIP_ENV(src, envp_var, stripped)                          \
+  do {                                                                       \
+    size_t lp_len_, n_ = strip_sizes((src), &lp_len_);                      \
+    (stripped) = n_ != SIZE_MAX;                                             \
+    if (stripped) {                                                          \
+      char **out_ = __builtin_alloca((n_ + 1) * sizeof *out_);               \
+      char *lp_ = __builtin_alloca(lp_len_ + 1);                             \
+      env_strip((src), out_, lp_);                                           \
+      (envp_var) = out_;                                                     \
+    }                                                                        \
+  } while (0)
+
 /* Every exec hook: close the recording, exec through the real function,
  * and if the exec failed (it returned), record on with errno kept. `real`
  * says which function and so which of path/fd/envp it takes. Static and
@@ -120,12 +135,9 @@ static int exec_via(int real, const char *path, int fd, char *const argv[],
                                real != STKR__PL_R_execvp
                            ? envp
                            : environ;
-    size_t lp_len, n = strip_sizes(src, &lp_len);
-    if (n != SIZE_MAX) {
-      char **out = __builtin_alloca((n + 1) * sizeof *out);
-      char *lp = __builtin_alloca(lp_len + 1);
-      env_strip(src, out, lp);
-      envp = out;
+    bool stripped;
+    STKR__PL_STRIP_ENV(src, envp, stripped);
+    if (stripped) {
       if (real == STKR__PL_R_execv) real = STKR__PL_R_execve;
       if (real == STKR__PL_R_execvp) real = STKR__PL_R_execvpe;
       if ((fn = (void *)stkr__pl_real(real)) == NULL) {
@@ -244,13 +256,9 @@ static int spawn_via(int real, pid_t *pid, const char *file,
     why = stkr__pl_exec_escapes(file, -1, real == STKR__PL_R_posix_spawnp,
                                 envp, target, sizeof target, &strip);
   if (strip) { /* as exec_via */
-    size_t lp_len, n = strip_sizes(envp, &lp_len);
-    if (n != SIZE_MAX) {
-      char **out = __builtin_alloca((n + 1) * sizeof *out);
-      char *lp = __builtin_alloca(lp_len + 1);
-      env_strip(envp, out, lp);
-      envp = out;
-    }
+    bool stripped;
+    STKR__PL_STRIP_ENV(envp, envp, stripped);
+    (void)stripped;
   }
   errno = saved;
   r = fn(&child, file, fa, attr, argv, envp);
