@@ -25,9 +25,7 @@
 #endif
 
 typedef enum stkr_elf_kind {
-  STKR_ELF_OURS = 0,      /* ours, or not ELF at all (a script is not
-                             judged: a 32-bit interpreter of one still
-                             meets the hook library in LD_PRELOAD) */
+  STKR_ELF_OURS = 0,      /* ours, or not ELF at all */
   STKR_ELF_OTHER_CLASS,   /* 32-bit beside 64-bit, or the reverse */
   STKR_ELF_OTHER_MACHINE  /* another byte order or e_machine */
 } stkr_elf_kind;
@@ -68,6 +66,44 @@ static inline stkr_elf_kind stkr_elf_kind_of(int fd, const char *path) {
   (void)machine;
   return STKR_ELF_OURS;
 #endif
+#else
+  (void)fd;
+  (void)path;
+  return STKR_ELF_OURS;
+#endif
+}
+
+/* The kind of what an exec of the file in fd (>= 0) or at path runs: the
+ * file itself, or for a script ("#!INTERP ...") its interpreter, the
+ * program the loader starts (QA, session 34: a script of a 32-bit
+ * interpreter got the loader's error). One level: an interpreter that is
+ * a script itself is not followed. errno is kept. */
+static inline stkr_elf_kind stkr_program_kind(int fd, const char *path) {
+#if defined(__linux__)
+  char line[256], *p, *end;
+  int own = -1, saved = errno;
+  ssize_t got;
+
+  if (fd < 0 && (fd = own = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    return STKR_ELF_OURS;
+  got = pread(fd, line, sizeof line - 1, 0);
+  errno = saved;
+  if (got < 2 || line[0] != '#' || line[1] != '!') {
+    stkr_elf_kind k = stkr_elf_kind_of(fd, path);
+    if (own >= 0) close(own);
+    return k;
+  }
+  if (own >= 0) close(own);
+  line[got] = '\0';
+  for (p = line + 2; *p == ' ' || *p == '\t'; p++) {
+  }
+  for (end = p; *end != '\0' && *end != ' ' && *end != '\t' && *end != '\n';
+       end++) {
+  }
+  if (end == p || *end == '\0') /* none, or a line longer than we read */
+    return STKR_ELF_OURS;
+  *end = '\0';
+  return stkr_elf_kind_of(-1, p);
 #else
   (void)fd;
   (void)path;

@@ -75,24 +75,6 @@ static bool log_fd2_unchanged(void) {
          st.st_dev == g_log_fd2.dev && st.st_ino == g_log_fd2.ino;
 }
 
-/* text (len bytes) into out (cap bytes, terminated): whole when it fits,
- * else its head, "...", and its tail, where a note's reason is ("cannot
- * create a session file in PATH: File too large"; QA, session 33: a
- * 482-byte path cut the reason off). @return the length written. */
-static int log_squeeze(char *out, size_t cap, const char *text, size_t len) {
-  const size_t head = cap / 3, tail = cap - 1 - head - 3;
-
-  if (len < cap) {
-    memcpy(out, text, len + 1);
-    return (int)len;
-  }
-  memcpy(out, text, head);
-  memcpy(out + head, "...", 3);
-  memcpy(out + head + 3, text + len - tail, tail);
-  out[cap - 1] = '\0';
-  return (int)cap - 1;
-}
-
 /* One note: to record's socket (with err: 0 for a note, else why the
  * process records nothing), else to fd 2 if it is still ours. */
 static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
@@ -103,7 +85,8 @@ static void log_send(int err, const char *fmt, va_list ap, uint64_t sup) {
   len = vsnprintf(text, sizeof text, fmt, ap);
   if (len < 0) len = 0;
   if (len >= (int)sizeof text) len = (int)sizeof text - 1;
-  n += log_squeeze(buf + n, sizeof buf - 64 - (size_t)n, text, (size_t)len);
+  n += stkr_notify_squeeze(buf + n, sizeof buf - 64 - (size_t)n, text,
+                           (size_t)len);
   if (sup)
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   " (%llu similar messages suppressed)", (unsigned long long)sup);

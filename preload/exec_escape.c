@@ -82,6 +82,15 @@ static bool preload_readable(const char *v) {
   return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0;
 }
 
+/* The value of envp's last LD_PRELOAD entry, the one the loader uses (a
+ * hand-made environment may hold several; QA, session 34), or NULL. */
+static const char *last_preload(char *const envp[]) {
+  const char *v = NULL;
+  for (size_t i = 0; envp[i] != NULL; i++)
+    if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) v = envp[i] + 11;
+  return v;
+}
+
 /* Does the file start with "#!"? Linux ignores the set-user-ID bit of a
  * script: its interpreter runs with the hooks. */
 static bool is_script(const char *path, int fd) {
@@ -112,21 +121,22 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
     return NULL;
   }
   if (envp == NULL) envp = environ;
-  lp = stkr__pl_env_in(envp, "LD_PRELOAD");
+  lp = last_preload(envp);
   if (!preload_has_ours(lp))
     return "LD_PRELOAD, which loads the hooks, is not in the environment "
            "it is given";
   /* The loader would print its error into the program's stderr: the
    * library goes out of its LD_PRELOAD (strip), and with it out of the
    * programs it starts (QA, session 33: a 32-bit program; a chroot). */
-  if (!is_script(target, fd) &&
-      (kind = stkr_elf_kind_of(fd, target)) != STKR_ELF_OURS) {
+  if ((kind = stkr_program_kind(fd, target)) != STKR_ELF_OURS) {
     *strip = true;
     return kind == STKR_ELF_OTHER_CLASS
-               ? "it is a program of the other ELF class (32-bit beside "
+               ? "it is (or its #! interpreter is) a program of the other "
+                 "ELF class (32-bit beside "
                  "this 64-bit hook library, or the reverse), which cannot "
                  "load the hooks; nor do the programs it starts"
-               : "it is a program for another machine, which cannot load "
+               : "it is (or its #! interpreter is) a program for another "
+                 "machine, which cannot load "
                  "the hooks; nor do the programs it starts";
   }
   if (!preload_readable(lp)) {

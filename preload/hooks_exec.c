@@ -53,12 +53,15 @@ static size_t strip_sizes(char *const src[], size_t *lp_len) {
              : n;
 }
 
-/* src without this library in its LD_PRELOAD entries (every mention; an
- * entry left with nothing else goes), into out (as many pointers as src
+/* src without this library in its LD_PRELOAD entries (every mention; the
+ * only entry, left with nothing else, goes), into out (as many pointers as src
  * has, plus the NULL) and lp (strip_sizes' *lp_len bytes: each entry
  * rewritten gets its own part). */
 static void env_strip(char *const src[], char **out, char *lp) {
-  size_t k = 0;
+  size_t k = 0, n_lp = 0;
+
+  for (size_t i = 0; src[i] != NULL; i++)
+    n_lp += strncmp(src[i], "LD_PRELOAD=", 11) == 0;
 
   for (size_t i = 0; src[i] != NULL; i++) {
     const char *at, *cur = src[i] + 11;
@@ -81,8 +84,11 @@ static void env_strip(char *const src[], char **out, char *lp) {
     memcpy(w, cur, len + 1);
     w += len + 1;
     lp = w; /* the next entry's part */
-    if (entry[11 + strspn(entry + 11, ": ")] != '\0')
-      out[k++] = entry; /* else nothing else was preloaded: it goes */
+    /* Left with nothing: the only one goes; of several, it stays, empty,
+     * since the loader takes the last and the others would then count
+     * (QA, session 34: another entry's library came to be preloaded). */
+    if (entry[11 + strspn(entry + 11, ": ")] != '\0' || n_lp > 1)
+      out[k++] = entry;
   }
   out[k] = NULL;
 }
@@ -127,9 +133,12 @@ static int exec_via(int real, const char *path, int fd, char *const argv[],
            path, fd, real == STKR__PL_R_execvp || real == STKR__PL_R_execvpe,
            real == STKR__PL_R_execv || real == STKR__PL_R_execvp ? NULL
                                                                   : envp,
-           target, sizeof target, &strip)) != NULL)
+           target, sizeof target, &strip)) != NULL) {
+    char shown[200]; /* the reason after a long path stays in the note */
+    stkr_notify_squeeze(shown, sizeof shown, target, strlen(target));
     stkr__pl_note(-EPERM, "its exec of %s starts a program the hooks are "
-                  "not in (%s): what it does is not recorded", target, why);
+                  "not in (%s): what it does is not recorded", shown, why);
+  }
   if (strip) { /* the program's environment without us: an envp exec */
     char *const *src = envp != NULL && real != STKR__PL_R_execv &&
                                real != STKR__PL_R_execvp
@@ -265,11 +274,13 @@ static int spawn_via(int real, pid_t *pid, const char *file,
   if (pid != NULL)
     *pid = child;
   if (r == 0 && why != NULL) {
+    char shown[200];
+    stkr_notify_squeeze(shown, sizeof shown, target, strlen(target));
     base = strrchr(target, '/');
     note_child((long)child, base != NULL ? base + 1 : target,
                         "started by posix_spawn from %d, %s, a program the "
                         "hooks are not in (%s): what it does is not recorded",
-                        (int)getpid(), target, why);
+                        (int)getpid(), shown, why);
   }
   errno = saved;
   return r;

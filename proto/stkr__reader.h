@@ -257,6 +257,12 @@ struct stkr_reader {
   uint64_t stream_probes; /* slots looked at: the work, for the tests */
   bool started;
   int hard_err; /* sticky negative errno after a hard error */
+  /* Every segment file added, by inode: one added again under another
+   * name, in another directory (a symbolic link beside its recording),
+   * is read once (QA, session 34: its events were counted twice). */
+  struct stkr__inode { dev_t dev; ino_t ino; } *inodes;
+  size_t n_inodes, cap_inodes;
+  stkr_index inode_ix;
 
   /* Iteration cursor. */
   size_t cur_stream, cur_file;

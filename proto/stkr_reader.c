@@ -119,6 +119,8 @@ void stkr_reader_free(stkr_reader *r) {
   stkr_fmt_buf_free(&r->dbuf);
   free(r->trunc_bits);
   free(r->ev_frames);
+  free(r->inodes);
+  stkr_index_free(&r->inode_ix);
   stkr__marks_free(r);
   free(r);
 }
@@ -276,6 +278,29 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
   return 0;
 }
 
+/* Was a file of this inode added to r already (by any name, to any
+ * stream)? If not, it is remembered. A file without a stat (fst NULL) is
+ * never one seen. @return 1 seen, 0 new, or -ENOMEM. */
+static int stkr__inode_seen(stkr_reader *r, const struct stat *fst) {
+  uint64_t h, pos;
+  size_t ix;
+
+  if (fst == NULL)
+    return 0;
+  h = stkr_mix64((uint64_t)fst->st_ino ^ ((uint64_t)fst->st_dev << 40));
+  for (ix = stkr_index_first(&r->inode_ix, h, &pos); ix != STKR_INDEX_NONE;
+       ix = stkr_index_next(&r->inode_ix, h, &pos))
+    if (r->inodes[ix].dev == fst->st_dev && r->inodes[ix].ino == fst->st_ino)
+      return 1;
+  if (stkr__grow(&r->inodes, &r->cap_inodes, r->n_inodes + 1,
+                 sizeof(*r->inodes)) != 0 ||
+      stkr_index_reserve(&r->inode_ix, r->n_inodes + 1) != 0)
+    return -ENOMEM;
+  (void)stkr_index_add(&r->inode_ix, h, r->n_inodes); /* reserved */
+  r->inodes[r->n_inodes++] = (struct stkr__inode){fst->st_dev, fst->st_ino};
+  return 0;
+}
+
 /* Streams sorted by pid, then creation order (once per stkr_reader_add). */
 static void stkr__streams_sort(stkr_reader *r) {
   if (r->n_streams > 1)
@@ -388,6 +413,13 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
       bad = -errno;
     else
       bad = S_ISREG(fst.st_mode) ? 0 : -EINVAL;
+    const int seen =
+        stkr__inode_seen(r, bad == 0 || bad == -EINVAL ? &fst : NULL);
+    if (seen != 0) { /* read under its other name; or out of memory */
+      err = seen < 0 ? seen : 0;
+      found++;
+      continue;
+    }
     if ((path = stkr__join(dir, de->d_name)) == NULL)
       err = -ENOMEM;
     else if ((err = stkr__stream_get(r, dir, dst, pid, false, &st)) == 0)
@@ -451,6 +483,10 @@ int stkr_reader_add(stkr_reader *r, const char *path) {
     err = -errno;
     free(dir);
     return err;
+  }
+  if ((err = stkr__inode_seen(r, &fst)) != 0) { /* added by another name */
+    free(dir);
+    return err < 0 ? err : 0;
   }
   if (stkr_fmt_segment_parse(base, &pid, &seq) == 0) {
     err = stkr__stream_get(r, dir, &dst, pid, false, &st);

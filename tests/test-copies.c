@@ -110,5 +110,36 @@ static void test_commands_refuse_copies(void **state) {
   assert_int_equal(cr_run("verify '%s' '%s'", g_rec, g_rec), 0);
 }
 
+/* A segment file given again under another name in another directory (a
+ * symbolic link, a hard link) beside its own directory: one file, read
+ * once (QA, session 34: every event counted twice, verify intact). */
+static void test_same_file_by_another_name(void **state) {
+  char links[4096];
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  int events = 0;
+  (void)state;
+
+  snprintf(links, sizeof links, "%s", fx_tmpdir("copies-links"));
+  assert_int_equal(tl_system("mkdir -p '%s' && for f in '%s'/stackrec-*.zst; "
+                             "do ln -s \"$f\" '%s'/sym.zst; ln \"$f\" "
+                             "'%s'/hard.zst; done", links, g_rec, links, links),
+                   0);
+  assert_int_equal(stkr_reader_create(NULL, &r), 0);
+  assert_int_equal(stkr_reader_add(r, g_rec), 0);
+  char p[4200];
+  snprintf(p, sizeof p, "%s/sym.zst", links);
+  assert_int_equal(stkr_reader_add(r, p), 0);
+  snprintf(p, sizeof p, "%s/hard.zst", links);
+  assert_int_equal(stkr_reader_add(r, p), 0);
+  assert_int_equal(stkr_reader_add(r, links), 0);
+  while (stkr_reader_next(r, &ev) == 1) events++;
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  assert_int_equal(events, 1);
+  stkr_reader_free(r);
+  assert_int_equal(cr_run("verify '%s' '%s/sym.zst'", g_rec, links), 0);
+  cr_assert_has(cr_out, "1 process");
+}
+
 TL_TEST_MAIN("copies", setup, NULL, test_reader_finds_copies,
-             test_commands_refuse_copies)
+             test_commands_refuse_copies, test_same_file_by_another_name)

@@ -514,24 +514,43 @@ static void test_programs_that_cannot_load_the_hooks(void **state) {
     fprintf(stderr, "skipped: no i386 runtime to build against: %s\n", g_err);
     skip();
   }
-  /* CMD; exec'd by sh; exec'd by env with the library named twice in
-   * LD_PRELOAD (every mention goes: review, session 34). */
-  for (int as_child = 0; as_child < 3; as_child++) {
+  /* A script run by it; a helper that execs with a hand-made environment
+   * holding LD_PRELOAD twice, ours last (the loader uses the last: QA,
+   * session 34); a copy of it at a path of ~1 100 bytes (the note kept its
+   * path and lost its reason). */
+  char longdir[1300];
+  snprintf(longdir, sizeof longdir, "%s/%0200d/%0200d/%0200d/%0200d/%0200d",
+           g_tmp, 0, 1, 2, 3, 4);
+  assert_int_equal(sh("printf '#!%s\\n' > '%s.sh' && chmod +x '%s.sh' && "
+                      "printf '#include <unistd.h>\\nextern char **environ;\\n"
+                      "int main(int c, char **v) { char *e[4096] = "
+                      "{\"LD_PRELOAD=\"}; int n = 1; (void)c;\\n"
+                      "for (char **p = environ; *p && n < 4094; p++) e[n++] = "
+                      "*p; e[n] = 0; execve(v[1], v + 1, e); return 9; }\\n' "
+                      "> '%s-env.c' && cc -o '%s-env' '%s-env.c' && "
+                      "mkdir -p '%s' && cp '%s' '%s/m32'",
+                      m32, m32, m32, m32, m32, m32, longdir, m32, longdir),
+                   0);
+  const char *const how[] = {
+      "CMD", "'%s' record -q -o '%s' -- '%s'",
+      "exec'd by sh", "'%s' record -q -o '%s' -- /bin/sh -c 'exec %s'",
+      /* every mention goes (review, session 34) */
+      "named twice", "'%s' record -q -o '%s' -- /bin/sh -c 'exec env "
+      "LD_PRELOAD=\"$LD_PRELOAD:$LD_PRELOAD\" %s'",
+      "a script's interpreter", "'%s' record -q -o '%s' -- /bin/sh -c "
+      "'%s.sh'",
+      "ours the last of two", "'%s' record -q -o '%s' -- /bin/sh -c "
+      "'exec %s-env /bin/sh -c \"exec %s\"'",
+      "a long path", "'%s' record -q -o '%s' -- /bin/sh -c 'exec %s/m32'"};
+  for (size_t k = 0; k < sizeof how / sizeof *how; k += 2) {
     const char *dir = fresh("m32");
-    assert_int_equal(as_child == 2
-                         ? sh("'%s' record -q -o '%s' -- /bin/sh -c 'exec "
-                              "env LD_PRELOAD=\"$LD_PRELOAD:$LD_PRELOAD\" "
-                              "%s'", g_bin, dir, m32)
-                     : as_child ? sh("'%s' record -q -o '%s' -- /bin/sh -c "
-                                     "'exec %s'", g_bin, dir, m32)
-                                : sh("'%s' record -q -o '%s' -- '%s'", g_bin,
-                                     dir, m32),
-                     3);
+    const char *arg = k == 10 ? longdir : m32;
+    assert_int_equal(sh(how[k + 1], g_bin, dir, arg, arg), 3);
     assert_string_equal(g_out, "hello32\n");
     if (strstr(g_err, "ld.so") != NULL ||
         strstr(g_err, "recorded nothing") == NULL ||
         strstr(g_err, "the other ELF class") == NULL)
-      fail_msg("%s: %s", as_child ? "exec'd" : "CMD", g_err);
+      fail_msg("%s: %s", how[k], g_err);
     assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
   }
   /* A chroot without the library (root only): dash and what it needs. */

@@ -217,7 +217,7 @@ static __attribute__((noreturn)) void exec_cmd(char **argv,
    * runs without them, or its loader says so in its stderr (QA, session
    * 33); stkr__rec_note_static names it. */
   if (stkr_which(argv[0], getenv("PATH"), exe, sizeof exe) &&
-      stkr_elf_kind_of(-1, exe) != STKR_ELF_OURS) {
+      stkr_program_kind(-1, exe) != STKR_ELF_OURS) {
     execvp(argv[0], argv);
     err = errno;
   } else if (lp == NULL || setenv("LD_PRELOAD", lp, 1) != 0) {
@@ -629,6 +629,7 @@ int stkr_cli_record(int argc, char **argv) {
     goto out;
   }
   memset(&nt, 0, sizeof nt);
+  nt.dir = dir;
   if (nfd >= 0)
     snprintf(nt.tree, sizeof nt.tree, "%s", notify);
   if ((rc = run(argv + optind, preload, dir, nfd, &nt, &status)) != 0) {

@@ -69,8 +69,12 @@ static inline const char *stkr__rec_notice_text(const stkr__rec_notice *m) {
 typedef struct stkr__rec_notices {
   stkr__rec_notice v[STKR__REC_MAX_NOTICES];
   size_t n;
-  uint64_t more; /* notices beyond the table: counted only */
-  uint64_t more_unrecorded; /* of which from processes recording nothing */
+  uint64_t more; /* notices beyond the table: not listed */
+  /* Of which from processes recording nothing, not named in dir's marks
+   * file as they came (those named there are counted by every reader:
+   * QA, session 34, one "N more" line was read as one process). */
+  uint64_t more_unrecorded;
+  const char *dir; /* the recording directory (NULL: none yet) */
   uint64_t foreign; /* datagrams without the token: not from the tree */
   /* The STACKREC_NOTIFY value given to the tree, "NAME/TOKEN" ("": none).
    * It also tells which processes still running were started under this

@@ -96,13 +96,19 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
       nt->foreign++;
       continue;
     }
+    *name++ = *err++ = *what++ = '\0';
     if (nt->n == STKR__REC_MAX_NOTICES) {
       nt->more++;
-      nt->more_unrecorded += atoi(err + 1) != 0;
+      /* Not listed, but named in the recording at once, as it will be
+       * read: a process each. */
+      if (atoi(err) != 0 &&
+          (nt->dir == NULL ||
+           stkr_unrecorded_append(nt->dir, (uint32_t)atoi(pid), name,
+                                  what) != 0))
+        nt->more_unrecorded++;
       continue;
     }
     m = &nt->v[nt->n++];
-    *name++ = *err++ = *what++ = '\0';
     m->pid = atoi(pid);
     m->err = atoi(err);
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -444,7 +450,7 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   stkr_elf_kind kind;
 
   if (!stkr_which(cmd, getenv("PATH"), path, sizeof path) ||
-      ((kind = stkr_elf_kind_of(-1, path)) == STKR_ELF_OURS &&
+      ((kind = stkr_program_kind(-1, path)) == STKR_ELF_OURS &&
        !static_elf(path)))
     return;
   if (nt->n == STKR__REC_MAX_NOTICES) {
@@ -460,9 +466,10 @@ void stkr__rec_note_static(const char *cmd, int pid, stkr__rec_notices *nt) {
   base = strrchr(path, '/');
   snprintf(m->name, sizeof m->name, "%.16s", base != NULL ? base + 1 : path);
   if (kind != STKR_ELF_OURS) /* run without the hooks in LD_PRELOAD */
-    snprintf(m->what, sizeof m->what, "%.300s is a program of %s, which "
-             "cannot load the hook library: neither its calls nor those of "
-             "the programs it starts are recorded", path,
+    snprintf(m->what, sizeof m->what, "%.300s is (or its #! interpreter "
+             "is) a program of %s, which cannot load the hook library: "
+             "neither its calls nor those of the programs it starts are "
+             "recorded", path,
              kind == STKR_ELF_OTHER_CLASS ? "the other ELF class (32-bit "
                                             "beside 64-bit, or the reverse)"
                                           : "another machine");

@@ -120,6 +120,41 @@ static int dir_usable(const char *dir) {
   return err;
 }
 
+/* The length of path's longest prefix that exists (its last component
+ * cut at a time), so that a refusal removes only what it made. */
+static size_t existing_prefix(const char *path) {
+  char buf[PATH_MAX];
+  size_t n = strlen(path);
+  struct stat st;
+
+  if (n >= sizeof buf)
+    return n;
+  memcpy(buf, path, n + 1);
+  while (n > 0 && stat(buf, &st) != 0) {
+    while (n > 0 && buf[n - 1] == '/') n--;
+    while (n > 0 && buf[n - 1] != '/') n--;
+    buf[n] = '\0';
+  }
+  return n;
+}
+
+/* rmdir path, then its parents, while longer than keep bytes (QA, session
+ * 34: -o a/b/c refused left a and a/b behind). Stops at the first that
+ * will not go (not empty: not only ours). */
+static void remove_made(const char *path, size_t keep) {
+  char buf[PATH_MAX];
+  size_t n = strlen(path);
+
+  if (n >= sizeof buf)
+    return;
+  memcpy(buf, path, n + 1);
+  while (n > keep && rmdir(buf) == 0) {
+    while (n > 0 && buf[n - 1] == '/') n--;
+    while (n > 0 && buf[n - 1] != '/') n--;
+    buf[n] = '\0';
+  }
+}
+
 int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
                        size_t cap, int *lock) {
   char name[PATH_MAX], base[64];
@@ -128,12 +163,11 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
   int err;
 
   if (opt != NULL) {
-    struct stat pre;
-    const bool existed = stat(opt, &pre) == 0;
+    const size_t existed = existing_prefix(opt);
     if ((err = stkr_mkdir_p(opt, 0700)) < 0 || (err = dir_usable(opt)) < 0) {
       stkr__rec_error("-o %s: cannot use it as the recording directory: %s", opt,
                 strerror(-err));
-      if (!existed) (void)rmdir(opt); /* ours, and empty: not left behind */
+      remove_made(opt, existed); /* ours, and empty: not left behind */
       return STKR__REC_BAD_DIR;
     }
     if (stkr_fmt_dir_has_segments(opt) == 1) {

@@ -150,10 +150,9 @@ void stkr__rec_print_notices(FILE *f, const stkr__rec_notices *nt,
     fputc('\n', f);
   }
   if (nt->more)
-    fprintf(f, "%s%llu more notices (not listed%s)\n", prefix,
-            (unsigned long long)nt->more,
-            nt->more_unrecorded ? "; verify names how many processes "
-                                  "recorded nothing" : "");
+    fprintf(f, "%s%llu more notices (not listed; the processes that "
+            "recorded nothing are all named in the recording: info, "
+            "verify)\n", prefix, (unsigned long long)nt->more);
   if (nt->foreign)
     fprintf(f, "%s%llu notice%s without the recording's token ignored: not "
             "from the recorded tree\n", prefix,
