@@ -19,20 +19,22 @@
 
 #include "preload/preload.h"
 
-/* The root directory check_setup saw (chroot: start_changed). Written by
- * the constructor, read at the first event's start. */
+/* The root directory stkr__pl_check_setup saw (chroot:
+ * stkr__pl_start_changed). Written by the constructor, read at the first
+ * event's start. */
 static dev_t g_root_dev;
 static ino_t g_root_ino;
 static bool g_root_known;
 
 /* stkr__pl_check_setup (preload.h): what must fail before the program
- * runs, not at its first event (the constructor): a malformed STACKREC_* value, a directory this process may
- * not write into or that it lost (STACKREC_DIR removed from the environment
- * of a process of `record`'s tree: the default directory, in its working
- * directory, would be made among the program's files; QA, session 28), a
- * descriptor limit below STKR__PL_MIN_NOFILE, a stack limit below
- * STKR__PL_MIN_STACK_KIB (checked first: the others need stack). @return 0
- * or the error, reported. */
+ * runs, not at its first event (the constructor): a malformed STACKREC_*
+ * value, a directory this process may not write into or that it lost
+ * (STACKREC_DIR removed from the environment of a process of `record`'s
+ * tree: the default directory, in its working directory, would be made
+ * among the program's files; QA, session 28), a descriptor limit below
+ * STKR__PL_MIN_NOFILE, a stack limit below STKR__PL_MIN_STACK_KIB
+ * (checked first: the others need stack). @return 0 or the error,
+ * reported. */
 int stkr__pl_check_setup(bool *follow_forks) {
   struct rlimit rl;
   struct stat root;

@@ -4,8 +4,9 @@
  * program of tests/diff_fixtures (app_extra: phone_home ->
  * identifiers.device_id, in the app's own image) is recorded twice with
  * the embedded recorder, once as usual and once offline (PCs and image
- * lists only, as a recovered or daemon's recording is). A module map names "PhoneSDK" by the symbol
- * prefix "phone_", as an SDK linked into the app is named.
+ * lists only, as a recovered or daemon's recording is). A module map
+ * names "PhoneSDK" by the symbol prefix "phone_", as an SDK linked into
+ * the app is named.
  * - compliance: a rule against PhoneSDK finds the symbolized run's 20
  *   events; on the offline run it is NOT CHECKED, exit 1, and the header
  *   says NOT SYMBOLIZED (before: "no findings", exit 0, the SDK's calls
