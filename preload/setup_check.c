@@ -98,7 +98,7 @@ int stkr__pl_check_setup(bool *follow_forks) {
   return 0;
 }
 
-/* What the program changed between its start (check_setup) and its first
+/* What the program changed between its start (stkr__pl_check_setup) and its first
  * watched call, which starts the recording (QA, session 24): a descriptor
  * limit lowered below STKR__PL_MIN_NOFILE (the recorder's descriptors then
  * took numbers it counted on: EMFILE after 10 opens of its 12), or its
