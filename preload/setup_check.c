@@ -98,15 +98,15 @@ int stkr__pl_check_setup(bool *follow_forks) {
   return 0;
 }
 
-/* What the program changed between its start (stkr__pl_check_setup) and its first
- * watched call, which starts the recording (QA, session 24): a descriptor
- * limit lowered below STKR__PL_MIN_NOFILE (the recorder's descriptors then
- * took numbers it counted on: EMFILE after 10 opens of its 12), or its
- * root directory (chroot: the recording's path then named a directory
- * inside the jail, made and filled there). Not recorded then, with the
- * note; nor when this thread may not read the time-stamp counter (see
- * stkr__pl_before_sandbox; inherited from the thread that made it, and
- * through exec). @return 0 or the error. */
+/* What the program changed between its start (stkr__pl_check_setup) and
+ * its first watched call, which starts the recording (QA, session 24): a
+ * descriptor limit lowered below STKR__PL_MIN_NOFILE (the recorder's
+ * descriptors then took numbers it counted on: EMFILE after 10 opens of
+ * its 12), or its root directory (chroot: the recording's path then named
+ * a directory inside the jail, made and filled there). Not recorded then,
+ * with the note; nor when this thread may not read the time-stamp counter
+ * (see stkr__pl_before_sandbox; inherited from the thread that made it,
+ * and through exec). @return 0 or the error. */
 int stkr__pl_start_changed(void) {
   struct rlimit rl;
   struct stat root;
