@@ -260,6 +260,9 @@ struct stkr_reader {
   /* Every segment file added, by inode: one added again under another
    * name, in another directory (a symbolic link beside its recording),
    * is read once (QA, session 34: its events were counted twice). */
+  /* Read no marks file (stkr_copies.c's peeks: a batch's Header is all
+   * they want, and a marks file may be tens of MiB; review, session 34). */
+  bool no_marks;
   struct stkr__inode { dev_t dev; ino_t ino; } *inodes;
   size_t n_inodes, cap_inodes;
   stkr_index inode_ix;

@@ -38,9 +38,13 @@ static uint64_t first_session(const stkr__stream *st) {
     stkr_reader *r;
     uint64_t sid;
 
-    if (st->files[i].unreadable || stkr_reader_open(st->files[i].path, &o,
-                                                    &r) != 0)
+    if (st->files[i].unreadable || stkr_reader_create(&o, &r) != 0)
       continue;
+    r->no_marks = true;
+    if (stkr_reader_add(r, st->files[i].path) != 0) {
+      stkr_reader_free(r);
+      continue;
+    }
     (void)stkr_reader_next(r, &ev);
     p = stkr_reader_process(r, 0);
     sid = p != NULL ? p->session_id : 0;

@@ -474,6 +474,8 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
   size_t len = 0, i;
   int fd, err = 0, rerr;
 
+  if (r->no_marks)
+    return 0;
   for (i = 0; i < r->n_mdirs; i++)
     if (r->mdirs[i].dev == dst->st_dev && r->mdirs[i].ino == dst->st_ino)
       return 0; /* this directory's file was read already */
