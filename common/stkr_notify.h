@@ -64,12 +64,13 @@ static inline void stkr_notify_comm(char *buf, size_t len) {
 #endif
 
 /* text (len bytes) into out (cap bytes, at least 8; terminated): whole
- * when it fits, else its head, "...", and its tail, where a note's reason
- * is ("cannot create a session file in PATH: File too large"; QA, session
+ * when it fits, else its head (two thirds: the path a note names, as a
+ * test may look for it), "...", and its tail, where a note's reason is
+ * ("cannot create a session file in PATH: File too large"; QA, session
  * 33: a 482-byte path cut the reason off). @return the length written. */
 static inline int stkr_notify_squeeze(char *out, size_t cap, const char *text,
                                       size_t len) {
-  const size_t head = cap / 3, tail = cap - 1 - head - 3;
+  const size_t head = cap * 2 / 3, tail = cap - 1 - head - 3;
 
   if (len < cap) {
     memcpy(out, text, len + 1);
