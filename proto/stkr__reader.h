@@ -257,12 +257,12 @@ struct stkr_reader {
   uint64_t stream_probes; /* slots looked at: the work, for the tests */
   bool started;
   int hard_err; /* sticky negative errno after a hard error */
-  /* Every segment file added, by inode: one added again under another
-   * name, in another directory (a symbolic link beside its recording),
-   * is read once (QA, session 34: its events were counted twice). */
   /* Read no marks file (stkr_copies.c's peeks: a batch's Header is all
    * they want, and a marks file may be tens of MiB; review, session 34). */
   bool no_marks;
+  /* Every segment file added, by inode: one added again under another
+   * name, in another directory (a symbolic link beside its recording),
+   * is read once (QA, session 34: its events were counted twice). */
   struct stkr__inode { dev_t dev; ino_t ino; } *inodes;
   size_t n_inodes, cap_inodes;
   stkr_index inode_ix;
