@@ -102,11 +102,17 @@ static int stkr__claim_slot(stkr_site *site) {
   return -1;
 }
 
+/* Release: after the word's outcome is stored, so that a claimer that
+ * takes the slot next (its seq_cst CAS) follows it. A claim abandoned by a
+ * longjmp keeps its slot for good (15 left; bounded). */
 static void stkr__claim_done(int slot) {
   if (slot >= 0)
     atomic_store_explicit(&g_claims[slot], NULL, memory_order_release);
 }
 
+/* Relaxed throughout: the fork's child runs this alone (an atfork child
+ * handler, before any thread of its own), and the fork itself ordered
+ * every store the parent's threads made before it. */
 void stkr__sites_after_fork(void) {
   for (int i = 0; i < STKR__CLAIM_SLOTS; i++) {
     stkr_site *site = atomic_load_explicit(&g_claims[i], memory_order_relaxed);
