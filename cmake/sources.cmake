@@ -147,6 +147,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/agg_stacks.c
   tools/stackrec/atos.c
   tools/stackrec/attrib.c
+  tools/stackrec/boots.c
   tools/stackrec/breakdown.c
   tools/stackrec/compliance.c
   tools/stackrec/compliance_cmd.c

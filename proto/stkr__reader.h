@@ -186,6 +186,11 @@ typedef struct stkr__stream {
   size_t n_mark_stacks, cap_mark_stacks;
   bool many_mark_stacks;
   size_t ext_next;           /* index into r->ext of the next to consider */
+  /* The first Header of the stream as a look ahead found it
+   * (stkr_copies.c: stkr_reader_find_copies, stkr_reader_start_clock),
+   * before or apart from the reading itself; peek_sid 0: none found. */
+  bool peeked;
+  uint64_t peek_sid, peek_mono, peek_wall;
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
 
@@ -417,6 +422,8 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
                          const struct stat *dst);
 /* The next external mark due for stream st (index st_index) into *ev.
  * @return 1 (delivered) or 0 (none left for it). */
+/* Look ahead at st's first Header once (stkr_copies.c): st->peek_*. */
+void stkr__peek_header(stkr__stream *st);
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
                          stkr_event_view *ev);
 /* Site name d of a new site definition: a mark site ("mark:NAME") gets

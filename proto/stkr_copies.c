@@ -11,6 +11,10 @@
  * Only processes whose pid another input also has are looked at, and
  * each through its first readable segment's first batch: an input set
  * of distinct pids costs nothing.
+ *
+ * The same look at a process's first batch gives its start on both clocks
+ * before it is read (stkr_reader_start_clock), for views that lay
+ * processes of several boots on one time line.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,16 +31,19 @@ static int first_batch_only(void *arg, const stkr_batch_view *b) {
 /* Damage in a file peeked at is said when it is read for real. */
 static void quiet(void *arg, const stkr_warning *w) { (void)arg, (void)w; }
 
-/* The session id of the first Header among st's first segment files
- * (0: none read). Files are sorted by seq: a copy made after the disk cap
- * deleted the first ones starts later in the same session. */
-static uint64_t first_session(const stkr__stream *st) {
+/* The first Header among st's first segment files (at most 4: files are
+ * sorted by seq, and a copy made after the disk cap deleted the first ones
+ * starts later in the same session), looked at once and kept in st:
+ * st->peek_sid (0: none read), st->peek_mono, st->peek_wall. */
+void stkr__peek_header(stkr__stream *st) {
+  if (st->peeked)
+    return;
+  st->peeked = true;
   for (size_t i = 0; i < st->n_files && i < 4; i++) {
     stkr_reader_opts o = {.warn = quiet, .batch = first_batch_only};
     const stkr_process_info *p;
     stkr_event_view ev;
     stkr_reader *r;
-    uint64_t sid;
 
     if (st->files[i].unreadable || stkr_reader_create(&o, &r) != 0)
       continue;
@@ -47,11 +54,32 @@ static uint64_t first_session(const stkr__stream *st) {
     }
     (void)stkr_reader_next(r, &ev);
     p = stkr_reader_process(r, 0);
-    sid = p != NULL ? p->session_id : 0;
+    if (p != NULL && p->have_header) {
+      st->peek_sid = p->session_id;
+      st->peek_mono = p->start_mono_ns;
+      st->peek_wall = p->start_wall_ns;
+    }
     stkr_reader_free(r);
-    if (sid != 0)
-      return sid;
+    if (st->peek_sid != 0 || st->peek_mono != 0)
+      return;
   }
+}
+
+int stkr_reader_start_clock(stkr_reader *r, size_t i, uint64_t *mono_ns,
+                            uint64_t *wall_ns) {
+  stkr__stream *st;
+
+  if (r == NULL || i >= r->n_streams || mono_ns == NULL || wall_ns == NULL)
+    return -EINVAL;
+  st = r->streams[i];
+  if (st->info.have_header) {
+    *mono_ns = st->info.start_mono_ns;
+    *wall_ns = st->info.start_wall_ns;
+    return 0;
+  }
+  stkr__peek_header(st);
+  *mono_ns = st->peek_mono;
+  *wall_ns = st->peek_wall;
   return 0;
 }
 
@@ -65,8 +93,9 @@ static int copies_in_run(const stkr_reader *r, size_t from, size_t to,
   if (s == NULL)
     return -ENOMEM;
   for (size_t i = from; i < to && !found; i++) {
-    const stkr__stream *a = r->streams[i];
-    if ((s[i - from] = first_session(a)) == 0)
+    stkr__stream *a = r->streams[i];
+    stkr__peek_header(a);
+    if ((s[i - from] = a->peek_sid) == 0)
       continue;
     for (size_t j = from; j < i && !found; j++) {
       const stkr__stream *b = r->streams[j];

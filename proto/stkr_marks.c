@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stkr_boot.h"
 #include "common/stkr_cmp.h"
 #include "common/stkr_grow.h"
 #include "common/stkr_notify.h"
@@ -528,6 +529,27 @@ out:
   return err;
 }
 
+/* An external mark's time on st's clock: the mark's own CLOCK_MONOTONIC
+ * when both were read in one boot (stkr_boot.h); else, e.g. for a program
+ * in a time namespace (QA, session 33: a mark set after it ended was at
+ * "0 s", every event counted after consent), its wall-clock time moved
+ * onto st's boot. A stream whose clock is not known keeps the mark's. */
+static uint64_t stkr__ext_ts(stkr__stream *st, const stkr__extmark *m) {
+  uint64_t mono = st->info.start_mono_ns, wall = st->info.start_wall_ns;
+  uint64_t mine, theirs = stkr_boot_time(m->ts_ns, m->wall_ns);
+
+  if (!st->info.have_header) {
+    stkr__peek_header(st);
+    mono = st->peek_mono;
+    wall = st->peek_wall;
+  }
+  mine = stkr_boot_time(mono, wall);
+  if (mine == 0 || theirs == 0 || stkr_boot_same(mine, theirs) ||
+      m->wall_ns <= mine)
+    return m->ts_ns;
+  return m->wall_ns - mine;
+}
+
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
                          stkr_event_view *ev) {
   size_t j;
@@ -540,7 +562,7 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
       continue;
     st->ext_next = j + 1;
     memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
-    ev->ts_ns = m->ts_ns;
+    ev->ts_ns = stkr__ext_ts(st, m);
     ev->wall_ns = m->wall_ns;
     ev->pid = st->info.pid;
     ev->process = st_index;

@@ -518,6 +518,20 @@ STKR_API int stkr_reader_add(stkr_reader *r, const char *path);
 STKR_API int stkr_reader_find_copies(stkr_reader *r, size_t *first,
                                      size_t *second, uint64_t *session_id);
 
+/*
+ * Where process i started on both clocks: Header.start_mono_ns and
+ * start_wall_ns of its first Header, as read already or, before that,
+ * from a look at the first batch of its first segments (at most 4 files,
+ * once per process). For views that need every process's clock before
+ * reading its events: processes of several boots (a merge of devices, a
+ * directory an app recorded into across a reboot) lie on one time line
+ * only through the wall clock. *mono_ns and *wall_ns are 0 when no Header
+ * was found. May be called at any time; not thread-safe.
+ * @return 0, or -EINVAL (NULL arguments, no process i).
+ */
+STKR_API int stkr_reader_start_clock(stkr_reader *r, size_t i,
+                                     uint64_t *mono_ns, uint64_t *wall_ns);
+
 /* stkr_reader_create() + stkr_reader_add(path). On error *out is NULL. */
 STKR_API int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
                      stkr_reader **out);

@@ -187,7 +187,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
   if (fb->header) {
     fx_header_init(&h, fb->pid ? fb->pid : FX_PID,
                    fb->process_name ? fb->process_name : "fixture",
-                   FX_START_MONO + fb->start_shift,
+                   FX_START_MONO + fb->start_shift + fb->mono_ahead,
                    FX_START_WALL + fb->start_shift);
     if (fb->format_version)
       h.format_version = fb->format_version;
@@ -226,7 +226,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     cnt.dropped_write_error = 2;
     b.counters = &cnt;
   }
-  clk.mono_ns = FX_START_MONO + fb->start_shift;
+  clk.mono_ns = FX_START_MONO + fb->start_shift + fb->mono_ahead;
   clk.wall_ns = FX_START_WALL + fb->start_shift;
   b.clock = &clk;
   b.last = fb->last;
@@ -351,9 +351,10 @@ int fx_write_one(const char *dir, const fx_one *o) {
   const fx_batch b = {.seq = 1, .header = true, .pid = o->pid,
                       .segment_seq = seq, .sites = sites, .n_sites = 1,
                       .threads = threads, .n_threads = 1, .stacks = stacks,
-                      .n_stacks = 1, .base_ts = FX_START_MONO + o->shift,
+                      .n_stacks = 1, .base_ts = FX_START_MONO + o->shift + o->mono_ahead,
                       .evs = evs, .n_evs = 1, .last = true,
                       .session_id = o->session_id, .start_shift = o->shift,
+                      .mono_ahead = o->mono_ahead,
                       .watched = o->watched, .process_name = o->process_name};
   stkr_fmt_buf buf = {0};
   int err = fx_encode(&b, &buf);

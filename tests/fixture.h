@@ -64,6 +64,9 @@ typedef struct fx_batch {
    * definition of id i describes fx entry rot(i) = (i - 1 + rotate) % N + 1
    * (sites, threads and stacks alike), so ids mean something else. */
   uint64_t start_shift;
+  /* Another boot: CLOCK_MONOTONIC (header, clock sync) this much ahead,
+   * the wall clock not (events: base_ts is the caller's). */
+  uint64_t mono_ahead;
   uint32_t rotate;
   const char *watched; /* Header.watched; NULL: none */
   const char *process_name; /* Header.process_name; NULL: "fixture" */
@@ -115,6 +118,8 @@ typedef struct fx_one {
   uint64_t session_id;
   uint32_t segment_seq;       /* 0: 1 */
   uint64_t shift;             /* the start and the event this much later */
+  uint64_t mono_ahead;        /* ... on a monotonic clock this much ahead:
+                                 another boot (fx_batch.mono_ahead) */
   const char *watched;        /* Header.watched; NULL: none */
   const char *process_name;   /* NULL: "fixture" */
 } fx_one;

@@ -13,7 +13,10 @@
 #include "tests/fixture.h"
 
 #define SR_MAX 512
+/* The wall clock at start_ns: one boot (wall - mono) for every process
+ * written, as on one machine (common/stkr_boot.h). */
 #define SR_START_WALL 1700000000000000000ull
+#define SR_WALL_AT(mono) (SR_START_WALL - 1000000000ull + (mono))
 
 /* The frame and string tables of one batch (SR_MAX of each). */
 typedef struct sr_tables {
@@ -120,7 +123,7 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out) {
   if (!sd || !sdp || !td || !tdp || !kd || !kdp || !evs || !t)
     goto out;
   fx_header_init(&h, r->pid, r->name ? r->name : "symrec", r->start_ns,
-                 SR_START_WALL);
+                 SR_WALL_AT(r->start_ns));
   h.parent_pid = r->parent_pid;
   h.segment_seq = r->seq ? r->seq : 1; /* as sr_write names the file */
   b.header = &h;
@@ -180,7 +183,7 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out) {
     b.n_drops = 1;
   }
   clk.mono_ns = r->start_ns;
-  clk.wall_ns = SR_START_WALL;
+  clk.wall_ns = SR_WALL_AT(r->start_ns);
   b.clock = &clk;
   b.last = r->last;
   err = fx_encode_events(&b, evs, r->n_evs, r->start_ns, out);

@@ -20,6 +20,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
+#include "tools/stackrec/boots.h"
 #include "tools/stackrec/compliance.h"
 #include "tools/stackrec/rate.h"
 
@@ -105,6 +106,10 @@ typedef struct builder {
   bool proc_events;
   uint32_t proc_instance;   /* stkr_process_info.instances it is at */
   uint64_t proc_drops_base; /* marks_dropped when that instance began */
+  /* Processes of several boots on one time line (boots.h): first_ts,
+   * last_ts and the origin; marks, states and rates use each process's
+   * own clock. */
+  stkr_boots boots;
 #if HAVE_STATES
   /* The current pid's `stackrec mark` marks (names copied): a process
    * that takes the pid again starts with those set after its start. */
@@ -457,6 +462,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   builder *b = arg;
   const uint32_t proc = (uint32_t)ev->process + 1;
   const uint64_t ts = ev->ts_ns;
+  const uint64_t at = stkr_boots_place(&b->boots, ev->process, ts);
   const void *snap = NULL;
   stkr_comp_group *g;
   group_state *gs;
@@ -487,10 +493,10 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     b->proc_events = true;
     b->c->processes_with_events++;
   }
-  if (g->count == 0 || ts < g->first_ts)
-    g->first_ts = ts;
-  if (g->count == 0 || ts > g->last_ts)
-    g->last_ts = ts;
+  if (g->count == 0 || at < g->first_ts)
+    g->first_ts = at;
+  if (g->count == 0 || at > g->last_ts)
+    g->last_ts = at;
   g->count++;
   if (gs->last_proc != proc) {
     gs->last_proc = proc;
@@ -539,8 +545,8 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     }
     if (sel == 0)
       continue;
-    if (rs->count == 0 || ts < rs->first_ts) {
-      rs->first_ts = ts;
+    if (rs->count == 0 || at < rs->first_ts) {
+      rs->first_ts = at;
       rs->stack = stack;
     }
     rs->count++;
@@ -583,14 +589,16 @@ static double secs(const stkr_comp *c, uint64_t ts) {
 }
 
 /* The recording's start: the earliest process start (a process whose
- * Header was lost: its first event). */
-static void find_origin(stkr_comp *c, const stkr_reader *r) {
+ * Header was lost: its first event), on the time line of boots. */
+static void find_origin(stkr_comp *c, const stkr_reader *r,
+                        const stkr_boots *boots) {
   size_t i, n = stkr_reader_process_count(r);
 
   for (i = 0; i < n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
-    uint64_t t = p->have_header && p->start_mono_ns ? p->start_mono_ns
-                                                    : p->first_ts_ns;
+    uint64_t t = stkr_boots_place(
+        boots, i, p->have_header && p->start_mono_ns ? p->start_mono_ns
+                                                     : p->first_ts_ns);
     if (t != 0 && (c->origin_ns == 0 || t < c->origin_ns))
       c->origin_ns = t;
   }
@@ -727,6 +735,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     err = -ENOMEM;
   b.version = 1; /* the caches start out of date */
 #endif
+  if (err == 0)
+    err = stkr_boots_init(&b.boots, r);
   ao = o->agg;
   ao.on_event = on_event;
   ao.on_event_arg = &b;
@@ -734,7 +744,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     err = stkr_agg_build(r, &ao, progress, progress_arg, &b.c->agg);
   if (end_process(&b) != 0 && err == 0)
     err = -ENOMEM;
-  find_origin(b.c, r);
+  find_origin(b.c, r, &b.boots);
+  b.c->boots = b.boots.n_boots;
   if (err == 0)
     err = finish(&b);
 #if HAVE_STATES
@@ -749,6 +760,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   free(b.rule_seen);
   free(b.rule_in);
 #endif
+  stkr_boots_free(&b.boots);
   free(b.stack_group);
   free(b.gs);
   if (b.rs != NULL)

@@ -158,6 +158,16 @@ static void put_unnamed(FILE *f, const stkr_comp *c, bool html) {
           c->unnamed, c->unnamed == 1 ? "" : "s", html ? ".</p>\n" : "\n");
 }
 
+/* Processes of several boots (stkr_comp.boots): how their times are
+ * laid out, as a line of text or an HTML paragraph. */
+static void put_boots(FILE *f, const stkr_comp *c, bool html) {
+  if (c->boots < 2) return;
+  fprintf(f, "%sprocesses of %zu boots (devices, or a restart): times are "
+          "seconds since the earliest start, each boot's placed by the wall "
+          "clock%s",
+          html ? "<p>" : "# BOOTS: ", c->boots, html ? ".</p>\n" : "\n");
+}
+
 /* ---- text -------------------------------------------------------------------- */
 
 int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
@@ -176,6 +186,7 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
             "selects them\n",
             c->unattributed, c->unattributed == 1 ? "" : "s");
   put_unnamed(f, c, false);
+  put_boots(f, c, false);
   fprintf(f, "# %" PRIu64 " events, %zu (site, module) pairs, %" PRIu64
           " marks; %zu of %zu processes with events saw %s%s\n",
           c->agg->events, c->n_groups, c->marks, c->consent_processes,
@@ -286,11 +297,12 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
           ",\"processes_with_events\":%zu,\"consent_processes\":%zu,"
           "\"marks_supported\":%s,\"unjudged\":%" PRIu64
           ",\"unjudged_processes\":%zu,\"unknown_origin_processes\":%zu,"
-          "\"marks_lost_processes\":%zu,\"unnamed\":%" PRIu64 ",",
+          "\"marks_lost_processes\":%zu,\"unnamed\":%" PRIu64
+          ",\"boots\":%zu,",
           c->agg->events, c->marks, c->processes_with_events,
           c->consent_processes, c->marks_supported ? "true" : "false",
           c->unjudged, c->unjudged_processes, c->unknown_origin_processes,
-          c->marks_lost_processes, c->unnamed);
+          c->marks_lost_processes, c->unnamed, c->boots);
   put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
@@ -470,6 +482,7 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
   put_rule_notes(f, c, stkr_html_put_text, html_notes);
   put_unjudged(f, c, true);
   put_unnamed(f, c, true);
+  put_boots(f, c, true);
   if (c->unattributed > 0)
     fprintf(f, "<p>%" PRIu64 " event%s without a module (no frame in a known "
             "image); no modules pattern selects them.</p>\n",

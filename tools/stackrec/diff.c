@@ -20,6 +20,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
 #include "tools/stackrec/attrib.h"
+#include "tools/stackrec/boots.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/diff.h"
 
@@ -236,9 +237,8 @@ static const char diff_help[] =
     "gate fails), or an input lost data (damaged: the comparison cannot be\n"
     "trusted); 2 usage; 3 an input cannot be opened.\n";
 
-/* One process's span on its machine's monotonic clock, and that boot's
- * wall-clock time at mono 0 (0: not known), then the index of its boot
- * among the recording's. */
+/* One process's span on its machine's monotonic clock, and its boot
+ * (boots.h; STKR_BOOT_UNKNOWN: not known, all such taken as one). */
 typedef struct span {
   uint64_t boot, from, to;
 } span;
@@ -250,43 +250,30 @@ static int span_cmp(const void *a, const void *b) {
   return c != 0 ? c : stkr_cmp_u64(x->from, y->from);
 }
 
-/* Two boots' wall-clock starts closer than this are one boot (the wall
- * clock's adjustments move wall - mono by far less). */
-#define BOOT_SLACK_NS 2000000000ull
-
 /* The recording time of r in ns: how long at least one of its processes
  * was recording, i.e. the union of the processes' spans (start, else first
  * event, to last event), per machine boot, summed over boots. A merge of
  * two runs made minutes apart counts their seconds, not the gap (QA: every
  * path's rate fell by 97%); processes of other machines, whose clocks are
  * unrelated, are never laid over each other. */
-static uint64_t recording_ns(const stkr_reader *r) {
+static uint64_t recording_ns(stkr_reader *r) {
   size_t n = stkr_reader_process_count(r), k = 0, i;
   span *v = malloc((n ? n : 1) * sizeof *v);
-  uint64_t total = 0, boot = 0, from = 0, to = 0, id = 0;
+  uint64_t total = 0, from = 0, to = 0;
+  stkr_boots boots;
 
-  if (v == NULL)
+  if (v == NULL || stkr_boots_init(&boots, r) != 0) {
+    free(v);
     return 0;
+  }
   for (i = 0; i < n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
     uint64_t origin = p->have_header && p->start_mono_ns ? p->start_mono_ns
                                                          : p->first_ts_ns;
-    uint64_t b = p->start_wall_ns > p->start_mono_ns && p->start_mono_ns
-                     ? p->start_wall_ns - p->start_mono_ns
-                     : 0;
     if (p->events != 0 && p->last_ts_ns > origin)
-      v[k++] = (span){b, origin, p->last_ts_ns};
+      v[k++] = (span){boots.boot[i], origin, p->last_ts_ns};
   }
-  /* Boots: a chain of wall-clock starts each within the slack of the
-   * previous; unknown ones (0) are one boot. Then spans by boot, start. */
-  qsort(v, k, sizeof *v, span_cmp);
-  for (i = 0; i < k; i++) {
-    if (i > 0 && (boot == 0 ? v[i].boot != 0
-                            : v[i].boot - boot > BOOT_SLACK_NS))
-      id++;
-    boot = v[i].boot;
-    v[i].boot = id;
-  }
+  stkr_boots_free(&boots);
   qsort(v, k, sizeof *v, span_cmp);
   for (i = 0; i < k; i++) {
     if (i > 0 && v[i].boot == v[i - 1].boot && v[i].from <= to) {

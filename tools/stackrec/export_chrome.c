@@ -14,7 +14,9 @@
  * recorded: one clock for every process of a machine, never negative, and
  * exact whatever order the events are read in (they are drained thread by
  * thread, so the first event read is not the earliest). The viewers show
- * time from the earliest event.
+ * time from the earliest event. Processes of several boots (merged
+ * devices, a reboot) are laid on one line by the wall clock (boots.h):
+ * otherData.boots says how many.
  *
  * The stack goes two ways, because the two viewers read different ones:
  * "sf" names the leaf node of a tree of frames in "stackFrames" (the
@@ -35,6 +37,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "tools/stackrec/boots.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h"
 
@@ -77,6 +80,7 @@ typedef struct chrome {
   uint32_t last_pid, next_pid;
   track_proc *procs;      /* the process tracks, in order seen */
   size_t n_procs, cap_procs;
+  stkr_boots boots;       /* processes of several boots on one line */
 } chrome;
 
 static const char *base_name(const char *p) {
@@ -297,7 +301,7 @@ static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
           scope);
   uint32_t pid = track_pid(c, ev);
 
-  put_us(c->out, ev->ts_ns);
+  put_us(c->out, stkr_boots_place(&c->boots, ev->process, ev->ts_ns));
   fprintf(c->out, ",\"pid\":%u,\"tid\":%llu",
           (unsigned)(pid ? pid : ev->pid), /* 0: out of memory */
           (unsigned long long)ev->tid);
@@ -422,9 +426,9 @@ static void put_tail(chrome *c, uint64_t events) {
   fprintf(c->out,
           "},\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"generator\":"
           "\"stackrec export\",\"events\":%llu,\"dropped_events\":%llu,"
-          "\"first_wall_ns\":%llu",
+          "\"first_wall_ns\":%llu,\"boots\":%zu",
           (unsigned long long)events, (unsigned long long)drops,
-          (unsigned long long)wall);
+          (unsigned long long)wall, c->boots.n_boots);
   /* What else the recording lost, as the pprof comment says it. */
   char line[1024];
   if (stkr_cli_incomplete_line(c->x->r, line, sizeof line) > 0)
@@ -444,6 +448,10 @@ int stkr__export_chrome(stkr__export *x) {
   c.out = x->out;
   if (stkr__filter_init(&filt, &x->filt) != 0)
     return -EINVAL;
+  if (stkr_boots_init(&c.boots, x->r) != 0) {
+    stkr__filter_free(&filt);
+    return -ENOMEM;
+  }
   fputs("{\"traceEvents\":[", c.out);
   while ((rc = stkr_reader_next(x->r, &ev)) == 1) {
     if ((++read & 0xFFFF) == 0) {
@@ -479,6 +487,7 @@ int stkr__export_chrome(stkr__export *x) {
   stkr__map_free(&c.tracks);
   stkr__map_free(&c.stacks);
   stkr__map_free(&c.nodes_by_key);
+  stkr_boots_free(&c.boots);
   stkr__filter_free(&filt);
   return err;
 }
