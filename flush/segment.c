@@ -59,7 +59,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/stkr_cmp.h"
@@ -146,7 +148,7 @@ static void mark_final_seq(const stkr__segw *s, uint32_t seq) {
   fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      (uint64_t)st.st_size > STKR_FMT_TOMBSTONE_SIZE)
+      (uint64_t)st.st_size > STKR_FMT_MARKER_MAX)
     mark_final_fd(s, fd);
   close(fd);
 }
@@ -448,6 +450,8 @@ typedef struct capfile {
   int64_t mtime_s, mtime_ns;
   bool newest; /* a pid's newest file: that process's last counters */
   bool final;  /* a session's final segment (STKR_FMT_SEGMENT_IS_FINAL) */
+  bool tomb;   /* a tombstone (or a file as small): never deleted, but a
+                  run it starts may go on (cap_delete) */
 } capfile;
 
 static int cap_older(const void *a, const void *b) {
@@ -478,12 +482,6 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
     if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode))
       continue;
-    /* A tombstone (or anything as small): deleting it frees nothing, and
-     * it tells readers what the cap took. Its bytes still count. */
-    if ((uint64_t)st.st_size <= STKR_FMT_TOMBSTONE_SIZE) {
-      *total += (uint64_t)st.st_size;
-      continue;
-    }
     if (stkr_grow((void **)&v, &cap, n + 1, sizeof *v) != 0) {
       free(v);
       closedir(d);
@@ -498,54 +496,121 @@ static capfile *cap_scan(stkr__segw *s, size_t *n_out, uint64_t *total) {
                        .mtime_ns = st.st_mtim.tv_nsec,
 #endif
                        .final = !s->marks_off &&
-                                STKR_FMT_SEGMENT_IS_FINAL(st.st_mode)};
+                                STKR_FMT_SEGMENT_IS_FINAL(st.st_mode),
+                       /* A tombstone (or anything as small): deleting it
+                        * frees nothing, and it tells readers what the cap
+                        * took. Its bytes still count. */
+                       .tomb = (uint64_t)st.st_size <= STKR_FMT_MARKER_MAX};
     *total += (uint64_t)st.st_size;
   }
   closedir(d);
   /* A pid's newest file (ours: the current one, excluded above, else our
    * last closed one). */
   for (size_t i = 0; i < n; i++) {
-    bool newest = v[i].pid != s->pid || s->fd < 0;
+    bool newest = !v[i].tomb && (v[i].pid != s->pid || s->fd < 0);
     for (size_t j = 0; j < n && newest; j++)
-      if (v[j].pid == v[i].pid && v[j].seq > v[i].seq) newest = false;
+      if (!v[j].tomb && v[j].pid == v[i].pid && v[j].seq > v[i].seq)
+        newest = false;
     v[i].newest = newest;
   }
   *n_out = n;
   return v;
 }
 
-/* Delete segment `path` for the cap: its data go, a tombstone
- * (proto/stkr_format.h) takes its name, written beside it under a name
- * readers pass over and renamed over it, so a reader that has the file
- * open reads it whole, and a reader that comes later learns that the cap
- * took it, and at whose writes. Without room for the tombstone (a full
- * disk: when the cap matters most) the file is simply removed.
- * @return 0 (tombstone), 1 (removed without one), -ENOENT (gone already)
- *         or another -errno. */
-static int cap_delete(const stkr__segw *s, const char *path,
-                      const capfile *f) {
-  uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
-  char tmp[PATH_MAX];
-  struct stat st;
-  int fd = -1, k, err = 0;
+/* dir/name of pid's segment seq into path. @return 0 or -1. */
+static int cap_path(const stkr__segw *s, uint32_t pid, uint32_t seq,
+                    char *path, size_t len) {
+  char name[64];
+  int k;
 
-  if (lstat(path, &st) != 0)
-    return -errno;
+  if (stkr_fmt_segment_name(name, sizeof name, pid, seq) < 0) return -1;
+  k = snprintf(path, len, "%s/%s", s->dir, name);
+  return k < 0 || (size_t)k >= len ? -1 : 0;
+}
+
+/* Write tombstone t (len bytes) at path: beside it under a name readers
+ * pass over, then renamed over it, so that a reader that has the file
+ * open reads it whole. @return 0 or -errno. */
+static int put_tomb(const stkr__segw *s, const char *path, const capfile *f,
+                    const uint8_t *t, size_t len) {
+  char tmp[PATH_MAX];
+  int fd = -1, k, err;
+
   k = snprintf(tmp, sizeof tmp, "%s/.stackrec-tomb-%u-%u-%u", s->dir,
                (unsigned)s->pid, (unsigned)f->pid, (unsigned)f->seq);
-  if (k > 0 && (size_t)k < sizeof tmp && stkr_fsize_room(sizeof t)) {
-    (void)unlink(tmp); /* one a crash of ours left (the name is ours) */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-              0600);
-  }
-  if (fd >= 0) {
-    stkr_fmt_tombstone(t, s->pid);
-    err = stkr_write_all(fd, t, sizeof t);
-    if (close(fd) != 0 && err == 0)
-      err = -errno;
-    if (err == 0 && rename(tmp, path) == 0)
-      return 0;
-    (void)unlink(tmp);
+  if (k < 0 || (size_t)k >= sizeof tmp || !stkr_fsize_room(len))
+    return -ENOSPC;
+  (void)unlink(tmp); /* one a crash of ours left (the name is ours) */
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -errno;
+  err = stkr_write_all(fd, t, len);
+  if (close(fd) != 0 && err == 0) err = -errno;
+  if (err == 0 && rename(tmp, path) != 0) err = -errno;
+  if (err != 0) (void)unlink(tmp);
+  return err;
+}
+
+/* f (at path) has just become a tombstone. If the run of tombstones just
+ * below it (the nearest of f's pid in v, whose run ends at f->seq - 1)
+ * can say f too, its first tombstone is written again to end at f, and
+ * f's file goes: one file a run (proto/stkr_format.h). Under the cap's
+ * lock: no other process's cap deletes meanwhile.
+ * @return true if f's tombstone went into the run. */
+static bool run_extend(const stkr__segw *s, const capfile *v, size_t n,
+                       const capfile *f, const char *path) {
+  uint8_t t[STKR_FMT_MARKER_MAX];
+  char first[PATH_MAX];
+  const capfile *below = NULL;
+  uint32_t last = 0;
+  struct stat st;
+  ssize_t got = -1;
+  int fd;
+
+  for (size_t i = 0; i < n; i++)
+    if (v[i].tomb && v[i].pid == f->pid && v[i].seq < f->seq &&
+        (below == NULL || v[i].seq > below->seq))
+      below = &v[i];
+  if (below == NULL || cap_path(s, f->pid, below->seq, first, sizeof first))
+    return false;
+  fd = open(first, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size <= (off_t)sizeof t)
+    got = pread(fd, t, sizeof t, 0);
+  close(fd);
+  if (got <= 0 || !stkr_fmt_tombstone_parse(t, (size_t)got, NULL, &last) ||
+      (last != 0 ? last : below->seq) != f->seq - 1)
+    return false;
+  stkr_fmt_tombstone_run(t, s->pid, f->seq);
+  if (put_tomb(s, first, below, t, STKR_FMT_TOMBSTONE_RUN_SIZE) != 0)
+    return false;
+  (void)unlink(path); /* said by the run now */
+  return true;
+}
+
+/* Delete segment f (at path) for the cap: its data go, a tombstone
+ * (proto/stkr_format.h) takes its name (put_tomb), so that a reader that
+ * comes later learns that the cap took it, and at whose writes; then the
+ * run of tombstones below it takes it on (run_extend), if there is one.
+ * Without room for the tombstone (a full disk: when the cap matters most)
+ * the file is simply removed.
+ * @return 0 (tombstone, its own: *own_tomb true, or the run's), 1
+ *         (removed without one), -ENOENT (gone already) or another -errno. */
+static int cap_delete(const stkr__segw *s, const char *path,
+                      const capfile *v, size_t n, const capfile *f,
+                      bool *own_tomb) {
+  uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+  struct stat st;
+
+  *own_tomb = false;
+  if (lstat(path, &st) != 0)
+    return -errno;
+  if (S_ISREG(st.st_mode) && (uint64_t)st.st_size <= STKR_FMT_MARKER_MAX)
+    return -ENOENT; /* a tombstone already */
+  stkr_fmt_tombstone(t, s->pid);
+  if (put_tomb(s, path, f, t, sizeof t) == 0) {
+    *own_tomb = !run_extend(s, v, n, f, path);
+    return 0;
   }
   return unlink(path) == 0 ? 1 : -errno;
 }
@@ -573,6 +638,7 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   size_t n = 0;
   uint64_t total;
   capfile *v;
+  int lock;
 
   if (!s->dir) return;
   /* A scan reads the whole directory: with many processes (a fork-heavy
@@ -584,20 +650,38 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   if (s->bytes_since_scan < s->disk_cap_bytes / 64 + 1 ||
       (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1))
     return;
+  /* One process's cap at a time (flock on the directory): two deleting at
+   * once could each write a tombstone over the other's, and a run's would
+   * lose the segments it says (its tombstone below is removed). A holder
+   * scans and deletes in a few ms; held for longer (a stopped process),
+   * this scan is left to a later batch after 20 tries 1 ms apart, on the
+   * flush worker, never the app's threads. */
+  lock = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock < 0) return;
+  for (int tries = 0; flock(lock, LOCK_EX | LOCK_NB) != 0; tries++) {
+    if (errno != EWOULDBLOCK || tries == 20) {
+      close(lock);
+      return;
+    }
+    (void)nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
   s->cap_scan_due = false;
   s->bytes_since_scan = 0;
-  if (!(v = cap_scan(s, &n, &total))) return;
+  if (!(v = cap_scan(s, &n, &total))) {
+    close(lock);
+    return;
+  }
   if (total > s->disk_cap_bytes) {
     qsort(v, n, sizeof *v, cap_older);
     keep_recent_finals(v, n, s->disk_cap_bytes / 2);
     for (size_t i = 0; i < n && total > s->disk_cap_bytes; i++) {
-      char path[PATH_MAX], name[64];
-      if (v[i].newest || v[i].final) continue;
-      if (stkr_fmt_segment_name(name, sizeof name, v[i].pid, v[i].seq) < 0)
-        continue;
-      int k = snprintf(path, sizeof path, "%s/%s", s->dir, name);
-      if (k < 0 || (size_t)k >= sizeof path) continue;
-      int err = cap_delete(s, path, &v[i]);
+      char path[PATH_MAX];
+      bool own_tomb;
+      if (v[i].newest || v[i].final || v[i].tomb) continue;
+      if (cap_path(s, v[i].pid, v[i].seq, path, sizeof path) != 0) continue;
+      int err = cap_delete(s, path, v, n, &v[i], &own_tomb);
+      /* A tombstone of its own now: the next of its pid may join it. */
+      v[i].tomb = (err == 0 && own_tomb) || err == -ENOENT;
       if (err >= 0 || err == -ENOENT) /* -ENOENT: another process did */
         total -= v[i].bytes;
       /* Ours: in our counters. Another's: told by the tombstone in its
@@ -612,6 +696,7 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
     }
   }
   free(v);
+  close(lock); /* the lock goes with it */
 }
 
 void stkr__seg_free(stkr__segw *s) { close_current(s, true); }

@@ -81,7 +81,11 @@ typedef struct stkr__file {
   bool had_recovered; /* ... and one of them was a Batch.recovered one */
   bool tombstone;     /* the disk cap deleted it (stkr_fmt_is_tombstone) */
   uint32_t cap_deleted_by; /* ... the pid whose cap did */
-  bool tomb_counted;  /* ... and a session's first segments counted it */
+  /* ... and the segments it says were deleted and no tombstone before it
+   * said: tomb_lo..tomb_hi (seq..seq for one; a run: stkr_format.h;
+   * tomb_lo > tomb_hi: none new); of them, how many a session's first
+   * segments counted. */
+  uint32_t tomb_lo, tomb_hi, tomb_counted;
   /* Damage as a whole, said once, not read: its Header names another
    * segment file of the recording (pid and number) than its own name, a
    * copy of that file (its batches each counted as damaged: stkr_batch.c,
@@ -191,6 +195,7 @@ typedef struct stkr__stream {
    * before or apart from the reading itself; peek_sid 0: none found. */
   bool peeked;
   uint64_t peek_sid, peek_mono, peek_wall;
+  uint32_t tomb_said;        /* the highest seq a tombstone read said */
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
 

@@ -104,9 +104,10 @@ static void stkr__deleters_name(const stkr__deleters *d, char *buf,
     snprintf(buf + o, len - o, " and others");
 }
 
-/* Tombstones of st (segments the disk cap deleted) with a seq in (lo, hi):
- * how many, how many of them this process's own cap left (*own), and the
- * other processes whose caps left the others (*others). */
+/* Segments of st the disk cap deleted, as its tombstones say (one each,
+ * or a run: stkr__file.tomb_lo..tomb_hi), with a seq in (lo, hi): how many, how
+ * many of them this process's own cap left (*own), and the other
+ * processes whose caps left the others (*others). */
 static uint32_t stkr__tombs_between(stkr__stream *st, uint32_t lo,
                                     uint32_t hi, uint32_t *own,
                                     stkr__deleters *others) {
@@ -116,12 +117,15 @@ static uint32_t stkr__tombs_between(stkr__stream *st, uint32_t lo,
   *own = 0;
   for (i = 0; i < st->n_files; i++) {
     stkr__file *f = &st->files[i];
-    if (!f->tombstone || f->seq <= lo || f->seq >= hi)
+    uint32_t a = f->tomb_lo > lo ? f->tomb_lo : lo + 1;
+    uint32_t b = f->tomb_hi < hi ? f->tomb_hi : hi - 1, k;
+    if (!f->tombstone || hi == 0 || a > b)
       continue;
-    n++;
-    f->tomb_counted = true;
+    k = b - a + 1;
+    n += k;
+    f->tomb_counted += k;
     if (f->cap_deleted_by == st->info.pid)
-      (*own)++;
+      *own += k;
     else
       stkr__deleters_add(others, f->cap_deleted_by);
   }
@@ -311,6 +315,9 @@ static void stkr__first_gap(stkr__stream *st, uint32_t *deleted,
     absent = a->min_seg - a->first_seq;
     tombs = stkr__tombs_between(st, a->first_seq - 1, a->min_seg, &own,
                                 by_others);
+    /* Runs say no more than the gap holds (a hostile one might). */
+    tombs = tombs < absent ? tombs : absent;
+    own = own < tombs ? own : tombs;
     /* Saturating: a seq listed twice (one directory added twice while
      * the cap renamed over a segment) must not wrap. */
     absent = absent > empty ? absent - empty : 0;
@@ -613,24 +620,30 @@ static bool recovered_after(const stkr__stream *st, uint32_t seq) {
  * and told here, so that no deletion goes unsaid. */
 static void stkr__acct_stray_tombs(stkr_reader *r, stkr__stream *st) {
   stkr__deleters by = {{0}, 0, false};
-  uint32_t n = 0, lo = UINT32_MAX, hi = 0;
+  uint64_t n = 0;
+  uint32_t lo = UINT32_MAX, hi = 0;
   const char *path = NULL;
   char whom[96];
   size_t i;
 
   for (i = 0; i < st->n_files; i++) {
     const stkr__file *f = &st->files[i];
-    if (!f->tombstone || f->tomb_counted)
+    uint64_t says = f->tomb_lo <= f->tomb_hi
+                        ? (uint64_t)f->tomb_hi - f->tomb_lo + 1 : 0;
+    if (!f->tombstone || f->tomb_counted >= says)
       continue;
-    n++;
-    lo = f->seq < lo ? f->seq : lo;
-    hi = f->seq > hi ? f->seq : hi;
+    n += says - f->tomb_counted;
+    lo = f->tomb_lo < lo ? f->tomb_lo : lo;
+    hi = f->tomb_hi > hi ? f->tomb_hi : hi;
     stkr__deleters_add(&by, f->cap_deleted_by);
     path = path ? path : f->path;
   }
   if (n == 0)
     return;
-  st->info.segments_cap_deleted += n;
+  /* Saturating: hostile runs may claim more seqs than a counter holds. */
+  if (n > UINT32_MAX - st->info.segments_cap_deleted)
+    n = UINT32_MAX - st->info.segments_cap_deleted;
+  st->info.segments_cap_deleted += (uint32_t)n;
   stkr__deleters_name(&by, whom, sizeof whom);
   stkr__warn(r, STKR_WARN_INCOMPLETE, path, -1, st->info.pid,
              "process %u: %u segment%s among %u..%u deleted by the disk "

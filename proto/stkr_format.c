@@ -73,6 +73,7 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq) {
 
 static const char k_tomb_tag[8] = {'S', 'T', 'K', 'R', 'C', 'A', 'P', '1'};
 static const char k_lost_tag[8] = {'S', 'T', 'K', 'R', 'L', 'O', 'S', '1'};
+static const char k_run_tag[8] = {'S', 'T', 'K', 'R', 'C', 'A', 'P', '2'};
 
 static void put_le32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)v;
@@ -116,13 +117,36 @@ static bool marker_is(const uint8_t *p, size_t len, const char tag[8]) {
          memcmp(p + 8, tag, 8) == 0;
 }
 
-bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
-                           uint32_t *deleter_pid) {
-  if (!marker_is(p, len, k_tomb_tag))
+void stkr_fmt_tombstone_run(uint8_t out[STKR_FMT_TOMBSTONE_RUN_SIZE],
+                            uint32_t deleter_pid, uint32_t last_seq) {
+  put_le32(out, STKR_FMT_TOMBSTONE_MAGIC);
+  put_le32(out + 4, STKR_FMT_TOMBSTONE_RUN_SIZE - 8);
+  memcpy(out + 8, k_run_tag, sizeof k_run_tag);
+  put_le32(out + 16, deleter_pid);
+  put_le32(out + 20, last_seq);
+}
+
+bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
+                              uint32_t *deleter_pid, uint32_t *last_seq) {
+  uint32_t last = 0;
+
+  if (len == STKR_FMT_TOMBSTONE_RUN_SIZE && stkr_fmt_is_marker_frame(p, len) &&
+      get_le32(p + 4) == STKR_FMT_TOMBSTONE_RUN_SIZE - 8 &&
+      memcmp(p + 8, k_run_tag, 8) == 0 && (last = get_le32(p + 20)) != 0) {
+    /* A run that ends at 0 names no segment: not a tombstone. */
+  } else if (!marker_is(p, len, k_tomb_tag)) {
     return false;
+  }
   if (deleter_pid != NULL)
     *deleter_pid = get_le32(p + 16);
+  if (last_seq != NULL)
+    *last_seq = last;
   return true;
+}
+
+bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
+                           uint32_t *deleter_pid) {
+  return stkr_fmt_tombstone_parse(p, len, deleter_pid, NULL);
 }
 
 void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],

@@ -93,6 +93,26 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
  */
 #define STKR_FMT_TOMBSTONE_MAGIC 0x184D2A5Au /* a zstd skippable magic */
 #define STKR_FMT_TOMBSTONE_SIZE 20u
+/*
+ * A run of tombstones (since session 35): the cap deletes a process's
+ * segments oldest first, so the segment it deletes is often the one after
+ * a tombstone's. The tombstone of the run's first segment then says so for
+ * the whole run: payload "STKRCAP2" + the deleting process's pid + the
+ * run's last seq (u32 little-endian each). The cap writes a tombstone in
+ * place of the segment it deletes, as before, then the run's first one
+ * again with the new last seq, then removes the one it wrote: a process's
+ * deleted segments leave one file a run, not one each (QA, session 33:
+ * 268 tombstones in 8 s at a 64 KiB cap, without end). The first seq's
+ * file stays, which a writer's start looks for (flush/segment.c). The run
+ * names who deleted its last segment only. A reader counts the seqs
+ * first..last as deleted; tombstones whose seqs an earlier run says (a
+ * writer that died between the steps) count only what is new.
+ * Readers from before it call such a file a damaged tombstone.
+ */
+#define STKR_FMT_TOMBSTONE_RUN_SIZE 24u
+/* The largest marker file (tombstones, merge's lost marker): no segment
+ * with a batch is this small. */
+#define STKR_FMT_MARKER_MAX STKR_FMT_TOMBSTONE_RUN_SIZE
 
 /* Header.watched's bound, with its NUL: the recorder's STKR_WATCHED_MAX
  * (stackrec.h) and the session file's field (stkr_ringfile.h). A reader
@@ -103,10 +123,19 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
 void stkr_fmt_tombstone(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
                         uint32_t deleter_pid);
 
-/* @return true if p[0, len) is a whole tombstone (then *deleter_pid, if
- *         not NULL, gets the pid it names). */
+/* Write the tombstone of a run of segments from the one whose name it
+ * takes up to last_seq, the last deleted by process deleter_pid. */
+void stkr_fmt_tombstone_run(uint8_t out[STKR_FMT_TOMBSTONE_RUN_SIZE],
+                            uint32_t deleter_pid, uint32_t last_seq);
+
+/* @return true if p[0, len) is a whole tombstone, of one segment or of a
+ *         run (then *deleter_pid, if not NULL, gets the pid it names, and
+ *         *last_seq, if not NULL, a run's last seq or 0 for one segment).
+ */
 bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
                            uint32_t *deleter_pid);
+bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
+                              uint32_t *deleter_pid, uint32_t *last_seq);
 
 /* The same frame with the payload "STKRLOS1" + a pid: a segment `stackrec
  * merge` could not read (a FIFO, a file without read permission under a

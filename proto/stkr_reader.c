@@ -629,6 +629,23 @@ static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
              "unreadable segment (%s), not read", why);
 }
 
+/* f, a tombstone of the run f->seq..last: the seqs of it that no earlier
+ * tombstone of st said (one a writer left while carrying a run on:
+ * stkr_format.h) are its own, so that each seq counts once. Files are
+ * read in seq order. A run says nothing of a seq that has a file: it
+ * ends before the next one (a hostile run cannot claim them all). */
+static void stkr__tomb_run(stkr__stream *st, stkr__file *f, uint32_t last) {
+  size_t next = (size_t)(f - st->files) + 1;
+
+  if (next < st->n_files && st->files[next].seq > f->seq &&
+      last >= st->files[next].seq)
+    last = st->files[next].seq - 1;
+  f->tomb_lo = st->tomb_said >= f->seq ? st->tomb_said + 1 : f->seq;
+  f->tomb_hi = last;
+  if (last > st->tomb_said)
+    st->tomb_said = last;
+}
+
 /* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
  * note who deleted it. A file of a tombstone's size and skippable magic
  * that is not a whole one is a damaged tombstone (QA, session 25: one
@@ -637,18 +654,20 @@ static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
  * and not read either. */
 static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
                                   stkr__file *f) {
-  uint8_t buf[STKR_FMT_TOMBSTONE_SIZE];
+  uint8_t buf[STKR_FMT_MARKER_MAX];
   size_t got = 0;
-  uint32_t by;
+  uint32_t by, last = 0;
   struct stat now;
 
   /* Its size now, not at listing: the cap may have replaced it since. */
   if (fstat(r->in.fd, &now) != 0 ||
-      now.st_size != (off_t)STKR_FMT_TOMBSTONE_SIZE ||
-      stkr_pread_all(r->in.fd, buf, sizeof buf, 0, &got) != 0 ||
-      got != sizeof buf)
+      (now.st_size != (off_t)STKR_FMT_TOMBSTONE_SIZE &&
+       now.st_size != (off_t)STKR_FMT_TOMBSTONE_RUN_SIZE) ||
+      stkr_pread_all(r->in.fd, buf, (size_t)now.st_size, 0, &got) != 0 ||
+      got != (size_t)now.st_size)
     return false;
-  if (!stkr_fmt_is_tombstone(buf, got, &by)) {
+  if (!stkr_fmt_tombstone_parse(buf, got, &by, &last) ||
+      (last != 0 && last < f->seq)) {
     if (!stkr_fmt_is_marker_frame(buf, got)) return false;
     f->damaged_whole = true;
     st->info.damaged_batches++;
@@ -662,6 +681,7 @@ static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
   }
   f->tombstone = true;
   f->cap_deleted_by = by;
+  stkr__tomb_run(st, f, last != 0 ? last : f->seq);
   /* Not a segment of the process any more: the accounting counts it as
    * deleted (segments_cap_deleted); its seq still closes the sequence. */
   st->info.segments--;
@@ -695,7 +715,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
 
     if (r->in.fd < 0 && r->cur_file == 0 && st->n_files != 0)
       st->info.head_lost |= st->files[0].seq > 1 ||
-                           st->files[0].size <= STKR_FMT_TOMBSTONE_SIZE;
+                           st->files[0].size <= STKR_FMT_MARKER_MAX;
     /* A stream's external marks come before its first event. */
     if (r->in.fd < 0 && r->cur_file == 0 && r->n_ext != 0 &&
         stkr__marks_next_ext(r, st, r->cur_stream, ev))

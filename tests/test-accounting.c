@@ -52,6 +52,12 @@ typedef struct sess {
   uint32_t tomb_by;   /* ... left by this process */
   bool tomb_by_seq;   /* ... or tombstone k by process tomb_by + k */
   uint32_t stray;     /* a tombstone at this seq, past the session */
+  /* Non-zero: segment 1's tombstone (by tomb_by) says the run 1..run_last
+   * (proto/stkr_format.h; run_claims instead, if not 0: a hostile one),
+   * segments 2..run_last not written ... */
+  uint32_t run_last, run_claims;
+  bool run_stale;     /* ... but run_last's own tombstone (a writer died
+                         between the run's steps) */
 } sess;
 
 static void write_sess(const char *d, const sess *s) {
@@ -71,6 +77,21 @@ static void write_sess(const char *d, const sess *s) {
 
     if (s->skip & (1u << k))
       continue;
+    if (s->run_last != 0 && k <= s->run_last) {
+      uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
+      char path[4200];
+      size_t len = sizeof t;
+      if (k == 1)
+        stkr_fmt_tombstone_run(t, s->tomb_by,
+                               s->run_claims ? s->run_claims : s->run_last);
+      else if (k == s->run_last && s->run_stale)
+        stkr_fmt_tombstone(t, s->tomb_by), len = STKR_FMT_TOMBSTONE_SIZE;
+      else
+        continue;
+      snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID, k);
+      assert_int_equal(fx_write_file(path, t, len), 0);
+      continue;
+    }
     if (k > s->nseg && k != s->stray)
       continue;
     if (s->tomb & (1u << k) || k == s->stray) {
@@ -227,6 +248,30 @@ static const acct_case g_cases[] = {
       "segments 1..2 deleted by the disk cap\n",
       "recovered 0, in segments the disk cap deleted 4: adds up\n",
       "incomplete: process 4301: 4 batches missing"}},
+    /* A run of deletions said by one tombstone, at its first seq (QA,
+     * session 33: one file each, a directory that grew without end): the
+     * same as one each. */
+    {"test_disk_cap_run",
+     {.nseg = 4, .last = true, .run_last = 2, .tomb_by = 4301,
+      .cnt = {.segments_deleted = 2}}, 4, "missing", {
+      "segments 1..2 deleted by the disk cap\n",
+      "recovered 0, in segments the disk cap deleted 4: adds up\n",
+      "\nINCOMPLETE: 1 finding in 1 of 1 process"}},
+    /* ... with its last segment's own tombstone left (the writer died
+     * before removing it): each segment counted once. */
+    {"test_disk_cap_run_stale",
+     {.nseg = 4, .last = true, .run_last = 2, .run_stale = true,
+      .tomb_by = 4301, .cnt = {.segments_deleted = 2}}, 4, "missing", {
+      "segments 1..2 deleted by the disk cap\n",
+      "recovered 0, in segments the disk cap deleted 4: adds up\n",
+      "\nINCOMPLETE: 1 finding in 1 of 1 process"}},
+    /* A hostile run that claims every seq, segments 3 and 4 too: it ends
+     * before the next file. */
+    {"test_disk_cap_run_hostile",
+     {.nseg = 4, .last = true, .run_last = 2, .run_claims = 0xFFFFFFFFu,
+      .tomb_by = 4301, .cnt = {.segments_deleted = 2}}, 4, "among", {
+      "segments 1..2 deleted by the disk cap\n",
+      "recovered 0, in segments the disk cap deleted 4: adds up\n"}},
     /* A tombstone no session's first segments explain (QA review: such
      * deletions went unsaid, and verify could say intact). */
     {"test_disk_cap_stray_tombstone",
@@ -339,6 +384,27 @@ static void test_outputs_keep_tombstones(void **state) {
   }
 }
 
+/* A run's tombstone (its first seq, naming its last) goes into merge's
+ * and symbolize's outputs as it is, its deleter renamed if merge did. */
+static void test_outputs_keep_runs(void **state) {
+  const acct_case *c = NULL;
+  const char *d = fx_tmpdir("acct-runs");
+  char out[4200];
+  (void)state;
+
+  for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; i++)
+    if (strcmp(g_cases[i].name, "test_disk_cap_run") == 0) c = &g_cases[i];
+  assert_non_null(c);
+  write_sess(d, &c->s);
+  expect(d, 4, c->lines);
+  for (int k = 0; k < 2; k++) {
+    snprintf(out, sizeof out, "%s-out%d", d, k);
+    assert_int_equal(cr_run("%s -o '%s' '%s'", k ? "merge" : "symbolize", out,
+                            d), 0);
+    expect(out, 4, c->lines);
+  }
+}
+
 /* QA (session 25): one byte flipped in a tombstone's "STKRCAP1" made it a
  * foreign skippable frame: verify said "segment 1 holds no intact batch:
  * its writer ended before its first flush completed", exit 4. Damage now,
@@ -407,6 +473,7 @@ int main(void) {
                       TL_TABLE(NULL, NULL, test_session, g_cases),
                       TL_CASES(NULL, NULL, test_segment_without_batch,
                                test_outputs_keep_tombstones,
+                               test_outputs_keep_runs,
                                test_damaged_tombstone,
                                test_exit_drops_in_report),
                       TL_TABLE(NULL, NULL, test_session, g_damaged));

@@ -23,7 +23,7 @@
 /* Is dir/name the disk cap's tombstone (proto/stkr_format.h)? */
 static bool is_tombstone(const char *dir, const char *name) {
   char path[4400];
-  uint8_t buf[STKR_FMT_TOMBSTONE_SIZE + 1];
+  uint8_t buf[STKR_FMT_MARKER_MAX + 1];
   size_t n = 0;
   FILE *f;
   snprintf(path, sizeof path, "%s/%s", dir, name);

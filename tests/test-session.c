@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
 #include "recorder/stackrec.h"
 #include "tests/flush_util.h"
@@ -185,28 +186,44 @@ static void test_recreated_directory(void **state) {
 #define SEG (16u << 10)
 
 /* Bytes of the segment files; *files: how many hold data (the others are
- * the cap's tombstones, STKR_FMT_TOMBSTONE_SIZE bytes: *tombs). */
-static uint64_t dir_bytes_tombs(int *files, int *tombs) {
+ * the cap's tombstones, proto/stkr_format.h); *tombs: the segments those
+ * say were deleted (a run's tombstone says all of its run); *tomb_files:
+ * how many files they are. */
+static uint64_t dir_bytes_runs(int *files, int *tombs, int *tomb_files) {
   DIR *d = opendir(tl_dir);
   struct dirent *de;
   uint64_t total = 0;
-  *files = *tombs = 0;
+  *files = *tombs = *tomb_files = 0;
   assert_non_null(d);
   while ((de = readdir(d))) {
     char p[4400];
+    uint8_t t[STKR_FMT_MARKER_MAX + 1];
+    uint32_t pid, seq, last = 0;
     struct stat s;
-    if (strncmp(de->d_name, "stackrec-", 9) != 0) continue;
+    FILE *f;
+    size_t n = 0;
+    if (stkr_fmt_segment_parse(de->d_name, &pid, &seq) != 0) continue;
     snprintf(p, sizeof p, "%s/%s", tl_dir, de->d_name);
-    if (stat(p, &s) == 0) {
-      total += (uint64_t)s.st_size;
-      if (s.st_size == 20) /* STKR_FMT_TOMBSTONE_SIZE */
-        (*tombs)++;
-      else
-        (*files)++;
+    if (stat(p, &s) != 0) continue;
+    total += (uint64_t)s.st_size;
+    if ((f = fopen(p, "rb")) != NULL) {
+      n = fread(t, 1, sizeof t, f);
+      fclose(f);
+    }
+    if (stkr_fmt_tombstone_parse(t, n, NULL, &last)) {
+      (*tombs) += last != 0 ? (int)(last - seq + 1) : 1;
+      (*tomb_files)++;
+    } else {
+      (*files)++;
     }
   }
   closedir(d);
   return total;
+}
+
+static uint64_t dir_bytes_tombs(int *files, int *tombs) {
+  int tomb_files;
+  return dir_bytes_runs(files, tombs, &tomb_files);
 }
 
 static uint64_t dir_bytes(int *files) {

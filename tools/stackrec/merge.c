@@ -202,8 +202,8 @@ static int carry_tombstones(merge_run *m, const stkr_reader *r,
   }
   while (err == 0 && (de = readdir(d)) != NULL) {
     char in[PATH_MAX];
-    uint8_t t[STKR_FMT_TOMBSTONE_SIZE + 1];
-    uint32_t seq;
+    uint8_t t[STKR_FMT_MARKER_MAX + 1];
+    uint32_t seq, last = 0;
     size_t got = 0;
     int fd;
 
@@ -225,7 +225,7 @@ static int carry_tombstones(merge_run *m, const stkr_reader *r,
     }
     (void)stkr_pread_all(fd, t, sizeof t, 0, &got);
     close(fd);
-    if (!stkr_fmt_is_tombstone(t, got, &key.pid))
+    if (!stkr_fmt_tombstone_parse(t, got, &key.pid, &last))
       continue;
     /* The deleter under its name in OUT, if merge renumbered it (one of
      * which no batch was copied gets its name here, so a later tombstone
@@ -233,7 +233,10 @@ static int carry_tombstones(merge_run *m, const stkr_reader *r,
     if ((by = bsearch(&key, v, n, sizeof *v, pid_ix_cmp)) != NULL) {
       if ((err = stkr__mpids_assign(&m->pids, by->ix, by->pid)) != 0)
         break;
-      stkr_fmt_tombstone(t, m->pids.p[by->ix].out_pid);
+      if (last != 0) /* a run (its seqs stay: merge keeps them) */
+        stkr_fmt_tombstone_run(t, m->pids.p[by->ix].out_pid, last);
+      else
+        stkr_fmt_tombstone(t, m->pids.p[by->ix].out_pid);
     }
     if ((err = stkr__mpids_assign(&m->pids, hit->ix, hit->pid)) == 0)
       err = put_tombstone(m, hit->ix, seq, t, got);
