@@ -87,6 +87,7 @@ let package = Package(
         "proto/stkr_recover.c",
         "proto/stkr_recover_session.c",
         "proto/stkr_symbols.c",
+        "proto/stkr_tombstones.c",
         "proto/stkr_marks.c",
         "proto/stkr_marks_running.c",
         "proto/stkr_marks_scope.c",

@@ -56,6 +56,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_recover_scan.c
   proto/stkr_recover_session.c
   proto/stkr_symbols.c
+  proto/stkr_tombstones.c
 )
 
 # //flush:core

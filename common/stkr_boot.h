@@ -1,28 +1,41 @@
 /*
- * stkr_boot.h: which processes of a recording ran in one boot, so that
- * their CLOCK_MONOTONIC times may be compared (proto/'s external marks,
+ * stkr_boot.h: which CLOCK_MONOTONIC a process's times are on, so that
+ * times of several processes may be compared (proto/'s external marks,
  * tools/' time lines).
  *
- * CLOCK_MONOTONIC restarts at each boot (and differs in a time namespace,
- * a CRIU-restored container): times of two boots are unrelated. A start
- * read on both clocks (Header.start_mono_ns/start_wall_ns, a mark's
- * mono/wall) gives the wall-clock time of its boot's mono 0. Two such
- * boot times within STKR_BOOT_SLACK_NS are one boot: the wall clock's
- * slewing moves them by far less in a run (NTP: at most 0.5 ms a second),
- * and machines that booted that close are taken for one. The slack errs on
- * the side of two boots: a boot split in two is laid out by the wall
- * clock (off by its adjustments), two boots taken for one would be off by
- * the time between them.
+ * CLOCK_MONOTONIC restarts at each boot, stops while the machine sleeps
+ * (Linux; Apple's too), and is offset in a time namespace (a CRIU-restored
+ * container). A clock is known by the boot's id and the namespace's
+ * offset (Header.boot_id, mono_offset_ns; a mark line's clock field):
+ * one boot and offset is one clock, across any sleep; one boot and two
+ * offsets differ by the offsets exactly; two boots are related by the
+ * wall clock only (wall - mono at a start: the boot's wall-clock time,
+ * off by any sleep and clock step since). A clock whose boot is not known
+ * (an older writer, Apple here) is never moved: guessing from the wall
+ * clock alone took a sleep for a reboot (review, session 35).
  *
  * Header only, libc only (common/'s rule).
  */
 #ifndef STKR_BOOT_H
 #define STKR_BOOT_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
+/* Processes without a boot id whose wall - mono at start are this close
+ * are taken as one boot for grouping (diff's recording time), never for
+ * moving times. */
 #define STKR_BOOT_SLACK_NS 2000000000ull
+
+/* A clock: its boot (known: have_boot) and time namespace offset. */
+typedef struct stkr_clock_id {
+  bool have_boot;
+  uint8_t boot[16];
+  int64_t mono_offset_ns;
+} stkr_clock_id;
 
 /* The wall-clock time (ns since 1970) of mono 0 in the boot of a pair of
  * readings taken together; 0: not known (either reading 0). */
@@ -30,9 +43,90 @@ static inline uint64_t stkr_boot_time(uint64_t mono_ns, uint64_t wall_ns) {
   return mono_ns != 0 && wall_ns > mono_ns ? wall_ns - mono_ns : 0;
 }
 
-/* Are two known boot times (stkr_boot_time, non-zero) one boot? */
+/* Are two known boot times (stkr_boot_time, non-zero) one boot, by the
+ * wall clock (STKR_BOOT_SLACK_NS)? */
 static inline bool stkr_boot_same(uint64_t a, uint64_t b) {
   return (a > b ? a - b : b - a) <= STKR_BOOT_SLACK_NS;
+}
+
+/* Are a and b one boot (both known)? */
+static inline bool stkr_clock_same_boot(const stkr_clock_id *a,
+                                        const stkr_clock_id *b) {
+  return a->have_boot && b->have_boot &&
+         memcmp(a->boot, b->boot, sizeof a->boot) == 0;
+}
+
+static inline int stkr_boot__hex(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* Parse 32 hex digits (dashes between them skipped, as in a UUID) of s
+ * into id. @return the characters read, or 0 if there are not 32. */
+static inline size_t stkr_boot_parse_id(const char *s, size_t len,
+                                        uint8_t id[16]) {
+  size_t i = 0, k = 0;
+
+  for (; i < len && k < 32; i++) {
+    int v = stkr_boot__hex(s[i]);
+    if (v < 0 && s[i] == '-' && k > 0) continue;
+    if (v < 0) return 0;
+    id[k / 2] = (uint8_t)(k % 2 ? (id[k / 2] | v) : v << 4);
+    k++;
+  }
+  return k == 32 ? i : 0;
+}
+
+/* Read at most len - 1 bytes of path into buf, NUL-terminated.
+ * @return the bytes read, or -1. */
+static inline long stkr_boot__slurp(const char *path, char *buf,
+                                    size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  long n;
+
+  if (fd < 0) return -1;
+  n = (long)read(fd, buf, len - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = '\0';
+  return n;
+}
+
+/* This process's clock: the boot (Linux /proc/sys/kernel/random/boot_id)
+ * and the time namespace's CLOCK_MONOTONIC offset
+ * (/proc/self/timens_offsets, "monotonic <s> <ns>"; none before Linux
+ * 5.6: 0). Two reads of small files; not for a hot path. Elsewhere: not
+ * known. */
+static inline void stkr_clock_id_read(stkr_clock_id *c) {
+  memset(c, 0, sizeof *c);
+#if defined(__linux__)
+  char buf[256];
+  long n = stkr_boot__slurp("/proc/sys/kernel/random/boot_id", buf,
+                            sizeof buf);
+
+  c->have_boot = n > 0 && stkr_boot_parse_id(buf, (size_t)n, c->boot) != 0;
+  if (stkr_boot__slurp("/proc/self/timens_offsets", buf, sizeof buf) > 0) {
+    for (char *p = buf; p != NULL && *p != '\0';) {
+      long long sec = 0, nsec = 0;
+      if (strncmp(p, "monotonic ", 10) == 0) {
+        char *q = p + 10;
+        int sign = 1;
+        while (*q == ' ') q++;
+        if (*q == '-') sign = -1, q++;
+        while (*q >= '0' && *q <= '9') sec = sec * 10 + (*q++ - '0');
+        while (*q == ' ') q++;
+        while (*q >= '0' && *q <= '9') nsec = nsec * 10 + (*q++ - '0');
+        /* The kernel writes seconds signed and ns in [0, 1e9). */
+        c->mono_offset_ns = sign * sec * 1000000000ll + nsec;
+        break;
+      }
+      p = strchr(p, '\n');
+      p = p != NULL ? p + 1 : NULL;
+    }
+  }
+#endif
 }
 
 #endif /* STKR_BOOT_H */

@@ -409,6 +409,11 @@ typedef struct stkr_sessfile_hdr {
   /* Since session 33 (zero in older files): Header.process_start, set at
    * the session's start. */
   uint64_t process_start;
+  /* Since session 35 (zero in older files): Header.boot_id (all zero:
+   * unknown) and Header.mono_offset_ns, set at the session's start
+   * (common/stkr_boot.h). */
+  uint8_t boot_id[16];
+  int64_t mono_offset_ns;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/stkr_boot.h"
 #include "common/stkr_symcache_dir.h"
 #include "flush/flush_internal.h"
 
@@ -497,6 +498,12 @@ void stkr__session_template(const stkr__fconfig *cfg,
   s->start_mono_ns = stkr__clock_mono_ns();
   s->start_wall_ns = stkr__clock_wall_ns();
   s->process_start = stkr__process_start();
+  {
+    stkr_clock_id clk; /* which CLOCK_MONOTONIC: common/stkr_boot.h */
+    stkr_clock_id_read(&clk);
+    if (clk.have_boot) memcpy(s->boot_id, clk.boot, sizeof s->boot_id);
+    s->mono_offset_ns = clk.mono_offset_ns;
+  }
   /* One id for the session's segments and its ring files (ringfile.c). */
   s->session_id = stkr__session_id_new();
   stkr__process_name(s->process_name, sizeof s->process_name);

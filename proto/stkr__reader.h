@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/stkr_boot.h"
 #include "common/stkr_map.h"
 #include "proto/stkr_format.h"
 #include "proto/stkr_reader.h"
@@ -192,9 +193,11 @@ typedef struct stkr__stream {
   size_t ext_next;           /* index into r->ext of the next to consider */
   /* The first Header of the stream as a look ahead found it
    * (stkr_copies.c: stkr_reader_find_copies, stkr_reader_start_clock),
-   * before or apart from the reading itself; peek_sid 0: none found. */
+   * before or apart from the reading itself: the first session id
+   * (0: none found) and the first clock. */
   bool peeked;
-  uint64_t peek_sid, peek_mono, peek_wall;
+  uint64_t peek_sid;
+  stkr_start_clock peek_clock;
   uint32_t tomb_said;        /* the highest seq a tombstone read said */
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
@@ -241,6 +244,7 @@ typedef struct stkr__extmark {
   dev_t dir_dev;
   ino_t dir_ino;
   uint64_t ts_ns, wall_ns;
+  stkr_clock_id clock;  /* the setter's clock (have_boot false: not said) */
   uint32_t setter_pid;
   char *name;
   uint8_t *payload;
@@ -425,10 +429,14 @@ int stkr__event_frames(stkr_reader *r, const stkr__stream *st,
  * sorted), once per directory. @return 0 or -ENOMEM (a bad file or line is warned about). */
 int stkr__marks_load_dir(stkr_reader *r, const char *dir,
                          const struct stat *dst);
-/* The next external mark due for stream st (index st_index) into *ev.
- * @return 1 (delivered) or 0 (none left for it). */
+/* Is the open file f (r->in) a tombstone of the disk cap? Then it is
+ * noted in f and st (stkr_tombstones.c). @return true if it is one, or a
+ * damaged one (said): not to be read as a segment. */
+bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st, stkr__file *f);
 /* Look ahead at st's first Header once (stkr_copies.c): st->peek_*. */
 void stkr__peek_header(stkr__stream *st);
+/* The next external mark due for stream st (index st_index) into *ev.
+ * @return 1 (delivered) or 0 (none left for it). */
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
                          stkr_event_view *ev);
 /* Site name d of a new site definition: a mark site ("mark:NAME") gets

@@ -18,8 +18,10 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "proto/stkr__reader.h"
+#include "proto/stkr_format.h"
 
 /* Stop once the first batch is in (its Header applied): a non-zero
  * return ends the reading. */
@@ -31,22 +33,29 @@ static int first_batch_only(void *arg, const stkr_batch_view *b) {
 /* Damage in a file peeked at is said when it is read for real. */
 static void quiet(void *arg, const stkr_warning *w) { (void)arg, (void)w; }
 
-/* The first Header among st's first segment files (at most 4: files are
- * sorted by seq, and a copy made after the disk cap deleted the first ones
- * starts later in the same session), looked at once and kept in st:
- * st->peek_sid (0: none read), st->peek_mono, st->peek_wall. */
+/* The first Header among st's first segment files, looked at once and
+ * kept in st (stkr__reader.h, peek_*): its clock from the first Header
+ * found, its session id from the first that has one (an older writer's
+ * has none). At most 4 files are read (files are sorted by seq, and a
+ * copy made after the disk cap deleted the first ones starts later in the
+ * same session); tombstones and unreadable files are passed over, not
+ * counted. */
 void stkr__peek_header(stkr__stream *st) {
+  size_t read = 0;
+
   if (st->peeked)
     return;
   st->peeked = true;
-  for (size_t i = 0; i < st->n_files && i < 4; i++) {
+  for (size_t i = 0; i < st->n_files && read < 4; i++) {
     stkr_reader_opts o = {.warn = quiet, .batch = first_batch_only};
     const stkr_process_info *p;
     stkr_event_view ev;
     stkr_reader *r;
 
-    if (st->files[i].unreadable || stkr_reader_create(&o, &r) != 0)
+    if (st->files[i].unreadable || st->files[i].size <= STKR_FMT_MARKER_MAX ||
+        stkr_reader_create(&o, &r) != 0)
       continue;
+    read++;
     r->no_marks = true;
     if (stkr_reader_add(r, st->files[i].path) != 0) {
       stkr_reader_free(r);
@@ -54,32 +63,39 @@ void stkr__peek_header(stkr__stream *st) {
     }
     (void)stkr_reader_next(r, &ev);
     p = stkr_reader_process(r, 0);
-    if (p != NULL && p->have_header) {
-      st->peek_sid = p->session_id;
-      st->peek_mono = p->start_mono_ns;
-      st->peek_wall = p->start_wall_ns;
+    if (p != NULL && p->have_header && !st->peek_clock.mono_ns) {
+      st->peek_clock = (stkr_start_clock){
+          .mono_ns = p->start_mono_ns, .wall_ns = p->start_wall_ns,
+          .have_boot_id = p->have_boot_id,
+          .mono_offset_ns = p->mono_offset_ns};
+      memcpy(st->peek_clock.boot_id, p->boot_id, sizeof p->boot_id);
     }
+    if (p != NULL && p->have_header && p->session_id != 0)
+      st->peek_sid = p->session_id;
     stkr_reader_free(r);
-    if (st->peek_sid != 0 || st->peek_mono != 0)
+    if (st->peek_sid != 0)
       return;
   }
 }
 
-int stkr_reader_start_clock(stkr_reader *r, size_t i, uint64_t *mono_ns,
-                            uint64_t *wall_ns) {
+int stkr_reader_start_clock(stkr_reader *r, size_t i, stkr_start_clock *out) {
+  const stkr_process_info *p;
   stkr__stream *st;
 
-  if (r == NULL || i >= r->n_streams || mono_ns == NULL || wall_ns == NULL)
+  if (r == NULL || i >= r->n_streams || out == NULL)
     return -EINVAL;
   st = r->streams[i];
-  if (st->info.have_header) {
-    *mono_ns = st->info.start_mono_ns;
-    *wall_ns = st->info.start_wall_ns;
+  p = &st->info;
+  if (p->have_header) {
+    *out = (stkr_start_clock){.mono_ns = p->start_mono_ns,
+                              .wall_ns = p->start_wall_ns,
+                              .have_boot_id = p->have_boot_id,
+                              .mono_offset_ns = p->mono_offset_ns};
+    memcpy(out->boot_id, p->boot_id, sizeof p->boot_id);
     return 0;
   }
   stkr__peek_header(st);
-  *mono_ns = st->peek_mono;
-  *wall_ns = st->peek_wall;
+  *out = st->peek_clock;
   return 0;
 }
 

@@ -460,6 +460,13 @@ void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
   H->forked_from_pid = s->forked_from_pid;
   H->fork_mono_ns = s->fork_mono_ns;
   H->process_start = s->process_start;
+  for (size_t i = 0; i < sizeof s->boot_id; i++)
+    if (s->boot_id[i] != 0) { /* all zero: not known, not written */
+      H->boot_id.data = (uint8_t *)s->boot_id;
+      H->boot_id.len = sizeof s->boot_id;
+      break;
+    }
+  H->mono_offset_ns = s->mono_offset_ns;
   H->watched = (char *)s->watched;
 #define STKR__COPY(f) C->f = s->f;
   STKR_SESS_CONFIG_FIELDS(STKR__COPY)

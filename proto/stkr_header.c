@@ -108,6 +108,10 @@ void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     st->info.fork_mono_ns = h->fork_mono_ns;
     st->info.start_mono_ns = h->start_mono_ns;
     st->info.start_wall_ns = h->start_wall_ns;
+    st->info.have_boot_id = h->boot_id.len == sizeof st->info.boot_id;
+    if (st->info.have_boot_id)
+      memcpy(st->info.boot_id, h->boot_id.data, sizeof st->info.boot_id);
+    st->info.mono_offset_ns = h->mono_offset_ns;
   }
   stkr__apply_instance(st, h);
   if (h->unwind_tables != NULL) {

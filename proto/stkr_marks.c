@@ -201,15 +201,38 @@ int stkr__parse_u64(const char *p, const char *end, uint64_t *out) {
   return 0;
 }
 
+/* A mark line's clock field, "<boot id: 32 hex>:<offset ns>" or "-"
+ * (stkr_mark_append). @return 0, or -1 if malformed. */
+static int stkr__parse_clock(const char *p, size_t len, stkr_clock_id *c) {
+  uint64_t off;
+  bool neg;
+
+  memset(c, 0, sizeof *c);
+  if (len == 1 && p[0] == '-')
+    return 0;
+  if (len < 34 || stkr_boot_parse_id(p, 32, c->boot) != 32 || p[32] != ':')
+    return -1;
+  neg = p[33] == '-';
+  if (stkr__parse_u64(p + 33 + neg, p + len, &off) != 0 || off > INT64_MAX)
+    return -1;
+  c->have_boot = true;
+  c->mono_offset_ns = neg ? -(int64_t)off : (int64_t)off;
+  return 0;
+}
+
 /* Parse one line [p, end) (no newline) into *m. @return NULL, or why not. */
 static const char *stkr__parse_line(const char *p, const char *end,
                                     stkr__extmark *m) {
-  const char *tok[6];
-  size_t len[6], i;
+  const char *tok[7];
+  size_t len[7], i, n;
   uint64_t pid;
 
-  if (stkr__marks_fields(p, end, tok, len, 6) != 6)
-    return "not 6 space-separated fields (m1 mono wall pid name payload)";
+  n = stkr__marks_fields(p, end, tok, len, 7);
+  if (n != 6 && n != 7)
+    return "not 6 or 7 space-separated fields (m1 mono wall pid name "
+           "payload [clock])";
+  if (n == 7 && stkr__parse_clock(tok[6], len[6], &m->clock) != 0)
+    return "clock is not \"-\" or \"<32 hex digits>:<ns>\"";
   if (len[0] != 2 || memcmp(tok[0], "m1", 2) != 0)
     return "unknown line version (expected \"m1\")";
   if (stkr__parse_u64(tok[1], tok[1] + len[1], &m->ts_ns) != 0 ||
@@ -529,25 +552,28 @@ out:
   return err;
 }
 
-/* An external mark's time on st's clock: the mark's own CLOCK_MONOTONIC
- * when both were read in one boot (stkr_boot.h); else, e.g. for a program
- * in a time namespace (QA, session 33: a mark set after it ended was at
- * "0 s", every event counted after consent), its wall-clock time moved
- * onto st's boot. A stream whose clock is not known keeps the mark's. */
-static uint64_t stkr__ext_ts(stkr__stream *st, const stkr__extmark *m) {
-  uint64_t mono = st->info.start_mono_ns, wall = st->info.start_wall_ns;
-  uint64_t mine, theirs = stkr_boot_time(m->ts_ns, m->wall_ns);
+/* An external mark's time on st's clock (common/stkr_boot.h): set in the
+ * same boot but another time namespace (a program in a CRIU-restored
+ * container; QA, session 33: a mark set after it ended lay before its
+ * events, every event "after consent"), moved by the two offsets,
+ * exactly. Anything else keeps the setter's CLOCK_MONOTONIC, as before:
+ * one clock, a clock not known on either side, or another boot (only the
+ * wall clock would relate them, and a pid's later instance may be of yet
+ * another boot than its first Header's). */
+static uint64_t stkr__ext_ts(const stkr__stream *st, const stkr__extmark *m) {
+  const stkr_process_info *p = &st->info;
+  int64_t d;
 
-  if (!st->info.have_header) {
-    stkr__peek_header(st);
-    mono = st->peek_mono;
-    wall = st->peek_wall;
-  }
-  mine = stkr_boot_time(mono, wall);
-  if (mine == 0 || theirs == 0 || stkr_boot_same(mine, theirs) ||
-      m->wall_ns <= mine)
+  if (!m->clock.have_boot || !p->have_header || !p->have_boot_id ||
+      memcmp(m->clock.boot, p->boot_id, sizeof p->boot_id) != 0 ||
+      __builtin_sub_overflow(p->mono_offset_ns, m->clock.mono_offset_ns, &d))
     return m->ts_ns;
-  return m->wall_ns - mine;
+  if (d < 0) { /* saturating: 1, not 0 (0 is "no time" to some) */
+    uint64_t u = (uint64_t)(-(d + 1)) + 1;
+    return m->ts_ns > u ? m->ts_ns - u : 1;
+  }
+  return UINT64_MAX - m->ts_ns >= (uint64_t)d ? m->ts_ns + (uint64_t)d
+                                              : UINT64_MAX;
 }
 
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
@@ -632,6 +658,7 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
                      size_t len) {
   static const char hex[] = "0123456789abcdef";
   struct timespec mono, wall;
+  stkr_clock_id clk;
   char *path, *line;
   size_t n, i, cap;
   int err;
@@ -640,14 +667,16 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
       !stkr_mark_name_valid(name, strnlen(name, STKR_MARK_NAME_MAX + 1)) ||
       len > STKR_MARKS_MAX_PAYLOAD)
     return -EINVAL;
-  cap = 100 + STKR_MARK_NAME_MAX + 2 * len;
+  cap = 160 + STKR_MARK_NAME_MAX + 2 * len; /* + the clock: 55 at most */
   if ((line = malloc(cap)) == NULL)
     return -ENOMEM;
   if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0) {
     free(line);
     return -ENOMEM;
   }
-  /* The clocks of the recorder (recorder/platform_linux.c). */
+  /* The clocks of the recorder (recorder/platform_linux.c), and which
+   * monotonic clock this is (common/stkr_boot.h). */
+  stkr_clock_id_read(&clk);
   clock_gettime(CLOCK_MONOTONIC, &mono);
   clock_gettime(CLOCK_REALTIME, &wall);
   n = (size_t)snprintf(
@@ -660,6 +689,16 @@ int stkr_mark_append(const char *dir, const char *name, const void *payload,
   for (i = 0; i < len; i++) {
     line[n++] = hex[((const uint8_t *)payload)[i] >> 4];
     line[n++] = hex[((const uint8_t *)payload)[i] & 15];
+  }
+  line[n++] = ' ';
+  if (clk.have_boot) {
+    for (i = 0; i < sizeof clk.boot; i++) {
+      line[n++] = hex[clk.boot[i] >> 4];
+      line[n++] = hex[clk.boot[i] & 15];
+    }
+    n += (size_t)snprintf(line + n, cap - n, ":%" PRId64, clk.mono_offset_ns);
+  } else {
+    line[n++] = '-';
   }
   line[n++] = '\n';
   err = stkr__marks_append(path, line, n);

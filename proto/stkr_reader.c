@@ -629,66 +629,6 @@ static void stkr__unreadable(stkr_reader *r, stkr__stream *st,
              "unreadable segment (%s), not read", why);
 }
 
-/* f, a tombstone of the run f->seq..last: the seqs of it that no earlier
- * tombstone of st said (one a writer left while carrying a run on:
- * stkr_format.h) are its own, so that each seq counts once. Files are
- * read in seq order. A run says nothing of a seq that has a file: it
- * ends before the next one (a hostile run cannot claim them all). */
-static void stkr__tomb_run(stkr__stream *st, stkr__file *f, uint32_t last) {
-  size_t next = (size_t)(f - st->files) + 1;
-
-  if (next < st->n_files && st->files[next].seq > f->seq &&
-      last >= st->files[next].seq)
-    last = st->files[next].seq - 1;
-  f->tomb_lo = st->tomb_said >= f->seq ? st->tomb_said + 1 : f->seq;
-  f->tomb_hi = last;
-  if (last > st->tomb_said)
-    st->tomb_said = last;
-}
-
-/* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
- * note who deleted it. A file of a tombstone's size and skippable magic
- * that is not a whole one is a damaged tombstone (QA, session 25: one
- * flipped byte of "STKRCAP1" made it a foreign frame, and the segment
- * "held no intact batch", incomplete rather than damaged): damage, said,
- * and not read either. */
-static bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st,
-                                  stkr__file *f) {
-  uint8_t buf[STKR_FMT_MARKER_MAX];
-  size_t got = 0;
-  uint32_t by, last = 0;
-  struct stat now;
-
-  /* Its size now, not at listing: the cap may have replaced it since. */
-  if (fstat(r->in.fd, &now) != 0 ||
-      (now.st_size != (off_t)STKR_FMT_TOMBSTONE_SIZE &&
-       now.st_size != (off_t)STKR_FMT_TOMBSTONE_RUN_SIZE) ||
-      stkr_pread_all(r->in.fd, buf, (size_t)now.st_size, 0, &got) != 0 ||
-      got != (size_t)now.st_size)
-    return false;
-  if (!stkr_fmt_tombstone_parse(buf, got, &by, &last) ||
-      (last != 0 && last < f->seq)) {
-    if (!stkr_fmt_is_marker_frame(buf, got)) return false;
-    f->damaged_whole = true;
-    st->info.damaged_batches++;
-    stkr__warn(r, STKR_WARN_DAMAGED, f->path, 0, st->info.pid,
-               stkr_fmt_is_lost_marker(buf, got)
-                   ? "a segment lost before this recording was made: "
-                     "`stackrec merge` could not read it in its input"
-                   : "a damaged tombstone of the disk cap (a segment it "
-                     "deleted; which process deleted it is not known)");
-    return true;
-  }
-  f->tombstone = true;
-  f->cap_deleted_by = by;
-  stkr__tomb_run(st, f, last != 0 ? last : f->seq);
-  /* Not a segment of the process any more: the accounting counts it as
-   * deleted (segments_cap_deleted); its seq still closes the sequence. */
-  st->info.segments--;
-  st->info.compressed_bytes -= f->size;
-  return true;
-}
-
 int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
   if (r == NULL || ev == NULL)
     return -EINVAL;
@@ -706,6 +646,12 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
       return 0;
     st = r->streams[r->cur_stream];
     if (r->batch != NULL && r->ev_idx < r->ev_count) {
+      /* A stream's external marks come before its first event, once its
+       * first Header is read: their clock is compared with its own
+       * (stkr_marks.c, stkr__ext_ts). */
+      if (r->n_ext != 0 && st->ext_next < r->n_ext &&
+          stkr__marks_next_ext(r, st, r->cur_stream, ev))
+        return 1;
       rc = stkr__batch_event(r, st, r->cur_stream, ev);
       if (rc != 0)
         return r->hard_err = rc;
@@ -716,12 +662,12 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
     if (r->in.fd < 0 && r->cur_file == 0 && st->n_files != 0)
       st->info.head_lost |= st->files[0].seq > 1 ||
                            st->files[0].size <= STKR_FMT_MARKER_MAX;
-    /* A stream's external marks come before its first event. */
-    if (r->in.fd < 0 && r->cur_file == 0 && r->n_ext != 0 &&
-        stkr__marks_next_ext(r, st, r->cur_stream, ev))
-      return 1;
     if (r->in.fd < 0) {
       if (st->info.status != 0 || r->cur_file >= st->n_files) {
+        /* ... or at its end, when it had none. */
+        if (r->n_ext != 0 && st->ext_next < r->n_ext &&
+            stkr__marks_next_ext(r, st, r->cur_stream, ev))
+          return 1;
         stkr__stream_done(r, st);
         r->cur_stream++;
         r->cur_file = 0;

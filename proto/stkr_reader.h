@@ -371,6 +371,12 @@ typedef struct stkr_process_info {
   uint64_t instance_start_mono_ns;
   uint32_t instance_forked_from_pid;
   uint64_t instance_fork_mono_ns;
+  /* Since session 35, from the first Header: which CLOCK_MONOTONIC its
+   * times are on (Header.boot_id, mono_offset_ns; common/stkr_boot.h).
+   * have_boot_id false: not known (an older writer, Apple). */
+  bool have_boot_id;
+  uint8_t boot_id[16];
+  int64_t mono_offset_ns;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0
@@ -518,19 +524,28 @@ STKR_API int stkr_reader_add(stkr_reader *r, const char *path);
 STKR_API int stkr_reader_find_copies(stkr_reader *r, size_t *first,
                                      size_t *second, uint64_t *session_id);
 
+/* Where a process started on both clocks, and which monotonic clock its
+ * times are on (stkr_reader_start_clock). */
+typedef struct stkr_start_clock {
+  uint64_t mono_ns, wall_ns;  /* Header.start_mono_ns/start_wall_ns; 0:
+                                 no Header found */
+  bool have_boot_id;          /* Header.boot_id known: */
+  uint8_t boot_id[16];
+  int64_t mono_offset_ns;     /* Header.mono_offset_ns */
+} stkr_start_clock;
+
 /*
- * Where process i started on both clocks: Header.start_mono_ns and
- * start_wall_ns of its first Header, as read already or, before that,
- * from a look at the first batch of its first segments (at most 4 files,
- * once per process). For views that need every process's clock before
- * reading its events: processes of several boots (a merge of devices, a
- * directory an app recorded into across a reboot) lie on one time line
- * only through the wall clock. *mono_ns and *wall_ns are 0 when no Header
- * was found. May be called at any time; not thread-safe.
+ * Process i's start and clock (above), from its first Header: as read
+ * already or, before that, from a look at the first batch of its first
+ * segments (at most 4 files read; tombstones, unreadable files not
+ * counted; once per process). For views that need every process's clock
+ * before reading its events: processes of several boots (a merge of
+ * devices) or time namespaces lie on one time line only through it
+ * (tools/stackrec/boots.h). May be called at any time; not thread-safe.
  * @return 0, or -EINVAL (NULL arguments, no process i).
  */
 STKR_API int stkr_reader_start_clock(stkr_reader *r, size_t i,
-                                     uint64_t *mono_ns, uint64_t *wall_ns);
+                                     stkr_start_clock *out);
 
 /* stkr_reader_create() + stkr_reader_add(path). On error *out is NULL. */
 STKR_API int stkr_reader_open(const char *path, const stkr_reader_opts *opts,
@@ -587,10 +602,14 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * A recording directory may hold one marks file, STKR_MARKS_FILE, written
  * by `stackrec mark` while (or after) a program records into it: one line
  * per mark,
- *   m1 <mono_ns> <wall_ns> <pid> <name> <payload>\n
+ *   m1 <mono_ns> <wall_ns> <pid> <name> <payload> [<clock>]\n
  * (decimal CLOCK_MONOTONIC and CLOCK_REALTIME ns read by the setter, its
  * pid, a mark name as in stkr_mark, the payload in lower-case hex or "-"
- * for none). Lines are appended with one write(2) to a file opened with
+ * for none; since session 35 the setter's clock, "<boot id: 32 hex>:<time
+ * namespace offset, signed decimal ns>" or "-", common/stkr_boot.h: a mark
+ * of the same boot as a process but another namespace is moved onto the
+ * process's clock by the offsets, exactly; readers from before it warn
+ * of such a line as malformed and skip it). Lines are appended with one write(2) to a file opened with
  * O_APPEND, so concurrent setters never interleave. Lines starting with
  * '#' are comments; "u1" lines name processes that recorded nothing (see
  * "processes that recorded nothing" below). A scope line, written by

@@ -174,6 +174,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
   Stackrec__Drops *drops[2] = {&d1, &d2};
   Stackrec__Counters cnt = STACKREC__COUNTERS__INIT;
   Stackrec__ClockSync clk = STACKREC__CLOCK_SYNC__INIT;
+  uint8_t boot[16];
   Stackrec__Image img = STACKREC__IMAGE__INIT;
   Stackrec__Image *imgs[1] = {&img};
   Stackrec__SiteDef sd[16], *sdp[16];
@@ -189,6 +190,12 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
                    fb->process_name ? fb->process_name : "fixture",
                    FX_START_MONO + fb->start_shift + fb->mono_ahead,
                    FX_START_WALL + fb->start_shift);
+    if (fb->boot != 0) {
+      memset(boot, fb->boot, sizeof boot);
+      h.boot_id.data = boot;
+      h.boot_id.len = sizeof boot;
+    }
+    h.mono_offset_ns = fb->mono_offset;
     if (fb->format_version)
       h.format_version = fb->format_version;
     h.segment_seq = fb->segment_seq;
@@ -354,7 +361,8 @@ int fx_write_one(const char *dir, const fx_one *o) {
                       .n_stacks = 1, .base_ts = FX_START_MONO + o->shift + o->mono_ahead,
                       .evs = evs, .n_evs = 1, .last = true,
                       .session_id = o->session_id, .start_shift = o->shift,
-                      .mono_ahead = o->mono_ahead,
+                      .mono_ahead = o->mono_ahead, .boot = o->boot,
+                      .mono_offset = o->mono_offset,
                       .watched = o->watched, .process_name = o->process_name};
   stkr_fmt_buf buf = {0};
   int err = fx_encode(&b, &buf);

@@ -67,6 +67,10 @@ typedef struct fx_batch {
   /* Another boot: CLOCK_MONOTONIC (header, clock sync) this much ahead,
    * the wall clock not (events: base_ts is the caller's). */
   uint64_t mono_ahead;
+  /* Header.boot_id: 16 bytes of this value (0: none written), and
+   * Header.mono_offset_ns. */
+  uint8_t boot;
+  int64_t mono_offset;
   uint32_t rotate;
   const char *watched; /* Header.watched; NULL: none */
   const char *process_name; /* Header.process_name; NULL: "fixture" */
@@ -120,6 +124,8 @@ typedef struct fx_one {
   uint64_t shift;             /* the start and the event this much later */
   uint64_t mono_ahead;        /* ... on a monotonic clock this much ahead:
                                  another boot (fx_batch.mono_ahead) */
+  uint8_t boot;               /* fx_batch.boot, mono_offset */
+  int64_t mono_offset;
   const char *watched;        /* Header.watched; NULL: none */
   const char *process_name;   /* NULL: "fixture" */
 } fx_one;

@@ -1,16 +1,17 @@
 /*
- * test-boots.c: processes of several boots on one time line
+ * test-boots.c: processes on several monotonic clocks on one time line
  * (tools/stackrec/boots.h, common/stkr_boot.h; QA, session 33, F10): two
- * devices' recordings merged, or a program in a time namespace, whose
- * CLOCK_MONOTONIC readings are unrelated. Before: compliance said
- * last_s 999 999 s of a 1-second recording, the chrome trace spanned 11.6
- * days, and a `stackrec mark` set after a namespaced program ended was
- * read as set before its events.
+ * devices' recordings merged, or a program in a time namespace. Before:
+ * compliance said last_s 999 999 s of a 1-second recording, the chrome
+ * trace spanned 11.6 days, and a `stackrec mark` set after a namespaced
+ * program ended was read as set before its events. And what must not
+ * move (review, session 35): one boot across a sleep, which stops
+ * CLOCK_MONOTONIC, and recordings whose boot is not known.
  *
  * On fixture recordings (tests/fixture.h): pid 10 starts at mono 1 s,
- * wall W, its one event 1 us later; pid 20 starts 0.5 s later on the wall
- * clock, its event 1 us after its start, either in the same boot (mono
- * 1.5 s) or in a boot whose monotonic clock is 10^6 s ahead.
+ * wall W, its one event 1 us later; pid 20 starts 0.5 s later on both
+ * clocks, its event 1 us after its start, on a clock as each case says
+ * (Header.boot_id: 16 bytes of a tag; mono_offset_ns).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -28,27 +29,28 @@
 #include "tests/testlib.h"
 
 #define HALF_S 500000000ull
-#define AHEAD 1000000000000000ull /* 10^6 s: another boot */
+#define AHEAD 1000000000000000ull /* 10^6 s */
+#define BOOT_A 0xa1
+#define BOOT_B 0xb2
 
-/* g_one: pids 10 and 20 of one boot; g_two: of two boots; g_ns: pid 20
- * alone, of the boot ahead (a program in a time namespace). */
-static char g_one[4096], g_two[4096], g_ns[4096];
+/* Two processes as above, pid 20's with o (its shift set here). */
+static const char *two(const char *tag, uint8_t boot10, uint64_t ahead10,
+                       fx_one o) {
+  static char d[4096];
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir(tag));
+  o.pid = 20;
+  o.shift = HALF_S;
+  if (fx_write_one(d, &(fx_one){.pid = 10, .boot = boot10,
+                                .mono_ahead = ahead10}) != 0 ||
+      fx_write_one(d, &o) != 0)
+    fail_msg("cannot write %s", d);
+  return d;
+}
 
 static int setup(void **state) {
   (void)state;
-  if (cr_setup() != 0) return -1;
-  snprintf(g_one, sizeof g_one, "%s", fx_tmpdir("boots-one"));
-  snprintf(g_two, sizeof g_two, "%s", fx_tmpdir("boots-two"));
-  snprintf(g_ns, sizeof g_ns, "%s", fx_tmpdir("boots-ns"));
-  if (fx_write_one(g_one, &(fx_one){.pid = 10}) != 0 ||
-      fx_write_one(g_one, &(fx_one){.pid = 20, .shift = HALF_S}) != 0 ||
-      fx_write_one(g_two, &(fx_one){.pid = 10}) != 0 ||
-      fx_write_one(g_two, &(fx_one){.pid = 20, .shift = HALF_S,
-                                    .mono_ahead = AHEAD}) != 0 ||
-      fx_write_one(g_ns, &(fx_one){.pid = 20, .shift = HALF_S,
-                                   .mono_ahead = AHEAD}) != 0)
-    return -1;
-  return 0;
+  return cr_setup();
 }
 
 /* The largest "last_s" in compliance's JSON of dir. */
@@ -64,49 +66,89 @@ static double compliance_last_s(const char *dir) {
   return last;
 }
 
-static void test_compliance_one_time_line(void **state) {
-  double last;
-  (void)state;
-
-  /* Two boots: pid 20's event 0.5 s after pid 10's start, as the wall
-   * clock says (before: 1 000 000.5 s). */
-  last = compliance_last_s(g_two);
-  assert_true(last > 0.49 && last < 0.51);
-  assert_non_null(strstr(cr_out, "\"boots\":2"));
-  assert_int_equal(cr_run("compliance '%s'", g_two), 0);
-  assert_non_null(strstr(cr_out, "# BOOTS: processes of 2 boots"));
-  /* One boot: the same figures, on its own clock, and nothing said. */
-  last = compliance_last_s(g_one);
-  assert_true(last > 0.49 && last < 0.51);
-  assert_non_null(strstr(cr_out, "\"boots\":1"));
-  assert_int_equal(cr_run("compliance '%s'", g_one), 0);
-  assert_null(strstr(cr_out, "BOOTS"));
+/* Chrome's trace of dir holds these two event times and this count. */
+static void chrome_has(const char *dir, const char *ts10, const char *ts20,
+                       const char *clocks) {
+  assert_int_equal(cr_run("export --format chrome '%s'", dir), 0);
+  cr_assert_has(cr_out, ts10);
+  cr_assert_has(cr_out, ts20);
+  cr_assert_has(cr_out, clocks);
 }
 
-static void test_chrome_one_time_line(void **state) {
+/* Two devices: pid 20's monotonic clock 10^6 s ahead, another boot id.
+ * Placed 0.5 s after pid 10's start, as the wall clock says. */
+static void test_two_boots(void **state) {
+  const char *d = two("boots-two", BOOT_A, 0,
+                      (fx_one){.boot = BOOT_B, .mono_ahead = AHEAD});
+  double last = compliance_last_s(d);
   (void)state;
 
-  /* pid 10's event at mono 1 s + 1 us; pid 20's 0.5 s later, on pid 10's
-   * boot's clock (before: 1 000 001 500 001 us). */
-  assert_int_equal(cr_run("export --format chrome '%s'", g_two), 0);
-  assert_non_null(strstr(cr_out, "\"ts\":1000001.000"));
-  assert_non_null(strstr(cr_out, "\"ts\":1500001.000"));
-  assert_null(strstr(cr_out, "\"ts\":1000001500001"));
-  assert_non_null(strstr(cr_out, "\"boots\":2"));
-  /* One boot: times exactly as recorded. */
-  assert_int_equal(cr_run("export --format chrome '%s'", g_one), 0);
-  assert_non_null(strstr(cr_out, "\"ts\":1000001.000"));
-  assert_non_null(strstr(cr_out, "\"ts\":1500001.000"));
-  assert_non_null(strstr(cr_out, "\"boots\":1"));
+  assert_true(last > 0.49 && last < 0.51); /* 1 000 000.5 before */
+  cr_assert_has(cr_out, "\"clocks\":2");
+  assert_int_equal(cr_run("compliance '%s'", d), 0);
+  cr_assert_has(cr_out, "# CLOCKS: processes on 2 monotonic clocks");
+  chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
+             "\"clocks\":2");
 }
 
-/* Append a mark line, read on the clocks (mono, wall) of its setter. */
-static void put_mark(const char *dir, uint64_t mono, uint64_t wall,
-                     const char *name) {
-  assert_int_equal(tl_system("printf 'm1 %" PRIu64 " %" PRIu64 " 1 %s -\\n' "
-                             ">> '%s/stackrec.marks'",
-                             mono, wall, name, dir),
-                   0);
+/* One boot, two processes: nothing moves, nothing said. */
+static void test_one_boot(void **state) {
+  const char *d = two("boots-one", BOOT_A, 0, (fx_one){.boot = BOOT_A});
+  double last = compliance_last_s(d);
+  (void)state;
+
+  assert_true(last > 0.49 && last < 0.51);
+  cr_assert_has(cr_out, "\"clocks\":1");
+  assert_int_equal(cr_run("compliance '%s'", d), 0);
+  assert_null(strstr(cr_out, "CLOCKS"));
+  chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
+             "\"clocks\":1");
+}
+
+/* One boot and a sleep of 60 s between the two starts (CLOCK_MONOTONIC
+ * stopped, the wall clock not: wall - mono moved by 60 s). Its monotonic
+ * times stay as recorded: pid 10's event at 61 s, pid 20's at 1.5 s (the
+ * wall clock's guess split the boot in two and put pid 20 after pid 10's
+ * later events: review, session 35). */
+static void test_sleep_is_one_boot(void **state) {
+  const char *d = two("boots-sleep", BOOT_A, 60000000000ull,
+                      (fx_one){.boot = BOOT_A});
+  (void)state;
+
+  chrome_has(d, "\"ts\":61000001.000", "\"ts\":1500001.000",
+             "\"clocks\":1");
+}
+
+/* Older writers (no boot id): never moved, whatever the wall clock says. */
+static void test_boot_not_known(void **state) {
+  const char *d = two("boots-old", 0, 0, (fx_one){.mono_ahead = AHEAD});
+  (void)state;
+
+  chrome_has(d, "\"ts\":1000001.000", "\"ts\":1000001500001.000",
+             "\"clocks\":0");
+}
+
+/* A time namespace of the same boot (offset 10^6 s): moved back by the
+ * offset, exactly. */
+static void test_time_namespace(void **state) {
+  const char *d =
+      two("boots-ns", BOOT_A, 0,
+          (fx_one){.boot = BOOT_A, .mono_ahead = AHEAD, .mono_offset = AHEAD});
+  (void)state;
+
+  chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
+             "\"clocks\":2");
+}
+
+/* Append a mark line, read on the setter's clocks. */
+static void put_mark(const char *dir, uint64_t mono, const char *name,
+                     const char *clock) {
+  assert_int_equal(
+      tl_system("printf 'm1 %" PRIu64 " %" PRIu64 " 1 %s -%s%s\\n' "
+                ">> '%s/stackrec.marks'",
+                mono, FX_START_WALL, name, clock ? " " : "",
+                clock ? clock : "", dir),
+      0);
 }
 
 static uint64_t before_consent(const char *dir) {
@@ -118,37 +160,65 @@ static uint64_t before_consent(const char *dir) {
   return strtoull(p + 17, NULL, 10);
 }
 
-static void test_mark_of_another_boot(void **state) {
-  const uint64_t event_wall = FX_START_WALL + HALF_S + 1000;
-  char dir[4200];
+/* pid 20 alone in a time namespace of boot A (offset 10^6 s). */
+static const char *ns_process(const char *tag) {
+  static char d[4096];
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir(tag));
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 20, .shift = HALF_S,
+                                             .mono_ahead = AHEAD,
+                                             .boot = BOOT_A,
+                                             .mono_offset = AHEAD}),
+                   0);
+  return d;
+}
+
+#define CLOCK_A "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1"
+#define CLOCK_B "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"
+/* The host's monotonic time 1 s after the namespaced event. */
+#define HOST_AFTER (FX_START_MONO + HALF_S + 1000 + 1000000000ull)
+
+static void test_mark_of_another_namespace(void **state) {
+  const char *d = ns_process("boots-nsmark");
   (void)state;
 
-  /* consent.granted set from the host 1 s after the namespaced program's
-   * event (by the wall clock): its event is before consent. Before, the
-   * mark's host monotonic time (2.5 s) lay far before the event's
-   * (10^6 s) and the event counted after consent. */
-  snprintf(dir, sizeof dir, "%s", g_ns);
-  put_mark(dir, FX_START_MONO + HALF_S + 1000000000ull, event_wall + 1000000000ull,
-           "consent.granted");
-  assert_int_equal(before_consent(dir), 1);
-  assert_int_equal(cr_run("dump --json '%s'", dir), 0);
-  assert_non_null(strstr(cr_out, "\"ts_ns\":1000001500001000"));
+  /* consent.granted set from the host (boot A, offset 0) 1 s after the
+   * event: moved by the offset, the event before consent (after before:
+   * the host's 2.5 s lay before the event's 10^6 s). */
+  put_mark(d, HOST_AFTER, "consent.granted", CLOCK_A ":0");
+  assert_int_equal(before_consent(d), 1);
+  assert_int_equal(cr_run("dump --json '%s'", d), 0);
+  cr_assert_has(cr_out, "\"ts_ns\":1000002500001000");
+}
 
-  /* A mark of the program's own boot keeps its monotonic time, exact,
-   * though the wall clock moved 1.5 s meanwhile (within the slack): set
-   * 1 ns before the event, so the event is after consent. */
-  snprintf(dir, sizeof dir, "%s", fx_tmpdir("boots-same"));
-  assert_int_equal(fx_write_one(dir, &(fx_one){.pid = 20, .shift = HALF_S,
-                                               .mono_ahead = AHEAD}),
-                   0);
-  put_mark(dir, FX_START_MONO + HALF_S + AHEAD + 999,
-           event_wall + 1500000000ull, "consent.granted");
-  assert_int_equal(before_consent(dir), 0);
+static void test_marks_left_as_set(void **state) {
+  const char *d;
+  (void)state;
+
+  /* Without its clock (an older `stackrec mark`), or of another boot:
+   * the setter's monotonic time, as before. */
+  d = ns_process("boots-nsmark-old");
+  put_mark(d, HOST_AFTER, "consent.granted", NULL);
+  assert_int_equal(before_consent(d), 0);
+  d = ns_process("boots-nsmark-other");
+  put_mark(d, HOST_AFTER, "consent.granted", CLOCK_B ":0");
+  assert_int_equal(before_consent(d), 0);
+  /* Of its own clock: exact, 1 ns before the event. */
+  d = ns_process("boots-nsmark-same");
+  put_mark(d, FX_START_MONO + HALF_S + AHEAD + 999, "consent.granted",
+           CLOCK_A ":1000000000000000");
+  assert_int_equal(before_consent(d), 0);
+  /* A malformed clock: the line is skipped, named, as damage. */
+  put_mark(d, 5, "app.background", "xyz");
+  assert_int_equal(cr_run("dump '%s'", d), 1);
+  cr_assert_has(cr_err, "clock is not");
 }
 
 int main(void) {
-  return TL_RUN_GROUP("boots", setup, NULL,
-                      TL_CASES(NULL, NULL, test_compliance_one_time_line,
-                               test_chrome_one_time_line,
-                               test_mark_of_another_boot));
+  return TL_RUN_GROUP(
+      "boots", setup, NULL,
+      TL_CASES(NULL, NULL, test_two_boots, test_one_boot,
+               test_sleep_is_one_boot, test_boot_not_known,
+               test_time_namespace, test_mark_of_another_namespace,
+               test_marks_left_as_set));
 }

@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "common/stkr_boot.h"
 #include "proto/stackrec.pb-c.h"
 #include "recorder/stkr_internal.h"
 
@@ -131,6 +132,16 @@ static raw_sum check_raw_pid(uint32_t pid) {
         assert_true(B->header->arch && B->header->arch[0]);
         assert_true(B->header->process_name && B->header->process_name[0]);
         assert_true(B->header->start_wall_ns > 0);
+        /* Which monotonic clock (common/stkr_boot.h): this boot's id. */
+        {
+          stkr_clock_id me;
+          stkr_clock_id_read(&me);
+          if (me.have_boot) {
+            assert_int_equal(B->header->boot_id.len, 16);
+            assert_memory_equal(B->header->boot_id.data, me.boot, 16);
+            assert_int_equal(B->header->mono_offset_ns, me.mono_offset_ns);
+          }
+        }
         assert_true(B->n_images > 0);
         s.headers++;
       } else {

@@ -1,24 +1,27 @@
 /*
- * boots.h: one time line for the processes of a recording that ran in
- * several boots: recordings of two devices merged, or a directory an app
- * recorded into before and after a reboot.
+ * boots.h: one time line for the processes of a recording whose times are
+ * on several monotonic clocks: recordings of two devices merged, a
+ * directory an app recorded into before and after a reboot, a program in
+ * a time namespace.
  *
- * Events carry CLOCK_MONOTONIC, which restarts at each boot: laid on one
- * line, two boots' times put a 1-second recording over days (QA, session
- * 33: compliance's last_s 999 999 s, a chrome trace of 11.6 days). Which
- * processes ran in one boot: common/stkr_boot.h, from each process's
- * start on both clocks (stkr_reader_start_clock), chained: sorted by boot
- * time, each within the slack of the one before is the same boot.
+ * Events carry CLOCK_MONOTONIC, one clock per boot and time namespace:
+ * laid on one line, two devices' times put a 1-second recording over days
+ * (QA, session 33: compliance's last_s 999 999 s, a chrome trace of 11.6
+ * days). Which clock a process's times are on: its first Header's boot id
+ * and time namespace offset (stkr_reader_start_clock, common/stkr_boot.h).
  *
- * With one boot (every recording of one machine's run), nothing moves:
- * the time line is that boot's CLOCK_MONOTONIC, exactly as recorded. With
- * several, each boot's times move by one shift (so a boot's processes keep
- * their exact order), the difference of boot times, onto the monotonic
- * clock of the boot of the earliest start: what the wall clock says of
- * when each boot's events happened. A process whose clock is not known
- * (no Header found) keeps its times.
+ * Processes of one clock keep their times exactly, across any sleep. With
+ * one clock (every recording of one machine's run) nothing moves. With
+ * several, each clock's times move by one shift (so a clock's processes
+ * keep their exact order) onto the clock of the earliest start (by the
+ * wall clock): by the difference of the offsets, exactly, for another
+ * namespace of the same boot; by the difference of the boots' wall-clock
+ * times (wall - mono at that clock's first start) for another boot, which
+ * is as right as the wall clocks were and off by any sleep before that
+ * start. A process whose boot is not known (an older writer, Apple) is
+ * never moved.
  *
- * Thread-safety: none. Memory: two words a process.
+ * Thread-safety: none. Memory: a few words a process.
  */
 #ifndef STKR_BOOTS_H
 #define STKR_BOOTS_H
@@ -31,22 +34,26 @@
 #define STKR_BOOT_UNKNOWN UINT32_MAX
 
 typedef struct stkr_boots {
-  size_t n_boots;   /* boots told apart (0: no process's clock known) */
+  size_t n_clocks;  /* distinct known clocks (0: none known) */
   size_t n;         /* processes */
   int64_t *shift;   /* per process: what to add to its times, ns */
-  uint32_t *boot;   /* per process: its boot, from 0 in order of their
-                       wall-clock time; STKR_BOOT_UNKNOWN: not known */
+  /* Per process: its clock, from 0 in order of first start; processes
+   * whose boot is not known are grouped by the wall clock (within
+   * STKR_BOOT_SLACK_NS), numbered after those, never moved. For sums per
+   * boot (diff's recording time); STKR_BOOT_UNKNOWN: no start known. */
+  uint32_t *boot;
 } stkr_boots;
 
 /*
- * Find the boots of r's processes (looking at each process's first batch
+ * Find the clocks of r's processes (looking at each process's first batch
  * when it was not read yet; see stkr_reader_start_clock). Owns its arrays
  * until stkr_boots_free.
  * @return 0, or -ENOMEM.
  */
 int stkr_boots_init(stkr_boots *b, stkr_reader *r);
 
-/* ts of process i on the recording's time line (see above). */
+/* ts of process i on the recording's time line (see above); never 0 for a
+ * ts that was not (saturating at 1 and UINT64_MAX). */
 uint64_t stkr_boots_place(const stkr_boots *b, size_t i, uint64_t ts);
 
 /* NULL-safe; b may be zeroed or initialized. */

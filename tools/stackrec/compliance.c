@@ -106,7 +106,7 @@ typedef struct builder {
   bool proc_events;
   uint32_t proc_instance;   /* stkr_process_info.instances it is at */
   uint64_t proc_drops_base; /* marks_dropped when that instance began */
-  /* Processes of several boots on one time line (boots.h): first_ts,
+  /* Processes of several clocks on one time line (boots.h): first_ts,
    * last_ts and the origin; marks, states and rates use each process's
    * own clock. */
   stkr_boots boots;
@@ -589,17 +589,19 @@ static double secs(const stkr_comp *c, uint64_t ts) {
 }
 
 /* The recording's start: the earliest process start (a process whose
- * Header was lost: its first event), on the time line of boots. */
+ * Header was lost: its first event), on the one time line (boots.h). */
 static void find_origin(stkr_comp *c, const stkr_reader *r,
                         const stkr_boots *boots) {
   size_t i, n = stkr_reader_process_count(r);
 
   for (i = 0; i < n; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
-    uint64_t t = stkr_boots_place(
-        boots, i, p->have_header && p->start_mono_ns ? p->start_mono_ns
-                                                     : p->first_ts_ns);
-    if (t != 0 && (c->origin_ns == 0 || t < c->origin_ns))
+    uint64_t t = p->have_header && p->start_mono_ns ? p->start_mono_ns
+                                                    : p->first_ts_ns;
+    if (t == 0)
+      continue; /* no start, no event */
+    t = stkr_boots_place(boots, i, t);
+    if (c->origin_ns == 0 || t < c->origin_ns)
       c->origin_ns = t;
   }
 }
@@ -745,7 +747,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   if (end_process(&b) != 0 && err == 0)
     err = -ENOMEM;
   find_origin(b.c, r, &b.boots);
-  b.c->boots = b.boots.n_boots;
+  b.c->clocks = b.boots.n_clocks;
   if (err == 0)
     err = finish(&b);
 #if HAVE_STATES

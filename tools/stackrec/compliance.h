@@ -92,10 +92,11 @@ typedef struct stkr_comp {
   size_t *rule_groups;
   const stkr_policy *policy;   /* the options' (not owned) */
   uint64_t origin_ns;          /* the recording's start (*_s are from it) */
-  /* Boots the processes ran in (boots.h; 0: no clock known). Above 1,
-   * times (*_ts, *_s, origin_ns) lie on the CLOCK_MONOTONIC of the boot
-   * of the earliest start, other boots moved onto it by the wall clock. */
-  size_t boots;
+  /* Monotonic clocks the processes' times are on (boots.h: boots and
+   * time namespaces; 0: none known, an older writer). Above 1, times
+   * (*_ts, *_s, origin_ns) lie on the clock of the earliest start, the
+   * others moved onto it. */
+  size_t clocks;
   uint64_t marks;              /* marks read */
   size_t consent_processes;    /* processes with a consent.granted mark */
   size_t processes_with_events;

@@ -158,14 +158,15 @@ static void put_unnamed(FILE *f, const stkr_comp *c, bool html) {
           c->unnamed, c->unnamed == 1 ? "" : "s", html ? ".</p>\n" : "\n");
 }
 
-/* Processes of several boots (stkr_comp.boots): how their times are
- * laid out, as a line of text or an HTML paragraph. */
+/* Processes on several monotonic clocks (stkr_comp.clocks): how their
+ * times are laid out, as a line of text or an HTML paragraph. */
 static void put_boots(FILE *f, const stkr_comp *c, bool html) {
-  if (c->boots < 2) return;
-  fprintf(f, "%sprocesses of %zu boots (devices, or a restart): times are "
-          "seconds since the earliest start, each boot's placed by the wall "
-          "clock%s",
-          html ? "<p>" : "# BOOTS: ", c->boots, html ? ".</p>\n" : "\n");
+  if (c->clocks < 2) return;
+  fprintf(f, "%sprocesses on %zu monotonic clocks (devices, reboots or time "
+          "namespaces): times are seconds since the earliest start, each "
+          "clock's placed by its boot's wall-clock time or its namespace's "
+          "offset%s",
+          html ? "<p>" : "# CLOCKS: ", c->clocks, html ? ".</p>\n" : "\n");
 }
 
 /* ---- text -------------------------------------------------------------------- */
@@ -298,11 +299,11 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
           "\"marks_supported\":%s,\"unjudged\":%" PRIu64
           ",\"unjudged_processes\":%zu,\"unknown_origin_processes\":%zu,"
           "\"marks_lost_processes\":%zu,\"unnamed\":%" PRIu64
-          ",\"boots\":%zu,",
+          ",\"clocks\":%zu,",
           c->agg->events, c->marks, c->processes_with_events,
           c->consent_processes, c->marks_supported ? "true" : "false",
           c->unjudged, c->unjudged_processes, c->unknown_origin_processes,
-          c->marks_lost_processes, c->unnamed, c->boots);
+          c->marks_lost_processes, c->unnamed, c->clocks);
   put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];

@@ -14,9 +14,9 @@
  * recorded: one clock for every process of a machine, never negative, and
  * exact whatever order the events are read in (they are drained thread by
  * thread, so the first event read is not the earliest). The viewers show
- * time from the earliest event. Processes of several boots (merged
- * devices, a reboot) are laid on one line by the wall clock (boots.h):
- * otherData.boots says how many.
+ * time from the earliest event. Processes on several monotonic clocks
+ * (merged devices, a reboot, a time namespace) are laid on one line
+ * (boots.h): otherData.clocks says how many.
  *
  * The stack goes two ways, because the two viewers read different ones:
  * "sf" names the leaf node of a tree of frames in "stackFrames" (the
@@ -80,7 +80,7 @@ typedef struct chrome {
   uint32_t last_pid, next_pid;
   track_proc *procs;      /* the process tracks, in order seen */
   size_t n_procs, cap_procs;
-  stkr_boots boots;       /* processes of several boots on one line */
+  stkr_boots boots;       /* processes of several clocks on one line */
 } chrome;
 
 static const char *base_name(const char *p) {
@@ -426,9 +426,9 @@ static void put_tail(chrome *c, uint64_t events) {
   fprintf(c->out,
           "},\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"generator\":"
           "\"stackrec export\",\"events\":%llu,\"dropped_events\":%llu,"
-          "\"first_wall_ns\":%llu,\"boots\":%zu",
+          "\"first_wall_ns\":%llu,\"clocks\":%zu",
           (unsigned long long)events, (unsigned long long)drops,
-          (unsigned long long)wall, c->boots.n_boots);
+          (unsigned long long)wall, c->boots.n_clocks);
   /* What else the recording lost, as the pprof comment says it. */
   char line[1024];
   if (stkr_cli_incomplete_line(c->x->r, line, sizeof line) > 0)

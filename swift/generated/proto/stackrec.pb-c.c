@@ -682,7 +682,7 @@ void   stackrec__batch__free_unpacked
   assert(message->base.descriptor == &stackrec__batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[17] =
+static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[19] =
 {
   {
     "format_version",
@@ -888,14 +888,40 @@ static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[17] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "boot_id",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, boot_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mono_offset_ns",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_SINT64,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, mono_offset_ns),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__header__field_indices_by_name[] = {
   7,   /* field[7] = arch */
+  17,   /* field[17] = boot_id */
   6,   /* field[6] = config */
   11,   /* field[11] = dir_recreated */
   15,   /* field[15] = fork_mono_ns */
   14,   /* field[14] = forked_from_pid */
   0,   /* field[0] = format_version */
+  18,   /* field[18] = mono_offset_ns */
   8,   /* field[8] = parent_pid */
   1,   /* field[1] = pid */
   2,   /* field[2] = process_name */
@@ -911,7 +937,7 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 17 }
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor stackrec__header__descriptor =
 {
@@ -921,7 +947,7 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   "Stackrec__Header",
   "stackrec",
   sizeof(Stackrec__Header),
-  17,
+  19,
   stackrec__header__field_descriptors,
   stackrec__header__field_indices_by_name,
   1,  stackrec__header__number_ranges,

@@ -134,10 +134,23 @@ struct  Stackrec__Header
    * ticks (10 ms): a pid taken again within one tick is not told apart.
    */
   uint64_t process_start;
+  /*
+   * Since session 35: which CLOCK_MONOTONIC start_mono_ns and the
+   * process's event times are on. boot_id: the machine's boot (Linux
+   * /proc/sys/kernel/random/boot_id, its 16 bytes); empty: unknown (Apple,
+   * an older writer). mono_offset_ns: the offset of the process's time
+   * namespace's CLOCK_MONOTONIC to the boot's (Linux
+   * /proc/self/timens_offsets; 0 outside one, a CRIU-restored container
+   * inside one). Processes of one boot_id and offset share one clock
+   * (across a sleep too); of one boot_id, their clocks differ by their
+   * offsets exactly; of two boot_ids only the wall clock relates them.
+   */
+  ProtobufCBinaryData boot_id;
+  int64_t mono_offset_ns;
 };
 #define STACKREC__HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__header__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, 0 }
 
 
 /*

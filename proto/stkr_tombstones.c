@@ -1,0 +1,71 @@
+/*
+ * stkr_tombstones.c: the disk cap's tombstones as the reader meets them
+ * (proto/stkr_format.h): which segments each says were deleted, each seq
+ * once, a run's included; the accounting (stkr_accounting.c) counts them
+ * in the gaps of the sessions. Split from stkr_reader.c.
+ */
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "common/stkr_io.h"
+#include "proto/stkr__reader.h"
+#include "proto/stkr_format.h"
+
+/* f, a tombstone of the run f->seq..last: the seqs of it that no earlier
+ * tombstone of st said (one a writer left while carrying a run on:
+ * stkr_format.h) are its own, so that each seq counts once. Files are
+ * read in seq order. A run says nothing of a seq that has a file: it
+ * ends before the next one (a hostile run cannot claim them all). */
+static void stkr__tomb_run(stkr__stream *st, stkr__file *f, uint32_t last) {
+  size_t next = (size_t)(f - st->files) + 1;
+
+  if (next < st->n_files && st->files[next].seq > f->seq &&
+      last >= st->files[next].seq)
+    last = st->files[next].seq - 1;
+  f->tomb_lo = st->tomb_said >= f->seq ? st->tomb_said + 1 : f->seq;
+  f->tomb_hi = last;
+  if (last > st->tomb_said)
+    st->tomb_said = last;
+}
+
+/* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
+ * note who deleted it. A file of a tombstone's size and skippable magic
+ * that is not a whole one is a damaged tombstone (QA, session 25: one
+ * flipped byte of "STKRCAP1" made it a foreign frame, and the segment
+ * "held no intact batch", incomplete rather than damaged): damage, said,
+ * and not read either. */
+bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st, stkr__file *f) {
+  uint8_t buf[STKR_FMT_MARKER_MAX];
+  size_t got = 0;
+  uint32_t by, last = 0;
+  struct stat now;
+
+  /* Its size now, not at listing: the cap may have replaced it since. */
+  if (fstat(r->in.fd, &now) != 0 ||
+      (now.st_size != (off_t)STKR_FMT_TOMBSTONE_SIZE &&
+       now.st_size != (off_t)STKR_FMT_TOMBSTONE_RUN_SIZE) ||
+      stkr_pread_all(r->in.fd, buf, (size_t)now.st_size, 0, &got) != 0 ||
+      got != (size_t)now.st_size)
+    return false;
+  if (!stkr_fmt_tombstone_parse(buf, got, &by, &last) ||
+      (last != 0 && last < f->seq)) {
+    if (!stkr_fmt_is_marker_frame(buf, got)) return false;
+    f->damaged_whole = true;
+    st->info.damaged_batches++;
+    stkr__warn(r, STKR_WARN_DAMAGED, f->path, 0, st->info.pid,
+               stkr_fmt_is_lost_marker(buf, got)
+                   ? "a segment lost before this recording was made: "
+                     "`stackrec merge` could not read it in its input"
+                   : "a damaged tombstone of the disk cap (a segment it "
+                     "deleted; which process deleted it is not known)");
+    return true;
+  }
+  f->tombstone = true;
+  f->cap_deleted_by = by;
+  stkr__tomb_run(st, f, last != 0 ? last : f->seq);
+  /* Not a segment of the process any more: the accounting counts it as
+   * deleted (segments_cap_deleted); its seq still closes the sequence. */
+  st->info.segments--;
+  st->info.compressed_bytes -= f->size;
+  return true;
+}
