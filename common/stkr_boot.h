@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Processes without a boot id whose wall - mono at start are this close
@@ -97,8 +98,8 @@ static inline long stkr_boot__slurp(const char *path, char *buf,
 /* This process's clock: the boot (Linux /proc/sys/kernel/random/boot_id)
  * and the time namespace's CLOCK_MONOTONIC offset
  * (/proc/self/timens_offsets, "monotonic <s> <ns>"; none before Linux
- * 5.6: 0). Two reads of small files; not for a hot path. Elsewhere: not
- * known. */
+ * 5.6: 0). A few reads of small files; not for a hot path. Elsewhere, or
+ * when that file is the children's namespace's: not known. */
 static inline void stkr_clock_id_read(stkr_clock_id *c) {
   memset(c, 0, sizeof *c);
 #if defined(__linux__)
@@ -106,7 +107,18 @@ static inline void stkr_clock_id_read(stkr_clock_id *c) {
   long n = stkr_boot__slurp("/proc/sys/kernel/random/boot_id", buf,
                             sizeof buf);
 
+  struct stat self, kids;
+
   c->have_boot = n > 0 && stkr_boot_parse_id(buf, (size_t)n, c->boot) != 0;
+  /* The file shows the namespace the process's children get; after an
+   * unshare(CLONE_NEWTIME) without exec it is not the process's own
+   * (review, session 35): its clock is then not known. */
+  if (stat("/proc/self/ns/time", &self) == 0 &&
+      stat("/proc/self/ns/time_for_children", &kids) == 0 &&
+      (self.st_ino != kids.st_ino || self.st_dev != kids.st_dev)) {
+    c->have_boot = false;
+    return;
+  }
   if (stkr_boot__slurp("/proc/self/timens_offsets", buf, sizeof buf) > 0) {
     for (char *p = buf; p != NULL && *p != '\0';) {
       long long sec = 0, nsec = 0;

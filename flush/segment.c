@@ -38,9 +38,10 @@
  *    vfat, CIFS, WSL's drvfs every file reads as executable: the first
  *    file's mode tells, marks_off). The directory may thus exceed the
  *    cap by one segment per process, and 4 segments or half the cap in
- *    sessions' final segments. A deleted segment leaves a 20-byte
- *    tombstone under its name (cap_delete) saying which process's cap
- *    took it; a process counts in
+ *    sessions' final segments. A deleted segment leaves a tombstone
+ *    saying which process's cap took it: 20 bytes under its name, or, when
+ *    it follows a run of them, the run's first one, rewritten to end
+ *    there (cap_delete, run_extend); a process counts in
  *    its own counters the deletions of its own session's segments only
  *    (not an earlier session's of the same pid), so each loss
  *    is told once, for the process that had the events. The worker
@@ -59,7 +60,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +68,7 @@
 #include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
+#include "common/stkr_ringfile.h"
 #include "flush/flush_internal.h"
 #include "proto/stkr_format.h"
 
@@ -189,6 +190,8 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
       s->seq = q;
   }
   closedir(d);
+  /* The highest file may be a run's tombstone: go on after its run. */
+  if (s->seq > 0) s->seq = stkr_fmt_seq_said(dir, pid, s->seq);
   s->prior_seq = s->seq;
   /* That file is the newest of an earlier session of our pid, which has
    * ended (the pid is ours): its final counters are kept from the cap
@@ -543,7 +546,17 @@ static int put_tomb(const stkr__segw *s, const char *path, const capfile *f,
   (void)unlink(tmp); /* one a crash of ours left (the name is ours) */
   fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return -errno;
+  if ((fd = stkr_fd_raise(fd)) < 0) {
+    (void)unlink(tmp);
+    return fd;
+  }
   err = stkr_write_all(fd, t, len);
+  /* Whole, or not put in place (a descriptor taken from under us by the
+   * app's dup2 would leave it empty: a run's record lost; review). */
+  if (err == 0) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size != (off_t)len) err = -EIO;
+  }
   if (close(fd) != 0 && err == 0) err = -errno;
   if (err == 0 && rename(tmp, path) != 0) err = -errno;
   if (err != 0) (void)unlink(tmp);
@@ -573,7 +586,7 @@ static bool run_extend(const stkr__segw *s, const capfile *v, size_t n,
   if (below == NULL || cap_path(s, f->pid, below->seq, first, sizeof first))
     return false;
   fd = open(first, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0 || (fd = stkr_fd_raise(fd)) < 0) return false;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_size <= (off_t)sizeof t)
     got = pread(fd, t, sizeof t, 0);
@@ -634,6 +647,39 @@ static void keep_recent_finals(capfile *v, size_t n, uint64_t budget) {
     }
 }
 
+/* One process's cap at a time: two deleting at once could each write a
+ * tombstone over the other's, and a run's would lose the segments it says
+ * (its tombstone below is removed). A POSIX lock (fcntl) on
+ * DIR/.stackrec-cache/cap.lock: a forked child does not inherit it, as it
+ * would a flock held while it forked (review: a prefork server's children
+ * stopped every cap), and NFS has it. A holder scans and deletes in a few
+ * ms: tried 5 times 1 ms apart, on the flush worker.
+ * @return the lock's descriptor (high); -EAGAIN, held elsewhere; another
+ *         -errno: no lock to be had here, the cap runs without one. */
+static int cap_lock(const stkr__segw *s) {
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  char path[PATH_MAX];
+  int fd, k, tries;
+
+  k = snprintf(path, sizeof path, "%s/%s", s->dir, STKR_CACHE_DIR);
+  if (k < 0 || (size_t)k + sizeof "/cap.lock" > sizeof path)
+    return -ENAMETOOLONG;
+  (void)mkdir(path, 0700); /* record makes it; an embedded app may not */
+  memcpy(path + k, "/cap.lock", sizeof "/cap.lock");
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -errno;
+  if ((fd = stkr_fd_raise(fd)) < 0) return fd;
+  for (tries = 0; fcntl(fd, F_SETLK, &fl) != 0; tries++) {
+    int err = errno == EACCES ? -EAGAIN : -errno;
+    if (err != -EAGAIN || tries == 4) {
+      close(fd);
+      return err;
+    }
+    (void)nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return fd;
+}
+
 void stkr__seg_enforce_cap(stkr__segw *s) {
   size_t n = 0;
   uint64_t total;
@@ -650,25 +696,16 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   if (s->bytes_since_scan < s->disk_cap_bytes / 64 + 1 ||
       (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1))
     return;
-  /* One process's cap at a time (flock on the directory): two deleting at
-   * once could each write a tombstone over the other's, and a run's would
-   * lose the segments it says (its tombstone below is removed). A holder
-   * scans and deletes in a few ms; held for longer (a stopped process),
-   * this scan is left to a later batch after 20 tries 1 ms apart, on the
-   * flush worker, never the app's threads. */
-  lock = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (lock < 0) return;
-  for (int tries = 0; flock(lock, LOCK_EX | LOCK_NB) != 0; tries++) {
-    if (errno != EWOULDBLOCK || tries == 20) {
-      close(lock);
-      return;
-    }
-    (void)nanosleep(&(struct timespec){0, 1000000}, NULL);
+  lock = cap_lock(s);
+  if (lock == -EAGAIN) { /* another process's cap is at work */
+    s->cap_scan_due = true;
+    s->bytes_since_scan = 0;
+    return;
   }
   s->cap_scan_due = false;
   s->bytes_since_scan = 0;
   if (!(v = cap_scan(s, &n, &total))) {
-    close(lock);
+    if (lock >= 0) close(lock);
     return;
   }
   if (total > s->disk_cap_bytes) {
@@ -696,7 +733,7 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
     }
   }
   free(v);
-  close(lock); /* the lock goes with it */
+  if (lock >= 0) close(lock); /* the lock goes with it */
 }
 
 void stkr__seg_free(stkr__segw *s) { close_current(s, true); }

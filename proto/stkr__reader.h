@@ -433,6 +433,9 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
  * noted in f and st (stkr_tombstones.c). @return true if it is one, or a
  * damaged one (said): not to be read as a segment. */
 bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st, stkr__file *f);
+/* f, listed, is gone (-ENOENT): is it of a run the cap went on with since?
+ * Then it is noted as such, not as unreadable (stkr_tombstones.c). */
+bool stkr__tomb_gone(stkr__stream *st, stkr__file *f);
 /* Look ahead at st's first Header once (stkr_copies.c): st->peek_*. */
 void stkr__peek_header(stkr__stream *st);
 /* The next external mark due for stream st (index st_index) into *ev.

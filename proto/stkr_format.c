@@ -5,13 +5,17 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <zstd_errors.h>
 
 #include "common/stkr_grow.h"
+#include "common/stkr_io.h"
 #include "common/stkr_ringfile.h"
 
 int stkr_fmt_segment_name(char *buf, size_t len, uint32_t pid, uint32_t seq) {
@@ -142,6 +146,32 @@ bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
   if (last_seq != NULL)
     *last_seq = last;
   return true;
+}
+
+uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq) {
+  uint8_t t[STKR_FMT_MARKER_MAX];
+  char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
+  uint32_t last = 0;
+  struct stat st;
+  ssize_t got = -1;
+  int fd, k;
+
+  if (stkr_fmt_segment_name(name, sizeof name, pid, seq) != 0)
+    return seq;
+  k = snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (k < 0 || (size_t)k >= sizeof path ||
+      (fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+    return seq;
+  if ((fd = stkr_fd_raise(fd)) < 0)
+    return seq;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size <= (off_t)sizeof t)
+    got = pread(fd, t, sizeof t, 0);
+  close(fd);
+  return got > 0 && stkr_fmt_tombstone_parse(t, (size_t)got, NULL, &last) &&
+                 last > seq
+             ? last
+             : seq;
 }
 
 bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,

@@ -106,8 +106,10 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
  * file stays, which a writer's start looks for (flush/segment.c). The run
  * names who deleted its last segment only. A reader counts the seqs
  * first..last as deleted; tombstones whose seqs an earlier run says (a
- * writer that died between the steps) count only what is new.
- * Readers from before it call such a file a damaged tombstone.
+ * writer that died between the steps) count only what is new. A writer
+ * goes on after a run's last (stkr_fmt_seq_said). Readers from before it
+ * call such a file a damaged tombstone; writers from before it, sharing
+ * the directory, take no lock and may delete it as a segment.
  */
 #define STKR_FMT_TOMBSTONE_RUN_SIZE 24u
 /* The largest marker file (tombstones, merge's lost marker): no segment
@@ -136,6 +138,13 @@ bool stkr_fmt_is_tombstone(const uint8_t *p, size_t len,
                            uint32_t *deleter_pid);
 bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
                               uint32_t *deleter_pid, uint32_t *last_seq);
+
+/* The highest seq that segment file dir/name (of seq `seq`) stands for:
+ * its own, or, for the tombstone of a run, the run's last. A writer goes
+ * on after it (flush/segment.c at its start, recovery), never inside a
+ * run whose other files the cap removed (review, session 35: a recovered
+ * segment numbered 2 cut a run of 1..13 short). */
+uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq);
 
 /* The same frame with the payload "STKRLOS1" + a pid: a segment `stackrec
  * merge` could not read (a FIFO, a file without read permission under a

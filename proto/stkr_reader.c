@@ -678,7 +678,8 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
       if (rc == -ENOMEM)
         return r->hard_err = rc;
       if (rc != 0) {
-        stkr__unreadable(r, st, f, rc);
+        if (rc != -ENOENT || !stkr__tomb_gone(st, f))
+          stkr__unreadable(r, st, f, rc);
         r->cur_file++;
         continue;
       }

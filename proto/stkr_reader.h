@@ -324,11 +324,12 @@ typedef struct stkr_process_info {
    * watched. */
   const char *watched;
   /* Set before its first event is delivered: its earliest segment is a
-   * tombstone of the disk cap (a file of STKR_FMT_TOMBSTONE_SIZE bytes or
+   * tombstone of the disk cap (a file of STKR_FMT_MARKER_MAX bytes or
    * less) or its first file is numbered above 1, or (since session 33)
    * the first batch read of it is numbered above 1 (its first batches
-   * damaged or never written; set when that batch is read, so after the
-   * external marks that precede it): what it recorded first, marks and
+   * damaged or never written; set when that batch is read, so, since
+   * session 35, possibly before the external marks, which come with its
+   * first event): what it recorded first, marks and
    * its Header included, is gone, so a mark's absence before an event
    * proves nothing (compliance: "not judged"). Since session 28. */
   bool head_lost;

@@ -144,6 +144,8 @@ static int open_segment(build *b) {
     if (b->rc->segs[i].pid == pid && b->rc->segs[i].seq > seq)
       seq = b->rc->segs[i].seq;
   if (!stkr__rc_same_dir(b->rc)) return -ESTALE;
+  /* The highest file may be a run's tombstone: go on after its run. */
+  if (seq > 0) seq = stkr_fmt_seq_said(b->rc->dir, pid, seq);
   for (int tries = 0; tries < 1000; tries++) {
     if (seq == UINT32_MAX) return -EOVERFLOW;
     seq++;

@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "proto/stkr_reader.h"
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/testlib.h"
@@ -405,6 +407,41 @@ static void test_outputs_keep_runs(void **state) {
   }
 }
 
+/* A live recording: the cap carries a run on over a segment after the
+ * reader listed the directory (the segment's file gone). It is the run's,
+ * not an unreadable segment (review, session 35: 18 of 40 verifies of a
+ * recording in progress said "damaged"). */
+static void test_run_grows_while_read(void **state) {
+  const sess s = {.nseg = 4, .last = true, .tomb = 1u << 1, .tomb_by = PID,
+                  .cnt = {.segments_deleted = 2}};
+  const char *d = fx_tmpdir("acct-live-run");
+  uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
+  stkr_reader_opts o = {.warn = NULL};
+  const stkr_process_info *p;
+  stkr_event_view ev;
+  stkr_reader *r = NULL;
+  char path[4200];
+  int rc;
+  (void)state;
+
+  write_sess(d, &s);
+  assert_int_equal(stkr_reader_open(d, &o, &r), 0); /* listed: 1..4 */
+  stkr_fmt_tombstone_run(t, PID, 2);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, PID);
+  assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+  snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, PID);
+  assert_int_equal(unlink(path), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1) {}
+  assert_int_equal(rc, 0);
+  p = stkr_reader_process(r, 0);
+  assert_int_equal(p->unreadable_segments, 0);
+  assert_int_equal(p->damaged_batches, 0);
+  assert_int_equal(p->segments_cap_deleted, 2);
+  assert_int_equal(p->segments_missing, 0);
+  assert_int_equal(p->segments, 2);
+  stkr_reader_free(r);
+}
+
 /* QA (session 25): one byte flipped in a tombstone's "STKRCAP1" made it a
  * foreign skippable frame: verify said "segment 1 holds no intact batch:
  * its writer ended before its first flush completed", exit 4. Damage now,
@@ -474,6 +511,7 @@ int main(void) {
                       TL_CASES(NULL, NULL, test_segment_without_batch,
                                test_outputs_keep_tombstones,
                                test_outputs_keep_runs,
+                               test_run_grows_while_read,
                                test_damaged_tombstone,
                                test_exit_drops_in_report),
                       TL_TABLE(NULL, NULL, test_session, g_damaged));

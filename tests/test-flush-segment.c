@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -170,6 +171,67 @@ static void test_older_files_without_their_first(void **state) {
   assert_int_equal(s.seq, 4);
   assert_file_sizes(100, 100, 3, 100);
   stkr__seg_free(&s);
+}
+
+/* The highest file of an earlier process of our pid is a run's tombstone
+ * (its data file above was removed empty, the process died): ours go on
+ * after the run's last, never inside it (review, session 35: seq 2 after
+ * a run of 1..13 cut it short). */
+static void test_continues_after_a_run(void **state) {
+  (void)state;
+  uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
+  char p[512];
+  stkr__segw s;
+
+  stkr_fmt_tombstone_run(t, PID, 13);
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, PID, 1u);
+  int fd = open(p, O_CREAT | O_WRONLY, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, t, sizeof t), (ssize_t)sizeof t);
+  close(fd);
+  start_and_put(&s, 100, 1 << 20, 1);
+  assert_int_equal(s.seq, 14);
+  stkr__seg_free(&s);
+}
+
+/* One process's cap at a time (cap.lock): while another process holds the
+ * lock, a scan is left for later, after a few ms at most; once free, the
+ * next scan deletes. The holder is a child: a POSIX lock is a process's. */
+static void test_disk_cap_waits_for_no_one(void **state) {
+  (void)state;
+  int go[2], ready[2];
+  char c = 0, p[512];
+  stkr__segw s;
+  pid_t kid;
+
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(ready), 0);
+  kid = fork();
+  assert_true(kid >= 0);
+  if (kid == 0) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    snprintf(p, sizeof p, "%s/.stackrec-cache", tl_dir);
+    (void)mkdir(p, 0700);
+    strcat(p, "/cap.lock");
+    int fd = open(p, O_RDWR | O_CREAT, 0600);
+    _exit(fd < 0 || fcntl(fd, F_SETLKW, &fl) != 0 ||
+                  write(ready[1], "l", 1) != 1 || read(go[0], &c, 1) != 1
+              ? 1
+              : 0);
+  }
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  /* 200-byte segments, cap 500: 5 made, nothing deleted while held. */
+  start_and_put(&s, 200, 500, 10);
+  assert_int_equal(s.segments, 5);
+  assert_int_equal(s.segments_deleted, 0);
+  assert_int_equal(write(go[1], "g", 1), 1);
+  int st = -1;
+  assert_int_equal(waitpid(kid, &st, 0), kid);
+  assert_int_equal(st, 0);
+  for (int i = 0; i < 8; i++) assert_int_equal(put(&s, 100), 0);
+  assert_true(s.segments_deleted > 0);
+  stkr__seg_free(&s);
+  close(go[0]), close(go[1]), close(ready[0]), close(ready[1]);
 }
 
 static void test_rotation(void **state) {
@@ -457,7 +519,9 @@ static int cleanup(void **state) {
 
 TL_TEST_MAIN_EACH("flush-segment", tl_make_dir, cleanup,
                   test_names_modes_and_older_files,
-                  test_older_files_without_their_first, test_rotation,
+                  test_older_files_without_their_first,
+                  test_continues_after_a_run, test_disk_cap_waits_for_no_one,
+                  test_rotation,
                   test_disk_cap_deletes_oldest_never_current,
                   test_disk_cap_keeps_every_newest,
                   test_fsize_limit_error_then_recovery,

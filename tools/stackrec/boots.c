@@ -17,8 +17,8 @@ typedef struct proc_clock {
   size_t i;           /* the process */
 } proc_clock;
 
-/* Known clocks first, each in one run (boot id, then offset), then the
- * unknown ones by boot time; within a run by start on the wall clock. */
+/* Known boots first, each in one run, within it by clock (offset) and
+ * start on the wall clock; then the unknown ones by boot time. */
 static int by_clock(const void *a, const void *b) {
   const proc_clock *x = a, *y = b;
   int c = (int)y->c.have_boot_id - (int)x->c.have_boot_id;
@@ -32,10 +32,9 @@ static int by_clock(const void *a, const void *b) {
   return c != 0 ? c : stkr_cmp_u64(x->c.wall_ns, y->c.wall_ns);
 }
 
-static bool same_clock(const proc_clock *x, const proc_clock *y) {
+static bool same_boot(const proc_clock *x, const proc_clock *y) {
   return x->c.have_boot_id && y->c.have_boot_id &&
-         memcmp(x->c.boot_id, y->c.boot_id, sizeof x->c.boot_id) == 0 &&
-         x->c.mono_offset_ns == y->c.mono_offset_ns;
+         memcmp(x->c.boot_id, y->c.boot_id, sizeof x->c.boot_id) == 0;
 }
 
 /* A wall-clock time that can be a real one (2001..2200): a device whose
@@ -45,27 +44,40 @@ static bool plausible_wall(uint64_t wall_ns) {
          wall_ns < 7258118400ull * 1000000000ull;
 }
 
-/* The shift from clock x (its first start) onto the reference ref. */
-static int64_t shift_onto(const proc_clock *x, const proc_clock *ref) {
-  int64_t d = 0;
+/* a - b, 0 if it does not fit. */
+static int64_t diff_or_0(int64_t a, int64_t b) {
+  int64_t d;
+  return __builtin_sub_overflow(a, b, &d) ? 0 : d;
+}
 
-  if (x->c.have_boot_id && ref->c.have_boot_id &&
-      memcmp(x->c.boot_id, ref->c.boot_id, sizeof x->c.boot_id) == 0) {
-    /* One boot, two namespaces: mono = boot's mono + offset, exactly. */
-    if (__builtin_sub_overflow(ref->c.mono_offset_ns, x->c.mono_offset_ns, &d))
-      d = 0;
-    return d;
+/* The shift of each known process (v[0, k) sorted by by_clock): onto the
+ * clock of ref, its boot's earliest start. Within a boot, by the offsets
+ * (exact); another boot B first onto its own earliest start's clock, then
+ * by one wall-clock shift for all of B (so B's namespaces keep their
+ * order). */
+static void shifts(stkr_boots *b, const proc_clock *v, size_t k,
+                   size_t ref) {
+  size_t i = 0, j, rep;
+
+  while (i < k && v[i].c.have_boot_id) {
+    int64_t wall = 0;
+    for (j = i, rep = i; j < k && same_boot(&v[j], &v[i]); j++)
+      if (v[j].c.wall_ns < v[rep].c.wall_ns) rep = j;
+    if (!same_boot(&v[rep], &v[ref]) && plausible_wall(v[rep].c.wall_ns) &&
+        plausible_wall(v[ref].c.wall_ns) && v[rep].boot_time != 0 &&
+        v[ref].boot_time != 0 && v[rep].boot_time < INT64_MAX &&
+        v[ref].boot_time < INT64_MAX)
+      wall = diff_or_0((int64_t)v[rep].boot_time, (int64_t)v[ref].boot_time);
+    for (; i < j; i++) {
+      const proc_clock *to = same_boot(&v[i], &v[ref]) ? &v[ref] : &v[rep];
+      int64_t s = diff_or_0(to->c.mono_offset_ns, v[i].c.mono_offset_ns), t;
+      b->shift[v[i].i] = __builtin_add_overflow(s, wall, &t) ? s : t;
+    }
   }
-  if (!plausible_wall(x->c.wall_ns) || !plausible_wall(ref->c.wall_ns) ||
-      x->boot_time == 0 || ref->boot_time == 0 ||
-      __builtin_sub_overflow((int64_t)x->boot_time, (int64_t)ref->boot_time,
-                             &d))
-    return 0;
-  return d;
 }
 
 int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
-  size_t n = stkr_reader_process_count(r), k = 0, i, ref = SIZE_MAX, first;
+  size_t n = stkr_reader_process_count(r), k = 0, i, ref = SIZE_MAX;
   uint32_t id = 0;
   proc_clock *v;
 
@@ -88,33 +100,24 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
       v[k++] = p;
   }
   qsort(v, k, sizeof *v, by_clock);
-  /* Number the clocks; the reference is the known clock of the earliest
-   * start. A run's first entry is its earliest start. */
-  for (i = 0, first = 0; i < k; i++) {
-    bool known = v[i].c.have_boot_id;
-    if (i > 0 && (known ? !same_clock(&v[i], &v[first])
-                        : v[first].c.have_boot_id ||
+  /* Number the boots (unknown ones: chained by the wall clock) and count
+   * the known clocks; the reference is the earliest known start. */
+  for (i = 0; i < k; i++) {
+    const bool known = v[i].c.have_boot_id;
+    if (i > 0 && (known ? !same_boot(&v[i], &v[i - 1])
+                        : v[i - 1].c.have_boot_id ||
                               !stkr_boot_same(v[i].boot_time,
-                                              v[i - 1].boot_time))) {
+                                              v[i - 1].boot_time)))
       id++;
-      first = i;
-    }
     b->boot[v[i].i] = id;
-    if (known && first == i) {
+    if (known && (i == 0 || !same_boot(&v[i], &v[i - 1]) ||
+                  v[i].c.mono_offset_ns != v[i - 1].c.mono_offset_ns))
       b->n_clocks++;
-      if (ref == SIZE_MAX || v[i].c.wall_ns < v[ref].c.wall_ns) ref = i;
-    }
+    if (known && (ref == SIZE_MAX || v[i].c.wall_ns < v[ref].c.wall_ns))
+      ref = i;
   }
-  if (b->n_clocks > 1) {
-    int64_t s = 0;
-    for (i = 0, first = 0; i < k && v[i].c.have_boot_id; i++) {
-      if (i == 0 || !same_clock(&v[i], &v[first])) {
-        first = i;
-        s = shift_onto(&v[i], &v[ref]);
-      }
-      b->shift[v[i].i] = s;
-    }
-  }
+  if (b->n_clocks > 1)
+    shifts(b, v, k, ref);
   free(v);
   return 0;
 }
@@ -127,6 +130,23 @@ uint64_t stkr_boots_place(const stkr_boots *b, size_t i, uint64_t ts) {
     return ts > u ? ts - u : 1;
   }
   return UINT64_MAX - ts >= (uint64_t)s ? ts + (uint64_t)s : UINT64_MAX;
+}
+
+uint64_t stkr_boots_origin(const stkr_boots *b, const stkr_reader *r) {
+  size_t i, n = stkr_reader_process_count(r);
+  uint64_t origin = 0;
+
+  for (i = 0; i < n; i++) {
+    const stkr_process_info *p = stkr_reader_process(r, i);
+    uint64_t t = p->have_header && p->start_mono_ns ? p->start_mono_ns
+                                                    : p->first_ts_ns;
+    if (t == 0)
+      continue; /* no start, no event */
+    t = stkr_boots_place(b, i, t);
+    if (origin == 0 || t < origin)
+      origin = t;
+  }
+  return origin;
 }
 
 void stkr_boots_free(stkr_boots *b) {

@@ -15,11 +15,12 @@
  * several, each clock's times move by one shift (so a clock's processes
  * keep their exact order) onto the clock of the earliest start (by the
  * wall clock): by the difference of the offsets, exactly, for another
- * namespace of the same boot; by the difference of the boots' wall-clock
- * times (wall - mono at that clock's first start) for another boot, which
- * is as right as the wall clocks were and off by any sleep before that
- * start. A process whose boot is not known (an older writer, Apple) is
- * never moved.
+ * namespace of the same boot; for another boot, onto that boot's earliest
+ * start's clock so, then by one shift for the whole boot (its namespaces
+ * keep their order): the difference of the boots' wall-clock times (wall
+ * - mono at their earliest starts), as right as the wall clocks were and
+ * off by any sleep before those starts. A process whose boot is not
+ * known (an older writer, Apple) is never moved.
  *
  * Thread-safety: none. Memory: a few words a process.
  */
@@ -37,10 +38,11 @@ typedef struct stkr_boots {
   size_t n_clocks;  /* distinct known clocks (0: none known) */
   size_t n;         /* processes */
   int64_t *shift;   /* per process: what to add to its times, ns */
-  /* Per process: its clock, from 0 in order of first start; processes
-   * whose boot is not known are grouped by the wall clock (within
-   * STKR_BOOT_SLACK_NS), numbered after those, never moved. For sums per
-   * boot (diff's recording time); STKR_BOOT_UNKNOWN: no start known. */
+  /* Per process: its boot (its namespaces' clocks included), from 0;
+   * processes whose boot is not known are grouped by the wall clock
+   * (within STKR_BOOT_SLACK_NS), numbered after those, never moved. For
+   * sums per machine (diff's recording time); STKR_BOOT_UNKNOWN: no start
+   * known. */
   uint32_t *boot;
 } stkr_boots;
 
@@ -55,6 +57,11 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r);
 /* ts of process i on the recording's time line (see above); never 0 for a
  * ts that was not (saturating at 1 and UINT64_MAX). */
 uint64_t stkr_boots_place(const stkr_boots *b, size_t i, uint64_t ts);
+
+/* The recording's start on the time line: the earliest process start
+ * (a process whose Header was lost: its first event); 0 if none. Once r
+ * has been read. */
+uint64_t stkr_boots_origin(const stkr_boots *b, const stkr_reader *r);
 
 /* NULL-safe; b may be zeroed or initialized. */
 void stkr_boots_free(stkr_boots *b);

@@ -405,17 +405,25 @@ static bool in_state(builder *b, state_cache *c, const stkr_state_snap *snap,
 }
 
 static int on_mark(builder *b, const stkr_event_view *ev) {
+  const bool external = stkr_agg_mark_external(ev);
   int err;
 
+  /* A `stackrec mark` mark reaches the process's children by itself. */
+  if (external ? (err = ext_keep(b, ev)) != 0
+               : (err = stkr_inherit_mark(b->inherit, ev->ts_ns,
+                                          ev->site)) != 0)
+    return err;
+  /* External marks come at the pid's first event, which may be a later
+   * launch's (the first one recorded none): that launch has those set
+   * after its start only, as new_instance gives them (review, session
+   * 35: a consent of the launch before counted for it). */
+  if (external && b->proc_instance > 1 && ev->proc != NULL &&
+      ev->ts_ns < ev->proc->instance_start_mono_ns)
+    return 0;
   b->version++;
   b->proc_marks = true;
   if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
     b->proc_consent = true;
-  /* A `stackrec mark` mark reaches the process's children by itself. */
-  if (stkr_agg_mark_external(ev) ? (err = ext_keep(b, ev)) != 0
-                                 : (err = stkr_inherit_mark(
-                                        b->inherit, ev->ts_ns, ev->site)) != 0)
-    return err;
   return stkr_states_mark(b->states, ev->ts_ns, ev->site);
 }
 #endif
@@ -588,24 +596,6 @@ static double secs(const stkr_comp *c, uint64_t ts) {
   return ts > c->origin_ns ? (double)(ts - c->origin_ns) / 1e9 : 0.0;
 }
 
-/* The recording's start: the earliest process start (a process whose
- * Header was lost: its first event), on the one time line (boots.h). */
-static void find_origin(stkr_comp *c, const stkr_reader *r,
-                        const stkr_boots *boots) {
-  size_t i, n = stkr_reader_process_count(r);
-
-  for (i = 0; i < n; i++) {
-    const stkr_process_info *p = stkr_reader_process(r, i);
-    uint64_t t = p->have_header && p->start_mono_ns ? p->start_mono_ns
-                                                    : p->first_ts_ns;
-    if (t == 0)
-      continue; /* no start, no event */
-    t = stkr_boots_place(boots, i, t);
-    if (c->origin_ns == 0 || t < c->origin_ns)
-      c->origin_ns = t;
-  }
-}
-
 /* Rates closed, examples picked, groups sorted, findings listed. */
 static int finish(builder *b) {
   stkr_comp *c = b->c;
@@ -746,7 +736,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
     err = stkr_agg_build(r, &ao, progress, progress_arg, &b.c->agg);
   if (end_process(&b) != 0 && err == 0)
     err = -ENOMEM;
-  find_origin(b.c, r, &b.boots);
+  b.c->origin_ns = stkr_boots_origin(&b.boots, r);
   b.c->clocks = b.boots.n_clocks;
   if (err == 0)
     err = finish(&b);

@@ -237,7 +237,7 @@ static const char diff_help[] =
     "gate fails), or an input lost data (damaged: the comparison cannot be\n"
     "trusted); 2 usage; 3 an input cannot be opened.\n";
 
-/* One process's span on its machine's monotonic clock, and its boot
+/* One process's span on the recording's time line, and its boot
  * (boots.h; STKR_BOOT_UNKNOWN: not known, all such taken as one). */
 typedef struct span {
   uint64_t boot, from, to;
@@ -270,8 +270,10 @@ static uint64_t recording_ns(stkr_reader *r) {
     const stkr_process_info *p = stkr_reader_process(r, i);
     uint64_t origin = p->have_header && p->start_mono_ns ? p->start_mono_ns
                                                          : p->first_ts_ns;
+    /* On the one time line: a machine's namespaces overlap (review). */
     if (p->events != 0 && p->last_ts_ns > origin)
-      v[k++] = (span){boots.boot[i], origin, p->last_ts_ns};
+      v[k++] = (span){boots.boot[i], stkr_boots_place(&boots, i, origin),
+                      stkr_boots_place(&boots, i, p->last_ts_ns)};
   }
   stkr_boots_free(&boots);
   qsort(v, k, sizeof *v, span_cmp);
