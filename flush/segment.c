@@ -301,7 +301,7 @@ int stkr__seg_open_next(stkr__segw *s) {
 
   close_current(s, true);
   for (int tries = 0; tries < 1000; tries++) {
-    if (seq == 999999) return -ENOSPC; /* the name has 6 digits */
+    if (seq >= STKR_FMT_SEQ_MAX) return -ENOSPC;
     seq++;
     if ((err = seg_path(s, seq, path, sizeof path)) < 0) return err;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -697,11 +697,12 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
       (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1))
     return;
   lock = cap_lock(s);
-  if (lock == -EAGAIN) { /* another process's cap is at work */
+  if (lock == -EAGAIN && ++s->cap_busy <= 8) { /* another's cap at work */
     s->cap_scan_due = true;
     s->bytes_since_scan = 0;
     return;
   }
+  if (lock >= 0) s->cap_busy = 0;
   s->cap_scan_due = false;
   s->bytes_since_scan = 0;
   if (!(v = cap_scan(s, &n, &total))) {

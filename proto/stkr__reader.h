@@ -209,6 +209,7 @@ typedef struct stkr__stream {
 #define STKR__WARNED_IMAGES 16u
 #define STKR__WARNED_FRAMES 32u
 #define STKR__WARNED_OVERFLOW 64u
+#define STKR__WARNED_MARK_BOOT 128u
 
 /* Buffered reading of one file at explicit offsets (stkr_frames.c). The
  * buffer is fixed-size; frames larger than it are streamed through it. */

@@ -169,7 +169,7 @@ uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq) {
     got = pread(fd, t, sizeof t, 0);
   close(fd);
   return got > 0 && stkr_fmt_tombstone_parse(t, (size_t)got, NULL, &last) &&
-                 last > seq
+                 last > seq && last <= STKR_FMT_SEQ_MAX
              ? last
              : seq;
 }

@@ -145,6 +145,10 @@ bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
  * run whose other files the cap removed (review, session 35: a recovered
  * segment numbered 2 cut a run of 1..13 short). */
 uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq);
+/* A writer's last seq: names have 6 digits. A run said to end above it is
+ * not believed (stkr_fmt_seq_said: QA, session 35, a hostile run's
+ * 0xffffffff made the next writer's seq wrap to 0). */
+#define STKR_FMT_SEQ_MAX 999999u
 
 /* The same frame with the payload "STKRLOS1" + a pid: a segment `stackrec
  * merge` could not read (a FIFO, a file without read permission under a

@@ -576,6 +576,26 @@ static uint64_t stkr__ext_ts(const stkr__stream *st, const stkr__extmark *m) {
                                               : UINT64_MAX;
 }
 
+/* A mark set in another boot than st's first Header's cannot be ordered
+ * against its events (its time is the setter's CLOCK_MONOTONIC): handed
+ * over as set, and said once per process, as inconsistent (QA, session
+ * 35: a consent set after a reboot lay before every event, unsaid). */
+static void stkr__ext_other_boot(stkr_reader *r, stkr__stream *st,
+                                 const stkr__extmark *m) {
+  const stkr_process_info *p = &st->info;
+
+  if (!m->clock.have_boot || !p->have_header || !p->have_boot_id ||
+      memcmp(m->clock.boot, p->boot_id, sizeof p->boot_id) == 0 ||
+      (st->warned & STKR__WARNED_MARK_BOOT))
+    return;
+  st->warned |= STKR__WARNED_MARK_BOOT;
+  stkr__warn(r, STKR_WARN_INCONSISTENT, m->path, (int64_t)m->offset, p->pid,
+             "mark %s was set in another boot than process %u's: its time "
+             "cannot be ordered against the process's events; taken as set "
+             "(and so every other such mark of it)",
+             m->name, (unsigned)p->pid);
+}
+
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
                          stkr_event_view *ev) {
   size_t j;
@@ -587,6 +607,7 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
         (m->scope != NULL && !stkr__scope_has(m->scope, st->info.pid)))
       continue;
     st->ext_next = j + 1;
+    stkr__ext_other_boot(r, st, m);
     memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
     ev->ts_ns = stkr__ext_ts(st, m);
     ev->wall_ns = m->wall_ns;

@@ -203,6 +203,12 @@ static void test_marks_left_as_set(void **state) {
   d = ns_process("boots-nsmark-other");
   put_mark(d, HOST_AFTER, "consent.granted", CLOCK_B ":0");
   assert_int_equal(before_consent(d), 0);
+  /* ... which is said (QA, session 35: a consent set after a reboot lay
+   * before every event, unsaid): inconsistent, verify exit 1. */
+  cr_assert_has(cr_err, "mark consent.granted was set in another boot than "
+                        "process 20's");
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  cr_assert_has(cr_out, "inconsistent: ");
   /* Of its own clock: exact, 1 ns before the event. */
   d = ns_process("boots-nsmark-same");
   put_mark(d, FX_START_MONO + HALF_S + AHEAD + 999, "consent.granted",

@@ -351,7 +351,20 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   /* The whole file, a regular one only (-ENXIO: a FIFO named like a
    * segment would wait for a writer): read once, written once. */
   if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
-                                 0)) < 0) {
+                                 0)) == -ENOENT && !run->in_place) {
+    /* Listed, then gone: a recording still written, whose disk cap took
+     * it into a run (stkr_format.h) since. Said in OUT by a tombstone of
+     * its own (naming its process as the deleter: who it was is not
+     * known), not as lost data (QA, session 35: exit 1 in 29 of 40). */
+    uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+    uint32_t pid = 0, seq;
+    (void)stkr_fmt_segment_parse(name, &pid, &seq);
+    stkr_fmt_tombstone(t, pid);
+    run->out.len = 0;
+    if ((err = stkr_fmt_buf_append(&run->out, t, sizeof t)) < 0) return err;
+    return write_out(run, outdir, name);
+  }
+  if (err < 0) {
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
             err == -ENXIO ? "not a regular file" : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
