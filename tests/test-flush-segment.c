@@ -177,33 +177,35 @@ static void test_older_files_without_their_first(void **state) {
  * (its data file above was removed empty, the process died): ours go on
  * after the run's last, never inside it (review, session 35: seq 2 after
  * a run of 1..13 cut it short). */
-static void test_continues_after_a_run(void **state) {
-  (void)state;
+/* Segment 1 of PID is a run's tombstone saying 1..last, then a writer
+ * starts: the seq it writes first. */
+static uint32_t seq_after_run(uint32_t last) {
   uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
   char p[512];
   stkr__segw s;
+  uint32_t seq;
+  int fd;
 
-  stkr_fmt_tombstone_run(t, PID, 13);
-  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, PID, 1u);
-  int fd = open(p, O_CREAT | O_WRONLY, 0600);
-  assert_true(fd >= 0);
-  assert_int_equal(write(fd, t, sizeof t), (ssize_t)sizeof t);
-  close(fd);
-  start_and_put(&s, 100, 1 << 20, 1);
-  assert_int_equal(s.seq, 14);
-  stkr__seg_free(&s);
-  /* A run said to end past the last seq a name can hold is not believed
-   * (QA, session 35: 0xffffffff made the next seq wrap to 0). */
   assert_int_equal(tl_rm_rf(tl_dir), 0);
   assert_int_equal(mkdir(tl_dir, 0700), 0);
-  stkr_fmt_tombstone_run(t, PID, 0xffffffffu);
+  stkr_fmt_tombstone_run(t, PID, last);
+  snprintf(p, sizeof p, "%s/stackrec-%u-%06u.zst", tl_dir, PID, 1u);
   fd = open(p, O_CREAT | O_WRONLY, 0600);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, t, sizeof t), (ssize_t)sizeof t);
   close(fd);
   start_and_put(&s, 100, 1 << 20, 1);
-  assert_int_equal(s.seq, 2);
+  seq = s.seq;
   stkr__seg_free(&s);
+  return seq;
+}
+
+static void test_continues_after_a_run(void **state) {
+  (void)state;
+  assert_int_equal(seq_after_run(13), 14);
+  /* A run said to end past the last seq a name can hold is not believed
+   * (QA, session 35: 0xffffffff made the next seq wrap to 0). */
+  assert_int_equal(seq_after_run(0xffffffffu), 2);
 }
 
 /* One process's cap at a time (cap.lock): while another process holds the
