@@ -345,15 +345,18 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
   uint8_t *data;
   size_t len, off = 0;
   bool already = false, stacks = false, bare = false, inproc = false;
+  struct stat gone;
   int err;
 
   snprintf(in, sizeof in, "%s/%s", indir, name);
   /* The whole file, a regular one only (-ENXIO: a FIFO named like a
    * segment would wait for a writer): read once, written once. */
   if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
-                                 0)) == -ENOENT && !run->in_place) {
-    /* Listed, then gone: a recording still written, whose disk cap took
-     * it into a run (stkr_format.h) since. Said in OUT by a tombstone of
+                                 0)) == -ENOENT && !run->in_place &&
+      lstat(in, &gone) != 0 && errno == ENOENT) {
+    /* Listed, then gone (not a dangling link: that is lost data): a
+     * recording still written, whose disk cap took it into a run
+     * (stkr_format.h) since. Said in OUT by a tombstone of
      * its own (naming its process as the deleter: who it was is not
      * known), not as lost data (QA, session 35: exit 1 in 29 of 40). */
     uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
