@@ -129,7 +129,7 @@ static void test_boot_not_known(void **state) {
 }
 
 /* A time namespace of the same boot (offset 10^6 s): moved back by the
- * offset, exactly. */
+ * offset, exactly. `info` says which clock each process is on. */
 static void test_time_namespace(void **state) {
   const char *d =
       two("boots-ns", BOOT_A, 0,
@@ -138,6 +138,16 @@ static void test_time_namespace(void **state) {
 
   chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
              "\"clocks\":2");
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  cr_assert_has(cr_out, "  clock:       boot a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\n",
+                "  clock:       boot a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1, time "
+                "namespace offset +1000000.000000000 s\n");
+  assert_int_equal(cr_run("info --json '%s'", d), 0);
+  cr_assert_has(cr_out, "\"boot_id\":\"a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\","
+                        "\"mono_offset_ns\":1000000000000000");
+  d = two("boots-ns-old", 0, 0, (fx_one){0});
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  assert_null(strstr(cr_out, "clock:"));
 }
 
 /* Append a mark line, read on the setter's clocks. */

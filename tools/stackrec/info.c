@@ -180,6 +180,14 @@ static int print_process(const stkr_reader *r, size_t i) {
            (unsigned)p->unwind_cache_rejected);
   if (p->status == -EPROTONOSUPPORT)
     printf("  status:      NOT READ: recorded in a newer format version\n");
+  if (p->have_boot_id) { /* which monotonic clock (common/stkr_boot.h) */
+    printf("  clock:       boot ");
+    for (size_t k = 0; k < sizeof p->boot_id; k++)
+      printf("%02x", p->boot_id[k]);
+    if (p->mono_offset_ns != 0)
+      printf(", time namespace offset %+.9f s", (double)p->mono_offset_ns / 1e9);
+    putchar('\n');
+  }
   printf("  start:       ");
   if (p->events)
     put_wall(p->first_wall_ns);

@@ -8,6 +8,8 @@
  *     started with, and when; 0: not said),
  *     "sessions", "instances" (processes that held the pid in turn, told
  *     by their start times; 0: no Header read), "session_id" (hex string),
+ *     "boot_id" (32 hex digits, "" when not known), "mono_offset_ns" (its
+ *     time namespace's: which monotonic clock its times are on),
  *     "unwind" (when the process
  *     walked with unwind tables: {"images", "images_failed",
  *     "images_without_cfi", "rows", "rows_fallback", "images_cached",
@@ -176,6 +178,12 @@ static int put_process(const stkr_reader *r, size_t i) {
          (unsigned)p->parent_pid, (unsigned)p->forked_from_pid,
          p->fork_mono_ns, (unsigned)p->sessions, (unsigned)p->instances,
          p->session_id);
+  /* Which monotonic clock its times are on (README, "Processes on
+   * several monotonic clocks"): "" when not known. */
+  fputs(",\"boot_id\":\"", stdout);
+  for (size_t k = 0; p->have_boot_id && k < sizeof p->boot_id; k++)
+    printf("%02x", p->boot_id[k]);
+  printf("\",\"mono_offset_ns\":%" PRId64, p->mono_offset_ns);
   if (p->unwind_tables) {
     fputs(",\"unwind\":{", stdout);
     put_u64s(unwind, sizeof unwind / sizeof unwind[0], true);
