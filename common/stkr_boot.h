@@ -50,13 +50,6 @@ static inline bool stkr_boot_same(uint64_t a, uint64_t b) {
   return (a > b ? a - b : b - a) <= STKR_BOOT_SLACK_NS;
 }
 
-/* Are a and b one boot (both known)? */
-static inline bool stkr_clock_same_boot(const stkr_clock_id *a,
-                                        const stkr_clock_id *b) {
-  return a->have_boot && b->have_boot &&
-         memcmp(a->boot, b->boot, sizeof a->boot) == 0;
-}
-
 static inline int stkr_boot__hex(char c) {
   return c >= '0' && c <= '9'   ? c - '0'
          : c >= 'a' && c <= 'f' ? c - 'a' + 10

@@ -93,11 +93,12 @@ bool stkr__tomb_gone(stkr__stream *st, stkr__file *f) {
   close(fd);
   if (!stkr_fmt_tombstone_parse(buf, got, &by, &last) || last < f->seq)
     return false;
-  g->tomb_hi = last; /* clipped at the next file by stkr__tomb_run's rule */
-  for (i = (size_t)(g - st->files) + 1; i < st->n_files; i++)
-    if (&st->files[i] != f && st->files[i].seq > g->seq &&
-        st->files[i].seq <= g->tomb_hi && !st->files[i].unreadable &&
-        !st->files[i].tombstone && i > (size_t)(f - st->files)) {
+  /* As stkr__tomb_run: the run ends before the next file still there
+   * (those between g and f are gone, noted so). */
+  g->tomb_hi = last;
+  for (i = (size_t)(f - st->files) + 1; i < st->n_files; i++)
+    if (st->files[i].seq <= g->tomb_hi && !st->files[i].unreadable &&
+        !st->files[i].tombstone) {
       g->tomb_hi = st->files[i].seq - 1;
       break;
     }

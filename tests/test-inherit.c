@@ -500,16 +500,10 @@ static void test_child_first_batch_damaged(void **state) {
 }
 
 /* One launch of an app as pid 1 of a pid namespace of its own (a
- * container's app), into dir: consent and 1 event, or 5 events without.
+ * container's app), into dir: consent (stkr_mark) if asked, then `events`
+ * watched calls.
  * @return 0, 1 when no namespace can be made here (not root), else -1. */
-static int launch_as_pid1_n(const char *dir, bool consent, int events);
-
-static int launch_as_pid1(const char *dir, bool consent) {
-  return launch_as_pid1_n(dir, consent, consent ? 1 : 5);
-}
-
-/* ... making `events` watched calls. */
-static int launch_as_pid1_n(const char *dir, bool consent, int events) {
+static int launch_as_pid1(const char *dir, bool consent, int events) {
   pid_t c = fork();
   int st;
 
@@ -540,37 +534,45 @@ static int launch_as_pid1_n(const char *dir, bool consent, int events) {
   return WEXITSTATUS(st) == 77 ? 1 : WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-/* An app restarted as a container's pid 1, into one directory: the second
- * launch's events are its own process's, before any consent (QA, session
- * 33: judged by the first launch's consent.granted, "no findings"). A
- * `stackrec mark` set after the second launch started is its too. */
-static void test_pid_reused(void **state) {
-  char dir[4096];
-  ru_log log = {0};
-  stkr_reader *r;
-  counts k;
+/* A pid 1 launched into dir (g_tmp/tag) twice: the first launch with
+ * `consent` (stkr_mark) and `first` watched calls, then `stackrec mark DIR
+ * consent.granted`, then the second launch with 5. Start times are in
+ * clock ticks (10 ms): two launches within one tick would be one process
+ * (a container's restart takes longer). Skipped without pid namespaces. */
+static void relaunch_pid1(char *dir, size_t len, const char *tag,
+                          bool consent, int first) {
   int rc;
-  (void)state;
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   /* The sanitizers' runtimes and a process that is pid 1: not tried. */
   fprintf(stderr, "sanitizers: pid namespaces not tried: skipped\n");
   skip();
 #endif
-  snprintf(dir, sizeof dir, "%s/pid1", g_tmp);
+  snprintf(dir, len, "%s/%s", g_tmp, tag);
   assert_int_equal(tl_rm_rf(dir), 0);
-  if ((rc = launch_as_pid1(dir, true)) == 1) {
+  if ((rc = launch_as_pid1(dir, consent, first)) == 1) {
     fprintf(stderr, "no pid namespace here (not root?): skipped\n");
     skip();
   }
   assert_int_equal(rc, 0);
-  /* A harness's consent between the launches is the first one's: set
-   * before the second started. Start times are in clock ticks (10 ms): two
-   * launches within one tick would be one process (a container's restart
-   * takes longer). */
   assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
   usleep(30000);
-  assert_int_equal(launch_as_pid1(dir, false), 0);
+  assert_int_equal(launch_as_pid1(dir, false, 5), 0);
+}
+
+/* An app restarted as a container's pid 1, into one directory: the second
+ * launch's events are its own process's, before any consent (QA, session
+ * 33: judged by the first launch's consent.granted, "no findings"). A
+ * harness's consent between the launches is the first one's; one set
+ * after the second launch started is its too. */
+static void test_pid_reused(void **state) {
+  char dir[4096];
+  ru_log log = {0};
+  stkr_reader *r;
+  counts k;
+  (void)state;
+
+  relaunch_pid1(dir, sizeof dir, "pid1", true, 1);
   k = comp_counts(dir);
   assert_int_equal(k.events, 6);
   assert_int_equal(k.before_consent, 5); /* was 0 */
@@ -598,23 +600,9 @@ static void test_pid_reused(void **state) {
 static void test_pid_reused_first_silent(void **state) {
   char dir[4096];
   counts k;
-  int rc;
   (void)state;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  fprintf(stderr, "sanitizers: pid namespaces not tried: skipped\n");
-  skip();
-#endif
-  snprintf(dir, sizeof dir, "%s/pid1-silent", g_tmp);
-  assert_int_equal(tl_rm_rf(dir), 0);
-  if ((rc = launch_as_pid1_n(dir, false, 0)) == 1) {
-    fprintf(stderr, "no pid namespace here (not root?): skipped\n");
-    skip();
-  }
-  assert_int_equal(rc, 0);
-  assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
-  usleep(30000);
-  assert_int_equal(launch_as_pid1_n(dir, false, 5), 0);
+  relaunch_pid1(dir, sizeof dir, "pid1-silent", false, 0);
   k = comp_counts(dir);
   assert_int_equal(k.events, 5);
   assert_int_equal(k.before_consent, 5); /* was 0 */
