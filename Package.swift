@@ -79,6 +79,7 @@ let package = Package(
         "proto/stkr_accounting.c",
         "proto/stkr_batch.c",
         "proto/stkr_copies.c",
+        "proto/stkr_extmarks.c",
         "proto/stkr_header.c",
         "proto/stkr_format.c",
         "proto/stkr_frames.c",

@@ -46,6 +46,7 @@ set(STKR_PROTO_SRCS
   proto/stkr_header.c
   proto/stkr_format.c
   proto/stkr_frames.c
+  proto/stkr_extmarks.c
   proto/stkr_marks.c
   proto/stkr_marks_running.c
   proto/stkr_marks_scope.c

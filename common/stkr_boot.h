@@ -50,6 +50,37 @@ static inline bool stkr_boot_same(uint64_t a, uint64_t b) {
   return (a > b ? a - b : b - a) <= STKR_BOOT_SLACK_NS;
 }
 
+/* Are two clocks of one known boot (their times then differ by the
+ * offsets exactly)? */
+static inline bool stkr_clock_same_boot(const stkr_clock_id *a,
+                                        const stkr_clock_id *b) {
+  return a->have_boot && b->have_boot &&
+         memcmp(a->boot, b->boot, sizeof a->boot) == 0;
+}
+
+/* ts moved by d ns, saturating at 1 and UINT64_MAX (0 is "no time" to
+ * some readers). */
+static inline uint64_t stkr_clock_add(uint64_t ts, int64_t d) {
+  if (d < 0) {
+    uint64_t u = (uint64_t)(-(d + 1)) + 1;
+    return ts > u ? ts - u : 1;
+  }
+  return UINT64_MAX - ts >= (uint64_t)d ? ts + (uint64_t)d : UINT64_MAX;
+}
+
+/* ts, a time on clock from, on clock to: moved by the offsets when both
+ * are of one known boot; otherwise as it is (only the wall clock would
+ * relate them). */
+static inline uint64_t stkr_clock_move(uint64_t ts, const stkr_clock_id *from,
+                                       const stkr_clock_id *to) {
+  int64_t d;
+
+  if (!stkr_clock_same_boot(from, to) ||
+      __builtin_sub_overflow(to->mono_offset_ns, from->mono_offset_ns, &d))
+    return ts;
+  return stkr_clock_add(ts, d);
+}
+
 static inline int stkr_boot__hex(char c) {
   return c >= '0' && c <= '9'   ? c - '0'
          : c >= 'a' && c <= 'f' ? c - 'a' + 10

@@ -121,6 +121,10 @@ typedef struct stkr__session_acct {
   uint64_t first_written, first_write_errors, lead_missing;
 } stkr__session_acct;
 
+/* The distinct boots a stream keeps of its instances (stkr__stream
+ * .boots_seen): a pid used again across reboots, a handful at most. */
+#define STKR__BOOTS_SEEN 4
+
 /* One recording stream: the segments of one pid in one directory. */
 typedef struct stkr__stream {
   stkr_process_info info; /* public summary; strings below */
@@ -199,6 +203,11 @@ typedef struct stkr__stream {
   uint64_t peek_sid;
   stkr_start_clock peek_clock;
   uint32_t tomb_said;        /* the highest seq a tombstone read said */
+  /* The boots of its instances' clocks (stkr_header.c), for the external
+   * marks of another boot (stkr_marks.c); past STKR__BOOTS_SEEN, more. */
+  uint8_t boots_seen[STKR__BOOTS_SEEN][16];
+  uint8_t n_boots_seen;
+  bool many_boots;
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
 
@@ -306,6 +315,8 @@ struct stkr_reader {
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
   size_t n_ext, cap_ext;
+  stkr_mark_clock ext_clock; /* the current external mark's (its view's
+                                mark_clock) */
   stkr__scope **scopes; /* of the marks files' scope lines, owned */
   size_t n_scopes, cap_scopes;
   /* Processes that recorded nothing: the "u1" lines of the same files
@@ -443,6 +454,9 @@ void stkr__peek_header(stkr__stream *st);
  * @return 1 (delivered) or 0 (none left for it). */
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
                          stkr_event_view *ev);
+/* At st's end: say a mark handed to it of a boot none of its instances
+ * was on (STKR_WARN_INCONSISTENT, once). */
+void stkr__marks_ext_check(stkr_reader *r, stkr__stream *st);
 /* Site name d of a new site definition: a mark site ("mark:NAME") gets
  * name NAME and is_mark, and its id is noted for the batch scan.
  * @return 0 or -ENOMEM. */

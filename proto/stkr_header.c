@@ -64,6 +64,18 @@ static void stkr__apply_watched(stkr__stream *st, const char *w, bool first) {
   st->info.watched = "";
 }
 
+/* Keep boot id b among the stream's instances' boots (distinct). */
+static void stkr__boot_seen(stkr__stream *st, const uint8_t *b) {
+  for (unsigned i = 0; i < st->n_boots_seen; i++)
+    if (memcmp(st->boots_seen[i], b, sizeof st->boots_seen[i]) == 0)
+      return;
+  if (st->n_boots_seen == STKR__BOOTS_SEEN) {
+    st->many_boots = true;
+    return;
+  }
+  memcpy(st->boots_seen[st->n_boots_seen++], b, sizeof st->boots_seen[0]);
+}
+
 /* Another process with this pid (stkr_process_info.instances): a start
  * time that differs from the current instance's. Unknown times (0) never
  * begin one: an older writer's sessions stay one process, as before. */
@@ -80,8 +92,19 @@ static void stkr__apply_instance(stkr__stream *st, const Stackrec__Header *h) {
   in->instances++;
   st->proc_start = h->process_start;
   in->instance_start_mono_ns = h->start_mono_ns;
+  in->instance_start_wall_ns = h->start_wall_ns;
   in->instance_forked_from_pid = h->forked_from_pid;
   in->instance_fork_mono_ns = h->fork_mono_ns;
+  /* Its own clock: a restarted container's pid 1 after a reboot, or
+   * restored into another time namespace (QA, session 35: placed by the
+   * first launch's clock, 100 000 s for a 0.3 s recording). */
+  in->instance_have_boot_id = h->boot_id.len == sizeof in->instance_boot_id;
+  memset(in->instance_boot_id, 0, sizeof in->instance_boot_id);
+  if (in->instance_have_boot_id) {
+    memcpy(in->instance_boot_id, h->boot_id.data, sizeof in->instance_boot_id);
+    stkr__boot_seen(st, h->boot_id.data);
+  }
+  in->instance_mono_offset_ns = h->mono_offset_ns;
 }
 
 void stkr__apply_header(stkr_reader *r, stkr__stream *st,

@@ -5,7 +5,7 @@
  * common/stkr_mark.h), moved to the front of each batch's columns so that
  * they are handed out first; and the marks file of `stackrec mark` (STKR_MARKS_FILE), read
  * once per directory when it is added, and handed to every process of that
- * directory before its first event. The marks file's format is defined
+ * directory before its first event (stkr_extmarks.c). The marks file's format is defined
  * here too (stkr_mark_append writes it), so writer and reader are one.
  */
 #define _GNU_SOURCE
@@ -550,85 +550,6 @@ out:
   close(fd);
   free(path);
   return err;
-}
-
-/* An external mark's time on st's clock (common/stkr_boot.h): set in the
- * same boot but another time namespace (a program in a CRIU-restored
- * container; QA, session 33: a mark set after it ended lay before its
- * events, every event "after consent"), moved by the two offsets,
- * exactly. Anything else keeps the setter's CLOCK_MONOTONIC, as before:
- * one clock, a clock not known on either side, or another boot (only the
- * wall clock would relate them, and a pid's later instance may be of yet
- * another boot than its first Header's). */
-static uint64_t stkr__ext_ts(const stkr__stream *st, const stkr__extmark *m) {
-  const stkr_process_info *p = &st->info;
-  int64_t d;
-
-  if (!m->clock.have_boot || !p->have_header || !p->have_boot_id ||
-      memcmp(m->clock.boot, p->boot_id, sizeof p->boot_id) != 0 ||
-      __builtin_sub_overflow(p->mono_offset_ns, m->clock.mono_offset_ns, &d))
-    return m->ts_ns;
-  if (d < 0) { /* saturating: 1, not 0 (0 is "no time" to some) */
-    uint64_t u = (uint64_t)(-(d + 1)) + 1;
-    return m->ts_ns > u ? m->ts_ns - u : 1;
-  }
-  return UINT64_MAX - m->ts_ns >= (uint64_t)d ? m->ts_ns + (uint64_t)d
-                                              : UINT64_MAX;
-}
-
-/* A mark set in another boot than st's first Header's cannot be ordered
- * against its events (its time is the setter's CLOCK_MONOTONIC): handed
- * over as set, and said once per process, as inconsistent (QA, session
- * 35: a consent set after a reboot lay before every event, unsaid). */
-static void stkr__ext_other_boot(stkr_reader *r, stkr__stream *st,
-                                 const stkr__extmark *m) {
-  const stkr_process_info *p = &st->info;
-
-  if (!m->clock.have_boot || !p->have_header || !p->have_boot_id ||
-      memcmp(m->clock.boot, p->boot_id, sizeof p->boot_id) == 0 ||
-      (st->warned & STKR__WARNED_MARK_BOOT))
-    return;
-  st->warned |= STKR__WARNED_MARK_BOOT;
-  stkr__warn(r, STKR_WARN_INCONSISTENT, m->path, (int64_t)m->offset, p->pid,
-             "mark %s was set in another boot than process %u's: its time "
-             "cannot be ordered against the process's events; taken as set "
-             "(and so every other such mark of it)",
-             m->name, (unsigned)p->pid);
-}
-
-int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
-                         stkr_event_view *ev) {
-  size_t j;
-
-  for (j = st->ext_next; j < r->n_ext; j++) {
-    const stkr__extmark *m = &r->ext[j];
-
-    if (m->dir_dev != st->dir_dev || m->dir_ino != st->dir_ino ||
-        (m->scope != NULL && !stkr__scope_has(m->scope, st->info.pid)))
-      continue;
-    st->ext_next = j + 1;
-    stkr__ext_other_boot(r, st, m);
-    memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
-    ev->ts_ns = stkr__ext_ts(st, m);
-    ev->wall_ns = m->wall_ns;
-    ev->pid = st->info.pid;
-    ev->process = st_index;
-    ev->proc = &st->info;
-    ev->site = m->name;
-    ev->is_mark = true;
-    ev->tid = m->setter_pid;
-    ev->thread_name = "stackrec mark";
-    ev->payload = m->payload_len ? m->payload : NULL;
-    ev->payload_len = m->payload_len;
-    ev->path = m->path;
-    ev->batch_offset = m->offset;
-    r->ev_stream = st; /* stkr_reader_frames: no stack, no frames */
-    r->ev_stack = NULL;
-    st->info.external_marks++;
-    return 1;
-  }
-  st->ext_next = r->n_ext;
-  return 0;
 }
 
 void stkr__marks_free(stkr_reader *r) {

@@ -571,9 +571,10 @@ static void stkr__stream_trim(stkr__stream *st) {
   stkr__shrink(&st->files, &st->cap_files, st->n_files, sizeof(*st->files));
 }
 
-
 static void stkr__stream_done(stkr_reader *r, stkr__stream *st) {
   stkr__acct_stream_done(r, st);
+  if (st->ext_next != 0)
+    stkr__marks_ext_check(r, st);
   /* No event of this stream is current any more (stkr_reader_frames). */
   r->ev_stream = NULL;
   r->ev_stack = NULL;

@@ -378,6 +378,15 @@ typedef struct stkr_process_info {
   bool have_boot_id;
   uint8_t boot_id[16];
   int64_t mono_offset_ns;
+  /* The current instance's clock and wall-clock start, from its first
+   * Header: a pid used again after a reboot, or in another time
+   * namespace, has its times on another clock than its first instance's
+   * (have_boot_id, boot_id, mono_offset_ns and start_wall_ns above, which
+   * these equal during the first). Since session 36. */
+  bool instance_have_boot_id;
+  uint8_t instance_boot_id[16];
+  int64_t instance_mono_offset_ns;
+  uint64_t instance_start_wall_ns;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0
@@ -425,6 +434,17 @@ typedef struct stkr_frame {
 
 /* One event. Pointers stay valid until the next stkr_reader_next() or
  * stkr_reader_free() on the reader; copy what you keep. */
+/* Where an external mark (a `stackrec mark` line, stkr_event_view
+ * .mark_clock) was set: its time on its setter's CLOCK_MONOTONIC, and
+ * which clock that is (common/stkr_boot.h). */
+typedef struct stkr_mark_clock {
+  uint64_t set_ns;
+  bool have_boot_id;    /* the line said its clock (an older `stackrec
+                           mark` did not): */
+  uint8_t boot_id[16];
+  int64_t mono_offset_ns;
+} stkr_mark_clock;
+
 typedef struct stkr_event_view {
   uint64_t ts_ns;            /* absolute CLOCK_MONOTONIC ns */
   uint64_t wall_ns;          /* the same instant, wall clock (0: unknown) */
@@ -469,6 +489,13 @@ typedef struct stkr_event_view {
    * `stackrec symbolize`) or is undefined. */
   const stkr_frame *frames;
   size_t n_frames;
+  /* An external mark's own clock; NULL for every other event. Its ts_ns
+   * is on the clock of the process's instance current when it is handed
+   * out (stkr_process_info.instance_*; external marks come before the
+   * process's first event): a tool that keeps such marks for the pid's
+   * later instances puts them on each one's clock from here. Valid until
+   * the reader is freed. Since session 36. */
+  const stkr_mark_clock *mark_clock;
 } stkr_event_view;
 
 /* Counts over the whole reader. */
@@ -609,8 +636,11 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * for none; since session 35 the setter's clock, "<boot id: 32 hex>:<time
  * namespace offset, signed decimal ns>" or "-", common/stkr_boot.h: a mark
  * of the same boot as a process but another namespace is moved onto the
- * process's clock by the offsets, exactly; readers from before it warn
- * of such a line as malformed and skip it). Lines are appended with one write(2) to a file opened with
+ * clock of the process's instance current when it is handed out, by the
+ * offsets, exactly (stkr_event_view.mark_clock keeps where it was set);
+ * one of a boot none of the pid's instances was on is handed out as set
+ * and said (STKR_WARN_INCONSISTENT) at the process's end; readers from
+ * before it warn of such a line as malformed and skip it). Lines are appended with one write(2) to a file opened with
  * O_APPEND, so concurrent setters never interleave. Lines starting with
  * '#' are comments; "u1" lines name processes that recorded nothing (see
  * "processes that recorded nothing" below). A scope line, written by

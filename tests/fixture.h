@@ -71,6 +71,7 @@ typedef struct fx_batch {
    * Header.mono_offset_ns. */
   uint8_t boot;
   int64_t mono_offset;
+  uint64_t process_start; /* Header.process_start (0: none written) */
   uint32_t rotate;
   const char *watched; /* Header.watched; NULL: none */
   const char *process_name; /* Header.process_name; NULL: "fixture" */
@@ -126,6 +127,8 @@ typedef struct fx_one {
                                  another boot (fx_batch.mono_ahead) */
   uint8_t boot;               /* fx_batch.boot, mono_offset */
   int64_t mono_offset;
+  uint64_t process_start;     /* fx_batch.process_start: two launches of
+                                 one pid differ in it */
   const char *watched;        /* Header.watched; NULL: none */
   const char *process_name;   /* NULL: "fixture" */
 } fx_one;

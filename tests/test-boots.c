@@ -205,14 +205,16 @@ static void test_marks_left_as_set(void **state) {
   const char *d;
   (void)state;
 
-  /* Without its clock (an older `stackrec mark`), or of another boot:
-   * the setter's monotonic time, as before. */
+  /* Without its clock (an older `stackrec mark`): the setter's
+   * monotonic time, as before. */
   d = ns_process("boots-nsmark-old");
   put_mark(d, HOST_AFTER, "consent.granted", NULL);
   assert_int_equal(before_consent(d), 0);
+  /* Of another boot: not set in the process's life, not applied to it
+   * (session 35 took it as set: the event after consent). */
   d = ns_process("boots-nsmark-other");
   put_mark(d, HOST_AFTER, "consent.granted", CLOCK_B ":0");
-  assert_int_equal(before_consent(d), 0);
+  assert_int_equal(before_consent(d), 1);
   /* ... which is said (QA, session 35: a consent set after a reboot lay
    * before every event, unsaid): inconsistent, verify exit 1. */
   cr_assert_has(cr_err, "mark consent.granted was set in another boot than "
@@ -230,11 +232,66 @@ static void test_marks_left_as_set(void **state) {
   cr_assert_has(cr_err, "clock is not");
 }
 
+/* pid 20 launched twice into one directory (a container's pid 1
+ * restarted): at mono 1 s on boot A's host clock, then, 0.5 s later, a
+ * second process (Header.process_start) on the clock `second` says. */
+static const char *relaunched(const char *tag, fx_one second) {
+  static char d[4096];
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir(tag));
+  second.pid = 20;
+  second.shift = HALF_S;
+  second.session_id = 2;
+  second.segment_seq = 2;
+  second.process_start = 200;
+  if (fx_write_one(d, &(fx_one){.pid = 20, .session_id = 1, .boot = BOOT_A,
+                                .process_start = 100}) != 0 ||
+      fx_write_one(d, &second) != 0)
+    fail_msg("cannot write %s", d);
+  return d;
+}
+
+/* The second launch under a time namespace of the same boot (offset
+ * 10^6 s): placed by its own clock, and a consent set from the host 500
+ * ns after its start is before its event (QA, session 35: by the first
+ * launch's clock, 10^6 s apart, and the consent after it). */
+static void test_pid_used_again_in_a_namespace(void **state) {
+  const char *d = relaunched(
+      "boots-again-ns",
+      (fx_one){.boot = BOOT_A, .mono_ahead = AHEAD, .mono_offset = AHEAD});
+  double last = compliance_last_s(d);
+  (void)state;
+
+  assert_true(last > 0.49 && last < 0.51);
+  chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
+             "\"clocks\":2");
+  put_mark(d, FX_START_MONO + HALF_S + 500, "consent.granted", CLOCK_A ":0");
+  assert_int_equal(before_consent(d), 1); /* the first launch's event */
+}
+
+/* The second launch after a reboot (boot B, its clock 10^6 s ahead):
+ * placed by the wall clock, and a consent set in boot B is its, not the
+ * first launch's, and no inconsistency (session 35 said one). */
+static void test_pid_used_again_after_a_reboot(void **state) {
+  const char *d = relaunched("boots-again-boot",
+                             (fx_one){.boot = BOOT_B, .mono_ahead = AHEAD});
+  (void)state;
+
+  chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
+             "\"clocks\":2");
+  put_mark(d, FX_START_MONO + HALF_S + AHEAD + 500, "consent.granted",
+           CLOCK_B ":0");
+  assert_int_equal(before_consent(d), 1); /* the first launch's event */
+  assert_null(strstr(cr_err, "another boot"));
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+}
+
 int main(void) {
   return TL_RUN_GROUP(
       "boots", setup, NULL,
       TL_CASES(NULL, NULL, test_two_boots, test_one_boot,
                test_sleep_is_one_boot, test_boot_not_known,
                test_time_namespace, test_mark_of_another_namespace,
-               test_marks_left_as_set));
+               test_marks_left_as_set, test_pid_used_again_in_a_namespace,
+               test_pid_used_again_after_a_reboot));
 }

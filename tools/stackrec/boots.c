@@ -9,13 +9,37 @@
 
 #include "common/stkr_boot.h"
 #include "common/stkr_cmp.h"
+#include "common/stkr_grow.h"
 #include "tools/stackrec/boots.h"
+
+struct stkr_boot_rep {
+  stkr_clock_id c;    /* the clock of the boot's earliest start */
+  uint64_t wall_ns;   /* that start on the wall clock */
+  uint64_t boot_time; /* stkr_boot_time of it, 0: not known */
+};
 
 typedef struct proc_clock {
   stkr_start_clock c;
   uint64_t boot_time; /* stkr_boot_time of its start, 0: not known */
   size_t i;           /* the process */
 } proc_clock;
+
+static stkr_clock_id clock_of(const stkr_start_clock *s) {
+  stkr_clock_id c = {.have_boot = s->have_boot_id,
+                     .mono_offset_ns = s->mono_offset_ns};
+
+  memcpy(c.boot, s->boot_id, sizeof c.boot);
+  return c;
+}
+
+/* The clock of p's current instance. */
+static stkr_clock_id instance_clock(const stkr_process_info *p) {
+  stkr_clock_id c = {.have_boot = p->have_header && p->instance_have_boot_id,
+                     .mono_offset_ns = p->instance_mono_offset_ns};
+
+  memcpy(c.boot, p->instance_boot_id, sizeof c.boot);
+  return c;
+}
 
 /* Known boots first, each in one run, within it by clock (offset) and
  * start on the wall clock; then the unknown ones by boot time. */
@@ -50,42 +74,93 @@ static int64_t diff_or_0(int64_t a, int64_t b) {
   return __builtin_sub_overflow(a, b, &d) ? 0 : d;
 }
 
-/* The shift of each known process (v[0, k) sorted by by_clock): onto the
- * clock of ref, its boot's earliest start. Within a boot, by the offsets
- * (exact); another boot B first onto its own earliest start's clock, then
- * by one wall-clock shift for all of B (so B's namespaces keep their
- * order). */
-static void shifts(stkr_boots *b, const proc_clock *v, size_t k,
-                   size_t ref) {
+/* Count clock c among the distinct known ones (n_clocks). A failed
+ * allocation leaves it uncounted: the count is said, never used. */
+static void add_clock(stkr_boots *b, const stkr_clock_id *c) {
+  size_t j;
+
+  for (j = 0; j < b->n_clocks; j++)
+    if (stkr_clock_same_boot(&b->clocks[j], c) &&
+        b->clocks[j].mono_offset_ns == c->mono_offset_ns)
+      return;
+  if (stkr_grow((void **)&b->clocks, &b->cap_clocks, b->n_clocks + 1,
+                sizeof *b->clocks) == 0)
+    b->clocks[b->n_clocks++] = *c;
+}
+
+/* The boot of known clock c: its earliest start, as found (reps[0], the
+ * reference, first); a boot first seen in a later instance is added
+ * with that instance's start. NULL: none, and none could be added. */
+static const stkr_boot_rep *rep_of(stkr_boots *b, const stkr_clock_id *c,
+                                   uint64_t wall_ns, uint64_t boot_time) {
+  size_t j;
+
+  for (j = 0; j < b->n_reps; j++)
+    if (stkr_clock_same_boot(&b->reps[j].c, c))
+      return &b->reps[j];
+  if (stkr_grow((void **)&b->reps, &b->cap_reps, b->n_reps + 1,
+                sizeof *b->reps) != 0)
+    return NULL;
+  b->reps[b->n_reps] = (stkr_boot_rep){*c, wall_ns, boot_time};
+  return &b->reps[b->n_reps++];
+}
+
+/* What to add to a time on clock c (a start at wall_ns, boot_time): onto
+ * its boot's earliest start's clock by the offsets (exact), then, for
+ * another boot than the reference's, by one wall-clock shift for that
+ * whole boot (so its namespaces keep their order). Unknown: 0. */
+static int64_t shift_of(stkr_boots *b, const stkr_clock_id *c,
+                        uint64_t wall_ns, uint64_t boot_time) {
+  const stkr_boot_rep *ref, *rep;
+  int64_t s, wall = 0, t;
+
+  if (!c->have_boot || b->n_reps == 0 ||
+      (rep = rep_of(b, c, wall_ns, boot_time)) == NULL)
+    return 0;
+  ref = &b->reps[0];
+  s = diff_or_0(rep->c.mono_offset_ns, c->mono_offset_ns);
+  if (rep != ref && plausible_wall(rep->wall_ns) &&
+      plausible_wall(ref->wall_ns) && rep->boot_time != 0 &&
+      ref->boot_time != 0 && rep->boot_time < INT64_MAX &&
+      ref->boot_time < INT64_MAX)
+    wall = diff_or_0((int64_t)rep->boot_time, (int64_t)ref->boot_time);
+  return __builtin_add_overflow(s, wall, &t) ? s : t;
+}
+
+/* The boots' earliest starts of the known processes v[0, k) (sorted by
+ * by_clock), the earliest of all (the reference) first. */
+static void find_reps(stkr_boots *b, const proc_clock *v, size_t k) {
   size_t i = 0, j, rep;
 
   while (i < k && v[i].c.have_boot_id) {
-    int64_t wall = 0;
     for (j = i, rep = i; j < k && same_boot(&v[j], &v[i]); j++)
       if (v[j].c.wall_ns < v[rep].c.wall_ns) rep = j;
-    if (!same_boot(&v[rep], &v[ref]) && plausible_wall(v[rep].c.wall_ns) &&
-        plausible_wall(v[ref].c.wall_ns) && v[rep].boot_time != 0 &&
-        v[ref].boot_time != 0 && v[rep].boot_time < INT64_MAX &&
-        v[ref].boot_time < INT64_MAX)
-      wall = diff_or_0((int64_t)v[rep].boot_time, (int64_t)v[ref].boot_time);
-    for (; i < j; i++) {
-      const proc_clock *to = same_boot(&v[i], &v[ref]) ? &v[ref] : &v[rep];
-      int64_t s = diff_or_0(to->c.mono_offset_ns, v[i].c.mono_offset_ns), t;
-      b->shift[v[i].i] = __builtin_add_overflow(s, wall, &t) ? s : t;
+    {
+      stkr_clock_id c = clock_of(&v[rep].c);
+      if (rep_of(b, &c, v[rep].c.wall_ns, v[rep].boot_time) != NULL &&
+          b->reps[b->n_reps - 1].wall_ns < b->reps[0].wall_ns) {
+        stkr_boot_rep t = b->reps[0];
+        b->reps[0] = b->reps[b->n_reps - 1];
+        b->reps[b->n_reps - 1] = t;
+      }
     }
+    i = j;
   }
 }
 
 int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
-  size_t n = stkr_reader_process_count(r), k = 0, i, ref = SIZE_MAX;
+  size_t n = stkr_reader_process_count(r), k = 0, i;
   uint32_t id = 0;
   proc_clock *v;
 
   *b = (stkr_boots){.n = n};
   v = malloc((n ? n : 1) * sizeof *v);
   b->shift = calloc(n ? n : 1, sizeof *b->shift);
+  b->cur_shift = calloc(n ? n : 1, sizeof *b->cur_shift);
+  b->inst = calloc(n ? n : 1, sizeof *b->inst);
   b->boot = malloc((n ? n : 1) * sizeof *b->boot);
-  if (v == NULL || b->shift == NULL || b->boot == NULL) {
+  if (v == NULL || b->shift == NULL || b->cur_shift == NULL ||
+      b->inst == NULL || b->boot == NULL) {
     free(v);
     stkr_boots_free(b);
     return -ENOMEM;
@@ -101,7 +176,7 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
   }
   qsort(v, k, sizeof *v, by_clock);
   /* Number the boots (unknown ones: chained by the wall clock) and count
-   * the known clocks; the reference is the earliest known start. */
+   * the known clocks. */
   for (i = 0; i < k; i++) {
     const bool known = v[i].c.have_boot_id;
     if (i > 0 && (known ? !same_boot(&v[i], &v[i - 1])
@@ -110,29 +185,59 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
                                               v[i - 1].boot_time)))
       id++;
     b->boot[v[i].i] = id;
-    if (known && (i == 0 || !same_boot(&v[i], &v[i - 1]) ||
-                  v[i].c.mono_offset_ns != v[i - 1].c.mono_offset_ns))
-      b->n_clocks++;
-    if (known && (ref == SIZE_MAX || v[i].c.wall_ns < v[ref].c.wall_ns))
-      ref = i;
+    if (known) {
+      stkr_clock_id c = clock_of(&v[i].c);
+      add_clock(b, &c);
+    }
   }
-  if (b->n_clocks > 1)
-    shifts(b, v, k, ref);
+  find_reps(b, v, k);
+  for (i = 0; i < k; i++) {
+    stkr_clock_id c = clock_of(&v[i].c);
+    b->shift[v[i].i] = shift_of(b, &c, v[i].c.wall_ns, v[i].boot_time);
+  }
   free(v);
   return 0;
 }
 
-uint64_t stkr_boots_place(const stkr_boots *b, size_t i, uint64_t ts) {
-  int64_t s = i < b->n ? b->shift[i] : 0;
+/* Process i is at instance p->instances (> 1): its clock's shift. */
+static void retune(stkr_boots *b, size_t i, const stkr_process_info *p) {
+  stkr_clock_id c = instance_clock(p);
 
-  if (s < 0) {
-    uint64_t u = (uint64_t)(-(s + 1)) + 1;
-    return ts > u ? ts - u : 1;
-  }
-  return UINT64_MAX - ts >= (uint64_t)s ? ts + (uint64_t)s : UINT64_MAX;
+  b->inst[i] = p->instances;
+  b->cur_shift[i] = shift_of(
+      b, &c, p->instance_start_wall_ns,
+      stkr_boot_time(p->instance_start_mono_ns, p->instance_start_wall_ns));
+  if (c.have_boot)
+    add_clock(b, &c);
 }
 
-uint64_t stkr_boots_origin(const stkr_boots *b, const stkr_reader *r) {
+uint64_t stkr_boots_place(stkr_boots *b, size_t i,
+                          const stkr_process_info *p, uint64_t ts) {
+  int64_t s = 0;
+
+  if (i < b->n) {
+    s = b->shift[i];
+    if (p != NULL && p->instances > 1) {
+      if (b->inst[i] != p->instances)
+        retune(b, i, p);
+      s = b->cur_shift[i];
+    }
+  }
+  return stkr_clock_add(ts, s);
+}
+
+bool stkr_boots_mark_at(const stkr_mark_clock *m, const stkr_process_info *p,
+                        uint64_t *ts) {
+  stkr_clock_id from = {.have_boot = m->have_boot_id,
+                        .mono_offset_ns = m->mono_offset_ns};
+  stkr_clock_id to = instance_clock(p);
+
+  memcpy(from.boot, m->boot_id, sizeof from.boot);
+  *ts = stkr_clock_move(m->set_ns, &from, &to);
+  return !from.have_boot || !to.have_boot || stkr_clock_same_boot(&from, &to);
+}
+
+uint64_t stkr_boots_origin(stkr_boots *b, const stkr_reader *r) {
   size_t i, n = stkr_reader_process_count(r);
   uint64_t origin = 0;
 
@@ -142,7 +247,7 @@ uint64_t stkr_boots_origin(const stkr_boots *b, const stkr_reader *r) {
                                                     : p->first_ts_ns;
     if (t == 0)
       continue; /* no start, no event */
-    t = stkr_boots_place(b, i, t);
+    t = stkr_boots_place(b, i, NULL, t);
     if (origin == 0 || t < origin)
       origin = t;
   }
@@ -153,6 +258,10 @@ void stkr_boots_free(stkr_boots *b) {
   if (b == NULL)
     return;
   free(b->shift);
+  free(b->cur_shift);
+  free(b->inst);
   free(b->boot);
+  free(b->reps);
+  free(b->clocks);
   *b = (stkr_boots){0};
 }

@@ -27,23 +27,41 @@
 #ifndef STKR_BOOTS_H
 #define STKR_BOOTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stkr_boot.h"
 #include "proto/stkr_reader.h"
 
 #define STKR_BOOT_UNKNOWN UINT32_MAX
 
+/* The earliest start of one known boot (boots.c). */
+typedef struct stkr_boot_rep stkr_boot_rep;
+
 typedef struct stkr_boots {
-  size_t n_clocks;  /* distinct known clocks (0: none known) */
+  size_t n_clocks;  /* distinct known clocks (0: none known), later
+                       instances' (stkr_boots_place) included */
   size_t n;         /* processes */
-  int64_t *shift;   /* per process: what to add to its times, ns */
+  int64_t *shift;   /* per process: what to add to its first instance's
+                       times, ns */
   /* Per process: its boot (its namespaces' clocks included), from 0;
    * processes whose boot is not known are grouped by the wall clock
    * (within STKR_BOOT_SLACK_NS), numbered after those, never moved. For
    * sums per machine (diff's recording time); STKR_BOOT_UNKNOWN: no start
-   * known. */
+   * known. Of the first instance. */
   uint32_t *boot;
+  /* Per process: the instance (stkr_process_info.instances) cur_shift is
+   * for, and that shift: a pid used again on another clock (after a
+   * reboot, in another time namespace) is placed by each instance's. */
+  uint32_t *inst;
+  int64_t *cur_shift;
+  /* The earliest start of each known boot, the reference first (the
+   * earliest of all, by the wall clock: its clock never moves). */
+  stkr_boot_rep *reps;
+  size_t n_reps, cap_reps;
+  stkr_clock_id *clocks; /* the distinct known clocks */
+  size_t cap_clocks;
 } stkr_boots;
 
 /*
@@ -55,13 +73,27 @@ typedef struct stkr_boots {
 int stkr_boots_init(stkr_boots *b, stkr_reader *r);
 
 /* ts of process i on the recording's time line (see above); never 0 for a
- * ts that was not (saturating at 1 and UINT64_MAX). */
-uint64_t stkr_boots_place(const stkr_boots *b, size_t i, uint64_t ts);
+ * ts that was not (saturating at 1 and UINT64_MAX). p: the process's
+ * summary as the event of ts found it (stkr_event_view.proc), for its
+ * instance's clock; NULL: ts is of its first instance. */
+uint64_t stkr_boots_place(stkr_boots *b, size_t i,
+                          const stkr_process_info *p, uint64_t ts);
+
+/* An external mark (stkr_event_view.mark_clock m) on the clock of p's
+ * current instance, into *ts: moved by the offsets within one boot, as
+ * set when either boot is not known (common/stkr_boot.h; as the reader
+ * hands it out). @return false for a mark of another boot than the
+ * instance's (both known): not set in that process's life, unless on
+ * another machine sharing the directory, where only the wall clock would
+ * relate them (the reader says it when no instance of the pid is of the
+ * mark's boot). */
+bool stkr_boots_mark_at(const stkr_mark_clock *m, const stkr_process_info *p,
+                        uint64_t *ts);
 
 /* The recording's start on the time line: the earliest process start
  * (a process whose Header was lost: its first event); 0 if none. Once r
  * has been read. */
-uint64_t stkr_boots_origin(const stkr_boots *b, const stkr_reader *r);
+uint64_t stkr_boots_origin(stkr_boots *b, const stkr_reader *r);
 
 /* NULL-safe; b may be zeroed or initialized. */
 void stkr_boots_free(stkr_boots *b);

@@ -60,24 +60,6 @@ typedef struct group_state {
   uint64_t rules_by_site;
 } group_state;
 
-/* Answers of the states tracker, kept while no mark arrives (`version`
- * counts marks and processes): a state query per event and rule would run
- * fnmatch each time. "Seen a mark matching G by ts" is monotone in ts, so
- * two bounds answer most events; "in state G" depends only on the
- * snapshot, which changes only at marks. */
-typedef struct seen_cache {
-  uint64_t version;
-  uint64_t false_upto;   /* not seen at any ts <= this (valid if have_f) */
-  uint64_t true_from;    /* seen at every ts >= this (valid if have_t) */
-  bool have_f, have_t;
-} seen_cache;
-
-typedef struct state_cache {
-  uint64_t version;
-  uint32_t snap_id;
-  bool valid, in;
-} state_cache;
-
 typedef struct builder {
   const stkr_comp_opts *o;
   stkr_comp *c;
@@ -112,16 +94,18 @@ typedef struct builder {
   stkr_boots boots;
 #if HAVE_STATES
   /* The current pid's `stackrec mark` marks (names copied): a process
-   * that takes the pid again starts with those set after its start. */
-  struct ext_mark { uint64_t ts; char *name; } *ext;
+   * that takes the pid again starts with those set after its start, on
+   * its own clock (set: where each was set). */
+  struct ext_mark { stkr_mark_clock set; char *name; } *ext;
   size_t n_ext, cap_ext;
   stkr_states *states;
   stkr_inherit *inherit;
   uint64_t version;         /* + 1 at every mark and process */
-  seen_cache consent;       /* consent.granted seen */
-  state_cache background;   /* in app.background */
-  seen_cache *rule_seen;    /* per rule: before_mark */
-  state_cache *rule_in;     /* per rule: in_state */
+  /* Cached answers (states.h), valid while version stays. */
+  stkr_seen_cache consent;  /* consent.granted seen */
+  stkr_state_cache background; /* in app.background */
+  stkr_seen_cache *rule_seen;  /* per rule: before_mark */
+  stkr_state_cache *rule_in;   /* per rule: in_state */
 #endif
 } builder;
 
@@ -240,11 +224,16 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
 
 /* ---- per process ------------------------------------------------------------- */
 
-/* The process read so far is done (its marks are all in). */
-static int end_process(builder *b) {
+/* The process (or launch of a pid) read so far is counted. */
+static void count_process(builder *b) {
   b->c->consent_processes += b->proc_events && b->proc_consent;
   b->c->unjudged_processes += b->proc_unjudged;
   b->c->head_lost_processes += b->proc_unjudged && b->proc_head_lost;
+}
+
+/* The process read so far is done (its marks are all in). */
+static int end_process(builder *b) {
+  count_process(b);
 #if HAVE_STATES
   return stkr_inherit_end(b->inherit);
 #else
@@ -281,9 +270,7 @@ static int load_inherited(builder *b, const stkr_process_info *p) {
        stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX));
   return 0;
 }
-#endif
 
-#if HAVE_STATES
 static void ext_forget(builder *b) {
   for (size_t i = 0; i < b->n_ext; i++)
     free(b->ext[i].name);
@@ -297,7 +284,9 @@ static int ext_keep(builder *b, const stkr_event_view *ev) {
                 sizeof *b->ext) != 0 ||
       (name = strdup(ev->site)) == NULL)
     return -ENOMEM;
-  b->ext[b->n_ext++] = (struct ext_mark){ev->ts_ns, name};
+  b->ext[b->n_ext++] = (struct ext_mark){
+      ev->mark_clock ? *ev->mark_clock : (stkr_mark_clock){.set_ns = ev->ts_ns},
+      name};
   return 0;
 }
 #endif
@@ -306,11 +295,11 @@ static int ext_keep(builder *b, const stkr_event_view *ev) {
  * QA, session 33: a restarted container app's events were judged by the
  * marks of the launch before it, "after consent"). Counted as a process
  * of its own; its marks start with the `stackrec mark` ones set after its
- * start. One forked from another is not followed: not judged. */
+ * start, on its clock (QA, session 35: by the first launch's, a consent
+ * set after its events came before them). One forked from another is not
+ * followed: not judged. */
 static int new_instance(builder *b, const stkr_process_info *p) {
-  b->c->consent_processes += b->proc_events && b->proc_consent;
-  b->c->unjudged_processes += b->proc_unjudged;
-  b->c->head_lost_processes += b->proc_unjudged && b->proc_head_lost;
+  count_process(b);
   b->proc_instance = p->instances;
   b->proc_drops_base = p->marks_dropped; /* the earlier launches' */
   b->proc_marks = b->proc_consent = b->proc_events = false;
@@ -323,14 +312,17 @@ static int new_instance(builder *b, const stkr_process_info *p) {
     b->proc_head_lost = true;
     b->c->unknown_origin_processes++;
   }
-  for (size_t i = 0; i < b->n_ext; i++)
-    if (b->ext[i].ts >= p->instance_start_mono_ns) {
-      int err = stkr_states_mark(b->states, b->ext[i].ts, b->ext[i].name);
+  for (size_t i = 0; i < b->n_ext; i++) {
+    uint64_t ts;
+    if (stkr_boots_mark_at(&b->ext[i].set, p, &ts) &&
+        ts >= p->instance_start_mono_ns) {
+      int err = stkr_states_mark(b->states, ts, b->ext[i].name);
       if (err != 0)
         return err;
       b->proc_marks = true;
       b->proc_consent |= strcmp(b->ext[i].name, STKR_COMP_CONSENT_MARK) == 0;
     }
+  }
 #endif
   return 0;
 }
@@ -371,39 +363,6 @@ static inline void rate_add(stkr_rate *ps, stkr_rate *pm, uint32_t *owner,
 }
 
 #if HAVE_STATES
-static bool seen(builder *b, seen_cache *c, const char *glob, uint64_t ts) {
-  bool v;
-
-  if (c->version != b->version) {
-    memset(c, 0, sizeof *c);
-    c->version = b->version;
-  }
-  if (c->have_f && ts <= c->false_upto)
-    return false;
-  if (c->have_t && ts >= c->true_from)
-    return true;
-  v = stkr_states_seen(b->states, glob, ts);
-  if (v && (!c->have_t || ts < c->true_from)) {
-    c->true_from = ts;
-    c->have_t = true;
-  } else if (!v && (!c->have_f || ts > c->false_upto)) {
-    c->false_upto = ts;
-    c->have_f = true;
-  }
-  return v;
-}
-
-static bool in_state(builder *b, state_cache *c, const stkr_state_snap *snap,
-                     const char *glob) {
-  if (!c->valid || c->version != b->version || c->snap_id != snap->id) {
-    c->in = stkr_state_snap_in(snap, glob);
-    c->version = b->version;
-    c->snap_id = snap->id;
-    c->valid = true;
-  }
-  return c->in;
-}
-
 static int on_mark(builder *b, const stkr_event_view *ev) {
   const bool external = stkr_agg_mark_external(ev);
   int err;
@@ -416,9 +375,14 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
   /* External marks come at the pid's first event, which may be a later
    * launch's (the first one recorded none): that launch has those set
    * after its start only, as new_instance gives them (review, session
-   * 35: a consent of the launch before counted for it). */
-  if (external && b->proc_instance > 1 && ev->proc != NULL &&
-      ev->ts_ns < ev->proc->instance_start_mono_ns)
+   * 35: a consent of the launch before counted for it). None set in
+   * another boot (boots.h; session 36: a pid used again after a reboot). */
+  uint64_t at;
+  if (external && ev->proc != NULL &&
+      ((ev->mark_clock != NULL &&
+        !stkr_boots_mark_at(ev->mark_clock, ev->proc, &at)) ||
+       (b->proc_instance > 1 &&
+        ev->ts_ns < ev->proc->instance_start_mono_ns)))
     return 0;
   b->version++;
   b->proc_marks = true;
@@ -445,7 +409,9 @@ static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
   if (!b->proc_marks)
     return lost ? -1 : r->in_state == NULL;
 #if HAVE_STATES
-  if (r->before_mark != NULL && seen(b, &b->rule_seen[ri], r->before_mark, ts))
+  if (r->before_mark != NULL &&
+      stkr_states_seen_cached(b->states, b->version, &b->rule_seen[ri],
+                              r->before_mark, ts))
     return 0;
   if (lost && r->before_mark != NULL)
     return -1; /* not seen in what is left: maybe in what went */
@@ -457,7 +423,9 @@ static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
   if (b->proc_head_lost && r->in_state != NULL &&
       !stkr_states_row_seen(b->states, r->in_state, ts))
     return -1;
-  if (r->in_state != NULL && !in_state(b, &b->rule_in[ri], snap, r->in_state))
+  if (r->in_state != NULL &&
+      !stkr_state_snap_in_cached(snap, b->version, &b->rule_in[ri],
+                                 r->in_state))
     return 0;
   return 1;
 #else
@@ -470,7 +438,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   builder *b = arg;
   const uint32_t proc = (uint32_t)ev->process + 1;
   const uint64_t ts = ev->ts_ns;
-  const uint64_t at = stkr_boots_place(&b->boots, ev->process, ts);
+  const uint64_t at = stkr_boots_place(&b->boots, ev->process, ev->proc, ts);
   const void *snap = NULL;
   stkr_comp_group *g;
   group_state *gs;
@@ -531,13 +499,14 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   } else {
 #if HAVE_STATES
     snap = stkr_states_at(b->states, ts);
-    const bool after = seen(b, &b->consent, STKR_COMP_CONSENT_MARK, ts);
+    const bool after = stkr_states_seen_cached(
+        b->states, b->version, &b->consent, STKR_COMP_CONSENT_MARK, ts);
     g->before_consent += !after && !b->proc_head_lost && !b->proc_marks_lost;
     if (b->proc_marks_lost)
       unjudged = true; /* its background, at least, is not known */
     else
-      g->background += in_state(b, &b->background, snap,
-                                STKR_COMP_BACKGROUND_STATE);
+      g->background += stkr_state_snap_in_cached(
+          snap, b->version, &b->background, STKR_COMP_BACKGROUND_STATE);
 #endif
   }
   for (rules = gs->rules; rules != 0; rules &= rules - 1) {

@@ -272,8 +272,8 @@ static uint64_t recording_ns(stkr_reader *r) {
                                                          : p->first_ts_ns;
     /* On the one time line: a machine's namespaces overlap (review). */
     if (p->events != 0 && p->last_ts_ns > origin)
-      v[k++] = (span){boots.boot[i], stkr_boots_place(&boots, i, origin),
-                      stkr_boots_place(&boots, i, p->last_ts_ns)};
+      v[k++] = (span){boots.boot[i], stkr_boots_place(&boots, i, NULL, origin),
+                      stkr_boots_place(&boots, i, NULL, p->last_ts_ns)};
   }
   stkr_boots_free(&boots);
   qsort(v, k, sizeof *v, span_cmp);

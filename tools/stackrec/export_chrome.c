@@ -301,7 +301,7 @@ static void put_instant(chrome *c, const stkr_event_view *ev, const char *cat,
           scope);
   uint32_t pid = track_pid(c, ev);
 
-  put_us(c->out, stkr_boots_place(&c->boots, ev->process, ev->ts_ns));
+  put_us(c->out, stkr_boots_place(&c->boots, ev->process, ev->proc, ev->ts_ns));
   fprintf(c->out, ",\"pid\":%u,\"tid\":%llu",
           (unsigned)(pid ? pid : ev->pid), /* 0: out of memory */
           (unsigned long long)ev->tid);

@@ -261,3 +261,38 @@ int stkr_states_row(const char *name, stkr_mark_role *role) {
   *role = STKR_MARK_OTHER;
   return -1;
 }
+
+bool stkr_states_seen_cached(const stkr_states *s, uint64_t version,
+                             stkr_seen_cache *c, const char *glob,
+                             uint64_t ts_ns) {
+  bool v;
+
+  if (c->version != version) {
+    memset(c, 0, sizeof *c);
+    c->version = version;
+  }
+  if (c->have_f && ts_ns <= c->false_upto)
+    return false;
+  if (c->have_t && ts_ns >= c->true_from)
+    return true;
+  v = stkr_states_seen(s, glob, ts_ns);
+  if (v && (!c->have_t || ts_ns < c->true_from)) {
+    c->true_from = ts_ns;
+    c->have_t = true;
+  } else if (!v && (!c->have_f || ts_ns > c->false_upto)) {
+    c->false_upto = ts_ns;
+    c->have_f = true;
+  }
+  return v;
+}
+
+bool stkr_state_snap_in_cached(const stkr_state_snap *snap, uint64_t version,
+                               stkr_state_cache *c, const char *glob) {
+  if (!c->valid || c->version != version || c->snap_id != snap->id) {
+    c->in = stkr_state_snap_in(snap, glob);
+    c->version = version;
+    c->snap_id = snap->id;
+    c->valid = true;
+  }
+  return c->in;
+}

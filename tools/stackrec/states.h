@@ -82,6 +82,33 @@ bool stkr_state_snap_in(const stkr_state_snap *snap, const char *glob);
  * granted before this event": stkr_states_seen(s, "consent.granted", ts)). */
 bool stkr_states_seen(const stkr_states *s, const char *glob, uint64_t ts_ns);
 
+/* The two questions above, cached for a reader that asks them at every
+ * event: fnmatch per event and rule was the cost. A cache holds while
+ * `version` (the caller's count of marks and processes: what changes the
+ * answers) stays. "Seen a mark matching G by ts" is monotone in ts, so
+ * two bounds answer most events; "in state G" depends only on the
+ * snapshot, which changes only at marks. Zeroed: empty. */
+typedef struct stkr_seen_cache {
+  uint64_t version;
+  uint64_t false_upto;   /* not seen at any ts <= this (valid if have_f) */
+  uint64_t true_from;    /* seen at every ts >= this (valid if have_t) */
+  bool have_f, have_t;
+} stkr_seen_cache;
+
+typedef struct stkr_state_cache {
+  uint64_t version;
+  uint32_t snap_id;
+  bool valid, in;
+} stkr_state_cache;
+
+/* stkr_states_seen(s, glob, ts_ns), through c. */
+bool stkr_states_seen_cached(const stkr_states *s, uint64_t version,
+                             stkr_seen_cache *c, const char *glob,
+                             uint64_t ts_ns);
+/* stkr_state_snap_in(snap, glob), through c. */
+bool stkr_state_snap_in_cached(const stkr_state_snap *snap, uint64_t version,
+                               stkr_state_cache *c, const char *glob);
+
 /* Marks held (since the last reset). */
 size_t stkr_states_count(const stkr_states *s);
 
