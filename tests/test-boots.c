@@ -230,11 +230,6 @@ static void test_marks_left_as_set(void **state) {
   cr_assert_has(cr_err, "clock is not");
 }
 
-int main(void) {
-  return TL_RUN_GROUP(
-      "boots", setup, NULL,
-      TL_CASES(NULL, NULL, test_two_boots, test_one_boot,
-               test_sleep_is_one_boot, test_boot_not_known,
-               test_time_namespace, test_mark_of_another_namespace,
-               test_marks_left_as_set));
-}
+TL_TEST_MAIN("boots", setup, NULL, test_two_boots, test_one_boot,
+             test_sleep_is_one_boot, test_boot_not_known, test_time_namespace,
+             test_mark_of_another_namespace, test_marks_left_as_set)
