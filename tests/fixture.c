@@ -338,8 +338,8 @@ int fx_std_encode(int from, int to, uint32_t pid, stkr_fmt_buf *out) {
   return 0;
 }
 
-int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
-                     stkr_fmt_buf *out) {
+int fx_write_segment_bytes(const char *dir, uint32_t pid, uint32_t seq,
+                           const void *data, size_t len) {
   char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
   int err = stkr_fmt_segment_name(name, sizeof(name), pid, seq);
 
@@ -347,7 +347,14 @@ int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
                       sizeof(path))
     err = -ENAMETOOLONG;
   if (err == 0)
-    err = fx_write_file(path, out->data, out->len);
+    err = fx_write_file(path, data, len);
+  return err;
+}
+
+int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
+                     stkr_fmt_buf *out) {
+  int err = fx_write_segment_bytes(dir, pid, seq, out->data, out->len);
+
   out->len = 0;
   return err;
 }

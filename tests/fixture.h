@@ -101,10 +101,16 @@ int fx_encode_events(Stackrec__Batch *b, const fx_ev *evs, size_t n,
 /* Write len bytes to path (created/truncated). @return 0 or -errno. */
 int fx_write_file(const char *path, const void *data, size_t len);
 
-/* Write out's bytes as segment seq of process pid in dir, named as the
- * recorder names it (dir/stackrec-<pid>-<seq>.zst), then empty out for
- * the next segment (its memory kept: stkr_fmt_buf_free it at the end).
+/* Write data[0..len) as segment seq of process pid in dir, named as the
+ * recorder names it (dir/stackrec-<pid>-<seq>.zst): what a test writes
+ * there that no encoder makes (a tombstone, junk, a batch cut short).
  * @return 0 or a negative errno. */
+int fx_write_segment_bytes(const char *dir, uint32_t pid, uint32_t seq,
+                           const void *data, size_t len);
+
+/* Write out's bytes as segment seq of process pid in dir (as above), then
+ * empty out for the next segment (its memory kept: stkr_fmt_buf_free it
+ * at the end). @return 0 or a negative errno. */
 int fx_write_segment(const char *dir, uint32_t pid, uint32_t seq,
                      stkr_fmt_buf *out);
 

@@ -81,7 +81,6 @@ static void write_sess(const char *d, const sess *s) {
       continue;
     if (s->run_last != 0 && k <= s->run_last) {
       uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
-      char path[4200];
       size_t len = sizeof t;
       if (k == 1)
         stkr_fmt_tombstone_run(t, s->tomb_by,
@@ -90,18 +89,15 @@ static void write_sess(const char *d, const sess *s) {
         stkr_fmt_tombstone(t, s->tomb_by), len = STKR_FMT_TOMBSTONE_SIZE;
       else
         continue;
-      snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID, k);
-      assert_int_equal(fx_write_file(path, t, len), 0);
+      assert_int_equal(fx_write_segment_bytes(d, PID, k, t, len), 0);
       continue;
     }
     if (k > s->nseg && k != s->stray)
       continue;
     if (s->tomb & (1u << k) || k == s->stray) {
       uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
-      char path[4200];
       stkr_fmt_tombstone(t, s->tomb_by + (s->tomb_by_seq ? k : 0));
-      snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", d, PID, k);
-      assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+      assert_int_equal(fx_write_segment_bytes(d, PID, k, t, sizeof t), 0);
       continue;
     }
     c.base = init.base;
@@ -370,11 +366,8 @@ static void test_outputs_keep_tombstones(void **state) {
    * left it out, and OUT said nothing of it. */
   for (uint32_t seq = 1; seq <= 2; seq++) {
     uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
-    char path[4200];
     stkr_fmt_tombstone(t, 4301);
-    snprintf(path, sizeof path, "%s/stackrec-4500-00000%u.zst", d,
-             (unsigned)seq);
-    assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+    assert_int_equal(fx_write_segment_bytes(d, 4500, seq, t, sizeof t), 0);
   }
   expect(d, 4, whole);
   for (int k = 0; k < 2; k++) {
@@ -427,8 +420,7 @@ static void test_run_grows_while_read(void **state) {
   write_sess(d, &s);
   assert_int_equal(stkr_reader_open(d, &o, &r), 0); /* listed: 1..4 */
   stkr_fmt_tombstone_run(t, PID, 2);
-  snprintf(path, sizeof path, "%s/stackrec-%u-000001.zst", d, PID);
-  assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+  assert_int_equal(fx_write_segment_bytes(d, PID, 1, t, sizeof t), 0);
   snprintf(path, sizeof path, "%s/stackrec-%u-000002.zst", d, PID);
   assert_int_equal(unlink(path), 0);
   while ((rc = stkr_reader_next(r, &ev)) == 1) {}
@@ -456,12 +448,9 @@ static void test_damaged_tombstone(void **state) {
   write_sess(d, &g_cases[6].s);
   for (uint32_t seq = 1; seq <= 2; seq++) {
     uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
-    char path[4200];
     stkr_fmt_tombstone(t, 4301);
     if (seq == 1) t[10] ^= 0x41; /* inside "STKRCAP1" */
-    snprintf(path, sizeof path, "%s/stackrec-4500-00000%u.zst", d,
-             (unsigned)seq);
-    assert_int_equal(fx_write_file(path, t, sizeof t), 0);
+    assert_int_equal(fx_write_segment_bytes(d, 4500, seq, t, sizeof t), 0);
   }
   expect(d, 1, lines);
   if (strstr(cr_out, "holds no intact batch") != NULL)
@@ -495,12 +484,11 @@ static void test_segment_without_batch(void **state) {
       ": 1 segment, 0 batches, 0 events: intact, INCOMPLETE", NULL};
   const char *d = fx_tmpdir("acct-headerless");
   stkr_fmt_buf buf = {0};
-  char path[4200];
   (void)state;
 
   assert_int_equal(fx_clean_encode(0, 1, 4302, &buf), 0);
-  snprintf(path, sizeof path, "%s/stackrec-4302-000001.zst", d);
-  assert_int_equal(fx_write_file(path, buf.data, buf.len / 2), 0);
+  assert_int_equal(fx_write_segment_bytes(d, 4302, 1, buf.data, buf.len / 2),
+                   0);
   stkr_fmt_buf_free(&buf);
   expect(d, 4, lines);
 }

@@ -34,31 +34,43 @@ static stkr_frame fr(const char *function, const char *image) {
 }
 
 static void test_system_images(void **state) {
+  static const struct {
+    const char *path;
+    bool system;
+  } images[] = {
+      {"/lib/x86_64-linux-gnu/libc.so.6", true},
+      {"/usr/lib/x86_64-linux-gnu/libz.so.1", true},
+      {"/lib64/ld-linux-x86-64.so.2", true},
+      {"/opt/x/ld-linux-aarch64.so.1", true},
+      {"/opt/musl/libc.so", true},
+      {"/work/bazel-bin/preload/libstackrec_preload.so", true},
+      {"/System/Library/Frameworks/Foundation.framework/Foundation", true},
+      {"/usr/lib/libSystem.B.dylib", true},
+      {"/opt/app/libacme_sdk.so", false},
+      {"/usr/local/lib/libfoo.so", false},
+      {"/library/libcrypto.so", false}, /* not /lib/ */
+      /* QA (session 31): a path that leaves /usr/lib (an rpath of
+       * "/usr/lib/../../opt/ads"), and a library named libc-something, are
+       * not the system's; glibc's own libc-2.36.so is. */
+      {"/usr/lib/../../opt/ads/libads.so", false},
+      {"/usr/lib/./../opt/ads/libads.so", false},
+      {"/opt/../usr/lib/libz.so.1", true},
+      {"/opt/app/libc-client.so.2007", false},
+      {"/opt/glibc/libc-2.36.so", true},
+      /* A trailing "..", and "//" (review, session 31). */
+      {"/usr/lib/..", false},
+      {"/usr/lib/x/../../opt/a.so", false},
+      {"/usr//lib/libz.so.1", true},
+      {"/var/containers/Bundle/Application/X/App.app/Frameworks/"
+       "Acme.framework/Acme",
+       false},
+  };
   (void)state;
-  assert_true(stkr_attrib_system_image("/lib/x86_64-linux-gnu/libc.so.6"));
-  assert_true(stkr_attrib_system_image("/usr/lib/x86_64-linux-gnu/libz.so.1"));
-  assert_true(stkr_attrib_system_image("/lib64/ld-linux-x86-64.so.2"));
-  assert_true(stkr_attrib_system_image("/opt/x/ld-linux-aarch64.so.1"));
-  assert_true(stkr_attrib_system_image("/opt/musl/libc.so"));
-  assert_true(stkr_attrib_system_image("/work/bazel-bin/preload/libstackrec_preload.so"));
-  assert_true(stkr_attrib_system_image("/System/Library/Frameworks/Foundation.framework/Foundation"));
-  assert_true(stkr_attrib_system_image("/usr/lib/libSystem.B.dylib"));
-  assert_false(stkr_attrib_system_image("/opt/app/libacme_sdk.so"));
-  assert_false(stkr_attrib_system_image("/usr/local/lib/libfoo.so"));
-  assert_false(stkr_attrib_system_image("/library/libcrypto.so")); /* not /lib/ */
-  /* QA (session 31): a path that leaves /usr/lib (an rpath of
-   * "/usr/lib/../../opt/ads"), and a library named libc-something, are
-   * not the system's; glibc's own libc-2.36.so is. */
-  assert_false(stkr_attrib_system_image("/usr/lib/../../opt/ads/libads.so"));
-  assert_false(stkr_attrib_system_image("/usr/lib/./../opt/ads/libads.so"));
-  assert_true(stkr_attrib_system_image("/opt/../usr/lib/libz.so.1"));
-  assert_false(stkr_attrib_system_image("/opt/app/libc-client.so.2007"));
-  assert_true(stkr_attrib_system_image("/opt/glibc/libc-2.36.so"));
-  /* A trailing "..", and "//" (review, session 31). */
-  assert_false(stkr_attrib_system_image("/usr/lib/.."));
-  assert_false(stkr_attrib_system_image("/usr/lib/x/../../opt/a.so"));
-  assert_true(stkr_attrib_system_image("/usr//lib/libz.so.1"));
-  assert_false(stkr_attrib_system_image("/var/containers/Bundle/Application/X/App.app/Frameworks/Acme.framework/Acme"));
+
+  for (size_t i = 0; i < sizeof images / sizeof images[0]; i++)
+    if (stkr_attrib_system_image(images[i].path) != images[i].system)
+      fail_msg("%s: %s a system image", images[i].path,
+               images[i].system ? "not" : "taken for");
 }
 
 static void test_default_by_image(void **state) {

@@ -286,12 +286,8 @@ static void test_pid_used_again_after_a_reboot(void **state) {
   assert_int_equal(cr_run("verify '%s'", d), 0);
 }
 
-int main(void) {
-  return TL_RUN_GROUP(
-      "boots", setup, NULL,
-      TL_CASES(NULL, NULL, test_two_boots, test_one_boot,
-               test_sleep_is_one_boot, test_boot_not_known,
-               test_time_namespace, test_mark_of_another_namespace,
-               test_marks_left_as_set, test_pid_used_again_in_a_namespace,
-               test_pid_used_again_after_a_reboot));
-}
+TL_TEST_MAIN("boots", setup, NULL, test_two_boots, test_one_boot,
+             test_sleep_is_one_boot, test_boot_not_known, test_time_namespace,
+             test_mark_of_another_namespace, test_marks_left_as_set,
+             test_pid_used_again_in_a_namespace,
+             test_pid_used_again_after_a_reboot)

@@ -63,12 +63,10 @@ static void truncate_every_byte(bool later) {
   snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
   if (later) {
     stkr_fmt_buf b2 = {0};
-    char p2[4200];
 
     /* Batches 3 and 4 (4 is last=true): 3 more events. */
     assert_int_equal(fx_std_encode(3, 5, FX_PID, &b2), 0);
-    snprintf(p2, sizeof(p2), "%s/stackrec-%u-000002.zst", d, FX_PID);
-    assert_int_equal(fx_write_file(p2, b2.data, b2.len), 0);
+    assert_int_equal(fx_write_segment(d, FX_PID, 2, &b2), 0);
     stkr_fmt_buf_free(&b2);
   }
   for (cut = 0; cut <= buf.len; cut++) {
@@ -261,22 +259,18 @@ static void test_flip_middle_exact(void **state) {
 
 static void test_empty_and_garbage_files(void **state) {
   const char *d = fx_tmpdir("garbage");
-  char dir[4096], path[4200];
   uint8_t junk[3000];
   stkr_fmt_buf buf = {0};
   ru_reading rd;
   size_t i;
   (void)state;
 
-  snprintf(dir, sizeof(dir), "%s", d);
   for (i = 0; i < sizeof(junk); i++)
     junk[i] = (uint8_t)(i * 131 + 7 + (i >> 3));
-  snprintf(path, sizeof(path), "%s/stackrec-1-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, NULL, 0), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-2-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, junk, sizeof(junk)), 0);
-  snprintf(path, sizeof(path), "%s/stackrec-3-000001.zst", dir);
-  assert_int_equal(fx_write_file(path, "\x28\xb5", 2), 0); /* magic cut */
+  assert_int_equal(fx_write_segment_bytes(d, 1, 1, NULL, 0), 0);
+  assert_int_equal(fx_write_segment_bytes(d, 2, 1, junk, sizeof(junk)), 0);
+  /* pid 3: a zstd magic number cut short */
+  assert_int_equal(fx_write_segment_bytes(d, 3, 1, "\x28\xb5", 2), 0);
   /* pid 4: garbage, then the standard batches 0..2. */
   assert_int_equal(fx_std_encode(0, 3, 4, &buf), 0);
   {
@@ -284,13 +278,12 @@ static void test_empty_and_garbage_files(void **state) {
 
     memcpy(both, junk, 100);
     memcpy(both + 100, buf.data, buf.len);
-    snprintf(path, sizeof(path), "%s/stackrec-4-000001.zst", dir);
-    assert_int_equal(fx_write_file(path, both, 100 + buf.len), 0);
+    assert_int_equal(fx_write_segment_bytes(d, 4, 1, both, 100 + buf.len), 0);
     free(both);
   }
   stkr_fmt_buf_free(&buf);
 
-  ru_read_path(&rd, dir);
+  ru_read_path(&rd, d);
   assert_int_equal(rd.n, 6);
   for (i = 0; i < 6; i++)
     assert_int_equal(rd.got[i].v.pid, 4);

@@ -54,13 +54,13 @@ static int setup(void **state) {
   {
     stkr_fmt_buf buf = {0};
     uint8_t tomb[STKR_FMT_TOMBSTONE_SIZE];
-    char path[4300];
     int err = fx_clean_encode(3, 5, 4242, &buf);
     if (err == 0) err = fx_write_segment(g_capped, 4242, 2, &buf);
     stkr_fmt_buf_free(&buf);
     stkr_fmt_tombstone(tomb, 4242);
-    snprintf(path, sizeof path, "%s/stackrec-4242-000001.zst", g_capped);
-    if (err != 0 || fx_write_file(path, tomb, sizeof tomb) != 0) return -1;
+    if (err != 0 ||
+        fx_write_segment_bytes(g_capped, 4242, 1, tomb, sizeof tomb) != 0)
+      return -1;
   }
   return 0;
 }

@@ -538,9 +538,10 @@ static int launch_as_pid1(const char *dir, bool consent, int events) {
  * `consent` (stkr_mark) and `first` watched calls, then `stackrec mark DIR
  * consent.granted`, then the second launch with 5. Start times are in
  * clock ticks (10 ms): two launches within one tick would be one process
- * (a container's restart takes longer). Skipped without pid namespaces. */
-static void relaunch_pid1(char *dir, size_t len, const char *tag,
-                          bool consent, int first) {
+ * (a container's restart takes longer). Skipped without pid namespaces.
+ * @return comp_counts of dir then. */
+static counts relaunch_pid1(char *dir, size_t len, const char *tag,
+                            bool consent, int first) {
   int rc;
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -558,6 +559,7 @@ static void relaunch_pid1(char *dir, size_t len, const char *tag,
   assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
   usleep(30000);
   assert_int_equal(launch_as_pid1(dir, false, 5), 0);
+  return comp_counts(dir);
 }
 
 /* An app restarted as a container's pid 1, into one directory: the second
@@ -572,8 +574,7 @@ static void test_pid_reused(void **state) {
   counts k;
   (void)state;
 
-  relaunch_pid1(dir, sizeof dir, "pid1", true, 1);
-  k = comp_counts(dir);
+  k = relaunch_pid1(dir, sizeof dir, "pid1", true, 1);
   assert_int_equal(k.events, 6);
   assert_int_equal(k.before_consent, 5); /* was 0 */
   assert_int_equal(k.unjudged, 0);
@@ -602,8 +603,7 @@ static void test_pid_reused_first_silent(void **state) {
   counts k;
   (void)state;
 
-  relaunch_pid1(dir, sizeof dir, "pid1-silent", false, 0);
-  k = comp_counts(dir);
+  k = relaunch_pid1(dir, sizeof dir, "pid1-silent", false, 0);
   assert_int_equal(k.events, 5);
   assert_int_equal(k.before_consent, 5); /* was 0 */
 }

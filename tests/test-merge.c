@@ -118,10 +118,11 @@ static sr_rec k_rec(uint32_t pid, uint64_t base) {
   return r;
 }
 
-/* r1 and r2 written into fresh directories d1 and d2 (tag-1, tag-2), then
- * `merge -o out d1 d2` (out: tag-out, not created before); its status. */
-static int merge_two(char *d1, const sr_rec *r1, char *d2, const sr_rec *r2,
-                     char *out, const char *tag) {
+/* r1 and r2 written into fresh directories d1 and d2 (tag-1, tag-2), and
+ * the path of a merge's output into out (tag-out, not created). Each
+ * buffer holds 4096 bytes. */
+static void write_two(char *d1, const sr_rec *r1, char *d2, const sr_rec *r2,
+                      char *out, const char *tag) {
   char t[64];
 
   snprintf(t, sizeof t, "%s-1", tag);
@@ -132,6 +133,12 @@ static int merge_two(char *d1, const sr_rec *r1, char *d2, const sr_rec *r2,
   assert_int_equal(sr_write(d2, r2), 0);
   snprintf(t, sizeof t, "%s-out", tag);
   snprintf(out, 4096, "%s", out_path(t));
+}
+
+/* write_two, then `merge -o out d1 d2`; its status. */
+static int merge_two(char *d1, const sr_rec *r1, char *d2, const sr_rec *r2,
+                     char *out, const char *tag) {
+  write_two(d1, r1, d2, r2, out, tag);
   return cr_run("merge -o '%s' '%s' '%s'", out, d1, d2);
 }
 
@@ -514,11 +521,7 @@ static void test_both_inputs_marks_reported(void **state) {
   sr_rec a = k_rec(100, 0x400000), b = k_rec(200, 0x400000);
   (void)state;
 
-  snprintf(d1, sizeof d1, "%s", fx_tmpdir("merge-bothmarks1"));
-  snprintf(d2, sizeof d2, "%s", fx_tmpdir("merge-bothmarks2"));
-  snprintf(out, sizeof out, "%s", out_path("merge-bothmarks-out"));
-  assert_int_equal(sr_write(d1, &a), 0);
-  assert_int_equal(sr_write(d2, &b), 0);
+  write_two(d1, &a, d2, &b, out, "merge-bothmarks");
   assert_int_equal(cr_run("mark '%s' consent.granted", d1), 0);
   assert_int_equal(cr_run("mark '%s' app.background", d2), 0);
   assert_int_equal(cr_run("merge -o '%s' '%s' '%s'", out, d1, d2), 0);

@@ -217,11 +217,8 @@ static void test_nothing_reached_the_disk(void **state) {
   int rc;
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped: the hooks cannot be preloaded into /bin/sh "
-                    "under TSan\n");
+  if (!hooks_run_in("sh"))
     return;
-  }
   /* No output: the limit holds for its stdout too. */
   /* A forked child too, whose notes are its own: it inherited its parent's
    * rate limits, and its notes went unsaid (review, session 22). */
@@ -269,10 +266,8 @@ static void test_grandchild_bad_env_reported(void **state) {
   const char *dir = fresh("grand");
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
+  if (!hooks_run_in("sh"))
     return;
-  }
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c "
                           "'STACKREC_RING_BYTES=12Q /bin/sh -c \"exit 0\"; "
                           "exit 5'",
@@ -295,10 +290,8 @@ static void test_notify_fallback(void **state) {
   char cmd[8600], err[4200], dir[4200];
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in true\n");
+  if (!hooks_run_in("true"))
     return;
-  }
   snprintf(dir, sizeof dir, "%s", fresh("fallback"));
   snprintf(err, sizeof err, "%s.err", dir);
   assert_int_equal(mkdir(dir, 0700), 0);
@@ -649,10 +642,8 @@ static void test_child_without_descriptors(void **state) {
 static void test_side_by_side_starts(void **state) {
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped: no hooks in system programs\n");
+  if (!hooks_run_in("sh"))
     return;
-  }
   for (int i = 0; i < 3; i++) {
     char tag[32];
     char dir[4200];
@@ -690,10 +681,8 @@ static void test_fork_heavy_bounded(void **state) {
   double t0, dt;
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
+  if (!hooks_run_in("sh"))
     return;
-  }
   t0 = tl_now_s();
   assert_int_equal(cr_run("record -o '%s' -- /bin/sh -c 'i=0; while [ $i -lt "
                           "200 ]; do (read x </etc/passwd); i=$((i+1)); "
@@ -720,10 +709,8 @@ static void test_exec_heavy_names(void **state) {
   int n = 0;
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
+  if (!hooks_run_in("sh"))
     return;
-  }
   tl_runfile(fx, sizeof fx, "tests/preload_fixtures/all_apis");
   unsigned long long sum_stacks = 0, rep_stacks = 1;
   const char *at;

@@ -108,10 +108,8 @@ static void test_signals_all_named(void **state) {
   int st;
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in sleep\n");
+  if (!hooks_run_in("sleep"))
     return;
-  }
   snprintf(err, sizeof err, "%s.err", dir);
   pid = cr_record_bg(dir, err, false, NULL,
                      (const char *const[]){"sh", "-c",
@@ -132,10 +130,8 @@ static void test_signals_all_named(void **state) {
 
 static void test_signals(void **state) {
   (void)state;
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in sleep\n");
+  if (!hooks_run_in("sleep"))
     return;
-  }
   signal_case(SIGTERM);
   signal_case(SIGHUP);
   /* Sent by a process (kill), not typed at a terminal: passed on once. */
@@ -213,10 +209,8 @@ static void test_signals_after_end(void **state) {
   char fx[4200];
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in sh\n");
+  if (!hooks_run_in("sh"))
     return;
-  }
   tl_runfile(fx, sizeof fx, "tests/preload_fixtures/all_apis");
   late_signal_case(SIGTERM, fx);
   late_signal_case(SIGHUP, fx);
@@ -255,10 +249,8 @@ static void test_dead_sessions_recovered_during_the_run(void **state) {
   double t0;
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in python3\n");
+  if (!hooks_run_in("python3"))
     return;
-  }
   snprintf(err, sizeof err, "%s.err", dir);
   snprintf(pids, sizeof pids, "%s.pids", dir);
   snprintf(stop, sizeof stop, "%s.stop", dir);
@@ -333,10 +325,8 @@ static void test_summary_into_a_closed_pipe(void **state) {
   FILE *f;
   (void)state;
 
-  if (!HOOKS_IN_SYSTEM_PROGRAMS) {
-    fprintf(stderr, "skipped under TSan: the hooks cannot run in bash\n");
+  if (!hooks_run_in("bash"))
     return;
-  }
   snprintf(dir, sizeof dir, "%s", fresh("pipe"));
   snprintf(sh, sizeof sh, "%s.sh", dir);
   assert_non_null(f = fopen(sh, "w"));

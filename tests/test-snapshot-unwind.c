@@ -355,12 +355,8 @@ static void test_unwind_random_copies(void **state) {
   assert_true(frames > 20000); /* some chains were followed */
 }
 
-int main(void) {
-  return TL_RUN_GROUP(
-      "snapshot-unwind", NULL, NULL,
-      TL_CASES(NULL, NULL, test_unwind_exact_chain, test_unwind_depth_bound,
-               test_unwind_stale_epilogue_rule, test_unwind_plt_entry,
-               test_unwind_signal_trampoline, test_unwind_past_the_copy,
-               test_images_mapped_twice,
-               test_unwind_random_copies));
-}
+TL_TEST_MAIN("snapshot-unwind", NULL, NULL, test_unwind_exact_chain,
+             test_unwind_depth_bound, test_unwind_stale_epilogue_rule,
+             test_unwind_plt_entry, test_unwind_signal_trampoline,
+             test_unwind_past_the_copy, test_images_mapped_twice,
+             test_unwind_random_copies)

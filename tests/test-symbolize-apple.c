@@ -272,6 +272,24 @@ static void check_image(const char *out, size_t k, bool want_none) {
 
 static char g_dir[4200];
 
+/* `stackrec symbolize --debug-dir DEBUG -o OUT REC`, which must exit 0;
+ * DEBUG is debug_fmt (printf), OUT is mt_tmp/name, its path into out. */
+static void symbolize(char *out, size_t cap, const char *name, const char *rec,
+                      const char *debug_fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void symbolize(char *out, size_t cap, const char *name, const char *rec,
+                      const char *debug_fmt, ...) {
+  char debug[4200];
+  va_list ap;
+
+  va_start(ap, debug_fmt);
+  vsnprintf(debug, sizeof debug, debug_fmt, ap);
+  va_end(ap);
+  snprintf(out, cap, "%s/%s", mt_tmp, name);
+  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'",
+                         mt_tool, debug, out, rec), 0);
+}
+
 /* The recording: pid 100 (arm64: App, a system library nothing has,
  * "Other-arm64" recorded with a UUID its dSYM does not have, D5-arm64
  * (DWARF 5)) and pid 200 (x86_64: App). */
@@ -323,9 +341,7 @@ static void test_dsyms_by_uuid(void **state) {
   size_t n;
   (void)state;
   MT_SKIP_IF_NO_FIXTURES();
-  snprintf(out, sizeof out, "%s/out1", mt_tmp);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'",
-                         mt_tool, mt_fx, out, g_dir), 0);
+  symbolize(out, sizeof out, "out1", g_dir, "%s", mt_fx);
   fprintf(stderr, "%s%s", mt_out, mt_err);
   n = check_out(out, 100, g_first[0], g_n[0], g_arm[0].load, false, false);
   assert_int_equal(n, g_n[0]);
@@ -350,9 +366,7 @@ static void test_xcarchive_and_binary_only(void **state) {
   (void)state;
   MT_SKIP_IF_NO_FIXTURES();
   /* dSYMs as Xcode archives them. */
-  snprintf(out, sizeof out, "%s/out2", mt_tmp);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/Archive.xcarchive' "
-                         "-o '%s' '%s'", mt_tool, mt_fx, out, g_dir), 0);
+  symbolize(out, sizeof out, "out2", g_dir, "%s/Archive.xcarchive", mt_fx);
   check_image(out, 0, false);
   check_image(out, 4, false);
   /* Only the (universal) binary: its symbol table, function names only;
@@ -360,9 +374,7 @@ static void test_xcarchive_and_binary_only(void **state) {
   assert_int_equal(mt_sh("rm -rf '%s/bin-only' && mkdir -p '%s/bin-only' && "
                          "cp '%s/App' '%s/bin-only/'", mt_tmp, mt_tmp, mt_fx,
                          mt_tmp), 0);
-  snprintf(out, sizeof out, "%s/out3", mt_tmp);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/bin-only' -o '%s' '%s'",
-                         mt_tool, mt_tmp, out, g_dir), 0);
+  symbolize(out, sizeof out, "out3", g_dir, "%s/bin-only", mt_tmp);
   {
     stkr_reader *r;
     stkr_event_view ev;
@@ -393,9 +405,7 @@ static void test_debug_dirs_said(void **state) {
                          "ln -s '%s/App.dSYM' '%s/links/App.dSYM' && "
                          "ln -s .. '%s/links/up'", mt_tmp, mt_tmp, mt_fx,
                          mt_tmp, mt_tmp), 0);
-  snprintf(out, sizeof out, "%s/out-links", mt_tmp);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/links' -o '%s' '%s'",
-                         mt_tool, mt_tmp, out, g_dir), 0);
+  symbolize(out, sizeof out, "out-links", g_dir, "%s/links", mt_tmp);
   check_image(out, 0, false);
   check_image(out, 4, false);
   /* D5-arm64's dSYM cut in half: image 3 keeps its offsets, named why. */
@@ -404,9 +414,7 @@ static void test_debug_dirs_said(void **state) {
                          "D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64' && "
                          "truncate -s $(($(stat -c %%s \"$f\") / 2)) \"$f\"",
                          mt_tmp, mt_tmp, mt_fx, mt_tmp, mt_tmp), 0);
-  snprintf(out, sizeof out, "%s/out-cut", mt_tmp);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/cut' -o '%s' '%s'",
-                         mt_tool, mt_tmp, out, g_dir), 0);
+  symbolize(out, sizeof out, "out-cut", g_dir, "%s/cut", mt_tmp);
   check_image(out, 3, true);
   if (strstr(mt_err, "Mach-O files that could not be read: ") == NULL ||
       strstr(mt_err, "cut/D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64 (") == NULL)
@@ -419,12 +427,10 @@ static void test_debug_dirs_said(void **state) {
   one.path = "/private/var/containers/Bundle/Application/X/App.app/App";
   one.uuid[0] ^= 0xff;
   snprintf(dir, sizeof dir, "%s/rec-uni", mt_tmp);
-  snprintf(out, sizeof out, "%s/out-uni", mt_tmp);
   write_rec(dir, 302, "arm64", &one, 1, g_pcs + g_first[0], 10);
   assert_int_equal(mt_sh("rm -rf '%s/uni' && mkdir -p '%s/uni' && cp '%s/App' "
                          "'%s/uni/'", mt_tmp, mt_tmp, mt_fx, mt_tmp), 0);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/uni' -o '%s' '%s'",
-                         mt_tool, mt_tmp, out, dir), 0);
+  symbolize(out, sizeof out, "out-uni", dir, "%s/uni", mt_tmp);
   const char *u = strstr(mt_err, "uni/App has UUIDs ");
   if (u == NULL || strchr(u, ',') == NULL || strchr(strchr(u, ',') + 1, ',') == NULL)
     fail_msg("not every slice's UUID named: %s", mt_err);
@@ -438,9 +444,7 @@ static void test_symbol_caches_only(void **state) {
   assert_int_equal(mt_sh("rm -rf '%s/caches' && '%s' symcache build '%s/App.dSYM' "
                          "'%s/D5-arm64.dSYM' -o '%s/caches'", mt_tmp, mt_tool,
                          mt_fx, mt_fx, mt_tmp), 0);
-  snprintf(out, sizeof out, "%s/out4", mt_tmp);
-  assert_int_equal(mt_sh("'%s' symbolize --debug-dir '%s/caches' -o '%s' '%s'",
-                         mt_tool, mt_tmp, out, g_dir), 0);
+  symbolize(out, sizeof out, "out4", g_dir, "%s/caches", mt_tmp);
   check_image(out, 0, false);
   check_image(out, 3, false);
   check_image(out, 4, false);
