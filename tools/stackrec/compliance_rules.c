@@ -242,10 +242,8 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       append_note(&b, typo_seen ? &typo : NULL);
       junit = "sites recorded";
     } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
-      char n[24];
-      snprintf(n, sizeof n, "%llu", (unsigned long long)c->rule_unjudged[i]);
       char why[STKR_COMP_WHY_MAX];
-      stkr_cli_buf_puts(&b, n);
+      stkr_cli_buf_u64(&b, c->rule_unjudged[i]);
       stkr_cli_buf_puts(&b, " of its events, in processes ");
       stkr_cli_buf_puts(&b, stkr_comp_unjudged_why(c, why, sizeof why));
       stkr_cli_buf_puts(&b, ", could not be judged: the mark it asks about "
@@ -253,9 +251,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       append_note(&b, typo_seen ? &typo : NULL);
       junit = "events judged";
     } else if (c->rule_unnamed != NULL && c->rule_unnamed[i] > 0) {
-      char n[24];
-      snprintf(n, sizeof n, "%llu", (unsigned long long)c->rule_unnamed[i]);
-      stkr_cli_buf_puts(&b, n);
+      stkr_cli_buf_u64(&b, c->rule_unnamed[i]);
       stkr_cli_buf_puts(&b, " of its events have stacks never symbolized, "
                         "so the module map's symbol prefixes could not say "
                         "which module made them: run 'stackrec symbolize' "
