@@ -81,6 +81,41 @@ static inline uint64_t stkr_clock_move(uint64_t ts, const stkr_clock_id *from,
   return stkr_clock_add(ts, d);
 }
 
+/* A wall-clock time that can be a real one (2001..2200): a device whose
+ * clock was never set (1970) tells nothing of when its boot was. */
+static inline bool stkr_boot_wall_plausible(uint64_t wall_ns) {
+  return wall_ns > 978307200ull * 1000000000ull &&
+         wall_ns < 7258118400ull * 1000000000ull;
+}
+
+/* What to add to a time on clock from (a start read at from_mono on it,
+ * from_wall on the wall clock) to put it on clock to (a start at to_mono,
+ * to_wall): within one known boot the offsets' difference, exactly;
+ * across two known boots the difference of the boots' wall-clock times
+ * (stkr_boot_time of each start: off by any sleep or clock step between
+ * the starts), when both wall clocks can be real; otherwise 0 (a boot not
+ * known is never moved). */
+static inline int64_t stkr_clock_shift(const stkr_clock_id *from,
+                                       uint64_t from_mono, uint64_t from_wall,
+                                       const stkr_clock_id *to,
+                                       uint64_t to_mono, uint64_t to_wall) {
+  uint64_t bf = stkr_boot_time(from_mono, from_wall);
+  uint64_t bt = stkr_boot_time(to_mono, to_wall);
+  int64_t d;
+
+  if (!from->have_boot || !to->have_boot)
+    return 0;
+  if (stkr_clock_same_boot(from, to))
+    return __builtin_sub_overflow(to->mono_offset_ns, from->mono_offset_ns, &d)
+               ? 0
+               : d;
+  if (!stkr_boot_wall_plausible(from_wall) ||
+      !stkr_boot_wall_plausible(to_wall) || bf == 0 || bt == 0 ||
+      bf >= INT64_MAX || bt >= INT64_MAX)
+    return 0;
+  return (int64_t)bf - (int64_t)bt;
+}
+
 static inline int stkr_boot__hex(char c) {
   return c >= '0' && c <= '9'   ? c - '0'
          : c >= 'a' && c <= 'f' ? c - 'a' + 10

@@ -687,12 +687,16 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   if (__builtin_expect(ev->is_mark, 0)) {
     info->marks++; /* marks are not events: first/last_ts are events' */
   } else {
-    if (info->events == 0 || ev->ts_ns < info->first_ts_ns) {
-      info->first_ts_ns = ev->ts_ns;
+    /* On the first instance's clock (a pid used again on another one). */
+    const uint64_t t = __builtin_expect(info->instance_shift_ns == 0, 1)
+                           ? ev->ts_ns
+                           : stkr_clock_add(ev->ts_ns, info->instance_shift_ns);
+    if (info->events == 0 || t < info->first_ts_ns) {
+      info->first_ts_ns = t;
       info->first_wall_ns = ev->wall_ns;
     }
-    if (info->events == 0 || ev->ts_ns > info->last_ts_ns)
-      info->last_ts_ns = ev->ts_ns;
+    if (info->events == 0 || t > info->last_ts_ns)
+      info->last_ts_ns = t;
     info->events++;
   }
   /* Lost only when the stack alone is missing: an undefined site or

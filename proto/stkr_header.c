@@ -105,6 +105,18 @@ static void stkr__apply_instance(stkr__stream *st, const Stackrec__Header *h) {
     stkr__boot_seen(st, h->boot_id.data);
   }
   in->instance_mono_offset_ns = h->mono_offset_ns;
+  in->instance_shift_ns = 0;
+  if (in->instances > 1) { /* (the first Header's fields are set by now) */
+    stkr_clock_id cur = {.have_boot = in->instance_have_boot_id,
+                         .mono_offset_ns = in->instance_mono_offset_ns};
+    stkr_clock_id first = {.have_boot = in->have_boot_id,
+                           .mono_offset_ns = in->mono_offset_ns};
+    memcpy(cur.boot, in->instance_boot_id, sizeof cur.boot);
+    memcpy(first.boot, in->boot_id, sizeof first.boot);
+    in->instance_shift_ns =
+        stkr_clock_shift(&cur, h->start_mono_ns, h->start_wall_ns, &first,
+                         in->start_mono_ns, in->start_wall_ns);
+  }
 }
 
 void stkr__apply_header(stkr_reader *r, stkr__stream *st,

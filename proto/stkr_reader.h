@@ -217,8 +217,9 @@ typedef struct stkr_process_info {
   uint64_t marks;            /* marks this process recorded, delivered
                                 (part of the accounting, as events) */
   uint64_t external_marks;   /* external marks delivered to it */
-  uint64_t first_ts_ns;      /* smallest event time (0: no events) */
-  uint64_t last_ts_ns;       /* largest event time */
+  uint64_t first_ts_ns;      /* smallest event time (0: no events), on
+                                the first instance's clock (below) */
+  uint64_t last_ts_ns;       /* largest event time, the same */
   uint64_t first_wall_ns;    /* wall-clock time of first_ts_ns */
   uint64_t unresolved_events; /* events with an undefined id (damage;
                                  stack_lost ones are not counted here) */
@@ -387,6 +388,12 @@ typedef struct stkr_process_info {
   uint8_t instance_boot_id[16];
   int64_t instance_mono_offset_ns;
   uint64_t instance_start_wall_ns;
+  /* What to add to a time of the current instance to put it on the first
+   * one's clock: exact within a boot, by the wall clock across boots, 0
+   * when a boot is not known (common/stkr_boot.h, stkr_clock_shift); 0
+   * during the first. first_ts_ns and last_ts_ns are on the first
+   * instance's clock. Since session 36. */
+  int64_t instance_shift_ns;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

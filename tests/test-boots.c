@@ -265,6 +265,13 @@ static void test_pid_used_again_in_a_namespace(void **state) {
   assert_true(last > 0.49 && last < 0.51);
   chrome_has(d, "\"ts\":1000001.000", "\"ts\":1500001.000",
              "\"clocks\":2");
+  /* The pid's summary and time windows on the first launch's clock. */
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  cr_assert_has(cr_out, "  duration:    0.500000000 s\n");
+  cr_assert_has(cr_out, "  last clock:  boot " CLOCK_A
+                        ", time namespace offset +1000000.000000000 s\n");
+  assert_int_equal(cr_run("report --from 0.4 '%s'", d), 0);
+  cr_assert_has(cr_out, "# filters: time [0.4 s, end): 1 of 2 events\n");
   put_mark(d, FX_START_MONO + HALF_S + 500, "consent.granted", CLOCK_A ":0");
   assert_int_equal(before_consent(d), 1); /* the first launch's event */
 }

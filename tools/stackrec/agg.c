@@ -455,13 +455,12 @@ static void new_process(builder *b, size_t process) {
 /* The event's payload and time go to its site's counts. */
 static int count_payload(builder *b, size_t merged,
                          const stkr_event_view *ev) {
-  uint64_t origin, t_ns;
+  uint64_t t_ns;
   int err;
 
   if (b->o->no_site_details)
     return 0;
-  origin = stkr__filter_origin(&b->filt, ev);
-  t_ns = ev->ts_ns > origin ? ev->ts_ns - origin : 0;
+  t_ns = stkr__filter_offset(&b->filt, ev);
   stkr__timeline_count(b->tl, b->aux[merged].tl, t_ns);
   if (b->aux[merged].hangs && /* the watchdog's site (hangs.c) */
       (err = stkr__hangs_add(b->a->hangs_, ev, merged, t_ns)) != 0)

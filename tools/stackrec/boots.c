@@ -13,9 +13,8 @@
 #include "tools/stackrec/boots.h"
 
 struct stkr_boot_rep {
-  stkr_clock_id c;    /* the clock of the boot's earliest start */
-  uint64_t wall_ns;   /* that start on the wall clock */
-  uint64_t boot_time; /* stkr_boot_time of it, 0: not known */
+  stkr_clock_id c;         /* the clock of the boot's earliest start */
+  uint64_t mono_ns, wall_ns; /* that start on its clock and the wall clock */
 };
 
 typedef struct proc_clock {
@@ -61,13 +60,6 @@ static bool same_boot(const proc_clock *x, const proc_clock *y) {
          memcmp(x->c.boot_id, y->c.boot_id, sizeof x->c.boot_id) == 0;
 }
 
-/* A wall-clock time that can be a real one (2001..2200): a device whose
- * clock was never set (1970) tells nothing of when its boot was. */
-static bool plausible_wall(uint64_t wall_ns) {
-  return wall_ns > 978307200ull * 1000000000ull &&
-         wall_ns < 7258118400ull * 1000000000ull;
-}
-
 /* a - b, 0 if it does not fit. */
 static int64_t diff_or_0(int64_t a, int64_t b) {
   int64_t d;
@@ -92,7 +84,7 @@ static void add_clock(stkr_boots *b, const stkr_clock_id *c) {
  * reference, first); a boot first seen in a later instance is added
  * with that instance's start. NULL: none, and none could be added. */
 static const stkr_boot_rep *rep_of(stkr_boots *b, const stkr_clock_id *c,
-                                   uint64_t wall_ns, uint64_t boot_time) {
+                                   uint64_t mono_ns, uint64_t wall_ns) {
   size_t j;
 
   for (j = 0; j < b->n_reps; j++)
@@ -101,29 +93,27 @@ static const stkr_boot_rep *rep_of(stkr_boots *b, const stkr_clock_id *c,
   if (stkr_grow((void **)&b->reps, &b->cap_reps, b->n_reps + 1,
                 sizeof *b->reps) != 0)
     return NULL;
-  b->reps[b->n_reps] = (stkr_boot_rep){*c, wall_ns, boot_time};
+  b->reps[b->n_reps] = (stkr_boot_rep){*c, mono_ns, wall_ns};
   return &b->reps[b->n_reps++];
 }
 
-/* What to add to a time on clock c (a start at wall_ns, boot_time): onto
+/* What to add to a time on clock c (of a start at mono_ns, wall_ns): onto
  * its boot's earliest start's clock by the offsets (exact), then, for
  * another boot than the reference's, by one wall-clock shift for that
  * whole boot (so its namespaces keep their order). Unknown: 0. */
 static int64_t shift_of(stkr_boots *b, const stkr_clock_id *c,
-                        uint64_t wall_ns, uint64_t boot_time) {
+                        uint64_t mono_ns, uint64_t wall_ns) {
   const stkr_boot_rep *ref, *rep;
   int64_t s, wall = 0, t;
 
   if (!c->have_boot || b->n_reps == 0 ||
-      (rep = rep_of(b, c, wall_ns, boot_time)) == NULL)
+      (rep = rep_of(b, c, mono_ns, wall_ns)) == NULL)
     return 0;
   ref = &b->reps[0];
   s = diff_or_0(rep->c.mono_offset_ns, c->mono_offset_ns);
-  if (rep != ref && plausible_wall(rep->wall_ns) &&
-      plausible_wall(ref->wall_ns) && rep->boot_time != 0 &&
-      ref->boot_time != 0 && rep->boot_time < INT64_MAX &&
-      ref->boot_time < INT64_MAX)
-    wall = diff_or_0((int64_t)rep->boot_time, (int64_t)ref->boot_time);
+  if (rep != ref)
+    wall = stkr_clock_shift(&rep->c, rep->mono_ns, rep->wall_ns, &ref->c,
+                            ref->mono_ns, ref->wall_ns);
   return __builtin_add_overflow(s, wall, &t) ? s : t;
 }
 
@@ -137,7 +127,7 @@ static void find_reps(stkr_boots *b, const proc_clock *v, size_t k) {
       if (v[j].c.wall_ns < v[rep].c.wall_ns) rep = j;
     {
       stkr_clock_id c = clock_of(&v[rep].c);
-      if (rep_of(b, &c, v[rep].c.wall_ns, v[rep].boot_time) != NULL &&
+      if (rep_of(b, &c, v[rep].c.mono_ns, v[rep].c.wall_ns) != NULL &&
           b->reps[b->n_reps - 1].wall_ns < b->reps[0].wall_ns) {
         stkr_boot_rep t = b->reps[0];
         b->reps[0] = b->reps[b->n_reps - 1];
@@ -193,7 +183,7 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
   find_reps(b, v, k);
   for (i = 0; i < k; i++) {
     stkr_clock_id c = clock_of(&v[i].c);
-    b->shift[v[i].i] = shift_of(b, &c, v[i].c.wall_ns, v[i].boot_time);
+    b->shift[v[i].i] = shift_of(b, &c, v[i].c.mono_ns, v[i].c.wall_ns);
   }
   free(v);
   return 0;
@@ -204,9 +194,8 @@ static void retune(stkr_boots *b, size_t i, const stkr_process_info *p) {
   stkr_clock_id c = instance_clock(p);
 
   b->inst[i] = p->instances;
-  b->cur_shift[i] = shift_of(
-      b, &c, p->instance_start_wall_ns,
-      stkr_boot_time(p->instance_start_mono_ns, p->instance_start_wall_ns));
+  b->cur_shift[i] = shift_of(b, &c, p->instance_start_mono_ns,
+                             p->instance_start_wall_ns);
   if (c.have_boot)
     add_clock(b, &c);
 }

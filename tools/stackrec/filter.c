@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_boot.h"
 #include "tools/stackrec/filter.h"
 
 /* fnmatch that tells a bad pattern apart: 1 match, 0 no match, -EINVAL. */
@@ -81,6 +82,15 @@ static int name_pass(stkr__filter *f, stkr_map *c, uint32_t id,
   return m;
 }
 
+uint64_t stkr__filter_offset(stkr__filter *f, const stkr_event_view *ev) {
+  const uint64_t origin = stkr__filter_origin(f, ev);
+  uint64_t ts = ev->ts_ns;
+
+  if (ev->proc != NULL && ev->proc->instance_shift_ns != 0)
+    ts = stkr_clock_add(ts, ev->proc->instance_shift_ns);
+  return ts > origin ? ts - origin : 0;
+}
+
 int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
   const stkr_agg_opts *o = f->o;
   int m;
@@ -92,8 +102,7 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
   if (ev->is_mark)
     return 1;
   if (o->from_s > 0 || o->to_s > 0) {
-    uint64_t origin = stkr__filter_origin(f, ev);
-    double t = ev->ts_ns > origin ? (double)(ev->ts_ns - origin) / 1e9 : 0.0;
+    double t = (double)stkr__filter_offset(f, ev) / 1e9;
     if (t < o->from_s || (o->to_s > 0 && t >= o->to_s))
       return 0;
   }

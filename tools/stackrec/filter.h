@@ -51,6 +51,11 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev);
 /* The time origin of ev's process (see above), as the window uses it. */
 uint64_t stkr__filter_origin(stkr__filter *f, const stkr_event_view *ev);
 
+/* ev's time since that origin in ns (0 before it); an event of a later
+ * process with the pid, on another clock, put on the first one's
+ * (stkr_process_info.instance_shift_ns). */
+uint64_t stkr__filter_offset(stkr__filter *f, const stkr_event_view *ev);
+
 void stkr__filter_free(stkr__filter *f);
 
 /* ---- the filter options, shared by every command that filters -------------

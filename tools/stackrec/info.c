@@ -35,6 +35,17 @@ static void put_name(const char *s) {
   stkr_cli_put_escaped(stdout, (const uint8_t *)s, strlen(s));
 }
 
+/* "  <what> boot <id>[, time namespace offset <s>]" and a newline. */
+static void put_clock(const char *what, const uint8_t boot[16],
+                      int64_t offset_ns) {
+  printf("  %s boot ", what);
+  for (size_t k = 0; k < 16; k++)
+    printf("%02x", boot[k]);
+  if (offset_ns != 0)
+    printf(", time namespace offset %+.9f s", (double)offset_ns / 1e9);
+  putchar('\n');
+}
+
 static void put_wall(uint64_t wall_ns) {
   time_t secs = (time_t)(wall_ns / 1000000000u);
   char buf[64];
@@ -180,14 +191,14 @@ static int print_process(const stkr_reader *r, size_t i) {
            (unsigned)p->unwind_cache_rejected);
   if (p->status == -EPROTONOSUPPORT)
     printf("  status:      NOT READ: recorded in a newer format version\n");
-  if (p->have_boot_id) { /* which monotonic clock (common/stkr_boot.h) */
-    printf("  clock:       boot ");
-    for (size_t k = 0; k < sizeof p->boot_id; k++)
-      printf("%02x", p->boot_id[k]);
-    if (p->mono_offset_ns != 0)
-      printf(", time namespace offset %+.9f s", (double)p->mono_offset_ns / 1e9);
-    putchar('\n');
-  }
+  if (p->have_boot_id) /* which monotonic clock (common/stkr_boot.h) */
+    put_clock("clock:      ", p->boot_id, p->mono_offset_ns);
+  /* A later process with the pid on another clock (a reboot, another time
+   * namespace): its times are put on the first one's for the duration. */
+  if (p->instances > 1 && p->instance_have_boot_id &&
+      (!p->have_boot_id || p->mono_offset_ns != p->instance_mono_offset_ns ||
+       memcmp(p->boot_id, p->instance_boot_id, sizeof p->boot_id) != 0))
+    put_clock("last clock: ", p->instance_boot_id, p->instance_mono_offset_ns);
   printf("  start:       ");
   if (p->events)
     put_wall(p->first_wall_ns);
