@@ -68,19 +68,6 @@ static inline uint64_t stkr_clock_add(uint64_t ts, int64_t d) {
   return UINT64_MAX - ts >= (uint64_t)d ? ts + (uint64_t)d : UINT64_MAX;
 }
 
-/* ts, a time on clock from, on clock to: moved by the offsets when both
- * are of one known boot; otherwise as it is (only the wall clock would
- * relate them). */
-static inline uint64_t stkr_clock_move(uint64_t ts, const stkr_clock_id *from,
-                                       const stkr_clock_id *to) {
-  int64_t d;
-
-  if (!stkr_clock_same_boot(from, to) ||
-      __builtin_sub_overflow(to->mono_offset_ns, from->mono_offset_ns, &d))
-    return ts;
-  return stkr_clock_add(ts, d);
-}
-
 /* A wall-clock time that can be a real one (2001..2200): a device whose
  * clock was never set (1970) tells nothing of when its boot was. */
 static inline bool stkr_boot_wall_plausible(uint64_t wall_ns) {

@@ -121,10 +121,6 @@ typedef struct stkr__session_acct {
   uint64_t first_written, first_write_errors, lead_missing;
 } stkr__session_acct;
 
-/* The distinct boots a stream keeps of its instances (stkr__stream
- * .boots_seen): a pid used again across reboots, a handful at most. */
-#define STKR__BOOTS_SEEN 4
-
 /* One recording stream: the segments of one pid in one directory. */
 typedef struct stkr__stream {
   stkr_process_info info; /* public summary; strings below */
@@ -204,9 +200,10 @@ typedef struct stkr__stream {
   stkr_start_clock peek_clock;
   uint32_t tomb_said;        /* the highest seq a tombstone read said */
   /* The boots of its instances' clocks (stkr_header.c), for the external
-   * marks of another boot (stkr_marks.c); past STKR__BOOTS_SEEN, more. */
-  uint8_t boots_seen[STKR__BOOTS_SEEN][16];
-  uint8_t n_boots_seen;
+   * marks of another boot (stkr_extmarks.c); many_boots: one could not be
+   * kept (no memory), so none is said. */
+  struct stkr__boot_seen { uint8_t id[16]; } *boots_seen;
+  size_t n_boots_seen, cap_boots_seen;
   bool many_boots;
   unsigned warned; /* STKR__WARNED_* bits: say each oddity once */
 } stkr__stream;
@@ -315,8 +312,9 @@ struct stkr_reader {
    * added, sorted by directory then time; their strings owned. */
   stkr__extmark *ext;
   size_t n_ext, cap_ext;
-  stkr_mark_clock ext_clock; /* the current external mark's (its view's
-                                mark_clock) */
+  stkr_mark_clock ext_clock; /* the current event's, when ev_ext: */
+  bool ev_ext;               /* it is an external mark
+                                (stkr_reader_mark_clock) */
   stkr__scope **scopes; /* of the marks files' scope lines, owned */
   size_t n_scopes, cap_scopes;
   /* Processes that recorded nothing: the "u1" lines of the same files

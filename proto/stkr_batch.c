@@ -594,7 +594,7 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
    * memset: a 168-byte rep stos per event was ~6% of `stackrec report`.
    * A field added to stkr_event_view must be reset here (the assert is a
    * reminder). */
-  _Static_assert(sizeof(stkr_event_view) == 176,
+  _Static_assert(sizeof(stkr_event_view) == 168,
                  "reset every new stkr_event_view field here");
   ev->wall_ns = 0;
   ev->tid = 0;
@@ -609,7 +609,6 @@ int stkr__batch_event(stkr_reader *r, stkr__stream *st, size_t st_index,
   ev->stack_lost = false;
   ev->frames = NULL;
   ev->n_frames = 0;
-  ev->mark_clock = NULL;
   /* Unsigned wrap-around adds a negative delta correctly. */
   r->ev_ts += (uint64_t)e->ts_delta_ns[i];
   ev->ts_ns = r->ev_ts;
@@ -724,6 +723,7 @@ void stkr__stream_free(stkr__stream *st) {
   free(st->sites);
   free(st->mark_ids);
   free(st->mark_stacks);
+  free(st->boots_seen);
   stkr__idmap_free(&st->site_map);
   STKR_FREE_EACH(st->threads, st->n_threads, name);
   free(st->threads);

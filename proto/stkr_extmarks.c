@@ -28,15 +28,15 @@ static bool stkr__ext_for(const stkr__stream *st, const stkr__extmark *m) {
          (m->scope == NULL || stkr__scope_has(m->scope, st->info.pid));
 }
 
-/* A mark set in another boot than any of st's instances cannot be
- * ordered against its events (its time is the setter's CLOCK_MONOTONIC):
- * it was handed over as set; said once per process, as inconsistent, at
- * the process's end, once every instance's boot is known (QA, session 35:
- * a consent set after a reboot lay before every event, unsaid; session
- * 36: a pid used again after a reboot has the marks of its second boot). */
+/* A mark of a boot none of st's instances was on: said once per process,
+ * as inconsistent, at its end, once every instance's boot is known (QA,
+ * session 35: a consent set after a reboot lay before every event,
+ * unsaid; session 36: a pid used again after a reboot has the marks of
+ * its second boot). It was put on the process's clock by the two wall
+ * clocks, which only a sleep or a clock step between them gets wrong
+ * (common/stkr_boot.h). */
 void stkr__marks_ext_check(stkr_reader *r, stkr__stream *st) {
-  size_t j;
-  unsigned k;
+  size_t j, k;
 
   if (st->n_boots_seen == 0 || st->many_boots ||
       (st->warned & STKR__WARNED_MARK_BOOT))
@@ -47,16 +47,17 @@ void stkr__marks_ext_check(stkr_reader *r, stkr__stream *st) {
     if (!m->clock.have_boot || !stkr__ext_for(st, m))
       continue;
     for (k = 0; k < st->n_boots_seen; k++)
-      if (memcmp(m->clock.boot, st->boots_seen[k], sizeof m->clock.boot) == 0)
+      if (memcmp(m->clock.boot, st->boots_seen[k].id, sizeof m->clock.boot) ==
+          0)
         break;
     if (k < st->n_boots_seen)
       continue;
     st->warned |= STKR__WARNED_MARK_BOOT;
     stkr__warn(r, STKR_WARN_INCONSISTENT, m->path, (int64_t)m->offset,
                st->info.pid,
-               "mark %s was set in another boot than process %u's: its time "
-               "cannot be ordered against the process's events; taken as set "
-               "(and so every other such mark of it)",
+               "mark %s was set in another boot than process %u's: placed "
+               "among its events by the two wall clocks, as right as they "
+               "are (and so every other such mark of it)",
                m->name, (unsigned)st->info.pid);
     return;
   }
@@ -75,16 +76,22 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
     st->ext_next = j + 1;
     memset(ev, 0, sizeof(*ev)); /* rare: no need to spare the memset */
     /* On the current instance's clock: moved by the offsets from another
-     * time namespace of its boot (QA, session 33: a program in a
+     * time namespace of its boot, exactly (QA, session 33: a program in a
      * CRIU-restored container, a mark set after it ended lay before its
-     * events), exactly; as set otherwise. */
+     * events); from another boot by the wall clocks (session 36: a
+     * consent given before a reboot, taken as set, lay anywhere); as set
+     * when a boot is not known. */
     clk = stkr__instance_clock(st);
-    ev->ts_ns = stkr_clock_move(m->ts_ns, &m->clock, &clk);
+    ev->ts_ns = stkr_clock_add(
+        m->ts_ns, stkr_clock_shift(&m->clock, m->ts_ns, m->wall_ns, &clk,
+                                   st->info.instance_start_mono_ns,
+                                   st->info.instance_start_wall_ns));
     r->ext_clock = (stkr_mark_clock){.set_ns = m->ts_ns,
+                                     .wall_ns = m->wall_ns,
                                      .have_boot_id = m->clock.have_boot,
                                      .mono_offset_ns = m->clock.mono_offset_ns};
     memcpy(r->ext_clock.boot_id, m->clock.boot, sizeof m->clock.boot);
-    ev->mark_clock = &r->ext_clock;
+    r->ev_ext = true;
     ev->wall_ns = m->wall_ns;
     ev->pid = st->info.pid;
     ev->process = st_index;
@@ -104,4 +111,8 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
   }
   st->ext_next = r->n_ext;
   return 0;
+}
+
+const stkr_mark_clock *stkr_reader_mark_clock(const stkr_reader *r) {
+  return r != NULL && r->ev_ext ? &r->ext_clock : NULL;
 }

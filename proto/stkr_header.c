@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_grow.h"
 #include "proto/stkr__reader.h"
 
 /* A pid that exec'd another program has a session per image: its name
@@ -66,14 +67,15 @@ static void stkr__apply_watched(stkr__stream *st, const char *w, bool first) {
 
 /* Keep boot id b among the stream's instances' boots (distinct). */
 static void stkr__boot_seen(stkr__stream *st, const uint8_t *b) {
-  for (unsigned i = 0; i < st->n_boots_seen; i++)
-    if (memcmp(st->boots_seen[i], b, sizeof st->boots_seen[i]) == 0)
+  for (size_t i = 0; i < st->n_boots_seen; i++)
+    if (memcmp(st->boots_seen[i].id, b, sizeof st->boots_seen[i].id) == 0)
       return;
-  if (st->n_boots_seen == STKR__BOOTS_SEEN) {
+  if (stkr_grow((void **)&st->boots_seen, &st->cap_boots_seen,
+                st->n_boots_seen + 1, sizeof *st->boots_seen) != 0) {
     st->many_boots = true;
     return;
   }
-  memcpy(st->boots_seen[st->n_boots_seen++], b, sizeof st->boots_seen[0]);
+  memcpy(st->boots_seen[st->n_boots_seen++].id, b, sizeof st->boots_seen[0].id);
 }
 
 /* Another process with this pid (stkr_process_info.instances): a start

@@ -636,6 +636,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
   if (r->hard_err)
     return r->hard_err;
   r->started = true;
+  r->ev_ext = false; /* stkr_reader_mark_clock */
 
   for (;;) {
     stkr__stream *st;
@@ -648,8 +649,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
     st = r->streams[r->cur_stream];
     if (r->batch != NULL && r->ev_idx < r->ev_count) {
       /* A stream's external marks come before its first event, once its
-       * first Header is read: their clock is compared with its own
-       * (stkr_marks.c, stkr__ext_ts). */
+       * first Header is read: they go on its clock (stkr_extmarks.c). */
       if (r->n_ext != 0 && st->ext_next < r->n_ext &&
           stkr__marks_next_ext(r, st, r->cur_stream, ev))
         return 1;

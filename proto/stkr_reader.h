@@ -439,19 +439,20 @@ typedef struct stkr_frame {
                             an awaiting caller from the async context chain */
 } stkr_frame;
 
-/* One event. Pointers stay valid until the next stkr_reader_next() or
- * stkr_reader_free() on the reader; copy what you keep. */
-/* Where an external mark (a `stackrec mark` line, stkr_event_view
- * .mark_clock) was set: its time on its setter's CLOCK_MONOTONIC, and
- * which clock that is (common/stkr_boot.h). */
+/* Where an external mark (a `stackrec mark` line) was set: its times on
+ * its setter's CLOCK_MONOTONIC and wall clock, and which monotonic clock
+ * that is (common/stkr_boot.h); stkr_reader_mark_clock. */
 typedef struct stkr_mark_clock {
   uint64_t set_ns;
+  uint64_t wall_ns;     /* 0: not known */
   bool have_boot_id;    /* the line said its clock (an older `stackrec
                            mark` did not): */
   uint8_t boot_id[16];
   int64_t mono_offset_ns;
 } stkr_mark_clock;
 
+/* One event. Pointers stay valid until the next stkr_reader_next() or
+ * stkr_reader_free() on the reader; copy what you keep. */
 typedef struct stkr_event_view {
   uint64_t ts_ns;            /* absolute CLOCK_MONOTONIC ns */
   uint64_t wall_ns;          /* the same instant, wall clock (0: unknown) */
@@ -496,13 +497,6 @@ typedef struct stkr_event_view {
    * `stackrec symbolize`) or is undefined. */
   const stkr_frame *frames;
   size_t n_frames;
-  /* An external mark's own clock; NULL for every other event. Its ts_ns
-   * is on the clock of the process's instance current when it is handed
-   * out (stkr_process_info.instance_*; external marks come before the
-   * process's first event): a tool that keeps such marks for the pid's
-   * later instances puts them on each one's clock from here. Valid until
-   * the reader is freed. Since session 36. */
-  const stkr_mark_clock *mark_clock;
 } stkr_event_view;
 
 /* Counts over the whole reader. */
@@ -607,6 +601,18 @@ STKR_API int stkr_reader_next(stkr_reader *r, stkr_event_view *ev);
  */
 STKR_API int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_t *n);
 
+/*
+ * Where the external mark last returned by stkr_reader_next() was set
+ * (stkr_mark_clock). Its ts_ns is that time on the clock of its process's
+ * instance current when it was handed out (stkr_process_info.instance_*;
+ * external marks come before the process's first event): a tool that
+ * keeps such marks for the pid's later instances puts them on each one's
+ * clock from here. Since session 36.
+ * @return NULL when that event was not an external mark (or r is NULL);
+ *         valid until the next stkr_reader_next() or stkr_reader_free().
+ */
+STKR_API const stkr_mark_clock *stkr_reader_mark_clock(const stkr_reader *r);
+
 /* Number of processes known (fixed once reading has started). */
 STKR_API size_t stkr_reader_process_count(const stkr_reader *r);
 
@@ -644,10 +650,11 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * namespace offset, signed decimal ns>" or "-", common/stkr_boot.h: a mark
  * of the same boot as a process but another namespace is moved onto the
  * clock of the process's instance current when it is handed out, by the
- * offsets, exactly (stkr_event_view.mark_clock keeps where it was set);
- * one of a boot none of the pid's instances was on is handed out as set
- * and said (STKR_WARN_INCONSISTENT) at the process's end; readers from
- * before it warn of such a line as malformed and skip it). Lines are appended with one write(2) to a file opened with
+ * offsets, exactly; one of another boot by the two wall clocks, as right
+ * as they are (stkr_reader_mark_clock keeps where it was set); one of a
+ * boot none of the pid's instances was on is said at the process's end
+ * (STKR_WARN_INCONSISTENT; not said by a reader that stops before it);
+ * readers from before it warn of such a line as malformed and skip it). Lines are appended with one write(2) to a file opened with
  * O_APPEND, so concurrent setters never interleave. Lines starting with
  * '#' are comments; "u1" lines name processes that recorded nothing (see
  * "processes that recorded nothing" below). A scope line, written by

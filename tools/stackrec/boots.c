@@ -66,12 +66,13 @@ static int64_t diff_or_0(int64_t a, int64_t b) {
   return __builtin_sub_overflow(a, b, &d) ? 0 : d;
 }
 
-/* Count clock c among the distinct known ones (n_clocks). A failed
- * allocation leaves it uncounted: the count is said, never used. */
-static void add_clock(stkr_boots *b, const stkr_clock_id *c) {
+/* Count clock c among the distinct known ones (n_clocks); known_new: it
+ * is not among them (init's sorted run). A failed allocation leaves it
+ * uncounted: the count is said, never used. */
+static void add_clock(stkr_boots *b, const stkr_clock_id *c, bool known_new) {
   size_t j;
 
-  for (j = 0; j < b->n_clocks; j++)
+  for (j = 0; !known_new && j < b->n_clocks; j++)
     if (stkr_clock_same_boot(&b->clocks[j], c) &&
         b->clocks[j].mono_offset_ns == c->mono_offset_ns)
       return;
@@ -87,13 +88,18 @@ static const stkr_boot_rep *rep_of(stkr_boots *b, const stkr_clock_id *c,
                                    uint64_t mono_ns, uint64_t wall_ns) {
   size_t j;
 
+  /* The last one found first: init asks in boot order, so a merge of
+   * many devices costs one compare a process, not one a boot. */
+  if (b->last_rep < b->n_reps && stkr_clock_same_boot(&b->reps[b->last_rep].c, c))
+    return &b->reps[b->last_rep];
   for (j = 0; j < b->n_reps; j++)
     if (stkr_clock_same_boot(&b->reps[j].c, c))
-      return &b->reps[j];
+      return &b->reps[b->last_rep = j];
   if (stkr_grow((void **)&b->reps, &b->cap_reps, b->n_reps + 1,
                 sizeof *b->reps) != 0)
     return NULL;
   b->reps[b->n_reps] = (stkr_boot_rep){*c, mono_ns, wall_ns};
+  b->last_rep = b->n_reps;
   return &b->reps[b->n_reps++];
 }
 
@@ -125,10 +131,12 @@ static void find_reps(stkr_boots *b, const proc_clock *v, size_t k) {
   while (i < k && v[i].c.have_boot_id) {
     for (j = i, rep = i; j < k && same_boot(&v[j], &v[i]); j++)
       if (v[j].c.wall_ns < v[rep].c.wall_ns) rep = j;
-    {
-      stkr_clock_id c = clock_of(&v[rep].c);
-      if (rep_of(b, &c, v[rep].c.mono_ns, v[rep].c.wall_ns) != NULL &&
-          b->reps[b->n_reps - 1].wall_ns < b->reps[0].wall_ns) {
+    /* Each run is a boot of its own: appended, never looked up. */
+    if (stkr_grow((void **)&b->reps, &b->cap_reps, b->n_reps + 1,
+                  sizeof *b->reps) == 0) {
+      b->reps[b->n_reps++] = (stkr_boot_rep){clock_of(&v[rep].c),
+                                             v[rep].c.mono_ns, v[rep].c.wall_ns};
+      if (b->reps[b->n_reps - 1].wall_ns < b->reps[0].wall_ns) {
         stkr_boot_rep t = b->reps[0];
         b->reps[0] = b->reps[b->n_reps - 1];
         b->reps[b->n_reps - 1] = t;
@@ -177,7 +185,9 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r) {
     b->boot[v[i].i] = id;
     if (known) {
       stkr_clock_id c = clock_of(&v[i].c);
-      add_clock(b, &c);
+      if (b->n_clocks == 0 || !same_boot(&v[i], &v[i - 1]) ||
+          v[i].c.mono_offset_ns != v[i - 1].c.mono_offset_ns)
+        add_clock(b, &c, true); /* sorted: a clock not seen yet */
     }
   }
   find_reps(b, v, k);
@@ -197,7 +207,7 @@ static void retune(stkr_boots *b, size_t i, const stkr_process_info *p) {
   b->cur_shift[i] = shift_of(b, &c, p->instance_start_mono_ns,
                              p->instance_start_wall_ns);
   if (c.have_boot)
-    add_clock(b, &c);
+    add_clock(b, &c, false);
 }
 
 uint64_t stkr_boots_place(stkr_boots *b, size_t i,
@@ -215,15 +225,17 @@ uint64_t stkr_boots_place(stkr_boots *b, size_t i,
   return stkr_clock_add(ts, s);
 }
 
-bool stkr_boots_mark_at(const stkr_mark_clock *m, const stkr_process_info *p,
-                        uint64_t *ts) {
+uint64_t stkr_boots_mark_ts(const stkr_mark_clock *m,
+                            const stkr_process_info *p) {
   stkr_clock_id from = {.have_boot = m->have_boot_id,
                         .mono_offset_ns = m->mono_offset_ns};
   stkr_clock_id to = instance_clock(p);
 
   memcpy(from.boot, m->boot_id, sizeof from.boot);
-  *ts = stkr_clock_move(m->set_ns, &from, &to);
-  return !from.have_boot || !to.have_boot || stkr_clock_same_boot(&from, &to);
+  return stkr_clock_add(
+      m->set_ns, stkr_clock_shift(&from, m->set_ns, m->wall_ns, &to,
+                                  p->instance_start_mono_ns,
+                                  p->instance_start_wall_ns));
 }
 
 uint64_t stkr_boots_origin(stkr_boots *b, const stkr_reader *r) {

@@ -8,7 +8,8 @@
  * laid on one line, two devices' times put a 1-second recording over days
  * (QA, session 33: compliance's last_s 999 999 s, a chrome trace of 11.6
  * days). Which clock a process's times are on: its first Header's boot id
- * and time namespace offset (stkr_reader_start_clock, common/stkr_boot.h).
+ * and time namespace offset (stkr_reader_start_clock, common/stkr_boot.h);
+ * a later process with its pid (stkr_process_info.instances), its own.
  *
  * Processes of one clock keep their times exactly, across any sleep. With
  * one clock (every recording of one machine's run) nothing moves. With
@@ -27,7 +28,6 @@
 #ifndef STKR_BOOTS_H
 #define STKR_BOOTS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,7 +59,7 @@ typedef struct stkr_boots {
   /* The earliest start of each known boot, the reference first (the
    * earliest of all, by the wall clock: its clock never moves). */
   stkr_boot_rep *reps;
-  size_t n_reps, cap_reps;
+  size_t n_reps, cap_reps, last_rep;
   stkr_clock_id *clocks; /* the distinct known clocks */
   size_t cap_clocks;
 } stkr_boots;
@@ -79,16 +79,13 @@ int stkr_boots_init(stkr_boots *b, stkr_reader *r);
 uint64_t stkr_boots_place(stkr_boots *b, size_t i,
                           const stkr_process_info *p, uint64_t ts);
 
-/* An external mark (stkr_event_view.mark_clock m) on the clock of p's
- * current instance, into *ts: moved by the offsets within one boot, as
- * set when either boot is not known (common/stkr_boot.h; as the reader
- * hands it out). @return false for a mark of another boot than the
- * instance's (both known): not set in that process's life, unless on
- * another machine sharing the directory, where only the wall clock would
- * relate them (the reader says it when no instance of the pid is of the
- * mark's boot). */
-bool stkr_boots_mark_at(const stkr_mark_clock *m, const stkr_process_info *p,
-                        uint64_t *ts);
+/* An external mark (m: stkr_reader_mark_clock) on the clock of p's
+ * current instance: within one boot by the offsets (exact), from another
+ * boot by the wall clocks, as set when a boot is not known (common/
+ * stkr_boot.h; as the reader hands it out for the instance current
+ * then). */
+uint64_t stkr_boots_mark_ts(const stkr_mark_clock *m,
+                            const stkr_process_info *p);
 
 /* The recording's start on the time line: the earliest process start
  * (a process whose Header was lost: its first event); 0 if none. Once r

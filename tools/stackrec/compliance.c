@@ -284,9 +284,9 @@ static int ext_keep(builder *b, const stkr_event_view *ev) {
                 sizeof *b->ext) != 0 ||
       (name = strdup(ev->site)) == NULL)
     return -ENOMEM;
+  const stkr_mark_clock *set = stkr_reader_mark_clock(b->r);
   b->ext[b->n_ext++] = (struct ext_mark){
-      ev->mark_clock ? *ev->mark_clock : (stkr_mark_clock){.set_ns = ev->ts_ns},
-      name};
+      set ? *set : (stkr_mark_clock){.set_ns = ev->ts_ns}, name};
   return 0;
 }
 #endif
@@ -313,9 +313,8 @@ static int new_instance(builder *b, const stkr_process_info *p) {
     b->c->unknown_origin_processes++;
   }
   for (size_t i = 0; i < b->n_ext; i++) {
-    uint64_t ts;
-    if (stkr_boots_mark_at(&b->ext[i].set, p, &ts) &&
-        ts >= p->instance_start_mono_ns) {
+    const uint64_t ts = stkr_boots_mark_ts(&b->ext[i].set, p);
+    if (ts >= p->instance_start_mono_ns) {
       int err = stkr_states_mark(b->states, ts, b->ext[i].name);
       if (err != 0)
         return err;
@@ -375,14 +374,9 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
   /* External marks come at the pid's first event, which may be a later
    * launch's (the first one recorded none): that launch has those set
    * after its start only, as new_instance gives them (review, session
-   * 35: a consent of the launch before counted for it). None set in
-   * another boot (boots.h; session 36: a pid used again after a reboot). */
-  uint64_t at;
-  if (external && ev->proc != NULL &&
-      ((ev->mark_clock != NULL &&
-        !stkr_boots_mark_at(ev->mark_clock, ev->proc, &at)) ||
-       (b->proc_instance > 1 &&
-        ev->ts_ns < ev->proc->instance_start_mono_ns)))
+   * 35: a consent of the launch before counted for it). */
+  if (external && b->proc_instance > 1 && ev->proc != NULL &&
+      ev->ts_ns < ev->proc->instance_start_mono_ns)
     return 0;
   b->version++;
   b->proc_marks = true;
