@@ -142,6 +142,8 @@ typedef struct stkr__stream {
   stkr__rd_thread *threads;
   size_t n_threads, cap_threads;
   stkr__idmap thread_map;
+  stkr_map tids;          /* OS thread ids seen, across sessions
+                             (os_threads; trimmed at the stream's end) */
   stkr__rd_stack *stacks;
   size_t n_stacks, cap_stacks;
   stkr__idmap stack_map;

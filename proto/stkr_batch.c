@@ -126,7 +126,12 @@ static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
     t = &st->threads[idx];
     free(t->name);
   } else {
-    if (stkr__grow_indexed(&st->threads, &st->cap_threads, st->n_threads,
+    /* An OS thread once (os_threads), whatever its definitions: a rename
+     * is a new one (QA, session 36: info said 5 threads of 2). */
+    uint64_t *seen;
+    int added = d->tid != 0 ? stkr_map_add(&st->tids, d->tid, &seen) : 1;
+    if (added < 0 ||
+        stkr__grow_indexed(&st->threads, &st->cap_threads, st->n_threads,
                            sizeof(*st->threads)) != 0 ||
         stkr__idmap_put(&st->thread_map, d->id, (uint32_t)st->n_threads)) {
       free(name);
@@ -134,6 +139,7 @@ static int stkr__apply_thread(stkr__stream *st, const Stackrec__ThreadDef *d) {
     }
     t = &st->threads[st->n_threads++];
     st->info.threads++;
+    st->info.os_threads += (uint64_t)added;
   }
   t->id = d->id;
   t->tid = d->tid;
@@ -724,6 +730,7 @@ void stkr__stream_free(stkr__stream *st) {
   free(st->mark_ids);
   free(st->mark_stacks);
   free(st->boots_seen);
+  stkr_map_free(&st->tids);
   stkr__idmap_free(&st->site_map);
   STKR_FREE_EACH(st->threads, st->n_threads, name);
   free(st->threads);

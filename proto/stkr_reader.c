@@ -543,6 +543,7 @@ static void stkr__stream_trim(stkr__stream *st) {
   st->threads = NULL;
   st->n_threads = st->cap_threads = 0;
   stkr__idmap_free(&st->thread_map);
+  stkr_map_free(&st->tids);
   for (i = 0; i < st->n_stacks; i++) {
     free(st->stacks[i].pcs);
     free(st->stacks[i].frames);

@@ -225,9 +225,13 @@ typedef struct stkr_process_info {
                                  stack_lost ones are not counted here) */
   /* Distinct definitions seen (sites by name and stacks by content, PCs
    * and site, across sessions and recovered segments; threads summed over
-   * sessions), marks' sites and stacks not among them (marks are counted
-   * apart): */
+   * sessions, a renamed thread once per name), marks' sites and stacks
+   * not among them (marks are counted apart): */
   uint64_t sites, threads, stacks;
+  /* Distinct OS thread ids among those threads, over its sessions: a
+   * thread renamed while recording, or in two sessions (an exec), once;
+   * an unknown tid (0) each time. Since session 36. */
+  uint64_t os_threads;
   /* Events lost by the recorder, summed over sessions. Per session and
    * reason, the larger of the Drops summed over the batches read and the
    * Counters total of the last batch read (the totals survive a lost

@@ -140,7 +140,7 @@ int sr_encode(const sr_rec *r, stkr_fmt_buf *out) {
   for (i = 0; i < r->n_threads; i++) {
     stackrec__thread_def__init(&td[i]);
     td[i].id = (uint32_t)i + 1;
-    td[i].tid = 1000 + i + 1;
+    td[i].tid = r->tids != NULL ? r->tids[i] : 1000 + i + 1;
     td[i].name = (char *)r->threads[i];
     tdp[i] = &td[i];
   }

@@ -45,7 +45,9 @@ typedef struct sr_rec {
   uint64_t start_ns;      /* header start and first event time */
   const char *const *sites;
   size_t n_sites;
-  const char *const *threads; /* names; thread i has tid 1000 + i */
+  const char *const *threads; /* names; thread i (from 0) has tid
+                                 1000 + i + 1, or tids[i] */
+  const uint64_t *tids;       /* NULL: as said (equal tids: a rename) */
   size_t n_threads;
   const sr_stack *stacks;
   size_t n_stacks;

@@ -678,10 +678,57 @@ static void test_by_thread_pool(void **state) {
   assert_null(strstr(cr_out, "pool (tid "));
 }
 
+/* ---- one --app-only, and one thread count, in every view ---------------- */
+
+static const char *const vw_sites[] = {"files.open"};
+static const char *const vw_threads[] = {"worker", "worker-2", "main"};
+static const uint64_t vw_tids[] = {7, 7, 8}; /* the worker renamed */
+static const sr_frame vw_lib[] = {
+    {"helper", NULL, 0, true, false}, /* inlined into lib_worker */
+    {"lib_worker", NULL, 0, false, false},
+    {"start_thread", NULL, 0, false, false},
+};
+static const sr_stack vw_stacks[] = {{1, vw_lib, 3, false}};
+static const sr_event vw_evs[] = {{1, 1, 0}, {1, 2, 10}, {1, 3, 10}};
+
+/* A stack with no app frame whose innermost PC has an inlined call: with
+ * --app-only every view keeps that PC's frames, helper and lib_worker
+ * (QA, session 36: jsonl and chrome kept helper alone, dump printed
+ * stack=- and no frame). A renamed thread is one thread to info (it said
+ * 3 of 2). Unsymbolized PCs are named image+offset in the chrome trace,
+ * as elsewhere (it said 0xPC, category "unknown"). */
+static void test_one_app_only_in_every_view(void **state) {
+  static const char *const cmds[] = {
+      "report --app-only", "export -f folded --app-only",
+      "export -f jsonl --app-only", "export -f chrome --app-only",
+      "dump --app-only --frames"};
+  sr_rec r = {.pid = 300, .name = "app", .pc_base = 0x400000,
+              .start_ns = 1000000000ull, .sites = vw_sites, .n_sites = 1,
+              .threads = vw_threads, .tids = vw_tids, .n_threads = 3,
+              .stacks = vw_stacks, .n_stacks = 1, .evs = vw_evs, .n_evs = 3,
+              .last = true};
+  const char *d = sr_dir("report-views", &r);
+  (void)state;
+
+  assert_non_null(d);
+  for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+    assert_int_equal(cr_run("%s '%s'", cmds[i], d), 0);
+    if (strstr(cr_out, "helper") == NULL ||
+        strstr(cr_out, "lib_worker") == NULL ||
+        strstr(cr_out, "start_thread") != NULL ||
+        strstr(cr_out, " stack=-") != NULL)
+      fail_msg("%s:\n%s", cmds[i], cr_out);
+  }
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  cr_assert_has(cr_out, "  threads:     2 (3 by name and session)\n");
+  assert_int_equal(cr_run("export -f chrome '%s'", g_std), 0);
+  cr_assert_has(cr_out, "\"name\":\"fixture+0x1000\",\"category\":\"fixture\"");
+}
+
 TL_TEST_MAIN("report", setup, NULL, test_std_whole_output, test_top,
              test_symbolized_flat,
              test_tree, test_tree_symbolized, test_filters, test_no_categories,
              test_html, test_damaged_input, test_live_recording,
              test_empty_and_missing_inputs, test_usage,
              test_progress_only_on_a_terminal, test_recorded_in_a_child,
-             test_by_thread_pool)
+             test_by_thread_pool, test_one_app_only_in_every_view)

@@ -94,12 +94,7 @@ typedef struct builder {
   stkr__filter filt;  /* --site, --thread, --from/--to (filter.h) */
   stkr__paytab *pay;  /* payloads per site (paytab.h) */
   stkr__timeline *tl; /* events per site over time (timeline.h) */
-  /* Images of one process sorted by text_start, to place the PCs of
-   * unsymbolized stacks (rebuilt when the process or its list changes). */
-  size_t img_process, img_n;
-  const stkr_image_info *img_of;
-  const stkr_image_info **img_sorted;
-  size_t img_cap;
+  stkr_agg_images imgs; /* to place the PCs of unsymbolized stacks */
   stkr__agg_marks marks; /* the marks kept (agg_marks.h) */
   /* A bit by process index: an event of it passed the filters (for
    * a->n_processes_with_events). */
@@ -112,70 +107,15 @@ typedef struct builder {
   size_t borrow_cap;
 } builder;
 
-static int img_by_start(const void *pa, const void *pb) {
-  const stkr_image_info *x = *(const stkr_image_info *const *)pa;
-  const stkr_image_info *y = *(const stkr_image_info *const *)pb;
-
-  return stkr_cmp_u64(x->text_start, y->text_start);
-}
-
-/* The image of process `process` whose text holds pc, or NULL. With
- * overlapping images (several sessions of one pid) the one starting
- * closest below pc is taken. */
-static const stkr_image_info *image_of(builder *b, stkr_reader *r,
-                                       size_t process, uint64_t pc) {
-  const stkr_image_info *imgs, *im;
-  size_t n, lo, hi, i;
-
-  if (stkr_reader_images(r, process, &imgs, &n) != 0 || n == 0)
-    return NULL;
-  if (b->img_process != process || b->img_n != n || b->img_of != imgs) {
-    if (stkr_grow((void **)&b->img_sorted, &b->img_cap, n,
-             sizeof *b->img_sorted) != 0)
-      return NULL; /* only a label is lost: the raw PC is shown */
-    for (i = 0; i < n; i++)
-      b->img_sorted[i] = &imgs[i];
-    qsort(b->img_sorted, n, sizeof *b->img_sorted, img_by_start);
-    b->img_process = process;
-    b->img_n = n;
-    b->img_of = imgs;
-  }
-  lo = 0;
-  hi = n; /* first image with text_start > pc */
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b->img_sorted[mid]->text_start <= pc)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == 0)
-    return NULL;
-  im = b->img_sorted[lo - 1];
-  /* A return address may sit just past the last instruction. */
-  return pc <= im->text_end ? im : NULL;
-}
-
-/* Frames f[0..n) (interned) into b->tmp, --app-only applied: the app's
- * frames, or, with none, the innermost PC's. f may be b->tmp itself.
+/* Frames f[0..n) (interned) into b->tmp, --app-only applied
+ * (stkr_agg_app_frames). f may be b->tmp itself.
  * @return the number kept. */
 static long keep_frames(builder *b, const stkr_frame *f, size_t n) {
-  size_t i, k = 0, keep = 0;
-
   if (!b->o->app_only) {
     if (f != b->tmp) memcpy(b->tmp, f, n * sizeof *f);
     return (long)n;
   }
-  for (i = 0; i < n; i++)
-    keep += f[i].is_app;
-  for (i = 0; i < n; i++) {
-    if (keep > 0 && !f[i].is_app)
-      continue;
-    b->tmp[k++] = f[i];
-    if (keep == 0 && !f[i].inlined)
-      break; /* no app frame at all: keep the innermost PC's frames */
-  }
-  return (long)k;
+  return (long)stkr_agg_app_frames(f, n, b->tmp);
 }
 
 /* The raw frames in b->tmp[0..n) (one per PC, placed in images) with the
@@ -223,7 +163,8 @@ static long take_frames(builder *b, stkr_reader *r,
     for (i = 0; i < ev->n_pcs; i++) {
       /* An async resume PC carries a marker bit: the address is below. */
       const uint64_t pc = ev->pcs[i] & ~STKR_PC_ASYNC;
-      const stkr_image_info *im = image_of(b, r, ev->process, pc);
+      const stkr_image_info *im =
+          stkr_agg_image_of(&b->imgs, r, ev->process, pc);
       stkr_frame *c = &b->tmp[i];
 
       memset(c, 0, sizeof *c);
@@ -693,7 +634,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   stkr_map_free(&b.pids);
   free(b.cslot);
   free(b.tmp);
-  free(b.img_sorted);
+  stkr_agg_images_free(&b.imgs);
   stkr__agg_marks_free(&b.marks);
   free(b.proc_counted);
   stkr__learned_free(&b.learned);

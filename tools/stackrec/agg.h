@@ -245,6 +245,33 @@ extern const stkr_frame stkr_agg_cut_frame;
  * (always NUL-terminated) and returns buf. */
 const char *stkr_agg_frame_label(const stkr_frame *f, char *buf, size_t len);
 
+/* Where the PCs of an unsymbolized stack lie: one process's images
+ * (stkr_reader_images) sorted by text_start, sorted again only when the
+ * process or its list changes. Zeroed: empty. */
+typedef struct stkr_agg_images {
+  size_t process, n;
+  const stkr_image_info *of;
+  const stkr_image_info **sorted;
+  size_t cap;
+} stkr_agg_images;
+
+/* The image of process `process` whose text holds pc, or NULL (none, or
+ * no memory: only a label is lost, the raw PC is shown). With overlapping
+ * images (several sessions of one pid) the one starting closest below pc
+ * is taken. */
+const stkr_image_info *stkr_agg_image_of(stkr_agg_images *m, stkr_reader *r,
+                                         size_t process, uint64_t pc);
+void stkr_agg_images_free(stkr_agg_images *m);
+
+/* --app-only's frames of f[0..n) (innermost first), one rule for every
+ * view: the app's frames (is_app), or, when there is none, the innermost
+ * PC's frames (its inlined calls and the function containing them), so
+ * that the event stays attributable (QA, session 36: jsonl, chrome and
+ * dump kept the innermost frame alone or nothing, report and folded the
+ * whole PC). Copied into out (n frames of room; out may be f).
+ * @return the number kept. */
+size_t stkr_agg_app_frames(const stkr_frame *f, size_t n, stkr_frame *out);
+
 /* A frame's text at a granularity: the label, then for STKR_AGG_BY_LINE
  * " file:line" (file's base name) when known, for STKR_AGG_BY_ADDRESS also
  * " image+0xoffset" (or " 0xPC"). Frames that merge have equal texts, and

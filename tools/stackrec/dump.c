@@ -57,8 +57,9 @@ static const char dump_help[] =
     "nothing here):\n";
 
 static const char dump_help_more[] =
-    "  With --app-only, stack= shows only the app's PCs too; a stack\n"
-    "  without frames is printed whole.\n"
+    "  With --app-only, stack= shows only the app's PCs too (a stack\n"
+    "  with none of the app's: its innermost PC); a stack without frames\n"
+    "  is printed whole.\n"
     "\n";
 
 typedef struct dump_opts {
@@ -69,18 +70,20 @@ typedef struct dump_opts {
   unsigned long long limit;
 } dump_opts;
 
-/* Is PC i kept? With --app-only and frames: only if its frame (the one
- * that is not inlined) is the app's. fi walks the frames alongside. */
+/* Is the next PC kept? With --app-only and frames: if its frame (the one
+ * that is not inlined) is the app's, or, in a stack with no app frame,
+ * if it is the innermost (stkr_agg_app_frames). fi walks the frames
+ * alongside; none_app: the stack has no app frame. */
 static bool keep_pc(const dump_opts *o, const stkr_event_view *ev,
-                    size_t *fi) {
-  bool app = true;
+                    size_t *fi, bool none_app) {
+  bool app = true, first = *fi == 0;
   if (ev->n_frames == 0)
     return true;
   while (*fi < ev->n_frames && ev->frames[*fi].inlined)
     (*fi)++;
   if (*fi < ev->n_frames)
     app = ev->frames[(*fi)++].is_app;
-  return !o->app_only || app;
+  return !o->app_only || app || (none_app && first);
 }
 
 static const char *base_name(const char *p) {
@@ -88,14 +91,12 @@ static const char *base_name(const char *p) {
   return s ? s + 1 : p;
 }
 
-static void text_frames(FILE *f, const dump_opts *o,
-                        const stkr_event_view *ev) {
+/* The frames fs[0..n) (--app-only's already chosen), one a line. */
+static void text_frames(FILE *f, const stkr_frame *fs, size_t n) {
   size_t i;
 
-  for (i = 0; i < ev->n_frames; i++) {
-    const stkr_frame *fr = &ev->frames[i];
-    if (o->app_only && !fr->is_app)
-      continue;
+  for (i = 0; i < n; i++) {
+    const stkr_frame *fr = &fs[i];
     fputs("    ", f);
     if (fr->function) {
       stkr_cli_put_escaped(f, (const uint8_t *)fr->function,
@@ -122,8 +123,17 @@ static void text_frames(FILE *f, const dump_opts *o,
   }
 }
 
-static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
-  size_t i;
+static int dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev,
+                     stkr_frame **scratch, size_t *scratch_cap) {
+  const stkr_frame *fr;
+  size_t i, n_fr;
+  bool none_app = o->app_only && ev->n_frames != 0;
+
+  for (i = 0; none_app && i < ev->n_frames; i++)
+    none_app = !ev->frames[i].is_app;
+  if (stkr__app_frames(ev->frames, ev->n_frames, o->app_only, scratch,
+                       scratch_cap, &fr, &n_fr) != 0)
+    return -ENOMEM;
 
   fprintf(f, "%llu ", (unsigned long long)ev->ts_ns);
   if (ev->is_mark) /* as its site is named on disk */
@@ -152,7 +162,7 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
   {
     size_t fi = 0, shown = 0;
     for (i = 0; i < ev->n_pcs; i++)
-      if (keep_pc(o, ev, &fi)) /* "a" marks a Swift async resume PC */
+      if (keep_pc(o, ev, &fi, none_app)) /* "a": a Swift async resume PC */
         fprintf(f, "%s%s0x%llx", shown++ ? "," : "",
                 ev->pcs[i] & STKR_PC_ASYNC ? "a" : "",
                 (unsigned long long)(ev->pcs[i] & ~STKR_PC_ASYNC));
@@ -163,7 +173,8 @@ static void dump_text(FILE *f, const dump_opts *o, const stkr_event_view *ev) {
     fputs(" [truncated]", f);
   putc('\n', f);
   if (o->frames)
-    text_frames(f, o, ev);
+    text_frames(f, fr, n_fr);
+  return 0;
 }
 
 /* The shared JSON form (json_event.c), with --app-only's frames chosen as
@@ -253,13 +264,11 @@ int stkr_cli_dump(int argc, char **argv) {
     }
     if (keep == 0)
       continue;
-    if (o.json) {
-      if (dump_json(stdout, &o, &ev, r, &scratch, &scratch_cap) != 0) {
-        rc = -ENOMEM;
-        break;
-      }
-    } else
-      dump_text(stdout, &o, &ev);
+    if ((o.json ? dump_json(stdout, &o, &ev, r, &scratch, &scratch_cap)
+                : dump_text(stdout, &o, &ev, &scratch, &scratch_cap)) != 0) {
+      rc = -ENOMEM;
+      break;
+    }
     /* Marks are context, not events (QA, session 33: --site X --limit 3
      * printed 3 marks and no event of X). */
     printed += !ev.is_mark;

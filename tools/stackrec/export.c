@@ -93,32 +93,25 @@ void stkr__progress_end(stkr__export *x) {
 int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,
                      stkr_frame **scratch, size_t *scratch_cap,
                      const stkr_frame **out, size_t *n_out) {
-  size_t i, k = 0, keep = 0;
+  size_t i;
 
   *out = f;
   *n_out = n;
   if (!app_only || n == 0)
     return 0;
-  for (i = 0; i < n; i++)
-    keep += f[i].is_app;
-  if (keep == n)
-    return 0;
-  if (keep == 0) {
-    *n_out = 1; /* the innermost frame alone */
-    return 0;
-  }
-  if (*scratch_cap < keep) {
-    stkr_frame *s = realloc(*scratch, keep * sizeof *s);
+  for (i = 0; i < n && f[i].is_app; i++)
+    ;
+  if (i == n)
+    return 0; /* all the app's */
+  if (*scratch_cap < n) {
+    stkr_frame *s = realloc(*scratch, n * sizeof *s);
     if (s == NULL)
       return -ENOMEM;
     *scratch = s;
-    *scratch_cap = keep;
+    *scratch_cap = n;
   }
-  for (i = 0; i < n; i++)
-    if (f[i].is_app)
-      (*scratch)[k++] = f[i];
+  *n_out = stkr_agg_app_frames(f, n, *scratch);
   *out = *scratch;
-  *n_out = k;
   return 0;
 }
 

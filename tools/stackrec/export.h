@@ -59,10 +59,10 @@ void stkr__progress(uint64_t events, void *arg);
 void stkr__progress_end(stkr__export *x);
 
 /*
- * The frames an event shows with --app-only, as in stkr_agg_build(): the
- * app's frames, or when there is none, the innermost frame alone (so the
- * event stays attributable). Without app_only, f itself. *out points into
- * f or into *scratch (grown with realloc; free it when done).
+ * The frames an event shows with --app-only, as in stkr_agg_build()
+ * (stkr_agg_app_frames: the app's, or when there is none the innermost
+ * PC's). Without app_only, f itself. *out points into f or into *scratch
+ * (grown with realloc; free it when done).
  * @return 0 or -ENOMEM.
  */
 int stkr__app_frames(const stkr_frame *f, size_t n, bool app_only,

@@ -81,6 +81,7 @@ typedef struct chrome {
   track_proc *procs;      /* the process tracks, in order seen */
   size_t n_procs, cap_procs;
   stkr_boots boots;       /* processes of several clocks on one line */
+  stkr_agg_images imgs;   /* where unsymbolized PCs lie */
 } chrome;
 
 static const char *base_name(const char *p) {
@@ -231,9 +232,10 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
   fr = f;
   n_fr = n;
   if (n == 0 && ev->n_pcs > 0) {
-    /* Unsymbolized: one frame per PC, known by its PC only; whether a PC
-     * is the app's is unknown, so --app-only keeps them all (as
-     * stkr_agg_build does). */
+    /* Unsymbolized: one frame per PC, placed in its image as
+     * stkr_agg_build does (image+offset, the same in every run of a
+     * build; QA, session 36: 0xPC, category "unknown"); whether a PC is
+     * the app's is unknown, so --app-only keeps them all. */
     if (c->cap_pcframes < ev->n_pcs) {
       stkr_frame *p = realloc(c->pcframes, ev->n_pcs * sizeof *p);
       if (p == NULL)
@@ -242,8 +244,16 @@ static long stack_entry(chrome *c, const stkr_event_view *ev) {
       c->cap_pcframes = ev->n_pcs;
     }
     memset(c->pcframes, 0, ev->n_pcs * sizeof *c->pcframes);
-    for (i = 0; i < ev->n_pcs; i++) /* without the async marker bit */
-      c->pcframes[i].pc = c->pcframes[i].offset = ev->pcs[i] & ~STKR_PC_ASYNC;
+    for (i = 0; i < ev->n_pcs; i++) { /* without the async marker bit */
+      const uint64_t pc = ev->pcs[i] & ~STKR_PC_ASYNC;
+      const stkr_image_info *im =
+          stkr_agg_image_of(&c->imgs, c->x->r, ev->process, pc);
+      c->pcframes[i].pc = c->pcframes[i].offset = pc;
+      if (im != NULL) {
+        c->pcframes[i].image = im->path;
+        c->pcframes[i].offset = pc - im->load_address;
+      }
+    }
     fr = c->pcframes;
     n_fr = ev->n_pcs;
   } else if (stkr__app_frames(f, n, c->x->filt.app_only, &c->scratch,
@@ -488,6 +498,7 @@ int stkr__export_chrome(stkr__export *x) {
   stkr__map_free(&c.stacks);
   stkr__map_free(&c.nodes_by_key);
   stkr_boots_free(&c.boots);
+  stkr_agg_images_free(&c.imgs);
   stkr__filter_free(&filt);
   return err;
 }

@@ -219,7 +219,12 @@ static int print_process(const stkr_reader *r, size_t i) {
   printf("  sites:       %llu\n", (unsigned long long)p->sites);
   if (print_sites(r, i) != 0)
     return -ENOMEM;
-  printf("  threads:     %llu\n", (unsigned long long)p->threads);
+  /* OS threads; a thread renamed while recording, or in two sessions,
+   * is several definitions (QA, session 36: 5 threads said of 2). */
+  printf("  threads:     %llu", (unsigned long long)p->os_threads);
+  if (p->threads != p->os_threads)
+    printf(" (%llu by name and session)", (unsigned long long)p->threads);
+  putchar('\n');
   printf("  drops:       %llu (%s)\n", (unsigned long long)p->drops,
          stkr_cli_drop_reasons(p, reasons, sizeof reasons));
   print_accounting(p);

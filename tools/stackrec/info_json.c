@@ -15,7 +15,9 @@
  *     "images_without_cfi", "rows", "rows_fallback", "images_cached",
  *     "cache_rejected"}), "start_wall_ns", "first_wall_ns", "duration_ns",
  *     "events", "marks", "external_marks", "unresolved_events", "stacks",
- *     "threads", "sites": [{"name", "events"}, ...] (most first),
+ *     "threads" (OS threads), "thread_definitions" (a renamed thread once
+ *     per name, summed over sessions), "sites": [{"name", "events"}, ...]
+ *     (most first),
  *     "drops": {"ring_full", "reentrant", "other", "write_error", "exit",
  *       "total"},
  *     "accounting": {"attempted", "written", "dropped", "recovered",
@@ -137,7 +139,8 @@ static int put_process(const stkr_reader *r, size_t i) {
       {"events", p->events},       {"marks", p->marks},
       {"external_marks", p->external_marks},
       {"unresolved_events", p->unresolved_events},
-      {"stacks", p->stacks},       {"threads", p->threads}};
+      {"stacks", p->stacks},       {"threads", p->os_threads},
+      {"thread_definitions", p->threads}};
   const u64_member unwind[] = {
       {"images", p->unwind_images},
       {"images_failed", p->unwind_images_failed},
