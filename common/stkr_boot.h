@@ -77,30 +77,35 @@ static inline bool stkr_boot_wall_plausible(uint64_t wall_ns) {
 
 /* What to add to a time on clock from (a start read at from_mono on it,
  * from_wall on the wall clock) to put it on clock to (a start at to_mono,
- * to_wall): within one known boot the offsets' difference, exactly;
- * across two known boots the difference of the boots' wall-clock times
- * (stkr_boot_time of each start: off by any sleep or clock step between
- * the starts), when both wall clocks can be real; otherwise 0 (a boot not
- * known is never moved). */
-static inline int64_t stkr_clock_shift(const stkr_clock_id *from,
-                                       uint64_t from_mono, uint64_t from_wall,
-                                       const stkr_clock_id *to,
-                                       uint64_t to_mono, uint64_t to_wall) {
+ * to_wall), into *shift: within one known boot the offsets' difference,
+ * exactly; across two known boots the difference of the boots' wall-clock
+ * times (stkr_boot_time of each start: off by any sleep or clock step
+ * between the starts), when both wall clocks can be real.
+ * @return false, *shift 0, when neither holds: a boot not known (never
+ * moved), or two boots without real wall clocks (no relation known). */
+static inline bool stkr_clock_shift(const stkr_clock_id *from,
+                                    uint64_t from_mono, uint64_t from_wall,
+                                    const stkr_clock_id *to, uint64_t to_mono,
+                                    uint64_t to_wall, int64_t *shift) {
   uint64_t bf = stkr_boot_time(from_mono, from_wall);
   uint64_t bt = stkr_boot_time(to_mono, to_wall);
-  int64_t d;
 
+  *shift = 0;
   if (!from->have_boot || !to->have_boot)
-    return 0;
-  if (stkr_clock_same_boot(from, to))
-    return __builtin_sub_overflow(to->mono_offset_ns, from->mono_offset_ns, &d)
-               ? 0
-               : d;
+    return false;
+  if (stkr_clock_same_boot(from, to)) {
+    if (!__builtin_sub_overflow(to->mono_offset_ns, from->mono_offset_ns,
+                                shift))
+      return true;
+    *shift = 0; /* offsets no kernel writes */
+    return false;
+  }
   if (!stkr_boot_wall_plausible(from_wall) ||
       !stkr_boot_wall_plausible(to_wall) || bf == 0 || bt == 0 ||
       bf >= INT64_MAX || bt >= INT64_MAX)
-    return 0;
-  return (int64_t)bf - (int64_t)bt;
+    return false;
+  *shift = (int64_t)bf - (int64_t)bt;
+  return true;
 }
 
 static inline int stkr_boot__hex(char c) {

@@ -57,7 +57,8 @@ void stkr__marks_ext_check(stkr_reader *r, stkr__stream *st) {
                st->info.pid,
                "mark %s was set in another boot than process %u's: placed "
                "among its events by the two wall clocks, as right as they "
-               "are (and so every other such mark of it)",
+               "are, or, where one cannot be real, taken as set (and so "
+               "every other such mark of it)",
                m->name, (unsigned)st->info.pid);
     return;
   }
@@ -66,6 +67,7 @@ void stkr__marks_ext_check(stkr_reader *r, stkr__stream *st) {
 int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
                          stkr_event_view *ev) {
   stkr_clock_id clk;
+  int64_t shift;
   size_t j;
 
   for (j = st->ext_next; j < r->n_ext; j++) {
@@ -80,12 +82,12 @@ int stkr__marks_next_ext(stkr_reader *r, stkr__stream *st, size_t st_index,
      * CRIU-restored container, a mark set after it ended lay before its
      * events); from another boot by the wall clocks (session 36: a
      * consent given before a reboot, taken as set, lay anywhere); as set
-     * when a boot is not known. */
+     * when a boot is not known, or a wall clock cannot be real (1970). */
     clk = stkr__instance_clock(st);
-    ev->ts_ns = stkr_clock_add(
-        m->ts_ns, stkr_clock_shift(&m->clock, m->ts_ns, m->wall_ns, &clk,
-                                   st->info.instance_start_mono_ns,
-                                   st->info.instance_start_wall_ns));
+    (void)stkr_clock_shift(&m->clock, m->ts_ns, m->wall_ns, &clk,
+                           st->info.instance_start_mono_ns,
+                           st->info.instance_start_wall_ns, &shift);
+    ev->ts_ns = stkr_clock_add(m->ts_ns, shift);
     r->ext_clock = (stkr_mark_clock){.set_ns = m->ts_ns,
                                      .wall_ns = m->wall_ns,
                                      .have_boot_id = m->clock.have_boot,

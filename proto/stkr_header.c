@@ -92,6 +92,7 @@ static void stkr__apply_instance(stkr__stream *st, const Stackrec__Header *h) {
     return;
   }
   in->instances++;
+  stkr_map_clear(&st->tids); /* another process: its own threads */
   st->proc_start = h->process_start;
   in->instance_start_mono_ns = h->start_mono_ns;
   in->instance_start_wall_ns = h->start_wall_ns;
@@ -115,9 +116,9 @@ static void stkr__apply_instance(stkr__stream *st, const Stackrec__Header *h) {
                            .mono_offset_ns = in->mono_offset_ns};
     memcpy(cur.boot, in->instance_boot_id, sizeof cur.boot);
     memcpy(first.boot, in->boot_id, sizeof first.boot);
-    in->instance_shift_ns =
-        stkr_clock_shift(&cur, h->start_mono_ns, h->start_wall_ns, &first,
-                         in->start_mono_ns, in->start_wall_ns);
+    (void)stkr_clock_shift(&cur, h->start_mono_ns, h->start_wall_ns, &first,
+                           in->start_mono_ns, in->start_wall_ns,
+                           &in->instance_shift_ns);
   }
 }
 

@@ -228,10 +228,6 @@ typedef struct stkr_process_info {
    * sessions, a renamed thread once per name), marks' sites and stacks
    * not among them (marks are counted apart): */
   uint64_t sites, threads, stacks;
-  /* Distinct OS thread ids among those threads, over its sessions: a
-   * thread renamed while recording, or in two sessions (an exec), once;
-   * an unknown tid (0) each time. Since session 36. */
-  uint64_t os_threads;
   /* Events lost by the recorder, summed over sessions. Per session and
    * reason, the larger of the Drops summed over the batches read and the
    * Counters total of the last batch read (the totals survive a lost
@@ -396,8 +392,16 @@ typedef struct stkr_process_info {
    * one's clock: exact within a boot, by the wall clock across boots, 0
    * when a boot is not known (common/stkr_boot.h, stkr_clock_shift); 0
    * during the first. first_ts_ns and last_ts_ns are on the first
-   * instance's clock. Since session 36. */
+   * instance's clock. Across boots it is this instance's start against
+   * the first's; tools/stackrec/boots.h relates a boot by its earliest
+   * start, which a sleep between the two can make differ. Since session
+   * 36. */
   int64_t instance_shift_ns;
+  /* Distinct OS thread ids among `threads`, over the sessions of each
+   * process that held the pid, summed over those: a thread renamed while
+   * recording, or in two sessions (an exec), once; an unknown tid (0) each
+   * time. Since session 36. */
+  uint64_t os_threads;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0
@@ -614,6 +618,7 @@ STKR_API int stkr_reader_frames(stkr_reader *r, const stkr_frame **frames, size_
  * clock from here. Since session 36.
  * @return NULL when that event was not an external mark (or r is NULL);
  *         valid until the next stkr_reader_next() or stkr_reader_free().
+ *         After stkr_reader_next() failed, what it was before.
  */
 STKR_API const stkr_mark_clock *stkr_reader_mark_clock(const stkr_reader *r);
 

@@ -367,7 +367,7 @@ int fx_write_one(const char *dir, const fx_one *o) {
                       .segment_seq = seq, .sites = sites, .n_sites = 1,
                       .threads = threads, .n_threads = 1, .stacks = stacks,
                       .n_stacks = 1, .base_ts = FX_START_MONO + o->shift + o->mono_ahead,
-                      .evs = evs, .n_evs = 1, .last = true,
+                      .evs = evs, .n_evs = o->silent ? 0 : 1, .last = true,
                       .session_id = o->session_id, .start_shift = o->shift,
                       .mono_ahead = o->mono_ahead, .boot = o->boot,
                       .mono_offset = o->mono_offset,

@@ -135,6 +135,7 @@ typedef struct fx_one {
   int64_t mono_offset;
   uint64_t process_start;     /* fx_batch.process_start: two launches of
                                  one pid differ in it */
+  bool silent;                /* no event: its Header alone */
   const char *watched;        /* Header.watched; NULL: none */
   const char *process_name;   /* NULL: "fixture" */
 } fx_one;

@@ -221,6 +221,11 @@ static void test_marks_left_as_set(void **state) {
   d = ns_process("boots-nsmark-other");
   put_mark(d, HOST_AFTER, "consent.granted", CLOCK_B ":0");
   assert_int_equal(before_consent(d), 0);
+  /* ... unless a wall clock cannot be real (1970): no relation known,
+   * not applied (the review: applied as set, "after consent"). */
+  d = ns_process("boots-nsmark-1970");
+  put_mark_at(d, HOST_AFTER, 5100000000ull, "consent.granted", CLOCK_B ":0");
+  assert_int_equal(before_consent(d), 1);
   /* ... which is said (QA, session 35: a consent set after a reboot lay
    * before every event, unsaid): inconsistent, verify exit 1. */
   cr_assert_has(cr_err, "mark consent.granted was set in another boot than "
@@ -241,20 +246,26 @@ static void test_marks_left_as_set(void **state) {
 /* pid 20 launched twice into one directory (a container's pid 1
  * restarted): at mono 1 s on boot A's host clock, then, 0.5 s later, a
  * second process (Header.process_start) on the clock `second` says. */
-static const char *relaunched(const char *tag, fx_one second) {
+static const char *relaunched_first(const char *tag, fx_one first,
+                                    fx_one second) {
   static char d[4096];
 
   snprintf(d, sizeof d, "%s", fx_tmpdir(tag));
-  second.pid = 20;
+  first.pid = second.pid = 20;
+  first.session_id = 1;
+  first.boot = BOOT_A;
+  first.process_start = 100;
   second.shift = HALF_S;
   second.session_id = 2;
   second.segment_seq = 2;
   second.process_start = 200;
-  if (fx_write_one(d, &(fx_one){.pid = 20, .session_id = 1, .boot = BOOT_A,
-                                .process_start = 100}) != 0 ||
-      fx_write_one(d, &second) != 0)
+  if (fx_write_one(d, &first) != 0 || fx_write_one(d, &second) != 0)
     fail_msg("cannot write %s", d);
   return d;
+}
+
+static const char *relaunched(const char *tag, fx_one second) {
+  return relaunched_first(tag, (fx_one){0}, second);
 }
 
 /* The second launch under a time namespace of the same boot (offset
@@ -276,10 +287,36 @@ static void test_pid_used_again_in_a_namespace(void **state) {
   cr_assert_has(cr_out, "  duration:    0.500000000 s\n");
   cr_assert_has(cr_out, "  last clock:  boot " CLOCK_A
                         ", time namespace offset +1000000.000000000 s\n");
-  assert_int_equal(cr_run("report --from 0.4 '%s'", d), 0);
-  cr_assert_has(cr_out, "# filters: time [0.4 s, end): 1 of 2 events\n");
+  assert_int_equal(cr_run("report --from 0.6 '%s'", d), 0);
+  cr_assert_has(cr_out, "# filters: time [0.6 s, end): 0 of 2 events\n");
+  /* Two processes held the pid, each with its thread of tid 4242: two
+   * OS threads (the review: one). */
+  assert_int_equal(cr_run("info '%s'", d), 0);
+  cr_assert_has(cr_out, "  threads:     2\n");
   put_mark(d, FX_START_MONO + HALF_S + 500, "consent.granted", CLOCK_A ":0");
   assert_int_equal(before_consent(d), 1); /* the first launch's event */
+}
+
+/* The first launch recorded nothing: a host's mark, handed out at the
+ * second launch's first event on its clock (namespaced), still counts from
+ * the pid's start in report's marks, as its events do (the review: at
+ * 1000000.5 s, its events at 0.5 s). One mark line read by two processes
+ * of other clocks is one mark (the review: counted once per clock). */
+static void test_mark_of_a_silent_first_launch(void **state) {
+  const char *d = relaunched_first(
+      "boots-again-silent", (fx_one){.silent = true},
+      (fx_one){.boot = BOOT_A, .mono_ahead = AHEAD, .mono_offset = AHEAD});
+  (void)state;
+
+  put_mark(d, FX_START_MONO + HALF_S + 500, "consent.granted", CLOCK_A ":0");
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  cr_assert_has(cr_out, "# marks (not counted as events): 1: 0.5000005 s "
+                        "consent.granted");
+  d = two("boots-two-read", BOOT_A, 0,
+          (fx_one){.boot = BOOT_A, .mono_ahead = AHEAD, .mono_offset = AHEAD});
+  put_mark(d, HOST_AFTER, "consent.granted", CLOCK_A ":0");
+  assert_int_equal(cr_run("report '%s'", d), 0);
+  cr_assert_has(cr_out, "# marks (not counted as events): 1: ");
 }
 
 /* The second launch after a reboot (boot B, its clock 10^6 s ahead):
@@ -328,5 +365,6 @@ TL_TEST_MAIN("boots", setup, NULL, test_two_boots, test_one_boot,
              test_sleep_is_one_boot, test_boot_not_known, test_time_namespace,
              test_mark_of_another_namespace, test_marks_left_as_set,
              test_pid_used_again_in_a_namespace,
+             test_mark_of_a_silent_first_launch,
              test_pid_used_again_after_a_reboot,
              test_mark_of_none_of_many_boots)

@@ -5,8 +5,10 @@
  * A process's own marks (stkr_mark: a thread, a stack) are kept as read. A
  * `stackrec mark` mark lives in its directory's marks file (or a merge's,
  * scoped to each input's processes) and reaches every process that reads
- * that file: it is kept once, by (file, time, name), under the process that
- * started first, so that its time counts from the recording's start. Which
+ * that file: it is kept once, by (file, line, name), under the process that
+ * started first, so that its time counts from the recording's start (its
+ * time as that process read it: each puts it on its own clock, so the
+ * times of one line differ between processes of other clocks). Which
  * one that is is known only once each process's Header is read, and the
  * reader hands a process's marks over before its first file: so a process
  * notes the marks it sees again, and stkr__agg_marks_resolve compares
@@ -26,13 +28,15 @@
 #include "tools/stackrec/strtab.h"
 
 typedef struct stkr__agg_marks {
-  /* `stackrec mark` marks kept: hash of (file, time, name) -> index in
-   * path[] and the agg's marks. */
+  /* `stackrec mark` marks kept: hash of (file, line, name) -> index in
+   * path[], off[] and the agg's marks. */
   stkr_index index;
   const char **path; /* by mark index: its marks file; NULL: a process's own */
-  size_t cap_path;
-  /* Such marks seen again by the process being read (mark indices). */
-  size_t *seen;
+  uint64_t *off;     /* ... and its line's offset there */
+  size_t cap_path, cap_off;
+  /* Such marks seen again by the process being read: the mark's index and
+   * its time as that process read it. */
+  struct stkr__agg_seen { size_t i; uint64_t ts; } *seen;
   size_t n_seen, cap_seen;
 } stkr__agg_marks;
 

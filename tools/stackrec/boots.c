@@ -118,8 +118,8 @@ static int64_t shift_of(stkr_boots *b, const stkr_clock_id *c,
   ref = &b->reps[0];
   s = diff_or_0(rep->c.mono_offset_ns, c->mono_offset_ns);
   if (rep != ref)
-    wall = stkr_clock_shift(&rep->c, rep->mono_ns, rep->wall_ns, &ref->c,
-                            ref->mono_ns, ref->wall_ns);
+    (void)stkr_clock_shift(&rep->c, rep->mono_ns, rep->wall_ns, &ref->c,
+                           ref->mono_ns, ref->wall_ns, &wall);
   return __builtin_add_overflow(s, wall, &t) ? s : t;
 }
 
@@ -225,17 +225,21 @@ uint64_t stkr_boots_place(stkr_boots *b, size_t i,
   return stkr_clock_add(ts, s);
 }
 
-uint64_t stkr_boots_mark_ts(const stkr_mark_clock *m,
-                            const stkr_process_info *p) {
+bool stkr_boots_mark_at(const stkr_mark_clock *m, const stkr_process_info *p,
+                        uint64_t *ts) {
   stkr_clock_id from = {.have_boot = m->have_boot_id,
                         .mono_offset_ns = m->mono_offset_ns};
   stkr_clock_id to = instance_clock(p);
+  int64_t shift;
+  bool known;
 
   memcpy(from.boot, m->boot_id, sizeof from.boot);
-  return stkr_clock_add(
-      m->set_ns, stkr_clock_shift(&from, m->set_ns, m->wall_ns, &to,
-                                  p->instance_start_mono_ns,
-                                  p->instance_start_wall_ns));
+  known = stkr_clock_shift(&from, m->set_ns, m->wall_ns, &to,
+                           p->instance_start_mono_ns,
+                           p->instance_start_wall_ns, &shift);
+  *ts = stkr_clock_add(m->set_ns, shift);
+  /* Unrelated: two known boots, no real wall clock to relate them. */
+  return known || !from.have_boot || !to.have_boot;
 }
 
 uint64_t stkr_boots_origin(stkr_boots *b, const stkr_reader *r) {

@@ -28,6 +28,7 @@
 #ifndef STKR_BOOTS_H
 #define STKR_BOOTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,12 +81,14 @@ uint64_t stkr_boots_place(stkr_boots *b, size_t i,
                           const stkr_process_info *p, uint64_t ts);
 
 /* An external mark (m: stkr_reader_mark_clock) on the clock of p's
- * current instance: within one boot by the offsets (exact), from another
- * boot by the wall clocks, as set when a boot is not known (common/
- * stkr_boot.h; as the reader hands it out for the instance current
- * then). */
-uint64_t stkr_boots_mark_ts(const stkr_mark_clock *m,
-                            const stkr_process_info *p);
+ * current instance, into *ts: within one boot by the offsets (exact),
+ * from another boot by the wall clocks, as set when a boot is not known
+ * (common/stkr_boot.h; as the reader hands it out for the instance
+ * current then). @return false for a mark of another boot that cannot be
+ * placed (a wall clock that cannot be real, 1970): no relation to the
+ * instance's times is known (*ts as set). */
+bool stkr_boots_mark_at(const stkr_mark_clock *m, const stkr_process_info *p,
+                        uint64_t *ts);
 
 /* The recording's start on the time line: the earliest process start
  * (a process whose Header was lost: its first event); 0 if none. Once r

@@ -313,8 +313,9 @@ static int new_instance(builder *b, const stkr_process_info *p) {
     b->c->unknown_origin_processes++;
   }
   for (size_t i = 0; i < b->n_ext; i++) {
-    const uint64_t ts = stkr_boots_mark_ts(&b->ext[i].set, p);
-    if (ts >= p->instance_start_mono_ns) {
+    uint64_t ts;
+    if (stkr_boots_mark_at(&b->ext[i].set, p, &ts) &&
+        ts >= p->instance_start_mono_ns) {
       int err = stkr_states_mark(b->states, ts, b->ext[i].name);
       if (err != 0)
         return err;
@@ -374,9 +375,14 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
   /* External marks come at the pid's first event, which may be a later
    * launch's (the first one recorded none): that launch has those set
    * after its start only, as new_instance gives them (review, session
-   * 35: a consent of the launch before counted for it). */
-  if (external && b->proc_instance > 1 && ev->proc != NULL &&
-      ev->ts_ns < ev->proc->instance_start_mono_ns)
+   * 35: a consent of the launch before counted for it). None of another
+   * boot that cannot be placed (boots.h; review, session 36). */
+  const stkr_mark_clock *set = external ? stkr_reader_mark_clock(b->r) : NULL;
+  uint64_t at;
+  if (external && ev->proc != NULL &&
+      ((set != NULL && !stkr_boots_mark_at(set, ev->proc, &at)) ||
+       (b->proc_instance > 1 &&
+        ev->ts_ns < ev->proc->instance_start_mono_ns)))
     return 0;
   b->version++;
   b->proc_marks = true;
