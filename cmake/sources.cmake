@@ -146,6 +146,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/agg_framelist.c
   tools/stackrec/agg_learn.c
   tools/stackrec/agg_marks.c
+  tools/stackrec/agg_runs.c
   tools/stackrec/agg_stacks.c
   tools/stackrec/atos.c
   tools/stackrec/attrib.c

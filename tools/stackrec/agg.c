@@ -29,6 +29,7 @@
 #include "tools/stackrec/agg_framelist.h"
 #include "tools/stackrec/agg_learn.h"
 #include "tools/stackrec/agg_marks.h"
+#include "tools/stackrec/agg_runs.h"
 #include "tools/stackrec/agg_stacks.h"
 #include "tools/stackrec/filter.h"
 #include "tools/stackrec/hangs.h"
@@ -94,6 +95,7 @@ typedef struct builder {
   stkr__filter filt;  /* --site, --thread, --from/--to (filter.h) */
   stkr__paytab *pay;  /* payloads per site (paytab.h) */
   stkr__timeline *tl; /* events per site over time (timeline.h) */
+  stkr__agg_runs runs; /* their time line (agg_runs.h) */
   stkr_agg_images imgs; /* to place the PCs of unsymbolized stacks */
   stkr__agg_marks marks; /* the marks kept (agg_marks.h) */
   /* A bit by process index: an event of it passed the filters (for
@@ -401,7 +403,9 @@ static int count_payload(builder *b, size_t merged,
 
   if (b->o->no_site_details)
     return 0;
-  t_ns = stkr__filter_offset(&b->filt, ev);
+  if (!stkr__agg_runs_offset(&b->runs, ev->process, ev->proc, ev->ts_ns,
+                             &t_ns))
+    t_ns = stkr__filter_offset(&b->filt, ev);
   stkr__timeline_count(b->tl, b->aux[merged].tl, t_ns);
   if (b->aux[merged].hangs && /* the watchdog's site (hangs.c) */
       (err = stkr__hangs_add(b->a->hangs_, ev, merged, t_ns)) != 0)
@@ -571,6 +575,10 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     return -ENOMEM;
   }
   b.fl->share = b.o->by_thread || b.o->by_process || b.o->by_payload;
+  if (!b.o->no_site_details && stkr__agg_runs_init(&b.runs, r) != 0) {
+    stkr_agg_free(b.a);
+    return -ENOMEM;
+  }
 
   while ((rc = stkr_reader_next(r, &ev)) == 1) {
     size_t merged;
@@ -626,7 +634,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
     stkr__timeline_attach(b.tl, b.a);
   if (err == 0) {
     stkr__agg_marks_resolve(&b.marks, b.a, r, b.cur_process);
-    stkr__agg_sum_processes(b.a, r);
+    stkr__agg_sum_processes(b.a, r, &b.runs);
   }
   new_process(&b, SIZE_MAX); /* frees level 1 */
   stkr__filter_free(&b.filt);
@@ -636,6 +644,7 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   free(b.tmp);
   stkr_agg_images_free(&b.imgs);
   stkr__agg_marks_free(&b.marks);
+  stkr__agg_runs_free(&b.runs);
   free(b.proc_counted);
   stkr__learned_free(&b.learned);
   free(b.borrow);

@@ -280,12 +280,15 @@ int stkr__agg_name_processes(stkr_agg *a, const stkr_reader *r,
   return 0;
 }
 
-void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r) {
+void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r,
+                             stkr__agg_runs *runs) {
   size_t i;
 
-  for (i = 0; i < a->n_marks; i++) {
-    uint64_t origin = stkr__agg_process_origin(r, a->marks[i].process);
-    a->marks[i].t_ns = a->marks[i].ts_ns > origin ? a->marks[i].ts_ns - origin : 0;
+  for (i = 0; i < a->n_marks; i++) { /* on the timelines' line */
+    stkr_agg_mark *k = &a->marks[i];
+    uint64_t origin = stkr__agg_process_origin(r, k->process);
+    if (!stkr__agg_runs_offset(runs, k->process, NULL, k->ts_ns, &k->t_ns))
+      k->t_ns = k->ts_ns > origin ? k->ts_ns - origin : 0;
   }
 
   a->n_processes = stkr_reader_process_count(r);

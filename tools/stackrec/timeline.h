@@ -2,9 +2,11 @@
  * timeline.h: events per site over time, for `report --timeline` and the
  * HTML strips. Private to //tools:stackrec_lib (agg.c fills it).
  *
- * Time is seconds since each event's process started recording (the
- * filter's origin, filter.h), so the timelines of several processes or
- * runs line up at their starts. Every site shares one bucket width: the
+ * Time is seconds since the event's run started recording: the earliest
+ * start among the processes of its directory (agg_runs.h), so a child
+ * started later is drawn later and the marks fall where they were set,
+ * while several directories (runs) line up at their starts; one process
+ * alone counts from its own start (the filter's origin, filter.h). Every site shares one bucket width: the
  * first STKR_TL_BUCKETS buckets are 1 ms wide, and whenever an event falls
  * past the last one, every site's buckets are merged in pairs and the
  * width doubles. Memory: STKR_TL_BUCKETS counters per site.
