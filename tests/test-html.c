@@ -93,7 +93,8 @@ static void test_site_table_and_data(void **state) {
   /* Site table: rank, link to the graph, events, % of total, stacks. */
   assert_has(p, "<tr><td class=\"num\">1</td><td class=\"name\"><a "
                 "href=\"#site-0\">files.open</a></td><td class=\"num\">4,000"
-                "</td><td class=\"num\">100.0%</td><td class=\"num\">2</td>");
+                "</td><td class=\"num\">&gt;99.9%</td><td class=\"num\">2"
+                "</td>"); /* 4 000 of 4 001: not 100.0% (QA, session 36) */
   assert_has(p, "<td class=\"num\">1</td><td class=\"num\">&lt;0.1%</td>");
   assert_has(p, "<details class=\"site\" id=\"site-0\" open>");
   assert_has(p, "<div class=\"flame\" data-site=\"1\"></div>");
@@ -133,8 +134,9 @@ static void test_site_table_and_data(void **state) {
                 "<td class=\"name\">/home/u/.ssh/known_hosts</td>");
   assert_has(p, "<td class=\"name\">&lt;/td&gt;&lt;script&gt;x\\x0a"
                 "\xe2\x82\xac\\\\\\xff</td>"); /* '\\' then 0xff */
-  assert_has(p, "<td class=\"num\">1</td><td class=\"num\">&lt;0.1%</td>"
-                "<td>(0+ other payloads)</td>");
+  assert_has(p, "<p class=\"more\">1 of its events (&lt;0.1%) had "
+                "payloads past the 4096 distinct kept: counted, not "
+                "named.</p>");
   assert_self_contained(p);
   assert_has(p, "<script type=\"application/json\" id=\"stkr-data\">");
   free(p);
@@ -142,6 +144,30 @@ static void test_site_table_and_data(void **state) {
 
 /* Recorded names are untrusted: they must neither end an element nor
  * start markup, and invalid UTF-8 must not make the JSON invalid. */
+/* 60 distinct payloads, the last read once: the 50 most frequent in the
+ * table, the other 10 one click away, each named (QA, session 36: "(10
+ * other payloads)", the one-off path unreachable). */
+static void test_every_payload_reachable(void **state) {
+  static char names[60][16];
+  static stkr_agg_payload many[60];
+  char *p;
+  (void)state;
+
+  for (int i = 0; i < 60; i++) {
+    snprintf(names[i], sizeof names[i], "/data/f%02d", i);
+    many[i] = (stkr_agg_payload){(const uint8_t *)names[i], 9,
+                                 i < 59 ? 60 - (uint64_t)i : 1, false};
+  }
+  g_sites[0].payloads = many;
+  g_sites[0].n_payloads = 60;
+  g_sites[0].more_payload_events = 0;
+  p = page_of(&g_a, "t");
+  assert_has(p, "<summary>10 more payloads, in ");
+  assert_has(p, "<td class=\"name\">/data/f59</td>");
+  assert_lacks(p, "other payloads");
+  free(p);
+}
+
 static void test_hostile_names_escaped(void **state) {
   char *p;
   (void)state;
@@ -196,7 +222,7 @@ int main(void) {
       "html page", NULL, NULL,
       TL_CASES(make_agg, NULL, test_drop_summary_by_cause,
                test_no_drops_said_plainly, test_site_table_and_data,
-               test_hostile_names_escaped),
+               test_every_payload_reachable, test_hostile_names_escaped),
       TL_CASES(NULL, NULL, test_empty_aggregation),
       TL_CASES(make_agg, NULL, test_write_error_reported));
 }

@@ -174,14 +174,25 @@ static const char *fmt_count(uint64_t v, char buf[32]) {
   return buf;
 }
 
-/* part of whole as "12.3%" ("<0.1%" for a small non-zero part). */
+/* part of whole as "12.3%" ("<0.1%" for a small non-zero part, ">99.9%"
+ * for a part short of the whole: QA, session 36, "100.0%" for 5 780 of
+ * 5 782 events hid the other two). */
 static const char *fmt_pct(uint64_t part, uint64_t whole, char buf[16]) {
   double p = whole ? 100.0 * (double)part / (double)whole : 0;
 
   if (part > 0 && p < 0.1)
     snprintf(buf, 16, "&lt;0.1%%");
+  else if (part < whole && p >= 99.95)
+    snprintf(buf, 16, "&gt;99.9%%");
   else
     snprintf(buf, 16, "%.1f%%", p);
+  return buf;
+}
+
+/* "N event" or "N events". */
+static const char *fmt_events(uint64_t n, char buf[40]) {
+  char c[32];
+  snprintf(buf, 40, "%s event%s", fmt_count(n, c), n == 1 ? "" : "s");
   return buf;
 }
 
@@ -292,9 +303,11 @@ static void put_summary(FILE *out, const stkr_agg *a) {
   /* Filtered: the processes the events shown came from (report.c). */
   size_t np = a->filtered ? a->n_processes_with_events : a->n_processes;
 
-  fprintf(out, "<p class=\"summary\">%s events at %s site%s, %s distinct "
+  char ev[40];
+
+  fprintf(out, "<p class=\"summary\">%s at %s site%s, %s distinct "
           "stack%s, from %zu process%s",
-          fmt_count(a->events, b1), fmt_count(a->n_sites, b2),
+          fmt_events(a->events, ev), fmt_count(a->n_sites, b2),
           a->n_sites == 1 ? "" : "s", fmt_count(a->n_distinct, b3),
           a->n_distinct == 1 ? "" : "s", np, np == 1 ? "" : "es");
   if (a->events != a->events_read)
@@ -379,59 +392,82 @@ static void put_site_table(FILE *out, const stkr_agg *a) {
   fputs("</section>\n", out);
 }
 
-/* Payloads shown per site, most frequent first; the rest on one line. */
+/* Payloads shown per site, most frequent first; the rest behind one
+ * more click (all the aggregation kept: a one-off path read among
+ * thousands of common ones is often the finding; QA, session 36). */
 #define STKR__HTML_PAYLOADS 50
 
-/* The site's payloads (files, variables, addresses it touched): a table
- * under its flame graph. Bytes that are not printable ASCII are shown as
- * \xNN, as in the text report. */
-static void put_payloads(FILE *out, const stkr_agg_site *s) {
+/* One payload's row. Bytes that are not printable ASCII are shown as
+ * \xNN, as in the text report. @return false when out of memory. */
+static bool put_payload_row(FILE *out, const stkr_agg_site *s,
+                            const stkr_agg_payload *p) {
   char b1[32], b2[16], *esc = NULL;
-  size_t i, n = s->n_payloads, len = 0;
-  uint64_t shown = 0;
+  size_t len = 0;
+  FILE *m = open_memstream(&esc, &len);
+
+  if (m == NULL)
+    return false;
+  stkr_cli_put_text(m, p->data, p->len);
+  if (fclose(m) != 0) {
+    free(esc);
+    return false;
+  }
+  fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+          "<td class=\"name\">", fmt_count(p->count, b1),
+          fmt_pct(p->count, s->count, b2));
+  stkr_html_put_text(out, esc);
+  if (p->truncated) /* a prefix: cut at payload_max (report.c) */
+    fputs("<span class=\"trunc\" title=\"cut at payload_max: the "
+          "rest was not recorded\">\u2026</span>", out);
+  fputs("</td></tr>\n", out);
+  free(esc);
+  return true;
+}
+
+/* The site's payloads (files, variables, addresses it touched): a table
+ * under its flame graph. */
+static void put_payloads(FILE *out, const stkr_agg_site *s) {
+  static const char *const cols[] = {"=Events", "=% of site", "Payload"};
+  char b1[32], b2[16];
+  size_t i, n = s->n_payloads;
+  uint64_t rest = s->payload_events;
 
   if (s->payload_events == 0)
     return;
-  static const char *const cols[] = {"=Events", "=% of site", "Payload"};
   fprintf(out, "<details class=\"payloads\"><summary>Payloads: %zu%s "
           "distinct, in %s of its events</summary>\n",
           n, s->more_payload_events ? "+" : "",
           fmt_count(s->payload_events, b1));
   STKR_HTML_TABLE_OPEN(out, "class=\"pl\"", cols);
-  if (n > STKR__HTML_PAYLOADS)
-    n = STKR__HTML_PAYLOADS;
-  for (i = 0; i < n; i++) {
-    const stkr_agg_payload *p = &s->payloads[i];
-    FILE *m = open_memstream(&esc, &len);
-    if (m == NULL)
+  for (i = 0; i < n && i < STKR__HTML_PAYLOADS; i++) {
+    if (!put_payload_row(out, s, &s->payloads[i]))
       break;
-    stkr_cli_put_text(m, p->data, p->len);
-    if (fclose(m) != 0)
-      break;
-    fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
-            "<td class=\"name\">", fmt_count(p->count, b1),
-            fmt_pct(p->count, s->count, b2));
-    stkr_html_put_text(out, esc);
-    if (p->truncated) /* a prefix: cut at payload_max (report.c) */
-      fputs("<span class=\"trunc\" title=\"cut at payload_max: the "
-            "rest was not recorded\">\u2026</span>", out);
-    fputs("</td></tr>\n", out);
-    free(esc);
-    esc = NULL;
-    shown += p->count;
+    rest -= s->payloads[i].count;
   }
-  if (shown < s->payload_events)
-    fprintf(out, "<tr><td class=\"num\">%s</td><td class=\"num\">%s</td>"
-            "<td>(%zu%s other payloads)</td></tr>\n",
-            fmt_count(s->payload_events - shown, b1),
-            fmt_pct(s->payload_events - shown, s->count, b2),
-            s->n_payloads - n, s->more_payload_events ? "+" : "");
   stkr_html_table_close(out);
+  if (i < n) {
+    fprintf(out, "<details class=\"payloads\"><summary>%zu more payloads, "
+            "in %s of its events (%s)</summary>\n", n - i,
+            fmt_count(rest, b1), fmt_pct(rest, s->count, b2));
+    STKR_HTML_TABLE_OPEN(out, "class=\"pl\"", cols);
+    for (; i < n; i++) {
+      if (!put_payload_row(out, s, &s->payloads[i]))
+        break;
+      rest -= s->payloads[i].count;
+    }
+    stkr_html_table_close(out);
+    fputs("</details>\n", out);
+  }
+  if (i == n && rest > 0) /* past the aggregation's cap */
+    fprintf(out, "<p class=\"more\">%s of its events (%s) had payloads past "
+            "the %d distinct kept: counted, not named.</p>\n",
+            fmt_count(rest, b1), fmt_pct(rest, s->count, b2),
+            STKR_AGG_MAX_PAYLOADS);
   fputs("</details>\n", out);
 }
 
 static void put_flame_sections(FILE *out, const stkr_agg *a) {
-  char b1[32], b2[16];
+  char b2[16], ev[40];
   size_t i;
 
   if (a->n_sites == 0)
@@ -457,13 +493,14 @@ static void put_flame_sections(FILE *out, const stkr_agg *a) {
             "<span class=\"name\">", i,
             i < STKR__HTML_OPEN_SITES ? " open" : "");
     stkr_html_put_text(out, s->name);
-    fprintf(out, "</span> <span class=\"count\">&mdash; %s events, %s of "
+    fprintf(out, "</span> <span class=\"count\">&mdash; %s, %s of "
             "total</span></summary>\n<div class=\"timeline\" "
             "data-site=\"%zu\"></div>\n<div class=\"toolbar\"><button "
             "type=\"button\" class=\"reset\" hidden>Reset zoom</button>"
             "</div>\n<div class=\"flame\" data-site=\"%zu\"></div>\n"
             "<div class=\"status\"></div>\n",
-            fmt_count(s->count, b1), fmt_pct(s->count, a->events, b2), i, i);
+            fmt_events(s->count, ev), fmt_pct(s->count, a->events, b2), i,
+            i);
     put_payloads(out, s);
     fputs("</details>\n", out);
   }
