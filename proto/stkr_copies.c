@@ -67,7 +67,8 @@ void stkr__peek_header(stkr__stream *st) {
       st->peek_clock = (stkr_start_clock){
           .mono_ns = p->start_mono_ns, .wall_ns = p->start_wall_ns,
           .have_boot_id = p->have_boot_id,
-          .mono_offset_ns = p->mono_offset_ns};
+          .mono_offset_ns = p->mono_offset_ns,
+          .parent_pid = p->parent_pid};
       memcpy(st->peek_clock.boot_id, p->boot_id, sizeof p->boot_id);
     }
     if (p != NULL && p->have_header && p->session_id != 0)
@@ -90,7 +91,8 @@ int stkr_reader_start_clock(stkr_reader *r, size_t i, stkr_start_clock *out) {
     *out = (stkr_start_clock){.mono_ns = p->start_mono_ns,
                               .wall_ns = p->start_wall_ns,
                               .have_boot_id = p->have_boot_id,
-                              .mono_offset_ns = p->mono_offset_ns};
+                              .mono_offset_ns = p->mono_offset_ns,
+                              .parent_pid = p->parent_pid};
     memcpy(out->boot_id, p->boot_id, sizeof p->boot_id);
     return 0;
   }

@@ -569,6 +569,9 @@ typedef struct stkr_start_clock {
   bool have_boot_id;          /* Header.boot_id known: */
   uint8_t boot_id[16];
   int64_t mono_offset_ns;     /* Header.mono_offset_ns */
+  uint32_t parent_pid;        /* Header.parent_pid: the process it was
+                                 forked from (follow mode), 0: none;
+                                 since session 36 */
 } stkr_start_clock;
 
 /*

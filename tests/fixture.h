@@ -72,6 +72,7 @@ typedef struct fx_batch {
   uint8_t boot;
   int64_t mono_offset;
   uint64_t process_start; /* Header.process_start (0: none written) */
+  uint32_t parent_pid;    /* Header.parent_pid (0: none written) */
   uint32_t rotate;
   const char *watched; /* Header.watched; NULL: none */
   const char *process_name; /* Header.process_name; NULL: "fixture" */
@@ -136,6 +137,7 @@ typedef struct fx_one {
   uint64_t process_start;     /* fx_batch.process_start: two launches of
                                  one pid differ in it */
   bool silent;                /* no event: its Header alone */
+  uint32_t parent_pid;        /* Header.parent_pid: forked from it */
   const char *watched;        /* Header.watched; NULL: none */
   const char *process_name;   /* NULL: "fixture" */
 } fx_one;

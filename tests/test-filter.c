@@ -202,19 +202,16 @@ static void test_chrome_ts_never_negative(void **state) {
   assert_non_null(strstr(cr_out, "\"ts\":999000.000"));
 }
 
-/* report --timeline: net.connect's events at 38 (B, 8 ms after its own
- * start, 30 ms after A's), 40, 90 and 150 ms (A) after the run's start
- * (A's, the directory's earliest: agg_runs.h); 150 ms needs 2 ms buckets
- * (128 x 1 ms is too short), so 76 of them, with an event in buckets 19,
- * 20, 45 and 75 (19 was 4 when each process counted from its own start:
- * QA, session 36). */
+/* report --timeline: net.connect's events at 8 (B), 40, 90 and 150 ms (A)
+ * after their process's start; 150 ms needs 2 ms buckets (128 x 1 ms is
+ * too short), so 76 of them, with an event in buckets 4, 20, 45 and 75. */
 static void test_timeline(void **state) {
   char row[76 * 3 + 8], *p = row;
   size_t i;
   (void)state;
 
   for (i = 0; i < 76; i++) {
-    if (i == 19 || i == 20 || i == 45 || i == 75)
+    if (i == 4 || i == 20 || i == 45 || i == 75)
       p += sprintf(p, "\u2588"); /* a peak of 1: full */
     else
       *p++ = ' ';
@@ -230,16 +227,16 @@ static void test_timeline(void **state) {
 
 /* report --timeline over every site: each site gets its own events' row
  * (the timeline keeps a table from site to counters), 2 ms buckets as
- * above. Buckets of each site's events (times after the run's start, A's:
- * B's 30 ms later; A's event at -1 ms counts at 0). */
+ * above. Buckets of each site's events (times after their process's
+ * start; A's event at -1 ms counts at 0). */
 static void test_timeline_per_site(void **state) {
   static const struct {
     const char *site;
     int buckets[4];
   } want[] = {
-      {"privacy.clipboard.read", {0, 6, 16, 37}},
-      {"net.connect", {19, 20, 45, 75}},
-      {"file.open", {2, 20, 30, 50}},
+      {"privacy.clipboard.read", {0, 1, 6, 22}},
+      {"net.connect", {4, 20, 45, 75}},
+      {"file.open", {2, 20, 30, 35}},
   };
   size_t w, i, k;
   (void)state;
@@ -270,17 +267,20 @@ static void test_timeline_per_site(void **state) {
   }
 }
 
-/* A process that started 2 s into the run (a forked child, a tool a shell
- * started) and a mark set at 1.5 s: on the timeline the mark comes before
- * the child's event, as compliance orders them (QA, session 36: the
- * child's event was drawn at 0 s, before the mark). */
+/* A child forked 2 s into the run (Header.parent_pid) and a mark set at
+ * 1.5 s: on the timeline the mark comes before the child's event, as
+ * compliance orders them (QA, session 36: the child's event was drawn at
+ * 0 s, before the mark). Processes that are no forked children (A and B
+ * above: an exec'd program, an app's launches) still line up at their
+ * own starts. */
 static void test_timeline_runs_and_marks(void **state) {
   const char *d = fx_tmpdir("filter-runs");
   (void)state;
 
   assert_int_equal(fx_write_one(d, &(fx_one){.pid = 10}), 0);
-  assert_int_equal(
-      fx_write_one(d, &(fx_one){.pid = 20, .shift = 2000 * MS}), 0);
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 20, .shift = 2000 * MS,
+                                             .parent_pid = 10}),
+                   0);
   assert_int_equal(
       tl_system("printf 'm1 %llu %llu 1 consent.granted -\\n' "
                 ">> '%s/stackrec.marks'",
@@ -307,9 +307,19 @@ static void test_timeline_runs_and_marks(void **state) {
     marks = strchr(row, '\n') + 1;
     caret = strchr(marks, '^');
     assert_non_null(caret);
-    assert_true((size_t)(caret - marks) - 5 > 0);
-    assert_true((size_t)(caret - marks) - 5 < last); /* 93 < 125 */
+    assert_true(caret - marks > 5); /* not at 0 s */
+    assert_true((size_t)(caret - marks - 5) < last); /* 93 < 125 */
   }
+  /* Two launches of an app into one directory, 8 s apart, no fork
+   * between them: each from its own start, as before (the review: the
+   * first version drew a directory from its earliest start, 8 s wide). */
+  d = fx_tmpdir("filter-launches");
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 10}), 0);
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 30, .shift = 8000 * MS}),
+                   0);
+  assert_int_equal(cr_run("report --timeline '%s'", d), 0);
+  cr_assert_has(cr_out, "    timeline: 0-1 ms after start, 1 ms a character, "
+                        "peak 2 (2000/s)\n");
 }
 
 TL_TEST_MAIN("filter", setup, NULL, test_every_command_keeps_the_defined_events,

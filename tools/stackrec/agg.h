@@ -142,9 +142,8 @@ typedef struct stkr_agg_site {
   uint64_t more_payload_events;
   uint64_t payload_events;  /* events of this site that had a payload */
   /* Events per time bucket (stkr_agg.timeline_buckets of them, each
-   * timeline_bucket_ns wide, from the start of the event's run: its
-   * directory's earliest process start; see timeline.h). NULL when the
-   * site has no event. */
+   * timeline_bucket_ns wide, from the start of the event's process tree;
+   * see timeline.h). NULL when the site has no event. */
   const uint64_t *timeline;
 } stkr_agg_site;
 

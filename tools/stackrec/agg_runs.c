@@ -1,5 +1,5 @@
 /*
- * agg_runs.c: one time line per directory for the timelines
+ * agg_runs.c: one time line per process tree for the timelines
  * (agg_runs.h).
  */
 #include <errno.h>
@@ -8,18 +8,35 @@
 
 #include "tools/stackrec/agg_runs.h"
 
-typedef struct by_dir_ent {
+/* A process by (directory, pid), for finding a parent. */
+typedef struct proc_key {
   const char *dir;
+  uint32_t pid;
   size_t i;
-} by_dir_ent;
+} proc_key;
 
-static int by_dir(const void *a, const void *b) {
-  return strcmp(((const by_dir_ent *)a)->dir, ((const by_dir_ent *)b)->dir);
+static int by_dir_pid(const void *a, const void *b) {
+  const proc_key *x = a, *y = b;
+  int c = strcmp(x->dir, y->dir);
+  return c != 0 ? c : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Process i's parent in its directory (several with that pid: the
+ * first), or SIZE_MAX. */
+static size_t parent_of(const proc_key *v, size_t n, const char *dir,
+                        uint32_t pid) {
+  proc_key key = {dir, pid, 0};
+  const proc_key *k = bsearch(&key, v, n, sizeof *v, by_dir_pid);
+
+  while (k != NULL && k > v && by_dir_pid(k - 1, &key) == 0)
+    k--;
+  return k != NULL ? k->i : SIZE_MAX;
 }
 
 int stkr__agg_runs_init(stkr__agg_runs *u, stkr_reader *r) {
-  size_t n = stkr_reader_process_count(r), i, j, k;
-  by_dir_ent *v;
+  size_t n = stkr_reader_process_count(r), i;
+  stkr_start_clock *c;
+  proc_key *v;
   int err;
 
   *u = (stkr__agg_runs){0};
@@ -29,28 +46,38 @@ int stkr__agg_runs_init(stkr__agg_runs *u, stkr_reader *r) {
     return err;
   u->origin = calloc(n, sizeof *u->origin);
   v = malloc(n * sizeof *v);
-  if (u->origin == NULL || v == NULL) {
+  c = calloc(n, sizeof *c);
+  if (u->origin == NULL || v == NULL || c == NULL) {
     free(v);
+    free(c);
     stkr__agg_runs_free(u);
     return -ENOMEM;
   }
   for (i = 0; i < n; i++) {
-    stkr_start_clock c;
-    v[i] = (by_dir_ent){stkr_reader_process(r, i)->dir, i};
-    if (stkr_reader_start_clock(r, i, &c) == 0 && c.mono_ns != 0)
-      u->origin[i] = stkr_boots_place(&u->boots, i, NULL, c.mono_ns);
+    (void)stkr_reader_start_clock(r, i, &c[i]);
+    v[i] = (proc_key){stkr_reader_process(r, i)->dir,
+                      stkr_reader_process(r, i)->pid, i};
   }
-  qsort(v, n, sizeof *v, by_dir);
-  for (i = 0; i < n; i = j) { /* each directory's earliest start, to all */
-    uint64_t first = 0;
-    for (j = i; j < n && strcmp(v[j].dir, v[i].dir) == 0; j++)
-      if (u->origin[v[j].i] != 0 &&
-          (first == 0 || u->origin[v[j].i] < first))
-        first = u->origin[v[j].i];
-    for (k = i; k < j; k++)
-      u->origin[v[k].i] = first;
+  qsort(v, n, sizeof *v, by_dir_pid);
+  /* Each process's root: up the forked-from chain (Header.parent_pid) in
+   * its directory, while the parent's start is known and on the same boot
+   * (another boot is no parent: a pid used again). A cycle (pids used
+   * again) is cut at 64 steps. */
+  for (i = 0; i < n; i++) {
+    size_t j = i, k, depth = 0;
+    if (c[i].mono_ns == 0)
+      continue; /* no start: counts from its own (the filter's origin) */
+    while (c[j].parent_pid != 0 && depth++ < 64 &&
+           (k = parent_of(v, n, stkr_reader_process(r, j)->dir,
+                          c[j].parent_pid)) != SIZE_MAX &&
+           k != j && c[k].mono_ns != 0 &&
+           u->boots.boot[k] == u->boots.boot[j] &&
+           u->boots.boot[k] != STKR_BOOT_UNKNOWN)
+      j = k;
+    u->origin[i] = stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns);
   }
   free(v);
+  free(c);
   u->on = true;
   return 0;
 }

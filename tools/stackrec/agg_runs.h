@@ -1,16 +1,19 @@
 /*
  * agg_runs.h: the time line of the timelines, their marks and the hangs
- * (agg.c): the processes of one directory (one run of a program tree,
- * or a merge of runs) on one line, from the earliest start among them,
- * other clocks placed by boots.h. Before (QA, session 36), each event
- * counted from its own process's start: a child forked 2 s into the run
- * had its burst drawn at 0 s, before a consent mark set at 1.5 s that
- * compliance rightly put before it. Several directories still line up at
- * their starts. Time windows (--from/--to, filter.h) stay per process.
+ * (agg.c): a process forked from another (Header.parent_pid, follow
+ * mode) counts from the start of its tree's root, on the same boot, other
+ * clocks placed by boots.h. Before (QA, session 36), each event counted
+ * from its own process's start: a child forked 2 s into a run had its
+ * burst drawn at 0 s, before a consent mark set at 1.5 s that compliance
+ * rightly put before it. Processes that are not forked children (an
+ * exec'd program's own start, every launch of an app into one
+ * directory, each input of a merge) still count from their own starts,
+ * and so line up; so does a process whose start is not known. Time
+ * windows (--from/--to, filter.h) stay per process.
  *
- * One process alone needs none of this (its own start is its run's):
- * nothing is looked at then. Private to //tools:stackrec_lib; no
- * thread-safety (the aggregation's one thread).
+ * One process alone needs none of this: nothing is looked at then.
+ * Private to //tools:stackrec_lib; no thread-safety (the aggregation's
+ * one thread).
  */
 #ifndef STKR_AGG_RUNS_H
 #define STKR_AGG_RUNS_H
@@ -25,19 +28,19 @@
 typedef struct stkr__agg_runs {
   bool on;          /* several processes: the fields below are set */
   stkr_boots boots;
-  uint64_t *origin; /* per process: its run's start on the boots line;
-                       0: no start known in its directory */
+  uint64_t *origin; /* per process: its tree root's start on the boots
+                       line; 0: its own start not known */
 } stkr__agg_runs;
 
-/* Look at every process's start (stkr_reader_start_clock: its first
- * batch, before reading) when there are several. Zeroed u: off.
+/* Look at every process's start and parent (stkr_reader_start_clock: its
+ * first batch, before reading) when there are several. Zeroed u: off.
  * @return 0 or -ENOMEM. */
 int stkr__agg_runs_init(stkr__agg_runs *u, stkr_reader *r);
 
 /* Time ts of process i (of p's current instance; p NULL: of its first) as
- * an offset from its run's start into *t_ns (0 before it).
- * @return false when no run start is known (one process, or none in its
- * directory): the caller counts from the process's own start. */
+ * an offset from its tree root's start into *t_ns (0 before it).
+ * @return false when no start is known (one process, or its own start
+ * lost): the caller counts from the process's own start. */
 bool stkr__agg_runs_offset(stkr__agg_runs *u, size_t i,
                            const stkr_process_info *p, uint64_t ts,
                            uint64_t *t_ns);

@@ -58,8 +58,8 @@ bool stkr__agg_reconcile_needed(const stkr_frame *keep,
 int stkr__agg_group_sites(stkr_agg *a);
 
 /* The totals over r's processes (drops, losses, live and cut ones) and
- * the events of bare stacks into a; marks' times from their run's start
- * (agg_runs.h), else their process's. After the last event. */
+ * the events of bare stacks into a; marks' times from their process
+ * tree's start (agg_runs.h), else their process's. After the last event. */
 void stkr__agg_sum_processes(stkr_agg *a, const stkr_reader *r,
                              stkr__agg_runs *runs);
 /* Where process i's times count from: its first stkr_init (the Header's

@@ -31,7 +31,8 @@ void stkr__hangs_free(stkr__hangs *h); /* NULL is accepted */
 bool stkr__hangs_site(const char *site);
 
 /* One watchdog event that passed the filters; `stack` is its merged
- * stack's index in the agg, t_ns its time since its process's origin.
+ * stack's index in the agg, t_ns its time on the timelines' line
+ * (agg_runs.h).
  * @return 0 or -ENOMEM. */
 int stkr__hangs_add(stkr__hangs *h, const stkr_event_view *ev, size_t stack,
                     uint64_t t_ns);

@@ -396,6 +396,7 @@ static void put_site_table(FILE *out, const stkr_agg *a) {
  * more click (all the aggregation kept: a one-off path read among
  * thousands of common ones is often the finding; QA, session 36). */
 #define STKR__HTML_PAYLOADS 50
+#define STKR__HTML_PAYLOADS_MORE 1000
 
 /* One payload's row. Bytes that are not printable ASCII are shown as
  * \xNN, as in the text report. @return false when out of memory. */
@@ -446,16 +447,26 @@ static void put_payloads(FILE *out, const stkr_agg_site *s) {
   }
   stkr_html_table_close(out);
   if (i < n) {
-    fprintf(out, "<details class=\"payloads\"><summary>%zu more payloads, "
+    /* The rest, up to STKR__HTML_PAYLOADS_MORE rows (a page stays a few
+     * MB at most); past the cap's events are said below, not here. */
+    size_t upto = n - i > STKR__HTML_PAYLOADS_MORE
+                      ? i + STKR__HTML_PAYLOADS_MORE
+                      : n;
+    fprintf(out, "<details class=\"payloads\"><summary>%zu more payload%s, "
             "in %s of its events (%s)</summary>\n", n - i,
-            fmt_count(rest, b1), fmt_pct(rest, s->count, b2));
+            n - i == 1 ? "" : "s",
+            fmt_count(rest - s->more_payload_events, b1),
+            fmt_pct(rest - s->more_payload_events, s->count, b2));
     STKR_HTML_TABLE_OPEN(out, "class=\"pl\"", cols);
-    for (; i < n; i++) {
+    for (; i < upto; i++) {
       if (!put_payload_row(out, s, &s->payloads[i]))
         break;
       rest -= s->payloads[i].count;
     }
     stkr_html_table_close(out);
+    if (i < n)
+      fprintf(out, "<p class=\"more\">%zu more not shown: `stackrec export "
+              "--format jsonl` has every event's payload.</p>\n", n - i);
     fputs("</details>\n", out);
   }
   if (i == n && rest > 0) /* past the aggregation's cap */
@@ -574,7 +585,7 @@ static int put_data(FILE *out, const stkr_agg *a) {
     put_json(out, f->image);
     fputc(']', out);
   }
-  /* [t_ns after the process's start, name, external] */
+  /* [t_ns on the timelines' line (agg_runs.h), name, external] */
   fputs("],\n\"marks\":[", out);
   for (i = 0; i < a->n_marks; i++) {
     fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", a->marks[i].t_ns);

@@ -57,8 +57,9 @@ static const char report_help[] =
 
 static const char report_help_more[] =
     "  --timeline        under each site, its events over time: one\n"
-    "                    character per bucket (from each process's start;\n"
-    "                    at most 128 buckets, as wide as the recording needs)\n"
+    "                    character per bucket (from each process's start,\n"
+    "                    a forked child's from its tree's root's; at most\n"
+    "                    128 buckets, as wide as the recording needs)\n"
     "                    and the peak rate\n"
     "  --sort events|stacks|name\n"
     "                    order of categories, sites and --by rows: most\n"
@@ -477,8 +478,9 @@ static void put_loss(const char *tag, unsigned long long n, const char *noun,
 }
 
 /* Does mark a come before b in the list: by the time shown (after its
- * process's start, as every time of report is; across processes that
- * started apart it is not the recording clock's order), then by pid? */
+ * process's start, or its process tree's root's, as the timelines count:
+ * agg_runs.h; across processes that started apart it is not the
+ * recording clock's order), then by pid? */
 static bool mark_before(const stkr_agg_mark *a, const stkr_agg_mark *b) {
   return a->t_ns != b->t_ns ? a->t_ns < b->t_ns : a->pid < b->pid;
 }

@@ -14,9 +14,9 @@
  *           thread, hang, start_ms, ms, samples, recovered, stacks}],
  *           drawn as bands over the timelines of the watchdog's sites.
  *   bucket_ns: the width of a timeline bucket (time since each process
- *           started recording).
- *   marks:  [[t_ns since its process started, name, set with `stackrec
- *           mark`], ...]: drawn as lines on every timeline.
+ *           started recording, a forked child's tree's root).
+ *   marks:  [[t_ns on that line, name, set with `stackrec mark`], ...]:
+ *           drawn as lines on every timeline.
  * The page (written by tools/stackrec/html.c) has one div.flame with
  * data-site="i" per site, inside details#site-i.
  *

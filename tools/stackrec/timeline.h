@@ -2,11 +2,11 @@
  * timeline.h: events per site over time, for `report --timeline` and the
  * HTML strips. Private to //tools:stackrec_lib (agg.c fills it).
  *
- * Time is seconds since the event's run started recording: the earliest
- * start among the processes of its directory (agg_runs.h), so a child
- * started later is drawn later and the marks fall where they were set,
- * while several directories (runs) line up at their starts; one process
- * alone counts from its own start (the filter's origin, filter.h). Every site shares one bucket width: the
+ * Time is seconds since the start of the event's process tree: a forked
+ * child counts from its root's start (agg_runs.h), so a child forked later
+ * is drawn later and the marks fall where they were set; processes that
+ * are no forked children (launches of an app, a merge's inputs) count
+ * from their own starts and line up (the filter's origin, filter.h). Every site shares one bucket width: the
  * first STKR_TL_BUCKETS buckets are 1 ms wide, and whenever an event falls
  * past the last one, every site's buckets are merged in pairs and the
  * width doubles. Memory: STKR_TL_BUCKETS counters per site.
