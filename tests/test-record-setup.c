@@ -212,6 +212,37 @@ static int notes_of_python3s(const char *err) {
   return n;
 }
 
+/* The disk fills up after record started, before the command's first
+ * watched call: no file of the process can be made, nor, at record's end,
+ * the marks file's line that names it. record keeps room for that line
+ * from its start: verify says incomplete (4), not an empty, complete
+ * recording (QA, session 36: verify 0 for 100 calls). Root only (a small
+ * tmpfs). */
+static void test_disk_filled_while_running(void **state) {
+  char mnt[4200];
+  int rc;
+  (void)state;
+
+  if (geteuid() != 0 || !hooks_run_in("python3"))
+    return;
+  snprintf(mnt, sizeof mnt, "%s", fresh("fills"));
+  if (tl_system("mkdir -p '%s' && mount -t tmpfs -o size=256k tmpfs '%s'",
+                mnt, mnt) != 0) {
+    fprintf(stderr, "no tmpfs: the disk-fills case skipped\n");
+    return;
+  }
+  rc = cr_run("record -q -o '%s/r' -- /usr/bin/python3 -c \"import "
+              "socket, time\ntime.sleep(0.6)\nfor _ in range(100): "
+              "socket.gethostname()\" & sleep 0.2; "
+              "dd if=/dev/zero of='%s/fill' bs=4k 2>/dev/null; wait $!; "
+              "rm -f '%s/fill'; '%s' verify '%s/r'",
+              mnt, mnt, mnt, cr_bin, mnt);
+  (void)tl_system("umount '%s'", mnt);
+  if (rc != 4)
+    fail_msg("verify %d, want 4:\n%s%s", rc, cr_out, cr_err);
+  cr_assert_has(cr_out, "recorded nothing");
+}
+
 static void test_nothing_reached_the_disk(void **state) {
   const char *dir = fresh("fsize0");
   int rc;
@@ -744,6 +775,7 @@ int main(void) {
       "record-setup", setup, NULL,
       TL_CASES(NULL, NULL, test_bad_dir, test_second_record_refused,
                test_bad_env, test_nothing_reached_the_disk,
+               test_disk_filled_while_running,
                test_runuser_child_reported,
                test_grandchild_bad_env_reported, test_notify_fallback,
                test_closerange_keeps_session_lock, test_fork_heavy_bounded,

@@ -443,6 +443,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
     stkr__rec_unrecorded_write(dir, nt);
     stkr__rec_vanished_write(dir, nt);
     n_running = stkr__rec_running_write(dir, nt, &running);
+    stkr__rec_marks_release(dir);
   }
   if (symbolize &&
       (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir, todo,

@@ -38,6 +38,10 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
  * --categories value, if given. @return 0 or STKR__REC_USAGE after
  * printing. */
 int stkr__rec_check_env(const char *cats_opt);
+/* Keep room in DIR's marks file for record's lines at its end (a disk
+ * that fills up meanwhile), and give it back once they are written. */
+void stkr__rec_marks_reserve(const char *dir);
+void stkr__rec_marks_release(const char *dir);
 /* The child's LD_PRELOAD: the hooks (ours) first, so the app's calls
  * reach them directly (a hook in front of ours would shift the first
  * recorded frame), then whatever old preloads; but sanitizer runtimes

@@ -120,6 +120,58 @@ static int dir_usable(const char *dir) {
   return err;
 }
 
+/* Room kept in the marks file for record's own lines at its end (the
+ * processes that recorded nothing, and why): on a disk that filled up
+ * while the command ran, those lines were the only trace of a process
+ * whose every event failed to reach a file, and they failed too (QA,
+ * session 36: a recording of 200 calls read as complete and empty, verify
+ * 0). Not counted in the file's size (FALLOC_FL_KEEP_SIZE); given back by
+ * stkr__rec_marks_release. Best effort: without fallocate (NFS, tmpfs
+ * before Linux 3.5) or under RLIMIT_FSIZE, none. */
+#define STKR__REC_MARKS_RESERVE (64 * 1024)
+
+void stkr__rec_marks_reserve(const char *dir) {
+#if defined(__linux__)
+  char path[PATH_MAX];
+  struct stat st;
+  int fd;
+
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_MARKS_FILE) >=
+          sizeof path ||
+      (fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                           O_NONBLOCK | O_NOCTTY,
+                 0600)) < 0)
+    return;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      stkr_fsize_room((uint64_t)st.st_size + STKR__REC_MARKS_RESERVE))
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, st.st_size,
+                    STKR__REC_MARKS_RESERVE);
+  close(fd);
+#else
+  (void)dir;
+#endif
+}
+
+void stkr__rec_marks_release(const char *dir) {
+#if defined(__linux__)
+  char path[PATH_MAX];
+  struct stat st;
+  int fd;
+
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_MARKS_FILE) >=
+          sizeof path ||
+      (fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+                           O_NOCTTY)) < 0)
+    return;
+  /* Cut to its own size: what lies past it is freed. */
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    (void)ftruncate(fd, st.st_size);
+  close(fd);
+#else
+  (void)dir;
+#endif
+}
+
 /* The length of path's longest prefix that exists (its last component
  * cut at a time), so that a refusal removes only what it made. */
 static size_t existing_prefix(const char *path) {
@@ -223,6 +275,7 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
     return STKR__REC_BAD_DIR;
   }
   *lock = err;
+  stkr__rec_marks_reserve(name);
   /* Absolute: processes of the tree may change directory. */
   if (realpath(name, out) == NULL || strlen(out) >= cap) {
     stkr__rec_error("%s: %s", name, strerror(errno));
