@@ -443,7 +443,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
     stkr__rec_unrecorded_write(dir, nt);
     stkr__rec_vanished_write(dir, nt);
     n_running = stkr__rec_running_write(dir, nt, &running);
-    stkr__rec_marks_release(dir);
+    stkr__rec_marks_release(dir, false);
   }
   if (symbolize &&
       (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir, todo,
@@ -638,6 +638,7 @@ int stkr_cli_record(int argc, char **argv) {
      * left behind (rmdir: only if still empty, once the lock is gone). */
     stkr_recover_unlock_dir(dir, dir_lock);
     dir_lock = -1;
+    stkr__rec_marks_release(dir, true);
     if (made) (void)rmdir(dir);
     goto out;
   }

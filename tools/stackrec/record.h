@@ -39,9 +39,10 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
  * printing. */
 int stkr__rec_check_env(const char *cats_opt);
 /* Keep room in DIR's marks file for record's lines at its end (a disk
- * that fills up meanwhile), and give it back once they are written. */
+ * that fills up meanwhile), and give it back once they are written (a
+ * command that never ran: the file too, if empty). */
 void stkr__rec_marks_reserve(const char *dir);
-void stkr__rec_marks_release(const char *dir);
+void stkr__rec_marks_release(const char *dir, bool never_ran);
 /* The child's LD_PRELOAD: the hooks (ours) first, so the app's calls
  * reach them directly (a hook in front of ours would shift the first
  * recorded frame), then whatever old preloads; but sanitizer runtimes

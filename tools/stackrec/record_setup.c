@@ -130,20 +130,36 @@ static int dir_usable(const char *dir) {
  * before Linux 3.5) or under RLIMIT_FSIZE, none. */
 #define STKR__REC_MARKS_RESERVE (64 * 1024)
 
-void stkr__rec_marks_reserve(const char *dir) {
 #if defined(__linux__)
+/* DIR's marks file, opened with `flags` (and never through a link, nor
+ * as a controlling terminal), if it is a regular file. @return the
+ * descriptor, or -1. */
+static int open_marks(const char *dir, int flags, struct stat *st) {
   char path[PATH_MAX];
-  struct stat st;
   int fd;
 
   if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_MARKS_FILE) >=
           sizeof path ||
-      (fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+      (fd = open(path, flags | O_WRONLY | O_CLOEXEC | O_NOFOLLOW |
                            O_NONBLOCK | O_NOCTTY,
                  0600)) < 0)
+    return -1;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+#endif
+
+void stkr__rec_marks_reserve(const char *dir) {
+#if defined(__linux__)
+  struct stat st;
+  int fd = open_marks(dir, O_CREAT | O_APPEND, &st);
+
+  if (fd < 0)
     return;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      stkr_fsize_room((uint64_t)st.st_size + STKR__REC_MARKS_RESERVE))
+  if (stkr_fsize_room((uint64_t)st.st_size + STKR__REC_MARKS_RESERVE))
     (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, st.st_size,
                     STKR__REC_MARKS_RESERVE);
   close(fd);
@@ -152,23 +168,25 @@ void stkr__rec_marks_reserve(const char *dir) {
 #endif
 }
 
-void stkr__rec_marks_release(const char *dir) {
+void stkr__rec_marks_release(const char *dir, bool never_ran) {
 #if defined(__linux__)
   char path[PATH_MAX];
   struct stat st;
-  int fd;
+  int fd = open_marks(dir, 0, &st);
 
-  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_MARKS_FILE) >=
-          sizeof path ||
-      (fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
-                           O_NOCTTY)) < 0)
+  if (fd < 0)
     return;
-  /* Cut to its own size: what lies past it is freed. */
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-    (void)ftruncate(fd, st.st_size);
+  (void)ftruncate(fd, st.st_size); /* what lies past its size is freed */
   close(fd);
+  /* A command that never ran leaves no directory of ours behind: the
+   * marks file made for the reserve goes too, if nothing was written. */
+  if (never_ran && st.st_size == 0 &&
+      (size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_MARKS_FILE) <
+          sizeof path)
+    (void)unlink(path);
 #else
   (void)dir;
+  (void)never_ran;
 #endif
 }
 
