@@ -606,12 +606,13 @@ static bool run_extend(const stkr__segw *s, const capfile *v, size_t n,
  * comes later learns that the cap took it, and at whose writes; then the
  * run of tombstones below it takes it on (run_extend), if there is one.
  * Without room for the tombstone (a full disk: when the cap matters most)
- * the file is simply removed.
+ * the file is simply removed. Not `locked` (cap_lock): f's tombstone
+ * stays its own.
  * @return 0 (tombstone, its own: *own_tomb true, or the run's), 1
  *         (removed without one), -ENOENT (gone already) or another -errno. */
 static int cap_delete(const stkr__segw *s, const char *path,
                       const capfile *v, size_t n, const capfile *f,
-                      bool *own_tomb) {
+                      bool locked, bool *own_tomb) {
   uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
   struct stat st;
 
@@ -622,7 +623,9 @@ static int cap_delete(const stkr__segw *s, const char *path,
     return -ENOENT; /* a tombstone already */
   stkr_fmt_tombstone(t, s->pid);
   if (put_tomb(s, path, f, t, sizeof t) == 0) {
-    *own_tomb = !run_extend(s, v, n, f, path);
+    /* Without the lock, no run: another cap may be rewriting the run's
+     * first tombstone, or be about to remove f's (proto/stkr_format.h). */
+    *own_tomb = !locked || !run_extend(s, v, n, f, path);
     return 0;
   }
   return unlink(path) == 0 ? 1 : -errno;
@@ -680,6 +683,26 @@ static int cap_lock(const stkr__segw *s) {
   return fd;
 }
 
+/* The cap's lock was held at this scan (cap_lock: -EAGAIN). Is its
+ * holder stuck (SIGSTOP, a debugger: QA, session 35, 1.6 MB under a
+ * 64 KiB cap), so that the cap must run without it? Held at 8 scans in a
+ * row and for STKR__CAP_STUCK_NS since the first of them: a holder's scan
+ * takes ms, and six processes capping one directory found it held at 9
+ * scans in a row within a second (a flaky test, session 37: two caps at
+ * once wrote over each other's runs). */
+#define STKR__CAP_STUCK_NS 1000000000ull
+static bool cap_holder_stuck(stkr__segw *s) {
+  struct timespec ts;
+  uint64_t now;
+
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+    return ++s->cap_busy > 8;
+  now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  if (s->cap_busy++ == 0)
+    s->cap_busy_since_ns = now;
+  return s->cap_busy > 8 && now - s->cap_busy_since_ns >= STKR__CAP_STUCK_NS;
+}
+
 void stkr__seg_enforce_cap(stkr__segw *s) {
   size_t n = 0;
   uint64_t total;
@@ -697,7 +720,7 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
       (!s->cap_scan_due && s->bytes_since_scan < s->disk_cap_bytes / 16 + 1))
     return;
   lock = cap_lock(s);
-  if (lock == -EAGAIN && ++s->cap_busy <= 8) { /* another's cap at work */
+  if (lock == -EAGAIN && !cap_holder_stuck(s)) { /* another's cap at work */
     s->cap_scan_due = true;
     s->bytes_since_scan = 0;
     return;
@@ -717,7 +740,7 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
       bool own_tomb;
       if (v[i].newest || v[i].final || v[i].tomb) continue;
       if (cap_path(s, v[i].pid, v[i].seq, path, sizeof path) != 0) continue;
-      int err = cap_delete(s, path, v, n, &v[i], &own_tomb);
+      int err = cap_delete(s, path, v, n, &v[i], lock >= 0, &own_tomb);
       /* A tombstone of its own now: the next of its pid may join it. */
       v[i].tomb = (err == 0 && own_tomb) || err == -ENOENT;
       if (err >= 0 || err == -ENOENT) /* -ENOENT: another process did */

@@ -201,6 +201,8 @@ typedef struct stkr__stream {
   uint64_t peek_sid;
   stkr_start_clock peek_clock;
   uint32_t tomb_said;        /* the highest seq a tombstone read said */
+  size_t tomb_floor;         /* files[] index past the last file met that
+                                ends runs (stkr__tomb_clip) */
   /* The boots of its instances' clocks (stkr_header.c), for the external
    * marks of another boot (stkr_extmarks.c); many_boots: one could not be
    * kept (no memory), so none is said. */
@@ -448,6 +450,9 @@ bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st, stkr__file *f);
 /* f, listed, is gone (-ENOENT): is it of a run the cap went on with since?
  * Then it is noted as such, not as unreadable (stkr_tombstones.c). */
 bool stkr__tomb_gone(stkr__stream *st, stkr__file *f);
+/* f, a file that may hold data (not a tombstone), is met: the runs said
+ * before it end before it (stkr_tombstones.c). */
+void stkr__tomb_clip(stkr__stream *st, const stkr__file *f);
 /* Look ahead at st's first Header once (stkr_copies.c): st->peek_*. */
 void stkr__peek_header(stkr__stream *st);
 /* The next external mark due for stream st (index st_index) into *ev.

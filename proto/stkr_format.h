@@ -105,8 +105,10 @@ int stkr_fmt_segment_parse(const char *name, uint32_t *pid, uint32_t *seq);
  * 268 tombstones in 8 s at a 64 KiB cap, without end). The first seq's
  * file stays, which a writer's start looks for (flush/segment.c). The run
  * names who deleted its last segment only. A reader counts the seqs
- * first..last as deleted; tombstones whose seqs an earlier run says (a
- * writer that died between the steps) count only what is new. A writer
+ * first..last as deleted, up to the next file that may hold data (a run
+ * says nothing of a seq that has one); tombstones whose seqs an earlier
+ * run says (a writer that died between the steps, or a cap that ran
+ * without the lock: flush/segment.c) count only what is new. A writer
  * goes on after a run's last (stkr_fmt_seq_said). Readers from before it
  * call such a file a damaged tombstone; writers from before it, sharing
  * the directory, take no lock and may delete it as a segment.

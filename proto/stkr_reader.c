@@ -680,6 +680,8 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
       if (rc == -ENOMEM)
         return r->hard_err = rc;
       if (rc != 0) {
+        if (rc != -ENOENT)
+          stkr__tomb_clip(st, f); /* there, whatever it holds */
         if (rc != -ENOENT || !stkr__tomb_gone(st, f))
           stkr__unreadable(r, st, f, rc);
         r->cur_file++;
@@ -691,6 +693,7 @@ int stkr_reader_next(stkr_reader *r, stkr_event_view *ev) {
         r->cur_file++;
         continue;
       }
+      stkr__tomb_clip(st, f);
       if (f->size == 0) {
         /* A segment just created by a live recorder, or a placeholder:
          * nothing recorded is lost, but say why it contributes nothing. */

@@ -14,20 +14,38 @@
 #include "proto/stkr_format.h"
 
 /* f, a tombstone of the run f->seq..last: the seqs of it that no earlier
- * tombstone of st said (one a writer left while carrying a run on:
- * stkr_format.h) are its own, so that each seq counts once. Files are
+ * tombstone of st said (one a writer left while carrying a run on, or one
+ * a cap that ran without the lock put inside a run: stkr_format.h,
+ * flush/segment.c) are its own, so that each seq counts once. Files are
  * read in seq order. A run says nothing of a seq that has a file: it
- * ends before the next one (a hostile run cannot claim them all). */
+ * ends before the next one that may hold data (stkr__tomb_clip, when that
+ * one is met; a hostile run cannot claim them all), not at a tombstone,
+ * whose seqs it may well say. */
 static void stkr__tomb_run(stkr__stream *st, stkr__file *f, uint32_t last) {
-  size_t next = (size_t)(f - st->files) + 1;
-
-  if (next < st->n_files && st->files[next].seq > f->seq &&
-      last >= st->files[next].seq)
-    last = st->files[next].seq - 1;
   f->tomb_lo = st->tomb_said >= f->seq ? st->tomb_said + 1 : f->seq;
   f->tomb_hi = last;
   if (last > st->tomb_said)
     st->tomb_said = last;
+}
+
+void stkr__tomb_clip(stkr__stream *st, const stkr__file *f) {
+  size_t i = (size_t)(f - st->files);
+
+  if (f->seq != 0 && f->seq <= st->tomb_said) {
+    /* The ranges said before f are disjoint and rise (tomb_lo is past
+     * the one before): back to the first that ends below f, or to the
+     * last file that clipped (those before it end below it already). */
+    while (i-- > st->tomb_floor) {
+      stkr__file *g = &st->files[i];
+      if (!g->tombstone || g->tomb_lo > g->tomb_hi)
+        continue;
+      if (g->tomb_hi < f->seq)
+        break;
+      g->tomb_hi = f->seq - 1; /* lo <= seq < f->seq */
+    }
+    st->tomb_said = f->seq - 1;
+  }
+  st->tomb_floor = (size_t)(f - st->files) + 1;
 }
 
 /* Is the open file f a tombstone of the disk cap (stkr_format.h)? Then
@@ -93,19 +111,20 @@ bool stkr__tomb_gone(stkr__stream *st, stkr__file *f) {
   close(fd);
   if (!stkr_fmt_tombstone_parse(buf, got, &by, &last) || last < f->seq)
     return false;
-  /* As stkr__tomb_run: the run ends before the next file still there
-   * (those between g and f are gone, noted so). */
-  g->tomb_hi = last;
-  for (i = (size_t)(f - st->files) + 1; i < st->n_files; i++)
-    if (st->files[i].seq <= g->tomb_hi && !st->files[i].unreadable &&
-        !st->files[i].tombstone) {
-      g->tomb_hi = st->files[i].seq - 1;
-      break;
-    }
-  if (g->tomb_hi < f->seq)
-    return false;
-  if (g->tomb_hi > st->tomb_said)
-    st->tomb_said = g->tomb_hi;
+  /* The run may have grown since g was read (the cap carried it on while
+   * this reader read): the tombstones after g said nothing it says now. A
+   * file met between them ends it (stkr__tomb_clip): then f is not said. */
+  for (i = (size_t)(g - st->files) + 1; i < (size_t)(f - st->files); i++) {
+    stkr__file *h = &st->files[i];
+    if (!h->tombstone)
+      return false;
+    if (h->tomb_lo <= last)
+      h->tomb_lo = last + 1;
+  }
+  if (last > g->tomb_hi)
+    g->tomb_hi = last;
+  if (last > st->tomb_said)
+    st->tomb_said = last;
   f->tombstone = true; /* a name the run says, with nothing of its own */
   f->cap_deleted_by = by;
   f->tomb_lo = f->seq + 1;
