@@ -378,6 +378,11 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
                                 struct stkr_cli_symcache_todo *todo,
                                 const uint32_t *running, size_t n_running,
                                 stkr_cli_sym_stats *st);
+/* Is `name` (a file name in a recording directory) the temporary file
+ * stkr_cli_symbolize_in_place writes a segment's new version to, which a
+ * `record` killed while it symbolized leaves behind (".NAME.tmp", NAME a
+ * segment's)? symbolize.c. */
+bool stkr_cli_symbolize_is_temp(const char *name);
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
 int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */
 /* `stackrec record`, once the program exited: remove the processes'

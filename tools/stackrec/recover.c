@@ -12,14 +12,18 @@
  * but incomplete until then), 1 when a session could not be written out or
  * ring records were damaged (lost), 2 usage, 3 a DIR cannot be opened.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "proto/stkr_recover.h"
 #include "tools/stackrec/cli.h"
+#include "tools/stackrec/record.h"
 
 #ifndef STKR_CLI_INCOMPLETE
 #define STKR_CLI_INCOMPLETE 4 /* intact but incomplete (see the brief) */
@@ -32,13 +36,50 @@ static const char usage[] =
     "crash, the OS killing them) left in their ring files in DIR, into a new\n"
     "segment per process marked 'recovered', then delete those ring files.\n"
     "Events already in a segment are not written twice. Ring files of\n"
-    "processes that still run are left alone.\n"
+    "processes that still run are left alone. What a 'stackrec record'\n"
+    "killed at its end left (temporary files of its symbolization) is\n"
+    "removed too, unless a record still writes into DIR.\n"
     "\n"
     "  --dry-run   count what would be recovered; write and delete nothing\n"
     "\n"
     "Exit status: 0 nothing left to recover; 4 (--dry-run) dead processes'\n"
     "ring files wait for recovery; 1 a process's events could not be written\n"
     "out, or ring records were damaged; 2 usage; 3 a DIR cannot be opened.\n";
+
+/* What a `record` killed at its end leaves beside the recording: the
+ * temporary files of its in-place symbolization (each a whole copy of a
+ * segment; the segments themselves stay whole, unsymbolized: symbolize.c)
+ * and the marks file's reserve (record_setup.c). Removed only when no
+ * record holds dir (its lock: one still running is left alone); a dry run
+ * counts them. @return how many files (and their bytes in *bytes). */
+static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
+  int lock = dry ? -1 : stkr_recover_lock_dir(dir);
+  uint64_t n = 0;
+  struct dirent *e;
+  DIR *d;
+
+  *bytes = 0;
+  if ((!dry && lock < 0) || (d = opendir(dir)) == NULL) {
+    stkr_recover_unlock_dir(dir, lock);
+    return 0;
+  }
+  while ((e = readdir(d)) != NULL) {
+    struct stat st;
+    if (!stkr_cli_symbolize_is_temp(e->d_name) ||
+        fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) ||
+        (!dry && unlinkat(dirfd(d), e->d_name, 0) != 0))
+      continue;
+    n++;
+    *bytes += (uint64_t)st.st_size;
+  }
+  closedir(d);
+  if (!dry)
+    stkr__rec_marks_release(dir, false);
+  /* The lock's file goes with it, and a stale one a killed record left. */
+  stkr_recover_unlock_dir(dir, lock);
+  return n;
+}
 
 static void note(void *arg, const char *line) {
   (void)arg;
@@ -68,6 +109,7 @@ int stkr_cli_recover(int argc, char **argv) {
     return stkr_cli_usage_error("recover", "missing DIR");
   for (; i < argc; i++, ndirs++) {
     stkr_recover_stats st;
+    uint64_t left, left_bytes;
     int err = stkr_recover_dir(argv[i], &o, &st);
     if (err < 0) {
       fprintf(stderr, "stackrec recover: cannot open %s: %s\n", argv[i],
@@ -101,6 +143,11 @@ int stkr_cli_recover(int argc, char **argv) {
     if (st.sessions_live)
       printf("; %" PRIu64 " session%s still recording, left alone",
              st.sessions_live, st.sessions_live == 1 ? "" : "s");
+    if ((left = record_leftovers(argv[i], o.dry_run, &left_bytes)) != 0)
+      printf("; %" PRIu64 " temporary file%s (%" PRIu64 " bytes) of a "
+             "'stackrec record' killed while it symbolized %s", left,
+             left == 1 ? "" : "s", left_bytes,
+             o.dry_run ? "would be removed" : "removed");
     if (st.sessions_failed || st.damaged_rings || st.orphans)
       printf("; %" PRIu64 " not recovered, %" PRIu64 " damaged ring%s (%" PRIu64
              " bytes lost), %" PRIu64 " unusable file%s",

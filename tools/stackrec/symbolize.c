@@ -293,6 +293,20 @@ static int pending_commit(sym_run *run, const char *dir) {
   return err;
 }
 
+bool stkr_cli_symbolize_is_temp(const char *name) {
+  size_t n = strlen(name);
+  char seg[NAME_MAX + 1];
+  uint32_t pid, seq;
+
+  /* write_out's ".%s.tmp" */
+  if (n < sizeof ".x.tmp" - 1 || name[0] != '.' ||
+      strcmp(name + n - 4, ".tmp") != 0 || n - 5 >= sizeof seg)
+    return false;
+  memcpy(seg, name + 1, n - 5);
+  seg[n - 5] = '\0';
+  return stkr_fmt_segment_parse(seg, &pid, &seq) == 0;
+}
+
 /* Write run->out to path, or (in place) to a temporary file beside it,
  * renamed over it by pending_commit: a crash leaves the old file or the
  * new one, never half of either. @return 0 or -errno, after printing why. */
