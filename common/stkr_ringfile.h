@@ -414,6 +414,9 @@ typedef struct stkr_sessfile_hdr {
    * (common/stkr_boot.h). */
   uint8_t boot_id[16];
   int64_t mono_offset_ns;
+  /* Since session 37 (zero in older files): Header.os_parent_pid, set at
+   * the session's start. */
+  uint32_t os_parent_pid;
 } stkr_sessfile_hdr;
 
 _Static_assert(sizeof(stkr_sessfile_hdr) <= STKR_SESSFILE_HDR_BYTES,

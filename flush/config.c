@@ -498,6 +498,7 @@ void stkr__session_template(const stkr__fconfig *cfg,
   s->start_mono_ns = stkr__clock_mono_ns();
   s->start_wall_ns = stkr__clock_wall_ns();
   s->process_start = stkr__process_start();
+  s->os_parent_pid = (uint32_t)getppid();
   {
     stkr_clock_id clk; /* which CLOCK_MONOTONIC: common/stkr_boot.h */
     stkr_clock_id_read(&clk);

@@ -68,7 +68,8 @@ void stkr__peek_header(stkr__stream *st) {
           .mono_ns = p->start_mono_ns, .wall_ns = p->start_wall_ns,
           .have_boot_id = p->have_boot_id,
           .mono_offset_ns = p->mono_offset_ns,
-          .parent_pid = p->parent_pid};
+          .parent_pid = p->parent_pid,
+          .os_parent_pid = p->os_parent_pid};
       memcpy(st->peek_clock.boot_id, p->boot_id, sizeof p->boot_id);
     }
     if (p != NULL && p->have_header && p->session_id != 0)
@@ -92,7 +93,8 @@ int stkr_reader_start_clock(stkr_reader *r, size_t i, stkr_start_clock *out) {
                               .wall_ns = p->start_wall_ns,
                               .have_boot_id = p->have_boot_id,
                               .mono_offset_ns = p->mono_offset_ns,
-                              .parent_pid = p->parent_pid};
+                              .parent_pid = p->parent_pid,
+          .os_parent_pid = p->os_parent_pid};
     memcpy(out->boot_id, p->boot_id, sizeof p->boot_id);
     return 0;
   }

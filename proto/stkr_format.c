@@ -490,6 +490,7 @@ void stkr_fmt_header_from_session(Stackrec__Header *H, Stackrec__Config *C,
   H->forked_from_pid = s->forked_from_pid;
   H->fork_mono_ns = s->fork_mono_ns;
   H->process_start = s->process_start;
+  H->os_parent_pid = s->os_parent_pid;
   for (size_t i = 0; i < sizeof s->boot_id; i++)
     if (s->boot_id[i] != 0) { /* all zero: not known, not written */
       H->boot_id.data = (uint8_t *)s->boot_id;

@@ -142,6 +142,7 @@ void stkr__apply_header(stkr_reader *r, stkr__stream *st,
     }
     st->info.have_header = true;
     st->info.parent_pid = h->parent_pid;
+    st->info.os_parent_pid = h->os_parent_pid;
     st->info.forked_from_pid = h->forked_from_pid;
     st->info.fork_mono_ns = h->fork_mono_ns;
     st->info.start_mono_ns = h->start_mono_ns;

@@ -402,6 +402,11 @@ typedef struct stkr_process_info {
    * recording, or in two sessions (an exec), once; an unknown tid (0) each
    * time. Since session 36. */
   uint64_t os_threads;
+  /* From the first Header read: its parent as the OS had it at the
+   * session's start (Header.os_parent_pid; for an exec'd program too;
+   * possibly a reaper, or another process with that pid since: see the
+   * schema). 0: not said. Since session 37. */
+  uint32_t os_parent_pid;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0
@@ -572,6 +577,8 @@ typedef struct stkr_start_clock {
   uint32_t parent_pid;        /* Header.parent_pid: the process it was
                                  forked from (follow mode), 0: none;
                                  since session 36 */
+  uint32_t os_parent_pid;     /* Header.os_parent_pid, 0: not said;
+                                 since session 37 */
 } stkr_start_clock;
 
 /*

@@ -198,6 +198,7 @@ int fx_encode(const fx_batch *fb, stkr_fmt_buf *out) {
     h.mono_offset_ns = fb->mono_offset;
     h.process_start = fb->process_start;
     h.parent_pid = fb->parent_pid;
+    h.os_parent_pid = fb->os_parent_pid;
     if (fb->format_version)
       h.format_version = fb->format_version;
     h.segment_seq = fb->segment_seq;
@@ -374,6 +375,7 @@ int fx_write_one(const char *dir, const fx_one *o) {
                       .mono_offset = o->mono_offset,
                       .process_start = o->process_start,
                       .parent_pid = o->parent_pid,
+                      .os_parent_pid = o->os_parent_pid,
                       .watched = o->watched, .process_name = o->process_name};
   stkr_fmt_buf buf = {0};
   int err = fx_encode(&b, &buf);

@@ -73,6 +73,7 @@ typedef struct fx_batch {
   int64_t mono_offset;
   uint64_t process_start; /* Header.process_start (0: none written) */
   uint32_t parent_pid;    /* Header.parent_pid (0: none written) */
+  uint32_t os_parent_pid; /* Header.os_parent_pid (0: none written) */
   uint32_t rotate;
   const char *watched; /* Header.watched; NULL: none */
   const char *process_name; /* Header.process_name; NULL: "fixture" */
@@ -138,6 +139,7 @@ typedef struct fx_one {
                                  one pid differ in it */
   bool silent;                /* no event: its Header alone */
   uint32_t parent_pid;        /* Header.parent_pid: forked from it */
+  uint32_t os_parent_pid;     /* Header.os_parent_pid: the OS's parent */
   const char *watched;        /* Header.watched; NULL: none */
   const char *process_name;   /* NULL: "fixture" */
 } fx_one;

@@ -310,6 +310,26 @@ static void test_timeline_runs_and_marks(void **state) {
     assert_true(caret - marks > 5); /* not at 0 s */
     assert_true((size_t)(caret - marks - 5) < last); /* 93 < 125 */
   }
+  /* A program exec'd 2 s in by a child of the root (its OS parent, no
+   * fork followed: session 37; before, from its own start, "0-16 ms"):
+   * from the root's start. One whose OS parent started after it (a pid
+   * used again) is no child of it: from its own. */
+  d = fx_tmpdir("filter-exec");
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 10}), 0);
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 21, .shift = 2000 * MS,
+                                             .os_parent_pid = 10}),
+                   0);
+  assert_int_equal(cr_run("report --timeline '%s'", d), 0);
+  cr_assert_has(cr_out, "    timeline: 0-2.016 s after start, 16 ms a "
+                        "character");
+  d = fx_tmpdir("filter-exec-later");
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 10, .shift = 2000 * MS}),
+                   0);
+  assert_int_equal(fx_write_one(d, &(fx_one){.pid = 21, .os_parent_pid = 10}),
+                   0);
+  assert_int_equal(cr_run("report --timeline '%s'", d), 0);
+  cr_assert_has(cr_out, "    timeline: 0-1 ms after start, 1 ms a character, "
+                        "peak 2 (2000/s)\n");
   /* Two launches of an app into one directory, 8 s apart, no fork
    * between them: each from its own start, as before (the review: the
    * first version drew a directory from its earliest start, 8 s wide). */

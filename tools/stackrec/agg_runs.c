@@ -59,20 +59,26 @@ int stkr__agg_runs_init(stkr__agg_runs *u, stkr_reader *r) {
                       stkr_reader_process(r, i)->pid, i};
   }
   qsort(v, n, sizeof *v, by_dir_pid);
-  /* Each process's root: up the forked-from chain (Header.parent_pid) in
-   * its directory, while the parent's start is known and on the same boot
-   * (another boot is no parent: a pid used again). A cycle (pids used
-   * again) is cut at 64 steps. */
+  /* Each process's root: up the chain of parents in its directory, the
+   * forked-from one (Header.parent_pid) or else the OS's at its start
+   * (Header.os_parent_pid: an exec'd program), while the parent's start is
+   * known, on the same boot (another boot is no parent: a pid used again)
+   * and no later than the child's (a pid used again, or a reaper). A
+   * cycle (pids used again) is cut at 64 steps. */
   for (i = 0; i < n; i++) {
     size_t j = i, k, depth = 0;
+    uint32_t up;
     if (c[i].mono_ns == 0)
       continue; /* no start: counts from its own (the filter's origin) */
-    while (c[j].parent_pid != 0 && depth++ < 64 &&
-           (k = parent_of(v, n, stkr_reader_process(r, j)->dir,
-                          c[j].parent_pid)) != SIZE_MAX &&
+    while ((up = c[j].parent_pid ? c[j].parent_pid : c[j].os_parent_pid) &&
+           depth++ < 64 &&
+           (k = parent_of(v, n, stkr_reader_process(r, j)->dir, up)) !=
+               SIZE_MAX &&
            k != j && c[k].mono_ns != 0 &&
            u->boots.boot[k] == u->boots.boot[j] &&
-           u->boots.boot[k] != STKR_BOOT_UNKNOWN)
+           u->boots.boot[k] != STKR_BOOT_UNKNOWN &&
+           stkr_boots_place(&u->boots, k, NULL, c[k].mono_ns) <=
+               stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns))
       j = k;
     u->origin[i] = stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns);
   }

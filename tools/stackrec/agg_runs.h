@@ -1,15 +1,18 @@
 /*
  * agg_runs.h: the time line of the timelines, their marks and the hangs
  * (agg.c): a process forked from another (Header.parent_pid, follow
- * mode) counts from the start of its tree's root, on the same boot, other
- * clocks placed by boots.h. Before (QA, session 36), each event counted
- * from its own process's start: a child forked 2 s into a run had its
- * burst drawn at 0 s, before a consent mark set at 1.5 s that compliance
- * rightly put before it. Processes that are not forked children (an
- * exec'd program's own start, every launch of an app into one
- * directory, each input of a merge) still count from their own starts,
- * and so line up; so does a process whose start is not known. Time
- * windows (--from/--to, filter.h) stay per process.
+ * mode), or started by another as its OS parent (Header.os_parent_pid,
+ * since session 37: a program a shell exec'd in a child), counts from the
+ * start of its tree's root, on the same boot, other clocks placed by
+ * boots.h, when the parent records into the same directory and started
+ * no later. Before (QA, session 36), each event counted from its own
+ * process's start: a child forked 2 s into a run had its burst drawn at
+ * 0 s, before a consent mark set at 1.5 s that compliance rightly put
+ * before it. Processes without such a parent (every launch of an app
+ * into one directory, each input of a merge, an older writer's exec'd
+ * program) still count from their own starts, and so line up; so does a
+ * process whose start is not known. Time windows (--from/--to, filter.h)
+ * stay per process.
  *
  * One process alone needs none of this: nothing is looked at then.
  * Private to //tools:stackrec_lib; no thread-safety (the aggregation's

@@ -165,6 +165,8 @@ static int print_process(const stkr_reader *r, size_t i) {
   putchar('\n');
   if (p->parent_pid)
     printf("  parent pid:  %u (forked child)\n", (unsigned)p->parent_pid);
+  else if (p->os_parent_pid)
+    printf("  parent pid:  %u (at its start)\n", (unsigned)p->os_parent_pid);
   /* Through a child that never recorded, the marks come from further up. */
   if (p->fork_mono_ns != 0 && p->forked_from_pid == 0)
     printf("  marks from:  unknown (its origin was not placed by merge)\n");

@@ -4,6 +4,8 @@
  *
  *   {"processes": [{"pid", "name", "arch", "directory", "watched" (the
  *     categories it watched, comma-separated; "" when not said), "parent_pid",
+ *     "os_parent_pid" (the OS's parent at its start, exec'd programs too;
+ *     0: not said),
  *     "forked_from_pid", "fork_mono_ns" (a forked child: whose marks it
  *     started with, and when; 0: not said),
  *     "sessions", "instances" (processes that held the pid in turn, told
@@ -175,10 +177,12 @@ static int put_process(const stkr_reader *r, size_t i) {
   stkr_cli_put_json_member(stdout, ",", "arch", p->arch ? p->arch : "");
   stkr_cli_put_json_member(stdout, ",", "directory", p->dir ? p->dir : "");
   stkr_cli_put_json_member(stdout, ",", "watched", p->watched);
-  printf(",\"parent_pid\":%u,\"forked_from_pid\":%u,\"fork_mono_ns\":%" PRIu64
+  printf(",\"parent_pid\":%u,\"os_parent_pid\":%u,\"forked_from_pid\":%u,"
+         "\"fork_mono_ns\":%" PRIu64
          ",\"sessions\":%u,\"instances\":%u,\"session_id\":\"%016" PRIx64
          "\"",
-         (unsigned)p->parent_pid, (unsigned)p->forked_from_pid,
+         (unsigned)p->parent_pid, (unsigned)p->os_parent_pid,
+         (unsigned)p->forked_from_pid,
          p->fork_mono_ns, (unsigned)p->sessions, (unsigned)p->instances,
          p->session_id);
   /* Which monotonic clock its times are on (README, "Processes on

@@ -360,7 +360,8 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
                           bool *done) {
   Stackrec__Batch *batch;
   uint32_t pid = m->pids.p[b->process].out_pid;
-  uint32_t seq = b->file_seq ? b->file_seq : 1, parent = 0, from = 0;
+  uint32_t seq = b->file_seq ? b->file_seq : 1, parent = 0, from = 0,
+           os_parent = 0;
   int err;
 
   *done = false;
@@ -380,11 +381,14 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
      * inherited marks are then unknown, which readers say. */
     from = stkr__mpids_parent(&m->pids, b->process,
                               batch->header->forked_from_pid);
+    os_parent = stkr__mpids_parent(&m->pids, b->process,
+                                   batch->header->os_parent_pid);
   }
   if (batch->header == NULL ||
       (batch->header->pid == pid && batch->header->segment_seq == seq &&
        batch->header->parent_pid == parent &&
-       batch->header->forked_from_pid == from)) {
+       batch->header->forked_from_pid == from &&
+       batch->header->os_parent_pid == os_parent)) {
     stackrec__batch__free_unpacked(batch, &m->pballoc.pb);
     return 0;
   }
@@ -392,6 +396,7 @@ static int rewrite_header(merge_run *m, const stkr_batch_view *b,
   batch->header->segment_seq = seq;
   batch->header->parent_pid = parent;
   batch->header->forked_from_pid = from;
+  batch->header->os_parent_pid = os_parent;
   m->enc.len = 0;
   err = stkr_fmt_encode_batch(batch, m->cctx, 3, &m->enc);
   stackrec__batch__free_unpacked(batch, &m->pballoc.pb);

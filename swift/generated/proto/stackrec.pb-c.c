@@ -682,7 +682,7 @@ void   stackrec__batch__free_unpacked
   assert(message->base.descriptor == &stackrec__batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[19] =
+static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[20] =
 {
   {
     "format_version",
@@ -912,6 +912,18 @@ static const ProtobufCFieldDescriptor stackrec__header__field_descriptors[19] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "os_parent_pid",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Stackrec__Header, os_parent_pid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned stackrec__header__field_indices_by_name[] = {
   7,   /* field[7] = arch */
@@ -922,6 +934,7 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
   14,   /* field[14] = forked_from_pid */
   0,   /* field[0] = format_version */
   18,   /* field[18] = mono_offset_ns */
+  19,   /* field[19] = os_parent_pid */
   8,   /* field[8] = parent_pid */
   1,   /* field[1] = pid */
   2,   /* field[2] = process_name */
@@ -937,7 +950,7 @@ static const unsigned stackrec__header__field_indices_by_name[] = {
 static const ProtobufCIntRange stackrec__header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 19 }
+  { 0, 20 }
 };
 const ProtobufCMessageDescriptor stackrec__header__descriptor =
 {
@@ -947,7 +960,7 @@ const ProtobufCMessageDescriptor stackrec__header__descriptor =
   "Stackrec__Header",
   "stackrec",
   sizeof(Stackrec__Header),
-  19,
+  20,
   stackrec__header__field_descriptors,
   stackrec__header__field_indices_by_name,
   1,  stackrec__header__number_ranges,

@@ -147,10 +147,24 @@ struct  Stackrec__Header
    */
   ProtobufCBinaryData boot_id;
   int64_t mono_offset_ns;
+  /*
+   * Since session 37: the process's parent as the OS had it when the
+   * session started (getppid()), for every process, not only forked
+   * children: a program a shell or a build tool exec'd in a child has no
+   * parent_pid, and its parent, recorded into the same directory, started
+   * its tree earlier. Readers draw such a process's timeline from its
+   * tree's root, as a forked child's. The parent may have ended before
+   * the session started (then the OS's reaper, init or a subreaper, is
+   * named), or be another process that took its pid since: readers
+   * believe it only for a process recording in the same directory on the
+   * same boot, whose recording started no later. 0: not said (an older
+   * writer).
+   */
+  uint32_t os_parent_pid;
 };
 #define STACKREC__HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&stackrec__header__descriptor) \
-    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, 0 }
+    , 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, 0, 0, {0,NULL}, 0, 0 }
 
 
 /*
