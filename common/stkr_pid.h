@@ -14,6 +14,8 @@
  * @return true while the process may still write.
  * Thread-safety: as kill(2) and open(2).
  *
+ * stkr_pid_state(pid): /proc/<pid>/stat's state letter, 0 when not known.
+ *
  * stkr_pid_start_time(pid, out): field 22 of /proc/<pid>/stat, the
  * process's start in clock ticks since boot: what tells a process from a
  * later one of the same pid, and one started before a moment from one
@@ -35,29 +37,38 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+/* The state letter of /proc/<pid>/stat ('R', 'S', 'D', 'T' stopped, 't'
+ * traced, 'Z'...), or 0 when not known (not Linux, no such file). */
+static inline char stkr_pid_state(uint32_t pid) {
+#if defined(__linux__)
+  char path[32], buf[512];
+  ssize_t n;
+  int fd;
+
+  if (pid == 0 || pid > (uint32_t)INT_MAX) return 0;
+  snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
+  if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
+  n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  /* "pid (comm) S ...": comm may hold ") ", so the state follows the
+   * last ')'. */
+  for (ssize_t i = n - 1; i > 0; i--)
+    if (buf[i] == ')') return i + 2 < n ? buf[i + 2] : 0;
+#else
+  (void)pid;
+#endif
+  return 0;
+}
+
 static inline bool stkr_pid_alive(uint32_t pid) {
+  char state;
+
   if (pid == 0 || pid > (uint32_t)INT_MAX) return false;
   if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return false;
-#if defined(__linux__)
-  {
-    char path[32], buf[512];
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof path, "/proc/%u/stat", (unsigned)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return true;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return true;
-    buf[n] = '\0';
-    /* "pid (comm) S ...": comm may hold ") ", so the state follows the
-     * last ')'. */
-    for (ssize_t i = n - 1; i > 0; i--)
-      if (buf[i] == ')') return !(i + 2 < n && (buf[i + 2] == 'Z' ||
-                                               buf[i + 2] == 'X'));
-  }
-#endif
-  return true;
+  state = stkr_pid_state(pid);
+  return state != 'Z' && state != 'X';
 }
 
 static inline int stkr_pid_start_time(uint32_t pid, uint64_t *out) {

@@ -262,11 +262,12 @@ typedef struct stkr__segw {
   /* The disk cap scans the directory when a segment of ours closed or
    * we wrote cap/16 bytes since the last scan (not per batch). */
   bool cap_scan_due;
-  /* Scans in a row that found the cap's lock held (segment.c cap_lock),
-   * and since when (CLOCK_MONOTONIC): past 8 and a second, the cap runs
-   * without it (a holder stopped, SIGSTOP: QA, session 35, 1.6 MB under a
-   * 64 KiB cap), leaving one tombstone a segment. */
-  uint32_t cap_busy;
+  /* Scans in a row that found the cap's lock held by one process, which
+   * (F_GETLK; 0: not known), and since when (CLOCK_MONOTONIC): past 8 and
+   * a second, the cap runs without it (a holder stopped, SIGSTOP: QA,
+   * session 35, 1.6 MB under a 64 KiB cap), leaving one tombstone a
+   * segment (segment.c, cap_holder_stuck). */
+  uint32_t cap_busy, cap_holder;
   uint64_t cap_busy_since_ns;
   uint64_t bytes_since_scan;
   /* Set when open_next had to recreate the directory; cleared by the
