@@ -61,6 +61,18 @@ static void recover_dir(stkr__worker *w) {
               strerror(-err));
 }
 
+void stkr__worker_recover_session(stkr__worker *w, uint64_t session) {
+  stkr_recover_opts o = {.only_session = session, .message = recover_note};
+  stkr_recover_stats st;
+  int err;
+
+  if (session == 0)
+    return;
+  if ((err = stkr_recover_dir(w->cfg.dir, &o, &st)) < 0)
+    stkr__log(STKR__LOG_OTHER, "recovery in %s: %s", w->cfg.dir,
+              strerror(-err));
+}
+
 /* The session file (and with it, file-backed rings). Failure only costs
  * crash-proofing: rings fall back to anonymous memory. */
 static void open_session(stkr__worker *w) {

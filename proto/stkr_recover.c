@@ -465,6 +465,8 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
     return -ENAMETOOLONG;
   rc.dir = dir;
   rc.st = out;
+  if (rc.opts.only_session != 0)
+    rc.opts.budget_ms = rc.opts.max_sessions = 0;
   if (rc.opts.budget_ms != 0)
     rc.deadline_ns = mono_ns() + (uint64_t)rc.opts.budget_ms * 1000000u;
   if ((err = list_dir(&rc)) != 0)
@@ -478,7 +480,9 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
       j++;
     /* Sorted: the session file (thread 0) comes first. */
     has_session = rc.files[i].thread == 0;
-    if (!has_session) {
+    if (rc.opts.only_session != 0 && rc.files[i].sid != rc.opts.only_session) {
+      /* not asked about */
+    } else if (!has_session) {
       /* Rings without a session file. A session file is named before its
        * first ring and removed after its last (ringfile.c), so these are
        * rings handed on while their session closed, or files we cannot

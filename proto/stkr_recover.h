@@ -69,6 +69,13 @@ typedef struct stkr_recover_opts {
    * of 8; 4096 bytes lost". NULL: print "stackrec: " + line to stderr. */
   void (*message)(void *arg, const char *line);
   void *message_arg;
+  /* Non-zero: recover this session only (Header.session_id), budget_ms
+   * and max_sessions left aside for it; every other file is left alone,
+   * uncounted. For a process that goes on after an exit left its own
+   * session's events in the rings (flush/worker.c): written before its
+   * next session's first segment, not after it, where a reader would
+   * find the session in two pieces. Since session 37. */
+  uint64_t only_session;
 } stkr_recover_opts;
 
 typedef struct stkr_recover_stats {

@@ -18,8 +18,12 @@ static const struct {
   const char *text;
 } k_errors[] = {
     {0, "success"},
-    {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown has)"},
-    {-EALREADY, "already recording"},
+    /* Two callers each, as -EAGAIN below (QA, session 37: a second
+     * watchdog start read "already recording"). */
+    {-ENOTCONN, "not recording (stkr_init has not run, or stkr_shutdown "
+                "has; stkr_watchdog_stop: no watchdog runs)"},
+    {-EALREADY, "already recording (stkr_init; stkr_watchdog_start: a "
+                "watchdog runs already)"},
     /* Two callers, two meanings (QA: a failed start under `ulimit -v`
      * was reported as a dropped event). */
     {-EAGAIN, "resource temporarily unavailable (stkr_event: the event was "

@@ -607,9 +607,25 @@ static void reback(stkr__thread *t, size_t ring_bytes) {
 }
 
 void stkr__threads_reset_counts(void) {
-  stkr__thread *t;
+  stkr__thread *t, *next, *prev = NULL;
   size_t ring_bytes = stkr__session_ring_bytes();
 
+  /* Threads that exited while no worker looked (after the last session's
+   * end): freed now, not at the new worker's first pass, by which time
+   * the threads that attach first had been given smaller rings, their
+   * ring memory still counted (stkr__ring_tier; QA, session 37: 3 threads
+   * of a second recording after 3 had exited, 1 MiB rings configured, 2
+   * of them got 256 KiB and dropped 3 822 of 9 000 events). Dead: their
+   * rings were read by that session's end, or stay on disk for recovery;
+   * no worker runs, and a producer only pushes in front of them. */
+  for (t = stkr__threads_first(); t != NULL; t = next) {
+    next = stkr__threads_next(t);
+    if (!t->stuck_at_start &&
+        atomic_load_explicit(&t->exited, memory_order_acquire) != 0)
+      stkr__thread_reap(t, prev);
+    else
+      prev = t;
+  }
   reap_lock();
   memset(&g_retired, 0, sizeof g_retired);
   for (t = stkr__threads_first(); t != NULL; t = stkr__threads_next(t)) {
