@@ -245,7 +245,9 @@ int stkr__fd_check(int fd, uint64_t dev, uint64_t ino, struct stat *st);
 
 /* ---- segments (segment.c) ------------------------------------------------ */
 typedef struct stkr__segw {
-  char *dir;               /* borrowed from the config */
+  char *dir;               /* borrowed from the config, or dir_owned */
+  char *dir_owned;         /* where the directory was renamed to (malloc'd:
+                              segment.c, follow_renamed_dir), or NULL */
   uint32_t pid;
   uint64_t segment_bytes, disk_cap_bytes;
   int fd;                  /* current segment (high, close-on-exec), or -1 */

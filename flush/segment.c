@@ -206,11 +206,38 @@ static void unlink_seq(stkr__segw *s, uint32_t seq) {
   if (seg_path(s, seq, path, sizeof path) == 0) (void)unlink(path);
 }
 
+/* The directory may have been renamed while we recorded (`mv DIR
+ * DIR.moved`): the ring and session files follow it (recorder/
+ * ringfile.c), and so do the segments, to where the current one is, or
+ * with none open (the last one closed full), the session file. Before
+ * (QA, session 37), the next segment made a new DIR, whose reader said
+ * "deleted and recreated", while DIR.moved had "no clean end". Not
+ * followed: a file the app took over (identity), or a DIR that still
+ * names the same directory (another spelling). */
+static void follow_renamed_dir(stkr__segw *s) {
+  const size_t cap = PATH_MAX - STKR_FMT_SEGMENT_NAME_MAX - 2;
+  char now[PATH_MAX], *d;
+  struct stat cur, a, b;
+
+  if (!(s->fd >= 0
+            ? stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &cur) == 0 &&
+                  stkr_fd_dir(s->fd, now, cap)
+            : stkr__session_dir_now(now, cap)) ||
+      strcmp(now, s->dir) == 0 ||
+      (stat(s->dir, &a) == 0 && stat(now, &b) == 0 && a.st_dev == b.st_dev &&
+       a.st_ino == b.st_ino) ||
+      (d = strdup(now)) == NULL)
+    return;
+  free(s->dir_owned);
+  s->dir = s->dir_owned = d;
+}
+
 /* Close the current fd. `keep`: the file stays as a closed segment (the
  * disk cap then looks at the directory again); otherwise it is gone or
  * worthless. */
 static void close_current(stkr__segw *s, bool keep) {
   if (s->fd < 0 || !s->dir) return;
+  follow_renamed_dir(s); /* while the file tells where it is */
   stkr__fd_own(STKR__OWN_SEGMENT, -1, 0, 0);
   (void)close(s->fd); /* no retry on EINTR: Linux closes the fd anyway */
   s->fd = -1;
@@ -300,6 +327,8 @@ int stkr__seg_open_next(stkr__segw *s) {
   bool made_dir = false;
   int err;
 
+  if (s->fd < 0)
+    follow_renamed_dir(s); /* else close_current does */
   close_current(s, true);
   for (int tries = 0; tries < 1000; tries++) {
     if (seq >= STKR_FMT_SEQ_MAX) return -ENOSPC;
@@ -803,7 +832,11 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
   if (lock >= 0) close(lock); /* the lock goes with it */
 }
 
-void stkr__seg_free(stkr__segw *s) { close_current(s, true); }
+void stkr__seg_free(stkr__segw *s) {
+  close_current(s, true);
+  free(s->dir_owned);
+  s->dir_owned = NULL;
+}
 
 void stkr__seg_discard(stkr__segw *s) {
   s->cur_bytes = 0; /* what it holds counts for nothing: close removes it */

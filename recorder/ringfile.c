@@ -434,12 +434,16 @@ static void wait_ring_makers(uint64_t until_ns) {
  * session 28: `mv DIR DIR.moved` mid-run left a cleanly ended session's
  * ring and session files in DIR.moved, which verify then took for a dead
  * writer's): our files are where the session file is now. */
+bool stkr__session_dir_now(char *out, size_t cap) {
+  struct stat st;
+  return g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
+         st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino &&
+         stkr_fd_dir(g_sess.lock_fd, out, cap);
+}
+
 static void follow_renamed_dir(void) {
   char now[sizeof g_sess.dir];
-  struct stat st;
-  if (g_sess.lock_fd >= 0 && fstat(g_sess.lock_fd, &st) == 0 &&
-      st.st_dev == g_sess.lock_dev && st.st_ino == g_sess.lock_ino &&
-      stkr_fd_dir(g_sess.lock_fd, now, sizeof now - STKR_RINGFILE_NAME_MAX)) {
+  if (stkr__session_dir_now(now, sizeof now - STKR_RINGFILE_NAME_MAX)) {
     g_sess.dir_len = strlen(now);
     memcpy(g_sess.dir, now, g_sess.dir_len + 1);
   }

@@ -60,6 +60,11 @@ void stkr__session_close(bool leftovers, uint64_t until_ns);
  * may have closed or replaced it)? If not, lock again through a new one.
  * Returns false when the session had to be given up. */
 bool stkr__session_check(void);
+/* The directory the session file is in now (it follows a rename of the
+ * recording directory; its descriptor's identity checked), into out (cap
+ * bytes). @return false when not known (no session file, its descriptor
+ * not ours, not Linux). Worker thread. */
+bool stkr__session_dir_now(char *out, size_t cap);
 /* Worker, after each batch's write or failed attempt (not a failure at the
  * session's end, whose number recovery's batch takes): the highest stack
  * id and Batch.seq used so far, into the session file (see stkr_sessfile_hdr). */

@@ -179,6 +179,46 @@ static void test_recreated_directory(void **state) {
     assert_false(header_of(pid, seqs[i]).dir_recreated);
 }
 
+/* The directory renamed while recording (`mv DIR DIR.moved`): the
+ * segments follow it, as the ring and session files do; DIR is not made
+ * again (QA, session 37: the next segment made a new DIR, read as
+ * "deleted and recreated", and DIR.moved had "no clean end"). */
+static void test_renamed_directory(void **state) {
+  stkr_config cfg = small_cfg(4096);
+  char moved[300];
+  stkr_reader_opts o = {.lazy_frames = true};
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  const stkr_process_info *p;
+  stkr_stats st;
+  uint64_t n = 0;
+  int rc;
+  (void)state;
+
+  snprintf(moved, sizeof moved, "%s.moved", tl_dir);
+  assert_int_equal(stkr_init(&cfg), 0);
+  events(100, 200, 5); /* ~20 KB: several segments */
+  assert_int_equal(rename(tl_dir, moved), 0);
+  events(200, 200, 6);
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_int_equal(st.attempted, st.written);
+  assert_int_equal(access(tl_dir, F_OK), -1); /* not made again */
+  assert_int_equal(stkr_reader_open(moved, &o, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    n++;
+  assert_int_equal(rc, 0);
+  assert_int_equal(n, st.written);
+  assert_int_equal(stkr_reader_process_count(r), 1);
+  p = stkr_reader_process(r, 0);
+  assert_int_equal(p->dir_recreated, 0);
+  assert_int_equal(p->unclean_sessions, 0);
+  assert_int_equal(p->segments_missing, 0);
+  assert_false(p->incomplete);
+  stkr_reader_free(r);
+  assert_int_equal(rename(moved, tl_dir), 0); /* for the teardown */
+}
+
 /* ---- the disk cap, across processes ---- */
 
 #define PROCS 6
@@ -440,6 +480,7 @@ static void test_disk_cap_keeps_each_session(void **state) {
 
 TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,
                   test_follow_child_new_session, test_recreated_directory,
+                  test_renamed_directory,
                   test_disk_cap_whole_directory,
                   test_disk_cap_below_one_segment,
                   test_disk_cap_keeps_each_session)
