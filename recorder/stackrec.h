@@ -238,7 +238,9 @@ typedef struct stkr_stats {
   uint64_t dropped_write_error; /* batch could not be written */
   uint64_t dropped_other;  /* thread exiting, no memory for a ring, ... */
   uint64_t stacks;         /* distinct stacks seen */
-  uint64_t sites;          /* sites registered */
+  uint64_t sites;          /* site ids taken: sites registered, and names
+                              refused for their size (-ENOSPC), whose id
+                              is not given back */
   uint64_t threads;        /* threads that recorded at least one event */
   uint64_t batches;        /* batches written */
   uint64_t bytes;          /* compressed bytes written */
@@ -378,7 +380,8 @@ STKR_API void stkr_images_changed(void);
  *         counted as dropped_ring_full / dropped_reentrant; or no ring for
  *         this thread: the process's ring memory used up by live threads,
  *         the thread exiting, or its first event interrupted by a signal
- *         handler of its own, counted as dropped_other),
+ *         handler of its own; or no site id left, STKR_MAX_SITES taken:
+ *         counted as dropped_other),
  *         -ENOTCONN if not recording, -ENOMEM if no ring could be allocated,
  *         -EPERM on the recorder's own worker thread (never recorded),
  *         -EINVAL for a NULL site or one whose name stkr_site_register
@@ -424,9 +427,10 @@ STKR_API int stkr_thread_attach(void);
 STKR_API void stkr_thread_renamed(void);
 
 /* Register a site now (stkr_event does it on first use).
- * @return 0, -ENOSPC past STKR_MAX_SITES (or 1 MiB of names), -EINVAL for
- *         a NULL/empty name or one beginning with "mark:" (reserved for
- *         marks: stkr_mark). */
+ * @return 0, -ENOSPC past STKR_MAX_SITES (or 1 MiB of names: the name's
+ *         id is taken all the same, and not given back: another thread
+ *         may have taken the next one meanwhile), -EINVAL for a NULL/empty name or one
+ *         beginning with "mark:" (reserved for marks: stkr_mark). */
 STKR_API int stkr_site_register(stkr_site *site);
 
 /* ---- marks (issue 13) ----------------------------------------------------
