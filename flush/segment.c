@@ -753,6 +753,12 @@ static int cap_lock(const stkr__segw *s, uint32_t *holder) {
  * the lock, the holder long back (QA, session 37: 1 388 tombstones in
  * 20 s where none were due). */
 #define STKR__CAP_STUCK_NS 1000000000ull
+/* Where the state is not known (not Linux; a holder in another pid
+ * namespace, F_GETLK's pid 0): the same "holder" for this long, much more
+ * than any scan (review, session 37: after 1 s a holder at work was taken
+ * for a stuck one). A holder frozen by a cgroup freezer shows D or S, and
+ * is waited for. */
+#define STKR__CAP_STUCK_UNKNOWN_NS 10000000000ull
 static bool cap_holder_stuck(stkr__segw *s, uint32_t holder) {
   struct timespec ts;
   uint64_t now;
@@ -771,7 +777,9 @@ static bool cap_holder_stuck(stkr__segw *s, uint32_t holder) {
     s->cap_holder = holder;
   }
   s->cap_busy++;
-  return s->cap_busy > 8 && now - s->cap_busy_since_ns >= STKR__CAP_STUCK_NS;
+  return s->cap_busy > 8 &&
+         now - s->cap_busy_since_ns >=
+             (state != 0 ? STKR__CAP_STUCK_NS : STKR__CAP_STUCK_UNKNOWN_NS);
 }
 
 void stkr__seg_enforce_cap(stkr__segw *s) {
@@ -812,7 +820,10 @@ void stkr__seg_enforce_cap(stkr__segw *s) {
       bool own_tomb;
       if (v[i].newest || v[i].final || v[i].tomb) continue;
       if (cap_path(s, v[i].pid, v[i].seq, path, sizeof path) != 0) continue;
-      int err = cap_delete(s, path, v, n, &v[i], lock >= 0, &own_tomb);
+      /* Without the lock because another holds it (stuck): single
+       * tombstones. No lock to be had at all (NFS without lockd, EACCES):
+       * as before the lock, runs and all. */
+      int err = cap_delete(s, path, v, n, &v[i], lock != -EAGAIN, &own_tomb);
       /* A tombstone of its own now: the next of its pid may join it. */
       v[i].tomb = (err == 0 && own_tomb) || err == -ENOENT;
       if (err >= 0 || err == -ENOENT) /* -ENOENT: another process did */

@@ -51,6 +51,7 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -635,8 +636,13 @@ static void reap_abandoned(void) {
    * the events in them: 1 033 of 3 000 lost, verify "damaged". */
   uint64_t sid = stkr__session_current();
   if (stkr__threads_rings_leftover() || w->keep_for_recovery) {
+    /* Where its files are now (the directory may have been renamed). Not
+     * bounded by a budget, as a start's recovery of others' sessions is:
+     * it reads the session's segments, ~0.2 s for 24-89 MB (review). */
+    char dir[PATH_MAX];
+    bool here = stkr__session_dir_now(dir, sizeof dir);
     stkr__session_close(true, 0);
-    stkr__worker_recover_session(w, sid);
+    stkr__worker_recover_session(here ? dir : w->seg.dir, sid);
   }
   stkr__worker_free(w);
 }

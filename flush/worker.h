@@ -358,10 +358,10 @@ int stkr__worker_create(stkr__fconfig *cfg, const stkr__fork_origin *origin,
                         stkr__worker **out);
 /* Free everything but the thread (never started, or joined). */
 void stkr__worker_free(stkr__worker *w);
-/* Recover session `session` of this process from its files in w's
- * directory, whole (no budget): one an exit left events of in its rings,
- * closed with them (worker.c, reap_abandoned). Problems are logged. */
-void stkr__worker_recover_session(stkr__worker *w, uint64_t session);
+/* Recover session `session` of this process from its files in dir,
+ * whole (no budget): one an exit left events of in its rings, closed with
+ * them (worker.c, reap_abandoned). Problems are logged. */
+void stkr__worker_recover_session(const char *dir, uint64_t session);
 
 /* ---- lifecycle.c: stkr_init, stkr_flush, stkr_shutdown and
  * stkr_shutdown_for_exit, one at a time, around these bodies (worker.c). */

@@ -61,16 +61,15 @@ static void recover_dir(stkr__worker *w) {
               strerror(-err));
 }
 
-void stkr__worker_recover_session(stkr__worker *w, uint64_t session) {
+void stkr__worker_recover_session(const char *dir, uint64_t session) {
   stkr_recover_opts o = {.only_session = session, .message = recover_note};
   stkr_recover_stats st;
   int err;
 
-  if (session == 0)
+  if (session == 0 || dir == NULL)
     return;
-  if ((err = stkr_recover_dir(w->cfg.dir, &o, &st)) < 0)
-    stkr__log(STKR__LOG_OTHER, "recovery in %s: %s", w->cfg.dir,
-              strerror(-err));
+  if ((err = stkr_recover_dir(dir, &o, &st)) < 0)
+    stkr__log(STKR__LOG_OTHER, "recovery in %s: %s", dir, strerror(-err));
 }
 
 /* The session file (and with it, file-backed rings). Failure only costs

@@ -114,13 +114,12 @@ bool stkr__tomb_gone(stkr__stream *st, stkr__file *f) {
   /* The run may have grown since g was read (the cap carried it on while
    * this reader read): the tombstones after g said nothing it says now. A
    * file met between them ends it (stkr__tomb_clip): then f is not said. */
-  for (i = (size_t)(g - st->files) + 1; i < (size_t)(f - st->files); i++) {
-    stkr__file *h = &st->files[i];
-    if (!h->tombstone)
-      return false;
-    if (h->tomb_lo <= last)
-      h->tomb_lo = last + 1;
-  }
+  for (i = (size_t)(g - st->files) + 1; i < (size_t)(f - st->files); i++)
+    if (!st->files[i].tombstone)
+      return false; /* checked first: nothing changed then (review) */
+  for (i = (size_t)(g - st->files) + 1; i < (size_t)(f - st->files); i++)
+    if (st->files[i].tomb_lo <= last)
+      st->files[i].tomb_lo = last + 1;
   if (last > g->tomb_hi)
     g->tomb_hi = last;
   if (last > st->tomb_said)

@@ -135,6 +135,8 @@ static void test_pending_events_recovered(void **state) {
     stkr_reader_free(r);
   }
   print_message("runs that left events pending at the exit: %d\n", reached);
+  if (reached == 0) /* said, not passed as if tried (review) */
+    skip();
 }
 
 TL_TEST_MAIN("exit-goes-on", tl_make_dir, NULL, test_pending_events_recovered)

@@ -295,6 +295,29 @@ static void test_disk_cap_waits_for_no_one(void **state) {
   stkr__seg_free(&s);
 }
 
+/* No lock to be had at all (NFS without lockd, a cap.lock not ours; here
+ * a directory in its place): the cap runs as before the lock, runs and
+ * all (review, session 37: it went single-tombstone, one file a deleted
+ * segment for good, and never removed a file it could not tombstone). */
+static void test_disk_cap_without_any_lock(void **state) {
+  char p[512];
+  stkr__segw s;
+  (void)state;
+
+  snprintf(p, sizeof p, "%s/.stackrec-cache", tl_dir);
+  (void)mkdir(p, 0700);
+  strcat(p, "/cap.lock");
+  assert_int_equal(mkdir(p, 0700), 0);
+  start_and_put(&s, 200, 500, 10);
+  assert_int_equal(s.segments_deleted, 3);
+  for (uint32_t q = 1; q <= 3; q++) {
+    uint32_t file = 0;
+    assert_true(tomb_says(PID, q, PID, &file));
+    assert_int_equal(file, 1); /* one run */
+  }
+  stkr__seg_free(&s);
+}
+
 static void test_rotation(void **state) {
   (void)state;
   stkr__segw s;
@@ -582,6 +605,7 @@ TL_TEST_MAIN_EACH("flush-segment", tl_make_dir, cleanup,
                   test_names_modes_and_older_files,
                   test_older_files_without_their_first,
                   test_continues_after_a_run, test_disk_cap_waits_for_no_one,
+                  test_disk_cap_without_any_lock,
                   test_rotation,
                   test_disk_cap_deletes_oldest_never_current,
                   test_disk_cap_keeps_every_newest,

@@ -17,13 +17,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "proto/stkr_recover.h"
 #include "tools/stackrec/cli.h"
-#include "tools/stackrec/record.h"
 
 #ifndef STKR_CLI_INCOMPLETE
 #define STKR_CLI_INCOMPLETE 4 /* intact but incomplete (see the brief) */
@@ -37,8 +38,8 @@ static const char usage[] =
     "segment per process marked 'recovered', then delete those ring files.\n"
     "Events already in a segment are not written twice. Ring files of\n"
     "processes that still run are left alone. What a 'stackrec record'\n"
-    "killed at its end left (temporary files of its symbolization) is\n"
-    "removed too, unless a record still writes into DIR.\n"
+    "killed at its end left (temporary files of its symbolization, its\n"
+    "lock) is removed too, unless a record still writes into DIR.\n"
     "\n"
     "  --dry-run   count what would be recovered; write and delete nothing\n"
     "\n"
@@ -46,12 +47,31 @@ static const char usage[] =
     "ring files wait for recovery; 1 a process's events could not be written\n"
     "out, or ring records were damaged; 2 usage; 3 a DIR cannot be opened.\n";
 
+/* Does a `record` hold dir now (its lock, record.lock)? Asked without
+ * making or changing anything: a dry run's question. */
+static bool record_holds(const char *dir) {
+  char path[PATH_MAX];
+  bool held = false;
+  int fd;
+
+  if ((size_t)snprintf(path, sizeof path, "%s/.stackrec-cache/record.lock",
+                       dir) >= sizeof path)
+    return true; /* not known: as if held */
+  if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    return false; /* no lock file: no record (it makes one) */
+  held = flock(fd, LOCK_SH | LOCK_NB) != 0;
+  close(fd);
+  return held;
+}
+
 /* What a `record` killed at its end leaves beside the recording: the
  * temporary files of its in-place symbolization (each a whole copy of a
  * segment; the segments themselves stay whole, unsymbolized: symbolize.c)
- * and the marks file's reserve (record_setup.c). Removed only when no
- * record holds dir (its lock: one still running is left alone); a dry run
- * counts them. @return how many files (and their bytes in *bytes). */
+ * and a stale record.lock. Removed only when no record holds dir (its
+ * lock: one still running is left alone); a dry run counts them. The
+ * marks file's 64 KiB reserve stays: giving it back (a truncation to its
+ * size) could cut a line `stackrec mark` appends meanwhile (review).
+ * @return how many files (and their bytes in *bytes). */
 static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   int lock = dry ? -1 : stkr_recover_lock_dir(dir);
   uint64_t n = 0;
@@ -59,7 +79,7 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   DIR *d;
 
   *bytes = 0;
-  if ((!dry && lock < 0) || (d = opendir(dir)) == NULL) {
+  if ((dry ? record_holds(dir) : lock < 0) || (d = opendir(dir)) == NULL) {
     stkr_recover_unlock_dir(dir, lock);
     return 0;
   }
@@ -74,8 +94,6 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
     *bytes += (uint64_t)st.st_size;
   }
   closedir(d);
-  if (!dry)
-    stkr__rec_marks_release(dir, false);
   /* The lock's file goes with it, and a stale one a killed record left. */
   stkr_recover_unlock_dir(dir, lock);
   return n;
