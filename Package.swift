@@ -108,6 +108,7 @@ let package = Package(
         "flush/log.c",
         "flush/pmirror.c",
         "flush/segment.c",
+        "flush/segment_cap.c",
         "flush/stacktable.c",
         "flush/stats.c",
         "flush/timer.c",

@@ -76,6 +76,7 @@ set(STKR_FLUSH_SRCS
   flush/log.c
   flush/pmirror.c
   flush/segment.c
+  flush/segment_cap.c
   flush/stacktable.c
   flush/stats.c
   flush/timer.c

@@ -375,6 +375,46 @@ static void other_file(uint32_t pid, uint32_t seq, size_t len, int age) {
   close(fd);
 }
 
+/* Single tombstones that follow each other (another pid's, as a cap
+ * without the lock leaves them: a stuck holder) become one run at the
+ * next scan under the lock; one inside the run goes too, one after a gap
+ * stays (QA, session 37: 980 tombstone files after a 4 s stop, counted
+ * against the cap for good). */
+static void test_disk_cap_folds_single_tombstones(void **state) {
+  char p[512];
+  stkr__segw s;
+  (void)state;
+
+  for (uint32_t q = 1; q <= 6; q++) {
+    uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
+    size_t len = STKR_FMT_TOMBSTONE_SIZE;
+    if (q == 4) /* a gap: 4 is data */
+      continue;
+    if (q == 1)
+      stkr_fmt_tombstone_run(t, 7000, 2), len = sizeof t; /* says 1..2 */
+    else
+      stkr_fmt_tombstone(t, 7000 + q);
+    snprintf(p, sizeof p, "%s/stackrec-4242-%06u.zst", tl_dir, q);
+    assert_int_equal(tl_write_bytes(p, t, len), 0);
+  }
+  other_file(4242, 4, 300, 100);
+  other_file(4242, 7, 300, 100); /* its newest */
+  start_and_put(&s, 200, 4000, 4); /* scans, nothing over the cap */
+  stkr__seg_free(&s);
+  uint32_t file = 0;
+  for (uint32_t q = 1; q <= 3; q++) {
+    assert_true(tomb_says(4242, q, 7003, &file)); /* 3's deleter: the last */
+    assert_int_equal(file, 1);
+  }
+  for (uint32_t q = 2; q <= 3; q++) {
+    snprintf(p, sizeof p, "%s/stackrec-4242-%06u.zst", tl_dir, q);
+    assert_int_equal(access(p, F_OK), -1);
+  }
+  assert_true(tomb_says(4242, 6, 7006, &file)); /* 5..6 after the gap */
+  assert_int_equal(file, 5);
+}
+
+
 /* The newest segment of every process holds its last counters (what it
  * deleted, how its session ended): the cap never deletes it, whatever the
  * cap. QA: a cap below one segment's size left an empty directory that
@@ -606,6 +646,7 @@ TL_TEST_MAIN_EACH("flush-segment", tl_make_dir, cleanup,
                   test_older_files_without_their_first,
                   test_continues_after_a_run, test_disk_cap_waits_for_no_one,
                   test_disk_cap_without_any_lock,
+                  test_disk_cap_folds_single_tombstones,
                   test_rotation,
                   test_disk_cap_deletes_oldest_never_current,
                   test_disk_cap_keeps_every_newest,
