@@ -382,9 +382,8 @@ static int cap_lock(const stkr__segw *s, uint32_t *holder) {
  * must run without it? The same holder at 8 scans in a row and for
  * STKR__CAP_STUCK_NS since the first of them (a holder's scan takes ms),
  * and, where the OS says (Linux), stopped (T, t) at each: one that keeps
- * taking the lock at work is seen again and again between its releases
- * (QA, session 37: 356 tombstones without the lock in 20 s after a stop
- * had ended, counting the same holder only).
+ * taking the lock at work is seen again and again between its releases,
+ * so the same pid alone does not tell a stop.
  * Counting scans alone, six processes capping one directory found it held
  * at 9 scans in a row within a second (a flaky test, session 37: two caps
  * at once wrote over each other's runs); counting from the first busy
