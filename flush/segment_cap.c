@@ -163,28 +163,18 @@ static int put_tomb(const stkr__segw *s, const char *path, const capfile *f,
  * @return true if f's tombstone went into the run. */
 static bool run_extend(const stkr__segw *s, const capfile *v, size_t n,
                        const capfile *f, const char *path) {
-  uint8_t t[STKR_FMT_MARKER_MAX];
+  uint8_t t[STKR_FMT_TOMBSTONE_RUN_SIZE];
   char first[PATH_MAX];
   const capfile *below = NULL;
-  uint32_t last = 0;
-  struct stat st;
-  ssize_t got = -1;
-  int fd;
+  uint32_t last;
 
   for (size_t i = 0; i < n; i++)
     if (v[i].tomb && v[i].pid == f->pid && v[i].seq < f->seq &&
         (below == NULL || v[i].seq > below->seq))
       below = &v[i];
-  if (below == NULL || cap_path(s, f->pid, below->seq, first, sizeof first))
-    return false;
-  fd = open(first, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 || (fd = stkr_fd_raise(fd)) < 0) return false;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size <= (off_t)sizeof t)
-    got = pread(fd, t, sizeof t, 0);
-  close(fd);
-  if (got <= 0 || !stkr_fmt_tombstone_parse(t, (size_t)got, NULL, &last) ||
-      (last != 0 ? last : below->seq) != f->seq - 1)
+  if (below == NULL || cap_path(s, f->pid, below->seq, first, sizeof first) ||
+      !stkr_fmt_tombstone_read(s->dir, f->pid, below->seq, NULL, &last) ||
+      last != f->seq - 1)
     return false;
   stkr_fmt_tombstone_run(t, s->pid, f->seq);
   if (put_tomb(s, first, below, t, STKR_FMT_TOMBSTONE_RUN_SIZE, NULL) != 0)
@@ -229,34 +219,6 @@ static int cap_delete(const stkr__segw *s, const char *path,
   return unlink(path) == 0 ? 1 : -errno;
 }
 
-/* The tombstone at pid's seq: who deleted it and the run's last seq (seq
- * for one). @return false when there is none (gone, not one, damaged). */
-static bool tomb_read(const stkr__segw *s, uint32_t pid, uint32_t seq,
-                      uint32_t *by, uint32_t *last) {
-  uint8_t t[STKR_FMT_MARKER_MAX];
-  char path[PATH_MAX];
-  struct stat st;
-  ssize_t got = -1;
-  int fd;
-
-  if (cap_path(s, pid, seq, path, sizeof path) != 0 ||
-      (fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
-    return false;
-  if ((fd = stkr_fd_raise(fd)) < 0)
-    return false;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size <= (off_t)sizeof t)
-    got = pread(fd, t, sizeof t, 0);
-  close(fd);
-  *last = 0;
-  if (got <= 0 || !stkr_fmt_tombstone_parse(t, (size_t)got, by, last) ||
-      (*last != 0 && *last < seq))
-    return false;
-  if (*last == 0)
-    *last = seq;
-  return true;
-}
-
 static int by_pid_seq(const void *a, const void *b) {
   const capfile *x = a, *y = b;
   int c = stkr_cmp_u64(x->pid, y->pid);
@@ -288,14 +250,16 @@ static void fold_tombs(const stkr__segw *s, const capfile *v, size_t n) {
   while (i + 1 < m && budget > 0) {
     uint32_t by, last, by_j, last_j;
     size_t j = i + 1;
-    if (!tomb_read(s, t[i].pid, t[i].seq, &by, &last)) {
+    if (!stkr_fmt_tombstone_read(s->dir, t[i].pid, t[i].seq, &by, &last)) {
       i++;
       continue;
     }
     /* The next one, or one inside the run (left by a writer that died
      * between a run's steps, or by a cap without the lock). */
     while (j < m && t[j].pid == t[i].pid && t[j].seq <= last + 1 &&
-           budget > 0 && tomb_read(s, t[j].pid, t[j].seq, &by_j, &last_j)) {
+           budget > 0 &&
+           stkr_fmt_tombstone_read(s->dir, t[j].pid, t[j].seq, &by_j,
+                                   &last_j)) {
       if (last_j > last) {
         last = last_j;
         by = by_j; /* a run names who deleted its last */

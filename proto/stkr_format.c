@@ -148,28 +148,40 @@ bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
   return true;
 }
 
-uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq) {
+bool stkr_fmt_tombstone_read(const char *dir, uint32_t pid, uint32_t seq,
+                             uint32_t *by, uint32_t *last) {
   uint8_t t[STKR_FMT_MARKER_MAX];
   char name[STKR_FMT_SEGMENT_NAME_MAX], path[4096];
-  uint32_t last = 0;
   struct stat st;
   ssize_t got = -1;
   int fd, k;
 
+  *last = 0;
   if (stkr_fmt_segment_name(name, sizeof name, pid, seq) != 0)
-    return seq;
+    return false;
   k = snprintf(path, sizeof path, "%s/%s", dir, name);
   if (k < 0 || (size_t)k >= sizeof path ||
       (fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
-    return seq;
+    return false;
   if ((fd = stkr_fd_raise(fd)) < 0)
-    return seq;
+    return false;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_size <= (off_t)sizeof t)
     got = pread(fd, t, sizeof t, 0);
   close(fd);
-  return got > 0 && stkr_fmt_tombstone_parse(t, (size_t)got, NULL, &last) &&
-                 last > seq && last <= STKR_FMT_SEQ_MAX
+  if (got <= 0 || !stkr_fmt_tombstone_parse(t, (size_t)got, by, last) ||
+      (*last != 0 && *last < seq))
+    return false;
+  if (*last == 0)
+    *last = seq;
+  return true;
+}
+
+uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq) {
+  uint32_t last;
+
+  return stkr_fmt_tombstone_read(dir, pid, seq, NULL, &last) && last > seq &&
+                 last <= STKR_FMT_SEQ_MAX
              ? last
              : seq;
 }

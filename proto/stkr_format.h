@@ -147,6 +147,12 @@ bool stkr_fmt_tombstone_parse(const uint8_t *p, size_t len,
  * run whose other files the cap removed (review, session 35: a recovered
  * segment numbered 2 cut a run of 1..13 short). */
 uint32_t stkr_fmt_seq_said(const char *dir, uint32_t pid, uint32_t seq);
+/* The tombstone in dir at pid's seq (a regular file, not followed through
+ * a link): who deleted it (*by, may be NULL) and the last seq it says
+ * (*last: seq for one segment's). @return false when there is none there
+ * (gone, not a tombstone, damaged, a run ending before seq). */
+bool stkr_fmt_tombstone_read(const char *dir, uint32_t pid, uint32_t seq,
+                             uint32_t *by, uint32_t *last);
 /* A writer's last seq: names have 6 digits. A run said to end above it is
  * not believed (stkr_fmt_seq_said: QA, session 35, a hostile run's
  * 0xffffffff made the next writer's seq wrap to 0). */
