@@ -620,6 +620,8 @@ void stkr__threads_reset_counts(void) {
    * no worker runs, and a producer only pushes in front of them. */
   for (t = stkr__threads_first(); t != NULL; t = next) {
     next = stkr__threads_next(t);
+    /* Acquire: pairs with stkr__thread_exit's release store of `exited`,
+     * after which the thread never touches t again. */
     if (!t->stuck_at_start &&
         atomic_load_explicit(&t->exited, memory_order_acquire) != 0)
       stkr__thread_reap(t, prev);
