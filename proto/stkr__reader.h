@@ -453,6 +453,20 @@ bool stkr__tomb_gone(stkr__stream *st, stkr__file *f);
 /* f, a file that may hold data (not a tombstone), is met: the runs said
  * before it end before it (stkr_tombstones.c). */
 void stkr__tomb_clip(stkr__stream *st, const stkr__file *f);
+/* The seqs of a gap, as a reader can name them: "3", "3..5", "1, 3..5,
+ * 9, ..." (at most STKR__SEQ_LIST_RANGES ranges, then ", ..."). */
+#define STKR__SEQ_LIST_RANGES 6
+typedef struct {
+  char text[128];
+  uint32_t lo, hi;  /* the range not yet put (lo > hi: none) */
+  uint32_t ranges;  /* ranges put */
+} stkr__seq_list;
+/* The session's first gap (acct.first_seq..min_seg - 1) named seq by seq
+ * (stkr_tombstones.c): its tombstones' seqs and the first `credit` seqs
+ * no file holds into *deleted, the other seqs no file holds into
+ * *missing. Both start as {"", 1, 0, 0}. */
+void stkr__first_gap_seqs(const stkr__stream *st, uint32_t credit,
+                          stkr__seq_list *deleted, stkr__seq_list *missing);
 /* Look ahead at st's first Header once (stkr_copies.c): st->peek_*. */
 void stkr__peek_header(stkr__stream *st);
 /* The next external mark due for stream st (index st_index) into *ev.

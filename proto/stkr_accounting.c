@@ -303,8 +303,8 @@ static const char *stkr__sess_path(const stkr__stream *st, size_t file1) {
  * tombstones (recordings from before tombstones: the disk cap deletes the
  * oldest segments, so the first ones). */
 static void stkr__first_gap(stkr__stream *st, uint32_t *deleted,
-                            uint32_t *missing, stkr__deleters *by_others,
-                            bool *by_self) {
+                            uint32_t *missing, uint32_t *tombstoned,
+                            stkr__deleters *by_others, bool *by_self) {
   const stkr__session_acct *a = &st->acct;
   uint32_t absent = 0, tombs = 0, own = 0;
   uint64_t own_left;
@@ -326,6 +326,7 @@ static void stkr__first_gap(stkr__stream *st, uint32_t *deleted,
   own_left = a->c.segments_deleted > own ? a->c.segments_deleted - own : 0;
   *deleted = tombs + (own_left < absent ? (uint32_t)own_left : absent);
   *missing = tombs + absent - *deleted;
+  *tombstoned = tombs;
   *by_self = *deleted > tombs - own;
 }
 
@@ -349,15 +350,19 @@ static void stkr__warn_overflow(stkr_reader *r, stkr__stream *st,
                   (unsigned long long)in->drops_exit);
 }
 
-/* One warning about a run of the session's first segments, lo..hi (n of
- * them): "process P S: <first>segment(s) lo..hi <why>". */
+/* One warning about the session's first segments named in l (n of them):
+ * "process P S: <first>segment(s) <l> <why>". */
 static void stkr__warn_first(stkr_reader *r, const stkr__stream *st,
                              const char *sid, const char *first, uint32_t n,
-                             uint32_t lo, uint32_t hi, const char *why) {
+                             const stkr__seq_list *l, const char *why) {
+  char gap[32]; /* when l names none of them (a gap too long to walk) */
+
+  snprintf(gap, sizeof gap, "%u..%u", (unsigned)st->acct.first_seq,
+           (unsigned)st->acct.min_seg - 1);
   stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, st->acct.first_file),
-             -1, st->info.pid, "process %u %s: %ssegment%s %u..%u %s",
+             -1, st->info.pid, "process %u %s: %ssegment%s %s%s %s",
              (unsigned)st->info.pid, sid, first, n == 1 ? "" : "s",
-             (unsigned)lo, (unsigned)hi, why);
+             l->text[0] ? "" : "among ", l->text[0] ? l->text : gap, why);
 }
 
 /* Name the session's absent first segments and count them into the
@@ -368,26 +373,28 @@ static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
   const stkr__session_acct *a = &st->acct;
   stkr_process_info *in = &st->info;
   stkr__deleters by_others = {{0}, 0, false};
-  uint32_t cap_deleted, first_missing;
+  uint32_t cap_deleted, first_missing, tombs;
+  stkr__seq_list dl = {"", 1, 0, 0}, ml = {"", 1, 0, 0};
   bool by_self;
   char why[160], whom[96];
 
-  stkr__first_gap(st, &cap_deleted, &first_missing, &by_others, &by_self);
+  stkr__first_gap(st, &cap_deleted, &first_missing, &tombs, &by_others,
+                  &by_self);
   /* Whose writes made the cap delete them (it is the directory's). */
   if (by_others.n > 0) {
     stkr__deleters_name(&by_others, whom, sizeof whom);
     snprintf(why, sizeof why, "deleted by the disk cap, when %s%s wrote",
              by_self ? "this process and " : "", whom);
   }
+  if (cap_deleted || first_missing)
+    stkr__first_gap_seqs(st, cap_deleted - tombs, &dl, &ml);
   if (cap_deleted)
-    stkr__warn_first(r, st, sid, "", cap_deleted, a->first_seq,
-                     a->first_seq + cap_deleted - 1,
+    stkr__warn_first(r, st, sid, "", cap_deleted, &dl,
                      by_others.n > 0 ? why : "deleted by the disk cap");
   if (first_missing) {
     snprintf(why, sizeof why, "missing (the session starts at segment %u)",
              (unsigned)a->first_seq);
-    stkr__warn_first(r, st, sid, "first ", first_missing,
-                     a->first_seq + cap_deleted, a->min_seg - 1, why);
+    stkr__warn_first(r, st, sid, "first ", first_missing, &ml, why);
   }
   in->segments_cap_deleted += cap_deleted;
   in->segments_missing += first_missing + a->gap_middle;

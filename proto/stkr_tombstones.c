@@ -2,10 +2,13 @@
  * stkr_tombstones.c: the disk cap's tombstones as the reader meets them
  * (proto/stkr_format.h): which segments each says were deleted, each seq
  * once, a run's included; the accounting (stkr_accounting.c) counts them
- * in the gaps of the sessions. Split from stkr_reader.c.
+ * in the gaps of the sessions, and names the seqs of a session's first gap
+ * for its warnings. Split from stkr_reader.c.
  */
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,4 +134,113 @@ bool stkr__tomb_gone(stkr__stream *st, stkr__file *f) {
   st->info.segments--;
   st->info.compressed_bytes -= f->size;
   return true;
+}
+
+static void stkr__seq_list_flush(stkr__seq_list *l) {
+  size_t o = strlen(l->text);
+
+  if (l->lo > l->hi)
+    return;
+  if (l->ranges == STKR__SEQ_LIST_RANGES)
+    snprintf(l->text + o, sizeof l->text - o, ", ...");
+  else if (l->ranges < STKR__SEQ_LIST_RANGES)
+    snprintf(l->text + o, sizeof l->text - o,
+             l->lo == l->hi ? "%s%u" : "%s%u..%u", l->ranges ? ", " : "",
+             (unsigned)l->lo, (unsigned)l->hi);
+  l->ranges++;
+  l->lo = 1;
+  l->hi = 0;
+}
+
+/* ", ..." after what l names (nothing when it names nothing yet). */
+static void stkr__seq_list_more(stkr__seq_list *l) {
+  size_t o = strlen(l->text);
+
+  if (l->ranges > 0 && l->ranges <= STKR__SEQ_LIST_RANGES)
+    snprintf(l->text + o, sizeof l->text - o, ", ...");
+  l->ranges = STKR__SEQ_LIST_RANGES + 1;
+}
+
+/* Add the seqs a..b to l, after every seq it holds. */
+static void stkr__seq_list_add(stkr__seq_list *l, uint32_t a, uint32_t b) {
+  if (l->lo <= l->hi && l->hi + 1 == a) {
+    l->hi = b;
+    return;
+  }
+  stkr__seq_list_flush(l);
+  l->lo = a;
+  l->hi = b;
+}
+
+/* The seqs of st in (lo, hi) that its files cover: a tombstone's (*tomb)
+ * or an empty segment's, the one that holds seq c with the highest end;
+ * else 0 and *next, the lowest covered seq above c (hi: none). */
+static uint32_t stkr__covered(const stkr__stream *st, uint32_t lo,
+                              uint32_t hi, uint32_t c, bool *tomb,
+                              uint32_t *next) {
+  uint32_t end = 0;
+  size_t i;
+
+  *next = hi;
+  for (i = 0; i < st->n_files; i++) {
+    const stkr__file *f = &st->files[i];
+    uint32_t a, b;
+
+    if (f->tombstone) {
+      a = f->tomb_lo > lo ? f->tomb_lo : lo + 1;
+      b = f->tomb_hi < hi ? f->tomb_hi : hi - 1;
+    } else if (!f->had_batch && !f->damaged_whole) {
+      a = b = f->seq; /* an empty segment (stkr__empty_between) */
+    } else {
+      continue;
+    }
+    if (a > b || a <= lo || b >= hi)
+      continue;
+    if (a <= c && c <= b && b >= end) {
+      end = b;
+      *tomb = f->tombstone;
+    } else if (a > c && a < *next) {
+      *next = a;
+    }
+  }
+  return end;
+}
+
+/* The session's first gap, seq by seq as far as it is named: its
+ * tombstones' seqs and the first `credit` seqs no file holds (the cap's
+ * own deletions its counter tells: it deletes the oldest) into *deleted,
+ * the other seqs no file holds into *missing (QA, session 37: the gap's
+ * counts were named as two ranges, "244..245 missing" where 36 and 63
+ * were). Bounded: a few dozen steps over the files, whatever the gap. */
+void stkr__first_gap_seqs(const stkr__stream *st, uint32_t credit,
+                                 stkr__seq_list *deleted,
+                                 stkr__seq_list *missing) {
+  const uint32_t lo = st->acct.first_seq - 1, hi = st->acct.min_seg;
+  uint32_t c = lo + 1, end, next, steps;
+  bool tomb = false;
+
+  for (steps = 0; c < hi && steps < 8 * STKR__SEQ_LIST_RANGES; steps++) {
+    if ((end = stkr__covered(st, lo, hi, c, &tomb, &next)) != 0) {
+      if (tomb)
+        stkr__seq_list_add(deleted, c, end);
+    } else {
+      uint32_t k = next - c < credit ? next - c : credit;
+
+      end = next - 1;
+      credit -= k;
+      if (k > 0)
+        stkr__seq_list_add(deleted, c, c + k - 1);
+      if (c + k <= end)
+        stkr__seq_list_add(missing, c + k, end);
+    }
+    if (end >= hi - 1)
+      break;
+    c = end + 1;
+  }
+  stkr__seq_list_flush(deleted);
+  stkr__seq_list_flush(missing);
+  if (c < hi && steps == 8 * STKR__SEQ_LIST_RANGES) { /* not all named */
+    stkr__seq_list_more(deleted);
+    stkr__seq_list_more(missing);
+  }
 }

@@ -173,7 +173,7 @@ static const acct_case g_cases[] = {
       "read\n"}},
     {"test_first_segment_deleted", {WITHOUT_SEGMENT(1)}, 4, NULL, {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-      "first segment 1..1 missing (the session starts at segment 1)\n",
+      "first segment 1 missing (the session starts at segment 1)\n",
       "incomplete: process 4301: 1 batch missing"}},
     {"test_middle_segment_deleted", {WITHOUT_SEGMENT(2)}, 4, NULL, {
       "incomplete: ", "stackrec-4301-000003.zst: offset 0: process 4301 "
@@ -195,7 +195,7 @@ static const acct_case g_cases[] = {
     {"test_disk_cap", {WITHOUT_SEGMENT(1), .cnt = {.segments_deleted = 1}},
      4, "first segment", {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-      "segment 1..1 deleted by the disk cap\n"}},
+      "segment 1 deleted by the disk cap\n"}},
     /* The cap of another process of the recording deleted segment 1 and
      * left its tombstone: said so, not "missing" (QA: the victim read
      * "first segments missing", the deleter "deleted while recording"). */
@@ -203,7 +203,7 @@ static const acct_case g_cases[] = {
      {.nseg = 3, .last = true, .tomb = 1u << 1, .tomb_by = 4400}, 4,
      "missing (the session", {
       "stackrec-4301-000002.zst: process 4301 session 000000005e551011: "
-      "segment 1..1 deleted by the disk cap, when process 4400 wrote\n",
+      "segment 1 deleted by the disk cap, when process 4400 wrote\n",
       /* 2: a tombstone is not a segment of the process (it said 3). */
       ": 2 segments, 2 batches, 4 events: intact, INCOMPLETE\n"}},
     /* Several other processes' caps: each is named (it said "when other
@@ -223,7 +223,7 @@ static const acct_case g_cases[] = {
     {"test_disk_cap_tombstone",
      {.nseg = 3, .last = true, .tomb = 1u << 1, .tomb_by = 4301,
       .cnt = {.segments_deleted = 1}}, 4, "first segment", {
-      "segment 1..1 deleted by the disk cap\n",
+      "segment 1 deleted by the disk cap\n",
       "\nINCOMPLETE: "}},
     /* What the cap deleted is known from the first batch after it (its
      * Counters.written, its number): told once, as the cap's, not also
@@ -281,6 +281,22 @@ static const acct_case g_cases[] = {
       .tomb_by = 4301, .cnt = {.segments_deleted = 2}}, 4, "among", {
       "segments 1..2 deleted by the disk cap\n",
       "recovered 0, in segments the disk cap deleted 4: adds up\n"}},
+    /* Tombstones and absent files taking turns in the gap: each named by
+     * its own seqs (QA, session 37: "segments 1..2 deleted", "first
+     * segments 3..4 missing", counts laid out as two ranges). */
+    {"test_first_gap_named_by_seq",
+     {.nseg = 5, .last = true, .tomb = (1u << 1) | (1u << 3),
+      .tomb_by = 4400, .skip = (1u << 2) | (1u << 4)}, 4, "1..2", {
+      "segments 1, 3 deleted by the disk cap, when process 4400 wrote\n",
+      "first segments 2, 4 missing (the session starts at segment 1)\n"}},
+    /* The cap's own deletions its counter tells beyond its tombstones are
+     * the oldest: seq 1 here, then the tombstone at 2, 3 missing. */
+    {"test_first_gap_counter_takes_the_oldest",
+     {.nseg = 4, .last = true, .tomb = 1u << 2, .tomb_by = 4301,
+      .skip = (1u << 1) | (1u << 3), .cnt = {.segments_deleted = 2}}, 4,
+     "1..3", {
+      "segments 1..2 deleted by the disk cap\n",
+      "first segment 3 missing (the session starts at segment 1)\n"}},
     /* A tombstone no session's first segments explain (QA review: such
      * deletions went unsaid, and verify could say intact). */
     {"test_disk_cap_stray_tombstone",
@@ -296,7 +312,7 @@ static const acct_case g_cases[] = {
       "session 000000005e551011: the recording directory was deleted and "
       "recreated before this segment (2): what the process wrote before "
       "was lost with it\n",
-      "first segment 1..1 missing (the session starts at segment 1)\n"}},
+      "first segment 1 missing (the session starts at segment 1)\n"}},
     /* Killed (SIGKILL) before its last flush: 7 events accepted, never
      * written. */
     {"test_killed", {.nseg = 2, .extra = 7}, 4, NULL, {
@@ -361,7 +377,7 @@ static void test_session(void **state) {
  * it, and verify of OUT said nothing of the cap). */
 static void test_outputs_keep_tombstones(void **state) {
   static const char *const lines[] = {
-      "segment 1..1 deleted by the disk cap, when process 4400 wrote\n",
+      "segment 1 deleted by the disk cap, when process 4400 wrote\n",
       NULL};
   static const char *const whole[] = {
       "process 4500: 2 segments among 1..2 deleted by the disk cap, when "
