@@ -75,6 +75,11 @@
  * went (recorder/ringfile.c: the session's files at its end). Linux
  * (/proc/self/fd); elsewhere, and for a file deleted since (no links) or
  * a name longer than cap, false. Thread-safety: as readlink(2).
+ *
+ * stkr_pid_fd_dir(pid, fd, dev, ino, out, cap): the same for descriptor fd
+ * of process pid (Linux, /proc/PID/fd: same user), only if the file there
+ * is still the one of identity (dev, ino): where a forked child's parent
+ * is writing now (flush/segment.c). @return as stkr_fd_dir.
  */
 #ifndef STKR_COMMON_IO_H
 #define STKR_COMMON_IO_H
@@ -249,24 +254,50 @@ static inline int stkr_fsync_dir(const char *dir) {
   return err;
 }
 
-static inline bool stkr_fd_dir(int fd, char *out, size_t cap) {
 #if defined(__linux__)
-  char link[32];
-  struct stat st;
-  ssize_t n;
+/* The directory part of the link at `link` (a /proc fd entry) into out. */
+static inline bool stkr__link_dir(const char *link, char *out, size_t cap) {
+  ssize_t n = readlink(link, out, cap - 1);
   size_t len;
 
-  if (cap < 2 || fstat(fd, &st) != 0 || st.st_nlink == 0) return false;
-  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  n = readlink(link, out, cap - 1);
   if (n <= 0 || (size_t)n >= cap - 1 || out[0] != '/') return false;
   for (len = (size_t)n; len > 0 && out[len - 1] != '/'; len--) {
   }
   if (len <= 1) return false; /* a file in / itself: not ours */
   out[len - 1] = '\0';
   return true;
+}
+#endif
+
+static inline bool stkr_fd_dir(int fd, char *out, size_t cap) {
+#if defined(__linux__)
+  char link[32];
+  struct stat st;
+
+  if (cap < 2 || fstat(fd, &st) != 0 || st.st_nlink == 0) return false;
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  return stkr__link_dir(link, out, cap);
 #else
   (void)fd, (void)out, (void)cap;
+  return false;
+#endif
+}
+
+static inline bool stkr_pid_fd_dir(uint32_t pid, int fd, uint64_t dev,
+                                   uint64_t ino, char *out, size_t cap) {
+#if defined(__linux__)
+  char link[48];
+  struct stat st;
+
+  /* The file itself first: the link's target, checked to be that file
+   * (the process may have put another at that number since). */
+  snprintf(link, sizeof link, "/proc/%u/fd/%d", (unsigned)pid, fd);
+  if (cap < 2 || stat(link, &st) != 0 || (uint64_t)st.st_dev != dev ||
+      (uint64_t)st.st_ino != ino || st.st_nlink == 0)
+    return false;
+  return stkr__link_dir(link, out, cap);
+#else
+  (void)pid, (void)fd, (void)dev, (void)ino, (void)out, (void)cap;
   return false;
 #endif
 }

@@ -164,7 +164,7 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
   s->pid = pid;
   s->segment_bytes = segment_bytes;
   s->disk_cap_bytes = disk_cap_bytes;
-  s->fd = -1;
+  s->fd = s->forked_fd = -1;
 
   /* Continue after files an earlier process with our pid left behind
    * (containers recycle small pids). A directory we cannot list is not an
@@ -225,8 +225,12 @@ static void follow_renamed_dir(stkr__segw *s) {
        a.st_ino == b.st_ino) ||
       (d = strdup(now)) == NULL)
     return;
-  free(s->dir_owned);
+  /* The new name in place before the old is freed: a fork by another
+   * thread meanwhile gives its child a name to read, never freed memory
+   * (stkr__seg_dir_in_parent). */
+  char *old = s->dir_owned;
   s->dir = s->dir_owned = d;
+  free(old);
 }
 
 /* Close the current fd. `keep`: the file stays as a closed segment (the
@@ -488,5 +492,29 @@ void stkr__seg_forget_inherited(stkr__segw *s) {
   stkr__fd_own(STKR__OWN_SEGMENT, -1, 0, 0);
   if (s->fd >= 0 && stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) == 0)
     (void)close(s->fd);
+  s->forked_fd = s->fd;
   s->fd = -1;
+}
+
+char *stkr__seg_dir_in_parent(const stkr__segw *s) {
+  char now[PATH_MAX], name[STKR_FMT_SEGMENT_NAME_MAX];
+  struct stat a, b;
+
+  if (s->dir == NULL)
+    return NULL;
+  /* Most often its segment is where it was: one stat. */
+  if (s->forked_fd >= 0 &&
+      stkr_fmt_segment_name(name, sizeof name, s->pid, s->seq) == 0 &&
+      (size_t)snprintf(now, sizeof now, "%s/%s", s->dir, name) < sizeof now &&
+      stat(now, &a) == 0 && (uint64_t)a.st_dev == s->fd_dev &&
+      (uint64_t)a.st_ino == s->fd_ino)
+    return s->dir_owned != NULL ? strdup(s->dir) : NULL;
+  if (s->forked_fd >= 0 &&
+      stkr_pid_fd_dir(s->pid, s->forked_fd, s->fd_dev, s->fd_ino, now,
+                      sizeof now - STKR_FMT_SEGMENT_NAME_MAX - 2) &&
+      strcmp(now, s->dir) != 0 &&
+      !(stat(s->dir, &a) == 0 && stat(now, &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+    return strdup(now);
+  return s->dir_owned != NULL ? strdup(s->dir) : NULL;
 }

@@ -485,6 +485,16 @@ static void on_fork_child(void) {
   if (!stkr__life_trylock()) return;
   g_inherited = NULL;
   err = stkr__config_dup(&parent->cfg, &cfg);
+  if (err == 0) {
+    /* The directory renamed since (its config's name): where the parent
+     * writes now, not a new directory under the old name (read as
+     * "deleted and recreated"). */
+    char *now = stkr__seg_dir_in_parent(&parent->seg);
+    if (now != NULL) {
+      free(cfg.dir);
+      cfg.dir = now;
+    }
+  }
   if (err == 0 && root_changed(&cfg)) {
     stkr__config_free(&cfg);
     err = -EXDEV;

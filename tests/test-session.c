@@ -119,10 +119,25 @@ static void test_session_ids_and_first_seq(void **state) {
   assert_int_equal(h.first_seq, next);
 }
 
+/* A forked child that records 10 events (in follow mode, its first starts
+ * its session) and ends cleanly. @return its pid, once it has ended. */
+static pid_t follow_child(void) {
+  int st;
+  pid_t child = fork();
+
+  assert_true(child >= 0);
+  if (child == 0) {
+    events(10, 8, 4);
+    _exit(stkr_shutdown() == 0 ? 0 : 1);
+  }
+  assert_int_equal(waitpid(child, &st, 0), child);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return child;
+}
+
 static void test_follow_child_new_session(void **state) {
   stkr_config cfg = small_cfg(1 << 20);
   uint32_t seqs[8];
-  int st;
   pid_t child;
   (void)state;
 #if defined(__SANITIZE_THREAD__)
@@ -132,14 +147,7 @@ static void test_follow_child_new_session(void **state) {
   cfg.fork_mode = STKR_FORK_FOLLOW;
   assert_int_equal(stkr_init(&cfg), 0);
   events(10, 8, 3);
-  child = fork();
-  assert_true(child >= 0);
-  if (child == 0) {
-    events(10, 8, 4); /* the first event starts the child's session */
-    _exit(stkr_shutdown() == 0 ? 0 : 1);
-  }
-  assert_int_equal(waitpid(child, &st, 0), child);
-  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  child = follow_child();
   assert_int_equal(stkr_shutdown(), 0);
   assert_int_equal(tf_segments(tl_dir, (uint32_t)getpid(), seqs, 8), 1);
   hdr p = header_of((uint32_t)getpid(), seqs[0]);
@@ -215,6 +223,50 @@ static void test_renamed_directory(void **state) {
   assert_int_equal(p->unclean_sessions, 0);
   assert_int_equal(p->segments_missing, 0);
   assert_false(p->incomplete);
+  stkr_reader_free(r);
+  assert_int_equal(rename(moved, tl_dir), 0); /* for the teardown */
+}
+
+/* ... and a child forked after the rename, before the parent's writer
+ * had a reason to look (its segment still open): the child records where
+ * its parent's segment is now (before, in a new DIR made under the old
+ * name, read as "deleted and recreated"; session 37's note). Twice: once
+ * with the parent's segment open, once after the parent's writer moved
+ * on (its own rotation followed the rename). */
+static void test_renamed_directory_then_fork(void **state) {
+  stkr_config cfg = small_cfg(1 << 20);
+  char moved[300];
+  stkr_reader_opts o = {.lazy_frames = true};
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  uint64_t n = 0;
+  int rc;
+  (void)state;
+#if defined(__SANITIZE_THREAD__)
+  fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
+  skip();
+#endif
+  snprintf(moved, sizeof moved, "%s.moved", tl_dir);
+  cfg.fork_mode = STKR_FORK_FOLLOW;
+  assert_int_equal(stkr_init(&cfg), 0);
+  events(10, 8, 3);
+  assert_int_equal(rename(tl_dir, moved), 0);
+  for (int k = 0; k < 2; k++) {
+    (void)follow_child();
+    assert_int_equal(access(tl_dir, F_OK), -1); /* not made again */
+    events(10, 8, 5);
+  }
+  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(stkr_reader_open(moved, &o, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    n++;
+  assert_int_equal(rc, 0);
+  assert_int_equal(n, 50);
+  assert_int_equal(stkr_reader_process_count(r), 3);
+  for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(stkr_reader_process(r, i)->dir_recreated, 0);
+    assert_false(stkr_reader_process(r, i)->incomplete);
+  }
   stkr_reader_free(r);
   assert_int_equal(rename(moved, tl_dir), 0); /* for the teardown */
 }
@@ -480,7 +532,7 @@ static void test_disk_cap_keeps_each_session(void **state) {
 
 TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,
                   test_follow_child_new_session, test_recreated_directory,
-                  test_renamed_directory,
+                  test_renamed_directory, test_renamed_directory_then_fork,
                   test_disk_cap_whole_directory,
                   test_disk_cap_below_one_segment,
                   test_disk_cap_keeps_each_session)
