@@ -90,9 +90,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STKR_FD_MIN 10
@@ -171,9 +173,25 @@ static inline int stkr_write_all_within(int fd, const void *p, size_t n) {
   return stkr_write_all(fd, p, n);
 }
 
+/* flock(fd, op | LOCK_NB), tried `tries` times 1 ms apart: a bounded wait
+ * for a holder that holds it for microseconds, never for one stopped
+ * with it. @return whether it was taken. */
+static inline bool stkr_flock_within(int fd, int op, int tries) {
+  for (int i = 0; i < tries; i++) {
+    struct timespec ms = {0, 1000000};
+    if (flock(fd, op | LOCK_NB) == 0) return true;
+    if (errno != EAGAIN && errno != EINTR) return false; /* = EWOULDBLOCK */
+    if (i + 1 < tries) nanosleep(&ms, NULL);
+  }
+  return false;
+}
+
 /* Append buf[0, n) to the regular file path (created 0600) in one
  * write: O_APPEND lands it whole at the end, never interleaved with another
- * writer's lines. A FIFO there fails at once or is refused (O_NONBLOCK,
+ * writer's lines; under a shared flock, so that one who gives back room
+ * past the file's end (`stackrec record`'s marks reserve: an exclusive
+ * flock around its size check and truncation) never cuts it (waited for
+ * 20 ms at most, then written anyway). A FIFO there fails at once or is refused (O_NONBLOCK,
  * then not a regular file: -ENXIO, what the open says for a FIFO without a
  * reader), never waited on; a line past RLIMIT_FSIZE is refused (-EFBIG),
  * never raising SIGXFSZ. @return 0 or -errno. */
@@ -192,7 +210,8 @@ static inline int stkr_append_line(const char *path, const void *buf,
     close(fd);
     return -ENXIO;
   }
-  if (!stkr_fsize_room((uint64_t)st.st_size + n)) {
+  (void)stkr_flock_within(fd, LOCK_SH, 20); /* released by the close */
+  if (fstat(fd, &st) != 0 || !stkr_fsize_room((uint64_t)st.st_size + n)) {
     close(fd);
     return -EFBIG;
   }

@@ -396,9 +396,52 @@ static void test_killed_while_symbolizing(void **state) {
   assert_int_equal(cr_run("verify '%s'", dir), 0);
 }
 
+/* The marks file's reserve is given back at record's end under an
+ * exclusive flock, and appenders (stkr_append_line: `stackrec mark`, a
+ * process still running) write under a shared one, so that a line
+ * appended between the size check and the truncation is not cut (session
+ * 37's note: the release read the size, then truncated to it). An
+ * appender that holds its lock: the reserve stays (given back before,
+ * whatever the lock). A releaser that holds its lock: `stackrec mark`
+ * waits 20 ms at most, then writes (bounded: a stopped holder never
+ * blocks it). */
+static void test_marks_reserve_released_under_lock(void **state) {
+  const char *dir = fresh("marks-reserve");
+  char marks[4300];
+  struct stat st;
+  int fd;
+  (void)state;
+
+  if (!hooks_run_in("true"))
+    return;
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(marks, sizeof marks, "%s/stackrec.marks", dir);
+  assert_true((fd = open(marks, O_RDWR | O_CREAT, 0600)) >= 0);
+  if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096) != 0) {
+    close(fd); /* no reserve where there is no fallocate (NFS) */
+    skip();
+  }
+  assert_int_equal(ftruncate(fd, 0), 0);
+  assert_int_equal(flock(fd, LOCK_SH), 0); /* an appender at work */
+  assert_int_equal(cr_run("record -q -o '%s' -- /bin/true", dir), 0);
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_true(st.st_blocks * 512 >= 64 * 1024); /* kept */
+  assert_int_equal(flock(fd, LOCK_UN), 0);
+  assert_int_equal(flock(fd, LOCK_EX), 0); /* a releaser at work */
+  assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
+  close(fd);
+  tl_slurp(marks, cr_out, sizeof cr_out);
+  assert_non_null(strstr(cr_out, " consent.granted "));
+  tl_rm_rf(dir);
+  assert_int_equal(cr_run("record -q -o '%s' -- /bin/true", dir), 0);
+  assert_int_equal(stat(marks, &st), 0);
+  assert_true(st.st_blocks * 512 < 64 * 1024); /* given back */
+}
+
 TL_TEST_MAIN("record-signals", setup, NULL, test_signals, test_signals_all_named,
              test_signals_after_end,
              test_dead_sessions_recovered_during_the_run,
              test_killed_before_anything_was_written,
              test_killed_while_symbolizing,
-             test_summary_into_a_closed_pipe)
+             test_summary_into_a_closed_pipe,
+             test_marks_reserve_released_under_lock)

@@ -176,7 +176,14 @@ void stkr__rec_marks_release(const char *dir, bool never_ran) {
 
   if (fd < 0)
     return;
-  (void)ftruncate(fd, st.st_size); /* what lies past its size is freed */
+  /* What lies past its size is freed by a truncation to its size, taken
+   * under an exclusive flock: an appender (stkr_append_line: a `stackrec
+   * mark`, a process still running) holds a shared one while it writes,
+   * so the size read here stays the end until the truncation (before, a
+   * line appended between the two was cut: session 37's note). Busy for
+   * 20 ms: the reserve stays. */
+  if (stkr_flock_within(fd, LOCK_EX, 20) && fstat(fd, &st) == 0)
+    (void)ftruncate(fd, st.st_size);
   close(fd);
   /* A command that never ran leaves no directory of ours behind: the
    * marks file made for the reserve goes too, if nothing was written. */
