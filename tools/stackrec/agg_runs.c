@@ -33,6 +33,45 @@ static size_t parent_of(const proc_key *v, size_t n, const char *dir,
   return k != NULL ? k->i : SIZE_MAX;
 }
 
+/* Process i's tree root's start on the boots line: up the chain of
+ * parents in its directory, the forked-from one (Header.parent_pid) or
+ * else the OS's at its start (Header.os_parent_pid: an exec'd program),
+ * while the parent's start is known, on the same boot (another boot is no
+ * parent: a pid used again) and no later than the child's (a pid used
+ * again, or a reaper). A parent whose clock is not known (its start
+ * written after an unshare(CLONE_NEWTIME) of its own: common/stkr_boot.h)
+ * is passed through to its own parent when its wall clock start lies
+ * between (QA, session 38: `unshare -T -f python3` in a script drew
+ * python3 from its own start, 0.5 s early). A cycle (pids used again) is
+ * cut at 64 steps. */
+static uint64_t root_start(stkr__agg_runs *u, stkr_reader *r,
+                           const proc_key *v, const stkr_start_clock *c,
+                           size_t n, size_t i) {
+  size_t j = i, at = i, k, depth = 0; /* j: the root so far; at: the walk */
+  uint32_t up;
+
+  while ((up = c[at].parent_pid ? c[at].parent_pid : c[at].os_parent_pid) &&
+         depth++ < 64 &&
+         (k = parent_of(v, n, stkr_reader_process(r, at)->dir, up)) !=
+             SIZE_MAX &&
+         k != at && k != j && c[k].mono_ns != 0) {
+    if (u->boots.boot[k] != u->boots.boot[j] && !c[k].have_boot_id &&
+        c[j].have_boot_id) {
+      if (c[k].wall_ns == 0 || c[k].wall_ns > c[at].wall_ns)
+        break;
+      at = k; /* passed through: its clock is not known */
+      continue;
+    }
+    if (u->boots.boot[k] != u->boots.boot[j] ||
+        u->boots.boot[k] == STKR_BOOT_UNKNOWN ||
+        stkr_boots_place(&u->boots, k, NULL, c[k].mono_ns) >
+            stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns))
+      break;
+    j = at = k;
+  }
+  return stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns);
+}
+
 int stkr__agg_runs_init(stkr__agg_runs *u, stkr_reader *r) {
   size_t n = stkr_reader_process_count(r), i;
   stkr_start_clock *c;
@@ -59,29 +98,9 @@ int stkr__agg_runs_init(stkr__agg_runs *u, stkr_reader *r) {
                       stkr_reader_process(r, i)->pid, i};
   }
   qsort(v, n, sizeof *v, by_dir_pid);
-  /* Each process's root: up the chain of parents in its directory, the
-   * forked-from one (Header.parent_pid) or else the OS's at its start
-   * (Header.os_parent_pid: an exec'd program), while the parent's start is
-   * known, on the same boot (another boot is no parent: a pid used again)
-   * and no later than the child's (a pid used again, or a reaper). A
-   * cycle (pids used again) is cut at 64 steps. */
-  for (i = 0; i < n; i++) {
-    size_t j = i, k, depth = 0;
-    uint32_t up;
-    if (c[i].mono_ns == 0)
-      continue; /* no start: counts from its own (the filter's origin) */
-    while ((up = c[j].parent_pid ? c[j].parent_pid : c[j].os_parent_pid) &&
-           depth++ < 64 &&
-           (k = parent_of(v, n, stkr_reader_process(r, j)->dir, up)) !=
-               SIZE_MAX &&
-           k != j && c[k].mono_ns != 0 &&
-           u->boots.boot[k] == u->boots.boot[j] &&
-           u->boots.boot[k] != STKR_BOOT_UNKNOWN &&
-           stkr_boots_place(&u->boots, k, NULL, c[k].mono_ns) <=
-               stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns))
-      j = k;
-    u->origin[i] = stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns);
-  }
+  for (i = 0; i < n; i++)
+    if (c[i].mono_ns != 0) /* no start: counts from its own (the filter's) */
+      u->origin[i] = root_start(u, r, v, c, n, i);
   free(v);
   free(c);
   u->on = true;
