@@ -467,8 +467,12 @@ static void test_tools_show_marks(void **state) {
     }
   }
   {
-    /* A row under each timeline: '^' in the buckets holding a mark. */
-    const char *row = strstr(cr_out, "  marks\n"), *bol = row;
+    /* A row under each timeline: '^' in the buckets holding a mark; two
+     * launches, each drawn from its own start, said (QA, session 38: a
+     * mark of one drawn as if before the other's events). */
+    const char *row = strstr(cr_out, "  marks (each on its own process "
+                             "tree's line; 2 trees here, each from its own "
+                             "start)\n"), *bol = row;
 
     assert_non_null(row);
     while (bol > cr_out && bol[-1] != '\n')
@@ -496,6 +500,7 @@ static void test_tools_show_marks(void **state) {
   assert_int_equal(cr_run("report --html '%s' '%s'", out, dir), 0);
   tl_slurp(out, cr_out, sizeof(cr_out));
   assert_non_null(strstr(cr_out, "<p class=\"marks\">6 marks (not counted"));
+  assert_non_null(strstr(cr_out, "The timelines draw 2 process trees"));
   assert_int_equal(tl_count(cr_out, ",\"consent.revoked\",true]"), 1);
   assert_int_equal(tl_count(cr_out, ",\"consent.granted\",false]"), 2);
   /* info and verify count them apart. */

@@ -633,6 +633,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   if (err == 0)
     stkr__timeline_attach(b.tl, b.a);
   if (err == 0) {
+    b.a->timeline_trees = stkr__agg_runs_trees(&b.runs, b.proc_counted,
+                                               b.proc_counted_bytes);
     stkr__agg_marks_resolve(&b.marks, b.a, r, b.cur_process);
     stkr__agg_sum_processes(b.a, r, &b.runs);
   }

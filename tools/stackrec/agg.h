@@ -213,6 +213,8 @@ struct stkr_agg {
   void *timeline_;           /* private: the timelines */
   uint64_t timeline_bucket_ns;
   size_t timeline_buckets;   /* buckets up to the last non-empty one */
+  size_t timeline_trees;     /* process trees of the events counted, each
+                                drawn from its own start (agg_runs.h) */
   void *hangs_;              /* private: the watchdog's hangs (hangs.h) */
   stkr_agg_mark *marks;      /* by process, then as read */
   size_t n_marks, cap_marks;

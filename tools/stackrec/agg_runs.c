@@ -126,3 +126,28 @@ void stkr__agg_runs_free(stkr__agg_runs *u) {
   free(u->origin);
   *u = (stkr__agg_runs){0};
 }
+
+static int by_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+size_t stkr__agg_runs_trees(const stkr__agg_runs *u, const uint8_t *with,
+                            size_t with_bytes) {
+  size_t n = 0, trees = 0, i;
+  uint64_t *o;
+
+  if (!u->on)
+    return 1;
+  if ((o = malloc(u->boots.n * sizeof *o)) == NULL)
+    return 0;
+  for (i = 0; i < u->boots.n && i / 8 < with_bytes; i++)
+    if (with[i / 8] & (1u << (i % 8)))
+      /* Its own start unknown: a line of its own (the filter's origin). */
+      o[n++] = u->origin[i] != 0 ? u->origin[i] : UINT64_MAX - i;
+  qsort(o, n, sizeof *o, by_u64);
+  for (i = 0; i < n; i++)
+    trees += i == 0 || o[i] != o[i - 1];
+  free(o);
+  return trees;
+}

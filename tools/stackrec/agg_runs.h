@@ -48,6 +48,13 @@ bool stkr__agg_runs_offset(stkr__agg_runs *u, size_t i,
                            const stkr_process_info *p, uint64_t ts,
                            uint64_t *t_ns);
 
+/* How many process trees (distinct origins) the processes whose bit is
+ * set in with[0, with_bytes) (by reader index) lie on: each is drawn
+ * from its own start, so a mark (on its own tree's line) stands beside
+ * the others' events only by that convention. @return 1 when off, 0 when
+ * out of memory (not said). */
+size_t stkr__agg_runs_trees(const stkr__agg_runs *u, const uint8_t *with,
+                            size_t with_bytes);
 void stkr__agg_runs_free(stkr__agg_runs *u); /* zeroed or initialized */
 
 #endif /* STKR_AGG_RUNS_H */

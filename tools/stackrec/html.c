@@ -293,9 +293,13 @@ static void put_marks(FILE *out, const stkr_agg *a) {
       fprintf(out, " (pid %u)", (unsigned)a->marks[i].pid);
     fputs("</span>", out);
   }
-  fputs(a->n_marks > shown || a->marks_not_kept ? ", &hellip;</p>\n"
-                                                : "</p>\n",
-        out);
+  fputs(a->n_marks > shown || a->marks_not_kept ? ", &hellip;" : "", out);
+  if (a->timeline_trees > 1) /* as report's --timeline says it */
+    fprintf(out, ". The timelines draw %zu process trees (launches, or a "
+            "merge's inputs) each from its own start, and a mark on its "
+            "own tree's line",
+            a->timeline_trees);
+  fputs("</p>\n", out);
 }
 
 static void put_summary(FILE *out, const stkr_agg *a) {

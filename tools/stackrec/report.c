@@ -285,7 +285,15 @@ static void print_mark_row(const stkr_agg *a, int ind) {
       any++;
     }
   }
-  if (any)
+  if (any && a->timeline_trees > 1)
+    /* Several launches, or a merge's inputs: a mark stands on its own
+     * tree's line, beside the others' events only by that convention
+     * (QA, session 38: one input's consent drawn before another input's
+     * events, which never saw it). */
+    printf("%*s %s  marks (each on its own process tree's line; %zu trees "
+           "here, each from its own start)\n", ind, "", row,
+           a->timeline_trees);
+  else if (any)
     printf("%*s %s  marks\n", ind, "", row);
 }
 
