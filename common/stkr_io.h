@@ -74,12 +74,8 @@
  * absolute, into out: where a directory renamed since the file was opened
  * went (recorder/ringfile.c: the session's files at its end). Linux
  * (/proc/self/fd); elsewhere, and for a file deleted since (no links) or
- * a name longer than cap, false. Thread-safety: as readlink(2).
- *
- * stkr_pid_fd_dir(pid, fd, dev, ino, out, cap): the same for descriptor fd
- * of process pid (Linux, /proc/PID/fd: same user), only if the file there
- * is still the one of identity (dev, ino): where a forked child's parent
- * is writing now (flush/segment.c). @return as stkr_fd_dir.
+ * a name longer than cap, false. Thread-safety: as readlink(2);
+ * async-signal-safe.
  */
 #ifndef STKR_COMMON_IO_H
 #define STKR_COMMON_IO_H
@@ -173,17 +169,26 @@ static inline int stkr_write_all_within(int fd, const void *p, size_t n) {
   return stkr_write_all(fd, p, n);
 }
 
-/* flock(fd, op | LOCK_NB), tried `tries` times 1 ms apart: a bounded wait
- * for a holder that holds it for microseconds, never for one stopped
- * with it. @return whether it was taken. */
-static inline bool stkr_flock_within(int fd, int op, int tries) {
-  for (int i = 0; i < tries; i++) {
-    struct timespec ms = {0, 1000000};
+/* flock(fd, op | LOCK_NB), tried 1 ms apart for `ms` milliseconds (of
+ * CLOCK_MONOTONIC, whatever the timer slack): a bounded wait for a holder
+ * that holds it for microseconds, never for one stopped with it.
+ * @return whether it was taken. */
+static inline bool stkr_flock_within(int fd, int op, int ms) {
+  struct timespec now, end, one = {0, 1000000};
+
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  end.tv_sec += ms / 1000;
+  end.tv_nsec += (long)(ms % 1000) * 1000000;
+  if (end.tv_nsec >= 1000000000) end.tv_sec++, end.tv_nsec -= 1000000000;
+  for (;;) {
     if (flock(fd, op | LOCK_NB) == 0) return true;
     if (errno != EAGAIN && errno != EINTR) return false; /* = EWOULDBLOCK */
-    if (i + 1 < tries) nanosleep(&ms, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > end.tv_sec ||
+        (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+      return false;
+    nanosleep(&one, NULL);
   }
-  return false;
 }
 
 /* Append buf[0, n) to the regular file path (created 0600) in one
@@ -191,7 +196,10 @@ static inline bool stkr_flock_within(int fd, int op, int tries) {
  * writer's lines; under a shared flock, so that one who gives back room
  * past the file's end (`stackrec record`'s marks reserve: an exclusive
  * flock around its size check and truncation) never cuts it (waited for
- * 20 ms at most, then written anyway). A FIFO there fails at once or is refused (O_NONBLOCK,
+ * 20 ms at most, then written anyway: a line written so past a releaser
+ * stopped between the two can still be cut; and a fork by another thread
+ * while the line is written leaves the child the shared lock until it
+ * ends or execs, so the release keeps the reserve meanwhile). A FIFO there fails at once or is refused (O_NONBLOCK,
  * then not a regular file: -ENXIO, what the open says for a FIFO without a
  * reader), never waited on; a line past RLIMIT_FSIZE is refused (-EFBIG),
  * never raising SIGXFSZ. @return 0 or -errno. */
@@ -273,50 +281,29 @@ static inline int stkr_fsync_dir(const char *dir) {
   return err;
 }
 
+static inline bool stkr_fd_dir(int fd, char *out, size_t cap) {
 #if defined(__linux__)
-/* The directory part of the link at `link` (a /proc fd entry) into out. */
-static inline bool stkr__link_dir(const char *link, char *out, size_t cap) {
-  ssize_t n = readlink(link, out, cap - 1);
-  size_t len;
+  char link[32] = "/proc/self/fd/", digits[12];
+  struct stat st;
+  size_t len = 14, k = 0;
+  ssize_t n;
 
+  /* By hand, not snprintf: async-signal-safe (a forked child's atfork
+   * handler calls it: flush/segment.c). */
+  if (cap < 2 || fd < 0 || fstat(fd, &st) != 0 || st.st_nlink == 0)
+    return false;
+  do digits[k++] = (char)('0' + fd % 10); while ((fd /= 10) > 0);
+  while (k > 0) link[len++] = digits[--k];
+  link[len] = '\0';
+  n = readlink(link, out, cap - 1);
   if (n <= 0 || (size_t)n >= cap - 1 || out[0] != '/') return false;
   for (len = (size_t)n; len > 0 && out[len - 1] != '/'; len--) {
   }
   if (len <= 1) return false; /* a file in / itself: not ours */
   out[len - 1] = '\0';
   return true;
-}
-#endif
-
-static inline bool stkr_fd_dir(int fd, char *out, size_t cap) {
-#if defined(__linux__)
-  char link[32];
-  struct stat st;
-
-  if (cap < 2 || fstat(fd, &st) != 0 || st.st_nlink == 0) return false;
-  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  return stkr__link_dir(link, out, cap);
 #else
   (void)fd, (void)out, (void)cap;
-  return false;
-#endif
-}
-
-static inline bool stkr_pid_fd_dir(uint32_t pid, int fd, uint64_t dev,
-                                   uint64_t ino, char *out, size_t cap) {
-#if defined(__linux__)
-  char link[48];
-  struct stat st;
-
-  /* The file itself first: the link's target, checked to be that file
-   * (the process may have put another at that number since). */
-  snprintf(link, sizeof link, "/proc/%u/fd/%d", (unsigned)pid, fd);
-  if (cap < 2 || stat(link, &st) != 0 || (uint64_t)st.st_dev != dev ||
-      (uint64_t)st.st_ino != ino || st.st_nlink == 0)
-    return false;
-  return stkr__link_dir(link, out, cap);
-#else
-  (void)pid, (void)fd, (void)dev, (void)ino, (void)out, (void)cap;
   return false;
 #endif
 }

@@ -252,8 +252,6 @@ typedef struct stkr__segw {
   uint64_t segment_bytes, disk_cap_bytes;
   int fd;                  /* current segment (high, close-on-exec), or -1 */
   uint64_t fd_dev, fd_ino; /* its identity at open (fd.c) */
-  int forked_fd;           /* in a forked child: fd at the fork (the parent's
-                              number, this struct the parent's), or -1 */
   uint32_t seq;            /* seq of the current (or the last opened) file */
   uint32_t prior_seq;      /* the highest seq of our pid before this session
                               (an earlier process's): its files are not ours */
@@ -331,13 +329,15 @@ void stkr__seg_free(stkr__segw *s);
  * sees a session without a clean end that never recorded. */
 void stkr__seg_discard(stkr__segw *s);
 /* In a forked child (atfork handler: async-signal-safe, no malloc): close
- * the inherited descriptor if it is still ours, and forget it. */
-void stkr__seg_forget_inherited(stkr__segw *s);
+ * the inherited descriptor if it is still ours, and forget it; in follow
+ * mode, note first which directory its file is in now (Linux: a readlink
+ * of /proc/self/fd/N). */
+void stkr__seg_forget_inherited(stkr__segw *s, bool follow);
 /* In a forked child, s its parent's writer (after the above): where the
- * parent writes its segments now when the directory was renamed since its
- * config named it (Linux: /proc/PPID/fd, the parent's segment found by
- * its identity; else the writer's own knowledge, follow_renamed_dir).
- * @return a malloc'd directory, or NULL: the config's still holds. */
+ * parent's segment was at the fork when the directory was renamed since
+ * its config named it (else the writer's own knowledge of a rename,
+ * follow_renamed_dir). @return a malloc'd directory, or NULL: the
+ * config's still holds. */
 char *stkr__seg_dir_in_parent(const stkr__segw *s);
 
 /* ---- batch building (batch.c) -------------------------------------------- */

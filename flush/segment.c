@@ -164,7 +164,7 @@ int stkr__seg_init(stkr__segw *s, const char *dir, uint32_t pid,
   s->pid = pid;
   s->segment_bytes = segment_bytes;
   s->disk_cap_bytes = disk_cap_bytes;
-  s->fd = s->forked_fd = -1;
+  s->fd = -1;
 
   /* Continue after files an earlier process with our pid left behind
    * (containers recycle small pids). A directory we cannot list is not an
@@ -229,7 +229,8 @@ static void follow_renamed_dir(stkr__segw *s) {
    * thread meanwhile gives its child a name to read, never freed memory
    * (stkr__seg_dir_in_parent). */
   char *old = s->dir_owned;
-  s->dir = s->dir_owned = d;
+  s->dir_owned = d;
+  __atomic_store_n(&s->dir, d, __ATOMIC_RELEASE); /* stored before the free */
   free(old);
 }
 
@@ -478,8 +479,11 @@ int stkr__seg_append_last(stkr__segw *s, const void *data, size_t len) {
 
 void stkr__seg_free(stkr__segw *s) {
   close_current(s, true);
-  free(s->dir_owned);
+  char *owned = s->dir_owned;
+  if (owned != NULL) /* no name left to a fork meanwhile once freed */
+    __atomic_store_n(&s->dir, NULL, __ATOMIC_RELEASE);
   s->dir_owned = NULL;
+  free(owned);
 }
 
 void stkr__seg_discard(stkr__segw *s) {
@@ -487,34 +491,34 @@ void stkr__seg_discard(stkr__segw *s) {
   close_current(s, true);
 }
 
-void stkr__seg_forget_inherited(stkr__segw *s) {
+/* In a forked child of a follow-mode writer: where the parent's segment
+ * was at the fork ("": not known). Set by the atfork handler, the only
+ * thread then; read at the child's first event (stkr__seg_dir_in_parent).
+ * Static, as the handler may not allocate. */
+static char g_forked_dir[PATH_MAX - STKR_FMT_SEGMENT_NAME_MAX - 2];
+
+void stkr__seg_forget_inherited(stkr__segw *s, bool follow) {
   struct stat st;
   stkr__fd_own(STKR__OWN_SEGMENT, -1, 0, 0);
-  if (s->fd >= 0 && stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) == 0)
+  g_forked_dir[0] = '\0';
+  if (s->fd >= 0 && stkr__fd_check(s->fd, s->fd_dev, s->fd_ino, &st) == 0) {
+    /* Asked only of our own file (its identity just checked), through our
+     * own copy of the descriptor: never through the app's. */
+    if (follow && !stkr_fd_dir(s->fd, g_forked_dir, sizeof g_forked_dir))
+      g_forked_dir[0] = '\0';
     (void)close(s->fd);
-  s->forked_fd = s->fd;
+  }
   s->fd = -1;
 }
 
 char *stkr__seg_dir_in_parent(const stkr__segw *s) {
-  char now[PATH_MAX], name[STKR_FMT_SEGMENT_NAME_MAX];
   struct stat a, b;
 
   if (s->dir == NULL)
     return NULL;
-  /* Most often its segment is where it was: one stat. */
-  if (s->forked_fd >= 0 &&
-      stkr_fmt_segment_name(name, sizeof name, s->pid, s->seq) == 0 &&
-      (size_t)snprintf(now, sizeof now, "%s/%s", s->dir, name) < sizeof now &&
-      stat(now, &a) == 0 && (uint64_t)a.st_dev == s->fd_dev &&
-      (uint64_t)a.st_ino == s->fd_ino)
-    return s->dir_owned != NULL ? strdup(s->dir) : NULL;
-  if (s->forked_fd >= 0 &&
-      stkr_pid_fd_dir(s->pid, s->forked_fd, s->fd_dev, s->fd_ino, now,
-                      sizeof now - STKR_FMT_SEGMENT_NAME_MAX - 2) &&
-      strcmp(now, s->dir) != 0 &&
-      !(stat(s->dir, &a) == 0 && stat(now, &b) == 0 &&
+  if (g_forked_dir[0] != '\0' && strcmp(g_forked_dir, s->dir) != 0 &&
+      !(stat(s->dir, &a) == 0 && stat(g_forked_dir, &b) == 0 &&
         a.st_dev == b.st_dev && a.st_ino == b.st_ino))
-    return strdup(now);
+    return strdup(g_forked_dir);
   return s->dir_owned != NULL ? strdup(s->dir) : NULL;
 }

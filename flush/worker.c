@@ -410,7 +410,9 @@ static void atfork_parent_scan(void) {
  * checked: the app may have replaced it), so we do not keep it open. */
 static void atfork_child(void) {
   stkr__worker *w = g_state ? g_state : g_abandoned;
-  if (w) stkr__seg_forget_inherited(&w->seg);
+  if (w)
+    stkr__seg_forget_inherited(&w->seg,
+                               w->cfg.set.fork_mode == STKR_FORK_FOLLOW);
   stkr__alone_close(); /* the parent's /proc/<ppid>/stat */
   stkr__log_limits_reset(); /* its notes are its own (review, session 22) */
 #if defined(__SANITIZE_ADDRESS__)

@@ -454,17 +454,21 @@ bool stkr__tomb_gone(stkr__stream *st, stkr__file *f);
  * before it end before it (stkr_tombstones.c). */
 void stkr__tomb_clip(stkr__stream *st, const stkr__file *f);
 /* The seqs of a gap, as a reader can name them: "3", "3..5", "1, 3..5,
- * 9, ..." (at most STKR__SEQ_LIST_RANGES ranges, then ", ..."). */
+ * 9, ..." (at most STKR__SEQ_LIST_RANGES ranges, then ", ..."), never
+ * more seqs than the count it names (want). */
 #define STKR__SEQ_LIST_RANGES 6
 typedef struct {
   char text[128];
   uint32_t lo, hi;  /* the range not yet put (lo > hi: none) */
   uint32_t ranges;  /* ranges put */
+  uint32_t named, want; /* seqs named so far; how many there are */
 } stkr__seq_list;
+#define STKR__SEQ_LIST_INIT(want) {"", 1, 0, 0, 0, (want)}
 /* The session's first gap (acct.first_seq..min_seg - 1) named seq by seq
  * (stkr_tombstones.c): its tombstones' seqs and the first `credit` seqs
  * no file holds into *deleted, the other seqs no file holds into
- * *missing. Both start as {"", 1, 0, 0}. */
+ * *missing (each made with STKR__SEQ_LIST_INIT of its count). ", ..."
+ * ends a list that names fewer than its count. */
 void stkr__first_gap_seqs(const stkr__stream *st, uint32_t credit,
                           stkr__seq_list *deleted, stkr__seq_list *missing);
 /* Look ahead at st's first Header once (stkr_copies.c): st->peek_*. */

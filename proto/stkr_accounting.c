@@ -359,10 +359,17 @@ static void stkr__warn_first(stkr_reader *r, const stkr__stream *st,
 
   snprintf(gap, sizeof gap, "%u..%u", (unsigned)st->acct.first_seq,
            (unsigned)st->acct.min_seg - 1);
-  stkr__warn(r, STKR_WARN_INCOMPLETE, stkr__sess_path(st, st->acct.first_file),
-             -1, st->info.pid, "process %u %s: %ssegment%s %s%s %s",
-             (unsigned)st->info.pid, sid, first, n == 1 ? "" : "s",
-             l->text[0] ? "" : "among ", l->text[0] ? l->text : gap, why);
+  if (l->text[0] != '\0')
+    stkr__warn(r, STKR_WARN_INCOMPLETE,
+               stkr__sess_path(st, st->acct.first_file), -1, st->info.pid,
+               "process %u %s: %ssegment%s %s %s", (unsigned)st->info.pid,
+               sid, first, n == 1 ? "" : "s", l->text, why);
+  else
+    stkr__warn(r, STKR_WARN_INCOMPLETE,
+               stkr__sess_path(st, st->acct.first_file), -1, st->info.pid,
+               "process %u %s: %s%u segment%s among %s %s",
+               (unsigned)st->info.pid, sid, first, (unsigned)n,
+               n == 1 ? "" : "s", gap, why);
 }
 
 /* Name the session's absent first segments and count them into the
@@ -374,7 +381,7 @@ static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
   stkr_process_info *in = &st->info;
   stkr__deleters by_others = {{0}, 0, false};
   uint32_t cap_deleted, first_missing, tombs;
-  stkr__seq_list dl = {"", 1, 0, 0}, ml = {"", 1, 0, 0};
+  stkr__seq_list dl, ml;
   bool by_self;
   char why[160], whom[96];
 
@@ -386,6 +393,8 @@ static uint32_t stkr__account_first_gap(stkr_reader *r, stkr__stream *st,
     snprintf(why, sizeof why, "deleted by the disk cap, when %s%s wrote",
              by_self ? "this process and " : "", whom);
   }
+  dl = (stkr__seq_list)STKR__SEQ_LIST_INIT(cap_deleted);
+  ml = (stkr__seq_list)STKR__SEQ_LIST_INIT(first_missing);
   if (cap_deleted || first_missing)
     stkr__first_gap_seqs(st, cap_deleted - tombs, &dl, &ml);
   if (cap_deleted)

@@ -152,17 +152,24 @@ static void stkr__seq_list_flush(stkr__seq_list *l) {
   l->hi = 0;
 }
 
-/* ", ..." after what l names (nothing when it names nothing yet). */
+/* ", ..." after what l names when that is fewer than its count (and
+ * something: else the warning says "among" the gap). */
 static void stkr__seq_list_more(stkr__seq_list *l) {
   size_t o = strlen(l->text);
 
-  if (l->ranges > 0 && l->ranges <= STKR__SEQ_LIST_RANGES)
+  if (l->named < l->want && l->ranges > 0 &&
+      l->ranges <= STKR__SEQ_LIST_RANGES)
     snprintf(l->text + o, sizeof l->text - o, ", ...");
-  l->ranges = STKR__SEQ_LIST_RANGES + 1;
 }
 
-/* Add the seqs a..b to l, after every seq it holds. */
+/* Add the seqs a..b to l, after every seq it holds; past its count, none
+ * (a seq said twice, or a gap whose files disagree: hostile or torn). */
 static void stkr__seq_list_add(stkr__seq_list *l, uint32_t a, uint32_t b) {
+  if (l->named >= l->want)
+    return;
+  if (b - a >= l->want - l->named)
+    b = a + (l->want - l->named) - 1;
+  l->named += b - a + 1;
   if (l->lo <= l->hi && l->hi + 1 == a) {
     l->hi = b;
     return;
@@ -239,8 +246,6 @@ void stkr__first_gap_seqs(const stkr__stream *st, uint32_t credit,
   }
   stkr__seq_list_flush(deleted);
   stkr__seq_list_flush(missing);
-  if (c < hi && steps == 8 * STKR__SEQ_LIST_RANGES) { /* not all named */
-    stkr__seq_list_more(deleted);
-    stkr__seq_list_more(missing);
-  }
+  stkr__seq_list_more(deleted);
+  stkr__seq_list_more(missing);
 }

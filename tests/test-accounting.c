@@ -297,6 +297,14 @@ static const acct_case g_cases[] = {
      "1..3", {
       "segments 1..2 deleted by the disk cap\n",
       "first segment 3 missing (the session starts at segment 1)\n"}},
+    /* More ranges than a line names: the first six, then ", ...". */
+    {"test_first_gap_named_in_part",
+     {.nseg = 16, .last = true, .tomb = 0x2AAAu, .tomb_by = 4400,
+      .skip = 0x5554u}, 4, ", 13", {
+      "segments 1, 3, 5, 7, 9, 11, ... deleted by the disk cap, when "
+      "process 4400 wrote\n",
+      "first segments 2, 4, 6, 8, 10, 12, ... missing (the session starts "
+      "at segment 1)\n"}},
     /* A tombstone no session's first segments explain (QA review: such
      * deletions went unsaid, and verify could say intact). */
     {"test_disk_cap_stray_tombstone",

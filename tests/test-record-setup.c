@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -89,11 +90,13 @@ static void test_bad_dir(void **state) {
  * call). */
 static void test_second_record_refused(void **state) {
   const char *dir = fresh("twice");
+  char lock[4300];
+  int fd, st;
+  pid_t holder;
   (void)state;
-
   if (!HOOKS_IN_SYSTEM_PROGRAMS) skip();
   assert_int_equal(
-      cr_run("record -q -o '%s' -- /bin/sleep 2 & { sleep 0.5; '%s' record "
+      cr_run("record -q -o '%s' -- /bin/sleep 3 & { sleep 0.5; '%s' record "
              "-q -o '%s' -- /bin/true; echo second=$?; wait; }",
              dir, cr_bin, dir),
       0);
@@ -101,6 +104,19 @@ static void test_second_record_refused(void **state) {
   cr_assert_has(cr_err, "another stackrec record is recording into it");
   /* The lock went with the first record (and its cache directory). */
   assert_int_equal(cr_run("record -q -o '%s' -- /bin/true", dir), 0);
+  /* Held for moments (as by `stackrec recover`, removing a killed
+   * record's leftovers): waited for, not refused (exit 3 before; session
+   * 37's note). A child holds it through its copy of fd for 0.2 s. */
+  snprintf(lock, sizeof lock, "%s/.stackrec-cache", dir);
+  assert_int_equal(mkdir(lock, 0700), 0);
+  strcat(lock, "/record.lock");
+  assert_true((fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0);
+  assert_int_equal(flock(fd, LOCK_EX), 0);
+  if ((holder = fork()) == 0)
+    _exit(usleep(200000));
+  close(fd);
+  assert_int_equal(cr_run("record -q -o '%s' -- /bin/true", dir), 0);
+  assert_int_equal(waitpid(holder, &st, 0), holder);
 }
 
 /* `stackrec record` with name=value in its environment: exit 2, saying

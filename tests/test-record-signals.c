@@ -21,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -408,6 +409,7 @@ static void test_killed_while_symbolizing(void **state) {
 static void test_marks_reserve_released_under_lock(void **state) {
   const char *dir = fresh("marks-reserve");
   char marks[4300];
+  struct timespec t0, t1;
   struct stat st;
   int fd;
   (void)state;
@@ -428,7 +430,12 @@ static void test_marks_reserve_released_under_lock(void **state) {
   assert_true(st.st_blocks * 512 >= 64 * 1024); /* kept */
   assert_int_equal(flock(fd, LOCK_UN), 0);
   assert_int_equal(flock(fd, LOCK_EX), 0); /* a releaser at work */
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  /* It waited (a lower bound only: never a flake on a loaded machine). */
+  assert_true((t1.tv_sec - t0.tv_sec) * 1000000000L +
+                  (t1.tv_nsec - t0.tv_nsec) >= 18000000L);
   close(fd);
   tl_slurp(marks, cr_out, sizeof cr_out);
   assert_non_null(strstr(cr_out, " consent.granted "));

@@ -540,6 +540,30 @@ static int count_event(builder *b, stkr_reader *r, const stkr_event_view *ev,
 
 /* ---- build ---------------------------------------------------------------- */
 
+/* Everything read: names, site groups, distinct counts, payload tables and
+ * timelines attached, marks placed, process sums. @return 0 or -ENOMEM. */
+static int finish(builder *b, stkr_reader *r) {
+  int err = 0;
+
+  if (b->o->by_process)
+    err = stkr__agg_name_processes(b->a, r, &b->strs);
+  if (err == 0)
+    err = stkr__agg_group_sites(b->a);
+  if (err == 0)
+    err = stkr__agg_count_distinct(b->a);
+  if (err == 0)
+    err = stkr__paytab_attach(b->pay, b->a->sites, b->a->n_sites);
+  if (err != 0)
+    return err;
+  stkr__timeline_attach(b->tl, b->a);
+  stkr__agg_marks_resolve(&b->marks, b->a, r, b->cur_process);
+  b->a->timeline_trees = stkr__agg_runs_trees(
+      &b->runs, b->proc_counted, b->proc_counted_bytes, b->a->marks,
+      b->a->n_marks);
+  stkr__agg_sum_processes(b->a, r, &b->runs);
+  return 0;
+}
+
 int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
                    void (*progress)(uint64_t events, void *arg),
                    void *progress_arg, stkr_agg **out) {
@@ -622,22 +646,8 @@ int stkr_agg_build(stkr_reader *r, const stkr_agg_opts *opts,
   }
   if (err == 0 && rc < 0)
     err = rc;
-  if (err == 0 && b.o->by_process)
-    err = stkr__agg_name_processes(b.a, r, &b.strs);
   if (err == 0)
-    err = stkr__agg_group_sites(b.a);
-  if (err == 0)
-    err = stkr__agg_count_distinct(b.a);
-  if (err == 0)
-    err = stkr__paytab_attach(b.pay, b.a->sites, b.a->n_sites);
-  if (err == 0)
-    stkr__timeline_attach(b.tl, b.a);
-  if (err == 0) {
-    b.a->timeline_trees = stkr__agg_runs_trees(&b.runs, b.proc_counted,
-                                               b.proc_counted_bytes);
-    stkr__agg_marks_resolve(&b.marks, b.a, r, b.cur_process);
-    stkr__agg_sum_processes(b.a, r, &b.runs);
-  }
+    err = finish(&b, r);
   new_process(&b, SIZE_MAX); /* frees level 1 */
   stkr__filter_free(&b.filt);
   free(b.aux);

@@ -48,6 +48,7 @@ static uint64_t root_start(stkr__agg_runs *u, stkr_reader *r,
                            const proc_key *v, const stkr_start_clock *c,
                            size_t n, size_t i) {
   size_t j = i, at = i, k, depth = 0; /* j: the root so far; at: the walk */
+  uint64_t passed_wall = UINT64_MAX; /* the last passed-through start */
   uint32_t up;
 
   while ((up = c[at].parent_pid ? c[at].parent_pid : c[at].os_parent_pid) &&
@@ -60,14 +61,18 @@ static uint64_t root_start(stkr__agg_runs *u, stkr_reader *r,
       if (c[k].wall_ns == 0 || c[k].wall_ns > c[at].wall_ns)
         break;
       at = k; /* passed through: its clock is not known */
+      passed_wall = c[k].wall_ns;
       continue;
     }
-    if (u->boots.boot[k] != u->boots.boot[j] ||
+    /* After a pass: the next is no later than the one passed (a pid used
+     * again between them is not its parent). */
+    if (c[k].wall_ns > passed_wall || u->boots.boot[k] != u->boots.boot[j] ||
         u->boots.boot[k] == STKR_BOOT_UNKNOWN ||
         stkr_boots_place(&u->boots, k, NULL, c[k].mono_ns) >
             stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns))
       break;
     j = at = k;
+    passed_wall = UINT64_MAX;
   }
   return stkr_boots_place(&u->boots, j, NULL, c[j].mono_ns);
 }
@@ -132,19 +137,28 @@ static int by_u64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Process i's line: its tree root's start, or (its own start unknown) a
+ * line of its own (the filter's origin). */
+static uint64_t line_of(const stkr__agg_runs *u, size_t i) {
+  return u->origin[i] != 0 ? u->origin[i] : UINT64_MAX - i;
+}
+
 size_t stkr__agg_runs_trees(const stkr__agg_runs *u, const uint8_t *with,
-                            size_t with_bytes) {
+                            size_t with_bytes, const stkr_agg_mark *marks,
+                            size_t n_marks) {
   size_t n = 0, trees = 0, i;
   uint64_t *o;
 
   if (!u->on)
     return 1;
-  if ((o = malloc(u->boots.n * sizeof *o)) == NULL)
+  if ((o = malloc((u->boots.n + n_marks) * sizeof *o)) == NULL)
     return 0;
   for (i = 0; i < u->boots.n && i / 8 < with_bytes; i++)
     if (with[i / 8] & (1u << (i % 8)))
-      /* Its own start unknown: a line of its own (the filter's origin). */
-      o[n++] = u->origin[i] != 0 ? u->origin[i] : UINT64_MAX - i;
+      o[n++] = line_of(u, i);
+  for (i = 0; i < n_marks; i++) /* a mark's tree may have no event drawn */
+    if (marks[i].process < u->boots.n)
+      o[n++] = line_of(u, marks[i].process);
   qsort(o, n, sizeof *o, by_u64);
   for (i = 0; i < n; i++)
     trees += i == 0 || o[i] != o[i - 1];

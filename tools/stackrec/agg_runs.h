@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "proto/stkr_reader.h"
+#include "tools/stackrec/agg.h"
 #include "tools/stackrec/boots.h"
 
 typedef struct stkr__agg_runs {
@@ -49,12 +50,13 @@ bool stkr__agg_runs_offset(stkr__agg_runs *u, size_t i,
                            uint64_t *t_ns);
 
 /* How many process trees (distinct origins) the processes whose bit is
- * set in with[0, with_bytes) (by reader index) lie on: each is drawn
- * from its own start, so a mark (on its own tree's line) stands beside
- * the others' events only by that convention. @return 1 when off, 0 when
- * out of memory (not said). */
+ * set in with[0, with_bytes) (by reader index) and those of marks[0,
+ * n_marks) lie on: each is drawn from its own start, so a mark (on its
+ * own tree's line) stands beside the others' events only by that
+ * convention. @return 1 when off, 0 when out of memory (not said). */
 size_t stkr__agg_runs_trees(const stkr__agg_runs *u, const uint8_t *with,
-                            size_t with_bytes);
+                            size_t with_bytes, const stkr_agg_mark *marks,
+                            size_t n_marks);
 void stkr__agg_runs_free(stkr__agg_runs *u); /* zeroed or initialized */
 
 #endif /* STKR_AGG_RUNS_H */

@@ -172,6 +172,7 @@ void stkr__rec_marks_release(const char *dir, bool never_ran) {
 #if defined(__linux__)
   char path[PATH_MAX];
   struct stat st;
+  bool locked;
   int fd = open_marks(dir, 0, &st);
 
   if (fd < 0)
@@ -182,15 +183,17 @@ void stkr__rec_marks_release(const char *dir, bool never_ran) {
    * so the size read here stays the end until the truncation (before, a
    * line appended between the two was cut: session 37's note). Busy for
    * 20 ms: the reserve stays. */
-  if (stkr_flock_within(fd, LOCK_EX, 20) && fstat(fd, &st) == 0)
+  locked = stkr_flock_within(fd, LOCK_EX, 20) && fstat(fd, &st) == 0;
+  if (locked)
     (void)ftruncate(fd, st.st_size);
-  close(fd);
   /* A command that never ran leaves no directory of ours behind: the
-   * marks file made for the reserve goes too, if nothing was written. */
-  if (never_ran && st.st_size == 0 &&
+   * marks file made for the reserve goes too, if nothing was written
+   * (under the lock: no line on its way into it). */
+  if (locked && never_ran && st.st_size == 0 &&
       (size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_MARKS_FILE) <
           sizeof path)
     (void)unlink(path);
+  close(fd);
 #else
   (void)dir;
   (void)never_ran;
@@ -293,10 +296,19 @@ int stkr__rec_make_dir(const char *opt, const char *cmd, char *out,
    * exec, so never the command's). Recording starts at a first event, so a
    * second record found no segment yet and went ahead. A file system
    * without locks (ENOLCK, ENOSYS: NFS without lockd, some FUSE) records
-   * as before, unlocked. */
-  if ((err = stkr_recover_lock_dir(name)) == -EWOULDBLOCK) {
-    stkr__rec_error("-o %s: another stackrec record is recording into it; "
-              "choose another directory", name);
+   * as before, unlocked. A `stackrec recover` holds it for the moments it
+   * removes a killed record's leftovers: waited for, a second at most
+   * (before, a record starting then was refused: session 37's note). */
+  for (int tries = 0;
+       (err = stkr_recover_lock_dir(name)) == -EWOULDBLOCK && tries < 100;
+       tries++) {
+    struct timespec ms10 = {0, 10000000};
+    nanosleep(&ms10, NULL);
+  }
+  if (err == -EWOULDBLOCK) {
+    stkr__rec_error("-o %s: another stackrec record is recording into it "
+                    "(its lock held for a second); choose another "
+                    "directory", name);
     return STKR__REC_BAD_DIR;
   }
   *lock = err;
