@@ -93,5 +93,27 @@ static void test_exec_through_a_clockless_parent(void **state) {
     fail_msg("the timeline does not span the 0.6 s:\n%s", cr_out);
 }
 
+/* The recording directory moved while the command runs (here by the
+ * script itself): record finds it by its lock and ends there, and the
+ * program started after the move, which could not record (its
+ * STACKREC_DIR names the old path), is named in it: verify 4 (QA, session
+ * 38: those lines went to the old path, and verify said complete, 0). */
+static void test_moved_while_recording(void **state) {
+  const char *dir = fresh("moved");
+  char moved[4300];
+  (void)state;
+
+  if (!hooks_run_in("bash") || !hooks_run_in("hostname"))
+    return;
+  snprintf(moved, sizeof moved, "%s.moved", dir);
+  assert_int_equal(cr_run("record -q -o '%s' -- /bin/bash -c 'hostname "
+                          ">/dev/null; mv \"$STACKREC_DIR\" '\\''%s'\\''; "
+                          "hostname >/dev/null; true'", dir, moved), 0);
+  cr_assert_has(cr_err, " was moved to ");
+  assert_int_equal(cr_run("verify '%s'", moved), 4);
+  cr_assert_has(cr_out, "(hostname) recorded nothing");
+}
+
 TL_TEST_MAIN("record-tree", setup, NULL, test_exec_on_the_tree_line,
-             test_exec_through_a_clockless_parent)
+             test_exec_through_a_clockless_parent,
+             test_moved_while_recording)

@@ -48,7 +48,9 @@
 #include <unistd.h>
 
 #include "common/stkr_elfkind.h"
+#include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
+#include "common/stkr_ringfile.h"
 #include "common/stkr_which.h"
 #include "preload/match.h"
 #include "proto/stkr_format.h"
@@ -416,6 +418,38 @@ static int set_env(const char *dir, const char *depth, const char *cats,
   return 0;
 }
 
+/* The recording directory moved while the command ran (`mv DIR ELSEWHERE`):
+ * where it is now, found by our own lock file in it (lock, the descriptor
+ * of DIR/.stackrec-cache/record.lock), into dir (cap bytes), said. The
+ * end's work (recovery, the lines of the processes that recorded nothing,
+ * symbolization, the summary) then happens there (QA, session 38: those
+ * lines went to the old, gone path, and the moved recording verified
+ * complete with 70% of its events missing: the processes started after
+ * the move, whose STACKREC_DIR names the old path, could not record).
+ * Linux (stkr_fd_dir); elsewhere, or without a lock, "gone" as before. */
+static void follow_moved_dir(char *dir, size_t cap, int lock) {
+  char now[PATH_MAX];
+  struct stat st;
+  size_t n;
+
+  if (lock < 0 || stat(dir, &st) == 0 || errno != ENOENT ||
+      !stkr_fd_dir(lock, now, sizeof now))
+    return;
+  n = strlen(now);
+  if (n <= sizeof "/" STKR_CACHE_DIR - 1 || n >= cap ||
+      strcmp(now + n - (sizeof "/" STKR_CACHE_DIR - 1),
+             "/" STKR_CACHE_DIR) != 0)
+    return;
+  now[n - (sizeof "/" STKR_CACHE_DIR - 1)] = '\0';
+  if (stat(now, &st) != 0 || !S_ISDIR(st.st_mode))
+    return;
+  stkr__rec_error("the recording directory %s was moved to %s while the "
+                  "command ran; the recording ends there (processes started "
+                  "after the move could not record: they are named in it)",
+                  dir, now);
+  memcpy(dir, now, strlen(now) + 1);
+}
+
 /* After the command: resolve the recording in place (if the tree recorded
  * offline because we said so), then print the summary. */
 static void finish(const char *cmd, const char *dir, int status, bool quiet,
@@ -648,6 +682,7 @@ int stkr_cli_record(int argc, char **argv) {
     rc = 128 + WTERMSIG(status);
   else
     rc = STKR__REC_FAILED;
+  follow_moved_dir(dir, sizeof dir, dir_lock);
   stkr__rec_static_settle(dir, &nt); /* its files, if any, are there now */
   test_hold();
   {
