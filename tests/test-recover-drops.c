@@ -632,6 +632,57 @@ static void test_last_counters_without_a_session_file(void **state) {
   stkr_reader_free(rd);
 }
 
+/* The same, at an exit (stkr_shutdown_for_exit: batches cut at 4096
+ * events), where the first cut batch is written and the next refused: the
+ * 4096 written are not counted again among the lost (QA, session 38: a
+ * full disk made written + dropped exceed attempted by 4096 or 8192, and
+ * verify called the intact recording damaged). */
+static void test_exit_batches_then_no_room(void **state) {
+  const struct rlimit lim = {100u << 10, 100u << 10};
+  char dir[300];
+  pid_t p;
+  int st;
+  (void)state;
+
+  new_dir(dir, sizeof dir);
+  if ((p = fork()) == 0) {
+    /* A ring no pass reads before the exit (the worker's pressure wake is
+     * at an eighth: 512 KiB, more than the 8 192 records). */
+    stkr_config cfg = {.dir = dir, .flush_interval_ms = 3600000,
+                       .ring_bytes = 4u << 20, .exit_ms = 20000};
+    uint8_t pay[40];
+    signal(SIGXFSZ, SIG_IGN);
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(93);
+    if (stkr_init(&cfg) != 0) _exit(90); /* no session file: ~300 KB */
+    record_seq(0, 10);
+    if (stkr_flush() != 0) _exit(91);
+    /* One exit batch of 4 096 small events (written), then one of 4 096
+     * with distinct, incompressible 40-byte payloads (~170 KB: refused
+     * in any file). */
+    record_seq(10, 4096);
+    srand(11);
+    for (uint32_t i = 0; i < 4096; i++) {
+      for (size_t k = 0; k < sizeof pay; k++) pay[k] = (uint8_t)rand();
+      if (stkr_event(&g_site, pay, sizeof pay) != 0) _exit(92);
+    }
+    (void)stkr_shutdown_for_exit();
+    _exit(0);
+  }
+  assert_true(p > 0);
+  assert_int_equal(waitpid(p, &st, 0), p);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+
+  stkr_process_info info = read_process(dir);
+  if (info.events != 10 + 4096)
+    fail_msg("%llu events read (want 10 and one exit batch of 4096)",
+             (unsigned long long)info.events);
+  assert_int_equal(info.attempted, 10 + 2 * 4096);
+  assert_int_equal(info.drops_write_error, 4096); /* 8192 before */
+  assert_int_equal(info.unaccounted, 0);
+  assert_int_equal(info.accounting_mismatches, 0);
+}
+
 /* One call site: every event of it has one stack. */
 static __attribute__((noinline)) void lost_stack_events(uint32_t from,
                                                         uint32_t n) {
@@ -705,5 +756,6 @@ int main(void) {
                test_memory_ring_of_a_killed_writer,
                test_memory_ring_of_a_clean_end,
                test_last_counters_without_a_session_file,
+               test_exit_batches_then_no_room,
                test_stack_lost_with_a_failed_write));
 }
