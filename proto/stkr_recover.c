@@ -664,6 +664,24 @@ int stkr_recover_lock_dir(const char *dir) {
   return fd;
 }
 
+bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap) {
+  const size_t tail = sizeof "/" STKR_CACHE_DIR - 1;
+  struct stat st;
+  size_t n;
+
+  if (fd < 0 || !stkr_fd_dir(fd, out, cap))
+    return false;
+  n = strlen(out);
+  if (n <= tail || strcmp(out + n - tail, "/" STKR_CACHE_DIR) != 0)
+    return false;
+  out[n - tail] = '\0';
+  return stat(out, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool stkr_recover_is_cache_name(const char *name) {
+  return name != NULL && strcmp(name, STKR_CACHE_DIR) == 0;
+}
+
 int stkr_recover_remove_cache(const char *dir) {
   char path[PATH_MAX];
   struct dirent *e;

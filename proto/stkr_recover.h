@@ -158,6 +158,16 @@ int stkr_recover_lock_dir(const char *dir);
  * its file and then the cache directory if that is empty. */
 void stkr_recover_unlock_dir(const char *dir, int fd);
 
+/* Where the directory locked through fd (stkr_recover_lock_dir's) is now,
+ * into out (cap bytes): a directory moved while locked (`mv DIR ELSEWHERE`
+ * while `stackrec record` ran). Linux (common/stkr_io.h stkr_fd_dir).
+ * @return true if found. */
+bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap);
+
+/* Is `name` (an entry of a recording directory) the cache directory
+ * (DIR/.stackrec-cache), which holds no recording data? */
+bool stkr_recover_is_cache_name(const char *name);
+
 /*
  * One ring file's records, for tools and fuzzing: parse `data` (`len`
  * bytes, a whole ring file) and call `rec` for each record at or after

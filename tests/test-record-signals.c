@@ -355,7 +355,7 @@ static void test_summary_into_a_closed_pipe(void **state) {
  * inside the symbolization would be a race. */
 static void test_killed_while_symbolizing(void **state) {
   const char *dir = fresh("killed-symbolizing");
-  char seg[4300], tmp[4400], lock[4300];
+  char seg[4300], tmp[4400], lock[4300], probe[4400];
   void *data;
   size_t len;
   int fd;
@@ -370,10 +370,13 @@ static void test_killed_while_symbolizing(void **state) {
   assert_non_null(data = tl_slurp_alloc(seg, &len));
   snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, strrchr(seg, '/') + 1);
   assert_int_equal(tl_write_bytes(tmp, data, len), 0);
+  /* And the probe of a record killed at its start (QA, session 38). */
+  snprintf(probe, sizeof probe, "%s/.stackrec-probe-Xy12Zq", dir);
+  assert_int_equal(tl_write_bytes(probe, "x", 1), 0);
   free(data);
   assert_int_equal(cr_run("recover --dry-run '%s'", dir), 0);
-  tl_assert_has(cr_out, "; 1 temporary file (", "of a 'stackrec record' "
-                "killed while it symbolized would be removed");
+  tl_assert_has(cr_out, "; 2 temporary files (", "of a 'stackrec record' "
+                "killed while it symbolized or started would be removed");
   assert_int_equal(access(tmp, F_OK), 0);
 
   /* A record writing into it (its lock held): left alone. */
@@ -391,8 +394,9 @@ static void test_killed_while_symbolizing(void **state) {
   close(fd);
 
   assert_int_equal(cr_run("recover '%s'", dir), 0);
-  tl_assert_has(cr_out, "; 1 temporary file (", " removed\n");
+  tl_assert_has(cr_out, "; 2 temporary files (", " removed\n");
   assert_int_equal(access(tmp, F_OK), -1);
+  assert_int_equal(access(probe, F_OK), -1);
   assert_int_equal(access(lock, F_OK), -1); /* the stale lock's file too */
   assert_int_equal(cr_run("verify '%s'", dir), 0);
 }

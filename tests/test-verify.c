@@ -561,6 +561,16 @@ static void test_no_recording_and_usage(void **state) {
   assert_null(strstr(cr_out, "no segment files"));
   assert_int_equal(cr_run("info '%s'", d), 0);
   assert_non_null(strstr(cr_err, "an empty recording"));
+  /* What a record killed at its start leaves, its probe of the directory
+   * and its cache directory: still empty (QA, session 38: DAMAGED, 1). */
+  put_file(d, ".stackrec-probe-Ab12Cd", "x", 1);
+  {
+    char cache[4200];
+    snprintf(cache, sizeof cache, "%s/.stackrec-cache", d);
+    assert_int_equal(mkdir(cache, 0700), 0);
+  }
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  cr_assert_has(cr_out, "intact: 0 processes, an empty recording");
   put_file(d, "notes.txt", "x", 1);
   assert_int_equal(cr_run("verify '%s'", d), 1);
   cr_assert_has(cr_out,

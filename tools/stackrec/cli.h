@@ -383,6 +383,11 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
  * `record` killed while it symbolized leaves behind (".NAME.tmp", NAME a
  * segment's)? symbolize.c. */
 bool stkr_cli_symbolize_is_temp(const char *name);
+/* The prefix of the file `stackrec record` writes a block into to try its
+ * directory (record_setup.c), which a record killed in that moment leaves
+ * behind: not recording data (an empty recording stays empty; `stackrec
+ * recover` removes it). */
+#define STKR_CLI_PROBE_PREFIX ".stackrec-probe-"
 int stkr_cli_recover(int argc, char **argv); /* recover.c */
 int stkr_cli_push(int argc, char **argv);    /* push.c (issue 16) */
 /* `stackrec record`, once the program exited: remove the processes'

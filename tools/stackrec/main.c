@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include "symbolize/symbolize.h" /* stkr__demangle_swift_missed */
+#include "proto/stkr_recover.h" /* stkr_recover_is_cache_name */
 #include "recorder/stackrec.h" /* stkr_version */
 #include "tools/stackrec/cli.h"
 
@@ -306,9 +307,15 @@ bool stkr_cli_dir_empty(const char *path) {
   const struct dirent *e;
   bool empty = d != NULL;
 
+  /* What a `record` killed before anything was recorded leaves is no
+   * recording data: its cache directory (its lock) and its probe (QA,
+   * session 38: "DAMAGED: no recording found", exit 1). */
   while (empty && (e = readdir(d)) != NULL)
     empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            strcmp(e->d_name, STKR_MARKS_FILE) == 0;
+            strcmp(e->d_name, STKR_MARKS_FILE) == 0 ||
+            stkr_recover_is_cache_name(e->d_name) ||
+            strncmp(e->d_name, STKR_CLI_PROBE_PREFIX,
+                    sizeof STKR_CLI_PROBE_PREFIX - 1) == 0;
   if (d != NULL)
     closedir(d);
   return empty;

@@ -48,9 +48,7 @@
 #include <unistd.h>
 
 #include "common/stkr_elfkind.h"
-#include "common/stkr_io.h"
 #include "common/stkr_mkdir.h"
-#include "common/stkr_ringfile.h"
 #include "common/stkr_which.h"
 #include "preload/match.h"
 #include "proto/stkr_format.h"
@@ -426,22 +424,15 @@ static int set_env(const char *dir, const char *depth, const char *cats,
  * lines went to the old, gone path, and the moved recording verified
  * complete with 70% of its events missing: the processes started after
  * the move, whose STACKREC_DIR names the old path, could not record).
- * Linux (stkr_fd_dir); elsewhere, or without a lock, "gone" as before. */
+ * Linux (stkr_recover_locked_dir_now); elsewhere, or without a lock,
+ * "gone" as before. */
 static void follow_moved_dir(char *dir, size_t cap, int lock) {
   char now[PATH_MAX];
   struct stat st;
-  size_t n;
 
   if (lock < 0 || stat(dir, &st) == 0 || errno != ENOENT ||
-      !stkr_fd_dir(lock, now, sizeof now))
-    return;
-  n = strlen(now);
-  if (n <= sizeof "/" STKR_CACHE_DIR - 1 || n >= cap ||
-      strcmp(now + n - (sizeof "/" STKR_CACHE_DIR - 1),
-             "/" STKR_CACHE_DIR) != 0)
-    return;
-  now[n - (sizeof "/" STKR_CACHE_DIR - 1)] = '\0';
-  if (stat(now, &st) != 0 || !S_ISDIR(st.st_mode))
+      !stkr_recover_locked_dir_now(lock, now, sizeof now) ||
+      strlen(now) >= cap)
     return;
   stkr__rec_error("the recording directory %s was moved to %s while the "
                   "command ran; the recording ends there (processes started "

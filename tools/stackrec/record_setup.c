@@ -100,8 +100,8 @@ static int dir_usable(const char *dir) {
     return -errno;
   if (!S_ISDIR(st.st_mode))
     return -ENOTDIR;
-  if ((size_t)snprintf(probe, sizeof probe, "%s/.stackrec-probe-XXXXXX",
-                       dir) >= sizeof probe)
+  if ((size_t)snprintf(probe, sizeof probe, "%s/" STKR_CLI_PROBE_PREFIX
+                       "XXXXXX", dir) >= sizeof probe)
     return -ENAMETOOLONG;
   if ((fd = mkostemp(probe, O_CLOEXEC)) < 0)
     return -errno;

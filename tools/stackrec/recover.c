@@ -38,8 +38,9 @@ static const char usage[] =
     "segment per process marked 'recovered', then delete those ring files.\n"
     "Events already in a segment are not written twice. Ring files of\n"
     "processes that still run are left alone. What a 'stackrec record'\n"
-    "killed at its end left (temporary files of its symbolization, its\n"
-    "lock) is removed too, unless a record still writes into DIR.\n"
+    "killed at its end or its start left (temporary files of its\n"
+    "symbolization, its probe of DIR, its lock) is removed too, unless a\n"
+    "record still writes into DIR.\n"
     "\n"
     "  --dry-run   count what would be recovered; write and delete nothing\n"
     "\n"
@@ -85,7 +86,9 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   }
   while ((e = readdir(d)) != NULL) {
     struct stat st;
-    if (!stkr_cli_symbolize_is_temp(e->d_name) ||
+    if ((!stkr_cli_symbolize_is_temp(e->d_name) &&
+         strncmp(e->d_name, STKR_CLI_PROBE_PREFIX,
+                 sizeof STKR_CLI_PROBE_PREFIX - 1) != 0) ||
         fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode) ||
         (!dry && unlinkat(dirfd(d), e->d_name, 0) != 0))
@@ -163,7 +166,8 @@ int stkr_cli_recover(int argc, char **argv) {
              st.sessions_live, st.sessions_live == 1 ? "" : "s");
     if ((left = record_leftovers(argv[i], o.dry_run, &left_bytes)) != 0)
       printf("; %" PRIu64 " temporary file%s (%" PRIu64 " bytes) of a "
-             "'stackrec record' killed while it symbolized %s", left,
+             "'stackrec record' killed while it symbolized or started %s",
+             left,
              left == 1 ? "" : "s", left_bytes,
              o.dry_run ? "would be removed" : "removed");
     if (st.sessions_failed || st.damaged_rings || st.orphans)
