@@ -409,7 +409,9 @@ static uint32_t full_record_stack(stkr__worker *w, stkr__thread *t,
   return stack;
 }
 
-static void add_record(stkr__worker *w, stkr__thread *t,
+/* @return whether r's event went into the batch (else it was counted as
+ * the worker's drop: dropped_worker). */
+static bool add_record(stkr__worker *w, stkr__thread *t,
                        const stkr__record *r) {
   stkr__batchb *b = &w->bb;
   uint32_t site = r->site_id, stack;
@@ -425,7 +427,7 @@ static void add_record(stkr__worker *w, stkr__thread *t,
     pthread_mutex_lock(&w->stats_mu);
     w->dropped_worker++;
     pthread_mutex_unlock(&w->stats_mu);
-    return;
+    return false;
   }
 
   define_thread(w, t);
@@ -455,7 +457,9 @@ static void add_record(stkr__worker *w, stkr__thread *t,
     pthread_mutex_lock(&w->stats_mu);
     w->dropped_worker++;
     pthread_mutex_unlock(&w->stats_mu);
+    return false;
   }
+  return true;
 }
 
 /* Does ring r put the worker under pressure (timer.c: passes back to back,
@@ -478,7 +482,8 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
    * markers; records pushed meanwhile wait for the next pass, so a
    * producer as fast as the worker cannot keep it in one ring forever. */
   uint64_t budget = stkr__ring_unread(&t->ring) + stkr__ring_size(&t->ring);
-  uint64_t seen = 0, n = 0, held = 0; /* held: read since a release */
+  uint64_t seen = 0, n = 0;
+  uint64_t held = 0; /* events batched in this run, not yet in w_unreleased */
   const stkr__record *r;
   bool clock_fresh = false, empty = false;
   stkr__ring_cursor cur;
@@ -512,22 +517,27 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
     seen += r->size;
     if (batch_wants_write(w) || cur.pos - held_from >= held_max) {
       stkr__ring_cursor_store(&t->ring, &cur);
+      /* Counted before the write: a write that fails at an end releases
+       * a memory ring and counts w_unreleased as lost (review: left in
+       * `held`, those were counted nowhere). */
+      t->w_unreleased += held;
+      held = 0;
       write_batch(w, false);
       batch_begin(w);
       held_from = cur.pos; /* released (or kept for recovery at an end) */
-      held = 0;            /* ... and no longer in w_unreleased */
     }
     /* A rename told before this record's commit is seen now (rn_count is
      * released before the head that published the record). */
     if (atomic_load_explicit(&t->rn_count, memory_order_relaxed) !=
         t->w_rn_applied)
       apply_renames(t, cur.pos);
-    add_record(w, t, r);
+    /* Only an event in the batch is the batch's to lose: a record the
+     * worker dropped is counted already (review). */
+    held += add_record(w, t, r);
     /* After add_record copied it; the space is released after the
      * batch's write (release_all). */
     stkr__ring_cursor_next(&cur, r);
     n++;
-    held++;
   }
   stkr__ring_cursor_store(&t->ring, &cur);
   /* Renames told at or before the read position, with no record after
@@ -550,11 +560,11 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
   /* Relaxed atomic store: recorder/thread.c (stkr__counts_add) reads it on
    * any thread that asks for stats; we are its only writer. */
   __atomic_store_n(&t->w_consumed, t->w_consumed + n, __ATOMIC_RELAXED);
-  /* Only those not released by a batch written in this run: a memory
-   * ring's count of them is what an end that cannot write loses (QA,
-   * session 38: the records of the exit's 4096-event batches written in
-   * the run were counted again as lost, written + dropped > attempted,
-   * verify "damaged"). */
+  /* Those since the run's last batch write (which took the ones before
+   * into w_unreleased and released them): a memory ring's count of them
+   * is what an end that cannot write loses (QA, session 38: the records
+   * of the exit's 4096-event batches written in the run were counted
+   * again as lost, written + dropped > attempted, verify "damaged"). */
   t->w_unreleased += held;
   w->consumed += n;
   return empty;

@@ -158,6 +158,10 @@ int stkr_recover_lock_dir(const char *dir);
  * its file and then the cache directory if that is empty. */
 void stkr_recover_unlock_dir(const char *dir, int fd);
 
+/* Is the lock file under dir the one fd holds (its identity)? Not after
+ * `mv DIR ELSEWHERE; mkdir DIR`, or another record's lock there since. */
+bool stkr_recover_lock_is_at(int fd, const char *dir);
+
 /* Where the directory locked through fd (stkr_recover_lock_dir's) is now,
  * into out (cap bytes): a directory moved while locked (`mv DIR ELSEWHERE`
  * while `stackrec record` ran). Linux (common/stkr_io.h stkr_fd_dir).
@@ -167,6 +171,11 @@ bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap);
 /* Is `name` (an entry of a recording directory) the cache directory
  * (DIR/.stackrec-cache), which holds no recording data? */
 bool stkr_recover_is_cache_name(const char *name);
+
+/* Is a record's lock file in dir's cache (held by a record at work, or
+ * left by one killed before its end, whose notes of processes that could
+ * not record died with it)? */
+bool stkr_recover_has_lock_file(const char *dir);
 
 /*
  * One ring file's records, for tools and fuzzing: parse `data` (`len`

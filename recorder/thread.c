@@ -635,6 +635,7 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->dropped_ring_full, 0, memory_order_relaxed);
     atomic_store_explicit(&t->dropped_reentrant, 0, memory_order_relaxed);
     t->w_consumed = t->w_reported_full = t->w_reported_reentrant = 0;
+    t->w_unreleased = 0; /* a memory ring's count of the last worker's */
     t->w_defined_seg = 0;
     /* Named as it is now (renamed between sessions, or in a forked child
      * before its start: stkr_thread_renamed), its renames applied. */
@@ -722,6 +723,7 @@ void stkr__threads_forget_after_fork(void) {
     atomic_store_explicit(&self->dropped_reentrant, 0, memory_order_relaxed);
     atomic_store_explicit(&self->wake_sent, 0, memory_order_relaxed);
     self->w_consumed = self->w_reported_full = self->w_reported_reentrant = 0;
+    self->w_unreleased = 0; /* the parent worker's count, not ours */
     self->w_defined_seg = 0;
     memset(self->w_slot_stack, 0, sizeof self->w_slot_stack);
     self->w_payloads_stale = true;

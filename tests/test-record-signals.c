@@ -391,6 +391,7 @@ static void test_killed_while_symbolizing(void **state) {
     assert_null(strstr(cr_out, "temporary"));
   }
   assert_int_equal(access(tmp, F_OK), 0);
+  assert_int_equal(access(probe, F_OK), 0);
   close(fd);
 
   assert_int_equal(cr_run("recover '%s'", dir), 0);

@@ -571,6 +571,10 @@ static void test_no_recording_and_usage(void **state) {
   }
   assert_int_equal(cr_run("verify '%s'", d), 0);
   cr_assert_has(cr_out, "intact: 0 processes, an empty recording");
+  /* With a record's lock there (at work, or killed before its end, with
+   * the names of processes that could not record): not called empty. */
+  put_file(d, ".stackrec-cache/record.lock", "", 0);
+  assert_int_equal(cr_run("verify '%s'", d), 1);
   put_file(d, "notes.txt", "x", 1);
   assert_int_equal(cr_run("verify '%s'", d), 1);
   cr_assert_has(cr_out,

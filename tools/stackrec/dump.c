@@ -19,7 +19,7 @@ static const char dump_help[] =
     "order: processes by pid, then segments, then batches; within a\n"
     "batch, its marks first (events after a mark by the clock come after\n"
     "it; times may go back across threads). Marks set with `stackrec\n"
-    "mark` come right before a process's first event (or at its end),\n"
+    "mark` come before a process's first event or mark (or at its end),\n"
     "whenever they were set: sort by TS_NS to place them among events.\n"
     "\n"
     "Text lines:\n"

@@ -308,12 +308,15 @@ bool stkr_cli_dir_empty(const char *path) {
   bool empty = d != NULL;
 
   /* What a `record` killed before anything was recorded leaves is no
-   * recording data: its cache directory (its lock) and its probe (QA,
-   * session 38: "DAMAGED: no recording found", exit 1). */
+   * recording data: its probe (QA, session 38: "DAMAGED: no recording
+   * found", exit 1), and its cache directory, unless its lock is there
+   * (a record at work, or one killed before its end, which took with it
+   * the names of processes that could not record: review). */
   while (empty && (e = readdir(d)) != NULL)
     empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
             strcmp(e->d_name, STKR_MARKS_FILE) == 0 ||
-            stkr_recover_is_cache_name(e->d_name) ||
+            (stkr_recover_is_cache_name(e->d_name) &&
+             !stkr_recover_has_lock_file(path)) ||
             strncmp(e->d_name, STKR_CLI_PROBE_PREFIX,
                     sizeof STKR_CLI_PROBE_PREFIX - 1) == 0;
   if (d != NULL)

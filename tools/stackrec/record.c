@@ -428,16 +428,18 @@ static int set_env(const char *dir, const char *depth, const char *cats,
  * "gone" as before. */
 static void follow_moved_dir(char *dir, size_t cap, int lock) {
   char now[PATH_MAX];
-  struct stat st;
 
-  if (lock < 0 || stat(dir, &st) == 0 || errno != ENOENT ||
+  /* Our lock under the name: not moved. Else followed even when the name
+   * holds something now (`mv DIR DIR.1; mkdir DIR`, or another record's
+   * directory: review, session 38). */
+  if (lock < 0 || stkr_recover_lock_is_at(lock, dir) ||
       !stkr_recover_locked_dir_now(lock, now, sizeof now) ||
-      strlen(now) >= cap)
+      strlen(now) >= cap || strcmp(now, dir) == 0)
     return;
   stkr__rec_error("the recording directory %s was moved to %s while the "
-                  "command ran; the recording ends there (processes started "
-                  "after the move could not record: they are named in it)",
-                  dir, now);
+                  "command ran; the recording ends there (a process started "
+                  "after the move could not record into the old name: each "
+                  "that said so is named there)", dir, now);
   memcpy(dir, now, strlen(now) + 1);
 }
 
@@ -578,6 +580,7 @@ int stkr_cli_record(int argc, char **argv) {
   /* Static for the same reason as nt: a small `ulimit -s` (see
    * stkr__rec_find_preload). */
   static char preload[PATH_MAX], dir[PATH_MAX], symcache_buf[PATH_MAX];
+  static char env_dir[PATH_MAX]; /* dir as the tree was given it */
   const char *out_opt = NULL, *depth = NULL, *cats = NULL, *symcache = NULL;
   char notify[64];
   stkr_cli_symcache_todo todo = {0};
@@ -673,6 +676,8 @@ int stkr_cli_record(int argc, char **argv) {
     rc = 128 + WTERMSIG(status);
   else
     rc = STKR__REC_FAILED;
+  memcpy(env_dir, dir, sizeof env_dir); /* the tree's STACKREC_DIR */
+  nt.env_dir = env_dir;
   follow_moved_dir(dir, sizeof dir, dir_lock);
   stkr__rec_static_settle(dir, &nt); /* its files, if any, are there now */
   test_hold();

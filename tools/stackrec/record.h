@@ -80,6 +80,10 @@ typedef struct stkr__rec_notices {
    * QA, session 34, one "N more" line was read as one process). */
   uint64_t more_unrecorded;
   const char *dir; /* the recording directory (NULL: none yet) */
+  /* The STACKREC_DIR the tree was given: dir's name at the start (dir
+   * follows a move of the directory, the processes' environment does not;
+   * review, session 38). NULL: dir. */
+  const char *env_dir;
   uint64_t foreign; /* datagrams without the token: not from the tree */
   /* The STACKREC_NOTIFY value given to the tree, "NAME/TOKEN" ("": none).
    * It also tells which processes still running were started under this

@@ -280,7 +280,8 @@ static size_t live_each(const stkr__rec_notices *nt, const char *dir,
     return 0;
   (void)stkr_pid_start_time((uint32_t)getpid(), &ours);
   snprintf(var, sizeof var, "STACKREC_NOTIFY=%s", nt->tree);
-  snprintf(var2, sizeof var2, "STACKREC_DIR=%s", dir);
+  snprintf(var2, sizeof var2, "STACKREC_DIR=%s",
+           nt->env_dir != NULL ? nt->env_dir : dir);
   while ((de = readdir(d)) != NULL) {
     char path[sizeof de->d_name + 16];
     FILE *cf;
