@@ -199,10 +199,11 @@ static inline bool stkr_flock_within(int fd, int op, int ms) {
  * 20 ms at most, then written anyway: a line written so past a releaser
  * stopped between the two can still be cut; and a fork by another thread
  * while the line is written leaves the child the shared lock until it
- * ends or execs, so the release keeps the reserve meanwhile). A FIFO there fails at once or is refused (O_NONBLOCK,
- * then not a regular file: -ENXIO, what the open says for a FIFO without a
- * reader), never waited on; a line past RLIMIT_FSIZE is refused (-EFBIG),
- * never raising SIGXFSZ. @return 0 or -errno. */
+ * ends or execs, so the release keeps the reserve meanwhile). A FIFO
+ * there fails at once or is refused (O_NONBLOCK, then not a regular file:
+ * -ENXIO, what the open says for a FIFO without a reader), never waited
+ * on; a line past RLIMIT_FSIZE is refused (-EFBIG), never raising SIGXFSZ.
+ * @return 0 or -errno. */
 static inline int stkr_append_line(const char *path, const void *buf,
                                    size_t n) {
   int fd = open(path,
