@@ -682,14 +682,19 @@ bool stkr_recover_is_cache_name(const char *name) {
   return name != NULL && strcmp(name, STKR_CACHE_DIR) == 0;
 }
 
+/* DIR/.stackrec-cache/record.lock into path (PATH_MAX bytes).
+ * @return false if dir is NULL or the name does not fit. */
+static bool lock_path(const char *dir, char *path) {
+  return dir != NULL &&
+         (size_t)snprintf(path, PATH_MAX, "%s/%s/%s", dir, STKR_CACHE_DIR,
+                          LOCK_FILE) < PATH_MAX;
+}
+
 bool stkr_recover_has_lock_file(const char *dir) {
   char path[PATH_MAX];
   struct stat st;
 
-  return dir != NULL &&
-         (size_t)snprintf(path, sizeof path, "%s/%s/%s", dir, STKR_CACHE_DIR,
-                          LOCK_FILE) < sizeof path &&
-         lstat(path, &st) == 0;
+  return lock_path(dir, path) && lstat(path, &st) == 0;
 }
 
 int stkr_recover_remove_cache(const char *dir) {
@@ -733,11 +738,8 @@ bool stkr_recover_lock_is_at(int fd, const char *dir) {
   char path[PATH_MAX];
   struct stat a, b;
 
-  return fd >= 0 && dir != NULL &&
-         (size_t)snprintf(path, sizeof path, "%s/%s/%s", dir, STKR_CACHE_DIR,
-                          LOCK_FILE) < sizeof path &&
-         fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
-         a.st_ino == b.st_ino;
+  return fd >= 0 && lock_path(dir, path) && fstat(fd, &a) == 0 &&
+         lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 void stkr_recover_unlock_dir(const char *dir, int fd) {
@@ -747,9 +749,7 @@ void stkr_recover_unlock_dir(const char *dir, int fd) {
   /* Unlinked before the close: a record that takes the lock after us
    * makes a new file, never ours. Only ours: another record's lock may be
    * under that name now (our directory moved away; review, session 38). */
-  if (stkr_recover_lock_is_at(fd, dir) &&
-      (size_t)snprintf(path, sizeof path, "%s/%s/%s", dir, STKR_CACHE_DIR,
-                       LOCK_FILE) < sizeof path)
+  if (stkr_recover_lock_is_at(fd, dir) && lock_path(dir, path))
     (void)unlink(path);
   close(fd);
   if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) <

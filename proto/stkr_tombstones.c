@@ -220,8 +220,7 @@ static uint32_t stkr__covered(const stkr__stream *st, uint32_t lo,
  * counts were named as two ranges, "244..245 missing" where 36 and 63
  * were). Bounded: a few dozen steps over the files, whatever the gap. */
 void stkr__first_gap_seqs(const stkr__stream *st, uint32_t credit,
-                                 stkr__seq_list *deleted,
-                                 stkr__seq_list *missing) {
+                          stkr__seq_list *deleted, stkr__seq_list *missing) {
   const uint32_t lo = st->acct.first_seq - 1, hi = st->acct.min_seg;
   uint32_t c = lo + 1, end, next, steps;
   bool tomb = false;
