@@ -458,8 +458,38 @@ def single_server(recs):
     corrupt_case(s, recs["big"])
     kill_case(s, recs["big"])
     credentials_case(s, a)
+    old_schema_case(s, a, b)
     s.kill()
     return answers, before
+
+
+def old_schema_case(s, a, b):
+    """A database made by a stackrec from before os_parent_pid: push fills
+    it without the column and says so; --create-schema adds the column,
+    and the next push fills it (the OS parent: `record`, never 0)."""
+    schema = stackrec("push", "--print-schema", "--database", "olddb").stdout
+    stmts = [q for q in schema.split(";\n") if q.strip()]
+    old = [q.replace(", os_parent_pid UInt32)", ")") for q in stmts]
+    check("old schema: processes' statement has os_parent_pid last",
+          sum(1 for q, o in zip(stmts, old) if q != o) == 1, schema)
+    for q in old:
+        s.query(q)
+    r = push(s, "--database", "olddb", "--device", "d1", "--build", "b1", a)
+    check("old schema: push exits 0 and names the missing column",
+          r.returncode == 0 and "olddb.processes has no column os_parent_pid" in r.stderr
+          and "--create-schema" in r.stderr, r.stderr)
+    n = s.count("SELECT count() FROM olddb.processes")
+    check("old schema: processes rows pushed without the column", n > 0, n)
+    r = push(s, "--database", "olddb", "--create-schema", "--device", "d2", "--build", "b2", b)
+    check("old schema: --create-schema adds the column, push exits 0 without a note",
+          r.returncode == 0 and "has no column" not in r.stderr, r.stderr)
+    got = s.rows("SELECT build, countIf(os_parent_pid != 0), count() FROM olddb.processes "
+                 "GROUP BY build ORDER BY build")
+    check("old schema: rows pushed after the migration carry os_parent_pid, earlier ones 0",
+          len(got) == 2 and got[0][1] == "0" and got[1][1] == got[1][2] != "0", got)
+    r = push(s, "--database", "olddb", "--create-schema", "--device", "d2", "--build", "b2", b)
+    check("old schema: --create-schema again (the column there) exits 0", r.returncode == 0,
+          r.stderr)
 
 
 def consent_case(s, d, query):

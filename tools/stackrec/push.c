@@ -70,6 +70,7 @@ typedef struct chunk {
 typedef struct pass {
   const stkr__push_opts *o;
   stkr__ch *ch;
+  bool procs_v1;        /* processes lacks os_parent_pid (an older table) */
   const char *dir;
   stkr_reader *r;
   stkr__dims *dims;     /* stacks, frames and names of this pass */
@@ -561,11 +562,14 @@ static stkr__ch_fail send_summary(pass *p) {
 
   if (p->summary_done && p->summary_events == p->summary_total)
     return STKR_CH_OK;
-  if (stkr__rows_summary(p->r, &p->id, &im, &si, &pr, &dr) == 0 &&
+  if (stkr__rows_summary(p->r, &p->id, p->procs_v1, &im, &si, &pr, &dr) ==
+          0 &&
       (f = insert_mem(p, "images", stkr__cols_images, &im)) == STKR_CH_OK &&
       (f = insert_mem(p, "sites", stkr__cols_sites, &si)) == STKR_CH_OK &&
-      (f = insert_mem(p, "processes", stkr__cols_processes, &pr)) ==
-          STKR_CH_OK &&
+      (f = insert_mem(p, "processes",
+                      p->procs_v1 ? stkr__cols_processes_v1
+                                  : stkr__cols_processes,
+                      &pr)) == STKR_CH_OK &&
       (f = insert_mem(p, "drops", stkr__cols_drops, &dr)) == STKR_CH_OK)
     f = insert_ranges(p, &all, 1);
   stkr__buf_free(&im);
@@ -643,8 +647,9 @@ static void pass_reset(pass *p) {
 }
 
 /* Push one recording with bounded retries. @return exit status. */
-static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir) {
-  pass p = {.o = o, .ch = ch, .dir = dir};
+static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir,
+                    bool procs_v1) {
+  pass p = {.o = o, .ch = ch, .dir = dir, .procs_v1 = procs_v1};
   uint32_t failures = 0, wait = o->retry_wait_ms;
   int err, status = STKR_CLI_OK;
 
@@ -765,10 +770,13 @@ static int run(const stkr__push_opts *o, char **dirs, int n_dirs) {
               strerror(-st));
     return STKR_CLI_DATA_LOST;
   }
+  bool procs_v1 = false;
   if (o->create_schema)
     status = create_schema(ch, o);
+  if (status == STKR_CLI_OK)
+    status = stkr__schema_added_columns(ch, o, &procs_v1);
   for (int i = 0; i < n_dirs && !(o->create_schema && status != 0); i++) {
-    st = push_dir(o, ch, dirs[i]);
+    st = push_dir(o, ch, dirs[i], procs_v1);
     if (st > status)
       status = st;
   }

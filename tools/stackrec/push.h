@@ -116,6 +116,16 @@ extern const char stkr__cols_events[], stkr__cols_recordings[],
     stkr__cols_marks[], stkr__cols_stacks[], stkr__cols_frames[],
     stkr__cols_images[], stkr__cols_sites[], stkr__cols_processes[],
     stkr__cols_drops[], stkr__cols_pushes[];
+/* processes' columns without those added since (stkr__added_columns): what
+ * push writes into a table made by an older stackrec, not yet migrated. */
+extern const char stkr__cols_processes_v1[];
+
+/* A column added to a table after its first release, at the table's end. */
+typedef struct stkr__added_column {
+  const char *table, *column, *type;
+} stkr__added_column;
+extern const stkr__added_column stkr__added_columns[];
+extern const size_t stkr__n_added_columns;
 
 /* ---- content hashes and dimension rows (push_rows.c) ---- */
 
@@ -171,8 +181,11 @@ extern const char *const stkr__dim_cols[STKR_DIM_KINDS];
 uint64_t stkr__rec_id(const char *recording);
 
 /* The summary rows of a whole reader (read to the end): images, sites,
- * processes, drops, appended to the four buffers. @return 0 or -ENOMEM. */
+ * processes, drops, appended to the four buffers; processes' rows in
+ * stkr__cols_processes' columns, or stkr__cols_processes_v1's when
+ * procs_v1. @return 0 or -ENOMEM. */
 int stkr__rows_summary(const stkr_reader *r, const stkr__push_ids *id,
+                       bool procs_v1,
                        stkr__buf *images, stkr__buf *sites,
                        stkr__buf *procs, stkr__buf *drops);
 
@@ -225,6 +238,14 @@ typedef struct stkr__push_opts {
   uint32_t chunk, streams, retries, retry_wait_ms, test_delay_ms;
   int first_dir; /* argv index of the first DIR */
 } stkr__push_opts;
+
+/* Columns added since a table was made (stkr__added_columns), asked of
+ * system.columns: with o->create_schema each missing one is added to the
+ * table and to its _all; else push fills the older table without it and
+ * says so on stderr. @return a STKR_CLI_* exit status; *procs_v1: whether
+ * processes lacks os_parent_pid (the only added column so far). */
+int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
+                               bool *procs_v1);
 
 /* Parse and check argv; the password (if any) lands in pw[pw_len] and
  * o->ch.password points at it or at the environment. @return -1 to go on,

@@ -336,7 +336,8 @@ static int hex(stkr__buf *b, const uint8_t *p, size_t n) {
 }
 
 static int process_rows(const stkr_reader *r, size_t i,
-                        const stkr__push_ids *id, stkr__buf *images,
+                        const stkr__push_ids *id, bool procs_v1,
+                        stkr__buf *images,
                         stkr__buf *sites, stkr__buf *procs,
                         stkr__buf *drops) {
   const stkr_process_info *p = stkr_reader_process(r, i);
@@ -377,6 +378,8 @@ static int process_rows(const stkr_reader *r, size_t i,
   e |= stkr__rb_u8(procs, p->incomplete);
   e |= stkr__rb_u64(procs, p->damaged_batches);
   e |= stkr__rb_u64(procs, p->unaccounted);
+  if (!procs_v1)
+    e |= stkr__rb_u32(procs, p->os_parent_pid);
   for (k = 0; k < sizeof dr / sizeof dr[0]; k++)
     if (dr[k].n > 0) {
       e |= ids_row(drops, id, p->pid);
@@ -387,11 +390,12 @@ static int process_rows(const stkr_reader *r, size_t i,
 }
 
 int stkr__rows_summary(const stkr_reader *r, const stkr__push_ids *id,
+                       bool procs_v1,
                        stkr__buf *images, stkr__buf *sites,
                        stkr__buf *procs, stkr__buf *drops) {
   size_t i, n = stkr_reader_process_count(r);
   for (i = 0; i < n; i++) {
-    int err = process_rows(r, i, id, images, sites, procs, drops);
+    int err = process_rows(r, i, id, procs_v1, images, sites, procs, drops);
     if (err != 0)
       return err;
   }

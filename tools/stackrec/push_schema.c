@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/stackrec/cli.h"
 #include "tools/stackrec/push.h"
 
 /* Column lists in the order push_rows.c writes them. */
@@ -34,10 +35,14 @@ const char stkr__cols_images[] =
     "build, device, recording, pid, path, build_id, load_address, "
     "text_start, text_end";
 const char stkr__cols_sites[] = "build, device, recording, pid, site, events";
-const char stkr__cols_processes[] =
-    "build, device, recording, pid, parent_pid, name, arch, start_wall, "
-    "events, attempted, drops, sessions, clean_end, incomplete, "
-    "damaged_batches, unaccounted";
+/* processes' columns of a table made before os_parent_pid was added
+ * (session 39), which push still fills when the table was not migrated. */
+#define COLS_PROCESSES_V1                                                   \
+  "build, device, recording, pid, parent_pid, name, arch, start_wall, "    \
+  "events, attempted, drops, sessions, clean_end, incomplete, "            \
+  "damaged_batches, unaccounted"
+const char stkr__cols_processes_v1[] = COLS_PROCESSES_V1;
+const char stkr__cols_processes[] = COLS_PROCESSES_V1 ", os_parent_pid";
 const char stkr__cols_drops[] =
     "build, device, recording, pid, reason, events";
 const char stkr__cols_pushes[] = "recording, pid, first, last, pushed_at";
@@ -110,7 +115,7 @@ static const struct {
      "parent_pid UInt32, name String, arch String, start_wall UInt64, "
      "events UInt64, attempted UInt64, drops UInt64, sessions UInt32, "
      "clean_end UInt8, incomplete UInt8, damaged_batches UInt64, "
-     "unaccounted UInt64) "
+     "unaccounted UInt64, os_parent_pid UInt32) "
      "ENGINE = ReplacingMergeTree(events) "
      "ORDER BY (build, device, recording, pid)",
      "cityHash64(recording)"},
@@ -127,6 +132,16 @@ static const struct {
      "cityHash64(recording)"},
 };
 #define N_TABLES (sizeof k_tables / sizeof k_tables[0])
+
+/* Columns added after a table's first release, each at its table's end
+ * (a table made earlier lacks them until `push --create-schema` adds
+ * them: ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so push.c asks
+ * system.columns first). */
+const stkr__added_column stkr__added_columns[] = {
+    {"processes", "os_parent_pid", "UInt32"},
+};
+const size_t stkr__n_added_columns =
+    sizeof stkr__added_columns / sizeof stkr__added_columns[0];
 
 static char *fmt(const char *f, const char *a, const char *b, const char *c,
                  const char *d) {
@@ -181,4 +196,60 @@ void stkr__schema_free(char **stmts) {
   for (size_t i = 0; stmts[i] != NULL; i++)
     free(stmts[i]);
   free(stmts);
+}
+
+/* Whether db.table has column col: 1 yes, 0 no, -1 not known (no answer;
+ * stkr__ch_error says why). Names are push_args.c's checked identifiers
+ * or ours. */
+static int has_column(stkr__ch *ch, const char *db, const char *table,
+                      const char *col) {
+  char sql[512];
+  stkr__buf resp = {0};
+  int ans = -1;
+
+  snprintf(sql, sizeof sql,
+           "SELECT count() FROM system.columns WHERE database = '%s' AND "
+           "table = '%s' AND name = '%s' FORMAT TabSeparated",
+           db, table, col);
+  if (stkr__ch_query(ch, sql, &resp) == STKR_CH_OK)
+    ans = resp.len > 0 && resp.p[0] != '0';
+  stkr__buf_free(&resp);
+  return ans;
+}
+
+/* push.h. Per added column, the table and (with a cluster) its _all. */
+int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
+                               bool *procs_v1) {
+  const char *db = o->ch.database;
+
+  *procs_v1 = false;
+  for (size_t i = 0; i < stkr__n_added_columns; i++) {
+    const stkr__added_column *c = &stkr__added_columns[i];
+    for (int all = 0; all <= (o->cluster != NULL); all++) {
+      char t[160], sql[512];
+      int has;
+      snprintf(t, sizeof t, "%s%s", c->table, all ? "_all" : "");
+      if ((has = has_column(ch, db, t, c->column)) != 0)
+        continue; /* there, or not known: the inserts will tell */
+      if (!o->create_schema) {
+        /* The table push inserts into decides (a shard's table without
+         * it fails that shard's inserts, as any schema mismatch does). */
+        if (all == (o->cluster != NULL)) {
+          *procs_v1 = true;
+          fprintf(stderr, "stackrec push: %s.%s has no column %s (made by "
+                  "an older stackrec): pushed without it; `stackrec push "
+                  "--create-schema` adds it\n", db, t, c->column);
+        }
+        continue;
+      }
+      snprintf(sql, sizeof sql, "ALTER TABLE %s.%s ADD COLUMN %s %s", db, t,
+               c->column, c->type);
+      if (stkr__ch_query(ch, sql, NULL) != STKR_CH_OK) {
+        fprintf(stderr, "stackrec push: adding column %s to %s.%s: %s\n",
+                c->column, db, t, stkr__ch_error(ch));
+        return STKR_CLI_DATA_LOST;
+      }
+    }
+  }
+  return STKR_CLI_OK;
 }
