@@ -21,14 +21,37 @@
 
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
+#include "tests/symrec.h"
 #include "tests/testlib.h"
 
 static char g_dir[4096]; /* one process (31): identifiers, network, reasons */
+/* One symbolized process (32, "app"): identifiers.ioctl once from a stack
+ * cut short inside libc (one frame, no caller), identifiers.uname twice
+ * from the app's main on thread main. */
+static char g_sym[4096];
+
+static int write_sym(void) {
+  static const char *const sites[] = {"identifiers.ioctl",
+                                      "identifiers.uname"};
+  static const char *const threads[] = {"main"};
+  static const sr_frame cut[] = {{"ioctl", NULL, 0, false, false}};
+  static const sr_frame whole[] = {{"uname", NULL, 0, false, false},
+                                   {"main", "app/main.c", 9, false, true}};
+  static const sr_stack stacks[] = {{1, cut, 1, true}, {2, whole, 2, false}};
+  static const sr_event evs[] = {{1, 1, 10}, {2, 1, 10}, {2, 1, 10}};
+  const sr_rec r = {.pid = 32, .name = "app", .pc_base = 0x400000,
+                    .start_ns = 1000000000, .sites = sites, .n_sites = 2,
+                    .threads = threads, .n_threads = 1, .stacks = stacks,
+                    .n_stacks = 2, .evs = evs, .n_evs = 3, .last = true};
+  snprintf(g_sym, sizeof g_sym, "%s", fx_tmpdir("rules-sym"));
+  return sr_write(g_sym, &r);
+}
 
 static int setup(void **state) {
   (void)state;
   if (cr_setup() != 0) return -1;
   snprintf(g_dir, sizeof g_dir, "%s", fx_tmpdir("rules-watched"));
+  if (write_sym() != 0) return -1;
   return fx_write_one(g_dir, &(fx_one){.pid = 31, .session_id = 31,
                                        .watched = "identifiers,network,"
                                                   "reasons"});
@@ -165,6 +188,117 @@ static void test_inputs_that_are_not_files(void **state) {
   (void)unlink(p);
 }
 
+/* A stack cut short inside a system library is counted under that
+ * library: a rule with modules that did not take it is not checked, and
+ * every output says the stack was cut short (QA, session 39: python's MAC
+ * read, one frame in libuuid.so.1, passed a rule on python3*, exit 0). A
+ * rule without modules judges it as any event. */
+static void test_cut_short_not_judged_by_module(void **state) {
+  char path[4300];
+  (void)state;
+
+  put_policy("cut.json",
+             "{\"rules\": [{\"id\": \"app-mac\", \"sites\": "
+             "\"identifiers.ioctl\", \"modules\": \"app\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 1);
+  cr_assert_has(cr_out, "# NOT CHECKED: rule app-mac: 1 of its events have "
+                        "stacks cut short inside system libraries",
+                "# CUT SHORT: 1 event with stacks cut short",
+                "      ioctl\n      [stack cut short: outer callers "
+                "missing]\n");
+  assert_int_equal(cr_run("compliance --format json --policy '%s' '%s'",
+                          path, g_sym), 1);
+  cr_assert_has(cr_out, "\"cut_short\":1,", "\"stack_truncated\":true",
+                "\"stack_truncated\":false");
+  assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s'",
+                          path, g_sym), 1);
+  cr_assert_has(cr_out, "name=\"stacks whole\">\n      <error message=");
+  /* The app's own module takes the whole stack's events: judged. */
+  put_policy("whole.json",
+             "{\"rules\": [{\"id\": \"app-uname\", \"sites\": "
+             "\"identifiers.*\", \"modules\": \"app\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 1);
+  cr_assert_has(cr_out, "# NOT CHECKED: rule app-uname: 1 of its events",
+                "[app-uname] identifiers.uname from app: any call: 2 events");
+  /* Without modules, the cut stack's event is a finding like any. */
+  put_policy("any.json",
+             "{\"rules\": [{\"id\": \"mac\", \"sites\": "
+             "\"identifiers.ioctl\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 1);
+  cr_assert_has(cr_out, "1 finding:\n  [mac] identifiers.ioctl from libc.so.6");
+  assert_null(strstr(cr_out, "NOT CHECKED"));
+}
+
+/* Filters are said in every output; filters that leave none of the events
+ * read leave every rule not checked; a rule whose sites' events were all
+ * filtered out is warned (QA, session 39: --thread nosuch turned findings
+ * into "no findings", exit 0, and nothing said a filter was applied). */
+static void test_filters_said_and_judged(void **state) {
+  char path[4300];
+  (void)state;
+
+  put_policy("f.json",
+             "{\"rules\": [{\"id\": \"uname\", \"sites\": "
+             "\"identifiers.uname\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 1);
+  assert_null(strstr(cr_out, "# filters"));
+  assert_int_equal(cr_run("compliance --thread nosuch --policy '%s' '%s'",
+                          path, g_sym), 1);
+  cr_assert_has(cr_out, "# filters: thread nosuch: 0 of 3 events judged\n",
+                "# NOT CHECKED: rule uname: the filters (thread nosuch) left "
+                "none of the 3 events read: nothing was judged");
+  assert_int_equal(cr_run("compliance --format json --from 100 --policy '%s' "
+                          "'%s'", path, g_sym), 1);
+  cr_assert_has(cr_out, "\"events_read\":3,\"filters\":\"time [100 s, "
+                        "end)\",");
+  assert_int_equal(cr_run("compliance --format junit --thread main --policy "
+                          "'%s' '%s'", path, g_sym), 1);
+  cr_assert_has(cr_out, "<testsuite name=\"filters\" tests=\"1\"",
+                "name=\"filters: thread main: 3 of 3 events judged\"/>");
+  assert_int_equal(cr_run("compliance --site identifiers.ioctl --policy '%s' "
+                          "'%s' 2>&1", path, g_sym), 0);
+  cr_assert_has(cr_out, "# WARNING: rule uname: the filters (site "
+                        "identifiers.ioctl) left out every event of its "
+                        "sites: it judged none");
+}
+
+/* Every typo of a rule's sites is named, and patterns that cannot be
+ * meant (a bare category, a space at an end) are too; a before_mark no
+ * process set is warned; a policy without rules is said (QA, session 39:
+ * only the first typo was said, the others passed in silence). */
+static void test_every_site_typo_named(void **state) {
+  char path[4300];
+  (void)state;
+
+  put_policy("typos.json",
+             "{\"rules\": [{\"id\": \"t\", \"sites\": "
+             "[\"identifiers.gethostnam\", \"network.conect\"]},\n"
+             "  {\"id\": \"bare\", \"sites\": \"identifiers\"},\n"
+             "  {\"id\": \"sp\", \"sites\": \" identifiers.uname\"},\n"
+             "  {\"id\": \"mk\", \"sites\": \"identifiers.uname\", "
+             "\"before_mark\": \"consent.grant\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 1);
+  cr_assert_has(cr_out, "its sites pattern identifiers.gethostnam matches no "
+                        "site",
+                "; pattern network.conect matches no site",
+                "# WARNING: rule bare: its sites pattern identifiers names a "
+                "category, not a site",
+                "# WARNING: rule sp: its sites pattern  identifiers.uname has "
+                "a space at its start or end",
+                "# WARNING: rule mk: its before_mark consent.grant was never "
+                "set in the recording");
+  put_policy("none.json", "{\"rules\": []}\n", path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 0);
+  cr_assert_has(cr_err, "none.json has no rules: nothing is judged");
+}
+
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
              test_typo_in_sites_warned, test_in_state_globs_accepted,
-             test_inputs_that_are_not_files)
+             test_inputs_that_are_not_files,
+             test_cut_short_not_judged_by_module,
+             test_filters_said_and_judged, test_every_site_typo_named)

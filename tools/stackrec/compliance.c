@@ -39,6 +39,12 @@
 /* In builder.stack_group: the stack's module is a guess, its frames
  * unnamed (stkr_attrib_module's unnamed). Groups number far below it. */
 #define STACK_UNNAMED 0x80000000u
+/* ... its walk was cut short with no frame outside a system image: the
+ * module is the library where it ended, not the caller's (QA, session 39:
+ * python's uuid.getnode() MAC read was libuuid.so.1's, and a rule on
+ * python3* passed). */
+#define STACK_CUT 0x40000000u
+#define STACK_FLAGS (STACK_UNNAMED | STACK_CUT)
 
 /* Per (group, rule) while reading. */
 typedef struct rule_state {
@@ -173,21 +179,34 @@ static int group_add(builder *b, const char *site, const char *module,
 static long known_group(const builder *b, size_t stack) {
   if (stack >= b->stack_group_cap || b->stack_group[stack] == 0)
     return -1;
-  return (long)(b->stack_group[stack] & ~STACK_UNNAMED) - 1;
+  return (long)(b->stack_group[stack] & ~STACK_FLAGS) - 1;
 }
 
-/* The group of agg stack `stack` (made on first sight); *unnamed: its
- * module is a guess (STACK_UNNAMED). */
+/* Was s cut short with no frame outside a system image (STACK_CUT)? */
+static bool cut_in_system(const stkr_agg_stack *s) {
+  if (!s->truncated)
+    return false;
+  for (size_t i = 0; i < s->n_frames; i++)
+    if (s->frames[i].image != NULL &&
+        !stkr_attrib_system_image(s->frames[i].image))
+      return false;
+  return true;
+}
+
+/* The group of agg stack `stack` (made on first sight); *flags: why its
+ * module is a guess (STACK_UNNAMED, STACK_CUT), or 0. */
 static long group_of(builder *b, const stkr_agg *a, size_t stack,
-                     bool *unnamed) {
+                     uint32_t *flags) {
   const stkr_agg_stack *s = &a->stacks[stack];
   const char *module;
   size_t pos, gi;
   uint64_t h;
   int err;
 
+  bool unnamed;
+
   if ((gi = (size_t)known_group(b, stack)) != (size_t)-1) {
-    *unnamed = (b->stack_group[stack] & STACK_UNNAMED) != 0;
+    *flags = b->stack_group[stack] & STACK_FLAGS;
     return (long)gi;
   }
   if (stack >= b->stack_group_cap) {
@@ -198,10 +217,11 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
     memset(b->stack_group + old, 0,
            (b->stack_group_cap - old) * sizeof *b->stack_group);
   }
-  module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames, unnamed);
+  module = stkr_attrib_module(b->o->modmap, s->frames, s->n_frames, &unnamed);
   /* Only a stack never symbolized: one resolved without a name (a
    * stripped binary, JIT code) would stay so (review, session 34). */
-  *unnamed = *unnamed && s->bare;
+  *flags = (unnamed && s->bare ? STACK_UNNAMED : 0) |
+           (cut_in_system(s) ? STACK_CUT : 0);
   if (stkr_index_reserve(&b->group_ix, b->c->n_groups + 1) != 0)
     return -ENOMEM;
   h = group_hash(s->site, module);
@@ -213,12 +233,12 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
   }
   if (gi == STKR_INDEX_NONE) {
     gi = b->c->n_groups;
-    if (gi + 1 >= STACK_UNNAMED)
+    if (gi + 1 >= STACK_CUT)
       return -E2BIG;
     if ((err = group_add(b, s->site, module, h)) != 0)
       return err;
   }
-  b->stack_group[stack] = ((uint32_t)gi + 1) | (*unnamed ? STACK_UNNAMED : 0);
+  b->stack_group[stack] = ((uint32_t)gi + 1) | *flags;
   return (long)gi;
 }
 
@@ -443,7 +463,8 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   stkr_comp_group *g;
   group_state *gs;
   uint64_t rules;
-  bool unjudged, unnamed;
+  uint32_t guess;
+  bool unjudged;
   long gi;
 
   if (ev->process != b->cur_process && (gi = new_process(b, ev)) != 0)
@@ -461,7 +482,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   if (stack == STKR_AGG_MARK)
     return on_mark(b, ev);
 #endif
-  if ((gi = group_of(b, a, stack, &unnamed)) < 0)
+  if ((gi = group_of(b, a, stack, &guess)) < 0)
     return (int)gi;
   g = &b->c->groups[gi];
   gs = &b->gs[gi];
@@ -479,10 +500,18 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     g->n_pids++;
   }
   rate_add(&gs->per_s, &gs->per_min, &gs->rate_proc, proc, ts);
-  if (unnamed) {
+  if (guess & STACK_UNNAMED) {
     b->c->unnamed++;
     for (rules = gs->rules_by_site; rules != 0; rules &= rules - 1)
       b->c->rule_unnamed[__builtin_ctzll(rules)]++;
+  }
+  if (guess & STACK_CUT) {
+    /* A rule whose modules took the group judged it; the others may have
+     * missed their own module's call. */
+    b->c->cut++;
+    for (rules = gs->rules_by_site & ~gs->rules; rules != 0;
+         rules &= rules - 1)
+      b->c->rule_cut[__builtin_ctzll(rules)]++;
   }
   /* Before consent is unknown too in a process whose head went, until its
    * consent.granted is seen in what is left; and after a dropped mark,
@@ -679,7 +708,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
        (b.c->rule_unjudged = calloc(b.n_rules, sizeof *b.c->rule_unjudged)) ==
            NULL ||
        (b.c->rule_unnamed = calloc(b.n_rules, sizeof *b.c->rule_unnamed)) ==
-           NULL))
+           NULL ||
+       (b.c->rule_cut = calloc(b.n_rules, sizeof *b.c->rule_cut)) == NULL))
     err = -ENOMEM;
   else
     err = 0;
@@ -763,5 +793,6 @@ void stkr_comp_free(stkr_comp *c) {
   free(c->rule_case);
   free(c->rule_unjudged);
   free(c->rule_unnamed);
+  free(c->rule_cut);
   free(c);
 }

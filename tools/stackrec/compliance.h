@@ -152,6 +152,16 @@ typedef struct stkr_comp {
    * with modules; a rule with any is not checked. */
   uint64_t unnamed;
   uint64_t *rule_unnamed;
+  /* Events whose stack was cut short with no frame outside a system
+   * image (the walk lost the outer callers: a library built without frame
+   * pointers): their module is the library's, the caller is not known.
+   * Per rule (policy order): those of its sites, for a rule with modules
+   * that did not select them; a rule with any is not checked. */
+  uint64_t cut;
+  uint64_t *rule_cut;
+  /* What the filters kept (stkr__filter_describe, NUL-terminated; NULL:
+   * no filter), set by the command: every output says it. */
+  const char *filters;
 } stkr_comp;
 
 /* Read every event of r and build the answers.

@@ -154,8 +154,13 @@ static void warn_rules(const stkr_comp *c) {
               c->rule_unchecked[i] ? "error" : "warning");
       stkr_cli_put_escaped(stderr, (const uint8_t *)c->policy->rules[i].id,
                            strlen(c->policy->rules[i].id));
+      /* A warning's JUnit case says what it is about (a typo, modules,
+       * filters, a mark never set). */
       fprintf(stderr, " %s: ",
-              c->rule_unchecked[i] ? "not checked" : "may match nothing");
+              c->rule_unchecked[i] ? "not checked"
+              : strcmp(c->rule_case[i], "mark seen") == 0
+                  ? "may count every event"
+                  : "may match nothing");
       /* The note lists module names, which come from the recording. */
       stkr_cli_put_escaped(stderr, (const uint8_t *)c->rule_notes[i],
                            strlen(c->rule_notes[i]));
@@ -173,6 +178,7 @@ int stkr_cli_compliance(int argc, char **argv) {
   stkr_cli_progress prog;
   stkr_reader *r = NULL;
   char banner[1024];
+  stkr_cli_buf filters = {0};
   FILE *f = stdout;
   int status, err;
 
@@ -211,12 +217,20 @@ int stkr_cli_compliance(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
+  if (stkr__filter_describe(&o.agg, &filters)) {
+    stkr_cli_buf_put(&filters, "", 1); /* the NUL */
+    if (filters.err == 0)
+      c->filters = filters.p;
+  }
   if ((err = stkr_comp_check_rules(c, r)) != 0) {
     fprintf(stderr, "stackrec compliance: %s\n", strerror(-err));
     status = STKR_CLI_DATA_LOST;
     goto out;
   }
   warn_rules(c);
+  if (pol != NULL && pol->n_rules == 0) /* QA, session 39: silent */
+    fprintf(stderr, "stackrec compliance: warning: policy %s has no rules: "
+            "nothing is judged\n", policy_path);
   /* Consent and background come from marks, and a mark can be in what
    * was lost: with its segment gone, every event read as before consent
    * (QA, session 22: "before consent" 201 where 78 were, a background rule
@@ -240,5 +254,6 @@ out:
   stkr_reader_free(r);
   stkr_policy_free(pol);
   stkr_modmap_free(map);
+  stkr_cli_buf_free(&filters);
   return status;
 }

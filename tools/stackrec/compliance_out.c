@@ -107,6 +107,8 @@ static void put_stack_text(FILE *f, const stkr_agg_stack *s, const char *ind,
   if (s->n_frames > max)
     fprintf(f, "%s... %zu more frame%s\n", ind, s->n_frames - max,
             s->n_frames - max == 1 ? "" : "s");
+  if (s->truncated) /* report's words (QA, session 39: compliance had none) */
+    fprintf(f, "%s[stack cut short: outer callers missing]\n", ind);
 }
 
 const char *stkr_comp_unjudged_why(const stkr_comp *c, char *buf, size_t cap) {
@@ -158,6 +160,32 @@ static void put_unnamed(FILE *f, const stkr_comp *c, bool html) {
           c->unnamed, c->unnamed == 1 ? "" : "s", html ? ".</p>\n" : "\n");
 }
 
+/* The events whose stacks end inside system libraries (stkr_comp.cut),
+ * as a line of text or an HTML paragraph. */
+static void put_cut(FILE *f, const stkr_comp *c, bool html) {
+  if (c->cut == 0) return;
+  fprintf(f, "%s%" PRIu64 " event%s with stacks cut short inside system "
+          "libraries (the walk lost their outer callers): each is counted "
+          "under the library where its stack ends, not under its caller%s",
+          html ? "<p class=\"incomplete\">" : "# CUT SHORT: ", c->cut,
+          c->cut == 1 ? "" : "s", html ? ".</p>\n" : "\n");
+}
+
+/* The filters and what they kept, between pre and post, escaped by put:
+ * a line of text, an HTML paragraph, a JUnit testcase's name. */
+static void put_filters(FILE *f, const stkr_comp *c, put_fn put,
+                        const char *pre, const char *post) {
+  if (c->filters == NULL) return;
+  fputs(pre, f);
+  put(f, c->filters);
+  fprintf(f, ": %" PRIu64 " of %" PRIu64 " events judged", c->agg->events,
+          c->agg->events_read);
+  if (strstr(c->filters, "time [") != NULL)
+    fputs(" (--from/--to count from each process's start; the times here "
+          "from the recording's)", f);
+  fputs(post, f);
+}
+
 /* Processes on several monotonic clocks (stkr_comp.clocks): how their
  * times are laid out, as a line of text or an HTML paragraph. */
 static void put_boots(FILE *f, const stkr_comp *c, bool html) {
@@ -179,6 +207,7 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
 
   if (banner != NULL && banner[0] != '\0')
     fprintf(f, "# %s\n", banner);
+  put_filters(f, c, put_str, "# filters: ", "\n");
   put_rule_notes(f, c, put_str, text_notes);
   if (c->unattributed > 0)
     fprintf(f, "# UNATTRIBUTED: %" PRIu64 " event%s without a module (no "
@@ -187,6 +216,7 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
             "selects them\n",
             c->unattributed, c->unattributed == 1 ? "" : "s");
   put_unnamed(f, c, false);
+  put_cut(f, c, false);
   put_boots(f, c, false);
   fprintf(f, "# %" PRIu64 " events, %zu (site, module) pairs, %" PRIu64
           " marks; %zu of %zu processes with events saw %s%s\n",
@@ -244,6 +274,8 @@ int stkr_comp_write_text(FILE *f, const stkr_comp *c, const char *banner) {
 
 /* ---- JSON -------------------------------------------------------------------- */
 
+/* "[frames...],"stack_truncated":B" (the walk cut short: report's "stack
+ * cut short", jsonl's stack_truncated). */
 static void put_stack_json(FILE *f, const stkr_agg_stack *s) {
   size_t i;
 
@@ -263,7 +295,7 @@ static void put_stack_json(FILE *f, const stkr_agg_stack *s) {
       stkr_cli_put_json_member(f, ",", "image", fr->image);
     putc('}', f);
   }
-  putc(']', f);
+  fprintf(f, "],\"stack_truncated\":%s", s->truncated ? "true" : "false");
 }
 
 /* "unattributed":N,"rule_notes":[{"rule","checked","why"}...], then the
@@ -299,11 +331,18 @@ int stkr_comp_write_json(FILE *f, const stkr_comp *c, const char *banner) {
           "\"marks_supported\":%s,\"unjudged\":%" PRIu64
           ",\"unjudged_processes\":%zu,\"unknown_origin_processes\":%zu,"
           "\"marks_lost_processes\":%zu,\"unnamed\":%" PRIu64
-          ",\"clocks\":%zu,",
+          ",\"cut_short\":%" PRIu64 ",\"clocks\":%zu,\"events_read\":%" PRIu64
+          ",\"filters\":",
           c->agg->events, c->marks, c->processes_with_events,
           c->consent_processes, c->marks_supported ? "true" : "false",
           c->unjudged, c->unjudged_processes, c->unknown_origin_processes,
-          c->marks_lost_processes, c->unnamed, c->clocks);
+          c->marks_lost_processes, c->unnamed, c->cut, c->clocks,
+          c->agg->events_read);
+  if (c->filters != NULL)
+    stkr_cli_put_json_str(f, c->filters);
+  else
+    fputs("null", f);
+  putc(',', f);
   put_rule_notes_json(f, c);
   for (i = 0; i < c->n_groups; i++) {
     const stkr_comp_group *g = &c->groups[i];
@@ -392,8 +431,18 @@ int stkr_comp_write_junit(FILE *f, const stkr_comp *c, const char *banner) {
              (c->rule_notes[r] != NULL);
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<testsuites name=\"stackrec compliance\" tests=\"%zu\" "
-          "failures=\"%zu\" errors=\"%zu\">\n", tests + incomplete,
-          c->n_findings, incomplete + c->n_unchecked);
+          "failures=\"%zu\" errors=\"%zu\">\n",
+          tests + incomplete + (c->filters != NULL), c->n_findings,
+          incomplete + c->n_unchecked);
+  /* What the rules judged, on the dashboard too (QA, session 39: a
+   * filter's typo left every rule green, and nothing said so). */
+  if (c->filters != NULL) {
+    fputs("  <testsuite name=\"filters\" tests=\"1\" failures=\"0\" "
+          "errors=\"0\">\n    <testcase classname=\"stackrec.compliance\" "
+          "name=\"", f);
+    put_filters(f, c, put_xml, "filters: ", "");
+    fputs("\"/>\n  </testsuite>\n", f);
+  }
   /* The rules below judged what was read: an incomplete recording is an
    * error of its own, not a pass (QA, session 22). */
   if (incomplete) {
@@ -483,6 +532,8 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
   put_rule_notes(f, c, stkr_html_put_text, html_notes);
   put_unjudged(f, c, true);
   put_unnamed(f, c, true);
+  put_cut(f, c, true);
+  put_filters(f, c, stkr_html_put_text, "<p>Filters: ", ".</p>\n");
   put_boots(f, c, true);
   if (c->unattributed > 0)
     fprintf(f, "<p>%" PRIu64 " event%s without a module (no frame in a known "

@@ -114,50 +114,144 @@ static bool unwatched_sites(const stkr_comp *c, stkr_reader *r,
   return n > 0;
 }
 
-/* A site pattern of rule's, in one of the hook library's categories, that
- * matches no site it records nor any site of the events read: a typo, as
- * likely as not (QA, session 31: "identifiers.hostname" for
- * identifiers.gethostname selected nothing and passed in silence). An
- * app's own sites may be named anything, so a warning. The first such
- * pattern into b. */
+/* Is g (len bytes) one of the hook library's categories, in any case
+ * ("Identifiers.*" is a typo too)? */
+static bool is_our_category(const char *g, size_t len) {
+  for (unsigned cat = 0; len > 0 && cat < STKR__PL_CAT_COUNT; cat++)
+    if (strlen(stkr__pl_cat_name(cat)) == len &&
+        strncasecmp(stkr__pl_cat_name(cat), g, len) == 0)
+      return true;
+  return false;
+}
+
+/* Does g match a site the hook library records, a required-reason API
+ * site (reasons.<api>, reasons.h; review: reasons.NSUserDefaults warned)
+ * or a site of the events read? */
+static bool site_known(const stkr_comp *c, const char *g) {
+  const char *name;
+  size_t k;
+
+  for (k = 0; (name = stkr__pl_known_site(k)) != NULL; k++)
+    if (fnmatch(g, name, 0) == 0) return true;
+  for (k = 0; k < stkr_reason_category_count; k++)
+    for (const char *const *a = stkr_reason_categories[k].apis; *a; a++) {
+      char site[128];
+      snprintf(site, sizeof site, STKR_REASONS_CATEGORY ".%s", *a);
+      if (fnmatch(g, site, 0) == 0) return true;
+    }
+  for (k = 0; k < c->n_groups; k++)
+    if (fnmatch(g, c->groups[k].site, 0) == 0) return true;
+  return false;
+}
+
+/* What is wrong with site pattern g, or NULL (an app's own sites may be
+ * named anything: only what cannot be meant is said). */
+static const char *site_pattern_flaw(const stkr_comp *c, const char *g) {
+  const char *dot = strchr(g, '.');
+  size_t len = dot != NULL ? (size_t)(dot - g) : strlen(g);
+
+  if (g[0] == ' ' || g[0] == '\t' || (*g && (g[strlen(g) - 1] == ' ' ||
+                                             g[strlen(g) - 1] == '\t')))
+    return "has a space at its start or end";
+  if (dot == NULL && g[strcspn(g, "*?[")] == '\0') {
+    /* A bare category ("identifiers") names no site (QA, session 39). */
+    if (is_our_category(g, len))
+      return "names a category, not a site (sites are category.name: add "
+             "\".*\" for all of them)";
+    return site_known(c, g) ? NULL
+                            : "matches no site the hook library records, "
+                              "nor any of the events read (sites are "
+                              "category.name)";
+  }
+  if (dot == NULL || !is_our_category(g, len) || site_known(c, g))
+    return NULL;
+  return "matches no site the hook library records, nor any of the events "
+         "read";
+}
+
+/* After a dotted pattern in one of our categories: " (its sites in that
+ * category: a, b)". */
+static void put_category_sites(stkr_cli_buf *b, const char *g) {
+  const char *dot = strchr(g, '.'), *name;
+  size_t len = dot != NULL ? (size_t)(dot - g) : 0, k, n;
+
+  if (len == 0 || !is_our_category(g, len)) return;
+  stkr_cli_buf_puts(b, " (its sites in that category: ");
+  for (k = n = 0; (name = stkr__pl_known_site(k)) != NULL; k++) {
+    if (strncasecmp(name, g, len) != 0 || name[len] != '.') continue;
+    if (n++ > 0) stkr_cli_buf_puts(b, ", ");
+    stkr_cli_buf_puts(b, name);
+  }
+  stkr_cli_buf_puts(b, ")");
+}
+
+/* Site patterns of rule's that cannot be meant: a typo, as likely as not
+ * (QA, session 31: "identifiers.hostname" for identifiers.gethostname
+ * selected nothing and passed in silence; session 39: only the first was
+ * said, and "identifiers", " identifiers.uname" passed). A warning. Into
+ * b: the first TYPOS_SHOWN, each with why, then how many more. */
+#define TYPOS_SHOWN 4
 static bool unknown_sites(const stkr_comp *c, const stkr_rule *rule,
                           stkr_cli_buf *b) {
-  for (size_t i = 0; i < rule->n_sites; i++) {
-    const char *g = rule->sites[i], *name, *dot = strchr(g, '.');
-    size_t len = dot != NULL ? (size_t)(dot - g) : 0, k, n;
-    bool ours = false, known = false;
+  size_t n = 0;
 
-    /* Its category, in any case ("Identifiers.*" is a typo too). */
-    for (unsigned cat = 0; len > 0 && cat < STKR__PL_CAT_COUNT && !ours; cat++)
-      ours = strlen(stkr__pl_cat_name(cat)) == len &&
-             strncasecmp(stkr__pl_cat_name(cat), g, len) == 0;
-    if (!ours) continue;
-    for (k = 0; !known && (name = stkr__pl_known_site(k)) != NULL; k++)
-      known = fnmatch(g, name, 0) == 0;
-    /* And the required-reason APIs an iOS app's own hooks record as
-     * reasons.<api> (reasons.h; review: reasons.NSUserDefaults warned). */
-    for (k = 0; !known && k < stkr_reason_category_count; k++)
-      for (const char *const *a = stkr_reason_categories[k].apis;
-           !known && *a != NULL; a++) {
-        char site[128];
-        snprintf(site, sizeof site, STKR_REASONS_CATEGORY ".%s", *a);
-        known = fnmatch(g, site, 0) == 0;
-      }
-    for (k = 0; !known && k < c->n_groups; k++)
-      known = fnmatch(g, c->groups[k].site, 0) == 0;
-    if (known) continue;
-    stkr_cli_buf_puts(b, "its sites pattern ");
+  for (size_t i = 0; i < rule->n_sites; i++) {
+    const char *g = rule->sites[i], *why = site_pattern_flaw(c, g);
+    if (why == NULL) continue;
+    if (n++ >= TYPOS_SHOWN) continue;
+    stkr_cli_buf_puts(b, n == 1 ? "its sites pattern " : "; pattern ");
     stkr_cli_buf_puts(b, g);
-    stkr_cli_buf_puts(b, " matches no site the hook library records, nor "
-                      "any of the events read (its sites in that category: ");
-    for (k = n = 0; (name = stkr__pl_known_site(k)) != NULL; k++) {
-      if (strncasecmp(name, g, len) != 0 || name[len] != '.') continue;
-      if (n++ > 0) stkr_cli_buf_puts(b, ", ");
-      stkr_cli_buf_puts(b, name);
-    }
-    stkr_cli_buf_puts(b, ")");
-    return true;
+    stkr_cli_buf_puts(b, " ");
+    stkr_cli_buf_puts(b, why);
+    put_category_sites(b, g);
   }
+  if (n > TYPOS_SHOWN) {
+    stkr_cli_buf_puts(b, "; and ");
+    stkr_cli_buf_u64(b, n - TYPOS_SHOWN);
+    stkr_cli_buf_puts(b, " more such patterns");
+  }
+  return n > 0;
+}
+
+/* Were all events of rule's sites left out by the filters? The sites read
+ * before filtering (every process's, marks aside) against its patterns.
+ * Only asked of a filtered rule that selected nothing. */
+static bool filtered_out(stkr_reader *r, const stkr_rule *rule) {
+  size_t i, k, n, np = stkr_reader_process_count(r);
+  const stkr_site_info *si;
+
+  for (i = 0; i < np; i++)
+    if (stkr_reader_sites(r, i, &si, &n) == 0)
+      for (k = 0; k < n; k++)
+        if (!si[k].is_mark && si[k].events > 0 && si[k].name != NULL &&
+            stkr_rule_matches_site(rule, si[k].name))
+          return true;
+  return false;
+}
+
+/* Rule i's events whose module is a guess (per_rule: stkr_comp's
+ * rule_unnamed, rule_cut; NULL: none): "N" and why into b. @return
+ * whether it has any. */
+static bool guess_note(stkr_cli_buf *b, const uint64_t *per_rule, size_t i,
+                       const char *why) {
+  if (per_rule == NULL || per_rule[i] == 0) return false;
+  stkr_cli_buf_u64(b, per_rule[i]);
+  stkr_cli_buf_puts(b, why);
+  return true;
+}
+
+/* "the filters (site x.*)": c->filters in a rule's note. */
+static void put_filters_said(const stkr_comp *c, stkr_cli_buf *b) {
+  stkr_cli_buf_puts(b, "the filters (");
+  stkr_cli_buf_puts(b, c->filters != NULL ? c->filters : "");
+  stkr_cli_buf_puts(b, ")");
+}
+
+/* Was a mark named name read (any process's, `stackrec mark`'s too)? */
+static bool mark_seen(const stkr_comp *c, const char *name) {
+  if (c->agg->marks_not_kept > 0) return true; /* not all names kept */
+  for (size_t i = 0; i < c->agg->n_marks; i++)
+    if (strcmp(c->agg->marks[i].name, name) == 0) return true;
   return false;
 }
 
@@ -233,6 +327,15 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
                         "recorded (a static program the hooks cannot "
                         "enter, or another directory?)");
       junit = "sites recorded";
+    } else if (c->agg->filtered && c->agg->events == 0 &&
+               c->agg->events_read > 0) {
+      /* A filter's typo (--thread nosuch) or a window past the end made
+       * every rule pass (QA, session 39). */
+      put_filters_said(c, &b);
+      stkr_cli_buf_puts(&b, " left none of the ");
+      stkr_cli_buf_u64(&b, c->agg->events_read);
+      stkr_cli_buf_puts(&b, " events read: nothing was judged");
+      junit = "events judged";
     } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
       stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
                                         : "no process watched categories ");
@@ -250,14 +353,21 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
                         "may have gone with them");
       append_note(&b, typo_seen ? &typo : NULL);
       junit = "events judged";
-    } else if (c->rule_unnamed != NULL && c->rule_unnamed[i] > 0) {
-      stkr_cli_buf_u64(&b, c->rule_unnamed[i]);
-      stkr_cli_buf_puts(&b, " of its events have stacks never symbolized, "
-                        "so the module map's symbol prefixes could not say "
-                        "which module made them: run 'stackrec symbolize' "
-                        "on the recording first");
+    } else if (guess_note(&b, c->rule_unnamed, i,
+                          " of its events have stacks never symbolized, so "
+                          "the module map's symbol prefixes could not say "
+                          "which module made them: run 'stackrec "
+                          "symbolize' on the recording first")) {
       append_note(&b, typo_seen ? &typo : NULL);
       junit = "stacks symbolized";
+    } else if (guess_note(&b, c->rule_cut, i,
+                          " of its events have stacks cut short inside "
+                          "system libraries (the walk lost their outer "
+                          "callers: a library built without frame "
+                          "pointers), so which module made them is not "
+                          "known")) {
+      append_note(&b, typo_seen ? &typo : NULL);
+      junit = "stacks whole";
     } else if (typo_seen) {
       append_note(&b, &typo);
       if (rule->n_modules > 0 && !modules_seen(c, rule)) {
@@ -269,6 +379,20 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
     } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
       put_modules_note(c, &b);
       junit = "modules seen";
+      unchecked = false;
+    } else if (c->agg->filtered && c->rule_groups[i] == 0 &&
+               filtered_out(r, rule)) {
+      put_filters_said(c, &b);
+      stkr_cli_buf_puts(&b, " left out every event of its sites: it "
+                        "judged none");
+      junit = "events judged";
+      unchecked = false;
+    } else if (rule->before_mark != NULL && !mark_seen(c, rule->before_mark)) {
+      stkr_cli_buf_puts(&b, "its before_mark ");
+      stkr_cli_buf_puts(&b, rule->before_mark);
+      stkr_cli_buf_puts(&b, " was never set in the recording: every event "
+                        "of its sites counts as before it");
+      junit = "mark seen";
       unchecked = false;
     }
     if (typo.err != 0) b.err = typo.err;

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,4 +123,54 @@ int stkr__filter_pass(stkr__filter *f, const stkr_event_view *ev) {
 void stkr__filter_free(stkr__filter *f) {
   stkr_map_free(&f->site_pass);
   stkr_map_free(&f->thread_pass);
+}
+
+const char *stkr__filter_seconds(double s, char buf[STKR__SECONDS_MAX]) {
+  size_t n = (size_t)snprintf(buf, STKR__SECONDS_MAX, "%.9f", s);
+
+  while (n > 1 && buf[n - 1] == '0')
+    buf[--n] = '\0';
+  if (n > 1 && buf[n - 1] == '.')
+    buf[--n] = '\0';
+  return buf;
+}
+
+static void put_seconds(stkr_cli_buf *b, double s) {
+  char buf[STKR__SECONDS_MAX];
+  stkr_cli_buf_puts(b, stkr__filter_seconds(s, buf));
+}
+
+bool stkr__filter_describe(const stkr_agg_opts *o, stkr_cli_buf *b) {
+  const char *sep = "";
+
+  if (o->site_glob) {
+    stkr_cli_buf_puts(b, "site ");
+    stkr_cli_buf_puts(b, o->site_glob);
+    sep = " ";
+  }
+  if (o->thread_glob) {
+    stkr_cli_buf_puts(b, sep);
+    stkr_cli_buf_puts(b, "thread ");
+    stkr_cli_buf_puts(b, o->thread_glob);
+    sep = " ";
+  }
+  if (o->from_s > 0 || o->to_s > 0) {
+    stkr_cli_buf_puts(b, sep);
+    stkr_cli_buf_puts(b, "time [");
+    put_seconds(b, o->from_s);
+    stkr_cli_buf_puts(b, " s, ");
+    if (o->to_s > 0) {
+      put_seconds(b, o->to_s);
+      stkr_cli_buf_puts(b, " s)");
+    } else {
+      stkr_cli_buf_puts(b, "end)");
+    }
+    sep = " ";
+  }
+  if (o->app_only) {
+    stkr_cli_buf_puts(b, sep);
+    stkr_cli_buf_puts(b, "app-only");
+    sep = " ";
+  }
+  return *sep != '\0';
 }

@@ -58,6 +58,16 @@ uint64_t stkr__filter_offset(stkr__filter *f, const stkr_event_view *ev);
 
 void stkr__filter_free(stkr__filter *f);
 
+/* s seconds as decimals, without an exponent or trailing zeros ("0.5",
+ * "12"), into buf. @return buf. */
+#define STKR__SECONDS_MAX 64
+const char *stkr__filter_seconds(double s, char buf[STKR__SECONDS_MAX]);
+
+/* The filters o sets, in words ("site identifiers.* thread main time
+ * [0.5 s, end) app-only"), appended to b unescaped (the globs are the
+ * user's: escape at output). @return whether o sets any. */
+bool stkr__filter_describe(const stkr_agg_opts *o, stkr_cli_buf *b);
+
 /* ---- the filter options, shared by every command that filters -------------
  * (filter_opts.c, in the stackrec binary). A command sets more_opts =
  * stkr__filter_opts in its stkr_cli_getopt_state, reads its options with

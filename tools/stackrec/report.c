@@ -97,14 +97,8 @@ void stkr__report_put_str(const char *s) {
 
 /* Seconds as decimals, without an exponent or trailing zeros. */
 static void put_seconds(double s) {
-  char buf[64];
-  size_t n = (size_t)snprintf(buf, sizeof buf, "%.9f", s);
-
-  while (n > 1 && buf[n - 1] == '0')
-    buf[--n] = '\0';
-  if (n > 1 && buf[n - 1] == '.')
-    buf[--n] = '\0';
-  fputs(buf, stdout);
+  char buf[STKR__SECONDS_MAX];
+  fputs(stkr__filter_seconds(s, buf), stdout);
 }
 
 void stkr__report_put_events(uint64_t n) {
@@ -495,8 +489,6 @@ static bool mark_before(const stkr_agg_mark *a, const stkr_agg_mark *b) {
 
 static void print_header(const stkr_agg *a, const report_opts *o) {
   const stkr_agg_opts *f = &o->agg;
-  bool filtered = f->site_glob || f->thread_glob || f->from_s > 0 ||
-                  f->to_s > 0 || f->app_only;
 
   printf("# ");
   stkr__report_put_events(a->events);
@@ -549,32 +541,14 @@ static void print_header(const stkr_agg *a, const report_opts *o) {
            "counted; no writer runs here (it stopped mid-batch, or the files "
            "were copied while it wrote)\n",
            a->cut_processes, a->cut_processes == 1 ? "'s" : "es'");
-  if (filtered) {
-    fputs("# filters:", stdout);
-    if (f->site_glob) {
-      fputs(" site ", stdout);
-      stkr__report_put_str(f->site_glob);
-    }
-    if (f->thread_glob) {
-      fputs(" thread ", stdout);
-      stkr__report_put_str(f->thread_glob);
-    }
-    if (f->from_s > 0 || f->to_s > 0) {
-      fputs(" time [", stdout);
-      put_seconds(f->from_s);
-      fputs(" s, ", stdout);
-      if (f->to_s > 0) {
-        put_seconds(f->to_s);
-        fputs(" s)", stdout);
-      } else {
-        fputs("end)", stdout);
-      }
-    }
-    if (f->app_only)
-      fputs(" app-only", stdout);
+  stkr_cli_buf desc = {0};
+  if (stkr__filter_describe(f, &desc) && desc.err == 0) {
+    fputs("# filters: ", stdout);
+    stkr_cli_put_escaped(stdout, (const uint8_t *)desc.p, desc.len);
     printf(": %llu of %llu events\n", (unsigned long long)a->events,
            (unsigned long long)a->events_read);
   }
+  stkr_cli_buf_free(&desc);
   if (a->marks_read) {
     /* Marks are the events' context, never counted as events. The first
      * ten by the time shown (they are kept by process: QA, session 22,
