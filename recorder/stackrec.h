@@ -370,7 +370,10 @@ STKR_API void stkr_images_changed(void);
  * Cost: after the thread's first event, no malloc, no lock and no system
  * call but the clock. The thread's first event allocates its ring (mmap) and
  * looks up its stack bounds; a thread may call stkr_thread_attach() ahead of
- * time to pay that outside any hook.
+ * time to pay that outside any hook. In a forked child that follows its
+ * parent (STKR_FORK_FOLLOW), the child's first event starts its recording
+ * (its files, its worker: ~1 ms); an event of another thread meanwhile
+ * waits for that start, at most 1 s (then -ENOTCONN, as before a start).
  *
  * Signals: async-signal-safe once the thread is attached. An event from a
  * signal handler that interrupted an event on the same thread is dropped and
