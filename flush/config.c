@@ -129,8 +129,10 @@ int stkr_config_freeze_env(void) {
 
 const char *stkr_config_env(const char *name) {
   char **v = atomic_load_explicit(&g_frozen_env, memory_order_acquire);
-  size_t n = strlen(name);
+  size_t n;
 
+  if (name == NULL) return NULL; /* as unset (QA, session 39: SIGSEGV) */
+  n = strlen(name);
   if (v == NULL) return getenv(name);
   for (; *v != NULL; v++)
     if (strncmp(*v, name, n) == 0 && (*v)[n] == '=') return *v + n + 1;

@@ -502,7 +502,8 @@ STKR_API int stkr_config_freeze_env(void);
 
 /* The value of STACKREC_* variable `name` as stkr_init() reads it: the
  * frozen copy once stkr_config_freeze_env() ran, else getenv(name). NULL
- * when unset. Thread-safe (the copy is never changed or freed). */
+ * when unset (or name is NULL). Thread-safe (the copy is never changed or
+ * freed). */
 STKR_API const char *stkr_config_env(const char *name);
 
 /* ---- Sampling another thread of this process; the hang watchdog --------

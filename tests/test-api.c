@@ -134,6 +134,21 @@ static void test_strerror_texts_are_static(void **state) {
   assert_non_null(strstr(stkr_strerror(-ENOENT), "No such file"));
 }
 
+/* The environment helpers take odd arguments without a crash (QA, session
+ * 39: stkr_config_env(NULL) died of SIGSEGV); why is always terminated. */
+static void test_env_helpers_odd_arguments(void **state) {
+  char why[1] = {'X'};
+  int err;
+  (void)state;
+
+  assert_null(stkr_config_env(NULL));
+  assert_null(stkr_config_env("STACKREC_NO_SUCH_VARIABLE"));
+  err = stkr_config_check_env(why, 1);
+  assert_true(err == 0 || err == -EINVAL);
+  assert_int_equal(why[0], '\0');
+  assert_true(stkr_config_check_env(NULL, 0) == err);
+}
+
 TL_TEST_MAIN("api", NULL, NULL, test_version, test_config_init, test_size_rules,
              test_newer_caller, test_reads_only_size,
-             test_strerror_texts_are_static)
+             test_strerror_texts_are_static, test_env_helpers_odd_arguments)
