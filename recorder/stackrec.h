@@ -269,6 +269,13 @@ STKR_API const char *stkr_version_string(void);
 /*
  * Start recording: reads the environment, creates cfg->dir (mode 0700) and
  * starts the flush worker thread. cfg may be NULL (all defaults).
+ * Notes: what the recorder cannot do (a bad field or variable, a directory
+ * it cannot make, a write that failed, a recovery's or the symbolizer's
+ * notes) is said in lines "stackrec: ..." on descriptor 2, at most one
+ * of a kind a minute, and only while descriptor 2 is still the file it
+ * was at stkr_init() (a program that reopened it never finds them in its
+ * own file); never on stdout. Under `stackrec record` they go to record's
+ * summary instead.
  * @return 0, -EALREADY if already recording, -EINVAL for a bad field or
  *         environment value (or a cfg->size below the 0.3 layout), -E2BIG
  *         when cfg->size is larger than this library's stkr_config and a
