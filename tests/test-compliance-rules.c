@@ -297,8 +297,30 @@ static void test_every_site_typo_named(void **state) {
   cr_assert_has(cr_err, "none.json has no rules: nothing is judged");
 }
 
+/* U+FFFE and U+FFFF are no XML characters: shown as U+FFFD, so that the
+ * JUnit file stays well-formed (QA, session 39: a policy's description,
+ * or a recorded file name, with U+FFFE broke it). */
+static void test_junit_noncharacters(void **state) {
+  char path[4300];
+  (void)state;
+
+  put_policy("xml.json",
+             "{\"rules\": [{\"id\": \"x\", \"sites\": "
+             "\"identifiers.uname\", \"description\": "
+             "\"a\\ufffeb\\uffffc\"}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s'",
+                          path, g_sym), 1);
+  cr_assert_has(cr_out, "a&#xFFFD;b&#xFFFD;c");
+  assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s' | "
+                          "/usr/bin/python3 -c 'import sys, "
+                          "xml.etree.ElementTree as E; E.parse(sys.stdin)'",
+                          path, g_sym), 0);
+}
+
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
              test_typo_in_sites_warned, test_in_state_globs_accepted,
              test_inputs_that_are_not_files,
              test_cut_short_not_judged_by_module,
-             test_filters_said_and_judged, test_every_site_typo_named)
+             test_filters_said_and_judged, test_every_site_typo_named,
+             test_junit_noncharacters)
