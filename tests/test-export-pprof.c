@@ -435,9 +435,40 @@ static void test_labels_are_recorded_text(void **state) {
   assert_non_null(strstr(g_out, "accounting for 2, 25.00% of 8 total"));
 }
 
+/* A payload cut at payload_max has a payload_truncated label (its text
+ * ends "...", as a payload may of its own; QA, session 39). */
+static void test_cut_payload_labeled(void **state) {
+  char d[1200], longp[64];
+  pid_t child;
+  int st;
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", tmp_path("cut-payload"));
+  memset(longp, 'L', sizeof longp);
+  if ((child = fork()) == 0) {
+    stkr_config cfg = {.dir = d, .payload_max = 32};
+    if (stkr_init(&cfg) != 0)
+      _exit(2);
+    stkr_event(&g_site_read, longp, sizeof longp);
+    stkr_event(&g_site_read, "short...", 8);
+    _exit(stkr_shutdown() != 0 ? 3 : 0);
+  }
+  assert_int_equal(waitpid(child, &st, 0), child);
+  assert_int_equal(st, 0);
+  assert_int_equal(sh("'%s' export --format pprof -o '%s' '%s'", g_tool,
+                      tmp_path("cut.pb.gz"), d),
+                   0);
+  assert_int_equal(pprof("-tags '%s'", tmp_path("cut.pb.gz")), 0);
+  tl_assert_has(g_out, " payload_truncated: Total 1.0\n",
+                "1.0 (  100%): true\n");
+  assert_int_equal(pprof("-tagfocus='payload_truncated=true' -top '%s'",
+                         tmp_path("cut.pb.gz")), 0);
+  assert_non_null(strstr(g_out, "accounting for 1, 50.00% of 2 total"));
+}
+
 TL_TEST_MAIN("export-pprof", setup, NULL, test_top_counts_per_function,
              test_traces_show_whole_stacks_and_labels, test_filters,
              test_inlined_lines_and_mapping, test_first_mapping_has_events,
              test_fixture_folded_and_app_only,
              test_drops_noted_and_empty_profile,
-             test_labels_are_recorded_text)
+             test_labels_are_recorded_text, test_cut_payload_labeled)

@@ -351,8 +351,10 @@ static int write_gz(pb_profile *prof, FILE *f) {
 /* Labels per sample: site, thread, pid, process, recording (the directory,
  * when two processes read have one pid), payload and, for a stack the
  * walk cut short, stack_truncated = "true" (folded's "[truncated]" frame;
- * pprof -traces and -tagfocus show it). */
-#define N_LABELS 7
+ * pprof -traces and -tagfocus show it); for a payload cut at payload_max,
+ * payload_truncated = "true" (its text ends "..." too, which a payload
+ * may end with of its own: QA, session 39). */
+#define N_LABELS 8
 
 /* The string-table index of bytes as a label's text (stkr_cli_put_text:
  * UTF-8 as recorded, a backslash doubled, control and invalid bytes as
@@ -390,7 +392,8 @@ static int64_t name_str(pp *p, const char *name) {
 
 /* The string ids of the label keys (pprof labels every sample with them). */
 typedef struct label_keys {
-  int64_t site, thread, pid, process, recording, payload, truncated;
+  int64_t site, thread, pid, process, recording, payload, truncated,
+      payload_truncated;
 } label_keys;
 
 /* Stack s as sample sm: one Location per PC, leaf first, into ids (from
@@ -449,6 +452,10 @@ static int add_sample(pp *p, const stkr_agg_stack *s, const label_keys *k,
                                s->payload_truncated)) < 0)
       return -1;
     lb[nl++].key = k->payload;
+    if (s->payload_truncated) {
+      lb[nl].key = k->payload_truncated;
+      lb[nl++].str = str(p, "true");
+    }
   }
   if (s->truncated) {
     lb[nl].key = k->truncated;
@@ -534,6 +541,7 @@ static int build_and_write(pp *p) {
   keys.recording = str(p, "recording");
   keys.payload = str(p, "payload");
   keys.truncated = str(p, "stack_truncated");
+  keys.payload_truncated = str(p, "payload_truncated");
   for (i = 0; i < a->n_stacks; i++)
     n_ids += a->stacks[i].n_frames;
   samples = calloc(a->n_stacks + 1, sizeof *samples);
