@@ -97,6 +97,11 @@ static void test_sensitive_and_rate(void **state) {
   assert_non_null(strstr(cr_out, "NEW PATHS: 1 (0 to a sensitive site)\n"
                                  "  + identifiers.device_id module app"));
   assert_non_null(strstr(cr_out, "sensitive sites: network.*, x.*\n"));
+  /* A pattern that matches no site of either side is said: a typo makes a
+   * gate that never fails (QA, session 39). */
+  assert_non_null(strstr(cr_err, "warning: --sensitive x.* matches no site "
+                                 "of BASE or NEW\n"));
+  assert_null(strstr(cr_err, "--sensitive network.*"));
   /* Three reads a tick instead of one: files.open's rate changed (x3),
    * network.connect's did not. */
   assert_int_equal(cr_run("diff '%s' '%s'", g_base, g_base3), 0);
@@ -183,6 +188,23 @@ static void test_html(void **state) {
       0);
 }
 
+/* A side that recorded no process (an empty directory, a static program)
+ * compares nothing: the gate fails, NOT COMPARED (QA, session 39: an
+ * empty NEW passed, exit 0). */
+static void test_empty_side_not_compared(void **state) {
+  char empty[4200];
+  (void)state;
+
+  snprintf(empty, sizeof empty, "%s/empty", g_tmp);
+  assert_int_equal(tl_system("mkdir -p '%s'", empty), 0);
+  assert_int_equal(cr_run("diff '%s' '%s'", g_base, empty), 1);
+  cr_assert_has(cr_out, "# NEW NOT RECORDED: it holds no process",
+                "\nNOT COMPARED: NEW recorded no process\n");
+  assert_null(strstr(cr_out, "PASS"));
+  assert_int_equal(cr_run("diff --format json '%s' '%s'", empty, g_base), 1);
+  cr_assert_has(cr_out, "\"gate\":\"not_compared\"");
+}
+
 static void test_usage(void **state) {
   char missing[4200];
 
@@ -192,6 +214,8 @@ static void test_usage(void **state) {
   assert_int_equal(cr_run("diff --format xml '%s' '%s'", g_base, g_base), 2);
   assert_int_equal(cr_run("diff --threshold abc '%s' '%s'", g_base, g_base), 2);
   assert_int_equal(cr_run("diff --min-count -1 '%s' '%s'", g_base, g_base), 2);
+  cr_expect(2, "--sensitive wants a site pattern", "diff --sensitive '' "
+            "'%s' '%s'", g_base, g_base);
   snprintf(missing, sizeof(missing), "%s/none", g_tmp);
   assert_int_equal(cr_run("diff '%s' '%s'", g_base, missing), 3);
   assert_non_null(strstr(cr_err, missing));
@@ -242,5 +266,5 @@ static int setup(void **state) {
 
 TL_TEST_MAIN("diff", setup, NULL, test_new_path_fails_the_gate,
              test_reverse_and_identical, test_sensitive_and_rate,
-             test_capped_side, test_html,
+             test_capped_side, test_html, test_empty_side_not_compared,
              test_usage)

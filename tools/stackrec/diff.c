@@ -235,7 +235,8 @@ static const char diff_help[] =
     "\n"
     "Exit status: 0 no new path to a sensitive site; 1 NEW adds one (the\n"
     "gate fails), or an input lost data (damaged: the comparison cannot be\n"
-    "trusted); 2 usage; 3 an input cannot be opened.\n";
+    "trusted) or recorded no process (NOT COMPARED); 2 usage; 3 an input\n"
+    "cannot be opened.\n";
 
 /* One process's span on the recording's time line, and its boot
  * (boots.h; STKR_BOOT_UNKNOWN: not known, all such taken as one). */
@@ -322,6 +323,15 @@ static int read_side(stkr_diff *d, int side, const char *input,
   d->side[side].bare_events = (*agg)->bare_events;
   stkr_cli_incomplete_line(r, d->side[side].incomplete,
                            sizeof d->side[side].incomplete);
+  if (n == 0) {
+    /* Nothing recorded: no path can be new, and PASS would be untrue (QA,
+     * session 39: an empty NEW passed, exit 0). The gate fails. */
+    d->side[side].status = STKR_CLI_DATA_LOST;
+    if (d->side[side].incomplete[0] == '\0')
+      snprintf(d->side[side].incomplete, sizeof d->side[side].incomplete,
+               "NOT RECORDED: it holds no process (a static program the "
+               "hooks cannot enter, or another directory?)");
+  }
   stkr_reader_free(r);
   return 0;
 }
@@ -374,6 +384,9 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
             "diff", "--min-count wants a count, not '%s'", optarg);
       break;
     case O_SENSITIVE:
+      if (optarg[0] == '\0') /* matches no site: a gate that never fails */
+        return stkr_cli_usage_error("diff", "--sensitive wants a site "
+                                    "pattern, not an empty one");
       d->sensitive[d->n_sensitive++] = optarg;
       break;
     }
@@ -383,6 +396,24 @@ static int parse_args(int argc, char **argv, stkr_diff *d,
                                             ? "needs BASE and NEW"
                                             : "too many arguments");
   return -1;
+}
+
+/* A --sensitive pattern that matches no site of either side: a typo, as
+ * likely as not, and a gate that never fails (QA, session 39). Said on
+ * stderr; the sites may be absent from these runs only. */
+static void warn_unmatched(const stkr_diff *d) {
+  for (size_t k = 0; k < d->n_sensitive; k++) {
+    size_t i;
+    for (i = 0; i < d->n_paths; i++)
+      if (fnmatch(d->sensitive[k], d->paths[i].site, 0) == 0)
+        break;
+    if (i == d->n_paths && d->n_paths > 0) {
+      fputs("stackrec diff: warning: --sensitive ", stderr);
+      stkr_cli_put_escaped(stderr, (const uint8_t *)d->sensitive[k],
+                           strlen(d->sensitive[k]));
+      fputs(" matches no site of BASE or NEW\n", stderr);
+    }
+  }
 }
 
 /* Write the comparison in format to out_path (NULL: stdout). @return the
@@ -457,6 +488,7 @@ int stkr_cli_diff(int argc, char **argv) {
     status = STKR_CLI_DATA_LOST;
     goto done;
   }
+  warn_unmatched(&d);
   status = write_result(&d, format, out_path);
 done:
   stkr_diff_free(&d);

@@ -161,6 +161,13 @@ static const char *gate_caveat(const stkr_diff *d) {
   return "";
 }
 
+/* "BASE", "NEW" or "BASE and NEW": the side(s) holding no process (the
+ * gate compares nothing then: diff.c fails it), or NULL. */
+static const char *empty_sides(const stkr_diff *d) {
+  static const char *const names[4] = {NULL, "BASE", "NEW", "BASE and NEW"};
+  return names[(d->side[0].processes == 0) | (d->side[1].processes == 0) << 1];
+}
+
 void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   size_t i;
 
@@ -192,7 +199,9 @@ void stkr_diff_put_text(FILE *f, const stkr_diff *d) {
   }
   for (i = 0; i < d->n_changed; i++)
     text_path(f, d, '~', d->changed[i]);
-  if (d->n_added_sensitive > 0)
+  if (empty_sides(d) != NULL)
+    fprintf(f, "\nNOT COMPARED: %s recorded no process\n", empty_sides(d));
+  else if (d->n_added_sensitive > 0)
     fprintf(f, "\nFAIL: NEW adds %zu path%s to a sensitive site%s\n",
             d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s",
             gate_caveat(d));
@@ -276,7 +285,8 @@ void stkr_diff_put_json(FILE *f, const stkr_diff *d) {
           ",\n\"summary\":{\"added\":%zu,\"added_sensitive\":%zu,\"gone\":%zu,"
           "\"changed\":%zu},\n\"gate\":\"%s\"}\n",
           d->n_added, d->n_added_sensitive, d->n_gone, d->n_changed,
-          d->n_added_sensitive ? "fail" : "pass");
+          empty_sides(d) != NULL ? "not_compared"
+          : d->n_added_sensitive ? "fail" : "pass");
 }
 
 /* ---- HTML ------------------------------------------------------------------ */
@@ -339,7 +349,10 @@ void stkr_diff_put_html(FILE *f, const stkr_diff *d) {
       fputs("</p>\n", f);
     }
   }
-  if (d->n_added_sensitive > 0)
+  if (empty_sides(d) != NULL)
+    fprintf(f, "<p class=\"gate fail\" id=\"gate\">NOT COMPARED: %s "
+               "recorded no process</p>\n", empty_sides(d));
+  else if (d->n_added_sensitive > 0)
     fprintf(f, "<p class=\"gate fail\" id=\"gate\">FAIL: NEW adds %zu path%s "
                "to a sensitive site%s</p>\n",
             d->n_added_sensitive, d->n_added_sensitive == 1 ? "" : "s",
