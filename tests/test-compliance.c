@@ -392,7 +392,10 @@ static const char k_manifest_head[] =
     "  <key>NSPrivacyTracking</key><false/>\n"
     "  <key>NSPrivacyAccessedAPITypes</key>\n  <array>\n";
 
-static void write_manifest(const char *path, const char *const *types, int n) {
+/* A manifest declaring types[0..n), each with a reason of its own (one of
+ * its codes), or with `reason` for all when not NULL. */
+static void write_manifest_reason(const char *path, const char *const *types,
+                                  int n, const char *reason) {
   FILE *f = fopen(path, "w");
   int i;
 
@@ -402,9 +405,17 @@ static void write_manifest(const char *path, const char *const *types, int n) {
     fprintf(f, "    <dict><key>NSPrivacyAccessedAPIType</key>"
             "<string>NSPrivacyAccessedAPICategory%s</string>"
             "<key>NSPrivacyAccessedAPITypeReasons</key>"
-            "<array><string>C617.1</string></array></dict>\n", types[i]);
+            "<array><string>%s</string></array></dict>\n", types[i],
+            reason != NULL                            ? reason
+            : strcmp(types[i], "DiskSpace") == 0      ? "85F4.1"
+            : strcmp(types[i], "UserDefaults") == 0   ? "CA92.1"
+                                                      : "C617.1");
   fputs("  </array>\n</dict>\n</plist>\n", f);
   assert_int_equal(fclose(f), 0);
+}
+
+static void write_manifest(const char *path, const char *const *types, int n) {
+  write_manifest_reason(path, types, n, NULL);
 }
 
 static void test_privacy_manifest(void **state) {
@@ -468,6 +479,23 @@ static void test_privacy_manifest(void **state) {
   write_manifest(man, full, 2);
   assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", man, g_rec),
                    0);
+  /* A reason that is none of its category's codes is none (QA, session
+   * 39: "", BOGUS.9 and another category's code passed); a code of
+   * Apple's form not in the table passes with a note. */
+  static const char *const bad[] = {"", "BOGUS.9", "35F9.1"};
+  for (int b = 0; b < 3; b++) {
+    write_manifest_reason(man, full, 2, bad[b]);
+    assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", man,
+                            g_rec), 1);
+    cr_assert_has(cr_err, "declared without a reason: "
+                          "NSPrivacyAccessedAPICategoryDiskSpace");
+  }
+  cr_assert_has(cr_err, "DiskSpace: reason 35F9.1 is SystemBootTime's");
+  write_manifest_reason(man, full, 2, "ABCD.7");
+  assert_int_equal(cr_run("privacy-manifest --manifest '%s' '%s'", man, g_rec),
+                   0);
+  cr_assert_has(cr_err, "note: DiskSpace: reason \"ABCD.7\" is not one of "
+                        "the codes known here");
 }
 
 /* ---- bad inputs -------------------------------------------------------------- */

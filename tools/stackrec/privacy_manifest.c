@@ -163,9 +163,67 @@ static int write_draft(FILE *f, const stkr_comp *c, const int *cat_of,
   return 0;
 }
 
+/* Is code in the comma-separated list? */
+static bool code_listed(const char *list, const char *code) {
+  size_t n = strlen(code);
+  for (const char *p = list; *p != '\0';) {
+    size_t k = strcspn(p, ",");
+    if (k == n && strncmp(p, code, n) == 0) return true;
+    p += k;
+    p += strspn(p, ", ");
+  }
+  return false;
+}
+
+/* Apple's form of a reason code: four hex digits, a dot, a number
+ * ("DDA9.1"). */
+static bool code_form(const char *c) {
+  size_t i;
+  for (i = 0; i < 4; i++)
+    if (!isxdigit((unsigned char)c[i])) return false;
+  if (c[4] != '.' || c[5] == '\0') return false;
+  for (i = 5; c[i] != '\0'; i++)
+    if (!isdigit((unsigned char)c[i])) return false;
+  return true;
+}
+
+/* Does reason `why` (one item of NSPrivacyAccessedAPITypeReasons) give a
+ * reason for category rc? An empty text, not a <string>, or another
+ * category's code, or a text not of a code's form does not (QA, session
+ * 39: "", "BOGUS.9" and 35F9.1 under DiskSpace counted as reasons); a
+ * code of Apple's form this table does not know (Apple may add some)
+ * does, with a note. Notes on stderr. */
+static bool reason_valid(const char *path, const stkr_reason_category *rc,
+                         const stkr_json *why) {
+  const char *code = why->type == STKR_JSON_STRING ? why->str : NULL;
+  size_t k;
+
+  if (code == NULL || !code_form(code)) {
+    fprintf(stderr, "stackrec privacy-manifest: %s:%u: %s: a reason must "
+            "be one of its codes (%s), not %s%s%s\n", path, why->line,
+            rc->short_name, rc->reason_codes,
+            code == NULL ? "another kind of value" : "\"",
+            code == NULL ? "" : code, code == NULL ? "" : "\"");
+    return false;
+  }
+  if (code_listed(rc->reason_codes, code)) return true;
+  for (k = 0; k < stkr_reason_category_count; k++)
+    if (code_listed(stkr_reason_categories[k].reason_codes, code)) {
+      fprintf(stderr, "stackrec privacy-manifest: %s:%u: %s: reason %s is "
+              "%s's, not its own (%s)\n", path, why->line, rc->short_name,
+              code, stkr_reason_categories[k].short_name, rc->reason_codes);
+      return false;
+    }
+  fprintf(stderr, "stackrec privacy-manifest: %s:%u: note: %s: reason "
+          "\"%s\" is not one of the codes known here (%s)\n", path,
+          why->line, rc->short_name, code, rc->reason_codes);
+  return true;
+}
+
 /* The categories the manifest declares (declared[k]), and those declared
- * with at least one reason (reasoned[k]); unknown types are noted on
- * stderr. @return 0 or 2 after a message (wrong shape). */
+ * with at least one valid reason (reasoned[k]: reason_valid); unknown
+ * types are noted on stderr. @return 0 or 2 after a message (wrong
+ * shape). */
 static int declared_categories(const char *path, const stkr_json *root,
                                bool *declared, bool *reasoned) {
   const stkr_json *types = stkr_json_get(root, "NSPrivacyAccessedAPITypes");
@@ -204,8 +262,10 @@ static int declared_categories(const char *path, const stkr_json *root,
       continue;
     }
     declared[rc - stkr_reason_categories] = true;
-    if (why != NULL && why->type == STKR_JSON_ARRAY && why->n > 0)
-      reasoned[rc - stkr_reason_categories] = true;
+    for (size_t r = 0; why != NULL && why->type == STKR_JSON_ARRAY &&
+                       r < why->n; r++)
+      if (reason_valid(path, rc, &why->items[r]))
+        reasoned[rc - stkr_reason_categories] = true;
   }
   return 0;
 }
@@ -224,9 +284,10 @@ static int check_manifest(const char *path, const stkr_comp *c,
     if (declared[k] && !reasoned[k]) {
       missing++;
       fprintf(stderr, "stackrec privacy-manifest: %s: declared without a "
-              "reason: %s (its NSPrivacyAccessedAPITypeReasons is empty or "
-              "missing; App Store Connect refuses that: choose the reasons "
-              "that apply)\n", path, rc->type);
+              "reason: %s (its NSPrivacyAccessedAPITypeReasons is empty, "
+              "missing or holds none of its codes; App Store Connect "
+              "refuses that: choose the reasons that apply)\n", path,
+              rc->type);
     }
     if (used[k] && !declared[k]) {
       missing++;
