@@ -68,6 +68,7 @@ let package = Package(
         "recorder/sample_linux.c",
         "recorder/watchdog.c",
         "recorder/mark.c",
+        "recorder/pin_image.c",
         "recorder/ownfd.c",
         "recorder/clock.c",
         "recorder/unwind_tables.c",

@@ -10,6 +10,7 @@ set(STKR_RECORDER_SRCS
   recorder/clock.c
   recorder/event.c
   recorder/mark.c
+  recorder/pin_image.c
   recorder/ownfd.c
   recorder/platform_apple.c
   recorder/platform_linux.c

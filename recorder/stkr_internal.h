@@ -634,6 +634,12 @@ bool stkr__threads_rings_leftover(void);
 /* In a forked child: free every other thread's state. */
 void stkr__threads_forget_after_fork(void);
 
+/* pin_image.c: keep this code's image mapped for the rest of the process
+ * (dlopen RTLD_NOLOAD | RTLD_NODELETE of itself; not in the hook library):
+ * threads that recorded carry thread-exit callbacks into it. Once, at the
+ * first start, on a control thread (dlopen takes the loader's lock). */
+void stkr__pin_image(void);
+
 /* Iterate the registry (worker). The list may grow at the head while
  * iterating; new threads are seen on the next pass. */
 stkr__thread *stkr__threads_first(void);

@@ -94,16 +94,19 @@ static bool wait_file(const char *dir, const char *name, int seconds) {
 }
 
 /* Record the fixture app, setting the marks between its phases. */
-static int record_fixture(void) {
-  static const char *const marks[] = {"consent.granted", "app.background",
-                                      "app.foreground"};
+/* Record the fixture into rec (its control files in ctl, made here),
+ * setting marks[i] at phase i. */
+static int record_fixture_marks(const char *rec, const char *ctl,
+                                const char *const marks[3]) {
   char cmd[16384], name[32];
   pid_t pid;
   int i, st;
 
   snprintf(cmd, sizeof cmd,
            "'%s' record -q -o '%s' --categories identifiers,network,reasons "
-           "-- '%s' '%s'", cr_bin, g_rec, g_app, g_ctl);
+           "-- '%s' '%s'", cr_bin, rec, g_app, ctl);
+  if (mkdir(ctl, 0700) != 0)
+    return -1;
   if ((pid = fork()) < 0)
     return -1;
   if (pid == 0) {
@@ -113,15 +116,15 @@ static int record_fixture(void) {
   }
   for (i = 0; i < 3; i++) {
     snprintf(name, sizeof name, "ready.%d", i);
-    if (!wait_file(g_ctl, name, 60)) {
+    if (!wait_file(ctl, name, 60)) {
       fprintf(stderr, "fixture never reached phase %d\n", i);
       break;
     }
-    if (cr_run("mark '%s' %s", g_rec, marks[i]) != 0) {
+    if (cr_run("mark '%s' %s", rec, marks[i]) != 0) {
       fprintf(stderr, "stackrec mark %s: %s", marks[i], cr_err);
       break;
     }
-    snprintf(cmd, sizeof cmd, "%s/go.%d", g_ctl, i);
+    snprintf(cmd, sizeof cmd, "%s/go.%d", ctl, i);
     write_file(cmd, "");
   }
   if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -129,6 +132,12 @@ static int record_fixture(void) {
     return -1;
   }
   return i == 3 ? 0 : -1;
+}
+
+static int record_fixture(void) {
+  static const char *const marks[] = {"consent.granted", "app.background",
+                                      "app.foreground"};
+  return record_fixture_marks(g_rec, g_ctl, marks);
 }
 
 static int setup(void **state) {
@@ -144,8 +153,6 @@ static int setup(void **state) {
   snprintf(g_map, sizeof g_map, "%s/modules.json", g_tmp);
   snprintf(g_app, sizeof g_app, "%s/%s/tests/compliance_fixtures/compliance_app",
            src ? src : ".", ws ? ws : "stackrec");
-  if (mkdir(g_ctl, 0700) != 0)
-    return -1;
 #if defined(__SANITIZE_ADDRESS__)
   /* The ASan-built hooks need the runtime first in every program they go
    * into (record keeps it in front of them): set for record only, not
@@ -764,8 +771,43 @@ static void test_watched_or_read(void **state) {
   assert_null(strstr(cr_out, "rule clip:"));
 }
 
+/* not_in_state: events while no such state is active, so before consent
+ * and after it was revoked (QA, session 39: calls after consent.revoked
+ * could not be flagged by any rule). The fixture with consent granted at
+ * phase 0 and revoked at phase 1: the 4 + 2 location requests of phases
+ * 2 and 3 come after the revocation. */
+static void test_not_in_state_after_revocation(void **state) {
+  static const char *const marks[] = {"consent.granted", "consent.revoked",
+                                      "app.foreground"};
+  char rec[700], ctl[700], pol[700];
+  (void)state;
+
+  snprintf(rec, sizeof rec, "%s/rec-revoked", g_tmp);
+  snprintf(ctl, sizeof ctl, "%s/ctl-revoked", g_tmp);
+  snprintf(pol, sizeof pol, "%s/revoked.json", g_tmp);
+  assert_int_equal(record_fixture_marks(rec, ctl, marks), 0);
+  write_file(pol, "{\"rules\": [{\"id\": \"no-consent\", \"sites\": "
+                  "[\"identifiers.*\", \"network.*\"], \"not_in_state\": "
+                  "\"consent.granted\"},\n"
+                  " {\"id\": \"before\", \"sites\": \"network.*\", "
+                  "\"before_mark\": \"consent.granted\"}]}\n");
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", pol, rec), 1);
+  cr_assert_has(cr_out,
+                "[no-consent] identifiers.open from libacme_sdk.so: not in "
+                "consent.granted: 3 events",
+                "[no-consent] identifiers.uname from compliance_app: not in "
+                "consent.granted: 1 event",
+                "[no-consent] network.connect from libacme_sdk.so: not in "
+                "consent.granted: 6 events");
+  assert_null(strstr(cr_out, "[before]"));
+  write_file(pol, "{\"rules\": [{\"id\": \"x\", \"sites\": \"a.*\", "
+                  "\"not_in_state\": \"consent.grantd\"}]}\n");
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", pol, rec), 2);
+  cr_assert_has(cr_err, "\"not_in_state\": \"consent.grantd\" is no state");
+}
+
 TL_TEST_MAIN("compliance", setup, NULL, test_counts_and_findings,
              test_module_map, test_no_policy_no_findings, test_junit, test_html,
              test_privacy_manifest, test_bad_inputs, test_stat_hooks_fork,
              test_text_more_frames, test_rules_not_seen,
-             test_watched_or_read)
+             test_watched_or_read, test_not_in_state_after_revocation)

@@ -426,8 +426,9 @@ static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
   (void)ri;
   if (r->before_mark == NULL && r->in_state == NULL)
     return 1;
+  /* Before any mark no state is active: not_in_state holds. */
   if (!b->proc_marks)
-    return lost ? -1 : r->in_state == NULL;
+    return lost ? -1 : r->in_state == NULL || r->not_in_state;
 #if HAVE_STATES
   if (r->before_mark != NULL &&
       stkr_states_seen_cached(b->states, b->version, &b->rule_seen[ri],
@@ -444,12 +445,12 @@ static int selected(builder *b, size_t ri, const stkr_rule *r, uint64_t ts,
       !stkr_states_row_seen(b->states, r->in_state, ts))
     return -1;
   if (r->in_state != NULL &&
-      !stkr_state_snap_in_cached(snap, b->version, &b->rule_in[ri],
-                                 r->in_state))
+      stkr_state_snap_in_cached(snap, b->version, &b->rule_in[ri],
+                                r->in_state) == r->not_in_state)
     return 0;
   return 1;
 #else
-  return r->in_state == NULL;
+  return r->in_state == NULL || r->not_in_state;
 #endif
 }
 

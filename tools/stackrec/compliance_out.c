@@ -79,7 +79,7 @@ static void put_condition(FILE *f, const stkr_rule *r) {
     sep = ", ";
   }
   if (r->in_state != NULL) {
-    fprintf(f, "%sin ", sep);
+    fprintf(f, "%s%sin ", sep, r->not_in_state ? "not " : "");
     put_str(f, r->in_state);
     sep = ", ";
   }
@@ -552,7 +552,8 @@ void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {
       if (x->rule->before_mark)
         stkr_html_put_text(f, "before "), stkr_html_put_text(f, x->rule->before_mark);
       else if (x->rule->in_state)
-        stkr_html_put_text(f, "in "), stkr_html_put_text(f, x->rule->in_state);
+        stkr_html_put_text(f, x->rule->not_in_state ? "not in " : "in "),
+            stkr_html_put_text(f, x->rule->in_state);
       else if (stkr_rule_has_rate(x->rule))
         fprintf(f, "peak %" PRIu64 "/s, %" PRIu64 "/min", x->peak_per_second,
                 x->peak_per_minute);

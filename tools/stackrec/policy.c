@@ -84,8 +84,11 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
                              &r->n_modules, err, errlen);
     else if (strcmp(k, "before_mark") == 0 && r->before_mark == NULL)
       rc = one_string(v, "\"before_mark\"", file, &r->before_mark, err, errlen);
-    else if (strcmp(k, "in_state") == 0 && r->in_state == NULL) {
-      rc = one_string(v, "\"in_state\"", file, &r->in_state, err, errlen);
+    else if ((strcmp(k, "in_state") == 0 || strcmp(k, "not_in_state") == 0) &&
+             r->in_state == NULL) {
+      r->not_in_state = k[0] == 'n';
+      rc = one_string(v, r->not_in_state ? "\"not_in_state\"" : "\"in_state\"",
+                      file, &r->in_state, err, errlen);
       state = v;
     }
     else if (strcmp(k, "max_per_second") == 0 && r->max_per_second < 0)
@@ -98,8 +101,9 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
       /* A typo ("before_consent") would otherwise select every event. */
       rc = stkr_json_error(err, errlen, file, v,
                            "unknown or repeated key \"%s\" (known: id, "
-                           "sites, modules, before_mark, in_state, "
-                           "max_per_second, max_per_minute, description)",
+                           "sites, modules, before_mark, in_state or "
+                           "not_in_state, max_per_second, max_per_minute, "
+                           "description)",
                            k);
   }
   if (rc != 0)
@@ -113,8 +117,9 @@ static int parse_rule(const char *file, const stkr_json *o, stkr_rule *r,
    * and pass, whatever the recording (QA, session 31: a typo). */
   if (r->in_state != NULL && !stkr_states_is_state(r->in_state))
     return stkr_json_error(err, errlen, file, state,
-                           "\"in_state\": \"%s\" is no state (states: "
+                           "\"%s\": \"%s\" is no state (states: "
                            "consent.granted, app.background, screen.NAME)",
+                           r->not_in_state ? "not_in_state" : "in_state",
                            r->in_state);
   return 0;
 }

@@ -20,6 +20,9 @@
  *                   this glob (in their process; marks: states.h)
  *   in_state        optional: only events while a state matching this glob
  *                   is active (e.g. "app.background", "screen.*")
+ *   not_in_state    optional, instead of in_state: only events while no
+ *                   state matching this glob is active ("consent.granted":
+ *                   before consent, and after it was revoked)
  *   max_per_second, max_per_minute
  *                   optional numbers >= 0: the rule is broken when the
  *                   events it selects exceed this many in any sliding
@@ -48,6 +51,8 @@ typedef struct stkr_rule {
   size_t n_modules;
   char *before_mark;   /* NULL if none */
   char *in_state;      /* NULL if none */
+  bool not_in_state;   /* in_state came as "not_in_state": events while
+                          no such state is active */
   double max_per_second; /* < 0: no limit */
   double max_per_minute; /* < 0: no limit */
 } stkr_rule;
