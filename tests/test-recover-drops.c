@@ -278,6 +278,13 @@ static void test_write_errors_survive_kill(void **state) {
 
   kill_with_write_errors(&r, ds, write_error_body);
   save_inputs(r.dir);
+  /* Before recovery, verify says what the ring files still count (QA,
+   * session 39: "adds up" with thousands lost to write errors). */
+  assert_int_equal(cr_setup(), 0);
+  assert_int_equal(cr_run("verify '%s'", r.dir), 4);
+  cr_assert_has(cr_out, "50 events that dead writers dropped (ring full, "
+                        "failed writes) are counted only in their ring "
+                        "files");
   for (int round = 0; round < 2; round++) {
     if (round == 1)
       put_inputs_back(r.dir);

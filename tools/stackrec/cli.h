@@ -399,11 +399,14 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet);
 /* The events that dead writers left in path's ring files (crash-proof
  * rings), in no segment until `stackrec recover` writes them: a dry run of
  * recovery, which writes nothing. @return how many sessions hold them (0:
- * none, or path is no directory), their events in *events. message/arg:
- * recovery's notes on damaged files (NULL: on stderr). recover.c. */
+ * none, or path is no directory), their events in *events, and in *drops
+ * (drops NULL: not asked) the events they dropped that no written batch
+ * counts (ring full, failed writes: recovery adds them to the recording).
+ * message/arg: recovery's notes on damaged files (NULL: on stderr).
+ * recover.c. */
 uint64_t stkr_cli_rings_left(const char *path,
                              void (*message)(void *arg, const char *line),
-                             void *arg, uint64_t *events);
+                             void *arg, uint64_t *events, uint64_t *drops);
 /* For commands that write segments only (merge, symbolize): say on stderr
  * that dir's dead writers left events in ring files which are `where` (as
  * "not merged", "not in OUT"), and what to run. @return whether there are

@@ -216,23 +216,28 @@ void stkr_cli_recover_after_record(const char *dir, bool quiet) {
 
 uint64_t stkr_cli_rings_left(const char *path,
                              void (*message)(void *arg, const char *line),
-                             void *arg, uint64_t *events) {
+                             void *arg, uint64_t *events, uint64_t *drops) {
   stkr_recover_opts o = {.dry_run = true, .message = message,
                          .message_arg = arg};
   stkr_recover_stats st;
   struct stat sb;
 
   *events = 0;
+  if (drops != NULL)
+    *drops = 0;
   if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
       stkr_recover_dir(path, &o, &st) != 0)
     return 0;
   *events = st.events;
+  if (drops != NULL)
+    *drops = st.drops_found;
   return st.sessions_recovered;
 }
 
 bool stkr_cli_rings_left_said(const char *cmd, const char *dir,
                               const char *where) {
-  uint64_t events, sessions = stkr_cli_rings_left(dir, NULL, NULL, &events);
+  uint64_t events,
+      sessions = stkr_cli_rings_left(dir, NULL, NULL, &events, NULL);
   if (sessions != 0)
     fprintf(stderr, "stackrec %s: %s: %llu event%s of %llu dead writer%s "
             "still in ring files, not %s: run 'stackrec recover %s' and %s "

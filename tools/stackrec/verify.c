@@ -347,7 +347,7 @@ uint64_t stkr_cli_reader_rings_left(const stkr_reader *r, uint64_t *events) {
     if (k < n_seen)
       continue;
     seen[n_seen++] = dir;
-    sessions += stkr_cli_rings_left(dir, ring_note_quiet, NULL, &ev);
+    sessions += stkr_cli_rings_left(dir, ring_note_quiet, NULL, &ev, NULL);
     *events += ev;
   }
   return sessions;
@@ -548,11 +548,19 @@ static void ring_message(void *arg, const char *line) {
  * recover` (or `record`, or the next stkr_init) writes them out. Checked
  * without writing anything (a dry run works on read-only copies). */
 static void check_rings(verify_run *v, const char *path) {
-  uint64_t events, sessions = stkr_cli_rings_left(path, ring_message, v,
-                                                  &events);
+  uint64_t events, drops,
+      sessions = stkr_cli_rings_left(path, ring_message, v, &events, &drops);
 
   if (sessions == 0)
     return;
+  /* Their drops no written batch counts (a full disk's failed writes):
+   * the accounting above does not hold them yet (QA, session 39: 5 699 of
+   * 8 000 events lost to write errors, and verify said "adds up"). */
+  if (drops > 0)
+    printf("incomplete: %s: %llu event%s that dead writers dropped (ring "
+           "full, failed writes) are counted only in their ring files: the "
+           "accounting above leaves them out until 'stackrec recover %s'\n",
+           path, (unsigned long long)drops, plural(drops, "", "s"), path);
   v->incomplete++;
   if (events == 0) /* only the final counters to write (QA: "0 events") */
     printf("incomplete: %s: %llu dead writer%s left ring files that hold no "
