@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,9 +29,25 @@
 
 static pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* stkr_shutdown_for_exit callers trying the lock. The mutex is not fair:
+ * a thread calling stkr_flush in a loop took it back every time, and the
+ * exit gave up after its 100 ms (-EBUSY, no end mark; QA, session 39, 6
+ * of 6 runs). The other calls let such a caller go first; it waits 100 ms
+ * at most, so they do too. Relaxed: only a hint of whom to let pass. */
+static _Atomic int g_exit_waiting;
+
+static void let_exit_first(void) {
+  struct timespec ms = {0, 1000000};
+  for (int i = 0; i < STKR__LIFE_EXIT_WAIT_MS + 10 &&
+                  atomic_load_explicit(&g_exit_waiting, memory_order_relaxed);
+       i++)
+    nanosleep(&ms, NULL);
+}
+
 static void life_atfork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_life_mu, &fresh, sizeof fresh);
+  atomic_store_explicit(&g_exit_waiting, 0, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void life_register(void) {
@@ -42,6 +59,7 @@ bool stkr__life_trylock(void) { return pthread_mutex_trylock(&g_life_mu) == 0; }
 void stkr__life_unlock(void) { pthread_mutex_unlock(&g_life_mu); }
 
 int stkr_init(const stkr_config *in) {
+  let_exit_first();
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_init(in);
   pthread_mutex_unlock(&g_life_mu);
@@ -55,6 +73,7 @@ static bool own_thread(void) { return stkr__tls == STKR__THREAD_IGNORED; }
 
 int stkr_flush(void) {
   if (own_thread()) return -EDEADLK;
+  let_exit_first();
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_flush();
   pthread_mutex_unlock(&g_life_mu);
@@ -71,7 +90,8 @@ int stkr_flush_timeout(unsigned timeout_ms) {
   /* Only tried, as the exit does: the caller may be inside a control call
    * of its own (a dlclose reached from stkr_shutdown) or wait on a thread
    * that is; the deadline holds either way. */
-  while (pthread_mutex_trylock(&g_life_mu) != 0) {
+  while (atomic_load_explicit(&g_exit_waiting, memory_order_relaxed) ||
+         pthread_mutex_trylock(&g_life_mu) != 0) {
     if (stkr__clock_mono_ns() >= give_up) return -ETIMEDOUT;
     nanosleep(&ms, NULL);
   }
@@ -81,6 +101,7 @@ int stkr_flush_timeout(unsigned timeout_ms) {
 }
 
 int stkr_shutdown(void) {
+  let_exit_first();
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_shutdown();
   pthread_mutex_unlock(&g_life_mu);
@@ -91,10 +112,15 @@ int stkr_shutdown_for_exit(void) {
   struct timespec ms = {0, 1000000};
   int tries = 0, err;
 
+  atomic_fetch_add_explicit(&g_exit_waiting, 1, memory_order_relaxed);
   while (pthread_mutex_trylock(&g_life_mu) != 0) {
-    if (++tries > STKR__LIFE_EXIT_WAIT_MS) return -EBUSY;
+    if (++tries > STKR__LIFE_EXIT_WAIT_MS) {
+      atomic_fetch_sub_explicit(&g_exit_waiting, 1, memory_order_relaxed);
+      return -EBUSY;
+    }
     nanosleep(&ms, NULL); /* async-signal-safe */
   }
+  atomic_fetch_sub_explicit(&g_exit_waiting, 1, memory_order_relaxed);
   err = stkr__life_shutdown_for_exit();
   pthread_mutex_unlock(&g_life_mu);
   return err;

@@ -322,7 +322,9 @@ STKR_API int stkr_shutdown(void);
  *         -EIO when the last batch could not be written (as stkr_shutdown);
  *         -EBUSY when another stkr_ control call held the session for
  *         100 ms, a wait on top of exit_ms (the process ends with its
- *         events in the ring files).
+ *         events in the ring files). Control calls that come while it
+ *         waits let it go first (a thread calling stkr_flush in a loop
+ *         starved it before session 39).
  */
 STKR_API int stkr_shutdown_for_exit(void);
 
