@@ -530,7 +530,10 @@ STKR_API const char *stkr_config_env(const char *name);
  * The sampler waits for the answer at most timeout_ms. If the app has its
  * own handler on that signal, sampling refuses (-EBUSY) rather than chain
  * (a chained handler could not tell our requests from the app's signals):
- * pick another number with STACKREC_SAMPLE_SIGNAL. The target sees the
+ * pick another number with STACKREC_SAMPLE_SIGNAL. The handler, installed
+ * at the first stkr_thread_self(), stays for the rest of the process, past
+ * stkr_shutdown(): a request still on its way would otherwise meet the
+ * signal's default action, which ends the process. The target sees the
  * signal like any: a call that is never restarted after a handler (poll,
  * epoll_wait, nanosleep, pause, sigsuspend, ...) returns EINTR there.
  * Apple (not run on a device): thread_suspend, thread_get_state, the same
