@@ -51,6 +51,7 @@ let package = Package(
       sources: [
         // BEGIN sources (cmake/check_sources.py compares these with BUILD)
         "recorder/event.c",
+        "recorder/fork_start.c",
         "recorder/platform_apple.c",
         "recorder/platform_linux.c",
         "recorder/ring.c",

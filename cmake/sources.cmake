@@ -9,6 +9,7 @@ set(STKR_RECORDER_SRCS
   recorder/cachedir.c
   recorder/clock.c
   recorder/event.c
+  recorder/fork_start.c
   recorder/mark.c
   recorder/pin_image.c
   recorder/ownfd.c

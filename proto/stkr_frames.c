@@ -44,7 +44,8 @@ typedef enum stkr__fres {
   STKR__F_BAD,      /* the frame does not decode */
   STKR__F_NOTFRAME, /* no frame magic here */
   STKR__F_IOERR,    /* read error (in->err) */
-  STKR__F_NOMEM
+  STKR__F_NOMEM,
+  STKR__F_LOST      /* a lost marker: a batch a copy could not carry */
 } stkr__fres;
 
 int stkr__input_open(stkr__input *in, const char *path) {
@@ -138,13 +139,25 @@ static int stkr__dbuf_reserve(stkr_fmt_buf *b, size_t cap) {
   return 0;
 }
 
-/* Skip a skippable frame (zstd lets other tools interleave these). */
+/* Skip a skippable frame (zstd lets other tools interleave these). One
+ * that is a lost marker (stkr_fmt_lost_marker) stands for a batch that
+ * `merge` or `symbolize -o` could not copy (damaged in their input): the
+ * loss stays damage in the copy (QA, session 39: a merged recording of a
+ * damaged one verified "intact, incomplete"). */
 static stkr__fres stkr__skip_skippable(stkr__input *in) {
   uint64_t end;
+  uint32_t size;
 
   if (stkr__in_fill(in, 8) < 8)
     return in->err ? STKR__F_IOERR : STKR__F_TRUNC;
-  end = stkr__in_tell(in) + 8 + stkr__rd32le(in->buf + in->pos + 4);
+  size = stkr__rd32le(in->buf + in->pos + 4);
+  if (size == STKR_FMT_TOMBSTONE_SIZE - 8 &&
+      stkr__in_fill(in, STKR_FMT_TOMBSTONE_SIZE) >= STKR_FMT_TOMBSTONE_SIZE &&
+      stkr_fmt_is_lost_marker(in->buf + in->pos, STKR_FMT_TOMBSTONE_SIZE)) {
+    in->pos += STKR_FMT_TOMBSTONE_SIZE;
+    return STKR__F_LOST;
+  }
+  end = stkr__in_tell(in) + 8 + size;
   stkr__in_seek(in, end - 1); /* its last byte must exist */
   if (stkr__in_fill(in, 1) < 1)
     return in->err ? STKR__F_IOERR : STKR__F_TRUNC;
@@ -434,6 +447,12 @@ int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
       return 0;
     case STKR__F_NOMEM:
       return -ENOMEM;
+    case STKR__F_LOST:
+      st->info.damaged_batches++;
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)start, pid,
+                 "a batch lost before this copy was made (damaged in the "
+                 "recording `merge` or `symbolize -o` copied)");
+      continue;
     case STKR__F_IOERR:
       stkr__warn(r, STKR_WARN_IO, path, (int64_t)stkr__in_tell(in), pid,
                  "read error: %s; rest of the file skipped",

@@ -22,7 +22,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/stkr_hash.h"
 #include "recorder/stkr_internal.h"
@@ -167,50 +166,20 @@ bool stkr__recorder_running(void) {
   return atomic_load_explicit(&g_state, memory_order_acquire) == STKR__RUNNING;
 }
 
-/* Set on the thread running a forked child's start, for the length of
- * it: its own signal handlers' events must not wait for it. */
-static __thread bool stkr__tl_starting
-    __attribute__((tls_model("initial-exec")));
-
-/* How long an event waits for a forked child's start that another thread
- * runs (it makes the child's files and starts its worker: ~1 ms). Past
- * it the event is not recorded (-ENOTCONN, as before a start): a start
- * stuck behind a lock the waiting thread holds (malloc's, taken by a
- * signal handler that interrupted it) would otherwise never end. */
-#define STKR__START_WAIT_NS 1000000000ull
-
-/* Wait until the start another thread runs is over. @return the state
- * then (STARTING: gave up). */
-static int stkr__wait_start(void) {
-  struct timespec t0, now, nap = {0, 50000}; /* 50 us */
-  int state;
-
-  if (stkr__tl_starting)
-    return STKR__STARTING; /* a handler of the starting thread */
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    state = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (state != STKR__STARTING)
-      return state;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000ull + now.tv_nsec -
-            t0.tv_nsec >= STKR__START_WAIT_NS)
-      return state;
-    nanosleep(&nap, NULL);
-  }
-}
-
 /* Slow path of the state check: not running. In a forked child in follow
  * mode, the first event starts the child's own recording; an event of
  * another thread meanwhile waits for that start (QA, session 39: 4
  * threads of a child starting together, 3 got -ENOTCONN for all of their
- * 2000 events, counted nowhere, and verify said complete). */
+ * 2000 events, counted nowhere, and verify said complete). errno may
+ * change (callers keep the app's). */
 static __attribute__((noinline)) int stkr__not_running(int state) {
   int expected = STKR__FORK_PENDING;
   stkr__fork_fn fn;
 
   if (state == STKR__STARTING)
-    return stkr__wait_start() == STKR__RUNNING ? 0 : -ENOTCONN;
+    return stkr__start_wait(&g_state, STKR__STARTING) == STKR__RUNNING
+               ? 0
+               : -ENOTCONN;
   if (state != STKR__FORK_PENDING)
     return -ENOTCONN;
   /* Read only now: FORK_PENDING was set (release) after g_on_fork, by the
@@ -218,20 +187,25 @@ static __attribute__((noinline)) int stkr__not_running(int state) {
   fn = g_on_fork;
   if (fn == NULL)
     return -ENOTCONN;
+  stkr__start_begin(); /* before STARTING is announced (release) */
   if (!atomic_compare_exchange_strong_explicit(&g_state, &expected,
                                                STKR__STARTING,
                                                memory_order_acq_rel,
                                                memory_order_relaxed)) {
+    stkr__start_end();
     /* Another thread won the start: wait for it (or it is over). */
     if (expected == STKR__STARTING)
-      expected = stkr__wait_start();
+      expected = stkr__start_wait(&g_state, STKR__STARTING);
     return expected == STKR__RUNNING ? 0 : -ENOTCONN;
   }
-  stkr__tl_starting = true;
   fn(); /* calls stkr__recorder_start() on success */
-  stkr__tl_starting = false;
-  if (atomic_load_explicit(&g_state, memory_order_acquire) == STKR__STARTING)
-    atomic_store_explicit(&g_state, STKR__OFF, memory_order_release);
+  /* Failed: off. A CAS, not a load and a store: a stkr_init of another
+   * thread may have started a session meanwhile (review, session 39). */
+  expected = STKR__STARTING;
+  (void)atomic_compare_exchange_strong_explicit(
+      &g_state, &expected, STKR__OFF, memory_order_release,
+      memory_order_relaxed);
+  stkr__start_end();
   return stkr__recorder_running() ? 0 : -ENOTCONN;
 }
 
@@ -287,9 +261,13 @@ int stkr_thread_attach(void) {
 
   /* A followed fork child not started yet starts here (stackrec.h), even
    * with this thread's state inherited from the parent's. */
-  if ((state == STKR__FORK_PENDING || state == STKR__STARTING) &&
-      stkr__not_running(state) != 0)
-    return -ENOTCONN;
+  if (state == STKR__FORK_PENDING || state == STKR__STARTING) {
+    const int e0 = errno; /* the start makes files; the wait sleeps */
+    const int nr = stkr__not_running(state);
+    errno = e0;
+    if (nr != 0)
+      return -ENOTCONN;
+  }
   t = stkr__tls;
 
   if (t == STKR__THREAD_IGNORED)

@@ -272,10 +272,11 @@ STKR_API const char *stkr_version_string(void);
  * Notes: what the recorder cannot do (a bad field or variable, a directory
  * it cannot make, a write that failed, a recovery's or the symbolizer's
  * notes) is said in lines "stackrec: ..." on descriptor 2, at most one
- * of a kind a minute, and only while descriptor 2 is still the file it
- * was at stkr_init() (a program that reopened it never finds them in its
- * own file); never on stdout. Under `stackrec record` they go to record's
- * summary instead.
+ * of a kind a minute (a bad field or variable, and a process that records
+ * nothing, are always said), and only while descriptor 2 is still the
+ * file it was at stkr_init() (a program that reopened it never finds them
+ * in its own file); never on stdout. Under `stackrec record` they go to
+ * record's summary instead.
  * @return 0, -EALREADY if already recording, -EINVAL for a bad field or
  *         environment value (or a cfg->size below the 0.3 layout), -E2BIG
  *         when cfg->size is larger than this library's stkr_config and a
@@ -382,7 +383,9 @@ STKR_API void stkr_images_changed(void);
  * time to pay that outside any hook. In a forked child that follows its
  * parent (STKR_FORK_FOLLOW), the child's first event starts its recording
  * (its files, its worker: ~1 ms); an event of another thread meanwhile
- * waits for that start, at most 1 s (then -ENOTCONN, as before a start).
+ * waits for that start, at most 1 s past its beginning (then -ENOTCONN,
+ * as before a start); never an event of the starting thread's own signal
+ * handlers.
  *
  * Signals: async-signal-safe once the thread is attached. An event from a
  * signal handler that interrupted an event on the same thread is dropped and

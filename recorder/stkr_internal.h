@@ -634,6 +634,18 @@ bool stkr__threads_rings_leftover(void);
 /* In a forked child: free every other thread's state. */
 void stkr__threads_forget_after_fork(void);
 
+/* fork_start.c: a followed fork child's start (event.c). The thread that
+ * runs it calls stkr__start_begin before announcing it (the CAS to its
+ * STARTING state) and stkr__start_end once that state is over; another
+ * thread's event waits in stkr__start_wait until *state is no longer
+ * `starting` or the start's deadline (1 s after its begin) passed, and
+ * never on the starting thread itself (its signal handlers). @return the
+ * state seen last (`starting`: gave up). It sleeps (nanosleep) and reads
+ * the clock, both async-signal-safe. */
+void stkr__start_begin(void);
+void stkr__start_end(void);
+int stkr__start_wait(_Atomic int *state, int starting);
+
 /* pin_image.c: keep this code's image mapped for the rest of the process
  * (dlopen RTLD_NOLOAD | RTLD_NODELETE of itself; not in the hook library):
  * threads that recorded carry thread-exit callbacks into it. Once, at the

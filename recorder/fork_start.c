@@ -1,0 +1,60 @@
+/*
+ * fork_start.c: the wait of a followed fork child's other threads for the
+ * start its first event runs (event.c, stkr__not_running; stkr_internal.h).
+ * Split from event.c, the hot path: none of this runs once recording.
+ */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "recorder/stkr_internal.h"
+
+/* How long the events of other threads wait for the start (its files, its
+ * worker: ~1 ms). Past it they are not recorded (-ENOTCONN, as before a
+ * start): a start stuck behind a lock a waiting thread holds (malloc's,
+ * taken by a signal handler that interrupted it) or a hung disk would
+ * otherwise hold them for good. */
+#define STKR__START_WAIT_NS 1000000000ull
+
+/* Set on the thread running the start, from before it announces it until
+ * it is over: its own signal handlers' events must not wait for it (they
+ * would wait for themselves). */
+static __thread bool tl_starting __attribute__((tls_model("initial-exec")));
+
+/* The start's deadline (CLOCK_MONOTONIC ns), one for all waiters: written
+ * before the CAS that announces the start (release), read after the
+ * acquire load that sees it. One per start, not a second per event: a
+ * stuck start cost every later event of every thread a second (review,
+ * session 39). */
+static _Atomic uint64_t g_deadline_ns;
+
+static uint64_t mono_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void stkr__start_begin(void) {
+  tl_starting = true;
+  atomic_store_explicit(&g_deadline_ns, mono_now_ns() + STKR__START_WAIT_NS,
+                        memory_order_relaxed);
+}
+
+void stkr__start_end(void) { tl_starting = false; }
+
+int stkr__start_wait(_Atomic int *state, int starting) {
+  const struct timespec nap = {0, 50000}; /* 50 us */
+  const uint64_t deadline =
+      atomic_load_explicit(&g_deadline_ns, memory_order_relaxed);
+  int now;
+
+  if (tl_starting)
+    return starting; /* a handler of the starting thread */
+  for (;;) {
+    now = atomic_load_explicit(state, memory_order_acquire);
+    if (now != starting || mono_now_ns() >= deadline)
+      return now;
+    nanosleep(&nap, NULL);
+  }
+}
