@@ -30,7 +30,7 @@ static char g_dir[4096]; /* one process (31): identifiers, network, reasons */
  * from the app's main on thread main. */
 static char g_sym[4096];
 
-static int write_sym(void) {
+static int write_sym(const char *dir) {
   static const char *const sites[] = {"identifiers.ioctl",
                                       "identifiers.uname"};
   static const char *const threads[] = {"main"};
@@ -43,15 +43,15 @@ static int write_sym(void) {
                     .start_ns = 1000000000, .sites = sites, .n_sites = 2,
                     .threads = threads, .n_threads = 1, .stacks = stacks,
                     .n_stacks = 2, .evs = evs, .n_evs = 3, .last = true};
-  snprintf(g_sym, sizeof g_sym, "%s", fx_tmpdir("rules-sym"));
-  return sr_write(g_sym, &r);
+  return sr_write(dir, &r);
 }
 
 static int setup(void **state) {
   (void)state;
   if (cr_setup() != 0) return -1;
   snprintf(g_dir, sizeof g_dir, "%s", fx_tmpdir("rules-watched"));
-  if (write_sym() != 0) return -1;
+  snprintf(g_sym, sizeof g_sym, "%s", fx_tmpdir("rules-sym"));
+  if (write_sym(g_sym) != 0) return -1;
   return fx_write_one(g_dir, &(fx_one){.pid = 31, .session_id = 31,
                                        .watched = "identifiers,network,"
                                                   "reasons"});
@@ -230,6 +230,11 @@ static void test_cut_short_not_judged_by_module(void **state) {
   assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, g_sym), 1);
   cr_assert_has(cr_out, "1 finding:\n  [mac] identifiers.ioctl from libc.so.6");
   assert_null(strstr(cr_out, "NOT CHECKED"));
+  /* JUnit and HTML say it too (review, session 39: text and JSON only). */
+  assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s'",
+                          path, g_sym), 1);
+  cr_assert_has(cr_out, "  ioctl\n  [stack cut short: outer callers "
+                        "missing]\n</failure>");
 }
 
 /* Filters are said in every output; filters that leave none of the events
@@ -318,9 +323,31 @@ static void test_junit_noncharacters(void **state) {
                           path, g_sym), 0);
 }
 
+/* No false warnings (review, session 39): a before_mark glob that a mark
+ * matches ("consent.*"), and a rule with modules whose sites' events the
+ * filters kept but its modules did not take. */
+static void test_no_false_warnings(void **state) {
+  char dir[4096], path[4300];
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fx_tmpdir("rules-marked"));
+  assert_int_equal(write_sym(dir), 0);
+  assert_int_equal(cr_run("mark '%s' consent.granted", dir), 0);
+  put_policy("glob.json",
+             "{\"rules\": [{\"id\": \"g\", \"sites\": \"identifiers.*\", "
+             "\"before_mark\": \"consent.*\"},\n"
+             "  {\"id\": \"m\", \"sites\": \"identifiers.uname\", "
+             "\"modules\": \"libc*\"}]}\n",
+             path, sizeof path);
+  (void)cr_run("compliance --thread main --policy '%s' '%s'", path, dir);
+  assert_null(strstr(cr_out, "never set"));
+  assert_null(strstr(cr_out, "left out every event"));
+  cr_assert_has(cr_out, "# filters: thread main: 3 of 3 events judged");
+}
+
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
              test_typo_in_sites_warned, test_in_state_globs_accepted,
              test_inputs_that_are_not_files,
              test_cut_short_not_judged_by_module,
              test_filters_said_and_judged, test_every_site_typo_named,
-             test_junit_noncharacters)
+             test_junit_noncharacters, test_no_false_warnings)

@@ -39,12 +39,13 @@
 /* In builder.stack_group: the stack's module is a guess, its frames
  * unnamed (stkr_attrib_module's unnamed). Groups number far below it. */
 #define STACK_UNNAMED 0x80000000u
-/* ... its walk was cut short with no frame outside a system image: the
- * module is the library where it ended, not the caller's (QA, session 39:
- * python's uuid.getnode() MAC read was libuuid.so.1's, and a rule on
- * python3* passed). */
-#define STACK_CUT 0x40000000u
-#define STACK_FLAGS (STACK_UNNAMED | STACK_CUT)
+/* ... its frames are all in system images: an event of it whose walk was
+ * cut short (per event: stkr_event_view.stack_truncated) was made by a
+ * caller not known, its module being the library where it ended (QA,
+ * session 39: python's uuid.getnode() MAC read was libuuid.so.1's, and a
+ * rule on python3* passed). */
+#define STACK_SYSONLY 0x40000000u
+#define STACK_FLAGS (STACK_UNNAMED | STACK_SYSONLY)
 
 /* Per (group, rule) while reading. */
 typedef struct rule_state {
@@ -182,19 +183,18 @@ static long known_group(const builder *b, size_t stack) {
   return (long)(b->stack_group[stack] & ~STACK_FLAGS) - 1;
 }
 
-/* Was s cut short with no frame outside a system image (STACK_CUT)? */
-static bool cut_in_system(const stkr_agg_stack *s) {
-  if (!s->truncated)
-    return false;
+/* Are all of s's frames (one at least) in system images (STACK_SYSONLY)?
+ * A frame in no known image (JIT code) is not one: not "in a library". */
+static bool all_system(const stkr_agg_stack *s) {
   for (size_t i = 0; i < s->n_frames; i++)
-    if (s->frames[i].image != NULL &&
+    if (s->frames[i].image == NULL ||
         !stkr_attrib_system_image(s->frames[i].image))
       return false;
-  return true;
+  return s->n_frames > 0;
 }
 
 /* The group of agg stack `stack` (made on first sight); *flags: why its
- * module is a guess (STACK_UNNAMED, STACK_CUT), or 0. */
+ * module may be a guess (STACK_UNNAMED, STACK_SYSONLY), or 0. */
 static long group_of(builder *b, const stkr_agg *a, size_t stack,
                      uint32_t *flags) {
   const stkr_agg_stack *s = &a->stacks[stack];
@@ -221,7 +221,7 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
   /* Only a stack never symbolized: one resolved without a name (a
    * stripped binary, JIT code) would stay so (review, session 34). */
   *flags = (unnamed && s->bare ? STACK_UNNAMED : 0) |
-           (cut_in_system(s) ? STACK_CUT : 0);
+           (all_system(s) ? STACK_SYSONLY : 0);
   if (stkr_index_reserve(&b->group_ix, b->c->n_groups + 1) != 0)
     return -ENOMEM;
   h = group_hash(s->site, module);
@@ -233,7 +233,7 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
   }
   if (gi == STKR_INDEX_NONE) {
     gi = b->c->n_groups;
-    if (gi + 1 >= STACK_CUT)
+    if (gi + 1 >= STACK_SYSONLY)
       return -E2BIG;
     if ((err = group_add(b, s->site, module, h)) != 0)
       return err;
@@ -506,7 +506,7 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
     for (rules = gs->rules_by_site; rules != 0; rules &= rules - 1)
       b->c->rule_unnamed[__builtin_ctzll(rules)]++;
   }
-  if (guess & STACK_CUT) {
+  if ((guess & STACK_SYSONLY) && ev->stack_truncated) {
     /* A rule whose modules took the group judged it; the others may have
      * missed their own module's call. */
     b->c->cut++;

@@ -416,6 +416,8 @@ static void put_junit_failure(FILE *f, const stkr_comp *c,
                                    sizeof buf));
     fputs("\n", f);
   }
+  if (s->truncated)
+    fputs("  [stack cut short: outer callers missing]\n", f);
   fputs("</failure>\n", f);
 }
 
@@ -509,6 +511,8 @@ static void put_html_stack(FILE *f, const stkr_agg_stack *s) {
                                               buf, sizeof buf));
     fputs("</li>", f);
   }
+  if (s->truncated)
+    fputs("<li>[stack cut short: outer callers missing]</li>", f);
   fputs("</ol>", f);
 }
 

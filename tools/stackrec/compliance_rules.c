@@ -213,12 +213,18 @@ static bool unknown_sites(const stkr_comp *c, const stkr_rule *rule,
   return n > 0;
 }
 
-/* Were all events of rule's sites left out by the filters? The sites read
- * before filtering (every process's, marks aside) against its patterns.
- * Only asked of a filtered rule that selected nothing. */
-static bool filtered_out(stkr_reader *r, const stkr_rule *rule) {
+/* Were all events of rule's sites left out by the filters? None of them
+ * passed (a group of a site of its: then its modules took none, not the
+ * filters; review, session 39), but the sites read before filtering
+ * (every process's, marks aside) have some. Only asked of a filtered rule
+ * that selected nothing. */
+static bool filtered_out(const stkr_comp *c, stkr_reader *r,
+                         const stkr_rule *rule) {
   size_t i, k, n, np = stkr_reader_process_count(r);
   const stkr_site_info *si;
+
+  for (i = 0; i < c->n_groups; i++)
+    if (stkr_rule_matches_site(rule, c->groups[i].site)) return false;
 
   for (i = 0; i < np; i++)
     if (stkr_reader_sites(r, i, &si, &n) == 0)
@@ -248,10 +254,12 @@ static void put_filters_said(const stkr_comp *c, stkr_cli_buf *b) {
 }
 
 /* Was a mark named name read (any process's, `stackrec mark`'s too)? */
-static bool mark_seen(const stkr_comp *c, const char *name) {
+static bool mark_seen(const stkr_comp *c, const char *glob) {
   if (c->agg->marks_not_kept > 0) return true; /* not all names kept */
+  /* A glob, as before_mark is matched (states.h; review, session 39:
+   * "consent.*" was said never set). */
   for (size_t i = 0; i < c->agg->n_marks; i++)
-    if (strcmp(c->agg->marks[i].name, name) == 0) return true;
+    if (fnmatch(glob, c->agg->marks[i].name, 0) == 0) return true;
   return false;
 }
 
@@ -335,6 +343,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       stkr_cli_buf_puts(&b, " left none of the ");
       stkr_cli_buf_u64(&b, c->agg->events_read);
       stkr_cli_buf_puts(&b, " events read: nothing was judged");
+      append_note(&b, typo_seen ? &typo : NULL);
       junit = "events judged";
     } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
       stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
@@ -381,7 +390,7 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       junit = "modules seen";
       unchecked = false;
     } else if (c->agg->filtered && c->rule_groups[i] == 0 &&
-               filtered_out(r, rule)) {
+               filtered_out(c, r, rule)) {
       put_filters_said(c, &b);
       stkr_cli_buf_puts(&b, " left out every event of its sites: it "
                         "judged none");
