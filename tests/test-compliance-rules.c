@@ -345,9 +345,40 @@ static void test_no_false_warnings(void **state) {
   cr_assert_has(cr_out, "# filters: thread main: 3 of 3 events judged");
 }
 
+/* A reason code as App Store Connect compares it: upper case, and every
+ * one of a category's list valid (review, session 39: "dda9.1" passed
+ * with a note; an invalid reason beside a valid one exited 0). */
+static void test_manifest_reasons_exact(void **state) {
+  static const char *const lists[] = {
+      "<string>85F4.1</string><string>dda9.1</string>",
+      "<string>85F4.1</string><string>35F9.1</string>",
+      "<string>e174.1</string>"};
+  char path[4300], text[1024];
+  (void)state;
+
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+    snprintf(text, sizeof text,
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist "
+             "version=\"1.0\">\n<dict><key>NSPrivacyAccessedAPITypes</key>"
+             "<array><dict><key>NSPrivacyAccessedAPIType</key><string>"
+             "NSPrivacyAccessedAPICategoryDiskSpace</string><key>"
+             "NSPrivacyAccessedAPITypeReasons</key><array>%s</array></dict>"
+             "</array></dict></plist>\n", lists[i]);
+    put_policy("m.xcprivacy", text, path, sizeof path);
+    if (cr_run("privacy-manifest --manifest '%s' -o /dev/null '%s'", path,
+               g_dir) != 1 ||
+        strstr(cr_err, "declared without a reason: "
+                       "NSPrivacyAccessedAPICategoryDiskSpace") == NULL)
+      fail_msg("%s: %s", lists[i], cr_err);
+  }
+  cr_assert_has(cr_err, "a reason must be one of its codes (85F4.1, E174.1, "
+                        "7D9E.1, B728.1), not \"e174.1\"");
+}
+
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
              test_typo_in_sites_warned, test_in_state_globs_accepted,
              test_inputs_that_are_not_files,
              test_cut_short_not_judged_by_module,
              test_filters_said_and_judged, test_every_site_typo_named,
-             test_junit_noncharacters, test_no_false_warnings)
+             test_junit_noncharacters, test_no_false_warnings,
+             test_manifest_reasons_exact)

@@ -490,6 +490,12 @@ def old_schema_case(s, a, b):
     r = push(s, "--database", "olddb", "--create-schema", "--device", "d2", "--build", "b2", b)
     check("old schema: --create-schema again (the column there) exits 0", r.returncode == 0,
           r.stderr)
+    # No table at all (a new database, no --create-schema): the inserts
+    # fail, and push says nothing of an older table (review, session 39).
+    s.query("CREATE DATABASE IF NOT EXISTS emptydb")
+    r = push(s, "--database", "emptydb", "--retries", "0", "--device", "d1", "--build", "b1", a)
+    check("no schema: push fails without naming an older table",
+          r.returncode != 0 and "has no column" not in r.stderr, r.stderr)
 
 
 def consent_case(s, d, query):

@@ -175,12 +175,13 @@ static bool code_listed(const char *list, const char *code) {
   return false;
 }
 
-/* Apple's form of a reason code: four hex digits, a dot, a number
- * ("DDA9.1"). */
+/* Apple's form of a reason code: four upper-case hex digits, a dot, a
+ * number ("DDA9.1"; App Store Connect compares them as written). */
 static bool code_form(const char *c) {
   size_t i;
   for (i = 0; i < 4; i++)
-    if (!isxdigit((unsigned char)c[i])) return false;
+    if (!isdigit((unsigned char)c[i]) && !(c[i] >= 'A' && c[i] <= 'F'))
+      return false;
   if (c[4] != '.' || c[5] == '\0') return false;
   for (i = 5; c[i] != '\0'; i++)
     if (!isdigit((unsigned char)c[i])) return false;
@@ -221,9 +222,10 @@ static bool reason_valid(const char *path, const stkr_reason_category *rc,
 }
 
 /* The categories the manifest declares (declared[k]), and those declared
- * with at least one valid reason (reasoned[k]: reason_valid); unknown
- * types are noted on stderr. @return 0 or 2 after a message (wrong
- * shape). */
+ * with reasons that are all valid, one at least (reasoned[k]:
+ * reason_valid; an invalid one beside valid ones is refused too: App
+ * Store Connect would); unknown types are noted on stderr. @return 0 or 2
+ * after a message (wrong shape). */
 static int declared_categories(const char *path, const stkr_json *root,
                                bool *declared, bool *reasoned) {
   const stkr_json *types = stkr_json_get(root, "NSPrivacyAccessedAPITypes");
@@ -261,11 +263,12 @@ static int declared_categories(const char *path, const stkr_json *root,
               "category \"%s\"\n", path, t->line, t->str);
       continue;
     }
-    declared[rc - stkr_reason_categories] = true;
-    for (size_t r = 0; why != NULL && why->type == STKR_JSON_ARRAY &&
-                       r < why->n; r++)
-      if (reason_valid(path, rc, &why->items[r]))
-        reasoned[rc - stkr_reason_categories] = true;
+    size_t k = (size_t)(rc - stkr_reason_categories), r, valid = 0;
+    declared[k] = true;
+    for (r = 0; why != NULL && why->type == STKR_JSON_ARRAY && r < why->n;
+         r++)
+      valid += reason_valid(path, rc, &why->items[r]);
+    reasoned[k] = valid > 0 && valid == r;
   }
   return 0;
 }
@@ -284,10 +287,10 @@ static int check_manifest(const char *path, const stkr_comp *c,
     if (declared[k] && !reasoned[k]) {
       missing++;
       fprintf(stderr, "stackrec privacy-manifest: %s: declared without a "
-              "reason: %s (its NSPrivacyAccessedAPITypeReasons is empty, "
-              "missing or holds none of its codes; App Store Connect "
-              "refuses that: choose the reasons that apply)\n", path,
-              rc->type);
+              "reason: %s (its NSPrivacyAccessedAPITypeReasons is empty or "
+              "missing, or holds what is none of its codes, above; App "
+              "Store Connect refuses that: choose the reasons that "
+              "apply)\n", path, rc->type);
     }
     if (used[k] && !declared[k]) {
       missing++;

@@ -198,21 +198,27 @@ void stkr__schema_free(char **stmts) {
   free(stmts);
 }
 
-/* Whether db.table has column col: 1 yes, 0 no, -1 not known (no answer;
- * stkr__ch_error says why). Names are push_args.c's checked identifiers
- * or ours. */
+/* Whether db.table has column col: 1 yes, 0 no, -1 not known (no answer,
+ * stkr__ch_error says why; or no such table, or none of its columns shown
+ * to this user: the inserts will tell). Names are push_args.c's checked
+ * identifiers or ours. */
 static int has_column(stkr__ch *ch, const char *db, const char *table,
                       const char *col) {
-  char sql[512];
+  char sql[512], line[64] = "";
   stkr__buf resp = {0};
+  unsigned long long has = 0, cols = 0;
   int ans = -1;
 
   snprintf(sql, sizeof sql,
-           "SELECT count() FROM system.columns WHERE database = '%s' AND "
-           "table = '%s' AND name = '%s' FORMAT TabSeparated",
-           db, table, col);
-  if (stkr__ch_query(ch, sql, &resp) == STKR_CH_OK)
-    ans = resp.len > 0 && resp.p[0] != '0';
+           "SELECT countIf(name = '%s'), count() FROM system.columns WHERE "
+           "database = '%s' AND table = '%s' FORMAT TabSeparated",
+           col, db, table);
+  if (stkr__ch_query(ch, sql, &resp) == STKR_CH_OK && resp.len > 0)
+    snprintf(line, sizeof line, "%.*s",
+             (int)(resp.len < sizeof line ? resp.len : sizeof line - 1),
+             (const char *)resp.p); /* the answer is not NUL-terminated */
+  if (sscanf(line, "%llu\t%llu", &has, &cols) == 2 && cols > 0)
+    ans = has > 0;
   stkr__buf_free(&resp);
   return ans;
 }
