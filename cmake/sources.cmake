@@ -180,6 +180,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/main.c
   tools/stackrec/mark.c
   tools/stackrec/merge.c
+  tools/stackrec/merge_lost.c
   tools/stackrec/merge_pids.c
   tools/stackrec/output_check.c
   tools/stackrec/paytab.c

@@ -141,8 +141,8 @@ static int stkr__dbuf_reserve(stkr_fmt_buf *b, size_t cap) {
 
 /* Skip a skippable frame (zstd lets other tools interleave these). One
  * that is a lost marker (stkr_fmt_lost_marker) stands for a batch that
- * `merge` or `symbolize -o` could not copy (damaged in their input): the
- * loss stays damage in the copy (QA, session 39: a merged recording of a
+ * `merge` could not copy (damaged in its input; `symbolize -o` copies a
+ * damaged batch's bytes as they are): the loss stays damage in the copy (QA, session 39: a merged recording of a
  * damaged one verified "intact, incomplete"). */
 static stkr__fres stkr__skip_skippable(stkr__input *in) {
   uint64_t end;
@@ -451,7 +451,7 @@ int stkr__next_frame(stkr_reader *r, stkr__stream *st, uint64_t *frame_off) {
       st->info.damaged_batches++;
       stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)start, pid,
                  "a batch lost before this copy was made (damaged in the "
-                 "recording `merge` or `symbolize -o` copied)");
+                 "recording `stackrec merge` copied)");
       continue;
     case STKR__F_IOERR:
       stkr__warn(r, STKR_WARN_IO, path, (int64_t)stkr__in_tell(in), pid,

@@ -242,7 +242,12 @@ static void test_pid_taken_twice(void **state) {
 }
 
 /* Damaged input: the damage is named and left out (status 1), every
- * intact batch is merged. */
+ * intact batch is merged, and each damaged batch leaves a lost marker in
+ * OUT, so that OUT is damaged too (QA, session 39: verify OUT said
+ * "intact, incomplete"). Three places: a batch between intact ones of its
+ * file (pid FX_PID); the first batch of a file (FX_PID + 1: its marker
+ * waits for the file's first intact batch); a file's only batch (FX_PID +
+ * 2: a marker file in its place). */
 static void test_damaged_input(void **state) {
   char d[4096], out[4096], want[4600];
   stkr_fmt_buf buf = {0};
@@ -259,19 +264,31 @@ static void test_damaged_input(void **state) {
   assert_int_equal(fx_write_segment(d, FX_PID, 1, &buf), 0);
   assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0);
   assert_int_equal(fx_write_segment(d, FX_PID, 2, &buf), 0);
+  assert_int_equal(fx_std_encode(0, 3, FX_PID + 1, &buf), 0);
+  buf.data[25] ^= 0x10;
+  assert_int_equal(fx_write_segment(d, FX_PID + 1, 1, &buf), 0);
+  assert_int_equal(fx_std_encode(0, 1, FX_PID + 2, &buf), 0);
+  buf.data[25] ^= 0x10;
+  assert_int_equal(fx_write_segment(d, FX_PID + 2, 1, &buf), 0);
   stkr_fmt_buf_free(&buf);
 
   assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
   snprintf(want, sizeof want,
            "stackrec merge: warning: %s/stackrec-%u-000001.zst: offset %zu: "
            "damaged batch (", d, FX_PID, end0);
-  assert_memory_equal(cr_err, want, strlen(want));
+  assert_non_null(strstr(cr_err, want));
   assert_non_null(strstr(cr_err, "(not merged)\n"));
   rb = read_out(out);
-  assert_int_equal(rb.events, 7); /* 9 less batch 1's two */
-  assert_int_equal(rb.warnings, 0);
-  assert_int_equal(cr_run("verify '%s'", out), 4); /* intact, 1 batch short */
-  assert_non_null(strstr(cr_out, "1 batch missing"));
+  assert_int_equal(rb.events, 7 + 3); /* 9 less batch 1's two; batches 1, 2 */
+  /* The three markers, and FX_PID + 1's events that lost their
+   * definitions with its first batch (as in the input). */
+  assert_int_equal(rb.warnings, 4);
+  assert_int_equal(cr_run("verify '%s'", out), 1);
+  cr_assert_has(cr_out, "a batch lost before this copy was made",
+                "\nDAMAGED: ");
+  snprintf(want, sizeof want, "stackrec-%u-000001.zst: offset 0: a segment "
+           "lost before this recording was made", FX_PID + 2);
+  assert_non_null(strstr(cr_out, want));
 }
 
 /* A segment merge cannot read (a FIFO under a segment's name: the only

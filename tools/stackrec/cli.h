@@ -222,6 +222,17 @@ int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
 int stkr_cli_stat_dir_of(const char *path, char *dir, struct stat *st);
 /* The same file: device and inode. */
 bool stkr_cli_same_inode(const struct stat *a, const struct stat *b);
+/* merge: refuse an OUT that is not a directory, or is an input or the
+ * directory of an input file. @return 0, or the usage status after
+ * printing why. */
+int stkr_cli_merge_check_out(const char *out, char *const *in, int n);
+/* merge: refuse an input given again (the reader reads a directory or
+ * file once, so OUT would hold it once while the summary counted both):
+ * the same directory or file (device and inode: any path to it), or a
+ * segment file of a directory also given (stkr_cli_stat_dir_of).
+ * @return 0, or the usage status (or 1, out of memory) after printing
+ * why. */
+int stkr_cli_merge_check_repeats(char *const *in, int n);
 
 /* A command's output file: path created (truncated) for writing, or stdout
  * when path is NULL or "-". @return the stream, or NULL after printing "stackrec

@@ -40,6 +40,7 @@
 #include "proto/stkr_format.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/export.h" /* stkr__map */
+#include "tools/stackrec/merge_lost.h"
 #include "tools/stackrec/merge_pids.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -64,7 +65,8 @@ static const char merge_help[] =
     "within one build: run 'stackrec symbolize' on them first to match\n"
     "builds.\n"
     "\n"
-    "Damaged batches are left out and named on stderr (exit 1), as are\n"
+    "Damaged batches are left out and named on stderr (exit 1), each\n"
+    "leaving a marker in OUT (read as damage there too), as are\n"
     "events that dead writers left in an input's ring files (run 'stackrec\n"
     "recover' on it first); the\n"
     "incomplete last batch of a recording still being written is left out\n"
@@ -106,7 +108,43 @@ typedef struct merge_run {
   size_t dup_first, dup_second;
   uint64_t dup_sid;
   uint32_t dup_pid;
+  /* Batches damaged in an input: lost markers in OUT (merge_lost.h). */
+  stkr__mlost lost;
+  uint64_t lost_put;
+  int lost_err; /* the first failure to put one: OUT lacks it */
 } merge_run;
+
+/* n lost markers appended to fd (the output segment at path). @return 0
+ * or -errno (said). */
+static int put_lost(merge_run *m, int fd, const char *path, uint32_t n) {
+  uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+  int err = 0;
+
+  stkr_fmt_lost_marker(t, (uint32_t)getpid());
+  for (uint32_t i = 0; i < n && err == 0; i++)
+    err = stkr_write_all(fd, t, sizeof t);
+  if (err != 0)
+    fprintf(stderr, "stackrec merge: writing %s: %s\n", path, strerror(-err));
+  else
+    m->lost_put += n;
+  return err;
+}
+
+/* A batch of w->path that the reader found damaged: its marker now, after
+ * the batches of the same file copied before it, or once that file's
+ * output segment exists (merge_lost.h). */
+static void note_lost(merge_run *m, const stkr_warning *w) {
+  int err;
+
+  if (w->path == NULL)
+    return;
+  if (m->out_fd >= 0 && !m->in_gone && strcmp(w->path, m->cur_in) == 0)
+    err = put_lost(m, m->out_fd, m->out_path, 1);
+  else if ((err = stkr__mlost_note(&m->lost, w->path, w->pid)) != 0)
+    fprintf(stderr, "stackrec merge: %s\n", strerror(-err));
+  if (err != 0 && m->lost_err == 0)
+    m->lost_err = err;
+}
 
 static void on_warning(void *arg, const stkr_warning *w) {
   merge_run *m = arg;
@@ -119,6 +157,9 @@ static void on_warning(void *arg, const stkr_warning *w) {
    * incomplete: `stackrec verify OUT` says so, as it would of the input. */
   if (w->kind == STKR_WARN_INCOMPLETE)
     return;
+  if (w->kind == STKR_WARN_DAMAGED || w->kind == STKR_WARN_TRUNCATED ||
+      w->kind == STKR_WARN_NOT_ZSTD)
+    note_lost(m, w);
   stkr_cli_progress_pause();
   fflush(stdout);
   stkr_cli_put_line(stderr, "stackrec merge: warning: ", w->message,
@@ -440,78 +481,59 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
     return err;
   m->pids.p[b->process].wrote = true;
   m->batches++;
+  /* Damaged batches of this file read before its first intact one. */
+  uint32_t lost = m->lost.n ? stkr__mlost_take(&m->lost, b->path,
+                                               m->out_path)
+                            : 0;
+  if (lost > 0 && (err = put_lost(m, m->out_fd, m->out_path, lost)) != 0)
+    return err;
   return 0;
 }
 
-/* Refuse OUT if it is an input, or the directory of an input file.
- * @return 0, or the usage status after printing why. */
-static int check_out(const char *out, char *const *in, int n) {
-  struct stat so, si;
-  int i;
+/* The lost batches still pending once everything was read: of files with
+ * an output segment, appended to it (noted after it was closed); of files
+ * none of whose batches was intact, a lost marker file in the segment's
+ * place, under its process (by input directory and pid, as
+ * carry_tombstones finds them). @return 0 or -errno (said). */
+static int put_lost_left(merge_run *m, const stkr_reader *r) {
+  int err = 0;
 
-  if (stat(out, &so) != 0)
-    return 0; /* created later: cannot be an input */
-  if (!S_ISDIR(so.st_mode))
-    return stkr_cli_usage_error("merge", "OUT '%s' is not a directory", out);
-  char dir[PATH_MAX];
-  for (i = 0; i < n; i++) {
-    if (stat(in[i], &si) != 0)
-      continue; /* reported when the input is opened */
-    if (!S_ISDIR(si.st_mode) && stkr_cli_stat_dir_of(in[i], dir, &si) != 0)
+  for (size_t i = 0; i < m->lost.n && err == 0; i++) {
+    const stkr__mlost_file *f = &m->lost.v[i];
+    char dir[PATH_MAX];
+    const char *slash = strrchr(f->path, '/');
+    uint32_t pid, seq;
+    struct stat st;
+    uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
+
+    if (f->pending == 0)
       continue;
-    if (stkr_cli_same_inode(&si, &so))
-      return stkr_cli_usage_error(
-          "merge", "OUT '%s' is the input '%s' (or holds it): write the "
-          "merge to a new directory", out, in[i]);
-  }
-  return 0;
-}
-
-/* Refuse an input given again: the reader reads a directory or file once,
- * so OUT would hold it once while the summary counted both. Again means
- * the same directory or file (device and inode: any path to it), or a
- * segment file of a directory also given (the reader's directory of a
- * file, stat_dir_of). @return 0, or the usage status after printing why. */
-static int check_repeats(char *const *in, int n) {
-  struct stat *st = calloc((size_t)n, sizeof *st), dir;
-  char dir_path[PATH_MAX];
-  bool *ok = calloc((size_t)n, sizeof *ok);
-  uint32_t pid, seq;
-  int i, j, status = 0;
-
-  if (st == NULL || ok == NULL) {
-    free(st);
-    free(ok);
-    fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
-    return STKR_CLI_DATA_LOST;
-  }
-  for (j = 0; j < n; j++) /* a failed one is reported when opened */
-    ok[j] = stat(in[j], &st[j]) == 0;
-  for (j = 0; j < n && status == 0; j++) {
-    const char *base = strrchr(in[j], '/');
-
-    if (!ok[j])
+    if (f->out_path != NULL) {
+      int fd = open(f->out_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+      err = fd < 0 ? -errno : put_lost(m, fd, f->out_path, f->pending);
+      if (fd >= 0)
+        close(fd);
+      else
+        fprintf(stderr, "stackrec merge: cannot reopen %s: %s\n",
+                f->out_path, strerror(-err));
       continue;
-    for (i = 0; i < j && status == 0; i++)
-      if (ok[i] && stkr_cli_same_inode(&st[i], &st[j]))
-        status = stkr_cli_usage_error(
-            "merge", "'%s' is the input '%s' again (the same %s): give each "
-            "input once", in[j], in[i],
-            S_ISDIR(st[j].st_mode) ? "directory" : "file");
-    base = base ? base + 1 : in[j];
-    if (status != 0 || S_ISDIR(st[j].st_mode) ||
-        stkr_fmt_segment_parse(base, &pid, &seq) != 0 ||
-        stkr_cli_stat_dir_of(in[j], dir_path, &dir) != 0)
-      continue;
-    for (i = 0; i < n && status == 0; i++)
-      if (ok[i] && S_ISDIR(st[i].st_mode) && stkr_cli_same_inode(&st[i], &dir))
-        status = stkr_cli_usage_error(
-            "merge", "'%s' is a segment file of the input '%s': give each "
-            "input once", in[j], in[i]);
+    }
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - f->path) : 1,
+             slash ? f->path : ".");
+    if (stkr_fmt_segment_parse(slash ? slash + 1 : f->path, &pid, &seq) != 0 ||
+        stat(dir, &st) != 0)
+      continue; /* not placeable: the warning above named it */
+    for (size_t ix = 0; ix < m->pids.n; ix++)
+      if (m->pids.p[ix].dev == st.st_dev && m->pids.p[ix].ino == st.st_ino &&
+          stkr_reader_process(r, ix)->pid == pid) {
+        stkr_fmt_lost_marker(t, (uint32_t)getpid());
+        if ((err = stkr__mpids_assign(&m->pids, ix, pid)) == 0 &&
+            (err = put_tombstone(m, ix, seq, t, sizeof t)) == 0)
+          m->lost_put++;
+        break;
+      }
   }
-  free(st);
-  free(ok);
-  return status;
+  return err;
 }
 
 static void print_summary(const merge_run *m, stkr_reader *r, int inputs) {
@@ -661,8 +683,9 @@ int stkr_cli_merge(int argc, char **argv) {
     return stkr_cli_usage_error("merge", "no -o OUT given");
   if (optind >= argc)
     return stkr_cli_usage_error("merge", "no DIR or FILE given");
-  if ((rc = check_out(out, argv + optind, argc - optind)) != 0 ||
-      (rc = check_repeats(argv + optind, argc - optind)) != 0)
+  if ((rc = stkr_cli_merge_check_out(out, argv + optind, argc - optind)) !=
+          0 ||
+      (rc = stkr_cli_merge_check_repeats(argv + optind, argc - optind)) != 0)
     return rc;
 
   memset(&m, 0, sizeof m);
@@ -725,6 +748,8 @@ int stkr_cli_merge(int argc, char **argv) {
   for (int i = optind; i < argc; i++)
     if (carry_tombstones(&m, r, argv[i]) != 0)
       status = STKR_CLI_DATA_LOST;
+  if (put_lost_left(&m, r) != 0 || m.lost_err != 0)
+    status = STKR_CLI_DATA_LOST;
   if (copy_marks_files(&m, argv + optind, argc - optind, out) != 0 ||
       check_marks_size(out) != 0)
     status = STKR_CLI_DATA_LOST;
@@ -739,6 +764,7 @@ out:
   stkr_reader_free(r);
   stkr__mpids_free(&m.pids);
   stkr__map_free(&m.sessions);
+  stkr__mlost_free(&m.lost);
   free(m.chunk);
   ZSTD_freeCCtx(m.cctx);
   stkr_fmt_buf_free(&m.enc);

@@ -5,13 +5,16 @@
  * left a recording whose segment now held the export (verify: DAMAGED);
  * report --html, compliance, privacy-manifest and diff did the same,
  * while merge and symbolize refused. One check for every command that
- * writes a file next to what it reads, and the inode helpers merge's own
- * checks use.
+ * writes a file next to what it reads, the inode helpers, and merge's own
+ * checks of its OUT and inputs.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -82,4 +85,70 @@ int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
           cmd, "%s '%s' is %s the input '%s': write it elsewhere", opt, path,
           how, inputs[i]);
   return 0;
+}
+
+/* ---- merge's inputs and OUT (cli.h) ---- */
+
+int stkr_cli_merge_check_out(const char *out, char *const *in, int n) {
+  struct stat so, si;
+  int i;
+
+  if (stat(out, &so) != 0)
+    return 0; /* created later: cannot be an input */
+  if (!S_ISDIR(so.st_mode))
+    return stkr_cli_usage_error("merge", "OUT '%s' is not a directory", out);
+  char dir[PATH_MAX];
+  for (i = 0; i < n; i++) {
+    if (stat(in[i], &si) != 0)
+      continue; /* reported when the input is opened */
+    if (!S_ISDIR(si.st_mode) && stkr_cli_stat_dir_of(in[i], dir, &si) != 0)
+      continue;
+    if (stkr_cli_same_inode(&si, &so))
+      return stkr_cli_usage_error(
+          "merge", "OUT '%s' is the input '%s' (or holds it): write the "
+          "merge to a new directory", out, in[i]);
+  }
+  return 0;
+}
+
+int stkr_cli_merge_check_repeats(char *const *in, int n) {
+  struct stat *st = calloc((size_t)n, sizeof *st), dir;
+  char dir_path[PATH_MAX];
+  bool *ok = calloc((size_t)n, sizeof *ok);
+  uint32_t pid, seq;
+  int i, j, status = 0;
+
+  if (st == NULL || ok == NULL) {
+    free(st);
+    free(ok);
+    fprintf(stderr, "stackrec merge: %s\n", strerror(ENOMEM));
+    return STKR_CLI_DATA_LOST;
+  }
+  for (j = 0; j < n; j++) /* a failed one is reported when opened */
+    ok[j] = stat(in[j], &st[j]) == 0;
+  for (j = 0; j < n && status == 0; j++) {
+    const char *base = strrchr(in[j], '/');
+
+    if (!ok[j])
+      continue;
+    for (i = 0; i < j && status == 0; i++)
+      if (ok[i] && stkr_cli_same_inode(&st[i], &st[j]))
+        status = stkr_cli_usage_error(
+            "merge", "'%s' is the input '%s' again (the same %s): give each "
+            "input once", in[j], in[i],
+            S_ISDIR(st[j].st_mode) ? "directory" : "file");
+    base = base ? base + 1 : in[j];
+    if (status != 0 || S_ISDIR(st[j].st_mode) ||
+        stkr_fmt_segment_parse(base, &pid, &seq) != 0 ||
+        stkr_cli_stat_dir_of(in[j], dir_path, &dir) != 0)
+      continue;
+    for (i = 0; i < n && status == 0; i++)
+      if (ok[i] && S_ISDIR(st[i].st_mode) && stkr_cli_same_inode(&st[i], &dir))
+        status = stkr_cli_usage_error(
+            "merge", "'%s' is a segment file of the input '%s': give each "
+            "input once", in[j], in[i]);
+  }
+  free(st);
+  free(ok);
+  return status;
 }
