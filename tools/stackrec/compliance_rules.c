@@ -253,7 +253,7 @@ static void put_filters_said(const stkr_comp *c, stkr_cli_buf *b) {
   stkr_cli_buf_puts(b, ")");
 }
 
-/* Was a mark named name read (any process's, `stackrec mark`'s too)? */
+/* Was a mark matching glob read (any process's, `stackrec mark`'s too)? */
 static bool mark_seen(const stkr_comp *c, const char *glob) {
   if (c->agg->marks_not_kept > 0) return true; /* not all names kept */
   /* A glob, as before_mark is matched (states.h; review, session 39:
@@ -305,6 +305,101 @@ static void append_note(stkr_cli_buf *b, const stkr_cli_buf *more) {
   stkr_cli_buf_put(b, more->p, more->len);
 }
 
+/* Why rule i could not see its events, into b, with its typo note (typo:
+ * empty when none) beside: @return its JUnit case, or NULL (it could). An
+ * error: the rule is not checked, exit 1. */
+static const char *error_note(const stkr_comp *c, stkr_reader *r, size_t i,
+                              stkr_cli_buf *b, const stkr_cli_buf *typo) {
+  const stkr_rule *rule = &c->policy->rules[i];
+  stkr_cli_buf cats = {0};
+  size_t n_cats = 0;
+  const char *junit = NULL;
+
+  if (stkr_reader_process_count(r) == 0) {
+    stkr_cli_buf_puts(b, "the recording holds no process: nothing was "
+                      "recorded (a static program the hooks cannot enter, "
+                      "or another directory?)");
+    return "sites recorded";
+  }
+  if (c->agg->filtered && c->agg->events == 0 && c->agg->events_read > 0) {
+    /* A filter's typo (--thread nosuch) or a window past the end made
+     * every rule pass (QA, session 39). */
+    put_filters_said(c, b);
+    stkr_cli_buf_puts(b, " left none of the ");
+    stkr_cli_buf_u64(b, c->agg->events_read);
+    stkr_cli_buf_puts(b, " events read: nothing was judged");
+    junit = "events judged";
+  } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
+    stkr_cli_buf_puts(b, n_cats == 1 ? "no process watched category "
+                                     : "no process watched categories ");
+    stkr_cli_buf_put(b, cats.p, cats.len);
+    stkr_cli_buf_puts(b, ", so its events there could not be recorded "
+                      "(stackrec record --categories)");
+    junit = "sites recorded";
+  } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
+    char why[STKR_COMP_WHY_MAX];
+    stkr_cli_buf_u64(b, c->rule_unjudged[i]);
+    stkr_cli_buf_puts(b, " of its events, in processes ");
+    stkr_cli_buf_puts(b, stkr_comp_unjudged_why(c, why, sizeof why));
+    stkr_cli_buf_puts(b, ", could not be judged: the mark it asks about "
+                      "may have gone with them");
+    junit = "events judged";
+  } else if (guess_note(b, c->rule_unnamed, i,
+                        " of its events have stacks never symbolized, so "
+                        "the module map's symbol prefixes could not say "
+                        "which module made them: run 'stackrec "
+                        "symbolize' on the recording first")) {
+    junit = "stacks symbolized";
+  } else if (guess_note(b, c->rule_cut, i,
+                        " of its events have stacks cut short inside "
+                        "system libraries (the walk lost their outer "
+                        "callers: a library built without frame "
+                        "pointers), so which module made them is not "
+                        "known")) {
+    junit = "stacks whole";
+  }
+  stkr_cli_buf_free(&cats);
+  if (junit != NULL)
+    append_note(b, typo);
+  return junit;
+}
+
+/* What may make rule i match nothing, or count every event, into b (typo:
+ * its typo note, empty when none): @return its JUnit case, or NULL. A
+ * warning: the exit status is not changed. */
+static const char *warning_note(const stkr_comp *c, stkr_reader *r, size_t i,
+                                stkr_cli_buf *b, const stkr_cli_buf *typo) {
+  const stkr_rule *rule = &c->policy->rules[i];
+  const bool modules_none = rule->n_modules > 0 && !modules_seen(c, rule);
+
+  if (typo->len > 0) {
+    append_note(b, typo);
+    if (modules_none) {
+      stkr_cli_buf_puts(b, "; and ");
+      put_modules_note(c, b);
+    }
+    return "sites known";
+  }
+  if (modules_none) {
+    put_modules_note(c, b);
+    return "modules seen";
+  }
+  if (c->agg->filtered && c->rule_groups[i] == 0 && filtered_out(c, r, rule)) {
+    put_filters_said(c, b);
+    stkr_cli_buf_puts(b, " left out every event of its sites: it judged "
+                      "none");
+    return "events judged";
+  }
+  if (rule->before_mark != NULL && !mark_seen(c, rule->before_mark)) {
+    stkr_cli_buf_puts(b, "its before_mark ");
+    stkr_cli_buf_puts(b, rule->before_mark);
+    stkr_cli_buf_puts(b, " was never set in the recording: every event of "
+                      "its sites counts as before it");
+    return "mark seen";
+  }
+  return NULL;
+}
+
 int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
   const stkr_policy *p = c->policy;
   size_t i;
@@ -319,91 +414,16 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       (c->rule_case = calloc(p->n_rules, sizeof *c->rule_case)) == NULL)
     return -ENOMEM;
   for (i = 0; i < p->n_rules; i++) {
-    const stkr_rule *rule = &p->rules[i];
-    stkr_cli_buf b = {0}, cats = {0}, typo = {0};
-    size_t n_cats = 0;
+    stkr_cli_buf b = {0}, typo = {0};
     /* A typo is said beside any other note, never hidden behind it
      * (review, sessions 31 and 32). */
-    const bool typo_seen = stkr_reader_process_count(r) > 0 &&
-                           unknown_sites(c, rule, &typo);
+    if (stkr_reader_process_count(r) > 0)
+      (void)unknown_sites(c, &p->rules[i], &typo);
+    const char *junit = error_note(c, r, i, &b, &typo);
+    const bool unchecked = junit != NULL; /* an error, exit 1 */
 
-    const char *junit = NULL; /* the note's JUnit case */
-    bool unchecked = true;      /* an error, exit 1; else a warning */
-
-    if (stkr_reader_process_count(r) == 0) {
-      stkr_cli_buf_puts(&b, "the recording holds no process: nothing was "
-                        "recorded (a static program the hooks cannot "
-                        "enter, or another directory?)");
-      junit = "sites recorded";
-    } else if (c->agg->filtered && c->agg->events == 0 &&
-               c->agg->events_read > 0) {
-      /* A filter's typo (--thread nosuch) or a window past the end made
-       * every rule pass (QA, session 39). */
-      put_filters_said(c, &b);
-      stkr_cli_buf_puts(&b, " left none of the ");
-      stkr_cli_buf_u64(&b, c->agg->events_read);
-      stkr_cli_buf_puts(&b, " events read: nothing was judged");
-      append_note(&b, typo_seen ? &typo : NULL);
-      junit = "events judged";
-    } else if (unwatched_sites(c, r, rule, &cats, &n_cats)) {
-      stkr_cli_buf_puts(&b, n_cats == 1 ? "no process watched category "
-                                        : "no process watched categories ");
-      stkr_cli_buf_put(&b, cats.p, cats.len);
-      stkr_cli_buf_puts(&b, ", so its events there could not be recorded "
-                        "(stackrec record --categories)");
-      append_note(&b, typo_seen ? &typo : NULL);
-      junit = "sites recorded";
-    } else if (c->rule_unjudged != NULL && c->rule_unjudged[i] > 0) {
-      char why[STKR_COMP_WHY_MAX];
-      stkr_cli_buf_u64(&b, c->rule_unjudged[i]);
-      stkr_cli_buf_puts(&b, " of its events, in processes ");
-      stkr_cli_buf_puts(&b, stkr_comp_unjudged_why(c, why, sizeof why));
-      stkr_cli_buf_puts(&b, ", could not be judged: the mark it asks about "
-                        "may have gone with them");
-      append_note(&b, typo_seen ? &typo : NULL);
-      junit = "events judged";
-    } else if (guess_note(&b, c->rule_unnamed, i,
-                          " of its events have stacks never symbolized, so "
-                          "the module map's symbol prefixes could not say "
-                          "which module made them: run 'stackrec "
-                          "symbolize' on the recording first")) {
-      append_note(&b, typo_seen ? &typo : NULL);
-      junit = "stacks symbolized";
-    } else if (guess_note(&b, c->rule_cut, i,
-                          " of its events have stacks cut short inside "
-                          "system libraries (the walk lost their outer "
-                          "callers: a library built without frame "
-                          "pointers), so which module made them is not "
-                          "known")) {
-      append_note(&b, typo_seen ? &typo : NULL);
-      junit = "stacks whole";
-    } else if (typo_seen) {
-      append_note(&b, &typo);
-      if (rule->n_modules > 0 && !modules_seen(c, rule)) {
-        stkr_cli_buf_puts(&b, "; and ");
-        put_modules_note(c, &b);
-      }
-      junit = "sites known";
-      unchecked = false;
-    } else if (rule->n_modules > 0 && !modules_seen(c, rule)) {
-      put_modules_note(c, &b);
-      junit = "modules seen";
-      unchecked = false;
-    } else if (c->agg->filtered && c->rule_groups[i] == 0 &&
-               filtered_out(c, r, rule)) {
-      put_filters_said(c, &b);
-      stkr_cli_buf_puts(&b, " left out every event of its sites: it "
-                        "judged none");
-      junit = "events judged";
-      unchecked = false;
-    } else if (rule->before_mark != NULL && !mark_seen(c, rule->before_mark)) {
-      stkr_cli_buf_puts(&b, "its before_mark ");
-      stkr_cli_buf_puts(&b, rule->before_mark);
-      stkr_cli_buf_puts(&b, " was never set in the recording: every event "
-                        "of its sites counts as before it");
-      junit = "mark seen";
-      unchecked = false;
-    }
+    if (junit == NULL)
+      junit = warning_note(c, r, i, &b, &typo);
     if (typo.err != 0) b.err = typo.err;
     stkr_cli_buf_free(&typo);
     if (junit != NULL) {
@@ -411,7 +431,6 @@ int stkr_comp_check_rules(stkr_comp *c, stkr_reader *r) {
       c->rule_unchecked[i] = unchecked;
       c->n_unchecked += unchecked;
     }
-    stkr_cli_buf_free(&cats);
     if (b.len == 0 && b.err == 0) continue;
     stkr_cli_buf_put(&b, "", 1); /* the NUL */
     if (b.err != 0) {
