@@ -209,7 +209,9 @@ static bool stkr__buf_room(stkr_cli_buf *b, size_t n) {
 }
 
 void stkr_cli_buf_put(stkr_cli_buf *b, const char *s, size_t n) {
-  if (!stkr__buf_room(b, n))
+  /* Nothing to add: an empty buffer has no memory yet (memcpy to NULL,
+   * even of 0 bytes, is undefined: UBSan, session 39). */
+  if (n == 0 || !stkr__buf_room(b, n))
     return;
   memcpy(b->p + b->len, s, n);
   b->len += n;
