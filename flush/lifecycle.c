@@ -29,25 +29,31 @@
 
 static pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* stkr_shutdown_for_exit callers trying the lock. The mutex is not fair:
- * a thread calling stkr_flush in a loop took it back every time, and the
- * exit gave up after its 100 ms (-EBUSY, no end mark; QA, session 39, 6
- * of 6 runs). The other calls let such a caller go first; it waits 100 ms
- * at most, so they do too. Relaxed: only a hint of whom to let pass. */
-static _Atomic int g_exit_waiting;
+/* Until when (CLOCK_MONOTONIC ns) a stkr_shutdown_for_exit caller tries
+ * the lock, 0: none. The mutex is not fair: a thread calling stkr_flush
+ * in a loop took it back every time, and the exit gave up after its 100
+ * ms (-EBUSY, no end mark; QA, session 39, 6 of 6 runs). The other calls
+ * let such a caller go first, until then at most: a time, not a count, so
+ * that a caller that never comes back (cancelled in its nanosleep, a
+ * handler that longjmps) stops mattering once it is past (review, session
+ * 39). Relaxed: only a hint of whom to let pass. */
+static _Atomic uint64_t g_exit_until_ns;
+
+static bool exit_waiting(void) {
+  return stkr__clock_mono_ns() <
+         atomic_load_explicit(&g_exit_until_ns, memory_order_relaxed);
+}
 
 static void let_exit_first(void) {
   struct timespec ms = {0, 1000000};
-  for (int i = 0; i < STKR__LIFE_EXIT_WAIT_MS + 10 &&
-                  atomic_load_explicit(&g_exit_waiting, memory_order_relaxed);
-       i++)
+  while (exit_waiting())
     nanosleep(&ms, NULL);
 }
 
 static void life_atfork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   memcpy(&g_life_mu, &fresh, sizeof fresh);
-  atomic_store_explicit(&g_exit_waiting, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void life_register(void) {
@@ -90,8 +96,7 @@ int stkr_flush_timeout(unsigned timeout_ms) {
   /* Only tried, as the exit does: the caller may be inside a control call
    * of its own (a dlclose reached from stkr_shutdown) or wait on a thread
    * that is; the deadline holds either way. */
-  while (atomic_load_explicit(&g_exit_waiting, memory_order_relaxed) ||
-         pthread_mutex_trylock(&g_life_mu) != 0) {
+  while (exit_waiting() || pthread_mutex_trylock(&g_life_mu) != 0) {
     if (stkr__clock_mono_ns() >= give_up) return -ETIMEDOUT;
     nanosleep(&ms, NULL);
   }
@@ -112,15 +117,19 @@ int stkr_shutdown_for_exit(void) {
   struct timespec ms = {0, 1000000};
   int tries = 0, err;
 
-  atomic_fetch_add_explicit(&g_exit_waiting, 1, memory_order_relaxed);
+  /* The tries' ~100 ms and some: nanosleep sleeps longer, not shorter. */
+  atomic_store_explicit(&g_exit_until_ns,
+                        stkr__clock_mono_ns() +
+                            (STKR__LIFE_EXIT_WAIT_MS + 50) * 1000000ull,
+                        memory_order_relaxed);
   while (pthread_mutex_trylock(&g_life_mu) != 0) {
     if (++tries > STKR__LIFE_EXIT_WAIT_MS) {
-      atomic_fetch_sub_explicit(&g_exit_waiting, 1, memory_order_relaxed);
+      atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
       return -EBUSY;
     }
     nanosleep(&ms, NULL); /* async-signal-safe */
   }
-  atomic_fetch_sub_explicit(&g_exit_waiting, 1, memory_order_relaxed);
+  atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
   err = stkr__life_shutdown_for_exit();
   pthread_mutex_unlock(&g_life_mu);
   return err;

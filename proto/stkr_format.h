@@ -160,9 +160,12 @@ bool stkr_fmt_tombstone_read(const char *dir, uint32_t pid, uint32_t seq,
 
 /* The same frame with the payload "STKRLOS1" + a pid: a segment `stackrec
  * merge` could not read (a FIFO, a file without read permission under a
- * segment's name), written into its output in the segment's place so that
- * the loss stays visible there (QA, session 25: the merged recording
- * verified intact, the process gone). A reader reports it as damage. */
+ * segment's name) or none of whose batches was intact, written into its
+ * output as a file in the segment's place so that the loss stays visible
+ * there (QA, session 25: the merged recording verified intact, the
+ * process gone); and, since session 39, a frame inside an output segment
+ * where merge left out a damaged batch. A reader reports either as
+ * damage. */
 void stkr_fmt_lost_marker(uint8_t out[STKR_FMT_TOMBSTONE_SIZE],
                           uint32_t writer_pid);
 bool stkr_fmt_is_lost_marker(const uint8_t *p, size_t len);

@@ -152,8 +152,10 @@ static stkr__fres stkr__skip_skippable(stkr__input *in) {
     return in->err ? STKR__F_IOERR : STKR__F_TRUNC;
   size = stkr__rd32le(in->buf + in->pos + 4);
   if (size == STKR_FMT_TOMBSTONE_SIZE - 8 &&
-      stkr__in_fill(in, STKR_FMT_TOMBSTONE_SIZE) >= STKR_FMT_TOMBSTONE_SIZE &&
-      stkr_fmt_is_lost_marker(in->buf + in->pos, STKR_FMT_TOMBSTONE_SIZE)) {
+      stkr__in_fill(in, STKR_FMT_TOMBSTONE_SIZE) >=
+          STKR_FMT_TOMBSTONE_SIZE &&
+      stkr_fmt_is_lost_marker(in->buf + in->pos,
+                              STKR_FMT_TOMBSTONE_SIZE)) {
     in->pos += STKR_FMT_TOMBSTONE_SIZE;
     return STKR__F_LOST;
   }

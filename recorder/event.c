@@ -58,6 +58,7 @@ static void stkr__atfork_child(void) {
    * eventfd shared with the parent) must never be poked from the child. */
   g_wake = NULL;
   g_wake_arg = NULL;
+  stkr__start_after_fork();
   stkr__sites_after_fork();
   stkr__clock_forget_after_fork();
   stkr__threads_forget_after_fork();

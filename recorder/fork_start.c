@@ -23,10 +23,13 @@
 static __thread bool tl_starting __attribute__((tls_model("initial-exec")));
 
 /* The start's deadline (CLOCK_MONOTONIC ns), one for all waiters: written
- * before the CAS that announces the start (release), read after the
- * acquire load that sees it. One per start, not a second per event: a
- * stuck start cost every later event of every thread a second (review,
- * session 39). */
+ * before the CAS that announces the start (release), by every thread that
+ * tries that CAS but only where the one there has passed (a thread that
+ * lost the CAS, descheduled for a while, must not push the winner's
+ * later), read by a waiter that saw the start (its own store, or a load
+ * of the state that saw the winner's CAS: acquire). One per start, not a
+ * second per event: a stuck start cost every later event of every thread
+ * a second (review, session 39). */
 static _Atomic uint64_t g_deadline_ns;
 
 static uint64_t mono_now_ns(void) {
@@ -36,12 +39,23 @@ static uint64_t mono_now_ns(void) {
 }
 
 void stkr__start_begin(void) {
+  const uint64_t now = mono_now_ns();
+  uint64_t old = atomic_load_explicit(&g_deadline_ns, memory_order_relaxed);
+
   tl_starting = true;
-  atomic_store_explicit(&g_deadline_ns, mono_now_ns() + STKR__START_WAIT_NS,
-                        memory_order_relaxed);
+  while (old <= now &&
+         !atomic_compare_exchange_weak_explicit(
+             &g_deadline_ns, &old, now + STKR__START_WAIT_NS,
+             memory_order_relaxed, memory_order_relaxed)) {
+  }
 }
 
 void stkr__start_end(void) { tl_starting = false; }
+
+void stkr__start_after_fork(void) {
+  tl_starting = false;
+  atomic_store_explicit(&g_deadline_ns, 0, memory_order_relaxed);
+}
 
 int stkr__start_wait(_Atomic int *state, int starting) {
   const struct timespec nap = {0, 50000}; /* 50 us */

@@ -272,8 +272,9 @@ STKR_API const char *stkr_version_string(void);
  * Notes: what the recorder cannot do (a bad field or variable, a directory
  * it cannot make, a write that failed, a recovery's or the symbolizer's
  * notes) is said in lines "stackrec: ..." on descriptor 2, at most one
- * of a kind a minute (a bad field or variable, and a process that records
- * nothing, are always said), and only while descriptor 2 is still the
+ * of a kind a minute (a bad field or variable, a directory or file it
+ * cannot make, and a process that records nothing are always said), and
+ * only while descriptor 2 is still the
  * file it was at stkr_init() (a program that reopened it never finds them
  * in its own file); never on stdout. Under `stackrec record` they go to
  * record's summary instead.

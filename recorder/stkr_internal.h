@@ -641,9 +641,13 @@ void stkr__threads_forget_after_fork(void);
  * `starting` or the start's deadline (1 s after its begin) passed, and
  * never on the starting thread itself (its signal handlers). @return the
  * state seen last (`starting`: gave up). It sleeps (nanosleep) and reads
- * the clock, both async-signal-safe. */
+ * the clock, both async-signal-safe. A forked child's atfork handler calls
+ * stkr__start_after_fork: its start is its own (a fork from a handler that
+ * interrupted a start left the flag set on the child's thread, and the
+ * parent's deadline would cut the child's wait short). */
 void stkr__start_begin(void);
 void stkr__start_end(void);
+void stkr__start_after_fork(void);
 int stkr__start_wait(_Atomic int *state, int starting);
 
 /* pin_image.c: keep this code's image mapped for the rest of the process

@@ -511,9 +511,10 @@ static void put_html_stack(FILE *f, const stkr_agg_stack *s) {
                                               buf, sizeof buf));
     fputs("</li>", f);
   }
-  if (s->truncated)
-    fputs("<li>[stack cut short: outer callers missing]</li>", f);
   fputs("</ol>", f);
+  if (s->truncated) /* not a numbered frame */
+    fputs("<p class=\"cut\">[stack cut short: outer callers missing]</p>",
+          f);
 }
 
 void stkr_comp_write_html_section(FILE *f, const stkr_comp *c) {

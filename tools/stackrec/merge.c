@@ -65,8 +65,9 @@ static const char merge_help[] =
     "within one build: run 'stackrec symbolize' on them first to match\n"
     "builds.\n"
     "\n"
-    "Damaged batches are left out and named on stderr (exit 1), each\n"
-    "leaving a marker in OUT (read as damage there too), as are\n"
+    "Damaged batches are left out, each leaving a marker in OUT that\n"
+    "readers report as damage in turn, and named on stderr (exit 1), as\n"
+    "are\n"
     "events that dead writers left in an input's ring files (run 'stackrec\n"
     "recover' on it first); the\n"
     "incomplete last batch of a recording still being written is left out\n"
@@ -110,13 +111,12 @@ typedef struct merge_run {
   uint32_t dup_pid;
   /* Batches damaged in an input: lost markers in OUT (merge_lost.h). */
   stkr__mlost lost;
-  uint64_t lost_put;
   int lost_err; /* the first failure to put one: OUT lacks it */
 } merge_run;
 
 /* n lost markers appended to fd (the output segment at path). @return 0
  * or -errno (said). */
-static int put_lost(merge_run *m, int fd, const char *path, uint32_t n) {
+static int put_lost(int fd, const char *path, uint32_t n) {
   uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
   int err = 0;
 
@@ -125,8 +125,6 @@ static int put_lost(merge_run *m, int fd, const char *path, uint32_t n) {
     err = stkr_write_all(fd, t, sizeof t);
   if (err != 0)
     fprintf(stderr, "stackrec merge: writing %s: %s\n", path, strerror(-err));
-  else
-    m->lost_put += n;
   return err;
 }
 
@@ -139,8 +137,8 @@ static void note_lost(merge_run *m, const stkr_warning *w) {
   if (w->path == NULL)
     return;
   if (m->out_fd >= 0 && !m->in_gone && strcmp(w->path, m->cur_in) == 0)
-    err = put_lost(m, m->out_fd, m->out_path, 1);
-  else if ((err = stkr__mlost_note(&m->lost, w->path, w->pid)) != 0)
+    err = put_lost(m->out_fd, m->out_path, 1);
+  else if ((err = stkr__mlost_note(&m->lost, w->path)) != 0)
     fprintf(stderr, "stackrec merge: %s\n", strerror(-err));
   if (err != 0 && m->lost_err == 0)
     m->lost_err = err;
@@ -157,13 +155,17 @@ static void on_warning(void *arg, const stkr_warning *w) {
    * incomplete: `stackrec verify OUT` says so, as it would of the input. */
   if (w->kind == STKR_WARN_INCOMPLETE)
     return;
-  if (w->kind == STKR_WARN_DAMAGED || w->kind == STKR_WARN_TRUNCATED ||
-      w->kind == STKR_WARN_NOT_ZSTD)
+  /* Damage with no offset is in counters of batches that are copied (a
+   * recovery's lost bytes, overflowing drops): OUT keeps them as they are
+   * (review, session 39: a marker for them grew the damage every merge). */
+  const bool in_counters = w->kind == STKR_WARN_DAMAGED && w->offset < 0;
+  if ((w->kind == STKR_WARN_DAMAGED && !in_counters) ||
+      w->kind == STKR_WARN_TRUNCATED || w->kind == STKR_WARN_NOT_ZSTD)
     note_lost(m, w);
   stkr_cli_progress_pause();
   fflush(stdout);
   stkr_cli_put_line(stderr, "stackrec merge: warning: ", w->message,
-                    w->data_lost ? " (not merged)" : "");
+                    w->data_lost && !in_counters ? " (not merged)" : "");
 }
 
 static int close_out(merge_run *m) {
@@ -485,7 +487,7 @@ static int on_batch(void *arg, const stkr_batch_view *b) {
   uint32_t lost = m->lost.n ? stkr__mlost_take(&m->lost, b->path,
                                                m->out_path)
                             : 0;
-  if (lost > 0 && (err = put_lost(m, m->out_fd, m->out_path, lost)) != 0)
+  if (lost > 0 && (err = put_lost(m->out_fd, m->out_path, lost)) != 0)
     return err;
   return 0;
 }
@@ -510,7 +512,7 @@ static int put_lost_left(merge_run *m, const stkr_reader *r) {
       continue;
     if (f->out_path != NULL) {
       int fd = open(f->out_path, O_WRONLY | O_APPEND | O_CLOEXEC);
-      err = fd < 0 ? -errno : put_lost(m, fd, f->out_path, f->pending);
+      err = fd < 0 ? -errno : put_lost(fd, f->out_path, f->pending);
       if (fd >= 0)
         close(fd);
       else
@@ -520,16 +522,21 @@ static int put_lost_left(merge_run *m, const stkr_reader *r) {
     }
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - f->path) : 1,
              slash ? f->path : ".");
+    /* A file not named as a segment whose every batch was damaged has no
+     * process to put it under (its Header was never read): said on
+     * stderr only, as the warning above. */
     if (stkr_fmt_segment_parse(slash ? slash + 1 : f->path, &pid, &seq) != 0 ||
         stat(dir, &st) != 0)
-      continue; /* not placeable: the warning above named it */
+      continue;
     for (size_t ix = 0; ix < m->pids.n; ix++)
       if (m->pids.p[ix].dev == st.st_dev && m->pids.p[ix].ino == st.st_ino &&
           stkr_reader_process(r, ix)->pid == pid) {
         stkr_fmt_lost_marker(t, (uint32_t)getpid());
-        if ((err = stkr__mpids_assign(&m->pids, ix, pid)) == 0 &&
-            (err = put_tombstone(m, ix, seq, t, sizeof t)) == 0)
-          m->lost_put++;
+        /* N lost batches of one file: one marker file (a reader counts
+         * a whole file so); a file removed since (its tombstone in OUT,
+         * EEXIST) keeps that. */
+        if ((err = stkr__mpids_assign(&m->pids, ix, pid)) == 0)
+          err = put_tombstone(m, ix, seq, t, sizeof t);
         break;
       }
   }

@@ -15,7 +15,7 @@ static stkr__mlost_file *find(stkr__mlost *l, const char *path) {
   return NULL;
 }
 
-int stkr__mlost_note(stkr__mlost *l, const char *path, uint32_t pid) {
+int stkr__mlost_note(stkr__mlost *l, const char *path) {
   stkr__mlost_file *f = find(l, path);
 
   if (f == NULL) {
@@ -26,7 +26,7 @@ int stkr__mlost_note(stkr__mlost *l, const char *path, uint32_t pid) {
       return -ENOMEM;
     }
     f = &l->v[l->n++];
-    *f = (stkr__mlost_file){.path = copy, .pid = pid};
+    *f = (stkr__mlost_file){.path = copy};
   }
   f->pending++;
   return 0;

@@ -17,7 +17,6 @@
 
 typedef struct stkr__mlost_file {
   char *path;        /* the input segment, as the reader named it */
-  uint32_t pid;      /* its process, as the warning said */
   uint32_t pending;  /* lost batches not in OUT yet */
   char *out_path;    /* its output segment, once one was made (else NULL) */
 } stkr__mlost_file;
@@ -27,9 +26,8 @@ typedef struct stkr__mlost {
   size_t n, cap;
 } stkr__mlost;
 
-/* One more lost batch of input segment `path` (process `pid`).
- * @return 0 or -ENOMEM. */
-int stkr__mlost_note(stkr__mlost *l, const char *path, uint32_t pid);
+/* One more lost batch of input segment `path`. @return 0 or -ENOMEM. */
+int stkr__mlost_note(stkr__mlost *l, const char *path);
 
 /* The lost batches of `path` still pending (0 if none), now taken: the
  * caller writes them into path's output segment, out_path, which exists
