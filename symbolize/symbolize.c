@@ -72,6 +72,7 @@ struct stkr__symc {
   uint32_t *scratch;
   size_t scratch_cap;
   uint64_t resolved;
+  uint64_t named; /* of which a function was named for */
 };
 
 /* ---- demangling ---------------------------------------------------------- */
@@ -321,6 +322,8 @@ void stkr__symc_forget_pcs(stkr__symc *c) {
 }
 
 uint64_t stkr__symc_resolved(const stkr__symc *c) { return c->resolved; }
+
+uint64_t stkr__symc_named(const stkr__symc *c) { return c->named; }
 uint64_t stkr__symc_frames(const stkr__symc *c) { return c->n_frames; }
 
 /* ---- resolving ----------------------------------------------------------- */
@@ -343,6 +346,7 @@ static int resolve_pc(stkr__symc *c, uint64_t pc, pcent *e) {
     n = stkr__symbe_resolve(c->be, async ? addr + 1 : addr, &img, res,
                             STKR__SYM_MAX_INLINE);
   c->resolved++;
+  c->named += n > 0 && res[0].function != NULL;
   atomic_fetch_add_explicit(&g_resolved_total, 1, memory_order_relaxed);
   if (n == 0) { /* image+offset only */
     res[0] = (stkr__symres){NULL, NULL, 0, 0, false};

@@ -294,6 +294,9 @@ int stkr__symc_emit(stkr__symc *c, const uint32_t *frames, uint32_t n_frames,
 void stkr__symc_forget_pcs(stkr__symc *c);
 /* PCs resolved (backend calls) by this cache. */
 uint64_t stkr__symc_resolved(const stkr__symc *c);
+/* ... of which a function was named for (the others stay image+offset:
+ * no file for their image, another build's, a stripped one). */
+uint64_t stkr__symc_named(const stkr__symc *c);
 /* Distinct frames numbered so far. */
 uint64_t stkr__symc_frames(const stkr__symc *c);
 

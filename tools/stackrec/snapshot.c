@@ -38,6 +38,7 @@ void stkr_snap_free(stkr_snap *s) {
 
 static const char snapshot_help[] =
     "Usage: stackrec snapshot [--json | -o DIR] [--count N] [--interval MS]\n"
+    "                         [--fast] [--symcache DIR | --no-symcache] [-q]\n"
     "                         [--debug-dir PATH]... PID\n"
     "\n"
     "Print the call stack of every thread of process PID, innermost frame\n"

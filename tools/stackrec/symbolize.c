@@ -766,13 +766,19 @@ int stkr_cli_symbolize(int argc, char **argv) {
     goto out_run;
   }
   unsigned long long pcs = stkr__symc_resolved(run.c),
+                     named = stkr__symc_named(run.c),
                      frames = stkr__symc_frames(run.c);
-  printf("%llu segment file%s, %llu batch%s, %llu stack%s: %llu unique PC%s "
-         "resolved into %llu frame%s; written to %s\n",
+  /* Named, not looked up: a PC whose image has no usable file stays
+   * image+offset (QA, session 39: "11 unique PCs resolved" where 9 were
+   * not). */
+  printf("%llu segment file%s, %llu batch%s, %llu stack%s: %llu unique PC%s, "
+         "%llu named, %llu left image+offset, in %llu frame%s; written to "
+         "%s\n",
          (unsigned long long)run.files, run.files == 1 ? "" : "s",
          (unsigned long long)run.batches, run.batches == 1 ? "" : "es",
          (unsigned long long)run.stacks, run.stacks == 1 ? "" : "s", pcs,
-         pcs == 1 ? "" : "s", frames, frames == 1 ? "" : "s", outdir);
+         pcs == 1 ? "" : "s", named, pcs - named, frames,
+         frames == 1 ? "" : "s", outdir);
   if (run.copied_files)
     printf("%llu file%s already had frames and %s copied unchanged\n",
            (unsigned long long)run.copied_files,
