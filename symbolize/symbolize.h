@@ -94,6 +94,12 @@ typedef struct stkr__symbe_opts {
    * of another build is refused with a warning, and the DWARF used. Not
    * with full_paths (caches hold file names as compiled). NULL: none. */
   const char *symcache_dir;
+  /* A directory the images' paths are seen from (`stackrec snapshot`:
+   * /proc/PID/root, the target's own view in a container): an image's
+   * file is tried there first, after the debug dirs, its build-id checked
+   * as at its own path (QA, session 39: a container's binaries were
+   * looked for at the host's path, and got no names). NULL: none. */
+  const char *root;
 } stkr__symbe_opts;
 
 /* @return 0, -ENOMEM, or -ENOTSUP where no backend exists. *out owned by

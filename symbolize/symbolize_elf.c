@@ -93,6 +93,7 @@ struct stkr__symbe {
   stkr__machodir *machodir; /* the debug dirs' Mach-O files, scanned once */
   bool machodir_scanned;
   char *symcache_dir; /* opts.symcache_dir, or NULL */
+  char *root;         /* opts.root, or NULL */
 };
 
 static void warnf(stkr__symbe *be, const char *fmt, ...)
@@ -228,6 +229,8 @@ int stkr__symbe_create(const stkr__symbe_opts *o, stkr__symbe **out) {
     if (o->symcache_dir && !o->full_paths &&
         !(be->symcache_dir = strdup(o->symcache_dir)))
       goto nomem;
+    if (o->root && !(be->root = strdup(o->root)))
+      goto nomem;
     if (o->n_debug_dirs) {
       be->dirs = calloc(o->n_debug_dirs, sizeof *be->dirs);
       if (!be->dirs) goto nomem;
@@ -271,6 +274,7 @@ void stkr__symbe_free(stkr__symbe *be) {
   free(be->dirs);
   free(be->debug_path);
   free(be->symcache_dir);
+  free(be->root);
   stkr__dwnames_free(&be->names);
   stkr__machodir_free(be->machodir);
   free(be);
@@ -420,6 +424,15 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
       if (r == BID_MISMATCH && !mism[0])
         snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
     }
+  }
+  if (be->root != NULL && m->img.path[0] == '/') {
+    /* The target's own view first (a container's file at that path). */
+    snprintf(path, sizeof path, "%s%s", be->root, m->img.path);
+    r = check_file(m, path, &fd, got, sizeof got);
+    if (r == BID_MATCH || (r == BID_NONE && !be->offline)) goto ok;
+    if (r == BID_NONE) close(fd);
+    if (r == BID_MISMATCH && !mism[0])
+      snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
   }
   if (m->img.path[0] == '/') {
     r = check_file(m, m->img.path, &fd, got, sizeof got);

@@ -390,11 +390,12 @@ static void stats_print(const snap_run *r, snap_stats *st, unsigned taken) {
 /* Open the images, the symbolizer and the output. @return 0 or an exit
  * status after printing why. */
 static int setup(snap_run *r, stkr_snap_images *im) {
+  char root[64];
   stkr__symbe_opts so = {.debug_dirs = r->debug_dirs,
                          .n_debug_dirs = r->n_debug_dirs,
                          .offline = true, .warn = sym_warn, .warn_arg = r,
                          .no_separate_debug = r->fast,
-                         .symcache_dir = r->symcache_dir};
+                         .symcache_dir = r->symcache_dir, .root = root};
   stkr__symbe *be = NULL;
   char err[600];
   int e;
@@ -417,6 +418,9 @@ static int setup(snap_run *r, stkr_snap_images *im) {
     return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
   }
   stkr__demangle_swift_enable();
+  /* The target's files as it sees them (a container's): images.c read
+   * their build-ids there too. */
+  snprintf(root, sizeof root, "/proc/%d/root", (int)r->pid);
   if (stkr__symbe_create(&so, &be) != 0 ||
       stkr__symc_create(be, &r->cache) != 0 ||
       stkr__symc_set_images(r->cache, NULL, 0) != 0) {
