@@ -780,7 +780,10 @@ int stkr_cli_symbolize(int argc, char **argv) {
          pcs == 1 ? "" : "s", named, pcs - named, frames,
          frames == 1 ? "" : "s", outdir);
   if (run.copied_files)
-    printf("%llu file%s already had frames and %s copied unchanged\n",
+    printf("%llu file%s already had frames and %s copied unchanged (frames "
+           "written as image+offset, their image's file missing then, are "
+           "not resolved again: keep the binaries in place until a "
+           "recording is symbolized)\n",
            (unsigned long long)run.copied_files,
            run.copied_files == 1 ? "" : "s",
            run.copied_files == 1 ? "was" : "were");
