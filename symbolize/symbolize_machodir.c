@@ -108,6 +108,8 @@ static int scan_file(stkr__machodir *d, const char *path) {
       stkr__symcache_info(c, &info);
       if (info.has_uuid) rc = add(d, info.uuid, 2, path);
       stkr__symcache_free(c);
+    } else {
+      note_damaged(d, path, err); /* QA, session 39: it never was */
     }
     close(fd);
     return rc;
@@ -268,7 +270,8 @@ int stkr__machodir_open(stkr__machodir *d, const char *image_path,
   size_t used = w > 0 && (size_t)w < cap ? (size_t)w : cap ? cap - 1 : 0;
   for (size_t i = 0; d && i < d->n_damaged && used + 1 < cap; i++) {
     w = snprintf(why + used, cap - used, "%s%s", i ? "; " :
-                 "; Mach-O files that could not be read: ", d->damaged[i]);
+                 "; Mach-O files or symbol caches that could not be read: ",
+                 d->damaged[i]);
     used += w > 0 && (size_t)w < cap - used ? (size_t)w : cap - used - 1;
   }
   if (d && d->cut && used + 1 < cap)

@@ -416,7 +416,7 @@ static void test_debug_dirs_said(void **state) {
                          mt_tmp, mt_tmp, mt_fx, mt_tmp, mt_tmp), 0);
   symbolize(out, sizeof out, "out-cut", g_dir, "%s/cut", mt_tmp);
   check_image(out, 3, true);
-  if (strstr(mt_err, "Mach-O files that could not be read: ") == NULL ||
+  if (strstr(mt_err, "Mach-O files or symbol caches that could not be read: ") == NULL ||
       strstr(mt_err, "cut/D5-arm64.dSYM/Contents/Resources/DWARF/D5-arm64 (") == NULL)
     fail_msg("the damaged dSYM is not named: %s", mt_err);
   /* An image recorded as "App" with a UUID no slice of the universal App
@@ -448,6 +448,16 @@ static void test_symbol_caches_only(void **state) {
   check_image(out, 0, false);
   check_image(out, 3, false);
   check_image(out, 4, false);
+  /* A damaged cache, alone for its image: named with its offset and why
+   * (QA, session 39: only "no dSYM ... found"). */
+  assert_int_equal(mt_sh("cd '%s/caches' && for f in *.stkrsym; do printf "
+                         "'\\377\\377\\377\\377' | dd of=\"$f\" bs=1 "
+                         "seek=300 conv=notrunc 2>/dev/null; done",
+                         mt_tmp), 0);
+  symbolize(out, sizeof out, "out4b", g_dir, "%s/caches", mt_tmp);
+  if (strstr(mt_err, "symbol caches that could not be read: ") == NULL ||
+      strstr(mt_err, ".stkrsym: offset ") == NULL)
+    fail_msg("the damaged cache is not named: %s", mt_err);
 }
 
 /* No --debug-dir: the image's recorded path, when this machine has the
