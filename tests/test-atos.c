@@ -362,6 +362,10 @@ static void test_swift(void **state) {
                          mt_tmp, mt_tool), 0);
   assert_non_null(strstr(mt_out, "$s2sw7CounterC4bump2byS2i_tF (in sw)"));
   assert_non_null(strstr(mt_err, "Swift names left mangled"));
+  /* ... naming the variable's path that did not load (QA, session 39: "no
+   * Swift runtime found; set STACKREC_SWIFT_RUNTIME", as if unset). */
+  assert_non_null(strstr(mt_err, "STACKREC_SWIFT_RUNTIME=/nonexistent.so is "
+                                 "no Swift runtime that loads"));
 }
 
 /* A Go program with C code of its own (cgo): its .debug_aranges lists only

@@ -442,10 +442,18 @@ int stkr_cli_flush(const char *cmd) {
 void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where) {
   uint64_t n = stkr__demangle_swift_missed();
 
-  if (n != 0)
-    fprintf(f, "stackrec %s: note: %llu Swift name%s left mangled%s: no Swift "
-               "runtime (libswiftCore.so) found; set STACKREC_SWIFT_RUNTIME\n",
-            cmd, (unsigned long long)n, n == 1 ? "" : "s", where);
+  const char *env = getenv("STACKREC_SWIFT_RUNTIME");
+
+  if (n == 0)
+    return;
+  fprintf(f, "stackrec %s: note: %llu Swift name%s left mangled%s: ", cmd,
+          (unsigned long long)n, n == 1 ? "" : "s", where);
+  if (env != NULL && *env != '\0') /* QA, session 39: said "set" it */
+    fprintf(f, "STACKREC_SWIFT_RUNTIME=%s is no Swift runtime that loads "
+               "(a libswiftCore.so with swift_demangle)\n", env);
+  else
+    fputs("no Swift runtime (libswiftCore.so) found; set "
+          "STACKREC_SWIFT_RUNTIME\n", f);
 }
 
 FILE *stkr_cli_create(const char *cmd, const char *path) {
