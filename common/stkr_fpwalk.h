@@ -82,6 +82,15 @@
  * inside the stack [lo, lo + span) (a saved data word). */
 #define STKR_FP_PC_OK(pc, lo, span) ((pc) != 0 && (pc) - (lo) >= (span))
 
+/* A saved fp whose bits 63:60 read 0b0001: the frame of a Swift async
+ * function (its "extended frame"; recorder/walk.c follows the task's
+ * context from it). */
+static inline bool stkr_fp_async_tagged(uint64_t fp) {
+  return (fp >> 60) == 1;
+}
+/* The frame pointer the tag marks, without it (the physical caller's). */
+#define STKR_FP_TAG_MASK (0xFull << 60)
+
 static inline bool stkr_fp_record_ok(uint64_t fp, uint64_t lo, uint64_t hi) {
   return STKR_FP_RECORD_OK(fp, lo, hi);
 }

@@ -145,5 +145,33 @@ elif "$swiftc" "${flags[@]}" -DEMBEDDED -I tests/swift_fixtures/StackrecC \
 else
   bad "swiftc (b) failed: $(tail -n 20 "$tmp/build-b.log")"
 fi
+# (c) `stackrec snapshot` of a program spinning in a resumed async
+# function: its thread is walked through the async frame to its own
+# executor's frames, never "truncated" (QA, session 39: the tagged frame
+# pointer read as a frame above the 256 KiB copied). Five snapshots; the
+# async frame must show in one.
+if "$swiftc" -parse-as-library -Onone -g -module-name AsyncSpin \
+    -module-cache-path "$tmp/mc" -Xfrontend -swift-async-frame-pointer=always \
+    tests/swift_fixtures/AsyncSpin.swift -o "$tmp/spin" >"$tmp/build-c.log" 2>&1; then
+  "$tmp/spin" >/dev/null 2>&1 &
+  cpid=$!
+  sleep 1
+  trunc=0 asyncs=0
+  for i in 1 2 3 4 5; do
+    out=$("$tool" snapshot -q --json "$cpid" 2>/dev/null) || break
+    [ -n "$out" ] || break
+    trunc=$((trunc + $(printf '%s' "$out" | grep -o '"truncated": true' | wc -l)))
+    asyncs=$((asyncs + $(printf '%s' "$out" | grep -o '"async": true' | wc -l)))
+  done
+  kill "$cpid" 2>/dev/null
+  wait "$cpid" 2>/dev/null
+  if [ "$trunc" -eq 0 ] && [ "$asyncs" -gt 0 ]; then
+    ok "snapshot: $asyncs threads walked through an async frame, none truncated"
+  else
+    bad "snapshot: $trunc truncated, $asyncs through an async frame (want 0 and > 0)"
+  fi
+else
+  bad "swiftc (c) failed: $(tail -n 20 "$tmp/build-c.log")"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

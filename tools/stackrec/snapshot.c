@@ -51,8 +51,10 @@ static const char snapshot_help[] =
     "  --json           one JSON document per snapshot (one per line):\n"
     "                   {\"pid\", \"name\", \"wall_us\", \"max_stop_us\",\n"
     "                   \"threads\": [{\"tid\", \"name\", \"stop_us\", \"held_us\",\n"
-    "                   \"truncated\", \"frames\": [{\"pc\", \"function\", \"file\",\n"
-    "                   \"line\", \"image\", \"offset\"}]}]}\n"
+    "                   \"truncated\", \"async\", \"frames\": [{\"pc\",\n"
+    "                   \"function\", \"file\", \"line\", \"image\",\n"
+    "                   \"offset\"}]}]}; async: the walk passed a Swift\n"
+    "                   async frame (the tasks awaiting it not followed)\n"
     "                   stop_us: from the interrupt to the detach (includes\n"
     "                   the thread's wait for a CPU to reach its stop);\n"
     "                   held_us: from its stop seen to the detach\n"
@@ -181,8 +183,9 @@ static void put_thread(const snap_run *r, const stkr_snap_images *im,
     printf("%s{\"tid\": %d, \"name\": ", first ? "" : ", ", (int)t->tid);
     stkr_cli_put_json_str(stdout, t->name);
     printf(", \"stop_us\": %.1f, \"held_us\": %.1f, \"truncated\": %s, "
-           "\"frames\": [",
-           t->stop_ns / 1e3, t->held_ns / 1e3, t->truncated ? "true" : "false");
+           "\"async\": %s, \"frames\": [",
+           t->stop_ns / 1e3, t->held_ns / 1e3, t->truncated ? "true" : "false",
+           t->async_seen ? "true" : "false");
   } else {
     /* Escaped as dump prints names: a thread may call itself "a\nb" */
     printf("TID %d (", (int)t->tid);
@@ -203,6 +206,9 @@ static void put_thread(const snap_run *r, const stkr_snap_images *im,
                                            ? "depth limit"
                                            : "past the 256 KiB of stack "
                                              "copied");
+  if (!r->json && t->async_seen)
+    puts("(Swift async code: these are the thread's own frames; the tasks "
+         "awaiting its async functions are not followed by a snapshot)");
 }
 
 /* Symbolize (and record) one snapshot, and print it. */

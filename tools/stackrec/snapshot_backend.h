@@ -59,6 +59,8 @@ typedef struct stkr_snap_thread {
   uint64_t pcs[STKR_SNAP_MAX_DEPTH];
   unsigned n_pcs;
   bool truncated;
+  bool async_seen;    /* passed a Swift async frame: the tasks awaiting it
+                         are not followed */
 } stkr_snap_thread;
 
 /* The readable mappings of the target: where each thread's stack ends. */

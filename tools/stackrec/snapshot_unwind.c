@@ -45,7 +45,23 @@ typedef struct ustate {
   uint64_t pc, sp, fp, lr, cfa;
   bool have_lr, have_cfa;
   bool past_end; /* a read above the copy was refused */
+  bool async_seen; /* a Swift async frame's tagged fp was met */
 } ustate;
+
+/* The caller's frame pointer as a step restored it. A Swift async
+ * function saves its caller's with bits 63:60 set to 0b0001 (an extended
+ * frame): used as it is, it read as a frame record far above the copy,
+ * and the walk said "past the 256 KiB copied" (QA, session 39). The
+ * thread's own callers (the executor's frames) are under the value
+ * without the tag; the tasks awaiting the async function (the logical
+ * callers `record` follows) are not followed here. */
+static void set_fp(ustate *u, uint64_t fp) {
+  if (stkr_fp_async_tagged(fp)) {
+    fp &= ~STKR_FP_TAG_MASK;
+    u->async_seen = true;
+  }
+  u->fp = fp;
+}
 
 static bool load(ustate *u, uint64_t addr, uint64_t *v) {
   if (addr >= u->lo && (u->hi - u->lo < 8 || addr > u->hi - 8))
@@ -211,7 +227,7 @@ static int cfi_step(ustate *u, const stkr_snap_images *im, bool innermost) {
   if (r < 0 || caller_reg(u, fr, REG_FP, &fp) < 0) goto out;
   u->pc = ra;
   u->sp = u->cfa;
-  u->fp = fp;
+  set_fp(u, fp);
   u->have_lr = false;
   rc = 1;
 out:
@@ -233,7 +249,7 @@ static int fp_step(ustate *u, bool *last) {
     u->past_end = true; /* the next record lies above the copy */
   u->pc = ra;
   u->sp = u->fp + STKR_FP_RECORD;
-  u->fp = next;
+  set_fp(u, next);
   u->have_lr = false;
   return 1;
 }
@@ -247,6 +263,7 @@ void stkr_snap_unwind(const stkr_snap_images *im, stkr_snap_thread *t) {
 
   t->n_pcs = 0;
   t->truncated = false;
+  t->async_seen = false;
   if (u.pc == 0) return;
   t->pcs[t->n_pcs++] = u.pc;
   for (bool innermost = true;; innermost = false) {
@@ -268,4 +285,5 @@ void stkr_snap_unwind(const stkr_snap_images *im, stkr_snap_thread *t) {
    * there: cut, not complete (QA, session 26: 101 frames of 8 KiB gave 33,
    * "truncated": false). */
   if (u.past_end && t->stack_cut) t->truncated = true;
+  t->async_seen = u.async_seen;
 }
