@@ -469,9 +469,10 @@ def old_schema_case(s, a, b):
     and the next push fills it (the OS parent: `record`, never 0)."""
     schema = stackrec("push", "--print-schema", "--database", "olddb").stdout
     stmts = [q for q in schema.split(";\n") if q.strip()]
-    old = [q.replace(", os_parent_pid UInt32)", ")") for q in stmts]
-    check("old schema: processes' statement has os_parent_pid last",
-          sum(1 for q, o in zip(stmts, old) if q != o) == 1, schema)
+    old = [q.replace(", os_parent_pid UInt32)", ")").replace(", identity String)", ")")
+           for q in stmts]
+    check("old schema: processes' and recordings' statements have the added columns last",
+          sum(1 for q, o in zip(stmts, old) if q != o) == 2, schema)
     for q in old:
         s.query(q)
     r = push(s, "--database", "olddb", "--device", "d1", "--build", "b1", a)
@@ -490,6 +491,17 @@ def old_schema_case(s, a, b):
     r = push(s, "--database", "olddb", "--create-schema", "--device", "d2", "--build", "b2", b)
     check("old schema: --create-schema again (the column there) exits 0", r.returncode == 0,
           r.stderr)
+    # A --recording id reused for another recording is refused; the same
+    # recording under it again is a re-push (QA, session 39: the second
+    # device's events went in as the first's, 3 000 of 8 000 lost, exit 0).
+    r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d1", a)
+    check("identity: first push under an id exits 0", r.returncode == 0, r.stderr)
+    r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d2", b)
+    check("identity: another recording under that id is refused (2)",
+          r.returncode == 2 and "is another recording's already" in r.stderr, r.stderr)
+    r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d1", a)
+    check("identity: the same recording again is a re-push",
+          r.returncode == 0 and " 0 events pushed" in r.stderr, r.stderr)
     # No table at all (a new database, no --create-schema): the inserts
     # fail, and push says nothing of an older table (review, session 39).
     s.query("CREATE DATABASE IF NOT EXISTS emptydb")
@@ -738,6 +750,8 @@ def usage_cases():
           dict_diff(dict(enumerate(r.stdout.splitlines())), dict(enumerate(schema.splitlines()))))
     r = stackrec("push", "/nonexistent")
     check("push without --url: usage error 2", r.returncode == 2, r.stderr)
+    r = stackrec("push", "--url", "http://127.0.0.1:1", "--recording", "", "x")
+    check("push --recording '': usage error 2", r.returncode == 2, r.stderr)
     r = stackrec("push", "--url", "ftp://x", "/nonexistent")
     check("push --url ftp: usage error 2", r.returncode == 2, r.stderr)
     r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "8388609", "x")

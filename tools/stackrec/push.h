@@ -116,9 +116,26 @@ extern const char stkr__cols_events[], stkr__cols_recordings[],
     stkr__cols_marks[], stkr__cols_stacks[], stkr__cols_frames[],
     stkr__cols_images[], stkr__cols_sites[], stkr__cols_processes[],
     stkr__cols_drops[], stkr__cols_pushes[];
-/* processes' columns without those added since (stkr__added_columns): what
- * push writes into a table made by an older stackrec, not yet migrated. */
-extern const char stkr__cols_processes_v1[];
+/* processes' and recordings' columns without those added since
+ * (stkr__added_columns): what push writes into a table made by an older
+ * stackrec, not yet migrated. */
+extern const char stkr__cols_processes_v1[], stkr__cols_recordings_v1[];
+/* Bits of stkr__schema_added_columns' *missing, by stkr__added_columns. */
+#define STKR__ADDED_OS_PARENT (1u << 0)
+#define STKR__ADDED_IDENTITY (1u << 1)
+
+/* s as the inside of a ClickHouse string literal (' and \ escaped), cut
+ * to fit out (cap bytes, NUL-terminated). */
+void stkr__sql_quote(char *out, size_t cap, const char *s);
+
+/* Was `recording` pushed already (rows of `table`, db.recordings or its
+ * _all) as another recording than `identity` (the content hash push
+ * gives a recording: device, build, first process and session)?
+ * @return 1 yes (its identity into other), 0 no (or only rows of an older
+ * push, without one), -1 not known (the server did not answer). */
+int stkr__schema_identity_clash(stkr__ch *ch, const char *table,
+                                const char *recording, const char *identity,
+                                char *other, size_t cap);
 
 /* A column added to a table after its first release, at the table's end. */
 typedef struct stkr__added_column {
@@ -242,10 +259,15 @@ typedef struct stkr__push_opts {
 /* Columns added since a table was made (stkr__added_columns), asked of
  * system.columns: with o->create_schema each missing one is added to the
  * table and to its _all; else push fills the older table without it and
- * says so on stderr. @return a STKR_CLI_* exit status; *procs_v1: whether
- * processes lacks os_parent_pid (the only added column so far). */
+ * says so on stderr. @return a STKR_CLI_* exit status; *missing: a bit
+ * (STKR__ADDED_*) for each added column the table push writes lacks. */
 int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
-                               bool *procs_v1);
+                               unsigned *missing);
+/* --create-schema: the database and tables (stkr__schema). @return a
+ * STKR_CLI_* exit status, said on stderr. */
+int stkr__schema_create(stkr__ch *ch, const stkr__push_opts *o);
+/* --print-schema: the statements on stdout. @return an exit status. */
+int stkr__schema_print(const stkr__push_opts *o);
 
 /* Parse and check argv; the password (if any) lands in pw[pw_len] and
  * o->ch.password points at it or at the environment. @return -1 to go on,

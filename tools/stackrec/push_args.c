@@ -34,7 +34,9 @@ static const char push_help[] =
     "  --build ID         default the hex build-id of the first image of\n"
     "                     the first process (the main executable)\n"
     "  --recording ID     default a hash of device, build and the first\n"
-    "                     process's pid, session and start time\n"
+    "                     process's pid, session and start time (its\n"
+    "                     identity); an ID another recording was pushed\n"
+    "                     under is refused (exit 2)\n"
     "  --create-schema    create the database and tables if missing (with\n"
     "                     no DIR: only that)\n"
     "  --cluster NAME     also the *_all Distributed tables over cluster\n"
@@ -249,6 +251,13 @@ int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
     return st;
   if (optind >= argc && !o->create_schema)
     return stkr_cli_usage_error("push", "no recording given");
+  /* An empty id would be every such push's one recording (QA, session
+   * 39); an empty device or build, no name at all. */
+  if ((o->recording != NULL && o->recording[0] == '\0') ||
+      (o->device != NULL && o->device[0] == '\0') ||
+      (o->build != NULL && o->build[0] == '\0'))
+    return stkr_cli_usage_error("push", "--recording, --device and --build "
+                                "take a non-empty value");
   if ((st = read_password(pwfile, pw, pw_len, &o->ch.password)) != 0)
     return st;
   if (o->ch.password != NULL && o->ch.user == NULL)

@@ -21,7 +21,10 @@
 const char stkr__cols_events[] =
     "day, rec, pid, n, tid, thread, site, ts, ts_mono, stack, payload, "
     "stack_truncated";
-const char stkr__cols_recordings[] = "rec, recording, build, device";
+/* recordings' columns before identity was added (session 39). */
+#define COLS_RECORDINGS_V1 "rec, recording, build, device"
+const char stkr__cols_recordings_v1[] = COLS_RECORDINGS_V1;
+const char stkr__cols_recordings[] = COLS_RECORDINGS_V1 ", identity";
 const char stkr__cols_site_names[] = "site, name";
 const char stkr__cols_threads[] = "thread, name";
 const char stkr__cols_payloads[] = "payload, value, truncated";
@@ -65,7 +68,8 @@ static const struct {
      "ORDER BY (site, rec, pid, n)",
      "cityHash64(rec, pid, intDiv(n, 256))"},
     {"recordings",
-     "(rec UInt64, recording String, build String, device String) "
+     "(rec UInt64, recording String, build String, device String, "
+     "identity String) "
      "ENGINE = ReplacingMergeTree ORDER BY rec",
      "rec"},
     {"site_names",
@@ -138,7 +142,8 @@ static const struct {
  * them: ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so push.c asks
  * system.columns first). */
 const stkr__added_column stkr__added_columns[] = {
-    {"processes", "os_parent_pid", "UInt32"},
+    {"processes", "os_parent_pid", "UInt32"}, /* STKR__ADDED_OS_PARENT */
+    {"recordings", "identity", "String"},     /* STKR__ADDED_IDENTITY */
 };
 const size_t stkr__n_added_columns =
     sizeof stkr__added_columns / sizeof stkr__added_columns[0];
@@ -225,10 +230,10 @@ static int has_column(stkr__ch *ch, const char *db, const char *table,
 
 /* push.h. Per added column, the table and (with a cluster) its _all. */
 int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
-                               bool *procs_v1) {
+                               unsigned *missing) {
   const char *db = o->ch.database;
 
-  *procs_v1 = false;
+  *missing = 0;
   for (size_t i = 0; i < stkr__n_added_columns; i++) {
     const stkr__added_column *c = &stkr__added_columns[i];
     for (int all = 0; all <= (o->cluster != NULL); all++) {
@@ -241,7 +246,7 @@ int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
         /* The table push inserts into decides (a shard's table without
          * it fails that shard's inserts, as any schema mismatch does). */
         if (all == (o->cluster != NULL)) {
-          *procs_v1 = true;
+          *missing |= 1u << i;
           fprintf(stderr, "stackrec push: %s.%s has no column %s (made by "
                   "an older stackrec): pushed without it; `stackrec push "
                   "--create-schema` adds it\n", db, t, c->column);
@@ -258,4 +263,79 @@ int stkr__schema_added_columns(stkr__ch *ch, const stkr__push_opts *o,
     }
   }
   return STKR_CLI_OK;
+}
+
+void stkr__sql_quote(char *out, size_t cap, const char *s) {
+  size_t n = 0;
+
+  for (; *s != '\0' && n + 3 <= cap; s++) {
+    if (*s == '\'' || *s == '\\')
+      out[n++] = '\\';
+    out[n++] = *s;
+  }
+  if (cap > 0)
+    out[n] = '\0';
+}
+
+int stkr__schema_identity_clash(stkr__ch *ch, const char *table,
+                                const char *recording, const char *identity,
+                                char *other, size_t cap) {
+  char sql[1024], lit[600];
+  stkr__buf resp = {0};
+  int clash = -1;
+
+  stkr__sql_quote(lit, sizeof lit, recording);
+  snprintf(sql, sizeof sql,
+           "SELECT DISTINCT identity FROM %s WHERE recording = '%s' "
+           "FORMAT TabSeparated", table, lit);
+  if (stkr__ch_query(ch, sql, &resp) == STKR_CH_OK) {
+    const char *p = (const char *)resp.p, *end = p + resp.len;
+    clash = 0;
+    while (p != NULL && p < end && clash == 0) {
+      const char *nl = memchr(p, '\n', (size_t)(end - p));
+      size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+      /* An empty one: pushed by a stackrec from before identities. */
+      if (len > 0 && (len != strlen(identity) ||
+                      memcmp(p, identity, len) != 0)) {
+        clash = 1;
+        snprintf(other, cap, "%.*s", (int)len, p);
+      }
+      p = nl ? nl + 1 : NULL;
+    }
+  }
+  stkr__buf_free(&resp);
+  return clash;
+}
+
+/* push.h */
+int stkr__schema_create(stkr__ch *ch, const stkr__push_opts *o) {
+  char **s = stkr__schema(o->ch.database, o->cluster);
+  int status = STKR_CLI_OK;
+  if (s == NULL)
+    return STKR_CLI_DATA_LOST;
+  if (stkr__ch_check(ch) != STKR_CH_OK) {
+    fprintf(stderr, "stackrec push: creating the schema: %s\n",
+            stkr__ch_error(ch));
+    stkr__schema_free(s);
+    return STKR_CLI_DATA_LOST;
+  }
+  for (size_t i = 0; s[i] != NULL; i++)
+    if (stkr__ch_query(ch, s[i], NULL) != STKR_CH_OK) {
+      fprintf(stderr, "stackrec push: creating the schema: %s\n",
+              stkr__ch_error(ch));
+      status = STKR_CLI_DATA_LOST;
+      break;
+    }
+  stkr__schema_free(s);
+  return status;
+}
+
+int stkr__schema_print(const stkr__push_opts *o) {
+  char **s = stkr__schema(o->ch.database, o->cluster);
+  if (s == NULL)
+    return STKR_CLI_DATA_LOST;
+  for (size_t i = 0; s[i] != NULL; i++)
+    printf("%s;\n", s[i]);
+  stkr__schema_free(s);
+  return stkr_cli_flush("push");
 }
