@@ -337,6 +337,7 @@ struct stkr_reader {
     ino_t ino;
     char *path;
     stkr__idmap unrec_pids; /* pid -> index in unrec, for this file */
+    uint64_t damaged; /* its data_lost warnings: the processes' marks_damaged */
   } *mdirs;
   size_t n_mdirs, cap_mdirs;
   const stkr__stream *ev_stream; /* the current event's stream and stack */

@@ -490,6 +490,15 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
   return 0;
 }
 
+/* Its directory's marks file's damage into every process of the
+ * directory read so far (stkr_process_info.marks_damaged). */
+static void stkr__marks_damage_to_streams(stkr_reader *r, dev_t dev,
+                                          ino_t ino, uint64_t damaged) {
+  for (size_t i = 0; damaged != 0 && i < r->n_streams; i++)
+    if (r->streams[i]->dir_dev == dev && r->streams[i]->dir_ino == ino)
+      r->streams[i]->info.marks_damaged = damaged;
+}
+
 int stkr__marks_load_dir(stkr_reader *r, const char *dir,
                          const struct stat *dst) {
   const char *owned_path = NULL;
@@ -497,12 +506,17 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
   struct stat fst;
   size_t len = 0, i;
   int fd, err = 0, rerr;
+  const uint64_t lost0 = r->counts.data_lost; /* this file's warnings: */
 
   if (r->no_marks)
     return 0;
   for (i = 0; i < r->n_mdirs; i++)
-    if (r->mdirs[i].dev == dst->st_dev && r->mdirs[i].ino == dst->st_ino)
-      return 0; /* this directory's file was read already */
+    if (r->mdirs[i].dev == dst->st_dev && r->mdirs[i].ino == dst->st_ino) {
+      /* Read already: a segment file of it added since gets its count. */
+      stkr__marks_damage_to_streams(r, dst->st_dev, dst->st_ino,
+                                    r->mdirs[i].damaged);
+      return 0;
+    }
   if (stkr__grow(&r->mdirs, &r->cap_mdirs, r->n_mdirs + 1,
                  sizeof *r->mdirs) != 0)
     return -ENOMEM;
@@ -519,7 +533,7 @@ int stkr__marks_load_dir(stkr_reader *r, const char *dir,
                "set with `stackrec mark` not read", strerror(-fd));
   if (fd < 0) {
     free(path);
-    return 0;
+    goto counted;
   }
   if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
     stkr__warn(r, STKR_WARN_IO, path, -1, 0, "not a regular file; ignored");
@@ -549,6 +563,13 @@ out:
   free(buf);
   close(fd);
   free(path);
+counted:
+  /* (mdirs may have moved: found again) */
+  for (i = 0; i < r->n_mdirs; i++)
+    if (r->mdirs[i].dev == dst->st_dev && r->mdirs[i].ino == dst->st_ino)
+      r->mdirs[i].damaged = r->counts.data_lost - lost0;
+  stkr__marks_damage_to_streams(r, dst->st_dev, dst->st_ino,
+                                r->counts.data_lost - lost0);
   return err;
 }
 

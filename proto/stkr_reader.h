@@ -407,6 +407,12 @@ typedef struct stkr_process_info {
    * possibly a reaper, or another process with that pid since: see the
    * schema). 0: not said. Since session 37. */
   uint32_t os_parent_pid;
+  /* Lines of its directory's marks file (`stackrec mark`, record's notes)
+   * that could not be read (damaged, malformed, past the limits; the file
+   * itself unreadable counts one): the same for every process of that
+   * directory, each also a warning. A mark there may be among them.
+   * Since session 39. */
+  uint64_t marks_damaged;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

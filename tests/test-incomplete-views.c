@@ -272,9 +272,29 @@ static void test_truncated_payload_in_html(void **state) {
   assert_non_null(strstr(cr_out, "abcdefgh<span class=\"trunc\""));
 }
 
+/* A damaged line of the marks file (a consent mark may have been it):
+ * report, its HTML page and compliance say so at the top, as verify does
+ * (QA, session 39: verify DAMAGED, the others clean). */
+static void test_damaged_marks_file(void **state) {
+  char d[4096];
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("views-marks"));
+  assert_int_equal(write_clean(d, 0, 5, 4242), 0);
+  assert_int_equal(tl_system("echo 'm1 garbage' >> '%s/stackrec.marks'", d),
+                   0);
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  (void)cr_run("report '%s'", d);
+  cr_assert_has(cr_out, "# INCOMPLETE: DAMAGED marks file: 1 line not read");
+  (void)cr_run("report --html /dev/stdout '%s'", d);
+  cr_assert_has(cr_out, "DAMAGED marks file: 1 line not read");
+  (void)cr_run("compliance '%s'", d);
+  cr_assert_has(cr_out, "DAMAGED marks file: 1 line not read");
+}
+
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
              test_info_json_counts_tombstones, test_compliance_of_no_process,
              test_compliance_of_a_capped_head, test_diff,
              test_unresolved_named,
              test_compliance, test_filtered_process_count,
-             test_truncated_payload_in_html)
+             test_truncated_payload_in_html, test_damaged_marks_file)

@@ -390,6 +390,7 @@ typedef struct inc_sums {
   uint64_t drops, unclean, live, missing, capdel, capdel_events, recreated;
   uint64_t empty, batches, unaccounted, damaged, bad, unreadable;
   uint64_t unresolved, cut, memory_rings, stacks_lost;
+  uint64_t marks; /* damaged lines of marks files (the largest: per dir) */
   size_t np;
   uint32_t first_pids[3];
 } inc_sums;
@@ -405,6 +406,9 @@ static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
                p->counters_overflow || p->accounting_mismatches ||
                p->unreadable_segments;
 
+    /* Its directory's, not its own: counted once, not per process. */
+    if (p->marks_damaged > t->marks)
+      t->marks = p->marks_damaged;
     if (!p->incomplete && !dmg)
       continue;
     np = ++t->np;
@@ -457,7 +461,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
   ring_sessions = stkr_cli_reader_rings_left(r, &ring_events);
   buf[0] = '\0';
   np = sum_incomplete(r, &t);
-  if (np == 0 && ring_sessions == 0 && unrec == 0 && running == 0)
+  if (np == 0 && ring_sessions == 0 && unrec == 0 && running == 0 &&
+      t.marks == 0)
     return 0;
   /* "0 of 14 processes" read as a contradiction when only the tree's
    * processes that recorded nothing made it incomplete (QA, session 31). */
@@ -491,6 +496,11 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
             t.unresolved == 1 ? "" : "s");
   if (t.bad)
     sum_add(&b, ")");
+  /* A mark lost with them (consent.granted) changes what the marks say
+   * (QA, session 39: verify DAMAGED, report and the HTML page clean). */
+  SUM_ITEM(t.marks, "DAMAGED marks file: %llu line%s not read (named on "
+           "stderr; a mark may be among them)", (unsigned long long)t.marks,
+           t.marks == 1 ? "" : "s");
   SUM_ITEM(t.drops, "%llu event%s dropped (%s)", (unsigned long long)t.drops,
            t.drops == 1 ? "" : "s",
            stkr_cli_drop_reasons(&t.sum, reasons, sizeof reasons));
