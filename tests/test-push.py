@@ -752,6 +752,13 @@ def usage_cases():
     check("push without --url: usage error 2", r.returncode == 2, r.stderr)
     r = stackrec("push", "--url", "http://127.0.0.1:1", "--recording", "", "x")
     check("push --recording '': usage error 2", r.returncode == 2, r.stderr)
+    # An empty recording is one: nothing to push, exit 0, no server asked
+    # (QA, session 39: "no recording found", exit 1).
+    empty = os.path.join(TMP, "empty-rec")
+    os.makedirs(empty, exist_ok=True)
+    r = stackrec("push", "--url", "http://127.0.0.1:1", empty)
+    check("push of an empty recording: exit 0, nothing to push",
+          r.returncode == 0 and "nothing to push" in r.stderr, r.stderr)
     r = stackrec("push", "--url", "ftp://x", "/nonexistent")
     check("push --url ftp: usage error 2", r.returncode == 2, r.stderr)
     r = stackrec("push", "--url", "http://127.0.0.1:1", "--chunk-events", "8388609", "x")

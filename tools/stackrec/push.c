@@ -71,6 +71,7 @@ typedef struct pass {
   const stkr__push_opts *o;
   stkr__ch *ch;
   unsigned missing;     /* STKR__ADDED_* columns the tables lack (older) */
+  bool dir_empty;       /* the input is an empty recording's directory */
   const char *dir;
   stkr_reader *r;
   stkr__dims *dims;     /* stacks, frames and names of this pass */
@@ -109,7 +110,8 @@ typedef struct pass {
 
 static void push_warn(void *arg, const stkr_warning *w) {
   pass *p = arg;
-  if (w->kind == STKR_WARN_LIVE_TAIL || w->kind == STKR_WARN_INCOMPLETE)
+  if (w->kind == STKR_WARN_LIVE_TAIL || w->kind == STKR_WARN_INCOMPLETE ||
+      (w->kind == STKR_WARN_NO_SEGMENTS && p->dir_empty)) /* one_pass says */
     return;
   /* Each attempt reads the recording again: say each warning once. */
   if (++p->warn_seen <= p->warned)
@@ -615,11 +617,23 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
     *status = STKR_CLI_DATA_LOST;
     return STKR_CH_LOCAL;
   }
+  p->dir_empty = stkr_cli_dir_empty(dir); /* before the reader's */
   if ((err = stkr_reader_add(p->r, dir)) != 0) {
     fprintf(stderr, "stackrec push: cannot open %s: %s\n", dir,
             err == -EINVAL ? "not a directory or regular file"
                            : strerror(-err));
     *status = err == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
+    return STKR_CH_OK;
+  }
+  /* An empty recording (a program that made no watched call) is one, as
+   * for every reader: nothing to push, exit 0 (QA, session 39: "no
+   * recording found", exit 1). */
+  if (p->dir_empty && stkr_reader_process_count(p->r) == 0 &&
+      stkr_reader_unrecorded_count(p->r) == 0) {
+    if (!p->o->quiet)
+      fprintf(stderr, "stackrec push: %s: an empty recording (no process "
+              "made a watched call): nothing to push\n", dir);
+    *status = STKR_CLI_OK;
     return STKR_CH_OK;
   }
   set_ids(p);
