@@ -697,6 +697,21 @@ bool stkr_recover_has_lock_file(const char *dir) {
   return lock_path(dir, path) && lstat(path, &st) == 0;
 }
 
+bool stkr_recover_record_running(const char *dir) {
+  char path[PATH_MAX];
+  bool held = false;
+  int fd;
+
+  /* Opened, never made: a reader leaves no file behind. */
+  if (!lock_path(dir, path) ||
+      (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    return false;
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0)
+    held = errno == EWOULDBLOCK;
+  close(fd); /* releases what we took */
+  return held;
+}
+
 int stkr_recover_remove_cache(const char *dir) {
   char path[PATH_MAX];
   struct dirent *e;

@@ -177,6 +177,10 @@ bool stkr_recover_is_cache_name(const char *name);
  * not record died with it)? */
 bool stkr_recover_has_lock_file(const char *dir);
 
+/* Is a `stackrec record` at work in dir now (its lock held)? Asked without
+ * making or changing any file. Where locks are not supported, false. */
+bool stkr_recover_record_running(const char *dir);
+
 /*
  * One ring file's records, for tools and fuzzing: parse `data` (`len`
  * bytes, a whole ring file) and call `rec` for each record at or after

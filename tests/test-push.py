@@ -459,8 +459,34 @@ def single_server(recs):
     kill_case(s, recs["big"])
     credentials_case(s, a)
     old_schema_case(s, a, b)
+    live_record_case(s)
     s.kill()
     return answers, before
+
+
+def live_record_case(s):
+    """A recording `stackrec record` is still writing is not pushed (its
+    stacks are named at record's end; QA, session 39: pushed mid-run, one
+    path came back as a raw-address row and a named one); once record has
+    ended, it is."""
+    d = os.path.join(TMP, "rec-live")
+    shutil.rmtree(d, ignore_errors=True)
+    env = dict(os.environ)
+    rt = sanitizer_runtime()
+    if rt:
+        env.update({"LD_PRELOAD": rt, "ASAN_OPTIONS": "detect_leaks=0"})
+    proc = subprocess.Popen(
+        [STACKREC, "record", "-q", "-o", d, "--", PY, "-c",
+         "import os, sys, time\nfor i in range(50): os.uname()\n"
+         "sys.stdout.write('go\\n'); sys.stdout.flush(); time.sleep(3)"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc.stdout.readline()  # the program runs: record holds its lock
+    r = push(s, "--device", "live", d)
+    check("live record: push refuses, exit 1, says why",
+          r.returncode == 1 and "is still writing it" in r.stderr, r.stderr)
+    proc.wait(timeout=60)
+    r = push(s, "--device", "live", d)
+    check("live record: pushed once record ended", r.returncode == 0, r.stderr)
 
 
 def old_schema_case(s, a, b):

@@ -33,6 +33,7 @@
 
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
+#include "proto/stkr_recover.h" /* stkr_recover_record_running */
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/push.h"
 
@@ -616,6 +617,17 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
       (err = stkr__dims_create(&p->dims)) != 0) {
     *status = STKR_CLI_DATA_LOST;
     return STKR_CH_LOCAL;
+  }
+  /* Under `record`, processes record PCs only and record names the
+   * stacks at its end: pushed now, its events would keep raw addresses
+   * for good, and the same path arrive twice (QA, session 39). */
+  if (stkr_recover_record_running(dir)) {
+    fprintf(stderr, "stackrec push: %s: `stackrec record` is still writing "
+            "it (it names the stacks at its end; pushed now they would keep "
+            "raw addresses): push it once record has ended; not pushed\n",
+            dir);
+    *status = STKR_CLI_DATA_LOST;
+    return STKR_CH_OK;
   }
   p->dir_empty = stkr_cli_dir_empty(dir); /* before the reader's */
   if ((err = stkr_reader_add(p->r, dir)) != 0) {

@@ -26,6 +26,8 @@ static const char push_help[] =
     "and pushes (docs/fleet.md).\n"
     "Each DIR is one recording. Pushing a recording again adds nothing;\n"
     "a push cut off (server gone) is retried and resumes where it stopped.\n"
+    "A recording `stackrec record` is still writing is not pushed (its\n"
+    "stacks are named at record's end); an empty one has nothing to push.\n"
     "\n"
     "Options:\n"
     "  --url URL          the server (no user:password@ in it)\n"
@@ -59,8 +61,10 @@ static const char push_help[] =
     "  -h, --help         this help\n"
     "\n"
     "Exit status: 0 every recording pushed and intact; 1 a server error,\n"
-    "retries exhausted, or input damaged (its intact batches are pushed,\n"
-    "the rest named on stderr); 2 usage; 3 an input cannot be opened.\n";
+    "retries exhausted, input damaged (its intact batches are pushed, the\n"
+    "rest named on stderr), or a recording record is still writing; 2\n"
+    "usage (also a --recording id another recording has); 3 an input\n"
+    "cannot be opened.\n";
 
 /* ---- options ---- */
 
