@@ -732,10 +732,15 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir,
       wait = o->retry_wait_ms;
     }
     if (failures++ >= o->retries) {
+      /* This push's, not the recording's: what earlier pushes put in was
+       * not asked of a server that did not answer (QA, session 39: "0
+       * events are in" with 886 stored). */
       fprintf(stderr,
-              "stackrec push: %s: giving up after %u attempts; %" PRIu64
-              " events are in, pushing again resumes there\n",
-              dir, failures, p.sent);
+              "stackrec push: %s: giving up after %u attempt%s; this push "
+              "sent %" PRIu64 " event%s, and pushing again resumes where the "
+              "server has them\n",
+              dir, failures, failures == 1 ? "" : "s", p.sent,
+              p.sent == 1 ? "" : "s");
       status = STKR_CLI_DATA_LOST;
       break;
     }
