@@ -39,9 +39,14 @@ static pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;
  * 39). Relaxed: only a hint of whom to let pass. */
 static _Atomic uint64_t g_exit_until_ns;
 
+/* The clock is read only when an exit waits: a program that forbade
+ * itself the TSC (PR_SET_TSC, PR_TSC_SIGSEGV; the vDSO's clock_gettime
+ * reads it) must never have it read for it (CI, session 39: SIGSEGV at
+ * its stkr_shutdown). */
 static bool exit_waiting(void) {
-  return stkr__clock_mono_ns() <
-         atomic_load_explicit(&g_exit_until_ns, memory_order_relaxed);
+  const uint64_t until =
+      atomic_load_explicit(&g_exit_until_ns, memory_order_relaxed);
+  return until != 0 && stkr__clock_mono_ns() < until;
 }
 
 static void let_exit_first(void) {
@@ -117,19 +122,23 @@ int stkr_shutdown_for_exit(void) {
   struct timespec ms = {0, 1000000};
   int tries = 0, err;
 
-  /* The tries' ~100 ms and some: nanosleep sleeps longer, not shorter. */
-  atomic_store_explicit(&g_exit_until_ns,
-                        stkr__clock_mono_ns() +
-                            (STKR__LIFE_EXIT_WAIT_MS + 50) * 1000000ull,
-                        memory_order_relaxed);
   while (pthread_mutex_trylock(&g_life_mu) != 0) {
+    /* Held: the others let us go first, until the tries' ~100 ms and
+     * some are over (nanosleep sleeps longer, not shorter). The clock
+     * only now (exit_waiting). */
+    if (tries == 0)
+      atomic_store_explicit(&g_exit_until_ns,
+                            stkr__clock_mono_ns() +
+                                (STKR__LIFE_EXIT_WAIT_MS + 50) * 1000000ull,
+                            memory_order_relaxed);
     if (++tries > STKR__LIFE_EXIT_WAIT_MS) {
       atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
       return -EBUSY;
     }
     nanosleep(&ms, NULL); /* async-signal-safe */
   }
-  atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
+  if (tries != 0)
+    atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
   err = stkr__life_shutdown_for_exit();
   pthread_mutex_unlock(&g_life_mu);
   return err;
