@@ -312,11 +312,12 @@ static void test_junit_noncharacters(void **state) {
   put_policy("xml.json",
              "{\"rules\": [{\"id\": \"x\", \"sites\": "
              "\"identifiers.uname\", \"description\": "
-             "\"a\\ufffeb\\uffffc\"}]}\n",
+             "\"a\\ufffeb\\uffffc\\u0001d\"}]}\n",
              path, sizeof path);
   assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s'",
                           path, g_sym), 1);
-  cr_assert_has(cr_out, "a&#xFFFD;b&#xFFFD;c");
+  /* ... and a control character as \xNN, as the text report shows it. */
+  cr_assert_has(cr_out, "a&#xFFFD;b&#xFFFD;c\\x01d");
   assert_int_equal(cr_run("compliance --format junit --policy '%s' '%s' | "
                           "/usr/bin/python3 -c 'import sys, "
                           "xml.etree.ElementTree as E; E.parse(sys.stdin)'",

@@ -105,16 +105,12 @@ static void put_html(FILE *out, const char *s) {
     case '\'': fputs("&#39;", out); i++; continue;
     default: break;
     }
-    if (c < 0x20 || c == 0x7F) {
-      /* Control characters are not allowed as text: show them as the
-       * replacement character rather than let the parser guess. */
-      fputs("&#xFFFD;", out);
-      i++;
-      continue;
-    }
-    k = utf8_len(p + i, n - i);
+    k = c < 0x20 || c == 0x7F ? 0 : utf8_len(p + i, n - i);
     if (k == 0) {
-      fprintf(out, "&#x%02X;", c);
+      /* A control character (not allowed as text) or a byte that is no
+       * UTF-8: \xNN, as the text report shows it (QA, session 39: two
+       * control bytes both read U+FFFD, and 0xff read as "ÿ"). */
+      fprintf(out, "\\x%02x", c);
       i++;
       continue;
     }
