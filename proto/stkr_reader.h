@@ -407,11 +407,11 @@ typedef struct stkr_process_info {
    * possibly a reaper, or another process with that pid since: see the
    * schema). 0: not said. Since session 37. */
   uint32_t os_parent_pid;
-  /* Lines of its directory's marks file (`stackrec mark`, record's notes)
-   * that could not be read (damaged, malformed, past the limits; the file
-   * itself unreadable counts one): the same for every process of that
-   * directory, each also a warning. A mark there may be among them.
-   * Since session 39. */
+  /* Problems reading its directory's marks file (`stackrec mark`,
+   * record's notes): a damaged or malformed line is one, and so is the
+   * file unreadable, or cut at a limit (the lines after it not read): the
+   * same for every process of that directory, each also a warning. A
+   * mark may be lost with them. Since session 39. */
   uint64_t marks_damaged;
 } stkr_process_info;
 

@@ -285,11 +285,19 @@ static void test_damaged_marks_file(void **state) {
                    0);
   assert_int_equal(cr_run("verify '%s'", d), 1);
   (void)cr_run("report '%s'", d);
-  cr_assert_has(cr_out, "# INCOMPLETE: DAMAGED marks file: 1 line not read");
+  cr_assert_has(cr_out, "# INCOMPLETE: DAMAGED marks file: 1 problem reading it");
   (void)cr_run("report --html /dev/stdout '%s'", d);
-  cr_assert_has(cr_out, "DAMAGED marks file: 1 line not read");
+  cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
   (void)cr_run("compliance '%s'", d);
-  cr_assert_has(cr_out, "DAMAGED marks file: 1 line not read");
+  cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
+  /* Two inputs, one damaged line each: two (review: the largest, one). */
+  char d2[4096];
+  snprintf(d2, sizeof d2, "%s", fx_tmpdir("views-marks2"));
+  assert_int_equal(write_clean(d2, 0, 5, 4343), 0);
+  assert_int_equal(tl_system("echo 'm1 junk' >> '%s/stackrec.marks'", d2),
+                   0);
+  (void)cr_run("report '%s' '%s'", d, d2);
+  cr_assert_has(cr_out, "DAMAGED marks file: 2 problems reading it");
 }
 
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,

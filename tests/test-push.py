@@ -522,11 +522,16 @@ def old_schema_case(s, a, b):
     # device's events went in as the first's, 3 000 of 8 000 lost, exit 0).
     r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d1", a)
     check("identity: first push under an id exits 0", r.returncode == 0, r.stderr)
+    before = s.count("SELECT count() FROM olddb.events")
     r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d2", b)
-    check("identity: another recording under that id is refused (2)",
-          r.returncode == 2 and "is another recording's already" in r.stderr, r.stderr)
-    r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d1", a)
-    check("identity: the same recording again is a re-push",
+    check("identity: another recording under that id is refused (2), nothing inserted",
+          r.returncode == 2 and "is another recording's already" in r.stderr and
+          s.count("SELECT count() FROM olddb.events") == before, r.stderr)
+    # Pushed again from another machine (another default device): the
+    # same recording (review, session 39: the pusher's host made it
+    # "another").
+    r = push(s, "--database", "olddb", "--recording", "nightly-42", "--device", "d9", a)
+    check("identity: the same recording again, from elsewhere, is a re-push",
           r.returncode == 0 and " 0 events pushed" in r.stderr, r.stderr)
     # No table at all (a new database, no --create-schema): the inserts
     # fail, and push says nothing of an older table (review, session 39).
@@ -776,8 +781,11 @@ def usage_cases():
           dict_diff(dict(enumerate(r.stdout.splitlines())), dict(enumerate(schema.splitlines()))))
     r = stackrec("push", "/nonexistent")
     check("push without --url: usage error 2", r.returncode == 2, r.stderr)
-    r = stackrec("push", "--url", "http://127.0.0.1:1", "--recording", "", "x")
-    check("push --recording '': usage error 2", r.returncode == 2, r.stderr)
+    for opt in ("--recording", "--device", "--build"):
+        r = stackrec("push", "--url", "http://127.0.0.1:1", opt, "", "x")
+        check("push %s '': usage error 2" % opt, r.returncode == 2, r.stderr)
+    r = stackrec("push", "--url", "http://127.0.0.1:1", "--recording", "r", "x", "y")
+    check("push --recording with two DIRs: usage error 2", r.returncode == 2, r.stderr)
     # An empty recording is one: nothing to push, exit 0, no server asked
     # (QA, session 39: "no recording found", exit 1).
     empty = os.path.join(TMP, "empty-rec")

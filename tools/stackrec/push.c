@@ -167,12 +167,20 @@ static void set_ids_from(pass *p, stkr_reader *r, size_t proc) {
     v[2] = pi->start_wall_ns;
     v[3] = pi->start_mono_ns;
   }
+  /* Its identity: its first process's session, whoever pushes it (a
+   * re-push from another machine is the same recording; review, session
+   * 39: the pusher's host name made it "another"). The default id hashes
+   * device and build too, as it always did. */
+  snprintf(p->identity, sizeof p->identity, "%016" PRIx64,
+           stkr_mix64(stkr_hash_bytes(STKR_HASH_SEED, v, sizeof v)));
   h = stkr_hash_bytes(h, p->device, strlen(p->device) + 1);
   h = stkr_hash_bytes(h, p->build, strlen(p->build) + 1);
   h = stkr_hash_bytes(h, v, sizeof v);
-  snprintf(p->identity, sizeof p->identity, "%016" PRIx64, stkr_mix64(h));
-  snprintf(p->recording, sizeof p->recording, "%s",
-           p->o->recording != NULL ? p->o->recording : p->identity);
+  if (p->o->recording != NULL)
+    snprintf(p->recording, sizeof p->recording, "%s", p->o->recording);
+  else
+    snprintf(p->recording, sizeof p->recording, "%016" PRIx64,
+             stkr_mix64(h));
   p->id.build = p->build;
   p->id.device = p->device;
   p->id.recording = p->recording;
@@ -542,22 +550,31 @@ static stkr__ch_fail send_chunks(pass *p) {
  * be taken for this one's, and this one's skipped as "already there" where
  * ordinals meet (QA, session 39: two devices' runs under one id, 3 000 of
  * 8 000 events lost, exit 0). Only asked when the id has ranges in and
- * the table has identities. @return whether it is refused (said). */
-static bool identity_clash(pass *p) {
+ * the table has identities. @return 0 go on; else the exit status, said
+ * (a clash: 2; the check failed: 1, not pushed unchecked). */
+static int identity_clash(pass *p) {
   char t[192], other[80];
+  int clash;
 
   if (p->o->recording == NULL || (p->missing & STKR__ADDED_IDENTITY) ||
-      (p->n_done == 0 && !p->summary_done) ||
-      stkr__schema_identity_clash(p->ch, table(p, "recordings", t, sizeof t),
-                                  p->recording, p->identity, other,
-                                  sizeof other) != 1)
-    return false;
+      (p->n_done == 0 && !p->summary_done))
+    return 0;
+  clash = stkr__schema_identity_clash(p->ch,
+                                      table(p, "recordings", t, sizeof t),
+                                      p->recording, p->identity, other,
+                                      sizeof other);
+  if (clash < 0) { /* not pushed unchecked: the check is the point */
+    fail_msg(p, "checking whose --recording id it is (not pushed)");
+    return STKR_CLI_DATA_LOST;
+  }
+  if (clash == 0)
+    return 0;
   fprintf(stderr, "stackrec push: %s: --recording %s is another "
           "recording's already (identity %s; this one's is %s, device %s): "
           "give each recording its own id, or none (the default is this "
           "identity); not pushed\n", p->dir, p->recording, other,
           p->identity, p->device);
-  return true;
+  return STKR_CLI_USAGE;
 }
 
 /* The recording's identity row, on its first push (a retry after a push
@@ -657,10 +674,8 @@ static stkr__ch_fail one_pass(pass *p, char *dir, int *status) {
     fail_msg(p, "reading what is pushed already");
     return f;
   }
-  if (identity_clash(p)) {
-    *status = STKR_CLI_USAGE;
+  if ((*status = identity_clash(p)) != 0)
     return STKR_CH_OK;
-  }
   if ((f = send_recording(p)) != STKR_CH_OK) {
     fail_msg(p, "inserting the recording");
     return f;
@@ -749,7 +764,8 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir,
     usleep(wait * 1000u);
     wait = wait >= 5000 ? 10000 : wait * 2;
   }
-  if (!o->quiet && (status == STKR_CLI_OK || p.sent > 0)) {
+  /* (Not for an empty recording: no identity, nothing to say; review.) */
+  if (!o->quiet && p.have_id && (status == STKR_CLI_OK || p.sent > 0)) {
     /* Already there: what the last pass skipped, less what this push's
      * earlier passes sent (QA: after retries a 3 M recording said "3000000
      * pushed, 1600000 already there"). Marks are not events. */

@@ -262,6 +262,14 @@ int stkr__push_args(int argc, char **argv, stkr__push_opts *o, char *pw,
       (o->build != NULL && o->build[0] == '\0'))
     return stkr_cli_usage_error("push", "--recording, --device and --build "
                                 "take a non-empty value");
+  /* One id names one recording (a second DIR would be refused as
+   * another's only after the first went in), and is kept whole. */
+  if (o->recording != NULL && argc - optind > 1)
+    return stkr_cli_usage_error("push", "--recording names one recording: "
+                                "give one DIR with it");
+  if (o->recording != NULL && strlen(o->recording) > 79)
+    return stkr_cli_usage_error("push", "--recording takes at most 79 "
+                                "bytes");
   if ((st = read_password(pwfile, pw, pw_len, &o->ch.password)) != 0)
     return st;
   if (o->ch.password != NULL && o->ch.user == NULL)

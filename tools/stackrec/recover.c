@@ -48,22 +48,6 @@ static const char usage[] =
     "ring files wait for recovery; 1 a process's events could not be written\n"
     "out, or ring records were damaged; 2 usage; 3 a DIR cannot be opened.\n";
 
-/* Does a `record` hold dir now (its lock, record.lock)? Asked without
- * making or changing anything: a dry run's question. */
-static bool record_holds(const char *dir) {
-  char path[PATH_MAX];
-  bool held = false;
-  int fd;
-
-  if ((size_t)snprintf(path, sizeof path, "%s/.stackrec-cache/record.lock",
-                       dir) >= sizeof path)
-    return true; /* not known: as if held */
-  if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-    return false; /* no lock file: no record (it makes one) */
-  held = flock(fd, LOCK_SH | LOCK_NB) != 0;
-  close(fd);
-  return held;
-}
 
 /* What a `record` killed at its end leaves beside the recording: the
  * temporary files of its in-place symbolization (each a whole copy of a
@@ -80,7 +64,9 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   DIR *d;
 
   *bytes = 0;
-  if ((dry ? record_holds(dir) : lock < 0) || (d = opendir(dir)) == NULL) {
+  /* A dry run asks without making or changing anything. */
+  if ((dry ? stkr_recover_record_running(dir) : lock < 0) ||
+      (d = opendir(dir)) == NULL) {
     stkr_recover_unlock_dir(dir, lock);
     return 0;
   }

@@ -390,14 +390,25 @@ typedef struct inc_sums {
   uint64_t drops, unclean, live, missing, capdel, capdel_events, recreated;
   uint64_t empty, batches, unaccounted, damaged, bad, unreadable;
   uint64_t unresolved, cut, memory_rings, stacks_lost;
-  uint64_t marks; /* damaged lines of marks files (the largest: per dir) */
+  uint64_t marks; /* marks files' problems, each directory's once */
   size_t np;
   uint32_t first_pids[3];
 } inc_sums;
 
+/* Was dir among seen[0..*n) (else added, while there is room: past it,
+ * each is new)? */
+#define DIRS_SEEN 64
+static bool dir_seen(const char **seen, size_t *n, const char *dir) {
+  for (size_t k = 0; dir != NULL && k < *n; k++)
+    if (strcmp(seen[k], dir) == 0) return true;
+  if (dir != NULL && *n < DIRS_SEEN) seen[(*n)++] = dir;
+  return false;
+}
+
 /* @return how many processes were summed into *t. */
 static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
-  size_t i, np, n = stkr_reader_process_count(r);
+  size_t i, np, n = stkr_reader_process_count(r), n_seen = 0;
+  const char *seen[DIRS_SEEN];
 
   memset(t, 0, sizeof *t);
   for (i = 0; i < n; i++) {
@@ -406,9 +417,10 @@ static size_t sum_incomplete(const stkr_reader *r, inc_sums *t) {
                p->counters_overflow || p->accounting_mismatches ||
                p->unreadable_segments;
 
-    /* Its directory's, not its own: counted once, not per process. */
-    if (p->marks_damaged > t->marks)
-      t->marks = p->marks_damaged;
+    /* Its directory's, not its own: counted once per directory (review,
+     * session 39: the largest of two inputs' said one). */
+    if (p->marks_damaged && !dir_seen(seen, &n_seen, p->dir))
+      t->marks += p->marks_damaged;
     if (!p->incomplete && !dmg)
       continue;
     np = ++t->np;
@@ -498,8 +510,8 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
     sum_add(&b, ")");
   /* A mark lost with them (consent.granted) changes what the marks say
    * (QA, session 39: verify DAMAGED, report and the HTML page clean). */
-  SUM_ITEM(t.marks, "DAMAGED marks file: %llu line%s not read (named on "
-           "stderr; a mark may be among them)", (unsigned long long)t.marks,
+  SUM_ITEM(t.marks, "DAMAGED marks file: %llu problem%s reading it (named "
+           "on stderr; a mark may be lost)", (unsigned long long)t.marks,
            t.marks == 1 ? "" : "s");
   SUM_ITEM(t.drops, "%llu event%s dropped (%s)", (unsigned long long)t.drops,
            t.drops == 1 ? "" : "s",
