@@ -78,8 +78,7 @@ typedef struct pass {
   stkr__dims *dims;     /* stacks, frames and names of this pass */
   uint64_t rec;         /* stkr__rec_id(recording) */
   stkr__push_ids id;
-  char build[160], device[160], recording[80];
-  char identity[17];    /* the default recording id: this content's hash */
+  stkr__push_names nm;  /* build, device, recording id, identity */
   bool have_id;
   range *done;          /* committed ranges, sorted by (pid, first) */
   size_t n_done, cap_done;
@@ -142,49 +141,11 @@ static const char *table(const pass *p, const char *t, char *buf,
 /* From process proc of reader r (NULL: nothing known), whose first batch
  * r has read. */
 static void set_ids_from(pass *p, stkr_reader *r, size_t proc) {
-  const stkr_process_info *pi = r ? stkr_reader_process(r, proc) : NULL;
-  const stkr_image_info *im;
-  size_t n = 0;
-  uint64_t h = STKR_HASH_SEED, v[4] = {0};
-
-  if (p->o->build != NULL) {
-    snprintf(p->build, sizeof p->build, "%s", p->o->build);
-  } else if (pi != NULL && stkr_reader_images(r, proc, &im, &n) == 0 &&
-             n > 0 && im[0].build_id_len > 0) {
-    size_t k, l = im[0].build_id_len > 64 ? 64 : im[0].build_id_len;
-    for (k = 0; k < l; k++)
-      snprintf(p->build + 2 * k, 3, "%02x", im[0].build_id[k]);
-  } else {
-    snprintf(p->build, sizeof p->build, "unknown");
-  }
-  if (p->o->device != NULL)
-    snprintf(p->device, sizeof p->device, "%s", p->o->device);
-  else if (gethostname(p->device, sizeof p->device - 1) != 0)
-    snprintf(p->device, sizeof p->device, "unknown");
-  if (pi != NULL) {
-    v[0] = pi->pid;
-    v[1] = pi->session_id;
-    v[2] = pi->start_wall_ns;
-    v[3] = pi->start_mono_ns;
-  }
-  /* Its identity: its first process's session, whoever pushes it (a
-   * re-push from another machine is the same recording; review, session
-   * 39: the pusher's host name made it "another"). The default id hashes
-   * device and build too, as it always did. */
-  snprintf(p->identity, sizeof p->identity, "%016" PRIx64,
-           stkr_mix64(stkr_hash_bytes(STKR_HASH_SEED, v, sizeof v)));
-  h = stkr_hash_bytes(h, p->device, strlen(p->device) + 1);
-  h = stkr_hash_bytes(h, p->build, strlen(p->build) + 1);
-  h = stkr_hash_bytes(h, v, sizeof v);
-  if (p->o->recording != NULL)
-    snprintf(p->recording, sizeof p->recording, "%s", p->o->recording);
-  else
-    snprintf(p->recording, sizeof p->recording, "%016" PRIx64,
-             stkr_mix64(h));
-  p->id.build = p->build;
-  p->id.device = p->device;
-  p->id.recording = p->recording;
-  p->rec = stkr__rec_id(p->recording);
+  stkr__push_names_of(p->o, r, proc, &p->nm);
+  p->id.build = p->nm.build;
+  p->id.device = p->nm.device;
+  p->id.recording = p->nm.recording;
+  p->rec = stkr__rec_id(p->nm.recording);
   p->have_id = true;
 }
 
@@ -224,7 +185,7 @@ static stkr__ch_fail load_done(pass *p) {
   const char *s;
 
   /* The recording id is hex or the user's: quote it as a literal. */
-  stkr__sql_quote(lit, sizeof lit, p->recording);
+  stkr__sql_quote(lit, sizeof lit, p->nm.recording);
   snprintf(sql, sizeof sql,
            "SELECT pid, first, last FROM %s WHERE recording = '%s' ORDER BY "
            "pid, first FORMAT TabSeparated", table(p, "pushes", t, sizeof t),
@@ -440,7 +401,7 @@ static stkr__ch_fail insert_ranges(pass *p, const range *rg, size_t n) {
   stkr__ch_fail f;
   int e = 0;
   for (size_t i = 0; i < n; i++) {
-    e |= stkr__rb_str(&b, p->recording);
+    e |= stkr__rb_str(&b, p->nm.recording);
     e |= stkr__rb_u32(&b, rg[i].pid);
     e |= stkr__rb_u64(&b, rg[i].first);
     e |= stkr__rb_u64(&b, rg[i].last);
@@ -561,7 +522,7 @@ static int identity_clash(pass *p) {
     return 0;
   clash = stkr__schema_identity_clash(p->ch,
                                       table(p, "recordings", t, sizeof t),
-                                      p->recording, p->identity, other,
+                                      p->nm.recording, p->nm.identity, other,
                                       sizeof other);
   if (clash < 0) { /* not pushed unchecked: the check is the point */
     fail_msg(p, "checking whose --recording id it is (not pushed)");
@@ -572,8 +533,8 @@ static int identity_clash(pass *p) {
   fprintf(stderr, "stackrec push: %s: --recording %s is another "
           "recording's already (identity %s; this one's is %s, device %s): "
           "give each recording its own id, or none (the default is this "
-          "identity); not pushed\n", p->dir, p->recording, other,
-          p->identity, p->device);
+          "identity); not pushed\n", p->dir, p->nm.recording, other,
+          p->nm.identity, p->nm.device);
   return STKR_CLI_USAGE;
 }
 
@@ -585,9 +546,9 @@ static stkr__ch_fail send_recording(pass *p) {
   if (p->n_done > 0 || p->summary_done)
     return STKR_CH_OK;
   const bool v1 = (p->missing & STKR__ADDED_IDENTITY) != 0;
-  if (stkr__rb_u64(&b, p->rec) == 0 && stkr__rb_str(&b, p->recording) == 0 &&
-      stkr__rb_str(&b, p->build) == 0 && stkr__rb_str(&b, p->device) == 0 &&
-      (v1 || stkr__rb_str(&b, p->identity) == 0))
+  if (stkr__rb_u64(&b, p->rec) == 0 && stkr__rb_str(&b, p->nm.recording) == 0 &&
+      stkr__rb_str(&b, p->nm.build) == 0 && stkr__rb_str(&b, p->nm.device) == 0 &&
+      (v1 || stkr__rb_str(&b, p->nm.identity) == 0))
     f = insert_mem(p, "recordings",
                    v1 ? stkr__cols_recordings_v1 : stkr__cols_recordings, &b);
   stkr__buf_free(&b);
@@ -777,7 +738,7 @@ static int push_dir(const stkr__push_opts *o, stkr__ch *ch, char *dir,
     fprintf(stderr,
             "stackrec push: %s: recording %s (device %s, build %s): %" PRIu64
             " events pushed, %" PRIu64 " already there",
-            dir, p.recording, p.device, p.build, p.sent, there);
+            dir, p.nm.recording, p.nm.device, p.nm.build, p.sent, there);
     if (p.sent_marks || p.skipped_marks)
       fprintf(stderr, "; marks: %" PRIu64 " pushed, %" PRIu64
               " already there", p.sent_marks, marks_there);

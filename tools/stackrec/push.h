@@ -146,6 +146,19 @@ extern const size_t stkr__n_added_columns;
 
 /* ---- content hashes and dimension rows (push_rows.c) ---- */
 
+/* What names a recording in the tables (push_rows.c): --build, else the
+ * hex build-id of the first image of process proc (the main executable);
+ * --device, else the host name; --recording, else a hash of device,
+ * build and that process's pid, session and start times; and its
+ * identity, the hash of those four alone (recordings.identity: the same
+ * whoever pushes it). r NULL: nothing read ("unknown"). */
+struct stkr__push_opts; /* below */
+typedef struct stkr__push_names {
+  char build[160], device[160], recording[80], identity[17];
+} stkr__push_names;
+void stkr__push_names_of(const struct stkr__push_opts *o, const stkr_reader *r,
+                         size_t proc, stkr__push_names *out);
+
 /* Identity of what one recording pushes, fixed per recording. */
 typedef struct stkr__push_ids {
   const char *build, *device, *recording;

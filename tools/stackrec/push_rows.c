@@ -15,9 +15,11 @@
  * one process.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/stkr_grow.h"
 #include "common/stkr_hash.h"
@@ -400,4 +402,47 @@ int stkr__rows_summary(const stkr_reader *r, const stkr__push_ids *id,
       return err;
   }
   return 0;
+}
+
+void stkr__push_names_of(const struct stkr__push_opts *o, const stkr_reader *r,
+                         size_t proc, stkr__push_names *out) {
+  const stkr_process_info *pi = r ? stkr_reader_process(r, proc) : NULL;
+  const stkr_image_info *im;
+  size_t n = 0;
+  uint64_t h = STKR_HASH_SEED, v[4] = {0};
+
+  if (o->build != NULL) {
+    snprintf(out->build, sizeof out->build, "%s", o->build);
+  } else if (pi != NULL && stkr_reader_images(r, proc, &im, &n) == 0 &&
+             n > 0 && im[0].build_id_len > 0) {
+    size_t k, l = im[0].build_id_len > 64 ? 64 : im[0].build_id_len;
+    for (k = 0; k < l; k++)
+      snprintf(out->build + 2 * k, 3, "%02x", im[0].build_id[k]);
+  } else {
+    snprintf(out->build, sizeof out->build, "unknown");
+  }
+  if (o->device != NULL)
+    snprintf(out->device, sizeof out->device, "%s", o->device);
+  else if (gethostname(out->device, sizeof out->device - 1) != 0)
+    snprintf(out->device, sizeof out->device, "unknown");
+  if (pi != NULL) {
+    v[0] = pi->pid;
+    v[1] = pi->session_id;
+    v[2] = pi->start_wall_ns;
+    v[3] = pi->start_mono_ns;
+  }
+  /* Its identity: its first process's session, whoever pushes it (a
+   * re-push from another machine is the same recording; review, session
+   * 39: the pusher's host name made it "another"). The default id hashes
+   * device and build too, as it always did. */
+  snprintf(out->identity, sizeof out->identity, "%016" PRIx64,
+           stkr_mix64(stkr_hash_bytes(STKR_HASH_SEED, v, sizeof v)));
+  h = stkr_hash_bytes(h, out->device, strlen(out->device) + 1);
+  h = stkr_hash_bytes(h, out->build, strlen(out->build) + 1);
+  h = stkr_hash_bytes(h, v, sizeof v);
+  if (o->recording != NULL)
+    snprintf(out->recording, sizeof out->recording, "%s", o->recording);
+  else
+    snprintf(out->recording, sizeof out->recording, "%016" PRIx64,
+             stkr_mix64(h));
 }
