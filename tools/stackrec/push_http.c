@@ -393,6 +393,10 @@ stkr__ch_fail stkr__ch_insert(stkr__ch *c, const char *table,
   k_curl.easy_setopt(c->curl, CURLOPT_POST, 1L);
   k_curl.easy_setopt(c->curl, CURLOPT_READFUNCTION, on_read);
   k_curl.easy_setopt(c->curl, CURLOPT_READDATA, c);
+  /* A streamed body cannot be sent twice: a pooled connection the server
+   * closed (a restart) made libcurl resend on a new one and fail ("data
+   * rewind wasn't possible"), a push retry each (QA, session 39). */
+  k_curl.easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, 1L);
   k_curl.easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdr);
   rc = k_curl.easy_perform(c->curl);
   f = finish(c, rc, &resp);
