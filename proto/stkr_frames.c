@@ -142,8 +142,9 @@ static int stkr__dbuf_reserve(stkr_fmt_buf *b, size_t cap) {
 /* Skip a skippable frame (zstd lets other tools interleave these). One
  * that is a lost marker (stkr_fmt_lost_marker) stands for a batch that
  * `merge` could not copy (damaged in its input; `symbolize -o` copies a
- * damaged batch's bytes as they are): the loss stays damage in the copy (QA, session 39: a merged recording of a
- * damaged one verified "intact, incomplete"). */
+ * damaged batch's bytes as they are): the loss stays damage in the copy
+ * (QA, session 39: a merged recording of a damaged one verified "intact,
+ * incomplete"). */
 static stkr__fres stkr__skip_skippable(stkr__input *in) {
   uint64_t end;
   uint32_t size;

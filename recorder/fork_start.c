@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
+#include <time.h> /* nanosleep */
 
 #include "recorder/stkr_internal.h"
 
@@ -32,14 +32,8 @@ static __thread bool tl_starting __attribute__((tls_model("initial-exec")));
  * a second (review, session 39). */
 static _Atomic uint64_t g_deadline_ns;
 
-static uint64_t mono_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void stkr__start_begin(void) {
-  const uint64_t now = mono_now_ns();
+  const uint64_t now = stkr__clock_mono_ns();
   uint64_t old = atomic_load_explicit(&g_deadline_ns, memory_order_relaxed);
 
   tl_starting = true;
@@ -67,7 +61,7 @@ int stkr__start_wait(_Atomic int *state, int starting) {
     return starting; /* a handler of the starting thread */
   for (;;) {
     now = atomic_load_explicit(state, memory_order_acquire);
-    if (now != starting || mono_now_ns() >= deadline)
+    if (now != starting || stkr__clock_mono_ns() >= deadline)
       return now;
     nanosleep(&nap, NULL);
   }

@@ -274,10 +274,9 @@ STKR_API const char *stkr_version_string(void);
  * notes) is said in lines "stackrec: ..." on descriptor 2, at most one
  * of a kind a minute (a bad field or variable, a directory or file it
  * cannot make, and a process that records nothing are always said), and
- * only while descriptor 2 is still the
- * file it was at stkr_init() (a program that reopened it never finds them
- * in its own file); never on stdout. Under `stackrec record` they go to
- * record's summary instead.
+ * only while descriptor 2 is still the file it was at stkr_init() (a
+ * program that reopened it never finds them in its own file); never on
+ * stdout. Under `stackrec record` they go to record's summary instead.
  * @return 0, -EALREADY if already recording, -EINVAL for a bad field or
  *         environment value (or a cfg->size below the 0.3 layout), -E2BIG
  *         when cfg->size is larger than this library's stkr_config and a
