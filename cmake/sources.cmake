@@ -215,6 +215,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/strtab.c
   tools/stackrec/symbolize.c
   tools/stackrec/symbolize_canon.c
+  tools/stackrec/symbolize_cmd.c
   tools/stackrec/symbolize_mixed.c
   tools/stackrec/symcache.c
   tools/stackrec/timeline.c

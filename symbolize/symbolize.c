@@ -326,6 +326,10 @@ uint64_t stkr__symc_resolved(const stkr__symc *c) { return c->resolved; }
 uint64_t stkr__symc_named(const stkr__symc *c) { return c->named; }
 uint64_t stkr__symc_frames(const stkr__symc *c) { return c->n_frames; }
 
+bool stkr__symc_frame_named(const stkr__symc *c, uint32_t id) {
+  return id >= 1 && id <= c->n_frames && fr_get(c, id)->function != 0;
+}
+
 /* ---- resolving ----------------------------------------------------------- */
 
 /* Number the frames of `pc` (resolving it), filling *e. 0 or -ENOMEM. */

@@ -305,6 +305,9 @@ uint64_t stkr__symc_resolved(const stkr__symc *c);
 uint64_t stkr__symc_named(const stkr__symc *c);
 /* Distinct frames numbered so far. */
 uint64_t stkr__symc_frames(const stkr__symc *c);
+/* Does frame `id` (of stkr__symc_stack) name its function? (false for
+ * image+offset, and for an id the cache never gave) */
+bool stkr__symc_frame_named(const stkr__symc *c, uint32_t id);
 
 /* PCs resolved by every cache of this process, ever (relaxed counter; the
  * worker's stkr_flush() barrier makes it exact for tests). */

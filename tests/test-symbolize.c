@@ -300,11 +300,14 @@ static void test_offline_then_symbolize(void **state) {
   check_no_frames(dir);
 }
 
-static void test_stripped_debug_by_build_id(void **state) {
-  char app[4200], dbg[4200], dir[4200], out[4200], bid[128];
-  (void)state;
-  mkpath(app, sizeof app, "stripped-app");
-  mkpath(dbg, sizeof dbg, "dbg");
+/* A stripped copy of the fixture at g_tmp/stripped-app (app), whose
+ * debug file only g_tmp/dbg/.build-id has (dbg); made once. */
+static void stripped_app(char *app, size_t app_cap, char *dbg,
+                         size_t dbg_cap) {
+  char bid[128];
+  mkpath(app, app_cap, "stripped-app");
+  mkpath(dbg, dbg_cap, "dbg");
+  if (access(app, X_OK) == 0) return;
   assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s' && "
                       "objcopy --only-keep-debug '%s' '%s.debug' && "
                       "strip --strip-all '%s'",
@@ -317,7 +320,12 @@ static void test_stripped_debug_by_build_id(void **state) {
   assert_int_equal(sh("mkdir -p '%s/.build-id/%.2s' && mv '%s.debug' "
                       "'%s/.build-id/%.2s/%s.debug'",
                       dbg, bid, app, dbg, bid, bid + 2), 0);
+}
 
+static void test_stripped_debug_by_build_id(void **state) {
+  char app[4200], dbg[4200], dir[4200], out[4200];
+  (void)state;
+  stripped_app(app, sizeof app, dbg, sizeof dbg);
   mkpath(dir, sizeof dir, "stripped");
   run_fixture(app, "STACKREC_SYMBOLIZE=offline", dir);
   /* Without the debug dir: image+offset only, and a note saying so. */
@@ -689,6 +697,63 @@ static void test_dump_frames_and_app_only(void **state) {
   }
 }
 
+/* An app recorded in-process without its symbols (a stripped release
+ * build): its frames were written image+offset, and `symbolize
+ * --debug-dir` with its debug file names them (QA, session 39: such
+ * files were copied as they were, their frames image+offset for good). */
+static void test_inproc_stripped_named_later(void **state) {
+  char app[4200], dbg[4200], dir[4200], out[4200];
+  (void)state;
+  stripped_app(app, sizeof app, dbg, sizeof dbg);
+  mkpath(dir, sizeof dir, "stripped-inproc");
+  run_fixture(app, "STACKREC_SYMCACHE=none", dir);
+  check_recording(dir, "stripped-app", false, NULL);
+  mkpath(out, sizeof out, "stripped-inproc-named");
+  assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
+                      dbg, out, dir), 0);
+  assert_non_null(strstr(g_out, "the recording had left image+offset were "
+                                "named now"));
+  check_recording(out, "stripped-app", true, NULL);
+  assert_int_equal(sh("'%s' verify '%s'", g_tool, out), 0);
+  assert_string_equal(g_err, "");
+}
+
+/* The ids a second run adds go above the first run's: a stripped app's
+ * late plugin stack, resolved by a first `symbolize` (no debug dir, ids
+ * moved up), then the app's frames by a second one (with it). Had both
+ * runs taken the same ids, the reader (a session's first definition of
+ * an id wins) would name the plugin's frame after one of the app's. */
+static void test_second_run_ids_above_the_first(void **state) {
+  char app[4200], dbg[4200], dir[4200], out1[4200], out2[4200], env[8400];
+  char fn[256];
+  (void)state;
+  stripped_app(app, sizeof app, dbg, sizeof dbg);
+  mkpath(dir, sizeof dir, "stripped-late");
+  mkpath(out1, sizeof out1, "stripped-late-1");
+  mkpath(out2, sizeof out2, "stripped-late-2");
+  snprintf(env, sizeof env, "STACKREC_FLUSH_MS=60000 STACKREC_SEGMENT_BYTES=1K "
+           "STACKREC_SYMCACHE=none SYMFIXTURE_LATE='%s'", g_plugin);
+  run_fixture(app, env, dir);
+  late_function(dir, "sym.plugin", fn, sizeof fn);
+  assert_string_equal(fn, "");
+  assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out1, dir), 0);
+  assert_non_null(strstr(g_out, "only those were resolved"));
+  assert_null(strstr(g_out, "named now")); /* no debug file: none named */
+  assert_int_equal(sh("'%s' dump --frames '%s' | grep -c '^    plugin_entry '",
+                      g_tool, out1), 0);
+  assert_int_equal(atoi(g_out), 1); /* the plugin's frame; plugin_cb (the
+                                       app's) is image+offset still */
+  assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
+                      dbg, out2, out1), 0);
+  assert_non_null(strstr(g_out, "named now"));
+  check_plugin(out2, false);
+  assert_int_equal(sh("'%s' verify '%s' && '%s' dump --frames '%s' | "
+                      "grep -c '^    inlined_helper '", g_tool, out2, g_tool,
+                      out2), 0);
+  assert_int_equal(atoi(g_out), 1001);
+  assert_string_equal(g_err, "");
+}
+
 TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_inproc_segments_self_contained, test_offline_then_symbolize,
              test_stripped_debug_by_build_id, test_inproc_symcache,
@@ -698,4 +763,6 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_unreadable_segment_marked_lost,
              test_fifo_debuglink, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths,
-             test_stacks_first_seen_at_the_end)
+             test_stacks_first_seen_at_the_end,
+             test_inproc_stripped_named_later,
+             test_second_run_ids_above_the_first)

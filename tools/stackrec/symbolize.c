@@ -1,8 +1,10 @@
 /*
- * symbolize.c: `stackrec symbolize`: resolve a recording made in offline
- * (or none) mode after the fact, with the binaries and debug files matched
- * by build-id, and write it again with frames (same format, same file
- * names, in another directory).
+ * symbolize.c: the run of `stackrec symbolize` (its command:
+ * symbolize_cmd.c): resolve a recording made in offline (or none) mode
+ * after the fact, with the binaries and debug files matched by build-id,
+ * and write it again with frames (same format, same file names, in
+ * another directory). Frames a recording already has as image+offset are
+ * resolved again (symbolize_mixed.h).
  *
  * Each segment file is rewritten batch by batch: the batch is decoded,
  * every StackDef gets its frames (StackDef.frames) and the StringDefs and
@@ -23,7 +25,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,89 +45,12 @@
 #include "tools/stackrec/json.h" /* stkr_text_file_read */
 #include "tools/stackrec/symbolize_canon.h"
 #include "tools/stackrec/symbolize_mixed.h"
+#include "tools/stackrec/symbolize_run.h"
 #include "tools/stackrec/symcache_dir.h"
 
-static const char symbolize_help[] =
-    "Usage: stackrec symbolize [--debug-dir PATH]... [--symcache DIR] [-o OUT]\n"
-    "                          DIR\n"
-    "\n"
-    "Resolve the PCs of a recording made with STACKREC_SYMBOLIZE=offline (or\n"
-    "none) into frames: function, file:line and inlined calls, as an inproc\n"
-    "recording has them. Writes a symbolized copy of every segment file of\n"
-    "DIR into OUT (default: DIR-symbolized), same names, same format; DIR is\n"
-    "not changed. Read OUT with 'stackrec dump --frames' or '--json'.\n"
-    "\n"
-    "Each image of the recording is looked up by its build-id, in order:\n"
-    "  PATH/.build-id/xx/yyyy and PATH/.build-id/xx/yyyy.debug, then\n"
-    "  PATH/<file name of the image>, for every --debug-dir PATH; then the\n"
-    "  image's recorded path. A file is used only if its build-id matches\n"
-    "  the recorded one. Separate debug info is then found by build-id\n"
-    "  (PATH/.build-id, /usr/lib/debug/.build-id) or .gnu_debuglink.\n"
-    "Images recorded on Apple platforms (build-id = the Mach-O LC_UUID) are\n"
-    "looked up by UUID among the Mach-O files under every --debug-dir PATH:\n"
-    "dSYM bundles (X.dSYM/Contents/Resources/DWARF/X), .xcarchive/dSYMs,\n"
-    "loose and universal binaries (the slice with that UUID); a dSYM gives\n"
-    "function, file:line and inlined calls, a binary its symbol table's\n"
-    "names. A PC is looked up at PC - 1 - load address + __TEXT vmaddr.\n"
-    "An image with no matching file keeps image+offset frames (never a\n"
-    "guessed name) and is named in a warning on stderr (\"UUID mismatch\"\n"
-    "when a file of its name has another UUID). Swift names are demangled\n"
-    "with the Swift runtime (STACKREC_SWIFT_RUNTIME=/path/libswiftCore.so,\n"
-    "else /opt/swift/usr/lib/swift/linux); without it they stay mangled\n"
-    "and a note says so.\n"
-    "\n"
-    "Options:\n"
-    "  -d, --debug-dir PATH  also search PATH (repeatable)\n"
-    "  --symcache CDIR       an ELF image whose build-id has a symbol cache\n"
-    "                        CDIR/<build-id>.stkrsym (stackrec symcache\n"
-    "                        build, stackrec snapshot) is answered from it,\n"
-    "                        its DWARF not read (the same answers)\n"
-    "  -o, --output OUT      output directory (created; must not hold\n"
-    "                        segment files already)\n"
-    "  -h, --help            this help\n"
-    "\n";
-
-#define MAX_DIRS 64
-
-typedef struct segf {
-  char *name;
-  uint32_t pid, seq;
-  bool waited; /* in place: its writer was running (run_segments) */
-} segf;
-
-typedef struct sym_run {
-  bool quiet; /* record -q: warnings (an image without symbols) unsaid */
-  /* In place: the processes of the recorded tree still running (record's
-   * list), whose files may still grow. */
-  const uint32_t *running;
-  size_t n_running;
-  stkr__symc *c;
-  ZSTD_DCtx *dctx;
-  stkr_fmt_pballoc pballoc; /* bounds what decoding one batch may take */
-  ZSTD_CCtx *cctx;
-  stkr_fmt_buf out;
-  uint8_t *dbuf;
-  size_t dbuf_cap;
-  uint32_t epoch;
-  uint64_t files, batches, stacks, damaged, copied_files, live_files;
-  uint32_t live_pid; /* the writer of the first file left (in place) */
-  int status;
-  bool in_place;  /* rewrite each file where it is (stackrec record) */
-  bool new_proc;  /* no image list seen yet for the current process */
-  uint64_t session_id; /* of the last Header read */
-  const char *cmd; /* "symbolize" or "record": prefix of messages */
-  const char *symcache_dir; /* --symcache, or NULL */
-  stkr__symbe *be; /* the backend, owned by c (stkr__symc_create) */
-  char **pending;  /* in place: names whose ".NAME.tmp" awaits its rename */
-  size_t n_pending, cap_pending;
-  stkr__canon canon; /* one image list for every process */
-  bool mixed; /* the file has frames: only its bare stacks are resolved,
-                 their definitions moved (symbolize_mixed.h) */
-  uint64_t mixed_files;
-} sym_run;
 
 static void warn_cb(void *arg, const char *why) {
-  const sym_run *run = arg;
+  const stkr__sym_run *run = arg;
   if (run->quiet)
     return;
   fflush(stdout);
@@ -134,7 +58,7 @@ static void warn_cb(void *arg, const char *why) {
 }
 
 static int cmp_seg(const void *a, const void *b) {
-  const segf *x = a, *y = b;
+  const stkr__sym_seg *x = a, *y = b;
   int c = stkr_cmp_u64(x->pid, y->pid);
   return c != 0 ? c : stkr_cmp_u64(x->seq, y->seq);
 }
@@ -142,7 +66,7 @@ static int cmp_seg(const void *a, const void *b) {
 /* Decode the frame at p (csize bytes). @return the Batch, or NULL. The
  * reader's rule (stkr_fmt_decode_frame): a frame without a content size is
  * fine, one without a checksum is not, so symbolize and verify agree. */
-static Stackrec__Batch *decode(sym_run *run, const uint8_t *p, size_t csize) {
+static Stackrec__Batch *decode(stkr__sym_run *run, const uint8_t *p, size_t csize) {
   stkr_fmt_buf b = {run->dbuf, 0, run->dbuf_cap};
   const char *why;
   size_t flen;
@@ -154,7 +78,7 @@ static Stackrec__Batch *decode(sym_run *run, const uint8_t *p, size_t csize) {
 }
 
 /* Pass the union of canonical images (symbolize_canon.h) to the cache. */
-static int canon_publish(sym_run *run) {
+static int canon_publish(stkr__sym_run *run) {
   const stkr__canon *k = &run->canon;
   stkr__symimg *si = calloc(k->n_img ? k->n_img : 1, sizeof *si);
   int err;
@@ -172,10 +96,12 @@ static int canon_publish(sym_run *run) {
 
 /* Add frames to one decoded batch and encode it into run->out (in a
  * mixed file, to its bare stacks only, with moved ids). */
-static int rewrite(sym_run *run, Stackrec__Batch *b) {
+static int rewrite(stkr__sym_run *run, Stackrec__Batch *b) {
   stkr__symdefs defs = {0};
-  stkr__sym_moved mv = {0};
+  stkr__sym_moved mv = {.base = run->id_base};
   bool *ours; /* the stacks given frames here */
+  /* A renamed stack's own frames (protobuf-c's), given back after. */
+  struct { uint32_t *frames; size_t n; } *was = NULL;
   int err = 0;
   size_t i;
 
@@ -197,8 +123,11 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
     stkr__canon_unknown_process(&run->canon);
     run->new_proc = false;
   }
-  if ((ours = calloc(b->n_stacks + 1, sizeof *ours)) == NULL)
+  if ((ours = calloc(b->n_stacks + 1, sizeof *ours)) == NULL ||
+      (run->rename && (was = calloc(b->n_stacks + 1, sizeof *was)) == NULL)) {
+    free(ours);
     return -ENOMEM;
+  }
   for (i = 0; i < b->n_stacks && err == 0; i++) {
     Stackrec__StackDef *d = b->stacks[i];
     const uint64_t *pcs = stkr__canon_pcs(&run->canon, d->pcs, d->n_pcs);
@@ -208,7 +137,27 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
      * stack: the walk found no frame inside the thread's stack) has no
      * frame to resolve. Taken for "out of memory" below, it failed the
      * whole recording's resolution. */
-    if (d->n_pcs == 0 || (run->mixed && d->n_frames > 0)) continue;
+    if (d->n_pcs == 0) continue;
+    if (run->mixed && d->n_frames > 0) {
+      uint32_t *own = d->frames;
+      size_t n_own = d->n_frames;
+      int named;
+      if (!run->rename || !stkr__sym_stack_unnamed(&run->scan, d)) continue;
+      if (!pcs ||
+          (named = stkr__sym_rename_stack(run->c, &run->scan, pcs, d,
+                                          run->epoch, &defs, &mv)) < 0) {
+        err = -ENOMEM;
+        break;
+      }
+      if (named > 0) {
+        was[i].frames = own;
+        was[i].n = n_own;
+        run->renamed_pcs += (uint64_t)named;
+        run->renamed_stacks++;
+        run->renamed_now++;
+      }
+      continue;
+    }
     if (!pcs)
       err = -ENOMEM;
     else if ((err = stkr__symc_stack(run->c, pcs, d->n_pcs, &fr, &nf)) == 0 &&
@@ -238,11 +187,17 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
     b->n_frames = 0;
   }
   for (i = 0; i < b->n_stacks; i++) {
+    if (was != NULL && was[i].n != 0) { /* renamed: its own back */
+      b->stacks[i]->frames = was[i].frames;
+      b->stacks[i]->n_frames = was[i].n;
+      continue;
+    }
     if (!ours[i]) continue; /* a mixed file's own frames stay its own */
     b->stacks[i]->frames = NULL;
     b->stacks[i]->n_frames = 0;
   }
   free(ours);
+  free(was);
   stkr__sym_moved_free(&mv);
   stkr__symdefs_free(&defs);
   return err;
@@ -260,7 +215,7 @@ static int rewrite(sym_run *run, Stackrec__Batch *b) {
  * segments either; ext4 (auto_da_alloc) flushes a file renamed over an
  * existing one before the rename commits. The directory is synced once,
  * after the renames. */
-static int pending_add(sym_run *run, const char *name) {
+static int pending_add(stkr__sym_run *run, const char *name) {
   if (stkr_grow((void **)&run->pending, &run->cap_pending, run->n_pending + 1,
                 sizeof *run->pending) != 0)
     return -ENOMEM;
@@ -272,7 +227,7 @@ static int pending_add(sym_run *run, const char *name) {
 /* Rename each written temporary file over its original, then sync the
  * directory. @return 0 or -errno (the originals not yet replaced stay,
  * their temporary files are removed). */
-static int pending_commit(sym_run *run, const char *dir) {
+static int pending_commit(stkr__sym_run *run, const char *dir) {
   char path[PATH_MAX], tmp[PATH_MAX + 16];
   int err = 0;
   size_t i;
@@ -310,7 +265,7 @@ bool stkr_cli_symbolize_is_temp(const char *name) {
 /* Write run->out to path, or (in place) to a temporary file beside it,
  * renamed over it by pending_commit: a crash leaves the old file or the
  * new one, never half of either. @return 0 or -errno, after printing why. */
-static int write_out(sym_run *run, const char *dir, const char *name) {
+static int write_out(stkr__sym_run *run, const char *dir, const char *name) {
   char path[PATH_MAX], tmp[PATH_MAX + 16];
   int err = 0, fd;
 
@@ -341,7 +296,7 @@ static int write_out(sym_run *run, const char *dir, const char *name) {
  * "lost" marker, so that every reader of OUT reports the loss (QA,
  * session 25: OUT verified intact, the process gone, with only symbolize's
  * exit status to tell). In place, the unreadable file itself stays. */
-static int put_lost_marker(sym_run *run, const char *outdir,
+static int put_lost_marker(stkr__sym_run *run, const char *outdir,
                            const char *name) {
   uint8_t t[STKR_FMT_TOMBSTONE_SIZE];
   int err;
@@ -353,12 +308,78 @@ static int put_lost_marker(sym_run *run, const char *outdir,
 }
 
 /* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
-static int do_file(sym_run *run, const char *indir, const char *outdir,
+/* What the batches of a file hold. */
+typedef struct file_look {
+  bool already, stacks, bare, inproc;
+  size_t end; /* where the first frame that is not zstd's starts (len: none) */
+} file_look;
+
+/* Look at every batch of data (a whole file): *fl, and its frames into
+ * run->scan (reset first). @return 0 or -ENOMEM. */
+static int look_at_file(stkr__sym_run *run, const uint8_t *data, size_t len,
+                        file_look *fl) {
+  size_t off;
+  int err = 0;
+
+  memset(fl, 0, sizeof *fl);
+  stkr__sym_scan_reset(&run->scan);
+  for (off = 0; off < len && err == 0;) {
+    size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off);
+    if (ZSTD_isError(cs)) break;
+    Stackrec__Batch *b = decode(run, data + off, cs);
+    if (b) {
+      fl->already |= stkr__sym_has_frames(b);
+      fl->bare |= stkr__sym_has_bare_stack(b);
+      fl->inproc |= stkr__sym_inproc(b);
+      fl->stacks |= b->n_stacks != 0;
+      err = stkr__sym_scan_batch(&run->scan, b);
+      stackrec__batch__free_unpacked(b, &run->pballoc.pb);
+    }
+    off += cs;
+  }
+  fl->end = off;
+  return err;
+}
+
+/* Not in place, before any file is written: the ids this run adds go
+ * above every id of the recording, since a reader keeps a session's
+ * definitions across its files, the first of an id: an earlier run's
+ * moved ids, in a later file of the session, would otherwise win over
+ * ours. A file not read here is not read by do_file either (said there).
+ * @return 0 or -ENOMEM. */
+static int find_id_base(stkr__sym_run *run, const char *indir, const stkr__sym_seg *segs,
+                        size_t n_segs) {
+  for (size_t i = 0; i < n_segs; i++) {
+    char in[PATH_MAX];
+    uint8_t *data;
+    size_t len;
+    file_look fl;
+    int err;
+
+    snprintf(in, sizeof in, "%s/%s", indir, segs[i].name);
+    if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
+                                   0)) < 0) {
+      if (err == -ENOMEM) return err;
+      continue;
+    }
+    err = look_at_file(run, data, len, &fl);
+    free(data);
+    if (err < 0) return err;
+  }
+  /* A hostile file's ids near 2^32 leave no room: its frames keep theirs. */
+  run->rename = run->scan.max_id < STKR__SYM_MIXED_ID_ROOM;
+  if (run->rename && run->scan.max_id >= STKR__SYM_MIXED_ID_BASE)
+    run->id_base = run->scan.max_id + 1;
+  return 0;
+}
+
+static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
                    const char *name) {
   char in[PATH_MAX];
   uint8_t *data;
   size_t len, off = 0;
-  bool already = false, stacks = false, bare = false, inproc = false;
+  bool already, renamable;
+  file_look fl;
   struct stat gone;
   int err;
 
@@ -399,31 +420,26 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
    * the recording ended, or recovered): then only those are resolved
    * (mixed). */
   run->mixed = false;
-  for (off = 0; off < len;) {
-    size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off);
-    if (ZSTD_isError(cs)) break;
-    Stackrec__Batch *b = decode(run, data + off, cs);
-    if (b) {
-      already |= stkr__sym_has_frames(b);
-      bare |= stkr__sym_has_bare_stack(b);
-      inproc |= stkr__sym_inproc(b);
-      stacks |= b->n_stacks != 0;
-      stackrec__batch__free_unpacked(b, &run->pballoc.pb);
-    }
-    off += cs;
+  run->renamed_now = 0;
+  if ((err = look_at_file(run, data, len, &fl)) < 0) {
+    free(data);
+    return err;
   }
+  already = fl.already;
+  /* Frames written as image+offset: resolved again (not in place). */
+  renamable = run->rename && run->scan.unnamed_stacks;
   /* An in-process session's ids are the recorder's in every segment of
    * it, also one whose stacks all lack frames (a last segment of stacks
    * first seen at the end, a recovered one): ours go above them there too,
    * or the reader would keep the recorder's frame of the same id. */
-  if (bare && (already || inproc)) {
+  if ((fl.bare || renamable) && (already || fl.inproc)) {
     already = false;
     run->mixed = true;
-    run->mixed_files++;
+    run->mixed_files += fl.bare;
   }
   /* In place, a file without stacks has nothing to gain (each segment
    * carries its own image list: the next file does not need this one). */
-  if (run->in_place && !already && !stacks && off == len) {
+  if (run->in_place && !already && !fl.stacks && fl.end == len) {
     free(data);
     return 0;
   }
@@ -489,6 +505,7 @@ static int do_file(sym_run *run, const char *indir, const char *outdir,
     run->batches++;
     off += cs;
   }
+  run->renamed_files += run->renamed_now != 0;
 
 write:
   free(data);
@@ -496,7 +513,7 @@ write:
 }
 
 /* The segment files of dir, sorted by pid then seq. */
-static int list_segments(const char *dir, segf **out, size_t *n) {
+int stkr__sym_list_segments(const char *dir, stkr__sym_seg **out, size_t *n) {
   DIR *d = opendir(dir);
   struct dirent *de;
   size_t cap = 0;
@@ -522,8 +539,9 @@ static int list_segments(const char *dir, segf **out, size_t *n) {
   return 0;
 }
 
-static void run_free(sym_run *run) {
+void stkr__sym_run_free(stkr__sym_run *run) {
   stkr__canon_free(&run->canon);
+  stkr__sym_scan_free(&run->scan);
   for (size_t i = 0; i < run->n_pending; i++) free(run->pending[i]);
   free(run->pending);
   stkr__symc_free(run->c);
@@ -539,7 +557,7 @@ static void run_free(sym_run *run) {
  * enough: another program may have it now (QA, session 28: a soak of
  * 10 656 processes left 6 files unresolved for "processes still running"
  * when none was). */
-static bool still_running(const sym_run *run, uint32_t pid) {
+static bool still_running(const stkr__sym_run *run, uint32_t pid) {
   for (size_t i = 0; i < run->n_running; i++)
     if (run->running[i] == pid) return stkr_pid_alive(pid);
   return false;
@@ -550,8 +568,8 @@ static bool still_running(const sym_run *run, uint32_t pid) {
  * is resolved once, and an image's symbols are loaded once while its
  * mapping stays the same from process to process (forked children).
  * @return 0, or -errno (hard: out of memory, a file not written). */
-static int run_segments(sym_run *run, const char *indir, const char *outdir,
-                        segf *segs, size_t n_segs, const char **dirs,
+int stkr__sym_run_segments(stkr__sym_run *run, const char *indir, const char *outdir,
+                        stkr__sym_seg *segs, size_t n_segs, const char **dirs,
                         size_t n_dirs) {
   stkr__symbe *be = NULL;
   stkr__symbe_opts so = {.debug_dirs = dirs, .n_debug_dirs = n_dirs,
@@ -566,6 +584,10 @@ static int run_segments(sym_run *run, const char *indir, const char *outdir,
       !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx())) {
     fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
     return -ENOMEM;
+  }
+  if (!run->in_place && (err = find_id_base(run, indir, segs, n_segs)) < 0) {
+    fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
+    return err;
   }
   /* Two passes in place: a writer still running may append to its files
    * (rewriting one would lose what it adds), so its files wait; those
@@ -599,13 +621,13 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
                                 stkr_cli_symcache_todo *todo,
                                 const uint32_t *running, size_t n_running,
                                 stkr_cli_sym_stats *st) {
-  segf *segs = NULL;
+  stkr__sym_seg *segs = NULL;
   size_t n_segs = 0, i;
-  sym_run run;
+  stkr__sym_run run;
   int err;
 
   memset(st, 0, sizeof *st);
-  if ((err = list_segments(dir, &segs, &n_segs)) < 0) return err;
+  if ((err = stkr__sym_list_segments(dir, &segs, &n_segs)) < 0) return err;
   memset(&run, 0, sizeof run);
   run.cmd = "record";
   run.in_place = true;
@@ -613,7 +635,7 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   run.symcache_dir = symcache_dir;
   run.running = running;
   run.n_running = n_running;
-  err = n_segs ? run_segments(&run, dir, dir, segs, n_segs, NULL, 0) : 0;
+  err = n_segs ? stkr__sym_run_segments(&run, dir, dir, segs, n_segs, NULL, 0) : 0;
   if (err == 0)
     err = pending_commit(&run, dir);
   else
@@ -629,187 +651,7 @@ int stkr_cli_symbolize_in_place(const char *dir, bool quiet,
   st->damaged = run.damaged;
   st->from_symcache = run.c ? stkr__symbe_cached(run.be) : 0;
   if (todo != NULL && run.c != NULL) stkr_cli_symcache_take(run.be, todo);
-  run_free(&run);
-  STKR_FREE_EACH(segs, n_segs, name);
-  free(segs);
-  return err;
-}
-
-/* Parse the options: the --debug-dir PATHs into dirs (MAX_DIRS at most),
- * -o into *outdir, --symcache into *symcache. @return -1 to go on, else
- * the exit status. */
-static int parse_args(int argc, char **argv, const char **dirs,
-                      size_t *n_dirs, const char **outdir,
-                      const char **symcache) {
-  const stkr_cli_opt opts[] = {
-      {"debug-dir", 'd', STKR_CLI_SHORT | STKR_CLI_VALUE | STKR_CLI_REPEAT,
-       NULL, NULL},
-      {"symcache", 'c', STKR_CLI_VALUE, symcache, NULL},
-      {"output", 'o', STKR_CLI_SHORT | STKR_CLI_VALUE, outdir, NULL},
-      {0}};
-  stkr_cli_getopt_state gopt = {.cmd = "symbolize", .opts = opts,
-                                .help = {symbolize_help, stkr_cli_exit_help}};
-  struct stat st;
-  int c;
-
-  while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
-    switch (c) {
-    case STKR_CLI_OPT_EXIT:
-      return gopt.status;
-    case 'd':
-      if (*n_dirs == MAX_DIRS)
-        return stkr_cli_usage_error("symbolize", "more than %d --debug-dir",
-                                    MAX_DIRS);
-      if (stat(optarg, &st) != 0 || !S_ISDIR(st.st_mode))
-        return stkr_cli_usage_error("symbolize",
-                                    "--debug-dir '%s' is not a directory",
-                                    optarg);
-      dirs[(*n_dirs)++] = optarg;
-      break;
-    }
-  }
-  if (optind >= argc)
-    return stkr_cli_usage_error("symbolize", "no DIR given");
-  if (optind + 1 < argc)
-    return stkr_cli_usage_error("symbolize", "one DIR only, got '%s' too",
-                                argv[optind + 1]);
-  return -1;
-}
-
-/* Create outdir if need be; refuse DIR itself and a directory that holds
- * segment files already (the output would mix with them). @return 0, or
- * the exit status after the message. */
-static int make_outdir(const char *indir, const char *outdir) {
-  struct stat a, b;
-
-  if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
-            strerror(errno));
-    return STKR_CLI_DATA_LOST; /* an output failure: 3 names inputs */
-  }
-  if (stat(outdir, &a) == 0 && stat(indir, &b) == 0 && a.st_dev == b.st_dev &&
-      a.st_ino == b.st_ino)
-    return stkr_cli_usage_error("symbolize", "OUT '%s' is DIR itself", outdir);
-  if (stkr_fmt_dir_has_segments(outdir) == 1)
-    return stkr_cli_usage_error("symbolize",
-                                "OUT '%s' already holds segment files; "
-                                "give an empty or new directory", outdir);
-  return 0;
-}
-
-int stkr_cli_symbolize(int argc, char **argv) {
-  const char *dirs[MAX_DIRS];
-  size_t n_dirs = 0, n_segs = 0;
-  char outbuf[PATH_MAX], *indir;
-  const char *outdir = NULL, *symcache = NULL;
-  segf *segs = NULL;
-  struct stat st;
-  sym_run run;
-  int err;
-
-  if ((err = parse_args(argc, argv, dirs, &n_dirs, &outdir, &symcache)) >= 0)
-    return err;
-  indir = argv[optind];
-  if (stat(indir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "stackrec symbolize: cannot open %s: %s\n", indir,
-            stat(indir, &st) != 0 ? strerror(errno) : "not a directory");
-    return STKR_CLI_NO_INPUT;
-  }
-  if (!outdir) {
-    size_t l = strlen(indir);
-    while (l > 1 && indir[l - 1] == '/') l--;
-    snprintf(outbuf, sizeof outbuf, "%.*s-symbolized", (int)l, indir);
-    outdir = outbuf;
-  }
-  if ((err = list_segments(indir, &segs, &n_segs)) < 0) {
-    fprintf(stderr, "stackrec symbolize: cannot list %s: %s\n", indir,
-            strerror(-err));
-    return STKR_CLI_NO_INPUT;
-  }
-  if (n_segs == 0 && stkr_cli_dir_empty(indir)) {
-    /* As every reader takes it (QA: exit 1 here, 0 elsewhere): OUT is an
-     * empty recording too, with the marks file if there is one. */
-    free(segs);
-    if ((err = make_outdir(indir, outdir)) != 0)
-      return err;
-    char marks[PATH_MAX + sizeof STKR_MARKS_FILE + 1];
-    snprintf(marks, sizeof marks, "%s/%s", outdir, STKR_MARKS_FILE);
-    if (access(marks, F_OK) == 0) /* a second run would double its lines */
-      return stkr_cli_usage_error("symbolize",
-                                  "OUT '%s' already holds %s; give an "
-                                  "empty or new directory", outdir,
-                                  STKR_MARKS_FILE);
-    if (stkr_marks_copy(indir, outdir) != 0) {
-      fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir,
-              STKR_MARKS_FILE);
-      return STKR_CLI_DATA_LOST;
-    }
-    printf("an empty recording (no process made a watched call): nothing "
-           "to symbolize; written to %s\n", outdir);
-    return stkr_cli_flush("symbolize") != 0 ? STKR_CLI_DATA_LOST : STKR_CLI_OK;
-  }
-  if (n_segs == 0) {
-    fprintf(stderr, "stackrec symbolize: no segment files "
-                    "(stackrec-<pid>-<seq>.zst) in %s\n", indir);
-    free(segs);
-    return STKR_CLI_DATA_LOST;
-  }
-  if ((err = make_outdir(indir, outdir)) != 0)
-    goto out_segs;
-
-  memset(&run, 0, sizeof run);
-  run.cmd = "symbolize";
-  run.symcache_dir = symcache;
-  if ((err = run_segments(&run, indir, outdir, segs, n_segs, dirs, n_dirs)) <
-      0) {
-    err = STKR_CLI_DATA_LOST;
-    goto out_run;
-  }
-  unsigned long long pcs = stkr__symc_resolved(run.c),
-                     named = stkr__symc_named(run.c),
-                     frames = stkr__symc_frames(run.c);
-  /* Named, not looked up: a PC whose image has no usable file stays
-   * image+offset (QA, session 39: "11 unique PCs resolved" where 9 were
-   * not). */
-  printf("%llu segment file%s, %llu batch%s, %llu stack%s: %llu unique PC%s, "
-         "%llu named, %llu left image+offset, in %llu frame%s; written to "
-         "%s\n",
-         (unsigned long long)run.files, run.files == 1 ? "" : "s",
-         (unsigned long long)run.batches, run.batches == 1 ? "" : "es",
-         (unsigned long long)run.stacks, run.stacks == 1 ? "" : "s", pcs,
-         pcs == 1 ? "" : "s", named, pcs - named, frames,
-         frames == 1 ? "" : "s", outdir);
-  if (run.copied_files)
-    printf("%llu file%s already had frames and %s copied unchanged (frames "
-           "written as image+offset, their image's file missing then, are "
-           "not resolved again: keep the binaries in place until a "
-           "recording is symbolized)\n",
-           (unsigned long long)run.copied_files,
-           run.copied_files == 1 ? "" : "s",
-           run.copied_files == 1 ? "was" : "were");
-  if (run.mixed_files)
-    printf("%llu file%s of an in-process recording had stacks without "
-           "frames (first seen as it ended, or recovered): only those were "
-           "resolved\n",
-           (unsigned long long)run.mixed_files,
-           run.mixed_files == 1 ? "" : "s");
-  stkr_cli_swift_note(stdout, "symbolize", "");
-  err = run.status;
-  /* Dead writers' events in DIR's ring files are in no segment, nor in OUT
-   * (QA, session 29: exit 0 without a word). */
-  char where[PATH_MAX + 8];
-  snprintf(where, sizeof where, "in %s", outdir);
-  if (stkr_cli_rings_left_said("symbolize", indir, where) &&
-      err == STKR_CLI_OK)
-    err = STKR_CLI_DATA_LOST;
-  if (stkr_marks_copy(indir, outdir) != 0) { /* `stackrec mark`'s marks */
-    fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir, STKR_MARKS_FILE);
-    err = STKR_CLI_DATA_LOST;
-  }
-  if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
-out_run:
-  run_free(&run);
-out_segs:
+  stkr__sym_run_free(&run);
   STKR_FREE_EACH(segs, n_segs, name);
   free(segs);
   return err;

@@ -28,8 +28,9 @@ bool stkr__sym_inproc(const Stackrec__Batch *b) {
          strcmp(b->header->config->symbolize, "inproc") == 0;
 }
 
-static uint32_t moved(uint32_t id) {
-  return id == 0 ? 0 : id + STKR__SYM_MIXED_ID_BASE; /* 0: none */
+static uint32_t moved(const stkr__sym_moved *m, uint32_t id) {
+  uint32_t base = m->base ? m->base : STKR__SYM_MIXED_ID_BASE;
+  return id == 0 ? 0 : id + base; /* 0: none */
 }
 
 int stkr__sym_move_defs(const stkr__symdefs *d, stkr__sym_moved *m) {
@@ -47,18 +48,29 @@ int stkr__sym_move_defs(const stkr__symdefs *d, stkr__sym_moved *m) {
   }
   for (i = 0; i < d->n_strings; i++) {
     m->strings[i] = *d->strings[i]; /* value: the cache's, borrowed */
-    m->strings[i].id = moved(d->strings[i]->id);
+    m->strings[i].id = moved(m, d->strings[i]->id);
     m->string_ptrs[i] = &m->strings[i];
   }
   for (i = 0; i < d->n_frames; i++) {
     Stackrec__FrameDef *f = &m->frames[i];
     *f = *d->frames[i];
-    f->id = moved(f->id);
-    f->function = moved(f->function);
-    f->file = moved(f->file);
-    f->image = moved(f->image);
+    f->id = moved(m, f->id);
+    f->function = moved(m, f->function);
+    f->file = moved(m, f->file);
+    f->image = moved(m, f->image);
     m->frame_ptrs[i] = f;
   }
+  return 0;
+}
+
+/* Keep v (malloc'd) in m, freed with it. @return 0 or -ENOMEM (v freed). */
+static int keep_frames(stkr__sym_moved *m, uint32_t *v) {
+  if (stkr_grow((void **)&m->stack_frames, &m->cap_stacks, m->n_stacks + 1,
+                sizeof *m->stack_frames) != 0) {
+    free(v);
+    return -ENOMEM;
+  }
+  m->stack_frames[m->n_stacks++] = v;
   return 0;
 }
 
@@ -66,14 +78,99 @@ uint32_t *stkr__sym_move_frames(stkr__sym_moved *m, const uint32_t *fr,
                                 uint32_t n) {
   uint32_t *v;
 
-  if (stkr_grow((void **)&m->stack_frames, &m->cap_stacks, m->n_stacks + 1,
-                sizeof *m->stack_frames) != 0 ||
-      (v = malloc((n ? n : 1) * sizeof *v)) == NULL)
+  if ((v = malloc((n ? n : 1) * sizeof *v)) == NULL)
     return NULL;
   for (uint32_t i = 0; i < n; i++)
-    v[i] = moved(fr[i]);
-  m->stack_frames[m->n_stacks++] = v;
-  return v;
+    v[i] = moved(m, fr[i]);
+  return keep_frames(m, v) == 0 ? v : NULL;
+}
+
+/* ---- frames written as image+offset, resolved again ---------------------- */
+
+enum { F_UNNAMED = 1, F_INLINED = 2 }; /* stkr__sym_scan.frames values */
+
+int stkr__sym_scan_batch(stkr__sym_scan *s, const Stackrec__Batch *b) {
+  size_t i;
+
+  for (i = 0; i < b->n_strings; i++)
+    if (b->strings[i]->id > s->max_id) s->max_id = b->strings[i]->id;
+  for (i = 0; i < b->n_frames; i++) {
+    const Stackrec__FrameDef *f = b->frames[i];
+    if (f->id > s->max_id) s->max_id = f->id;
+    if (stkr_map_put(&s->frames, f->id,
+                     (f->function == 0 ? F_UNNAMED : 0) |
+                         (f->inlined ? F_INLINED : 0)) != 0)
+      return -ENOMEM;
+  }
+  for (i = 0; i < b->n_stacks && !s->unnamed_stacks; i++)
+    s->unnamed_stacks = b->stacks[i]->n_frames != 0 &&
+                        stkr__sym_stack_unnamed(s, b->stacks[i]);
+  return 0;
+}
+
+/* A frame id's flags; an id the file does not define: a named frame (its
+ * definition is elsewhere, or missing: left alone either way). */
+static uint64_t frame_flags(const stkr__sym_scan *s, uint32_t id) {
+  const uint64_t *v = stkr_map_find(&s->frames, id);
+  return v ? *v : 0;
+}
+
+bool stkr__sym_stack_unnamed(const stkr__sym_scan *s,
+                             const Stackrec__StackDef *d) {
+  for (size_t i = 0; i < d->n_frames; i++)
+    if ((frame_flags(s, d->frames[i]) & (F_UNNAMED | F_INLINED)) == F_UNNAMED)
+      return true;
+  return false;
+}
+
+void stkr__sym_scan_reset(stkr__sym_scan *s) {
+  stkr_map_clear(&s->frames);
+  s->unnamed_stacks = false;
+}
+
+void stkr__sym_scan_free(stkr__sym_scan *s) {
+  stkr_map_free(&s->frames);
+  memset(s, 0, sizeof *s);
+}
+
+int stkr__sym_rename_stack(stkr__symc *c, const stkr__sym_scan *s,
+                           const uint64_t *pcs, Stackrec__StackDef *d,
+                           uint32_t epoch, stkr__symdefs *defs,
+                           stkr__sym_moved *m) {
+  size_t cap = d->n_frames + d->n_pcs * STKR__SYM_MAX_INLINE, n = 0, k = 0;
+  uint32_t *v = malloc(cap * sizeof *v);
+  int named = 0, err = 0;
+
+  if (v == NULL) return -ENOMEM;
+  /* The frames of pcs[i]: its inlined calls, then its function (the one
+   * frame of an image+offset PC). */
+  for (size_t i = 0; i < d->n_pcs; i++) {
+    size_t g = k;
+    const uint32_t *fr;
+    uint32_t nf;
+
+    while (k < d->n_frames && (frame_flags(s, d->frames[k]) & F_INLINED)) k++;
+    if (k++ >= d->n_frames) break; /* not one function a PC: left alone */
+    if (frame_flags(s, d->frames[k - 1]) & F_UNNAMED) {
+      if ((err = stkr__symc_stack(c, &pcs[i], 1, &fr, &nf)) != 0) break;
+      if (nf != 0 && stkr__symc_frame_named(c, fr[nf - 1])) {
+        if ((err = stkr__symc_emit(c, fr, nf, epoch, defs)) != 0) break;
+        for (uint32_t j = 0; j < nf; j++) v[n++] = moved(m, fr[j]);
+        named++;
+        continue;
+      }
+    }
+    memcpy(v + n, d->frames + g, (k - g) * sizeof *v);
+    n += k - g;
+  }
+  if (err != 0 || named == 0 || k != d->n_frames) {
+    free(v);
+    return err;
+  }
+  if ((err = keep_frames(m, v)) != 0) return err;
+  d->frames = v;
+  d->n_frames = n;
+  return named;
 }
 
 void stkr__sym_moved_free(stkr__sym_moved *m) {

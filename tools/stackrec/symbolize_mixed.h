@@ -24,11 +24,16 @@
 
 #include <zstd.h>
 
+#include "common/stkr_map.h"
 #include "proto/stackrec.pb-c.h"
 #include "proto/stkr_format.h"
 #include "symbolize/symbolize.h"
 
 #define STKR__SYM_MIXED_ID_BASE 0x80000000u
+/* Ids a recording uses up to which another run's moved ids still leave
+ * room for ours above them (stkr__sym_moved.base); past it no frame is
+ * resolved again (a hostile file's ids near 2^32). */
+#define STKR__SYM_MIXED_ID_ROOM 0xE0000000u
 
 /* @return whether batch b defines frames (StringDefs, FrameDefs or a
  * StackDef's frames). */
@@ -41,9 +46,35 @@ bool stkr__sym_has_bare_stack(const Stackrec__Batch *b);
  * (Config.symbolize "inproc"): its ids are the recorder's. */
 bool stkr__sym_inproc(const Stackrec__Batch *b);
 
+/* What a file's definitions say of its frames, batch by batch
+ * (stkr__sym_scan_batch), and the largest id they use. Frames written as
+ * image+offset (no function: the image's file was missing, or stripped,
+ * where the recording was symbolized) are resolved again, with the
+ * --debug-dir the recording did not have (QA, session 39: they stayed
+ * image+offset for good). Zero-initialize; stkr__sym_scan_free. */
+typedef struct stkr__sym_scan {
+  stkr_map frames;     /* FrameDef id -> STKR__SYM_F_* */
+  bool unnamed_stacks; /* a StackDef's frames leave some PC unnamed */
+  uint32_t max_id;     /* the largest StringDef or FrameDef id */
+} stkr__sym_scan;
+
+/* Learn b's FrameDefs (a segment defines its frames before the stacks
+ * that use them) and look at its stacks. @return 0 or -ENOMEM. */
+int stkr__sym_scan_batch(stkr__sym_scan *s, const Stackrec__Batch *b);
+/* Does stack d, which has frames, leave a PC without a function? */
+bool stkr__sym_stack_unnamed(const stkr__sym_scan *s,
+                             const Stackrec__StackDef *d);
+/* Forget the frames (a new file); max_id stays. */
+void stkr__sym_scan_reset(stkr__sym_scan *s);
+void stkr__sym_scan_free(stkr__sym_scan *s);
+
 /* Copies, owned by the holder, of definitions moved to the mixed id
  * range. */
 typedef struct stkr__sym_moved {
+  /* Where the moved ids start: 0 means STKR__SYM_MIXED_ID_BASE; a run
+   * that resolves frames again sets it above every id of the recording
+   * (an earlier run's moved ids among them). */
+  uint32_t base;
   Stackrec__StringDef *strings, **string_ptrs;
   Stackrec__FrameDef *frames, **frame_ptrs;
   size_t n_strings, n_frames;
@@ -62,6 +93,17 @@ uint32_t *stkr__sym_move_frames(stkr__sym_moved *m, const uint32_t *fr,
                                 uint32_t n);
 
 void stkr__sym_moved_free(stkr__sym_moved *m);
+
+/* Stack d (with frames, some PC unnamed: stkr__sym_stack_unnamed), pcs
+ * its PCs as the cache takes them: each unnamed PC resolved again, its
+ * new frames taken (their defs into defs, in epoch; d->frames into m,
+ * moved) only when they name its function; the others keep theirs.
+ * @return how many PCs were named (d->frames unchanged when 0), or
+ * -ENOMEM. */
+int stkr__sym_rename_stack(stkr__symc *c, const stkr__sym_scan *s,
+                           const uint64_t *pcs, Stackrec__StackDef *d,
+                           uint32_t epoch, stkr__symdefs *defs,
+                           stkr__sym_moved *m);
 
 /* Encode batch b (level 3) into out with its own definitions and, after
  * them, defs moved into m (stkr__sym_move_defs); b is as it was after.
