@@ -119,6 +119,7 @@ let package = Package(
         "flush/wake_target.c",
         "flush/worker.c",
         "flush/worker_create.c",
+        "symbolize/backtrace_line.c",
         "symbolize/symcache.c",
         "symbolize/symcache_build.c",
         "symbolize/symcache_stream.c",

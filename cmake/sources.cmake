@@ -108,6 +108,7 @@ set(STKR_SYMBOLIZE_SRCS
   symbolize/symbolize_elf.c
   symbolize/symbolize_macho.c
   symbolize/symbolize_machodir.c
+  symbolize/backtrace_line.c
   symbolize/symcache.c
   symbolize/symcache_build.c
   symbolize/symcache_stream.c

@@ -313,6 +313,20 @@ bool stkr__symc_frame_named(const stkr__symc *c, uint32_t id);
  * worker's stkr_flush() barrier makes it exact for tests). */
 uint64_t stkr__sym_resolved_total(void);
 
+/* ---- Apple's backtrace lines (backtrace_line.c) -------------------------- */
+/* The function name in one line of Libc's backtrace format ("<index>
+ * <image> 0x<address> <symbol> + <offset>", as _NSCallStackArray writes
+ * it), copied into buf (cap bytes). @return buf, or NULL when the line
+ * names no function: what Libc writes in a symbol's place when dladdr
+ * found none (the image's name, its UUID, "<redacted>", an address, a
+ * stripped image's _mh_execute_header), or a name of cap bytes or more.
+ * Portable and thread-safe (buf is the caller's). */
+const char *stkr__backtrace_line_symbol(const char *line, char *buf,
+                                        size_t cap);
+/* Is s[0..len) the symbol of a Mach-O header (_mh_execute_header, ...),
+ * which dladdr gives for any address of a stripped image? */
+bool stkr__backtrace_header_symbol(const char *s, size_t len);
+
 /* ---- demangling (symbolize.c) -------------------------------------------- */
 /* Demangle an Itanium C++ name ("_Z...") or a Swift one ("$s", "_$s", "$S",
  * "_T0") into buf. @return buf, or NULL if `name` is not mangled or no

@@ -124,25 +124,6 @@ int stkr__symbe_set_images(stkr__symbe *be, const stkr__symimg *imgs, size_t n,
   return 0;
 }
 
-/* "<index> <image> 0x<addr> <symbol> + <offset>": the symbol, or NULL when
- * there is none (the address stands in its place). */
-static const char *parse_line(stkr__symbe *be, const char *s) {
-  const char *p = s, *plus;
-  size_t len;
-  for (int field = 0; field < 3; field++) { /* index, image, address */
-    while (*p == ' ') p++;
-    while (*p && *p != ' ') p++;
-  }
-  while (*p == ' ') p++;
-  plus = strstr(p, " + ");
-  len = plus ? (size_t)(plus - p) : strlen(p);
-  if (len == 0 || len >= sizeof be->name || (p[0] == '0' && p[1] == 'x'))
-    return NULL;
-  memcpy(be->name, p, len);
-  be->name[len] = '\0';
-  return be->name;
-}
-
 static const char *via_class(stkr__symbe *be, uint64_t a) {
   const char *name = NULL;
   void *pool = objc_autoreleasePoolPush();
@@ -157,7 +138,8 @@ static const char *via_class(stkr__symbe *be, uint64_t a) {
       id el = ((index_msg_fn)objc_msgSend)(arr, be->s_index, 0);
       id desc = el ? ((object_msg_fn)objc_msgSend)(el, be->s_desc) : NULL;
       const char *s = desc ? ((utf8_msg_fn)objc_msgSend)(desc, be->s_utf8) : NULL;
-      if (s) name = parse_line(be, s); /* copied before the pool drains */
+      /* copied before the pool drains */
+      if (s) name = stkr__backtrace_line_symbol(s, be->name, sizeof be->name);
     }
   }
   objc_autoreleasePoolPop(pool);
@@ -169,7 +151,10 @@ static const char *via_dladdr(stkr__symbe *be, uint64_t a) {
   if (dladdr((const void *)(uintptr_t)a, &info) == 0 || !info.dli_sname)
     return NULL;
   size_t len = strlen(info.dli_sname);
-  if (len >= sizeof be->name) return NULL;
+  /* A stripped image's header symbol is no name (backtrace_line.c). */
+  if (len >= sizeof be->name || info.dli_saddr == info.dli_fbase ||
+      stkr__backtrace_header_symbol(info.dli_sname, len))
+    return NULL;
   memcpy(be->name, info.dli_sname, len + 1);
   return be->name;
 }
