@@ -2,6 +2,9 @@
  * built with nothing but pkg-config (issue 17):
  *
  *   cc record_events.c $(pkg-config --cflags --libs stackrec) -o record_events
+ *     (a prefix the loader does not search, as /tmp/prefix: add
+ *     -Wl,-rpath,$(pkg-config --variable=libdir stackrec); /usr/local:
+ *     ldconfig after the install)
  *   ./record_events DIR [N]      # N events per site on 2 threads
  *   stackrec verify DIR          # the installed CLI reads them back
  *

@@ -27,9 +27,9 @@ const char stkr_cli_exit_help[] =
     "     empty recording: 0), or output failed\n"
     "  2  usage error\n"
     "  3  an input cannot be opened\n"
-    "  4  (verify only) intact but incomplete: events dropped, a process\n"
-    "     that ended uncleanly, missing or deleted segments, a recreated\n"
-    "     directory; other commands say so and exit 0\n";
+    "  4  (verify; recover --dry-run) intact but incomplete: events\n"
+    "     dropped, a process that ended uncleanly, missing or deleted\n"
+    "     segments, a recreated directory; other commands say so and exit 0\n";
 
 /* Every command, once: the usage text and the dispatch both come from this
  * table, so a command cannot be listed without existing or the reverse. */
