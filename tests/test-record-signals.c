@@ -450,10 +450,48 @@ static void test_marks_reserve_released_under_lock(void **state) {
   assert_true(st.st_blocks * 512 < 64 * 1024); /* given back */
 }
 
+/* A file size limit smaller than record's own writes (`ulimit -f 1` is
+ * the command's limit and record's alike): they fail with EFBIG and are
+ * said; record exits with CMD's status and leaves no lock or temporary
+ * file (QA, session 40: SIGXFSZ killed record mid-symbolization, exit 153
+ * after CMD's 0, the recording unresolved, the lock left; and while CMD
+ * ran, it left CMD orphaned, read as a recording with most events gone).
+ * The command keeps SIGXFSZ as it was given: its own write past the
+ * limit still kills it, as plainly. */
+static void test_file_size_limit_is_the_commands(void **state) {
+  const char *dir = fresh("fsize");
+  char path[4400];
+  struct stat st;
+  DIR *d;
+  struct dirent *e;
+  (void)state;
+
+  if (!hooks_run_in("true"))
+    return;
+  assert_int_equal(tl_sh(&cr_capture, "ulimit -f 1; '%s' record -o '%s' -- "
+                         "/usr/bin/python3 -c 'import os; os.uname(); "
+                         "print(\"hi\")'", cr_bin, dir), 0);
+  assert_string_equal(cr_out, "hi\n");
+  cr_assert_has(cr_err, "exited with status 0");
+  snprintf(path, sizeof path, "%s/.stackrec-cache/record.lock", dir);
+  assert_int_not_equal(stat(path, &st), 0);
+  assert_non_null(d = opendir(dir));
+  while ((e = readdir(d)) != NULL)
+    if (strstr(e->d_name, ".tmp") != NULL)
+      fail_msg("left behind: %s", e->d_name);
+  closedir(d);
+  tl_rm_rf(dir);
+  assert_int_equal(tl_sh(&cr_capture, "ulimit -f 1; '%s' record -q -o '%s' "
+                         "-- /bin/sh -c 'head -c 4096 /dev/zero > %s.big'",
+                         cr_bin, dir, dir), 128 + SIGXFSZ);
+  (void)unlink(strcat(strcpy(path, dir), ".big"));
+}
+
 TL_TEST_MAIN("record-signals", setup, NULL, test_signals, test_signals_all_named,
              test_signals_after_end,
              test_dead_sessions_recovered_during_the_run,
              test_killed_before_anything_was_written,
              test_killed_while_symbolizing,
              test_summary_into_a_closed_pipe,
-             test_marks_reserve_released_under_lock)
+             test_marks_reserve_released_under_lock,
+             test_file_size_limit_is_the_commands)

@@ -86,7 +86,9 @@ static const char record_help[] =
     "                     network, files, devices, environment, reasons), or\n"
     "                     \"all\". Default: all but reasons (the stat and\n"
     "                     statfs families: frequent, asked for explicitly)\n"
-    "  -q, --quiet        no summary; only record\n"
+    "  -q, --quiet        no summary; only the notes of events lost or not\n"
+    "                     recorded (a process that recorded nothing, a\n"
+    "                     descriptor the program took over, ...)\n"
     "  --symcache CDIR    symbol caches (<build-id>.stkrsym, docs/SYMCACHE.md)\n"
     "                     for the resolution at the end: an image with one\n"
     "                     is answered from it, its DWARF never read; the\n"
@@ -147,6 +149,12 @@ static const char *const k_forwarded_name[] = {"SIGTERM", "SIGHUP", "SIGINT",
 /* Written by run() (after fork, with the forwarded signals blocked), read
  * by forward() (a signal handler on our one thread). */
 static volatile sig_atomic_t g_child;
+/* SIGXFSZ as we were given it, for the command (exec_cmd): record itself
+ * ignores it, so that its own writes under a small RLIMIT_FSIZE (`ulimit
+ * -f`, which is CMD's limit and ours alike) fail with EFBIG, said, instead
+ * of killing it mid-symbolization with CMD's status lost and a lock left
+ * behind (QA, session 40: exit 153 after CMD's 0). */
+static struct sigaction g_xfsz_given;
 /* Written by forward(), read by run(): a signal that came before g_child
  * was known; and how many of each were forwarded (for the summary: QA,
  * session 31, HUP twice then TERM was said as "passed signal 15"). */
@@ -213,6 +221,7 @@ static __attribute__((noreturn)) void exec_cmd(char **argv,
   ssize_t k;
 
   stkr_cli_stack_limit_restore();
+  sigaction(SIGXFSZ, &g_xfsz_given, NULL);
   /* A program whose loader cannot load the hooks (another ELF class)
    * runs without them, or its loader says so in its stderr (QA, session
    * 33); stkr__rec_note_static names it. */
@@ -475,9 +484,10 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
   if (symbolize &&
       (err = stkr_cli_symbolize_in_place(dir, quiet, symcache_dir, todo,
                                          running, n_running, &st)) < 0)
-    stkr__rec_error("symbolizing %s failed (%s): the summary shows image+offset; "
-              "'stackrec symbolize' can resolve it later",
-              dir, strerror(-err));
+    stkr__rec_error("symbolizing %s failed (%s%s): the summary shows "
+                    "image+offset; 'stackrec symbolize' can resolve it later",
+                    dir, strerror(-err),
+                    err == -EFBIG ? ": the file size limit, ulimit -f" : "");
   else if (symbolize && st.live_files && !quiet)
     /* Naming one writer: it may end before the summary's list of the
      * processes still running (QA, session 20). */
@@ -624,6 +634,10 @@ int stkr_cli_record(int argc, char **argv) {
   }
   if (optind >= argc)
     return stkr_cli_usage_error("record", "no command given");
+  {
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGXFSZ, &ign, &g_xfsz_given);
+  }
   if (no_symcache && symcache)
     return stkr_cli_usage_error("record", "--symcache and --no-symcache "
                                           "exclude each other");
