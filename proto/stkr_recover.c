@@ -488,7 +488,19 @@ int stkr_recover_dir(const char *dir, const stkr_recover_opts *opts,
        * rings handed on while their session closed, or files we cannot
        * trust. */
       for (size_t k = i; k < j; k++)
-        if (!remove_empty_ring(&rc, &rc.files[k])) out->orphans++;
+        if (!remove_empty_ring(&rc, &rc.files[k])) {
+          out->orphans++;
+          /* Said (QA, session 40: verify never named them), unless its
+           * process lives: a ring in the middle of being handed on. */
+          if (!stkr_pid_alive(rc.files[k].pid)) {
+            char path[STKR__RC_PATH_MAX];
+            stkr__rc_path(&rc, path, rc.files[k].pid, rc.files[k].sid,
+                          rc.files[k].thread);
+            stkr__rc_msg(&rc, "%s: a ring file without its session file (its "
+                         "process is gone): its records cannot be recovered; "
+                         "file kept", path);
+          }
+        }
     } else if (stkr__rc_expired(rc.deadline_ns) ||
                (rc.opts.budget_ms != 0 &&
                 stkr__rc_defer_marked(&rc, rc.files[i].pid, rc.files[i].sid))) {
@@ -626,12 +638,14 @@ void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
 }
 
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
-                            const stkr__rc_file *rings, size_t n) {
+                            const stkr__rc_file *rings, size_t n,
+                            const bool *keep) {
   char path[STKR__RC_PATH_MAX];
 
   /* Rings first, the session file (our lock) last, so no one sees rings
    * without their session while we still hold it. */
   for (size_t i = 0; i < n; i++) {
+    if (keep != NULL && keep[i]) continue;
     stkr__rc_path(rc, path, rings[i].pid, rings[i].sid, rings[i].thread);
     unlink(path);
   }

@@ -46,6 +46,11 @@ typedef struct build {
   char path[STKR__RC_PATH_MAX];
   uint64_t batch_seq, recovered_total, written_batches;
   uint64_t lost_bytes;  /* of damaged ring records, this recovery's */
+  /* Per ring of the session: it could not be read (or is not what its
+   * name says) and stays, its loss counted in lost_bytes; cur_ring is the
+   * one recover_ring reads. */
+  bool *keep;
+  size_t cur_ring;
   /* stacks of this recovery, open addressing on (hash, site) */
   rstack *stacks;
   size_t n_stacks, cap_stacks;
@@ -453,6 +458,7 @@ static void build_free(build *b) {
   free(b->sites);
   free(b->site_names);
   free(b->done);
+  free(b->keep);
   stkr_fmt_buf_free(&b->out);
 }
 
@@ -483,6 +489,21 @@ static int read_ring(const stkr__rc *rc, const stkr__rc_file *f,
  * each file is said once).
  * @return 1 with *data (malloc'd), *len and *info set; 0 when the file
  * holds nothing to use; or -ENOMEM. */
+/* A ring of the session that cannot be used: counted, kept (never
+ * removed with the session's files: QA, session 40, a ring only unreadable
+ * to the user running recover was deleted with its 1 783 events, and the
+ * recording verified intact), and its size (at least a byte: its records
+ * are unknown) counted as lost in the recovered segment, so that every
+ * reader calls the session damaged. */
+static void unusable_ring(build *b, const char *path) {
+  struct stat st;
+  uint64_t size = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
+                      ? (uint64_t)st.st_size : 1;
+  b->rc->st->orphans++;
+  b->lost_bytes = stkr__rc_sat(b->lost_bytes, size);
+  if (b->keep != NULL) b->keep[b->cur_ring] = true;
+}
+
 static int load_ring(build *b, const stkr__rc_file *f, bool loud,
                      char path[STKR__RC_PATH_MAX], uint8_t **data,
                      uint64_t *len, stkr_ring_info *info) {
@@ -492,10 +513,10 @@ static int load_ring(build *b, const stkr__rc_file *f, bool loud,
 
   if ((err = read_ring(b->rc, f, path, data, len, &why)) != 0) {
     if (loud) {
-      stkr__rc_msg(b->rc, "%s: cannot %s: %s", path, why,
-                   err == -EINVAL && why[0] == 'o' ? "not a regular file"
-                                                   : strerror(-err));
-      b->rc->st->orphans++;
+      stkr__rc_msg(b->rc, "%s: cannot %s: %s; file kept, its records lost",
+                   path, why, err == -EINVAL && why[0] == 'o'
+                                  ? "not a regular file" : strerror(-err));
+      unusable_ring(b, path);
     }
     return err == -ENOMEM ? err : 0;
   }
@@ -510,9 +531,9 @@ static int load_ring(build *b, const stkr__rc_file *f, bool loud,
   if (err < 0 || info->file_no != f->thread || info->session_id != f->sid ||
       info->pid != f->pid || info->thread_id == 0) {
     if (loud) {
-      stkr__rc_msg(b->rc, "%s: offset 0: %s; file ignored", path,
-                   err < 0 ? why : "header does not match the file name");
-      b->rc->st->orphans++;
+      stkr__rc_msg(b->rc, "%s: offset 0: %s; file kept, its records lost",
+                   path, err < 0 ? why : "header does not match the file name");
+      unusable_ring(b, path);
     }
     goto nothing;
   }
@@ -664,9 +685,13 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   for (size_t i = 0; i < n && err == 0; i++)
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : want_ring(&b, &rings[i]);
-  for (size_t i = 0; i < n && err == 0; i++)
+  if (err == 0 && (b.keep = calloc(n + 1, sizeof *b.keep)) == NULL)
+    err = -ENOMEM;
+  for (size_t i = 0; i < n && err == 0; i++) {
+    b.cur_ring = i;
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : recover_ring(&b, &rings[i]);
+  }
   if (err == 0) err = flush_batch(&b, true);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (err == 0 && b.fd >= 0) /* the session's final segment: cap-proof */
@@ -717,7 +742,8 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
     for (size_t i = 0; i < sc->n_torn; i++)
       stkr__rc_cut_torn_tail(rc, sc->torn[i], sc->torn_off[i], ss->h.pid);
     /* The segment is durable: the inputs may go. */
-    stkr__rc_remove_inputs(rc, ss->h.pid, ss->h.session_id, rings, n);
+    stkr__rc_remove_inputs(rc, ss->h.pid, ss->h.session_id, rings, n,
+                           b.keep);
   }
   build_free(&b);
   return 0;
@@ -786,7 +812,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
      * batch is there), and could not remove its files. */
     rc->st->sessions_ended_clean++;
     if (!rc->opts.dry_run)
-      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n);
+      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n, NULL);
     stkr__rc_scan_free(&sc);
     free(data);
     close(fd);

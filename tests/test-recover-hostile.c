@@ -331,6 +331,49 @@ static void test_recovery_loss_is_damage(void **state) {
   stkr_reader_free(rd);
 }
 
+/* A ring of the dead session that cannot be used (emptied, here; also a
+ * FIFO, a file unreadable to the user, one larger than a ring can be) is
+ * kept, never removed with the session's other files, and its loss is in
+ * the recovered segment's counters: a reader calls the session damaged,
+ * and a later recovery (verify's dry run) names the file left alone (QA,
+ * session 40: a ring unreadable to the user running recover was deleted
+ * with its 1 783 events, and the recording then verified intact). */
+static void test_unusable_ring_kept(void **state) {
+  stkr_reader_opts ro = {.warn = count_recovery_loss};
+  stkr_recover_stats st;
+  stkr_event_view ev;
+  stkr_reader *rd = NULL;
+  char dir[400], path[1024];
+  struct stat sb;
+  int warned = 0;
+  msgs m;
+  (void)state;
+
+  recover_variant("ring", g_ring, 0, &st, &m);
+  assert_int_equal(st.orphans, 1);
+  assert_int_equal(st.events, 0);
+  assert_non_null(strstr(m.last, "file kept"));
+  snprintf(dir, sizeof dir, "%s/v%d", g_root, g_variants);
+  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
+  assert_int_equal(stat(path, &sb), 0); /* still there */
+  ro.warn_arg = &warned;
+  assert_int_equal(stkr_reader_open(dir, &ro, &rd), 0);
+  while (stkr_reader_next(rd, &ev) == 1) {
+  }
+  assert_int_equal(warned, 1);
+  assert_true(stkr_reader_process(rd, 0)->damaged_batches >= 1);
+  stkr_reader_free(rd);
+  /* Left alone, without its session file, it is named every time. */
+  stkr_recover_opts o = {.dry_run = true, .message = msg_cb,
+                         .message_arg = &m};
+  memset(&m, 0, sizeof m);
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.orphans, 1);
+  assert_int_equal(m.n, 1);
+  assert_non_null(strstr(m.last, g_ring_name));
+  assert_non_null(strstr(m.last, "without its session file"));
+}
+
 /* A sparse ring file of 3 GiB: refused by its size before any allocation
  * (memory stays bounded by what a real ring can be). */
 static void test_recover_huge_sparse(void **state) {
@@ -398,4 +441,5 @@ static void test_ring_without_session(void **state) {
 TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_truncated_everywhere, test_byte_flips, test_absurd_fields,
              test_recover_truncated_files, test_recovery_loss_is_damage,
-             test_recover_huge_sparse, test_ring_without_session)
+             test_recover_huge_sparse, test_ring_without_session,
+             test_unusable_ring_kept)
