@@ -525,8 +525,18 @@ bool stkr__scope_has(const stkr__scope *s, uint32_t pid);
 /* The whole lines of dir's marks file (at most STKR_MARKS_MAX_BYTES) into
  * *buf (malloc'd, STKR_MARKS_MAX_BYTES; the caller frees it, also on
  * error) and *len (0: none, or not a regular file). A read error keeps
- * what was read before it. @return 0, -ENOMEM or the -errno of the open. */
-int stkr__marks_read(const char *dir, char **buf, size_t *len);
+ * what was read before it. *damaged: NULL, or why the file is not all
+ * read (not a regular file; longer than a reader reads), for a copy to
+ * say (stkr__marks_put_lost). @return 0, -ENOMEM or the -errno of the
+ * open. */
+int stkr__marks_read(const char *dir, char **buf, size_t *len,
+                     const char **damaged);
+/* Append to dir's marks file the line saying that marks were lost before
+ * this copy was made, and why ("l1 <hex why>": stkr_reader.h), so that
+ * every reader of the copy says it as the input's readers did.
+ * @return -EINVAL (the loss, for the copying tool to say), or the -errno
+ * of the failed write. */
+int stkr__marks_put_lost(const char *dir, const char *why);
 /* Append buf[0..n) to the file at path (created 0600) in one write.
  * @return 0 or -errno (-EIO: a short write; -ENXIO: not a regular file;
  * -EFBIG: past RLIMIT_FSIZE). */

@@ -422,6 +422,21 @@ static int stkr__marks_parse(stkr_reader *r, const char *path,
       break;
     }
     memset(&m, 0, sizeof(m));
+    /* "l1": marks lost before a copy was made (stkr_marks_copy: the
+     * input's marks file could not be read whole). */
+    if (nl - (buf + off) >= 3 && memcmp(buf + off, "l1 ", 3) == 0) {
+      const char *bad = NULL;
+      char *what = stkr__unhex(buf + off + 3, (size_t)(nl - buf - off - 3),
+                               &bad);
+      if (what == NULL && bad == NULL)
+        return -ENOMEM;
+      stkr__warn(r, STKR_WARN_DAMAGED, path, (int64_t)off, 0,
+                 "marks lost before this copy was made: the input's marks "
+                 "file: %s", what != NULL ? what : "could not be read");
+      free(what);
+      off = (size_t)(nl - buf) + 1;
+      continue;
+    }
     /* "r1": a process still running when record ended
      * (stkr_marks_running.c). */
     if (nl - (buf + off) >= 3 && memcmp(buf + off, "r1 ", 3) == 0) {
@@ -703,12 +718,15 @@ int stkr_unrecorded_append(const char *dir, uint32_t pid, const char *name,
   return err;
 }
 
-int stkr__marks_read(const char *dir, char **buf, size_t *len) {
+int stkr__marks_read(const char *dir, char **buf, size_t *len,
+                     const char **damaged) {
   char *path = NULL;
+  struct stat st;
   int in, err = 0;
 
   *len = 0;
   *buf = NULL;
+  *damaged = NULL;
   if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
     return -ENOMEM;
   if ((*buf = malloc(STKR_MARKS_MAX_BYTES)) == NULL) {
@@ -718,9 +736,12 @@ int stkr__marks_read(const char *dir, char **buf, size_t *len) {
   if ((in = stkr_open_regular(path, O_NOFOLLOW)) < 0) {
     /* None, or not a regular file (the readers say so): nothing. */
     err = in == -ENOENT || in == -EINVAL ? 0 : in;
+    if (in == -EINVAL) *damaged = "not a regular file";
   } else {
     /* A read error keeps what was read before it. */
     (void)stkr_pread_all(in, *buf, STKR_MARKS_MAX_BYTES, 0, len);
+    if (fstat(in, &st) == 0 && (uint64_t)st.st_size > STKR_MARKS_MAX_BYTES)
+      *damaged = "longer than a reader reads: the rest left out";
     close(in);
   }
   while (*len > 0 && (*buf)[*len - 1] != '\n') /* a line being written */
@@ -729,10 +750,26 @@ int stkr__marks_read(const char *dir, char **buf, size_t *len) {
   return err;
 }
 
+int stkr__marks_put_lost(const char *dir, const char *why) {
+  char line[8 + 2 * 255], *path;
+  size_t n = 3;
+  int err;
+
+  memcpy(line, "l1 ", 3);
+  n += stkr__put_hex(line + n, why, 255);
+  line[n++] = '\n';
+  if (asprintf(&path, "%s/%s", dir, STKR_MARKS_FILE) < 0)
+    return -ENOMEM;
+  err = stkr__marks_append(path, line, n);
+  free(path);
+  return err != 0 ? err : -EINVAL;
+}
+
 int stkr_marks_copy(const char *from_dir, const char *to_dir) {
   char *to = NULL, *buf = NULL;
+  const char *damaged;
   size_t len;
-  int err = stkr__marks_read(from_dir, &buf, &len);
+  int err = stkr__marks_read(from_dir, &buf, &len, &damaged);
 
   if (err == 0 && len > 0) {
     if (asprintf(&to, "%s/%s", to_dir, STKR_MARKS_FILE) < 0)
@@ -740,6 +777,10 @@ int stkr_marks_copy(const char *from_dir, const char *to_dir) {
     else
       err = stkr__marks_append(to, buf, len);
   }
+  /* What the input's readers called damaged, its copy's say too (QA,
+   * session 40: symbolize dropped a FIFO marks file without a word). */
+  if (err == 0 && damaged != NULL)
+    err = stkr__marks_put_lost(to_dir, damaged);
   free(buf);
   free(to);
   return err;

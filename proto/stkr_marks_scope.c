@@ -270,6 +270,7 @@ static void put_unrecorded(outbuf *o, const copy_state *c, const char *p,
 int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
                            const stkr_pid_map *map, size_t n_map) {
   char *to = NULL, *buf = NULL;
+  const char *damaged = NULL;
   outbuf o = {0}, written = {0};
   copy_state c = {.map = map, .n_map = n_map, .field_due = true,
                   .written = &written};
@@ -278,7 +279,8 @@ int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
 
   if (from_dir == NULL || to_dir == NULL || (map == NULL && n_map != 0))
     return -EINVAL;
-  if ((err = stkr__marks_read(from_dir, &buf, &len)) != 0 || len == 0)
+  if ((err = stkr__marks_read(from_dir, &buf, &len, &damaged)) != 0 ||
+      len == 0)
     goto out;
   if ((c.tmp = malloc((n_map ? n_map : 1) * sizeof *c.tmp)) == NULL) {
     err = -ENOMEM;
@@ -314,6 +316,9 @@ int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
   else if (o.len > 0)
     err = stkr__marks_append(to, o.p, o.len);
 out:
+  /* As stkr_marks_copy: the input's damage is its copy's. */
+  if (err == 0 && damaged != NULL)
+    err = stkr__marks_put_lost(to_dir, damaged);
   free(o.p);
   free(written.p);
   free(c.field.p);

@@ -681,7 +681,10 @@ STKR_API void stkr_reader_get_counts(const stkr_reader *r, stkr_reader_counts *o
  * (STKR_WARN_INCONSISTENT; not said by a reader that stops before it);
  * readers from before it warn of such a line as malformed and skip it). Lines are appended with one write(2) to a file opened with
  * O_APPEND, so concurrent setters never interleave. Lines starting with
- * '#' are comments; "u1" lines name processes that recorded nothing (see
+ * '#' are comments; an "l1 <hex why>" line says that marks were lost
+ * before a copy was made (stkr_marks_copy of a marks file that is not a
+ * regular file, or longer than a reader reads): a STKR_WARN_DAMAGED
+ * warning, as the input's readers gave; "u1" lines name processes that recorded nothing (see
  * "processes that recorded nothing" below). A scope line, written by
  * stkr_marks_copy_scoped (`stackrec merge`),
  *   s1 pids=<P|P-Q>[,<P|P-Q>...]\n   or   s1 -\n

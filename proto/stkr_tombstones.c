@@ -78,8 +78,8 @@ bool stkr__tombstone_check(stkr_reader *r, stkr__stream *st, stkr__file *f) {
     stkr__warn(r, STKR_WARN_DAMAGED, f->path, 0, st->info.pid,
                stkr_fmt_is_lost_marker(buf, got)
                    ? "a segment lost before this recording was made: "
-                     "`stackrec merge` could not read it, or none of its "
-                     "batches, in its input"
+                     "`stackrec merge` or `symbolize` could not read it, "
+                     "or none of its batches, in its input"
                    : "a damaged tombstone of the disk cap (a segment it "
                      "deleted; which process deleted it is not known)");
     return true;

@@ -300,9 +300,37 @@ static void test_damaged_marks_file(void **state) {
   cr_assert_has(cr_out, "DAMAGED marks file: 2 problems reading it");
 }
 
+/* A marks file that cannot be read (a FIFO in its place) is damage to
+ * the input's readers; a copy of the recording (`symbolize -o`, `merge
+ * -o`) says it too, by an "l1" line in its own marks file (QA, session 40:
+ * symbolize dropped it without a word, exit 0, and OUT verified intact). */
+static void test_damaged_marks_file_copied(void **state) {
+  char d[4096], out[4200], out2[4200];
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("views-marks-fifo"));
+  assert_int_equal(write_clean(d, 0, 5, 4242), 0);
+  assert_int_equal(tl_system("rm -f '%s/stackrec.marks' && mkfifo "
+                             "'%s/stackrec.marks'", d, d), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 1);
+  snprintf(out, sizeof out, "%s.sym", d);
+  snprintf(out2, sizeof out2, "%s.merged", d);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, d), 1);
+  cr_assert_has(cr_err, "stackrec.marks is damaged (not a regular file");
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out2, d), 1);
+  assert_int_equal(cr_run("verify '%s'", out), 1);
+  cr_assert_has(cr_out, "marks lost before this copy was made: the input's "
+                        "marks file: not a regular file");
+  assert_int_equal(cr_run("verify '%s'", out2), 1);
+  cr_assert_has(cr_out, "marks lost before this copy was made");
+  (void)cr_run("report '%s'", out);
+  cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
+}
+
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
              test_info_json_counts_tombstones, test_compliance_of_no_process,
              test_compliance_of_a_capped_head, test_diff,
              test_unresolved_named,
              test_compliance, test_filtered_process_count,
-             test_truncated_payload_in_html, test_damaged_marks_file)
+             test_truncated_payload_in_html, test_damaged_marks_file,
+             test_damaged_marks_file_copied)

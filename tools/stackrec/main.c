@@ -439,6 +439,16 @@ int stkr_cli_flush(const char *cmd) {
   return STKR_CLI_OK;
 }
 
+void stkr_cli_marks_copy_said(const char *cmd, const char *dir, int err) {
+  if (err == -EINVAL)
+    fprintf(stderr, "stackrec %s: %s/%s is damaged (not a regular file, or "
+            "longer than a reader reads): the copy's marks file says so\n",
+            cmd, dir, STKR_MARKS_FILE);
+  else
+    fprintf(stderr, "stackrec %s: cannot copy %s/%s: %s\n", cmd, dir,
+            STKR_MARKS_FILE, strerror(-err));
+}
+
 void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where) {
   uint64_t n = stkr__demangle_swift_missed();
 

@@ -613,8 +613,7 @@ static int copy_marks_files(const merge_run *m, char *const *in, int n,
                                             map));
     }
     if (err != 0) {
-      fprintf(stderr, "stackrec merge: copying %s/%s: %s\n", dir,
-              STKR_MARKS_FILE, strerror(-err));
+      stkr_cli_marks_copy_said("merge", dir, err);
       status = -1;
     }
   }

@@ -43,6 +43,13 @@
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/json.h" /* stkr_text_file_read */
+
+/* The largest segment file symbolize reads (whole, as it rewrites it): 16
+ * times the writer's default segment (64 MiB). A larger one (a writer
+ * given STACKREC_SEGMENT_BYTES past it, or a damaged or hostile file: a
+ * sparse 100 GiB file took all memory, QA, session 40) is left out, said,
+ * and marked lost in OUT. */
+#define SYM_MAX_FILE ((size_t)1 << 30)
 #include "tools/stackrec/symbolize_canon.h"
 #include "tools/stackrec/symbolize_mixed.h"
 #include "tools/stackrec/symbolize_run.h"
@@ -307,7 +314,6 @@ static int put_lost_marker(stkr__sym_run *run, const char *outdir,
   return write_out(run, outdir, name);
 }
 
-/* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
 /* What the batches of a file hold. */
 typedef struct file_look {
   bool already, stacks, bare, inproc;
@@ -357,8 +363,8 @@ static int find_id_base(stkr__sym_run *run, const char *indir, const stkr__sym_s
     int err;
 
     snprintf(in, sizeof in, "%s/%s", indir, segs[i].name);
-    if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
-                                   0)) < 0) {
+    if ((err = stkr_text_file_read(in, SYM_MAX_FILE, (char **)&data, &len,
+                                   NULL, 0)) < 0) {
       if (err == -ENOMEM) return err;
       continue;
     }
@@ -373,6 +379,7 @@ static int find_id_base(stkr__sym_run *run, const char *indir, const stkr__sym_s
   return 0;
 }
 
+/* Rewrite one segment file into outdir. @return 0, or -errno (hard). */
 static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
                    const char *name) {
   char in[PATH_MAX];
@@ -386,8 +393,8 @@ static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
   snprintf(in, sizeof in, "%s/%s", indir, name);
   /* The whole file, a regular one only (-ENXIO: a FIFO named like a
    * segment would wait for a writer): read once, written once. */
-  if ((err = stkr_text_file_read(in, SIZE_MAX, (char **)&data, &len, NULL,
-                                 0)) == -ENOENT && !run->in_place &&
+  if ((err = stkr_text_file_read(in, SYM_MAX_FILE, (char **)&data, &len,
+                                 NULL, 0)) == -ENOENT && !run->in_place &&
       lstat(in, &gone) != 0 && errno == ENOENT) {
     /* Listed, then gone (not a dangling link: that is lost data): a
      * recording still written, whose disk cap took it into a run
@@ -404,7 +411,9 @@ static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
   }
   if (err < 0) {
     fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
-            err == -ENXIO ? "not a regular file" : strerror(-err));
+            err == -ENXIO    ? "not a regular file"
+            : err == -EINVAL ? "larger than the 1 GiB symbolize reads"
+                             : strerror(-err));
     run->status = STKR_CLI_DATA_LOST;
     if (err == -ENOMEM || run->in_place) return err == -ENOMEM ? err : 0;
     /* Said by write_out when it fails; the other files go on. */
@@ -610,7 +619,14 @@ int stkr__sym_run_segments(stkr__sym_run *run, const char *indir, const char *ou
        * symbols of images mapped alike. */
       if (segs[i].pid != last_pid) run->new_proc = true;
       last_pid = segs[i].pid;
-      if ((err = do_file(run, indir, outdir, segs[i].name)) < 0) return err;
+      if ((err = do_file(run, indir, outdir, segs[i].name)) < 0) {
+        /* A hard error (out of memory, OUT not writable) ends the run:
+         * what OUT lacks is marked lost, so that it never reads as a
+         * whole copy (QA, session 40: verify said intact of 1 of 4). */
+        for (size_t k = i; !run->in_place && k < n_segs; k++)
+          (void)put_lost_marker(run, outdir, segs[k].name);
+        return err;
+      }
     }
   }
   return 0;

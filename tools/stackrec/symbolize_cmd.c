@@ -165,9 +165,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
                                   "OUT '%s' already holds %s; give an "
                                   "empty or new directory", outdir,
                                   STKR_MARKS_FILE);
-    if (stkr_marks_copy(indir, outdir) != 0) {
-      fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir,
-              STKR_MARKS_FILE);
+    if ((err = stkr_marks_copy(indir, outdir)) != 0) {
+      stkr_cli_marks_copy_said("symbolize", indir, err);
       return STKR_CLI_DATA_LOST;
     }
     printf("an empty recording (no process made a watched call): nothing "
@@ -234,8 +233,9 @@ int stkr_cli_symbolize(int argc, char **argv) {
   if (stkr_cli_rings_left_said("symbolize", indir, where) &&
       err == STKR_CLI_OK)
     err = STKR_CLI_DATA_LOST;
-  if (stkr_marks_copy(indir, outdir) != 0) { /* `stackrec mark`'s marks */
-    fprintf(stderr, "stackrec symbolize: cannot copy %s/%s\n", indir, STKR_MARKS_FILE);
+  int merr = stkr_marks_copy(indir, outdir); /* `stackrec mark`'s marks */
+  if (merr != 0) {
+    stkr_cli_marks_copy_said("symbolize", indir, merr);
     err = STKR_CLI_DATA_LOST;
   }
   if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
