@@ -191,6 +191,20 @@ static void test_folded_exact_lines(void **state) {
   assert_string_equal(g_out, folded_all);
   sh("ls '%s' | grep -c tmp-", g_tmp);
   assert_string_equal(g_out, "0\n");
+  /* Links planted where a temporary name once was predictable (FILE.tmp-
+   * and the next pids: QA, session 40, export wrote through one into any
+   * file of the user's): never followed; the output is a new file with
+   * the mode a plain create gives, the link's target untouched. */
+  assert_int_equal(sh("(cd '%s' && echo precious > victim && python3 -c "
+                      "\"import os; n = int(open('/proc/sys/kernel/"
+                      "ns_last_pid').read()); [os.symlink('victim', "
+                      "'out.txt.tmp-%%d' %% p) for p in range(n, n + 300)]\")",
+                      g_tmp), 0);
+  assert_int_equal(sh("(cd '%s' && umask 022 && '%s' export -f folded -o "
+                      "out.txt '%s' && cat victim && stat -c %%a out.txt && "
+                      "test ! -L out.txt)", g_tmp, g_tool, g_rec), 0);
+  assert_string_equal(g_out, "precious\n644\n");
+  sh("(cd '%s' && rm -f out.txt.tmp-* victim out.txt)", g_tmp);
 }
 
 static void test_folded_filters(void **state) {

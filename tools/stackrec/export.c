@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -205,12 +206,29 @@ static int output_open(output *o, const char *path) {
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     o->f = fopen(path, "wb");
   } else {
-    if (asprintf(&o->tmp, "%s.tmp-%ld", path, (long)getpid()) < 0) {
+    /* Made by mkostemp (O_CREAT | O_EXCL: never through a link someone
+     * put under the name, which a plain open would have written; QA,
+     * session 40: a link planted at FILE.tmp-PID in a shared directory
+     * let export overwrite any file of the user's), with the mode a
+     * plain create would have given it. */
+    int fd;
+    mode_t um = umask(0);
+    umask(um);
+    if (asprintf(&o->tmp, "%s.tmp-XXXXXX", path) < 0) {
       o->tmp = NULL;
       errno = ENOMEM;
       return -ENOMEM;
     }
-    o->f = fopen(o->tmp, "wb");
+    if ((fd = mkostemp(o->tmp, O_CLOEXEC)) < 0) {
+      o->f = NULL;
+    } else if (fchmod(fd, 0666 & ~um) != 0 ||
+               (o->f = fdopen(fd, "wb")) == NULL) {
+      int saved = errno;
+      close(fd);
+      unlink(o->tmp);
+      errno = saved;
+      o->f = NULL;
+    }
   }
   if (o->f != NULL && ends_with(path, ".zst")) {
     FILE *z = stkr_cli_zstd_writer(o->f);
