@@ -573,6 +573,26 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
   close(fd);
 }
 
+/* DIR/.stackrec-cache opened as a directory of its own (made first when
+ * `make`), never through a link: every file recover makes, reads or
+ * removes there goes through this descriptor, so that a link put in its
+ * place cannot lead them outside the recording (QA, session 40: a link to
+ * another directory had recover delete a record.lock there).
+ * @return the descriptor, or -errno (-ELOOP or -ENOTDIR: not a
+ * directory of its own). */
+static int cache_dirfd(const char *dir, bool make) {
+  char path[PATH_MAX];
+  int fd;
+
+  if (dir == NULL) return -EINVAL;
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
+      sizeof path)
+    return -ENAMETOOLONG;
+  if (make && mkdir(path, 0700) != 0 && errno != EEXIST) return -errno;
+  fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd >= 0 ? fd : -errno;
+}
+
 /* The ring files session `sid` of `pid` left half made in the cache
  * directory (STKR_RINGFILE_NEW). Such a file was never a ring of its
  * session: it has no name a reader or recovery looks at, no record, and its
@@ -580,7 +600,7 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
  * `stackrec record` removes the whole cache directory at its end; a bare
  * LD_PRELOAD run leaves them to us). */
 static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char path[STKR__RC_PATH_MAX], pre[STKR_RINGFILE_NAME_MAX + 8];
+  char pre[STKR_RINGFILE_NAME_MAX + 8];
   struct dirent *e;
   DIR *d;
   size_t n;
@@ -589,10 +609,7 @@ static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
   memcpy(pre, STKR_RINGFILE_NEW, sizeof STKR_RINGFILE_NEW - 1);
   stkr_ringfile_name(pre + sizeof STKR_RINGFILE_NEW - 1, pid, sid, 1);
   n = (size_t)(strrchr(pre, '-') + 1 - pre);
-  if ((size_t)snprintf(path, sizeof path, "%s/%s", rc->dir, STKR_CACHE_DIR) >=
-      sizeof path)
-    return;
-  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = cache_dirfd(rc->dir, false);
   if (fd < 0) return;
   if ((d = fdopendir(fd)) == NULL) {
     close(fd);
@@ -607,34 +624,43 @@ static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
   closedir(d);
 }
 
-static bool defer_path(const stkr__rc *rc, char *path, size_t cap,
-                       uint32_t pid, uint64_t sid) {
-  return (size_t)snprintf(path, cap, "%s/%s/deferred-%u-%016llx", rc->dir,
-                          STKR_CACHE_DIR, (unsigned)pid,
+static bool defer_name(char *name, size_t cap, uint32_t pid, uint64_t sid) {
+  return (size_t)snprintf(name, cap, "deferred-%u-%016llx", (unsigned)pid,
                           (unsigned long long)sid) < cap;
 }
 
 void stkr__rc_defer_mark(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char path[STKR__RC_PATH_MAX], dir[STKR__RC_PATH_MAX];
-  int fd;
-  if (rc->opts.dry_run || !defer_path(rc, path, sizeof path, pid, sid)) return;
-  if ((size_t)snprintf(dir, sizeof dir, "%s/%s", rc->dir, STKR_CACHE_DIR) <
-      sizeof dir)
-    (void)mkdir(dir, 0700);
-  fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  char name[64];
+  int dfd, fd;
+  if (rc->opts.dry_run || !defer_name(name, sizeof name, pid, sid) ||
+      (dfd = cache_dirfd(rc->dir, true)) < 0)
+    return;
+  fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) close(fd);
+  close(dfd);
 }
 
 bool stkr__rc_defer_marked(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char path[STKR__RC_PATH_MAX];
+  char name[64];
   struct stat st;
-  return defer_path(rc, path, sizeof path, pid, sid) &&
-         lstat(path, &st) == 0;
+  int dfd;
+  bool marked;
+  if (!defer_name(name, sizeof name, pid, sid) ||
+      (dfd = cache_dirfd(rc->dir, false)) < 0)
+    return false;
+  marked = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  close(dfd);
+  return marked;
 }
 
 void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char path[STKR__RC_PATH_MAX];
-  if (defer_path(rc, path, sizeof path, pid, sid)) (void)unlink(path);
+  char name[64];
+  int dfd;
+  if (!defer_name(name, sizeof name, pid, sid) ||
+      (dfd = cache_dirfd(rc->dir, false)) < 0)
+    return;
+  (void)unlinkat(dfd, name, 0);
+  close(dfd);
 }
 
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
@@ -659,16 +685,11 @@ void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
 #define LOCK_FILE "record.lock"
 
 int stkr_recover_lock_dir(const char *dir) {
-  char path[PATH_MAX];
-  int fd;
+  int dfd = cache_dirfd(dir, true), fd;
 
-  if (dir == NULL) return -EINVAL;
-  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
-      sizeof path - sizeof "/" LOCK_FILE)
-    return -ENAMETOOLONG;
-  if (mkdir(path, 0700) != 0 && errno != EEXIST) return -errno;
-  strcat(path, "/" LOCK_FILE);
-  fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (dfd < 0) return dfd;
+  fd = openat(dfd, LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  close(dfd);
   if (fd < 0) return -errno;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno == EWOULDBLOCK ? -EWOULDBLOCK : -errno;
@@ -696,30 +717,28 @@ bool stkr_recover_is_cache_name(const char *name) {
   return name != NULL && strcmp(name, STKR_CACHE_DIR) == 0;
 }
 
-/* DIR/.stackrec-cache/record.lock into path (PATH_MAX bytes).
- * @return false if dir is NULL or the name does not fit. */
-static bool lock_path(const char *dir, char *path) {
-  return dir != NULL &&
-         (size_t)snprintf(path, PATH_MAX, "%s/%s/%s", dir, STKR_CACHE_DIR,
-                          LOCK_FILE) < PATH_MAX;
-}
 
 bool stkr_recover_has_lock_file(const char *dir) {
-  char path[PATH_MAX];
   struct stat st;
+  int dfd = cache_dirfd(dir, false);
+  bool has;
 
-  return lock_path(dir, path) && lstat(path, &st) == 0;
+  if (dfd < 0) return false;
+  has = fstatat(dfd, LOCK_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  close(dfd);
+  return has;
 }
 
 bool stkr_recover_record_running(const char *dir) {
-  char path[PATH_MAX];
   bool held = false;
   int fd;
 
   /* Opened, never made: a reader leaves no file behind. */
-  if (!lock_path(dir, path) ||
-      (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-    return false;
+  int dfd = cache_dirfd(dir, false);
+  if (dfd < 0) return false;
+  fd = openat(dfd, LOCK_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  close(dfd);
+  if (fd < 0) return false;
   if (flock(fd, LOCK_SH | LOCK_NB) != 0)
     held = errno == EWOULDBLOCK;
   close(fd); /* releases what we took */
@@ -764,22 +783,30 @@ int stkr_recover_remove_cache(const char *dir) {
 }
 
 bool stkr_recover_lock_is_at(int fd, const char *dir) {
-  char path[PATH_MAX];
   struct stat a, b;
+  int dfd;
+  bool at;
 
-  return fd >= 0 && lock_path(dir, path) && fstat(fd, &a) == 0 &&
-         lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  if (fd < 0 || (dfd = cache_dirfd(dir, false)) < 0) return false;
+  at = fstat(fd, &a) == 0 &&
+       fstatat(dfd, LOCK_FILE, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  close(dfd);
+  return at;
 }
 
 void stkr_recover_unlock_dir(const char *dir, int fd) {
   char path[PATH_MAX];
+  int dfd;
 
   if (fd < 0 || dir == NULL) return;
   /* Unlinked before the close: a record that takes the lock after us
    * makes a new file, never ours. Only ours: another record's lock may be
    * under that name now (our directory moved away; review, session 38). */
-  if (stkr_recover_lock_is_at(fd, dir) && lock_path(dir, path))
-    (void)unlink(path);
+  if (stkr_recover_lock_is_at(fd, dir) && (dfd = cache_dirfd(dir, false)) >= 0) {
+    (void)unlinkat(dfd, LOCK_FILE, 0);
+    close(dfd);
+  }
   close(fd);
   if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) <
       sizeof path)

@@ -438,8 +438,43 @@ static void test_ring_without_session(void **state) {
   free(empty);
 }
 
+/* A link in place of DIR/.stackrec-cache: recover makes, reads and
+ * removes nothing through it (QA, session 40: its record.lock, a stale one
+ * of another recording, was deleted through the link). */
+static void test_cache_dir_link_not_followed(void **state) {
+  char dir[400], outside[400], path[1024];
+  stkr_recover_stats st;
+  stkr_recover_opts o = {0};
+  struct stat sb;
+  int fd;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s/cache-link", g_root);
+  snprintf(outside, sizeof outside, "%s/cache-outside", g_root);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(mkdir(outside, 0700), 0);
+  snprintf(path, sizeof path, "%s/record.lock", outside);
+  assert_int_equal(tl_write_bytes(path, "precious\n", 9), 0);
+  snprintf(path, sizeof path, "%s/.stackrec-cache", dir);
+  assert_int_equal(symlink("../cache-outside", path), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
+  assert_int_equal(tl_write_bytes(path, g_ring, g_ring_len), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, g_sess_name);
+  assert_int_equal(tl_write_bytes(path, g_sess, g_sess_len), 0);
+
+  fd = stkr_recover_lock_dir(dir);
+  assert_true(fd == -ELOOP || fd == -ENOTDIR);
+  stkr_recover_unlock_dir(dir, fd);
+  assert_false(stkr_recover_has_lock_file(dir));
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.events, N_EVENTS); /* the session itself: recovered */
+  snprintf(path, sizeof path, "%s/record.lock", outside);
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_size, 9);
+}
+
 TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_truncated_everywhere, test_byte_flips, test_absurd_fields,
              test_recover_truncated_files, test_recovery_loss_is_damage,
              test_recover_huge_sparse, test_ring_without_session,
-             test_unusable_ring_kept)
+             test_unusable_ring_kept, test_cache_dir_link_not_followed)

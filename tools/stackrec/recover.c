@@ -64,6 +64,10 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   DIR *d;
 
   *bytes = 0;
+  if (lock == -ELOOP || lock == -ENOTDIR)
+    fprintf(stderr, "stackrec recover: warning: %s/.stackrec-cache is not a "
+            "directory of its own (a link?): left alone, and nothing made "
+            "or removed through it\n", dir);
   /* A dry run asks without making or changing anything. */
   if ((dry ? stkr_recover_record_running(dir) : lock < 0) ||
       (d = opendir(dir)) == NULL) {
