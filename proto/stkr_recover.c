@@ -548,19 +548,56 @@ bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len) {
  * frame, or remove it if none is left. Only when `pid` is gone: a live
  * process of that pid (recycled, or a later session of the same one) may
  * be completing that very frame. */
+/* path's first `off` bytes (of fd, opened for reading too) into a new
+ * file renamed over path: a segment with other hard links (a backup made
+ * with `cp -al`) keeps them whole, where a truncation in place cut every
+ * name's (QA, session 40). @return 0 or -1 with errno set. */
+static int cut_into_copy(int fd, const char *path, uint64_t off,
+                         const struct stat *st) {
+  char tmp[STKR__RC_PATH_MAX + 16], buf[65536];
+  uint64_t at = 0;
+  int out, err = 0;
+
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.cut-XXXXXX", path) >= sizeof tmp) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  if ((out = mkostemp(tmp, O_CLOEXEC)) < 0) return -1;
+  while (at < off && err == 0) {
+    size_t want = off - at < sizeof buf ? (size_t)(off - at) : sizeof buf;
+    ssize_t k = pread(fd, buf, want, (off_t)at);
+    if (k <= 0)
+      err = k < 0 ? errno : EIO;
+    else if ((err = -stkr_write_all(out, buf, (size_t)k)) == 0)
+      at += (uint64_t)k;
+  }
+  if (err == 0 && (fchmod(out, st->st_mode & 07777) != 0 || fsync(out) != 0))
+    err = errno;
+  if (close(out) != 0 && err == 0) err = errno;
+  if (err == 0 && rename(tmp, path) != 0) err = errno;
+  if (err != 0) {
+    (void)unlink(tmp);
+    errno = err;
+    return -1;
+  }
+  return 0;
+}
+
 void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
                             uint32_t pid) {
   struct stat st;
   int fd;
 
   if (stkr_pid_alive(pid)) return;
-  if ((fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) return;
+  if ((fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0) return;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       (uint64_t)st.st_size <= off) {
     close(fd); /* not the file the reader saw: leave it */
     return;
   }
-  if (off == 0 ? unlink(path) != 0 : ftruncate(fd, (off_t)off) != 0) {
+  if (off == 0                ? unlink(path) != 0
+      : st.st_nlink > 1       ? cut_into_copy(fd, path, off, &st) != 0
+                              : ftruncate(fd, (off_t)off) != 0) {
     stkr__rc_msg(rc, "%s: offset %" PRIu64 ": cannot remove a torn last "
                  "batch (its events are recovered): %s", path, off,
                  strerror(errno));

@@ -473,8 +473,63 @@ static void test_cache_dir_link_not_followed(void **state) {
   assert_int_equal(sb.st_size, 9);
 }
 
+/* A torn last batch in a segment that has another hard link (a backup
+ * made with `cp -al`): recovery cuts it off this name only, by a copy
+ * renamed into place; the other name keeps every byte (QA, session 40:
+ * the truncation in place cut the backup too). */
+static void test_torn_tail_of_a_linked_segment(void **state) {
+  char dir[400], bak[400], seg[1024], lpath[1024], name[256] = "";
+  stkr_recover_stats st;
+  stkr_recover_opts o = {0};
+  struct dirent *e;
+  struct stat a, b;
+  size_t len;
+  uint8_t *data;
+  DIR *d;
+  (void)state;
+
+  assert_non_null(d = opendir(g_src));
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, "stackrec-", 9) == 0 &&
+        strstr(e->d_name, ".zst") != NULL)
+      snprintf(name, sizeof name, "%s", e->d_name);
+  closedir(d);
+  if (name[0] == '\0') skip(); /* no first batch written: nothing torn */
+  snprintf(dir, sizeof dir, "%s/torn-linked", g_root);
+  snprintf(bak, sizeof bak, "%s/torn-backup", g_root);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(mkdir(bak, 0700), 0);
+  snprintf(seg, sizeof seg, "%s/%s", g_src, name);
+  data = (uint8_t *)tl_slurp_alloc(seg, &len);
+  assert_true(len > 24);
+  /* The segment, then the first 20 bytes of a frame: a torn batch. */
+  uint8_t *torn = malloc(len + 20);
+  assert_non_null(torn);
+  memcpy(torn, data, len);
+  memcpy(torn + len, data, 20);
+  snprintf(seg, sizeof seg, "%s/%s", dir, name);
+  assert_int_equal(tl_write_bytes(seg, torn, len + 20), 0);
+  snprintf(lpath, sizeof lpath, "%s/%s", bak, name);
+  assert_int_equal(link(seg, lpath), 0);
+  snprintf(seg, sizeof seg, "%s/%s", dir, g_ring_name);
+  assert_int_equal(tl_write_bytes(seg, g_ring, g_ring_len), 0);
+  snprintf(seg, sizeof seg, "%s/%s", dir, g_sess_name);
+  assert_int_equal(tl_write_bytes(seg, g_sess, g_sess_len), 0);
+
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.events, N_EVENTS);
+  snprintf(seg, sizeof seg, "%s/%s", dir, name);
+  assert_int_equal(stat(seg, &a), 0);
+  assert_int_equal(stat(lpath, &b), 0);
+  assert_int_equal(a.st_size, len);      /* cut here */
+  assert_int_equal(b.st_size, len + 20); /* whole there */
+  free(torn);
+  free(data);
+}
+
 TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_truncated_everywhere, test_byte_flips, test_absurd_fields,
              test_recover_truncated_files, test_recovery_loss_is_damage,
              test_recover_huge_sparse, test_ring_without_session,
-             test_unusable_ring_kept, test_cache_dir_link_not_followed)
+             test_unusable_ring_kept, test_cache_dir_link_not_followed,
+             test_torn_tail_of_a_linked_segment)
