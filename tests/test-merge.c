@@ -368,6 +368,19 @@ static void test_refusals(void **state) {
   assert_int_equal(cr_run("merge -o '%s' '%s'", d, path), 2);
   snprintf(path, sizeof path, "%s/.", d);
   assert_int_equal(cr_run("merge -o '%s' '%s'", path, d), 2);
+  /* OUT inside an input (QA, session 40: merge wrote DIR/sub, symbolize
+   * `.` wrote ./.-symbolized into the recording): refused, nothing made;
+   * symbolize's default OUT for "DIR/." lies beside DIR. */
+  snprintf(path, sizeof path, "%s/sub", d);
+  cr_expect(2, "is inside the input", "merge -o '%s' '%s'", path, d);
+  cr_expect(2, "is inside DIR", "symbolize -o '%s' '%s'", path, d);
+  assert_int_not_equal(access(path, F_OK), 0);
+  snprintf(path, sizeof path, "%s/.", d);
+  assert_int_equal(cr_run("symbolize '%s'", path), 0);
+  snprintf(path, sizeof path, "%s-symbolized", d);
+  assert_int_equal(access(path, F_OK), 0);
+  snprintf(path, sizeof path, "%s/.-symbolized", d);
+  assert_int_not_equal(access(path, F_OK), 0);
   /* OUT holds segment files: never overwritten. */
   snprintf(out, sizeof out, "%s", fx_tmpdir("merge-ref-out"));
   assert_int_equal(fx_std_write(out, FX_PID), 0);

@@ -226,6 +226,10 @@ int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
 int stkr_cli_stat_dir_of(const char *path, char *dir, struct stat *st);
 /* The same file: device and inode. */
 bool stkr_cli_same_inode(const struct stat *a, const struct stat *b);
+/* Is path (made or not) inside the directory `in`: is `in` its parent or
+ * an ancestor of it (after links: its real path's)? An output there would
+ * change the recording it copies (QA, session 40). */
+bool stkr_cli_path_inside(const char *path, const struct stat *in);
 /* merge: refuse an OUT that is not a directory, or is an input or the
  * directory of an input file. @return 0, or the usage status after
  * printing why. */

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -89,10 +90,38 @@ int stkr_cli_check_output(const char *cmd, const char *opt, const char *path,
 
 /* ---- merge's inputs and OUT (cli.h) ---- */
 
+bool stkr_cli_path_inside(const char *outdir, const struct stat *in) {
+  char path[PATH_MAX + 8], *slash;
+  struct stat st;
+
+  if (realpath(outdir, path) == NULL) { /* not made yet: a child of its parent */
+    char tmp[PATH_MAX], parent[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", outdir);
+    if (realpath(dirname(tmp), parent) == NULL) return false;
+    snprintf(path, sizeof path, "%s/x", parent);
+  }
+  /* Every ancestor of path, from its parent up to "/". */
+  while ((slash = strrchr(path, '/')) != NULL) {
+    if (slash == path) slash[1] = '\0';
+    else *slash = '\0';
+    if (stat(path, &st) == 0 && st.st_dev == in->st_dev &&
+        st.st_ino == in->st_ino)
+      return true;
+    if (slash == path) break;
+  }
+  return false;
+}
+
 int stkr_cli_merge_check_out(const char *out, char *const *in, int n) {
   struct stat so, si;
   int i;
 
+  for (i = 0; i < n; i++)
+    if (stat(in[i], &si) == 0 && S_ISDIR(si.st_mode) &&
+        stkr_cli_path_inside(out, &si))
+      return stkr_cli_usage_error("merge", "OUT '%s' is inside the input "
+                                  "'%s': write the merge outside it", out,
+                                  in[i]);
   if (stat(out, &so) != 0)
     return 0; /* created later: cannot be an input */
   if (!S_ISDIR(so.st_mode))

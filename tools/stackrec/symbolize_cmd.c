@@ -108,6 +108,12 @@ static int parse_args(int argc, char **argv, const char **dirs,
 static int make_outdir(const char *indir, const char *outdir) {
   struct stat a, b;
 
+  /* Written into DIR, OUT would change the recording it copies (QA,
+   * session 40: `symbolize .` made ./.-symbolized inside it). */
+  if (stat(indir, &b) == 0 && stkr_cli_path_inside(outdir, &b))
+    return stkr_cli_usage_error("symbolize", "OUT '%s' is inside DIR '%s'; "
+                                "give a directory outside the recording",
+                                outdir, indir);
   if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
             strerror(errno));
@@ -142,9 +148,13 @@ int stkr_cli_symbolize(int argc, char **argv) {
     return STKR_CLI_NO_INPUT;
   }
   if (!outdir) {
-    size_t l = strlen(indir);
-    while (l > 1 && indir[l - 1] == '/') l--;
-    snprintf(outbuf, sizeof outbuf, "%.*s-symbolized", (int)l, indir);
+    /* Beside DIR, named after what DIR is: "." or "DIR/." is a directory
+     * with a name of its own, not "." (QA, session 40). */
+    char real[PATH_MAX];
+    const char *base = realpath(indir, real) != NULL ? real : indir;
+    size_t l = strlen(base);
+    while (l > 1 && base[l - 1] == '/') l--;
+    snprintf(outbuf, sizeof outbuf, "%.*s-symbolized", (int)l, base);
     outdir = outbuf;
   }
   if ((err = stkr__sym_list_segments(indir, &segs, &n_segs)) < 0) {
