@@ -309,6 +309,20 @@ static void test_unreadable_segment_stays_lost(void **state) {
   cr_assert_has(cr_out, "stackrec-5555-000001.zst: offset 0: a segment lost "
                         "before this recording was made",
                 "\nDAMAGED: ");
+  /* A link to a device under a segment name of the input's process (QA,
+   * session 40: the reader's "unreadable segment" is an I/O warning, and
+   * merge left no marker: OUT verified intact). */
+  snprintf(d, sizeof d, "%s", fx_tmpdir("merge-devlink"));
+  snprintf(out, sizeof out, "%s", out_path("merge-devlink-out"));
+  assert_int_equal(fx_std_write(d, FX_PID), 0);
+  snprintf(fifo, sizeof fifo, "%s/stackrec-%u-000009.zst", d, FX_PID);
+  assert_int_equal(symlink("/dev/zero", fifo), 0);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
+  assert_int_equal(cr_run("verify '%s'", out), 1);
+  char want[64];
+  snprintf(want, sizeof want, "stackrec-%u-000009.zst: offset 0: a segment",
+           FX_PID);
+  cr_assert_has(cr_out, want, "\nDAMAGED: ");
 }
 
 /* A recording still being written: its incomplete last batch is left out

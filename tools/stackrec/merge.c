@@ -159,7 +159,11 @@ static void on_warning(void *arg, const stkr_warning *w) {
    * recovery's lost bytes, overflowing drops): OUT keeps them as they are
    * (review, session 39: a marker for them grew the damage every merge). */
   const bool in_counters = w->kind == STKR_WARN_DAMAGED && w->offset < 0;
+  /* A segment that cannot be read at all (STKR_WARN_IO: a link to a
+   * device or a directory under a segment's name) is lost whole, as a
+   * FIFO is (QA, session 40: OUT had no marker and verified intact). */
   if ((w->kind == STKR_WARN_DAMAGED && !in_counters) ||
+      (w->kind == STKR_WARN_IO && w->data_lost) ||
       w->kind == STKR_WARN_TRUNCATED || w->kind == STKR_WARN_NOT_ZSTD)
     note_lost(m, w);
   stkr_cli_progress_pause();
