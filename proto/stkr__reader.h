@@ -288,7 +288,13 @@ struct stkr_reader {
   /* Every segment file added, by inode: one added again under another
    * name, in another directory (a symbolic link beside its recording),
    * is read once (QA, session 34: its events were counted twice). */
-  struct stkr__inode { dev_t dev; ino_t ino; } *inodes;
+  /* Segment files added, by inode: the directory, pid and seq of the name
+   * each was read under (stkr__inode_seen). */
+  struct stkr__inode {
+    dev_t dev, dir_dev;
+    ino_t ino, dir_ino;
+    uint32_t pid, seq;
+  } *inodes;
   size_t n_inodes, cap_inodes;
   stkr_index inode_ix;
 

@@ -279,9 +279,13 @@ static int stkr__stream_get(stkr_reader *r, const char *dir,
 }
 
 /* Was a file of this inode added to r already (by any name, to any
- * stream)? If not, it is remembered. A file without a stat (fst NULL) is
- * never one seen. @return 1 seen, 0 new, or -ENOMEM. */
-static int stkr__inode_seen(stkr_reader *r, const struct stat *fst) {
+ * stream)? If not, it is remembered, with the name it is read under (dir
+ * dst, pid, seq). A file without a stat (fst NULL) is never one seen.
+ * *held: the entry of the earlier name, when seen. @return 1 seen, 0
+ * new, or -ENOMEM. */
+static int stkr__inode_seen(stkr_reader *r, const struct stat *fst,
+                            const struct stat *dst, uint32_t pid, uint32_t seq,
+                            struct stkr__inode **held) {
   uint64_t h, pos;
   size_t ix;
 
@@ -290,14 +294,67 @@ static int stkr__inode_seen(stkr_reader *r, const struct stat *fst) {
   h = stkr_mix64((uint64_t)fst->st_ino ^ ((uint64_t)fst->st_dev << 40));
   for (ix = stkr_index_first(&r->inode_ix, h, &pos); ix != STKR_INDEX_NONE;
        ix = stkr_index_next(&r->inode_ix, h, &pos))
-    if (r->inodes[ix].dev == fst->st_dev && r->inodes[ix].ino == fst->st_ino)
+    if (r->inodes[ix].dev == fst->st_dev && r->inodes[ix].ino == fst->st_ino) {
+      *held = &r->inodes[ix];
       return 1;
+    }
   if (stkr__grow(&r->inodes, &r->cap_inodes, r->n_inodes + 1,
                  sizeof(*r->inodes)) != 0 ||
       stkr_index_reserve(&r->inode_ix, r->n_inodes + 1) != 0)
     return -ENOMEM;
   (void)stkr_index_add(&r->inode_ix, h, r->n_inodes); /* reserved */
-  r->inodes[r->n_inodes++] = (struct stkr__inode){fst->st_dev, fst->st_ino};
+  r->inodes[r->n_inodes++] = (struct stkr__inode){
+      fst->st_dev, dst != NULL ? dst->st_dev : 0, fst->st_ino,
+      dst != NULL ? dst->st_ino : 0, pid, seq};
+  return 0;
+}
+
+/* A segment name (path; dir dst, pid, seq) of a file read already under
+ * another, *held (a hard link: `ln`, `cp -al`): read once, and said. Of
+ * one process's two names the lower seq is the one read (the file's own,
+ * as a rule; a Header that says otherwise is said when it is read), which
+ * listing order decided before (QA, session 40: merge kept the
+ * misnamed one and its OUT missed segment 1). @return 0 or -ENOMEM. */
+static int stkr__hard_link(stkr_reader *r, const char *path,
+                           const struct stat *dst, uint32_t pid, uint32_t seq,
+                           struct stkr__inode *held) {
+  stkr__stream *st;
+  uint64_t probes = 0;
+  char *keep = NULL;
+
+  if (held->dir_dev == dst->st_dev && held->dir_ino == dst->st_ino &&
+      held->pid == pid && held->seq == seq)
+    return 0; /* the same name, given twice (a file and its directory) */
+  if (held->dir_dev == dst->st_dev && held->dir_ino == dst->st_ino &&
+      held->pid == pid && seq < held->seq &&
+      (st = stkr__stream_find(r, dst->st_dev, dst->st_ino, pid, &probes)) !=
+          NULL) {
+    for (size_t i = 0; i < st->n_files; i++) {
+      stkr__file f = st->files[i];
+      if (f.dev != held->dev || f.ino != held->ino || f.seq != held->seq)
+        continue;
+      if ((keep = strdup(path)) == NULL) return -ENOMEM;
+      /* Out at i, in at seq's place (files stay sorted by seq). */
+      memmove(&st->files[i], &st->files[i + 1],
+              (st->n_files - i - 1) * sizeof f);
+      size_t j = st->n_files - 1;
+      for (; j > 0 && st->files[j - 1].seq > seq; j--)
+        st->files[j] = st->files[j - 1];
+      stkr__warn(r, STKR_WARN_IGNORED_FILES, f.path, -1, pid,
+                 "the same file as %s (a hard link): read once, under that "
+                 "name", path);
+      free(f.path);
+      f.path = keep;
+      f.seq = seq;
+      st->files[j] = f;
+      if (seq < st->info.first_seq) st->info.first_seq = seq;
+      held->seq = seq;
+      return 0;
+    }
+  }
+  stkr__warn(r, STKR_WARN_IGNORED_FILES, path, -1, pid,
+             "the same file as a segment read under another name (a hard "
+             "link): read once");
   return 0;
 }
 
@@ -413,14 +470,23 @@ static int stkr__add_dir(stkr_reader *r, const char *dir,
       bad = -errno;
     else
       bad = S_ISREG(fst.st_mode) ? 0 : -EINVAL;
+    /* A regular file is read once, whatever names it has; each name of
+     * what cannot be read is its own loss (QA, session 40: segment names
+     * of three processes linked to /dev/zero were said once). */
+    struct stkr__inode *held = NULL;
+    if ((path = stkr__join(dir, de->d_name)) == NULL) {
+      err = -ENOMEM;
+      break;
+    }
     const int seen =
-        stkr__inode_seen(r, bad == 0 || bad == -EINVAL ? &fst : NULL);
+        stkr__inode_seen(r, bad == 0 ? &fst : NULL, dst, pid, seq, &held);
     if (seen != 0) { /* read under its other name; or out of memory */
-      err = seen < 0 ? seen : 0;
+      err = seen < 0 ? seen : stkr__hard_link(r, path, dst, pid, seq, held);
+      free(path);
       found++;
       continue;
     }
-    if ((path = stkr__join(dir, de->d_name)) == NULL)
+    if (path == NULL)
       err = -ENOMEM;
     else if ((err = stkr__stream_get(r, dir, dst, pid, false, &st)) == 0)
       err = stkr__stream_add_file(st, path, seq,
@@ -484,11 +550,14 @@ int stkr_reader_add(stkr_reader *r, const char *path) {
     free(dir);
     return err;
   }
-  if ((err = stkr__inode_seen(r, &fst)) != 0) { /* added by another name */
-    free(dir);
+  struct stkr__inode *held = NULL;
+  bool named = stkr_fmt_segment_parse(base, &pid, &seq) == 0;
+  if ((err = stkr__inode_seen(r, &fst, &dst, named ? pid : 0,
+                              named ? seq : 0, &held)) != 0) {
+    free(dir); /* added by another name */
     return err < 0 ? err : 0;
   }
-  if (stkr_fmt_segment_parse(base, &pid, &seq) == 0) {
+  if (named) {
     err = stkr__stream_get(r, dir, &dst, pid, false, &st);
   } else {
     pid = 0;

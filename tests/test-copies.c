@@ -141,5 +141,37 @@ static void test_same_file_by_another_name(void **state) {
   cr_assert_has(cr_out, "1 process");
 }
 
+/* Names of one file inside a recording (QA, session 40): a hard link of
+ * a segment under a later seq of its process is read once, said, and
+ * under the lower seq whatever the listing's order (merge had kept the
+ * later name, and its OUT missed segment 1); links of two processes'
+ * segment names to one device are each a loss (said once before). */
+static void test_names_of_one_file(void **state) {
+  char d[4096], out[4200], dev[4096];
+  (void)state;
+
+  snprintf(d, sizeof d, "%s", fx_tmpdir("copies-hardlink"));
+  snprintf(out, sizeof out, "%s.merged", d);
+  assert_int_equal(tl_system("cp -p '%s'/* '%s'/ && ln '%s/stackrec-7-000001"
+                             ".zst' '%s/stackrec-7-000002.zst'", g_rec, d, d,
+                             d), 0);
+  assert_int_equal(cr_run("verify '%s'", d), 0);
+  cr_assert_has(cr_out, "(a hard link): read once");
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 0);
+  assert_int_equal(tl_system("test -f '%s/stackrec-7-000001.zst' && ! test "
+                             "-e '%s/stackrec-7-000002.zst'", out, out), 0);
+  assert_int_equal(cr_run("verify '%s'", out), 0);
+
+  snprintf(dev, sizeof dev, "%s", fx_tmpdir("copies-devlinks"));
+  assert_int_equal(tl_system("cp -p '%s'/* '%s'/ && ln -s /dev/zero "
+                             "'%s/stackrec-8-000001.zst' && ln -s /dev/zero "
+                             "'%s/stackrec-9-000001.zst'", g_rec, dev, dev,
+                             dev), 0);
+  assert_int_equal(cr_run("verify '%s'", dev), 1);
+  cr_assert_has(cr_out, "stackrec-8-000001.zst: unreadable segment");
+  cr_assert_has(cr_out, "stackrec-9-000001.zst: unreadable segment");
+}
+
 TL_TEST_MAIN("copies", setup, NULL, test_reader_finds_copies,
-             test_commands_refuse_copies, test_same_file_by_another_name)
+             test_commands_refuse_copies, test_same_file_by_another_name,
+             test_names_of_one_file)

@@ -433,7 +433,7 @@ static void test_segment_names_that_are_not_files(void **state) {
     assert_non_null(strstr(cr_out, "# 9 events from 2 processes"));
     /* symbolize reads segments itself: it waited forever on the FIFO.
      * Its OUT keeps the loss: a marker in the segment's place. */
-    snprintf(seg, sizeof seg, "%s/sym", d);
+    snprintf(seg, sizeof seg, "%s.sym", d);
     cr_expect(1, bad, "symbolize -o '%s' '%s'", seg, d);
     assert_int_equal(cr_run("verify '%s'", seg), 1);
     cr_assert_has(cr_out, "stackrec-77-000001.zst: offset 0: a segment lost "
