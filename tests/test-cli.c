@@ -362,6 +362,22 @@ static void test_warning_one_line(void **state) {
   assert_int_equal(cr_run("verify '%s'", dir), 4);
   assert_non_null(strstr(cr_out, "note: "));
   assert_null(strstr(cr_out, "-line\nbreak"));
+  /* Recovery's messages too, and a terminal's escape sequence in the
+   * name (QA, session 40: recover and verify's ring lines printed it raw,
+   * a window title set and the screen cleared). */
+  char esc[4200];
+  snprintf(esc, sizeof esc, "%s-\x1b]0;PWNED\x07\x1b[2J", rec);
+  assert_int_equal(tl_system("rm -rf '%s' && cp -r '%s' '%s' && echo x > "
+                             "'%s/stackrec-3999999-00000000000000aa-1.ring'", esc,
+                             rec, esc, esc), 0);
+  assert_int_equal(cr_run("verify '%s'", esc), 1);
+  assert_non_null(strstr(cr_out, "without its session file"));
+  assert_null(strchr(cr_out, '\x1b'));
+  assert_null(strchr(cr_err, '\x1b'));
+  assert_int_equal(cr_run("recover '%s'", esc), 1);
+  assert_non_null(strstr(cr_out, "1 unusable file"));
+  assert_null(strchr(cr_out, '\x1b'));
+  assert_null(strchr(cr_err, '\x1b'));
 }
 
 /* QA (session 25): `export -o REC/stackrec-P-000001.zst REC` exited 0 with

@@ -92,9 +92,12 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   return n;
 }
 
+/* Recovery's messages name files of the recording, whose names are
+ * anyone's: escaped, never a terminal's control sequence (QA, session
+ * 40). */
 static void note(void *arg, const char *line) {
   (void)arg;
-  fprintf(stderr, "stackrec recover: %s\n", line);
+  stkr_cli_put_line(stderr, "stackrec recover: ", line, "");
 }
 
 int stkr_cli_recover(int argc, char **argv) {
@@ -123,15 +126,18 @@ int stkr_cli_recover(int argc, char **argv) {
     uint64_t left, left_bytes;
     int err = stkr_recover_dir(argv[i], &o, &st);
     if (err < 0) {
-      fprintf(stderr, "stackrec recover: cannot open %s: %s\n", argv[i],
-              strerror(-err));
+      char line[PATH_MAX + 128];
+      snprintf(line, sizeof line, "cannot open %s: %s", argv[i],
+               strerror(-err));
+      stkr_cli_put_line(stderr, "stackrec recover: ", line, "");
       if (status == STKR_CLI_OK || status == STKR_CLI_INCOMPLETE)
         status = STKR_CLI_NO_INPUT;
       continue;
     }
-    printf("%s: %s %" PRIu64 " events of %" PRIu64 " dead process session%s "
+    stkr_cli_put_text(stdout, (const uint8_t *)argv[i], strlen(argv[i]));
+    printf(": %s %" PRIu64 " events of %" PRIu64 " dead process session%s "
            "(%" PRIu64 " ring files, %" PRIu64 " already written skipped)",
-           argv[i], o.dry_run ? "would recover" : "recovered", st.events,
+           o.dry_run ? "would recover" : "recovered", st.events,
            st.sessions_recovered, st.sessions_recovered == 1 ? "" : "s",
            st.rings, st.duplicates);
     if (!o.dry_run) /* a dry run writes none: "into 0 segments" misled */
@@ -178,7 +184,7 @@ int stkr_cli_recover(int argc, char **argv) {
 
 static void note_record(void *arg, const char *line) {
   if (!*(const bool *)arg)
-    fprintf(stderr, "stackrec record: %s\n", line);
+    stkr_cli_put_line(stderr, "stackrec record: ", line, "");
 }
 
 void stkr_cli_recover_after_record(const char *dir, bool quiet) {

@@ -61,7 +61,10 @@ static void warn_cb(void *arg, const char *why) {
   if (run->quiet)
     return;
   fflush(stdout);
-  fprintf(stderr, "stackrec %s: warning: %s\n", run->cmd, why);
+  /* An image's path is the recorded program's to choose: escaped. */
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "stackrec %s: warning: ", run->cmd);
+  stkr_cli_put_line(stderr, prefix, why, "");
 }
 
 static int cmp_seg(const void *a, const void *b) {
@@ -410,10 +413,13 @@ static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
     return write_out(run, outdir, name);
   }
   if (err < 0) {
-    fprintf(stderr, "stackrec %s: cannot read %s: %s\n", run->cmd, in,
-            err == -ENXIO    ? "not a regular file"
-            : err == -EINVAL ? "larger than the 1 GiB symbolize reads"
-                             : strerror(-err));
+    char line[PATH_MAX + 128], prefix[32];
+    snprintf(prefix, sizeof prefix, "stackrec %s: ", run->cmd);
+    snprintf(line, sizeof line, "cannot read %s: %s", in,
+             err == -ENXIO    ? "not a regular file"
+             : err == -EINVAL ? "larger than the 1 GiB symbolize reads"
+                              : strerror(-err));
+    stkr_cli_put_line(stderr, prefix, line, "");
     run->status = STKR_CLI_DATA_LOST;
     if (err == -ENOMEM || run->in_place) return err == -ENOMEM ? err : 0;
     /* Said by write_out when it fails; the other files go on. */

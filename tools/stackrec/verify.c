@@ -13,6 +13,7 @@
  * reader's; nothing is kept per event.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -562,7 +563,7 @@ size_t stkr_cli_incomplete_line(const stkr_reader *r, char *buf, size_t len) {
 static void ring_message(void *arg, const char *line) {
   verify_run *v = arg;
   v->problems++;
-  printf("damaged: %s\n", line);
+  stkr_cli_put_line(stdout, "damaged: ", line, "");
 }
 
 /* Ring files that writers which died left behind (crash-proof rings): the
@@ -578,22 +579,30 @@ static void check_rings(verify_run *v, const char *path) {
   /* Their drops no written batch counts (a full disk's failed writes):
    * the accounting above does not hold them yet (QA, session 39: 5 699 of
    * 8 000 events lost to write errors, and verify said "adds up"). */
-  if (drops > 0)
-    printf("incomplete: %s: %llu event%s that dead writers dropped (ring "
-           "full, failed writes) are counted only in their ring files: the "
-           "accounting above leaves them out until 'stackrec recover %s'\n",
-           path, (unsigned long long)drops, plural(drops, "", "s"), path);
+  /* Lines that name path twice: made whole, then written escaped (a
+   * directory's name may hold a terminal's escape sequence; QA, session
+   * 40). */
+  char line[3 * PATH_MAX];
+  if (drops > 0) {
+    snprintf(line, sizeof line, "%s: %llu event%s that dead writers dropped "
+             "(ring full, failed writes) are counted only in their ring "
+             "files: the accounting above leaves them out until 'stackrec "
+             "recover %s'", path, (unsigned long long)drops,
+             plural(drops, "", "s"), path);
+    stkr_cli_put_line(stdout, "incomplete: ", line, "");
+  }
   v->incomplete++;
   if (events == 0) /* only the final counters to write (QA: "0 events") */
-    printf("incomplete: %s: %llu dead writer%s left ring files that hold no "
-           "event, only what ends %s session: run 'stackrec recover %s'\n",
-           path, (unsigned long long)sessions, plural(sessions, "", "s"),
-           sessions == 1 ? "its" : "their", path);
+    snprintf(line, sizeof line, "%s: %llu dead writer%s left ring files that "
+             "hold no event, only what ends %s session: run 'stackrec "
+             "recover %s'", path, (unsigned long long)sessions,
+             plural(sessions, "", "s"), sessions == 1 ? "its" : "their", path);
   else
-    printf("incomplete: %s: %llu event%s of %llu dead writer%s still in ring "
-           "files, in no segment yet: run 'stackrec recover %s'\n",
-           path, (unsigned long long)events, plural(events, "", "s"),
-           (unsigned long long)sessions, plural(sessions, "", "s"), path);
+    snprintf(line, sizeof line, "%s: %llu event%s of %llu dead writer%s still "
+             "in ring files, in no segment yet: run 'stackrec recover %s'",
+             path, (unsigned long long)events, plural(events, "", "s"),
+             (unsigned long long)sessions, plural(sessions, "", "s"), path);
+  stkr_cli_put_line(stdout, "incomplete: ", line, "");
 }
 
 /* The processes that recorded nothing because they could not, as record
