@@ -540,7 +540,7 @@ int stkr__marks_read(const char *dir, char **buf, size_t *len,
 /* Append to dir's marks file the line saying that marks were lost before
  * this copy was made, and why ("l1 <hex why>": stkr_reader.h), so that
  * every reader of the copy says it as the input's readers did.
- * @return -EINVAL (the loss, for the copying tool to say), or the -errno
+ * @return -EBADMSG (the loss, for the copying tool to say), or the -errno
  * of the failed write. */
 int stkr__marks_put_lost(const char *dir, const char *why);
 /* Append buf[0..n) to the file at path (created 0600) in one write.

@@ -762,7 +762,7 @@ int stkr__marks_put_lost(const char *dir, const char *why) {
     return -ENOMEM;
   err = stkr__marks_append(path, line, n);
   free(path);
-  return err != 0 ? err : -EINVAL;
+  return err != 0 ? err : -EBADMSG;
 }
 
 int stkr_marks_copy(const char *from_dir, const char *to_dir) {

@@ -347,7 +347,9 @@ static int stkr__hard_link(stkr_reader *r, const char *path,
       f.path = keep;
       f.seq = seq;
       st->files[j] = f;
-      if (seq < st->info.first_seq) st->info.first_seq = seq;
+      /* The names' range: the moved name may have been the last. */
+      st->info.first_seq = st->files[0].seq;
+      st->info.last_seq = st->files[st->n_files - 1].seq;
       held->seq = seq;
       return 0;
     }
@@ -373,8 +375,12 @@ static int stkr__stream_add_file(stkr__stream *st, const char *path,
   stkr__file *f;
   size_t i;
 
+  /* Once per inode; what cannot be read once per name of it (two names
+   * of a process linked to /dev/zero are two losses), so that the same
+   * directory given twice is still read once. */
   for (i = 0; fst != NULL && i < st->n_files; i++)
-    if (st->files[i].dev == fst->st_dev && st->files[i].ino == fst->st_ino)
+    if (st->files[i].dev == fst->st_dev && st->files[i].ino == fst->st_ino &&
+        (unreadable == 0 || st->files[i].seq == seq))
       return 0; /* (no inode is 0: never equal to a file without a stat) */
   /* Most processes have one segment: start at 1, not stkr__grow's 16
    * (the arrays of every process stay allocated while reading). */

@@ -720,9 +720,13 @@ STKR_API int stkr_mark_append(const char *dir, const char *name, const void *pay
 /*
  * Append the complete lines of from_dir's marks file (if any; at most
  * STKR_MARKS_MAX_BYTES) to to_dir's: for tools that write a recording
- * into another directory (`stackrec symbolize -o`). Thread-safe.
- * @return 0 (also when from_dir has none), -ENOMEM, or the negative errno
- *         of a failed open/read/write.
+ * into another directory (`stackrec symbolize -o`). A marks file that
+ * cannot be read whole (not a regular file, longer than a reader reads)
+ * leaves an "l1" line in to_dir's, which its readers take as damage.
+ * Thread-safe.
+ * @return 0 (also when from_dir has none), -EBADMSG (from_dir's marks
+ *         file is damaged: said in to_dir's), -ENOMEM, or the negative
+ *         errno of a failed open/read/write.
  */
 STKR_API int stkr_marks_copy(const char *from_dir, const char *to_dir);
 
@@ -744,8 +748,9 @@ typedef struct stkr_pid_map {
  * copied as they are. map: from_dir's processes in
  * to_dir, any order, not kept. A read error keeps what was read before it
  * (as stkr_marks_copy). Thread-safe.
- * @return 0, -EINVAL (NULL arguments), -ENOMEM, or the negative errno of a
- *         failed open/write.
+ * @return 0, -EINVAL (NULL arguments), -EBADMSG (from_dir's marks file
+ *         is damaged: said in to_dir's, as by stkr_marks_copy), -ENOMEM,
+ *         or the negative errno of a failed open/write.
  */
 STKR_API int stkr_marks_copy_scoped(const char *from_dir, const char *to_dir,
                                     const stkr_pid_map *map, size_t n_map);

@@ -548,56 +548,29 @@ bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len) {
  * frame, or remove it if none is left. Only when `pid` is gone: a live
  * process of that pid (recycled, or a later session of the same one) may
  * be completing that very frame. */
-/* path's first `off` bytes (of fd, opened for reading too) into a new
- * file renamed over path: a segment with other hard links (a backup made
- * with `cp -al`) keeps them whole, where a truncation in place cut every
- * name's (QA, session 40). @return 0 or -1 with errno set. */
-static int cut_into_copy(int fd, const char *path, uint64_t off,
-                         const struct stat *st) {
-  char tmp[STKR__RC_PATH_MAX + 16], buf[65536];
-  uint64_t at = 0;
-  int out, err = 0;
-
-  if ((size_t)snprintf(tmp, sizeof tmp, "%s.cut-XXXXXX", path) >= sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  if ((out = mkostemp(tmp, O_CLOEXEC)) < 0) return -1;
-  while (at < off && err == 0) {
-    size_t want = off - at < sizeof buf ? (size_t)(off - at) : sizeof buf;
-    ssize_t k = pread(fd, buf, want, (off_t)at);
-    if (k <= 0)
-      err = k < 0 ? errno : EIO;
-    else if ((err = -stkr_write_all(out, buf, (size_t)k)) == 0)
-      at += (uint64_t)k;
-  }
-  if (err == 0 && (fchmod(out, st->st_mode & 07777) != 0 || fsync(out) != 0))
-    err = errno;
-  if (close(out) != 0 && err == 0) err = errno;
-  if (err == 0 && rename(tmp, path) != 0) err = errno;
-  if (err != 0) {
-    (void)unlink(tmp);
-    errno = err;
-    return -1;
-  }
-  return 0;
-}
-
 void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
                             uint32_t pid) {
   struct stat st;
   int fd;
 
   if (stkr_pid_alive(pid)) return;
-  if ((fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0) return;
+  if ((fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) return;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       (uint64_t)st.st_size <= off) {
     close(fd); /* not the file the reader saw: leave it */
     return;
   }
-  if (off == 0                ? unlink(path) != 0
-      : st.st_nlink > 1       ? cut_into_copy(fd, path, off, &st) != 0
-                              : ftruncate(fd, (off_t)off) != 0) {
+  if (off != 0 && st.st_nlink > 1) {
+    /* A cut would cut every name of the file (a backup made with `cp -al`:
+     * QA, session 40); a copy under this name would make one file two,
+     * both read if the other name is in the recording (review). */
+    stkr__rc_msg(rc, "%s: offset %" PRIu64 ": torn last batch kept (the file "
+                 "has other names, hard links, which a cut would change); its "
+                 "events are recovered", path, off);
+    close(fd);
+    return;
+  }
+  if (off == 0 ? unlink(path) != 0 : ftruncate(fd, (off_t)off) != 0) {
     stkr__rc_msg(rc, "%s: offset %" PRIu64 ": cannot remove a torn last "
                  "batch (its events are recovered): %s", path, off,
                  strerror(errno));
@@ -819,15 +792,20 @@ int stkr_recover_remove_cache(const char *dir) {
   return err;
 }
 
-bool stkr_recover_lock_is_at(int fd, const char *dir) {
+/* Is the lock fd the file under LOCK_FILE in cache directory dfd? */
+static bool lock_is_in(int fd, int dfd) {
   struct stat a, b;
+  return fstat(fd, &a) == 0 &&
+         fstatat(dfd, LOCK_FILE, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+bool stkr_recover_lock_is_at(int fd, const char *dir) {
   int dfd;
   bool at;
 
   if (fd < 0 || (dfd = cache_dirfd(dir, false)) < 0) return false;
-  at = fstat(fd, &a) == 0 &&
-       fstatat(dfd, LOCK_FILE, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  at = lock_is_in(fd, dfd);
   close(dfd);
   return at;
 }
@@ -839,9 +817,10 @@ void stkr_recover_unlock_dir(const char *dir, int fd) {
   if (fd < 0 || dir == NULL) return;
   /* Unlinked before the close: a record that takes the lock after us
    * makes a new file, never ours. Only ours: another record's lock may be
-   * under that name now (our directory moved away; review, session 38). */
-  if (stkr_recover_lock_is_at(fd, dir) && (dfd = cache_dirfd(dir, false)) >= 0) {
-    (void)unlinkat(dfd, LOCK_FILE, 0);
+   * under that name now (our directory moved away; review, session 38);
+   * the check and the unlink through one descriptor of the directory. */
+  if ((dfd = cache_dirfd(dir, false)) >= 0) {
+    if (lock_is_in(fd, dfd)) (void)unlinkat(dfd, LOCK_FILE, 0);
     close(dfd);
   }
   close(fd);

@@ -46,6 +46,7 @@ typedef struct build {
   char path[STKR__RC_PATH_MAX];
   uint64_t batch_seq, recovered_total, written_batches;
   uint64_t lost_bytes;  /* of damaged ring records, this recovery's */
+  uint64_t lost_written; /* lost_bytes as the last batch written said it */
   /* Per ring of the session: it could not be read (or is not what its
    * name says) and stays, its loss counted in lost_bytes; cur_ring is the
    * one recover_ring reads. */
@@ -246,7 +247,11 @@ static int flush_batch(build *b, bool last) {
   const stkr__rc_scan *sc = b->sc;
   int err = 0;
 
-  if (b->n == 0 && !b->x_pending && !(last && b->written_batches == 0)) {
+  /* The last batch also when the loss grew since the last one written
+   * (a ring that could not be used after one that could: review, session
+   * 40), so that the segment's counters carry it. */
+  if (b->n == 0 && !b->x_pending &&
+      !(last && (b->written_batches == 0 || b->lost_bytes != b->lost_written))) {
     b->thread_pending = false; /* nothing to add: no ThreadDef either */
     return 0;
   }
@@ -316,6 +321,7 @@ static int flush_batch(build *b, bool last) {
   }
   counters(b, &K);
   B.counters = &K;
+  b->lost_written = b->lost_bytes;
   b->out.len = 0;
   if ((err = stkr_fmt_encode_batch(&B, NULL, 3, &b->out)) == 0)
     err = stkr_write_all_within(b->fd, b->out.data, b->out.len);
@@ -481,14 +487,6 @@ static int read_ring(const stkr__rc *rc, const stkr__rc_file *f,
   return err;
 }
 
-/* Ring file f, read whole, with its header checked against its name: the
- * file's identity must match before any record of it is used. The records
- * are the thread's that owns the ring now (thread_id; file_no is the first
- * owner's). With `loud`, a file that cannot be read or does not match is
- * said and counted as an orphan (recover_ring; want_ring stays quiet, so
- * each file is said once).
- * @return 1 with *data (malloc'd), *len and *info set; 0 when the file
- * holds nothing to use; or -ENOMEM. */
 /* A ring of the session that cannot be used: counted, kept (never
  * removed with the session's files: QA, session 40, a ring only unreadable
  * to the user running recover was deleted with its 1 783 events, and the
@@ -504,6 +502,14 @@ static void unusable_ring(build *b, const char *path) {
   if (b->keep != NULL) b->keep[b->cur_ring] = true;
 }
 
+/* Ring file f, read whole, with its header checked against its name: the
+ * file's identity must match before any record of it is used. The records
+ * are the thread's that owns the ring now (thread_id; file_no is the first
+ * owner's). With `loud`, a file that cannot be read or does not match is
+ * said and counted as an orphan (recover_ring; want_ring stays quiet, so
+ * each file is said once).
+ * @return 1 with *data (malloc'd), *len and *info set; 0 when the file
+ * holds nothing to use; or -ENOMEM. */
 static int load_ring(build *b, const stkr__rc_file *f, bool loud,
                      char path[STKR__RC_PATH_MAX], uint8_t **data,
                      uint64_t *len, stkr_ring_info *info) {

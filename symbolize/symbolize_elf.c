@@ -396,6 +396,15 @@ static bidres check_file(const mod *m, const char *path, int *fd, char *got,
   return BID_MISMATCH;
 }
 
+/* The first file of another build, said in the mismatch warning (QA,
+ * session 40: "has build-id ;" for a file that has none). */
+static void note_mismatch(char *mism, size_t cap, const char *path,
+                          const char *got) {
+  if (mism[0] == '\0')
+    snprintf(mism, cap, "%.900s has %s%s", path,
+             got[0] ? "build-id " : "no build-id", got);
+}
+
 /* Find the file for m: by build-id in the debug dirs, by name there, then
  * the recorded path. @return an open fd, or -1 (warned). */
 static int find_file(stkr__symbe *be, mod *m, const char *also,
@@ -422,7 +431,7 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
       if (r == BID_NONE) close(fd); /* by name without build-id: no proof */
       if (r == BID_CUT) warnf(be, "%s: cut short: %s; not used", path, got);
       if (r == BID_MISMATCH && !mism[0])
-        snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
+        note_mismatch(mism, sizeof mism, path, got);
     }
   }
   if (be->root != NULL && m->img.path[0] == '/') {
@@ -432,7 +441,7 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
     if (r == BID_MATCH || (r == BID_NONE && !be->offline)) goto ok;
     if (r == BID_NONE) close(fd);
     if (r == BID_MISMATCH && !mism[0])
-      snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
+      note_mismatch(mism, sizeof mism, path, got);
   }
   if (m->img.path[0] == '/') {
     r = check_file(m, m->img.path, &fd, got, sizeof got);
@@ -453,7 +462,7 @@ static int find_file(stkr__symbe *be, mod *m, const char *also,
       return -1;
     }
     if (r == BID_MISMATCH && !mism[0])
-      snprintf(mism, sizeof mism, "%.900s has build-id %s", path, got);
+      note_mismatch(mism, sizeof mism, path, got);
   } else if (!be->offline || m->img.path[0] == '\0') {
     return -1; /* the vdso, or an anonymous image: nothing on disk */
   }

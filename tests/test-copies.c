@@ -163,12 +163,13 @@ static void test_names_of_one_file(void **state) {
   assert_int_equal(cr_run("verify '%s'", out), 0);
 
   snprintf(dev, sizeof dev, "%s", fx_tmpdir("copies-devlinks"));
-  assert_int_equal(tl_system("cp -p '%s'/* '%s'/ && ln -s /dev/zero "
-                             "'%s/stackrec-8-000001.zst' && ln -s /dev/zero "
-                             "'%s/stackrec-9-000001.zst'", g_rec, dev, dev,
-                             dev), 0);
+  assert_int_equal(tl_system("cp -p '%s'/* '%s'/ && for n in 8-000001 "
+                             "8-000002 9-000001; do ln -s /dev/zero "
+                             "'%s'/stackrec-$n.zst; done", g_rec, dev, dev),
+                   0);
   assert_int_equal(cr_run("verify '%s'", dev), 1);
   cr_assert_has(cr_out, "stackrec-8-000001.zst: unreadable segment");
+  cr_assert_has(cr_out, "stackrec-8-000002.zst: unreadable segment");
   cr_assert_has(cr_out, "stackrec-9-000001.zst: unreadable segment");
 }
 

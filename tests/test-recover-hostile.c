@@ -374,6 +374,42 @@ static void test_unusable_ring_kept(void **state) {
   assert_non_null(strstr(m.last, "without its session file"));
 }
 
+/* The same after a ring that could be used (review, session 40: the
+ * loss went into no batch when an earlier ring had written one, and the
+ * segment read intact). */
+static void test_unusable_ring_after_a_good_one(void **state) {
+  stkr_reader_opts ro = {.warn = count_recovery_loss};
+  stkr_recover_opts o = {0};
+  stkr_recover_stats st;
+  stkr_event_view ev;
+  stkr_reader *rd = NULL;
+  char dir[400], path[1024], bad[160];
+  const char *dash = strrchr(g_ring_name, '-');
+  int warned = 0;
+  (void)state;
+
+  assert_non_null(dash);
+  snprintf(bad, sizeof bad, "%.*s-99.ring", (int)(dash - g_ring_name),
+           g_ring_name);
+  snprintf(dir, sizeof dir, "%s/good-then-bad", g_root);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
+  assert_int_equal(tl_write_bytes(path, g_ring, g_ring_len), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, bad);
+  assert_int_equal(tl_write_bytes(path, g_ring, 100), 0); /* cut short */
+  snprintf(path, sizeof path, "%s/%s", dir, g_sess_name);
+  assert_int_equal(tl_write_bytes(path, g_sess, g_sess_len), 0);
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.events, N_EVENTS);
+  assert_int_equal(st.orphans, 1);
+  ro.warn_arg = &warned;
+  assert_int_equal(stkr_reader_open(dir, &ro, &rd), 0);
+  while (stkr_reader_next(rd, &ev) == 1) {
+  }
+  assert_int_equal(warned, 1);
+  stkr_reader_free(rd);
+}
+
 /* A sparse ring file of 3 GiB: refused by its size before any allocation
  * (memory stays bounded by what a real ring can be). */
 static void test_recover_huge_sparse(void **state) {
@@ -474,9 +510,9 @@ static void test_cache_dir_link_not_followed(void **state) {
 }
 
 /* A torn last batch in a segment that has another hard link (a backup
- * made with `cp -al`): recovery cuts it off this name only, by a copy
- * renamed into place; the other name keeps every byte (QA, session 40:
- * the truncation in place cut the backup too). */
+ * made with `cp -al`): recovery leaves it, and says so; the other name
+ * keeps every byte (QA, session 40: the truncation in place cut the
+ * backup too), and the events are read once. */
 static void test_torn_tail_of_a_linked_segment(void **state) {
   char dir[400], bak[400], seg[1024], lpath[1024], name[256] = "";
   stkr_recover_stats st;
@@ -521,8 +557,17 @@ static void test_torn_tail_of_a_linked_segment(void **state) {
   snprintf(seg, sizeof seg, "%s/%s", dir, name);
   assert_int_equal(stat(seg, &a), 0);
   assert_int_equal(stat(lpath, &b), 0);
-  assert_int_equal(a.st_size, len);      /* cut here */
-  assert_int_equal(b.st_size, len + 20); /* whole there */
+  /* Neither name changed; the events are read once. */
+  assert_int_equal(a.st_size, len + 20);
+  assert_int_equal(b.st_size, len + 20);
+  assert_int_equal(a.st_ino, b.st_ino);
+  stkr_reader *rd = NULL;
+  stkr_event_view ev;
+  uint64_t n = 0;
+  assert_int_equal(stkr_reader_open(dir, NULL, &rd), 0);
+  while (stkr_reader_next(rd, &ev) == 1) n++;
+  assert_int_equal(n, N_EVENTS);
+  stkr_reader_free(rd);
   free(torn);
   free(data);
 }
@@ -531,5 +576,6 @@ TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_truncated_everywhere, test_byte_flips, test_absurd_fields,
              test_recover_truncated_files, test_recovery_loss_is_damage,
              test_recover_huge_sparse, test_ring_without_session,
-             test_unusable_ring_kept, test_cache_dir_link_not_followed,
+             test_unusable_ring_kept, test_unusable_ring_after_a_good_one,
+             test_cache_dir_link_not_followed,
              test_torn_tail_of_a_linked_segment)

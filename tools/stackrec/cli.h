@@ -209,7 +209,7 @@ void stkr_cli_stack_limit_restore(void);
  * WHERE: ...". f is stdout for commands whose report is their output. */
 void stkr_cli_swift_note(FILE *f, const char *cmd, const char *where);
 /* Say on stderr that copying DIR's marks file into OUT failed with err
- * (stkr_marks_copy, stkr_marks_copy_scoped): -EINVAL is the input's
+ * (stkr_marks_copy, stkr_marks_copy_scoped): -EBADMSG is the input's
  * damage, carried into OUT's marks file, named so. */
 void stkr_cli_marks_copy_said(const char *cmd, const char *dir, int err);
 

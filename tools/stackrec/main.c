@@ -440,7 +440,7 @@ int stkr_cli_flush(const char *cmd) {
 }
 
 void stkr_cli_marks_copy_said(const char *cmd, const char *dir, int err) {
-  if (err == -EINVAL)
+  if (err == -EBADMSG)
     fprintf(stderr, "stackrec %s: %s/%s is damaged (not a regular file, or "
             "longer than a reader reads): the copy's marks file says so\n",
             cmd, dir, STKR_MARKS_FILE);

@@ -64,10 +64,13 @@ static uint64_t record_leftovers(const char *dir, bool dry, uint64_t *bytes) {
   DIR *d;
 
   *bytes = 0;
-  if (lock == -ELOOP || lock == -ENOTDIR)
-    fprintf(stderr, "stackrec recover: warning: %s/.stackrec-cache is not a "
-            "directory of its own (a link?): left alone, and nothing made "
-            "or removed through it\n", dir);
+  if (lock == -ELOOP || lock == -ENOTDIR) {
+    char line[PATH_MAX + 160];
+    snprintf(line, sizeof line, "%s/.stackrec-cache is not a directory of "
+             "its own (a link?): left alone, and nothing made or removed "
+             "through it", dir);
+    stkr_cli_put_line(stderr, "stackrec recover: warning: ", line, "");
+  }
   /* A dry run asks without making or changing anything. */
   if ((dry ? stkr_recover_record_running(dir) : lock < 0) ||
       (d = opendir(dir)) == NULL) {

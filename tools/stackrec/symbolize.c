@@ -43,6 +43,10 @@
 #include "symbolize/symbolize.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/json.h" /* stkr_text_file_read */
+#include "tools/stackrec/symbolize_canon.h"
+#include "tools/stackrec/symbolize_mixed.h"
+#include "tools/stackrec/symbolize_run.h"
+#include "tools/stackrec/symcache_dir.h"
 
 /* The largest segment file symbolize reads (whole, as it rewrites it): 16
  * times the writer's default segment (64 MiB). A larger one (a writer
@@ -50,10 +54,6 @@
  * sparse 100 GiB file took all memory, QA, session 40) is left out, said,
  * and marked lost in OUT. */
 #define SYM_MAX_FILE ((size_t)1 << 30)
-#include "tools/stackrec/symbolize_canon.h"
-#include "tools/stackrec/symbolize_mixed.h"
-#include "tools/stackrec/symbolize_run.h"
-#include "tools/stackrec/symcache_dir.h"
 
 
 static void warn_cb(void *arg, const char *why) {
@@ -294,11 +294,17 @@ static int write_out(stkr__sym_run *run, const char *dir, const char *name) {
       (void)fchmod(fd, STKR_FMT_SEGMENT_FINAL_MODE);
     if (close(fd) != 0 && err == 0) err = -errno;
     if (err == 0 && run->in_place) err = pending_add(run, name);
-    if (err < 0 && run->in_place) (void)unlink(tmp);
+    /* Not half a file: in place the original stays; in OUT the name is
+     * freed for the lost marker (review, session 40: a write that stopped
+     * on a batch boundary left a file that verified intact). */
+    if (err < 0) (void)unlink(run->in_place ? tmp : path);
   }
-  if (err < 0)
-    fprintf(stderr, "stackrec %s: cannot write %s: %s\n", run->cmd, path,
-            strerror(-err));
+  if (err < 0) {
+    char line[PATH_MAX + 128], prefix[32];
+    snprintf(prefix, sizeof prefix, "stackrec %s: ", run->cmd);
+    snprintf(line, sizeof line, "cannot write %s: %s", path, strerror(-err));
+    stkr_cli_put_line(stderr, prefix, line, "");
+  }
   return err;
 }
 
@@ -331,10 +337,18 @@ static int look_at_file(stkr__sym_run *run, const uint8_t *data, size_t len,
   int err = 0;
 
   memset(fl, 0, sizeof *fl);
+  fl->end = len;
   stkr__sym_scan_reset(&run->scan);
   for (off = 0; off < len && err == 0;) {
     size_t cs = ZSTD_findFrameCompressedSize(data + off, len - off);
-    if (ZSTD_isError(cs)) break;
+    if (ZSTD_isError(cs)) {
+      /* On past damage, as the reader and do_file go: the definitions
+       * after it count too (review, session 40: ids above a damaged
+       * stretch were missed, and the new ones could take them). */
+      if (fl->end == len) fl->end = off;
+      off = stkr_fmt_next_frame_magic(data, len, off + 1);
+      continue;
+    }
     Stackrec__Batch *b = decode(run, data + off, cs);
     if (b) {
       fl->already |= stkr__sym_has_frames(b);
@@ -346,7 +360,6 @@ static int look_at_file(stkr__sym_run *run, const uint8_t *data, size_t len,
     }
     off += cs;
   }
-  fl->end = off;
   return err;
 }
 
@@ -375,8 +388,11 @@ static int find_id_base(stkr__sym_run *run, const char *indir, const stkr__sym_s
     free(data);
     if (err < 0) return err;
   }
-  /* A hostile file's ids near 2^32 leave no room: its frames keep theirs. */
+  /* A hostile file's ids near 2^32 leave no room: its frames keep theirs,
+   * and stacks without frames in a file with frames stay so (ids from
+   * STKR__SYM_MIXED_ID_BASE could be the file's own: review, session 40). */
   run->rename = run->scan.max_id < STKR__SYM_MIXED_ID_ROOM;
+  run->no_room = !run->rename;
   if (run->rename && run->scan.max_id >= STKR__SYM_MIXED_ID_BASE)
     run->id_base = run->scan.max_id + 1;
   return 0;
@@ -448,9 +464,9 @@ static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
    * first seen at the end, a recovered one): ours go above them there too,
    * or the reader would keep the recorder's frame of the same id. */
   if ((fl.bare || renamable) && (already || fl.inproc)) {
-    already = false;
-    run->mixed = true;
-    run->mixed_files += fl.bare;
+    already = run->no_room; /* no room: copied as it is */
+    run->mixed = !run->no_room;
+    run->mixed_files += fl.bare && !run->no_room;
   }
   /* In place, a file without stacks has nothing to gain (each segment
    * carries its own image list: the next file does not need this one). */
@@ -496,10 +512,12 @@ static int do_file(stkr__sym_run *run, const char *indir, const char *outdir,
        * magic, where the reader will resync too. */
       end = stkr_fmt_next_frame_magic(data, len, off + 1);
       fflush(stdout);
-      fprintf(stderr,
-              "stackrec %s: warning: %s: offset %zu: damaged or "
-              "truncated batch (%zu bytes) copied without symbolizing\n",
-              run->cmd, in, off, end - off);
+      char line[PATH_MAX + 160], prefix[48];
+      snprintf(prefix, sizeof prefix, "stackrec %s: warning: ", run->cmd);
+      snprintf(line, sizeof line, "%s: offset %zu: damaged or truncated "
+               "batch (%zu bytes) copied without symbolizing", in, off,
+               end - off);
+      stkr_cli_put_line(stderr, prefix, line, "");
       run->damaged++;
       run->status = STKR_CLI_DATA_LOST;
       if ((err = stkr_fmt_buf_append(&run->out, data + off, end - off)) < 0) {
@@ -583,6 +601,16 @@ static bool still_running(const stkr__sym_run *run, uint32_t pid) {
  * is resolved once, and an image's symbols are loaded once while its
  * mapping stays the same from process to process (forked children).
  * @return 0, or -errno (hard: out of memory, a file not written). */
+/* A run that ends on a hard error (out of memory, OUT not writable):
+ * what OUT lacks, segs[from..n), is marked lost, so that it never reads
+ * as a whole copy (QA, session 40: verify said intact of 1 of 4). Not in
+ * place, where the originals stay. */
+static void mark_rest_lost(stkr__sym_run *run, const char *outdir,
+                           const stkr__sym_seg *segs, size_t from, size_t n) {
+  for (size_t k = from; !run->in_place && k < n; k++)
+    (void)put_lost_marker(run, outdir, segs[k].name);
+}
+
 int stkr__sym_run_segments(stkr__sym_run *run, const char *indir, const char *outdir,
                         stkr__sym_seg *segs, size_t n_segs, const char **dirs,
                         size_t n_dirs) {
@@ -596,13 +624,11 @@ int stkr__sym_run_segments(stkr__sym_run *run, const char *indir, const char *ou
   stkr__demangle_swift_enable(); /* a tool: may load libswiftCore */
   if (stkr__symbe_create(&so, &be) < 0 ||
       (run->be = be, stkr__symc_create(be, &run->c)) < 0 ||
-      !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx())) {
+      !(run->dctx = ZSTD_createDCtx()) || !(run->cctx = ZSTD_createCCtx()) ||
+      (!run->in_place && find_id_base(run, indir, segs, n_segs) < 0)) {
     fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
+    mark_rest_lost(run, outdir, segs, 0, n_segs);
     return -ENOMEM;
-  }
-  if (!run->in_place && (err = find_id_base(run, indir, segs, n_segs)) < 0) {
-    fprintf(stderr, "stackrec %s: out of memory\n", run->cmd);
-    return err;
   }
   /* Two passes in place: a writer still running may append to its files
    * (rewriting one would lose what it adds), so its files wait; those
@@ -629,8 +655,7 @@ int stkr__sym_run_segments(stkr__sym_run *run, const char *indir, const char *ou
         /* A hard error (out of memory, OUT not writable) ends the run:
          * what OUT lacks is marked lost, so that it never reads as a
          * whole copy (QA, session 40: verify said intact of 1 of 4). */
-        for (size_t k = i; !run->in_place && k < n_segs; k++)
-          (void)put_lost_marker(run, outdir, segs[k].name);
+        mark_rest_lost(run, outdir, segs, i, n_segs);
         return err;
       }
     }

@@ -53,7 +53,7 @@ bool stkr__sym_inproc(const Stackrec__Batch *b);
  * --debug-dir the recording did not have (QA, session 39: they stayed
  * image+offset for good). Zero-initialize; stkr__sym_scan_free. */
 typedef struct stkr__sym_scan {
-  stkr_map frames;     /* FrameDef id -> STKR__SYM_F_* */
+  stkr_map frames;     /* FrameDef id -> its flags (symbolize_mixed.c) */
   bool unnamed_stacks; /* a StackDef's frames leave some PC unnamed */
   uint32_t max_id;     /* the largest StringDef or FrameDef id */
 } stkr__sym_scan;

@@ -59,6 +59,8 @@ typedef struct stkr__sym_run {
    * ids added from id_base up, above every id of the recording
    * (find_id_base). */
   bool rename;
+  bool no_room; /* the recording's ids leave no room above them: files
+                   with frames are copied as they are */
   uint32_t id_base;
   stkr__sym_scan scan; /* the current file's frames */
   uint64_t renamed_pcs, renamed_stacks, renamed_files, renamed_now;
