@@ -510,6 +510,22 @@ static void late_function(const char *dir, const char *site, char *fn,
   assert_int_equal(found, 1);
 }
 
+/* Record bin in place `tag` (into dir) ending with a stack through a
+ * plugin never resolved before, in 1 KiB segments: the last one holds
+ * that late stack alone, with no frame, yet its ids are still the
+ * recorder's session's (its offline rewrite took ids the recorder had
+ * used: "redefined differently"). `env`: more settings, or "". */
+static void late_plugin_recording(const char *bin, const char *env,
+                                  const char *tag, char *dir, size_t cap) {
+  char all[8400], fn[256];
+  mkpath(dir, cap, tag);
+  snprintf(all, sizeof all, "STACKREC_FLUSH_MS=60000 STACKREC_SEGMENT_BYTES=1K "
+           "%sSYMFIXTURE_LATE='%s'", env, g_plugin);
+  run_fixture(bin, all, dir);
+  late_function(dir, "sym.plugin", fn, sizeof fn);
+  assert_string_equal(fn, "");
+}
+
 /* A stack first seen as the session ends (QA, session 27: written with
  * PCs only, and `symbolize` copied such a file as it was):
  *  - in an image already open, the worker still resolves it;
@@ -517,22 +533,14 @@ static void late_function(const char *dir, const char *site, char *fn,
  *    `symbolize` resolves just those stacks of the otherwise symbolized
  *    file. A long flush interval: no pass between the event and the end. */
 static void test_stacks_first_seen_at_the_end(void **state) {
-  char dir[4200], out[4200], env[8400], fn[256];
+  char dir[4200], out[4200], fn[256];
   (void)state;
   mkpath(dir, sizeof dir, "late-main");
   run_fixture(g_fixture, "STACKREC_FLUSH_MS=60000 SYMFIXTURE_LATE=main", dir);
   late_function(dir, "sym.late", fn, sizeof fn);
   assert_string_equal(fn, "late_call");
-  mkpath(dir, sizeof dir, "late-plugin");
   mkpath(out, sizeof out, "late-plugin-sym");
-  /* 1 KiB segments: the last one holds the late stack alone, with no
-   * frame, yet its ids are still the recorder's session's (its offline
-   * rewrite took ids the recorder had used: "redefined differently"). */
-  snprintf(env, sizeof env, "STACKREC_FLUSH_MS=60000 STACKREC_SEGMENT_BYTES=1K "
-           "SYMFIXTURE_LATE='%s'", g_plugin);
-  run_fixture(g_fixture, env, dir);
-  late_function(dir, "sym.plugin", fn, sizeof fn);
-  assert_string_equal(fn, "");
+  late_plugin_recording(g_fixture, "", "late-plugin", dir, sizeof dir);
   assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out, dir), 0);
   assert_non_null(strstr(g_out, "only those were resolved"));
   assert_string_equal(g_err, "");
@@ -734,18 +742,13 @@ static void test_inproc_stripped_named_later(void **state) {
  * runs taken the same ids, the reader (a session's first definition of
  * an id wins) would name the plugin's frame after one of the app's. */
 static void test_second_run_ids_above_the_first(void **state) {
-  char app[4200], dbg[4200], dir[4200], out1[4200], out2[4200], env[8400];
-  char fn[256];
+  char app[4200], dbg[4200], dir[4200], out1[4200], out2[4200];
   (void)state;
   stripped_app(app, sizeof app, dbg, sizeof dbg);
-  mkpath(dir, sizeof dir, "stripped-late");
   mkpath(out1, sizeof out1, "stripped-late-1");
   mkpath(out2, sizeof out2, "stripped-late-2");
-  snprintf(env, sizeof env, "STACKREC_FLUSH_MS=60000 STACKREC_SEGMENT_BYTES=1K "
-           "STACKREC_SYMCACHE=none SYMFIXTURE_LATE='%s'", g_plugin);
-  run_fixture(app, env, dir);
-  late_function(dir, "sym.plugin", fn, sizeof fn);
-  assert_string_equal(fn, "");
+  late_plugin_recording(app, "STACKREC_SYMCACHE=none ", "stripped-late", dir,
+                        sizeof dir);
   assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out1, dir), 0);
   assert_non_null(strstr(g_out, "only those were resolved"));
   assert_null(strstr(g_out, "named now")); /* no debug file: none named */
