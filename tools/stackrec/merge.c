@@ -81,7 +81,8 @@ static const char merge_help[] =
     "merging: what was written of OUT is removed.\n"
     "\n"
     "Options:\n"
-    "  -o, --output OUT  the directory to write (required)\n"
+    "  -o, --output OUT  the directory to write (required; not inside an\n"
+    "                    input)\n"
     "  -h, --help        this help\n"
     "\n";
 

@@ -55,7 +55,7 @@ static const char symbolize_help[] =
     "                        build, stackrec snapshot) is answered from it,\n"
     "                        its DWARF not read (the same answers)\n"
     "  -o, --output OUT      output directory (created; must not hold\n"
-    "                        segment files already)\n"
+    "                        segment files already, nor lie inside DIR)\n"
     "  -h, --help            this help\n"
     "\n";
 
