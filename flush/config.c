@@ -259,7 +259,9 @@ static int config_from_env(stkr__fconfig *c, const char **dir) {
   if ((err = env_num("STACKREC_FLUSH_MS", false, 1, 3600000, &x, &set)))
     return err;
   if (set) c->set.flush_interval_ms = (unsigned)x;
-  if ((err = env_num("STACKREC_SEGMENT_BYTES", true, 1, UINT64_MAX, &x, &set)))
+  /* At most 1 GiB: what `stackrec symbolize` reads of a segment (QA,
+   * session 40: a 1.2 GB segment could be recorded but not symbolized). */
+  if ((err = env_num("STACKREC_SEGMENT_BYTES", true, 1, 1ull << 30, &x, &set)))
     return err;
   if (set) c->set.segment_bytes = x;
   if ((err = env_num("STACKREC_DISK_CAP_BYTES", true, 1, UINT64_MAX, &x,
@@ -353,7 +355,7 @@ static int config_from_struct(const stkr_config *in, stkr__fconfig *c,
   TAKE(max_depth, in->max_depth <= STKR_MAX_DEPTH, "above STKR_MAX_DEPTH");
   TAKE(skip_frames, in->skip_frames <= STKR_MAX_DEPTH, "above STKR_MAX_DEPTH");
   TAKE(flush_interval_ms, in->flush_interval_ms <= 3600000, "above one hour");
-  TAKE(segment_bytes, true, "");
+  TAKE(segment_bytes, in->segment_bytes <= (1ull << 30), "at most 1 GiB");
   TAKE(disk_cap_bytes, true, "");
   TAKE(payload_max, in->payload_max <= STKR_MAX_PAYLOAD,
        "above STKR_MAX_PAYLOAD");

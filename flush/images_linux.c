@@ -62,6 +62,12 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
       exe[n] = '\0';
+      /* An executable removed since it started reads "PATH (deleted)":
+       * its path is PATH (the build-id tells whether a file found there
+       * later is that build; QA, session 40: "app (deleted)" was a module
+       * of its own, and symbolize looked for that name). */
+      if (n > 10 && strcmp(exe + n - 10, " (deleted)") == 0)
+        exe[n - 10] = '\0';
       path = exe;
     }
   }

@@ -94,16 +94,18 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
  * whose rings are rings[0..n). Returns 1 when the session was dead (and
  * recovered or tried), 0 when it was live or gone, <0 on a hard error. */
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n);
-/* A ring file its writer died creating (no magic yet): nothing in it. */
+/* A ring file its writer died creating (zeros throughout): nothing in
+ * it. */
 bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len);
 /* Once session `sid` of `pid` (dead: we hold its lock) is recovered and
  * durable: remove its ring files rings[0..n) but those keep[] marks (NULL:
  * none; a ring that could not be read stays, and says its loss to every
  * later reader), those it left half made in the cache directory, and its
- * session file. */
+ * session file unless keep_session (a kept ring a later recovery may
+ * read). */
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
                             const stkr__rc_file *rings, size_t n,
-                            const bool *keep);
+                            const bool *keep, bool keep_session);
 /* After a dead session's recovered segment is durable: cut a frame torn by
  * its writer's death (or an earlier recovery's) off the end of path, a
  * segment of the session's pid, at off, the frame's start

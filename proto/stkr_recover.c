@@ -531,8 +531,14 @@ out:
  * verify and recover called damaged). A shorter file stays damage: a
  * writer's file has its full size before its header is written. */
 bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len) {
-  static const uint8_t zero[8];
-  return len >= STKR_RINGFILE_HDR_BYTES && memcmp(data, zero, 8) == 0;
+  /* Made at its size (zeros) before its header: one its writer died
+   * making is zeros throughout. Zeros in the magic over anything else (a
+   * header page lost on power failure) are damage, not an unset ring
+   * (QA, session 40: a ring with 500 events was removed as unset). */
+  if (len < STKR_RINGFILE_HDR_BYTES) return false;
+  for (uint64_t i = 0; i < len; i++)
+    if (data[i] != 0) return false;
+  return true;
 }
 
 /* A writer that dies inside its write(2) leaves the frame cut short: an
@@ -675,7 +681,7 @@ void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
 
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
                             const stkr__rc_file *rings, size_t n,
-                            const bool *keep) {
+                            const bool *keep, bool keep_session) {
   char path[STKR__RC_PATH_MAX];
 
   /* Rings first, the session file (our lock) last, so no one sees rings
@@ -687,6 +693,7 @@ void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
   }
   remove_new_rings(rc, pid, sid);
   stkr__rc_defer_clear(rc, pid, sid);
+  if (keep_session) return;
   stkr__rc_path(rc, path, pid, sid, 0);
   unlink(path);
 }

@@ -52,6 +52,9 @@ typedef struct build {
    * one recover_ring reads. */
   bool *keep;
   size_t cur_ring;
+  /* A kept ring may be read later (it could not be opened now: no
+   * permission, no descriptor left): the session file stays with it. */
+  bool retry;
   /* stacks of this recovery, open addressing on (hash, site) */
   rstack *stacks;
   size_t n_stacks, cap_stacks;
@@ -502,6 +505,12 @@ static void unusable_ring(build *b, const char *path) {
   if (b->keep != NULL) b->keep[b->cur_ring] = true;
 }
 
+/* Could a ring that failed to open with err be read by a later recovery
+ * (another user, more descriptors)? */
+static bool open_may_work_later(int err) {
+  return err == -EACCES || err == -EPERM || err == -EMFILE || err == -ENFILE;
+}
+
 /* Ring file f, read whole, with its header checked against its name: the
  * file's identity must match before any record of it is used. The records
  * are the thread's that owns the ring now (thread_id; file_no is the first
@@ -518,7 +527,16 @@ static int load_ring(build *b, const stkr__rc_file *f, bool loud,
   int err;
 
   if ((err = read_ring(b->rc, f, path, data, len, &why)) != 0) {
-    if (loud) {
+    if (loud && why[0] == 'o' && open_may_work_later(err) && b->keep != NULL) {
+      /* Not lost yet: kept with its session file, for a recovery that
+       * can open it (QA, session 40: kept without it, the ring could
+       * never be recovered, though root could read it). */
+      stkr__rc_msg(b->rc, "%s: cannot open: %s; kept with its session "
+                   "file for a later recovery", path, strerror(-err));
+      b->rc->st->orphans++;
+      b->keep[b->cur_ring] = true;
+      b->retry = true;
+    } else if (loud) {
       stkr__rc_msg(b->rc, "%s: cannot %s: %s; file kept, its records lost",
                    path, why, err == -EINVAL && why[0] == 'o'
                                   ? "not a regular file" : strerror(-err));
@@ -749,7 +767,7 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
       stkr__rc_cut_torn_tail(rc, sc->torn[i], sc->torn_off[i], ss->h.pid);
     /* The segment is durable: the inputs may go. */
     stkr__rc_remove_inputs(rc, ss->h.pid, ss->h.session_id, rings, n,
-                           b.keep);
+                           b.keep, b.retry);
   }
   build_free(&b);
   return 0;
@@ -818,7 +836,7 @@ int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
      * batch is there), and could not remove its files. */
     rc->st->sessions_ended_clean++;
     if (!rc->opts.dry_run)
-      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n, NULL);
+      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n, NULL, false);
     stkr__rc_scan_free(&sc);
     free(data);
     close(fd);

@@ -132,7 +132,7 @@ typedef enum stkr_unwind_mode {
  *   max_depth           STACKREC_DEPTH            64 (at most STKR_MAX_DEPTH)
  *   skip_frames         STACKREC_SKIP             0
  *   flush_interval_ms   STACKREC_FLUSH_MS         200
- *   segment_bytes       STACKREC_SEGMENT_BYTES    67108864 (64 MiB)
+ *   segment_bytes       STACKREC_SEGMENT_BYTES    67108864 (64 MiB; at most 1 GiB)
  *   disk_cap_bytes      STACKREC_DISK_CAP_BYTES   1073741824 (1 GiB)
  *   payload_max         STACKREC_PAYLOAD_MAX      256 (at most STKR_MAX_PAYLOAD)
  *   fork_mode           STACKREC_FORK             STKR_FORK_DISABLE

@@ -330,6 +330,10 @@ bool stkr__symc_frame_named(const stkr__symc *c, uint32_t id) {
   return id >= 1 && id <= c->n_frames && fr_get(c, id)->function != 0;
 }
 
+bool stkr__symc_frame_has_file(const stkr__symc *c, uint32_t id) {
+  return id >= 1 && id <= c->n_frames && fr_get(c, id)->file != 0;
+}
+
 /* ---- resolving ----------------------------------------------------------- */
 
 /* Number the frames of `pc` (resolving it), filling *e. 0 or -ENOMEM. */

@@ -308,6 +308,8 @@ uint64_t stkr__symc_frames(const stkr__symc *c);
 /* Does frame `id` (of stkr__symc_stack) name its function? (false for
  * image+offset, and for an id the cache never gave) */
 bool stkr__symc_frame_named(const stkr__symc *c, uint32_t id);
+/* Does it name its source file? */
+bool stkr__symc_frame_has_file(const stkr__symc *c, uint32_t id);
 
 /* PCs resolved by every cache of this process, ever (relaxed counter; the
  * worker's stkr_flush() barrier makes it exact for tests). */

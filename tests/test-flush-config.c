@@ -188,7 +188,7 @@ static void test_malformed_env_is_einval_and_named(void **state) {
       {"STACKREC_RING_BYTES", {"-5", " 64K", "2T"}},
       {"STACKREC_DEPTH", {"lots", "257", "8K"}},
       {"STACKREC_SKIP", {"1.5"}},
-      {"STACKREC_SEGMENT_BYTES", {"99999999999999999999", "17179869184G"}},
+      {"STACKREC_SEGMENT_BYTES", {"99999999999999999999", "17179869184G", "2G"}},
       {"STACKREC_DISK_CAP_BYTES", {"1Gx"}},
       {"STACKREC_PAYLOAD_MAX", {"5000"}},
       {"STACKREC_UNWIND", {"table"}},

@@ -127,6 +127,29 @@ static void test_moved_while_recording(void **state) {
   cr_assert_has(cr_out, "\"hostname\"");
 }
 
+/* A program that removed its own executable before its first watched
+ * call: its image is named by its path, not "PATH (deleted)" (QA, session
+ * 40: a module of its own in report --by module, and symbolize looked for
+ * that name). */
+static void test_deleted_executable_named_by_its_path(void **state) {
+  const char *dir = fresh("deleted-exe");
+  char exe[4300];
+  (void)state;
+
+  if (!hooks_run_in("python3"))
+    return;
+  snprintf(exe, sizeof exe, "%s.py3", dir);
+  assert_int_equal(tl_system("cp /usr/bin/python3 '%s'", exe), 0);
+  assert_int_equal(cr_run("record -q -o '%s' -- '%s' -c 'import os, sys; "
+                          "os.unlink(sys.executable); os.uname()'", dir, exe),
+                   0);
+  assert_int_equal(cr_run("dump --json '%s'", dir), 0);
+  assert_null(strstr(cr_out, "(deleted)"));
+  assert_int_equal(cr_run("report --by module '%s'", dir), 0);
+  assert_null(strstr(cr_out, "(deleted)"));
+}
+
 TL_TEST_MAIN("record-tree", setup, NULL, test_exec_on_the_tree_line,
              test_exec_through_a_clockless_parent,
-             test_moved_while_recording)
+             test_moved_while_recording,
+             test_deleted_executable_named_by_its_path)

@@ -410,6 +410,67 @@ static void test_unusable_ring_after_a_good_one(void **state) {
   stkr_reader_free(rd);
 }
 
+/* A ring the user running recover cannot open (root's, 0600, to a
+ * recovery run as nobody) is not lost yet: kept with its session file, so
+ * that a recovery that can open it gets its records (QA, session 40: kept
+ * without it, they could never be recovered). Root only (skipped else). */
+static void test_unopenable_ring_recovered_later(void **state) {
+  char dir[400], path[1024];
+  stkr_recover_opts o = {0};
+  stkr_recover_stats st;
+  struct stat sb;
+  int status;
+  (void)state;
+
+  if (geteuid() != 0) skip();
+  /* Under /tmp: the test's own directory may be under one nobody cannot
+   * enter (/root's). */
+  snprintf(dir, sizeof dir, "/tmp/stkr-notmine-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/%s", dir, g_sess_name);
+  assert_int_equal(tl_write_bytes(path, g_sess, g_sess_len), 0);
+  assert_int_equal(chown(path, 65534, 65534), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
+  assert_int_equal(tl_write_bytes(path, g_ring, g_ring_len), 0);
+  assert_int_equal(chmod(path, 0600), 0);
+  assert_int_equal(chown(dir, 65534, 65534), 0);
+  pid_t p = fork();
+  if (p == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(90);
+    _exit(stkr_recover_dir(dir, &o, &st) == 0 && st.orphans == 1 ? 0 : 91);
+  }
+  assert_int_equal(waitpid(p, &status, 0), p);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  snprintf(path, sizeof path, "%s/%s", dir, g_sess_name);
+  assert_int_equal(stat(path, &sb), 0); /* the session file stays */
+  assert_int_equal(stkr_recover_dir(dir, &o, &st), 0);
+  assert_int_equal(st.events, N_EVENTS);
+  assert_int_equal(st.orphans, 0);
+  tl_rm_rf(dir);
+}
+
+/* A ring whose header page is zeros over records (a page lost on power
+ * failure) is damage, kept and counted, not a ring its writer died
+ * making (QA, session 40: removed as such, with its events). */
+static void test_zeroed_header_is_damage(void **state) {
+  uint8_t *m = malloc(g_ring_len);
+  stkr_recover_stats st;
+  char dir[400], path[1024];
+  struct stat sb;
+  msgs msg;
+  (void)state;
+
+  assert_non_null(m);
+  memcpy(m, g_ring, g_ring_len);
+  memset(m, 0, 8);
+  recover_variant("ring", m, g_ring_len, &st, &msg);
+  free(m);
+  assert_int_equal(st.orphans, 1);
+  snprintf(dir, sizeof dir, "%s/v%d", g_root, g_variants);
+  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
+  assert_int_equal(stat(path, &sb), 0);
+}
+
 /* A sparse ring file of 3 GiB: refused by its size before any allocation
  * (memory stays bounded by what a real ring can be). */
 static void test_recover_huge_sparse(void **state) {
@@ -578,4 +639,6 @@ TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_recover_huge_sparse, test_ring_without_session,
              test_unusable_ring_kept, test_unusable_ring_after_a_good_one,
              test_cache_dir_link_not_followed,
-             test_torn_tail_of_a_linked_segment)
+             test_torn_tail_of_a_linked_segment,
+             test_unopenable_ring_recovered_later,
+             test_zeroed_header_is_damage)

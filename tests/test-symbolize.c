@@ -300,26 +300,33 @@ static void test_offline_then_symbolize(void **state) {
   check_no_frames(dir);
 }
 
-/* A stripped copy of the fixture at g_tmp/stripped-app (app), whose
- * debug file only g_tmp/dbg/.build-id has (dbg); made once. */
-static void stripped_app(char *app, size_t app_cap, char *dbg,
-                         size_t dbg_cap) {
+/* A stripped copy of src at g_tmp/name (out), whose debug file only
+ * g_tmp/dbg/.build-id has (dbg); made once. */
+static void stripped_copy(const char *src, const char *name, char *out,
+                          size_t out_cap, char *dbg, size_t dbg_cap) {
   char bid[128];
-  mkpath(app, app_cap, "stripped-app");
+  const char *app = out;
+  mkpath(out, out_cap, name);
   mkpath(dbg, dbg_cap, "dbg");
-  if (access(app, X_OK) == 0) return;
-  assert_int_equal(sh("cp '%s' '%s' && chmod u+w '%s' && "
+  if (access(app, R_OK) == 0) return;
+  assert_int_equal(sh("mkdir -p \"$(dirname '%s')\" && cp '%s' '%s' && "
+                      "chmod u+w '%s' && "
                       "objcopy --only-keep-debug '%s' '%s.debug' && "
                       "strip --strip-all '%s'",
-                      g_fixture, app, app, app, app, app), 0);
-  /* The stripped copy has no symbols of ours left. */
-  assert_int_equal(sh("nm '%s' 2>&1 | grep static_mid", app), 1);
+                      app, src, app, app, app, app, app), 0);
   assert_int_equal(sh("readelf -n '%s' | sed -n 's/.*Build ID: *//p'", app), 0);
   snprintf(bid, sizeof bid, "%.40s", g_out);
   assert_true(strlen(bid) >= 8);
   assert_int_equal(sh("mkdir -p '%s/.build-id/%.2s' && mv '%s.debug' "
                       "'%s/.build-id/%.2s/%s.debug'",
                       dbg, bid, app, dbg, bid, bid + 2), 0);
+}
+
+/* The stripped fixture: no symbol of ours left in it. */
+static void stripped_app(char *app, size_t app_cap, char *dbg,
+                         size_t dbg_cap) {
+  stripped_copy(g_fixture, "stripped-app", app, app_cap, dbg, dbg_cap);
+  assert_int_equal(sh("nm '%s' 2>&1 | grep static_mid", app), 1);
 }
 
 static void test_stripped_debug_by_build_id(void **state) {
@@ -729,11 +736,35 @@ static void test_inproc_stripped_named_later(void **state) {
   mkpath(out, sizeof out, "stripped-inproc-named");
   assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
                       dbg, out, dir), 0);
-  assert_non_null(strstr(g_out, "the recording had left image+offset were "
-                                "named now"));
+  assert_non_null(strstr(g_out, "the recording had left image+offset or "
+                                "without file:line were resolved now"));
   check_recording(out, "stripped-app", true, NULL);
   assert_int_equal(sh("'%s' verify '%s'", g_tool, out), 0);
   assert_string_equal(g_err, "");
+}
+
+/* A stripped plugin recorded in-process: its exported plugin_entry is
+ * named from .dynsym, without file or line; `symbolize --debug-dir` with
+ * its debug file gives them (QA, session 40: only frames without a
+ * function were resolved again, so a library's stayed without file:line). */
+static void test_dynsym_frames_get_their_lines(void **state) {
+  char plugin[4200], dbg[4200], dir[4200], out[4200], env[8600];
+  (void)state;
+  stripped_copy(g_plugin, "stripped-plugin/symplugin", plugin, sizeof plugin,
+                dbg, sizeof dbg);
+  mkpath(dir, sizeof dir, "stripped-plugin-rec");
+  snprintf(env, sizeof env, "SYMFIXTURE_PLUGIN='%s' STACKREC_SYMCACHE=none",
+           plugin);
+  run_fixture(g_fixture, env, dir);
+  /* Named, with no file. */
+  assert_int_equal(sh("'%s' dump --frames '%s' | grep -c '^    plugin_entry$'",
+                      g_tool, dir), 0);
+  assert_int_equal(atoi(g_out), 1);
+  mkpath(out, sizeof out, "stripped-plugin-sym");
+  assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
+                      dbg, out, dir), 0);
+  assert_non_null(strstr(g_out, "resolved now"));
+  check_plugin(out, false);
 }
 
 /* The ids a second run adds go above the first run's: a stripped app's
@@ -751,14 +782,14 @@ static void test_second_run_ids_above_the_first(void **state) {
                         sizeof dir);
   assert_int_equal(sh("'%s' symbolize -o '%s' '%s'", g_tool, out1, dir), 0);
   assert_non_null(strstr(g_out, "only those were resolved"));
-  assert_null(strstr(g_out, "named now")); /* no debug file: none named */
+  assert_null(strstr(g_out, "resolved now")); /* no debug file: none */
   assert_int_equal(sh("'%s' dump --frames '%s' | grep -c '^    plugin_entry '",
                       g_tool, out1), 0);
   assert_int_equal(atoi(g_out), 1); /* the plugin's frame; plugin_cb (the
                                        app's) is image+offset still */
   assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
                       dbg, out2, out1), 0);
-  assert_non_null(strstr(g_out, "named now"));
+  assert_non_null(strstr(g_out, "resolved now"));
   check_plugin(out2, false);
   assert_int_equal(sh("'%s' verify '%s' && '%s' dump --frames '%s' | "
                       "grep -c '^    inlined_helper '", g_tool, out2, g_tool,
@@ -778,4 +809,5 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_dlopen_plugin_and_app_paths,
              test_stacks_first_seen_at_the_end,
              test_inproc_stripped_named_later,
-             test_second_run_ids_above_the_first)
+             test_second_run_ids_above_the_first,
+             test_dynsym_frames_get_their_lines)

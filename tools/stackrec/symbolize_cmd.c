@@ -220,8 +220,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
            run.copied_files == 1 ? "" : "s",
            run.copied_files == 1 ? "was" : "were");
   if (run.renamed_pcs)
-    printf("%llu PC%s the recording had left image+offset %s named now, in "
-           "%llu stack%s of %llu file%s\n",
+    printf("%llu PC%s the recording had left image+offset or without "
+           "file:line %s resolved now, in %llu stack%s of %llu file%s\n",
            (unsigned long long)run.renamed_pcs, run.renamed_pcs == 1 ? "" : "s",
            run.renamed_pcs == 1 ? "was" : "were",
            (unsigned long long)run.renamed_stacks,

@@ -87,7 +87,10 @@ uint32_t *stkr__sym_move_frames(stkr__sym_moved *m, const uint32_t *fr,
 
 /* ---- frames written as image+offset, resolved again ---------------------- */
 
-enum { F_UNNAMED = 1, F_INLINED = 2 }; /* stkr__sym_scan.frames values */
+/* stkr__sym_scan.frames values: no function; inlined; a function but no
+ * file (named from a symbol table: .dynsym of a stripped library, whose
+ * debug file gives file:line and inlined calls; QA, session 40). */
+enum { F_UNNAMED = 1, F_INLINED = 2, F_NOFILE = 4 };
 
 int stkr__sym_scan_batch(stkr__sym_scan *s, const Stackrec__Batch *b) {
   size_t i;
@@ -98,7 +101,9 @@ int stkr__sym_scan_batch(stkr__sym_scan *s, const Stackrec__Batch *b) {
     const Stackrec__FrameDef *f = b->frames[i];
     if (f->id > s->max_id) s->max_id = f->id;
     if (stkr_map_put(&s->frames, f->id,
-                     (f->function == 0 ? F_UNNAMED : 0) |
+                     (f->function == 0 ? F_UNNAMED
+                      : f->file == 0   ? F_NOFILE
+                                       : 0) |
                          (f->inlined ? F_INLINED : 0)) != 0)
       return -ENOMEM;
   }
@@ -117,9 +122,10 @@ static uint64_t frame_flags(const stkr__sym_scan *s, uint32_t id) {
 
 bool stkr__sym_stack_unnamed(const stkr__sym_scan *s,
                              const Stackrec__StackDef *d) {
-  for (size_t i = 0; i < d->n_frames; i++)
-    if ((frame_flags(s, d->frames[i]) & (F_UNNAMED | F_INLINED)) == F_UNNAMED)
-      return true;
+  for (size_t i = 0; i < d->n_frames; i++) {
+    uint64_t f = frame_flags(s, d->frames[i]);
+    if (!(f & F_INLINED) && (f & (F_UNNAMED | F_NOFILE))) return true;
+  }
   return false;
 }
 
@@ -151,9 +157,13 @@ int stkr__sym_rename_stack(stkr__symc *c, const stkr__sym_scan *s,
 
     while (k < d->n_frames && (frame_flags(s, d->frames[k]) & F_INLINED)) k++;
     if (k++ >= d->n_frames) break; /* not one function a PC: left alone */
-    if (frame_flags(s, d->frames[k - 1]) & F_UNNAMED) {
+    const uint64_t old = frame_flags(s, d->frames[k - 1]);
+    if (old & (F_UNNAMED | F_NOFILE)) {
       if ((err = stkr__symc_stack(c, &pcs[i], 1, &fr, &nf)) != 0) break;
-      if (nf != 0 && stkr__symc_frame_named(c, fr[nf - 1])) {
+      /* Taken when it names what the old frame did not: the function of
+       * an image+offset frame, the file of a symbol table's. */
+      if (nf != 0 && stkr__symc_frame_named(c, fr[nf - 1]) &&
+          ((old & F_UNNAMED) || stkr__symc_frame_has_file(c, fr[nf - 1]))) {
         if ((err = stkr__symc_emit(c, fr, nf, epoch, defs)) != 0) break;
         for (uint32_t j = 0; j < nf; j++) v[n++] = moved(m, fr[j]);
         named++;

@@ -61,7 +61,8 @@ typedef struct stkr__sym_scan {
 /* Learn b's FrameDefs (a segment defines its frames before the stacks
  * that use them) and look at its stacks. @return 0 or -ENOMEM. */
 int stkr__sym_scan_batch(stkr__sym_scan *s, const Stackrec__Batch *b);
-/* Does stack d, which has frames, leave a PC without a function? */
+/* Does stack d, which has frames, leave a PC without a function, or with
+ * a function but no file? */
 bool stkr__sym_stack_unnamed(const stkr__sym_scan *s,
                              const Stackrec__StackDef *d);
 /* Forget the frames (a new file); max_id stays. */
