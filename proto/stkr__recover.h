@@ -94,8 +94,7 @@ void stkr__rc_path(const stkr__rc *rc, char *buf, uint32_t pid, uint64_t sid,
  * whose rings are rings[0..n). Returns 1 when the session was dead (and
  * recovered or tried), 0 when it was live or gone, <0 on a hard error. */
 int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n);
-/* A ring file its writer died creating (zeros throughout): nothing in
- * it. */
+/* A ring file its writer died creating (no magic yet): nothing in it. */
 bool stkr__rc_ring_unset(const uint8_t *data, uint64_t len);
 /* Once session `sid` of `pid` (dead: we hold its lock) is recovered and
  * durable: remove its ring files rings[0..n) but those keep[] marks (NULL:

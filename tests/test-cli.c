@@ -378,6 +378,13 @@ static void test_warning_one_line(void **state) {
   assert_non_null(strstr(cr_out, "1 unusable file"));
   assert_null(strchr(cr_out, '\x1b'));
   assert_null(strchr(cr_err, '\x1b'));
+  /* A copy says that ring's loss too (QA, session 40: merge, exit 0). */
+  char copy[4300];
+  snprintf(copy, sizeof copy, "%s.merged", rec);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", copy, esc), 1);
+  assert_non_null(strstr(cr_err, "1 ring file in the directory cannot be "
+                                 "recovered"));
+  assert_null(strchr(cr_err, '\x1b'));
 }
 
 /* QA (session 25): `export -o REC/stackrec-P-000001.zst REC` exited 0 with

@@ -449,28 +449,6 @@ static void test_unopenable_ring_recovered_later(void **state) {
   tl_rm_rf(dir);
 }
 
-/* A ring whose header page is zeros over records (a page lost on power
- * failure) is damage, kept and counted, not a ring its writer died
- * making (QA, session 40: removed as such, with its events). */
-static void test_zeroed_header_is_damage(void **state) {
-  uint8_t *m = malloc(g_ring_len);
-  stkr_recover_stats st;
-  char dir[400], path[1024];
-  struct stat sb;
-  msgs msg;
-  (void)state;
-
-  assert_non_null(m);
-  memcpy(m, g_ring, g_ring_len);
-  memset(m, 0, 8);
-  recover_variant("ring", m, g_ring_len, &st, &msg);
-  free(m);
-  assert_int_equal(st.orphans, 1);
-  snprintf(dir, sizeof dir, "%s/v%d", g_root, g_variants);
-  snprintf(path, sizeof path, "%s/%s", dir, g_ring_name);
-  assert_int_equal(stat(path, &sb), 0);
-}
-
 /* A sparse ring file of 3 GiB: refused by its size before any allocation
  * (memory stays bounded by what a real ring can be). */
 static void test_recover_huge_sparse(void **state) {
@@ -640,5 +618,4 @@ TL_TEST_MAIN("recover-hostile", setup, teardown, test_intact,
              test_unusable_ring_kept, test_unusable_ring_after_a_good_one,
              test_cache_dir_link_not_followed,
              test_torn_tail_of_a_linked_segment,
-             test_unopenable_ring_recovered_later,
-             test_zeroed_header_is_damage)
+             test_unopenable_ring_recovered_later)
