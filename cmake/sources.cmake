@@ -53,8 +53,10 @@ set(STKR_PROTO_SRCS
   proto/stkr_marks_running.c
   proto/stkr_marks_scope.c
   proto/stkr_reader.c
+  proto/stkr_reader_links.c
   proto/stkr_readutil.c
   proto/stkr_recover.c
+  proto/stkr_recover_cache.c
   proto/stkr_recover_known.c
   proto/stkr_recover_scan.c
   proto/stkr_recover_session.c

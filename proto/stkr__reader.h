@@ -528,6 +528,22 @@ const char *stkr__marks_scope_line(stkr_reader *r, const char *p,
                                    bool *nomem);
 /* Is pid in scope s? */
 bool stkr__scope_has(const stkr__scope *s, uint32_t pid);
+/* The stream of (directory dev/ino, pid), or NULL; *probes counts the
+ * table's probes (stkr_reader.c). */
+stkr__stream *stkr__stream_find(const stkr_reader *r, dev_t dev, ino_t ino,
+                                uint32_t pid, uint64_t *probes);
+/* stkr_reader_links.c. Was a file of this inode added to r already (by
+ * any name)? If not, it is remembered with the name it is read under (dir
+ * dst, pid, seq; dst NULL: none). *held: the earlier name's entry when
+ * seen. @return 1 seen, 0 new, or -ENOMEM. */
+int stkr__inode_seen(stkr_reader *r, const struct stat *fst,
+                     const struct stat *dst, uint32_t pid, uint32_t seq,
+                     struct stkr__inode **held);
+/* A segment name (path; dir dst, pid, seq) of a file read already under
+ * *held: read once, said; of one process's names the lower seq is read.
+ * @return 0 or -ENOMEM. */
+int stkr__hard_link(stkr_reader *r, const char *path, const struct stat *dst,
+                    uint32_t pid, uint32_t seq, struct stkr__inode *held);
 /* The whole lines of dir's marks file (at most STKR_MARKS_MAX_BYTES) into
  * *buf (malloc'd, STKR_MARKS_MAX_BYTES; the caller frees it, also on
  * error) and *len (0: none, or not a regular file). A read error keeps

@@ -62,6 +62,10 @@ bool stkr__rc_same_dir(const stkr__rc *rc);
 bool stkr__rc_expired(uint64_t deadline_ns);
 /* The budget's mark on session (pid, sid) (stkr_recover_opts.budget_ms):
  * set (made), test, or clear (removed). Best effort. */
+/* DIR/.stackrec-cache as a directory of its own (made first when `make`),
+ * never through a link (stkr_recover_cache.c). @return an O_DIRECTORY
+ * descriptor or -errno (-ELOOP, -ENOTDIR: not a directory of its own). */
+int stkr__rc_cache_dirfd(const char *dir, bool make);
 void stkr__rc_defer_mark(const stkr__rc *rc, uint32_t pid, uint64_t sid);
 bool stkr__rc_defer_marked(const stkr__rc *rc, uint32_t pid, uint64_t sid);
 void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid);
@@ -170,6 +174,12 @@ int stkr__rc_seqs_desc(const stkr__rc *rc, uint32_t pid, uint32_t **out,
  * 0, or -errno (-ENOMEM). */
 int stkr__rc_scan_segments(stkr__rc *rc, uint32_t pid, stkr__rc_scan *s);
 void stkr__rc_scan_free(stkr__rc_scan *s);
+/* stkr__rc_session's work once the session is known dead and its segments
+ * scanned: its rings' records into a recovered segment, then its files
+ * removed (stkr_recover_session.c). @return 0, or a hard -errno. */
+int stkr__rc_write_session(stkr__rc *rc, const stkr__rc_sess *ss,
+                           stkr__rc_scan *sc, const stkr__rc_file *rings,
+                           size_t n);
 /* Whether batch seq, whose pending drops a ring or session file holds,
  * reached the segments (common/stkr_ringfile.h, "pending"). */
 static inline bool stkr__rc_written_pending(const stkr__rc_scan *sc,

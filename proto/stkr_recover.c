@@ -588,26 +588,6 @@ void stkr__rc_cut_torn_tail(stkr__rc *rc, const char *path, uint64_t off,
   close(fd);
 }
 
-/* DIR/.stackrec-cache opened as a directory of its own (made first when
- * `make`), never through a link: every file recover makes, reads or
- * removes there goes through this descriptor, so that a link put in its
- * place cannot lead them outside the recording (QA, session 40: a link to
- * another directory had recover delete a record.lock there).
- * @return the descriptor, or -errno (-ELOOP or -ENOTDIR: not a
- * directory of its own). */
-static int cache_dirfd(const char *dir, bool make) {
-  char path[PATH_MAX];
-  int fd;
-
-  if (dir == NULL) return -EINVAL;
-  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
-      sizeof path)
-    return -ENAMETOOLONG;
-  if (make && mkdir(path, 0700) != 0 && errno != EEXIST) return -errno;
-  fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  return fd >= 0 ? fd : -errno;
-}
-
 /* The ring files session `sid` of `pid` left half made in the cache
  * directory (STKR_RINGFILE_NEW). Such a file was never a ring of its
  * session: it has no name a reader or recovery looks at, no record, and its
@@ -624,7 +604,7 @@ static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
   memcpy(pre, STKR_RINGFILE_NEW, sizeof STKR_RINGFILE_NEW - 1);
   stkr_ringfile_name(pre + sizeof STKR_RINGFILE_NEW - 1, pid, sid, 1);
   n = (size_t)(strrchr(pre, '-') + 1 - pre);
-  int fd = cache_dirfd(rc->dir, false);
+  int fd = stkr__rc_cache_dirfd(rc->dir, false);
   if (fd < 0) return;
   if ((d = fdopendir(fd)) == NULL) {
     close(fd);
@@ -637,45 +617,6 @@ static void remove_new_rings(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
       (void)unlinkat(dirfd(d), e->d_name, 0);
   }
   closedir(d);
-}
-
-static bool defer_name(char *name, size_t cap, uint32_t pid, uint64_t sid) {
-  return (size_t)snprintf(name, cap, "deferred-%u-%016llx", (unsigned)pid,
-                          (unsigned long long)sid) < cap;
-}
-
-void stkr__rc_defer_mark(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char name[64];
-  int dfd, fd;
-  if (rc->opts.dry_run || !defer_name(name, sizeof name, pid, sid) ||
-      (dfd = cache_dirfd(rc->dir, true)) < 0)
-    return;
-  fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd >= 0) close(fd);
-  close(dfd);
-}
-
-bool stkr__rc_defer_marked(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char name[64];
-  struct stat st;
-  int dfd;
-  bool marked;
-  if (!defer_name(name, sizeof name, pid, sid) ||
-      (dfd = cache_dirfd(rc->dir, false)) < 0)
-    return false;
-  marked = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-  close(dfd);
-  return marked;
-}
-
-void stkr__rc_defer_clear(const stkr__rc *rc, uint32_t pid, uint64_t sid) {
-  char name[64];
-  int dfd;
-  if (!defer_name(name, sizeof name, pid, sid) ||
-      (dfd = cache_dirfd(rc->dir, false)) < 0)
-    return;
-  (void)unlinkat(dfd, name, 0);
-  close(dfd);
 }
 
 void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
@@ -697,140 +638,91 @@ void stkr__rc_remove_inputs(const stkr__rc *rc, uint32_t pid, uint64_t sid,
   unlink(path);
 }
 
-/* record's lock in the cache directory (stkr_recover_lock_dir). */
-#define LOCK_FILE "record.lock"
+/* A session file bigger than this is not one we wrote. */
+#define STKR__RC_MAX_SESSFILE (64u << 20)
 
-int stkr_recover_lock_dir(const char *dir) {
-  int dfd = cache_dirfd(dir, true), fd;
-
-  if (dfd < 0) return dfd;
-  fd = openat(dfd, LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  close(dfd);
-  if (fd < 0) return -errno;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno == EWOULDBLOCK ? -EWOULDBLOCK : -errno;
-    close(fd);
-    return err;
-  }
-  return fd;
-}
-
-bool stkr_recover_locked_dir_now(int fd, char *out, size_t cap) {
-  const size_t tail = sizeof "/" STKR_CACHE_DIR - 1;
+int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
+  const stkr__rc_file *f = rings - 1; /* the session file's entry */
+  char path[STKR__RC_PATH_MAX];
+  stkr__rc_sess ss;
+  stkr__rc_scan sc = {0};
+  uint8_t *data = NULL;
+  uint64_t len = 0;
+  const char *why;
   struct stat st;
-  size_t n;
+  int fd, err;
 
-  if (fd < 0 || !stkr_fd_dir(fd, out, cap))
-    return false;
-  n = strlen(out);
-  if (n <= tail || strcmp(out + n - tail, "/" STKR_CACHE_DIR) != 0)
-    return false;
-  out[n - tail] = '\0';
-  return stat(out, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool stkr_recover_is_cache_name(const char *name) {
-  return name != NULL && strcmp(name, STKR_CACHE_DIR) == 0;
-}
-
-
-bool stkr_recover_has_lock_file(const char *dir) {
-  struct stat st;
-  int dfd = cache_dirfd(dir, false);
-  bool has;
-
-  if (dfd < 0) return false;
-  has = fstatat(dfd, LOCK_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
-  close(dfd);
-  return has;
-}
-
-bool stkr_recover_record_running(const char *dir) {
-  bool held = false;
-  int fd;
-
-  /* Opened, never made: a reader leaves no file behind. */
-  int dfd = cache_dirfd(dir, false);
-  if (dfd < 0) return false;
-  fd = openat(dfd, LOCK_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  close(dfd);
-  if (fd < 0) return false;
-  if (flock(fd, LOCK_SH | LOCK_NB) != 0)
-    held = errno == EWOULDBLOCK;
-  close(fd); /* releases what we took */
-  return held;
-}
-
-int stkr_recover_remove_cache(const char *dir) {
-  char path[PATH_MAX];
-  struct dirent *e;
-  bool locked = false;
-  DIR *d;
-  int fd, err = 0;
-
-  if (dir == NULL) return -EINVAL;
-  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) >=
-      sizeof path)
-    return -ENAMETOOLONG;
-  if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-    return errno == ENOENT ? 0 : -errno;
-  if ((d = fdopendir(fd)) == NULL) {
-    err = -errno;
-    close(fd);
-    return err;
-  }
-  while ((e = readdir(d)) != NULL) {
-    struct stat st;
-    if (strcmp(e->d_name, LOCK_FILE) == 0) {
-      locked = true; /* record's, until its very end */
-      continue;
+  stkr__rc_path(rc, path, f->pid, f->sid, 0);
+  /* Only a regular file: a FIFO named like a session file made verify's
+   * dry run wait for a writer forever. */
+  fd = stkr_open_regular(path, rc->opts.dry_run ? 0 : O_RDWR);
+  if (fd < 0) {
+    if (fd != -ENOENT) {
+      stkr__rc_msg(rc, "%s: cannot open: %s", path,
+                   fd == -EINVAL ? "not a regular file" : strerror(-fd));
+      rc->st->sessions_failed++;
     }
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode))
-      continue; /* ".", "..", anything not ours to remove */
-    if (unlinkat(dirfd(d), e->d_name, 0) != 0 && err == 0 && errno != ENOENT)
-      err = -errno;
+    return 0; /* ENOENT: recovered or closed meanwhile */
   }
-  closedir(d);
-  if (rmdir(path) != 0 && err == 0 && errno != ENOENT &&
-      !(locked && errno == ENOTEMPTY))
-    err = -errno;
-  return err;
-}
-
-/* Is the lock fd the file under LOCK_FILE in cache directory dfd? */
-static bool lock_is_in(int fd, int dfd) {
-  struct stat a, b;
-  return fstat(fd, &a) == 0 &&
-         fstatat(dfd, LOCK_FILE, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-bool stkr_recover_lock_is_at(int fd, const char *dir) {
-  int dfd;
-  bool at;
-
-  if (fd < 0 || (dfd = cache_dirfd(dir, false)) < 0) return false;
-  at = lock_is_in(fd, dfd);
-  close(dfd);
-  return at;
-}
-
-void stkr_recover_unlock_dir(const char *dir, int fd) {
-  char path[PATH_MAX];
-  int dfd;
-
-  if (fd < 0 || dir == NULL) return;
-  /* Unlinked before the close: a record that takes the lock after us
-   * makes a new file, never ours. Only ours: another record's lock may be
-   * under that name now (our directory moved away; review, session 38);
-   * the check and the unlink through one descriptor of the directory. */
-  if ((dfd = cache_dirfd(dir, false)) >= 0) {
-    if (lock_is_in(fd, dfd)) (void)unlinkat(dfd, LOCK_FILE, 0);
-    close(dfd);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    /* EWOULDBLOCK: its writer lives. */
+    rc->st->sessions_live++;
+    close(fd);
+    return 0;
   }
-  close(fd);
-  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, STKR_CACHE_DIR) <
-      sizeof path)
-    (void)rmdir(path); /* only if empty */
+  struct stat named;
+  if (fstat(fd, &st) != 0 || st.st_nlink == 0 || stat(path, &named) != 0 ||
+      named.st_ino != st.st_ino || named.st_dev != st.st_dev) {
+    /* Another recovery finished it before we got the lock, or its writer
+     * ended cleanly meanwhile (the file pooled under another name, or
+     * removed): not a dead session. */
+    close(fd);
+    return 0;
+  }
+  err = stkr__rc_read_file(fd, STKR__RC_MAX_SESSFILE, &data, &len);
+  if (err != 0 || (why = stkr__rc_sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
+    stkr__rc_msg(rc, "%s: offset 0: %s; session not recovered", path,
+                 err != 0 ? strerror(-err) : why);
+    rc->st->sessions_dead++;
+    rc->st->orphans += 1 + n;
+    rc->st->sessions_failed++;
+    free(data);
+    close(fd);
+    return 1;
+  }
+  sc.sid = f->sid;
+  sc.start_mono = ss.h.start_mono_ns;
+  sc.start_wall = ss.h.start_wall_ns;
+  sc.deadline_ns = rc->deadline_ns;
+  err = stkr__rc_scan_segments(rc, f->pid, &sc);
+  /* What the writer noted in the session file covers what the segments
+   * read do not (older segments, or one the disk cap deleted). */
+  if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
+  sc.max_batch_seq = stkr__rc_max(sc.max_batch_seq, ss.h.max_batch_seq);
+  if (err == 0 && ss.h.state == STKR_SESS_ENDED_CLEAN && sc.writer_last) {
+    /* Not a dead writer: one that ended with everything written (its last
+     * batch is there), and could not remove its files. */
+    rc->st->sessions_ended_clean++;
+    if (!rc->opts.dry_run)
+      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n, NULL, false);
+    stkr__rc_scan_free(&sc);
+    free(data);
+    close(fd);
+    return 0;
+  }
+  rc->st->sessions_dead++;
+  if (err == -ETIMEDOUT) {
+    rc->st->sessions_deferred++; /* the budget: as if never started */
+    stkr__rc_defer_mark(rc, f->pid, f->sid);
+  } else if (err != 0) {
+    stkr__rc_msg(rc, "%s: cannot read the segments of pid %u: %s; session "
+                 "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));
+    rc->st->sessions_failed++;
+  } else {
+    err = stkr__rc_write_session(rc, &ss, &sc, rings, n); /* we hold the lock */
+  }
+  stkr__rc_scan_free(&sc);
+  free(data);
+  close(fd); /* releases the lock */
+  return 1;
 }

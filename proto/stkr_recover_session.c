@@ -20,8 +20,6 @@
 #include "common/stkr_ringfile.h"
 #include "proto/stkr__recover.h"
 
-/* A session file bigger than this is not one we wrote. */
-#define STKR__RC_MAX_SESSFILE (64u << 20)
 /* Recovered batches stay well inside the writer's own limits. */
 #define STKR__RC_BATCH_EVENTS 65536u
 #define STKR__RC_BATCH_BYTES (8u << 20)
@@ -676,8 +674,9 @@ static int want_ring(build *b, const stkr__rc_file *f) {
   return err;
 }
 
-static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *sc,
-                         const stkr__rc_file *rings, size_t n) {
+int stkr__rc_write_session(stkr__rc *rc, const stkr__rc_sess *ss,
+                           stkr__rc_scan *sc, const stkr__rc_file *rings,
+                           size_t n) {
   build b = {.rc = rc, .ss = ss, .sc = sc, .dry = rc->opts.dry_run, .fd = -1};
   /* What a session cut short by the budget must not have counted. */
   const stkr_recover_stats before = *rc->st;
@@ -771,90 +770,4 @@ static int write_session(stkr__rc *rc, const stkr__rc_sess *ss, stkr__rc_scan *s
   }
   build_free(&b);
   return 0;
-}
-
-int stkr__rc_session(stkr__rc *rc, const stkr__rc_file *rings, size_t n) {
-  const stkr__rc_file *f = rings - 1; /* the session file's entry */
-  char path[STKR__RC_PATH_MAX];
-  stkr__rc_sess ss;
-  stkr__rc_scan sc = {0};
-  uint8_t *data = NULL;
-  uint64_t len = 0;
-  const char *why;
-  struct stat st;
-  int fd, err;
-
-  stkr__rc_path(rc, path, f->pid, f->sid, 0);
-  /* Only a regular file: a FIFO named like a session file made verify's
-   * dry run wait for a writer forever. */
-  fd = stkr_open_regular(path, rc->opts.dry_run ? 0 : O_RDWR);
-  if (fd < 0) {
-    if (fd != -ENOENT) {
-      stkr__rc_msg(rc, "%s: cannot open: %s", path,
-                   fd == -EINVAL ? "not a regular file" : strerror(-fd));
-      rc->st->sessions_failed++;
-    }
-    return 0; /* ENOENT: recovered or closed meanwhile */
-  }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    /* EWOULDBLOCK: its writer lives. */
-    rc->st->sessions_live++;
-    close(fd);
-    return 0;
-  }
-  struct stat named;
-  if (fstat(fd, &st) != 0 || st.st_nlink == 0 || stat(path, &named) != 0 ||
-      named.st_ino != st.st_ino || named.st_dev != st.st_dev) {
-    /* Another recovery finished it before we got the lock, or its writer
-     * ended cleanly meanwhile (the file pooled under another name, or
-     * removed): not a dead session. */
-    close(fd);
-    return 0;
-  }
-  err = stkr__rc_read_file(fd, STKR__RC_MAX_SESSFILE, &data, &len);
-  if (err != 0 || (why = stkr__rc_sess_check(&ss, data, len, f->pid, f->sid)) != NULL) {
-    stkr__rc_msg(rc, "%s: offset 0: %s; session not recovered", path,
-                 err != 0 ? strerror(-err) : why);
-    rc->st->sessions_dead++;
-    rc->st->orphans += 1 + n;
-    rc->st->sessions_failed++;
-    free(data);
-    close(fd);
-    return 1;
-  }
-  sc.sid = f->sid;
-  sc.start_mono = ss.h.start_mono_ns;
-  sc.start_wall = ss.h.start_wall_ns;
-  sc.deadline_ns = rc->deadline_ns;
-  err = stkr__rc_scan_segments(rc, f->pid, &sc);
-  /* What the writer noted in the session file covers what the segments
-   * read do not (older segments, or one the disk cap deleted). */
-  if (ss.h.max_stack_id > sc.max_stack) sc.max_stack = ss.h.max_stack_id;
-  sc.max_batch_seq = stkr__rc_max(sc.max_batch_seq, ss.h.max_batch_seq);
-  if (err == 0 && ss.h.state == STKR_SESS_ENDED_CLEAN && sc.writer_last) {
-    /* Not a dead writer: one that ended with everything written (its last
-     * batch is there), and could not remove its files. */
-    rc->st->sessions_ended_clean++;
-    if (!rc->opts.dry_run)
-      stkr__rc_remove_inputs(rc, f->pid, f->sid, rings, n, NULL, false);
-    stkr__rc_scan_free(&sc);
-    free(data);
-    close(fd);
-    return 0;
-  }
-  rc->st->sessions_dead++;
-  if (err == -ETIMEDOUT) {
-    rc->st->sessions_deferred++; /* the budget: as if never started */
-    stkr__rc_defer_mark(rc, f->pid, f->sid);
-  } else if (err != 0) {
-    stkr__rc_msg(rc, "%s: cannot read the segments of pid %u: %s; session "
-                 "not recovered", rc->dir, (unsigned)f->pid, strerror(-err));
-    rc->st->sessions_failed++;
-  } else {
-    err = write_session(rc, &ss, &sc, rings, n); /* we hold the lock */
-  }
-  stkr__rc_scan_free(&sc);
-  free(data);
-  close(fd); /* releases the lock */
-  return 1;
 }

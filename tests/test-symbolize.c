@@ -346,6 +346,20 @@ static void test_stripped_debug_by_build_id(void **state) {
                       dbg, out, dir), 0);
   assert_null(strstr(g_err, "stripped-app"));
   check_recording(out, "stripped-app", true, NULL);
+  /* Recorded in-process (a stripped release build), its frames were
+   * written image+offset: `symbolize --debug-dir` names them too (QA,
+   * session 39: such files were copied as they were, for good). */
+  mkpath(dir, sizeof dir, "stripped-inproc");
+  run_fixture(app, "STACKREC_SYMCACHE=none", dir);
+  check_recording(dir, "stripped-app", false, NULL);
+  mkpath(out, sizeof out, "stripped-inproc-named");
+  assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
+                      dbg, out, dir), 0);
+  assert_non_null(strstr(g_out, "the recording had left image+offset or "
+                                "without file:line were resolved now"));
+  check_recording(out, "stripped-app", true, NULL);
+  assert_int_equal(sh("'%s' verify '%s'", g_tool, out), 0);
+  assert_string_equal(g_err, "");
 }
 
 /* Inproc symbolization reads symbol caches by build-id (STACKREC_SYMCACHE,
@@ -722,27 +736,6 @@ static void test_dump_frames_and_app_only(void **state) {
   }
 }
 
-/* An app recorded in-process without its symbols (a stripped release
- * build): its frames were written image+offset, and `symbolize
- * --debug-dir` with its debug file names them (QA, session 39: such
- * files were copied as they were, their frames image+offset for good). */
-static void test_inproc_stripped_named_later(void **state) {
-  char app[4200], dbg[4200], dir[4200], out[4200];
-  (void)state;
-  stripped_app(app, sizeof app, dbg, sizeof dbg);
-  mkpath(dir, sizeof dir, "stripped-inproc");
-  run_fixture(app, "STACKREC_SYMCACHE=none", dir);
-  check_recording(dir, "stripped-app", false, NULL);
-  mkpath(out, sizeof out, "stripped-inproc-named");
-  assert_int_equal(sh("'%s' symbolize --debug-dir '%s' -o '%s' '%s'", g_tool,
-                      dbg, out, dir), 0);
-  assert_non_null(strstr(g_out, "the recording had left image+offset or "
-                                "without file:line were resolved now"));
-  check_recording(out, "stripped-app", true, NULL);
-  assert_int_equal(sh("'%s' verify '%s'", g_tool, out), 0);
-  assert_string_equal(g_err, "");
-}
-
 /* A stripped plugin recorded in-process: its exported plugin_entry is
  * named from .dynsym, without file or line; `symbolize --debug-dir` with
  * its debug file gives them (QA, session 40: only frames without a
@@ -808,6 +801,5 @@ TL_TEST_MAIN("symbolize", setup, NULL, test_inproc_frames,
              test_fifo_debuglink, test_dump_frames_and_app_only,
              test_dlopen_plugin_and_app_paths,
              test_stacks_first_seen_at_the_end,
-             test_inproc_stripped_named_later,
              test_second_run_ids_above_the_first,
              test_dynsym_frames_get_their_lines)
