@@ -715,6 +715,17 @@ int stkr__rc_write_session(stkr__rc *rc, const stkr__rc_sess *ss,
     err = stkr__rc_expired(rc->deadline_ns) ? -ETIMEDOUT
                                             : recover_ring(&b, &rings[i]);
   }
+  if (err == 0 && b.retry && b.fd < 0 && b.n == 0 && b.recovered_total == 0) {
+    /* Nothing this recovery can add, only rings kept for a later one: no
+     * segment (each attempt would add an empty one), every file kept. */
+    *rc->st = before;
+    rc->st->sessions_failed++;
+    stkr__rc_msg(rc, "session %016llx of pid %u: not recovered now; its "
+                 "files kept for a recovery that can open its rings",
+                 (unsigned long long)ss->h.session_id, (unsigned)ss->h.pid);
+    build_free(&b);
+    return 0;
+  }
   if (err == 0) err = flush_batch(&b, true);
   if (err == 0 && b.fd >= 0 && fsync(b.fd) != 0) err = -errno;
   if (err == 0 && b.fd >= 0) /* the session's final segment: cap-proof */
