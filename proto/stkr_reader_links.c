@@ -21,8 +21,8 @@
  * *held: the entry of the earlier name, when seen. @return 1 seen, 0
  * new, or -ENOMEM. */
 int stkr__inode_seen(stkr_reader *r, const struct stat *fst,
-                            const struct stat *dst, uint32_t pid, uint32_t seq,
-                            struct stkr__inode **held) {
+                     const struct stat *dst, uint32_t pid, uint32_t seq,
+                     struct stkr__inode **held) {
   uint64_t h, pos;
   size_t ix;
 
@@ -52,9 +52,8 @@ int stkr__inode_seen(stkr_reader *r, const struct stat *fst,
  * as a rule; a Header that says otherwise is said when it is read), which
  * listing order decided before (QA, session 40: merge kept the
  * misnamed one and its OUT missed segment 1). @return 0 or -ENOMEM. */
-int stkr__hard_link(stkr_reader *r, const char *path,
-                           const struct stat *dst, uint32_t pid, uint32_t seq,
-                           struct stkr__inode *held) {
+int stkr__hard_link(stkr_reader *r, const char *path, const struct stat *dst,
+                    uint32_t pid, uint32_t seq, struct stkr__inode *held) {
   stkr__stream *st;
   uint64_t probes = 0;
   char *keep = NULL;

@@ -255,10 +255,11 @@ bool stkr_cli_rings_left_said(const char *cmd, const char *dir,
   /* Ring files that no recovery can use (no session file, damaged: each
    * named above by the dry run) are data lost too (QA, session 40: merge
    * and symbolize said nothing of them, exit 0). */
-  if (st.orphans != 0)
-    fprintf(stderr, "stackrec %s: %llu ring file%s in the directory cannot "
-            "be recovered (named above): their events are lost\n", cmd,
-            (unsigned long long)st.orphans, st.orphans == 1 ? "" : "s");
+  const bool unread = st.orphans != 0 || st.sessions_failed != 0;
+  if (unread) /* (some may be read by a later recovery: said above) */
+    fprintf(stderr, "stackrec %s: ring files in the directory that no "
+            "recovery can read now (named above): their events are not %s\n",
+            cmd, where);
   sessions = st.sessions_recovered;
   events = st.events;
   if (sessions != 0)
@@ -267,5 +268,5 @@ bool stkr_cli_rings_left_said(const char *cmd, const char *dir,
             "again\n", cmd, dir, (unsigned long long)events,
             events == 1 ? "" : "s", (unsigned long long)sessions,
             sessions == 1 ? "" : "s", where, dir, cmd);
-  return sessions != 0 || st.orphans != 0;
+  return sessions != 0 || unread;
 }
