@@ -9,7 +9,7 @@
  * @return 0, or -ENOMEM with *p and *cap unchanged.
  * And stkr_bit_set, the one growing bitmap ("seen this id before?"), and
  * STKR_FREE_EACH, the one loop that frees what each element of an array
- * owns.
+ * owns, and STKR_FREE_ALL, a struct's arrays freed in one list.
  */
 #ifndef STKR_COMMON_GROW_H
 #define STKR_COMMON_GROW_H
@@ -71,5 +71,17 @@ static inline int stkr_bit_set(uint8_t **bits, size_t *bytes, uint32_t id) {
     for (size_t stkr_i_ = 0; stkr_i_ < (size_t)(n); stkr_i_++)            \
       free((void *)(arr)[stkr_i_].field);                                 \
   } while (0)
+
+/* STKR_FREE_ALL(a, b, ...): free() each pointer given, in order (NULL
+ * ones included: free's own rule). A teardown names the arrays a struct
+ * owns in one list, so that adding a field means adding one name, not
+ * another line among a run of free() calls that every struct repeats.
+ * The arguments are evaluated once each (sizeof evaluates nothing). */
+#define STKR_FREE_ALL(...)                                                \
+  stkr_free_all_((void *const[]){__VA_ARGS__},                            \
+                 sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+static inline void stkr_free_all_(void *const *p, size_t n) {
+  for (size_t i = 0; i < n; i++) free(p[i]);
+}
 
 #endif /* STKR_COMMON_GROW_H */

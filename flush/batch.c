@@ -27,23 +27,10 @@ void stkr__batch_init(stkr__batchb *b) {
 }
 
 void stkr__batch_free(stkr__batchb *b) {
-  free(b->ts_delta);
-  free(b->site_id);
-  free(b->thread_id);
-  free(b->stack_id);
-  free(b->payload_len);
-  free(b->ptrunc);
-  free(b->pdata);
-  free(b->sites);
-  free(b->site_ptrs);
-  free(b->threads);
-  free(b->thread_ptrs);
-  free(b->stacks);
-  free(b->stack_ptrs);
-  free(b->drops);
-  free(b->drop_ptrs);
-  free(b->ring_pos);
-  free(b->ring_pos_ptrs);
+  STKR_FREE_ALL(b->ts_delta, b->site_id, b->thread_id, b->stack_id,
+                b->payload_len, b->ptrunc, b->pdata, b->sites, b->site_ptrs,
+                b->threads, b->thread_ptrs, b->stacks, b->stack_ptrs, b->drops,
+                b->drop_ptrs, b->ring_pos, b->ring_pos_ptrs);
   stkr__symdefs_free(&b->symdefs);
   memset(b, 0, sizeof *b);
 }

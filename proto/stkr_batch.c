@@ -722,41 +722,27 @@ void stkr__stream_free(stkr__stream *st) {
   if (st == NULL)
     return;
   STKR_FREE_EACH(st->files, st->n_files, path);
-  free(st->files);
   for (i = 0; i < st->n_sites; i++)
     if (st->sites[i].defined)
       free((char *)st->sites[i].name);
-  free(st->sites);
-  free(st->mark_ids);
-  free(st->mark_stacks);
-  free(st->boots_seen);
-  stkr_map_free(&st->tids);
-  stkr__idmap_free(&st->site_map);
   STKR_FREE_EACH(st->threads, st->n_threads, name);
-  free(st->threads);
-  stkr__idmap_free(&st->thread_map);
   for (i = 0; i < st->n_stacks; i++) {
     free(st->stacks[i].pcs);
     free(st->stacks[i].frames);
   }
-  free(st->stacks);
-  stkr__idmap_free(&st->stack_map);
-  stkr_map_free(&st->stack_keys);
-  free(st->frames);
-  free(st->frame_ids);
-  stkr__idmap_free(&st->frame_map);
   for (i = 0; i < st->n_strings; i++)
     free(st->strings[i]);
-  free(st->strings);
+  STKR_FREE_EACH(st->images, st->n_images, path);
+  STKR_FREE_EACH(st->images, st->n_images, build_id);
+  stkr_map_free(&st->tids);
+  stkr_map_free(&st->stack_keys);
+  stkr__idmap_free(&st->site_map);
+  stkr__idmap_free(&st->thread_map);
+  stkr__idmap_free(&st->stack_map);
+  stkr__idmap_free(&st->frame_map);
   stkr__idmap_free(&st->string_map);
-  for (i = 0; i < st->n_images; i++) {
-    free((char *)st->images[i].path);
-    free((uint8_t *)st->images[i].build_id);
-  }
-  free(st->images);
-  free(st->dir);
-  free(st->process_name);
-  free(st->arch);
-  free(st->watched);
-  free(st);
+  STKR_FREE_ALL(st->files, st->sites, st->mark_ids, st->mark_stacks,
+                st->boots_seen, st->threads, st->stacks, st->frames,
+                st->frame_ids, st->strings, st->images, st->dir,
+                st->process_name, st->arch, st->watched, st);
 }

@@ -319,12 +319,6 @@ out:
   /* As stkr_marks_copy: the input's damage is its copy's. */
   if (err == 0 && damaged != NULL)
     err = stkr__marks_put_lost(to_dir, damaged);
-  free(o.p);
-  free(written.p);
-  free(c.field.p);
-  free(c.in);
-  free(c.tmp);
-  free(buf);
-  free(to);
+  STKR_FREE_ALL(o.p, written.p, c.field.p, c.in, c.tmp, buf, to);
   return err;
 }

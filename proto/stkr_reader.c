@@ -110,17 +110,13 @@ void stkr_reader_free(stkr_reader *r) {
     return;
   stkr__batch_release(r);
   stkr__input_close(&r->in);
-  free(r->in.buf);
   for (i = 0; i < r->n_streams; i++)
     stkr__stream_free(r->streams[i]);
-  free(r->streams);
-  free(r->stream_tab);
   ZSTD_freeDCtx(r->dctx);
   stkr_fmt_buf_free(&r->dbuf);
-  free(r->trunc_bits);
-  free(r->ev_frames);
-  free(r->inodes);
   stkr_index_free(&r->inode_ix);
+  STKR_FREE_ALL(r->in.buf, r->streams, r->stream_tab, r->trunc_bits,
+                r->ev_frames, r->inodes);
   stkr__marks_free(r);
   free(r);
 }

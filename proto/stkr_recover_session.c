@@ -451,21 +451,10 @@ static int add_rec(void *arg, const stkr_ring_rec *r) {
 static void build_free(build *b) {
   STKR_FREE_EACH(b->stacks, b->n_stacks, pcs);
   for (size_t i = 0; i < b->n_sites; i++) free(b->site_names[i]);
-  free(b->stacks);
-  free(b->slots);
-  free(b->site_sent);
-  free(b->ts_delta);
-  free(b->thread_id);
-  free(b->stack_id);
-  free(b->payload_len);
-  free(b->ptrunc);
-  free(b->site_col);
+  STKR_FREE_ALL(b->stacks, b->slots, b->site_sent, b->ts_delta, b->thread_id,
+                b->stack_id, b->payload_len, b->ptrunc, b->site_col, b->pdata,
+                b->sites, b->site_names, b->done, b->keep);
   stkr__rck_free(&b->known);
-  free(b->pdata);
-  free(b->sites);
-  free(b->site_names);
-  free(b->done);
-  free(b->keep);
   stkr_fmt_buf_free(&b->out);
 }
 

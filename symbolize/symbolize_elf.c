@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "common/stkr_cmp.h"
+#include "common/stkr_grow.h"
 #include "common/stkr_io.h"
 #include "symbolize/symbolize.h"
 #include "symbolize/symbolize_dwarf.h"
@@ -271,13 +272,9 @@ void stkr__symbe_free(stkr__symbe *be) {
   for (size_t i = 0; i < be->n; i++) mod_free(be->mods[i]);
   free(be->mods);
   for (size_t i = 0; i < be->n_dirs; i++) free(be->dirs[i]);
-  free(be->dirs);
-  free(be->debug_path);
-  free(be->symcache_dir);
-  free(be->root);
   stkr__dwnames_free(&be->names);
   stkr__machodir_free(be->machodir);
-  free(be);
+  STKR_FREE_ALL(be->dirs, be->debug_path, be->symcache_dir, be->root, be);
 }
 
 static bool same_img(const stkr__symimg *a, const stkr__symimg *b) {

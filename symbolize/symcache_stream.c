@@ -472,11 +472,8 @@ static void readers_free(wk_pipe *p) {
     local_free(p->local[r]);
     free(p->tr[r]);
     for (int i = 0; i < 2; i++) {
-      free(p->set[r][i].a.nodes);
-      free(p->set[r][i].a.ranges);
-      free(p->set[r][i].a.subs);
-      free(p->set[r][i].a.rows);
-      free(p->set[r][i].a.bounds.v);
+      const wk_arrays *a = &p->set[r][i].a;
+      STKR_FREE_ALL(a->nodes, a->ranges, a->subs, a->rows, a->bounds.v);
     }
   }
 }

@@ -703,18 +703,9 @@ void stkr__wk_free(walk *w) {
   stkr_map_free(&w->name_ids);
   stkr_map_free(&w->file_ids);
   stkr_map_free(&w->origin_ids);
-  free(w->a.nodes);
-  free(w->a.ranges);
-  free(w->a.subs);
-  free(w->a.rows);
-  free(w->cus);
-  free(w->curanges);
-  free(w->a.bounds.v);
-  free(w->up.v);
-  free(w->carry.v);
-  free(w->batch.v);
-  free(w->batch_end);
-  free(w->tr);
+  STKR_FREE_ALL(w->a.nodes, w->a.ranges, w->a.subs, w->a.rows, w->cus,
+                w->curanges, w->a.bounds.v, w->up.v, w->carry.v, w->batch.v,
+                w->batch_end, w->tr);
 }
 
 #endif /* !__APPLE__ */

@@ -679,13 +679,10 @@ void stkr_agg_free(stkr_agg *a) {
   STKR_FREE_EACH(a->sites, a->n_sites, stacks);
   STKR_FREE_EACH(a->stacks, a->n_stacks, payload);
   stkr__framelists_free(a->framelists_);
-  free(a->framelists_);
-  free(a->marks);
   stkr__paytab_free(a->payloads_);
   stkr__timeline_free(a->timeline_);
   stkr__hangs_free(a->hangs_);
-  free(a->sites);
-  free(a->stacks);
+  STKR_FREE_ALL(a->framelists_, a->marks, a->sites, a->stacks);
   if (a->strs_ != NULL) {
     stkr__strtab_free(a->strs_);
     free(a->strs_);

@@ -262,11 +262,6 @@ uint64_t stkr_boots_origin(stkr_boots *b, const stkr_reader *r) {
 void stkr_boots_free(stkr_boots *b) {
   if (b == NULL)
     return;
-  free(b->shift);
-  free(b->cur_shift);
-  free(b->inst);
-  free(b->boot);
-  free(b->reps);
-  free(b->clocks);
+  STKR_FREE_ALL(b->shift, b->cur_shift, b->inst, b->boot, b->reps, b->clocks);
   *b = (stkr_boots){0};
 }

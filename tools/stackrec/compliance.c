@@ -789,11 +789,6 @@ void stkr_comp_free(stkr_comp *c) {
   if (c->rule_notes != NULL)
     for (size_t i = 0; c->policy != NULL && i < c->policy->n_rules; i++)
       free(c->rule_notes[i]);
-  free(c->rule_notes);
-  free(c->rule_unchecked);
-  free(c->rule_case);
-  free(c->rule_unjudged);
-  free(c->rule_unnamed);
-  free(c->rule_cut);
-  free(c);
+  STKR_FREE_ALL(c->rule_notes, c->rule_unchecked, c->rule_case,
+                c->rule_unjudged, c->rule_unnamed, c->rule_cut, c);
 }

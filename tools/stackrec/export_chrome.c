@@ -489,11 +489,7 @@ int stkr__export_chrome(stkr__export *x) {
   if (err == 0)
     put_tail(&c, x->events_out);
   STKR_FREE_EACH(c.cache, c.n_cache, args_stack);
-  free(c.cache);
-  free(c.procs);
-  free(c.nodes);
-  free(c.pcframes);
-  free(c.scratch);
+  STKR_FREE_ALL(c.cache, c.procs, c.nodes, c.pcframes, c.scratch);
   stkr__map_free(&c.tracks);
   stkr__map_free(&c.stacks);
   stkr__map_free(&c.nodes_by_key);

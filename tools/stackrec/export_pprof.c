@@ -606,14 +606,7 @@ static int build_and_write(pp *p) {
 out:
   if (samples != NULL)
     STKR_FREE_EACH(samples, a->n_stacks, label);
-  free(samples);
-  free(samplep);
-  free(labels);
-  free(values);
-  free(ids);
-  free(mapp);
-  free(locp);
-  free(fnp);
+  STKR_FREE_ALL(samples, samplep, labels, values, ids, mapp, locp, fnp);
   return err;
 }
 
@@ -637,11 +630,7 @@ int stkr__export_pprof(stkr__export *x) {
     free(p.locs[i].lines);
     free(p.locs[i].l.line);
   }
-  free(p.locs);
-  free(p.fns);
-  free(p.imgs);
-  free(p.strv);
-  free(p.key);
+  STKR_FREE_ALL(p.locs, p.fns, p.imgs, p.strv, p.key);
   stkr__map_free(&p.strs);
   stkr__map_free(&p.img_by_path);
   stkr__map_free(&p.fn_by_key);

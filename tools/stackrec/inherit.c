@@ -77,13 +77,9 @@ void stkr_inherit_free(stkr_inherit *h) {
   if (h == NULL)
     return;
   stkr__strtab_free(&h->strs);
-  free(h->links);
-  free(h->marks);
-  free(h->procs);
-  free(h->chain);
   stkr_map_free(&h->by_process);
   stkr_map_free(&h->by_pid);
-  free(h);
+  STKR_FREE_ALL(h->links, h->marks, h->procs, h->chain, h);
 }
 
 static uint64_t pid_key(const char *dir, uint32_t pid) {

@@ -163,14 +163,7 @@ typedef struct wbatch {
 } wbatch;
 
 static void wbatch_free(wbatch *b) {
-  free(b->td);
-  free(b->tdp);
-  free(b->sd);
-  free(b->sdp);
-  free(b->dts);
-  free(b->site);
-  free(b->thr);
-  free(b->stk);
+  STKR_FREE_ALL(b->td, b->tdp, b->sd, b->sdp, b->dts, b->site, b->thr, b->stk);
 }
 
 /* Threads, stacks and events of s into b. @return 0 or -ENOMEM. */

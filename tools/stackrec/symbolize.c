@@ -576,12 +576,11 @@ void stkr__sym_run_free(stkr__sym_run *run) {
   stkr__canon_free(&run->canon);
   stkr__sym_scan_free(&run->scan);
   for (size_t i = 0; i < run->n_pending; i++) free(run->pending[i]);
-  free(run->pending);
   stkr__symc_free(run->c);
   ZSTD_freeDCtx(run->dctx);
   ZSTD_freeCCtx(run->cctx);
   stkr_fmt_buf_free(&run->out);
-  free(run->dbuf);
+  STKR_FREE_ALL(run->pending, run->dbuf);
 }
 
 

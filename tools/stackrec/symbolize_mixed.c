@@ -188,11 +188,8 @@ void stkr__sym_moved_free(stkr__sym_moved *m) {
     return;
   for (size_t i = 0; i < m->n_stacks; i++)
     free(m->stack_frames[i]);
-  free(m->stack_frames);
-  free(m->strings);
-  free(m->string_ptrs);
-  free(m->frames);
-  free(m->frame_ptrs);
+  STKR_FREE_ALL(m->stack_frames, m->strings, m->string_ptrs, m->frames,
+                m->frame_ptrs);
   memset(m, 0, sizeof *m);
 }
 
