@@ -230,6 +230,10 @@ bool stkr_cli_same_inode(const struct stat *a, const struct stat *b);
  * an ancestor of it (after links: its real path's)? An output there would
  * change the recording it copies (QA, session 40). */
 bool stkr_cli_path_inside(const char *path, const struct stat *in);
+/* merge, symbolize: refuse an OUT that exists and is not a directory,
+ * or is a symbolic link that leads nowhere (mkdir cannot make it).
+ * @return 0, or the usage status after printing why. */
+int stkr_cli_check_out_dir(const char *cmd, const char *out);
 /* merge: refuse an OUT that is not a directory, or is an input or the
  * directory of an input file. @return 0, or the usage status after
  * printing why. */

@@ -112,6 +112,22 @@ bool stkr_cli_path_inside(const char *outdir, const struct stat *in) {
   return false;
 }
 
+int stkr_cli_check_out_dir(const char *cmd, const char *out) {
+  struct stat st;
+
+  if (stat(out, &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      return stkr_cli_usage_error(cmd, "OUT '%s' is not a directory", out);
+    return 0;
+  }
+  /* A link to nowhere: mkdir would fail (EEXIST), then every write into
+   * it (QA, session 40: exit 1 where a file gave 2). */
+  if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode))
+    return stkr_cli_usage_error(cmd, "OUT '%s' is a symbolic link that "
+                                "leads nowhere", out);
+  return 0;
+}
+
 int stkr_cli_merge_check_out(const char *out, char *const *in, int n) {
   struct stat so, si;
   int i;
@@ -122,10 +138,9 @@ int stkr_cli_merge_check_out(const char *out, char *const *in, int n) {
       return stkr_cli_usage_error("merge", "OUT '%s' is inside the input "
                                   "'%s': write the merge outside it", out,
                                   in[i]);
-  if (stat(out, &so) != 0)
-    return 0; /* created later: cannot be an input */
-  if (!S_ISDIR(so.st_mode))
-    return stkr_cli_usage_error("merge", "OUT '%s' is not a directory", out);
+  int err = stkr_cli_check_out_dir("merge", out);
+  if (err != 0 || stat(out, &so) != 0)
+    return err; /* else created later: cannot be an input */
   char dir[PATH_MAX];
   for (i = 0; i < n; i++) {
     if (stat(in[i], &si) != 0)

@@ -114,6 +114,9 @@ static int make_outdir(const char *indir, const char *outdir) {
     return stkr_cli_usage_error("symbolize", "OUT '%s' is inside DIR '%s'; "
                                 "give a directory outside the recording",
                                 outdir, indir);
+  int err = stkr_cli_check_out_dir("symbolize", outdir);
+  if (err != 0)
+    return err;
   if (mkdir(outdir, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "stackrec symbolize: cannot create %s: %s\n", outdir,
             strerror(errno));
