@@ -119,6 +119,22 @@ static void test_session_ids_and_first_seq(void **state) {
   assert_int_equal(h.first_seq, next);
 }
 
+/* dir's reader once every event of it was read (frames read lazily);
+ * *events: how many. The caller frees it. */
+static stkr_reader *read_through(const char *dir, uint64_t *events) {
+  stkr_reader_opts o = {.lazy_frames = true};
+  stkr_reader *r = NULL;
+  stkr_event_view ev;
+  int rc;
+
+  *events = 0;
+  assert_int_equal(stkr_reader_open(dir, &o, &r), 0);
+  while ((rc = stkr_reader_next(r, &ev)) == 1)
+    (*events)++;
+  assert_int_equal(rc, 0);
+  return r;
+}
+
 /* A forked child that records 10 events (in follow mode, its first starts
  * its session) and ends cleanly. @return its pid, once it has ended. */
 static pid_t follow_child(void) {
@@ -194,13 +210,10 @@ static void test_recreated_directory(void **state) {
 static void test_renamed_directory(void **state) {
   stkr_config cfg = small_cfg(4096);
   char moved[300];
-  stkr_reader_opts o = {.lazy_frames = true};
-  stkr_reader *r = NULL;
-  stkr_event_view ev;
+  stkr_reader *r;
   const stkr_process_info *p;
   stkr_stats st;
-  uint64_t n = 0;
-  int rc;
+  uint64_t n;
   (void)state;
 
   snprintf(moved, sizeof moved, "%s.moved", tl_dir);
@@ -212,10 +225,7 @@ static void test_renamed_directory(void **state) {
   assert_int_equal(stkr_stats_get(&st), 0);
   assert_int_equal(st.attempted, st.written);
   assert_int_equal(access(tl_dir, F_OK), -1); /* not made again */
-  assert_int_equal(stkr_reader_open(moved, &o, &r), 0);
-  while ((rc = stkr_reader_next(r, &ev)) == 1)
-    n++;
-  assert_int_equal(rc, 0);
+  r = read_through(moved, &n);
   assert_int_equal(n, st.written);
   assert_int_equal(stkr_reader_process_count(r), 1);
   p = stkr_reader_process(r, 0);
@@ -237,11 +247,8 @@ static void test_renamed_directory(void **state) {
 static void test_renamed_directory_then_fork(void **state) {
   stkr_config cfg = small_cfg(2048);
   char moved[300];
-  stkr_reader_opts o = {.lazy_frames = true};
-  stkr_reader *r = NULL;
-  stkr_event_view ev;
-  uint64_t n = 0;
-  int rc;
+  stkr_reader *r;
+  uint64_t n;
   (void)state;
 #if defined(__SANITIZE_THREAD__)
   fprintf(stderr, "TSan: no threads after a multi-threaded fork: skipped\n");
@@ -258,10 +265,7 @@ static void test_renamed_directory_then_fork(void **state) {
     events(40, 200, 5); /* ~8 KB: several segments */
   }
   assert_int_equal(stkr_shutdown(), 0);
-  assert_int_equal(stkr_reader_open(moved, &o, &r), 0);
-  while ((rc = stkr_reader_next(r, &ev)) == 1)
-    n++;
-  assert_int_equal(rc, 0);
+  r = read_through(moved, &n);
   assert_int_equal(n, 10 + 2 * (10 + 40));
   assert_int_equal(stkr_reader_process_count(r), 3);
   for (size_t i = 0; i < 3; i++) {
@@ -405,15 +409,10 @@ static capped run_capped(uint64_t seg, uint64_t cap, unsigned n) {
  * missing", and the deleter's as "deleted while recording").
  * @return the events read. */
 static uint64_t check_capped(const capped *c, int files) {
-  stkr_reader_opts o = {.lazy_frames = true};
-  stkr_reader *r = NULL;
-  stkr_event_view ev;
-  uint64_t events = 0, deleted = 0, placed = 0;
-  int rc, data_files, tombs;
+  uint64_t events, deleted = 0, placed = 0;
+  stkr_reader *r = read_through(tl_dir, &events);
+  int data_files, tombs;
 
-  assert_int_equal(stkr_reader_open(tl_dir, &o, &r), 0);
-  while ((rc = stkr_reader_next(r, &ev)) == 1) events++;
-  assert_int_equal(rc, 0);
   assert_int_equal(stkr_reader_process_count(r), PROCS);
   for (size_t i = 0; i < PROCS; i++) {
     const stkr_process_info *p = stkr_reader_process(r, i);
@@ -480,12 +479,10 @@ static void test_disk_cap_below_one_segment(void **state) {
  * in its own counters only its own segments' deletions. */
 static void test_disk_cap_keeps_each_session(void **state) {
   enum { SESSIONS = 4, N = 150 };
-  stkr_reader_opts o = {.lazy_frames = true};
   const stkr_process_info *p;
-  stkr_reader *r = NULL;
-  stkr_event_view ev;
-  uint64_t attempted = 0, deleted = 0, events_read = 0;
-  int rc, files, tombs;
+  stkr_reader *r;
+  uint64_t attempted = 0, deleted = 0, events_read;
+  int files, tombs;
   (void)state;
 
   for (int k = 0; k < SESSIONS; k++) {
@@ -503,9 +500,7 @@ static void test_disk_cap_keeps_each_session(void **state) {
   (void)dir_bytes_tombs(&files, &tombs);
   assert_int_equal(files, SESSIONS); /* each session's final segment */
   assert_int_equal(deleted, (uint64_t)tombs);
-  assert_int_equal(stkr_reader_open(tl_dir, &o, &r), 0);
-  while ((rc = stkr_reader_next(r, &ev)) == 1) events_read++;
-  assert_int_equal(rc, 0);
+  r = read_through(tl_dir, &events_read);
   assert_int_equal(stkr_reader_process_count(r), 1);
   p = stkr_reader_process(r, 0);
   assert_int_equal(p->sessions, SESSIONS);
