@@ -42,6 +42,39 @@ static double timeline_end_s(const char *dir) {
   return strncmp(unit, " s", 2) == 0 ? end : -1;
 }
 
+/* The timeline of dir spans at least min_s seconds (`what` names them in
+ * the failure). */
+static void timeline_spans(const char *dir, double min_s, const char *what) {
+  if (timeline_end_s(dir) < min_s)
+    fail_msg("the timeline does not span %s:\n%s", what, cr_out);
+}
+
+/* Whether the hooks can run in the tree the scripts below start: bash,
+ * and hostname, its watched call (see hooks_run_in). */
+static bool hooks_run_in_tree(void) {
+  return hooks_run_in("bash") && hooks_run_in("hostname");
+}
+
+/* `stackrec record -q -o DIR -- /bin/bash -c 'SCRIPT'` (SCRIPT from fmt,
+ * printf-style), which must exit 0. false, running nothing, where the
+ * hooks cannot run in the tree (hooks_run_in_tree): the caller returns. */
+static __attribute__((format(printf, 2, 3))) bool
+record_bash(const char *dir, const char *fmt, ...) {
+  char script[4096];
+  va_list ap;
+  int n;
+
+  if (!hooks_run_in_tree())
+    return false;
+  va_start(ap, fmt);
+  n = vsnprintf(script, sizeof script, fmt, ap);
+  va_end(ap);
+  assert_true(n >= 0 && (size_t)n < sizeof script);
+  assert_int_equal(
+      cr_run("record -q -o '%s' -- /bin/bash -c '%s'", dir, script), 0);
+  return true;
+}
+
 /* bash runs `hostname` (gethostname: one event), sleeps a second and runs
  * it again: two exec'd programs, children of bash. */
 static void test_exec_on_the_tree_line(void **state) {
@@ -49,11 +82,9 @@ static void test_exec_on_the_tree_line(void **state) {
   char want[64];
   (void)state;
 
-  if (!hooks_run_in("bash") || !hooks_run_in("hostname"))
+  if (!record_bash(dir, "echo $$; hostname >/dev/null; sleep 1; "
+                        "hostname >/dev/null; true"))
     return;
-  assert_int_equal(cr_run("record -q -o '%s' -- /bin/bash -c 'echo $$; "
-                          "hostname >/dev/null; sleep 1; "
-                          "hostname >/dev/null; true'", dir), 0);
   snprintf(want, sizeof want, "  parent pid:  %ld (at its start)\n",
            strtol(cr_out, NULL, 10));
   assert_int_equal(cr_run("info '%s'", dir), 0);
@@ -63,8 +94,7 @@ static void test_exec_on_the_tree_line(void **state) {
   cr_assert_has(cr_out, "\"os_parent_pid\":");
 
   /* One line from bash's start: the second hostname a second in. */
-  if (timeline_end_s(dir) < 0.9)
-    fail_msg("the timeline does not span the second:\n%s", cr_out);
+  timeline_spans(dir, 0.9, "the second");
 }
 
 /* The same through a parent whose clock is not known: `unshare -T -f`
@@ -77,20 +107,19 @@ static void test_exec_through_a_clockless_parent(void **state) {
   const char *dir = fresh("timens");
   (void)state;
 
-  if (!hooks_run_in("bash") || !hooks_run_in("hostname"))
+  if (!hooks_run_in_tree())
     return;
   if (geteuid() != 0 ||
       system("unshare -T --monotonic 100000 -f true 2>/dev/null") != 0) {
     print_message("no time namespace to be had here: skipped\n");
     skip();
   }
-  assert_int_equal(cr_run("record -q -o '%s' -- /bin/bash -c 'hostname "
-                          ">/dev/null; sleep 0.6; unshare -T --monotonic "
-                          "100000 -f hostname >/dev/null; true'", dir), 0);
+  assert_true(record_bash(dir, "hostname >/dev/null; sleep 0.6; unshare -T "
+                              "--monotonic 100000 -f hostname >/dev/null; "
+                              "true"));
   assert_int_equal(cr_run("info '%s'", dir), 0);
   cr_assert_has(cr_out, "time namespace offset +100000.000000000 s");
-  if (timeline_end_s(dir) < 0.5)
-    fail_msg("the timeline does not span the 0.6 s:\n%s", cr_out);
+  timeline_spans(dir, 0.5, "the 0.6 s");
 }
 
 /* The recording directory moved while the command runs (here by the
@@ -103,12 +132,10 @@ static void test_moved_while_recording(void **state) {
   char moved[4300];
   (void)state;
 
-  if (!hooks_run_in("bash") || !hooks_run_in("hostname"))
-    return;
   snprintf(moved, sizeof moved, "%s.moved", dir);
-  assert_int_equal(cr_run("record -q -o '%s' -- /bin/bash -c 'hostname "
-                          ">/dev/null; mv \"$STACKREC_DIR\" '\\''%s'\\''; "
-                          "hostname >/dev/null; true'", dir, moved), 0);
+  if (!record_bash(dir, "hostname >/dev/null; mv \"$STACKREC_DIR\" "
+                        "'\\''%s'\\''; hostname >/dev/null; true", moved))
+    return;
   cr_assert_has(cr_err, " was moved to ");
   assert_int_equal(access(dir, F_OK), -1); /* not made again */
   assert_int_equal(cr_run("verify '%s'", moved), 4);
@@ -118,10 +145,9 @@ static void test_moved_while_recording(void **state) {
    * record's, so record still ends in the moved one (it ended in the new
    * one before: review, session 38), which holds the first hostname. */
   tl_rm_rf(moved);
-  assert_int_equal(cr_run("record -q -o '%s' -- /bin/bash -c 'hostname "
-                          ">/dev/null; mv \"$STACKREC_DIR\" '\\''%s'\\''; "
-                          "mkdir \"$STACKREC_DIR\"; hostname >/dev/null; "
-                          "true'", dir, moved), 0);
+  assert_true(record_bash(dir, "hostname >/dev/null; mv \"$STACKREC_DIR\" "
+                              "'\\''%s'\\''; mkdir \"$STACKREC_DIR\"; "
+                              "hostname >/dev/null; true", moved));
   cr_assert_has(cr_err, " was moved to ");
   assert_int_equal(cr_run("info '%s'", moved), 0);
   cr_assert_has(cr_out, "\"hostname\"");
