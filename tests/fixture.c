@@ -386,6 +386,12 @@ int fx_write_one(const char *dir, const fx_one *o) {
   return err;
 }
 
+int fx_write_launch(const char *dir, fx_one o, uint32_t k) {
+  o.session_id = k + 1;
+  o.segment_seq = k + 1;
+  return fx_write_one(dir, &o);
+}
+
 int fx_std_write(const char *dir, uint32_t pid) {
   stkr_fmt_buf buf = {0};
   int err;

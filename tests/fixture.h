@@ -145,6 +145,10 @@ typedef struct fx_one {
 } fx_one;
 /* Write it as dir/stackrec-<pid>-<seq>.zst. @return 0 or a negative errno. */
 int fx_write_one(const char *dir, const fx_one *o);
+/* Write o as launch k (0, 1, ...) of its pid, a pid used again (a
+ * restart, an exec): session k + 1, in segment k + 1; its other fields as
+ * o says. @return 0 or a negative errno. */
+int fx_write_launch(const char *dir, fx_one o, uint32_t k);
 
 /* The standard recording: segment 1 with batches 0..2 (3 batches), segment
  * 2 with batches 3..4 (definitions repeated; batch 4 is `last`). */

@@ -252,14 +252,11 @@ static const char *relaunched_first(const char *tag, fx_one first,
 
   snprintf(d, sizeof d, "%s", fx_tmpdir(tag));
   first.pid = second.pid = 20;
-  first.session_id = 1;
   first.boot = BOOT_A;
   first.process_start = 100;
   second.shift = HALF_S;
-  second.session_id = 2;
-  second.segment_seq = 2;
   second.process_start = 200;
-  if (fx_write_one(d, &first) != 0 || fx_write_one(d, &second) != 0)
+  if (fx_write_launch(d, first, 0) != 0 || fx_write_launch(d, second, 1) != 0)
     fail_msg("cannot write %s", d);
   return d;
 }
@@ -348,13 +345,12 @@ static void test_mark_of_none_of_many_boots(void **state) {
   (void)state;
 
   for (uint32_t k = 0; k < 5; k++)
-    assert_int_equal(
-        fx_write_one(d, &(fx_one){.pid = 20, .session_id = k + 1,
-                                  .segment_seq = k + 1,
-                                  .boot = (uint8_t)(0x11 + k),
-                                  .shift = k * HALF_S,
-                                  .process_start = 100 + k}),
-        0);
+    assert_int_equal(fx_write_launch(d, (fx_one){.pid = 20,
+                                                 .boot = (uint8_t)(0x11 + k),
+                                                 .shift = k * HALF_S,
+                                                 .process_start = 100 + k},
+                                     k),
+                     0);
   put_mark(d, HOST_AFTER, "consent.granted", CLOCK_B ":0");
   assert_int_equal(cr_run("verify '%s'", d), 1);
   cr_assert_has(cr_out, "inconsistent: ");

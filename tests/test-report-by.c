@@ -158,13 +158,12 @@ static void test_by_process_after_exec(void **state) {
   const char *d = fx_tmpdir("report-by-exec");
   (void)state;
 
-  for (uint32_t k = 0; k < 2; k++)
-    assert_int_equal(
-        fx_write_one(d, &(fx_one){.pid = 12, .session_id = k + 1,
-                                  .segment_seq = k + 1,
-                                  .shift = k * 1000000000ull,
-                                  .process_name = k ? "git" : "sh"}),
-        0);
+  assert_int_equal(
+      fx_write_launch(d, (fx_one){.pid = 12, .process_name = "sh"}, 0), 0);
+  assert_int_equal(fx_write_launch(d, (fx_one){.pid = 12,
+                                               .shift = 1000000000ull,
+                                               .process_name = "git"}, 1),
+                   0);
   cr_report_has("--by process", d, "\nprocess: 1 distinct\n");
   cr_report_has("--by process", d,
                 "           2  100.00%       1      1  sh > git (pid 12) "
