@@ -387,36 +387,38 @@ static void test_drops_noted_and_empty_profile(void **state) {
  * report's escaped text, so -tagfocus on a path with "\u20ac" matched
  * nothing; a newline in a thread name split `pprof -tags`. Session 33: the
  * byte 0xff and the text "\xff" were one label). */
-static void test_labels_are_recorded_text(void **state) {
+/* The forked child of test_labels_are_recorded_text (tl_run_child): a
+ * thread name and payloads of odd bytes, recorded the same into each of
+ * the two directories dirs[0..2). 0, or 2/3: init/shutdown failed. */
+static int record_odd_labels(void *dirs) {
   static const char euro[] = "/home/u/\xe2\x82\xac-euro.txt";
   static const char quoted[] = "back\\slash \"q\"";
+
+  pthread_setname_np(pthread_self(), "ev\nil\x01");
+  for (int d = 0; d < 2; d++) {
+    stkr_config cfg = {.dir = ((const char **)dirs)[d], .max_depth = 3};
+    if (stkr_init(&cfg) != 0)
+      return 2;
+    stkr_event(&g_site_read, euro, strlen(euro));
+    stkr_event(&g_site_read, quoted, strlen(quoted));
+    stkr_event(&g_site_read, "\xff", 1);
+    stkr_event(&g_site_read, "\\xff", 4);
+    if (stkr_shutdown() != 0)
+      return 3;
+  }
+  return 0;
+}
+
+static void test_labels_are_recorded_text(void **state) {
   char a[1200], b[1200];
-  pid_t child;
-  int st;
+  const char *dirs[2] = {a, b};
   (void)state;
 
   snprintf(a, sizeof a, "%s", tmp_path("odd-a"));
   snprintf(b, sizeof b, "%s", tmp_path("odd-b"));
   /* One process records the same events twice, into a and into b: two
    * recordings of one pid (a copy of a would be refused: test-copies.c). */
-  if ((child = fork()) == 0) {
-    const char *dirs[2] = {a, b};
-    pthread_setname_np(pthread_self(), "ev\nil\x01");
-    for (int d = 0; d < 2; d++) {
-      stkr_config cfg = {.dir = dirs[d], .max_depth = 3};
-      if (stkr_init(&cfg) != 0)
-        _exit(2);
-      stkr_event(&g_site_read, euro, strlen(euro));
-      stkr_event(&g_site_read, quoted, strlen(quoted));
-      stkr_event(&g_site_read, "\xff", 1);
-      stkr_event(&g_site_read, "\\xff", 4);
-      if (stkr_shutdown() != 0)
-        _exit(3);
-    }
-    _exit(0);
-  }
-  assert_int_equal(waitpid(child, &st, 0), child);
-  assert_int_equal(st, 0);
+  tl_run_child(record_odd_labels, dirs);
   assert_int_equal(sh("'%s' export --format pprof -o '%s' '%s' '%s'", g_tool,
                       tmp_path("odd.pb.gz"), a, b),
                    0);
@@ -437,24 +439,27 @@ static void test_labels_are_recorded_text(void **state) {
 
 /* A payload cut at payload_max has a payload_truncated label (its text
  * ends "...", as a payload may of its own; QA, session 39). */
+/* The forked child of test_cut_payload_labeled (tl_run_child): into dir,
+ * under payload_max 32, a payload of 64 bytes and one of 8 ending "...".
+ * 0, or 2/3: init/shutdown failed. */
+static int record_cut_payload(void *dir) {
+  stkr_config cfg = {.dir = dir, .payload_max = 32};
+  char longp[64];
+
+  memset(longp, 'L', sizeof longp);
+  if (stkr_init(&cfg) != 0)
+    return 2;
+  stkr_event(&g_site_read, longp, sizeof longp);
+  stkr_event(&g_site_read, "short...", 8);
+  return stkr_shutdown() != 0 ? 3 : 0;
+}
+
 static void test_cut_payload_labeled(void **state) {
-  char d[1200], longp[64];
-  pid_t child;
-  int st;
+  char d[1200];
   (void)state;
 
   snprintf(d, sizeof d, "%s", tmp_path("cut-payload"));
-  memset(longp, 'L', sizeof longp);
-  if ((child = fork()) == 0) {
-    stkr_config cfg = {.dir = d, .payload_max = 32};
-    if (stkr_init(&cfg) != 0)
-      _exit(2);
-    stkr_event(&g_site_read, longp, sizeof longp);
-    stkr_event(&g_site_read, "short...", 8);
-    _exit(stkr_shutdown() != 0 ? 3 : 0);
-  }
-  assert_int_equal(waitpid(child, &st, 0), child);
-  assert_int_equal(st, 0);
+  tl_run_child(record_cut_payload, d);
   assert_int_equal(sh("'%s' export --format pprof -o '%s' '%s'", g_tool,
                       tmp_path("cut.pb.gz"), d),
                    0);

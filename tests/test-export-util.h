@@ -122,13 +122,41 @@ static void *exp_beta_main(void *arg) {
   return arg;
 }
 
+/* Record the recording above into dir, in this process: flush_ms its
+ * flush interval (0: the default), pause_us a pause between its two
+ * threads. @return 0 or -1 (with a message). */
+__attribute__((unused)) static int rec_record(const char *dir, unsigned flush_ms,
+                                               unsigned pause_us) {
+  stkr_config cfg;
+  pthread_t th;
+  int err;
+
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dir = dir;
+  cfg.max_depth = 3;
+  cfg.flush_interval_ms = flush_ms;
+  cfg.symbolize = STKR_SYMBOLIZE_INPROC;
+  if ((err = stkr_init(&cfg)) != 0) {
+    fprintf(stderr, "stkr_init: %s\n", stkr_strerror(err));
+    return -1;
+  }
+  pthread_create(&th, NULL, exp_alpha_main, NULL);
+  pthread_join(th, NULL);
+  if (pause_us != 0)
+    usleep(pause_us);
+  pthread_create(&th, NULL, exp_beta_main, NULL);
+  pthread_join(th, NULL);
+  if ((err = stkr_shutdown()) != 0) {
+    fprintf(stderr, "stkr_shutdown: %s\n", stkr_strerror(err));
+    return -1;
+  }
+  return 0;
+}
+
 /* Make g_tmp, find the tool, record the recording above into g_rec.
  * @return 0 or -1 (with a message). */
 __attribute__((unused)) static int rec_make(const char *tag) {
   const char *src = getenv("TEST_SRCDIR"), *ws = getenv("TEST_WORKSPACE");
-  stkr_config cfg;
-  pthread_t th;
-  int err;
 
   if (tl_mkdtemp(g_tmp, sizeof g_tmp, tag) != 0)
     return -1;
@@ -139,25 +167,8 @@ __attribute__((unused)) static int rec_make(const char *tag) {
     return -1;
   }
   snprintf(g_rec, sizeof g_rec, "%s/rec", g_tmp);
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = g_rec;
-  cfg.max_depth = 3;
-  cfg.flush_interval_ms = 20;
-  cfg.symbolize = STKR_SYMBOLIZE_INPROC;
-  if ((err = stkr_init(&cfg)) != 0) {
-    fprintf(stderr, "stkr_init: %s\n", stkr_strerror(err));
-    return -1;
-  }
-  pthread_create(&th, NULL, exp_alpha_main, NULL);
-  pthread_join(th, NULL);
-  usleep(500 * 1000); /* --from/--to split the threads at 0.25 s */
-  pthread_create(&th, NULL, exp_beta_main, NULL);
-  pthread_join(th, NULL);
-  if ((err = stkr_shutdown()) != 0) {
-    fprintf(stderr, "stkr_shutdown: %s\n", stkr_strerror(err));
-    return -1;
-  }
-  return 0;
+  /* The pause: --from/--to split the threads at 0.25 s. */
+  return rec_record(g_rec, 20, 500 * 1000);
 }
 
 #endif

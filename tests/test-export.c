@@ -539,21 +539,10 @@ static void test_damaged_input_still_exports(void **state) {
  * --by process, one chrome track). */
 static void test_same_pid_two_recordings(void **state) {
   char copy[1200], want[1400];
-  stkr_config cfg;
-  pthread_t th;
   (void)state;
 
   snprintf(copy, sizeof copy, "%s", tmp_path("rec-again"));
-  memset(&cfg, 0, sizeof cfg);
-  cfg.dir = copy;
-  cfg.max_depth = 3;
-  cfg.symbolize = STKR_SYMBOLIZE_INPROC;
-  assert_int_equal(stkr_init(&cfg), 0);
-  pthread_create(&th, NULL, exp_alpha_main, NULL);
-  pthread_join(th, NULL);
-  pthread_create(&th, NULL, exp_beta_main, NULL);
-  pthread_join(th, NULL);
-  assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(rec_record(copy, 0, 0), 0);
   assert_int_equal(sh("'%s' report --by process '%s' '%s'", g_tool, g_rec,
                       copy), 0);
   assert_has(g_out, "process: 2 distinct");
