@@ -62,15 +62,14 @@ static void sleep_until(uint64_t t) {
   }
 }
 
-/* A 4-frame stack at the hook: thread entry -> work -> hook_a -> hook_b. */
-static __attribute__((noinline)) int hook_b(const char *p, size_t n) {
-  int rc = stkr_event(&g_cap_site, p, n);
-  __asm__ volatile("" ::: "memory");
-  return rc;
-}
-static __attribute__((noinline)) int hook_a(const char *p, size_t n) {
-  int rc = hook_b(p, n);
-  __asm__ volatile("" ::: "memory");
+/* The event at the bottom of `levels` more frames of hook: hook(1, ...)
+ * makes a 4-frame stack at the hook, thread entry -> work -> hook ->
+ * hook. */
+static __attribute__((noinline)) int hook(unsigned levels, const char *p,
+                                          size_t n) {
+  int rc = levels == 0 ? stkr_event(&g_cap_site, p, n)
+                       : hook(levels - 1, p, n);
+  __asm__ volatile("" ::: "memory"); /* not a tail call: keep the frame */
   return rc;
 }
 
@@ -114,7 +113,7 @@ static void *burst_thread(void *arg) {
   /* 6,000 events: 25 slices of 240, one a millisecond from a common t0. */
   for (int slice = 0; slice < 25; slice++) {
     sleep_until(g_burst_t0 + (uint64_t)slice * 1000000u);
-    for (int i = 0; i < 240; i++) (void)hook_a("/etc/machine-id", 15);
+    for (int i = 0; i < 240; i++) (void)hook(1, "/etc/machine-id", 15);
   }
   return NULL;
 }
@@ -139,7 +138,7 @@ static void part_burst(FILE *out) {
  * match, a few ns, left out): the event with the name as payload, then the
  * real call. The bench is not preloaded: getenv is libc's. */
 static __attribute__((noinline)) char *hooked_getenv(const char *name) {
-  (void)hook_a(name, strlen(name));
+  (void)hook(1, name, strlen(name));
   return getenv(name);
 }
 
@@ -155,7 +154,7 @@ static void part_loop(FILE *out, unsigned seconds, bool hooked) {
     if (hooked)
       for (int i = 0; i < 1000; i++, n++) sink = hooked_getenv("HOME");
     else
-      for (int i = 0; i < 1000; i++, n++) (void)hook_a("HOME", 4);
+      for (int i = 0; i < 1000; i++, n++) (void)hook(1, "HOME", 4);
   }
   (void)sink;
   uint64_t span = cap_now_ns() - t0;
@@ -176,7 +175,7 @@ static pthread_barrier_t g_done_bar, g_exit_bar;
 static void *mem_thread(void *arg) {
   (void)arg;
   for (int burst = 0; burst < 50; burst++) {
-    for (int i = 0; i < 100; i++) (void)hook_a("HOME", 4);
+    for (int i = 0; i < 100; i++) (void)hook(1, "HOME", 4);
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
