@@ -174,43 +174,49 @@ static uint64_t ends_in_fff(size_t i) {
   return ((uint64_t)(i + 1) << 12) | (0xFFF - (i % 3));
 }
 
-static void colliding_keys(void **state) {
-  enum { N = 1500 };
-  static uint64_t keys[N], vals[N];
-  stkr_map m = {0};
-  size_t i;
-
-  (void)state;
-  for (i = 0; i < N; i++)
-    vals[i] = i;
-  put_by_mixed_hash(&m, ends_in_fff, keys, vals, N);
-  for (i = 0; i < N; i++)
-    assert_null(stkr_map_find(&m, unmix64(ends_in_fff(N + 3 * i))));
-  stkr_map_free(&m);
-}
-
 /* The hostile sequence: every key's mixed hash has its low 32 bits zero,
  * so at every capacity every key starts its probe at slot 0. Lookups are
  * slow (linear) but every one must still be right, and absent keys of the
  * same shape must still end at an empty slot. */
 static uint64_t low_half_zero(size_t i) { return (uint64_t)(i + 1) << 32; }
 
-static void hostile_one_slot(void **state) {
-  enum { N = 2000 };
-  static uint64_t keys[N], vals[N];
+/* Keys that collide by their mixed hashes: n keys put by mixed(i), key i
+ * with the value i (flip: UINT64_MAX - i), each found; then (replace)
+ * every third key's value replaced by i in the middle of the run and all
+ * found again; last, `absent` keys of the same shape never put,
+ * mixed(n + 3 j) for j < absent, not found. */
+typedef struct colliding_case {
+  const char *name;
+  uint64_t (*mixed)(size_t);
+  size_t n;
+  bool flip, replace;
+  size_t absent;
+} colliding_case;
+
+#define MAX_COLLIDING 2000
+static const colliding_case g_colliding[] = {
+    {"colliding_keys", ends_in_fff, 1500, false, false, 1500},
+    {"hostile_one_slot", low_half_zero, MAX_COLLIDING, true, true, 1},
+};
+
+static void colliding(void **state) {
+  const colliding_case *c = *state;
+  static uint64_t keys[MAX_COLLIDING], vals[MAX_COLLIDING];
   stkr_map m = {0};
   size_t i;
 
-  (void)state;
-  for (i = 0; i < N; i++)
-    vals[i] = UINT64_MAX - i;
-  put_by_mixed_hash(&m, low_half_zero, keys, vals, N);
-  for (i = 0; i < N; i += 3) { /* replace in the middle of the run */
-    vals[i] = i;
-    assert_int_equal(stkr_map_put(&m, keys[i], vals[i]), 0);
+  for (i = 0; i < c->n; i++)
+    vals[i] = c->flip ? UINT64_MAX - i : i;
+  put_by_mixed_hash(&m, c->mixed, keys, vals, c->n);
+  if (c->replace) {
+    for (i = 0; i < c->n; i += 3) {
+      vals[i] = i;
+      assert_int_equal(stkr_map_put(&m, keys[i], vals[i]), 0);
+    }
+    check_all(&m, keys, vals, c->n);
   }
-  check_all(&m, keys, vals, N);
-  assert_null(stkr_map_find(&m, unmix64(low_half_zero(N))));
+  for (i = 0; i < c->absent; i++)
+    assert_null(stkr_map_find(&m, unmix64(c->mixed(c->n + 3 * i))));
   stkr_map_free(&m);
 }
 
@@ -286,6 +292,11 @@ static void index_of_records(void **state) {
   }
 }
 
-TL_TEST_MAIN("map", NULL, NULL, unmix_is_the_inverse, empty_map,
-             insert_lookup_replace_grow, key_zero, colliding_keys,
-             hostile_one_slot, reserve_then_fill, index_of_records)
+int main(void) {
+  return TL_RUN_GROUP(
+      "map", NULL, NULL,
+      TL_CASES(NULL, NULL, unmix_is_the_inverse, empty_map,
+               insert_lookup_replace_grow, key_zero),
+      TL_TABLE(NULL, NULL, colliding, g_colliding),
+      TL_CASES(NULL, NULL, reserve_then_fill, index_of_records));
+}
