@@ -33,6 +33,15 @@ static stkr_fmt_buf seg3(size_t frame_end[3]) {
   return buf;
 }
 
+/* Standard batches [from, to) of process pid, in a buffer of their own
+ * (the caller frees it). */
+static stkr_fmt_buf std_batches(int from, int to, uint32_t pid) {
+  stkr_fmt_buf buf = {0};
+
+  assert_int_equal(fx_std_encode(from, to, pid, &buf), 0);
+  return buf;
+}
+
 /* Expected events of batches [0, nb) in order, compared to got[]. */
 static void check_batches(const ru_ev *got, int n, int nb) {
   fx_expect x[RU_MAX_EV];
@@ -62,10 +71,9 @@ static void truncate_every_byte(bool later) {
 
   snprintf(path, sizeof(path), "%s/stackrec-%u-000001.zst", d, FX_PID);
   if (later) {
-    stkr_fmt_buf b2 = {0};
-
     /* Batches 3 and 4 (4 is last=true): 3 more events. */
-    assert_int_equal(fx_std_encode(3, 5, FX_PID, &b2), 0);
+    stkr_fmt_buf b2 = std_batches(3, 5, FX_PID);
+
     assert_int_equal(fx_write_segment(d, FX_PID, 2, &b2), 0);
     stkr_fmt_buf_free(&b2);
   }
@@ -150,13 +158,11 @@ static void test_truncate(void **state) {
 static void test_truncated_after_clean_end_is_damage(void **state) {
   const char *d = fx_tmpdir("trunc-clean");
   char path[4200];
-  stkr_fmt_buf buf = {0};
+  stkr_fmt_buf buf = std_batches(3, 5, FX_PID); /* 4: last */
+  size_t clean = buf.len;
   ru_reading rd;
-  size_t clean;
   (void)state;
 
-  assert_int_equal(fx_std_encode(3, 5, FX_PID, &buf), 0); /* 4: last */
-  clean = buf.len;
   assert_int_equal(fx_std_encode(0, 1, FX_PID, &buf), 0);
   snprintf(path, sizeof(path), "%s/stackrec-%u-000002.zst", d, FX_PID);
   assert_int_equal(fx_write_file(path, buf.data, clean + 20), 0);
@@ -260,7 +266,6 @@ static void test_flip_middle_exact(void **state) {
 static void test_empty_and_garbage_files(void **state) {
   const char *d = fx_tmpdir("garbage");
   uint8_t junk[3000];
-  stkr_fmt_buf buf = {0};
   ru_reading rd;
   size_t i;
   (void)state;
@@ -272,16 +277,16 @@ static void test_empty_and_garbage_files(void **state) {
   /* pid 3: a zstd magic number cut short */
   assert_int_equal(fx_write_segment_bytes(d, 3, 1, "\x28\xb5", 2), 0);
   /* pid 4: garbage, then the standard batches 0..2. */
-  assert_int_equal(fx_std_encode(0, 3, 4, &buf), 0);
   {
+    stkr_fmt_buf buf = std_batches(0, 3, 4);
     uint8_t *both = malloc(100 + buf.len);
 
     memcpy(both, junk, 100);
     memcpy(both + 100, buf.data, buf.len);
     assert_int_equal(fx_write_segment_bytes(d, 4, 1, both, 100 + buf.len), 0);
     free(both);
+    stkr_fmt_buf_free(&buf);
   }
-  stkr_fmt_buf_free(&buf);
 
   ru_read_path(&rd, d);
   assert_int_equal(rd.n, 6);
@@ -314,13 +319,12 @@ static void test_hole_skipped(void **state) {
   const char *d = fx_tmpdir("hole");
   const uint64_t hole = 64ull << 30;
   char path[4200];
-  stkr_fmt_buf buf = {0};
+  stkr_fmt_buf buf = std_batches(0, 3, 5);
   ru_reading rd;
   int fd;
   (void)state;
 
   snprintf(path, sizeof(path), "%s/stackrec-5-000001.zst", d);
-  assert_int_equal(fx_std_encode(0, 3, 5, &buf), 0);
   fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   assert_true(fd >= 0);
   if (pwrite(fd, buf.data, buf.len, (off_t)hole) != (ssize_t)buf.len) {
@@ -370,14 +374,13 @@ static int read_frames(const uint8_t *data, size_t len, ru_ev *got,
 
 /* Frames that decompress fine but hold no valid or consistent Batch. */
 static void test_invalid_batches(void **state) {
-  stkr_fmt_buf buf = {0};
+  stkr_fmt_buf buf = std_batches(0, 1, 1);
   ru_ev got[RU_MAX_EV];
   ru_log log;
   size_t z;
   uint8_t tmp[256];
   (void)state;
 
-  assert_int_equal(fx_std_encode(0, 1, 1, &buf), 0);
   /* 1: not protobuf (a field with wire type 7), checksummed frame. */
   {
     ZSTD_CCtx *c = ZSTD_createCCtx();
@@ -457,12 +460,11 @@ static void test_frame_sizes(void **state) {
 
   /* Standard batch 0 re-compressed without the content size. */
   {
-    stkr_fmt_buf one = {0};
+    stkr_fmt_buf one = std_batches(0, 1, 1);
     ZSTD_CCtx *c = ZSTD_createCCtx();
     uint8_t raw[4096], z[4096];
     size_t rl, zl;
 
-    assert_int_equal(fx_std_encode(0, 1, 1, &one), 0);
     rl = ZSTD_decompress(raw, sizeof(raw), one.data, one.len);
     assert_false(ZSTD_isError(rl));
     ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
