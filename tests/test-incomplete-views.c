@@ -290,6 +290,16 @@ static void test_damaged_marks_file(void **state) {
   cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
   (void)cr_run("compliance '%s'", d);
   cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
+  /* Its copies carry the line and say it, as merge does (session 41:
+   * symbolize exited 0). */
+  char out[4200];
+  snprintf(out, sizeof out, "%s.sym", d);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, d), 1);
+  cr_assert_has(cr_err, "stackrec symbolize: ");
+  cr_assert_has(cr_err, "stackrec.marks: offset ");
+  assert_int_equal(cr_run("verify '%s'", out), 1);
+  snprintf(out, sizeof out, "%s.merged", d);
+  assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
   /* Two inputs, one damaged line each: two (review: the largest, one). */
   char d2[4096];
   snprintf(d2, sizeof d2, "%s", fx_tmpdir("views-marks2"));
@@ -325,6 +335,13 @@ static void test_damaged_marks_file_copied(void **state) {
   cr_assert_has(cr_out, "marks lost before this copy was made");
   (void)cr_run("report '%s'", out);
   cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
+  /* A copy of the copy: its "l1" line is damage still (session 41:
+   * symbolize of OUT exited 0 where merge of it exited 1). */
+  char out3[4300];
+  snprintf(out3, sizeof out3, "%s.again", out);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out3, out), 1);
+  cr_assert_has(cr_err, "marks lost before this copy was made");
+  assert_int_equal(cr_run("verify '%s'", out3), 1);
 }
 
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,

@@ -102,6 +102,34 @@ static int parse_args(int argc, char **argv, const char **dirs,
   return -1;
 }
 
+/* A reader's warning about DIR's marks file: said, counted when data
+ * was lost (the other warnings are the segments', said as they are read
+ * or not read at all here). */
+static void marks_warning(void *arg, const stkr_warning *w) {
+  size_t n = strlen(w->path), m = strlen("/" STKR_MARKS_FILE);
+
+  if (n < m || strcmp(w->path + n - m, "/" STKR_MARKS_FILE) != 0)
+    return;
+  fprintf(stderr, "stackrec symbolize: %s\n", w->message);
+  if (w->data_lost) (*(uint64_t *)arg)++;
+}
+
+/* The lines of indir's marks file that its readers call damaged (a
+ * malformed line, an "l1" line of an earlier copy's loss): the copy
+ * carries them as they are, and they are damage to OUT's readers too.
+ * merge, which reads its inputs, exits 1 for them; symbolize copied them
+ * and exited 0 (session 40's leftover). @return how many, said. */
+static uint64_t marks_damage_said(const char *indir) {
+  uint64_t n = 0;
+  stkr_reader_opts o = {.warn = marks_warning, .warn_arg = &n};
+  stkr_reader *r = NULL;
+
+  /* Adding a directory reads its marks file, no segment. */
+  if (stkr_reader_create(&o, &r) == 0) (void)stkr_reader_add(r, indir);
+  stkr_reader_free(r);
+  return n;
+}
+
 /* Create outdir if need be; refuse DIR itself and a directory that holds
  * segment files already (the output would mix with them). @return 0, or
  * the exit status after the message. */
@@ -182,9 +210,11 @@ int stkr_cli_symbolize(int argc, char **argv) {
       stkr_cli_marks_copy_said("symbolize", indir, err);
       return STKR_CLI_DATA_LOST;
     }
+    bool marks_bad = marks_damage_said(indir) != 0;
     printf("an empty recording (no process made a watched call): nothing "
            "to symbolize; written to %s\n", outdir);
-    return stkr_cli_flush("symbolize") != 0 ? STKR_CLI_DATA_LOST : STKR_CLI_OK;
+    return stkr_cli_flush("symbolize") != 0 || marks_bad ? STKR_CLI_DATA_LOST
+                                                         : STKR_CLI_OK;
   }
   if (n_segs == 0) {
     fprintf(stderr, "stackrec symbolize: no segment files "
@@ -249,6 +279,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
   int merr = stkr_marks_copy(indir, outdir); /* `stackrec mark`'s marks */
   if (merr != 0) {
     stkr_cli_marks_copy_said("symbolize", indir, merr);
+    err = STKR_CLI_DATA_LOST;
+  } else if (marks_damage_said(indir) != 0) {
     err = STKR_CLI_DATA_LOST;
   }
   if (stkr_cli_flush("symbolize") != 0) err = STKR_CLI_DATA_LOST;
