@@ -272,6 +272,18 @@ static void test_truncated_payload_in_html(void **state) {
   assert_non_null(strstr(cr_out, "abcdefgh<span class=\"trunc\""));
 }
 
+/* `symbolize` of dir, whose marks file has a line readers call damaged:
+ * exit 1, stderr says `said`, and the copy (dir.sym) verifies damaged. */
+static void symbolized_copy_says(const char *dir, const char *said) {
+  char out[4300];
+
+  snprintf(out, sizeof out, "%s.sym", dir);
+  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, dir), 1);
+  cr_assert_has(cr_err, "stackrec symbolize: ");
+  cr_assert_has(cr_err, said);
+  assert_int_equal(cr_run("verify '%s'", out), 1);
+}
+
 /* A damaged line of the marks file (a consent mark may have been it):
  * report, its HTML page and compliance say so at the top, as verify does
  * (QA, session 39: verify DAMAGED, the others clean). */
@@ -292,12 +304,8 @@ static void test_damaged_marks_file(void **state) {
   cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
   /* Its copies carry the line and say it, as merge does (session 41:
    * symbolize exited 0). */
+  symbolized_copy_says(d, "stackrec.marks: offset ");
   char out[4200];
-  snprintf(out, sizeof out, "%s.sym", d);
-  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out, d), 1);
-  cr_assert_has(cr_err, "stackrec symbolize: ");
-  cr_assert_has(cr_err, "stackrec.marks: offset ");
-  assert_int_equal(cr_run("verify '%s'", out), 1);
   snprintf(out, sizeof out, "%s.merged", d);
   assert_int_equal(cr_run("merge -o '%s' '%s'", out, d), 1);
   /* Two inputs, one damaged line each: two (review: the largest, one). */
@@ -337,11 +345,7 @@ static void test_damaged_marks_file_copied(void **state) {
   cr_assert_has(cr_out, "DAMAGED marks file: 1 problem reading it");
   /* A copy of the copy: its "l1" line is damage still (session 41:
    * symbolize of OUT exited 0 where merge of it exited 1). */
-  char out3[4300];
-  snprintf(out3, sizeof out3, "%s.again", out);
-  assert_int_equal(cr_run("symbolize -o '%s' '%s'", out3, out), 1);
-  cr_assert_has(cr_err, "marks lost before this copy was made");
-  assert_int_equal(cr_run("verify '%s'", out3), 1);
+  symbolized_copy_says(out, "marks lost before this copy was made");
 }
 
 TL_TEST_MAIN("incomplete-views", setup, NULL, test_notes_on_stderr,
