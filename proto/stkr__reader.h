@@ -121,6 +121,11 @@ typedef struct stkr__session_acct {
   uint64_t first_written, first_write_errors, lead_missing;
 } stkr__session_acct;
 
+/* How many stkr_process_info counters sum over a pid's sessions
+ * (stkr_accounting.c: the drops by reason, attempted, segments_deleted,
+ * counters_recovered, marks_dropped). */
+#define STKR__BANKED_COUNTERS 9
+
 /* One recording stream: the segments of one pid in one directory. */
 typedef struct stkr__stream {
   stkr_process_info info; /* public summary; strings below */
@@ -177,9 +182,9 @@ typedef struct stkr__stream {
                                 batch after it is damage, not a live tail */
   bool unclean_before;       /* an earlier session did not end cleanly */
   stkr__session_acct acct;   /* the current session's accounting */
-  /* Ended sessions' counters, banked (stkr_accounting.c): */
-  uint64_t base_attempted, base_deleted, base_crec;
-  uint64_t base_rf, base_re, base_other, base_we, base_exit, base_marks;
+  /* Ended sessions' counters, banked (stkr_accounting.c's table of the
+   * stkr_process_info counters that sum over sessions): */
+  uint64_t banked[STKR__BANKED_COUNTERS];
   size_t sites_before;       /* sites entries of earlier sessions */
   /* Marks (stkr_marks.c): ids of the current session's mark sites (few:
    * a linear scan), and how far this stream has got through the reader's

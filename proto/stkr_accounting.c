@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -244,28 +245,45 @@ static void stkr__sess_drops(const stkr__session_acct *a, uint64_t d[5]) {
   d[4] = a->c.dropped_exit;
 }
 
+/* The counters of stkr_process_info that sum over a pid's sessions, in
+ * the order stkr__publish gives the current session's: ended sessions'
+ * totals are banked (st->banked) and the current one's added on top, so
+ * that a later session's Counters, which start from 0, never replace an
+ * earlier one's. The first five are the drops by reason (as d[]). */
+static const size_t g_banked[STKR__BANKED_COUNTERS] = {
+    offsetof(stkr_process_info, drops_ring_full),
+    offsetof(stkr_process_info, drops_reentrant),
+    offsetof(stkr_process_info, drops_other),
+    offsetof(stkr_process_info, drops_write_error),
+    offsetof(stkr_process_info, drops_exit),
+    offsetof(stkr_process_info, attempted),
+    offsetof(stkr_process_info, segments_deleted),
+    offsetof(stkr_process_info, counters_recovered),
+    offsetof(stkr_process_info, marks_dropped),
+};
+
+static uint64_t *stkr__banked_field(stkr_process_info *in, size_t i) {
+  return (uint64_t *)(void *)((char *)in + g_banked[i]);
+}
+
 /* st->info = banked sessions + the current one. @return the overflow. */
 static bool stkr__publish(stkr__stream *st) {
   stkr_process_info *in = &st->info;
   const stkr__session_acct *a = &st->acct;
-  uint64_t d[5];
+  uint64_t cur[STKR__BANKED_COUNTERS];
   bool ovf = in->counters_overflow;
 
-  stkr__sess_drops(a, d);
-  in->drops_ring_full = stkr__add_sat(st->base_rf, d[0], &ovf);
-  in->drops_reentrant = stkr__add_sat(st->base_re, d[1], &ovf);
-  in->drops_other = stkr__add_sat(st->base_other, d[2], &ovf);
-  in->drops_write_error = stkr__add_sat(st->base_we, d[3], &ovf);
-  in->drops_exit = stkr__add_sat(st->base_exit, d[4], &ovf);
-  in->drops = stkr__add_sat(in->drops_ring_full, in->drops_reentrant, &ovf);
-  in->drops = stkr__add_sat(in->drops, in->drops_other, &ovf);
-  in->drops = stkr__add_sat(in->drops, in->drops_write_error, &ovf);
-  in->drops = stkr__add_sat(in->drops, in->drops_exit, &ovf);
-  in->attempted = stkr__add_sat(st->base_attempted, a->c.attempted, &ovf);
-  in->segments_deleted =
-      stkr__add_sat(st->base_deleted, a->c.segments_deleted, &ovf);
-  in->counters_recovered = stkr__add_sat(st->base_crec, a->c.recovered, &ovf);
-  in->marks_dropped = stkr__add_sat(st->base_marks, a->c.marks_dropped, &ovf);
+  stkr__sess_drops(a, cur); /* cur[0..4] */
+  cur[5] = a->c.attempted;
+  cur[6] = a->c.segments_deleted;
+  cur[7] = a->c.recovered;
+  cur[8] = a->c.marks_dropped;
+  in->drops = 0;
+  for (size_t i = 0; i < STKR__BANKED_COUNTERS; i++) {
+    uint64_t *f = stkr__banked_field(in, i);
+    *f = stkr__add_sat(st->banked[i], cur[i], &ovf);
+    if (i < 5) in->drops = stkr__add_sat(in->drops, *f, &ovf);
+  }
   in->counters_overflow = ovf;
   return ovf;
 }
@@ -606,15 +624,8 @@ void stkr__acct_end(stkr_reader *r, stkr__stream *st) {
     stkr__acct_balance(r, st, sid, dropped, accounted, whole);
 
   /* Bank the session. */
-  st->base_attempted = in->attempted;
-  st->base_deleted = in->segments_deleted;
-  st->base_crec = in->counters_recovered;
-  st->base_rf = in->drops_ring_full;
-  st->base_re = in->drops_reentrant;
-  st->base_other = in->drops_other;
-  st->base_we = in->drops_write_error;
-  st->base_exit = in->drops_exit;
-  st->base_marks = in->marks_dropped;
+  for (size_t i = 0; i < STKR__BANKED_COUNTERS; i++)
+    st->banked[i] = *stkr__banked_field(in, i);
   stkr__acct_begin(st);
 }
 
