@@ -201,6 +201,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/reasons.c
   tools/stackrec/record.c
   tools/stackrec/record_setup.c
+  tools/stackrec/record_signals.c
   tools/stackrec/record_notify.c
   tools/stackrec/record_summary.c
   tools/stackrec/recover.c

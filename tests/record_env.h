@@ -1,15 +1,19 @@
 /*
  * record_env.h: the environment of the tests that run `stackrec record`
- * with the built hook library (test-record-setup.c, test-record-signals.c;
+ * with the built hook library (test-record-setup.c, test-record-signals.c,
+ * test-record-jobs.c;
  * test-only, included by one file of each test).
  */
 #ifndef STKR_TESTS_RECORD_ENV_H
 #define STKR_TESTS_RECORD_ENV_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tests/cli_run.h"
 #include "tests/testlib.h"
@@ -64,6 +68,45 @@ static int record_env_setup(const char *sub) {
   setenv("LD_PRELOAD", g_san_rt, 1);
 #endif
   return 0;
+}
+
+/* The first child of record (pid) that has exec'd comm, from
+ * /proc/PID/task/PID/children (0: none yet; record's fork before the exec
+ * still has record's name). */
+static inline pid_t rec_child_of(pid_t pid, const char *comm) {
+  char path[64], line[4096], name[64];
+  pid_t found = 0;
+  FILE *f;
+
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return 0;
+  if (fgets(line, sizeof line, f) != NULL)
+    for (char *t = strtok(line, " \n"); t != NULL && found == 0;
+         t = strtok(NULL, " \n")) {
+      snprintf(path, sizeof path, "/proc/%s/comm", t);
+      tl_slurp(path, name, sizeof name);
+      if (strncmp(name, comm, strlen(comm)) == 0 && name[strlen(comm)] == '\n')
+        found = (pid_t)atoi(t);
+    }
+  fclose(f);
+  return found;
+}
+
+/* Wait (bounded: 30 s, then record is killed and the test fails) until
+ * record (pid) runs comm. @return comm's pid. */
+static inline pid_t rec_wait_child(pid_t pid, const char *comm) {
+  double t0 = tl_now_s();
+  pid_t c;
+
+  while ((c = rec_child_of(pid, comm)) == 0) {
+    if (tl_now_s() - t0 > 30) {
+      kill(pid, SIGKILL);
+      fail_msg("record never ran %s", comm);
+    }
+    usleep(20000);
+  }
+  return c;
 }
 
 #endif

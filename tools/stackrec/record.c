@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -128,7 +129,8 @@ static const char record_help[] =
     "signals it ignored on the summary's last line, and exits as below.\n"
     "\n"
     "Exit status:\n"
-    "  CMD's exit status, or 128+N if CMD was killed by signal N;\n"
+    "  CMD's exit status; if CMD was killed by signal N, record ends by\n"
+    "  signal N too, after its summary (a shell shows 128+N);\n"
     "  when CMD was not run:\n"
     "  2    usage error, or a malformed STACKREC_* value (named on stderr)\n"
     "  3    the recording directory cannot be created or used (-o): a\n"
@@ -140,44 +142,14 @@ static const char record_help[] =
 
 /* ---- signals and notices ------------------------------------------------ */
 
-static const int k_forwarded[] = {SIGTERM, SIGHUP, SIGINT,
-                                  SIGQUIT, SIGUSR1, SIGUSR2};
-static const char *const k_forwarded_name[] = {"SIGTERM", "SIGHUP", "SIGINT",
-                                               "SIGQUIT", "SIGUSR1", "SIGUSR2"};
-#define N_FORWARDED (sizeof k_forwarded / sizeof k_forwarded[0])
-
-/* Written by run() (after fork, with the forwarded signals blocked), read
- * by forward() (a signal handler on our one thread). */
-static volatile sig_atomic_t g_child;
+/* The signals passed on to CMD (record_signals.c). */
+static stkr__rec_sigs g_sigs;
 /* SIGXFSZ as we were given it, for the command (exec_cmd): record itself
  * ignores it, so that its own writes under a small RLIMIT_FSIZE (`ulimit
  * -f`, which is CMD's limit and ours alike) fail with EFBIG, said, instead
  * of killing it mid-symbolization with CMD's status lost and a lock left
  * behind (QA, session 40: exit 153 after CMD's 0). */
 static struct sigaction g_xfsz_given;
-/* Written by forward(), read by run(): a signal that came before g_child
- * was known; and how many of each were forwarded (for the summary: QA,
- * session 31, HUP twice then TERM was said as "passed signal 15"). */
-static volatile sig_atomic_t g_pending, g_forwarded_n[N_FORWARDED];
-
-static void forward(int sig, siginfo_t *si, void *uc) {
-  int saved = errno;
-
-  (void)uc;
-  /* ^C and ^\ typed at the terminal (si_code SI_KERNEL) went to the whole
-   * foreground process group, the command included: not twice. */
-  if ((sig == SIGINT || sig == SIGQUIT) && si != NULL &&
-      si->si_code == SI_KERNEL)
-    return;
-  for (size_t i = 0; i < N_FORWARDED; i++)
-    if (k_forwarded[i] == sig) /* all signals are blocked in here */
-      g_forwarded_n[i] = g_forwarded_n[i] + 1;
-  if (g_child > 0)
-    (void)kill((pid_t)g_child, sig);
-  else
-    g_pending = sig;
-  errno = saved;
-}
 
 static void on_sigchld(int sig) { (void)sig; /* wakes ppoll */ }
 
@@ -247,12 +219,12 @@ static __attribute__((noreturn)) void exec_cmd(char **argv,
  * an exit code (125, 126, 127) after printing why. */
 static int run(char **argv, const char *preload, const char *dir, int nfd,
                stkr__rec_notices *nt, int *status) {
-  struct sigaction act, old[N_FORWARDED], chld, old_chld;
+  struct sigaction chld, old_chld;
   sigset_t block, oldmask, waitmask;
   struct pollfd pfd = {.fd = nfd, .events = POLLIN};
-  pid_t pid, w;
+  pid_t pid, w, parent = getpid();
   int fds[2], err = 0, rc = 0;
-  size_t i;
+  bool job_control = stkr__rec_job_control();
   ssize_t k;
 
   /* The child reports a failed exec through a close-on-exec pipe: EOF
@@ -260,32 +232,31 @@ static int run(char **argv, const char *preload, const char *dir, int nfd,
   if (pipe2(fds, O_CLOEXEC) != 0)
     return stkr__rec_error("pipe: %s", strerror(errno));
   sigemptyset(&block);
-  for (i = 0; i < N_FORWARDED; i++)
-    sigaddset(&block, k_forwarded[i]);
   sigaddset(&block, SIGCHLD);
   sigprocmask(SIG_BLOCK, &block, &oldmask);
-  memset(&act, 0, sizeof act);
-  act.sa_sigaction = forward;
-  act.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&act.sa_mask);
-  for (i = 0; i < N_FORWARDED; i++)
-    sigaction(k_forwarded[i], &act, &old[i]);
+  stkr__rec_sigs_install(&g_sigs); /* blocked too, until the wait */
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sigismember(&g_sigs.set, sig) == 1)
+      sigaddset(&block, sig);
   memset(&chld, 0, sizeof chld);
   chld.sa_handler = on_sigchld;
   sigaction(SIGCHLD, &chld, &old_chld);
-  g_child = 0;
-  g_pending = 0;
-  for (i = 0; i < N_FORWARDED; i++)
-    g_forwarded_n[i] = 0;
   fflush(NULL);
   pid = fork();
   if (pid == 0) {
     /* The command gets the dispositions and mask we were given. */
-    for (i = 0; i < N_FORWARDED; i++)
-      sigaction(k_forwarded[i], &old[i], NULL);
+    stkr__rec_sigs_restore(&g_sigs);
     sigaction(SIGCHLD, &old_chld, NULL);
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
     close(fds[0]);
+    /* record killed by a signal it cannot catch (SIGKILL: `timeout -s
+     * KILL`, the OOM killer) kills the command as that signal would have
+     * without record, instead of leaving it running orphaned (QA, session
+     * 41). Before the exec: kept across it (not for set-user-ID
+     * programs, which the kernel spares). Already gone: now. */
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(STKR__REC_FAILED);
     exec_cmd(argv, preload, fds[1]);
   }
   if (pid < 0) {
@@ -294,19 +265,19 @@ static int run(char **argv, const char *preload, const char *dir, int nfd,
     close(fds[1]);
     goto out;
   }
-  g_child = pid;
+  stkr__rec_sigs_child(pid);
   close(fds[1]);
-  signal(SIGPIPE, SIG_IGN); /* a summary into a gone reader: CMD's status */
+  /* SIGPIPE of our own writes (a summary into a gone reader) is not
+   * passed on (record_signals.c): the write fails, CMD's status stays. */
   /* SIGCHLD stays blocked but in ppoll: no wake-up is lost between the
    * waitpid and the wait. */
   waitmask = oldmask;
-  for (i = 0; i < N_FORWARDED; i++)
-    sigdelset(&waitmask, k_forwarded[i]);
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sigismember(&g_sigs.set, sig) == 1)
+      sigdelset(&waitmask, sig);
   sigaddset(&waitmask, SIGCHLD);
   sigprocmask(SIG_SETMASK, &waitmask, NULL); /* forwarded: unblocked */
   sigdelset(&waitmask, SIGCHLD);             /* ppoll's mask */
-  if (g_pending != 0)
-    (void)kill(pid, g_pending);
   do
     k = read(fds[0], &err, sizeof err);
   while (k < 0 && errno == EINTR);
@@ -315,7 +286,15 @@ static int run(char **argv, const char *preload, const char *dir, int nfd,
     stkr__rec_note_static(argv[0], (int)pid, nt);
   time_t recover_at = mono_s() + RECOVER_EVERY_S;
   for (;;) {
-    w = waitpid(pid, status, WNOHANG);
+    w = waitpid(pid, status, WNOHANG | WUNTRACED);
+    if (w == pid && WIFSTOPPED(*status)) {
+      /* A job's command stopped (^Z, a program suspending itself, tty
+       * input in the background): the shell waits for record, so record
+       * stops too (record_signals.c). */
+      if (job_control)
+        stkr__rec_follow_stop(WSTOPSIG(*status));
+      continue;
+    }
     if (w == pid) {
       /* CMD has ended: from here to our exit a forwarded signal would
        * kill us (or interrupt the recovery and symbolization) with no
@@ -351,32 +330,13 @@ out:
    * second SIGTERM kill us before finish() (issue 9). SIGCHLD is ours to
    * give back. */
   sigprocmask(SIG_BLOCK, &block, NULL);
-  g_child = 0;
+  stkr__rec_sigs_child_gone();
   sigaction(SIGCHLD, &old_chld, NULL);
-  for (i = 0; i < N_FORWARDED; i++)
-    sigaddset(&oldmask, k_forwarded[i]);
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sigismember(&g_sigs.set, sig) == 1)
+      sigaddset(&oldmask, sig);
   sigprocmask(SIG_SETMASK, &oldmask, NULL);
   return rc;
-}
-
-/* The forwarded signals that arrived after CMD ended (blocked since, see
- * run()): named on the summary's last line, then left pending; they are
- * discarded when we exit, with CMD's status. */
-static void settle_signals(const char *cmd, bool quiet) {
-  char names[128] = "";
-  sigset_t pending;
-  size_t i, n = 0;
-
-  if (quiet || sigpending(&pending) != 0)
-    return;
-  for (i = 0; i < N_FORWARDED; i++)
-    if (sigismember(&pending, k_forwarded[i]) == 1)
-      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
-                            n ? ", " : "", k_forwarded_name[i]);
-  if (n != 0)
-    fprintf(stderr, "stackrec record: ignored %s, which arrived after %s "
-                    "had ended (the recording was finished first)\n",
-            names, cmd);
 }
 
 /* Tests only: with STACKREC_RECORD_TEST_HOLD=PATH, once CMD has ended,
@@ -507,16 +467,7 @@ static void finish(const char *cmd, const char *dir, int status, bool quiet,
     stkr__rec_print_notices(stderr, nt, "stackrec record: ");
     return;
   }
-  const char *sep = "stackrec record: passed ";
-  for (size_t i = 0; i < N_FORWARDED; i++)
-    if (g_forwarded_n[i] > 0) {
-      fprintf(stderr, "%s%s", sep, k_forwarded_name[i]);
-      if (g_forwarded_n[i] > 1)
-        fprintf(stderr, " (%d times)", (int)g_forwarded_n[i]);
-      sep = ", ";
-    }
-  if (sep[0] == ',')
-    fprintf(stderr, " on to %s\n", cmd);
+  stkr__rec_sigs_passed(stderr, cmd);
   if (WIFSIGNALED(status))
     fprintf(stderr, "stackrec record: %s was killed by signal %d (%s)\n",
             cmd, WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -540,7 +491,7 @@ static void *after_cmd_main(void *arg) {
   after_cmd *a = arg;
   finish(a->cmd, a->dir, a->status, a->quiet, a->symbolize, a->symcache,
          a->todo, a->nt);
-  settle_signals(a->cmd, a->quiet);
+  stkr__rec_sigs_settle(&g_sigs, a->cmd, a->quiet);
   /* After the summary: the caches cost this run, once, what they save
    * every later one (libc: ~0.15 s written, ~50 ms a run saved). Quiet:
    * not a word, the program's stderr is ours too. */
@@ -607,7 +558,7 @@ int stkr_cli_record(int argc, char **argv) {
   /* in_order: stop at CMD, so its own options stay its own. */
   stkr_cli_getopt_state gopt = {.cmd = "record", .opts = opts,
                                 .help = {record_help}, .in_order = true};
-  int c, rc, status, nfd, dir_lock = -1;
+  int c, rc, status = 0, nfd, dir_lock = -1;
 
   while ((c = stkr_cli_getopt(&gopt, argc, argv)) != -1) {
     switch (c) {
@@ -705,5 +656,9 @@ out:
   stkr_recover_unlock_dir(dir, dir_lock);
   if (nfd >= 0)
     close(nfd);
+  /* Killed by signal N: record ends by N too, its work done (a caller
+   * tells "killed" from "exited 128+N": record_signals.c). */
+  if (rc != 0 && rc == 128 + WTERMSIG(status) && WIFSIGNALED(status))
+    stkr__rec_die_like(WTERMSIG(status));
   return rc;
 }

@@ -5,8 +5,11 @@
 #ifndef STKR_RECORD_H
 #define STKR_RECORD_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* ---- setup (record_setup.c) ---- */
 
@@ -50,6 +53,41 @@ void stkr__rec_marks_release(const char *dir, bool never_ran);
  * ld.so reads them. @return a malloc'd string (the caller frees), or
  * NULL. */
 char *stkr__rec_preload_list(const char *ours, const char *old);
+
+/* ---- signals (record_signals.c: why each is passed on or not) ---- */
+
+/* The signals record passes on to CMD, and their dispositions as record
+ * was given them (CMD gets those back). */
+typedef struct stkr__rec_sigs {
+  sigset_t set;
+  struct sigaction given[NSIG];
+} stkr__rec_sigs;
+
+/* Block the signals to pass on and install the handler that does it
+ * (they stay blocked until the caller unblocks them: none is lost before
+ * CMD's pid is known). */
+void stkr__rec_sigs_install(stkr__rec_sigs *s);
+/* In the child, before exec: the dispositions record was given. */
+void stkr__rec_sigs_restore(const stkr__rec_sigs *s);
+/* CMD's pid is pid: what came before it is passed on now. Gone: no one
+ * to pass anything to (the signals stay blocked from then on). */
+void stkr__rec_sigs_child(pid_t pid);
+void stkr__rec_sigs_child_gone(void);
+/* Is record a job of a shell with job control (its process group's
+ * leader, with a controlling terminal)? Then it follows CMD's stops. */
+bool stkr__rec_job_control(void);
+/* CMD stopped by sig: stop record by it too, until continued. */
+void stkr__rec_follow_stop(int sig);
+/* The summary's "passed SIGTERM (2 times), ... on to CMD" line (none:
+ * nothing). */
+void stkr__rec_sigs_passed(FILE *f, const char *cmd);
+/* The signals of s pending since CMD ended (blocked), named on stderr
+ * unless quiet; they are discarded when record exits. */
+void stkr__rec_sigs_settle(const stkr__rec_sigs *s, const char *cmd,
+                           bool quiet);
+/* End record by sig, as CMD ended (no core of its own). Returns only if
+ * sig does not end a process by default. */
+void stkr__rec_die_like(int sig);
 
 /* A notice from a recorded process through the STACKREC_NOTIFY socket
  * (common/stkr_notify.h): one that records nothing, as its hook library
