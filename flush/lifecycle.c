@@ -67,13 +67,32 @@ __attribute__((constructor)) static void life_register(void) {
 
 bool stkr__life_trylock(void) { return pthread_mutex_trylock(&g_life_mu) == 0; }
 
+/* The control calls are no cancellation points: a thread cancelled inside
+ * one (its wait for the worker's answer, a nanosleep) died holding
+ * g_life_mu and the worker's request lock, and every later control call
+ * blocked for ever (QA, session 41: pthread_cancel of a thread in
+ * stkr_flush, then stkr_shutdown hung in 20 of 20 runs). A cancel stays
+ * pending and acts at the caller's next cancellation point. glibc's and
+ * Apple's pthread_setcancelstate are a flag in the thread: safe in
+ * stkr_shutdown_for_exit's signal handler too. @return the state to give
+ * back. */
+static int no_cancel(void) {
+  int old = PTHREAD_CANCEL_ENABLE;
+  (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  return old;
+}
+
+static void cancel_back(int old) { (void)pthread_setcancelstate(old, NULL); }
+
 void stkr__life_unlock(void) { pthread_mutex_unlock(&g_life_mu); }
 
 int stkr_init(const stkr_config *in) {
+  int cs = no_cancel();
   let_exit_first();
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_init(in);
   pthread_mutex_unlock(&g_life_mu);
+  cancel_back(cs);
   return err;
 }
 
@@ -84,10 +103,12 @@ static bool own_thread(void) { return stkr__tls == STKR__THREAD_IGNORED; }
 
 int stkr_flush(void) {
   if (own_thread()) return -EDEADLK;
+  int cs = no_cancel();
   let_exit_first();
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_flush();
   pthread_mutex_unlock(&g_life_mu);
+  cancel_back(cs);
   return err;
 }
 
@@ -95,32 +116,39 @@ int stkr_flush_timeout(unsigned timeout_ms) {
   const uint64_t give_up =
       stkr__clock_mono_ns() + (uint64_t)timeout_ms * 1000000u;
   struct timespec ms = {0, 1000000};
-  int err;
+  int err, cs;
 
   if (own_thread()) return -EDEADLK;
+  cs = no_cancel();
   /* Only tried, as the exit does: the caller may be inside a control call
    * of its own (a dlclose reached from stkr_shutdown) or wait on a thread
    * that is; the deadline holds either way. */
   while (exit_waiting() || pthread_mutex_trylock(&g_life_mu) != 0) {
-    if (stkr__clock_mono_ns() >= give_up) return -ETIMEDOUT;
+    if (stkr__clock_mono_ns() >= give_up) {
+      cancel_back(cs);
+      return -ETIMEDOUT;
+    }
     nanosleep(&ms, NULL);
   }
   err = stkr__life_flush_until(give_up);
   pthread_mutex_unlock(&g_life_mu);
+  cancel_back(cs);
   return err;
 }
 
 int stkr_shutdown(void) {
+  int cs = no_cancel();
   let_exit_first();
   pthread_mutex_lock(&g_life_mu);
   int err = stkr__life_shutdown();
   pthread_mutex_unlock(&g_life_mu);
+  cancel_back(cs);
   return err;
 }
 
 int stkr_shutdown_for_exit(void) {
   struct timespec ms = {0, 1000000};
-  int tries = 0, err;
+  int tries = 0, err, cs = no_cancel();
 
   while (pthread_mutex_trylock(&g_life_mu) != 0) {
     /* Held: the others let us go first, until the tries' ~100 ms and
@@ -133,6 +161,7 @@ int stkr_shutdown_for_exit(void) {
                             memory_order_relaxed);
     if (++tries > STKR__LIFE_EXIT_WAIT_MS) {
       atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
+      cancel_back(cs);
       return -EBUSY;
     }
     nanosleep(&ms, NULL); /* async-signal-safe */
@@ -141,5 +170,6 @@ int stkr_shutdown_for_exit(void) {
     atomic_store_explicit(&g_exit_until_ns, 0, memory_order_relaxed);
   err = stkr__life_shutdown_for_exit();
   pthread_mutex_unlock(&g_life_mu);
+  cancel_back(cs);
   return err;
 }

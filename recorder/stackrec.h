@@ -18,7 +18,11 @@
  * stkr_flush(), stkr_shutdown() and stkr_shutdown_for_exit() run one at a
  * time (a lock: called together from two threads, one waits, then gets
  * -EALREADY or -ENOTCONN as it would after the other); call them from one
- * controlling thread all the same.
+ * controlling thread all the same. They are no cancellation points (a
+ * pthread_cancel acts at the caller's next one, after the call), and none
+ * but stkr_shutdown_for_exit() is async-signal-safe: a signal handler must
+ * not call them, nor siglongjmp out of one it interrupted (the recorder's
+ * lock stays held and later control calls wait for it).
  */
 #ifndef STACKREC_H
 #define STACKREC_H
@@ -389,7 +393,13 @@ STKR_API void stkr_images_changed(void);
  *
  * Signals: async-signal-safe once the thread is attached. An event from a
  * signal handler that interrupted an event on the same thread is dropped and
- * counted (dropped_reentrant), never corrupts the ring.
+ * counted (dropped_reentrant), never corrupts the ring. A handler that
+ * siglongjmps out of an event it interrupted leaves the thread marked as
+ * inside one: its later events are dropped as dropped_reentrant (counted,
+ * never lost silently) until the thread ends; a thread of such a program
+ * should not record from code a jumping handler can interrupt.
+ * A vfork() child shares its parent's memory: an event it records before
+ * its exec is written as the parent's, by the parent's thread.
  *
  * @return 0 if recorded, -EAGAIN if dropped (ring full or re-entered,
  *         counted as dropped_ring_full / dropped_reentrant; or no ring for

@@ -11,6 +11,8 @@
  * stays up (a late post must never reach a freed worker).
  * A jump out of an event on another thread left its guard set for good,
  * and the next stkr_init waited for it forever (QA, session 33).
+ * A thread cancelled inside a control call left its locks held (QA,
+ * session 41): the control calls hold cancellation off.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <errno.h>
@@ -224,6 +227,58 @@ static void test_init_after_another_threads_jump(void **state) {
   assert_int_equal(sigaction(SIGUSR1, &old_sa, NULL), 0);
 }
 
+static stkr_site g_cancel_site = STKR_SITE_INIT("test.cancel");
+
+/* Events and flushes until cancelled (at its testcancel, or inside a
+ * control call if that were a cancellation point). */
+static void *flushing_thread(void *arg) {
+  (void)arg;
+  for (;;) {
+    (void)stkr_event(&g_cancel_site, "x", 1);
+    (void)stkr_flush();
+    (void)stkr_flush_timeout(1000);
+    pthread_testcancel();
+  }
+  return NULL;
+}
+
+/* Threads cancelled while they flush in a loop, then the control calls
+ * of the main thread, bounded: a cancel inside stkr_flush (its wait for
+ * the worker) left the session's lock and the worker's request lock held,
+ * and every later control call blocked for ever (QA, session 41: 20 of 20
+ * runs). In a child, so that a hang is a failed test, not a stuck one. */
+static int cancel_body(void *arg) {
+  stkr_config cfg = {.size = sizeof cfg, .dir = arg,
+                     .symbolize = STKR_SYMBOLIZE_NONE};
+  stkr_stats st;
+  int err;
+
+  alarm(60);
+  if (stkr_init(&cfg) != 0)
+    return 1;
+  for (int i = 0; i < 20; i++) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, flushing_thread, NULL) != 0)
+      return 2;
+    usleep(2000 + 1000 * (i % 7));
+    pthread_cancel(th);
+    pthread_join(th, NULL);
+  }
+  if ((err = stkr_flush_timeout(20000)) != 0) {
+    fprintf(stderr, "stkr_flush_timeout after the cancels: %d\n", err);
+    return 3;
+  }
+  if (stkr_stats_get(&st) != 0 || st.attempted != st.written + st.dropped)
+    return 4;
+  return stkr_shutdown() == 0 ? 0 : 5;
+}
+
+static void test_cancelled_in_control_calls(void **state) {
+  (void)state;
+  tl_run_child(cancel_body, tl_dir);
+}
+
 TL_TEST_MAIN_EACH("longjmp", tl_make_dir, NULL, test_wake_left_by_longjmp,
                   test_event_left_by_longjmp,
-                  test_init_after_another_threads_jump)
+                  test_init_after_another_threads_jump,
+                  test_cancelled_in_control_calls)
