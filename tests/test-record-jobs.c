@@ -192,6 +192,40 @@ static void test_killed_record_takes_the_command(void **state) {
   }
 }
 
+/* A process that records nothing (env -i drops LD_PRELOAD) is named in
+ * the recording as record hears of it: record killed later (SIGKILL, the
+ * OOM killer) took the name with it, and the recording verified complete
+ * (QA, session 41). */
+static void test_unrecorded_named_before_records_end(void **state) {
+  const char *dir = fresh("unrec");
+  char err[4300], marks[4300], got[4096];
+  double t0 = tl_now_s();
+  pid_t pid;
+  int st;
+  (void)state;
+
+  if (!hooks_run_in("sh"))
+    return;
+  snprintf(err, sizeof err, "%s.err", dir);
+  snprintf(marks, sizeof marks, "%s/stackrec.marks", dir);
+  pid = cr_record_bg(dir, err, false, NULL,
+                     (const char *const[]){"sh", "-c",
+                                           "env -i /bin/true; exec sleep 60",
+                                           NULL});
+  for (got[0] = '\0'; strstr(got, "\nu1 ") == NULL && strncmp(got, "u1 ", 3);
+       tl_slurp(marks, got, sizeof got)) {
+    if (tl_now_s() - t0 > DEADLINE_S) {
+      kill(pid, SIGKILL);
+      fail_msg("not in %s while record ran:\n%s", marks, got);
+    }
+    usleep(20000);
+  }
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_int_equal(cr_run("verify '%s'", dir), 4);
+  cr_assert_has(cr_out, "(env) recorded nothing");
+}
+
 /* In a session with a terminal, record as a shell's job would be (its own
  * process group, the terminal's foreground): the command stops itself
  * (SIGTSTP, as tmux's ^B ^Z does); record must stop by the same signal, so
@@ -257,4 +291,5 @@ static void test_job_stops_with_its_command(void **state) {
 TL_TEST_MAIN("record-jobs", setup, NULL, test_every_catchable_signal_passed,
              test_stopped_command_term_then_cont,
              test_killed_record_takes_the_command,
+             test_unrecorded_named_before_records_end,
              test_job_stops_with_its_command)

@@ -624,6 +624,7 @@ int stkr_cli_record(int argc, char **argv) {
   }
   memset(&nt, 0, sizeof nt);
   nt.dir = dir;
+  nt.lock = dir_lock;
   if (nfd >= 0)
     snprintf(nt.tree, sizeof nt.tree, "%s", notify);
   if ((rc = run(argv + optind, preload, dir, nfd, &nt, &status)) != 0) {

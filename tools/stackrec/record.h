@@ -100,6 +100,7 @@ typedef struct stkr__rec_notice {
   char name[17];  /* the process's name (comm) */
   char what[512]; /* why, in the library's words */
   bool static_cmd; /* record's own notice: CMD is statically linked */
+  bool in_marks;   /* named in dir's marks file as it came (err != 0) */
 } stkr__rec_notice;
 
 #define STKR__REC_MAX_NOTICES 64
@@ -118,6 +119,9 @@ typedef struct stkr__rec_notices {
    * QA, session 34, one "N more" line was read as one process). */
   uint64_t more_unrecorded;
   const char *dir; /* the recording directory (NULL: none yet) */
+  int lock;        /* record's lock of dir (stkr_recover_lock_dir; < 0:
+                      none): a notice goes into dir's marks file as it
+                      comes only while dir is still where the lock is */
   /* The STACKREC_DIR the tree was given: dir's name at the start (dir
    * follows a move of the directory, the processes' environment does not;
    * review, session 38). NULL: dir. */
@@ -138,8 +142,10 @@ int stkr__rec_notify_open(char *name, size_t cap);
 void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt);
 /* Name the processes in nt that recorded nothing (err != 0) in dir's marks
  * file (stkr_unrecorded_append), so that every reader of the recording
- * counts it incomplete, not only this summary. Those beyond the table are
- * one line with pid 0 that says how many. A failure is said on stderr;
+ * counts it incomplete, not only this summary: those not named there as
+ * they came (stkr__rec_notify_drain does, so that a record killed before
+ * its end loses none: QA, session 41). Those beyond the table are one
+ * line with pid 0 that says how many. A failure is said on stderr;
  * nothing else changes. */
 void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt);
 /* Name the processes in nt that recorded (their notes, err 0, say why

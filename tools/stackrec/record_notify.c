@@ -27,6 +27,7 @@
 #include "common/stkr_elfkind.h"
 #include "common/stkr_which.h"
 #include "proto/stkr_format.h"
+#include "proto/stkr_recover.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/record.h"
 
@@ -109,10 +110,19 @@ void stkr__rec_notify_drain(int fd, stkr__rec_notices *nt) {
       continue;
     }
     m = &nt->v[nt->n++];
+    memset(m, 0, sizeof *m);
     m->pid = atoi(pid);
     m->err = atoi(err);
     snprintf(m->name, sizeof m->name, "%s", name);
     snprintf(m->what, sizeof m->what, "%s", what);
+    /* Into the recording now: a record killed before its end (SIGKILL,
+     * the OOM killer) took these with it, and the recording verified
+     * complete (QA, session 41). Not into a directory that took the name
+     * since (`mv DIR DIR.1; mkdir DIR`): the end writes those. */
+    if (m->err != 0 && nt->dir != NULL &&
+        (nt->lock < 0 || stkr_recover_lock_is_at(nt->lock, nt->dir)))
+      m->in_marks = stkr_unrecorded_append(nt->dir, (uint32_t)m->pid,
+                                           m->name, m->what) == 0;
   }
 }
 
@@ -121,7 +131,7 @@ void stkr__rec_unrecorded_write(const char *dir, const stkr__rec_notices *nt) {
   int err = 0;
 
   for (i = 0; i < nt->n && err == 0; i++)
-    if (nt->v[i].err != 0)
+    if (nt->v[i].err != 0 && !nt->v[i].in_marks)
       err = stkr_unrecorded_append(dir, (uint32_t)nt->v[i].pid, nt->v[i].name,
                                    nt->v[i].what);
   if (nt->more_unrecorded && err == 0) { /* one line, not one each */
