@@ -70,6 +70,17 @@ static int record_env_setup(const char *sub) {
   return 0;
 }
 
+/* `stackrec record -o DIR -- cmd` in the background, DIR a fresh(tag) name
+ * (into *dir); record's stderr, with out_too its stdout too, into DIR.log
+ * (its path into log, cap bytes). @return record's pid. */
+static inline pid_t rec_start(const char *tag, bool out_too,
+                              const char *const *cmd, const char **dir,
+                              char *log, size_t cap) {
+  *dir = fresh(tag);
+  snprintf(log, cap, "%s.log", *dir);
+  return cr_record_bg(*dir, log, out_too, NULL, cmd);
+}
+
 /* The first child of record (pid) that has exec'd comm, from
  * /proc/PID/task/PID/children (0: none yet; record's fork before the exec
  * still has record's name). */

@@ -90,7 +90,7 @@ static int wait_record(pid_t pid, pid_t cmd, const char *what) {
 static void test_every_catchable_signal_passed(void **state) {
   static const int sigs[] = {SIGALRM, SIGTTIN, SIGTTOU, SIGTSTP, SIGWINCH,
                              SIGCONT, SIGVTALRM, SIGIO, SIGPWR};
-  const char *dir = fresh("every");
+  const char *dir;
   char out[4300], ready[4300], script[8192], want[64], got[8192];
   size_t n = 0, i;
   pid_t pid;
@@ -99,8 +99,7 @@ static void test_every_catchable_signal_passed(void **state) {
 
   if (!hooks_run_in("bash"))
     return;
-  snprintf(out, sizeof out, "%s.out", dir);
-  snprintf(ready, sizeof ready, "%s.ready", dir);
+  snprintf(ready, sizeof ready, "%s/every.ready", g_tmp);
   for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     n += (size_t)snprintf(script + n, sizeof script - n,
                           "trap 'echo got %d' %d; ", sigs[i], sigs[i]);
@@ -108,9 +107,11 @@ static void test_every_catchable_signal_passed(void **state) {
            "trap 'exit 0' USR1; : > '%s'; while :; do sleep 0.05; done",
            ready);
   /* bash's own leaks are not ours (the sanitized hooks bring LSan in). */
-  pid = cr_record_bg(dir, out, true, NULL,
-                     (const char *const[]){"env", "ASAN_OPTIONS=detect_leaks=0",
-                                           "bash", "-c", script, NULL});
+  pid = rec_start("every", true,
+                  (const char *const[]){"env", "ASAN_OPTIONS=detect_leaks=0",
+                                        "bash", "-c", script, NULL},
+                  &dir, out, sizeof out);
+  (void)dir;
   cr_wait_file(ready, pid, "the command's start");
   for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
     double t0 = tl_now_s();
@@ -146,13 +147,11 @@ static void test_every_catchable_signal_passed(void **state) {
 /* record -- sleep 60 in the background, once sleep runs: record's pid,
  * sleep's in *cmd. */
 static pid_t record_sleep(const char *tag, pid_t *cmd) {
-  const char *dir = fresh(tag);
+  const char *dir;
   char err[4300];
-  pid_t pid;
+  pid_t pid = rec_start(tag, false, (const char *const[]){"sleep", "60", NULL},
+                        &dir, err, sizeof err);
 
-  snprintf(err, sizeof err, "%s.err", dir);
-  pid = cr_record_bg(dir, err, false, NULL,
-                     (const char *const[]){"sleep", "60", NULL});
   *cmd = rec_wait_child(pid, "sleep");
   return pid;
 }
@@ -197,21 +196,20 @@ static void test_killed_record_takes_the_command(void **state) {
  * OOM killer) took the name with it, and the recording verified complete
  * (QA, session 41). */
 static void test_unrecorded_named_before_records_end(void **state) {
-  const char *dir = fresh("unrec");
+  const char *dir;
   char err[4300], marks[4300], got[4096];
   double t0 = tl_now_s();
-  pid_t pid;
   int st;
   (void)state;
 
   if (!hooks_run_in("sh"))
     return;
-  snprintf(err, sizeof err, "%s.err", dir);
+  pid_t pid = rec_start("unrec", false,
+                        (const char *const[]){"sh", "-c",
+                                              "env -i /bin/true; exec sleep 60",
+                                              NULL},
+                        &dir, err, sizeof err);
   snprintf(marks, sizeof marks, "%s/stackrec.marks", dir);
-  pid = cr_record_bg(dir, err, false, NULL,
-                     (const char *const[]){"sh", "-c",
-                                           "env -i /bin/true; exec sleep 60",
-                                           NULL});
   for (got[0] = '\0'; strstr(got, "\nu1 ") == NULL && strncmp(got, "u1 ", 3);
        tl_slurp(marks, got, sizeof got)) {
     if (tl_now_s() - t0 > DEADLINE_S) {

@@ -48,14 +48,12 @@ static const char *sig_name(int sig) {
  * sig as sleep did. (sleep makes no watched call: it writes no file, which
  * is why the wait looks at record's children.) */
 static void signal_case(int sig) {
-  const char *dir = fresh("sig");
+  const char *dir;
   char err[4300];
-  pid_t pid;
   int st;
+  pid_t pid = rec_start("sig", false, (const char *const[]){"sleep", "60", NULL},
+                        &dir, err, sizeof err);
 
-  snprintf(err, sizeof err, "%s.err", dir);
-  pid = cr_record_bg(dir, err, false, NULL,
-                     (const char *const[]){"sleep", "60", NULL});
   (void)rec_wait_child(pid, "sleep");
   assert_int_equal(kill(pid, sig), 0);
   assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -74,7 +72,7 @@ static void signal_case(int sig) {
  * (QA, session 31: only the last, "passed signal 15"). Counts are not
  * checked: two HUPs sent while record has them blocked arrive as one. */
 static void test_signals_all_named(void **state) {
-  const char *dir = fresh("sig-all");
+  const char *dir;
   char err[4300];
   pid_t pid;
   int st;
@@ -82,10 +80,11 @@ static void test_signals_all_named(void **state) {
 
   if (!hooks_run_in("sleep"))
     return;
-  snprintf(err, sizeof err, "%s.err", dir);
-  pid = cr_record_bg(dir, err, false, NULL,
-                     (const char *const[]){"sh", "-c",
-                                           "trap '' HUP; exec sleep 60", NULL});
+  pid = rec_start("sig-all", false,
+                  (const char *const[]){"sh", "-c", "trap '' HUP; exec sleep 60",
+                                        NULL},
+                  &dir, err, sizeof err);
+  (void)dir;
   (void)rec_wait_child(pid, "sleep");
   assert_int_equal(kill(pid, SIGHUP), 0);
   usleep(100000);
