@@ -33,7 +33,11 @@ static const struct {
     {-ENOSPC, "no space (site table full, disk full, or the process's cap on "
               "ring memory reached)"},
     {-EINVAL, "invalid argument or configuration value"},
-    {-EPERM, "not recorded: the recorder's own thread"},
+    /* Two callers (QA, session 41: a directory mkdir could not make read
+     * as the recorder's thread). */
+    {-EPERM, "operation not permitted (stkr_event: not recorded, the "
+             "recorder's own thread; stkr_init: the recording directory or "
+             "a file in it, not allowed)"},
     {-E2BIG, "stkr_config sets a field this library version does not know "
              "(stkr_config.size)"},
     /* Sampling another thread (sample.c) */

@@ -132,6 +132,10 @@ static void test_strerror_texts_are_static(void **state) {
   assert_string_equal(stkr_strerror(INT_MIN), "unknown error");
   assert_string_equal(stkr_strerror(12345), "unknown error");
   assert_non_null(strstr(stkr_strerror(-ENOENT), "No such file"));
+  /* Both callers' meanings (QA, session 41: a failed stkr_init's EPERM
+   * read as "the recorder's own thread"). */
+  assert_non_null(strstr(stkr_strerror(-EPERM), "stkr_init: the recording "
+                                               "directory"));
 }
 
 /* The environment helpers take odd arguments without a crash (QA, session
