@@ -125,6 +125,19 @@ const char *stkr__pl_exec_escapes(const char *file, int fd, bool search,
   if (!preload_has_ours(lp))
     return "LD_PRELOAD, which loads the hooks, is not in the environment "
            "it is given";
+  /* The hooks kept, the recording's settings not (a harness's minimal
+   * environment that keeps LD_PRELOAD, `env -i LD_PRELOAD=...`): it would
+   * record as a program preloaded by hand, into ./stackrec-out among the
+   * program's files, a recording no one reads (QA, session 41). Out of
+   * its LD_PRELOAD, named here as one that records nothing. */
+  if (stkr__pl_env_in(envp, "STACKREC_NOTIFY") == NULL &&
+      stkr__pl_env_in(envp, "STACKREC_DIR") == NULL) {
+    *strip = true;
+    return "its environment keeps the hook library in LD_PRELOAD but not "
+           "the recording's settings (STACKREC_DIR, STACKREC_NOTIFY), so "
+           "it would record into a directory of its own; the hooks are "
+           "left out of it and of the programs it starts";
+  }
   /* The loader would print its error into the program's stderr: the
    * library goes out of its LD_PRELOAD (strip), and with it out of the
    * programs it starts (QA, session 33: a 32-bit program; a chroot). */

@@ -637,6 +637,18 @@ static void test_lost_dir_and_small_stack(void **state) {
   snprintf(made, sizeof made, "%s/stackrec-out", cwd);
   assert_int_equal(access(made, F_OK), -1);
   assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
+  /* Every STACKREC_* gone but LD_PRELOAD kept (a harness's minimal
+   * environment; QA, session 41: the grandchild recorded into
+   * ./stackrec-out, verify 0): not in its LD_PRELOAD, named. */
+  dir = fresh("lostall");
+  assert_int_equal(sh("'%s' record -q -o '%s' -- /bin/sh -c 'cd %s && env -i "
+                      "LD_PRELOAD=\"$LD_PRELOAD\" /bin/cat /etc/shadow "
+                      ">/dev/null; echo rc=$?'", g_bin, dir, cwd), 0);
+  assert_string_equal(g_out, "rc=0\n");
+  assert_non_null(strstr(g_err, "keeps the hook library in LD_PRELOAD but "
+                                "not the recording's settings"));
+  assert_int_equal(access(made, F_OK), -1);
+  assert_int_equal(sh("'%s' verify '%s'", g_bin, dir), 4);
 
   /* 32 KiB: plain cat runs (the environment's strings count in the
    * limit, so less is not safe for it either); recorded, it died. */
