@@ -178,11 +178,19 @@ static int put_batch(stkr__worker *w, const char **what) {
   b->clock.mono_ns = stkr__clock_mono_ns();
   b->clock.wall_ns = stkr__clock_wall_ns();
   B->clock = &b->clock;
-  stkr__drain_fill_counters(w, &b->counters); /* notes the drops they count */
+  /* The first batch, before the start: nothing counted yet. Its Counters
+   * were the previous session's producer totals (the same process's
+   * threads), and recovery, which takes a session's largest, counted them
+   * again (QA, session 41: 2 sessions, the first one's drops twice). */
+  if (w->before_start) {
+    b->counters.segments_deleted = w->seg.segments_deleted;
+  } else {
+    stkr__drain_fill_counters(w, &b->counters); /* notes the drops counted */
+    /* Before the write: a death after it, before the commit in
+     * write_batch, must not leave recovery to count its new drops again. */
+    stkr__threads_drops_pend(B->seq);
+  }
   B->counters = &b->counters;
-  /* Before the write: a death after it, before the commit in write_batch,
-   * must not leave recovery to count this batch's new drops again. */
-  stkr__threads_drops_pend(B->seq);
 
   w->out.len = 0;
   *what = "encode";
@@ -266,8 +274,10 @@ static void write_batch(stkr__worker *w, bool last) {
      * drops_other short of the pending count by them, which can hide as
      * many producer drops of the write's few microseconds; the reverse
      * order would count them twice). */
-    file_worker_drops(w);
-    stkr__threads_drops_commit();
+    if (!w->before_start) { /* the rings are still the last session's */
+      file_worker_drops(w);
+      stkr__threads_drops_commit();
+    }
   } else {
     /* The batch is lost, and with it the definitions it carried: start a
      * new epoch and a new file (the current one may hold a torn frame), so
@@ -798,6 +808,8 @@ void stkr__drain_all(stkr__worker *w, bool last) {
 }
 
 void stkr__drain_first_batch(stkr__worker *w) {
+  w->before_start = true;
   batch_begin(w);
   write_batch(w, false);
+  w->before_start = false;
 }

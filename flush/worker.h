@@ -122,6 +122,13 @@ typedef struct stkr__worker {
    * the thread starts; read by it. */
   uint64_t marks_dropped_base;
   bool seg_first;         /* the next batch starts a segment: Header+images */
+  /* The batch being written is the session's first, written before
+   * recorder/ started the session (stkr__drain_first_batch): the
+   * producers' counters are still the previous session's (threads live
+   * across sessions), so its Counters are the start's zeros and no ring's
+   * drops are noted as counted. Starting thread only, before the worker
+   * thread exists. */
+  bool before_start;
   uint32_t site_epoch[STKR_MAX_SITES + 1];
   uint64_t batch_seq;
   bool io_error;          /* a batch failed since the last stkr_flush */

@@ -635,6 +635,7 @@ void stkr__threads_reset_counts(void) {
     atomic_store_explicit(&t->dropped_ring_full, 0, memory_order_relaxed);
     atomic_store_explicit(&t->dropped_reentrant, 0, memory_order_relaxed);
     t->w_consumed = t->w_reported_full = t->w_reported_reentrant = 0;
+    t->w_cnt_full = t->w_cnt_reentrant = 0; /* counted: the last session's */
     t->w_unreleased = 0; /* a memory ring's count of the last worker's */
     t->w_defined_seg = 0;
     /* Named as it is now (renamed between sessions, or in a forked child

@@ -119,6 +119,43 @@ static void test_session_ids_and_first_seq(void **state) {
   assert_int_equal(h.first_seq, next);
 }
 
+/* A second session in one process starts counting from nothing: its
+ * first batch is written before the session starts, while the threads'
+ * counters still hold the first session's, and those were its Counters
+ * (QA, session 41: recovery, which takes a session's largest Counters,
+ * then counted the first session's drops again for the second). */
+static void test_second_session_first_counters_zero(void **state) {
+  uint32_t pid = (uint32_t)getpid(), seqs[256];
+  stkr_config cfg = small_cfg(1 << 20);
+  stkr_stats st;
+  Stackrec__Batch **v;
+  size_t n, n2, nb;
+  char path[2200];
+  (void)state;
+
+  cfg.flush_interval_ms = 3600000; /* nothing drains: the ring fills */
+  assert_int_equal(stkr_init(&cfg), 0);
+  for (int i = 0; i < 20000; i++) (void)stkr_event(&g_site, "full", 4);
+  assert_int_equal(stkr_stats_get(&st), 0);
+  assert_true(st.dropped_ring_full > 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  n = tf_segments(tl_dir, pid, seqs, 256);
+  assert_int_equal(stkr_init(&cfg), 0);
+  assert_int_equal(stkr_shutdown(), 0);
+  n2 = tf_segments(tl_dir, pid, seqs, 256);
+  assert_true(n2 > n);
+  snprintf(path, sizeof path, "%s/stackrec-%u-%06u.zst", tl_dir, pid, seqs[n]);
+  assert_int_equal(tf_load(path, &v, &nb), 0);
+  assert_true(nb >= 1 && v[0]->header != NULL && v[0]->counters != NULL);
+  if (v[0]->counters->attempted != 0 || v[0]->counters->dropped_ring_full != 0)
+    fail_msg("the second session's first Counters: attempted %llu, ring "
+             "full %llu (the first session dropped %llu)",
+             (unsigned long long)v[0]->counters->attempted,
+             (unsigned long long)v[0]->counters->dropped_ring_full,
+             (unsigned long long)st.dropped_ring_full);
+  tf_free(v, nb);
+}
+
 /* dir's reader once every event of it was read (frames read lazily);
  * *events: how many. The caller frees it. */
 static stkr_reader *read_through(const char *dir, uint64_t *events) {
@@ -527,6 +564,7 @@ static void test_disk_cap_keeps_each_session(void **state) {
 }
 
 TL_TEST_MAIN_EACH("session", tl_make_dir, tl_rm_dir, test_session_ids_and_first_seq,
+                  test_second_session_first_counters_zero,
                   test_follow_child_new_session, test_recreated_directory,
                   test_renamed_directory, test_renamed_directory_then_fork,
                   test_disk_cap_whole_directory,
