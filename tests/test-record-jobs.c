@@ -222,6 +222,11 @@ static void test_unrecorded_named_before_records_end(void **state) {
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_int_equal(cr_run("verify '%s'", dir), 4);
   cr_assert_has(cr_out, "(env) recorded nothing");
+  /* Its lock left says its end's work was never done (nothing did). */
+  cr_assert_has(cr_out, "that wrote it ended before finishing");
+  assert_int_equal(cr_run("recover '%s'", dir), 0);
+  (void)cr_run("verify '%s'", dir);
+  assert_null(strstr(cr_out, "ended before finishing"));
 }
 
 /* In a session with a terminal, record as a shell's job would be (its own

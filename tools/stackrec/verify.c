@@ -573,7 +573,18 @@ static void ring_message(void *arg, const char *line) {
 static void check_rings(verify_run *v, const char *path) {
   uint64_t events, drops,
       sessions = stkr_cli_rings_left(path, ring_message, v, &events, &drops);
+  char line[3 * PATH_MAX];
 
+  /* A `stackrec record` killed before its end leaves its lock: its end's
+   * work (recovery, symbolization) was not done, which nothing said (QA,
+   * session 41). A note: what was lost is said by its own check. */
+  if (stkr_recover_has_lock_file(path) && !stkr_recover_record_running(path)) {
+    snprintf(line, sizeof line, "%s: the `stackrec record` that wrote it "
+             "ended before finishing (killed? its lock, .stackrec-cache/"
+             "record.lock, is left): no recovery or symbolization at its "
+             "end; 'stackrec recover %s' clears this", path, path);
+    stkr_cli_put_line(stdout, "note: ", line, "");
+  }
   if (sessions == 0)
     return;
   /* Their drops no written batch counts (a full disk's failed writes):
@@ -582,7 +593,6 @@ static void check_rings(verify_run *v, const char *path) {
   /* Lines that name path twice: made whole, then written escaped (a
    * directory's name may hold a terminal's escape sequence; QA, session
    * 40). */
-  char line[3 * PATH_MAX];
   if (drops > 0) {
     snprintf(line, sizeof line, "%s: %llu event%s that dead writers dropped "
              "(ring full, failed writes) are counted only in their ring "
