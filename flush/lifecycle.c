@@ -101,15 +101,21 @@ int stkr_init(const stkr_config *in) {
  * session's lock, which the thread waiting on the worker may hold. */
 static bool own_thread(void) { return stkr__tls == STKR__THREAD_IGNORED; }
 
-int stkr_flush(void) {
-  if (own_thread()) return -EDEADLK;
+/* body() under the session's lock, an exit waiting let first, no
+ * cancellation point in between. @return what body returned. */
+static int locked(int (*body)(void)) {
   int cs = no_cancel();
   let_exit_first();
   pthread_mutex_lock(&g_life_mu);
-  int err = stkr__life_flush();
+  int err = body();
   pthread_mutex_unlock(&g_life_mu);
   cancel_back(cs);
   return err;
+}
+
+int stkr_flush(void) {
+  if (own_thread()) return -EDEADLK;
+  return locked(stkr__life_flush);
 }
 
 int stkr_flush_timeout(unsigned timeout_ms) {
@@ -136,15 +142,7 @@ int stkr_flush_timeout(unsigned timeout_ms) {
   return err;
 }
 
-int stkr_shutdown(void) {
-  int cs = no_cancel();
-  let_exit_first();
-  pthread_mutex_lock(&g_life_mu);
-  int err = stkr__life_shutdown();
-  pthread_mutex_unlock(&g_life_mu);
-  cancel_back(cs);
-  return err;
-}
+int stkr_shutdown(void) { return locked(stkr__life_shutdown); }
 
 int stkr_shutdown_for_exit(void) {
   struct timespec ms = {0, 1000000};
