@@ -132,6 +132,19 @@ static void test_module_map(void **state) {
   assert_string_equal(stkr_attrib_module(m, stat_acme, 1, NULL), "AcmeAnalytics");
   assert_string_equal(stkr_attrib_module(m, objc, 1, NULL), "PaySDK");
   assert_string_equal(stkr_attrib_module(m, vendor, 1, NULL), "Vendor");
+  /* glibc's fortified open (bits/fcntl2.h) inlined into the SDK's code,
+   * -D_FORTIFY_SOURCE: the SDK's (QA, session 41: the app's). An inline
+   * frame of the app's own header is not skipped. */
+  {
+    stkr_frame fort[] = {fr("open", "/opt/app/bin/app"),
+                         fr("acme_readid", "/opt/app/bin/app"),
+                         fr("main", "/opt/app/bin/app")};
+    fort[0].inlined = true;
+    fort[0].file = "/usr/include/x86_64-linux-gnu/bits/fcntl2.h";
+    assert_string_equal(stkr_attrib_module(m, fort, 3, NULL), "AcmeAnalytics");
+    fort[0].file = "/opt/app/src/io.h";
+    assert_string_equal(stkr_attrib_module(m, fort, 3, NULL), "app");
+  }
   /* Unsymbolized (QA, session 33): the app's own frame without a name is
    * "app", and said to be a guess, as a frame the map claims by image
    * after entries with symbol prefixes is; the first entry's image claim

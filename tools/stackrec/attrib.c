@@ -213,6 +213,16 @@ static const modmap_entry *claim_image(const stkr_modmap *m,
   return NULL;
 }
 
+/* A system header's inline wrapper (glibc's fortified open in
+ * bits/fcntl2.h, an SDK's inline function), inlined into the code that
+ * called it: that code is the one responsible. With -D_FORTIFY_SOURCE
+ * (distributions' default flags) every open and gethostname of an SDK
+ * linked into the app was the wrapper's, which no symbol prefix claims:
+ * the app's (QA, session 41: compliance said "no findings"). */
+static bool header_wrapper(const stkr_frame *f) {
+  return f->inlined && f->file != NULL && strstr(f->file, "/usr/include/");
+}
+
 const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
                                size_t n, bool *unnamed) {
   const char *first = NULL;
@@ -224,7 +234,7 @@ const char *stkr_attrib_module(const stkr_modmap *map, const stkr_frame *f,
   *unnamed = false;
   for (i = 0; i < n; i++) {
     const char *img = f[i].image;
-    if (img == NULL)
+    if (img == NULL || (header_wrapper(&f[i]) && i + 1 < n))
       continue;
     if (!stkr_attrib_system_image(img)) {
       const modmap_entry *e = map != NULL ? claim(map, &f[i], unnamed) : NULL;
