@@ -237,6 +237,49 @@ static void test_cut_short_not_judged_by_module(void **state) {
                         "missing]\n</failure>");
 }
 
+/* One process (33): identifiers.uname at 3 s, then 40 of them within
+ * 40 ms at 1 s (another thread's batch read after the first: a long
+ * flush interval). */
+static int write_late(const char *dir) {
+  static const char *const sites[] = {"identifiers.uname"};
+  static const char *const threads[] = {"main", "worker"};
+  static const sr_frame whole[] = {{"uname", NULL, 0, false, false},
+                                   {"main", "app/main.c", 9, false, true}};
+  static const sr_stack stacks[] = {{1, whole, 2, false}};
+  sr_event evs[41] = {{1, 1, 3000000000}, {1, 2, -2000000000}};
+  for (int i = 2; i < 41; i++) evs[i] = (sr_event){1, 2, 1000000};
+  const sr_rec r = {.pid = 33, .name = "app", .pc_base = 0x400000,
+                    .start_ns = 1000000000, .sites = sites, .n_sites = 1,
+                    .threads = threads, .n_threads = 2, .stacks = stacks,
+                    .n_stacks = 1, .evs = evs, .n_evs = 41, .last = true};
+  return sr_write(dir, &r);
+}
+
+/* A rate rule whose events came too late for the peak is not checked:
+ * 40 calls in 40 ms under max_per_second 30 passed as "peak 1/s", exit 0
+ * (QA, session 41). A rule broken all the same is a finding. */
+static void test_late_events_leave_a_rate_unchecked(void **state) {
+  char dir[4096], path[4300];
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fx_tmpdir("rules-late"));
+  assert_int_equal(write_late(dir), 0);
+  put_policy("late.json",
+             "{\"rules\": [{\"id\": \"rate\", \"sites\": "
+             "\"identifiers.uname\", \"max_per_second\": 30}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, dir), 1);
+  cr_assert_has(cr_out, "# NOT CHECKED: rule rate: 40 of its events were "
+                        "read too late for its peak rate");
+  put_policy("late0.json",
+             "{\"rules\": [{\"id\": \"rate0\", \"sites\": "
+             "\"identifiers.uname\", \"max_per_second\": 0}]}\n",
+             path, sizeof path);
+  assert_int_equal(cr_run("compliance --policy '%s' '%s'", path, dir), 1);
+  cr_assert_has(cr_out, "1 finding:");
+  assert_null(strstr(cr_out, "NOT CHECKED"));
+}
+
 /* Filters are said in every output; filters that leave none of the events
  * read leave every rule not checked; a rule whose sites' events were all
  * filtered out is warned (QA, session 39: --thread nosuch turned findings
@@ -377,6 +420,7 @@ static void test_manifest_reasons_exact(void **state) {
 }
 
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
+             test_late_events_leave_a_rate_unchecked,
              test_typo_in_sites_warned, test_in_state_globs_accepted,
              test_inputs_that_are_not_files,
              test_cut_short_not_judged_by_module,

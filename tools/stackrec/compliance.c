@@ -660,8 +660,14 @@ static int finish(builder *b) {
 
       if (b->gs[gi].rules & (1ull << r))
         c->rule_groups[r]++;
-      if (!rule_broken(rule, s))
+      if (!rule_broken(rule, s)) {
+        if (s->rate != NULL) { /* a peak it could not see in full */
+          uint64_t ls = rule->max_per_second >= 0 ? s->rate[0].late : 0;
+          uint64_t lm = rule->max_per_minute >= 0 ? s->rate[1].late : 0;
+          c->rule_late[r] += ls > lm ? ls : lm;
+        }
         continue;
+      }
       f = &c->findings[nf++];
       f->rule = rule;
       f->group = rank[gi];
@@ -710,7 +716,8 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
            NULL ||
        (b.c->rule_unnamed = calloc(b.n_rules, sizeof *b.c->rule_unnamed)) ==
            NULL ||
-       (b.c->rule_cut = calloc(b.n_rules, sizeof *b.c->rule_cut)) == NULL))
+       (b.c->rule_cut = calloc(b.n_rules, sizeof *b.c->rule_cut)) == NULL ||
+       (b.c->rule_late = calloc(b.n_rules, sizeof *b.c->rule_late)) == NULL))
     err = -ENOMEM;
   else
     err = 0;
@@ -790,5 +797,6 @@ void stkr_comp_free(stkr_comp *c) {
     for (size_t i = 0; c->policy != NULL && i < c->policy->n_rules; i++)
       free(c->rule_notes[i]);
   STKR_FREE_ALL(c->rule_notes, c->rule_unchecked, c->rule_case,
-                c->rule_unjudged, c->rule_unnamed, c->rule_cut, c);
+                c->rule_unjudged, c->rule_unnamed, c->rule_cut, c->rule_late,
+                c);
 }

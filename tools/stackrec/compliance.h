@@ -159,6 +159,12 @@ typedef struct stkr_comp {
    * that did not select them; a rule with any is not checked. */
   uint64_t cut;
   uint64_t *rule_cut;
+  /* Per rule with a rate (policy order), not broken: its events that came
+   * too late for the peak (tools/stackrec/rate.h: read a window after
+   * newer ones, a long flush interval). Its peak may be short by them: a
+   * rule with any is not checked (QA, session 41: 40 calls in a second
+   * under max_per_second 30 passed as "peak 1/s", exit 0). */
+  uint64_t *rule_late;
   /* What the filters kept (stkr__filter_describe, NUL-terminated; NULL:
    * no filter), set by the command: every output says it. */
   const char *filters;

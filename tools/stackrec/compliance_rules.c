@@ -344,6 +344,13 @@ static const char *error_note(const stkr_comp *c, stkr_reader *r, size_t i,
     stkr_cli_buf_puts(b, ", could not be judged: the mark it asks about "
                       "may have gone with them");
     junit = "events judged";
+  } else if (c->rule_late != NULL && c->rule_late[i] > 0) {
+    stkr_cli_buf_u64(b, c->rule_late[i]);
+    stkr_cli_buf_puts(b, " of its events were read too late for its peak "
+                      "rate (a batch of one thread came a whole window "
+                      "after newer events: a long STACKREC_FLUSH_MS), so "
+                      "the peak may be higher than it could count");
+    junit = "events judged";
   } else if (guess_note(b, c->rule_unnamed, i,
                         " of its events have stacks never symbolized, so "
                         "the module map's symbol prefixes could not say "
