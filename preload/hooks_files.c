@@ -187,6 +187,54 @@ FILE *fopen64(const char *path, const char *mode) {
   return fopen_via(STKR__PL_R_fopen64, path, mode);
 }
 
+/* creat(path, mode) is open(path, O_CREAT | O_WRONLY | O_TRUNC, mode), and
+ * recorded as "open"; freopen opens path into an existing stream, recorded
+ * as "fopen" (a NULL path reopens the stream's own file: nothing new). QA,
+ * session 41: neither was recorded (creat of ~/.ssh/newkey, freopen of
+ * /etc/passwd). always_inline: as open_via. */
+typedef int (*creat_fn)(const char *, mode_t);
+typedef FILE *(*freopen_fn)(const char *, const char *, FILE *);
+
+static inline __attribute__((always_inline)) int
+creat_via(int real, const char *path, mode_t mode, int large) {
+  creat_fn fn = (creat_fn)stkr__pl_real(real);
+
+  PATH_EVENT(g_open, path);
+  if (fn == NULL)
+    return open_syscall(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC | large,
+                        (int)mode);
+  return fn(path, mode);
+}
+
+int creat(const char *path, mode_t mode) {
+  return creat_via(STKR__PL_R_creat, path, mode, 0);
+}
+
+int creat64(const char *path, mode_t mode) {
+  return creat_via(STKR__PL_R_creat64, path, mode, O_LARGEFILE);
+}
+
+static inline __attribute__((always_inline)) FILE *
+freopen_via(int real, const char *path, const char *mode, FILE *stream) {
+  freopen_fn fn = (freopen_fn)stkr__pl_real(real);
+
+  if (path != NULL)
+    PATH_EVENT(g_fopen, path);
+  if (fn == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return fn(path, mode, stream);
+}
+
+FILE *freopen(const char *path, const char *mode, FILE *stream) {
+  return freopen_via(STKR__PL_R_freopen, path, mode, stream);
+}
+
+FILE *freopen64(const char *path, const char *mode, FILE *stream) {
+  return freopen_via(STKR__PL_R_freopen64, path, mode, stream);
+}
+
 /* ---- fcntl: the recorder's own descriptors look free ----------------------
  * The recorder keeps its session and segment files open at high numbers,
  * close-on-exec (stkr_fd_owned). bash takes an open close-on-exec

@@ -254,7 +254,8 @@ void stkr__pl_register_file_sites(void); /* hooks_files.c */
 /* Every interposed symbol, resolved with dlsym(RTLD_NEXT) once. */
 #define STKR__PL_REALS(X)                                                      \
   X(open) X(open64) X(__open_2) X(__open64_2) X(openat) X(openat64)            \
-  X(__openat_2) X(__openat64_2) X(fopen) X(fopen64) X(gethostname)           \
+  X(__openat_2) X(__openat64_2) X(fopen) X(fopen64) X(creat) X(creat64)     \
+  X(freopen) X(freopen64) X(gethostname)                                     \
   X(__gethostname_chk) X(uname) X(getifaddrs) X(ioctl) X(connect)              \
   X(getaddrinfo) X(getenv) X(secure_getenv)                                    \
   X(execve) X(execv) X(execvp) X(execvpe) X(fexecve) X(_exit) X(_Exit)    \

@@ -678,7 +678,30 @@ static void test_lost_dir_and_small_stack(void **state) {
   assert_string_equal(g_out, "64\n");
 }
 
-TL_TEST_MAIN("preload", setup, NULL, test_all_apis,
+/* creat and freopen on watched paths are recorded, as "open" and "fopen"
+ * (QA, session 41: neither was). */
+static void test_creat_and_freopen(void **state) {
+  const char *dir = fresh("reopen");
+  char created[4300];
+  rec r;
+  (void)state;
+
+  assert_int_equal(record(dir, "", "all_apis", "reopen"), 0);
+  assert_non_null(strstr(g_out, "reopen ok"));
+  snprintf(created, sizeof created, "%s/.ssh/created_by_creat", g_home);
+  rec_load(&r, dir);
+  size_t opened = 0, reopened = 0;
+  for (size_t i = 0; i < r.n; i++) /* and the constructor's getenv */
+    if (strcmp(r.evs[i].site, "files.open") == 0)
+      opened += strcmp(r.evs[i].payload, created) == 0 ? 1 : 100;
+    else if (strcmp(r.evs[i].site, "files.fopen") == 0)
+      reopened += strcmp(r.evs[i].payload, "/etc/passwd") == 0 ? 1 : 100;
+  if (opened != 1 || reopened != 1)
+    fail_msg("creat %zu, freopen %zu of %zu events", opened, reopened, r.n);
+  rec_free(&r);
+}
+
+TL_TEST_MAIN("preload", setup, NULL, test_all_apis, test_creat_and_freopen,
              test_summary_marks_cut_stacks, test_exit_status,
              test_unreadable_arguments, test_program_changed_its_setup,
              test_program_sandboxes_itself,

@@ -453,6 +453,19 @@ int main(int argc, char **argv) {
     printf("badptr ok\n");
     return 0;
   }
+  if (argc >= 2 && strcmp(argv[1], "reopen") == 0) {
+    /* creat and freopen, each on a watched path (QA, session 41). */
+    int fd = creat(home_path(".ssh/created_by_creat"), 0600);
+    FILE *f = fopen("/dev/null", "r");
+    check(fd >= 0, "creat ~/.ssh/created_by_creat");
+    close_if(fd);
+    check(f != NULL && (f = freopen("/etc/passwd", "r", f)) != NULL,
+          "freopen /etc/passwd");
+    if (f != NULL)
+      fclose(f);
+    printf("reopen %s\n", g_failed ? "failed" : "ok");
+    return g_failed ? 3 : 0;
+  }
   if (argc >= 2 && strcmp(argv[1], "all") == 0) {
     if (run_all() != 0)
       return 3;
