@@ -83,6 +83,31 @@ bool stkr_comp_category_watched(const stkr_comp *c, stkr_reader *r,
  * ones listed only, not with every glob before (QA, session 31: 500 000
  * globs ran for minutes). */
 #define UNWATCHED_SHOWN 8
+/* A glob whose category part is a glob too ("f*.*", "[f]iles.open"): the
+ * category of the first hook site it matches, if every hook site it
+ * matches is of an unwatched category (all of them one category: a
+ * pattern across several is left alone), into *len. @return that site's
+ * name, or NULL (QA, session 41: "f*.*" on a recording without files
+ * passed, where "files.*" was not checked). */
+static const char *glob_unwatched_category(const stkr_comp *c, stkr_reader *r,
+                                           const char *g, size_t *len) {
+  const char *first = NULL, *name;
+  size_t first_len = 0;
+
+  for (size_t k = 0; (name = stkr__pl_known_site(k)) != NULL; k++) {
+    size_t cl = strcspn(name, ".");
+    if (fnmatch(g, name, 0) != 0) continue;
+    if (first != NULL && (cl != first_len || strncmp(name, first, cl) != 0))
+      return NULL;
+    if (first == NULL && stkr_comp_category_watched(c, r, name, cl))
+      return NULL;
+    first = name;
+    first_len = cl;
+  }
+  *len = first_len;
+  return first;
+}
+
 static bool unwatched_sites(const stkr_comp *c, stkr_reader *r,
                             const stkr_rule *rule,
                             stkr_cli_buf *b, size_t *n_out) {
@@ -96,7 +121,8 @@ static bool unwatched_sites(const stkr_comp *c, stkr_reader *r,
     size_t len = glob_category(g);
     bool again = false;
 
-    if (len == 0) continue;
+    if (len == 0 && (g = glob_unwatched_category(c, r, g, &len)) == NULL)
+      continue;
     for (j = 0; j < n && !again; j++) /* each category once */
       again = shown_len[j] == len && strncmp(shown[j], g, len) == 0;
     if (again || stkr_comp_category_watched(c, r, g, len)) continue;
