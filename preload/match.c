@@ -116,8 +116,6 @@ static void set_bit(uint64_t *bits, unsigned char c) {
   bits[c >> 6] |= 1ull << (c & 63);
 }
 
-static size_t clean_path(const char *path, char *out, size_t cap);
-
 void stkr__pl_paths_init(stkr__pl_paths *p, const char *home) {
   size_t i, len;
 
@@ -130,7 +128,7 @@ void stkr__pl_paths_init(stkr__pl_paths *p, const char *home) {
     return;
   /* In its plain form, as the paths are read ("/srv//me/" is "/srv/me"). */
   char plain[sizeof p->home];
-  len = clean_path(home, plain, sizeof plain);
+  len = stkr_path_lexical(home, plain, sizeof plain);
   if (len <= 1)
     return; /* "/" would make every path a home path; too long: ignored */
   memcpy(p->home, plain, len);
@@ -194,37 +192,10 @@ unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path) {
   return STKR__PL_PATH_NONE;
 }
 
-/* path's plain form into out (cap bytes, path absolute): see match.h.
- * @return its length, or 0 when it does not fit. */
-static size_t clean_path(const char *path, char *out, size_t cap) {
-  size_t n = 0;
-
-  for (const char *s = path; *s != '\0';) {
-    size_t len;
-    while (*s == '/') s++;
-    len = strcspn(s, "/");
-    if (len == 0 || (len == 1 && s[0] == '.')) {
-      /* nothing, or ".": no component */
-    } else if (len == 2 && s[0] == '.' && s[1] == '.') {
-      while (n > 0 && out[n - 1] != '/') n--; /* the last component */
-      if (n > 0) n--;                         /* and its slash */
-    } else {
-      if (n + 1 + len + 1 > cap) return 0;
-      out[n++] = '/';
-      memcpy(out + n, s, len);
-      n += len;
-    }
-    s += len;
-  }
-  if (n == 0) out[n++] = '/';
-  out[n] = '\0';
-  return n;
-}
-
 unsigned stkr__pl_path_class_clean(const stkr__pl_paths *p, const char *path) {
   char buf[STKR__PL_CLEAN_MAX];
 
-  if (clean_path(path, buf, sizeof buf) == 0)
+  if (stkr_path_lexical(path, buf, sizeof buf) == 0)
     return STKR__PL_PATH_NONE;
   unsigned char c = (unsigned char)buf[1];
   if (!(p->first[c >> 6] & (1ull << (c & 63))))

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/stkr_path.h"
+
 /* ---- categories ---------------------------------------------------------- */
 
 enum {
@@ -138,16 +140,6 @@ unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
 #define STKR__PL_CLEAN_MAX 1024
 unsigned stkr__pl_path_class_clean(const stkr__pl_paths *p, const char *path);
 
-/* Does the absolute path hold "//", a "." or ".." component? */
-static inline bool stkr__pl_path_unclean(const char *path) {
-  for (const char *s = path; *s != '\0'; s++)
-    if (s[0] == '/' &&
-        (s[1] == '/' ||
-         (s[1] == '.' && (s[2] == '/' || s[2] == '\0' ||
-                          (s[2] == '.' && (s[3] == '/' || s[3] == '\0'))))))
-      return true;
-  return false;
-}
 
 /*
  * Classify a path as an open/fopen would see it: STKR__PL_CAT_x + 1, or 0.
@@ -170,7 +162,7 @@ static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
     if (r != STKR__PL_PATH_NONE)
       return r;
   }
-  return stkr__pl_path_unclean(path) ? stkr__pl_path_class_clean(p, path)
+  return stkr_path_unclean(path) ? stkr__pl_path_class_clean(p, path)
                                      : STKR__PL_PATH_NONE;
 }
 

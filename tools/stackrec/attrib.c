@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stkr_path.h"
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/json.h"
 
@@ -40,40 +41,9 @@ const char *stkr_attrib_base_name(const char *path) {
  * when it is too long to take apart (then not the system's: a wrong
  * "system" hides an SDK, a wrong "not" only shows a library). */
 static const char *lexical_path(const char *path, char *buf, size_t cap) {
-  const size_t pl = strlen(path);
-  const char *p = path;
-  size_t n = 0;
-
-  /* Any "." or ".." component (at the end too: "/usr/lib/..") or "//". */
-  if (path[0] != '/' ||
-      (strstr(path, "/./") == NULL && strstr(path, "/../") == NULL &&
-       strstr(path, "//") == NULL &&
-       !(pl >= 2 && strcmp(path + pl - 2, "/.") == 0) &&
-       !(pl >= 3 && strcmp(path + pl - 3, "/..") == 0)))
+  if (path[0] != '/' || !stkr_path_unclean(path))
     return path;
-  while (*p != '\0') {
-    const char *e;
-    size_t len;
-    while (*p == '/') p++;
-    if (*p == '\0') break;
-    e = strchr(p, '/');
-    len = e != NULL ? (size_t)(e - p) : strlen(p);
-    if (len == 1 && p[0] == '.') {
-      /* nothing */
-    } else if (len == 2 && p[0] == '.' && p[1] == '.') {
-      while (n > 0 && buf[n - 1] != '/') n--;
-      if (n > 0) n--; /* the '/' before it */
-    } else {
-      if (n + 1 + len + 1 > cap) return NULL; /* too long to tell */
-      buf[n++] = '/';
-      memcpy(buf + n, p, len);
-      n += len;
-    }
-    p += len;
-  }
-  if (n == 0) buf[n++] = '/';
-  buf[n] = '\0';
-  return buf;
+  return stkr_path_lexical(path, buf, cap) != 0 ? buf : NULL;
 }
 
 /* The loader, libc and the hook library, by file name, wherever they are:

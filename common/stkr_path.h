@@ -1,0 +1,59 @@
+/*
+ * stkr_path.h: a path's plain form, read lexically (libc only,
+ * header-only): "//" and "." components dropped, ".." taking the
+ * component before it away, as the path reads; nothing is looked up (no
+ * system call, no allocation: the hooks call it on an app's open).
+ * "/usr/lib/../lib64//libc.so" is "/usr/lib64/libc.so"; links are not
+ * followed, so the kernel may resolve a ".." elsewhere.
+ * Used where a path decides a class: the hooks' watched paths (preload/
+ * match.c) and attribution's system directories (tools/stackrec/attrib.c).
+ */
+#ifndef STKR_COMMON_PATH_H
+#define STKR_COMMON_PATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+/* Does the absolute path hold "//", a "." or ".." component (at the end
+ * too)? A scan of its bytes. */
+static inline bool stkr_path_unclean(const char *path) {
+  for (const char *s = path; *s != '\0'; s++)
+    if (s[0] == '/' &&
+        (s[1] == '/' ||
+         (s[1] == '.' && (s[2] == '/' || s[2] == '\0' ||
+                          (s[2] == '.' && (s[3] == '/' || s[3] == '\0'))))))
+      return true;
+  return false;
+}
+
+/* The plain form of the absolute path into out (cap bytes).
+ * @return its length, or 0 when it does not fit (out then undefined). */
+static inline size_t stkr_path_lexical(const char *path, char *out,
+                                       size_t cap) {
+  size_t n = 0;
+
+  for (const char *s = path; *s != '\0';) {
+    size_t len;
+    while (*s == '/') s++;
+    len = strcspn(s, "/");
+    if (len == 0 || (len == 1 && s[0] == '.')) {
+      /* nothing, or ".": no component */
+    } else if (len == 2 && s[0] == '.' && s[1] == '.') {
+      while (n > 0 && out[n - 1] != '/') n--; /* the last component */
+      if (n > 0) n--;                         /* and its slash */
+    } else {
+      if (n + 1 + len + 1 > cap) return 0;
+      out[n++] = '/';
+      memcpy(out + n, s, len);
+      n += len;
+    }
+    s += len;
+  }
+  if (cap < 2) return 0;
+  if (n == 0) out[n++] = '/';
+  out[n] = '\0';
+  return n;
+}
+
+#endif /* STKR_COMMON_PATH_H */
