@@ -133,12 +133,15 @@ static void test_second_session_first_counters_zero(void **state) {
   char path[2200];
   (void)state;
 
-  cfg.flush_interval_ms = 3600000; /* nothing drains: the ring fills */
+  /* Whether the ring fills depends on the worker's speed; attempted
+   * counts either way (a failed check leaves no session running). */
+  cfg.flush_interval_ms = 3600000;
   assert_int_equal(stkr_init(&cfg), 0);
   for (int i = 0; i < 20000; i++) (void)stkr_event(&g_site, "full", 4);
-  assert_int_equal(stkr_stats_get(&st), 0);
-  assert_true(st.dropped_ring_full > 0);
+  int got = stkr_stats_get(&st);
   assert_int_equal(stkr_shutdown(), 0);
+  assert_int_equal(got, 0);
+  assert_int_equal(st.attempted, 20000);
   n = tf_segments(tl_dir, pid, seqs, 256);
   assert_int_equal(stkr_init(&cfg), 0);
   assert_int_equal(stkr_shutdown(), 0);
@@ -149,9 +152,10 @@ static void test_second_session_first_counters_zero(void **state) {
   assert_true(nb >= 1 && v[0]->header != NULL && v[0]->counters != NULL);
   if (v[0]->counters->attempted != 0 || v[0]->counters->dropped_ring_full != 0)
     fail_msg("the second session's first Counters: attempted %llu, ring "
-             "full %llu (the first session dropped %llu)",
+             "full %llu (the first session's: %llu, %llu)",
              (unsigned long long)v[0]->counters->attempted,
              (unsigned long long)v[0]->counters->dropped_ring_full,
+             (unsigned long long)st.attempted,
              (unsigned long long)st.dropped_ring_full);
   tf_free(v, nb);
 }
