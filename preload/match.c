@@ -126,12 +126,12 @@ void stkr__pl_paths_init(stkr__pl_paths *p, const char *home) {
   set_bit(p->first, 'r'); /* /root/... */
   if (home == NULL || home[0] != '/')
     return;
-  /* In its plain form, as the paths are read ("/srv//me/" is "/srv/me"). */
-  char plain[sizeof p->home];
-  len = stkr_path_lexical(home, plain, sizeof plain);
-  if (len <= 1)
+  len = strlen(home);
+  while (len > 1 && home[len - 1] == '/')
+    len--;
+  if (len <= 1 || len >= sizeof p->home)
     return; /* "/" would make every path a home path; too long: ignored */
-  memcpy(p->home, plain, len);
+  memcpy(p->home, home, len);
   p->home[len] = '\0';
   p->home_len = len;
   set_bit(p->first, (unsigned char)p->home[1]);
@@ -190,17 +190,6 @@ unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path) {
     if (k_abs[i].s[1] == path[1] && match_one(&k_abs[i], path))
       return k_abs[i].cat + 1u;
   return STKR__PL_PATH_NONE;
-}
-
-unsigned stkr__pl_path_class_clean(const stkr__pl_paths *p, const char *path) {
-  char buf[STKR__PL_CLEAN_MAX];
-
-  if (stkr_path_lexical(path, buf, sizeof buf) == 0)
-    return STKR__PL_PATH_NONE;
-  unsigned char c = (unsigned char)buf[1];
-  if (!(p->first[c >> 6] & (1ull << (c & 63))))
-    return STKR__PL_PATH_NONE;
-  return stkr__pl_path_class_slow(p, buf);
 }
 
 /* ---- environment names --------------------------------------------------- */

@@ -21,8 +21,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/stkr_path.h"
-
 /* ---- categories ---------------------------------------------------------- */
 
 enum {
@@ -132,23 +130,12 @@ static inline bool stkr__pl_unreadable(const void *p) {
 
 /* Slow part of stkr__pl_path_class: the first-byte filter passed. */
 unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
-/* The class of an absolute path that is not in its plain form: written
- * into a buffer with "//" and "." components dropped and ".." taking the
- * component before it away (lexically, as the path reads; none of it is
- * looked up), then classified. A path that does not fit the buffer
- * (STKR__PL_CLEAN_MAX) is not classified. */
-#define STKR__PL_CLEAN_MAX 1024
-unsigned stkr__pl_path_class_clean(const stkr__pl_paths *p, const char *path);
-
 
 /*
  * Classify a path as an open/fopen would see it: STKR__PL_CAT_x + 1, or 0.
  * Only absolute paths are matched (a relative path, or one relative to a
  * directory fd, is not resolved: resolving would cost a system call on
- * every open). One written another way ("/etc//passwd", "/usr/../etc/
- * passwd", as "%s/%s" of "/etc/" makes) is read in its plain form (QA,
- * session 41: none of them was recorded); links are not followed, nor
- * /proc/self/root. Async-signal-safe; no allocation.
+ * every open). Async-signal-safe; no allocation.
  */
 static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
                                            const char *path) {
@@ -157,13 +144,9 @@ static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
   if (stkr__pl_unreadable(path) || path[0] != '/')
     return STKR__PL_PATH_NONE;
   c = (unsigned char)path[1];
-  if (p->first[c >> 6] & (1ull << (c & 63))) {
-    unsigned r = stkr__pl_path_class_slow(p, path);
-    if (r != STKR__PL_PATH_NONE)
-      return r;
-  }
-  return stkr_path_unclean(path) ? stkr__pl_path_class_clean(p, path)
-                                     : STKR__PL_PATH_NONE;
+  if (!(p->first[c >> 6] & (1ull << (c & 63))))
+    return STKR__PL_PATH_NONE;
+  return stkr__pl_path_class_slow(p, path);
 }
 
 /* ---- watched environment names -------------------------------------------- */
