@@ -2,11 +2,12 @@
  * stkr_path.h: a path's plain form, read lexically (libc only,
  * header-only): "//" and "." components dropped, ".." taking the
  * component before it away, as the path reads; nothing is looked up (no
- * system call, no allocation: the hooks call it on an app's open).
+ * system call, no allocation).
  * "/usr/lib/../lib64//libc.so" is "/usr/lib64/libc.so"; links are not
  * followed, so the kernel may resolve a ".." elsewhere.
- * Used where a path decides a class: the hooks' watched paths (preload/
- * match.c) and attribution's system directories (tools/stackrec/attrib.c).
+ * Used by attribution's system directories (tools/stackrec/attrib.c); the
+ * hooks' watched paths do not use it yet (session 41 backed that out: see
+ * its closing note).
  */
 #ifndef STKR_COMMON_PATH_H
 #define STKR_COMMON_PATH_H
