@@ -29,6 +29,8 @@
 
 #include "preload/match.h"
 
+#include "common/stkr_path.h"
+
 static const char *const k_cat_names[STKR__PL_CAT_COUNT] = {
     "identifiers", "network", "files", "devices", "environment", "reasons"};
 
@@ -126,12 +128,12 @@ void stkr__pl_paths_init(stkr__pl_paths *p, const char *home) {
   set_bit(p->first, 'r'); /* /root/... */
   if (home == NULL || home[0] != '/')
     return;
-  len = strlen(home);
-  while (len > 1 && home[len - 1] == '/')
-    len--;
-  if (len <= 1 || len >= sizeof p->home)
+  /* In its plain form, as the paths are read ("/srv//me/" is "/srv/me"). */
+  char plain[sizeof p->home];
+  len = stkr_path_lexical(home, plain, sizeof plain);
+  if (len <= 1)
     return; /* "/" would make every path a home path; too long: ignored */
-  memcpy(p->home, home, len);
+  memcpy(p->home, plain, len);
   p->home[len] = '\0';
   p->home_len = len;
   set_bit(p->first, (unsigned char)p->home[1]);
@@ -190,6 +192,20 @@ unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path) {
     if (k_abs[i].s[1] == path[1] && match_one(&k_abs[i], path))
       return k_abs[i].cat + 1u;
   return STKR__PL_PATH_NONE;
+}
+
+unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
+                                     const char *path) {
+  char buf[STKR__PL_CLEAN_MAX];
+
+  /* One scan of the path's bytes on every open not matched as written. */
+  if (!stkr_path_unclean(path) ||
+      stkr_path_lexical(path, buf, sizeof buf) == 0)
+    return STKR__PL_PATH_NONE;
+  unsigned char c = (unsigned char)buf[1];
+  if (!(p->first[c >> 6] & (1ull << (c & 63))))
+    return STKR__PL_PATH_NONE;
+  return stkr__pl_path_class_slow(p, buf);
 }
 
 /* ---- environment names --------------------------------------------------- */

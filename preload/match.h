@@ -130,12 +130,23 @@ static inline bool stkr__pl_unreadable(const void *p) {
 
 /* Slow part of stkr__pl_path_class: the first-byte filter passed. */
 unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
+/* The class of an absolute path that is not in its plain form (holds
+ * "//", a "." or ".." component): read into a buffer in its plain form
+ * (common/stkr_path.h: lexically, none of it looked up), then classified.
+ * NONE for a path in its plain form, or one that does not fit the buffer
+ * (STKR__PL_CLEAN_MAX). */
+#define STKR__PL_CLEAN_MAX 1024
+unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
+                                     const char *path);
 
 /*
  * Classify a path as an open/fopen would see it: STKR__PL_CAT_x + 1, or 0.
  * Only absolute paths are matched (a relative path, or one relative to a
  * directory fd, is not resolved: resolving would cost a system call on
- * every open). Async-signal-safe; no allocation.
+ * every open). One written another way ("/etc//passwd", "/usr/../etc/
+ * passwd", as "%s/%s" of "/etc/" makes) is read in its plain form (QA,
+ * session 41: none of them was recorded); links are not followed, nor
+ * /proc/self/root. Async-signal-safe; no allocation.
  */
 static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
                                            const char *path) {
@@ -144,9 +155,12 @@ static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
   if (stkr__pl_unreadable(path) || path[0] != '/')
     return STKR__PL_PATH_NONE;
   c = (unsigned char)path[1];
-  if (!(p->first[c >> 6] & (1ull << (c & 63))))
-    return STKR__PL_PATH_NONE;
-  return stkr__pl_path_class_slow(p, path);
+  if (p->first[c >> 6] & (1ull << (c & 63))) {
+    unsigned r = stkr__pl_path_class_slow(p, path);
+    if (r != STKR__PL_PATH_NONE)
+      return r;
+  }
+  return stkr__pl_path_class_unclean(p, path);
 }
 
 /* ---- watched environment names -------------------------------------------- */

@@ -39,6 +39,19 @@ static void check_paths(const stkr__pl_paths *p, const pcase *c, size_t n) {
 static void test_paths_absolute(void **state) {
   static const pcase c[] = {
       {"/etc/machine-id", ID},
+      /* Written other ways (QA, session 41: none was recorded). */
+      {"/etc//passwd", FILES},
+      {"//etc/passwd", FILES},
+      {"/etc/./passwd", FILES},
+      {"/usr/../etc/machine-id", ID},
+      {"/etc/../etc/machine-id", ID},
+      {"/../../etc/shadow", FILES},
+      {"/sys/class/net/../net/lo/address", ID},
+      {"/etc/ssh/../passwd", FILES},
+      {"/etc/passwd/..", NONE},
+      {"/etc/passwd/.", FILES},
+      {"/etc/..passwd", NONE},
+      {"/etc/.../passwd", NONE},
       {"/etc/machine-id.bak", NONE},
       {"/etc/machine-i", NONE},
       {"/var/lib/dbus/machine-id", ID},
@@ -100,6 +113,8 @@ static void test_paths_home(void **state) {
   };
   static const pcase custom_home[] = {
       {"/srv/users/bob/.ssh/known_hosts", FILES},
+      {"/srv/users//bob/.ssh/known_hosts", FILES},
+      {"/srv/users/bob/./.ssh", FILES},
       {"/srv/users/bob/.gnupg", FILES},
       {"/srv/users/bob/notes.txt", NONE},
       {"/srv/users/bobby/.ssh/known_hosts", NONE},
@@ -114,6 +129,11 @@ static void test_paths_home(void **state) {
   stkr__pl_paths_init(&p, NULL);
   check_paths(&p, any_home, sizeof any_home / sizeof any_home[0]);
   stkr__pl_paths_init(&p, "/srv/users/bob/"); /* trailing '/' trimmed */
+  assert_string_equal(p.home, "/srv/users/bob");
+  check_paths(&p, custom_home, sizeof custom_home / sizeof custom_home[0]);
+  /* A HOME written another way is taken in its plain form (QA, session
+   * 41: HOME=/x//home lost every ~/.ssh open). */
+  stkr__pl_paths_init(&p, "//srv//users/./bob");
   assert_string_equal(p.home, "/srv/users/bob");
   check_paths(&p, custom_home, sizeof custom_home / sizeof custom_home[0]);
   check_paths(&p, any_home, sizeof any_home / sizeof any_home[0]);
