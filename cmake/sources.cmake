@@ -160,6 +160,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/breakdown.c
   tools/stackrec/compliance.c
   tools/stackrec/compliance_cmd.c
+  tools/stackrec/compliance_finish.c
   tools/stackrec/compliance_out.c
   tools/stackrec/compliance_rules.c
   tools/stackrec/diff.c

@@ -413,8 +413,15 @@ static void stkr__apply_counters(stkr__stream *st, const Stackrec__Batch *b,
     st->have_batch_seq = true;
     st->last_batch_seq = b->seq;
   }
-  if (b->last)
+  if (b->last) {
     st->sess_clean = true;
+    in->end_ts_ns = 0;
+    if (b->clock != NULL && b->clock->mono_ns != 0)
+      in->end_ts_ns = in->instance_shift_ns == 0
+                          ? b->clock->mono_ns
+                          : stkr_clock_add(b->clock->mono_ns,
+                                           in->instance_shift_ns);
+  }
   in->clean_end = st->sess_clean && !st->unclean_before;
   in->batches++;
 }
@@ -426,6 +433,7 @@ static void stkr__session_reset(stkr__stream *st) {
   if (!st->sess_clean)
     st->unclean_before = true;
   st->sess_clean = false;
+  st->info.end_ts_ns = 0; /* the process goes on: a later session's end */
 
   /* Site entries stay (they hold the counts); only their ids go. */
   stkr__idmap_free(&st->site_map);

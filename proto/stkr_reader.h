@@ -413,6 +413,11 @@ typedef struct stkr_process_info {
    * same for every process of that directory, each also a warning. A
    * mark may be lost with them. Since session 39. */
   uint64_t marks_damaged;
+  /* When its last session ended cleanly: the clock of the batch with
+   * last=true (Batch.clock, on the clock of first_ts_ns); 0: no clean end
+   * read, or one without a clock. A `stackrec mark` set after it is one
+   * the process never saw. Since session 42. */
+  uint64_t end_ts_ns;
 } stkr_process_info;
 
 /* Events per site of one process. One entry with name "?" and id 0

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "proto/stkr_reader.h"
 #include "tests/cli_run.h"
 #include "tests/fixture.h"
 #include "tests/symrec.h"
@@ -445,6 +446,40 @@ static void test_manifest_reasons_exact(void **state) {
                         "7D9E.1, B728.1), not \"e174.1\"");
 }
 
+/* "N of M processes with events saw consent.granted" counts no process
+ * whose clean end came before the `stackrec mark` that granted it (QA,
+ * session 41: a forked child that ended first was counted, "2 of 2"). One
+ * process ends cleanly (its last batch's clock long before the mark, set
+ * now), one has not ended (still running, or killed: it may have seen
+ * it); the events are judged as before either way. */
+static void test_consent_not_counted_after_the_end(void **state) {
+  static const char *const sites[] = {"identifiers.uname"};
+  static const char *const threads[] = {"main"};
+  static const sr_stack stacks[] = {{1, k_whole, 2, false}};
+  static const sr_event evs[] = {{1, 1, 10}, {1, 1, 10}};
+  const sr_rec r = {.name = "app", .pc_base = 0x400000,
+                    .start_ns = 1000000000, .sites = sites, .n_sites = 1,
+                    .threads = threads, .n_threads = 1, .stacks = stacks,
+                    .n_stacks = 1, .evs = evs, .n_evs = 2};
+  char dir[4096];
+  sr_rec open_r = r;
+  (void)state;
+
+  snprintf(dir, sizeof dir, "%s", fx_tmpdir("rules-consent-end"));
+  assert_int_equal(write_app(dir, 41, r), 0); /* ended cleanly */
+  open_r.pid = 42;                             /* no clean end */
+  assert_int_equal(sr_write(dir, &open_r), 0);
+  assert_int_equal(stkr_mark_append(dir, "consent.granted", NULL, 0), 0);
+  assert_int_equal(cr_run("compliance '%s'", dir), 0); /* no findings */
+  cr_assert_has(cr_out, "# INCOMPLETE: 1 of 2 processes (pid 42)");
+  cr_assert_has(cr_out, "; 1 of 2 processes with events saw "
+                        "consent.granted");
+  cr_assert_has(cr_out, "before consent 4");
+  assert_int_equal(cr_run("compliance --format json '%s'", dir), 0);
+  cr_assert_has(cr_out, "\"processes_with_events\":2,"
+                        "\"consent_processes\":1,");
+}
+
 TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
              test_late_events_leave_a_rate_unchecked,
              test_typo_in_sites_warned, test_in_state_globs_accepted,
@@ -452,4 +487,5 @@ TL_TEST_MAIN("compliance-rules", setup, NULL, test_unwatched_named_up_to_8,
              test_cut_short_not_judged_by_module,
              test_filters_said_and_judged, test_every_site_typo_named,
              test_junit_noncharacters, test_no_false_warnings,
-             test_manifest_reasons_exact)
+             test_manifest_reasons_exact,
+             test_consent_not_counted_after_the_end)

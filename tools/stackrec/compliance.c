@@ -21,100 +21,8 @@
 #include "common/stkr_hash.h"
 #include "common/stkr_map.h"
 #include "tools/stackrec/boots.h"
-#include "tools/stackrec/compliance.h"
+#include "tools/stackrec/compliance_builder.h"
 #include "tools/stackrec/rate.h"
-
-#if __has_include("tools/stackrec/states.h")
-#include "tools/stackrec/inherit.h"
-#include "tools/stackrec/states.h"
-#define HAVE_STATES 1
-#else
-/* Built without the marks branch: no marks can be read, so no state is
- * ever active and no mark ever seen (every event is before consent). */
-#define HAVE_STATES 0
-#endif
-
-#define NS_PER_S 1000000000ull
-
-/* In builder.stack_group: the stack's module is a guess, its frames
- * unnamed (stkr_attrib_module's unnamed). Groups number far below it. */
-#define STACK_UNNAMED 0x80000000u
-/* ... its frames are all in system images: an event of it whose walk was
- * cut short (per event: stkr_event_view.stack_truncated) was made by a
- * caller not known, its module being the library where it ended (QA,
- * session 39: python's uuid.getnode() MAC read was libuuid.so.1's, and a
- * rule on python3* passed). */
-#define STACK_SYSONLY 0x40000000u
-#define STACK_FLAGS (STACK_UNNAMED | STACK_SYSONLY)
-
-/* Per (group, rule) while reading. */
-typedef struct rule_state {
-  uint64_t count;
-  uint64_t first_ts;
-  size_t stack;
-  stkr_rate *rate;          /* [0] per second, [1] per minute: only for a
-                               rate rule that selects the group (~1 KiB) */
-  uint32_t rate_proc;       /* process + 1 the windows belong to */
-} rule_state;
-
-typedef struct group_state {
-  stkr_rate per_s, per_min;
-  uint32_t rate_proc;       /* process + 1 the windows belong to */
-  uint32_t last_proc;       /* process + 1 last seen (n_pids) */
-  uint64_t rules;           /* bit r: rule r selects this group */
-  /* bit r: rule r has modules and its sites match this group's: an
-   * unsymbolized stack here might have been its module's (unnamed). */
-  uint64_t rules_by_site;
-} group_state;
-
-typedef struct builder {
-  const stkr_comp_opts *o;
-  stkr_comp *c;
-  size_t n_rules;
-  uint32_t *stack_group;    /* per agg stack: group + 1, 0 unknown; ORed
-                               with STACK_UNNAMED */
-  size_t stack_group_cap;
-  group_state *gs;          /* per group */
-  rule_state *rs;           /* per group: n_rules of them */
-  size_t group_cap;
-  stkr_index group_ix;      /* hash of (site, module) -> group */
-  const stkr_reader *r;
-  size_t cur_process;
-  /* The current process's earliest segments were deleted by the disk cap,
-   * or it is a forked child whose origin's marks are not known (inherit.h):
-   * what its marks were before its first kept event is unknown. */
-  bool proc_head_lost;
-  bool proc_unjudged;       /* ... and an event of it was not judged */
-  /* The current process dropped a mark before the event being read
-   * (stkr_process_info.marks_dropped): what was true since is unknown. */
-  bool proc_marks_lost;
-  bool proc_marks;          /* the current process has marks */
-  bool proc_inherit_due;    /* ... and its inherited ones are not loaded:
-                               its Header is not read yet (inherit.h) */
-  bool proc_consent;        /* ... a consent.granted among them */
-  bool proc_events;
-  uint32_t proc_instance;   /* stkr_process_info.instances it is at */
-  uint64_t proc_drops_base; /* marks_dropped when that instance began */
-  /* Processes of several clocks on one time line (boots.h): first_ts,
-   * last_ts and the origin; marks, states and rates use each process's
-   * own clock. */
-  stkr_boots boots;
-#if HAVE_STATES
-  /* The current pid's `stackrec mark` marks (names copied): a process
-   * that takes the pid again starts with those set after its start, on
-   * its own clock (set: where each was set). */
-  struct ext_mark { stkr_mark_clock set; char *name; } *ext;
-  size_t n_ext, cap_ext;
-  stkr_states *states;
-  stkr_inherit *inherit;
-  uint64_t version;         /* + 1 at every mark and process */
-  /* Cached answers (states.h), valid while version stays. */
-  stkr_seen_cache consent;  /* consent.granted seen */
-  stkr_state_cache background; /* in app.background */
-  stkr_seen_cache *rule_seen;  /* per rule: before_mark */
-  stkr_state_cache *rule_in;   /* per rule: in_state */
-#endif
-} builder;
 
 /* ---- groups ------------------------------------------------------------------ */
 
@@ -176,12 +84,6 @@ static int group_add(builder *b, const char *site, const char *module,
   return 0;
 }
 
-/* The group of agg stack `stack` known so far, or -1. */
-static long known_group(const builder *b, size_t stack) {
-  if (stack >= b->stack_group_cap || b->stack_group[stack] == 0)
-    return -1;
-  return (long)(b->stack_group[stack] & ~STACK_FLAGS) - 1;
-}
 
 /* Are all of s's frames (one at least) in system images (STACK_SYSONLY)?
  * A frame in no known image (JIT code) is not one: not "in a library". */
@@ -244,9 +146,23 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
 
 /* ---- per process ------------------------------------------------------------- */
 
+/* Did the process (or launch) read so far see its consent? Not if it came
+ * only by a `stackrec mark`, which every process of the directory is
+ * given, after the clean end of the process (of its last launch: an
+ * earlier one's end is not known). QA, session 41: a forked child that
+ * ended first was counted. */
+static bool saw_consent(const builder *b) {
+  const stkr_process_info *p = stkr_reader_process(b->r, b->cur_process);
+
+  return b->proc_consent &&
+         (b->proc_consent_own || p == NULL || p->end_ts_ns == 0 ||
+          !p->clean_end || b->proc_instance < p->instances ||
+          b->proc_consent_ext_ts <= p->end_ts_ns);
+}
+
 /* The process (or launch of a pid) read so far is counted. */
 static void count_process(builder *b) {
-  b->c->consent_processes += b->proc_events && b->proc_consent;
+  b->c->consent_processes += b->proc_events && saw_consent(b);
   b->c->unjudged_processes += b->proc_unjudged;
   b->c->head_lost_processes += b->proc_unjudged && b->proc_head_lost;
 }
@@ -284,10 +200,9 @@ static int load_inherited(builder *b, const stkr_process_info *p) {
   }
   b->c->unknown_origin_processes += from == STKR_INHERIT_UNKNOWN;
   b->proc_marks = stkr_states_count(b->states) > 0;
-  b->proc_consent =
-      b->proc_consent ||
-      (b->proc_marks &&
-       stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX));
+  if (b->proc_marks &&
+      stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX))
+    b->proc_consent = b->proc_consent_own = true;
   return 0;
 }
 
@@ -323,6 +238,8 @@ static int new_instance(builder *b, const stkr_process_info *p) {
   b->proc_instance = p->instances;
   b->proc_drops_base = p->marks_dropped; /* the earlier launches' */
   b->proc_marks = b->proc_consent = b->proc_events = false;
+  b->proc_consent_own = false;
+  b->proc_consent_ext_ts = UINT64_MAX;
   b->proc_head_lost = b->proc_unjudged = b->proc_marks_lost = false;
 #if HAVE_STATES
   stkr_states_reset(b->states);
@@ -340,7 +257,10 @@ static int new_instance(builder *b, const stkr_process_info *p) {
       if (err != 0)
         return err;
       b->proc_marks = true;
-      b->proc_consent |= strcmp(b->ext[i].name, STKR_COMP_CONSENT_MARK) == 0;
+      if (strcmp(b->ext[i].name, STKR_COMP_CONSENT_MARK) == 0) {
+        b->proc_consent = true;
+        if (ts < b->proc_consent_ext_ts) b->proc_consent_ext_ts = ts;
+      }
     }
   }
 #endif
@@ -353,6 +273,8 @@ static int new_process(builder *b, const stkr_event_view *ev) {
 
   b->cur_process = ev->process;
   b->proc_marks = b->proc_consent = b->proc_events = false;
+  b->proc_consent_own = false;
+  b->proc_consent_ext_ts = UINT64_MAX;
   b->proc_head_lost = p != NULL && p->head_lost;
   b->proc_unjudged = b->proc_marks_lost = false;
   b->proc_instance = p != NULL && p->instances > 1 ? p->instances : 1;
@@ -406,8 +328,13 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
     return 0;
   b->version++;
   b->proc_marks = true;
-  if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
+  if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0) {
     b->proc_consent = true;
+    if (!external)
+      b->proc_consent_own = true;
+    else if (ev->ts_ns < b->proc_consent_ext_ts)
+      b->proc_consent_ext_ts = ev->ts_ns;
+  }
   return stkr_states_mark(b->states, ev->ts_ns, ev->site);
 }
 #endif
@@ -567,129 +494,6 @@ static int on_event(void *arg, const stkr_agg *a, const stkr_event_view *ev,
   return 0;
 }
 
-/* ---- the end ----------------------------------------------------------------- */
-
-static const stkr_comp_group *g_sort_groups; /* for the qsort below */
-
-static int group_order(const void *pa, const void *pb) {
-  const stkr_comp_group *x = &g_sort_groups[*(const size_t *)pa];
-  const stkr_comp_group *y = &g_sort_groups[*(const size_t *)pb];
-  int c = strcmp(x->site, y->site);
-
-  if (c == 0) c = stkr_cmp_u64(y->count, x->count);
-  return c != 0 ? c : strcmp(x->module, y->module);
-}
-
-static bool rule_broken(const stkr_rule *r, const rule_state *s) {
-  if (s->count == 0)
-    return false;
-  if (s->rate == NULL)
-    return true;
-  return (r->max_per_second >= 0 &&
-          (double)s->rate[0].peak > r->max_per_second) ||
-         (r->max_per_minute >= 0 &&
-          (double)s->rate[1].peak > r->max_per_minute);
-}
-
-static double secs(const stkr_comp *c, uint64_t ts) {
-  return ts > c->origin_ns ? (double)(ts - c->origin_ns) / 1e9 : 0.0;
-}
-
-/* Rates closed, examples picked, groups sorted, findings listed. */
-static int finish(builder *b) {
-  stkr_comp *c = b->c;
-  const stkr_agg *a = c->agg;
-  size_t *order = NULL, *rank = NULL, i, r, nf = 0;
-  stkr_comp_group *sorted = NULL;
-  int err = -ENOMEM;
-
-  for (i = 0; i < a->n_stacks && i < b->stack_group_cap; i++) {
-    const long gi = known_group(b, i);
-    stkr_comp_group *g;
-    if (gi < 0)
-      continue;
-    g = &c->groups[gi];
-    if (g->n_stacks == 0 || a->stacks[i].count > a->stacks[g->example].count)
-      g->example = i;
-    g->n_stacks++;
-  }
-  for (i = 0; i < c->n_groups; i++) {
-    group_state *gs = &b->gs[i];
-    stkr_rate_finish(&gs->per_s);
-    stkr_rate_finish(&gs->per_min);
-    c->groups[i].peak_per_second = gs->per_s.peak;
-    c->groups[i].peak_per_minute = gs->per_min.peak;
-    c->groups[i].late = gs->per_s.late;
-    c->groups[i].first_s = secs(c, c->groups[i].first_ts);
-    c->groups[i].last_s = secs(c, c->groups[i].last_ts);
-    for (r = 0; r < b->n_rules; r++) {
-      rule_state *s = &b->rs[i * b->n_rules + r];
-      if (s->rate != NULL) {
-        stkr_rate_finish(&s->rate[0]);
-        stkr_rate_finish(&s->rate[1]);
-      }
-    }
-  }
-  if (c->n_groups == 0)
-    return 0;
-  order = malloc(c->n_groups * sizeof *order);
-  rank = malloc(c->n_groups * sizeof *rank);
-  sorted = malloc(c->n_groups * sizeof *sorted);
-  if (b->n_rules > 0 &&
-      (c->findings = calloc(c->n_groups * b->n_rules, sizeof *c->findings)) ==
-          NULL)
-    goto out;
-  if (order == NULL || rank == NULL || sorted == NULL)
-    goto out;
-  for (i = 0; i < c->n_groups; i++)
-    order[i] = i;
-  g_sort_groups = c->groups;
-  qsort(order, c->n_groups, sizeof *order, group_order);
-  for (i = 0; i < c->n_groups; i++) {
-    sorted[i] = c->groups[order[i]];
-    rank[order[i]] = i;
-  }
-  memcpy(c->groups, sorted, c->n_groups * sizeof *sorted);
-  /* Findings by rule, then in group order. */
-  for (r = 0; r < b->n_rules; r++) {
-    const stkr_rule *rule = &b->o->policy->rules[r];
-    for (i = 0; i < c->n_groups; i++) {
-      const size_t gi = order[i];
-      const rule_state *s = &b->rs[gi * b->n_rules + r];
-      stkr_comp_finding *f;
-
-      if (b->gs[gi].rules & (1ull << r))
-        c->rule_groups[r]++;
-      if (!rule_broken(rule, s)) {
-        if (s->rate != NULL) { /* a peak it could not see in full */
-          uint64_t ls = rule->max_per_second >= 0 ? s->rate[0].late : 0;
-          uint64_t lm = rule->max_per_minute >= 0 ? s->rate[1].late : 0;
-          c->rule_late[r] += ls > lm ? ls : lm;
-        }
-        continue;
-      }
-      f = &c->findings[nf++];
-      f->rule = rule;
-      f->group = rank[gi];
-      f->count = s->count;
-      f->first_ts = s->first_ts;
-      f->first_s = secs(c, s->first_ts);
-      f->stack = s->stack;
-      if (s->rate != NULL) {
-        f->peak_per_second = s->rate[0].peak;
-        f->peak_per_minute = s->rate[1].peak;
-      }
-    }
-  }
-  c->n_findings = nf;
-  err = 0;
-out:
-  free(order);
-  free(rank);
-  free(sorted);
-  return err;
-}
-
 int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
                     void (*progress)(uint64_t events, void *arg),
                     void *progress_arg, stkr_comp **out) {
@@ -746,7 +550,7 @@ int stkr_comp_build(stkr_reader *r, const stkr_comp_opts *o,
   b.c->origin_ns = stkr_boots_origin(&b.boots, r);
   b.c->clocks = b.boots.n_clocks;
   if (err == 0)
-    err = finish(&b);
+    err = stkr__comp_finish(&b);
 #if HAVE_STATES
   ext_forget(&b);
   free(b.ext);
