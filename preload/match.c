@@ -194,18 +194,25 @@ unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path) {
   return STKR__PL_PATH_NONE;
 }
 
-unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
-                                     const char *path) {
+/* The class of path's plain form. Apart, and not inlined, so that its
+ * buffer is on the stack only for a path that needs it: an open of any
+ * other path costs a thread with little stack left nothing more. */
+__attribute__((noinline)) static unsigned
+class_plain(const stkr__pl_paths *p, const char *path) {
   char buf[STKR__PL_CLEAN_MAX];
 
-  /* One scan of the path's bytes on every open not matched as written. */
-  if (!stkr_path_unclean(path) ||
-      stkr_path_lexical(path, buf, sizeof buf) == 0)
+  if (stkr_path_lexical(path, buf, sizeof buf) == 0)
     return STKR__PL_PATH_NONE;
   unsigned char c = (unsigned char)buf[1];
   if (!(p->first[c >> 6] & (1ull << (c & 63))))
     return STKR__PL_PATH_NONE;
   return stkr__pl_path_class_slow(p, buf);
+}
+
+unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
+                                     const char *path) {
+  /* One scan of the path's bytes on every open not matched as written. */
+  return stkr_path_unclean(path) ? class_plain(p, path) : STKR__PL_PATH_NONE;
 }
 
 /* ---- environment names --------------------------------------------------- */
