@@ -442,7 +442,7 @@ static void test_privacy_manifest(void **state) {
   {
     /* Two modules whose names make one file name: two files, and a note
      * (QA: the second replaced the first, exit 0, no word). */
-    char map[700], dir[700], path[800];
+    char map[700], dir[700], path[1000];
     snprintf(map, sizeof map, "%s/clash.json", g_tmp);
     write_file(map, "{\"modules\": [\n"
                     " {\"name\": \"Acme SDK\", \"images\": [\"libacme*\"]},\n"
