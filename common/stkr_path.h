@@ -42,8 +42,9 @@ STKR_PATH_NO_TSAN static inline bool stkr_path_unclean(const char *path) {
 
 /* The plain form of the absolute path into out (cap bytes).
  * @return its length, or 0 when it does not fit (out then undefined). */
-STKR_PATH_NO_TSAN static inline size_t stkr_path_lexical(const char *path, char *out,
-                                       size_t cap) {
+STKR_PATH_NO_TSAN static inline size_t stkr_path_lexical(const char *path,
+                                                         char *out,
+                                                         size_t cap) {
   size_t n = 0;
 
   for (const char *s = path; *s != '\0';) {
