@@ -29,7 +29,8 @@ import subprocess
 import sys
 import time
 
-from push_support import (  # tests/push_support.py, beside this file
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources
+from push_support import (  # noqa: E402 - tests/push_support.py, beside this file
     CH,
     PY,
     RESULTS,
