@@ -146,18 +146,24 @@ static long group_of(builder *b, const stkr_agg *a, size_t stack,
 
 /* ---- per process ------------------------------------------------------------- */
 
-/* Did the process (or launch) read so far see its consent? Not if it came
- * only by a `stackrec mark`, which every process of the directory is
- * given, after the clean end of the process (of its last launch: an
- * earlier one's end is not known). QA, session 41: a forked child that
- * ended first was counted. */
+/* Did the process (or launch) read so far see its consent? Not if every
+ * consent.granted it was given came after its clean end: a `stackrec
+ * mark` reaches every process of the directory, ended or not (QA, session
+ * 41: a forked child that had ended first was counted). Its own and
+ * inherited marks come before its end. The end known is its last
+ * launch's, on its first launch's clock (stkr_process_info.end_ts_ns);
+ * the marks are on the launch's own. */
 static bool saw_consent(const builder *b) {
+#if HAVE_STATES
   const stkr_process_info *p = stkr_reader_process(b->r, b->cur_process);
 
-  return b->proc_consent &&
-         (b->proc_consent_own || p == NULL || p->end_ts_ns == 0 ||
-          !p->clean_end || b->proc_instance < p->instances ||
-          b->proc_consent_ext_ts <= p->end_ts_ns);
+  if (b->proc_consent && p != NULL && p->clean_end && p->end_ts_ns != 0 &&
+      b->proc_instance >= p->instances && p->instance_shift_ns != INT64_MIN)
+    return stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK,
+                            stkr_clock_add(p->end_ts_ns,
+                                           -p->instance_shift_ns));
+#endif
+  return b->proc_consent;
 }
 
 /* The process (or launch of a pid) read so far is counted. */
@@ -200,9 +206,10 @@ static int load_inherited(builder *b, const stkr_process_info *p) {
   }
   b->c->unknown_origin_processes += from == STKR_INHERIT_UNKNOWN;
   b->proc_marks = stkr_states_count(b->states) > 0;
-  if (b->proc_marks &&
-      stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX))
-    b->proc_consent = b->proc_consent_own = true;
+  b->proc_consent =
+      b->proc_consent ||
+      (b->proc_marks &&
+       stkr_states_seen(b->states, STKR_COMP_CONSENT_MARK, UINT64_MAX));
   return 0;
 }
 
@@ -238,8 +245,6 @@ static int new_instance(builder *b, const stkr_process_info *p) {
   b->proc_instance = p->instances;
   b->proc_drops_base = p->marks_dropped; /* the earlier launches' */
   b->proc_marks = b->proc_consent = b->proc_events = false;
-  b->proc_consent_own = false;
-  b->proc_consent_ext_ts = UINT64_MAX;
   b->proc_head_lost = b->proc_unjudged = b->proc_marks_lost = false;
 #if HAVE_STATES
   stkr_states_reset(b->states);
@@ -257,10 +262,7 @@ static int new_instance(builder *b, const stkr_process_info *p) {
       if (err != 0)
         return err;
       b->proc_marks = true;
-      if (strcmp(b->ext[i].name, STKR_COMP_CONSENT_MARK) == 0) {
-        b->proc_consent = true;
-        if (ts < b->proc_consent_ext_ts) b->proc_consent_ext_ts = ts;
-      }
+      b->proc_consent |= strcmp(b->ext[i].name, STKR_COMP_CONSENT_MARK) == 0;
     }
   }
 #endif
@@ -273,8 +275,6 @@ static int new_process(builder *b, const stkr_event_view *ev) {
 
   b->cur_process = ev->process;
   b->proc_marks = b->proc_consent = b->proc_events = false;
-  b->proc_consent_own = false;
-  b->proc_consent_ext_ts = UINT64_MAX;
   b->proc_head_lost = p != NULL && p->head_lost;
   b->proc_unjudged = b->proc_marks_lost = false;
   b->proc_instance = p != NULL && p->instances > 1 ? p->instances : 1;
@@ -328,13 +328,8 @@ static int on_mark(builder *b, const stkr_event_view *ev) {
     return 0;
   b->version++;
   b->proc_marks = true;
-  if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0) {
+  if (strcmp(ev->site, STKR_COMP_CONSENT_MARK) == 0)
     b->proc_consent = true;
-    if (!external)
-      b->proc_consent_own = true;
-    else if (ev->ts_ns < b->proc_consent_ext_ts)
-      b->proc_consent_ext_ts = ev->ts_ns;
-  }
   return stkr_states_mark(b->states, ev->ts_ns, ev->site);
 }
 #endif

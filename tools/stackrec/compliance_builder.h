@@ -83,8 +83,6 @@ typedef struct builder {
   bool proc_inherit_due;    /* ... and its inherited ones are not loaded:
                                its Header is not read yet (inherit.h) */
   bool proc_consent;        /* ... a consent.granted among them */
-  bool proc_consent_own;    /* ... its own or inherited (saw_consent) */
-  uint64_t proc_consent_ext_ts; /* the first `stackrec mark` one's time */
   bool proc_events;
   uint32_t proc_instance;   /* stkr_process_info.instances it is at */
   uint64_t proc_drops_base; /* marks_dropped when that instance began */
