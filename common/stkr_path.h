@@ -8,12 +8,14 @@
  * Used by attribution's system directories (tools/stackrec/attrib.c) and
  * the hooks' watched paths (preload/match.c).
  *
- * Not instrumented by ThreadSanitizer: in the hooks these read the path an
- * open was given, as libc's own reads do, which TSan does not see either.
- * Instrumented, a path ld.so or libc made (their locks unknown to TSan)
- * drew false reports, and one drawn while TSan symbolized a report (its
- * libbacktrace opens files through the hooks) deadlocked the process at
- * exit (//tests:exit-stress under TSan, session 41).
+ * Their loads are not instrumented by ThreadSanitizer: in the hooks they
+ * read the path an open was given, as libc's own reads do, which TSan
+ * does not see either (a plain form's copy is a memcpy, which TSan
+ * intercepts). Instrumented, a path ld.so or libc made (their locks
+ * unknown to TSan) drew false reports, and one drawn while TSan
+ * symbolized a report (its libbacktrace opens files through the hooks)
+ * deadlocked the process at exit (//tests:exit-stress under TSan,
+ * session 41).
  */
 #ifndef STKR_COMMON_PATH_H
 #define STKR_COMMON_PATH_H
@@ -29,14 +31,23 @@
 #endif
 
 /* Does the absolute path hold "//", a "." or ".." component (at the end
- * too)? A scan of its bytes. */
-STKR_PATH_NO_TSAN static inline bool stkr_path_unclean(const char *path) {
-  for (const char *s = path; *s != '\0'; s++)
+ * too)? A scan of its bytes, max at most: false for a path with no NUL
+ * among them (so a caller given a string that is not one, by a program's
+ * mistake, reads no further than max). */
+STKR_PATH_NO_TSAN static inline bool stkr_path_unclean(const char *path,
+                                                       size_t max) {
+  bool unclean = false;
+
+  for (size_t i = 0; i < max; i++) {
+    const char *s = path + i;
+    if (s[0] == '\0')
+      return unclean;
     if (s[0] == '/' &&
         (s[1] == '/' ||
          (s[1] == '.' && (s[2] == '/' || s[2] == '\0' ||
                           (s[2] == '.' && (s[3] == '/' || s[3] == '\0'))))))
-      return true;
+      unclean = true;
+  }
   return false;
 }
 
@@ -50,7 +61,8 @@ STKR_PATH_NO_TSAN static inline size_t stkr_path_lexical(const char *path,
   for (const char *s = path; *s != '\0';) {
     size_t len;
     while (*s == '/') s++;
-    len = strcspn(s, "/");
+    for (len = 0; s[len] != '\0' && s[len] != '/'; len++) {
+    }
     if (len == 0 || (len == 1 && s[0] == '.')) {
       /* nothing, or ".": no component */
     } else if (len == 2 && s[0] == '.' && s[1] == '.') {

@@ -172,7 +172,9 @@ static unsigned home_class(const char *tail) {
   return STKR__PL_PATH_NONE;
 }
 
-unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path) {
+/* The class of a path in its plain form whose first byte after '/' passed
+ * the filter (stkr__pl_paths.first). */
+static unsigned class_slow(const stkr__pl_paths *p, const char *path) {
   size_t i;
 
   if (p->home_len != 0 && strncmp(path, p->home, p->home_len) == 0 &&
@@ -206,13 +208,19 @@ class_plain(const stkr__pl_paths *p, const char *path) {
   unsigned char c = (unsigned char)buf[1];
   if (!(p->first[c >> 6] & (1ull << (c & 63))))
     return STKR__PL_PATH_NONE;
-  return stkr__pl_path_class_slow(p, buf);
+  return class_slow(p, buf);
 }
 
-unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
-                                     const char *path) {
-  /* One scan of the path's bytes on every open not matched as written. */
-  return stkr_path_unclean(path) ? class_plain(p, path) : STKR__PL_PATH_NONE;
+unsigned stkr__pl_path_class_abs(const stkr__pl_paths *p, const char *path) {
+  unsigned char c;
+
+  /* One scan of the path's bytes on every open of an absolute path. */
+  if (stkr_path_unclean(path, STKR__PL_PATH_SCAN_MAX))
+    return class_plain(p, path);
+  c = (unsigned char)path[1];
+  if (!(p->first[c >> 6] & (1ull << (c & 63))))
+    return STKR__PL_PATH_NONE;
+  return class_slow(p, path);
 }
 
 /* ---- environment names --------------------------------------------------- */

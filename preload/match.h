@@ -128,16 +128,16 @@ static inline bool stkr__pl_unreadable(const void *p) {
   return (uintptr_t)p < 4096u;
 }
 
-/* Slow part of stkr__pl_path_class: the first-byte filter passed. */
-unsigned stkr__pl_path_class_slow(const stkr__pl_paths *p, const char *path);
-/* The class of an absolute path that is not in its plain form (holds
- * "//", a "." or ".." component): read into a buffer in its plain form
- * (common/stkr_path.h: lexically, none of it looked up), then classified.
- * NONE for a path in its plain form, or one that does not fit the buffer
- * (STKR__PL_CLEAN_MAX). */
+/* The class of an absolute path (path[0] == '/'): one not in its plain
+ * form (it holds "//", a "." or ".." component) by its plain form alone
+ * (common/stkr_path.h: read lexically, none of it looked up), so that
+ * "/dev/snd/../../etc/machine-id" is an identifier, not a device. Its
+ * bytes are scanned up to STKR__PL_PATH_SCAN_MAX (PATH_MAX, what the
+ * kernel takes): one without a NUL there is read as written, as before;
+ * one whose plain form does not fit STKR__PL_CLEAN_MAX is not classified. */
+#define STKR__PL_PATH_SCAN_MAX 4096
 #define STKR__PL_CLEAN_MAX 1024
-unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
-                                     const char *path);
+unsigned stkr__pl_path_class_abs(const stkr__pl_paths *p, const char *path);
 
 /*
  * Classify a path as an open/fopen would see it: STKR__PL_CAT_x + 1, or 0.
@@ -150,17 +150,9 @@ unsigned stkr__pl_path_class_unclean(const stkr__pl_paths *p,
  */
 static inline unsigned stkr__pl_path_class(const stkr__pl_paths *p,
                                            const char *path) {
-  unsigned char c;
-
   if (stkr__pl_unreadable(path) || path[0] != '/')
     return STKR__PL_PATH_NONE;
-  c = (unsigned char)path[1];
-  if (p->first[c >> 6] & (1ull << (c & 63))) {
-    unsigned r = stkr__pl_path_class_slow(p, path);
-    if (r != STKR__PL_PATH_NONE)
-      return r;
-  }
-  return stkr__pl_path_class_unclean(p, path);
+  return stkr__pl_path_class_abs(p, path);
 }
 
 /* ---- watched environment names -------------------------------------------- */

@@ -52,6 +52,12 @@ static void test_paths_absolute(void **state) {
       {"/etc/passwd/.", FILES},
       {"/etc/..passwd", NONE},
       {"/etc/.../passwd", NONE},
+      /* By the plain form alone, not by what the path starts with (review,
+       * session 42: a device, and not recorded as an identifier). */
+      {"/dev/snd/../../etc/machine-id", ID},
+      {"/dev/snd/../null", NONE},
+      {"/dev/snd//pcmC0D0p", DEV},
+      {"/home/alice/.ssh/../../../etc/machine-id", ID},
       {"/etc/machine-id.bak", NONE},
       {"/etc/machine-i", NONE},
       {"/var/lib/dbus/machine-id", ID},
@@ -87,6 +93,17 @@ static void test_paths_absolute(void **state) {
 
   stkr__pl_paths_init(&p, NULL);
   check_paths(&p, c, sizeof c / sizeof c[0]);
+
+  /* The scan reads PATH_MAX bytes at most: a path with no NUL among them
+   * is read as written (an unterminated buffer, a program's mistake, is
+   * read no further). Here its NUL is past them: "/" + 5000 "a" +
+   * "/../etc//passwd", as written no watched path. */
+  static char long_path[5100];
+  memset(long_path, 'a', sizeof long_path);
+  long_path[0] = '/';
+  snprintf(long_path + 5001, sizeof long_path - 5001, "/../etc//passwd");
+  assert_int_equal(stkr__pl_path_class(&p, long_path), NONE);
+  assert_int_equal(stkr__pl_path_class(&p, "/aaaa/../etc//passwd"), FILES);
 }
 
 static void test_paths_home(void **state) {

@@ -41,7 +41,7 @@ const char *stkr_attrib_base_name(const char *path) {
  * when it is too long to take apart (then not the system's: a wrong
  * "system" hides an SDK, a wrong "not" only shows a library). */
 static const char *lexical_path(const char *path, char *buf, size_t cap) {
-  if (path[0] != '/' || !stkr_path_unclean(path))
+  if (path[0] != '/' || !stkr_path_unclean(path, SIZE_MAX))
     return path;
   return stkr_path_lexical(path, buf, cap) != 0 ? buf : NULL;
 }
