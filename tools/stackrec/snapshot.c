@@ -327,25 +327,74 @@ static int parse_args(snap_run *r, int argc, char **argv) {
 }
 
 /* SIGINT, SIGTERM, SIGHUP, SIGQUIT and the like (STKR_SNAP_END_SIGNALS)
- * during a series: finish the snapshot under way (each thread's stop holds
- * these signals anyway), close the recording cleanly, then die of the
- * signal as the caller expects. */
-static volatile sig_atomic_t g_signal;
-static void on_signal(int sig) { g_signal = sig; }
+ * during a series: finish the snapshot under way, close the recording
+ * cleanly, then die of the signal as the caller expects. They are blocked
+ * for the whole run and taken (sigtimedwait) only where a series may end:
+ * before each snapshot and in the wait between two. No handler runs at an
+ * unknown point, so none is deferred or lost: under TSan, which runs a
+ * handler at the thread's next interceptor, a SIGTERM once left a series
+ * running for ever and another ended one by its default action with no
+ * clean end (CI, session 43). A signal ignored by whoever started us
+ * (nohup, `trap '' PIPE`) stays ignored: it would not have ended us. */
+typedef struct end_signals {
+  sigset_t set, old;
+  int taken; /* the one taken, 0 none yet */
+} end_signals;
 
-static void catch_signals(bool on) {
+static void end_signals_hold(end_signals *es) {
   static const int sigs[] = {STKR_SNAP_END_SIGNALS};
-  struct sigaction sa, old;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on ? on_signal : SIG_DFL;
-  sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-    /* A signal ignored by whoever started us (nohup, `trap '' PIPE`)
-     * stays ignored: it would not have ended us (review). */
-    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-      continue;
-    sigaction(sigs[i], &sa, NULL);
+  struct sigaction old;
+  sigemptyset(&es->set);
+  es->taken = 0;
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_IGN)
+      sigaddset(&es->set, sigs[i]);
+  sigprocmask(SIG_BLOCK, &es->set, &es->old);
+}
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Take an end signal, waiting up to wait_ns for one (0: only look).
+ * @return the signal (kept: later calls return it at once), 0 none came. */
+static int end_signal_wait(end_signals *es, int64_t wait_ns) {
+  int64_t deadline = mono_ns() + wait_ns;
+  while (!es->taken) {
+    int64_t left = deadline - mono_ns();
+    if (left < 0) left = 0;
+#if defined(__linux__)
+    struct timespec ts = {(time_t)(left / 1000000000),
+                          (long)(left % 1000000000)};
+    int sig = sigtimedwait(&es->set, NULL, &ts);
+    if (sig > 0) es->taken = sig;
+    else if (errno != EINTR || left == 0) break; /* EAGAIN: none in time */
+#else /* no sigtimedwait (Apple): look at what is pending, sleep a slice */
+    sigset_t pending;
+    int sig = 0;
+    if (sigpending(&pending) == 0)
+      for (int k = 1; k < NSIG && !sig; k++)
+        if (sigismember(&es->set, k) && sigismember(&pending, k)) sig = k;
+    if (sig && sigwait(&es->set, &sig) == 0) es->taken = sig;
+    else if (left == 0) break;
+    else nanosleep(&(struct timespec){0, (long)(left < 10000000 ? left
+                                                      : 10000000)}, NULL);
+#endif
   }
+  return es->taken;
+}
+
+/* The mask as we found it; after an end signal, die of it (its default
+ * action: the caller sees the signal it sent). */
+static void end_signals_release(end_signals *es) {
+  if (es->taken) {
+    fflush(NULL);
+    signal(es->taken, SIG_DFL);
+    raise(es->taken); /* pending until the mask below lets it in */
+  }
+  sigprocmask(SIG_SETMASK, &es->old, NULL);
 }
 
 typedef struct snap_stats {
@@ -461,19 +510,15 @@ static bool execd(pid_t pid, const uint8_t *id, int id_len) {
 }
 
 static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
-                      unsigned *taken) {
+                      end_signals *es, unsigned *taken) {
   char err[600];
   int rc = 0;
 
-  for (unsigned i = 0; i < r->count && rc == 0 && !g_signal; i++) {
+  for (unsigned i = 0; i < r->count && rc == 0; i++) {
     stkr_snap s;
     int e;
-    if (i > 0) {
-      struct timespec ts = {r->interval_ms / 1000,
-                            (long)(r->interval_ms % 1000) * 1000000L};
-      while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !g_signal) {}
-      if (g_signal) break;
-    }
+    if (end_signal_wait(es, i > 0 ? (int64_t)r->interval_ms * 1000000 : 0))
+      break;
     if (execd(r->pid, r->exec_id, r->exec_id_len)) {
       fflush(stdout);
       fprintf(stderr, "stackrec snapshot: process %d exec'd another program "
@@ -495,7 +540,7 @@ static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
       return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
     }
     stats_add(st, &s);
-    e = emit(r, im, &s, i + 1 == r->count || g_signal);
+    e = emit(r, im, &s, i + 1 == r->count || end_signal_wait(es, 0));
     stkr_snap_free(&s);
     if (e != 0) {
       fprintf(stderr, "stackrec snapshot: %s: %s\n",
@@ -512,14 +557,15 @@ int stkr_cli_snapshot(int argc, char **argv) {
   snap_run r = {.count = 1, .interval_ms = 1000};
   stkr_snap_images im = {0};
   snap_stats st = {0};
+  end_signals es;
   unsigned taken = 0;
   int rc = parse_args(&r, argc, argv), e;
 
   if (rc == -1) return STKR_CLI_OK; /* --help */
   if (rc != 0) return rc;
-  catch_signals(true);
+  end_signals_hold(&es);
   rc = setup(&r, &im);
-  if (rc == 0) rc = run_series(&r, &im, &st, &taken);
+  if (rc == 0) rc = run_series(&r, &im, &st, &es, &taken);
   stats_print(&r, &st, taken);
   /* The output first: filling costs the next run nothing and this one
    * only after its answer. Not from --fast runs (no debug files read) nor
@@ -553,10 +599,6 @@ int stkr_cli_snapshot(int argc, char **argv) {
   free(st.helds);
   stkr_snap_images_free(&im);
   if (rc == 0) rc = stkr_cli_flush("snapshot");
-  if (g_signal) {
-    fflush(NULL);
-    catch_signals(false);
-    raise(g_signal);
-  }
+  end_signals_release(&es);
   return rc;
 }

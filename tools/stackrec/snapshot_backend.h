@@ -16,11 +16,12 @@
 #include <sys/types.h>
 
 /* The signals whose default action would kill stackrec in the middle of a
- * series: snapshot.c catches them (the series ends, the recording gets its
- * end, then stackrec dies of the signal), and each platform's capture
- * holds them while a thread of the target is stopped. One list for the
- * three (QA: SIGQUIT, SIGUSR1, SIGPIPE and SIGALRM left a recording
- * without its end). An array initializer. */
+ * series: snapshot.c holds them for its whole run and takes them between
+ * snapshots (the series ends, the recording gets its end, then stackrec
+ * dies of the signal), and each platform's capture holds them while a
+ * thread of the target is stopped. One list for the three (QA: SIGQUIT,
+ * SIGUSR1, SIGPIPE and SIGALRM left a recording without its end). An
+ * array initializer. */
 #define STKR_SNAP_END_SIGNALS                                              \
   SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM,    \
       SIGVTALRM, SIGPROF

@@ -26,9 +26,9 @@
  * that end stackrec (STKR_SNAP_END_SIGNALS: SIGINT, SIGTERM, SIGHUP,
  * SIGQUIT, SIGPIPE, SIGUSR1/2, SIGALRM, SIGVTALRM, SIGPROF) and SIGTSTP
  * (a ^Z would stop stackrec with a thread stopped) are blocked while
- * threads are captured, so they take effect (snapshot.c's handler ends a
- * series) only once every thread is let go; SIGCHLD too: the wait for a
- * stop sleeps on it. If
+ * threads are captured (snapshot.c holds the first ones for its whole run
+ * and takes them between snapshots), so they take effect only once every
+ * thread is let go; SIGCHLD too: the wait for a stop sleeps on it. If
  * stackrec dies anyway (SIGKILL, a crash) the kernel detaches every tracee
  * and they run on: PTRACE_SEIZE never sends SIGSTOP, so nothing is left
  * pending. A signal that arrives for the target during its stop (a
