@@ -102,6 +102,7 @@ let package = Package(
         "flush/batch.c",
         "flush/config.c",
         "flush/drain.c",
+        "flush/drain_batch.c",
         "flush/drain_images.c",
         "flush/drain_pass.c",
         "flush/fd.c",

@@ -70,6 +70,7 @@ set(STKR_FLUSH_SRCS
   flush/batch.c
   flush/config.c
   flush/drain.c
+  flush/drain_batch.c
   flush/drain_images.c
   flush/drain_pass.c
   flush/fd.c

@@ -195,6 +195,32 @@ void stkr__drain_all(stkr__worker *w, bool last);
  * its ring files can be symbolized. A failure is counted and logged like
  * any batch's. */
 void stkr__drain_first_batch(stkr__worker *w);
+
+/* drain_batch.c: the batch under way (worker thread only). */
+/* A new batch in w->bb (the segment's next epoch of definitions kept). */
+void stkr__drain_batch_begin(stkr__worker *w);
+/* Write w->bb (`last`: the session's end) and account for it: its records
+ * are then written or counted lost, and their ring space is released. */
+void stkr__drain_write_batch(stkr__worker *w, bool last);
+/* Hand back the ring space of every record in a written (or lost) batch. */
+void stkr__drain_release_all(void);
+/* The session file's copy of dropped_worker, when it changed. */
+void stkr__drain_file_worker_drops(stkr__worker *w);
+/* Make this pass's figures visible to stkr_stats() and the like. */
+void stkr__drain_publish(stkr__worker *w);
+/* While a session ends, batches are cut at this many events, so that what
+ * is pending when the drain deadline passes encodes in a millisecond or so
+ * (a full batch of 65536 takes tens of ms on a starved core). */
+#define STKR__EXIT_BATCH_EVENTS 4096u
+/* Is the batch under way due (full, or cut short by an end)? Inline: the
+ * drain asks at every record. */
+static inline bool stkr__drain_batch_wants_write(const stkr__worker *w) {
+  return stkr__batch_full(&w->bb) ||
+         (w->bb.n >= STKR__EXIT_BATCH_EVENTS &&
+          atomic_load_explicit(&w->stop_by_ns, memory_order_relaxed) != 0);
+}
+/* Write the batch and begin the next if it is due. */
+void stkr__drain_maybe_write_full(stkr__worker *w);
 /* stkr__loader_scan_begin/end: flush_internal.h. */
 /* pthread_atfork handlers for that lock (worker.c registers them). */
 void stkr__loader_scan_atfork_prepare(void);
