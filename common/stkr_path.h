@@ -31,7 +31,9 @@
 #endif
 
 /* Does the absolute path hold "//", a "." or ".." component (at the end
- * too)? A scan of its bytes, max at most: false for a path with no NUL
+ * too), or end in '/' ("/" itself aside: `/etc/passwd/`, which the kernel
+ * refuses for a file as it does `/etc/passwd//`, is still an attempt on
+ * it)? A scan of its bytes, max at most: false for a path with no NUL
  * among them (so a caller given a string that is not one, by a program's
  * mistake, reads no further than max). */
 STKR_PATH_NO_TSAN static inline bool stkr_path_unclean(const char *path,
@@ -43,7 +45,7 @@ STKR_PATH_NO_TSAN static inline bool stkr_path_unclean(const char *path,
     if (s[0] == '\0')
       return unclean;
     if (s[0] == '/' &&
-        (s[1] == '/' ||
+        (s[1] == '/' || (s[1] == '\0' && i > 0) ||
          (s[1] == '.' && (s[2] == '/' || s[2] == '\0' ||
                           (s[2] == '.' && (s[3] == '/' || s[3] == '\0'))))))
       unclean = true;

@@ -50,6 +50,12 @@ static void test_paths_absolute(void **state) {
       {"/etc/ssh/../passwd", FILES},
       {"/etc/passwd/..", NONE},
       {"/etc/passwd/.", FILES},
+      /* One trailing slash as two (session 42's note: it was NONE). */
+      {"/etc/passwd/", FILES},
+      {"/etc/passwd//", FILES},
+      {"/etc/machine-id/", ID},
+      {"/etc/", NONE},
+      {"/", NONE},
       {"/etc/..passwd", NONE},
       {"/etc/.../passwd", NONE},
       /* By the plain form alone, not by what the path starts with (review,
@@ -111,6 +117,7 @@ static void test_paths_home(void **state) {
       /* /home/<user> and /root match without $HOME. */
       {"/home/alice/.ssh/id_rsa", FILES},
       {"/home/alice/.ssh", FILES},
+      {"/home/alice/.ssh/", FILES},
       {"/home/alice/.sshx/id_rsa", NONE},
       {"/home/alice/.gnupg/pubring.kbx", FILES},
       {"/home/alice/.mozilla/firefox/abc.default/cookies.sqlite", FILES},
