@@ -328,28 +328,50 @@ static int parse_args(snap_run *r, int argc, char **argv) {
 
 /* SIGINT, SIGTERM, SIGHUP, SIGQUIT and the like (STKR_SNAP_END_SIGNALS)
  * during a series: finish the snapshot under way, close the recording
- * cleanly, then die of the signal as the caller expects. They are blocked
- * for the whole run and taken (sigtimedwait) only where a series may end:
- * before each snapshot and in the wait between two. No handler runs at an
- * unknown point, so none is deferred or lost: under TSan, which runs a
- * handler at the thread's next interceptor, a SIGTERM once left a series
- * running for ever and another ended one by its default action with no
- * clean end (CI, session 43). A signal ignored by whoever started us
- * (nohup, `trap '' PIPE`) stays ignored: it would not have ended us. */
+ * cleanly, then die of the signal as the caller expects. On Linux they are
+ * blocked for the whole run and taken (sigtimedwait) only where a series
+ * may end: before each snapshot and in the wait between two. No handler
+ * runs at an unknown point, so none is deferred or lost: under TSan, which
+ * runs a handler at the thread's next interceptor, a SIGTERM once left a
+ * series running for ever and another ended one by its default action with
+ * no clean end (CI, session 43). Elsewhere (Apple: no sigtimedwait, and
+ * sigpending sees only the calling thread's, while main.c may run the
+ * command on a thread of its own) a handler notes the signal, and the wait
+ * sleeps in slices. Either way a signal ignored or blocked by whoever
+ * started us (nohup, `trap '' PIPE`, a blocked mask) is left so: it would
+ * not have ended us. */
 typedef struct end_signals {
   sigset_t set, old;
   int taken; /* the one taken, 0 none yet */
 } end_signals;
+
+#if !defined(__linux__)
+static volatile sig_atomic_t g_end_signal;
+static void on_end_signal(int sig) {
+  if (g_end_signal == 0) g_end_signal = sig;
+}
+#endif
 
 static void end_signals_hold(end_signals *es) {
   static const int sigs[] = {STKR_SNAP_END_SIGNALS};
   struct sigaction old;
   sigemptyset(&es->set);
   es->taken = 0;
+  sigprocmask(SIG_BLOCK, NULL, &es->old);
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-    if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_IGN)
+    if ((sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_IGN) &&
+        sigismember(&es->old, sigs[i]) != 1)
       sigaddset(&es->set, sigs[i]);
-  sigprocmask(SIG_BLOCK, &es->set, &es->old);
+#if defined(__linux__)
+  sigprocmask(SIG_BLOCK, &es->set, NULL);
+#else
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_end_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int k = 1; k < NSIG; k++)
+    if (sigismember(&es->set, k) == 1) sigaction(k, &sa, NULL);
+#endif
 }
 
 static int64_t mono_ns(void) {
@@ -371,28 +393,29 @@ static int end_signal_wait(end_signals *es, int64_t wait_ns) {
     int sig = sigtimedwait(&es->set, NULL, &ts);
     if (sig > 0) es->taken = sig;
     else if (errno != EINTR || left == 0) break; /* EAGAIN: none in time */
-#else /* no sigtimedwait (Apple): look at what is pending, sleep a slice */
-    sigset_t pending;
-    int sig = 0;
-    if (sigpending(&pending) == 0)
-      for (int k = 1; k < NSIG && !sig; k++)
-        if (sigismember(&es->set, k) && sigismember(&pending, k)) sig = k;
-    if (sig && sigwait(&es->set, &sig) == 0) es->taken = sig;
-    else if (left == 0) break;
-    else nanosleep(&(struct timespec){0, (long)(left < 10000000 ? left
-                                                      : 10000000)}, NULL);
+#else
+    if ((es->taken = g_end_signal) != 0 || left == 0) break;
+    /* A signal cuts the slice short (EINTR). */
+    nanosleep(&(struct timespec){0, (long)(left < 10000000 ? left
+                                                  : 10000000)}, NULL);
 #endif
   }
   return es->taken;
 }
 
-/* The mask as we found it; after an end signal, die of it (its default
- * action: the caller sees the signal it sent). */
+/* After an end signal, die of it (its default action: the caller sees
+ * the signal it sent), and of no other end signal pending beside it;
+ * otherwise the mask as we found it. */
 static void end_signals_release(end_signals *es) {
   if (es->taken) {
+    sigset_t others = es->set;
     fflush(NULL);
+    sigdelset(&others, es->taken);
+    sigprocmask(SIG_BLOCK, &others, NULL);
     signal(es->taken, SIG_DFL);
     raise(es->taken); /* pending until the mask below lets it in */
+    for (int k = 1; k < NSIG; k++)
+      if (sigismember(&others, k) == 1) sigaddset(&es->old, k);
   }
   sigprocmask(SIG_SETMASK, &es->old, NULL);
 }
@@ -576,7 +599,10 @@ int stkr_cli_snapshot(int argc, char **argv) {
             "caches in %s\n", stkr__symbe_cached(r.be),
             stkr__symbe_cached(r.be) == 1 ? "" : "s", r.symcache_dir);
   fflush(stdout);
-  if (rc == 0 && r.symcache_dir && !r.fast && !r.n_debug_dirs && r.be) {
+  /* Not after an end signal: the caller wants us gone (the fill's own
+   * check sees only signals still pending, and ours was taken). */
+  if (rc == 0 && !es.taken && r.symcache_dir && !r.fast && !r.n_debug_dirs &&
+      r.be) {
     stkr_cli_symcache_todo todo = {0};
     stkr_cli_symcache_take(r.be, &todo);
     stkr_cli_symcache_fill(&todo, r.symcache_dir, "snapshot",

@@ -85,8 +85,9 @@ void stkr_cli_symcache_todo_free(stkr_cli_symcache_todo *t) {
 /* ---- the fill ------------------------------------------------------------ */
 
 /* A signal that means "stop" is pending: held by a caller that blocks them
- * (record, once CMD has ended), so the fill would otherwise keep the user
- * waiting for images they no longer want (libc: ~0.15 s each). */
+ * (record, once CMD has ended; snapshot, for its whole run), so the fill
+ * would otherwise keep the user waiting for images they no longer want
+ * (libc: ~0.15 s each). */
 static bool stop_asked(void) {
   static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
   sigset_t pending;
