@@ -19,11 +19,12 @@
  * Durability (crash-proof rings): a consumed record stays in its ring (the
  * ring's `tail` is not advanced past it) until the batch holding it has
  * gone through write(2) or has been counted lost; only then does
- * stkr__drain_stkr__drain_release_all() (drain_batch.c) hand the space back. The ring file's tail is therefore a
- * position below which everything is in a segment, and every batch carries
- * Batch.ring_pos (thread, end) for the threads whose records it holds, so
- * that recovery after a crash between write(2) and the tail store still
- * knows exactly where the segments end (proto/stkr_recover.c).
+ * stkr__drain_release_all() (drain_batch.c) hand the space back. The ring
+ * file's tail is therefore a position below which everything is in a
+ * segment, and every batch carries Batch.ring_pos (thread, end) for the
+ * threads whose records it holds, so that recovery after a crash between
+ * write(2) and the tail store still knows exactly where the segments end
+ * (proto/stkr_recover.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -250,7 +251,7 @@ static bool drain_ring(stkr__worker *w, stkr__thread *t) {
      * worker dropped is counted already (review). */
     held += add_record(w, t, r);
     /* After add_record copied it; the space is released after the
-     * batch's write (release_all). */
+     * batch's write (stkr__drain_release_all). */
     stkr__ring_cursor_next(&cur, r);
     n++;
   }
@@ -422,7 +423,7 @@ static bool rings_unread(void) {
  * Left unread, the records wait in the rings for a pass that can open one,
  * or, if the process ends first, for recovery from the ring files
  * (count_left_at_exit: pending_recovery). Other errors (ENOSPC, EACCES)
- * are left to write_batch, which drops and counts: they last, and the
+ * are left to stkr__drain_write_batch, which drops and counts: they last, and the
  * rings would only fill. So is a stkr_flush's pass (w->barrier): its
  * caller is told (-EIO) and the counters add up when it returns.
  * @return false when the pass must not read. */
@@ -500,7 +501,7 @@ void stkr__drain_all(stkr__worker *w, bool last) {
      * go (a next recording's worker starts from cleared tables). */
     for (t = stkr__threads_first(); t; t = stkr__threads_next(t))
       stkr__pmirror_free(t);
-    stkr__seg_close_final(&w->seg); /* no cap after it: see write_batch */
+    stkr__seg_close_final(&w->seg); /* no cap after it: see put_batch */
   }
   /* Ring files for threads about to start, after the reaping above has
    * handed its rings on (reusing them costs no file operation at all).

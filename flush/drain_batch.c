@@ -169,7 +169,7 @@ static int put_batch(stkr__worker *w, const char **what) {
   } else {
     stkr__drain_fill_counters(w, &b->counters); /* notes the drops counted */
     /* Before the write: a death after it, before the commit in
-     * write_batch, must not leave recovery to count its new drops again. */
+     * stkr__drain_write_batch, must not leave recovery to count its new drops again. */
     stkr__threads_drops_pend(B->seq);
   }
   B->counters = &b->counters;

@@ -9,7 +9,8 @@
  *   batch.c        drained records -> one Stackrec__Batch (column-wise)
  *   images_*.c     the list of loaded images
  *   symbolize*.c   PCs -> frames (symbolize.h), once per unique PC
- *   drain.c        rings -> batches -> segments; the exit deadline
+ *   drain.c        rings -> batches; the exit deadline
+ *   drain_batch.c  batches -> segments: write, account, release
  *   wake_*.c       the worker's descriptor-free wake-up (wake.h)
  *   fd.c           the recorder's own descriptors: high, close-on-exec,
  *                  identity-checked

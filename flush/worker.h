@@ -1,7 +1,7 @@
 /*
  * worker.h: the flush worker's state, shared by worker.c (wait loop,
- * requests, init/shutdown/fork, stats) and drain.c (rings -> batches ->
- * segments).
+ * requests, init/shutdown/fork, stats), drain.c (rings -> batches) and
+ * drain_batch.c (batches -> segments).
  */
 #ifndef STKR_FLUSH_WORKER_H
 #define STKR_FLUSH_WORKER_H
@@ -138,11 +138,11 @@ typedef struct stkr__worker {
    * rings even when no segment can be opened (drain.c, segment_ready). */
   bool barrier;
   /* A write failed while the session ended: what is still unwritten in
-   * ring files stays there for recovery (drain.c, write_batch); nothing
+   * ring files stays there for recovery (drain_batch.c, stkr__drain_write_batch); nothing
    * more is written. */
   bool keep_for_recovery;
   uint64_t other_reported; /* counts.dropped_other in the last Drops */
-  /* dropped_worker as the session file has it (drain.c, file_worker_drops;
+  /* dropped_worker as the session file has it (drain_batch.c, stkr__drain_file_worker_drops;
    * the drain pass's owner only). */
   uint64_t dropped_worker_filed;
   uint8_t *thread_seen;   /* bitmap by thread id: counted in stats.threads */
@@ -178,8 +178,9 @@ typedef struct stkr__worker {
   uint64_t stacks_count;
 } stkr__worker;
 
-/* drain.c */
+/* drain_batch.c: a new epoch of definitions (unique for the process). */
 uint32_t stkr__new_epoch(void);
+/* drain.c */
 /* Drain every ring into batches and write them. `last`: the end of the
  * session (always written, Batch.last set, segment closed). Every pass obeys
  * w->stop_by_ns when an end was requested: it stops consuming at that
@@ -317,7 +318,7 @@ void stkr__drain_images_changed(stkr__worker *w);
 /* Inproc mode: s's frames, resolved once (each unique PC once, in the
  * symbolizer's cache); on failure s keeps its PCs only (drain_images.c). */
 void stkr__drain_symbolize_stack(stkr__worker *w, stkr__stack *s);
-/* The session's counters into c (drain.c; they note the drops they
+/* The session's counters into c (drain_batch.c; they note the drops they
  * count). Worker thread, or the thread that took the drain over. */
 void stkr__drain_fill_counters(stkr__worker *w, Stackrec__Counters *c);
 /* The session's last batch failed and no session file lets recovery write

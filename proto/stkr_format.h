@@ -231,10 +231,10 @@ void stkr_fmt_buf_free(stkr_fmt_buf *b);
 /*
  * The Header (and its Config) that opens a session's segment, from the
  * header of the session's file (common/stkr_ringfile.h): format_version,
- * who, when and with which settings. The live writer (flush/drain.c, from
- * the template it gave the session file) and recovery
- * (stkr_recover_session.c, from a dead session's file) both fill theirs
- * here, so a recovered segment's Header cannot drift from a live one's.
+ * who, when and with which settings. The live writer
+ * (flush/drain_batch.c, from the template it gave the session file) and
+ * recovery (stkr_recover_session.c, from a dead session's file) both fill
+ * theirs here, so a recovered segment's Header cannot drift from a live one's.
  * The caller sets what only it knows: segment_seq, session_first_seq,
  * dir_recreated, unwind_tables. H and C point into `s`'s strings and C is
  * linked as H->config: all three must outlive the encode.

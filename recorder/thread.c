@@ -411,7 +411,7 @@ void stkr__threads_drops_pend(uint64_t seq) {
 
 void stkr__threads_drops_commit(void) {
   /* The pass's owner, as the reaps that change the list: no lock needed
-   * to walk it here (as release_all in flush/drain.c). */
+   * to walk it here (as stkr__drain_release_all in flush/drain_batch.c). */
   for (stkr__thread *t = stkr__threads_first(); t; t = stkr__threads_next(t)) {
     stkr__ring_ctl *c = t->ring.c;
     if (c == NULL) continue;
