@@ -213,6 +213,7 @@ set(STKR_CLI_SRCS
   tools/stackrec/snapshot_apple.c
   tools/stackrec/snapshot_images.c
   tools/stackrec/snapshot_linux.c
+  tools/stackrec/snapshot_signals.c
   tools/stackrec/symcache_dir.c
   tools/stackrec/snapshot_unwind.c
   tools/stackrec/snapshot_write.c

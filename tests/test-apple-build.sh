@@ -19,7 +19,8 @@
 # loadable arm64e image.
 #
 # Also compiles `stackrec snapshot`'s Apple backend
-# (tools/stackrec/snapshot_apple.c) for the same targets (not linked).
+# (tools/stackrec/snapshot_apple.c) and its end signals
+# (snapshot_signals.c) for the same targets (not linked).
 #
 # Skips (0 cases) when the toolchain is missing (STKR_APPLE_BIN: another
 # directory with clang, ld64.lld, llvm-objdump, llvm-nm). Prints
@@ -168,6 +169,19 @@ for target in arm64-apple-ios15.0 arm64e-apple-ios15.0 x86_64-apple-macos11; do
   else
     bad "$target: tools/stackrec/snapshot_apple.c does not compile:"
     sed -n '1,15p' "$dir/snapshot_apple.log"
+  fi
+  # Its end signals: Apple has no sigtimedwait, so a handler notes them
+  # (review, session 43: that branch had never been compiled).
+  sig=$dir/snapshot_signals.o
+  if "$cc" -target "$target" "${cflags[@]}" -c \
+       tools/stackrec/snapshot_signals.c -o "$sig" \
+       >"$dir/snapshot_signals.log" 2>&1; then
+    und=$("$nm" -u "$sig")
+    grep -qx _sigaction <<<"$und" && ! grep -q sigtimedwait <<<"$und" && ok ||
+      bad "$target: snapshot_signals.o does not take its signals by handler"
+  else
+    bad "$target: tools/stackrec/snapshot_signals.c does not compile:"
+    sed -n '1,15p' "$dir/snapshot_signals.log"
   fi
 done
 echo "apple-build: objects and dylibs under $out"

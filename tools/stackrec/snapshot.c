@@ -25,6 +25,7 @@
 #include "tools/stackrec/attrib.h"
 #include "tools/stackrec/cli.h"
 #include "tools/stackrec/snapshot.h"
+#include "tools/stackrec/snapshot_signals.h"
 #include "tools/stackrec/symcache_dir.h"
 
 /* Both backends (snapshot_linux.c, snapshot_apple.c) fill a stkr_snap the
@@ -326,100 +327,6 @@ static int parse_args(snap_run *r, int argc, char **argv) {
   return 0;
 }
 
-/* SIGINT, SIGTERM, SIGHUP, SIGQUIT and the like (STKR_SNAP_END_SIGNALS)
- * during a series: finish the snapshot under way, close the recording
- * cleanly, then die of the signal as the caller expects. On Linux they are
- * blocked for the whole run and taken (sigtimedwait) only where a series
- * may end: before each snapshot and in the wait between two. No handler
- * runs at an unknown point, so none is deferred or lost: under TSan, which
- * runs a handler at the thread's next interceptor, a SIGTERM once left a
- * series running for ever and another ended one by its default action with
- * no clean end (CI, session 43). Elsewhere (Apple: no sigtimedwait, and
- * sigpending sees only the calling thread's, while main.c may run the
- * command on a thread of its own) a handler notes the signal, and the wait
- * sleeps in slices. Either way a signal ignored or blocked by whoever
- * started us (nohup, `trap '' PIPE`, a blocked mask) is left so: it would
- * not have ended us. */
-typedef struct end_signals {
-  sigset_t set, old;
-  int taken; /* the one taken, 0 none yet */
-} end_signals;
-
-#if !defined(__linux__)
-static volatile sig_atomic_t g_end_signal;
-static void on_end_signal(int sig) {
-  if (g_end_signal == 0) g_end_signal = sig;
-}
-#endif
-
-static void end_signals_hold(end_signals *es) {
-  static const int sigs[] = {STKR_SNAP_END_SIGNALS};
-  struct sigaction old;
-  sigemptyset(&es->set);
-  es->taken = 0;
-  sigprocmask(SIG_BLOCK, NULL, &es->old);
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-    if ((sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler != SIG_IGN) &&
-        sigismember(&es->old, sigs[i]) != 1)
-      sigaddset(&es->set, sigs[i]);
-#if defined(__linux__)
-  sigprocmask(SIG_BLOCK, &es->set, NULL);
-#else
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_end_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int k = 1; k < NSIG; k++)
-    if (sigismember(&es->set, k) == 1) sigaction(k, &sa, NULL);
-#endif
-}
-
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Take an end signal, waiting up to wait_ns for one (0: only look).
- * @return the signal (kept: later calls return it at once), 0 none came. */
-static int end_signal_wait(end_signals *es, int64_t wait_ns) {
-  int64_t deadline = mono_ns() + wait_ns;
-  while (!es->taken) {
-    int64_t left = deadline - mono_ns();
-    if (left < 0) left = 0;
-#if defined(__linux__)
-    struct timespec ts = {(time_t)(left / 1000000000),
-                          (long)(left % 1000000000)};
-    int sig = sigtimedwait(&es->set, NULL, &ts);
-    if (sig > 0) es->taken = sig;
-    else if (errno != EINTR || left == 0) break; /* EAGAIN: none in time */
-#else
-    if ((es->taken = g_end_signal) != 0 || left == 0) break;
-    /* A signal cuts the slice short (EINTR). */
-    nanosleep(&(struct timespec){0, (long)(left < 10000000 ? left
-                                                  : 10000000)}, NULL);
-#endif
-  }
-  return es->taken;
-}
-
-/* After an end signal, die of it (its default action: the caller sees
- * the signal it sent), and of no other end signal pending beside it;
- * otherwise the mask as we found it. */
-static void end_signals_release(end_signals *es) {
-  if (es->taken) {
-    sigset_t others = es->set;
-    fflush(NULL);
-    sigdelset(&others, es->taken);
-    sigprocmask(SIG_BLOCK, &others, NULL);
-    signal(es->taken, SIG_DFL);
-    raise(es->taken); /* pending until the mask below lets it in */
-    for (int k = 1; k < NSIG; k++)
-      if (sigismember(&others, k) == 1) sigaddset(&es->old, k);
-  }
-  sigprocmask(SIG_SETMASK, &es->old, NULL);
-}
-
 typedef struct snap_stats {
   uint64_t *stops, *helds; /* every thread's, every snapshot */
   size_t n, cap, cap_h;
@@ -533,14 +440,14 @@ static bool execd(pid_t pid, const uint8_t *id, int id_len) {
 }
 
 static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
-                      end_signals *es, unsigned *taken) {
+                      stkr_snap_end_signals *es, unsigned *taken) {
   char err[600];
   int rc = 0;
 
   for (unsigned i = 0; i < r->count && rc == 0; i++) {
     stkr_snap s;
     int e;
-    if (end_signal_wait(es, i > 0 ? (int64_t)r->interval_ms * 1000000 : 0))
+    if (stkr_snap_end_signal_wait(es, i > 0 ? (int64_t)r->interval_ms * 1000000 : 0))
       break;
     if (execd(r->pid, r->exec_id, r->exec_id_len)) {
       fflush(stdout);
@@ -563,7 +470,7 @@ static int run_series(snap_run *r, stkr_snap_images *im, snap_stats *st,
       return e == -ENOMEM ? STKR_CLI_DATA_LOST : STKR_CLI_NO_INPUT;
     }
     stats_add(st, &s);
-    e = emit(r, im, &s, i + 1 == r->count || end_signal_wait(es, 0));
+    e = emit(r, im, &s, i + 1 == r->count || stkr_snap_end_signal_wait(es, 0));
     stkr_snap_free(&s);
     if (e != 0) {
       fprintf(stderr, "stackrec snapshot: %s: %s\n",
@@ -580,13 +487,13 @@ int stkr_cli_snapshot(int argc, char **argv) {
   snap_run r = {.count = 1, .interval_ms = 1000};
   stkr_snap_images im = {0};
   snap_stats st = {0};
-  end_signals es;
+  stkr_snap_end_signals es;
   unsigned taken = 0;
   int rc = parse_args(&r, argc, argv), e;
 
   if (rc == -1) return STKR_CLI_OK; /* --help */
   if (rc != 0) return rc;
-  end_signals_hold(&es);
+  stkr_snap_end_signals_hold(&es);
   rc = setup(&r, &im);
   if (rc == 0) rc = run_series(&r, &im, &st, &es, &taken);
   stats_print(&r, &st, taken);
@@ -625,6 +532,6 @@ int stkr_cli_snapshot(int argc, char **argv) {
   free(st.helds);
   stkr_snap_images_free(&im);
   if (rc == 0) rc = stkr_cli_flush("snapshot");
-  end_signals_release(&es);
+  stkr_snap_end_signals_release(&es);
   return rc;
 }

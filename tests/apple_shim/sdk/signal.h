@@ -36,4 +36,27 @@ typedef struct {
 #define SS_ONSTACK 0x0001
 #define SS_DISABLE 0x0004
 int sigaltstack(const stack_t *restrict ss, stack_t *restrict old);
+/* tools/stackrec/snapshot_signals.c: a series' end signals (Darwin's
+ * struct sigaction, __DARWIN_NSIG, SIG_DFL and SIG_IGN). */
+#define NSIG 32
+#define SIG_DFL ((void (*)(int))0)
+#define SIG_IGN ((void (*)(int))1)
+struct __siginfo;
+union __sigaction_u {
+  void (*__sa_handler)(int);
+  void (*__sa_sigaction)(int, struct __siginfo *, void *);
+};
+struct sigaction {
+  union __sigaction_u __sigaction_u;
+  sigset_t sa_mask;
+  int sa_flags;
+};
+#define sa_handler __sigaction_u.__sa_handler
+#define sa_sigaction __sigaction_u.__sa_sigaction
+int sigaction(int sig, const struct sigaction *restrict act,
+              struct sigaction *restrict oact);
+int sigismember(const sigset_t *set, int signo);
+int sigdelset(sigset_t *set, int signo);
+void (*signal(int sig, void (*func)(int)))(int);
+int raise(int sig);
 #endif
