@@ -147,11 +147,9 @@ static void print_accounting(const stkr_process_info *p) {
   putchar('\n');
 }
 
-static int print_process(const stkr_reader *r, size_t i) {
-  const stkr_process_info *p = stkr_reader_process(r, i);
-  uint64_t span = p->events ? p->last_ts_ns - p->first_ts_ns : 0;
-  char reasons[STKR_CLI_DROP_REASONS_MAX];
-
+/* Who the process is: its name, directory, parent, where its marks come
+ * from, what it watched and how its stacks were unwound. */
+static void print_origin(const stkr_process_info *p) {
   printf("process %u \"", (unsigned)p->pid);
   put_name(p->have_header ? p->process_name : "?");
   printf("\"");
@@ -191,6 +189,14 @@ static int print_process(const stkr_reader *r, size_t i) {
            "%u cache files refused and rebuilt\n",
            (unsigned)p->unwind_images_cached,
            (unsigned)p->unwind_cache_rejected);
+}
+
+static int print_process(const stkr_reader *r, size_t i) {
+  const stkr_process_info *p = stkr_reader_process(r, i);
+  uint64_t span = p->events ? p->last_ts_ns - p->first_ts_ns : 0;
+  char reasons[STKR_CLI_DROP_REASONS_MAX];
+
+  print_origin(p);
   if (p->status == -EPROTONOSUPPORT)
     printf("  status:      NOT READ: recorded in a newer format version\n");
   if (p->have_boot_id) /* which monotonic clock (common/stkr_boot.h) */
