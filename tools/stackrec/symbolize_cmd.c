@@ -160,6 +160,70 @@ static int make_outdir(const char *indir, const char *outdir) {
   return 0;
 }
 
+/* What a run did, on stdout. */
+static void print_summary(const stkr__sym_run *run, const char *outdir) {
+  unsigned long long pcs = stkr__symc_resolved(run->c),
+                     named = stkr__symc_named(run->c),
+                     frames = stkr__symc_frames(run->c);
+  /* Named, not looked up: a PC whose image has no usable file stays
+   * image+offset (QA, session 39: "11 unique PCs resolved" where 9 were
+   * not). */
+  printf("%llu segment file%s, %llu batch%s, %llu stack%s: %llu unique PC%s, "
+         "%llu named, %llu left image+offset, in %llu frame%s; written to "
+         "%s\n",
+         (unsigned long long)run->files, run->files == 1 ? "" : "s",
+         (unsigned long long)run->batches, run->batches == 1 ? "" : "es",
+         (unsigned long long)run->stacks, run->stacks == 1 ? "" : "s", pcs,
+         pcs == 1 ? "" : "s", named, pcs - named, frames,
+         frames == 1 ? "" : "s", outdir);
+  if (run->copied_files)
+    printf("%llu file%s already had frames and %s copied unchanged\n",
+           (unsigned long long)run->copied_files,
+           run->copied_files == 1 ? "" : "s",
+           run->copied_files == 1 ? "was" : "were");
+  if (run->renamed_pcs)
+    printf("%llu PC%s the recording had left image+offset or without "
+           "file:line %s resolved now, in %llu stack%s of %llu file%s\n",
+           (unsigned long long)run->renamed_pcs, run->renamed_pcs == 1 ? "" : "s",
+           run->renamed_pcs == 1 ? "was" : "were",
+           (unsigned long long)run->renamed_stacks,
+           run->renamed_stacks == 1 ? "" : "s",
+           (unsigned long long)run->renamed_files,
+           run->renamed_files == 1 ? "" : "s");
+  if (run->mixed_files)
+    printf("%llu file%s of an in-process recording had stacks without "
+           "frames (first seen as it ended, or recovered): only those were "
+           "resolved\n",
+           (unsigned long long)run->mixed_files,
+           run->mixed_files == 1 ? "" : "s");
+}
+
+/* An empty recording (no segment, nothing else): as every reader takes
+ * it (QA: exit 1 here, 0 elsewhere), OUT is an empty recording too, with
+ * the marks file if there is one. */
+static int symbolize_empty(const char *indir, const char *outdir) {
+  int err;
+
+  if ((err = make_outdir(indir, outdir)) != 0)
+    return err;
+  char marks[PATH_MAX + sizeof STKR_MARKS_FILE + 1];
+  snprintf(marks, sizeof marks, "%s/%s", outdir, STKR_MARKS_FILE);
+  if (access(marks, F_OK) == 0) /* a second run would double its lines */
+    return stkr_cli_usage_error("symbolize",
+                                "OUT '%s' already holds %s; give an "
+                                "empty or new directory", outdir,
+                                STKR_MARKS_FILE);
+  if ((err = stkr_marks_copy(indir, outdir)) != 0) {
+    stkr_cli_marks_copy_said("symbolize", indir, err);
+    return STKR_CLI_DATA_LOST;
+  }
+  bool marks_bad = marks_damage_said(indir) != 0;
+  printf("an empty recording (no process made a watched call): nothing "
+         "to symbolize; written to %s\n", outdir);
+  return stkr_cli_flush("symbolize") != 0 || marks_bad ? STKR_CLI_DATA_LOST
+                                                       : STKR_CLI_OK;
+}
+
 int stkr_cli_symbolize(int argc, char **argv) {
   const char *dirs[MAX_DIRS];
   size_t n_dirs = 0, n_segs = 0;
@@ -194,27 +258,8 @@ int stkr_cli_symbolize(int argc, char **argv) {
     return STKR_CLI_NO_INPUT;
   }
   if (n_segs == 0 && stkr_cli_dir_empty(indir)) {
-    /* As every reader takes it (QA: exit 1 here, 0 elsewhere): OUT is an
-     * empty recording too, with the marks file if there is one. */
     free(segs);
-    if ((err = make_outdir(indir, outdir)) != 0)
-      return err;
-    char marks[PATH_MAX + sizeof STKR_MARKS_FILE + 1];
-    snprintf(marks, sizeof marks, "%s/%s", outdir, STKR_MARKS_FILE);
-    if (access(marks, F_OK) == 0) /* a second run would double its lines */
-      return stkr_cli_usage_error("symbolize",
-                                  "OUT '%s' already holds %s; give an "
-                                  "empty or new directory", outdir,
-                                  STKR_MARKS_FILE);
-    if ((err = stkr_marks_copy(indir, outdir)) != 0) {
-      stkr_cli_marks_copy_said("symbolize", indir, err);
-      return STKR_CLI_DATA_LOST;
-    }
-    bool marks_bad = marks_damage_said(indir) != 0;
-    printf("an empty recording (no process made a watched call): nothing "
-           "to symbolize; written to %s\n", outdir);
-    return stkr_cli_flush("symbolize") != 0 || marks_bad ? STKR_CLI_DATA_LOST
-                                                         : STKR_CLI_OK;
+    return symbolize_empty(indir, outdir);
   }
   if (n_segs == 0) {
     fprintf(stderr, "stackrec symbolize: no segment files "
@@ -233,40 +278,7 @@ int stkr_cli_symbolize(int argc, char **argv) {
     err = STKR_CLI_DATA_LOST;
     goto out_run;
   }
-  unsigned long long pcs = stkr__symc_resolved(run.c),
-                     named = stkr__symc_named(run.c),
-                     frames = stkr__symc_frames(run.c);
-  /* Named, not looked up: a PC whose image has no usable file stays
-   * image+offset (QA, session 39: "11 unique PCs resolved" where 9 were
-   * not). */
-  printf("%llu segment file%s, %llu batch%s, %llu stack%s: %llu unique PC%s, "
-         "%llu named, %llu left image+offset, in %llu frame%s; written to "
-         "%s\n",
-         (unsigned long long)run.files, run.files == 1 ? "" : "s",
-         (unsigned long long)run.batches, run.batches == 1 ? "" : "es",
-         (unsigned long long)run.stacks, run.stacks == 1 ? "" : "s", pcs,
-         pcs == 1 ? "" : "s", named, pcs - named, frames,
-         frames == 1 ? "" : "s", outdir);
-  if (run.copied_files)
-    printf("%llu file%s already had frames and %s copied unchanged\n",
-           (unsigned long long)run.copied_files,
-           run.copied_files == 1 ? "" : "s",
-           run.copied_files == 1 ? "was" : "were");
-  if (run.renamed_pcs)
-    printf("%llu PC%s the recording had left image+offset or without "
-           "file:line %s resolved now, in %llu stack%s of %llu file%s\n",
-           (unsigned long long)run.renamed_pcs, run.renamed_pcs == 1 ? "" : "s",
-           run.renamed_pcs == 1 ? "was" : "were",
-           (unsigned long long)run.renamed_stacks,
-           run.renamed_stacks == 1 ? "" : "s",
-           (unsigned long long)run.renamed_files,
-           run.renamed_files == 1 ? "" : "s");
-  if (run.mixed_files)
-    printf("%llu file%s of an in-process recording had stacks without "
-           "frames (first seen as it ended, or recovered): only those were "
-           "resolved\n",
-           (unsigned long long)run.mixed_files,
-           run.mixed_files == 1 ? "" : "s");
+  print_summary(&run, outdir);
   stkr_cli_swift_note(stdout, "symbolize", "");
   err = run.status;
   /* Dead writers' events in DIR's ring files are in no segment, nor in OUT
