@@ -539,6 +539,36 @@ static void after_cmd_with_room(after_cmd *a) {
   after_cmd_main(a); /* no thread: on the stack we have */
 }
 
+/* --depth's value: 1-256. @return 0, or the usage error's status. */
+static int check_depth(const char *v) {
+  char *end;
+  unsigned long n;
+  errno = 0;
+  n = strtoul(v, &end, 10);
+  if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno || n < 1 || n > 256)
+    return stkr_cli_usage_error("record", "--depth: \"%s\" is not a "
+                                          "number in 1-256", v);
+  return 0;
+}
+
+/* The options that exclude each other or may not be empty. @return 0, or
+ * the usage error's status. */
+static int check_options(const char *symcache, bool no_symcache,
+                         const char *cats) {
+  if (no_symcache && symcache)
+    return stkr_cli_usage_error("record", "--symcache and --no-symcache "
+                                          "exclude each other");
+  if (symcache != NULL && symcache[0] == '\0')
+    return stkr_cli_usage_error("record", "--symcache: empty directory name");
+  /* Unset STACKREC_CATEGORIES means the default; an option given empty is
+   * a mistake, as an empty item in a list is. */
+  if (cats != NULL && cats[0] == '\0')
+    return stkr_cli_usage_error("record", "--categories: no category given "
+                                          "(leave the option out for the "
+                                          "default)");
+  return 0;
+}
+
 int stkr_cli_record(int argc, char **argv) {
   static stkr__rec_notices nt; /* large; one record per process */
   /* Static for the same reason as nt: a small `ulimit -s` (see
@@ -572,18 +602,11 @@ int stkr_cli_record(int argc, char **argv) {
       if (out_opt[0] == '\0')
         return stkr_cli_usage_error("record", "-o: empty directory name");
       break;
-    case 'd': {
-      char *end;
-      unsigned long v;
-      errno = 0;
-      v = strtoul(optarg, &end, 10);
-      if (optarg[0] < '0' || optarg[0] > '9' || *end != '\0' || errno ||
-          v < 1 || v > 256)
-        return stkr_cli_usage_error("record", "--depth: \"%s\" is not a "
-                                              "number in 1-256", optarg);
+    case 'd':
+      if ((rc = check_depth(optarg)) != 0)
+        return rc;
       depth = optarg;
       break;
-    }
     }
   }
   if (optind >= argc)
@@ -592,17 +615,8 @@ int stkr_cli_record(int argc, char **argv) {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGXFSZ, &ign, &g_xfsz_given);
   }
-  if (no_symcache && symcache)
-    return stkr_cli_usage_error("record", "--symcache and --no-symcache "
-                                          "exclude each other");
-  if (symcache != NULL && symcache[0] == '\0')
-    return stkr_cli_usage_error("record", "--symcache: empty directory name");
-  /* Unset STACKREC_CATEGORIES means the default; an option given empty is
-   * a mistake, as an empty item in a list is. */
-  if (cats != NULL && cats[0] == '\0')
-    return stkr_cli_usage_error("record", "--categories: no category given "
-                                          "(leave the option out for the "
-                                          "default)");
+  if ((rc = check_options(symcache, no_symcache, cats)) != 0)
+    return rc;
   if (!no_symcache && symcache == NULL)
     symcache = stkr_symcache_dir(symcache_buf, sizeof symcache_buf);
   /* STACKREC_DIR is set below, once the directory exists. */
