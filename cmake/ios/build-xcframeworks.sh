@@ -98,6 +98,7 @@ for sdk in iphoneos iphonesimulator; do
 module CStackrec {
   header "stackrec.h"
   header "stkr_reader.h"
+  header "stkr_marks.h"
   export *
 }
 MAP
@@ -106,5 +107,6 @@ pack zstd libzstd.a zstd.h zstd_errors.h zdict.h
 pack protobuf_c libprotobuf-c.a protobuf-c
 # The headers of CStackrec sit at the top of its Headers directory (the
 # module map names them without a stackrec/ prefix).
-pack CStackrec libstackrec.a stackrec/stackrec.h stackrec/stkr_reader.h stackrec/module.modulemap
+pack CStackrec libstackrec.a stackrec/stackrec.h stackrec/stkr_reader.h \
+  stackrec/stkr_marks.h stackrec/module.modulemap
 echo "build-xcframeworks: wrote $out/{zstd,protobuf_c,CStackrec}.xcframework"

@@ -81,6 +81,14 @@ if quiet "the package's C headers" cc -fsyntax-only -Wall -Werror \
 else
   bad "the package's C headers"
 fi
+# The marks file's API, split from stkr_reader.h: either may come first.
+printf '#include <stackrec/stkr_marks.h>\nint g(stkr_reader *r) { return stkr_mark_append(".", "a", 0, 0) + (int)sizeof(stkr_pid_map) + (int)stkr_reader_unrecorded_count(r); }\n' >"$tmp/marks.c"
+if quiet "<stackrec/stkr_marks.h> first" cc -fsyntax-only -Wall -Werror \
+    -I "$repo/swift/CStackrec/include" "$tmp/marks.c"; then
+  ok "<stackrec/stkr_marks.h> alone, first"
+else
+  bad "<stackrec/stkr_marks.h> alone"
+fi
 
 echo "== 2. clean CMake build and install"
 prefix="$tmp/prefix"
@@ -93,6 +101,7 @@ else
   bad "cmake build and install"
 fi
 for f in include/stackrec/stackrec.h include/stackrec/stkr_reader.h \
+         include/stackrec/stkr_marks.h \
          lib/libstackrec.a lib/libstackrec.so lib/pkgconfig/stackrec.pc \
          lib/cmake/stackrec/stackrecConfig.cmake bin/stackrec \
          lib/stackrec/libstackrec_preload.so; do
@@ -215,7 +224,8 @@ fi
 echo "== 5. exported symbols"
 sub "$repo/tests/embed/check_exports.sh" "$prefix/lib" \
     "$prefix/lib/stackrec/libstackrec_preload.so" \
-    "$prefix/include/stackrec/stackrec.h" "$prefix/include/stackrec/stkr_reader.h"
+    "$prefix/include/stackrec/stackrec.h" "$prefix/include/stackrec/stkr_reader.h" \
+    "$prefix/include/stackrec/stkr_marks.h"
 
 echo "== 6. swift build && swift test"
 if [ ! -x "$swift" ]; then
