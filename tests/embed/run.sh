@@ -73,22 +73,18 @@ echo "== 1. source lists and generated code"
 sub python3 "$repo/cmake/check_sources.py" "$repo"
 sub "$repo/swift/generate.sh" --check
 # A C target of a Swift package gets swift/CStackrec/include on its path:
-# the two public headers under the names the CMake install gives them.
+# the public headers under the names the CMake install gives them; the
+# marks file's API (stkr_marks.h, split from stkr_reader.h) may come first.
 printf '#include <stackrec/stackrec.h>\n#include <stackrec/stkr_reader.h>\nint f(void) { return stkr_version() != 0; }\n' >"$tmp/inc.c"
-if quiet "the package's C headers" cc -fsyntax-only -Wall -Werror \
-    -I "$repo/swift/CStackrec/include" "$tmp/inc.c"; then
-  ok "<stackrec/stackrec.h> and <stackrec/stkr_reader.h> through the package's include directory"
-else
-  bad "the package's C headers"
-fi
-# The marks file's API, split from stkr_reader.h: either may come first.
 printf '#include <stackrec/stkr_marks.h>\nint g(stkr_reader *r) { return stkr_mark_append(".", "a", 0, 0) + (int)sizeof(stkr_pid_map) + (int)stkr_reader_unrecorded_count(r); }\n' >"$tmp/marks.c"
-if quiet "<stackrec/stkr_marks.h> first" cc -fsyntax-only -Wall -Werror \
-    -I "$repo/swift/CStackrec/include" "$tmp/marks.c"; then
-  ok "<stackrec/stkr_marks.h> alone, first"
-else
-  bad "<stackrec/stkr_marks.h> alone"
-fi
+for c in inc marks; do
+  if quiet "the package's C headers ($c.c)" cc -fsyntax-only -Wall -Werror \
+      -I "$repo/swift/CStackrec/include" "$tmp/$c.c"; then
+    ok "$(head -1 "$tmp/$c.c") and the rest of $c.c through the package's include directory"
+  else
+    bad "the package's C headers ($c.c)"
+  fi
+done
 
 echo "== 2. clean CMake build and install"
 prefix="$tmp/prefix"
