@@ -145,6 +145,7 @@ set(STKR_PRELOAD_SRCS
   preload/setup_check.c
   preload/sites.c
   preload/start_room.c
+  preload/static_deps.c
 )
 
 # //tools:stackrec and //tools:stackrec_lib (plus the generated pprof and report assets)

@@ -46,7 +46,7 @@ if ! "$cc" "${flags[@]}" "${pl[@]}" -shared -o "$d/bin/libstackrec_preload.so" \
      preload/hooks_net.c \
      preload/hooks_signal.c preload/hooks_stat.c preload/hooks_thread.c \
      preload/preload.c preload/sanitizer.c preload/setup_check.c \
-     preload/sites.c preload/start_room.c \
+     preload/sites.c preload/start_room.c preload/static_deps.c \
      preload/match.c recorder/*.c \
      unwind/*.c flush/*.c proto/*.c "$out/gen/proto/stackrec.pb-c.c" \
      -Wl,--version-script=preload/exports.map -Wl,-z,defs -lzstd \
